@@ -1,0 +1,11 @@
+//! octobrain-core: the pure-Rust kernels behind `octobrain._core`.
+//!
+//! Every kernel is plain Rust over owned data (no IO, no Python). The PyO3 bindings live in
+//! `python.rs`, compiled only with the `python` feature, so `cargo test` runs without Python.
+
+pub mod error;
+
+#[cfg(feature = "python")]
+mod python;
+
+pub use error::{CoreError, CoreResult};
