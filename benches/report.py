@@ -1,0 +1,105 @@
+"""Turn a pytest-benchmark JSON file into the README's results table.
+
+Every benchmark declares `benchmark.group` (the task) and `extra_info["impl"]` ("octobrain" or the
+baseline's name). For each group this prints the median of each implementation and the speed-up
+of octobrain over each baseline, measured side by side in the same run. Extra numeric facts
+(nDCG@10, recall) are shown next to the implementation that produced them.
+
+Usage: python benches/report.py RESULTS.json [--update README.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+START = "<!-- bench:start -->"
+END = "<!-- bench:end -->"
+
+
+def _fmt_time(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def _facts(extra: dict[str, Any]) -> str:
+    parts = [
+        f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+        for k, v in extra.items()
+        if k != "impl"
+    ]
+    return ", ".join(parts)
+
+
+def table(results: dict[str, Any]) -> str:
+    groups: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for bench in results["benchmarks"]:
+        impl = bench.get("extra_info", {}).get("impl", bench["name"])
+        groups[bench.get("group") or bench["name"]][impl] = bench
+    machine = results.get("machine_info", {})
+    cpu = machine.get("cpu", {}).get("brand_raw") or platform.processor() or "this machine"
+    python = (
+        machine.get("python_implementation", "CPython") + " " + machine.get("python_version", "")
+    )
+    lines = [
+        f"Measured on {cpu} ({python}), {results.get('datetime', '')[:10]}."
+        " Medians; speed-up = baseline median / octobrain median.",
+        "",
+        "| task | octobrain (median) | baseline | baseline (median) | speed-up | notes |",
+        "|---|---|---|---|---|---|",
+    ]
+    for group in sorted(groups):
+        impls = groups[group]
+        ours = impls.get("octobrain")
+        for name, other in sorted(impls.items()):
+            if name == "octobrain":
+                continue
+            if ours is None:
+                theirs = _fmt_time(other["stats"]["median"])
+                lines.append(f"| {group} | — | {name} | {theirs} | — | |")
+                continue
+            ratio = other["stats"]["median"] / ours["stats"]["median"]
+            notes = "; ".join(
+                f"{label}: {facts}"
+                for label, facts in (
+                    ("ours", _facts(ours.get("extra_info", {}))),
+                    (name, _facts(other.get("extra_info", {}))),
+                )
+                if facts
+            )
+            lines.append(
+                f"| {group} | {_fmt_time(ours['stats']['median'])} | {name} | "
+                f"{_fmt_time(other['stats']['median'])} | {ratio:.2f}× | {notes} |"
+            )
+        if ours is not None and len(impls) == 1:
+            lines.append(
+                f"| {group} | {_fmt_time(ours['stats']['median'])} | — | — | — | "
+                f"{_facts(ours.get('extra_info', {}))} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path)
+    parser.add_argument("--update", type=Path, help="rewrite the table between the bench markers")
+    args = parser.parse_args()
+    rendered = table(json.loads(args.results.read_text()))
+    print(rendered)
+    if args.update:
+        text = args.update.read_text()
+        head, found, rest = text.partition(START)
+        _, found_end, tail = rest.partition(END)
+        if not (found and found_end):
+            raise SystemExit(f"{args.update}: no {START} … {END} markers")
+        args.update.write_text(f"{head}{START}\n{rendered}\n{END}{tail}")
+
+
+if __name__ == "__main__":
+    main()

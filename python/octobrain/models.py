@@ -1,0 +1,426 @@
+"""The memory data model: types, trust tiers, states, relationships, and input validation.
+
+Validation lives here, once, so the CLI, the MCP server and the library reject the same inputs
+with the same message: the field's name and the rule it broke.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+
+from octobrain.errors import InvalidInput
+
+TITLE_BYTES = (5, 200)
+CONTENT_BYTES = (10, 10_000)
+QUERY_BYTES = (3, 500)
+MAX_TAGS = 10
+TAG_CHARS = 50
+MAX_FILES = 20
+FILE_BYTES = 500
+MAX_LINKS = 20
+LINK_DESCRIPTION_CHARS = 200
+MAX_QUERIES = 5
+MAX_LIMIT = 50
+ID_CHARS = 100
+
+
+class MemoryType(str, Enum):
+    """What kind of knowledge a memory holds. `goal` anchors goal-driven consolidation."""
+
+    CODE = "code"
+    ARCHITECTURE = "architecture"
+    BUG_FIX = "bug_fix"
+    FEATURE = "feature"
+    DOCUMENTATION = "documentation"
+    USER_PREFERENCE = "user_preference"
+    DECISION = "decision"
+    LEARNING = "learning"
+    CONFIGURATION = "configuration"
+    TESTING = "testing"
+    PERFORMANCE = "performance"
+    SECURITY = "security"
+    VALIDATION = "validation"
+    RESEARCH = "research"
+    WORKFLOW = "workflow"
+    REQUIREMENT = "requirement"
+    DESIGN = "design"
+    INTEGRATION = "integration"
+    COMMUNICATION = "communication"
+    PROCESS = "process"
+    INSIGHT = "insight"
+    GOAL = "goal"
+
+
+_TYPE_ALIASES = {
+    "arch": "architecture",
+    "bugfix": "bug_fix",
+    "bug": "bug_fix",
+    "docs": "documentation",
+    "doc": "documentation",
+    "preference": "user_preference",
+    "tutorial": "learning",
+    "education": "learning",
+    "config": "configuration",
+    "setup": "configuration",
+    "test": "testing",
+    "qa": "testing",
+    "perf": "performance",
+    "optimization": "performance",
+    "vulnerability": "security",
+    "vuln": "security",
+    "hypothesis": "validation",
+    "experiment": "validation",
+    "analysis": "research",
+    "investigation": "research",
+    "sop": "workflow",
+    "playbook": "workflow",
+    "spec": "requirement",
+    "constraint": "requirement",
+    "ux": "design",
+    "ui": "design",
+    "wireframe": "design",
+    "api": "integration",
+    "connector": "integration",
+    "stakeholder": "communication",
+    "update": "communication",
+    "runbook": "process",
+    "procedure": "process",
+    "deployment": "process",
+    "intent": "goal",
+    "task": "goal",
+    "objective": "goal",
+    "other": "insight",
+}
+
+
+class Source(str, Enum):
+    """Trust tier: who vouches for a memory. Ranking multiplies by `trust`."""
+
+    USER_CONFIRMED = "user_confirmed"
+    IMPORTED = "imported"
+    AGENT_INFERRED = "agent_inferred"
+    AUTO_LINKED = "auto_linked"
+
+    @property
+    def trust(self) -> float:
+        return _TRUST[self]
+
+    @property
+    def label(self) -> str:
+        return _LABELS[self]
+
+
+_TRUST = {
+    Source.USER_CONFIRMED: 1.0,
+    Source.IMPORTED: 0.9,
+    Source.AGENT_INFERRED: 0.85,
+    Source.AUTO_LINKED: 0.8,
+}
+_LABELS = {
+    Source.USER_CONFIRMED: "[CONFIRMED]",
+    Source.IMPORTED: "[IMPORTED]",
+    Source.AGENT_INFERRED: "[INFERRED]",
+    Source.AUTO_LINKED: "[AUTO]",
+}
+_SOURCE_ALIASES = {
+    "confirmed": "user_confirmed",
+    "ground_truth": "user_confirmed",
+    "inferred": "agent_inferred",
+    "autolinked": "auto_linked",
+}
+
+
+class State(str, Enum):
+    """Lifecycle state. Consolidated rows stay searchable with damped importance."""
+
+    WORKING = "working"
+    CONSOLIDATED = "consolidated"
+    ARCHIVED = "archived"
+
+
+class RelationshipType(str, Enum):
+    """Typed, directed edges between memories (source → target)."""
+
+    RELATED_TO = "related_to"
+    DEPENDS_ON = "depends_on"
+    SUPERSEDES = "supersedes"
+    SIMILAR = "similar"
+    CONFLICTS = "conflicts"
+    IMPLEMENTS = "implements"
+    EXTENDS = "extends"
+    ACHIEVES = "achieves"
+    CLOSES = "closes"
+    AUTO_LINKED = "auto_linked"
+    CONSOLIDATED_FROM = "consolidated_from"
+
+
+def _choices(enum: type[Enum]) -> str:
+    return ", ".join(str(m.value) for m in enum)
+
+
+def parse_memory_type(
+    value: str | MemoryType | None, *, field_name: str = "memory_type"
+) -> MemoryType:
+    """Parse a memory type, case-insensitively and with upstream's aliases.
+
+    Unlike upstream, an unknown name is an error rather than a silent `insight`: an agent that
+    misspells `decision` should learn it, not lose the type.
+    """
+    if value is None:
+        return MemoryType.CODE
+    if isinstance(value, MemoryType):
+        return value
+    key = str(value).strip().lower().replace("-", "_").replace(" ", "_")
+    key = _TYPE_ALIASES.get(key, key)
+    try:
+        return MemoryType(key)
+    except ValueError:
+        raise InvalidInput(
+            field_name, f"unknown memory type {value!r}; use one of {_choices(MemoryType)}"
+        ) from None
+
+
+def parse_source(value: str | Source | None) -> Source:
+    """Parse a trust tier; the default is `agent_inferred`."""
+    if value is None:
+        return Source.AGENT_INFERRED
+    if isinstance(value, Source):
+        return value
+    key = str(value).strip().lower()
+    key = _SOURCE_ALIASES.get(key, key)
+    try:
+        return Source(key)
+    except ValueError:
+        raise InvalidInput("source", f"must be one of {_choices(Source)}, got {value!r}") from None
+
+
+def parse_relationship_type(
+    value: str | RelationshipType, *, field_name: str = "relationship_type"
+) -> RelationshipType:
+    """Parse a relationship type (exact names, case-insensitive)."""
+    if isinstance(value, RelationshipType):
+        return value
+    key = str(value).strip().lower().replace("-", "_")
+    try:
+        return RelationshipType(key)
+    except ValueError:
+        raise InvalidInput(
+            field_name,
+            f"unknown relationship type {value!r}; use one of {_choices(RelationshipType)}",
+        ) from None
+
+
+def _byte_len(text: str) -> int:
+    return len(text.encode("utf-8", errors="surrogatepass"))
+
+
+def check_text(field_name: str, value: object, bounds: tuple[int, int]) -> str:
+    """A string whose trimmed UTF-8 length lies within `bounds` (inclusive); returns it trimmed."""
+    text = _plain_string(field_name, value)
+    low, high = bounds
+    size = _byte_len(text)
+    if not low <= size <= high:
+        raise InvalidInput(
+            field_name, f"must be {low}–{high} bytes of UTF-8 after trimming, got {size}"
+        )
+    return text
+
+
+def _plain_string(field_name: str, value: object) -> str:
+    """A trimmed string without NUL or lone surrogates (neither survives storage intact)."""
+    if not isinstance(value, str):
+        raise InvalidInput(field_name, f"must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidInput(field_name, "must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            field_name, "must be valid Unicode (lone surrogates are not allowed)"
+        ) from None
+    return value.strip()
+
+
+def check_unit(field_name: str, value: object) -> float:
+    """A finite number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInput(field_name, f"must be a number in [0, 1], got {type(value).__name__}")
+    number = float(value)
+    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+        raise InvalidInput(field_name, f"must be a number in [0, 1], got {value!r}")
+    return number
+
+
+def check_limit(value: object, *, field_name: str = "limit", maximum: int = MAX_LIMIT) -> int:
+    """A result count in [1, maximum]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(field_name, f"must be an integer in [1, {maximum}], got {value!r}")
+    if not 1 <= value <= maximum:
+        raise InvalidInput(field_name, f"must be an integer in [1, {maximum}], got {value}")
+    return value
+
+
+def check_id(value: object, *, field_name: str = "memory_id") -> str:
+    """A memory id: a UUID string (any case), returned in canonical lowercase form."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(field_name, "must be a non-empty string")
+    if len(value) > ID_CHARS:
+        raise InvalidInput(field_name, f"must be at most {ID_CHARS} characters")
+    try:
+        return str(uuid.UUID(value.strip()))
+    except ValueError:
+        raise InvalidInput(field_name, f"must be a memory id (a UUID), got {value!r}") from None
+
+
+def clean_tags(values: Iterable[object] | None) -> list[str]:
+    """Trimmed, de-duplicated tags; each at most 50 characters, at most 10 of them."""
+    return _clean_list(
+        "tags", values, MAX_TAGS, lambda t: len(t) <= TAG_CHARS, f"at most {TAG_CHARS} characters"
+    )
+
+
+def clean_files(values: Iterable[object] | None) -> list[str]:
+    """Trimmed, de-duplicated file paths; each at most 500 bytes, at most 20 of them."""
+    return _clean_list(
+        "related_files",
+        values,
+        MAX_FILES,
+        lambda f: _byte_len(f) <= FILE_BYTES,
+        f"at most {FILE_BYTES} bytes",
+    )
+
+
+def _clean_list(
+    field_name: str,
+    values: Iterable[object] | None,
+    cap: int,
+    fits: Callable[[str], bool],
+    rule: str,
+) -> list[str]:
+    if values is None:
+        return []
+    if isinstance(values, str):
+        raise InvalidInput(field_name, "must be a list of strings, not one string")
+    out: list[str] = []
+    for i, raw in enumerate(values):
+        item = _plain_string(f"{field_name}[{i}]", raw)
+        if not item or item in out:
+            continue
+        if not fits(item):
+            raise InvalidInput(f"{field_name}[{i}]", rule)
+        out.append(item)
+    if len(out) > cap:
+        raise InvalidInput(field_name, f"at most {cap} items, got {len(out)}")
+    return out
+
+
+def utcnow() -> datetime:
+    """Now, timezone-aware UTC, at microsecond precision (what Arrow timestamps keep)."""
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class Link:
+    """A relationship requested at memorize time."""
+
+    target_id: str
+    relationship_type: RelationshipType = RelationshipType.RELATED_TO
+    strength: float = 0.8
+    description: str = "Linked at memorize time"
+
+
+def parse_links(values: Sequence[object] | None) -> list[Link]:
+    """Validate `related_to` entries (dicts or Link) into Links."""
+    if values is None:
+        return []
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        raise InvalidInput(
+            "related_to", "must be a list of {target_id, relationship_type, strength, description}"
+        )
+    if len(values) > MAX_LINKS:
+        raise InvalidInput("related_to", f"at most {MAX_LINKS} links, got {len(values)}")
+    links = []
+    for i, raw in enumerate(values):
+        name = f"related_to[{i}]"
+        if isinstance(raw, Link):
+            links.append(raw)
+            continue
+        if not isinstance(raw, dict):
+            raise InvalidInput(name, "must be an object with target_id and relationship_type")
+        unknown = set(raw) - {"target_id", "relationship_type", "strength", "description"}
+        if unknown:
+            raise InvalidInput(name, f"unknown keys {sorted(unknown)}")
+        description = raw.get("description", Link.description)
+        if not isinstance(description, str) or len(description) > LINK_DESCRIPTION_CHARS:
+            raise InvalidInput(
+                f"{name}.description",
+                f"must be a string of at most {LINK_DESCRIPTION_CHARS} characters",
+            )
+        links.append(
+            Link(
+                target_id=check_id(raw.get("target_id"), field_name=f"{name}.target_id"),
+                relationship_type=parse_relationship_type(
+                    raw.get("relationship_type", "related_to"),
+                    field_name=f"{name}.relationship_type",
+                ),
+                strength=check_unit(f"{name}.strength", raw.get("strength", Link.strength)),
+                description=description.strip() or Link.description,
+            )
+        )
+    return links
+
+
+@dataclass
+class Memory:
+    """One stored memory, as the store reads and writes it."""
+
+    title: str
+    content: str
+    memory_type: MemoryType = MemoryType.CODE
+    scope: str = ""
+    role: str = ""
+    tags: list[str] = field(default_factory=list)
+    related_files: list[str] = field(default_factory=list)
+    importance: float = 0.5
+    source: Source = Source.AGENT_INFERRED
+    state: State = State.WORKING
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    created_at: datetime = field(default_factory=utcnow)
+    updated_at: datetime = field(default_factory=utcnow)
+    last_accessed: datetime = field(default_factory=utcnow)
+    access_count: int = 0
+    git_commit: str = ""
+    # Importance before a consolidation damped it, so `unconsolidate` can restore it exactly.
+    pre_consolidation_importance: float | None = None
+
+    def searchable_text(self) -> str:
+        """The text that is embedded and BM25-indexed: title, content, tags, file names."""
+        return " ".join(
+            part
+            for part in (
+                self.title,
+                self.content,
+                " ".join(self.tags),
+                " ".join(self.related_files),
+            )
+            if part
+        )
+
+
+@dataclass(frozen=True)
+class Relationship:
+    """A directed, typed edge between two memories."""
+
+    source_id: str
+    target_id: str
+    relationship_type: RelationshipType
+    strength: float = 0.8
+    description: str = ""
+    scope: str = ""
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    created_at: datetime = field(default_factory=utcnow)

@@ -1,0 +1,270 @@
+"""`MemoryStore`: memories and relationships in embedded LanceDB, safe for several processes.
+
+Concurrency model: every write (add, update, delete, access bump) runs under one cross-process
+file lock per store and is a single LanceDB commit, so writers never race each other's
+read-modify-write and a killed process leaves either the whole commit or none of it. Readers
+take no lock and always see the latest committed version (`read_consistency_interval=0`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from octobrain.errors import InvalidInput, OctobrainError
+from octobrain.models import Memory, Relationship, State
+from octobrain.store import schema
+
+if TYPE_CHECKING:
+    import lancedb
+    import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+MEMORIES = "memories"
+RELATIONSHIPS = "relationships"
+LOCK_TIMEOUT_S = 120.0
+
+
+class ModelMismatch(OctobrainError):
+    """The store was embedded with another model than the one configured."""
+
+
+class NotFound(OctobrainError, KeyError):
+    """A memory id that does not exist or is not visible from this scope."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "not found"
+
+
+def sql_str(value: str) -> str:
+    """A SQL string literal: single quotes doubled, so data can never close the literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_in(column: str, values: Sequence[str]) -> str:
+    """`column IN (...)` over escaped literals (an empty list matches nothing)."""
+    if not values:
+        return "false"
+    return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
+
+
+def visible_scopes(scope: str) -> list[str]:
+    """Scopes a reader in `scope` may see: its own and global."""
+    return [""] if scope == "" else [scope, ""]
+
+
+def visible_where(scope: str, *, include_archived: bool = False) -> str:
+    """The read predicate: this scope plus global, archived rows hidden unless asked for."""
+    where = sql_in("scope", visible_scopes(scope))
+    if not include_archived:
+        where += f" AND state != {sql_str(State.ARCHIVED.value)}"
+    return where
+
+
+class MemoryStore:
+    """The `memories` and `relationships` tables under `<root>/memory`."""
+
+    def __init__(self, root: Path, model_id: str, dim: int) -> None:
+        self.path = Path(root) / "memory"
+        self.model_id = model_id
+        self.dim = dim
+        self._db: lancedb.DBConnection | None = None
+        self._memories: lancedb.table.Table | None = None
+        self._relationships: lancedb.table.Table | None = None
+
+    # ---- opening --------------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        import lancedb
+        from filelock import FileLock
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(self.path / ".write.lock"), timeout=LOCK_TIMEOUT_S)
+        db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
+        with self._lock:  # creation is a write: two first runs must not race
+            names = set(db.list_tables().tables)
+            if MEMORIES not in names:
+                db.create_table(MEMORIES, schema=schema.memories_schema(self.model_id, self.dim))
+            if RELATIONSHIPS not in names:
+                db.create_table(RELATIONSHIPS, schema=schema.relationships_schema())
+        memories = db.open_table(MEMORIES)
+        self._check_model(memories.schema)
+        self._db = db
+        self._memories = memories
+        self._relationships = db.open_table(RELATIONSHIPS)
+
+    def _check_model(self, table_schema: pa.Schema) -> None:
+        meta = table_schema.metadata or {}
+        stored_model = meta.get(schema.META_MODEL, b"").decode()
+        stored_dim = meta.get(schema.META_DIM, b"0").decode()
+        if stored_model != self.model_id or stored_dim != str(self.dim):
+            raise ModelMismatch(
+                f"the memory store at {self.path} was embedded with {stored_model!r} "
+                f"(dim {stored_dim}), but the configured model is {self.model_id!r} "
+                f"(dim {self.dim}); "
+                "run `octobrain memory reembed` to migrate it, or set embedding.model back"
+            )
+
+    @property
+    def memories(self) -> lancedb.table.Table:
+        if self._memories is None:
+            self._connect()
+        assert self._memories is not None
+        return self._memories
+
+    @property
+    def relationships(self) -> lancedb.table.Table:
+        if self._relationships is None:
+            self._connect()
+        assert self._relationships is not None
+        return self._relationships
+
+    @contextlib.contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """Hold the store's cross-process write lock."""
+        _ = self.memories  # connect, which creates the lock
+        with self._lock:
+            yield
+
+    def version(self) -> int:
+        """The latest committed version of `memories` (changes on every write by anyone)."""
+        return int(self.memories.version)
+
+    # ---- reads ----------------------------------------------------------------------------
+
+    def count(self, where: str | None = None) -> int:
+        """Rows matching `where` (all rows when None)."""
+        return int(self.memories.count_rows(where))
+
+    def scan(
+        self,
+        where: str,
+        *,
+        columns: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Rows matching a predicate, as dicts (no ordering guarantee)."""
+        query = self.memories.search().where(where)
+        if columns is not None:
+            query = query.select(list(columns))
+        query = query.limit(limit if limit is not None else max(1, self.count(where)))
+        rows: list[dict[str, Any]] = query.to_list()
+        return rows
+
+    def get(self, memory_id: str, scope: str) -> Memory:
+        """A memory visible from `scope` (archived included), or `NotFound`."""
+        rows = self.scan(
+            f"id = {sql_str(memory_id)} AND {visible_where(scope, include_archived=True)}", limit=1
+        )
+        if not rows:
+            raise NotFound(
+                f"memory_id: no memory {memory_id} is visible from scope {scope or '(global)'!r}"
+            )
+        return schema.row_to_memory(rows[0])
+
+    def get_many(self, ids: Sequence[str], scope: str) -> dict[str, Memory]:
+        """The visible memories among `ids`, keyed by id."""
+        if not ids:
+            return {}
+        rows = self.scan(f"{sql_in('id', ids)} AND {visible_where(scope, include_archived=True)}")
+        return {row["id"]: schema.row_to_memory(row) for row in rows}
+
+    def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored embeddings of `ids` (callers have already checked visibility)."""
+        if not ids:
+            return {}
+        rows = self.scan(sql_in("id", ids), columns=["id", "embedding"])
+        return {row["id"]: np.asarray(row["embedding"], dtype=np.float32) for row in rows}
+
+    def vector_search(self, vector: np.ndarray, where: str, k: int) -> list[tuple[Memory, float]]:
+        """The `k` nearest rows matching `where`, with their true cosine similarity."""
+        # A vector query builder; lancedb's annotations only promise the base class.
+        query: Any = self.memories.search(
+            np.asarray(vector, dtype=np.float32), vector_column_name="embedding"
+        )
+        rows = query.distance_type("cosine").where(where, prefilter=True).limit(k).to_list()
+        return [(schema.row_to_memory(r), 1.0 - float(r["_distance"])) for r in rows]
+
+    def relationships_of(self, ids: Sequence[str]) -> list[Relationship]:
+        """Every edge touching any of `ids`, in either direction."""
+        if not ids:
+            return []
+        where = f"{sql_in('source_id', ids)} OR {sql_in('target_id', ids)}"
+        table = self.relationships
+        rows = table.search().where(where).limit(max(1, table.count_rows(where))).to_list()
+        return [schema.row_to_relationship(r) for r in rows]
+
+    # ---- writes ---------------------------------------------------------------------------
+
+    def add(
+        self, memories: Sequence[Memory], embeddings: np.ndarray, links: Sequence[Relationship] = ()
+    ) -> None:
+        """Append memories (one commit) and their edges (one more). Ids must be new."""
+        embeddings = np.asarray(embeddings, dtype=np.float32)
+        if embeddings.shape != (len(memories), self.dim):
+            raise InvalidInput(
+                "embeddings",
+                f"must have shape ({len(memories)}, {self.dim}), got {embeddings.shape}",
+            )
+        rows = [schema.memory_to_row(m, e) for m, e in zip(memories, embeddings, strict=True)]
+        with self.write_lock():
+            if rows:
+                self.memories.add(rows)
+            if links:
+                self.relationships.add([schema.relationship_to_row(r) for r in links])
+
+    def replace(self, memory: Memory, embedding: np.ndarray) -> None:
+        """Rewrite one existing row in place (one atomic merge commit)."""
+        row = schema.memory_to_row(memory, embedding)
+        with self.write_lock():
+            (self.memories.merge_insert("id").when_matched_update_all().execute([row]))
+
+    def set_columns(self, where: str, values: dict[str, Any]) -> None:
+        """Partial update of rows matching `where` (embeddings untouched)."""
+        with self.write_lock():
+            self.memories.update(where=where, values=values)
+
+    def record_access(self, ids: Sequence[str], now: datetime, *, min_interval: timedelta) -> None:
+        """Count one access for each id, unless it was accessed less than `min_interval` ago."""
+        if not ids:
+            return
+        cutoff = (now - min_interval).isoformat()
+        where = f"{sql_in('id', ids)} AND last_accessed < timestamp {sql_str(cutoff)}"
+        with self.write_lock():
+            self.memories.update(
+                where=where,
+                values_sql={
+                    "access_count": "access_count + 1",
+                    "last_accessed": f"timestamp {sql_str(now.isoformat())}",
+                },
+            )
+
+    def delete(self, ids: Sequence[str]) -> int:
+        """Delete memories by id and every edge touching them. Returns rows deleted."""
+        if not ids:
+            return 0
+        with self.write_lock():
+            before = self.count()
+            self.memories.delete(sql_in("id", ids))
+            deleted = before - self.count()
+            self.relationships.delete(f"{sql_in('source_id', ids)} OR {sql_in('target_id', ids)}")
+        return deleted
+
+    def add_relationships(self, rels: Sequence[Relationship]) -> None:
+        """Append edges (one commit)."""
+        if rels:
+            with self.write_lock():
+                self.relationships.add([schema.relationship_to_row(r) for r in rels])
+
+    def compact(self) -> None:
+        """Merge small fragments and drop old versions so reads stay fast after many writes."""
+        with self.write_lock():
+            for table in (self.memories, self.relationships):
+                table.optimize(cleanup_older_than=timedelta(hours=1))

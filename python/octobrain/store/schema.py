@@ -1,0 +1,142 @@
+"""Arrow schemas of the LanceDB tables, and row ↔ model conversion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from octobrain.models import Memory, MemoryType, Relationship, RelationshipType, Source, State
+
+SCHEMA_VERSION = "1"
+META_MODEL = b"octobrain.embedding_model"
+META_DIM = b"octobrain.embedding_dim"
+META_SCHEMA = b"octobrain.schema_version"
+
+_TS = pa.timestamp("us", tz="UTC")
+
+
+def memories_schema(model_id: str, dim: int) -> pa.Schema:
+    """Schema of `memories`; the metadata records which model made the embeddings."""
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("scope", pa.string(), nullable=False),
+            pa.field("role", pa.string(), nullable=False),
+            pa.field("memory_type", pa.string(), nullable=False),
+            pa.field("title", pa.string(), nullable=False),
+            pa.field("content", pa.string(), nullable=False),
+            pa.field("tags", pa.list_(pa.string()), nullable=False),
+            pa.field("related_files", pa.list_(pa.string()), nullable=False),
+            pa.field("importance", pa.float32(), nullable=False),
+            pa.field("pre_consolidation_importance", pa.float32(), nullable=True),
+            pa.field("source", pa.string(), nullable=False),
+            pa.field("state", pa.string(), nullable=False),
+            pa.field("created_at", _TS, nullable=False),
+            pa.field("updated_at", _TS, nullable=False),
+            pa.field("last_accessed", _TS, nullable=False),
+            pa.field("access_count", pa.int64(), nullable=False),
+            pa.field("git_commit", pa.string(), nullable=False),
+            pa.field("embedding", pa.list_(pa.float32(), dim), nullable=False),
+        ],
+        metadata={
+            META_MODEL: model_id.encode(),
+            META_DIM: str(dim).encode(),
+            META_SCHEMA: SCHEMA_VERSION.encode(),
+        },
+    )
+
+
+def relationships_schema() -> pa.Schema:
+    """Schema of `relationships`: directed, typed edges."""
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("source_id", pa.string(), nullable=False),
+            pa.field("target_id", pa.string(), nullable=False),
+            pa.field("relationship_type", pa.string(), nullable=False),
+            pa.field("strength", pa.float32(), nullable=False),
+            pa.field("description", pa.string(), nullable=False),
+            pa.field("scope", pa.string(), nullable=False),
+            pa.field("created_at", _TS, nullable=False),
+        ],
+        metadata={META_SCHEMA: SCHEMA_VERSION.encode()},
+    )
+
+
+def memory_to_row(memory: Memory, embedding: np.ndarray) -> dict[str, Any]:
+    """One `memories` row."""
+    return {
+        "id": memory.id,
+        "scope": memory.scope,
+        "role": memory.role,
+        "memory_type": memory.memory_type.value,
+        "title": memory.title,
+        "content": memory.content,
+        "tags": list(memory.tags),
+        "related_files": list(memory.related_files),
+        "importance": float(memory.importance),
+        "pre_consolidation_importance": memory.pre_consolidation_importance,
+        "source": memory.source.value,
+        "state": memory.state.value,
+        "created_at": memory.created_at,
+        "updated_at": memory.updated_at,
+        "last_accessed": memory.last_accessed,
+        "access_count": int(memory.access_count),
+        "git_commit": memory.git_commit,
+        "embedding": np.asarray(embedding, dtype=np.float32),
+    }
+
+
+def row_to_memory(row: dict[str, Any]) -> Memory:
+    """A `memories` row (as `to_list` returns it) back to a Memory."""
+    pre = row.get("pre_consolidation_importance")
+    return Memory(
+        id=row["id"],
+        scope=row["scope"],
+        role=row["role"],
+        memory_type=MemoryType(row["memory_type"]),
+        title=row["title"],
+        content=row["content"],
+        tags=list(row["tags"] or []),
+        related_files=list(row["related_files"] or []),
+        # float32 storage: round so 0.7 reads back as 0.7, not 0.699999988.
+        importance=round(float(row["importance"]), 6),
+        pre_consolidation_importance=None if pre is None else round(float(pre), 6),
+        source=Source(row["source"]),
+        state=State(row["state"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        last_accessed=row["last_accessed"],
+        access_count=int(row["access_count"]),
+        git_commit=row["git_commit"],
+    )
+
+
+def relationship_to_row(rel: Relationship) -> dict[str, Any]:
+    """One `relationships` row."""
+    return {
+        "id": rel.id,
+        "source_id": rel.source_id,
+        "target_id": rel.target_id,
+        "relationship_type": rel.relationship_type.value,
+        "strength": float(rel.strength),
+        "description": rel.description,
+        "scope": rel.scope,
+        "created_at": rel.created_at,
+    }
+
+
+def row_to_relationship(row: dict[str, Any]) -> Relationship:
+    """A `relationships` row back to a Relationship."""
+    return Relationship(
+        id=row["id"],
+        source_id=row["source_id"],
+        target_id=row["target_id"],
+        relationship_type=RelationshipType(row["relationship_type"]),
+        strength=round(float(row["strength"]), 6),
+        description=row["description"],
+        scope=row["scope"],
+        created_at=row["created_at"],
+    )

@@ -1,0 +1,136 @@
+"""MemoryStore on real LanceDB in temp dirs: visibility, model metadata, multi-process writes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from octobrain.models import Memory, utcnow
+from octobrain.store import MemoryStore, ModelMismatch, NotFound
+from octobrain.store.memories import sql_in, visible_where
+
+DIM = 8
+
+
+def _memories(n: int, scope: str = "") -> list[Memory]:
+    return [
+        Memory(title=f"title {i}", content=f"content number {i}", scope=scope) for i in range(n)
+    ]
+
+
+def _vectors(n: int, seed: int = 0) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def test_scope_visibility(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path, "hash:8", DIM)
+    a, b, g = _memories(1, "p/a")[0], _memories(1, "p/b")[0], _memories(1, "")[0]
+    store.add([a, b, g], _vectors(3))
+    assert store.get(a.id, "p/a").id == a.id
+    assert store.get(g.id, "p/a").id == g.id
+    with pytest.raises(NotFound, match="memory_id: no memory"):
+        store.get(b.id, "p/a")
+    with pytest.raises(NotFound):
+        store.get(a.id, "")
+    seen = {r["id"] for r in store.scan(visible_where("p/a"))}
+    assert seen == {a.id, g.id}
+
+
+def test_quotes_in_data_never_escape_the_filter(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path, "hash:8", DIM)
+    store.add(_memories(2, "p/a"), _vectors(2))
+    hostile = "x' OR scope != '"
+    assert store.scan(visible_where(hostile)) == []
+    assert store.scan(sql_in("id", [hostile])) == []
+
+
+def test_vector_search_returns_true_cosine(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path, "hash:8", DIM)
+    vectors = _vectors(4)
+    mems = _memories(4)
+    store.add(mems, vectors)
+    hits = store.vector_search(vectors[2], visible_where(""), 4)
+    assert hits[0][0].id == mems[2].id
+    assert hits[0][1] == pytest.approx(1.0, abs=1e-5)
+    expected = sorted((float(vectors[2] @ v) for v in vectors), reverse=True)
+    assert [c for _, c in hits] == pytest.approx(expected, abs=1e-5)
+
+
+def test_model_mismatch_is_a_clear_error(tmp_path: Path) -> None:
+    MemoryStore(tmp_path, "hash:8", DIM).add(_memories(1), _vectors(1))
+    with pytest.raises(ModelMismatch, match="octobrain memory reembed"):
+        MemoryStore(tmp_path, "minilm", 384).count()
+    # The data is untouched by the refused open.
+    assert MemoryStore(tmp_path, "hash:8", DIM).count() == 1
+
+
+def test_access_is_throttled_and_persisted(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path, "hash:8", DIM)
+    mem = _memories(1)[0]
+    store.add([mem], _vectors(1))
+    later = utcnow() + timedelta(hours=2)
+    store.record_access([mem.id], later, min_interval=timedelta(hours=1))
+    store.record_access([mem.id], later + timedelta(minutes=5), min_interval=timedelta(hours=1))
+    reopened = MemoryStore(tmp_path, "hash:8", DIM).get(mem.id, "")
+    assert reopened.access_count == 1
+    assert reopened.last_accessed == later
+
+
+def test_delete_removes_edges(tmp_path: Path) -> None:
+    from octobrain.models import Relationship, RelationshipType
+
+    store = MemoryStore(tmp_path, "hash:8", DIM)
+    a, b = _memories(2)
+    edge = Relationship(a.id, b.id, RelationshipType.RELATED_TO)
+    store.add([a, b], _vectors(2), [edge])
+    assert len(store.relationships_of([b.id])) == 1
+    assert store.delete([a.id]) == 1
+    assert store.relationships_of([b.id]) == []
+    assert store.count() == 1
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from pathlib import Path
+    from octobrain.models import Memory
+    from octobrain.store import MemoryStore
+
+    root, worker, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    store = MemoryStore(root, "hash:8", 8)
+    for i in range(n):
+        m = Memory(title=f"worker {worker} item {i}", content=f"content {worker} {i}")
+        store.add([m], np.ones((1, 8), dtype=np.float32))
+        print(m.id, flush=True)  # acknowledged only after add() returned
+    """
+)
+
+
+def test_concurrent_processes_lose_nothing(tmp_path: Path) -> None:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(tmp_path), str(w), "200"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        for w in range(3)
+    ]
+    acknowledged: list[str] = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0
+        acknowledged += out.split()
+    store = MemoryStore(tmp_path, "hash:8", DIM)
+    ids = [r["id"] for r in store.scan("true", columns=["id"])]
+    assert len(acknowledged) == 600
+    assert len(ids) == 600 == len(set(ids))
+    assert set(ids) == set(acknowledged)
