@@ -69,10 +69,10 @@ def visible_where(scope: str, *, include_archived: bool = False) -> str:
 
 
 class MemoryStore:
-    """The `memories` and `relationships` tables under `<root>/memory`."""
+    """The `memories` and `relationships` tables of the LanceDB database at `uri`."""
 
-    def __init__(self, root: Path, model_id: str, dim: int) -> None:
-        self.path = Path(root) / "memory"
+    def __init__(self, uri: str | Path, model_id: str, dim: int) -> None:
+        self.path = Path(uri)
         self.model_id = model_id
         self.dim = dim
         self._db: lancedb.DBConnection | None = None

@@ -1,0 +1,355 @@
+"""`Brain`: the one facade the CLI, the MCP server, benchmarks and tests go through.
+
+A Brain is bound to a scope. It validates input (errors name the field and the rule), embeds,
+writes through the store with the scope rule (rows keep their own scope forever), and runs the
+hybrid retrieval pipeline. Heavy objects (LanceDB, the model) load on first use.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, time, timedelta, timezone
+from pathlib import Path
+
+from octobrain.config import Config, load_config, resolve_storage_uri
+from octobrain.corpus import Corpus
+from octobrain.embed import Embedder, embedder_from_config
+from octobrain.errors import InvalidInput
+from octobrain.models import (
+    CONTENT_BYTES,
+    MAX_QUERIES,
+    QUERY_BYTES,
+    TITLE_BYTES,
+    Link,
+    Memory,
+    MemoryType,
+    Relationship,
+    RelationshipType,
+    check_id,
+    check_limit,
+    check_text,
+    check_unit,
+    clean_files,
+    clean_tags,
+    parse_links,
+    parse_memory_type,
+    parse_relationship_type,
+    parse_source,
+    utcnow,
+)
+from octobrain.scope import validate_scope
+from octobrain.search import Filters, Hit, Retriever
+from octobrain.store import MemoryStore, NotFound
+from octobrain.store.memories import visible_scopes
+
+ACCESS_WINDOW = timedelta(minutes=10)
+MAX_NEIGHBOURS = 3
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A memory one edge away from a result."""
+
+    memory: Memory
+    relationship_type: RelationshipType
+    outgoing: bool  # True: result → neighbour; False: neighbour → result
+    strength: float
+    via: str  # id of the result it hangs off
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What `remember` returns: ranked hits plus graph context."""
+
+    hits: list[Hit]
+    neighbours: list[Neighbour]
+    scope: str
+
+
+def parse_time(field: str, value: str | datetime | None, *, end_of_day: bool = False) -> datetime | None:
+    """ISO-8601 (with or without zone; naive means UTC) or a bare YYYY-MM-DD.
+
+    A bare date as an upper bound means the end of that day, so `created_before=2026-05-01`
+    keeps memories of 1 May — the opposite of upstream, which dropped the whole day.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        text = str(value).strip()
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(field, f"must be ISO-8601 (e.g. 2026-05-01 or 2026-05-01T12:00:00Z), got {value!r}") from None
+        if len(text) == 10 and end_of_day:
+            moment = datetime.combine(moment.date() + timedelta(days=1), time())
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def git_head(directory: Path | None = None) -> str:
+    """The current commit of the working directory's repository, or ""."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(directory or Path.cwd()), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+class Brain:
+    """Memories of one scope (plus the global ones it can see)."""
+
+    def __init__(
+        self,
+        scope: str,
+        *,
+        config: Config | None = None,
+        embedder: Embedder | None = None,
+        uri: str | Path | None = None,
+        workdir: Path | None = None,
+    ) -> None:
+        self.scope = validate_scope(scope)
+        self.config = config if config is not None else load_config()
+        self.embedder = embedder if embedder is not None else embedder_from_config(self.config)
+        self.uri = str(uri) if uri is not None else resolve_storage_uri(self.config)
+        self.workdir = workdir
+        self._store: MemoryStore | None = None
+        self._retriever: Retriever | None = None
+
+    @property
+    def store(self) -> MemoryStore:
+        if self._store is None:
+            self._store = MemoryStore(self.uri, self.embedder.model_id, self.embedder.dim)
+        return self._store
+
+    @property
+    def retriever(self) -> Retriever:
+        if self._retriever is None:
+            self._retriever = Retriever(self.store, Corpus(self.store), self.embedder, self.config)
+        return self._retriever
+
+    def _write_scope(self, global_: bool) -> str:
+        return "" if global_ else self.scope
+
+    # ---- memorize -------------------------------------------------------------------------
+
+    def memorize(
+        self,
+        title: str,
+        content: str,
+        *,
+        memory_type: str | MemoryType | None = None,
+        importance: float | None = None,
+        tags: Sequence[str] | None = None,
+        related_files: Sequence[str] | None = None,
+        source: str | None = None,
+        related_to: Sequence[object] | None = None,
+        global_: bool = False,
+    ) -> tuple[Memory, list[Relationship]]:
+        """Store a memory (and its links, all in the memory's scope). Returns both."""
+        memory = Memory(
+            title=check_text("title", title, TITLE_BYTES),
+            content=check_text("content", content, CONTENT_BYTES),
+            memory_type=parse_memory_type(memory_type),
+            importance=(
+                self.config.memory.default_importance if importance is None else check_unit("importance", importance)
+            ),
+            tags=clean_tags(tags),
+            related_files=clean_files(related_files),
+            source=parse_source(source),
+            scope=self._write_scope(global_),
+            git_commit=git_head(self.workdir),
+        )
+        links = parse_links(related_to)
+        self._require_visible([link.target_id for link in links], "related_to")
+        edges = [
+            Relationship(memory.id, link.target_id, link.relationship_type, link.strength, link.description, memory.scope)
+            for link in links
+        ]
+        vector = self.embedder.embed_documents([memory.searchable_text()])
+        self.store.add([memory], vector, edges)
+        return memory, edges
+
+    def _require_visible(self, ids: Sequence[str], field: str) -> None:
+        found = self.store.get_many(list(ids), self.scope)
+        for i, mid in enumerate(ids):
+            if mid not in found:
+                raise InvalidInput(f"{field}[{i}].target_id", f"no memory {mid} is visible from this scope")
+
+    # ---- remember -------------------------------------------------------------------------
+
+    def remember(
+        self,
+        query: str | Sequence[str],
+        *,
+        memory_types: Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+        related_files: Sequence[str] | None = None,
+        created_after: str | datetime | None = None,
+        created_before: str | datetime | None = None,
+        min_relevance: float | None = None,
+        limit: int | None = None,
+        record_access: bool = True,
+    ) -> Recall:
+        """Hybrid search; only memories at least `min_relevance` relevant come back."""
+        queries = self._queries(query)
+        filters = self._filters(memory_types, tags, related_files, created_after, created_before)
+        limit = check_limit(self.config.search.default_limit if limit is None else limit, maximum=self.config.search.max_results)
+        threshold = self.config.search.min_relevance if min_relevance is None else check_unit("min_relevance", min_relevance)
+        now = utcnow()
+        hits = self.retriever.search(queries, self.scope, filters, limit=limit, min_relevance=threshold, now=now)
+        neighbours = self._neighbours(hits)
+        if record_access and hits:
+            self.store.record_access([h.memory.id for h in hits], now, min_interval=ACCESS_WINDOW)
+        return Recall(hits, neighbours, self.scope)
+
+    @staticmethod
+    def _queries(query: str | Sequence[str]) -> list[str]:
+        items = [query] if isinstance(query, str) else list(query)
+        if not 1 <= len(items) <= MAX_QUERIES:
+            raise InvalidInput("query", f"give 1–{MAX_QUERIES} query strings, got {len(items)}")
+        name = "query" if isinstance(query, str) else "query[{}]"
+        return [check_text(name.format(i), q, QUERY_BYTES) for i, q in enumerate(items)]
+
+    @staticmethod
+    def _filters(
+        memory_types: Sequence[str] | None,
+        tags: Sequence[str] | None,
+        related_files: Sequence[str] | None,
+        created_after: str | datetime | None,
+        created_before: str | datetime | None,
+    ) -> Filters:
+        after = parse_time("created_after", created_after)
+        before = parse_time("created_before", created_before, end_of_day=True)
+        if after and before and after >= before:
+            raise InvalidInput("created_before", "must be later than created_after")
+        if isinstance(memory_types, str):
+            raise InvalidInput("memory_types", "must be a list of memory types")
+        types = tuple(dict.fromkeys(parse_memory_type(t, field_name=f"memory_types[{i}]") for i, t in enumerate(memory_types or [])))
+        return Filters(types, tuple(clean_tags(tags)), tuple(clean_files(related_files)), after, before)
+
+    def _neighbours(self, hits: list[Hit]) -> list[Neighbour]:
+        if not hits:
+            return []
+        result_ids = {h.memory.id for h in hits}
+        rels = self.store.relationships_of(list(result_ids))
+        wanted = []
+        for hit in hits:  # in rank order, so the best results get their context first
+            for rel in rels:
+                if hit.memory.id not in (rel.source_id, rel.target_id):
+                    continue
+                outgoing = rel.source_id == hit.memory.id
+                other = rel.target_id if outgoing else rel.source_id
+                if other not in result_ids and other not in [w[0] for w in wanted]:
+                    wanted.append((other, rel, outgoing, hit.memory.id))
+        found = self.store.get_many([w[0] for w in wanted], self.scope)
+        out = []
+        for other, rel, outgoing, via in wanted:
+            memory = found.get(other)
+            if memory is None or memory.state.value == "archived":
+                continue
+            out.append(Neighbour(memory, rel.relationship_type, outgoing, rel.strength, via))
+            if len(out) == MAX_NEIGHBOURS:
+                break
+        return out
+
+    # ---- forget, update, get --------------------------------------------------------------
+
+    def get(self, memory_id: str) -> Memory:
+        """A memory visible from this scope."""
+        return self.store.get(check_id(memory_id), self.scope)
+
+    def forget_preview(
+        self,
+        query: str | Sequence[str],
+        *,
+        memory_types: Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+        limit: int | None = None,
+        min_relevance: float | None = None,
+    ) -> list[Memory]:
+        """The memories a query-mode forget would delete: exactly what `remember` returns."""
+        recall = self.remember(
+            query, memory_types=memory_types, tags=tags, limit=limit or self.config.search.max_results,
+            min_relevance=min_relevance, record_access=False,
+        )
+        return [h.memory for h in recall.hits]
+
+    def forget(self, memory_ids: Sequence[str], *, confirm: bool) -> int:
+        """Delete memories (and their edges) permanently. Needs `confirm=True`.
+
+        Every id must be visible from this scope (the read rule: own scope plus global); an
+        invisible or unknown id is an error and nothing is deleted.
+        """
+        if confirm is not True:
+            raise InvalidInput("confirm", "must be true to delete permanently (nothing was deleted)")
+        ids = [check_id(m, field_name=f"memory_id[{i}]") for i, m in enumerate(memory_ids)]
+        found = self.store.get_many(ids, self.scope)
+        for i, mid in enumerate(ids):
+            if mid not in found:
+                raise NotFound(
+                    f"memory_id[{i}]: no memory {mid} is visible from scope {self.scope or '(global)'!r}"
+                )
+        return self.store.delete(ids)
+
+    def update(
+        self,
+        memory_id: str,
+        *,
+        title: str | None = None,
+        content: str | None = None,
+        memory_type: str | None = None,
+        importance: float | None = None,
+        add_tags: Sequence[str] = (),
+        remove_tags: Sequence[str] = (),
+        add_files: Sequence[str] = (),
+        remove_files: Sequence[str] = (),
+    ) -> Memory:
+        """Edit a memory in place. Its scope never changes; text edits re-embed it."""
+        current = self.get(memory_id)
+        tags = [t for t in current.tags if t not in set(remove_tags)] + list(add_tags)
+        files = [f for f in current.related_files if f not in set(remove_files)] + list(add_files)
+        updated = replace(
+            current,
+            title=current.title if title is None else check_text("title", title, TITLE_BYTES),
+            content=current.content if content is None else check_text("content", content, CONTENT_BYTES),
+            memory_type=current.memory_type if memory_type is None else parse_memory_type(memory_type),
+            importance=current.importance if importance is None else check_unit("importance", importance),
+            tags=clean_tags(tags),
+            related_files=clean_files(files),
+            updated_at=utcnow(),
+        )
+        vector = self.embedder.embed_documents([updated.searchable_text()])
+        self.store.replace(updated, vector[0])
+        return updated
+
+    def relate(
+        self,
+        source_id: str,
+        target_id: str,
+        relationship_type: str = "related_to",
+        *,
+        strength: float = 0.8,
+        description: str = "",
+    ) -> Relationship:
+        """Link two visible memories; the edge lives in the source memory's scope."""
+        src, tgt = check_id(source_id, field_name="source_id"), check_id(target_id, field_name="target_id")
+        found = self.store.get_many([src, tgt], self.scope)
+        for name, mid in (("source_id", src), ("target_id", tgt)):
+            if mid not in found:
+                raise InvalidInput(name, f"no memory {mid} is visible from this scope")
+        if src == tgt:
+            raise InvalidInput("target_id", "must differ from source_id")
+        link = Link(tgt, parse_relationship_type(relationship_type), check_unit("strength", strength), description)
+        rel = Relationship(src, tgt, link.relationship_type, link.strength, link.description, found[src].scope)
+        self.store.add_relationships([rel])
+        return rel
+
+    def visible_scopes(self) -> list[str]:
+        """Scopes this brain reads."""
+        return visible_scopes(self.scope)

@@ -1,0 +1,123 @@
+"""Text and JSON renderings of memories and search results, shared by the CLI and MCP."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from octobrain.brain import Neighbour, Recall
+from octobrain.models import Memory, Relationship
+
+NO_RESULTS = (
+    "No relevant memories found (nothing passed the relevance threshold). "
+    "Try other words, several phrasings at once, or a lower min_relevance."
+)
+
+
+def _ts(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def memory_to_dict(memory: Memory) -> dict[str, Any]:
+    """Every stored field of a memory, JSON-ready (the export/import line format)."""
+    return {
+        "id": memory.id,
+        "scope": memory.scope,
+        "role": memory.role,
+        "memory_type": memory.memory_type.value,
+        "title": memory.title,
+        "content": memory.content,
+        "tags": list(memory.tags),
+        "related_files": list(memory.related_files),
+        "importance": memory.importance,
+        "pre_consolidation_importance": memory.pre_consolidation_importance,
+        "source": memory.source.value,
+        "state": memory.state.value,
+        "created_at": _ts(memory.created_at),
+        "updated_at": _ts(memory.updated_at),
+        "last_accessed": _ts(memory.last_accessed),
+        "access_count": memory.access_count,
+        "git_commit": memory.git_commit,
+    }
+
+
+def relationship_to_dict(rel: Relationship) -> dict[str, Any]:
+    """A relationship, JSON-ready."""
+    return {
+        "id": rel.id,
+        "source_id": rel.source_id,
+        "target_id": rel.target_id,
+        "relationship_type": rel.relationship_type.value,
+        "strength": rel.strength,
+        "description": rel.description,
+        "scope": rel.scope,
+        "created_at": _ts(rel.created_at),
+    }
+
+
+def recall_to_dict(recall: Recall) -> dict[str, Any]:
+    """`remember` results as JSON."""
+    return {
+        "scope": recall.scope,
+        "results": [
+            {
+                **memory_to_dict(h.memory),
+                "score": round(h.score, 4),
+                "relevance": round(h.relevance, 4),
+                "why": h.why,
+                "superseded_by": h.superseded_by,
+            }
+            for h in recall.hits
+        ],
+        "related": [
+            {
+                **memory_to_dict(n.memory),
+                "relationship_type": n.relationship_type.value,
+                "direction": "outgoing" if n.outgoing else "incoming",
+                "via": n.via,
+                "strength": n.strength,
+            }
+            for n in recall.neighbours
+        ],
+    }
+
+
+def format_memory(memory: Memory, *, header: str = "") -> str:
+    """One memory as a readable block."""
+    lines = [
+        f"{header}{memory.source.label} {memory.title}",
+        f"Type: {memory.memory_type.value} | Importance: {memory.importance:.2f} | "
+        f"State: {memory.state.value} | Scope: {memory.scope or '(global)'} | "
+        f"Created: {memory.created_at:%Y-%m-%d %H:%M} UTC",
+    ]
+    if memory.tags:
+        lines.append(f"Tags: {', '.join(memory.tags)}")
+    if memory.related_files:
+        lines.append(f"Files: {', '.join(memory.related_files)}")
+    if memory.git_commit:
+        lines.append(f"Git: {memory.git_commit[:12]}")
+    lines += [f"ID: {memory.id}", memory.content]
+    return "\n".join(lines)
+
+
+def _edge(n: Neighbour) -> str:
+    kind = n.relationship_type.value
+    return f"this {kind} → {n.via[:8]}" if not n.outgoing else f"{n.via[:8]} {kind} → this"
+
+
+def format_recall(recall: Recall) -> str:
+    """`remember` results as text for an agent or a terminal."""
+    if not recall.hits:
+        return NO_RESULTS
+    blocks = [f"MEMORIES ({len(recall.hits)} found, scope {recall.scope or '(global)'})"]
+    for i, hit in enumerate(recall.hits, 1):
+        block = format_memory(hit.memory, header=f"{i}. ")
+        blocks.append(f"{block}\nScore: {hit.score:.2f} | Relevance: {hit.relevance:.2f}\nWhy: {hit.why}")
+    if recall.neighbours:
+        blocks.append("--- Related context (via graph) ---")
+        for n in recall.neighbours:
+            m = n.memory
+            blocks.append(
+                f"{m.source.label} {m.title} (ID: {m.id}; {_edge(n)}, strength {n.strength:.2f})\n{m.content}"
+            )
+    return "\n\n".join(blocks)

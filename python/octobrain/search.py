@@ -1,0 +1,252 @@
+"""The hybrid retrieval pipeline behind `remember`.
+
+Per query: embed → vector candidates from LanceDB (prefiltered by scope/state/type/time) and BM25
+candidates from the Rust index over the same visible set → fuse (Rust) → calibrated relevance
+(true cosine, or idf-weighted word coverage for exact matches) decides what may be returned →
+bounded adjustments (decayed importance, recency, trust) reorder near-ties; a superseded memory
+sinks far below its replacement. Several queries are fused with RRF.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from octobrain import decay, fusion
+from octobrain.config import Config
+from octobrain.corpus import Corpus
+from octobrain.embed import Embedder
+from octobrain.models import Memory, MemoryType, RelationshipType
+from octobrain.store import MemoryStore
+from octobrain.store.memories import sql_in, sql_str, visible_scopes, visible_where
+
+SUPERSEDED_FACTOR = 0.1
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a query may return besides the scope rule."""
+
+    memory_types: tuple[MemoryType, ...] = ()
+    tags: tuple[str, ...] = ()
+    related_files: tuple[str, ...] = ()
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+    def where(self, scope: str) -> str:
+        """The SQL prefilter for the vector leg (tags and files are checked on the mirror)."""
+        parts = [visible_where(scope)]
+        if self.memory_types:
+            parts.append(sql_in("memory_type", [t.value for t in self.memory_types]))
+        if self.created_after is not None:
+            parts.append(f"created_at >= timestamp {sql_str(self.created_after.isoformat())}")
+        if self.created_before is not None:
+            parts.append(f"created_at < timestamp {sql_str(self.created_before.isoformat())}")
+        return " AND ".join(parts)
+
+
+@dataclass
+class Hit:
+    """One returned memory and how it was found."""
+
+    memory: Memory
+    score: float
+    relevance: float
+    cosine: float
+    why: str
+    superseded_by: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Scored:
+    pos: int
+    fused: float
+    relevance: float
+    cosine: float
+    coverage: float
+    legs: str
+
+
+def _unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else vector
+
+
+class Retriever:
+    """Runs queries against one store through its in-process mirror."""
+
+    def __init__(self, store: MemoryStore, corpus: Corpus, embedder: Embedder, config: Config):
+        self.store = store
+        self.corpus = corpus
+        self.embedder = embedder
+        self.config = config
+
+    def search(
+        self,
+        queries: Sequence[str],
+        scope: str,
+        filters: Filters,
+        *,
+        limit: int,
+        min_relevance: float,
+        now: datetime,
+    ) -> list[Hit]:
+        """The best `limit` memories for `queries` whose relevance is ≥ `min_relevance`."""
+        self.corpus.refresh()
+        allowed = self.corpus.allowed(
+            visible_scopes(scope),
+            memory_types=[t.value for t in filters.memory_types],
+            tags=filters.tags,
+            related_files=filters.related_files,
+            created_after=filters.created_after,
+            created_before=filters.created_before,
+        )
+        if not allowed.any():
+            return []
+        vectors = self.embedder.embed_query(list(queries))
+        where = filters.where(scope)
+        per_query = [self._one(q, vectors[i], where, allowed) for i, q in enumerate(queries)]
+        if len(per_query) == 1:
+            merged = per_query[0]
+        else:
+            merged = self._merge(per_query)
+        kept = [s for s in merged if s.relevance >= min_relevance]
+        return self._rank(kept, limit, now, multi=len(queries), scopes=visible_scopes(scope))
+
+    # ---- one query ------------------------------------------------------------------------
+
+    def _one(
+        self, query: str, qvec: npt.NDArray[np.float32], where: str, allowed: npt.NDArray[np.bool_]
+    ) -> list[_Scored]:
+        cfg = self.config.search
+        want = cfg.candidates
+        vector_pos = self._vector_leg(qvec, where, want, allowed)
+        bm_pos, bm_scores = self.corpus.index.search(query, want, allowed=allowed)
+        lists: list[list[int]] = []
+        scores: list[list[float]] = []
+        weights: list[float] = []
+        legs: dict[int, list[str]] = {}
+        cos_all = self.corpus.embeddings @ qvec if len(vector_pos) or len(bm_pos) else None
+        if vector_pos:
+            lists.append(vector_pos)
+            assert cos_all is not None
+            scores.append([float(cos_all[p]) for p in vector_pos])
+            weights.append(cfg.vector_weight)
+            for rank, p in enumerate(vector_pos, 1):
+                legs.setdefault(p, []).append(f"vector #{rank}")
+        if len(bm_pos):
+            lists.append([int(p) for p in bm_pos])
+            scores.append([float(s) for s in bm_scores])
+            weights.append(cfg.bm25_weight)
+            for rank, p in enumerate(bm_pos, 1):
+                legs.setdefault(int(p), []).append(f"bm25 #{rank}")
+        if not lists or sum(weights) == 0:
+            return []
+        if cfg.fusion == "rrf":
+            fused = fusion.rrf(lists, weights, k=cfg.rrf_k)
+            top = max(fused.scores) if fused.scores else 1.0
+            fused_scores = [s / top for s in fused.scores]
+        else:
+            fused = fusion.score_fusion(lists, scores, weights, method=cfg.fusion)  # type: ignore[arg-type]
+            fused_scores = list(fused.scores)
+            if cfg.fusion == "zscore" and fused_scores:  # map to (0, 1] for display and adjustments
+                lo, hi = min(fused_scores), max(fused_scores)
+                fused_scores = [(s - lo) / (hi - lo) if hi > lo else 1.0 for s in fused_scores]
+        assert cos_all is not None
+        coverage = self.corpus.coverage(query, fused.ids)
+        out = []
+        for i, pos in enumerate(fused.ids):
+            cos = float(cos_all[pos])
+            # Exact words count as evidence of relevance, but never alone beyond the average of
+            # the two: a shared common word must not make an unrelated memory "relevant".
+            relevance = max(cos, 0.5 * (cos + float(coverage[i])))
+            out.append(_Scored(pos, fused_scores[i], relevance, cos, float(coverage[i]), ", ".join(legs[pos])))
+        return out
+
+    def _vector_leg(
+        self, qvec: npt.NDArray[np.float32], where: str, want: int, allowed: npt.NDArray[np.bool_]
+    ) -> list[int]:
+        hits = self.store.vector_search(qvec, where, want)
+        positions = [self.corpus.pos_of.get(m.id) for m, _ in hits]
+        found = [p for p in positions if p is not None and allowed[p]]
+        hyde = self.config.search.hyde
+        if not hyde.enabled or len(found) < hyde.min_results or hyde.alpha >= 1.0:
+            return found
+        centroid = self.corpus.embeddings[found[: hyde.top_k]].mean(axis=0)
+        expanded = _unit(hyde.alpha * qvec + (1.0 - hyde.alpha) * _unit(centroid))
+        hits = self.store.vector_search(expanded, where, want)
+        positions = [self.corpus.pos_of.get(m.id) for m, _ in hits]
+        return [p for p in positions if p is not None and allowed[p]]
+
+    # ---- several queries, adjustments -----------------------------------------------------
+
+    def _merge(self, per_query: list[list[_Scored]]) -> list[_Scored]:
+        best: dict[int, _Scored] = {}
+        for scored in per_query:
+            for s in scored:
+                if s.pos not in best or s.relevance > best[s.pos].relevance:
+                    best[s.pos] = s
+        fused = fusion.rrf([[s.pos for s in scored] for scored in per_query if scored], k=60.0)
+        top = max(fused.scores) if fused.scores else 1.0
+        out = []
+        for pos, score in zip(fused.ids, fused.scores, strict=True):
+            s = best[pos]
+            out.append(_Scored(pos, score / top, s.relevance, s.cosine, s.coverage, s.legs))
+        return out
+
+    def _rank(
+        self, kept: list[_Scored], limit: int, now: datetime, multi: int, scopes: list[str]
+    ) -> list[Hit]:
+        if not kept:
+            return []
+        mems = [self.corpus.memory(s.pos) for s in kept]
+        mcfg, scfg = self.config.memory, self.config.search
+        importance = decay.decayed_importance(
+            [m.importance for m in mems],
+            [m.last_accessed.timestamp() for m in mems],
+            [m.access_count for m in mems],
+            now,
+            half_life_days=mcfg.decay_half_life_days,
+            access_boost_factor=mcfg.access_boost_factor,
+            min_importance=mcfg.min_importance_threshold,
+            enabled=mcfg.decay_enabled,
+        )
+        superseded = self._superseders([m.id for m in mems], scopes)
+        hits = []
+        for s, m, imp in zip(kept, mems, importance, strict=True):
+            age_days = max(0.0, (now - m.created_at).total_seconds() / 86400.0)
+            recency = math.exp(-age_days / scfg.recency_decay_days)
+            # Bounded multipliers around 1: they reorder near-ties, never relevance tiers.
+            f_imp = 1.0 + scfg.importance_weight * (float(imp) - 0.5)
+            f_rec = 1.0 + scfg.recency_weight * (recency - 0.5)
+            f_trust = 1.0 - 0.5 * (1.0 - m.source.trust)
+            f_sup = SUPERSEDED_FACTOR if superseded.get(m.id) else 1.0
+            score = s.fused * f_imp * f_rec * f_trust * f_sup
+            legs = f"{multi} queries (RRF); " if multi > 1 else ""
+            why = (
+                f"{legs}found by {s.legs}; relevance {s.relevance:.2f} "
+                f"(cosine {s.cosine:.2f}, words {s.coverage:.0%}); "
+                f"importance {float(imp):.2f}, age {age_days:.0f} d"
+            )
+            if f_sup != 1.0:
+                why += "; superseded"
+            hits.append(Hit(m, score, s.relevance, s.cosine, why, superseded.get(m.id, [])))
+        hits.sort(key=lambda h: (-h.score, -h.relevance, h.memory.id))
+        return hits[:limit]
+
+    def _superseders(self, ids: Sequence[str], scopes: list[str]) -> dict[str, list[str]]:
+        """For each id, the live memories visible from `scopes` that supersede it."""
+        out: dict[str, list[str]] = {}
+        wanted = set(ids)
+        for rel in self.store.relationships_of(ids):
+            if rel.relationship_type is not RelationshipType.SUPERSEDES:
+                continue
+            pos = self.corpus.pos_of.get(rel.source_id)
+            if rel.target_id in wanted and pos is not None and self.corpus.memory(pos).scope in scopes:
+                out.setdefault(rel.target_id, []).append(rel.source_id)
+        return out
