@@ -26,15 +26,15 @@ class UserError(click.ClickException):
 
     exit_code = EXIT_BAD_INPUT
 
+    def show(self, file: IO[Any] | None = None) -> None:
+        """Print `error: <message>` to stderr."""
+        click.echo(f"error: {self.format_message()}", err=True, file=file)
+
 
 class UserFailure(UserError):
     """A failure that is not bad input (a model that cannot load, a service that is down)."""
 
     exit_code = EXIT_FAILURE
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        """Print `error: <message>` to stderr."""
-        click.echo(f"error: {self.format_message()}", err=True, file=file)
 
 
 class OctobrainGroup(click.Group):
