@@ -134,7 +134,9 @@ def test_config_is_frozen():
 
 
 def test_unknown_keys_warn_with_their_dotted_name(tmp_path: Path, caplog: pytest.LogCaptureFixture):
-    path = write(tmp_path, "colour = 1\n[search]\nfoo = 1\n[search.hyde]\nbar = 2\n[extra]\nx = 1\n")
+    path = write(
+        tmp_path, "colour = 1\n[search]\nfoo = 1\n[search.hyde]\nbar = 2\n[extra]\nx = 1\n"
+    )
     with caplog.at_level(logging.WARNING, logger="octobrain.config"):
         cfg = load_config(path)
     assert cfg == Config()

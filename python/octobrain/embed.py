@@ -221,6 +221,12 @@ class BaseEmbedder:
 # ---- the hash embedder (tests) -------------------------------------------------------------
 
 _WORD = re.compile(r"\w+")
+# Function words would dominate a bag of words without carrying any topic.
+_STOPWORDS = frozenset(
+    "a an and are as at be but by for from has have he her his i in into is it its of on or "
+    "our she so that the their them they this to was we were what when which who will with "
+    "you your".split()
+)
 
 
 @lru_cache(maxsize=65536)
@@ -230,7 +236,8 @@ def _slot(feature: str, dim: int) -> tuple[int, float]:
 
 
 class HashEmbedder(BaseEmbedder):
-    """Deterministic, dependency-free embedder: hashed words plus character trigrams.
+    """Deterministic, dependency-free embedder: hashed words plus character trigrams
+    (English function words skipped), signed feature hashing, L2-normalised.
 
     Texts sharing words (or word stems, via trigrams) get similar vectors, so search logic can be
     tested quickly; it knows nothing of synonyms.
@@ -248,7 +255,8 @@ class HashEmbedder(BaseEmbedder):
     def _embed_batch(self, texts: list[str], kind: Kind) -> npt.NDArray[Any]:
         out = np.zeros((len(texts), self._dim), dtype=np.float64)
         for row, text in enumerate(texts):
-            words = _WORD.findall(text.lower()) or ["\x00empty"]
+            words = [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
+            words = words or ["\x00empty"]
             for word in words:
                 idx, sign = _slot("w:" + word, self._dim)
                 out[row, idx] += sign
