@@ -125,7 +125,8 @@ def test_real_process_help_is_cheap_and_errors_have_no_traceback(tmp_path: Path)
     probe = (
         "import sys; from octobrain.cli import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "heavy = [m for m in ('fastembed', 'onnxruntime', 'lancedb', 'httpx') if m in sys.modules]\n"
+        "mods = ('fastembed', 'onnxruntime', 'lancedb', 'httpx')\n"
+        "heavy = [m for m in mods if m in sys.modules]\n"
         "print('HEAVY', heavy)"
     )
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)

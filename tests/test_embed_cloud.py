@@ -183,7 +183,7 @@ def test_timeout_is_a_clear_error(api: FakeApi):
 
 def test_unreachable_server_is_a_clear_error(api: FakeApi):
     e = make(api, base_url="http://127.0.0.1:9/v1")
-    with pytest.raises(EmbeddingError, match="cannot reach http://127.0.0.1:9/v1/embeddings"):
+    with pytest.raises(EmbeddingError, match=r"cannot reach http://127\.0\.0\.1:9/v1/embeddings"):
         e.embed_query("x")
 
 

@@ -223,10 +223,11 @@ class BaseEmbedder:
 _WORD = re.compile(r"\w+")
 # Function words would dominate a bag of words without carrying any topic.
 _STOPWORDS = frozenset(
-    "a an and are as at be but by for from has have he her his i in into is it its of on or "
-    "our she so that the their them they this to was we were what when which who will with "
-    "you your".split()
-)
+    ("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "has", "have",
+     "he", "her", "his", "i", "in", "into", "is", "it", "its", "of", "on", "or", "our", "she",
+     "so", "that", "the", "their", "them", "they", "this", "to", "was", "we", "were", "what",
+     "when", "which", "who", "will", "with", "you", "your")
+)  # fmt: skip
 
 
 @lru_cache(maxsize=65536)
