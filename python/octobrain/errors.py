@@ -14,3 +14,20 @@ class InvalidInput(OctobrainError, ValueError):
         super().__init__(f"{field}: {rule}")
         self.field = field
         self.rule = rule
+
+
+class ConfigError(InvalidInput):
+    """A configuration value broke a rule. The message names the file (or env var) and the key.
+
+    `key` is the dotted key (`search.hyde.alpha`) or an env var name; empty when the whole file
+    is at fault (unreadable, not TOML).
+    """
+
+    def __init__(self, key: str, rule: str, source: str | None = None) -> None:
+        super().__init__(key or "config", rule)
+        self.source = source
+        self.args = (": ".join(part for part in (source, key, rule) if part),)
+
+
+class EmbeddingError(OctobrainError, RuntimeError):
+    """An embedder could not load or answer. The message says what to do about it."""

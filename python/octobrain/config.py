@@ -1,0 +1,526 @@
+"""Configuration: one TOML file, typed frozen dataclasses, every key with a default.
+
+Precedence: defaults < the file < `OCTOBRAIN_<SECTION>_<KEY>` environment variables. A missing
+file or a partial file is valid; unknown keys are logged as warnings (never fatal, so a config
+written for a newer version still loads); a bad value is a `ConfigError` naming the file (or
+the env var), the dotted key and the rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import re
+import sys
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from octobrain.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on 3.10
+    import tomli as tomllib
+
+__all__ = [
+    "CONFIG_VERSION",
+    "Config",
+    "ConsolidationConfig",
+    "EmbeddingConfig",
+    "HydeConfig",
+    "KnowledgeConfig",
+    "McpConfig",
+    "MemoryConfig",
+    "SearchConfig",
+    "StorageConfig",
+    "config_path",
+    "data_dir",
+    "default_config_toml",
+    "env_var_for",
+    "load_config",
+    "resolve_storage_uri",
+]
+
+log = logging.getLogger(__name__)
+
+CONFIG_VERSION = 1
+
+# A rule returns None when the value is fine, else the rule the value broke.
+Rule = Callable[[Any], "str | None"]
+
+
+def _range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> Rule:
+    def check(v: Any) -> str | None:
+        if isinstance(v, float) and not math.isfinite(v):
+            return "must be a finite number"
+        if lo is not None and (v <= lo if lo_open else v < lo):
+            if hi is None:
+                return f"must be {'>' if lo_open else '>='} {lo}"
+            return f"must be between {lo} and {hi}" + (" (exclusive of the lower bound)" * lo_open)
+        if hi is not None and v > hi:
+            return f"must be <= {hi}" if lo is None else f"must be between {lo} and {hi}"
+        return None
+
+    return check
+
+
+def _choice(*allowed: str) -> Rule:
+    def check(v: Any) -> str | None:
+        return None if v in allowed else f"must be one of {', '.join(allowed)}"
+
+    return check
+
+
+def _opt(default: Any, doc: str, rule: Rule | None = None) -> Any:
+    """A config key: its default, a one-line doc (the template's comment) and a rule."""
+    if isinstance(default, tuple):
+        return field(default_factory=lambda: default, metadata={"doc": doc, "rule": rule})
+    return field(default=default, metadata={"doc": doc, "rule": rule})
+
+
+def _model_rule(v: Any) -> str | None:
+    from octobrain.embed import parse_model_spec  # lazy: embed pulls in numpy
+
+    try:
+        parse_model_spec(v)
+    except ValueError as exc:
+        return str(exc).split(": ", 1)[-1]
+    return None
+
+
+def _base_url_rule(v: Any) -> str | None:
+    if v == "":
+        return None
+    m = re.match(r"^(https?)://([^/:]+|\[[^\]]+\])(:\d+)?(/.*)?$", v)
+    if not m:
+        return "must be an http(s) URL such as https://api.example.com/v1"
+    loopback = m.group(2) in ("localhost", "127.0.0.1", "[::1]")
+    if m.group(1) == "http" and not loopback:
+        return "must use https unless the host is loopback (API keys travel in headers)"
+    return None
+
+
+def _bind_rule(v: Any) -> str | None:
+    if v == "":
+        return None
+    host, _, port = v.rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        return "must be HOST:PORT with a port in 1..65535, e.g. 127.0.0.1:8765"
+    return None
+
+
+def _token_rule(v: Any) -> str | None:
+    return None if v == "" or len(v) >= 16 else "must be empty or at least 16 characters"
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    """`[embedding]`: which model turns text into vectors."""
+
+    model: str = _opt(
+        "minilm",
+        "minilm (bundled all-MiniLM-L6-v2, offline) | fastembed:<name> | openai:<model> | "
+        "voyage:<model> | jina:<model> | hash:<dim> (tests)",
+        _model_rule,
+    )
+    batch_size: int = _opt(32, "texts per model call when embedding in bulk", _range(1, 2048))
+    timeout_secs: float = _opt(
+        30.0, "timeout of one cloud embedding request, seconds", _range(0, 600, lo_open=True)
+    )
+    allow_download: bool = _opt(
+        False, "let fastembed download a model that is not cached (network access)"
+    )
+    base_url: str = _opt(
+        "", "override the cloud provider's API base URL (empty: the provider's)", _base_url_rule
+    )
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    """`[storage]`: where memories live."""
+
+    uri: str = _opt("", "LanceDB directory or object-store URI (s3://...); empty: <data dir>/db")
+
+
+@dataclass(frozen=True)
+class HydeConfig:
+    """`[search.hyde]`: pseudo-relevance feedback on the query vector."""
+
+    enabled: bool = _opt(True, "blend the query vector with the centroid of the top results")
+    top_k: int = _opt(3, "results in the centroid", _range(1, 50))
+    alpha: float = _opt(0.5, "weight kept on the original query vector", _range(0, 1))
+    min_results: int = _opt(2, "results needed before blending", _range(1, 50))
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """`[search]`: the hybrid retrieval pipeline."""
+
+    min_relevance: float = _opt(
+        0.3, "default threshold on calibrated relevance (cosine similarity)", _range(0, 1)
+    )
+    default_limit: int = _opt(5, "results when the caller gives no limit", _range(1, 1000))
+    max_results: int = _opt(50, "hard ceiling on results per search", _range(1, 1000))
+    candidates: int = _opt(100, "candidates per leg (vector, BM25) before fusion", _range(1, 10000))
+    fusion: str = _opt("rrf", "rrf | minmax | zscore", _choice("rrf", "minmax", "zscore"))
+    rrf_k: int = _opt(60, "k of reciprocal-rank fusion", _range(1, 100000))
+    vector_weight: float = _opt(1.0, "weight of the vector leg in fusion", _range(0, 100))
+    bm25_weight: float = _opt(1.0, "weight of the BM25 leg in fusion", _range(0, 100))
+    importance_weight: float = _opt(
+        0.1, "bounded boost from decayed importance (0 = off)", _range(0, 1)
+    )
+    recency_weight: float = _opt(0.1, "bounded boost from recency (0 = off)", _range(0, 1))
+    recency_decay_days: float = _opt(
+        30.0, "recency = exp(-age_days / this)", _range(0, None, lo_open=True)
+    )
+    hyde: HydeConfig = field(default_factory=HydeConfig)
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """`[memory]`: importance, decay and links."""
+
+    default_importance: float = _opt(0.5, "importance of a new memory", _range(0, 1))
+    decay_enabled: bool = _opt(True, "let unused memories fade in the ranking (never deleted)")
+    decay_half_life_days: float = _opt(
+        90.0, "days for importance to halve without access", _range(0, None, lo_open=True)
+    )
+    access_boost_factor: float = _opt(1.2, "reinforcement per access (log-scaled)", _range(1, 10))
+    min_importance_threshold: float = _opt(0.05, "floor of decayed importance", _range(0, 1))
+    auto_linking_enabled: bool = _opt(True, "link a new memory to its nearest neighbours")
+    auto_link_threshold: float = _opt(0.78, "cosine similarity needed to auto-link", _range(0, 1))
+    max_auto_links_per_memory: int = _opt(5, "at most this many auto links", _range(0, 100))
+    bidirectional_links: bool = _opt(True, "auto links go both ways")
+
+
+@dataclass(frozen=True)
+class ConsolidationConfig:
+    """`[consolidation]`: sleep consolidation of near-duplicates and goal closing."""
+
+    sleep_enabled: bool = _opt(True, "cluster recent near-duplicates lazily at startup")
+    interval_hours: float = _opt(24.0, "minimum hours between passes per scope", _range(1, None))
+    threshold: float = _opt(0.85, "cosine similarity within a cluster", _range(0, 1))
+    min_cluster_size: int = _opt(3, "smallest cluster that is merged", _range(2, 1000))
+    max_age_days: float = _opt(
+        7.0, "only memories younger than this", _range(0, None, lo_open=True)
+    )
+    linkage: str = _opt("average", "average | complete", _choice("average", "complete"))
+    member_importance_factor: float = _opt(
+        0.2, "importance multiplier of consolidated members", _range(0, 1)
+    )
+    goal_parent_boost: float = _opt(
+        1.1, "parent importance = max(sources) x this, capped at 1", _range(1, 2)
+    )
+
+
+@dataclass(frozen=True)
+class KnowledgeConfig:
+    """`[knowledge]`: external documents."""
+
+    chunk_size: int = _opt(1200, "bytes per child chunk", _range(100, 1_000_000))
+    chunk_overlap: int = _opt(300, "bytes shared by neighbouring chunks", _range(0, 1_000_000))
+    parent_size: int = _opt(4800, "bytes per parent section", _range(100, 10_000_000))
+    outdating_days: float = _opt(15.0, "a URL older than this is re-fetched", _range(0, None))
+    max_results: int = _opt(5, "results per knowledge search", _range(1, 1000))
+    session_ttl_hours: float = _opt(
+        120.0, "session notes older than this are removed", _range(0, None, lo_open=True)
+    )
+
+
+@dataclass(frozen=True)
+class McpConfig:
+    """`[mcp]`: the MCP server."""
+
+    bind: str = _opt("", "HOST:PORT for streamable HTTP (empty: stdio)", _bind_rule)
+    token: str = _opt("", "bearer token; required for a non-loopback bind", _token_rule)
+    allowed_origins: tuple[str, ...] = _opt((), "extra Origin values accepted over HTTP")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration. Every field has a default: `Config()` is valid."""
+
+    version: int = _opt(CONFIG_VERSION, "schema version of this file", _range(1, None))
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    consolidation: ConsolidationConfig = field(default_factory=ConsolidationConfig)
+    knowledge: KnowledgeConfig = field(default_factory=KnowledgeConfig)
+    mcp: McpConfig = field(default_factory=McpConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (lists for tuples), e.g. for JSON output."""
+        plain: dict[str, Any] = _to_plain(self)
+        return plain
+
+
+# ---- locations ---------------------------------------------------------------------------
+
+
+def data_dir() -> Path:
+    """Data root: `$OCTOBRAIN_DATA_DIR`, else the platform's user data dir. Not created here."""
+    env = os.environ.get("OCTOBRAIN_DATA_DIR", "").strip()
+    if env:
+        return Path(env).expanduser()
+    import platformdirs  # lazy: only needed when no override is set
+
+    return Path(platformdirs.user_data_dir("octobrain", appauthor=False))
+
+
+def config_path() -> Path:
+    """Config file: `$OCTOBRAIN_CONFIG_PATH`, else `<data root>/config.toml`."""
+    env = os.environ.get("OCTOBRAIN_CONFIG_PATH", "").strip()
+    return Path(env).expanduser() if env else data_dir() / "config.toml"
+
+
+def resolve_storage_uri(config: Config) -> str:
+    """The store location: `storage.uri`, or `<data root>/db` when empty."""
+    uri = config.storage.uri
+    if not uri:
+        return str(data_dir() / "db")
+    return uri if "://" in uri else str(Path(uri).expanduser())
+
+
+# ---- loading -----------------------------------------------------------------------------
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _leaves(cls: type, prefix: str = "") -> list[tuple[str, Any, dataclasses.Field[Any]]]:
+    """Every leaf key as (dotted name, type, field), in declaration order."""
+    out: list[tuple[str, Any, dataclasses.Field[Any]]] = []
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        typ = hints[f.name]
+        if dataclasses.is_dataclass(typ):
+            out.extend(_leaves(typ, f"{prefix}{f.name}."))  # type: ignore[arg-type]
+        else:
+            out.append((f"{prefix}{f.name}", typ, f))
+    return out
+
+
+def env_var_for(dotted_key: str) -> str:
+    """The env var overriding a key: `search.hyde.alpha` -> `OCTOBRAIN_SEARCH_HYDE_ALPHA`."""
+    return "OCTOBRAIN_" + dotted_key.upper().replace(".", "_")
+
+
+def _coerce(value: Any, typ: Any) -> tuple[Any, str | None]:
+    """Check a TOML value against a field type; return (value, problem)."""
+    if typ is bool:
+        return value, None if isinstance(value, bool) else "must be true or false"
+    if typ is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return value, None if ok else "must be an integer"
+    if typ is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value), None
+        return value, "must be a number"
+    if typ is str:
+        return value, None if isinstance(value, str) else "must be a string"
+    if typing.get_origin(typ) is tuple:
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value), None
+        return value, "must be a list of strings"
+    raise TypeError(f"unsupported config type {typ!r}")  # a bug in this module, not user input
+
+
+def _parse_env(raw: str, typ: Any) -> tuple[Any, str | None]:
+    """Parse an env var's text into a field type; return (value, problem)."""
+    text = raw.strip()
+    if typ is bool:
+        low = text.lower()
+        if low in ("1", "true", "yes", "on"):
+            return True, None
+        if low in ("0", "false", "no", "off"):
+            return False, None
+        return raw, "must be one of 1, 0, true, false, yes, no, on, off"
+    if typ is int:
+        try:
+            return int(text), None
+        except ValueError:
+            return raw, "must be an integer"
+    if typ is float:
+        try:
+            return float(text), None
+        except ValueError:
+            return raw, "must be a number"
+    if typing.get_origin(typ) is tuple:
+        return tuple(p.strip() for p in text.split(",") if p.strip()), None
+    return raw, None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("", f"cannot read the file: {exc}", str(path)) from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:  # its message carries "(at line L, column C)"
+        raise ConfigError("", f"invalid TOML: {exc}", str(path)) from exc
+
+
+def _check_shape(data: Mapping[str, Any], cls: type, prefix: str, source: str) -> None:
+    """Warn about unknown keys; a section given as a plain value is an error."""
+    hints = _hints(cls)
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if key not in hints:
+            log.warning("%s: unknown config key %r is ignored", source, dotted)
+        elif dataclasses.is_dataclass(hints[key]):
+            if not isinstance(value, dict):
+                raise ConfigError(dotted, f"must be a table ([{dotted}])", source)
+            _check_shape(value, hints[key], f"{dotted}.", source)
+
+
+def _build(cls: type, values: Mapping[str, Any], prefix: str = "") -> Any:
+    kwargs: dict[str, Any] = {}
+    for name, typ in _hints(cls).items():
+        if dataclasses.is_dataclass(typ):
+            kwargs[name] = _build(typ, values, f"{prefix}{name}.")  # type: ignore[arg-type]
+        elif f"{prefix}{name}" in values:
+            kwargs[name] = values[f"{prefix}{name}"]
+    return cls(**kwargs)
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Load the config file (default `config_path()`), apply env overrides, validate.
+
+    A missing file gives the defaults. Raises `ConfigError` (an `InvalidInput`) on a corrupt
+    file, a wrongly typed or out-of-range value, or a bad env override.
+    """
+    file = Path(path) if path is not None else config_path()
+    source = str(file)
+    data = _read_toml(file)
+    _check_shape(data, Config, "", source)
+
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for dotted, typ, f in _leaves(Config):
+        node: Any = data
+        for part in dotted.split("."):
+            node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
+        if node is not _MISSING:
+            value, problem = _coerce(node, typ)
+            if problem:
+                raise ConfigError(dotted, problem, source)
+            values[dotted], origin[dotted] = value, source
+        env = env_var_for(dotted)
+        if env in os.environ:
+            value, problem = _parse_env(os.environ[env], typ)
+            if problem:
+                raise ConfigError(env, problem)
+            values[dotted], origin[dotted] = value, env
+        rule = f.metadata.get("rule")
+        if dotted in values and rule is not None:
+            problem = rule(values[dotted])
+            if problem:
+                where = origin[dotted]
+                key = dotted if where == source else where
+                raise ConfigError(key, problem, source if where == source else None)
+
+    config: Config = _build(Config, values)
+    _check_cross(config, source if file.exists() else None)
+    return config
+
+
+_MISSING = object()
+
+
+def _check_cross(c: Config, source: str | None) -> None:
+    """Rules that involve two keys."""
+    if c.version > CONFIG_VERSION:
+        raise ConfigError(
+            "version",
+            f"{c.version} is newer than this octobrain understands ({CONFIG_VERSION})",
+            source,
+        )
+    if c.knowledge.chunk_overlap >= c.knowledge.chunk_size:
+        raise ConfigError(
+            "knowledge.chunk_overlap", "must be less than knowledge.chunk_size", source
+        )
+    if c.knowledge.parent_size < c.knowledge.chunk_size:
+        raise ConfigError("knowledge.parent_size", "must be >= knowledge.chunk_size", source)
+    if c.search.default_limit > c.search.max_results:
+        raise ConfigError("search.default_limit", "must be <= search.max_results", source)
+    if c.search.vector_weight == 0 and c.search.bm25_weight == 0:
+        raise ConfigError(
+            "search.bm25_weight", "cannot be 0 when search.vector_weight is 0", source
+        )
+    host = c.mcp.bind.rpartition(":")[0]
+    if c.mcp.bind and host not in ("127.0.0.1", "localhost", "[::1]") and not c.mcp.token:
+        raise ConfigError(
+            "mcp.token", "is required when mcp.bind is not a loopback address", source
+        )
+
+
+# ---- rendering ---------------------------------------------------------------------------
+
+
+def _to_plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, tuple):
+        return [_to_plain(v) for v in obj]
+    return obj
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)  # JSON string escapes are valid TOML
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot render {v!r} as TOML")
+
+
+def _render(obj: Any, prefix: str, comments: bool, lines: list[str]) -> None:
+    tables: list[tuple[str, Any]] = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            tables.append((f"{prefix}{f.name}", value))
+            continue
+        if comments and f.metadata.get("doc"):
+            lines.append(f"# {f.metadata['doc']}")
+        lines.append(f"{f.name} = {_toml_value(value)}")
+    for name, table in tables:
+        lines.append("")
+        doc = (type(table).__doc__ or "").splitlines()[0]
+        if comments and doc:
+            lines.append(f"# {doc.split(': ', 1)[-1]}")
+        lines.append(f"[{name}]")
+        _render(table, f"{name}.", comments, lines)
+
+
+def render_toml(config: Config, *, comments: bool = False) -> str:
+    """Render a config as TOML (loads back to an equal `Config`)."""
+    lines: list[str] = []
+    _render(config, "", comments, lines)
+    return "\n".join(lines) + "\n"
+
+
+def default_config_toml() -> str:
+    """A commented template holding every key at its default."""
+    header = [
+        "# octobrain configuration. Every key is optional: delete what you do not change.",
+        "# Any key can be overridden by an environment variable OCTOBRAIN_<SECTION>_<KEY>,",
+        "# e.g. OCTOBRAIN_EMBEDDING_MODEL or OCTOBRAIN_SEARCH_HYDE_ALPHA.",
+        "",
+        "",
+    ]
+    return "\n".join(header) + render_toml(Config(), comments=True)

@@ -1,0 +1,179 @@
+"""Scopes: which project a memory belongs to.
+
+A scope is derived from the git remote `origin` of a directory (`host/owner/repo`, whatever the
+URL form: scp-like, ssh://, https:// with user or token, git://; user, port, `.git` and slashes
+stripped, lowercased), else `local/<parent>/<dir>` of the repository (or directory). The global
+scope is `""`. Scopes go into store filters, so they are restricted to a safe character set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from octobrain.errors import InvalidInput
+
+__all__ = [
+    "GLOBAL_SCOPE",
+    "MAX_SCOPE_LENGTH",
+    "ProjectScope",
+    "derive_scope",
+    "find_project_scopes",
+    "normalize_remote_url",
+    "validate_scope",
+]
+
+GLOBAL_SCOPE = ""
+MAX_SCOPE_LENGTH = 200
+GIT_TIMEOUT_SECS = 5.0
+_MAX_SUBDIRS = 500  # bounds the scan of a huge directory (e.g. a home dir)
+_SAFE_PUNCT = "._-~/"
+_URL_SCHEMES = {"ssh", "git", "http", "https", "git+ssh", "ssh+git", "ftp", "ftps"}
+# scp-like: [user@]host:path, where host has no slash and path does not start with "//"
+_SCP = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^@/:\[\]]+|\[[^\]]+\]):(?P<path>(?!//).+)$")
+
+
+def _clean(text: str) -> str:
+    """Lowercase; map characters outside the scope alphabet to '-'; tidy slashes."""
+    out = "".join(c if c.isalnum() or c in _SAFE_PUNCT else "-" for c in text.lower())
+    out = re.sub(r"/{2,}", "/", out).strip("/")
+    return out
+
+
+def _strip_git(path: str) -> str:
+    path = path.strip().rstrip("/")
+    if path.lower().endswith(".git"):
+        path = path[:-4]
+    return path.strip("/")
+
+
+def normalize_remote_url(url: str) -> str | None:
+    """`host/owner/repo` for a git remote URL; None for a local path or an unusable URL."""
+    text = url.strip()
+    if not text:
+        return None
+    if "://" in text:
+        try:
+            parts = urlsplit(text)
+            host = parts.hostname  # drops user:password@ and :port, lowercases
+        except ValueError:
+            return None
+        if parts.scheme.lower() not in _URL_SCHEMES or not host:
+            return None  # file:// and friends: a path on this machine, not a project identity
+        path = parts.path
+    else:
+        m = _SCP.match(text)
+        if not m or re.match(r"^[A-Za-z]$", m.group("host")):  # C:\repo is a Windows path
+            return None
+        host, path = m.group("host").strip("[]"), m.group("path")
+    path = _strip_git(path)
+    if path.startswith("~"):  # ssh://host/~user/repo names a home dir; keep the user part
+        path = path[1:]
+    scope = _clean(f"{host}/{path}") if path else _clean(host)
+    return scope or None
+
+
+def _git(directory: Path, *args: str) -> str | None:
+    """Run git against `directory` (never chdir); None on any failure."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(directory), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_SECS,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    out = done.stdout.strip()
+    return out if done.returncode == 0 and out else None
+
+
+def _local_scope(path: Path) -> str:
+    names = [_clean(p)[:90] for p in path.parts[1:]]
+    names = [n for n in names if n.strip(".")][-2:]
+    return "local/" + ("/".join(names) if names else "unknown")
+
+
+def derive_scope(directory: str | os.PathLike[str] | None = None) -> str:
+    """The scope of a working directory (default: the cwd). Never returns the global scope.
+
+    `host/owner/repo` from `origin`; without one, `local/<parent>/<dir>` of the repository root
+    (or of the directory itself when it is not in a git repository).
+    """
+    path = Path(directory if directory is not None else os.getcwd()).expanduser().resolve()
+    url = _git(path, "remote", "get-url", "origin")
+    scope = normalize_remote_url(url) if url else None
+    if scope:
+        try:
+            return validate_scope(scope)
+        except InvalidInput:
+            pass  # an exotic remote (too long, dot segments): identify the checkout instead
+    top = _git(path, "rev-parse", "--show-toplevel")
+    return _local_scope(Path(top).resolve() if top else path)
+
+
+@dataclass(frozen=True)
+class ProjectScope:
+    """A git repository found on disk and its scope."""
+
+    path: Path
+    scope: str
+
+
+def _is_repo(path: Path) -> bool:
+    return (path / ".git").exists()  # a dir, or a file for worktrees and submodules
+
+
+def find_project_scopes(directory: str | os.PathLike[str] | None = None) -> list[ProjectScope]:
+    """Scopes of `directory` (if it is in a git repository) and of its immediate subdirectories
+    that are git repositories, sorted by path; hidden subdirectories are skipped.
+    """
+    root = Path(directory if directory is not None else os.getcwd()).expanduser().resolve()
+    found: list[ProjectScope] = []
+    if _is_repo(root) or _git(root, "rev-parse", "--show-toplevel"):
+        found.append(ProjectScope(root, derive_scope(root)))
+    try:
+        children = sorted(p for p in root.iterdir() if not p.name.startswith("."))
+    except OSError:
+        children = []
+    for child in children[:_MAX_SUBDIRS]:
+        if child.is_dir() and _is_repo(child):
+            found.append(ProjectScope(child, derive_scope(child)))
+    return found
+
+
+def validate_scope(scope: str, field: str = "scope") -> str:
+    """Check and normalise a user-supplied scope; return its canonical form.
+
+    `""` is the global scope. A remote URL (`git@github.com:Acme/Billing.git`) is accepted and
+    normalised; otherwise the scope is lowercased, outer slashes stripped, and must consist of
+    letters, digits and `._-~/`, with no empty, `.` or `..` segment, at most 200 characters.
+    """
+    if not isinstance(scope, str):
+        raise InvalidInput(field, "must be a string")
+    text = scope.strip()
+    if ":" in text:
+        url_scope = normalize_remote_url(text)
+        if url_scope is None:
+            raise InvalidInput(field, f"{scope!r} is neither a scope nor a git remote URL")
+        text = url_scope
+    text = text.strip("/").lower()
+    if not text:
+        return GLOBAL_SCOPE
+    if len(text) > MAX_SCOPE_LENGTH:
+        raise InvalidInput(field, f"must be at most {MAX_SCOPE_LENGTH} characters")
+    bad = sorted({c for c in text if not (c.isalnum() or c in _SAFE_PUNCT)})
+    if bad:
+        shown = " ".join(repr(c) for c in bad)
+        raise InvalidInput(field, f"may contain only letters, digits and . _ - ~ / (found {shown})")
+    if any(seg in ("", ".", "..") for seg in text.split("/")):
+        raise InvalidInput(field, "must not contain empty, '.' or '..' path segments")
+    return text

@@ -1,0 +1,282 @@
+"""Configuration: locations, defaults, partial files, validation, env overrides, template."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from octobrain.config import (
+    Config,
+    config_path,
+    data_dir,
+    default_config_toml,
+    env_var_for,
+    load_config,
+    render_toml,
+    resolve_storage_uri,
+)
+from octobrain.errors import ConfigError, InvalidInput
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads the real user config or inherits OCTOBRAIN_* variables."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("OCTOBRAIN_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def leaf_keys() -> list[str]:
+    def walk(obj: object, prefix: str) -> list[str]:
+        out: list[str] = []
+        for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                out += walk(value, f"{prefix}{f.name}.")
+            else:
+                out.append(f"{prefix}{f.name}")
+        return out
+
+    return walk(Config(), "")
+
+
+# ---- locations -------------------------------------------------------------------------------
+
+
+def test_data_dir_and_config_path_follow_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    assert data_dir() == tmp_path / "data"
+    assert config_path() == tmp_path / "data" / "config.toml"
+    monkeypatch.setenv("OCTOBRAIN_CONFIG_PATH", str(tmp_path / "elsewhere.toml"))
+    assert config_path() == tmp_path / "elsewhere.toml"
+
+
+def test_data_dir_defaults_to_platform_user_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.delenv("OCTOBRAIN_DATA_DIR")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    root = data_dir()
+    assert root.name == "octobrain"
+    if sys.platform.startswith("linux"):
+        assert root == tmp_path / "xdg" / "octobrain"
+    assert not root.exists(), "locating the data dir must not create it"
+
+
+def test_storage_uri_defaults_under_data_dir(tmp_path: Path):
+    assert resolve_storage_uri(Config()) == str(tmp_path / "data" / "db")
+    s3 = load_config(write(tmp_path, '[storage]\nuri = "s3://bucket/brain"\n'))
+    assert resolve_storage_uri(s3) == "s3://bucket/brain"
+
+
+# ---- loading ---------------------------------------------------------------------------------
+
+
+def test_missing_file_gives_defaults(tmp_path: Path):
+    assert load_config(tmp_path / "absent.toml") == Config()
+    assert load_config() == Config()  # default location, not created
+    assert Config().embedding.model == "minilm"
+    assert Config().embedding.allow_download is False
+
+
+def test_partial_file_keeps_other_defaults(tmp_path: Path):
+    cfg = load_config(write(tmp_path, "[search]\nmin_relevance = 0.42\n[search.hyde]\ntop_k = 5\n"))
+    assert cfg.search.min_relevance == 0.42
+    assert cfg.search.hyde.top_k == 5
+    assert cfg.search.hyde.alpha == Config().search.hyde.alpha
+    assert cfg.memory == Config().memory
+
+
+def test_template_lists_every_key_and_loads_to_defaults(tmp_path: Path):
+    text = default_config_toml()
+    assert load_config(write(tmp_path, text)) == Config()
+    for key in leaf_keys():
+        section, _, name = key.rpartition(".")
+        assert f"\n{name} = " in text, key
+        if section:
+            assert f"[{section}]" in text
+    assert text.count("\n# ") > len(leaf_keys()), "every key carries a comment"
+
+
+def test_render_round_trips_non_default_values(tmp_path: Path):
+    text = (
+        '[embedding]\nmodel = "hash:64"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        '[mcp]\nallowed_origins = ["https://a.example", "quote\\"d"]\n'
+        '[search]\nfusion = "zscore"\nvector_weight = 2.5\n'
+    )
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.mcp.allowed_origins == ("https://a.example", 'quote"d')
+    again = load_config(write(tmp_path, render_toml(cfg)))
+    assert again == cfg
+    assert tomllib.loads(render_toml(cfg))["search"]["fusion"] == "zscore"
+
+
+def test_config_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Config().search.min_relevance = 0.9  # type: ignore[misc]
+
+
+def test_unknown_keys_warn_with_their_dotted_name(tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    path = write(
+        tmp_path, "colour = 1\n[search]\nfoo = 1\n[search.hyde]\nbar = 2\n[extra]\nx = 1\n"
+    )
+    with caplog.at_level(logging.WARNING, logger="octobrain.config"):
+        cfg = load_config(path)
+    assert cfg == Config()
+    text = caplog.text
+    for key in ("'colour'", "'search.foo'", "'search.hyde.bar'", "'extra'"):
+        assert key in text
+    assert str(path) in text
+
+
+def test_int_given_for_float_is_accepted(tmp_path: Path):
+    cfg = load_config(write(tmp_path, "[memory]\ndecay_half_life_days = 30\n"))
+    assert cfg.memory.decay_half_life_days == 30.0
+    assert isinstance(cfg.memory.decay_half_life_days, float)
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "rule"),
+    [
+        ('[search]\nmax_results = "ten"\n', "search.max_results", "must be an integer"),
+        ("[search]\nmax_results = 1.5\n", "search.max_results", "must be an integer"),
+        ("[search]\nmax_results = true\n", "search.max_results", "must be an integer"),
+        ('[search]\nmin_relevance = "high"\n', "search.min_relevance", "must be a number"),
+        ("[search]\nmin_relevance = 1.5\n", "search.min_relevance", "between 0 and 1"),
+        ("[search]\nmin_relevance = nan\n", "search.min_relevance", "finite"),
+        ("[search.hyde]\nenabled = 1\n", "search.hyde.enabled", "true or false"),
+        ('[search]\nfusion = "max"\n', "search.fusion", "one of rrf, minmax, zscore"),
+        ("[embedding]\nbatch_size = 0\n", "embedding.batch_size", "between 1 and 2048"),
+        ("[embedding]\ntimeout_secs = 0\n", "embedding.timeout_secs", "between 0 and 600"),
+        ('[embedding]\nmodel = "word2vec:x"\n', "embedding.model", "unknown provider"),
+        ('[embedding]\nmodel = "hash:3"\n', "embedding.model", "8..4096"),
+        ('[embedding]\nbase_url = "http://api.example.com/v1"\n', "embedding.base_url", "https"),
+        ('[embedding]\nbase_url = "ftp://x"\n', "embedding.base_url", "http(s) URL"),
+        ("[consolidation]\nmin_cluster_size = 1\n", "consolidation.min_cluster_size", "between 2"),
+        ("[consolidation]\ninterval_hours = 0.5\n", "consolidation.interval_hours", ">= 1"),
+        ('[consolidation]\nlinkage = "single"\n', "consolidation.linkage", "average, complete"),
+        ('[mcp]\nbind = "localhost"\n', "mcp.bind", "HOST:PORT"),
+        ('[mcp]\nbind = "127.0.0.1:70000"\n', "mcp.bind", "HOST:PORT"),
+        ('[mcp]\ntoken = "short"\n', "mcp.token", "at least 16"),
+        ("[mcp]\nallowed_origins = [1]\n", "mcp.allowed_origins", "list of strings"),
+        ("search = 3\n", "search", "must be a table"),
+        ("[search]\nhyde = 1\n", "search.hyde", "must be a table"),
+    ],
+)
+def test_invalid_values_name_file_key_and_rule(tmp_path: Path, text: str, key: str, rule: str):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    err = info.value
+    assert isinstance(err, InvalidInput) and isinstance(err, ValueError)
+    assert err.field == key
+    assert str(err).startswith(f"{path}: {key}: ")
+    assert rule in str(err)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[knowledge]\nchunk_size = 500\nchunk_overlap = 500\n", "knowledge.chunk_overlap"),
+        ("[knowledge]\nchunk_size = 5000\n", "knowledge.parent_size"),
+        ("[search]\ndefault_limit = 60\n", "search.default_limit"),
+        ("[search]\nvector_weight = 0\nbm25_weight = 0\n", "search.bm25_weight"),
+        ('[mcp]\nbind = "0.0.0.0:8765"\n', "mcp.token"),
+        ("version = 2\n", "version"),
+    ],
+)
+def test_cross_key_rules(tmp_path: Path, text: str, key: str):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.field == key
+    assert str(path) in str(info.value)
+
+
+def test_non_loopback_bind_with_token_is_fine(tmp_path: Path):
+    cfg = load_config(write(tmp_path, '[mcp]\nbind = "0.0.0.0:8765"\ntoken = "0123456789abcdef"\n'))
+    assert cfg.mcp.bind == "0.0.0.0:8765"
+    assert load_config(write(tmp_path, '[mcp]\nbind = "[::1]:8765"\n')).mcp.token == ""
+
+
+def test_corrupt_toml_names_file_and_line(tmp_path: Path):
+    path = write(tmp_path, '[search]\nmin_relevance = 0.3\nfusion = "rrf\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: invalid TOML")
+    assert "line 3" in message
+
+
+def test_unreadable_file_is_a_config_error(tmp_path: Path):
+    path = tmp_path / "config.toml"
+    path.write_bytes(b"\xff\xfe not utf-8")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(path)
+
+
+# ---- environment overrides -------------------------------------------------------------------
+
+
+def test_env_var_names_are_unique_and_do_not_shadow_locations():
+    names = [env_var_for(k) for k in leaf_keys()]
+    assert len(set(names)) == len(names)
+    assert "OCTOBRAIN_DATA_DIR" not in names and "OCTOBRAIN_CONFIG_PATH" not in names
+    assert env_var_for("search.hyde.alpha") == "OCTOBRAIN_SEARCH_HYDE_ALPHA"
+
+
+def test_env_overrides_every_type_and_beats_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    path = write(tmp_path, "[search]\nmax_results = 20\nmin_relevance = 0.1\n")
+    monkeypatch.setenv("OCTOBRAIN_SEARCH_MAX_RESULTS", " 30 ")
+    monkeypatch.setenv("OCTOBRAIN_SEARCH_HYDE_ALPHA", "0.25")
+    monkeypatch.setenv("OCTOBRAIN_SEARCH_HYDE_ENABLED", "off")
+    monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:32")
+    monkeypatch.setenv("OCTOBRAIN_EMBEDDING_ALLOW_DOWNLOAD", "YES")
+    monkeypatch.setenv("OCTOBRAIN_MCP_ALLOWED_ORIGINS", "https://a, https://b,")
+    cfg = load_config(path)
+    assert cfg.search.max_results == 30
+    assert cfg.search.min_relevance == 0.1  # from the file
+    assert cfg.search.hyde.alpha == 0.25
+    assert cfg.search.hyde.enabled is False
+    assert cfg.embedding.model == "hash:32"
+    assert cfg.embedding.allow_download is True
+    assert cfg.mcp.allowed_origins == ("https://a", "https://b")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "rule"),
+    [
+        ("OCTOBRAIN_SEARCH_MAX_RESULTS", "many", "must be an integer"),
+        ("OCTOBRAIN_SEARCH_HYDE_ALPHA", "half", "must be a number"),
+        ("OCTOBRAIN_SEARCH_HYDE_ALPHA", "2", "between 0 and 1"),
+        ("OCTOBRAIN_MEMORY_DECAY_ENABLED", "maybe", "must be one of 1, 0, true"),
+        ("OCTOBRAIN_SEARCH_FUSION", "sum", "must be one of rrf"),
+    ],
+)
+def test_bad_env_value_names_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, value: str, rule: str
+):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "absent.toml")
+    assert str(info.value).startswith(f"{name}: ")
+    assert rule in str(info.value)
