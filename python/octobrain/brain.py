@@ -8,13 +8,14 @@ hybrid retrieval pipeline. Heavy objects (LanceDB, the model) load on first use.
 from __future__ import annotations
 
 import subprocess
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, time, timedelta, timezone
 from pathlib import Path
 
 from octobrain.config import Config, load_config, resolve_storage_uri
-from octobrain.corpus import Corpus
+from octobrain.corpus import LIGHT_COLUMNS, Corpus
 from octobrain.embed import Embedder, embedder_from_config
 from octobrain.errors import InvalidInput
 from octobrain.models import (
@@ -42,7 +43,8 @@ from octobrain.models import (
 from octobrain.scope import validate_scope
 from octobrain.search import Filters, Hit, Retriever
 from octobrain.store import MemoryStore, NotFound
-from octobrain.store.memories import visible_scopes
+from octobrain.store.memories import sql_str, visible_scopes, visible_where
+from octobrain.store.schema import row_to_memory
 
 ACCESS_WINDOW = timedelta(minutes=10)
 MAX_NEIGHBOURS = 3
@@ -68,7 +70,9 @@ class Recall:
     scope: str
 
 
-def parse_time(field: str, value: str | datetime | None, *, end_of_day: bool = False) -> datetime | None:
+def parse_time(
+    field: str, value: str | datetime | None, *, end_of_day: bool = False
+) -> datetime | None:
     """ISO-8601 (with or without zone; naive means UTC) or a bare YYYY-MM-DD.
 
     A bare date as an upper bound means the end of that day, so `created_before=2026-05-01`
@@ -83,7 +87,9 @@ def parse_time(field: str, value: str | datetime | None, *, end_of_day: bool = F
         try:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
-            raise InvalidInput(field, f"must be ISO-8601 (e.g. 2026-05-01 or 2026-05-01T12:00:00Z), got {value!r}") from None
+            raise InvalidInput(
+                field, f"must be ISO-8601 (e.g. 2026-05-01 or 2026-05-01T12:00:00Z), got {value!r}"
+            ) from None
         if len(text) == 10 and end_of_day:
             moment = datetime.combine(moment.date() + timedelta(days=1), time())
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
@@ -94,7 +100,10 @@ def git_head(directory: Path | None = None) -> str:
     try:
         out = subprocess.run(
             ["git", "-C", str(directory or Path.cwd()), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=5, check=False,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return ""
@@ -157,7 +166,9 @@ class Brain:
             content=check_text("content", content, CONTENT_BYTES),
             memory_type=parse_memory_type(memory_type),
             importance=(
-                self.config.memory.default_importance if importance is None else check_unit("importance", importance)
+                self.config.memory.default_importance
+                if importance is None
+                else check_unit("importance", importance)
             ),
             tags=clean_tags(tags),
             related_files=clean_files(related_files),
@@ -168,7 +179,14 @@ class Brain:
         links = parse_links(related_to)
         self._require_visible([link.target_id for link in links], "related_to")
         edges = [
-            Relationship(memory.id, link.target_id, link.relationship_type, link.strength, link.description, memory.scope)
+            Relationship(
+                memory.id,
+                link.target_id,
+                link.relationship_type,
+                link.strength,
+                link.description,
+                memory.scope,
+            )
             for link in links
         ]
         vector = self.embedder.embed_documents([memory.searchable_text()])
@@ -179,7 +197,9 @@ class Brain:
         found = self.store.get_many(list(ids), self.scope)
         for i, mid in enumerate(ids):
             if mid not in found:
-                raise InvalidInput(f"{field}[{i}].target_id", f"no memory {mid} is visible from this scope")
+                raise InvalidInput(
+                    f"{field}[{i}].target_id", f"no memory {mid} is visible from this scope"
+                )
 
     # ---- remember -------------------------------------------------------------------------
 
@@ -199,10 +219,19 @@ class Brain:
         """Hybrid search; only memories at least `min_relevance` relevant come back."""
         queries = self._queries(query)
         filters = self._filters(memory_types, tags, related_files, created_after, created_before)
-        limit = check_limit(self.config.search.default_limit if limit is None else limit, maximum=self.config.search.max_results)
-        threshold = self.config.search.min_relevance if min_relevance is None else check_unit("min_relevance", min_relevance)
+        limit = check_limit(
+            self.config.search.default_limit if limit is None else limit,
+            maximum=self.config.search.max_results,
+        )
+        threshold = (
+            self.config.search.min_relevance
+            if min_relevance is None
+            else check_unit("min_relevance", min_relevance)
+        )
         now = utcnow()
-        hits = self.retriever.search(queries, self.scope, filters, limit=limit, min_relevance=threshold, now=now)
+        hits = self.retriever.search(
+            queries, self.scope, filters, limit=limit, min_relevance=threshold, now=now
+        )
         neighbours = self._neighbours(hits)
         if record_access and hits:
             self.store.record_access([h.memory.id for h in hits], now, min_interval=ACCESS_WINDOW)
@@ -230,8 +259,15 @@ class Brain:
             raise InvalidInput("created_before", "must be later than created_after")
         if isinstance(memory_types, str):
             raise InvalidInput("memory_types", "must be a list of memory types")
-        types = tuple(dict.fromkeys(parse_memory_type(t, field_name=f"memory_types[{i}]") for i, t in enumerate(memory_types or [])))
-        return Filters(types, tuple(clean_tags(tags)), tuple(clean_files(related_files)), after, before)
+        types = tuple(
+            dict.fromkeys(
+                parse_memory_type(t, field_name=f"memory_types[{i}]")
+                for i, t in enumerate(memory_types or [])
+            )
+        )
+        return Filters(
+            types, tuple(clean_tags(tags)), tuple(clean_files(related_files)), after, before
+        )
 
     def _neighbours(self, hits: list[Hit]) -> list[Neighbour]:
         if not hits:
@@ -275,8 +311,12 @@ class Brain:
     ) -> list[Memory]:
         """The memories a query-mode forget would delete: exactly what `remember` returns."""
         recall = self.remember(
-            query, memory_types=memory_types, tags=tags, limit=limit or self.config.search.max_results,
-            min_relevance=min_relevance, record_access=False,
+            query,
+            memory_types=memory_types,
+            tags=tags,
+            limit=limit or self.config.search.max_results,
+            min_relevance=min_relevance,
+            record_access=False,
         )
         return [h.memory for h in recall.hits]
 
@@ -287,14 +327,14 @@ class Brain:
         invisible or unknown id is an error and nothing is deleted.
         """
         if confirm is not True:
-            raise InvalidInput("confirm", "must be true to delete permanently (nothing was deleted)")
+            raise InvalidInput(
+                "confirm", "must be true to delete permanently (nothing was deleted)"
+            )
         ids = [check_id(m, field_name=f"memory_id[{i}]") for i, m in enumerate(memory_ids)]
         found = self.store.get_many(ids, self.scope)
         for i, mid in enumerate(ids):
             if mid not in found:
-                raise NotFound(
-                    f"memory_id[{i}]: no memory {mid} is visible from scope {self.scope or '(global)'!r}"
-                )
+                raise NotFound(f"memory_id[{i}]", f"no memory {mid} is visible from this scope")
         return self.store.delete(ids)
 
     def update(
@@ -317,9 +357,15 @@ class Brain:
         updated = replace(
             current,
             title=current.title if title is None else check_text("title", title, TITLE_BYTES),
-            content=current.content if content is None else check_text("content", content, CONTENT_BYTES),
-            memory_type=current.memory_type if memory_type is None else parse_memory_type(memory_type),
-            importance=current.importance if importance is None else check_unit("importance", importance),
+            content=current.content
+            if content is None
+            else check_text("content", content, CONTENT_BYTES),
+            memory_type=current.memory_type
+            if memory_type is None
+            else parse_memory_type(memory_type),
+            importance=current.importance
+            if importance is None
+            else check_unit("importance", importance),
             tags=clean_tags(tags),
             related_files=clean_files(files),
             updated_at=utcnow(),
@@ -338,18 +384,82 @@ class Brain:
         description: str = "",
     ) -> Relationship:
         """Link two visible memories; the edge lives in the source memory's scope."""
-        src, tgt = check_id(source_id, field_name="source_id"), check_id(target_id, field_name="target_id")
+        src, tgt = (
+            check_id(source_id, field_name="source_id"),
+            check_id(target_id, field_name="target_id"),
+        )
         found = self.store.get_many([src, tgt], self.scope)
         for name, mid in (("source_id", src), ("target_id", tgt)):
             if mid not in found:
                 raise InvalidInput(name, f"no memory {mid} is visible from this scope")
         if src == tgt:
             raise InvalidInput("target_id", "must differ from source_id")
-        link = Link(tgt, parse_relationship_type(relationship_type), check_unit("strength", strength), description)
-        rel = Relationship(src, tgt, link.relationship_type, link.strength, link.description, found[src].scope)
+        link = Link(
+            tgt,
+            parse_relationship_type(relationship_type),
+            check_unit("strength", strength),
+            description,
+        )
+        rel = Relationship(
+            src, tgt, link.relationship_type, link.strength, link.description, found[src].scope
+        )
         self.store.add_relationships([rel])
         return rel
 
     def visible_scopes(self) -> list[str]:
         """Scopes this brain reads."""
         return visible_scopes(self.scope)
+
+    # ---- listings (never count as accesses) -----------------------------------------------
+
+    def recent(self, limit: int = 20, memory_type: str | None = None) -> list[Memory]:
+        """The newest visible memories, newest first."""
+        limit = check_limit(limit, maximum=10_000)
+        where = visible_where(self.scope)
+        if memory_type is not None:
+            where += f" AND memory_type = {sql_str(parse_memory_type(memory_type).value)}"
+        memories = [row_to_memory(r) for r in self.store.scan(where, columns=LIGHT_COLUMNS)]
+        memories.sort(key=lambda m: (m.created_at, m.id), reverse=True)
+        return memories[:limit]
+
+    def stats(self) -> dict[str, object]:
+        """Counts of the visible memories by scope, type, state and trust tier."""
+        rows = self.store.scan(
+            visible_where(self.scope, include_archived=True),
+            columns=["scope", "memory_type", "state", "source"],
+        )
+
+        def tally(key: str) -> dict[str, int]:
+            return dict(Counter(str(r[key]) for r in rows).most_common())
+
+        return {
+            "scope": self.scope,
+            "total": len(rows),
+            "by_scope": tally("scope"),
+            "by_type": tally("memory_type"),
+            "by_state": tally("state"),
+            "by_source": tally("source"),
+            "embedding_model": self.embedder.model_id,
+            "store": self.uri,
+        }
+
+    def graph(self, memory_id: str, depth: int = 2) -> tuple[list[Memory], list[Relationship]]:
+        """Memories reachable from `memory_id` within `depth` edges (either direction)."""
+        if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 5:
+            raise InvalidInput("depth", f"must be an integer in [1, 5], got {depth!r}")
+        start = self.get(memory_id)
+        seen = {start.id: start}
+        edges: dict[str, Relationship] = {}
+        frontier = [start.id]
+        for _ in range(depth):
+            rels = self.store.relationships_of(frontier)
+            others = {r.target_id if r.source_id in frontier else r.source_id for r in rels}
+            found = self.store.get_many([o for o in others if o not in seen], self.scope)
+            for rel in rels:
+                if rel.source_id in seen | found and rel.target_id in seen | found:
+                    edges[rel.id] = rel
+            seen.update(found)
+            frontier = list(found)
+            if not frontier:
+                break
+        return list(seen.values()), sorted(edges.values(), key=lambda r: r.created_at)

@@ -112,12 +112,13 @@ def format_recall(recall: Recall) -> str:
     blocks = [f"MEMORIES ({len(recall.hits)} found, scope {recall.scope or '(global)'})"]
     for i, hit in enumerate(recall.hits, 1):
         block = format_memory(hit.memory, header=f"{i}. ")
-        blocks.append(f"{block}\nScore: {hit.score:.2f} | Relevance: {hit.relevance:.2f}\nWhy: {hit.why}")
+        blocks.append(
+            f"{block}\nScore: {hit.score:.2f} | Relevance: {hit.relevance:.2f}\nWhy: {hit.why}"
+        )
     if recall.neighbours:
         blocks.append("--- Related context (via graph) ---")
         for n in recall.neighbours:
             m = n.memory
-            blocks.append(
-                f"{m.source.label} {m.title} (ID: {m.id}; {_edge(n)}, strength {n.strength:.2f})\n{m.content}"
-            )
+            edge = f"{_edge(n)}, strength {n.strength:.2f}"
+            blocks.append(f"{m.source.label} {m.title} (ID: {m.id}; {edge})\n{m.content}")
     return "\n\n".join(blocks)

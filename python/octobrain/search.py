@@ -111,10 +111,7 @@ class Retriever:
         vectors = self.embedder.embed_query(list(queries))
         where = filters.where(scope)
         per_query = [self._one(q, vectors[i], where, allowed) for i, q in enumerate(queries)]
-        if len(per_query) == 1:
-            merged = per_query[0]
-        else:
-            merged = self._merge(per_query)
+        merged = per_query[0] if len(per_query) == 1 else self._merge(per_query)
         kept = [s for s in merged if s.relevance >= min_relevance]
         return self._rank(kept, limit, now, multi=len(queries), scopes=visible_scopes(scope))
 
@@ -165,7 +162,11 @@ class Retriever:
             # Exact words count as evidence of relevance, but never alone beyond the average of
             # the two: a shared common word must not make an unrelated memory "relevant".
             relevance = max(cos, 0.5 * (cos + float(coverage[i])))
-            out.append(_Scored(pos, fused_scores[i], relevance, cos, float(coverage[i]), ", ".join(legs[pos])))
+            out.append(
+                _Scored(
+                    pos, fused_scores[i], relevance, cos, float(coverage[i]), ", ".join(legs[pos])
+                )
+            )
         return out
 
     def _vector_leg(
@@ -247,6 +248,10 @@ class Retriever:
             if rel.relationship_type is not RelationshipType.SUPERSEDES:
                 continue
             pos = self.corpus.pos_of.get(rel.source_id)
-            if rel.target_id in wanted and pos is not None and self.corpus.memory(pos).scope in scopes:
+            if (
+                rel.target_id in wanted
+                and pos is not None
+                and self.corpus.memory(pos).scope in scopes
+            ):
                 out.setdefault(rel.target_id, []).append(rel.source_id)
         return out

@@ -36,11 +36,12 @@ class ModelMismatch(OctobrainError):
     """The store was embedded with another model than the one configured."""
 
 
-class NotFound(OctobrainError, KeyError):
-    """A memory id that does not exist or is not visible from this scope."""
+class NotFound(InvalidInput):
+    """A memory id that does not exist or is not visible from this scope (a caller's mistake)."""
 
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "not found"
+
+def _invisible(memory_id: str, scope: str) -> str:
+    return f"no memory {memory_id} is visible from scope {scope or '(global)'!r}"
 
 
 def sql_str(value: str) -> str:
@@ -78,10 +79,14 @@ class MemoryStore:
         self._db: lancedb.DBConnection | None = None
         self._memories: lancedb.table.Table | None = None
         self._relationships: lancedb.table.Table | None = None
+        self._lock: Any = None  # a filelock.FileLock once connected
 
     # ---- opening --------------------------------------------------------------------------
 
-    def _connect(self) -> None:
+    def _open_db(self) -> lancedb.DBConnection:
+        """Connect and create missing tables; no model check (see `_connect`)."""
+        if self._db is not None:
+            return self._db
         import lancedb
         from filelock import FileLock
 
@@ -94,9 +99,13 @@ class MemoryStore:
                 db.create_table(MEMORIES, schema=schema.memories_schema(self.model_id, self.dim))
             if RELATIONSHIPS not in names:
                 db.create_table(RELATIONSHIPS, schema=schema.relationships_schema())
+        self._db = db
+        return db
+
+    def _connect(self) -> None:
+        db = self._open_db()
         memories = db.open_table(MEMORIES)
         self._check_model(memories.schema)
-        self._db = db
         self._memories = memories
         self._relationships = db.open_table(RELATIONSHIPS)
 
@@ -127,11 +136,33 @@ class MemoryStore:
         return self._relationships
 
     @contextlib.contextmanager
-    def write_lock(self) -> Iterator[None]:
-        """Hold the store's cross-process write lock."""
-        _ = self.memories  # connect, which creates the lock
+    def write_lock(self, *, check_model: bool = True) -> Iterator[None]:
+        """Hold the store's cross-process write lock (re-entrant within a process)."""
+        if check_model:
+            _ = self.memories  # connect and check the model
+        else:
+            self._open_db()
         with self._lock:
             yield
+
+    def open_memories_unchecked(self) -> lancedb.table.Table:
+        """The memories table whatever model embedded it (for `reembed` only)."""
+        return self._open_db().open_table(MEMORIES)
+
+    def overwrite_memories(self, rows: list[dict[str, Any]]) -> None:
+        """Replace the whole memories table in one commit, stamped with this store's model.
+
+        Call under `write_lock(check_model=False)`. LanceDB writes the new rows as a new
+        version of the same table, so readers see the old version until the commit lands.
+        """
+        import pyarrow as pa
+
+        table_schema = schema.memories_schema(self.model_id, self.dim)
+        data = pa.Table.from_pylist(rows, schema=table_schema)
+        db = self._open_db()
+        db.create_table(MEMORIES, data=data, schema=table_schema, mode="overwrite")
+        self._memories = None
+        self._relationships = None
 
     def version(self) -> int:
         """The latest committed version of `memories` (changes on every write by anyone)."""
@@ -164,9 +195,7 @@ class MemoryStore:
             f"id = {sql_str(memory_id)} AND {visible_where(scope, include_archived=True)}", limit=1
         )
         if not rows:
-            raise NotFound(
-                f"memory_id: no memory {memory_id} is visible from scope {scope or '(global)'!r}"
-            )
+            raise NotFound("memory_id", _invisible(memory_id, scope))
         return schema.row_to_memory(rows[0])
 
     def get_many(self, ids: Sequence[str], scope: str) -> dict[str, Memory]:

@@ -1,0 +1,355 @@
+"""`octobrain memory …`: the memory engine from a terminal. Thin: parse, call `Brain`, format."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from octobrain.cli_common import FORMAT_OPTION, OctobrainGroup
+from octobrain.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from octobrain.brain import Brain
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    """`--tags a,b --tags c` → [a, b, c]."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _emit(fmt: str, data: Any, text: str) -> None:
+    if fmt == "json":
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        click.echo(text)
+
+
+@click.group("memory", cls=OctobrainGroup)
+@click.option("--scope", help="Project scope (default: derived from the cwd's git remote).")
+@click.option("--global", "global_", is_flag=True, help="Use the global scope instead.")
+@click.pass_context
+def memory(ctx: click.Context, scope: str | None, global_: bool) -> None:
+    """Store, search and curate memories."""
+    if scope is not None and global_:
+        raise InvalidInput("--global", "cannot be combined with --scope")
+    ctx.obj = {"scope": scope, "global": global_}
+
+
+def _brain(ctx: click.Context) -> Brain:
+    from octobrain.brain import Brain
+    from octobrain.scope import derive_scope
+
+    opts = ctx.find_root().obj if ctx.obj is None else ctx.obj
+    if opts["global"]:
+        scope = ""
+    elif opts["scope"] is not None:
+        scope = opts["scope"]
+    else:
+        scope = derive_scope(Path.cwd())
+    return Brain(scope, workdir=Path.cwd())
+
+
+@memory.command("memorize")
+@click.option("-t", "--title", required=True, help="Short title (5–200 bytes).")
+@click.option("-c", "--content", required=True, help="The memory itself (10–10000 bytes).")
+@click.option("-m", "--memory-type", default=None, help="Type, e.g. decision, bug_fix, goal.")
+@click.option("-i", "--importance", type=float, default=None, help="0–1 (default 0.5).")
+@click.option("--tags", multiple=True, help="Comma-separated tags (repeatable).")
+@click.option("--files", multiple=True, help="Comma-separated related files (repeatable).")
+@click.option(
+    "--source",
+    type=click.Choice(["user_confirmed", "agent_inferred"]),
+    default="agent_inferred",
+    show_default=True,
+)
+@click.option("--related-to", multiple=True, metavar="ID[:TYPE]", help="Link to a memory.")
+@click.option("--supersedes", multiple=True, metavar="ID", help="This replaces memory ID.")
+@FORMAT_OPTION
+@click.pass_context
+def memorize_cmd(
+    ctx: click.Context,
+    title: str,
+    content: str,
+    memory_type: str | None,
+    importance: float | None,
+    tags: tuple[str, ...],
+    files: tuple[str, ...],
+    source: str,
+    related_to: tuple[str, ...],
+    supersedes: tuple[str, ...],
+    fmt: str,
+) -> None:
+    """Store a memory; prints its id."""
+    links: list[dict[str, Any]] = []
+    for spec in related_to:
+        target, _, kind = spec.partition(":")
+        links.append({"target_id": target, "relationship_type": kind or "related_to"})
+    links += [{"target_id": t, "relationship_type": "supersedes"} for t in supersedes]
+    mem, edges = _brain(ctx).memorize(
+        title,
+        content,
+        memory_type=memory_type,
+        importance=importance,
+        tags=_split(tags),
+        related_files=_split(files),
+        source=source,
+        related_to=links,
+    )
+    extra = f" (+ {len(edges)} relationship{'s' if len(edges) != 1 else ''})" if edges else ""
+    _emit(fmt, {"id": mem.id, "scope": mem.scope, "relationships": len(edges)}, f"{mem.id}{extra}")
+
+
+@memory.command("remember")
+@click.argument("queries", nargs=-1, required=True)
+@click.option("-m", "--memory-types", multiple=True, help="Only these types (repeatable).")
+@click.option("--tags", multiple=True, help="Only memories with any of these tags.")
+@click.option("--files", multiple=True, help="Only memories about any of these files.")
+@click.option("--after", "created_after", help="Created at or after (ISO-8601 or YYYY-MM-DD).")
+@click.option("--before", "created_before", help="Created before (a bare date includes it).")
+@click.option("--min-relevance", type=float, default=None, help="0–1 calibrated relevance.")
+@click.option("-l", "--limit", type=int, default=None, help="Results (default 5, max 50).")
+@FORMAT_OPTION
+@click.pass_context
+def remember_cmd(
+    ctx: click.Context,
+    queries: tuple[str, ...],
+    memory_types: tuple[str, ...],
+    tags: tuple[str, ...],
+    files: tuple[str, ...],
+    created_after: str | None,
+    created_before: str | None,
+    min_relevance: float | None,
+    limit: int | None,
+    fmt: str,
+) -> None:
+    """Find memories by meaning and exact words (1–5 queries are fused)."""
+    from octobrain.render import format_recall, recall_to_dict
+
+    recall = _brain(ctx).remember(
+        list(queries) if len(queries) > 1 else queries[0],
+        memory_types=_split(memory_types) or None,
+        tags=_split(tags),
+        related_files=_split(files),
+        created_after=created_after,
+        created_before=created_before,
+        min_relevance=min_relevance,
+        limit=limit,
+    )
+    _emit(fmt, recall_to_dict(recall), format_recall(recall))
+
+
+@memory.command("forget")
+@click.argument("memory_ids", nargs=-1)
+@click.option("-q", "--query", help="Forget what this query finds (previewed first).")
+@click.option("-m", "--memory-types", multiple=True, help="Query mode: only these types.")
+@click.option("--tags", multiple=True, help="Query mode: only memories with these tags.")
+@click.option("-y", "--yes", is_flag=True, help="Delete without asking.")
+@FORMAT_OPTION
+@click.pass_context
+def forget_cmd(
+    ctx: click.Context,
+    memory_ids: tuple[str, ...],
+    query: str | None,
+    memory_types: tuple[str, ...],
+    tags: tuple[str, ...],
+    yes: bool,
+    fmt: str,
+) -> None:
+    """Delete memories permanently (by id, or by query after a preview)."""
+    from octobrain.render import memory_to_dict
+
+    brain = _brain(ctx)
+    if bool(memory_ids) == bool(query):
+        raise InvalidInput("memory_ids", "give memory ids or --query, not both and not neither")
+    if query:
+        targets = brain.forget_preview(query, memory_types=_split(memory_types) or None, tags=_split(tags))
+    else:
+        targets = [brain.get(mid) for mid in memory_ids]
+    if not targets:
+        _emit(fmt, {"deleted": 0, "memories": []}, "Nothing matches; nothing deleted.")
+        return
+    if fmt == "text":
+        click.echo(f"Will permanently delete {len(targets)} memor{'y' if len(targets) == 1 else 'ies'}:")
+        for m in targets:
+            click.echo(f"  {m.id}  {m.title}")
+    if not yes:
+        if not sys.stdin.isatty():
+            raise InvalidInput("--yes", "required to delete without a terminal to confirm on")
+        click.confirm("Delete them?", abort=True)
+    deleted = brain.forget([m.id for m in targets], confirm=True)
+    _emit(
+        fmt,
+        {"deleted": deleted, "memories": [memory_to_dict(m) for m in targets]},
+        f"Deleted {deleted} memor{'y' if deleted == 1 else 'ies'}.",
+    )
+
+
+@memory.command("update")
+@click.argument("memory_id")
+@click.option("-t", "--title")
+@click.option("-c", "--content")
+@click.option("-m", "--memory-type")
+@click.option("-i", "--importance", type=float)
+@click.option("--add-tags", multiple=True)
+@click.option("--remove-tags", multiple=True)
+@click.option("--add-files", multiple=True)
+@click.option("--remove-files", multiple=True)
+@FORMAT_OPTION
+@click.pass_context
+def update_cmd(ctx: click.Context, memory_id: str, fmt: str, **changes: Any) -> None:
+    """Edit a memory in place (its scope never changes)."""
+    from octobrain.render import format_memory, memory_to_dict
+
+    lists = ("add_tags", "remove_tags", "add_files", "remove_files")
+    kwargs = {k: (_split(v) if k in lists else v) for k, v in changes.items()}
+    mem = _brain(ctx).update(memory_id, **kwargs)
+    _emit(fmt, memory_to_dict(mem), format_memory(mem))
+
+
+@memory.command("get")
+@click.argument("memory_id")
+@FORMAT_OPTION
+@click.pass_context
+def get_cmd(ctx: click.Context, memory_id: str, fmt: str) -> None:
+    """Show one memory."""
+    from octobrain.render import format_memory, memory_to_dict
+
+    mem = _brain(ctx).get(memory_id)
+    _emit(fmt, memory_to_dict(mem), format_memory(mem))
+
+
+@memory.command("recent")
+@click.option("-l", "--limit", type=int, default=20, show_default=True)
+@click.option("-m", "--memory-type", default=None)
+@FORMAT_OPTION
+@click.pass_context
+def recent_cmd(ctx: click.Context, limit: int, memory_type: str | None, fmt: str) -> None:
+    """The newest memories (listing does not count as access)."""
+    from octobrain.render import memory_to_dict
+
+    mems = _brain(ctx).recent(limit, memory_type)
+    text = "\n".join(
+        f"{m.created_at:%Y-%m-%d %H:%M}  {m.id}  {m.source.label} [{m.memory_type.value}] {m.title}"
+        for m in mems
+    )
+    _emit(fmt, [memory_to_dict(m) for m in mems], text or "No memories yet.")
+
+
+@memory.command("stats")
+@FORMAT_OPTION
+@click.pass_context
+def stats_cmd(ctx: click.Context, fmt: str) -> None:
+    """Counts by scope, type, state and trust tier."""
+    stats = _brain(ctx).stats()
+    lines = []
+    for key, value in stats.items():
+        if isinstance(value, dict):
+            lines.append(f"{key}: " + (", ".join(f"{k or '(global)'} {v}" for k, v in value.items()) or "-"))
+        else:
+            lines.append(f"{key}: {value if value != '' else '(global)'}")
+    _emit(fmt, stats, "\n".join(lines))
+
+
+@memory.command("relate")
+@click.argument("source_id")
+@click.argument("target_id")
+@click.option("-t", "--relationship-type", default="related_to", show_default=True)
+@click.option("-s", "--strength", type=float, default=0.8, show_default=True)
+@click.option("-d", "--description", default="")
+@FORMAT_OPTION
+@click.pass_context
+def relate_cmd(
+    ctx: click.Context,
+    source_id: str,
+    target_id: str,
+    relationship_type: str,
+    strength: float,
+    description: str,
+    fmt: str,
+) -> None:
+    """Link two memories: SOURCE --type--> TARGET."""
+    from octobrain.render import relationship_to_dict
+
+    rel = _brain(ctx).relate(
+        source_id, target_id, relationship_type, strength=strength, description=description
+    )
+    _emit(fmt, relationship_to_dict(rel), f"{rel.source_id} {rel.relationship_type.value} {rel.target_id}")
+
+
+@memory.command("graph")
+@click.argument("memory_id")
+@click.option("-d", "--depth", type=int, default=2, show_default=True)
+@FORMAT_OPTION
+@click.pass_context
+def graph_cmd(ctx: click.Context, memory_id: str, depth: int, fmt: str) -> None:
+    """Memories linked to MEMORY_ID, up to DEPTH edges away."""
+    from octobrain.render import memory_to_dict, relationship_to_dict
+
+    mems, rels = _brain(ctx).graph(memory_id, depth)
+    titles = {m.id: m.title for m in mems}
+    text = "\n".join(
+        f"{titles[r.source_id]}  --{r.relationship_type.value}-->  {titles[r.target_id]}" for r in rels
+    )
+    data = {"memories": [memory_to_dict(m) for m in mems], "relationships": [relationship_to_dict(r) for r in rels]}
+    _emit(fmt, data, text or "No relationships.")
+
+
+@memory.command("export")
+@click.argument("output", type=click.Path(dir_okay=False, allow_dash=True), default="-")
+@click.option("--embeddings", is_flag=True, help="Include embedding vectors.")
+@click.pass_context
+def export_cmd(ctx: click.Context, output: str, embeddings: bool) -> None:
+    """Write visible memories and their links as JSONL (to OUTPUT or stdout)."""
+    from octobrain.transfer import export_jsonl
+
+    brain = _brain(ctx)
+    if output == "-":
+        export_jsonl(brain, sys.stdout, embeddings=embeddings)
+        return
+    with open(output, "w", encoding="utf-8") as out:
+        total = brain.store.count()
+        with click.progressbar(length=total, label="exporting", file=sys.stderr) as bar:
+            n = export_jsonl(brain, out, embeddings=embeddings, progress=bar.update)
+    click.echo(f"exported {n} memories to {output}", err=True)
+
+
+@memory.command("import")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@FORMAT_OPTION
+@click.pass_context
+def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
+    """Import a JSONL export (ids already present are skipped)."""
+    from octobrain.transfer import import_jsonl
+
+    brain = _brain(ctx)
+    handle = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
+    try:
+        lines = handle.readlines()
+    finally:
+        if handle is not sys.stdin:
+            handle.close()
+    with click.progressbar(length=len(lines), label="importing", file=sys.stderr) as bar:
+        report = import_jsonl(brain, lines, progress=bar.update)
+    _emit(
+        fmt,
+        report.__dict__,
+        f"imported {report.imported}, skipped {report.skipped_existing} already present, "
+        f"{report.relationships} relationships, {report.reembedded} re-embedded",
+    )
+
+
+@memory.command("reembed")
+@click.pass_context
+def reembed_cmd(ctx: click.Context) -> None:
+    """Re-embed every memory with the configured model (after changing embedding.model)."""
+    from octobrain.transfer import reembed
+
+    brain = _brain(ctx)
+    with click.progressbar(length=0, label=f"re-embedding with {brain.embedder.model_id}", file=sys.stderr) as bar:
+        n = reembed(brain, progress=bar.update)
+    click.echo(f"re-embedded {n} memories with {brain.embedder.model_id}")
