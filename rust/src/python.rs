@@ -3,10 +3,13 @@
 //! Every binding converts its arguments to owned Rust data, runs the kernel through
 //! [`detached`] (GIL released, errors converted in one place) and returns Python objects.
 
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use pyo3::conversion::FromPyObjectOwned;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::error::CoreError;
+use crate::{decay, fusion};
 
 impl From<CoreError> for PyErr {
     fn from(err: CoreError) -> Self {
@@ -23,13 +26,154 @@ where
     py.detach(work).map_err(PyErr::from)
 }
 
+/// Extract an argument, turning a type mismatch into `ValueError("<arg>: <rule>")`.
+fn extract_arg<'py, T: FromPyObjectOwned<'py>>(
+    obj: &Bound<'py, PyAny>,
+    arg: &'static str,
+    rule: &str,
+) -> PyResult<T> {
+    obj.extract::<T>()
+        .map_err(|_| CoreError::invalid(arg, rule).into())
+}
+
+/// Owned copy of a 1-D array (a memcpy when contiguous) so the work can run without the GIL.
+fn owned<T: numpy::Element + Copy>(array: &PyReadonlyArray1<'_, T>) -> Vec<T> {
+    array
+        .as_slice()
+        .map_or_else(|_| array.as_array().to_vec(), <[T]>::to_vec)
+}
+
 // ---- kernels: text analysis -------------------------------------------------------------
 
 // ---- kernels: BM25 ------------------------------------------------------------------------
 
 // ---- kernels: fusion ----------------------------------------------------------------------
 
+const LISTS_RULE: &str = "must be a sequence of sequences of integer ids";
+const WEIGHTS_RULE: &str = "must be a sequence of numbers";
+
+/// A limit of `None` keeps every fused document; a negative one becomes 0 and is rejected.
+fn limit_arg(limit: Option<i64>) -> usize {
+    limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(0))
+}
+
+fn weights_arg(weights: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<f64>>> {
+    weights
+        .map(|w| extract_arg(w, "weights", WEIGHTS_RULE))
+        .transpose()
+}
+
+/// Weighted reciprocal-rank fusion; returns `(ids, scores)` best first.
+#[pyfunction]
+#[pyo3(signature = (lists, weights = None, k = 60.0, limit = None))]
+fn rrf(
+    py: Python<'_>,
+    lists: &Bound<'_, PyAny>,
+    weights: Option<&Bound<'_, PyAny>>,
+    k: f64,
+    limit: Option<i64>,
+) -> PyResult<(Vec<i64>, Vec<f64>)> {
+    let lists: Vec<Vec<i64>> = extract_arg(lists, "lists", LISTS_RULE)?;
+    let weights = weights_arg(weights)?;
+    let fused = detached(py, || {
+        fusion::rrf(&lists, weights.as_deref(), k, limit_arg(limit))
+    })?;
+    Ok((fused.ids, fused.scores))
+}
+
+/// [`rrf`] for many queries in one call; returns one `(ids, scores)` per query.
+#[pyfunction]
+#[pyo3(signature = (queries, weights = None, k = 60.0, limit = None))]
+fn rrf_batch(
+    py: Python<'_>,
+    queries: &Bound<'_, PyAny>,
+    weights: Option<&Bound<'_, PyAny>>,
+    k: f64,
+    limit: Option<i64>,
+) -> PyResult<Vec<(Vec<i64>, Vec<f64>)>> {
+    let queries: Vec<Vec<Vec<i64>>> = extract_arg(
+        queries,
+        "queries",
+        "must be a sequence of (sequences of sequences of integer ids)",
+    )?;
+    let weights = weights_arg(weights)?;
+    let fused = detached(py, || {
+        fusion::rrf_batch(&queries, weights.as_deref(), k, limit_arg(limit))
+    })?;
+    Ok(fused.into_iter().map(|f| (f.ids, f.scores)).collect())
+}
+
+/// Normalised, weighted score fusion; returns `(ids, scores)` best first.
+#[pyfunction]
+#[pyo3(signature = (lists, scores, weights = None, method = "minmax", limit = None))]
+fn score_fusion(
+    py: Python<'_>,
+    lists: &Bound<'_, PyAny>,
+    scores: &Bound<'_, PyAny>,
+    weights: Option<&Bound<'_, PyAny>>,
+    method: &str,
+    limit: Option<i64>,
+) -> PyResult<(Vec<i64>, Vec<f64>)> {
+    let lists: Vec<Vec<i64>> = extract_arg(lists, "lists", LISTS_RULE)?;
+    let scores: Vec<Vec<f64>> = extract_arg(
+        scores,
+        "scores",
+        "must be a sequence of sequences of numbers",
+    )?;
+    let weights = weights_arg(weights)?;
+    let method = fusion::Normalization::from_name(method)?;
+    let fused = detached(py, || {
+        fusion::score_fusion(
+            &lists,
+            &scores,
+            weights.as_deref(),
+            method,
+            limit_arg(limit),
+        )
+    })?;
+    Ok((fused.ids, fused.scores))
+}
+
 // ---- kernels: decay -----------------------------------------------------------------------
+
+/// Decayed importance over arrays (float64, float64, int64) -> float64 array.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn decayed_importance<'py>(
+    py: Python<'py>,
+    importance: &Bound<'py, PyAny>,
+    last_accessed: &Bound<'py, PyAny>,
+    access_count: &Bound<'py, PyAny>,
+    now: f64,
+    half_life_days: f64,
+    access_boost_factor: f64,
+    min_importance: f64,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let importance: PyReadonlyArray1<'py, f64> =
+        extract_arg(importance, "importance", "must be a 1-D float64 array")?;
+    let last_accessed: PyReadonlyArray1<'py, f64> = extract_arg(
+        last_accessed,
+        "last_accessed",
+        "must be a 1-D float64 array",
+    )?;
+    let access_count: PyReadonlyArray1<'py, i64> =
+        extract_arg(access_count, "access_count", "must be a 1-D int64 array")?;
+    let (importance, last_accessed, access_count) = (
+        owned(&importance),
+        owned(&last_accessed),
+        owned(&access_count),
+    );
+    let params = decay::DecayParams {
+        now,
+        half_life_days,
+        access_boost_factor,
+        min_importance,
+    };
+    let out = detached(py, || {
+        decay::decayed_importance(&importance, &last_accessed, &access_count, &params)
+    })?;
+    Ok(out.into_pyarray(py))
+}
 
 // ---- kernels: clustering ------------------------------------------------------------------
 
@@ -41,7 +185,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // ---- register: text analysis
     // ---- register: BM25
     // ---- register: fusion
+    m.add_function(wrap_pyfunction!(rrf, m)?)?;
+    m.add_function(wrap_pyfunction!(rrf_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(score_fusion, m)?)?;
     // ---- register: decay
+    m.add_function(wrap_pyfunction!(decayed_importance, m)?)?;
     // ---- register: clustering
     // ---- register: regex matching
     Ok(())
