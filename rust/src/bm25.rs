@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{CoreError, CoreResult};
-use crate::tokenize::{Analyzer, AnalyzerOptions, WordCache};
+use crate::tokenize::{Analyzer, AnalyzerOptions};
 
 const MAGIC: &[u8; 8] = b"OCTOBM25";
 const FORMAT_VERSION: u32 = 1;
@@ -155,37 +155,42 @@ impl Bm25Index {
                 "index is limited to 2^32 - 1 positions",
             ));
         }
-        let analysed = self.analyzer.analyze_batch(texts);
-        let mut counts: FxHashMap<u32, u32> = FxHashMap::default();
-        for (offset, tokens) in analysed.into_iter().enumerate() {
-            let position = (start + offset) as u32;
-            counts.clear();
-            for token in tokens {
-                let id = match self.vocab.get(&token) {
-                    Some(&id) => id,
-                    None => {
-                        let id = self.terms.len() as u32;
-                        self.vocab.insert(token.clone(), id);
-                        self.terms.push(token);
-                        self.postings.push(Postings::default());
-                        id
-                    }
-                };
-                *counts.entry(id).or_insert(0) += 1;
+        let mut position = start as u32;
+        let mut global: Vec<u32> = Vec::new();
+        for (docs, tokens) in self.analyzer.analyze_chunks(texts) {
+            // One vocabulary lookup per distinct token of the chunk, not per occurrence.
+            global.clear();
+            global.extend(tokens.into_iter().map(|token| self.term_id(token)));
+            for mut ids in docs {
+                for id in &mut ids {
+                    *id = global[*id as usize];
+                }
+                ids.sort_unstable();
+                for run in ids.chunk_by(|a, b| a == b) {
+                    let postings = &mut self.postings[run[0] as usize];
+                    postings.docs.push(position);
+                    postings.tfs.push(run.len() as u32);
+                }
+                self.doc_len.push(ids.len() as u32);
+                self.live.push(true);
+                self.live_count += 1;
+                position += 1;
             }
-            let mut dl = 0u32;
-            for (&id, &tf) in &counts {
-                let postings = &mut self.postings[id as usize];
-                postings.docs.push(position);
-                postings.tfs.push(tf);
-                dl += tf;
-            }
-            self.doc_len.push(dl);
-            self.live.push(true);
-            self.live_count += 1;
         }
         self.refresh_weights();
         Ok(start)
+    }
+
+    /// The id of `token`, adding it to the vocabulary if new.
+    fn term_id(&mut self, token: String) -> u32 {
+        if let Some(&id) = self.vocab.get(&token) {
+            return id;
+        }
+        let id = self.terms.len() as u32;
+        self.vocab.insert(token.clone(), id);
+        self.terms.push(token);
+        self.postings.push(Postings::default());
+        id
     }
 
     /// Remove documents by position. Other positions stay valid; removing twice is a no-op.
@@ -263,9 +268,8 @@ impl Bm25Index {
     }
 
     /// Query term ids with their multiplicity, ignoring unknown terms.
-    fn query_terms(&self, query: &str, cache: &mut WordCache) -> Vec<(u32, u32)> {
-        let mut tokens = Vec::new();
-        self.analyzer.analyze_into(query, cache, &mut tokens);
+    fn query_terms(&self, query: &str) -> Vec<(u32, u32)> {
+        let tokens = self.analyzer.analyze(query);
         let mut ids: Vec<u32> = tokens
             .iter()
             .filter_map(|t| self.vocab.get(t).copied())
@@ -287,11 +291,10 @@ impl Bm25Index {
         k: usize,
         allowed: Option<&[bool]>,
         scratch: &mut Scratch,
-        cache: &mut WordCache,
     ) -> Vec<(u32, f32)> {
         let Scratch { scores, touched } = scratch;
         scores.resize(self.doc_len.len(), 0.0);
-        for (id, count) in self.query_terms(query, cache) {
+        for (id, count) in self.query_terms(query) {
             let postings = &self.postings[id as usize];
             let factor = (self.idf(postings.docs.len()) * f64::from(count)) as f32;
             for (&d, &w) in postings.docs.iter().zip(&self.weights[id as usize]) {
@@ -326,13 +329,7 @@ impl Bm25Index {
     ) -> CoreResult<Vec<(u32, f32)>> {
         check_k(k)?;
         let mask = self.allowed_mask(allowed)?;
-        Ok(self.search_with(
-            query,
-            k,
-            mask.as_deref(),
-            &mut Scratch::default(),
-            &mut WordCache::default(),
-        ))
+        Ok(self.search_with(query, k, mask.as_deref(), &mut Scratch::default()))
     }
 
     /// [`Bm25Index::search`] for many queries at once (parallel), results in query order.
@@ -344,15 +341,21 @@ impl Bm25Index {
     ) -> CoreResult<Vec<Vec<(u32, f32)>>> {
         check_k(k)?;
         let mask = self.allowed_mask(allowed)?;
-        Ok(queries
-            .par_iter()
-            .map_init(
-                || (Scratch::default(), WordCache::default()),
-                |(scratch, cache), q| {
-                    self.search_with(q.as_ref(), k, mask.as_deref(), scratch, cache)
-                },
-            )
-            .collect())
+        // A few chunks per worker: one score buffer per chunk, and still some load balancing.
+        let chunk = queries
+            .len()
+            .div_ceil(4 * rayon::current_num_threads())
+            .max(8);
+        let per_chunk: Vec<Vec<Vec<(u32, f32)>>> = queries
+            .par_chunks(chunk)
+            .map(|part| {
+                let mut scratch = Scratch::default();
+                part.iter()
+                    .map(|q| self.search_with(q.as_ref(), k, mask.as_deref(), &mut scratch))
+                    .collect()
+            })
+            .collect();
+        Ok(per_chunk.into_iter().flatten().collect())
     }
 
     fn allowed_mask(&self, allowed: Option<&[i64]>) -> CoreResult<Option<Vec<bool>>> {

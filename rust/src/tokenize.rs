@@ -26,9 +26,6 @@ pub const ENGLISH_STOPWORDS: [&str; 33] = [
     "they", "this", "to", "was", "will", "with",
 ];
 
-/// Bound on the per-thread word cache so a huge, diverse corpus cannot grow it without limit.
-const CACHE_LIMIT: usize = 1 << 20;
-
 /// Which optional steps the analyser runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AnalyzerOptions {
@@ -61,9 +58,29 @@ impl std::fmt::Debug for Analyzer {
     }
 }
 
-/// Memo of raw word → analysed token (`None` = dropped). Words repeat a lot, so this skips
-/// most lowercasing, folding and stemming work.
-pub type WordCache = FxHashMap<String, Option<String>>;
+/// Marks a word the analyser dropped (stopword, or nothing left after folding).
+const DROPPED: u32 = u32::MAX;
+
+/// A per-worker memo for analysing many texts: raw word → id in a local token table.
+/// Words repeat a lot, so most words cost one hash lookup and no allocation.
+#[derive(Debug, Default)]
+pub struct Interner<'t> {
+    words: FxHashMap<&'t str, u32>,
+    ids: FxHashMap<String, u32>,
+    tokens: Vec<String>,
+}
+
+impl Interner<'_> {
+    /// The distinct tokens seen so far, indexed by local id.
+    pub fn tokens(&self) -> &[String] {
+        &self.tokens
+    }
+
+    /// Consume the interner, returning its token table.
+    pub fn into_tokens(self) -> Vec<String> {
+        self.tokens
+    }
+}
 
 impl Analyzer {
     /// Create an analyser with the given options.
@@ -94,43 +111,76 @@ impl Analyzer {
         })
     }
 
-    /// Analyse `text`, appending tokens to `out`, memoising words in `cache`.
-    pub fn analyze_into(&self, text: &str, cache: &mut WordCache, out: &mut Vec<String>) {
+    /// Analyse one text (no memo: the right choice for a short query).
+    pub fn analyze(&self, text: &str) -> Vec<String> {
+        text.unicode_words()
+            .filter_map(|w| self.analyze_word(w))
+            .collect()
+    }
+
+    /// Analyse `text`, appending local token ids of `interner` to `out`.
+    pub fn analyze_ids<'t>(&self, text: &'t str, interner: &mut Interner<'t>, out: &mut Vec<u32>) {
         for word in text.unicode_words() {
-            if let Some(hit) = cache.get(word) {
-                if let Some(token) = hit {
-                    out.push(token.clone());
+            let id = match interner.words.get(word) {
+                Some(&id) => id,
+                None => {
+                    let id = match self.analyze_word(word) {
+                        None => DROPPED,
+                        Some(token) => match interner.ids.get(&token) {
+                            Some(&id) => id,
+                            None => {
+                                let id = interner.tokens.len() as u32;
+                                interner.ids.insert(token.clone(), id);
+                                interner.tokens.push(token);
+                                id
+                            }
+                        },
+                    };
+                    interner.words.insert(word, id);
+                    id
                 }
-                continue;
-            }
-            let token = self.analyze_word(word);
-            if cache.len() >= CACHE_LIMIT {
-                cache.clear();
-            }
-            cache.insert(word.to_owned(), token.clone());
-            if let Some(token) = token {
-                out.push(token);
+            };
+            if id != DROPPED {
+                out.push(id);
             }
         }
     }
 
-    /// Analyse one text.
-    pub fn analyze(&self, text: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        self.analyze_into(text, &mut WordCache::default(), &mut out);
-        out
+    /// Analyse many texts in parallel chunks: per text, local token ids, plus each chunk's
+    /// token table. Chunks come back in input order.
+    pub fn analyze_chunks<'t, S: AsRef<str> + Sync>(
+        &self,
+        texts: &'t [S],
+    ) -> Vec<(Vec<Vec<u32>>, Vec<String>)> {
+        let workers = rayon::current_num_threads().max(1);
+        let chunk = texts.len().div_ceil(workers * 4).max(256);
+        texts
+            .par_chunks(chunk)
+            .map(|part| {
+                let mut interner = Interner::default();
+                let docs = part
+                    .iter()
+                    .map(|text| {
+                        let mut ids = Vec::new();
+                        self.analyze_ids(text.as_ref(), &mut interner, &mut ids);
+                        ids
+                    })
+                    .collect();
+                (docs, interner.into_tokens())
+            })
+            .collect()
     }
 
     /// Analyse many texts in parallel, preserving order.
     pub fn analyze_batch<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<Vec<String>> {
-        texts
-            .par_iter()
-            .map_init(WordCache::default, |cache, text| {
-                let mut out = Vec::new();
-                self.analyze_into(text.as_ref(), cache, &mut out);
-                out
-            })
-            .collect()
+        let mut out = Vec::with_capacity(texts.len());
+        for (docs, tokens) in self.analyze_chunks(texts) {
+            out.extend(
+                docs.into_iter()
+                    .map(|ids| ids.iter().map(|&i| tokens[i as usize].clone()).collect()),
+            );
+        }
+        out
     }
 }
 
@@ -223,13 +273,14 @@ mod tests {
     }
 
     #[test]
-    fn possessive_is_stemmed_away_and_cache_is_consistent() {
+    fn possessive_is_stemmed_away_and_interner_dedupes_tokens() {
         let analyzer = Analyzer::new(AnalyzerOptions::default());
-        let mut cache = WordCache::default();
+        let mut interner = Interner::default();
         let mut out = Vec::new();
-        analyzer.analyze_into("Cell's cells CELLS", &mut cache, &mut out);
-        analyzer.analyze_into("cells", &mut cache, &mut out);
-        assert_eq!(out, ["cell", "cell", "cell", "cell"]);
+        analyzer.analyze_ids("Cell's cells CELLS the", &mut interner, &mut out);
+        analyzer.analyze_ids("cells dogs", &mut interner, &mut out);
+        assert_eq!(out, [0, 0, 0, 0, 1]);
+        assert_eq!(interner.tokens(), ["cell", "dog"]);
     }
 
     #[test]
