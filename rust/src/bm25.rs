@@ -267,19 +267,17 @@ impl Bm25Index {
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
     }
 
-    /// Query term ids with their multiplicity, ignoring unknown terms.
+    /// Query term ids with their multiplicity, in order of first appearance (so scores do
+    /// not depend on vocabulary ids: a rebuilt index sums in the same order, bit for bit).
     fn query_terms(&self, query: &str) -> Vec<(u32, u32)> {
-        let tokens = self.analyzer.analyze(query);
-        let mut ids: Vec<u32> = tokens
-            .iter()
-            .filter_map(|t| self.vocab.get(t).copied())
-            .collect();
-        ids.sort_unstable();
-        let mut terms: Vec<(u32, u32)> = Vec::with_capacity(ids.len());
-        for id in ids {
-            match terms.last_mut() {
-                Some((last, count)) if *last == id => *count += 1,
-                _ => terms.push((id, 1)),
+        let mut terms: Vec<(u32, u32)> = Vec::new();
+        for token in self.analyzer.analyze(query) {
+            let Some(&id) = self.vocab.get(&token) else {
+                continue;
+            };
+            match terms.iter_mut().find(|(t, _)| *t == id) {
+                Some((_, count)) => *count += 1,
+                None => terms.push((id, 1)),
             }
         }
         terms
