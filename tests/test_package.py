@@ -29,7 +29,7 @@ def test_importing_every_module_stays_light() -> None:
     modules = [
         info.name
         for info in pkgutil.walk_packages(octobrain.__path__, "octobrain.")
-        if not info.name.startswith("octobrain.server")
+        if info.name != "octobrain.__main__"  # importing it runs the CLI
     ]
     code = (
         "import importlib, json, sys\n"

@@ -1,12 +1,15 @@
 """Type stubs for the compiled core. Users import the wrappers in `octobrain`, not this module."""
 
 from collections.abc import Sequence
+from typing import final
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "Bm25Index",
     "__version__",
+    "analyze",
     "decayed_importance",
     "rrf",
     "rrf_batch",
@@ -48,3 +51,47 @@ def decayed_importance(
     access_boost_factor: float,
     min_importance: float,
 ) -> npt.NDArray[np.float64]: ...
+
+# ---- text analysis
+def analyze(texts: list[str], stem: bool = True, stopwords: bool = True) -> list[list[str]]: ...
+
+# ---- BM25
+_Hits = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]
+
+@final
+class Bm25Index:
+    def __new__(
+        cls, k1: float = 1.2, b: float = 0.75, stem: bool = True, stopwords: bool = True
+    ) -> Bm25Index: ...
+    @staticmethod
+    def build(
+        texts: list[str],
+        k1: float = 1.2,
+        b: float = 0.75,
+        stem: bool = True,
+        stopwords: bool = True,
+    ) -> Bm25Index: ...
+    def add(self, texts: list[str]) -> int: ...
+    def remove(self, positions: npt.NDArray[np.int64]) -> None: ...
+    def search(self, query: str, k: int, allowed: npt.NDArray[np.int64] | None = None) -> _Hits: ...
+    def search_batch(
+        self, queries: list[str], k: int, allowed: npt.NDArray[np.int64] | None = None
+    ) -> list[_Hits]: ...
+    def to_bytes(self) -> bytes: ...
+    @staticmethod
+    def from_bytes(data: bytes) -> Bm25Index: ...
+    def live_mask(self) -> npt.NDArray[np.bool_]: ...
+    @property
+    def k1(self) -> float: ...
+    @property
+    def b(self) -> float: ...
+    @property
+    def stem(self) -> bool: ...
+    @property
+    def stopwords(self) -> bool: ...
+    @property
+    def doc_count(self) -> int: ...
+    @property
+    def position_count(self) -> int: ...
+    @property
+    def vocab_size(self) -> int: ...

@@ -274,7 +274,7 @@ class Brain:
             return []
         result_ids = {h.memory.id for h in hits}
         rels = self.store.relationships_of(list(result_ids))
-        wanted = []
+        wanted: list[tuple[str, Relationship, bool, str]] = []
         for hit in hits:  # in rank order, so the best results get their context first
             for rel in rels:
                 if hit.memory.id not in (rel.source_id, rel.target_id):

@@ -167,14 +167,18 @@ def forget_cmd(
     if bool(memory_ids) == bool(query):
         raise InvalidInput("memory_ids", "give memory ids or --query, not both and not neither")
     if query:
-        targets = brain.forget_preview(query, memory_types=_split(memory_types) or None, tags=_split(tags))
+        targets = brain.forget_preview(
+            query, memory_types=_split(memory_types) or None, tags=_split(tags)
+        )
     else:
         targets = [brain.get(mid) for mid in memory_ids]
     if not targets:
         _emit(fmt, {"deleted": 0, "memories": []}, "Nothing matches; nothing deleted.")
         return
     if fmt == "text":
-        click.echo(f"Will permanently delete {len(targets)} memor{'y' if len(targets) == 1 else 'ies'}:")
+        click.echo(
+            f"Will permanently delete {len(targets)} memor{'y' if len(targets) == 1 else 'ies'}:"
+        )
         for m in targets:
             click.echo(f"  {m.id}  {m.title}")
     if not yes:
@@ -201,13 +205,33 @@ def forget_cmd(
 @click.option("--remove-files", multiple=True)
 @FORMAT_OPTION
 @click.pass_context
-def update_cmd(ctx: click.Context, memory_id: str, fmt: str, **changes: Any) -> None:
+def update_cmd(
+    ctx: click.Context,
+    memory_id: str,
+    title: str | None,
+    content: str | None,
+    memory_type: str | None,
+    importance: float | None,
+    add_tags: tuple[str, ...],
+    remove_tags: tuple[str, ...],
+    add_files: tuple[str, ...],
+    remove_files: tuple[str, ...],
+    fmt: str,
+) -> None:
     """Edit a memory in place (its scope never changes)."""
     from octobrain.render import format_memory, memory_to_dict
 
-    lists = ("add_tags", "remove_tags", "add_files", "remove_files")
-    kwargs = {k: (_split(v) if k in lists else v) for k, v in changes.items()}
-    mem = _brain(ctx).update(memory_id, **kwargs)
+    mem = _brain(ctx).update(
+        memory_id,
+        title=title,
+        content=content,
+        memory_type=memory_type,
+        importance=importance,
+        add_tags=_split(add_tags),
+        remove_tags=_split(remove_tags),
+        add_files=_split(add_files),
+        remove_files=_split(remove_files),
+    )
     _emit(fmt, memory_to_dict(mem), format_memory(mem))
 
 
@@ -249,7 +273,9 @@ def stats_cmd(ctx: click.Context, fmt: str) -> None:
     lines = []
     for key, value in stats.items():
         if isinstance(value, dict):
-            lines.append(f"{key}: " + (", ".join(f"{k or '(global)'} {v}" for k, v in value.items()) or "-"))
+            lines.append(
+                f"{key}: " + (", ".join(f"{k or '(global)'} {v}" for k, v in value.items()) or "-")
+            )
         else:
             lines.append(f"{key}: {value if value != '' else '(global)'}")
     _emit(fmt, stats, "\n".join(lines))
@@ -278,7 +304,11 @@ def relate_cmd(
     rel = _brain(ctx).relate(
         source_id, target_id, relationship_type, strength=strength, description=description
     )
-    _emit(fmt, relationship_to_dict(rel), f"{rel.source_id} {rel.relationship_type.value} {rel.target_id}")
+    _emit(
+        fmt,
+        relationship_to_dict(rel),
+        f"{rel.source_id} {rel.relationship_type.value} {rel.target_id}",
+    )
 
 
 @memory.command("graph")
@@ -293,9 +323,13 @@ def graph_cmd(ctx: click.Context, memory_id: str, depth: int, fmt: str) -> None:
     mems, rels = _brain(ctx).graph(memory_id, depth)
     titles = {m.id: m.title for m in mems}
     text = "\n".join(
-        f"{titles[r.source_id]}  --{r.relationship_type.value}-->  {titles[r.target_id]}" for r in rels
+        f"{titles[r.source_id]}  --{r.relationship_type.value}-->  {titles[r.target_id]}"
+        for r in rels
     )
-    data = {"memories": [memory_to_dict(m) for m in mems], "relationships": [relationship_to_dict(r) for r in rels]}
+    data = {
+        "memories": [memory_to_dict(m) for m in mems],
+        "relationships": [relationship_to_dict(r) for r in rels],
+    }
     _emit(fmt, data, text or "No relationships.")
 
 
@@ -350,6 +384,8 @@ def reembed_cmd(ctx: click.Context) -> None:
     from octobrain.transfer import reembed
 
     brain = _brain(ctx)
-    with click.progressbar(length=0, label=f"re-embedding with {brain.embedder.model_id}", file=sys.stderr) as bar:
+    with click.progressbar(
+        length=0, label=f"re-embedding with {brain.embedder.model_id}", file=sys.stderr
+    ) as bar:
         n = reembed(brain, progress=bar.update)
     click.echo(f"re-embedded {n} memories with {brain.embedder.model_id}")

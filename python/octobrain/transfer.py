@@ -49,10 +49,14 @@ def _noop(_: int) -> None:
     return None
 
 
-def export_jsonl(brain: Brain, out: IO[str], *, embeddings: bool = False, progress: Progress = _noop) -> int:
+def export_jsonl(
+    brain: Brain, out: IO[str], *, embeddings: bool = False, progress: Progress = _noop
+) -> int:
     """Write every memory visible from the brain's scope (and their edges). Returns the count."""
     store = brain.store
-    columns = None if embeddings else [c for c in schema.memories_schema("", 1).names if c != "embedding"]
+    columns = (
+        None if embeddings else [c for c in schema.memories_schema("", 1).names if c != "embedding"]
+    )
     rows = store.scan(visible_where(brain.scope, include_archived=True), columns=columns)
     rows.sort(key=lambda r: (r["created_at"], r["id"]))
     header = {
@@ -119,7 +123,9 @@ def _memory(obj: dict[str, Any], where: str) -> Memory:
         tags=clean_tags(obj.get("tags")),
         related_files=clean_files(obj.get("related_files")),
         importance=check_unit(f("importance"), obj.get("importance", 0.5)),
-        pre_consolidation_importance=None if pre is None else check_unit(f("pre_consolidation_importance"), pre),
+        pre_consolidation_importance=None
+        if pre is None
+        else check_unit(f("pre_consolidation_importance"), pre),
         source=parse_source(obj.get("source")),
         state=state,
         created_at=_time(f("created_at"), obj.get("created_at")),
@@ -135,7 +141,9 @@ def _relationship(obj: dict[str, Any], where: str) -> Relationship:
         id=check_id(obj.get("id"), field_name=f"{where}.id"),
         source_id=check_id(obj.get("source_id"), field_name=f"{where}.source_id"),
         target_id=check_id(obj.get("target_id"), field_name=f"{where}.target_id"),
-        relationship_type=parse_relationship_type(obj.get("relationship_type", ""), field_name=f"{where}.relationship_type"),
+        relationship_type=parse_relationship_type(
+            obj.get("relationship_type", ""), field_name=f"{where}.relationship_type"
+        ),
         strength=check_unit(f"{where}.strength", obj.get("strength", 0.8)),
         description=str(obj.get("description", "")),
         scope=validate_scope(obj.get("scope", ""), field=f"{where}.scope"),
@@ -156,7 +164,9 @@ def _lines(source: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
         yield number, obj
 
 
-def import_jsonl(brain: Brain, source: Iterable[str], *, progress: Progress = _noop) -> ImportReport:
+def import_jsonl(
+    brain: Brain, source: Iterable[str], *, progress: Progress = _noop
+) -> ImportReport:
     """Validate the whole file first (nothing is written if any line is bad), then import."""
     header: dict[str, Any] | None = None
     memories: list[tuple[Memory, list[float] | None]] = []
@@ -176,8 +186,15 @@ def import_jsonl(brain: Brain, source: Iterable[str], *, progress: Progress = _n
     if header is None:
         raise InvalidInput("file", f"has no {FORMAT} header line")
     store = brain.store
-    same_model = header.get("embedding_model") == brain.embedder.model_id and header.get("dim") == brain.embedder.dim
-    existing = {r["id"] for r in store.scan(sql_in("id", [m.id for m, _ in memories]), columns=["id"])} if memories else set()
+    same_model = (
+        header.get("embedding_model") == brain.embedder.model_id
+        and header.get("dim") == brain.embedder.dim
+    )
+    existing = (
+        {r["id"] for r in store.scan(sql_in("id", [m.id for m, _ in memories]), columns=["id"])}
+        if memories
+        else set()
+    )
     fresh = [(m, e) for m, e in memories if m.id not in existing]
     reembedded = 0
     for start in range(0, len(fresh), BATCH):
@@ -190,9 +207,21 @@ def import_jsonl(brain: Brain, source: Iterable[str], *, progress: Progress = _n
             reembedded += len(batch)
         store.add([m for m, _ in batch], vectors)
         progress(len(batch))
-    known = {r["id"] for r in store.scan(sql_in("id", sorted({r.source_id for r in rels} | {r.target_id for r in rels})), columns=["id"])} if rels else set()
+    known = (
+        {
+            r["id"]
+            for r in store.scan(
+                sql_in("id", sorted({r.source_id for r in rels} | {r.target_id for r in rels})),
+                columns=["id"],
+            )
+        }
+        if rels
+        else set()
+    )
     have_edges = {r.id for r in store.relationships_of(sorted(known))}
-    new_rels = [r for r in rels if r.id not in have_edges and r.source_id in known and r.target_id in known]
+    new_rels = [
+        r for r in rels if r.id not in have_edges and r.source_id in known and r.target_id in known
+    ]
     store.add_relationships(new_rels)
     return ImportReport(len(fresh), len(memories) - len(fresh), len(new_rels), reembedded)
 
@@ -220,4 +249,4 @@ def reembed(brain: Brain, *, progress: Progress = _noop) -> int:
     return len(rows)
 
 
-__all__ = ["ImportReport", "export_jsonl", "import_jsonl", "reembed", "MEMORIES"]
+__all__ = ["MEMORIES", "ImportReport", "export_jsonl", "import_jsonl", "reembed"]

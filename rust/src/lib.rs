@@ -3,9 +3,11 @@
 //! Every kernel is plain Rust over owned data (no IO, no Python). The PyO3 bindings live in
 //! `python.rs`, compiled only with the `python` feature, so `cargo test` runs without Python.
 
+pub mod bm25;
 pub mod decay;
 pub mod error;
 pub mod fusion;
+pub mod tokenize;
 
 #[cfg(feature = "python")]
 mod python;

@@ -7,9 +7,12 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::conversion::FromPyObjectOwned;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
+use crate::bm25::{Bm25Index, Bm25Params};
 use crate::error::CoreError;
 use crate::{decay, fusion};
+use crate::tokenize::{Analyzer, AnalyzerOptions};
 
 impl From<CoreError> for PyErr {
     fn from(err: CoreError) -> Self {
@@ -45,7 +48,189 @@ fn owned<T: numpy::Element + Copy>(array: &PyReadonlyArray1<'_, T>) -> Vec<T> {
 
 // ---- kernels: text analysis -------------------------------------------------------------
 
+fn analyzer_options(stem: bool, stopwords: bool) -> AnalyzerOptions {
+    AnalyzerOptions { stem, stopwords }
+}
+
+/// Analyse texts into tokens (the same analyser BM25 uses for documents and queries).
+#[pyfunction]
+#[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+#[pyo3(signature = (texts, stem = true, stopwords = true))]
+fn analyze(
+    py: Python<'_>,
+    texts: Vec<String>,
+    stem: bool,
+    stopwords: bool,
+) -> PyResult<Vec<Vec<String>>> {
+    detached(py, || {
+        Ok(Analyzer::new(analyzer_options(stem, stopwords)).analyze_batch(&texts))
+    })
+}
+
 // ---- kernels: BM25 ------------------------------------------------------------------------
+
+type Hits<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f32>>);
+
+fn hits_to_numpy(py: Python<'_>, hits: Vec<(u32, f32)>) -> Hits<'_> {
+    let (positions, scores): (Vec<i64>, Vec<f32>) =
+        hits.into_iter().map(|(p, s)| (i64::from(p), s)).unzip();
+    (
+        PyArray1::from_vec(py, positions),
+        PyArray1::from_vec(py, scores),
+    )
+}
+
+fn owned_positions(array: Option<PyReadonlyArray1<'_, i64>>) -> Option<Vec<i64>> {
+    array.map(|a| a.as_array().to_vec())
+}
+
+fn k_arg(k: i64) -> Result<usize, CoreError> {
+    usize::try_from(k)
+        .ok()
+        .filter(|&k| k >= 1)
+        .ok_or_else(|| CoreError::invalid("k", "must be >= 1"))
+}
+
+/// Rust handle of a BM25 index; wrapped by `octobrain.bm25.BM25Index`.
+#[pyclass(module = "octobrain._core", name = "Bm25Index")]
+struct PyBm25Index {
+    inner: Bm25Index,
+}
+
+#[pymethods]
+impl PyBm25Index {
+    #[new]
+    #[pyo3(signature = (k1 = 1.2, b = 0.75, stem = true, stopwords = true))]
+    fn new(k1: f64, b: f64, stem: bool, stopwords: bool) -> PyResult<Self> {
+        let params = Bm25Params::new(k1, b)?;
+        Ok(Self {
+            inner: Bm25Index::new(params, analyzer_options(stem, stopwords)),
+        })
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (texts, k1 = 1.2, b = 0.75, stem = true, stopwords = true))]
+    fn build(
+        py: Python<'_>,
+        texts: Vec<String>,
+        k1: f64,
+        b: f64,
+        stem: bool,
+        stopwords: bool,
+    ) -> PyResult<Self> {
+        let inner = detached(py, move || {
+            Bm25Index::build(
+                &texts,
+                Bm25Params::new(k1, b)?,
+                analyzer_options(stem, stopwords),
+            )
+        })?;
+        Ok(Self { inner })
+    }
+
+    /// Append documents; returns the first new position.
+    fn add(&mut self, py: Python<'_>, texts: Vec<String>) -> PyResult<usize> {
+        let inner = &mut self.inner;
+        detached(py, move || inner.add(&texts))
+    }
+
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    fn remove(&mut self, py: Python<'_>, positions: PyReadonlyArray1<'_, i64>) -> PyResult<()> {
+        let positions = positions.as_array().to_vec();
+        let inner = &mut self.inner;
+        detached(py, || inner.remove(&positions))
+    }
+
+    #[pyo3(signature = (query, k, allowed = None))]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        query: String,
+        k: i64,
+        allowed: Option<PyReadonlyArray1<'py, i64>>,
+    ) -> PyResult<Hits<'py>> {
+        let allowed = owned_positions(allowed);
+        let inner = &self.inner;
+        let hits = detached(py, move || {
+            inner.search(&query, k_arg(k)?, allowed.as_deref())
+        })?;
+        Ok(hits_to_numpy(py, hits))
+    }
+
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    #[pyo3(signature = (queries, k, allowed = None))]
+    fn search_batch<'py>(
+        &self,
+        py: Python<'py>,
+        queries: Vec<String>,
+        k: i64,
+        allowed: Option<PyReadonlyArray1<'py, i64>>,
+    ) -> PyResult<Vec<Hits<'py>>> {
+        let allowed = owned_positions(allowed);
+        let inner = &self.inner;
+        let all = detached(py, || {
+            inner.search_batch(&queries, k_arg(k)?, allowed.as_deref())
+        })?;
+        Ok(all
+            .into_iter()
+            .map(|hits| hits_to_numpy(py, hits))
+            .collect())
+    }
+
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let inner = &self.inner;
+        let bytes = detached(py, || inner.to_bytes())?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
+        let inner = detached(py, || Bm25Index::from_bytes(data))?;
+        Ok(Self { inner })
+    }
+
+    #[getter]
+    fn k1(&self) -> f64 {
+        self.inner.params().k1
+    }
+
+    #[getter]
+    fn b(&self) -> f64 {
+        self.inner.params().b
+    }
+
+    #[getter]
+    fn stem(&self) -> bool {
+        self.inner.options().stem
+    }
+
+    #[getter]
+    fn stopwords(&self) -> bool {
+        self.inner.options().stopwords
+    }
+
+    #[getter]
+    fn doc_count(&self) -> usize {
+        self.inner.doc_count()
+    }
+
+    #[getter]
+    fn position_count(&self) -> usize {
+        self.inner.position_count()
+    }
+
+    #[getter]
+    fn vocab_size(&self) -> usize {
+        self.inner.vocab_size()
+    }
+
+    fn live_mask<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<bool>> {
+        let mask: Vec<bool> = (0..self.inner.position_count())
+            .map(|p| self.inner.is_live(p))
+            .collect();
+        PyArray1::from_vec(py, mask)
+    }
+}
 
 // ---- kernels: fusion ----------------------------------------------------------------------
 
@@ -183,7 +368,9 @@ fn decayed_importance<'py>(
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // ---- register: text analysis
+    m.add_function(wrap_pyfunction!(analyze, m)?)?;
     // ---- register: BM25
+    m.add_class::<PyBm25Index>()?;
     // ---- register: fusion
     m.add_function(wrap_pyfunction!(rrf, m)?)?;
     m.add_function(wrap_pyfunction!(rrf_batch, m)?)?;

@@ -8,12 +8,12 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
-import reference
 from hypothesis import given
 from hypothesis import strategies as st
 
 from octobrain.decay import decayed_importance
 from octobrain.errors import InvalidInput
+from tests.core import reference
 
 NOW = 1_700_000_000.0
 DAY = 86_400.0

@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 import pytest
-import reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from octobrain.errors import InvalidInput
 from octobrain.fusion import Fused, rrf, rrf_batch, score_fusion
+from tests.core import reference
 
 # Small id and weight alphabets make overlaps, repeats and exact score ties common, so the
 # tie-breaking order is really exercised.

@@ -1,0 +1,188 @@
+"""BM25 keyword search over document positions, backed by the Rust core.
+
+Scoring is Lucene's BM25: ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))`` and
+``tf·(k1+1) / (tf + k1·(1 - b + b·dl/avgdl))``; a query term written twice counts twice (as in
+Lucene and bm25s). Documents and queries go through `octobrain.text.analyze`.
+
+Positions are stable: `add` appends, `remove` tombstones, and the statistics (N, df, avgdl)
+always describe the live documents, so scores equal those of a fresh build over them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from octobrain import _core
+from octobrain.errors import InvalidInput
+from octobrain.text import _texts
+
+__all__ = ["BM25Index", "Hits"]
+
+Hits: TypeAlias = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]
+"""(positions, scores): int64 positions, best first, and their float32 BM25 scores."""
+
+Positions: TypeAlias = Sequence[int] | npt.NDArray[np.integer] | npt.NDArray[np.bool_]
+
+
+def _positions(name: str, values: Positions, size: int | None = None) -> npt.NDArray[np.int64]:
+    """Positions as a contiguous int64 array; a bool array of length `size` is a mask."""
+    array = np.asarray(values)
+    if array.dtype == np.bool_:
+        if size is None or array.shape != (size,):
+            raise InvalidInput(name, f"a bool mask must have shape ({size},)")
+        return np.flatnonzero(array).astype(np.int64)
+    if array.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+        raise InvalidInput(name, "must be a 1-d sequence of integer positions or a bool mask")
+    return np.ascontiguousarray(array, dtype=np.int64)
+
+
+def _k(k: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int | np.integer):
+        raise InvalidInput("k", f"must be an int, got {type(k).__name__}")
+    if k < 1:
+        raise InvalidInput("k", "must be >= 1")
+    return int(k)
+
+
+def _param(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+        raise InvalidInput(name, f"must be a number, got {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value):
+        raise InvalidInput(name, "must not be NaN")
+    return value
+
+
+class BM25Index:
+    """A mutable BM25 index. Searching is one call into Rust with the GIL released.
+
+    `allowed` (for scope/state filtering without rebuilding) is either a sequence/array of
+    positions or a bool mask of length `position_count`; only those positions are returned.
+    """
+
+    def __init__(
+        self, *, k1: float = 1.2, b: float = 0.75, stem: bool = True, stopwords: bool = True
+    ) -> None:
+        """Create an empty index (k1 >= 0, 0 <= b <= 1)."""
+        self._index = _core.Bm25Index(
+            _param("k1", k1), _param("b", b), stem=bool(stem), stopwords=bool(stopwords)
+        )
+
+    @classmethod
+    def build(
+        cls,
+        texts: Sequence[str],
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        stem: bool = True,
+        stopwords: bool = True,
+    ) -> BM25Index:
+        """Index `texts`; text i gets position i."""
+        index = cls.__new__(cls)
+        index._index = _core.Bm25Index.build(
+            _texts("texts", texts),
+            _param("k1", k1),
+            _param("b", b),
+            stem=bool(stem),
+            stopwords=bool(stopwords),
+        )
+        return index
+
+    def search(self, query: str, k: int = 10, allowed: Positions | None = None) -> Hits:
+        """Top-`k` documents for `query`: (positions, scores), score descending, ties by
+        position ascending. Only documents sharing a term with the query are returned."""
+        if not isinstance(query, str):
+            raise InvalidInput("query", f"must be a str, got {type(query).__name__}")
+        return self._index.search(query, _k(k), self._allowed(allowed))
+
+    def search_batch(
+        self, queries: Sequence[str], k: int = 10, allowed: Positions | None = None
+    ) -> list[Hits]:
+        """`search` for many queries in one call (run in parallel); results in query order."""
+        return self._index.search_batch(_texts("queries", queries), _k(k), self._allowed(allowed))
+
+    def add(self, texts: Sequence[str]) -> npt.NDArray[np.int64]:
+        """Append documents; returns their new (consecutive) positions."""
+        texts = _texts("texts", texts)
+        start = self._index.add(texts)
+        return np.arange(start, start + len(texts), dtype=np.int64)
+
+    def remove(self, positions: Positions) -> None:
+        """Remove documents by position; other positions keep their meaning.
+        Removing an already removed position is a no-op; an out-of-range one is an error."""
+        self._index.remove(_positions("positions", positions, self.position_count))
+
+    def to_bytes(self) -> bytes:
+        """Serialise (versioned, checksummed) for `from_bytes`."""
+        return self._index.to_bytes()
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> BM25Index:
+        """Load an index written by `to_bytes`; corrupt data raises ValueError naming `data`."""
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidInput("data", f"must be bytes, got {type(data).__name__}")
+        index = cls.__new__(cls)
+        index._index = _core.Bm25Index.from_bytes(bytes(data))
+        return index
+
+    def _allowed(self, allowed: Positions | None) -> npt.NDArray[np.int64] | None:
+        if allowed is None:
+            return None
+        return _positions("allowed", allowed, self.position_count)
+
+    def live_mask(self) -> npt.NDArray[np.bool_]:
+        """Bool array over all positions: True where the document was not removed."""
+        return self._index.live_mask()
+
+    def __len__(self) -> int:
+        """Number of live documents."""
+        return self._index.doc_count
+
+    @property
+    def doc_count(self) -> int:
+        """Number of live documents (the N of BM25)."""
+        return self._index.doc_count
+
+    @property
+    def position_count(self) -> int:
+        """Number of positions ever assigned, removed ones included."""
+        return self._index.position_count
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of distinct terms in live documents."""
+        return self._index.vocab_size
+
+    @property
+    def k1(self) -> float:
+        """Term-frequency saturation."""
+        return self._index.k1
+
+    @property
+    def b(self) -> float:
+        """Length normalisation."""
+        return self._index.b
+
+    @property
+    def stem(self) -> bool:
+        """Whether the analyser stems."""
+        return self._index.stem
+
+    @property
+    def stopwords(self) -> bool:
+        """Whether the analyser drops English stopwords."""
+        return self._index.stopwords
+
+    def __repr__(self) -> str:
+        return (
+            f"BM25Index(docs={self.doc_count}, positions={self.position_count}, "
+            f"k1={self.k1}, b={self.b}, stem={self.stem}, stopwords={self.stopwords})"
+        )

@@ -1,0 +1,295 @@
+//! Text analysis shared by documents and queries.
+//!
+//! Pipeline, per text: Unicode words (UAX #29 word bounds, keeping the segments that hold a
+//! letter or digit) → lowercase → ASCII folding → English stopwords → Snowball English stem.
+//!
+//! ASCII folding works per character: a non-ASCII character whose compatibility decomposition
+//! (NFKD) minus combining marks is all ASCII becomes that ASCII text (`é`→`e`, `ﬁ`→`fi`,
+//! fullwidth `ａ`→`a`); curly single quotes become `'`; a combining mark that follows ASCII
+//! output (or starts the word) is dropped; everything else (Greek, Cyrillic, CJK, `ß`) is kept
+//! as it is.
+
+use std::borrow::Cow;
+
+use rayon::prelude::*;
+use rust_stemmers::{Algorithm, Stemmer};
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use unicode_normalization::char::{decompose_compatible, is_combining_mark};
+use unicode_segmentation::UnicodeSegmentation;
+
+/// English stopwords: the 33-word list Lucene's `EnglishAnalyzer` uses, which is also what
+/// bm25s uses for `stopwords="en"`, so quality comparisons with bm25s are like for like.
+pub const ENGLISH_STOPWORDS: [&str; 33] = [
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+    "they", "this", "to", "was", "will", "with",
+];
+
+/// Which optional steps the analyser runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnalyzerOptions {
+    /// Apply the Snowball English stemmer.
+    pub stem: bool,
+    /// Drop [`ENGLISH_STOPWORDS`].
+    pub stopwords: bool,
+}
+
+impl Default for AnalyzerOptions {
+    fn default() -> Self {
+        Self {
+            stem: true,
+            stopwords: true,
+        }
+    }
+}
+
+/// A configured analyser. Cheap to create; `Send + Sync`.
+pub struct Analyzer {
+    options: AnalyzerOptions,
+    stemmer: Stemmer,
+}
+
+impl std::fmt::Debug for Analyzer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Analyzer")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Marks a word the analyser dropped (stopword, or nothing left after folding).
+const DROPPED: u32 = u32::MAX;
+
+/// A per-worker memo for analysing many texts: raw word → id in a local token table.
+/// Words repeat a lot, so most words cost one hash lookup and no allocation.
+#[derive(Debug, Default)]
+pub struct Interner<'t> {
+    words: FxHashMap<&'t str, u32>,
+    ids: FxHashMap<String, u32>,
+    tokens: Vec<String>,
+}
+
+impl Interner<'_> {
+    /// The distinct tokens seen so far, indexed by local id.
+    pub fn tokens(&self) -> &[String] {
+        &self.tokens
+    }
+
+    /// Consume the interner, returning its token table.
+    pub fn into_tokens(self) -> Vec<String> {
+        self.tokens
+    }
+}
+
+impl Analyzer {
+    /// Create an analyser with the given options.
+    pub fn new(options: AnalyzerOptions) -> Self {
+        Self {
+            options,
+            stemmer: Stemmer::create(Algorithm::English),
+        }
+    }
+
+    /// The options this analyser runs with.
+    pub fn options(&self) -> AnalyzerOptions {
+        self.options
+    }
+
+    /// Analyse one word (a UAX #29 segment); `None` when it is a stopword or folds to nothing.
+    pub fn analyze_word(&self, word: &str) -> Option<String> {
+        let folded = fold(&word.to_lowercase());
+        if folded.is_empty() || (self.options.stopwords && is_stopword(&folded)) {
+            return None;
+        }
+        if !self.options.stem {
+            return Some(folded);
+        }
+        Some(match self.stemmer.stem(&folded) {
+            Cow::Borrowed(s) if s.len() == folded.len() => folded,
+            stemmed => stemmed.into_owned(),
+        })
+    }
+
+    /// Analyse one text (no memo: the right choice for a short query).
+    pub fn analyze(&self, text: &str) -> Vec<String> {
+        text.unicode_words()
+            .filter_map(|w| self.analyze_word(w))
+            .collect()
+    }
+
+    /// Analyse `text`, appending local token ids of `interner` to `out`.
+    pub fn analyze_ids<'t>(&self, text: &'t str, interner: &mut Interner<'t>, out: &mut Vec<u32>) {
+        for word in text.unicode_words() {
+            let id = match interner.words.get(word) {
+                Some(&id) => id,
+                None => {
+                    let id = match self.analyze_word(word) {
+                        None => DROPPED,
+                        Some(token) => match interner.ids.get(&token) {
+                            Some(&id) => id,
+                            None => {
+                                let id = interner.tokens.len() as u32;
+                                interner.ids.insert(token.clone(), id);
+                                interner.tokens.push(token);
+                                id
+                            }
+                        },
+                    };
+                    interner.words.insert(word, id);
+                    id
+                }
+            };
+            if id != DROPPED {
+                out.push(id);
+            }
+        }
+    }
+
+    /// Analyse many texts in parallel chunks: per text, local token ids, plus each chunk's
+    /// token table. Chunks come back in input order.
+    pub fn analyze_chunks<'t, S: AsRef<str> + Sync>(
+        &self,
+        texts: &'t [S],
+    ) -> Vec<(Vec<Vec<u32>>, Vec<String>)> {
+        let workers = rayon::current_num_threads().max(1);
+        let chunk = texts.len().div_ceil(workers * 4).max(256);
+        texts
+            .par_chunks(chunk)
+            .map(|part| {
+                let mut interner = Interner::default();
+                let docs = part
+                    .iter()
+                    .map(|text| {
+                        let mut ids = Vec::new();
+                        self.analyze_ids(text.as_ref(), &mut interner, &mut ids);
+                        ids
+                    })
+                    .collect();
+                (docs, interner.into_tokens())
+            })
+            .collect()
+    }
+
+    /// Analyse many texts in parallel, preserving order.
+    pub fn analyze_batch<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<Vec<String>> {
+        let mut out = Vec::with_capacity(texts.len());
+        for (docs, tokens) in self.analyze_chunks(texts) {
+            out.extend(
+                docs.into_iter()
+                    .map(|ids| ids.iter().map(|&i| tokens[i as usize].clone()).collect()),
+            );
+        }
+        out
+    }
+}
+
+/// Whether `word` (lowercased, folded) is an English stopword.
+pub fn is_stopword(word: &str) -> bool {
+    ENGLISH_STOPWORDS.binary_search(&word).is_ok()
+}
+
+/// ASCII-fold a lowercased word (see the module docs for the exact rule).
+pub fn fold(word: &str) -> String {
+    if word.is_ascii() {
+        return word.to_owned();
+    }
+    let mut out = String::with_capacity(word.len());
+    let mut parts = String::new();
+    for c in word.chars() {
+        if c.is_ascii() {
+            out.push(c);
+            continue;
+        }
+        if c == '\u{2018}' || c == '\u{2019}' {
+            out.push('\'');
+            continue;
+        }
+        parts.clear();
+        decompose_compatible(c, |d| {
+            if !is_combining_mark(d) {
+                parts.push(d);
+            }
+        });
+        if parts.is_empty() {
+            // A bare mark: drop it where it decorates ASCII (NFD input), keep it on other scripts.
+            if !out.chars().next_back().is_none_or(|p| p.is_ascii()) {
+                out.push(c);
+            }
+        } else if parts.is_ascii() {
+            out.push_str(&parts);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(text: &str, stem: bool, stopwords: bool) -> Vec<String> {
+        Analyzer::new(AnalyzerOptions { stem, stopwords }).analyze(text)
+    }
+
+    #[test]
+    fn stopword_list_is_sorted_for_binary_search() {
+        assert!(ENGLISH_STOPWORDS.windows(2).all(|w| w[0] < w[1]));
+        assert!(is_stopword("the") && !is_stopword("cell"));
+    }
+
+    #[test]
+    fn full_pipeline_lowercases_folds_stops_and_stems() {
+        assert_eq!(
+            run("The Cafés are RUNNING into cells!", true, true),
+            ["cafe", "run", "cell"]
+        );
+        assert_eq!(
+            run("The Cafés are RUNNING", false, false),
+            ["the", "cafes", "are", "running"]
+        );
+    }
+
+    #[test]
+    fn word_bounds_follow_uax29() {
+        // Apostrophes, decimal points and underscores join; hyphens and slashes split.
+        assert_eq!(
+            run("don't 3.14 snake_case IL-6 a/b", false, false),
+            ["don't", "3.14", "snake_case", "il", "6", "a", "b"]
+        );
+        assert_eq!(run("漢字 ελληνικά", false, false), ["漢", "字", "ελληνικά"]);
+    }
+
+    #[test]
+    fn folding_keeps_non_latin_and_drops_marks_on_ascii() {
+        assert_eq!(fold("naïve"), "naive");
+        assert_eq!(fold("ﬁne"), "fine");
+        assert_eq!(fold("e\u{301}te\u{301}"), "ete");
+        assert_eq!(fold("ά"), "ά");
+        assert_eq!(fold("α\u{301}"), "α\u{301}");
+        assert_eq!(fold("straße"), "straße");
+        assert_eq!(fold("it\u{2019}s"), "it's");
+    }
+
+    #[test]
+    fn possessive_is_stemmed_away_and_interner_dedupes_tokens() {
+        let analyzer = Analyzer::new(AnalyzerOptions::default());
+        let mut interner = Interner::default();
+        let mut out = Vec::new();
+        analyzer.analyze_ids("Cell's cells CELLS the", &mut interner, &mut out);
+        analyzer.analyze_ids("cells dogs", &mut interner, &mut out);
+        assert_eq!(out, [0, 0, 0, 0, 1]);
+        assert_eq!(interner.tokens(), ["cell", "dog"]);
+    }
+
+    #[test]
+    fn batch_preserves_order() {
+        let analyzer = Analyzer::new(AnalyzerOptions::default());
+        let texts = ["alpha beta", "", "the", "gamma"];
+        assert_eq!(
+            analyzer.analyze_batch(&texts),
+            vec![vec!["alpha", "beta"], vec![], vec![], vec!["gamma"]]
+        );
+    }
+}

@@ -1,0 +1,202 @@
+"""Parity of the Rust BM25 index with the Python reference, plus behaviour and error tests.
+
+Tolerance: scores are float32 (the reference is float64), so they must agree within 1e-5
+relative; rankings must be identical except between documents whose reference scores agree
+within that tolerance (ties and float32 near-ties).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from octobrain.bm25 import BM25Index
+from tests.core import reference as ref
+
+REL = 1e-5
+VOCAB = ["apple", "apples", "banana", "the", "cherry", "date", "éclair", "run", "running", "zeta"]
+
+doc = st.lists(st.sampled_from(VOCAB), max_size=12).map(" ".join)
+corpus = st.lists(doc, min_size=1, max_size=25)
+query = st.lists(st.sampled_from([*VOCAB, "unknown"]), min_size=1, max_size=5).map(" ".join)
+k1s = st.floats(min_value=0.0, max_value=3.0)
+bs = st.floats(min_value=0.0, max_value=1.0)
+
+
+def reference_hits(texts: list[str], q: str, k: int, k1: float, b: float) -> list[float]:
+    docs = [ref.analyze_text(t) for t in texts]
+    return ref.bm25_scores(docs, ref.analyze_text(q), k1=k1, b=b)
+
+
+def assert_matches(
+    positions: np.ndarray, scores: np.ndarray, expected: list[float], k: int, allowed=None
+) -> None:
+    candidates = [s if allowed is None or i in allowed else 0.0 for i, s in enumerate(expected)]
+    want = ref.bm25_top_k(candidates, k)
+    assert positions.dtype == np.int64 and scores.dtype == np.float32
+    assert len(positions) == len(want)
+    for got_pos, got_score, (want_pos, want_score) in zip(positions, scores, want, strict=True):
+        assert math.isclose(got_score, want_score, rel_tol=REL)
+        assert math.isclose(expected[got_pos], got_score, rel_tol=REL)
+        if got_pos != want_pos:  # only allowed between (near-)tied documents
+            assert math.isclose(expected[got_pos], expected[want_pos], rel_tol=REL)
+
+
+@settings(max_examples=200, deadline=None)
+@given(corpus, query, st.integers(1, 30), k1s, bs)
+def test_search_equals_reference(texts: list[str], q: str, k: int, k1: float, b: float) -> None:
+    index = BM25Index.build(texts, k1=k1, b=b)
+    positions, scores = index.search(q, k)
+    assert_matches(positions, scores, reference_hits(texts, q, k, k1, b), k)
+
+
+@settings(max_examples=100, deadline=None)
+@given(corpus, st.lists(query, max_size=6), st.integers(1, 10))
+def test_batch_equals_single(texts: list[str], queries: list[str], k: int) -> None:
+    index = BM25Index.build(texts)
+    batch = index.search_batch(queries, k)
+    assert len(batch) == len(queries)
+    for q, (positions, scores) in zip(queries, batch, strict=True):
+        single = index.search(q, k)
+        np.testing.assert_array_equal(positions, single[0])
+        np.testing.assert_array_equal(scores, single[1])
+
+
+@settings(max_examples=150, deadline=None)
+@given(corpus, query, st.data())
+def test_allowed_subset_never_leaks(texts: list[str], q: str, data: st.DataObject) -> None:
+    index = BM25Index.build(texts)
+    allowed = data.draw(st.sets(st.integers(0, len(texts) - 1)))
+    expected = reference_hits(texts, q, 10, 1.2, 0.75)
+    positions, scores = index.search(q, 10, allowed=sorted(allowed))
+    assert set(positions.tolist()) <= allowed
+    assert_matches(positions, scores, expected, 10, allowed=allowed)
+    mask = np.zeros(len(texts), dtype=bool)
+    mask[sorted(allowed)] = True
+    np.testing.assert_array_equal(index.search(q, 10, allowed=mask)[0], positions)
+
+
+@settings(max_examples=150, deadline=None)
+@given(corpus, corpus, st.data(), query, k1s, bs)
+def test_add_and_remove_equal_a_fresh_build(
+    first: list[str], added: list[str], data: st.DataObject, q: str, k1: float, b: float
+) -> None:
+    index = BM25Index.build(first, k1=k1, b=b)
+    new = index.add(added)
+    assert new.tolist() == list(range(len(first), len(first) + len(added)))
+    texts = first + added
+    removed = data.draw(st.sets(st.integers(0, len(texts) - 1)))
+    index.remove(sorted(removed))
+    index.remove(sorted(removed))  # idempotent
+    live = [i for i in range(len(texts)) if i not in removed]
+    assert len(index) == index.doc_count == len(live)
+    assert index.position_count == len(texts)
+    assert index.live_mask().tolist() == [i not in removed for i in range(len(texts))]
+    fresh = BM25Index.build([texts[i] for i in live], k1=k1, b=b)
+    got = index.search(q, 50)
+    want_pos, want_scores = fresh.search(q, 50)
+    # Same statistics and same summation order: scores are bit-identical.
+    np.testing.assert_array_equal(got[0], np.array(live, dtype=np.int64)[want_pos])
+    np.testing.assert_array_equal(got[1], want_scores)
+
+
+@settings(max_examples=50, deadline=None)
+@given(corpus, st.lists(query, min_size=1, max_size=4), k1s, bs, st.booleans())
+def test_bytes_round_trip(texts: list[str], queries: list[str], k1, b, stem: bool) -> None:
+    index = BM25Index.build(texts, k1=k1, b=b, stem=stem)
+    index.remove([0])
+    back = BM25Index.from_bytes(index.to_bytes())
+    assert (back.k1, back.b, back.stem, back.stopwords) == (k1, b, stem, True)
+    assert (len(back), back.position_count, back.vocab_size) == (
+        len(index),
+        index.position_count,
+        index.vocab_size,
+    )
+    for (p1, s1), (p2, s2) in zip(
+        index.search_batch(queries, 5), back.search_batch(queries, 5), strict=True
+    ):
+        np.testing.assert_array_equal(p1, p2)
+        np.testing.assert_array_equal(s1, s2)
+
+
+def test_duplicate_query_terms_count_each_time() -> None:
+    index = BM25Index.build(["apple banana", "cherry", "apple apple"])
+    _, once = index.search("apple", 3)
+    _, twice = index.search("apple apple", 3)
+    np.testing.assert_allclose(twice, 2 * once, rtol=1e-6)
+
+
+def test_ties_break_by_position_and_nonmatching_docs_are_not_returned() -> None:
+    index = BM25Index.build(["x y", "z", "y x", "x y"])
+    positions, _ = index.search("x", 10)
+    assert positions.tolist() == [0, 2, 3]
+    positions, scores = index.search("the of", 10)  # only stopwords
+    assert positions.size == 0 and scores.size == 0
+    assert BM25Index().search("x", 3)[0].size == 0
+
+
+def test_analyser_is_shared_by_documents_and_queries() -> None:
+    index = BM25Index.build(["The café was running", "nothing here"])
+    assert index.search("CAFES RUN", 5)[0].tolist() == [0]
+    plain = BM25Index.build(["The café was running"], stem=False, stopwords=False)
+    assert plain.search("run", 5)[0].size == 0
+    assert plain.search("the", 5)[0].tolist() == [0]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda i: i.search("x", 0), r"^k: must be >= 1"),
+        (lambda i: i.search("x", -3), r"^k: must be >= 1"),
+        (lambda i: i.search("x", 2.5), r"^k: must be an int"),
+        (lambda i: i.search_batch(["x"], 0), r"^k: must be >= 1"),
+        (lambda i: i.search(["x"], 3), r"^query: must be a str"),
+        (lambda i: i.search_batch("x", 3), r"^queries: must be a sequence"),
+        (lambda i: i.search("x", 3, allowed=[5]), r"^allowed: position 5 is out of range"),
+        (lambda i: i.search("x", 3, allowed=[-1]), r"^allowed: position -1 is out of range"),
+        (lambda i: i.search("x", 3, allowed=[0.5]), r"^allowed: must be a 1-d sequence"),
+        (lambda i: i.search("x", 3, allowed=np.ones(2, bool)), r"^allowed: a bool mask"),
+        (lambda i: i.search_batch(["x"], 3, allowed=[9]), r"^allowed: position 9"),
+        (lambda i: i.remove([3]), r"^positions: position 3 is out of range"),
+        (lambda i: i.add("text"), r"^texts: must be a sequence of strings"),
+    ],
+)
+def test_bad_arguments_name_themselves(call, message: str) -> None:
+    index = BM25Index.build(["x y", "y", "x"])
+    with pytest.raises(ValueError, match=message):
+        call(index)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"k1": -0.1}, r"^k1: must be a finite number >= 0"),
+        ({"k1": math.nan}, r"^k1: must not be NaN"),
+        ({"k1": math.inf}, r"^k1: must be a finite number"),
+        ({"b": 1.5}, r"^b: must be a finite number in \[0, 1\]"),
+        ({"b": -0.5}, r"^b: must be a finite number in \[0, 1\]"),
+        ({"b": math.nan}, r"^b: must not be NaN"),
+        ({"k1": "1.2"}, r"^k1: must be a number"),
+    ],
+)
+def test_bad_parameters_name_themselves(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        BM25Index.build(["x"], **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=message):
+        BM25Index(**kwargs)  # type: ignore[arg-type]
+
+
+def test_corrupt_bytes_are_a_clear_error() -> None:
+    data = BM25Index.build(["apple banana", "cherry"]).to_bytes()
+    flipped = bytearray(data)
+    flipped[-3] ^= 0x40
+    for bad in (b"", b"not an index at all, really", data[:-1], bytes(flipped), data + b"x"):
+        with pytest.raises(ValueError, match=r"^data: corrupt or incompatible"):
+            BM25Index.from_bytes(bad)
+    with pytest.raises(ValueError, match=r"^data: must be bytes"):
+        BM25Index.from_bytes("text")  # type: ignore[arg-type]
+    assert len(BM25Index.from_bytes(memoryview(data))) == 2

@@ -1,0 +1,79 @@
+"""Parity of the Rust analyser with the Python reference, plus behaviour and error tests."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from octobrain.errors import InvalidInput
+from octobrain.text import analyze
+from tests.core import reference as ref
+
+# Characters exercising every rule the analyser has: UAX #29 joins (' . , : _ digits letters),
+# newlines, combining marks (NFD input), folding (accents, ligatures, fullwidth, roman
+# numerals, dotted capital I), scripts kept as they are (Greek with final sigma, Cyrillic,
+# CJK, Hiragana), and invisible format characters.
+ALPHABET = (
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    " .,;:'_-/!?()\"\n\r\t"
+    "éèêëàâäöüçñÉÀÖÜßæ\u0301\u0300\u0308\u0327"
+    "αβγδεσςΣΟΔάέΑабвгдЖЗИ漢字中文ひらがな"
+    "ﬁﬂＡＢａｂ１２\u2019\u2018·\u00a0\u200b\u200dⅫⅻ²µİ"
+)
+WORDS = ["the", "running", "cells", "café", "don't", "3.14", "is", "a_b", "Ελλάδα", "x"]
+texts = st.text(alphabet=ALPHABET, max_size=40) | st.lists(st.sampled_from(WORDS)).map(" ".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(texts, max_size=5), st.booleans(), st.booleans())
+def test_tokens_equal_reference(batch: list[str], stem: bool, stopwords: bool) -> None:
+    expected = [ref.analyze_text(t, stem=stem, stopwords=stopwords) for t in batch]
+    assert analyze(batch, stem=stem, stopwords=stopwords) == expected
+
+
+def _scifact() -> Path:
+    default = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "scifact"
+    return Path(os.environ.get("OCTOBRAIN_SCIFACT", default))
+
+
+def test_tokens_equal_reference_on_real_abstracts() -> None:
+    corpus = _scifact() / "corpus.jsonl.gz"
+    if not corpus.exists():
+        pytest.skip(f"SciFact corpus not found at {corpus} (set OCTOBRAIN_SCIFACT)")
+    with gzip.open(corpus, "rt", encoding="utf-8") as f:
+        docs = [json.loads(line) for _, line in zip(range(150), f, strict=False)]
+    batch = [f"{d['title']}. {d['text']}" for d in docs]
+    assert analyze(batch) == [ref.analyze_text(t) for t in batch]
+
+
+def test_pipeline_steps() -> None:
+    text = "The Cafés are RUNNING into cells!"
+    assert analyze([text]) == [["cafe", "run", "cell"]]
+    assert analyze([text], stem=False) == [["cafes", "running", "cells"]]
+    assert analyze([text], stopwords=False) == [["the", "cafe", "are", "run", "into", "cell"]]
+
+
+def test_word_split_and_folding() -> None:
+    assert analyze(["IL-6 p<0.05 don\u2019t e\u0301te\u0301 ﬁne"], stem=False) == [
+        ["il", "6", "p", "0.05", "don't", "ete", "fine"]
+    ]
+    # Non-Latin scripts are kept, not transliterated; ideographs are one word each.
+    assert analyze(["Ελλάδα 漢字"], stem=False) == [["ελλάδα", "漢", "字"]]
+
+
+def test_empty_inputs() -> None:
+    assert analyze([]) == []
+    assert analyze(["", "   ", "the of and"]) == [[], [], []]
+
+
+def test_errors_name_the_argument() -> None:
+    with pytest.raises(InvalidInput, match=r"^texts: must be a sequence of strings"):
+        analyze("a single string")
+    with pytest.raises(ValueError, match=r"^texts: item 1 is int"):
+        analyze(["ok", 3])  # type: ignore[list-item]
