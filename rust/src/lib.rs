@@ -3,7 +3,9 @@
 //! Every kernel is plain Rust over owned data (no IO, no Python). The PyO3 bindings live in
 //! `python.rs`, compiled only with the `python` feature, so `cargo test` runs without Python.
 
+pub mod cluster;
 pub mod error;
+pub mod regex_match;
 
 #[cfg(feature = "python")]
 mod python;
