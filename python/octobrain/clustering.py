@@ -30,7 +30,7 @@ def as_float32_matrix(vectors: npt.ArrayLike, field: str = "vectors") -> npt.NDA
     if arr.dtype.kind not in "fiu":
         raise InvalidInput(field, f"must be a numeric array, got dtype {arr.dtype}")
     if arr.ndim != 2:
-        raise InvalidInput(field, f"must be 2-D (n × d), got {arr.ndim}-D")
+        raise InvalidInput(field, f"must be 2-D (n x d), got {arr.ndim}-D")
     # Overflow to inf is reported by the kernel as a non-finite row; no warning needed here.
     with np.errstate(over="ignore", invalid="ignore"):
         return np.ascontiguousarray(arr, dtype=np.float32)
@@ -45,7 +45,7 @@ def cosine_clusters(
     """Group rows of `vectors` whose cosine similarity reaches `threshold`.
 
     Args:
-        vectors: an (n × d) numeric matrix; rows need not be unit length (a normalised copy is
+        vectors: an (n x d) numeric matrix; rows need not be unit length (a normalised copy is
             used). A zero row or a NaN/inf value raises `ValueError` naming the row.
         threshold: cosine similarity in [-1, 1]; a value within `TIE_TOLERANCE` below counts.
         min_cluster_size: smallest cluster returned (>= 2).
