@@ -3,6 +3,8 @@
 import numpy as np
 import numpy.typing as npt
 
+__all__ = ["__version__", "cosine_clusters", "match_lines"]
+
 __version__: str
 
 # ---- clustering

@@ -25,7 +25,9 @@ impl fmt::Display for CoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::InvalidArgument { arg, rule } => write!(f, "{arg}: {rule}"),
-            Self::Corrupt(what) => write!(f, "data: corrupt or incompatible serialised index ({what})"),
+            Self::Corrupt(what) => {
+                write!(f, "data: corrupt or incompatible serialised index ({what})")
+            }
         }
     }
 }

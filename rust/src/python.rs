@@ -36,6 +36,7 @@ where
 
 /// Agglomerative cosine clustering; returns clusters of row positions (see `cluster.rs`).
 #[pyfunction]
+#[allow(clippy::needless_pass_by_value)] // pyo3 extracts arguments as owned values
 #[pyo3(signature = (vectors, threshold, min_cluster_size, linkage))]
 fn cosine_clusters(
     py: Python<'_>,
@@ -55,7 +56,9 @@ fn cosine_clusters(
     let min_size = usize::try_from(min_cluster_size)
         .map_err(|_| CoreError::invalid("min_cluster_size", "must be >= 2"))?;
     let linkage = cluster::Linkage::parse(linkage)?;
-    detached(py, || cluster::cosine_clusters(data, n, d, threshold, min_size, linkage))
+    detached(py, || {
+        cluster::cosine_clusters(data, n, d, threshold, min_size, linkage)
+    })
 }
 
 // ---- kernels: regex matching --------------------------------------------------------------
@@ -65,6 +68,7 @@ type LineMatchTuple = (usize, usize, String, usize, usize, Vec<String>, Vec<Stri
 
 /// Regex line matching over many texts; returns (matches, truncated) (see `regex_match.rs`).
 #[pyfunction]
+#[allow(clippy::needless_pass_by_value)] // pyo3 extracts arguments as owned values
 #[pyo3(signature = (texts, pattern, case_insensitive, max_matches, context))]
 fn match_lines(
     py: Python<'_>,
@@ -84,7 +88,17 @@ fn match_lines(
     let matches = result
         .matches
         .into_iter()
-        .map(|m| (m.text_index, m.line_number, m.line, m.start, m.end, m.before, m.after))
+        .map(|m| {
+            (
+                m.text_index,
+                m.line_number,
+                m.line,
+                m.start,
+                m.end,
+                m.before,
+                m.after,
+            )
+        })
         .collect();
     Ok((matches, result.truncated))
 }

@@ -54,7 +54,9 @@ pub fn split_lines(text: &str) -> Vec<&str> {
         return Vec::new();
     }
     let body = text.strip_suffix('\n').unwrap_or(text);
-    body.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect()
+    body.split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect()
 }
 
 /// Report the lines of `texts` that `pattern` matches, in order, at most `max_matches` of them.
@@ -128,7 +130,10 @@ mod tests {
         assert!(!r.truncated);
         assert_eq!(r.matches.len(), 2);
         let m = &r.matches[0];
-        assert_eq!((m.text_index, m.line_number, m.line.as_str()), (0, 2, "hé foo"));
+        assert_eq!(
+            (m.text_index, m.line_number, m.line.as_str()),
+            (0, 2, "hé foo")
+        );
         assert_eq!((m.start, m.end), (3, 6));
         assert_eq!((r.matches[1].text_index, r.matches[1].line_number), (1, 1));
     }
@@ -156,8 +161,14 @@ mod tests {
     #[test]
     fn case_and_anchors() {
         let t = texts(&["Foo\nxfoo"]);
-        assert_eq!(match_lines(&t, "^foo", true, 9, 0).unwrap().matches.len(), 1);
-        assert_eq!(match_lines(&t, "foo$", false, 9, 0).unwrap().matches.len(), 1);
+        assert_eq!(
+            match_lines(&t, "^foo", true, 9, 0).unwrap().matches.len(),
+            1
+        );
+        assert_eq!(
+            match_lines(&t, "foo$", false, 9, 0).unwrap().matches.len(),
+            1
+        );
     }
 
     #[test]
