@@ -10,7 +10,9 @@ __all__ = [
     "Bm25Index",
     "__version__",
     "analyze",
+    "cosine_clusters",
     "decayed_importance",
+    "match_lines",
     "rrf",
     "rrf_batch",
     "score_fusion",
@@ -95,3 +97,20 @@ class Bm25Index:
     def position_count(self) -> int: ...
     @property
     def vocab_size(self) -> int: ...
+
+# ---- clustering
+def cosine_clusters(
+    vectors: npt.NDArray[np.float32],
+    threshold: float,
+    min_cluster_size: int,
+    linkage: str,
+) -> list[list[int]]: ...
+
+# ---- regex matching
+def match_lines(
+    texts: list[str],
+    pattern: str,
+    case_insensitive: bool,
+    max_matches: int,
+    context: int,
+) -> tuple[list[tuple[int, int, str, int, int, list[str], list[str]]], bool]: ...

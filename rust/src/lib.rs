@@ -4,9 +4,11 @@
 //! `python.rs`, compiled only with the `python` feature, so `cargo test` runs without Python.
 
 pub mod bm25;
+pub mod cluster;
 pub mod decay;
 pub mod error;
 pub mod fusion;
+pub mod regex_match;
 pub mod tokenize;
 
 #[cfg(feature = "python")]

@@ -1,0 +1,66 @@
+"""Regex line matching over many texts, used by `knowledge match`.
+
+Runs the Rust `regex` engine (finite automata: linear time, no catastrophic backtracking, a
+bounded compiled size). Syntax is the `regex` crate's, close to Python's `re` minus
+backreferences and look-around.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from octobrain import _core
+from octobrain.errors import InvalidInput
+
+__all__ = ["LineMatch", "MatchResult", "match_lines"]
+
+
+class LineMatch(NamedTuple):
+    """One matching line; `line[start:end]` is the first match in it."""
+
+    text_index: int
+    line_number: int
+    line: str
+    start: int
+    end: int
+    before: list[str]
+    after: list[str]
+
+
+class MatchResult(NamedTuple):
+    """Matches in input order, and whether more matching lines existed beyond the cap."""
+
+    matches: list[LineMatch]
+    truncated: bool
+
+
+def match_lines(
+    texts: Sequence[str],
+    pattern: str,
+    *,
+    ignore_case: bool = False,
+    max_matches: int = 100,
+    context: int = 0,
+) -> MatchResult:
+    """Return the lines of `texts` that `pattern` matches, at most `max_matches` of them.
+
+    Each text is split on "\\n" with a trailing "\\r" stripped from every line; a final "\\n"
+    does not add an empty line. Line numbers are 1-based within their text. `start`/`end` are
+    `str` indices of the first match in the line. `context` adds up to that many lines before
+    and after each match, from the same text. An invalid pattern raises `ValueError` naming
+    `pattern`.
+    """
+    if isinstance(texts, str):
+        raise InvalidInput("texts", "must be a sequence of str, not a single str")
+    texts = list(texts)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InvalidInput("texts", f"item {i} is {type(text).__name__}, expected str")
+    if not isinstance(pattern, str):
+        raise InvalidInput("pattern", "must be a str")
+    for name, value in (("max_matches", max_matches), ("context", context)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidInput(name, "must be an integer")
+    raw, truncated = _core.match_lines(texts, pattern, bool(ignore_case), max_matches, context)
+    return MatchResult([LineMatch(*m) for m in raw], truncated)

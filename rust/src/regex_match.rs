@@ -1,0 +1,190 @@
+//! Regex line matching for `knowledge match`: the `regex` crate (finite automata, linear time in
+//! the input, no catastrophic backtracking), a bounded compiled size and a cap on matches.
+//!
+//! Lines: each text is split on `\n`, one trailing `\r` is stripped from every line, and a text
+//! ending in `\n` has no extra empty last line (as `grep` sees it). Line numbers are 1-based and
+//! absolute within their text. One match is reported per matching line: the span of the first
+//! match, in characters (Unicode scalar values, i.e. Python `str` indices).
+
+use regex::{Regex, RegexBuilder};
+
+use crate::error::{CoreError, CoreResult};
+
+/// Upper bound on the compiled program and on the lazy DFA cache, so a hostile pattern such as
+/// `\w{1000}{1000}` fails to compile instead of taking memory.
+pub const SIZE_LIMIT: usize = 4 << 20;
+
+/// One matching line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineMatch {
+    /// Position of the text in the input list.
+    pub text_index: usize,
+    /// 1-based line number inside that text.
+    pub line_number: usize,
+    /// The line without its line ending.
+    pub line: String,
+    /// Character span `[start, end)` of the first match in `line`.
+    pub start: usize,
+    pub end: usize,
+    /// Up to `context` lines before and after the match, from the same text.
+    pub before: Vec<String>,
+    pub after: Vec<String>,
+}
+
+/// Matches in input order, and whether more matching lines existed beyond the cap.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MatchResult {
+    pub matches: Vec<LineMatch>,
+    pub truncated: bool,
+}
+
+/// Compile `pattern` with the size limits; an invalid pattern is an error naming `pattern`.
+pub fn compile(pattern: &str, case_insensitive: bool) -> CoreResult<Regex> {
+    RegexBuilder::new(pattern)
+        .case_insensitive(case_insensitive)
+        .size_limit(SIZE_LIMIT)
+        .dfa_size_limit(SIZE_LIMIT)
+        .build()
+        .map_err(|e| CoreError::invalid("pattern", e.to_string()))
+}
+
+/// The lines of `text` as this module defines them.
+pub fn split_lines(text: &str) -> Vec<&str> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    body.split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect()
+}
+
+/// Report the lines of `texts` that `pattern` matches, in order, at most `max_matches` of them.
+pub fn match_lines(
+    texts: &[String],
+    pattern: &str,
+    case_insensitive: bool,
+    max_matches: usize,
+    context: usize,
+) -> CoreResult<MatchResult> {
+    if max_matches == 0 {
+        return Err(CoreError::invalid("max_matches", "must be >= 1"));
+    }
+    let re = compile(pattern, case_insensitive)?;
+    let mut result = MatchResult::default();
+    for (text_index, text) in texts.iter().enumerate() {
+        let lines = split_lines(text);
+        for (idx, &line) in lines.iter().enumerate() {
+            if let Some(m) = re.find(line) {
+                if result.matches.len() == max_matches {
+                    result.truncated = true;
+                    return Ok(result);
+                }
+                let start = line[..m.start()].chars().count();
+                let end = start + m.as_str().chars().count();
+                let (before, after) = if context > 0 {
+                    let lo = idx.saturating_sub(context);
+                    let hi = (idx + 1 + context).min(lines.len());
+                    (to_owned(&lines[lo..idx]), to_owned(&lines[idx + 1..hi]))
+                } else {
+                    (Vec::new(), Vec::new())
+                };
+                result.matches.push(LineMatch {
+                    text_index,
+                    line_number: idx + 1,
+                    line: line.to_owned(),
+                    start,
+                    end,
+                    before,
+                    after,
+                });
+            }
+        }
+    }
+    Ok(result)
+}
+
+fn to_owned(lines: &[&str]) -> Vec<String> {
+    lines.iter().map(|l| (*l).to_owned()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn lines_are_split_like_grep() {
+        assert_eq!(split_lines(""), Vec::<&str>::new());
+        assert_eq!(split_lines("\n"), vec![""]);
+        assert_eq!(split_lines("a\r\nb\n"), vec!["a", "b"]);
+        assert_eq!(split_lines("a\n\nb\r"), vec!["a", "", "b"]);
+    }
+
+    #[test]
+    fn reports_absolute_line_numbers_and_char_spans() {
+        let r = match_lines(&texts(&["zero\r\nhé foo\r\n", "foo"]), "fo+", false, 10, 0).unwrap();
+        assert!(!r.truncated);
+        assert_eq!(r.matches.len(), 2);
+        let m = &r.matches[0];
+        assert_eq!(
+            (m.text_index, m.line_number, m.line.as_str()),
+            (0, 2, "hé foo")
+        );
+        assert_eq!((m.start, m.end), (3, 6));
+        assert_eq!((r.matches[1].text_index, r.matches[1].line_number), (1, 1));
+    }
+
+    #[test]
+    fn cap_stops_and_flags() {
+        let t = texts(&["a\na\na", "a"]);
+        let r = match_lines(&t, "a", false, 3, 0).unwrap();
+        assert_eq!(r.matches.len(), 3);
+        assert!(r.truncated);
+        let r = match_lines(&t, "a", false, 4, 0).unwrap();
+        assert_eq!(r.matches.len(), 4);
+        assert!(!r.truncated);
+    }
+
+    #[test]
+    fn context_lines_stay_inside_the_text() {
+        let r = match_lines(&texts(&["1\n2\nhit\n4", "hit\n6"]), "hit", false, 10, 2).unwrap();
+        assert_eq!(r.matches[0].before, vec!["1", "2"]);
+        assert_eq!(r.matches[0].after, vec!["4"]);
+        assert!(r.matches[1].before.is_empty());
+        assert_eq!(r.matches[1].after, vec!["6"]);
+    }
+
+    #[test]
+    fn case_and_anchors() {
+        let t = texts(&["Foo\nxfoo"]);
+        assert_eq!(
+            match_lines(&t, "^foo", true, 9, 0).unwrap().matches.len(),
+            1
+        );
+        assert_eq!(
+            match_lines(&t, "foo$", false, 9, 0).unwrap().matches.len(),
+            1
+        );
+    }
+
+    #[test]
+    fn catastrophic_pattern_is_linear() {
+        let line = format!("{}b", "a".repeat(50_000));
+        let r = match_lines(&[line], "(a+)+$", false, 5, 0).unwrap();
+        assert_eq!(r.matches.len(), 0);
+    }
+
+    #[test]
+    fn errors_name_the_argument() {
+        let bad = match_lines(&texts(&["x"]), "(", false, 1, 0).unwrap_err();
+        assert!(bad.to_string().starts_with("pattern:"));
+        let huge = match_lines(&texts(&["x"]), r"\w{1000}{1000}", false, 1, 0).unwrap_err();
+        assert!(huge.to_string().starts_with("pattern:"));
+        let cap = match_lines(&texts(&["x"]), "x", false, 0, 0).unwrap_err();
+        assert!(cap.to_string().starts_with("max_matches:"));
+    }
+}

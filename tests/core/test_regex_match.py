@@ -1,0 +1,118 @@
+"""Regex line matching: Rust == `re` reference on shared syntax, caps, lines, errors."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from octobrain.regex_match import LineMatch, match_lines
+from tests.core import reference
+
+ALPHABET = "abcAB é1.(*\r\n"
+META = set(r"\.+*?()|[]{}^$")
+
+
+def escape(literal: str) -> str:
+    """Escape only regex metacharacters: valid, and equal in meaning, in both engines."""
+    return "".join("\\" + c if c in META else c for c in literal)
+
+
+atoms = st.one_of(
+    st.text(alphabet="abcAé1.(*", min_size=1, max_size=3).map(escape),
+    st.sampled_from(["[a-c]", r"\d", ".", "a+", "b?", "[^a ]", r"\.", "é+"]),
+)
+sequences = st.lists(atoms, min_size=1, max_size=4).map("".join)
+patterns = st.builds(
+    lambda alternatives, start, end: (
+        ("^" if start else "") + "(?:" + "|".join(alternatives) + ")" + ("$" if end else "")
+    ),
+    st.lists(sequences, min_size=1, max_size=3),
+    st.booleans(),
+    st.booleans(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.text(alphabet=ALPHABET, max_size=40), max_size=6),
+    pattern=patterns,
+    ignore_case=st.booleans(),
+    max_matches=st.integers(1, 12),
+    context=st.integers(0, 2),
+)
+def test_matches_reference(
+    texts: list[str], pattern: str, ignore_case: bool, max_matches: int, context: int
+) -> None:
+    got = match_lines(
+        texts, pattern, ignore_case=ignore_case, max_matches=max_matches, context=context
+    )
+    want, truncated = reference.match_lines(texts, pattern, ignore_case, max_matches, context)
+    assert [tuple(m) for m in got.matches] == want
+    assert got.truncated == truncated
+
+
+def test_cap_stops_in_text_order_and_flags() -> None:
+    texts = ["hit\nmiss\nhit", "hit", "hit"]
+    r = match_lines(texts, "hit", max_matches=3)
+    assert [(m.text_index, m.line_number) for m in r.matches] == [(0, 1), (0, 3), (1, 1)]
+    assert r.truncated
+    r = match_lines(texts, "hit", max_matches=4)
+    assert len(r.matches) == 4
+    assert not r.truncated
+
+
+def test_line_numbers_across_crlf_and_spans_in_characters() -> None:
+    text = "first\r\nsecond\r\n\r\nnaïve café ☕ x\r\n"
+    (m,) = match_lines([text], r"café \S+").matches
+    assert m == LineMatch(0, 4, "naïve café ☕ x", 6, 12, [], [])
+    assert m.line[m.start : m.end] == "café ☕"
+    assert match_lines([text], "^$").matches[0].line_number == 3
+    assert len(match_lines([text], "^").matches) == 4  # no phantom line after the last \n
+
+
+def test_ignore_case_is_unicode_aware() -> None:
+    r = match_lines(["ÉCOLE", "école"], "école", ignore_case=True)
+    assert [m.text_index for m in r.matches] == [0, 1]
+    assert len(match_lines(["ÉCOLE"], "école").matches) == 0
+
+
+def test_context_lines_come_from_the_same_text() -> None:
+    (m,) = match_lines(["a\nb\nTARGET\nc", "z"], "TARGET", context=5).matches
+    assert (m.before, m.after) == (["a", "b"], ["c"])
+
+
+def test_catastrophic_backtracking_pattern_is_answered_correctly() -> None:
+    line = "a" * 100_000 + "b"
+    assert match_lines([line, "aaaa"], "(a+)+$").matches == [LineMatch(1, 1, "aaaa", 0, 4, [], [])]
+
+
+def test_invalid_pattern_names_pattern_with_engine_message() -> None:
+    with pytest.raises(ValueError, match=r"^pattern: (?s:.*)unclosed group"):
+        match_lines(["x"], "(abc")
+    with pytest.raises(ValueError, match=r"^pattern: (?s:.*)look-around"):
+        match_lines(["x"], "(?=x)")
+
+
+def test_oversized_pattern_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"^pattern: (?s:.*)size limit"):
+        match_lines(["x"], r"\w{1000}{1000}")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"texts": "just one string"}, "texts"),
+        ({"texts": ["ok", 3]}, "texts"),
+        ({"pattern": b"x"}, "pattern"),
+        ({"max_matches": 0}, "max_matches"),
+        ({"max_matches": -1}, "max_matches"),
+        ({"max_matches": 1.5}, "max_matches"),
+        ({"context": -1}, "context"),
+    ],
+)
+def test_errors_name_the_argument(kwargs: dict[str, object], field: str) -> None:
+    args: dict[str, object] = {"texts": ["x"], "pattern": "x"}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=rf"^{field}: "):
+        match_lines(**args)  # type: ignore[arg-type]
