@@ -34,7 +34,8 @@ pub struct DecayParams {
 }
 
 impl DecayParams {
-    fn validate(&self) -> CoreResult<()> {
+    /// Check every knob; errors name the argument.
+    pub fn validate(&self) -> CoreResult<()> {
         if !self.now.is_finite() {
             return Err(CoreError::invalid("now", "must be finite"));
         }
@@ -68,18 +69,48 @@ pub fn decayed_importance(
     access_count: &[i64],
     params: &DecayParams,
 ) -> CoreResult<Vec<f64>> {
-    params.validate()?;
-    let n = importance.len();
+    check_lengths(importance.len(), last_accessed.len(), access_count.len())?;
+    let mut out = vec![0.0; importance.len()];
+    decay_into(importance, last_accessed, access_count, params, &mut out)?;
+    Ok(out)
+}
+
+/// Check that the row arrays have the length of `importance`; errors name the argument.
+pub fn check_lengths(
+    importance: usize,
+    last_accessed: usize,
+    access_count: usize,
+) -> CoreResult<()> {
     for (arg, len) in [
-        ("last_accessed", last_accessed.len()),
-        ("access_count", access_count.len()),
+        ("last_accessed", last_accessed),
+        ("access_count", access_count),
     ] {
-        if len != n {
+        if len != importance {
             return Err(CoreError::invalid(
                 arg,
-                format!("has length {len} but importance has length {n}"),
+                format!("has length {len} but importance has length {importance}"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// [`decayed_importance`] writing into `out` (the inputs' length), so a caller can work chunk
+/// by chunk into one preallocated buffer. On error `out` holds garbage.
+pub fn decay_into(
+    importance: &[f64],
+    last_accessed: &[f64],
+    access_count: &[i64],
+    params: &DecayParams,
+    out: &mut [f64],
+) -> CoreResult<()> {
+    params.validate()?;
+    check_lengths(importance.len(), last_accessed.len(), access_count.len())?;
+    if out.len() != importance.len() {
+        return Err(CoreError::invalid(
+            "out",
+            "must have the length of importance",
+        ));
     }
     let boost = params.access_boost_factor;
     let ln_table: Vec<f64> = (0..LN_TABLE)
@@ -87,33 +118,36 @@ pub fn decayed_importance(
         .collect();
     let half_life_seconds = SECONDS_PER_DAY * params.half_life_days;
 
-    let mut out = Vec::with_capacity(n);
-    for ((&imp, &seen), &count) in importance.iter().zip(last_accessed).zip(access_count) {
-        // One pass validates and computes; the negated comparisons also catch NaN.
-        if !(0.0..=1.0).contains(&imp) {
-            return Err(CoreError::invalid(
-                "importance",
-                format!("must be in [0, 1], got {imp}"),
-            ));
-        }
-        if !seen.is_finite() {
-            return Err(CoreError::invalid("last_accessed", "must be finite"));
-        }
+    // One branch-free pass computes and records whether every row was valid; the slow search
+    // for the offending value only runs when one was not.
+    let mut valid = true;
+    let rows = importance.iter().zip(last_accessed).zip(access_count);
+    for (slot, ((&imp, &seen), &count)) in out.iter_mut().zip(rows) {
+        valid &= (0.0..=1.0).contains(&imp) & seen.is_finite() & (count >= 0);
         let reinforcement = match usize::try_from(count) {
             Ok(c) if c < LN_TABLE => ln_table[c],
-            Ok(c) => 1.0 + boost * (c as f64).ln_1p(),
-            Err(_) => {
-                return Err(CoreError::invalid(
-                    "access_count",
-                    format!("must be >= 0, got {count}"),
-                ))
-            }
+            _ => 1.0 + boost * (count as f64).ln_1p(),
         };
         let age = (params.now - seen).max(0.0);
         let fade = (-(age / half_life_seconds)).exp2();
-        out.push((imp * fade * reinforcement).clamp(params.min_importance, 1.0));
+        *slot = (imp * fade * reinforcement).clamp(params.min_importance, 1.0);
     }
-    Ok(out)
+    if valid {
+        return Ok(());
+    }
+    if let Some(bad) = importance.iter().find(|i| !(0.0..=1.0).contains(*i)) {
+        return Err(CoreError::invalid(
+            "importance",
+            format!("must be in [0, 1], got {bad}"),
+        ));
+    }
+    if let Some(bad) = access_count.iter().find(|c| **c < 0) {
+        return Err(CoreError::invalid(
+            "access_count",
+            format!("must be >= 0, got {bad}"),
+        ));
+    }
+    Err(CoreError::invalid("last_accessed", "must be finite"))
 }
 
 #[cfg(test)]

@@ -181,23 +181,23 @@ pub fn score_fusion(
         total += w;
     }
 
-    // Each document gets a slot; `norm[l][slot]` is its normalised score in list l, if present.
+    // Each document gets a slot; `seen_in[slot]` is the last list it appeared in.
     let mut slots: KeyMap<usize> = KeyMap::default();
-    let mut best_rank: Vec<usize> = Vec::new();
-    let mut ids: Vec<i64> = Vec::new();
+    let (mut ids, mut best_rank, mut seen_in) = (Vec::new(), Vec::new(), Vec::new());
     let mut per_list: Vec<(Vec<(usize, f64)>, f64)> = Vec::with_capacity(lists.len());
-    for (list, raw) in lists.iter().zip(scores) {
-        let mut seen: KeyMap<()> = KeyMap::with_capacity_and_hasher(list.len(), Default::default());
+    for (l, (list, raw)) in lists.iter().zip(scores).enumerate() {
         let mut entries: Vec<(usize, f64)> = Vec::with_capacity(list.len());
         for (pos, (&id, &s)) in list.iter().zip(raw).enumerate() {
-            if seen.insert(id, ()).is_some() {
-                continue;
-            }
             let slot = *slots.entry(id).or_insert_with(|| {
                 ids.push(id);
                 best_rank.push(pos + 1);
+                seen_in.push(usize::MAX);
                 ids.len() - 1
             });
+            if seen_in[slot] == l {
+                continue; // a repeat within this list: only its first entry counts
+            }
+            seen_in[slot] = l;
             best_rank[slot] = best_rank[slot].min(pos + 1);
             entries.push((slot, s));
         }
@@ -206,18 +206,18 @@ pub fn score_fusion(
     }
 
     // Add list by list, in order, so every document's sum has the same operation order as the
-    // readable reference (missing documents add `w · missing`).
+    // readable reference (missing documents add `w · missing`). `seen_in[slot] == l` now means
+    // "present in list l": a document absent from l cannot have l as its last list.
     let mut fused = vec![0.0_f64; ids.len()];
-    let mut present = vec![usize::MAX; ids.len()];
     for (l, ((entries, missing), &w)) in per_list.iter().zip(&weights).enumerate() {
         let wn = w / total;
         for &(slot, norm) in entries {
             fused[slot] += wn * norm;
-            present[slot] = l;
+            seen_in[slot] = l;
         }
         if method == Normalization::ZScore {
-            for (slot, score) in fused.iter_mut().enumerate() {
-                if present[slot] != l {
+            for (score, &last) in fused.iter_mut().zip(&seen_in) {
+                if last != l {
                     *score += wn * missing;
                 }
             }
