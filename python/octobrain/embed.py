@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,7 +46,8 @@ __all__ = [
 Vectors = npt.NDArray[np.float32]
 Kind = Literal["query", "document"]
 
-BUNDLED_MODEL_ID = "fastembed:sentence-transformers/all-MiniLM-L6-v2"
+# fastembed matches names case-insensitively, so its ids are lowercased: one model, one id.
+BUNDLED_MODEL_ID = "fastembed:sentence-transformers/all-minilm-l6-v2"
 _BUNDLED_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {
     "minilm",
@@ -123,7 +125,10 @@ class ModelSpec:
     @property
     def model_id(self) -> str:
         """The canonical model string (aliases of the bundled model all map to one id)."""
-        return BUNDLED_MODEL_ID if self.bundled else f"{self.provider}:{self.name}"
+        if self.bundled:
+            return BUNDLED_MODEL_ID
+        name = self.name.lower() if self.provider == "fastembed" else self.name
+        return f"{self.provider}:{name}"
 
 
 def parse_model_spec(spec: str) -> ModelSpec:
@@ -375,20 +380,25 @@ def _load_fastembed(name: str, model_dir: Path | None, allow_download: bool) -> 
         from fastembed import TextEmbedding
         from loguru import logger
 
-        cache_dir = _fastembed_cache()
-        if model_dir is not None:
-            model = TextEmbedding(name, cache_dir=cache_dir, specific_model_path=str(model_dir))
+        if model_dir is not None:  # a local model: fastembed's cache is not involved
+            model = TextEmbedding(
+                name, cache_dir=str(model_dir), specific_model_path=str(model_dir)
+            )
         else:
+            cache_dir = _fastembed_cache()
             known = {m["model"].lower(): m["model"] for m in TextEmbedding.list_supported_models()}
             if name.lower() not in known:
                 raise InvalidInput(
                     "embedding.model",
                     f"fastembed has no model {name!r}; see TextEmbedding.list_supported_models()",
                 )
-            name = known[name.lower()]
+            canonical = known[name.lower()]
+            if canonical in _LOADED:
+                _LOADED[name] = _LOADED[canonical]
+                return _LOADED[name]
             logger.disable("fastembed")  # its cache-miss log lines would repeat our message
             try:
-                model = TextEmbedding(name, cache_dir=cache_dir, local_files_only=True)
+                model = TextEmbedding(canonical, cache_dir=cache_dir, local_files_only=True)
             except ValueError:
                 model = None
             finally:
@@ -396,13 +406,14 @@ def _load_fastembed(name: str, model_dir: Path | None, allow_download: bool) -> 
             if model is None:
                 if not allow_download:
                     raise EmbeddingError(
-                        f"the model {name} is not in the fastembed cache ({cache_dir}) and "
+                        f"the model {canonical} is not in the fastembed cache ({cache_dir}) and "
                         "downloads are off. Allow one download with embedding.allow_download = "
                         "true in the config (or OCTOBRAIN_EMBEDDING_ALLOW_DOWNLOAD=1), or use the "
                         'bundled offline model: embedding.model = "minilm"'
                     )
-                _hub_reachable_or_raise(name, cache_dir)
-                model = TextEmbedding(name, cache_dir=cache_dir)
+                _hub_reachable_or_raise(canonical, cache_dir)
+                model = TextEmbedding(canonical, cache_dir=cache_dir)
+            _LOADED[canonical] = model
         _LOADED[name] = model
         return model
 
@@ -420,7 +431,12 @@ class FastEmbedEmbedder(BaseEmbedder):
 
     def _load(self) -> Any:
         if self._model is None:
-            model_dir = bundled_model_dir() if self._spec.bundled else None
+            model_dir = None
+            if self._spec.bundled:
+                try:
+                    model_dir = bundled_model_dir()
+                except OSError:  # a read-only data dir must not make the offline model unusable
+                    model_dir = bundled_model_dir(Path(tempfile.mkdtemp(prefix="octobrain-")))
             self._model = _load_fastembed(self._spec.name, model_dir, self._allow_download)
         return self._model
 
