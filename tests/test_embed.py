@@ -158,6 +158,17 @@ def test_get_embedder_is_cached_per_settings():
     assert get_embedder("hash:32") is not get_embedder("hash:32", batch_size=7)
 
 
+def test_embedder_from_config(tmp_path: Path):
+    from octobrain.config import load_config
+
+    path = tmp_path / "config.toml"
+    path.write_text('[embedding]\nmodel = "hash:48"\nbatch_size = 3\n', encoding="utf-8")
+    config = load_config(path)
+    e = embed.embedder_from_config(config)
+    assert e.model_id == "hash:48" and isinstance(e, HashEmbedder) and e.batch_size == 3
+    assert embed.embedder_from_config(config.embedding) is e
+
+
 def test_construction_is_lazy_and_imports_nothing_heavy():
     probe = (
         "import sys\n"

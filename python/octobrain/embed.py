@@ -26,12 +26,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from octobrain.errors import EmbeddingError, InvalidInput
+
+if TYPE_CHECKING:
+    from octobrain.config import Config, EmbeddingConfig
 
 __all__ = [
     "BUNDLED_MODEL_ID",
@@ -506,9 +509,11 @@ def get_embedder(
         return embedder
 
 
-def embedder_from_config(config: Any) -> Embedder:
+def embedder_from_config(config: Config | EmbeddingConfig) -> Embedder:
     """The embedder a `Config` (or its `EmbeddingConfig`) asks for."""
-    emb = getattr(config, "embedding", config)
+    from octobrain.config import Config
+
+    emb = config.embedding if isinstance(config, Config) else config
     return get_embedder(
         emb.model,
         batch_size=emb.batch_size,
