@@ -17,12 +17,12 @@ from octobrain import embed
 from octobrain.embed import (
     BUNDLED_MODEL_ID,
     Embedder,
-    HashEmbedder,
     bundled_model_dir,
     get_embedder,
     model_prefixes,
     parse_model_spec,
 )
+from octobrain.embed_hash import HashEmbedder
 from octobrain.errors import EmbeddingError, InvalidInput
 
 VENDORED = Path(embed.__file__).parent / "models" / "all-MiniLM-L6-v2"
