@@ -17,12 +17,12 @@ from octobrain import embed
 from octobrain.embed import (
     BUNDLED_MODEL_ID,
     Embedder,
-    HashEmbedder,
     bundled_model_dir,
     get_embedder,
     model_prefixes,
     parse_model_spec,
 )
+from octobrain.embed_hash import HashEmbedder
 from octobrain.errors import EmbeddingError, InvalidInput
 
 VENDORED = Path(embed.__file__).parent / "assets" / "all-MiniLM-L6-v2"
@@ -60,7 +60,8 @@ def test_bundled_model_aliases(spec: str):
 @pytest.mark.parametrize(
     ("spec", "model_id"),
     [
-        ("fastembed:BAAI/bge-small-en-v1.5", "fastembed:BAAI/bge-small-en-v1.5"),
+        ("fastembed:BAAI/bge-small-en-v1.5", "fastembed:baai/bge-small-en-v1.5"),
+        ("fastembed:baai/BGE-small-en-v1.5", "fastembed:baai/bge-small-en-v1.5"),
         ("OpenAI:text-embedding-3-small", "openai:text-embedding-3-small"),
         ("voyage:voyage-3.5-lite", "voyage:voyage-3.5-lite"),
         ("jina:jina-embeddings-v3", "jina:jina-embeddings-v3"),
@@ -157,6 +158,17 @@ def test_get_embedder_is_cached_per_settings():
     assert get_embedder("hash:32") is not get_embedder("hash:32", batch_size=7)
 
 
+def test_embedder_from_config(tmp_path: Path):
+    from octobrain.config import load_config
+
+    path = tmp_path / "config.toml"
+    path.write_text('[embedding]\nmodel = "hash:48"\nbatch_size = 3\n', encoding="utf-8")
+    config = load_config(path)
+    e = embed.embedder_from_config(config)
+    assert e.model_id == "hash:48" and isinstance(e, HashEmbedder) and e.batch_size == 3
+    assert embed.embedder_from_config(config.embedding) is e
+
+
 def test_construction_is_lazy_and_imports_nothing_heavy():
     probe = (
         "import sys\n"
@@ -203,6 +215,38 @@ def test_unknown_fastembed_model_is_bad_input():
         e.embed_query("x")
     with pytest.raises(InvalidInput, match=r"^embedding.model"):
         _ = e.dim
+
+
+@pytest.mark.slow
+def test_cached_fastembed_model_loads_offline_with_its_prefixes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A model already in the fastembed cache loads without the network, with its prefixes.
+
+    The cache entry is built by hand in the hub's layout, holding the bundled MiniLM files under
+    bge-small's name (same dimension), so no download is needed to exercise this path.
+    """
+    cache = tmp_path / "fe-cache"
+    repo = cache / "models--Qdrant--bge-small-en-v1.5-onnx-Q"
+    snapshot = repo / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("a" * 40)
+    os.symlink(embed.bundled_onnx_path(), snapshot / "model_optimized.onnx")
+    for name in VENDORED_SHA256:
+        (snapshot / name).write_bytes((VENDORED / name).read_bytes())
+    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(cache))
+    monkeypatch.setattr(embed, "_LOADED", {})
+
+    e = get_embedder("fastembed:BAAI/bge-small-en-v1.5", batch_size=4)
+    q = e.embed_query("rate limiting")
+    d = e.embed_documents(["rate limiting"])[0]
+    assert e.dim == 384 and q.shape == (384,)
+    assert cos(q, d) < 0.99, "the query carries bge's retrieval instruction, the document not"
+    instructed = e.embed_documents(
+        ["Represent this sentence for searching relevant passages: rate limiting"]
+    )[0]
+    assert np.allclose(q, instructed, atol=1e-5)
 
 
 def test_dim_of_a_fastembed_model_comes_without_weights():

@@ -28,24 +28,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
 
-__all__ = [
-    "CONFIG_VERSION",
-    "Config",
-    "ConsolidationConfig",
-    "EmbeddingConfig",
-    "HydeConfig",
-    "KnowledgeConfig",
-    "McpConfig",
-    "MemoryConfig",
-    "SearchConfig",
-    "StorageConfig",
-    "config_path",
-    "data_dir",
-    "default_config_toml",
-    "env_var_for",
-    "load_config",
-    "resolve_storage_uri",
-]
 
 log = logging.getLogger(__name__)
 

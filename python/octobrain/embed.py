@@ -6,7 +6,7 @@
   tokenizer vendored in this package, run by fastembed. No network, ever.
 - `fastembed:<name>`: any fastembed model, from its cache; downloaded only when allowed.
 - `openai:<model>`, `voyage:<model>`, `jina:<model>`: cloud APIs (see `octobrain.embed_cloud`).
-- `hash:<dim>`: a deterministic hashed bag of words, for tests.
+- `hash:<dim>`: a deterministic hashed bag of words, for tests (`octobrain.embed_hash`).
 
 Nothing heavy is imported or loaded until the first text is embedded; a model loads once per
 process and is shared by every embedder that uses it.
@@ -20,17 +20,20 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from octobrain.errors import EmbeddingError, InvalidInput
+
+if TYPE_CHECKING:
+    from octobrain.config import Config, EmbeddingConfig
 
 __all__ = [
     "BUNDLED_MODEL_ID",
@@ -45,7 +48,8 @@ __all__ = [
 Vectors = npt.NDArray[np.float32]
 Kind = Literal["query", "document"]
 
-BUNDLED_MODEL_ID = "fastembed:sentence-transformers/all-MiniLM-L6-v2"
+# fastembed matches names case-insensitively, so its ids are lowercased: one model, one id.
+BUNDLED_MODEL_ID = "fastembed:sentence-transformers/all-minilm-l6-v2"
 _BUNDLED_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {
     "minilm",
@@ -123,7 +127,10 @@ class ModelSpec:
     @property
     def model_id(self) -> str:
         """The canonical model string (aliases of the bundled model all map to one id)."""
-        return BUNDLED_MODEL_ID if self.bundled else f"{self.provider}:{self.name}"
+        if self.bundled:
+            return BUNDLED_MODEL_ID
+        name = self.name.lower() if self.provider == "fastembed" else self.name
+        return f"{self.provider}:{name}"
 
 
 def parse_model_spec(spec: str) -> ModelSpec:
@@ -216,57 +223,6 @@ class BaseEmbedder:
             one: Vectors = self._run([query], "query")[0]
             return one
         return self._run(_check_texts(query, "query"), "query")
-
-
-# ---- the hash embedder (tests) -------------------------------------------------------------
-
-_WORD = re.compile(r"\w+")
-# Function words would dominate a bag of words without carrying any topic.
-_STOPWORDS = frozenset(
-    ("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "has", "have",
-     "he", "her", "his", "i", "in", "into", "is", "it", "its", "of", "on", "or", "our", "she",
-     "so", "that", "the", "their", "them", "they", "this", "to", "was", "we", "were", "what",
-     "when", "which", "who", "will", "with", "you", "your")
-)  # fmt: skip
-
-
-@lru_cache(maxsize=65536)
-def _slot(feature: str, dim: int) -> tuple[int, float]:
-    h = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
-    return h % dim, (1.0 if (h >> 63) & 1 else -1.0)
-
-
-class HashEmbedder(BaseEmbedder):
-    """Deterministic, dependency-free embedder: hashed words plus character trigrams
-    (English function words skipped), signed feature hashing, L2-normalised.
-
-    Texts sharing words (or word stems, via trigrams) get similar vectors, so search logic can be
-    tested quickly; it knows nothing of synonyms.
-    """
-
-    def __init__(self, dim: int, batch_size: int = 256) -> None:
-        super().__init__(f"hash:{dim}", batch_size)
-        self._dim = dim
-
-    @property
-    def dim(self) -> int:
-        """Vector dimension."""
-        return self._dim
-
-    def _embed_batch(self, texts: list[str], kind: Kind) -> npt.NDArray[Any]:
-        out = np.zeros((len(texts), self._dim), dtype=np.float64)
-        for row, text in enumerate(texts):
-            words = [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
-            words = words or ["\x00empty"]
-            for word in words:
-                idx, sign = _slot("w:" + word, self._dim)
-                out[row, idx] += sign
-                padded = f"#{word}#"
-                grams = [padded[i : i + 3] for i in range(len(padded) - 2)]
-                for gram in grams:
-                    idx, sign = _slot("g:" + gram, self._dim)
-                    out[row, idx] += sign / len(grams)
-        return out
 
 
 # ---- fastembed (bundled MiniLM and any fastembed model) --------------------------------------
@@ -375,20 +331,25 @@ def _load_fastembed(name: str, model_dir: Path | None, allow_download: bool) -> 
         from fastembed import TextEmbedding
         from loguru import logger
 
-        cache_dir = _fastembed_cache()
-        if model_dir is not None:
-            model = TextEmbedding(name, cache_dir=cache_dir, specific_model_path=str(model_dir))
+        if model_dir is not None:  # a local model: fastembed's cache is not involved
+            model = TextEmbedding(
+                name, cache_dir=str(model_dir), specific_model_path=str(model_dir)
+            )
         else:
+            cache_dir = _fastembed_cache()
             known = {m["model"].lower(): m["model"] for m in TextEmbedding.list_supported_models()}
             if name.lower() not in known:
                 raise InvalidInput(
                     "embedding.model",
                     f"fastembed has no model {name!r}; see TextEmbedding.list_supported_models()",
                 )
-            name = known[name.lower()]
+            canonical = known[name.lower()]
+            if canonical in _LOADED:
+                _LOADED[name] = _LOADED[canonical]
+                return _LOADED[name]
             logger.disable("fastembed")  # its cache-miss log lines would repeat our message
             try:
-                model = TextEmbedding(name, cache_dir=cache_dir, local_files_only=True)
+                model = TextEmbedding(canonical, cache_dir=cache_dir, local_files_only=True)
             except ValueError:
                 model = None
             finally:
@@ -396,13 +357,14 @@ def _load_fastembed(name: str, model_dir: Path | None, allow_download: bool) -> 
             if model is None:
                 if not allow_download:
                     raise EmbeddingError(
-                        f"the model {name} is not in the fastembed cache ({cache_dir}) and "
+                        f"the model {canonical} is not in the fastembed cache ({cache_dir}) and "
                         "downloads are off. Allow one download with embedding.allow_download = "
                         "true in the config (or OCTOBRAIN_EMBEDDING_ALLOW_DOWNLOAD=1), or use the "
                         'bundled offline model: embedding.model = "minilm"'
                     )
-                _hub_reachable_or_raise(name, cache_dir)
-                model = TextEmbedding(name, cache_dir=cache_dir)
+                _hub_reachable_or_raise(canonical, cache_dir)
+                model = TextEmbedding(canonical, cache_dir=cache_dir)
+            _LOADED[canonical] = model
         _LOADED[name] = model
         return model
 
@@ -420,7 +382,12 @@ class FastEmbedEmbedder(BaseEmbedder):
 
     def _load(self) -> Any:
         if self._model is None:
-            model_dir = bundled_model_dir() if self._spec.bundled else None
+            model_dir = None
+            if self._spec.bundled:
+                try:
+                    model_dir = bundled_model_dir()
+                except OSError:  # a read-only data dir must not make the offline model unusable
+                    model_dir = bundled_model_dir(Path(tempfile.mkdtemp(prefix="octobrain-")))
             self._model = _load_fastembed(self._spec.name, model_dir, self._allow_download)
         return self._model
 
@@ -473,6 +440,8 @@ def get_embedder(
             return _EMBEDDERS[key]
         embedder: Embedder
         if spec.provider == "hash":
+            from octobrain.embed_hash import HashEmbedder
+
             embedder = HashEmbedder(int(spec.name), batch_size)
         elif spec.provider == "fastembed":
             embedder = FastEmbedEmbedder(spec, batch_size, allow_download)
@@ -490,9 +459,11 @@ def get_embedder(
         return embedder
 
 
-def embedder_from_config(config: Any) -> Embedder:
+def embedder_from_config(config: Config | EmbeddingConfig) -> Embedder:
     """The embedder a `Config` (or its `EmbeddingConfig`) asks for."""
-    emb = getattr(config, "embedding", config)
+    from octobrain.config import Config
+
+    emb = config.embedding if isinstance(config, Config) else config
     return get_embedder(
         emb.model,
         batch_size=emb.batch_size,
