@@ -161,7 +161,7 @@ class Retriever:
             cos = float(cos_all[pos])
             # Exact words count as evidence of relevance, but never alone beyond the average of
             # the two: a shared common word must not make an unrelated memory "relevant".
-            relevance = max(cos, 0.5 * (cos + float(coverage[i])))
+            relevance = max(0.0, cos, 0.5 * (cos + float(coverage[i])))
             out.append(
                 _Scored(
                     pos, fused_scores[i], relevance, cos, float(coverage[i]), ", ".join(legs[pos])

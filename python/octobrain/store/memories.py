@@ -265,7 +265,9 @@ class MemoryStore:
         if not ids:
             return
         cutoff = (now - min_interval).isoformat()
-        where = f"{sql_in('id', ids)} AND last_accessed < timestamp {sql_str(cutoff)}"
+        # A row's first access always counts (last_accessed starts at its creation time).
+        recent = f"last_accessed < timestamp {sql_str(cutoff)}"
+        where = f"{sql_in('id', ids)} AND (access_count = 0 OR {recent})"
         with self.write_lock():
             self.memories.update(
                 where=where,

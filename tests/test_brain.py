@@ -1,0 +1,284 @@
+"""The memory engine through its facade, on real LanceDB in temp dirs with the hash embedder."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from octobrain.brain import Brain
+from octobrain.config import Config
+from octobrain.embed import get_embedder
+from octobrain.errors import InvalidInput
+from octobrain.models import MemoryType, Source, State
+from octobrain.store import ModelMismatch
+from octobrain.transfer import export_jsonl, import_jsonl, reembed
+
+MakeBrain = Callable[..., Brain]
+
+
+@pytest.fixture
+def make_brain(tmp_path: Path) -> MakeBrain:
+    def make(scope: str = "github.com/acme/api", model: str = "hash:64") -> Brain:
+        return Brain(scope, config=Config(), embedder=get_embedder(model), uri=tmp_path / "db")
+
+    return make
+
+
+TOKEN_BUCKET = (
+    "Rate limiting decision",
+    "API rate limiting uses a token bucket per key: 100 requests per minute, burst 20.",
+)
+POSTGRES = ("Primary database", "Postgres 16 is the primary database; Redis only caches sessions.")
+
+
+def test_memorize_validates_and_returns_what_was_stored(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    mem, edges = brain.memorize(*TOKEN_BUCKET, memory_type="decision", tags=["api", " api "])
+    assert edges == []
+    stored = brain.get(mem.id)
+    assert (stored.title, stored.memory_type, stored.tags) == (
+        TOKEN_BUCKET[0],
+        MemoryType.DECISION,
+        ["api"],
+    )
+    assert (stored.scope, stored.source, stored.state) == (
+        "github.com/acme/api",
+        Source.AGENT_INFERRED,
+        State.WORKING,
+    )
+    with pytest.raises(InvalidInput, match="^content: must be 10–10000 bytes"):
+        brain.memorize("A title", "short")
+    with pytest.raises(InvalidInput, match=r"^related_to\[0\]\.target_id: no memory"):
+        brain.memorize(
+            *POSTGRES, related_to=[{"target_id": "6f9619ff-8b86-d011-b42d-00c04fc964ff"}]
+        )
+    assert brain.store.count() == 1  # the rejected calls wrote nothing
+
+
+def test_projects_are_isolated_and_both_see_global(make_brain: MakeBrain) -> None:
+    a, b = make_brain("github.com/acme/api"), make_brain("github.com/acme/web")
+    mem_a, _ = a.memorize(*TOKEN_BUCKET)
+    mem_b, _ = b.memorize(
+        "Rate limiting on the web", "The web app rate limiting shows a retry banner."
+    )
+    mem_g, _ = a.memorize(
+        "Global rate limiting rule", "Rate limiting must always return HTTP 429.", global_=True
+    )
+    assert mem_g.scope == ""
+    seen_a = {h.memory.id for h in a.remember("rate limiting", limit=10, min_relevance=0.0).hits}
+    seen_b = {h.memory.id for h in b.remember("rate limiting", limit=10, min_relevance=0.0).hits}
+    assert seen_a == {mem_a.id, mem_g.id}
+    assert seen_b == {mem_b.id, mem_g.id}
+    with pytest.raises(InvalidInput, match="^memory_id: no memory"):
+        a.get(mem_b.id)
+    with pytest.raises(InvalidInput, match=r"^memory_id\[0\]: no memory"):
+        a.forget([mem_b.id], confirm=True)
+    assert b.get(mem_b.id).id == mem_b.id  # the refused delete deleted nothing
+
+
+def test_updating_a_global_row_from_a_project_keeps_it_global(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    mem, _ = brain.memorize(*POSTGRES, global_=True)
+    updated = brain.update(
+        mem.id, content="Postgres 17 is the primary database since May.", add_tags=["db"]
+    )
+    assert updated.scope == "" and brain.get(mem.id).scope == ""
+    assert brain.get(mem.id).tags == ["db"]
+    assert brain.remember("Postgres 17", min_relevance=0.0).hits[0].memory.id == mem.id
+
+
+def test_nothing_relevant_is_a_possible_answer(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    brain.memorize(*TOKEN_BUCKET)
+    brain.memorize(*POSTGRES)
+    assert brain.remember("chocolate cake recipe with frosting").hits == []
+    assert brain.remember("token bucket").hits[0].memory.title == TOKEN_BUCKET[0]
+
+
+def test_superseded_memory_sinks_but_stays_retrievable(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    old, _ = brain.memorize(
+        "Deploy with Jenkins", "Deployments run through the Jenkins pipeline job."
+    )
+    new, _ = brain.memorize(
+        "Deploy with GitHub Actions",
+        "Deployments run through the GitHub Actions pipeline, replacing Jenkins.",
+        related_to=[{"target_id": old.id, "relationship_type": "supersedes"}],
+    )
+    hits = brain.remember(
+        "how do deployments run through the Jenkins pipeline", min_relevance=0.0
+    ).hits
+    order = [h.memory.id for h in hits]
+    assert order.index(new.id) < order.index(old.id)
+    assert hits[order.index(old.id)].superseded_by == [new.id]
+    assert "superseded" in hits[order.index(old.id)].why
+
+
+def test_neighbours_carry_type_and_direction(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    goal, _ = brain.memorize(
+        "Goal: cut API latency", "Bring p95 API latency under 200 ms.", memory_type="goal"
+    )
+    step, _ = brain.memorize(
+        *TOKEN_BUCKET, related_to=[{"target_id": goal.id, "relationship_type": "achieves"}]
+    )
+    recall = brain.remember("token bucket burst", limit=1)
+    assert [h.memory.id for h in recall.hits] == [step.id]
+    (n,) = recall.neighbours
+    assert (n.memory.id, n.relationship_type.value, n.outgoing, n.via) == (
+        goal.id,
+        "achieves",
+        True,
+        step.id,
+    )
+
+
+def test_access_counts_only_returned_results_and_persist(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    hit, _ = brain.memorize(*TOKEN_BUCKET)
+    miss, _ = brain.memorize(*POSTGRES)
+    brain.remember("token bucket", limit=1)
+    brain.remember("token bucket", limit=1)  # within the window: still one access
+    brain.recent()
+    brain.stats()
+    fresh = make_brain()
+    assert fresh.get(hit.id).access_count == 1
+    assert fresh.get(miss.id).access_count == 0
+
+
+def test_filters(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    decision, _ = brain.memorize(*TOKEN_BUCKET, memory_type="decision", tags=["api"])
+    brain.memorize(
+        "Rate limiting bug",
+        "Rate limiting counted retries twice; fixed in the gateway.",
+        memory_type="bug",
+    )
+    only = brain.remember("rate limiting", memory_types=["decision"], min_relevance=0.0)
+    assert [h.memory.id for h in only.hits] == [decision.id]
+    assert [
+        h.memory.id for h in brain.remember("rate limiting", tags=["api"], min_relevance=0.0).hits
+    ] == [decision.id]
+    today = decision.created_at.date().isoformat()
+    assert len(brain.remember("rate limiting", created_before=today, min_relevance=0.0).hits) == 2
+    tomorrow = (decision.created_at + timedelta(days=1)).date().isoformat()
+    assert brain.remember("rate limiting", created_after=tomorrow, min_relevance=0.0).hits == []
+    with pytest.raises(InvalidInput, match="^created_after: must be ISO-8601"):
+        brain.remember("rate limiting", created_after="last tuesday")
+    with pytest.raises(InvalidInput, match=r"^memory_types\[0\]: unknown memory type"):
+        brain.remember("rate limiting", memory_types=["decisions!"])
+
+
+def test_multi_query_fuses(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    a, _ = brain.memorize(*TOKEN_BUCKET)
+    b, _ = brain.memorize(*POSTGRES)
+    hits = brain.remember(["token bucket", "postgres database"], min_relevance=0.0).hits
+    assert {h.memory.id for h in hits[:2]} == {a.id, b.id}
+    assert "2 queries" in hits[0].why
+    with pytest.raises(InvalidInput, match="^query: give 1–5 query strings"):
+        brain.remember(["one query", "two"] * 3)
+
+
+def test_forget_needs_confirm_and_takes_edges(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    a, _ = brain.memorize(*TOKEN_BUCKET)
+    b, _ = brain.memorize(*POSTGRES, related_to=[{"target_id": a.id}])
+    with pytest.raises(InvalidInput, match="^confirm: must be true"):
+        brain.forget([a.id], confirm=False)
+    assert brain.forget_preview("token bucket") == [brain.get(a.id)]
+    assert brain.forget([a.id], confirm=True) == 1
+    assert brain.store.relationships_of([b.id]) == []
+    assert brain.remember("token bucket", min_relevance=0.0).hits[0].memory.id == b.id
+
+
+def test_export_import_round_trip_is_lossless(make_brain: MakeBrain, tmp_path: Path) -> None:
+    brain = make_brain()
+    a, _ = brain.memorize(
+        *TOKEN_BUCKET, tags=["api"], related_files=["gw/limit.py"], importance=0.7
+    )
+    brain.memorize(
+        *POSTGRES, global_=True, source="user_confirmed", related_to=[{"target_id": a.id}]
+    )
+    brain.remember("token bucket")  # an access, so the counts differ from defaults
+    out = io.StringIO()
+    assert export_jsonl(brain, out, embeddings=True) == 2
+    other = Brain(brain.scope, config=Config(), embedder=brain.embedder, uri=tmp_path / "other")
+    report = import_jsonl(other, out.getvalue().splitlines())
+    assert (report.imported, report.relationships, report.reembedded) == (2, 1, 0)
+    for mem in (
+        brain.get(a.id),
+        *[h.memory for h in brain.remember("postgres", min_relevance=0.0).hits],
+    ):
+        assert other.get(mem.id) == mem
+    again = import_jsonl(other, out.getvalue().splitlines())
+    assert (again.imported, again.skipped_existing, again.relationships) == (0, 2, 0)
+    with pytest.raises(InvalidInput, match=r"^line 2\.title: must be 5–200 bytes"):
+        bad = json.dumps({"kind": "memory", "id": a.id, "title": "x"})
+        import_jsonl(other, [out.getvalue().splitlines()[0], bad])
+
+
+def test_model_change_is_refused_until_reembed(make_brain: MakeBrain) -> None:
+    old = make_brain(model="hash:32")
+    mem, _ = old.memorize(*TOKEN_BUCKET)
+    new = make_brain(model="hash:64")
+    with pytest.raises(ModelMismatch, match="octobrain memory reembed"):
+        new.remember("token bucket")
+    assert reembed(new) == 1
+    hits = new.remember("token bucket", record_access=False).hits
+    assert hits[0].memory == old.get(mem.id)
+    with pytest.raises(ModelMismatch):
+        make_brain(model="hash:32").get(mem.id)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from octobrain.brain import Brain
+    from octobrain.config import Config
+    from octobrain.embed import get_embedder
+
+    uri, worker = sys.argv[1], sys.argv[2]
+    brain = Brain("github.com/acme/api", config=Config(), embedder=get_embedder("hash:64"), uri=uri)
+    for i in range(200):
+        title, content = f"worker {worker} note {i}", f"content from worker {worker}, item {i}"
+        mem, _ = brain.memorize(title, content)
+        print(mem.id, flush=True)  # acknowledged: memorize returned
+    seen = brain.remember(f"worker {worker} note 7", min_relevance=0.0, limit=50)
+    print("SEEN", len(seen.hits), flush=True)
+    """
+)
+
+
+def test_three_processes_lose_nothing_and_duplicate_nothing(tmp_path: Path) -> None:
+    uri = tmp_path / "db"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(uri), str(w)], stdout=subprocess.PIPE, text=True
+        )
+        for w in range(3)
+    ]
+    acknowledged = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=900)
+        assert proc.returncode == 0
+        lines = out.split("\n")
+        acknowledged += [line for line in lines if line and not line.startswith("SEEN")]
+    brain = Brain("github.com/acme/api", config=Config(), embedder=get_embedder("hash:64"), uri=uri)
+    rows = [r["id"] for r in brain.store.scan("true", columns=["id"])]
+    assert len(acknowledged) == 600
+    assert sorted(rows) == sorted(acknowledged) and len(set(rows)) == 600
+    # Every process sees the others' writes: a fresh search covers all 600.
+    assert brain.stats()["total"] == 600
+    hits = brain.remember(
+        ["worker 0 note 5", "worker 1 note 5", "worker 2 note 5"], min_relevance=0.0, limit=50
+    )
+    assert {h.memory.title.split()[1] for h in hits.hits} == {"0", "1", "2"}
