@@ -1,0 +1,165 @@
+"""`octobrain memory …` through click's runner and through the real console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sysconfig
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from octobrain.cli import main
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    values = {
+        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
+        "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
+    }
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+    return values
+
+
+def run(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(
+        main, ["memory", "--scope", "github.com/acme/api", *args], input=input
+    )
+
+
+def memorize(title: str, content: str, *extra: str) -> str:
+    result = run("memorize", "-t", title, "-c", content, "--format", "json", *extra)
+    assert result.exit_code == 0, result.output
+    return str(json.loads(result.output)["id"])
+
+
+def test_round_trip(env: dict[str, str]) -> None:
+    mid = memorize(
+        "Rate limiting decision",
+        "API rate limiting uses a token bucket per key.",
+        "--tags",
+        "api,limits",
+    )
+    result = run("remember", "token bucket", "--format", "json")
+    assert result.exit_code == 0
+    (hit,) = json.loads(result.output)["results"]
+    assert (hit["id"], hit["tags"]) == (mid, ["api", "limits"])
+    text = run("remember", "token bucket").output
+    assert "[INFERRED] Rate limiting decision" in text and "Why:" in text
+    assert run("get", mid, "--format", "json").exit_code == 0
+    assert "No relevant memories" in run("remember", "chocolate cake frosting").output
+
+
+def test_bad_input_is_one_line_and_exit_2(env: dict[str, str]) -> None:
+    result = run("memorize", "-t", "abc", "-c", "long enough content here")
+    assert result.exit_code == 2
+    assert (
+        result.output.strip() == "error: title: must be 5–200 bytes of UTF-8 after trimming, got 3"
+    )
+    result = run("remember", "token", "--after", "yesterday-ish")
+    assert result.exit_code == 2 and result.output.startswith(
+        "error: created_after: must be ISO-8601"
+    )
+    result = run("get", "not-an-id")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_forget_previews_then_deletes_exactly_that(env: dict[str, str]) -> None:
+    keep = memorize("Primary database", "Postgres 16 is the primary database.")
+    gone = memorize("Rate limiting decision", "API rate limiting uses a token bucket per key.")
+    refused = run("forget", "--query", "token bucket")  # no terminal, no --yes
+    assert refused.exit_code == 2 and "--yes" in refused.output
+    assert run("get", gone).exit_code == 0
+    done = run("forget", "--query", "token bucket", "--yes", "--format", "json")
+    assert done.exit_code == 0
+    payload = json.loads(done.output)
+    assert payload["deleted"] == 1 and [m["id"] for m in payload["memories"]] == [gone]
+    assert run("get", gone).exit_code == 2
+    assert run("get", keep).exit_code == 0
+
+
+def test_update_relate_graph_recent_stats(env: dict[str, str]) -> None:
+    a = memorize("Goal: faster API", "Bring p95 latency of the API under 200 ms.", "-m", "goal")
+    b = memorize("Cache hot endpoints", "Cache the /prices endpoint for 30 seconds.")
+    assert run("relate", b, a, "-t", "achieves").exit_code == 0
+    graph = json.loads(run("graph", a, "--format", "json").output)
+    assert {m["id"] for m in graph["memories"]} == {a, b}
+    assert graph["relationships"][0]["relationship_type"] == "achieves"
+    updated = json.loads(
+        run("update", b, "-i", "0.9", "--add-tags", "perf", "--format", "json").output
+    )
+    assert (updated["importance"], updated["tags"]) == (0.9, ["perf"])
+    recent = json.loads(run("recent", "--format", "json").output)
+    assert [m["id"] for m in recent] == [b, a]
+    stats = json.loads(run("stats", "--format", "json").output)
+    assert stats["total"] == 2 and stats["by_type"] == {"goal": 1, "code": 1}
+
+
+def test_export_import_files(env: dict[str, str], tmp_path: Path) -> None:
+    memorize("Primary database", "Postgres 16 is the primary database.")
+    dump = tmp_path / "dump.jsonl"
+    assert run("export", str(dump)).exit_code == 0
+    lines = dump.read_text().splitlines()
+    assert json.loads(lines[0])["kind"] == "header" and len(lines) == 2
+    other = CliRunner().invoke(
+        main,
+        ["memory", "--scope", "github.com/acme/api", "import", str(dump), "--format", "json"],
+        env={"OCTOBRAIN_DATA_DIR": str(tmp_path / "other")},
+    )
+    assert other.exit_code == 0, other.output
+    assert json.loads(other.stdout)["imported"] == 1
+
+
+def test_real_console_script(env: dict[str, str], tmp_path: Path) -> None:
+    exe = Path(sysconfig.get_path("scripts")) / "octobrain"
+    full_env = {**os.environ, **env}
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=cwd, check=True)
+    subprocess.run(
+        ["git", "remote", "add", "origin", "git@github.com:Acme/Shop.git"], cwd=cwd, check=True
+    )
+    out = subprocess.run(
+        [
+            str(exe),
+            "memory",
+            "memorize",
+            "-t",
+            "Checkout flow",
+            "-c",
+            "Checkout uses Stripe payment intents.",
+        ],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    mid = out.stdout.strip()
+    found = subprocess.run(
+        [str(exe), "memory", "remember", "stripe payment", "--format", "json"],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    payload = json.loads(found.stdout)
+    assert (
+        payload["scope"] == "github.com/acme/shop"
+    )  # derived from the remote, user and .git stripped
+    assert [r["id"] for r in payload["results"]] == [mid]
+    elsewhere = subprocess.run(
+        [str(exe), "memory", "remember", "stripe payment", "--format", "json"],
+        cwd=tmp_path,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(elsewhere.stdout)["results"] == []  # another scope sees nothing
