@@ -107,9 +107,7 @@ class BM25Index:
         self, queries: Sequence[str], k: int = 10, allowed: Positions | None = None
     ) -> list[Hits]:
         """`search` for many queries in one call (run in parallel); results in query order."""
-        return self._index.search_batch(
-            _texts("queries", queries), _k(k), self._allowed(allowed)
-        )
+        return self._index.search_batch(_texts("queries", queries), _k(k), self._allowed(allowed))
 
     def add(self, texts: Sequence[str]) -> npt.NDArray[np.int64]:
         """Append documents; returns their new (consecutive) positions."""

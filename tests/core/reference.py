@@ -15,10 +15,10 @@ import unicodedata
 
 from snowballstemmer.english_stemmer import EnglishStemmer
 
-ENGLISH_STOPWORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their "
-    "then there these they this to was will with".split()
-)
+# Lucene's English stopword list (as bm25s "en"), the same 33 words as the Rust const.
+_STOPWORD_TEXT = """a an and are as at be but by for if in into is it no not of on or such that the
+their then there these they this to was will with"""
+ENGLISH_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 _MID_LETTER = set(":\u00b7\u0387\u055f\u05f4\u2027\ufe13\ufe55\uff1a")
 _MID_NUM = set(",;\u037e\u0589\u060c\u060d\u066c\u07f8\u2044\ufe10\ufe14\ufe50\ufe54\uff0c\uff1b")
