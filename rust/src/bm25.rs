@@ -8,7 +8,10 @@
 //! so N, df and avgdl are those of the remaining documents — scores equal a fresh build over
 //! them. The per-posting tf part of the score is precomputed (in f64, stored as f32) and
 //! refreshed after every add/remove, so a query is one pass over its postings into a dense
-//! score buffer, then a partial top-k selection.
+//! score buffer, then a partial top-k selection (a k-heap).
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -292,28 +295,51 @@ impl Bm25Index {
     ) -> Vec<(u32, f32)> {
         let Scratch { scores, touched } = scratch;
         scores.resize(self.doc_len.len(), 0.0);
-        for (id, count) in self.query_terms(query) {
+        let terms = self.query_terms(query);
+        let work: usize = terms
+            .iter()
+            .map(|&(id, _)| self.postings[id as usize].docs.len())
+            .sum();
+        // Postings covering a good share of the index: accumulate branch-free and scan the
+        // whole buffer once. Sparse queries: remember touched positions, never scan.
+        let dense = work * 4 >= scores.len();
+        for (id, count) in terms {
             let postings = &self.postings[id as usize];
             let factor = (self.idf(postings.docs.len()) * f64::from(count)) as f32;
-            for (&d, &w) in postings.docs.iter().zip(&self.weights[id as usize]) {
-                let slot = &mut scores[d as usize];
-                if *slot == 0.0 {
-                    touched.push(d);
+            let pairs = postings.docs.iter().zip(&self.weights[id as usize]);
+            if dense {
+                for (&d, &w) in pairs {
+                    scores[d as usize] += factor * w;
                 }
-                *slot += factor * w;
+            } else {
+                for (&d, &w) in pairs {
+                    let slot = &mut scores[d as usize];
+                    if *slot == 0.0 {
+                        touched.push(d);
+                    }
+                    *slot += factor * w;
+                }
             }
         }
-        let mut hits: Vec<(u32, f32)> = touched
-            .iter()
-            .filter(|&&d| allowed.is_none_or(|mask| mask[d as usize]))
-            .map(|&d| (d, scores[d as usize]))
-            .collect();
-        for &d in touched.iter() {
-            scores[d as usize] = 0.0;
+        let keep = |d: usize| allowed.is_none_or(|mask| mask[d]);
+        let mut best = TopK::new(k);
+        if dense {
+            for (d, &score) in scores.iter().enumerate() {
+                if score > 0.0 && keep(d) {
+                    best.offer(d as u32, score);
+                }
+            }
+            scores.fill(0.0);
+        } else {
+            for &d in touched.iter() {
+                let score = std::mem::take(&mut scores[d as usize]);
+                if keep(d as usize) {
+                    best.offer(d, score);
+                }
+            }
+            touched.clear();
         }
-        touched.clear();
-        top_k(&mut hits, k);
-        hits
+        best.into_sorted()
     }
 
     /// Top-`k` (position, score) for one query, best first; ties by position ascending.
@@ -479,15 +505,60 @@ fn checked_position(arg: &'static str, p: i64, n: usize) -> CoreResult<usize> {
         .ok_or_else(|| CoreError::invalid(arg, format!("position {p} is out of range [0, {n})")))
 }
 
-/// Keep the best `k` hits sorted by score descending, then position ascending.
-/// Partial selection first, so only `k` items are fully sorted.
-fn top_k(hits: &mut Vec<(u32, f32)>, k: usize) {
-    let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0));
-    if hits.len() > k {
-        hits.select_nth_unstable_by(k - 1, order);
-        hits.truncate(k);
+/// A hit ordered so that "greater" means "worse": lower score, then higher position.
+#[derive(Debug, PartialEq)]
+struct Hit {
+    score: f32,
+    position: u32,
+}
+
+impl Eq for Hit {}
+
+impl Ord for Hit {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .score
+            .total_cmp(&self.score)
+            .then_with(|| self.position.cmp(&other.position))
     }
-    hits.sort_unstable_by(order);
+}
+
+impl PartialOrd for Hit {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Partial top-k selection: a heap of the best `k` so far whose root is the worst kept hit,
+/// so most candidates cost one comparison. Output: score descending, position ascending.
+struct TopK {
+    k: usize,
+    heap: BinaryHeap<Hit>,
+}
+
+impl TopK {
+    fn new(k: usize) -> Self {
+        Self {
+            k,
+            heap: BinaryHeap::with_capacity(k.min(1024)),
+        }
+    }
+
+    fn offer(&mut self, position: u32, score: f32) {
+        let hit = Hit { score, position };
+        if self.heap.len() < self.k {
+            self.heap.push(hit);
+        } else if let Some(mut worst) = self.heap.peek_mut() {
+            if hit < *worst {
+                *worst = hit;
+            }
+        }
+    }
+
+    fn into_sorted(self) -> Vec<(u32, f32)> {
+        let hits = self.heap.into_sorted_vec();
+        hits.into_iter().map(|h| (h.position, h.score)).collect()
+    }
 }
 
 /// 64-bit FNV-1a: enough to catch corruption, not meant against tampering.
