@@ -23,6 +23,8 @@ use crate::tokenize::{Analyzer, AnalyzerOptions};
 const MAGIC: &[u8; 8] = b"OCTOBM25";
 const FORMAT_VERSION: u32 = 1;
 const HEADER_LEN: usize = 8 + 4 + 8 + 8;
+/// Block size of the dense top-k scan.
+const BLOCK: usize = 32;
 
 /// BM25 parameters, validated on construction.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -303,6 +305,7 @@ impl Bm25Index {
         // Postings covering a good share of the index: accumulate branch-free and scan the
         // whole buffer once. Sparse queries: remember touched positions, never scan.
         let dense = work * 4 >= scores.len();
+        let scores = scores.as_mut_slice(); // a plain slice: its pointer stays in a register
         for (id, count) in terms {
             let postings = &self.postings[id as usize];
             let factor = (self.idf(postings.docs.len()) * f64::from(count)) as f32;
@@ -324,16 +327,25 @@ impl Bm25Index {
         let keep = |d: usize| allowed.is_none_or(|mask| mask[d]);
         let mut best = TopK::new(k);
         if dense {
-            for (d, &score) in scores.iter().enumerate() {
-                if score > 0.0 && keep(d) {
-                    best.offer(d as u32, score);
+            // Skip whole blocks where no score is positive and >= the current floor; the
+            // test is a branch-free OR of comparisons, which the compiler vectorises.
+            for (block, chunk) in scores.chunks(BLOCK).enumerate() {
+                let floor = best.floor.max(f32::from_bits(1)); // smallest positive f32
+                if !chunk.iter().fold(false, |any, &s| any | (s >= floor)) {
+                    continue;
+                }
+                for (i, &score) in chunk.iter().enumerate() {
+                    let d = block * BLOCK + i;
+                    if score > 0.0 && score >= best.floor && keep(d) {
+                        best.offer(d as u32, score);
+                    }
                 }
             }
             scores.fill(0.0);
         } else {
             for &d in touched.iter() {
                 let score = std::mem::take(&mut scores[d as usize]);
-                if keep(d as usize) {
+                if score >= best.floor && keep(d as usize) {
                     best.offer(d, score);
                 }
             }
@@ -534,6 +546,8 @@ impl PartialOrd for Hit {
 struct TopK {
     k: usize,
     heap: BinaryHeap<Hit>,
+    /// Score of the worst kept hit once `k` are kept (else 0): anything below cannot enter.
+    floor: f32,
 }
 
 impl TopK {
@@ -541,6 +555,7 @@ impl TopK {
         Self {
             k,
             heap: BinaryHeap::with_capacity(k.min(1024)),
+            floor: 0.0,
         }
     }
 
@@ -552,6 +567,9 @@ impl TopK {
             if hit < *worst {
                 *worst = hit;
             }
+        }
+        if self.heap.len() == self.k {
+            self.floor = self.heap.peek().map_or(0.0, |h| h.score);
         }
     }
 
