@@ -6,6 +6,7 @@
 pub mod bm25;
 pub mod error;
 pub mod tokenize;
+pub mod topk;
 
 #[cfg(feature = "python")]
 mod python;
