@@ -228,20 +228,18 @@ impl Bm25Index {
             .iter()
             .map(|&dl| k1 * (1.0 - b + b * f64::from(dl) / avgdl))
             .collect();
-        self.weights = self
-            .postings
+        // In place: reuses every term's weight buffer instead of reallocating them all.
+        self.weights.resize_with(self.postings.len(), Vec::new);
+        self.postings
             .par_iter()
-            .map(|p| {
-                p.docs
-                    .iter()
-                    .zip(&p.tfs)
-                    .map(|(&d, &tf)| {
-                        let tf = f64::from(tf);
-                        (tf * (k1 + 1.0) / (tf + norm[d as usize])) as f32
-                    })
-                    .collect()
-            })
-            .collect();
+            .zip(self.weights.par_iter_mut())
+            .for_each(|(p, weights)| {
+                weights.clear();
+                weights.extend(p.docs.iter().zip(&p.tfs).map(|(&d, &tf)| {
+                    let tf = f64::from(tf);
+                    (tf * (k1 + 1.0) / (tf + norm[d as usize])) as f32
+                }));
+            });
     }
 }
 
