@@ -65,6 +65,9 @@ class BM25Index:
 
     `allowed` (for scope/state filtering without rebuilding) is either a sequence/array of
     positions or a bool mask of length `position_count`; only those positions are returned.
+
+    Searches may run from several threads at once; `add`/`remove` while another thread is
+    searching raise RuntimeError (the Rust handle is borrowed), so guard updates with a lock.
     """
 
     def __init__(

@@ -9,6 +9,9 @@
 //! them. The per-posting tf part of the score is precomputed (in f64, stored as f32) and
 //! refreshed after every add/remove, so a query is one pass over its postings into a dense
 //! score buffer, then a partial top-k selection.
+//!
+//! Layout: this file holds the index and its updates; `bm25/search.rs` the queries,
+//! `bm25/persist.rs` the byte format.
 
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -17,9 +20,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{CoreError, CoreResult};
 use crate::tokenize::{Analyzer, AnalyzerOptions};
 
-const MAGIC: &[u8; 8] = b"OCTOBM25";
-const FORMAT_VERSION: u32 = 1;
-const HEADER_LEN: usize = 8 + 4 + 8 + 8;
+mod persist;
+mod search;
 
 /// BM25 parameters, validated on construction.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -54,24 +56,6 @@ impl Default for Bm25Params {
 struct Postings {
     docs: Vec<u32>,
     tfs: Vec<u32>,
-}
-
-/// What `to_bytes` stores; everything else is derived on load.
-#[derive(Serialize, Deserialize)]
-struct Persisted {
-    params: Bm25Params,
-    options: AnalyzerOptions,
-    terms: Vec<String>,
-    postings: Vec<Postings>,
-    doc_len: Vec<u32>,
-    live: Vec<bool>,
-}
-
-/// Reusable per-thread query state: the dense score buffer and the positions it touched.
-#[derive(Debug, Default)]
-struct Scratch {
-    scores: Vec<f32>,
-    touched: Vec<u32>,
 }
 
 /// A mutable BM25 index. Searching takes `&self` and may run from many threads.
@@ -244,232 +228,19 @@ impl Bm25Index {
             .iter()
             .map(|&dl| k1 * (1.0 - b + b * f64::from(dl) / avgdl))
             .collect();
-        self.weights = self
-            .postings
+        // In place: reuses every term's weight buffer instead of reallocating them all.
+        self.weights.resize_with(self.postings.len(), Vec::new);
+        self.postings
             .par_iter()
-            .map(|p| {
-                p.docs
-                    .iter()
-                    .zip(&p.tfs)
-                    .map(|(&d, &tf)| {
-                        let tf = f64::from(tf);
-                        (tf * (k1 + 1.0) / (tf + norm[d as usize])) as f32
-                    })
-                    .collect()
-            })
-            .collect();
+            .zip(self.weights.par_iter_mut())
+            .for_each(|(p, weights)| {
+                weights.clear();
+                weights.extend(p.docs.iter().zip(&p.tfs).map(|(&d, &tf)| {
+                    let tf = f64::from(tf);
+                    (tf * (k1 + 1.0) / (tf + norm[d as usize])) as f32
+                }));
+            });
     }
-
-    /// Lucene idf of a term with document frequency `df` among the live documents.
-    fn idf(&self, df: usize) -> f64 {
-        let n = f64::from(self.live_count);
-        let df = df as f64;
-        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
-    }
-
-    /// Query term ids with their multiplicity, in order of first appearance (so scores do
-    /// not depend on vocabulary ids: a rebuilt index sums in the same order, bit for bit).
-    fn query_terms(&self, query: &str) -> Vec<(u32, u32)> {
-        let mut terms: Vec<(u32, u32)> = Vec::new();
-        for token in self.analyzer.analyze(query) {
-            let Some(&id) = self.vocab.get(&token) else {
-                continue;
-            };
-            match terms.iter_mut().find(|(t, _)| *t == id) {
-                Some((_, count)) => *count += 1,
-                None => terms.push((id, 1)),
-            }
-        }
-        terms
-    }
-
-    fn search_with(
-        &self,
-        query: &str,
-        k: usize,
-        allowed: Option<&[bool]>,
-        scratch: &mut Scratch,
-    ) -> Vec<(u32, f32)> {
-        let Scratch { scores, touched } = scratch;
-        scores.resize(self.doc_len.len(), 0.0);
-        for (id, count) in self.query_terms(query) {
-            let postings = &self.postings[id as usize];
-            let factor = (self.idf(postings.docs.len()) * f64::from(count)) as f32;
-            for (&d, &w) in postings.docs.iter().zip(&self.weights[id as usize]) {
-                let slot = &mut scores[d as usize];
-                if *slot == 0.0 {
-                    touched.push(d);
-                }
-                *slot += factor * w;
-            }
-        }
-        let mut hits: Vec<(u32, f32)> = touched
-            .iter()
-            .filter(|&&d| allowed.is_none_or(|mask| mask[d as usize]))
-            .map(|&d| (d, scores[d as usize]))
-            .collect();
-        for &d in touched.iter() {
-            scores[d as usize] = 0.0;
-        }
-        touched.clear();
-        top_k(&mut hits, k);
-        hits
-    }
-
-    /// Top-`k` (position, score) for one query, best first; ties by position ascending.
-    /// Only documents sharing a term with the query are returned. `allowed` restricts the
-    /// result to those positions.
-    pub fn search(
-        &self,
-        query: &str,
-        k: usize,
-        allowed: Option<&[i64]>,
-    ) -> CoreResult<Vec<(u32, f32)>> {
-        check_k(k)?;
-        let mask = self.allowed_mask(allowed)?;
-        Ok(self.search_with(query, k, mask.as_deref(), &mut Scratch::default()))
-    }
-
-    /// [`Bm25Index::search`] for many queries at once (parallel), results in query order.
-    pub fn search_batch<S: AsRef<str> + Sync>(
-        &self,
-        queries: &[S],
-        k: usize,
-        allowed: Option<&[i64]>,
-    ) -> CoreResult<Vec<Vec<(u32, f32)>>> {
-        check_k(k)?;
-        let mask = self.allowed_mask(allowed)?;
-        // A few chunks per worker: one score buffer per chunk, and still some load balancing.
-        let chunk = queries
-            .len()
-            .div_ceil(4 * rayon::current_num_threads())
-            .max(8);
-        let per_chunk: Vec<Vec<Vec<(u32, f32)>>> = queries
-            .par_chunks(chunk)
-            .map(|part| {
-                let mut scratch = Scratch::default();
-                part.iter()
-                    .map(|q| self.search_with(q.as_ref(), k, mask.as_deref(), &mut scratch))
-                    .collect()
-            })
-            .collect();
-        Ok(per_chunk.into_iter().flatten().collect())
-    }
-
-    fn allowed_mask(&self, allowed: Option<&[i64]>) -> CoreResult<Option<Vec<bool>>> {
-        let Some(positions) = allowed else {
-            return Ok(None);
-        };
-        let n = self.doc_len.len();
-        let mut mask = vec![false; n];
-        for &p in positions {
-            mask[checked_position("allowed", p, n)?] = true;
-        }
-        Ok(Some(mask))
-    }
-
-    /// Serialise: magic, format version, payload length, FNV-1a checksum, postcard payload.
-    pub fn to_bytes(&self) -> CoreResult<Vec<u8>> {
-        let persisted = Persisted {
-            params: self.params,
-            options: self.options(),
-            terms: self.terms.clone(),
-            postings: self.postings.clone(),
-            doc_len: self.doc_len.clone(),
-            live: self.live.clone(),
-        };
-        let payload = postcard::to_stdvec(&persisted)
-            .map_err(|e| CoreError::Corrupt(format!("cannot encode: {e}")))?;
-        let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        out.extend_from_slice(&fnv1a(&payload).to_le_bytes());
-        out.extend_from_slice(&payload);
-        Ok(out)
-    }
-
-    /// Load what [`Bm25Index::to_bytes`] wrote; corrupt or foreign bytes are a clear error.
-    pub fn from_bytes(bytes: &[u8]) -> CoreResult<Self> {
-        let corrupt = |what: &str| CoreError::Corrupt(what.to_owned());
-        if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
-            return Err(corrupt("not an octobrain BM25 index: bad magic"));
-        }
-        let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
-        if version != FORMAT_VERSION {
-            return Err(CoreError::Corrupt(format!(
-                "format version {version}, this build reads {FORMAT_VERSION}"
-            )));
-        }
-        let len = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
-        let checksum = u64::from_le_bytes(bytes[20..28].try_into().expect("8 bytes"));
-        let payload = &bytes[HEADER_LEN..];
-        if payload.len() as u64 != len {
-            return Err(corrupt("truncated or padded payload"));
-        }
-        if fnv1a(payload) != checksum {
-            return Err(corrupt("checksum mismatch"));
-        }
-        let p: Persisted = postcard::from_bytes(payload)
-            .map_err(|e| CoreError::Corrupt(format!("cannot decode: {e}")))?;
-        Self::from_persisted(p)
-    }
-
-    fn from_persisted(p: Persisted) -> CoreResult<Self> {
-        let corrupt = |what: &str| Err(CoreError::Corrupt(what.to_owned()));
-        let params = Bm25Params::new(p.params.k1, p.params.b)
-            .map_err(|_| CoreError::Corrupt("invalid k1 or b".to_owned()))?;
-        let n = p.doc_len.len();
-        if p.live.len() != n || p.terms.len() != p.postings.len() || n > u32::MAX as usize {
-            return corrupt("inconsistent lengths");
-        }
-        let mut vocab = FxHashMap::default();
-        for (id, term) in p.terms.iter().enumerate() {
-            if vocab.insert(term.clone(), id as u32).is_some() {
-                return corrupt("duplicate term");
-            }
-        }
-        let mut len_check = vec![0u64; n];
-        for postings in &p.postings {
-            let sorted = postings.docs.windows(2).all(|w| w[0] < w[1]);
-            if postings.docs.len() != postings.tfs.len() || !sorted {
-                return corrupt("malformed postings");
-            }
-            for (&d, &tf) in postings.docs.iter().zip(&postings.tfs) {
-                if d as usize >= n || !p.live[d as usize] || tf == 0 {
-                    return corrupt("posting points at a missing document");
-                }
-                len_check[d as usize] += u64::from(tf);
-            }
-        }
-        if len_check
-            .iter()
-            .zip(&p.doc_len)
-            .any(|(&a, &b)| a != u64::from(b))
-        {
-            return corrupt("document lengths disagree with postings");
-        }
-        let mut index = Self {
-            params,
-            analyzer: Analyzer::new(p.options),
-            terms: p.terms,
-            vocab,
-            postings: p.postings,
-            weights: Vec::new(),
-            live_count: p.live.iter().filter(|&&l| l).count() as u32,
-            doc_len: p.doc_len,
-            live: p.live,
-        };
-        index.refresh_weights();
-        Ok(index)
-    }
-}
-
-fn check_k(k: usize) -> CoreResult<()> {
-    if k == 0 {
-        return Err(CoreError::invalid("k", "must be >= 1"));
-    }
-    Ok(())
 }
 
 fn checked_position(arg: &'static str, p: i64, n: usize) -> CoreResult<usize> {
@@ -479,92 +250,24 @@ fn checked_position(arg: &'static str, p: i64, n: usize) -> CoreResult<usize> {
         .ok_or_else(|| CoreError::invalid(arg, format!("position {p} is out of range [0, {n})")))
 }
 
-/// Keep the best `k` hits sorted by score descending, then position ascending.
-/// Partial selection first, so only `k` items are fully sorted.
-fn top_k(hits: &mut Vec<(u32, f32)>, k: usize) {
-    let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0));
-    if hits.len() > k {
-        hits.select_nth_unstable_by(k - 1, order);
-        hits.truncate(k);
-    }
-    hits.sort_unstable_by(order);
-}
-
-/// 64-bit FNV-1a: enough to catch corruption, not meant against tampering.
-fn fnv1a(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn plain() -> AnalyzerOptions {
+    pub(super) fn plain() -> AnalyzerOptions {
         AnalyzerOptions {
             stem: false,
             stopwords: false,
         }
     }
 
-    fn docs() -> Vec<&'static str> {
+    pub(super) fn docs() -> Vec<&'static str> {
         vec![
             "apple banana",
             "apple apple cherry",
             "banana",
             "cherry cherry cherry date",
         ]
-    }
-
-    fn brute(texts: &[&str], query: &str, params: Bm25Params) -> Vec<f64> {
-        let toks: Vec<Vec<&str>> = texts.iter().map(|t| t.split(' ').collect()).collect();
-        let avgdl = toks.iter().map(Vec::len).sum::<usize>() as f64 / toks.len() as f64;
-        let n = toks.len() as f64;
-        toks.iter()
-            .map(|doc| {
-                query
-                    .split(' ')
-                    .map(|q| {
-                        let df = toks.iter().filter(|d| d.contains(&q)).count() as f64;
-                        let tf = doc.iter().filter(|&&t| t == q).count() as f64;
-                        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-                        let norm =
-                            params.k1 * (1.0 - params.b + params.b * doc.len() as f64 / avgdl);
-                        idf * tf * (params.k1 + 1.0) / (tf + norm)
-                    })
-                    .sum()
-            })
-            .collect()
-    }
-
-    #[test]
-    fn scores_match_the_formula_and_duplicates_count_twice() {
-        let params = Bm25Params::default();
-        let index = Bm25Index::build(&docs(), params, plain()).unwrap();
-        for query in [
-            "apple",
-            "apple cherry",
-            "cherry cherry",
-            "banana date apple",
-        ] {
-            let expected = brute(&docs(), query, params);
-            let hits = index.search(query, 10, None).unwrap();
-            for (pos, score) in &hits {
-                let want = expected[*pos as usize];
-                assert!((f64::from(*score) - want).abs() <= 1e-5 * want, "{query}");
-            }
-            assert_eq!(hits.len(), expected.iter().filter(|&&s| s > 0.0).count());
-        }
-    }
-
-    #[test]
-    fn ties_break_by_position_and_k_truncates() {
-        let index =
-            Bm25Index::build(&["x y", "y x", "x y", "z"], Bm25Params::default(), plain()).unwrap();
-        let hits = index.search("x", 2, None).unwrap();
-        assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [0, 1]);
-        assert!(index.search("nothing", 5, None).unwrap().is_empty());
     }
 
     #[test]
@@ -592,22 +295,6 @@ mod tests {
     }
 
     #[test]
-    fn allowed_restricts_and_batch_matches_single() {
-        let index = Bm25Index::build(&docs(), Bm25Params::default(), plain()).unwrap();
-        let hits = index.search("apple banana", 10, Some(&[2, 3])).unwrap();
-        assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [2]);
-        let batch = index
-            .search_batch(&["apple", "cherry"], 3, Some(&[0, 1, 3]))
-            .unwrap();
-        assert_eq!(
-            batch[1],
-            index.search("cherry", 3, Some(&[0, 1, 3])).unwrap()
-        );
-        let err = index.search("apple", 1, Some(&[4])).unwrap_err();
-        assert!(err.to_string().starts_with("allowed:"));
-    }
-
-    #[test]
     fn bad_arguments_name_themselves() {
         assert!(Bm25Params::new(-1.0, 0.5)
             .unwrap_err()
@@ -629,33 +316,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("positions:"));
-    }
-
-    #[test]
-    fn bytes_round_trip_and_corruption_is_detected() {
-        let mut index = Bm25Index::build(&docs(), Bm25Params::default(), plain()).unwrap();
-        index.remove(&[0]).unwrap();
-        let bytes = index.to_bytes().unwrap();
-        let back = Bm25Index::from_bytes(&bytes).unwrap();
-        assert_eq!(
-            back.search("apple cherry", 10, None).unwrap(),
-            index.search("apple cherry", 10, None).unwrap()
-        );
-        assert_eq!(back.doc_count(), 3);
-        let mut bad = bytes.clone();
-        let last = bad.len() - 1;
-        bad[last] ^= 0xff;
-        assert!(matches!(
-            Bm25Index::from_bytes(&bad),
-            Err(CoreError::Corrupt(_))
-        ));
-        assert!(matches!(
-            Bm25Index::from_bytes(b"junk"),
-            Err(CoreError::Corrupt(_))
-        ));
-        assert!(matches!(
-            Bm25Index::from_bytes(&bytes[..40]),
-            Err(CoreError::Corrupt(_))
-        ));
     }
 }

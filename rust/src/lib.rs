@@ -10,6 +10,7 @@ pub mod error;
 pub mod fusion;
 pub mod regex_match;
 pub mod tokenize;
+pub mod topk;
 
 #[cfg(feature = "python")]
 mod python;

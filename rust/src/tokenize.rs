@@ -148,9 +148,9 @@ impl Analyzer {
 
     /// Analyse many texts in parallel chunks: per text, local token ids, plus each chunk's
     /// token table. Chunks come back in input order.
-    pub fn analyze_chunks<'t, S: AsRef<str> + Sync>(
+    pub fn analyze_chunks<S: AsRef<str> + Sync>(
         &self,
-        texts: &'t [S],
+        texts: &[S],
     ) -> Vec<(Vec<Vec<u32>>, Vec<String>)> {
         let workers = rayon::current_num_threads().max(1);
         let chunk = texts.len().div_ceil(workers * 4).max(256);

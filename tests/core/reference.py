@@ -124,43 +124,10 @@ def decayed_importance(
 # Stemming: the pure-Python Snowball English stemmer of snowballstemmer 2.2.0, the same
 # algorithm version as rust-stemmers (newer Snowball releases changed a few English rules).
 
-ENGLISH_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "such",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "will",
-        "with",
-    ]
-)
+# Lucene's English stopword list (as bm25s "en"), the same 33 words as the Rust const.
+_STOPWORD_TEXT = """a an and are as at be but by for if in into is it no not of on or such that the
+their then there these they this to was will with"""
+ENGLISH_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 _MID_LETTER = set(":\u00b7\u0387\u055f\u05f4\u2027\ufe13\ufe55\uff1a")
 _MID_NUM = set(",;\u037e\u0589\u060c\u060d\u066c\u07f8\u2044\ufe10\ufe14\ufe50\ufe54\uff0c\uff1b")

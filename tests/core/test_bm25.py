@@ -54,6 +54,20 @@ def test_search_equals_reference(texts: list[str], q: str, k: int, k1: float, b:
     assert_matches(positions, scores, reference_hits(texts, q, k, k1, b), k)
 
 
+# A wide vocabulary makes each term's postings cover a small share of the index, which takes
+# the sparse (touched-positions) scoring path instead of the dense one.
+RARE = [f"w{i}" for i in range(80)]
+sparse_corpus = st.lists(st.lists(st.sampled_from(RARE), max_size=4).map(" ".join), min_size=20)
+
+
+@settings(max_examples=100, deadline=None)
+@given(sparse_corpus, st.lists(st.sampled_from(RARE), min_size=1, max_size=3).map(" ".join))
+def test_sparse_search_equals_reference(texts: list[str], q: str) -> None:
+    positions, scores = BM25Index.build(texts).search(q, 5, allowed=range(0, len(texts), 2))
+    expected = reference_hits(texts, q, 5, 1.2, 0.75)
+    assert_matches(positions, scores, expected, 5, allowed=set(range(0, len(texts), 2)))
+
+
 @settings(max_examples=100, deadline=None)
 @given(corpus, st.lists(query, max_size=6), st.integers(1, 10))
 def test_batch_equals_single(texts: list[str], queries: list[str], k: int) -> None:

@@ -1,0 +1,138 @@
+"""A small BEIR dataset loader and the trec_eval definitions of nDCG, Recall and MRR.
+
+Layout (standard BEIR): ``corpus.jsonl[.gz]``, ``queries.jsonl[.gz]``, ``qrels/<split>.tsv``.
+A document's text is ``"{title}. {text}"`` (just ``text`` when the title is empty): the title
+carries the key terms, and the period keeps it a separate phrase. Only queries with at least
+one judged-relevant document (grade > 0) in the split's qrels are kept, in file order.
+
+Metrics follow trec_eval: linear gains (the qrels grade) with a log2(rank + 1) discount and
+the ideal ranking built from the qrels; Recall@k = relevant found in the top k / all relevant;
+MRR@k = 1 / rank of the first relevant document within the top k (0 if none). A ranking is
+taken as given (trec_eval would re-sort equal scores by document id).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from octobrain.errors import InvalidInput
+
+__all__ = [
+    "BeirDataset",
+    "evaluate",
+    "load_beir",
+    "mrr_at_k",
+    "ndcg_at_k",
+    "recall_at_k",
+]
+
+Qrels = Mapping[str, Mapping[str, int]]
+
+
+@dataclass(frozen=True)
+class BeirDataset:
+    """A loaded BEIR split: documents and queries in file order, and graded judgments."""
+
+    doc_ids: list[str]
+    doc_texts: list[str]
+    query_ids: list[str]
+    query_texts: list[str]
+    qrels: dict[str, dict[str, int]]
+
+
+def _jsonl(directory: Path, stem: str) -> Iterator[dict[str, object]]:
+    for name, opener in ((f"{stem}.jsonl", open), (f"{stem}.jsonl.gz", gzip.open)):
+        path = directory / name
+        if path.exists():
+            with opener(path, "rt", encoding="utf-8") as f:
+                for line in f:
+                    if line.strip():
+                        yield json.loads(line)
+            return
+    raise InvalidInput("data", f"{directory} has no {stem}.jsonl or {stem}.jsonl.gz")
+
+
+def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    if not path.exists():
+        raise InvalidInput("data", f"qrels file {path} not found")
+    qrels: dict[str, dict[str, int]] = {}
+    with path.open(encoding="utf-8", newline="") as f:
+        for row in csv.reader(f, delimiter="\t"):
+            if len(row) < 3:
+                continue
+            query_id, doc_id, grade = row[0], row[1], row[-1]
+            try:
+                qrels.setdefault(query_id, {})[doc_id] = int(grade)
+            except ValueError:  # the header line
+                continue
+    return qrels
+
+
+def load_beir(directory: str | Path, split: str = "test") -> BeirDataset:
+    """Load a BEIR dataset directory (see the module docstring for the layout)."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise InvalidInput("data", f"{root} is not a directory")
+    doc_ids: list[str] = []
+    doc_texts: list[str] = []
+    for doc in _jsonl(root, "corpus"):
+        title, text = str(doc.get("title") or "").strip(), str(doc.get("text") or "")
+        doc_ids.append(str(doc["_id"]))
+        doc_texts.append(f"{title}. {text}" if title else text)
+    qrels = _read_qrels(root / "qrels" / f"{split}.tsv")
+    judged = {q for q, docs in qrels.items() if any(g > 0 for g in docs.values())}
+    query_ids: list[str] = []
+    query_texts: list[str] = []
+    for query in _jsonl(root, "queries"):
+        if str(query["_id"]) in judged:
+            query_ids.append(str(query["_id"]))
+            query_texts.append(str(query["text"]))
+    return BeirDataset(doc_ids, doc_texts, query_ids, query_texts, qrels)
+
+
+def ndcg_at_k(ranked: Sequence[str], judgments: Mapping[str, int], k: int = 10) -> float:
+    """nDCG@k with linear gains and log2 discount; 0 when nothing is relevant."""
+    dcg = sum(
+        max(judgments.get(doc, 0), 0) / math.log2(rank + 2) for rank, doc in enumerate(ranked[:k])
+    )
+    ideal_gains = sorted((g for g in judgments.values() if g > 0), reverse=True)[:k]
+    ideal = sum(g / math.log2(rank + 2) for rank, g in enumerate(ideal_gains))
+    return dcg / ideal if ideal > 0 else 0.0
+
+
+def recall_at_k(ranked: Sequence[str], judgments: Mapping[str, int], k: int) -> float:
+    """Share of the relevant documents found in the top k; 0 when nothing is relevant."""
+    relevant = {doc for doc, g in judgments.items() if g > 0}
+    if not relevant:
+        return 0.0
+    return len(relevant.intersection(ranked[:k])) / len(relevant)
+
+
+def mrr_at_k(ranked: Sequence[str], judgments: Mapping[str, int], k: int = 10) -> float:
+    """Reciprocal rank of the first relevant document within the top k (0 if none)."""
+    for rank, doc in enumerate(ranked[:k]):
+        if judgments.get(doc, 0) > 0:
+            return 1.0 / (rank + 1)
+    return 0.0
+
+
+def evaluate(run: Mapping[str, Sequence[str]], qrels: Qrels) -> dict[str, float]:
+    """Mean nDCG@10, Recall@10, Recall@100 and MRR@10 over the queries of `qrels` that have
+    a relevant document; a query missing from `run` scores 0."""
+    queries = [q for q, docs in qrels.items() if any(g > 0 for g in docs.values())]
+    if not queries:
+        raise InvalidInput("qrels", "no query has a relevant document")
+    totals = {"ndcg@10": 0.0, "recall@10": 0.0, "recall@100": 0.0, "mrr@10": 0.0}
+    for q in queries:
+        ranked, judgments = run.get(q, []), qrels[q]
+        totals["ndcg@10"] += ndcg_at_k(ranked, judgments, 10)
+        totals["recall@10"] += recall_at_k(ranked, judgments, 10)
+        totals["recall@100"] += recall_at_k(ranked, judgments, 100)
+        totals["mrr@10"] += mrr_at_k(ranked, judgments, 10)
+    return {name: total / len(queries) for name, total in totals.items()}

@@ -1,0 +1,240 @@
+//! BM25 queries: accumulate postings into a dense score buffer, then select the top k.
+
+use rayon::prelude::*;
+
+use super::{checked_position, Bm25Index};
+use crate::error::{CoreError, CoreResult};
+use crate::topk::TopK;
+
+/// Block size of the dense top-k scan.
+const BLOCK: usize = 32;
+
+/// Reusable per-thread query state: the dense score buffer and the positions it touched.
+#[derive(Debug, Default)]
+struct Scratch {
+    scores: Vec<f32>,
+    touched: Vec<u32>,
+}
+
+impl Bm25Index {
+    /// Lucene idf of a term with document frequency `df` among the live documents.
+    fn idf(&self, df: usize) -> f64 {
+        let n = f64::from(self.live_count);
+        let df = df as f64;
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    }
+
+    /// Query term ids with their multiplicity, in order of first appearance (so scores do
+    /// not depend on vocabulary ids: a rebuilt index sums in the same order, bit for bit).
+    fn query_terms(&self, query: &str) -> Vec<(u32, u32)> {
+        let mut terms: Vec<(u32, u32)> = Vec::new();
+        for token in self.analyzer.analyze(query) {
+            let Some(&id) = self.vocab.get(&token) else {
+                continue;
+            };
+            match terms.iter_mut().find(|(t, _)| *t == id) {
+                Some((_, count)) => *count += 1,
+                None => terms.push((id, 1)),
+            }
+        }
+        terms
+    }
+
+    fn search_with(
+        &self,
+        query: &str,
+        k: usize,
+        allowed: Option<&[bool]>,
+        scratch: &mut Scratch,
+    ) -> Vec<(u32, f32)> {
+        let Scratch { scores, touched } = scratch;
+        scores.resize(self.doc_len.len(), 0.0);
+        let terms = self.query_terms(query);
+        let work: usize = terms
+            .iter()
+            .map(|&(id, _)| self.postings[id as usize].docs.len())
+            .sum();
+        // Postings covering a good share of the index: accumulate branch-free and scan the
+        // whole buffer once. Sparse queries: remember touched positions, never scan.
+        let dense = work * 4 >= scores.len();
+        let scores = scores.as_mut_slice(); // a plain slice: its pointer stays in a register
+        for (id, count) in terms {
+            let postings = &self.postings[id as usize];
+            let factor = (self.idf(postings.docs.len()) * f64::from(count)) as f32;
+            let pairs = postings.docs.iter().zip(&self.weights[id as usize]);
+            if dense {
+                for (&d, &w) in pairs {
+                    scores[d as usize] += factor * w;
+                }
+            } else {
+                for (&d, &w) in pairs {
+                    let slot = &mut scores[d as usize];
+                    if *slot == 0.0 {
+                        touched.push(d);
+                    }
+                    *slot += factor * w;
+                }
+            }
+        }
+        let keep = |d: usize| allowed.is_none_or(|mask| mask[d]);
+        let mut best = TopK::new(k);
+        if dense {
+            // Skip whole blocks where no score is positive and >= the current floor; the
+            // test is a branch-free OR of comparisons, which the compiler vectorises.
+            for (block, chunk) in scores.chunks(BLOCK).enumerate() {
+                let floor = best.floor.max(f32::from_bits(1)); // smallest positive f32
+                if !chunk.iter().fold(false, |any, &s| any | (s >= floor)) {
+                    continue;
+                }
+                for (i, &score) in chunk.iter().enumerate() {
+                    let d = block * BLOCK + i;
+                    if score > 0.0 && score >= best.floor && keep(d) {
+                        best.offer(d as u32, score);
+                    }
+                }
+            }
+            scores.fill(0.0);
+        } else {
+            for &d in touched.iter() {
+                let score = std::mem::take(&mut scores[d as usize]);
+                if score >= best.floor && keep(d as usize) {
+                    best.offer(d, score);
+                }
+            }
+            touched.clear();
+        }
+        best.into_sorted()
+    }
+
+    /// Top-`k` (position, score) for one query, best first; ties by position ascending.
+    /// Only documents sharing a term with the query are returned. `allowed` restricts the
+    /// result to those positions.
+    pub fn search(
+        &self,
+        query: &str,
+        k: usize,
+        allowed: Option<&[i64]>,
+    ) -> CoreResult<Vec<(u32, f32)>> {
+        check_k(k)?;
+        let mask = self.allowed_mask(allowed)?;
+        Ok(self.search_with(query, k, mask.as_deref(), &mut Scratch::default()))
+    }
+
+    /// [`Bm25Index::search`] for many queries at once (parallel), results in query order.
+    pub fn search_batch<S: AsRef<str> + Sync>(
+        &self,
+        queries: &[S],
+        k: usize,
+        allowed: Option<&[i64]>,
+    ) -> CoreResult<Vec<Vec<(u32, f32)>>> {
+        check_k(k)?;
+        let mask = self.allowed_mask(allowed)?;
+        // A few chunks per worker: one score buffer per chunk, and still some load balancing.
+        let chunk = queries
+            .len()
+            .div_ceil(4 * rayon::current_num_threads())
+            .max(8);
+        let per_chunk: Vec<Vec<Vec<(u32, f32)>>> = queries
+            .par_chunks(chunk)
+            .map(|part| {
+                let mut scratch = Scratch::default();
+                part.iter()
+                    .map(|q| self.search_with(q.as_ref(), k, mask.as_deref(), &mut scratch))
+                    .collect()
+            })
+            .collect();
+        Ok(per_chunk.into_iter().flatten().collect())
+    }
+
+    fn allowed_mask(&self, allowed: Option<&[i64]>) -> CoreResult<Option<Vec<bool>>> {
+        let Some(positions) = allowed else {
+            return Ok(None);
+        };
+        let n = self.doc_len.len();
+        let mut mask = vec![false; n];
+        for &p in positions {
+            mask[checked_position("allowed", p, n)?] = true;
+        }
+        Ok(Some(mask))
+    }
+}
+
+fn check_k(k: usize) -> CoreResult<()> {
+    if k == 0 {
+        return Err(CoreError::invalid("k", "must be >= 1"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{docs, plain};
+    use super::*;
+    use crate::bm25::Bm25Params;
+
+    fn brute(texts: &[&str], query: &str, params: Bm25Params) -> Vec<f64> {
+        let toks: Vec<Vec<&str>> = texts.iter().map(|t| t.split(' ').collect()).collect();
+        let avgdl = toks.iter().map(Vec::len).sum::<usize>() as f64 / toks.len() as f64;
+        let n = toks.len() as f64;
+        toks.iter()
+            .map(|doc| {
+                query
+                    .split(' ')
+                    .map(|q| {
+                        let df = toks.iter().filter(|d| d.contains(&q)).count() as f64;
+                        let tf = doc.iter().filter(|&&t| t == q).count() as f64;
+                        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                        let norm =
+                            params.k1 * (1.0 - params.b + params.b * doc.len() as f64 / avgdl);
+                        idf * tf * (params.k1 + 1.0) / (tf + norm)
+                    })
+                    .sum()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn scores_match_the_formula_and_duplicates_count_twice() {
+        let params = Bm25Params::default();
+        let index = Bm25Index::build(&docs(), params, plain()).unwrap();
+        for query in [
+            "apple",
+            "apple cherry",
+            "cherry cherry",
+            "banana date apple",
+        ] {
+            let expected = brute(&docs(), query, params);
+            let hits = index.search(query, 10, None).unwrap();
+            for (pos, score) in &hits {
+                let want = expected[*pos as usize];
+                assert!((f64::from(*score) - want).abs() <= 1e-5 * want, "{query}");
+            }
+            assert_eq!(hits.len(), expected.iter().filter(|&&s| s > 0.0).count());
+        }
+    }
+
+    #[test]
+    fn ties_break_by_position_and_k_truncates() {
+        let index =
+            Bm25Index::build(&["x y", "y x", "x y", "z"], Bm25Params::default(), plain()).unwrap();
+        let hits = index.search("x", 2, None).unwrap();
+        assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [0, 1]);
+        assert!(index.search("nothing", 5, None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn allowed_restricts_and_batch_matches_single() {
+        let index = Bm25Index::build(&docs(), Bm25Params::default(), plain()).unwrap();
+        let hits = index.search("apple banana", 10, Some(&[2, 3])).unwrap();
+        assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [2]);
+        let batch = index
+            .search_batch(&["apple", "cherry"], 3, Some(&[0, 1, 3]))
+            .unwrap();
+        assert_eq!(
+            batch[1],
+            index.search("cherry", 3, Some(&[0, 1, 3])).unwrap()
+        );
+        let err = index.search("apple", 1, Some(&[4])).unwrap_err();
+        assert!(err.to_string().starts_with("allowed:"));
+    }
+}

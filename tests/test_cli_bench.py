@@ -1,0 +1,50 @@
+"""`octobrain bench bm25` end to end on a tiny BEIR directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from octobrain.cli import main
+from tests.test_beir import write_beir
+
+
+@pytest.fixture
+def beir_dir(tmp_path: Path) -> Path:
+    return write_beir(tmp_path / "beir")
+
+
+def test_bench_bm25_json(beir_dir: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["bench", "bm25", "--data", str(beir_dir), "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["docs"], report["queries"]) == (4, 2)
+    # q1 "apple": d1 and d3 both match; q2 "cherry blossoms": d4 first. Every query finds all
+    # its relevant documents within 10, and the first hit of each query is relevant.
+    assert report["recall_at_10"] == 1.0
+    assert report["mrr_at_10"] == 1.0
+    assert 0.0 < report["ndcg_at_10"] <= 1.0
+    assert report["build_seconds"] >= 0.0 and report["query_p95_ms"] >= report["query_p50_ms"]
+
+
+def test_bench_bm25_text_and_env(beir_dir: Path) -> None:
+    result = CliRunner(env={"OCTOBRAIN_SCIFACT": str(beir_dir)}).invoke(
+        main, ["bench", "bm25", "--no-stem", "--k1", "0.9", "--b", "0.4"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "nDCG@10" in result.stdout and "k1=0.9 b=0.4 stem=False" in result.stdout
+
+
+def test_bench_bm25_errors_name_the_option(tmp_path: Path, beir_dir: Path) -> None:
+    runner = CliRunner(env={"OCTOBRAIN_SCIFACT": None})
+    result = runner.invoke(main, ["bench", "bm25"])
+    assert result.exit_code == 2 and "--data" in result.output
+    result = runner.invoke(main, ["bench", "bm25", "--data", str(tmp_path)])
+    assert result.exit_code == 2 and "--data" in result.output and "corpus.jsonl" in result.output
+    result = runner.invoke(main, ["bench", "bm25", "--data", str(beir_dir), "--b", "2"])
+    assert result.exit_code == 2 and "--b" in result.output
