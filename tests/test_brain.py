@@ -282,3 +282,19 @@ def test_three_processes_lose_nothing_and_duplicate_nothing(tmp_path: Path) -> N
         ["worker 0 note 5", "worker 1 note 5", "worker 2 note 5"], min_relevance=0.0, limit=50
     )
     assert {h.memory.title.split()[1] for h in hits.hits} == {"0", "1", "2"}
+
+
+def test_lancedb_vector_leg_agrees_with_the_exact_mirror(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    brain = make_brain()
+    for i in range(30):
+        brain.memorize(
+            f"Note number {i} about caching", f"Cache layer {i} keeps entries for {i} seconds."
+        )
+    query = {"query": "cache entries seconds", "limit": 10, "record_access": False}
+    exact = brain.remember(**query).hits  # type: ignore[arg-type]
+    monkeypatch.setattr("octobrain.search.EXACT_MAX", 0)  # force the LanceDB path
+    via_lance = make_brain().remember(**query).hits  # type: ignore[arg-type]
+    assert {h.memory.id for h in via_lance} == {h.memory.id for h in exact}
+    assert [round(h.score, 5) for h in via_lance] == [round(h.score, 5) for h in exact]

@@ -57,7 +57,7 @@ def test_vector_search_returns_true_cosine(tmp_path: Path) -> None:
     mems = _memories(4)
     store.add(mems, vectors)
     hits = store.vector_search(vectors[2], visible_where(""), 4)
-    assert hits[0][0].id == mems[2].id
+    assert hits[0][0] == mems[2].id
     assert hits[0][1] == pytest.approx(1.0, abs=1e-5)
     expected = sorted((float(vectors[2] @ v) for v in vectors), reverse=True)
     assert [c for _, c in hits] == pytest.approx(expected, abs=1e-5)
@@ -134,3 +134,21 @@ def test_concurrent_processes_lose_nothing(tmp_path: Path) -> None:
     assert len(acknowledged) == 600
     assert len(ids) == 600 == len(set(ids))
     assert set(ids) == set(acknowledged)
+
+
+def test_periodic_maintenance_compacts_and_indexes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from octobrain.store import memories as module
+
+    monkeypatch.setattr(module, "COMPACT_EVERY", 16)
+    monkeypatch.setattr(module, "SCALAR_INDEX_MIN_ROWS", 10)
+    monkeypatch.setattr(module, "VECTOR_INDEX_MIN_ROWS", 300)
+    store = MemoryStore(tmp_path, "hash:8", DIM)
+    store.add(_memories(300, "p/a"), _vectors(300))
+    for i in range(40):  # many one-row commits: the pattern of an agent memorizing
+        store.add(_memories(1, "p/a"), _vectors(1, seed=i + 1))
+    indexed = {ix.columns[0] for ix in store.memories.list_indices()}
+    assert {"scope", "state", "embedding"} <= indexed
+    assert store.memories.stats()["fragment_stats"]["num_fragments"] < 10
+    assert store.count() == 340

@@ -1,10 +1,11 @@
-"""`Corpus`: an in-process mirror of the memories table for keyword search and ranking.
+"""`Corpus`: an in-process mirror of the memories table for search and ranking.
 
-It holds every row's model (no text re-reads per query), the stored embedding (for calibrated
-cosine of keyword-only candidates and for HyDE), the analysed terms (for lexical coverage) and
-the Rust BM25 index over positions. It follows the store's version: when anyone commits, the
-next query re-reads the light columns, removes changed or deleted rows from the index and adds
-new ones, so other processes' writes are visible without rebuilding from scratch.
+It holds every row's model (no text re-reads per query), the stored embeddings (exact cosine for
+any candidate, HyDE centroids, and an exact in-process vector leg), the analysed terms (for
+lexical coverage), per-row filter columns as numpy arrays, and the Rust BM25 index over row
+positions. It follows the store's version: when anyone commits, the next query reads four narrow
+columns of every row, re-reads only the rows whose `updated_at` changed, drops deleted ones, and
+patches access counts in place — other processes' writes become visible without a rebuild.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -44,10 +46,16 @@ LIGHT_COLUMNS = [
     "access_count",
     "git_commit",
 ]
+_PROBE = ["id", "updated_at", "last_accessed", "access_count"]
+_SEARCHABLE = (State.WORKING.value, State.CONSOLIDATED.value)
+
+
+def _micros(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000)
 
 
 class Corpus:
-    """Positions ↔ memories, BM25 over their text, embeddings and term statistics."""
+    """Positions ↔ memories, BM25 over their text, embeddings, filters and term statistics."""
 
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
@@ -55,11 +63,18 @@ class Corpus:
         self._version = -1
         self.index = BM25Index()
         self.memories: list[Memory | None] = []
-        self._edit_key: list[datetime | None] = []
+        self._edit_key: list[int] = []  # updated_at (µs) when indexed; -1 once removed
         self._terms: list[frozenset[str]] = []
+        self._df: Counter[str] = Counter()
         self.embeddings = np.zeros((0, store.dim), dtype=np.float32)
         self.pos_of: dict[str, int] = {}
-        self._df: Counter[str] = Counter()
+        # Filter columns by position (a removed row has state "").
+        self._scope = np.zeros(0, dtype=object)
+        self._state = np.zeros(0, dtype=object)
+        self._type = np.zeros(0, dtype=object)
+        self._created = np.zeros(0, dtype=np.int64)
+
+    # ---- keeping up with the store ----------------------------------------------------------
 
     def refresh(self) -> None:
         """Catch up with the store's latest committed version (a no-op when unchanged)."""
@@ -67,21 +82,36 @@ class Corpus:
             version = self._store.version()
             if version == self._version:
                 return
-            rows = self._store.scan("true", columns=LIGHT_COLUMNS)
-            latest = {row["id"]: row for row in rows}
-            stale = [
-                pos
-                for mid, pos in self.pos_of.items()
-                if mid not in latest or latest[mid]["updated_at"] != self._edit_key[pos]
+            probe = self._store.scan_arrow("true", columns=_PROBE)
+            ids: list[str] = probe.column("id").to_pylist()
+            edited = probe.column("updated_at").cast("int64").to_numpy()
+            seen = probe.column("last_accessed").to_pylist()
+            counts = probe.column("access_count").to_pylist()
+            present = set(ids)
+            gone = [pos for mid, pos in self.pos_of.items() if mid not in present]
+            changed = [
+                mid
+                for mid, key in zip(ids, edited, strict=True)
+                if mid not in self.pos_of or self._edit_key[self.pos_of[mid]] != int(key)
             ]
-            self._remove(stale)
-            fresh = [row for mid, row in latest.items() if mid not in self.pos_of]
-            self._add(fresh)
-            for mid, pos in self.pos_of.items():  # access counts, states, importance move freely
-                self.memories[pos] = row_to_memory(latest[mid])
+            self._remove(gone + [self.pos_of[mid] for mid in changed if mid in self.pos_of])
+            self._add(self._rows(changed, len(ids)))
+            for mid, last, count in zip(ids, seen, counts, strict=True):
+                memory = self.memories[self.pos_of[mid]]
+                assert memory is not None
+                if memory.access_count != count or memory.last_accessed != last:
+                    memory.access_count, memory.last_accessed = int(count), last
             if len(self.memories) > 1000 and len(self.pos_of) < len(self.memories) // 2:
                 self._rebuild()
             self._version = version
+
+    def _rows(self, ids: list[str], total: int) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        if len(ids) > total // 2:  # mostly new (a first load): one full scan beats an IN list
+            wanted = set(ids)
+            return [r for r in self._store.scan("true", columns=LIGHT_COLUMNS) if r["id"] in wanted]
+        return self._store.scan(sql_in("id", ids), columns=LIGHT_COLUMNS)
 
     def _remove(self, positions: Sequence[int]) -> None:
         if not positions:
@@ -93,11 +123,12 @@ class Corpus:
             del self.pos_of[memory.id]
             self._df.subtract(self._terms[pos])
             self.memories[pos] = None
-            self._edit_key[pos] = None
+            self._edit_key[pos] = -1
             self._terms[pos] = frozenset()
+            self._state[pos] = ""
         self._df = +self._df  # drop zero counts
 
-    def _add(self, rows: Sequence[dict[str, object]]) -> None:
+    def _add(self, rows: Sequence[dict[str, Any]]) -> None:
         if not rows:
             return
         memories = [row_to_memory(row) for row in rows]
@@ -106,25 +137,37 @@ class Corpus:
         vectors = self._store.embeddings([m.id for m in memories])
         block = np.stack([vectors[m.id] for m in memories]).astype(np.float32, copy=False)
         self.embeddings = np.concatenate([self.embeddings, block])
+        self._scope = np.concatenate(
+            [self._scope, np.array([m.scope for m in memories], dtype=object)]
+        )
+        self._state = np.concatenate(
+            [self._state, np.array([m.state.value for m in memories], dtype=object)]
+        )
+        self._type = np.concatenate(
+            [self._type, np.array([m.memory_type.value for m in memories], dtype=object)]
+        )
+        self._created = np.concatenate(
+            [self._created, np.array([_micros(m.created_at) for m in memories], dtype=np.int64)]
+        )
         for memory, pos, terms in zip(memories, positions, analyze(texts), strict=True):
             self.memories.append(memory)
-            self._edit_key.append(memory.updated_at)
+            self._edit_key.append(_micros(memory.updated_at))
             self._terms.append(frozenset(terms))
             self._df.update(frozenset(terms))
             self.pos_of[memory.id] = int(pos)
 
     def _rebuild(self) -> None:
         """Drop tombstones: re-index the live rows at fresh, dense positions."""
-        live = [pos for pos in self.pos_of.values()]
-        live.sort()
-        memories = [self.memories[p] for p in live]
-        texts = [m.searchable_text() for m in memories if m is not None]
-        self.index = BM25Index.build(texts)
+        live = sorted(self.pos_of.values())
+        memories = [self.memory(p) for p in live]
+        self.index = BM25Index.build([m.searchable_text() for m in memories])
         self.memories = list(memories)
         self._edit_key = [self._edit_key[p] for p in live]
         self._terms = [self._terms[p] for p in live]
         self.embeddings = self.embeddings[live]
-        self.pos_of = {m.id: i for i, m in enumerate(memories) if m is not None}
+        self._scope, self._state = self._scope[live], self._state[live]
+        self._type, self._created = self._type[live], self._created[live]
+        self.pos_of = {m.id: i for i, m in enumerate(memories)}
 
     # ---- queries --------------------------------------------------------------------------
 
@@ -132,28 +175,40 @@ class Corpus:
         self,
         scopes: Sequence[str],
         *,
-        states: Sequence[State] = (State.WORKING, State.CONSOLIDATED),
         memory_types: Sequence[str] = (),
         tags: Sequence[str] = (),
         related_files: Sequence[str] = (),
         created_after: datetime | None = None,
         created_before: datetime | None = None,
     ) -> npt.NDArray[np.bool_]:
-        """A mask over positions of the rows a query may return."""
-        mask = np.zeros(len(self.memories), dtype=bool)
-        wanted_tags, wanted_files = set(tags), set(related_files)
-        for pos, m in enumerate(self.memories):
-            mask[pos] = (
-                m is not None
-                and m.scope in scopes
-                and m.state in states
-                and (not memory_types or m.memory_type.value in memory_types)
-                and (not wanted_tags or not wanted_tags.isdisjoint(m.tags))
-                and (not wanted_files or not wanted_files.isdisjoint(m.related_files))
-                and (created_after is None or m.created_at >= created_after)
-                and (created_before is None or m.created_at < created_before)
-            )
+        """A mask over positions of the live, searchable rows a query may return."""
+        mask = np.isin(self._scope, list(scopes)) & np.isin(self._state, _SEARCHABLE)
+        if memory_types:
+            mask &= np.isin(self._type, list(memory_types))
+        if created_after is not None:
+            mask &= self._created >= _micros(created_after)
+        if created_before is not None:
+            mask &= self._created < _micros(created_before)
+        for wanted, attr in ((set(tags), "tags"), (set(related_files), "related_files")):
+            if wanted:
+                for pos in np.flatnonzero(mask):
+                    if wanted.isdisjoint(getattr(self.memory(int(pos)), attr)):
+                        mask[pos] = False
         return mask
+
+    def nearest(
+        self, vector: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_], k: int
+    ) -> list[int]:
+        """Exact top-`k` positions by cosine among `allowed` (rows are unit vectors)."""
+        candidates = np.flatnonzero(allowed)
+        if not len(candidates):
+            return []
+        scores = self.embeddings[candidates] @ vector
+        if len(candidates) > k:
+            top = np.argpartition(-scores, k - 1)[:k]
+            candidates, scores = candidates[top], scores[top]
+        order = np.lexsort((candidates, -scores))  # score desc, then position: deterministic
+        return [int(p) for p in candidates[order]]
 
     def coverage(self, query: str, positions: Sequence[int]) -> npt.NDArray[np.float64]:
         """How much of the query's information each document contains: the idf-weighted share
@@ -171,21 +226,11 @@ class Corpus:
             out[i] = sum(w for t, w in idf.items() if t in doc) / total
         return out
 
-    def ids(self, positions: Sequence[int]) -> list[str]:
-        """Memory ids at `positions`."""
-        out = []
-        for pos in positions:
-            memory = self.memories[pos]
-            assert memory is not None
-            out.append(memory.id)
-        return out
-
     def memory(self, pos: int) -> Memory:
         """The memory at a live position."""
         memory = self.memories[pos]
         assert memory is not None
         return memory
 
-    def where_ids(self, positions: Sequence[int]) -> str:
-        """A SQL predicate selecting exactly these positions' rows."""
-        return sql_in("id", self.ids(positions))
+    def __len__(self) -> int:
+        return len(self.pos_of)

@@ -23,9 +23,16 @@ from octobrain.corpus import Corpus
 from octobrain.embed import Embedder
 from octobrain.models import Memory, MemoryType, RelationshipType
 from octobrain.store import MemoryStore
-from octobrain.store.memories import sql_in, sql_str, visible_scopes, visible_where
+from octobrain.store.memories import (
+    VECTOR_INDEX_MIN_ROWS,
+    sql_in,
+    sql_str,
+    visible_scopes,
+    visible_where,
+)
 
 SUPERSEDED_FACTOR = 0.1
+EXACT_MAX = VECTOR_INDEX_MIN_ROWS  # the exact scan hands over where the ANN index starts
 
 
 @dataclass(frozen=True)
@@ -172,16 +179,23 @@ class Retriever:
     def _vector_leg(
         self, qvec: npt.NDArray[np.float32], where: str, want: int, allowed: npt.NDArray[np.bool_]
     ) -> list[int]:
-        hits = self.store.vector_search(qvec, where, want)
-        positions = [self.corpus.pos_of.get(m.id) for m, _ in hits]
-        found = [p for p in positions if p is not None and allowed[p]]
+        found = self._nearest(qvec, where, want, allowed)
         hyde = self.config.search.hyde
         if not hyde.enabled or len(found) < hyde.min_results or hyde.alpha >= 1.0:
             return found
         centroid = self.corpus.embeddings[found[: hyde.top_k]].mean(axis=0)
         expanded = _unit(hyde.alpha * qvec + (1.0 - hyde.alpha) * _unit(centroid))
-        hits = self.store.vector_search(expanded, where, want)
-        positions = [self.corpus.pos_of.get(m.id) for m, _ in hits]
+        return self._nearest(expanded, where, want, allowed)
+
+    def _nearest(
+        self, vector: npt.NDArray[np.float32], where: str, want: int, allowed: npt.NDArray[np.bool_]
+    ) -> list[int]:
+        # Up to EXACT_MAX rows an exact scan of the mirror's embeddings takes about a millisecond,
+        # faster than any index lookup and never approximate; beyond it LanceDB's ANN index pays.
+        if len(self.corpus) <= EXACT_MAX:
+            return self.corpus.nearest(vector, allowed, want)
+        hits = self.store.vector_search(vector, where, want)
+        positions = [self.corpus.pos_of.get(mid) for mid, _ in hits]
         return [p for p in positions if p is not None and allowed[p]]
 
     # ---- several queries, adjustments -----------------------------------------------------

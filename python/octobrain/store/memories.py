@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 MEMORIES = "memories"
 RELATIONSHIPS = "relationships"
 LOCK_TIMEOUT_S = 120.0
+COMPACT_EVERY = 64  # commits between maintenance passes
+KEEP_VERSIONS_FOR = timedelta(minutes=10)
+SCALAR_INDEX_MIN_ROWS = 5_000
+VECTOR_INDEX_MIN_ROWS = 50_000  # where the exact in-process scan hands over to LanceDB
 
 
 class ModelMismatch(OctobrainError):
@@ -181,13 +185,19 @@ class MemoryStore:
         columns: Sequence[str] | None = None,
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
-        """Rows matching a predicate, as dicts (no ordering guarantee)."""
+        """Rows matching a predicate, as dicts (no ordering guarantee; no limit by default)."""
+        rows: list[dict[str, Any]] = self._scan_query(where, columns, limit).to_list()
+        return rows
+
+    def scan_arrow(self, where: str, *, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows matching a predicate as an Arrow table (cheap for a few narrow columns)."""
+        return self._scan_query(where, columns, None).to_arrow()
+
+    def _scan_query(self, where: str, columns: Sequence[str] | None, limit: int | None) -> Any:
         query = self.memories.search().where(where)
         if columns is not None:
             query = query.select(list(columns))
-        query = query.limit(limit if limit is not None else max(1, self.count(where)))
-        rows: list[dict[str, Any]] = query.to_list()
-        return rows
+        return query.limit(limit)
 
     def get(self, memory_id: str, scope: str) -> Memory:
         """A memory visible from `scope` (archived included), or `NotFound`."""
@@ -212,22 +222,29 @@ class MemoryStore:
         rows = self.scan(sql_in("id", ids), columns=["id", "embedding"])
         return {row["id"]: np.asarray(row["embedding"], dtype=np.float32) for row in rows}
 
-    def vector_search(self, vector: np.ndarray, where: str, k: int) -> list[tuple[Memory, float]]:
-        """The `k` nearest rows matching `where`, with their true cosine similarity."""
+    def vector_search(self, vector: np.ndarray, where: str, k: int) -> list[tuple[str, float]]:
+        """Ids of the `k` nearest rows matching `where`, with their true cosine similarity."""
         # A vector query builder; lancedb's annotations only promise the base class.
         query: Any = self.memories.search(
             np.asarray(vector, dtype=np.float32), vector_column_name="embedding"
         )
-        rows = query.distance_type("cosine").where(where, prefilter=True).limit(k).to_list()
-        return [(schema.row_to_memory(r), 1.0 - float(r["_distance"])) for r in rows]
+        table = (
+            query.distance_type("cosine")
+            .where(where, prefilter=True)
+            .select(["id"])
+            .limit(k)
+            .to_arrow()
+        )
+        ids = table.column("id").to_pylist()
+        distances = table.column("_distance").to_pylist()
+        return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
 
     def relationships_of(self, ids: Sequence[str]) -> list[Relationship]:
         """Every edge touching any of `ids`, in either direction."""
         if not ids:
             return []
         where = f"{sql_in('source_id', ids)} OR {sql_in('target_id', ids)}"
-        table = self.relationships
-        rows = table.search().where(where).limit(max(1, table.count_rows(where))).to_list()
+        rows = self.relationships.search().where(where).limit(None).to_list()
         return [schema.row_to_relationship(r) for r in rows]
 
     # ---- writes ---------------------------------------------------------------------------
@@ -248,17 +265,20 @@ class MemoryStore:
                 self.memories.add(rows)
             if links:
                 self.relationships.add([schema.relationship_to_row(r) for r in links])
+            self._maybe_maintain()
 
     def replace(self, memory: Memory, embedding: np.ndarray) -> None:
         """Rewrite one existing row in place (one atomic merge commit)."""
         row = schema.memory_to_row(memory, embedding)
         with self.write_lock():
-            (self.memories.merge_insert("id").when_matched_update_all().execute([row]))
+            self.memories.merge_insert("id").when_matched_update_all().execute([row])
+            self._maybe_maintain()
 
     def set_columns(self, where: str, values: dict[str, Any]) -> None:
         """Partial update of rows matching `where` (embeddings untouched)."""
         with self.write_lock():
             self.memories.update(where=where, values=values)
+            self._maybe_maintain()
 
     def record_access(self, ids: Sequence[str], now: datetime, *, min_interval: timedelta) -> None:
         """Count one access for each id, unless it was accessed less than `min_interval` ago."""
@@ -276,6 +296,7 @@ class MemoryStore:
                     "last_accessed": f"timestamp {sql_str(now.isoformat())}",
                 },
             )
+            self._maybe_maintain()
 
     def delete(self, ids: Sequence[str]) -> int:
         """Delete memories by id and every edge touching them. Returns rows deleted."""
@@ -286,6 +307,7 @@ class MemoryStore:
             self.memories.delete(sql_in("id", ids))
             deleted = before - self.count()
             self.relationships.delete(f"{sql_in('source_id', ids)} OR {sql_in('target_id', ids)}")
+            self._maybe_maintain()
         return deleted
 
     def add_relationships(self, rels: Sequence[Relationship]) -> None:
@@ -295,7 +317,38 @@ class MemoryStore:
                 self.relationships.add([schema.relationship_to_row(r) for r in rels])
 
     def compact(self) -> None:
-        """Merge small fragments and drop old versions so reads stay fast after many writes."""
+        """Merge small fragments, fold deletions, update indexes and drop versions older than
+        `KEEP_VERSIONS_FOR` (long enough for any in-flight reader), so reads stay fast after
+        many small writes. Creates the indexes that pay at the current size."""
+        from lancedb.index import Bitmap, IvfPq
+
         with self.write_lock():
+            rows = self.memories.count_rows()
+            indexed = {ix.columns[0] for ix in self.memories.list_indices()}
+            if rows >= SCALAR_INDEX_MIN_ROWS:
+                for column in ("scope", "state"):
+                    if column not in indexed:
+                        self.memories.create_index(column, config=Bitmap())
+            if rows >= VECTOR_INDEX_MIN_ROWS and "embedding" not in indexed:
+                ivf = IvfPq(
+                    distance_type="cosine",
+                    num_partitions=max(2, min(256, int(rows**0.5))),
+                    num_sub_vectors=_sub_vectors(self.dim),
+                )
+                self.memories.create_index("embedding", config=ivf)
             for table in (self.memories, self.relationships):
-                table.optimize(cleanup_older_than=timedelta(hours=1))
+                table.optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
+
+    def _maybe_maintain(self) -> None:
+        """Compact every `COMPACT_EVERY` commits (call with the write lock held)."""
+        if self.memories.version % COMPACT_EVERY == 0:
+            try:
+                self.compact()
+            except Exception:  # maintenance must never fail the write that triggered it
+                log.warning("store maintenance failed; it will be retried", exc_info=True)
+
+
+def _sub_vectors(dim: int) -> int:
+    """The largest divisor of `dim` that is at most dim/8 (PQ needs an exact split)."""
+    target = max(1, dim // 8)
+    return next(d for d in range(target, 0, -1) if dim % d == 0)
