@@ -5,7 +5,7 @@ PIP := $(PY) -m pip
 export PYO3_PYTHON := $(abspath $(PY))
 SCIFACT ?= ../shared/data/scifact
 
-.PHONY: venv install dev test test-rust test-python lint fmt bench ci clean
+.PHONY: venv wheel install dev test test-rust test-python lint fmt bench bench-remember ci clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -13,9 +13,15 @@ $(PY):
 
 venv: $(PY)
 
-## Build the release wheel and install it with the test extras (what a user gets).
-install: $(PY)
-	$(PIP) install -q ".[test]"
+## Build the one abi3 wheel (release profile) into dist/.
+wheel: $(PY)
+	rm -rf dist
+	$(PIP) wheel -q --no-deps -w dist .
+	@ls dist/octobrain-*-abi3-*.whl
+
+## Install that wheel with the test extras: exactly what a user gets, plus the test tools.
+install: wheel
+	$(PIP) install -q "octobrain[test] @ file://$$(ls $(CURDIR)/dist/octobrain-*-abi3-*.whl)"
 
 ## Fast rebuild of the extension into the venv while developing.
 dev: $(PY)
@@ -42,11 +48,16 @@ fmt: $(PY)
 	$(PY) -m ruff check --fix python tests benches
 	cargo fmt --all
 
-## Side-by-side benchmarks (ours vs bm25s / numpy / pure Python); writes benches/results/.
+## Side-by-side benchmarks (ours vs bm25s / numpy / pure Python); rewrites the README table.
 bench: $(PY)
 	OCTOBRAIN_SCIFACT=$(SCIFACT) $(PY) -m pytest benches -q --benchmark-only \
 	    --benchmark-json=benches/results/latest.json
-	$(PY) benches/report.py benches/results/latest.json
+	$(PY) benches/report.py benches/results/latest.json --update README.md
+
+## `remember` latency at 1k and 10k memories with the bundled model.
+bench-remember: $(PY)
+	$(PY) benches/remember_latency.py --data $(SCIFACT) --sizes 1000 10000 \
+	    --json benches/results/remember_latency.json --update README.md
 
 ci: install lint test
 

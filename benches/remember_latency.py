@@ -24,6 +24,7 @@ from octobrain.brain import Brain
 from octobrain.config import Config
 from octobrain.embed import get_embedder
 from octobrain.models import Memory
+from report import replace_between
 
 CACHE = Path(__file__).parent / ".cache"
 
@@ -110,21 +111,26 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--update", type=Path, help="rewrite the table in this README")
     args = parser.parse_args()
     dataset = load_beir(args.data)
     queries = dataset.query_texts[: args.queries]
     results = [run(args.data, n, queries, args.model) for n in args.sizes]
-    print(
+    lines = [
         "| memories | remember p50 | remember p95 | query embedding p50 |"
-        " with access recording p50 / p95 |"
-    )
-    print("|---|---|---|---|---|")
+        " with access recording p50 / p95 |",
+        "|---|---|---|---|---|",
+    ]
     for r in results:
-        print(
+        lines.append(
             f"| {r['memories']:,} | {r['remember_p50_ms']} ms | {r['remember_p95_ms']} ms | "
             f"{r['query_embedding_p50_ms']} ms | {r['remember_with_access_p50_ms']} / "
             f"{r['remember_with_access_p95_ms']} ms |"
         )
+    table = "\n".join(lines)
+    print(table)
+    if args.update:
+        replace_between(args.update, "<!-- remember:start -->", "<!-- remember:end -->", table)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -87,6 +87,16 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def replace_between(path: Path, start: str, end: str, text: str) -> None:
+    """Rewrite the part of `path` between two marker lines."""
+    content = path.read_text()
+    head, found, rest = content.partition(start)
+    _, found_end, tail = rest.partition(end)
+    if not (found and found_end):
+        raise SystemExit(f"{path}: no {start} … {end} markers")
+    path.write_text(f"{head}{start}\n{text}\n{end}{tail}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path)
@@ -95,12 +105,7 @@ def main() -> None:
     rendered = table(json.loads(args.results.read_text()))
     print(rendered)
     if args.update:
-        text = args.update.read_text()
-        head, found, rest = text.partition(START)
-        _, found_end, tail = rest.partition(END)
-        if not (found and found_end):
-            raise SystemExit(f"{args.update}: no {START} … {END} markers")
-        args.update.write_text(f"{head}{START}\n{rendered}\n{END}{tail}")
+        replace_between(args.update, START, END, rendered)
 
 
 if __name__ == "__main__":

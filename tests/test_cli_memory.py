@@ -163,3 +163,15 @@ def test_real_console_script(env: dict[str, str], tmp_path: Path) -> None:
         check=True,
     )
     assert json.loads(elsewhere.stdout)["results"] == []  # another scope sees nothing
+
+
+def test_reembed_after_a_model_change(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    mid = memorize("Primary database", "Postgres 16 is the primary database.")
+    monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:32")
+    refused = run("remember", "postgres")
+    assert refused.exit_code == 1 and "octobrain memory reembed" in refused.output
+    done = run("reembed")
+    assert done.exit_code == 0, done.output
+    assert "re-embedded 1 memories" in done.stdout
+    found = json.loads(run("remember", "postgres database", "--format", "json").stdout)
+    assert [r["id"] for r in found["results"]] == [mid]

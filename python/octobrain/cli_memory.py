@@ -381,11 +381,14 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
 @click.pass_context
 def reembed_cmd(ctx: click.Context) -> None:
     """Re-embed every memory with the configured model (after changing embedding.model)."""
+    from octobrain.store import MemoryStore
     from octobrain.transfer import reembed
 
     brain = _brain(ctx)
+    model = brain.embedder.model_id
+    total = MemoryStore(brain.uri, model, brain.embedder.dim).open_memories_unchecked().count_rows()
     with click.progressbar(
-        length=0, label=f"re-embedding with {brain.embedder.model_id}", file=sys.stderr
+        length=total, label=f"re-embedding with {model}", file=sys.stderr
     ) as bar:
         n = reembed(brain, progress=bar.update)
-    click.echo(f"re-embedded {n} memories with {brain.embedder.model_id}")
+    click.echo(f"re-embedded {n} memories with {model}")
