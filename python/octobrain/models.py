@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from enum import Enum
+from typing import Any
 
 from octobrain.errors import InvalidInput
 
@@ -424,3 +425,19 @@ class Relationship:
     scope: str = ""
     id: str = field(default_factory=lambda: str(uuid.uuid4()))
     created_at: datetime = field(default_factory=utcnow)
+
+
+def to_plain(record: Memory | Relationship, *, iso_times: bool) -> dict[str, Any]:
+    """A record's fields as plain values: enums by value, lists copied, and timestamps either
+    kept (for Arrow) or as ISO-8601 strings ending in Z (for JSON)."""
+    out: dict[str, Any] = {}
+    for f in fields(record):
+        value = getattr(record, f.name)
+        if isinstance(value, Enum):
+            value = value.value
+        elif isinstance(value, list):
+            value = list(value)
+        elif isinstance(value, datetime) and iso_times:
+            value = value.isoformat().replace("+00:00", "Z")
+        out[f.name] = value
+    return out

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from octobrain.brain import Neighbour, Recall
-from octobrain.models import Memory, Relationship
+from octobrain.models import Memory, Relationship, to_plain
 
 NO_RESULTS = (
     "No relevant memories found (nothing passed the relevance threshold). "
@@ -14,45 +13,14 @@ NO_RESULTS = (
 )
 
 
-def _ts(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
 def memory_to_dict(memory: Memory) -> dict[str, Any]:
     """Every stored field of a memory, JSON-ready (the export/import line format)."""
-    return {
-        "id": memory.id,
-        "scope": memory.scope,
-        "role": memory.role,
-        "memory_type": memory.memory_type.value,
-        "title": memory.title,
-        "content": memory.content,
-        "tags": list(memory.tags),
-        "related_files": list(memory.related_files),
-        "importance": memory.importance,
-        "pre_consolidation_importance": memory.pre_consolidation_importance,
-        "source": memory.source.value,
-        "state": memory.state.value,
-        "created_at": _ts(memory.created_at),
-        "updated_at": _ts(memory.updated_at),
-        "last_accessed": _ts(memory.last_accessed),
-        "access_count": memory.access_count,
-        "git_commit": memory.git_commit,
-    }
+    return to_plain(memory, iso_times=True)
 
 
 def relationship_to_dict(rel: Relationship) -> dict[str, Any]:
     """A relationship, JSON-ready."""
-    return {
-        "id": rel.id,
-        "source_id": rel.source_id,
-        "target_id": rel.target_id,
-        "relationship_type": rel.relationship_type.value,
-        "strength": rel.strength,
-        "description": rel.description,
-        "scope": rel.scope,
-        "created_at": _ts(rel.created_at),
-    }
+    return to_plain(rel, iso_times=True)
 
 
 def recall_to_dict(recall: Recall) -> dict[str, Any]:

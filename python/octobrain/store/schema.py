@@ -7,7 +7,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from octobrain.models import Memory, MemoryType, Relationship, RelationshipType, Source, State
+from octobrain.models import (
+    Memory,
+    MemoryType,
+    Relationship,
+    RelationshipType,
+    Source,
+    State,
+    to_plain,
+)
 
 SCHEMA_VERSION = "1"
 META_MODEL = b"octobrain.embedding_model"
@@ -66,27 +74,8 @@ def relationships_schema() -> pa.Schema:
 
 
 def memory_to_row(memory: Memory, embedding: np.ndarray) -> dict[str, Any]:
-    """One `memories` row."""
-    return {
-        "id": memory.id,
-        "scope": memory.scope,
-        "role": memory.role,
-        "memory_type": memory.memory_type.value,
-        "title": memory.title,
-        "content": memory.content,
-        "tags": list(memory.tags),
-        "related_files": list(memory.related_files),
-        "importance": float(memory.importance),
-        "pre_consolidation_importance": memory.pre_consolidation_importance,
-        "source": memory.source.value,
-        "state": memory.state.value,
-        "created_at": memory.created_at,
-        "updated_at": memory.updated_at,
-        "last_accessed": memory.last_accessed,
-        "access_count": int(memory.access_count),
-        "git_commit": memory.git_commit,
-        "embedding": np.asarray(embedding, dtype=np.float32),
-    }
+    """One `memories` row: every Memory field is a column, plus the embedding."""
+    return {**to_plain(memory, iso_times=False), "embedding": np.asarray(embedding, np.float32)}
 
 
 def row_to_memory(row: dict[str, Any]) -> Memory:
@@ -116,16 +105,7 @@ def row_to_memory(row: dict[str, Any]) -> Memory:
 
 def relationship_to_row(rel: Relationship) -> dict[str, Any]:
     """One `relationships` row."""
-    return {
-        "id": rel.id,
-        "source_id": rel.source_id,
-        "target_id": rel.target_id,
-        "relationship_type": rel.relationship_type.value,
-        "strength": float(rel.strength),
-        "description": rel.description,
-        "scope": rel.scope,
-        "created_at": rel.created_at,
-    }
+    return to_plain(rel, iso_times=False)
 
 
 def row_to_relationship(row: dict[str, Any]) -> Relationship:
