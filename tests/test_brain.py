@@ -298,3 +298,14 @@ def test_lancedb_vector_leg_agrees_with_the_exact_mirror(
     via_lance = make_brain().remember(**query).hits  # type: ignore[arg-type]
     assert {h.memory.id for h in via_lance} == {h.memory.id for h in exact}
     assert [round(h.score, 5) for h in via_lance] == [round(h.score, 5) for h in exact]
+
+
+def test_a_second_writer_is_seen_between_own_accesses(make_brain: MakeBrain) -> None:
+    reader, writer = make_brain(), make_brain()  # two handles on one store, as two processes
+    first, _ = reader.memorize(*TOKEN_BUCKET)
+    assert [h.memory.id for h in reader.remember("token bucket").hits] == [first.id]
+    later, _ = writer.memorize(*POSTGRES)
+    reader.remember("token bucket")  # its own access commit must not hide the writer's commit
+    assert [h.memory.id for h in reader.remember("postgres database").hits] == [later.id]
+    writer.forget([first.id], confirm=True)
+    assert reader.remember("token bucket").hits == []

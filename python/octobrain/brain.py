@@ -7,6 +7,7 @@ hybrid retrieval pipeline. Heavy objects (LanceDB, the model) load on first use.
 
 from __future__ import annotations
 
+import copy
 import subprocess
 from collections import Counter
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ from octobrain.models import (
     MemoryType,
     Relationship,
     RelationshipType,
+    State,
     check_id,
     check_limit,
     check_text,
@@ -233,8 +235,11 @@ class Brain:
             queries, self.scope, filters, limit=limit, min_relevance=threshold, now=now
         )
         neighbours = self._neighbours(hits)
-        if record_access and hits:
-            self.store.record_access([h.memory.id for h in hits], now, min_interval=ACCESS_WINDOW)
+        corpus = self.retriever.corpus
+        due = corpus.due_for_access([h.memory.id for h in hits], now, ACCESS_WINDOW)
+        if record_access and due:
+            version = self.store.record_access(due, now, min_interval=ACCESS_WINDOW)
+            corpus.note_own_access(due, now, version)
         return Recall(hits, neighbours, self.scope)
 
     @staticmethod
@@ -270,28 +275,28 @@ class Brain:
         )
 
     def _neighbours(self, hits: list[Hit]) -> list[Neighbour]:
-        if not hits:
-            return []
+        """Up to 3 one-hop neighbours of the results, best results first, from the mirror."""
+        corpus = self.retriever.corpus
         result_ids = {h.memory.id for h in hits}
-        rels = self.store.relationships_of(list(result_ids))
-        wanted: list[tuple[str, Relationship, bool, str]] = []
-        for hit in hits:  # in rank order, so the best results get their context first
-            for rel in rels:
-                if hit.memory.id not in (rel.source_id, rel.target_id):
-                    continue
+        scopes = visible_scopes(self.scope)
+        out: list[Neighbour] = []
+        taken: set[str] = set()
+        for hit in hits:
+            for rel in corpus.edges([hit.memory.id]):
                 outgoing = rel.source_id == hit.memory.id
                 other = rel.target_id if outgoing else rel.source_id
-                if other not in result_ids and other not in [w[0] for w in wanted]:
-                    wanted.append((other, rel, outgoing, hit.memory.id))
-        found = self.store.get_many([w[0] for w in wanted], self.scope)
-        out = []
-        for other, rel, outgoing, via in wanted:
-            memory = found.get(other)
-            if memory is None or memory.state.value == "archived":
-                continue
-            out.append(Neighbour(memory, rel.relationship_type, outgoing, rel.strength, via))
-            if len(out) == MAX_NEIGHBOURS:
-                break
+                pos = corpus.pos_of.get(other)
+                if other in result_ids or other in taken or pos is None:
+                    continue
+                memory = copy.copy(corpus.memory(pos))
+                if memory.scope not in scopes or memory.state is State.ARCHIVED:
+                    continue
+                taken.add(other)
+                out.append(
+                    Neighbour(memory, rel.relationship_type, outgoing, rel.strength, hit.memory.id)
+                )
+                if len(out) == MAX_NEIGHBOURS:
+                    return out
         return out
 
     # ---- forget, update, get --------------------------------------------------------------

@@ -14,14 +14,14 @@ import math
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from octobrain.bm25 import BM25Index
-from octobrain.models import Memory, State
+from octobrain.models import Memory, Relationship, State
 from octobrain.store import MemoryStore
 from octobrain.store.memories import sql_in
 from octobrain.store.schema import row_to_memory
@@ -73,12 +73,15 @@ class Corpus:
         self._state = np.zeros(0, dtype=object)
         self._type = np.zeros(0, dtype=object)
         self._created = np.zeros(0, dtype=np.int64)
+        self._edges_version = -1
+        self._edges: dict[str, list[Relationship]] = {}
 
     # ---- keeping up with the store ----------------------------------------------------------
 
     def refresh(self) -> None:
         """Catch up with the store's latest committed version (a no-op when unchanged)."""
         with self._lock:
+            self._refresh_edges()
             version = self._store.version()
             if version == self._version:
                 return
@@ -104,6 +107,48 @@ class Corpus:
             if len(self.memories) > 1000 and len(self.pos_of) < len(self.memories) // 2:
                 self._rebuild()
             self._version = version
+
+    def _refresh_edges(self) -> None:
+        version = self._store.relationships_version()
+        if version == self._edges_version:
+            return
+        edges: dict[str, list[Relationship]] = {}
+        for rel in self._store.all_relationships():
+            edges.setdefault(rel.source_id, []).append(rel)
+            if rel.target_id != rel.source_id:
+                edges.setdefault(rel.target_id, []).append(rel)
+        self._edges, self._edges_version = edges, version
+
+    def due_for_access(self, ids: Sequence[str], now: datetime, window: timedelta) -> list[str]:
+        """The ids whose access should count now: never accessed, or not within `window`."""
+        due = []
+        for mid in ids:
+            pos = self.pos_of.get(mid)
+            if pos is not None:
+                memory = self.memory(pos)
+                if memory.access_count == 0 or memory.last_accessed < now - window:
+                    due.append(mid)
+        return due
+
+    def note_own_access(self, ids: Sequence[str], now: datetime, version: int) -> None:
+        """Apply an access bump this process just committed as `version` without re-reading,
+        when nobody else committed in between (otherwise the next refresh reads the store)."""
+        with self._lock:
+            if version != self._version + 1:
+                return
+            for mid in ids:
+                memory = self.memory(self.pos_of[mid])
+                memory.access_count += 1
+                memory.last_accessed = now
+            self._version = version
+
+    def edges(self, ids: Sequence[str]) -> list[Relationship]:
+        """Edges touching any of `ids` (each once), from the mirror of `relationships`."""
+        seen: dict[str, Relationship] = {}
+        for mid in ids:
+            for rel in self._edges.get(mid, ()):
+                seen.setdefault(rel.id, rel)
+        return list(seen.values())
 
     def _rows(self, ids: list[str], total: int) -> list[dict[str, Any]]:
         if not ids:

@@ -9,6 +9,7 @@ sinks far below its replacement. Several queries are fused with RRF.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -219,7 +220,8 @@ class Retriever:
     ) -> list[Hit]:
         if not kept:
             return []
-        mems = [self.corpus.memory(s.pos) for s in kept]
+        # Copies: the mirror's objects change in place as accesses are recorded.
+        mems = [copy.copy(self.corpus.memory(s.pos)) for s in kept]
         mcfg, scfg = self.config.memory, self.config.search
         importance = decay.decayed_importance(
             [m.importance for m in mems],
@@ -258,7 +260,7 @@ class Retriever:
         """For each id, the live memories visible from `scopes` that supersede it."""
         out: dict[str, list[str]] = {}
         wanted = set(ids)
-        for rel in self.store.relationships_of(ids):
+        for rel in self.corpus.edges(ids):
             if rel.relationship_type is not RelationshipType.SUPERSEDES:
                 continue
             pos = self.corpus.pos_of.get(rel.source_id)

@@ -239,6 +239,15 @@ class MemoryStore:
         distances = table.column("_distance").to_pylist()
         return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
 
+    def relationships_version(self) -> int:
+        """The latest committed version of `relationships`."""
+        return int(self.relationships.version)
+
+    def all_relationships(self) -> list[Relationship]:
+        """Every edge in the store (for the in-process mirror)."""
+        rows = self.relationships.search().limit(None).to_list()
+        return [schema.row_to_relationship(r) for r in rows]
+
     def relationships_of(self, ids: Sequence[str]) -> list[Relationship]:
         """Every edge touching any of `ids`, in either direction."""
         if not ids:
@@ -280,16 +289,15 @@ class MemoryStore:
             self.memories.update(where=where, values=values)
             self._maybe_maintain()
 
-    def record_access(self, ids: Sequence[str], now: datetime, *, min_interval: timedelta) -> None:
-        """Count one access for each id, unless it was accessed less than `min_interval` ago."""
-        if not ids:
-            return
+    def record_access(self, ids: Sequence[str], now: datetime, *, min_interval: timedelta) -> int:
+        """Count one access for each id, unless it was accessed less than `min_interval` ago.
+        Returns the version this commit created."""
         cutoff = (now - min_interval).isoformat()
         # A row's first access always counts (last_accessed starts at its creation time).
         recent = f"last_accessed < timestamp {sql_str(cutoff)}"
         where = f"{sql_in('id', ids)} AND (access_count = 0 OR {recent})"
         with self.write_lock():
-            self.memories.update(
+            result = self.memories.update(
                 where=where,
                 values_sql={
                     "access_count": "access_count + 1",
@@ -297,6 +305,7 @@ class MemoryStore:
                 },
             )
             self._maybe_maintain()
+        return int(result.version)
 
     def delete(self, ids: Sequence[str]) -> int:
         """Delete memories by id and every edge touching them. Returns rows deleted."""
