@@ -191,8 +191,8 @@ class Retriever:
     def _nearest(
         self, vector: npt.NDArray[np.float32], where: str, want: int, allowed: npt.NDArray[np.bool_]
     ) -> list[int]:
-        # Up to EXACT_MAX rows an exact scan of the mirror's embeddings takes about a millisecond,
-        # faster than any index lookup and never approximate; beyond it LanceDB's ANN index pays.
+        # Up to EXACT_MAX rows an exact scan of the mirror's embeddings (one mat-vec product)
+        # costs milliseconds and is never approximate; beyond it LanceDB's ANN index pays.
         if len(self.corpus) <= EXACT_MAX:
             return self.corpus.nearest(vector, allowed, want)
         hits = self.store.vector_search(vector, where, want)

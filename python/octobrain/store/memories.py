@@ -329,12 +329,15 @@ class MemoryStore:
         """Merge small fragments, fold deletions, update indexes and drop versions older than
         `KEEP_VERSIONS_FOR` (long enough for any in-flight reader), so reads stay fast after
         many small writes. Creates the indexes that pay at the current size."""
-        from lancedb.index import Bitmap, IvfPq
+        from lancedb.index import Bitmap, BTree, IvfPq
 
         with self.write_lock():
             rows = self.memories.count_rows()
             indexed = {ix.columns[0] for ix in self.memories.list_indices()}
             if rows >= SCALAR_INDEX_MIN_ROWS:
+                # id: point lookups, access bumps and deletes; scope/state: every read's filter.
+                if "id" not in indexed:
+                    self.memories.create_index("id", config=BTree())
                 for column in ("scope", "state"):
                     if column not in indexed:
                         self.memories.create_index(column, config=Bitmap())
