@@ -130,9 +130,11 @@ def split_spans(data: bytes, size: int, overlap: int) -> list[tuple[int, int]]:
         if end <= start + overlap:
             end = _next_char(data, start + overlap)
         spans.append((start, end))
-        nxt = _char_start(data, end - overlap)
-        if nxt <= start:
-            nxt = _next_char(data, start)
+        if end >= n:  # a wide last character took the window to the end
+            break
+        nxt = end - overlap  # > start, because end > start + overlap
+        if nxt < end and (data[nxt] & 0xC0) == 0x80:  # round the overlap down to whole chars
+            nxt = _next_char(data, nxt)
         if overlap:  # begin the overlap at a word start when one is near
             space = data.find(b" ", nxt, min(end, nxt + 40))
             if space >= 0 and space + 1 < end:
