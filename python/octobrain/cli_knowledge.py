@@ -99,7 +99,9 @@ def index_cmd(ctx: click.Context, source: str, force: bool, fmt: str) -> None:
 @knowledge.command("search")
 @click.argument("query")
 @click.option("--source", help="Search only this file or URL (indexed first if needed).")
-@click.option("-l", "--limit", type=int, default=None, help="Results (default knowledge.max_results).")
+@click.option(
+    "-l", "--limit", type=int, default=None, help="Results (default knowledge.max_results)."
+)
 @click.option("--min-relevance", type=float, default=None, help="Relevance floor, 0–1.")
 @SESSION_OPTION
 @FORMAT_OPTION

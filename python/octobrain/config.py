@@ -228,10 +228,13 @@ class KnowledgeConfig:
         120.0, "session notes older than this are removed", _range(0, None, lo_open=True)
     )
     min_relevance: float = _opt(
-        0.3, "results below this calibrated relevance (cosine / word coverage) are dropped",
+        0.3,
+        "results below this calibrated relevance (cosine / word coverage) are dropped",
         _range(0, 1),
     )
-    max_matches: int = _opt(100, "default cap on lines returned by `knowledge match`", _range(1, 10000))
+    max_matches: int = _opt(
+        100, "default cap on lines returned by `knowledge match`", _range(1, 10000)
+    )
     max_source_bytes: int = _opt(
         50 * 1024 * 1024, "largest file or download accepted, bytes", _range(1, 2**40)
     )

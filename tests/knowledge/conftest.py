@@ -90,17 +90,17 @@ def write_pdf(path: Path, pages: Sequence[Sequence[str]], title: str = "") -> Pa
     objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {n_pages} >>".encode())
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     for i, lines in enumerate(pages):
-        body = "BT /F1 11 Tf 14 TL 72 760 Td " + " ".join(
-            f"({_pdf_escape(line)}) Tj T*" for line in lines
-        ) + " ET"
+        body = (
+            "BT /F1 11 Tf 14 TL 72 760 Td "
+            + " ".join(f"({_pdf_escape(line)}) Tj T*" for line in lines)
+            + " ET"
+        )
         stream = body.encode("latin-1")
         objects.append(
             f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {5 + 2 * i} 0 R "
             "/Resources << /Font << /F1 3 0 R >> >> >>".encode()
         )
-        objects.append(
-            f"<< /Length {len(stream)} >>\nstream\n".encode() + stream + b"\nendstream"
-        )
+        objects.append(f"<< /Length {len(stream)} >>\nstream\n".encode() + stream + b"\nendstream")
     info = None
     if title:
         objects.append(f"<< /Title ({_pdf_escape(title)}) >>".encode())

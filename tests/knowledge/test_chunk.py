@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,9 +11,7 @@ from hypothesis import strategies as st
 from octobrain.errors import InvalidInput
 from octobrain.knowledge.chunk import chunk_text, split_spans
 
-TEXT = st.text(
-    alphabet=st.sampled_from(list("ab .!?\n\t") + ["é", "€", "𝄞", "字"]), max_size=600
-)
+TEXT = st.text(alphabet=st.sampled_from([*"ab .!?\n\t", "é", "€", "𝄞", "字"]), max_size=600)
 
 
 @st.composite
@@ -32,7 +32,7 @@ def test_split_spans_covers_everything_in_bounded_overlapping_windows(
         assert spans == []
         return
     assert spans[0][0] == 0 and spans[-1][1] == len(data)
-    for (s1, e1), (s2, e2) in zip(spans, spans[1:], strict=False):
+    for (s1, e1), (s2, e2) in itertools.pairwise(spans):
         assert s1 < s2 <= e1 < e2  # progress, and no gap between windows
         assert e1 - s2 <= overlap
     for start, end in spans:

@@ -59,7 +59,12 @@ def test_html_and_pdf_over_http_are_indexed_and_found(
 @pytest.mark.parametrize(
     ("path", "content_type", "body", "expected"),
     [
-        ("/notes.txt", "text/html", b"<html><body><h1>T</h1><p>Hello page</p></body></html>", "html"),
+        (
+            "/notes.txt",
+            "text/html",
+            b"<html><body><h1>T</h1><p>Hello page</p></body></html>",
+            "html",
+        ),
         ("/readme.md", "text/plain", b"# Readme\n\nPlain markdown.", "markdown"),
         ("/readme.md", "application/octet-stream", b"# Readme\n\nUntyped bytes.", "markdown"),
         ("/data", "text/csv", b"a,b\n1,2\n", "text"),
@@ -88,7 +93,9 @@ def test_unsupported_content_type_and_non_2xx_are_clear_errors(
         k.read(server.url("/boom"))
 
 
-def test_redirects_are_followed_up_to_the_cap(make_knowledge: MakeKnowledge, server: Server) -> None:
+def test_redirects_are_followed_up_to_the_cap(
+    make_knowledge: MakeKnowledge, server: Server
+) -> None:
     server.routes["/final"] = (200, {"Content-Type": "text/plain"}, b"Arrived safely.")
     server.routes["/r2"] = (302, {"Location": "/final"}, b"")
     server.routes["/r1"] = (301, {"Location": server.url("/r2")}, b"")
@@ -98,9 +105,10 @@ def test_redirects_are_followed_up_to_the_cap(make_knowledge: MakeKnowledge, ser
     with pytest.raises(InvalidInput, match=r"^source: .*more than 3 redirects"):
         k.read(server.url("/loop"))
     assert server.hits["/loop"] == 4  # the first request plus three redirects, then stop
-    assert make_knowledge(allow_private_hosts=LOCAL, max_redirects=1).read(
-        server.url("/r2")
-    ).text == "Arrived safely."
+    assert (
+        make_knowledge(allow_private_hosts=LOCAL, max_redirects=1).read(server.url("/r2")).text
+        == "Arrived safely."
+    )
 
 
 def test_each_redirect_hop_is_checked(make_knowledge: MakeKnowledge, server: Server) -> None:
@@ -117,7 +125,11 @@ def test_size_cap_applies_to_declared_and_streamed_bodies(
 ) -> None:
     k = make_knowledge(allow_private_hosts=LOCAL, max_source_bytes=1000)
     server.routes["/big"] = (200, {"Content-Type": "text/plain"}, b"x" * 5000)
-    server.routes["/stream"] = (200, {"Content-Type": "text/plain", "X-No-Length": "1"}, b"y" * 5000)
+    server.routes["/stream"] = (
+        200,
+        {"Content-Type": "text/plain", "X-No-Length": "1"},
+        b"y" * 5000,
+    )
     for path in ("/big", "/stream"):
         with pytest.raises(InvalidInput, match=r"^source: .*larger than the 1000-byte cap"):
             k.read(server.url(path))

@@ -39,7 +39,9 @@ def test_local_file_errors_name_the_source(tmp_path: Path) -> None:
         read_file(parse_source(str(tmp_path / "missing.md")), 1000)
     big = tmp_path / "big.txt"
     big.write_text("x" * 2000)
-    with pytest.raises(InvalidInput, match=r"^source: .* over the 1000-byte cap .*max_source_bytes"):
+    with pytest.raises(
+        InvalidInput, match=r"^source: .* over the 1000-byte cap .*max_source_bytes"
+    ):
         read_file(parse_source(str(big)), 1000)
     binary = tmp_path / "blob.bin"
     binary.write_bytes(bytes(range(256)) * 4)

@@ -104,7 +104,9 @@ def detect_type(fetched: Fetched) -> DocType:
     sniffed = _sniff(fetched.data)
     if sniffed is None:
         what = f"file type {ext!r}" if ext else "file type (no extension, not UTF-8 text)"
-        raise InvalidInput("source", f"{fetched.ref.uri}: unsupported {what}; supported: {SUPPORTED}")
+        raise InvalidInput(
+            "source", f"{fetched.ref.uri}: unsupported {what}; supported: {SUPPORTED}"
+        )
     return sniffed
 
 

@@ -101,10 +101,13 @@ def fetch_url(
             request = client.build_request(
                 "GET",
                 url.copy_with(host=address),
-                headers={"Host": url.netloc.decode("ascii"), "User-Agent": USER_AGENT,
-                         "Accept": ACCEPT},
+                headers={
+                    "Host": url.netloc.decode("ascii"),
+                    "User-Agent": USER_AGENT,
+                    "Accept": ACCEPT,
+                },
                 extensions={"sni_hostname": url.host} if url.scheme == "https" else {},
-            )  # fmt: skip
+            )
             try:
                 response = client.send(request, stream=True)
             except httpx.TimeoutException:

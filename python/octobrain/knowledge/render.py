@@ -34,8 +34,12 @@ def _ts(moment: datetime | None) -> str:
 def to_dict(result: Any) -> Any:
     """Any knowledge result as JSON-ready data (datetimes as ISO-8601 strings)."""
     if isinstance(result, Document):
-        return {"uri": result.uri, "title": result.title, "type": result.doc_type.value,
-                "text": result.text}  # fmt: skip
+        return {
+            "uri": result.uri,
+            "title": result.title,
+            "type": result.doc_type.value,
+            "text": result.text,
+        }
     if dataclasses.is_dataclass(result) and not isinstance(result, type):
         return {f.name: to_dict(getattr(result, f.name)) for f in dataclasses.fields(result)}
     if isinstance(result, (list, tuple)):

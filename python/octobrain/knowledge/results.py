@@ -29,10 +29,18 @@ class SourceInfo:
     def from_row(cls, row: dict[str, Any]) -> SourceInfo:
         """From a `knowledge_sources` row."""
         return cls(
-            row["id"], row["uri"], row["title"], row["doc_type"], row["scope"],
-            row["session_id"], row["content_hash"], int(row["chunk_count"]),
-            int(row["size_bytes"]), row["indexed_at"], row["last_checked"],
-        )  # fmt: skip
+            row["id"],
+            row["uri"],
+            row["title"],
+            row["doc_type"],
+            row["scope"],
+            row["session_id"],
+            row["content_hash"],
+            int(row["chunk_count"]),
+            int(row["size_bytes"]),
+            row["indexed_at"],
+            row["last_checked"],
+        )
 
 
 @dataclass(frozen=True)

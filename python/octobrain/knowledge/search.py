@@ -82,8 +82,10 @@ def search_chunks(
         relevance = max(0.0, cos, 0.5 * (cos + float(coverage[i])))
         if relevance < min_relevance:
             continue
-        norm = (fused.scores[i] - lo) / (top - lo) if cfg.fusion == "zscore" and top > lo else (
-            fused.scores[i] / top if top > 0 else 0.0
+        norm = (
+            (fused.scores[i] - lo) / (top - lo)
+            if cfg.fusion == "zscore" and top > lo
+            else (fused.scores[i] / top if top > 0 else 0.0)
         )
         scored.append(_Scored(pos, norm, relevance, cos, float(coverage[i]), ", ".join(legs[pos])))
     return _group(index, scored, limit)
@@ -101,9 +103,11 @@ def _group(index: ChunkIndex, scored: list[_Scored], limit: int) -> list[Knowled
             continue
         seen[key] = len(hits)
         # `content` is "header\n\nbody"; the header is printed from section_path instead.
-        shown = parent if parent and len(parent) <= DISPLAY_CHARS else row["content"].partition(
-            "\n\n"
-        )[2]
+        shown = (
+            parent
+            if parent and len(parent) <= DISPLAY_CHARS
+            else row["content"].partition("\n\n")[2]
+        )
         hits.append(
             KnowledgeHit(
                 uri=row["uri"],

@@ -15,6 +15,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from octobrain.config import Config, load_config, resolve_storage_uri
 from octobrain.embed import Embedder, embedder_from_config
 from octobrain.errors import InvalidInput
@@ -112,7 +115,9 @@ class Knowledge:
             )
         return where + ")"
 
-    def _visible_rows(self, uri: str | None = None, *, with_text: bool = False) -> list[dict[str, Any]]:
+    def _visible_rows(
+        self, uri: str | None = None, *, with_text: bool = False
+    ) -> list[dict[str, Any]]:
         where = self._visible_where(utcnow())
         if uri is not None:
             where += f" AND uri = {sql_str(uri)}"
@@ -194,14 +199,14 @@ class Knowledge:
             return IndexReport(SourceInfo.from_row(existing), "unchanged", 0)
         scope = existing["scope"] if existing is not None else ("" if global_ else self.scope)
         status: IndexStatus = "indexed" if existing is None else "reindexed"
-        row, embedded = self._write(document, scope, "", digest, fetched.mtime, len(fetched.data),
-                                    progress)  # fmt: skip
+        size = len(fetched.data)
+        row, embedded = self._write(document, scope, "", digest, fetched.mtime, size, progress)
         return IndexReport(SourceInfo.from_row(row), status, embedded)
 
     def _fresh(self, ref: SourceRef, row: dict[str, Any], now: datetime) -> bool:
         if ref.kind is SourceKind.FILE:
-            return file_mtime(ref) == row["mtime"]
-        age = now - row["last_checked"]
+            return file_mtime(ref) == float(row["mtime"])
+        age: timedelta = now - row["last_checked"]
         return age <= timedelta(days=self.config.knowledge.outdating_days)
 
     def _write(
@@ -223,7 +228,7 @@ class Knowledge:
             parent_size=k.parent_size,
         )
         texts = [c.content for c in chunks]
-        vectors = []
+        vectors: list[npt.NDArray[np.float32]] = []
         for start in range(0, len(texts), EMBED_BATCH):
             vectors.extend(self.embedder.embed_documents(texts[start : start + EMBED_BATCH]))
             if progress is not None:
@@ -232,21 +237,40 @@ class Knowledge:
         sid = source_id(document.uri, scope, session_id)
         generation = uuid.uuid4().hex
         source_row = {
-            "id": sid, "uri": document.uri, "scope": scope, "session_id": session_id,
-            "title": document.title, "doc_type": document.doc_type.value,
-            "content_hash": digest, "chunker": self._chunker, "text": document.text,
-            "generation": generation, "chunk_count": len(chunks), "size_bytes": size,
-            "mtime": float(mtime), "indexed_at": now, "last_checked": now,
-        }  # fmt: skip
+            "id": sid,
+            "uri": document.uri,
+            "scope": scope,
+            "session_id": session_id,
+            "title": document.title,
+            "doc_type": document.doc_type.value,
+            "content_hash": digest,
+            "chunker": self._chunker,
+            "text": document.text,
+            "generation": generation,
+            "chunk_count": len(chunks),
+            "size_bytes": size,
+            "mtime": float(mtime),
+            "indexed_at": now,
+            "last_checked": now,
+        }
         chunk_rows = [
             {
-                "id": uuid.uuid4().hex, "source_id": sid, "generation": generation,
-                "uri": document.uri, "scope": scope, "session_id": session_id,
-                "title": document.title, "chunk_index": c.index,
-                "section_path": list(c.section_path), "content": c.content,
-                "parent_content": c.parent, "byte_start": c.start, "byte_end": c.end,
-                "indexed_at": now, "embedding": vec,
-            }  # fmt: skip
+                "id": uuid.uuid4().hex,
+                "source_id": sid,
+                "generation": generation,
+                "uri": document.uri,
+                "scope": scope,
+                "session_id": session_id,
+                "title": document.title,
+                "chunk_index": c.index,
+                "section_path": list(c.section_path),
+                "content": c.content,
+                "parent_content": c.parent,
+                "byte_start": c.start,
+                "byte_end": c.end,
+                "indexed_at": now,
+                "embedding": vec,
+            }
             for c, vec in zip(chunks, vectors, strict=True)
         ]
         self.kstore.replace_source(source_row, chunk_rows)
@@ -334,10 +358,18 @@ class Knowledge:
             detail = str(exc).strip().splitlines()[-1].removeprefix("error: ")
             raise InvalidInput("pattern", f"invalid regular expression: {detail}") from None
         hits = [
-            LineHit(rows[m.text_index]["uri"], rows[m.text_index]["title"], m.line_number,
-                    m.line, m.start, m.end, m.before, m.after)
+            LineHit(
+                rows[m.text_index]["uri"],
+                rows[m.text_index]["title"],
+                m.line_number,
+                m.line,
+                m.start,
+                m.end,
+                m.before,
+                m.after,
+            )
             for m in found.matches
-        ]  # fmt: skip
+        ]
         return MatchReport(pattern, hits, found.truncated, cap, len(rows))
 
     # ---- session notes --------------------------------------------------------------------
@@ -363,8 +395,9 @@ class Knowledge:
             raise InvalidInput("key", f"{key!r} already exists in this session; delete it first")
         document = document_from_text(uri, content)
         digest = content_hash(document.text)
-        _, chunks = self._write(document, self.scope, session, digest, 0.0,
-                                len(content.encode()), None)  # fmt: skip
+        _, chunks = self._write(
+            document, self.scope, session, digest, 0.0, len(content.encode()), None
+        )
         return StoredNote(key, uri, chunks, session)
 
     def delete(self, key: str) -> str:
