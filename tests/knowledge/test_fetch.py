@@ -133,3 +133,24 @@ def test_size_cap_applies_to_declared_and_streamed_bodies(
     for path in ("/big", "/stream"):
         with pytest.raises(InvalidInput, match=r"^source: .*larger than the 1000-byte cap"):
             k.read(server.url(path))
+
+
+def test_url_age_triggers_a_check_and_the_hash_decides(
+    make_knowledge: MakeKnowledge, server: Server
+) -> None:
+    server.routes["/page"] = (200, {"Content-Type": "text/html"}, HTML_PAGE)
+    url = server.url("/page")
+    young = make_knowledge(allow_private_hosts=LOCAL)
+    assert young.search("pagination cursor", source=url).indexed.status == "indexed"  # type: ignore[union-attr]
+    assert young.search("pagination cursor", source=url).indexed.status == "fresh"  # type: ignore[union-attr]
+    assert server.hits["/page"] == 1  # a young URL is not fetched again
+    stale = make_knowledge(allow_private_hosts=LOCAL, outdating_days=0.0)
+    assert stale.search("pagination cursor", source=url).indexed.status == "unchanged"  # type: ignore[union-attr]
+    server.routes["/page"] = (
+        200,
+        {"Content-Type": "text/html"},
+        HTML_PAGE.replace(b"fifty", b"ninety"),
+    )
+    result = stale.search("ninety widgets per page", source=url)
+    assert result.indexed is not None and result.indexed.status == "reindexed"
+    assert "ninety" in result.hits[0].text and server.hits["/page"] == 3

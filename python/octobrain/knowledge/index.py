@@ -33,7 +33,9 @@ class ChunkIndex:
 
     def __init__(self, store: KnowledgeStore) -> None:
         self._store = store
-        self._lock = threading.Lock()
+        # Held by `refresh` and by whole searches: the Rust BM25 handle refuses an update while
+        # another thread is searching it.
+        self.lock = threading.RLock()
         self._versions = (-1, -1)
         self.index = BM25Index()
         self.rows: list[dict[str, Any] | None] = []
@@ -50,7 +52,7 @@ class ChunkIndex:
 
     def refresh(self) -> None:
         """Catch up with the latest committed versions of both tables."""
-        with self._lock:
+        with self.lock:
             versions = self._store.versions()
             if versions == self._versions:
                 return

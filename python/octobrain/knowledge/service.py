@@ -296,14 +296,13 @@ class Knowledge:
             raise InvalidInput("min_relevance", "must be between 0 and 1")
         report, source_ids = self._restrict(source)
         mirror = self.index_mirror
-        mirror.refresh()
-        now = utcnow()
-        allowed = mirror.allowed(
-            visible_scopes(self.scope), self.session_id, self._session_cutoff(now), source_ids
-        )
-        hits = []
-        if allowed.any():
-            qvec = self.embedder.embed_query(query)
+        qvec = self.embedder.embed_query(query)
+        with mirror.lock:
+            mirror.refresh()
+            now = utcnow()
+            allowed = mirror.allowed(
+                visible_scopes(self.scope), self.session_id, self._session_cutoff(now), source_ids
+            )
             hits = search_chunks(
                 mirror, query, qvec, allowed, self.config, limit=limit, min_relevance=floor
             )
