@@ -178,6 +178,12 @@ def test_int_given_for_float_is_accepted(tmp_path: Path):
         ("[mcp]\nallowed_origins = [1]\n", "mcp.allowed_origins", "list of strings"),
         ("search = 3\n", "search", "must be a table"),
         ("[search]\nhyde = 1\n", "search.hyde", "must be a table"),
+        (
+            '[knowledge]\nallow_private_hosts = ["10.0.0.0/8", "bad host!"]\n',
+            "knowledge.allow_private_hosts",
+            "'bad host!' is neither an IP address, a CIDR network nor a host name",
+        ),
+        ("[knowledge]\nmax_redirects = -1\n", "knowledge.max_redirects", "must be between 0"),
     ],
 )
 def test_invalid_values_name_file_key_and_rule(tmp_path: Path, text: str, key: str, rule: str):
@@ -280,3 +286,11 @@ def test_bad_env_value_names_the_variable(
         load_config(tmp_path / "absent.toml")
     assert str(info.value).startswith(f"{name}: ")
     assert rule in str(info.value)
+
+
+def test_knowledge_allow_list_accepts_addresses_networks_and_hosts(tmp_path: Path):
+    text = (
+        '[knowledge]\nallow_private_hosts = ["127.0.0.1", "10.0.0.0/8", "::1", "docs.internal"]\n'
+    )
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.knowledge.allow_private_hosts == ("127.0.0.1", "10.0.0.0/8", "::1", "docs.internal")

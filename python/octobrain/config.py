@@ -97,6 +97,20 @@ def _bind_rule(v: Any) -> str | None:
     return None
 
 
+def _allow_hosts_rule(v: Any) -> str | None:
+    import ipaddress
+
+    for item in v:
+        try:
+            ipaddress.ip_network(item, strict=False)
+            continue
+        except ValueError:
+            pass
+        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?", item):
+            return f"{item!r} is neither an IP address, a CIDR network nor a host name"
+    return None
+
+
 def _token_rule(v: Any) -> str | None:
     return None if v == "" or len(v) >= 16 else "must be empty or at least 16 characters"
 
@@ -212,6 +226,27 @@ class KnowledgeConfig:
     max_results: int = _opt(5, "results per knowledge search", _range(1, 1000))
     session_ttl_hours: float = _opt(
         120.0, "session notes older than this are removed", _range(0, None, lo_open=True)
+    )
+    min_relevance: float = _opt(
+        0.3,
+        "results below this calibrated relevance (cosine / word coverage) are dropped",
+        _range(0, 1),
+    )
+    max_matches: int = _opt(
+        100, "default cap on lines returned by `knowledge match`", _range(1, 10000)
+    )
+    max_source_bytes: int = _opt(
+        50 * 1024 * 1024, "largest file or download accepted, bytes", _range(1, 2**40)
+    )
+    fetch_timeout_secs: float = _opt(
+        30.0, "timeout of one HTTP request (connect, read), seconds", _range(0, 600, lo_open=True)
+    )
+    max_redirects: int = _opt(5, "redirects followed per URL", _range(0, 50))
+    allow_private_hosts: tuple[str, ...] = _opt(
+        (),
+        "hosts, IPs or CIDR networks (e.g. 127.0.0.1, 10.0.0.0/8, docs.internal) that URLs may "
+        "reach although private, loopback or link-local (refused by default)",
+        _allow_hosts_rule,
     )
 
 

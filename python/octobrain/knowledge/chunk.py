@@ -1,0 +1,188 @@
+"""Heading-aware parent/child chunking.
+
+1. The text is split into sections at markdown headings (`#`…`######` at a line start, outside
+   fenced code), keeping the heading path (`Guide > Install > Linux`).
+2. A section body that fits in `chunk_size` bytes is one chunk (no parent).
+3. A longer body is cut into parents of at most `parent_size` bytes, and each parent into
+   children of about `chunk_size` bytes that overlap by `chunk_overlap` bytes. Every child lies
+   inside its parent (upstream truncated the parent, so later children pointed at text that did
+   not contain them).
+
+Cuts prefer a paragraph break, then a sentence end, then a line break, then a space, within the
+last fifth of the window, and never split a UTF-8 character. Each step moves the start forward by
+at least one character, so the loop ends for every size > overlap ≥ 0.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from octobrain.errors import InvalidInput
+
+_HEADING = re.compile(rb"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+_FENCE = re.compile(rb"^[ \t]*(```|~~~)")
+_SENTENCE_END = re.compile(rb"[.!?][\"')\]]*\s")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One child chunk. Offsets are UTF-8 byte offsets into the document text."""
+
+    index: int
+    section_path: tuple[str, ...]
+    header: str  # "Title > Section > Sub", printed before the text
+    body: str
+    parent: str  # the enclosing parent section's text (no header); "" when the chunk is whole
+    start: int
+    end: int
+
+    @property
+    def content(self) -> str:
+        """What is embedded and keyword-indexed: the header line, then the text."""
+        return f"{self.header}\n\n{self.body}"
+
+
+@dataclass(frozen=True)
+class _Section:
+    path: tuple[str, ...]
+    start: int  # byte offset of the body
+    body: bytes
+
+
+def check_sizes(chunk_size: int, overlap: int, parent_size: int) -> None:
+    """The rules the config enforces, for direct callers."""
+    if chunk_size < 1:
+        raise InvalidInput("chunk_size", "must be >= 1")
+    if not 0 <= overlap < chunk_size:
+        raise InvalidInput("chunk_overlap", "must be >= 0 and less than chunk_size")
+    if parent_size < chunk_size:
+        raise InvalidInput("parent_size", "must be >= chunk_size")
+
+
+def _sections(data: bytes) -> list[_Section]:
+    sections: list[_Section] = []
+    path: list[str] = []
+    body_start = 0
+    pos = 0
+    fenced = False
+    for line in data.splitlines(keepends=True):
+        if _FENCE.match(line):
+            fenced = not fenced
+        match = None if fenced else _HEADING.match(line.rstrip(b"\r\n"))
+        if match:
+            sections.append(_Section(tuple(path), body_start, data[body_start:pos]))
+            level = len(match.group(1))
+            path = [*path[: level - 1], match.group(2).decode("utf-8", "replace").strip()]
+            body_start = pos + len(line)
+        pos += len(line)
+    sections.append(_Section(tuple(path), body_start, data[body_start:]))
+    return sections
+
+
+def _char_start(data: bytes, i: int) -> int:
+    """Move `i` back to the first byte of the UTF-8 character holding it."""
+    while 0 < i < len(data) and (data[i] & 0xC0) == 0x80:
+        i -= 1
+    return i
+
+
+def _next_char(data: bytes, i: int) -> int:
+    """The first character start strictly after `i`."""
+    i += 1
+    while i < len(data) and (data[i] & 0xC0) == 0x80:
+        i += 1
+    return i
+
+
+def _break(data: bytes, lo: int, hi: int) -> int:
+    """The best cut in data[lo:hi] (the cut is an end offset), or `hi` when there is none."""
+    if lo >= hi:
+        return hi
+    para = data.rfind(b"\n\n", lo, hi)
+    if para >= 0:
+        return para + 2
+    ends = [m.end() for m in _SENTENCE_END.finditer(data, lo, hi)]
+    if ends:
+        return ends[-1]
+    for sep in (b"\n", b" ", b"\t"):
+        found = data.rfind(sep, lo, hi)
+        if found >= 0:
+            return found + 1
+    return hi
+
+
+def split_spans(data: bytes, size: int, overlap: int) -> list[tuple[int, int]]:
+    """Cut `data` into (start, end) windows of at most `size` bytes (one character more only
+    when a single character is wider than the room left), consecutive windows sharing at most
+    `overlap` bytes. The windows cover every byte."""
+    check_sizes(size, overlap, size)
+    spans: list[tuple[int, int]] = []
+    start, n = 0, len(data)
+    while start < n:
+        if n - start <= size:
+            spans.append((start, n))
+            break
+        target = start + size
+        # The cut must leave the next start (end - overlap) beyond this start.
+        lo = max(start + overlap + 1, target - max(1, size // 5))
+        end = _char_start(data, _break(data, lo, target))
+        if end <= start + overlap:
+            end = _next_char(data, start + overlap)
+        spans.append((start, end))
+        if end >= n:  # a wide last character took the window to the end
+            break
+        nxt = end - overlap  # > start, because end > start + overlap
+        if nxt < end and (data[nxt] & 0xC0) == 0x80:  # round the overlap down to whole chars
+            nxt = _next_char(data, nxt)
+        if overlap:  # begin the overlap at a word start when one is near
+            space = data.find(b" ", nxt, min(end, nxt + 40))
+            if space >= 0 and space + 1 < end:
+                nxt = space + 1
+        start = nxt
+    return spans
+
+
+def chunk_text(
+    text: str, title: str, *, chunk_size: int = 1200, overlap: int = 300, parent_size: int = 4800
+) -> list[Chunk]:
+    """Chunk a document's text (see the module docstring). Empty sections are skipped."""
+    check_sizes(chunk_size, overlap, parent_size)
+    data = text.encode("utf-8")
+    chunks: list[Chunk] = []
+    for section in _sections(data):
+        lead = len(section.body) - len(section.body.lstrip())
+        body = section.body.strip()
+        if not body:
+            continue
+        base = section.start + lead
+        # The document title leads the header, unless the first heading repeats it.
+        lead_path = section.path[1:] if section.path[:1] == (title,) else section.path
+        header = " > ".join((title, *lead_path))
+        if len(body) <= chunk_size:
+            chunks.append(
+                Chunk(len(chunks), section.path, header, body.decode(), "", base, base + len(body))
+            )
+            continue
+        for p_start, p_end in split_spans(body, parent_size, 0):
+            parent = body[p_start:p_end]
+            parent_text = parent.strip().decode()
+            spans = split_spans(parent, chunk_size, overlap)
+            for c_start, c_end in spans:
+                piece = parent[c_start:c_end]
+                stripped = piece.strip()
+                if not stripped:
+                    continue
+                offset = base + p_start + c_start + (len(piece) - len(piece.lstrip()))
+                chunks.append(
+                    Chunk(
+                        len(chunks),
+                        section.path,
+                        header,
+                        stripped.decode(),
+                        parent_text if len(spans) > 1 else "",
+                        offset,
+                        offset + len(stripped),
+                    )
+                )
+    return chunks

@@ -1,0 +1,299 @@
+"""Extraction: raw bytes of a source → a titled, markdown-ish plain text.
+
+The type comes from the HTTP Content-Type, else the file extension, else a look at the bytes.
+HTML goes through readability (the main article, no navigation chrome) and is rendered with its
+headings as markdown `#` lines, so the chunker can keep section paths. PDF text comes from
+pypdf, DOCX paragraphs and headings from python-docx. Parsers are imported lazily.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
+
+from octobrain.errors import InvalidInput
+from octobrain.knowledge.sources import Fetched, SourceKind
+
+
+class DocType(str, Enum):
+    """The kinds of documents we extract."""
+
+    HTML = "html"
+    MARKDOWN = "markdown"
+    TEXT = "text"
+    PDF = "pdf"
+    DOCX = "docx"
+
+
+@dataclass(frozen=True)
+class Document:
+    """The extracted text of one source (what `read` returns and what gets chunked)."""
+
+    uri: str
+    title: str
+    doc_type: DocType
+    text: str
+
+
+EXTENSIONS = {
+    ".html": DocType.HTML, ".htm": DocType.HTML, ".xhtml": DocType.HTML,
+    ".md": DocType.MARKDOWN, ".markdown": DocType.MARKDOWN,
+    ".txt": DocType.TEXT, ".text": DocType.TEXT, ".log": DocType.TEXT, ".csv": DocType.TEXT,
+    ".tsv": DocType.TEXT, ".rst": DocType.TEXT,
+    ".pdf": DocType.PDF,
+    ".docx": DocType.DOCX,
+}  # fmt: skip
+MIME_TYPES = {
+    "text/html": DocType.HTML,
+    "application/xhtml+xml": DocType.HTML,
+    "text/markdown": DocType.MARKDOWN,
+    "text/x-markdown": DocType.MARKDOWN,
+    "text/plain": DocType.TEXT,
+    "application/pdf": DocType.PDF,
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": DocType.DOCX,
+}
+_UNTYPED = ("", "application/octet-stream", "binary/octet-stream")
+SUPPORTED = ".html, .htm, .md, .markdown, .txt (or other UTF-8 text), .pdf, .docx"
+
+
+def _extension(fetched: Fetched) -> str:
+    if fetched.ref.path is not None:
+        return fetched.ref.path.suffix.lower()
+    return PurePosixPath(urlsplit(fetched.ref.uri).path).suffix.lower()
+
+
+def _sniff(data: bytes) -> DocType | None:
+    if data.startswith(b"%PDF-"):
+        return DocType.PDF
+    if data.startswith(b"PK\x03\x04"):
+        return DocType.DOCX if b"word/" in data[:4096] else None
+    head = data[:4096].lstrip().lower()
+    if head.startswith((b"<!doctype html", b"<html")):
+        return DocType.HTML
+    if b"\x00" in data[:8192]:
+        return None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return DocType.TEXT
+
+
+def detect_type(fetched: Fetched) -> DocType:
+    """Content-Type first (URLs), then the extension, then the bytes themselves."""
+    ext = _extension(fetched)
+    ct = fetched.content_type
+    if fetched.ref.kind is SourceKind.URL and ct not in _UNTYPED:
+        doc_type = MIME_TYPES.get(ct)
+        if doc_type is DocType.TEXT and EXTENSIONS.get(ext) is DocType.MARKDOWN:
+            return DocType.MARKDOWN  # servers often send .md files as text/plain
+        if doc_type is not None:
+            return doc_type
+        if ct.startswith("text/"):
+            return DocType.TEXT
+        raise InvalidInput(
+            "source", f"{fetched.ref.uri}: unsupported content type {ct!r} (supported: {SUPPORTED})"
+        )
+    if ext in EXTENSIONS:
+        return EXTENSIONS[ext]
+    sniffed = _sniff(fetched.data)
+    if sniffed is None:
+        what = f"file type {ext!r}" if ext else "file type (no extension, not UTF-8 text)"
+        raise InvalidInput(
+            "source", f"{fetched.ref.uri}: unsupported {what}; supported: {SUPPORTED}"
+        )
+    return sniffed
+
+
+def extract(fetched: Fetched) -> Document:
+    """Extract the text of fetched bytes. Unreadable documents raise InvalidInput(source)."""
+    doc_type = detect_type(fetched)
+    try:
+        if doc_type is DocType.HTML:
+            title, text = _html(fetched.data)
+        elif doc_type is DocType.PDF:
+            title, text = _pdf(fetched.data)
+        elif doc_type is DocType.DOCX:
+            title, text = _docx(fetched.data)
+        else:
+            title, text = "", _decode(fetched.data)
+    except InvalidInput:
+        raise
+    except Exception as exc:  # a parser's own error on a corrupt file: report, don't crash
+        raise InvalidInput(
+            "source", f"{fetched.ref.uri}: cannot read this {doc_type.value} document: {exc}"
+        ) from exc
+    text = normalise(text)
+    title = " ".join(title.split())[:200]  # one line: it leads every chunk header
+    return Document(fetched.ref.uri, title or first_title(text), doc_type, text)
+
+
+def document_from_text(uri: str, text: str) -> Document:
+    """A note's text as a document (session notes are plain text)."""
+    text = normalise(text)
+    return Document(uri, first_title(text), DocType.TEXT, text)
+
+
+def normalise(text: str) -> str:
+    """One line ending, no trailing spaces, at most one blank line in a row, no NULs."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def first_title(text: str) -> str:
+    """The first markdown heading, else the first non-empty line (≤ 100 chars), else Untitled."""
+    match = re.search(r"^#{1,6}\s+(.+?)\s*#*$", text, re.MULTILINE)
+    if match:
+        return match.group(1).strip()[:100]
+    for line in text.split("\n"):
+        if line.strip():
+            return line.strip()[:100]
+    return "Untitled"
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")  # every byte decodes; better than refusing a .txt
+
+
+# ---- HTML -----------------------------------------------------------------------------------
+
+_CHROME = ("script", "style", "noscript", "template", "nav", "header", "footer", "aside",
+           "form", "svg", "iframe", "button")  # fmt: skip
+_HEADINGS = {f"h{i}": i for i in range(1, 7)}
+_BLOCKS = frozenset(("p", "div", "section", "article", "main", "ul", "ol", "li", "blockquote",
+                     "table", "thead", "tbody", "tr", "dl", "dt", "dd", "figure", "figcaption",
+                     "hr", "body", "html", "center", "details", "summary"))  # fmt: skip
+
+
+def _html(data: bytes) -> tuple[str, str]:
+    import lxml.html
+    from readability import Document as Readable
+
+    root = lxml.html.document_fromstring(data)
+    title = _html_title(root)
+    for bad in root.xpath("|".join(f"//{tag}" for tag in _CHROME)):
+        bad.drop_tree()
+    full = _html_text(root)
+    try:
+        readable = Readable(data)
+        article = _html_text(lxml.html.fromstring(readable.summary(html_partial=True)))
+        title = readable.short_title().strip() or title
+    except Exception:  # readability gives up on some pages; the cleaned body is still good
+        article = ""
+    # Readability is built for articles; on a reference page (lists, short sections) it can
+    # keep a sliver. Then the chrome-free body is the better text.
+    text = article if len(article) >= 0.5 * len(full) else full
+    return title, text
+
+
+def _html_title(root: Any) -> str:
+    for path in ("//title", "//h1"):
+        found = root.xpath(path)
+        if found:
+            text = " ".join(found[0].text_content().split())
+            if text:
+                return text
+    return ""
+
+
+class _Blocks:
+    """Collects block texts: inline text accumulates in `buf`, a block boundary flushes it."""
+
+    def __init__(self) -> None:
+        self.blocks: list[str] = []
+        self.buf: list[str] = []
+
+    def flush(self, prefix: str = "") -> None:
+        lines = [" ".join(part.split()) for part in "".join(self.buf).split("\n")]
+        text = "\n".join(line for line in lines if line)
+        if text:
+            self.blocks.append(prefix + text)
+        self.buf = []
+
+    def walk(self, el: Any) -> None:
+        tag = el.tag.lower() if isinstance(el.tag, str) else ""
+        if tag in _HEADINGS:
+            self.flush()
+            text = " ".join(el.text_content().split())
+            if text:
+                self.blocks.append("#" * _HEADINGS[tag] + " " + text)
+        elif tag == "pre":
+            self.flush()
+            self.blocks.append(el.text_content().strip("\n"))
+        elif tag == "br":
+            self.buf.append("\n")
+        elif tag in _BLOCKS or tag in ("td", "th"):
+            if tag not in ("td", "th"):
+                self.flush()
+            self.buf.append(el.text or "")
+            for child in el:
+                self.walk(child)
+            if tag in ("td", "th"):
+                self.buf.append(" | ")
+            else:
+                self.flush("- " if tag == "li" else "")
+        elif tag:  # inline
+            self.buf.append(el.text or "")
+            for child in el:
+                self.walk(child)
+        self.buf.append(el.tail or "")
+
+
+def _html_text(root: Any) -> str:
+    blocks = _Blocks()
+    blocks.walk(root)
+    blocks.flush()
+    return "\n\n".join(b.strip(" |") if "|" in b else b for b in blocks.blocks)
+
+
+# ---- PDF and DOCX ---------------------------------------------------------------------------
+
+
+def _pdf(data: bytes) -> tuple[str, str]:
+    from pypdf import PdfReader
+
+    reader = PdfReader(io.BytesIO(data))
+    if reader.is_encrypted and not reader.decrypt(""):
+        raise InvalidInput("source", "the PDF is encrypted with a password")
+    pages = [page.extract_text() or "" for page in reader.pages]
+    meta = reader.metadata
+    title = str(meta.title) if meta is not None and meta.title else ""
+    return title, "\n\n".join(p.strip() for p in pages if p.strip())
+
+
+def _docx(data: bytes) -> tuple[str, str]:
+    import docx
+    from docx.table import Table
+
+    document = docx.Document(io.BytesIO(data))
+    blocks: list[str] = []
+    for item in document.iter_inner_content():
+        if isinstance(item, Table):
+            for row in item.rows:
+                cells = [" ".join(c.text.split()) for c in row.cells]
+                blocks.append(" | ".join(cells))
+            continue
+        text = item.text.strip()
+        if not text:
+            continue
+        style = (item.style.name if item.style is not None else "") or ""
+        level = re.fullmatch(r"Heading (\d)", style)
+        if level:
+            blocks.append("#" * min(6, int(level.group(1))) + " " + text)
+        elif style == "Title":
+            blocks.append("# " + text)
+        elif style.startswith("List"):
+            blocks.append("- " + text)
+        else:
+            blocks.append(text)
+    title = document.core_properties.title or ""
+    return title, "\n\n".join(blocks)

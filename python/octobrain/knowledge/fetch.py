@@ -1,0 +1,153 @@
+"""Fetching one http(s) URL safely: timeouts, a redirect cap, a size cap, no private networks.
+
+An agent can be steered (by a prompt injection in a page it read) into asking for
+`http://169.254.169.254/` or `http://localhost:8080/admin`. So before every connection — the
+first request and each redirect hop — the host is resolved, and any address that is not
+globally routable (loopback, private, link-local, carrier-grade NAT, multicast, reserved) is
+refused unless `knowledge.allow_private_hosts` lists the host or a network holding it. The
+connection then goes to the address that was checked (the URL's host is kept for the Host
+header, TLS SNI and certificate checks), so a second DNS answer cannot swap in another address.
+Proxies from the environment are ignored for the same reason.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from octobrain import __version__
+from octobrain.errors import InvalidInput
+from octobrain.knowledge.sources import Fetched, SourceRef
+
+if TYPE_CHECKING:
+    import httpx
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+USER_AGENT = f"octobrain/{__version__} (+knowledge indexer)"
+ACCEPT = (
+    "text/html,application/xhtml+xml,text/markdown,text/plain,application/pdf,"
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document;q=0.9,*/*;q=0.1"
+)
+
+
+class FetchError(InvalidInput):
+    """A URL that could not be fetched (refused, unreachable, non-2xx, too large)."""
+
+    def __init__(self, rule: str) -> None:
+        super().__init__("source", rule)
+
+
+def _effective(addr: IPAddress) -> IPAddress:
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    return addr
+
+
+def _allowed(host: str, addr: IPAddress, allow: Sequence[str]) -> bool:
+    for item in allow:
+        try:
+            if addr in ipaddress.ip_network(item, strict=False):
+                return True
+        except ValueError:
+            if item.lower().rstrip(".") == host.lower().rstrip("."):
+                return True
+    return False
+
+
+def resolve_checked(host: str, port: int, allow: Sequence[str]) -> str:
+    """Resolve `host` and return one address to connect to, after checking every address.
+
+    Raises FetchError when the host does not resolve, or when any of its addresses is not
+    globally routable and not allowed by `allow` (`knowledge.allow_private_hosts`).
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise FetchError(f"cannot resolve host {host!r}: {exc}") from None
+    addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+    if not addresses:
+        raise FetchError(f"cannot resolve host {host!r}")
+    for addr in addresses:
+        eff = _effective(addr)
+        if (not eff.is_global or eff.is_multicast) and not _allowed(host, eff, allow):
+            raise FetchError(
+                f"refusing {host} ({addr}): it is a private, loopback or link-local address; "
+                "add it to knowledge.allow_private_hosts to index your own local documents"
+            )
+    return str(addresses[0])
+
+
+def fetch_url(
+    ref: SourceRef,
+    *,
+    max_bytes: int,
+    timeout: float,
+    max_redirects: int,
+    allow_private: Sequence[str] = (),
+) -> Fetched:
+    """GET one URL with every hop checked; the body must be 2xx and at most `max_bytes`."""
+    import httpx
+
+    url = httpx.URL(ref.uri)
+    with httpx.Client(
+        timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False
+    ) as client:
+        for _hop in range(max_redirects + 1):
+            if url.scheme not in ("http", "https"):
+                raise FetchError(f"redirected to {url.scheme}:, only http(s) is fetched")
+            address = resolve_checked(url.host, url.port or _default_port(url), allow_private)
+            request = client.build_request(
+                "GET",
+                url.copy_with(host=address),
+                headers={
+                    "Host": url.netloc.decode("ascii"),
+                    "User-Agent": USER_AGENT,
+                    "Accept": ACCEPT,
+                },
+                extensions={"sni_hostname": url.host} if url.scheme == "https" else {},
+            )
+            try:
+                response = client.send(request, stream=True)
+            except httpx.TimeoutException:
+                raise FetchError(f"{ref.uri}: timed out after {timeout:g} s") from None
+            except httpx.HTTPError as exc:
+                raise FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}") from None
+            try:
+                if response.has_redirect_location:
+                    url = url.join(response.headers["location"])
+                    continue
+                return _body(ref, response, max_bytes, timeout)
+            finally:
+                response.close()
+    raise FetchError(f"{ref.uri}: more than {max_redirects} redirects (knowledge.max_redirects)")
+
+
+def _default_port(url: httpx.URL) -> int:
+    return 443 if url.scheme == "https" else 80
+
+
+def _body(ref: SourceRef, response: httpx.Response, max_bytes: int, timeout: float) -> Fetched:
+    import httpx
+
+    if not 200 <= response.status_code < 300:
+        raise FetchError(f"{ref.uri}: HTTP {response.status_code} {response.reason_phrase}")
+    too_big = f"{ref.uri}: larger than the {max_bytes}-byte cap (knowledge.max_source_bytes)"
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise FetchError(too_big)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > max_bytes:
+                raise FetchError(too_big)
+            chunks.append(chunk)
+    except httpx.TimeoutException:
+        raise FetchError(f"{ref.uri}: timed out after {timeout:g} s") from None
+    except httpx.HTTPError as exc:
+        raise FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}") from None
+    content_type = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return Fetched(ref, b"".join(chunks), content_type=content_type)

@@ -1,0 +1,161 @@
+"""`ChunkIndex`: an in-process mirror of the knowledge tables for hybrid search.
+
+Chunk rows are immutable (a re-index writes new rows), so following the store is a diff of
+ids: new rows are read and added to the Rust BM25 index and the embedding matrix, deleted rows
+are tombstoned. Source rows (small, no text) are re-read whenever their table changes; they
+decide which generation of each source is visible.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from octobrain.bm25 import BM25Index
+from octobrain.knowledge.store import KnowledgeStore
+from octobrain.store.memories import sql_in
+from octobrain.text import analyze
+
+
+def _micros(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000)
+
+
+class ChunkIndex:
+    """Positions ↔ chunk rows, BM25 over their content, their embeddings and filter columns."""
+
+    def __init__(self, store: KnowledgeStore) -> None:
+        self._store = store
+        # Held by `refresh` and by whole searches: the Rust BM25 handle refuses an update while
+        # another thread is searching it.
+        self.lock = threading.RLock()
+        self._versions = (-1, -1)
+        self.index = BM25Index()
+        self.rows: list[dict[str, Any] | None] = []
+        self.pos_of: dict[str, int] = {}
+        self.sources: dict[str, dict[str, Any]] = {}  # source id → light source row
+        self.embeddings = np.zeros((0, store.dim), dtype=np.float32)
+        self._terms: list[frozenset[str]] = []
+        self._df: Counter[str] = Counter()
+        self._scope = np.zeros(0, dtype=object)
+        self._session = np.zeros(0, dtype=object)
+        self._key = np.zeros(0, dtype=object)  # "source_id/generation"; "" once removed
+        self._source = np.zeros(0, dtype=object)
+        self._indexed = np.zeros(0, dtype=np.int64)
+
+    def refresh(self) -> None:
+        """Catch up with the latest committed versions of both tables."""
+        with self.lock:
+            versions = self._store.versions()
+            if versions == self._versions:
+                return
+            if versions[0] != self._versions[0]:
+                self.sources = {r["id"]: r for r in self._store.scan_sources()}
+            if versions[1] != self._versions[1]:
+                ids = self._store.chunk_ids()
+                present = set(ids)
+                self._remove([pos for cid, pos in self.pos_of.items() if cid not in present])
+                new = [cid for cid in ids if cid not in self.pos_of]
+                if new:
+                    self._add(self._store.scan_chunks(sql_in("id", new)))
+            self._versions = versions
+
+    def _remove(self, positions: Sequence[int]) -> None:
+        if not positions:
+            return
+        self.index.remove(list(positions))
+        for pos in positions:
+            row = self.rows[pos]
+            assert row is not None
+            del self.pos_of[row["id"]]
+            self._df.subtract(self._terms[pos])
+            self.rows[pos] = None
+            self._terms[pos] = frozenset()
+            self._key[pos] = ""
+        self._df = +self._df
+
+    def _add(self, rows: Sequence[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        texts = [r["content"] for r in rows]
+        positions = self.index.add(texts)
+        vectors = self._store.embeddings([r["id"] for r in rows])
+        block = np.stack([vectors[r["id"]] for r in rows]).astype(np.float32, copy=False)
+        self.embeddings = np.concatenate([self.embeddings, block])
+
+        def col(name: str) -> npt.NDArray[Any]:
+            return np.array([r[name] for r in rows], dtype=object)
+
+        self._scope = np.concatenate([self._scope, col("scope")])
+        self._session = np.concatenate([self._session, col("session_id")])
+        self._source = np.concatenate([self._source, col("source_id")])
+        keys = np.array([f"{r['source_id']}/{r['generation']}" for r in rows], dtype=object)
+        self._key = np.concatenate([self._key, keys])
+        stamps = np.array([_micros(r["indexed_at"]) for r in rows], dtype=np.int64)
+        self._indexed = np.concatenate([self._indexed, stamps])
+        for row, pos, terms in zip(rows, positions, analyze(texts), strict=True):
+            self.rows.append(row)
+            self._terms.append(frozenset(terms))
+            self._df.update(frozenset(terms))
+            self.pos_of[row["id"]] = int(pos)
+
+    def allowed(
+        self,
+        scopes: Sequence[str],
+        session_id: str,
+        session_cutoff: datetime,
+        source_ids: Collection[str] | None = None,
+    ) -> npt.NDArray[np.bool_]:
+        """Live, current-generation chunks visible from `scopes` and this session."""
+        current = [f"{sid}/{row['generation']}" for sid, row in self.sources.items()]
+        mask = np.isin(self._key, current) & np.isin(self._scope, list(scopes))
+        persistent = self._session == ""
+        mine = (self._session == session_id) & (self._indexed >= _micros(session_cutoff))
+        mask &= persistent | (mine if session_id else False)
+        if source_ids is not None:
+            mask &= np.isin(self._source, list(source_ids))
+        return np.asarray(mask, dtype=bool)
+
+    def nearest(
+        self, vector: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_], k: int
+    ) -> list[int]:
+        """Exact top-`k` positions by cosine among `allowed`."""
+        candidates = np.flatnonzero(allowed)
+        if not len(candidates):
+            return []
+        scores = self.embeddings[candidates] @ vector
+        if len(candidates) > k:
+            top = np.argpartition(-scores, k - 1)[:k]
+            candidates, scores = candidates[top], scores[top]
+        order = np.lexsort((candidates, -scores))
+        return [int(p) for p in candidates[order]]
+
+    def coverage(self, query: str, positions: Sequence[int]) -> npt.NDArray[np.float64]:
+        """The idf-weighted share of the query's distinct terms each chunk contains, in [0, 1]."""
+        terms = set(analyze([query])[0])
+        out = np.zeros(len(positions), dtype=np.float64)
+        if not terms:
+            return out
+        n = max(1, len(self.pos_of))
+        idf = {t: math.log(1 + (n - self._df[t] + 0.5) / (self._df[t] + 0.5)) for t in terms}
+        total = sum(idf.values())
+        for i, pos in enumerate(positions):
+            doc = self._terms[pos]
+            out[i] = sum(w for t, w in idf.items() if t in doc) / total
+        return out
+
+    def row(self, pos: int) -> dict[str, Any]:
+        """The chunk row at a live position."""
+        row = self.rows[pos]
+        assert row is not None
+        return row
+
+    def __len__(self) -> int:
+        return len(self.pos_of)

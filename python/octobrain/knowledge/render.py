@@ -1,0 +1,154 @@
+"""Text and JSON renderings of knowledge results, shared by the CLI and the MCP tool."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+from octobrain.knowledge.extract import Document
+from octobrain.knowledge.results import (
+    IndexReport,
+    KnowledgeStats,
+    MatchReport,
+    SearchResult,
+    SourceInfo,
+    StoredNote,
+)
+
+RULE = "=" * 50
+NO_RESULTS = (
+    "No relevant knowledge found (nothing passed the relevance threshold). "
+    "Try other words, name the source, or index it first."
+)
+
+
+def _scope(scope: str) -> str:
+    return scope or "(global)"
+
+
+def _ts(moment: datetime | None) -> str:
+    return "" if moment is None else moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def to_dict(result: Any) -> Any:
+    """Any knowledge result as JSON-ready data (datetimes as ISO-8601 strings)."""
+    if isinstance(result, Document):
+        return {
+            "uri": result.uri,
+            "title": result.title,
+            "type": result.doc_type.value,
+            "text": result.text,
+        }
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        return {f.name: to_dict(getattr(result, f.name)) for f in dataclasses.fields(result)}
+    if isinstance(result, (list, tuple)):
+        return [to_dict(v) for v in result]
+    if isinstance(result, dict):
+        return {k: to_dict(v) for k, v in result.items()}
+    if isinstance(result, datetime):
+        return _ts(result)
+    return result
+
+
+def render_index(report: IndexReport) -> str:
+    """One line per index call: what happened to the source."""
+    s = report.source
+    where = f"scope {_scope(s.scope)}"
+    if report.status == "unchanged":
+        return f"✓ Cached {s.uri} (content unchanged, {s.chunk_count} chunks, {where})"
+    if report.status == "fresh":
+        return f"✓ Cached {s.uri} (recently checked, {s.chunk_count} chunks, {where})"
+    verb = "Indexed" if report.status == "indexed" else "Re-indexed"
+    return f"✓ {verb} {s.uri} ({report.embedded} chunks created, {where})"
+
+
+def render_search(result: SearchResult) -> str:
+    """Results with title, source, section path, the section text and its relevance."""
+    lines: list[str] = []
+    if result.indexed is not None and result.indexed.status in ("indexed", "reindexed"):
+        lines += [render_index(result.indexed), ""]
+    if not result.hits:
+        return "\n".join([*lines, NO_RESULTS])
+    for hit in result.hits:
+        lines += [RULE, hit.title, hit.uri]
+        path = " > ".join(hit.section_path)
+        if hit.session:
+            path = f"[SESSION] {path}".strip()
+        if path:
+            lines.append(path)
+        lines += ["", hit.text, "", f"Relevance: {hit.relevance:.0%}"]
+    lines.append(RULE)
+    return "\n".join(lines)
+
+
+def render_read(doc: Document) -> str:
+    """The header block, then the whole extracted text."""
+    return "\n".join([doc.title, doc.uri, f"Type: {doc.doc_type.value}", RULE, doc.text])
+
+
+def render_match(report: MatchReport) -> str:
+    """`uri:line: text` per match, grouped under each source's title, and the cap notice."""
+    if not report.hits:
+        return f"No line matches /{report.pattern}/ in {report.sources_searched} source(s)."
+    lines: list[str] = []
+    current = None
+    for hit in report.hits:
+        if hit.uri != current:
+            current = hit.uri
+            lines += [RULE, f"{hit.title} — {hit.uri}"]
+        first = hit.line_number - len(hit.before)
+        for i, text in enumerate(hit.before):
+            lines.append(f"{first + i:>6}- {text}")
+        lines.append(f"{hit.line_number:>6}: {hit.line}")
+        for i, text in enumerate(hit.after):
+            lines.append(f"{hit.line_number + 1 + i:>6}- {text}")
+    lines.append(RULE)
+    if report.truncated:
+        lines.append(
+            f"Showing the first {report.max_matches} matching lines; more exist "
+            "(narrow the pattern, name a source, or raise max_matches)."
+        )
+    else:
+        lines.append(f"{len(report.hits)} matching line(s).")
+    return "\n".join(lines)
+
+
+def render_store(note: StoredNote) -> str:
+    """Confirmation of a stored note."""
+    return f"Stored '{note.key}' as {note.uri} ({note.chunks} chunks indexed)"
+
+
+def render_delete(key: str) -> str:
+    """Confirmation of a deleted note."""
+    return f"Deleted stored knowledge '{key}'"
+
+
+def render_sources(sources: list[SourceInfo]) -> str:
+    """The source listing, one line each."""
+    if not sources:
+        return "No sources indexed."
+    out = []
+    for s in sources:
+        note = " [SESSION]" if s.session_id else ""
+        out.append(
+            f"{s.uri}{note}\n    {s.title} · {s.doc_type} · {s.chunk_count} chunks · "
+            f"scope {_scope(s.scope)} · checked {_ts(s.last_checked)}"
+        )
+    return "\n".join(out)
+
+
+def render_stats(stats: KnowledgeStats) -> str:
+    """Counts, types and index times."""
+    types = ", ".join(f"{k} {v}" for k, v in sorted(stats.by_type.items())) or "none"
+    avg = stats.chunks / max(1, stats.sources + stats.notes)
+    return "\n".join(
+        [
+            f"Scope: {_scope(stats.scope)} (plus global)",
+            f"Sources: {stats.sources}   session notes: {stats.notes}",
+            f"Chunks: {stats.chunks} (average {avg:.1f} per source)",
+            f"Types: {types}",
+            f"Source size: {stats.size_bytes} bytes",
+            f"Oldest index: {_ts(stats.oldest) or '-'}   newest: {_ts(stats.newest) or '-'}",
+        ]
+    )

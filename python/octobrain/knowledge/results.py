@@ -1,0 +1,130 @@
+"""Typed results of the knowledge commands (rendered by `knowledge.render`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+IndexStatus = Literal["indexed", "reindexed", "unchanged", "fresh"]
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """One indexed source as the listing shows it."""
+
+    id: str
+    uri: str
+    title: str
+    doc_type: str
+    scope: str
+    session_id: str
+    content_hash: str
+    chunk_count: int
+    size_bytes: int
+    indexed_at: datetime
+    last_checked: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> SourceInfo:
+        """From a `knowledge_sources` row."""
+        return cls(
+            row["id"],
+            row["uri"],
+            row["title"],
+            row["doc_type"],
+            row["scope"],
+            row["session_id"],
+            row["content_hash"],
+            int(row["chunk_count"]),
+            int(row["size_bytes"]),
+            row["indexed_at"],
+            row["last_checked"],
+        )
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    """What indexing a source did.
+
+    `indexed`: new; `reindexed`: the content hash changed; `unchanged`: fetched and compared,
+    same hash, nothing re-embedded; `fresh`: not even fetched (unchanged mtime, young URL).
+    """
+
+    source: SourceInfo
+    status: IndexStatus
+    embedded: int  # chunks embedded by this call
+
+
+@dataclass(frozen=True)
+class KnowledgeHit:
+    """One search result: a section (parent) or a chunk of one source."""
+
+    uri: str
+    title: str
+    section_path: tuple[str, ...]
+    text: str  # the parent section when it is short enough to show, else the chunk
+    relevance: float
+    score: float
+    session: bool
+    scope: str
+    why: str
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Hits best first, and what auto-indexing the named source did (if one was named)."""
+
+    query: str
+    hits: list[KnowledgeHit]
+    scope: str
+    indexed: IndexReport | None = None
+
+
+@dataclass(frozen=True)
+class LineHit:
+    """One matching line of one source; `line_number` counts from 1 in the extracted text."""
+
+    uri: str
+    title: str
+    line_number: int
+    line: str
+    start: int
+    end: int
+    before: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class MatchReport:
+    """Matching lines in source order; `truncated` when the cap cut the list short."""
+
+    pattern: str
+    hits: list[LineHit]
+    truncated: bool
+    max_matches: int
+    sources_searched: int
+
+
+@dataclass(frozen=True)
+class StoredNote:
+    """A session note written by `store`."""
+
+    key: str
+    uri: str
+    chunks: int
+    session_id: str
+
+
+@dataclass(frozen=True)
+class KnowledgeStats:
+    """Counts over the sources visible from a scope."""
+
+    sources: int
+    chunks: int
+    notes: int
+    size_bytes: int
+    by_type: dict[str, int]
+    oldest: datetime | None
+    newest: datetime | None
+    scope: str

@@ -1,0 +1,443 @@
+"""`Knowledge`: the facade the CLI, the MCP server and tests use for external documents.
+
+Bound to a scope (reads see that scope plus global) and optionally to a session (whose notes
+only it sees). Validates input (errors name the field and the rule), fetches, extracts, chunks,
+embeds, and keeps the index cache: a source is re-fetched when its file's mtime changed or its
+URL is older than `outdating_days`, and re-embedded only when its content hash changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from octobrain.config import Config, load_config, resolve_storage_uri
+from octobrain.embed import Embedder, embedder_from_config
+from octobrain.errors import InvalidInput
+from octobrain.knowledge.chunk import chunk_text
+from octobrain.knowledge.extract import Document, document_from_text, extract
+from octobrain.knowledge.fetch import fetch_url
+from octobrain.knowledge.index import ChunkIndex
+from octobrain.knowledge.results import (
+    IndexReport,
+    IndexStatus,
+    KnowledgeStats,
+    LineHit,
+    MatchReport,
+    SearchResult,
+    SourceInfo,
+    StoredNote,
+)
+from octobrain.knowledge.search import search_chunks
+from octobrain.knowledge.sources import (
+    Fetched,
+    SourceKind,
+    SourceRef,
+    check_key,
+    file_mtime,
+    parse_source,
+    read_file,
+)
+from octobrain.knowledge.store import KnowledgeStore, source_id
+from octobrain.models import QUERY_BYTES, check_limit, check_text, utcnow
+from octobrain.regex_match import match_lines
+from octobrain.scope import validate_scope
+from octobrain.store.memories import sql_str, visible_scopes
+
+Progress = Callable[[int, int], None]
+MAX_MATCH_CAP = 10_000
+MAX_CONTEXT = 10
+EMBED_BATCH = 64  # chunks per embedding call (the progress bar's step)
+
+
+def content_hash(text: str) -> str:
+    """SHA-256 of the extracted text: what decides whether a source changed."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Knowledge:
+    """External documents and session notes, seen from one scope (and one session)."""
+
+    def __init__(
+        self,
+        scope: str,
+        *,
+        config: Config | None = None,
+        embedder: Embedder | None = None,
+        uri: str | Path | None = None,
+        session_id: str = "",
+        cwd: Path | None = None,
+    ) -> None:
+        self.scope = validate_scope(scope)
+        self.config = config if config is not None else load_config()
+        self.embedder = embedder if embedder is not None else embedder_from_config(self.config)
+        self.uri = str(uri) if uri is not None else resolve_storage_uri(self.config)
+        self.session_id = session_id
+        self.cwd = cwd
+        self._store: KnowledgeStore | None = None
+        self._index: ChunkIndex | None = None
+
+    @property
+    def kstore(self) -> KnowledgeStore:
+        if self._store is None:
+            self._store = KnowledgeStore(self.uri, self.embedder.model_id, self.embedder.dim)
+        return self._store
+
+    @property
+    def index_mirror(self) -> ChunkIndex:
+        if self._index is None:
+            self._index = ChunkIndex(self.kstore)
+        return self._index
+
+    @property
+    def _chunker(self) -> str:
+        k = self.config.knowledge
+        return f"v1:{k.chunk_size}/{k.chunk_overlap}/{k.parent_size}"
+
+    def _session_cutoff(self, now: datetime) -> datetime:
+        return now - timedelta(hours=self.config.knowledge.session_ttl_hours)
+
+    def _visible_where(self, now: datetime) -> str:
+        scopes = ", ".join(sql_str(s) for s in visible_scopes(self.scope))
+        where = f"scope IN ({scopes}) AND (session_id = ''"
+        if self.session_id:
+            cutoff = self._session_cutoff(now).isoformat()
+            where += (
+                f" OR (session_id = {sql_str(self.session_id)}"
+                f" AND indexed_at >= timestamp {sql_str(cutoff)})"
+            )
+        return where + ")"
+
+    def _visible_rows(
+        self, uri: str | None = None, *, with_text: bool = False
+    ) -> list[dict[str, Any]]:
+        where = self._visible_where(utcnow())
+        if uri is not None:
+            where += f" AND uri = {sql_str(uri)}"
+        rows = self.kstore.scan_sources(where, with_text=with_text)
+        # Own scope before global, then session rows before persistent ones.
+        rows.sort(key=lambda r: (r["scope"] != self.scope, r["session_id"] == "", r["uri"]))
+        return rows
+
+    def _ref(self, source: str) -> SourceRef:
+        return parse_source(source, cwd=self.cwd)
+
+    # ---- fetching -------------------------------------------------------------------------
+
+    def _fetch(self, ref: SourceRef) -> Fetched:
+        k = self.config.knowledge
+        if ref.kind is SourceKind.URL:
+            return fetch_url(
+                ref,
+                max_bytes=k.max_source_bytes,
+                timeout=k.fetch_timeout_secs,
+                max_redirects=k.max_redirects,
+                allow_private=k.allow_private_hosts,
+            )
+        return read_file(ref, k.max_source_bytes)
+
+    def read(self, source: str) -> Document:
+        """The full extracted text of one source, without indexing it."""
+        ref = self._ref(source)
+        if ref.kind is SourceKind.STORED:
+            rows = self._visible_rows(ref.uri, with_text=True)
+            if not rows:
+                raise InvalidInput("source", f"no stored note {ref.key!r} in this session")
+            return document_from_text(ref.uri, rows[0]["text"])
+        return extract(self._fetch(ref))
+
+    # ---- indexing -------------------------------------------------------------------------
+
+    def index(
+        self,
+        source: str,
+        *,
+        global_: bool = False,
+        force: bool = False,
+        progress: Progress | None = None,
+    ) -> IndexReport:
+        """Fetch, compare the content hash and (re-)index when it changed (or `force`).
+
+        A new source goes to this scope (global with `global_`); an indexed one keeps its scope.
+        """
+        ref = self._ref(source)
+        if ref.kind is SourceKind.STORED:
+            raise InvalidInput("source", "stored:// notes are written with `store`, not indexed")
+        return self._ensure(ref, global_=global_, force=force, lazy=False, progress=progress)
+
+    def _ensure(
+        self,
+        ref: SourceRef,
+        *,
+        global_: bool = False,
+        force: bool = False,
+        lazy: bool,
+        progress: Progress | None = None,
+    ) -> IndexReport:
+        rows = [r for r in self._visible_rows(ref.uri) if r["session_id"] == ""]
+        existing = rows[0] if rows else None
+        now = utcnow()
+        if existing is not None and lazy and not force and self._fresh(ref, existing, now):
+            return IndexReport(SourceInfo.from_row(existing), "fresh", 0)
+        fetched = self._fetch(ref)
+        document = extract(fetched)
+        digest = content_hash(document.text)
+        if (
+            existing is not None
+            and not force
+            and existing["content_hash"] == digest
+            and existing["chunker"] == self._chunker
+        ):
+            self.kstore.touch(existing["id"], now, fetched.mtime)
+            return IndexReport(SourceInfo.from_row(existing), "unchanged", 0)
+        scope = existing["scope"] if existing is not None else ("" if global_ else self.scope)
+        status: IndexStatus = "indexed" if existing is None else "reindexed"
+        size = len(fetched.data)
+        row, embedded = self._write(document, scope, "", digest, fetched.mtime, size, progress)
+        return IndexReport(SourceInfo.from_row(row), status, embedded)
+
+    def _fresh(self, ref: SourceRef, row: dict[str, Any], now: datetime) -> bool:
+        if ref.kind is SourceKind.FILE:
+            return file_mtime(ref) == float(row["mtime"])
+        age: timedelta = now - row["last_checked"]
+        return age <= timedelta(days=self.config.knowledge.outdating_days)
+
+    def _write(
+        self,
+        document: Document,
+        scope: str,
+        session_id: str,
+        digest: str,
+        mtime: float,
+        size: int,
+        progress: Progress | None,
+    ) -> tuple[dict[str, Any], int]:
+        k = self.config.knowledge
+        chunks = chunk_text(
+            document.text,
+            document.title,
+            chunk_size=k.chunk_size,
+            overlap=k.chunk_overlap,
+            parent_size=k.parent_size,
+        )
+        texts = [c.content for c in chunks]
+        vectors: list[npt.NDArray[np.float32]] = []
+        for start in range(0, len(texts), EMBED_BATCH):
+            vectors.extend(self.embedder.embed_documents(texts[start : start + EMBED_BATCH]))
+            if progress is not None:
+                progress(min(len(texts), start + EMBED_BATCH), len(texts))
+        now = utcnow()
+        sid = source_id(document.uri, scope, session_id)
+        generation = uuid.uuid4().hex
+        source_row = {
+            "id": sid,
+            "uri": document.uri,
+            "scope": scope,
+            "session_id": session_id,
+            "title": document.title,
+            "doc_type": document.doc_type.value,
+            "content_hash": digest,
+            "chunker": self._chunker,
+            "text": document.text,
+            "generation": generation,
+            "chunk_count": len(chunks),
+            "size_bytes": size,
+            "mtime": float(mtime),
+            "indexed_at": now,
+            "last_checked": now,
+        }
+        chunk_rows = [
+            {
+                "id": uuid.uuid4().hex,
+                "source_id": sid,
+                "generation": generation,
+                "uri": document.uri,
+                "scope": scope,
+                "session_id": session_id,
+                "title": document.title,
+                "chunk_index": c.index,
+                "section_path": list(c.section_path),
+                "content": c.content,
+                "parent_content": c.parent,
+                "byte_start": c.start,
+                "byte_end": c.end,
+                "indexed_at": now,
+                "embedding": vec,
+            }
+            for c, vec in zip(chunks, vectors, strict=True)
+        ]
+        self.kstore.replace_source(source_row, chunk_rows)
+        return source_row, len(chunks)
+
+    # ---- search and match -----------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        source: str | None = None,
+        limit: int | None = None,
+        min_relevance: float | None = None,
+    ) -> SearchResult:
+        """Hybrid search over indexed chunks; a named `source` is indexed (or refreshed) first
+        and the search is limited to it. Only results at least `min_relevance` relevant."""
+        query = check_text("query", query, QUERY_BYTES)
+        k = self.config.knowledge
+        limit = check_limit(k.max_results if limit is None else limit, maximum=1000)
+        floor = k.min_relevance if min_relevance is None else float(min_relevance)
+        if not 0.0 <= floor <= 1.0:
+            raise InvalidInput("min_relevance", "must be between 0 and 1")
+        report, source_ids = self._restrict(source)
+        mirror = self.index_mirror
+        qvec = self.embedder.embed_query(query)
+        with mirror.lock:
+            mirror.refresh()
+            now = utcnow()
+            allowed = mirror.allowed(
+                visible_scopes(self.scope), self.session_id, self._session_cutoff(now), source_ids
+            )
+            hits = search_chunks(
+                mirror, query, qvec, allowed, self.config, limit=limit, min_relevance=floor
+            )
+        return SearchResult(query, hits, self.scope, report)
+
+    def _restrict(self, source: str | None) -> tuple[IndexReport | None, set[str] | None]:
+        if source is None or not str(source).strip():
+            return None, None
+        ref = self._ref(source)
+        report = None
+        if ref.kind is not SourceKind.STORED:
+            report = self._ensure(ref, lazy=True)
+        ids = {r["id"] for r in self._visible_rows(ref.uri)}
+        if not ids:
+            raise InvalidInput("source", f"no stored note {ref.key!r} in this session")
+        return report, ids
+
+    def match(
+        self,
+        pattern: str,
+        *,
+        source: str | None = None,
+        ignore_case: bool = False,
+        max_matches: int | None = None,
+        context: int = 0,
+    ) -> MatchReport:
+        """Lines of indexed sources (or of one named source) matching a regex, at most
+        `max_matches` of them; line numbers count from 1 in each source's extracted text."""
+        if not isinstance(pattern, str) or not pattern:
+            raise InvalidInput("pattern", "must be a non-empty regular expression")
+        cap = self.config.knowledge.max_matches if max_matches is None else max_matches
+        cap = check_limit(cap, field_name="max_matches", maximum=MAX_MATCH_CAP)
+        if isinstance(context, bool) or not isinstance(context, int) or not 0 <= context <= 10:
+            raise InvalidInput("context", f"must be an integer in [0, {MAX_CONTEXT}]")
+        _, source_ids = self._restrict(source)
+        rows = [
+            r
+            for r in self._visible_rows(with_text=True)
+            if source_ids is None or r["id"] in source_ids
+        ]
+        try:
+            found = match_lines(
+                [r["text"] for r in rows],
+                pattern,
+                ignore_case=ignore_case,
+                max_matches=cap,
+                context=context,
+            )
+        except InvalidInput:
+            raise
+        except ValueError as exc:  # the regex engine's parse error
+            detail = str(exc).strip().splitlines()[-1].removeprefix("error: ")
+            raise InvalidInput("pattern", f"invalid regular expression: {detail}") from None
+        hits = [
+            LineHit(
+                rows[m.text_index]["uri"],
+                rows[m.text_index]["title"],
+                m.line_number,
+                m.line,
+                m.start,
+                m.end,
+                m.before,
+                m.after,
+            )
+            for m in found.matches
+        ]
+        return MatchReport(pattern, hits, found.truncated, cap, len(rows))
+
+    # ---- session notes --------------------------------------------------------------------
+
+    def _require_session(self) -> str:
+        if not self.session_id:
+            raise InvalidInput("session_id", "session notes need a session id")
+        return self.session_id
+
+    def store(self, key: str, content: str) -> StoredNote:
+        """Keep `content` as `stored://<key>`, visible to this session only, until deleted or
+        `session_ttl_hours` pass. A key already used in this session must be deleted first."""
+        session = self._require_session()
+        key = check_key(key)
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidInput("content", "must not be empty")
+        limit = self.config.knowledge.max_source_bytes
+        if len(content.encode()) > limit:
+            raise InvalidInput("content", f"must be at most {limit} bytes")
+        self.kstore.purge_sessions(self._session_cutoff(utcnow()))
+        uri = f"stored://{key}"
+        if any(r["session_id"] == session for r in self._visible_rows(uri)):
+            raise InvalidInput("key", f"{key!r} already exists in this session; delete it first")
+        document = document_from_text(uri, content)
+        digest = content_hash(document.text)
+        _, chunks = self._write(
+            document, self.scope, session, digest, 0.0, len(content.encode()), None
+        )
+        return StoredNote(key, uri, chunks, session)
+
+    def delete(self, key: str) -> str:
+        """Delete this session's note `key`; returns its uri. A missing key is an error."""
+        session = self._require_session()
+        uri = f"stored://{check_key(key)}"
+        ids = [r["id"] for r in self._visible_rows(uri) if r["session_id"] == session]
+        if not ids or not self.kstore.delete_sources(ids):
+            raise InvalidInput("key", f"no stored note {key!r} in this session")
+        return uri
+
+    # ---- housekeeping ---------------------------------------------------------------------
+
+    def delete_source(self, source: str) -> SourceInfo:
+        """Remove an indexed source (the one this scope sees: its own before global)."""
+        ref = self._ref(source)
+        rows = [r for r in self._visible_rows(ref.uri) if r["session_id"] == ""]
+        if not rows or not self.kstore.delete_sources([rows[0]["id"]]):
+            raise InvalidInput("source", f"{ref.uri} is not indexed in this scope")
+        return SourceInfo.from_row(rows[0])
+
+    def list_sources(self, limit: int = 20) -> list[SourceInfo]:
+        """Visible sources, most recently checked first."""
+        limit = check_limit(limit, maximum=100_000)
+        rows = sorted(self._visible_rows(), key=lambda r: r["last_checked"], reverse=True)
+        return [SourceInfo.from_row(r) for r in rows[:limit]]
+
+    def stats(self) -> KnowledgeStats:
+        """Counts over the visible sources."""
+        rows = self._visible_rows()
+        by_type: dict[str, int] = {}
+        for r in rows:
+            by_type[r["doc_type"]] = by_type.get(r["doc_type"], 0) + 1
+        stamps = [r["indexed_at"] for r in rows]
+        return KnowledgeStats(
+            sources=sum(1 for r in rows if not r["session_id"]),
+            chunks=sum(int(r["chunk_count"]) for r in rows),
+            notes=sum(1 for r in rows if r["session_id"]),
+            size_bytes=sum(int(r["size_bytes"]) for r in rows),
+            by_type=by_type,
+            oldest=min(stamps) if stamps else None,
+            newest=max(stamps) if stamps else None,
+            scope=self.scope,
+        )

@@ -1,0 +1,156 @@
+"""Sources: what a `source` argument names, and reading its bytes (local file or URL).
+
+A source is one local file (absolute, relative, `~/…`, `file://…`), one http(s) URL, or a
+session note (`stored://<key>`). Directories, missing files and files over the size cap are
+clear errors naming `source`. URL fetching lives in `fetch.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from octobrain.errors import InvalidInput
+
+STORED_PREFIX = "stored://"
+SOURCE_BYTES = 4096  # longest accepted source argument
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+class SourceKind(str, Enum):
+    """Where a source's bytes come from."""
+
+    FILE = "file"
+    URL = "url"
+    STORED = "stored"
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """A normalised source: `uri` is what rows store and what results print."""
+
+    uri: str
+    kind: SourceKind
+    path: Path | None = None  # FILE only: the resolved absolute path
+
+    @property
+    def key(self) -> str:
+        """The note key of a `stored://` source."""
+        return self.uri[len(STORED_PREFIX) :] if self.kind is SourceKind.STORED else ""
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """Raw bytes of a source and what we know of their type."""
+
+    ref: SourceRef
+    data: bytes
+    content_type: str = ""  # the HTTP Content-Type (URLs only), lowercased, without parameters
+    mtime: float = 0.0  # local files only
+
+
+def parse_source(source: str, *, cwd: Path | None = None) -> SourceRef:
+    """Normalise a source argument; the same document always gets the same `uri`.
+
+    Local paths become `file://<absolute path>` (symlinks resolved); URLs keep their query and
+    lose a trailing slash and their fragment. Existence is checked when reading, not here.
+    """
+    if not isinstance(source, str) or not source.strip():
+        raise InvalidInput("source", "must be a file path, a file:// URI or an http(s) URL")
+    text = source.strip()
+    if len(text.encode()) > SOURCE_BYTES:
+        raise InvalidInput("source", f"must be at most {SOURCE_BYTES} bytes")
+    lower = text.lower()
+    if lower.startswith(STORED_PREFIX):
+        key = text[len(STORED_PREFIX) :]
+        return SourceRef(STORED_PREFIX + check_key(key), SourceKind.STORED)
+    if lower.startswith(("http://", "https://")):
+        return SourceRef(_normalise_url(text), SourceKind.URL)
+    scheme_match = _SCHEME.match(text)
+    if scheme_match and not lower.startswith("file://"):
+        scheme = scheme_match.group(1)
+        raise InvalidInput(
+            "source", f"unsupported scheme {scheme!r}: use a file path, file:// or http(s)://"
+        )
+    if lower.startswith("file://"):
+        parts = urlsplit(text)
+        if parts.netloc not in ("", "localhost"):
+            raise InvalidInput("source", "a file:// URI must name a local path (file:///abs/path)")
+        raw = Path(unquote(parts.path))
+    else:
+        raw = Path(text).expanduser()
+    base = cwd if cwd is not None else Path.cwd()
+    path = Path(os.path.realpath(raw if raw.is_absolute() else base / raw))
+    return SourceRef(path.as_uri(), SourceKind.FILE, path)
+
+
+def _normalise_url(url: str) -> str:
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise InvalidInput("source", f"URL {url!r} has no host")
+    path = parts.path.rstrip("/")
+    netloc = parts.netloc.lower()
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{parts.scheme.lower()}://{netloc}{path}{query}"
+
+
+KEY_BYTES = 200
+
+
+def check_key(key: str) -> str:
+    """A note key: 1–200 bytes, no whitespace or control characters."""
+    if not isinstance(key, str) or not key:
+        raise InvalidInput("key", "must be a non-empty string")
+    if len(key.encode()) > KEY_BYTES:
+        raise InvalidInput("key", f"must be at most {KEY_BYTES} bytes")
+    if any(ch.isspace() or not ch.isprintable() for ch in key):
+        raise InvalidInput("key", "must not contain whitespace or control characters")
+    return key
+
+
+def read_file(ref: SourceRef, max_bytes: int) -> Fetched:
+    """Read a local file, refusing directories, missing files and files over `max_bytes`."""
+    assert ref.path is not None
+    path = ref.path
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise InvalidInput("source", f"no such file: {path}") from None
+    except OSError as exc:
+        raise InvalidInput("source", f"cannot access {path}: {exc.strerror or exc}") from None
+    if path.is_dir():
+        raise InvalidInput(
+            "source", f"{path} is a directory; give one file (index each file separately)"
+        )
+    if not path.is_file():
+        raise InvalidInput("source", f"{path} is not a regular file")
+    if st.st_size > max_bytes:
+        raise InvalidInput(
+            "source",
+            f"{path} is {st.st_size} bytes, over the {max_bytes}-byte cap "
+            "(knowledge.max_source_bytes)",
+        )
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise InvalidInput("source", f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:  # grew since stat
+        raise InvalidInput(
+            "source", f"{path} is over the {max_bytes}-byte cap (knowledge.max_source_bytes)"
+        )
+    return Fetched(ref, data, mtime=st.st_mtime)
+
+
+def file_mtime(ref: SourceRef) -> float | None:
+    """The modification time of a local source, or None when it cannot be read."""
+    if ref.path is None:
+        return None
+    try:
+        return ref.path.stat().st_mtime
+    except OSError:
+        return None

@@ -1,0 +1,266 @@
+"""`KnowledgeStore`: indexed documents in the memories' LanceDB database.
+
+Two tables:
+
+- `knowledge_sources`: one row per (scope, session, uri): title, type, the extracted text (for
+  `match`), its content hash, the chunker settings, and the **current generation** id.
+- `knowledge_chunks`: child chunks with their parent text, section path and embedding, each
+  tagged with the generation that wrote it. The model id and dimension live in its metadata.
+
+A chunk is visible only while its generation is the one its source row names. Re-indexing
+writes the new chunks under a new generation (commit 1, invisible), flips the source row to it
+(commit 2, the switch) and deletes the old generation (commit 3, cleanup). A process killed
+before the flip leaves the old chunks searchable; killed after it, the new ones; stray rows of a
+dead generation are invisible and swept by later writes. Writes hold a cross-process file lock
+of their own, so indexing never blocks memory writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from octobrain.store.memories import ModelMismatch, sql_in, sql_str
+from octobrain.store.schema import META_DIM, META_MODEL, META_SCHEMA
+
+if TYPE_CHECKING:
+    import lancedb
+    import pyarrow as pa
+
+SOURCES = "knowledge_sources"
+CHUNKS = "knowledge_chunks"
+SCHEMA_VERSION = "1"
+LOCK_TIMEOUT_S = 300.0
+KEEP_VERSIONS_FOR = timedelta(minutes=10)
+
+SOURCE_LIGHT = [
+    "id", "uri", "scope", "session_id", "title", "doc_type", "content_hash", "chunker",
+    "generation", "chunk_count", "size_bytes", "mtime", "indexed_at", "last_checked",
+]  # fmt: skip
+CHUNK_LIGHT = [
+    "id", "source_id", "generation", "uri", "scope", "session_id", "title", "chunk_index",
+    "section_path", "content", "parent_content", "byte_start", "byte_end", "indexed_at",
+]  # fmt: skip
+
+
+def source_id(uri: str, scope: str, session_id: str) -> str:
+    """The deterministic id of a source row: one row per (scope, session, uri)."""
+    return hashlib.sha256(f"{scope}\n{session_id}\n{uri}".encode()).hexdigest()[:32]
+
+
+def _ts() -> pa.DataType:
+    import pyarrow as pa
+
+    return pa.timestamp("us", tz="UTC")
+
+
+def sources_schema() -> pa.Schema:
+    """Schema of `knowledge_sources`."""
+    import pyarrow as pa
+
+    s, i, f = pa.string(), pa.int64(), pa.float64()
+    fields = [("id", s), ("uri", s), ("scope", s), ("session_id", s), ("title", s),
+              ("doc_type", s), ("content_hash", s), ("chunker", s), ("text", s),
+              ("generation", s), ("chunk_count", i), ("size_bytes", i), ("mtime", f),
+              ("indexed_at", _ts()), ("last_checked", _ts())]  # fmt: skip
+    return pa.schema(
+        [pa.field(name, typ, nullable=False) for name, typ in fields],
+        metadata={META_SCHEMA: SCHEMA_VERSION.encode()},
+    )
+
+
+def chunks_schema(model_id: str, dim: int) -> pa.Schema:
+    """Schema of `knowledge_chunks`; the metadata records which model made the embeddings."""
+    import pyarrow as pa
+
+    s = pa.string()
+    fields = [("id", s), ("source_id", s), ("generation", s), ("uri", s), ("scope", s),
+              ("session_id", s), ("title", s), ("chunk_index", pa.int32()),
+              ("section_path", pa.list_(s)), ("content", s), ("parent_content", s),
+              ("byte_start", pa.int64()), ("byte_end", pa.int64()), ("indexed_at", _ts()),
+              ("embedding", pa.list_(pa.float32(), dim))]  # fmt: skip
+    return pa.schema(
+        [pa.field(name, typ, nullable=False) for name, typ in fields],
+        metadata={
+            META_MODEL: model_id.encode(),
+            META_DIM: str(dim).encode(),
+            META_SCHEMA: SCHEMA_VERSION.encode(),
+        },
+    )
+
+
+class KnowledgeStore:
+    """The two knowledge tables of the LanceDB database at `uri`."""
+
+    def __init__(self, uri: str | Path, model_id: str, dim: int) -> None:
+        self.path = Path(uri)
+        self.model_id = model_id
+        self.dim = dim
+        self._db: lancedb.DBConnection | None = None
+        self._sources: lancedb.table.Table | None = None
+        self._chunks: lancedb.table.Table | None = None
+        self._lock: Any = None
+
+    def _connect(self) -> None:
+        import lancedb
+        from filelock import FileLock
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(self.path / ".knowledge.lock"), timeout=LOCK_TIMEOUT_S)
+        db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
+        with self._lock:
+            names = set(db.list_tables().tables)
+            if SOURCES not in names:
+                db.create_table(SOURCES, schema=sources_schema())
+            if CHUNKS not in names:
+                db.create_table(CHUNKS, schema=chunks_schema(self.model_id, self.dim))
+        chunks = db.open_table(CHUNKS)
+        meta = chunks.schema.metadata or {}
+        stored_model = meta.get(META_MODEL, b"").decode()
+        stored_dim = meta.get(META_DIM, b"0").decode()
+        if stored_model != self.model_id or stored_dim != str(self.dim):
+            raise ModelMismatch(
+                f"the knowledge index at {self.path} was embedded with {stored_model!r} "
+                f"(dim {stored_dim}), but the configured model is {self.model_id!r} "
+                f"(dim {self.dim}); delete its sources (`octobrain knowledge delete-source`) "
+                "and index them again, or set embedding.model back"
+            )
+        self._db, self._sources, self._chunks = db, db.open_table(SOURCES), chunks
+
+    @property
+    def sources(self) -> lancedb.table.Table:
+        if self._sources is None:
+            self._connect()
+        assert self._sources is not None
+        return self._sources
+
+    @property
+    def chunks(self) -> lancedb.table.Table:
+        if self._chunks is None:
+            self._connect()
+        assert self._chunks is not None
+        return self._chunks
+
+    @contextlib.contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """The cross-process knowledge write lock (re-entrant within a process)."""
+        _ = self.chunks
+        with self._lock:
+            yield
+
+    def versions(self) -> tuple[int, int]:
+        """(sources version, chunks version): change on every commit by anyone."""
+        return int(self.sources.version), int(self.chunks.version)
+
+    # ---- reads ----------------------------------------------------------------------------
+
+    def scan_sources(
+        self, where: str = "true", *, with_text: bool = False, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Source rows matching `where` (the text column only when asked for)."""
+        columns = [*SOURCE_LIGHT, "text"] if with_text else SOURCE_LIGHT
+        rows: list[dict[str, Any]] = (
+            self.sources.search().where(where).select(columns).limit(limit).to_list()
+        )
+        return rows
+
+    def scan_chunks(self, where: str, columns: Sequence[str] = CHUNK_LIGHT) -> list[dict[str, Any]]:
+        """Chunk rows matching `where`."""
+        rows: list[dict[str, Any]] = (
+            self.chunks.search().where(where).select(list(columns)).limit(None).to_list()
+        )
+        return rows
+
+    def chunk_ids(self) -> list[str]:
+        """Ids of every chunk row (a narrow scan for the mirror's diff)."""
+        table = self.chunks.search().select(["id"]).limit(None).to_arrow()
+        ids: list[str] = table.column("id").to_pylist()
+        return ids
+
+    def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored embeddings of chunk ids."""
+        if not ids:
+            return {}
+        rows = self.scan_chunks(sql_in("id", ids), ["id", "embedding"])
+        return {r["id"]: np.asarray(r["embedding"], dtype=np.float32) for r in rows}
+
+    def count_chunks(self, where: str | None = None) -> int:
+        """Chunk rows matching `where` (stale generations included)."""
+        return int(self.chunks.count_rows(where))
+
+    # ---- writes ---------------------------------------------------------------------------
+
+    def replace_source(self, source_row: dict[str, Any], chunk_rows: list[dict[str, Any]]) -> None:
+        """Make `chunk_rows` the chunks of `source_row` atomically (see the module docstring).
+        All chunk rows must carry `source_row["generation"]`."""
+        sid, gen = source_row["id"], source_row["generation"]
+        with self.write_lock():
+            if chunk_rows:
+                self.chunks.add(chunk_rows)
+            self._flip(source_row)
+            self.chunks.delete(f"source_id = {sql_str(sid)} AND generation != {sql_str(gen)}")
+
+    def _flip(self, source_row: dict[str, Any]) -> None:
+        """The one commit that switches a source to its new generation."""
+        (
+            self.sources.merge_insert("id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute([source_row])
+        )
+
+    def touch(self, sid: str, last_checked: datetime, mtime: float) -> None:
+        """Record a check that found the content unchanged (no re-embedding)."""
+        with self.write_lock():
+            self.sources.update(
+                where=f"id = {sql_str(sid)}",
+                values={"last_checked": last_checked, "mtime": float(mtime)},
+            )
+
+    def delete_sources(self, ids: Sequence[str]) -> int:
+        """Delete sources and their chunks: the source rows first (their chunks vanish from
+        every reader at once), then the chunks. Returns the number of sources deleted."""
+        if not ids:
+            return 0
+        with self.write_lock():
+            where = sql_in("id", ids)
+            found = int(self.sources.count_rows(where))
+            if found:
+                self.sources.delete(where)
+            self.chunks.delete(sql_in("source_id", ids))
+        return found
+
+    def purge_sessions(self, cutoff: datetime) -> int:
+        """Delete session notes indexed before `cutoff`, and chunks of no current source."""
+        where = f"session_id != '' AND indexed_at < timestamp {sql_str(cutoff.isoformat())}"
+        with self.write_lock():
+            expired = [r["id"] for r in self.scan_sources(where)]
+            if expired:
+                self.sources.delete(sql_in("id", expired))
+            self._sweep()
+        return len(expired)
+
+    def _sweep(self) -> None:
+        """Delete chunk rows whose generation no source row names (a crash's leftovers)."""
+        current = {(r["id"], r["generation"]) for r in self.scan_sources()}
+        table = self.chunks.search().select(["source_id", "generation"]).limit(None).to_arrow()
+        pairs = zip(
+            table.column("source_id").to_pylist(),
+            table.column("generation").to_pylist(),
+            strict=True,
+        )
+        stale = {(s, g) for s, g in pairs if (s, g) not in current}
+        for sid, gen in stale:
+            self.chunks.delete(f"source_id = {sql_str(sid)} AND generation = {sql_str(gen)}")
+
+    def compact(self) -> None:
+        """Merge small fragments and drop old versions of both tables."""
+        with self.write_lock():
+            for table in (self.sources, self.chunks):
+                table.optimize(cleanup_older_than=KEEP_VERSIONS_FOR)

@@ -1,0 +1,67 @@
+"""The MCP `knowledge` tool's logic without any protocol: validate → call `Knowledge` → text.
+
+The server wiring is one call: `run_command(knowledge, arguments)` where `arguments` is the
+tool's argument dict (`command` plus `query`, `source`, `key`, `content`, `pattern`). Errors are
+`InvalidInput` naming the field and the rule, for the server to return as a tool error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from octobrain.errors import InvalidInput
+from octobrain.knowledge.render import (
+    render_delete,
+    render_match,
+    render_read,
+    render_search,
+    render_store,
+)
+from octobrain.knowledge.service import Knowledge
+
+COMMANDS = ("search", "read", "match", "store", "delete")
+_NEEDS = {
+    "search": ("query",),
+    "read": ("source",),
+    "match": ("pattern",),
+    "store": ("key", "content"),
+    "delete": ("key",),
+}
+
+
+def _arg(arguments: Mapping[str, Any], name: str, command: str) -> str:
+    value = arguments.get(name)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise InvalidInput(name, f"is required for command {command!r}")
+    if not isinstance(value, str):
+        raise InvalidInput(name, f"must be a string, got {type(value).__name__}")
+    return value
+
+
+def _optional(arguments: Mapping[str, Any], name: str) -> str | None:
+    value = arguments.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(name, f"must be a string, got {type(value).__name__}")
+    return value
+
+
+def run_command(knowledge: Knowledge, arguments: Mapping[str, Any]) -> str:
+    """Run one `knowledge` tool call and return its text output."""
+    command = arguments.get("command")
+    if command not in COMMANDS:
+        raise InvalidInput("command", f"must be one of {', '.join(COMMANDS)}, got {command!r}")
+    values = {name: _arg(arguments, name, command) for name in _NEEDS[command]}
+    source = _optional(arguments, "source")
+    if command == "search":
+        return render_search(knowledge.search(values["query"], source=source))
+    if command == "read":
+        return render_read(knowledge.read(values["source"]))
+    if command == "match":
+        return render_match(knowledge.match(values["pattern"], source=source))
+    if command == "store":
+        return render_store(knowledge.store(values["key"], values["content"]))
+    knowledge.delete(values["key"])
+    return render_delete(values["key"])

@@ -1,0 +1,109 @@
+"""Chunking: properties for every accepted size/overlap, heading paths, sentence cuts."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from octobrain.errors import InvalidInput
+from octobrain.knowledge.chunk import chunk_text, split_spans
+
+TEXT = st.text(alphabet=st.sampled_from([*"ab .!?\n\t", "é", "€", "𝄞", "字"]), max_size=600)
+
+
+@st.composite
+def sizes(draw: st.DrawFn) -> tuple[int, int]:
+    size = draw(st.integers(1, 120))
+    return size, draw(st.integers(0, size - 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXT, sizes())
+def test_split_spans_covers_everything_in_bounded_overlapping_windows(
+    text: str, sz: tuple[int, int]
+) -> None:
+    size, overlap = sz
+    data = text.encode()
+    spans = split_spans(data, size, overlap)
+    if not data:
+        assert spans == []
+        return
+    assert spans[0][0] == 0 and spans[-1][1] == len(data)
+    for (s1, e1), (s2, e2) in itertools.pairwise(spans):
+        assert s1 < s2 <= e1 < e2  # progress, and no gap between windows
+        assert e1 - s2 <= overlap
+    for start, end in spans:
+        assert end - start <= size + 3  # one wide character may overhang
+        data[start:end].decode()  # never splits a UTF-8 character
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 3), st.text(alphabet="xyz", min_size=1, max_size=5), TEXT),
+        max_size=6,
+    ),
+    sizes(),
+    st.integers(1, 4),
+)
+def test_chunks_point_at_their_text_and_lie_inside_their_parent(
+    sections: list[tuple[int, str, str]], sz: tuple[int, int], parent_factor: int
+) -> None:
+    size, overlap = sz
+    text = "\n".join(f"{'#' * lvl} {name}\n{body}" for lvl, name, body in sections)
+    chunks = chunk_text(
+        text, "Doc", chunk_size=size, overlap=overlap, parent_size=size * parent_factor
+    )
+    data = text.encode()
+    for c in chunks:
+        assert c.body and data[c.start : c.end].decode() == c.body
+        assert len(c.body.encode()) <= max(size + 3, 1)
+        if c.parent:
+            assert c.body in c.parent
+            assert len(c.parent.encode()) <= size * parent_factor + 3
+        assert c.content.startswith("Doc")
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+
+
+def test_heading_paths_nest_and_skip_fenced_code() -> None:
+    text = (
+        "# Guide\nIntro.\n## Install\nRun it.\n### Linux\nUse apt.\n"
+        "```\n# not a heading\n```\n## Usage\nCall it.\n"
+    )
+    chunks = chunk_text(text, "Guide", chunk_size=200, overlap=20, parent_size=800)
+    assert [c.section_path for c in chunks] == [
+        ("Guide",),
+        ("Guide", "Install"),
+        ("Guide", "Install", "Linux"),
+        ("Guide", "Usage"),
+    ]
+    assert "# not a heading" in chunks[2].body
+    # The title is not repeated when the first heading is the title.
+    assert chunks[2].header == "Guide > Install > Linux"
+    assert chunks[2].content.startswith("Guide > Install > Linux\n\nUse apt.")
+
+
+def test_long_sections_get_parents_and_cut_at_sentences() -> None:
+    text = "# Notes\n" + "".join(
+        f"Fox number {i} jumps over the lazy dog near the river bank. " for i in range(200)
+    )
+    chunks = chunk_text(text, "Notes", chunk_size=1200, overlap=300, parent_size=4800)
+    assert len(chunks) > 4
+    assert all(c.parent for c in chunks)
+    assert len({c.parent for c in chunks}) >= 3  # several parents, each ≤ 4800 bytes
+    assert all(c.body.endswith(".") for c in chunks[:-1])  # cut after a sentence
+    assert all(len(c.body.encode()) <= 1200 for c in chunks)
+    short = chunk_text("# A\nOne short section.", "A")
+    assert len(short) == 1 and short[0].parent == ""
+
+
+@pytest.mark.parametrize(
+    ("size", "overlap", "parent", "field"),
+    [(0, 0, 10, "chunk_size"), (10, 10, 10, "chunk_overlap"), (10, 2, 5, "parent_size")],
+)
+def test_bad_sizes_name_the_field(size: int, overlap: int, parent: int, field: str) -> None:
+    with pytest.raises(InvalidInput, match=f"^{field}: "):
+        chunk_text("text", "T", chunk_size=size, overlap=overlap, parent_size=parent)

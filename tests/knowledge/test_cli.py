@@ -1,0 +1,85 @@
+"""`octobrain knowledge …` through click's runner: every command, JSON output, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from octobrain.cli import main
+
+from .conftest import write_pdf
+
+DOC = (
+    "# Ops\n\n## Backups\n\nBackups run nightly to cold storage.\n\n"
+    "## Paging\n\nThe on-call rota changes on Mondays.\n"
+)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:64")
+    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ops.md").write_text(DOC)
+    return tmp_path
+
+
+def run(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(
+        main, ["knowledge", "--scope", "github.com/acme/ops", *args], input=input
+    )
+
+
+def test_index_search_match_read_list_stats_delete(workdir: Path) -> None:
+    out = run("index", "ops.md")
+    assert out.exit_code == 0 and "✓ Indexed" in out.output and "2 chunks created" in out.output
+    assert "✓ Cached" in run("index", "ops.md").output
+    found = run("search", "nightly backups cold storage")
+    assert "Ops > Backups" in found.output and "Relevance:" in found.output
+    data = json.loads(run("search", "on-call rota Mondays", "--format", "json").output)
+    assert data["hits"][0]["section_path"] == ["Ops", "Paging"]
+    assert "     9: The on-call rota changes on Mondays." in run("match", "rota").output
+    assert "Type: markdown" in run("read", "ops.md").output
+    listing = json.loads(run("list", "--format", "json").output)
+    assert [s["uri"] for s in listing] == [(workdir / "ops.md").resolve().as_uri()]
+    assert "Sources: 1" in run("stats").output
+    assert "Deleted" in run("delete-source", "ops.md").output
+    assert "No relevant knowledge" in run("search", "nightly backups").output
+
+
+def test_notes_share_the_cli_session_by_default(workdir: Path) -> None:
+    stored = run("store", "todo", "-", input="Rotate the signing keys before the audit.\n")
+    assert stored.exit_code == 0 and "stored://todo" in stored.output
+    assert "[SESSION]" in run("search", "rotate signing keys audit").output
+    assert "No relevant" in run("search", "rotate signing keys", "--session-id", "other").output
+    assert run("delete", "todo").output.strip() == "Deleted stored knowledge 'todo'"
+
+
+def test_bad_input_is_one_line_and_exit_2(workdir: Path) -> None:
+    for args, message in [
+        (("index", str(workdir)), "error: source: "),
+        (("match", "("), "error: pattern: invalid regular expression"),
+        (("delete", "missing"), "error: key: no stored note 'missing'"),
+        (("search", "x"), "error: query: "),
+    ]:
+        result = run(*args)
+        assert result.exit_code == 2, args
+        assert result.output.startswith(message) and result.output.count("\n") == 1, result.output
+
+
+def test_large_document_shows_progress_on_stderr(workdir: Path) -> None:
+    line = "Page {} line {} talks about turbine maintenance."
+    pages = [[line.format(p, i) for i in range(40)] for p in range(30)]
+    write_pdf(workdir / "manual.pdf", pages)
+    result = CliRunner().invoke(
+        main, ["knowledge", "--global", "index", "manual.pdf", "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "embedding chunks" in result.stderr
+    report = json.loads(result.stdout)
+    assert report["status"] == "indexed" and report["embedded"] > 64
+    assert report["source"]["scope"] == ""

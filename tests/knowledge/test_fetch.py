@@ -1,0 +1,156 @@
+"""URL fetching against a real HTTP server on loopback: refusal, routing, caps, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from octobrain.errors import InvalidInput
+from octobrain.knowledge.fetch import FetchError, resolve_checked
+
+from .conftest import HTML_PAGE, MakeKnowledge, Server, write_pdf
+
+LOCAL = ("127.0.0.1",)
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "localhost", "10.1.2.3", "192.168.0.10", "169.254.169.254", "::1",
+             "::ffff:127.0.0.1", "100.64.0.1", "0.0.0.0", "fe80::1"]
+)  # fmt: skip
+def test_private_addresses_are_refused_by_default(host: str) -> None:
+    with pytest.raises(FetchError, match=r"^source: refusing .*knowledge.allow_private_hosts"):
+        resolve_checked(host, 80, ())
+
+
+def test_allow_list_takes_addresses_networks_and_host_names() -> None:
+    assert resolve_checked("10.1.2.3", 80, ("10.0.0.0/8",)) == "10.1.2.3"
+    assert resolve_checked("127.0.0.1", 80, ("127.0.0.1",)) == "127.0.0.1"
+    assert resolve_checked("localhost", 80, ("localhost",)) in ("127.0.0.1", "::1")
+    with pytest.raises(FetchError):
+        resolve_checked("10.1.2.3", 80, ("192.168.0.0/16", "docs.internal"))
+
+
+def test_loopback_url_refused_without_the_allow_list(
+    make_knowledge: MakeKnowledge, server: Server
+) -> None:
+    server.routes["/page"] = (200, {"Content-Type": "text/html"}, HTML_PAGE)
+    with pytest.raises(InvalidInput, match=r"^source: refusing 127\.0\.0\.1"):
+        make_knowledge().read(server.url("/page"))
+    assert server.hits == {}  # refused before connecting
+
+
+def test_html_and_pdf_over_http_are_indexed_and_found(
+    make_knowledge: MakeKnowledge, server: Server, tmp_path: Path
+) -> None:
+    pdf = write_pdf(tmp_path / "p.pdf", [["Quarterly capacity plan", "Add four racks in March."]])
+    server.routes["/docs/widgets"] = (200, {"Content-Type": "text/html; charset=utf-8"}, HTML_PAGE)
+    server.routes["/plan"] = (200, {"Content-Type": "application/pdf"}, pdf.read_bytes())
+    k = make_knowledge(allow_private_hosts=LOCAL)
+    result = k.search("quota breach retry after seconds", source=server.url("/docs/widgets/"))
+    assert result.indexed is not None and result.indexed.status == "indexed"
+    assert result.hits[0].section_path[-1] == "Errors"
+    assert result.hits[0].uri == server.url("/docs/widgets")  # trailing slash normalised
+    found = k.search("racks March capacity", source=server.url("/plan")).hits
+    assert found and "four racks" in found[0].text
+    assert k.read(server.url("/plan")).doc_type.value == "pdf"
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type", "body", "expected"),
+    [
+        (
+            "/notes.txt",
+            "text/html",
+            b"<html><body><h1>T</h1><p>Hello page</p></body></html>",
+            "html",
+        ),
+        ("/readme.md", "text/plain", b"# Readme\n\nPlain markdown.", "markdown"),
+        ("/readme.md", "application/octet-stream", b"# Readme\n\nUntyped bytes.", "markdown"),
+        ("/data", "text/csv", b"a,b\n1,2\n", "text"),
+    ],
+)
+def test_content_type_routes_extraction(
+    make_knowledge: MakeKnowledge, server: Server, path: str, content_type: str, body: bytes,
+    expected: str,
+) -> None:  # fmt: skip
+    server.routes[path] = (200, {"Content-Type": content_type}, body)
+    doc = make_knowledge(allow_private_hosts=LOCAL).read(server.url(path))
+    assert doc.doc_type.value == expected
+
+
+def test_unsupported_content_type_and_non_2xx_are_clear_errors(
+    make_knowledge: MakeKnowledge, server: Server
+) -> None:
+    k = make_knowledge(allow_private_hosts=LOCAL)
+    server.routes["/img"] = (200, {"Content-Type": "image/png"}, b"\x89PNG....")
+    with pytest.raises(InvalidInput, match=r"^source: .*unsupported content type 'image/png'"):
+        k.read(server.url("/img"))
+    with pytest.raises(InvalidInput, match=r"^source: .*/missing: HTTP 404 Not Found"):
+        k.read(server.url("/missing"))
+    server.routes["/boom"] = (503, {}, b"down")
+    with pytest.raises(InvalidInput, match=r"HTTP 503"):
+        k.read(server.url("/boom"))
+
+
+def test_redirects_are_followed_up_to_the_cap(
+    make_knowledge: MakeKnowledge, server: Server
+) -> None:
+    server.routes["/final"] = (200, {"Content-Type": "text/plain"}, b"Arrived safely.")
+    server.routes["/r2"] = (302, {"Location": "/final"}, b"")
+    server.routes["/r1"] = (301, {"Location": server.url("/r2")}, b"")
+    server.routes["/loop"] = (302, {"Location": "/loop"}, b"")
+    k = make_knowledge(allow_private_hosts=LOCAL, max_redirects=3)
+    assert k.read(server.url("/r1")).text == "Arrived safely."
+    with pytest.raises(InvalidInput, match=r"^source: .*more than 3 redirects"):
+        k.read(server.url("/loop"))
+    assert server.hits["/loop"] == 4  # the first request plus three redirects, then stop
+    assert (
+        make_knowledge(allow_private_hosts=LOCAL, max_redirects=1).read(server.url("/r2")).text
+        == "Arrived safely."
+    )
+
+
+def test_each_redirect_hop_is_checked(make_knowledge: MakeKnowledge, server: Server) -> None:
+    server.routes["/jump"] = (302, {"Location": "http://169.254.169.254/latest/meta-data"}, b"")
+    with pytest.raises(InvalidInput, match=r"^source: refusing 169\.254\.169\.254"):
+        make_knowledge(allow_private_hosts=LOCAL).read(server.url("/jump"))
+    server.routes["/ftp"] = (302, {"Location": "ftp://example.com/file"}, b"")
+    with pytest.raises(InvalidInput, match=r"only http\(s\) is fetched"):
+        make_knowledge(allow_private_hosts=LOCAL).read(server.url("/ftp"))
+
+
+def test_size_cap_applies_to_declared_and_streamed_bodies(
+    make_knowledge: MakeKnowledge, server: Server
+) -> None:
+    k = make_knowledge(allow_private_hosts=LOCAL, max_source_bytes=1000)
+    server.routes["/big"] = (200, {"Content-Type": "text/plain"}, b"x" * 5000)
+    server.routes["/stream"] = (
+        200,
+        {"Content-Type": "text/plain", "X-No-Length": "1"},
+        b"y" * 5000,
+    )
+    for path in ("/big", "/stream"):
+        with pytest.raises(InvalidInput, match=r"^source: .*larger than the 1000-byte cap"):
+            k.read(server.url(path))
+
+
+def test_url_age_triggers_a_check_and_the_hash_decides(
+    make_knowledge: MakeKnowledge, server: Server
+) -> None:
+    server.routes["/page"] = (200, {"Content-Type": "text/html"}, HTML_PAGE)
+    url = server.url("/page")
+    young = make_knowledge(allow_private_hosts=LOCAL)
+    assert young.search("pagination cursor", source=url).indexed.status == "indexed"  # type: ignore[union-attr]
+    assert young.search("pagination cursor", source=url).indexed.status == "fresh"  # type: ignore[union-attr]
+    assert server.hits["/page"] == 1  # a young URL is not fetched again
+    stale = make_knowledge(allow_private_hosts=LOCAL, outdating_days=0.0)
+    assert stale.search("pagination cursor", source=url).indexed.status == "unchanged"  # type: ignore[union-attr]
+    server.routes["/page"] = (
+        200,
+        {"Content-Type": "text/html"},
+        HTML_PAGE.replace(b"fifty", b"ninety"),
+    )
+    result = stale.search("ninety widgets per page", source=url)
+    assert result.indexed is not None and result.indexed.status == "reindexed"
+    assert "ninety" in result.hits[0].text and server.hits["/page"] == 3

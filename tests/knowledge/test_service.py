@@ -1,0 +1,278 @@
+"""The `Knowledge` facade on real LanceDB: index cache, atomic re-index, search, match, notes,
+scopes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from octobrain.errors import InvalidInput
+from octobrain.knowledge import run_command
+from octobrain.models import utcnow
+from octobrain.store import ModelMismatch
+
+from .conftest import SCOPE, CountingEmbedder, MakeKnowledge, write_docx, write_pdf
+
+GUIDE = """# Service guide
+
+The billing service issues invoices and tracks payments for every tenant.
+
+## Deployment
+
+Deploys go through the blue-green pipeline. Each release is canaried for ten minutes.
+
+## Rate limits
+
+API rate limiting uses a token bucket per key: 100 requests per minute, burst 20.
+"""
+
+
+def _guide(tmp_path: Path, text: str = GUIDE) -> Path:
+    path = tmp_path / "guide.md"
+    path.write_text(text)
+    return path
+
+
+def test_each_type_is_indexed_and_a_query_finds_its_section(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    k = make_knowledge()
+    (tmp_path / "notes.txt").write_text("Backups run nightly at two o'clock to cold storage.\n")
+    write_pdf(tmp_path / "plan.pdf", [["Capacity plan", "Add four racks in March."]])
+    write_docx(tmp_path / "handbook.docx")
+    cases = {
+        "guide.md": ("token bucket burst", "Rate limits"),
+        "notes.txt": ("nightly backups cold storage", None),
+        "plan.pdf": ("racks March", None),
+        "handbook.docx": ("migrations before pods start", "Database migrations"),
+    }
+    _guide(tmp_path)
+    for name, (query, section) in cases.items():
+        assert k.index(name).status == "indexed"
+        hits = k.search(query).hits
+        assert hits and hits[0].uri == (tmp_path / name).as_uri(), name
+        if section:
+            assert hits[0].section_path[-1] == section
+    assert k.stats().sources == 4
+    assert k.search("quantum chromodynamics lattice gluon").hits == []  # a relevance floor
+
+
+def test_read_returns_text_without_indexing(make_knowledge: MakeKnowledge, tmp_path: Path) -> None:
+    k = make_knowledge()
+    doc = k.read(str(_guide(tmp_path)))
+    assert doc.title == "Service guide" and "blue-green pipeline" in doc.text
+    assert k.stats().sources == 0
+    assert "Type: markdown" in run_command(k, {"command": "read", "source": "guide.md"})
+
+
+def test_unchanged_content_is_not_re_embedded_and_changes_are(
+    make_knowledge: MakeKnowledge, embedder: CountingEmbedder, tmp_path: Path
+) -> None:
+    k = make_knowledge()
+    path = _guide(tmp_path)
+    first = k.search("token bucket", source="guide.md")
+    assert first.indexed is not None and first.indexed.status == "indexed"
+    calls = embedder.calls
+    assert k.search("token bucket", source="guide.md").indexed.status == "fresh"  # type: ignore[union-attr]
+    os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 10))  # touched, same text
+    assert k.search("token bucket", source="guide.md").indexed.status == "unchanged"  # type: ignore[union-attr]
+    assert k.index("guide.md").status == "unchanged"
+    assert embedder.calls == calls
+    path.write_text(GUIDE.replace("token bucket", "leaky bucket"))
+    again = k.search("leaky bucket", source="guide.md")
+    assert again.indexed is not None and again.indexed.status == "reindexed"
+    assert embedder.calls == calls + 1
+    assert "leaky bucket" in again.hits[0].text
+    assert k.match("token bucket").hits == []  # the old text is gone
+    assert k.kstore.count_chunks() == 3  # the old generation was deleted
+
+
+def _kill_during_reindex(db: Path, source: Path, after_flip: bool) -> int:
+    script = textwrap.dedent(
+        f"""
+        import os
+        from octobrain.config import Config
+        from octobrain.embed import get_embedder
+        from octobrain.knowledge import Knowledge
+        from octobrain.knowledge.store import KnowledgeStore
+
+        original = KnowledgeStore._flip
+        def flip(self, row):
+            if {after_flip!r}:
+                original(self, row)
+            os._exit(3)  # killed mid re-index
+        KnowledgeStore._flip = flip
+        k = Knowledge({SCOPE!r}, config=Config(), embedder=get_embedder("hash:64"), uri={str(db)!r})
+        k.index({str(source)!r})
+        """
+    )
+    return subprocess.run([sys.executable, "-c", script], check=False).returncode
+
+
+@pytest.mark.parametrize("after_flip", [False, True])
+def test_a_killed_re_index_leaves_one_complete_generation(
+    make_knowledge: MakeKnowledge, tmp_path: Path, after_flip: bool
+) -> None:
+    k = make_knowledge()
+    path = _guide(tmp_path)
+    k.index(str(path))
+    path.write_text(GUIDE.replace("blue-green pipeline", "rainbow pipeline"))
+    assert _kill_during_reindex(tmp_path / "db", path, after_flip) == 3
+    fresh = make_knowledge()
+    old, new = fresh.match("blue-green").hits, fresh.match("rainbow").hits
+    hits = fresh.search("deploys release canaried pipeline").hits
+    texts = " ".join(h.text for h in hits)
+    if after_flip:  # the new generation is complete and the only one visible
+        assert (old, len(new)) == ([], 1) and "rainbow" in texts and "blue-green" not in texts
+    else:  # the old one is still searchable, the half-written one invisible
+        assert (len(old), new) == (1, []) and "blue-green" in texts and "rainbow" not in texts
+    assert fresh.kstore.count_chunks() == 6  # both generations' rows exist on disk
+    assert [h.section_path[-1] for h in hits].count("Deployment") == 1
+    report = fresh.index(str(path))
+    assert report.status == ("unchanged" if after_flip else "reindexed")
+    fresh.store("n", "A note makes a write that sweeps leftovers.")
+    assert fresh.kstore.count_chunks() == 3 + 1
+
+
+def test_children_of_one_parent_print_once(make_knowledge: MakeKnowledge, tmp_path: Path) -> None:
+    body = " ".join(f"Sentence {i} says the cache eviction policy is LRU." for i in range(120))
+    (tmp_path / "long.md").write_text(f"# Cache\n\n{body}\n")
+    k = make_knowledge(chunk_size=300, chunk_overlap=60, parent_size=1500)
+    k.index("long.md")
+    hits = k.search("cache eviction policy LRU", limit=50).hits
+    assert len(hits) == len({h.text for h in hits}) >= 2
+    assert all(len(h.text) <= 1500 for h in hits)
+
+
+def test_match_has_absolute_line_numbers_each_line_once_and_a_cap(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    lines = [f"line {i}: filler words to make the document long enough" for i in range(1, 301)]
+    lines[249] = "line 250: the MAGIC marker sits here"
+    (tmp_path / "big.txt").write_text("\n".join(lines))
+    k = make_knowledge(chunk_size=200, chunk_overlap=100, parent_size=800)
+    k.index("big.txt")
+    found = k.match("MAGIC", source="big.txt", context=1)
+    assert [(h.line_number, h.line) for h in found.hits] == [(250, lines[249])]
+    assert found.hits[0].before == [lines[248]] and not found.truncated
+    capped = k.match(r"^line \d+:", max_matches=7)
+    assert len(capped.hits) == 7 and capped.truncated
+    assert [h.line_number for h in capped.hits] == list(range(1, 8))
+    assert len(k.match("filler").hits) == 100  # the default cap (knowledge.max_matches)
+
+
+def test_match_is_linear_on_a_pathological_pattern(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    (tmp_path / "a.txt").write_text("a" * 50_000 + "!\n" + "aaaa\n")
+    k = make_knowledge()
+    k.index("a.txt")
+    found = k.match(r"^(a+)+$")  # exponential for a backtracking engine on line 1
+    assert [h.line_number for h in found.hits] == [2]
+
+
+def test_bad_match_arguments_name_the_field(make_knowledge: MakeKnowledge) -> None:
+    k = make_knowledge()
+    for kwargs, field in [
+        ({"pattern": "("}, "pattern"),
+        ({"pattern": ""}, "pattern"),
+        ({"pattern": "x", "max_matches": 0}, "max_matches"),
+        ({"pattern": "x", "context": 11}, "context"),
+    ]:
+        with pytest.raises(InvalidInput, match=f"^{field}: "):
+            k.match(**kwargs)  # type: ignore[arg-type]
+
+
+def test_session_notes_are_private_unique_deletable_and_expire(
+    make_knowledge: MakeKnowledge,
+) -> None:
+    mine, other = make_knowledge(session_id="s1"), make_knowledge(session_id="s2")
+    note = "Ship the flux capacitor on Tuesday."
+    out = run_command(mine, {"command": "store", "key": "plan", "content": note})
+    assert out == "Stored 'plan' as stored://plan (1 chunks indexed)"
+    hits = mine.search("flux capacitor Tuesday").hits
+    assert hits and hits[0].session and hits[0].uri == "stored://plan"
+    assert "[SESSION]" in run_command(mine, {"command": "search", "query": "flux capacitor"})
+    assert other.search("flux capacitor Tuesday").hits == []
+    assert make_knowledge(session_id="").search("flux capacitor Tuesday").hits == []
+    with pytest.raises(InvalidInput, match="^key: 'plan' already exists in this session"):
+        mine.store("plan", "again")
+    with pytest.raises(InvalidInput, match="^key: no stored note 'plan' in this session"):
+        other.delete("plan")
+    with pytest.raises(InvalidInput, match="^content: must not be empty"):
+        mine.store("empty", "   ")
+    with pytest.raises(InvalidInput, match="^session_id: "):
+        make_knowledge(session_id="").store("k", "text")
+    assert mine.read("stored://plan").text == "Ship the flux capacitor on Tuesday."
+    assert (
+        run_command(mine, {"command": "delete", "key": "plan"}) == "Deleted stored knowledge 'plan'"
+    )
+    assert mine.search("flux capacitor Tuesday").hits == []
+    mine.store("old", "An old note about the zeppelin hangar.")
+    past = (utcnow() - timedelta(hours=200)).isoformat()
+    for table in (mine.kstore.sources, mine.kstore.chunks):
+        table.update(where="session_id = 's1'", values_sql={"indexed_at": f"timestamp '{past}'"})
+    assert mine.search("zeppelin hangar").hits == []  # expired (120 h TTL), even before a purge
+    mine.store("old", "Same key is free again after expiry.")
+    assert mine.kstore.count_chunks("session_id = 's1'") == 1
+
+
+def test_scopes_see_their_own_and_global_sources(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    _guide(tmp_path)
+    (tmp_path / "shared.md").write_text(
+        "# Shared\n\nCompany holidays follow the Zurich calendar.\n"
+    )
+    api, web = make_knowledge(SCOPE), make_knowledge("github.com/acme/web")
+    api.index("guide.md")
+    web.index("shared.md", global_=True)
+    assert api.search("Zurich holidays calendar").hits  # global is visible everywhere
+    assert web.search("token bucket burst").hits == []  # another project's source is not
+    assert [s.uri.rsplit("/", 1)[1] for s in web.list_sources()] == ["shared.md"]
+    with pytest.raises(InvalidInput, match=r"^source: .*guide\.md is not indexed in this scope"):
+        web.delete_source("guide.md")
+    # Re-indexing a global source from a project keeps it global (rows are never re-stamped).
+    (tmp_path / "shared.md").write_text(
+        "# Shared\n\nCompany holidays follow the Geneva calendar.\n"
+    )
+    assert api.index("shared.md").source.scope == ""
+    assert web.search("Geneva holidays calendar").hits
+    assert api.delete_source("guide.md").chunk_count == 3
+    assert api.search("token bucket burst").hits == []
+
+
+def test_errors_for_bad_sources_and_commands(make_knowledge: MakeKnowledge, tmp_path: Path) -> None:
+    k = make_knowledge(max_source_bytes=100)
+    (tmp_path / "big.md").write_text("x" * 500)
+    for source, rule in [
+        (str(tmp_path), "is a directory"),
+        ("nope.md", "no such file"),
+        ("big.md", "over the 100-byte cap"),
+        ("stored://x", "stored:// notes are written with `store`"),
+    ]:
+        with pytest.raises(InvalidInput, match=f"^source: .*{rule}"):
+            k.index(source)
+    with pytest.raises(InvalidInput, match="^command: must be one of search, read, match"):
+        run_command(k, {"command": "grep"})
+    with pytest.raises(InvalidInput, match="^query: is required for command 'search'"):
+        run_command(k, {"command": "search"})
+    with pytest.raises(InvalidInput, match="^query: must be 3–500 bytes"):
+        k.search("x")
+
+
+def test_another_model_is_a_clear_error(make_knowledge: MakeKnowledge, tmp_path: Path) -> None:
+    from octobrain.config import Config
+    from octobrain.embed import get_embedder
+    from octobrain.knowledge import Knowledge
+
+    make_knowledge().index(str(_guide(tmp_path)))
+    other = Knowledge(SCOPE, config=Config(), embedder=get_embedder("hash:32"), uri=tmp_path / "db")
+    with pytest.raises(ModelMismatch, match="embedded with 'hash:64'"):
+        other.search("token bucket")

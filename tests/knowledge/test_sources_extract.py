@@ -1,0 +1,103 @@
+"""Source arguments, local-file errors and extraction of every supported type."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from octobrain.errors import InvalidInput
+from octobrain.knowledge.extract import DocType, extract
+from octobrain.knowledge.sources import Fetched, SourceKind, parse_source, read_file
+
+from .conftest import HTML_PAGE, write_docx, write_pdf
+
+
+def test_sources_normalise_to_one_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = tmp_path / "guide.md"
+    doc.write_text("# Guide\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    uris = {
+        parse_source("guide.md", cwd=tmp_path).uri,
+        parse_source(str(doc)).uri,
+        parse_source("~/guide.md").uri,
+        parse_source(doc.as_uri()).uri,
+    }
+    assert uris == {doc.resolve().as_uri()}
+    url = parse_source("https://Docs.Example.com/api/?v=2#frag")
+    assert (url.kind, url.uri) == (SourceKind.URL, "https://docs.example.com/api?v=2")
+    assert parse_source("stored://notes-1").kind is SourceKind.STORED
+    for bad, field in [("ftp://host/x", "source"), ("", "source"), ("stored://a b", "key")]:
+        with pytest.raises(InvalidInput, match=f"^{field}: "):
+            parse_source(bad)
+
+
+def test_local_file_errors_name_the_source(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match=r"^source: .* is a directory; give one file"):
+        read_file(parse_source(str(tmp_path)), 1000)
+    with pytest.raises(InvalidInput, match=r"^source: no such file: .*missing\.md"):
+        read_file(parse_source(str(tmp_path / "missing.md")), 1000)
+    big = tmp_path / "big.txt"
+    big.write_text("x" * 2000)
+    with pytest.raises(
+        InvalidInput, match=r"^source: .* over the 1000-byte cap .*max_source_bytes"
+    ):
+        read_file(parse_source(str(big)), 1000)
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(InvalidInput, match=r"^source: .* unsupported file type '\.bin'"):
+        extract(read_file(parse_source(str(binary)), 10_000))
+    other = tmp_path / "settings.conf"
+    other.write_text("timeout = 30\n")
+    assert extract(read_file(parse_source(str(other)), 10_000)).doc_type is DocType.TEXT
+
+
+def _extract(path: Path) -> tuple[str, DocType, str]:
+    doc = extract(read_file(parse_source(str(path)), 1_000_000))
+    return doc.title, doc.doc_type, doc.text
+
+
+def test_html_keeps_the_article_and_its_headings_without_chrome(tmp_path: Path) -> None:
+    title, kind, text = _extract(_write(tmp_path / "page.html", HTML_PAGE))
+    assert (title, kind) == ("Widget API reference", DocType.HTML)
+    assert "## Pagination" in text and "## Errors" in text
+    assert "Retry-After" in text and "- 404 means no such widget." in text
+    for chrome in ("Navigation chrome", "Site banner", "cookie settings"):
+        assert chrome not in text
+
+
+def test_pdf_text_and_title(tmp_path: Path) -> None:
+    pdf = write_pdf(
+        tmp_path / "paper.pdf",
+        [["Sharded counters", "Writes go to one of sixteen shards."], ["Reads sum every shard."]],
+        title="Counter design",
+    )
+    title, kind, text = _extract(pdf)
+    assert (title, kind) == ("Counter design", DocType.PDF)
+    assert "sixteen shards" in text and "Reads sum every shard." in text
+
+
+def test_docx_headings_lists_and_tables(tmp_path: Path) -> None:
+    title, kind, text = _extract(write_docx(tmp_path / "handbook.docx"))
+    assert (title, kind) == ("Deployment handbook", DocType.DOCX)
+    assert "# Rollbacks" in text and "## Database migrations" in text
+    assert "- Run the canary first." in text
+    assert "eu-west | platform team" in text
+
+
+def test_markdown_and_text_titles(tmp_path: Path) -> None:
+    md = _write(tmp_path / "a.md", b"Some preface\n\n# Real title\n\nBody.\n")
+    assert _extract(md)[:2] == ("Real title", DocType.MARKDOWN)
+    txt = _write(tmp_path / "a.txt", b"\n\n  First line here\r\nsecond\r\n")
+    assert _extract(txt) == ("First line here", DocType.TEXT, "First line here\nsecond")
+
+
+def test_corrupt_pdf_is_a_clear_error(tmp_path: Path) -> None:
+    bad = _write(tmp_path / "broken.pdf", b"%PDF-1.4\nthis is not really a pdf")
+    with pytest.raises(InvalidInput, match=r"^source: .*cannot read this pdf document"):
+        extract(Fetched(parse_source(str(bad)), bad.read_bytes()))
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
