@@ -22,6 +22,7 @@ import re
 import shutil
 import tempfile
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,7 +185,7 @@ def _normalise(rows: npt.NDArray[Any]) -> Vectors:
     return np.ascontiguousarray(out / norms, dtype=np.float32)
 
 
-class BaseEmbedder:
+class BaseEmbedder(ABC):
     """Shared behaviour: input checks, batching, normalisation. Subclasses embed one batch."""
 
     def __init__(self, model_id: str, batch_size: int) -> None:
@@ -199,12 +200,13 @@ class BaseEmbedder:
         return self._model_id
 
     @property
+    @abstractmethod
     def dim(self) -> int:
         """Vector dimension."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _embed_batch(self, texts: list[str], kind: Kind) -> npt.NDArray[Any]:
-        raise NotImplementedError
+        """Raw (unnormalised) vectors for one batch."""
 
     def _run(self, texts: list[str], kind: Kind) -> Vectors:
         if not texts:
