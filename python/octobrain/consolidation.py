@@ -263,9 +263,8 @@ class Consolidator:
             f" AND created_at >= timestamp {sql_str(cutoff.isoformat())}"
         )
         rows = self.store.scan(where)
-        # Parents are not re-clustered (a record stays undoable on its own), and findings of a
-        # goal wait for the goal to be closed.
-        excluded = self.log.live_parents(scope) | self._achievers([r["id"] for r in rows])
+        # Findings of a goal wait for the goal to be closed.
+        excluded = self.log.not_to_cluster(scope) | self._achievers([r["id"] for r in rows])
         rows = [r for r in rows if r["id"] not in excluded]
         report = SleepReport(scope, len(rows), dry_run=dry_run)
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}

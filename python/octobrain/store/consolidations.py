@@ -117,11 +117,20 @@ class ConsolidationLog:
         """Records a killed process left half-way (pending or reverting)."""
         return self.find(sql_in("status", [PENDING, REVERTING]))
 
-    def live_parents(self, scope: str) -> set[str]:
-        """Ids of parents of consolidations in force in `scope`."""
-        where = f"scope = {sql_str(scope)} AND status = {sql_str(DONE)}"
-        rows = self.table.search().where(where).select(["parent_id"]).limit(None).to_list()
-        return {r["parent_id"] for r in rows}
+    def not_to_cluster(self, scope: str) -> set[str]:
+        """Ids a sleep pass must leave alone in `scope`: parents of consolidations in force (a
+        record stays undoable on its own) and members of undone ones (someone said no)."""
+        where = f"scope = {sql_str(scope)} AND {sql_in('status', [DONE, REVERTED])}"
+        rows = (
+            self.table.search()
+            .where(where)
+            .select(["status", "parent_id", "member_ids"])
+            .limit(None)
+            .to_list()
+        )
+        out = {r["parent_id"] for r in rows if r["status"] == DONE}
+        out.update(m for r in rows if r["status"] == REVERTED for m in r["member_ids"])
+        return out
 
 
 def _to_record(row: dict[str, Any]) -> ConsolidationRecord:
