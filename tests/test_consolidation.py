@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from octobrain import consolidation, decay
+from octobrain import decay, sleep_startup
 from octobrain.brain import Brain
 from octobrain.config import Config
 from octobrain.embed import get_embedder
@@ -123,13 +123,13 @@ def test_five_rate_limiting_notes_over_a_day_become_one_parent_on_next_startup(
     ]
     for title, content in OTHER:
         add_at(brain, title, content, now - timedelta(hours=2))
-    thread = consolidation.start_background_sleep(brain, marker_dir=tmp_path / "markers")
+    thread = sleep_startup.start_background_sleep(brain, marker_dir=tmp_path / "markers")
     assert thread is not None
     thread.join(timeout=120)
     marker = json.loads(next((tmp_path / "markers").glob("*.json")).read_text())
     assert marker["consolidated"] == 1
     # A second startup in the same or another process within 24 h does nothing.
-    assert consolidation.start_background_sleep(brain, marker_dir=tmp_path / "markers") is None
+    assert sleep_startup.start_background_sleep(brain, marker_dir=tmp_path / "markers") is None
 
     rows = raw_rows(brain)
     parents = [r for r in rows.values() if r["id"] not in {n.id for n in notes}]
@@ -388,7 +388,7 @@ def test_lazy_pass_failure_writes_no_marker_and_never_raises(
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(Brain, "sleep_consolidate", boom)
-    thread = consolidation.start_background_sleep(brain, marker_dir=tmp_path / "m")
+    thread = sleep_startup.start_background_sleep(brain, marker_dir=tmp_path / "m")
     assert thread is not None
     thread.join(timeout=60)
     assert not list((tmp_path / "m").glob("*.json"))
@@ -396,4 +396,4 @@ def test_lazy_pass_failure_writes_no_marker_and_never_raises(
     disabled = Brain(
         "github.com/acme/other", config=off, embedder=get_embedder("hash:64"), uri=tmp_path / "db2"
     )
-    assert consolidation.start_background_sleep(disabled, marker_dir=tmp_path / "m") is None
+    assert sleep_startup.start_background_sleep(disabled, marker_dir=tmp_path / "m") is None

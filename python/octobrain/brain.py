@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, time, timedelta, timezone
 from pathlib import Path
 
+from octobrain import goals
 from octobrain.config import Config, load_config, resolve_storage_uri
 from octobrain.consolidation import Consolidation, Consolidator, SleepReport, Unconsolidation
 from octobrain.corpus import LIGHT_COLUMNS, Corpus
@@ -205,14 +206,14 @@ class Brain:
             for link in links
         ]
         vector = self.embedder.embed_documents([memory.searchable_text()])
-        goals = [
+        closed = [
             targets[link.target_id]
             for link in links
             if link.relationship_type is RelationshipType.CLOSES
             and targets[link.target_id].memory_type is MemoryType.GOAL
         ]
-        if goals:
-            return self.consolidator.close_goal_with_new(goals[0], memory, vector[0], edges)
+        if closed:
+            return goals.close_goal_with_new(self.consolidator, closed[0], memory, vector[0], edges)
         self.store.add([memory], vector, edges)
         return memory, edges
 
@@ -469,7 +470,7 @@ class Brain:
             raise InvalidInput(
                 "goal_id", f"memory {goal.id} is a {goal.memory_type.value}, not a goal"
             )
-        return self.consolidator.close_goal(goal, self.scope, utcnow())
+        return goals.close_goal(self.consolidator, goal, self.scope, utcnow())
 
     def unconsolidate(self, parent_id: str) -> Unconsolidation:
         """Undo the consolidations under `parent_id`: members get back their exact state and

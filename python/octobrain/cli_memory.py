@@ -42,8 +42,8 @@ def memory(ctx: click.Context, scope: str | None, global_: bool) -> None:
 
 def _brain(ctx: click.Context, *, lazy_sleep: bool = True) -> Brain:
     from octobrain.brain import Brain
-    from octobrain.consolidation import start_background_sleep
     from octobrain.scope import derive_scope
+    from octobrain.sleep_startup import start_background_sleep
 
     opts = ctx.find_root().obj if ctx.obj is None else ctx.obj
     if opts["global"]:

@@ -21,24 +21,18 @@ bit for bit (float32 as stored), so `unconsolidate` restores them exactly.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
 import math
-import os
-import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from octobrain import decay
 from octobrain.clustering import cosine_clusters
-from octobrain.config import Config, data_dir
+from octobrain.config import Config
 from octobrain.embed import Embedder
 from octobrain.errors import InvalidInput
 from octobrain.models import (
@@ -63,11 +57,6 @@ from octobrain.store.consolidations import (
 from octobrain.store.memories import sql_in, sql_str
 from octobrain.store.schema import memory_to_row, row_to_memory
 from octobrain.summary import summarise
-
-if TYPE_CHECKING:
-    from octobrain.brain import Brain
-
-log = logging.getLogger(__name__)
 
 ABANDONED = "abandoned"  # a pending record whose memory commit never landed, rolled back
 
@@ -110,7 +99,7 @@ class Unconsolidation:
     parent_removed: bool
 
 
-def _f32(value: float) -> float:
+def f32(value: float) -> float:
     """`value` rounded to float32, as the store keeps it."""
     return float(np.float32(value))
 
@@ -158,7 +147,7 @@ class Consolidator:
 
     # ---- the commit sequence --------------------------------------------------------------
 
-    def _commit(
+    def commit(
         self,
         record: ConsolidationRecord,
         rows: list[dict[str, Any]],
@@ -174,7 +163,7 @@ class Consolidator:
         self.log.set_status(record.id, DONE)
         record.status = DONE
 
-    def _flip_members(
+    def flip_members(
         self, members: list[dict[str, Any]], stamp: datetime
     ) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
         """Member rows turned `consolidated` (damped importance), and their previous values."""
@@ -194,7 +183,7 @@ class Consolidator:
             out.append(new)
         return out, before
 
-    def _record(
+    def new_record(
         self,
         kind: str,
         parent: Memory,
@@ -226,7 +215,7 @@ class Consolidator:
             edge_ids=[e.id for e in edges],
         )
 
-    def _edges(
+    def member_edges(
         self, parent: Memory, member_ids: Sequence[str], description: str
     ) -> list[Relationship]:
         return [
@@ -236,9 +225,9 @@ class Consolidator:
             for mid in member_ids
         ]
 
-    def _boosted(self, importances: Sequence[float]) -> float:
+    def boosted(self, importances: Sequence[float]) -> float:
         boost = self.config.consolidation.goal_parent_boost
-        return _f32(min(1.0, max(importances) * boost))
+        return f32(min(1.0, max(importances) * boost))
 
     # ---- sleep ----------------------------------------------------------------------------
 
@@ -323,7 +312,7 @@ class Consolidator:
             related_files=list(dict.fromkeys(f for m in ranked for f in m.related_files))[
                 :MAX_FILES
             ],
-            importance=self._boosted([float(r["importance"]) for r in members]),
+            importance=self.boosted([float(r["importance"]) for r in members]),
             source=lead.source,
             git_commit=lead.git_commit,
             created_at=now,
@@ -348,128 +337,14 @@ class Consolidator:
                 for r, m in zip(fresh, members, strict=True)
             ):
                 return None
-            rows, before = self._flip_members([r for r in fresh if r is not None], now)
-            edges = self._edges(parent, ids, "Merged by sleep consolidation")
-            record = self._record(
+            rows, before = self.flip_members([r for r in fresh if r is not None], now)
+            edges = self.member_edges(parent, ids, "Merged by sleep consolidation")
+            record = self.new_record(
                 "sleep", parent, True, before, ids, now, edges, planned.description
             )
-            self._commit(record, [memory_to_row(parent, vector), *rows], edges)
+            self.commit(record, [memory_to_row(parent, vector), *rows], edges)
         planned.record_id = record.id
         return planned
-
-    # ---- goals ----------------------------------------------------------------------------
-
-    def goal_sources(self, goal_id: str, scope: str, exclude: str = "") -> list[dict[str, Any]]:
-        """Working memories of `scope` that `achieves` the goal (full rows)."""
-        ids = [
-            r.source_id
-            for r in self.store.relationships_of([goal_id])
-            if r.relationship_type is RelationshipType.ACHIEVES and r.target_id == goal_id
-        ]
-        ids = [i for i in dict.fromkeys(ids) if i != exclude]
-        if not ids:
-            return []
-        where = (
-            f"{sql_in('id', ids)} AND scope = {sql_str(scope)}"
-            f" AND state = {sql_str(State.WORKING.value)}"
-        )
-        return sorted(self.store.scan(where), key=lambda r: (r["created_at"], r["id"]))
-
-    def close_goal_with_new(
-        self,
-        goal: Memory,
-        note: Memory,
-        vector: np.ndarray,
-        links: Sequence[Relationship],
-    ) -> tuple[Memory, list[Relationship]]:
-        """Write `note` (which `closes` the goal) as the parent of the goal's sources, in the
-        same commit that consolidates them. Without sources, just write the note."""
-        self.repair()
-        with self.store.write_lock():
-            sources = self.goal_sources(goal.id, note.scope)
-            if not sources:
-                self.store.add([note], vector[None, :], links)
-                return note, list(links)
-            own = note.importance
-            note.importance = max(_f32(own), self._boosted([s["importance"] for s in sources]))
-            ids = [s["id"] for s in sources]
-            rows, before = self._flip_members(sources, note.updated_at)
-            edges = self._edges(note, ids, f"Achieved goal {goal.id}, closed by this memory")
-            description = f"goal {goal.title!r} closed: {len(ids)} findings under the closing note"
-            record = self._record(
-                "goal", note, False, before, ids, note.updated_at, edges, description,
-                goal_id=goal.id,
-            )  # fmt: skip
-            record.parent_prev_importance = _f32(own)  # restored on unconsolidate; kept
-            self.log.add(record)
-            _checkpoint("record")
-            self.store.add_relationships([*links, *edges])
-            _checkpoint("edges")
-            self.store.merge_rows([memory_to_row(note, vector), *rows])
-            _checkpoint("memories")
-            self.log.set_status(record.id, DONE)
-        return note, [*links, *edges]
-
-    def close_goal(self, goal: Memory, scope: str, now: datetime) -> Consolidation:
-        """Consolidate a goal's sources under the newest memory that `closes` it (promoted),
-        or under a synthesised parent summarising them."""
-        self.repair()
-        closers = [
-            r.source_id
-            for r in self.store.relationships_of([goal.id])
-            if r.relationship_type is RelationshipType.CLOSES and r.target_id == goal.id
-        ]
-        closer_rows = self.store.scan(f"{sql_in('id', closers)} AND scope = {sql_str(scope)}")
-        closer_rows.sort(key=lambda r: (r["created_at"], r["id"]), reverse=True)
-        closer = closer_rows[0] if closer_rows else None
-        with self.store.write_lock():
-            sources = self.goal_sources(goal.id, scope, exclude=closer["id"] if closer else "")
-            if not sources:
-                raise InvalidInput(
-                    "goal_id", f"no working memory of this scope achieves goal {goal.id}"
-                )
-            members = [row_to_memory(s) for s in sources]
-            ids = [m.id for m in members]
-            boosted = self._boosted([s["importance"] for s in sources])
-            rows, before = self._flip_members(sources, now)
-            if closer is not None:
-                parent_row = dict(closer)
-                parent_row["importance"] = max(closer["importance"], boosted)
-                parent_row["updated_at"] = now
-                parent = row_to_memory(parent_row)
-                parent_prev = (closer["importance"], closer["updated_at"])
-                extra: list[Relationship] = []
-            else:
-                parent = Memory(
-                    title=f"Goal reached: {goal.title}"[:200],
-                    content=summarise([m.content for m in members]),
-                    memory_type=MemoryType.INSIGHT,
-                    scope=scope,
-                    role=goal.role,
-                    tags=list(dict.fromkeys(t for m in members for t in m.tags))[:MAX_TAGS],
-                    importance=boosted,
-                    # A summary is only as trustworthy as its least trusted source.
-                    source=min((m.source for m in members), key=lambda s: s.trust),
-                    created_at=now,
-                    updated_at=now,
-                    last_accessed=now,
-                )
-                vector = self.embedder.embed_documents([parent.searchable_text()])[0]
-                parent_row = memory_to_row(parent, vector)
-                parent_prev = None
-                extra = [
-                    Relationship(
-                        parent.id, goal.id, RelationshipType.CLOSES, 1.0, "Goal reached", scope
-                    )
-                ]
-            edges = [*extra, *self._edges(parent, ids, f"Achieved goal {goal.id}")]
-            description = f"goal {goal.title!r} closed: {len(ids)} findings consolidated"
-            record = self._record(
-                "goal", parent, closer is None, before, ids, now, edges, description,
-                parent_prev=parent_prev, goal_id=goal.id,
-            )  # fmt: skip
-            self._commit(record, [parent_row, *rows], edges)
-        return Consolidation("goal", parent, members, closer is None, description, record.id)
 
     # ---- unconsolidate --------------------------------------------------------------------
 
@@ -589,90 +464,6 @@ def _check_sleep_args(threshold: float, min_size: int, max_age_days: float) -> N
         raise InvalidInput("max_age_days", f"must be a positive number of days, got {max_age_days}")
 
 
-# ---- lazy sleep at startup ---------------------------------------------------------------------
-
-_started: set[tuple[str, str]] = set()
-_started_lock = threading.Lock()
-
-
-def sleep_marker(uri: str, scope: str, marker_dir: Path | None = None) -> Path:
-    """The marker file recording the last successful pass for one store and scope."""
-    key = hashlib.sha256(f"{uri}\0{scope}".encode()).hexdigest()[:20]
-    return (marker_dir or data_dir() / "sleep") / f"{key}.json"
-
-
-def _due(marker: Path, interval_hours: float, now: datetime) -> bool:
-    try:
-        finished = datetime.fromisoformat(json.loads(marker.read_text())["finished_at"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return True  # no marker (or a damaged one): never ran successfully
-    return now - finished >= timedelta(hours=interval_hours)
-
-
-def start_background_sleep(
-    brain: Brain, *, marker_dir: Path | None = None
-) -> threading.Thread | None:
-    """Start a sleep pass (consolidation, then archiving) for `brain`'s scope in a background
-    thread, if enabled and `interval_hours` have passed since the last successful one.
-
-    Called once at startup by the CLI and the MCP server; later calls in the same process are
-    no-ops. It never raises and never blocks: the pass runs under a per-scope cross-process lock
-    (another process already on it → skip), on its own store connection, logs failures, and
-    writes the marker only after success. Returns the thread (tests join it), or None.
-    """
-    try:
-        cfg = brain.config.consolidation
-        key = (brain.uri, brain.scope)
-        with _started_lock:
-            if not cfg.sleep_enabled or key in _started:
-                return None
-            _started.add(key)
-        marker = sleep_marker(brain.uri, brain.scope, marker_dir)
-        if not _due(marker, cfg.interval_hours, utcnow()):
-            return None
-        thread = threading.Thread(
-            target=_lazy_pass, args=(brain, marker), name="octobrain-sleep", daemon=False
-        )
-        thread.start()
-        return thread
-    except Exception:
-        log.warning("could not start the sleep pass", exc_info=True)
-        return None
-
-
-def _lazy_pass(brain: Brain, marker: Path) -> None:
-    from filelock import FileLock, Timeout
-
-    try:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(marker.with_suffix(".lock")), timeout=0):
-            cfg = brain.config.consolidation
-            if not _due(marker, cfg.interval_hours, utcnow()):
-                return  # another process finished a pass while we waited to start
-            # Our own Brain: its own store connection and mirror, nothing shared with callers.
-            own = type(brain)(
-                brain.scope, config=brain.config, embedder=brain.embedder, uri=brain.uri
-            )
-            report = own.sleep_consolidate()
-            tmp = marker.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(
-                json.dumps(
-                    {
-                        "scope": brain.scope,
-                        "store": brain.uri,
-                        "finished_at": utcnow().isoformat(),
-                        "consolidated": len(report.consolidations),
-                        "archived": len(report.archived),
-                    }
-                )
-            )
-            os.replace(tmp, marker)  # atomic: a marker is whole or absent
-    except Timeout:
-        log.info("sleep pass for %r already running in another process", brain.scope)
-    except Exception:
-        log.warning("sleep pass for %r failed; it will be retried", brain.scope, exc_info=True)
-
-
 __all__ = [
     "ABANDONED",
     "DONE",
@@ -683,6 +474,5 @@ __all__ = [
     "Consolidator",
     "SleepReport",
     "Unconsolidation",
-    "sleep_marker",
-    "start_background_sleep",
+    "f32",
 ]
