@@ -218,7 +218,11 @@ def test_sleep_clusters_are_exactly_the_reference_clusters(
     )
     now = utcnow()
     memories = [
-        Memory(title=f"Memory {i}", content=f"Content of memory {i}.", scope=SCOPE)
+        Memory(
+            title=f"Memory {i}",
+            content="Content of one memory (no numbers: nothing conflicts).",
+            scope=SCOPE,
+        )
         for i in range(len(vectors))
     ]
     for i, m in enumerate(memories):
@@ -397,3 +401,17 @@ def test_lazy_pass_failure_writes_no_marker_and_never_raises(
         "github.com/acme/other", config=off, embedder=get_embedder("hash:64"), uri=tmp_path / "db2"
     )
     assert sleep_startup.start_background_sleep(disabled, marker_dir=tmp_path / "m") is None
+
+
+def test_near_identical_notes_with_conflicting_numbers_are_not_merged(
+    make_brain: MakeBrain,
+) -> None:
+    brain = make_brain()
+    now = utcnow()
+    same = [
+        add_at(brain, "Timeout", f"The billing service request timeout is {v} seconds.", now)
+        for v in (30, 30, 45, 60)
+    ]
+    report = brain.sleep_consolidate(threshold=0.8, min_size=2)
+    merged = [{m.id for m in c.members} for c in report.consolidations]
+    assert merged == [{same[0].id, same[1].id}]  # 45 and 60 conflict with 30: left working

@@ -22,6 +22,7 @@ bit for bit (float32 as stored), so `unconsolidate` restores them exactly.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -58,7 +59,10 @@ from octobrain.store.memories import sql_in, sql_str
 from octobrain.store.schema import memory_to_row, row_to_memory
 from octobrain.summary import summarise
 
-ABANDONED = "abandoned"  # a pending record whose memory commit never landed, rolled back
+ABANDONED = "abandoned"
+_NUMBER = re.compile(
+    r"\d+(?:[.,]\d+)*"
+)  # a pending record whose memory commit never landed, rolled back
 
 
 def _checkpoint(step: str) -> None:
@@ -265,7 +269,8 @@ class Consolidator:
             if len(group) < min_size:
                 continue
             vectors = np.stack([np.asarray(r["embedding"], dtype=np.float32) for r in group])
-            for cluster in cosine_clusters(vectors, threshold, min_size, linkage):  # type: ignore[arg-type]
+            clusters = cosine_clusters(vectors, threshold, min_size, linkage)  # type: ignore[arg-type]
+            for cluster in _without_conflicts(clusters, group, min_size):
                 members = [group[i] for i in cluster]
                 sims = _cosines(vectors[cluster])
                 planned = self._plan_cluster(members, sims, threshold, now)
@@ -443,6 +448,29 @@ class Consolidator:
                 {"state": State.ARCHIVED.value, "updated_at": now},
             )
         return ids
+
+
+def _numbers(text: str) -> frozenset[str]:
+    return frozenset(_NUMBER.findall(text))
+
+
+def _without_conflicts(
+    clusters: list[list[int]], rows: list[dict[str, Any]], min_size: int
+) -> list[list[int]]:
+    """Split off conflicting members: near-identical wording that quotes disjoint numbers
+    ("timeout 30 s" vs "timeout 45 s") is two facts in conflict, not a duplicate, and merging
+    them would hide the conflict. Keeps, per cluster, the members (in cluster order) that
+    conflict with none kept before; the rest stay working for a person or a `supersedes` link."""
+    out = []
+    for cluster in clusters:
+        kept: list[int] = []
+        for i in cluster:
+            nums = _numbers(rows[i]["content"])
+            if all(not nums or not (n := _numbers(rows[k]["content"])) or nums & n for k in kept):
+                kept.append(i)
+        if len(kept) >= min_size:
+            out.append(kept)
+    return out
 
 
 def _cosines(vectors: np.ndarray) -> np.ndarray:
