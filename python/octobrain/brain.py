@@ -15,7 +15,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, time, timedelta, timezone
 from pathlib import Path
 
+from octobrain import goals
 from octobrain.config import Config, load_config, resolve_storage_uri
+from octobrain.consolidation import Consolidation, Consolidator, SleepReport, Unconsolidation
 from octobrain.corpus import LIGHT_COLUMNS, Corpus
 from octobrain.embed import Embedder, embedder_from_config
 from octobrain.errors import InvalidInput
@@ -131,6 +133,7 @@ class Brain:
         self.workdir = workdir
         self._store: MemoryStore | None = None
         self._retriever: Retriever | None = None
+        self._consolidator: Consolidator | None = None
 
     @property
     def store(self) -> MemoryStore:
@@ -143,6 +146,12 @@ class Brain:
         if self._retriever is None:
             self._retriever = Retriever(self.store, Corpus(self.store), self.embedder, self.config)
         return self._retriever
+
+    @property
+    def consolidator(self) -> Consolidator:
+        if self._consolidator is None:
+            self._consolidator = Consolidator(self.store, self.embedder, self.config)
+        return self._consolidator
 
     def _write_scope(self, global_: bool) -> str:
         return "" if global_ else self.scope
@@ -162,7 +171,13 @@ class Brain:
         related_to: Sequence[object] | None = None,
         global_: bool = False,
     ) -> tuple[Memory, list[Relationship]]:
-        """Store a memory (and its links, all in the memory's scope). Returns both."""
+        """Store a memory (and its links, all in the memory's scope). Returns both.
+
+        A `closes` link to a `goal` closes it in the same call: the goal's working findings
+        (memories that `achieves` it, in this memory's scope) become `consolidated` under this
+        memory, whose importance rises to max(findings) x goal_parent_boost (never lowered);
+        the returned links then include the `consolidated_from` edges.
+        """
         memory = Memory(
             title=check_text("title", title, TITLE_BYTES),
             content=check_text("content", content, CONTENT_BYTES),
@@ -179,7 +194,7 @@ class Brain:
             git_commit=git_head(self.workdir),
         )
         links = parse_links(related_to)
-        self._require_visible([link.target_id for link in links], "related_to")
+        targets = self._require_visible([link.target_id for link in links], "related_to")
         edges = [
             Relationship(
                 memory.id,
@@ -192,16 +207,25 @@ class Brain:
             for link in links
         ]
         vector = self.embedder.embed_documents([memory.searchable_text()])
+        closed = [
+            targets[link.target_id]
+            for link in links
+            if link.relationship_type is RelationshipType.CLOSES
+            and targets[link.target_id].memory_type is MemoryType.GOAL
+        ]
+        if closed:
+            return goals.close_goal_with_new(self.consolidator, closed[0], memory, vector[0], edges)
         self.store.add([memory], vector, edges)
         return memory, edges
 
-    def _require_visible(self, ids: Sequence[str], field: str) -> None:
+    def _require_visible(self, ids: Sequence[str], field: str) -> dict[str, Memory]:
         found = self.store.get_many(list(ids), self.scope)
         for i, mid in enumerate(ids):
             if mid not in found:
                 raise InvalidInput(
                     f"{field}[{i}].target_id", f"no memory {mid} is visible from this scope"
                 )
+        return found
 
     # ---- remember -------------------------------------------------------------------------
 
@@ -217,10 +241,13 @@ class Brain:
         min_relevance: float | None = None,
         limit: int | None = None,
         record_access: bool = True,
+        include_archived: bool = False,
     ) -> Recall:
-        """Hybrid search; only memories at least `min_relevance` relevant come back."""
+        """Hybrid search; only memories at least `min_relevance` relevant come back.
+        Archived memories are searched only with `include_archived=True`."""
         queries = self._queries(query)
         filters = self._filters(memory_types, tags, related_files, created_after, created_before)
+        filters = replace(filters, include_archived=bool(include_archived))
         limit = check_limit(
             self.config.search.default_limit if limit is None else limit,
             maximum=self.config.search.max_results,
@@ -234,7 +261,7 @@ class Brain:
         hits = self.retriever.search(
             queries, self.scope, filters, limit=limit, min_relevance=threshold, now=now
         )
-        neighbours = self._neighbours(hits)
+        neighbours = self._neighbours(hits, include_archived=filters.include_archived)
         corpus = self.retriever.corpus
         due = corpus.due_for_access([h.memory.id for h in hits], now, ACCESS_WINDOW)
         if record_access and due:
@@ -274,7 +301,7 @@ class Brain:
             types, tuple(clean_tags(tags)), tuple(clean_files(related_files)), after, before
         )
 
-    def _neighbours(self, hits: list[Hit]) -> list[Neighbour]:
+    def _neighbours(self, hits: list[Hit], *, include_archived: bool = False) -> list[Neighbour]:
         """Up to 3 one-hop neighbours of the results, best results first, from the mirror."""
         corpus = self.retriever.corpus
         result_ids = {h.memory.id for h in hits}
@@ -289,7 +316,9 @@ class Brain:
                 if other in result_ids or other in taken or pos is None:
                     continue
                 memory = copy.copy(corpus.memory(pos))
-                if memory.scope not in scopes or memory.state is State.ARCHIVED:
+                if memory.scope not in scopes or (
+                    memory.state is State.ARCHIVED and not include_archived
+                ):
                     continue
                 taken.add(other)
                 out.append(
@@ -410,6 +439,50 @@ class Brain:
         )
         self.store.add_relationships([rel])
         return rel
+
+    # ---- consolidation --------------------------------------------------------------------
+
+    def sleep_consolidate(
+        self,
+        *,
+        threshold: float | None = None,
+        min_size: int | None = None,
+        max_age_days: float | None = None,
+        dry_run: bool = False,
+    ) -> SleepReport:
+        """One sleep pass over this scope's own rows (never other scopes, never global rows from
+        a project): merge clusters of recent near-duplicates (true cosine ≥ `threshold`, complete
+        linkage, one trust tier each), then archive long-faded memories. Defaults come from
+        `[consolidation]`. `dry_run` reports what would change and writes nothing."""
+        cfg = self.config.consolidation
+        now = utcnow()
+        report = self.consolidator.sleep(
+            self.scope,
+            threshold=cfg.threshold if threshold is None else threshold,
+            min_size=cfg.min_cluster_size if min_size is None else min_size,
+            max_age_days=cfg.max_age_days if max_age_days is None else max_age_days,
+            now=now,
+            dry_run=dry_run,
+        )
+        if cfg.archive_enabled:
+            report.archived = self.consolidator.archive(self.scope, now, dry_run=dry_run)
+        return report
+
+    def consolidate_goal(self, goal_id: str) -> Consolidation:
+        """Close a goal by hand: its working findings in this scope are consolidated under the
+        newest memory that `closes` it, or under a synthesised summary when none does."""
+        goal = self.get(check_id(goal_id, field_name="goal_id"))
+        if goal.memory_type is not MemoryType.GOAL:
+            raise InvalidInput(
+                "goal_id", f"memory {goal.id} is a {goal.memory_type.value}, not a goal"
+            )
+        return goals.close_goal(self.consolidator, goal, self.scope, utcnow())
+
+    def unconsolidate(self, parent_id: str) -> Unconsolidation:
+        """Undo the consolidations under `parent_id`: members get back their exact state and
+        importance, a synthesised parent is deleted, a promoted one gets its importance back."""
+        pid = check_id(parent_id, field_name="parent_id")
+        return self.consolidator.unconsolidate(pid, visible_scopes(self.scope))
 
     def visible_scopes(self) -> list[str]:
         """Scopes this brain reads."""

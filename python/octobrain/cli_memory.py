@@ -40,9 +40,10 @@ def memory(ctx: click.Context, scope: str | None, global_: bool) -> None:
     ctx.obj = {"scope": scope, "global": global_}
 
 
-def _brain(ctx: click.Context) -> Brain:
+def _brain(ctx: click.Context, *, lazy_sleep: bool = True) -> Brain:
     from octobrain.brain import Brain
     from octobrain.scope import derive_scope
+    from octobrain.sleep_startup import start_background_sleep
 
     opts = ctx.find_root().obj if ctx.obj is None else ctx.obj
     if opts["global"]:
@@ -51,7 +52,10 @@ def _brain(ctx: click.Context) -> Brain:
         scope = opts["scope"]
     else:
         scope = derive_scope(Path.cwd())
-    return Brain(scope, workdir=Path.cwd())
+    brain = Brain(scope, workdir=Path.cwd())
+    if lazy_sleep:  # a due sleep pass runs in the background; it never fails this command
+        start_background_sleep(brain)
+    return brain
 
 
 @memory.command("memorize")
@@ -113,6 +117,7 @@ def memorize_cmd(
 @click.option("--before", "created_before", help="Created before (a bare date includes it).")
 @click.option("--min-relevance", type=float, default=None, help="0–1 calibrated relevance.")
 @click.option("-l", "--limit", type=int, default=None, help="Results (default 5, max 50).")
+@click.option("--include-archived", is_flag=True, help="Search archived memories too.")
 @FORMAT_OPTION
 @click.pass_context
 def remember_cmd(
@@ -125,6 +130,7 @@ def remember_cmd(
     created_before: str | None,
     min_relevance: float | None,
     limit: int | None,
+    include_archived: bool,
     fmt: str,
 ) -> None:
     """Find memories by meaning and exact words (1–5 queries are fused)."""
@@ -139,6 +145,7 @@ def remember_cmd(
         created_before=created_before,
         min_relevance=min_relevance,
         limit=limit,
+        include_archived=include_archived,
     )
     _emit(fmt, recall_to_dict(recall), format_recall(recall))
 
@@ -392,3 +399,68 @@ def reembed_cmd(ctx: click.Context) -> None:
     ) as bar:
         n = reembed(brain, progress=bar.update)
     click.echo(f"re-embedded {n} memories with {model}")
+
+
+@memory.command("sleep-consolidate")
+@click.option("--threshold", type=float, default=None, help="Cosine similarity (default 0.85).")
+@click.option("--min-size", type=int, default=None, help="Smallest cluster merged (default 3).")
+@click.option("--max-age-days", type=float, default=None, help="Only newer memories (default 7).")
+@click.option("--dry-run", is_flag=True, help="Show what would be merged; change nothing.")
+@FORMAT_OPTION
+@click.pass_context
+def sleep_consolidate_cmd(
+    ctx: click.Context,
+    threshold: float | None,
+    min_size: int | None,
+    max_age_days: float | None,
+    dry_run: bool,
+    fmt: str,
+) -> None:
+    """Merge clusters of recent near-duplicate memories now (and archive faded ones)."""
+    from octobrain.render import consolidation_to_dict, format_consolidation
+
+    report = _brain(ctx, lazy_sleep=False).sleep_consolidate(
+        threshold=threshold, min_size=min_size, max_age_days=max_age_days, dry_run=dry_run
+    )
+    verb = "would merge" if dry_run else "merged"
+    lines = [
+        f"{report.candidates} recent working memories in scope {report.scope or '(global)'}; "
+        f"{verb} {len(report.consolidations)} cluster(s)"
+        + (f", {report.skipped} skipped (changed meanwhile)" if report.skipped else "")
+        + f"; {'would archive' if dry_run else 'archived'} {len(report.archived)}."
+    ]
+    lines += [format_consolidation(c) for c in report.consolidations]
+    data = {
+        "scope": report.scope,
+        "dry_run": dry_run,
+        "candidates": report.candidates,
+        "consolidations": [consolidation_to_dict(c) for c in report.consolidations],
+        "skipped": report.skipped,
+        "archived": report.archived,
+    }
+    _emit(fmt, data, "\n\n".join(lines))
+
+
+@memory.command("consolidate")
+@click.argument("goal_id")
+@FORMAT_OPTION
+@click.pass_context
+def consolidate_cmd(ctx: click.Context, goal_id: str, fmt: str) -> None:
+    """Close GOAL_ID: consolidate the memories that achieve it under its closing memory."""
+    from octobrain.render import consolidation_to_dict, format_consolidation
+
+    done = _brain(ctx, lazy_sleep=False).consolidate_goal(goal_id)
+    _emit(fmt, consolidation_to_dict(done), format_consolidation(done))
+
+
+@memory.command("unconsolidate")
+@click.argument("parent_id")
+@FORMAT_OPTION
+@click.pass_context
+def unconsolidate_cmd(ctx: click.Context, parent_id: str, fmt: str) -> None:
+    """Undo a consolidation: restore its members exactly, remove a synthesised parent."""
+    undone = _brain(ctx, lazy_sleep=False).unconsolidate(parent_id)
+    text = f"restored {len(undone.restored)} memories" + (
+        f"; removed the synthesised parent {undone.parent_id}" if undone.parent_removed else ""
+    )
+    _emit(fmt, undone.__dict__, text)

@@ -206,12 +206,19 @@ class ConsolidationConfig:
     max_age_days: float = _opt(
         7.0, "only memories younger than this", _range(0, None, lo_open=True)
     )
-    linkage: str = _opt("average", "average | complete", _choice("average", "complete"))
+    # Complete linkage: every pair in a cluster is at least `threshold` similar (no chaining).
+    linkage: str = _opt("complete", "complete | average", _choice("average", "complete"))
     member_importance_factor: float = _opt(
         0.2, "importance multiplier of consolidated members", _range(0, 1)
     )
     goal_parent_boost: float = _opt(
         1.1, "parent importance = max(sources) x this, capped at 1", _range(1, 2)
+    )
+    archive_enabled: bool = _opt(True, "archive long-faded memories during the sleep pass")
+    archive_after_days: float = _opt(
+        90.0,
+        "archive once decayed importance sat at the floor, untouched, this long",
+        _range(0, None, lo_open=True),
     )
 
 

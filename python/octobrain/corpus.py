@@ -225,9 +225,11 @@ class Corpus:
         related_files: Sequence[str] = (),
         created_after: datetime | None = None,
         created_before: datetime | None = None,
+        include_archived: bool = False,
     ) -> npt.NDArray[np.bool_]:
         """A mask over positions of the live, searchable rows a query may return."""
-        mask = np.isin(self._scope, list(scopes)) & np.isin(self._state, _SEARCHABLE)
+        states = (*_SEARCHABLE, State.ARCHIVED.value) if include_archived else _SEARCHABLE
+        mask = np.isin(self._scope, list(scopes)) & np.isin(self._state, states)
         if memory_types:
             mask &= np.isin(self._type, list(memory_types))
         if created_after is not None:

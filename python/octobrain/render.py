@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from octobrain.brain import Neighbour, Recall
+from octobrain.consolidation import Consolidation
 from octobrain.models import Memory, Relationship, to_plain
 
 NO_RESULTS = (
@@ -34,6 +35,7 @@ def recall_to_dict(recall: Recall) -> dict[str, Any]:
                 "relevance": round(h.relevance, 4),
                 "why": h.why,
                 "superseded_by": h.superseded_by,
+                "consolidated_into": h.consolidated_into,
             }
             for h in recall.hits
         ],
@@ -90,3 +92,22 @@ def format_recall(recall: Recall) -> str:
             edge = f"{_edge(n)}, strength {n.strength:.2f}"
             blocks.append(f"{m.source.label} {m.title} (ID: {m.id}; {edge})\n{m.content}")
     return "\n\n".join(blocks)
+
+
+def consolidation_to_dict(c: Consolidation) -> dict[str, Any]:
+    """A consolidation (done or planned), JSON-ready."""
+    return {
+        "record_id": c.record_id,
+        "kind": c.kind,
+        "description": c.description,
+        "synthesised_parent": c.synthesised,
+        "parent": memory_to_dict(c.parent),
+        "members": [{"id": m.id, "title": m.title} for m in c.members],
+    }
+
+
+def format_consolidation(c: Consolidation) -> str:
+    """A consolidation as text: the parent, its summary and what went under it."""
+    head = f"{c.parent.title}  ({c.parent.id if c.record_id else 'planned'}; {c.description})"
+    members = "\n".join(f"  <- {m.id}  {m.title}" for m in c.members)
+    return f"{head}\n{c.parent.content}\n{members}"

@@ -33,6 +33,7 @@ from octobrain.store.memories import (
 )
 
 SUPERSEDED_FACTOR = 0.1
+BELOW_PARENT = 0.95  # a consolidated memory scores at most this share of its parent's score
 EXACT_MAX = VECTOR_INDEX_MIN_ROWS  # the exact scan hands over where the ANN index starts
 
 
@@ -45,10 +46,11 @@ class Filters:
     related_files: tuple[str, ...] = ()
     created_after: datetime | None = None
     created_before: datetime | None = None
+    include_archived: bool = False
 
     def where(self, scope: str) -> str:
         """The SQL prefilter for the vector leg (tags and files are checked on the mirror)."""
-        parts = [visible_where(scope)]
+        parts = [visible_where(scope, include_archived=self.include_archived)]
         if self.memory_types:
             parts.append(sql_in("memory_type", [t.value for t in self.memory_types]))
         if self.created_after is not None:
@@ -68,6 +70,7 @@ class Hit:
     cosine: float
     why: str
     superseded_by: list[str] = field(default_factory=list)
+    consolidated_into: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -113,6 +116,7 @@ class Retriever:
             related_files=filters.related_files,
             created_after=filters.created_after,
             created_before=filters.created_before,
+            include_archived=filters.include_archived,
         )
         if not allowed.any():
             return []
@@ -233,7 +237,7 @@ class Retriever:
             min_importance=mcfg.min_importance_threshold,
             enabled=mcfg.decay_enabled,
         )
-        superseded = self._superseders([m.id for m in mems], scopes)
+        superseded, parents = self._edges_in([m.id for m in mems], scopes)
         hits = []
         for s, m, imp in zip(kept, mems, importance, strict=True):
             age_days = max(0.0, (now - m.created_at).total_seconds() / 86400.0)
@@ -252,22 +256,37 @@ class Retriever:
             )
             if f_sup != 1.0:
                 why += "; superseded"
-            hits.append(Hit(m, score, s.relevance, s.cosine, why, superseded.get(m.id, [])))
+            hit = Hit(m, score, s.relevance, s.cosine, why, superseded.get(m.id, []))
+            hit.consolidated_into = parents.get(m.id, [])
+            hits.append(hit)
+        # A consolidated memory ranks below its parent whenever both are found.
+        score_of = {h.memory.id: h.score for h in hits}
+        for hit in hits:
+            above = [score_of[p] for p in hit.consolidated_into if p in score_of]
+            if above:
+                hit.score = min(hit.score, BELOW_PARENT * min(above))
+            if hit.consolidated_into:
+                hit.why += f"; consolidated into {', '.join(hit.consolidated_into)}"
         hits.sort(key=lambda h: (-h.score, -h.relevance, h.memory.id))
         return hits[:limit]
 
-    def _superseders(self, ids: Sequence[str], scopes: list[str]) -> dict[str, list[str]]:
-        """For each id, the live memories visible from `scopes` that supersede it."""
-        out: dict[str, list[str]] = {}
+    def _edges_in(
+        self, ids: Sequence[str], scopes: list[str]
+    ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """For each id, the live memories visible from `scopes` that supersede it, and those it
+        was consolidated into (one relationship query for both)."""
+        superseded: dict[str, list[str]] = {}
+        parents: dict[str, list[str]] = {}
         wanted = set(ids)
+        kinds = {
+            RelationshipType.SUPERSEDES: superseded,
+            RelationshipType.CONSOLIDATED_FROM: parents,
+        }
         for rel in self.corpus.edges(ids):
-            if rel.relationship_type is not RelationshipType.SUPERSEDES:
+            out = kinds.get(rel.relationship_type)
+            if out is None or rel.target_id not in wanted:
                 continue
             pos = self.corpus.pos_of.get(rel.source_id)
-            if (
-                rel.target_id in wanted
-                and pos is not None
-                and self.corpus.memory(pos).scope in scopes
-            ):
+            if pos is not None and self.corpus.memory(pos).scope in scopes:
                 out.setdefault(rel.target_id, []).append(rel.source_id)
-        return out
+        return superseded, parents

@@ -289,9 +289,41 @@ class MemoryStore:
             self.memories.update(where=where, values=values)
             self._maybe_maintain()
 
+    def merge_rows(
+        self, rows: Sequence[dict[str, Any]], *, delete_where: str | None = None
+    ) -> None:
+        """Upsert full `memories` rows by id and optionally delete rows matching `delete_where`
+        that are not among them — all in ONE atomic commit (a reader sees all of it or none)."""
+        import pyarrow as pa
+
+        data = pa.Table.from_pylist(list(rows), schema=self.memories.schema)
+        with self.write_lock():
+            merge = self.memories.merge_insert("id").when_matched_update_all()
+            merge = merge.when_not_matched_insert_all()
+            if delete_where is not None:
+                merge = merge.when_not_matched_by_source_delete(delete_where)
+            merge.execute(data)
+            self._maybe_maintain()
+
+    def delete_relationships(self, where: str) -> None:
+        """Delete the edges matching a predicate (one commit)."""
+        with self.write_lock():
+            self.relationships.delete(where)
+
+    def open_table(self, name: str, table_schema: pa.Schema) -> lancedb.table.Table:
+        """Open (creating it if missing) another table of this database, e.g. the
+        consolidation log; created under the write lock so two first runs cannot race."""
+        db = self._open_db()
+        with self.write_lock(check_model=False):
+            if name not in set(db.list_tables().tables):
+                db.create_table(name, schema=table_schema)
+        return db.open_table(name)
+
     def record_access(self, ids: Sequence[str], now: datetime, *, min_interval: timedelta) -> int:
         """Count one access for each id, unless it was accessed less than `min_interval` ago.
         Returns the version this commit created."""
+        if not ids:
+            return int(self.memories.version)
         cutoff = (now - min_interval).isoformat()
         # A row's first access always counts (last_accessed starts at its creation time).
         recent = f"last_accessed < timestamp {sql_str(cutoff)}"

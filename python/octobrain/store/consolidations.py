@@ -1,0 +1,137 @@
+"""The consolidation log: one row per consolidation, the record that makes it reversible.
+
+Each record keeps what the consolidation changed, exactly as it was before (importance as the
+stored float32, state, pre-consolidation importance, updated_at of every member, and of a promoted
+parent), the edges it added, and a status that doubles as a write-ahead journal:
+
+    pending   → written first; the memories are not touched yet
+    done      → the members and the parent were committed together
+    reverting → unconsolidate started
+    reverted  → unconsolidate finished (kept as the audit trail)
+
+A process killed between steps leaves a `pending` or `reverting` record, which `repair` finishes
+or rolls back the next time anyone consolidates.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from octobrain.models import utcnow
+from octobrain.store.memories import MemoryStore, sql_in, sql_str
+
+if TYPE_CHECKING:
+    import lancedb
+
+CONSOLIDATIONS = "consolidations"
+PENDING, DONE, REVERTING, REVERTED = "pending", "done", "reverting", "reverted"
+_TS = pa.timestamp("us", tz="UTC")
+
+
+def consolidations_schema() -> pa.Schema:
+    """Schema of the `consolidations` table."""
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("kind", pa.string(), nullable=False),  # sleep | goal
+            pa.field("status", pa.string(), nullable=False),
+            pa.field("scope", pa.string(), nullable=False),
+            pa.field("parent_id", pa.string(), nullable=False),
+            pa.field("parent_synthesised", pa.bool_(), nullable=False),
+            pa.field("parent_prev_importance", pa.float32(), nullable=True),
+            pa.field("parent_prev_updated_at", _TS, nullable=True),
+            pa.field("goal_id", pa.string(), nullable=False),
+            pa.field("member_ids", pa.list_(pa.string()), nullable=False),
+            pa.field("member_prev_importance", pa.list_(pa.float32()), nullable=False),
+            pa.field("member_prev_pre", pa.list_(pa.float32()), nullable=False),
+            pa.field("member_prev_state", pa.list_(pa.string()), nullable=False),
+            pa.field("member_prev_updated_at", pa.list_(_TS), nullable=False),
+            pa.field("edge_ids", pa.list_(pa.string()), nullable=False),
+            pa.field("stamp", _TS, nullable=False),  # updated_at this consolidation wrote
+            pa.field("description", pa.string(), nullable=False),
+            pa.field("created_at", _TS, nullable=False),
+        ]
+    )
+
+
+@dataclass
+class ConsolidationRecord:
+    """What one consolidation changed, and how to undo it."""
+
+    kind: str
+    scope: str
+    parent_id: str
+    parent_synthesised: bool
+    member_ids: list[str]
+    member_prev_importance: list[float]
+    member_prev_pre: list[float | None]
+    member_prev_state: list[str]
+    member_prev_updated_at: list[datetime]
+    stamp: datetime
+    description: str
+    parent_prev_importance: float | None = None
+    parent_prev_updated_at: datetime | None = None
+    goal_id: str = ""
+    edge_ids: list[str] = field(default_factory=list)
+    status: str = PENDING
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    created_at: datetime = field(default_factory=utcnow)
+
+
+class ConsolidationLog:
+    """The `consolidations` table of one store (writes hold the store's write lock)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self._table: lancedb.table.Table | None = None
+
+    @property
+    def table(self) -> lancedb.table.Table:
+        if self._table is None:
+            self._table = self.store.open_table(CONSOLIDATIONS, consolidations_schema())
+        return self._table
+
+    def add(self, record: ConsolidationRecord) -> None:
+        """Append a record (one commit)."""
+        with self.store.write_lock():
+            self.table.add([record.__dict__])
+
+    def set_status(self, record_id: str, status: str) -> None:
+        """Move a record to `status` (one commit)."""
+        with self.store.write_lock():
+            self.table.update(where=f"id = {sql_str(record_id)}", values={"status": status})
+
+    def find(self, where: str) -> list[ConsolidationRecord]:
+        """Records matching a predicate, oldest first."""
+        rows = self.table.search().where(where).limit(None).to_list()
+        records = [_to_record(r) for r in rows]
+        records.sort(key=lambda r: (r.created_at, r.id))
+        return records
+
+    def unfinished(self) -> list[ConsolidationRecord]:
+        """Records a killed process left half-way (pending or reverting)."""
+        return self.find(sql_in("status", [PENDING, REVERTING]))
+
+    def not_to_cluster(self, scope: str) -> set[str]:
+        """Ids a sleep pass must leave alone in `scope`: parents of consolidations in force (a
+        record stays undoable on its own) and members of undone ones (someone said no)."""
+        where = f"scope = {sql_str(scope)} AND {sql_in('status', [DONE, REVERTED])}"
+        rows = (
+            self.table.search()
+            .where(where)
+            .select(["status", "parent_id", "member_ids"])
+            .limit(None)
+            .to_list()
+        )
+        out = {r["parent_id"] for r in rows if r["status"] == DONE}
+        out.update(m for r in rows if r["status"] == REVERTED for m in r["member_ids"])
+        return out
+
+
+def _to_record(row: dict[str, Any]) -> ConsolidationRecord:
+    return ConsolidationRecord(**{k: row[k] for k in consolidations_schema().names})

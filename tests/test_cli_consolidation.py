@@ -1,0 +1,80 @@
+"""Consolidation from the terminal: sleep-consolidate, consolidate, unconsolidate, lazy passes."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from octobrain.cli import main
+from tests.test_consolidation import TWINS
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:64")
+    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+    return tmp_path / "data"
+
+
+def run(*args: str) -> Result:
+    result = CliRunner().invoke(main, ["memory", "--scope", "github.com/acme/api", *args])
+    for thread in threading.enumerate():  # let a lazy pass this call started finish
+        if thread.name == "octobrain-sleep":
+            thread.join(timeout=60)
+    return result
+
+
+def ok(*args: str) -> object:
+    result = run(*args, "--format", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def memorize(title: str, content: str, *extra: str) -> str:
+    out = ok("memorize", "-t", title, "-c", content, *extra)
+    assert isinstance(out, dict)
+    return str(out["id"])
+
+
+def test_sleep_consolidate_dry_run_then_merge_then_unconsolidate(env: Path) -> None:
+    ids = [memorize("Deploy pipeline", text) for text in TWINS]
+    # The first command of the day started a lazy pass with nothing to merge yet; its marker
+    # is written only after it succeeded.
+    assert len(list((env / "sleep").glob("*.json"))) == 1
+    planned = run("sleep-consolidate", "--dry-run")
+    assert planned.exit_code == 0, planned.output
+    assert "would merge 1 cluster(s)" in planned.output and "planned" in planned.output
+    assert {m["state"] for m in ok("recent")} == {"working"}  # type: ignore[attr-defined]
+
+    merged = ok("sleep-consolidate", "--threshold", "0.9", "--min-size", "4")
+    assert isinstance(merged, dict) and len(merged["consolidations"]) == 1
+    done = merged["consolidations"][0]
+    assert sorted(m["id"] for m in done["members"]) == sorted(ids)
+    parent = done["parent"]["id"]
+    found = ok("remember", "blue green deploy smoke test")
+    assert isinstance(found, dict) and found["results"][0]["id"] == parent
+
+    undone = ok("unconsolidate", parent)
+    assert isinstance(undone, dict) and sorted(undone["restored"]) == sorted(ids)
+    bad = run("sleep-consolidate", "--min-size", "1")
+    assert bad.exit_code == 2 and "min_size: must be an integer >= 2" in bad.output
+
+
+def test_goal_close_over_the_cli(env: Path) -> None:
+    goal = memorize("Ship rate limiting", "Goal: rate limit the public API.", "-m", "goal")
+    finding = memorize(
+        "Token bucket",
+        "Token bucket per key for rate limiting.",
+        "--related-to",
+        f"{goal}:achieves",
+    )
+    out = ok("consolidate", goal)
+    assert isinstance(out, dict) and out["synthesised_parent"]
+    assert [m["id"] for m in out["members"]] == [finding]
+    assert ok("get", finding)["state"] == "consolidated"  # type: ignore[index]
+    assert run("remember", "token bucket", "--include-archived").exit_code == 0

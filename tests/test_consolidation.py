@@ -1,0 +1,417 @@
+"""Forgetting as a feature: decay, sleep consolidation, goals, unconsolidate, archive.
+
+Real LanceDB in temp dirs; the hash embedder for speed, the bundled model where paraphrases
+must really be near-duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from octobrain import decay, sleep_startup
+from octobrain.brain import Brain
+from octobrain.config import Config
+from octobrain.embed import get_embedder
+from octobrain.errors import InvalidInput
+from octobrain.models import Memory, MemoryType, RelationshipType, Source, utcnow
+from octobrain.store.schema import row_to_relationship
+from tests.core import reference
+
+SCOPE = "github.com/acme/api"
+MakeBrain = Callable[..., Brain]
+
+RATE_LIMIT_NOTES = [
+    "API rate limiting uses a token bucket per API key: 100 requests per minute.",
+    "Rate limiting for the API is a token bucket per key, allowing 100 requests per minute.",
+    "The API's rate limiting: token bucket per key, 100 requests a minute, bursts up to 20.",
+    "We rate limit API calls with a per-key token bucket of 100 requests per minute.",
+    "Rate limiting in the API: each key gets a token bucket with 100 requests per minute; "
+    "over the limit returns 429.",
+]
+# Near-identical for the hash embedder too (pairwise cosine well above 0.85).
+TWINS = [
+    "Deploys run through the blue green pipeline with a smoke test before the switch.",
+    "Deploys run through the blue green pipeline, with a smoke test before the switch.",
+    "Deploys run through the blue green pipeline with one smoke test before the switch.",
+    "All deploys run through the blue green pipeline with a smoke test before the switch.",
+]
+OTHER = [
+    ("Primary database", "Postgres 16 is the primary database; Redis only caches sessions."),
+    ("Frontend stack", "The web client is written in TypeScript with React and Vite."),
+]
+
+
+@pytest.fixture
+def make_brain(tmp_path: Path) -> MakeBrain:
+    def make(scope: str = SCOPE, model: str = "hash:64") -> Brain:
+        return Brain(scope, config=Config(), embedder=get_embedder(model), uri=tmp_path)
+
+    return make
+
+
+def add_at(brain: Brain, title: str, content: str, when: datetime, **fields: Any) -> Memory:
+    """Store a memory as if written at `when` (memorize always stamps now)."""
+    fields.setdefault("scope", brain.scope)
+    memory = Memory(
+        title=title, content=content, created_at=when, updated_at=when, last_accessed=when, **fields
+    )
+    brain.store.add([memory], brain.embedder.embed_documents([memory.searchable_text()]))
+    return memory
+
+
+def raw_rows(brain: Brain) -> dict[str, dict[str, Any]]:
+    return {r["id"]: r for r in brain.store.scan("true")}
+
+
+def all_edges(brain: Brain) -> dict[str, Any]:
+    rows = brain.store.relationships.search().where("true").limit(None).to_list()
+    return {r["id"]: row_to_relationship(r) for r in rows}
+
+
+def twins(
+    brain: Brain,
+    source: Source = Source.AGENT_INFERRED,
+    count: int = 4,
+    title: str = "Deploy pipeline",
+) -> list[str]:
+    now = utcnow()
+    return [
+        add_at(brain, title, text, now - timedelta(hours=6 * i), source=source).id
+        for i, text in enumerate(TWINS[:count])
+    ]
+
+
+def _without_access(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in ("access_count", "last_accessed")}
+
+
+# ---- decay --------------------------------------------------------------------------------
+
+
+def test_decay_curve_halves_every_90_days_and_never_reaches_zero() -> None:
+    now = datetime(2026, 6, 1).astimezone()
+    days = [0, 45, 90, 180, 3650]
+    seen = [(now - timedelta(days=d)).timestamp() for d in days]
+    values = decay.decayed_importance([0.5] * 5, seen, [0] * 5, now)
+    assert values == pytest.approx([0.5, 0.5 * 2**-0.5, 0.25, 0.125, 0.05], rel=1e-6)
+    # One access reinforces (×(1 + 1.2·ln 2)), capped at 1.
+    boosted = decay.decayed_importance([0.5, 0.8], [now.timestamp()] * 2, [1, 1], now)
+    assert boosted == pytest.approx([0.5 * (1 + 1.2 * np.log(2)), 1.0])
+
+
+# ---- sleep consolidation ------------------------------------------------------------------
+
+
+def test_five_rate_limiting_notes_over_a_day_become_one_parent_on_next_startup(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    brain = make_brain(model="minilm")
+    now = utcnow()
+    notes = [
+        add_at(brain, f"Rate limiting note {i + 1}", text, now - timedelta(hours=5 * i))
+        for i, text in enumerate(RATE_LIMIT_NOTES)
+    ]
+    for title, content in OTHER:
+        add_at(brain, title, content, now - timedelta(hours=2))
+    thread = sleep_startup.start_background_sleep(brain, marker_dir=tmp_path / "markers")
+    assert thread is not None
+    thread.join(timeout=120)
+    marker = json.loads(next((tmp_path / "markers").glob("*.json")).read_text())
+    assert marker["consolidated"] == 1
+    # A second startup in the same or another process within 24 h does nothing.
+    assert sleep_startup.start_background_sleep(brain, marker_dir=tmp_path / "markers") is None
+
+    rows = raw_rows(brain)
+    parents = [r for r in rows.values() if r["id"] not in {n.id for n in notes}]
+    parents = [r for r in parents if r["title"] not in dict(OTHER)]
+    assert len(parents) == 1
+    parent = parents[0]
+    assert {rows[n.id]["state"] for n in notes} == {"consolidated"}
+    assert parent["state"] == "working" and parent["scope"] == SCOPE
+    assert parent["importance"] == pytest.approx(0.55)
+    assert [rows[n.id]["importance"] for n in notes] == pytest.approx([0.1] * 5)
+    # A summary of facts, not a list of titles: no title appears, the facts do.
+    assert "Rate limiting note" not in parent["content"]
+    for fact in ("token bucket", "100 requests", "429", "20"):
+        assert fact in parent["content"]
+    edges = [e for e in all_edges(brain).values() if e.source_id == parent["id"]]
+    assert {e.target_id for e in edges} == {n.id for n in notes}
+    assert {e.relationship_type for e in edges} == {RelationshipType.CONSOLIDATED_FROM}
+
+    hits = brain.remember("rate limiting", limit=10).hits
+    assert hits[0].memory.id == parent["id"]
+    ranked = [h.memory.id for h in hits]
+    assert {n.id for n in notes} <= set(ranked)  # still retrievable, below their parent
+    assert all(h.consolidated_into == [parent["id"]] for h in hits[1:] if h.memory.id in ranked)
+
+
+def test_sleep_never_mixes_tiers_scopes_or_global_and_skips_old_memories(
+    make_brain: MakeBrain,
+) -> None:
+    brain = make_brain()
+    inferred = twins(brain)
+    confirmed = twins(brain, Source.USER_CONFIRMED, count=2)  # with 4 inferred: never mixed
+    other = make_brain("github.com/acme/web")
+    foreign = twins(other)
+    glob = make_brain("")
+    global_ids = twins(glob)
+    old = [add_at(brain, "Deploy pipeline", t, utcnow() - timedelta(days=10)).id for t in TWINS]
+    report = brain.sleep_consolidate()
+    assert len(report.consolidations) == 1
+    assert {m.id for m in report.consolidations[0].members} == set(inferred)
+    rows = raw_rows(brain)
+    for mid in confirmed + foreign + global_ids + old:
+        assert rows[mid]["state"] == "working"
+    parent = report.consolidations[0].parent
+    assert (parent.source, rows[parent.id]["scope"]) == (Source.AGENT_INFERRED, SCOPE)
+    # A second pass merges nothing new: the parent is not re-clustered.
+    assert brain.sleep_consolidate().consolidations == []
+
+
+def test_dry_run_reports_and_writes_nothing(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    twins(brain)
+    before, version = raw_rows(brain), brain.store.version()
+    report = brain.sleep_consolidate(dry_run=True)
+    assert len(report.consolidations) == 1 and report.consolidations[0].record_id == ""
+    assert brain.store.version() == version and raw_rows(brain) == before
+
+
+def test_sleep_arguments_are_validated(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    with pytest.raises(InvalidInput, match="^min_size: must be an integer >= 2"):
+        brain.sleep_consolidate(min_size=1)
+    with pytest.raises(InvalidInput, match=r"^threshold: must be a number in \[0, 1\]"):
+        brain.sleep_consolidate(threshold=1.5)
+    with pytest.raises(InvalidInput, match="^max_age_days: must be a positive"):
+        brain.sleep_consolidate(max_age_days=0)
+
+
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(seed=st.integers(0, 2**32 - 1), threshold=st.sampled_from([0.8, 0.85, 0.9]))
+def test_sleep_clusters_are_exactly_the_reference_clusters(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, threshold: float
+) -> None:
+    """Through the whole pass, on real stored embeddings: what merges is what the plain Python
+    complete-linkage reference merges, and no merged pair is below the threshold."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((3, 16))
+    vectors = np.concatenate(
+        [c + rng.uniform(0.05, 0.5) * rng.standard_normal((4, 16)) for c in centres]
+        + [rng.standard_normal((4, 16))]
+    ).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    brain = Brain(
+        SCOPE, config=Config(), embedder=get_embedder("hash:16"), uri=tmp_path_factory.mktemp("db")
+    )
+    now = utcnow()
+    memories = [
+        Memory(
+            title=f"Memory {i}",
+            content="Content of one memory (no numbers: nothing conflicts).",
+            scope=SCOPE,
+        )
+        for i in range(len(vectors))
+    ]
+    for i, m in enumerate(memories):
+        m.created_at = m.updated_at = m.last_accessed = now - timedelta(seconds=len(vectors) - i)
+    brain.store.add(memories, vectors)
+    report = brain.sleep_consolidate(threshold=threshold)
+    merged = sorted(
+        sorted(int(m.title.split()[1]) for m in c.members) for c in report.consolidations
+    )
+    expected = sorted(
+        reference.cosine_clusters(vectors.astype(np.float64), threshold, 3, "complete")
+    )
+    assert merged == expected
+    for group in merged:
+        sims = vectors[group] @ vectors[group].T
+        assert sims.min() >= threshold - 1e-5
+
+
+# ---- goals --------------------------------------------------------------------------------
+
+
+def test_goal_workflow_closing_note_consolidates_in_the_same_call(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    goal, _ = brain.memorize(
+        "Ship rate limiting", "Goal: rate limit the public API before launch.", memory_type="goal"
+    )
+    findings = [
+        brain.memorize(
+            f"Finding {i}",
+            text,
+            importance=imp,
+            related_to=[{"target_id": goal.id, "relationship_type": "achieves"}],
+        )[0]
+        for i, (text, imp) in enumerate(
+            [
+                ("Token bucket per key chosen for rate limiting.", 0.6),
+                ("Limits live in config/limits.toml, reloaded on SIGHUP.", 0.8),
+            ]
+        )
+    ]
+    unrelated, _ = brain.memorize(*OTHER[0])
+    before = raw_rows(brain)
+    closing, edges = brain.memorize(
+        "Rate limiting shipped",
+        "Rate limiting is live: token bucket per key, limits in config/limits.toml.",
+        importance=0.3,
+        related_to=[{"target_id": goal.id, "relationship_type": "closes"}],
+    )
+    assert closing.importance == pytest.approx(0.88)  # max(0.6, 0.8) × 1.1
+    kinds = sorted(e.relationship_type.value for e in edges)
+    assert kinds == ["closes", "consolidated_from", "consolidated_from"]
+    rows = raw_rows(brain)
+    assert rows[closing.id]["importance"] == pytest.approx(0.88)
+    assert [rows[f.id]["state"] for f in findings] == ["consolidated", "consolidated"]
+    assert [rows[f.id]["importance"] for f in findings] == pytest.approx([0.12, 0.16])
+    assert rows[goal.id]["state"] == rows[unrelated.id]["state"] == "working"
+    hits = brain.remember("rate limiting token bucket", limit=5).hits
+    assert hits[0].memory.id == closing.id
+
+    undone = brain.unconsolidate(closing.id)
+    assert sorted(undone.restored) == sorted(f.id for f in findings) and not undone.parent_removed
+    after = raw_rows(brain)
+    assert after[closing.id]["importance"] == pytest.approx(0.3)  # the note is kept, as written
+    for f in findings:  # bit for bit, updated_at included (the remember above counted an access)
+        assert _without_access(after[f.id]) == _without_access(before[f.id])
+
+
+def test_consolidate_goal_synthesises_a_summary_parent_and_unconsolidate_removes_it(
+    make_brain: MakeBrain,
+) -> None:
+    brain = make_brain()
+    goal, _ = brain.memorize("Cut p95 latency", "Goal: p95 under 200 ms.", memory_type="goal")
+    link = [{"target_id": goal.id, "relationship_type": "achieves"}]
+    a, _ = brain.memorize("Cache", "Added a read-through cache for sessions.", related_to=link)
+    b, _ = brain.memorize(
+        "Index", "Added an index on orders.created_at.", related_to=link, source="user_confirmed"
+    )
+    with pytest.raises(InvalidInput, match="^goal_id: memory .* is a code, not a goal"):
+        brain.consolidate_goal(a.id)
+    done = brain.consolidate_goal(goal.id)
+    assert done.synthesised and done.parent.memory_type is MemoryType.INSIGHT
+    assert done.parent.source is Source.AGENT_INFERRED  # the least trusted source's tier
+    assert (
+        "read-through cache" in done.parent.content and "orders.created_at" in done.parent.content
+    )
+    closes = [
+        e for e in all_edges(brain).values() if e.relationship_type is RelationshipType.CLOSES
+    ]
+    assert [(e.source_id, e.target_id) for e in closes] == [(done.parent.id, goal.id)]
+    with pytest.raises(InvalidInput, match="^goal_id: no working memory"):
+        brain.consolidate_goal(goal.id)  # already closed
+
+    undone = brain.unconsolidate(done.parent.id)
+    assert undone.parent_removed and sorted(undone.restored) == sorted([a.id, b.id])
+    rows = raw_rows(brain)
+    assert done.parent.id not in rows
+    assert {rows[a.id]["state"], rows[b.id]["state"]} == {"working"}
+    assert not [
+        e for e in all_edges(brain).values() if done.parent.id in (e.source_id, e.target_id)
+    ]
+    with pytest.raises(InvalidInput, match="^parent_id: no consolidation in force"):
+        brain.unconsolidate(done.parent.id)
+
+
+# ---- reversibility ------------------------------------------------------------------------
+
+
+def test_unconsolidate_restores_every_row_and_edge_bit_for_bit(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    ids = twins(brain)
+    brain.memorize(*OTHER[1], importance=0.7)
+    before_rows, before_edges = raw_rows(brain), all_edges(brain)
+    report = brain.sleep_consolidate()
+    parent = report.consolidations[0].parent
+    mid = raw_rows(brain)
+    assert [mid[i]["pre_consolidation_importance"] for i in ids] == [0.5] * 4
+    brain.unconsolidate(parent.id)
+    assert raw_rows(brain) == before_rows  # every column, embeddings and timestamps included
+    assert all_edges(brain) == before_edges
+    # Undone members are left alone by later passes.
+    assert brain.sleep_consolidate().consolidations == []
+
+
+# ---- archive ------------------------------------------------------------------------------
+
+
+def test_archive_moves_long_faded_untouched_memories_out_of_the_answer(
+    make_brain: MakeBrain,
+) -> None:
+    brain = make_brain()
+    now = utcnow()
+    faded = add_at(
+        brain,
+        "Old cache note",
+        "The cache TTL for sessions was 5 minutes.",
+        now - timedelta(days=500),
+    )
+    strong = add_at(
+        brain,
+        "Old but vital cache note",
+        "The cache must be flushed after a schema change.",
+        now - timedelta(days=300),
+        importance=1.0,
+    )
+    fresh, _ = brain.memorize("Cache sizing", "The session cache holds 10k entries per node.")
+    report = brain.sleep_consolidate()
+    # 0.5 reaches the floor after ~299 days, then sat there 200 more (> 90): archived. 1.0 needs
+    # ~389 days to reach it, so at 300 days it is still above the floor.
+    assert report.archived == [faded.id]
+    states = {r["id"]: r["state"] for r in raw_rows(brain).values()}
+    assert states == {faded.id: "archived", strong.id: "working", fresh.id: "working"}
+    normal = {h.memory.id for h in brain.remember("cache", limit=10, min_relevance=0).hits}
+    assert faded.id not in normal and strong.id in normal
+    wide = brain.remember("cache", limit=10, min_relevance=0, include_archived=True).hits
+    assert faded.id in {h.memory.id for h in wide}
+
+
+# ---- lazy startup -------------------------------------------------------------------------
+
+
+def test_lazy_pass_failure_writes_no_marker_and_never_raises(
+    make_brain: MakeBrain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    brain = make_brain()
+
+    def boom(self: Brain, **_: Any) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(Brain, "sleep_consolidate", boom)
+    thread = sleep_startup.start_background_sleep(brain, marker_dir=tmp_path / "m")
+    assert thread is not None
+    thread.join(timeout=60)
+    assert not list((tmp_path / "m").glob("*.json"))
+    off = replace(Config(), consolidation=replace(Config().consolidation, sleep_enabled=False))
+    disabled = Brain(
+        "github.com/acme/other", config=off, embedder=get_embedder("hash:64"), uri=tmp_path / "db2"
+    )
+    assert sleep_startup.start_background_sleep(disabled, marker_dir=tmp_path / "m") is None
+
+
+def test_near_identical_notes_with_conflicting_numbers_are_not_merged(
+    make_brain: MakeBrain,
+) -> None:
+    brain = make_brain()
+    now = utcnow()
+    same = [
+        add_at(brain, "Timeout", f"The billing service request timeout is {v} seconds.", now)
+        for v in (30, 30, 45, 60)
+    ]
+    report = brain.sleep_consolidate(threshold=0.8, min_size=2)
+    merged = [{m.id for m in c.members} for c in report.consolidations]
+    assert merged == [{same[0].id, same[1].id}]  # 45 and 60 conflict with 30: left working
