@@ -83,9 +83,11 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def _register() -> None:
     # Command groups live in their own modules; importing them is cheap (no heavy imports).
+    from octobrain.cli_mcp import mcp_cmd
     from octobrain.cli_memory import memory
 
     main.add_command(memory)
+    main.add_command(mcp_cmd)
 
 
 _register()
