@@ -77,9 +77,9 @@ def test_schemas_are_flat_with_full_enums_and_truthful_annotations(tmp_path: Pat
             keys = {k for n in nodes if isinstance(n, dict) for k in n}
             assert not keys & {"$ref", "$defs", "definitions", "$schema", "oneOf"}
             assert all(n.get("type") != "null" for n in nodes if isinstance(n, dict))
-            assert all(
-                not isinstance(n.get("type"), list) for n in nodes if isinstance(n, dict)
-            ), "no type unions (nullable or otherwise)"
+            assert all(not isinstance(n.get("type"), list) for n in nodes if isinstance(n, dict)), (
+                "no type unions (nullable or otherwise)"
+            )
         by_name = {t["name"]: t for t in tools}
         memorize = by_name["memorize"]["inputSchema"]["properties"]
         assert "goal" in memorize["memory_type"]["enum"]
