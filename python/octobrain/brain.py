@@ -153,6 +153,19 @@ class Brain:
             self._consolidator = Consolidator(self.store, self.embedder, self.config)
         return self._consolidator
 
+    def for_scope(self, scope: str, *, workdir: Path | None = None) -> Brain:
+        """A Brain for another scope sharing this one's config, embedder, store and index.
+
+        The store and the retriever take the scope per call, so one process (the MCP server)
+        can serve many scopes from one LanceDB connection and one in-memory corpus.
+        """
+        other = Brain(
+            scope, config=self.config, embedder=self.embedder, uri=self.uri, workdir=workdir
+        )
+        other._store, other._retriever = self.store, self.retriever
+        other._consolidator = self._consolidator
+        return other
+
     def _write_scope(self, global_: bool) -> str:
         return "" if global_ else self.scope
 

@@ -85,10 +85,12 @@ def _register() -> None:
     # Command groups live in their own modules; importing them is cheap (no heavy imports).
     from octobrain.cli_bench import bench
     from octobrain.cli_knowledge import knowledge
+    from octobrain.cli_mcp import mcp_cmd
     from octobrain.cli_memory import memory
 
     main.add_command(memory)
     main.add_command(knowledge)
+    main.add_command(mcp_cmd)
     main.add_command(bench)
 
 

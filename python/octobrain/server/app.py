@@ -1,0 +1,192 @@
+"""The MCP server: tool listing and dispatch on the SDK's low-level `Server`.
+
+`initialize` and `tools/list` never touch the model or LanceDB; the first tool call loads them
+(once, in a worker thread) through the shared `BrainPool`. Every failure a caller can cause
+comes back as a tool result with `isError`, naming the field and the rule.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.message import ServerMessageMetadata
+
+from octobrain import __version__
+from octobrain.errors import InvalidInput, OctobrainError
+from octobrain.server import handlers
+from octobrain.server.pool import BrainPool
+from octobrain.server.schemas import TOOLS, TOOLS_BY_NAME, allowed_arguments
+from octobrain.server.scoping import (
+    ScopeLock,
+    Workspace,
+    instructions,
+    lock_from_capability,
+    lock_from_roots,
+    scope_argument,
+)
+
+log = logging.getLogger(__name__)
+
+ROOTS_TIMEOUT_SECS = 5.0
+_ROOTS_KEY = "octobrain.roots_lock"
+_BRAIN_TOOLS = {
+    "memorize": handlers.memorize,
+    "remember": handlers.remember,
+    "forget": handlers.forget,
+}
+
+
+def _connection_state(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any] | None:
+    """Per-connection scratch space (`Connection.state`), None when the SDK hides it.
+
+    `ServerRequestContext` exposes the connection only through its session; on the 2026 path
+    every request gets a fresh connection, so this caches only on handshake connections.
+    """
+    connection = getattr(ctx.session, "_connection", None)
+    state = getattr(connection, "state", None)
+    return state if isinstance(state, dict) else None
+
+
+class OctobrainServer:
+    """Tools over a `BrainPool`, for one working directory."""
+
+    def __init__(self, pool: BrainPool, workspace: Workspace) -> None:
+        self.pool = pool
+        self.workspace = workspace
+        self.server: Server[Any] = Server(
+            "octobrain",
+            version=__version__,
+            title="Octobrain Memory Server",
+            description="Long-term memory for AI agents: scoped, hybrid BM25 + vector recall",
+            instructions=instructions(workspace),
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+        )
+
+    # ---- scope lock -----------------------------------------------------------------------
+
+    async def session_lock(self, ctx: ServerRequestContext[Any, Any]) -> ScopeLock | None:
+        """The scope this request's session is locked to, or None (capability, roots, cwd)."""
+        caps = ctx.session.client_capabilities
+        lock = lock_from_capability(caps.experimental if caps else None)
+        if lock is not None:
+            return lock
+        state = _connection_state(ctx)
+        if state is not None and _ROOTS_KEY in state:
+            roots_lock: ScopeLock | None = state[_ROOTS_KEY]
+        else:
+            roots_lock = await self._roots_lock(ctx)
+            if state is not None:
+                state[_ROOTS_KEY] = roots_lock  # asked once per connection; the lock holds
+        return roots_lock or self.workspace.cwd_lock
+
+    async def _roots_lock(self, ctx: ServerRequestContext[Any, Any]) -> ScopeLock | None:
+        caps = ctx.session.client_capabilities
+        if caps is None or caps.roots is None or not ctx.session.can_send_request:
+            return None  # 2026-07-28 connections cannot be asked (no server-to-client requests)
+        try:
+            # Sent on this request's own stream, so it also works before an HTTP client has
+            # opened the standalone GET stream. (ServerSession.list_roots is this, deprecated.)
+            result = await ctx.session.send_request(
+                types.ListRootsRequest(),
+                types.ListRootsResult,
+                request_read_timeout_seconds=ROOTS_TIMEOUT_SECS,
+                metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+            )
+        except Exception as exc:  # a client that cannot answer roots is simply not locked by them
+            log.warning("roots/list failed, not locking by roots: %s", exc)
+            return None
+        uris = [str(root.uri) for root in result.roots]
+        return await anyio.to_thread.run_sync(lock_from_roots, uris)  # runs git
+
+    # ---- handlers -------------------------------------------------------------------------
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        """The four tools; `scope` only in unlocked sessions, `global` only in locked ones."""
+        try:
+            locked = await self.session_lock(ctx) is not None
+        except InvalidInput as exc:  # a malformed session capability: show the unlocked form
+            log.warning("ignoring the client's session capability: %s", exc)
+            locked = False
+        return types.ListToolsResult(tools=[tool_definition(spec.name, locked) for spec in TOOLS])
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        """Validate → one facade call in a worker thread → text. Errors become isError."""
+        arguments = dict(params.arguments or {})
+        try:
+            reply = await self._dispatch(ctx, params.name, arguments)
+        except InvalidInput as exc:
+            reply = handlers.Reply(str(exc), error=True)
+        except OctobrainError as exc:
+            reply = handlers.Reply(f"error: {exc}", error=True)
+        except Exception as exc:  # never crash the server over one call
+            log.exception("tool %s failed", params.name)
+            reply = handlers.Reply(
+                f"internal error ({type(exc).__name__}: {exc}); see the server log", error=True
+            )
+        return types.CallToolResult(
+            content=[types.TextContent(text=reply.text)], is_error=reply.error
+        )
+
+    async def _dispatch(
+        self, ctx: ServerRequestContext[Any, Any], name: str, arguments: dict[str, Any]
+    ) -> handlers.Reply:
+        if name not in TOOLS_BY_NAME:
+            raise InvalidInput("name", f"unknown tool {name!r}; use one of {sorted(TOOLS_BY_NAME)}")
+        lock = await self.session_lock(ctx)
+        handlers.check_arguments(arguments, allowed_arguments(name, locked=lock is not None))
+        scope, workdir = scope_argument(arguments, lock)
+        if name == "knowledge":
+            session_id = lock.session_id if lock is not None else ""
+            work = partial(handlers.knowledge, arguments=arguments)
+            return await anyio.to_thread.run_sync(
+                self.pool.call_knowledge, scope, workdir, session_id, work
+            )
+        body = partial(_BRAIN_TOOLS[name], arguments=arguments)
+        reply: handlers.Reply = await anyio.to_thread.run_sync(self.pool.call, scope, workdir, body)
+        return reply
+
+
+def tool_definition(name: str, locked: bool) -> types.Tool:
+    """One tool as `tools/list` shows it."""
+    spec = TOOLS_BY_NAME[name]
+    return types.Tool(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        input_schema=spec.input_schema(locked=locked),
+        annotations=types.ToolAnnotations(
+            title=spec.title,
+            read_only_hint=spec.read_only,
+            destructive_hint=spec.destructive,
+            idempotent_hint=spec.idempotent,
+            open_world_hint=spec.open_world,
+        ),
+    )
+
+
+def build_server(pool: BrainPool | None = None, workspace: Workspace | None = None) -> Server[Any]:
+    """A ready-to-run low-level MCP server (for stdio, HTTP, or an in-memory test client)."""
+    return OctobrainServer(
+        pool if pool is not None else BrainPool(),
+        workspace if workspace is not None else Workspace.scan(),
+    ).server
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Serve one client over stdin/stdout (the SDK points fd 1 at stderr meanwhile)."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())

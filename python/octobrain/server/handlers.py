@@ -1,0 +1,194 @@
+"""The tools' bodies: check the arguments' shapes, call one `Brain` method, format the result.
+
+Nothing here knows about MCP. Field rules (lengths, ranges, enums) are enforced by the facade
+and raise `InvalidInput("<field>", "<rule>")`; this module adds only what JSON can get wrong
+before the facade sees it (wrong container types, unknown or missing parameters) and the
+tool-level rules (which trust tiers and link types an agent may set).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from octobrain.errors import InvalidInput
+from octobrain.server.schemas import KNOWLEDGE_COMMANDS, LINK_TYPES, SOURCES
+
+if TYPE_CHECKING:
+    from octobrain.brain import Brain
+    from octobrain.knowledge import Knowledge
+    from octobrain.models import Memory
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A tool's text answer; `error` marks it as an MCP tool error (isError)."""
+
+    text: str
+    error: bool = False
+
+
+def check_arguments(arguments: dict[str, Any], allowed: frozenset[str]) -> None:
+    """Reject parameters the tool does not take (a typo must not be silently ignored)."""
+    for name in sorted(set(arguments) - allowed):
+        if name == "scope":
+            continue  # scope_argument explains the lock
+        if name == "global":
+            raise InvalidInput(
+                "global", "this session is not locked to a project; pass scope '' instead"
+            )
+        raise InvalidInput(name, f"unknown parameter; this tool takes {', '.join(sorted(allowed))}")
+
+
+def _required(arguments: dict[str, Any], name: str) -> Any:
+    if arguments.get(name) is None:
+        raise InvalidInput(name, "required")
+    return arguments[name]
+
+
+def _list(arguments: dict[str, Any], name: str) -> list[Any] | None:
+    value = arguments.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise InvalidInput(name, f"must be an array, got {type(value).__name__}")
+    return value
+
+
+def _bool(arguments: dict[str, Any], name: str, default: bool) -> bool:
+    value = arguments.get(name, default)
+    if not isinstance(value, bool):
+        raise InvalidInput(name, f"must be a boolean, got {value!r}")
+    return value
+
+
+def _plural(n: int, word: str, plural: str) -> str:
+    return f"{n} {word if n == 1 else plural}"
+
+
+# ---- memorize -----------------------------------------------------------------------------
+
+
+def memorize(brain: Brain, arguments: dict[str, Any]) -> Reply:
+    """Store one memory (and its links)."""
+    source = arguments.get("source")
+    if source is not None and source not in SOURCES:
+        raise InvalidInput("source", f"must be one of {', '.join(SOURCES)}, got {source!r}")
+    links = _list(arguments, "related_to")
+    for i, link in enumerate(links or []):
+        kind = link.get("relationship_type", "related_to") if isinstance(link, dict) else None
+        if isinstance(link, dict) and kind not in LINK_TYPES:
+            raise InvalidInput(
+                f"related_to[{i}].relationship_type",
+                f"must be one of {', '.join(LINK_TYPES)}, got {kind!r}",
+            )
+    memory, edges = brain.memorize(
+        _required(arguments, "title"),
+        _required(arguments, "content"),
+        memory_type=arguments.get("memory_type"),
+        importance=arguments.get("importance"),
+        tags=_list(arguments, "tags"),
+        related_files=_list(arguments, "related_files"),
+        source=source,
+        related_to=links,
+        global_=_bool(arguments, "global", False),
+    )
+    lines = [
+        f"Memory stored: {memory.id}",
+        f"{memory.source.label} {memory.title} | Type: {memory.memory_type.value} | "
+        f"Importance: {memory.importance:.2f} | Scope: {memory.scope or '(global)'}",
+    ]
+    if edges:
+        lines.append(f"Links ({len(edges)}):")
+        lines += [f"  this {e.relationship_type.value} → {e.target_id}" for e in edges]
+    return Reply("\n".join(lines))
+
+
+# ---- remember -----------------------------------------------------------------------------
+
+
+def remember(brain: Brain, arguments: dict[str, Any]) -> Reply:
+    """Hybrid search over the visible memories, with graph context."""
+    from octobrain.render import format_recall
+
+    query = _required(arguments, "query")
+    if not isinstance(query, str | list):
+        raise InvalidInput("query", f"must be a string or an array of strings, got {query!r}")
+    recall = brain.remember(
+        query,
+        memory_types=_list(arguments, "memory_types"),
+        tags=_list(arguments, "tags"),
+        related_files=_list(arguments, "related_files"),
+        created_after=_time(arguments, "created_after"),
+        created_before=_time(arguments, "created_before"),
+        min_relevance=arguments.get("min_relevance"),
+        limit=arguments.get("limit"),
+    )
+    return Reply(format_recall(recall))
+
+
+def _time(arguments: dict[str, Any], name: str) -> str | None:
+    value = arguments.get(name)
+    if value is not None and not isinstance(value, str):
+        raise InvalidInput(name, f"must be an ISO-8601 string, got {value!r}")
+    return value
+
+
+# ---- forget -------------------------------------------------------------------------------
+
+
+def _listing(memories: Sequence[Memory]) -> str:
+    return "\n".join(
+        f"- {m.id}  {m.source.label} {m.title} ({m.memory_type.value}, "
+        f"scope {m.scope or '(global)'})"
+        for m in memories
+    )
+
+
+def forget(brain: Brain, arguments: dict[str, Any]) -> Reply:
+    """Delete by id or by query; without confirm: true, only preview (as a tool error)."""
+    if "confirm" not in arguments:
+        raise InvalidInput("confirm", "required: true to delete, false to preview")
+    confirm = _bool(arguments, "confirm", False)
+    memory_id, query = arguments.get("memory_id"), arguments.get("query")
+    if (memory_id is None) == (query is None):
+        raise InvalidInput("memory_id", "give exactly one of memory_id or query")
+    if memory_id is not None:
+        if _list(arguments, "memory_types") or _list(arguments, "tags"):
+            raise InvalidInput("memory_types", "filters apply only with query, not memory_id")
+        targets = [brain.get(memory_id)]
+    else:
+        if not isinstance(query, str):
+            raise InvalidInput("query", f"must be a string, got {type(query).__name__}")
+        targets = brain.forget_preview(
+            query, memory_types=_list(arguments, "memory_types"), tags=_list(arguments, "tags")
+        )
+    if not targets:
+        return Reply("Nothing matches the query; nothing was deleted.")
+    if not confirm:
+        return Reply(
+            "confirm: must be true to delete permanently. Nothing was deleted.\n"
+            f"The same call with confirm: true would delete "
+            f"{_plural(len(targets), 'memory', 'memories')}:\n{_listing(targets)}",
+            error=True,
+        )
+    deleted = brain.forget([m.id for m in targets], confirm=True)
+    return Reply(
+        f"Deleted {_plural(deleted, 'memory', 'memories')} permanently:\n{_listing(targets)}"
+    )
+
+
+# ---- knowledge ----------------------------------------------------------------------------
+
+
+def knowledge(knowledge: Knowledge, arguments: dict[str, Any]) -> Reply:
+    """One knowledge command (search | read | match | store | delete) as text."""
+    from octobrain.knowledge import run_command
+
+    command = _required(arguments, "command")
+    if command not in KNOWLEDGE_COMMANDS:
+        raise InvalidInput(
+            "command", f"must be one of {', '.join(KNOWLEDGE_COMMANDS)}, got {command!r}"
+        )
+    return Reply(run_command(knowledge, arguments))

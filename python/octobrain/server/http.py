@@ -1,0 +1,139 @@
+"""Streamable HTTP at `/mcp`: loopback by default, a bearer token for anything else.
+
+One ASGI guard in front of the SDK's app does every check, in this order:
+1. token (when configured): `Authorization: Bearer <token>`, compared in constant time; else 401;
+2. Origin (when present): loopback origins plus `mcp.allowed_origins`; else 403 — a browser
+   page elsewhere cannot drive the server (DNS rebinding);
+3. Host (loopback binds): must name a loopback host; else 421.
+No CORS headers are sent at all, so browsers keep their same-origin protection.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.datastructures import Headers
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from octobrain.errors import InvalidInput
+
+log = logging.getLogger(__name__)
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+MIN_TOKEN_CHARS = 16
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind or Host name is a loopback address (`[::1]` brackets allowed)."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_bind(bind: str) -> tuple[str, int]:
+    """`HOST:PORT` (IPv6 in brackets) → (host, port)."""
+    host, _, port = bind.strip().rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise InvalidInput("--bind", f"must be HOST:PORT with a port in 1..65535, got {bind!r}")
+    return host.strip("[]"), int(port)
+
+
+def check_token(host: str, token: str) -> None:
+    """A non-loopback bind needs a token; a token must not be guessable."""
+    if token and len(token) < MIN_TOKEN_CHARS:
+        raise InvalidInput("--token", f"must be at least {MIN_TOKEN_CHARS} characters")
+    if not token and not is_loopback(host):
+        raise InvalidInput(
+            "--token",
+            f"required to bind {host!r}, which is not a loopback address "
+            "(pass --token or set OCTOBRAIN_TOKEN; clients send 'Authorization: Bearer <token>')",
+        )
+
+
+class Guard:
+    """ASGI middleware: token, Origin and Host checks before the MCP app sees a request."""
+
+    def __init__(
+        self, app: ASGIApp, *, token: str, loopback: bool, allowed_origins: Sequence[str]
+    ) -> None:
+        self.app = app
+        self._token = token.encode()
+        self._loopback = loopback
+        self._origins = {o.rstrip("/").lower() for o in allowed_origins}
+
+    def _origin_ok(self, origin: str) -> bool:
+        value = origin.rstrip("/").lower()
+        if value in self._origins:
+            return True
+        parts = urlsplit(value)
+        return parts.scheme in ("http", "https") and is_loopback(parts.hostname or "")
+
+    def _host_ok(self, host: str | None) -> bool:
+        if not host:
+            return False
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        return is_loopback(name)
+
+    def _token_ok(self, authorization: str | None) -> bool:
+        scheme, _, credentials = (authorization or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            credentials.strip().encode(), self._token
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        response: PlainTextResponse | None = None
+        if self._token and not self._token_ok(headers.get("authorization")):
+            response = PlainTextResponse(
+                "401: missing or wrong bearer token",
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="octobrain"'},
+            )
+        elif (origin := headers.get("origin")) is not None and not self._origin_ok(origin):
+            response = PlainTextResponse(f"403: Origin {origin!r} is not allowed", 403)
+        elif self._loopback and not self._host_ok(headers.get("host")):
+            response = PlainTextResponse("421: Host must be a loopback name", 421)
+        if response is not None:
+            log.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), response.body)
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: Any, *, host: str, token: str, allowed_origins: Sequence[str] = ()) -> ASGIApp:
+    """The guarded ASGI app serving `server` at `/mcp`."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    check_token(host, token)
+    inner = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        host=host,
+        # The guard does the Host/Origin checks (with the configured extra origins).
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    return Guard(inner, token=token, loopback=is_loopback(host), allowed_origins=allowed_origins)
+
+
+def serve_http(
+    server: Any, *, host: str, port: int, token: str, allowed_origins: Sequence[str] = ()
+) -> None:
+    """Serve until interrupted (uvicorn; its logs go to stderr)."""
+    import uvicorn
+
+    app = http_app(server, host=host, token=token, allowed_origins=allowed_origins)
+    shown = f"[{host}]" if ":" in host else host
+    log.warning("octobrain MCP server on http://%s:%d/mcp", shown, port)
+    uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")

@@ -1,0 +1,86 @@
+"""`BrainPool`: one `Brain` per scope, shared by every call and every HTTP session.
+
+The first tool call loads the model and opens LanceDB (once); later scopes reuse both through
+`Brain.for_scope`. Calls run one at a time in a worker thread: they take milliseconds, and the
+facade is not documented as safe for concurrent use from threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from octobrain.config import Config, load_config
+
+if TYPE_CHECKING:
+    from octobrain.brain import Brain
+    from octobrain.knowledge import Knowledge
+
+T = TypeVar("T")
+
+
+class BrainPool:
+    """Lazily built, cached Brains keyed by scope."""
+
+    def __init__(self, config: Config | None = None, *, uri: str | Path | None = None) -> None:
+        self.config = config if config is not None else load_config()
+        self._uri = uri
+        self._lock = threading.Lock()
+        self._root: Brain | None = None
+        self._brains: dict[str, Brain] = {}
+        self._knowledge: dict[tuple[str, str], Knowledge] = {}
+        # Session notes need a session; a client that names none gets one per server process.
+        self.default_session_id = uuid.uuid4().hex
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model and the store have been loaded."""
+        return self._root is not None
+
+    def _brain(self, scope: str, workdir: Path | None) -> Brain:
+        brain = self._brains.get(scope)
+        if brain is None:
+            from octobrain.sleep_startup import start_background_sleep
+
+            if self._root is None:
+                from octobrain.brain import Brain  # heavy: pyarrow, then LanceDB on first use
+
+                brain = Brain(scope, config=self.config, uri=self._uri, workdir=workdir)
+                self._root = brain
+            else:
+                brain = self._root.for_scope(scope, workdir=workdir)
+            self._brains[scope] = brain
+            # Lazy sleep consolidation for each scope the server serves: a background thread
+            # under a cross-process lock that never blocks or fails this call.
+            start_background_sleep(brain)
+        return brain
+
+    def call(self, scope: str, workdir: Path | None, fn: Callable[[Brain], T]) -> T:
+        """Run `fn` with the Brain of `scope` (blocking; call it from a worker thread)."""
+        with self._lock:
+            return fn(self._brain(scope, workdir))
+
+    def call_knowledge(
+        self, scope: str, workdir: Path | None, session_id: str, fn: Callable[[Knowledge], T]
+    ) -> T:
+        """Run `fn` with the knowledge facade of (scope, session), sharing the model and store."""
+        with self._lock:
+            sid = session_id or self.default_session_id
+            knowledge = self._knowledge.get((scope, sid))
+            if knowledge is None:
+                from octobrain.knowledge import Knowledge
+
+                brain = self._brain(scope, workdir)
+                knowledge = Knowledge(
+                    scope,
+                    config=brain.config,
+                    embedder=brain.embedder,
+                    uri=brain.uri,
+                    session_id=sid,
+                    cwd=workdir,
+                )
+                self._knowledge[(scope, sid)] = knowledge
+            return fn(knowledge)

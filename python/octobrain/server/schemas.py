@@ -1,0 +1,343 @@
+"""The four MCP tools: names, descriptions that teach the discipline, flat input schemas.
+
+Schemas are plain JSON Schema with no `$ref`/`$defs` and no nullable unions (some inference
+backends return empty generations on those). Limits come from `octobrain.models`, the same
+constants the facade enforces, so the schema never promises what the server then rejects.
+Importing this module is cheap: it needs only the enums and limits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from octobrain.models import (
+    CONTENT_BYTES,
+    FILE_BYTES,
+    ID_CHARS,
+    LINK_DESCRIPTION_CHARS,
+    MAX_FILES,
+    MAX_LIMIT,
+    MAX_LINKS,
+    MAX_QUERIES,
+    MAX_TAGS,
+    QUERY_BYTES,
+    TAG_CHARS,
+    TITLE_BYTES,
+    MemoryType,
+    RelationshipType,
+)
+
+MEMORY_TYPES = [t.value for t in MemoryType]
+# Edges an agent may create; auto_linked and consolidated_from are written by octobrain itself.
+LINK_TYPES = [
+    t.value
+    for t in RelationshipType
+    if t not in (RelationshipType.AUTO_LINKED, RelationshipType.CONSOLIDATED_FROM)
+]
+SOURCES = ["user_confirmed", "agent_inferred"]
+KNOWLEDGE_COMMANDS = ["search", "read", "match", "store", "delete"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool as advertised: the schema depends on whether the session's scope is locked."""
+
+    name: str
+    title: str
+    description: str
+    properties: dict[str, Any]
+    required: list[str]
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    open_world: bool = False
+
+    def input_schema(self, *, locked: bool) -> dict[str, Any]:
+        """Flat JSON Schema: `scope` only when unlocked, `global` only when locked."""
+        props = dict(self.properties)
+        required = list(self.required)
+        if locked:
+            props.pop("scope", None)
+        else:
+            props.pop("global", None)
+            if "scope" in props:
+                required.append("scope")
+        return {
+            "type": "object",
+            "properties": props,
+            "required": required,
+            "additionalProperties": False,
+        }
+
+
+def _str(description: str, low: int | None = None, high: int | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", "description": description}
+    if low is not None:
+        schema["minLength"] = low
+    if high is not None:
+        schema["maxLength"] = high
+    return schema
+
+
+def _str_list(description: str, max_items: int, item_max: int | None = None) -> dict[str, Any]:
+    item: dict[str, Any] = {"type": "string"}
+    if item_max is not None:
+        item["maxLength"] = item_max
+    return {"type": "array", "items": item, "maxItems": max_items, "description": description}
+
+
+SCOPE = _str(
+    "Project scope this call works in, e.g. 'github.com/acme/api' (see the server instructions "
+    "for the scopes found on this machine). Use '' for the global scope, which every project "
+    "can read. A project scope reads its own memories plus global ones."
+)
+
+MEMORIZE = ToolSpec(
+    name="memorize",
+    title="Store a memory",
+    description=(
+        "Store one durable insight so future sessions can recall it.\n\n"
+        "ALWAYS call `remember` first: if a memory already says this, do not store a duplicate; "
+        "if your new fact replaces an old one, store it with related_to "
+        "[{target_id: <old id>, relationship_type: 'supersedes'}] (the old one then ranks far "
+        "below the new one but stays retrievable).\n\n"
+        "Store: decisions and their reasons, user preferences, conventions, non-obvious bug "
+        "causes and fixes, architecture facts, gotchas that cost time. Do NOT store: transient "
+        "state (what you are doing right now), things trivially re-derived from the code or "
+        "git log, secrets or credentials, or a restatement of the conversation.\n\n"
+        "source: 'user_confirmed' for facts the user stated or approved (importance 0.8–1.0); "
+        "'agent_inferred' (default) for your own conclusions (importance 0.3–0.6). Importance "
+        "anchors: 1.0 critical, must never be forgotten; 0.8 an important decision or "
+        "preference; 0.5 normal useful knowledge (default); 0.3 minor detail.\n\n"
+        "Goal workflow: store the objective as memory_type 'goal'; link each finding that "
+        "contributes to it with relationship_type 'achieves' (target = the goal's id); when "
+        "done, store a completion note with relationship_type 'closes' pointing at the goal, "
+        "which consolidates the goal and its findings.\n\n"
+        "Title 5–200 bytes, content 10–10000 bytes. Returns the new memory's id."
+    ),
+    properties={
+        "title": _str("Short, specific title (5–200 bytes).", TITLE_BYTES[0], TITLE_BYTES[1]),
+        "content": _str(
+            "The memory itself, self-contained: what, why, and where it applies (10–10000 bytes).",
+            CONTENT_BYTES[0],
+            CONTENT_BYTES[1],
+        ),
+        "memory_type": {
+            "type": "string",
+            "enum": MEMORY_TYPES,
+            "default": "code",
+            "description": "Kind of knowledge. Use 'goal' for an objective that findings "
+            "'achieve' and a completion note 'closes'.",
+        },
+        "importance": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "default": 0.5,
+            "description": "0–1. Anchors: 1.0 critical, 0.8 important, 0.5 normal, 0.3 minor.",
+        },
+        "tags": _str_list(
+            f"Up to {MAX_TAGS} short tags (each at most {TAG_CHARS} characters).",
+            MAX_TAGS,
+            TAG_CHARS,
+        ),
+        "related_files": _str_list(
+            f"Up to {MAX_FILES} repository-relative file paths this memory is about "
+            f"(each at most {FILE_BYTES} bytes).",
+            MAX_FILES,
+        ),
+        "source": {
+            "type": "string",
+            "enum": SOURCES,
+            "default": "agent_inferred",
+            "description": "'user_confirmed': the user stated or approved it. "
+            "'agent_inferred': your own conclusion.",
+        },
+        "related_to": {
+            "type": "array",
+            "maxItems": MAX_LINKS,
+            "description": "Typed links from this new memory to existing ones (ids from "
+            "`remember`). 'supersedes' replaces an outdated memory; 'achieves' contributes to "
+            "a goal; 'closes' completes a goal.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "target_id": _str("Id of an existing memory.", 1, ID_CHARS),
+                    "relationship_type": {
+                        "type": "string",
+                        "enum": LINK_TYPES,
+                        "default": "related_to",
+                    },
+                    "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.8},
+                    "description": _str("Why they are linked.", None, LINK_DESCRIPTION_CHARS),
+                },
+                "required": ["target_id"],
+                "additionalProperties": False,
+            },
+        },
+        "global": {
+            "type": "boolean",
+            "default": False,
+            "description": "Store in the global scope (visible from every project) instead of "
+            "this session's project. Only for facts that hold everywhere, e.g. the user's "
+            "general preferences.",
+        },
+        "scope": SCOPE,
+    },
+    required=["title", "content"],
+    read_only=False,
+    destructive=False,
+    idempotent=False,
+)
+
+REMEMBER = ToolSpec(
+    name="remember",
+    title="Recall memories",
+    description=(
+        "Search stored memories by meaning and by exact words (hybrid BM25 + vector).\n\n"
+        "Call it at the start of every task and before every `memorize`. Give 2–5 different "
+        "phrasings or key terms as a list for better recall (they are searched separately and "
+        "fused). Only memories above `min_relevance` come back, so 'nothing found' is a real "
+        "answer, not an error.\n\n"
+        "Each result shows a trust label ([CONFIRMED] the user stated it, [INFERRED] an agent "
+        "concluded it, [IMPORTED], [AUTO]), score and relevance, type, importance, creation "
+        "time, tags and files, its id, the content and a `Why:` line; then up to 3 related "
+        "memories one graph edge away, with the edge's type and direction. Prefer [CONFIRMED] "
+        "over [INFERRED] when they disagree.\n\n"
+        "For questions about time ('what did we decide last week'), set created_after / "
+        "created_before: you know today's date, so compute the bounds (ISO-8601 or YYYY-MM-DD; "
+        "a bare date in created_before includes that day)."
+    ),
+    properties={
+        "query": {
+            "anyOf": [
+                _str("One query.", QUERY_BYTES[0], QUERY_BYTES[1]),
+                {
+                    "type": "array",
+                    "items": {
+                        "type": "string",
+                        "minLength": QUERY_BYTES[0],
+                        "maxLength": QUERY_BYTES[1],
+                    },
+                    "minItems": 1,
+                    "maxItems": MAX_QUERIES,
+                },
+            ],
+            "description": f"A query (3–500 bytes) or a list of 1–{MAX_QUERIES} queries.",
+        },
+        "memory_types": {
+            "type": "array",
+            "items": {"type": "string", "enum": MEMORY_TYPES},
+            "description": "Only memories of these types.",
+        },
+        "tags": _str_list("Only memories having any of these tags.", MAX_TAGS, TAG_CHARS),
+        "related_files": _str_list("Only memories about any of these files.", MAX_FILES),
+        "created_after": _str("Only memories created at or after this time (ISO-8601)."),
+        "created_before": _str(
+            "Only memories created before this time (ISO-8601; a bare date includes the day)."
+        ),
+        "min_relevance": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "default": 0.3,
+            "description": "Calibrated relevance threshold (cosine-like, 0–1).",
+        },
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_LIMIT,
+            "default": 5,
+            "description": "Maximum results.",
+        },
+        "scope": SCOPE,
+    },
+    required=["query"],
+    read_only=True,
+    destructive=False,
+    idempotent=True,
+)
+
+FORGET = ToolSpec(
+    name="forget",
+    title="Delete memories permanently",
+    description=(
+        "Permanently delete memories. There is no undo.\n\n"
+        "Needs confirm: true. Without it nothing is deleted and you get an error that lists "
+        "exactly what a confirmed call would delete, so call it first with confirm: false to "
+        "preview, check the list, then repeat the same call with confirm: true.\n\n"
+        "Give either memory_id (one memory) or query (every memory the query finds, with the "
+        "optional memory_types / tags filters; a confirmed query call deletes exactly what the "
+        "same preview lists at that moment).\n\n"
+        "Do not delete a memory because it is old or unused: unused memories already fade in "
+        "the ranking and never clutter results. Delete only what is wrong, harmful, or was "
+        "stored by mistake; to correct a fact, prefer memorizing the new one with a "
+        "'supersedes' link."
+    ),
+    properties={
+        "confirm": {
+            "type": "boolean",
+            "description": "Must be true to delete. false: preview only, nothing is deleted.",
+        },
+        "memory_id": _str("Id of the one memory to delete.", 1, ID_CHARS),
+        "query": _str(
+            "Delete the memories this query finds (3–500 bytes).", QUERY_BYTES[0], QUERY_BYTES[1]
+        ),
+        "memory_types": {
+            "type": "array",
+            "items": {"type": "string", "enum": MEMORY_TYPES},
+            "description": "Query mode: only memories of these types.",
+        },
+        "tags": _str_list("Query mode: only memories having any of these tags.", MAX_TAGS),
+        "scope": SCOPE,
+    },
+    required=["confirm"],
+    read_only=False,
+    destructive=True,
+    idempotent=True,
+)
+
+KNOWLEDGE = ToolSpec(
+    name="knowledge",
+    title="External documents",
+    description=(
+        "What you READ, as opposed to what you conclude (that goes to `memorize`): index, "
+        "search, read and grep external documents — design docs, API docs, papers, web pages. "
+        "A source is ONE local file (absolute, relative, ~/ or file://) or ONE http(s) URL, "
+        "never a directory; types .md .txt .html .pdf .docx.\n"
+        "command:\n"
+        "- search (query; optional source): hybrid search over indexed sections, citing the "
+        "source and section. Naming a source indexes it first (and re-indexes it when its "
+        "content changed), so `search` with a source is the way to add a document.\n"
+        "- read (source): the whole extracted text.\n"
+        "- match (pattern; optional source): regex over indexed text with absolute line "
+        "numbers, capped.\n"
+        "- store (key, content) / delete (key): a note for this session under a key "
+        "(stored://key), searchable like a document; store refuses an existing key.\n"
+        "URLs on private or loopback addresses are refused unless the user allowed them in "
+        "the config."
+    ),
+    properties={
+        "command": {"type": "string", "enum": KNOWLEDGE_COMMANDS},
+        "query": _str("search: what to look for (3–500 bytes).", QUERY_BYTES[0], QUERY_BYTES[1]),
+        "source": _str("A single file path or http(s) URL."),
+        "pattern": _str("match: a regular expression."),
+        "key": _str("store / delete: the note's key."),
+        "content": _str("store: the note's text."),
+        "scope": SCOPE,
+    },
+    required=["command"],
+    read_only=False,
+    destructive=True,
+    idempotent=False,
+    open_world=True,
+)
+
+TOOLS = (MEMORIZE, REMEMBER, FORGET, KNOWLEDGE)
+TOOLS_BY_NAME = {t.name: t for t in TOOLS}
+
+
+def allowed_arguments(name: str, *, locked: bool) -> frozenset[str]:
+    """The argument names a tool accepts in this session."""
+    return frozenset(TOOLS_BY_NAME[name].input_schema(locked=locked)["properties"])

@@ -1,0 +1,143 @@
+"""Which project a session works in: the scope lock, and the server instructions.
+
+A session is locked to one scope, first source that answers wins:
+(a) the client's `experimental.session` capability (`scope`, `role`, `session_id`, `git`),
+(b) the client's MCP roots (the first `file://` root → its derived scope),
+(c) the server's working directory, when it is inside a git repository.
+A locked session sees its scope plus global memories and nothing else, whatever it passes.
+Unlocked, every tool takes `scope`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from octobrain.errors import InvalidInput
+from octobrain.scope import ProjectScope, derive_scope, find_project_scopes, validate_scope
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ScopeLock:
+    """A session's locked scope and where it came from."""
+
+    scope: str
+    origin: str  # "session capability" | "client roots" | "server working directory"
+    workdir: Path | None = None  # where git metadata (the commit) is read
+    role: str = ""
+    session_id: str = ""
+
+
+def lock_from_capability(experimental: dict[str, Any] | None) -> ScopeLock | None:
+    """(a) `experimental.session = {scope, role, session_id, git}` as upstream reads it.
+
+    A non-empty `scope` locks the session. `git: true` without a scope only says "derive it
+    from git", which the roots / working-directory steps do. A malformed scope is an error
+    rather than a silent fall-back to another project.
+    """
+    if not experimental:
+        return None
+    session = experimental.get("session")
+    if not isinstance(session, dict):
+        return None
+    scope = session.get("scope")
+    if not isinstance(scope, str) or not scope.strip():
+        return None
+    role = session.get("role")
+    sid = session.get("session_id")
+    return ScopeLock(
+        validate_scope(scope, "experimental.session.scope"),
+        "session capability",
+        role=role if isinstance(role, str) else "",
+        session_id=sid if isinstance(sid, str) else "",
+    )
+
+
+def root_path(uri: str) -> Path | None:
+    """The local directory of a `file://` root URI, else None."""
+    parts = urlsplit(uri)
+    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+        return None
+    path = unquote(parts.path)
+    return Path(path) if path.startswith("/") else None
+
+
+def lock_from_roots(uris: list[str]) -> ScopeLock | None:
+    """(b) The first `file://` root decides the scope."""
+    for uri in uris:
+        path = root_path(uri)
+        if path is not None:
+            return ScopeLock(derive_scope(path), "client roots", workdir=path)
+    return None
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """What the server found in its working directory at start."""
+
+    cwd: Path
+    cwd_lock: ScopeLock | None  # (c): the cwd is inside a git repository
+    projects: list[ProjectScope]
+
+    @classmethod
+    def scan(cls, cwd: str | os.PathLike[str] | None = None) -> Workspace:
+        """Look at the cwd and its immediate subdirectories for git repositories."""
+        root = Path(cwd if cwd is not None else os.getcwd()).resolve()
+        projects = find_project_scopes(root)
+        lock = None
+        if projects and projects[0].path == root:
+            lock = ScopeLock(projects[0].scope, "server working directory", workdir=root)
+        return cls(root, lock, projects)
+
+
+def scope_argument(arguments: dict[str, Any], lock: ScopeLock | None) -> tuple[str, Path | None]:
+    """The scope a call works in: the lock's, or (unlocked) the `scope` argument."""
+    if lock is not None:
+        if "scope" in arguments:
+            raise InvalidInput(
+                "scope",
+                f"this session is locked to {lock.scope or '(global)'!r} ({lock.origin}); "
+                "other projects' memories are not reachable from it",
+            )
+        return lock.scope, lock.workdir
+    if "scope" not in arguments:
+        raise InvalidInput(
+            "scope",
+            "required: this session is not locked to a project; pass a project scope "
+            "(see the server instructions) or '' for global",
+        )
+    return validate_scope(arguments["scope"]), None
+
+
+INSTRUCTIONS = (
+    "octobrain is your long-term memory across sessions. Call `remember` at the start of a "
+    "task and before every `memorize`; store only durable insights (decisions, preferences, "
+    "conventions, non-obvious fixes), never transient state; mark facts the user stated as "
+    "source 'user_confirmed'. `forget` needs confirm: true and is for wrong memories, not old "
+    "ones. `knowledge` (external documents) is not available in this release."
+)
+
+
+def instructions(workspace: Workspace) -> str:
+    """Server instructions: the discipline, plus the scopes an unlocked session can use."""
+    text = INSTRUCTIONS
+    if workspace.cwd_lock is not None:
+        return (
+            f"{text}\n\nUnless the client names another project, this session is locked to "
+            f"the project scope {workspace.cwd_lock.scope!r} (the server's working directory)."
+        )
+    text += (
+        "\n\nWhen a session is locked to a project (the client sent a session capability or "
+        "roots), tools take no `scope`. Otherwise pass `scope` on every call: a project scope, "
+        "or '' for global memories shared by all projects."
+    )
+    if workspace.projects:
+        listed = "\n".join(f"- {p.scope}  ({p.path})" for p in workspace.projects)
+        text += f"\n\nAvailable project scopes (pass as the 'scope' parameter):\n{listed}"
+    return text

@@ -1,0 +1,178 @@
+"""Scope locking: by session capability, by roots, by the server's cwd; global memories."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from octobrain.server import BrainPool, Workspace
+from octobrain.server.app import build_server
+from tests.server_support import (
+    PROJECT_A,
+    PROJECT_B,
+    advertise_session,
+    call,
+    hash_pool,
+    memory_id,
+    run,
+    server_for,
+)
+
+SECRET = {
+    "title": "Billing secret",
+    "content": "The billing service signs invoices with the ledger key rotation scheme.",
+}
+
+
+def _git_repo(path: Path, remote: str) -> Path:
+    path.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    subprocess.run(["git", "-C", str(path), "remote", "add", "origin", remote], check=True)
+    return path
+
+
+async def _tool_names_with_scope(client: Client) -> set[str]:
+    tools = (await client.list_tools()).tools
+    return {t.name for t in tools if "scope" in t.input_schema["properties"]}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_session_capability_locks_the_scope(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    pool = hash_pool(tmp_path / "db")
+    other = server_for(pool, tmp_path)  # unlocked: writes wherever `scope` says
+    server = server_for(pool, tmp_path)
+
+    async def body() -> None:
+        async with Client(other, mode=mode) as client:
+            error, reply = await call(client, "memorize", **SECRET, scope=PROJECT_B)
+            assert not error, reply
+            secret = memory_id(reply)
+        advertise_session(
+            monkeypatch, {"scope": PROJECT_A, "role": "dev", "session_id": "s1", "git": True}
+        )
+        async with Client(server, mode=mode) as client:
+            assert await _tool_names_with_scope(client) == set()
+            error, reply = await call(client, "memorize", title="Local fact", content="x" * 20)
+            assert not error and f"Scope: {PROJECT_A}" in reply
+            # Passing another project's scope is refused, not honoured.
+            error, reply = await call(client, "remember", query="ledger key", scope=PROJECT_B)
+            assert error and reply.startswith("scope: this session is locked to")
+            error, reply = await call(client, "remember", query="billing ledger key rotation")
+            assert not error and secret not in reply
+            error, reply = await call(client, "forget", memory_id=secret, confirm=True)
+            assert error and "no memory" in reply
+        monkeypatch.undo()
+        async with Client(other, mode=mode) as client:
+            _, reply = await call(client, "remember", query="ledger key rotation", scope=PROJECT_B)
+            assert secret in reply, "the locked session could not delete it"
+
+    run(body)
+
+
+def test_roots_lock_the_scope(tmp_path: Path) -> None:
+    repo = _git_repo(tmp_path / "web", "https://github.com/Acme/Web.git")
+    pool = hash_pool(tmp_path / "db")
+    asked = []
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        asked.append(1)
+        return types.ListRootsResult(
+            roots=[
+                types.Root(uri=repo.as_uri()),  # type: ignore[arg-type]
+                types.Root(uri=(tmp_path / "other").as_uri()),  # type: ignore[arg-type]
+            ]
+        )
+
+    async def body() -> None:
+        async with Client(server_for(pool, tmp_path), mode="legacy") as client:
+            await call(client, "memorize", **SECRET, scope=PROJECT_A)
+        async with Client(
+            server_for(pool, tmp_path), mode="legacy", list_roots_callback=roots
+        ) as client:
+            assert await _tool_names_with_scope(client) == set()
+            error, reply = await call(client, "memorize", title="Web fact", content="y" * 20)
+            assert not error and f"Scope: {PROJECT_B}" in reply, reply
+            _, reply = await call(client, "remember", query="billing ledger key rotation")
+            assert "Billing secret" not in reply
+            error, reply = await call(client, "remember", query="ledger", scope=PROJECT_A)
+            assert error and "locked" in reply
+        assert len(asked) == 1, "roots are asked once per connection"
+
+    run(body)
+
+
+def test_cwd_git_repo_locks_the_scope(tmp_path: Path) -> None:
+    repo = _git_repo(tmp_path / "api", "git@github.com:acme/api.git")
+    workspace = Workspace.scan(repo)
+    assert workspace.cwd_lock is not None and workspace.cwd_lock.scope == PROJECT_A
+    server = build_server(hash_pool(tmp_path / "db"), workspace)
+
+    async def body() -> None:
+        async with Client(server) as client:
+            assert await _tool_names_with_scope(client) == set()
+            assert PROJECT_A in (client.instructions or "")
+            _, reply = await call(client, "memorize", title="Api fact", content="z" * 20)
+            assert f"Scope: {PROJECT_A}" in reply
+
+    run(body)
+
+
+def test_unlocked_instructions_list_the_scopes_found(tmp_path: Path) -> None:
+    _git_repo(tmp_path / "api", "git@github.com:acme/api.git")
+    _git_repo(tmp_path / "web", "https://github.com/acme/web")
+    workspace = Workspace.scan(tmp_path)
+    assert workspace.cwd_lock is None
+    server = build_server(hash_pool(tmp_path / "db"), workspace)
+
+    async def body() -> None:
+        async with Client(server, mode="legacy") as client:
+            text = client.instructions or ""
+            assert "Available project scopes" in text
+            assert PROJECT_A in text and PROJECT_B in text
+            assert await _tool_names_with_scope(client) == {
+                "memorize",
+                "remember",
+                "forget",
+                "knowledge",
+            }
+
+    run(body)
+
+
+def test_global_memory_is_stored_globally_and_seen_from_two_projects(tmp_path: Path) -> None:
+    pool: BrainPool = hash_pool(tmp_path / "db")
+
+    async def body() -> None:
+        async with Client(server_for(pool, tmp_path, PROJECT_A)) as client:
+            error, reply = await call(
+                client,
+                "memorize",
+                title="User prefers tabs",
+                content="The user wants tabs, never spaces, in every project.",
+                memory_type="user_preference",
+                source="user_confirmed",
+                **{"global": True},
+            )
+            assert not error and "Scope: (global)" in reply
+            shared = memory_id(reply)
+            _, reply = await call(client, "memorize", **SECRET)
+            private = memory_id(reply)
+        for project in (PROJECT_A, PROJECT_B):
+            async with Client(server_for(pool, tmp_path, project)) as client:
+                _, reply = await call(
+                    client, "remember", query=["tabs spaces", "ledger key rotation"], limit=10
+                )
+                assert shared in reply, project
+                assert (private in reply) == (project == PROJECT_A), project
+
+    run(body)
+    # Stored with the global scope itself, not stamped with the session's project.
+    stored = pool.call("", None, lambda brain: brain.recent(10))
+    assert [m.scope for m in stored] == [""]

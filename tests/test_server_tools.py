@@ -1,0 +1,332 @@
+"""The four MCP tools through the SDK's in-memory client: schemas, validation, round trips."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from octobrain.server.schemas import LINK_TYPES, MEMORY_TYPES
+from tests.server_support import PROJECT_A, call, hash_pool, memory_id, run, server_for
+
+SNAPSHOT = Path(__file__).parent / "server_tool_schemas.json"
+TOKEN_BUCKET = {
+    "title": "Rate limiting decision",
+    "content": "API rate limiting uses a token bucket per key: 100 requests per minute.",
+    "memory_type": "decision",
+    "tags": ["api"],
+}
+
+
+@pytest.fixture
+def locked(tmp_path: Path) -> Any:
+    """A server whose working directory locks every session to PROJECT_A."""
+    return server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)
+
+
+def _listing(server: Any, mode: str = "legacy") -> list[dict[str, Any]]:
+    tools: list[dict[str, Any]] = []
+
+    async def body() -> None:
+        async with Client(server, mode=mode) as client:
+            result = await client.list_tools()
+            tools.extend(t.model_dump(by_alias=True, exclude_none=True) for t in result.tools)
+
+    run(body)
+    return tools
+
+
+def _walk(node: Any) -> list[Any]:
+    out = [node]
+    if isinstance(node, dict):
+        for value in node.values():
+            out += _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            out += _walk(value)
+    return out
+
+
+def test_tool_schemas_match_the_snapshot(tmp_path: Path) -> None:
+    pool = hash_pool(tmp_path / "db")
+    current = {
+        "locked": _listing(server_for(pool, tmp_path, PROJECT_A)),
+        "unlocked": _listing(server_for(pool, tmp_path)),
+    }
+    if os.environ.get("OCTOBRAIN_UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOT.write_text(json.dumps(current, indent=2, ensure_ascii=False) + "\n")
+    assert current == json.loads(SNAPSHOT.read_text()), (
+        "tool schemas changed; review, then rerun with OCTOBRAIN_UPDATE_SNAPSHOTS=1"
+    )
+
+
+def test_schemas_are_flat_with_full_enums_and_truthful_annotations(tmp_path: Path) -> None:
+    for tools in (
+        _listing(server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)),
+        _listing(server_for(hash_pool(tmp_path / "db"), tmp_path), mode="auto"),
+    ):
+        assert [t["name"] for t in tools] == ["memorize", "remember", "forget", "knowledge"]
+        for tool in tools:
+            nodes = _walk(tool["inputSchema"])
+            keys = {k for n in nodes if isinstance(n, dict) for k in n}
+            assert not keys & {"$ref", "$defs", "definitions", "$schema", "oneOf"}
+            assert all(n.get("type") != "null" for n in nodes if isinstance(n, dict))
+            assert all(not isinstance(n.get("type"), list) for n in nodes if isinstance(n, dict)), (
+                "no type unions (nullable or otherwise)"
+            )
+        by_name = {t["name"]: t for t in tools}
+        memorize = by_name["memorize"]["inputSchema"]["properties"]
+        assert "goal" in memorize["memory_type"]["enum"]
+        assert memorize["memory_type"]["enum"] == MEMORY_TYPES
+        link_enum = memorize["related_to"]["items"]["properties"]["relationship_type"]["enum"]
+        assert {"achieves", "closes", "supersedes"} <= set(link_enum) == set(LINK_TYPES)
+        notes = {n: t["annotations"] for n, t in by_name.items()}
+        assert notes["remember"]["readOnlyHint"] is True
+        assert notes["forget"]["destructiveHint"] is True
+        assert notes["forget"]["readOnlyHint"] is False
+        assert (notes["memorize"]["readOnlyHint"], notes["memorize"]["destructiveHint"]) == (
+            False,
+            False,
+        )
+        assert by_name["forget"]["inputSchema"]["required"][0] == "confirm"
+        for phrase in ("`remember` first", "user_confirmed", "supersedes", "'goal'", "closes"):
+            assert phrase in by_name["memorize"]["description"]
+        assert "old" in by_name["forget"]["description"]
+
+
+def test_scope_parameter_only_when_unlocked_global_only_when_locked(tmp_path: Path) -> None:
+    pool = hash_pool(tmp_path / "db")
+    locked = {t["name"]: t["inputSchema"] for t in _listing(server_for(pool, tmp_path, PROJECT_A))}
+    unlocked = {t["name"]: t["inputSchema"] for t in _listing(server_for(pool, tmp_path))}
+    for name in locked:
+        assert "scope" not in locked[name]["properties"]
+        assert "scope" in unlocked[name]["properties"]
+        assert "scope" in unlocked[name]["required"]
+    assert "global" in locked["memorize"]["properties"]
+    assert "global" not in unlocked["memorize"]["properties"]
+
+
+def test_memorize_remember_forget_round_trip(locked: Any) -> None:
+    async def body() -> None:
+        async with Client(locked, mode="legacy") as client:
+            error, reply = await call(client, "memorize", **TOKEN_BUCKET, source="user_confirmed")
+            assert not error and f"Scope: {PROJECT_A}" in reply
+            first = memory_id(reply)
+            error, reply = await call(
+                client,
+                "memorize",
+                title="Rate limit raised",
+                content="The token bucket now allows 200 requests per minute per key.",
+                related_to=[{"target_id": first, "relationship_type": "supersedes"}],
+            )
+            assert not error and f"this supersedes → {first}" in reply
+            second = memory_id(reply)
+
+            error, reply = await call(client, "remember", query=["token bucket", "rate limit"])
+            assert not error
+            assert reply.startswith("MEMORIES (") and second in reply and first in reply
+            assert reply.index(second) < reply.index(first), "the replacement ranks first"
+            for label in ("[CONFIRMED]", "[INFERRED]", "Type: decision", "Why:", "Score:"):
+                assert label in reply
+
+            error, reply = await call(client, "forget", memory_id=first, confirm=True)
+            assert not error and reply.startswith("Deleted 1 memory") and first in reply
+            error, reply = await call(client, "remember", query="token bucket")
+            assert first not in reply and second in reply
+
+    run(body)
+
+
+def test_forget_without_confirm_previews_and_deletes_nothing(locked: Any) -> None:
+    async def body() -> None:
+        async with Client(locked) as client:
+            ids = []
+            for i in range(3):
+                _, reply = await call(
+                    client,
+                    "memorize",
+                    title=f"Deploy note {i}",
+                    content=f"Deploys to staging go through the blue-green switch, step {i}.",
+                    tags=["deploy"],
+                )
+                ids.append(memory_id(reply))
+            await call(client, "memorize", **TOKEN_BUCKET)
+
+            error, preview = await call(client, "forget", query="blue-green deploy", confirm=False)
+            assert error and preview.startswith("confirm: must be true")
+            assert "Nothing was deleted" in preview
+            assert all(i in preview for i in ids) and "Rate limiting" not in preview
+            error, reply = await call(client, "forget", memory_id=ids[0])
+            assert error and reply.startswith("confirm: required")
+            error, reply = await call(client, "remember", query="blue-green deploy", limit=10)
+            assert all(i in reply for i in ids), "nothing was deleted by the previews"
+
+            error, reply = await call(client, "forget", query="blue-green deploy", confirm=True)
+            assert not error and reply.startswith("Deleted 3 memories")
+            assert all(i in reply for i in ids)
+            _, reply = await call(client, "remember", query="rate limiting token bucket")
+            assert "Rate limiting decision" in reply, "only the previewed set was deleted"
+
+    run(body)
+
+
+def test_knowledge_commands_work_through_the_tool(locked: Any, tmp_path: Path) -> None:
+    doc = tmp_path / "retries.md"
+    doc.write_text(
+        "# Retry policy\n\nClients retry idempotent requests three times with jittered "
+        "exponential backoff.\n\n# Timeouts\n\nEvery outbound call has a 2 second timeout.\n"
+    )
+
+    async def body() -> None:
+        async with Client(locked) as client:
+            error, reply = await call(
+                client, "knowledge", command="search", query="retry backoff", source=str(doc)
+            )
+            assert not error and "Retry policy" in reply and "three times" in reply
+            error, reply = await call(client, "knowledge", command="match", pattern=r"\d second")
+            assert not error and "2 second timeout" in reply
+            error, reply = await call(client, "knowledge", command="read", source=str(doc))
+            assert not error and "jittered exponential backoff" in reply
+            error, reply = await call(
+                client, "knowledge", command="store", key="plan", content="Ship after the freeze."
+            )
+            assert not error and "stored://plan" in reply
+            error, reply = await call(client, "knowledge", command="search", query="the freeze")
+            assert not error and "Ship after the freeze" in reply
+            error, reply = await call(client, "knowledge", command="delete", key="plan")
+            assert not error
+            error, reply = await call(client, "knowledge", command="search")
+            assert error and reply.startswith("query:")
+            error, reply = await call(client, "knowledge", command="read", source=str(tmp_path))
+            assert error and reply.startswith("source:")
+
+    run(body)
+
+
+# Every validation rule with a bad value: (tool, arguments, message prefix).
+UUID = "00000000-0000-4000-8000-000000000000"
+BAD = [
+    ("memorize", {"content": "long enough content"}, "title: required"),
+    ("memorize", {"title": "abc", "content": "long enough content"}, "title: must be 5–200"),
+    ("memorize", {"title": "x" * 201, "content": "long enough content"}, "title: must be 5–200"),
+    ("memorize", {"title": "A title"}, "content: required"),
+    ("memorize", {"title": "A title", "content": "short"}, "content: must be 10–10000"),
+    ("memorize", {"title": "A title", "content": "y" * 10001}, "content: must be 10–10000"),
+    ("memorize", {"title": "A title", "content": 12345678901}, "content: must be a string"),
+    ("memorize", {"memory_type": "nonsense"}, "memory_type: unknown memory type"),
+    ("memorize", {"importance": 1.5}, "importance: must be a number in [0, 1]"),
+    ("memorize", {"importance": "high"}, "importance: must be a number in [0, 1]"),
+    ("memorize", {"tags": "a,b"}, "tags: must be an array"),
+    ("memorize", {"tags": [f"t{i}" for i in range(11)]}, "tags: at most 10 items"),
+    ("memorize", {"tags": ["x" * 51]}, "tags[0]: at most 50 characters"),
+    ("memorize", {"related_files": ["f" * 501]}, "related_files[0]: at most 500 bytes"),
+    ("memorize", {"related_files": [f"f{i}" for i in range(21)]}, "related_files: at most 20"),
+    ("memorize", {"source": "imported"}, "source: must be one of user_confirmed"),
+    ("memorize", {"related_to": {"target_id": UUID}}, "related_to: must be an array"),
+    ("memorize", {"related_to": [{}]}, "related_to[0].target_id: must be a non-empty"),
+    ("memorize", {"related_to": [{"target_id": "nope"}]}, "related_to[0].target_id: must be"),
+    ("memorize", {"related_to": [{"target_id": UUID}]}, "related_to[0].target_id: no memory"),
+    (
+        "memorize",
+        {"related_to": [{"target_id": UUID, "relationship_type": "auto_linked"}]},
+        "related_to[0].relationship_type: must be one of",
+    ),
+    (
+        "memorize",
+        {"related_to": [{"target_id": UUID, "strength": 2}]},
+        "related_to[0].strength: must be a number in [0, 1]",
+    ),
+    (
+        "memorize",
+        {"related_to": [{"target_id": UUID, "description": "d" * 201}]},
+        "related_to[0].description: must be a string of at most 200",
+    ),
+    ("memorize", {"related_to": [{"target_id": UUID}] * 21}, "related_to: at most 20 links"),
+    ("memorize", {"global": "yes"}, "global: must be a boolean"),
+    ("memorize", {"titel": "typo"}, "titel: unknown parameter"),
+    ("remember", {}, "query: required"),
+    ("remember", {"query": "ab"}, "query: must be 3–500 bytes"),
+    ("remember", {"query": "q" * 501}, "query: must be 3–500 bytes"),
+    ("remember", {"query": 42}, "query: must be a string or an array"),
+    ("remember", {"query": ["one", "two", "three", "four", "five", "six"]}, "query: give 1–5"),
+    ("remember", {"query": []}, "query: give 1–5"),
+    ("remember", {"query": ["good one", "x"]}, "query[1]: must be 3–500 bytes"),
+    ("remember", {"query": "abc", "memory_types": "code"}, "memory_types: must be an array"),
+    ("remember", {"query": "abc", "memory_types": ["nope"]}, "memory_types[0]: unknown memory"),
+    ("remember", {"query": "abc", "tags": "api"}, "tags: must be an array"),
+    ("remember", {"query": "abc", "created_after": "yesterday"}, "created_after: must be ISO"),
+    ("remember", {"query": "abc", "created_before": 20260101}, "created_before: must be an ISO"),
+    (
+        "remember",
+        {"query": "abc", "created_after": "2026-05-02", "created_before": "2026-05-01"},
+        "created_before: must be later than created_after",
+    ),
+    ("remember", {"query": "abc", "min_relevance": -0.1}, "min_relevance: must be a number"),
+    ("remember", {"query": "abc", "limit": 0}, "limit: must be an integer in [1, 50]"),
+    ("remember", {"query": "abc", "limit": 51}, "limit: must be an integer in [1, 50]"),
+    ("remember", {"query": "abc", "limit": "5"}, "limit: must be an integer in [1, 50]"),
+    ("forget", {"memory_id": UUID}, "confirm: required"),
+    ("forget", {"memory_id": UUID, "confirm": "true"}, "confirm: must be a boolean"),
+    ("forget", {"confirm": True}, "memory_id: give exactly one of memory_id or query"),
+    ("forget", {"confirm": True, "memory_id": UUID, "query": "abc"}, "memory_id: give exactly"),
+    ("forget", {"confirm": True, "memory_id": "not-a-uuid"}, "memory_id: must be a memory id"),
+    ("forget", {"confirm": True, "memory_id": "x" * 101}, "memory_id: must be at most 100"),
+    ("forget", {"confirm": True, "memory_id": UUID}, "memory_id: no memory"),
+    ("forget", {"confirm": True, "query": "ab"}, "query: must be 3–500 bytes"),
+    ("knowledge", {}, "command: required"),
+    ("knowledge", {"command": "index"}, "command: must be one of search"),
+]
+
+
+def _filled(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    if tool != "memorize" or set(arguments) & {"title", "content"}:
+        return arguments
+    return {"title": "A valid title", "content": "Valid content, long enough.", **arguments}
+
+
+def test_every_validation_rule_is_a_tool_error_naming_the_field(locked: Any) -> None:
+    async def body() -> None:
+        async with Client(locked) as client:
+            for tool, arguments, expected in BAD:
+                error, reply = await call(client, tool, **_filled(tool, arguments))
+                assert error, f"{tool} {arguments}: expected an error, got {reply}"
+                assert reply.startswith(expected), f"{tool} {arguments}: {reply}"
+            # Nothing was stored by any of the rejected calls.
+            _, reply = await call(client, "remember", query="valid title content", limit=50)
+            assert reply.startswith("No relevant memories")
+            error, reply = await call(client, "nonexistent_tool")
+            assert error and reply.startswith("name: unknown tool")
+
+    run(body)
+
+
+def test_tools_list_loads_neither_model_nor_store(tmp_path: Path) -> None:
+    code = f"""
+import anyio, json, sys
+from mcp import Client
+from tests.server_support import hash_pool, server_for
+HEAVY = ("lancedb", "fastembed", "onnxruntime")
+server = server_for(hash_pool({str(tmp_path / "db")!r}), {str(tmp_path)!r}, "local/x/y")
+seen = {{}}
+async def body():
+    async with Client(server) as client:
+        await client.list_tools()
+        seen["after_list"] = [m for m in HEAVY if m in sys.modules]
+        await client.call_tool("remember", {{"query": "anything at all"}})
+        seen["after_call"] = [m for m in HEAVY if m in sys.modules]
+anyio.run(body)
+print(json.dumps(seen))
+"""
+    root = Path(__file__).parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True
+    )
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["after_list"] == []
+    assert "lancedb" in seen["after_call"]

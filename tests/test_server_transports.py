@@ -1,0 +1,203 @@
+"""Real transports: `octobrain mcp` over stdio and over streamable HTTP, in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
+
+from tests.server_support import (
+    PROJECT_A,
+    advertise_session,
+    call,
+    free_port,
+    http_server,
+    memory_id,
+    octobrain_cmd,
+    run,
+    server_env,
+)
+
+TOKEN = "s3cret-token-0123456789"
+FACT = {
+    "title": "Release process",
+    "content": "Releases are cut from main by tagging vX.Y.Z; CI publishes the wheels.",
+}
+
+
+def _stdio(data_dir: Path, cwd: Path, model: str = "hash:64") -> StdioServerParameters:
+    cmd = octobrain_cmd("mcp")
+    return StdioServerParameters(
+        command=cmd[0], args=cmd[1:], env=server_env(data_dir, model), cwd=cwd
+    )
+
+
+def test_stdio_stdout_is_only_json_rpc(tmp_path: Path) -> None:
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LATEST_HANDSHAKE_VERSION,
+                "capabilities": {"experimental": {"session": {"scope": PROJECT_A}}},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "memorize", "arguments": FACT},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"query": "how are releases cut"}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "tools/call",
+            "params": {"name": "memorize", "arguments": {"title": "x"}},
+        },
+    ]
+    proc = subprocess.Popen(
+        octobrain_cmd("mcp"),
+        env=server_env(tmp_path / "data"),
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    responses = {}
+    for message in messages:
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+        if "id" in message:  # one request at a time, so every reply line is read in order
+            line = proc.stdout.readline()
+            parsed = json.loads(line)  # every stdout line parses as JSON-RPC
+            assert parsed["jsonrpc"] == "2.0" and parsed["id"] == message["id"], line
+            responses[parsed["id"]] = parsed
+    proc.stdin.close()  # EOF: the server exits
+    assert proc.wait(timeout=30) == 0
+    rest = proc.stdout.read()
+    proc.stdout.close()
+    assert proc.stderr is not None
+    proc.stderr.close()
+    for line in rest.decode().splitlines():
+        assert json.loads(line)["jsonrpc"] == "2.0", line
+
+    assert responses[1]["result"]["serverInfo"]["name"] == "octobrain"
+    assert [t["name"] for t in responses[2]["result"]["tools"]] == [
+        "memorize",
+        "remember",
+        "forget",
+        "knowledge",
+    ]
+    assert responses[3]["result"]["isError"] is False
+    assert "Release process" in responses[4]["result"]["content"][0]["text"]
+    assert responses[5]["result"]["isError"] is True
+    assert responses[5]["result"]["content"][0]["text"].startswith("content: required")
+
+
+def test_memories_persist_across_two_stdio_server_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    advertise_session(monkeypatch, {"scope": PROJECT_A})
+
+    async def body() -> None:
+        async with Client(_stdio(tmp_path / "data", tmp_path)) as client:
+            error, reply = await call(client, "memorize", **FACT)
+            assert not error, reply
+            stored = memory_id(reply)
+        async with Client(_stdio(tmp_path / "data", tmp_path)) as client:
+            error, reply = await call(client, "remember", query=["release tagging", "wheels"])
+            assert not error and stored in reply
+
+    run(body)
+
+
+@pytest.mark.slow
+def test_stdio_with_the_real_default_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    advertise_session(monkeypatch, {"scope": PROJECT_A})
+
+    async def body() -> None:
+        async with Client(_stdio(tmp_path / "data", tmp_path, model="minilm")) as client:
+            await call(client, "memorize", **FACT)
+            await call(
+                client,
+                "memorize",
+                title="Database choice",
+                content="Postgres 16 is the primary database; Redis only caches sessions.",
+            )
+            error, reply = await call(client, "remember", query="how do we publish a new version")
+            first_result = reply.split("\n\n")[1]
+            assert not error and "Release process" in first_result, reply
+
+    run(body)
+
+
+def test_http_loopback_shares_brains_across_sessions_and_checks_origin(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path):
+
+        async def body() -> None:
+            async with Client(url) as first:  # 2026-07-28 (discover) session
+                error, reply = await call(first, "memorize", **FACT, scope=PROJECT_A)
+                assert not error, reply
+            async with Client(url, mode="legacy") as second:  # handshake session
+                error, reply = await call(second, "remember", query="release", scope=PROJECT_A)
+                assert not error and "Release process" in reply
+
+        run(body)
+        body_json = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        evil = httpx.post(url, json=body_json, headers={"Origin": "http://evil.example"})
+        assert evil.status_code == 403
+        assert "access-control-allow-origin" not in evil.headers
+        rebinding = httpx.post(url, json=body_json, headers={"Host": "evil.example"})
+        assert rebinding.status_code == 421
+
+
+def test_non_loopback_bind_needs_a_token(tmp_path: Path) -> None:
+    port = free_port()
+    refused = subprocess.run(
+        octobrain_cmd("mcp", "--bind", f"0.0.0.0:{port}"),
+        env=server_env(tmp_path / "data"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("error: --token: required to bind '0.0.0.0'")
+
+    url = f"http://127.0.0.1:{port}/mcp"
+    with http_server(tmp_path / "data", f"0.0.0.0:{port}", tmp_path, OCTOBRAIN_TOKEN=TOKEN):
+        body_json = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        assert httpx.post(url, json=body_json).status_code == 401
+        wrong = httpx.post(url, json=body_json, headers={"Authorization": "Bearer wrong"})
+        assert wrong.status_code == 401 and wrong.headers["www-authenticate"].startswith("Bearer")
+
+        async def body() -> None:
+            auth = {"Authorization": f"Bearer {TOKEN}"}
+            async with (
+                httpx2.AsyncClient(headers=auth) as http,
+                Client(streamable_http_client(url, http_client=http)) as client,
+            ):
+                error, reply = await call(client, "memorize", **FACT, scope=PROJECT_A)
+                assert not error, reply
+
+        run(body)
