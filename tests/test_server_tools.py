@@ -330,3 +330,51 @@ print(json.dumps(seen))
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["after_list"] == []
     assert "lancedb" in seen["after_call"]
+
+
+def test_goal_workflow_end_to_end(locked: Any) -> None:
+    """memorize a goal → findings `achieves` it → a note that `closes` it consolidates them."""
+
+    async def body() -> None:
+        async with Client(locked) as client:
+            _, reply = await call(
+                client,
+                "memorize",
+                title="Goal: p95 API latency under 200 ms",
+                content="Bring the p95 latency of the public API under 200 ms this quarter.",
+                memory_type="goal",
+            )
+            goal = memory_id(reply)
+            findings = []
+            for title, content in [
+                ("Cache the prices endpoint", "Caching /prices for 30 s removed 40% of DB reads."),
+                (
+                    "Index on orders.customer_id",
+                    "The missing index made order lookups take 300 ms.",
+                ),
+            ]:
+                _, reply = await call(
+                    client,
+                    "memorize",
+                    title=title,
+                    content=content,
+                    related_to=[{"target_id": goal, "relationship_type": "achieves"}],
+                )
+                findings.append(memory_id(reply))
+            error, reply = await call(
+                client,
+                "memorize",
+                title="Latency goal reached",
+                content="p95 is now 170 ms after caching /prices and indexing orders.customer_id.",
+                related_to=[{"target_id": goal, "relationship_type": "closes"}],
+            )
+            assert not error, reply
+            closing = memory_id(reply)
+            error, reply = await call(
+                client, "remember", query="how did we reach the latency goal", min_relevance=0.0
+            )
+            assert not error
+            # The closing note is the parent and ranks above the findings it absorbed.
+            assert reply.index(closing) < min(reply.index(f) for f in findings if f in reply)
+
+    run(body)
