@@ -243,12 +243,15 @@ def default_command() -> str:
     return f"{shlex.quote(sys.executable)} -m octobrain"
 
 
-def _installed(entries: list[Any], sub: str) -> bool:
+def _installed(entries: list[Any], sub: str, prefix: str) -> bool:
+    """Whether an entry already runs octobrain's `hook <sub>` (any install path of it)."""
     for entry in entries:
         handlers = entry.get("hooks", []) if isinstance(entry, dict) else []
         for handler in handlers if isinstance(handlers, list) else []:
             command = handler.get("command", "") if isinstance(handler, dict) else ""
-            if isinstance(command, str) and "octobrain" in command and f"hook {sub}" in command:
+            if not isinstance(command, str) or not command.strip().endswith(f"hook {sub}"):
+                continue
+            if "octobrain" in command or command.strip() == f"{prefix} hook {sub}":
                 return True
     return False
 
@@ -265,7 +268,7 @@ def install_hooks(settings: dict[str, Any], command: str) -> tuple[dict[str, Any
         entries = hooks.setdefault(event, [])
         if not isinstance(entries, list):
             raise InvalidInput(f"settings.hooks.{event}", "must be a JSON array")
-        if _installed(entries, sub):
+        if _installed(entries, sub, command):
             continue
         entry: dict[str, Any] = {
             "hooks": [{"type": "command", "command": f"{command} hook {sub}", "timeout": timeout}]
