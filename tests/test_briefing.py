@@ -64,35 +64,115 @@ def seeded(make_brain: MakeBrain) -> dict[str, str]:
         ids[key] = memory.id
         return memory.id
 
-    put("pref", glob, "Prefers pytest", "The user prefers pytest with plain asserts over unittest.",
-        memory_type="user_preference", importance=0.9, source="user_confirmed")
-    put("pref_low", glob, "Likes dark themes", "The user mentioned liking dark editor themes.",
-        memory_type="user_preference", importance=0.2)
-    put("arch", api, "Hexagonal layout", "Handlers call services; services never import FastAPI.",
-        memory_type="architecture", importance=0.95, source="user_confirmed")
-    old = put("old_db", api, "Database is MySQL", "The primary store is MySQL 5.7 on one host.",
-              memory_type="decision", importance=0.8)
-    put("new_db", api, "Database is Postgres", "Postgres 16 replaced MySQL as the primary store.",
-        memory_type="decision", importance=0.7,
-        related_to=[{"target_id": old, "relationship_type": "supersedes"}])
-    goal = put("goal_open", api, "Ship the v2 API", "Goal: ship v2 of the public API by June.",
-               memory_type="goal", importance=0.8)
-    put("finding_open", api, "v2 routes drafted", "The v2 routes are drafted under /v2 prefix.",
-        memory_type="feature", related_to=[{"target_id": goal, "relationship_type": "achieves"}])
-    done = put("goal_done", api, "Cut CI time", "Goal: bring CI under ten minutes per run.",
-               memory_type="goal", importance=0.6)
-    put("finding_done", api, "Cached wheels", "Caching pip wheels saved four minutes in CI.",
+    put(
+        "pref",
+        glob,
+        "Prefers pytest",
+        "The user prefers pytest with plain asserts over unittest.",
+        memory_type="user_preference",
+        importance=0.9,
+        source="user_confirmed",
+    )
+    put(
+        "pref_low",
+        glob,
+        "Likes dark themes",
+        "The user mentioned liking dark editor themes.",
+        memory_type="user_preference",
+        importance=0.2,
+    )
+    put(
+        "arch",
+        api,
+        "Hexagonal layout",
+        "Handlers call services; services never import FastAPI.",
+        memory_type="architecture",
+        importance=0.95,
+        source="user_confirmed",
+    )
+    old = put(
+        "old_db",
+        api,
+        "Database is MySQL",
+        "The primary store is MySQL 5.7 on one host.",
+        memory_type="decision",
+        importance=0.8,
+    )
+    put(
+        "new_db",
+        api,
+        "Database is Postgres",
+        "Postgres 16 replaced MySQL as the primary store.",
+        memory_type="decision",
+        importance=0.7,
+        related_to=[{"target_id": old, "relationship_type": "supersedes"}],
+    )
+    goal = put(
+        "goal_open",
+        api,
+        "Ship the v2 API",
+        "Goal: ship v2 of the public API by June.",
+        memory_type="goal",
+        importance=0.8,
+    )
+    put(
+        "finding_open",
+        api,
+        "v2 routes drafted",
+        "The v2 routes are drafted under /v2 prefix.",
+        memory_type="feature",
+        related_to=[{"target_id": goal, "relationship_type": "achieves"}],
+    )
+    done = put(
+        "goal_done",
+        api,
+        "Cut CI time",
+        "Goal: bring CI under ten minutes per run.",
+        memory_type="goal",
+        importance=0.6,
+    )
+    put(
+        "finding_done",
+        api,
+        "Cached wheels",
+        "Caching pip wheels saved four minutes in CI.",
         memory_type="performance",
-        related_to=[{"target_id": done, "relationship_type": "achieves"}])
-    put("closer", api, "CI now takes 8 minutes", "Parallel test shards brought CI to 8 minutes.",
-        memory_type="performance", importance=0.7,
-        related_to=[{"target_id": done, "relationship_type": "closes"}])
-    put("bug", api, "Fixed flaky login test", "The login test raced the token refresh; fixed "
-        "by freezing time in the fixture.", memory_type="bug_fix", importance=0.5)
-    put("web_decision", web, "Web uses Svelte", "The web frontend is written in Svelte 5.",
-        memory_type="decision", importance=1.0, source="user_confirmed")
-    put("web_pref", web, "Web prefers tabs", "In the web repo the user prefers tabs.",
-        memory_type="user_preference", importance=1.0)
+        related_to=[{"target_id": done, "relationship_type": "achieves"}],
+    )
+    put(
+        "closer",
+        api,
+        "CI now takes 8 minutes",
+        "Parallel test shards brought CI to 8 minutes.",
+        memory_type="performance",
+        importance=0.7,
+        related_to=[{"target_id": done, "relationship_type": "closes"}],
+    )
+    put(
+        "bug",
+        api,
+        "Fixed flaky login test",
+        "The login test raced the token refresh; fixed by freezing time in the fixture.",
+        memory_type="bug_fix",
+        importance=0.5,
+    )
+    put(
+        "web_decision",
+        web,
+        "Web uses Svelte",
+        "The web frontend is written in Svelte 5.",
+        memory_type="decision",
+        importance=1.0,
+        source="user_confirmed",
+    )
+    put(
+        "web_pref",
+        web,
+        "Web prefers tabs",
+        "In the web repo the user prefers tabs.",
+        memory_type="user_preference",
+        importance=1.0,
+    )
     return ids
 
 
@@ -150,7 +230,9 @@ def test_near_duplicates_collapse_into_the_strongest(make_brain: MakeBrain) -> N
     body = "Deploys go through the blue green pipeline with a manual approval step."
     strong, _ = brain.memorize("Deploy pipeline", body, memory_type="decision", importance=0.9)
     weak, _ = brain.memorize("Deploy pipeline!", body, memory_type="decision", importance=0.4)
-    other, _ = brain.memorize("Logging", "Logs are JSON lines shipped to Loki.", memory_type="decision")
+    other, _ = brain.memorize(
+        "Logging", "Logs are JSON lines shipped to Loki.", memory_type="decision"
+    )
     briefing = build_briefing(brain, count_tokens=COUNT)
     items = {i.memory.id: i for i in briefing.items}
     assert strong.id in items and weak.id not in items and other.id in items
@@ -186,10 +268,22 @@ def test_gist_is_extractive_and_within_budget() -> None:
 def test_faded_old_episode_shows_its_gist_and_keeps_its_full_text(make_brain: MakeBrain) -> None:
     brain = make_brain(API)
     when = utcnow() - timedelta(days=10)
-    old = add_at(brain, "Export timezone crash", LONG_BUG, when,
-                 memory_type=MemoryType.BUG_FIX, importance=0.2)
-    fresh = add_at(brain, "Export retry bug", "The hourly export retried forever on a 429 from the billing API; it now backs off.", utcnow(),
-                   memory_type=MemoryType.BUG_FIX, importance=0.2)
+    old = add_at(
+        brain,
+        "Export timezone crash",
+        LONG_BUG,
+        when,
+        memory_type=MemoryType.BUG_FIX,
+        importance=0.2,
+    )
+    fresh = add_at(
+        brain,
+        "Export retry bug",
+        "The hourly export retried forever on a 429 from the billing API; it now backs off.",
+        utcnow(),
+        memory_type=MemoryType.BUG_FIX,
+        importance=0.2,
+    )
     briefing = build_briefing(brain, count_tokens=COUNT)
     items = {i.memory.id: i for i in briefing.items}
     assert items[old.id].gist and len(items[old.id].text) <= brain.config.brief.gist_max_chars
@@ -208,7 +302,7 @@ def test_same_session_memories_are_chained_and_one_comes_along(make_brain: MakeB
     s1, s2 = make_brain(API, session_id="sess-1"), make_brain(API, session_id="sess-2")
     a, _ = s1.memorize("Cache warmup", "The cache warms on deploy from the top 100 keys.")
     b, edges_b = s1.memorize("Queue backlog", "The worker queue backlog alarm fires at 5000 jobs.")
-    c, edges_c = s2.memorize("Unrelated note", "Quarterly planning happens in the first week.")
+    _, edges_c = s2.memorize("Unrelated note", "Quarterly planning happens in the first week.")
     assert [(e.relationship_type, e.target_id) for e in edges_b] == [
         (RelationshipType.SAME_SESSION, a.id)
     ]
@@ -235,13 +329,26 @@ def test_memories_without_a_session_are_not_linked(make_brain: MakeBrain) -> Non
 
 def test_briefing_leaves_out_consolidated_and_archived(make_brain: MakeBrain) -> None:
     brain = make_brain(API)
-    kept, _ = brain.memorize("Retry policy", "Retries use exponential backoff, max 5 tries.",
-                             memory_type="decision")
-    gone = add_at(brain, "Old retry policy", "Retries were linear with 3 tries at most.",
-                  utcnow(), memory_type=MemoryType.DECISION, state=State.ARCHIVED)
-    member = add_at(brain, "Retry member", "Retry member note folded into a parent.", utcnow(),
-                    memory_type=MemoryType.DECISION, state=State.CONSOLIDATED,
-                    source=Source.USER_CONFIRMED)
+    kept, _ = brain.memorize(
+        "Retry policy", "Retries use exponential backoff, max 5 tries.", memory_type="decision"
+    )
+    gone = add_at(
+        brain,
+        "Old retry policy",
+        "Retries were linear with 3 tries at most.",
+        utcnow(),
+        memory_type=MemoryType.DECISION,
+        state=State.ARCHIVED,
+    )
+    member = add_at(
+        brain,
+        "Retry member",
+        "Retry member note folded into a parent.",
+        utcnow(),
+        memory_type=MemoryType.DECISION,
+        state=State.CONSOLIDATED,
+        source=Source.USER_CONFIRMED,
+    )
     shown = {i.memory.id for i in build_briefing(brain, count_tokens=COUNT).items}
     assert kept.id in shown and gone.id not in shown and member.id not in shown
     assert DIGEST_TAG == "session-digest"

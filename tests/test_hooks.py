@@ -105,7 +105,10 @@ def transcript(path: Path, project: Path) -> Path:
                         "type": "tool_use",
                         "id": "toolu_03",
                         "name": "Write",
-                        "input": {"file_path": str(project / "tests" / "test_tz.py"), "content": ""},
+                        "input": {
+                            "file_path": str(project / "tests" / "test_tz.py"),
+                            "content": "",
+                        },
                     },
                 ],
             },
@@ -136,8 +139,9 @@ def hook_json(event: str, project: Path, transcript_path: Path, **extra: str) ->
 
 def test_digest_is_extractive(tmp_path: Path) -> None:
     project = tmp_path / "p"
-    digest = digest_transcript(read_transcript(transcript(tmp_path / "t.jsonl", project)),
-                               str(project))
+    digest = digest_transcript(
+        read_transcript(transcript(tmp_path / "t.jsonl", project)), str(project)
+    )
     assert digest.files == ["src/export.py", "tests/test_tz.py"]
     assert any("root cause is naive datetimes" in f for f in digest.fixes)
     assert digest.decisions == ["We decided to normalise all timestamps to UTC at the boundary."]
@@ -146,8 +150,11 @@ def test_digest_is_extractive(tmp_path: Path) -> None:
 
 def test_pre_compact_and_session_end_store_one_digest(env: Path, tmp_path: Path) -> None:
     path = transcript(tmp_path / "session.jsonl", env)
-    result = cli("hook", "pre-compact",
-                 input=hook_json("PreCompact", env, path, trigger="auto", custom_instructions=""))
+    result = cli(
+        "hook",
+        "pre-compact",
+        input=hook_json("PreCompact", env, path, trigger="auto", custom_instructions=""),
+    )
     assert result.exit_code == 0, result.output
     result = cli("hook", "session-end", input=hook_json("SessionEnd", env, path, reason="exit"))
     assert result.exit_code == 0, result.output
@@ -169,10 +176,21 @@ def test_hooks_fail_open(env: Path) -> None:
 
 def test_session_start_prints_the_briefing_as_additional_context(env: Path) -> None:
     brain = brain_for(env)
-    brain.memorize("Use ruff", "Lint and format with ruff; no black, no isort.",
-                   memory_type="decision", source="user_confirmed")
-    payload = json.dumps({"session_id": SESSION, "transcript_path": "/tmp/none.jsonl",
-                          "cwd": str(env), "hook_event_name": "SessionStart", "source": "startup"})
+    brain.memorize(
+        "Use ruff",
+        "Lint and format with ruff; no black, no isort.",
+        memory_type="decision",
+        source="user_confirmed",
+    )
+    payload = json.dumps(
+        {
+            "session_id": SESSION,
+            "transcript_path": "/tmp/none.jsonl",
+            "cwd": str(env),
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+        }
+    )
     result = cli("hook", "session-start", input=payload)
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
@@ -183,8 +201,9 @@ def test_session_start_prints_the_briefing_as_additional_context(env: Path) -> N
 
 def test_brief_command_markdown_and_json(env: Path) -> None:
     brain = brain_for(env)
-    brain.memorize("Use ruff", "Lint and format with ruff; no black, no isort.",
-                   memory_type="decision")
+    brain.memorize(
+        "Use ruff", "Lint and format with ruff; no black, no isort.", memory_type="decision"
+    )
     scope = derive_scope(env)
     md = cli("brief", "--scope", scope)
     assert md.exit_code == 0 and "## What is true about this project" in md.output
@@ -201,17 +220,24 @@ def test_hook_install_is_idempotent_and_keeps_other_settings(tmp_path: Path) -> 
     settings.parent.mkdir()
     original = {
         "model": "opus",
-        "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
-                                                               "command": "echo hi"}]}]},
+        "hooks": {
+            "PreToolUse": [
+                {"matcher": "Bash", "hooks": [{"type": "command", "command": "echo hi"}]}
+            ]
+        },
     }
     settings.write_text(json.dumps(original, indent=2) + "\n")
     declined = cli("hook", "install", "--settings", str(settings), "--command", "ob", input="n\n")
-    assert declined.exit_code == 0 and "+" in declined.output and "nothing written" in declined.output
+    assert (
+        declined.exit_code == 0 and "+" in declined.output and "nothing written" in declined.output
+    )
     assert json.loads(settings.read_text()) == original
     first = cli("hook", "install", "--settings", str(settings), "--command", "ob", "--yes")
     assert first.exit_code == 0, first.output
     data = json.loads(settings.read_text())
-    assert data["model"] == "opus" and data["hooks"]["PreToolUse"] == original["hooks"]["PreToolUse"]
+    assert (
+        data["model"] == "opus" and data["hooks"]["PreToolUse"] == original["hooks"]["PreToolUse"]
+    )
     start = data["hooks"]["SessionStart"][0]
     assert start["hooks"][0]["command"] == "ob hook session-start"
     assert data["hooks"]["PreCompact"][0]["hooks"][0]["command"] == "ob hook pre-compact"
@@ -231,10 +257,20 @@ def test_hook_install_is_idempotent_and_keeps_other_settings(tmp_path: Path) -> 
 
 def test_mcp_prompt_and_resource_brief_the_locked_scope(tmp_path: Path) -> None:
     pool = hash_pool(tmp_path / "db")
-    pool.call(PROJECT_A, None, lambda b: b.memorize(
-        "Use ruff", "Lint and format with ruff; no black.", memory_type="decision"))
-    pool.call("github.com/acme/other", None, lambda b: b.memorize(
-        "Other project fact", "Only the other project knows this.", memory_type="decision"))
+    pool.call(
+        PROJECT_A,
+        None,
+        lambda b: b.memorize(
+            "Use ruff", "Lint and format with ruff; no black.", memory_type="decision"
+        ),
+    )
+    pool.call(
+        "github.com/acme/other",
+        None,
+        lambda b: b.memorize(
+            "Other project fact", "Only the other project knows this.", memory_type="decision"
+        ),
+    )
     server = server_for(pool, tmp_path, PROJECT_A)
 
     async def body() -> None:
@@ -258,8 +294,13 @@ def test_mcp_prompt_and_resource_brief_the_locked_scope(tmp_path: Path) -> None:
 
 def test_mcp_resource_unlocked_needs_a_scope(tmp_path: Path) -> None:
     pool = hash_pool(tmp_path / "db")
-    pool.call(PROJECT_A, None, lambda b: b.memorize(
-        "Use ruff", "Lint and format with ruff; no black.", memory_type="decision"))
+    pool.call(
+        PROJECT_A,
+        None,
+        lambda b: b.memorize(
+            "Use ruff", "Lint and format with ruff; no black.", memory_type="decision"
+        ),
+    )
     server = server_for(pool, tmp_path)
 
     async def body() -> None:

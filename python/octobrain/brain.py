@@ -23,8 +23,8 @@ from octobrain.embed import Embedder, embedder_from_config
 from octobrain.errors import InvalidInput
 from octobrain.models import (
     CONTENT_BYTES,
-    MAX_TAGS,
     MAX_QUERIES,
+    MAX_TAGS,
     QUERY_BYTES,
     TITLE_BYTES,
     Link,

@@ -30,7 +30,7 @@ from octobrain.tokens import TokenCounter, token_counter
 if TYPE_CHECKING:
     from octobrain.brain import Brain
 
-__all__ = ["BriefItem", "BriefSection", "Briefing", "build_briefing", "SECTION_TITLES"]
+__all__ = ["SECTION_TITLES", "BriefItem", "BriefSection", "Briefing", "build_briefing"]
 
 TRUTH_TYPES = frozenset(
     {

@@ -137,9 +137,7 @@ def hook_session_end(scope: str | None) -> None:
 @click.option("--project", is_flag=True, help="Edit ./.claude/settings.json instead.")
 @click.option("--command", "command", default=None, help="How to run octobrain (default: found).")
 @click.option("--yes", "-y", is_flag=True, help="Write without asking.")
-def hook_install(
-    settings_path: Path | None, project: bool, command: str | None, yes: bool
-) -> None:
+def hook_install(settings_path: Path | None, project: bool, command: str | None, yes: bool) -> None:
     """Add octobrain's SessionStart, PreCompact and SessionEnd hooks (idempotent)."""
     from octobrain.cli import _write_atomic_file
     from octobrain.hooks import default_command, install_hooks, load_settings, render_settings

@@ -9,6 +9,7 @@ stored: the memory itself is untouched and `memory get <id>` returns the full te
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from datetime import datetime
 
@@ -38,9 +39,10 @@ def compress(text: str, max_chars: int) -> str:
 
     def centrality(i: int) -> float:
         words = set(terms[i])
-        return sum(weight[t] for t in words) / (1 + len(words)) ** 0.5
+        total: int = sum(weight[t] for t in words)
+        return total / math.sqrt(1 + len(words))
 
-    order = [0] + sorted(range(1, len(sentences)), key=lambda i: (-centrality(i), i))
+    order = [0, *sorted(range(1, len(sentences)), key=lambda i: (-centrality(i), i))]
     chosen: list[int] = []
     size = 0
     for i in order:

@@ -174,7 +174,8 @@ def digest_transcript(entries: list[dict[str, Any]], cwd: str = "") -> Digest:
                         digest.decisions.append(_short(sentence))
                         seen.add(key)
             elif block.get("type") == "tool_use" and block.get("name") in _EDIT_TOOLS:
-                args = block.get("input") if isinstance(block.get("input"), dict) else {}
+                raw = block.get("input")
+                args: dict[str, Any] = raw if isinstance(raw, dict) else {}
                 path = args.get("file_path") or args.get("notebook_path")
                 if isinstance(path, str) and path:
                     rel = path[len(root) :] if root and path.startswith(root) else path

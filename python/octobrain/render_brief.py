@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 from octobrain.models import Source
 
 if TYPE_CHECKING:
-    from octobrain.briefing import BriefItem, Briefing
+    from octobrain.briefing import Briefing, BriefItem
 
-__all__ = ["briefing_markdown", "briefing_to_dict", "briefing_header", "item_line"]
+__all__ = ["briefing_header", "briefing_markdown", "briefing_to_dict", "item_line"]
 
 EMPTY = "_No memories to brief on yet for this scope._"
 

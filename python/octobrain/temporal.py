@@ -32,9 +32,13 @@ def previous_in_session(corpus: Corpus, tag: str, scopes: Iterable[str]) -> Memo
     best: Memory | None = None
     for pos in corpus.pos_of.values():
         memory = corpus.memory(pos)
-        if tag in memory.tags and memory.scope in visible and memory.state is not State.ARCHIVED:
-            if best is None or (memory.created_at, memory.id) > (best.created_at, best.id):
-                best = memory
+        live = memory.state is not State.ARCHIVED and memory.scope in visible
+        if (
+            live
+            and tag in memory.tags
+            and (best is None or (memory.created_at, memory.id) > (best.created_at, best.id))
+        ):
+            best = memory
     return best
 
 

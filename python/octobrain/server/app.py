@@ -167,7 +167,6 @@ class OctobrainServer:
         )
         return reply
 
-
     # ---- the briefing: one prompt, one resource -------------------------------------------
 
     async def list_prompts(
@@ -217,15 +216,21 @@ class OctobrainServer:
         text = await self._briefing(ctx, arguments)
         return types.ReadResourceResult(
             contents=[
-                types.TextResourceContents(uri=str(params.uri), mime_type="text/markdown", text=text)
+                types.TextResourceContents(
+                    uri=str(params.uri), mime_type="text/markdown", text=text
+                )
             ]
         )
 
-    async def _briefing(self, ctx: ServerRequestContext[Any, Any], arguments: dict[str, Any]) -> str:
+    async def _briefing(
+        self, ctx: ServerRequestContext[Any, Any], arguments: dict[str, Any]
+    ) -> str:
         lock = await self.session_lock(ctx)
         try:
             max_tokens = _max_tokens(arguments.pop("max_tokens", None))
-            handlers.check_arguments(arguments, frozenset({"scope"}) if lock is None else frozenset())
+            handlers.check_arguments(
+                arguments, frozenset({"scope"}) if lock is None else frozenset()
+            )
             scope, workdir = scope_argument(arguments, lock)
         except InvalidInput as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from exc
