@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, time, timedelta, timezone
 from pathlib import Path
 
-from octobrain import goals
+from octobrain import goals, temporal
 from octobrain.config import Config, load_config, resolve_storage_uri
 from octobrain.consolidation import Consolidation, Consolidator, SleepReport, Unconsolidation
 from octobrain.corpus import LIGHT_COLUMNS, Corpus
@@ -24,6 +24,7 @@ from octobrain.errors import InvalidInput
 from octobrain.models import (
     CONTENT_BYTES,
     MAX_QUERIES,
+    MAX_TAGS,
     QUERY_BYTES,
     TITLE_BYTES,
     Link,
@@ -125,8 +126,11 @@ class Brain:
         embedder: Embedder | None = None,
         uri: str | Path | None = None,
         workdir: Path | None = None,
+        session_id: str = "",
     ) -> None:
         self.scope = validate_scope(scope)
+        # Memories written through this Brain are linked to the session's earlier ones.
+        self.session_id = session_id
         self.config = config if config is not None else load_config()
         self.embedder = embedder if embedder is not None else embedder_from_config(self.config)
         self.uri = str(uri) if uri is not None else resolve_storage_uri(self.config)
@@ -153,14 +157,21 @@ class Brain:
             self._consolidator = Consolidator(self.store, self.embedder, self.config)
         return self._consolidator
 
-    def for_scope(self, scope: str, *, workdir: Path | None = None) -> Brain:
+    def for_scope(
+        self, scope: str, *, workdir: Path | None = None, session_id: str | None = None
+    ) -> Brain:
         """A Brain for another scope sharing this one's config, embedder, store and index.
 
         The store and the retriever take the scope per call, so one process (the MCP server)
         can serve many scopes from one LanceDB connection and one in-memory corpus.
         """
         other = Brain(
-            scope, config=self.config, embedder=self.embedder, uri=self.uri, workdir=workdir
+            scope,
+            config=self.config,
+            embedder=self.embedder,
+            uri=self.uri,
+            workdir=workdir,
+            session_id=self.session_id if session_id is None else session_id,
         )
         other._store, other._retriever = self.store, self.retriever
         other._consolidator = self._consolidator
@@ -208,6 +219,7 @@ class Brain:
         )
         links = parse_links(related_to)
         targets = self._require_visible([link.target_id for link in links], "related_to")
+        previous = self._join_session(memory)
         edges = [
             Relationship(
                 memory.id,
@@ -219,6 +231,8 @@ class Brain:
             )
             for link in links
         ]
+        if previous is not None:
+            edges.append(temporal.same_session_link(memory, previous))
         vector = self.embedder.embed_documents([memory.searchable_text()])
         closed = [
             targets[link.target_id]
@@ -230,6 +244,17 @@ class Brain:
             return goals.close_goal_with_new(self.consolidator, closed[0], memory, vector[0], edges)
         self.store.add([memory], vector, edges)
         return memory, edges
+
+    def _join_session(self, memory: Memory) -> Memory | None:
+        """Tag `memory` with this Brain's session; return the session's previous memory."""
+        tag = temporal.session_tag(self.session_id)
+        if not tag or len(memory.tags) >= MAX_TAGS:
+            return None  # a memory with a full tag list simply stays unlinked
+        previous = temporal.previous_in_session(
+            self.retriever.corpus, tag, visible_scopes(self.scope)
+        )
+        memory.tags.append(tag)
+        return previous
 
     def _require_visible(self, ids: Sequence[str], field: str) -> dict[str, Memory]:
         found = self.store.get_many(list(ids), self.scope)
@@ -275,6 +300,8 @@ class Brain:
             queries, self.scope, filters, limit=limit, min_relevance=threshold, now=now
         )
         neighbours = self._neighbours(hits, include_archived=filters.include_archived)
+        if self.config.brief.session_neighbour and hits:
+            neighbours += self._session_neighbour(hits, neighbours)
         corpus = self.retriever.corpus
         due = corpus.due_for_access([h.memory.id for h in hits], now, ACCESS_WINDOW)
         if record_access and due:
@@ -323,6 +350,8 @@ class Brain:
         taken: set[str] = set()
         for hit in hits:
             for rel in corpus.edges([hit.memory.id]):
+                if rel.relationship_type is RelationshipType.SAME_SESSION:
+                    continue  # at most one, added by _session_neighbour
                 outgoing = rel.source_id == hit.memory.id
                 other = rel.target_id if outgoing else rel.source_id
                 pos = corpus.pos_of.get(other)
@@ -340,6 +369,21 @@ class Brain:
                 if len(out) == MAX_NEIGHBOURS:
                     return out
         return out
+
+    def _session_neighbour(self, hits: list[Hit], shown: list[Neighbour]) -> list[Neighbour]:
+        """At most one memory from the same session as a result, labelled `same_session`."""
+        ids = [h.memory.id for h in hits]
+        found = temporal.same_session_partner(
+            self.retriever.corpus,
+            ids,
+            set(ids) | {n.memory.id for n in shown},
+            visible_scopes(self.scope),
+        )
+        if found is None:
+            return []
+        rel, memory, via = found
+        outgoing = rel.source_id == via
+        return [Neighbour(copy.copy(memory), rel.relationship_type, outgoing, rel.strength, via)]
 
     # ---- forget, update, get --------------------------------------------------------------
 

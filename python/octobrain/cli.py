@@ -72,18 +72,24 @@ def config_init(force: bool) -> None:
 
 def _write_atomic(path: Path, text: str) -> None:
     """Write a file so that a reader never sees it half written."""
+    _write_atomic_file(path, text, "config")
+
+
+def _write_atomic_file(path: Path, text: str, field: str) -> None:
+    """Write `text` to `path` atomically; failures name `field`."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:
-        raise InvalidInput("config", f"cannot write {path}: {exc.strerror or exc}") from exc
+        raise InvalidInput(field, f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def _register() -> None:
     # Command groups live in their own modules; importing them is cheap (no heavy imports).
     from octobrain.cli_bench import bench
+    from octobrain.cli_brief import brief, hook
     from octobrain.cli_knowledge import knowledge
     from octobrain.cli_mcp import mcp_cmd
     from octobrain.cli_memory import memory
@@ -92,6 +98,8 @@ def _register() -> None:
     main.add_command(knowledge)
     main.add_command(mcp_cmd)
     main.add_command(bench)
+    main.add_command(brief)
+    main.add_command(hook)
 
 
 _register()

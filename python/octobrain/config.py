@@ -223,6 +223,35 @@ class ConsolidationConfig:
 
 
 @dataclass(frozen=True)
+class BriefConfig:
+    """`[brief]`: the session briefing (`octobrain brief`, the SessionStart hook, MCP prompt)."""
+
+    max_tokens: int = _opt(
+        1500, "token budget of a briefing (the embedder's tokenizer)", _range(100, 100_000)
+    )
+    recent_days: float = _opt(
+        14.0, "what happened this recently may appear under Recent", _range(0, None, lo_open=True)
+    )
+    achieved_days: float = _opt(
+        30.0, "goals closed this recently appear as achieved", _range(0, None, lo_open=True)
+    )
+    duplicate_threshold: float = _opt(
+        0.9, "cosine similarity at which two items collapse into one", _range(0, 1)
+    )
+    max_items_per_section: int = _opt(12, "at most this many items per section", _range(1, 200))
+    gist_after_days: float = _opt(
+        7.0, "episodic memories older than this may be shown as a gist", _range(0, None)
+    )
+    gist_strength: float = _opt(
+        0.3, "and only when their decayed importance fell below this", _range(0, 1)
+    )
+    gist_max_chars: int = _opt(240, "longest gist, characters", _range(40, 10_000))
+    session_neighbour: bool = _opt(
+        True, "remember brings one memory of the same session along (labelled)"
+    )
+
+
+@dataclass(frozen=True)
 class KnowledgeConfig:
     """`[knowledge]`: external documents."""
 
@@ -276,6 +305,7 @@ class Config:
     search: SearchConfig = field(default_factory=SearchConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     consolidation: ConsolidationConfig = field(default_factory=ConsolidationConfig)
+    brief: BriefConfig = field(default_factory=BriefConfig)
     knowledge: KnowledgeConfig = field(default_factory=KnowledgeConfig)
     mcp: McpConfig = field(default_factory=McpConfig)
 

@@ -158,6 +158,7 @@ class RelationshipType(str, Enum):
     CLOSES = "closes"
     AUTO_LINKED = "auto_linked"
     CONSOLIDATED_FROM = "consolidated_from"
+    SAME_SESSION = "same_session"  # written in the same agent session (temporal association)
 
 
 def _choices(enum: type[Enum]) -> str:

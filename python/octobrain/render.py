@@ -6,7 +6,7 @@ from typing import Any
 
 from octobrain.brain import Neighbour, Recall
 from octobrain.consolidation import Consolidation
-from octobrain.models import Memory, Relationship, to_plain
+from octobrain.models import Memory, Relationship, RelationshipType, to_plain
 
 NO_RESULTS = (
     "No relevant memories found (nothing passed the relevance threshold). "
@@ -36,6 +36,7 @@ def recall_to_dict(recall: Recall) -> dict[str, Any]:
                 "why": h.why,
                 "superseded_by": h.superseded_by,
                 "consolidated_into": h.consolidated_into,
+                "gist": h.gist or None,
             }
             for h in recall.hits
         ],
@@ -52,8 +53,8 @@ def recall_to_dict(recall: Recall) -> dict[str, Any]:
     }
 
 
-def format_memory(memory: Memory, *, header: str = "") -> str:
-    """One memory as a readable block."""
+def format_memory(memory: Memory, *, header: str = "", gist: str = "") -> str:
+    """One memory as a readable block (a faded episode shows its `gist` instead)."""
     lines = [
         f"{header}{memory.source.label} {memory.title}",
         f"Type: {memory.memory_type.value} | Importance: {memory.importance:.2f} | "
@@ -66,11 +67,17 @@ def format_memory(memory: Memory, *, header: str = "") -> str:
         lines.append(f"Files: {', '.join(memory.related_files)}")
     if memory.git_commit:
         lines.append(f"Git: {memory.git_commit[:12]}")
-    lines += [f"ID: {memory.id}", memory.content]
+    lines.append(f"ID: {memory.id}")
+    if gist:
+        lines += [f"Gist (faded; full text: octobrain memory get {memory.id}):", gist]
+    else:
+        lines.append(memory.content)
     return "\n".join(lines)
 
 
 def _edge(n: Neighbour) -> str:
+    if n.relationship_type is RelationshipType.SAME_SESSION:
+        return f"same session as {n.via[:8]}"
     kind = n.relationship_type.value
     return f"this {kind} → {n.via[:8]}" if not n.outgoing else f"{n.via[:8]} {kind} → this"
 
@@ -81,7 +88,7 @@ def format_recall(recall: Recall) -> str:
         return NO_RESULTS
     blocks = [f"MEMORIES ({len(recall.hits)} found, scope {recall.scope or '(global)'})"]
     for i, hit in enumerate(recall.hits, 1):
-        block = format_memory(hit.memory, header=f"{i}. ")
+        block = format_memory(hit.memory, header=f"{i}. ", gist=hit.gist)
         blocks.append(
             f"{block}\nScore: {hit.score:.2f} | Relevance: {hit.relevance:.2f}\nWhy: {hit.why}"
         )

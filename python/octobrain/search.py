@@ -22,6 +22,7 @@ from octobrain import decay, fusion
 from octobrain.config import Config
 from octobrain.corpus import Corpus
 from octobrain.embed import Embedder
+from octobrain.gist import gist_for
 from octobrain.models import Memory, MemoryType, RelationshipType
 from octobrain.store import MemoryStore
 from octobrain.store.memories import (
@@ -71,6 +72,7 @@ class Hit:
     why: str
     superseded_by: list[str] = field(default_factory=list)
     consolidated_into: list[str] = field(default_factory=list)
+    gist: str = ""  # a faded episode's compressed text (the full content is still `memory`)
 
 
 @dataclass
@@ -258,6 +260,7 @@ class Retriever:
                 why += "; superseded"
             hit = Hit(m, score, s.relevance, s.cosine, why, superseded.get(m.id, []))
             hit.consolidated_into = parents.get(m.id, [])
+            hit.gist = gist_for(m, float(imp), now, self.config.brief)
             hits.append(hit)
         # A consolidated memory ranks below its parent whenever both are found.
         score_of = {h.memory.id: h.score for h in hits}

@@ -10,13 +10,16 @@ from __future__ import annotations
 import logging
 from functools import partial
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import anyio.to_thread
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
+from mcp_types import INVALID_PARAMS
 
 from octobrain import __version__
 from octobrain.errors import InvalidInput, OctobrainError
@@ -68,6 +71,10 @@ class OctobrainServer:
             instructions=instructions(workspace),
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
+            on_list_prompts=self.list_prompts,
+            on_get_prompt=self.get_prompt,
+            on_list_resources=self.list_resources,
+            on_read_resource=self.read_resource,
         )
 
     # ---- scope lock -----------------------------------------------------------------------
@@ -154,8 +161,122 @@ class OctobrainServer:
                 self.pool.call_knowledge, scope, workdir, session_id, work
             )
         body = partial(_BRAIN_TOOLS[name], arguments=arguments)
-        reply: handlers.Reply = await anyio.to_thread.run_sync(self.pool.call, scope, workdir, body)
+        session_id = lock.session_id if lock is not None else ""
+        reply: handlers.Reply = await anyio.to_thread.run_sync(
+            self.pool.call, scope, workdir, body, session_id
+        )
         return reply
+
+    # ---- the briefing: one prompt, one resource -------------------------------------------
+
+    async def list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        """The `brief` prompt (an unlocked session names the scope as an argument)."""
+        return types.ListPromptsResult(prompts=[BRIEF_PROMPT])
+
+    async def get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        """The session briefing as one user message."""
+        if params.name != BRIEF_PROMPT.name:
+            raise MCPError(INVALID_PARAMS, f"name: unknown prompt {params.name!r}; use 'brief'")
+        arguments = dict(params.arguments or {})
+        text = await self._briefing(ctx, arguments)
+        return types.GetPromptResult(
+            description="What octobrain remembers that matters for this session",
+            messages=[types.PromptMessage(role="user", content=types.TextContent(text=text))],
+        )
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        """`octobrain://brief`: the briefing for the session's scope."""
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    uri=BRIEF_URI,
+                    name="brief",
+                    title="Session briefing",
+                    description="Preferences, project truths, goals and recent memories "
+                    "for this session's scope, within a token budget (Markdown)",
+                    mime_type="text/markdown",
+                )
+            ]
+        )
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        """The briefing as Markdown. Unlocked sessions may add `?scope=<scope>`."""
+        parts = urlsplit(str(params.uri))
+        if f"{parts.scheme}://{parts.netloc}{parts.path}" != BRIEF_URI:
+            raise MCPError(INVALID_PARAMS, f"uri: unknown resource {params.uri!r}; use {BRIEF_URI}")
+        arguments = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        text = await self._briefing(ctx, arguments)
+        return types.ReadResourceResult(
+            contents=[
+                types.TextResourceContents(
+                    uri=str(params.uri), mime_type="text/markdown", text=text
+                )
+            ]
+        )
+
+    async def _briefing(
+        self, ctx: ServerRequestContext[Any, Any], arguments: dict[str, Any]
+    ) -> str:
+        lock = await self.session_lock(ctx)
+        try:
+            max_tokens = _max_tokens(arguments.pop("max_tokens", None))
+            handlers.check_arguments(
+                arguments, frozenset({"scope"}) if lock is None else frozenset()
+            )
+            scope, workdir = scope_argument(arguments, lock)
+        except InvalidInput as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from exc
+        session_id = lock.session_id if lock is not None else ""
+
+        def work(brain: Any) -> str:
+            from octobrain.briefing import build_briefing
+            from octobrain.render_brief import briefing_markdown
+
+            return briefing_markdown(build_briefing(brain, max_tokens=max_tokens))
+
+        try:
+            text: str = await anyio.to_thread.run_sync(
+                self.pool.call, scope, workdir, work, session_id
+            )
+        except InvalidInput as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from exc
+        return text
+
+
+BRIEF_URI = "octobrain://brief"
+BRIEF_PROMPT = types.Prompt(
+    name="brief",
+    title="Session briefing",
+    description="What octobrain remembers that matters now: how the user likes to work, what "
+    "is true about this project, goals, and recent memories that still matter",
+    arguments=[
+        types.PromptArgument(
+            name="scope",
+            description="Project scope (only when the session is not locked to a project)",
+            required=False,
+        ),
+        types.PromptArgument(
+            name="max_tokens", description="Token budget (default 1500)", required=False
+        ),
+    ],
+)
+
+
+def _max_tokens(value: object) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(str(value))
+    except ValueError:
+        raise InvalidInput("max_tokens", f"must be an integer, got {value!r}") from None
 
 
 def tool_definition(name: str, locked: bool) -> types.Tool:

@@ -58,10 +58,16 @@ class BrainPool:
             start_background_sleep(brain)
         return brain
 
-    def call(self, scope: str, workdir: Path | None, fn: Callable[[Brain], T]) -> T:
-        """Run `fn` with the Brain of `scope` (blocking; call it from a worker thread)."""
+    def call(
+        self, scope: str, workdir: Path | None, fn: Callable[[Brain], T], session_id: str = ""
+    ) -> T:
+        """Run `fn` with the Brain of `scope` (blocking; call it from a worker thread).
+        With a `session_id`, memories it writes are linked to that session's earlier ones."""
         with self._lock:
-            return fn(self._brain(scope, workdir))
+            brain = self._brain(scope, workdir)
+            if session_id:
+                brain = brain.for_scope(scope, workdir=brain.workdir, session_id=session_id)
+            return fn(brain)
 
     def call_knowledge(
         self, scope: str, workdir: Path | None, session_id: str, fn: Callable[[Knowledge], T]

@@ -33,7 +33,12 @@ MEMORY_TYPES = [t.value for t in MemoryType]
 LINK_TYPES = [
     t.value
     for t in RelationshipType
-    if t not in (RelationshipType.AUTO_LINKED, RelationshipType.CONSOLIDATED_FROM)
+    if t
+    not in (
+        RelationshipType.AUTO_LINKED,
+        RelationshipType.CONSOLIDATED_FROM,
+        RelationshipType.SAME_SESSION,
+    )
 ]
 SOURCES = ["user_confirmed", "agent_inferred"]
 KNOWLEDGE_COMMANDS = ["search", "read", "match", "store", "delete"]

@@ -1,0 +1,354 @@
+"""The session briefing, gist and temporal association, on real LanceDB with the hash embedder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from octobrain.brain import Brain
+from octobrain.briefing import build_briefing
+from octobrain.config import Config
+from octobrain.embed import BUNDLED_MODEL_ID, get_embedder
+from octobrain.errors import InvalidInput
+from octobrain.gist import DIGEST_TAG, compress
+from octobrain.models import Memory, MemoryType, RelationshipType, Source, State, utcnow
+from octobrain.render import format_recall
+from octobrain.render_brief import briefing_markdown, briefing_to_dict
+from octobrain.tokens import estimate_tokens, token_counter
+
+API = "github.com/acme/api"
+WEB = "github.com/acme/web"
+MakeBrain = Callable[..., Brain]
+COUNT = token_counter(BUNDLED_MODEL_ID)  # the real MiniLM tokenizer, whatever the embedder
+
+
+@pytest.fixture
+def make_brain(tmp_path: Path) -> MakeBrain:
+    def make(scope: str = API, session_id: str = "") -> Brain:
+        return Brain(
+            scope,
+            config=Config(),
+            embedder=get_embedder("hash:64"),
+            uri=tmp_path / "db",
+            session_id=session_id,
+        )
+
+    return make
+
+
+def add_at(brain: Brain, title: str, content: str, when: datetime, **fields: object) -> Memory:
+    """Store a memory as if written (and last used) at `when`."""
+    fields.setdefault("scope", brain.scope)
+    memory = Memory(
+        title=title,
+        content=content,
+        created_at=when,
+        updated_at=when,
+        last_accessed=when,
+        **fields,  # type: ignore[arg-type]
+    )
+    brain.store.add([memory], brain.embedder.embed_documents([memory.searchable_text()]))
+    return memory
+
+
+def seeded(make_brain: MakeBrain) -> dict[str, str]:
+    """A store with preferences, decisions, a superseded fact, goals, episodes, another project."""
+    api, web, glob = make_brain(API), make_brain(WEB), make_brain("")
+    ids: dict[str, str] = {}
+
+    def put(key: str, brain: Brain, title: str, content: str, **kw: object) -> str:
+        memory, _ = brain.memorize(title, content, **kw)  # type: ignore[arg-type]
+        ids[key] = memory.id
+        return memory.id
+
+    put(
+        "pref",
+        glob,
+        "Prefers pytest",
+        "The user prefers pytest with plain asserts over unittest.",
+        memory_type="user_preference",
+        importance=0.9,
+        source="user_confirmed",
+    )
+    put(
+        "pref_low",
+        glob,
+        "Likes dark themes",
+        "The user mentioned liking dark editor themes.",
+        memory_type="user_preference",
+        importance=0.2,
+    )
+    put(
+        "arch",
+        api,
+        "Hexagonal layout",
+        "Handlers call services; services never import FastAPI.",
+        memory_type="architecture",
+        importance=0.95,
+        source="user_confirmed",
+    )
+    old = put(
+        "old_db",
+        api,
+        "Database is MySQL",
+        "The primary store is MySQL 5.7 on one host.",
+        memory_type="decision",
+        importance=0.8,
+    )
+    put(
+        "new_db",
+        api,
+        "Database is Postgres",
+        "Postgres 16 replaced MySQL as the primary store.",
+        memory_type="decision",
+        importance=0.7,
+        related_to=[{"target_id": old, "relationship_type": "supersedes"}],
+    )
+    goal = put(
+        "goal_open",
+        api,
+        "Ship the v2 API",
+        "Goal: ship v2 of the public API by June.",
+        memory_type="goal",
+        importance=0.8,
+    )
+    put(
+        "finding_open",
+        api,
+        "v2 routes drafted",
+        "The v2 routes are drafted under /v2 prefix.",
+        memory_type="feature",
+        related_to=[{"target_id": goal, "relationship_type": "achieves"}],
+    )
+    done = put(
+        "goal_done",
+        api,
+        "Cut CI time",
+        "Goal: bring CI under ten minutes per run.",
+        memory_type="goal",
+        importance=0.6,
+    )
+    put(
+        "finding_done",
+        api,
+        "Cached wheels",
+        "Caching pip wheels saved four minutes in CI.",
+        memory_type="performance",
+        related_to=[{"target_id": done, "relationship_type": "achieves"}],
+    )
+    put(
+        "closer",
+        api,
+        "CI now takes 8 minutes",
+        "Parallel test shards brought CI to 8 minutes.",
+        memory_type="performance",
+        importance=0.7,
+        related_to=[{"target_id": done, "relationship_type": "closes"}],
+    )
+    put(
+        "bug",
+        api,
+        "Fixed flaky login test",
+        "The login test raced the token refresh; fixed by freezing time in the fixture.",
+        memory_type="bug_fix",
+        importance=0.5,
+    )
+    put(
+        "web_decision",
+        web,
+        "Web uses Svelte",
+        "The web frontend is written in Svelte 5.",
+        memory_type="decision",
+        importance=1.0,
+        source="user_confirmed",
+    )
+    put(
+        "web_pref",
+        web,
+        "Web prefers tabs",
+        "In the web repo the user prefers tabs.",
+        memory_type="user_preference",
+        importance=1.0,
+    )
+    return ids
+
+
+def test_briefing_has_the_right_items_in_the_right_order(make_brain: MakeBrain) -> None:
+    ids = seeded(make_brain)
+    briefing = build_briefing(make_brain(API), count_tokens=COUNT)
+    assert [s.key for s in briefing.sections] == ["preferences", "project", "goals", "recent"]
+    by_section = {s.key: [i.memory.id for i in s.items] for s in briefing.sections}
+    assert by_section["preferences"] == [ids["pref"], ids["pref_low"]]
+    # architecture (0.95, confirmed) before the live decision; the superseded one is left out
+    assert by_section["project"][:2] == [ids["arch"], ids["new_db"]]
+    shown = {i.memory.id for i in briefing.items}
+    assert ids["old_db"] not in shown
+    # consolidated findings are represented by their goal's "achieved" line, not shown
+    assert ids["finding_done"] not in shown and ids["closer"] not in shown
+    goals = briefing.sections[2].items
+    assert [(g.memory.id, g.status) for g in goals] == [
+        (ids["goal_open"], "open"),
+        (ids["goal_done"], "achieved"),
+    ]
+    assert "1 finding so far" in goals[0].detail
+    assert "CI now takes 8 minutes" in goals[1].detail
+    assert ids["bug"] in by_section["recent"] and ids["finding_open"] in by_section["recent"]
+    # nothing from the other project
+    assert {i.memory.scope for i in briefing.items} <= {API, ""}
+    text = briefing_markdown(briefing)
+    assert "Svelte" not in text and "tabs" not in text
+    assert text.index("Prefers pytest") < text.index("Hexagonal") < text.index("Ship the v2")
+    assert "- [x] **Cut CI time**" in text and "- [ ] **Ship the v2 API**" in text
+    assert briefing.tokens == COUNT(text) <= 1500
+
+
+@pytest.mark.parametrize("budget", [60, 120, 250])
+def test_briefing_stays_within_small_budgets_keeping_the_strongest(
+    make_brain: MakeBrain, budget: int
+) -> None:
+    ids = seeded(make_brain)
+    full = build_briefing(make_brain(API), count_tokens=COUNT)
+    small = build_briefing(make_brain(API), max_tokens=budget, count_tokens=COUNT)
+    assert COUNT(briefing_markdown(small)) <= budget
+    assert len(small.items) < len(full.items)
+    if small.items:
+        assert small.items[0].memory.id == ids["pref"]
+
+
+def test_budget_is_validated_and_the_estimate_is_conservative(make_brain: MakeBrain) -> None:
+    with pytest.raises(InvalidInput, match="^max_tokens: must be an integer >= 50"):
+        build_briefing(make_brain(API), max_tokens=10)
+    text = "Postgres 16 replaced MySQL as the primary store; see docs/adr/0007-db.md."
+    assert estimate_tokens(text) >= COUNT(text) > 0
+
+
+def test_near_duplicates_collapse_into_the_strongest(make_brain: MakeBrain) -> None:
+    brain = make_brain(API)
+    body = "Deploys go through the blue green pipeline with a manual approval step."
+    strong, _ = brain.memorize("Deploy pipeline", body, memory_type="decision", importance=0.9)
+    weak, _ = brain.memorize("Deploy pipeline!", body, memory_type="decision", importance=0.4)
+    other, _ = brain.memorize(
+        "Logging", "Logs are JSON lines shipped to Loki.", memory_type="decision"
+    )
+    briefing = build_briefing(brain, count_tokens=COUNT)
+    items = {i.memory.id: i for i in briefing.items}
+    assert strong.id in items and weak.id not in items and other.id in items
+    assert items[strong.id].merged == [weak.id]
+    data = briefing_to_dict(briefing)
+    assert data["sections"][0]["items"][0]["merged_ids"] == [weak.id]
+    assert "+1 similar" in briefing_markdown(briefing)
+
+
+def test_empty_store_gives_a_short_briefing(make_brain: MakeBrain) -> None:
+    briefing = build_briefing(make_brain(API), count_tokens=COUNT)
+    assert briefing.items == [] and "No memories" in briefing_markdown(briefing)
+
+
+# ---- gist -------------------------------------------------------------------------------------
+
+LONG_BUG = (
+    "The nightly export crashed with a timezone error. "
+    "Rows written around midnight UTC had naive datetimes from the legacy importer. "
+    "We traced it through three services before finding the importer. "
+    "The exporter assumed aware datetimes everywhere. "
+    "The fix normalises importer datetimes to UTC at the boundary. "
+    "A regression test now writes rows at 23:59 and 00:01 and exports them."
+)
+
+
+def test_gist_is_extractive_and_within_budget() -> None:
+    gist = compress(LONG_BUG, 160)
+    assert len(gist) <= 160 and gist.startswith("The nightly export crashed")
+    assert all(sentence in LONG_BUG for sentence in gist.split(". "))
+
+
+def test_faded_old_episode_shows_its_gist_and_keeps_its_full_text(make_brain: MakeBrain) -> None:
+    brain = make_brain(API)
+    when = utcnow() - timedelta(days=10)
+    old = add_at(
+        brain,
+        "Export timezone crash",
+        LONG_BUG,
+        when,
+        memory_type=MemoryType.BUG_FIX,
+        importance=0.2,
+    )
+    fresh = add_at(
+        brain,
+        "Export retry bug",
+        "The hourly export retried forever on a 429 from the billing API; it now backs off.",
+        utcnow(),
+        memory_type=MemoryType.BUG_FIX,
+        importance=0.2,
+    )
+    briefing = build_briefing(brain, count_tokens=COUNT)
+    items = {i.memory.id: i for i in briefing.items}
+    assert items[old.id].gist and len(items[old.id].text) <= brain.config.brief.gist_max_chars
+    assert not items[fresh.id].gist
+    recall = brain.remember("export timezone crash importer", record_access=False)
+    hit = next(h for h in recall.hits if h.memory.id == old.id)
+    assert hit.gist and hit.memory.content == LONG_BUG  # the full text stays reachable
+    assert f"full text: octobrain memory get {old.id}" in format_recall(recall)
+    assert brain.get(old.id).content == LONG_BUG
+
+
+# ---- temporal association -------------------------------------------------------------------
+
+
+def test_same_session_memories_are_chained_and_one_comes_along(make_brain: MakeBrain) -> None:
+    s1, s2 = make_brain(API, session_id="sess-1"), make_brain(API, session_id="sess-2")
+    a, _ = s1.memorize("Cache warmup", "The cache warms on deploy from the top 100 keys.")
+    b, edges_b = s1.memorize("Queue backlog", "The worker queue backlog alarm fires at 5000 jobs.")
+    _, edges_c = s2.memorize("Unrelated note", "Quarterly planning happens in the first week.")
+    assert [(e.relationship_type, e.target_id) for e in edges_b] == [
+        (RelationshipType.SAME_SESSION, a.id)
+    ]
+    assert edges_c == []  # first memory of its session
+    assert "session:sess-1" in s1.get(b.id).tags
+    recall = s1.remember("worker queue backlog alarm", limit=1)
+    assert [h.memory.id for h in recall.hits] == [b.id]
+    same = [n for n in recall.neighbours if n.relationship_type is RelationshipType.SAME_SESSION]
+    assert [(n.memory.id, n.via) for n in same] == [(a.id, b.id)]
+    assert "same session as" in format_recall(recall)
+    # another session's memory is never brought along as a same-session neighbour
+    recall_c = s2.remember("quarterly planning first week", limit=1)
+    assert not [
+        n for n in recall_c.neighbours if n.relationship_type is RelationshipType.SAME_SESSION
+    ]
+
+
+def test_memories_without_a_session_are_not_linked(make_brain: MakeBrain) -> None:
+    brain = make_brain(API)
+    brain.memorize("First note here", "Something durable about the build system.")
+    second, edges = brain.memorize("Second note here", "Another durable fact about releases.")
+    assert edges == [] and not any(t.startswith("session:") for t in second.tags)
+
+
+def test_briefing_leaves_out_consolidated_and_archived(make_brain: MakeBrain) -> None:
+    brain = make_brain(API)
+    kept, _ = brain.memorize(
+        "Retry policy", "Retries use exponential backoff, max 5 tries.", memory_type="decision"
+    )
+    gone = add_at(
+        brain,
+        "Old retry policy",
+        "Retries were linear with 3 tries at most.",
+        utcnow(),
+        memory_type=MemoryType.DECISION,
+        state=State.ARCHIVED,
+    )
+    member = add_at(
+        brain,
+        "Retry member",
+        "Retry member note folded into a parent.",
+        utcnow(),
+        memory_type=MemoryType.DECISION,
+        state=State.CONSOLIDATED,
+        source=Source.USER_CONFIRMED,
+    )
+    shown = {i.memory.id for i in build_briefing(brain, count_tokens=COUNT).items}
+    assert kept.id in shown and gone.id not in shown and member.id not in shown
+    assert DIGEST_TAG == "session-digest"

@@ -1,0 +1,313 @@
+"""`octobrain brief`, `octobrain hook …` with real Claude Code hook JSON, and the MCP briefing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from mcp import Client
+
+from octobrain.brain import Brain
+from octobrain.config import load_config
+from octobrain.gist import DIGEST_TAG
+from octobrain.hooks import digest_transcript, read_transcript
+from octobrain.models import Source
+from octobrain.scope import derive_scope
+from tests.server_support import PROJECT_A, hash_pool, run, server_for
+
+SESSION = "9f0c2a4e-51b7-4c1e-8d0a-3f2b6c7d8e90"
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:64")
+    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+    project = tmp_path / "proj"
+    project.mkdir()
+    return project
+
+
+def cli(*args: str, input: str | None = None) -> Result:
+    from octobrain.cli import main
+
+    return CliRunner().invoke(main, list(args), input=input)
+
+
+def brain_for(project: Path, session_id: str = "") -> Brain:
+    return Brain(derive_scope(project), config=load_config(), session_id=session_id)
+
+
+def transcript(path: Path, project: Path) -> Path:
+    """A Claude Code JSONL transcript: user text, assistant text + tool_use, tool results."""
+    entries: list[dict[str, Any]] = [
+        {"type": "summary", "summary": "Fixing the export", "leafUuid": "x"},
+        {
+            "type": "user",
+            "sessionId": SESSION,
+            "cwd": str(project),
+            "message": {"role": "user", "content": "The nightly export crashes, please look."},
+        },
+        {
+            "type": "assistant",
+            "sessionId": SESSION,
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Let me run the tests first."},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_01",
+                        "name": "Bash",
+                        "input": {"command": "pytest -q tests/test_export.py"},
+                    },
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_01",
+                        "content": "TypeError: can't compare offset-naive and offset-aware",
+                        "is_error": True,
+                    }
+                ],
+            },
+        },
+        {
+            "type": "assistant",
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "text",
+                        "text": "The root cause is naive datetimes from the importer. "
+                        "We decided to normalise all timestamps to UTC at the boundary.",
+                    },
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_02",
+                        "name": "Edit",
+                        "input": {
+                            "file_path": str(project / "src" / "export.py"),
+                            "old_string": "a",
+                            "new_string": "b",
+                        },
+                    },
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_03",
+                        "name": "Write",
+                        "input": {
+                            "file_path": str(project / "tests" / "test_tz.py"),
+                            "content": "",
+                        },
+                    },
+                ],
+            },
+        },
+        {
+            "type": "assistant",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Fixed: the export test now passes."}],
+            },
+        },
+    ]
+    path.write_text("\n".join(json.dumps(e) for e in entries) + "\nnot json\n")
+    return path
+
+
+def hook_json(event: str, project: Path, transcript_path: Path, **extra: str) -> str:
+    return json.dumps(
+        {
+            "session_id": SESSION,
+            "transcript_path": str(transcript_path),
+            "cwd": str(project),
+            "hook_event_name": event,
+            **extra,
+        }
+    )
+
+
+def test_digest_is_extractive(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    digest = digest_transcript(
+        read_transcript(transcript(tmp_path / "t.jsonl", project)), str(project)
+    )
+    assert digest.files == ["src/export.py", "tests/test_tz.py"]
+    assert any("root cause is naive datetimes" in f for f in digest.fixes)
+    assert digest.decisions == ["We decided to normalise all timestamps to UTC at the boundary."]
+    assert read_transcript(tmp_path / "missing.jsonl") == []
+
+
+def test_pre_compact_and_session_end_store_one_digest(env: Path, tmp_path: Path) -> None:
+    path = transcript(tmp_path / "session.jsonl", env)
+    result = cli(
+        "hook",
+        "pre-compact",
+        input=hook_json("PreCompact", env, path, trigger="auto", custom_instructions=""),
+    )
+    assert result.exit_code == 0, result.output
+    result = cli("hook", "session-end", input=hook_json("SessionEnd", env, path, reason="exit"))
+    assert result.exit_code == 0, result.output
+    brain = brain_for(env)
+    digests = [m for m in brain.recent(50) if DIGEST_TAG in m.tags]
+    assert len(digests) == 1
+    digest = digests[0]
+    assert digest.source is Source.AGENT_INFERRED and digest.importance == pytest.approx(0.3)
+    assert f"session:{SESSION}" in digest.tags
+    assert "Files touched: src/export.py, tests/test_tz.py" in digest.content
+    assert "normalise all timestamps to UTC" in digest.content
+    assert digest.related_files == ["src/export.py", "tests/test_tz.py"]
+
+
+def test_hooks_fail_open(env: Path) -> None:
+    result = cli("hook", "session-end", input="{not json")
+    assert result.exit_code == 0 and "stdin: must be the hook's JSON object" in result.output
+
+
+def test_session_start_prints_the_briefing_as_additional_context(env: Path) -> None:
+    brain = brain_for(env)
+    brain.memorize(
+        "Use ruff",
+        "Lint and format with ruff; no black, no isort.",
+        memory_type="decision",
+        source="user_confirmed",
+    )
+    payload = json.dumps(
+        {
+            "session_id": SESSION,
+            "transcript_path": "/tmp/none.jsonl",
+            "cwd": str(env),
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+        }
+    )
+    result = cli("hook", "session-start", input=payload)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith(f"# Memory briefing: {derive_scope(env)}") and "Use ruff" in context
+
+
+def test_brief_command_markdown_and_json(env: Path) -> None:
+    brain = brain_for(env)
+    brain.memorize(
+        "Use ruff", "Lint and format with ruff; no black, no isort.", memory_type="decision"
+    )
+    scope = derive_scope(env)
+    md = cli("brief", "--scope", scope)
+    assert md.exit_code == 0 and "## What is true about this project" in md.output
+    js = cli("brief", "--scope", scope, "--format", "json", "--max-tokens", "200")
+    data = json.loads(js.output)
+    assert data["max_tokens"] == 200 and data["tokens"] <= 200
+    assert data["sections"][0]["items"][0]["title"] == "Use ruff"
+    bad = cli("brief", "--scope", scope, "--max-tokens", "5")
+    assert bad.exit_code == 2 and "max_tokens: must be an integer >= 50" in bad.output
+
+
+def test_hook_install_is_idempotent_and_keeps_other_settings(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    original = {
+        "model": "opus",
+        "hooks": {
+            "PreToolUse": [
+                {"matcher": "Bash", "hooks": [{"type": "command", "command": "echo hi"}]}
+            ]
+        },
+    }
+    settings.write_text(json.dumps(original, indent=2) + "\n")
+    declined = cli("hook", "install", "--settings", str(settings), "--command", "ob", input="n\n")
+    assert (
+        declined.exit_code == 0 and "+" in declined.output and "nothing written" in declined.output
+    )
+    assert json.loads(settings.read_text()) == original
+    first = cli("hook", "install", "--settings", str(settings), "--command", "ob", "--yes")
+    assert first.exit_code == 0, first.output
+    data = json.loads(settings.read_text())
+    assert (
+        data["model"] == "opus" and data["hooks"]["PreToolUse"] == original["hooks"]["PreToolUse"]
+    )
+    start = data["hooks"]["SessionStart"][0]
+    assert start["hooks"][0]["command"] == "ob hook session-start"
+    assert data["hooks"]["PreCompact"][0]["hooks"][0]["command"] == "ob hook pre-compact"
+    assert data["hooks"]["SessionEnd"][0]["hooks"][0]["command"] == "ob hook session-end"
+    before = settings.read_text()
+    again = cli("hook", "install", "--settings", str(settings), "--command", "ob", "--yes")
+    assert again.exit_code == 0 and "already installed" in again.output
+    assert settings.read_text() == before
+    broken = tmp_path / "broken.json"
+    broken.write_text("{oops")
+    bad = cli("hook", "install", "--settings", str(broken), "--yes")
+    assert bad.exit_code == 2 and "not valid JSON" in bad.output and broken.read_text() == "{oops"
+
+
+# ---- MCP prompt and resource ----------------------------------------------------------------
+
+
+def test_mcp_prompt_and_resource_brief_the_locked_scope(tmp_path: Path) -> None:
+    pool = hash_pool(tmp_path / "db")
+    pool.call(
+        PROJECT_A,
+        None,
+        lambda b: b.memorize(
+            "Use ruff", "Lint and format with ruff; no black.", memory_type="decision"
+        ),
+    )
+    pool.call(
+        "github.com/acme/other",
+        None,
+        lambda b: b.memorize(
+            "Other project fact", "Only the other project knows this.", memory_type="decision"
+        ),
+    )
+    server = server_for(pool, tmp_path, PROJECT_A)
+
+    async def body() -> None:
+        async with Client(server) as client:
+            prompts = await client.list_prompts()
+            assert [p.name for p in prompts.prompts] == ["brief"]
+            prompt = await client.get_prompt("brief", {"max_tokens": "300"})
+            text = prompt.messages[0].content.text  # type: ignore[union-attr]
+            assert "Use ruff" in text and "Other project" not in text
+            resources = await client.list_resources()
+            assert [str(r.uri) for r in resources.resources] == ["octobrain://brief"]
+            read = await client.read_resource("octobrain://brief")
+            content = read.contents[0]
+            assert content.mime_type == "text/markdown"
+            assert "Use ruff" in content.text  # type: ignore[union-attr]
+            with pytest.raises(Exception, match="scope"):
+                await client.get_prompt("brief", {"scope": "github.com/acme/other"})
+
+    run(body)
+
+
+def test_mcp_resource_unlocked_needs_a_scope(tmp_path: Path) -> None:
+    pool = hash_pool(tmp_path / "db")
+    pool.call(
+        PROJECT_A,
+        None,
+        lambda b: b.memorize(
+            "Use ruff", "Lint and format with ruff; no black.", memory_type="decision"
+        ),
+    )
+    server = server_for(pool, tmp_path)
+
+    async def body() -> None:
+        async with Client(server) as client:
+            with pytest.raises(Exception, match="scope: required"):
+                await client.read_resource("octobrain://brief")
+            read = await client.read_resource(f"octobrain://brief?scope={PROJECT_A}")
+            assert "Use ruff" in read.contents[0].text  # type: ignore[union-attr]
+
+    run(body)
