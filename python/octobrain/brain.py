@@ -8,11 +8,10 @@ hybrid retrieval pipeline. Heavy objects (LanceDB, the model) load on first use.
 from __future__ import annotations
 
 import copy
-import subprocess
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, time, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from octobrain import goals, temporal
@@ -23,9 +22,7 @@ from octobrain.embed import Embedder, embedder_from_config
 from octobrain.errors import InvalidInput
 from octobrain.models import (
     CONTENT_BYTES,
-    MAX_QUERIES,
     MAX_TAGS,
-    QUERY_BYTES,
     TITLE_BYTES,
     Link,
     Memory,
@@ -45,8 +42,8 @@ from octobrain.models import (
     parse_source,
     utcnow,
 )
-from octobrain.scope import validate_scope
-from octobrain.search import Filters, Hit, Retriever
+from octobrain.scope import git_head, validate_scope
+from octobrain.search import Hit, Retriever, parse_filters, parse_queries
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.memories import sql_str, visible_scopes, visible_where
 from octobrain.store.schema import row_to_memory
@@ -73,46 +70,6 @@ class Recall:
     hits: list[Hit]
     neighbours: list[Neighbour]
     scope: str
-
-
-def parse_time(
-    field: str, value: str | datetime | None, *, end_of_day: bool = False
-) -> datetime | None:
-    """ISO-8601 (with or without zone; naive means UTC) or a bare YYYY-MM-DD.
-
-    A bare date as an upper bound means the end of that day, so `created_before=2026-05-01`
-    keeps memories of 1 May — the opposite of upstream, which dropped the whole day.
-    """
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        moment = value
-    else:
-        text = str(value).strip()
-        try:
-            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidInput(
-                field, f"must be ISO-8601 (e.g. 2026-05-01 or 2026-05-01T12:00:00Z), got {value!r}"
-            ) from None
-        if len(text) == 10 and end_of_day:
-            moment = datetime.combine(moment.date() + timedelta(days=1), time())
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
-def git_head(directory: Path | None = None) -> str:
-    """The current commit of the working directory's repository, or ""."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(directory or Path.cwd()), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 class Brain:
@@ -283,8 +240,8 @@ class Brain:
     ) -> Recall:
         """Hybrid search; only memories at least `min_relevance` relevant come back.
         Archived memories are searched only with `include_archived=True`."""
-        queries = self._queries(query)
-        filters = self._filters(memory_types, tags, related_files, created_after, created_before)
+        queries = parse_queries(query)
+        filters = parse_filters(memory_types, tags, related_files, created_after, created_before)
         filters = replace(filters, include_archived=bool(include_archived))
         limit = check_limit(
             self.config.search.default_limit if limit is None else limit,
@@ -308,38 +265,6 @@ class Brain:
             version = self.store.record_access(due, now, min_interval=ACCESS_WINDOW)
             corpus.note_own_access(due, now, version)
         return Recall(hits, neighbours, self.scope)
-
-    @staticmethod
-    def _queries(query: str | Sequence[str]) -> list[str]:
-        items = [query] if isinstance(query, str) else list(query)
-        if not 1 <= len(items) <= MAX_QUERIES:
-            raise InvalidInput("query", f"give 1–{MAX_QUERIES} query strings, got {len(items)}")
-        name = "query" if isinstance(query, str) else "query[{}]"
-        return [check_text(name.format(i), q, QUERY_BYTES) for i, q in enumerate(items)]
-
-    @staticmethod
-    def _filters(
-        memory_types: Sequence[str] | None,
-        tags: Sequence[str] | None,
-        related_files: Sequence[str] | None,
-        created_after: str | datetime | None,
-        created_before: str | datetime | None,
-    ) -> Filters:
-        after = parse_time("created_after", created_after)
-        before = parse_time("created_before", created_before, end_of_day=True)
-        if after and before and after >= before:
-            raise InvalidInput("created_before", "must be later than created_after")
-        if isinstance(memory_types, str):
-            raise InvalidInput("memory_types", "must be a list of memory types")
-        types = tuple(
-            dict.fromkeys(
-                parse_memory_type(t, field_name=f"memory_types[{i}]")
-                for i, t in enumerate(memory_types or [])
-            )
-        )
-        return Filters(
-            types, tuple(clean_tags(tags)), tuple(clean_files(related_files)), after, before
-        )
 
     def _neighbours(self, hits: list[Hit], *, include_archived: bool = False) -> list[Neighbour]:
         """Up to 3 one-hop neighbours of the results, best results first, from the mirror."""

@@ -177,3 +177,8 @@ def validate_scope(scope: str, field: str = "scope") -> str:
     if any(seg in ("", ".", "..") for seg in text.split("/")):
         raise InvalidInput(field, "must not contain empty, '.' or '..' path segments")
     return text
+
+
+def git_head(directory: Path | None = None) -> str:
+    """The current commit of `directory`'s repository (default: the cwd), or ""."""
+    return _git(directory or Path.cwd(), "rev-parse", "HEAD") or ""

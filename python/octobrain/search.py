@@ -13,7 +13,7 @@ import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, time, timedelta, timezone
 
 import numpy as np
 import numpy.typing as npt
@@ -22,8 +22,19 @@ from octobrain import decay, fusion
 from octobrain.config import Config
 from octobrain.corpus import Corpus
 from octobrain.embed import Embedder
+from octobrain.errors import InvalidInput
 from octobrain.gist import gist_for
-from octobrain.models import Memory, MemoryType, RelationshipType
+from octobrain.models import (
+    MAX_QUERIES,
+    QUERY_BYTES,
+    Memory,
+    MemoryType,
+    RelationshipType,
+    check_text,
+    clean_files,
+    clean_tags,
+    parse_memory_type,
+)
 from octobrain.store import MemoryStore
 from octobrain.store.memories import (
     VECTOR_INDEX_MIN_ROWS,
@@ -293,3 +304,63 @@ class Retriever:
             if pos is not None and self.corpus.memory(pos).scope in scopes:
                 out.setdefault(rel.target_id, []).append(rel.source_id)
         return superseded, parents
+
+
+# ---- parsing what a caller asks for -------------------------------------------------------
+
+
+def parse_time(
+    field: str, value: str | datetime | None, *, end_of_day: bool = False
+) -> datetime | None:
+    """ISO-8601 (with or without zone; naive means UTC) or a bare YYYY-MM-DD.
+
+    A bare date as an upper bound means the end of that day, so `created_before=2026-05-01`
+    keeps memories of 1 May — the opposite of upstream, which dropped the whole day.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        text = str(value).strip()
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(
+                field, f"must be ISO-8601 (e.g. 2026-05-01 or 2026-05-01T12:00:00Z), got {value!r}"
+            ) from None
+        if len(text) == 10 and end_of_day:
+            moment = datetime.combine(moment.date() + timedelta(days=1), time())
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def parse_queries(query: str | Sequence[str]) -> list[str]:
+    """1–5 query strings, each 3–500 bytes after trimming."""
+    items = [query] if isinstance(query, str) else list(query)
+    if not 1 <= len(items) <= MAX_QUERIES:
+        raise InvalidInput("query", f"give 1–{MAX_QUERIES} query strings, got {len(items)}")
+    name = "query" if isinstance(query, str) else "query[{}]"
+    return [check_text(name.format(i), q, QUERY_BYTES) for i, q in enumerate(items)]
+
+
+def parse_filters(
+    memory_types: Sequence[str] | None,
+    tags: Sequence[str] | None,
+    related_files: Sequence[str] | None,
+    created_after: str | datetime | None,
+    created_before: str | datetime | None,
+) -> Filters:
+    """Validated filters; a bare-date upper bound includes that day."""
+    after = parse_time("created_after", created_after)
+    before = parse_time("created_before", created_before, end_of_day=True)
+    if after and before and after >= before:
+        raise InvalidInput("created_before", "must be later than created_after")
+    if isinstance(memory_types, str):
+        raise InvalidInput("memory_types", "must be a list of memory types")
+    types = tuple(
+        dict.fromkeys(
+            parse_memory_type(t, field_name=f"memory_types[{i}]")
+            for i, t in enumerate(memory_types or [])
+        )
+    )
+    return Filters(types, tuple(clean_tags(tags)), tuple(clean_files(related_files)), after, before)
