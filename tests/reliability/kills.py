@@ -31,7 +31,7 @@ from octobrain.config import Config
 from octobrain.embed import get_embedder
 uri, model = sys.argv[1], sys.argv[2]
 brain = Brain({scope!r}, config=Config(), embedder=get_embedder(model), uri=uri)
-brain.store.version()
+brain.store.open_memories_unchecked()
 print("ready", flush=True)
 """
 

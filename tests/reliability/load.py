@@ -58,7 +58,7 @@ def _fact(worker: str, i: int) -> tuple[str, str, str]:
 
 def _brain(data_dir: Path) -> Brain:
     return Brain(
-        SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=data_dir / "memories"
+        SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=data_dir / "db"
     )
 
 
