@@ -410,8 +410,15 @@ class Brain:
         """
         with self.store.write_lock():
             return self._update_locked(
-                memory_id, title, content, memory_type, importance, add_tags, remove_tags,
-                add_files, remove_files,
+                memory_id,
+                title,
+                content,
+                memory_type,
+                importance,
+                add_tags,
+                remove_tags,
+                add_files,
+                remove_files,
             )
 
     def _update_locked(

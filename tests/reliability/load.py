@@ -57,9 +57,7 @@ def _fact(worker: str, i: int) -> tuple[str, str, str]:
 
 
 def _brain(data_dir: Path) -> Brain:
-    return Brain(
-        SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=data_dir / "db"
-    )
+    return Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=data_dir / "db")
 
 
 async def _cli(data_dir: Path, cwd: Path, *args: str) -> dict[str, Any]:
@@ -78,7 +76,7 @@ async def _cli(data_dir: Path, cwd: Path, *args: str) -> dict[str, Any]:
 async def cli_worker(
     name: str, data_dir: Path, cwd: Path, shared: str, ops: int, ledger: Ledger
 ) -> None:
-    """memorize, tag the shared memory, forget every third own write — each a new process."""
+    """memorize, tag the shared memory, forget every second own write — each a new process."""
     mine: list[str] = []
     for i in range(ops):
         try:
@@ -89,11 +87,11 @@ async def cli_worker(
             tag = f"{name}-{i}"
             await _cli(data_dir, cwd, "update", shared, "--add-tags", tag)
             ledger.tags.add(tag)
-            if i % 3 == 2:
+            if i % 2 == 1:
                 victim = mine.pop(0)
                 await _cli(data_dir, cwd, "forget", victim, "--yes")
                 ledger.deleted.add(victim)
-            ledger.ops += 3 if i % 3 == 2 else 2
+            ledger.ops += 3 if i % 2 == 1 else 2
         except Exception as exc:
             ledger.errors.append(f"{name}: {exc}")
 
@@ -150,9 +148,7 @@ async def see_others(name: str, client: Client, ledger: Ledger) -> None:
 
 def stdio_params(data_dir: Path, cwd: Path) -> StdioServerParameters:
     cmd = octobrain_cmd("mcp")
-    return StdioServerParameters(
-        command=cmd[0], args=cmd[1:], env=server_env(data_dir), cwd=cwd
-    )
+    return StdioServerParameters(command=cmd[0], args=cmd[1:], env=server_env(data_dir), cwd=cwd)
 
 
 def run_mixed(data_dir: Path, cwd: Path, plan: Plan) -> Ledger:
@@ -236,7 +232,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
-def http_load(data_dir: Path, cwd: Path, clients: int, requests: int, budget_s: float) -> dict[str, Any]:
+def http_load(
+    data_dir: Path, cwd: Path, clients: int, requests: int, budget_s: float
+) -> dict[str, Any]:
     """`clients` concurrent HTTP MCP sessions, `requests` tool calls each (2 remember : 1
     memorize), stopped early at `budget_s`. Returns calls/s, p50/p95 latency and errors."""
     port = free_port()

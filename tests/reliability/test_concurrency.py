@@ -9,7 +9,7 @@ from tests.reliability.load import Plan, http_load, run_mixed, verify
 
 def test_cli_stdio_and_http_writers_lose_nothing_and_see_each_other(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    plan = Plan(cli_workers=2, cli_ops=3, stdio_workers=1, http_workers=2, mcp_ops=6)
+    plan = Plan(cli_workers=2, cli_ops=2, stdio_workers=1, http_workers=2, mcp_ops=6)
     ledger = run_mixed(data, tmp_path, plan)
     assert ledger.errors == []
     assert verify(data, ledger) == []

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import string
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,12 +23,12 @@ from octobrain.cli import main
 from octobrain.server.schemas import TOOLS_BY_NAME
 from tests.server_support import PROJECT_A, PROJECT_B, hash_pool, run, server_for, text
 
-EXAMPLES = int(os.environ.get("OCTOBRAIN_FUZZ_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("OCTOBRAIN_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    derandomize=EXAMPLES <= 40,  # the CI subset is reproducible; the soak explores
+    derandomize=EXAMPLES <= 100,  # the CI subset is reproducible; the soak explores
 )
 FIELD_ERROR = re.compile(r"^[A-Za-z_-][\w.\[\]-]*: \S")
 
@@ -51,9 +50,16 @@ SQLISH = [
 UNICODE = ["\x00", "a\x00b", "\ud800", "x\udfffy", "\u202eevil", "שלום עולם", "🧠💥" * 5, "\ufeff"]
 BOUNDARY = ["", " ", "abcd", "abcde", "x" * 200, "x" * 201, "é" * 100, "y" * 10_000, "z" * 10_001]
 
+
+def _encodable(text: str) -> bool:
+    return not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+
+
+# The MCP client cannot serialise lone surrogates, so they reach the server only through the
+# CLI test below (and the facade's own tests); everything else goes through the real client.
 hostile_text = st.one_of(
-    st.sampled_from(SQLISH + UNICODE + BOUNDARY),
-    st.text(max_size=60),
+    st.sampled_from([t for t in SQLISH + UNICODE + BOUNDARY if _encodable(t)]),
+    st.text(max_size=60).filter(_encodable),
     st.text(alphabet=string.printable + "'\"`;%_\\\x00\u202e🧠", max_size=300),
 )
 scalar = st.one_of(
@@ -135,15 +141,18 @@ def test_hostile_arguments_get_a_field_error_or_a_correct_result(
     assert_no_escape(world, arguments.get("scope"), reply)
 
 
-@given(crafted=st.one_of(st.sampled_from(SQLISH), st.text(min_size=1, max_size=40)))
+@given(
+    crafted=st.one_of(st.sampled_from(SQLISH), st.text(min_size=1, max_size=40).filter(_encodable))
+)
 @FUZZ
 def test_crafted_tags_scopes_ids_and_dates_never_escape_the_filter(
     world: dict[str, Any], crafted: str
 ) -> None:
     server = world["server"]
     error, reply = call_tool(
-        server, "remember", {"query": "seed notes", "tags": [crafted], "scope": PROJECT_A,
-                             "min_relevance": 0}
+        server,
+        "remember",
+        {"query": "seed notes", "tags": [crafted], "scope": PROJECT_A, "min_relevance": 0},
     )
     assert_clear("remember", {"tags": [crafted]}, error, reply)
     for mid, (_, tag) in world["ids"].items():

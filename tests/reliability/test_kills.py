@@ -21,7 +21,7 @@ from tests.reliability.kills import (
 from tests.test_consolidation import twins
 from tests.test_consolidation_crash import assert_consistent, assert_no_dangling
 
-SEEDS = [1, 2, 3]
+SEEDS = [1, 2]
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -52,7 +52,10 @@ def test_killed_sleep_pass_is_whole_or_invisible(tmp_path: Path, seed: int) -> N
 def test_killed_reembed_leaves_one_whole_model(tmp_path: Path, seed: int) -> None:
     uri = tmp_path / "db"
     brain = brain_at(uri)
-    ids = {brain.memorize(f"Reembedded fact {i}", f"Fact number {i} to re-embed.")[0].id for i in range(8)}
+    ids = {
+        brain.memorize(f"Reembedded fact {i}", f"Fact number {i} to re-embed.")[0].id
+        for i in range(8)
+    }
     _, finished = kill_randomly(uri, "reembed", random.Random(seed), model="hash:32", window_s=1.0)
     model, problems = check_reembed(uri, ids)
     assert problems == []
@@ -65,7 +68,9 @@ def test_killed_reindex_shows_one_whole_generation(tmp_path: Path, seed: int) ->
     uri, doc = tmp_path / "db", tmp_path / "guide.md"
     knowledge_at(uri).index(str(guide(doc, "bluegreen")))
     guide(doc, "rainbow")
-    _, finished = kill_randomly(uri, "reindex", random.Random(seed), window_s=1.5, extra=(str(doc),))
+    _, finished = kill_randomly(
+        uri, "reindex", random.Random(seed), window_s=1.5, extra=(str(doc),)
+    )
     generation, problems = check_reindex(uri, 60)
     assert problems == []
     if finished:

@@ -114,13 +114,17 @@ def test_facade_calls_from_a_project_never_touch_another(tmp_path: Path) -> None
         lambda: a.unconsolidate(parent),
     ]
     for i, attempt in enumerate(calls):
-        with pytest.raises(InvalidInput, match=r"(memory_id|source_id|target_id|goal_id|parent_id)"):
+        with pytest.raises(
+            InvalidInput, match=r"(memory_id|source_id|target_id|goal_id|parent_id)"
+        ):
             attempt()
         assert b.get(theirs.id).content == "B chose the zqother queue.", i
     assert a.get(mine.id)  # the mixed forget deleted nothing at all
     a.sleep_consolidate()
     assert {b.get(m).state.value for m in members} == {"consolidated"}
-    assert all(h.memory.scope != PROJECT_B for h in a.remember("zqother queue", min_relevance=0).hits)
+    assert all(
+        h.memory.scope != PROJECT_B for h in a.remember("zqother queue", min_relevance=0).hits
+    )
 
 
 # ---- HTTP -----------------------------------------------------------------------------------
@@ -131,28 +135,30 @@ def test_http_token_origin_and_body_cap_on_every_route(tmp_path: Path) -> None:
     base = f"http://127.0.0.1:{port}"
     listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     good = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream"}
-    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path, OCTOBRAIN_TOKEN=TOKEN):
-        with httpx.Client(base_url=base, timeout=30) as http:
-            for method in ("GET", "POST", "DELETE", "PUT"):
-                for path in ("/mcp", "/", "/mcp/", "/other"):
-                    for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
+    with (
+        http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path, OCTOBRAIN_TOKEN=TOKEN),
+        httpx.Client(base_url=base, timeout=30) as http,
+    ):
+        for method in ("GET", "POST", "DELETE", "PUT"):
+            for path in ("/mcp", "/", "/mcp/", "/other"):
+                for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
                                  {"Authorization": f"Basic {TOKEN}"}):  # fmt: skip
-                        r = http.request(method, path, headers=auth, json=listing)
-                        assert r.status_code == 401, (method, path, auth, r.status_code)
-            evil = http.post("/mcp", json=listing, headers={**good, "Origin": "http://evil.test"})
-            assert evil.status_code == 403
-            huge = b'{"pad": "' + b"x" * (2 << 20) + b'"}'
-            declared = http.post("/mcp", content=huge, headers=good)
-            assert declared.status_code == 413
+                    r = http.request(method, path, headers=auth, json=listing)
+                    assert r.status_code == 401, (method, path, auth, r.status_code)
+        evil = http.post("/mcp", json=listing, headers={**good, "Origin": "http://evil.test"})
+        assert evil.status_code == 403
+        huge = b'{"pad": "' + b"x" * (2 << 20) + b'"}'
+        declared = http.post("/mcp", content=huge, headers=good)
+        assert declared.status_code == 413
 
-            def chunks() -> Any:
-                for _ in range(40):
-                    yield b"x" * 65536
+        def chunks() -> Any:
+            for _ in range(40):
+                yield b"x" * 65536
 
-            streamed = http.post("/mcp", content=chunks(), headers=good)
-            assert streamed.status_code == 413
-            ok = http.post("/mcp", json=listing, headers=good)
-            assert ok.status_code != 413 and ok.status_code < 500, ok.text
+        streamed = http.post("/mcp", content=chunks(), headers=good)
+        assert streamed.status_code == 413
+        ok = http.post("/mcp", json=listing, headers=good)
+        assert ok.status_code != 413 and ok.status_code < 500, ok.text
 
 
 # ---- knowledge --------------------------------------------------------------------------------
@@ -205,10 +211,15 @@ def test_path_rules_refuse_directories_symlinks_to_them_devices_and_big_files(
 
 def test_regex_is_bounded_in_size_and_output(tmp_path: Path) -> None:
     k = Knowledge(
-        PROJECT_A, config=Config(), embedder=get_embedder("hash:64"), uri=tmp_path / "db",
+        PROJECT_A,
+        config=Config(),
+        embedder=get_embedder("hash:64"),
+        uri=tmp_path / "db",
         session_id="s1",
     )
-    k.store("log", "\n".join(f"line {i} aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!" for i in range(3000)))
+    k.store(
+        "log", "\n".join(f"line {i} aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!" for i in range(3000))
+    )
     with pytest.raises(InvalidInput, match=r"^pattern: "):
         k.match("(a{1000}){1000}")
     capped = k.match("(a*)*$", max_matches=5)
@@ -221,7 +232,7 @@ CREDENTIALS = {
     "API key": "sk-proj-4f9b2c7d1e8a6b3c5d7e9f0a1b2c3d4e",
     "AWS access key id": "AKIAIOSFODNN7EXAMPLE",
     "GitHub token": "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
-    "private key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+    "private key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIV",
     "password in a URL": "postgres://admin:hunter2@db.internal:5432/app",
     "Slack token": "xoxb-1234567890-abcdefghij",
 }
@@ -231,7 +242,9 @@ CREDENTIALS = {
 def test_memorize_refuses_credentials_by_default_and_says_why(tmp_path: Path, kind: str) -> None:
     b = brain(tmp_path / "db", PROJECT_A)
     secret = CREDENTIALS[kind]
-    with pytest.raises(InvalidInput, match=rf"^content: looks like it contains a credential \({kind}\)") as exc:
+    with pytest.raises(
+        InvalidInput, match=rf"^content: looks like it contains a credential \({kind}\)"
+    ) as exc:
         b.memorize("Deploy credentials", f"Use this to deploy: {secret} (from the vault).")
     assert secret not in str(exc.value)
     with pytest.raises(InvalidInput, match=r"^title: .*credential"):
