@@ -33,7 +33,7 @@ class Ledger:
     written: dict[str, str] = field(default_factory=dict)  # id -> unique marker word
     deleted: set[str] = field(default_factory=set)
     links: list[tuple[str, str]] = field(default_factory=list)
-    tags: set[str] = field(default_factory=set)  # tags acknowledged on the shared memory
+    tags: set[str] = field(default_factory=set)  # files acknowledged on the shared memory
     seen_others: int = 0  # reads that found another process's write
     errors: list[str] = field(default_factory=list)
     ops: int = 0
@@ -85,7 +85,7 @@ async def cli_worker(
             ledger.written[mid] = marker
             mine.append(mid)
             tag = f"{name}-{i}"
-            await _cli(data_dir, cwd, "update", shared, "--add-tags", tag)
+            await _cli(data_dir, cwd, "update", shared, "--add-files", tag)
             ledger.tags.add(tag)
             if i % 2 == 1:
                 victim = mine.pop(0)
@@ -195,7 +195,7 @@ async def _http_session(name: str, url: str, ops: int, ledger: Ledger) -> None:
 def verify(data_dir: Path, ledger: Ledger, shared_title: str = "Shared memory") -> list[str]:
     """Problems found in the store against the ledger (an empty list: nothing lost)."""
     brain = _brain(data_dir)
-    rows = brain.store.scan("true", columns=["id", "title", "tags", "scope"])
+    rows = brain.store.scan("true", columns=["id", "title", "related_files", "scope"])
     ids = [r["id"] for r in rows]
     by_id = {r["id"]: r for r in rows}
     problems = []
@@ -220,7 +220,7 @@ def verify(data_dir: Path, ledger: Ledger, shared_title: str = "Shared memory") 
             problems.append(f"acknowledged link {src} -> {tgt} lost")
     shared = [r for r in rows if r["title"] == shared_title]
     if len(shared) == 1:
-        lost = ledger.tags - set(shared[0]["tags"] or [])
+        lost = ledger.tags - set(shared[0]["related_files"] or [])
         if lost:
             problems.append(f"lost tag updates on the shared memory: {sorted(lost)}")
     return problems

@@ -156,7 +156,7 @@ def test_crafted_tags_scopes_ids_and_dates_never_escape_the_filter(
     )
     assert_clear("remember", {"tags": [crafted]}, error, reply)
     for mid, (_, tag) in world["ids"].items():
-        if tag != crafted.strip():
+        if crafted.strip() and tag != crafted.strip():  # a blank tag is dropped: no filter
             assert mid not in reply, f"tag {crafted!r} matched a row tagged {tag!r}"
     for date_field in ("created_after", "created_before"):
         args = {"query": "seed notes", date_field: crafted, "scope": PROJECT_A}
