@@ -44,6 +44,7 @@ from octobrain.models import (
 )
 from octobrain.scope import git_head, validate_scope
 from octobrain.search import Hit, Retriever, parse_filters, parse_queries
+from octobrain.secrets import screen
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.memories import sql_str, visible_scopes, visible_where
 from octobrain.store.schema import row_to_memory
@@ -160,8 +161,8 @@ class Brain:
         the returned links then include the `consolidated_from` edges.
         """
         memory = Memory(
-            title=check_text("title", title, TITLE_BYTES),
-            content=check_text("content", content, CONTENT_BYTES),
+            title=self._text("title", title, TITLE_BYTES),
+            content=self._text("content", content, CONTENT_BYTES),
             memory_type=parse_memory_type(memory_type),
             importance=(
                 self.config.memory.default_importance
@@ -212,6 +213,11 @@ class Brain:
         )
         memory.tags.append(tag)
         return previous
+
+    def _text(self, field: str, value: object, bounds: tuple[int, int]) -> str:
+        """A checked text field after the `memory.secrets` policy (refuse, redact or allow)."""
+        text = screen(field, check_text(field, value, bounds), self.config.memory.secrets)
+        return check_text(field, text, bounds)  # a redaction can change the length
 
     def _require_visible(self, ids: Sequence[str], field: str) -> dict[str, Memory]:
         found = self.store.get_many(list(ids), self.scope)
@@ -366,16 +372,45 @@ class Brain:
         add_files: Sequence[str] = (),
         remove_files: Sequence[str] = (),
     ) -> Memory:
-        """Edit a memory in place. Its scope never changes; text edits re-embed it."""
+        """Edit a memory in place. Its scope never changes; text edits re-embed it.
+
+        Read, edit and write happen under the store's write lock, so a concurrent edit (another
+        process's update, a consolidation) is never overwritten by this one.
+        """
+        with self.store.write_lock():
+            return self._update_locked(
+                memory_id,
+                title,
+                content,
+                memory_type,
+                importance,
+                add_tags,
+                remove_tags,
+                add_files,
+                remove_files,
+            )
+
+    def _update_locked(
+        self,
+        memory_id: str,
+        title: str | None,
+        content: str | None,
+        memory_type: str | None,
+        importance: float | None,
+        add_tags: Sequence[str],
+        remove_tags: Sequence[str],
+        add_files: Sequence[str],
+        remove_files: Sequence[str],
+    ) -> Memory:
         current = self.get(memory_id)
         tags = [t for t in current.tags if t not in set(remove_tags)] + list(add_tags)
         files = [f for f in current.related_files if f not in set(remove_files)] + list(add_files)
         updated = replace(
             current,
-            title=current.title if title is None else check_text("title", title, TITLE_BYTES),
+            title=current.title if title is None else self._text("title", title, TITLE_BYTES),
             content=current.content
             if content is None
-            else check_text("content", content, CONTENT_BYTES),
+            else self._text("content", content, CONTENT_BYTES),
             memory_type=current.memory_type
             if memory_type is None
             else parse_memory_type(memory_type),

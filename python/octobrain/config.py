@@ -193,6 +193,11 @@ class MemoryConfig:
     auto_link_threshold: float = _opt(0.78, "cosine similarity needed to auto-link", _range(0, 1))
     max_auto_links_per_memory: int = _opt(5, "at most this many auto links", _range(0, 100))
     bidirectional_links: bool = _opt(True, "auto links go both ways")
+    secrets: str = _opt(
+        "refuse",
+        "credentials (API keys, tokens, private keys) in title/content: refuse | redact | allow",
+        _choice("refuse", "redact", "allow"),
+    )
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ One ASGI guard in front of the SDK's app does every check, in this order:
 1. token (when configured): `Authorization: Bearer <token>`, compared in constant time; else 401;
 2. Origin (when present): loopback origins plus `mcp.allowed_origins`; else 403 — a browser
    page elsewhere cannot drive the server (DNS rebinding);
-3. Host (loopback binds): must name a loopback host; else 421.
+3. Host (loopback binds): must name a loopback host; else 421;
+4. body size: a request body over `MAX_BODY_BYTES` (declared or streamed) gets 413 before the
+   MCP app reads any of it.
 No CORS headers are sent at all, so browsers keep their same-origin protection.
 """
 
@@ -19,7 +21,7 @@ from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from octobrain.errors import InvalidInput
 
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 MIN_TOKEN_CHARS = 16
+MAX_BODY_BYTES = 1 << 20  # the largest tool call (10 kB content, 20 links) is far below this
 
 
 def is_loopback(host: str) -> bool:
@@ -70,6 +73,7 @@ class Guard:
         self._token = token.encode()
         self._loopback = loopback
         self._origins = {o.rstrip("/").lower() for o in allowed_origins}
+        self.max_body = MAX_BODY_BYTES
 
     def _origin_ok(self, origin: str) -> bool:
         value = origin.rstrip("/").lower()
@@ -106,11 +110,54 @@ class Guard:
             response = PlainTextResponse(f"403: Origin {origin!r} is not allowed", 403)
         elif self._loopback and not self._host_ok(headers.get("host")):
             response = PlainTextResponse("421: Host must be a loopback name", 421)
+        elif not (declared := headers.get("content-length", "0")).isdigit() or (
+            int(declared) > self.max_body
+        ):
+            response = self._too_large()
+        if response is None and scope.get("method") in ("POST", "PUT", "PATCH"):
+            body, complete = await self._read_body(receive)
+            if not complete:
+                response = self._too_large()
+            else:
+                receive = _replay(body, receive)
         if response is not None:
             log.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), response.body)
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    def _too_large(self) -> PlainTextResponse:
+        return PlainTextResponse(f"413: request body over {self.max_body} bytes", 413)
+
+    async def _read_body(self, receive: Receive) -> tuple[bytes, bool]:
+        """The whole body, or (what was read, False) once it passes the cap."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return b"".join(chunks), True  # disconnected: the app sees an empty body
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return b"", False
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks), True
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that yields the already-read body once, then defers to the real one."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def http_app(server: Any, *, host: str, token: str, allowed_origins: Sequence[str] = ()) -> ASGIApp:

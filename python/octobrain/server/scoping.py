@@ -120,7 +120,8 @@ INSTRUCTIONS = (
     "task and before every `memorize`; store only durable insights (decisions, preferences, "
     "conventions, non-obvious fixes), never transient state; mark facts the user stated as "
     "source 'user_confirmed'. `forget` needs confirm: true and is for wrong memories, not old "
-    "ones. `knowledge` (external documents) is not available in this release."
+    "ones. `knowledge` indexes and searches what you read (one file or URL per source); "
+    "what you conclude from it goes to `memorize`."
 )
 
 

@@ -1,0 +1,85 @@
+"""Credentials in memories: detect them and, by policy, refuse, redact or allow them.
+
+A memory outlives the session that wrote it and is read back into other prompts (and maybe
+served over HTTP), so an API key pasted into one is a leak waiting to happen. `memory.secrets`
+chooses: "refuse" (default; the agent is told why and what to do), "redact" (the credential is
+replaced by `[REDACTED:<kind>]`) or "allow". Errors never echo the secret itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from octobrain.errors import InvalidInput
+
+POLICIES = ("refuse", "redact", "allow")
+
+# (kind, pattern): specific, prefix-anchored shapes, so ordinary prose and ids do not match.
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
+    ("AWS access key id", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b")),
+    ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
+    ("GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
+    ("Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("Stripe key", re.compile(r"\b[rsp]k_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b")),
+    ("API key", re.compile(r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{20,}")),
+    (
+        "JSON web token",
+        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ),
+    (
+        "password in a URL",
+        re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@]+:[^\s/?#@]+@[^\s/?#@]+"),
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One credential-shaped span of a text."""
+
+    kind: str
+    start: int
+    end: int
+
+
+def find_secrets(text: str) -> list[Finding]:
+    """Every credential-shaped span in `text`, in order, without overlaps."""
+    found: list[Finding] = []
+    for kind, pattern in _PATTERNS:
+        for match in pattern.finditer(text):
+            span = Finding(kind, match.start(), match.end())
+            if not any(f.start < span.end and span.start < f.end for f in found):
+                found.append(span)
+    return sorted(found, key=lambda f: f.start)
+
+
+def redact(text: str, findings: list[Finding]) -> str:
+    """`text` with each finding replaced by `[REDACTED:<kind>]`."""
+    out, last = [], 0
+    for f in findings:
+        out += [text[last : f.start], f"[REDACTED:{f.kind}]"]
+        last = f.end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def screen(field: str, text: str, policy: str) -> str:
+    """Apply `policy` to one field's text: returns it (possibly redacted) or raises."""
+    if policy == "allow":
+        return text
+    findings = find_secrets(text)
+    if not findings:
+        return text
+    if policy == "redact":
+        return redact(text, findings)
+    kinds = ", ".join(dict.fromkeys(f.kind for f in findings))
+    raise InvalidInput(
+        field,
+        f"looks like it contains a credential ({kinds}); secrets are not stored in memories "
+        "because they are read back into other sessions. Remove it and store where it lives "
+        "instead (e.g. 'the key is in the CI secret OPENAI_API_KEY'), or set "
+        'memory.secrets = "redact" or "allow" in the config',
+    )
