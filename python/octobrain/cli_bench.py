@@ -179,3 +179,53 @@ def bench_beir_command(
     if update is not None:
         update_readme(update, "beir", beir_table(payload))
     click.echo(json.dumps(payload, indent=2) if fmt == "json" else beir_table(payload))
+
+
+@bench.command("scale")
+@click.option(
+    "--sizes",
+    default="1000,10000,100000",
+    show_default=True,
+    help="Comma-separated store sizes (memories in one scope).",
+)
+@click.option(
+    "--queries", type=click.IntRange(min=2), default=200, show_default=True, help="Per size."
+)
+@click.option(
+    "--model",
+    default="minilm",
+    show_default=True,
+    help="Model whose query-embedding cost is measured and reported beside the search.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@click.option(
+    "--output", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here."
+)
+@click.option(
+    "--update",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Rewrite the table between <!-- scale:start/end --> in this README.",
+)
+def bench_scale_command(
+    sizes: str, queries: int, model: str, fmt: str, output: Path | None, update: Path | None
+) -> None:
+    """Memorize and import throughput, remember p50/p95 (plain and filtered), sleep-pass time,
+    store size, cold start and peak RSS at growing store sizes (synthetic memories)."""
+    from octobrain.bench_scale import run_scale
+    from octobrain.bench_tables import scale_table, update_readme
+
+    try:
+        counts = [int(s) for s in sizes.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter("must be comma-separated integers", param_hint="--sizes") from None
+    if not counts or any(c < 2 for c in counts):
+        raise click.BadParameter("each size must be >= 2", param_hint="--sizes")
+    report = run_scale(
+        counts, queries=queries, model=model, progress=lambda step: click.echo(step, err=True)
+    )
+    _write_output(report, output)
+    if update is not None:
+        update_readme(update, "scale", scale_table(report))
+    click.echo(json.dumps(report, indent=2) if fmt == "json" else scale_table(report))
