@@ -128,7 +128,8 @@ def _sleep_pass_seconds(brain: Any, config: Config) -> tuple[float, int]:
     start = time.perf_counter()
     cutoff = utcnow() - timedelta(days=cons.max_age_days)
     rows = brain.store.scan(
-        f"scope = '{SCOPE}' AND state = 'working' AND created_at >= timestamp '{cutoff.isoformat()}'",
+        f"scope = '{SCOPE}' AND state = 'working' "
+        f"AND created_at >= timestamp '{cutoff.isoformat()}'",
         columns=["id", "embedding"],
     )
     clusters = 0

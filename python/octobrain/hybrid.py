@@ -80,7 +80,7 @@ def _complete_scores(
         mask = np.zeros(len(allowed), dtype=bool)
         mask[missing] = True
         extra_pos, extra_scores = index.search(query, len(missing), allowed=mask & allowed)
-        have.update(zip((int(p) for p in extra_pos), (float(s) for s in extra_scores)))
+        have.update(zip(extra_pos.tolist(), extra_scores.tolist(), strict=True))
     # A document sharing no term with the query scores 0, as BM25 defines it.
     v_ids = sorted(union, key=lambda p: (-float(cosines[p]), p))
     b_ids = sorted(union, key=lambda p: (-have.get(p, 0.0), p))
@@ -129,10 +129,14 @@ def hybrid_rank(
         v_ids, v_scores, b_ids, b_scores = _complete_scores(
             query, vector_pos, bm_pos, bm_scores, cosines, index, allowed
         )
-        lists, scores, weights = [v_ids, b_ids], [v_scores, b_scores], [
-            cfg.vector_weight,
-            cfg.bm25_weight,
-        ]
+        lists, scores, weights = (
+            [v_ids, b_ids],
+            [v_scores, b_scores],
+            [
+                cfg.vector_weight,
+                cfg.bm25_weight,
+            ],
+        )
     else:
         if vector_pos:
             lists.append(vector_pos)

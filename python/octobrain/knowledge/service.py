@@ -15,9 +15,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
 from octobrain.config import Config, load_config, resolve_storage_uri
 from octobrain.embed import Embedder, embedder_from_config
 from octobrain.errors import InvalidInput

@@ -224,9 +224,8 @@ class KnowledgeStore:
                 .execute(source_rows)
             )
             for old in replaced:  # the previous generation's chunks of a replaced source
-                self.chunks.delete(
-                    f"source_id = {sql_str(old['id'])} AND generation = {sql_str(old['generation'])}"
-                )
+                sid, gen = sql_str(old["id"]), sql_str(old["generation"])
+                self.chunks.delete(f"source_id = {sid} AND generation = {gen}")
 
     def _flip(self, source_row: dict[str, Any]) -> None:
         """The one commit that switches a source to its new generation."""
