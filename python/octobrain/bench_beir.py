@@ -149,11 +149,6 @@ class _QueryMemo:
         return out
 
 
-def _split_doc(text: str) -> tuple[str, str]:
-    """`load_beir` joins "{title}. {text}"; the product wants them apart."""
-    return tuple(text.split(". ", 1)) if ". " in text else ("", text)  # type: ignore[return-value]
-
-
 Searcher = Callable[[str], list[str]]
 Tick = Callable[[int], None]
 
@@ -195,7 +190,7 @@ def _knowledge(
 
 
 def _bodies(dataset: BeirDataset) -> list[str]:
-    return [_split_doc(t)[1] for t in dataset.doc_texts]
+    return dataset.doc_bodies or dataset.doc_texts
 
 
 def _memory(
@@ -267,7 +262,7 @@ def run_beir(
     report = BeirReport(dataset_name, path, cached.model_id, len(dataset.doc_ids), 0)
     queries = list(zip(dataset.query_ids, dataset.query_texts, strict=True))
     report.queries = len(queries)
-    titles = [_split_doc(t)[0] for t in dataset.doc_texts]
+    titles = dataset.doc_titles or [""] * len(dataset.doc_ids)
     with tempfile.TemporaryDirectory(prefix="octobrain-beir-") as tmp:
         uri = store_dir if store_dir is not None else Path(tmp)
         build = _knowledge if path == "knowledge" else _memory
