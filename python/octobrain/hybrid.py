@@ -20,6 +20,7 @@ Stages, each a `[search]` setting (the README's ablation table measures every on
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -172,15 +173,18 @@ def hybrid_rank(
         fused = fusion.rrf(lists, weights, k=cfg.rrf_k)
     else:
         fused = fusion.score_fusion(lists, scores, weights, method=cfg.fusion)  # type: ignore[arg-type]
-    return Ranking(fused.ids, _to_unit_range(fused.scores), {p: ", ".join(legs[p]) for p in legs})
+    unit_scores = _to_unit_range(fused.scores, zscore=cfg.fusion == "zscore")
+    return Ranking(fused.ids, unit_scores, {p: ", ".join(legs[p]) for p in legs})
 
 
-def _to_unit_range(values: list[float]) -> list[float]:
-    """Scale fused scores to [0, 1] with the best at 1: divide by the top for RRF and min-max
-    (already ≥ 0), min-max map z-scores (which may be negative)."""
+def _to_unit_range(values: list[float], *, zscore: bool) -> list[float]:
+    """Scale fused scores to [0, 1] with the best at 1 (RRF and min-max: divide by the top).
+    A z-score goes through the normal CDF first: positive for every candidate, so the bounded
+    multipliers downstream (e.g. the ×0.1 of a superseded memory) can still reorder even the
+    last of two candidates, which a min-max map would pin at exactly 0."""
     if not values:
         return []
-    hi, lo = max(values), min(values)
-    if lo < 0:
-        return [(v - lo) / (hi - lo) if hi > lo else 1.0 for v in values]
+    if zscore:
+        values = [0.5 * (1.0 + math.erf(v / math.sqrt(2.0))) for v in values]
+    hi = max(values)
     return [v / hi if hi > 0 else 0.0 for v in values]
