@@ -39,17 +39,19 @@ DEPTH = 100  # results per query: enough for Recall@100
 SCOPE = "bench/beir"
 
 _OFF = HydeConfig(enabled=False)
+_ON = HydeConfig(enabled=True)
 
-# name → what it changes in the default `[search]` section (None: leave as is).
+# name → what it changes in the default `[search]` section ("default" changes nothing).
 MODES: dict[str, dict[str, Any]] = {
     "bm25": {"vector_weight": 0.0, "hyde": _OFF},
     "dense": {"bm25_weight": 0.0, "hyde": _OFF},
-    "dense+hyde": {"bm25_weight": 0.0},
+    "dense+hyde": {"bm25_weight": 0.0, "hyde": _ON},
     "rrf": {"fusion": "rrf", "hyde": _OFF},
-    "rrf+hyde": {"fusion": "rrf"},
-    "zscore": {"fusion": "zscore", "hyde": _OFF},
+    "rrf+hyde": {"fusion": "rrf", "hyde": _ON},
     "minmax": {"fusion": "minmax", "hyde": _OFF},
-    "minmax+hyde": {"fusion": "minmax"},
+    "minmax+hyde": {"fusion": "minmax", "hyde": _ON},
+    "zscore": {"fusion": "zscore", "hyde": _OFF},
+    "zscore+hyde": {"fusion": "zscore", "hyde": _ON},
     "default": {},
 }
 
