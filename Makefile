@@ -5,7 +5,7 @@ PIP := $(PY) -m pip
 export PYO3_PYTHON := $(abspath $(PY))
 SCIFACT ?= ../shared/data/scifact
 
-.PHONY: venv wheel install dev test test-rust test-python lint fmt bench bench-remember ci clean
+.PHONY: venv wheel install dev test test-rust test-python lint fmt bench bench-remember bench-beir bench-scale ci clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -58,6 +58,16 @@ bench: $(PY)
 bench-remember: $(PY)
 	$(PY) benches/remember_latency.py --data $(SCIFACT) --sizes 1000 10000 \
 	    --json benches/results/remember_latency.json --update README.md
+
+## BEIR quality/speed ablation through the knowledge path; rewrites the README's BEIR table.
+bench-beir: $(PY)
+	$(VENV)/bin/octobrain bench beir --data $(SCIFACT) --output benches/results/beir_scifact.json \
+	    --update README.md
+
+## Scale benchmark (synthetic memories); rewrites the README's scale table.
+bench-scale: $(PY)
+	$(VENV)/bin/octobrain bench scale --sizes 1000,10000 --output benches/results/scale.json \
+	    --update README.md
 
 ci: install lint test
 

@@ -17,6 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from octobrain.bench_tables import replace_between
+
 START = "<!-- bench:start -->"
 END = "<!-- bench:end -->"
 
@@ -85,16 +87,6 @@ def table(results: dict[str, Any]) -> str:
                 f"{_facts(ours.get('extra_info', {}))} |"
             )
     return "\n".join(lines)
-
-
-def replace_between(path: Path, start: str, end: str, text: str) -> None:
-    """Rewrite the part of `path` between two marker lines."""
-    content = path.read_text()
-    head, found, rest = content.partition(start)
-    _, found_end, tail = rest.partition(end)
-    if not (found and found_end):
-        raise SystemExit(f"{path}: no {start} … {end} markers")
-    path.write_text(f"{head}{start}\n{text}\n{end}{tail}")
 
 
 def main() -> None:

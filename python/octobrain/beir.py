@@ -18,7 +18,7 @@ import gzip
 import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from octobrain.errors import InvalidInput
@@ -44,6 +44,8 @@ class BeirDataset:
     query_ids: list[str]
     query_texts: list[str]
     qrels: dict[str, dict[str, int]]
+    doc_titles: list[str] = field(default_factory=list)  # title and text apart, for ingesting
+    doc_bodies: list[str] = field(default_factory=list)
 
 
 def _jsonl(directory: Path, stem: str) -> Iterator[dict[str, object]]:
@@ -81,10 +83,14 @@ def load_beir(directory: str | Path, split: str = "test") -> BeirDataset:
         raise InvalidInput("data", f"{root} is not a directory")
     doc_ids: list[str] = []
     doc_texts: list[str] = []
+    titles: list[str] = []
+    bodies: list[str] = []
     for doc in _jsonl(root, "corpus"):
         title, text = str(doc.get("title") or "").strip(), str(doc.get("text") or "")
         doc_ids.append(str(doc["_id"]))
         doc_texts.append(f"{title}. {text}" if title else text)
+        titles.append(title)
+        bodies.append(text)
     qrels = _read_qrels(root / "qrels" / f"{split}.tsv")
     judged = {q for q, docs in qrels.items() if any(g > 0 for g in docs.values())}
     query_ids: list[str] = []
@@ -93,7 +99,7 @@ def load_beir(directory: str | Path, split: str = "test") -> BeirDataset:
         if str(query["_id"]) in judged:
             query_ids.append(str(query["_id"]))
             query_texts.append(str(query["text"]))
-    return BeirDataset(doc_ids, doc_texts, query_ids, query_texts, qrels)
+    return BeirDataset(doc_ids, doc_texts, query_ids, query_texts, qrels, titles, bodies)
 
 
 def ndcg_at_k(ranked: Sequence[str], judgments: Mapping[str, int], k: int = 10) -> float:

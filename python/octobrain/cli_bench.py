@@ -71,3 +71,161 @@ def bench_bm25_command(
     click.echo(f"query p50    {result.query_p50_ms:.3f} ms")
     click.echo(f"query p95    {result.query_p95_ms:.3f} ms")
     click.echo(f"batch        {result.batch_seconds * 1000:.1f} ms for all queries")
+
+
+def _write_output(payload: dict[str, object], output: Path | None) -> None:
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
+
+@bench.command("beir")
+@click.option(
+    "--data",
+    "data",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="OCTOBRAIN_SCIFACT",
+    help="BEIR dataset directory (corpus, queries, qrels/test.tsv). Default: $OCTOBRAIN_SCIFACT.",
+)
+@click.option(
+    "--path",
+    "path",
+    type=click.Choice(["knowledge", "memory"]),
+    default="knowledge",
+    show_default=True,
+    help="Ingest as knowledge documents or as memories.",
+)
+@click.option(
+    "--modes",
+    default="all",
+    show_default=True,
+    help="Comma-separated retrieval modes (see `octobrain bench modes`), or 'all'.",
+)
+@click.option("--max-queries", type=click.IntRange(min=1), help="Evaluate only the first N.")
+@click.option("--model", default="minilm", show_default=True, help="Embedding model string.")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Embedding cache. Default: <data dir>/cache/embeddings.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@click.option(
+    "--output", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here."
+)
+@click.option(
+    "--update",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Rewrite the BEIR table between <!-- beir:start/end --> in this README.",
+)
+def bench_beir_command(
+    data: Path | None,
+    path: str,
+    modes: str,
+    max_queries: int | None,
+    model: str,
+    cache_dir: Path | None,
+    fmt: str,
+    output: Path | None,
+    update: Path | None,
+) -> None:
+    """Quality (nDCG@10, Recall@10/100, MRR@10) and speed of each retrieval mode on a BEIR
+    dataset, through the product's knowledge or memory path."""
+    if data is None:
+        raise click.UsageError("--data is required (or set OCTOBRAIN_SCIFACT)")
+    from dataclasses import replace
+
+    from octobrain.beir import load_beir
+    from octobrain.bench_beir import MODES, run_beir
+    from octobrain.bench_tables import beir_table, update_readme
+    from octobrain.errors import InvalidInput
+
+    chosen = list(MODES) if modes == "all" else [m.strip() for m in modes.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in MODES]
+    if unknown or not chosen:
+        raise click.BadParameter(
+            f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}",
+            param_hint="--modes",
+        )
+    try:
+        dataset = load_beir(data)
+        if max_queries is not None:
+            dataset = replace(
+                dataset,
+                query_ids=dataset.query_ids[:max_queries],
+                query_texts=dataset.query_texts[:max_queries],
+            )
+        with (
+            click.progressbar(length=len(dataset.doc_ids), label="ingest", file=sys.stderr) as ib,
+            click.progressbar(
+                length=len(dataset.query_ids) * len(chosen), label="queries", file=sys.stderr
+            ) as qb,
+        ):
+            report = run_beir(
+                dataset,
+                dataset_name=data.name,
+                path=path,
+                modes=chosen,
+                model=model,
+                cache_dir=cache_dir,
+                on_ingest=lambda done, _total: ib.update(done - ib.pos),
+                on_query=lambda _mode, _done, _total: qb.update(1),
+            )
+    except InvalidInput as err:
+        raise click.BadParameter(err.rule, param_hint=f"--{err.field}") from err
+    payload = report.as_dict()
+    _write_output(payload, output)
+    if update is not None:
+        update_readme(update, "beir", beir_table(payload))
+    click.echo(json.dumps(payload, indent=2) if fmt == "json" else beir_table(payload))
+
+
+@bench.command("scale")
+@click.option(
+    "--sizes",
+    default="1000,10000,100000",
+    show_default=True,
+    help="Comma-separated store sizes (memories in one scope).",
+)
+@click.option(
+    "--queries", type=click.IntRange(min=2), default=200, show_default=True, help="Per size."
+)
+@click.option(
+    "--model",
+    default="minilm",
+    show_default=True,
+    help="Model whose query-embedding cost is measured and reported beside the search.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@click.option(
+    "--output", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here."
+)
+@click.option(
+    "--update",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Rewrite the table between <!-- scale:start/end --> in this README.",
+)
+def bench_scale_command(
+    sizes: str, queries: int, model: str, fmt: str, output: Path | None, update: Path | None
+) -> None:
+    """Memorize and import throughput, remember p50/p95 (plain and filtered), sleep-pass time,
+    store size, cold start and peak RSS at growing store sizes (synthetic memories)."""
+    from octobrain.bench_scale import run_scale
+    from octobrain.bench_tables import scale_table, update_readme
+
+    try:
+        counts = [int(s) for s in sizes.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter("must be comma-separated integers", param_hint="--sizes") from None
+    if not counts or any(c < 2 for c in counts):
+        raise click.BadParameter("each size must be >= 2", param_hint="--sizes")
+    report = run_scale(
+        counts, queries=queries, model=model, progress=lambda step: click.echo(step, err=True)
+    )
+    _write_output(report, output)
+    if update is not None:
+        update_readme(update, "scale", scale_table(report))
+    click.echo(json.dumps(report, indent=2) if fmt == "json" else scale_table(report))

@@ -148,7 +148,9 @@ class StorageConfig:
 class HydeConfig:
     """`[search.hyde]`: pseudo-relevance feedback on the query vector."""
 
-    enabled: bool = _opt(True, "blend the query vector with the centroid of the top results")
+    enabled: bool = _opt(
+        False, "blend the query vector with the centroid of the top results (measured: no gain)"
+    )
     top_k: int = _opt(3, "results in the centroid", _range(1, 50))
     alpha: float = _opt(0.5, "weight kept on the original query vector", _range(0, 1))
     min_results: int = _opt(2, "results needed before blending", _range(1, 50))
@@ -164,7 +166,11 @@ class SearchConfig:
     default_limit: int = _opt(5, "results when the caller gives no limit", _range(1, 1000))
     max_results: int = _opt(50, "hard ceiling on results per search", _range(1, 1000))
     candidates: int = _opt(100, "candidates per leg (vector, BM25) before fusion", _range(1, 10000))
-    fusion: str = _opt("rrf", "rrf | minmax | zscore", _choice("rrf", "minmax", "zscore"))
+    fusion: str = _opt(
+        "zscore",
+        "zscore | minmax (score fusion over both legs' candidates) | rrf (ranks only)",
+        _choice("rrf", "minmax", "zscore"),
+    )
     rrf_k: int = _opt(60, "k of reciprocal-rank fusion", _range(1, 100000))
     vector_weight: float = _opt(1.0, "weight of the vector leg in fusion", _range(0, 100))
     bm25_weight: float = _opt(1.0, "weight of the BM25 leg in fusion", _range(0, 100))

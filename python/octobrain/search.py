@@ -24,6 +24,7 @@ from octobrain.corpus import Corpus
 from octobrain.embed import Embedder
 from octobrain.errors import InvalidInput
 from octobrain.gist import gist_for
+from octobrain.hybrid import hybrid_rank
 from octobrain.models import (
     MAX_QUERIES,
     QUERY_BYTES,
@@ -96,11 +97,6 @@ class _Scored:
     legs: str
 
 
-def _unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    norm = float(np.linalg.norm(vector))
-    return vector / norm if norm > 0 else vector
-
-
 class Retriever:
     """Runs queries against one store through its in-process mirror."""
 
@@ -145,65 +141,30 @@ class Retriever:
     def _one(
         self, query: str, qvec: npt.NDArray[np.float32], where: str, allowed: npt.NDArray[np.bool_]
     ) -> list[_Scored]:
-        cfg = self.config.search
-        want = cfg.candidates
-        vector_pos = self._vector_leg(qvec, where, want, allowed)
-        bm_pos, bm_scores = self.corpus.index.search(query, want, allowed=allowed)
-        lists: list[list[int]] = []
-        scores: list[list[float]] = []
-        weights: list[float] = []
-        legs: dict[int, list[str]] = {}
-        cos_all = self.corpus.embeddings @ qvec if len(vector_pos) or len(bm_pos) else None
-        if vector_pos:
-            lists.append(vector_pos)
-            assert cos_all is not None
-            scores.append([float(cos_all[p]) for p in vector_pos])
-            weights.append(cfg.vector_weight)
-            for rank, p in enumerate(vector_pos, 1):
-                legs.setdefault(p, []).append(f"vector #{rank}")
-        if len(bm_pos):
-            lists.append([int(p) for p in bm_pos])
-            scores.append([float(s) for s in bm_scores])
-            weights.append(cfg.bm25_weight)
-            for rank, p in enumerate(bm_pos, 1):
-                legs.setdefault(int(p), []).append(f"bm25 #{rank}")
-        if not lists or sum(weights) == 0:
-            return []
-        if cfg.fusion == "rrf":
-            fused = fusion.rrf(lists, weights, k=cfg.rrf_k)
-            top = max(fused.scores) if fused.scores else 1.0
-            fused_scores = [s / top for s in fused.scores]
-        else:
-            fused = fusion.score_fusion(lists, scores, weights, method=cfg.fusion)  # type: ignore[arg-type]
-            fused_scores = list(fused.scores)
-            if cfg.fusion == "zscore" and fused_scores:  # map to (0, 1] for display and adjustments
-                lo, hi = min(fused_scores), max(fused_scores)
-                fused_scores = [(s - lo) / (hi - lo) if hi > lo else 1.0 for s in fused_scores]
-        assert cos_all is not None
-        coverage = self.corpus.coverage(query, fused.ids)
+        cos_all = self.corpus.embeddings @ qvec
+        ranking = hybrid_rank(
+            query,
+            qvec,
+            embeddings=self.corpus.embeddings,
+            cosines=cos_all,
+            nearest=lambda vec, k: self._nearest(vec, where, k, allowed),
+            index=self.corpus.index,
+            allowed=allowed,
+            cfg=self.config.search,
+        )
+        coverage = self.corpus.coverage(query, ranking.ids)
         out = []
-        for i, pos in enumerate(fused.ids):
+        for i, pos in enumerate(ranking.ids):
             cos = float(cos_all[pos])
             # Exact words count as evidence of relevance, but never alone beyond the average of
             # the two: a shared common word must not make an unrelated memory "relevant".
             relevance = max(0.0, cos, 0.5 * (cos + float(coverage[i])))
             out.append(
                 _Scored(
-                    pos, fused_scores[i], relevance, cos, float(coverage[i]), ", ".join(legs[pos])
+                    pos, ranking.scores[i], relevance, cos, float(coverage[i]), ranking.legs[pos]
                 )
             )
         return out
-
-    def _vector_leg(
-        self, qvec: npt.NDArray[np.float32], where: str, want: int, allowed: npt.NDArray[np.bool_]
-    ) -> list[int]:
-        found = self._nearest(qvec, where, want, allowed)
-        hyde = self.config.search.hyde
-        if not hyde.enabled or len(found) < hyde.min_results or hyde.alpha >= 1.0:
-            return found
-        centroid = self.corpus.embeddings[found[: hyde.top_k]].mean(axis=0)
-        expanded = _unit(hyde.alpha * qvec + (1.0 - hyde.alpha) * _unit(centroid))
-        return self._nearest(expanded, where, want, allowed)
 
     def _nearest(
         self, vector: npt.NDArray[np.float32], where: str, want: int, allowed: npt.NDArray[np.bool_]

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from octobrain import fusion
 from octobrain.config import Config
+from octobrain.hybrid import hybrid_rank
 from octobrain.knowledge.index import ChunkIndex
 from octobrain.knowledge.results import KnowledgeHit
 
@@ -44,50 +44,29 @@ def search_chunks(
     """The best `limit` sections for `query` among `allowed` chunk positions."""
     if not allowed.any():
         return []
-    cfg = config.search
-    want = cfg.candidates
-    vector_pos = index.nearest(qvec, allowed, want)
-    bm_pos, bm_scores = index.index.search(query, want, allowed=allowed)
     cos_all = index.embeddings @ qvec
-    lists: list[list[int]] = []
-    scores: list[list[float]] = []
-    weights: list[float] = []
-    legs: dict[int, list[str]] = {}
-    if vector_pos and cfg.vector_weight > 0:
-        lists.append(vector_pos)
-        scores.append([float(cos_all[p]) for p in vector_pos])
-        weights.append(cfg.vector_weight)
-        for rank, p in enumerate(vector_pos, 1):
-            legs.setdefault(p, []).append(f"vector #{rank}")
-    if len(bm_pos) and cfg.bm25_weight > 0:
-        lists.append([int(p) for p in bm_pos])
-        scores.append([float(s) for s in bm_scores])
-        weights.append(cfg.bm25_weight)
-        for rank, p in enumerate(bm_pos, 1):
-            legs.setdefault(int(p), []).append(f"bm25 #{rank}")
-    if not lists:
-        return []
-    if cfg.fusion == "rrf":
-        fused = fusion.rrf(lists, weights, k=cfg.rrf_k)
-    else:
-        fused = fusion.score_fusion(lists, scores, weights, method=cfg.fusion)  # type: ignore[arg-type]
-    top = max(fused.scores) if fused.scores else 1.0
-    lo = min(fused.scores) if fused.scores else 0.0
-    coverage = index.coverage(query, fused.ids)
+    ranking = hybrid_rank(
+        query,
+        qvec,
+        embeddings=index.embeddings,
+        cosines=cos_all,
+        nearest=lambda vec, k: index.nearest(vec, allowed, k),
+        index=index.index,
+        allowed=allowed,
+        cfg=config.search,
+    )
+    coverage = index.coverage(query, ranking.ids)
     scored: list[_Scored] = []
-    for i, pos in enumerate(fused.ids):
+    for i, pos in enumerate(ranking.ids):
         cos = float(cos_all[pos])
         # As for memories: exact words are evidence, but never alone beyond their average
         # with the cosine, so one shared common word does not make a chunk "relevant".
         relevance = max(0.0, cos, 0.5 * (cos + float(coverage[i])))
         if relevance < min_relevance:
             continue
-        norm = (
-            (fused.scores[i] - lo) / (top - lo)
-            if cfg.fusion == "zscore" and top > lo
-            else (fused.scores[i] / top if top > 0 else 0.0)
+        scored.append(
+            _Scored(pos, ranking.scores[i], relevance, cos, float(coverage[i]), ranking.legs[pos])
         )
-        scored.append(_Scored(pos, norm, relevance, cos, float(coverage[i]), ", ".join(legs[pos])))
     return _group(index, scored, limit)
 
 

@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-import numpy.typing as npt
 
 from octobrain.config import Config, load_config, resolve_storage_uri
 from octobrain.embed import Embedder, embedder_from_config
 from octobrain.errors import InvalidInput
 from octobrain.knowledge.chunk import chunk_text
-from octobrain.knowledge.extract import Document, document_from_text, extract
+from octobrain.knowledge.extract import (
+    DocType,
+    Document,
+    document_from_text,
+    extract,
+    normalise,
+)
 from octobrain.knowledge.fetch import fetch_url
 from octobrain.knowledge.index import ChunkIndex
 from octobrain.knowledge.results import (
@@ -219,6 +222,51 @@ class Knowledge:
         size: int,
         progress: Progress | None,
     ) -> tuple[dict[str, Any], int]:
+        source_row, chunk_rows = self._rows(document, scope, session_id, digest, mtime, size)
+        self._embed(chunk_rows, progress)
+        self.kstore.replace_source(source_row, chunk_rows)
+        return source_row, len(chunk_rows)
+
+    def index_texts(
+        self,
+        documents: Sequence[tuple[str, str, str]],
+        *,
+        global_: bool = False,
+        progress: Progress | None = None,
+    ) -> int:
+        """Bulk import of (uri, title, text) documents already in hand (e.g. a benchmark corpus
+        or an export): chunked and embedded like any source, then written in two commits.
+        Returns the number of chunks written."""
+        scope = "" if global_ else self.scope
+        sources: list[dict[str, Any]] = []
+        chunks: list[dict[str, Any]] = []
+        for uri, title, text in documents:
+            document = Document(
+                check_text("uri", uri, QUERY_BYTES), title, DocType.TEXT, normalise(text)
+            )
+            data = document.text.encode("utf-8")
+            source_row, chunk_rows = self._rows(
+                document, scope, "", content_hash(document.text), 0.0, len(data)
+            )
+            sources.append(source_row)
+            chunks.extend(chunk_rows)
+        self._embed(chunks, progress)
+        self.kstore.add_sources(sources, chunks)
+        return len(chunks)
+
+    def _embed(self, chunk_rows: list[dict[str, Any]], progress: Progress | None) -> None:
+        texts = [r["content"] for r in chunk_rows]
+        for start in range(0, len(texts), EMBED_BATCH):
+            part = self.embedder.embed_documents(texts[start : start + EMBED_BATCH])
+            for row, vec in zip(chunk_rows[start : start + EMBED_BATCH], part, strict=True):
+                row["embedding"] = vec
+            if progress is not None:
+                progress(min(len(texts), start + EMBED_BATCH), len(texts))
+
+    def _rows(
+        self, document: Document, scope: str, session_id: str, digest: str, mtime: float, size: int
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The source row and its chunk rows (without embeddings) for a new generation."""
         k = self.config.knowledge
         chunks = chunk_text(
             document.text,
@@ -227,12 +275,6 @@ class Knowledge:
             overlap=k.chunk_overlap,
             parent_size=k.parent_size,
         )
-        texts = [c.content for c in chunks]
-        vectors: list[npt.NDArray[np.float32]] = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            vectors.extend(self.embedder.embed_documents(texts[start : start + EMBED_BATCH]))
-            if progress is not None:
-                progress(min(len(texts), start + EMBED_BATCH), len(texts))
         now = utcnow()
         sid = source_id(document.uri, scope, session_id)
         generation = uuid.uuid4().hex
@@ -269,12 +311,10 @@ class Knowledge:
                 "byte_start": c.start,
                 "byte_end": c.end,
                 "indexed_at": now,
-                "embedding": vec,
             }
-            for c, vec in zip(chunks, vectors, strict=True)
+            for c in chunks
         ]
-        self.kstore.replace_source(source_row, chunk_rows)
-        return source_row, len(chunks)
+        return source_row, chunk_rows
 
     # ---- search and match -----------------------------------------------------------------
 

@@ -206,6 +206,27 @@ class KnowledgeStore:
             self._flip(source_row)
             self.chunks.delete(f"source_id = {sql_str(sid)} AND generation != {sql_str(gen)}")
 
+    def add_sources(
+        self, source_rows: list[dict[str, Any]], chunk_rows: list[dict[str, Any]]
+    ) -> None:
+        """Bulk import of new sources: all chunks in one commit, then all source rows in one
+        (the commit that makes them visible). An id that already exists is replaced."""
+        if not source_rows:
+            return
+        with self.write_lock():
+            replaced = self.scan_sources(sql_in("id", [r["id"] for r in source_rows]))
+            if chunk_rows:
+                self.chunks.add(chunk_rows)
+            (
+                self.sources.merge_insert("id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(source_rows)
+            )
+            for old in replaced:  # the previous generation's chunks of a replaced source
+                sid, gen = sql_str(old["id"]), sql_str(old["generation"])
+                self.chunks.delete(f"source_id = {sid} AND generation = {gen}")
+
     def _flip(self, source_row: dict[str, Any]) -> None:
         """The one commit that switches a source to its new generation."""
         (

@@ -1,0 +1,79 @@
+"""Markdown tables for `octobrain bench beir|scale`, and rewriting them into the README."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from octobrain.errors import InvalidInput
+
+__all__ = ["beir_table", "replace_between", "scale_table", "update_readme"]
+
+
+def replace_between(path: Path, start: str, end: str, text: str) -> None:
+    """Rewrite the part of `path` between two marker lines (both must be present)."""
+    content = path.read_text(encoding="utf-8")
+    head, found, rest = content.partition(start)
+    _, found_end, tail = rest.partition(end)
+    if not (found and found_end):
+        raise InvalidInput("update", f"{path} has no {start} … {end} markers")
+    path.write_text(f"{head}{start}\n{text}\n{end}{tail}", encoding="utf-8")
+
+
+def update_readme(path: Path, name: str, text: str) -> None:
+    """Replace the block between `<!-- {name}:start -->` and `<!-- {name}:end -->`."""
+    replace_between(path, f"<!-- {name}:start -->", f"<!-- {name}:end -->", text)
+
+
+def beir_table(report: dict[str, Any]) -> str:
+    """The ablation table of one `bench beir` report, with its ingest and resource facts."""
+    lines = [
+        f"`{report['dataset']}` via the {report['path']} path: {report['docs']:,} documents, "
+        f"{report['queries']} queries, model `{report['model']}`, {report['machine']}.",
+        "",
+        "| mode | nDCG@10 | Recall@10 | Recall@100 | MRR@10 | search p50 | search p95 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for m in report["modes"]:
+        name = f"**{m['mode']}**" if m["mode"] == "default" else m["mode"]
+        lines.append(
+            f"| {name} | {m['ndcg_at_10']:.3f} | {m['recall_at_10']:.3f} | "
+            f"{m['recall_at_100']:.3f} | {m['mrr_at_10']:.3f} | "
+            f"{m['search_p50_ms']:.1f} ms | {m['search_p95_ms']:.1f} ms |"
+        )
+    embedded = (
+        f"{report['embedded']:,} embedded, {report['cached']:,} from the embedding cache"
+        if report["cached"]
+        else f"{report['embedded']:,} embedded"
+    )
+    lines += [
+        "",
+        f"Ingest: {report['ingest_seconds']:.1f} s for {report['rows']:,} rows "
+        f"({report['docs_per_second']:.0f} docs/s; {embedded}); first search (mirror build) "
+        f"{report['mirror_seconds'] * 1000:.0f} ms; query embedding p50 "
+        f"{report['query_embedding_p50_ms']:.1f} ms (add it to the search latency for a cold "
+        f"query); peak RSS {report['peak_rss_mb']:.0f} MiB.",
+    ]
+    return "\n".join(lines)
+
+
+def scale_table(report: dict[str, Any]) -> str:
+    """The table of one `bench scale` report."""
+    lines = [
+        f"Model for the stored vectors: `{report['model']}`; {report['machine']}. "
+        f"{report['notes']}",
+        "",
+        "| memories | memorize (1 by 1) | import (batch) | remember p50 | remember p95 | "
+        "remember p50, filtered | + query embedding p50 | sleep pass | store on disk | "
+        "cold start → first result | peak RSS |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["sizes"]:
+        lines.append(
+            f"| {r['memories']:,} | {r['memorize_per_s']:.0f}/s | {r['import_per_s']:,.0f}/s | "
+            f"{r['remember_p50_ms']:.1f} ms | {r['remember_p95_ms']:.1f} ms | "
+            f"{r['remember_filtered_p50_ms']:.1f} ms | {r['query_embedding_p50_ms']:.1f} ms | "
+            f"{r['sleep_seconds']:.2f} s | {r['store_mb']:.1f} MB | "
+            f"{r['cold_start_ms']:.0f} ms | {r['peak_rss_mb']:.0f} MiB |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,97 @@
+"""Smoke runs of `octobrain bench beir` and `octobrain bench scale` (hash embedder, small data),
+so the benchmark commands cannot rot. The real numbers live in the README."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from octobrain.cli import main
+
+README = (
+    "intro\n<!-- beir:start -->\nSTALE TABLE\n<!-- beir:end -->\n"
+    "<!-- scale:start -->\n<!-- scale:end -->\n"
+)
+
+
+def _synthetic_beir(root: Path, docs: int = 300, queries: int = 40) -> Path:
+    """Topic documents; each query uses some words of its one relevant document."""
+    rng = random.Random(3)
+    vocab = [f"w{i}" for i in range(2000)]
+    (root / "qrels").mkdir(parents=True)
+    texts = [rng.sample(vocab, 40) for _ in range(docs)]
+    with (root / "corpus.jsonl").open("w", encoding="utf-8") as f:
+        for i, words in enumerate(texts):
+            doc = {"_id": f"d{i}", "title": " ".join(words[:4]), "text": " ".join(words[4:])}
+            f.write(json.dumps(doc) + "\n")
+    lines = ["query-id\tcorpus-id\tscore"]
+    with (root / "queries.jsonl").open("w", encoding="utf-8") as f:
+        for q in range(queries):
+            target = rng.randrange(docs)
+            words = rng.sample(texts[target], 3) + rng.sample(vocab, 1)
+            f.write(json.dumps({"_id": f"q{q}", "text": " ".join(words)}) + "\n")
+            lines.append(f"q{q}\td{target}\t1")
+    (root / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def beir_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _synthetic_beir(tmp_path_factory.mktemp("beir"))
+
+
+@pytest.mark.parametrize("path", ["knowledge", "memory"])
+def test_bench_beir_smoke(beir_dir: Path, tmp_path: Path, path: str) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(README, encoding="utf-8")
+    out = tmp_path / "beir.json"
+    args = ["bench", "beir", "--data", str(beir_dir), "--path", path, "--model", "hash:256"]
+    args += ["--modes", "bm25,dense,rrf,minmax,default", "--max-queries", "30"]
+    args += ["--cache-dir", str(tmp_path / "cache"), "--output", str(out), "--update", str(readme)]
+    result = CliRunner().invoke(main, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert json.loads(out.read_text()) == report
+    assert (report["docs"], report["queries"], report["rows"]) == (300, 30, 300)
+    modes = {m["mode"]: m for m in report["modes"]}
+    assert list(modes) == ["bm25", "dense", "rrf", "minmax", "default"]
+    # Three of four query words come from the relevant document: exact words find it.
+    assert modes["bm25"]["recall_at_10"] >= 0.9
+    assert modes["default"]["ndcg_at_10"] >= 0.7
+    assert all(m["search_p95_ms"] >= m["search_p50_ms"] > 0 for m in modes.values())
+    assert report["embedded"] == 300 and report["cached"] == 0 and report["peak_rss_mb"] > 0
+    text = readme.read_text()
+    assert "STALE TABLE" not in text and "| **default** |" in text
+    assert "<!-- scale:start -->" in text
+    # A second run finds every document embedding in the cache.
+    again = CliRunner().invoke(main, [*args[:-4], "--modes", "bm25", "--format", "json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["cached"] == 300
+
+
+def test_bench_beir_rejects_unknown_mode(beir_dir: Path) -> None:
+    result = CliRunner().invoke(main, ["bench", "beir", "--data", str(beir_dir), "--modes", "x"])
+    assert result.exit_code == 2 and "--modes" in result.output and "default" in result.output
+
+
+def test_bench_scale_smoke(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(README, encoding="utf-8")
+    args = ["bench", "scale", "--sizes", "150,300", "--queries", "5", "--model", "hash:384"]
+    result = CliRunner().invoke(main, [*args, "--format", "json", "--update", str(readme)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    sizes = report["sizes"]
+    assert [s["memories"] for s in sizes] == [150, 300]
+    for s in sizes:
+        assert s["remember_p95_ms"] >= s["remember_p50_ms"] > 0
+        assert s["memorize_per_s"] > 0 and s["import_per_s"] > 0 and s["store_mb"] > 0
+        assert s["cold_start_ms"] > 0 and s["sleep_seconds"] >= 0
+    assert sizes[1]["store_mb"] > sizes[0]["store_mb"]
+    assert "| 300 |" in readme.read_text()
+    bad = CliRunner().invoke(main, ["bench", "scale", "--sizes", "1,x"])
+    assert bad.exit_code == 2 and "--sizes" in bad.output
