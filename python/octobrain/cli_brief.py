@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from octobrain.cli_common import FORMAT_OPTION, OctobrainGroup
+from octobrain.cli_common import FORMAT_OPTION, OctobrainGroup, chosen_scope
 from octobrain.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -22,13 +22,7 @@ log = logging.getLogger(__name__)
 
 
 def _scope(scope: str | None, global_: bool, cwd: Path) -> str:
-    from octobrain.scope import derive_scope
-
-    if scope is not None and global_:
-        raise InvalidInput("--global", "cannot be combined with --scope")
-    if global_:
-        return ""
-    return scope if scope is not None else derive_scope(cwd)
+    return chosen_scope(scope, global_, cwd)
 
 
 def _brain(scope: str, cwd: Path, session_id: str = "") -> Brain:

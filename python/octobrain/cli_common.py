@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import IO, Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, TypeVar
 
 import click
 
@@ -55,3 +57,27 @@ FORMAT_OPTION = click.option(
     show_default=True,
     help="Output format.",
 )
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def scope_options(fn: F) -> F:
+    """`--scope S` / `--global` on a command group; the choice lands in `ctx.obj`."""
+    fn = click.option("--global", "global_", is_flag=True, help="Use the global scope instead.")(fn)
+    return click.option(
+        "--scope", help="Project scope (default: derived from the cwd's git remote)."
+    )(fn)
+
+
+def chosen_scope(scope: str | None, global_: bool, cwd: Path | None = None) -> str:
+    """The scope a command works in: `--global`, else `--scope`, else derived from the cwd."""
+    if scope is not None and global_:
+        raise InvalidInput("--global", "cannot be combined with --scope")
+    if global_:
+        return ""
+    if scope is not None:
+        return scope
+    from octobrain.scope import derive_scope
+
+    return derive_scope(cwd or Path.cwd())

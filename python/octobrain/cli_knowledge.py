@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from octobrain.cli_common import FORMAT_OPTION, OctobrainGroup
-from octobrain.errors import InvalidInput
+from octobrain.cli_common import FORMAT_OPTION, OctobrainGroup, chosen_scope, scope_options
 
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
@@ -36,27 +35,18 @@ def _emit(fmt: str, result: Any, text: str) -> None:
 
 
 @click.group("knowledge", cls=OctobrainGroup)
-@click.option("--scope", help="Project scope (default: derived from the cwd's git remote).")
-@click.option("--global", "global_", is_flag=True, help="Use the global scope instead.")
+@scope_options
 @click.pass_context
 def knowledge(ctx: click.Context, scope: str | None, global_: bool) -> None:
     """Index, search, read and grep external documents (files and URLs)."""
-    if scope is not None and global_:
-        raise InvalidInput("--global", "cannot be combined with --scope")
     ctx.obj = {"scope": scope, "global": global_}
 
 
 def _knowledge(ctx: click.Context, session_id: str = CLI_SESSION) -> Knowledge:
     from octobrain.knowledge import Knowledge
-    from octobrain.scope import derive_scope
 
     opts = ctx.find_object(dict) or {"scope": None, "global": False}
-    if opts["global"]:
-        scope = ""
-    elif opts["scope"] is not None:
-        scope = opts["scope"]
-    else:
-        scope = derive_scope(Path.cwd())
+    scope = chosen_scope(opts["scope"], opts["global"])
     return Knowledge(scope, session_id=session_id, cwd=Path.cwd())
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from octobrain.cli_common import FORMAT_OPTION, OctobrainGroup
+from octobrain.cli_common import FORMAT_OPTION, OctobrainGroup, chosen_scope, scope_options
 from octobrain.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -30,28 +30,18 @@ def _emit(fmt: str, data: Any, text: str) -> None:
 
 
 @click.group("memory", cls=OctobrainGroup)
-@click.option("--scope", help="Project scope (default: derived from the cwd's git remote).")
-@click.option("--global", "global_", is_flag=True, help="Use the global scope instead.")
+@scope_options
 @click.pass_context
 def memory(ctx: click.Context, scope: str | None, global_: bool) -> None:
     """Store, search and curate memories."""
-    if scope is not None and global_:
-        raise InvalidInput("--global", "cannot be combined with --scope")
-    ctx.obj = {"scope": scope, "global": global_}
+    ctx.obj = {"scope": chosen_scope(scope, global_)}
 
 
 def _brain(ctx: click.Context, *, lazy_sleep: bool = True) -> Brain:
     from octobrain.brain import Brain
-    from octobrain.scope import derive_scope
     from octobrain.sleep_startup import start_background_sleep
 
-    opts = ctx.find_root().obj if ctx.obj is None else ctx.obj
-    if opts["global"]:
-        scope = ""
-    elif opts["scope"] is not None:
-        scope = opts["scope"]
-    else:
-        scope = derive_scope(Path.cwd())
+    scope: str = (ctx.find_object(dict) or {"scope": chosen_scope(None, False)})["scope"]
     brain = Brain(scope, workdir=Path.cwd())
     if lazy_sleep:  # a due sleep pass runs in the background; it never fails this command
         start_background_sleep(brain)

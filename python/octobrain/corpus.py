@@ -10,7 +10,6 @@ patches access counts in place — other processes' writes become visible withou
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from octobrain.bm25 import BM25Index
+from octobrain.hybrid import coverage, exact_nearest
 from octobrain.models import Memory, Relationship, State
 from octobrain.store import MemoryStore
 from octobrain.store.memories import sql_in
@@ -246,33 +246,12 @@ class Corpus:
     def nearest(
         self, vector: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_], k: int
     ) -> list[int]:
-        """Exact top-`k` positions by cosine among `allowed` (rows are unit vectors)."""
-        candidates = np.flatnonzero(allowed)
-        if not len(candidates):
-            return []
-        # One contiguous matrix-vector product beats gathering the allowed rows first.
-        scores = (self.embeddings @ vector)[candidates]
-        if len(candidates) > k:
-            top = np.argpartition(-scores, k - 1)[:k]
-            candidates, scores = candidates[top], scores[top]
-        order = np.lexsort((candidates, -scores))  # score desc, then position: deterministic
-        return [int(p) for p in candidates[order]]
+        """Exact top-`k` positions by cosine among `allowed`."""
+        return exact_nearest(self.embeddings, vector, allowed, k)
 
     def coverage(self, query: str, positions: Sequence[int]) -> npt.NDArray[np.float64]:
-        """How much of the query's information each document contains: the idf-weighted share
-        of the query's distinct terms present in it, in [0, 1]. An absolute measure (unlike a
-        BM25 score), so exact-word matches can pass a relevance threshold on their own."""
-        terms = set(analyze([query])[0])
-        out = np.zeros(len(positions), dtype=np.float64)
-        if not terms:
-            return out
-        n = max(1, len(self.pos_of))
-        idf = {t: math.log(1 + (n - self._df[t] + 0.5) / (self._df[t] + 0.5)) for t in terms}
-        total = sum(idf.values())
-        for i, pos in enumerate(positions):
-            doc = self._terms[pos]
-            out[i] = sum(w for t, w in idf.items() if t in doc) / total
-        return out
+        """The idf-weighted share of the query's distinct terms each row contains, in [0, 1]."""
+        return coverage(query, positions, self._terms, self._df, len(self.pos_of))
 
     def memory(self, pos: int) -> Memory:
         """The memory at a live position."""

@@ -8,7 +8,6 @@ decide which generation of each source is visible.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import Counter
 from collections.abc import Collection, Sequence
@@ -19,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from octobrain.bm25 import BM25Index
+from octobrain.hybrid import coverage, exact_nearest
 from octobrain.knowledge.store import KnowledgeStore
 from octobrain.store.memories import sql_in
 from octobrain.text import analyze
@@ -134,29 +134,11 @@ class ChunkIndex:
         self, vector: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_], k: int
     ) -> list[int]:
         """Exact top-`k` positions by cosine among `allowed`."""
-        candidates = np.flatnonzero(allowed)
-        if not len(candidates):
-            return []
-        scores = self.embeddings[candidates] @ vector
-        if len(candidates) > k:
-            top = np.argpartition(-scores, k - 1)[:k]
-            candidates, scores = candidates[top], scores[top]
-        order = np.lexsort((candidates, -scores))
-        return [int(p) for p in candidates[order]]
+        return exact_nearest(self.embeddings, vector, allowed, k)
 
     def coverage(self, query: str, positions: Sequence[int]) -> npt.NDArray[np.float64]:
-        """The idf-weighted share of the query's distinct terms each chunk contains, in [0, 1]."""
-        terms = set(analyze([query])[0])
-        out = np.zeros(len(positions), dtype=np.float64)
-        if not terms:
-            return out
-        n = max(1, len(self.pos_of))
-        idf = {t: math.log(1 + (n - self._df[t] + 0.5) / (self._df[t] + 0.5)) for t in terms}
-        total = sum(idf.values())
-        for i, pos in enumerate(positions):
-            doc = self._terms[pos]
-            out[i] = sum(w for t, w in idf.items() if t in doc) / total
-        return out
+        """The idf-weighted share of the query's distinct terms each row contains, in [0, 1]."""
+        return coverage(query, positions, self._terms, self._df, len(self.pos_of))
 
     def row(self, pos: int) -> dict[str, Any]:
         """The chunk row at a live position."""
