@@ -135,6 +135,11 @@ class Brain:
         other._consolidator = self._consolidator
         return other
 
+    def warm_up(self) -> None:
+        """Load the model and open the store and its mirror now rather than on first use."""
+        self.embedder.embed_query("warm up")
+        self.retriever.corpus.refresh()
+
     def _write_scope(self, global_: bool) -> str:
         return "" if global_ else self.scope
 

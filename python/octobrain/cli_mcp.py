@@ -5,8 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from octobrain.server import BrainPool, Workspace
 
 
 @click.command("mcp")
@@ -30,7 +34,7 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
     """
     import anyio
 
-    from octobrain.server import BrainPool, build_server, serve_stdio
+    from octobrain.server import BrainPool, Workspace, build_server, serve_stdio
 
     logging.basicConfig(
         stream=sys.stderr,
@@ -38,9 +42,13 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
         format="octobrain %(levelname)s %(name)s: %(message)s",
     )
     pool = BrainPool()
+    workspace = Workspace.scan()
+    server = build_server(pool, workspace)
+    if pool.config.mcp.warm_up:
+        _start_warm_up(pool, workspace)
     bind = bind if bind is not None else pool.config.mcp.bind
     if not bind:
-        anyio.run(serve_stdio, build_server(pool))
+        anyio.run(serve_stdio, server)
         return
     from octobrain.server.http import check_token, parse_bind, serve_http
 
@@ -50,9 +58,19 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
     secret = token
     check_token(host, secret)
     serve_http(
-        build_server(pool),
+        server,
         host=host,
         port=port,
         token=secret,
         allowed_origins=pool.config.mcp.allowed_origins,
     )
+
+
+def _start_warm_up(pool: BrainPool, workspace: Workspace) -> None:
+    """Load the heavy parts in the background, for the scope the working directory locks
+    (else global), so the first tool call does not pay for them."""
+    import threading
+
+    lock = workspace.cwd_lock
+    scope, workdir = (lock.scope, lock.workdir) if lock is not None else ("", None)
+    threading.Thread(target=pool.warm_up, args=(scope, workdir), daemon=True).start()

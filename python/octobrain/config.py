@@ -304,6 +304,9 @@ class McpConfig:
     bind: str = _opt("", "HOST:PORT for streamable HTTP (empty: stdio)", _bind_rule)
     token: str = _opt("", "bearer token; required for a non-loopback bind", _token_rule)
     allowed_origins: tuple[str, ...] = _opt((), "extra Origin values accepted over HTTP")
+    warm_up: bool = _opt(
+        True, "load the model and the store in the background at startup (never blocks a reply)"
+    )
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ facade is not documented as safe for concurrent use from threads.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class BrainPool:
@@ -90,3 +92,14 @@ class BrainPool:
                 )
                 self._knowledge[(scope, sid)] = knowledge
             return fn(knowledge)
+
+    def warm_up(self, scope: str, workdir: Path | None) -> None:
+        """Load the model, LanceDB and the mirror ahead of the first call (run in a thread).
+
+        The protocol never waits for this: `initialize` and `tools/list` are answered while it
+        runs, and a tool call that arrives meanwhile simply queues behind it on the pool lock.
+        """
+        try:
+            self.call(scope, workdir, lambda brain: brain.warm_up())
+        except Exception:  # a store that cannot open is reported by the first real call
+            log.warning("background warm-up failed", exc_info=True)
