@@ -8,6 +8,7 @@ hybrid retrieval pipeline. Heavy objects (LanceDB, the model) load on first use.
 from __future__ import annotations
 
 import copy
+import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -19,7 +20,7 @@ from octobrain.config import Config, load_config, resolve_storage_uri
 from octobrain.consolidation import Consolidation, Consolidator, SleepReport, Unconsolidation
 from octobrain.corpus import LIGHT_COLUMNS, Corpus
 from octobrain.embed import Embedder, embedder_from_config
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, StorageError
 from octobrain.models import (
     CONTENT_BYTES,
     MAX_TAGS,
@@ -49,6 +50,7 @@ from octobrain.store import MemoryStore, NotFound
 from octobrain.store.memories import sql_str, visible_scopes, visible_where
 from octobrain.store.schema import row_to_memory
 
+log = logging.getLogger(__name__)
 ACCESS_WINDOW = timedelta(minutes=10)
 MAX_NEIGHBOURS = 3
 
@@ -273,8 +275,12 @@ class Brain:
         corpus = self.retriever.corpus
         due = corpus.due_for_access([h.memory.id for h in hits], now, ACCESS_WINDOW)
         if record_access and due:
-            version = self.store.record_access(due, now, min_interval=ACCESS_WINDOW)
-            corpus.note_own_access(due, now, version)
+            try:
+                version = self.store.record_access(due, now, min_interval=ACCESS_WINDOW)
+            except StorageError as exc:  # a read-only or full store still answers questions
+                log.warning("access counts not recorded: %s", exc)
+            else:
+                corpus.note_own_access(due, now, version)
         return Recall(hits, neighbours, self.scope)
 
     def _neighbours(self, hits: list[Hit], *, include_archived: bool = False) -> list[Neighbour]:

@@ -31,3 +31,9 @@ class ConfigError(InvalidInput):
 
 class EmbeddingError(OctobrainError, RuntimeError):
     """An embedder could not load or answer. The message says what to do about it."""
+
+
+class StorageError(OctobrainError):
+    """The store could not be written or opened (permissions, a full disk, an I/O fault).
+
+    Raised before or instead of a commit, so the store keeps its last committed state."""

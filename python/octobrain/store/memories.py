@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from octobrain.errors import InvalidInput, OctobrainError
+from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.models import Memory, Relationship, State
 from octobrain.store import schema
 
@@ -42,6 +43,17 @@ class ModelMismatch(OctobrainError):
 
 class NotFound(InvalidInput):
     """A memory id that does not exist or is not visible from this scope (a caller's mistake)."""
+
+
+def _io_failure(path: Path, exc: BaseException) -> str:
+    """One line for an I/O failure under `path` (LanceDB reports them as RuntimeError)."""
+    text = str(exc)
+    found = re.search(r"LanceError\(IO\): ([^,\n]+)", text)
+    reason = found.group(1) if found else (getattr(exc, "strerror", None) or text.splitlines()[0])
+    return (
+        f"store: cannot write to {path}: {reason}; nothing was changed "
+        "(check free space and permissions)"
+    )
 
 
 def _invisible(memory_id: str, scope: str) -> str:
@@ -94,15 +106,21 @@ class MemoryStore:
         import lancedb
         from filelock import FileLock
 
-        self.path.mkdir(parents=True, exist_ok=True)
         self._lock = FileLock(str(self.path / ".write.lock"), timeout=LOCK_TIMEOUT_S)
-        db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
-        with self._lock:  # creation is a write: two first runs must not race
-            names = set(db.list_tables().tables)
-            if MEMORIES not in names:
-                db.create_table(MEMORIES, schema=schema.memories_schema(self.model_id, self.dim))
-            if RELATIONSHIPS not in names:
-                db.create_table(RELATIONSHIPS, schema=schema.relationships_schema())
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
+            if not {MEMORIES, RELATIONSHIPS} <= set(db.list_tables().tables):
+                with self._lock:  # creation is a write: two first runs must not race
+                    names = set(db.list_tables().tables)
+                    if MEMORIES not in names:
+                        db.create_table(
+                            MEMORIES, schema=schema.memories_schema(self.model_id, self.dim)
+                        )
+                    if RELATIONSHIPS not in names:
+                        db.create_table(RELATIONSHIPS, schema=schema.relationships_schema())
+        except (OSError, RuntimeError) as exc:
+            raise StorageError(_io_failure(self.path, exc)) from exc
         self._db = db
         return db
 
@@ -142,12 +160,17 @@ class MemoryStore:
     @contextlib.contextmanager
     def write_lock(self, *, check_model: bool = True) -> Iterator[None]:
         """Hold the store's cross-process write lock (re-entrant within a process)."""
-        if check_model:
-            _ = self.memories  # connect and check the model
-        else:
-            self._open_db()
-        with self._lock:
-            yield
+        try:
+            if check_model:
+                _ = self.memories  # connect and check the model
+            else:
+                self._open_db()
+            with self._lock:
+                yield
+        except OctobrainError:
+            raise
+        except (OSError, RuntimeError) as exc:
+            raise StorageError(_io_failure(self.path, exc)) from exc
 
     def open_memories_unchecked(self) -> lancedb.table.Table:
         """The memories table whatever model embedded it (for `reembed` only)."""
