@@ -309,3 +309,31 @@ def test_a_second_writer_is_seen_between_own_accesses(make_brain: MakeBrain) -> 
     assert [h.memory.id for h in reader.remember("postgres database").hits] == [later.id]
     writer.forget([first.id], confirm=True)
     assert reader.remember("token bucket").hits == []
+
+
+def test_history_undoes_a_bulk_forget_and_a_restore_can_be_undone(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    a, _ = brain.memorize(*TOKEN_BUCKET)
+    b, _ = brain.memorize(*POSTGRES, related_to=[{"target_id": a.id}])
+    before = brain.history(1)[0]
+    assert before.rows == 2
+    gone = [
+        m.id for m in brain.forget_preview("token bucket rate limiting postgres", min_relevance=0.0)
+    ]
+    assert brain.forget(gone, confirm=True) == 2
+    assert brain.remember("token bucket", min_relevance=0.0).hits == []
+    with pytest.raises(InvalidInput, match="^confirm: must be true"):
+        brain.restore(before.version, confirm=False)
+    with pytest.raises(InvalidInput, match="^version: no version 999999 is kept"):
+        brain.restore(999999, confirm=True)
+    after_forget = brain.history(1)[0]
+    restored = brain.restore(before.version, confirm=True)
+    assert restored.rows == 2 and restored.version > after_forget.version
+    fresh = make_brain()  # another process's view
+    assert fresh.get(a.id) == brain.get(a.id) and fresh.get(b.id).title == POSTGRES[0]
+    assert [h.memory.id for h in fresh.remember("token bucket").hits] == [a.id]
+    assert {(r.source_id, r.target_id) for r in fresh.store.relationships_of([a.id])} == {
+        (b.id, a.id)
+    }
+    brain.restore(after_forget.version, confirm=True)  # undo the undo
+    assert make_brain().remember("token bucket", min_relevance=0.0).hits == []

@@ -175,3 +175,14 @@ def test_reembed_after_a_model_change(env: dict[str, str], monkeypatch: pytest.M
     assert "re-embedded 1 memories" in done.stdout
     found = json.loads(run("remember", "postgres database", "--format", "json").stdout)
     assert [r["id"] for r in found["results"]] == [mid]
+
+
+def test_history_and_restore(env: dict[str, str]) -> None:
+    mid = memorize("Primary database", "Postgres 16 is the primary database.")
+    version = json.loads(run("history", "--format", "json").stdout)[0]["version"]
+    assert run("forget", mid, "--yes").exit_code == 0
+    refused = run("restore", str(version))  # no terminal, no --yes
+    assert refused.exit_code == 2 and "--yes" in refused.output
+    done = run("restore", str(version), "--yes")
+    assert done.exit_code == 0, done.output
+    assert json.loads(run("get", mid, "--format", "json").stdout)["id"] == mid

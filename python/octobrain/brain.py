@@ -47,7 +47,7 @@ from octobrain.scope import git_head, validate_scope
 from octobrain.search import Hit, Retriever, parse_filters, parse_queries
 from octobrain.secrets import screen
 from octobrain.store import MemoryStore, NotFound
-from octobrain.store.memories import sql_str, visible_scopes, visible_where
+from octobrain.store.memories import StoreVersion, sql_str, visible_scopes, visible_where
 from octobrain.store.schema import row_to_memory
 
 log = logging.getLogger(__name__)
@@ -511,6 +511,19 @@ class Brain:
         importance, a synthesised parent is deleted, a promoted one gets its importance back."""
         pid = check_id(parent_id, field_name="parent_id")
         return self.consolidator.unconsolidate(pid, visible_scopes(self.scope))
+
+    def history(self, limit: int = 20) -> list[StoreVersion]:
+        """The store's kept versions, newest first (the undo history of every write)."""
+        return self.store.history(check_limit(limit, maximum=10_000))
+
+    def restore(self, version: int, *, confirm: bool) -> StoreVersion:
+        """Return the WHOLE store (every scope) to an earlier version; needs `confirm=True`.
+        The restore is itself a new version, so it can be undone the same way."""
+        if confirm is not True:
+            raise InvalidInput("confirm", "must be true to restore (nothing was changed)")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise InvalidInput("version", f"must be a version number >= 1, got {version!r}")
+        return self.store.restore(version)
 
     def visible_scopes(self) -> list[str]:
         """Scopes this brain reads."""

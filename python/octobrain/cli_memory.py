@@ -454,3 +454,35 @@ def unconsolidate_cmd(ctx: click.Context, parent_id: str, fmt: str) -> None:
         f"; removed the synthesised parent {undone.parent_id}" if undone.parent_removed else ""
     )
     _emit(fmt, undone.__dict__, text)
+
+
+@memory.command("history")
+@click.option("-l", "--limit", type=int, default=20, show_default=True)
+@FORMAT_OPTION
+@click.pass_context
+def history_cmd(ctx: click.Context, limit: int, fmt: str) -> None:
+    """The store's kept versions (a week of every write), newest first."""
+    versions = _brain(ctx, lazy_sleep=False).history(limit)
+    rows = [
+        {"version": v.version, "timestamp": v.timestamp.isoformat(), "memories": v.rows}
+        for v in versions
+    ]
+    text = "\n".join(
+        f"{v.version:>6}  {v.timestamp:%Y-%m-%d %H:%M:%S} UTC  {v.rows} memories" for v in versions
+    )
+    _emit(fmt, rows, text or "No versions.")
+
+
+@memory.command("restore")
+@click.argument("version", type=int)
+@click.option("-y", "--yes", is_flag=True, help="Restore without asking.")
+@click.pass_context
+def restore_cmd(ctx: click.Context, version: int, yes: bool) -> None:
+    """Return the whole store (all scopes) to VERSION; the restore itself can be undone."""
+    brain = _brain(ctx, lazy_sleep=False)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise InvalidInput("--yes", "required to restore without a terminal to confirm on")
+        click.confirm(f"Restore every scope of {brain.uri} to version {version}?", abort=True)
+    now = brain.restore(version, confirm=True)
+    click.echo(f"restored version {version}: now version {now.version} with {now.rows} memories")

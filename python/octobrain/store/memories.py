@@ -12,7 +12,8 @@ import contextlib
 import logging
 import re
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,10 @@ MEMORIES = "memories"
 RELATIONSHIPS = "relationships"
 LOCK_TIMEOUT_S = 120.0
 COMPACT_EVERY = 64  # commits between maintenance passes
-KEEP_VERSIONS_FOR = timedelta(minutes=10)
+# Old table versions are the undo history (`octobrain memory history` / `restore`): keep a week.
+KEEP_VERSIONS_FOR = timedelta(days=7)
+# Tables restored together with `memories` (the consolidation journal lives beside them).
+COMPANION_TABLES = (RELATIONSHIPS, "consolidations")
 SCALAR_INDEX_MIN_ROWS = 5_000
 VECTOR_INDEX_MIN_ROWS = 50_000  # where the exact in-process scan hands over to LanceDB
 
@@ -43,6 +47,15 @@ class ModelMismatch(OctobrainError):
 
 class NotFound(InvalidInput):
     """A memory id that does not exist or is not visible from this scope (a caller's mistake)."""
+
+
+@dataclass(frozen=True)
+class StoreVersion:
+    """One committed version of the memories table."""
+
+    version: int
+    timestamp: datetime
+    rows: int
 
 
 def _io_failure(path: Path, exc: BaseException) -> str:
@@ -405,6 +418,51 @@ class MemoryStore:
                 self.memories.create_index("embedding", config=ivf)
             for table in (self.memories, self.relationships):
                 table.optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
+
+    # ---- history --------------------------------------------------------------------------
+
+    def history(self, limit: int = 20) -> list[StoreVersion]:
+        """The newest `limit` kept versions of the memories table, newest first."""
+        versions = sorted(self.memories.list_versions(), key=lambda v: -int(v["version"]))
+        return [
+            StoreVersion(
+                int(v["version"]),
+                v["timestamp"].replace(tzinfo=timezone.utc),
+                int(v["metadata"].get("total_rows", 0)),
+            )
+            for v in versions[:limit]
+        ]
+
+    def restore(self, version: int) -> StoreVersion:
+        """Bring the whole store back to how it was at `version` of the memories table, as new
+        commits (so a restore can itself be undone). Edges and the consolidation journal go
+        back to their state at the same moment."""
+        with self.write_lock():
+            versions = sorted(self.memories.list_versions(), key=lambda v: int(v["version"]))
+            numbers = [int(v["version"]) for v in versions]
+            if version not in numbers:
+                raise InvalidInput(
+                    "version",
+                    f"no version {version} is kept (kept: {numbers[0]}–{numbers[-1]}); "
+                    "see `octobrain memory history`",
+                )
+            at = numbers.index(version)
+            # Everything committed before the next memories commit belongs to this version
+            # (memorize writes its edges just after its row).
+            until = versions[at + 1]["timestamp"] if at + 1 < len(versions) else None
+            self.memories.restore(version)
+            db = self._open_db()
+            present = set(db.list_tables().tables)
+            for name in COMPANION_TABLES:
+                if name not in present:
+                    continue
+                table = db.open_table(name)
+                kept = table.list_versions()
+                earlier = [v for v in kept if until is None or v["timestamp"] < until]
+                if earlier and len(kept) > 1:
+                    table.restore(max(int(v["version"]) for v in earlier))
+            self._memories = self._relationships = None
+        return self.history(1)[0]
 
     def _maybe_maintain(self) -> None:
         """Compact every `COMPACT_EVERY` commits (call with the write lock held)."""
