@@ -337,3 +337,33 @@ def test_history_undoes_a_bulk_forget_and_a_restore_can_be_undone(make_brain: Ma
     }
     brain.restore(after_forget.version, confirm=True)  # undo the undo
     assert make_brain().remember("token bucket", min_relevance=0.0).hits == []
+
+
+def test_an_imported_store_can_still_undo_its_consolidations(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    brain = make_brain()
+    goal, _ = brain.memorize(
+        "Goal: faster API", "Bring p95 latency under 200 ms.", memory_type="goal"
+    )
+    finding, _ = brain.memorize(
+        *TOKEN_BUCKET,
+        importance=0.7,
+        related_to=[{"target_id": goal.id, "relationship_type": "achieves"}],
+    )
+    before = brain.get(finding.id)
+    closing, _ = brain.memorize(
+        "Latency goal reached",
+        "p95 is 170 ms now that rate limiting sheds abusive clients.",
+        related_to=[{"target_id": goal.id, "relationship_type": "closes"}],
+    )
+    assert brain.get(finding.id).state is State.CONSOLIDATED
+    out = io.StringIO()
+    export_jsonl(brain, out)
+    assert '"kind": "consolidation"' in out.getvalue()
+    other = Brain(brain.scope, config=Config(), embedder=brain.embedder, uri=tmp_path / "copy")
+    import_jsonl(other, out.getvalue().splitlines())
+    assert other.get(finding.id) == brain.get(finding.id)
+    other.unconsolidate(closing.id)
+    restored = other.get(finding.id)
+    assert (restored.state, restored.importance) == (before.state, before.importance)

@@ -36,7 +36,18 @@ from octobrain.models import State as MemoryState
 from octobrain.render import memory_to_dict, relationship_to_dict
 from octobrain.scope import validate_scope
 from octobrain.store import schema
-from octobrain.store.memories import MEMORIES, sql_in, visible_where
+from octobrain.store.consolidations import (
+    CONSOLIDATIONS,
+    ConsolidationLog,
+    ConsolidationRecord,
+)
+from octobrain.store.memories import (
+    MEMORIES,
+    MemoryStore,
+    sql_in,
+    visible_scopes,
+    visible_where,
+)
 
 FORMAT = "octobrain-export"
 FORMAT_VERSION = 1
@@ -79,7 +90,51 @@ def export_jsonl(
     for rel in store.relationships_of(sorted(ids)):
         if rel.source_id in ids and rel.target_id in ids:
             out.write(json.dumps({"kind": "relationship", **relationship_to_dict(rel)}) + "\n")
+    # The consolidation journal, so an imported store can still undo its consolidations.
+    for record in _journal(store, sql_in("scope", visible_scopes(brain.scope))):
+        line = {"kind": "consolidation", "record": _journal_line(record)}
+        out.write(json.dumps(line, ensure_ascii=False) + "\n")
     return len(rows)
+
+
+def _journal(store: MemoryStore, where: str) -> list[ConsolidationRecord]:
+    """Consolidation records matching `where`; none when the store never consolidated (and
+    without creating the table, so exporting a read-only store works)."""
+    if CONSOLIDATIONS not in store.open_db().list_tables().tables:
+        return []
+    return ConsolidationLog(store).find(where)
+
+
+def _iso(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, list):
+        return [_iso(v) for v in value]
+    return value
+
+
+def _journal_line(record: ConsolidationRecord) -> dict[str, Any]:
+    return {k: _iso(v) for k, v in record.__dict__.items()}
+
+
+_JOURNAL_TIMES = ("stamp", "created_at", "parent_prev_updated_at")
+
+
+def _journal_record(obj: object, where: str) -> ConsolidationRecord:
+    if not isinstance(obj, dict):
+        raise InvalidInput(where, "must be an object")
+    fields = dict(obj)
+    try:
+        for name in _JOURNAL_TIMES:
+            if fields.get(name) is not None:
+                fields[name] = _time(f"{where}.{name}", fields[name])
+        fields["member_prev_updated_at"] = [
+            _time(f"{where}.member_prev_updated_at", t) for t in fields["member_prev_updated_at"]
+        ]
+        check_id(fields["id"], field_name=f"{where}.id")
+        return ConsolidationRecord(**fields)
+    except (KeyError, TypeError) as exc:
+        raise InvalidInput(where, f"is not a consolidation record ({exc})") from None
 
 
 @dataclass(frozen=True)
@@ -171,6 +226,7 @@ def import_jsonl(
     header: dict[str, Any] | None = None
     memories: list[tuple[Memory, list[float] | None]] = []
     rels: list[Relationship] = []
+    journal: list[ConsolidationRecord] = []
     for number, obj in _lines(source):
         kind = obj.get("kind")
         if kind == "header":
@@ -181,8 +237,12 @@ def import_jsonl(
             memories.append((_memory(obj, f"line {number}"), obj.get("embedding")))
         elif kind == "relationship":
             rels.append(_relationship(obj, f"line {number}"))
+        elif kind == "consolidation":
+            journal.append(_journal_record(obj.get("record"), f"line {number}.record"))
         else:
-            raise InvalidInput(f"line {number}.kind", "must be header, memory or relationship")
+            raise InvalidInput(
+                f"line {number}.kind", "must be header, memory, relationship or consolidation"
+            )
     if header is None:
         raise InvalidInput("file", f"has no {FORMAT} header line")
     store = brain.store
@@ -223,6 +283,12 @@ def import_jsonl(
         r for r in rels if r.id not in have_edges and r.source_id in known and r.target_id in known
     ]
     store.add_relationships(new_rels)
+    if journal:
+        log = ConsolidationLog(store)
+        have = {r.id for r in log.find(sql_in("id", [r.id for r in journal]))}
+        for record in journal:
+            if record.id not in have:
+                log.add(record)
     return ImportReport(len(fresh), len(memories) - len(fresh), len(new_rels), reembedded)
 
 

@@ -137,6 +137,10 @@ class MemoryStore:
         self._db = db
         return db
 
+    def open_db(self) -> lancedb.DBConnection:
+        """The LanceDB connection (for tables beside memories and relationships)."""
+        return self._open_db()
+
     def _connect(self) -> None:
         db = self._open_db()
         memories = db.open_table(MEMORIES)
