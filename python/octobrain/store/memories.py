@@ -58,6 +58,29 @@ class StoreVersion:
     rows: int
 
 
+def _tables_open(db: lancedb.DBConnection) -> bool:
+    """Whether both tables exist and open. Listing is not enough: a table another process is
+    creating right now is listed before its first commit makes it openable."""
+    try:
+        db.open_table(MEMORIES)
+        db.open_table(RELATIONSHIPS)
+    except ValueError:
+        return False
+    return True
+
+
+def _create_if_missing(db: lancedb.DBConnection, name: str, table_schema: pa.Schema) -> None:
+    """Create `name` unless it opens. A table with no committed version yet (its creator was
+    killed before the first commit) holds no data and is created afresh."""
+    try:
+        db.open_table(name)
+    except ValueError as exc:
+        if "not found" not in str(exc):
+            raise
+        mode = "overwrite" if name in set(db.list_tables().tables) else "create"
+        db.create_table(name, schema=table_schema, mode=mode)
+
+
 def _io_failure(path: Path, exc: BaseException) -> str:
     """One line for an I/O failure under `path` (LanceDB reports them as RuntimeError)."""
     text = str(exc)
@@ -123,15 +146,13 @@ class MemoryStore:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
-            if not {MEMORIES, RELATIONSHIPS} <= set(db.list_tables().tables):
+            if not _tables_open(db):
                 with self._lock:  # creation is a write: two first runs must not race
-                    names = set(db.list_tables().tables)
-                    if MEMORIES not in names:
-                        db.create_table(
-                            MEMORIES, schema=schema.memories_schema(self.model_id, self.dim)
-                        )
-                    if RELATIONSHIPS not in names:
-                        db.create_table(RELATIONSHIPS, schema=schema.relationships_schema())
+                    for name, table_schema in (
+                        (MEMORIES, schema.memories_schema(self.model_id, self.dim)),
+                        (RELATIONSHIPS, schema.relationships_schema()),
+                    ):
+                        _create_if_missing(db, name, table_schema)
         except (OSError, RuntimeError) as exc:
             raise StorageError(_io_failure(self.path, exc)) from exc
         self._db = db
