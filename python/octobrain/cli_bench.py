@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from octobrain.cli_common import OctobrainGroup
+from octobrain.cli_common import FORMAT_OPTION, OctobrainGroup
 
 
 @click.group(cls=OctobrainGroup)
@@ -28,9 +28,7 @@ def bench() -> None:
 @click.option("--b", "b", type=float, default=0.75, show_default=True, help="BM25 b (0..1).")
 @click.option("--stem/--no-stem", default=True, show_default=True, help="Snowball stemming.")
 @click.option("--stopwords/--no-stopwords", default=True, show_default=True, help="Drop stopwords.")
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+@FORMAT_OPTION
 def bench_bm25_command(
     data: Path | None, k1: float, b: float, stem: bool, stopwords: bool, fmt: str
 ) -> None:
@@ -108,9 +106,7 @@ def _write_output(payload: dict[str, object], output: Path | None) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Embedding cache. Default: <data dir>/cache/embeddings.",
 )
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+@FORMAT_OPTION
 @click.option(
     "--output", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here."
 )
@@ -197,9 +193,7 @@ def bench_beir_command(
     show_default=True,
     help="Model whose query-embedding cost is measured and reported beside the search.",
 )
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+@FORMAT_OPTION
 @click.option(
     "--output", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here."
 )
