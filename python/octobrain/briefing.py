@@ -169,16 +169,7 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     memories = [m for m in live if m.id not in superseded]
     if not memories:
         return {key: [] for key in SECTION_TITLES}, 0
-    strength = decay.decayed_importance(
-        [m.importance for m in memories],
-        [m.last_accessed.timestamp() for m in memories],
-        [m.access_count for m in memories],
-        now,
-        half_life_days=mcfg.decay_half_life_days,
-        access_boost_factor=mcfg.access_boost_factor,
-        min_importance=mcfg.min_importance_threshold,
-        enabled=mcfg.decay_enabled,
-    )
+    strength = decay.memory_strength(memories, now, mcfg)
     closers = {m.id for m in closed_by.values()}
     pools: dict[str, list[BriefItem]] = {key: [] for key in SECTION_TITLES}
     for memory, s in zip(memories, strength, strict=True):

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from octobrain import _core
 from octobrain.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from octobrain.config import MemoryConfig
+    from octobrain.models import Memory
 
 __all__ = ["decayed_importance"]
 
@@ -106,3 +110,19 @@ def _unix_seconds(moment: Any, arg: str = "now") -> float:
     if isinstance(moment, (int, float, np.integer, np.floating)) and not isinstance(moment, bool):
         return float(moment)
     raise InvalidInput(arg, f"must be unix seconds or a datetime, got {type(moment).__name__}")
+
+
+def memory_strength(
+    memories: Sequence[Memory], now: datetime, config: MemoryConfig
+) -> npt.NDArray[np.float64]:
+    """Decayed importance of each memory now, with the `[memory]` decay settings."""
+    return decayed_importance(
+        [m.importance for m in memories],
+        [m.last_accessed.timestamp() for m in memories],
+        [m.access_count for m in memories],
+        now,
+        half_life_days=config.decay_half_life_days,
+        access_boost_factor=config.access_boost_factor,
+        min_importance=config.min_importance_threshold,
+        enabled=config.decay_enabled,
+    )

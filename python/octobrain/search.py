@@ -201,16 +201,7 @@ class Retriever:
         # Copies: the mirror's objects change in place as accesses are recorded.
         mems = [copy.copy(self.corpus.memory(s.pos)) for s in kept]
         mcfg, scfg = self.config.memory, self.config.search
-        importance = decay.decayed_importance(
-            [m.importance for m in mems],
-            [m.last_accessed.timestamp() for m in mems],
-            [m.access_count for m in mems],
-            now,
-            half_life_days=mcfg.decay_half_life_days,
-            access_boost_factor=mcfg.access_boost_factor,
-            min_importance=mcfg.min_importance_threshold,
-            enabled=mcfg.decay_enabled,
-        )
+        importance = decay.memory_strength(mems, now, mcfg)
         superseded, parents = self._edges_in([m.id for m in mems], scopes)
         hits = []
         for s, m, imp in zip(kept, mems, importance, strict=True):
