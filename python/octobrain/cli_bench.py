@@ -10,6 +10,10 @@ import click
 
 from octobrain.cli_common import FORMAT_OPTION, OctobrainGroup
 
+OUTPUT_OPTION = click.option(
+    "--output", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here."
+)
+
 
 @click.group(cls=OctobrainGroup)
 def bench() -> None:
@@ -107,9 +111,7 @@ def _write_output(payload: dict[str, object], output: Path | None) -> None:
     help="Embedding cache. Default: <data dir>/cache/embeddings.",
 )
 @FORMAT_OPTION
-@click.option(
-    "--output", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here."
-)
+@OUTPUT_OPTION
 @click.option(
     "--update",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
@@ -194,9 +196,7 @@ def bench_beir_command(
     help="Model whose query-embedding cost is measured and reported beside the search.",
 )
 @FORMAT_OPTION
-@click.option(
-    "--output", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here."
-)
+@OUTPUT_OPTION
 @click.option(
     "--update",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),

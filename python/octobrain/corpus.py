@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from octobrain.bm25 import BM25Index
 from octobrain.hybrid import coverage, exact_nearest
-from octobrain.models import Memory, Relationship, State
+from octobrain.models import Memory, Relationship, State, micros
 from octobrain.store import MemoryStore
 from octobrain.store.memories import sql_in
 from octobrain.store.schema import row_to_memory
@@ -48,10 +48,6 @@ LIGHT_COLUMNS = [
 ]
 _PROBE = ["id", "updated_at", "last_accessed", "access_count"]
 _SEARCHABLE = (State.WORKING.value, State.CONSOLIDATED.value)
-
-
-def _micros(moment: datetime) -> int:
-    return int(moment.timestamp() * 1_000_000)
 
 
 class Corpus:
@@ -192,11 +188,11 @@ class Corpus:
             [self._type, np.array([m.memory_type.value for m in memories], dtype=object)]
         )
         self._created = np.concatenate(
-            [self._created, np.array([_micros(m.created_at) for m in memories], dtype=np.int64)]
+            [self._created, np.array([micros(m.created_at) for m in memories], dtype=np.int64)]
         )
         for memory, pos, terms in zip(memories, positions, analyze(texts), strict=True):
             self.memories.append(memory)
-            self._edit_key.append(_micros(memory.updated_at))
+            self._edit_key.append(micros(memory.updated_at))
             self._terms.append(frozenset(terms))
             self._df.update(frozenset(terms))
             self.pos_of[memory.id] = int(pos)
@@ -233,9 +229,9 @@ class Corpus:
         if memory_types:
             mask &= np.isin(self._type, list(memory_types))
         if created_after is not None:
-            mask &= self._created >= _micros(created_after)
+            mask &= self._created >= micros(created_after)
         if created_before is not None:
-            mask &= self._created < _micros(created_before)
+            mask &= self._created < micros(created_before)
         for wanted, attr in ((set(tags), "tags"), (set(related_files), "related_files")):
             if wanted:
                 for pos in np.flatnonzero(mask):

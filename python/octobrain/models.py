@@ -321,6 +321,11 @@ def _clean_list(
     return out
 
 
+def micros(moment: datetime) -> int:
+    """A timestamp as integer microseconds since the epoch (how Arrow stores it)."""
+    return int(moment.timestamp() * 1_000_000)
+
+
 def utcnow() -> datetime:
     """Now, timezone-aware UTC, at microsecond precision (what Arrow timestamps keep)."""
     return datetime.now(timezone.utc)

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from octobrain.bm25 import BM25Index
 from octobrain.hybrid import coverage, exact_nearest
 from octobrain.knowledge.store import KnowledgeStore
+from octobrain.models import micros
 from octobrain.store.memories import sql_in
 from octobrain.text import analyze
 
@@ -27,10 +28,6 @@ from octobrain.text import analyze
 def _member(values: npt.NDArray[Any], wanted: Collection[str]) -> npt.NDArray[np.bool_]:
     """`values[i] in wanted` for every i, in linear time."""
     return np.fromiter((v in wanted for v in values), dtype=bool, count=len(values))
-
-
-def _micros(moment: datetime) -> int:
-    return int(moment.timestamp() * 1_000_000)
 
 
 class ChunkIndex:
@@ -103,7 +100,7 @@ class ChunkIndex:
         self._source = np.concatenate([self._source, col("source_id")])
         keys = np.array([f"{r['source_id']}/{r['generation']}" for r in rows], dtype=object)
         self._key = np.concatenate([self._key, keys])
-        stamps = np.array([_micros(r["indexed_at"]) for r in rows], dtype=np.int64)
+        stamps = np.array([micros(r["indexed_at"]) for r in rows], dtype=np.int64)
         self._indexed = np.concatenate([self._indexed, stamps])
         for row, pos, terms in zip(rows, positions, analyze(texts), strict=True):
             self.rows.append(row)
@@ -124,7 +121,7 @@ class ChunkIndex:
         current = {f"{sid}/{row['generation']}" for sid, row in self.sources.items()}
         mask = _member(self._key, current) & np.isin(self._scope, list(scopes))
         persistent = self._session == ""
-        mine = (self._session == session_id) & (self._indexed >= _micros(session_cutoff))
+        mine = (self._session == session_id) & (self._indexed >= micros(session_cutoff))
         mask &= persistent | (mine if session_id else False)
         if source_ids is not None:
             mask &= _member(self._source, set(source_ids))
