@@ -18,12 +18,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from octobrain.bm25 import BM25Index
 from octobrain.hybrid import coverage, exact_nearest
 from octobrain.models import Memory, Relationship, State, micros
 from octobrain.store import MemoryStore
-from octobrain.store.memories import sql_in
+from octobrain.store.memories import Pinned, sql_in
 from octobrain.store.schema import row_to_memory
 from octobrain.text import analyze
 
@@ -56,13 +58,17 @@ class Corpus:
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
         self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        """Empty the mirror; the next refresh loads the store afresh."""
         self._version = -1
         self.index = BM25Index()
         self.memories: list[Memory | None] = []
         self._edit_key: list[int] = []  # updated_at (µs) when indexed; -1 once removed
         self._terms: list[frozenset[str]] = []
         self._df: Counter[str] = Counter()
-        self.embeddings = np.zeros((0, store.dim), dtype=np.float32)
+        self.embeddings = np.zeros((0, self._store.dim), dtype=np.float32)
         self.pos_of: dict[str, int] = {}
         # Filter columns by position (a removed row has state "").
         self._scope = np.zeros(0, dtype=object)
@@ -77,32 +83,41 @@ class Corpus:
     def refresh(self) -> None:
         """Catch up with the store's latest committed version (a no-op when unchanged)."""
         with self._lock:
-            self._refresh_edges()
-            version = self._store.version()
-            if version == self._version:
-                return
-            probe = self._store.scan_arrow("true", columns=_PROBE)
-            ids: list[str] = probe.column("id").to_pylist()
-            edited = probe.column("updated_at").cast("int64").to_numpy()
-            seen = probe.column("last_accessed").to_pylist()
-            counts = probe.column("access_count").to_pylist()
-            present = set(ids)
-            gone = [pos for mid, pos in self.pos_of.items() if mid not in present]
-            changed = [
-                mid
-                for mid, key in zip(ids, edited, strict=True)
-                if mid not in self.pos_of or self._edit_key[self.pos_of[mid]] != int(key)
-            ]
-            self._remove(gone + [self.pos_of[mid] for mid in changed if mid in self.pos_of])
-            self._add(self._rows(changed, len(ids)))
-            for mid, last, count in zip(ids, seen, counts, strict=True):
-                memory = self.memories[self.pos_of[mid]]
-                assert memory is not None
-                if memory.access_count != count or memory.last_accessed != last:
-                    memory.access_count, memory.last_accessed = int(count), last
-            if len(self.memories) > 1000 and len(self.pos_of) < len(self.memories) // 2:
-                self._rebuild()
-            self._version = version
+            try:
+                self._refresh_edges()
+                self._refresh_rows()
+            except BaseException:
+                self._reset()  # a half-applied catch-up must never outlive its error
+                raise
+
+    def _refresh_rows(self) -> None:
+        version = self._store.version()
+        if version == self._version:
+            return
+        # Every read below sees `version`, however many commits other processes make meanwhile.
+        pinned = self._store.pinned(version)
+        probe = pinned.scan_arrow("true", columns=_PROBE)
+        ids: list[str] = probe.column("id").to_pylist()
+        edited = probe.column("updated_at").cast("int64").to_numpy()
+        seen = probe.column("last_accessed").to_pylist()
+        counts = probe.column("access_count").to_pylist()
+        present = set(ids)
+        gone = [pos for mid, pos in self.pos_of.items() if mid not in present]
+        changed = [
+            mid
+            for mid, key in zip(ids, edited, strict=True)
+            if mid not in self.pos_of or self._edit_key[self.pos_of[mid]] != int(key)
+        ]
+        rows = _rows(pinned, changed, len(ids))
+        self._remove(gone + [self.pos_of[mid] for mid in changed if mid in self.pos_of])
+        self._add(rows.drop_columns(["embedding"]).to_pylist(), _vectors(rows, self._store.dim))
+        for mid, last, count in zip(ids, seen, counts, strict=True):
+            memory = self.memory(self.pos_of[mid])
+            if memory.access_count != count or memory.last_accessed != last:
+                memory.access_count, memory.last_accessed = int(count), last
+        if len(self.memories) > 1000 and len(self.pos_of) < len(self.memories) // 2:
+            self._rebuild()
+        self._version = version
 
     def _refresh_edges(self) -> None:
         version = self._store.relationships_version()
@@ -146,14 +161,6 @@ class Corpus:
                 seen.setdefault(rel.id, rel)
         return list(seen.values())
 
-    def _rows(self, ids: list[str], total: int) -> list[dict[str, Any]]:
-        if not ids:
-            return []
-        if len(ids) > total // 2:  # mostly new (a first load): one full scan beats an IN list
-            wanted = set(ids)
-            return [r for r in self._store.scan("true", columns=LIGHT_COLUMNS) if r["id"] in wanted]
-        return self._store.scan(sql_in("id", ids), columns=LIGHT_COLUMNS)
-
     def _remove(self, positions: Sequence[int]) -> None:
         if not positions:
             return
@@ -169,14 +176,12 @@ class Corpus:
             self._state[pos] = ""
         self._df = +self._df  # drop zero counts
 
-    def _add(self, rows: Sequence[dict[str, Any]]) -> None:
+    def _add(self, rows: Sequence[dict[str, Any]], block: npt.NDArray[np.float32]) -> None:
         if not rows:
             return
         memories = [row_to_memory(row) for row in rows]
         texts = [m.searchable_text() for m in memories]
         positions = self.index.add(texts)
-        vectors = self._store.embeddings([m.id for m in memories])
-        block = np.stack([vectors[m.id] for m in memories]).astype(np.float32, copy=False)
         self.embeddings = np.concatenate([self.embeddings, block])
         self._scope = np.concatenate(
             [self._scope, np.array([m.scope for m in memories], dtype=object)]
@@ -257,3 +262,19 @@ class Corpus:
 
     def __len__(self) -> int:
         return len(self.pos_of)
+
+
+def _rows(pinned: Pinned, ids: list[str], total: int) -> pa.Table:
+    """The mirrored columns and the embedding of `ids`, read at the pinned version."""
+    columns = [*LIGHT_COLUMNS, "embedding"]
+    if len(ids) > total // 2:  # mostly new (a first load): one full scan beats an IN list
+        table = pinned.scan_arrow("true", columns=columns)
+        return table.filter(pc.is_in(table.column("id"), value_set=pa.array(ids, pa.string())))
+    return pinned.scan_arrow(sql_in("id", ids) if ids else "false", columns=columns)
+
+
+def _vectors(rows: pa.Table, dim: int) -> npt.NDArray[np.float32]:
+    """The `embedding` column as one float32 matrix, without a Python list per row."""
+    column = rows.column("embedding").combine_chunks()
+    flat = column.flatten().to_numpy(zero_copy_only=False)
+    return np.asarray(flat, dtype=np.float32).reshape(len(rows), dim)

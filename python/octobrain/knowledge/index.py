@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from octobrain.bm25 import BM25Index
 from octobrain.hybrid import coverage, exact_nearest
-from octobrain.knowledge.store import KnowledgeStore
+from octobrain.knowledge.store import CHUNK_LIGHT, KnowledgeStore
 from octobrain.models import micros
 from octobrain.store.memories import sql_in
 from octobrain.text import analyze
@@ -38,12 +38,16 @@ class ChunkIndex:
         # Held by `refresh` and by whole searches: the Rust BM25 handle refuses an update while
         # another thread is searching it.
         self.lock = threading.RLock()
+        self._reset()
+
+    def _reset(self) -> None:
+        """Empty the mirror; the next refresh loads the store afresh."""
         self._versions = (-1, -1)
         self.index = BM25Index()
         self.rows: list[dict[str, Any] | None] = []
         self.pos_of: dict[str, int] = {}
         self.sources: dict[str, dict[str, Any]] = {}  # source id → light source row
-        self.embeddings = np.zeros((0, store.dim), dtype=np.float32)
+        self.embeddings = np.zeros((0, self._store.dim), dtype=np.float32)
         self._terms: list[frozenset[str]] = []
         self._df: Counter[str] = Counter()
         self._scope = np.zeros(0, dtype=object)
@@ -55,19 +59,29 @@ class ChunkIndex:
     def refresh(self) -> None:
         """Catch up with the latest committed versions of both tables."""
         with self.lock:
-            versions = self._store.versions()
-            if versions == self._versions:
-                return
-            if versions[0] != self._versions[0]:
-                self.sources = {r["id"]: r for r in self._store.scan_sources()}
-            if versions[1] != self._versions[1]:
-                ids = self._store.chunk_ids()
-                present = set(ids)
-                self._remove([pos for cid, pos in self.pos_of.items() if cid not in present])
-                new = [cid for cid in ids if cid not in self.pos_of]
-                if new:
-                    self._add(self._store.scan_chunks(sql_in("id", new)))
-            self._versions = versions
+            try:
+                self._catch_up()
+            except BaseException:
+                self._reset()  # a half-applied catch-up must never outlive its error
+                raise
+
+    def _catch_up(self) -> None:
+        versions = self._store.versions()
+        if versions == self._versions:
+            return
+        if versions[0] != self._versions[0]:
+            self.sources = {r["id"]: r for r in self._store.scan_sources()}
+        if versions[1] != self._versions[1]:
+            ids = self._store.chunk_ids()
+            present = set(ids)
+            self._remove([pos for cid, pos in self.pos_of.items() if cid not in present])
+            new = [cid for cid in ids if cid not in self.pos_of]
+            if new:
+                # One read for rows and embeddings: a chunk deleted since `chunk_ids` is simply
+                # absent (chunks are immutable, so nothing else can differ).
+                rows = self._store.scan_chunks(sql_in("id", new), [*CHUNK_LIGHT, "embedding"])
+                self._add(rows)
+        self._versions = versions
 
     def _remove(self, positions: Sequence[int]) -> None:
         if not positions:
@@ -87,9 +101,8 @@ class ChunkIndex:
         if not rows:
             return
         texts = [r["content"] for r in rows]
+        block = np.stack([np.asarray(r.pop("embedding"), dtype=np.float32) for r in rows])
         positions = self.index.add(texts)
-        vectors = self._store.embeddings([r["id"] for r in rows])
-        block = np.stack([vectors[r["id"]] for r in rows]).astype(np.float32, copy=False)
         self.embeddings = np.concatenate([self.embeddings, block])
 
         def col(name: str) -> npt.NDArray[Any]:

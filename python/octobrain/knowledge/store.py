@@ -24,8 +24,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from octobrain.store.memories import ModelMismatch, sql_in, sql_str
 from octobrain.store.schema import META_DIM, META_MODEL, META_SCHEMA
 
@@ -182,13 +180,6 @@ class KnowledgeStore:
         table = self.chunks.search().select(["id"]).limit(None).to_arrow()
         ids: list[str] = table.column("id").to_pylist()
         return ids
-
-    def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """Stored embeddings of chunk ids."""
-        if not ids:
-            return {}
-        rows = self.scan_chunks(sql_in("id", ids), ["id", "embedding"])
-        return {r["id"]: np.asarray(r["embedding"], dtype=np.float32) for r in rows}
 
     def count_chunks(self, where: str | None = None) -> int:
         """Chunk rows matching `where` (stale generations included)."""

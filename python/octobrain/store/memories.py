@@ -121,6 +121,33 @@ def visible_where(scope: str, *, include_archived: bool = False) -> str:
     return where
 
 
+def _scan_query(
+    table: lancedb.table.Table, where: str, columns: Sequence[str] | None, limit: int | None
+) -> Any:
+    query = table.search().where(where)
+    if columns is not None:
+        query = query.select(list(columns))
+    return query.limit(limit)
+
+
+class Pinned:
+    """Read-only `memories` as of one committed version (see `MemoryStore.pinned`)."""
+
+    def __init__(self, table: lancedb.table.Table) -> None:
+        self._table = table
+
+    @property
+    def version(self) -> int:
+        return int(self._table.version)
+
+    def scan(self, where: str, *, columns: Sequence[str]) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = _scan_query(self._table, where, columns, None).to_list()
+        return rows
+
+    def scan_arrow(self, where: str, *, columns: Sequence[str]) -> pa.Table:
+        return _scan_query(self._table, where, columns, None).to_arrow()
+
+
 class MemoryStore:
     """The `memories` and `relationships` tables of the LanceDB database at `uri`."""
 
@@ -247,18 +274,20 @@ class MemoryStore:
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
         """Rows matching a predicate, as dicts (no ordering guarantee; no limit by default)."""
-        rows: list[dict[str, Any]] = self._scan_query(where, columns, limit).to_list()
+        rows: list[dict[str, Any]] = _scan_query(self.memories, where, columns, limit).to_list()
         return rows
 
     def scan_arrow(self, where: str, *, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows matching a predicate as an Arrow table (cheap for a few narrow columns)."""
-        return self._scan_query(where, columns, None).to_arrow()
+        return _scan_query(self.memories, where, columns, None).to_arrow()
 
-    def _scan_query(self, where: str, columns: Sequence[str] | None, limit: int | None) -> Any:
-        query = self.memories.search().where(where)
-        if columns is not None:
-            query = query.select(list(columns))
-        return query.limit(limit)
+    def pinned(self, version: int) -> Pinned:
+        """`memories` frozen at `version`: several reads through it see the same rows, whatever
+        other processes commit meanwhile (each read through the store sees the latest)."""
+        _ = self.memories  # connect and check the model
+        table = self._open_db().open_table(MEMORIES)
+        table.checkout(version)
+        return Pinned(table)
 
     def get(self, memory_id: str, scope: str) -> Memory:
         """A memory visible from `scope` (archived included), or `NotFound`."""
@@ -275,13 +304,6 @@ class MemoryStore:
             return {}
         rows = self.scan(f"{sql_in('id', ids)} AND {visible_where(scope, include_archived=True)}")
         return {row["id"]: schema.row_to_memory(row) for row in rows}
-
-    def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """Stored embeddings of `ids` (callers have already checked visibility)."""
-        if not ids:
-            return {}
-        rows = self.scan(sql_in("id", ids), columns=["id", "embedding"])
-        return {row["id"]: np.asarray(row["embedding"], dtype=np.float32) for row in rows}
 
     def vector_search(self, vector: np.ndarray, where: str, k: int) -> list[tuple[str, float]]:
         """Ids of the `k` nearest rows matching `where`, with their true cosine similarity."""

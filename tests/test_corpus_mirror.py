@@ -1,0 +1,77 @@
+"""The in-process mirror of `memories` stays correct while other processes write.
+
+A catch-up reads the store several times (ids and edit stamps, then the changed rows with their
+embeddings); another process's commit in between must not make those reads disagree, and a
+catch-up that fails half-way must not leave a mirror that fails every later search.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from octobrain.brain import Brain
+from octobrain.config import Config
+from octobrain.corpus import Corpus
+from octobrain.embed import get_embedder
+from octobrain.store.memories import Pinned
+
+SCOPE = "github.com/acme/api"
+
+
+def _brain(uri: Path) -> Brain:
+    return Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=uri)
+
+
+def _found(brain: Brain, query: str) -> set[str]:
+    return {hit.memory.id for hit in brain.remember(query, min_relevance=0.0).hits}
+
+
+def test_a_forget_landing_between_the_mirror_reads_breaks_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader, writer = _brain(tmp_path / "db"), _brain(tmp_path / "db")
+    kept, _ = writer.memorize("Kept zqkept", "The zqkept fact stays.")
+    doomed, _ = writer.memorize("Doomed zqdoomed", "The zqdoomed fact is forgotten.")
+    original = Pinned.scan_arrow
+    raced = []
+
+    def probe_then_forget(self: Pinned, where: str, *, columns: Any) -> Any:
+        table = original(self, where, columns=columns)
+        if not raced:  # the first read of a catch-up: another process deletes right after it
+            raced.append(writer.forget([doomed.id], confirm=True))
+        return table
+
+    monkeypatch.setattr(Pinned, "scan_arrow", probe_then_forget)
+    assert _found(reader, "zqkept") >= {kept.id}
+    assert raced
+    monkeypatch.undo()
+    assert doomed.id not in _found(reader, "zqdoomed")  # the next catch-up drops it
+    assert kept.id in _found(reader, "zqkept")
+
+
+def test_a_failed_catch_up_is_retried_from_scratch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader, writer = _brain(tmp_path / "db"), _brain(tmp_path / "db")
+    first, _ = writer.memorize("First zqfirst", "An early zqfirst fact.")
+    assert first.id in _found(reader, "zqfirst")
+    second, _ = writer.memorize("Second zqsecond", "A later zqsecond fact.")
+    original = Corpus._add
+    calls = []
+
+    def fail_once(self: Corpus, rows: Any, block: Any) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            original(self, rows, block)  # half the work is done, then the read fails
+            raise OSError("connection reset while reading the store")
+        original(self, rows, block)
+
+    monkeypatch.setattr(Corpus, "_add", fail_once)
+    with pytest.raises(OSError):
+        reader.remember("zqsecond")
+    assert second.id in _found(reader, "zqsecond")
+    assert first.id in _found(reader, "zqfirst")
+    assert len(reader.retriever.corpus) == 2
