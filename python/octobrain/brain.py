@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from octobrain import goals, temporal
-from octobrain.config import Config, load_config, resolve_storage_uri
+from octobrain.config import Config, load_config, resolve_storage_uri, storage_options
 from octobrain.consolidation import Consolidation, Consolidator, SleepReport, Unconsolidation
 from octobrain.corpus import LIGHT_COLUMNS, Corpus
 from octobrain.embed import Embedder, embedder_from_config
@@ -102,7 +102,12 @@ class Brain:
     @property
     def store(self) -> MemoryStore:
         if self._store is None:
-            self._store = MemoryStore(self.uri, self.embedder.model_id, self.embedder.dim)
+            self._store = MemoryStore(
+                self.uri,
+                self.embedder.model_id,
+                self.embedder.dim,
+                options=storage_options(self.config),
+            )
         return self._store
 
     @property

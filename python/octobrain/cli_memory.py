@@ -378,12 +378,11 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
 @click.pass_context
 def reembed_cmd(ctx: click.Context) -> None:
     """Re-embed every memory with the configured model (after changing embedding.model)."""
-    from octobrain.store import MemoryStore
     from octobrain.transfer import reembed
 
     brain = _brain(ctx)
     model = brain.embedder.model_id
-    total = MemoryStore(brain.uri, model, brain.embedder.dim).open_memories_unchecked().count_rows()
+    total = brain.store.open_memories_unchecked().count_rows()
     with click.progressbar(
         length=total, label=f"re-embedding with {model}", file=sys.stderr
     ) as bar:

@@ -76,6 +76,24 @@ def _model_rule(v: Any) -> str | None:
     return None
 
 
+_STORE_SCHEMES = ("s3", "s3+ddb", "gs", "az", "abfs")
+
+
+def _storage_uri_rule(v: Any) -> str | None:
+    scheme, sep, _ = v.partition("://")
+    if sep and scheme.lower() not in _STORE_SCHEMES:
+        return f"must be a local path or a URI with one of the schemes {', '.join(_STORE_SCHEMES)}"
+    return None
+
+
+def _storage_options_rule(v: Any) -> str | None:
+    for item in v:
+        key, sep, _ = item.partition("=")
+        if not sep or not key.strip():
+            return f"each entry must be key=value; got {item!r}"
+    return None
+
+
 def _base_url_rule(v: Any) -> str | None:
     if v == "":
         return None
@@ -141,7 +159,18 @@ class EmbeddingConfig:
 class StorageConfig:
     """`[storage]`: where memories live."""
 
-    uri: str = _opt("", "LanceDB directory or object-store URI (s3://...); empty: <data dir>/db")
+    uri: str = _opt(
+        "",
+        "LanceDB directory or object-store URI (s3://, s3+ddb://, gs://, az://); "
+        "empty: <data dir>/db",
+        _storage_uri_rule,
+    )
+    options: tuple[str, ...] = _opt(
+        (),
+        "object-store options as key=value (e.g. region=eu-west-1, aws_endpoint=https://...); "
+        "credentials are best left to the standard environment variables",
+        _storage_options_rule,
+    )
 
 
 @dataclass(frozen=True)
@@ -346,6 +375,14 @@ def config_path() -> Path:
     """Config file: `$OCTOBRAIN_CONFIG_PATH`, else `<data root>/config.toml`."""
     env = os.environ.get("OCTOBRAIN_CONFIG_PATH", "").strip()
     return Path(env).expanduser() if env else data_dir() / "config.toml"
+
+
+def storage_options(config: Config) -> dict[str, str]:
+    """`storage.options` as a dict (validated at load: every entry is key=value)."""
+    return dict(
+        (key.strip(), value.strip())
+        for key, _, value in (item.partition("=") for item in config.storage.options)
+    )
 
 
 def resolve_storage_uri(config: Config) -> str:

@@ -10,7 +10,7 @@ import os
 import threading
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from octobrain.config import data_dir
 from octobrain.models import utcnow
@@ -27,17 +27,55 @@ _started_lock = threading.Lock()
 
 
 def sleep_marker(uri: str, scope: str, marker_dir: Path | None = None) -> Path:
-    """The marker file recording the last successful pass for one store and scope."""
-    key = hashlib.sha256(f"{uri}\0{scope}".encode()).hexdigest()[:20]
-    return (marker_dir or data_dir() / "sleep") / f"{key}.json"
+    """The marker file recording the last successful pass for one local store and scope."""
+    return (marker_dir or data_dir() / "sleep") / f"{_key(uri, scope)}.json"
 
 
-def _due(marker: Path, interval_hours: float, now: datetime) -> bool:
-    try:
-        finished = datetime.fromisoformat(json.loads(marker.read_text())["finished_at"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return True  # no marker (or a damaged one): never ran successfully
-    return now - finished >= timedelta(hours=interval_hours)
+def _key(uri: str, scope: str) -> str:
+    return hashlib.sha256(f"{uri}\0{scope}".encode()).hexdigest()[:20]
+
+
+class _Schedule:
+    """Where the last successful pass is recorded and which lock guards a pass.
+
+    A local store keeps both on this machine (a marker file and a file lock); a store on object
+    storage keeps them in the store, so a whole team runs one pass per interval, not one each.
+    """
+
+    def __init__(self, brain: Brain, marker_dir: Path | None) -> None:
+        self._location = brain.store.location
+        self._name = f"sleep/{_key(brain.uri, brain.scope)}.json"
+        self._marker = sleep_marker(brain.uri, brain.scope, marker_dir)
+        self.lock_name = f"sleep-{_key(brain.uri, brain.scope)}"
+
+    def due(self, interval_hours: float, now: datetime) -> bool:
+        try:
+            if self._location.remote:
+                record = self._location.read_json(self._name) or {}
+            else:
+                record = json.loads(self._marker.read_text())
+            finished = datetime.fromisoformat(record["finished_at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return True  # no record (or a damaged one): never ran successfully
+        return now - finished >= timedelta(hours=interval_hours)
+
+    def lock(self) -> Any:
+        """The pass lock, failing at once (filelock.Timeout or StorageError) when held."""
+        if self._location.remote:
+            return self._location.lock(self.lock_name, 0)
+        from filelock import FileLock
+
+        self._marker.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(self._marker.with_suffix(".lock")), timeout=0)
+
+    def record(self, record: dict[str, Any]) -> None:
+        """Record a successful pass (atomically: whole or absent)."""
+        if self._location.remote:
+            self._location.write_json(self._name, record)
+            return
+        tmp = self._marker.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, self._marker)
 
 
 def start_background_sleep(
@@ -47,9 +85,10 @@ def start_background_sleep(
     thread, if enabled and `interval_hours` have passed since the last successful one.
 
     Called once at startup by the CLI and the MCP server; later calls in the same process are
-    no-ops. It never raises and never blocks: the pass runs under a per-scope cross-process lock
-    (another process already on it → skip), on its own store connection, logs failures, and
-    writes the marker only after success. Returns the thread (tests join it), or None.
+    no-ops. It never raises and never blocks: the pass runs under a per-scope lock shared by
+    every process that uses the store (another one already on it → skip), on its own store
+    connection, logs failures, and records the pass only after success. Returns the thread
+    (tests join it), or None.
     """
     try:
         cfg = brain.config.consolidation
@@ -58,11 +97,11 @@ def start_background_sleep(
             if not cfg.sleep_enabled or key in _started:
                 return None
             _started.add(key)
-        marker = sleep_marker(brain.uri, brain.scope, marker_dir)
-        if not _due(marker, cfg.interval_hours, utcnow()):
+        schedule = _Schedule(brain, marker_dir)
+        if not schedule.due(cfg.interval_hours, utcnow()):
             return None
         thread = threading.Thread(
-            target=_lazy_pass, args=(brain, marker), name="octobrain-sleep", daemon=False
+            target=_lazy_pass, args=(brain, schedule), name="octobrain-sleep", daemon=False
         )
         thread.start()
         return thread
@@ -71,34 +110,31 @@ def start_background_sleep(
         return None
 
 
-def _lazy_pass(brain: Brain, marker: Path) -> None:
-    from filelock import FileLock, Timeout
+def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
+    from filelock import Timeout
+
+    from octobrain.store.location import StoreBusy
 
     try:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(marker.with_suffix(".lock")), timeout=0):
+        with schedule.lock():
             cfg = brain.config.consolidation
-            if not _due(marker, cfg.interval_hours, utcnow()):
+            if not schedule.due(cfg.interval_hours, utcnow()):
                 return  # another process finished a pass while we waited to start
             # Our own Brain: its own store connection and mirror, nothing shared with callers.
             own = type(brain)(
                 brain.scope, config=brain.config, embedder=brain.embedder, uri=brain.uri
             )
             report = own.sleep_consolidate()
-            tmp = marker.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(
-                json.dumps(
-                    {
-                        "scope": brain.scope,
-                        "store": brain.uri,
-                        "finished_at": utcnow().isoformat(),
-                        "consolidated": len(report.consolidations),
-                        "archived": len(report.archived),
-                    }
-                )
+            schedule.record(
+                {
+                    "scope": brain.scope,
+                    "store": brain.uri,
+                    "finished_at": utcnow().isoformat(),
+                    "consolidated": len(report.consolidations),
+                    "archived": len(report.archived),
+                }
             )
-            os.replace(tmp, marker)  # atomic: a marker is whole or absent
-    except Timeout:
+    except (Timeout, StoreBusy):
         log.info("sleep pass for %r already running in another process", brain.scope)
     except Exception:
         log.warning("sleep pass for %r failed; it will be retried", brain.scope, exc_info=True)

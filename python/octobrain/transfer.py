@@ -299,9 +299,7 @@ def reembed(brain: Brain, *, progress: Progress = _noop) -> int:
     versions stay on disk until compaction), under the store's write lock: a crash at any point
     leaves either the old store or the new one, never a mix. Returns the number of rows.
     """
-    from octobrain.store.memories import MemoryStore
-
-    probe = MemoryStore(brain.uri, brain.embedder.model_id, brain.embedder.dim)
+    probe = brain.store
     with probe.write_lock(check_model=False):
         table = probe.open_memories_unchecked()
         rows = table.to_arrow().drop_columns(["embedding"]).to_pylist()

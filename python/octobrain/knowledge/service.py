@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from octobrain.config import Config, load_config, resolve_storage_uri
+from octobrain.config import Config, load_config, resolve_storage_uri, storage_options
 from octobrain.embed import Embedder, embedder_from_config
 from octobrain.errors import InvalidInput
 from octobrain.knowledge.chunk import chunk_text
@@ -90,7 +90,12 @@ class Knowledge:
     @property
     def kstore(self) -> KnowledgeStore:
         if self._store is None:
-            self._store = KnowledgeStore(self.uri, self.embedder.model_id, self.embedder.dim)
+            self._store = KnowledgeStore(
+                self.uri,
+                self.embedder.model_id,
+                self.embedder.dim,
+                options=storage_options(self.config),
+            )
         return self._store
 
     @property

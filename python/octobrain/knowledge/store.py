@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from octobrain.store.location import StoreLocation
 from octobrain.store.memories import ModelMismatch, sql_in, sql_str
 from octobrain.store.schema import META_DIM, META_MODEL, META_SCHEMA
 
@@ -96,8 +97,15 @@ def chunks_schema(model_id: str, dim: int) -> pa.Schema:
 class KnowledgeStore:
     """The two knowledge tables of the LanceDB database at `uri`."""
 
-    def __init__(self, uri: str | Path, model_id: str, dim: int) -> None:
-        self.path = Path(uri)
+    def __init__(
+        self,
+        uri: str | Path,
+        model_id: str,
+        dim: int,
+        *,
+        options: Mapping[str, str] | None = None,
+    ) -> None:
+        self.location = StoreLocation(uri, options)
         self.model_id = model_id
         self.dim = dim
         self._db: lancedb.DBConnection | None = None
@@ -106,12 +114,8 @@ class KnowledgeStore:
         self._lock: Any = None
 
     def _connect(self) -> None:
-        import lancedb
-        from filelock import FileLock
-
-        self.path.mkdir(parents=True, exist_ok=True)
-        self._lock = FileLock(str(self.path / ".knowledge.lock"), timeout=LOCK_TIMEOUT_S)
-        db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
+        self._lock = self.location.lock("knowledge", LOCK_TIMEOUT_S)
+        db = self.location.connect()
         with self._lock:
             names = set(db.list_tables().tables)
             if SOURCES not in names:
@@ -124,7 +128,7 @@ class KnowledgeStore:
         stored_dim = meta.get(META_DIM, b"0").decode()
         if stored_model != self.model_id or stored_dim != str(self.dim):
             raise ModelMismatch(
-                f"the knowledge index at {self.path} was embedded with {stored_model!r} "
+                f"the knowledge index at {self.location} was embedded with {stored_model!r} "
                 f"(dim {stored_dim}), but the configured model is {self.model_id!r} "
                 f"(dim {self.dim}); delete its sources (`octobrain knowledge delete-source`) "
                 "and index them again, or set embedding.model back"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -22,6 +22,7 @@ import numpy as np
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.models import Memory, Relationship, State
 from octobrain.store import schema
+from octobrain.store.location import StoreLocation
 
 if TYPE_CHECKING:
     import lancedb
@@ -81,7 +82,7 @@ def _create_if_missing(db: lancedb.DBConnection, name: str, table_schema: pa.Sch
         db.create_table(name, schema=table_schema, mode=mode)
 
 
-def _io_failure(path: Path, exc: BaseException) -> str:
+def _io_failure(path: object, exc: BaseException) -> str:
     """One line for an I/O failure under `path` (LanceDB reports them as RuntimeError)."""
     text = str(exc)
     found = re.search(r"LanceError\(IO\): ([^,\n]+)", text)
@@ -151,28 +152,29 @@ class Pinned:
 class MemoryStore:
     """The `memories` and `relationships` tables of the LanceDB database at `uri`."""
 
-    def __init__(self, uri: str | Path, model_id: str, dim: int) -> None:
-        self.path = Path(uri)
+    def __init__(
+        self,
+        uri: str | Path,
+        model_id: str,
+        dim: int,
+        *,
+        options: Mapping[str, str] | None = None,
+    ) -> None:
+        self.location = StoreLocation(uri, options)
         self.model_id = model_id
         self.dim = dim
         self._db: lancedb.DBConnection | None = None
         self._memories: lancedb.table.Table | None = None
         self._relationships: lancedb.table.Table | None = None
-        self._lock: Any = None  # a filelock.FileLock once connected
-
-    # ---- opening --------------------------------------------------------------------------
+        self._lock: Any = None  # the store's write lock once connected
 
     def _open_db(self) -> lancedb.DBConnection:
         """Connect and create missing tables; no model check (see `_connect`)."""
         if self._db is not None:
             return self._db
-        import lancedb
-        from filelock import FileLock
-
-        self._lock = FileLock(str(self.path / ".write.lock"), timeout=LOCK_TIMEOUT_S)
+        self._lock = self.location.lock("write", LOCK_TIMEOUT_S)
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
+            db = self.location.connect()
             if not _tables_open(db):
                 with self._lock:  # creation is a write: two first runs must not race
                     for name, table_schema in (
@@ -181,7 +183,7 @@ class MemoryStore:
                     ):
                         _create_if_missing(db, name, table_schema)
         except (OSError, RuntimeError) as exc:
-            raise StorageError(_io_failure(self.path, exc)) from exc
+            raise StorageError(_io_failure(self.location, exc)) from exc
         self._db = db
         return db
 
@@ -202,7 +204,7 @@ class MemoryStore:
         stored_dim = meta.get(schema.META_DIM, b"0").decode()
         if stored_model != self.model_id or stored_dim != str(self.dim):
             raise ModelMismatch(
-                f"the memory store at {self.path} was embedded with {stored_model!r} "
+                f"the memory store at {self.location} was embedded with {stored_model!r} "
                 f"(dim {stored_dim}), but the configured model is {self.model_id!r} "
                 f"(dim {self.dim}); "
                 "run `octobrain memory reembed` to migrate it, or set embedding.model back"
@@ -235,7 +237,7 @@ class MemoryStore:
         except OctobrainError:
             raise
         except (OSError, RuntimeError) as exc:
-            raise StorageError(_io_failure(self.path, exc)) from exc
+            raise StorageError(_io_failure(self.location, exc)) from exc
 
     def open_memories_unchecked(self) -> lancedb.table.Table:
         """The memories table whatever model embedded it (for `reembed` only)."""

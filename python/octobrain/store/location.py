@@ -1,0 +1,269 @@
+"""Where a store lives — a local directory or an object-store URI — and how its writers agree.
+
+LanceDB keeps tables on a local disk or on object storage (`s3://`, `s3+ddb://`, `gs://`, `az://`)
+and makes every commit atomic on both. octobrain additionally serialises its read-modify-write
+steps (an update, a consolidation pass) under one write lock per store:
+
+- local directory: a lock file beside the tables (`filelock`), as fast as a syscall;
+- object store: a *lease* object under `_octobrain/locks/` in the store itself, taken with a
+  conditional create (put-if-absent), renewed by a heartbeat while held, and taken over with a
+  compare-and-swap once a crashed holder's lease has expired. Every machine that can write the
+  tables can see it; nothing local is involved.
+
+Small shared records (the last sleep pass of a scope) live under `_octobrain/` the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from octobrain.errors import StorageError
+
+if TYPE_CHECKING:
+    import lancedb
+
+log = logging.getLogger(__name__)
+
+LEASE_TTL_S = 60.0  # a crashed holder blocks writers at most this long
+_RENEW_EVERY_S = LEASE_TTL_S / 4
+_META = "_octobrain"
+# Storage options that configure the HTTP client (obstore takes them separately) or only
+# LanceDB's own commit machinery (the object-store client rejects them).
+_CLIENT_KEYS = {
+    "allow_http",
+    "allow_invalid_certificates",
+    "connect_timeout",
+    "timeout",
+    "proxy_url",
+    "pool_idle_timeout",
+    "user_agent",
+}
+_LANCE_ONLY = ("dynamodb_", "download_retry_count", "client_max_retries", "client_retry_timeout")
+
+
+class StoreBusy(StorageError):
+    """Another process (on this machine or another) holds the lock and did not let go in time."""
+
+
+def is_remote(uri: str) -> bool:
+    """Whether `uri` names an object store rather than a local directory."""
+    scheme = urlsplit(uri).scheme.lower()
+    return bool(scheme) and scheme != "file" and "://" in uri
+
+
+def redact(uri: str) -> str:
+    """`uri` without any user:password part, for messages."""
+    parts = urlsplit(uri)
+    if "@" not in parts.netloc:
+        return uri
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+class StoreLocation:
+    """A store's URI and storage options; connects LanceDB and hands out its write locks."""
+
+    def __init__(self, uri: str | Path, options: Mapping[str, str] | None = None) -> None:
+        self.uri = str(uri)
+        self.options = dict(options or {})
+        self.remote = is_remote(self.uri)
+        self.path = None if self.remote else Path(self.uri)
+        self._objects: Any = None  # the obstore handle, made on first use
+        self._locks: dict[str, _Lease] = {}
+        self._guard = threading.Lock()
+
+    def __str__(self) -> str:
+        return redact(self.uri)
+
+    def connect(self) -> lancedb.DBConnection:
+        """A LanceDB connection that sees every commit as soon as it lands."""
+        import lancedb
+
+        if self.path is not None:
+            self.path.mkdir(parents=True, exist_ok=True)
+        return lancedb.connect(
+            self.uri,
+            read_consistency_interval=timedelta(0),
+            storage_options=self.options or None,
+        )
+
+    def lock(self, name: str, timeout: float) -> Any:
+        """The cross-process (and, remotely, cross-machine) lock `name` of this store, re-entrant
+        within a process. Use as a context manager; `timeout=0` fails at once when it is held."""
+        if self.path is not None:
+            from filelock import FileLock
+
+            return FileLock(str(self.path / f".{name}.lock"), timeout=timeout)
+        with self._guard:
+            lease = self._locks.get(name)
+            if lease is None:
+                lease = self._locks[name] = _Lease(self, f"{_META}/locks/{name}.json")
+        return _Waiting(lease, timeout)
+
+    # ---- small shared records (object stores only) ----------------------------------------
+
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        """The record `name` under `_octobrain/`, or None when it does not exist."""
+        import obstore
+
+        try:
+            raw = bytes(obstore.get(self.objects(), f"{_META}/{name}").bytes())
+        except FileNotFoundError:
+            return None
+        record: dict[str, Any] = json.loads(raw)
+        return record
+
+    def write_json(self, name: str, record: Mapping[str, Any]) -> None:
+        """Write the record `name` under `_octobrain/` (one object put: whole or absent)."""
+        import obstore
+
+        obstore.put(self.objects(), f"{_META}/{name}", json.dumps(record).encode())
+
+    def objects(self) -> Any:
+        """The obstore handle for this store's prefix (object stores only)."""
+        if self._objects is None:
+            from obstore.store import from_url
+
+            parts = urlsplit(self.uri)
+            scheme = "s3" if parts.scheme.lower() == "s3+ddb" else parts.scheme
+            base = urlunsplit((scheme, parts.netloc, parts.path, "", ""))
+            config: Any = {
+                k: v
+                for k, v in self.options.items()
+                if k not in _CLIENT_KEYS and not k.startswith(_LANCE_ONLY)
+            }
+            client: Any = {k: v for k, v in self.options.items() if k in _CLIENT_KEYS}
+            self._objects = from_url(base, config=config or None, client_options=client or None)
+        return self._objects
+
+
+class _Waiting:
+    """A reusable context manager: hold `lease`, waiting at most `timeout` seconds."""
+
+    def __init__(self, lease: _Lease, timeout: float) -> None:
+        self._lease, self._timeout = lease, timeout
+
+    def __enter__(self) -> None:
+        self._lease.enter(self._timeout)
+
+    def __exit__(self, *exc: object) -> None:
+        self._lease.exit()
+
+
+class _Lease:
+    """A write lease held as one object in the store (see the module docstring)."""
+
+    def __init__(self, location: StoreLocation, key: str) -> None:
+        self._location = location
+        self._key = key
+        self._rlock = threading.RLock()  # threads of this process queue here, re-entrantly
+        self._depth = 0
+        self._etag: str | None = None
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        self._holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+    def enter(self, timeout: float) -> None:
+        """Hold the lease (waiting up to `timeout` seconds; < 0 waits forever)."""
+        if not self._rlock.acquire(timeout=-1 if timeout < 0 else max(timeout, 0.001)):
+            raise StoreBusy(f"store: {self._location}: lock {self._key} busy in this process")
+        try:
+            if self._depth == 0:
+                self._acquire(timeout if timeout >= 0 else float("inf"))
+        except BaseException:
+            self._rlock.release()
+            raise
+        self._depth += 1
+
+    def exit(self) -> None:
+        """Leave one level; the outermost exit releases the lease."""
+        try:
+            self._depth -= 1
+            if self._depth == 0:
+                self._release()
+        finally:
+            self._rlock.release()
+
+    def _body(self) -> bytes:
+        record = {"holder": self._holder, "expires": time.time() + LEASE_TTL_S}
+        return json.dumps(record).encode()
+
+    def _acquire(self, timeout: float) -> None:
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        store = self._location.objects()
+        deadline = time.monotonic() + timeout
+        pause = 0.02
+        while True:
+            try:
+                self._etag = obstore.put(store, self._key, self._body(), mode="create")["e_tag"]
+                break
+            except AlreadyExistsError:
+                pass
+            try:
+                got = obstore.get(store, self._key)
+                held = json.loads(bytes(got.bytes()))
+                etag = got.meta["e_tag"]
+            except FileNotFoundError:
+                continue  # released in between: try to create it again at once
+            if float(held.get("expires", 0)) < time.time():
+                try:  # the holder died: take its lease over, unless someone else just did
+                    put = obstore.put(store, self._key, self._body(), mode={"e_tag": etag})
+                    self._etag = put["e_tag"]
+                    log.warning("took over the expired write lease of %s", held.get("holder"))
+                    break
+                except PreconditionError:
+                    continue
+            if time.monotonic() >= deadline:
+                raise StoreBusy(
+                    f"store: {self._location} is locked by {held.get('holder', '?')} "
+                    f"(lease {self._key}); try again, or wait {LEASE_TTL_S:.0f} s if it crashed"
+                )
+            time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
+            pause = min(pause * 2, 0.5)
+        self._stop.clear()
+        self._beat = threading.Thread(target=self._renew, name="octobrain-lease", daemon=True)
+        self._beat.start()
+
+    def _renew(self) -> None:
+        import obstore
+        from obstore.exceptions import PreconditionError
+
+        while not self._stop.wait(_RENEW_EVERY_S):
+            try:
+                put = obstore.put(
+                    self._location.objects(), self._key, self._body(), mode={"e_tag": self._etag}
+                )
+                self._etag = put["e_tag"]
+            except PreconditionError:
+                log.error("the write lease %s was taken over while held", self._key)
+                return
+            except Exception:  # a transient network error: the next beat tries again
+                log.warning("could not renew the write lease %s", self._key, exc_info=True)
+
+    def _release(self) -> None:
+        import obstore
+
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+            self._beat = None
+        store = self._location.objects()
+        try:
+            if obstore.head(store, self._key)["e_tag"] == self._etag:
+                obstore.delete(store, self._key)
+        except FileNotFoundError:
+            pass
+        except Exception:  # the lease then simply expires
+            log.warning("could not release the write lease %s", self._key, exc_info=True)

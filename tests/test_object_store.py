@@ -1,0 +1,292 @@
+"""A team's shared store on S3: a real S3 + DynamoDB endpoint (moto in server mode) on loopback.
+
+Each "machine" is a process with its own data directory (its own embedding cache, config and
+sleep state) and no shared filesystem with the others; they meet only through the storage URI.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from octobrain.brain import Brain
+from octobrain.cli import main
+from octobrain.config import load_config
+from octobrain.embed import get_embedder
+from octobrain.errors import InvalidInput
+from octobrain.sleep_startup import start_background_sleep
+from octobrain.store.location import LEASE_TTL_S, StoreBusy, StoreLocation
+
+SCOPE = "github.com/acme/api"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+
+
+class S3:
+    """The loopback endpoint: one bucket per test, and the environment a machine needs."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.options = {"aws_endpoint": endpoint, "region": "us-east-1", "allow_http": "true"}
+
+    def client(self, service: str) -> object:
+        import boto3
+
+        return boto3.client(service, endpoint_url=self.endpoint, region_name="us-east-1")
+
+    def bucket(self) -> str:
+        name = f"team-{uuid.uuid4().hex[:10]}"
+        self.client("s3").create_bucket(Bucket=name)  # type: ignore[attr-defined]
+        return name
+
+    def commit_table(self) -> str:
+        """A DynamoDB table shaped as LanceDB's `s3+ddb://` commit store expects."""
+        name = f"commits-{uuid.uuid4().hex[:8]}"
+        self.client("dynamodb").create_table(  # type: ignore[attr-defined]
+            TableName=name,
+            KeySchema=[
+                {"AttributeName": "base_uri", "KeyType": "HASH"},
+                {"AttributeName": "version", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "base_uri", "AttributeType": "S"},
+                {"AttributeName": "version", "AttributeType": "N"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        return name
+
+    def env(self, uri: str, data_dir: Path, **extra: str) -> dict[str, str]:
+        options = ",".join(f"{k}={v}" for k, v in {**self.options, **extra}.items())
+        return {
+            **CREDENTIALS,
+            "OCTOBRAIN_STORAGE_URI": uri,
+            "OCTOBRAIN_STORAGE_OPTIONS": options,
+            "OCTOBRAIN_DATA_DIR": str(data_dir),
+            "OCTOBRAIN_CONFIG_PATH": str(data_dir / "config.toml"),
+            "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
+            "OCTOBRAIN_CONSOLIDATION_SLEEP_ENABLED": "false",
+        }
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3]:
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        yield S3(f"http://127.0.0.1:{server.get_host_and_port()[1]}")
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
+def machine(s3: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> S3:
+    """This test process as one machine of the team (credentials in its environment)."""
+    for key, value in CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "here"))
+    monkeypatch.setenv("OCTOBRAIN_CONFIG_PATH", str(tmp_path / "here" / "config.toml"))
+    return s3
+
+
+def _brain(s3: S3, uri: str, **extra: str) -> Brain:
+    options = ",".join(f"{k}={v}" for k, v in {**s3.options, **extra}.items())
+    os.environ["OCTOBRAIN_STORAGE_OPTIONS"] = options
+    try:
+        config = load_config()
+    finally:
+        del os.environ["OCTOBRAIN_STORAGE_OPTIONS"]
+    return Brain(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
+
+
+def test_a_second_machine_sees_the_first_ones_memories(machine: S3) -> None:
+    uri = f"s3://{machine.bucket()}/octobrain"
+    laptop, desktop = _brain(machine, uri), _brain(machine, uri)
+    note, _ = laptop.memorize("Deploys", "Production deploys go out on Tuesdays after review.")
+    assert [h.memory.id for h in laptop.remember("when do deploys go out").hits][:1] == [note.id]
+    assert note.id in {h.memory.id for h in desktop.remember("production deploys").hits}
+
+    # Consolidation across machines: near-duplicates written on one, merged on the other.
+    text = "The public API rate limit is 100 requests per minute per token"
+    dupes = [laptop.memorize(f"Rate limit {i}", f"{text}{'.' * i}")[0] for i in range(1, 4)]
+    report = desktop.sleep_consolidate()
+    assert len(report.consolidations) == 1
+    parent = report.consolidations[0].parent.id
+    assert laptop.remember("API rate limit").hits[0].memory.id == parent
+    assert {m.id for m in dupes} <= {m.id for m in report.consolidations[0].members}
+
+    assert desktop.forget([note.id], confirm=True) == 1
+    assert note.id not in {h.memory.id for h in laptop.remember("production deploys").hits}
+
+
+_WRITER = textwrap.dedent(
+    """
+    import json, sys
+    from octobrain.brain import Brain
+    name, shared, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    brain = Brain("github.com/acme/api")
+    for i in range(count):
+        memory, _ = brain.memorize(f"Note zq{name}n{i}", f"Finding zq{name}n{i} from {name}.")
+        print(json.dumps({"id": memory.id, "marker": f"zq{name}n{i}"}), flush=True)
+        brain.update(shared, add_files=[f"{name}-{i}"])
+        print(json.dumps({"file": f"{name}-{i}"}), flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("commit_store", ["conditional-put", "dynamodb"])
+def test_writers_on_separate_machines_lose_nothing(
+    machine: S3, tmp_path: Path, commit_store: str
+) -> None:
+    bucket = machine.bucket()
+    extra: dict[str, str] = {}
+    if commit_store == "dynamodb":
+        uri = f"s3+ddb://{bucket}/octobrain?ddbTableName={machine.commit_table()}"
+        extra["dynamodb_endpoint"] = machine.endpoint
+    else:
+        uri = f"s3://{bucket}/octobrain"
+    shared, _ = _brain(machine, uri, **extra).memorize("Shared", "Every machine tags this one.")
+    writers, count = 3, 5
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, f"m{w}", shared.id, str(count)],
+            env={**os.environ, **machine.env(uri, tmp_path / f"machine{w}", **extra)},
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(writers)
+    ]
+    acknowledged: dict[str, str] = {}
+    files: set[str] = set()
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+        for line in out.splitlines():
+            record = json.loads(line)
+            if "id" in record:
+                acknowledged[record["id"]] = record["marker"]
+            else:
+                files.add(record["file"])
+    assert len(acknowledged) == writers * count
+
+    reader = _brain(machine, uri, **extra)
+    rows = reader.store.scan("true", columns=["id", "title", "related_files"])
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)) == writers * count + 1  # nothing lost, nothing doubled
+    assert set(acknowledged) <= set(ids)
+    assert set(reader.get(shared.id).related_files) == files  # every concurrent edit survived
+    for mid, marker in acknowledged.items():
+        assert mid in {h.memory.id for h in reader.remember(marker, min_relevance=0.0).hits}
+
+
+def test_the_write_lease_waits_for_a_live_holder_and_takes_over_a_dead_ones(
+    machine: S3,
+) -> None:
+    import obstore
+
+    location = StoreLocation(f"s3://{machine.bucket()}/octobrain", machine.options)
+    key = "_octobrain/locks/write.json"
+    alive = {"holder": "desktop:4242:live", "expires": time.time() + LEASE_TTL_S}
+    obstore.put(location.objects(), key, json.dumps(alive).encode())
+    with pytest.raises(StoreBusy, match="desktop:4242:live"), location.lock("write", 0.3):
+        pass
+
+    dead = {"holder": "desktop:4242:crashed", "expires": time.time() - 1}
+    obstore.put(location.objects(), key, json.dumps(dead).encode())
+    with location.lock("write", 5), location.lock("write", 5):  # re-entrant in one process
+        held = json.loads(bytes(obstore.get(location.objects(), key).bytes()))
+        assert held["holder"] != dead["holder"]
+    with pytest.raises(FileNotFoundError):
+        obstore.get(location.objects(), key)  # released: the next writer creates it at once
+
+
+def test_a_sleep_pass_is_shared_by_the_whole_team(machine: S3, tmp_path: Path) -> None:
+    uri = f"s3://{machine.bucket()}/octobrain"
+    laptop = _brain(machine, uri)
+    laptop.memorize("Seed note", "Something to look at.")
+    thread = start_background_sleep(laptop, marker_dir=tmp_path / "laptop")
+    assert thread is not None
+    thread.join(timeout=120)
+    record = laptop.store.location.read_json(next(_sleep_records(laptop)))
+    assert record is not None and record["scope"] == SCOPE
+
+    # Another machine (its own local state) finds the pass already done for today.
+    from octobrain import sleep_startup
+
+    sleep_startup._started.clear()
+    desktop = _brain(machine, uri)
+    assert start_background_sleep(desktop, marker_dir=tmp_path / "desktop") is None
+
+
+def _sleep_records(brain: Brain) -> Iterator[str]:
+    import obstore
+
+    for batch in obstore.list(brain.store.location.objects(), "_octobrain/sleep"):
+        for meta in batch:
+            yield str(meta["path"]).removeprefix("_octobrain/")
+
+
+def test_migrate_copies_a_local_store_to_s3_and_back(machine: S3, tmp_path: Path) -> None:
+    local = tmp_path / "here" / "db"
+    brain = Brain(SCOPE, config=load_config(), embedder=get_embedder("hash:64"), uri=local)
+    first, _ = brain.memorize("First", "The first fact.")
+    second, _ = brain.memorize(
+        "Second",
+        "The second fact.",
+        related_to=[{"target_id": first.id, "relationship_type": "extends"}],
+    )
+    uri = f"s3://{machine.bucket()}/octobrain"
+    env = {
+        "OCTOBRAIN_STORAGE_URI": str(local),
+        "OCTOBRAIN_STORAGE_OPTIONS": ",".join(f"{k}={v}" for k, v in machine.options.items()),
+        "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
+    }
+    runner = CliRunner()
+    up = runner.invoke(main, ["memory", "migrate", "--to", uri, "--format", "json"], env=env)
+    assert up.exit_code == 0, up.output
+    assert json.loads(up.stdout)["tables"] == {"memories": 2, "relationships": 1}
+
+    remote = _brain(machine, uri)
+    assert {h.memory.id for h in remote.remember("fact", min_relevance=0.0).hits} == {
+        first.id,
+        second.id,
+    }
+    assert [(e.source_id, e.target_id) for e in remote.store.all_relationships()] == [
+        (second.id, first.id)
+    ]
+
+    again = runner.invoke(main, ["memory", "migrate", "--to", uri], env=env)
+    assert again.exit_code == 2
+    assert "to: must be an empty location" in again.stderr
+
+    back = tmp_path / "back"
+    env_back = {**env, "OCTOBRAIN_STORAGE_URI": uri}
+    down = runner.invoke(main, ["memory", "migrate", "--to", str(back)], env=env_back)
+    assert down.exit_code == 0, down.output
+    home = Brain(SCOPE, config=load_config(), embedder=get_embedder("hash:64"), uri=back)
+    assert home.get(second.id).content == "The second fact."
+
+
+def test_storage_settings_are_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OCTOBRAIN_STORAGE_URI", "ftp://files.example.com/octobrain")
+    with pytest.raises(InvalidInput, match="storage.uri|OCTOBRAIN_STORAGE_URI"):
+        load_config(tmp_path / "none.toml")
+    monkeypatch.setenv("OCTOBRAIN_STORAGE_URI", "s3://bucket/octobrain")
+    monkeypatch.setenv("OCTOBRAIN_STORAGE_OPTIONS", "region=us-east-1,allow_http")
+    with pytest.raises(InvalidInput, match="key=value"):
+        load_config(tmp_path / "none.toml")
