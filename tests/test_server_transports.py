@@ -194,7 +194,7 @@ def test_non_loopback_bind_needs_a_token(tmp_path: Path) -> None:
         async def body() -> None:
             auth = {"Authorization": f"Bearer {TOKEN}"}
             async with (
-                httpx2.AsyncClient(headers=auth) as http,
+                httpx2.AsyncClient(headers=auth, timeout=120) as http,  # a loaded CI box
                 Client(streamable_http_client(url, http_client=http)) as client,
             ):
                 error, reply = await call(client, "memorize", **FACT, scope=PROJECT_A)
