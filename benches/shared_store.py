@@ -127,6 +127,7 @@ def main() -> None:
             results["local disk"] = measure(local, memories, vectors, queries)
         shared = Brain("bench/team", config=remote, embedder=embedder)
         results["S3 (moto, loopback)"] = measure(shared, memories, vectors, queries)
+        shared.flush()  # the queued access counts, while the endpoint is still up
     finally:
         moto.kill()
     lines = [

@@ -122,14 +122,21 @@ def test_a_second_machine_sees_the_first_ones_memories(machine: S3) -> None:
     # Consolidation across machines: near-duplicates written on one, merged on the other.
     text = "The public API rate limit is 100 requests per minute per token"
     dupes = [laptop.memorize(f"Rate limit {i}", f"{text}{'.' * i}")[0] for i in range(1, 4)]
-    report = desktop.sleep_consolidate()
+    report = desktop.sleep_consolidate()  # under the write lease: reads the latest commit
     assert len(report.consolidations) == 1
     parent = report.consolidations[0].parent.id
+    _catch_up()
     assert laptop.remember("API rate limit").hits[0].memory.id == parent
     assert {m.id for m in dupes} <= {m.id for m in report.consolidations[0].members}
 
     assert desktop.forget([note.id], confirm=True) == 1
+    _catch_up()
     assert note.id not in {h.memory.id for h in laptop.remember("production deploys").hits}
+
+
+def _catch_up() -> None:
+    """Wait out `storage.remote_refresh_ms` (default 1 s): by then every machine reads a write."""
+    time.sleep(load_config().storage.remote_refresh_ms / 1000 + 0.1)
 
 
 _WRITER = textwrap.dedent(
@@ -192,6 +199,45 @@ def test_writers_on_separate_machines_lose_nothing(
     assert set(reader.get(shared.id).related_files) == files  # every concurrent edit survived
     for mid, marker in acknowledged.items():
         assert mid in {h.memory.id for h in reader.remember(marker, min_relevance=0.0).hits}
+
+
+def test_an_edit_starts_from_the_latest_commit_even_when_reads_may_lag(machine: S3) -> None:
+    uri = f"s3://{machine.bucket()}/octobrain"
+    laptop, desktop = _brain(machine, uri), _brain(machine, uri)
+    shared, _ = laptop.memorize("Shared note", "Both machines tag this one.")
+    assert laptop.get(shared.id).related_files == []  # the laptop's view is now fresh...
+    desktop.update(shared.id, add_files=["desktop.py"])
+    laptop.update(shared.id, add_files=["laptop.py"])  # ...and lags the desktop's edit
+    assert set(desktop.get(shared.id).related_files) >= {"desktop.py"}
+    _catch_up()
+    assert set(laptop.get(shared.id).related_files) == {"desktop.py", "laptop.py"}
+
+
+def test_accesses_are_counted_off_the_remember_path_and_flushed_at_exit(
+    machine: S3, tmp_path: Path
+) -> None:
+    uri = f"s3://{machine.bucket()}/octobrain"
+    brain = _brain(machine, uri)
+    note, _ = brain.memorize("Backups", "Nightly backups run at 02:00 UTC to the cold bucket.")
+    assert brain.remember("nightly backups").hits[0].memory.id == note.id
+    deadline = time.monotonic() + 30
+    while brain.store.scan(f"id = '{note.id}'", columns=["access_count"])[0]["access_count"] < 1:
+        assert time.monotonic() < deadline, "the queued access was never committed"
+        time.sleep(0.2)
+
+    # A CLI call exits right after answering: its queued access is committed on the way out.
+    other, _ = brain.memorize("Restores", "Restore drills happen on the first Monday monthly.")
+    done = subprocess.run(
+        [sys.executable, "-m", "octobrain", "memory", "--scope", SCOPE, "remember", "drills"],
+        env={**os.environ, **machine.env(uri, tmp_path / "cli")},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and other.id in done.stdout, done.stderr
+    rows = brain.store.scan(f"id = '{other.id}'", columns=["access_count"])
+    assert rows[0]["access_count"] == 1
 
 
 def test_the_write_lease_waits_for_a_live_holder_and_takes_over_a_dead_ones(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
+import weakref
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -16,7 +18,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from octobrain import goals, temporal
-from octobrain.config import Config, load_config, resolve_storage_uri, storage_options
+from octobrain.access import AccessQueue
+from octobrain.config import Config, load_config, resolve_storage_uri
 from octobrain.consolidation import Consolidation, Consolidator, SleepReport, Unconsolidation
 from octobrain.corpus import LIGHT_COLUMNS, Corpus
 from octobrain.embed import Embedder, embedder_from_config
@@ -47,11 +50,14 @@ from octobrain.scope import git_head, validate_scope
 from octobrain.search import Hit, Retriever, parse_filters, parse_queries
 from octobrain.secrets import screen
 from octobrain.store import MemoryStore, NotFound
+from octobrain.store.location import StoreLocation
 from octobrain.store.memories import StoreVersion, sql_str, visible_scopes, visible_where
 from octobrain.store.schema import row_to_memory
 
 log = logging.getLogger(__name__)
 ACCESS_WINDOW = timedelta(minutes=10)
+_QUEUES: weakref.WeakKeyDictionary[MemoryStore, AccessQueue] = weakref.WeakKeyDictionary()
+_QUEUES_LOCK = threading.Lock()
 MAX_NEIGHBOURS = 3
 
 
@@ -102,12 +108,8 @@ class Brain:
     @property
     def store(self) -> MemoryStore:
         if self._store is None:
-            self._store = MemoryStore(
-                self.uri,
-                self.embedder.model_id,
-                self.embedder.dim,
-                options=storage_options(self.config),
-            )
+            location = StoreLocation.from_config(self.config, self.uri)
+            self._store = MemoryStore(location, self.embedder.model_id, self.embedder.dim)
         return self._store
 
     @property
@@ -279,7 +281,9 @@ class Brain:
             neighbours += self._session_neighbour(hits, neighbours)
         corpus = self.retriever.corpus
         due = corpus.due_for_access([h.memory.id for h in hits], now, ACCESS_WINDOW)
-        if record_access and due:
+        if record_access and due and self.store.location.remote:
+            self._access_queue().add(due, now)
+        elif record_access and due:
             try:
                 version = self.store.record_access(due, now, min_interval=ACCESS_WINDOW)
             except StorageError as exc:  # a read-only or full store still answers questions
@@ -287,6 +291,21 @@ class Brain:
             else:
                 corpus.note_own_access(due, now, version)
         return Recall(hits, neighbours, self.scope)
+
+    def flush(self) -> None:
+        """Commit what is queued in the background now: on object storage, `remember` queues
+        its access counts (see `octobrain.access`); also done when the process exits."""
+        with _QUEUES_LOCK:
+            queue = _QUEUES.get(self.store)
+        if queue is not None:
+            queue.flush()
+
+    def _access_queue(self) -> AccessQueue:
+        with _QUEUES_LOCK:  # one queue per store, shared by every scope's Brain on it
+            queue = _QUEUES.get(self.store)
+            if queue is None:
+                queue = _QUEUES[self.store] = AccessQueue(self.store, ACCESS_WINDOW)
+            return queue
 
     def _neighbours(self, hits: list[Hit], *, include_archived: bool = False) -> list[Neighbour]:
         """Up to 3 one-hop neighbours of the results, best results first, from the mirror."""

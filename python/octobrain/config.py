@@ -171,6 +171,12 @@ class StorageConfig:
         "credentials are best left to the standard environment variables",
         _storage_options_rule,
     )
+    remote_refresh_ms: int = _opt(
+        1000,
+        "on object storage, how old a read may be: another machine's writes show within this "
+        "time (0: ask the bucket on every read); writes always start from the latest version",
+        _range(0, 60000),
+    )
 
 
 @dataclass(frozen=True)

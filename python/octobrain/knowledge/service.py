@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from octobrain.config import Config, load_config, resolve_storage_uri, storage_options
+from octobrain.config import Config, load_config, resolve_storage_uri
 from octobrain.embed import Embedder, embedder_from_config
 from octobrain.errors import InvalidInput
 from octobrain.knowledge.chunk import chunk_text
@@ -52,6 +52,7 @@ from octobrain.knowledge.store import KnowledgeStore, source_id
 from octobrain.models import QUERY_BYTES, check_limit, check_text, utcnow
 from octobrain.regex_match import match_lines
 from octobrain.scope import validate_scope
+from octobrain.store.location import StoreLocation
 from octobrain.store.memories import sql_str, visible_scopes
 
 Progress = Callable[[int, int], None]
@@ -90,12 +91,8 @@ class Knowledge:
     @property
     def kstore(self) -> KnowledgeStore:
         if self._store is None:
-            self._store = KnowledgeStore(
-                self.uri,
-                self.embedder.model_id,
-                self.embedder.dim,
-                options=storage_options(self.config),
-            )
+            location = StoreLocation.from_config(self.config, self.uri)
+            self._store = KnowledgeStore(location, self.embedder.model_id, self.embedder.dim)
         return self._store
 
     @property

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,15 +97,8 @@ def chunks_schema(model_id: str, dim: int) -> pa.Schema:
 class KnowledgeStore:
     """The two knowledge tables of the LanceDB database at `uri`."""
 
-    def __init__(
-        self,
-        uri: str | Path,
-        model_id: str,
-        dim: int,
-        *,
-        options: Mapping[str, str] | None = None,
-    ) -> None:
-        self.location = StoreLocation(uri, options)
+    def __init__(self, uri: str | Path | StoreLocation, model_id: str, dim: int) -> None:
+        self.location = uri if isinstance(uri, StoreLocation) else StoreLocation(uri)
         self.model_id = model_id
         self.dim = dim
         self._db: lancedb.DBConnection | None = None
@@ -154,6 +147,7 @@ class KnowledgeStore:
         """The cross-process knowledge write lock (re-entrant within a process)."""
         _ = self.chunks
         with self._lock:
+            self.location.to_latest(self._sources, self._chunks)  # see MemoryStore.write_lock
             yield
 
     def versions(self) -> tuple[int, int]:

@@ -33,6 +33,8 @@ from octobrain.errors import StorageError
 if TYPE_CHECKING:
     import lancedb
 
+    from octobrain.config import Config
+
 log = logging.getLogger(__name__)
 
 LEASE_TTL_S = 60.0  # a crashed holder blocks writers at most this long
@@ -73,14 +75,30 @@ def redact(uri: str) -> str:
 class StoreLocation:
     """A store's URI and storage options; connects LanceDB and hands out its write locks."""
 
-    def __init__(self, uri: str | Path, options: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        uri: str | Path,
+        options: Mapping[str, str] | None = None,
+        *,
+        remote_refresh_s: float = 1.0,
+    ) -> None:
         self.uri = str(uri)
         self.options = dict(options or {})
         self.remote = is_remote(self.uri)
+        # A local version check is a stat; on a bucket it is a LIST request per table per read.
+        self.refresh_s = remote_refresh_s if self.remote else 0.0
         self.path = None if self.remote else Path(self.uri)
         self._objects: Any = None  # the obstore handle, made on first use
         self._locks: dict[str, _Lease] = {}
         self._guard = threading.Lock()
+
+    @classmethod
+    def from_config(cls, config: Config, uri: str | Path) -> StoreLocation:
+        """The location `uri` with the `[storage]` options and refresh interval of `config`."""
+        from octobrain.config import storage_options
+
+        refresh = config.storage.remote_refresh_ms / 1000
+        return cls(uri, storage_options(config), remote_refresh_s=refresh)
 
     def __str__(self) -> str:
         return redact(self.uri)
@@ -93,9 +111,16 @@ class StoreLocation:
             self.path.mkdir(parents=True, exist_ok=True)
         return lancedb.connect(
             self.uri,
-            read_consistency_interval=timedelta(0),
+            read_consistency_interval=timedelta(seconds=self.refresh_s),
             storage_options=self.options or None,
         )
+
+    def to_latest(self, *tables: lancedb.table.Table | None) -> None:
+        """Move table handles to their latest commit (a no-op when every read already is)."""
+        if self.refresh_s:
+            for table in tables:
+                if table is not None:
+                    table.checkout_latest()  # type: ignore[no-untyped-call]
 
     def lock(self, name: str, timeout: float) -> Any:
         """The cross-process (and, remotely, cross-machine) lock `name` of this store, re-entrant

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -152,21 +152,15 @@ class Pinned:
 class MemoryStore:
     """The `memories` and `relationships` tables of the LanceDB database at `uri`."""
 
-    def __init__(
-        self,
-        uri: str | Path,
-        model_id: str,
-        dim: int,
-        *,
-        options: Mapping[str, str] | None = None,
-    ) -> None:
-        self.location = StoreLocation(uri, options)
+    def __init__(self, uri: str | Path | StoreLocation, model_id: str, dim: int) -> None:
+        self.location = uri if isinstance(uri, StoreLocation) else StoreLocation(uri)
         self.model_id = model_id
         self.dim = dim
         self._db: lancedb.DBConnection | None = None
         self._memories: lancedb.table.Table | None = None
         self._relationships: lancedb.table.Table | None = None
         self._lock: Any = None  # the store's write lock once connected
+        self._tables: list[lancedb.table.Table] = []  # other tables handed out by `open_table`
 
     def _open_db(self) -> lancedb.DBConnection:
         """Connect and create missing tables; no model check (see `_connect`)."""
@@ -233,6 +227,9 @@ class MemoryStore:
             else:
                 self._open_db()
             with self._lock:
+                # Object storage reads may lag by `remote_refresh_ms`; a read-modify-write under
+                # the lock must start from the latest commit.
+                self.location.to_latest(self._memories, self._relationships, *self._tables)
                 yield
         except OctobrainError:
             raise
@@ -402,7 +399,9 @@ class MemoryStore:
         with self.write_lock(check_model=False):
             if name not in set(db.list_tables().tables):
                 db.create_table(name, schema=table_schema)
-        return db.open_table(name)
+        table = db.open_table(name)
+        self._tables.append(table)
+        return table
 
     def record_access(self, ids: Sequence[str], now: datetime, *, min_interval: timedelta) -> int:
         """Count one access for each id, unless it was accessed less than `min_interval` ago.
