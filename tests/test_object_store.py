@@ -240,6 +240,25 @@ def test_accesses_are_counted_off_the_remember_path_and_flushed_at_exit(
     assert rows[0]["access_count"] == 1
 
 
+def test_knowledge_indexed_on_one_machine_is_searchable_on_another(
+    machine: S3, tmp_path: Path
+) -> None:
+    from octobrain.knowledge import Knowledge
+
+    uri = f"s3://{machine.bucket()}/octobrain"
+    doc = tmp_path / "runbook.md"
+    doc.write_text("# Runbook\n\n## Failover\n\nPromote the replica in eu-west-2 first.\n")
+    config = _brain(machine, uri).config
+
+    def knowledge() -> Knowledge:
+        return Knowledge(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
+
+    report = knowledge().index(str(doc))
+    assert report.embedded >= 1
+    hits = knowledge().search("promote the replica").hits
+    assert hits and hits[0].uri.endswith("runbook.md") and "eu-west-2" in hits[0].text
+
+
 def test_the_write_lease_waits_for_a_live_holder_and_takes_over_a_dead_ones(
     machine: S3,
 ) -> None:
