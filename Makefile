@@ -5,7 +5,7 @@ PIP := $(PY) -m pip
 export PYO3_PYTHON := $(abspath $(PY))
 SCIFACT ?= ../shared/data/scifact
 
-.PHONY: venv wheel install dev test test-rust test-python lint fmt bench bench-remember bench-beir bench-scale ci clean
+.PHONY: venv wheel install dev test test-rust test-python lint fmt bench bench-remember bench-beir bench-scale bench-team ci clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -68,6 +68,11 @@ bench-beir: $(PY)
 bench-scale: $(PY)
 	$(VENV)/bin/octobrain bench scale --sizes 1000,10000 --output benches/results/scale.json \
 	    --update README.md
+
+## `memorize`/`remember` on a local store vs S3 (moto on loopback); rewrites the README's team table.
+bench-team: $(PY)
+	$(PY) benches/shared_store.py --data $(SCIFACT) --size 1000 \
+	    --json benches/results/shared_store.json --update README.md
 
 ci: install lint test
 

@@ -6,6 +6,7 @@ commit's object puts, the version probe that keeps the mirror fresh — not netw
 your network's round-trip time per request to estimate a real bucket.
 
     python benches/shared_store.py --data ../shared/data/scifact --size 1000 --update README.md
+    (or `make bench-team`)
 """
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ def main() -> None:
     table = "\n".join(lines)
     table += (
         f"\n\nModel `{embedder.model_id}`, {len(queries)} SciFact claims as queries, both stores "
-        "in one run; `python benches/shared_store.py --update README.md`."
+        "in one run; `make bench-team`."
     )
     print(table)
     if args.update:
