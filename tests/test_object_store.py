@@ -295,7 +295,12 @@ def test_a_sleep_pass_is_shared_by_the_whole_team(machine: S3, tmp_path: Path) -
 
     sleep_startup._started.clear()
     desktop = _brain(machine, uri)
-    assert start_background_sleep(desktop, marker_dir=tmp_path / "desktop") is None
+    desktop.memorize("Later note", "Written after the pass.")
+    thread = start_background_sleep(desktop, marker_dir=tmp_path / "desktop")
+    assert thread is not None  # the record lives in the bucket: read in the background
+    thread.join(timeout=120)
+    assert laptop.store.location.read_json(next(_sleep_records(laptop))) == record
+    assert not (tmp_path / "desktop").exists()  # nothing about it kept on this machine
 
 
 def _sleep_records(brain: Brain) -> Iterator[str]:
@@ -355,3 +360,21 @@ def test_storage_settings_are_checked(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("OCTOBRAIN_STORAGE_OPTIONS", "region=us-east-1,allow_http")
     with pytest.raises(InvalidInput, match="key=value"):
         load_config(tmp_path / "none.toml")
+
+
+def test_an_unreachable_bucket_is_one_clear_error(tmp_path: Path) -> None:
+    from tests.server_support import free_port
+
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    env = S3(endpoint).env("s3://team/octobrain", tmp_path / "machine")
+    done = subprocess.run(
+        [sys.executable, "-m", "octobrain", "memory", "--scope", SCOPE, "remember", "anything"],
+        env={**os.environ, **CREDENTIALS, **env},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == "error: store: cannot open s3://team/octobrain: Connection refused"

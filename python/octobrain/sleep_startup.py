@@ -44,6 +44,7 @@ class _Schedule:
 
     def __init__(self, brain: Brain, marker_dir: Path | None) -> None:
         self._location = brain.store.location
+        self.remote = self._location.remote
         self._name = f"sleep/{_key(brain.uri, brain.scope)}.json"
         self._marker = sleep_marker(brain.uri, brain.scope, marker_dir)
         self.lock_name = f"sleep-{_key(brain.uri, brain.scope)}"
@@ -98,7 +99,8 @@ def start_background_sleep(
                 return None
             _started.add(key)
         schedule = _Schedule(brain, marker_dir)
-        if not schedule.due(cfg.interval_hours, utcnow()):
+        # A local marker is read here; a record in a bucket is a request, read in the thread.
+        if not schedule.remote and not schedule.due(cfg.interval_hours, utcnow()):
             return None
         thread = threading.Thread(
             target=_lazy_pass, args=(brain, schedule), name="octobrain-sleep", daemon=False
@@ -114,10 +116,13 @@ def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
     from filelock import Timeout
 
     from octobrain.store.location import StoreBusy
+    from octobrain.store.location import object_store_reason as reason
 
+    cfg = brain.config.consolidation
     try:
+        if not schedule.due(cfg.interval_hours, utcnow()):
+            return  # (object storage) a teammate's process ran today's pass
         with schedule.lock():
-            cfg = brain.config.consolidation
             if not schedule.due(cfg.interval_hours, utcnow()):
                 return  # another process finished a pass while we waited to start
             # Our own Brain: its own store connection and mirror, nothing shared with callers.
@@ -136,5 +141,7 @@ def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
             )
     except (Timeout, StoreBusy):
         log.info("sleep pass for %r already running in another process", brain.scope)
-    except Exception:
-        log.warning("sleep pass for %r failed; it will be retried", brain.scope, exc_info=True)
+    except Exception as exc:
+        # One line for the user's log (the command itself reports an unreachable store).
+        log.warning("sleep pass for %r failed, retried next start: %s", brain.scope, reason(exc))
+        log.debug("sleep pass failure", exc_info=True)

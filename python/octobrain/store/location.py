@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -72,6 +73,16 @@ def redact(uri: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
+def object_store_reason(exc: BaseException) -> str:
+    """The human part of an object-store error (LanceDB nests the client's error in a dump)."""
+    text = str(exc)
+    for pattern in (r'message: "([^"]+)"', r'ConnectError\("([^"]+)"', r"<Code>(\w+)</Code>"):
+        found = re.search(pattern, text)
+        if found:
+            return found.group(1)
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
 class StoreLocation:
     """A store's URI and storage options; connects LanceDB and hands out its write locks."""
 
@@ -109,11 +120,14 @@ class StoreLocation:
 
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)
-        return lancedb.connect(
-            self.uri,
-            read_consistency_interval=timedelta(seconds=self.refresh_s),
-            storage_options=self.options or None,
-        )
+        try:
+            return lancedb.connect(
+                self.uri,
+                read_consistency_interval=timedelta(seconds=self.refresh_s),
+                storage_options=self.options or None,
+            )
+        except (ValueError, RuntimeError) as exc:  # LanceDB's wrapping of object-store errors
+            raise StorageError(f"store: cannot open {self}: {object_store_reason(exc)}") from exc
 
     def to_latest(self, *tables: lancedb.table.Table | None) -> None:
         """Move table handles to their latest commit (a no-op when every read already is)."""
