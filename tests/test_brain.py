@@ -175,6 +175,11 @@ def test_filters(make_brain: MakeBrain) -> None:
         brain.remember("rate limiting", created_after="last tuesday")
     with pytest.raises(InvalidInput, match=r"^memory_types\[0\]: unknown memory type"):
         brain.remember("rate limiting", memory_types=["decisions!"])
+    # A filter of blanks would match everything; it is refused rather than ignored.
+    with pytest.raises(InvalidInput, match="^tags: must hold at least one non-blank"):
+        brain.remember("rate limiting", tags=["  ", ""])
+    with pytest.raises(InvalidInput, match="^related_files: must hold at least one non-blank"):
+        brain.remember("rate limiting", related_files=[" "])
 
 
 def test_multi_query_fuses(make_brain: MakeBrain) -> None:

@@ -315,4 +315,11 @@ def parse_filters(
             for i, t in enumerate(memory_types or [])
         )
     )
-    return Filters(types, tuple(clean_tags(tags)), tuple(clean_files(related_files)), after, before)
+    tag_filter, file_filter = clean_tags(tags), clean_files(related_files)
+    for name, given, kept in (
+        ("tags", tags, tag_filter),
+        ("related_files", related_files, file_filter),
+    ):
+        if given and not kept:  # all blank: filtering by it would silently match everything
+            raise InvalidInput(name, "must hold at least one non-blank entry to filter by")
+    return Filters(types, tuple(tag_filter), tuple(file_filter), after, before)

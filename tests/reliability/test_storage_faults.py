@@ -12,6 +12,7 @@ import subprocess
 import sysconfig
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,3 +108,29 @@ def test_read_only_data_dir_refuses_writes_but_still_answers(
     found = octobrain(env, "remember", "postgres database", "--format", "json")
     assert found.returncode == 0, found.stderr  # access counting is skipped, the answer is not
     assert [r["id"] for r in json.loads(found.stdout)["results"]] == [mid]
+
+
+def test_full_disk_while_indexing_knowledge_is_a_clear_error(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    def knowledge(*args: str, preexec: Callable[[], None] | None = None) -> Any:
+        return subprocess.run(
+            [EXE, "knowledge", "--scope", "github.com/acme/api", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            preexec_fn=preexec,
+            timeout=120,
+            check=False,
+        )
+
+    small, big = tmp_path / "small.md", tmp_path / "big.md"
+    small.write_text("# Ports\n\nThe API listens on port 8443.\n")
+    big.write_text("# Long\n\n" + "A sentence about nothing in particular. " * 400)
+    assert knowledge("index", str(small)).returncode == 0
+    failed = knowledge("index", str(big), preexec=small_disk)
+    assert failed.returncode == 1
+    line = one_clear_line(failed.stderr)
+    assert line.startswith("error: store: cannot write to ") and "File too large" in line
+    found = knowledge("search", "which port does the API listen on", "--format", "json")
+    assert found.returncode == 0 and "8443" in found.stdout, found.stderr

@@ -24,8 +24,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from octobrain.errors import OctobrainError, StorageError
 from octobrain.store.location import StoreLocation
-from octobrain.store.memories import ModelMismatch, sql_in, sql_str
+from octobrain.store.memories import ModelMismatch, io_failure, sql_in, sql_str
 from octobrain.store.schema import META_DIM, META_MODEL, META_SCHEMA
 
 if TYPE_CHECKING:
@@ -146,9 +147,14 @@ class KnowledgeStore:
     def write_lock(self) -> Iterator[None]:
         """The cross-process knowledge write lock (re-entrant within a process)."""
         _ = self.chunks
-        with self._lock:
-            self.location.to_latest(self._sources, self._chunks)  # see MemoryStore.write_lock
-            yield
+        try:
+            with self._lock:
+                self.location.to_latest(self._sources, self._chunks)  # see MemoryStore.write_lock
+                yield
+        except OctobrainError:
+            raise
+        except (OSError, RuntimeError) as exc:  # a full disk, a read-only directory
+            raise StorageError(io_failure(self.location, exc)) from exc
 
     def versions(self) -> tuple[int, int]:
         """(sources version, chunks version): change on every commit by anyone."""

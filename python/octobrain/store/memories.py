@@ -82,7 +82,7 @@ def _create_if_missing(db: lancedb.DBConnection, name: str, table_schema: pa.Sch
         db.create_table(name, schema=table_schema, mode=mode)
 
 
-def _io_failure(path: object, exc: BaseException) -> str:
+def io_failure(path: object, exc: BaseException) -> str:
     """One line for an I/O failure under `path` (LanceDB reports them as RuntimeError)."""
     text = str(exc)
     found = re.search(r"LanceError\(IO\): ([^,\n]+)", text)
@@ -177,7 +177,7 @@ class MemoryStore:
                     ):
                         _create_if_missing(db, name, table_schema)
         except (OSError, RuntimeError) as exc:
-            raise StorageError(_io_failure(self.location, exc)) from exc
+            raise StorageError(io_failure(self.location, exc)) from exc
         self._db = db
         return db
 
@@ -234,7 +234,7 @@ class MemoryStore:
         except OctobrainError:
             raise
         except (OSError, RuntimeError) as exc:
-            raise StorageError(_io_failure(self.location, exc)) from exc
+            raise StorageError(io_failure(self.location, exc)) from exc
 
     def open_memories_unchecked(self) -> lancedb.table.Table:
         """The memories table whatever model embedded it (for `reembed` only)."""
