@@ -1,8 +1,9 @@
 """`octobrain bench beir`: BEIR quality and speed through the product's own search path.
 
 The corpus goes into a fresh store the way a user's data does: the knowledge path bulk-imports
-one document per passage (`Knowledge.index_texts`, chunked and embedded like any source, with a
-chunk size large enough that a passage stays whole), the memory path imports one memory per
+one document per passage (`Knowledge.index_texts`, chunked and embedded like any source with the
+default `[knowledge]` chunk sizes; `whole_passages` makes each passage one chunk, as before the
+section ranking, for the ablation), the memory path imports one memory per
 passage (title and text). Every query then runs through `Knowledge.search` / `Brain.remember`
 with a threshold of 0 and a limit of 100, once per retrieval mode. A mode is a set of `[search]`
 settings over the default config, so each row of the ablation table is a configuration a user
@@ -156,12 +157,22 @@ Tick = Callable[[int], None]
 
 
 def _knowledge(
-    dataset: BeirDataset, titles: Sequence[str], config: Config, embedder: Embedder, uri: Path
+    dataset: BeirDataset,
+    titles: Sequence[str],
+    config: Config,
+    embedder: Embedder,
+    uri: Path,
+    whole_passages: bool = False,
 ) -> tuple[Any, Callable[[Config, Tick], int], Callable[[Config], Searcher]]:
     from octobrain.knowledge import Knowledge
 
-    # One chunk per passage: the BEIR unit is the passage.
-    knowledge_cfg = replace(config.knowledge, chunk_size=1_000_000, parent_size=1_000_000)
+    # By default a passage is chunked like any document (a long one becomes one section of
+    # several chunks); `whole_passages` keeps each passage one chunk, truncated by the model.
+    knowledge_cfg = (
+        replace(config.knowledge, chunk_size=1_000_000, parent_size=1_000_000)
+        if whole_passages
+        else config.knowledge
+    )
     base = replace(config, knowledge=knowledge_cfg)
     kb = Knowledge(SCOPE, config=base, embedder=embedder, uri=uri)
     prefix = "beir://doc/"
@@ -242,11 +253,13 @@ def run_beir(
     model: str = "minilm",
     cache_dir: Path | None = None,
     store_dir: Path | None = None,
+    whole_passages: bool = False,
     on_ingest: Callable[[int, int], None] | None = None,
     on_query: Callable[[str, int, int], None] | None = None,
 ) -> BeirReport:
     """Ingest `dataset` through `path` ("knowledge" or "memory") and evaluate every mode.
 
+    `whole_passages` indexes each passage as one chunk (knowledge path only).
     `on_ingest(done, total)` and `on_query(mode, done, total)` drive progress bars.
     """
     if path not in ("knowledge", "memory"):
@@ -267,8 +280,10 @@ def run_beir(
     titles = dataset.doc_titles or [""] * len(dataset.doc_ids)
     with tempfile.TemporaryDirectory(prefix="octobrain-beir-") as tmp:
         uri = store_dir if store_dir is not None else Path(tmp)
-        build = _knowledge if path == "knowledge" else _memory
-        _, ingest, searcher = build(dataset, titles, config, embedder, uri)
+        if path == "knowledge":
+            _, ingest, searcher = _knowledge(dataset, titles, config, embedder, uri, whole_passages)
+        else:
+            _, ingest, searcher = _memory(dataset, titles, config, embedder, uri)
         done = [0]
 
         def tick(n: int) -> None:

@@ -110,6 +110,11 @@ def _write_output(payload: dict[str, object], output: Path | None) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Embedding cache. Default: <data dir>/cache/embeddings.",
 )
+@click.option(
+    "--whole-passages",
+    is_flag=True,
+    help="Knowledge path: one chunk per passage instead of the default chunking (ablation).",
+)
 @FORMAT_OPTION
 @OUTPUT_OPTION
 @click.option(
@@ -124,6 +129,7 @@ def bench_beir_command(
     max_queries: int | None,
     model: str,
     cache_dir: Path | None,
+    whole_passages: bool,
     fmt: str,
     output: Path | None,
     update: Path | None,
@@ -167,6 +173,7 @@ def bench_beir_command(
                 modes=chosen,
                 model=model,
                 cache_dir=cache_dir,
+                whole_passages=whole_passages,
                 on_ingest=lambda done, _total: ib.update(done - ib.pos),
                 on_query=lambda _mode, _done, _total: qb.update(1),
             )

@@ -84,14 +84,14 @@ class Corpus:
         """Catch up with the store's latest committed version (a no-op when unchanged)."""
         with self._lock:
             try:
-                self._refresh_edges()
-                self._refresh_rows()
+                rows_version, edges_version = _latest_versions(self._store)
+                self._refresh_edges(edges_version)
+                self._refresh_rows(rows_version)
             except BaseException:
                 self._reset()  # a half-applied catch-up must never outlive its error
                 raise
 
-    def _refresh_rows(self) -> None:
-        version = self._store.version()
+    def _refresh_rows(self, version: int) -> None:
         if version == self._version:
             return
         # Every read below sees `version`, however many commits other processes make meanwhile.
@@ -119,8 +119,7 @@ class Corpus:
             self._rebuild()
         self._version = version
 
-    def _refresh_edges(self) -> None:
-        version = self._store.relationships_version()
+    def _refresh_edges(self, version: int) -> None:
         if version == self._edges_version:
             return
         edges: dict[str, list[Relationship]] = {}
@@ -262,6 +261,31 @@ class Corpus:
 
     def __len__(self) -> int:
         return len(self.pos_of)
+
+
+def _latest_versions(store: MemoryStore) -> tuple[int, int]:
+    """The latest committed versions of `memories` and `relationships`, probed together.
+
+    Each probe re-reads the table's newest manifest (so another process's acknowledged write is
+    seen by the next query); through lancedb's sync API every probe is a separate hand-off to
+    its background event loop, which on a busy 2-core machine cost as much as the I/O. Both
+    probes go in one hand-off and run concurrently; without lancedb's async handle (another
+    lancedb) they run one after the other.
+    """
+    from lancedb.background_loop import LOOP
+
+    inner: list[Any] = [getattr(t, "_table", None) for t in (store.memories, store.relationships)]
+    if not all(hasattr(t, "version") for t in inner):
+        return store.version(), store.relationships_version()
+
+    async def both() -> tuple[int, int]:
+        import asyncio
+
+        first, second = await asyncio.gather(inner[0].version(), inner[1].version())
+        return int(first), int(second)
+
+    versions: tuple[int, int] = LOOP.run(both())  # type: ignore[no-untyped-call]
+    return versions
 
 
 def _rows(pinned: Pinned, ids: list[str], total: int) -> pa.Table:

@@ -24,7 +24,7 @@ from octobrain.corpus import Corpus
 from octobrain.embed import Embedder
 from octobrain.errors import InvalidInput
 from octobrain.gist import gist_for
-from octobrain.hybrid import hybrid_rank
+from octobrain.hybrid import cosines, hybrid_rank
 from octobrain.models import (
     MAX_QUERIES,
     QUERY_BYTES,
@@ -141,7 +141,7 @@ class Retriever:
     def _one(
         self, query: str, qvec: npt.NDArray[np.float32], where: str, allowed: npt.NDArray[np.bool_]
     ) -> list[_Scored]:
-        cos_all = self.corpus.embeddings @ qvec
+        cos_all = cosines(self.corpus.embeddings, qvec)
         ranking = hybrid_rank(
             query,
             qvec,

@@ -276,3 +276,20 @@ def test_another_model_is_a_clear_error(make_knowledge: MakeKnowledge, tmp_path:
     other = Knowledge(SCOPE, config=Config(), embedder=get_embedder("hash:32"), uri=tmp_path / "db")
     with pytest.raises(ModelMismatch, match="embedded with 'hash:64'"):
         other.search("token bucket")
+
+
+def test_a_section_is_ranked_on_all_its_words_not_chunk_by_chunk(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # One section cut into several chunks: "zebra" only in the first, "quokka" only in the last.
+    filler = " ".join(f"Line {i} describes the enclosure routine." for i in range(30))
+    (tmp_path / "zoo.md").write_text(f"# Zoo\n\nThe zebra eats hay. {filler} The quokka naps.\n")
+    (tmp_path / "farm.md").write_text("# Farm\n\nA zebra visited the farm; the zebra left.\n")
+    k = make_knowledge(chunk_size=300, chunk_overlap=60, parent_size=4000)
+    k.index("zoo.md")
+    k.index("farm.md")
+    assert k.kstore.count_chunks() > 3  # the zoo section really is several chunks
+    hits = k.search("zebra quokka").hits
+    assert hits[0].uri.endswith("zoo.md") and "words 100%" in hits[0].why
+    assert [h.uri for h in hits].count(hits[0].uri) == 1  # printed once, as its parent
+    assert "zebra" in hits[0].text and "quokka" in hits[0].text

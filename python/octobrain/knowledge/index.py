@@ -1,15 +1,15 @@
 """`ChunkIndex`: an in-process mirror of the knowledge tables for hybrid search.
 
 Chunk rows are immutable (a re-index writes new rows), so following the store is a diff of
-ids: new rows are read and added to the Rust BM25 index and the embedding matrix, deleted rows
-are tombstoned. Source rows (small, no text) are re-read whenever their table changes; they
-decide which generation of each source is visible.
+ids: new rows are read and added to the embedding matrix and to their sections (which hold the
+Rust BM25 index, see `knowledge.sections`), deleted rows are tombstoned. Source rows (small, no
+text) are re-read whenever their table changes; they decide which generation of each source is
+visible.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
@@ -17,12 +17,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from octobrain.bm25 import BM25Index
-from octobrain.hybrid import coverage, exact_nearest
+from octobrain.hybrid import exact_nearest
+from octobrain.knowledge.sections import Sections
 from octobrain.knowledge.store import CHUNK_LIGHT, KnowledgeStore
 from octobrain.models import micros
 from octobrain.store.memories import sql_in
-from octobrain.text import analyze
 
 
 def _member(values: npt.NDArray[Any], wanted: Collection[str]) -> npt.NDArray[np.bool_]:
@@ -31,7 +30,7 @@ def _member(values: npt.NDArray[Any], wanted: Collection[str]) -> npt.NDArray[np
 
 
 class ChunkIndex:
-    """Positions ↔ chunk rows, BM25 over their content, their embeddings and filter columns."""
+    """Positions ↔ chunk rows, their embeddings, filter columns and sections."""
 
     def __init__(self, store: KnowledgeStore) -> None:
         self._store = store
@@ -43,13 +42,11 @@ class ChunkIndex:
     def _reset(self) -> None:
         """Empty the mirror; the next refresh loads the store afresh."""
         self._versions = (-1, -1)
-        self.index = BM25Index()
         self.rows: list[dict[str, Any] | None] = []
         self.pos_of: dict[str, int] = {}
         self.sources: dict[str, dict[str, Any]] = {}  # source id → light source row
         self.embeddings = np.zeros((0, self._store.dim), dtype=np.float32)
-        self._terms: list[frozenset[str]] = []
-        self._df: Counter[str] = Counter()
+        self.sections = Sections()  # what search ranks: parents, or chunks without one
         self._scope = np.zeros(0, dtype=object)
         self._session = np.zeros(0, dtype=object)
         self._key = np.zeros(0, dtype=object)  # "source_id/generation"; "" once removed
@@ -86,24 +83,21 @@ class ChunkIndex:
     def _remove(self, positions: Sequence[int]) -> None:
         if not positions:
             return
-        self.index.remove(list(positions))
+        self.sections.remove([self.row(pos) for pos in positions])
         for pos in positions:
             row = self.rows[pos]
             assert row is not None
             del self.pos_of[row["id"]]
-            self._df.subtract(self._terms[pos])
             self.rows[pos] = None
-            self._terms[pos] = frozenset()
             self._key[pos] = ""
-        self._df = +self._df
 
     def _add(self, rows: Sequence[dict[str, Any]]) -> None:
         if not rows:
             return
-        texts = [r["content"] for r in rows]
         block = np.stack([np.asarray(r.pop("embedding"), dtype=np.float32) for r in rows])
-        positions = self.index.add(texts)
+        first = len(self.rows)
         self.embeddings = np.concatenate([self.embeddings, block])
+        self.sections.add(rows)
 
         def col(name: str) -> npt.NDArray[Any]:
             return np.array([r[name] for r in rows], dtype=object)
@@ -115,11 +109,9 @@ class ChunkIndex:
         self._key = np.concatenate([self._key, keys])
         stamps = np.array([micros(r["indexed_at"]) for r in rows], dtype=np.int64)
         self._indexed = np.concatenate([self._indexed, stamps])
-        for row, pos, terms in zip(rows, positions, analyze(texts), strict=True):
+        for pos, row in enumerate(rows, first):
             self.rows.append(row)
-            self._terms.append(frozenset(terms))
-            self._df.update(frozenset(terms))
-            self.pos_of[row["id"]] = int(pos)
+            self.pos_of[row["id"]] = pos
 
     def allowed(
         self,
@@ -145,10 +137,6 @@ class ChunkIndex:
     ) -> list[int]:
         """Exact top-`k` positions by cosine among `allowed`."""
         return exact_nearest(self.embeddings, vector, allowed, k)
-
-    def coverage(self, query: str, positions: Sequence[int]) -> npt.NDArray[np.float64]:
-        """The idf-weighted share of the query's distinct terms each row contains, in [0, 1]."""
-        return coverage(query, positions, self._terms, self._df, len(self.pos_of))
 
     def row(self, pos: int) -> dict[str, Any]:
         """The chunk row at a live position."""

@@ -1,9 +1,10 @@
-"""Hybrid search over knowledge chunks: the memory pipeline's legs and fusion, then grouping.
+"""Hybrid search over knowledge sections: the memory pipeline's legs and fusion, per section.
 
-Vector leg (exact cosine over the mirror) and BM25 leg (Rust) over the same visible chunks →
-reciprocal-rank or score fusion (Rust) → a calibrated relevance (cosine, or idf-weighted word
-coverage averaged with it) must reach the floor → children of one parent collapse into one
-result, so a section is never printed twice.
+The unit ranked is the section a hit prints (a parent, or a chunk without one; see
+`knowledge.sections`): vector leg = its best chunk's cosine (MaxP over chunks sized for the
+model), BM25 leg (Rust) = over its whole text → reciprocal-rank or score fusion (Rust) → a
+calibrated relevance (cosine, or idf-weighted word coverage averaged with it) must reach the
+floor. The hit shows the parent, or its best chunk when the parent is too long to print.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from octobrain.config import Config
-from octobrain.hybrid import hybrid_rank
+from octobrain.hybrid import cosines, exact_top, hybrid_rank
 from octobrain.knowledge.index import ChunkIndex
 from octobrain.knowledge.results import KnowledgeHit
 
@@ -44,28 +45,42 @@ def search_chunks(
     """The best `limit` sections for `query` among `allowed` chunk positions."""
     if not allowed.any():
         return []
-    cos_all = index.embeddings @ qvec
+    sections = index.sections
+    view = sections.scores(cosines(index.embeddings, qvec), allowed)
+    # Section vectors (each section's best chunk) only feed the HyDE centroid.
+    vectors = index.embeddings[view.best] if config.search.hyde.enabled else index.embeddings
     ranking = hybrid_rank(
         query,
         qvec,
-        embeddings=index.embeddings,
-        cosines=cos_all,
-        nearest=lambda vec, k: index.nearest(vec, allowed, k),
-        index=index.index,
-        allowed=allowed,
+        embeddings=vectors,
+        cosines=view.cosine,
+        nearest=lambda vec, k: exact_top(
+            sections.scores(cosines(index.embeddings, vec), allowed).cosine,
+            view.allowed,
+            k,
+        ),
+        index=sections.index,
+        allowed=view.allowed,
         cfg=config.search,
     )
-    coverage = index.coverage(query, ranking.ids)
+    coverage = sections.coverage(query, ranking.ids)
     scored: list[_Scored] = []
     for i, pos in enumerate(ranking.ids):
-        cos = float(cos_all[pos])
+        cos = float(view.cosine[pos])
         # As for memories: exact words are evidence, but never alone beyond their average
         # with the cosine, so one shared common word does not make a chunk "relevant".
         relevance = max(0.0, cos, 0.5 * (cos + float(coverage[i])))
         if relevance < min_relevance:
             continue
         scored.append(
-            _Scored(pos, ranking.scores[i], relevance, cos, float(coverage[i]), ranking.legs[pos])
+            _Scored(
+                int(view.best[pos]),
+                ranking.scores[i],
+                relevance,
+                cos,
+                float(coverage[i]),
+                ranking.legs[pos],
+            )
         )
     return _group(index, scored, limit)
 
