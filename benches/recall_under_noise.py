@@ -119,10 +119,19 @@ def generate(n_memories: int, seed: int) -> tuple[list[Topic], list[tuple[Memory
 
     def add(topic: Topic, text: str, v: int, source: Source, age: float, **extra: Any) -> str:
         when = now - timedelta(days=age)
-        memory = Memory(title=f"{topic.svc} {topic.setting}", content=text.format(
-                        svc=topic.svc, setting=topic.setting, v=v, unit=topic.unit),
-                        scope=topic.project, source=source, importance=0.5, created_at=when,
-                        updated_at=when, last_accessed=extra.pop("accessed", when), **extra)  # fmt: skip
+        text = text.format(svc=topic.svc, setting=topic.setting, v=v, unit=topic.unit)
+        accessed = extra.pop("accessed", when)
+        memory = Memory(
+            title=f"{topic.svc} {topic.setting}",
+            content=text,
+            scope=topic.project,
+            source=source,
+            importance=0.5,
+            created_at=when,
+            updated_at=when,
+            last_accessed=accessed,
+            **extra,
+        )
         rows.append((memory, topic.project))
         return memory.id
 
