@@ -1,12 +1,16 @@
 """Recall under noise: does curating memory make recall better as the junk drawer grows?
 
-A seeded generator writes, for each topic (a setting of some service in some project), one
-correct fact (user-confirmed) plus the noise a long-lived agent memory collects:
+A seeded generator writes, for each topic (a setting of some service in some project), the
+current value plus the noise a long-lived agent memory collects:
 
-- near-duplicate restatements of the correct fact (re-memorised across sessions, small edits);
-- slightly wrong variants (the agent's guesses, a nearby wrong value, agent-inferred);
-- superseded old versions (the value before it changed, written weeks earlier);
-- other projects' memories about the same setting of a same-named service (other values).
+- the current value, written when it changed a few days ago: confirmed by the user for half the
+  topics, only ever inferred by an agent for the others;
+- near-duplicate restatements of it (agents re-memorising it across sessions, small edits);
+- a slightly wrong guess (a nearby value) that an agent re-memorised in three sessions;
+- the superseded old value: a fact when it was written weeks earlier (same tier, phrased like
+  one), read often while it held, plus an agent's restatement of it;
+- other projects' topics on the same setting of a same-named service (each setting is shared
+  by at least three projects, more as the store grows), with their own values.
 
 Then one question per topic. A returned memory counts as correct when it states this topic's
 current value, belongs to the asking project, and states no other value of the topic (so a
@@ -16,16 +20,21 @@ of an answer already shown adds nothing) for
 
     (a) the raw store, one shared pool for every project;
     (b) (a) after a sleep consolidation pass;
-    (c) (a) with `supersedes` links from each correct fact to its old versions;
+    (c) (a) with `supersedes` links from each current fact to the two old-value memories (what
+        an agent records when it stores a changed value: `memorize` with `supersedes` links);
     (d) (a) with scope isolation: each project has its own scope and asks from it;
+    (b)+(d), (c)+(d): each of the other two with isolation (isolation hides what they fix);
     (b+c+d) all three together.
 
     python benches/recall_under_noise.py --sizes 1000 10000 [--model hash:256] [--update README.md]
+
+Results also go to benches/results/recall_under_noise.json (`--json`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import sys
@@ -34,6 +43,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from octobrain.brain import Brain
 from octobrain.config import Config
@@ -44,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from report import replace_between
 
 START, END = "<!-- noise:start -->", "<!-- noise:end -->"
-PER_TOPIC = 14  # 1 fact + 3 restatements + 2 wrong + 2 old + 2 other projects × 3
+PER_TOPIC = 9  # 1 fact + 3 restatements + 3 copies of a wrong guess + 2 old-value memories
 
 SERVICES = ["billing", "search", "checkout", "auth", "notifications", "reporting", "ingest",
             "gateway", "scheduler", "inventory", "payments", "analytics", "export", "media",
@@ -56,17 +66,20 @@ SETTINGS = [
     ("queue depth alarm", "messages"), ("session lifetime", "hours"),
     ("max upload size", "megabytes"), ("log retention", "days"), ("page size", "items"),
 ]  # fmt: skip
+# How a fact gets written down, by the user or by an agent restating it in a later session.
 FACT = [
     "The {svc} service {setting} is {v} {unit}.",
     "In the {svc} service the {setting} is set to {v} {unit}.",
     "{svc} service: {setting} = {v} {unit}.",
     "We run the {svc} service with a {setting} of {v} {unit}.",
 ]
-WRONG = [
-    "I think the {svc} service {setting} is probably {v} {unit}, not verified.",
-    "Guess: {svc} {setting} might be {v} {unit} (from an old chat).",
+# An agent's guess, re-memorised (with small edits) in the sessions that followed.
+GUESS = [
+    "The {svc} service {setting} is probably {v} {unit}.",
+    "I think the {svc} service {setting} is {v} {unit}.",
+    "Probably {v} {unit}: the {svc} service {setting}.",
+    "The {svc} service {setting} looks like {v} {unit}.",
 ]
-OLD = "The {svc} service {setting} was {v} {unit} (set at launch)."
 QUESTION = "What is the {setting} of the {svc} service?"
 
 
@@ -83,85 +96,76 @@ class Topic:
 
 
 def generate(n_memories: int, seed: int) -> tuple[list[Topic], list[tuple[Memory, str]]]:
-    """Topics and (memory, topic key) pairs; every memory is tagged with its project."""
+    """Topics and (memory, project) pairs.
+
+    Each setting of a service is shared by several projects (at least three; more as the store
+    grows), each with its own value: that is what makes one shared pool ambiguous. Per topic:
+    the current value, written when it changed a few days ago (confirmed by the user for half
+    the topics, only inferred by an agent for the rest) and restated by agents since; an
+    agent's wrong guess, re-memorised in three sessions; and the value before the change, which
+    was a fact when it was written (same tier, phrased like one) and was read often while it
+    held, plus an agent's restatement of it.
+    """
     rng = random.Random(seed)
-    n_topics = n_memories // PER_TOPIC
-    projects = [f"github.com/acme/project-{i:03d}" for i in range(max(2, n_topics // 20))]
+    n_topics = max(1, n_memories // PER_TOPIC)
     combos = [(s, st, u) for s in SERVICES for st, u in SETTINGS]
     rng.shuffle(combos)
+    used = combos[: max(1, min(len(combos), n_topics // 3))]
+    per_combo = math.ceil(n_topics / len(used))
+    projects = [f"github.com/acme/project-{i:03d}" for i in range(max(per_combo, n_topics // 20))]
     now = utcnow()
     topics: list[Topic] = []
     rows: list[tuple[Memory, str]] = []
 
-    def add(
-        topic: Topic, text: str, v: int, *, scope: str, source: Source, age_days: float
-    ) -> Memory:
-        when = now - timedelta(days=age_days)
-        title = f"{topic.svc} {topic.setting}"
-        memory = Memory(title=title, content=text.format(svc=topic.svc, setting=topic.setting,
-                        v=v, unit=topic.unit), scope=scope, source=source, importance=0.5,
-                        created_at=when, updated_at=when, last_accessed=when)  # fmt: skip
-        rows.append((memory, scope))
-        return memory
+    def add(topic: Topic, text: str, v: int, source: Source, age: float, **extra: Any) -> str:
+        when = now - timedelta(days=age)
+        text = text.format(svc=topic.svc, setting=topic.setting, v=v, unit=topic.unit)
+        accessed = extra.pop("accessed", when)
+        memory = Memory(
+            title=f"{topic.svc} {topic.setting}",
+            content=text,
+            scope=topic.project,
+            source=source,
+            importance=0.5,
+            created_at=when,
+            updated_at=when,
+            last_accessed=accessed,
+            **extra,
+        )
+        rows.append((memory, topic.project))
+        return memory.id
 
     for i in range(n_topics):
-        svc, setting, unit = combos[i % len(combos)]
-        # Several projects run a same-named service: that is what makes a shared pool ambiguous.
-        project = projects[i % len(projects)]
-        others = [p for p in projects if p != project]
-        value = rng.randrange(10, 500)
-        topic = Topic(project, svc, setting, unit, value)
-        fact = add(
-            topic,
-            FACT[rng.randrange(4)],
-            value,
-            scope=project,
-            source=Source.USER_CONFIRMED,
-            age_days=rng.uniform(0, 6),
-        )
-        topic.fact_id = fact.id
-        for template in rng.sample(FACT[1:], 3):
-            add(
-                topic,
-                template,
-                value,
-                scope=project,
-                source=Source.AGENT_INFERRED,
-                age_days=rng.uniform(0, 6),
-            )
-        for template in WRONG:
-            wrong = value + rng.choice([-3, -2, -1, 1, 2, 3]) * max(1, value // 10)
-            topic.other_values.add(wrong)
-            add(
-                topic,
-                template,
-                wrong,
-                scope=project,
-                source=Source.AGENT_INFERRED,
-                age_days=rng.uniform(0, 6),
-            )
-        for _ in range(2):
-            old = rng.randrange(10, 500)
-            topic.other_values.add(old)
-            topic.old_ids.append(
-                add(
-                    topic,
-                    OLD,
-                    old,
-                    scope=project,
-                    source=Source.USER_CONFIRMED,
-                    age_days=rng.uniform(20, 60),
-                ).id
-            )
-        for other in rng.sample(others, 2):  # their own junk drawer: a fact and restatements
-            v = rng.randrange(10, 500)
-            topic.other_values.add(v)
-            for k, template in enumerate(rng.sample(FACT, 3)):
-                tier = Source.USER_CONFIRMED if k == 0 else Source.AGENT_INFERRED
-                add(topic, template, v, scope=other, source=tier, age_days=rng.uniform(0, 6))
-        topic.other_values.discard(value)
+        svc, setting, unit = used[i % len(used)]
+        # Distinct projects for the topics sharing one setting: (c + r) mod P, r < P.
+        project = projects[(i % len(used) + i // len(used)) % len(projects)]
+        topic = Topic(project, svc, setting, unit, rng.randrange(10, 500))
+        changed = rng.uniform(0.5, 6)  # days since the value last changed
+        # Half the facts were confirmed by the user; the rest only ever inferred by agents.
+        tier = Source.USER_CONFIRMED if rng.random() < 0.5 else Source.AGENT_INFERRED
+        topic.fact_id = add(topic, rng.choice(FACT), topic.value, tier, changed)
+        for template in rng.sample(FACT, 3):
+            add(topic, template, topic.value, Source.AGENT_INFERRED, rng.uniform(0, changed))
+        step = max(1, topic.value // 10)
+        guess = topic.value + rng.choice([-3, -2, -1, 1, 2, 3]) * step
+        for template in rng.sample(GUESS, 3):
+            add(topic, template, guess, Source.AGENT_INFERRED, rng.uniform(0, 6))
+        old = rng.choice([v for v in range(10, 500, 5) if v != topic.value])
+        written = rng.uniform(changed + 5, 45)
+        read = {"access_count": rng.randint(3, 15), "accessed": now - timedelta(days=changed)}
+        topic.old_ids = [
+            add(topic, rng.choice(FACT), old, tier, written, **read),
+            add(topic, rng.choice(FACT), old, Source.AGENT_INFERRED, rng.uniform(changed, written)),
+        ]
+        topic.other_values |= {guess, old}
         topics.append(topic)
-    return topics, rows  # fmt: skip
+    # Other projects' values of the same setting are wrong answers here, too.
+    values: dict[tuple[str, str], set[int]] = {}
+    for t in topics:
+        values.setdefault((t.svc, t.setting), set()).add(t.value)
+    for t in topics:
+        t.other_values = (t.other_values | values[(t.svc, t.setting)]) - {t.value}
+    return topics, rows
 
 
 def _correct(memory: Memory, topic: Topic, project_of: dict[str, set[str]]) -> bool:
@@ -200,6 +204,8 @@ def run(size: int, model: str, seed: int, questions: int) -> list[tuple[str, flo
         ("(b) + sleep consolidation", True, False, False),
         ("(c) + supersedes links", False, True, False),
         ("(d) + scope isolation", False, False, True),
+        ("(b)+(d)", True, False, True),
+        ("(c)+(d)", False, True, True),
         ("(b)+(c)+(d)", True, True, True),
     ]:
         t0 = time.perf_counter()
@@ -254,8 +260,26 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--update", type=Path, help="rewrite the table in this README")
+    parser.add_argument(
+        "--json", type=Path, default=Path(__file__).parent / "results" / "recall_under_noise.json"
+    )
     args = parser.parse_args()
     results = {n: run(n, args.model, args.seed, args.questions) for n in args.sizes}
+    args.json.write_text(
+        json.dumps(
+            {
+                "model": args.model,
+                "seed": args.seed,
+                "questions": args.questions,
+                "results": {
+                    str(n): [{"configuration": c, "p_at_1": p, "ndcg_at_5": g} for c, p, g in rows]
+                    for n, rows in results.items()
+                },
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     header = "| configuration | " + " | ".join(f"p@1 ({n:,}) | nDCG@5 ({n:,})" for n in args.sizes)
     lines = [header + " |", "|---" * (1 + 2 * len(args.sizes)) + "|"]
     for i, (name, _, _) in enumerate(results[args.sizes[0]]):

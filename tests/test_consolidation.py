@@ -415,3 +415,46 @@ def test_near_identical_notes_with_conflicting_numbers_are_not_merged(
     report = brain.sleep_consolidate(threshold=0.8, min_size=2)
     merged = [{m.id for m in c.members} for c in report.consolidations]
     assert merged == [{same[0].id, same[1].id}]  # 45 and 60 conflict with 30: left working
+
+
+def test_each_side_of_a_conflict_merges_with_its_own_restatements(
+    make_brain: MakeBrain,
+) -> None:
+    # One cosine cluster holds both values; the split-off side is clustered again on its own.
+    brain = make_brain()
+    now = utcnow()
+    notes = {
+        v: [
+            add_at(brain, "Timeout", f"The billing service request timeout is {v} seconds.", now)
+            for _ in range(3)
+        ]
+        for v in (30, 45)
+    }
+    report = brain.sleep_consolidate(threshold=0.8, min_size=3)
+    merged = sorted(({m.id for m in c.members} for c in report.consolidations), key=len)
+    assert len(merged) == 2
+    assert {frozenset(s) for s in merged} == {frozenset(m.id for m in notes[v]) for v in notes}
+    contents = sorted(c.parent.content for c in report.consolidations)
+    assert contents == [f"The billing service request timeout is {v} seconds." for v in (30, 45)]
+
+
+def test_parent_is_found_by_the_wording_of_a_member_it_absorbed(make_brain: MakeBrain) -> None:
+    # The summary keeps the fullest sentence; the short one the query quotes was absorbed.
+    brain = make_brain()
+    now = utcnow()
+    short = "API rate limit is 100 requests per minute."
+    notes = [
+        add_at(brain, "Rate limit", text, now)
+        for text in (
+            short,
+            "The API rate limit is 100 requests per minute per key, enforced at the gateway.",
+            "API rate limit: 100 requests per minute per key, enforced at the gateway.",
+        )
+    ]
+    (done,) = brain.sleep_consolidate(threshold=0.5, min_size=3).consolidations
+    assert short not in done.parent.content
+    # Relevance 0.95: the parent's own text falls short of it (0.93), the member it absorbed not.
+    hits = brain.remember(short, limit=5, min_relevance=0.95, record_access=False).hits
+    # The parent holds the member's fact, so it answers first; the member stays, below it.
+    assert [h.memory.id for h in hits[:2]] == [done.parent.id, notes[0].id]
+    assert hits[0].score > hits[1].score

@@ -269,8 +269,7 @@ class Consolidator:
             if len(group) < min_size:
                 continue
             vectors = np.stack([np.asarray(r["embedding"], dtype=np.float32) for r in group])
-            clusters = cosine_clusters(vectors, threshold, min_size, linkage)  # type: ignore[arg-type]
-            for cluster in _without_conflicts(clusters, group, min_size):
+            for cluster in _compatible_clusters(vectors, group, threshold, min_size, linkage):
                 members = [group[i] for i in cluster]
                 sims = _cosines(vectors[cluster])
                 planned = self._plan_cluster(members, sims, threshold, now)
@@ -480,6 +479,30 @@ def _without_conflicts(
                 best = kept
         if len(best) >= min_size:
             out.append(sorted(best, key=cluster.index))
+    return out
+
+
+def _compatible_clusters(
+    vectors: np.ndarray, rows: list[dict[str, Any]], threshold: float, min_size: int, linkage: str
+) -> list[list[int]]:
+    """Clusters of mutually compatible near-duplicates (positions in `rows`).
+
+    Cosine alone cannot see that "timeout 30 s" and "timeout 45 s" are two facts, so a cosine
+    cluster can hold both sides of a conflict, and only its largest compatible set is merged.
+    The members split off are clustered again among themselves, so the other side of the
+    conflict still merges with its own restatements instead of staying scattered. Each round
+    only re-clusters what the previous one split off, so the rounds shrink to nothing."""
+    out: list[list[int]] = []
+    pending = list(range(len(rows)))
+    while len(pending) >= min_size:
+        pending_of = pending
+        found = cosine_clusters(vectors[pending], threshold, min_size, linkage)  # type: ignore[arg-type]
+        pending = []
+        for cluster in ([pending_of[i] for i in c] for c in found):
+            kept = _without_conflicts([cluster], rows, min_size)
+            if kept:  # a cluster with nothing mergeable would only come back unchanged
+                out += kept
+                pending += [i for i in cluster if i not in kept[0]]
     return out
 
 

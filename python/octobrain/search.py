@@ -134,6 +134,7 @@ class Retriever:
         per_query = [self._one(q, vectors[i], where, allowed) for i, q in enumerate(queries)]
         merged = per_query[0] if len(per_query) == 1 else self._merge(per_query)
         kept = [s for s in merged if s.relevance >= min_relevance]
+        kept = self._lift_parents(kept, visible_scopes(scope), allowed)
         return self._rank(kept, limit, now, multi=len(queries), scopes=visible_scopes(scope))
 
     # ---- one query ------------------------------------------------------------------------
@@ -192,6 +193,30 @@ class Retriever:
             s = best[pos]
             out.append(_Scored(pos, score / top, s.relevance, s.cosine, s.coverage, s.legs))
         return out
+
+    def _lift_parents(
+        self, kept: list[_Scored], scopes: list[str], allowed: npt.NDArray[np.bool_]
+    ) -> list[_Scored]:
+        """A consolidation parent matches at least as well as its best-matching member found.
+
+        A sleep parent's text keeps each distinct fact once, in its most central member's
+        wording; the member whose wording happened to match the query was absorbed into it. So
+        the parent takes that member's match (and is added if the query missed it, when the
+        filters allow it); the member itself is then ranked below the parent as before. Without
+        this, consolidating a fact's restatements made the fact harder to find."""
+        ids = [self.corpus.memory(s.pos).id for s in kept]
+        _, parents = self._edges_in(ids, scopes)
+        best = {s.pos: s for s in kept}
+        for s, mid in zip(kept, ids, strict=True):
+            for pid in parents.get(mid, []):
+                pos = self.corpus.pos_of.get(pid)
+                if pos is None or not allowed[pos]:
+                    continue
+                have = best.get(pos)
+                if have is None or have.fused < s.fused:
+                    legs = f"{s.legs} via consolidated member"
+                    best[pos] = _Scored(pos, s.fused, s.relevance, s.cosine, s.coverage, legs)
+        return list(best.values())
 
     def _rank(
         self, kept: list[_Scored], limit: int, now: datetime, multi: int, scopes: list[str]
