@@ -75,3 +75,34 @@ def test_a_failed_catch_up_is_retried_from_scratch(
     assert second.id in _found(reader, "zqsecond")
     assert first.id in _found(reader, "zqfirst")
     assert len(reader.retriever.corpus) == 2
+
+
+def test_tag_and_file_filters_follow_edits_and_forgets(tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(3)
+    brain = _brain(tmp_path / "db")
+    tags, files = ["api", "db", "ops", "ui"], ["a.py", "b.py", "c.py"]
+    ids = [
+        brain.memorize(
+            f"Note number {i}",
+            f"Fact {i} about the system.",
+            tags=rng.sample(tags, rng.randint(0, 2)),
+            related_files=rng.sample(files, rng.randint(0, 2)),
+        )[0].id
+        for i in range(16)
+    ]
+    for mid in ids[:5]:
+        brain.update(mid, add_tags=["ops"], remove_tags=["api"], add_files=["c.py"])
+    brain.forget(ids[5:8], confirm=True)
+    corpus = brain.retriever.corpus
+    corpus.refresh()
+    live = {mid: brain.get(mid) for mid in ids[:5] + ids[8:]}
+    for tag in tags:
+        mask = corpus.allowed([SCOPE], tags=[tag])
+        got = {corpus.memory(int(p)).id for p in mask.nonzero()[0]}
+        assert got == {mid for mid, m in live.items() if tag in m.tags}, tag
+    for path in files:
+        mask = corpus.allowed([SCOPE], related_files=[path, "missing.py"])
+        got = {corpus.memory(int(p)).id for p in mask.nonzero()[0]}
+        assert got == {mid for mid, m in live.items() if path in m.related_files}, path

@@ -75,6 +75,9 @@ class Corpus:
         self._state = np.zeros(0, dtype=object)
         self._type = np.zeros(0, dtype=object)
         self._created = np.zeros(0, dtype=np.int64)
+        # Tag / file → live positions, so a filter is a few set lookups, not a scan of rows.
+        self._by_tag: dict[str, set[int]] = {}
+        self._by_file: dict[str, set[int]] = {}
         self._edges_version = -1
         self._edges: dict[str, list[Relationship]] = {}
 
@@ -169,6 +172,7 @@ class Corpus:
             assert memory is not None
             del self.pos_of[memory.id]
             self._df.subtract(self._terms[pos])
+            self._unlist(memory, pos)
             self.memories[pos] = None
             self._edit_key[pos] = -1
             self._terms[pos] = frozenset()
@@ -200,6 +204,7 @@ class Corpus:
             self._terms.append(frozenset(terms))
             self._df.update(frozenset(terms))
             self.pos_of[memory.id] = int(pos)
+            self._list(memory, int(pos))
 
     def _rebuild(self) -> None:
         """Drop tombstones: re-index the live rows at fresh, dense positions."""
@@ -213,6 +218,25 @@ class Corpus:
         self._scope, self._state = self._scope[live], self._state[live]
         self._type, self._created = self._type[live], self._created[live]
         self.pos_of = {m.id: i for i, m in enumerate(memories)}
+        self._by_tag, self._by_file = {}, {}
+        for i, memory in enumerate(memories):
+            self._list(memory, i)
+
+    def _list(self, memory: Memory, pos: int) -> None:
+        for tag in memory.tags:
+            self._by_tag.setdefault(tag, set()).add(pos)
+        for path in memory.related_files:
+            self._by_file.setdefault(path, set()).add(pos)
+
+    def _unlist(self, memory: Memory, pos: int) -> None:
+        for key, index in [(t, self._by_tag) for t in memory.tags] + [
+            (f, self._by_file) for f in memory.related_files
+        ]:
+            held = index.get(key)
+            if held is not None:
+                held.discard(pos)
+                if not held:
+                    del index[key]
 
     # ---- queries --------------------------------------------------------------------------
 
@@ -236,11 +260,13 @@ class Corpus:
             mask &= self._created >= micros(created_after)
         if created_before is not None:
             mask &= self._created < micros(created_before)
-        for wanted, attr in ((set(tags), "tags"), (set(related_files), "related_files")):
-            if wanted:
-                for pos in np.flatnonzero(mask):
-                    if wanted.isdisjoint(getattr(self.memory(int(pos)), attr)):
-                        mask[pos] = False
+        for wanted, index in ((set(tags), self._by_tag), (set(related_files), self._by_file)):
+            if wanted:  # any of the wanted values
+                hit = np.zeros(len(mask), dtype=bool)
+                for key in wanted:
+                    held = index.get(key, ())
+                    hit[np.fromiter(held, dtype=np.int64, count=len(held))] = True
+                mask &= hit
         return mask
 
     def nearest(
