@@ -458,3 +458,31 @@ def test_parent_is_found_by_the_wording_of_a_member_it_absorbed(make_brain: Make
     # The parent holds the member's fact, so it answers first; the member stays, below it.
     assert [h.memory.id for h in hits[:2]] == [done.parent.id, notes[0].id]
     assert hits[0].score > hits[1].score
+
+
+def test_a_pass_over_many_clusters_commits_them_in_batches(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from octobrain import consolidation
+
+    monkeypatch.setattr(consolidation, "COMMIT_BATCH", 2)
+    brain = make_brain()
+    topics = ["billing queue", "search index", "payments ledger", "image cache", "mail relay"]
+    now = utcnow()
+    for topic in topics:
+        for i in range(3):
+            add_at(
+                brain,
+                f"About the {topic}",
+                f"The {topic} worker restarts nightly at {topic} maintenance{'!' * i}",
+                now - timedelta(hours=1),
+            )
+    before = brain.store.version()
+    report = brain.sleep_consolidate()
+    assert len(report.consolidations) == len(topics) and report.skipped == 0
+    # Three batches (2 + 2 + 1 clusters): one merge commit to `memories` each, not one per cluster.
+    assert brain.store.version() - before == 3
+    rows = raw_rows(brain)
+    parents = [r for r in rows.values() if r["state"] == "working"]
+    assert len(parents) == len(topics)
+    assert sum(r["state"] == "consolidated" for r in rows.values()) == 3 * len(topics)

@@ -8,6 +8,10 @@ Every consolidation commits in the same order, under the store's write lock:
    `consolidated` — readers see the whole cluster or none of it;
 4. the record marked `done`.
 
+A sleep pass runs these four steps once per batch of up to `COMMIT_BATCH` clusters (records,
+edges, rows and statuses of the whole batch in each commit), so a pass over a thousand clusters
+is a few dozen commits; the guarantees below hold per batch as they do per cluster.
+
 A process killed anywhere leaves no half-consolidated cluster visible: before step 3 nothing a
 reader sees has changed, after it everything has. The next consolidation, of any scope, first
 `repair`s what a killed one left: a pending record whose memory commit landed is marked done,
@@ -63,6 +67,10 @@ ABANDONED = "abandoned"
 _NUMBER = re.compile(
     r"\d+(?:[.,]\d+)*"
 )  # a pending record whose memory commit never landed, rolled back
+
+
+COMMIT_BATCH = 64  # clusters per commit set: a pass over thousands of clusters costs tens of
+# commits, not thousands (each commit rewrites a manifest; compaction follows every 64)
 
 
 def _checkpoint(step: str) -> None:
@@ -127,14 +135,14 @@ class Consolidator:
                 if record.status == REVERTING:
                     self._revert(record, utcnow())
                 elif self._landed(record):
-                    self.log.set_status(record.id, DONE)
+                    self.log.set_status(DONE, record.id)
                 else:
                     edges = sql_in("id", record.edge_ids)
                     if record.parent_prev_updated_at is None:  # the parent never existed
                         pid = sql_str(record.parent_id)
                         edges += f" OR source_id = {pid} OR target_id = {pid}"
                     self.store.delete_relationships(edges)
-                    self.log.set_status(record.id, ABANDONED)
+                    self.log.set_status(ABANDONED, record.id)
             fixed += 1
         return fixed
 
@@ -153,19 +161,21 @@ class Consolidator:
 
     def commit(
         self,
-        record: ConsolidationRecord,
+        records: Sequence[ConsolidationRecord],
         rows: list[dict[str, Any]],
         edges: Sequence[Relationship],
     ) -> None:
-        """Steps 1–4 of the module docstring; call with the write lock held."""
-        self.log.add(record)
+        """Steps 1–4 of the module docstring for one or more consolidations at once (four
+        commits in all, whatever their number); call with the write lock held."""
+        self.log.add(*records)
         _checkpoint("record")
         self.store.add_relationships(list(edges))
         _checkpoint("edges")
         self.store.merge_rows(rows)
         _checkpoint("memories")
-        self.log.set_status(record.id, DONE)
-        record.status = DONE
+        self.log.set_status(DONE, *(record.id for record in records))
+        for record in records:
+            record.status = DONE
 
     def flip_members(
         self, members: list[dict[str, Any]], stamp: datetime
@@ -264,6 +274,7 @@ class Consolidator:
         for row in sorted(rows, key=lambda r: (r["created_at"], r["id"])):
             groups.setdefault((row["source"], row["role"]), []).append(row)  # never mix tiers
         linkage = self.config.consolidation.linkage
+        planned: list[tuple[Consolidation, list[dict[str, Any]]]] = []
         for key in sorted(groups):
             group = groups[key]
             if len(group) < min_size:
@@ -272,11 +283,12 @@ class Consolidator:
             for cluster in _compatible_clusters(vectors, group, threshold, min_size, linkage):
                 members = [group[i] for i in cluster]
                 sims = _cosines(vectors[cluster])
-                planned = self._plan_cluster(members, sims, threshold, now)
-                if dry_run:
-                    report.consolidations.append(planned)
-                    continue
-                done = self._commit_cluster(planned, members, now)
+                planned.append((self._plan_cluster(members, sims, threshold, now), members))
+        if dry_run:
+            report.consolidations = [p for p, _ in planned]
+            return report
+        for start in range(0, len(planned), COMMIT_BATCH):
+            for done in self._commit_clusters(planned[start : start + COMMIT_BATCH], now):
                 if done is None:
                     report.skipped += 1
                 else:
@@ -325,30 +337,44 @@ class Consolidator:
         )
         return Consolidation("sleep", parent, ranked, True, description)
 
-    def _commit_cluster(
-        self, planned: Consolidation, members: list[dict[str, Any]], now: datetime
-    ) -> Consolidation | None:
-        parent = planned.parent
-        vector = self.embedder.embed_documents([parent.searchable_text()])[0]
-        ids = [m["id"] for m in members]
+    def _commit_clusters(
+        self, batch: Sequence[tuple[Consolidation, list[dict[str, Any]]]], now: datetime
+    ) -> list[Consolidation | None]:
+        """Commit planned clusters together; None for one whose members changed meanwhile."""
+        vectors = self.embedder.embed_documents([p.parent.searchable_text() for p, _ in batch])
+        wanted = [m["id"] for _, members in batch for m in members]
+        out: list[Consolidation | None] = []
+        records: list[ConsolidationRecord] = []
+        rows: list[dict[str, Any]] = []
+        edges: list[Relationship] = []
         with self.store.write_lock():
-            # Re-read under the lock: a member edited or consolidated meanwhile skips the
+            # Re-read under the lock: a member edited or consolidated meanwhile skips its
             # cluster (the next pass sees it afresh) instead of overwriting someone's write.
-            current = {r["id"]: r for r in self.store.scan(sql_in("id", ids))}
-            fresh = [current.get(i) for i in ids]
-            if any(
-                r is None or r["state"] != State.WORKING.value or r["updated_at"] != m["updated_at"]
-                for r, m in zip(fresh, members, strict=True)
-            ):
-                return None
-            rows, before = self.flip_members([r for r in fresh if r is not None], now)
-            edges = self.member_edges(parent, ids, "Merged by sleep consolidation")
-            record = self.new_record(
-                "sleep", parent, True, before, ids, now, edges, planned.description
-            )
-            self.commit(record, [memory_to_row(parent, vector), *rows], edges)
-        planned.record_id = record.id
-        return planned
+            current = {r["id"]: r for r in self.store.scan(sql_in("id", wanted))}
+            for (planned, members), vector in zip(batch, vectors, strict=True):
+                ids = [m["id"] for m in members]
+                fresh = [current.pop(i, None) for i in ids]  # popped: one cluster per member
+                if any(
+                    r is None
+                    or r["state"] != State.WORKING.value
+                    or r["updated_at"] != m["updated_at"]
+                    for r, m in zip(fresh, members, strict=True)
+                ):
+                    out.append(None)
+                    continue
+                member_rows, before = self.flip_members([r for r in fresh if r is not None], now)
+                links = self.member_edges(planned.parent, ids, "Merged by sleep consolidation")
+                record = self.new_record(
+                    "sleep", planned.parent, True, before, ids, now, links, planned.description
+                )
+                records.append(record)
+                rows += [memory_to_row(planned.parent, vector), *member_rows]
+                edges += links
+                planned.record_id = record.id
+                out.append(planned)
+            if records:
+                self.commit(records, rows, edges)
+        return out
 
     # ---- unconsolidate --------------------------------------------------------------------
 
@@ -368,7 +394,7 @@ class Consolidator:
         removed = False
         for record in reversed(records):
             with self.store.write_lock():
-                self.log.set_status(record.id, REVERTING)
+                self.log.set_status(REVERTING, record.id)
                 _checkpoint("reverting")
                 restored += self._revert(record, utcnow())
             removed |= record.parent_synthesised
@@ -408,7 +434,7 @@ class Consolidator:
             edges += f" OR source_id = {pid} OR target_id = {pid}"
         self.store.delete_relationships(edges)
         _checkpoint("edges_removed")
-        self.log.set_status(record.id, REVERTED)
+        self.log.set_status(REVERTED, record.id)
         return [r["id"] for r in rows if r["id"] != record.parent_id]
 
     # ---- archive --------------------------------------------------------------------------

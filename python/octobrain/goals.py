@@ -72,7 +72,7 @@ def close_goal_with_new(
         consolidation._checkpoint("edges")
         c.store.merge_rows([memory_to_row(note, vector), *rows])
         consolidation._checkpoint("memories")
-        c.log.set_status(record.id, DONE)
+        c.log.set_status(DONE, record.id)
     return note, [*links, *edges]
 
 
@@ -134,5 +134,5 @@ def close_goal(c: Consolidator, goal: Memory, scope: str, now: datetime) -> Cons
             "goal", parent, closer is None, before, ids, now, edges, description,
             parent_prev=parent_prev, goal_id=goal.id,
         )  # fmt: skip
-        c.commit(record, [parent_row, *rows], edges)
+        c.commit([record], [parent_row, *rows], edges)
     return Consolidation("goal", parent, members, closer is None, description, record.id)

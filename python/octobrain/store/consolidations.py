@@ -96,15 +96,15 @@ class ConsolidationLog:
             self._table = self.store.open_table(CONSOLIDATIONS, consolidations_schema())
         return self._table
 
-    def add(self, record: ConsolidationRecord) -> None:
-        """Append a record (one commit)."""
+    def add(self, *records: ConsolidationRecord) -> None:
+        """Append records (one commit)."""
         with self.store.write_lock():
-            self.table.add([record.__dict__])
+            self.table.add([record.__dict__ for record in records])
 
-    def set_status(self, record_id: str, status: str) -> None:
-        """Move a record to `status` (one commit)."""
+    def set_status(self, status: str, *record_ids: str) -> None:
+        """Move records to `status` (one commit)."""
         with self.store.write_lock():
-            self.table.update(where=f"id = {sql_str(record_id)}", values={"status": status})
+            self.table.update(where=sql_in("id", list(record_ids)), values={"status": status})
 
     def find(self, where: str) -> list[ConsolidationRecord]:
         """Records matching a predicate, oldest first."""
