@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import statistics
 import tempfile
 import time
@@ -24,7 +23,7 @@ from octobrain.brain import Brain
 from octobrain.config import Config
 from octobrain.embed import get_embedder
 from octobrain.models import Memory
-from report import replace_between
+from report import publish
 
 CACHE = Path(__file__).parent / ".cache"
 
@@ -127,12 +126,7 @@ def main() -> None:
             f"{r['query_embedding_p50_ms']} ms | {r['remember_with_access_p50_ms']} / "
             f"{r['remember_with_access_p95_ms']} ms |"
         )
-    table = "\n".join(lines)
-    print(table)
-    if args.update:
-        replace_between(args.update, "<!-- remember:start -->", "<!-- remember:end -->", table)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    publish("\n".join(lines), results, "remember", args.update, args.json)
 
 
 if __name__ == "__main__":

@@ -89,6 +89,18 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def publish(
+    table: str, results: object, marker: str, readme: Path | None, json_path: Path | None
+) -> None:
+    """Print a bench script's table; put it between `<!-- marker:start/end -->` in `readme`
+    and its raw results in `json_path`, when given."""
+    print(table)
+    if readme:
+        replace_between(readme, f"<!-- {marker}:start -->", f"<!-- {marker}:end -->", table)
+    if json_path:
+        json_path.write_text(json.dumps(results, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path)

@@ -12,7 +12,6 @@ your network's round-trip time per request to estimate a real bucket.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import statistics
@@ -29,8 +28,9 @@ from octobrain.beir import load_beir
 from octobrain.brain import Brain
 from octobrain.config import Config, StorageConfig
 from octobrain.embed import get_embedder
+from octobrain.models import Memory
 from remember_latency import _memories, _vectors
-from report import replace_between
+from report import publish
 
 
 def _free_port() -> int:
@@ -63,7 +63,9 @@ def _ms(values: list[float], q: float) -> float:
     return round(float(np.percentile(np.asarray(values) * 1000, q)), 1)
 
 
-def measure(brain: Brain, memories: list, vectors: np.ndarray, queries: list[str]) -> dict:
+def measure(
+    brain: Brain, memories: list[Memory], vectors: np.ndarray, queries: list[str]
+) -> dict[str, float]:
     """Bulk-load, then time single memorize calls and remember calls on `brain`."""
     size = len(memories)
     for start in range(0, size, 1000):
@@ -146,11 +148,7 @@ def main() -> None:
         f"\n\nModel `{embedder.model_id}`, {len(queries)} SciFact claims as queries, both stores "
         "in one run; `make bench-team`."
     )
-    print(table)
-    if args.update:
-        replace_between(args.update, "<!-- team:start -->", "<!-- team:end -->", table)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    publish(table, results, "team", args.update, args.json)
 
 
 if __name__ == "__main__":

@@ -30,10 +30,13 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def octobrain(
-    env: dict[str, str], *args: str, preexec: Callable[[], None] | None = None
+    env: dict[str, str],
+    *args: str,
+    preexec: Callable[[], None] | None = None,
+    group: str = "memory",
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [EXE, "memory", "--scope", "github.com/acme/api", *args],
+        [EXE, group, "--scope", "github.com/acme/api", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -114,15 +117,7 @@ def test_full_disk_while_indexing_knowledge_is_a_clear_error(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     def knowledge(*args: str, preexec: Callable[[], None] | None = None) -> Any:
-        return subprocess.run(
-            [EXE, "knowledge", "--scope", "github.com/acme/api", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            preexec_fn=preexec,
-            timeout=120,
-            check=False,
-        )
+        return octobrain(env, *args, preexec=preexec, group="knowledge")
 
     small, big = tmp_path / "small.md", tmp_path / "big.md"
     small.write_text("# Ports\n\nThe API listens on port 8443.\n")
