@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from octobrain.brain import Brain
 from octobrain.cli import main
-from octobrain.config import load_config
+from octobrain.config import Config, StorageConfig, load_config
 from octobrain.embed import get_embedder
 from octobrain.errors import InvalidInput
 from octobrain.sleep_startup import start_background_sleep
@@ -103,12 +103,8 @@ def machine(s3: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> S3:
 
 
 def _brain(s3: S3, uri: str, **extra: str) -> Brain:
-    options = ",".join(f"{k}={v}" for k, v in {**s3.options, **extra}.items())
-    os.environ["OCTOBRAIN_STORAGE_OPTIONS"] = options
-    try:
-        config = load_config()
-    finally:
-        del os.environ["OCTOBRAIN_STORAGE_OPTIONS"]
+    options = tuple(f"{k}={v}" for k, v in {**s3.options, **extra}.items())
+    config = Config(storage=StorageConfig(options=options))
     return Brain(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
 
 
@@ -136,7 +132,7 @@ def test_a_second_machine_sees_the_first_ones_memories(machine: S3) -> None:
 
 def _catch_up() -> None:
     """Wait out `storage.remote_refresh_ms` (default 1 s): by then every machine reads a write."""
-    time.sleep(load_config().storage.remote_refresh_ms / 1000 + 0.1)
+    time.sleep(StorageConfig().remote_refresh_ms / 1000 + 0.1)
 
 
 _WRITER = textwrap.dedent(

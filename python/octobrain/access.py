@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -34,7 +35,6 @@ class AccessQueue:
         self._pending: set[str] = set()
         self._latest: datetime | None = None
         self._lock = threading.Lock()
-        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         atexit.register(self.flush)
 
@@ -65,5 +65,6 @@ class AccessQueue:
             log.warning("access counts not recorded", exc_info=True)
 
     def _run(self) -> None:
-        while not self._wake.wait(self._interval):
+        while True:  # a daemon thread: it ends with the process, after the exit flush
+            time.sleep(self._interval)
             self.flush()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -13,6 +15,18 @@ from octobrain.cli_common import FORMAT_OPTION, OctobrainGroup
 OUTPUT_OPTION = click.option(
     "--output", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here."
 )
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def update_option(marker: str, what: str) -> Callable[[_F], _F]:
+    """`--update README`: rewrite the `marker` table of that README."""
+    return click.option(
+        "--update",
+        type=click.Path(dir_okay=False, exists=True, path_type=Path),
+        help=f"Rewrite the {what} between <!-- {marker}:start/end --> in this README.",
+    )
 
 
 @click.group(cls=OctobrainGroup)
@@ -117,11 +131,7 @@ def _write_output(payload: dict[str, object], output: Path | None) -> None:
 )
 @FORMAT_OPTION
 @OUTPUT_OPTION
-@click.option(
-    "--update",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Rewrite the BEIR table between <!-- beir:start/end --> in this README.",
-)
+@update_option("beir", "BEIR table")
 def bench_beir_command(
     data: Path | None,
     path: str,
@@ -204,11 +214,7 @@ def bench_beir_command(
 )
 @FORMAT_OPTION
 @OUTPUT_OPTION
-@click.option(
-    "--update",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Rewrite the table between <!-- scale:start/end --> in this README.",
-)
+@update_option("scale", "table")
 def bench_scale_command(
     sizes: str, queries: int, model: str, fmt: str, output: Path | None, update: Path | None
 ) -> None:

@@ -54,8 +54,8 @@ def migrate_cmd(target: str, options: tuple[str, ...], fmt: str) -> None:
     with click.progressbar(length=total, label=f"copying to {destination}", file=sys.stderr) as bar:
         copied = migrate(source, destination, progress=bar.update)
     if fmt == "json":
-        payload = {"from": str(source), "to": str(destination), "tables": {}}
-        payload["tables"] = {c.table: c.rows for c in copied}
+        tables = {c.table: c.rows for c in copied}
+        payload = {"from": str(source), "to": str(destination), "tables": tables}
         click.echo(json.dumps(payload, indent=2))
         return
     for c in copied:

@@ -111,9 +111,11 @@ class Corpus:
             for mid, key in zip(ids, edited, strict=True)
             if mid not in self.pos_of or self._edit_key[self.pos_of[mid]] != int(key)
         ]
-        rows = _rows(pinned, changed, len(ids))
+        # An access bump changes the version but no edit stamp: then nothing is read again.
+        rows = _rows(pinned, changed, len(ids)) if changed else None
         self._remove(gone + [self.pos_of[mid] for mid in changed if mid in self.pos_of])
-        self._add(rows.drop_columns(["embedding"]).to_pylist(), _vectors(rows, self._store.dim))
+        if rows is not None:
+            self._add(rows.drop_columns(["embedding"]).to_pylist(), _vectors(rows, self._store.dim))
         for mid, last, count in zip(ids, seen, counts, strict=True):
             memory = self.memory(self.pos_of[mid])
             if memory.access_count != count or memory.last_accessed != last:
@@ -223,20 +225,18 @@ class Corpus:
             self._list(memory, i)
 
     def _list(self, memory: Memory, pos: int) -> None:
-        for tag in memory.tags:
-            self._by_tag.setdefault(tag, set()).add(pos)
-        for path in memory.related_files:
-            self._by_file.setdefault(path, set()).add(pos)
+        for index, keys in ((self._by_tag, memory.tags), (self._by_file, memory.related_files)):
+            for key in keys:
+                index.setdefault(key, set()).add(pos)
 
     def _unlist(self, memory: Memory, pos: int) -> None:
-        for key, index in [(t, self._by_tag) for t in memory.tags] + [
-            (f, self._by_file) for f in memory.related_files
-        ]:
-            held = index.get(key)
-            if held is not None:
-                held.discard(pos)
-                if not held:
-                    del index[key]
+        for index, keys in ((self._by_tag, memory.tags), (self._by_file, memory.related_files)):
+            for key in keys:
+                held = index.get(key)  # None when a row repeats a key: already dropped
+                if held is not None:
+                    held.discard(pos)
+                    if not held:
+                        del index[key]
 
     # ---- queries --------------------------------------------------------------------------
 
@@ -320,7 +320,7 @@ def _rows(pinned: Pinned, ids: list[str], total: int) -> pa.Table:
     if len(ids) > total // 2:  # mostly new (a first load): one full scan beats an IN list
         table = pinned.scan_arrow("true", columns=columns)
         return table.filter(pc.is_in(table.column("id"), value_set=pa.array(ids, pa.string())))
-    return pinned.scan_arrow(sql_in("id", ids) if ids else "false", columns=columns)
+    return pinned.scan_arrow(sql_in("id", ids), columns=columns)
 
 
 def _vectors(rows: pa.Table, dim: int) -> npt.NDArray[np.float32]:

@@ -115,7 +115,8 @@ class StoreLocation:
         return redact(self.uri)
 
     def connect(self) -> lancedb.DBConnection:
-        """A LanceDB connection that sees every commit as soon as it lands."""
+        """A LanceDB connection: a local one sees every commit as soon as it lands, a remote one
+        within `refresh_s` (writes first move to the latest commit: `to_latest`)."""
         import lancedb
 
         if self.path is not None:

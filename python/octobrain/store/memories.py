@@ -137,14 +137,6 @@ class Pinned:
     def __init__(self, table: lancedb.table.Table) -> None:
         self._table = table
 
-    @property
-    def version(self) -> int:
-        return int(self._table.version)
-
-    def scan(self, where: str, *, columns: Sequence[str]) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = _scan_query(self._table, where, columns, None).to_list()
-        return rows
-
     def scan_arrow(self, where: str, *, columns: Sequence[str]) -> pa.Table:
         return _scan_query(self._table, where, columns, None).to_arrow()
 

@@ -29,7 +29,7 @@ class Copied:
 
 
 def plan(source: StoreLocation) -> dict[str, int]:
-    """The tables of `source` and their row counts, in copy order."""
+    """The tables of `source` and their row counts, in copy order (for a progress total)."""
     db = source.connect()
     return {name: db.open_table(name).count_rows() for name in sorted(db.list_tables().tables)}
 
@@ -57,15 +57,15 @@ def migrate(
     # The source's write locks keep octobrain writers out while it is read, so the copy is one
     # consistent state; the target's keeps a second migration out.
     with source.lock("write", -1), source.lock("knowledge", -1), target.lock("write", -1):
-        for name, rows in plan(source).items():
-            data = src_db.open_table(name).to_arrow()
+        for name in sorted(src_db.list_tables().tables):
+            data = src_db.open_table(name).to_arrow()  # read under the lock: what is copied
             table = dst_db.create_table(name, schema=data.schema)
             for start in range(0, data.num_rows, BATCH_ROWS):
                 batch = data.slice(start, BATCH_ROWS)
                 table.add(batch)
                 progress(batch.num_rows)
             _verify(name, data, dst_db.open_table(name).to_arrow(), target)
-            copied.append(Copied(name, rows))
+            copied.append(Copied(name, data.num_rows))
     return copied
 
 
