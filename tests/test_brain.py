@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from octobrain.brain import Brain
+from octobrain.brain import ACCESS_WINDOW, Brain
 from octobrain.config import Config
 from octobrain.embed import get_embedder
 from octobrain.errors import InvalidInput
-from octobrain.models import MemoryType, Source, State
+from octobrain.models import MemoryType, Source, State, utcnow
 from octobrain.store import ModelMismatch
 from octobrain.transfer import export_jsonl, import_jsonl, reembed
 
@@ -149,9 +151,36 @@ def test_access_counts_only_returned_results_and_persist(make_brain: MakeBrain) 
     brain.remember("token bucket", limit=1)  # within the window: still one access
     brain.recent()
     brain.stats()
+    # remember only queues the bump; a background commit counts it within about a second.
+    deadline = time.monotonic() + 30
+    while make_brain().get(hit.id).access_count == 0:
+        assert time.monotonic() < deadline, "the queued access was never committed"
+        time.sleep(0.1)
+    brain.remember("token bucket", limit=1)  # the mirror heard of the commit: not due again
+    brain.flush()
     fresh = make_brain()
     assert fresh.get(hit.id).access_count == 1
     assert fresh.get(miss.id).access_count == 0
+    assert brain.retriever.corpus.due_for_access([hit.id], utcnow(), ACCESS_WINDOW) == []
+
+
+def test_access_is_counted_when_a_cli_remember_returns(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
+        "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
+    }
+    env.pop("OCTOBRAIN_CONFIG_PATH", None)
+
+    def cli(*args: str) -> str:
+        argv = [sys.executable, "-m", "octobrain", "memory", "--scope", "github.com/acme/x"]
+        done = subprocess.run([*argv, *args], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    mid = json.loads(cli("memorize", "-t", "Backups", "-c", TOKEN_BUCKET[1], "--format", "json"))
+    cli("remember", "token bucket")
+    assert json.loads(cli("get", mid["id"], "--format", "json"))["access_count"] == 1
 
 
 def test_filters(make_brain: MakeBrain) -> None:

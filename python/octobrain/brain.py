@@ -23,7 +23,7 @@ from octobrain.config import Config, load_config, resolve_storage_uri
 from octobrain.consolidation import Consolidation, Consolidator, SleepReport, Unconsolidation
 from octobrain.corpus import LIGHT_COLUMNS, Corpus
 from octobrain.embed import Embedder, embedder_from_config
-from octobrain.errors import InvalidInput, StorageError
+from octobrain.errors import InvalidInput
 from octobrain.models import (
     CONTENT_BYTES,
     MAX_TAGS,
@@ -281,20 +281,13 @@ class Brain:
             neighbours += self._session_neighbour(hits, neighbours)
         corpus = self.retriever.corpus
         due = corpus.due_for_access([h.memory.id for h in hits], now, ACCESS_WINDOW)
-        if record_access and due and self.store.location.remote:
-            self._access_queue().add(due, now)
-        elif record_access and due:
-            try:
-                version = self.store.record_access(due, now, min_interval=ACCESS_WINDOW)
-            except StorageError as exc:  # a read-only or full store still answers questions
-                log.warning("access counts not recorded: %s", exc)
-            else:
-                corpus.note_own_access(due, now, version)
+        if record_access and due:
+            self._access_queue().add(due, now, corpus)
         return Recall(hits, neighbours, self.scope)
 
     def flush(self) -> None:
-        """Commit what is queued in the background now: on object storage, `remember` queues
-        its access counts (see `octobrain.access`); also done when the process exits."""
+        """Commit the access counts `remember` queued (see `octobrain.access`) now, instead of
+        within the next second; also done when the process exits."""
         with _QUEUES_LOCK:
             queue = _QUEUES.get(self.store)
         if queue is not None:

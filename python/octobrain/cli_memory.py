@@ -126,7 +126,8 @@ def remember_cmd(
     """Find memories by meaning and exact words (1–5 queries are fused)."""
     from octobrain.render import format_recall, recall_to_dict
 
-    recall = _brain(ctx).remember(
+    brain = _brain(ctx)
+    recall = brain.remember(
         list(queries) if len(queries) > 1 else queries[0],
         memory_types=_split(memory_types) or None,
         tags=_split(tags),
@@ -138,6 +139,7 @@ def remember_cmd(
         include_archived=include_archived,
     )
     _emit(fmt, recall_to_dict(recall), format_recall(recall))
+    brain.flush()  # count the accesses now the answer is out, not in an exit hook
 
 
 @memory.command("forget")

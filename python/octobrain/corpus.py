@@ -152,9 +152,11 @@ class Corpus:
             if version != self._version + 1:
                 return
             for mid in ids:
-                memory = self.memory(self.pos_of[mid])
-                memory.access_count += 1
-                memory.last_accessed = now
+                pos = self.pos_of.get(mid)
+                if pos is not None:  # another scope's memory, counted in the same commit
+                    memory = self.memory(pos)
+                    memory.access_count += 1
+                    memory.last_accessed = now
             self._version = version
 
     def edges(self, ids: Sequence[str]) -> list[Relationship]:
