@@ -112,6 +112,15 @@ class BM25Index:
         """`search` for many queries in one call (run in parallel); results in query order."""
         return self._index.search_batch(_texts("queries", queries), _k(k), self._allowed(allowed))
 
+    def coverage(self, query: str, positions: Positions) -> npt.NDArray[np.float64]:
+        """How much of `query`'s information each document holds: the idf-weighted share of
+        the query's distinct analysed terms present in it, in [0, 1] (removed positions: 0).
+        Absolute, unlike a BM25 score, so an exact identifier or error code can pass a
+        relevance threshold alone. Document frequencies come from the postings."""
+        if not isinstance(query, str):
+            raise InvalidInput("query", f"must be a str, got {type(query).__name__}")
+        return self._index.coverage(query, _positions("positions", positions, self.position_count))
+
     def add(self, texts: Sequence[str]) -> npt.NDArray[np.int64]:
         """Append documents; returns their new (consecutive) positions."""
         texts = _texts("texts", texts)

@@ -1,17 +1,17 @@
 """`Corpus`: an in-process mirror of the memories table for search and ranking.
 
 It holds every row's model (no text re-reads per query), the stored embeddings (exact cosine for
-any candidate, HyDE centroids, and an exact in-process vector leg), the analysed terms (for
-lexical coverage), per-row filter columns as numpy arrays, and the Rust BM25 index over row
-positions. It follows the store's version: when anyone commits, the next query reads four narrow
-columns of every row, re-reads only the rows whose `updated_at` changed, drops deleted ones, and
-patches access counts in place — other processes' writes become visible without a rebuild.
+any candidate, HyDE centroids, and an exact in-process vector leg), per-row filter columns as
+numpy arrays, and the Rust BM25 index over row positions (whose postings also answer lexical
+coverage: no per-row term set is kept in Python). It follows the store's version: when anyone
+commits, the next query reads four narrow columns of every row, re-reads only the rows whose
+`updated_at` changed, drops deleted ones, and patches access counts in place — other processes'
+writes become visible without a rebuild.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,12 +22,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from octobrain.bm25 import BM25Index
-from octobrain.hybrid import coverage, exact_nearest
+from octobrain.hybrid import exact_nearest
 from octobrain.models import Memory, Relationship, State, micros
 from octobrain.store import MemoryStore
 from octobrain.store.memories import Pinned, sql_in
 from octobrain.store.schema import row_to_memory
-from octobrain.text import analyze
 
 LIGHT_COLUMNS = [
     "id",
@@ -53,7 +52,8 @@ _SEARCHABLE = (State.WORKING.value, State.CONSOLIDATED.value)
 
 
 class Corpus:
-    """Positions ↔ memories, BM25 over their text, embeddings, filters and term statistics."""
+    """Positions ↔ memories, BM25 over their text (its postings give term statistics),
+    embeddings and filters."""
 
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
@@ -66,8 +66,6 @@ class Corpus:
         self.index = BM25Index()
         self.memories: list[Memory | None] = []
         self._edit_key: list[int] = []  # updated_at (µs) when indexed; -1 once removed
-        self._terms: list[frozenset[str]] = []
-        self._df: Counter[str] = Counter()
         self.embeddings = np.zeros((0, self._store.dim), dtype=np.float32)
         self.pos_of: dict[str, int] = {}
         # Filter columns by position (a removed row has state "").
@@ -175,13 +173,10 @@ class Corpus:
             memory = self.memories[pos]
             assert memory is not None
             del self.pos_of[memory.id]
-            self._df.subtract(self._terms[pos])
             self._unlist(memory, pos)
             self.memories[pos] = None
             self._edit_key[pos] = -1
-            self._terms[pos] = frozenset()
             self._state[pos] = ""
-        self._df = +self._df  # drop zero counts
 
     def _add(self, rows: Sequence[dict[str, Any]], block: npt.NDArray[np.float32]) -> None:
         if not rows:
@@ -202,11 +197,9 @@ class Corpus:
         self._created = np.concatenate(
             [self._created, np.array([micros(m.created_at) for m in memories], dtype=np.int64)]
         )
-        for memory, pos, terms in zip(memories, positions, analyze(texts), strict=True):
+        for memory, pos in zip(memories, positions, strict=True):
             self.memories.append(memory)
             self._edit_key.append(micros(memory.updated_at))
-            self._terms.append(frozenset(terms))
-            self._df.update(frozenset(terms))
             self.pos_of[memory.id] = int(pos)
             self._list(memory, int(pos))
 
@@ -217,7 +210,6 @@ class Corpus:
         self.index = BM25Index.build([m.searchable_text() for m in memories])
         self.memories = list(memories)
         self._edit_key = [self._edit_key[p] for p in live]
-        self._terms = [self._terms[p] for p in live]
         self.embeddings = self.embeddings[live]
         self._scope, self._state = self._scope[live], self._state[live]
         self._type, self._created = self._type[live], self._created[live]
@@ -279,7 +271,7 @@ class Corpus:
 
     def coverage(self, query: str, positions: Sequence[int]) -> npt.NDArray[np.float64]:
         """The idf-weighted share of the query's distinct terms each row contains, in [0, 1]."""
-        return coverage(query, positions, self._terms, self._df, len(self.pos_of))
+        return self.index.coverage(query, positions)
 
     def memory(self, pos: int) -> Memory:
         """The memory at a live position."""

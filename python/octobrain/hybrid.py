@@ -21,7 +21,7 @@ Stages, each a `[search]` setting (the README's ablation table measures every on
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +30,6 @@ import numpy.typing as npt
 from octobrain import fusion
 from octobrain.bm25 import BM25Index
 from octobrain.config import SearchConfig
-from octobrain.text import analyze
 
 Nearest = Callable[[npt.NDArray[np.float32], int], list[int]]
 
@@ -76,29 +75,6 @@ def exact_nearest(
     """Exact top-`k` allowed positions by cosine (rows and `vector` are unit vectors)."""
     # One contiguous matrix-vector product beats gathering the allowed rows first.
     return exact_top(cosines(embeddings, vector), allowed, k)
-
-
-def coverage(
-    query: str,
-    positions: Sequence[int],
-    doc_terms: Sequence[frozenset[str]],
-    df: Mapping[str, int],
-    n_docs: int,
-) -> npt.NDArray[np.float64]:
-    """How much of the query's information each document holds: the idf-weighted share of the
-    query's distinct analysed terms present in it, in [0, 1]. Absolute, unlike a BM25 score, so
-    exact-word matches (an identifier, an error code) can pass a relevance threshold alone."""
-    terms = set(analyze([query])[0])
-    out = np.zeros(len(positions), dtype=np.float64)
-    if not terms:
-        return out
-    n = max(1, n_docs)
-    idf = {t: math.log(1 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t in terms}
-    total = sum(idf.values())
-    for i, pos in enumerate(positions):
-        doc = doc_terms[pos]
-        out[i] = sum(w for t, w in idf.items() if t in doc) / total
-    return out
 
 
 def exact_top(

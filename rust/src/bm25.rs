@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{CoreError, CoreResult};
 use crate::tokenize::{Analyzer, AnalyzerOptions};
 
+mod coverage;
 mod persist;
 mod search;
 

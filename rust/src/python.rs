@@ -170,6 +170,19 @@ impl PyBm25Index {
             .collect())
     }
 
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    fn coverage<'py>(
+        &self,
+        py: Python<'py>,
+        query: String,
+        positions: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let positions = positions.as_array().to_vec();
+        let inner = &self.inner;
+        let out = detached(py, move || inner.coverage(&query, &positions))?;
+        Ok(PyArray1::from_vec(py, out))
+    }
+
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let inner = &self.inner;
         let bytes = detached(py, || inner.to_bytes())?;

@@ -352,3 +352,19 @@ def match_lines(
             after = lines[li + 1 : li + 1 + context]
             found.append((ti, li + 1, line, m.start(), m.end(), before, after))
     return found, False
+
+
+def coverage(docs: list[list[str]], query: list[str], positions: list[int]) -> list[float]:
+    """idf-weighted share of the query's distinct terms each document holds (Lucene idf over
+    the documents that are not None; a removed document is None and holds nothing)."""
+    live = [set(d) for d in docs if d is not None]
+    n = max(1, len(live))
+    idf = {}
+    for t in dict.fromkeys(query):
+        df = sum(t in d for d in live)
+        idf[t] = math.log(1 + (n - df + 0.5) / (df + 0.5))
+    total = sum(idf.values())
+    if not idf:
+        return [0.0] * len(positions)
+    held = [set(d) if d is not None else set() for d in docs]
+    return [sum(w for t, w in idf.items() if t in held[p]) / total for p in positions]

@@ -118,6 +118,29 @@ def test_add_and_remove_equal_a_fresh_build(
     np.testing.assert_array_equal(got[1], want_scores)
 
 
+@settings(max_examples=150, deadline=None)
+@given(corpus, st.data(), query)
+def test_coverage_equals_reference_after_removals(
+    texts: list[str], data: st.DataObject, q: str
+) -> None:
+    index = BM25Index.build(texts)
+    removed = data.draw(st.sets(st.integers(0, len(texts) - 1)))
+    index.remove(sorted(removed))
+    positions = data.draw(st.lists(st.integers(0, len(texts) - 1), max_size=30))
+    docs = [None if i in removed else ref.analyze_text(t) for i, t in enumerate(texts)]
+    got = index.coverage(q, positions)
+    assert got.dtype == np.float64 and got.shape == (len(positions),)
+    want = ref.coverage(docs, ref.analyze_text(q), positions)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    assert ((got >= 0) & (got <= 1 + 1e-12)).all()
+
+
+def test_coverage_credits_an_exact_identifier_whatever_else_ranks() -> None:
+    index = BM25Index.build(["login fails with ERR_TOKEN_EXPIRED", "login page redesign"] * 3)
+    got = index.coverage("ERR_TOKEN_EXPIRED", [0, 1])
+    assert got.tolist() == [1.0, 0.0]
+
+
 @settings(max_examples=50, deadline=None)
 @given(corpus, st.lists(query, min_size=1, max_size=4), k1s, bs, st.booleans())
 def test_bytes_round_trip(texts: list[str], queries: list[str], k1, b, stem: bool) -> None:
@@ -176,6 +199,8 @@ def test_analyser_is_shared_by_documents_and_queries() -> None:
         (lambda i: i.search("x", 3, allowed=np.ones(2, bool)), r"^allowed: a bool mask"),
         (lambda i: i.search_batch(["x"], 3, allowed=[9]), r"^allowed: position 9"),
         (lambda i: i.remove([3]), r"^positions: position 3 is out of range"),
+        (lambda i: i.coverage("x", [3]), r"^positions: position 3 is out of range"),
+        (lambda i: i.coverage(b"x", [0]), r"^query: must be a str"),
         (lambda i: i.add("text"), r"^texts: must be a sequence of strings"),
     ],
 )

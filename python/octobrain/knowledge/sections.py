@@ -16,7 +16,6 @@ generation, scope and session, so in practice all or none are).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,8 +23,6 @@ import numpy as np
 import numpy.typing as npt
 
 from octobrain.bm25 import BM25Index
-from octobrain.hybrid import coverage
-from octobrain.text import analyze
 
 __all__ = ["SectionScores", "Sections", "section_key", "section_text"]
 
@@ -61,14 +58,13 @@ class SectionScores:
 
 
 class Sections:
-    """Section positions ↔ chunk positions, with BM25 and term statistics over section texts."""
+    """Section positions ↔ chunk positions, with BM25 over section texts (its postings give
+    the term statistics)."""
 
     def __init__(self) -> None:
         self.index = BM25Index()
         self.pos_of: dict[str, int] = {}
         self._refs: list[int] = []  # live chunks per section; 0 once removed
-        self._terms: list[frozenset[str]] = []
-        self._df: Counter[str] = Counter()
         self.of_chunk = np.zeros(0, dtype=np.int64)  # section position of each chunk position
 
     def __len__(self) -> int:
@@ -84,11 +80,9 @@ class Sections:
         if fresh:
             texts = list(fresh.values())
             positions = self.index.add(texts)
-            for key, pos, terms in zip(fresh, positions, analyze(texts), strict=True):
+            for key, pos in zip(fresh, positions, strict=True):
                 self.pos_of[key] = int(pos)
                 self._refs.append(0)
-                self._terms.append(frozenset(terms))
-                self._df.update(frozenset(terms))
         of_new = np.array([self.pos_of[k] for k in keys], dtype=np.int64)
         for pos in of_new:
             self._refs[pos] += 1
@@ -103,12 +97,9 @@ class Sections:
             self._refs[pos] -= 1
             if self._refs[pos] == 0:
                 del self.pos_of[key]
-                self._df.subtract(self._terms[pos])
-                self._terms[pos] = frozenset()
                 gone.append(pos)
         if gone:
             self.index.remove(gone)
-            self._df = +self._df
 
     def scores(
         self, chunk_cosines: npt.NDArray[np.float32], chunk_allowed: npt.NDArray[np.bool_]
@@ -136,4 +127,4 @@ class Sections:
 
     def coverage(self, query: str, positions: Sequence[int]) -> npt.NDArray[np.float64]:
         """The idf-weighted share of the query's distinct terms each section contains."""
-        return coverage(query, positions, self._terms, self._df, len(self.pos_of))
+        return self.index.coverage(query, positions)

@@ -1,0 +1,88 @@
+//! Lexical coverage: how much of a query's information a document holds, read off the postings.
+//!
+//! The idf-weighted share of the query's distinct analysed terms present in a document, in
+//! [0, 1]. Unlike a BM25 score it is absolute (not relative to the other candidates), so an exact
+//! identifier can pass a relevance threshold on its own. Document frequencies are the postings'
+//! lengths, so no per-document term set is kept anywhere else.
+
+use super::{checked_position, Bm25Index};
+use crate::error::CoreResult;
+
+impl Bm25Index {
+    /// Coverage of `query` for each of `positions` (removed positions cover nothing).
+    ///
+    /// A term absent from the index still counts in the total, with the idf of a term no
+    /// document holds: a query about something never stored is covered by nothing.
+    pub fn coverage(&self, query: &str, positions: &[i64]) -> CoreResult<Vec<f64>> {
+        let n = self.doc_len.len();
+        let positions = positions
+            .iter()
+            .map(|&p| checked_position("positions", p, n).map(|i| i as u32))
+            .collect::<CoreResult<Vec<u32>>>()?;
+        let docs = f64::from(self.live_count.max(1));
+        let mut seen: Vec<String> = Vec::new();
+        let mut terms: Vec<(Option<u32>, f64)> = Vec::new();
+        for token in self.analyzer.analyze(query) {
+            if seen.contains(&token) {
+                continue;
+            }
+            let id = self.vocab.get(&token).copied();
+            let df = id.map_or(0, |id| self.postings[id as usize].docs.len()) as f64;
+            terms.push((id, (1.0 + (docs - df + 0.5) / (df + 0.5)).ln()));
+            seen.push(token);
+        }
+        let total: f64 = terms.iter().map(|&(_, idf)| idf).sum();
+        let mut out = vec![0.0; positions.len()];
+        if total <= 0.0 {
+            return Ok(out);
+        }
+        for &(id, idf) in &terms {
+            let Some(id) = id else { continue };
+            // Postings are in position order: one binary search per candidate.
+            let held = &self.postings[id as usize].docs;
+            for (slot, p) in out.iter_mut().zip(&positions) {
+                if held.binary_search(p).is_ok() {
+                    *slot += idf;
+                }
+            }
+        }
+        for slot in &mut out {
+            *slot /= total;
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::bm25::{Bm25Index, Bm25Params};
+    use crate::tokenize::AnalyzerOptions;
+
+    fn index(texts: &[&str]) -> Bm25Index {
+        Bm25Index::build(texts, Bm25Params::default(), AnalyzerOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn weights_rare_terms_and_counts_each_term_once() {
+        let ix = index(&["alpha beta", "beta gamma", "beta delta", "alpha alpha"]);
+        // n = 4; df(alpha) = 2, df(beta) = 3.
+        let idf = |df: f64| (1.0 + (4.0 - df + 0.5) / (df + 0.5)).ln();
+        let got = ix.coverage("alpha beta beta", &[0, 1, 3]).unwrap();
+        let total = idf(2.0) + idf(3.0);
+        let want = [1.0, idf(3.0) / total, idf(2.0) / total];
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 1e-12, "{got:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_terms_dilute_and_removed_rows_cover_nothing() {
+        let mut ix = index(&["alpha beta", "beta gamma"]);
+        assert!(ix.coverage("alpha zzzunknown", &[0]).unwrap()[0] < 0.5);
+        assert_eq!(ix.coverage("the of", &[0]).unwrap(), vec![0.0]);
+        ix.remove(&[0]).unwrap();
+        assert_eq!(ix.coverage("alpha", &[0, 1]).unwrap(), vec![0.0, 0.0]);
+        assert!(ix.coverage("alpha", &[2]).is_err());
+        assert!(ix.coverage("alpha", &[-1]).is_err());
+    }
+}
