@@ -90,7 +90,7 @@ def test_bench_scale_smoke(tmp_path: Path) -> None:
     for s in sizes:
         assert s["remember_p95_ms"] >= s["remember_p50_ms"] > 0
         assert s["memorize_per_s"] > 0 and s["import_per_s"] > 0 and s["store_mb"] > 0
-        assert s["cold_start_ms"] > 0 and s["sleep_seconds"] >= 0
+        assert s["cold_start_ms"] > 0 and s["sleep_seconds"] >= 0 and s["serving_rss_mb"] > 0
     assert sizes[1]["store_mb"] > sizes[0]["store_mb"]
     assert "| 300 |" in readme.read_text()
     bad = CliRunner().invoke(main, ["bench", "scale", "--sizes", "1,x"])

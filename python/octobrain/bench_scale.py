@@ -13,19 +13,20 @@ reported beside the search latency (remember on the real model = search + embedd
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from octobrain.bench_beir import peak_rss_mb
 from octobrain.config import Config
 from octobrain.embed import get_embedder
 from octobrain.models import Memory, MemoryType, utcnow
@@ -197,12 +198,36 @@ def run_size(
         result["sleep_seconds"], result["sleep_clusters"] = _sleep_pass_seconds(brain, config)
         result["store_mb"] = _dir_mb(Path(tmp))
         say("cold start")
-        start = time.perf_counter()
-        fresh = Brain(SCOPE, config=replace(config), embedder=embedder, uri=tmp)
-        fresh.remember(queries[1 % len(queries)], record_access=False)
-        result["cold_start_ms"] = (time.perf_counter() - start) * 1000.0
-    result["peak_rss_mb"] = peak_rss_mb()
+        result.update(_serve(tmp, queries[1 % len(queries)]))
     return result
+
+
+# A new process that serves the store: what a restarted MCP server pays, and what it holds.
+_SERVE = """
+import json, sys, time
+from octobrain.bench_beir import peak_rss_mb
+from octobrain.brain import Brain
+from octobrain.config import Config
+from octobrain.embed import get_embedder
+embedder = get_embedder(sys.argv[3])
+start = time.perf_counter()
+Brain(sys.argv[1], config=Config(), embedder=embedder, uri=sys.argv[2]).remember(
+    sys.argv[4], record_access=False
+)
+print(json.dumps({"cold_start_ms": (time.perf_counter() - start) * 1000.0,
+                  "serving_rss_mb": peak_rss_mb()}))
+"""
+
+
+def _serve(uri: str, query: str) -> dict[str, float]:
+    """Cold start to the first result, and peak RSS, of a fresh process on the store."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SERVE, SCOPE, uri, STORE_MODEL, query],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {k: float(v) for k, v in json.loads(done.stdout.splitlines()[-1]).items()}
 
 
 def run_scale(
@@ -228,8 +253,8 @@ def run_scale(
             f"Stored and query vectors from `{STORE_MODEL}`; add the query-embedding p50 of "
             f"`{get_embedder(model).model_id}` to remember for the real model. Sleep pass = "
             "clustering the scope's recent working memories (max_age_days) at the configured "
-            "threshold. Cold start = a new Brain on the store (LanceDB open, mirror build) to "
-            "its first result, model already loaded."
+            "threshold. Cold start = a new process (imports done, model loaded) opening the "
+            "store to its first result (LanceDB open, mirror build); RSS = that process's peak."
         ),
         "sizes": rows,
     }

@@ -65,7 +65,7 @@ def scale_table(report: dict[str, Any]) -> str:
         "",
         "| memories | memorize (1 by 1) | import (batch) | remember p50 | remember p95 | "
         "remember p50, filtered | + query embedding p50 | sleep pass | store on disk | "
-        "cold start → first result | peak RSS |",
+        "cold start → first result | RSS serving it |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["sizes"]:
@@ -74,6 +74,6 @@ def scale_table(report: dict[str, Any]) -> str:
             f"{r['remember_p50_ms']:.1f} ms | {r['remember_p95_ms']:.1f} ms | "
             f"{r['remember_filtered_p50_ms']:.1f} ms | {r['query_embedding_p50_ms']:.1f} ms | "
             f"{r['sleep_seconds']:.2f} s | {r['store_mb']:.1f} MB | "
-            f"{r['cold_start_ms']:.0f} ms | {r['peak_rss_mb']:.0f} MiB |"
+            f"{r['cold_start_ms']:.0f} ms | {r['serving_rss_mb']:.0f} MiB |"
         )
     return "\n".join(lines)
