@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -152,3 +153,35 @@ def test_periodic_maintenance_compacts_and_indexes(
     assert {"id", "scope", "state", "embedding"} <= indexed
     assert store.memories.stats()["fragment_stats"]["num_fragments"] < 10
     assert store.count() == 340
+
+
+# Builds an IVF index on too few rows for its partitions, which LanceDB logs a warning about.
+NOISY_INDEX = textwrap.dedent(
+    """
+    import sys
+    import numpy as np, pyarrow as pa
+    from octobrain.store.location import StoreLocation
+    db = StoreLocation(sys.argv[1]).connect()
+    v = np.random.default_rng(0).random((600, 16), dtype=np.float32)
+    t = db.create_table("t", pa.table({"vector": pa.FixedSizeListArray.from_arrays(
+        pa.array(v.ravel()), 16)}))
+    t.create_index(metric="cosine", num_partitions=64, num_sub_vectors=4,
+                   vector_column_name="vector")
+    print("indexed")
+    """
+)
+
+
+@pytest.mark.parametrize(("level", "shown"), [(None, False), ("warn", True)])
+def test_lancedb_log_lines_stay_off_stderr_unless_asked(
+    tmp_path: Path, level: str | None, shown: bool
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "LANCEDB_LOG"}
+    if level is not None:
+        env["LANCEDB_LOG"] = level
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", NOISY_INDEX, str(tmp_path / "db")],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.stdout.strip() == "indexed", done.stderr
+    assert ("WARN" in done.stderr) is shown, done.stderr

@@ -117,6 +117,9 @@ class StoreLocation:
     def connect(self) -> lancedb.DBConnection:
         """A LanceDB connection: a local one sees every commit as soon as it lands, a remote one
         within `refresh_s` (writes first move to the latest commit: `to_latest`)."""
+        # LanceDB's own log (index training notes, skipped partitions) is not actionable for a
+        # user and would interleave with the CLI's output; `LANCEDB_LOG=warn` brings it back.
+        os.environ.setdefault("LANCEDB_LOG", "error")
         import lancedb
 
         if self.path is not None:
