@@ -242,12 +242,42 @@ _GREEK = {
     **dict(
         zip(
             "αβγδεζηθικλμνξοπρστυφχψω",
-            "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron "
-            "pi rho sigma tau upsilon phi chi psi omega".split(),
+            [
+                "alpha",
+                "beta",
+                "gamma",
+                "delta",
+                "epsilon",
+                "zeta",
+                "eta",
+                "theta",
+                "iota",
+                "kappa",
+                "lambda",
+                "mu",
+                "nu",
+                "xi",
+                "omicron",
+                "pi",
+                "rho",
+                "sigma",
+                "tau",
+                "upsilon",
+                "phi",
+                "chi",
+                "psi",
+                "omega",
+            ],
             strict=True,
         )
     ),
-    **dict(zip("ϐϵϑϰµϖϱςϕ", "beta epsilon theta kappa mu pi rho sigma phi".split(), strict=True)),
+    **dict(
+        zip(
+            "ϐϵϑϰµϖϱςϕ",
+            ["beta", "epsilon", "theta", "kappa", "mu", "pi", "rho", "sigma", "phi"],
+            strict=True,
+        )
+    ),
 }
 
 
