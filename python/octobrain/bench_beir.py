@@ -163,15 +163,18 @@ def _knowledge(
     embedder: Embedder,
     uri: Path,
     whole_passages: bool = False,
+    fit_chunks: bool = True,
 ) -> tuple[Any, Callable[[Config, Tick], int], Callable[[Config], Searcher]]:
     from octobrain.knowledge import Knowledge
 
     # By default a passage is chunked like any document (a long one becomes one section of
     # several chunks); `whole_passages` keeps each passage one chunk, truncated by the model.
     knowledge_cfg = (
-        replace(config.knowledge, chunk_size=1_000_000, parent_size=1_000_000)
+        replace(
+            config.knowledge, chunk_size=1_000_000, parent_size=1_000_000, chunk_fit_model=False
+        )
         if whole_passages
-        else config.knowledge
+        else replace(config.knowledge, chunk_fit_model=fit_chunks)
     )
     base = replace(config, knowledge=knowledge_cfg)
     kb = Knowledge(SCOPE, config=base, embedder=embedder, uri=uri)
@@ -254,12 +257,14 @@ def run_beir(
     cache_dir: Path | None = None,
     store_dir: Path | None = None,
     whole_passages: bool = False,
+    fit_chunks: bool = True,
     on_ingest: Callable[[int, int], None] | None = None,
     on_query: Callable[[str, int, int], None] | None = None,
 ) -> BeirReport:
     """Ingest `dataset` through `path` ("knowledge" or "memory") and evaluate every mode.
 
-    `whole_passages` indexes each passage as one chunk (knowledge path only).
+    `whole_passages` indexes each passage as one chunk (knowledge path only); `fit_chunks`
+    False cuts chunks by bytes alone, not also to the model's input window (ablation).
     `on_ingest(done, total)` and `on_query(mode, done, total)` drive progress bars.
     """
     if path not in ("knowledge", "memory"):
@@ -281,7 +286,9 @@ def run_beir(
     with tempfile.TemporaryDirectory(prefix="octobrain-beir-") as tmp:
         uri = store_dir if store_dir is not None else Path(tmp)
         if path == "knowledge":
-            _, ingest, searcher = _knowledge(dataset, titles, config, embedder, uri, whole_passages)
+            _, ingest, searcher = _knowledge(
+                dataset, titles, config, embedder, uri, whole_passages, fit_chunks
+            )
         else:
             _, ingest, searcher = _memory(dataset, titles, config, embedder, uri)
         done = [0]

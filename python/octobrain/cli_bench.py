@@ -129,6 +129,11 @@ def _write_output(payload: dict[str, object], output: Path | None) -> None:
     is_flag=True,
     help="Knowledge path: one chunk per passage instead of the default chunking (ablation).",
 )
+@click.option(
+    "--bytes-only-chunks",
+    is_flag=True,
+    help="Knowledge path: cut chunks by bytes alone, not also to the model's window (ablation).",
+)
 @FORMAT_OPTION
 @OUTPUT_OPTION
 @update_option("beir", "BEIR table")
@@ -140,6 +145,7 @@ def bench_beir_command(
     model: str,
     cache_dir: Path | None,
     whole_passages: bool,
+    bytes_only_chunks: bool,
     fmt: str,
     output: Path | None,
     update: Path | None,
@@ -184,6 +190,7 @@ def bench_beir_command(
                 model=model,
                 cache_dir=cache_dir,
                 whole_passages=whole_passages,
+                fit_chunks=not bytes_only_chunks,
                 on_ingest=lambda done, _total: ib.update(done - ib.pos),
                 on_query=lambda _mode, _done, _total: qb.update(1),
             )

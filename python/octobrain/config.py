@@ -304,6 +304,11 @@ class KnowledgeConfig:
     chunk_size: int = _opt(1200, "bytes per child chunk", _range(100, 1_000_000))
     chunk_overlap: int = _opt(300, "bytes shared by neighbouring chunks", _range(0, 1_000_000))
     parent_size: int = _opt(4800, "bytes per parent section", _range(100, 10_000_000))
+    chunk_fit_model: bool = _opt(
+        True,
+        "also cut each chunk (with its title header) to the embedding model's input window, "
+        "counted with its tokenizer (the bundled MiniLM reads 256 tokens)",
+    )
     outdating_days: float = _opt(15.0, "a URL older than this is re-fetched", _range(0, None))
     max_results: int = _opt(5, "results per knowledge search", _range(1, 1000))
     session_ttl_hours: float = _opt(

@@ -8,6 +8,8 @@ than subword tokenizers produce for English prose and code, so a budget is kept,
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import re
 import threading
@@ -17,7 +19,7 @@ from typing import Any
 
 from octobrain.embed import BUNDLED_MODEL_ID
 
-__all__ = ["TokenCounter", "estimate_tokens", "token_counter"]
+__all__ = ["TokenCounter", "estimate_tokens", "input_window", "token_counter"]
 
 TokenCounter = Callable[[str], int]
 _PIECE = re.compile(r"\w+|[^\w\s]")
@@ -58,3 +60,26 @@ def token_counter(model_id: str) -> TokenCounter:
 
         return count
     return estimate_tokens
+
+
+@functools.cache
+def input_window(model_id: str) -> tuple[int, TokenCounter] | None:
+    """(tokens the embedder `model_id` reads, special tokens included; a counter of a text's
+    tokens as the model receives it), or None when the model's tokenizer is not at hand.
+
+    fastembed truncates the bundled MiniLM at its tokenizer's `model_max_length` (256); text
+    beyond that never reaches the vector. Other models have no known window here, so their
+    chunks keep the byte sizes alone."""
+    if model_id != BUNDLED_MODEL_ID:
+        return None
+    try:
+        tokenizer = _bundled_tokenizer()
+    except ImportError:
+        return None
+    config = resources.files("octobrain") / "assets" / "all-MiniLM-L6-v2" / "tokenizer_config.json"
+    window = int(json.loads(config.read_text(encoding="utf-8"))["model_max_length"])
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=True).ids)
+
+    return window, count

@@ -3,6 +3,17 @@
 //! Pipeline, per text: Unicode words (UAX #29 word bounds, keeping the segments that hold a
 //! letter or digit) → lowercase → ASCII folding → English stopwords → Snowball English stem.
 //!
+//! Greek letters as symbols: in a word that also holds a Latin letter or a digit, or of at most
+//! two letters, each Greek letter is spelled out (`TNF-α` → `tnf`, `alpha`; `NF-κB` → `nf`,
+//! `kappab`), since technical writing uses `α` and `alpha` interchangeably. Longer all-Greek
+//! words are Greek text and stay as they are.
+//!
+//! Hyphenated compounds: UAX #29 splits `IL-6` into `IL` and `6`. Each part stays a term, and
+//! the compound joined without its hyphens (`il6`) is one more term after its last part, so
+//! `IL-6`, `IL6` and `il-6` all meet, and a query's `TNF-alpha` prefers the documents holding
+//! that compound over those with `TNF` and `alpha` apart (Lucene's word-delimiter filter with
+//! `catenateWords`/`catenateNumbers` does the same).
+//!
 //! ASCII folding works per character: a non-ASCII character whose compatibility decomposition
 //! (NFKD) minus combining marks is all ASCII becomes that ASCII text (`é`→`e`, `ﬁ`→`fi`,
 //! fullwidth `ａ`→`a`); curly single quotes become `'`; a combining mark that follows ASCII
@@ -98,7 +109,7 @@ impl Analyzer {
 
     /// Analyse one word (a UAX #29 segment); `None` when it is a stopword or folds to nothing.
     pub fn analyze_word(&self, word: &str) -> Option<String> {
-        let folded = fold(&word.to_lowercase());
+        let folded = spell_greek(fold(&word.to_lowercase()));
         if folded.is_empty() || (self.options.stopwords && is_stopword(&folded)) {
             return None;
         }
@@ -111,20 +122,30 @@ impl Analyzer {
         })
     }
 
+    /// Analyse a word as [`Analyzer::analyze_word`] does, or a compound (a word holding
+    /// hyphens, from [`words`]) as its parts joined.
+    fn analyze_term(&self, word: &str) -> Option<String> {
+        if word.contains(is_hyphen) {
+            self.analyze_word(&word.replace(is_hyphen, ""))
+        } else {
+            self.analyze_word(word)
+        }
+    }
+
     /// Analyse one text (no memo: the right choice for a short query).
     pub fn analyze(&self, text: &str) -> Vec<String> {
-        text.unicode_words()
-            .filter_map(|w| self.analyze_word(w))
-            .collect()
+        let mut out = Vec::new();
+        words(text, |w| out.extend(self.analyze_term(w)));
+        out
     }
 
     /// Analyse `text`, appending local token ids of `interner` to `out`.
     pub fn analyze_ids<'t>(&self, text: &'t str, interner: &mut Interner<'t>, out: &mut Vec<u32>) {
-        for word in text.unicode_words() {
+        words(text, |word| {
             let id = match interner.words.get(word) {
                 Some(&id) => id,
                 None => {
-                    let id = match self.analyze_word(word) {
+                    let id = match self.analyze_term(word) {
                         None => DROPPED,
                         Some(token) => match interner.ids.get(&token) {
                             Some(&id) => id,
@@ -143,7 +164,7 @@ impl Analyzer {
             if id != DROPPED {
                 out.push(id);
             }
-        }
+        });
     }
 
     /// Analyse many texts in parallel chunks: per text, local token ids, plus each chunk's
@@ -181,6 +202,103 @@ impl Analyzer {
             );
         }
         out
+    }
+}
+
+/// The English name of a lowercase Greek letter (and of the micro sign, which is a mu).
+fn greek_name(c: char) -> Option<&'static str> {
+    Some(match c {
+        'α' => "alpha",
+        'β' | 'ϐ' => "beta",
+        'γ' => "gamma",
+        'δ' => "delta",
+        'ε' | 'ϵ' => "epsilon",
+        'ζ' => "zeta",
+        'η' => "eta",
+        'θ' | 'ϑ' => "theta",
+        'ι' => "iota",
+        'κ' | 'ϰ' => "kappa",
+        'λ' => "lambda",
+        'μ' | 'µ' => "mu",
+        'ν' => "nu",
+        'ξ' => "xi",
+        'ο' => "omicron",
+        'π' | 'ϖ' => "pi",
+        'ρ' | 'ϱ' => "rho",
+        'σ' | 'ς' => "sigma",
+        'τ' => "tau",
+        'υ' => "upsilon",
+        'φ' | 'ϕ' => "phi",
+        'χ' => "chi",
+        'ψ' => "psi",
+        'ω' => "omega",
+        _ => return None,
+    })
+}
+
+/// Spell out the Greek letters of a lowercased, folded word used as symbols (module docs).
+pub fn spell_greek(word: String) -> String {
+    let greek = word.chars().filter(|&c| greek_name(c).is_some()).count();
+    if greek == 0 {
+        return word;
+    }
+    let symbols = word.chars().any(|c| c.is_ascii_alphanumeric()) || word.chars().count() <= 2;
+    if !symbols {
+        return word;
+    }
+    let mut out = String::with_capacity(word.len() + 4 * greek);
+    for c in word.chars() {
+        match greek_name(c) {
+            Some(name) => out.push_str(name),
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+/// Hyphen-minus, hyphen and non-breaking hyphen: what joins the parts of a compound.
+fn is_hyphen(c: char) -> bool {
+    matches!(c, '-' | '\u{2010}' | '\u{2011}')
+}
+
+/// Call `f` with each UAX #29 word of `text` that holds a letter or digit, in order; after the
+/// last part of a compound (words joined by single hyphens, nothing else between them), call
+/// it once more with the compound's whole span, hyphens included (`IL-6`, `TNF-alpha`).
+fn words<'t>(text: &'t str, mut f: impl FnMut(&'t str)) {
+    // The open run of parts: (start, end of its last part, parts so far).
+    let mut run: Option<(usize, usize, usize)> = None;
+    let mut hyphen = false; // one hyphen follows the run's last part
+    for (at, seg) in text.split_word_bound_indices() {
+        if seg.chars().any(char::is_alphanumeric) {
+            run = match run {
+                Some((start, _, parts)) if hyphen => Some((start, at + seg.len(), parts + 1)),
+                open => {
+                    close_compound(text, open, &mut f);
+                    Some((at, at + seg.len(), 1))
+                }
+            };
+            hyphen = false;
+            f(seg);
+        } else if !hyphen && run.is_some() && seg.chars().count() == 1 && seg.contains(is_hyphen) {
+            hyphen = true;
+        } else {
+            close_compound(text, run.take(), &mut f);
+            hyphen = false;
+        }
+    }
+    close_compound(text, run, &mut f);
+}
+
+/// Emit a finished run of parts as a compound when it has more than one part.
+fn close_compound<'t>(
+    text: &'t str,
+    run: Option<(usize, usize, usize)>,
+    f: &mut impl FnMut(&'t str),
+) {
+    if let Some((start, end, parts)) = run {
+        if parts > 1 {
+            f(&text[start..end]);
+        }
     }
 }
 
@@ -255,10 +373,73 @@ mod tests {
     fn word_bounds_follow_uax29() {
         // Apostrophes, decimal points and underscores join; hyphens and slashes split.
         assert_eq!(
-            run("don't 3.14 snake_case IL-6 a/b", false, false),
-            ["don't", "3.14", "snake_case", "il", "6", "a", "b"]
+            run("don't 3.14 snake_case a/b", false, false),
+            ["don't", "3.14", "snake_case", "a", "b"]
         );
         assert_eq!(run("漢字 ελληνικά", false, false), ["漢", "字", "ελληνικά"]);
+    }
+
+    #[test]
+    fn hyphenated_compounds_keep_their_parts_and_the_joined_word() {
+        assert_eq!(
+            run("IL-6 and TNF\u{2011}alpha, anti-inflammatory.", true, true),
+            [
+                "il",
+                "6",
+                "il6",
+                "tnf",
+                "alpha",
+                "tnfalpha",
+                "anti",
+                "inflammatori",
+                "antiinflammatori"
+            ]
+        );
+        assert_eq!(
+            run("PI-3-kinase", false, false),
+            ["pi", "3", "kinase", "pi3kinase"]
+        );
+        // Spaces, doubled or trailing hyphens and other punctuation end a compound.
+        assert_eq!(
+            run("a - b c--d e- f/g", false, false),
+            ["a", "b", "c", "d", "e", "f", "g"]
+        );
+        // The memoised path (documents) and the plain one (queries) agree.
+        let analyzer = Analyzer::new(AnalyzerOptions::default());
+        let mut interner = Interner::default();
+        let mut ids = Vec::new();
+        let text = "IL-6 IL6 il-6 x-ray-s";
+        analyzer.analyze_ids(text, &mut interner, &mut ids);
+        let via_ids: Vec<&str> = ids
+            .iter()
+            .map(|&i| interner.tokens()[i as usize].as_str())
+            .collect();
+        assert_eq!(via_ids, analyzer.analyze(text));
+        assert_eq!(
+            via_ids,
+            ["il", "6", "il6", "il6", "il", "6", "il6", "x", "ray", "s", "xray"]
+        );
+    }
+
+    #[test]
+    fn greek_letters_used_as_symbols_are_spelled_out() {
+        assert_eq!(
+            run("TNF-α NF-κB αvβ8 β µg Ελλάδα", false, false),
+            [
+                "tnf",
+                "alpha",
+                "tnfalpha",
+                "nf",
+                "kappab",
+                "nfkappab",
+                "alphavbeta8",
+                "beta",
+                "mug",
+                "ελλάδα"
+            ]
+        );
+        assert_eq!(spell_greek("γδ".into()), "gammadelta");
+        assert_eq!(spell_greek("λόγος".into()), "λόγος");
     }
 
     #[test]

@@ -182,6 +182,41 @@ def _joins(before: str | None, left: str, right: str, after: str | None) -> bool
 
 def split_words(text: str) -> list[str]:
     """UAX #29 segments of `text` that contain a letter or a digit."""
+    return [s for s in _segments(text) if _is_word(s)]
+
+
+def _is_word(segment: str) -> bool:
+    return any(unicodedata.category(c)[0] in "LN" for c in segment)
+
+
+_HYPHENS = "-\u2010\u2011"
+
+
+def words_and_compounds(text: str) -> list[str]:
+    """The words of `text`, each run of words joined by single hyphens (`IL-6`) followed by
+    the run joined without them (`IL6`)."""
+    out: list[str] = []
+    run: list[str] = []
+    hyphen = False
+    for seg in _segments(text):
+        if _is_word(seg):
+            if not hyphen and run:
+                out += ["".join(run)] if len(run) > 1 else []
+                run = []
+            run.append(seg)
+            out.append(seg)
+            hyphen = False
+        elif not hyphen and run and len(seg) == 1 and seg in _HYPHENS:
+            hyphen = True
+        else:
+            out += ["".join(run)] if len(run) > 1 else []
+            run, hyphen = [], False
+    out += ["".join(run)] if len(run) > 1 else []
+    return out
+
+
+def _segments(text: str) -> list[str]:
+    """All UAX #29 segments of `text`."""
     # WB4: a mark (Extend/Format/ZWJ) sticks to the character before it, unless that is a
     # newline or the start of text; such glued units are then classed by their first char.
     units: list[str] = []
@@ -200,7 +235,59 @@ def split_words(text: str) -> list[str]:
             segments[-1] += unit
         else:
             segments.append(unit)
-    return [s for s in segments if any(unicodedata.category(c)[0] in "LN" for c in s)]
+    return segments
+
+
+_GREEK = {
+    **dict(
+        zip(
+            "αβγδεζηθικλμνξοπρστυφχψω",
+            [
+                "alpha",
+                "beta",
+                "gamma",
+                "delta",
+                "epsilon",
+                "zeta",
+                "eta",
+                "theta",
+                "iota",
+                "kappa",
+                "lambda",
+                "mu",
+                "nu",
+                "xi",
+                "omicron",
+                "pi",
+                "rho",
+                "sigma",
+                "tau",
+                "upsilon",
+                "phi",
+                "chi",
+                "psi",
+                "omega",
+            ],
+            strict=True,
+        )
+    ),
+    **dict(
+        zip(
+            "ϐϵϑϰµϖϱςϕ",
+            ["beta", "epsilon", "theta", "kappa", "mu", "pi", "rho", "sigma", "phi"],
+            strict=True,
+        )
+    ),
+}
+
+
+def spell_greek(word: str) -> str:
+    """Greek letters spelled out in a word holding a Latin letter or digit, or of <= 2 chars."""
+    if not any(c in _GREEK for c in word):
+        return word
+    if not (any(c.isascii() and c.isalnum() for c in word) or len(word) <= 2):
+        return word
+    return "".join(_GREEK.get(c, c) for c in word)
 
 
 def fold(word: str) -> str:
@@ -226,10 +313,10 @@ _STEMMER = EnglishStemmer()
 
 
 def analyze_text(text: str, stem: bool = True, stopwords: bool = True) -> list[str]:
-    """Words → lowercase → fold → drop stopwords → Snowball English stem."""
+    """Words and joined compounds → lowercase → fold → drop stopwords → Snowball English stem."""
     tokens = []
-    for word in split_words(text):
-        token = fold(word.lower())
+    for word in words_and_compounds(text):
+        token = spell_greek(fold(word.lower()))
         if not token or (stopwords and token in ENGLISH_STOPWORDS):
             continue
         tokens.append(_STEMMER.stemWord(token) if stem else token)

@@ -61,10 +61,27 @@ def test_pipeline_steps() -> None:
 
 def test_word_split_and_folding() -> None:
     assert analyze(["IL-6 p<0.05 don\u2019t e\u0301te\u0301 ﬁne"], stem=False) == [
-        ["il", "6", "p", "0.05", "don't", "ete", "fine"]
+        ["il", "6", "il6", "p", "0.05", "don't", "ete", "fine"]
     ]
     # Non-Latin scripts are kept, not transliterated; ideographs are one word each.
     assert analyze(["Ελλάδα 漢字"], stem=False) == [["ελλάδα", "漢", "字"]]
+
+
+def test_hyphenated_compound_matches_its_other_spellings() -> None:
+    """A query for `IL-6` finds `IL6` (and the reverse), and the parts still match alone."""
+    doc, joined, spaced = analyze(["IL-6 levels", "IL6 levels", "IL 6"])
+    assert set(doc) >= {"il", "6", "il6"} and "il6" in joined
+    assert "il6" not in spaced  # words apart are not a compound
+    assert analyze(["TNF-α anti-inflammatory"]) == [
+        ["tnf", "alpha", "tnfalpha", "anti", "inflammatori", "antiinflammatori"]
+    ]
+
+
+def test_greek_symbols_meet_their_spelled_names() -> None:
+    """`TNF-α` finds `TNF-alpha`, `NF-κB` finds `NF-kappaB`; Greek text keeps its letters."""
+    symbols, names = analyze(["TNF-α NF-κB β-catenin", "TNF-alpha NF-kappaB beta-catenin"])
+    assert symbols == names
+    assert analyze(["Ελλάδα λόγος"], stem=False) == [["ελλάδα", "λόγος"]]
 
 
 def test_empty_inputs() -> None:

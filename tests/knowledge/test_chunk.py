@@ -107,3 +107,54 @@ def test_long_sections_get_parents_and_cut_at_sentences() -> None:
 def test_bad_sizes_name_the_field(size: int, overlap: int, parent: int, field: str) -> None:
     with pytest.raises(InvalidInput, match=f"^{field}: "):
         chunk_text("text", "T", chunk_size=size, overlap=overlap, parent_size=parent)
+
+
+def _words(text: str) -> int:
+    """A toy token count: words, plus two special tokens."""
+    return len(text.split()) + 2
+
+
+@settings(max_examples=150, deadline=None)
+@given(TEXT, sizes(), st.integers(4, 40))
+def test_token_budget_keeps_every_chunk_in_the_window_and_covers_the_text(
+    text: str, sz: tuple[int, int], max_tokens: int
+) -> None:
+    size, overlap = sz
+    chunks = chunk_text(
+        text,
+        "Doc",
+        chunk_size=size,
+        overlap=overlap,
+        parent_size=size * 4,
+        max_tokens=max_tokens,
+        count_tokens=_words,
+    )
+    data = text.encode()
+    covered = bytearray(len(data))
+    for c in chunks:
+        assert data[c.start : c.end].decode() == c.body
+        assert len(c.body.encode()) <= size + 3
+        # Over budget only when even the smallest window (overlap + 1 bytes) would not fit.
+        assert _words(c.content) <= max_tokens or len(c.body.encode()) <= overlap + 4
+        covered[c.start : c.end] = b"\x01" * (c.end - c.start)
+    assert all(covered[i] or chr(data[i]).isspace() for i in range(len(data)) if data[i] < 128)
+
+
+def test_bundled_model_window_cuts_dense_text_that_bytes_alone_would_leave_too_long() -> None:
+    """1,200 bytes of token-dense text plus a title run past MiniLM's 256 tokens; with the
+    model's window every chunk is read whole by the model, and no text is lost."""
+    from octobrain.embed import BUNDLED_MODEL_ID
+    from octobrain.tokens import input_window
+
+    window = input_window(BUNDLED_MODEL_ID)
+    assert window is not None and window[0] == 256
+    max_tokens, count = window
+    text = " ".join(f"IL-{i} TNF-α/NF-κB p{i}.{i % 7} mg/kg" for i in range(120))
+    title = "Cytokine signalling in CD4+ T-cells"
+    by_bytes = chunk_text(text, title)
+    assert max(count(c.content) for c in by_bytes) > max_tokens  # the model would truncate
+    fitted = chunk_text(text, title, max_tokens=max_tokens, count_tokens=count)
+    assert all(count(c.content) <= max_tokens for c in fitted)
+    assert len(fitted) > len(by_bytes)
+    assert fitted[0].start == 0 and fitted[-1].end == len(text.encode())
+    assert input_window("hash:64") is None  # no known window: byte sizes alone

@@ -293,3 +293,46 @@ def test_a_section_is_ranked_on_all_its_words_not_chunk_by_chunk(
     assert hits[0].uri.endswith("zoo.md") and "words 100%" in hits[0].why
     assert [h.uri for h in hits].count(hits[0].uri) == 1  # printed once, as its parent
     assert "zebra" in hits[0].text and "quokka" in hits[0].text
+
+
+class _BundledTokens(CountingEmbedder):
+    """Hash vectors under the bundled model's id, so chunks are cut to MiniLM's window."""
+
+    @property
+    def model_id(self) -> str:
+        from octobrain.embed import BUNDLED_MODEL_ID
+
+        return BUNDLED_MODEL_ID
+
+
+def test_chunks_fit_the_models_window_and_changing_the_setting_reindexes(tmp_path: Path) -> None:
+    from octobrain.knowledge import Knowledge
+    from octobrain.tokens import input_window
+
+    from .conftest import config
+
+    # Token-dense text: 1,200-byte chunks of it run past 256 wordpiece tokens.
+    text = "# Cytokines\n\n" + " ".join(
+        f"IL-{i} TNF-α/NF-κB p{i}.{i % 7} mg/kg (CD4+)." for i in range(150)
+    )
+    (tmp_path / "cytokines.md").write_text(text)
+    window = input_window(_BundledTokens().model_id)
+    assert window is not None
+    max_tokens, count = window
+
+    def index(fit: bool) -> tuple[str, list[int]]:
+        k = Knowledge(
+            SCOPE,
+            config=config(chunk_fit_model=fit),
+            embedder=_BundledTokens(),  # type: ignore[arg-type]
+            uri=tmp_path / "db",
+            cwd=tmp_path,
+        )
+        status = k.index("cytokines.md").status
+        return status, [count(r["content"]) for r in k.kstore.scan_chunks("true")]
+
+    status, bytes_only = index(False)
+    assert status == "indexed" and max(bytes_only) > max_tokens  # the model would truncate
+    status, fitted = index(True)
+    assert status == "reindexed"  # same text, new chunking: re-chunked and re-embedded
+    assert max(fitted) <= max_tokens and len(fitted) > len(bytes_only)

@@ -8,6 +8,12 @@
    inside its parent (upstream truncated the parent, so later children pointed at text that did
    not contain them).
 
+With a token budget (`max_tokens` and the embedding model's `count_tokens`), a chunk is also cut
+short enough that its header and text fit in the model's input window: the model silently drops
+what lies beyond it (all-MiniLM-L6-v2 reads 256 tokens, and 1,200 bytes of scientific text plus
+a title often run past that), so a longer chunk's tail would be keyword-searchable but invisible
+to the vector leg.
+
 Cuts prefer a paragraph break, then a sentence end, then a line break, then a space, within the
 last fifth of the window, and never split a UTF-8 character. Each step moves the start forward by
 at least one character, so the loop ends for every size > overlap ≥ 0.
@@ -16,6 +22,7 @@ at least one character, so the loop ends for every size > overlap ≥ 0.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from octobrain.errors import InvalidInput
@@ -112,20 +119,49 @@ def _break(data: bytes, lo: int, hi: int) -> int:
     return hi
 
 
-def split_spans(data: bytes, size: int, overlap: int) -> list[tuple[int, int]]:
+Fits = Callable[[int, int], bool]
+
+
+def _fit(data: bytes, start: int, hi: int, floor: int, fits: Fits) -> int:
+    """The largest end in [floor, hi] (a character start, or `hi`) with data[start:end] fitting
+    the budget; `floor` when nothing does (a chunk must make progress)."""
+    if fits(start, hi):
+        return hi
+    lo = floor  # invariant: the answer lies in [lo, hi); data[start:hi] does not fit
+    while hi - lo > 1:
+        mid = _char_start(data, (lo + hi) // 2)
+        if mid <= lo:
+            break
+        if fits(start, mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def split_spans(
+    data: bytes, size: int, overlap: int, fits: Fits | None = None
+) -> list[tuple[int, int]]:
     """Cut `data` into (start, end) windows of at most `size` bytes (one character more only
     when a single character is wider than the room left), consecutive windows sharing at most
-    `overlap` bytes. The windows cover every byte."""
+    `overlap` bytes. The windows cover every byte.
+
+    With `fits(start, end)` (a token budget), a window is also shortened until it fits, but
+    never below `overlap` + 1 bytes, so the loop still advances."""
     check_sizes(size, overlap, size)
     spans: list[tuple[int, int]] = []
     start, n = 0, len(data)
     while start < n:
-        if n - start <= size:
+        target = min(n, start + size)
+        if fits is not None:
+            floor = min(target, _next_char(data, start + overlap))
+            target = _fit(data, start, target, floor, fits)
+        if target == n:
             spans.append((start, n))
             break
-        target = start + size
+        room = target - start  # the window's budget: `size`, or less when tokens bind
         # The cut must leave the next start (end - overlap) beyond this start.
-        lo = max(start + overlap + 1, target - max(1, size // 5))
+        lo = max(start + overlap + 1, target - max(1, room // 5))
         end = _char_start(data, _break(data, lo, target))
         if end <= start + overlap:
             end = _next_char(data, start + overlap)
@@ -144,10 +180,22 @@ def split_spans(data: bytes, size: int, overlap: int) -> list[tuple[int, int]]:
 
 
 def chunk_text(
-    text: str, title: str, *, chunk_size: int = 1200, overlap: int = 300, parent_size: int = 4800
+    text: str,
+    title: str,
+    *,
+    chunk_size: int = 1200,
+    overlap: int = 300,
+    parent_size: int = 4800,
+    max_tokens: int = 0,
+    count_tokens: Callable[[str], int] | None = None,
 ) -> list[Chunk]:
-    """Chunk a document's text (see the module docstring). Empty sections are skipped."""
+    """Chunk a document's text (see the module docstring). Empty sections are skipped.
+
+    With `max_tokens` > 0 and `count_tokens` (the embedding model's count of a text, special
+    tokens included), every chunk's `content` also fits in `max_tokens`, unless its header
+    alone leaves no room for `overlap` + 1 bytes of text."""
     check_sizes(chunk_size, overlap, parent_size)
+    budget = count_tokens if max_tokens > 0 else None
     data = text.encode("utf-8")
     chunks: list[Chunk] = []
     for section in _sections(data):
@@ -159,7 +207,8 @@ def chunk_text(
         # The document title leads the header, unless the first heading repeats it.
         lead_path = section.path[1:] if section.path[:1] == (title,) else section.path
         header = " > ".join((title, *lead_path))
-        if len(body) <= chunk_size:
+        fits = _budget(header, max_tokens, budget)
+        if len(body) <= chunk_size and (fits is None or fits(body.decode())):
             chunks.append(
                 Chunk(len(chunks), section.path, header, body.decode(), "", base, base + len(body))
             )
@@ -167,7 +216,12 @@ def chunk_text(
         for p_start, p_end in split_spans(body, parent_size, 0):
             parent = body[p_start:p_end]
             parent_text = parent.strip().decode()
-            spans = split_spans(parent, chunk_size, overlap)
+            spans = split_spans(
+                parent,
+                chunk_size,
+                overlap,
+                None if fits is None else _window_fits(parent, fits),
+            )
             for c_start, c_end in spans:
                 piece = parent[c_start:c_end]
                 stripped = piece.strip()
@@ -186,3 +240,17 @@ def chunk_text(
                     )
                 )
     return chunks
+
+
+def _budget(
+    header: str, max_tokens: int, count: Callable[[str], int] | None
+) -> Callable[[str], bool] | None:
+    """Whether a chunk body under `header` fits the model's window (None: no token budget)."""
+    if count is None:
+        return None
+    return lambda body: count(f"{header}\n\n{body.strip()}") <= max_tokens
+
+
+def _window_fits(data: bytes, fits: Callable[[str], bool]) -> Fits:
+    """`fits` for byte windows of `data` (a window may end inside a character while searching)."""
+    return lambda start, end: fits(data[start:end].decode("utf-8", "ignore"))

@@ -54,6 +54,7 @@ from octobrain.regex_match import match_lines
 from octobrain.scope import validate_scope
 from octobrain.store.location import StoreLocation
 from octobrain.store.memories import sql_str, visible_scopes
+from octobrain.tokens import TokenCounter, input_window
 
 Progress = Callable[[int, int], None]
 MAX_MATCH_CAP = 10_000
@@ -104,7 +105,16 @@ class Knowledge:
     @property
     def _chunker(self) -> str:
         k = self.config.knowledge
-        return f"v1:{k.chunk_size}/{k.chunk_overlap}/{k.parent_size}"
+        window = self._window
+        fit = f"/fit{window[0]}" if window is not None else ""
+        return f"v1:{k.chunk_size}/{k.chunk_overlap}/{k.parent_size}{fit}"
+
+    @property
+    def _window(self) -> tuple[int, TokenCounter] | None:
+        """The embedder's input window, when chunks are cut to fit it (`chunk_fit_model`)."""
+        if not self.config.knowledge.chunk_fit_model:
+            return None
+        return input_window(self.embedder.model_id)
 
     def _session_cutoff(self, now: datetime) -> datetime:
         return now - timedelta(hours=self.config.knowledge.session_ttl_hours)
@@ -270,12 +280,15 @@ class Knowledge:
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The source row and its chunk rows (without embeddings) for a new generation."""
         k = self.config.knowledge
+        window = self._window
         chunks = chunk_text(
             document.text,
             document.title,
             chunk_size=k.chunk_size,
             overlap=k.chunk_overlap,
             parent_size=k.parent_size,
+            max_tokens=window[0] if window is not None else 0,
+            count_tokens=window[1] if window is not None else None,
         )
         now = utcnow()
         sid = source_id(document.uri, scope, session_id)
