@@ -14,7 +14,7 @@ current value plus the noise a long-lived agent memory collects:
 
 Then every topic is asked, in each of three phrasings (a full question, a terse lookup, a
 unit-first question), over as many independently seeded stores as it takes to ask
-`--min-questions` (3,000) questions per size: nine stores at 1k, one at 10k. A returned
+`--min-questions` (3,000) questions per size: ten stores at 1k, one at 10k. A returned
 memory counts as correct when it states this topic's current value, belongs to the asking
 project, and states no other value of the topic (so a consolidation parent counts only when it
 did not merge conflicting values or projects). Reported: precision@1 and nDCG@5 of the correct
@@ -462,8 +462,9 @@ def report(runs: dict[int, list[Run]], args: argparse.Namespace) -> tuple[str, d
             ci = f"{e.delta * 100:+.1f} [{e.low * 100:+.1f}, {e.high * 100:+.1f}]"
             row.append(f"{ci} | {e.fixed} / {e.broken} | {fmt_p(e.p_value)}")
         lines.append(f"| {m.split(' +')[0]} vs {b.split(' ')[0]} | " + " | ".join(row) + " |")
-    counts = ", ".join(
-        f"{n:,}: {len(runs[n])} stores, {sum(len(r.questions) for r in runs[n]):,} questions"
+    counts = "; ".join(
+        f"{n:,}: {len(runs[n])} store{'s' * (len(runs[n]) > 1)}, "
+        f"{sum(len(r.questions) for r in runs[n]):,} questions"
         for n in sizes
     )
     extra = "" if args.marker == "noise" else f" --marker {args.marker}"
