@@ -33,12 +33,15 @@ Each mechanism's effect is a paired comparison with its baseline on the same que
 (`noise_stats.py`: questions fixed / broken, cluster-bootstrap 95% CI of the p@1 difference,
 sign-test p over settings). In one shared pool the projects sharing a setting ask the very same
 question and get the very same ranking, so at most one of them can be answered: the table's
-"shared-pool ceiling" row is that bound (settings / topics), whatever curation does.
+"shared-pool ceiling" row is that bound (settings / topics), whatever curation does. (Earlier
+versions asked one phrasing of a 200-topic sample from one store: a mechanism's effect of two
+questions could not be told from chance. The data written is unchanged; only more of it is asked.)
 
     python benches/recall_under_noise.py --sizes 1000 10000 [--seed 7] [--min-questions 3000]
         [--model hash:256] [--diagnose] [--update README.md [--marker noise]]
 
-`--diagnose` prints what ranks first in the shared pool, by kind, for (a) and (b). Results also
+`--diagnose` prints what ranks first in the shared pool, by kind, for (a) and (b);
+`--no-access-boost` is an ablation (access_boost_factor 0) for the diagnosis. Results also
 go to benches/results/recall_under_<marker>.json (`--json`).
 """
 
