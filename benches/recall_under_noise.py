@@ -12,11 +12,14 @@ current value plus the noise a long-lived agent memory collects:
 - other projects' topics on the same setting of a same-named service (each setting is shared
   by at least three projects, more as the store grows), with their own values.
 
-Then one question per topic. A returned memory counts as correct when it states this topic's
-current value, belongs to the asking project, and states no other value of the topic (so a
-consolidation parent counts only when it did not merge conflicting values). Reported:
-precision@1 and nDCG@5 of the correct answer (only the first correct result gains: a restatement
-of an answer already shown adds nothing) for
+Then every topic is asked, in each of three phrasings (a full question, a terse lookup, a
+unit-first question), over as many independently seeded stores as it takes to ask
+`--min-questions` (3,000) questions per size: ten stores at 1k, one at 10k. A returned
+memory counts as correct when it states this topic's current value, belongs to the asking
+project, and states no other value of the topic (so a consolidation parent counts only when it
+did not merge conflicting values or projects). Reported: precision@1 and nDCG@5 of the correct
+answer (only the first correct result gains: a restatement of an answer already shown adds
+nothing) for
 
     (a) the raw store, one shared pool for every project;
     (b) (a) after a sleep consolidation pass;
@@ -26,34 +29,45 @@ of an answer already shown adds nothing) for
     (b)+(d), (c)+(d): each of the other two with isolation (isolation hides what they fix);
     (b+c+d) all three together.
 
-    python benches/recall_under_noise.py --sizes 1000 10000 [--model hash:256] [--update README.md]
+Each mechanism's effect is a paired comparison with its baseline on the same questions
+(`noise_stats.py`: questions fixed / broken, cluster-bootstrap 95% CI of the p@1 difference,
+sign-test p over settings). In one shared pool the projects sharing a setting ask the very same
+question and get the very same ranking, so at most one of them can be answered: the table's
+"shared-pool ceiling" row is that bound (settings / topics), whatever curation does. (Earlier
+versions asked one phrasing of a 200-topic sample from one store: a mechanism's effect of two
+questions could not be told from chance. The data written is unchanged; only more of it is asked.)
 
-Results also go to benches/results/recall_under_noise.json (`--json`).
+    python benches/recall_under_noise.py --sizes 1000 10000 [--seed 7] [--min-questions 3000]
+        [--model hash:256] [--diagnose] [--update README.md [--marker noise]]
+
+`--diagnose` prints what ranks first in the shared pool, by kind, for (a) and (b);
+`--no-access-boost` is an ablation (access_boost_factor 0) for the diagnosis. Results also
+go to benches/results/recall_under_<marker>.json (`--json`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from octobrain.brain import Brain
 from octobrain.config import Config
-from octobrain.embed import get_embedder
+from octobrain.embed import Embedder, get_embedder
 from octobrain.models import Memory, Relationship, RelationshipType, Source, utcnow
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report import replace_between
+from noise_stats import fmt_p, paired
+from report import publish
 
-START, END = "<!-- noise:start -->", "<!-- noise:end -->"
 PER_TOPIC = 9  # 1 fact + 3 restatements + 3 copies of a wrong guess + 2 old-value memories
 
 SERVICES = ["billing", "search", "checkout", "auth", "notifications", "reporting", "ingest",
@@ -80,7 +94,14 @@ GUESS = [
     "Probably {v} {unit}: the {svc} service {setting}.",
     "The {svc} service {setting} looks like {v} {unit}.",
 ]
-QUESTION = "What is the {setting} of the {svc} service?"
+
+# How an agent asks: a full question, a terse lookup, and the unit-first form. Each topic is
+# asked in every phrasing; the phrasings are paired questions of the same topic.
+QUESTIONS = [
+    "What is the {setting} of the {svc} service?",
+    "{svc} {setting}",
+    "How many {unit} is the {setting} of {svc} set to?",
+]
 
 
 @dataclass
@@ -92,6 +113,7 @@ class Topic:
     value: int
     other_values: set[int] = field(default_factory=set)
     fact_id: str = ""
+    kind_of: dict[str, str] = field(default_factory=dict)  # memory id -> current|guess|old
     old_ids: list[str] = field(default_factory=list)
 
 
@@ -117,7 +139,9 @@ def generate(n_memories: int, seed: int) -> tuple[list[Topic], list[tuple[Memory
     topics: list[Topic] = []
     rows: list[tuple[Memory, str]] = []
 
-    def add(topic: Topic, text: str, v: int, source: Source, age: float, **extra: Any) -> str:
+    def add(
+        topic: Topic, kind: str, text: str, v: int, source: Source, age: float, **extra: Any
+    ) -> str:
         when = now - timedelta(days=age)
         text = text.format(svc=topic.svc, setting=topic.setting, v=v, unit=topic.unit)
         accessed = extra.pop("accessed", when)
@@ -133,6 +157,7 @@ def generate(n_memories: int, seed: int) -> tuple[list[Topic], list[tuple[Memory
             **extra,
         )
         rows.append((memory, topic.project))
+        topic.kind_of[memory.id] = kind
         return memory.id
 
     for i in range(n_topics):
@@ -143,19 +168,33 @@ def generate(n_memories: int, seed: int) -> tuple[list[Topic], list[tuple[Memory
         changed = rng.uniform(0.5, 6)  # days since the value last changed
         # Half the facts were confirmed by the user; the rest only ever inferred by agents.
         tier = Source.USER_CONFIRMED if rng.random() < 0.5 else Source.AGENT_INFERRED
-        topic.fact_id = add(topic, rng.choice(FACT), topic.value, tier, changed)
+        topic.fact_id = add(topic, "current", rng.choice(FACT), topic.value, tier, changed)
         for template in rng.sample(FACT, 3):
-            add(topic, template, topic.value, Source.AGENT_INFERRED, rng.uniform(0, changed))
+            add(
+                topic,
+                "current",
+                template,
+                topic.value,
+                Source.AGENT_INFERRED,
+                rng.uniform(0, changed),
+            )
         step = max(1, topic.value // 10)
         guess = topic.value + rng.choice([-3, -2, -1, 1, 2, 3]) * step
         for template in rng.sample(GUESS, 3):
-            add(topic, template, guess, Source.AGENT_INFERRED, rng.uniform(0, 6))
+            add(topic, "guess", template, guess, Source.AGENT_INFERRED, rng.uniform(0, 6))
         old = rng.choice([v for v in range(10, 500, 5) if v != topic.value])
         written = rng.uniform(changed + 5, 45)
         read = {"access_count": rng.randint(3, 15), "accessed": now - timedelta(days=changed)}
         topic.old_ids = [
-            add(topic, rng.choice(FACT), old, tier, written, **read),
-            add(topic, rng.choice(FACT), old, Source.AGENT_INFERRED, rng.uniform(changed, written)),
+            add(topic, "old", rng.choice(FACT), old, tier, written, **read),
+            add(
+                topic,
+                "old",
+                rng.choice(FACT),
+                old,
+                Source.AGENT_INFERRED,
+                rng.uniform(changed, written),
+            ),
         ]
         topic.other_values |= {guess, old}
         topics.append(topic)
@@ -177,48 +216,60 @@ def _correct(memory: Memory, topic: Topic, project_of: dict[str, set[str]]) -> b
     return topic.value in numbers and not (numbers & topic.other_values)
 
 
-def evaluate(
-    brain_for: dict[str, Brain], topics: list[Topic], project_of: dict[str, set[str]]
-) -> tuple[float, float]:
-    p1 = ndcg = 0.0
-    for t in topics:
-        brain = brain_for[t.project]
-        q = QUESTION.format(setting=t.setting, svc=t.svc)
-        hits = brain.remember(q, limit=5, min_relevance=0.0, record_access=False).hits
-        first = next((i for i, h in enumerate(hits) if _correct(h.memory, t, project_of)), None)
-        # One correct fact per question: its restatements are the same answer again, so only
-        # the first correct result gains (nDCG with a single relevant answer; ideal = rank 1).
-        p1 += first == 0
-        ndcg += 0.0 if first is None else 1.0 / math.log2(first + 2)
-    return p1 / len(topics), ndcg / len(topics)
+@dataclass
+class Outcome:
+    """One question's answer in one configuration."""
+
+    first: int | None  # rank of the first correct memory in the top 5
+    top: str  # id of the memory ranked first ("" when nothing came back)
 
 
-def run(size: int, model: str, seed: int, questions: int) -> list[tuple[str, float, float]]:
+CONFIGS = [
+    ("(a) raw, shared pool", False, False, False),
+    ("(b) + sleep consolidation", True, False, False),
+    ("(c) + supersedes links", False, True, False),
+    ("(d) + scope isolation", False, False, True),
+    ("(b)+(d)", True, False, True),
+    ("(c)+(d)", False, True, True),
+    ("(b)+(c)+(d)", True, True, True),
+]
+# (mechanism, baseline): each mechanism against the configuration it is added to.
+PAIRS = [
+    ("(b) + sleep consolidation", "(a) raw, shared pool"),
+    ("(c) + supersedes links", "(a) raw, shared pool"),
+    ("(d) + scope isolation", "(a) raw, shared pool"),
+    ("(b)+(d)", "(d) + scope isolation"),
+    ("(c)+(d)", "(d) + scope isolation"),
+    ("(b)+(c)+(d)", "(c)+(d)"),
+    ("(b)+(c)+(d)", "(a) raw, shared pool"),
+]
+
+
+@dataclass
+class Run:
+    """Every configuration's outcomes over one seeded store, questions in one fixed order."""
+
+    topics: list[Topic]
+    questions: list[tuple[Topic, str]]
+    outcomes: dict[str, list[Outcome]] = field(default_factory=dict)
+    parents: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # config -> members
+
+
+def run(size: int, embedder: Embedder, seed: int, config: Config) -> Run:
+    """Build each configuration's store from one seeded generation and ask every question."""
     topics, rows = generate(size, seed)
-    asked = random.Random(seed + 1).sample(topics, min(questions, len(topics)))
-    embedder = get_embedder(model, batch_size=256)
+    questions = [
+        (t, q.format(setting=t.setting, svc=t.svc, unit=t.unit)) for t in topics for q in QUESTIONS
+    ]
+    result = Run(topics, questions)
     vectors = embedder.embed_documents([m.searchable_text() for m, _ in rows])
-    out = []
-    for name, consolidate, supersede, isolate in [
-        ("(a) raw, shared pool", False, False, False),
-        ("(b) + sleep consolidation", True, False, False),
-        ("(c) + supersedes links", False, True, False),
-        ("(d) + scope isolation", False, False, True),
-        ("(b)+(d)", True, False, True),
-        ("(c)+(d)", False, True, True),
-        ("(b)+(c)+(d)", True, True, True),
-    ]:
+    for name, consolidate, supersede, isolate in CONFIGS:
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
             pool = "bench/shared-pool"
-            memories = []
-            for m, scope in rows:
-                copy = Memory(**{**m.__dict__, "scope": scope if isolate else pool})
-                memories.append(copy)
-            brains: dict[str, Brain] = {}
+            memories = [Memory(**{**m.__dict__, "scope": s if isolate else pool}) for m, s in rows]
             scopes = sorted({m.scope for m in memories})
-            for scope in scopes:
-                brains[scope] = Brain(scope, config=Config(), embedder=embedder, uri=tmp)
+            brains = {s: Brain(s, config=config, embedder=embedder, uri=tmp) for s in scopes}
             first = brains[scopes[0]]
             for start in range(0, len(memories), 2000):
                 first.store.add(memories[start : start + 2000], vectors[start : start + 2000])
@@ -230,72 +281,221 @@ def run(size: int, model: str, seed: int, questions: int) -> list[tuple[str, flo
                 ]  # fmt: skip
                 first.store.add_relationships(edges)
             project_of = {m.id: {scope} for m, scope in rows}
+            members: dict[str, list[str]] = {}
             if consolidate:
-                merged = mixed = 0
                 for brain in brains.values():
                     for c in brain.sleep_consolidate().consolidations:
                         # A parent belongs to its members' project(s); several means a pooled
                         # store merged two projects' memories, which is never a correct answer.
+                        members[c.parent.id] = [m.id for m in c.members]
                         project_of[c.parent.id] = set().union(
-                            *(project_of[m.id] for m in c.members)
+                            *(project_of[m] for m in members[c.parent.id])
                         )
-                        merged += 1
-                        mixed += len(project_of[c.parent.id]) > 1
-                print(f"  {merged} clusters merged, {mixed} across projects", file=sys.stderr)
+                mixed = sum(len(project_of[p]) > 1 for p in members)
+                print(f"  {len(members)} clusters merged, {mixed} across projects", file=sys.stderr)
             first.store.compact()
-            brain_for = {t.project: brains[t.project if isolate else pool] for t in topics}
-            p1, ndcg = evaluate(brain_for, asked, project_of)
-        out.append((name, p1, ndcg))
+            result.parents[name] = members
+            outcomes = []
+            for t, q in questions:
+                brain = brains[t.project if isolate else pool]
+                hits = brain.remember(q, limit=5, min_relevance=0.0, record_access=False).hits
+                found = (i for i, h in enumerate(hits) if _correct(h.memory, t, project_of))
+                outcomes.append(Outcome(next(found, None), hits[0].memory.id if hits else ""))
+            result.outcomes[name] = outcomes
+        p1, ndcg = scores(outcomes)
         took = time.perf_counter() - t0
         print(
-            f"{size:>6} {name:<28} p@1 {p1:.3f}  nDCG@5 {ndcg:.3f}  ({took:.0f} s)", file=sys.stderr
+            f"{size:>6} seed {seed} {name:<27} p@1 {p1:.3f}  nDCG@5 {ndcg:.3f}  ({took:.0f} s)",
+            file=sys.stderr,
         )
-    return out
+    return result
+
+
+def scores(outcomes: list[Outcome]) -> tuple[float, float]:
+    """precision@1 and nDCG@5 with one relevant answer per question (ideal DCG = 1)."""
+    p1 = sum(o.first == 0 for o in outcomes) / len(outcomes)
+    ndcg = sum(0.0 if o.first is None else 1.0 / math.log2(o.first + 2) for o in outcomes)
+    return p1, ndcg / len(outcomes)
+
+
+def kind_of_top(run: Run, config: str, topic: Topic, top: str) -> str:
+    """What ranked first for `topic`'s question: whose memory (this project's or another's)
+    of which kind (current value, wrong guess, old value), or a consolidation parent of such."""
+    if not top:
+        return "nothing"
+    owners = {t.project: t for t in run.topics if t.svc == topic.svc and t.setting == topic.setting}
+    member_ids = run.parents[config].get(top, [top])
+    found = {
+        (t.project, t.kind_of[m]) for t in owners.values() for m in member_ids if m in t.kind_of
+    }
+    if not found:
+        return "unrelated memory"
+    label = " + ".join(sorted(f"{'own' if p == topic.project else 'other'} {k}" for p, k in found))
+    if len({p for p, _ in found}) > 1:
+        label = "merged projects: " + label
+    return ("parent of " if top in run.parents[config] else "") + label
+
+
+def diagnose(runs: list[Run], size: int) -> None:
+    """Print what ranks first in the shared pool for (a) and (b), and the (b)-vs-(a) changes."""
+    a, b = "(a) raw, shared pool", "(b) + sleep consolidation"
+    for config in (a, b):
+        kinds = Counter(
+            kind_of_top(r, config, t, o.top)
+            for r in runs
+            for (t, _), o in zip(r.questions, r.outcomes[config], strict=True)
+        )
+        total = sum(kinds.values())
+        print(f"\n{size}: top-1 in {config} ({total} questions)", file=sys.stderr)
+        for kind, n in kinds.most_common():
+            print(f"  {n:>6} {n / total:6.1%}  {kind}", file=sys.stderr)
+        # Curation quality regardless of which project's answer it is (shared-pool ceiling 1).
+        current = sum(n for k, n in kinds.items() if k.endswith("current") and "+" not in k)
+        print(
+            f"  top-1 states some project's current value: {current / total:.1%}", file=sys.stderr
+        )
+    changes: Counter[str] = Counter()
+    for r in runs:
+        for (t, _), oa, ob in zip(r.questions, r.outcomes[a], r.outcomes[b], strict=True):
+            if (oa.first == 0) != (ob.first == 0):
+                verdict = "fixed" if ob.first == 0 else "broken"
+                was = kind_of_top(r, a, t, oa.top)
+                now = kind_of_top(r, b, t, ob.top)
+                changes[f"{verdict}: {was}  ->  {now}"] += 1
+    print(f"\n{size}: questions (b) changed against (a)", file=sys.stderr)
+    for change, n in changes.most_common(12):
+        print(f"  {n:>6}  {change}", file=sys.stderr)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--model", default="hash:256")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--questions", type=int, default=200)
-    parser.add_argument("--update", type=Path, help="rewrite the table in this README")
+    parser.add_argument("--seed", type=int, default=7, help="first seed; then seed+1, ...")
     parser.add_argument(
-        "--json", type=Path, default=Path(__file__).parent / "results" / "recall_under_noise.json"
+        "--min-questions", type=int, default=3000, help="add seeded stores until this many"
     )
+    parser.add_argument("--diagnose", action="store_true")
+    parser.add_argument(
+        "--no-access-boost",
+        action="store_true",
+        help="ablation: memory.access_boost_factor = 0 (how much the old value's reads cost)",
+    )
+    parser.add_argument("--update", type=Path, help="rewrite the table in this README")
+    parser.add_argument("--marker", default="noise", help="README markers <!-- MARKER:start -->")
+    parser.add_argument("--json", type=Path, help="default: results/recall_under_<marker>.json")
     args = parser.parse_args()
-    results = {n: run(n, args.model, args.seed, args.questions) for n in args.sizes}
-    args.json.write_text(
-        json.dumps(
-            {
-                "model": args.model,
-                "seed": args.seed,
-                "questions": args.questions,
-                "results": {
-                    str(n): [{"configuration": c, "p_at_1": p, "ndcg_at_5": g} for c, p, g in rows]
-                    for n, rows in results.items()
-                },
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    header = "| configuration | " + " | ".join(f"p@1 ({n:,}) | nDCG@5 ({n:,})" for n in args.sizes)
-    lines = [header + " |", "|---" * (1 + 2 * len(args.sizes)) + "|"]
-    for i, (name, _, _) in enumerate(results[args.sizes[0]]):
-        cells = " | ".join(f"{results[n][i][1]:.3f} | {results[n][i][2]:.3f}" for n in args.sizes)
-        lines.append(f"| {name} | {cells} |")
-    lines.append("")
+    results_dir = Path(__file__).parent / "results"
+    args.json = args.json or results_dir / f"recall_under_{args.marker.replace('-', '_')}.json"
+    embedder = get_embedder(args.model, batch_size=256)
+    config = Config()
+    if args.no_access_boost:
+        config = replace(config, memory=replace(config.memory, access_boost_factor=0.0))
+    t0 = time.perf_counter()
+    runs: dict[int, list[Run]] = {}
+    for n in args.sizes:
+        # Independent seeded stores until each size has about the same number of questions,
+        # so 1k and 10k are measured with similar power (one 10k store already has 3,333).
+        runs[n] = [run(n, embedder, args.seed, config)]
+        while sum(len(r.questions) for r in runs[n]) < args.min_questions:
+            runs[n].append(run(n, embedder, args.seed + len(runs[n]), config))
+    elapsed = time.perf_counter() - t0
+    if args.diagnose:
+        for n in args.sizes:
+            diagnose(runs[n], n)
+    table, results = report(runs, args)
+    results["seconds"] = round(elapsed)
+    publish(table, results, args.marker, args.update, args.json)
+
+
+def _pooled(runs: list[Run], config: str) -> list[Outcome]:
+    return [o for r in runs for o in r.outcomes[config]]
+
+
+def report(runs: dict[int, list[Run]], args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The README tables (scores, then paired effects) and the JSON results."""
+    sizes = list(runs)
+    results: dict[str, Any] = {
+        "model": args.model,
+        "first_seed": args.seed,
+        "access_boost": not args.no_access_boost,
+        "sizes": {},
+    }
+    score = {n: {c: scores(_pooled(runs[n], c)) for c, *_ in CONFIGS} for n in sizes}
+    effects = {}
+    for n in sizes:
+        # Independent clusters: one setting of one service in one seeded store.
+        clusters = [(i, t.svc, t.setting) for i, r in enumerate(runs[n]) for t, _ in r.questions]
+        effects[n] = {
+            (m, b): paired(
+                [o.first == 0 for o in _pooled(runs[n], m)],
+                [o.first == 0 for o in _pooled(runs[n], b)],
+                clusters,
+            )
+            for m, b in PAIRS
+        }
+    lines = [
+        "| configuration | " + " | ".join(f"p@1 ({n:,}) | nDCG@5 ({n:,})" for n in sizes) + " |"
+    ]
+    lines.append("|---" * (1 + 2 * len(sizes)) + "|")
+    for c, *_ in CONFIGS:
+        cells = " | ".join(f"{score[n][c][0]:.3f} | {score[n][c][1]:.3f}" for n in sizes)
+        lines.append(f"| {c} | {cells} |")
+    ceiling = {
+        n: sum(len({(t.svc, t.setting) for t in r.topics}) for r in runs[n])
+        / sum(len(r.topics) for r in runs[n])
+        for n in sizes
+    }
     lines.append(
-        f"Embedder `{args.model}`, seed {args.seed}, one question per topic, "
-        f"at most {args.questions} per size; "
-        f"`python benches/recall_under_noise.py --sizes {' '.join(map(str, args.sizes))} "
-        f"--model {args.model} --update README.md`."
+        "| shared-pool ceiling (one answer per setting) | "
+        + " | ".join(f"{ceiling[n]:.3f} | – " for n in sizes)
+        + "|"
     )
-    table = "\n".join(lines)
-    print(table)
-    if args.update:
-        replace_between(args.update, START, END, table)
+    lines += [
+        "",
+        "| paired effect on p@1 | "
+        + " | ".join(f"Δ [95% CI] ({n:,}) | fixed / broken | p" for n in sizes)
+        + " |",
+    ]
+    lines.append("|---" * (1 + 3 * len(sizes)) + "|")
+    for m, b in PAIRS:
+        row: list[str] = []
+        for n in sizes:
+            e = effects[n][(m, b)]
+            ci = f"{e.delta * 100:+.1f} [{e.low * 100:+.1f}, {e.high * 100:+.1f}]"
+            row.append(f"{ci} | {e.fixed} / {e.broken} | {fmt_p(e.p_value)}")
+        lines.append(f"| {m.split(' +')[0]} vs {b.split(' ')[0]} | " + " | ".join(row) + " |")
+    counts = "; ".join(
+        f"{n:,}: {len(runs[n])} store{'s' * (len(runs[n]) > 1)}, "
+        f"{sum(len(r.questions) for r in runs[n]):,} questions"
+        for n in sizes
+    )
+    extra = "" if args.marker == "noise" else f" --marker {args.marker}"
+    extra += " --no-access-boost" if args.no_access_boost else ""
+    lines += [
+        "",
+        (
+            f"Embedder `{args.model}`, seeds from {args.seed}; every topic asked in "
+            f"{len(QUESTIONS)} phrasings, seeded stores added until ≥ {args.min_questions:,} "
+            f"questions per size ({counts}). Δ in points of p@1; CI: bootstrap over settings; "
+            "p: sign test over settings. "
+            f"`python benches/recall_under_noise.py --sizes {' '.join(map(str, sizes))} "
+            f"--model {args.model}{extra} --update README.md`."
+        ),
+    ]
+    for n in sizes:
+        results["sizes"][str(n)] = {
+            "questions": sum(len(r.questions) for r in runs[n]),
+            "shared_pool_ceiling": ceiling[n],
+            "configurations": [
+                {"configuration": c, "p_at_1": score[n][c][0], "ndcg_at_5": score[n][c][1]}
+                for c, *_ in CONFIGS
+            ],
+            "paired": [
+                {"mechanism": m, "baseline": b, **effects[n][(m, b)].__dict__} for m, b in PAIRS
+            ],
+        }
+    return "\n".join(lines), results
 
 
 if __name__ == "__main__":
