@@ -402,3 +402,24 @@ def test_an_imported_store_can_still_undo_its_consolidations(
     other.unconsolidate(closing.id)
     restored = other.get(finding.id)
     assert (restored.state, restored.importance) == (before.state, before.importance)
+
+
+def test_trust_tier_reorders_near_ties_but_never_outranks_a_clearly_better_match(
+    make_brain: MakeBrain,
+) -> None:
+    brain = make_brain()
+    topics = ["roadmap", "hiring", "offsite", "budget", "design review", "retro", "onboarding"]
+    for i in range(42):  # enough unrelated memories that the fused scores spread out
+        topic = topics[i % len(topics)]
+        brain.memorize(f"Team note {i} on {topic}", f"Notes {i}: we talked about {topic} plans.")
+    exact, _ = brain.memorize(
+        "Connection pool sizing",
+        "The postgres connection pool size is 20 per service instance, set in pgbouncer.",
+    )  # agent_inferred: trust multiplier 0.9
+    vague, _ = brain.memorize(
+        "Database choice",
+        "Postgres is our system of record for orders and billing data.",
+        source="user_confirmed",
+    )
+    hits = brain.remember("postgres connection pool size", limit=3, record_access=False).hits
+    assert [h.memory.id for h in hits[:2]] == [exact.id, vague.id]

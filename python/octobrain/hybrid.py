@@ -204,13 +204,19 @@ def hybrid_rank(
 
 
 def _to_unit_range(values: list[float], *, zscore: bool) -> list[float]:
-    """Scale fused scores to [0, 1] with the best at 1 (RRF and min-max: divide by the top).
-    A z-score goes through the normal CDF first: positive for every candidate, so the bounded
-    multipliers downstream (e.g. the ×0.1 of a superseded memory) can still reorder even the
-    last of two candidates, which a min-max map would pin at exactly 0."""
+    """Scale fused scores to (0, 1] with the best at 1 (RRF and min-max: divide by the top).
+
+    A z-score becomes exp(z - z_best): the gap to the best candidate in standard deviations,
+    made multiplicative and kept the same size wherever it lies. So the bounded multipliers
+    downstream trade against a fixed amount of evidence — a ×0.9 (trust) equals 0.1 standard
+    deviation, the ×0.1 of a superseded memory 2.3 — and reorder near-ties only. (A normal CDF,
+    used before, squeezed every strong candidate towards 1, where a 5 % multiplier outweighed
+    a whole standard deviation of match.) Every score stays positive, so a multiplier can
+    still reorder the last two candidates, which a min-max map would pin at exactly 0."""
     if not values:
         return []
     if zscore:
-        values = [0.5 * (1.0 + math.erf(v / math.sqrt(2.0))) for v in values]
+        best = max(values)
+        return [math.exp(v - best) for v in values]
     hi = max(values)
     return [v / hi if hi > 0 else 0.0 for v in values]
