@@ -128,6 +128,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             local = Brain("bench/team", config=Config(), embedder=embedder, uri=tmp)
             results["local disk"] = measure(local, memories, vectors, queries)
+            local.flush()  # the queued access counts, while the store is still there
         shared = Brain("bench/team", config=remote, embedder=embedder)
         results["S3 (moto, loopback)"] = measure(shared, memories, vectors, queries)
         shared.flush()  # the queued access counts, while the endpoint is still up
