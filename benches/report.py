@@ -95,10 +95,10 @@ def publish(
     """Print a bench script's table; put it between `<!-- marker:start/end -->` in `readme`
     and its raw results in `json_path`, when given."""
     print(table)
+    if json_path:  # first: a README without the markers must not cost a finished run
+        json_path.write_text(json.dumps(results, indent=2))
     if readme:
         replace_between(readme, f"<!-- {marker}:start -->", f"<!-- {marker}:end -->", table)
-    if json_path:
-        json_path.write_text(json.dumps(results, indent=2))
 
 
 def main() -> None:
