@@ -214,20 +214,21 @@ start = time.perf_counter()
 Brain(sys.argv[1], config=Config(), embedder=embedder, uri=sys.argv[2]).remember(
     sys.argv[4], record_access=False
 )
-print(json.dumps({"cold_start_ms": (time.perf_counter() - start) * 1000.0,
-                  "serving_rss_mb": peak_rss_mb()}))
+with open(sys.argv[5], "w", encoding="utf-8") as out:
+    json.dump({"cold_start_ms": (time.perf_counter() - start) * 1000.0,
+               "serving_rss_mb": peak_rss_mb()}, out)
 """
 
 
 def _serve(uri: str, query: str) -> dict[str, float]:
     """Cold start to the first result, and peak RSS, of a fresh process on the store."""
-    done = subprocess.run(
-        [sys.executable, "-c", _SERVE, SCOPE, uri, STORE_MODEL, query],
+    result = Path(uri) / "serve.json"
+    subprocess.run(
+        [sys.executable, "-c", _SERVE, SCOPE, uri, STORE_MODEL, query, str(result)],
         capture_output=True,
-        text=True,
         check=True,
     )
-    return {k: float(v) for k, v in json.loads(done.stdout.splitlines()[-1]).items()}
+    return {k: float(v) for k, v in json.loads(result.read_text(encoding="utf-8")).items()}
 
 
 def run_scale(
