@@ -118,8 +118,9 @@ class Retriever:
     ) -> list[Hit]:
         """The best `limit` memories for `queries` whose relevance is ≥ `min_relevance`."""
         self.corpus.refresh()
+        scopes = visible_scopes(scope)
         allowed = self.corpus.allowed(
-            visible_scopes(scope),
+            scopes,
             memory_types=[t.value for t in filters.memory_types],
             tags=filters.tags,
             related_files=filters.related_files,
@@ -134,8 +135,8 @@ class Retriever:
         per_query = [self._one(q, vectors[i], where, allowed) for i, q in enumerate(queries)]
         merged = per_query[0] if len(per_query) == 1 else self._merge(per_query)
         kept = [s for s in merged if s.relevance >= min_relevance]
-        kept = self._lift_parents(kept, visible_scopes(scope), allowed)
-        return self._rank(kept, limit, now, multi=len(queries), scopes=visible_scopes(scope))
+        kept = self._lift_parents(kept, scopes, allowed)
+        return self._rank(kept, limit, now, multi=len(queries), scopes=scopes)
 
     # ---- one query ------------------------------------------------------------------------
 
