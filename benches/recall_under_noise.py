@@ -40,7 +40,7 @@ questions could not be told from chance. The data written is unchanged; only mor
     python benches/recall_under_noise.py --sizes 1000 10000 [--seed 7] [--min-questions 3000]
         [--model hash:256] [--diagnose] [--update README.md [--marker noise]]
 
-`--diagnose` prints what ranks first in the shared pool, by kind, for (a) and (b);
+`--diagnose` prints what ranks first, by kind, in (a) and (b) and in (c)+(d) and (b)+(c)+(d);
 `--no-access-boost` is an ablation (access_boost_factor 0) for the diagnosis. Results also
 go to benches/results/recall_under_<marker>.json (`--json`).
 """
@@ -336,9 +336,14 @@ def kind_of_top(run: Run, config: str, topic: Topic, top: str) -> str:
     return ("parent of " if top in run.parents[config] else "") + label
 
 
-def diagnose(runs: list[Run], size: int) -> None:
-    """Print what ranks first in the shared pool for (a) and (b), and the (b)-vs-(a) changes."""
-    a, b = "(a) raw, shared pool", "(b) + sleep consolidation"
+DIAGNOSED = [
+    ("(a) raw, shared pool", "(b) + sleep consolidation"),
+    ("(c)+(d)", "(b)+(c)+(d)"),
+]
+
+
+def diagnose(runs: list[Run], size: int, a: str, b: str) -> None:
+    """Print what ranks first in configurations `a` and `b`, and the questions `b` changed."""
     for config in (a, b):
         kinds = Counter(
             kind_of_top(r, config, t, o.top)
@@ -362,7 +367,7 @@ def diagnose(runs: list[Run], size: int) -> None:
                 was = kind_of_top(r, a, t, oa.top)
                 now = kind_of_top(r, b, t, ob.top)
                 changes[f"{verdict}: {was}  ->  {now}"] += 1
-    print(f"\n{size}: questions (b) changed against (a)", file=sys.stderr)
+    print(f"\n{size}: questions {b} changed against {a}", file=sys.stderr)
     for change, n in changes.most_common(12):
         print(f"  {n:>6}  {change}", file=sys.stderr)
 
@@ -402,7 +407,8 @@ def main() -> None:
     elapsed = time.perf_counter() - t0
     if args.diagnose:
         for n in args.sizes:
-            diagnose(runs[n], n)
+            for a, b in DIAGNOSED:
+                diagnose(runs[n], n, a, b)
     table, results = report(runs, args)
     results["seconds"] = round(elapsed)
     publish(table, results, args.marker, args.update, args.json)

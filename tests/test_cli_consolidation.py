@@ -78,3 +78,29 @@ def test_goal_close_over_the_cli(env: Path) -> None:
     assert [m["id"] for m in out["members"]] == [finding]
     assert ok("get", finding)["state"] == "consolidated"  # type: ignore[index]
     assert run("remember", "token bucket", "--include-archived").exit_code == 0
+
+
+def test_sleep_consolidate_reports_conflicts_and_disagreements(env: Path) -> None:
+    def timeout(value: int) -> str:
+        return f"The billing service request timeout is {value} seconds."
+
+    user = memorize("Billing timeout", timeout(30), "--source", "user_confirmed")
+    guess = memorize("Billing timeout", timeout(33))
+    other = memorize("Billing timeout", timeout(45))
+    text = run("sleep-consolidate", "--threshold", "0.7", "--dry-run")
+    assert text.exit_code == 0, text.output
+    assert "would record 2 conflict(s)" in text.output
+    assert f"{user} over {guess} (more trusted)" in text.output
+    assert "Disagreements left to you" in text.output  # two agent claims made the same day
+
+    report = ok("sleep-consolidate", "--threshold", "0.7")
+    assert isinstance(report, dict)
+    assert sorted(
+        (c["prevails"], c["outranked"], c["reason"]) for c in report["conflicts"]
+    ) == sorted([(user, guess, "more trusted"), (user, other, "more trusted")])
+    assert report["disagreements"] == [sorted([guess, other])]
+    found = ok("remember", "billing service request timeout")
+    assert isinstance(found, dict)
+    results = {r["id"]: r for r in found["results"]}
+    assert found["results"][0]["id"] == user
+    assert results[guess]["outranked_by"] == [user]

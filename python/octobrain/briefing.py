@@ -5,7 +5,7 @@ and this project's), what is true about this project (decisions, architecture an
 facts), goals (open ones, and those achieved lately with what closed them), and what happened
 recently that still matters. Candidates are the visible `working` memories — consolidated
 members are represented by their parent, archived ones have faded out, and a memory that another
-`supersedes` is left out. Each is ranked by its decayed importance (importance × time since last
+`supersedes`, or that a `conflicts` edge outranks (module `conflicts`), is left out. Each is ranked by its decayed importance (importance × time since last
 access, reinforced by use) × trust, near-duplicates (cosine ≥ `brief.duplicate_threshold` on the
 stored embeddings) collapse into the strongest, and items are added while the Markdown fits
 `max_tokens` counted with the embedder's tokenizer. No model writes anything: item texts are
@@ -151,6 +151,7 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     ]
     by_id = {m.id: m for m in live}
     superseded: set[str] = set()
+    conflicts: list[tuple[Memory, str]] = []
     closed_by: dict[str, Memory] = {}
     findings: dict[str, int] = {}
     for rel in corpus.edges(list(by_id)):
@@ -159,6 +160,8 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
             continue
         if rel.relationship_type is RelationshipType.SUPERSEDES:
             superseded.add(rel.target_id)
+        elif rel.relationship_type is RelationshipType.CONFLICTS:
+            conflicts.append((source, rel.target_id))
         elif rel.relationship_type is RelationshipType.CLOSES:
             if rel.target_id not in closed_by or closed_by[rel.target_id].created_at < (
                 source.created_at
@@ -166,6 +169,14 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
                 closed_by[rel.target_id] = source
         elif rel.relationship_type is RelationshipType.ACHIEVES:
             findings[rel.target_id] = findings.get(rel.target_id, 0) + 1
+    # The other value of a conflict is not "what is true" either (same rule as `remember`).
+    superseded |= {
+        target
+        for source, target in conflicts
+        if source.id not in superseded
+        and target in by_id
+        and source.source.trust >= by_id[target].source.trust
+    }
     memories = [m for m in live if m.id not in superseded]
     if not memories:
         return {key: [] for key in SECTION_TITLES}, 0

@@ -418,9 +418,20 @@ def sleep_consolidate_cmd(
         f"{report.candidates} recent working memories in scope {report.scope or '(global)'}; "
         f"{verb} {len(report.consolidations)} cluster(s)"
         + (f", {report.skipped} skipped (changed meanwhile)" if report.skipped else "")
-        + f"; {'would archive' if dry_run else 'archived'} {len(report.archived)}."
+        + f"; {'would archive' if dry_run else 'archived'} {len(report.archived)}"
+        + f"; {'would record' if dry_run else 'recorded'} {len(report.conflicts)} conflict(s)."
     ]
     lines += [format_consolidation(c) for c in report.consolidations]
+    if report.conflicts:
+        lines.append(
+            "Conflicts (the same thing stated with another value; the first ranks above):\n"
+            + "\n".join(f"  {c.winner} over {c.loser} ({c.reason})" for c in report.conflicts)
+        )
+    if report.disagreements:
+        lines.append(
+            "Disagreements left to you (equally trusted, both recent; link the right one with "
+            "`supersedes`):\n" + "\n".join(f"  {a} / {b}" for a, b in report.disagreements)
+        )
     data = {
         "scope": report.scope,
         "dry_run": dry_run,
@@ -428,6 +439,11 @@ def sleep_consolidate_cmd(
         "consolidations": [consolidation_to_dict(c) for c in report.consolidations],
         "skipped": report.skipped,
         "archived": report.archived,
+        "conflicts": [
+            {"prevails": c.winner, "outranked": c.loser, "reason": c.reason}
+            for c in report.conflicts
+        ],
+        "disagreements": [list(pair) for pair in report.disagreements],
     }
     _emit(fmt, data, "\n\n".join(lines))
 

@@ -260,6 +260,11 @@ class ConsolidationConfig:
     goal_parent_boost: float = _opt(
         1.1, "parent importance = max(sources) x this, capped at 1", _range(1, 2)
     )
+    detect_conflicts: bool = _opt(
+        True,
+        "record which of two near-identical memories quoting different numbers prevails "
+        "(the more trusted, else the newer); it then ranks above the other",
+    )
     archive_enabled: bool = _opt(True, "archive long-faded memories during the sleep pass")
     archive_after_days: float = _opt(
         90.0,

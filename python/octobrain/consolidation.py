@@ -26,7 +26,6 @@ bit for bit (float32 as stored), so `unconsolidate` restores them exactly.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from octobrain import decay
+from octobrain import conflicts, decay
 from octobrain.clustering import cosine_clusters
 from octobrain.config import Config
+from octobrain.conflicts import Conflict, Statement, numbers
 from octobrain.embed import Embedder
 from octobrain.errors import InvalidInput
 from octobrain.models import (
@@ -47,6 +47,7 @@ from octobrain.models import (
     MemoryType,
     Relationship,
     RelationshipType,
+    Source,
     State,
     utcnow,
 )
@@ -63,10 +64,7 @@ from octobrain.store.memories import sql_in, sql_str
 from octobrain.store.schema import memory_to_row, row_to_memory
 from octobrain.summary import summarise
 
-ABANDONED = "abandoned"
-_NUMBER = re.compile(
-    r"\d+(?:[.,]\d+)*"
-)  # a pending record whose memory commit never landed, rolled back
+ABANDONED = "abandoned"  # a pending record whose memory commit never landed, rolled back
 
 
 COMMIT_BATCH = 64  # clusters per commit set: a pass over thousands of clusters costs tens of
@@ -100,6 +98,8 @@ class SleepReport:
     archived: list[str] = field(default_factory=list)
     skipped: int = 0  # clusters whose members changed while the pass ran (retried next time)
     dry_run: bool = False
+    conflicts: list[Conflict] = field(default_factory=list)  # recorded (or, dry, found)
+    disagreements: list[tuple[str, str]] = field(default_factory=list)  # left to a person
 
 
 @dataclass(frozen=True)
@@ -269,6 +269,8 @@ class Consolidator:
         # Findings of a goal wait for the goal to be closed.
         excluded = self.log.not_to_cluster(scope) | self._achievers([r["id"] for r in rows])
         rows = [r for r in rows if r["id"] not in excluded]
+        # Every working statement of the scope as it stands before this pass merges anything.
+        pool = self._statements(scope) if self.config.consolidation.detect_conflicts else []
         report = SleepReport(scope, len(rows), dry_run=dry_run)
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for row in sorted(rows, key=lambda r: (r["created_at"], r["id"])):
@@ -286,14 +288,89 @@ class Consolidator:
                 planned.append((self._plan_cluster(members, sims, threshold, now), members))
         if dry_run:
             report.consolidations = [p for p, _ in planned]
-            return report
-        for start in range(0, len(planned), COMMIT_BATCH):
-            for done in self._commit_clusters(planned[start : start + COMMIT_BATCH], now):
-                if done is None:
-                    report.skipped += 1
-                else:
-                    report.consolidations.append(done)
+        else:
+            for start in range(0, len(planned), COMMIT_BATCH):
+                for done in self._commit_clusters(planned[start : start + COMMIT_BATCH], now):
+                    if done is None:
+                        report.skipped += 1
+                    else:
+                        report.consolidations.append(done)
+        if pool:
+            report.conflicts, report.disagreements = self._conflicts(
+                scope, rows, pool, report.consolidations, threshold, cutoff, dry_run=dry_run
+            )
         return report
+
+    def _statements(self, scope: str) -> list[dict[str, Any]]:
+        where = (
+            f"scope = {sql_str(scope)} AND state = {sql_str(State.WORKING.value)}"
+            f" AND memory_type != {sql_str(MemoryType.GOAL.value)}"
+        )
+        return self.store.scan(
+            where, columns=["id", "content", "embedding", "source", "created_at"]
+        )
+
+    def _conflicts(
+        self,
+        scope: str,
+        recent: list[dict[str, Any]],
+        pool: list[dict[str, Any]],
+        merged: Sequence[Consolidation],
+        threshold: float,
+        window_start: datetime,
+        *,
+        dry_run: bool,
+    ) -> tuple[list[Conflict], list[tuple[str, str]]]:
+        """Record which of two conflicting statements prevails (module `conflicts`): this
+        pass's recent rows against every working statement of the scope, a member merged by
+        this pass standing for its parent. Returns the conflicts recorded (found, when dry) and
+        the disagreements left open. Pairs already linked are left alone, so a pass repeated
+        (or resumed after a crash) adds nothing twice."""
+        pairs = conflicts.conflicting_pairs(recent, pool, threshold)
+        if not pairs:
+            return [], []
+        statement_of: dict[str, Statement] = {}
+        for c in merged:
+            stated = Statement(
+                c.parent.id, c.parent.source.trust, max(m.created_at for m in c.members)
+            )
+            statement_of.update((m.id, stated) for m in c.members)
+        rows = {r["id"]: r for r in [*pool, *recent]}
+        singles = sorted({i for pair in pairs for i in pair} - statement_of.keys())
+        edges = self.store.relationships_of(singles)
+        # A parent of an earlier pass counts as stated when its newest member was.
+        merged_from: dict[str, list[str]] = {}
+        settled: set[frozenset[str]] = set()
+        for e in edges:
+            if e.relationship_type is RelationshipType.CONSOLIDATED_FROM:
+                merged_from.setdefault(e.source_id, []).append(e.target_id)
+            elif e.relationship_type in (RelationshipType.CONFLICTS, RelationshipType.SUPERSEDES):
+                settled.add(frozenset((e.source_id, e.target_id)))
+        children = [m for i in singles for m in merged_from.get(i, [])]
+        stated_at = (
+            {
+                r["id"]: r["created_at"]
+                for r in self.store.scan(sql_in("id", children), columns=["id", "created_at"])
+            }
+            if children
+            else {}
+        )
+        for i in singles:
+            times = [stated_at[m] for m in merged_from.get(i, []) if m in stated_at]
+            row = rows[i]
+            trust = Source(row["source"]).trust
+            statement_of[i] = Statement(i, trust, max(times) if times else row["created_at"])
+        found, disagreements = conflicts.resolve(pairs, statement_of, settled, window_start)
+        if found and not dry_run:
+            self.store.add_relationships(
+                [
+                    Relationship(
+                        c.winner, c.loser, RelationshipType.CONFLICTS, 1.0, c.description, scope
+                    )
+                    for c in found
+                ]
+            )
+        return found, disagreements
 
     def _achievers(self, ids: Sequence[str]) -> set[str]:
         rels = self.store.relationships_of(list(ids))
@@ -475,10 +552,6 @@ class Consolidator:
         return ids
 
 
-def _numbers(text: str) -> frozenset[str]:
-    return frozenset(_NUMBER.findall(text))
-
-
 def _without_conflicts(
     clusters: list[list[int]], rows: list[dict[str, Any]], min_size: int
 ) -> list[list[int]]:
@@ -490,8 +563,7 @@ def _without_conflicts(
     person or a `supersedes` link."""
 
     def compatible(i: int, k: int) -> bool:
-        a, b = _numbers(rows[i]["content"]), _numbers(rows[k]["content"])
-        return not a or not b or bool(a & b)
+        return conflicts.compatible(numbers(rows[i]["content"]), numbers(rows[k]["content"]))
 
     out = []
     for cluster in clusters:

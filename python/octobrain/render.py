@@ -36,6 +36,7 @@ def recall_to_dict(recall: Recall) -> dict[str, Any]:
                 "why": h.why,
                 "superseded_by": h.superseded_by,
                 "consolidated_into": h.consolidated_into,
+                "outranked_by": h.outranked_by,
                 "gist": h.gist or None,
             }
             for h in recall.hits

@@ -84,6 +84,7 @@ class Hit:
     why: str
     superseded_by: list[str] = field(default_factory=list)
     consolidated_into: list[str] = field(default_factory=list)
+    outranked_by: list[str] = field(default_factory=list)  # found memories stating another value
     gist: str = ""  # a faded episode's compressed text (the full content is still `memory`)
 
 
@@ -206,7 +207,7 @@ class Retriever:
         filters allow it); the member itself is then ranked below the parent as before. Without
         this, consolidating a fact's restatements made the fact harder to find."""
         ids = [self.corpus.memory(s.pos).id for s in kept]
-        _, parents = self._edges_in(ids, scopes)
+        _, parents, _ = self._edges_in(ids, scopes)
         best = {s.pos: s for s in kept}
         for s, mid in zip(kept, ids, strict=True):
             for pid in parents.get(mid, []):
@@ -228,7 +229,7 @@ class Retriever:
         mems = [copy.copy(self.corpus.memory(s.pos)) for s in kept]
         mcfg, scfg = self.config.memory, self.config.search
         importance = decay.memory_strength(mems, now, mcfg)
-        superseded, parents = self._edges_in([m.id for m in mems], scopes)
+        superseded, parents, conflicting = self._edges_in([m.id for m in mems], scopes)
         hits = []
         for s, m, imp in zip(kept, mems, importance, strict=True):
             age_days = max(0.0, (now - m.created_at).total_seconds() / 86400.0)
@@ -251,28 +252,23 @@ class Retriever:
             hit.consolidated_into = parents.get(m.id, [])
             hit.gist = gist_for(m, float(imp), now, self.config.brief)
             hits.append(hit)
-        # A consolidated memory ranks below its parent whenever both are found.
-        score_of = {h.memory.id: h.score for h in hits}
-        for hit in hits:
-            above = [score_of[p] for p in hit.consolidated_into if p in score_of]
-            if above:
-                hit.score = min(hit.score, BELOW_PARENT * min(above))
-            if hit.consolidated_into:
-                hit.why += f"; consolidated into {', '.join(hit.consolidated_into)}"
+        _rank_below(hits, conflicting)
         hits.sort(key=lambda h: (-h.score, -h.relevance, h.memory.id))
         return hits[:limit]
 
     def _edges_in(
         self, ids: Sequence[str], scopes: list[str]
-    ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-        """For each id, the live memories visible from `scopes` that supersede it, and those it
-        was consolidated into (one relationship query for both)."""
+    ) -> tuple[dict[str, list[str]], dict[str, list[str]], dict[str, list[str]]]:
+        """For each id, the live memories visible from `scopes` that supersede it, those it
+        was consolidated into, and those that `conflict` with it (one lookup for all three)."""
         superseded: dict[str, list[str]] = {}
         parents: dict[str, list[str]] = {}
+        conflicting: dict[str, list[str]] = {}
         wanted = set(ids)
         kinds = {
             RelationshipType.SUPERSEDES: superseded,
             RelationshipType.CONSOLIDATED_FROM: parents,
+            RelationshipType.CONFLICTS: conflicting,
         }
         for rel in self.corpus.edges(ids):
             out = kinds.get(rel.relationship_type)
@@ -281,7 +277,46 @@ class Retriever:
             pos = self.corpus.pos_of.get(rel.source_id)
             if pos is not None and self.corpus.memory(pos).scope in scopes:
                 out.setdefault(rel.target_id, []).append(rel.source_id)
-        return superseded, parents
+        return superseded, parents, conflicting
+
+
+def _rank_below(hits: list[Hit], conflicting: dict[str, list[str]]) -> None:
+    """Orderings the store knows, applied to scores among the found hits: a consolidated
+    memory ranks below its parent, and a memory that a `conflicts` edge outranks ranks below
+    the memory stating the other value (the edge's source, written by the sleep pass for the
+    more trusted or newer statement, or by an agent for the one it stores now), unless it is
+    the more trusted of the two or that memory is itself superseded.
+
+    Scores only ever drop, so chains (a member of a parent that is itself outranked) settle
+    by repeating; a cycle of agent-written edges stops after one round per hit."""
+    by_id = {h.memory.id: h for h in hits}
+    above_of: dict[str, list[str]] = {}
+    for hit in hits:
+        above = [p for p in hit.consolidated_into if p in by_id]
+        for winner in conflicting.get(hit.memory.id, []):
+            other = by_id.get(winner)
+            if (
+                other is not None
+                and other.memory.source.trust >= hit.memory.source.trust
+                and not other.superseded_by
+            ):
+                hit.outranked_by.append(winner)
+                above.append(winner)
+        if above:
+            above_of[hit.memory.id] = above
+        if hit.consolidated_into:
+            hit.why += f"; consolidated into {', '.join(hit.consolidated_into)}"
+        if hit.outranked_by:
+            hit.why += f"; {', '.join(hit.outranked_by)} states another value and prevails"
+    for _ in range(len(above_of)):
+        changed = False
+        for mid, above in above_of.items():
+            cap = BELOW_PARENT * min(by_id[p].score for p in above)
+            if by_id[mid].score > cap:
+                by_id[mid].score = cap
+                changed = True
+        if not changed:
+            break
 
 
 # ---- parsing what a caller asks for -------------------------------------------------------

@@ -137,6 +137,7 @@ def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
                     "finished_at": utcnow().isoformat(),
                     "consolidated": len(report.consolidations),
                     "archived": len(report.archived),
+                    "conflicts": len(report.conflicts),
                 }
             )
     except (Timeout, StoreBusy):

@@ -163,8 +163,10 @@ MEMORIZE = ToolSpec(
             "type": "array",
             "maxItems": MAX_LINKS,
             "description": "Typed links from this new memory to existing ones (ids from "
-            "`remember`). 'supersedes' replaces an outdated memory; 'achieves' contributes to "
-            "a goal; 'closes' completes a goal.",
+            "`remember`). 'supersedes' replaces an outdated memory; 'conflicts' says the "
+            "target states another value of the same thing and this one holds (the target then "
+            "ranks just below it, unless the target is more trusted); 'achieves' contributes "
+            "to a goal; 'closes' completes a goal.",
             "items": {
                 "type": "object",
                 "properties": {
