@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -44,6 +45,27 @@ def conflict_edges(brain: Brain) -> set[tuple[str, str]]:
         for e in all_edges(brain).values()
         if e.relationship_type is RelationshipType.CONFLICTS
     }
+
+
+def add_old_value(
+    brain: Brain, content: str, *, written_days_ago: float, reads: int, **fields: Any
+) -> Memory:
+    """A value written weeks ago, important, and read often until a few days ago."""
+    now = utcnow()
+    written = now - timedelta(days=written_days_ago)
+    memory = Memory(
+        title="Billing timeout",
+        content=content,
+        scope=brain.scope,
+        importance=0.8,
+        created_at=written,
+        updated_at=written,
+        last_accessed=now - timedelta(days=3),
+        access_count=reads,
+        **fields,
+    )
+    brain.store.add([memory], brain.embedder.embed_documents([memory.searchable_text()]))
+    return memory
 
 
 def ranked(brain: Brain, query: str = QUESTION) -> list[str]:
@@ -86,18 +108,7 @@ def test_pairs_need_near_identical_wording_and_disjoint_numbers() -> None:
 def test_a_changed_value_outranks_the_old_one_however_often_that_was_read(tmp_path: Path) -> None:
     brain = Brain(SCOPE, config=Config(), embedder=get_embedder("minilm"), uri=tmp_path)
     now = utcnow()
-    written = now - timedelta(days=40)
-    old = Memory(
-        title="Billing timeout",
-        content=timeout(45),
-        scope=SCOPE,
-        importance=0.8,
-        created_at=written,
-        updated_at=written,
-        last_accessed=now - timedelta(days=3),  # read often until the value changed
-        access_count=15,
-    )
-    brain.store.add([old], brain.embedder.embed_documents([old.searchable_text()]))
+    old = add_old_value(brain, timeout(45), written_days_ago=40, reads=15)
     new = add_at(brain, "Billing timeout", timeout(30), now - timedelta(days=6))
     for title, text in FILLER:  # the rest of a project's memory, so the ranking has context
         add_at(brain, title, text, now - timedelta(days=10))
@@ -201,19 +212,9 @@ def test_a_conflicts_link_written_by_an_agent_orders_the_two(
 def test_the_briefing_states_the_value_that_prevails(make_brain: MakeBrain) -> None:
     brain = make_brain()
     now = utcnow()
-    written = now - timedelta(days=30)
-    old = Memory(
-        title="Billing timeout",
-        content=timeout(45),
-        scope=SCOPE,
-        memory_type=MemoryType.ARCHITECTURE,
-        importance=0.8,
-        created_at=written,
-        updated_at=written,
-        last_accessed=now - timedelta(days=2),
-        access_count=12,
+    add_old_value(
+        brain, timeout(45), written_days_ago=30, reads=12, memory_type=MemoryType.ARCHITECTURE
     )
-    brain.store.add([old], brain.embedder.embed_documents([old.searchable_text()]))
     add_at(
         brain, "Billing timeout", timeout(30), now - timedelta(days=2), memory_type="architecture"
     )

@@ -5,8 +5,9 @@ and this project's), what is true about this project (decisions, architecture an
 facts), goals (open ones, and those achieved lately with what closed them), and what happened
 recently that still matters. Candidates are the visible `working` memories — consolidated
 members are represented by their parent, archived ones have faded out, and a memory that another
-`supersedes`, or that a `conflicts` edge outranks (module `conflicts`), is left out. Each is ranked by its decayed importance (importance × time since last
-access, reinforced by use) × trust, near-duplicates (cosine ≥ `brief.duplicate_threshold` on the
+`supersedes`, or that a `conflicts` edge outranks (module `conflicts`), is left out. Each is
+ranked by its decayed importance (importance × time since last access, reinforced by use) ×
+trust, near-duplicates (cosine ≥ `brief.duplicate_threshold` on the
 stored embeddings) collapse into the strongest, and items are added while the Markdown fits
 `max_tokens` counted with the embedder's tokenizer. No model writes anything: item texts are
 extractive (central sentences, or a faded episode's gist).

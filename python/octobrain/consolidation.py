@@ -37,7 +37,7 @@ import numpy as np
 from octobrain import conflicts, decay
 from octobrain.clustering import cosine_clusters
 from octobrain.config import Config
-from octobrain.conflicts import Conflict, Statement, numbers
+from octobrain.conflicts import Conflict, Statement
 from octobrain.embed import Embedder
 from octobrain.errors import InvalidInput
 from octobrain.models import (
@@ -260,17 +260,20 @@ class Consolidator:
         if not dry_run:
             self.repair()
         cutoff = now - timedelta(days=max_age_days)
-        where = (
-            f"scope = {sql_str(scope)} AND state = {sql_str(State.WORKING.value)}"
-            f" AND memory_type != {sql_str(MemoryType.GOAL.value)}"
-            f" AND created_at >= timestamp {sql_str(cutoff.isoformat())}"
-        )
+        where = f"{_statements(scope)} AND created_at >= timestamp {sql_str(cutoff.isoformat())}"
         rows = self.store.scan(where)
         # Findings of a goal wait for the goal to be closed.
         excluded = self.log.not_to_cluster(scope) | self._achievers([r["id"] for r in rows])
         rows = [r for r in rows if r["id"] not in excluded]
-        # Every working statement of the scope as it stands before this pass merges anything.
-        pool = self._statements(scope) if self.config.consolidation.detect_conflicts else []
+        # Every working statement of the scope as it stands before this pass merges anything
+        # (only when there is something recent to compare it with).
+        pool = (
+            self.store.scan(
+                _statements(scope), columns=["id", "content", "embedding", "source", "created_at"]
+            )
+            if rows and self.config.consolidation.detect_conflicts
+            else []
+        )
         report = SleepReport(scope, len(rows), dry_run=dry_run)
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for row in sorted(rows, key=lambda r: (r["created_at"], r["id"])):
@@ -300,15 +303,6 @@ class Consolidator:
                 scope, rows, pool, report.consolidations, threshold, cutoff, dry_run=dry_run
             )
         return report
-
-    def _statements(self, scope: str) -> list[dict[str, Any]]:
-        where = (
-            f"scope = {sql_str(scope)} AND state = {sql_str(State.WORKING.value)}"
-            f" AND memory_type != {sql_str(MemoryType.GOAL.value)}"
-        )
-        return self.store.scan(
-            where, columns=["id", "content", "embedding", "source", "created_at"]
-        )
 
     def _conflicts(
         self,
@@ -552,6 +546,14 @@ class Consolidator:
         return ids
 
 
+def _statements(scope: str) -> str:
+    """The rows a sleep pass works on: `scope`'s working memories, goals aside."""
+    return (
+        f"scope = {sql_str(scope)} AND state = {sql_str(State.WORKING.value)}"
+        f" AND memory_type != {sql_str(MemoryType.GOAL.value)}"
+    )
+
+
 def _without_conflicts(
     clusters: list[list[int]], rows: list[dict[str, Any]], min_size: int
 ) -> list[list[int]]:
@@ -563,7 +565,8 @@ def _without_conflicts(
     person or a `supersedes` link."""
 
     def compatible(i: int, k: int) -> bool:
-        return conflicts.compatible(numbers(rows[i]["content"]), numbers(rows[k]["content"]))
+        a, b = conflicts.numbers(rows[i]["content"]), conflicts.numbers(rows[k]["content"])
+        return conflicts.compatible(a, b)
 
     out = []
     for cluster in clusters:

@@ -46,7 +46,8 @@ from octobrain.store.memories import (
 )
 
 SUPERSEDED_FACTOR = 0.1
-BELOW_PARENT = 0.95  # a consolidated memory scores at most this share of its parent's score
+BELOW = 0.95  # a memory ranked below another (its parent, a prevailing value) scores at most
+# this share of that one's score
 EXACT_MAX = VECTOR_INDEX_MIN_ROWS  # the exact scan hands over where the ANN index starts
 
 
@@ -311,7 +312,7 @@ def _rank_below(hits: list[Hit], conflicting: dict[str, list[str]]) -> None:
     for _ in range(len(above_of)):
         changed = False
         for mid, above in above_of.items():
-            cap = BELOW_PARENT * min(by_id[p].score for p in above)
+            cap = BELOW * min(by_id[p].score for p in above)
             if by_id[mid].score > cap:
                 by_id[mid].score = cap
                 changed = True
