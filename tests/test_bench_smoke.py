@@ -78,6 +78,15 @@ def test_bench_beir_rejects_unknown_mode(beir_dir: Path) -> None:
     assert result.exit_code == 2 and "--modes" in result.output and "default" in result.output
 
 
+@pytest.mark.parametrize("flag", ["--whole-passages", "--bytes-only-chunks"])
+def test_bench_beir_chunking_flags_are_refused_on_the_memory_path(
+    beir_dir: Path, flag: str
+) -> None:
+    args = ["bench", "beir", "--data", str(beir_dir), "--path", "memory", flag]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and flag in result.output and "--path knowledge" in result.output
+
+
 def test_bench_scale_smoke(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text(README, encoding="utf-8")

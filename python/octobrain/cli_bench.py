@@ -161,6 +161,15 @@ def bench_beir_command(
     from octobrain.bench_tables import beir_table, update_readme
     from octobrain.errors import InvalidInput
 
+    if path == "memory":  # memories are stored whole: there is no chunking to change
+        for flag, given in (
+            ("--whole-passages", whole_passages),
+            ("--bytes-only-chunks", bytes_only_chunks),
+        ):
+            if given:
+                raise click.BadParameter(
+                    "only applies to --path knowledge (memories are not chunked)", param_hint=flag
+                )
     chosen = list(MODES) if modes == "all" else [m.strip() for m in modes.split(",") if m.strip()]
     unknown = [m for m in chosen if m not in MODES]
     if unknown or not chosen:
