@@ -196,7 +196,9 @@ def test_a_conflicts_link_written_by_an_agent_orders_the_two(
     now = utcnow()
     exact = add_at(brain, "Timeout", timeout(30), now - timedelta(days=1), source=loser_source)
     other, _ = brain.memorize(
-        "Timeout", "Billing: the request timeout was raised to 45 seconds.", source="agent_inferred"
+        "Timeout",
+        "The billing service request timeout was raised to 45 seconds.",
+        source="agent_inferred",
     )
     query = timeout(30)
     assert ranked(brain, query)[0] == exact.id
@@ -225,3 +227,24 @@ def test_the_briefing_states_the_value_that_prevails(make_brain: MakeBrain) -> N
     assert "45 seconds" in briefed()  # the stronger of two near-duplicates stands for both
     brain.sleep_consolidate(threshold=0.7)
     assert "30 seconds" in briefed() and "45 seconds" not in briefed()
+
+
+def test_a_question_naming_the_outranked_ones_subject_gets_it_first(make_brain: MakeBrain) -> None:
+    # Two services' settings worded alike: cosine and numbers cannot tell them from one
+    # setting's two values, but a question that names the service can.
+    brain = make_brain()
+    now = utcnow()
+    inventory = add_at(
+        brain,
+        "Upload limit",
+        "The inventory service max upload size is 35 megabytes.",
+        now - timedelta(days=1),
+        source=Source.USER_CONFIRMED,
+    )
+    catalog = add_at(
+        brain, "Upload limit", "The catalog service max upload size is 12 megabytes.", now
+    )
+    edge = Relationship(inventory.id, catalog.id, RelationshipType.CONFLICTS, 1.0, "", SCOPE)
+    brain.store.add_relationships([edge])
+    assert ranked(brain, "What is the max upload size of the catalog service?")[0] == catalog.id
+    assert ranked(brain, "What is the max upload size?")[:2] == [inventory.id, catalog.id]

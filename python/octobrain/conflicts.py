@@ -15,7 +15,10 @@ an update (an agent's guess next to the fact it got wrong): the pass reports the
 their order alone, for someone to settle with `supersedes`. A consolidation parent counts as
 stated when its newest member was. Nothing is hidden or changed: when both are found, the
 outranked memory ranks just below the other one and says why; each stays retrievable on its
-own, and an explicit `supersedes` overrides it.
+own, and an explicit `supersedes` overrides it. Cosine and numbers cannot tell one setting's
+two values from two things' settings worded alike ("the catalog service max upload size is
+12 MB" / "the inventory service … 35 MB"), so the order steps aside when a question names what
+only the outranked memory is about (`search._asks_for`).
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from octobrain.store.memories import (
     visible_scopes,
     visible_where,
 )
+from octobrain.text import analyze
 
 SUPERSEDED_FACTOR = 0.1
 BELOW = 0.95  # a memory ranked below another (its parent, a prevailing value) scores at most
@@ -138,7 +139,7 @@ class Retriever:
         merged = per_query[0] if len(per_query) == 1 else self._merge(per_query)
         kept = [s for s in merged if s.relevance >= min_relevance]
         kept = self._lift_parents(kept, scopes, allowed)
-        return self._rank(kept, limit, now, multi=len(queries), scopes=scopes)
+        return self._rank(kept, limit, now, queries=queries, scopes=scopes)
 
     # ---- one query ------------------------------------------------------------------------
 
@@ -222,7 +223,12 @@ class Retriever:
         return list(best.values())
 
     def _rank(
-        self, kept: list[_Scored], limit: int, now: datetime, multi: int, scopes: list[str]
+        self,
+        kept: list[_Scored],
+        limit: int,
+        now: datetime,
+        queries: Sequence[str],
+        scopes: list[str],
     ) -> list[Hit]:
         if not kept:
             return []
@@ -241,7 +247,7 @@ class Retriever:
             f_trust = 1.0 - 0.5 * (1.0 - m.source.trust)
             f_sup = SUPERSEDED_FACTOR if superseded.get(m.id) else 1.0
             score = s.fused * f_imp * f_rec * f_trust * f_sup
-            legs = f"{multi} queries (RRF); " if multi > 1 else ""
+            legs = f"{len(queries)} queries (RRF); " if len(queries) > 1 else ""
             why = (
                 f"{legs}found by {s.legs}; relevance {s.relevance:.2f} "
                 f"(cosine {s.cosine:.2f}, words {s.coverage:.0%}); "
@@ -253,7 +259,7 @@ class Retriever:
             hit.consolidated_into = parents.get(m.id, [])
             hit.gist = gist_for(m, float(imp), now, self.config.brief)
             hits.append(hit)
-        _rank_below(hits, conflicting)
+        _rank_below(hits, conflicting, queries)
         hits.sort(key=lambda h: (-h.score, -h.relevance, h.memory.id))
         return hits[:limit]
 
@@ -281,12 +287,13 @@ class Retriever:
         return superseded, parents, conflicting
 
 
-def _rank_below(hits: list[Hit], conflicting: dict[str, list[str]]) -> None:
+def _rank_below(hits: list[Hit], conflicting: dict[str, list[str]], queries: Sequence[str]) -> None:
     """Orderings the store knows, applied to scores among the found hits: a consolidated
     memory ranks below its parent, and a memory that a `conflicts` edge outranks ranks below
     the memory stating the other value (the edge's source, written by the sleep pass for the
     more trusted or newer statement, or by an agent for the one it stores now), unless it is
-    the more trusted of the two or that memory is itself superseded.
+    the more trusted of the two, that memory is itself superseded, or the question names what
+    only the outranked one is about (`_asks_for`).
 
     Scores only ever drop, so chains (a member of a parent that is itself outranked) settle
     by repeating; a cycle of agent-written edges stops after one round per hit."""
@@ -300,6 +307,7 @@ def _rank_below(hits: list[Hit], conflicting: dict[str, list[str]]) -> None:
                 other is not None
                 and other.memory.source.trust >= hit.memory.source.trust
                 and not other.superseded_by
+                and not _asks_for(hit.memory, other.memory, queries)
             ):
                 hit.outranked_by.append(winner)
                 above.append(winner)
@@ -318,6 +326,22 @@ def _rank_below(hits: list[Hit], conflicting: dict[str, list[str]]) -> None:
                 changed = True
         if not changed:
             break
+
+
+def _asks_for(loser: Memory, winner: Memory, queries: Sequence[str]) -> bool:
+    """Whether the question names the outranked memory's own subject: it asks a word only
+    that memory has, where the other has a word of its own instead ("catalog" against
+    "inventory"). Near-identical wording with other numbers is then two things' settings, not
+    one thing's two values, and the conflict's order must not hide the one asked for. Numbers
+    are left out: they are the values in conflict."""
+    asked = _terms(" ".join(queries))
+    mine, theirs = (_terms(m.searchable_text()) for m in (loser, winner))
+    return bool(asked & (mine - theirs)) and bool(theirs - mine - asked)
+
+
+def _terms(text: str) -> set[str]:
+    (terms,) = analyze([text])
+    return {t for t in terms if not t.isdigit()}
 
 
 # ---- parsing what a caller asks for -------------------------------------------------------
