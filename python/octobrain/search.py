@@ -299,6 +299,7 @@ def _rank_below(hits: list[Hit], conflicting: dict[str, list[str]], queries: Seq
     by repeating; a cycle of agent-written edges stops after one round per hit."""
     by_id = {h.memory.id: h for h in hits}
     above_of: dict[str, list[str]] = {}
+    asked = _terms(" ".join(queries)) if any(h.memory.id in conflicting for h in hits) else set()
     for hit in hits:
         above = [p for p in hit.consolidated_into if p in by_id]
         for winner in conflicting.get(hit.memory.id, []):
@@ -307,7 +308,7 @@ def _rank_below(hits: list[Hit], conflicting: dict[str, list[str]], queries: Seq
                 other is not None
                 and other.memory.source.trust >= hit.memory.source.trust
                 and not other.superseded_by
-                and not _asks_for(hit.memory, other.memory, queries)
+                and not _asks_for(hit.memory, other.memory, asked)
             ):
                 hit.outranked_by.append(winner)
                 above.append(winner)
@@ -328,13 +329,12 @@ def _rank_below(hits: list[Hit], conflicting: dict[str, list[str]], queries: Seq
             break
 
 
-def _asks_for(loser: Memory, winner: Memory, queries: Sequence[str]) -> bool:
+def _asks_for(loser: Memory, winner: Memory, asked: set[str]) -> bool:
     """Whether the question names the outranked memory's own subject: it asks a word only
     that memory has, where the other has a word of its own instead ("catalog" against
     "inventory"). Near-identical wording with other numbers is then two things' settings, not
     one thing's two values, and the conflict's order must not hide the one asked for. Numbers
-    are left out: they are the values in conflict."""
-    asked = _terms(" ".join(queries))
+    are left out: they are the values in conflict. `asked`: the question's terms."""
     mine, theirs = (_terms(m.searchable_text()) for m in (loser, winner))
     return bool(asked & (mine - theirs)) and bool(theirs - mine - asked)
 
