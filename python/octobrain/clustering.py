@@ -16,7 +16,7 @@ import numpy.typing as npt
 from octobrain import _core
 from octobrain.errors import InvalidInput
 
-__all__ = ["TIE_TOLERANCE", "Linkage", "cosine_clusters"]
+__all__ = ["TIE_TOLERANCE", "Linkage", "cosine_clusters", "unit_rows"]
 
 Linkage = Literal["complete", "average"]
 
@@ -34,6 +34,15 @@ def as_float32_matrix(vectors: npt.ArrayLike, field: str = "vectors") -> npt.NDA
     # Overflow to inf is reported by the kernel as a non-finite row; no warning needed here.
     with np.errstate(over="ignore", invalid="ignore"):
         return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def unit_rows(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
+    """Rows scaled to unit length (a zero row stays zero), so a matrix product is cosines."""
+    matrix = np.asarray(vectors, dtype=np.float32)
+    out: npt.NDArray[np.float32] = matrix / np.maximum(
+        np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12
+    )
+    return out
 
 
 def cosine_clusters(

@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from octobrain.clustering import unit_rows
+
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _BLOCK = 512  # recent rows compared per matrix product (bounds memory on a large scope)
 
@@ -137,10 +139,7 @@ def resolve(
 
 
 def _unit(rows: Sequence[Mapping[str, Any]]) -> npt.NDArray[np.float32]:
-    vecs = np.stack([np.asarray(r["embedding"], dtype=np.float32) for r in rows])
-    norms = np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-    out: npt.NDArray[np.float32] = vecs / norms
-    return out
+    return unit_rows(np.stack([np.asarray(r["embedding"], dtype=np.float32) for r in rows]))
 
 
 __all__ = [

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from octobrain import conflicts, decay
-from octobrain.clustering import cosine_clusters
+from octobrain.clustering import cosine_clusters, unit_rows
 from octobrain.config import Config
 from octobrain.conflicts import Conflict, Statement
 from octobrain.embed import Embedder
@@ -608,7 +608,7 @@ def _compatible_clusters(
 
 
 def _cosines(vectors: np.ndarray) -> np.ndarray:
-    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    unit = unit_rows(vectors)
     sims: np.ndarray = unit @ unit.T
     return sims
 
