@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from octobrain import decay
+from octobrain import conflicts, decay
 from octobrain.gist import DIGEST_TAG, compress, gist_for
 from octobrain.models import Memory, MemoryType, RelationshipType, State, utcnow
 from octobrain.store.memories import visible_scopes
@@ -152,7 +152,7 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     ]
     by_id = {m.id: m for m in live}
     superseded: set[str] = set()
-    conflicts: list[tuple[Memory, str]] = []
+    outranked: list[tuple[Memory, str]] = []
     closed_by: dict[str, Memory] = {}
     findings: dict[str, int] = {}
     for rel in corpus.edges(list(by_id)):
@@ -162,7 +162,7 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
         if rel.relationship_type is RelationshipType.SUPERSEDES:
             superseded.add(rel.target_id)
         elif rel.relationship_type is RelationshipType.CONFLICTS:
-            conflicts.append((source, rel.target_id))
+            outranked.append((source, rel.target_id))
         elif rel.relationship_type is RelationshipType.CLOSES:
             if rel.target_id not in closed_by or closed_by[rel.target_id].created_at < (
                 source.created_at
@@ -173,10 +173,9 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     # The other value of a conflict is not "what is true" either (same rule as `remember`).
     superseded |= {
         target
-        for source, target in conflicts
-        if source.id not in superseded
-        and target in by_id
-        and source.source.trust >= by_id[target].source.trust
+        for source, target in outranked
+        if target in by_id
+        and conflicts.holds(source, by_id[target], winner_superseded=source.id in superseded)
     }
     memories = [m for m in live if m.id not in superseded]
     if not memories:

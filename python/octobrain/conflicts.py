@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from octobrain.clustering import unit_rows
+from octobrain.models import Memory
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _BLOCK = 512  # recent rows compared per matrix product (bounds memory on a large scope)
@@ -69,6 +70,13 @@ class Conflict:
     @property
     def description(self) -> str:
         return f"sleep pass: states another value; this one is {self.reason}"
+
+
+def holds(winner: Memory, loser: Memory, *, winner_superseded: bool) -> bool:
+    """Whether a `conflicts` edge winner → loser orders the two: not when the loser is the more
+    trusted (an agent's link cannot outrank the user) or the winner is itself superseded.
+    `remember` and the briefing both ask this."""
+    return not winner_superseded and winner.source.trust >= loser.source.trust
 
 
 def prevailing(
@@ -147,6 +155,7 @@ __all__ = [
     "Statement",
     "compatible",
     "conflicting_pairs",
+    "holds",
     "numbers",
     "prevailing",
     "resolve",

@@ -18,7 +18,7 @@ from datetime import datetime, time, timedelta, timezone
 import numpy as np
 import numpy.typing as npt
 
-from octobrain import decay, fusion
+from octobrain import conflicts, decay, fusion
 from octobrain.config import Config
 from octobrain.corpus import Corpus
 from octobrain.embed import Embedder
@@ -306,8 +306,9 @@ def _rank_below(hits: list[Hit], conflicting: dict[str, list[str]], queries: Seq
             other = by_id.get(winner)
             if (
                 other is not None
-                and other.memory.source.trust >= hit.memory.source.trust
-                and not other.superseded_by
+                and conflicts.holds(
+                    other.memory, hit.memory, winner_superseded=bool(other.superseded_by)
+                )
                 and not _asks_for(hit.memory, other.memory, asked)
             ):
                 hit.outranked_by.append(winner)
