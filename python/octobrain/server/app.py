@@ -43,6 +43,7 @@ _BRAIN_TOOLS = {
     "memorize": handlers.memorize,
     "remember": handlers.remember,
     "forget": handlers.forget,
+    "ingest": handlers.ingest,
 }
 
 
