@@ -337,3 +337,16 @@ def test_mcp_ingest_stores_turns_once_and_names_bad_fields(tmp_path: Path) -> No
             assert error and reply.startswith("turns: must hold at most"), reply
 
     run(body)
+
+
+def test_a_question_naming_a_person_prefers_that_persons_turns(tmp_path: Path) -> None:
+    records = [
+        {"speaker": "Ana", "text": "I adopted a cat from the shelter last week."},
+        {"speaker": "Bo", "text": "I adopted a cat from the shelter last week too!"},
+    ]
+    b = brain(tmp_path)
+    b.ingest(parse_text(json.dumps(records)))
+    for name in ("Ana", "Bo"):
+        (top, *_) = b.remember(f"Which cat did {name} adopt?", min_relevance=0.0).hits
+        assert f"speaker:{name.lower()}" in top.memory.tags
+        assert "the person the question names" in top.why

@@ -52,10 +52,13 @@ class LocomoReport:
     """What one `bench locomo` run measured (see `as_dict`)."""
 
     model: str
+    window: int = 0
     conversations: int = 0
     turns: int = 0
     questions: int = 0
     ingest_seconds: float = 0.0
+    embedded: int = 0
+    cached: int = 0
     search_p50_ms: float = 0.0
     search_p95_ms: float = 0.0
     overall: dict[str, float] = field(default_factory=dict)
@@ -136,15 +139,18 @@ def run_locomo(
     model: str = "minilm",
     cache_dir: Path | None = None,
     config: Config | None = None,
+    window: int | None = None,
     on_ingest: Callable[[int], None] | None = None,
     on_query: Callable[[], None] | None = None,
 ) -> LocomoReport:
-    """Ingest every conversation of `data` and evaluate every question (see the module doc)."""
+    """Ingest every conversation of `data` and evaluate every question (see the module doc).
+    `window`: neighbouring turns in each turn's context (default `ingest.WINDOW`; 0 for the
+    ablation without neighbours)."""
     from octobrain.bench_beir import _cpus, _QueryMemo
     from octobrain.brain import Brain
     from octobrain.embed import get_embedder
     from octobrain.embed_cache import CachedEmbedder
-    from octobrain.ingest import turn_id
+    from octobrain.ingest import WINDOW, ingest, turn_id
 
     conversations, questions = load_locomo(data)
     cached = CachedEmbedder(get_embedder(model, batch_size=64), cache_dir)
@@ -152,6 +158,7 @@ def run_locomo(
     base = config or Config()
     base = replace(base, search=replace(base.search, max_results=DEPTH))
     report = LocomoReport(cached.model_id, machine=f"{_cpus()} CPUs, shared")
+    report.window = WINDOW if window is None else window
     report.conversations = len(conversations)
     halves = {c.key: "A" if i % 2 == 0 else "B" for i, c in enumerate(conversations)}
     with tempfile.TemporaryDirectory(prefix="octobrain-locomo-") as tmp:
@@ -163,13 +170,20 @@ def run_locomo(
             brain = brains[conv.key] = root.for_scope(SCOPE_PREFIX + conv.key)
             for turn in conv.turns:
                 dia_of[turn_id(brain.scope, conv.key, turn.key)] = turn.key
-            brain.ingest([conv], progress=on_ingest or (lambda _n: None))
+            ingest(
+                brain,
+                [conv],
+                window=WINDOW if window is None else window,
+                progress=on_ingest or (lambda _n: None),
+            )
             report.turns += len(conv.turns)
         report.ingest_seconds = time.perf_counter() - start
+        report.embedded, report.cached = cached.misses, cached.hits
         root.retriever.corpus.refresh()
         rows: dict[str, list[dict[str, float]]] = {}
         latencies: list[float] = []
         adversarial: list[tuple[int, float]] = []
+        answerable: list[float] = []  # best relevance of each answerable question
         for q in questions:
             if q.conversation not in brains:
                 continue
@@ -183,6 +197,7 @@ def run_locomo(
                 t0 = time.perf_counter()
                 recall = brain.remember(q.text, limit=DEPTH, min_relevance=0.0, record_access=False)
                 latencies.append((time.perf_counter() - t0) * 1000.0)
+                answerable.append(max((h.relevance for h in recall.hits), default=0.0))
                 ranked = [dia_of.get(h.memory.id, "") for h in recall.hits]
                 scores = _scores(ranked, q.evidence)
                 for key in ("all", halves[q.conversation], CATEGORIES.get(q.category, "other")):
@@ -197,12 +212,16 @@ def run_locomo(
         report.search_p50_ms, report.search_p95_ms = (
             float(v) for v in np.percentile(latencies, [50, 95])
         )
-    if adversarial:
-        n = len(adversarial)
+    if adversarial and answerable:
+        n, floor = len(adversarial), base.search.min_relevance
         report.adversarial = {
             "questions": float(n),
             "answered_share": sum(1 for hits, _ in adversarial if hits) / n,
             "high_relevance_share": sum(1 for _, b in adversarial if b >= HIGH_RELEVANCE) / n,
+            # The same two rates for the answerable questions, for comparison.
+            "answerable_answered_share": sum(1 for b in answerable if b >= floor) / len(answerable),
+            "answerable_high_share": sum(1 for b in answerable if b >= HIGH_RELEVANCE)
+            / len(answerable),
         }
     cached.close()
     return report
@@ -213,6 +232,7 @@ def locomo_table(report: dict[str, Any]) -> str:
     head = (
         f"{report['conversations']} conversations, {report['turns']:,} turns, "
         f"{report['questions']} questions with evidence, model `{report['model']}`, "
+        f"context window ±{report['window']} turns, "
         f"{report['machine']}."
     )
     lines = [
@@ -237,10 +257,13 @@ def locomo_table(report: dict[str, Any]) -> str:
         lines.append(
             f"Adversarial questions ({int(adv['questions'])}, default threshold and limit): "
             f"{adv['answered_share']:.0%} get any memory back, "
-            f"{adv['high_relevance_share']:.0%} one of relevance ≥ {HIGH_RELEVANCE}."
+            f"{adv['high_relevance_share']:.0%} one of relevance ≥ {HIGH_RELEVANCE} (answerable "
+            f"questions: {adv['answerable_answered_share']:.0%} and "
+            f"{adv['answerable_high_share']:.0%})."
         )
+    embedded = f"{report['embedded']:,} embedded, {report['cached']:,} from the embedding cache"
     lines.append(
-        f"Ingest {report['turns_per_second']:.0f} turns/s (embedding included); "
+        f"Ingest {report['turns_per_second']:.1f} turns/s ({embedded}); "
         f"search p50 {report['search_p50_ms']:.1f} ms, p95 {report['search_p95_ms']:.1f} ms "
         "(query embedding apart)."
     )

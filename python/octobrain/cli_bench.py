@@ -269,6 +269,12 @@ def bench_scale_command(
     type=click.Path(file_okay=False, path_type=Path),
     help="Embedding cache. Default: the user cache directory.",
 )
+@click.option(
+    "--window",
+    type=click.IntRange(min=0, max=5),
+    default=None,
+    help="Neighbouring turns on each side in a turn's indexed context (default 1; 0: ablation).",
+)
 @FORMAT_OPTION
 @OUTPUT_OPTION
 @update_option("locomo", "LoCoMo table")
@@ -276,6 +282,7 @@ def bench_locomo_command(
     data: Path,
     model: str,
     cache_dir: Path | None,
+    window: int | None,
     fmt: str,
     output: Path | None,
     update: Path | None,
@@ -299,6 +306,7 @@ def bench_locomo_command(
                 data,
                 model=model,
                 cache_dir=cache_dir,
+                window=window,
                 on_ingest=ib.update,
                 on_query=lambda: qb.update(1),
             )

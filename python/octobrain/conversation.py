@@ -21,6 +21,7 @@ from octobrain.errors import InvalidInput
 
 __all__ = [
     "FORMATS",
+    "SPEAKER_PREFIX",
     "Conversation",
     "Turn",
     "detect_format",
@@ -30,6 +31,7 @@ __all__ = [
 ]
 
 FORMATS = ("auto", "claude", "chat", "locomo")
+SPEAKER_PREFIX = "speaker:"  # the tag naming who said an ingested turn
 MAX_FILE_BYTES = 64 * 1024 * 1024
 SPEAKER_CHARS = 60
 SESSION_CHARS = 60

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from octobrain import temporal
-from octobrain.conversation import Conversation, Turn
+from octobrain.conversation import SPEAKER_PREFIX, Conversation, Turn
 from octobrain.models import (
     CONTENT_BYTES,
     CONTEXT_BYTES,
@@ -44,7 +44,6 @@ BATCH = 256
 WINDOW = 1  # turns on each side whose words join a turn's context
 NEIGHBOUR_CHARS = 240
 CONVERSATION_PREFIX = "conversation:"
-SPEAKER_PREFIX = "speaker:"
 _NAMESPACE = uuid.UUID("6f1d3c2a-9b7e-4c41-8f0a-1c5e2d7b9a34")
 
 Progress = Callable[[int], None]
