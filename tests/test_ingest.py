@@ -350,3 +350,23 @@ def test_a_question_naming_a_person_prefers_that_persons_turns(tmp_path: Path) -
         (top, *_) = b.remember(f"Which cat did {name} adopt?", min_relevance=0.0).hits
         assert f"speaker:{name.lower()}" in top.memory.tags
         assert "the person the question names" in top.why
+
+
+def test_bench_locomo_scores_evidence_turns_and_sessions(tmp_path: Path) -> None:
+    from octobrain.bench_locomo import locomo_table, run_locomo, session_recall
+
+    assert session_recall(["D2:1", "D2:2", "D1:3"], ["D1:3", "D3:1"], k=2) == 0.5
+    sample = json.loads(json.dumps(LOCOMO))
+    sample[0]["qa"] = [
+        {"question": "Which class did Caroline join?", "evidence": ["D1:1"], "category": 4},
+        {"question": "What did Melanie photograph?", "evidence": ["D2:1; D2:2"], "category": 1},
+        {"question": "Which car did Caroline buy?", "evidence": [], "category": 5},
+    ]
+    (tmp_path / "locomo10.json").write_text(json.dumps(sample))
+    report = run_locomo(tmp_path, model="hash:256", cache_dir=tmp_path / "cache").as_dict()
+    assert (report["turns"], report["questions"]) == (5, 2)
+    assert report["categories"]["single-hop"]["recall_at_5"] == 1.0
+    assert report["overall"]["session_recall_at_5"] == 1.0
+    assert report["adversarial"]["questions"] == 1.0
+    table = locomo_table(report)
+    assert "| **all** | 2 |" in table and "Adversarial questions (1," in table

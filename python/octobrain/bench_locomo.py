@@ -126,7 +126,9 @@ def load_locomo(data: Path) -> tuple[list[Conversation], list[Question]]:
     questions = []
     for sample in samples:
         for qa in sample.get("qa", []):
-            evidence = tuple(str(e) for e in qa.get("evidence") or [] if str(e).startswith("D"))
+            # A few annotations hold several ids in one string ("D8:6; D9:17").
+            ids = [p.strip() for e in qa.get("evidence") or [] for p in str(e).split(";")]
+            evidence = tuple(dict.fromkeys(e for e in ids if e.startswith("D")))
             questions.append(
                 Question(sample["sample_id"], str(qa["question"]), evidence, int(qa["category"]))
             )
