@@ -370,3 +370,19 @@ def test_bench_locomo_scores_evidence_turns_and_sessions(tmp_path: Path) -> None
     assert report["adversarial"]["questions"] == 1.0
     table = locomo_table(report)
     assert "| **all** | 2 |" in table and "Adversarial questions (1," in table
+
+
+def test_bench_locomo_without_the_data_names_the_option(tmp_path: Path) -> None:
+    result = cli("bench", "locomo", "--data", str(tmp_path))
+    assert result.exit_code == 2
+    assert "--data" in result.output and "locomo-dev.json.gz" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_session_topics_are_the_words_that_set_a_session_apart() -> None:
+    from octobrain.ingest import session_topics
+
+    (conv,) = parse_text(json.dumps(LOCOMO))
+    topics = session_topics(conv.turns, 3)
+    assert topics["2"] == ["sunrise"]  # said twice there, never in session 1
+    assert session_topics(conv.turns, 0) == {}

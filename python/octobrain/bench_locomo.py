@@ -53,6 +53,7 @@ class LocomoReport:
 
     model: str
     window: int = 0
+    topic_words: int = 0
     conversations: int = 0
     turns: int = 0
     questions: int = 0
@@ -142,6 +143,7 @@ def run_locomo(
     cache_dir: Path | None = None,
     config: Config | None = None,
     window: int | None = None,
+    topic_words: int | None = None,
     on_ingest: Callable[[int], None] | None = None,
     on_query: Callable[[], None] | None = None,
 ) -> LocomoReport:
@@ -152,7 +154,7 @@ def run_locomo(
     from octobrain.brain import Brain
     from octobrain.embed import get_embedder
     from octobrain.embed_cache import CachedEmbedder
-    from octobrain.ingest import WINDOW, ingest, turn_id
+    from octobrain.ingest import TOPIC_WORDS, WINDOW, ingest, turn_id
 
     conversations, questions = load_locomo(data)
     cached = CachedEmbedder(get_embedder(model, batch_size=64), cache_dir)
@@ -161,6 +163,7 @@ def run_locomo(
     base = replace(base, search=replace(base.search, max_results=DEPTH))
     report = LocomoReport(cached.model_id, machine=f"{_cpus()} CPUs, shared")
     report.window = WINDOW if window is None else window
+    report.topic_words = TOPIC_WORDS if topic_words is None else topic_words
     report.conversations = len(conversations)
     halves = {c.key: "A" if i % 2 == 0 else "B" for i, c in enumerate(conversations)}
     with tempfile.TemporaryDirectory(prefix="octobrain-locomo-") as tmp:
@@ -176,6 +179,7 @@ def run_locomo(
                 brain,
                 [conv],
                 window=WINDOW if window is None else window,
+                topic_words=TOPIC_WORDS if topic_words is None else topic_words,
                 progress=on_ingest or (lambda _n: None),
             )
             report.turns += len(conv.turns)
@@ -234,7 +238,7 @@ def locomo_table(report: dict[str, Any]) -> str:
     head = (
         f"{report['conversations']} conversations, {report['turns']:,} turns, "
         f"{report['questions']} questions with evidence, model `{report['model']}`, "
-        f"context window ±{report['window']} turns, "
+        f"context: ±{report['window']} turns and {report['topic_words']} session words, "
         f"{report['machine']}."
     )
     lines = [

@@ -275,6 +275,12 @@ def bench_scale_command(
     default=None,
     help="Neighbouring turns on each side in a turn's indexed context (default 1; 0: ablation).",
 )
+@click.option(
+    "--topic-words",
+    type=click.IntRange(min=0, max=50),
+    default=None,
+    help="A session's distinctive words in each turn's context (default 0: measured worse).",
+)
 @FORMAT_OPTION
 @OUTPUT_OPTION
 @update_option("locomo", "LoCoMo table")
@@ -283,6 +289,7 @@ def bench_locomo_command(
     model: str,
     cache_dir: Path | None,
     window: int | None,
+    topic_words: int | None,
     fmt: str,
     output: Path | None,
     update: Path | None,
@@ -307,6 +314,7 @@ def bench_locomo_command(
                 model=model,
                 cache_dir=cache_dir,
                 window=window,
+                topic_words=topic_words,
                 on_ingest=ib.update,
                 on_query=lambda: qb.update(1),
             )

@@ -14,7 +14,9 @@ one commit per batch. Text is screened for secrets as `memorize` screens it.
 
 from __future__ import annotations
 
+import math
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -34,6 +36,7 @@ from octobrain.models import (
 )
 from octobrain.secrets import screen
 from octobrain.store.memories import sql_in
+from octobrain.text import analyze
 
 if TYPE_CHECKING:
     from octobrain.brain import Brain
@@ -42,6 +45,9 @@ __all__ = ["IngestReport", "ingest", "turn_id", "turn_memories"]
 
 BATCH = 256
 WINDOW = 1  # turns on each side whose words join a turn's context
+TOPIC_WORDS = (
+    0  # a session's most distinctive words in its turns' context (8 measured worse: README)
+)
 NEIGHBOUR_CHARS = 240
 CONVERSATION_PREFIX = "conversation:"
 _NAMESPACE = uuid.UUID("6f1d3c2a-9b7e-4c41-8f0a-1c5e2d7b9a34")
@@ -88,7 +94,28 @@ def _title(turn: Turn) -> str:
     return _fit(f"{turn.speaker}, {when}", 200)
 
 
-def _context(conv: Conversation, turns: list[Turn], i: int, window: int) -> str:
+def session_topics(turns: Sequence[Turn], n: int) -> dict[str, list[str]]:
+    """Each session's `n` most distinctive words (tf-idf against the conversation's other
+    sessions; words said at least twice in it, stopwords and short words left out)."""
+    if n <= 0:
+        return {}
+    words: dict[str, Counter[str]] = {}
+    for turn, terms in zip(turns, analyze([t.text for t in turns], stem=False), strict=True):
+        words.setdefault(turn.session, Counter()).update(w for w in terms if len(w) > 3)
+    sessions = len(words)
+    spread = Counter(w for counts in words.values() for w in counts)
+    out = {}
+    for session, counts in words.items():
+        scored = [
+            (c * math.log((1 + sessions) / spread[w]), w) for w, c in counts.items() if c >= 2
+        ]
+        out[session] = [w for _, w in sorted(scored, key=lambda x: (-x[0], x[1]))[:n]]
+    return out
+
+
+def _context(
+    conv: Conversation, turns: list[Turn], i: int, window: int, topics: dict[str, list[str]]
+) -> str:
     """The indexed context of `turns[i]`: who takes part, the session and its date, and the
     words of the neighbouring turns of the same session (without their speakers' names, so a
     question naming a person matches the turns that person said)."""
@@ -97,6 +124,8 @@ def _context(conv: Conversation, turns: list[Turn], i: int, window: int) -> str:
     parts = [f"Conversation between {people}, session {turn.session}"]
     if turn.session_date:
         parts[0] += f" on {turn.session_date}"
+    if topics.get(turn.session):
+        parts.append("Session about: " + ", ".join(topics[turn.session]))
     before = [t for t in turns[max(0, i - window) : i] if t.session == turn.session]
     after = [t for t in turns[i + 1 : i + 1 + window] if t.session == turn.session]
     if before:
@@ -107,12 +136,18 @@ def _context(conv: Conversation, turns: list[Turn], i: int, window: int) -> str:
 
 
 def turn_memories(
-    brain: Brain, conv: Conversation, *, scope: str, window: int = WINDOW
+    brain: Brain,
+    conv: Conversation,
+    *,
+    scope: str,
+    window: int = WINDOW,
+    topic_words: int = TOPIC_WORDS,
 ) -> list[Memory]:
     """The memories (not yet stored) for every turn of `conv`, in order, in `scope`."""
     policy = brain.config.memory.secrets
     screened = [_screened(t, f"turns[{i}].text", policy) for i, t in enumerate(conv.turns)]
     now = utcnow()
+    topics = session_topics(screened, topic_words)
     out = []
     for i, turn in enumerate(screened):
         out.append(
@@ -120,7 +155,7 @@ def turn_memories(
                 id=turn_id(scope, conv.key, turn.key),
                 title=_title(turn),
                 content=_fit(turn.text, CONTENT_BYTES[1]),
-                context=_context(conv, screened, i, window),
+                context=_context(conv, screened, i, window, topics),
                 memory_type=MemoryType.COMMUNICATION,
                 scope=scope,
                 tags=[
@@ -153,6 +188,7 @@ def ingest(
     *,
     global_: bool = False,
     window: int = WINDOW,
+    topic_words: int = TOPIC_WORDS,
     progress: Progress = lambda _n: None,
 ) -> IngestReport:
     """Store every turn of `conversations` not stored yet, chained within its sessions.
@@ -162,7 +198,7 @@ def ingest(
     scope = "" if global_ else brain.scope
     report = IngestReport(conversations=len(conversations))
     for conv in conversations:
-        memories = turn_memories(brain, conv, scope=scope, window=window)
+        memories = turn_memories(brain, conv, scope=scope, window=window, topic_words=topic_words)
         report.turns += len(memories)
         previous: dict[str, str] = {}  # id → id of the previous turn of its session
         last: dict[str, str] = {}
