@@ -378,3 +378,25 @@ def test_goal_workflow_end_to_end(locked: Any) -> None:
             assert reply.index(closing) < min(reply.index(f) for f in findings if f in reply)
 
     run(body)
+
+
+def test_byte_limits_are_stated_and_character_bounds_refuse_no_valid_string(
+    locked: Any, tmp_path: Path
+) -> None:
+    tools = {t["name"]: t["inputSchema"]["properties"] for t in _listing(locked)}
+    title = tools["memorize"]["title"]
+    assert "5–200 bytes of UTF-8" in title["description"]
+    assert (title["minLength"], title["maxLength"]) == (2, 200)  # ⌈5/4⌉ characters
+    assert tools["memorize"]["related_files"]["items"]["maxLength"] == 500
+    assert tools["forget"]["tags"]["items"]["maxLength"] == 50
+
+    async def body() -> None:
+        async with Client(locked) as client:
+            error, reply = await call(
+                client, "memorize", title="日本", content="東京のデータセンター"
+            )
+            assert not error, reply  # 2 characters but 6 bytes: valid, and the schema agrees
+            error, reply = await call(client, "memorize", title="日", content="x" * 20)
+            assert error and reply.startswith("title: must be 5–200 bytes"), reply
+
+    run(body)
