@@ -123,7 +123,8 @@ def test_memorize_remember_forget_round_trip(locked: Any) -> None:
                 "memorize",
                 title="Rate limit raised",
                 content="The token bucket now allows 200 requests per minute per key.",
-                related_to=[{"target_id": first, "relationship_type": "supersedes"}],
+                # The 8-digit short id that results print is enough; the link gets the full id.
+                related_to=[{"target_id": first[:8], "relationship_type": "supersedes"}],
             )
             assert not error and f"this supersedes → {first}" in reply
             second = memory_id(reply)
@@ -135,8 +136,9 @@ def test_memorize_remember_forget_round_trip(locked: Any) -> None:
             for label in ("[CONFIRMED]", "[INFERRED]", "Type: decision", "Why:", "Score:"):
                 assert label in reply
 
-            error, reply = await call(client, "forget", memory_id=first, confirm=True)
+            error, reply = await call(client, "forget", memory_id=first[:8], confirm=True)
             assert not error and reply.startswith("Deleted 1 memory") and first in reply
+            assert "`octobrain memory restore` can bring them back for 7 days" in reply
             error, reply = await call(client, "remember", query="token bucket")
             assert first not in reply and second in reply
 
