@@ -202,7 +202,9 @@ def test_roots_lock_the_scope_under_the_current_protocol(tmp_path: Path) -> None
             assert not error and "Web fact" in reply, reply
             error, reply = await call(client, "remember", query="ledger", scope=PROJECT_A)
             assert error and "locked" in reply
-        assert len(asked) == 4, "stateless: asked once per tool call"
+            read = await client.read_resource("octobrain://brief")  # resources ask the same way
+            assert read.contents[0].text.startswith(f"# Memory briefing: {PROJECT_B}")  # type: ignore[union-attr]
+        assert len(asked) == 5, "stateless: asked once per call"
         async with Client(server_for(pool, tmp_path)) as client:  # no roots capability
             error, reply = await call(client, "remember", query="ledger", scope=PROJECT_A)
             assert not error and "Billing secret" in reply
