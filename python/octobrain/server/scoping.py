@@ -143,8 +143,9 @@ def instructions(workspace: Workspace) -> str:
         )
     text += (
         "\n\nWhen a session is locked to a project (the client sent a session capability or "
-        "roots), tools take no `scope`. Otherwise pass `scope` on every call: a project scope, "
-        "or '' for global memories shared by all projects."
+        "roots), tools need no `scope`, and one given must be that project's. Otherwise pass "
+        "`scope` on every call: a project scope, or '' for global memories shared by all "
+        "projects."
     )
     if workspace.projects:
         listed = "\n".join(f"- {p.scope}  ({p.path})" for p in workspace.projects)
