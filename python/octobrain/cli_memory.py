@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from octobrain.cli_common import FORMAT_OPTION, OctobrainGroup, chosen_scope, scope_options
+from octobrain.cli_common import (
+    FORMAT_OPTION,
+    OctobrainGroup,
+    add_scope_options,
+    chosen_scope,
+    command_scope,
+    plural,
+    scope_options,
+)
 from octobrain.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -37,43 +45,11 @@ def memory(ctx: click.Context, scope: str | None, global_: bool) -> None:
     ctx.obj = {"scope": chosen_scope(scope, global_)}
 
 
-def _remember_scope_option(ctx: click.Context, param: click.Parameter, value: Any) -> None:
-    """`memory <command> --scope S / --global`: noted for `_brain`, which lets them win over
-    the same options given before the command."""
-    if value is not None and value is not False:
-        ctx.meta[f"octobrain.command_{param.name}"] = value
-
-
-def _add_scope_options(group: click.Group) -> None:
-    """Give every subcommand `--scope` and `--global` too (`memory remember x --global`)."""
-    for command in group.commands.values():
-        command.params += [
-            click.Option(
-                ["--scope"],
-                expose_value=False,
-                callback=_remember_scope_option,
-                help="Project scope (default: derived from the cwd's git remote).",
-            ),
-            click.Option(
-                ["--global", "global_"],
-                is_flag=True,
-                expose_value=False,
-                callback=_remember_scope_option,
-                help="Use the global scope instead.",
-            ),
-        ]
-
-
 def _brain(ctx: click.Context, *, lazy_sleep: bool = True) -> Brain:
     from octobrain.brain import Brain
     from octobrain.sleep_startup import start_background_sleep
 
-    scope_here = ctx.meta.get("octobrain.command_scope")
-    global_here = ctx.meta.get("octobrain.command_global_", False)
-    if scope_here is not None or global_here:
-        scope = chosen_scope(scope_here, global_here)
-    else:
-        scope = (ctx.find_object(dict) or {"scope": chosen_scope(None, False)})["scope"]
+    scope = command_scope(ctx)
     brain = Brain(scope, workdir=Path.cwd())
     if lazy_sleep:  # a due sleep pass runs in the background; it never fails this command
         start_background_sleep(brain)
@@ -203,7 +179,7 @@ def forget_cmd(
     They are gone from every search at once; `octobrain memory restore` can bring the store back
     to a version before the delete while that version is kept (`octobrain memory history`).
     """
-    from octobrain.render import UNDO_NOTE, memory_to_dict, plural
+    from octobrain.render import UNDO_NOTE, memory_to_dict
 
     brain = _brain(ctx)
     if bool(memory_ids) == bool(query):
@@ -380,7 +356,6 @@ def graph_cmd(ctx: click.Context, memory_id: str, depth: int, fmt: str) -> None:
 @click.pass_context
 def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -> None:
     """Write visible memories and their links as JSONL (to OUTPUT or stdout)."""
-    from octobrain.render import plural
     from octobrain.transfer import export_jsonl
 
     if output != "-" and Path(output).exists() and not force:
@@ -412,8 +387,6 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
     finally:
         if handle is not sys.stdin:
             handle.close()
-    from octobrain.render import plural
-
     label = f"importing {plural(len(lines), 'line', 'lines')} from {source}"
     with click.progressbar(length=len(lines), label=label, file=sys.stderr) as bar:
         report = import_jsonl(brain, lines, progress=bar.update)
@@ -440,8 +413,6 @@ def reembed_cmd(ctx: click.Context) -> None:
         length=total, label=f"re-embedding with {model}", file=sys.stderr
     ) as bar:
         n = reembed(brain, progress=bar.update)
-    from octobrain.render import plural
-
     click.echo(f"re-embedded {plural(n, 'memory', 'memories')} with {model}")
 
 
@@ -461,7 +432,7 @@ def sleep_consolidate_cmd(
     fmt: str,
 ) -> None:
     """Merge clusters of recent near-duplicate memories now (and archive faded ones)."""
-    from octobrain.render import consolidation_to_dict, format_consolidation, plural
+    from octobrain.render import consolidation_to_dict, format_consolidation
 
     report = _brain(ctx, lazy_sleep=False).sleep_consolidate(
         threshold=threshold, min_size=min_size, max_age_days=max_age_days, dry_run=dry_run
@@ -520,8 +491,6 @@ def consolidate_cmd(ctx: click.Context, goal_id: str, fmt: str) -> None:
 @click.pass_context
 def unconsolidate_cmd(ctx: click.Context, parent_id: str, fmt: str) -> None:
     """Undo a consolidation: restore its members exactly, remove a synthesised parent."""
-    from octobrain.render import plural
-
     undone = _brain(ctx, lazy_sleep=False).unconsolidate(parent_id)
     text = f"restored {plural(len(undone.restored), 'memory', 'memories')}" + (
         f"; removed the synthesised parent {undone.parent_id}" if undone.parent_removed else ""
@@ -535,8 +504,6 @@ def unconsolidate_cmd(ctx: click.Context, parent_id: str, fmt: str) -> None:
 @click.pass_context
 def history_cmd(ctx: click.Context, limit: int, fmt: str) -> None:
     """The store's kept versions (a week of every write), newest first."""
-    from octobrain.render import plural
-
     versions = _brain(ctx, lazy_sleep=False).history(limit)
     rows = [
         {"version": v.version, "timestamp": v.timestamp.isoformat(), "memories": v.rows}
@@ -561,8 +528,6 @@ def restore_cmd(ctx: click.Context, version: int, yes: bool) -> None:
         if not sys.stdin.isatty():
             raise InvalidInput("--yes", "required to restore without a terminal to confirm on")
         click.confirm(f"Restore every scope of {brain.uri} to version {version}?", abort=True)
-    from octobrain.render import plural
-
     now = brain.restore(version, confirm=True)
     click.echo(
         f"restored version {version}: now version {now.version} with "
@@ -570,4 +535,4 @@ def restore_cmd(ctx: click.Context, version: int, yes: bool) -> None:
     )
 
 
-_add_scope_options(memory)
+add_scope_options(memory)

@@ -20,11 +20,6 @@ UNDO_NOTE = (
 )
 
 
-def plural(n: int, word: str, plural_word: str) -> str:
-    """`1 memory`, `2 memories`."""
-    return f"{n:,} {word if n == 1 else plural_word}"
-
-
 def format_stored(memory: Memory, edges: list[Relationship]) -> str:
     """What `memorize` answers, on the CLI and over MCP: the id, then the memory in one line."""
     lines = [
