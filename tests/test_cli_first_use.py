@@ -65,6 +65,8 @@ def test_scope_options_work_after_the_subcommand(env: Path) -> None:
     private = memorize("Deploy key", "The api deploys with a per-env key.")
     assert run("get", private, "--scope", "github.com/acme/web").exit_code == 2
     assert run("get", private, "--global").exit_code == 2
+    elsewhere = run("get", private[:8], "--scope", "github.com/acme/web")  # prefixes too
+    assert elsewhere.exit_code == 2 and "no memory id starting with" in elsewhere.output
     both = run("get", private, "--scope", SCOPE, "--global")
     assert both.exit_code == 2 and "--global: cannot be combined with --scope" in both.output
 
