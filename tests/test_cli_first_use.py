@@ -57,7 +57,7 @@ def test_a_person_is_trusted_and_told_what_was_stored(env: Path) -> None:
 
 def test_scope_options_work_after_the_subcommand(env: Path) -> None:
     done = run("memorize", "-t", "Tabs or spaces", "-c", "The user wants four spaces.", "--global")
-    assert done.exit_code == 0, done.output and "Scope: (global)" in done.output
+    assert done.exit_code == 0 and "Scope: (global)" in done.output, done.output
     other = CliRunner().invoke(
         main, ["memory", "remember", "four spaces", "--scope", "github.com/acme/web"]
     )
