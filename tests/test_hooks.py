@@ -215,7 +215,9 @@ def test_brief_command_markdown_and_json(env: Path) -> None:
     assert bad.exit_code == 2 and "max_tokens: must be an integer >= 50" in bad.output
 
 
-def test_hook_install_is_idempotent_and_keeps_other_settings(tmp_path: Path) -> None:
+def test_hook_install_is_idempotent_and_keeps_other_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = tmp_path / ".claude" / "settings.json"
     settings.parent.mkdir()
     original = {
@@ -227,6 +229,11 @@ def test_hook_install_is_idempotent_and_keeps_other_settings(tmp_path: Path) -> 
         },
     }
     settings.write_text(json.dumps(original, indent=2) + "\n")
+    refused = cli("hook", "install", "--settings", str(settings), "--command", "ob")
+    assert refused.exit_code == 2 and "+" in refused.output, refused.output
+    assert "error: --yes: required to write without a terminal" in refused.output
+    assert "Aborted" not in refused.output and json.loads(settings.read_text()) == original
+    monkeypatch.setattr("octobrain.cli_brief._stdin_is_terminal", lambda: True)
     declined = cli("hook", "install", "--settings", str(settings), "--command", "ob", input="n\n")
     assert (
         declined.exit_code == 0 and "+" in declined.output and "nothing written" in declined.output

@@ -62,6 +62,11 @@ FORMAT_OPTION = click.option(
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def plural(n: int, word: str, plural_word: str) -> str:
+    """`1 memory`, `2 memories`."""
+    return f"{n:,} {word if n == 1 else plural_word}"
+
+
 def scope_options(fn: F) -> F:
     """`--scope S` / `--global` on a command group; the choice lands in `ctx.obj`."""
     fn = click.option("--global", "global_", is_flag=True, help="Use the global scope instead.")(fn)
@@ -81,3 +86,40 @@ def chosen_scope(scope: str | None, global_: bool, cwd: Path | None = None) -> s
     from octobrain.scope import derive_scope
 
     return derive_scope(cwd or Path.cwd())
+
+
+def _note_command_scope(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    if value is not None and value is not False:
+        ctx.meta[f"octobrain.command_{param.name}"] = value
+
+
+def add_scope_options(group: click.Group) -> None:
+    """Give every subcommand of a `scope_options` group `--scope` / `--global` too, so they
+    work after the subcommand (`memory remember x --global`); `command_scope` reads them."""
+    for command in group.commands.values():
+        command.params += [
+            click.Option(
+                ["--scope"],
+                expose_value=False,
+                callback=_note_command_scope,
+                help="Project scope (default: derived from the cwd's git remote).",
+            ),
+            click.Option(
+                ["--global", "global_"],
+                is_flag=True,
+                expose_value=False,
+                callback=_note_command_scope,
+                help="Use the global scope instead.",
+            ),
+        ]
+
+
+def command_scope(ctx: click.Context) -> str:
+    """The scope a subcommand works in: its own `--scope` / `--global` if given, else the
+    group's (`ctx.obj["scope"]`), else derived from the cwd."""
+    scope = ctx.meta.get("octobrain.command_scope")
+    global_ = ctx.meta.get("octobrain.command_global_", False)
+    if scope is not None or global_:
+        return chosen_scope(scope, global_)
+    found: str = (ctx.find_object(dict) or {"scope": chosen_scope(None, False)})["scope"]
+    return found

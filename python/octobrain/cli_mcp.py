@@ -28,10 +28,7 @@ if TYPE_CHECKING:
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log more to stderr.")
 def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
-    """Run the MCP server (stdout carries only protocol messages; logs go to stderr).
-
-    Bad options are reported by the root group (`error: <field>: <rule>`, exit 2).
-    """
+    """Run the MCP server (stdout carries only protocol messages; logs go to stderr)."""
     import anyio
 
     from octobrain.server import BrainPool, Workspace, build_server, serve_stdio
@@ -52,6 +49,8 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
         return
     from octobrain.server.http import check_token, parse_bind, serve_http
 
+    # Where the server listens is information a person starting it wants, even when not -v.
+    logging.getLogger("octobrain.server.http").setLevel(logging.INFO)
     host, port = parse_bind(bind)
     if token is None:
         token = os.environ.get("OCTOBRAIN_TOKEN") or pool.config.mcp.token

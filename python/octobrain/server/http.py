@@ -182,5 +182,5 @@ def serve_http(
 
     app = http_app(server, host=host, token=token, allowed_origins=allowed_origins)
     shown = f"[{host}]" if ":" in host else host
-    log.warning("octobrain MCP server on http://%s:%d/mcp", shown, port)
+    log.info("octobrain MCP server on http://%s:%d/mcp", shown, port)
     uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")

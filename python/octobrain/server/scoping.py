@@ -96,10 +96,18 @@ class Workspace:
         return cls(root, lock, projects)
 
 
+def _names_scope(value: object, scope: str) -> bool:
+    try:
+        return isinstance(value, str) and validate_scope(value) == scope
+    except InvalidInput:
+        return False
+
+
 def scope_argument(arguments: dict[str, Any], lock: ScopeLock | None) -> tuple[str, Path | None]:
-    """The scope a call works in: the lock's, or (unlocked) the `scope` argument."""
+    """The scope a call works in: the lock's, or (unlocked) the `scope` argument. A locked
+    session may still pass its own scope (in any spelling `validate_scope` accepts)."""
     if lock is not None:
-        if "scope" in arguments:
+        if "scope" in arguments and not _names_scope(arguments["scope"], lock.scope):
             raise InvalidInput(
                 "scope",
                 f"this session is locked to {lock.scope or '(global)'!r} ({lock.origin}); "
@@ -135,8 +143,9 @@ def instructions(workspace: Workspace) -> str:
         )
     text += (
         "\n\nWhen a session is locked to a project (the client sent a session capability or "
-        "roots), tools take no `scope`. Otherwise pass `scope` on every call: a project scope, "
-        "or '' for global memories shared by all projects."
+        "roots), tools need no `scope`, and one given must be that project's. Otherwise pass "
+        "`scope` on every call: a project scope, or '' for global memories shared by all "
+        "projects."
     )
     if workspace.projects:
         listed = "\n".join(f"- {p.scope}  ({p.path})" for p in workspace.projects)

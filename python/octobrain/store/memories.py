@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
-from octobrain.models import Memory, Relationship, State
+from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship, State
 from octobrain.store import schema
 from octobrain.store.location import StoreLocation
 
@@ -34,8 +34,8 @@ MEMORIES = "memories"
 RELATIONSHIPS = "relationships"
 LOCK_TIMEOUT_S = 120.0
 COMPACT_EVERY = 64  # commits between maintenance passes
-# Old table versions are the undo history (`octobrain memory history` / `restore`): keep a week.
-KEEP_VERSIONS_FOR = timedelta(days=7)
+# Old table versions are the undo history (`octobrain memory history` / `restore`).
+KEEP_VERSIONS_FOR = timedelta(days=KEEP_VERSIONS_DAYS)
 # Tables restored together with `memories` (the consolidation journal lives beside them).
 COMPANION_TABLES = (RELATIONSHIPS, "consolidations")
 SCALAR_INDEX_MIN_ROWS = 5_000
@@ -288,6 +288,18 @@ class MemoryStore:
         if not rows:
             raise NotFound("memory_id", _invisible(memory_id, scope))
         return schema.row_to_memory(rows[0])
+
+    def ids_with_prefix(self, prefix: str, scope: str, limit: int) -> list[tuple[str, str]]:
+        """`(id, title)` of up to `limit` memories visible from `scope` (archived included)
+        whose id starts with `prefix` (lowercase hex and hyphens only)."""
+        if not prefix or set(prefix) - set("0123456789abcdef-"):
+            raise ValueError(f"not an id prefix: {prefix!r}")
+        rows = self.scan(
+            f"id LIKE '{prefix}%' AND {visible_where(scope, include_archived=True)}",
+            columns=["id", "title"],
+            limit=limit,
+        )
+        return sorted((row["id"], row["title"]) for row in rows)
 
     def get_many(self, ids: Sequence[str], scope: str) -> dict[str, Memory]:
         """The visible memories among `ids`, keyed by id."""
