@@ -340,6 +340,11 @@ class KnowledgeConfig:
         "reach although private, loopback or link-local (refused by default)",
         _allow_hosts_rule,
     )
+    allow_paths: tuple[str, ...] = _opt(
+        (),
+        "directories MCP clients may read local files from, besides the session's project "
+        "(its roots, else the server's working directory; over HTTP only these)",
+    )
 
 
 @dataclass(frozen=True)

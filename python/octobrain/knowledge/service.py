@@ -44,6 +44,7 @@ from octobrain.knowledge.sources import (
     SourceKind,
     SourceRef,
     check_key,
+    confine,
     file_mtime,
     parse_source,
     read_file,
@@ -79,6 +80,7 @@ class Knowledge:
         uri: str | Path | None = None,
         session_id: str = "",
         cwd: Path | None = None,
+        local_roots: tuple[Path, ...] | None = None,
     ) -> None:
         self.scope = validate_scope(scope)
         self.config = config if config is not None else load_config()
@@ -86,6 +88,8 @@ class Knowledge:
         self.uri = str(uri) if uri is not None else resolve_storage_uri(self.config)
         self.session_id = session_id
         self.cwd = cwd
+        # Where local files may be read from (None: anywhere, as for the person at the CLI).
+        self.local_roots = local_roots
         self._store: KnowledgeStore | None = None
         self._index: ChunkIndex | None = None
 
@@ -142,7 +146,7 @@ class Knowledge:
         return rows
 
     def _ref(self, source: str) -> SourceRef:
-        return parse_source(source, cwd=self.cwd)
+        return confine(parse_source(source, cwd=self.cwd), self.local_roots)
 
     # ---- fetching -------------------------------------------------------------------------
 

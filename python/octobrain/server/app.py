@@ -157,8 +157,9 @@ class OctobrainServer:
         if name == "knowledge":
             session_id = lock.session_id if lock is not None else ""
             work = partial(handlers.knowledge, arguments=arguments)
+            roots = self.workspace.local_roots(lock, self.pool.config.knowledge.allow_paths)
             return await anyio.to_thread.run_sync(
-                self.pool.call_knowledge, scope, workdir, session_id, work
+                self.pool.call_knowledge, scope, workdir, session_id, work, roots
             )
         body = partial(_BRAIN_TOOLS[name], arguments=arguments)
         session_id = lock.session_id if lock is not None else ""

@@ -33,7 +33,7 @@ class BrainPool:
         self._lock = threading.Lock()
         self._root: Brain | None = None
         self._brains: dict[str, Brain] = {}
-        self._knowledge: dict[tuple[str, str], Knowledge] = {}
+        self._knowledge: dict[tuple[str, str, tuple[Path, ...] | None], Knowledge] = {}
         # Session notes need a session; a client that names none gets one per server process.
         self.default_session_id = uuid.uuid4().hex
 
@@ -72,12 +72,18 @@ class BrainPool:
             return fn(brain)
 
     def call_knowledge(
-        self, scope: str, workdir: Path | None, session_id: str, fn: Callable[[Knowledge], T]
+        self,
+        scope: str,
+        workdir: Path | None,
+        session_id: str,
+        fn: Callable[[Knowledge], T],
+        local_roots: tuple[Path, ...] | None = None,
     ) -> T:
-        """Run `fn` with the knowledge facade of (scope, session), sharing the model and store."""
+        """Run `fn` with the knowledge facade of (scope, session), sharing the model and store.
+        Local files are read only under `local_roots` (None: anywhere)."""
         with self._lock:
             sid = session_id or self.default_session_id
-            knowledge = self._knowledge.get((scope, sid))
+            knowledge = self._knowledge.get((scope, sid, local_roots))
             if knowledge is None:
                 from octobrain.knowledge import Knowledge
 
@@ -89,8 +95,9 @@ class BrainPool:
                     uri=brain.uri,
                     session_id=sid,
                     cwd=workdir,
+                    local_roots=local_roots,
                 )
-                self._knowledge[(scope, sid)] = knowledge
+                self._knowledge[(scope, sid, local_roots)] = knowledge
             return fn(knowledge)
 
     def warm_up(self, scope: str, workdir: Path | None) -> None:
