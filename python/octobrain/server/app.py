@@ -34,6 +34,7 @@ from octobrain.server.scoping import (
     lock_from_roots,
     scope_argument,
 )
+from octobrain.store.manifest import read_failure
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +140,13 @@ class OctobrainServer:
             reply = handlers.Reply(f"error: {exc}", error=True)
         except Exception as exc:  # never crash the server over one call
             log.exception("tool %s failed", params.name)
-            reply = handlers.Reply(
-                f"internal error ({type(exc).__name__}: {exc}); see the server log", error=True
+            damage = read_failure(exc)
+            reply = (
+                handlers.Reply(damage, error=True)
+                if damage
+                else handlers.Reply(
+                    f"internal error ({type(exc).__name__}: {exc}); see the server log", error=True
+                )
             )
         return types.CallToolResult(
             content=[types.TextContent(text=reply.text)], is_error=reply.error

@@ -1,0 +1,106 @@
+"""A damaged store is loud: a lost or unreadable table is one error line naming it and the way
+back, never an empty store; `octobrain doctor` finds the damage and exits 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.test_storage_faults import EXE, memorize, octobrain, one_clear_line
+
+
+def _store(env: dict[str, str]) -> Path:
+    return Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
+
+
+def _three(env: dict[str, str]) -> set[str]:
+    return {memorize(env, f"Fact {i}", f"Durable fact number {i} about the API.") for i in range(3)}
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("OCTOBRAIN_")}
+    return {
+        **keep,
+        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
+        "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
+    }
+
+
+def run_cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    """`octobrain <args>` (no `--scope`): return code, stdout, stderr."""
+    done = subprocess.run(
+        [EXE, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("damage", ["versions", "directory"])
+def test_a_lost_table_is_an_error_and_is_never_recreated(env: dict[str, str], damage: str) -> None:
+    _three(env)
+    table = _store(env) / "memories.lance"
+    shutil.rmtree(table / "_versions" if damage == "versions" else table)
+    for args in (("stats",), ("memorize", "-t", "After the damage", "-c", "A new fact here.")):
+        done = octobrain(env, *args)
+        assert done.returncode == 1, (args, done.stdout)
+        line = one_clear_line(done.stderr)
+        assert "'memories'" in line and "not re-created" in line, line
+        assert "octobrain memory history" in line and "backup" in line, line
+        assert "total: 0" not in done.stdout
+    assert not (table / "_versions").exists(), "the damaged table was re-created"
+    rc, out = run_cli(env, "doctor")[:2]
+    assert rc == 1 and "memories" in out and "repair:" in out, out
+
+
+def test_doctor_passes_a_healthy_store_and_reports_json(env: dict[str, str]) -> None:
+    _three(env)
+    rc, out, err = run_cli(env, "doctor", "--format", "json")
+    assert rc == 0, err
+    report = json.loads(out)
+    assert report["ok"] and report["manifest"] == "ok" and report["problems"] == []
+    tables = {t["name"]: t for t in report["tables"]}
+    assert tables["memories"]["rows_read"] == tables["memories"]["rows_counted"] == 3
+    assert {"memories", "relationships"} <= set(tables)
+
+
+def _corrupt(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[10:200] = b"x" * 190
+    path.write_bytes(bytes(data))
+
+
+def test_a_corrupt_data_file_is_one_line_naming_the_table(env: dict[str, str]) -> None:
+    _three(env)
+    files = sorted((_store(env) / "memories.lance" / "data").glob("*.lance"))
+    _corrupt(files[0])
+    for args in (
+        ("stats",),
+        ("remember", "durable fact"),
+        ("export", str(_store(env).parent / "x")),
+    ):
+        done = octobrain(env, *args)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        line = one_clear_line(done.stderr)
+        assert "memories: fragment" in line and "cannot be read" in line, line
+        assert "octobrain doctor" in line
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    report = json.loads(out)
+    assert rc == 1 and not report["ok"]
+    [memories] = [t for t in report["tables"] if t["name"] == "memories"]
+    assert len(memories["damaged_fragments"]) == 1 and memories["rows_read"] == 2
+
+
+def test_a_corrupt_table_manifest_is_damage_not_a_full_disk(env: dict[str, str]) -> None:
+    _three(env)
+    versions = sorted((_store(env) / "memories.lance" / "_versions").glob("*.manifest"))
+    versions[0].write_bytes(b"garbage")  # v2 naming: the lowest file name is the newest version
+    done = octobrain(env, "stats")
+    assert done.returncode == 1
+    line = one_clear_line(done.stderr)
+    assert "'memories'" in line and "damaged" in line and "free space" not in line, line
