@@ -53,6 +53,7 @@ from octobrain.knowledge.store import KnowledgeStore, source_id
 from octobrain.models import QUERY_BYTES, check_limit, check_text, utcnow
 from octobrain.regex_match import match_lines
 from octobrain.scope import validate_scope
+from octobrain.secrets import screen
 from octobrain.store.location import StoreLocation
 from octobrain.store.memories import sql_str, visible_scopes
 from octobrain.tokens import TokenCounter, input_window
@@ -447,6 +448,8 @@ class Knowledge:
         limit = self.config.knowledge.max_source_bytes
         if len(content.encode()) > limit:
             raise InvalidInput("content", f"must be at most {limit} bytes")
+        # A note is read back into later calls like a memory: the same secrets policy.
+        content = screen("content", content, self.config.memory.secrets)
         self.kstore.purge_sessions(self._session_cutoff(utcnow()))
         uri = f"stored://{key}"
         if any(r["session_id"] == session for r in self._visible_rows(uri)):
