@@ -4,13 +4,17 @@ on one call's work, and malformed protocol input."""
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import socket
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
+import pytest
 from mcp import Client
 
 from octobrain.config import Config, EmbeddingConfig, KnowledgeConfig
+from octobrain.knowledge.fetch import FetchError, resolve_checked
 from octobrain.server import BrainPool, build_server
 from tests.server_support import PROJECT_A, call, run, workspace
 
@@ -116,3 +120,49 @@ def test_an_http_server_reads_no_local_file_unless_configured(
     server = build_server(pool_for(tmp_path / "db2", allow_paths=(str(project),)), remote)
     [(error, reply)] = _knowledge_replies(server, [{"command": "read", "source": "notes.md"}])
     assert not error and "rotates every quarter" in reply
+
+
+# ---- SSRF: an IPv4 inside an IPv6 address is checked as that IPv4 ---------------------------
+
+EMBEDDED_LOOPBACK = [
+    "64:ff9b::7f00:1",  # NAT64
+    "64:ff9b:1::7f00:1",  # local-use NAT64
+    "2002:7f00:1::1",  # 6to4
+    "::7f00:1",  # IPv4-compatible
+    "::ffff:7f00:1",  # IPv4-mapped
+    "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1
+    "64:ff9b::a9fe:a9fe",  # NAT64 to the cloud metadata address
+]
+
+
+def _answering(monkeypatch: pytest.MonkeyPatch, address: str) -> None:
+    def fake(host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:
+        return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", (address, port, 0, 0))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", fake)
+
+
+@pytest.mark.parametrize("address", EMBEDDED_LOOPBACK)
+def test_an_ipv4_embedded_in_ipv6_is_checked_as_that_ipv4(
+    monkeypatch: pytest.MonkeyPatch, address: str
+) -> None:
+    _answering(monkeypatch, address)
+    with pytest.raises(FetchError, match=r"^source: refusing docs\.example\.com"):
+        resolve_checked("docs.example.com", 443, ())
+
+
+@pytest.mark.parametrize("address", ["64:ff9b::808:808", "2002:808:808::1", "::ffff:8.8.8.8"])
+def test_ipv6_forms_of_a_public_ipv4_still_pass(
+    monkeypatch: pytest.MonkeyPatch, address: str
+) -> None:
+    _answering(monkeypatch, address)
+    chosen = resolve_checked("docs.example.com", 443, ())
+    assert ipaddress.ip_address(chosen) == ipaddress.ip_address(address)
+
+
+def test_a_url_httpx_cannot_parse_is_one_line(tmp_path: Path) -> None:
+    server = build_server(pool_for(tmp_path / "db"), workspace(tmp_path, PROJECT_A))
+    [(error, reply)] = _knowledge_replies(
+        server, [{"command": "read", "source": "http://0177.0.0.1/"}]
+    )
+    assert error and reply.startswith("source: http://0177.0.0.1") and "\n" not in reply, reply
