@@ -495,6 +495,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # its message carries "(at line L, column C)"
         raise ConfigError("", f"invalid TOML: {exc}", str(path)) from exc
+    except RecursionError:  # the parser recurses once per nested array or inline table
+        raise ConfigError(
+            "", "invalid TOML: arrays or inline tables nested too deeply", str(path)
+        ) from None
 
 
 def _check_shape(data: Mapping[str, Any], cls: type, prefix: str, source: str) -> None:

@@ -50,7 +50,7 @@ from octobrain.knowledge.sources import (
     read_file,
 )
 from octobrain.knowledge.store import KnowledgeStore, source_id
-from octobrain.models import QUERY_BYTES, check_limit, check_text, utcnow
+from octobrain.models import NOTE_BYTES, QUERY_BYTES, check_limit, check_text, utcnow
 from octobrain.regex_match import match_lines
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen
@@ -445,9 +445,13 @@ class Knowledge:
         key = check_key(key)
         if not isinstance(content, str) or not content.strip():
             raise InvalidInput("content", "must not be empty")
-        limit = self.config.knowledge.max_source_bytes
-        if len(content.encode()) > limit:
-            raise InvalidInput("content", f"must be at most {limit} bytes")
+        size = len(content.encode())
+        if size > NOTE_BYTES:
+            raise InvalidInput(
+                "content",
+                f"must be at most {NOTE_BYTES} bytes of UTF-8, got {size}; a longer text is a "
+                "document: save it to a file and index that",
+            )
         # A note is read back into later calls like a memory: the same secrets policy.
         content = screen("content", content, self.config.memory.secrets)
         self.kstore.purge_sessions(self._session_cutoff(utcnow()))

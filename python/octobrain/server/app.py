@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -315,6 +315,15 @@ def build_server(pool: BrainPool | None = None, workspace: Workspace | None = No
 async def serve_stdio(server: Server[Any]) -> None:
     """Serve one client over stdin/stdout (the SDK points fd 1 at stderr meanwhile)."""
     from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
 
-    async with stdio_server() as (read_stream, write_stream):
+    from octobrain.server.wire import CappedStdin
+
+    stdin = CappedStdin()  # the size and depth caps; closing it ends the process promptly
+    async with stdio_server(stdin=cast(Any, stdin)) as (read_stream, write_stream):
+
+        async def refuse(answer: dict[str, Any]) -> None:
+            await write_stream.send(SessionMessage(types.JSONRPCError.model_validate(answer)))
+
+        stdin.refuse = refuse
         await server.run(read_stream, write_stream, server.create_initialization_options())
