@@ -7,11 +7,16 @@ import json
 import os
 import shutil
 import subprocess
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from octobrain.brain import Brain
+from octobrain.config import Config, EmbeddingConfig
 from tests.reliability.test_storage_faults import EXE, memorize, octobrain, one_clear_line
+from tests.test_consolidation import twins
 
 
 def _store(env: dict[str, str]) -> Path:
@@ -104,3 +109,48 @@ def test_a_corrupt_table_manifest_is_damage_not_a_full_disk(env: dict[str, str])
     assert done.returncode == 1
     line = one_clear_line(done.stderr)
     assert "'memories'" in line and "damaged" in line and "free space" not in line, line
+
+
+# ---- a read-only store: reads take no write lock ---------------------------------------------
+
+
+@pytest.fixture
+def frozen(env: dict[str, str]) -> Iterator[Callable[[], None]]:
+    """Make the data dir immutable (chattr +i binds root too); always thaw it afterwards."""
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed")
+    root = env["OCTOBRAIN_DATA_DIR"]
+
+    def freeze() -> None:
+        done = subprocess.run(["chattr", "-R", "+i", root], capture_output=True, check=False)
+        if done.returncode != 0:
+            pytest.skip(f"this filesystem cannot make files immutable: {done.stderr!r}")
+
+    yield freeze
+    subprocess.run(["chattr", "-R", "-i", root], capture_output=True, check=False)
+
+
+def test_a_read_only_store_exports_completely_and_searches_knowledge(
+    env: dict[str, str], frozen: Callable[[], None], tmp_path: Path
+) -> None:
+    config = Config(embedding=EmbeddingConfig(model="hash:64"))
+    brain = Brain("github.com/acme/api", config=config, uri=_store(env))
+    twins(brain)
+    assert brain.sleep_consolidate().consolidations  # a journal record to export
+    brain.flush()
+    doc = tmp_path / "ports.md"
+    doc.write_text("# Ports\n\nThe API listens on port 8443.\n")
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    frozen()
+    out = tmp_path / "backup.jsonl"
+    done = octobrain(env, "export", str(out))
+    assert done.returncode == 0, done.stderr
+    kinds = Counter(json.loads(line)["kind"] for line in out.read_text().splitlines())
+    assert kinds["memory"] == 5 and kinds["consolidation"] == 1, kinds
+    found = octobrain(env, "search", "which port does the API listen on", group="knowledge")
+    assert found.returncode == 0 and "8443" in found.stdout, found.stderr
+    new = tmp_path / "new.md"
+    new.write_text("# New\n\nA document the frozen store cannot take.\n")
+    refused = octobrain(env, "index", str(new), group="knowledge")
+    assert refused.returncode == 1
+    assert one_clear_line(refused.stderr).startswith("error: store: cannot write to ")
