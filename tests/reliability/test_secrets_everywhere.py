@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from octobrain.errors import InvalidInput
 from octobrain.knowledge import Knowledge
 from octobrain.secrets import find_secrets
 from octobrain.transfer import export_jsonl, import_jsonl
+from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
 
 AWS_ID = "AKIAIOSFODNN7EXAMPLE"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -90,3 +93,20 @@ def test_import_rows_and_knowledge_notes_are_screened(tmp_path: Path) -> None:
         notes.store("deploy", f"The deploy token is {GITHUB}.")
     with pytest.raises(InvalidInput, match=r"^source: no stored note"):
         notes.read("stored://deploy")
+
+
+def test_a_refused_write_is_the_only_line_even_when_a_sleep_pass_is_due(tmp_path: Path) -> None:
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("OCTOBRAIN_")}
+    data = tmp_path / "data"
+    env = {**keep, "OCTOBRAIN_DATA_DIR": str(data), "OCTOBRAIN_EMBEDDING_MODEL": "hash:64"}
+    memorize(env, "Primary database", "Postgres 16 is the primary database.")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"kind": "bogus"}\n')
+    for args in (("memorize", "-t", "Deploy key", "-c", f"The key is {AWS_ID}."),
+                 ("import", str(bad))):  # fmt: skip
+        shutil.rmtree(data / "sleep", ignore_errors=True)  # a sleep pass is due again
+        done = octobrain(env, *args)
+        assert done.returncode == 2, done.stderr
+        assert [line for line in done.stderr.splitlines() if line != "importing"] == [
+            one_clear_line(done.stderr)
+        ], done.stderr
