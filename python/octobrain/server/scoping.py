@@ -138,9 +138,12 @@ def instructions(workspace: Workspace) -> str:
     """Server instructions: the discipline, plus the scopes an unlocked session can use."""
     text = INSTRUCTIONS
     if workspace.cwd_lock is not None:
+        # Sent before the client's roots are known, so it must hold whichever project wins.
         return (
-            f"{text}\n\nUnless the client names another project, this session is locked to "
-            f"the project scope {workspace.cwd_lock.scope!r} (the server's working directory)."
+            f"{text}\n\nThis session works in one project scope: the client's own project when "
+            "it names one (its MCP roots or a session capability), otherwise "
+            f"{workspace.cwd_lock.scope!r} (the server's working directory). Tools take no "
+            "`scope`; every `memorize` reply shows the scope it wrote to."
         )
     text += (
         "\n\nWhen a session is locked to a project (the client sent a session capability or "
