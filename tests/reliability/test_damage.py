@@ -14,9 +14,13 @@ from pathlib import Path
 import pytest
 
 from octobrain.brain import Brain
-from octobrain.config import Config, EmbeddingConfig
+from octobrain.config import Config, EmbeddingConfig, StorageConfig
+from octobrain.store.doctor import diagnose
+from octobrain.store.location import StoreLocation
+from octobrain.store.manifest import MANIFEST, TableDamaged
 from tests.reliability.test_storage_faults import EXE, memorize, octobrain, one_clear_line
 from tests.test_consolidation import twins
+from tests.test_object_store import CREDENTIALS, S3
 
 
 def _store(env: dict[str, str]) -> Path:
@@ -154,3 +158,49 @@ def test_a_read_only_store_exports_completely_and_searches_knowledge(
     refused = octobrain(env, "index", str(new), group="knowledge")
     assert refused.returncode == 1
     assert one_clear_line(refused.stderr).startswith("error: store: cannot write to ")
+
+
+def test_a_lost_knowledge_table_is_an_error_too(env: dict[str, str], tmp_path: Path) -> None:
+    doc = tmp_path / "ports.md"
+    doc.write_text("# Ports\n\nThe API listens on port 8443.\n")
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    shutil.rmtree(_store(env) / "knowledge_chunks.lance")
+    done = octobrain(env, "search", "which port", group="knowledge")
+    assert done.returncode == 1
+    line = one_clear_line(done.stderr)
+    assert "'knowledge_chunks'" in line and "index the sources again" in line, line
+    assert not (_store(env) / "knowledge_chunks.lance").exists()
+
+
+def test_on_object_storage_the_manifest_lives_in_the_bucket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        s3 = S3(f"http://127.0.0.1:{server.get_host_and_port()[1]}")
+        for key, value in CREDENTIALS.items():
+            monkeypatch.setenv(key, value)
+        bucket = s3.bucket()
+        uri = f"s3://{bucket}/octobrain"
+        config = Config(
+            embedding=EmbeddingConfig(model="hash:64"),
+            storage=StorageConfig(options=tuple(f"{k}={v}" for k, v in s3.options.items())),
+        )
+        brain = Brain("github.com/acme/api", config=config, uri=uri)
+        brain.memorize("Deploys", "Production deploys go out on Tuesdays after review.")
+        location = StoreLocation.from_config(config, uri)
+        assert {"memories", "relationships"} <= set(location.read_json(MANIFEST)["tables"])
+        assert diagnose(location).ok
+        objects = s3.client("s3")
+        listed = objects.list_objects_v2(Bucket=bucket, Prefix="octobrain/memories.lance/")  # type: ignore[attr-defined]
+        for item in listed["Contents"]:
+            objects.delete_object(Bucket=bucket, Key=item["Key"])  # type: ignore[attr-defined]
+        with pytest.raises(TableDamaged, match="'memories'"):
+            Brain("github.com/acme/api", config=config, uri=uri).stats()
+        report = diagnose(location)
+        assert not report.ok and report.problems[0].table == "memories"
+    finally:
+        server.stop()
