@@ -204,3 +204,16 @@ def test_on_object_storage_the_manifest_lives_in_the_bucket(
         assert not report.ok and report.problems[0].table == "memories"
     finally:
         server.stop()
+
+
+def test_a_corrupt_store_manifest_is_one_line_with_the_way_out(env: dict[str, str]) -> None:
+    _three(env)
+    (_store(env) / "_octobrain" / "manifest.json").write_text("{not json")
+    done = octobrain(env, "stats")
+    assert done.returncode == 1
+    line = one_clear_line(done.stderr)
+    assert "_octobrain/manifest.json cannot be read" in line and "delete it" in line, line
+    (_store(env) / "_octobrain" / "manifest.json").unlink()
+    done = octobrain(env, "stats")  # re-adopted from the tables that open
+    assert done.returncode == 0 and "total: 3" in done.stdout, done.stderr
+    assert (_store(env) / "_octobrain" / "manifest.json").exists()

@@ -75,13 +75,21 @@ def short_reason(exc: BaseException) -> str:
     return text.split(", /")[0][:300]
 
 
+# Failures that say nothing about the table's files: access, space, and the object store's network.
+_TRANSIENT = re.compile(
+    r"denied|not permitted|read-only|no space|quota|credential|connect|timed? ?out|dns|dispatch"
+    r"|unreachable|forbidden",
+    re.I,
+)
+
+
 def read_failure(exc: BaseException) -> str | None:
     """One line for a LanceDB error that means a table's files cannot be read, else None."""
     text = str(exc)
     if not isinstance(exc, RuntimeError | OSError) or "lance error" not in text.lower():
         return None
-    if "LanceError(IO)" in text and re.search(r"denied|read-only|no space|quota", text, re.I):
-        return None  # a permission or space problem, reported as such by the caller
+    if _TRANSIENT.search(text):
+        return None  # permissions, space, the network: reported as such by the caller
     return (
         f"store: a table cannot be read ({short_reason(exc)}); nothing was changed. "
         "Run `octobrain doctor` to find the damaged table and what would repair it"
@@ -95,15 +103,16 @@ def recorded(location: StoreLocation) -> set[str] | None:
     except (OSError, ValueError) as exc:
         raise StorageError(
             f"store: {location}: _octobrain/{MANIFEST} cannot be read ({short_reason(exc)}); "
-            "move it aside and run `octobrain doctor`, which writes it again from the tables"
+            "restore it from a backup, or delete it: the next command records again the tables "
+            "that open (`octobrain doctor` lists them)"
         ) from exc
     if record is None:
         return None
     tables = record.get("tables")
     if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):
         raise StorageError(
-            f"store: {location}: _octobrain/{MANIFEST} is not a list of tables; move it aside "
-            "and run `octobrain doctor`, which writes it again from the tables"
+            f"store: {location}: _octobrain/{MANIFEST} is not a list of tables; restore it from "
+            "a backup, or delete it: the next command records again the tables that open"
         )
     return set(tables)
 
@@ -129,6 +138,8 @@ def open_or_create(
     try:
         return db.open_table(name)
     except ValueError as exc:
+        if _TRANSIENT.search(str(exc)):
+            raise StorageError(f"store: cannot open {location}: {short_reason(exc)}") from exc
         if "not found" not in str(exc):
             raise TableDamaged(location, name, short_reason(exc)) from exc
     except (RuntimeError, OSError) as exc:
