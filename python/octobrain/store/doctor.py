@@ -73,6 +73,8 @@ class Diagnosis:
 def diagnose(location: StoreLocation) -> Diagnosis:
     """Check the store at `location` without changing it."""
     problems: list[Problem] = []
+    if location.path is not None and not location.path.exists():
+        return Diagnosis(str(location), "absent (no store here yet)", [], problems)
     try:
         listed = manifest.recorded(location)
         state = "ok" if listed is not None else "absent"
