@@ -12,6 +12,7 @@ from mcp import Client
 
 from octobrain.brain import Brain
 from octobrain.config import load_config
+from octobrain.errors import InvalidInput
 from octobrain.gist import DIGEST_TAG
 from octobrain.hooks import digest_transcript, read_transcript
 from octobrain.models import Source
@@ -145,7 +146,8 @@ def test_digest_is_extractive(tmp_path: Path) -> None:
     assert digest.files == ["src/export.py", "tests/test_tz.py"]
     assert any("root cause is naive datetimes" in f for f in digest.fixes)
     assert digest.decisions == ["We decided to normalise all timestamps to UTC at the boundary."]
-    assert read_transcript(tmp_path / "missing.jsonl") == []
+    with pytest.raises(InvalidInput, match=r"^transcript_path: no such file"):
+        read_transcript(tmp_path / "missing.jsonl")
 
 
 def test_pre_compact_and_session_end_store_one_digest(env: Path, tmp_path: Path) -> None:

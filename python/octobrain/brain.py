@@ -48,7 +48,7 @@ from octobrain.models import (
 )
 from octobrain.scope import git_head, validate_scope
 from octobrain.search import Hit, Retriever, parse_filters, parse_queries
-from octobrain.secrets import screen
+from octobrain.secrets import screen, screen_each
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.location import StoreLocation
 from octobrain.store.memories import StoreVersion, sql_str, visible_scopes, visible_where
@@ -184,14 +184,19 @@ class Brain:
                 if importance is None
                 else check_unit("importance", importance)
             ),
-            tags=clean_tags(tags),
-            related_files=clean_files(related_files),
+            tags=self._each("tags", clean_tags(tags)),
+            related_files=self._each("related_files", clean_files(related_files)),
             source=parse_source(source),
             scope=self._write_scope(global_),
             git_commit=git_head(self.workdir),
         )
+        policy = self.config.memory.secrets
         links = [
-            replace(link, target_id=self.resolve_id(link.target_id, f"related_to[{i}].target_id"))
+            replace(
+                link,
+                target_id=self.resolve_id(link.target_id, f"related_to[{i}].target_id"),
+                description=screen(f"related_to[{i}].description", link.description, policy),
+            )
             for i, link in enumerate(parse_links(related_to))
         ]
         targets = self._require_visible([link.target_id for link in links], "related_to")
@@ -236,6 +241,10 @@ class Brain:
         """A checked text field after the `memory.secrets` policy (refuse, redact or allow)."""
         text = screen(field, check_text(field, value, bounds), self.config.memory.secrets)
         return check_text(field, text, bounds)  # a redaction can change the length
+
+    def _each(self, field: str, values: list[str]) -> list[str]:
+        """A checked list field after the `memory.secrets` policy."""
+        return screen_each(field, values, self.config.memory.secrets)
 
     def _require_visible(self, ids: Sequence[str], field: str) -> dict[str, Memory]:
         found = self.store.get_many(list(ids), self.scope)
@@ -475,8 +484,8 @@ class Brain:
             importance=current.importance
             if importance is None
             else check_unit("importance", importance),
-            tags=clean_tags(tags),
-            related_files=clean_files(files),
+            tags=self._each("tags", clean_tags(tags)),
+            related_files=self._each("related_files", clean_files(files)),
             updated_at=utcnow(),
         )
         vector = self.embedder.embed_documents([updated.searchable_text()])
@@ -505,6 +514,9 @@ class Brain:
             parse_relationship_type(relationship_type),
             check_unit("strength", strength),
             description,
+        )
+        link = replace(
+            link, description=screen("description", link.description, self.config.memory.secrets)
         )
         rel = Relationship(
             src, tgt, link.relationship_type, link.strength, link.description, found[src].scope

@@ -47,6 +47,29 @@ class OctobrainGroup(click.Group):
             raise UserError(str(exc)) from exc
         except OctobrainError as exc:
             raise UserFailure(str(exc)) from exc
+        except (RuntimeError, OSError) as exc:
+            from octobrain.store.manifest import read_failure
+
+            line = read_failure(exc)
+            if line is None:
+                raise
+            raise UserFailure(_damage_detail(line)) from exc
+
+
+def _damage_detail(line: str) -> str:
+    """`line`, with the damaged table and fragment named when `doctor` can find them."""
+    try:
+        from octobrain.config import load_config, resolve_storage_uri
+        from octobrain.store.doctor import diagnose
+        from octobrain.store.location import StoreLocation
+
+        config = load_config()
+        report = diagnose(StoreLocation.from_config(config, resolve_storage_uri(config)))
+    except Exception:  # the generic line already says to run `octobrain doctor`
+        return line
+    if report.problems:
+        return f"store {report.store}: {report.problems[0].line()} (see `octobrain doctor`)"
+    return line
 
 
 FORMAT_OPTION = click.option(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -39,11 +40,11 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
         format="octobrain %(levelname)s %(name)s: %(message)s",
     )
     pool = BrainPool()
-    workspace = Workspace.scan()
+    bind = bind if bind is not None else pool.config.mcp.bind
+    workspace = dataclasses.replace(Workspace.scan(), http=bool(bind))
     server = build_server(pool, workspace)
     if pool.config.mcp.warm_up:
         _start_warm_up(pool, workspace)
-    bind = bind if bind is not None else pool.config.mcp.bind
     if not bind:
         anyio.run(serve_stdio, server)
         return

@@ -19,6 +19,7 @@ from octobrain.errors import InvalidInput
 TITLE_BYTES = (5, 200)
 CONTENT_BYTES = (10, 10_000)
 QUERY_BYTES = (3, 500)
+NOTE_BYTES = 32 * 1024  # one `knowledge store` note: ~30 chunks, seconds of embedding
 MAX_TAGS = 10
 TAG_CHARS = 50
 MAX_FILES = 20

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -34,6 +34,7 @@ from octobrain.server.scoping import (
     lock_from_roots,
     scope_argument,
 )
+from octobrain.store.manifest import read_failure
 
 log = logging.getLogger(__name__)
 
@@ -185,8 +186,13 @@ class OctobrainServer:
             reply = handlers.Reply(f"error: {exc}", error=True)
         except Exception as exc:  # never crash the server over one call
             log.exception("tool %s failed", params.name)
-            reply = handlers.Reply(
-                f"internal error ({type(exc).__name__}: {exc}); see the server log", error=True
+            damage = read_failure(exc)
+            reply = (
+                handlers.Reply(damage, error=True)
+                if damage
+                else handlers.Reply(
+                    f"internal error ({type(exc).__name__}: {exc}); see the server log", error=True
+                )
             )
         return types.CallToolResult(
             content=[types.TextContent(text=reply.text)], is_error=reply.error
@@ -207,8 +213,9 @@ class OctobrainServer:
         if name == "knowledge":
             session_id = lock.session_id if lock is not None else ""
             work = partial(handlers.knowledge, arguments=arguments)
+            roots = self.workspace.local_roots(lock, self.pool.config.knowledge.allow_paths)
             return await anyio.to_thread.run_sync(
-                self.pool.call_knowledge, scope, workdir, session_id, work
+                self.pool.call_knowledge, scope, workdir, session_id, work, roots
             )
         body = partial(_BRAIN_TOOLS[name], arguments=arguments)
         session_id = lock.session_id if lock is not None else ""
@@ -367,6 +374,15 @@ def build_server(pool: BrainPool | None = None, workspace: Workspace | None = No
 async def serve_stdio(server: Server[Any]) -> None:
     """Serve one client over stdin/stdout (the SDK points fd 1 at stderr meanwhile)."""
     from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
 
-    async with stdio_server() as (read_stream, write_stream):
+    from octobrain.server.wire import CappedStdin
+
+    stdin = CappedStdin()  # the size and depth caps; closing it ends the process promptly
+    async with stdio_server(stdin=cast(Any, stdin)) as (read_stream, write_stream):
+
+        async def refuse(answer: dict[str, Any]) -> None:
+            await write_stream.send(SessionMessage(types.JSONRPCError.model_validate(answer)))
+
+        stdin.refuse = refuse
         await server.run(read_stream, write_stream, server.create_initialization_options())

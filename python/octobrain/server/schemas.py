@@ -22,6 +22,7 @@ from octobrain.models import (
     MAX_LINKS,
     MAX_QUERIES,
     MAX_TAGS,
+    NOTE_BYTES,
     QUERY_BYTES,
     TAG_CHARS,
     TITLE_BYTES,
@@ -341,6 +342,8 @@ KNOWLEDGE = ToolSpec(
         "numbers, capped.\n"
         "- store (key, content) / delete (key): a note for this session under a key "
         "(stored://key), searchable like a document; store refuses an existing key.\n"
+        "Local files are read only inside this session's project (its roots, else the "
+        "server's working directory) or directories the user allowed (knowledge.allow_paths). "
         "URLs on private or loopback addresses are refused unless the user allowed them in "
         "the config."
     ),
@@ -352,7 +355,9 @@ KNOWLEDGE = ToolSpec(
         "source": _str("A single file path or http(s) URL."),
         "pattern": _str("match: a regular expression."),
         "key": _str("store / delete: the note's key."),
-        "content": _str("store: the note's text."),
+        "content": _str(
+            f"store: the note's text, at most {NOTE_BYTES} bytes of UTF-8.", 1, NOTE_BYTES
+        ),
         "scope": SCOPE,
     },
     required=["command"],

@@ -21,7 +21,7 @@ import numpy as np
 
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship, State
-from octobrain.store import schema
+from octobrain.store import manifest, schema
 from octobrain.store.location import StoreLocation
 
 if TYPE_CHECKING:
@@ -57,29 +57,6 @@ class StoreVersion:
     version: int
     timestamp: datetime
     rows: int
-
-
-def _tables_open(db: lancedb.DBConnection) -> bool:
-    """Whether both tables exist and open. Listing is not enough: a table another process is
-    creating right now is listed before its first commit makes it openable."""
-    try:
-        db.open_table(MEMORIES)
-        db.open_table(RELATIONSHIPS)
-    except ValueError:
-        return False
-    return True
-
-
-def _create_if_missing(db: lancedb.DBConnection, name: str, table_schema: pa.Schema) -> None:
-    """Create `name` unless it opens. A table with no committed version yet (its creator was
-    killed before the first commit) holds no data and is created afresh."""
-    try:
-        db.open_table(name)
-    except ValueError as exc:
-        if "not found" not in str(exc):
-            raise
-        mode = "overwrite" if name in set(db.list_tables().tables) else "create"
-        db.create_table(name, schema=table_schema, mode=mode)
 
 
 def io_failure(path: object, exc: BaseException) -> str:
@@ -161,13 +138,19 @@ class MemoryStore:
         self._lock = self.location.lock("write", LOCK_TIMEOUT_S)
         try:
             db = self.location.connect()
-            if not _tables_open(db):
-                with self._lock:  # creation is a write: two first runs must not race
-                    for name, table_schema in (
-                        (MEMORIES, schema.memories_schema(self.model_id, self.dim)),
-                        (RELATIONSHIPS, schema.relationships_schema()),
-                    ):
-                        _create_if_missing(db, name, table_schema)
+            manifest.adopt_if_new(db, self.location)
+            # Creation is a write under the lock (two first runs must not race); a table the
+            # manifest lists is never re-created, however it fails to open.
+            manifest.open_or_create(
+                db,
+                self.location,
+                MEMORIES,
+                lambda: schema.memories_schema(self.model_id, self.dim),
+                self._lock,
+            )
+            manifest.open_or_create(
+                db, self.location, RELATIONSHIPS, schema.relationships_schema, self._lock
+            )
         except (OSError, RuntimeError) as exc:
             raise StorageError(io_failure(self.location, exc)) from exc
         self._db = db
@@ -227,6 +210,11 @@ class MemoryStore:
             raise
         except (OSError, RuntimeError) as exc:
             raise StorageError(io_failure(self.location, exc)) from exc
+
+    def refresh(self) -> None:
+        """Move this store's table handles to their latest commit (object stores lag by
+        `remote_refresh_ms` otherwise); a pass that reads before it locks starts here."""
+        self.location.to_latest(self._memories, self._relationships, *self._tables)
 
     def open_memories_unchecked(self) -> lancedb.table.Table:
         """The memories table whatever model embedded it (for `reembed` only)."""
@@ -397,13 +385,16 @@ class MemoryStore:
             self.relationships.delete(where)
 
     def open_table(self, name: str, table_schema: pa.Schema) -> lancedb.table.Table:
-        """Open (creating it if missing) another table of this database, e.g. the
-        consolidation log; created under the write lock so two first runs cannot race."""
+        """Open (creating it if this store never did) another table of this database, e.g. the
+        consolidation log; created under the write lock so two first runs cannot race, opened
+        without it so a read-only store reads it."""
         db = self._open_db()
-        with self.write_lock(check_model=False):
-            if name not in set(db.list_tables().tables):
-                db.create_table(name, schema=table_schema)
-        table = db.open_table(name)
+        try:
+            table = manifest.open_or_create(
+                db, self.location, name, lambda: table_schema, self._lock
+            )
+        except (OSError, RuntimeError) as exc:
+            raise StorageError(io_failure(self.location, exc)) from exc
         self._tables.append(table)
         return table
 
