@@ -386,3 +386,9 @@ def test_session_topics_are_the_words_that_set_a_session_apart() -> None:
     topics = session_topics(conv.turns, 3)
     assert topics["2"] == ["sunrise"]  # said twice there, never in session 1
     assert session_topics(conv.turns, 0) == {}
+
+
+def test_a_secret_in_a_speaker_name_is_screened_too(tmp_path: Path) -> None:
+    records = [{"speaker": "AKIAIOSFODNN7EXAMPLE", "text": "hello there, all good"}]
+    with pytest.raises(InvalidInput, match=r"turns\[0\]\.speaker"):
+        brain(tmp_path, secrets="refuse").ingest(parse_text(json.dumps(records)))

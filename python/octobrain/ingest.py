@@ -113,14 +113,12 @@ def session_topics(turns: Sequence[Turn], n: int) -> dict[str, list[str]]:
     return out
 
 
-def _context(
-    conv: Conversation, turns: list[Turn], i: int, window: int, topics: dict[str, list[str]]
-) -> str:
+def _context(turns: list[Turn], i: int, window: int, topics: dict[str, list[str]]) -> str:
     """The indexed context of `turns[i]`: who takes part, the session and its date, and the
     words of the neighbouring turns of the same session (without their speakers' names, so a
     question naming a person matches the turns that person said)."""
     turn = turns[i]
-    people = " and ".join(conv.speakers[:4])
+    people = " and ".join(list(dict.fromkeys(t.speaker for t in turns))[:4])
     parts = [f"Conversation between {people}, session {turn.session}"]
     if turn.session_date:
         parts[0] += f" on {turn.session_date}"
@@ -145,22 +143,23 @@ def turn_memories(
 ) -> list[Memory]:
     """The memories (not yet stored) for every turn of `conv`, in order, in `scope`."""
     policy = brain.config.memory.secrets
-    screened = [_screened(t, f"turns[{i}].text", policy) for i, t in enumerate(conv.turns)]
+    screened = [_screened(t, f"turns[{i}]", policy) for i, t in enumerate(conv.turns)]
+    key = screen("conversation", conv.key, policy)
     now = utcnow()
     topics = session_topics(screened, topic_words)
     out = []
     for i, turn in enumerate(screened):
         out.append(
             Memory(
-                id=turn_id(scope, conv.key, turn.key),
+                id=turn_id(scope, key, turn.key),
                 title=_title(turn),
                 content=_fit(turn.text, CONTENT_BYTES[1]),
-                context=_context(conv, screened, i, window, topics),
+                context=_context(screened, i, window, topics),
                 memory_type=MemoryType.COMMUNICATION,
                 scope=scope,
                 tags=[
-                    _tag(CONVERSATION_PREFIX, conv.key),
-                    temporal.session_tag(f"{conv.key}/{turn.session}"),
+                    _tag(CONVERSATION_PREFIX, key),
+                    temporal.session_tag(f"{key}/{turn.session}"),
                     _tag(SPEAKER_PREFIX, turn.speaker),
                 ],
                 importance=brain.config.memory.default_importance,
@@ -173,13 +172,12 @@ def turn_memories(
     return out
 
 
-def _screened(turn: Turn, field: str, policy: str) -> Turn:
-    text = screen(field, turn.text, policy)
-    return (
-        turn
-        if text == turn.text
-        else Turn(turn.speaker, text, turn.session, turn.key, turn.time, turn.session_date)
-    )
+def _screened(turn: Turn, where: str, policy: str) -> Turn:
+    text = screen(f"{where}.text", turn.text, policy)
+    speaker = screen(f"{where}.speaker", turn.speaker, policy)
+    if (text, speaker) == (turn.text, turn.speaker):
+        return turn
+    return Turn(speaker, text, turn.session, turn.key, turn.time, turn.session_date)
 
 
 def ingest(
