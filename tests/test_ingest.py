@@ -392,3 +392,19 @@ def test_a_secret_in_a_speaker_name_is_screened_too(tmp_path: Path) -> None:
     records = [{"speaker": "AKIAIOSFODNN7EXAMPLE", "text": "hello there, all good"}]
     with pytest.raises(InvalidInput, match=r"turns\[0\]\.speaker"):
         brain(tmp_path, secrets="refuse").ingest(parse_text(json.dumps(records)))
+
+
+def test_export_and_import_keep_a_short_turn_and_its_context(tmp_path: Path) -> None:
+    import io
+
+    from octobrain.transfer import export_jsonl, import_jsonl
+
+    source = brain(tmp_path / "a")
+    source.ingest(parse_text(json.dumps(LOCOMO)))
+    out = io.StringIO()
+    export_jsonl(source, out)
+    target = brain(tmp_path / "b")
+    report = import_jsonl(target, out.getvalue().splitlines(keepends=True))
+    assert report.imported == 5
+    wow = stored(target)["Wow! How was it?"]
+    assert "I joined a pottery class." in wow.context
