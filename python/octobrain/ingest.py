@@ -113,12 +113,13 @@ def session_topics(turns: Sequence[Turn], n: int) -> dict[str, list[str]]:
     return out
 
 
-def _context(turns: list[Turn], i: int, window: int, topics: dict[str, list[str]]) -> str:
+def _context(
+    turns: list[Turn], i: int, window: int, topics: dict[str, list[str]], people: str
+) -> str:
     """The indexed context of `turns[i]`: who takes part, the session and its date, and the
     words of the neighbouring turns of the same session (without their speakers' names, so a
     question naming a person matches the turns that person said)."""
     turn = turns[i]
-    people = " and ".join(list(dict.fromkeys(t.speaker for t in turns))[:4])
     parts = [f"Conversation between {people}, session {turn.session}"]
     if turn.session_date:
         parts[0] += f" on {turn.session_date}"
@@ -147,6 +148,7 @@ def turn_memories(
     key = screen("conversation", conv.key, policy)
     now = utcnow()
     topics = session_topics(screened, topic_words)
+    people = " and ".join(list(dict.fromkeys(t.speaker for t in screened))[:4])
     out = []
     for i, turn in enumerate(screened):
         out.append(
@@ -154,7 +156,7 @@ def turn_memories(
                 id=turn_id(scope, key, turn.key),
                 title=_title(turn),
                 content=_fit(turn.text, CONTENT_BYTES[1]),
-                context=_context(screened, i, window, topics),
+                context=_context(screened, i, window, topics, people),
                 memory_type=MemoryType.COMMUNICATION,
                 scope=scope,
                 tags=[
