@@ -1,4 +1,4 @@
-"""The four MCP tools through the SDK's in-memory client: schemas, validation, round trips."""
+"""The MCP tools through the SDK's in-memory client: schemas, validation, round trips."""
 
 from __future__ import annotations
 
@@ -71,7 +71,13 @@ def test_schemas_are_flat_with_full_enums_and_truthful_annotations(tmp_path: Pat
         _listing(server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)),
         _listing(server_for(hash_pool(tmp_path / "db"), tmp_path), mode="auto"),
     ):
-        assert [t["name"] for t in tools] == ["memorize", "remember", "forget", "knowledge"]
+        assert [t["name"] for t in tools] == [
+            "memorize",
+            "remember",
+            "forget",
+            "knowledge",
+            "ingest",
+        ]
         for tool in tools:
             nodes = _walk(tool["inputSchema"])
             keys = {k for n in nodes if isinstance(n, dict) for k in n}

@@ -12,10 +12,11 @@ import logging
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from octobrain import goals, temporal
 from octobrain.access import AccessQueue
@@ -53,6 +54,10 @@ from octobrain.store import MemoryStore, NotFound
 from octobrain.store.location import StoreLocation
 from octobrain.store.memories import StoreVersion, sql_str, visible_scopes, visible_where
 from octobrain.store.schema import row_to_memory
+
+if TYPE_CHECKING:
+    from octobrain.conversation import Conversation
+    from octobrain.ingest import IngestReport
 
 log = logging.getLogger(__name__)
 ACCESS_WINDOW = timedelta(minutes=10)
@@ -225,6 +230,19 @@ class Brain:
             return goals.close_goal_with_new(self.consolidator, closed[0], memory, vector[0], edges)
         self.store.add([memory], vector, edges)
         return memory, edges
+
+    def ingest(
+        self,
+        conversations: Sequence[Conversation],
+        *,
+        global_: bool = False,
+        progress: Callable[[int], None] = lambda _n: None,
+    ) -> IngestReport:
+        """Store conversations turn by turn (see `octobrain.ingest`); turns already stored are
+        skipped, so ingesting a transcript again adds only what is new."""
+        from octobrain.ingest import ingest
+
+        return ingest(self, conversations, global_=global_, progress=progress)
 
     def _join_session(self, memory: Memory) -> Memory | None:
         """Tag `memory` with this Brain's session; return the session's previous memory."""

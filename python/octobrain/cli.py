@@ -91,12 +91,14 @@ def _register() -> None:
     from octobrain.cli_bench import bench
     from octobrain.cli_brief import brief, hook
     from octobrain.cli_doctor import doctor_cmd
+    from octobrain.cli_ingest import ingest_cmd
     from octobrain.cli_knowledge import knowledge
     from octobrain.cli_mcp import mcp_cmd
     from octobrain.cli_memory import memory
     from octobrain.cli_storage import migrate_cmd
 
     memory.add_command(migrate_cmd)
+    memory.add_command(ingest_cmd)
     main.add_command(memory)
     main.add_command(knowledge)
     main.add_command(mcp_cmd)

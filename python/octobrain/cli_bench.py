@@ -252,3 +252,76 @@ def bench_scale_command(
     if update is not None:
         update_readme(update, "scale", scale_table(report))
     click.echo(json.dumps(report, indent=2) if fmt == "json" else scale_table(report))
+
+
+@bench.command("locomo")
+@click.option(
+    "--data",
+    "data",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("../shared/data/locomo-dev"),
+    show_default=True,
+    help="Directory holding LoCoMo's locomo-dev.json.gz (or locomo10.json); read, never copied.",
+)
+@click.option("--model", default="minilm", show_default=True, help="Embedding model string.")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Embedding cache. Default: the user cache directory.",
+)
+@click.option(
+    "--window",
+    type=click.IntRange(min=0, max=5),
+    default=None,
+    help="Neighbouring turns on each side in a turn's indexed context (default 1; 0: ablation).",
+)
+@click.option(
+    "--topic-words",
+    type=click.IntRange(min=0, max=50),
+    default=None,
+    help="A session's distinctive words in each turn's context (default 0: measured worse).",
+)
+@FORMAT_OPTION
+@OUTPUT_OPTION
+@update_option("locomo", "LoCoMo table")
+def bench_locomo_command(
+    data: Path,
+    model: str,
+    cache_dir: Path | None,
+    window: int | None,
+    topic_words: int | None,
+    fmt: str,
+    output: Path | None,
+    update: Path | None,
+) -> None:
+    """Conversation memory on LoCoMo: each conversation ingested turn by turn into its own
+    scope, every question asked through `remember`; turn-level nDCG@10, Recall@5/10,
+    session-level Recall@5, per category and per half, the adversarial questions' answer rate,
+    ingest throughput and search latency."""
+    from octobrain.bench_locomo import load_locomo, locomo_table, run_locomo
+    from octobrain.bench_tables import update_readme
+    from octobrain.errors import InvalidInput
+
+    try:
+        conversations, questions = load_locomo(data)
+        turns = sum(len(c.turns) for c in conversations)
+        with (
+            click.progressbar(length=turns, label="ingest", file=sys.stderr) as ib,
+            click.progressbar(length=len(questions), label="questions", file=sys.stderr) as qb,
+        ):
+            report = run_locomo(
+                data,
+                model=model,
+                cache_dir=cache_dir,
+                window=window,
+                topic_words=topic_words,
+                on_ingest=ib.update,
+                on_query=lambda: qb.update(1),
+            )
+    except InvalidInput as err:
+        raise click.BadParameter(err.rule, param_hint=f"--{err.field}") from err
+    payload = report.as_dict()
+    _write_output(payload, output)
+    if update is not None:
+        update_readme(update, "locomo", locomo_table(payload))
+    click.echo(json.dumps(payload, indent=2) if fmt == "json" else locomo_table(payload))

@@ -46,6 +46,7 @@ LIGHT_COLUMNS = [
     "last_accessed",
     "access_count",
     "git_commit",
+    "context",
 ]
 _PROBE = ["id", "updated_at", "last_accessed", "access_count"]
 _SEARCHABLE = (State.WORKING.value, State.CONSOLIDATED.value)

@@ -155,6 +155,17 @@ def _blocks(entry: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
+def transcript_text(entry: dict[str, Any]) -> str:
+    """What a user or assistant entry of a transcript says in words: its text blocks, without
+    tool calls, tool results and the `<…>` command and system text the client injects."""
+    parts = []
+    for block in _blocks(entry):
+        text = block.get("text") if block.get("type") == "text" else None
+        if isinstance(text, str) and text.strip() and not text.lstrip().startswith("<"):
+            parts.append(text.strip())
+    return "\n\n".join(parts)
+
+
 def _short(sentence: str) -> str:
     sentence = " ".join(sentence.split())
     return sentence if len(sentence) <= POINT_CHARS else sentence[: POINT_CHARS - 1] + "…"

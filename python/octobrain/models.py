@@ -29,6 +29,7 @@ LINK_DESCRIPTION_CHARS = 200
 MAX_QUERIES = 5
 MAX_LIMIT = 50
 ID_CHARS = 100
+CONTEXT_BYTES = 4_000  # what a conversation turn's indexed context may add to it
 # Every write is a store version kept this long: `memory history` / `memory restore` undo.
 KEEP_VERSIONS_DAYS = 7
 
@@ -443,14 +444,18 @@ class Memory:
     git_commit: str = ""
     # Importance before a consolidation damped it, so `unconsolidate` can restore it exactly.
     pre_consolidation_importance: float | None = None
+    # Indexed but never shown: what a conversation turn needs to keep its meaning (who spoke,
+    # when, the neighbouring turns). "" for every other memory.
+    context: str = ""
 
     def searchable_text(self) -> str:
-        """The text that is embedded and BM25-indexed: title, content, tags, file names."""
+        """The text that is embedded and BM25-indexed: title, content, context, tags, files."""
         return " ".join(
             part
             for part in (
                 self.title,
                 self.content,
+                self.context,
                 " ".join(self.tags),
                 " ".join(self.related_files),
             )

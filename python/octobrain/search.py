@@ -10,7 +10,9 @@ sinks far below its replacement. Several queries are fused with RRF.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta, timezone
@@ -20,6 +22,7 @@ import numpy.typing as npt
 
 from octobrain import conflicts, decay, fusion
 from octobrain.config import Config
+from octobrain.conversation import SPEAKER_PREFIX
 from octobrain.corpus import Corpus
 from octobrain.embed import Embedder
 from octobrain.errors import InvalidInput
@@ -49,6 +52,9 @@ from octobrain.text import analyze
 SUPERSEDED_FACTOR = 0.1
 BELOW = 0.95  # a memory ranked below another (its parent, a prevailing value) scores at most
 # this share of that one's score
+# A turn said by a person the question names: worth about 0.2 standard deviation of match
+# (scores are exp(z - z_best)), so it reorders near-ties between the two speakers' turns.
+SPEAKER_FACTOR = 1.2
 EXACT_MAX = VECTOR_INDEX_MIN_ROWS  # the exact scan hands over where the ANN index starts
 
 
@@ -238,6 +244,7 @@ class Retriever:
         mcfg, scfg = self.config.memory, self.config.search
         importance = decay.memory_strength(mems, now, mcfg)
         superseded, parents, conflicting = self._edges_in([m.id for m in mems], scopes)
+        named = _named_speakers(queries)
         hits = []
         for s, m, imp in zip(kept, mems, importance, strict=True):
             age_days = max(0.0, (now - m.created_at).total_seconds() / 86400.0)
@@ -247,7 +254,8 @@ class Retriever:
             f_rec = 1.0 + scfg.recency_weight * (recency - 0.5)
             f_trust = 1.0 - 0.5 * (1.0 - m.source.trust)
             f_sup = SUPERSEDED_FACTOR if superseded.get(m.id) else 1.0
-            score = s.fused * f_imp * f_rec * f_trust * f_sup
+            f_who = SPEAKER_FACTOR if named and named.intersection(m.tags) else 1.0
+            score = s.fused * f_imp * f_rec * f_trust * f_sup * f_who
             legs = f"{len(queries)} queries (RRF); " if len(queries) > 1 else ""
             why = (
                 f"{legs}found by {s.legs}; relevance {s.relevance:.2f} "
@@ -257,6 +265,8 @@ class Retriever:
             )
             if f_sup != 1.0:
                 why += "; superseded"
+            if f_who != 1.0:
+                why += "; said by the person the question names"
             hit = Hit(m, score, s.relevance, s.cosine, why, superseded.get(m.id, []))
             hit.consolidated_into = parents.get(m.id, [])
             hit.gist = gist_for(m, float(imp), now, self.config.brief)
@@ -288,6 +298,14 @@ class Retriever:
             if pos is not None and self.corpus.memory(pos).scope in scopes:
                 out.setdefault(rel.target_id, []).append(rel.source_id)
         return superseded, parents, conflicting
+
+
+def _named_speakers(queries: Sequence[str]) -> set[str]:
+    """The speaker tags (`speaker:<name>`, as ingest writes them) of every one- or two-word
+    name in the queries: a question about what a person said prefers that person's turns."""
+    words = re.findall(r"\w+", " ".join(queries).lower())
+    pairs = [f"{a}-{b}" for a, b in itertools.pairwise(words)]
+    return {SPEAKER_PREFIX + w for w in (*words, *pairs)}
 
 
 def _rank_below(hits: list[Hit], conflicting: dict[str, list[str]], queries: Sequence[str]) -> None:

@@ -21,6 +21,7 @@ from octobrain.brain import Brain
 from octobrain.errors import InvalidInput
 from octobrain.models import (
     CONTENT_BYTES,
+    CONTEXT_BYTES,
     TITLE_BYTES,
     Memory,
     Relationship,
@@ -163,6 +164,9 @@ def _memory(obj: dict[str, Any], where: str) -> Memory:
         return f"{where}.{name}"
 
     pre = obj.get("pre_consolidation_importance")
+    context = obj.get("context") or ""
+    if not isinstance(context, str) or len(context.encode()) > CONTEXT_BYTES:
+        raise InvalidInput(f("context"), f"must be a string of at most {CONTEXT_BYTES} bytes")
     count = obj.get("access_count", 0)
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise InvalidInput(f("access_count"), "must be an integer >= 0")
@@ -176,7 +180,10 @@ def _memory(obj: dict[str, Any], where: str) -> Memory:
         role=str(obj.get("role", "")),
         memory_type=parse_memory_type(obj.get("memory_type"), field_name=f("memory_type")),
         title=check_text(f("title"), obj.get("title"), TITLE_BYTES),
-        content=check_text(f("content"), obj.get("content"), CONTENT_BYTES),
+        # An ingested conversation turn may be as short as "Yes!": its context carries it.
+        content=check_text(
+            f("content"), obj.get("content"), (1, CONTENT_BYTES[1]) if context else CONTENT_BYTES
+        ),
         tags=clean_tags(obj.get("tags")),
         related_files=clean_files(obj.get("related_files")),
         importance=check_unit(f("importance"), obj.get("importance", 0.5)),
@@ -190,6 +197,7 @@ def _memory(obj: dict[str, Any], where: str) -> Memory:
         last_accessed=_time(f("last_accessed"), obj.get("last_accessed")),
         access_count=count,
         git_commit=str(obj.get("git_commit", "")),
+        context=context,
     )
 
 

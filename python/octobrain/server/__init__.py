@@ -1,6 +1,6 @@
-"""octobrain's MCP server: four tools (memorize, remember, forget, knowledge) over the `Brain`
-facade, served over stdio or streamable HTTP. Named `server`, never `mcp`, so it cannot shadow
-the SDK. Importing it does not load the model or LanceDB.
+"""octobrain's MCP server: five tools (memorize, remember, forget, knowledge, ingest) over the
+`Brain` facade, served over stdio or streamable HTTP. Named `server`, never `mcp`, so it cannot
+shadow the SDK. Importing it does not load the model or LanceDB.
 """
 
 from __future__ import annotations

@@ -62,6 +62,7 @@ _BRAIN_TOOLS = {
     "memorize": handlers.memorize,
     "remember": handlers.remember,
     "forget": handlers.forget,
+    "ingest": handlers.ingest,
 }
 
 
@@ -163,7 +164,7 @@ class OctobrainServer:
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        """The four tools; `scope` only in unlocked sessions, `global` only in locked ones."""
+        """The tools; `scope` only in unlocked sessions, `global` only in locked ones."""
         try:
             locked = await self.session_lock(ctx) is not None
         except InvalidInput as exc:  # a malformed session capability: show the unlocked form

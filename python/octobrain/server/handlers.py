@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput
-from octobrain.server.schemas import KNOWLEDGE_COMMANDS, LINK_TYPES, SOURCES
+from octobrain.server.schemas import (
+    INGEST_BYTES,
+    INGEST_TURNS,
+    KNOWLEDGE_COMMANDS,
+    LINK_TYPES,
+    SOURCES,
+)
 
 if TYPE_CHECKING:
     from octobrain.brain import Brain
@@ -97,6 +103,49 @@ def memorize(brain: Brain, arguments: dict[str, Any]) -> Reply:
     from octobrain.render import format_stored
 
     return Reply(format_stored(memory, edges))
+
+
+# ---- ingest -------------------------------------------------------------------------------
+
+
+def ingest(brain: Brain, arguments: dict[str, Any]) -> Reply:
+    """Store a conversation's turns (each once)."""
+    from octobrain.conversation import parse_chat
+    from octobrain.models import ID_CHARS
+
+    key = _required(arguments, "conversation")
+    if not isinstance(key, str) or not 1 <= len(key.strip()) <= ID_CHARS:
+        raise InvalidInput("conversation", f"must be a string of 1–{ID_CHARS} characters")
+    key = key.strip()
+    turns = _list(arguments, "turns") or []
+    if not 1 <= len(turns) <= INGEST_TURNS:
+        raise InvalidInput("turns", f"give 1–{INGEST_TURNS} turns, got {len(turns)}")
+    size = sum(
+        len(t.get("text", "").encode())
+        for t in turns
+        if isinstance(t, dict) and isinstance(t.get("text"), str)
+    )
+    if size > INGEST_BYTES:
+        raise InvalidInput("turns", f"must hold at most {INGEST_BYTES} bytes of text, got {size}")
+    for i, turn in enumerate(turns):
+        extra = (
+            sorted(set(turn) - {"speaker", "text", "time", "session", "id"})
+            if isinstance(turn, dict)
+            else []
+        )
+        if extra:
+            raise InvalidInput(
+                f"turns[{i}].{extra[0]}",
+                "unknown field; a turn takes speaker, text, time, session, id",
+            )
+    conversation = parse_chat(turns, key=key)
+    report = brain.ingest([conversation], global_=_bool(arguments, "global", False))
+    scope = "" if _bool(arguments, "global", False) else brain.scope
+    return Reply(
+        f"Conversation {key!r} stored in {scope or '(global)'}: "
+        f"{_plural(report.added, 'turn', 'turns')} added, {report.skipped_existing} already "
+        f"present, {_plural(report.links, 'link', 'links')}."
+    )
 
 
 # ---- remember -----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The four MCP tools: names, descriptions that teach the discipline, flat input schemas.
+"""The MCP tools: names, descriptions that teach the discipline, flat input schemas.
 
 Schemas are plain JSON Schema with no `$ref`/`$defs` and no nullable unions (some inference
 backends return empty generations on those). Limits come from `octobrain.models`, the same
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from octobrain.conversation import SESSION_CHARS, SPEAKER_CHARS
 from octobrain.models import (
     CONTENT_BYTES,
     FILE_BYTES,
@@ -44,6 +45,8 @@ LINK_TYPES = [
 ]
 SOURCES = ["user_confirmed", "agent_inferred"]
 KNOWLEDGE_COMMANDS = ["search", "read", "match", "store", "delete"]
+INGEST_TURNS = 500
+INGEST_BYTES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -367,7 +370,63 @@ KNOWLEDGE = ToolSpec(
     open_world=True,
 )
 
-TOOLS = (MEMORIZE, REMEMBER, FORGET, KNOWLEDGE)
+INGEST = ToolSpec(
+    name="ingest",
+    title="Store a conversation",
+    description=(
+        "Store a conversation transcript turn by turn, so later `remember` calls can answer "
+        "'what did we say about X, and when?'.\n\n"
+        "Each turn becomes one memory: shown as it was said (title: speaker and date), indexed "
+        "with its speaker, its session's date and the neighbouring turns, and linked to the "
+        "previous turn of its session. Ingesting the same conversation again adds only turns "
+        "not stored yet, so send the whole transcript (or give turns a stable `id`).\n\n"
+        f"At most {INGEST_TURNS} turns and {INGEST_BYTES // 1000} kB of text per call; "
+        "longer transcripts go in several calls with the same `conversation`. Turns are "
+        "screened for secrets like `memorize`."
+    ),
+    properties={
+        "conversation": _str(
+            "A stable name for the conversation (e.g. its session id); turns are stored "
+            f"under it (1–{ID_CHARS} characters).",
+            1,
+            ID_CHARS,
+        ),
+        "turns": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": INGEST_TURNS,
+            "description": "The turns in order.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "speaker": _str("Who said it.", 1, SPEAKER_CHARS),
+                    "text": _str("What was said.", None, CONTENT_BYTES[1]),
+                    "time": _str("When it was said (ISO-8601)."),
+                    "session": _str(
+                        "Session label; without it a new session starts after 4 hours of silence.",
+                        1,
+                        SESSION_CHARS,
+                    ),
+                    "id": _str("A stable id of the turn.", 1, ID_CHARS),
+                },
+                "required": ["speaker", "text"],
+                "additionalProperties": False,
+            },
+        },
+        "global": {
+            "type": "boolean",
+            "default": False,
+            "description": "Store in the global scope instead of this session's project.",
+        },
+        "scope": SCOPE,
+    },
+    required=["conversation", "turns"],
+    read_only=False,
+    destructive=False,
+    idempotent=True,
+)
+
+TOOLS = (MEMORIZE, REMEMBER, FORGET, KNOWLEDGE, INGEST)
 TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 
 

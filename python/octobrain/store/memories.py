@@ -164,8 +164,25 @@ class MemoryStore:
         db = self._open_db()
         memories = db.open_table(MEMORIES)
         self._check_model(memories.schema)
+        if schema.missing_columns(memories.schema):
+            memories = self._add_missing_columns(db)
         self._memories = memories
         self._relationships = db.open_table(RELATIONSHIPS)
+
+    def _add_missing_columns(self, db: lancedb.DBConnection) -> lancedb.table.Table:
+        """Bring a store made by an older version up to the current columns (one commit, under
+        the write lock; the rows and the model stamp are kept, the new columns start null)."""
+        try:
+            with self._lock:
+                table = db.open_table(MEMORIES)
+                self.location.to_latest(table)
+                missing = schema.missing_columns(table.schema)
+                if missing:  # another process may have added them while we waited
+                    table.add_columns(missing)
+                    log.info("memories: added columns %s", [f.name for f in missing])
+        except (OSError, RuntimeError) as exc:
+            raise StorageError(io_failure(self.location, exc)) from exc
+        return db.open_table(MEMORIES)
 
     def _check_model(self, table_schema: pa.Schema) -> None:
         meta = table_schema.metadata or {}

@@ -23,6 +23,7 @@ META_DIM = b"octobrain.embedding_dim"
 META_SCHEMA = b"octobrain.schema_version"
 
 _TS = pa.timestamp("us", tz="UTC")
+CONTEXT = "context"
 
 
 def memories_schema(model_id: str, dim: int) -> pa.Schema:
@@ -47,6 +48,8 @@ def memories_schema(model_id: str, dim: int) -> pa.Schema:
             pa.field("access_count", pa.int64(), nullable=False),
             pa.field("git_commit", pa.string(), nullable=False),
             pa.field("embedding", pa.list_(pa.float32(), dim), nullable=False),
+            # Added after schema 1 shipped: stores made before it gain it on open (null = "").
+            pa.field(CONTEXT, pa.string(), nullable=True),
         ],
         metadata={
             META_MODEL: model_id.encode(),
@@ -100,7 +103,13 @@ def row_to_memory(row: dict[str, Any]) -> Memory:
         last_accessed=row["last_accessed"],
         access_count=int(row["access_count"]),
         git_commit=row["git_commit"],
+        context=row.get(CONTEXT) or "",
     )
+
+
+def missing_columns(table_schema: pa.Schema) -> list[pa.Field]:
+    """Columns a `memories` table made by an older version lacks (nullable, added on open)."""
+    return [] if CONTEXT in table_schema.names else [pa.field(CONTEXT, pa.string(), nullable=True)]
 
 
 def relationship_to_row(rel: Relationship) -> dict[str, Any]:

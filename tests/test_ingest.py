@@ -1,0 +1,410 @@
+"""`memory ingest` and the MCP `ingest` tool: conversations stored turn by turn with context."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner, Result
+from mcp import Client
+
+from octobrain.brain import Brain
+from octobrain.config import Config, EmbeddingConfig, MemoryConfig
+from octobrain.conversation import parse_text, read_conversations
+from octobrain.errors import InvalidInput
+from octobrain.models import RelationshipType
+from octobrain.store.schema import memories_schema
+from tests.server_support import PROJECT_A, call, hash_pool, run, server_for
+
+SCOPE = "github.com/acme/chat"
+
+LOCOMO = [
+    {
+        "sample_id": "conv-x",
+        "conversation": {
+            "speaker_a": "Caroline",
+            "speaker_b": "Melanie",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Caroline", "dia_id": "D1:1", "text": "I joined a pottery class."},
+                {"speaker": "Melanie", "dia_id": "D1:2", "text": "Wow! How was it?"},
+                {"speaker": "Caroline", "dia_id": "D1:3", "text": "Yeah, it was so much fun!"},
+            ],
+            "session_2_date_time": "10:00 am on 20 June, 2023",
+            "session_2": [
+                {
+                    "speaker": "Melanie",
+                    "dia_id": "D2:1",
+                    "text": "Look at this",
+                    "blip_caption": "a photo of a sunrise over a lake",
+                },
+                {"speaker": "Caroline", "dia_id": "D2:2", "text": "Beautiful sunrise!"},
+            ],
+        },
+        "qa": [],
+    }
+]
+
+
+def claude_transcript(path: Path) -> Path:
+    sid = "5b0e2c1a-0000-4000-8000-000000000001"
+    entries: list[dict[str, Any]] = [
+        {"type": "summary", "summary": "x"},
+        {
+            "type": "user",
+            "sessionId": sid,
+            "uuid": "u1",
+            "timestamp": "2026-03-02T10:00:00Z",
+            "message": {"role": "user", "content": "Why does the nightly export crash?"},
+        },
+        {
+            "type": "assistant",
+            "sessionId": sid,
+            "uuid": "a1",
+            "timestamp": "2026-03-02T10:00:05Z",
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "The export reads a closed file handle."},
+                    {"type": "tool_use", "name": "Read", "input": {"file_path": "x.py"}},
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "sessionId": sid,
+            "uuid": "u2",
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "content": "file contents"}],
+            },
+        },
+        {
+            "type": "user",
+            "sessionId": sid,
+            "uuid": "u3",
+            "message": {"role": "user", "content": "<command-name>/clear</command-name>"},
+        },
+    ]
+    path.write_text("\n".join(json.dumps(e) for e in entries) + "\n")
+    return path
+
+
+def brain(tmp_path: Path, **memory: Any) -> Brain:
+    config = Config(embedding=EmbeddingConfig(model="hash:256"), memory=MemoryConfig(**memory))
+    return Brain(SCOPE, config=config, uri=tmp_path / "db")
+
+
+def stored(b: Brain) -> dict[str, Any]:
+    """Ingested turns by the text that was said."""
+    return {m.content: m for m in b.recent(limit=1000)}
+
+
+# ---- formats ----------------------------------------------------------------------------------
+
+
+def test_locomo_turns_keep_the_turn_shown_and_the_context_indexed(tmp_path: Path) -> None:
+    b = brain(tmp_path)
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(LOCOMO))
+    report = b.ingest(read_conversations(path))
+    assert (report.turns, report.added, report.links) == (5, 5, 3)  # 2 + 1 same-session links
+    turns = stored(b)
+    fun = turns["Yeah, it was so much fun!"]
+    assert fun.title == "Caroline, 1:56 pm on 8 May, 2023"
+    assert fun.created_at.year == 2023 and fun.created_at.month == 5
+    # The neighbour's words and the session's date are indexed, not shown.
+    assert "How was it?" in fun.context and "8 May, 2023" in fun.context
+    assert "How was it?" in fun.searchable_text() and "How was it?" not in fun.content
+    assert "speaker:caroline" in fun.tags
+    # A shared photo's caption stays with its turn; neighbours never cross sessions.
+    look = turns["Look at this [shares a photo of a sunrise over a lake]"]
+    assert "pottery" not in look.context and "Beautiful sunrise!" in look.context
+    # The dense leg finds the vague turn through its context.
+    hits = b.remember("pottery class fun", limit=3, min_relevance=0.0).hits
+    assert fun.id in [h.memory.id for h in hits]
+
+
+def test_claude_code_transcript_keeps_only_what_was_said(tmp_path: Path) -> None:
+    b = brain(tmp_path)
+    (conv,) = read_conversations(claude_transcript(tmp_path / "s.jsonl"))
+    assert conv.key == "5b0e2c1a-0000-4000-8000-000000000001"
+    assert [(t.speaker, t.text) for t in conv.turns] == [
+        ("user", "Why does the nightly export crash?"),
+        ("assistant", "The export reads a closed file handle."),
+    ]
+    assert b.ingest([conv]).added == 2
+    answer = stored(b)["The export reads a closed file handle."]
+    assert "nightly export crash" in answer.context
+    assert answer.title == "assistant, 02 March 2026"
+
+
+def test_generic_chat_export_json_and_jsonl_split_sessions_on_silence(tmp_path: Path) -> None:
+    records = [
+        {
+            "speaker": "Ana",
+            "text": "Let's pick Postgres for the ledger.",
+            "time": "2026-01-05T09:00Z",
+        },
+        {"speaker": "Bo", "text": "Agreed, with logical replication.", "time": "2026-01-05T09:01Z"},
+        {
+            "speaker": "Ana",
+            "text": "Replication lag hit 3 minutes today.",
+            "time": "2026-01-09T15:00Z",
+        },
+    ]
+    as_json = parse_text(json.dumps(records))
+    as_jsonl = parse_text("\n".join(json.dumps(r) for r in records))
+    assert as_json[0].turns == as_jsonl[0].turns
+    assert [t.session for t in as_json[0].turns] == ["1", "1", "2"]
+    b = brain(tmp_path)
+    report = b.ingest(as_json)
+    assert report.links == 1  # the third turn opens a new session: no link to the second
+
+
+def test_turns_of_a_session_are_chained_in_order(tmp_path: Path) -> None:
+    b = brain(tmp_path)
+    b.ingest(parse_text(json.dumps(LOCOMO)))
+    turns = stored(b)
+    first, second, third = (
+        turns[t]
+        for t in ("I joined a pottery class.", "Wow! How was it?", "Yeah, it was so much fun!")
+    )
+    _, edges = b.graph(second.id, depth=1)
+    chain = {
+        (e.source_id, e.target_id)
+        for e in edges
+        if e.relationship_type is RelationshipType.SAME_SESSION
+    }
+    assert chain == {(second.id, first.id), (third.id, second.id)}
+    # A hit brings its session neighbour along.
+    recall = b.remember("so much fun", limit=1, min_relevance=0.0)
+    assert recall.hits[0].memory.id == third.id
+    assert second.id in [n.memory.id for n in recall.neighbours]
+
+
+def test_ingesting_twice_adds_nothing(tmp_path: Path) -> None:
+    b = brain(tmp_path)
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(LOCOMO))
+    b.ingest(read_conversations(path))
+    again = b.ingest(read_conversations(path))
+    assert (again.added, again.skipped_existing, again.links) == (0, 5, 0)
+    assert b.store.count() == 5 and len(b.store.all_relationships()) == 3
+    # A transcript that grew adds only its new turn, linked to the last one stored.
+    LONGER = json.loads(json.dumps(LOCOMO))
+    LONGER[0]["conversation"]["session_2"].append(
+        {"speaker": "Melanie", "dia_id": "D2:3", "text": "I took it at dawn."}
+    )
+    grown = b.ingest(parse_text(json.dumps(LONGER)))
+    assert (grown.added, grown.links) == (1, 1)
+
+
+def test_secrets_are_screened_like_memorize(tmp_path: Path) -> None:
+    records = [{"speaker": "Ana", "text": "the key is AKIAIOSFODNN7EXAMPLE for prod"}]
+    with pytest.raises(InvalidInput, match=r"turns\[0\]\.text"):
+        brain(tmp_path, secrets="refuse").ingest(parse_text(json.dumps(records)))
+    b = brain(tmp_path / "redact", secrets="redact")
+    b.ingest(parse_text(json.dumps(records)))
+    (memory,) = b.recent()
+    assert "AKIAIOSFODNN7EXAMPLE" not in memory.content + memory.context
+
+
+@pytest.mark.parametrize(
+    ("text", "fmt", "rule"),
+    [
+        ("", "auto", "file: is empty"),
+        ('{"a": 1}', "auto", "file: is not a known conversation format"),
+        ('[{"speaker": "", "text": "hi"}]', "chat", r"turns\[0\]\.speaker: must be a non-empty"),
+        ('[{"speaker": "A", "text": 3}]', "chat", r"turns\[0\]\.text: must be a string"),
+        (
+            '[{"speaker": "A", "text": "x", "time": "noon"}]',
+            "chat",
+            r"turns\[0\]\.time: must be ISO",
+        ),
+        ("[1, 2]", "locomo", r"file\[0\]\.conversation: must be an object"),
+        ("{\n{", "auto", "file: line 1 is not JSON"),
+        ("[]", "yaml", "format_in: must be one of"),
+    ],
+)
+def test_bad_transcripts_name_the_field(text: str, fmt: str, rule: str) -> None:
+    with pytest.raises(InvalidInput, match=rule):
+        parse_text(text, fmt)
+
+
+# ---- CLI ------------------------------------------------------------------------------------
+
+
+def cli(*args: str) -> Result:
+    from octobrain.cli import main
+
+    return CliRunner().invoke(main, list(args))
+
+
+def test_cli_ingest_reports_and_errors_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:64")
+    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(LOCOMO))
+    first = cli("memory", "--scope", SCOPE, "ingest", str(path), "--format", "json")
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout)["added"] == 5
+    second = cli("memory", "--scope", SCOPE, "ingest", str(path))
+    assert "0 added, 5 already present" in second.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"speaker": "A", "text": "x", "time": "noon"}]')
+    failed = cli("memory", "--scope", SCOPE, "ingest", str(bad), "--format-in", "chat")
+    assert failed.exit_code == 2
+    assert failed.stderr.strip().startswith("error: turns[0].time: must be ISO-8601")
+    assert "Traceback" not in failed.output
+
+
+# ---- an old store -------------------------------------------------------------------------
+
+
+def test_a_store_made_before_the_context_column_opens_and_gains_it(tmp_path: Path) -> None:
+    b = brain(tmp_path)
+    old = memories_schema(b.embedder.model_id, b.embedder.dim)
+    old = pa.schema([f for f in old if f.name != "context"], metadata=old.metadata)
+    db = lancedb.connect(tmp_path / "db")
+    row = {
+        "id": "00000000-0000-4000-8000-000000000001",
+        "scope": SCOPE,
+        "role": "",
+        "memory_type": "decision",
+        "title": "Ledger database",
+        "content": "We use Postgres.",
+        "tags": [],
+        "related_files": [],
+        "importance": 0.5,
+        "pre_consolidation_importance": None,
+        "source": "user_confirmed",
+        "state": "working",
+        "access_count": 0,
+        "git_commit": "",
+        "embedding": b.embedder.embed_documents(["Ledger database We use Postgres."])[0],
+    }
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc)
+    row |= {"created_at": now, "updated_at": now, "last_accessed": now}
+    db.create_table("memories", data=pa.Table.from_pylist([row], schema=old), schema=old)
+    hits = b.remember("ledger database postgres").hits
+    assert [h.memory.title for h in hits] == ["Ledger database"]
+    assert hits[0].memory.context == ""
+    table = lancedb.connect(tmp_path / "db").open_table("memories")
+    assert "context" in table.schema.names
+    assert table.schema.metadata[b"octobrain.embedding_model"] == b.embedder.model_id.encode()
+    b.ingest(parse_text(json.dumps(LOCOMO)))
+    assert b.store.count() == 6
+
+
+# ---- MCP ------------------------------------------------------------------------------------
+
+
+def test_mcp_ingest_stores_turns_once_and_names_bad_fields(tmp_path: Path) -> None:
+    server = server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)
+    turns = [
+        {"speaker": "user", "text": "Which queue do we use for billing events?"},
+        {"speaker": "assistant", "text": "Billing events go through the SQS FIFO queue."},
+    ]
+
+    async def body() -> None:
+        async with Client(server) as client:
+            error, reply = await call(client, "ingest", conversation="chat-1", turns=turns)
+            assert not error and "2 turns added, 0 already present, 1 link" in reply, reply
+            error, reply = await call(client, "ingest", conversation="chat-1", turns=turns)
+            assert not error and "0 turns added, 2 already present" in reply, reply
+            error, reply = await call(client, "remember", query="billing queue")
+            assert "SQS FIFO" in reply
+            error, reply = await call(
+                client, "ingest", conversation="chat-1", turns=[{"speaker": "u", "text": 5}]
+            )
+            assert error and reply.startswith("turns[0].text"), reply
+            error, reply = await call(
+                client,
+                "ingest",
+                conversation="c",
+                turns=[{"speaker": "u", "text": "x" * 10_000}] * 101,
+            )
+            assert error and reply.startswith("turns: must hold at most"), reply
+
+    run(body)
+
+
+def test_a_question_naming_a_person_prefers_that_persons_turns(tmp_path: Path) -> None:
+    records = [
+        {"speaker": "Ana", "text": "I adopted a cat from the shelter last week."},
+        {"speaker": "Bo", "text": "I adopted a cat from the shelter last week too!"},
+    ]
+    b = brain(tmp_path)
+    b.ingest(parse_text(json.dumps(records)))
+    for name in ("Ana", "Bo"):
+        (top, *_) = b.remember(f"Which cat did {name} adopt?", min_relevance=0.0).hits
+        assert f"speaker:{name.lower()}" in top.memory.tags
+        assert "the person the question names" in top.why
+
+
+def test_bench_locomo_scores_evidence_turns_and_sessions(tmp_path: Path) -> None:
+    from octobrain.bench_locomo import locomo_table, run_locomo, session_recall
+
+    assert session_recall(["D2:1", "D2:2", "D1:3"], ["D1:3", "D3:1"], k=2) == 0.5
+    sample = json.loads(json.dumps(LOCOMO))
+    sample[0]["qa"] = [
+        {"question": "Which class did Caroline join?", "evidence": ["D1:1"], "category": 4},
+        {"question": "What did Melanie photograph?", "evidence": ["D2:1; D2:2"], "category": 1},
+        {"question": "Which car did Caroline buy?", "evidence": [], "category": 5},
+    ]
+    (tmp_path / "locomo10.json").write_text(json.dumps(sample))
+    report = run_locomo(tmp_path, model="hash:256", cache_dir=tmp_path / "cache").as_dict()
+    assert (report["turns"], report["questions"]) == (5, 2)
+    assert report["categories"]["single-hop"]["recall_at_5"] == 1.0
+    assert report["overall"]["session_recall_at_5"] == 1.0
+    assert report["adversarial"]["questions"] == 1.0
+    table = locomo_table(report)
+    assert "| **all** | 2 |" in table and "Adversarial questions (1," in table
+
+
+def test_bench_locomo_without_the_data_names_the_option(tmp_path: Path) -> None:
+    result = cli("bench", "locomo", "--data", str(tmp_path))
+    assert result.exit_code == 2
+    assert "--data" in result.output and "locomo-dev.json.gz" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_session_topics_are_the_words_that_set_a_session_apart() -> None:
+    from octobrain.ingest import session_topics
+
+    (conv,) = parse_text(json.dumps(LOCOMO))
+    topics = session_topics(conv.turns, 3)
+    assert topics["2"] == ["sunrise"]  # said twice there, never in session 1
+    assert session_topics(conv.turns, 0) == {}
+
+
+def test_a_secret_in_a_speaker_name_is_screened_too(tmp_path: Path) -> None:
+    records = [{"speaker": "AKIAIOSFODNN7EXAMPLE", "text": "hello there, all good"}]
+    with pytest.raises(InvalidInput, match=r"turns\[0\]\.speaker"):
+        brain(tmp_path, secrets="refuse").ingest(parse_text(json.dumps(records)))
+
+
+def test_export_and_import_keep_a_short_turn_and_its_context(tmp_path: Path) -> None:
+    import io
+
+    from octobrain.transfer import export_jsonl, import_jsonl
+
+    source = brain(tmp_path / "a")
+    source.ingest(parse_text(json.dumps(LOCOMO)))
+    out = io.StringIO()
+    export_jsonl(source, out)
+    target = brain(tmp_path / "b")
+    report = import_jsonl(target, out.getvalue().splitlines(keepends=True))
+    assert report.imported == 5
+    wow = stored(target)["Wow! How was it?"]
+    assert "I joined a pottery class." in wow.context
