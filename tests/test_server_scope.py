@@ -141,6 +141,7 @@ def test_unlocked_instructions_list_the_scopes_found(tmp_path: Path) -> None:
                 "remember",
                 "forget",
                 "knowledge",
+                "ingest",
             }
 
     run(body)
