@@ -106,6 +106,7 @@ def test_stdio_stdout_is_only_json_rpc(tmp_path: Path) -> None:
         "remember",
         "forget",
         "knowledge",
+        "ingest",
     ]
     assert responses[3]["result"]["isError"] is False
     assert "Release process" in responses[4]["result"]["content"][0]["text"]
