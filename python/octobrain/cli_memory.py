@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from octobrain.cli_common import FORMAT_OPTION, OctobrainGroup, chosen_scope, scope_options
+from octobrain.cli_common import (
+    FORMAT_OPTION,
+    OctobrainGroup,
+    chosen_scope,
+    open_brain,
+    scope_options,
+)
 from octobrain.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -38,11 +44,10 @@ def memory(ctx: click.Context, scope: str | None, global_: bool) -> None:
 
 
 def _brain(ctx: click.Context, *, lazy_sleep: bool = True) -> Brain:
-    from octobrain.brain import Brain
     from octobrain.sleep_startup import start_background_sleep
 
     scope: str = (ctx.find_object(dict) or {"scope": chosen_scope(None, False)})["scope"]
-    brain = Brain(scope, workdir=Path.cwd())
+    brain = open_brain(scope, Path.cwd())
     if lazy_sleep:  # a due sleep pass runs in the background; it never fails this command
         start_background_sleep(brain)
     return brain
