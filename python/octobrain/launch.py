@@ -15,6 +15,7 @@ run twice; a connection lost after `running` is reported as a failure.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -115,8 +116,10 @@ def _service_table(path: Path) -> dict[str, Any] | None:
         return None
     if "service" not in text:
         return {}
-    import tomllib
-
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised only on 3.10
+        import tomli as tomllib
     try:
         table = tomllib.loads(text).get("service", {})
     except tomllib.TOMLDecodeError:
@@ -162,8 +165,12 @@ def load_settings() -> Settings | None:
         if table is None:
             return None
         enabled = _flag(os.environ.get("OCTOBRAIN_SERVICE_ENABLED", table.get("enabled", True)))
-        idle = _seconds(os.environ.get("OCTOBRAIN_SERVICE_IDLE_SECONDS", table.get("idle_seconds", 600)))
-        wait = _seconds(os.environ.get("OCTOBRAIN_SERVICE_WAIT_SECONDS", table.get("wait_seconds", 5)))
+        idle = _seconds(
+            os.environ.get("OCTOBRAIN_SERVICE_IDLE_SECONDS", table.get("idle_seconds", 600))
+        )
+        wait = _seconds(
+            os.environ.get("OCTOBRAIN_SERVICE_WAIT_SECONDS", table.get("wait_seconds", 5))
+        )
         if enabled is None or idle is None or wait is None:
             return None
         directory = runtime_dir()
@@ -361,7 +368,11 @@ def run_remote(settings: Settings, args: list[str], prog: str, stdin: bytes | No
                 **_encodings(),
             }
         )
-        hello = channel.recv(CONNECT_SECONDS)
+        try:
+            hello = channel.recv(CONNECT_SECONDS)
+        except TimeoutError:
+            spawn(settings)  # only if no live service holds the lock: a leftover listener
+            raise
         if hello is None or not hello.get("accepted") or hello.get("build") != build_id():
             raise Fallback
         if channel.recv(settings.wait_seconds) != {"ready": True}:
@@ -405,10 +416,8 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> NoRetur
         if settings is not None and settings.enabled:
             if argv[0] == "hook":  # hooks read their JSON on stdin
                 stdin = sys.stdin.buffer.read() if sys.stdin is not None else b""
-            try:
+            with contextlib.suppress(Fallback):
                 sys.exit(run_remote(settings, argv, prog, stdin))
-            except Fallback:
-                pass
     if stdin is not None:
         import io
 

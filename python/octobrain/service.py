@@ -316,7 +316,9 @@ def main() -> int:
     # The service's own log goes to its log file (its stderr); library warnings keep reaching
     # the stderr of the command that caused them, as in a new process.
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s octobrain-service %(levelname)s: %(message)s"))
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s octobrain-service %(levelname)s %(message)s")
+    )
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
