@@ -99,7 +99,9 @@ class Service:
                 self.cache = cache
                 import octobrain.cli  # noqa: F401  (the commands, imported once)
 
-                cache.brain("", Path("/")).warm_up()
+                brain = cache.brain("", Path("/"))
+                brain.warm_up()
+                brain.remember("warm up", record_access=False)  # builds what a search needs
             except Exception:  # a bad config or store is reported by the first command
                 log.warning("warm-up failed", exc_info=True)
 
