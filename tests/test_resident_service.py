@@ -43,7 +43,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, s
     settings = load_settings()
     if settings is not None:
         ask(settings, "stop")
-        _wait(lambda: not settings.socket_path.exists(), 15)
+        _wait(lambda: not os.path.exists(settings.socket_path), 15)
     shutil.rmtree(run_dir, ignore_errors=True)
 
 
@@ -155,10 +155,10 @@ def test_absent_service_is_spawned_and_then_used(env: dict[str, str]) -> None:
 
 
 @contextmanager
-def _fake_service(path: Path, answer: bytes | None) -> Iterator[None]:
+def _fake_service(path: str, answer: bytes | None) -> Iterator[None]:
     """A listener that accepts and answers `answer` (None: never answers)."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
+    listener.bind(path)
     listener.listen(8)
     listener.settimeout(0.1)
     stop = threading.Event()
@@ -185,7 +185,8 @@ def _fake_service(path: Path, answer: bytes | None) -> Iterator[None]:
         stop.set()
         thread.join()
         listener.close()
-        path.unlink(missing_ok=True)
+        if os.path.exists(path):
+            os.unlink(path)
 
 
 def test_wedged_service_falls_back_in_bounded_time(env: dict[str, str]) -> None:
@@ -206,9 +207,9 @@ def test_wedged_service_falls_back_in_bounded_time(env: dict[str, str]) -> None:
 def test_stale_socket_file_falls_back_and_is_replaced(env: dict[str, str]) -> None:
     settings = _settings()
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    stale.bind(str(settings.socket_path))
+    stale.bind(settings.socket_path)
     stale.close()  # the file stays; nothing listens
-    assert settings.socket_path.exists()
+    assert os.path.exists(settings.socket_path)
     done = cli(env, "memory", "--scope", SCOPE, "recent")
     assert done.returncode == 0 and done.stdout == b"No memories yet.\n"
     assert _wait(lambda: _served() == 0, 90), "no new service replaced the stale socket"
@@ -234,7 +235,9 @@ def test_idle_service_exits(env: dict[str, str]) -> None:
     done = cli(env, "service", "start", "--wait", "90")
     assert done.returncode == 0, done.stderr
     settings = _settings()
-    assert _wait(lambda: not settings.socket_path.exists(), 30), "the idle service kept running"
+    assert _wait(lambda: not os.path.exists(settings.socket_path), 30), (
+        "the idle service kept running"
+    )
     assert ask(settings, "status") is None
     status = cli(env, "service", "status")
     assert status.returncode == 0 and status.stdout.startswith(b"not running")

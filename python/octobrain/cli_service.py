@@ -63,12 +63,12 @@ def start_cmd(wait: float) -> None:
     from octobrain.launch import ask, spawn
 
     settings = _settings()
-    if ask(settings, "status") is None:
-        spawn(settings)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         info = ask(settings, "status")
-        if info is not None and info.get("loaded"):
+        if info is None:
+            spawn(settings)  # no-op while a service (perhaps one of another build) is exiting
+        elif info.get("loaded"):
             click.echo(f"running: pid {info['pid']}, socket {info['socket']}")
             return
         time.sleep(0.1)

@@ -14,7 +14,7 @@ run twice; a connection lost after `running` is reported as a failure.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import contextlib
 import hashlib
 import json
@@ -23,12 +23,13 @@ import socket
 import stat
 import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 PROTOCOL = 1
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))
 # Subcommands the service answers: quick, non-interactive, output on stdout/stderr only.
 _MEMORY = {"memorize", "remember", "get", "recent", "stats", "relate", "graph", "update", "forget"}
 _HOOKS = {"session-start", "pre-compact", "session-end"}
@@ -38,50 +39,66 @@ CONNECT_SECONDS = 1.0
 RESULT_SECONDS = 600.0
 
 
-@dataclass(frozen=True)
 class Settings:
-    """Where this data directory's service lives and how it behaves (from config + env)."""
+    """Where this data directory's service lives and how it behaves (from config + env).
+    (Plain strings, not pathlib: this module must import quickly.)"""
 
-    enabled: bool
-    idle_seconds: float
-    wait_seconds: float
-    key: str
-    runtime_dir: Path
-    config_file: Path
+    __slots__ = ("config_file", "enabled", "idle_seconds", "key", "runtime_dir", "wait_seconds")
+
+    def __init__(
+        self,
+        enabled: bool,
+        idle_seconds: float,
+        wait_seconds: float,
+        key: str,
+        runtime_dir: str,
+        config_file: str,
+    ) -> None:
+        self.enabled = enabled
+        self.idle_seconds = idle_seconds
+        self.wait_seconds = wait_seconds
+        self.key = key
+        self.runtime_dir = runtime_dir
+        self.config_file = config_file
+
+    def _file(self, suffix: str) -> str:
+        return os.path.join(self.runtime_dir, self.key + suffix)
 
     @property
-    def socket_path(self) -> Path:
-        return self.runtime_dir / f"{self.key}.sock"
+    def socket_path(self) -> str:
+        return self._file(".sock")
 
     @property
-    def lock_path(self) -> Path:
-        return self.runtime_dir / f"{self.key}.lock"
+    def lock_path(self) -> str:
+        return self._file(".lock")
 
     @property
-    def spawn_lock_path(self) -> Path:
-        return self.runtime_dir / f"{self.key}.spawn"
+    def spawn_lock_path(self) -> str:
+        return self._file(".spawn")
 
     @property
-    def status_path(self) -> Path:
-        return self.runtime_dir / f"{self.key}.json"
-
-    @property
-    def log_path(self) -> Path:
-        return self.runtime_dir / f"{self.key}.log"
+    def log_path(self) -> str:
+        return self._file(".log")
 
 
-def _data_dir() -> Path:
+def _data_dir() -> str:
+    """What `config.data_dir` answers, without importing it."""
     env = os.environ.get("OCTOBRAIN_DATA_DIR", "").strip()
     if env:
-        return Path(env).expanduser().absolute()
+        return os.path.abspath(os.path.expanduser(env))
+    if sys.platform.startswith("linux"):  # platformdirs' rule, without its import
+        base = os.environ.get("XDG_DATA_HOME", "").strip() or os.path.expanduser("~/.local/share")
+        return os.path.join(base, "octobrain")
     import platformdirs
 
-    return Path(platformdirs.user_data_dir("octobrain", appauthor=False))
+    return str(platformdirs.user_data_dir("octobrain", appauthor=False))
 
 
-def _config_file() -> Path:
+def _config_file() -> str:
     env = os.environ.get("OCTOBRAIN_CONFIG_PATH", "").strip()
-    return Path(env).expanduser().absolute() if env else _data_dir() / "config.toml"
+    if env:
+        return os.path.abspath(os.path.expanduser(env))
+    return os.path.join(_data_dir(), "config.toml")
 
 
 def _flag(raw: object) -> bool | None:
@@ -105,11 +122,12 @@ def _seconds(raw: object) -> float | None:
     return value if 0 < value < 1e9 else None
 
 
-def _service_table(path: Path) -> dict[str, Any] | None:
+def _service_table(path: str) -> dict[str, Any] | None:
     """The raw `[service]` table; None when the file cannot be read (the full loader, run
     in-process, then reports the problem properly)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
     except FileNotFoundError:
         return {}
     except OSError:
@@ -127,21 +145,22 @@ def _service_table(path: Path) -> dict[str, Any] | None:
     return table if isinstance(table, dict) else None
 
 
-def runtime_dir() -> Path:
+def runtime_dir() -> str:
     """A per-user directory for sockets: `$XDG_RUNTIME_DIR/octobrain`, else
     `/tmp/octobrain-<uid>`; created 0700 and refused if someone else owns it."""
     base = os.environ.get("XDG_RUNTIME_DIR", "").strip()
-    root = Path(base) / "octobrain" if base and os.path.isdir(base) else None
-    if root is None:
-        root = Path("/tmp") / f"octobrain-{os.getuid()}"
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = root.lstat()
+    if base and os.path.isdir(base):
+        root = os.path.join(base, "octobrain")
+    else:
+        root = f"/tmp/octobrain-{os.getuid()}"
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    info = os.lstat(root)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise PermissionError(f"{root} must be a directory of yours with mode 0700")
     return root
 
 
-def service_key(data_dir: Path, config_file: Path) -> str:
+def service_key(data_dir: str, config_file: str) -> str:
     """One service per user, interpreter, data dir, config file and relevant environment.
     (Values are hashed, so no credential is written anywhere in clear.)"""
     env = sorted(
@@ -150,7 +169,7 @@ def service_key(data_dir: Path, config_file: Path) -> str:
         if (k.startswith(_KEY_ENV_PREFIXES) or k.endswith("_API_KEY") or k in _KEY_ENV_NAMES)
         and not k.startswith("OCTOBRAIN_SERVICE_")
     )
-    material = [os.getuid(), sys.executable, str(data_dir), str(config_file), env]
+    material = [os.getuid(), sys.executable, data_dir, config_file, env]
     return hashlib.sha256(json.dumps(material).encode()).hexdigest()[:24]
 
 
@@ -179,7 +198,7 @@ def load_settings() -> Settings | None:
         )
     except (OSError, ValueError):
         return None
-    if len(os.fsencode(settings.socket_path)) >= 100:  # AF_UNIX paths stop at 108 bytes
+    if len(os.fsencode(settings.socket_path)) >= 104:  # AF_UNIX paths stop at 108 bytes
         return None
     return settings
 
@@ -253,7 +272,7 @@ def connect(settings: Settings) -> Channel | None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(CONNECT_SECONDS)
     try:
-        sock.connect(str(settings.socket_path))
+        sock.connect(settings.socket_path)
     except OSError:
         sock.close()
         return None
@@ -303,12 +322,13 @@ def spawn(settings: Settings) -> bool:
     import fcntl
     import subprocess
 
-    try:
-        fd = os.open(settings.spawn_lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    _spawn_lock = fd  # held until this process exits: a second client will not spawn too
+    if _spawn_lock is None:
+        try:
+            fd = os.open(settings.spawn_lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        _spawn_lock = fd  # held until this process exits: a second client will not spawn too
     if service_alive(settings):
         return False
     log = os.open(settings.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -328,10 +348,20 @@ def spawn(settings: Settings) -> bool:
     return True
 
 
-def _columns() -> int:
-    import shutil
+def _b64(data: bytes) -> str:
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
-    return shutil.get_terminal_size().columns
+
+def _columns() -> int:
+    """`shutil.get_terminal_size().columns`, without importing shutil (and its compressors)."""
+    with contextlib.suppress(ValueError):
+        columns = int(os.environ.get("COLUMNS", "0"))
+        if columns > 0:
+            return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 def _encodings() -> dict[str, str]:
@@ -363,7 +393,7 @@ def run_remote(settings: Settings, args: list[str], prog: str, stdin: bytes | No
                 "argv": args,
                 "prog": prog,
                 "cwd": os.getcwd(),
-                "stdin": None if stdin is None else base64.b64encode(stdin).decode(),
+                "stdin": None if stdin is None else _b64(stdin),
                 "columns": _columns(),
                 **_encodings(),
             }
@@ -399,9 +429,9 @@ def run_remote(settings: Settings, args: list[str], prog: str, stdin: bytes | No
         )
         return 1
     sys.stdout.flush()
-    sys.stdout.buffer.write(base64.b64decode(result["stdout"]))
+    sys.stdout.buffer.write(binascii.a2b_base64(result["stdout"]))
     sys.stdout.flush()
-    sys.stderr.buffer.write(base64.b64decode(result["stderr"]))
+    sys.stderr.buffer.write(binascii.a2b_base64(result["stderr"]))
     sys.stderr.flush()
     return int(result["exit"])
 

@@ -16,6 +16,7 @@ when a client of another build asks (the newer install then starts its own).
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import logging
 import os
@@ -38,9 +39,9 @@ REQUEST_SECONDS = 5.0
 GO_SECONDS = 10.0
 
 
-def _config_stamp(path: Path) -> tuple[int, int] | None:
+def _config_stamp(path: str) -> tuple[int, int] | None:
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size)
@@ -290,26 +291,25 @@ def run_service(settings: Settings) -> int:
     except OSError:
         return 0  # another service is alive (or starting): it answers
     path = settings.socket_path
-    path.unlink(missing_ok=True)  # a stale socket of a dead service (we hold the lock)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # a stale socket of a dead service, or a stray listener (we hold the lock)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old_umask = os.umask(0o177)
     try:
-        listener.bind(str(path))
+        listener.bind(path)
     finally:
         os.umask(old_umask)
     os.chmod(path, 0o600)
     listener.listen(64)
-    ino = path.stat().st_ino
+    ino = os.stat(path).st_ino
     service = Service(settings)
     try:
         service.serve(listener)
     finally:
         listener.close()
-        try:
-            if path.stat().st_ino == ino:
-                path.unlink()
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == ino:
+                os.unlink(path)
         os.close(lock)
     return 0
 
