@@ -168,6 +168,7 @@ def service_key(data_dir: str, config_file: str) -> str:
         for k, v in os.environ.items()
         if (k.startswith(_KEY_ENV_PREFIXES) or k.endswith("_API_KEY") or k in _KEY_ENV_NAMES)
         and not k.startswith("OCTOBRAIN_SERVICE_")
+        and k not in ("OCTOBRAIN_DATA_DIR", "OCTOBRAIN_CONFIG_PATH")  # given resolved below
     )
     material = [os.getuid(), sys.executable, data_dir, config_file, env]
     return hashlib.sha256(json.dumps(material).encode()).hexdigest()[:24]
@@ -203,9 +204,15 @@ def load_settings() -> Settings | None:
     return settings
 
 
+_build: str | None = None
+
+
 def build_id() -> str:
     """A fingerprint of the installed package files: a service of another install or of an
     edited source tree never answers for this one."""
+    global _build
+    if _build is not None:
+        return _build
     h = hashlib.sha256(str(PROTOCOL).encode())
     for root, dirs, files in os.walk(_PACKAGE_DIR):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -213,7 +220,8 @@ def build_id() -> str:
             if name.endswith((".py", ".so", ".pyd")):
                 st = os.stat(os.path.join(root, name))
                 h.update(f"{root}/{name}:{st.st_size}:{st.st_mtime_ns};".encode())
-    return h.hexdigest()[:24]
+    _build = h.hexdigest()[:24]
+    return _build
 
 
 def routable(args: list[str]) -> bool:
@@ -237,7 +245,7 @@ def routable(args: list[str]) -> bool:
     if i >= len(rest) or rest[i] not in _MEMORY:
         return False
     # forget asks for confirmation on a terminal: only the terminal's own process can.
-    return rest[i] != "forget" or not sys.stdin.isatty()
+    return rest[i] != "forget" or not (sys.stdin is not None and sys.stdin.isatty())
 
 
 class Channel:
@@ -331,10 +339,15 @@ def spawn(settings: Settings) -> bool:
         _spawn_lock = fd  # held until this process exits: a second client will not spawn too
     if service_alive(settings):
         return False
+    env = dict(os.environ)  # the service runs from /: relative locations are resolved here
+    env["OCTOBRAIN_CONFIG_PATH"] = settings.config_file
+    if env.get("OCTOBRAIN_DATA_DIR", "").strip():
+        env["OCTOBRAIN_DATA_DIR"] = _data_dir()
     log = os.open(settings.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         subprocess.Popen(
             [sys.executable, "-m", "octobrain.service"],
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=log,
