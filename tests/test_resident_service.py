@@ -241,3 +241,13 @@ def test_idle_service_exits(env: dict[str, str]) -> None:
     assert ask(settings, "status") is None
     status = cli(env, "service", "status")
     assert status.returncode == 0 and status.stdout.startswith(b"not running")
+
+
+def test_changed_config_file_retires_the_service(env: dict[str, str]) -> None:
+    _start(env)
+    config = Path(env["OCTOBRAIN_DATA_DIR"]) / "config.toml"
+    config.write_text("[search]\ndefault_limit = 3\n", encoding="utf-8")
+    done = cli(env, "memory", "--scope", SCOPE, "recent")
+    assert (done.returncode, done.stdout) == (0, b"No memories yet.\n")
+    settings = _settings()
+    assert _wait(lambda: not os.path.exists(settings.socket_path), 30), "stale config served"
