@@ -6,9 +6,9 @@ from spawn to exit: `memory remember`, `memory memorize`, and the three Claude C
 (`session-start`, `pre-compact` and `session-end` on a small transcript). Twice: with the
 resident service warm (started once beforehand, as after the first command of a session), and
 with it disabled (`OCTOBRAIN_SERVICE_ENABLED=0`: every process imports, loads and opens alone).
-Only 256 distinct vectors are embedded
-(see `build_store`). The MCP server is a resident process of its own: `octobrain mcp` is spawned `runs` times and
-timed to its `tools/list` answer and to its first `remember` answer.
+Only 256 distinct vectors are embedded (see `build_store`). The MCP server is a resident
+process of its own: `octobrain mcp` is spawned `runs` times and timed to its `tools/list`
+answer and to its first `remember` answer.
 """
 
 from __future__ import annotations
