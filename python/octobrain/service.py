@@ -165,6 +165,8 @@ class Service:
             self._exchange(channel)
         except (OSError, ValueError):
             pass  # the client went away or spoke nonsense: nothing was run for it
+        except Exception:  # a malformed request; the service itself carries on
+            log.exception("request failed")
         finally:
             conn.close()
             with self.state_lock:
