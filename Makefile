@@ -5,7 +5,7 @@ PIP := $(PY) -m pip
 export PYO3_PYTHON := $(abspath $(PY))
 SCIFACT ?= ../shared/data/scifact
 
-.PHONY: venv wheel install dev test test-rust test-python lint fmt bench bench-remember bench-beir bench-scale bench-team ci clean
+.PHONY: venv wheel check-dist install dev test test-rust test-python lint fmt bench bench-remember bench-beir bench-scale bench-team ci clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -13,11 +13,30 @@ $(PY):
 
 venv: $(PY)
 
-## Build the one abi3 wheel (release profile) into dist/.
+## Build the sdist, then from the unpacked sdist alone the one abi3 wheel (release profile) into
+## dist/: every wheel CI tests was built from what PyPI would get, with only a Rust toolchain and
+## PyPI packages. On Linux, zig (PyPI's ziglang) links against glibc 2.17, so the wheel carries
+## the manylinux2014 tag of `[tool.maturin] compatibility` whatever this machine's glibc is.
+UNAME := $(shell uname -s)
+ifeq ($(UNAME),Linux)
+WHEEL_TOOLS := "ziglang>=0.13,<0.14"
+WHEEL_FLAGS := --zig
+endif
+SDIST_BUILD := target/sdist-build
+
 wheel: $(PY)
-	rm -rf dist
-	$(PIP) wheel -q --no-deps -w dist .
+	rm -rf dist $(SDIST_BUILD)
+	$(PIP) install -q "maturin>=1.9,<2" $(WHEEL_TOOLS)
+	$(PY) -m maturin sdist -o dist
+	mkdir -p $(SDIST_BUILD) && tar xzf dist/octobrain-*.tar.gz -C $(SDIST_BUILD)
+	cd $(SDIST_BUILD)/octobrain-* && PATH="$(abspath $(VENV))/bin:$$PATH" \
+	    CARGO_TARGET_DIR="$(CURDIR)/target" \
+	    "$(abspath $(PY))" -m maturin build --release $(WHEEL_FLAGS) --out "$(CURDIR)/dist"
 	@ls dist/octobrain-*-abi3-*.whl
+
+## Tag (manylinux, abi3, auditwheel-confirmed), contents and size of what `make wheel` built.
+check-dist: $(PY)
+	$(PY) .ci/check_dist.py dist/octobrain-*.tar.gz dist/octobrain-*-abi3-*.whl
 
 ## Install that wheel with the test extras: exactly what a user gets, plus the test tools.
 install: wheel
@@ -36,16 +55,16 @@ test-python: $(PY)
 test: test-rust test-python
 
 lint: $(PY)
-	$(PY) -m ruff check python tests benches
-	$(PY) -m ruff format --check python tests benches
+	$(PY) -m ruff check python tests benches .ci
+	$(PY) -m ruff format --check python tests benches .ci
 	$(PY) -m mypy
 	$(PY) -m mypy.stubtest octobrain._core
 	cargo fmt --all --check
 	cargo clippy --all-targets --features python --quiet -- -D warnings
 
 fmt: $(PY)
-	$(PY) -m ruff format python tests benches
-	$(PY) -m ruff check --fix python tests benches
+	$(PY) -m ruff format python tests benches .ci
+	$(PY) -m ruff check --fix python tests benches .ci
 	cargo fmt --all
 
 ## Side-by-side benchmarks (ours vs bm25s / numpy / pure Python); rewrites the README table.
@@ -74,7 +93,7 @@ bench-team: $(PY)
 	$(PY) benches/shared_store.py --data $(SCIFACT) --size 1000 \
 	    --json benches/results/shared_store.json --update README.md
 
-ci: install lint test
+ci: install check-dist lint test
 
 clean:
 	rm -rf $(VENV) target dist .pytest_cache .ruff_cache .mypy_cache

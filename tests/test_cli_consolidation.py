@@ -48,7 +48,7 @@ def test_sleep_consolidate_dry_run_then_merge_then_unconsolidate(env: Path) -> N
     assert len(list((env / "sleep").glob("*.json"))) == 1
     planned = run("sleep-consolidate", "--dry-run")
     assert planned.exit_code == 0, planned.output
-    assert "would merge 1 cluster(s)" in planned.output and "planned" in planned.output
+    assert "would merge 1 cluster" in planned.output and "planned" in planned.output
     assert {m["state"] for m in ok("recent")} == {"working"}  # type: ignore[attr-defined]
 
     merged = ok("sleep-consolidate", "--threshold", "0.9", "--min-size", "4")
@@ -85,11 +85,11 @@ def test_sleep_consolidate_reports_conflicts_and_disagreements(env: Path) -> Non
         return f"The billing service request timeout is {value} seconds."
 
     user = memorize("Billing timeout", timeout(30), "--source", "user_confirmed")
-    guess = memorize("Billing timeout", timeout(33))
-    other = memorize("Billing timeout", timeout(45))
+    guess = memorize("Billing timeout", timeout(33), "--source", "agent_inferred")
+    other = memorize("Billing timeout", timeout(45), "--source", "agent_inferred")
     text = run("sleep-consolidate", "--threshold", "0.7", "--dry-run")
     assert text.exit_code == 0, text.output
-    assert "would record 2 conflict(s)" in text.output
+    assert "would record 2 conflicts" in text.output
     assert f"{user} over {guess} (more trusted)" in text.output
     assert "Disagreements left to you" in text.output  # two agent claims made the same day
 

@@ -50,7 +50,7 @@ def test_round_trip(env: dict[str, str]) -> None:
     (hit,) = json.loads(result.output)["results"]
     assert (hit["id"], hit["tags"]) == (mid, ["api", "limits"])
     text = run("remember", "token bucket").output
-    assert "[INFERRED] Rate limiting decision" in text and "Why:" in text
+    assert "[CONFIRMED] Rate limiting decision" in text and "Why:" in text
     assert run("get", mid, "--format", "json").exit_code == 0
     assert "No relevant memories" in run("remember", "chocolate cake frosting").output
 
@@ -133,6 +133,8 @@ def test_real_console_script(env: dict[str, str], tmp_path: Path) -> None:
             "Checkout flow",
             "-c",
             "Checkout uses Stripe payment intents.",
+            "--format",
+            "json",
         ],
         cwd=cwd,
         env=full_env,
@@ -140,7 +142,7 @@ def test_real_console_script(env: dict[str, str], tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    mid = out.stdout.strip()
+    mid = json.loads(out.stdout)["id"]
     found = subprocess.run(
         [str(exe), "memory", "remember", "stripe payment", "--format", "json"],
         cwd=cwd,
@@ -172,7 +174,7 @@ def test_reembed_after_a_model_change(env: dict[str, str], monkeypatch: pytest.M
     assert refused.exit_code == 1 and "octobrain memory reembed" in refused.output
     done = run("reembed")
     assert done.exit_code == 0, done.output
-    assert "re-embedded 1 memories" in done.stdout
+    assert "re-embedded 1 memory with hash:32" in done.stdout
     found = json.loads(run("remember", "postgres database", "--format", "json").stdout)
     assert [r["id"] for r in found["results"]] == [mid]
 

@@ -12,6 +12,7 @@ from mcp import Client
 
 from octobrain.brain import Brain
 from octobrain.config import load_config
+from octobrain.errors import InvalidInput
 from octobrain.gist import DIGEST_TAG
 from octobrain.hooks import digest_transcript, read_transcript
 from octobrain.models import Source
@@ -145,7 +146,8 @@ def test_digest_is_extractive(tmp_path: Path) -> None:
     assert digest.files == ["src/export.py", "tests/test_tz.py"]
     assert any("root cause is naive datetimes" in f for f in digest.fixes)
     assert digest.decisions == ["We decided to normalise all timestamps to UTC at the boundary."]
-    assert read_transcript(tmp_path / "missing.jsonl") == []
+    with pytest.raises(InvalidInput, match=r"^transcript_path: no such file"):
+        read_transcript(tmp_path / "missing.jsonl")
 
 
 def test_pre_compact_and_session_end_store_one_digest(env: Path, tmp_path: Path) -> None:
@@ -215,7 +217,9 @@ def test_brief_command_markdown_and_json(env: Path) -> None:
     assert bad.exit_code == 2 and "max_tokens: must be an integer >= 50" in bad.output
 
 
-def test_hook_install_is_idempotent_and_keeps_other_settings(tmp_path: Path) -> None:
+def test_hook_install_is_idempotent_and_keeps_other_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = tmp_path / ".claude" / "settings.json"
     settings.parent.mkdir()
     original = {
@@ -227,6 +231,11 @@ def test_hook_install_is_idempotent_and_keeps_other_settings(tmp_path: Path) -> 
         },
     }
     settings.write_text(json.dumps(original, indent=2) + "\n")
+    refused = cli("hook", "install", "--settings", str(settings), "--command", "ob")
+    assert refused.exit_code == 2 and "+" in refused.output, refused.output
+    assert "error: --yes: required to write without a terminal" in refused.output
+    assert "Aborted" not in refused.output and json.loads(settings.read_text()) == original
+    monkeypatch.setattr("octobrain.cli_brief._stdin_is_terminal", lambda: True)
     declined = cli("hook", "install", "--settings", str(settings), "--command", "ob", input="n\n")
     assert (
         declined.exit_code == 0 and "+" in declined.output and "nothing written" in declined.output

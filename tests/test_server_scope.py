@@ -176,3 +176,37 @@ def test_global_memory_is_stored_globally_and_seen_from_two_projects(tmp_path: P
     # Stored with the global scope itself, not stamped with the session's project.
     stored = pool.call("", None, lambda brain: brain.recent(10))
     assert [m.scope for m in stored] == [""]
+
+
+def test_roots_lock_the_scope_under_the_current_protocol(tmp_path: Path) -> None:
+    """2026-07-28 has no server-to-client requests: a tool call from a client with the roots
+    capability gets an InputRequiredResult asking for them, and the retry is locked."""
+    repo = _git_repo(tmp_path / "web", "https://github.com/Acme/Web.git")
+    pool = hash_pool(tmp_path / "db")
+    asked = []
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        asked.append(1)
+        return types.ListRootsResult(roots=[types.Root(uri=repo.as_uri())])  # type: ignore[arg-type]
+
+    async def body() -> None:
+        async with Client(server_for(pool, tmp_path), mode="legacy") as client:
+            await call(client, "memorize", **SECRET, scope=PROJECT_A)
+        async with Client(server_for(pool, tmp_path), list_roots_callback=roots) as client:
+            error, reply = await call(client, "memorize", title="Web fact", content="y" * 20)
+            assert not error and f"Scope: {PROJECT_B}" in reply, reply
+            error, reply = await call(client, "remember", query="billing ledger key rotation")
+            assert not error and "Billing secret" not in reply
+            # The session's own scope is accepted as if it were left out; another is refused.
+            error, reply = await call(client, "remember", query="web fact", scope=PROJECT_B)
+            assert not error and "Web fact" in reply, reply
+            error, reply = await call(client, "remember", query="ledger", scope=PROJECT_A)
+            assert error and "locked" in reply
+            read = await client.read_resource("octobrain://brief")  # resources ask the same way
+            assert read.contents[0].text.startswith(f"# Memory briefing: {PROJECT_B}")  # type: ignore[union-attr]
+        assert len(asked) == 5, "stateless: asked once per call"
+        async with Client(server_for(pool, tmp_path)) as client:  # no roots capability
+            error, reply = await call(client, "remember", query="ledger", scope=PROJECT_A)
+            assert not error and "Billing secret" in reply
+
+    run(body)

@@ -123,7 +123,8 @@ def test_memorize_remember_forget_round_trip(locked: Any) -> None:
                 "memorize",
                 title="Rate limit raised",
                 content="The token bucket now allows 200 requests per minute per key.",
-                related_to=[{"target_id": first, "relationship_type": "supersedes"}],
+                # The 8-digit short id that results print is enough; the link gets the full id.
+                related_to=[{"target_id": first[:8], "relationship_type": "supersedes"}],
             )
             assert not error and f"this supersedes → {first}" in reply
             second = memory_id(reply)
@@ -135,8 +136,9 @@ def test_memorize_remember_forget_round_trip(locked: Any) -> None:
             for label in ("[CONFIRMED]", "[INFERRED]", "Type: decision", "Why:", "Score:"):
                 assert label in reply
 
-            error, reply = await call(client, "forget", memory_id=first, confirm=True)
+            error, reply = await call(client, "forget", memory_id=first[:8], confirm=True)
             assert not error and reply.startswith("Deleted 1 memory") and first in reply
+            assert "`octobrain memory restore` can bring them back for 7 days" in reply
             error, reply = await call(client, "remember", query="token bucket")
             assert first not in reply and second in reply
 
@@ -376,5 +378,27 @@ def test_goal_workflow_end_to_end(locked: Any) -> None:
             assert not error
             # The closing note is the parent and ranks above the findings it absorbed.
             assert reply.index(closing) < min(reply.index(f) for f in findings if f in reply)
+
+    run(body)
+
+
+def test_byte_limits_are_stated_and_character_bounds_refuse_no_valid_string(
+    locked: Any, tmp_path: Path
+) -> None:
+    tools = {t["name"]: t["inputSchema"]["properties"] for t in _listing(locked)}
+    title = tools["memorize"]["title"]
+    assert "5–200 bytes of UTF-8" in title["description"]
+    assert (title["minLength"], title["maxLength"]) == (2, 200)  # ⌈5/4⌉ characters
+    assert tools["memorize"]["related_files"]["items"]["maxLength"] == 500
+    assert tools["forget"]["tags"]["items"]["maxLength"] == 50
+
+    async def body() -> None:
+        async with Client(locked) as client:
+            error, reply = await call(
+                client, "memorize", title="日本", content="東京のデータセンター"
+            )
+            assert not error, reply  # 2 characters but 6 bytes: valid, and the schema agrees
+            error, reply = await call(client, "memorize", title="日", content="x" * 20)
+            assert error and reply.startswith("title: must be 5–200 bytes"), reply
 
     run(body)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -152,7 +153,13 @@ def test_stdio_with_the_real_default_model(tmp_path: Path, monkeypatch: pytest.M
 def test_http_loopback_shares_brains_across_sessions_and_checks_origin(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path):
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path) as proc:
+        assert proc.stderr is not None
+        os.set_blocking(proc.stderr.fileno(), False)
+        banner = (proc.stderr.read() or b"").decode()
+        # Where it listens is information, shown without -v, and not dressed up as a warning.
+        assert f"octobrain INFO octobrain.server.http: octobrain MCP server on {url}" in banner
+        assert "WARNING" not in banner
 
         async def body() -> None:
             async with Client(url) as first:  # 2026-07-28 (discover) session

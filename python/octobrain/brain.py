@@ -34,7 +34,7 @@ from octobrain.models import (
     Relationship,
     RelationshipType,
     State,
-    check_id,
+    check_id_ref,
     check_limit,
     check_text,
     check_unit,
@@ -48,7 +48,7 @@ from octobrain.models import (
 )
 from octobrain.scope import git_head, validate_scope
 from octobrain.search import Hit, Retriever, parse_filters, parse_queries
-from octobrain.secrets import screen
+from octobrain.secrets import screen, screen_each
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.location import StoreLocation
 from octobrain.store.memories import StoreVersion, sql_str, visible_scopes, visible_where
@@ -59,6 +59,7 @@ ACCESS_WINDOW = timedelta(minutes=10)
 _QUEUES: weakref.WeakKeyDictionary[MemoryStore, AccessQueue] = weakref.WeakKeyDictionary()
 _QUEUES_LOCK = threading.Lock()
 MAX_NEIGHBOURS = 3
+MAX_PREFIX_CANDIDATES = 10  # listed when an id prefix is ambiguous
 
 
 @dataclass(frozen=True)
@@ -183,13 +184,21 @@ class Brain:
                 if importance is None
                 else check_unit("importance", importance)
             ),
-            tags=clean_tags(tags),
-            related_files=clean_files(related_files),
+            tags=self._each("tags", clean_tags(tags)),
+            related_files=self._each("related_files", clean_files(related_files)),
             source=parse_source(source),
             scope=self._write_scope(global_),
             git_commit=git_head(self.workdir),
         )
-        links = parse_links(related_to)
+        policy = self.config.memory.secrets
+        links = [
+            replace(
+                link,
+                target_id=self.resolve_id(link.target_id, f"related_to[{i}].target_id"),
+                description=screen(f"related_to[{i}].description", link.description, policy),
+            )
+            for i, link in enumerate(parse_links(related_to))
+        ]
         targets = self._require_visible([link.target_id for link in links], "related_to")
         previous = self._join_session(memory)
         edges = [
@@ -232,6 +241,10 @@ class Brain:
         """A checked text field after the `memory.secrets` policy (refuse, redact or allow)."""
         text = screen(field, check_text(field, value, bounds), self.config.memory.secrets)
         return check_text(field, text, bounds)  # a redaction can change the length
+
+    def _each(self, field: str, values: list[str]) -> list[str]:
+        """A checked list field after the `memory.secrets` policy."""
+        return screen_each(field, values, self.config.memory.secrets)
 
     def _require_visible(self, ids: Sequence[str], field: str) -> dict[str, Memory]:
         found = self.store.get_many(list(ids), self.scope)
@@ -346,9 +359,36 @@ class Brain:
 
     # ---- forget, update, get --------------------------------------------------------------
 
-    def get(self, memory_id: str) -> Memory:
-        """A memory visible from this scope."""
-        return self.store.get(check_id(memory_id), self.scope)
+    def resolve_id(self, memory_id: object, field_name: str = "memory_id") -> str:
+        """The full id meant by `memory_id`: a full UUID as it is, or the one memory visible
+        from this scope whose id starts with the given prefix (at least 8 hex digits). No
+        match is `NotFound`; several are an error listing them."""
+        value, full = check_id_ref(memory_id, field_name=field_name)
+        if full:
+            return value
+        found = self.store.ids_with_prefix(value, self.scope, MAX_PREFIX_CANDIDATES + 1)
+        if not found:
+            raise NotFound(
+                field_name,
+                f"no memory id starting with {value} is visible from scope "
+                f"{self.scope or '(global)'!r}",
+            )
+        if len(found) > 1:
+            shown = "; ".join(f"{mid} {title}" for mid, title in found[:MAX_PREFIX_CANDIDATES])
+            count = (
+                f"more than {MAX_PREFIX_CANDIDATES}"
+                if len(found) > MAX_PREFIX_CANDIDATES
+                else str(len(found))
+            )
+            raise InvalidInput(
+                field_name,
+                f"{value} is ambiguous, {count} memories start with it: {shown}; give more digits",
+            )
+        return found[0][0]
+
+    def get(self, memory_id: str, field_name: str = "memory_id") -> Memory:
+        """A memory visible from this scope, by full id or unique prefix."""
+        return self.store.get(self.resolve_id(memory_id, field_name), self.scope)
 
     def forget_preview(
         self,
@@ -371,16 +411,15 @@ class Brain:
         return [h.memory for h in recall.hits]
 
     def forget(self, memory_ids: Sequence[str], *, confirm: bool) -> int:
-        """Delete memories (and their edges) permanently. Needs `confirm=True`.
+        """Delete memories (and their edges). Needs `confirm=True`. They stay in the store's kept
+        versions (`history` / `restore`) for `KEEP_VERSIONS_DAYS`.
 
         Every id must be visible from this scope (the read rule: own scope plus global); an
         invisible or unknown id is an error and nothing is deleted.
         """
         if confirm is not True:
-            raise InvalidInput(
-                "confirm", "must be true to delete permanently (nothing was deleted)"
-            )
-        ids = [check_id(m, field_name=f"memory_id[{i}]") for i, m in enumerate(memory_ids)]
+            raise InvalidInput("confirm", "must be true to delete (nothing was deleted)")
+        ids = [self.resolve_id(m, f"memory_id[{i}]") for i, m in enumerate(memory_ids)]
         found = self.store.get_many(ids, self.scope)
         for i, mid in enumerate(ids):
             if mid not in found:
@@ -445,8 +484,8 @@ class Brain:
             importance=current.importance
             if importance is None
             else check_unit("importance", importance),
-            tags=clean_tags(tags),
-            related_files=clean_files(files),
+            tags=self._each("tags", clean_tags(tags)),
+            related_files=self._each("related_files", clean_files(files)),
             updated_at=utcnow(),
         )
         vector = self.embedder.embed_documents([updated.searchable_text()])
@@ -463,10 +502,7 @@ class Brain:
         description: str = "",
     ) -> Relationship:
         """Link two visible memories; the edge lives in the source memory's scope."""
-        src, tgt = (
-            check_id(source_id, field_name="source_id"),
-            check_id(target_id, field_name="target_id"),
-        )
+        src, tgt = self.resolve_id(source_id, "source_id"), self.resolve_id(target_id, "target_id")
         found = self.store.get_many([src, tgt], self.scope)
         for name, mid in (("source_id", src), ("target_id", tgt)):
             if mid not in found:
@@ -478,6 +514,9 @@ class Brain:
             parse_relationship_type(relationship_type),
             check_unit("strength", strength),
             description,
+        )
+        link = replace(
+            link, description=screen("description", link.description, self.config.memory.secrets)
         )
         rel = Relationship(
             src, tgt, link.relationship_type, link.strength, link.description, found[src].scope
@@ -516,7 +555,7 @@ class Brain:
     def consolidate_goal(self, goal_id: str) -> Consolidation:
         """Close a goal by hand: its working findings in this scope are consolidated under the
         newest memory that `closes` it, or under a synthesised summary when none does."""
-        goal = self.get(check_id(goal_id, field_name="goal_id"))
+        goal = self.get(goal_id, "goal_id")
         if goal.memory_type is not MemoryType.GOAL:
             raise InvalidInput(
                 "goal_id", f"memory {goal.id} is a {goal.memory_type.value}, not a goal"
@@ -526,7 +565,7 @@ class Brain:
     def unconsolidate(self, parent_id: str) -> Unconsolidation:
         """Undo the consolidations under `parent_id`: members get back their exact state and
         importance, a synthesised parent is deleted, a promoted one gets its importance back."""
-        pid = check_id(parent_id, field_name="parent_id")
+        pid = self.resolve_id(parent_id, "parent_id")
         return self.consolidator.unconsolidate(pid, visible_scopes(self.scope))
 
     def history(self, limit: int = 20) -> list[StoreVersion]:

@@ -90,6 +90,7 @@ def _register() -> None:
     # Command groups live in their own modules; importing them is cheap (no heavy imports).
     from octobrain.cli_bench import bench
     from octobrain.cli_brief import brief, hook
+    from octobrain.cli_doctor import doctor_cmd
     from octobrain.cli_knowledge import knowledge
     from octobrain.cli_mcp import mcp_cmd
     from octobrain.cli_memory import memory
@@ -104,6 +105,7 @@ def _register() -> None:
     main.add_command(brief)
     main.add_command(hook)
     main.add_command(service)
+    main.add_command(doctor_cmd)
 
 
 _register()

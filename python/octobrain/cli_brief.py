@@ -118,6 +118,10 @@ def hook_session_end(scope: str | None) -> None:
     _digest(scope, "session-end")
 
 
+def _stdin_is_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
 @hook.command("install")
 @click.option(
     "--settings",
@@ -127,7 +131,13 @@ def hook_session_end(scope: str | None) -> None:
     help="Settings file to edit (default: ~/.claude/settings.json).",
 )
 @click.option("--project", is_flag=True, help="Edit ./.claude/settings.json instead.")
-@click.option("--command", "command", default=None, help="How to run octobrain (default: found).")
+@click.option(
+    "--command",
+    "command",
+    default=None,
+    help="How Claude Code runs octobrain (default: the absolute path of the `octobrain` on "
+    "PATH now, since hooks do not run inside your virtualenv).",
+)
 @click.option("--yes", "-y", is_flag=True, help="Write without asking.")
 def hook_install(settings_path: Path | None, project: bool, command: str | None, yes: bool) -> None:
     """Add octobrain's SessionStart, PreCompact and SessionEnd hooks (idempotent)."""
@@ -152,8 +162,13 @@ def hook_install(settings_path: Path | None, project: bool, command: str | None,
         tofile=f"{settings_path} (new)",
     )
     click.echo("".join(diff), nl=False)
-    if not yes and not click.confirm(f"Write {settings_path}?", default=True):
-        click.echo("nothing written")
-        return
+    if not yes:
+        if not _stdin_is_terminal():  # the rule `memory forget` follows
+            raise InvalidInput(
+                "--yes", "required to write without a terminal to confirm on (nothing written)"
+            )
+        if not click.confirm(f"Write {settings_path}?", default=True):
+            click.echo("nothing written")
+            return
     _write_atomic_file(settings_path, new_text, "settings")
     click.echo(f"added {', '.join(added)} hooks to {settings_path}")

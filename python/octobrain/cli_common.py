@@ -50,6 +50,29 @@ class OctobrainGroup(click.Group):
             raise UserError(str(exc)) from exc
         except OctobrainError as exc:
             raise UserFailure(str(exc)) from exc
+        except (RuntimeError, OSError) as exc:
+            from octobrain.store.manifest import read_failure
+
+            line = read_failure(exc)
+            if line is None:
+                raise
+            raise UserFailure(_damage_detail(line)) from exc
+
+
+def _damage_detail(line: str) -> str:
+    """`line`, with the damaged table and fragment named when `doctor` can find them."""
+    try:
+        from octobrain.config import load_config, resolve_storage_uri
+        from octobrain.store.doctor import diagnose
+        from octobrain.store.location import StoreLocation
+
+        config = load_config()
+        report = diagnose(StoreLocation.from_config(config, resolve_storage_uri(config)))
+    except Exception:  # the generic line already says to run `octobrain doctor`
+        return line
+    if report.problems:
+        return f"store {report.store}: {report.problems[0].line()} (see `octobrain doctor`)"
+    return line
 
 
 FORMAT_OPTION = click.option(
@@ -63,6 +86,11 @@ FORMAT_OPTION = click.option(
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def plural(n: int, word: str, plural_word: str) -> str:
+    """`1 memory`, `2 memories`."""
+    return f"{n:,} {word if n == 1 else plural_word}"
 
 
 def scope_options(fn: F) -> F:
@@ -103,3 +131,40 @@ def use_brain_factory(factory: BrainFactory | None) -> None:
     """Make `open_brain` hand out Brains from `factory` (the resident service's pool)."""
     global _brain_factory
     _brain_factory = factory
+
+
+def _note_command_scope(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    if value is not None and value is not False:
+        ctx.meta[f"octobrain.command_{param.name}"] = value
+
+
+def add_scope_options(group: click.Group) -> None:
+    """Give every subcommand of a `scope_options` group `--scope` / `--global` too, so they
+    work after the subcommand (`memory remember x --global`); `command_scope` reads them."""
+    for command in group.commands.values():
+        command.params += [
+            click.Option(
+                ["--scope"],
+                expose_value=False,
+                callback=_note_command_scope,
+                help="Project scope (default: derived from the cwd's git remote).",
+            ),
+            click.Option(
+                ["--global", "global_"],
+                is_flag=True,
+                expose_value=False,
+                callback=_note_command_scope,
+                help="Use the global scope instead.",
+            ),
+        ]
+
+
+def command_scope(ctx: click.Context) -> str:
+    """The scope a subcommand works in: its own `--scope` / `--global` if given, else the
+    group's (`ctx.obj["scope"]`), else derived from the cwd."""
+    scope = ctx.meta.get("octobrain.command_scope")
+    global_ = ctx.meta.get("octobrain.command_global_", False)
+    if scope is not None or global_:
+        return chosen_scope(scope, global_)
+    found: str = (ctx.find_object(dict) or {"scope": chosen_scope(None, False)})["scope"]
+    return found

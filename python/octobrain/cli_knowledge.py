@@ -187,7 +187,7 @@ def delete_cmd(ctx: click.Context, key: str, session_id: str) -> None:
 def delete_source_cmd(ctx: click.Context, source: str) -> None:
     """Remove an indexed file or URL and all its chunks."""
     info = _knowledge(ctx).delete_source(source)
-    click.echo(f"Deleted {info.uri} ({info.chunk_count} chunks)")
+    click.echo(f"Deleted {info.uri} ({info.chunk_count} chunk{'s' * (info.chunk_count != 1)})")
 
 
 @knowledge.command("list")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -28,10 +29,7 @@ if TYPE_CHECKING:
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log more to stderr.")
 def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
-    """Run the MCP server (stdout carries only protocol messages; logs go to stderr).
-
-    Bad options are reported by the root group (`error: <field>: <rule>`, exit 2).
-    """
+    """Run the MCP server (stdout carries only protocol messages; logs go to stderr)."""
     import anyio
 
     from octobrain.server import BrainPool, Workspace, build_server, serve_stdio
@@ -42,16 +40,18 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
         format="octobrain %(levelname)s %(name)s: %(message)s",
     )
     pool = BrainPool()
-    workspace = Workspace.scan()
+    bind = bind if bind is not None else pool.config.mcp.bind
+    workspace = dataclasses.replace(Workspace.scan(), http=bool(bind))
     server = build_server(pool, workspace)
     if pool.config.mcp.warm_up:
         _start_warm_up(pool, workspace)
-    bind = bind if bind is not None else pool.config.mcp.bind
     if not bind:
         anyio.run(serve_stdio, server)
         return
     from octobrain.server.http import check_token, parse_bind, serve_http
 
+    # Where the server listens is information a person starting it wants, even when not -v.
+    logging.getLogger("octobrain.server.http").setLevel(logging.INFO)
     host, port = parse_bind(bind)
     if token is None:
         token = os.environ.get("OCTOBRAIN_TOKEN") or pool.config.mcp.token

@@ -13,8 +13,11 @@ import click
 from octobrain.cli_common import (
     FORMAT_OPTION,
     OctobrainGroup,
+    add_scope_options,
     chosen_scope,
+    command_scope,
     open_brain,
+    plural,
     scope_options,
 )
 from octobrain.errors import InvalidInput
@@ -46,7 +49,7 @@ def memory(ctx: click.Context, scope: str | None, global_: bool) -> None:
 def _brain(ctx: click.Context, *, lazy_sleep: bool = True) -> Brain:
     from octobrain.sleep_startup import start_background_sleep
 
-    scope: str = (ctx.find_object(dict) or {"scope": chosen_scope(None, False)})["scope"]
+    scope = command_scope(ctx)
     brain = open_brain(scope, Path.cwd())
     if lazy_sleep:  # a due sleep pass runs in the background; it never fails this command
         start_background_sleep(brain)
@@ -63,8 +66,10 @@ def _brain(ctx: click.Context, *, lazy_sleep: bool = True) -> Brain:
 @click.option(
     "--source",
     type=click.Choice(["user_confirmed", "agent_inferred"]),
-    default="agent_inferred",
+    default="user_confirmed",
     show_default=True,
+    help="Who vouches for it: a person typing a fact states it (MCP agents default to "
+    "agent_inferred).",
 )
 @click.option("--related-to", multiple=True, metavar="ID[:TYPE]", help="Link to a memory.")
 @click.option("--supersedes", multiple=True, metavar="ID", help="This replaces memory ID.")
@@ -83,7 +88,9 @@ def memorize_cmd(
     supersedes: tuple[str, ...],
     fmt: str,
 ) -> None:
-    """Store a memory; prints its id."""
+    """Store a memory; prints what was stored (`--format json`: its id)."""
+    from octobrain.render import format_stored
+
     links: list[dict[str, Any]] = []
     for spec in related_to:
         target, _, kind = spec.partition(":")
@@ -99,8 +106,11 @@ def memorize_cmd(
         source=source,
         related_to=links,
     )
-    extra = f" (+ {len(edges)} relationship{'s' if len(edges) != 1 else ''})" if edges else ""
-    _emit(fmt, {"id": mem.id, "scope": mem.scope, "relationships": len(edges)}, f"{mem.id}{extra}")
+    _emit(
+        fmt,
+        {"id": mem.id, "scope": mem.scope, "relationships": len(edges)},
+        format_stored(mem, edges),
+    )
 
 
 @memory.command("remember")
@@ -164,8 +174,12 @@ def forget_cmd(
     yes: bool,
     fmt: str,
 ) -> None:
-    """Delete memories permanently (by id, or by query after a preview)."""
-    from octobrain.render import memory_to_dict
+    """Delete memories (by id or unique id prefix, or by query after a preview).
+
+    They are gone from every search at once; `octobrain memory restore` can bring the store back
+    to a version before the delete while that version is kept (`octobrain memory history`).
+    """
+    from octobrain.render import UNDO_NOTE, memory_to_dict
 
     brain = _brain(ctx)
     if bool(memory_ids) == bool(query):
@@ -180,9 +194,7 @@ def forget_cmd(
         _emit(fmt, {"deleted": 0, "memories": []}, "Nothing matches; nothing deleted.")
         return
     if fmt == "text":
-        click.echo(
-            f"Will permanently delete {len(targets)} memor{'y' if len(targets) == 1 else 'ies'}:"
-        )
+        click.echo(f"Will delete {plural(len(targets), 'memory', 'memories')}:")
         for m in targets:
             click.echo(f"  {m.id}  {m.title}")
     if not yes:
@@ -193,7 +205,7 @@ def forget_cmd(
     _emit(
         fmt,
         {"deleted": deleted, "memories": [memory_to_dict(m) for m in targets]},
-        f"Deleted {deleted} memor{'y' if deleted == 1 else 'ies'}.",
+        f"Deleted {plural(deleted, 'memory', 'memories')}; {UNDO_NOTE}.",
     )
 
 
@@ -340,20 +352,24 @@ def graph_cmd(ctx: click.Context, memory_id: str, depth: int, fmt: str) -> None:
 @memory.command("export")
 @click.argument("output", type=click.Path(dir_okay=False, allow_dash=True), default="-")
 @click.option("--embeddings", is_flag=True, help="Include embedding vectors.")
+@click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
 @click.pass_context
-def export_cmd(ctx: click.Context, output: str, embeddings: bool) -> None:
+def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -> None:
     """Write visible memories and their links as JSONL (to OUTPUT or stdout)."""
     from octobrain.transfer import export_jsonl
 
+    if output != "-" and Path(output).exists() and not force:
+        raise InvalidInput("output", f"{output} already exists; pass --force to overwrite it")
     brain = _brain(ctx)
     if output == "-":
         export_jsonl(brain, sys.stdout, embeddings=embeddings)
         return
     with open(output, "w", encoding="utf-8") as out:
         total = brain.store.count()
-        with click.progressbar(length=total, label="exporting", file=sys.stderr) as bar:
+        label = f"exporting up to {plural(total, 'memory', 'memories')} to {output}"
+        with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
             n = export_jsonl(brain, out, embeddings=embeddings, progress=bar.update)
-    click.echo(f"exported {n} memories to {output}", err=True)
+    click.echo(f"exported {plural(n, 'memory', 'memories')} to {output}", err=True)
 
 
 @memory.command("import")
@@ -371,13 +387,16 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
     finally:
         if handle is not sys.stdin:
             handle.close()
-    with click.progressbar(length=len(lines), label="importing", file=sys.stderr) as bar:
+    label = f"importing {plural(len(lines), 'line', 'lines')} from {source}"
+    with click.progressbar(length=len(lines), label=label, file=sys.stderr) as bar:
         report = import_jsonl(brain, lines, progress=bar.update)
     _emit(
         fmt,
         report.__dict__,
-        f"imported {report.imported}, skipped {report.skipped_existing} already present, "
-        f"{report.relationships} relationships, {report.reembedded} re-embedded",
+        f"imported {plural(report.imported, 'memory', 'memories')}, skipped "
+        f"{report.skipped_existing} already present, "
+        f"{plural(report.relationships, 'relationship', 'relationships')}, "
+        f"{report.reembedded} re-embedded",
     )
 
 
@@ -394,7 +413,7 @@ def reembed_cmd(ctx: click.Context) -> None:
         length=total, label=f"re-embedding with {model}", file=sys.stderr
     ) as bar:
         n = reembed(brain, progress=bar.update)
-    click.echo(f"re-embedded {n} memories with {model}")
+    click.echo(f"re-embedded {plural(n, 'memory', 'memories')} with {model}")
 
 
 @memory.command("sleep-consolidate")
@@ -421,10 +440,11 @@ def sleep_consolidate_cmd(
     verb = "would merge" if dry_run else "merged"
     lines = [
         f"{report.candidates} recent working memories in scope {report.scope or '(global)'}; "
-        f"{verb} {len(report.consolidations)} cluster(s)"
+        f"{verb} {plural(len(report.consolidations), 'cluster', 'clusters')}"
         + (f", {report.skipped} skipped (changed meanwhile)" if report.skipped else "")
         + f"; {'would archive' if dry_run else 'archived'} {len(report.archived)}"
-        + f"; {'would record' if dry_run else 'recorded'} {len(report.conflicts)} conflict(s)."
+        + f"; {'would record' if dry_run else 'recorded'} "
+        + f"{plural(len(report.conflicts), 'conflict', 'conflicts')}."
     ]
     lines += [format_consolidation(c) for c in report.consolidations]
     if report.conflicts:
@@ -472,7 +492,7 @@ def consolidate_cmd(ctx: click.Context, goal_id: str, fmt: str) -> None:
 def unconsolidate_cmd(ctx: click.Context, parent_id: str, fmt: str) -> None:
     """Undo a consolidation: restore its members exactly, remove a synthesised parent."""
     undone = _brain(ctx, lazy_sleep=False).unconsolidate(parent_id)
-    text = f"restored {len(undone.restored)} memories" + (
+    text = f"restored {plural(len(undone.restored), 'memory', 'memories')}" + (
         f"; removed the synthesised parent {undone.parent_id}" if undone.parent_removed else ""
     )
     _emit(fmt, undone.__dict__, text)
@@ -490,7 +510,9 @@ def history_cmd(ctx: click.Context, limit: int, fmt: str) -> None:
         for v in versions
     ]
     text = "\n".join(
-        f"{v.version:>6}  {v.timestamp:%Y-%m-%d %H:%M:%S} UTC  {v.rows} memories" for v in versions
+        f"{v.version:>6}  {v.timestamp:%Y-%m-%d %H:%M:%S} UTC  "
+        + plural(v.rows, "memory", "memories")
+        for v in versions
     )
     _emit(fmt, rows, text or "No versions.")
 
@@ -507,4 +529,10 @@ def restore_cmd(ctx: click.Context, version: int, yes: bool) -> None:
             raise InvalidInput("--yes", "required to restore without a terminal to confirm on")
         click.confirm(f"Restore every scope of {brain.uri} to version {version}?", abort=True)
     now = brain.restore(version, confirm=True)
-    click.echo(f"restored version {version}: now version {now.version} with {now.rows} memories")
+    click.echo(
+        f"restored version {version}: now version {now.version} with "
+        f"{plural(now.rows, 'memory', 'memories')}"
+    )
+
+
+add_scope_options(memory)

@@ -340,6 +340,11 @@ class KnowledgeConfig:
         "reach although private, loopback or link-local (refused by default)",
         _allow_hosts_rule,
     )
+    allow_paths: tuple[str, ...] = _opt(
+        (),
+        "directories MCP clients may read local files from, besides the session's project "
+        "(its roots, else the server's working directory; over HTTP only these)",
+    )
 
 
 @dataclass(frozen=True)
@@ -508,6 +513,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # its message carries "(at line L, column C)"
         raise ConfigError("", f"invalid TOML: {exc}", str(path)) from exc
+    except RecursionError:  # the parser recurses once per nested array or inline table
+        raise ConfigError(
+            "", "invalid TOML: arrays or inline tables nested too deeply", str(path)
+        ) from None
 
 
 def _check_shape(data: Mapping[str, Any], cls: type, prefix: str, source: str) -> None:

@@ -257,6 +257,7 @@ class Consolidator:
     ) -> SleepReport:
         """Cluster `scope`'s recent working memories by true cosine and merge each cluster."""
         _check_sleep_args(threshold, min_size, max_age_days)
+        self.store.refresh()  # another machine's latest writes are this pass's candidates
         if not dry_run:
             self.repair()
         cutoff = now - timedelta(days=max_age_days)

@@ -123,11 +123,17 @@ class Digest:
 
 
 def read_transcript(path: str | Path) -> list[dict[str, Any]]:
-    """The entries of a JSONL transcript; unreadable lines are skipped, a missing file is []."""
+    """The entries of a JSONL transcript; unreadable lines are skipped. A file that is missing,
+    unreadable, a directory, or has no JSON line at all is `InvalidInput("transcript_path")`."""
+    where = Path(path)
     try:
-        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
+        lines = where.read_text(encoding="utf-8", errors="replace").splitlines()
+    except IsADirectoryError:
+        raise InvalidInput("transcript_path", f"{where} is a directory, not a transcript") from None
+    except FileNotFoundError:
+        raise InvalidInput("transcript_path", f"no such file: {where}") from None
+    except OSError as exc:
+        raise InvalidInput("transcript_path", f"cannot read {where}: {exc.strerror}") from None
     entries = []
     for line in lines:
         try:
@@ -136,6 +142,8 @@ def read_transcript(path: str | Path) -> list[dict[str, Any]]:
             continue
         if isinstance(entry, dict):
             entries.append(entry)
+    if lines and not entries:
+        raise InvalidInput("transcript_path", f"{where} has no JSON lines; not a transcript")
     return entries
 
 

@@ -19,6 +19,7 @@ from octobrain.errors import InvalidInput
 TITLE_BYTES = (5, 200)
 CONTENT_BYTES = (10, 10_000)
 QUERY_BYTES = (3, 500)
+NOTE_BYTES = 32 * 1024  # one `knowledge store` note: ~30 chunks, seconds of embedding
 MAX_TAGS = 10
 TAG_CHARS = 50
 MAX_FILES = 20
@@ -28,6 +29,8 @@ LINK_DESCRIPTION_CHARS = 200
 MAX_QUERIES = 5
 MAX_LIMIT = 50
 ID_CHARS = 100
+# Every write is a store version kept this long: `memory history` / `memory restore` undo.
+KEEP_VERSIONS_DAYS = 7
 
 
 class MemoryType(str, Enum):
@@ -279,6 +282,41 @@ def check_id(value: object, *, field_name: str = "memory_id") -> str:
         raise InvalidInput(field_name, f"must be a memory id (a UUID), got {value!r}") from None
 
 
+ID_PREFIX_HEX = 8  # the short ids the briefing prints
+_UUID_GROUPS = (8, 4, 4, 4, 12)
+
+
+def check_id_ref(value: object, *, field_name: str = "memory_id") -> tuple[str, bool]:
+    """A memory id as a person or agent may give it: a full UUID, or a prefix of at least
+    8 hex digits (hyphens optional). Returns `(id, True)` for a full id in canonical form, or
+    `(prefix, False)` with the prefix lowercased and hyphenated like a stored id."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(field_name, "must be a non-empty string")
+    if len(value) > ID_CHARS:
+        raise InvalidInput(field_name, f"must be at most {ID_CHARS} characters")
+    text = value.strip().lower()
+    try:
+        return str(uuid.UUID(text)), True
+    except ValueError:
+        pass
+    digits = text.replace("-", "")
+    if len(digits) < ID_PREFIX_HEX or len(digits) >= 32 or any(c not in _HEX for c in digits):
+        raise InvalidInput(
+            field_name,
+            f"must be a memory id (a UUID) or a unique prefix of at least {ID_PREFIX_HEX} "
+            f"hex digits, got {value!r}",
+        )
+    groups, start = [], 0
+    for size in _UUID_GROUPS:
+        if start < len(digits):
+            groups.append(digits[start : start + size])
+        start += size
+    return "-".join(groups), False
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
 def clean_tags(values: Iterable[object] | None) -> list[str]:
     """Trimmed, de-duplicated tags; each at most 50 characters, at most 10 of them."""
     return _clean_list(
@@ -342,7 +380,8 @@ class Link:
 
 
 def parse_links(values: Sequence[object] | None) -> list[Link]:
-    """Validate `related_to` entries (dicts or Link) into Links."""
+    """Validate `related_to` entries (dicts or Link) into Links; a `target_id` may still be an
+    id prefix (`check_id_ref`), which `Brain.memorize` resolves."""
     if values is None:
         return []
     if isinstance(values, str | bytes) or not isinstance(values, Sequence):
@@ -370,7 +409,7 @@ def parse_links(values: Sequence[object] | None) -> list[Link]:
             )
         links.append(
             Link(
-                target_id=check_id(raw.get("target_id"), field_name=f"{name}.target_id"),
+                target_id=check_id_ref(raw.get("target_id"), field_name=f"{name}.target_id")[0],
                 relationship_type=parse_relationship_type(
                     raw.get("relationship_type", "related_to"),
                     field_name=f"{name}.relationship_type",

@@ -6,12 +6,31 @@ from typing import Any
 
 from octobrain.brain import Neighbour, Recall
 from octobrain.consolidation import Consolidation
-from octobrain.models import Memory, Relationship, RelationshipType, to_plain
+from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship, RelationshipType, to_plain
 
 NO_RESULTS = (
     "No relevant memories found (nothing passed the relevance threshold). "
     "Try other words, several phrasings at once, or a lower min_relevance."
 )
+
+# What a delete leaves behind: the store's kept versions (`memory history` / `memory restore`).
+UNDO_NOTE = (
+    f"`octobrain memory restore` can bring them back for {KEEP_VERSIONS_DAYS} days "
+    "(see `octobrain memory history`)"
+)
+
+
+def format_stored(memory: Memory, edges: list[Relationship]) -> str:
+    """What `memorize` answers, on the CLI and over MCP: the id, then the memory in one line."""
+    lines = [
+        f"Memory stored: {memory.id}",
+        f"{memory.source.label} {memory.title} | Type: {memory.memory_type.value} | "
+        f"Importance: {memory.importance:.2f} | Scope: {memory.scope or '(global)'}",
+    ]
+    if edges:
+        lines.append(f"Links ({len(edges)}):")
+        lines += [f"  this {e.relationship_type.value} → {e.target_id}" for e in edges]
+    return "\n".join(lines)
 
 
 def memory_to_dict(memory: Memory) -> dict[str, Any]:
@@ -38,6 +57,9 @@ def recall_to_dict(recall: Recall) -> dict[str, Any]:
                 "consolidated_into": h.consolidated_into,
                 "outranked_by": h.outranked_by,
                 "gist": h.gist or None,
+                "effective_importance": (
+                    None if h.effective_importance is None else round(h.effective_importance, 4)
+                ),
             }
             for h in recall.hits
         ],
@@ -54,11 +76,18 @@ def recall_to_dict(recall: Recall) -> dict[str, Any]:
     }
 
 
-def format_memory(memory: Memory, *, header: str = "", gist: str = "") -> str:
-    """One memory as a readable block (a faded episode shows its `gist` instead)."""
+def format_memory(
+    memory: Memory, *, header: str = "", gist: str = "", effective: float | None = None
+) -> str:
+    """One memory as a readable block (a faded episode shows its `gist` instead). Importance
+    is the stored value, and with `effective` also the decayed, access-boosted one that
+    ranking used."""
+    importance = f"stored {memory.importance:.2f}" + (
+        "" if effective is None else f", effective {effective:.2f}"
+    )
     lines = [
         f"{header}{memory.source.label} {memory.title}",
-        f"Type: {memory.memory_type.value} | Importance: {memory.importance:.2f} | "
+        f"Type: {memory.memory_type.value} | Importance: {importance} | "
         f"State: {memory.state.value} | Scope: {memory.scope or '(global)'} | "
         f"Created: {memory.created_at:%Y-%m-%d %H:%M} UTC",
     ]
@@ -89,7 +118,9 @@ def format_recall(recall: Recall) -> str:
         return NO_RESULTS
     blocks = [f"MEMORIES ({len(recall.hits)} found, scope {recall.scope or '(global)'})"]
     for i, hit in enumerate(recall.hits, 1):
-        block = format_memory(hit.memory, header=f"{i}. ", gist=hit.gist)
+        block = format_memory(
+            hit.memory, header=f"{i}. ", gist=hit.gist, effective=hit.effective_importance
+        )
         blocks.append(
             f"{block}\nScore: {hit.score:.2f} | Relevance: {hit.relevance:.2f}\nWhy: {hit.why}"
         )

@@ -88,6 +88,7 @@ class Hit:
     consolidated_into: list[str] = field(default_factory=list)
     outranked_by: list[str] = field(default_factory=list)  # found memories stating another value
     gist: str = ""  # a faded episode's compressed text (the full content is still `memory`)
+    effective_importance: float | None = None  # stored importance, decayed and access-boosted
 
 
 @dataclass
@@ -251,13 +252,15 @@ class Retriever:
             why = (
                 f"{legs}found by {s.legs}; relevance {s.relevance:.2f} "
                 f"(cosine {s.cosine:.2f}, words {s.coverage:.0%}); "
-                f"importance {float(imp):.2f}, age {age_days:.0f} d"
+                f"effective importance {float(imp):.2f} (stored {m.importance:.2f}), "
+                f"age {age_days:.0f} d"
             )
             if f_sup != 1.0:
                 why += "; superseded"
             hit = Hit(m, score, s.relevance, s.cosine, why, superseded.get(m.id, []))
             hit.consolidated_into = parents.get(m.id, [])
             hit.gist = gist_for(m, float(imp), now, self.config.brief)
+            hit.effective_importance = float(imp)
             hits.append(hit)
         _rank_below(hits, conflicting, queries)
         hits.sort(key=lambda h: (-h.score, -h.relevance, h.memory.id))

@@ -9,6 +9,7 @@ replaced by `[REDACTED:<kind>]`) or "allow". Errors never echo the secret itself
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from octobrain.errors import InvalidInput
@@ -28,6 +29,15 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "JSON web token",
         re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ),
+    # A secret access key has no prefix of its own: it is recognised by the name it is given
+    # (credentials files, env exports, JSON), and only the value is reported.
+    (
+        "AWS secret access key",
+        re.compile(
+            r"(?i)aws_?secret(?:_?access)?_?key[\"']?\s*(?::=|=>|[:=])\s*[\"']?"
+            r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+        ),
     ),
     (
         "password in a URL",
@@ -50,7 +60,8 @@ def find_secrets(text: str) -> list[Finding]:
     found: list[Finding] = []
     for kind, pattern in _PATTERNS:
         for match in pattern.finditer(text):
-            span = Finding(kind, match.start(), match.end())
+            group = 1 if pattern.groups else 0  # a named value inside its context
+            span = Finding(kind, match.start(group), match.end(group))
             if not any(f.start < span.end and span.start < f.end for f in found):
                 found.append(span)
     return sorted(found, key=lambda f: f.start)
@@ -66,8 +77,17 @@ def redact(text: str, findings: list[Finding]) -> str:
     return "".join(out)
 
 
+def screen_each(field: str, values: Sequence[str], policy: str) -> list[str]:
+    """`screen` over a list field (tags, related files); items are named `field[i]`."""
+    return [screen(f"{field}[{i}]", value, policy) for i, value in enumerate(values)]
+
+
 def screen(field: str, text: str, policy: str) -> str:
-    """Apply `policy` to one field's text: returns it (possibly redacted) or raises."""
+    """Apply `policy` to one field's text: returns it (possibly redacted) or raises.
+
+    Every text octobrain stores for later sessions goes through here with the same policy:
+    a memory's title, content, tags and related files, a link's description, an imported row,
+    a `knowledge store` note."""
     if policy == "allow":
         return text
     findings = find_secrets(text)

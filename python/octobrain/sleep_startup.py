@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import threading
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -102,6 +103,11 @@ def start_background_sleep(
         # A local marker is read here; a record in a bucket is a request, read in the thread.
         if not schedule.remote and not schedule.due(cfg.interval_hours, utcnow()):
             return None
+        # The pass's store calls start thread pools, which register an exit hook on first
+        # import; a command that fails at once is already shutting down by then, and the
+        # import would fail there. Importing it here, in the caller's thread, is cheap.
+        import concurrent.futures.thread  # noqa: F401
+
         thread = threading.Thread(
             target=_lazy_pass, args=(brain, schedule), name="octobrain-sleep", daemon=False
         )
@@ -143,6 +149,10 @@ def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
     except (Timeout, StoreBusy):
         log.info("sleep pass for %r already running in another process", brain.scope)
     except Exception as exc:
+        if sys.is_finalizing() or "after shutdown" in str(exc):
+            # The command ended before the pass could; it is not a store fault.
+            log.info("sleep pass for %r cut short by the process exiting", brain.scope)
+            return
         # One line for the user's log (the command itself reports an unreachable store).
         log.warning("sleep pass for %r failed, retried next start: %s", brain.scope, reason(exc))
         log.debug("sleep pass failure", exc_info=True)

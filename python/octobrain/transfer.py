@@ -8,6 +8,7 @@ file's embeddings only when they come from the same model.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from octobrain.models import (
 from octobrain.models import State as MemoryState
 from octobrain.render import memory_to_dict, relationship_to_dict
 from octobrain.scope import validate_scope
+from octobrain.secrets import screen, screen_each
 from octobrain.store import schema
 from octobrain.store.consolidations import (
     CONSOLIDATIONS,
@@ -191,6 +193,17 @@ def _memory(obj: dict[str, Any], where: str) -> Memory:
     )
 
 
+def _screened(memory: Memory, policy: str, where: str) -> Memory:
+    """`memory` after the `memory.secrets` policy on every text field it stores."""
+    return dataclasses.replace(
+        memory,
+        title=screen(f"{where}.title", memory.title, policy),
+        content=screen(f"{where}.content", memory.content, policy),
+        tags=screen_each(f"{where}.tags", memory.tags, policy),
+        related_files=screen_each(f"{where}.related_files", memory.related_files, policy),
+    )
+
+
 def _relationship(obj: dict[str, Any], where: str) -> Relationship:
     return Relationship(
         id=check_id(obj.get("id"), field_name=f"{where}.id"),
@@ -227,6 +240,7 @@ def import_jsonl(
     memories: list[tuple[Memory, list[float] | None]] = []
     rels: list[Relationship] = []
     journal: list[ConsolidationRecord] = []
+    policy = brain.config.memory.secrets  # imported rows are screened like memorized ones
     for number, obj in _lines(source):
         kind = obj.get("kind")
         if kind == "header":
@@ -234,9 +248,14 @@ def import_jsonl(
                 raise InvalidInput(f"line {number}", f"not an {FORMAT} v{FORMAT_VERSION} file")
             header = obj
         elif kind == "memory":
-            memories.append((_memory(obj, f"line {number}"), obj.get("embedding")))
+            parsed = _memory(obj, f"line {number}")
+            memory = _screened(parsed, policy, f"line {number}")
+            # A redacted row's stored vector embeds the secret: embed it afresh.
+            memories.append((memory, obj.get("embedding") if memory == parsed else None))
         elif kind == "relationship":
-            rels.append(_relationship(obj, f"line {number}"))
+            rel = _relationship(obj, f"line {number}")
+            text = screen(f"line {number}.description", rel.description, policy)
+            rels.append(dataclasses.replace(rel, description=text))
         elif kind == "consolidation":
             journal.append(_journal_record(obj.get("record"), f"line {number}.record"))
         else:

@@ -83,3 +83,15 @@ def test_large_document_shows_progress_on_stderr(workdir: Path) -> None:
     report = json.loads(result.stdout)
     assert report["status"] == "indexed" and report["embedded"] > 64
     assert report["source"]["scope"] == ""
+
+
+def test_match_context_separates_groups_like_grep(workdir: Path) -> None:
+    assert run("index", "ops.md").exit_code == 0
+    apart = run("match", "Backups run|rota", "-C", "1").output
+    assert "     5: Backups run nightly" in apart and "     9: The on-call rota" in apart
+    lines = apart.splitlines()
+    assert lines[lines.index("     6- ") + 1] == "--", apart  # 4–6, then 8–10: not adjacent
+    overlapping = run("match", "Ops|Backups", "-C", "1").output
+    numbers = [line[:6].strip() for line in overlapping.splitlines() if line[6:7] in (":", "-")]
+    assert numbers == ["1", "2", "3", "4", "5", "6"], overlapping  # each line once, no "--"
+    assert "     3: ## Backups" in overlapping and "--" not in overlapping.splitlines()

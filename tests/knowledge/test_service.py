@@ -195,7 +195,7 @@ def test_session_notes_are_private_unique_deletable_and_expire(
     mine, other = make_knowledge(session_id="s1"), make_knowledge(session_id="s2")
     note = "Ship the flux capacitor on Tuesday."
     out = run_command(mine, {"command": "store", "key": "plan", "content": note})
-    assert out == "Stored 'plan' as stored://plan (1 chunks indexed)"
+    assert out == "Stored 'plan' as stored://plan (1 chunk indexed)"
     hits = mine.search("flux capacitor Tuesday").hits
     assert hits and hits[0].session and hits[0].uri == "stored://plan"
     assert "[SESSION]" in run_command(mine, {"command": "search", "query": "flux capacitor"})

@@ -217,9 +217,11 @@ def test_regex_is_bounded_in_size_and_output(tmp_path: Path) -> None:
         uri=tmp_path / "db",
         session_id="s1",
     )
-    k.store(
-        "log", "\n".join(f"line {i} aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!" for i in range(3000))
+    log = tmp_path / "log.txt"  # over the note cap: a document, indexed from a file
+    log.write_text(
+        "\n".join(f"line {i} aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!" for i in range(3000))
     )
+    k.index(str(log))
     with pytest.raises(InvalidInput, match=r"^pattern: "):
         k.match("(a{1000}){1000}")
     capped = k.match("(a*)*$", max_matches=5)

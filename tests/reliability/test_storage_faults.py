@@ -47,9 +47,9 @@ def octobrain(
 
 
 def memorize(env: dict[str, str], title: str, content: str) -> str:
-    done = octobrain(env, "memorize", "-t", title, "-c", content)
+    done = octobrain(env, "memorize", "-t", title, "-c", content, "--format", "json")
     assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+    return str(json.loads(done.stdout)["id"])
 
 
 def stored_ids(env: dict[str, str]) -> set[str]:

@@ -39,10 +39,43 @@ class FetchError(InvalidInput):
         super().__init__("source", rule)
 
 
-def _effective(addr: IPAddress) -> IPAddress:
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        return addr.ipv4_mapped
-    return addr
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def embedded_ipv4(addr: IPAddress) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries and would reach (mapped, IPv4-compatible,
+    NAT64 incl. the local-use 64:ff9b:1::/48, 6to4, Teredo server and client)."""
+    if not isinstance(addr, ipaddress.IPv6Address):
+        return []
+    found: list[ipaddress.IPv4Address] = []
+    low32 = ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
+    if addr.ipv4_mapped is not None:
+        found.append(addr.ipv4_mapped)
+    if addr in _IPV4_COMPATIBLE or any(addr in net for net in _NAT64):
+        found.append(low32)
+    if addr.sixtofour is not None:
+        found.append(addr.sixtofour)
+    if addr.teredo is not None:
+        found.extend(addr.teredo)
+    return found
+
+
+def _judged_as(addr: IPAddress) -> list[IPAddress]:
+    """The addresses `addr` is checked as: a pure IPv4 carrier (mapped, compatible, NAT64) is
+    its IPv4 alone; 6to4 and Teredo are both the IPv6 address and the IPv4 they tunnel to."""
+    carried: list[IPAddress] = list(embedded_ipv4(addr))
+    if isinstance(addr, ipaddress.IPv6Address) and (
+        addr.ipv4_mapped is not None
+        or addr in _IPV4_COMPATIBLE
+        or any(addr in net for net in _NAT64)
+    ):
+        return carried
+    return [addr, *carried]
+
+
+def _forbidden(addr: IPAddress) -> bool:
+    return not addr.is_global or addr.is_multicast
 
 
 def _allowed(host: str, addr: IPAddress, allow: Sequence[str]) -> bool:
@@ -70,12 +103,13 @@ def resolve_checked(host: str, port: int, allow: Sequence[str]) -> str:
     if not addresses:
         raise FetchError(f"cannot resolve host {host!r}")
     for addr in addresses:
-        eff = _effective(addr)
-        if (not eff.is_global or eff.is_multicast) and not _allowed(host, eff, allow):
-            raise FetchError(
-                f"refusing {host} ({addr}): it is a private, loopback or link-local address; "
-                "add it to knowledge.allow_private_hosts to index your own local documents"
-            )
+        forms = _judged_as(addr)
+        if any(_allowed(host, a, allow) for a in forms) or not any(map(_forbidden, forms)):
+            continue
+        raise FetchError(
+            f"refusing {host} ({addr}): it is a private, loopback or link-local address; "
+            "add it to knowledge.allow_private_hosts to index your own local documents"
+        )
     return str(addresses[0])
 
 
@@ -90,7 +124,10 @@ def fetch_url(
     """GET one URL with every hop checked; the body must be 2xx and at most `max_bytes`."""
     import httpx
 
-    url = httpx.URL(ref.uri)
+    try:
+        url = httpx.URL(ref.uri)
+    except httpx.InvalidURL as exc:
+        raise FetchError(f"{ref.uri}: not a valid URL ({exc})") from None
     with httpx.Client(
         timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False
     ) as client:
@@ -116,7 +153,12 @@ def fetch_url(
                 raise FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}") from None
             try:
                 if response.has_redirect_location:
-                    url = url.join(response.headers["location"])
+                    try:
+                        url = url.join(response.headers["location"])
+                    except httpx.InvalidURL as exc:
+                        raise FetchError(
+                            f"{ref.uri}: redirected to an invalid URL ({exc})"
+                        ) from None
                     continue
                 return _body(ref, response, max_bytes, timeout)
             finally:

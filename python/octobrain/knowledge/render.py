@@ -17,6 +17,12 @@ from octobrain.knowledge.results import (
 )
 
 RULE = "=" * 50
+
+
+def _chunks(n: int) -> str:
+    return f"{n} chunk{'s' * (n != 1)}"
+
+
 NO_RESULTS = (
     "No relevant knowledge found (nothing passed the relevance threshold). "
     "Try other words, name the source, or index it first."
@@ -56,11 +62,11 @@ def render_index(report: IndexReport) -> str:
     s = report.source
     where = f"scope {_scope(s.scope)}"
     if report.status == "unchanged":
-        return f"✓ Cached {s.uri} (content unchanged, {s.chunk_count} chunks, {where})"
+        return f"✓ Cached {s.uri} (content unchanged, {_chunks(s.chunk_count)}, {where})"
     if report.status == "fresh":
-        return f"✓ Cached {s.uri} (recently checked, {s.chunk_count} chunks, {where})"
+        return f"✓ Cached {s.uri} (recently checked, {_chunks(s.chunk_count)}, {where})"
     verb = "Indexed" if report.status == "indexed" else "Re-indexed"
-    return f"✓ {verb} {s.uri} ({report.embedded} chunks created, {where})"
+    return f"✓ {verb} {s.uri} ({_chunks(report.embedded)} created, {where})"
 
 
 def render_search(result: SearchResult) -> str:
@@ -88,21 +94,32 @@ def render_read(doc: Document) -> str:
 
 
 def render_match(report: MatchReport) -> str:
-    """`uri:line: text` per match, grouped under each source's title, and the cap notice."""
+    """`line: text` per match (`line- text` for context), grouped under each source's title,
+    and the cap notice. As in grep, overlapping context prints once and `--` separates groups
+    of lines that are not adjacent."""
     if not report.hits:
-        return f"No line matches /{report.pattern}/ in {report.sources_searched} source(s)."
+        n = report.sources_searched
+        return f"No line matches /{report.pattern}/ in {n} source{'s' * (n != 1)}."
+    with_context = any(hit.before or hit.after for hit in report.hits)
     lines: list[str] = []
-    current = None
-    for hit in report.hits:
-        if hit.uri != current:
-            current = hit.uri
-            lines += [RULE, f"{hit.title} — {hit.uri}"]
+    groups: dict[str, tuple[str, dict[int, tuple[str, str]]]] = {}
+    for hit in report.hits:  # in source order, so dict order keeps the sources' order
+        shown = groups.setdefault(hit.uri, (hit.title, {}))[1]
         first = hit.line_number - len(hit.before)
-        for i, text in enumerate(hit.before):
-            lines.append(f"{first + i:>6}- {text}")
-        lines.append(f"{hit.line_number:>6}: {hit.line}")
-        for i, text in enumerate(hit.after):
-            lines.append(f"{hit.line_number + 1 + i:>6}- {text}")
+        for number, text in enumerate([*hit.before, None, *hit.after], first):
+            if text is None:
+                shown[number] = (":", hit.line)
+            elif number not in shown:
+                shown[number] = ("-", text)
+    for uri, (title, shown) in groups.items():
+        lines += [RULE, f"{title} — {uri}"]
+        previous = None
+        for number in sorted(shown):
+            if with_context and previous is not None and number > previous + 1:
+                lines.append("--")
+            mark, text = shown[number]
+            lines.append(f"{number:>6}{mark} {text}")
+            previous = number
     lines.append(RULE)
     if report.truncated:
         lines.append(
@@ -110,13 +127,14 @@ def render_match(report: MatchReport) -> str:
             "(narrow the pattern, name a source, or raise max_matches)."
         )
     else:
-        lines.append(f"{len(report.hits)} matching line(s).")
+        n = len(report.hits)
+        lines.append(f"{n} matching line{'s' * (n != 1)}.")
     return "\n".join(lines)
 
 
 def render_store(note: StoredNote) -> str:
     """Confirmation of a stored note."""
-    return f"Stored '{note.key}' as {note.uri} ({note.chunks} chunks indexed)"
+    return f"Stored '{note.key}' as {note.uri} ({_chunks(note.chunks)} indexed)"
 
 
 def render_delete(key: str) -> str:
@@ -132,7 +150,7 @@ def render_sources(sources: list[SourceInfo]) -> str:
     for s in sources:
         note = " [SESSION]" if s.session_id else ""
         out.append(
-            f"{s.uri}{note}\n    {s.title} · {s.doc_type} · {s.chunk_count} chunks · "
+            f"{s.uri}{note}\n    {s.title} · {s.doc_type} · {_chunks(s.chunk_count)} · "
             f"scope {_scope(s.scope)} · checked {_ts(s.last_checked)}"
         )
     return "\n".join(out)

@@ -44,14 +44,16 @@ from octobrain.knowledge.sources import (
     SourceKind,
     SourceRef,
     check_key,
+    confine,
     file_mtime,
     parse_source,
     read_file,
 )
 from octobrain.knowledge.store import KnowledgeStore, source_id
-from octobrain.models import QUERY_BYTES, check_limit, check_text, utcnow
+from octobrain.models import NOTE_BYTES, QUERY_BYTES, check_limit, check_text, utcnow
 from octobrain.regex_match import match_lines
 from octobrain.scope import validate_scope
+from octobrain.secrets import screen
 from octobrain.store.location import StoreLocation
 from octobrain.store.memories import sql_str, visible_scopes
 from octobrain.tokens import TokenCounter, input_window
@@ -79,6 +81,7 @@ class Knowledge:
         uri: str | Path | None = None,
         session_id: str = "",
         cwd: Path | None = None,
+        local_roots: tuple[Path, ...] | None = None,
     ) -> None:
         self.scope = validate_scope(scope)
         self.config = config if config is not None else load_config()
@@ -86,6 +89,8 @@ class Knowledge:
         self.uri = str(uri) if uri is not None else resolve_storage_uri(self.config)
         self.session_id = session_id
         self.cwd = cwd
+        # Where local files may be read from (None: anywhere, as for the person at the CLI).
+        self.local_roots = local_roots
         self._store: KnowledgeStore | None = None
         self._index: ChunkIndex | None = None
 
@@ -142,7 +147,7 @@ class Knowledge:
         return rows
 
     def _ref(self, source: str) -> SourceRef:
-        return parse_source(source, cwd=self.cwd)
+        return confine(parse_source(source, cwd=self.cwd), self.local_roots)
 
     # ---- fetching -------------------------------------------------------------------------
 
@@ -440,9 +445,15 @@ class Knowledge:
         key = check_key(key)
         if not isinstance(content, str) or not content.strip():
             raise InvalidInput("content", "must not be empty")
-        limit = self.config.knowledge.max_source_bytes
-        if len(content.encode()) > limit:
-            raise InvalidInput("content", f"must be at most {limit} bytes")
+        size = len(content.encode())
+        if size > NOTE_BYTES:
+            raise InvalidInput(
+                "content",
+                f"must be at most {NOTE_BYTES} bytes of UTF-8, got {size}; a longer text is a "
+                "document: save it to a file and index that",
+            )
+        # A note is read back into later calls like a memory: the same secrets policy.
+        content = screen("content", content, self.config.memory.secrets)
         self.kstore.purge_sessions(self._session_cutoff(utcnow()))
         uri = f"stored://{key}"
         if any(r["session_id"] == session for r in self._visible_rows(uri)):

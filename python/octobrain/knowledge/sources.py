@@ -88,6 +88,26 @@ def parse_source(source: str, *, cwd: Path | None = None) -> SourceRef:
     return SourceRef(path.as_uri(), SourceKind.FILE, path)
 
 
+def confine(ref: SourceRef, roots: tuple[Path, ...] | None) -> SourceRef:
+    """Refuse a local file outside `roots` (None: no confinement, as for the CLI).
+
+    `ref.path` is already resolved (symlinks and `..`), so a link inside a root that points
+    outside it is outside; the roots are resolved the same way before comparing.
+    """
+    if roots is None or ref.kind is not SourceKind.FILE:
+        return ref
+    assert ref.path is not None
+    for root in roots:
+        if ref.path.is_relative_to(os.path.realpath(root)):
+            return ref
+    where = ", ".join(str(r) for r in roots) if roots else "no local directory"
+    raise InvalidInput(
+        "source",
+        f"{ref.path} is outside the directories this MCP session may read ({where}); "
+        "add it to knowledge.allow_paths in the config to allow it",
+    )
+
+
 def _normalise_url(url: str) -> str:
     parts = urlsplit(url)
     if not parts.hostname:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import OctobrainError, StorageError
+from octobrain.store import manifest
 from octobrain.store.location import StoreLocation
 from octobrain.store.memories import ModelMismatch, io_failure, sql_in, sql_str
 from octobrain.store.schema import META_DIM, META_MODEL, META_SCHEMA
@@ -110,13 +111,11 @@ class KnowledgeStore:
     def _connect(self) -> None:
         self._lock = self.location.lock("knowledge", LOCK_TIMEOUT_S)
         db = self.location.connect()
-        with self._lock:
-            names = set(db.list_tables().tables)
-            if SOURCES not in names:
-                db.create_table(SOURCES, schema=sources_schema())
-            if CHUNKS not in names:
-                db.create_table(CHUNKS, schema=chunks_schema(self.model_id, self.dim))
-        chunks = db.open_table(CHUNKS)
+        manifest.adopt_if_new(db, self.location)
+        sources = manifest.open_or_create(db, self.location, SOURCES, sources_schema, self._lock)
+        chunks = manifest.open_or_create(
+            db, self.location, CHUNKS, lambda: chunks_schema(self.model_id, self.dim), self._lock
+        )
         meta = chunks.schema.metadata or {}
         stored_model = meta.get(META_MODEL, b"").decode()
         stored_dim = meta.get(META_DIM, b"0").decode()
@@ -127,7 +126,7 @@ class KnowledgeStore:
                 f"(dim {self.dim}); delete its sources (`octobrain knowledge delete-source`) "
                 "and index them again, or set embedding.model back"
             )
-        self._db, self._sources, self._chunks = db, db.open_table(SOURCES), chunks
+        self._db, self._sources, self._chunks = db, sources, chunks
 
     @property
     def sources(self) -> lancedb.table.Table:

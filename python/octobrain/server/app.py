@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -34,11 +34,30 @@ from octobrain.server.scoping import (
     lock_from_roots,
     scope_argument,
 )
+from octobrain.store.manifest import read_failure
 
 log = logging.getLogger(__name__)
 
 ROOTS_TIMEOUT_SECS = 5.0
 _ROOTS_KEY = "octobrain.roots_lock"
+ROOTS_INPUT = "octobrain.roots"  # our key in a 2026-07-28 InputRequiredResult
+
+
+class _RootsRequired(Exception):
+    """A 2026-07-28 request from a client with the roots capability, before it sent them."""
+
+
+def _ask_for_roots() -> types.InputRequiredResult:
+    """Current-protocol roots: the call returns this, the client answers `roots/list` and
+    retries the same call carrying the answer in `input_responses`."""
+    return types.InputRequiredResult(input_requests={ROOTS_INPUT: types.ListRootsRequest()})
+
+
+def _roots_answer(responses: types.InputResponses | None) -> types.ListRootsResult | None:
+    answer = (responses or {}).get(ROOTS_INPUT)
+    return answer if isinstance(answer, types.ListRootsResult) else None
+
+
 _BRAIN_TOOLS = {
     "memorize": handlers.memorize,
     "remember": handlers.remember,
@@ -79,8 +98,19 @@ class OctobrainServer:
 
     # ---- scope lock -----------------------------------------------------------------------
 
-    async def session_lock(self, ctx: ServerRequestContext[Any, Any]) -> ScopeLock | None:
-        """The scope this request's session is locked to, or None (capability, roots, cwd)."""
+    async def session_lock(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        responses: types.InputResponses | None = None,
+        *,
+        can_ask: bool = False,
+    ) -> ScopeLock | None:
+        """The scope this request's session is locked to, or None (capability, roots, cwd).
+
+        Roots: a handshake-era connection is sent `roots/list` once; a 2026-07-28 request
+        (stateless, so every call) raises `_RootsRequired` when `can_ask` (the caller answers
+        with an InputRequiredResult) and reads the roots from the retry's `responses`.
+        """
         caps = ctx.session.client_capabilities
         lock = lock_from_capability(caps.experimental if caps else None)
         if lock is not None:
@@ -89,15 +119,30 @@ class OctobrainServer:
         if state is not None and _ROOTS_KEY in state:
             roots_lock: ScopeLock | None = state[_ROOTS_KEY]
         else:
-            roots_lock = await self._roots_lock(ctx)
+            roots_lock = await self._roots_lock(ctx, responses, can_ask=can_ask)
             if state is not None:
                 state[_ROOTS_KEY] = roots_lock  # asked once per connection; the lock holds
         return roots_lock or self.workspace.cwd_lock
 
-    async def _roots_lock(self, ctx: ServerRequestContext[Any, Any]) -> ScopeLock | None:
+    async def _roots_lock(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        responses: types.InputResponses | None,
+        *,
+        can_ask: bool,
+    ) -> ScopeLock | None:
         caps = ctx.session.client_capabilities
-        if caps is None or caps.roots is None or not ctx.session.can_send_request:
-            return None  # 2026-07-28 connections cannot be asked (no server-to-client requests)
+        if caps is None or caps.roots is None:
+            return None
+        if not ctx.session.can_send_request:  # 2026-07-28: no server-to-client requests
+            answer = _roots_answer(responses)
+            if answer is None:
+                if can_ask:
+                    raise _RootsRequired
+                return None  # tools/list and the like cannot ask
+            return await anyio.to_thread.run_sync(
+                lock_from_roots, [str(root.uri) for root in answer.roots]
+            )
         try:
             # Sent on this request's own stream, so it also works before an HTTP client has
             # opened the standalone GET stream. (ServerSession.list_roots is this, deprecated.)
@@ -128,37 +173,49 @@ class OctobrainServer:
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Validate → one facade call in a worker thread → text. Errors become isError."""
         arguments = dict(params.arguments or {})
         try:
-            reply = await self._dispatch(ctx, params.name, arguments)
+            reply = await self._dispatch(ctx, params.name, arguments, params.input_responses)
+        except _RootsRequired:
+            return _ask_for_roots()
         except InvalidInput as exc:
             reply = handlers.Reply(str(exc), error=True)
         except OctobrainError as exc:
             reply = handlers.Reply(f"error: {exc}", error=True)
         except Exception as exc:  # never crash the server over one call
             log.exception("tool %s failed", params.name)
-            reply = handlers.Reply(
-                f"internal error ({type(exc).__name__}: {exc}); see the server log", error=True
+            damage = read_failure(exc)
+            reply = (
+                handlers.Reply(damage, error=True)
+                if damage
+                else handlers.Reply(
+                    f"internal error ({type(exc).__name__}: {exc}); see the server log", error=True
+                )
             )
         return types.CallToolResult(
             content=[types.TextContent(text=reply.text)], is_error=reply.error
         )
 
     async def _dispatch(
-        self, ctx: ServerRequestContext[Any, Any], name: str, arguments: dict[str, Any]
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        name: str,
+        arguments: dict[str, Any],
+        responses: types.InputResponses | None = None,
     ) -> handlers.Reply:
         if name not in TOOLS_BY_NAME:
             raise InvalidInput("name", f"unknown tool {name!r}; use one of {sorted(TOOLS_BY_NAME)}")
-        lock = await self.session_lock(ctx)
+        lock = await self.session_lock(ctx, responses, can_ask=True)
         handlers.check_arguments(arguments, allowed_arguments(name, locked=lock is not None))
         scope, workdir = scope_argument(arguments, lock)
         if name == "knowledge":
             session_id = lock.session_id if lock is not None else ""
             work = partial(handlers.knowledge, arguments=arguments)
+            roots = self.workspace.local_roots(lock, self.pool.config.knowledge.allow_paths)
             return await anyio.to_thread.run_sync(
-                self.pool.call_knowledge, scope, workdir, session_id, work
+                self.pool.call_knowledge, scope, workdir, session_id, work, roots
             )
         body = partial(_BRAIN_TOOLS[name], arguments=arguments)
         session_id = lock.session_id if lock is not None else ""
@@ -177,12 +234,15 @@ class OctobrainServer:
 
     async def get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         """The session briefing as one user message."""
         if params.name != BRIEF_PROMPT.name:
             raise MCPError(INVALID_PARAMS, f"name: unknown prompt {params.name!r}; use 'brief'")
         arguments = dict(params.arguments or {})
-        text = await self._briefing(ctx, arguments)
+        try:
+            text = await self._briefing(ctx, arguments, params.input_responses)
+        except _RootsRequired:
+            return _ask_for_roots()
         return types.GetPromptResult(
             description="What octobrain remembers that matters for this session",
             messages=[types.PromptMessage(role="user", content=types.TextContent(text=text))],
@@ -207,13 +267,16 @@ class OctobrainServer:
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         """The briefing as Markdown. Unlocked sessions may add `?scope=<scope>`."""
         parts = urlsplit(str(params.uri))
         if f"{parts.scheme}://{parts.netloc}{parts.path}" != BRIEF_URI:
             raise MCPError(INVALID_PARAMS, f"uri: unknown resource {params.uri!r}; use {BRIEF_URI}")
         arguments = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-        text = await self._briefing(ctx, arguments)
+        try:
+            text = await self._briefing(ctx, arguments, params.input_responses)
+        except _RootsRequired:
+            return _ask_for_roots()
         return types.ReadResourceResult(
             contents=[
                 types.TextResourceContents(
@@ -223,9 +286,12 @@ class OctobrainServer:
         )
 
     async def _briefing(
-        self, ctx: ServerRequestContext[Any, Any], arguments: dict[str, Any]
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        arguments: dict[str, Any],
+        responses: types.InputResponses | None = None,
     ) -> str:
-        lock = await self.session_lock(ctx)
+        lock = await self.session_lock(ctx, responses, can_ask=True)
         try:
             max_tokens = _max_tokens(arguments.pop("max_tokens", None))
             handlers.check_arguments(
@@ -308,6 +374,15 @@ def build_server(pool: BrainPool | None = None, workspace: Workspace | None = No
 async def serve_stdio(server: Server[Any]) -> None:
     """Serve one client over stdin/stdout (the SDK points fd 1 at stderr meanwhile)."""
     from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
 
-    async with stdio_server() as (read_stream, write_stream):
+    from octobrain.server.wire import CappedStdin
+
+    stdin = CappedStdin()  # the size and depth caps; closing it ends the process promptly
+    async with stdio_server(stdin=cast(Any, stdin)) as (read_stream, write_stream):
+
+        async def refuse(answer: dict[str, Any]) -> None:
+            await write_stream.send(SessionMessage(types.JSONRPCError.model_validate(answer)))
+
+        stdin.refuse = refuse
         await server.run(read_stream, write_stream, server.create_initialization_options())

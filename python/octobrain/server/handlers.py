@@ -94,15 +94,9 @@ def memorize(brain: Brain, arguments: dict[str, Any]) -> Reply:
         related_to=links,
         global_=_bool(arguments, "global", False),
     )
-    lines = [
-        f"Memory stored: {memory.id}",
-        f"{memory.source.label} {memory.title} | Type: {memory.memory_type.value} | "
-        f"Importance: {memory.importance:.2f} | Scope: {memory.scope or '(global)'}",
-    ]
-    if edges:
-        lines.append(f"Links ({len(edges)}):")
-        lines += [f"  this {e.relationship_type.value} → {e.target_id}" for e in edges]
-    return Reply("\n".join(lines))
+    from octobrain.render import format_stored
+
+    return Reply(format_stored(memory, edges))
 
 
 # ---- remember -----------------------------------------------------------------------------
@@ -166,16 +160,18 @@ def forget(brain: Brain, arguments: dict[str, Any]) -> Reply:
         )
     if not targets:
         return Reply("Nothing matches the query; nothing was deleted.")
+    from octobrain.render import UNDO_NOTE
+
     if not confirm:
         return Reply(
-            "confirm: must be true to delete permanently. Nothing was deleted.\n"
+            "confirm: must be true to delete. Nothing was deleted.\n"
             f"The same call with confirm: true would delete "
             f"{_plural(len(targets), 'memory', 'memories')}:\n{_listing(targets)}",
             error=True,
         )
     deleted = brain.forget([m.id for m in targets], confirm=True)
     return Reply(
-        f"Deleted {_plural(deleted, 'memory', 'memories')} permanently:\n{_listing(targets)}"
+        f"Deleted {_plural(deleted, 'memory', 'memories')} ({UNDO_NOTE}):\n{_listing(targets)}"
     )
 
 

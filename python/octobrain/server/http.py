@@ -6,7 +6,9 @@ One ASGI guard in front of the SDK's app does every check, in this order:
    page elsewhere cannot drive the server (DNS rebinding);
 3. Host (loopback binds): must name a loopback host; else 421;
 4. body size: a request body over `MAX_BODY_BYTES` (declared or streamed) gets 413 before the
-   MCP app reads any of it.
+   MCP app reads any of it;
+5. nesting: a body nested deeper than `wire.MAX_DEPTH` gets 400. Both answer with a JSON-RPC
+   error body, the same caps and answers as stdio (`wire.py`).
 No CORS headers are sent at all, so browsers keep their same-origin protection.
 """
 
@@ -20,16 +22,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
-from starlette.responses import PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from octobrain.errors import InvalidInput
+from octobrain.server import wire
 
 log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 MIN_TOKEN_CHARS = 16
-MAX_BODY_BYTES = 1 << 20  # the largest tool call (10 kB content, 20 links) is far below this
+MAX_BODY_BYTES = wire.MAX_MESSAGE_BYTES
 
 
 def is_loopback(host: str) -> bool:
@@ -99,7 +102,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        response: PlainTextResponse | None = None
+        response: Response | None = None
         if self._token and not self._token_ok(headers.get("authorization")):
             response = PlainTextResponse(
                 "401: missing or wrong bearer token",
@@ -118,6 +121,9 @@ class Guard:
             body, complete = await self._read_body(receive)
             if not complete:
                 response = self._too_large()
+            elif (depth := wire.nesting_depth(body)) > wire.MAX_DEPTH:
+                message = f"message nested {depth} deep, over {wire.MAX_DEPTH}"
+                response = JSONResponse(wire.error(wire.INVALID_REQUEST, message), 400)
             else:
                 receive = _replay(body, receive)
         if response is not None:
@@ -126,8 +132,9 @@ class Guard:
             return
         await self.app(scope, receive, send)
 
-    def _too_large(self) -> PlainTextResponse:
-        return PlainTextResponse(f"413: request body over {self.max_body} bytes", 413)
+    def _too_large(self) -> Response:
+        message = f"request body over {self.max_body} bytes; nothing was read"
+        return JSONResponse(wire.error(wire.INVALID_REQUEST, message), 413)
 
     async def _read_body(self, receive: Receive) -> tuple[bytes, bool]:
         """The whole body, or (what was read, False) once it passes the cap."""
@@ -182,5 +189,5 @@ def serve_http(
 
     app = http_app(server, host=host, token=token, allowed_origins=allowed_origins)
     shown = f"[{host}]" if ":" in host else host
-    log.warning("octobrain MCP server on http://%s:%d/mcp", shown, port)
+    log.info("octobrain MCP server on http://%s:%d/mcp", shown, port)
     uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")

@@ -1,8 +1,10 @@
 """`BrainPool`: one `Brain` per scope, shared by every call and every HTTP session.
 
 The first tool call loads the model and opens LanceDB (once); later scopes reuse both through
-`Brain.for_scope`. Calls run one at a time in a worker thread: they take milliseconds, and the
-facade is not documented as safe for concurrent use from threads.
+`Brain.for_scope`. Memory calls run one at a time in a worker thread: they take milliseconds,
+and the facade is not documented as safe for concurrent use from threads. Knowledge calls
+(which may fetch and embed a whole document) queue on a lock of their own, so they never hold
+up memory calls; the two share only the embedder, which is safe across threads.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ class BrainPool:
         self.config = config if config is not None else load_config()
         self._uri = uri
         self._lock = threading.Lock()
+        self._knowledge_lock = threading.Lock()  # knowledge calls, apart from memory calls
         self._root: Brain | None = None
         self._brains: dict[str, Brain] = {}
-        self._knowledge: dict[tuple[str, str], Knowledge] = {}
+        self._knowledge: dict[tuple[str, str, tuple[Path, ...] | None], Knowledge] = {}
         # Session notes need a session; a client that names none gets one per server process.
         self.default_session_id = uuid.uuid4().hex
 
@@ -72,12 +75,21 @@ class BrainPool:
             return fn(brain)
 
     def call_knowledge(
-        self, scope: str, workdir: Path | None, session_id: str, fn: Callable[[Knowledge], T]
+        self,
+        scope: str,
+        workdir: Path | None,
+        session_id: str,
+        fn: Callable[[Knowledge], T],
+        local_roots: tuple[Path, ...] | None = None,
     ) -> T:
-        """Run `fn` with the knowledge facade of (scope, session), sharing the model and store."""
+        """Run `fn` with the knowledge facade of (scope, session), sharing the model and store.
+        Local files are read only under `local_roots` (None: anywhere).
+
+        Only finding the facade holds the pool lock: indexing a long document runs under the
+        knowledge lock, so memory calls (`remember`, `memorize`) keep answering meanwhile."""
         with self._lock:
             sid = session_id or self.default_session_id
-            knowledge = self._knowledge.get((scope, sid))
+            knowledge = self._knowledge.get((scope, sid, local_roots))
             if knowledge is None:
                 from octobrain.knowledge import Knowledge
 
@@ -89,8 +101,10 @@ class BrainPool:
                     uri=brain.uri,
                     session_id=sid,
                     cwd=workdir,
+                    local_roots=local_roots,
                 )
-                self._knowledge[(scope, sid)] = knowledge
+                self._knowledge[(scope, sid, local_roots)] = knowledge
+        with self._knowledge_lock:
             return fn(knowledge)
 
     def warm_up(self, scope: str, workdir: Path | None) -> None:

@@ -15,12 +15,14 @@ from octobrain.models import (
     CONTENT_BYTES,
     FILE_BYTES,
     ID_CHARS,
+    KEEP_VERSIONS_DAYS,
     LINK_DESCRIPTION_CHARS,
     MAX_FILES,
     MAX_LIMIT,
     MAX_LINKS,
     MAX_QUERIES,
     MAX_TAGS,
+    NOTE_BYTES,
     QUERY_BYTES,
     TAG_CHARS,
     TITLE_BYTES,
@@ -85,6 +87,14 @@ def _str(description: str, low: int | None = None, high: int | None = None) -> d
     return schema
 
 
+def _utf8(description: str, low_bytes: int, high_bytes: int) -> dict[str, Any]:
+    """A string whose limits are UTF-8 bytes (the description says so). JSON Schema counts
+    characters, so the bounds are the loosest that no valid string breaks: a character is
+    1–4 bytes, so ≥ `low_bytes` bytes means ≥ ⌈low/4⌉ characters, and ≤ `high_bytes` bytes
+    means ≤ `high_bytes` characters; the server checks the bytes exactly."""
+    return _str(description, -(-low_bytes // 4), high_bytes)
+
+
 def _str_list(description: str, max_items: int, item_max: int | None = None) -> dict[str, Any]:
     item: dict[str, Any] = {"type": "string"}
     if item_max is not None:
@@ -92,6 +102,7 @@ def _str_list(description: str, max_items: int, item_max: int | None = None) -> 
     return {"type": "array", "items": item, "maxItems": max_items, "description": description}
 
 
+ID_HELP = "Id of {what}: the full id, or a unique prefix of at least 8 hex digits."
 SCOPE = _str(
     "Project scope this call works in, e.g. 'github.com/acme/api' (see the server instructions "
     "for the scopes found on this machine). Use '' for the global scope, which every project "
@@ -122,9 +133,12 @@ MEMORIZE = ToolSpec(
         "Title 5–200 bytes, content 10–10000 bytes. Returns the new memory's id."
     ),
     properties={
-        "title": _str("Short, specific title (5–200 bytes).", TITLE_BYTES[0], TITLE_BYTES[1]),
-        "content": _str(
-            "The memory itself, self-contained: what, why, and where it applies (10–10000 bytes).",
+        "title": _utf8(
+            "Short, specific title (5–200 bytes of UTF-8).", TITLE_BYTES[0], TITLE_BYTES[1]
+        ),
+        "content": _utf8(
+            "The memory itself, self-contained: what, why, and where it applies "
+            "(10–10000 bytes of UTF-8).",
             CONTENT_BYTES[0],
             CONTENT_BYTES[1],
         ),
@@ -149,8 +163,9 @@ MEMORIZE = ToolSpec(
         ),
         "related_files": _str_list(
             f"Up to {MAX_FILES} repository-relative file paths this memory is about "
-            f"(each at most {FILE_BYTES} bytes).",
+            f"(each at most {FILE_BYTES} bytes of UTF-8).",
             MAX_FILES,
+            FILE_BYTES,
         ),
         "source": {
             "type": "string",
@@ -170,7 +185,7 @@ MEMORIZE = ToolSpec(
             "items": {
                 "type": "object",
                 "properties": {
-                    "target_id": _str("Id of an existing memory.", 1, ID_CHARS),
+                    "target_id": _str(ID_HELP.format(what="an existing memory"), 1, ID_CHARS),
                     "relationship_type": {
                         "type": "string",
                         "enum": LINK_TYPES,
@@ -219,12 +234,12 @@ REMEMBER = ToolSpec(
     properties={
         "query": {
             "anyOf": [
-                _str("One query.", QUERY_BYTES[0], QUERY_BYTES[1]),
+                _utf8("One query (3–500 bytes of UTF-8).", QUERY_BYTES[0], QUERY_BYTES[1]),
                 {
                     "type": "array",
                     "items": {
                         "type": "string",
-                        "minLength": QUERY_BYTES[0],
+                        "minLength": -(-QUERY_BYTES[0] // 4),
                         "maxLength": QUERY_BYTES[1],
                     },
                     "minItems": 1,
@@ -268,9 +283,10 @@ REMEMBER = ToolSpec(
 
 FORGET = ToolSpec(
     name="forget",
-    title="Delete memories permanently",
+    title="Delete memories",
     description=(
-        "Permanently delete memories. There is no undo.\n\n"
+        "Delete memories: they leave every search at once, and you cannot undo it (a person "
+        f"can, with `octobrain memory restore`, for {KEEP_VERSIONS_DAYS} days).\n\n"
         "Needs confirm: true. Without it nothing is deleted and you get an error that lists "
         "exactly what a confirmed call would delete, so call it first with confirm: false to "
         "preview, check the list, then repeat the same call with confirm: true.\n\n"
@@ -287,16 +303,20 @@ FORGET = ToolSpec(
             "type": "boolean",
             "description": "Must be true to delete. false: preview only, nothing is deleted.",
         },
-        "memory_id": _str("Id of the one memory to delete.", 1, ID_CHARS),
-        "query": _str(
-            "Delete the memories this query finds (3–500 bytes).", QUERY_BYTES[0], QUERY_BYTES[1]
+        "memory_id": _str(ID_HELP.format(what="the one memory to delete"), 1, ID_CHARS),
+        "query": _utf8(
+            "Delete the memories this query finds (3–500 bytes of UTF-8).",
+            QUERY_BYTES[0],
+            QUERY_BYTES[1],
         ),
         "memory_types": {
             "type": "array",
             "items": {"type": "string", "enum": MEMORY_TYPES},
             "description": "Query mode: only memories of these types.",
         },
-        "tags": _str_list("Query mode: only memories having any of these tags.", MAX_TAGS),
+        "tags": _str_list(
+            "Query mode: only memories having any of these tags.", MAX_TAGS, TAG_CHARS
+        ),
         "scope": SCOPE,
     },
     required=["confirm"],
@@ -322,16 +342,22 @@ KNOWLEDGE = ToolSpec(
         "numbers, capped.\n"
         "- store (key, content) / delete (key): a note for this session under a key "
         "(stored://key), searchable like a document; store refuses an existing key.\n"
+        "Local files are read only inside this session's project (its roots, else the "
+        "server's working directory) or directories the user allowed (knowledge.allow_paths). "
         "URLs on private or loopback addresses are refused unless the user allowed them in "
         "the config."
     ),
     properties={
         "command": {"type": "string", "enum": KNOWLEDGE_COMMANDS},
-        "query": _str("search: what to look for (3–500 bytes).", QUERY_BYTES[0], QUERY_BYTES[1]),
+        "query": _utf8(
+            "search: what to look for (3–500 bytes of UTF-8).", QUERY_BYTES[0], QUERY_BYTES[1]
+        ),
         "source": _str("A single file path or http(s) URL."),
         "pattern": _str("match: a regular expression."),
         "key": _str("store / delete: the note's key."),
-        "content": _str("store: the note's text."),
+        "content": _str(
+            f"store: the note's text, at most {NOTE_BYTES} bytes of UTF-8.", 1, NOTE_BYTES
+        ),
         "scope": SCOPE,
     },
     required=["command"],

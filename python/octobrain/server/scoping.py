@@ -32,6 +32,7 @@ class ScopeLock:
     workdir: Path | None = None  # where git metadata (the commit) is read
     role: str = ""
     session_id: str = ""
+    roots: tuple[Path, ...] = ()  # every local root the client named (file access)
 
 
 def lock_from_capability(experimental: dict[str, Any] | None) -> ScopeLock | None:
@@ -69,12 +70,11 @@ def root_path(uri: str) -> Path | None:
 
 
 def lock_from_roots(uris: list[str]) -> ScopeLock | None:
-    """(b) The first `file://` root decides the scope."""
-    for uri in uris:
-        path = root_path(uri)
-        if path is not None:
-            return ScopeLock(derive_scope(path), "client roots", workdir=path)
-    return None
+    """(b) The first `file://` root decides the scope; every local root may be read from."""
+    paths = [path for path in map(root_path, uris) if path is not None]
+    if not paths:
+        return None
+    return ScopeLock(derive_scope(paths[0]), "client roots", workdir=paths[0], roots=tuple(paths))
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,15 @@ class Workspace:
     cwd: Path
     cwd_lock: ScopeLock | None  # (c): the cwd is inside a git repository
     projects: list[ProjectScope]
+    http: bool = False  # served over HTTP: clients may be elsewhere, so no local files by default
+
+    def local_roots(self, lock: ScopeLock | None, allow_paths: tuple[str, ...]) -> tuple[Path, ...]:
+        """Where this session's `knowledge` calls may read local files: the client's roots, else
+        the working directory (stdio only), plus `knowledge.allow_paths`."""
+        base: tuple[Path, ...] = ()
+        if not self.http:
+            base = lock.roots if lock is not None and lock.roots else (self.cwd,)
+        return base + tuple(Path(p).expanduser() for p in allow_paths)
 
     @classmethod
     def scan(cls, cwd: str | os.PathLike[str] | None = None) -> Workspace:
@@ -96,10 +105,18 @@ class Workspace:
         return cls(root, lock, projects)
 
 
+def _names_scope(value: object, scope: str) -> bool:
+    try:
+        return isinstance(value, str) and validate_scope(value) == scope
+    except InvalidInput:
+        return False
+
+
 def scope_argument(arguments: dict[str, Any], lock: ScopeLock | None) -> tuple[str, Path | None]:
-    """The scope a call works in: the lock's, or (unlocked) the `scope` argument."""
+    """The scope a call works in: the lock's, or (unlocked) the `scope` argument. A locked
+    session may still pass its own scope (in any spelling `validate_scope` accepts)."""
     if lock is not None:
-        if "scope" in arguments:
+        if "scope" in arguments and not _names_scope(arguments["scope"], lock.scope):
             raise InvalidInput(
                 "scope",
                 f"this session is locked to {lock.scope or '(global)'!r} ({lock.origin}); "
@@ -129,14 +146,18 @@ def instructions(workspace: Workspace) -> str:
     """Server instructions: the discipline, plus the scopes an unlocked session can use."""
     text = INSTRUCTIONS
     if workspace.cwd_lock is not None:
+        # Sent before the client's roots are known, so it must hold whichever project wins.
         return (
-            f"{text}\n\nUnless the client names another project, this session is locked to "
-            f"the project scope {workspace.cwd_lock.scope!r} (the server's working directory)."
+            f"{text}\n\nThis session works in one project scope: the client's own project when "
+            "it names one (its MCP roots or a session capability), otherwise "
+            f"{workspace.cwd_lock.scope!r} (the server's working directory). Tools take no "
+            "`scope`; every `memorize` reply shows the scope it wrote to."
         )
     text += (
         "\n\nWhen a session is locked to a project (the client sent a session capability or "
-        "roots), tools take no `scope`. Otherwise pass `scope` on every call: a project scope, "
-        "or '' for global memories shared by all projects."
+        "roots), tools need no `scope`, and one given must be that project's. Otherwise pass "
+        "`scope` on every call: a project scope, or '' for global memories shared by all "
+        "projects."
     )
     if workspace.projects:
         listed = "\n".join(f"- {p.scope}  ({p.path})" for p in workspace.projects)

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
-from octobrain.models import Memory, Relationship, State
-from octobrain.store import schema
+from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship, State
+from octobrain.store import manifest, schema
 from octobrain.store.location import StoreLocation
 
 if TYPE_CHECKING:
@@ -34,8 +34,8 @@ MEMORIES = "memories"
 RELATIONSHIPS = "relationships"
 LOCK_TIMEOUT_S = 120.0
 COMPACT_EVERY = 64  # commits between maintenance passes
-# Old table versions are the undo history (`octobrain memory history` / `restore`): keep a week.
-KEEP_VERSIONS_FOR = timedelta(days=7)
+# Old table versions are the undo history (`octobrain memory history` / `restore`).
+KEEP_VERSIONS_FOR = timedelta(days=KEEP_VERSIONS_DAYS)
 # Tables restored together with `memories` (the consolidation journal lives beside them).
 COMPANION_TABLES = (RELATIONSHIPS, "consolidations")
 SCALAR_INDEX_MIN_ROWS = 5_000
@@ -57,29 +57,6 @@ class StoreVersion:
     version: int
     timestamp: datetime
     rows: int
-
-
-def _tables_open(db: lancedb.DBConnection) -> bool:
-    """Whether both tables exist and open. Listing is not enough: a table another process is
-    creating right now is listed before its first commit makes it openable."""
-    try:
-        db.open_table(MEMORIES)
-        db.open_table(RELATIONSHIPS)
-    except ValueError:
-        return False
-    return True
-
-
-def _create_if_missing(db: lancedb.DBConnection, name: str, table_schema: pa.Schema) -> None:
-    """Create `name` unless it opens. A table with no committed version yet (its creator was
-    killed before the first commit) holds no data and is created afresh."""
-    try:
-        db.open_table(name)
-    except ValueError as exc:
-        if "not found" not in str(exc):
-            raise
-        mode = "overwrite" if name in set(db.list_tables().tables) else "create"
-        db.create_table(name, schema=table_schema, mode=mode)
 
 
 def io_failure(path: object, exc: BaseException) -> str:
@@ -161,13 +138,19 @@ class MemoryStore:
         self._lock = self.location.lock("write", LOCK_TIMEOUT_S)
         try:
             db = self.location.connect()
-            if not _tables_open(db):
-                with self._lock:  # creation is a write: two first runs must not race
-                    for name, table_schema in (
-                        (MEMORIES, schema.memories_schema(self.model_id, self.dim)),
-                        (RELATIONSHIPS, schema.relationships_schema()),
-                    ):
-                        _create_if_missing(db, name, table_schema)
+            manifest.adopt_if_new(db, self.location)
+            # Creation is a write under the lock (two first runs must not race); a table the
+            # manifest lists is never re-created, however it fails to open.
+            manifest.open_or_create(
+                db,
+                self.location,
+                MEMORIES,
+                lambda: schema.memories_schema(self.model_id, self.dim),
+                self._lock,
+            )
+            manifest.open_or_create(
+                db, self.location, RELATIONSHIPS, schema.relationships_schema, self._lock
+            )
         except (OSError, RuntimeError) as exc:
             raise StorageError(io_failure(self.location, exc)) from exc
         self._db = db
@@ -227,6 +210,11 @@ class MemoryStore:
             raise
         except (OSError, RuntimeError) as exc:
             raise StorageError(io_failure(self.location, exc)) from exc
+
+    def refresh(self) -> None:
+        """Move this store's table handles to their latest commit (object stores lag by
+        `remote_refresh_ms` otherwise); a pass that reads before it locks starts here."""
+        self.location.to_latest(self._memories, self._relationships, *self._tables)
 
     def open_memories_unchecked(self) -> lancedb.table.Table:
         """The memories table whatever model embedded it (for `reembed` only)."""
@@ -288,6 +276,18 @@ class MemoryStore:
         if not rows:
             raise NotFound("memory_id", _invisible(memory_id, scope))
         return schema.row_to_memory(rows[0])
+
+    def ids_with_prefix(self, prefix: str, scope: str, limit: int) -> list[tuple[str, str]]:
+        """`(id, title)` of up to `limit` memories visible from `scope` (archived included)
+        whose id starts with `prefix` (lowercase hex and hyphens only)."""
+        if not prefix or set(prefix) - set("0123456789abcdef-"):
+            raise ValueError(f"not an id prefix: {prefix!r}")
+        rows = self.scan(
+            f"id LIKE '{prefix}%' AND {visible_where(scope, include_archived=True)}",
+            columns=["id", "title"],
+            limit=limit,
+        )
+        return sorted((row["id"], row["title"]) for row in rows)
 
     def get_many(self, ids: Sequence[str], scope: str) -> dict[str, Memory]:
         """The visible memories among `ids`, keyed by id."""
@@ -385,13 +385,16 @@ class MemoryStore:
             self.relationships.delete(where)
 
     def open_table(self, name: str, table_schema: pa.Schema) -> lancedb.table.Table:
-        """Open (creating it if missing) another table of this database, e.g. the
-        consolidation log; created under the write lock so two first runs cannot race."""
+        """Open (creating it if this store never did) another table of this database, e.g. the
+        consolidation log; created under the write lock so two first runs cannot race, opened
+        without it so a read-only store reads it."""
         db = self._open_db()
-        with self.write_lock(check_model=False):
-            if name not in set(db.list_tables().tables):
-                db.create_table(name, schema=table_schema)
-        table = db.open_table(name)
+        try:
+            table = manifest.open_or_create(
+                db, self.location, name, lambda: table_schema, self._lock
+            )
+        except (OSError, RuntimeError) as exc:
+            raise StorageError(io_failure(self.location, exc)) from exc
         self._tables.append(table)
         return table
 

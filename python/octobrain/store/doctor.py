@@ -1,0 +1,165 @@
+"""`octobrain doctor`: open every table, read every fragment, check the manifest and row counts.
+
+Each problem is reported with the table (and fragment) it is in, what is wrong and what would
+repair it. Reading is done by row-address ranges (`_rowid` = fragment id << 32 | offset), split
+in halves until a damaged range is one fragment, so a store with one bad file costs a few dozen
+reads beyond one full scan. Nothing is written, so it runs on a read-only copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from octobrain.errors import StorageError
+from octobrain.store import manifest
+
+if TYPE_CHECKING:
+    import lancedb
+
+    from octobrain.store.location import StoreLocation
+
+_FRAGMENT_BITS = 32
+_MAX_FRAGMENTS = 1 << 31  # keeps every _rowid bound below 2**63
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the store."""
+
+    table: str
+    problem: str
+    repair: str
+
+    def line(self) -> str:
+        return f"{self.table}: {self.problem}; repair: {self.repair}"
+
+
+@dataclass
+class TableCheck:
+    """What was read from one table."""
+
+    name: str
+    in_manifest: bool
+    opened: bool = False
+    rows_counted: int | None = None  # what the table's metadata says
+    rows_read: int = 0  # what reading every fragment gave
+    damaged_fragments: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Diagnosis:
+    """The whole report: `ok` when nothing is wrong."""
+
+    store: str
+    manifest: str  # "ok" | "absent" | the reason it cannot be read
+    tables: list[TableCheck]
+    problems: list[Problem]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "ok": self.ok,
+            "manifest": self.manifest,
+            "tables": [asdict(t) for t in self.tables],
+            "problems": [asdict(p) for p in self.problems],
+        }
+
+
+def diagnose(location: StoreLocation) -> Diagnosis:
+    """Check the store at `location` without changing it."""
+    problems: list[Problem] = []
+    if location.path is not None and not location.path.exists():
+        return Diagnosis(str(location), "absent (no store here yet)", [], problems)
+    try:
+        listed = manifest.recorded(location)
+        state = "ok" if listed is not None else "absent"
+    except StorageError as exc:
+        listed, state = None, str(exc)
+        problems.append(
+            Problem(
+                "_octobrain/manifest.json",
+                "cannot be read",
+                "delete it; the next command records again the tables that open "
+                "(a table that does not open is then no longer known to be missing)",
+            )
+        )
+    db = location.connect()
+    present = set(db.list_tables().tables)
+    names = sorted((listed or set()) | (present & set(manifest.KNOWN_TABLES)))
+    tables = [_check_table(db, name, listed, present, problems) for name in names]
+    if listed is None and state == "absent" and present:
+        problems.append(
+            Problem(
+                "_octobrain/manifest.json",
+                "absent: this store does not yet record which tables it made",
+                "run any octobrain command on a writable copy; it records the tables that open",
+            )
+        )
+    return Diagnosis(str(location), state, tables, problems)
+
+
+def _check_table(
+    db: lancedb.DBConnection,
+    name: str,
+    listed: set[str] | None,
+    present: set[str],
+    problems: list[Problem],
+) -> TableCheck:
+    check = TableCheck(name, listed is not None and name in listed)
+    repair = manifest.repair_hint(name)
+    if name not in present:
+        problems.append(
+            Problem(name, "missing: the store created it, its directory is gone", repair)
+        )
+        return check
+    try:
+        table = db.open_table(name)
+        check.rows_counted = int(table.count_rows())
+    except (ValueError, RuntimeError, OSError) as exc:
+        reason = manifest.short_reason(exc)
+        problems.append(Problem(name, f"cannot be opened ({reason})", repair))
+        return check
+    check.opened = True
+    _read_range(table, 0, _MAX_FRAGMENTS, check, problems, repair)
+    if not check.damaged_fragments and check.rows_read != check.rows_counted:
+        problems.append(
+            Problem(
+                name,
+                f"its metadata counts {check.rows_counted} rows but {check.rows_read} were read",
+                repair,
+            )
+        )
+    if listed is not None and name not in listed:
+        problems.append(
+            Problem(name, "not in the manifest", "none needed: the next write records it")
+        )
+    return check
+
+
+def _read_range(
+    table: lancedb.table.Table,
+    lo: int,
+    hi: int,
+    check: TableCheck,
+    problems: list[Problem],
+    repair: str,
+) -> None:
+    """Read fragments [lo, hi); split a failing range until the damaged fragment is found."""
+    where = f"_rowid >= {lo << _FRAGMENT_BITS} AND _rowid < {hi << _FRAGMENT_BITS}"
+    try:
+        check.rows_read += table.search().where(where).limit(None).to_arrow().num_rows
+        return
+    except (ValueError, RuntimeError, OSError) as exc:
+        if hi - lo > 1:
+            mid = (lo + hi) // 2
+            _read_range(table, lo, mid, check, problems, repair)
+            _read_range(table, mid, hi, check, problems, repair)
+            return
+        reason = manifest.short_reason(exc)
+    check.damaged_fragments.append(lo)
+    problems.append(Problem(check.name, f"fragment {lo} cannot be read ({reason})", repair))

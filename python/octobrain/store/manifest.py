@@ -1,0 +1,206 @@
+"""The store's own record of the tables it created, so a lost table is an error, not a fresh one.
+
+LanceDB cannot tell "never created" from "deleted or damaged": both open as "not found". A
+store that silently re-creates what it cannot open turns damage into an empty store and the
+next write buries the old data. So every table octobrain creates is listed in
+`_octobrain/manifest.json` (beside the tables: a local file, or one object in a bucket), and a
+listed table that does not open is a `TableDamaged` error naming the table and the way back.
+
+Stores made before the manifest existed adopt it on their first open: the tables that open
+are recorded. A read-only store that cannot record them is simply not adopted yet.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from octobrain.errors import StorageError
+
+if TYPE_CHECKING:
+    import lancedb
+    import pyarrow as pa
+
+    from octobrain.store.location import StoreLocation
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+# Every table octobrain makes (a store made before the manifest adopts those that open).
+KNOWN_TABLES = (
+    "memories",
+    "relationships",
+    "consolidations",
+    "knowledge_sources",
+    "knowledge_chunks",
+)
+_LOCK_TIMEOUT_S = 60.0
+
+# How each table can be got back; memories and its companions have a version history.
+_MEMORY_REPAIR = (
+    "`octobrain memory history` lists the kept versions and `octobrain memory restore "
+    "<version>` goes back to one; otherwise restore the store directory from a backup "
+    "(`octobrain memory import` of an export)"
+)
+_KNOWLEDGE_REPAIR = (
+    "move the table's directory aside and index the sources again (`octobrain knowledge "
+    "index`), or restore the store directory from a backup"
+)
+
+
+def repair_hint(name: str) -> str:
+    """What would bring table `name` back."""
+    return _KNOWLEDGE_REPAIR if name.startswith("knowledge_") else _MEMORY_REPAIR
+
+
+class TableDamaged(StorageError):
+    """A table the store created earlier is missing or cannot be opened or read."""
+
+    def __init__(self, location: object, name: str, reason: str) -> None:
+        super().__init__(
+            f"store: table {name!r} in {location} is damaged or missing ({reason}); it is not "
+            f"re-created empty. Run `octobrain doctor` for details. To repair: {repair_hint(name)}"
+        )
+        self.table = name
+        self.reason = reason
+
+
+def short_reason(exc: BaseException) -> str:
+    """The first line of a LanceDB error, without its Rust source location."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text.split(", /")[0][:300]
+
+
+# Failures that say nothing about the table's files: access, space, and the object store's network.
+_TRANSIENT = re.compile(
+    r"denied|not permitted|read-only|no space|quota|credential|connect|timed? ?out|dns|dispatch"
+    r"|unreachable|forbidden",
+    re.I,
+)
+
+
+def read_failure(exc: BaseException) -> str | None:
+    """One line for a LanceDB error that means a table's files cannot be read, else None."""
+    text = str(exc)
+    if not isinstance(exc, RuntimeError | OSError) or "lance error" not in text.lower():
+        return None
+    if _TRANSIENT.search(text):
+        return None  # permissions, space, the network: reported as such by the caller
+    return (
+        f"store: a table cannot be read ({short_reason(exc)}); nothing was changed. "
+        "Run `octobrain doctor` to find the damaged table and what would repair it"
+    )
+
+
+def recorded(location: StoreLocation) -> set[str] | None:
+    """The tables the manifest lists, or None when the store has no manifest yet."""
+    try:
+        record = _read(location)
+    except (OSError, ValueError) as exc:
+        raise StorageError(
+            f"store: {location}: _octobrain/{MANIFEST} cannot be read ({short_reason(exc)}); "
+            "restore it from a backup, or delete it: the next command records again the tables "
+            "that open (`octobrain doctor` lists them)"
+        ) from exc
+    if record is None:
+        return None
+    tables = record.get("tables")
+    if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):
+        raise StorageError(
+            f"store: {location}: _octobrain/{MANIFEST} is not a list of tables; restore it from "
+            "a backup, or delete it: the next command records again the tables that open"
+        )
+    return set(tables)
+
+
+def record(location: StoreLocation, *names: str) -> None:
+    """Add `names` to the manifest (read-modify-write under the manifest's own lock)."""
+    with location.lock("manifest", _LOCK_TIMEOUT_S):
+        current = _read(location) or {}
+        tables = set(current.get("tables") or []) | set(names)
+        _write(location, {"tables": sorted(tables)})
+
+
+def open_or_create(
+    db: lancedb.DBConnection,
+    location: StoreLocation,
+    name: str,
+    make_schema: Callable[[], pa.Schema],
+    lock: Any,
+) -> lancedb.table.Table:
+    """Open table `name`; create it (under `lock`, its family's write lock) only if this store
+    never did. A table the manifest lists that does not open is `TableDamaged`. Opening an
+    existing table takes no lock, so read-only stores open."""
+    try:
+        return db.open_table(name)
+    except ValueError as exc:
+        if _TRANSIENT.search(str(exc)):
+            raise StorageError(f"store: cannot open {location}: {short_reason(exc)}") from exc
+        if "not found" not in str(exc):
+            raise TableDamaged(location, name, short_reason(exc)) from exc
+    except (RuntimeError, OSError) as exc:
+        if read_failure(exc) is None:
+            raise  # permissions, space, network: the caller reports those
+        raise TableDamaged(location, name, short_reason(exc)) from exc
+    with lock:
+        try:
+            return db.open_table(name)  # another process created it meanwhile
+        except ValueError as exc:
+            if name in (recorded(location) or set()):
+                raise TableDamaged(location, name, short_reason(exc)) from exc
+        # A listed but unopenable directory is a creator killed before its first commit.
+        mode = "overwrite" if name in set(db.list_tables().tables) else "create"
+        table = db.create_table(name, schema=make_schema(), mode=mode)
+        record(location, name)
+    return table
+
+
+def adopt_if_new(db: lancedb.DBConnection, location: StoreLocation) -> None:
+    """A store made before the manifest: record the tables that open (best effort, so a
+    read-only store still opens; it is adopted once writable)."""
+    if recorded(location) is not None:
+        return
+    present = set(db.list_tables().tables)
+    found = []
+    for name in KNOWN_TABLES:
+        if name in present:
+            try:
+                db.open_table(name)
+            except ValueError:
+                continue
+            found.append(name)
+    if not found:
+        return
+    try:
+        record(location, *found)
+    except Exception as exc:
+        log.info("could not record the store's tables in its manifest: %s", exc)
+
+
+def _read(location: StoreLocation) -> dict[str, Any] | None:
+    if location.path is None:
+        return location.read_json(MANIFEST)
+    path = location.path / "_octobrain" / MANIFEST
+    try:
+        raw = path.read_text()
+    except FileNotFoundError:
+        return None
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value
+
+
+def _write(location: StoreLocation, value: dict[str, Any]) -> None:
+    if location.path is None:
+        location.write_json(MANIFEST, value)
+        return
+    folder = location.path / "_octobrain"
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(value))
+    os.replace(tmp, folder / MANIFEST)

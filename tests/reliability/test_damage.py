@@ -1,0 +1,219 @@
+"""A damaged store is loud: a lost or unreadable table is one error line naming it and the way
+back, never an empty store; `octobrain doctor` finds the damage and exits 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from octobrain.brain import Brain
+from octobrain.config import Config, EmbeddingConfig, StorageConfig
+from octobrain.store.doctor import diagnose
+from octobrain.store.location import StoreLocation
+from octobrain.store.manifest import MANIFEST, TableDamaged
+from tests.reliability.test_storage_faults import EXE, memorize, octobrain, one_clear_line
+from tests.test_consolidation import twins
+from tests.test_object_store import CREDENTIALS, S3
+
+
+def _store(env: dict[str, str]) -> Path:
+    return Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
+
+
+def _three(env: dict[str, str]) -> set[str]:
+    return {memorize(env, f"Fact {i}", f"Durable fact number {i} about the API.") for i in range(3)}
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("OCTOBRAIN_")}
+    return {
+        **keep,
+        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
+        "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
+    }
+
+
+def run_cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    """`octobrain <args>` (no `--scope`): return code, stdout, stderr."""
+    done = subprocess.run(
+        [EXE, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("damage", ["versions", "directory"])
+def test_a_lost_table_is_an_error_and_is_never_recreated(env: dict[str, str], damage: str) -> None:
+    _three(env)
+    table = _store(env) / "memories.lance"
+    shutil.rmtree(table / "_versions" if damage == "versions" else table)
+    for args in (("stats",), ("memorize", "-t", "After the damage", "-c", "A new fact here.")):
+        done = octobrain(env, *args)
+        assert done.returncode == 1, (args, done.stdout)
+        line = one_clear_line(done.stderr)
+        assert "'memories'" in line and "not re-created" in line, line
+        assert "octobrain memory history" in line and "backup" in line, line
+        assert "total: 0" not in done.stdout
+    assert not (table / "_versions").exists(), "the damaged table was re-created"
+    rc, out = run_cli(env, "doctor")[:2]
+    assert rc == 1 and "memories" in out and "repair:" in out, out
+
+
+def test_doctor_passes_a_healthy_store_and_reports_json(env: dict[str, str]) -> None:
+    _three(env)
+    rc, out, err = run_cli(env, "doctor", "--format", "json")
+    assert rc == 0, err
+    report = json.loads(out)
+    assert report["ok"] and report["manifest"] == "ok" and report["problems"] == []
+    tables = {t["name"]: t for t in report["tables"]}
+    assert tables["memories"]["rows_read"] == tables["memories"]["rows_counted"] == 3
+    assert {"memories", "relationships"} <= set(tables)
+
+
+def _corrupt(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[10:200] = b"x" * 190
+    path.write_bytes(bytes(data))
+
+
+def test_a_corrupt_data_file_is_one_line_naming_the_table(env: dict[str, str]) -> None:
+    _three(env)
+    files = sorted((_store(env) / "memories.lance" / "data").glob("*.lance"))
+    _corrupt(files[0])
+    for args in (
+        ("stats",),
+        ("remember", "durable fact"),
+        ("export", str(_store(env).parent / "x")),
+    ):
+        done = octobrain(env, *args)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        line = one_clear_line(done.stderr)
+        assert "memories: fragment" in line and "cannot be read" in line, line
+        assert "octobrain doctor" in line
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    report = json.loads(out)
+    assert rc == 1 and not report["ok"]
+    [memories] = [t for t in report["tables"] if t["name"] == "memories"]
+    assert len(memories["damaged_fragments"]) == 1 and memories["rows_read"] == 2
+
+
+def test_a_corrupt_table_manifest_is_damage_not_a_full_disk(env: dict[str, str]) -> None:
+    _three(env)
+    versions = sorted((_store(env) / "memories.lance" / "_versions").glob("*.manifest"))
+    versions[0].write_bytes(b"garbage")  # v2 naming: the lowest file name is the newest version
+    done = octobrain(env, "stats")
+    assert done.returncode == 1
+    line = one_clear_line(done.stderr)
+    assert "'memories'" in line and "damaged" in line and "free space" not in line, line
+
+
+# ---- a read-only store: reads take no write lock ---------------------------------------------
+
+
+@pytest.fixture
+def frozen(env: dict[str, str]) -> Iterator[Callable[[], None]]:
+    """Make the data dir immutable (chattr +i binds root too); always thaw it afterwards."""
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed")
+    root = env["OCTOBRAIN_DATA_DIR"]
+
+    def freeze() -> None:
+        done = subprocess.run(["chattr", "-R", "+i", root], capture_output=True, check=False)
+        if done.returncode != 0:
+            pytest.skip(f"this filesystem cannot make files immutable: {done.stderr!r}")
+
+    yield freeze
+    subprocess.run(["chattr", "-R", "-i", root], capture_output=True, check=False)
+
+
+def test_a_read_only_store_exports_completely_and_searches_knowledge(
+    env: dict[str, str], frozen: Callable[[], None], tmp_path: Path
+) -> None:
+    config = Config(embedding=EmbeddingConfig(model="hash:64"))
+    brain = Brain("github.com/acme/api", config=config, uri=_store(env))
+    twins(brain)
+    assert brain.sleep_consolidate().consolidations  # a journal record to export
+    brain.flush()
+    doc = tmp_path / "ports.md"
+    doc.write_text("# Ports\n\nThe API listens on port 8443.\n")
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    frozen()
+    out = tmp_path / "backup.jsonl"
+    done = octobrain(env, "export", str(out))
+    assert done.returncode == 0, done.stderr
+    kinds = Counter(json.loads(line)["kind"] for line in out.read_text().splitlines())
+    assert kinds["memory"] == 5 and kinds["consolidation"] == 1, kinds
+    found = octobrain(env, "search", "which port does the API listen on", group="knowledge")
+    assert found.returncode == 0 and "8443" in found.stdout, found.stderr
+    new = tmp_path / "new.md"
+    new.write_text("# New\n\nA document the frozen store cannot take.\n")
+    refused = octobrain(env, "index", str(new), group="knowledge")
+    assert refused.returncode == 1
+    assert one_clear_line(refused.stderr).startswith("error: store: cannot write to ")
+
+
+def test_a_lost_knowledge_table_is_an_error_too(env: dict[str, str], tmp_path: Path) -> None:
+    doc = tmp_path / "ports.md"
+    doc.write_text("# Ports\n\nThe API listens on port 8443.\n")
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    shutil.rmtree(_store(env) / "knowledge_chunks.lance")
+    done = octobrain(env, "search", "which port", group="knowledge")
+    assert done.returncode == 1
+    line = one_clear_line(done.stderr)
+    assert "'knowledge_chunks'" in line and "index the sources again" in line, line
+    assert not (_store(env) / "knowledge_chunks.lance").exists()
+
+
+def test_on_object_storage_the_manifest_lives_in_the_bucket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        s3 = S3(f"http://127.0.0.1:{server.get_host_and_port()[1]}")
+        for key, value in CREDENTIALS.items():
+            monkeypatch.setenv(key, value)
+        bucket = s3.bucket()
+        uri = f"s3://{bucket}/octobrain"
+        config = Config(
+            embedding=EmbeddingConfig(model="hash:64"),
+            storage=StorageConfig(options=tuple(f"{k}={v}" for k, v in s3.options.items())),
+        )
+        brain = Brain("github.com/acme/api", config=config, uri=uri)
+        brain.memorize("Deploys", "Production deploys go out on Tuesdays after review.")
+        location = StoreLocation.from_config(config, uri)
+        assert {"memories", "relationships"} <= set(location.read_json(MANIFEST)["tables"])
+        assert diagnose(location).ok
+        objects = s3.client("s3")
+        listed = objects.list_objects_v2(Bucket=bucket, Prefix="octobrain/memories.lance/")  # type: ignore[attr-defined]
+        for item in listed["Contents"]:
+            objects.delete_object(Bucket=bucket, Key=item["Key"])  # type: ignore[attr-defined]
+        with pytest.raises(TableDamaged, match="'memories'"):
+            Brain("github.com/acme/api", config=config, uri=uri).stats()
+        report = diagnose(location)
+        assert not report.ok and report.problems[0].table == "memories"
+    finally:
+        server.stop()
+
+
+def test_a_corrupt_store_manifest_is_one_line_with_the_way_out(env: dict[str, str]) -> None:
+    _three(env)
+    (_store(env) / "_octobrain" / "manifest.json").write_text("{not json")
+    done = octobrain(env, "stats")
+    assert done.returncode == 1
+    line = one_clear_line(done.stderr)
+    assert "_octobrain/manifest.json cannot be read" in line and "delete it" in line, line
+    (_store(env) / "_octobrain" / "manifest.json").unlink()
+    done = octobrain(env, "stats")  # re-adopted from the tables that open
+    assert done.returncode == 0 and "total: 3" in done.stdout, done.stderr
+    assert (_store(env) / "_octobrain" / "manifest.json").exists()
