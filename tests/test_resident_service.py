@@ -246,6 +246,7 @@ def test_idle_service_exits(env: dict[str, str]) -> None:
 def test_changed_config_file_retires_the_service(env: dict[str, str]) -> None:
     _start(env)
     config = Path(env["OCTOBRAIN_DATA_DIR"]) / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text("[search]\ndefault_limit = 3\n", encoding="utf-8")
     done = cli(env, "memory", "--scope", SCOPE, "recent")
     assert (done.returncode, done.stdout) == (0, b"No memories yet.\n")
