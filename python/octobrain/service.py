@@ -85,6 +85,7 @@ class Service:
         self.last_request = time.monotonic()
         self.stopping = threading.Event()
         self.cache: BrainCache | None = None
+        self.loaded = False  # warm-up done: the model, the store and its mirror are in memory
 
     # ---- lifecycle --------------------------------------------------------------------
 
@@ -105,6 +106,8 @@ class Service:
                 brain.remember("warm up", record_access=False)  # builds what a search needs
             except Exception:  # a bad config or store is reported by the first command
                 log.warning("warm-up failed", exc_info=True)
+            finally:
+                self.loaded = True
 
     def serve(self, listener: socket.socket) -> None:
         threading.Thread(target=self.prepare, daemon=True).start()
@@ -151,7 +154,7 @@ class Service:
                 "busy": self.active > 1,
                 "idle_seconds": self.settings.idle_seconds,
                 "idle_for": idle_for,
-                "loaded": self.cache is not None and bool(self.cache._roots),
+                "loaded": self.loaded,
                 "socket": str(self.settings.socket_path),
                 "config": str(self.settings.config_file),
                 "rss_mb": _rss_mb(),
