@@ -215,10 +215,6 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
             item.score = score * math.exp(-age / cfg.recent_days)
         else:
             continue
-        item.text = gist_for(memory, s, now, cfg)
-        item.gist = bool(item.text)
-        if not item.gist:
-            item.text = compress(memory.content, ITEM_CHARS)
         pools[item.section].append(item)
     for key, items in pools.items():
         if key == "goals":  # open goals first (by strength), then achieved (newest first)
@@ -226,6 +222,11 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
         else:
             items.sort(key=lambda i: (-i.score, i.memory.id))
         del items[3 * cfg.max_items_per_section :]
+        for item in items:  # only the kept few are summarised: the text costs, the rank does not
+            item.text = gist_for(item.memory, item.strength, now, cfg)
+            item.gist = bool(item.text)
+            if not item.gist:
+                item.text = compress(item.memory.content, ITEM_CHARS)
     return pools, len(memories)
 
 

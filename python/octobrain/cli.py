@@ -95,6 +95,7 @@ def _register() -> None:
     from octobrain.cli_knowledge import knowledge
     from octobrain.cli_mcp import mcp_cmd
     from octobrain.cli_memory import memory
+    from octobrain.cli_service import service
     from octobrain.cli_storage import migrate_cmd
 
     memory.add_command(migrate_cmd)
@@ -105,6 +106,7 @@ def _register() -> None:
     main.add_command(bench)
     main.add_command(brief)
     main.add_command(hook)
+    main.add_command(service)
     main.add_command(doctor_cmd)
 
 

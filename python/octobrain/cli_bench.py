@@ -325,3 +325,37 @@ def bench_locomo_command(
     if update is not None:
         update_readme(update, "locomo", locomo_table(payload))
     click.echo(json.dumps(payload, indent=2) if fmt == "json" else locomo_table(payload))
+
+
+@bench.command("cold")
+@click.option(
+    "--sizes", default="10000", show_default=True, help="Comma-separated store sizes (memories)."
+)
+@click.option("--runs", type=click.IntRange(min=1), default=7, show_default=True)
+@click.option("--model", default="minilm", show_default=True, help="Embedding model of the store.")
+@FORMAT_OPTION
+@OUTPUT_OPTION
+@update_option("cold", "cold-start table")
+def bench_cold_command(
+    sizes: str, runs: int, model: str, fmt: str, output: Path | None, update: Path | None
+) -> None:
+    """Whole-process latency of memory commands, hooks and `octobrain mcp` spawn, with the
+    resident service warm and with it disabled (p50 / p90 of --runs)."""
+    from octobrain.bench_cold import cold_table, run_cold
+    from octobrain.bench_tables import update_readme
+
+    try:
+        counts = [int(s) for s in sizes.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter("must be comma-separated integers", param_hint="--sizes") from None
+    if not counts or any(c < 1 for c in counts):
+        raise click.BadParameter("each size must be >= 1", param_hint="--sizes")
+    reports = [
+        run_cold(n, runs=runs, model=model, progress=lambda step: click.echo(step, err=True))
+        for n in counts
+    ]
+    payload: dict[str, object] = {"sizes": reports}
+    _write_output(payload, output)
+    if update is not None:
+        update_readme(update, "cold", cold_table(reports))
+    click.echo(json.dumps(payload, indent=2) if fmt == "json" else cold_table(reports))

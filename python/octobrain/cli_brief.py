@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from octobrain.cli_common import FORMAT_OPTION, OctobrainGroup, chosen_scope
+from octobrain.cli_common import FORMAT_OPTION, OctobrainGroup, chosen_scope, open_brain
 from octobrain.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -26,9 +26,7 @@ def _scope(scope: str | None, global_: bool, cwd: Path) -> str:
 
 
 def _brain(scope: str, cwd: Path, session_id: str = "") -> Brain:
-    from octobrain.brain import Brain
-
-    return Brain(scope, workdir=cwd, session_id=session_id)
+    return open_brain(scope, cwd, session_id)
 
 
 @click.command("brief")

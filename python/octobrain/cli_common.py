@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from octobrain.errors import InvalidInput, OctobrainError
+
+if TYPE_CHECKING:
+    from octobrain.brain import Brain
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
@@ -109,6 +112,25 @@ def chosen_scope(scope: str | None, global_: bool, cwd: Path | None = None) -> s
     from octobrain.scope import derive_scope
 
     return derive_scope(cwd or Path.cwd())
+
+
+BrainFactory = Callable[[str, Path, str], "Brain"]
+_brain_factory: BrainFactory | None = None
+
+
+def open_brain(scope: str, workdir: Path, session_id: str = "") -> Brain:
+    """The Brain a command works with: a new one, or the resident service's warm one."""
+    if _brain_factory is not None:
+        return _brain_factory(scope, workdir, session_id)
+    from octobrain.brain import Brain
+
+    return Brain(scope, workdir=workdir, session_id=session_id)
+
+
+def use_brain_factory(factory: BrainFactory | None) -> None:
+    """Make `open_brain` hand out Brains from `factory` (the resident service's pool)."""
+    global _brain_factory
+    _brain_factory = factory
 
 
 def _note_command_scope(ctx: click.Context, param: click.Parameter, value: Any) -> None:

@@ -16,6 +16,7 @@ from octobrain.cli_common import (
     add_scope_options,
     chosen_scope,
     command_scope,
+    open_brain,
     plural,
     scope_options,
 )
@@ -46,11 +47,10 @@ def memory(ctx: click.Context, scope: str | None, global_: bool) -> None:
 
 
 def _brain(ctx: click.Context, *, lazy_sleep: bool = True) -> Brain:
-    from octobrain.brain import Brain
     from octobrain.sleep_startup import start_background_sleep
 
     scope = command_scope(ctx)
-    brain = Brain(scope, workdir=Path.cwd())
+    brain = open_brain(scope, Path.cwd())
     if lazy_sleep:  # a due sleep pass runs in the background; it never fails this command
         start_background_sleep(brain)
     return brain

@@ -360,6 +360,23 @@ class McpConfig:
 
 
 @dataclass(frozen=True)
+class ServiceConfig:
+    """`[service]`: the resident process that answers CLI memory commands and hooks warm."""
+
+    enabled: bool = _opt(
+        True, "hand `memory` commands, `brief` and hooks to a warm background process"
+    )
+    idle_seconds: float = _opt(
+        600.0, "the service exits after this long without a request", _range(0, None, lo_open=True)
+    )
+    wait_seconds: float = _opt(
+        5.0,
+        "how long a command waits for a busy or loading service before running in-process",
+        _range(0, None, lo_open=True),
+    )
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration. Every field has a default: `Config()` is valid."""
 
@@ -372,6 +389,7 @@ class Config:
     brief: BriefConfig = field(default_factory=BriefConfig)
     knowledge: KnowledgeConfig = field(default_factory=KnowledgeConfig)
     mcp: McpConfig = field(default_factory=McpConfig)
+    service: ServiceConfig = field(default_factory=ServiceConfig)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (lists for tuples), e.g. for JSON output."""

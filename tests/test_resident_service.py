@@ -1,0 +1,254 @@
+"""The resident service: same output as in-process, writes visible both ways, and a fallback
+that always answers (service absent, wedged, stale socket, another build), idle exit."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from octobrain.launch import Settings, ask, build_id, load_settings, routable
+
+SCOPE = "github.com/acme/svc"
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    run_dir = tempfile.mkdtemp(prefix="ob-", dir="/tmp")  # short: AF_UNIX paths are short
+    values = {
+        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
+        "OCTOBRAIN_EMBEDDING_MODEL": "hash:256",
+        "OCTOBRAIN_SERVICE_ENABLED": "1",
+        "OCTOBRAIN_SERVICE_IDLE_SECONDS": "60",
+        "OCTOBRAIN_CONSOLIDATION_SLEEP_ENABLED": "false",
+        "XDG_RUNTIME_DIR": run_dir,
+    }
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+    full = {**os.environ, **values}
+    yield full
+    settings = load_settings()
+    if settings is not None:
+        ask(settings, "stop")
+        _wait(lambda: not os.path.exists(settings.socket_path), 15)
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def cli(
+    env: dict[str, str], *args: str, stdin: str = "", service: bool = True
+) -> subprocess.CompletedProcess[bytes]:
+    run_env = {**env, "OCTOBRAIN_SERVICE_ENABLED": "1" if service else "0"}
+    return subprocess.run(
+        [sys.executable, "-m", "octobrain", *args],
+        env=run_env,
+        input=stdin.encode(),
+        capture_output=True,
+        timeout=120,
+        cwd=env["OCTOBRAIN_DATA_DIR"].rsplit("/", 1)[0],
+    )
+
+
+def _wait(cond: object, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cond():  # type: ignore[operator]
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _settings() -> Settings:
+    settings = load_settings()
+    assert settings is not None
+    return settings
+
+
+def _served() -> int:
+    info = ask(_settings(), "status")
+    return -1 if info is None else int(info["served"])
+
+
+def _start(env: dict[str, str]) -> None:
+    done = cli(env, "service", "start", "--wait", "90")
+    assert done.returncode == 0, done.stderr
+    assert _served() == 0
+
+
+def _memorize(env: dict[str, str], title: str, content: str, *, service: bool) -> str:
+    done = cli(
+        env, "memory", "--scope", SCOPE, "memorize", "-t", title, "-c", content,
+        "--format", "json", service=service,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["id"])
+
+
+def test_routable_commands() -> None:
+    assert routable(["memory", "--scope", "x/y", "remember", "q"])
+    assert routable(["memory", "--global", "memorize", "-t", "t", "-c", "c"])
+    assert routable(["hook", "session-start"]) and routable(["brief"])
+    assert not routable(["memory", "import", "f.jsonl"])  # progress bars, files: in-process
+    assert not routable(["memory", "remember", "--help"])
+    assert not routable(["hook", "install"]) and not routable(["mcp"])
+
+
+def test_service_output_is_byte_identical(env: dict[str, str]) -> None:
+    mid = _memorize(env, "Rate limiting", "The API uses a token bucket per key.", service=False)
+    _start(env)
+    hook_input = json.dumps({"hook_event_name": "SessionStart", "session_id": "s1", "cwd": "/"})
+    commands: list[tuple[list[str], str]] = [
+        (["memory", "--scope", SCOPE, "get", mid, "--format", "json"], ""),
+        (["memory", "--scope", SCOPE, "recent"], ""),
+        (["memory", "--scope", SCOPE, "stats", "--format", "json"], ""),
+        (["memory", "--scope", SCOPE, "remember", "token bucket"], ""),
+        (["memory", "--scope", SCOPE, "get", "not-an-id"], ""),  # an error: stderr, exit 2
+        (["memory", "--scope", SCOPE, "memorize", "-t", "abc", "-c", "long enough content"], ""),
+        (["memory", "--scope", SCOPE, "memorize"], ""),  # a click usage error
+        (["hook", "session-start", "--scope", SCOPE], hook_input),
+        (["brief", "--scope", SCOPE], ""),
+    ]
+    # A first recall counts an access (which raises the memory's decayed importance); the
+    # access window then counts repeats once, so both paths below see the same state.
+    cli(env, "memory", "--scope", SCOPE, "remember", "token bucket", service=False)
+    for args, stdin in commands:
+        warm = cli(env, *args, stdin=stdin)
+        cold = cli(env, *args, stdin=stdin, service=False)
+        assert (warm.stdout, warm.stderr, warm.returncode) == (
+            cold.stdout,
+            cold.stderr,
+            cold.returncode,
+        ), args
+    assert _served() == len(commands)
+
+
+def test_writes_are_visible_both_ways(env: dict[str, str]) -> None:
+    _start(env)
+    through_service = _memorize(env, "Deploy window", "Deploys happen on Tuesday.", service=True)
+    in_process = _memorize(env, "Cache policy", "Sessions are cached in Redis.", service=False)
+    got = cli(env, "memory", "--scope", SCOPE, "get", through_service, service=False)
+    assert got.returncode == 0 and b"Deploy window" in got.stdout
+    got = cli(env, "memory", "--scope", SCOPE, "get", in_process)
+    assert got.returncode == 0 and b"Cache policy" in got.stdout
+    assert _served() == 2
+
+
+def test_absent_service_is_spawned_and_then_used(env: dict[str, str]) -> None:
+    assert ask(_settings(), "status") is None
+    first = cli(env, "memory", "--scope", SCOPE, "recent")
+    assert first.returncode == 0 and first.stdout == b"No memories yet.\n"
+    assert _wait(lambda: _served() == 0, 90), "the first command did not start a service"
+    assert cli(env, "memory", "--scope", SCOPE, "recent").stdout == b"No memories yet.\n"
+    assert _served() == 1
+
+
+@contextmanager
+def _fake_service(path: str, answer: bytes | None) -> Iterator[None]:
+    """A listener that accepts and answers `answer` (None: never answers)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(8)
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
+    def serve() -> None:
+        held: list[socket.socket] = []
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            held.append(conn)
+            conn.recv(65536)
+            if answer is not None:
+                conn.sendall(answer)
+        for conn in held:
+            conn.close()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+def test_wedged_service_falls_back_in_bounded_time(env: dict[str, str]) -> None:
+    settings = _settings()
+    lock = os.open(settings.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # it looks alive, so no new service replaces it
+    try:
+        with _fake_service(settings.socket_path, None):
+            start = time.monotonic()
+            done = cli(env, "memory", "--scope", SCOPE, "recent")
+            elapsed = time.monotonic() - start
+    finally:
+        os.close(lock)
+    assert done.returncode == 0 and done.stdout == b"No memories yet.\n"
+    assert elapsed < 60
+
+
+def test_stale_socket_file_falls_back_and_is_replaced(env: dict[str, str]) -> None:
+    settings = _settings()
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(settings.socket_path)
+    stale.close()  # the file stays; nothing listens
+    assert os.path.exists(settings.socket_path)
+    done = cli(env, "memory", "--scope", SCOPE, "recent")
+    assert done.returncode == 0 and done.stdout == b"No memories yet.\n"
+    assert _wait(lambda: _served() == 0, 90), "no new service replaced the stale socket"
+
+
+def test_service_of_another_build_is_not_used(env: dict[str, str]) -> None:
+    settings = _settings()
+    lines = [
+        {"protocol": 1, "build": "0" * 24, "accepted": True},
+        {"ready": True},
+        {"running": True},
+        {"stdout": "SGFja2VkCg==", "stderr": "", "exit": 0},  # "Hacked"
+    ]
+    answer = b"".join(json.dumps(m).encode() + b"\n" for m in lines)
+    assert build_id() != "0" * 24
+    with _fake_service(settings.socket_path, answer):
+        done = cli(env, "memory", "--scope", SCOPE, "recent")
+    assert (done.returncode, done.stdout) == (0, b"No memories yet.\n")
+
+
+def test_idle_service_exits(env: dict[str, str]) -> None:
+    env = {**env, "OCTOBRAIN_SERVICE_IDLE_SECONDS": "1"}
+    done = cli(env, "service", "start", "--wait", "90")
+    assert done.returncode == 0, done.stderr
+    settings = _settings()
+    assert _wait(lambda: not os.path.exists(settings.socket_path), 30), (
+        "the idle service kept running"
+    )
+    assert ask(settings, "status") is None
+    status = cli(env, "service", "status")
+    assert status.returncode == 0 and status.stdout.startswith(b"not running")
+
+
+def test_changed_config_file_retires_the_service(env: dict[str, str]) -> None:
+    _start(env)
+    config = Path(env["OCTOBRAIN_DATA_DIR"]) / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[search]\ndefault_limit = 3\n", encoding="utf-8")
+    done = cli(env, "memory", "--scope", SCOPE, "recent")
+    assert (done.returncode, done.stdout) == (0, b"No memories yet.\n")
+    settings = _settings()
+    assert _wait(lambda: not os.path.exists(settings.socket_path), 30), "stale config served"
