@@ -72,8 +72,16 @@ def memory_id(reply: str) -> str:
 # ---- subprocesses ---------------------------------------------------------------------------
 
 
+def outside_env() -> dict[str, str]:
+    """This process's environment without its OCTOBRAIN_* settings, except the resident-service
+    switch tests/conftest.py sets: a subprocess must not leave a warm service behind that answers
+    the next command from memory (a damaged or full store would then look healthy)."""
+    keep = {"OCTOBRAIN_SERVICE_ENABLED"}
+    return {k: v for k, v in os.environ.items() if not k.startswith("OCTOBRAIN_") or k in keep}
+
+
 def server_env(data_dir: Path, model: str = "hash:64", **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OCTOBRAIN_")}
+    env = outside_env()
     env.update(OCTOBRAIN_DATA_DIR=str(data_dir), OCTOBRAIN_EMBEDDING_MODEL=model, **extra)
     return env
 

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from octobrain.cli import main
 from octobrain.config import Config, load_config
+from tests.server_support import outside_env
 
 
 @pytest.fixture
@@ -120,7 +121,7 @@ def test_domain_failure_that_is_not_bad_input_exits_1(runner: CliRunner):
 
 
 def test_real_process_help_is_cheap_and_errors_have_no_traceback(tmp_path: Path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OCTOBRAIN_")}
+    env = outside_env()
     env["OCTOBRAIN_DATA_DIR"] = str(tmp_path)
     probe = (
         "import sys; from octobrain.cli import main\n"

@@ -4,7 +4,6 @@ back, never an empty store; `octobrain doctor` finds the damage and exits 1."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections import Counter
@@ -19,6 +18,7 @@ from octobrain.store.doctor import diagnose
 from octobrain.store.location import StoreLocation
 from octobrain.store.manifest import MANIFEST, TableDamaged
 from tests.reliability.test_storage_faults import EXE, memorize, octobrain, one_clear_line
+from tests.server_support import outside_env
 from tests.test_consolidation import twins
 from tests.test_object_store import CREDENTIALS, S3
 
@@ -33,7 +33,7 @@ def _three(env: dict[str, str]) -> set[str]:
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items() if not k.startswith("OCTOBRAIN_")}
+    keep = outside_env()
     return {
         **keep,
         "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -21,6 +20,7 @@ from octobrain.knowledge import Knowledge
 from octobrain.secrets import find_secrets
 from octobrain.transfer import export_jsonl, import_jsonl
 from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
+from tests.server_support import outside_env
 
 AWS_ID = "AKIAIOSFODNN7EXAMPLE"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -96,7 +96,7 @@ def test_import_rows_and_knowledge_notes_are_screened(tmp_path: Path) -> None:
 
 
 def test_a_refused_write_is_the_only_line_even_when_a_sleep_pass_is_due(tmp_path: Path) -> None:
-    keep = {k: v for k, v in os.environ.items() if not k.startswith("OCTOBRAIN_")}
+    keep = outside_env()
     data = tmp_path / "data"
     env = {**keep, "OCTOBRAIN_DATA_DIR": str(data), "OCTOBRAIN_EMBEDDING_MODEL": "hash:64"}
     memorize(env, "Primary database", "Postgres 16 is the primary database.")

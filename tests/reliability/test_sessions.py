@@ -4,7 +4,6 @@ fails open), and the server's instructions hold whichever project locks the sess
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from mcp import Client
 
 from octobrain.server import Workspace, build_server
 from tests.reliability.test_storage_faults import EXE
-from tests.server_support import PROJECT_A, PROJECT_B, call, hash_pool, run
+from tests.server_support import PROJECT_A, PROJECT_B, call, hash_pool, outside_env, run
 
 
 @pytest.mark.parametrize("kind", ["missing", "directory", "garbage"])
@@ -27,7 +26,7 @@ def test_session_end_with_an_unreadable_transcript_says_so(tmp_path: Path, kind:
         path.write_bytes(b"\x00\x01 not json at all\n{{{{\n")
     hook = {"hook_event_name": "SessionEnd", "session_id": "s1", "cwd": str(tmp_path),
             "transcript_path": str(path), "reason": "exit"}  # fmt: skip
-    keep = {k: v for k, v in os.environ.items() if not k.startswith("OCTOBRAIN_")}
+    keep = outside_env()
     env = {
         **keep,
         "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),

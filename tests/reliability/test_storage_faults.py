@@ -4,7 +4,6 @@ with every acknowledged memory in it."""
 from __future__ import annotations
 
 import json
-import os
 import resource
 import shutil
 import signal
@@ -16,12 +15,14 @@ from typing import Any
 
 import pytest
 
+from tests.server_support import outside_env
+
 EXE = str(Path(sysconfig.get_path("scripts")) / "octobrain")
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items() if not k.startswith("OCTOBRAIN_")}
+    keep = outside_env()
     return {
         **keep,
         "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
