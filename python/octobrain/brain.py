@@ -52,7 +52,7 @@ from octobrain.secrets import screen
 from octobrain.snapshot import SnapshotDir
 from octobrain.snapshot import default_root as snapshot_root
 from octobrain.store import MemoryStore, NotFound
-from octobrain.store.location import StoreLocation, is_remote
+from octobrain.store.location import StoreLocation, is_remote, redact
 from octobrain.store.memories import StoreVersion, sql_str, visible_scopes, visible_where
 from octobrain.store.schema import row_to_memory
 
@@ -129,7 +129,9 @@ class Brain:
         """Where this machine keeps the mirror's snapshot of this store (None: not kept)."""
         if self.config.search.snapshot_min_rows <= 0:
             return None
-        uri = self.uri if is_remote(self.uri) else str(Path(self.uri).expanduser().resolve())
+        uri = (
+            redact(self.uri) if is_remote(self.uri) else str(Path(self.uri).expanduser().resolve())
+        )
         return SnapshotDir(snapshot_root(), uri, self.embedder.model_id, self.embedder.dim)
 
     @property

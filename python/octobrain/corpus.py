@@ -63,9 +63,10 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MAX_CACHED = 50_000  # Memory objects kept for reuse; past this the cache starts over
 _MAX_ADDED = 4096  # ids held in a dict before they are sorted in with the rest
 _MAX_CHUNKS = 32  # appended Arrow chunks before they are merged into one
-# A snapshot is rewritten once this many rows (or this share of them) were re-read since it,
-# or it lags this many commits (each catch-up from it then reads the store's narrow columns).
-SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE, SNAPSHOT_STALE_COMMITS = 256, 0.01, 64
+# A snapshot is rewritten once this many rows (or this share of them) were re-read since it
+# (a process opening it re-reads them too). How many commits it lags costs nothing more: any
+# catch-up reads the same narrow columns of every row.
+SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE = 256, 0.01
 
 
 def _at(us: int) -> datetime:
@@ -198,9 +199,8 @@ class Corpus:
         if self._snapshots is None or len(self.pos_of) < self._snapshot_min_rows:
             return
         if self._snap_version is not None:
-            lag = self._version - self._snap_version
             stale = max(SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE * len(self.pos_of))
-            if lag == 0 or (self._reread_since_snap < stale and lag < SNAPSHOT_STALE_COMMITS):
+            if self._version == self._snap_version or self._reread_since_snap < stale:
                 return
         try:
             self._snapshots.write(self.snapshot())
