@@ -298,10 +298,12 @@ def _bulk_store(uri: Path, n: int, *, progress: Callable[[str], None]) -> None:
             at += len(row)
             bounds[i + 1] = at
         vectors = np.empty((m, dim), dtype=np.float32)
-        for b in range(0, m, 2000):  # the bag-of-words sum, a block of rows at a time
-            lo, hi = bounds[b], bounds[min(b + 2000, m)]
-            sums = np.add.reduceat(features[doc_words[lo:hi]], bounds[b : min(b + 2000, m)] - lo)
-            vectors[b : b + len(sums)] = sums
+        for b in range(0, m, 2000):  # the bag-of-words sum: word counts @ word vectors
+            hi = min(b + 2000, m)
+            rows = np.repeat(np.arange(hi - b), np.diff(bounds[b : hi + 1]))
+            flat = rows * len(vocab) + doc_words[bounds[b] : bounds[hi]]
+            counts = np.bincount(flat, minlength=(hi - b) * len(vocab)).astype(np.float32)
+            vectors[b:hi] = counts.reshape(hi - b, len(vocab)) @ features
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         created = now_us - (rng.random(m) * 365 * 86400e6).astype(np.int64)
         stamps = pa.array(created, pa.timestamp("us", tz="UTC"))
@@ -347,9 +349,14 @@ def _serve_child(argv: Sequence[str]) -> None:
     embedder = get_embedder(STORE_MODEL)
     embedder.embed_query("warm up")
     start = time.perf_counter()
+    # Imported before the clock: its cost does not grow with the store.
+    import lancedb  # noqa: F401
+
+    result: dict[str, Any] = {"import_lancedb_ms": (time.perf_counter() - start) * 1000.0}
+    start = time.perf_counter()
     brain = Brain(SCOPE, config=Config(), embedder=embedder, uri=uri)
     brain.remember(queries[0], record_access=False)
-    result: dict[str, Any] = {"cold_start_ms": (time.perf_counter() - start) * 1000.0}
+    result["cold_start_ms"] = (time.perf_counter() - start) * 1000.0
     corpus = brain.retriever.corpus
     result["from_snapshot"] = corpus._snap_version is not None
     if mode == "serve":
@@ -406,6 +413,7 @@ def _serve(uri: Path, tmp: Path, queries: Sequence[str]) -> dict[str, Any]:
         "cold_start_build_ms": first["cold_start_ms"],
         "build_rss_mb": first["rss_mb"],
         "cold_start_ms": second["cold_start_ms"],
+        "import_lancedb_ms": second["import_lancedb_ms"],
         "from_snapshot": second["from_snapshot"],
         "serving_rss_mb": second["rss_mb"],
         "served_remember_p50_ms": second["served_remember_p50_ms"],
@@ -438,7 +446,8 @@ def run_scale(
             f"Stored and query vectors from `{STORE_MODEL}`; add the query-embedding p50 of "
             f"`{get_embedder(model).model_id}` to remember for the real model. Sleep pass = "
             "clustering the scope's recent working memories (max_age_days) at the configured "
-            "threshold. Cold start = a new process (imports done, embedder loaded) opening the "
+            "threshold. Cold start = a new process (imports, `import lancedb` included, done "
+            "before the clock; embedder loaded) opening the "
             "store to its first result: without a snapshot (LanceDB read, mirror build, snapshot "
             "write), then from the snapshot (verify, map, catch up); that second process then "
             "times remember (fresh process p50) and reports its peak RSS, taken before the ANN "
