@@ -21,9 +21,9 @@ a killed writer leaves the previous snapshot in force and only a temporary direc
 next process rebuilds from the store.
 
 A reader checks the manifest (format, model, dim, store) and every file's size and checksum
-(the BM25 file's own, as it loads) before using anything; any mismatch makes `load` return None and the caller rebuilds from the
-store. The table version is the caller's to compare: it catches up from the snapshot's version
-by reading only what changed.
+(the BM25 file's own, as it loads) before using anything; any mismatch makes `load` return
+None and the caller rebuilds from the store. The table version is the caller's to compare: it
+catches up from the snapshot's version by reading only what changed.
 """
 
 from __future__ import annotations
