@@ -176,8 +176,10 @@ def run_size(
     *,
     single: int = 50,
     progress: Callable[[str], None] | None = None,
+    ann_min_rows: int | None = None,
 ) -> dict[str, Any]:
-    """Measure one store of `n` memories (see the module docstring)."""
+    """Measure one store of `n` memories (see the module docstring); `ann_min_rows` overrides
+    `search.ann_min_rows` in the serving processes."""
     from octobrain.brain import Brain
 
     def say(step: str) -> None:
@@ -196,7 +198,7 @@ def run_size(
             result["bulk_import_per_s"] = n / (time.perf_counter() - start)
             result["store_mb"] = _dir_mb(store_dir)
             say("cold starts")
-            result.update(_serve(store_dir, Path(tmp), queries))
+            result.update(_serve(store_dir, Path(tmp), queries, ann_min_rows))
             return result
         memories = make_memories(n)
         with _data_dir(Path(tmp) / "writer"):
@@ -240,7 +242,7 @@ def run_size(
         result["store_mb"] = _dir_mb(store_dir)
         del brain
         say("cold starts")
-        result.update(_serve(store_dir, Path(tmp), queries))
+        result.update(_serve(store_dir, Path(tmp), queries, ann_min_rows))
     return result
 
 
@@ -340,12 +342,17 @@ def _serve_child(argv: Sequence[str]) -> None:
     """A new process serving the store: what a restarted MCP server pays and holds."""
     from octobrain.bench_beir import peak_rss_mb
     from octobrain.brain import Brain
+    from octobrain.config import SearchConfig
     from octobrain.hybrid import exact_top
     from octobrain.search import Filters
     from octobrain.store.memories import visible_scopes
 
-    uri, queries_file, out_file, mode = argv
+    uri, queries_file, out_file, mode = argv[:4]
+    ann_min_rows = argv[4] if len(argv) > 4 else ""
     queries = json.loads(Path(queries_file).read_text(encoding="utf-8"))
+    config = Config()
+    if ann_min_rows:
+        config = Config(search=SearchConfig(ann_min_rows=int(ann_min_rows)))
     embedder = get_embedder(STORE_MODEL)
     embedder.embed_query("warm up")
     start = time.perf_counter()
@@ -354,7 +361,7 @@ def _serve_child(argv: Sequence[str]) -> None:
 
     result: dict[str, Any] = {"import_lancedb_ms": (time.perf_counter() - start) * 1000.0}
     start = time.perf_counter()
-    brain = Brain(SCOPE, config=Config(), embedder=embedder, uri=uri)
+    brain = Brain(SCOPE, config=config, embedder=embedder, uri=uri)
     brain.remember(queries[0], record_access=False)
     result["cold_start_ms"] = (time.perf_counter() - start) * 1000.0
     corpus = brain.retriever.corpus
@@ -377,19 +384,30 @@ def _serve_child(argv: Sequence[str]) -> None:
         recalls = []
         for q in queries[: min(len(queries), 100)]:
             qvec = embedder.embed_query([q])[0]
-            ann = retriever._ann(qvec, where, want, allowed)[:10]
+            approx = retriever._ann(qvec, where, want, allowed)[:10]
             exact = exact_top(corpus.vectors.cosines(qvec), allowed, 10)
-            recalls.append(len(set(ann) & set(exact)) / max(1, len(exact)))
+            recalls.append(len(set(approx) & set(exact)) / max(1, len(exact)))
         result["ann_recall_at_10"] = float(np.mean(recalls))
     Path(out_file).write_text(json.dumps(result), encoding="utf-8")
 
 
-def _child(uri: Path, data: Path, queries: Path, mode: str) -> dict[str, Any]:
+def _child(
+    uri: Path, data: Path, queries: Path, mode: str, ann_min_rows: int | None
+) -> dict[str, Any]:
     out = data / f"{mode}.json"
     env = {**os.environ, "OCTOBRAIN_DATA_DIR": str(data)}
     code = "import sys; from octobrain.bench_scale import _serve_child; _serve_child(sys.argv[1:])"
     done = subprocess.run(
-        [sys.executable, "-c", code, str(uri), str(queries), str(out), mode],
+        [
+            sys.executable,
+            "-c",
+            code,
+            str(uri),
+            str(queries),
+            str(out),
+            mode,
+            str(ann_min_rows or ""),
+        ],
         capture_output=True,
         env=env,
         check=False,
@@ -400,15 +418,17 @@ def _child(uri: Path, data: Path, queries: Path, mode: str) -> dict[str, Any]:
     return loaded
 
 
-def _serve(uri: Path, tmp: Path, queries: Sequence[str]) -> dict[str, Any]:
+def _serve(
+    uri: Path, tmp: Path, queries: Sequence[str], ann_min_rows: int | None = None
+) -> dict[str, Any]:
     """Two fresh processes on the store, sharing one data directory: the first finds no
     snapshot (reads the store, builds the mirror, writes the snapshot), the second opens it."""
     data = tmp / "serving"
     data.mkdir()
     listed = data / "queries.json"
     listed.write_text(json.dumps(list(queries)), encoding="utf-8")
-    first = _child(uri, data, listed, "first")
-    second = _child(uri, data, listed, "serve")
+    first = _child(uri, data, listed, "first", ann_min_rows)
+    second = _child(uri, data, listed, "serve", ann_min_rows)
     return {
         "cold_start_build_ms": first["cold_start_ms"],
         "build_rss_mb": first["rss_mb"],
@@ -429,13 +449,15 @@ def run_scale(
     queries: int = 200,
     model: str = "minilm",
     progress: Callable[[str], None] | None = None,
+    ann_min_rows: int | None = None,
 ) -> dict[str, Any]:
     """Every size in turn, plus the query-embedding cost of `model`."""
     texts = make_queries(queries)
     embed_ms = query_embedding_ms(model, texts[:50])
+    threshold = Config().search.ann_min_rows if ann_min_rows is None else ann_min_rows
     rows = []
     for n in sizes:
-        row = run_size(n, texts, progress=progress)
+        row = run_size(n, texts, progress=progress, ann_min_rows=ann_min_rows)
         row["query_embedding_p50_ms"] = embed_ms
         rows.append(row)
     return {
@@ -452,7 +474,7 @@ def run_scale(
             "write), then from the snapshot (verify, map, catch up); that second process then "
             "times remember (fresh process p50) and reports its peak RSS, taken before the ANN "
             "recall@10 of the vector leg is measured against an exact scan (100 queries; ANN "
-            f"from `search.ann_min_rows` = {Config().search.ann_min_rows:,} memories). "
+            f"from `search.ann_min_rows` = {threshold:,} memories). "
             f"Sizes from {BULK_FROM:,} are bulk-written and skip the in-process columns (—)."
         ),
         "sizes": rows,

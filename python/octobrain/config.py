@@ -217,7 +217,7 @@ class SearchConfig:
         30.0, "recency = exp(-age_days / this)", _range(0, None, lo_open=True)
     )
     ann_min_rows: int = _opt(
-        50_000,
+        200_000,
         "from this many memories the first vector pass is LanceDB's ANN index, re-scored "
         "exactly (0: always exact)",
         _range(0, None),

@@ -50,8 +50,8 @@ BELOW = 0.95  # a memory ranked below another (its parent, a prevailing value) s
 # this share of that one's score
 # Past `search.ann_min_rows`, LanceDB's ANN index proposes ANN_REFINE × the wanted candidates
 # (partitions probed: ANN_NPROBES), and their exact cosines from the mirror's vectors decide.
-ANN_REFINE = 4
-ANN_NPROBES = 48
+ANN_REFINE = 5
+ANN_NPROBES = 64
 ANN_EXACT_BELOW = 10_000  # fewer allowed rows than this are scored exactly
 UNKNOWN_COSINE = -2.0  # below any cosine: positions the ANN path did not score
 

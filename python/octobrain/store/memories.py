@@ -324,7 +324,7 @@ class MemoryStore:
             query.distance_type("cosine")
             .where(where, prefilter=True)
             .nprobes(nprobes)
-            .select(["id"])
+            .select(["id", "_distance"])
             .limit(k)
             .to_arrow()
         )
