@@ -30,6 +30,9 @@ class VectorBlocks:
         """Add rows after the last position."""
         if not len(block):
             return
+        if self._len == 0:  # the first rows become the first block (never re-merged)
+            self._blocks, self._len = [np.ascontiguousarray(block, dtype=np.float32)], len(block)
+            return
         self._blocks.append(np.ascontiguousarray(block, dtype=np.float32))
         self._starts.append(self._len)
         self._len += len(block)
