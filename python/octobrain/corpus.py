@@ -472,15 +472,22 @@ class Corpus:
     def memory(self, pos: int) -> Memory:
         """The memory at a live position (made from the mirrored columns on first use)."""
         memory = self._cache.get(pos)
-        if memory is None:
-            assert self._live[pos], f"position {pos} holds no live memory"
-            if len(self._cache) >= _MAX_CACHED:
+        return memory if memory is not None else self.memories_at([pos])[0]
+
+    def memories_at(self, positions: Sequence[int]) -> list[Memory]:
+        """The memories at live positions, those not made yet read in one Arrow call."""
+        missing = [p for p in dict.fromkeys(positions) if p not in self._cache]
+        if missing:
+            assert self._live[missing].all(), "a position holds no live memory"
+            if len(self._cache) + len(missing) > _MAX_CACHED:
                 self._cache.clear()
-            (row,) = self._rows.slice(pos, 1).to_pylist()
-            memory = row_to_memory(row)
-            memory.access_count, memory.last_accessed = int(self._access[pos]), _at(self._seen[pos])
-            self._cache[pos] = memory
-        return memory
+            rows = self._rows.take(pa.array(missing, pa.int64())).to_pylist()
+            for pos, row in zip(missing, rows, strict=True):
+                memory = row_to_memory(row)
+                memory.access_count = int(self._access[pos])
+                memory.last_accessed = _at(self._seen[pos])
+                self._cache[pos] = memory
+        return [self._cache[p] for p in positions]
 
     @property
     def position_count(self) -> int:

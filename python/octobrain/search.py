@@ -249,7 +249,7 @@ class Retriever:
         the parent takes that member's match (and is added if the query missed it, when the
         filters allow it); the member itself is then ranked below the parent as before. Without
         this, consolidating a fact's restatements made the fact harder to find."""
-        ids = [self.corpus.memory(s.pos).id for s in kept]
+        ids = [m.id for m in self.corpus.memories_at([s.pos for s in kept])]
         _, parents, _ = self._edges_in(ids, scopes)
         best = {s.pos: s for s in kept}
         for s, mid in zip(kept, ids, strict=True):
@@ -274,7 +274,7 @@ class Retriever:
         if not kept:
             return []
         # Copies: the mirror's objects change in place as accesses are recorded.
-        mems = [copy.copy(self.corpus.memory(s.pos)) for s in kept]
+        mems = [copy.copy(m) for m in self.corpus.memories_at([s.pos for s in kept])]
         mcfg, scfg = self.config.memory, self.config.search
         importance = decay.memory_strength(mems, now, mcfg)
         superseded, parents, conflicting = self._edges_in([m.id for m in mems], scopes)
