@@ -69,7 +69,7 @@ def _current(brain: Brain) -> Path:
 
 
 def _opened_from_snapshot(brain: Brain) -> bool:
-    return brain.retriever.corpus._snap_version is not None
+    return brain.retriever.corpus.opened_snapshot
 
 
 def test_a_new_process_opens_the_snapshot_and_sees_later_writes(tmp_path: Path) -> None:
@@ -127,9 +127,9 @@ def test_a_commit_during_the_snapshot_build_is_caught_up_by_the_next_process(
         raced.append(memory.id)
         return snap
 
-    monkeypatch.setattr(Corpus, "snapshot", snapshot_then_write)
-    _found(first, "zq1 setting")
-    monkeypatch.undo()
+    with monkeypatch.context() as patched:
+        patched.setattr(Corpus, "snapshot", snapshot_then_write)
+        _found(first, "zq1 setting")
     assert raced
     reader = _brain(tmp_path / "db")
     assert _found(reader, "zqrace")[0] == raced[0]
@@ -263,3 +263,20 @@ def test_the_ann_path_returns_the_exact_top_results(
         got = _found(ann, query, limit=10)
         assert got[:5] == want[:5], query
         assert len(set(got) & set(want)) >= 9, query
+
+
+def test_a_cache_that_cannot_be_written_never_fails_a_query_nor_retries_every_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    tries: list[int] = []
+
+    def full_disk(self: SnapshotDir, snap: Any) -> Path:
+        tries.append(1)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(SnapshotDir, "write", full_disk)
+    brain = _brain(tmp_path / "db")
+    ids = _fill(brain)
+    assert _found(brain, "zq3 setting")[0] == ids[3]
+    assert _found(brain, "zq4 setting")[0] == ids[4]
+    assert tries == [1] and "snapshot not written" in caplog.text

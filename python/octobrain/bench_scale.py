@@ -381,7 +381,7 @@ def _serve_child(argv: Sequence[str]) -> None:
     brain.remember(queries[0], record_access=False)
     result["cold_start_ms"] = (time.perf_counter() - start) * 1000.0
     corpus = brain.retriever.corpus
-    result["from_snapshot"] = corpus._snap_version is not None
+    result["from_snapshot"] = corpus.opened_snapshot
     if mode == "serve":
         timings = []
         for q in queries[1:]:

@@ -163,7 +163,9 @@ class Corpus:
         self._added: dict[str, int] = {}  # ids appended after the sorted part
         self._cache: dict[int, Memory] = {}
         self._lists: dict[tuple[str, int], tuple[npt.NDArray[np.int32], list[str]]] = {}
+        # The version of the snapshot this mirror last matched (opened, written or tried).
         self._snap_version = None if snap is None else snap.version
+        self.opened_snapshot = snap is not None  # whether it started from a snapshot
         self._reread_since_snap = 0
         self._edges_version = -1
         self._edges: dict[str, list[Relationship]] = {}
@@ -206,7 +208,7 @@ class Corpus:
             self._snapshots.write(self.snapshot())
         except OSError as exc:  # a full or read-only cache never fails a query
             log.warning("memory snapshot not written: %s", exc)
-            return
+        # Tried or written: the next attempt waits for as many changed rows again.
         self._snap_version, self._reread_since_snap = self._version, 0
 
     def snapshot(self) -> Snapshot:
