@@ -28,34 +28,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from octobrain.bm25 import BM25Index
+from octobrain.corpus_io import (
+    LIGHT_COLUMNS,
+    int64s,
+    latest_versions,
+    read_rows,
+    texts_of,
+    vectors_of,
+)
 from octobrain.models import Memory, Relationship, State, micros
 from octobrain.snapshot import Snapshot, SnapshotDir
 from octobrain.store import MemoryStore
-from octobrain.store.memories import Pinned, sql_in
 from octobrain.store.schema import row_to_memory
 from octobrain.vectors import VectorBlocks
 
+__all__ = ["LIGHT_COLUMNS", "Corpus", "Positions"]
+
 log = logging.getLogger(__name__)
 
-LIGHT_COLUMNS = [
-    "id",
-    "scope",
-    "role",
-    "memory_type",
-    "title",
-    "content",
-    "tags",
-    "related_files",
-    "importance",
-    "pre_consolidation_importance",
-    "source",
-    "state",
-    "created_at",
-    "updated_at",
-    "last_accessed",
-    "access_count",
-    "git_commit",
-]
 _PROBE = ["id", "updated_at", "last_accessed", "access_count"]
 _SEARCHABLE = (State.WORKING.value, State.CONSOLIDATED.value)
 _CODED = ("scope", "state", "type")
@@ -176,7 +166,7 @@ class Corpus:
         """Catch up with the store's latest committed version (a no-op when unchanged)."""
         with self._lock:
             try:
-                rows_version, edges_version = _latest_versions(self._store)
+                rows_version, edges_version = latest_versions(self._store)
                 if self._version == -1 and self._snapshots is not None:
                     self._adopt_snapshot(rows_version)
                 self._refresh_edges(edges_version)
@@ -240,7 +230,7 @@ class Corpus:
         probe = pinned.scan_arrow("true", columns=_PROBE)
         ids = probe.column("id")
         pos = self._lookup(ids)
-        edited = _int64(probe.column("updated_at"))
+        edited = int64s(probe.column("updated_at"))
         known = pos >= 0
         changed = ~known
         changed[known] = self._edit_key[pos[known]] != edited[known]
@@ -249,14 +239,14 @@ class Corpus:
         gone = np.flatnonzero(self._live & ~present)
         # An access bump changes the version but no edit stamp: then nothing is read again.
         wanted = ids.filter(pa.array(changed)).to_pylist() if changed.any() else []
-        rows = _rows(pinned, wanted, len(ids)) if wanted else None
+        rows = read_rows(pinned, wanted, len(ids)) if wanted else None
         self._remove(np.concatenate([gone, pos[known & changed]]))
         if rows is not None:
-            self._add(rows.drop_columns(["embedding"]), _vectors(rows, self._store.dim))
+            self._add(rows.drop_columns(["embedding"]), vectors_of(rows, self._store.dim))
             self._reread_since_snap += len(rows)
         keep = known & ~changed
-        at, counts = pos[keep], _int64(probe.column("access_count"))[keep]
-        seen = _int64(probe.column("last_accessed"))[keep]
+        at, counts = pos[keep], int64s(probe.column("access_count"))[keep]
+        seen = int64s(probe.column("last_accessed"))[keep]
         moved = (self._access[at] != counts) | (self._seen[at] != seen)
         if moved.any():
             self._patch_access(at[moved], counts[moved], seen[moved])
@@ -335,7 +325,7 @@ class Corpus:
             return
         rows = rows.select(LIGHT_COLUMNS).cast(self._rows.schema) if len(self._rows) else rows
         rows = rows.select(LIGHT_COLUMNS)
-        texts = _texts(rows)
+        texts = texts_of(rows)
         start = int(self.index.add(texts)[0])
         assert start == len(self._live), "BM25 positions and the mirror's rows disagree"
         self._rows = pa.concat_tables([self._rows, rows]) if len(self._rows) else rows
@@ -345,10 +335,10 @@ class Corpus:
         self.vectors.append(block)
         n = len(rows)
         self._live = np.concatenate([self._live, np.ones(n, dtype=bool)])
-        self._edit_key = np.concatenate([self._edit_key, _int64(rows.column("updated_at"))])
-        self._access = np.concatenate([self._access, _int64(rows.column("access_count"))])
-        self._seen = np.concatenate([self._seen, _int64(rows.column("last_accessed"))])
-        self._created = np.concatenate([self._created, _int64(rows.column("created_at"))])
+        self._edit_key = np.concatenate([self._edit_key, int64s(rows.column("updated_at"))])
+        self._access = np.concatenate([self._access, int64s(rows.column("access_count"))])
+        self._seen = np.concatenate([self._seen, int64s(rows.column("last_accessed"))])
+        self._created = np.concatenate([self._created, int64s(rows.column("created_at"))])
         for name, column in (("scope", "scope"), ("state", "state"), ("type", "memory_type")):
             codes = [self._code(name, v) for v in rows.column(column).to_pylist()]
             self._coded[name] = np.concatenate([self._coded[name], np.asarray(codes, np.int32)])
@@ -498,64 +488,3 @@ class Corpus:
 
     def __len__(self) -> int:
         return len(self.pos_of)
-
-
-def _int64(column: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.int64]:
-    """A timestamp or integer column as int64 numbers (microseconds for timestamps)."""
-    return np.asarray(pc.cast(column, pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
-
-
-def _texts(rows: pa.Table) -> list[str]:
-    """`Memory.searchable_text` of each row, without making the memories."""
-    parts = [
-        rows.column("title").to_pylist(),
-        rows.column("content").to_pylist(),
-        rows.column("tags").to_pylist(),
-        rows.column("related_files").to_pylist(),
-    ]
-    out = []
-    for title, content, tags, files in zip(*parts, strict=True):
-        pieces = (title, content, " ".join(tags or ()), " ".join(files or ()))
-        out.append(" ".join(p for p in pieces if p))
-    return out
-
-
-def _latest_versions(store: MemoryStore) -> tuple[int, int]:
-    """The latest committed versions of `memories` and `relationships`, probed together.
-
-    Each probe re-reads the table's newest manifest (so another process's acknowledged write is
-    seen by the next query); through lancedb's sync API every probe is a separate hand-off to
-    its background event loop, which on a busy 2-core machine cost as much as the I/O. Both
-    probes go in one hand-off and run concurrently; without lancedb's async handle (another
-    lancedb) they run one after the other.
-    """
-    from lancedb.background_loop import LOOP
-
-    inner: list[Any] = [getattr(t, "_table", None) for t in (store.memories, store.relationships)]
-    if not all(hasattr(t, "version") for t in inner):
-        return store.version(), store.relationships_version()
-
-    async def both() -> tuple[int, int]:
-        import asyncio
-
-        first, second = await asyncio.gather(inner[0].version(), inner[1].version())
-        return int(first), int(second)
-
-    versions: tuple[int, int] = LOOP.run(both())  # type: ignore[no-untyped-call]
-    return versions
-
-
-def _rows(pinned: Pinned, ids: list[str], total: int) -> pa.Table:
-    """The mirrored columns and the embedding of `ids`, read at the pinned version."""
-    columns = [*LIGHT_COLUMNS, "embedding"]
-    if len(ids) > total // 2:  # mostly new (a first load): one full scan beats an IN list
-        table = pinned.scan_arrow("true", columns=columns)
-        return table.filter(pc.is_in(table.column("id"), value_set=pa.array(ids, pa.string())))
-    return pinned.scan_arrow(sql_in("id", ids), columns=columns)
-
-
-def _vectors(rows: pa.Table, dim: int) -> npt.NDArray[np.float32]:
-    """The `embedding` column as one float32 matrix, without a Python list per row."""
-    column = rows.column("embedding").combine_chunks()
-    flat = column.flatten().to_numpy(zero_copy_only=False)
-    return np.asarray(flat, dtype=np.float32).reshape(len(rows), dim)
