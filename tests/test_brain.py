@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from octobrain.brain import ACCESS_WINDOW, Brain
-from octobrain.config import Config
+from octobrain.config import Config, SearchConfig
 from octobrain.embed import get_embedder
 from octobrain.errors import InvalidInput
 from octobrain.models import MemoryType, Source, State, utcnow
@@ -328,11 +328,13 @@ def test_lancedb_vector_leg_agrees_with_the_exact_mirror(
         )
     query = {"query": "cache entries seconds", "limit": 10, "record_access": False}
     exact = brain.remember(**query).hits  # type: ignore[arg-type]
-    monkeypatch.setattr("octobrain.search.EXACT_MAX", 0)  # force the LanceDB path
-    via_lance = make_brain().remember(**query).hits  # type: ignore[arg-type]
-    assert {h.memory.id for h in via_lance} == {h.memory.id for h in exact}
-    # LanceDB computes distances in float32: equal to ours within float32 precision.
-    assert [h.score for h in via_lance] == pytest.approx([h.score for h in exact], abs=1e-5)
+    monkeypatch.setattr("octobrain.search.ANN_EXACT_BELOW", 0)  # force the LanceDB path
+    lance = Config(search=SearchConfig(ann_min_rows=1))
+    via_lance = Brain(brain.scope, config=lance, embedder=brain.embedder, uri=brain.uri)
+    hits = via_lance.remember(**query).hits  # type: ignore[arg-type]
+    assert {h.memory.id for h in hits} == {h.memory.id for h in exact}
+    # LanceDB proposes the candidates; their cosines are re-scored exactly from the mirror.
+    assert [h.score for h in hits] == pytest.approx([h.score for h in exact], abs=1e-5)
 
 
 def test_a_second_writer_is_seen_between_own_accesses(make_brain: MakeBrain) -> None:

@@ -15,6 +15,7 @@ from mcp import Client
 from octobrain.brain import Brain
 from octobrain.config import Config, EmbeddingConfig, MemoryConfig
 from octobrain.conversation import parse_text, read_conversations
+from octobrain.corpus_io import LIGHT_COLUMNS, texts_of
 from octobrain.errors import InvalidInput
 from octobrain.models import RelationshipType
 from octobrain.store.schema import memories_schema
@@ -127,6 +128,10 @@ def test_locomo_turns_keep_the_turn_shown_and_the_context_indexed(tmp_path: Path
     # The dense leg finds the vague turn through its context.
     hits = b.remember("pottery class fun", limit=3, min_relevance=0.0).hits
     assert fun.id in [h.memory.id for h in hits]
+    # The mirror's BM25 text is the same searchable text (its rows are never made into memories).
+    rows = pa.Table.from_pylist(b.store.scan("true", columns=LIGHT_COLUMNS))
+    by_id = dict(zip(rows.column("id").to_pylist(), texts_of(rows), strict=True))
+    assert by_id[fun.id] == fun.searchable_text()
 
 
 def test_claude_code_transcript_keeps_only_what_was_said(tmp_path: Path) -> None:

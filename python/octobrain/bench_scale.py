@@ -9,10 +9,22 @@ Stored and query vectors come from the `hash:384` embedder (same dimension as th
 model), so the storage and search costs are real while 100k documents need no hours of model
 time on a small machine; the default model's query-embedding p50 is measured separately and
 reported beside the search latency (remember on the real model = search + embedding).
+
+Sizes from `BULK_FROM` are written in bulk: the same distributions generated with numpy and
+written as Arrow batches, their `hash:384` vectors computed as the sum of per-word vectors (the
+hash embedder is a bag of words, so this equals embedding each text), so a million memories
+take minutes, not hours. Those sizes skip the in-process columns (one-by-one memorize, remember
+in the writing process, the sleep pass).
+
+Every size is then served as a user's process would: two fresh processes open the store, the
+first without a snapshot (it reads the store, builds the mirror and writes the snapshot), the
+second from it; the second times `remember`, reports its peak RSS, and then measures the ANN
+recall@10 of the vector leg against an exact scan (where the ANN path is in use).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -20,7 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -35,6 +48,8 @@ __all__ = ["make_memories", "make_queries", "run_scale"]
 
 SCOPE = "bench/scale"
 STORE_MODEL = "hash:384"
+BULK_FROM = 200_000
+_BULK_CHUNK = 50_000
 _TYPES = [t for t in MemoryType]
 _TAGS = [f"tag{i}" for i in range(40)]
 
@@ -141,14 +156,30 @@ def _sleep_pass_seconds(brain: Any, config: Config) -> tuple[float, int]:
     return time.perf_counter() - start, clusters
 
 
+@contextlib.contextmanager
+def _data_dir(path: Path) -> Iterator[None]:
+    """Point `OCTOBRAIN_DATA_DIR` (where snapshots live) at `path` for a while."""
+    before = os.environ.get("OCTOBRAIN_DATA_DIR")
+    os.environ["OCTOBRAIN_DATA_DIR"] = str(path)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["OCTOBRAIN_DATA_DIR"]
+        else:
+            os.environ["OCTOBRAIN_DATA_DIR"] = before
+
+
 def run_size(
     n: int,
     queries: Sequence[str],
     *,
     single: int = 50,
     progress: Callable[[str], None] | None = None,
+    ann_min_rows: int | None = None,
 ) -> dict[str, Any]:
-    """Measure one store of `n` memories (see the module docstring)."""
+    """Measure one store of `n` memories (see the module docstring); `ann_min_rows` overrides
+    `search.ann_min_rows` in the serving processes."""
     from octobrain.brain import Brain
 
     def say(step: str) -> None:
@@ -157,10 +188,22 @@ def run_size(
 
     config = Config()
     embedder = get_embedder(STORE_MODEL, batch_size=256)
-    memories = make_memories(n)
     result: dict[str, Any] = {"memories": n}
     with tempfile.TemporaryDirectory(prefix="octobrain-scale-") as tmp:
-        brain = Brain(SCOPE, config=config, embedder=embedder, uri=tmp)
+        store_dir = Path(tmp) / "db"
+        if n >= BULK_FROM:
+            say("bulk import")
+            start = time.perf_counter()
+            _bulk_store(store_dir, n, progress=say)
+            result["bulk_import_per_s"] = n / (time.perf_counter() - start)
+            result["store_mb"] = _dir_mb(store_dir)
+            say("cold starts")
+            result.update(_serve(store_dir, Path(tmp), queries, ann_min_rows))
+            return result
+        memories = make_memories(n)
+        with _data_dir(Path(tmp) / "writer"):
+            brain = Brain(SCOPE, config=config, embedder=embedder, uri=store_dir)
+            _ = brain.retriever  # its snapshots go to the writer's own data directory
         say("batch import")
         start = time.perf_counter()
         for i in range(0, n, 256):  # the batch of `memory import`: one commit per 256
@@ -196,39 +239,224 @@ def run_size(
         result["remember_filtered_p50_ms"] = _pct(filtered, 50)
         say("sleep pass")
         result["sleep_seconds"], result["sleep_clusters"] = _sleep_pass_seconds(brain, config)
-        result["store_mb"] = _dir_mb(Path(tmp))
-        say("cold start")
-        result.update(_serve(tmp, queries[1 % len(queries)]))
+        result["store_mb"] = _dir_mb(store_dir)
+        del brain
+        say("cold starts")
+        result.update(_serve(store_dir, Path(tmp), queries, ann_min_rows))
     return result
 
 
-# A new process that serves the store: what a restarted MCP server pays, and what it holds.
-_SERVE = """
-import json, sys, time
-from octobrain.bench_beir import peak_rss_mb
-from octobrain.brain import Brain
-from octobrain.config import Config
-from octobrain.embed import get_embedder
-embedder = get_embedder(sys.argv[3])
-start = time.perf_counter()
-Brain(sys.argv[1], config=Config(), embedder=embedder, uri=sys.argv[2]).remember(
-    sys.argv[4], record_access=False
-)
-with open(sys.argv[5], "w", encoding="utf-8") as out:
-    json.dump({"cold_start_ms": (time.perf_counter() - start) * 1000.0,
-               "serving_rss_mb": peak_rss_mb()}, out)
-"""
+def _word_vectors(words: Sequence[str], dim: int) -> np.ndarray:
+    """Each word's un-normalised `hash:<dim>` features (zero for the embedder's stopwords)."""
+    from octobrain.embed_hash import _STOPWORDS, HashEmbedder
+
+    embedder = HashEmbedder(dim)
+    out = np.zeros((len(words), dim), dtype=np.float64)
+    for i, word in enumerate(words):
+        if word not in _STOPWORDS:
+            out[i] = embedder._embed_batch([word], "document")[0]
+    return out
 
 
-def _serve(uri: str, query: str) -> dict[str, float]:
-    """Cold start to the first result, and peak RSS, of a fresh process on the store."""
-    result = Path(uri) / "serve.json"
-    subprocess.run(
-        [sys.executable, "-c", _SERVE, SCOPE, uri, STORE_MODEL, query, str(result)],
+def _bulk_store(uri: Path, n: int, *, progress: Callable[[str], None]) -> None:
+    """`n` synthetic memories written as Arrow batches (see the module docstring)."""
+    import pyarrow as pa
+
+    from octobrain.models import Source, State
+    from octobrain.store import MemoryStore
+    from octobrain.store.schema import memories_schema
+
+    dim = get_embedder(STORE_MODEL).dim
+    words = _Words(random.Random(7))
+    vocab = np.asarray(words.words + _TAGS, dtype=object)
+    features = _word_vectors(list(vocab), dim).astype(np.float32)
+    tag_base = len(words.words)
+    rng = np.random.default_rng(n)
+    store = MemoryStore(uri, STORE_MODEL, dim)
+    schema = memories_schema(STORE_MODEL, dim)
+    now_us = int(utcnow().timestamp() * 1e6)
+    types = np.asarray([t.value for t in _TYPES], dtype=object)
+    for done in range(0, n, _BULK_CHUNK):
+        m = min(_BULK_CHUNK, n - done)
+        title_len, content_len = rng.integers(3, 9, m), rng.integers(25, 141, m)
+        n_tags = rng.integers(0, 4, m)
+        tags = [sorted(rng.choice(len(_TAGS), size=k, replace=False).tolist()) for k in n_tags]
+        lengths = title_len + content_len
+        picks = np.minimum(
+            np.searchsorted(words.cum, rng.random(int(lengths.sum()))), len(words.words) - 1
+        )
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        titles, contents = [], []
+        doc_words = np.empty(int(lengths.sum() + n_tags.sum()), dtype=np.int64)
+        bounds = np.zeros(m + 1, dtype=np.int64)
+        at = 0
+        for i in range(m):
+            s, t, e = starts[i], starts[i] + title_len[i], ends[i]
+            titles.append(" ".join(vocab[picks[s:t]]).capitalize())
+            contents.append(" ".join(vocab[picks[t:e]]) + ".")
+            row = np.concatenate([picks[s:e], np.asarray(tags[i], dtype=np.int64) + tag_base])
+            doc_words[at : at + len(row)] = row
+            at += len(row)
+            bounds[i + 1] = at
+        vectors = np.empty((m, dim), dtype=np.float32)
+        for b in range(0, m, 2000):  # the bag-of-words sum: word counts @ word vectors
+            hi = min(b + 2000, m)
+            rows = np.repeat(np.arange(hi - b), np.diff(bounds[b : hi + 1]))
+            flat = rows * len(vocab) + doc_words[bounds[b] : bounds[hi]]
+            counts = np.bincount(flat, minlength=(hi - b) * len(vocab)).astype(np.float32)
+            vectors[b:hi] = counts.reshape(hi - b, len(vocab)) @ features
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        created = now_us - (rng.random(m) * 365 * 86400e6).astype(np.int64)
+        stamps = pa.array(created, pa.timestamp("us", tz="UTC"))
+        table = pa.Table.from_pydict(
+            {
+                "id": [str(uuid.UUID(bytes=rng.bytes(16), version=4)) for _ in range(m)],
+                "scope": [SCOPE] * m,
+                "role": [""] * m,
+                "memory_type": types[rng.integers(0, len(types), m)].tolist(),
+                "title": titles,
+                "content": contents,
+                "tags": [[_TAGS[t] for t in row] for row in tags],
+                "related_files": [[] for _ in range(m)],
+                "importance": np.full(m, 0.5, dtype=np.float32),
+                "pre_consolidation_importance": pa.nulls(m, pa.float32()),
+                "source": [Source.AGENT_INFERRED.value] * m,
+                "state": [State.WORKING.value] * m,
+                "created_at": stamps,
+                "updated_at": stamps,
+                "last_accessed": stamps,
+                "access_count": np.zeros(m, dtype=np.int64),
+                "git_commit": [""] * m,
+                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
+            },
+            schema=schema,
+        )
+        store.memories.add(table)
+        progress(f"written {done + m:,}")
+    progress("indexes (IVF-PQ)")
+    store.compact()
+
+
+def own_peak_rss_mb() -> float:
+    """Peak RSS of this process since it started its program, in MiB.
+
+    `getrusage`'s maxrss also counts what a forked child shared with its parent before `exec`,
+    so a serving process started by a benchmark holding a 2 GiB mirror reported 2 GiB itself;
+    Linux's VmHWM belongs to the new program's own memory. Elsewhere, maxrss it is."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    from octobrain.bench_beir import peak_rss_mb
+
+    return peak_rss_mb()
+
+
+def _serve_child(argv: Sequence[str]) -> None:
+    """A new process serving the store: what a restarted MCP server pays and holds."""
+    from octobrain.brain import Brain
+    from octobrain.config import SearchConfig
+    from octobrain.hybrid import exact_top
+    from octobrain.search import Filters
+    from octobrain.store.memories import visible_scopes
+
+    uri, queries_file, out_file, mode = argv[:4]
+    ann_min_rows = argv[4] if len(argv) > 4 else ""
+    queries = json.loads(Path(queries_file).read_text(encoding="utf-8"))
+    config = Config()
+    if ann_min_rows:
+        config = Config(search=SearchConfig(ann_min_rows=int(ann_min_rows)))
+    embedder = get_embedder(STORE_MODEL)
+    embedder.embed_query("warm up")
+    start = time.perf_counter()
+    # Imported before the clock: its cost does not grow with the store.
+    import lancedb  # noqa: F401
+
+    result: dict[str, Any] = {"import_lancedb_ms": (time.perf_counter() - start) * 1000.0}
+    start = time.perf_counter()
+    brain = Brain(SCOPE, config=config, embedder=embedder, uri=uri)
+    brain.remember(queries[0], record_access=False)
+    result["cold_start_ms"] = (time.perf_counter() - start) * 1000.0
+    corpus = brain.retriever.corpus
+    result["from_snapshot"] = corpus.opened_snapshot
+    if mode == "serve":
+        timings = []
+        for q in queries[1:]:
+            start = time.perf_counter()
+            brain.remember(q, record_access=False)
+            timings.append((time.perf_counter() - start) * 1000.0)
+        result["served_remember_p50_ms"] = _pct(timings, 50)
+        result["served_remember_p95_ms"] = _pct(timings, 95)
+    result["rss_mb"] = own_peak_rss_mb()
+    retriever = brain.retriever
+    if mode == "serve" and retriever._use_ann():
+        # After the RSS figure: the exact scan below maps every vector page.
+        allowed = corpus.allowed(visible_scopes(SCOPE))
+        where = Filters().where(SCOPE)
+        want = brain.config.search.candidates
+        recalls = []
+        for q in queries[: min(len(queries), 100)]:
+            qvec = embedder.embed_query([q])[0]
+            approx = retriever._ann(qvec, where, want, allowed)[:10]
+            exact = exact_top(corpus.vectors.cosines(qvec), allowed, 10)
+            recalls.append(len(set(approx) & set(exact)) / max(1, len(exact)))
+        result["ann_recall_at_10"] = float(np.mean(recalls))
+    Path(out_file).write_text(json.dumps(result), encoding="utf-8")
+
+
+def _child(
+    uri: Path, data: Path, queries: Path, mode: str, ann_min_rows: int | None
+) -> dict[str, Any]:
+    out = data / f"{mode}.json"
+    env = {**os.environ, "OCTOBRAIN_DATA_DIR": str(data)}
+    code = "import sys; from octobrain.bench_scale import _serve_child; _serve_child(sys.argv[1:])"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            str(uri),
+            str(queries),
+            str(out),
+            mode,
+            str(ann_min_rows or ""),
+        ],
         capture_output=True,
-        check=True,
+        env=env,
+        check=False,
     )
-    return {k: float(v) for k, v in json.loads(result.read_text(encoding="utf-8")).items()}
+    if done.returncode != 0:
+        raise RuntimeError(f"serving process failed: {done.stderr.decode()[-2000:]}")
+    loaded: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return loaded
+
+
+def _serve(
+    uri: Path, tmp: Path, queries: Sequence[str], ann_min_rows: int | None = None
+) -> dict[str, Any]:
+    """Two fresh processes on the store, sharing one data directory: the first finds no
+    snapshot (reads the store, builds the mirror, writes the snapshot), the second opens it."""
+    data = tmp / "serving"
+    data.mkdir()
+    listed = data / "queries.json"
+    listed.write_text(json.dumps(list(queries)), encoding="utf-8")
+    first = _child(uri, data, listed, "first", ann_min_rows)
+    second = _child(uri, data, listed, "serve", ann_min_rows)
+    return {
+        "cold_start_build_ms": first["cold_start_ms"],
+        "build_rss_mb": first["rss_mb"],
+        "cold_start_ms": second["cold_start_ms"],
+        "import_lancedb_ms": second["import_lancedb_ms"],
+        "from_snapshot": second["from_snapshot"],
+        "serving_rss_mb": second["rss_mb"],
+        "served_remember_p50_ms": second["served_remember_p50_ms"],
+        "served_remember_p95_ms": second["served_remember_p95_ms"],
+        "ann_recall_at_10": second.get("ann_recall_at_10"),
+        "snapshot_mb": _dir_mb(data / "cache"),
+    }
 
 
 def run_scale(
@@ -237,13 +465,15 @@ def run_scale(
     queries: int = 200,
     model: str = "minilm",
     progress: Callable[[str], None] | None = None,
+    ann_min_rows: int | None = None,
 ) -> dict[str, Any]:
     """Every size in turn, plus the query-embedding cost of `model`."""
     texts = make_queries(queries)
     embed_ms = query_embedding_ms(model, texts[:50])
+    threshold = Config().search.ann_min_rows if ann_min_rows is None else ann_min_rows
     rows = []
     for n in sizes:
-        row = run_size(n, texts, progress=progress)
+        row = run_size(n, texts, progress=progress, ann_min_rows=ann_min_rows)
         row["query_embedding_p50_ms"] = embed_ms
         rows.append(row)
     return {
@@ -254,8 +484,14 @@ def run_scale(
             f"Stored and query vectors from `{STORE_MODEL}`; add the query-embedding p50 of "
             f"`{get_embedder(model).model_id}` to remember for the real model. Sleep pass = "
             "clustering the scope's recent working memories (max_age_days) at the configured "
-            "threshold. Cold start = a new process (imports done, model loaded) opening the "
-            "store to its first result (LanceDB open, mirror build); RSS = that process's peak."
+            "threshold. Cold start = a new process (imports, `import lancedb` included, done "
+            "before the clock; embedder loaded) opening the "
+            "store to its first result: without a snapshot (LanceDB read, mirror build, snapshot "
+            "write), then from the snapshot (verify, map, catch up); that second process then "
+            "times remember (fresh process p50) and reports its peak RSS, taken before the ANN "
+            "recall@10 of the vector leg is measured against an exact scan (100 queries; ANN "
+            f"from `search.ann_min_rows` = {threshold:,} memories). "
+            f"Sizes from {BULK_FROM:,} are bulk-written and skip the in-process columns (—)."
         ),
         "sizes": rows,
     }

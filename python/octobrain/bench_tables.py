@@ -57,23 +57,36 @@ def beir_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _or_dash(value: Any, spec: str, unit: str = "") -> str:
+    return "—" if value is None else f"{value:{spec}}{unit}"
+
+
 def scale_table(report: dict[str, Any]) -> str:
-    """The table of one `bench scale` report."""
+    """The table of one `bench scale` report (— where a size was not measured that way)."""
     lines = [
         f"Model for the stored vectors: `{report['model']}`; {report['machine']}. "
         f"{report['notes']}",
         "",
         "| memories | memorize (1 by 1) | import (batch) | remember p50 | remember p95 | "
         "remember p50, filtered | + query embedding p50 | sleep pass | store on disk | "
-        "cold start → first result | RSS serving it |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "cold start, no snapshot | cold start, snapshot | remember p50, fresh process | "
+        "RSS serving it | ANN recall@10 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["sizes"]:
+        get = r.get
+        bulk = get("bulk_import_per_s")
+        imported = f"{bulk:,.0f}/s (bulk)" if bulk else _or_dash(get("import_per_s"), ",.0f", "/s")
         lines.append(
-            f"| {r['memories']:,} | {r['memorize_per_s']:.0f}/s | {r['import_per_s']:,.0f}/s | "
-            f"{r['remember_p50_ms']:.1f} ms | {r['remember_p95_ms']:.1f} ms | "
-            f"{r['remember_filtered_p50_ms']:.1f} ms | {r['query_embedding_p50_ms']:.1f} ms | "
-            f"{r['sleep_seconds']:.2f} s | {r['store_mb']:.1f} MB | "
-            f"{r['cold_start_ms']:.0f} ms | {r['serving_rss_mb']:.0f} MiB |"
+            f"| {r['memories']:,} | {_or_dash(get('memorize_per_s'), '.0f', '/s')} | "
+            f"{imported} | {_or_dash(get('remember_p50_ms'), '.1f', ' ms')} | "
+            f"{_or_dash(get('remember_p95_ms'), '.1f', ' ms')} | "
+            f"{_or_dash(get('remember_filtered_p50_ms'), '.1f', ' ms')} | "
+            f"{r['query_embedding_p50_ms']:.1f} ms | "
+            f"{_or_dash(get('sleep_seconds'), '.2f', ' s')} | {r['store_mb']:.1f} MB | "
+            f"{_or_dash(get('cold_start_build_ms'), '.0f', ' ms')} | "
+            f"{r['cold_start_ms']:.0f} ms | "
+            f"{_or_dash(get('served_remember_p50_ms'), '.1f', ' ms')} | "
+            f"{r['serving_rss_mb']:.0f} MiB | {_or_dash(get('ann_recall_at_10'), '.3f')} |"
         )
     return "\n".join(lines)

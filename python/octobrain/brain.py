@@ -50,8 +50,10 @@ from octobrain.models import (
 from octobrain.scope import git_head, validate_scope
 from octobrain.search import Hit, Retriever, parse_filters, parse_queries
 from octobrain.secrets import screen, screen_each
+from octobrain.snapshot import SnapshotDir
+from octobrain.snapshot import default_root as snapshot_root
 from octobrain.store import MemoryStore, NotFound
-from octobrain.store.location import StoreLocation
+from octobrain.store.location import StoreLocation, is_remote, redact
 from octobrain.store.memories import StoreVersion, sql_str, visible_scopes, visible_where
 from octobrain.store.schema import row_to_memory
 
@@ -121,8 +123,22 @@ class Brain:
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
-            self._retriever = Retriever(self.store, Corpus(self.store), self.embedder, self.config)
+            corpus = Corpus(
+                self.store,
+                snapshots=self._snapshots(),
+                snapshot_min_rows=self.config.search.snapshot_min_rows,
+            )
+            self._retriever = Retriever(self.store, corpus, self.embedder, self.config)
         return self._retriever
+
+    def _snapshots(self) -> SnapshotDir | None:
+        """Where this machine keeps the mirror's snapshot of this store (None: not kept)."""
+        if self.config.search.snapshot_min_rows <= 0:
+            return None
+        uri = (
+            redact(self.uri) if is_remote(self.uri) else str(Path(self.uri).expanduser().resolve())
+        )
+        return SnapshotDir(snapshot_root(), uri, self.embedder.model_id, self.embedder.dim)
 
     @property
     def consolidator(self) -> Consolidator:

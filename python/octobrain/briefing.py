@@ -243,7 +243,7 @@ def _collapse(
     kept_vectors: list[np.ndarray] = []
     dropped: set[str] = set()
     for item in ranked:
-        vector = corpus.embeddings[corpus.pos_of[item.memory.id]]
+        vector = corpus.vectors[[corpus.pos_of[item.memory.id]]][0]
         if kept_vectors and item.section != "goals":
             sims = np.stack(kept_vectors) @ vector
             best = int(np.argmax(sims))

@@ -228,11 +228,23 @@ def bench_beir_command(
     show_default=True,
     help="Model whose query-embedding cost is measured and reported beside the search.",
 )
+@click.option(
+    "--ann-min-rows",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Override search.ann_min_rows in the serving processes (0: always exact).",
+)
 @FORMAT_OPTION
 @OUTPUT_OPTION
 @update_option("scale", "table")
 def bench_scale_command(
-    sizes: str, queries: int, model: str, fmt: str, output: Path | None, update: Path | None
+    sizes: str,
+    queries: int,
+    model: str,
+    ann_min_rows: int | None,
+    fmt: str,
+    output: Path | None,
+    update: Path | None,
 ) -> None:
     """Memorize and import throughput, remember p50/p95 (plain and filtered), sleep-pass time,
     store size, cold start and peak RSS at growing store sizes (synthetic memories)."""
@@ -246,7 +258,11 @@ def bench_scale_command(
     if not counts or any(c < 2 for c in counts):
         raise click.BadParameter("each size must be >= 2", param_hint="--sizes")
     report = run_scale(
-        counts, queries=queries, model=model, progress=lambda step: click.echo(step, err=True)
+        counts,
+        queries=queries,
+        model=model,
+        progress=lambda step: click.echo(step, err=True),
+        ann_min_rows=ann_min_rows,
     )
     _write_output(report, output)
     if update is not None:

@@ -216,6 +216,18 @@ class SearchConfig:
     recency_decay_days: float = _opt(
         30.0, "recency = exp(-age_days / this)", _range(0, None, lo_open=True)
     )
+    ann_min_rows: int = _opt(
+        200_000,
+        "from this many memories the first vector pass is LanceDB's ANN index, re-scored "
+        "exactly (0: always exact)",
+        _range(0, None),
+    )
+    snapshot_min_rows: int = _opt(
+        5_000,
+        "from this many memories a memory-mapped snapshot of the search mirror is kept on this "
+        "machine, so a new process opens it instead of reading the whole store (0: never)",
+        _range(0, None),
+    )
     hyde: HydeConfig = field(default_factory=HydeConfig)
 
 

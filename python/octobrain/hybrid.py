@@ -23,13 +23,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from octobrain import fusion
-from octobrain.bm25 import BM25Index
+from octobrain.bm25 import BM25Index, Hits
 from octobrain.config import SearchConfig
+
+if TYPE_CHECKING:
+    from octobrain.vectors import VectorBlocks
 
 Nearest = Callable[[npt.NDArray[np.float32], int], list[int]]
 
@@ -91,15 +95,17 @@ def exact_top(
 
 def _vector_leg(
     qvec: npt.NDArray[np.float32],
-    embeddings: npt.NDArray[np.float32],
+    embeddings: npt.NDArray[np.float32] | VectorBlocks,
     cosines: npt.NDArray[np.float32],
     allowed: npt.NDArray[np.bool_],
     nearest: Nearest,
     cfg: SearchConfig,
+    first: list[int] | None,
 ) -> list[int]:
     # The caller computes every cosine anyway (for calibrated relevance), so the first pass is
-    # an exact top-k over them: cheaper than any index, and never approximate.
-    found = exact_top(cosines, allowed, cfg.candidates)
+    # an exact top-k over them: cheaper than any index, and never approximate. A caller past
+    # the ANN threshold hands over its own first pass (ANN candidates re-scored exactly).
+    found = exact_top(cosines, allowed, cfg.candidates) if first is None else first
     hyde = cfg.hyde
     if not hyde.enabled or len(found) < hyde.min_results or hyde.alpha >= 1.0:
         return found
@@ -140,29 +146,33 @@ def hybrid_rank(
     query: str,
     qvec: npt.NDArray[np.float32],
     *,
-    embeddings: npt.NDArray[np.float32],
+    embeddings: npt.NDArray[np.float32] | VectorBlocks,
     cosines: npt.NDArray[np.float32],
     nearest: Nearest,
     index: BM25Index,
     allowed: npt.NDArray[np.bool_],
     cfg: SearchConfig,
+    vector_first: list[int] | None = None,
+    bm25_hits: Hits | None = None,
 ) -> Ranking:
     """Fuse the vector and BM25 legs for one query (see the module docstring).
 
     `embeddings` are the unit rows `nearest` searches; `cosines` holds each position's cosine
     to `qvec` (the caller needs it anyway for calibrated relevance; knowledge search passes a
-    section's best chunk cosine); `allowed` masks visible positions.
+    section's best chunk cosine); `allowed` masks visible positions. A caller that ran a leg
+    itself passes its result: `vector_first` (the first vector pass, best first) and
+    `bm25_hits`; `cosines` must then be known at least at those positions.
     """
     vector_pos = (
-        _vector_leg(qvec, embeddings, cosines, allowed, nearest, cfg)
+        _vector_leg(qvec, embeddings, cosines, allowed, nearest, cfg, vector_first)
         if cfg.vector_weight > 0
         else []
     )
-    bm_pos_arr, bm_scores_arr = (
-        index.search(query, cfg.candidates, allowed=allowed)
-        if cfg.bm25_weight > 0
-        else (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
-    )
+    if cfg.bm25_weight <= 0:
+        bm25_hits = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+    elif bm25_hits is None:
+        bm25_hits = index.search(query, cfg.candidates, allowed=allowed)
+    bm_pos_arr, bm_scores_arr = bm25_hits
     bm_pos = [int(p) for p in bm_pos_arr]
     bm_scores = [float(s) for s in bm_scores_arr]
     legs: dict[int, list[str]] = {}

@@ -27,7 +27,7 @@ from octobrain.corpus import Corpus
 from octobrain.embed import Embedder
 from octobrain.errors import InvalidInput
 from octobrain.gist import gist_for
-from octobrain.hybrid import cosines, hybrid_rank
+from octobrain.hybrid import hybrid_rank
 from octobrain.models import (
     MAX_QUERIES,
     QUERY_BYTES,
@@ -41,7 +41,6 @@ from octobrain.models import (
 )
 from octobrain.store import MemoryStore
 from octobrain.store.memories import (
-    VECTOR_INDEX_MIN_ROWS,
     sql_in,
     sql_str,
     visible_scopes,
@@ -55,7 +54,12 @@ BELOW = 0.95  # a memory ranked below another (its parent, a prevailing value) s
 # A turn said by a person the question names: worth about 0.2 standard deviation of match
 # (scores are exp(z - z_best)), so it reorders near-ties between the two speakers' turns.
 SPEAKER_FACTOR = 1.2
-EXACT_MAX = VECTOR_INDEX_MIN_ROWS  # the exact scan hands over where the ANN index starts
+# Past `search.ann_min_rows`, LanceDB's ANN index proposes ANN_REFINE × the wanted candidates
+# (partitions probed: ANN_NPROBES), and their exact cosines from the mirror's vectors decide.
+ANN_REFINE = 5
+ANN_NPROBES = 64
+ANN_EXACT_BELOW = 10_000  # fewer allowed rows than this are scored exactly
+UNKNOWN_COSINE = -2.0  # below any cosine: positions the ANN path did not score
 
 
 @dataclass(frozen=True)
@@ -153,17 +157,45 @@ class Retriever:
     def _one(
         self, query: str, qvec: npt.NDArray[np.float32], where: str, allowed: npt.NDArray[np.bool_]
     ) -> list[_Scored]:
-        cos_all = cosines(self.corpus.embeddings, qvec)
-        ranking = hybrid_rank(
-            query,
-            qvec,
-            embeddings=self.corpus.embeddings,
-            cosines=cos_all,
-            nearest=lambda vec, k: self._nearest(vec, where, k, allowed),
-            index=self.corpus.index,
-            allowed=allowed,
-            cfg=self.config.search,
-        )
+        cfg = self.config.search
+        if not self._use_ann():
+            cos_all = self.corpus.vectors.cosines(qvec)
+            ranking = hybrid_rank(
+                query,
+                qvec,
+                embeddings=self.corpus.vectors,
+                cosines=cos_all,
+                nearest=lambda vec, k: self.corpus.nearest(vec, allowed, k),
+                index=self.corpus.index,
+                allowed=allowed,
+                cfg=cfg,
+            )
+        else:
+            # Only the candidates' cosines are computed: the index proposes the vector leg's,
+            # the BM25 leg its own; every other position stays below any real cosine.
+            cos_all = np.full(self.corpus.position_count, UNKNOWN_COSINE, dtype=np.float32)
+
+            def scored(positions: list[int]) -> list[int]:
+                at = np.asarray(positions, dtype=np.int64)
+                cos_all[at] = self.corpus.exact_cosines(qvec, at)
+                return positions
+
+            first = scored(self._ann(qvec, where, cfg.candidates, allowed))
+            first = first if cfg.vector_weight > 0 else []
+            bm25 = self.corpus.index.search(query, cfg.candidates, allowed=allowed)
+            scored(bm25[0].tolist())
+            ranking = hybrid_rank(
+                query,
+                qvec,
+                embeddings=self.corpus.vectors,
+                cosines=cos_all,
+                nearest=lambda vec, k: scored(self._ann(vec, where, k, allowed)),
+                index=self.corpus.index,
+                allowed=allowed,
+                cfg=cfg,
+                vector_first=first,
+                bm25_hits=bm25,
+            )
         coverage = self.corpus.coverage(query, ranking.ids)
         out = []
         for i, pos in enumerate(ranking.ids):
@@ -178,16 +210,25 @@ class Retriever:
             )
         return out
 
-    def _nearest(
+    def _use_ann(self) -> bool:
+        """Whether the first vector pass goes to LanceDB's ANN index: from `ann_min_rows`
+        rows an exact scan of the mirror's vectors would touch every one of them per query."""
+        return len(self.corpus) >= self.config.search.ann_min_rows > 0
+
+    def _ann(
         self, vector: npt.NDArray[np.float32], where: str, want: int, allowed: npt.NDArray[np.bool_]
     ) -> list[int]:
-        # Up to EXACT_MAX rows an exact scan of the mirror's embeddings (one mat-vec product)
-        # costs milliseconds and is never approximate; beyond it LanceDB's ANN index pays.
-        if len(self.corpus) <= EXACT_MAX:
-            return self.corpus.nearest(vector, allowed, want)
-        hits = self.store.vector_search(vector, where, want)
-        positions = [self.corpus.pos_of.get(mid) for mid, _ in hits]
-        return [p for p in positions if p is not None and allowed[p]]
+        """Top-`want` allowed positions: the ANN index's `ANN_REFINE`×`want` nearest
+        (prefiltered by `where`), re-ranked by their exact cosines to `vector`."""
+        pos = np.flatnonzero(allowed)
+        if len(pos) > ANN_EXACT_BELOW:  # a narrow filter is scored exactly, index or not
+            ids = self.store.ann_ids(vector, where, want * ANN_REFINE, nprobes=ANN_NPROBES)
+            pos = self.corpus.positions_of(ids)
+            pos = pos[pos >= 0]
+            pos = np.unique(pos[allowed[pos]])
+        exact = self.corpus.exact_cosines(vector, pos)
+        order = np.lexsort((pos, -exact))[:want]
+        return [int(p) for p in pos[order]]
 
     # ---- several queries, adjustments -----------------------------------------------------
 
@@ -215,7 +256,7 @@ class Retriever:
         the parent takes that member's match (and is added if the query missed it, when the
         filters allow it); the member itself is then ranked below the parent as before. Without
         this, consolidating a fact's restatements made the fact harder to find."""
-        ids = [self.corpus.memory(s.pos).id for s in kept]
+        ids = [m.id for m in self.corpus.memories_at([s.pos for s in kept])]
         _, parents, _ = self._edges_in(ids, scopes)
         best = {s.pos: s for s in kept}
         for s, mid in zip(kept, ids, strict=True):
@@ -240,7 +281,7 @@ class Retriever:
         if not kept:
             return []
         # Copies: the mirror's objects change in place as accesses are recorded.
-        mems = [copy.copy(self.corpus.memory(s.pos)) for s in kept]
+        mems = [copy.copy(m) for m in self.corpus.memories_at([s.pos for s in kept])]
         mcfg, scfg = self.config.memory, self.config.search
         importance = decay.memory_strength(mems, now, mcfg)
         superseded, parents, conflicting = self._edges_in([m.id for m in mems], scopes)

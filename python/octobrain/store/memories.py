@@ -330,6 +330,24 @@ class MemoryStore:
         distances = table.column("_distance").to_pylist()
         return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
 
+    def ann_ids(self, vector: np.ndarray, where: str, k: int, *, nprobes: int) -> list[str]:
+        """Ids of about the `k` nearest rows matching `where`, from the ANN index where one
+        exists (approximate: the caller re-scores them exactly); rows added since the index
+        was built are searched exactly beside it."""
+        query: Any = self.memories.search(
+            np.asarray(vector, dtype=np.float32), vector_column_name="embedding"
+        )
+        table = (
+            query.distance_type("cosine")
+            .where(where, prefilter=True)
+            .nprobes(nprobes)
+            .select(["id", "_distance"])
+            .limit(k)
+            .to_arrow()
+        )
+        ids: list[str] = table.column("id").to_pylist()
+        return ids
+
     def relationships_version(self) -> int:
         """The latest committed version of `relationships`."""
         return int(self.relationships.version)

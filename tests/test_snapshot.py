@@ -1,0 +1,282 @@
+"""The mirror's memory-mapped snapshot: a new process opens it instead of reading the store,
+still sees every acknowledged write, and never serves a stale, damaged or half-written one."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from octobrain.brain import Brain
+from octobrain.config import Config, SearchConfig
+from octobrain.corpus import Corpus
+from octobrain.embed import get_embedder
+from octobrain.snapshot import CURRENT, SnapshotDir
+
+SCOPE = "github.com/acme/api"
+TOPICS = ["cache", "queue", "auth", "billing", "search", "deploy", "metrics", "backup"]
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def _brain(uri: Path, **search: Any) -> Brain:
+    config = Config(search=SearchConfig(**{"snapshot_min_rows": 1, **search}))
+    return Brain(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
+
+
+def _fill(brain: Brain, n: int = 40) -> list[str]:
+    from octobrain.models import Memory
+
+    memories = [
+        Memory(
+            title=f"Note {i} on {TOPICS[i % len(TOPICS)]}",
+            content=f"The {TOPICS[i % len(TOPICS)]} service uses setting zq{i} = {i * 7}.",
+            scope=SCOPE,
+            tags=[TOPICS[i % len(TOPICS)]],
+        )
+        for i in range(n)
+    ]
+    vectors = brain.embedder.embed_documents([m.searchable_text() for m in memories])
+    brain.store.add(memories, vectors)
+    return [m.id for m in memories]
+
+
+def _found(brain: Brain, query: str, **kw: Any) -> list[str]:
+    hits = brain.remember(query, min_relevance=0.0, record_access=False, **kw).hits
+    return [h.memory.id for h in hits]
+
+
+def _snap_dir(brain: Brain) -> SnapshotDir:
+    snaps = brain._snapshots()
+    assert snaps is not None
+    return snaps
+
+
+def _current(brain: Brain) -> Path:
+    snaps = _snap_dir(brain)
+    return snaps.path / (snaps.path / CURRENT).read_text(encoding="utf-8")
+
+
+def _opened_from_snapshot(brain: Brain) -> bool:
+    return brain.retriever.corpus.opened_snapshot
+
+
+def test_a_new_process_opens_the_snapshot_and_sees_later_writes(tmp_path: Path) -> None:
+    first = _brain(tmp_path / "db")
+    ids = _fill(first)
+    assert _found(first, "zq3 setting")[0] == ids[3]
+    assert _snap_dir(first).load() is not None  # written after the first load
+    # Another process writes: a new memory, an edit and a forget.
+    writer = _brain(tmp_path / "db", snapshot_min_rows=0)
+    added, _ = writer.memorize("Fresh note on cache", "The cache service uses setting zqnew.")
+    writer.update(ids[5], content="The queue service now uses setting zqedited.")
+    writer.forget([ids[3]], confirm=True)
+
+    reader = _brain(tmp_path / "db")
+    assert _found(reader, "zqnew")[0] == added.id
+    assert _opened_from_snapshot(reader)
+    assert _found(reader, "zqedited")[0] == ids[5]
+    assert ids[3] not in _found(reader, "zq3 setting", limit=50)
+    assert len(reader.retriever.corpus) == 40
+    # …and a write after the reader opened is visible on its next call.
+    later, _ = writer.memorize(
+        "Later note on auth", "The auth service uses setting zqlater.", tags=["auth"]
+    )
+    assert _found(reader, "zqlater")[0] == later.id
+    # Filters answer from the mapped columns and the rows appended since.
+    assert _found(reader, "setting", tags=["cache"], limit=50)
+    assert set(_found(reader, "setting", tags=["auth"], limit=50)) >= {later.id}
+
+
+def test_a_snapshot_holds_no_memory_object_per_row(tmp_path: Path) -> None:
+    _fill(_brain(tmp_path / "db"), 1000)
+    _found(_brain(tmp_path / "db"), "zq3 setting")  # writes the snapshot
+    reader = _brain(tmp_path / "db")
+    _found(reader, "zq7 setting", limit=5)
+    corpus = reader.retriever.corpus
+    assert _opened_from_snapshot(reader)
+    # Memory objects only for what was ranked (at most both legs' candidates), not per row.
+    assert len(corpus) == 1000 and len(corpus._cache) <= 2 * reader.config.search.candidates
+
+
+def test_a_commit_during_the_snapshot_build_is_caught_up_by_the_next_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _brain(tmp_path / "db")
+    _fill(first)
+    writer = _brain(tmp_path / "db", snapshot_min_rows=0)
+    original = Corpus.snapshot
+    raced: list[str] = []
+
+    def snapshot_then_write(self: Corpus) -> Any:
+        snap = original(self)
+        memory, _ = writer.memorize(
+            "Racing note", "Committed while the snapshot is written zqrace."
+        )
+        raced.append(memory.id)
+        return snap
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Corpus, "snapshot", snapshot_then_write)
+        _found(first, "zq1 setting")
+    assert raced
+    reader = _brain(tmp_path / "db")
+    assert _found(reader, "zqrace")[0] == raced[0]
+    assert _opened_from_snapshot(reader)
+
+
+def _flip(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-7])
+
+
+def _wrong_format(path: Path) -> None:
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest["format"] = 999
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def _wrong_positions(path: Path) -> None:
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest["positions"] += 1
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("file", "damage"),
+    [
+        ("vectors.npy", _flip),
+        ("rows.arrow", _flip),
+        ("state.npy", _flip),
+        ("bm25.bin", _truncate),
+        ("ids.npy", _truncate),
+        ("manifest.json", _wrong_format),
+        ("manifest.json", _wrong_positions),
+    ],
+)
+def test_a_damaged_snapshot_is_detected_rebuilt_and_never_served(
+    tmp_path: Path, file: str, damage: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = _brain(tmp_path / "db")
+    ids = _fill(first)
+    expected = _found(first, "zq9 setting")
+    damaged = _current(first)
+    damage(damaged / file)
+    assert _snap_dir(first).load() is None
+    reader = _brain(tmp_path / "db")
+    assert _found(reader, "zq9 setting") == expected
+    assert expected[0] == ids[9]
+    assert not _opened_from_snapshot(reader) or _current(reader) != damaged
+    assert "not used" in caplog.text
+    # The rebuild wrote a sound snapshot in its place, which the next process opens.
+    assert _current(reader) != damaged and not damaged.exists()
+    again = _brain(tmp_path / "db")
+    assert _found(again, "zq9 setting") == expected
+    assert _opened_from_snapshot(again)
+
+
+def test_a_snapshot_copied_under_another_model_is_not_used(tmp_path: Path) -> None:
+    first = _brain(tmp_path / "db")
+    _fill(first)
+    _found(first, "zq1")
+    snaps = _snap_dir(first)
+    other = SnapshotDir(snaps.path.parent, snaps.uri, "hash:64", 32)
+    other.path.mkdir(parents=True)
+    shutil.copytree(_current(first), other.path / "copied")
+    (other.path / CURRENT).write_text("copied", encoding="utf-8")
+    assert snaps.load() is not None
+    assert other.load() is None  # its manifest names dim 64
+
+
+KILLED_WRITER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from octobrain.brain import Brain
+    from octobrain.config import Config, SearchConfig
+    from octobrain.embed import get_embedder
+    from octobrain import corpus, snapshot
+
+    corpus.SNAPSHOT_STALE_ROWS = 1  # rewrite after any re-read row
+    original = snapshot._write_synced
+    def die_after_bm25(path, data):
+        original(path, data)
+        if path.name == "bm25.bin":  # every data file is written; the manifest is not
+            os.kill(os.getpid(), signal.SIGKILL)
+    snapshot._write_synced = die_after_bm25
+    config = Config(search=SearchConfig(snapshot_min_rows=1))
+    brain = Brain(sys.argv[2], config=config, embedder=get_embedder("hash:64"), uri=sys.argv[1])
+    brain.remember("zqkilled", min_relevance=0.0, record_access=False)
+    """
+)
+
+
+def test_a_writer_killed_mid_snapshot_leaves_the_old_one_in_force(tmp_path: Path) -> None:
+    first = _brain(tmp_path / "db")
+    ids = _fill(first)
+    _found(first, "zq1")
+    before = _current(first)
+    writer = _brain(tmp_path / "db", snapshot_min_rows=0)
+    writer.update(ids[4], content="The cache service uses setting zqkilled.")
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_WRITER, str(tmp_path / "db"), SCOPE],
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    assert _current(first) == before  # CURRENT still names the old, complete snapshot
+    assert any(p.name.startswith(".tmp-") for p in _snap_dir(first).path.iterdir())
+    reader = _brain(tmp_path / "db")
+    assert _found(reader, "zqkilled")[0] == ids[4]
+    assert _opened_from_snapshot(reader)
+
+
+def test_the_ann_path_returns_the_exact_top_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from octobrain.store import memories as store_module
+
+    exact = _brain(tmp_path / "db", snapshot_min_rows=0)
+    _fill(exact, 600)
+    monkeypatch.setattr(store_module, "VECTOR_INDEX_MIN_ROWS", 300)
+    exact.store.compact()  # builds the IVF-PQ index the ANN path searches
+    assert "embedding" in {ix.columns[0] for ix in exact.store.memories.list_indices()}
+    monkeypatch.setattr("octobrain.search.ANN_EXACT_BELOW", 0)
+    ann = _brain(tmp_path / "db", ann_min_rows=100, snapshot_min_rows=0)
+    for query in ["zq17 setting", "billing service setting", "deploy zq301", "metrics backup"]:
+        want = _found(exact, query, limit=10)
+        got = _found(ann, query, limit=10)
+        assert got[:5] == want[:5], query
+        assert len(set(got) & set(want)) >= 9, query
+
+
+def test_a_cache_that_cannot_be_written_never_fails_a_query_nor_retries_every_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    tries: list[int] = []
+
+    def full_disk(self: SnapshotDir, snap: Any) -> Path:
+        tries.append(1)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(SnapshotDir, "write", full_disk)
+    brain = _brain(tmp_path / "db")
+    ids = _fill(brain)
+    assert _found(brain, "zq3 setting")[0] == ids[3]
+    assert _found(brain, "zq4 setting")[0] == ids[4]
+    assert tries == [1] and "snapshot not written" in caplog.text
