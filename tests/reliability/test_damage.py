@@ -7,7 +7,7 @@ import json
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -116,22 +116,6 @@ def test_a_corrupt_table_manifest_is_damage_not_a_full_disk(env: dict[str, str])
 
 
 # ---- a read-only store: reads take no write lock ---------------------------------------------
-
-
-@pytest.fixture
-def frozen(env: dict[str, str]) -> Iterator[Callable[[], None]]:
-    """Make the data dir immutable (chattr +i binds root too); always thaw it afterwards."""
-    if shutil.which("chattr") is None:
-        pytest.skip("chattr is not installed")
-    root = env["OCTOBRAIN_DATA_DIR"]
-
-    def freeze() -> None:
-        done = subprocess.run(["chattr", "-R", "+i", root], capture_output=True, check=False)
-        if done.returncode != 0:
-            pytest.skip(f"this filesystem cannot make files immutable: {done.stderr!r}")
-
-    yield freeze
-    subprocess.run(["chattr", "-R", "-i", root], capture_output=True, check=False)
 
 
 def test_a_read_only_store_exports_completely_and_searches_knowledge(

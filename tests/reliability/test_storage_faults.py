@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import resource
-import shutil
 import signal
 import subprocess
 import sysconfig
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,22 +81,6 @@ def test_full_disk_is_a_clear_error_and_loses_nothing(env: dict[str, str]) -> No
     assert line.startswith("error: store: cannot write to ") and "File too large" in line
     assert stored_ids(env) == kept  # the refused write left no trace, the others are intact
     assert memorize(env, "After the disk freed up", "Writes work again once there is space.")
-
-
-@pytest.fixture
-def frozen(env: dict[str, str]) -> Iterator[Callable[[], None]]:
-    """Make the data dir immutable (chattr +i binds root too); always thaw it afterwards."""
-    if shutil.which("chattr") is None:
-        pytest.skip("chattr is not installed")
-    root = env["OCTOBRAIN_DATA_DIR"]
-
-    def freeze() -> None:
-        done = subprocess.run(["chattr", "-R", "+i", root], capture_output=True, check=False)
-        if done.returncode != 0:
-            pytest.skip(f"this filesystem cannot make files immutable: {done.stderr!r}")
-
-    yield freeze
-    subprocess.run(["chattr", "-R", "-i", root], capture_output=True, check=False)
 
 
 def test_read_only_data_dir_refuses_writes_but_still_answers(

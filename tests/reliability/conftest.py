@@ -1,0 +1,25 @@
+"""Fixtures the reliability tests share."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+
+import pytest
+
+
+@pytest.fixture
+def frozen(env: dict[str, str]) -> Iterator[Callable[[], None]]:
+    """Make the data dir immutable (chattr +i binds root too); always thaw it afterwards."""
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed")
+    root = env["OCTOBRAIN_DATA_DIR"]
+
+    def freeze() -> None:
+        done = subprocess.run(["chattr", "-R", "+i", root], capture_output=True, check=False)
+        if done.returncode != 0:
+            pytest.skip(f"this filesystem cannot make files immutable: {done.stderr!r}")
+
+    yield freeze
+    subprocess.run(["chattr", "-R", "-i", root], capture_output=True, check=False)
