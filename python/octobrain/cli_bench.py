@@ -89,10 +89,35 @@ def bench_bm25_command(
     click.echo(f"batch        {result.batch_seconds * 1000:.1f} ms for all queries")
 
 
-def _write_output(payload: dict[str, object], output: Path | None) -> None:
+def _publish(
+    payload: dict[str, object],
+    table: str,
+    marker: str,
+    fmt: str,
+    output: Path | None,
+    update: Path | None,
+) -> None:
+    """A bench command's ending: the raw results to --output first, then the README table
+    between its markers (--update), then the report itself on stdout."""
+    from octobrain.bench_tables import update_readme
+
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    if update is not None:
+        update_readme(update, marker, table)
+    click.echo(json.dumps(payload, indent=2) if fmt == "json" else table)
+
+
+def _sizes(sizes: str, minimum: int) -> list[int]:
+    """`--sizes` as store sizes: comma-separated integers, each at least `minimum`."""
+    try:
+        counts = [int(s) for s in sizes.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter("must be comma-separated integers", param_hint="--sizes") from None
+    if not counts or any(c < minimum for c in counts):
+        raise click.BadParameter(f"each size must be >= {minimum}", param_hint="--sizes")
+    return counts
 
 
 @bench.command("beir")
@@ -158,7 +183,7 @@ def bench_beir_command(
 
     from octobrain.beir import load_beir
     from octobrain.bench_beir import MODES, run_beir
-    from octobrain.bench_tables import beir_table, update_readme
+    from octobrain.bench_tables import beir_table
     from octobrain.errors import InvalidInput
 
     if path == "memory":  # memories are stored whole: there is no chunking to change
@@ -206,10 +231,7 @@ def bench_beir_command(
     except InvalidInput as err:
         raise click.BadParameter(err.rule, param_hint=f"--{err.field}") from err
     payload = report.as_dict()
-    _write_output(payload, output)
-    if update is not None:
-        update_readme(update, "beir", beir_table(payload))
-    click.echo(json.dumps(payload, indent=2) if fmt == "json" else beir_table(payload))
+    _publish(payload, beir_table(payload), "beir", fmt, output, update)
 
 
 @bench.command("scale")
@@ -249,14 +271,9 @@ def bench_scale_command(
     """Memorize and import throughput, remember p50/p95 (plain and filtered), sleep-pass time,
     store size, cold start and peak RSS at growing store sizes (synthetic memories)."""
     from octobrain.bench_scale import run_scale
-    from octobrain.bench_tables import scale_table, update_readme
+    from octobrain.bench_tables import scale_table
 
-    try:
-        counts = [int(s) for s in sizes.split(",") if s.strip()]
-    except ValueError:
-        raise click.BadParameter("must be comma-separated integers", param_hint="--sizes") from None
-    if not counts or any(c < 2 for c in counts):
-        raise click.BadParameter("each size must be >= 2", param_hint="--sizes")
+    counts = _sizes(sizes, 2)
     report = run_scale(
         counts,
         queries=queries,
@@ -264,10 +281,7 @@ def bench_scale_command(
         progress=lambda step: click.echo(step, err=True),
         ann_min_rows=ann_min_rows,
     )
-    _write_output(report, output)
-    if update is not None:
-        update_readme(update, "scale", scale_table(report))
-    click.echo(json.dumps(report, indent=2) if fmt == "json" else scale_table(report))
+    _publish(report, scale_table(report), "scale", fmt, output, update)
 
 
 @bench.command("locomo")
@@ -315,7 +329,6 @@ def bench_locomo_command(
     session-level Recall@5, per category and per half, the adversarial questions' answer rate,
     ingest throughput and search latency."""
     from octobrain.bench_locomo import load_locomo, locomo_table, run_locomo
-    from octobrain.bench_tables import update_readme
     from octobrain.errors import InvalidInput
 
     try:
@@ -337,10 +350,7 @@ def bench_locomo_command(
     except InvalidInput as err:
         raise click.BadParameter(err.rule, param_hint=f"--{err.field}") from err
     payload = report.as_dict()
-    _write_output(payload, output)
-    if update is not None:
-        update_readme(update, "locomo", locomo_table(payload))
-    click.echo(json.dumps(payload, indent=2) if fmt == "json" else locomo_table(payload))
+    _publish(payload, locomo_table(payload), "locomo", fmt, output, update)
 
 
 @bench.command("cold")
@@ -358,20 +368,11 @@ def bench_cold_command(
     """Whole-process latency of memory commands, hooks and `octobrain mcp` spawn, with the
     resident service warm and with it disabled (p50 / p90 of --runs)."""
     from octobrain.bench_cold import cold_table, run_cold
-    from octobrain.bench_tables import update_readme
 
-    try:
-        counts = [int(s) for s in sizes.split(",") if s.strip()]
-    except ValueError:
-        raise click.BadParameter("must be comma-separated integers", param_hint="--sizes") from None
-    if not counts or any(c < 1 for c in counts):
-        raise click.BadParameter("each size must be >= 1", param_hint="--sizes")
+    counts = _sizes(sizes, 1)
     reports = [
         run_cold(n, runs=runs, model=model, progress=lambda step: click.echo(step, err=True))
         for n in counts
     ]
     payload: dict[str, object] = {"sizes": reports}
-    _write_output(payload, output)
-    if update is not None:
-        update_readme(update, "cold", cold_table(reports))
-    click.echo(json.dumps(payload, indent=2) if fmt == "json" else cold_table(reports))
+    _publish(payload, cold_table(reports), "cold", fmt, output, update)
