@@ -5,8 +5,17 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+
+from tests.server_support import server_env
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """A CLI subprocess's environment: its own data dir, the fast hash embedder."""
+    return server_env(tmp_path / "data")
 
 
 @pytest.fixture

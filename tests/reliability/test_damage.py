@@ -18,7 +18,6 @@ from octobrain.store.doctor import diagnose
 from octobrain.store.location import StoreLocation
 from octobrain.store.manifest import MANIFEST, TableDamaged
 from tests.reliability.test_storage_faults import EXE, memorize, octobrain, one_clear_line
-from tests.server_support import outside_env
 from tests.test_consolidation import twins
 from tests.test_object_store import CREDENTIALS, S3
 
@@ -29,16 +28,6 @@ def _store(env: dict[str, str]) -> Path:
 
 def _three(env: dict[str, str]) -> set[str]:
     return {memorize(env, f"Fact {i}", f"Durable fact number {i} about the API.") for i in range(3)}
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    keep = outside_env()
-    return {
-        **keep,
-        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
-        "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
-    }
 
 
 def run_cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:

@@ -12,21 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.server_support import outside_env
-
 EXE = str(Path(sysconfig.get_path("scripts")) / "octobrain")
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    keep = outside_env()
-    return {
-        **keep,
-        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
-        "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
-    }
 
 
 def octobrain(
