@@ -222,7 +222,8 @@ class Retriever:
         (prefiltered by `where`), re-ranked by their exact cosines to `vector`."""
         pos = np.flatnonzero(allowed)
         if len(pos) > ANN_EXACT_BELOW:  # a narrow filter is scored exactly, index or not
-            ids = self.store.ann_ids(vector, where, want * ANN_REFINE, nprobes=ANN_NPROBES)
+            near = self.store.vector_search(vector, where, want * ANN_REFINE, nprobes=ANN_NPROBES)
+            ids = [mid for mid, _ in near]
             pos = self.corpus.positions_of(ids)
             pos = pos[pos >= 0]
             pos = np.unique(pos[allowed[pos]])

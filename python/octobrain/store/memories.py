@@ -313,40 +313,23 @@ class MemoryStore:
         rows = self.scan(f"{sql_in('id', ids)} AND {visible_where(scope, include_archived=True)}")
         return {row["id"]: schema.row_to_memory(row) for row in rows}
 
-    def vector_search(self, vector: np.ndarray, where: str, k: int) -> list[tuple[str, float]]:
-        """Ids of the `k` nearest rows matching `where`, with their true cosine similarity."""
+    def vector_search(
+        self, vector: np.ndarray, where: str, k: int, *, nprobes: int | None = None
+    ) -> list[tuple[str, float]]:
+        """Ids of the `k` nearest rows matching `where`, with their cosine similarity: from the
+        ANN index where one exists (`nprobes` partitions probed; approximate, so the search
+        re-scores them exactly), and exact for the rows added since it was built."""
         # A vector query builder; lancedb's annotations only promise the base class.
         query: Any = self.memories.search(
             np.asarray(vector, dtype=np.float32), vector_column_name="embedding"
         )
-        table = (
-            query.distance_type("cosine")
-            .where(where, prefilter=True)
-            .select(["id"])
-            .limit(k)
-            .to_arrow()
-        )
+        query = query.distance_type("cosine").where(where, prefilter=True)
+        if nprobes is not None:
+            query = query.nprobes(nprobes)
+        table = query.select(["id", "_distance"]).limit(k).to_arrow()
         ids = table.column("id").to_pylist()
         distances = table.column("_distance").to_pylist()
         return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
-
-    def ann_ids(self, vector: np.ndarray, where: str, k: int, *, nprobes: int) -> list[str]:
-        """Ids of about the `k` nearest rows matching `where`, from the ANN index where one
-        exists (approximate: the caller re-scores them exactly); rows added since the index
-        was built are searched exactly beside it."""
-        query: Any = self.memories.search(
-            np.asarray(vector, dtype=np.float32), vector_column_name="embedding"
-        )
-        table = (
-            query.distance_type("cosine")
-            .where(where, prefilter=True)
-            .nprobes(nprobes)
-            .select(["id", "_distance"])
-            .limit(k)
-            .to_arrow()
-        )
-        ids: list[str] = table.column("id").to_pylist()
-        return ids
 
     def relationships_version(self) -> int:
         """The latest committed version of `relationships`."""
