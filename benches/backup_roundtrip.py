@@ -16,12 +16,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from octobrain.brain import Brain
 from octobrain.config import Config
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
+from octobrain.memory.brain import Brain
+from octobrain.memory.transfer import export_jsonl, import_jsonl
 from octobrain.models import Memory, Relationship, RelationshipType, Source, utcnow
 from octobrain.store.consolidations import ConsolidationLog
-from octobrain.transfer import export_jsonl, import_jsonl
 from report import replace_between
 
 SCOPE = "github.com/acme/backup"

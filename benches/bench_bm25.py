@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import Stemmer
 
-from octobrain.beir import BeirDataset, evaluate
-from octobrain.bm25 import BM25Index
+from octobrain.bench.datasets import BeirDataset, evaluate
+from octobrain.kernels.bm25 import BM25Index
 
 BACKEND = "numba" if importlib.util.find_spec("numba") else "numpy"
 STEMMER = Stemmer.Stemmer("english")

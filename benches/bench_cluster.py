@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from octobrain.clustering import cosine_clusters
+from octobrain.kernels.clustering import cosine_clusters
 
 N, DIM, N_PLANTED, N_BRIDGES, THRESHOLD, MIN_SIZE = 10_000, 384, 300, 50, 0.85, 3
 

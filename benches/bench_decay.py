@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from octobrain.decay import decayed_importance
+from octobrain.kernels.decay import decayed_importance
 
 NOW = 1_700_000_000.0
 HALF_LIFE, BOOST, FLOOR = 90.0, 1.2, 0.05

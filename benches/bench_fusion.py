@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from octobrain.fusion import rrf, rrf_batch, score_fusion
+from octobrain.kernels.fusion import rrf, rrf_batch, score_fusion
 
 LIMIT = 10
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from octobrain.regex_match import match_lines
+from octobrain.kernels.regex_match import match_lines
 
 N_DOCS, LINES_PER_DOC, WORDS_PER_LINE = 5_000, 40, 10
 CAP = 10**7

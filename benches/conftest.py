@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from octobrain.beir import BeirDataset, load_beir
+from octobrain.bench.datasets import BeirDataset, load_beir
 
 REPO = Path(__file__).resolve().parents[1]
 

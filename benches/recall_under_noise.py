@@ -59,9 +59,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from octobrain.brain import Brain
 from octobrain.config import Config
-from octobrain.embed import Embedder, get_embedder
+from octobrain.embed.base import Embedder, get_embedder
+from octobrain.memory.brain import Brain
 from octobrain.models import Memory, Relationship, RelationshipType, Source, utcnow
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from octobrain.beir import load_beir
-from octobrain.brain import Brain
+from octobrain.bench.datasets import load_beir
 from octobrain.config import Config
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
+from octobrain.memory.brain import Brain
 from octobrain.models import Memory
 from report import publish
 

@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from octobrain.bench_tables import replace_between
+from octobrain.bench.tables import replace_between
 
 START = "<!-- bench:start -->"
 END = "<!-- bench:end -->"

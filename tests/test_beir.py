@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from octobrain.beir import evaluate, load_beir, mrr_at_k, ndcg_at_k, recall_at_k
+from octobrain.bench.datasets import evaluate, load_beir, mrr_at_k, ndcg_at_k, recall_at_k
 from octobrain.errors import InvalidInput
 
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from octobrain.beir import evaluate, mrr_at_k, ndcg_at_k, recall_at_k
+from octobrain.bench.datasets import evaluate, mrr_at_k, ndcg_at_k, recall_at_k
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

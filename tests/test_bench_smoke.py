@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from octobrain.cli import main
+from octobrain.cli.main import main
 
 README = (
     "intro\n<!-- beir:start -->\nSTALE TABLE\n<!-- beir:end -->\n"

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from octobrain.brain import ACCESS_WINDOW, Brain
 from octobrain.config import Config, SearchConfig
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
 from octobrain.errors import InvalidInput
+from octobrain.memory.brain import ACCESS_WINDOW, Brain
+from octobrain.memory.transfer import export_jsonl, import_jsonl, reembed
 from octobrain.models import MemoryType, Source, State, utcnow
 from octobrain.store import ModelMismatch
-from octobrain.transfer import export_jsonl, import_jsonl, reembed
 
 MakeBrain = Callable[..., Brain]
 
@@ -276,9 +276,9 @@ def test_model_change_is_refused_until_reembed(make_brain: MakeBrain) -> None:
 WRITER = textwrap.dedent(
     """
     import sys
-    from octobrain.brain import Brain
+    from octobrain.memory.brain import Brain
     from octobrain.config import Config
-    from octobrain.embed import get_embedder
+    from octobrain.embed.base import get_embedder
 
     uri, worker = sys.argv[1], sys.argv[2]
     brain = Brain("github.com/acme/api", config=Config(), embedder=get_embedder("hash:64"), uri=uri)
@@ -328,7 +328,7 @@ def test_lancedb_vector_leg_agrees_with_the_exact_mirror(
         )
     query = {"query": "cache entries seconds", "limit": 10, "record_access": False}
     exact = brain.remember(**query).hits  # type: ignore[arg-type]
-    monkeypatch.setattr("octobrain.search.ANN_EXACT_BELOW", 0)  # force the LanceDB path
+    monkeypatch.setattr("octobrain.memory.search.ANN_EXACT_BELOW", 0)  # force the LanceDB path
     lance = Config(search=SearchConfig(ann_min_rows=1))
     via_lance = Brain(brain.scope, config=lance, embedder=brain.embedder, uri=brain.uri)
     hits = via_lance.remember(**query).hits  # type: ignore[arg-type]

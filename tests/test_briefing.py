@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from octobrain.brain import Brain
-from octobrain.briefing import build_briefing
 from octobrain.config import Config
-from octobrain.embed import BUNDLED_MODEL_ID, get_embedder
+from octobrain.embed.base import BUNDLED_MODEL_ID, get_embedder
+from octobrain.embed.tokens import estimate_tokens, token_counter
 from octobrain.errors import InvalidInput
-from octobrain.gist import DIGEST_TAG, compress
+from octobrain.memory.brain import Brain
+from octobrain.memory.briefing import build_briefing
+from octobrain.memory.gist import DIGEST_TAG, compress
+from octobrain.memory.render import format_recall
+from octobrain.memory.render_brief import briefing_markdown, briefing_to_dict
 from octobrain.models import Memory, MemoryType, RelationshipType, Source, State, utcnow
-from octobrain.render import format_recall
-from octobrain.render_brief import briefing_markdown, briefing_to_dict
-from octobrain.tokens import estimate_tokens, token_counter
 
 API = "github.com/acme/api"
 WEB = "github.com/acme/web"

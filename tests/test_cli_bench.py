@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from octobrain.cli import main
+from octobrain.cli.main import main
 from tests.test_beir import write_beir
 
 

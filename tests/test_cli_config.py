@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from octobrain.cli import main
+from octobrain.cli.main import main
 from octobrain.config import Config, load_config
 from tests.server_support import outside_env
 
@@ -105,7 +105,7 @@ def test_show_rejects_unknown_format(runner: CliRunner):
 
 def test_domain_failure_that_is_not_bad_input_exits_1(runner: CliRunner):
     """The group maps any OctobrainError; a command added later inherits that."""
-    from octobrain.cli import config_group
+    from octobrain.cli.main import config_group
     from octobrain.errors import EmbeddingError
 
     @config_group.command("explode-for-test")
@@ -124,7 +124,7 @@ def test_real_process_help_is_cheap_and_errors_have_no_traceback(tmp_path: Path)
     env = outside_env()
     env["OCTOBRAIN_DATA_DIR"] = str(tmp_path)
     probe = (
-        "import sys; from octobrain.cli import main\n"
+        "import sys; from octobrain.cli.main import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         "mods = ('fastembed', 'onnxruntime', 'lancedb', 'httpx')\n"
         "heavy = [m for m in mods if m in sys.modules]\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from octobrain.cli import main
+from octobrain.cli.main import main
 from tests.test_consolidation import TWINS
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from octobrain.cli import main
+from octobrain.cli.main import main
 
 
 @pytest.fixture

@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from octobrain.brain import Brain
-from octobrain.briefing import build_briefing
 from octobrain.config import Config
-from octobrain.conflicts import Statement, compatible, conflicting_pairs, numbers, prevailing
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
+from octobrain.memory.brain import Brain
+from octobrain.memory.briefing import build_briefing
+from octobrain.memory.conflicts import Statement, compatible, conflicting_pairs, numbers, prevailing
+from octobrain.memory.render_brief import briefing_markdown
 from octobrain.models import Memory, MemoryType, Relationship, RelationshipType, Source, utcnow
-from octobrain.render_brief import briefing_markdown
 from tests.test_consolidation import SCOPE, MakeBrain, add_at, all_edges
 from tests.test_consolidation import make_brain as make_brain  # the fixture, shared
 

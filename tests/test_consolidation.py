@@ -18,11 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from octobrain import decay, sleep_startup
-from octobrain.brain import Brain
 from octobrain.config import Config
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
 from octobrain.errors import InvalidInput
+from octobrain.kernels import decay
+from octobrain.memory import sleep_startup
+from octobrain.memory.brain import Brain
 from octobrain.models import Memory, MemoryType, RelationshipType, Source, utcnow
 from octobrain.store.schema import row_to_relationship
 from tests.core import reference
@@ -463,7 +464,7 @@ def test_parent_is_found_by_the_wording_of_a_member_it_absorbed(make_brain: Make
 def test_a_pass_over_many_clusters_commits_them_in_batches(
     make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from octobrain import consolidation
+    from octobrain.memory import consolidation
 
     monkeypatch.setattr(consolidation, "COMMIT_BATCH", 2)
     brain = make_brain()

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from octobrain.brain import Brain
 from octobrain.config import Config
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
+from octobrain.memory.brain import Brain
 from octobrain.models import RelationshipType
 from octobrain.store.consolidations import ConsolidationLog
 from tests.test_consolidation import SCOPE, all_edges, raw_rows, twins
@@ -23,10 +23,10 @@ from tests.test_consolidation import SCOPE, all_edges, raw_rows, twins
 SCRIPT = textwrap.dedent(
     """
     import os, signal, sys
-    from octobrain import consolidation
-    from octobrain.brain import Brain
+    from octobrain.memory import consolidation
+    from octobrain.memory.brain import Brain
     from octobrain.config import Config
-    from octobrain.embed import get_embedder
+    from octobrain.embed.base import get_embedder
 
     uri, op, step, arg = sys.argv[1:5]
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from octobrain.brain import Brain
 from octobrain.config import Config
-from octobrain.corpus import Corpus
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
+from octobrain.memory.brain import Brain
+from octobrain.memory.corpus import Corpus
 from octobrain.store.memories import Pinned
 
 SCOPE = "github.com/acme/api"

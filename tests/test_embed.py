@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from octobrain import embed
-from octobrain.embed import (
+from octobrain.embed import base as embed
+from octobrain.embed.base import (
     BUNDLED_MODEL_ID,
     Embedder,
     bundled_model_dir,
@@ -22,10 +22,10 @@ from octobrain.embed import (
     model_prefixes,
     parse_model_spec,
 )
-from octobrain.embed_hash import HashEmbedder
+from octobrain.embed.hashed import HashEmbedder
 from octobrain.errors import EmbeddingError, InvalidInput
 
-VENDORED = Path(embed.__file__).parent / "assets" / "all-MiniLM-L6-v2"
+VENDORED = Path(embed.__file__).parent.parent / "assets" / "all-MiniLM-L6-v2"
 
 
 @pytest.fixture(autouse=True)
@@ -172,8 +172,8 @@ def test_embedder_from_config(tmp_path: Path):
 def test_construction_is_lazy_and_imports_nothing_heavy():
     probe = (
         "import sys\n"
-        "from octobrain.embed import get_embedder\n"
-        "import octobrain.config, octobrain.scope, octobrain.cli\n"
+        "from octobrain.embed.base import get_embedder\n"
+        "import octobrain.config, octobrain.scope, octobrain.cli.main\n"
         "e = get_embedder('minilm'); assert e.dim == 384\n"
         "get_embedder('fastembed:BAAI/bge-small-en-v1.5')\n"
         "print([m for m in ('fastembed', 'onnxruntime', 'lancedb', 'httpx', 'tokenizers')"

@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner, Result
 from mcp import Client
 
-from octobrain.brain import Brain
 from octobrain.config import load_config
 from octobrain.errors import InvalidInput
-from octobrain.gist import DIGEST_TAG
-from octobrain.hooks import digest_transcript, read_transcript
+from octobrain.memory.brain import Brain
+from octobrain.memory.gist import DIGEST_TAG
+from octobrain.memory.hooks import digest_transcript, read_transcript
 from octobrain.models import Source
 from octobrain.scope import derive_scope
 from tests.server_support import PROJECT_A, hash_pool, run, server_for
@@ -33,7 +33,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def cli(*args: str, input: str | None = None) -> Result:
-    from octobrain.cli import main
+    from octobrain.cli.main import main
 
     return CliRunner().invoke(main, list(args), input=input)
 
@@ -235,7 +235,7 @@ def test_hook_install_is_idempotent_and_keeps_other_settings(
     assert refused.exit_code == 2 and "+" in refused.output, refused.output
     assert "error: --yes: required to write without a terminal" in refused.output
     assert "Aborted" not in refused.output and json.loads(settings.read_text()) == original
-    monkeypatch.setattr("octobrain.cli_brief._stdin_is_terminal", lambda: True)
+    monkeypatch.setattr("octobrain.cli.brief._stdin_is_terminal", lambda: True)
     declined = cli("hook", "install", "--settings", str(settings), "--command", "ob", input="n\n")
     assert (
         declined.exit_code == 0 and "+" in declined.output and "nothing written" in declined.output

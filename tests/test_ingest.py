@@ -12,11 +12,11 @@ import pytest
 from click.testing import CliRunner, Result
 from mcp import Client
 
-from octobrain.brain import Brain
 from octobrain.config import Config, EmbeddingConfig, MemoryConfig
-from octobrain.conversation import parse_text, read_conversations
-from octobrain.corpus_io import LIGHT_COLUMNS, texts_of
 from octobrain.errors import InvalidInput
+from octobrain.memory.brain import Brain
+from octobrain.memory.conversation import parse_text, read_conversations
+from octobrain.memory.corpus_io import LIGHT_COLUMNS, texts_of
 from octobrain.models import RelationshipType
 from octobrain.store.schema import memories_schema
 from tests.server_support import PROJECT_A, call, hash_pool, run, server_for
@@ -245,7 +245,7 @@ def test_bad_transcripts_name_the_field(text: str, fmt: str, rule: str) -> None:
 
 
 def cli(*args: str) -> Result:
-    from octobrain.cli import main
+    from octobrain.cli.main import main
 
     return CliRunner().invoke(main, list(args))
 
@@ -358,7 +358,7 @@ def test_a_question_naming_a_person_prefers_that_persons_turns(tmp_path: Path) -
 
 
 def test_bench_locomo_scores_evidence_turns_and_sessions(tmp_path: Path) -> None:
-    from octobrain.bench_locomo import locomo_table, run_locomo, session_recall
+    from octobrain.bench.locomo import locomo_table, run_locomo, session_recall
 
     assert session_recall(["D2:1", "D2:2", "D1:3"], ["D1:3", "D3:1"], k=2) == 0.5
     sample = json.loads(json.dumps(LOCOMO))
@@ -385,7 +385,7 @@ def test_bench_locomo_without_the_data_names_the_option(tmp_path: Path) -> None:
 
 
 def test_session_topics_are_the_words_that_set_a_session_apart() -> None:
-    from octobrain.ingest import session_topics
+    from octobrain.memory.ingest import session_topics
 
     (conv,) = parse_text(json.dumps(LOCOMO))
     topics = session_topics(conv.turns, 3)
@@ -402,7 +402,7 @@ def test_a_secret_in_a_speaker_name_is_screened_too(tmp_path: Path) -> None:
 def test_export_and_import_keep_a_short_turn_and_its_context(tmp_path: Path) -> None:
     import io
 
-    from octobrain.transfer import export_jsonl, import_jsonl
+    from octobrain.memory.transfer import export_jsonl, import_jsonl
 
     source = brain(tmp_path / "a")
     source.ingest(parse_text(json.dumps(LOCOMO)))

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from octobrain.brain import Brain
-from octobrain.cli import main
+from octobrain.cli.main import main
 from octobrain.config import Config, StorageConfig, load_config
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
 from octobrain.errors import InvalidInput
-from octobrain.sleep_startup import start_background_sleep
+from octobrain.memory.brain import Brain
+from octobrain.memory.sleep_startup import start_background_sleep
 from octobrain.store.location import LEASE_TTL_S, StoreBusy, StoreLocation
 
 SCOPE = "github.com/acme/api"
@@ -138,7 +138,7 @@ def _catch_up() -> None:
 _WRITER = textwrap.dedent(
     """
     import json, sys
-    from octobrain.brain import Brain
+    from octobrain.memory.brain import Brain
     name, shared, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     brain = Brain("github.com/acme/api")
     for i in range(count):
@@ -287,7 +287,7 @@ def test_a_sleep_pass_is_shared_by_the_whole_team(machine: S3, tmp_path: Path) -
     assert record is not None and record["scope"] == SCOPE
 
     # Another machine (its own local state) finds the pass already done for today.
-    from octobrain import sleep_startup
+    from octobrain.memory import sleep_startup
 
     sleep_startup._started.clear()
     desktop = _brain(machine, uri)

@@ -43,7 +43,7 @@ def test_importing_every_module_stays_light() -> None:
 def test_help_does_not_load_heavy_dependencies() -> None:
     code = (
         "import json, sys\n"
-        "from octobrain.cli import main\n"
+        "from octobrain.cli.main import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         f"sys.stderr.write(json.dumps(sorted(m for m in {HEAVY_FOR_HELP!r} if m in sys.modules)))\n"
     )

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from octobrain.brain import Brain
 from octobrain.config import Config
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
+from octobrain.memory.brain import Brain
 
 MEMORIES = [
     (

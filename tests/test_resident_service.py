@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from octobrain.launch import Settings, ask, build_id, load_settings, routable
+from octobrain.service.client import Settings, ask, build_id, load_settings, routable
 
 SCOPE = "github.com/acme/svc"
 

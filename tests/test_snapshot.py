@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from octobrain.brain import Brain
 from octobrain.config import Config, SearchConfig
-from octobrain.corpus import Corpus
-from octobrain.embed import get_embedder
-from octobrain.snapshot import CURRENT, SnapshotDir
+from octobrain.embed.base import get_embedder
+from octobrain.memory.brain import Brain
+from octobrain.memory.corpus import Corpus
+from octobrain.memory.snapshot import CURRENT, SnapshotDir
 
 SCOPE = "github.com/acme/api"
 TOPICS = ["cache", "queue", "auth", "billing", "search", "deploy", "metrics", "backup"]
@@ -207,10 +207,10 @@ def test_a_snapshot_copied_under_another_model_is_not_used(tmp_path: Path) -> No
 KILLED_WRITER = textwrap.dedent(
     """
     import os, signal, sys
-    from octobrain.brain import Brain
+    from octobrain.memory.brain import Brain
     from octobrain.config import Config, SearchConfig
-    from octobrain.embed import get_embedder
-    from octobrain import corpus, snapshot
+    from octobrain.embed.base import get_embedder
+    from octobrain.memory import corpus, snapshot
 
     corpus.SNAPSHOT_STALE_ROWS = 1  # rewrite after any re-read row
     original = snapshot._write_synced
@@ -256,7 +256,7 @@ def test_the_ann_path_returns_the_exact_top_results(
     monkeypatch.setattr(store_module, "VECTOR_INDEX_MIN_ROWS", 300)
     exact.store.compact()  # builds the IVF-PQ index the ANN path searches
     assert "embedding" in {ix.columns[0] for ix in exact.store.memories.list_indices()}
-    monkeypatch.setattr("octobrain.search.ANN_EXACT_BELOW", 0)
+    monkeypatch.setattr("octobrain.memory.search.ANN_EXACT_BELOW", 0)
     ann = _brain(tmp_path / "db", ann_min_rows=100, snapshot_min_rows=0)
     for query in ["zq17 setting", "billing service setting", "deploy zq301", "metrics backup"]:
         want = _found(exact, query, limit=10)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from octobrain.vectors import VectorBlocks
+from octobrain.kernels.vectors import VectorBlocks
 
 
 def test_rows_across_a_mapped_block_and_appended_ones_read_back_by_position(

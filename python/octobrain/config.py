@@ -67,7 +67,7 @@ def _opt(default: Any, doc: str, rule: Rule | None = None) -> Any:
 
 
 def _model_rule(v: Any) -> str | None:
-    from octobrain.embed import parse_model_spec  # lazy: embed pulls in numpy
+    from octobrain.embed.base import parse_model_spec  # lazy: embed pulls in numpy
 
     try:
         parse_model_spec(v)

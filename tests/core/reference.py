@@ -325,8 +325,8 @@ def analyze_text(text: str, stem: bool = True, stopwords: bool = True) -> list[s
 
 # ---- bm25 ----
 #
-# Reference for `octobrain.bm25.BM25Index`: Lucene BM25 computed from scratch for every query,
-# in float64. Duplicate query terms count once per occurrence (as in Lucene and bm25s).
+# Reference for `octobrain.kernels.bm25.BM25Index`: Lucene BM25 computed from scratch for every
+# query, in float64. Duplicate query terms count once per occurrence (as in Lucene and bm25s).
 
 
 def bm25_scores(

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from octobrain.bm25 import BM25Index
+from octobrain.kernels.bm25 import BM25Index
 from tests.core import reference as ref
 
 REL = 1e-5

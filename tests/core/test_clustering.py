@@ -7,7 +7,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from octobrain.clustering import TIE_TOLERANCE, cosine_clusters
+from octobrain.kernels.clustering import TIE_TOLERANCE, cosine_clusters
 from tests.core import reference
 
 # Rust works in float32 (GEMM + f32 normalisation), the reference in float64: their cosines

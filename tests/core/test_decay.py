@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from octobrain.decay import decayed_importance
 from octobrain.errors import InvalidInput
+from octobrain.kernels.decay import decayed_importance
 from tests.core import reference
 
 NOW = 1_700_000_000.0

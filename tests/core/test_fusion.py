@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from octobrain.errors import InvalidInput
-from octobrain.fusion import Fused, rrf, rrf_batch, score_fusion
+from octobrain.kernels.fusion import Fused, rrf, rrf_batch, score_fusion
 from tests.core import reference
 
 # Small id and weight alphabets make overlaps, repeats and exact score ties common, so the

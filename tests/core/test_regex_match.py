@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from octobrain.regex_match import LineMatch, match_lines
+from octobrain.kernels.regex_match import LineMatch, match_lines
 from tests.core import reference
 
 ALPHABET = "abcAB é1.(*\r\n"

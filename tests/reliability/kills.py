@@ -16,19 +16,19 @@ import textwrap
 import time
 from pathlib import Path
 
-from octobrain.brain import Brain
 from octobrain.config import Config
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
 from octobrain.knowledge import Knowledge
+from octobrain.memory.brain import Brain
 from octobrain.store.memories import ModelMismatch
 
 SCOPE = "github.com/acme/api"
 
 _PRELUDE = """
 import sys
-from octobrain.brain import Brain
+from octobrain.memory.brain import Brain
 from octobrain.config import Config
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
 uri, model = sys.argv[1], sys.argv[2]
 brain = Brain({scope!r}, config=Config(), embedder=get_embedder(model), uri=uri)
 brain.store.open_memories_unchecked()
@@ -52,7 +52,7 @@ k.index(sys.argv[3])
 print("done", flush=True)
 """,
     "reembed": """
-from octobrain.transfer import reembed
+from octobrain.memory.transfer import reembed
 reembed(brain)
 print("done", flush=True)
 """,

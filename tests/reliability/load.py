@@ -16,9 +16,9 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-from octobrain.brain import Brain
 from octobrain.config import Config
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
+from octobrain.memory.brain import Brain
 from tests.server_support import free_port, http_server, memory_id, octobrain_cmd, server_env
 
 SCOPE = "github.com/acme/api"

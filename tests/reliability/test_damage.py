@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from octobrain.brain import Brain
 from octobrain.config import Config, EmbeddingConfig, StorageConfig
+from octobrain.memory.brain import Brain
 from octobrain.store.doctor import diagnose
 from octobrain.store.location import StoreLocation
 from octobrain.store.manifest import MANIFEST, TableDamaged

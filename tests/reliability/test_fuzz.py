@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from octobrain.cli import main
+from octobrain.cli.main import main
 from octobrain.server.schemas import TOOLS_BY_NAME
 from tests.server_support import PROJECT_A, PROJECT_B, hash_pool, run, server_for, text
 

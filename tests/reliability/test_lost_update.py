@@ -12,9 +12,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from octobrain.brain import Brain
 from octobrain.config import Config
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
+from octobrain.memory.brain import Brain
 
 SCOPE = "github.com/acme/api"
 WORKERS = 4
@@ -23,9 +23,9 @@ EDITS = 5  # 4 x 5 = 20 files, the per-memory cap
 SCRIPT = textwrap.dedent(
     """
     import sys
-    from octobrain.brain import Brain
+    from octobrain.memory.brain import Brain
     from octobrain.config import Config
-    from octobrain.embed import get_embedder
+    from octobrain.embed.base import get_embedder
 
     uri, scope, memory_id, worker, edits = sys.argv[1:6]
     brain = Brain(scope, config=Config(), embedder=get_embedder("hash:64"), uri=uri)

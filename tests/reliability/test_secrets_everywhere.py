@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from octobrain.brain import Brain
 from octobrain.config import Config, MemoryConfig
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
 from octobrain.errors import InvalidInput
 from octobrain.knowledge import Knowledge
+from octobrain.memory.brain import Brain
+from octobrain.memory.transfer import export_jsonl, import_jsonl
 from octobrain.secrets import find_secrets
-from octobrain.transfer import export_jsonl, import_jsonl
 from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
 from tests.server_support import outside_env
 

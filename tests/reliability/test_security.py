@@ -11,12 +11,12 @@ import httpx
 import pytest
 from mcp import Client
 
-from octobrain.brain import Brain
 from octobrain.config import Config, MemoryConfig
-from octobrain.embed import get_embedder
+from octobrain.embed.base import get_embedder
 from octobrain.errors import InvalidInput
 from octobrain.knowledge import Knowledge
 from octobrain.knowledge.fetch import FetchError, resolve_checked
+from octobrain.memory.brain import Brain
 from octobrain.secrets import find_secrets
 from tests.server_support import (
     PROJECT_A,

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from octobrain.hybrid import exact_nearest
+from octobrain.kernels.hybrid import exact_nearest
 from octobrain.knowledge.sections import Sections
 from octobrain.knowledge.store import CHUNK_LIGHT, KnowledgeStore
 from octobrain.models import micros

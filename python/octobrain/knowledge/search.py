@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from octobrain.config import Config
-from octobrain.hybrid import cosines, exact_top, hybrid_rank
+from octobrain.kernels.hybrid import cosines, exact_top, hybrid_rank
 from octobrain.knowledge.index import ChunkIndex
 from octobrain.knowledge.results import KnowledgeHit
 

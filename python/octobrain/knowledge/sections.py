@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from octobrain.bm25 import BM25Index
+from octobrain.kernels.bm25 import BM25Index
 
 __all__ = ["SectionScores", "Sections", "section_key", "section_text"]
 

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from octobrain.config import Config, load_config, resolve_storage_uri
-from octobrain.embed import Embedder, embedder_from_config
+from octobrain.embed.base import Embedder, embedder_from_config
+from octobrain.embed.tokens import TokenCounter, input_window
 from octobrain.errors import InvalidInput
+from octobrain.kernels.regex_match import match_lines
 from octobrain.knowledge.chunk import chunk_text
 from octobrain.knowledge.extract import (
     DocType,
@@ -51,12 +53,10 @@ from octobrain.knowledge.sources import (
 )
 from octobrain.knowledge.store import KnowledgeStore, source_id
 from octobrain.models import NOTE_BYTES, QUERY_BYTES, check_limit, check_text, utcnow
-from octobrain.regex_match import match_lines
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen
 from octobrain.store.location import StoreLocation
 from octobrain.store.memories import sql_str, visible_scopes
-from octobrain.tokens import TokenCounter, input_window
 
 Progress = Callable[[int, int], None]
 MAX_MATCH_CAP = 10_000

@@ -304,8 +304,8 @@ class OctobrainServer:
         session_id = lock.session_id if lock is not None else ""
 
         def work(brain: Any) -> str:
-            from octobrain.briefing import build_briefing
-            from octobrain.render_brief import briefing_markdown
+            from octobrain.memory.briefing import build_briefing
+            from octobrain.memory.render_brief import briefing_markdown
 
             return briefing_markdown(build_briefing(brain, max_tokens=max_tokens))
 

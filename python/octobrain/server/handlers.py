@@ -22,8 +22,8 @@ from octobrain.server.schemas import (
 )
 
 if TYPE_CHECKING:
-    from octobrain.brain import Brain
     from octobrain.knowledge import Knowledge
+    from octobrain.memory.brain import Brain
     from octobrain.models import Memory
 
 
@@ -100,7 +100,7 @@ def memorize(brain: Brain, arguments: dict[str, Any]) -> Reply:
         related_to=links,
         global_=_bool(arguments, "global", False),
     )
-    from octobrain.render import format_stored
+    from octobrain.memory.render import format_stored
 
     return Reply(format_stored(memory, edges))
 
@@ -110,7 +110,7 @@ def memorize(brain: Brain, arguments: dict[str, Any]) -> Reply:
 
 def ingest(brain: Brain, arguments: dict[str, Any]) -> Reply:
     """Store a conversation's turns (each once)."""
-    from octobrain.conversation import parse_chat
+    from octobrain.memory.conversation import parse_chat
     from octobrain.models import ID_CHARS
 
     key = _required(arguments, "conversation")
@@ -153,7 +153,7 @@ def ingest(brain: Brain, arguments: dict[str, Any]) -> Reply:
 
 def remember(brain: Brain, arguments: dict[str, Any]) -> Reply:
     """Hybrid search over the visible memories, with graph context."""
-    from octobrain.render import format_recall
+    from octobrain.memory.render import format_recall
 
     query = _required(arguments, "query")
     if not isinstance(query, str | list):
@@ -209,7 +209,7 @@ def forget(brain: Brain, arguments: dict[str, Any]) -> Reply:
         )
     if not targets:
         return Reply("Nothing matches the query; nothing was deleted.")
-    from octobrain.render import UNDO_NOTE
+    from octobrain.memory.render import UNDO_NOTE
 
     if not confirm:
         return Reply(

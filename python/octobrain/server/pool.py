@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, TypeVar
 from octobrain.config import Config, load_config
 
 if TYPE_CHECKING:
-    from octobrain.brain import Brain
     from octobrain.knowledge import Knowledge
+    from octobrain.memory.brain import Brain
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -48,10 +48,12 @@ class BrainPool:
     def _brain(self, scope: str, workdir: Path | None) -> Brain:
         brain = self._brains.get(scope)
         if brain is None:
-            from octobrain.sleep_startup import start_background_sleep
+            from octobrain.memory.sleep_startup import start_background_sleep
 
             if self._root is None:
-                from octobrain.brain import Brain  # heavy: pyarrow, then LanceDB on first use
+                from octobrain.memory.brain import (
+                    Brain,  # heavy: pyarrow, then LanceDB on first use
+                )
 
                 brain = Brain(scope, config=self.config, uri=self._uri, workdir=workdir)
                 self._root = brain

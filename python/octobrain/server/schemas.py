@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from octobrain.conversation import SESSION_CHARS, SPEAKER_CHARS
+from octobrain.memory.conversation import SESSION_CHARS, SPEAKER_CHARS
 from octobrain.models import (
     CONTENT_BYTES,
     FILE_BYTES,

@@ -1,0 +1,276 @@
+"""`octobrain bench locomo`: conversation memory on LoCoMo, through the product's own path.
+
+Each conversation is ingested with `Brain.ingest` (one memory per turn, with its context) into a
+scope of its own — one agent's memory of one long conversation, as published LoCoMo systems
+evaluate it — and every question runs through `Brain.remember` (threshold 0, limit 50).
+
+Measured per question against its annotated evidence turns: turn-level nDCG@10 and Recall@5/10,
+and session-level Recall@5 (sessions ranked by their best turn; the share of the evidence's
+sessions among the first five). Reported overall, per category, and per half of the
+conversations (alternate conversations), so a change can be checked on two independent halves.
+The adversarial questions (category 5: things never said, or said by the other speaker) are run
+with the default threshold and limit, and the share answered with any memory, and with one of
+relevance ≥ 0.6, is reported: "nothing found" is the honest answer there.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from octobrain.bench.datasets import ndcg_at_k, recall_at_k
+from octobrain.config import Config
+from octobrain.errors import InvalidInput
+from octobrain.memory.conversation import Conversation, parse_text
+
+__all__ = ["CATEGORIES", "LocomoReport", "run_locomo", "session_recall"]
+
+DEPTH = 50
+HIGH_RELEVANCE = 0.6
+SCOPE_PREFIX = "bench/locomo/"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+
+@dataclass(frozen=True)
+class Question:
+    conversation: str
+    text: str
+    evidence: tuple[str, ...]  # dia ids ("D3:5")
+    category: int
+
+
+@dataclass
+class LocomoReport:
+    """What one `bench locomo` run measured (see `as_dict`)."""
+
+    model: str
+    window: int = 0
+    topic_words: int = 0
+    conversations: int = 0
+    turns: int = 0
+    questions: int = 0
+    ingest_seconds: float = 0.0
+    embedded: int = 0
+    cached: int = 0
+    search_p50_ms: float = 0.0
+    search_p95_ms: float = 0.0
+    overall: dict[str, float] = field(default_factory=dict)
+    halves: dict[str, dict[str, float]] = field(default_factory=dict)
+    categories: dict[str, dict[str, float]] = field(default_factory=dict)
+    adversarial: dict[str, float] = field(default_factory=dict)
+    machine: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON output."""
+        out = dict(self.__dict__)
+        out["turns_per_second"] = self.turns / self.ingest_seconds if self.ingest_seconds else 0.0
+        return out
+
+
+def session_of(dia_id: str) -> str:
+    """The session of a LoCoMo turn id: "D3:5" → "3"."""
+    return dia_id.split(":", 1)[0].lstrip("D")
+
+
+def session_recall(ranked: Sequence[str], evidence: Sequence[str], k: int = 5) -> float:
+    """The share of the evidence's sessions among the first `k` sessions of the ranking."""
+    wanted = {session_of(d) for d in evidence}
+    sessions: list[str] = []
+    for dia in ranked:
+        s = session_of(dia)
+        if s not in sessions:
+            sessions.append(s)
+            if len(sessions) == k:
+                break
+    return len(wanted & set(sessions)) / len(wanted) if wanted else 0.0
+
+
+def _scores(ranked: Sequence[str], evidence: Sequence[str]) -> dict[str, float]:
+    judged = dict.fromkeys(evidence, 1)
+    return {
+        "ndcg_at_10": ndcg_at_k(ranked, judged, 10),
+        "recall_at_5": recall_at_k(ranked, judged, 5),
+        "recall_at_10": recall_at_k(ranked, judged, 10),
+        "session_recall_at_5": session_recall(ranked, evidence, 5),
+    }
+
+
+def _mean(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    if not rows:
+        return {}
+    out = {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
+    out["questions"] = float(len(rows))
+    return out
+
+
+def load_locomo(data: Path) -> tuple[list[Conversation], list[Question]]:
+    """The conversations and questions of `locomo-dev.json.gz` (or `locomo10.json`) in `data`."""
+    for name in ("locomo-dev.json.gz", "locomo10.json", "locomo.json"):
+        path = data / name
+        if path.exists():
+            break
+    else:
+        raise InvalidInput("data", f"{data} holds no locomo-dev.json.gz or locomo10.json")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        text = handle.read()
+    samples = json.loads(text)
+    conversations = parse_text(text, "locomo")
+    questions = []
+    for sample in samples:
+        for qa in sample.get("qa", []):
+            # A few annotations hold several ids in one string ("D8:6; D9:17").
+            ids = [p.strip() for e in qa.get("evidence") or [] for p in str(e).split(";")]
+            evidence = tuple(dict.fromkeys(e for e in ids if e.startswith("D")))
+            questions.append(
+                Question(sample["sample_id"], str(qa["question"]), evidence, int(qa["category"]))
+            )
+    return conversations, questions
+
+
+def run_locomo(
+    data: Path,
+    *,
+    model: str = "minilm",
+    cache_dir: Path | None = None,
+    config: Config | None = None,
+    window: int | None = None,
+    topic_words: int | None = None,
+    on_ingest: Callable[[int], None] | None = None,
+    on_query: Callable[[], None] | None = None,
+) -> LocomoReport:
+    """Ingest every conversation of `data` and evaluate every question (see the module doc).
+    `window`: neighbouring turns in each turn's context (default `ingest.WINDOW`; 0 for the
+    ablation without neighbours)."""
+    from octobrain.bench.beir import _cpus, _QueryMemo
+    from octobrain.embed.base import get_embedder
+    from octobrain.embed.cache import CachedEmbedder
+    from octobrain.memory.brain import Brain
+    from octobrain.memory.ingest import TOPIC_WORDS, WINDOW, ingest, turn_id
+
+    conversations, questions = load_locomo(data)
+    cached = CachedEmbedder(get_embedder(model, batch_size=64), cache_dir)
+    embedder = _QueryMemo(cached)
+    base = config or Config()
+    base = replace(base, search=replace(base.search, max_results=DEPTH))
+    report = LocomoReport(cached.model_id, machine=f"{_cpus()} CPUs, shared")
+    report.window = WINDOW if window is None else window
+    report.topic_words = TOPIC_WORDS if topic_words is None else topic_words
+    report.conversations = len(conversations)
+    halves = {c.key: "A" if i % 2 == 0 else "B" for i, c in enumerate(conversations)}
+    with tempfile.TemporaryDirectory(prefix="octobrain-locomo-") as tmp:
+        root = Brain("bench/locomo", config=base, embedder=embedder, uri=Path(tmp))
+        brains: dict[str, Brain] = {}
+        dia_of: dict[str, str] = {}
+        start = time.perf_counter()
+        for conv in conversations:
+            brain = brains[conv.key] = root.for_scope(SCOPE_PREFIX + conv.key)
+            for turn in conv.turns:
+                dia_of[turn_id(brain.scope, conv.key, turn.key)] = turn.key
+            ingest(
+                brain,
+                [conv],
+                window=WINDOW if window is None else window,
+                topic_words=TOPIC_WORDS if topic_words is None else topic_words,
+                progress=on_ingest or (lambda _n: None),
+            )
+            report.turns += len(conv.turns)
+        report.ingest_seconds = time.perf_counter() - start
+        report.embedded, report.cached = cached.misses, cached.hits
+        root.retriever.corpus.refresh()
+        rows: dict[str, list[dict[str, float]]] = {}
+        latencies: list[float] = []
+        adversarial: list[tuple[int, float]] = []
+        answerable: list[float] = []  # best relevance of each answerable question
+        for q in questions:
+            if q.conversation not in brains:
+                continue
+            brain = brains[q.conversation]
+            embedder.embed_query(q.text)  # the query embedding is timed apart
+            if q.category == 5:
+                recall = brain.remember(q.text, record_access=False)
+                best = max((h.relevance for h in recall.hits), default=0.0)
+                adversarial.append((len(recall.hits), best))
+            elif q.evidence:
+                t0 = time.perf_counter()
+                recall = brain.remember(q.text, limit=DEPTH, min_relevance=0.0, record_access=False)
+                latencies.append((time.perf_counter() - t0) * 1000.0)
+                answerable.append(max((h.relevance for h in recall.hits), default=0.0))
+                ranked = [dia_of.get(h.memory.id, "") for h in recall.hits]
+                scores = _scores(ranked, q.evidence)
+                for key in ("all", halves[q.conversation], CATEGORIES.get(q.category, "other")):
+                    rows.setdefault(key, []).append(scores)
+            if on_query is not None:
+                on_query()
+    report.questions = len(rows.get("all", []))
+    report.overall = _mean(rows.get("all", []))
+    report.halves = {h: _mean(rows[h]) for h in ("A", "B") if h in rows}
+    report.categories = {name: _mean(rows[name]) for name in CATEGORIES.values() if name in rows}
+    if latencies:
+        report.search_p50_ms, report.search_p95_ms = (
+            float(v) for v in np.percentile(latencies, [50, 95])
+        )
+    if adversarial and answerable:
+        n, floor = len(adversarial), base.search.min_relevance
+        report.adversarial = {
+            "questions": float(n),
+            "answered_share": sum(1 for hits, _ in adversarial if hits) / n,
+            "high_relevance_share": sum(1 for _, b in adversarial if b >= HIGH_RELEVANCE) / n,
+            # The same two rates for the answerable questions, for comparison.
+            "answerable_answered_share": sum(1 for b in answerable if b >= floor) / len(answerable),
+            "answerable_high_share": sum(1 for b in answerable if b >= HIGH_RELEVANCE)
+            / len(answerable),
+        }
+    cached.close()
+    return report
+
+
+def locomo_table(report: dict[str, Any]) -> str:
+    """The README table of one `bench locomo` report."""
+    head = (
+        f"{report['conversations']} conversations, {report['turns']:,} turns, "
+        f"{report['questions']} questions with evidence, model `{report['model']}`, "
+        f"context: ±{report['window']} turns and {report['topic_words']} session words, "
+        f"{report['machine']}."
+    )
+    lines = [
+        head,
+        "",
+        "| questions | n | nDCG@10 | Recall@5 | Recall@10 | session Recall@5 |",
+        "|---|---|---|---|---|---|",
+    ]
+    groups = [("**all**", report["overall"])]
+    groups += [(f"half {h}", m) for h, m in report["halves"].items()]
+    groups += list(report["categories"].items())
+    for name, m in groups:
+        if not m:
+            continue
+        lines.append(
+            f"| {name} | {int(m['questions'])} | {m['ndcg_at_10']:.3f} | {m['recall_at_5']:.3f} "
+            f"| {m['recall_at_10']:.3f} | {m['session_recall_at_5']:.3f} |"
+        )
+    adv = report.get("adversarial") or {}
+    lines.append("")
+    if adv:
+        lines.append(
+            f"Adversarial questions ({int(adv['questions'])}, default threshold and limit): "
+            f"{adv['answered_share']:.0%} get any memory back, "
+            f"{adv['high_relevance_share']:.0%} one of relevance ≥ {HIGH_RELEVANCE} (answerable "
+            f"questions: {adv['answerable_answered_share']:.0%} and "
+            f"{adv['answerable_high_share']:.0%})."
+        )
+    embedded = f"{report['embedded']:,} embedded, {report['cached']:,} from the embedding cache"
+    lines.append(
+        f"Ingest {report['turns_per_second']:.1f} turns/s ({embedded}); "
+        f"search p50 {report['search_p50_ms']:.1f} ms, p95 {report['search_p95_ms']:.1f} ms "
+        "(query embedding apart)."
+    )
+    return "\n".join(lines)

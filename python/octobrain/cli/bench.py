@@ -1,0 +1,378 @@
+"""`octobrain bench …`: retrieval quality and speed, measured through the product's own code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup
+
+OUTPUT_OPTION = click.option(
+    "--output", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here."
+)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def update_option(marker: str, what: str) -> Callable[[_F], _F]:
+    """`--update README`: rewrite the `marker` table of that README."""
+    return click.option(
+        "--update",
+        type=click.Path(dir_okay=False, exists=True, path_type=Path),
+        help=f"Rewrite the {what} between <!-- {marker}:start/end --> in this README.",
+    )
+
+
+@click.group(cls=OctobrainGroup)
+def bench() -> None:
+    """Measure retrieval quality and speed on a BEIR dataset."""
+
+
+@bench.command("bm25")
+@click.option(
+    "--data",
+    "data",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="OCTOBRAIN_SCIFACT",
+    help="BEIR dataset directory (corpus, queries, qrels/test.tsv). Default: $OCTOBRAIN_SCIFACT.",
+)
+@click.option("--k1", type=float, default=1.2, show_default=True, help="BM25 k1 (>= 0).")
+@click.option("--b", "b", type=float, default=0.75, show_default=True, help="BM25 b (0..1).")
+@click.option("--stem/--no-stem", default=True, show_default=True, help="Snowball stemming.")
+@click.option("--stopwords/--no-stopwords", default=True, show_default=True, help="Drop stopwords.")
+@FORMAT_OPTION
+def bench_bm25_command(
+    data: Path | None, k1: float, b: float, stem: bool, stopwords: bool, fmt: str
+) -> None:
+    """BM25 on a BEIR dataset: nDCG@10, Recall@10/100, MRR@10, build time, query latency."""
+    if data is None:
+        raise click.UsageError("--data is required (or set OCTOBRAIN_SCIFACT)")
+    # Heavy imports stay inside the command so `octobrain --help` stays fast.
+    from octobrain.bench.datasets import load_beir
+    from octobrain.bench.kernel import bench_bm25
+    from octobrain.errors import InvalidInput
+    from octobrain.kernels.bm25 import BM25Index
+
+    try:
+        BM25Index(k1=k1, b=b)  # validate the parameters before any slow work
+    except ValueError as err:
+        name, _, rule = str(err).partition(": ")
+        raise click.BadParameter(rule, param_hint=f"--{name}") from err
+    try:
+        dataset = load_beir(data)
+        with click.progressbar(
+            length=len(dataset.query_ids), label="queries", file=sys.stderr
+        ) as bar:
+            result = bench_bm25(
+                dataset, k1=k1, b=b, stem=stem, stopwords=stopwords, on_query=lambda: bar.update(1)
+            )
+    except InvalidInput as err:
+        raise click.BadParameter(err.rule, param_hint=f"--{err.field}") from err
+    if fmt == "json":
+        click.echo(json.dumps(result.as_dict(), indent=2))
+        return
+    click.echo(f"dataset      {data} ({result.docs} docs, {result.queries} queries)")
+    click.echo(f"params       k1={result.k1} b={result.b} stem={stem} stopwords={stopwords}")
+    click.echo(f"nDCG@10      {result.ndcg_at_10:.4f}")
+    click.echo(f"Recall@10    {result.recall_at_10:.4f}")
+    click.echo(f"Recall@100   {result.recall_at_100:.4f}")
+    click.echo(f"MRR@10       {result.mrr_at_10:.4f}")
+    click.echo(f"build        {result.build_seconds * 1000:.1f} ms")
+    click.echo(f"query p50    {result.query_p50_ms:.3f} ms")
+    click.echo(f"query p95    {result.query_p95_ms:.3f} ms")
+    click.echo(f"batch        {result.batch_seconds * 1000:.1f} ms for all queries")
+
+
+def _publish(
+    payload: dict[str, object],
+    table: str,
+    marker: str,
+    fmt: str,
+    output: Path | None,
+    update: Path | None,
+) -> None:
+    """A bench command's ending: the raw results to --output first, then the README table
+    between its markers (--update), then the report itself on stdout."""
+    from octobrain.bench.tables import update_readme
+
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    if update is not None:
+        update_readme(update, marker, table)
+    click.echo(json.dumps(payload, indent=2) if fmt == "json" else table)
+
+
+def _sizes(sizes: str, minimum: int) -> list[int]:
+    """`--sizes` as store sizes: comma-separated integers, each at least `minimum`."""
+    try:
+        counts = [int(s) for s in sizes.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter("must be comma-separated integers", param_hint="--sizes") from None
+    if not counts or any(c < minimum for c in counts):
+        raise click.BadParameter(f"each size must be >= {minimum}", param_hint="--sizes")
+    return counts
+
+
+@bench.command("beir")
+@click.option(
+    "--data",
+    "data",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="OCTOBRAIN_SCIFACT",
+    help="BEIR dataset directory (corpus, queries, qrels/test.tsv). Default: $OCTOBRAIN_SCIFACT.",
+)
+@click.option(
+    "--path",
+    "path",
+    type=click.Choice(["knowledge", "memory"]),
+    default="knowledge",
+    show_default=True,
+    help="Ingest as knowledge documents or as memories.",
+)
+@click.option(
+    "--modes",
+    default="all",
+    show_default=True,
+    help="Comma-separated retrieval modes (see `octobrain bench modes`), or 'all'.",
+)
+@click.option("--max-queries", type=click.IntRange(min=1), help="Evaluate only the first N.")
+@click.option("--model", default="minilm", show_default=True, help="Embedding model string.")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Embedding cache. Default: <data dir>/cache/embeddings.",
+)
+@click.option(
+    "--whole-passages",
+    is_flag=True,
+    help="Knowledge path: one chunk per passage instead of the default chunking (ablation).",
+)
+@click.option(
+    "--bytes-only-chunks",
+    is_flag=True,
+    help="Knowledge path: cut chunks by bytes alone, not also to the model's window (ablation).",
+)
+@FORMAT_OPTION
+@OUTPUT_OPTION
+@update_option("beir", "BEIR table")
+def bench_beir_command(
+    data: Path | None,
+    path: str,
+    modes: str,
+    max_queries: int | None,
+    model: str,
+    cache_dir: Path | None,
+    whole_passages: bool,
+    bytes_only_chunks: bool,
+    fmt: str,
+    output: Path | None,
+    update: Path | None,
+) -> None:
+    """Quality (nDCG@10, Recall@10/100, MRR@10) and speed of each retrieval mode on a BEIR
+    dataset, through the product's knowledge or memory path."""
+    if data is None:
+        raise click.UsageError("--data is required (or set OCTOBRAIN_SCIFACT)")
+    from dataclasses import replace
+
+    from octobrain.bench.beir import MODES, run_beir
+    from octobrain.bench.datasets import load_beir
+    from octobrain.bench.tables import beir_table
+    from octobrain.errors import InvalidInput
+
+    if path == "memory":  # memories are stored whole: there is no chunking to change
+        for flag, given in (
+            ("--whole-passages", whole_passages),
+            ("--bytes-only-chunks", bytes_only_chunks),
+        ):
+            if given:
+                raise click.BadParameter(
+                    "only applies to --path knowledge (memories are not chunked)", param_hint=flag
+                )
+    chosen = list(MODES) if modes == "all" else [m.strip() for m in modes.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in MODES]
+    if unknown or not chosen:
+        raise click.BadParameter(
+            f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}",
+            param_hint="--modes",
+        )
+    try:
+        dataset = load_beir(data)
+        if max_queries is not None:
+            dataset = replace(
+                dataset,
+                query_ids=dataset.query_ids[:max_queries],
+                query_texts=dataset.query_texts[:max_queries],
+            )
+        with (
+            click.progressbar(length=len(dataset.doc_ids), label="ingest", file=sys.stderr) as ib,
+            click.progressbar(
+                length=len(dataset.query_ids) * len(chosen), label="queries", file=sys.stderr
+            ) as qb,
+        ):
+            report = run_beir(
+                dataset,
+                dataset_name=data.name,
+                path=path,
+                modes=chosen,
+                model=model,
+                cache_dir=cache_dir,
+                whole_passages=whole_passages,
+                fit_chunks=not bytes_only_chunks,
+                on_ingest=lambda done, _total: ib.update(done - ib.pos),
+                on_query=lambda _mode, _done, _total: qb.update(1),
+            )
+    except InvalidInput as err:
+        raise click.BadParameter(err.rule, param_hint=f"--{err.field}") from err
+    payload = report.as_dict()
+    _publish(payload, beir_table(payload), "beir", fmt, output, update)
+
+
+@bench.command("scale")
+@click.option(
+    "--sizes",
+    default="1000,10000,100000",
+    show_default=True,
+    help="Comma-separated store sizes (memories in one scope).",
+)
+@click.option(
+    "--queries", type=click.IntRange(min=2), default=200, show_default=True, help="Per size."
+)
+@click.option(
+    "--model",
+    default="minilm",
+    show_default=True,
+    help="Model whose query-embedding cost is measured and reported beside the search.",
+)
+@click.option(
+    "--ann-min-rows",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Override search.ann_min_rows in the serving processes (0: always exact).",
+)
+@FORMAT_OPTION
+@OUTPUT_OPTION
+@update_option("scale", "table")
+def bench_scale_command(
+    sizes: str,
+    queries: int,
+    model: str,
+    ann_min_rows: int | None,
+    fmt: str,
+    output: Path | None,
+    update: Path | None,
+) -> None:
+    """Memorize and import throughput, remember p50/p95 (plain and filtered), sleep-pass time,
+    store size, cold start and peak RSS at growing store sizes (synthetic memories)."""
+    from octobrain.bench.scale import run_scale
+    from octobrain.bench.tables import scale_table
+
+    counts = _sizes(sizes, 2)
+    report = run_scale(
+        counts,
+        queries=queries,
+        model=model,
+        progress=lambda step: click.echo(step, err=True),
+        ann_min_rows=ann_min_rows,
+    )
+    _publish(report, scale_table(report), "scale", fmt, output, update)
+
+
+@bench.command("locomo")
+@click.option(
+    "--data",
+    "data",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("../shared/data/locomo-dev"),
+    show_default=True,
+    help="Directory holding LoCoMo's locomo-dev.json.gz (or locomo10.json); read, never copied.",
+)
+@click.option("--model", default="minilm", show_default=True, help="Embedding model string.")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Embedding cache. Default: the user cache directory.",
+)
+@click.option(
+    "--window",
+    type=click.IntRange(min=0, max=5),
+    default=None,
+    help="Neighbouring turns on each side in a turn's indexed context (default 1; 0: ablation).",
+)
+@click.option(
+    "--topic-words",
+    type=click.IntRange(min=0, max=50),
+    default=None,
+    help="A session's distinctive words in each turn's context (default 0: measured worse).",
+)
+@FORMAT_OPTION
+@OUTPUT_OPTION
+@update_option("locomo", "LoCoMo table")
+def bench_locomo_command(
+    data: Path,
+    model: str,
+    cache_dir: Path | None,
+    window: int | None,
+    topic_words: int | None,
+    fmt: str,
+    output: Path | None,
+    update: Path | None,
+) -> None:
+    """Conversation memory on LoCoMo: each conversation ingested turn by turn into its own
+    scope, every question asked through `remember`; turn-level nDCG@10, Recall@5/10,
+    session-level Recall@5, per category and per half, the adversarial questions' answer rate,
+    ingest throughput and search latency."""
+    from octobrain.bench.locomo import load_locomo, locomo_table, run_locomo
+    from octobrain.errors import InvalidInput
+
+    try:
+        conversations, questions = load_locomo(data)
+        turns = sum(len(c.turns) for c in conversations)
+        with (
+            click.progressbar(length=turns, label="ingest", file=sys.stderr) as ib,
+            click.progressbar(length=len(questions), label="questions", file=sys.stderr) as qb,
+        ):
+            report = run_locomo(
+                data,
+                model=model,
+                cache_dir=cache_dir,
+                window=window,
+                topic_words=topic_words,
+                on_ingest=ib.update,
+                on_query=lambda: qb.update(1),
+            )
+    except InvalidInput as err:
+        raise click.BadParameter(err.rule, param_hint=f"--{err.field}") from err
+    payload = report.as_dict()
+    _publish(payload, locomo_table(payload), "locomo", fmt, output, update)
+
+
+@bench.command("cold")
+@click.option(
+    "--sizes", default="10000", show_default=True, help="Comma-separated store sizes (memories)."
+)
+@click.option("--runs", type=click.IntRange(min=1), default=7, show_default=True)
+@click.option("--model", default="minilm", show_default=True, help="Embedding model of the store.")
+@FORMAT_OPTION
+@OUTPUT_OPTION
+@update_option("cold", "cold-start table")
+def bench_cold_command(
+    sizes: str, runs: int, model: str, fmt: str, output: Path | None, update: Path | None
+) -> None:
+    """Whole-process latency of memory commands, hooks and `octobrain mcp` spawn, with the
+    resident service warm and with it disabled (p50 / p90 of --runs)."""
+    from octobrain.bench.cold import cold_table, run_cold
+
+    counts = _sizes(sizes, 1)
+    reports = [
+        run_cold(n, runs=runs, model=model, progress=lambda step: click.echo(step, err=True))
+        for n in counts
+    ]
+    payload: dict[str, object] = {"sizes": reports}
+    _publish(payload, cold_table(reports), "cold", fmt, output, update)

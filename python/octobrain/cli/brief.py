@@ -1,0 +1,179 @@
+"""`octobrain brief` and `octobrain hook …`: the session briefing and Claude Code's hooks."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, chosen_scope, open_brain
+from octobrain.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from octobrain.memory.brain import Brain
+    from octobrain.memory.hooks import HookInput
+
+log = logging.getLogger(__name__)
+
+
+def _scope(scope: str | None, global_: bool, cwd: Path) -> str:
+    return chosen_scope(scope, global_, cwd)
+
+
+def _brain(scope: str, cwd: Path, session_id: str = "") -> Brain:
+    return open_brain(scope, cwd, session_id)
+
+
+@click.command("brief")
+@click.option("--scope", help="Project scope (default: derived from the cwd's git remote).")
+@click.option("--global", "global_", is_flag=True, help="Brief on global memories only.")
+@click.option(
+    "--max-tokens", type=int, default=None, help="Token budget (default: brief.max_tokens, 1500)."
+)
+@FORMAT_OPTION
+def brief(scope: str | None, global_: bool, max_tokens: int | None, fmt: str) -> None:
+    """Print the session briefing: preferences, project truths, goals, recent (Markdown)."""
+    from octobrain.memory.briefing import build_briefing
+    from octobrain.memory.render_brief import briefing_markdown, briefing_to_dict
+
+    briefing = build_briefing(
+        _brain(_scope(scope, global_, Path.cwd()), Path.cwd()), max_tokens=max_tokens
+    )
+    if fmt == "json":
+        click.echo(json.dumps(briefing_to_dict(briefing), indent=2, ensure_ascii=False))
+    else:
+        click.echo(briefing_markdown(briefing), nl=False)
+
+
+@click.group("hook", cls=OctobrainGroup)
+def hook() -> None:
+    """Lifecycle hooks for Claude Code (read the hook's JSON on stdin)."""
+
+
+def _read_hook() -> HookInput:
+    from octobrain.memory.hooks import parse_hook_input
+
+    return parse_hook_input(sys.stdin.read())
+
+
+def _fail_open(what: str, exc: Exception) -> None:
+    # A hook must never break the user's session: report on stderr, exit 0.
+    click.echo(f"octobrain {what}: {exc}", err=True)
+
+
+@hook.command("session-start")
+@click.option("--scope", help="Override the scope derived from the hook's cwd.")
+@click.option("--max-tokens", type=int, default=None, help="Token budget of the briefing.")
+def hook_session_start(scope: str | None, max_tokens: int | None) -> None:
+    """Print the briefing as SessionStart hookSpecificOutput.additionalContext JSON."""
+    from octobrain.memory.briefing import build_briefing
+    from octobrain.memory.hooks import session_start_output
+    from octobrain.memory.render_brief import briefing_markdown
+
+    try:
+        data = _read_hook()
+        cwd = Path(data.cwd) if data.cwd else Path.cwd()
+        brain = _brain(_scope(scope, False, cwd), cwd, data.session_id)
+        text = briefing_markdown(build_briefing(brain, max_tokens=max_tokens))
+    except Exception as exc:
+        _fail_open("session-start", exc)
+        return
+    click.echo(session_start_output(text))
+
+
+def _digest(scope: str | None, event: str) -> None:
+    from octobrain.memory.hooks import digest_transcript, read_transcript, store_digest
+
+    try:
+        data = _read_hook()
+        if not data.transcript_path:
+            raise InvalidInput("stdin.transcript_path", "is missing; nothing to digest")
+        cwd = Path(data.cwd) if data.cwd else Path.cwd()
+        digest = digest_transcript(read_transcript(data.transcript_path), data.cwd)
+        brain = _brain(_scope(scope, False, cwd), cwd, data.session_id)
+        memory = store_digest(brain, data, digest)
+    except Exception as exc:
+        _fail_open(event, exc)
+        return
+    if memory is not None:
+        click.echo(f"octobrain: session digest stored as {memory.id}", err=True)
+
+
+@hook.command("pre-compact")
+@click.option("--scope", help="Override the scope derived from the hook's cwd.")
+def hook_pre_compact(scope: str | None) -> None:
+    """Store a digest of the transcript before Claude Code compacts it."""
+    _digest(scope, "pre-compact")
+
+
+@hook.command("session-end")
+@click.option("--scope", help="Override the scope derived from the hook's cwd.")
+def hook_session_end(scope: str | None) -> None:
+    """Store (or refresh) the digest of the session's transcript when it ends."""
+    _digest(scope, "session-end")
+
+
+def _stdin_is_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
+@hook.command("install")
+@click.option(
+    "--settings",
+    "settings_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Settings file to edit (default: ~/.claude/settings.json).",
+)
+@click.option("--project", is_flag=True, help="Edit ./.claude/settings.json instead.")
+@click.option(
+    "--command",
+    "command",
+    default=None,
+    help="How Claude Code runs octobrain (default: the absolute path of the `octobrain` on "
+    "PATH now, since hooks do not run inside your virtualenv).",
+)
+@click.option("--yes", "-y", is_flag=True, help="Write without asking.")
+def hook_install(settings_path: Path | None, project: bool, command: str | None, yes: bool) -> None:
+    """Add octobrain's SessionStart, PreCompact and SessionEnd hooks (idempotent)."""
+    from octobrain.cli.main import _write_atomic_file
+    from octobrain.memory.hooks import (
+        default_command,
+        install_hooks,
+        load_settings,
+        render_settings,
+    )
+
+    if settings_path is not None and project:
+        raise InvalidInput("--project", "cannot be combined with --settings")
+    if settings_path is None:
+        base = Path.cwd() if project else Path.home()
+        settings_path = base / ".claude" / "settings.json"
+    old_text, settings = load_settings(settings_path)
+    new_settings, added = install_hooks(settings, command or default_command())
+    if not added:
+        click.echo(f"octobrain hooks are already installed in {settings_path}")
+        return
+    new_text = render_settings(new_settings)
+    diff = difflib.unified_diff(
+        old_text.splitlines(keepends=True),
+        new_text.splitlines(keepends=True),
+        fromfile=str(settings_path),
+        tofile=f"{settings_path} (new)",
+    )
+    click.echo("".join(diff), nl=False)
+    if not yes:
+        if not _stdin_is_terminal():  # the rule `memory forget` follows
+            raise InvalidInput(
+                "--yes", "required to write without a terminal to confirm on (nothing written)"
+            )
+        if not click.confirm(f"Write {settings_path}?", default=True):
+            click.echo("nothing written")
+            return
+    _write_atomic_file(settings_path, new_text, "settings")
+    click.echo(f"added {', '.join(added)} hooks to {settings_path}")

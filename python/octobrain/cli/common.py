@@ -1,0 +1,170 @@
+"""Shared pieces of the command line: one-place error reporting and common options."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from octobrain.errors import InvalidInput, OctobrainError
+
+if TYPE_CHECKING:
+    from octobrain.memory.brain import Brain
+
+EXIT_BAD_INPUT = 2
+EXIT_FAILURE = 1
+
+
+class UserError(click.ClickException):
+    """A failure reported as one line on stderr, without a traceback."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        """Print `error: <message>` to stderr."""
+        click.echo(f"error: {self.format_message()}", err=True, file=file)
+
+
+class UserFailure(UserError):
+    """A failure that is not bad input (a model that cannot load, a service that is down)."""
+
+    exit_code = EXIT_FAILURE
+
+
+class OctobrainGroup(click.Group):
+    """A click group that turns octobrain's domain errors into `UserError`s.
+
+    Subgroups inherit it (`group_class = type`), and the root's `invoke` wraps every subcommand,
+    so later commands get the same error handling for free.
+    """
+
+    group_class = type
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; map `InvalidInput` to exit 2, other `OctobrainError`s to exit 1."""
+        try:
+            return super().invoke(ctx)
+        except InvalidInput as exc:
+            raise UserError(str(exc)) from exc
+        except OctobrainError as exc:
+            raise UserFailure(str(exc)) from exc
+        except (RuntimeError, OSError) as exc:
+            from octobrain.store.manifest import read_failure
+
+            line = read_failure(exc)
+            if line is None:
+                raise
+            raise UserFailure(_damage_detail(line)) from exc
+
+
+def _damage_detail(line: str) -> str:
+    """`line`, with the damaged table and fragment named when `doctor` can find them."""
+    try:
+        from octobrain.config import load_config, resolve_storage_uri
+        from octobrain.store.doctor import diagnose
+        from octobrain.store.location import StoreLocation
+
+        config = load_config()
+        report = diagnose(StoreLocation.from_config(config, resolve_storage_uri(config)))
+    except Exception:  # the generic line already says to run `octobrain doctor`
+        return line
+    if report.problems:
+        return f"store {report.store}: {report.problems[0].line()} (see `octobrain doctor`)"
+    return line
+
+
+FORMAT_OPTION = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def plural(n: int, word: str, plural_word: str) -> str:
+    """`1 memory`, `2 memories`."""
+    return f"{n:,} {word if n == 1 else plural_word}"
+
+
+def scope_options(fn: F) -> F:
+    """`--scope S` / `--global` on a command group; the choice lands in `ctx.obj`."""
+    fn = click.option("--global", "global_", is_flag=True, help="Use the global scope instead.")(fn)
+    return click.option(
+        "--scope", help="Project scope (default: derived from the cwd's git remote)."
+    )(fn)
+
+
+def chosen_scope(scope: str | None, global_: bool, cwd: Path | None = None) -> str:
+    """The scope a command works in: `--global`, else `--scope`, else derived from the cwd."""
+    if scope is not None and global_:
+        raise InvalidInput("--global", "cannot be combined with --scope")
+    if global_:
+        return ""
+    if scope is not None:
+        return scope
+    from octobrain.scope import derive_scope
+
+    return derive_scope(cwd or Path.cwd())
+
+
+BrainFactory = Callable[[str, Path, str], "Brain"]
+_brain_factory: BrainFactory | None = None
+
+
+def open_brain(scope: str, workdir: Path, session_id: str = "") -> Brain:
+    """The Brain a command works with: a new one, or the resident service's warm one."""
+    if _brain_factory is not None:
+        return _brain_factory(scope, workdir, session_id)
+    from octobrain.memory.brain import Brain
+
+    return Brain(scope, workdir=workdir, session_id=session_id)
+
+
+def use_brain_factory(factory: BrainFactory | None) -> None:
+    """Make `open_brain` hand out Brains from `factory` (the resident service's pool)."""
+    global _brain_factory
+    _brain_factory = factory
+
+
+def _note_command_scope(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    if value is not None and value is not False:
+        ctx.meta[f"octobrain.command_{param.name}"] = value
+
+
+def add_scope_options(group: click.Group) -> None:
+    """Give every subcommand of a `scope_options` group `--scope` / `--global` too, so they
+    work after the subcommand (`memory remember x --global`); `command_scope` reads them."""
+    for command in group.commands.values():
+        command.params += [
+            click.Option(
+                ["--scope"],
+                expose_value=False,
+                callback=_note_command_scope,
+                help="Project scope (default: derived from the cwd's git remote).",
+            ),
+            click.Option(
+                ["--global", "global_"],
+                is_flag=True,
+                expose_value=False,
+                callback=_note_command_scope,
+                help="Use the global scope instead.",
+            ),
+        ]
+
+
+def command_scope(ctx: click.Context) -> str:
+    """The scope a subcommand works in: its own `--scope` / `--global` if given, else the
+    group's (`ctx.obj["scope"]`), else derived from the cwd."""
+    scope = ctx.meta.get("octobrain.command_scope")
+    global_ = ctx.meta.get("octobrain.command_global_", False)
+    if scope is not None or global_:
+        return chosen_scope(scope, global_)
+    found: str = (ctx.find_object(dict) or {"scope": chosen_scope(None, False)})["scope"]
+    return found

@@ -1,0 +1,41 @@
+"""`octobrain doctor`: check every table of the store and say what would repair it."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from octobrain.cli.common import FORMAT_OPTION
+
+
+@click.command("doctor")
+@FORMAT_OPTION
+def doctor_cmd(fmt: str) -> None:
+    """Open every table, read every fragment, check the manifest and row counts.
+
+    Prints what is wrong and what would repair it; exits 1 when anything is wrong. Changes
+    nothing, so it also runs on a read-only copy of a store.
+    """
+    from octobrain.config import load_config, resolve_storage_uri
+    from octobrain.store.doctor import diagnose
+    from octobrain.store.location import StoreLocation
+
+    config = load_config()
+    report = diagnose(StoreLocation.from_config(config, resolve_storage_uri(config)))
+    if fmt == "json":
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        click.echo(f"store: {report.store}")
+        click.echo(f"manifest: {report.manifest}")
+        for t in report.tables:
+            if not t.opened:
+                click.echo(f"{t.name}: not opened")
+                continue
+            bad = f", {len(t.damaged_fragments)} damaged fragments" * bool(t.damaged_fragments)
+            click.echo(f"{t.name}: {t.rows_read} of {t.rows_counted} rows read{bad}")
+        for problem in report.problems:
+            click.echo(f"problem: {problem.line()}")
+        click.echo("ok: nothing is wrong" if report.ok else f"{len(report.problems)} problem(s)")
+    if not report.ok:
+        raise SystemExit(1)

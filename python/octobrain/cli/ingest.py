@@ -1,0 +1,47 @@
+"""`octobrain memory ingest FILE`: a conversation transcript into memory, one memory per turn."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from octobrain.cli.common import FORMAT_OPTION
+from octobrain.memory.conversation import FORMATS
+
+
+@click.command("ingest")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option(
+    "--format-in",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    help="The transcript's format: a Claude Code JSONL session, a chat export of "
+    "{speaker, text, time} records (JSON or JSONL), or LoCoMo; auto detects it.",
+)
+@FORMAT_OPTION
+@click.pass_context
+def ingest_cmd(ctx: click.Context, file: str, format_in: str, fmt: str) -> None:
+    """Store a conversation turn by turn (turns already stored are skipped).
+
+    Each turn is one memory: shown as it was said, indexed with its speaker, its session's
+    date and its neighbouring turns, and linked to the previous turn of its session.
+    """
+    from octobrain.cli.memory import _brain
+    from octobrain.memory.conversation import read_conversations
+
+    conversations = read_conversations(file, format_in)
+    brain = _brain(ctx)
+    total = sum(len(c.turns) for c in conversations)
+    with click.progressbar(length=total, label="ingesting", file=sys.stderr) as bar:
+        report = brain.ingest(conversations, progress=bar.update)
+    if fmt == "json":
+        click.echo(json.dumps({"scope": brain.scope, **report.__dict__}, indent=2))
+        return
+    click.echo(
+        f"ingested {report.turns} turns of {report.conversations} conversation(s) into "
+        f"{brain.scope or '(global)'}: {report.added} added, {report.skipped_existing} already "
+        f"present, {report.links} links"
+    )

@@ -1,0 +1,213 @@
+"""`octobrain knowledge …`: index, search, read and grep documents. Thin: parse, call, format."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, chosen_scope, scope_options
+
+if TYPE_CHECKING:
+    from octobrain.knowledge import Knowledge
+
+CLI_SESSION = "cli"  # the one default for store, delete and search, so they see each other
+SESSION_OPTION = click.option(
+    "--session-id",
+    default=CLI_SESSION,
+    show_default=True,
+    help="Session whose notes (stored://KEY) to use.",
+)
+
+
+def _emit(fmt: str, result: Any, text: str) -> None:
+    if fmt == "json":
+        from octobrain.knowledge.render import to_dict
+
+        click.echo(json.dumps(to_dict(result), indent=2, ensure_ascii=False))
+    else:
+        click.echo(text)
+
+
+@click.group("knowledge", cls=OctobrainGroup)
+@scope_options
+@click.pass_context
+def knowledge(ctx: click.Context, scope: str | None, global_: bool) -> None:
+    """Index, search, read and grep external documents (files and URLs)."""
+    ctx.obj = {"scope": scope, "global": global_}
+
+
+def _knowledge(ctx: click.Context, session_id: str = CLI_SESSION) -> Knowledge:
+    from octobrain.knowledge import Knowledge
+
+    opts = ctx.find_object(dict) or {"scope": None, "global": False}
+    scope = chosen_scope(opts["scope"], opts["global"])
+    return Knowledge(scope, session_id=session_id, cwd=Path.cwd())
+
+
+@contextmanager
+def _progress(label: str) -> Iterator[Any]:
+    """A progress callback that shows a bar (on stderr) once a document needs several batches."""
+    state: dict[str, Any] = {}
+
+    def update(done: int, total: int) -> None:
+        if "bar" not in state:
+            if done >= total:  # one batch: no bar worth drawing
+                return
+            state["bar"] = click.progressbar(length=total, label=label, file=sys.stderr)
+            state["bar"].__enter__()
+        state["bar"].update(done - state.get("done", 0))
+        state["done"] = done
+
+    try:
+        yield update
+    finally:
+        if "bar" in state:
+            state["bar"].__exit__(None, None, None)
+
+
+@knowledge.command("index")
+@click.argument("source")
+@click.option("--force", is_flag=True, help="Re-embed even when the content is unchanged.")
+@FORMAT_OPTION
+@click.pass_context
+def index_cmd(ctx: click.Context, source: str, force: bool, fmt: str) -> None:
+    """Index one file or URL (re-indexed only when its content changed)."""
+    from octobrain.knowledge.render import render_index
+
+    k = _knowledge(ctx)
+    with _progress("embedding chunks") as progress:
+        report = k.index(source, global_=k.scope == "", force=force, progress=progress)
+    _emit(fmt, report, render_index(report))
+
+
+@knowledge.command("search")
+@click.argument("query")
+@click.option("--source", help="Search only this file or URL (indexed first if needed).")
+@click.option(
+    "-l", "--limit", type=int, default=None, help="Results (default knowledge.max_results)."
+)
+@click.option("--min-relevance", type=float, default=None, help="Relevance floor, 0–1.")
+@SESSION_OPTION
+@FORMAT_OPTION
+@click.pass_context
+def search_cmd(
+    ctx: click.Context,
+    query: str,
+    source: str | None,
+    limit: int | None,
+    min_relevance: float | None,
+    session_id: str,
+    fmt: str,
+) -> None:
+    """Hybrid (BM25 + vector) search over indexed documents."""
+    from octobrain.knowledge.render import render_search
+
+    k = _knowledge(ctx, session_id)
+    result = k.search(query, source=source, limit=limit, min_relevance=min_relevance)
+    _emit(fmt, result, render_search(result))
+
+
+@knowledge.command("read")
+@click.argument("source")
+@FORMAT_OPTION
+@click.pass_context
+def read_cmd(ctx: click.Context, source: str, fmt: str) -> None:
+    """Print the full extracted text of a file or URL (without indexing it)."""
+    from octobrain.knowledge.render import render_read
+
+    doc = _knowledge(ctx).read(source)
+    _emit(fmt, doc, render_read(doc))
+
+
+@knowledge.command("match")
+@click.argument("pattern")
+@click.option("--source", help="Only this file or URL (indexed first if needed).")
+@click.option("-i", "--ignore-case", is_flag=True)
+@click.option("-m", "--max-matches", type=int, default=None, help="Cap on lines shown.")
+@click.option("-C", "--context", type=int, default=0, show_default=True, help="Lines around.")
+@SESSION_OPTION
+@FORMAT_OPTION
+@click.pass_context
+def match_cmd(
+    ctx: click.Context,
+    pattern: str,
+    source: str | None,
+    ignore_case: bool,
+    max_matches: int | None,
+    context: int,
+    session_id: str,
+    fmt: str,
+) -> None:
+    """Grep indexed documents with a regular expression (linear time, capped)."""
+    from octobrain.knowledge.render import render_match
+
+    report = _knowledge(ctx, session_id).match(
+        pattern, source=source, ignore_case=ignore_case, max_matches=max_matches, context=context
+    )
+    _emit(fmt, report, render_match(report))
+
+
+@knowledge.command("store")
+@click.argument("key")
+@click.argument("content")
+@SESSION_OPTION
+@FORMAT_OPTION
+@click.pass_context
+def store_cmd(ctx: click.Context, key: str, content: str, session_id: str, fmt: str) -> None:
+    """Keep CONTENT as the session note stored://KEY ("-" reads it from stdin)."""
+    from octobrain.knowledge.render import render_store
+
+    if content == "-":
+        content = sys.stdin.read()
+    note = _knowledge(ctx, session_id).store(key, content)
+    _emit(fmt, note, render_store(note))
+
+
+@knowledge.command("delete")
+@click.argument("key")
+@SESSION_OPTION
+@click.pass_context
+def delete_cmd(ctx: click.Context, key: str, session_id: str) -> None:
+    """Delete the session note stored://KEY."""
+    from octobrain.knowledge.render import render_delete
+
+    _knowledge(ctx, session_id).delete(key)
+    click.echo(render_delete(key))
+
+
+@knowledge.command("delete-source")
+@click.argument("source")
+@click.pass_context
+def delete_source_cmd(ctx: click.Context, source: str) -> None:
+    """Remove an indexed file or URL and all its chunks."""
+    info = _knowledge(ctx).delete_source(source)
+    click.echo(f"Deleted {info.uri} ({info.chunk_count} chunk{'s' * (info.chunk_count != 1)})")
+
+
+@knowledge.command("list")
+@click.option("-l", "--limit", type=int, default=20, show_default=True)
+@FORMAT_OPTION
+@click.pass_context
+def list_cmd(ctx: click.Context, limit: int, fmt: str) -> None:
+    """Indexed sources, most recently checked first."""
+    from octobrain.knowledge.render import render_sources
+
+    sources = _knowledge(ctx).list_sources(limit)
+    _emit(fmt, sources, render_sources(sources))
+
+
+@knowledge.command("stats")
+@FORMAT_OPTION
+@click.pass_context
+def stats_cmd(ctx: click.Context, fmt: str) -> None:
+    """Counts of sources, chunks and notes visible here."""
+    from octobrain.knowledge.render import render_stats
+
+    stats = _knowledge(ctx).stats()
+    _emit(fmt, stats, render_stats(stats))

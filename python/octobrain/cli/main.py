@@ -1,0 +1,113 @@
+"""The `octobrain` command line (click). Thin: parse, call the library, format.
+
+Imports of anything heavy stay inside the commands, so `octobrain --help` is instant. Errors the
+user can fix are reported in one place (`OctobrainGroup.invoke`): one line on stderr,
+`error: <field>: <rule>`, exit code 2 for bad input (1 for other failures), no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from octobrain import __version__
+from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup
+from octobrain.errors import InvalidInput
+
+
+@click.group(cls=OctobrainGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="octobrain")
+def main() -> None:
+    """octobrain: long-term memory for AI agents, served over MCP."""
+
+
+@main.group("config")
+def config_group() -> None:
+    """Show, locate or create the configuration file."""
+
+
+@config_group.command("show")
+@FORMAT_OPTION
+def config_show(fmt: str) -> None:
+    """Print the effective configuration (file + OCTOBRAIN_* env overrides)."""
+    from octobrain.config import config_path, load_config, render_toml
+
+    path = config_path()
+    config = load_config(path)
+    if fmt == "json":
+        payload = {"path": str(path), "exists": path.exists(), "config": config.to_dict()}
+        click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+        return
+    state = "" if path.exists() else " (missing: defaults apply)"
+    overrides = sorted(k for k in os.environ if k.startswith("OCTOBRAIN_"))
+    click.echo(f"# file: {path}{state}")
+    if overrides:
+        click.echo(f"# environment: {', '.join(overrides)}")
+    click.echo(render_toml(config), nl=False)
+
+
+@config_group.command("path")
+def config_path_cmd() -> None:
+    """Print where the configuration file is (it may not exist yet)."""
+    from octobrain.config import config_path
+
+    click.echo(str(config_path()))
+
+
+@config_group.command("init")
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+def config_init(force: bool) -> None:
+    """Write a commented template with every key at its default."""
+    from octobrain.config import config_path, default_config_toml
+
+    path = config_path()
+    if path.exists() and not force:
+        raise InvalidInput("config", f"{path} already exists; pass --force to overwrite it")
+    _write_atomic(path, default_config_toml())
+    click.echo(f"wrote {path}")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write a file so that a reader never sees it half written."""
+    _write_atomic_file(path, text, "config")
+
+
+def _write_atomic_file(path: Path, text: str, field: str) -> None:
+    """Write `text` to `path` atomically; failures name `field`."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InvalidInput(field, f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def _register() -> None:
+    # Command groups live in their own modules; importing them is cheap (no heavy imports).
+    from octobrain.cli.bench import bench
+    from octobrain.cli.brief import brief, hook
+    from octobrain.cli.doctor import doctor_cmd
+    from octobrain.cli.ingest import ingest_cmd
+    from octobrain.cli.knowledge import knowledge
+    from octobrain.cli.memory import memory
+    from octobrain.cli.serve import mcp_cmd
+    from octobrain.cli.service import service
+    from octobrain.cli.storage import migrate_cmd
+
+    memory.add_command(migrate_cmd)
+    memory.add_command(ingest_cmd)
+    main.add_command(memory)
+    main.add_command(knowledge)
+    main.add_command(mcp_cmd)
+    main.add_command(bench)
+    main.add_command(brief)
+    main.add_command(hook)
+    main.add_command(service)
+    main.add_command(doctor_cmd)
+
+
+_register()

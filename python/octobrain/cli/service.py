@@ -1,0 +1,91 @@
+"""`octobrain service status|start|stop`: see and control the resident service of this data dir."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING
+
+import click
+
+from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, UserFailure
+
+if TYPE_CHECKING:
+    from octobrain.service.client import Settings
+
+
+@click.group("service", cls=OctobrainGroup)
+def service() -> None:
+    """The warm background process that answers memory commands and hooks (per data dir)."""
+
+
+def _settings() -> Settings:
+    from octobrain.service.client import load_settings
+
+    settings = load_settings()
+    if settings is None:
+        raise UserFailure(
+            "service: unavailable here (no Unix sockets, an unreadable config file, or an "
+            "unsafe runtime directory); commands run in-process"
+        )
+    return settings
+
+
+@service.command("status")
+@FORMAT_OPTION
+def status_cmd(fmt: str) -> None:
+    """Whether the service runs, and what it holds."""
+    from octobrain.service.client import ask
+
+    settings = _settings()
+    info = ask(settings, "status")
+    data = {"running": info is not None, "enabled": settings.enabled, **(info or {})}
+    data.setdefault("socket", str(settings.socket_path))
+    if fmt == "json":
+        click.echo(json.dumps(data, indent=2))
+        return
+    state = "enabled" if settings.enabled else "disabled (service.enabled = false)"
+    if info is None:
+        click.echo(f"not running ({state}); socket {settings.socket_path}")
+        return
+    click.echo(
+        f"running: pid {info['pid']}, octobrain {info['version']}, {info['served']} commands "
+        f"served, idle {info['idle_for']:.0f} s of {info['idle_seconds']:.0f} s, "
+        f"{info['rss_mb']:.0f} MB resident, store {'loaded' if info['loaded'] else 'loading'}"
+        f" ({state})\nsocket {info['socket']}"
+    )
+
+
+@service.command("start")
+@click.option("--wait", "wait", type=float, default=30.0, show_default=True, help="Seconds.")
+def start_cmd(wait: float) -> None:
+    """Start the service now (commands otherwise start it on demand) and wait until it answers."""
+    from octobrain.service.client import ask, spawn
+
+    settings = _settings()
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        info = ask(settings, "status")
+        if info is None:
+            spawn(settings)  # no-op while a service (perhaps one of another build) is exiting
+        elif info.get("loaded"):
+            click.echo(f"running: pid {info['pid']}, socket {info['socket']}")
+            return
+        time.sleep(0.1)
+    raise UserFailure(f"service: did not answer within {wait:g} s (see {settings.log_path})")
+
+
+@service.command("stop")
+def stop_cmd() -> None:
+    """Stop the service (the next command runs in-process and starts a new one)."""
+    from octobrain.service.client import ask, service_alive
+
+    settings = _settings()
+    info = ask(settings, "stop")
+    if info is None:
+        click.echo("not running")
+        return
+    deadline = time.monotonic() + 10.0
+    while service_alive(settings) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    click.echo(f"stopped pid {info['pid']}")

@@ -1,0 +1,80 @@
+"""`VectorBlocks`: row vectors held as a few blocks, the first often memory-mapped.
+
+The mirror's embeddings start as one block (a snapshot's memory-mapped ``vectors.npy``, or what
+a first load read) and grow by the rows later commits add. Appending to one array would copy
+the whole, memory-mapped matrix into RAM; blocks keep the mapped part untouched, gather rows by
+position, and merge only the small blocks appended after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+_MAX_TAIL_BLOCKS = 8
+
+
+class VectorBlocks:
+    """Float32 rows of width `dim`, addressed by position across blocks."""
+
+    def __init__(self, dim: int, first: npt.NDArray[np.float32] | None = None) -> None:
+        self.dim = dim
+        base = np.zeros((0, dim), dtype=np.float32) if first is None else first
+        self._blocks: list[npt.NDArray[np.float32]] = [base]
+        self._starts = [0]
+        self._len = len(base)
+
+    def append(self, block: npt.NDArray[np.float32]) -> None:
+        """Add rows after the last position."""
+        if not len(block):
+            return
+        if self._len == 0:  # the first rows become the first block (never re-merged)
+            self._blocks, self._len = [np.ascontiguousarray(block, dtype=np.float32)], len(block)
+            return
+        self._blocks.append(np.ascontiguousarray(block, dtype=np.float32))
+        self._starts.append(self._len)
+        self._len += len(block)
+        if len(self._blocks) > 1 + _MAX_TAIL_BLOCKS:  # merge the tail, never the first block
+            tail = np.concatenate(self._blocks[1:])
+            self._blocks, self._starts = [self._blocks[0], tail], [0, self._starts[1]]
+
+    @property
+    def first(self) -> npt.NDArray[np.float32]:
+        """The first block (memory-mapped when it came from a snapshot)."""
+        return self._blocks[0]
+
+    def dense(self) -> npt.NDArray[np.float32]:
+        """All rows as one array (a copy when there are several blocks)."""
+        if len(self._blocks) == 1:
+            return self._blocks[0]
+        return np.concatenate(self._blocks)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(
+        self, positions: Sequence[int] | npt.NDArray[np.integer]
+    ) -> npt.NDArray[np.float32]:
+        """The rows at `positions`, in that order."""
+        pos = np.asarray(positions, dtype=np.int64)
+        if len(self._blocks) == 1:
+            return np.asarray(self._blocks[0][pos])
+        out = np.empty((len(pos), self.dim), dtype=np.float32)
+        block_of = np.searchsorted(np.asarray(self._starts), pos, side="right") - 1
+        for b in np.unique(block_of):
+            sel = block_of == b
+            out[sel] = self._blocks[b][pos[sel] - self._starts[b]]
+        return out
+
+    def cosines(self, vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Every row's dot product with `vector` (one cosine per row for unit rows)."""
+        from octobrain.kernels.hybrid import cosines
+
+        parts = [cosines(block, vector) for block in self._blocks]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def take(self, positions: npt.NDArray[np.int64]) -> VectorBlocks:
+        """A new single-block set of the rows at `positions` (for a compaction)."""
+        return VectorBlocks(self.dim, self[positions])

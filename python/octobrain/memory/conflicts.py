@@ -1,0 +1,162 @@
+"""Conflicts: the same thing stated with two values, found by the sleep pass.
+
+Two memories conflict when their embeddings are near-identical (true cosine ≥ the sleep
+threshold) and they quote disjoint numbers: "the request timeout is 30 s" against "the request
+timeout is 45 s". Cosine cannot tell the two apart, and often nobody recorded (`supersedes`)
+which one holds, so a store that kept both answers a question with whichever wording happens to
+match best, or with the one read most often while it was true.
+
+The pass records what the store knows: a `conflicts` edge from the statement that prevails to
+the one it outranks. The more trusted statement prevails (a user-confirmed value over an agent's
+inference). Between equally trusted ones, the newer prevails over one stated before the pass's
+window (`max_age_days`): a value that changed is restated with its new number, and the old one
+stops being restated. Two equally trusted claims made within the window are a disagreement, not
+an update (an agent's guess next to the fact it got wrong): the pass reports them and leaves
+their order alone, for someone to settle with `supersedes`. A consolidation parent counts as
+stated when its newest member was. Nothing is hidden or changed: when both are found, the
+outranked memory ranks just below the other one and says why; each stays retrievable on its
+own, and an explicit `supersedes` overrides it. Cosine and numbers cannot tell one setting's
+two values from two things' settings worded alike ("the catalog service max upload size is
+12 MB" / "the inventory service … 35 MB"), so the order steps aside when a question names what
+only the outranked memory is about (`search._asks_for`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from octobrain.kernels.clustering import unit_rows
+from octobrain.models import Memory
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_BLOCK = 512  # recent rows compared per matrix product (bounds memory on a large scope)
+
+
+def numbers(text: str) -> frozenset[str]:
+    """The numbers a text quotes ("1,200" and "3.5" stay whole)."""
+    return frozenset(_NUMBER.findall(text))
+
+
+def compatible(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Whether two texts' numbers can describe the same fact: one quotes none, or they share
+    one. Disjoint numbers in near-identical wording are two values of one thing."""
+    return not a or not b or bool(a & b)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """What a reader sees for a row: the row itself, or the parent it was merged into."""
+
+    id: str
+    trust: float
+    stated: datetime  # when its (newest) fact was written
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """`winner` prevails over `loser`, which states another value of the same thing."""
+
+    winner: str
+    loser: str
+    reason: str  # "more trusted" | "newer"
+
+    @property
+    def description(self) -> str:
+        return f"sleep pass: states another value; this one is {self.reason}"
+
+
+def holds(winner: Memory, loser: Memory, *, winner_superseded: bool) -> bool:
+    """Whether a `conflicts` edge winner → loser orders the two: not when the loser is the more
+    trusted (an agent's link cannot outrank the user) or the winner is itself superseded.
+    `remember` and the briefing both ask this."""
+    return not winner_superseded and winner.source.trust >= loser.source.trust
+
+
+def prevailing(
+    a: Statement, b: Statement, window_start: datetime
+) -> tuple[Statement, Statement, str] | None:
+    """(winner, loser, reason) of two conflicting statements; None for a disagreement the
+    store cannot settle: equally trusted, and both stated since `window_start`."""
+    if a.trust != b.trust:
+        hi, lo = (a, b) if a.trust > b.trust else (b, a)
+        return hi, lo, "more trusted"
+    new, old = (a, b) if a.stated > b.stated else (b, a)
+    if old.stated < window_start:
+        return new, old, "newer"
+    return None
+
+
+def conflicting_pairs(
+    recent: Sequence[Mapping[str, Any]],
+    pool: Sequence[Mapping[str, Any]],
+    threshold: float,
+) -> list[tuple[str, str]]:
+    """(recent id, pool id) pairs of near-identical rows (cosine ≥ `threshold`) that quote
+    disjoint numbers. Rows carry `id`, `content` and `embedding`; a row in both lists is not
+    paired with itself, and a pair within `recent` comes once."""
+    if not recent or not pool:
+        return []
+    pool_vecs = _unit(pool)
+    pool_numbers = [numbers(r["content"]) for r in pool]
+    recent_vecs = _unit(recent)
+    order = {r["id"]: i for i, r in enumerate(recent)}
+    out: list[tuple[str, str]] = []
+    for start in range(0, len(recent), _BLOCK):
+        sims = recent_vecs[start : start + _BLOCK] @ pool_vecs.T
+        for i, k in zip(*np.nonzero(sims >= threshold), strict=True):
+            at = start + int(i)
+            row, other = recent[at], pool[int(k)]
+            if row["id"] == other["id"] or order.get(other["id"], len(recent)) < at:
+                continue  # itself, or a recent pair already seen from the other side
+            mine = numbers(row["content"])
+            if mine and pool_numbers[k] and not mine & pool_numbers[k]:
+                out.append((row["id"], other["id"]))
+    return out
+
+
+def resolve(
+    pairs: Iterable[tuple[str, str]],
+    statement_of: Mapping[str, Statement],
+    settled: set[frozenset[str]],
+    window_start: datetime,
+) -> tuple[list[Conflict], list[tuple[str, str]]]:
+    """One decision per pair of statements: the conflicts settled (winner over loser), and the
+    disagreements left open (`prevailing` is None). Skips a pair merged into one parent and one
+    already linked (`settled`: a `conflicts` or `supersedes` edge either way)."""
+    decided: dict[frozenset[str], Conflict] = {}
+    open_: dict[frozenset[str], tuple[str, str]] = {}
+    for a_id, b_id in pairs:
+        a, b = statement_of[a_id], statement_of[b_id]
+        key = frozenset((a.id, b.id))
+        if a.id == b.id or key in settled or key in decided or key in open_:
+            continue
+        verdict = prevailing(a, b, window_start)
+        if verdict is None:
+            open_[key] = (min(a.id, b.id), max(a.id, b.id))
+        else:
+            winner, loser, reason = verdict
+            decided[key] = Conflict(winner.id, loser.id, reason)
+    return sorted(decided.values(), key=lambda c: (c.winner, c.loser)), sorted(open_.values())
+
+
+def _unit(rows: Sequence[Mapping[str, Any]]) -> npt.NDArray[np.float32]:
+    return unit_rows(np.stack([np.asarray(r["embedding"], dtype=np.float32) for r in rows]))
+
+
+__all__ = [
+    "Conflict",
+    "Statement",
+    "compatible",
+    "conflicting_pairs",
+    "holds",
+    "numbers",
+    "prevailing",
+    "resolve",
+]

@@ -1,0 +1,296 @@
+"""Conversations read from transcripts: a Claude Code session (JSONL), a generic chat export
+(`[{speaker, text, time}]` as JSON or JSONL) and LoCoMo's format, all to one shape.
+
+A `Conversation` is a list of `Turn`s grouped in sessions; each turn has a key that is stable
+across re-reads of the same file (its own id where the format has one, else its position in its
+session and its text), which is what makes a re-ingest add nothing new. Parsing is pure: no
+store, no model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from octobrain.errors import InvalidInput
+
+__all__ = [
+    "FORMATS",
+    "SPEAKER_PREFIX",
+    "Conversation",
+    "Turn",
+    "detect_format",
+    "parse_chat",
+    "parse_text",
+    "read_conversations",
+]
+
+FORMATS = ("auto", "claude", "chat", "locomo")
+SPEAKER_PREFIX = "speaker:"  # the tag naming who said an ingested turn
+MAX_FILE_BYTES = 64 * 1024 * 1024
+SPEAKER_CHARS = 60
+SESSION_CHARS = 60
+# A generic export without session marks starts a new session after this long a silence.
+SESSION_GAP = timedelta(hours=4)
+_LOCOMO_SESSION = re.compile(r"^session_(\d+)$")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One thing one speaker said."""
+
+    speaker: str
+    text: str
+    session: str  # the session's label within its conversation ("1", "2", … or an id)
+    key: str  # stable within the conversation
+    time: datetime | None = None  # when it was said (a turn's own time, else its session's)
+    session_date: str = ""  # the session's date as the source wrote it, for the context
+
+
+@dataclass
+class Conversation:
+    """The turns of one conversation, in order; `key` names it (stable for the same source)."""
+
+    key: str
+    turns: list[Turn] = field(default_factory=list)
+
+    @property
+    def speakers(self) -> list[str]:
+        """Distinct speakers in order of first appearance."""
+        return list(dict.fromkeys(t.speaker for t in self.turns))
+
+
+def read_conversations(path: str | Path, fmt: str = "auto") -> list[Conversation]:
+    """The conversations in a file; `fmt` one of `FORMATS` (auto: detected from the content)."""
+    file = Path(path)
+    try:
+        size = file.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise InvalidInput("file", f"must be at most {MAX_FILE_BYTES >> 20} MiB, got {size}")
+        text = file.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InvalidInput("file", f"cannot read {file}: {exc.strerror or exc}") from None
+    return parse_text(text, fmt, default_key=file.stem)
+
+
+def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> list[Conversation]:
+    """Conversations from a file's text (see `read_conversations`)."""
+    if fmt not in FORMATS:
+        raise InvalidInput("format_in", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    data = _load(text)
+    chosen = detect_format(data) if fmt == "auto" else fmt
+    if chosen == "locomo":
+        return _locomo(data)
+    if chosen == "claude":
+        return [_claude(_records(data, "claude"), default_key)]
+    return [parse_chat(_records(data, "chat"), key=default_key)]
+
+
+def _load(text: str) -> Any:
+    """A JSON document, or the objects of a JSONL file (a list)."""
+    stripped = text.strip()
+    if not stripped:
+        raise InvalidInput("file", "is empty")
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError:
+        pass
+    records = []
+    for number, line in enumerate(stripped.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(
+                "file", f"line {number} is not JSON ({exc.msg}); expected JSON or JSONL"
+            ) from None
+    return records
+
+
+def detect_format(data: Any) -> str:
+    """`locomo`, `claude` or `chat`, from the shape of the first records."""
+    records = data[:20] if isinstance(data, list) else [data]
+    dicts = [r for r in records if isinstance(r, dict)]
+    if any(isinstance(r.get("conversation"), dict) or "speaker_a" in r for r in dicts):
+        return "locomo"
+    if any("sessionId" in r or isinstance(r.get("message"), dict) for r in dicts):
+        return "claude"
+    if dicts and all("speaker" in r or "text" in r for r in dicts):
+        return "chat"
+    raise InvalidInput(
+        "file",
+        "is not a known conversation format (a Claude Code transcript, a chat export of "
+        "{speaker, text, time} records, or LoCoMo); pass --format-in to choose one",
+    )
+
+
+def _records(data: Any, fmt: str) -> list[Any]:
+    if isinstance(data, dict):
+        return [data]
+    if not isinstance(data, list):
+        raise InvalidInput("file", f"must hold a list of {fmt} records")
+    return data
+
+
+def _time(field_name: str, value: object) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(float(value), tz=timezone.utc)
+    if not isinstance(value, str):
+        raise InvalidInput(field_name, "must be an ISO-8601 time string")
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(
+            field_name, f"must be ISO-8601 (e.g. 2026-05-01T12:00:00Z), got {value!r}"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _name(field_name: str, value: object, limit: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(field_name, "must be a non-empty string")
+    name = " ".join(value.split())
+    if len(name) > limit:
+        raise InvalidInput(field_name, f"must be at most {limit} characters")
+    return name
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+
+
+def parse_chat(records: list[Any], *, key: str = "chat", field_name: str = "turns") -> Conversation:
+    """A generic chat export: `{speaker, text, time?, session?, id?}` records in order.
+
+    Without `session` fields a new session starts after a silence longer than 4 hours (or
+    never, when no turn has a time). Records with blank text are skipped.
+    """
+    if not isinstance(records, list):
+        raise InvalidInput(field_name, "must be a list of {speaker, text, time} objects")
+    conversation = Conversation(key)
+    session_no, last_time, per_session = 1, None, 0
+    for i, record in enumerate(records):
+        where = f"{field_name}[{i}]"
+        if not isinstance(record, dict):
+            raise InvalidInput(where, "must be an object with speaker and text")
+        text = record.get("text")
+        if not isinstance(text, str):
+            raise InvalidInput(f"{where}.text", "must be a string")
+        speaker = _name(f"{where}.speaker", record.get("speaker"), SPEAKER_CHARS)
+        moment = _time(f"{where}.time", record.get("time"))
+        given = record.get("session")
+        if given is not None:
+            session = _name(f"{where}.session", str(given), SESSION_CHARS)
+        else:
+            gap = moment is not None and last_time is not None and moment - last_time > SESSION_GAP
+            if gap:
+                session_no, per_session = session_no + 1, 0
+            session = str(session_no)
+        last_time = moment or last_time
+        if not text.strip():
+            continue
+        own = record.get("id")
+        turn_key = str(own) if isinstance(own, (str, int)) and str(own) else ""
+        per_session += 1
+        conversation.turns.append(
+            Turn(
+                speaker,
+                text.strip(),
+                session,
+                turn_key or f"{session}#{per_session}:{_digest(speaker, text)}",
+                moment,
+                f"{moment:%d %B %Y}" if moment else "",
+            )
+        )
+    return conversation
+
+
+def _claude(entries: list[Any], default_key: str) -> Conversation:
+    """A Claude Code transcript: the user's and the assistant's text blocks, in order (tool
+    calls, tool results and injected command/system text are left out)."""
+    from octobrain.memory.hooks import transcript_text
+
+    turns: list[Turn] = []
+    session_id = ""
+    for entry in entries:
+        if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
+            continue
+        if entry.get("isMeta"):
+            continue
+        text = transcript_text(entry)
+        if not text:
+            continue
+        session_id = session_id or str(entry.get("sessionId") or "")
+        moment = _time("timestamp", entry.get("timestamp")) if entry.get("timestamp") else None
+        speaker = str(entry["type"])
+        own = str(entry.get("uuid") or "")
+        turns.append(
+            Turn(
+                speaker,
+                text,
+                "1",
+                own or f"{len(turns)}:{_digest(speaker, text)}",
+                moment,
+                f"{moment:%d %B %Y}" if moment else "",
+            )
+        )
+    conversation = Conversation(session_id or default_key, turns)
+    return conversation
+
+
+_LOCOMO_DATE = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%d %B %Y")
+
+
+def _locomo_date(value: str) -> datetime | None:
+    for pattern in _LOCOMO_DATE:
+        try:
+            return datetime.strptime(value.strip(), pattern).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+    return None
+
+
+def _locomo(data: Any) -> list[Conversation]:
+    """LoCoMo samples: `conversation` holds `session_<n>` turn lists and their
+    `session_<n>_date_time`; a shared photo's caption is kept with its turn."""
+    samples = data if isinstance(data, list) else [data]
+    out = []
+    for i, sample in enumerate(samples):
+        where = f"file[{i}]"
+        body = sample.get("conversation", sample) if isinstance(sample, dict) else None
+        if not isinstance(body, dict):
+            raise InvalidInput(f"{where}.conversation", "must be an object of sessions")
+        key = str(sample.get("sample_id") or f"locomo-{i}")
+        conversation = Conversation(key)
+        numbers = sorted(int(m.group(1)) for k in body if (m := _LOCOMO_SESSION.match(k)))
+        for n in numbers:
+            date = str(body.get(f"session_{n}_date_time") or "")
+            moment = _locomo_date(date) if date else None
+            turns = body[f"session_{n}"]
+            if not isinstance(turns, list):
+                raise InvalidInput(f"{where}.conversation.session_{n}", "must be a list of turns")
+            for j, turn in enumerate(turns):
+                twhere = f"{where}.conversation.session_{n}[{j}]"
+                if not isinstance(turn, dict):
+                    raise InvalidInput(twhere, "must be an object with speaker and text")
+                speaker = _name(f"{twhere}.speaker", turn.get("speaker"), SPEAKER_CHARS)
+                text = turn.get("text")
+                if not isinstance(text, str):
+                    raise InvalidInput(f"{twhere}.text", "must be a string")
+                caption = turn.get("blip_caption")
+                if isinstance(caption, str) and caption.strip():
+                    text = f"{text} [shares {caption.strip()}]"
+                if not text.strip():
+                    continue
+                own = str(turn.get("dia_id") or f"D{n}:{j + 1}")
+                conversation.turns.append(Turn(speaker, text.strip(), str(n), own, moment, date))
+        out.append(conversation)
+    return out

@@ -1,0 +1,490 @@
+"""`Corpus`: an in-process mirror of the memories table for search and ranking.
+
+It holds every row's mirrored columns as one Arrow table (a `Memory` is made only for the rows
+a query returns), the stored embeddings (`VectorBlocks`: exact cosine for any candidate, HyDE
+centroids, an exact in-process vector leg), per-row filter columns as numpy arrays (strings as
+small integer codes), ids sorted for lookups, and the Rust BM25 index over row positions (whose
+postings also answer lexical coverage). It follows the store's version: when anyone commits,
+the next query reads four narrow columns of every row, re-reads only the rows whose
+`updated_at` changed, drops deleted ones, and patches access counts in place — other
+processes' writes become visible without a rebuild.
+
+From `snapshot_min_rows` live rows the mirror is also kept as a memory-mapped snapshot on this
+machine (`memory.snapshot`): a new process opens it and catches up from its version instead
+of reading and indexing the whole store.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from octobrain.kernels.bm25 import BM25Index
+from octobrain.kernels.vectors import VectorBlocks
+from octobrain.memory.corpus_io import (
+    LIGHT_COLUMNS,
+    int64s,
+    latest_versions,
+    read_rows,
+    texts_of,
+    vectors_of,
+)
+from octobrain.memory.snapshot import Snapshot, SnapshotDir
+from octobrain.models import Memory, Relationship, State, micros
+from octobrain.store import MemoryStore
+from octobrain.store.schema import row_to_memory
+
+__all__ = ["LIGHT_COLUMNS", "Corpus", "Positions"]
+
+log = logging.getLogger(__name__)
+
+_PROBE = ["id", "updated_at", "last_accessed", "access_count"]
+_SEARCHABLE = (State.WORKING.value, State.CONSOLIDATED.value)
+_CODED = ("scope", "state", "type")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MAX_CACHED = 50_000  # Memory objects kept for reuse; past this the cache starts over
+_MAX_ADDED = 4096  # ids held in a dict before they are sorted in with the rest
+_MAX_CHUNKS = 32  # appended Arrow chunks before they are merged into one
+# A snapshot is rewritten once this many rows (or this share of them) were re-read since it
+# (a process opening it re-reads them too). How many commits it lags costs nothing more: any
+# catch-up reads the same narrow columns of every row.
+SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE = 256, 0.01
+
+
+def _at(us: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=int(us))
+
+
+class Positions:
+    """id → position of the live rows: sorted ids for the bulk of them, a dict for the rows
+    added since (no Python object per row)."""
+
+    def __init__(self, corpus: Corpus) -> None:
+        self._c = corpus
+
+    def get(self, memory_id: str, default: int | None = None) -> int | None:
+        c = self._c
+        pos = c._added.get(memory_id)
+        if pos is not None and c._live[pos]:
+            return pos
+        key = memory_id.encode()
+        ids = c._sorted_ids
+        if len(ids) and len(key) <= ids.dtype.itemsize:
+            i = int(np.searchsorted(ids, key))
+            if i < len(ids) and ids[i] == key:
+                pos = int(c._id_order[i])
+                if c._live[pos]:
+                    return pos
+        return default
+
+    def __getitem__(self, memory_id: str) -> int:
+        pos = self.get(memory_id)
+        if pos is None:
+            raise KeyError(memory_id)
+        return pos
+
+    def __contains__(self, memory_id: object) -> bool:
+        return isinstance(memory_id, str) and self.get(memory_id) is not None
+
+    def values(self) -> list[int]:
+        return [int(p) for p in np.flatnonzero(self._c._live)]
+
+    def __iter__(self) -> Iterator[str]:
+        ids = self._c._rows.column("id")
+        return iter(ids.take(pa.array(self.values(), pa.int64())).to_pylist())
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(self._c._live))
+
+
+class Corpus:
+    """Positions ↔ memories, BM25 over their text (its postings give term statistics),
+    embeddings and filters."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        snapshots: SnapshotDir | None = None,
+        snapshot_min_rows: int = 5_000,
+    ) -> None:
+        self._store = store
+        self._snapshots = snapshots
+        self._snapshot_min_rows = snapshot_min_rows
+        self._lock = threading.Lock()
+        self.pos_of = Positions(self)
+        self._reset()
+
+    def _reset(self, snap: Snapshot | None = None) -> None:
+        """Empty the mirror (the next refresh loads the store afresh), or adopt `snap`."""
+        dim = self._store.dim
+        self._version = -1 if snap is None else snap.version
+        self.index = BM25Index() if snap is None else snap.index
+        self._rows: pa.Table = (
+            pa.table({c: [] for c in LIGHT_COLUMNS}) if snap is None else snap.rows
+        )
+        self._base_len = len(self._rows)
+        self.vectors = VectorBlocks(dim, None if snap is None else snap.vectors)
+        cols = snap.columns if snap is not None else {}
+
+        def col(name: str, dtype: Any) -> npt.NDArray[Any]:
+            return cols[name] if name in cols else np.zeros(0, dtype=dtype)
+
+        self._live = col("live", np.bool_)
+        self._edit_key = col("edit_key", np.int64)
+        self._access = col("access_count", np.int64)
+        self._seen = col("last_accessed", np.int64)
+        self._created = col("created", np.int64)
+        self._codes: dict[str, list[str]] = (
+            {k: list(v) for k, v in snap.codes.items()} if snap else {k: [] for k in _CODED}
+        )
+        self._code_of = {k: {v: i for i, v in enumerate(vals)} for k, vals in self._codes.items()}
+        self._coded = {k: col(k, np.int32) for k in _CODED}
+        self._sorted_ids = snap.sorted_ids if snap else np.zeros(0, dtype="S1")
+        self._id_order = snap.id_order if snap else np.zeros(0, dtype=np.int64)
+        self._added: dict[str, int] = {}  # ids appended after the sorted part
+        self._cache: dict[int, Memory] = {}
+        self._lists: dict[tuple[str, int], tuple[npt.NDArray[np.int32], list[str]]] = {}
+        # The version of the snapshot this mirror last matched (opened, written or tried).
+        self._snap_version = None if snap is None else snap.version
+        self.opened_snapshot = snap is not None  # whether it started from a snapshot
+        self._reread_since_snap = 0
+        self._edges_version = -1
+        self._edges: dict[str, list[Relationship]] = {}
+
+    # ---- keeping up with the store ----------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Catch up with the store's latest committed version (a no-op when unchanged)."""
+        with self._lock:
+            try:
+                rows_version, edges_version = latest_versions(self._store)
+                if self._version == -1 and self._snapshots is not None:
+                    self._adopt_snapshot(rows_version)
+                self._refresh_edges(edges_version)
+                self._refresh_rows(rows_version)
+            except BaseException:
+                self._reset()  # a half-applied catch-up must never outlive its error
+                raise
+            self._maybe_snapshot()
+
+    def _adopt_snapshot(self, latest: int) -> None:
+        assert self._snapshots is not None
+        snap = self._snapshots.load()
+        if snap is None:
+            return
+        live = int(np.count_nonzero(snap.columns["live"]))
+        if snap.version == latest and live != self._store.count():
+            log.warning("memory snapshot disagrees with the store; rebuilding")
+            return  # another table under the same name: never served
+        self._reset(snap)
+
+    def _maybe_snapshot(self) -> None:
+        if self._snapshots is None or len(self.pos_of) < self._snapshot_min_rows:
+            return
+        if self._snap_version is not None:
+            stale = max(SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE * len(self.pos_of))
+            if self._version == self._snap_version or self._reread_since_snap < stale:
+                return
+        try:
+            self._snapshots.write(self.snapshot())
+        except OSError as exc:  # a full or read-only cache never fails a query
+            log.warning("memory snapshot not written: %s", exc)
+        # Tried or written: the next attempt waits for as many changed rows again.
+        self._snap_version, self._reread_since_snap = self._version, 0
+
+    def snapshot(self) -> Snapshot:
+        """The mirror as it is now, for `SnapshotDir.write`."""
+        self._index_ids()
+        return Snapshot(
+            version=self._version,
+            rows=self._rows.combine_chunks(),
+            vectors=self.vectors.dense(),
+            columns={
+                "live": self._live,
+                "edit_key": self._edit_key,
+                "access_count": self._access,
+                "last_accessed": self._seen,
+                "created": self._created,
+                **self._coded,
+            },
+            codes=self._codes,
+            sorted_ids=self._sorted_ids,
+            id_order=self._id_order,
+            index=self.index,
+        )
+
+    def _refresh_rows(self, version: int) -> None:
+        if version == self._version:
+            return
+        # Every read below sees `version`, however many commits other processes make meanwhile.
+        pinned = self._store.pinned(version)
+        probe = pinned.scan_arrow("true", columns=_PROBE)
+        ids = probe.column("id")
+        pos = self._lookup(ids)
+        edited = int64s(probe.column("updated_at"))
+        known = pos >= 0
+        changed = ~known
+        changed[known] = self._edit_key[pos[known]] != edited[known]
+        present = np.zeros(len(self._live), dtype=bool)
+        present[pos[known]] = True
+        gone = np.flatnonzero(self._live & ~present)
+        # An access bump changes the version but no edit stamp: then nothing is read again.
+        wanted = ids.filter(pa.array(changed)).to_pylist() if changed.any() else []
+        rows = read_rows(pinned, wanted, len(ids)) if wanted else None
+        self._remove(np.concatenate([gone, pos[known & changed]]))
+        if rows is not None:
+            self._add(rows.drop_columns(["embedding"]), vectors_of(rows, self._store.dim))
+            self._reread_since_snap += len(rows)
+        keep = known & ~changed
+        at, counts = pos[keep], int64s(probe.column("access_count"))[keep]
+        seen = int64s(probe.column("last_accessed"))[keep]
+        moved = (self._access[at] != counts) | (self._seen[at] != seen)
+        if moved.any():
+            self._patch_access(at[moved], counts[moved], seen[moved])
+        if len(self._live) > 1000 and len(self.pos_of) < len(self._live) // 2:
+            self._rebuild()
+        self._version = version
+
+    def _lookup(self, ids: pa.ChunkedArray) -> npt.NDArray[np.int64]:
+        """The live position of each id, -1 for ids the mirror does not hold."""
+        if not len(self._live):
+            return np.full(len(ids), -1, dtype=np.int64)
+        held = pc.if_else(pa.array(self._live), self._rows.column("id"), None)
+        found = pc.fill_null(pc.index_in(ids, value_set=held.combine_chunks()), -1)
+        return np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    def _patch_access(
+        self, at: npt.NDArray[np.int64], counts: npt.NDArray[np.int64], seen: npt.NDArray[np.int64]
+    ) -> None:
+        self._access[at], self._seen[at] = counts, seen
+        for p in at.tolist():
+            memory = self._cache.get(p)
+            if memory is not None:
+                memory.access_count, memory.last_accessed = int(self._access[p]), _at(self._seen[p])
+
+    def _refresh_edges(self, version: int) -> None:
+        if version == self._edges_version:
+            return
+        edges: dict[str, list[Relationship]] = {}
+        for rel in self._store.all_relationships():
+            edges.setdefault(rel.source_id, []).append(rel)
+            if rel.target_id != rel.source_id:
+                edges.setdefault(rel.target_id, []).append(rel)
+        self._edges, self._edges_version = edges, version
+
+    def due_for_access(self, ids: Sequence[str], now: datetime, window: timedelta) -> list[str]:
+        """The ids whose access should count now: never accessed, or not within `window`."""
+        due = []
+        cutoff = micros(now - window)
+        for mid in ids:
+            pos = self.pos_of.get(mid)
+            if pos is not None and (self._access[pos] == 0 or self._seen[pos] < cutoff):
+                due.append(mid)
+        return due
+
+    def note_own_access(self, ids: Sequence[str], now: datetime, version: int) -> None:
+        """Apply an access bump this process just committed as `version` without re-reading,
+        when nobody else committed in between (otherwise the next refresh reads the store)."""
+        with self._lock:
+            if version != self._version + 1:
+                return
+            at = [p for p in (self.pos_of.get(mid) for mid in ids) if p is not None]
+            if at:  # (a missing id: another scope's memory, counted in the same commit)
+                where = np.asarray(at, dtype=np.int64)
+                counts = self._access[where] + 1
+                self._patch_access(where, counts, np.full(len(at), micros(now), np.int64))
+            self._version = version
+
+    def edges(self, ids: Sequence[str]) -> list[Relationship]:
+        """Edges touching any of `ids` (each once), from the mirror of `relationships`."""
+        seen: dict[str, Relationship] = {}
+        for mid in ids:
+            for rel in self._edges.get(mid, ()):
+                seen.setdefault(rel.id, rel)
+        return list(seen.values())
+
+    def _remove(self, positions: npt.NDArray[np.int64]) -> None:
+        if not len(positions):
+            return
+        self.index.remove(positions)
+        self._live[positions] = False
+        for p in positions.tolist():
+            self._cache.pop(p, None)
+
+    def _add(self, rows: pa.Table, block: npt.NDArray[np.float32]) -> None:
+        if not len(rows):
+            return
+        rows = rows.select(LIGHT_COLUMNS).cast(self._rows.schema) if len(self._rows) else rows
+        rows = rows.select(LIGHT_COLUMNS)
+        texts = texts_of(rows)
+        start = int(self.index.add(texts)[0])
+        assert start == len(self._live), "BM25 positions and the mirror's rows disagree"
+        self._rows = pa.concat_tables([self._rows, rows]) if len(self._rows) else rows
+        if self._rows.column("id").num_chunks > _MAX_CHUNKS:
+            head, tail = self._rows.slice(0, self._base_len), self._rows.slice(self._base_len)
+            self._rows = pa.concat_tables([head, tail.combine_chunks()])
+        self.vectors.append(block)
+        n = len(rows)
+        self._live = np.concatenate([self._live, np.ones(n, dtype=bool)])
+        self._edit_key = np.concatenate([self._edit_key, int64s(rows.column("updated_at"))])
+        self._access = np.concatenate([self._access, int64s(rows.column("access_count"))])
+        self._seen = np.concatenate([self._seen, int64s(rows.column("last_accessed"))])
+        self._created = np.concatenate([self._created, int64s(rows.column("created_at"))])
+        for name, column in (("scope", "scope"), ("state", "state"), ("type", "memory_type")):
+            codes = [self._code(name, v) for v in rows.column(column).to_pylist()]
+            self._coded[name] = np.concatenate([self._coded[name], np.asarray(codes, np.int32)])
+        for i, mid in enumerate(rows.column("id").to_pylist()):
+            self._added[mid] = start + i
+        if len(self._added) > _MAX_ADDED:
+            self._index_ids()
+        self._lists.clear()
+
+    def _index_ids(self) -> None:
+        """Sort the live ids (id → position by binary search); empties `_added`."""
+        keyed = pc.cast(
+            pc.if_else(pa.array(self._live), self._rows.column("id"), None), pa.binary()
+        )
+        order = np.asarray(pc.sort_indices(keyed), dtype=np.int64)
+        order = order[: int(np.count_nonzero(self._live))]
+        ids = keyed.take(pa.array(order)).to_pylist()
+        self._sorted_ids = np.array(ids, dtype=np.bytes_) if ids else np.zeros(0, dtype="S1")
+        self._id_order = order
+        self._added = {}
+
+    def _code(self, name: str, value: str) -> int:
+        code = self._code_of[name].get(value)
+        if code is None:
+            code = self._code_of[name][value] = len(self._codes[name])
+            self._codes[name].append(value)
+        return code
+
+    def _rebuild(self) -> None:
+        """Drop tombstones: re-index the live rows at fresh, dense positions."""
+        live = np.flatnonzero(self._live)
+        rows = self._rows.take(pa.array(live))
+        vectors = self.vectors[live]
+        versions = self._version, self._edges_version, self._edges
+        access, seen = self._access[live], self._seen[live]
+        self._reset()
+        self._add(rows, vectors)
+        self._access[:], self._seen[:] = access, seen  # patched counts, newer than the rows
+        self._version, self._edges_version, self._edges = versions
+
+    # ---- queries --------------------------------------------------------------------------
+
+    def _codes_for(self, name: str, values: Sequence[str]) -> list[int]:
+        return [self._code_of[name][v] for v in values if v in self._code_of[name]]
+
+    def allowed(
+        self,
+        scopes: Sequence[str],
+        *,
+        memory_types: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        related_files: Sequence[str] = (),
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        include_archived: bool = False,
+    ) -> npt.NDArray[np.bool_]:
+        """A mask over positions of the live, searchable rows a query may return."""
+        states = (*_SEARCHABLE, State.ARCHIVED.value) if include_archived else _SEARCHABLE
+        mask = self._live & np.isin(self._coded["scope"], self._codes_for("scope", scopes))
+        mask &= np.isin(self._coded["state"], self._codes_for("state", states))
+        if memory_types:
+            mask &= np.isin(self._coded["type"], self._codes_for("type", memory_types))
+        if created_after is not None:
+            mask &= self._created >= micros(created_after)
+        if created_before is not None:
+            mask &= self._created < micros(created_before)
+        for wanted, column in ((tags, "tags"), (related_files, "related_files")):
+            if wanted:  # any of the wanted values
+                mask &= self._any_of(column, set(wanted))
+        return mask
+
+    def _any_of(self, column: str, wanted: set[str]) -> npt.NDArray[np.bool_]:
+        """Positions whose list `column` holds any of `wanted` (from cached encodings of the
+        list values, one per Arrow chunk)."""
+        hit = np.zeros(len(self._live), dtype=bool)
+        start = 0
+        for i, chunk in enumerate(self._rows.column(column).chunks):
+            key = (column, i)
+            if key not in self._lists:  # (the rows only change in `_add`, which clears it)
+                encoded = pc.dictionary_encode(pc.list_flatten(chunk))
+                values = encoded.dictionary.to_pylist()
+                parents = np.asarray(pc.list_parent_indices(chunk), dtype=np.int32)
+                codes = np.asarray(encoded.indices, dtype=np.int32)
+                self._lists[key] = (np.stack([codes, parents]), values)
+            codes_parents, values = self._lists[key]
+            want = [j for j, v in enumerate(values) if v in wanted]
+            if want:
+                sel = np.isin(codes_parents[0], want)
+                hit[start + codes_parents[1][sel]] = True
+            start += len(chunk)
+        return hit
+
+    def nearest(
+        self, vector: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_], k: int
+    ) -> list[int]:
+        """Exact top-`k` positions by cosine among `allowed`."""
+        from octobrain.kernels.hybrid import exact_top
+
+        return exact_top(self.vectors.cosines(vector), allowed, k)
+
+    def exact_cosines(
+        self, vector: npt.NDArray[np.float32], positions: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float32]:
+        """The cosine of `vector` with the rows at `positions` only."""
+        if not len(positions):
+            return np.zeros(0, dtype=np.float32)
+        out: npt.NDArray[np.float32] = np.einsum("ij,j->i", self.vectors[positions], vector)
+        return out
+
+    def positions_of(self, ids: Sequence[str]) -> npt.NDArray[np.int64]:
+        """The live position of each id (-1 where the mirror does not hold it)."""
+        return np.asarray([self.pos_of.get(mid, -1) for mid in ids], dtype=np.int64)
+
+    @property
+    def embeddings(self) -> npt.NDArray[np.float32]:
+        """Every position's vector as one array (a copy when rows were appended)."""
+        return self.vectors.dense()
+
+    def coverage(self, query: str, positions: Sequence[int]) -> npt.NDArray[np.float64]:
+        """The idf-weighted share of the query's distinct terms each row contains, in [0, 1]."""
+        return self.index.coverage(query, positions)
+
+    def memory(self, pos: int) -> Memory:
+        """The memory at a live position (made from the mirrored columns on first use)."""
+        memory = self._cache.get(pos)
+        return memory if memory is not None else self.memories_at([pos])[0]
+
+    def memories_at(self, positions: Sequence[int]) -> list[Memory]:
+        """The memories at live positions, those not made yet read in one Arrow call."""
+        missing = [p for p in dict.fromkeys(positions) if p not in self._cache]
+        if missing:
+            assert self._live[missing].all(), "a position holds no live memory"
+            if len(self._cache) + len(missing) > _MAX_CACHED:
+                self._cache.clear()
+            rows = self._rows.take(pa.array(missing, pa.int64())).to_pylist()
+            for pos, row in zip(missing, rows, strict=True):
+                memory = row_to_memory(row)
+                memory.access_count = int(self._access[pos])
+                memory.last_accessed = _at(self._seen[pos])
+                self._cache[pos] = memory
+        return [self._cache[p] for p in positions]
+
+    @property
+    def position_count(self) -> int:
+        """Positions ever assigned (removed ones included)."""
+        return len(self._live)
+
+    def __len__(self) -> int:
+        return len(self.pos_of)

@@ -1,0 +1,97 @@
+"""How the mirror (`octobrain.memory.corpus`) reads the store: the columns it mirrors, the latest
+table versions, changed rows at a pinned version, and Arrow columns as numpy arrays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from octobrain.store import MemoryStore
+from octobrain.store.memories import Pinned, sql_in
+
+LIGHT_COLUMNS = [
+    "id",
+    "scope",
+    "role",
+    "memory_type",
+    "title",
+    "content",
+    "tags",
+    "related_files",
+    "importance",
+    "pre_consolidation_importance",
+    "source",
+    "state",
+    "created_at",
+    "updated_at",
+    "last_accessed",
+    "access_count",
+    "git_commit",
+    "context",
+]
+
+
+def int64s(column: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.int64]:
+    """A timestamp or integer column as int64 numbers (microseconds for timestamps)."""
+    return np.asarray(pc.cast(column, pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def texts_of(rows: pa.Table) -> list[str]:
+    """`Memory.searchable_text` of each row, without making the memories."""
+    parts = [
+        rows.column("title").to_pylist(),
+        rows.column("content").to_pylist(),
+        rows.column("context").to_pylist(),
+        rows.column("tags").to_pylist(),
+        rows.column("related_files").to_pylist(),
+    ]
+    out = []
+    for title, content, context, tags, files in zip(*parts, strict=True):
+        pieces = (title, content, context, " ".join(tags or ()), " ".join(files or ()))
+        out.append(" ".join(p for p in pieces if p))
+    return out
+
+
+def latest_versions(store: MemoryStore) -> tuple[int, int]:
+    """The latest committed versions of `memories` and `relationships`, probed together.
+
+    Each probe re-reads the table's newest manifest (so another process's acknowledged write is
+    seen by the next query); through lancedb's sync API every probe is a separate hand-off to
+    its background event loop, which on a busy 2-core machine cost as much as the I/O. Both
+    probes go in one hand-off and run concurrently; without lancedb's async handle (another
+    lancedb) they run one after the other.
+    """
+    from lancedb.background_loop import LOOP
+
+    inner: list[Any] = [getattr(t, "_table", None) for t in (store.memories, store.relationships)]
+    if not all(hasattr(t, "version") for t in inner):
+        return store.version(), store.relationships_version()
+
+    async def both() -> tuple[int, int]:
+        import asyncio
+
+        first, second = await asyncio.gather(inner[0].version(), inner[1].version())
+        return int(first), int(second)
+
+    versions: tuple[int, int] = LOOP.run(both())  # type: ignore[no-untyped-call]
+    return versions
+
+
+def read_rows(pinned: Pinned, ids: list[str], total: int) -> pa.Table:
+    """The mirrored columns and the embedding of `ids`, read at the pinned version."""
+    columns = [*LIGHT_COLUMNS, "embedding"]
+    if len(ids) > total // 2:  # mostly new (a first load): one full scan beats an IN list
+        table = pinned.scan_arrow("true", columns=columns)
+        return table.filter(pc.is_in(table.column("id"), value_set=pa.array(ids, pa.string())))
+    return pinned.scan_arrow(sql_in("id", ids), columns=columns)
+
+
+def vectors_of(rows: pa.Table, dim: int) -> npt.NDArray[np.float32]:
+    """The `embedding` column as one float32 matrix, without a Python list per row."""
+    column = rows.column("embedding").combine_chunks()
+    flat = column.flatten().to_numpy(zero_copy_only=False)
+    return np.asarray(flat, dtype=np.float32).reshape(len(rows), dim)

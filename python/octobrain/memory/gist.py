@@ -1,0 +1,70 @@
+"""Gist: old, faded episodic memories are shown compressed; the full text stays stored.
+
+Fuzzy-trace theory in one function: after `gist_after_days`, an episodic memory (a bug-fix log, a
+session digest) whose decayed strength fell below `gist_strength` is shown as its gist — its
+first sentence plus its most central ones (the sentences sharing the most analysed terms with
+the whole text), in their original order, within `gist_max_chars`. Computed when shown, never
+stored: the memory itself is untouched and `memory get <id>` returns the full text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from datetime import datetime
+
+from octobrain.config import BriefConfig
+from octobrain.memory.summary import split_sentences
+from octobrain.models import Memory, MemoryType
+from octobrain.text import analyze
+
+__all__ = ["DIGEST_TAG", "compress", "gist_for", "is_episodic"]
+
+DIGEST_TAG = "session-digest"
+EPISODIC_TYPES = frozenset({MemoryType.BUG_FIX})
+
+
+def is_episodic(memory: Memory) -> bool:
+    """Whether a memory records something that happened (rather than something that holds)."""
+    return memory.memory_type in EPISODIC_TYPES or DIGEST_TAG in memory.tags
+
+
+def compress(text: str, max_chars: int) -> str:
+    """The first sentence and the most central others, in text order, within `max_chars`."""
+    sentences = split_sentences(text)
+    if not sentences:
+        return text[:max_chars]
+    terms = analyze(sentences)
+    weight = Counter(t for words in terms for t in set(words))
+
+    def centrality(i: int) -> float:
+        words = set(terms[i])
+        total: int = sum(weight[t] for t in words)
+        return total / math.sqrt(1 + len(words))
+
+    order = [0, *sorted(range(1, len(sentences)), key=lambda i: (-centrality(i), i))]
+    chosen: list[int] = []
+    size = 0
+    for i in order:
+        cost = len(sentences[i]) + (1 if chosen else 0)
+        if size + cost > max_chars:
+            continue
+        chosen.append(i)
+        size += cost
+    if not chosen:  # even the first sentence is too long: cut it at a word boundary
+        cut = sentences[0][: max(1, max_chars - 1)].rsplit(" ", 1)[0]
+        return cut + "…"
+    return " ".join(sentences[i] for i in sorted(chosen))
+
+
+def gist_for(memory: Memory, strength: float, now: datetime, config: BriefConfig) -> str:
+    """The gist to show for `memory` now, or "" when it should be shown in full."""
+    age_days = (now - memory.created_at).total_seconds() / 86400.0
+    if (
+        not is_episodic(memory)
+        or age_days < config.gist_after_days
+        or strength >= config.gist_strength
+        or len(memory.content) <= config.gist_max_chars
+    ):
+        return ""
+    return compress(memory.content, config.gist_max_chars)

@@ -1,0 +1,324 @@
+"""Lifecycle hooks for Claude Code (and any client that runs a command with JSON on stdin).
+
+- SessionStart: the briefing, printed as `{"hookSpecificOutput": {"hookEventName":
+  "SessionStart", "additionalContext": ...}}` — what Claude Code adds to the model's context.
+- PreCompact / SessionEnd: the hook input names the session's JSONL transcript; an extractive
+  digest of it (decisions stated, errors fixed, files edited) is stored as one low-importance
+  `agent_inferred` memory per session (refreshed, not duplicated, when both hooks fire).
+- `hook install`: merges the three hook entries into a Claude Code settings file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from octobrain.errors import InvalidInput
+from octobrain.memory.gist import DIGEST_TAG
+from octobrain.memory.summary import split_sentences
+from octobrain.models import MAX_FILES, Memory
+
+if TYPE_CHECKING:
+    from octobrain.memory.brain import Brain
+
+__all__ = [
+    "Digest",
+    "HookInput",
+    "digest_transcript",
+    "install_hooks",
+    "parse_hook_input",
+    "session_start_output",
+    "store_digest",
+]
+
+DIGEST_IMPORTANCE = 0.3
+MAX_POINTS = 5
+POINT_CHARS = 200
+_EDIT_TOOLS = {"Edit", "Write", "MultiEdit", "NotebookEdit"}
+_DECISION = re.compile(
+    r"\b(decided|decide to|decision|we'll use|we will use|going with|settled on|chose|"
+    r"instead of|switch(ed)? to|agreed|prefer)\b",
+    re.IGNORECASE,
+)
+_FIX = re.compile(
+    r"\b(fixed|the fix|fixes|root cause|was caused by|resolved|the bug was|now passes)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class HookInput:
+    """The fields of a Claude Code hook's stdin JSON that octobrain uses."""
+
+    event: str
+    session_id: str
+    transcript_path: str
+    cwd: str
+    raw: dict[str, Any]
+
+
+def parse_hook_input(text: str) -> HookInput:
+    """Validate a hook's stdin (a JSON object; every field optional but typed)."""
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise InvalidInput("stdin", f"must be the hook's JSON object ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise InvalidInput("stdin", "must be a JSON object")
+    values = {}
+    for key in ("hook_event_name", "session_id", "transcript_path", "cwd"):
+        value = data.get(key, "")
+        if not isinstance(value, str):
+            raise InvalidInput(f"stdin.{key}", f"must be a string, got {type(value).__name__}")
+        values[key] = value
+    return HookInput(
+        values["hook_event_name"],
+        values["session_id"],
+        values["transcript_path"],
+        values["cwd"],
+        data,
+    )
+
+
+def session_start_output(briefing_markdown: str) -> str:
+    """The SessionStart hook's stdout: JSON whose additionalContext Claude Code injects."""
+    payload = {
+        "hookSpecificOutput": {
+            "hookEventName": "SessionStart",
+            "additionalContext": briefing_markdown,
+        }
+    }
+    return json.dumps(payload, ensure_ascii=False)
+
+
+# ---- transcript digest -----------------------------------------------------------------------
+
+
+@dataclass
+class Digest:
+    """What a session's transcript shows, extractively."""
+
+    decisions: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.decisions or self.fixes or self.files)
+
+    def text(self) -> str:
+        """The digest as the memory's content."""
+        parts = []
+        for name, points in (("Decisions", self.decisions), ("Errors fixed", self.fixes)):
+            if points:
+                parts.append(f"{name}:\n" + "\n".join(f"- {p}" for p in points))
+        if self.files:
+            parts.append("Files touched: " + ", ".join(self.files))
+        return "\n\n".join(parts)
+
+
+def read_transcript(path: str | Path) -> list[dict[str, Any]]:
+    """The entries of a JSONL transcript; unreadable lines are skipped. A file that is missing,
+    unreadable, a directory, or has no JSON line at all is `InvalidInput("transcript_path")`."""
+    where = Path(path)
+    try:
+        lines = where.read_text(encoding="utf-8", errors="replace").splitlines()
+    except IsADirectoryError:
+        raise InvalidInput("transcript_path", f"{where} is a directory, not a transcript") from None
+    except FileNotFoundError:
+        raise InvalidInput("transcript_path", f"no such file: {where}") from None
+    except OSError as exc:
+        raise InvalidInput("transcript_path", f"cannot read {where}: {exc.strerror}") from None
+    entries = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    if lines and not entries:
+        raise InvalidInput("transcript_path", f"{where} has no JSON lines; not a transcript")
+    return entries
+
+
+def _blocks(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def transcript_text(entry: dict[str, Any]) -> str:
+    """What a user or assistant entry of a transcript says in words: its text blocks, without
+    tool calls, tool results and the `<…>` command and system text the client injects."""
+    parts = []
+    for block in _blocks(entry):
+        text = block.get("text") if block.get("type") == "text" else None
+        if isinstance(text, str) and text.strip() and not text.lstrip().startswith("<"):
+            parts.append(text.strip())
+    return "\n\n".join(parts)
+
+
+def _short(sentence: str) -> str:
+    sentence = " ".join(sentence.split())
+    return sentence if len(sentence) <= POINT_CHARS else sentence[: POINT_CHARS - 1] + "…"
+
+
+def digest_transcript(entries: list[dict[str, Any]], cwd: str = "") -> Digest:
+    """Decisions and fixes the conversation states (sentences matching the vocabulary, first
+    occurrences, at most 5 each) and the files edit tools changed (relative to `cwd`)."""
+    digest = Digest()
+    seen: set[str] = set()
+    root = cwd.rstrip("/") + "/" if cwd else ""
+    for entry in entries:
+        if entry.get("type") not in ("user", "assistant"):
+            continue
+        for block in _blocks(entry):
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                for sentence in split_sentences(block["text"]):
+                    key = sentence.lower()
+                    if key in seen or len(sentence) < 12 or sentence.startswith("<"):
+                        continue
+                    if _FIX.search(sentence) and len(digest.fixes) < MAX_POINTS:
+                        digest.fixes.append(_short(sentence))
+                        seen.add(key)
+                    elif _DECISION.search(sentence) and len(digest.decisions) < MAX_POINTS:
+                        digest.decisions.append(_short(sentence))
+                        seen.add(key)
+            elif block.get("type") == "tool_use" and block.get("name") in _EDIT_TOOLS:
+                raw = block.get("input")
+                args: dict[str, Any] = raw if isinstance(raw, dict) else {}
+                path = args.get("file_path") or args.get("notebook_path")
+                if isinstance(path, str) and path:
+                    rel = path[len(root) :] if root and path.startswith(root) else path
+                    if rel not in digest.files and len(digest.files) < MAX_FILES:
+                        digest.files.append(rel)
+    return digest
+
+
+def store_digest(brain: Brain, hook: HookInput, digest: Digest) -> Memory | None:
+    """Store (or refresh) the session's digest memory; None when the transcript showed nothing."""
+    if not digest:
+        return None
+    from octobrain.memory.temporal import session_tag
+
+    content = digest.text()[:9_000]
+    sid = hook.session_id or "unknown"
+    tag = session_tag(hook.session_id)
+    existing = _existing_digest(brain, tag) if tag else None
+    if existing is not None:
+        return brain.update(
+            existing.id,
+            content=content,
+            add_files=[f for f in digest.files if f not in existing.related_files][
+                : MAX_FILES - len(existing.related_files)
+            ],
+        )
+    from octobrain.models import utcnow
+
+    memory, _ = brain.memorize(
+        f"Session digest {utcnow():%Y-%m-%d} ({sid[:8]})",
+        content if len(content) >= 10 else content + " (digest)",
+        memory_type="workflow",
+        importance=DIGEST_IMPORTANCE,
+        tags=[DIGEST_TAG],
+        related_files=digest.files,
+        source="agent_inferred",
+    )
+    return memory
+
+
+def _existing_digest(brain: Brain, tag: str) -> Memory | None:
+    corpus = brain.retriever.corpus
+    corpus.refresh()
+    scopes = set(brain.visible_scopes())
+    for pos in corpus.pos_of.values():
+        m = corpus.memory(pos)
+        if DIGEST_TAG in m.tags and tag in m.tags and m.scope in scopes:
+            return m
+    return None
+
+
+# ---- install ---------------------------------------------------------------------------------
+
+HOOKS = (
+    ("SessionStart", "session-start", 30),
+    ("PreCompact", "pre-compact", 60),
+    ("SessionEnd", "session-end", 60),
+)
+
+
+def default_command() -> str:
+    """How Claude Code should run octobrain: the installed script, else this interpreter."""
+    found = shutil.which("octobrain")
+    if found:
+        return shlex.quote(found)
+    return f"{shlex.quote(sys.executable)} -m octobrain"
+
+
+def _installed(entries: list[Any], sub: str, prefix: str) -> bool:
+    """Whether an entry already runs octobrain's `hook <sub>` (any install path of it)."""
+    for entry in entries:
+        handlers = entry.get("hooks", []) if isinstance(entry, dict) else []
+        for handler in handlers if isinstance(handlers, list) else []:
+            command = handler.get("command", "") if isinstance(handler, dict) else ""
+            if not isinstance(command, str) or not command.strip().endswith(f"hook {sub}"):
+                continue
+            if "octobrain" in command or command.strip() == f"{prefix} hook {sub}":
+                return True
+    return False
+
+
+def install_hooks(settings: dict[str, Any], command: str) -> tuple[dict[str, Any], list[str]]:
+    """`settings` with octobrain's hook entries added where missing (a copy), and the events
+    added. Other keys and other hooks are kept as they are."""
+    out = json.loads(json.dumps(settings))
+    hooks = out.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise InvalidInput("settings.hooks", "must be a JSON object")
+    added = []
+    for event, sub, timeout in HOOKS:
+        entries = hooks.setdefault(event, [])
+        if not isinstance(entries, list):
+            raise InvalidInput(f"settings.hooks.{event}", "must be a JSON array")
+        if _installed(entries, sub, command):
+            continue
+        entry: dict[str, Any] = {
+            "hooks": [{"type": "command", "command": f"{command} hook {sub}", "timeout": timeout}]
+        }
+        if event == "SessionStart":
+            entry = {"matcher": "startup|resume|clear|compact", **entry}
+        entries.append(entry)
+        added.append(event)
+    return out, added
+
+
+def load_settings(path: Path) -> tuple[str, dict[str, Any]]:
+    """A settings file's text and JSON object ("" and {} when it does not exist yet)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return "", {}
+    except OSError as exc:
+        raise InvalidInput("settings", f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(
+            "settings", f"{path} is not valid JSON (line {exc.lineno}); fix it first"
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidInput("settings", f"{path} must hold a JSON object")
+    return text, data
+
+
+def render_settings(settings: dict[str, Any]) -> str:
+    """Settings as Claude Code writes them: 2-space JSON and a final newline."""
+    return json.dumps(settings, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,252 @@
+"""Conversations into memory: one memory per turn that keeps its context.
+
+What is shown stays the turn: the title names the speaker and the session's date, the content is
+what was said. What is embedded and indexed adds the context a lone turn has lost (`Memory.
+context`): the conversation's participants, the session and its date, and the turns just before
+and after it (contextual chunking), so "Yeah, it was so much fun!" is still about the pottery
+class. Turns of a session are chained by `same_session` edges (temporal association), so a hit
+brings its neighbour along.
+
+Ids are derived from the scope, the conversation and the turn's stable key, so ingesting the
+same transcript twice adds nothing the second time. Writes go in batches: one embedding call and
+one commit per batch. Text is screened for secrets as `memorize` screens it.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from octobrain.memory import temporal
+from octobrain.memory.conversation import SPEAKER_PREFIX, Conversation, Turn
+from octobrain.models import (
+    CONTENT_BYTES,
+    CONTEXT_BYTES,
+    TAG_CHARS,
+    Memory,
+    MemoryType,
+    Relationship,
+    RelationshipType,
+    Source,
+    utcnow,
+)
+from octobrain.secrets import screen
+from octobrain.store.memories import sql_in
+from octobrain.text import analyze
+
+if TYPE_CHECKING:
+    from octobrain.memory.brain import Brain
+
+__all__ = ["IngestReport", "ingest", "turn_id", "turn_memories"]
+
+BATCH = 256
+WINDOW = 1  # turns on each side whose words join a turn's context
+TOPIC_WORDS = (
+    0  # a session's most distinctive words in its turns' context (8 measured worse: README)
+)
+NEIGHBOUR_CHARS = 240
+CONVERSATION_PREFIX = "conversation:"
+_NAMESPACE = uuid.UUID("6f1d3c2a-9b7e-4c41-8f0a-1c5e2d7b9a34")
+
+Progress = Callable[[int], None]
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did."""
+
+    conversations: int = 0
+    turns: int = 0
+    added: int = 0
+    skipped_existing: int = 0
+    links: int = 0
+
+
+def turn_id(scope: str, conversation: str, turn_key: str) -> str:
+    """The memory id of a turn: the same for the same turn of the same conversation in a scope."""
+    return str(uuid.uuid5(_NAMESPACE, "\x1f".join((scope, conversation, turn_key))))
+
+
+def _tag(prefix: str, value: str) -> str:
+    return (prefix + "-".join(value.lower().split()))[:TAG_CHARS]
+
+
+def _cut(text: str, limit: int) -> str:
+    """At most `limit` characters, cut at a word boundary."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    head = text[:limit].rsplit(" ", 1)[0]
+    return head + " …"
+
+
+def _fit(text: str, max_bytes: int) -> str:
+    data = text.encode()
+    return text if len(data) <= max_bytes else data[:max_bytes].decode(errors="ignore")
+
+
+def _title(turn: Turn) -> str:
+    when = turn.session_date or f"session {turn.session}"
+    return _fit(f"{turn.speaker}, {when}", 200)
+
+
+def session_topics(turns: Sequence[Turn], n: int) -> dict[str, list[str]]:
+    """Each session's `n` most distinctive words (tf-idf against the conversation's other
+    sessions; words said at least twice in it, stopwords and short words left out)."""
+    if n <= 0:
+        return {}
+    words: dict[str, Counter[str]] = {}
+    for turn, terms in zip(turns, analyze([t.text for t in turns], stem=False), strict=True):
+        words.setdefault(turn.session, Counter()).update(w for w in terms if len(w) > 3)
+    sessions = len(words)
+    spread = Counter(w for counts in words.values() for w in counts)
+    out = {}
+    for session, counts in words.items():
+        scored = [
+            (c * math.log((1 + sessions) / spread[w]), w) for w, c in counts.items() if c >= 2
+        ]
+        out[session] = [w for _, w in sorted(scored, key=lambda x: (-x[0], x[1]))[:n]]
+    return out
+
+
+def _context(
+    turns: list[Turn], i: int, window: int, topics: dict[str, list[str]], people: str
+) -> str:
+    """The indexed context of `turns[i]`: who takes part, the session and its date, and the
+    words of the neighbouring turns of the same session (without their speakers' names, so a
+    question naming a person matches the turns that person said)."""
+    turn = turns[i]
+    parts = [f"Conversation between {people}, session {turn.session}"]
+    if turn.session_date:
+        parts[0] += f" on {turn.session_date}"
+    if topics.get(turn.session):
+        parts.append("Session about: " + ", ".join(topics[turn.session]))
+    before = [t for t in turns[max(0, i - window) : i] if t.session == turn.session]
+    after = [t for t in turns[i + 1 : i + 1 + window] if t.session == turn.session]
+    if before:
+        parts.append("Replying to: " + " / ".join(_cut(t.text, NEIGHBOUR_CHARS) for t in before))
+    if after:
+        parts.append("Answered with: " + " / ".join(_cut(t.text, NEIGHBOUR_CHARS) for t in after))
+    return _fit(". ".join(parts), CONTEXT_BYTES)
+
+
+def turn_memories(
+    brain: Brain,
+    conv: Conversation,
+    *,
+    scope: str,
+    window: int = WINDOW,
+    topic_words: int = TOPIC_WORDS,
+) -> list[Memory]:
+    """The memories (not yet stored) for every turn of `conv`, in order, in `scope`."""
+    policy = brain.config.memory.secrets
+    screened = [_screened(t, f"turns[{i}]", policy) for i, t in enumerate(conv.turns)]
+    key = screen("conversation", conv.key, policy)
+    now = utcnow()
+    topics = session_topics(screened, topic_words)
+    people = " and ".join(list(dict.fromkeys(t.speaker for t in screened))[:4])
+    out = []
+    for i, turn in enumerate(screened):
+        out.append(
+            Memory(
+                id=turn_id(scope, key, turn.key),
+                title=_title(turn),
+                content=_fit(turn.text, CONTENT_BYTES[1]),
+                context=_context(screened, i, window, topics, people),
+                memory_type=MemoryType.COMMUNICATION,
+                scope=scope,
+                tags=[
+                    _tag(CONVERSATION_PREFIX, key),
+                    temporal.session_tag(f"{key}/{turn.session}"),
+                    _tag(SPEAKER_PREFIX, turn.speaker),
+                ],
+                importance=brain.config.memory.default_importance,
+                source=Source.IMPORTED,
+                created_at=turn.time or now,
+                updated_at=now,
+                last_accessed=now,
+            )
+        )
+    return out
+
+
+def _screened(turn: Turn, where: str, policy: str) -> Turn:
+    text = screen(f"{where}.text", turn.text, policy)
+    speaker = screen(f"{where}.speaker", turn.speaker, policy)
+    if (text, speaker) == (turn.text, turn.speaker):
+        return turn
+    return Turn(speaker, text, turn.session, turn.key, turn.time, turn.session_date)
+
+
+def ingest(
+    brain: Brain,
+    conversations: Sequence[Conversation],
+    *,
+    global_: bool = False,
+    window: int = WINDOW,
+    topic_words: int = TOPIC_WORDS,
+    progress: Progress = lambda _n: None,
+) -> IngestReport:
+    """Store every turn of `conversations` not stored yet, chained within its sessions.
+
+    `progress(n)` after each batch of `n` turns. Secrets follow `memory.secrets` (refuse: the
+    first turn holding one stops the ingest before anything of its batch is written)."""
+    scope = "" if global_ else brain.scope
+    report = IngestReport(conversations=len(conversations))
+    for conv in conversations:
+        memories = turn_memories(brain, conv, scope=scope, window=window, topic_words=topic_words)
+        report.turns += len(memories)
+        previous: dict[str, str] = {}  # id → id of the previous turn of its session
+        last: dict[str, str] = {}
+        for memory, turn in zip(memories, conv.turns, strict=True):
+            if turn.session in last:
+                previous[memory.id] = last[turn.session]
+            last[turn.session] = memory.id
+        for start in range(0, len(memories), BATCH):
+            batch = memories[start : start + BATCH]
+            added, links = _write(brain, batch, previous)
+            report.added += added
+            report.skipped_existing += len(batch) - added
+            report.links += links
+            progress(len(batch))
+    return report
+
+
+def _write(brain: Brain, batch: list[Memory], previous: dict[str, str]) -> tuple[int, int]:
+    """Embed and add the turns of `batch` the store does not hold yet (one commit). Presence is
+    checked again under the write lock, so two processes ingesting one file add each turn once;
+    the embedding is computed before, so the lock is held only for the commit."""
+    store = brain.store
+    new = _absent(brain, batch)
+    if not new:
+        return 0, 0
+    vectors = brain.embedder.embed_documents([m.searchable_text() for m in new])
+    with store.write_lock():
+        still = {m.id for m in _absent(brain, new)}
+        keep = [i for i, m in enumerate(new) if m.id in still]
+        new = [new[i] for i in keep]
+        edges = [
+            Relationship(
+                m.id,
+                previous[m.id],
+                RelationshipType.SAME_SESSION,
+                temporal.SESSION_LINK_STRENGTH,
+                "said next in the same session",
+                m.scope,
+            )
+            for m in new
+            if m.id in previous
+        ]
+        if new:
+            store.add(new, vectors[keep], edges)
+    return len(new), len(edges)
+
+
+def _absent(brain: Brain, memories: list[Memory]) -> list[Memory]:
+    rows = brain.store.scan(sql_in("id", [m.id for m in memories]), columns=["id"])
+    present = {r["id"] for r in rows}
+    return [m for m in memories if m.id not in present]

@@ -1,0 +1,152 @@
+"""Text and JSON renderings of memories and search results, shared by the CLI and MCP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from octobrain.memory.brain import Neighbour, Recall
+from octobrain.memory.consolidation import Consolidation
+from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship, RelationshipType, to_plain
+
+NO_RESULTS = (
+    "No relevant memories found (nothing passed the relevance threshold). "
+    "Try other words, several phrasings at once, or a lower min_relevance."
+)
+
+# What a delete leaves behind: the store's kept versions (`memory history` / `memory restore`).
+UNDO_NOTE = (
+    f"`octobrain memory restore` can bring them back for {KEEP_VERSIONS_DAYS} days "
+    "(see `octobrain memory history`)"
+)
+
+
+def format_stored(memory: Memory, edges: list[Relationship]) -> str:
+    """What `memorize` answers, on the CLI and over MCP: the id, then the memory in one line."""
+    lines = [
+        f"Memory stored: {memory.id}",
+        f"{memory.source.label} {memory.title} | Type: {memory.memory_type.value} | "
+        f"Importance: {memory.importance:.2f} | Scope: {memory.scope or '(global)'}",
+    ]
+    if edges:
+        lines.append(f"Links ({len(edges)}):")
+        lines += [f"  this {e.relationship_type.value} → {e.target_id}" for e in edges]
+    return "\n".join(lines)
+
+
+def memory_to_dict(memory: Memory) -> dict[str, Any]:
+    """Every stored field of a memory, JSON-ready (the export/import line format)."""
+    return to_plain(memory, iso_times=True)
+
+
+def relationship_to_dict(rel: Relationship) -> dict[str, Any]:
+    """A relationship, JSON-ready."""
+    return to_plain(rel, iso_times=True)
+
+
+def recall_to_dict(recall: Recall) -> dict[str, Any]:
+    """`remember` results as JSON."""
+    return {
+        "scope": recall.scope,
+        "results": [
+            {
+                **memory_to_dict(h.memory),
+                "score": round(h.score, 4),
+                "relevance": round(h.relevance, 4),
+                "why": h.why,
+                "superseded_by": h.superseded_by,
+                "consolidated_into": h.consolidated_into,
+                "outranked_by": h.outranked_by,
+                "gist": h.gist or None,
+                "effective_importance": (
+                    None if h.effective_importance is None else round(h.effective_importance, 4)
+                ),
+            }
+            for h in recall.hits
+        ],
+        "related": [
+            {
+                **memory_to_dict(n.memory),
+                "relationship_type": n.relationship_type.value,
+                "direction": "outgoing" if n.outgoing else "incoming",
+                "via": n.via,
+                "strength": n.strength,
+            }
+            for n in recall.neighbours
+        ],
+    }
+
+
+def format_memory(
+    memory: Memory, *, header: str = "", gist: str = "", effective: float | None = None
+) -> str:
+    """One memory as a readable block (a faded episode shows its `gist` instead). Importance
+    is the stored value, and with `effective` also the decayed, access-boosted one that
+    ranking used."""
+    importance = f"stored {memory.importance:.2f}" + (
+        "" if effective is None else f", effective {effective:.2f}"
+    )
+    lines = [
+        f"{header}{memory.source.label} {memory.title}",
+        f"Type: {memory.memory_type.value} | Importance: {importance} | "
+        f"State: {memory.state.value} | Scope: {memory.scope or '(global)'} | "
+        f"Created: {memory.created_at:%Y-%m-%d %H:%M} UTC",
+    ]
+    if memory.tags:
+        lines.append(f"Tags: {', '.join(memory.tags)}")
+    if memory.related_files:
+        lines.append(f"Files: {', '.join(memory.related_files)}")
+    if memory.git_commit:
+        lines.append(f"Git: {memory.git_commit[:12]}")
+    lines.append(f"ID: {memory.id}")
+    if gist:
+        lines += [f"Gist (faded; full text: octobrain memory get {memory.id}):", gist]
+    else:
+        lines.append(memory.content)
+    return "\n".join(lines)
+
+
+def _edge(n: Neighbour) -> str:
+    if n.relationship_type is RelationshipType.SAME_SESSION:
+        return f"same session as {n.via[:8]}"
+    kind = n.relationship_type.value
+    return f"this {kind} → {n.via[:8]}" if not n.outgoing else f"{n.via[:8]} {kind} → this"
+
+
+def format_recall(recall: Recall) -> str:
+    """`remember` results as text for an agent or a terminal."""
+    if not recall.hits:
+        return NO_RESULTS
+    blocks = [f"MEMORIES ({len(recall.hits)} found, scope {recall.scope or '(global)'})"]
+    for i, hit in enumerate(recall.hits, 1):
+        block = format_memory(
+            hit.memory, header=f"{i}. ", gist=hit.gist, effective=hit.effective_importance
+        )
+        blocks.append(
+            f"{block}\nScore: {hit.score:.2f} | Relevance: {hit.relevance:.2f}\nWhy: {hit.why}"
+        )
+    if recall.neighbours:
+        blocks.append("--- Related context (via graph) ---")
+        for n in recall.neighbours:
+            m = n.memory
+            edge = f"{_edge(n)}, strength {n.strength:.2f}"
+            blocks.append(f"{m.source.label} {m.title} (ID: {m.id}; {edge})\n{m.content}")
+    return "\n\n".join(blocks)
+
+
+def consolidation_to_dict(c: Consolidation) -> dict[str, Any]:
+    """A consolidation (done or planned), JSON-ready."""
+    return {
+        "record_id": c.record_id,
+        "kind": c.kind,
+        "description": c.description,
+        "synthesised_parent": c.synthesised,
+        "parent": memory_to_dict(c.parent),
+        "members": [{"id": m.id, "title": m.title} for m in c.members],
+    }
+
+
+def format_consolidation(c: Consolidation) -> str:
+    """A consolidation as text: the parent, its summary and what went under it."""
+    head = f"{c.parent.title}  ({c.parent.id if c.record_id else 'planned'}; {c.description})"
+    members = "\n".join(f"  <- {m.id}  {m.title}" for m in c.members)
+    return f"{head}\n{c.parent.content}\n{members}"

@@ -1,0 +1,94 @@
+"""Markdown and JSON renderings of a briefing (CLI, SessionStart hook, MCP prompt/resource)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from octobrain.models import Source
+
+if TYPE_CHECKING:
+    from octobrain.memory.briefing import Briefing, BriefItem
+
+__all__ = ["briefing_header", "briefing_markdown", "briefing_to_dict", "item_line"]
+
+EMPTY = "_No memories to brief on yet for this scope._"
+
+
+def briefing_header(briefing: Briefing) -> str:
+    """The first line: what the briefing is about."""
+    return f"# Memory briefing: {briefing.scope or '(global)'}"
+
+
+def section_header(key: str) -> str:
+    """A section's heading (preceded by a blank line)."""
+    from octobrain.memory.briefing import SECTION_TITLES
+
+    return f"\n## {SECTION_TITLES[key]}"
+
+
+def item_line(item: BriefItem) -> str:
+    """One item as a Markdown bullet: status, title, text, and the short id to look it up."""
+    m = item.memory
+    box = {"open": "[ ] ", "achieved": "[x] "}.get(item.status, "")
+    label = "" if m.source is Source.USER_CONFIRMED else f" {m.source.label}"
+    facets = [m.memory_type.value] if item.section in ("project", "recent") else []
+    if item.section == "recent":
+        facets.append(f"{m.created_at:%Y-%m-%d}")
+    if m.scope == "" and item.section != "preferences":
+        facets.append("global")
+    if item.gist:
+        facets.append("gist")
+    if item.merged:
+        facets.append(f"+{len(item.merged)} similar")
+    facets.append(f"id {m.id[:8]}")
+    text = item.detail if item.status else item.text
+    if item.status == "open" and not text:
+        text = item.text
+    return f"- {box}**{m.title}**{label} — {text} _({', '.join(facets)})_"
+
+
+def briefing_markdown(briefing: Briefing) -> str:
+    """The briefing as Markdown: a header, then one section per non-empty group."""
+    lines = [briefing_header(briefing)]
+    if not briefing.items:
+        lines.append(EMPTY)
+    for section in briefing.sections:
+        lines.append(section_header(section.key))
+        lines.extend(item_line(item) for item in section.items)
+    return "\n".join(lines) + "\n"
+
+
+def briefing_to_dict(briefing: Briefing) -> dict[str, Any]:
+    """The briefing as JSON-ready data (full memory text stays reachable by id)."""
+    return {
+        "scope": briefing.scope,
+        "generated_at": briefing.generated_at.isoformat().replace("+00:00", "Z"),
+        "max_tokens": briefing.max_tokens,
+        "tokens": briefing.tokens,
+        "candidates": briefing.candidates,
+        "sections": [
+            {
+                "key": s.key,
+                "title": s.title,
+                "items": [
+                    {
+                        "id": i.memory.id,
+                        "title": i.memory.title,
+                        "text": i.text,
+                        "gist": i.gist,
+                        "memory_type": i.memory.memory_type.value,
+                        "scope": i.memory.scope,
+                        "source": i.memory.source.value,
+                        "created_at": i.memory.created_at.isoformat().replace("+00:00", "Z"),
+                        "strength": round(i.strength, 4),
+                        "score": round(i.score, 4),
+                        "status": i.status or None,
+                        "detail": i.detail or None,
+                        "merged_ids": i.merged,
+                    }
+                    for i in s.items
+                ],
+            }
+            for s in briefing.sections
+        ],
+    }

@@ -1,0 +1,476 @@
+"""The hybrid retrieval pipeline behind `remember`.
+
+Per query: embed → vector candidates from LanceDB (prefiltered by scope/state/type/time) and BM25
+candidates from the Rust index over the same visible set → fuse (Rust) → calibrated relevance
+(true cosine, or idf-weighted word coverage for exact matches) decides what may be returned →
+bounded adjustments (decayed importance, recency, trust) reorder near-ties; a superseded memory
+sinks far below its replacement. Several queries are fused with RRF.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, time, timedelta, timezone
+
+import numpy as np
+import numpy.typing as npt
+
+from octobrain.config import Config
+from octobrain.embed.base import Embedder
+from octobrain.errors import InvalidInput
+from octobrain.kernels import decay, fusion
+from octobrain.kernels.hybrid import hybrid_rank
+from octobrain.memory import conflicts
+from octobrain.memory.conversation import SPEAKER_PREFIX
+from octobrain.memory.corpus import Corpus
+from octobrain.memory.gist import gist_for
+from octobrain.models import (
+    MAX_QUERIES,
+    QUERY_BYTES,
+    Memory,
+    MemoryType,
+    RelationshipType,
+    check_text,
+    clean_files,
+    clean_tags,
+    parse_memory_type,
+)
+from octobrain.store import MemoryStore
+from octobrain.store.memories import (
+    sql_in,
+    sql_str,
+    visible_scopes,
+    visible_where,
+)
+from octobrain.text import analyze
+
+SUPERSEDED_FACTOR = 0.1
+BELOW = 0.95  # a memory ranked below another (its parent, a prevailing value) scores at most
+# this share of that one's score
+# A turn said by a person the question names: worth about 0.2 standard deviation of match
+# (scores are exp(z - z_best)), so it reorders near-ties between the two speakers' turns.
+SPEAKER_FACTOR = 1.2
+# Past `search.ann_min_rows`, LanceDB's ANN index proposes ANN_REFINE × the wanted candidates
+# (partitions probed: ANN_NPROBES), and their exact cosines from the mirror's vectors decide.
+ANN_REFINE = 5
+ANN_NPROBES = 64
+ANN_EXACT_BELOW = 10_000  # fewer allowed rows than this are scored exactly
+UNKNOWN_COSINE = -2.0  # below any cosine: positions the ANN path did not score
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a query may return besides the scope rule."""
+
+    memory_types: tuple[MemoryType, ...] = ()
+    tags: tuple[str, ...] = ()
+    related_files: tuple[str, ...] = ()
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    include_archived: bool = False
+
+    def where(self, scope: str) -> str:
+        """The SQL prefilter for the vector leg (tags and files are checked on the mirror)."""
+        parts = [visible_where(scope, include_archived=self.include_archived)]
+        if self.memory_types:
+            parts.append(sql_in("memory_type", [t.value for t in self.memory_types]))
+        if self.created_after is not None:
+            parts.append(f"created_at >= timestamp {sql_str(self.created_after.isoformat())}")
+        if self.created_before is not None:
+            parts.append(f"created_at < timestamp {sql_str(self.created_before.isoformat())}")
+        return " AND ".join(parts)
+
+
+@dataclass
+class Hit:
+    """One returned memory and how it was found."""
+
+    memory: Memory
+    score: float
+    relevance: float
+    cosine: float
+    why: str
+    superseded_by: list[str] = field(default_factory=list)
+    consolidated_into: list[str] = field(default_factory=list)
+    outranked_by: list[str] = field(default_factory=list)  # found memories stating another value
+    gist: str = ""  # a faded episode's compressed text (the full content is still `memory`)
+    effective_importance: float | None = None  # stored importance, decayed and access-boosted
+
+
+@dataclass
+class _Scored:
+    pos: int
+    fused: float
+    relevance: float
+    cosine: float
+    coverage: float
+    legs: str
+
+
+class Retriever:
+    """Runs queries against one store through its in-process mirror."""
+
+    def __init__(self, store: MemoryStore, corpus: Corpus, embedder: Embedder, config: Config):
+        self.store = store
+        self.corpus = corpus
+        self.embedder = embedder
+        self.config = config
+
+    def search(
+        self,
+        queries: Sequence[str],
+        scope: str,
+        filters: Filters,
+        *,
+        limit: int,
+        min_relevance: float,
+        now: datetime,
+    ) -> list[Hit]:
+        """The best `limit` memories for `queries` whose relevance is ≥ `min_relevance`."""
+        self.corpus.refresh()
+        scopes = visible_scopes(scope)
+        allowed = self.corpus.allowed(
+            scopes,
+            memory_types=[t.value for t in filters.memory_types],
+            tags=filters.tags,
+            related_files=filters.related_files,
+            created_after=filters.created_after,
+            created_before=filters.created_before,
+            include_archived=filters.include_archived,
+        )
+        if not allowed.any():
+            return []
+        vectors = self.embedder.embed_query(list(queries))
+        where = filters.where(scope)
+        per_query = [self._one(q, vectors[i], where, allowed) for i, q in enumerate(queries)]
+        merged = per_query[0] if len(per_query) == 1 else self._merge(per_query)
+        kept = [s for s in merged if s.relevance >= min_relevance]
+        kept = self._lift_parents(kept, scopes, allowed)
+        return self._rank(kept, limit, now, queries=queries, scopes=scopes)
+
+    # ---- one query ------------------------------------------------------------------------
+
+    def _one(
+        self, query: str, qvec: npt.NDArray[np.float32], where: str, allowed: npt.NDArray[np.bool_]
+    ) -> list[_Scored]:
+        cfg = self.config.search
+        if not self._use_ann():
+            cos_all = self.corpus.vectors.cosines(qvec)
+            ranking = hybrid_rank(
+                query,
+                qvec,
+                embeddings=self.corpus.vectors,
+                cosines=cos_all,
+                nearest=lambda vec, k: self.corpus.nearest(vec, allowed, k),
+                index=self.corpus.index,
+                allowed=allowed,
+                cfg=cfg,
+            )
+        else:
+            # Only the candidates' cosines are computed: the index proposes the vector leg's,
+            # the BM25 leg its own; every other position stays below any real cosine.
+            cos_all = np.full(self.corpus.position_count, UNKNOWN_COSINE, dtype=np.float32)
+
+            def scored(positions: list[int]) -> list[int]:
+                at = np.asarray(positions, dtype=np.int64)
+                cos_all[at] = self.corpus.exact_cosines(qvec, at)
+                return positions
+
+            first = scored(self._ann(qvec, where, cfg.candidates, allowed))
+            first = first if cfg.vector_weight > 0 else []
+            bm25 = self.corpus.index.search(query, cfg.candidates, allowed=allowed)
+            scored(bm25[0].tolist())
+            ranking = hybrid_rank(
+                query,
+                qvec,
+                embeddings=self.corpus.vectors,
+                cosines=cos_all,
+                nearest=lambda vec, k: scored(self._ann(vec, where, k, allowed)),
+                index=self.corpus.index,
+                allowed=allowed,
+                cfg=cfg,
+                vector_first=first,
+                bm25_hits=bm25,
+            )
+        coverage = self.corpus.coverage(query, ranking.ids)
+        out = []
+        for i, pos in enumerate(ranking.ids):
+            cos = float(cos_all[pos])
+            # Exact words count as evidence of relevance, but never alone beyond the average of
+            # the two: a shared common word must not make an unrelated memory "relevant".
+            relevance = max(0.0, cos, 0.5 * (cos + float(coverage[i])))
+            out.append(
+                _Scored(
+                    pos, ranking.scores[i], relevance, cos, float(coverage[i]), ranking.legs[pos]
+                )
+            )
+        return out
+
+    def _use_ann(self) -> bool:
+        """Whether the first vector pass goes to LanceDB's ANN index: from `ann_min_rows`
+        rows an exact scan of the mirror's vectors would touch every one of them per query."""
+        return len(self.corpus) >= self.config.search.ann_min_rows > 0
+
+    def _ann(
+        self, vector: npt.NDArray[np.float32], where: str, want: int, allowed: npt.NDArray[np.bool_]
+    ) -> list[int]:
+        """Top-`want` allowed positions: the ANN index's `ANN_REFINE`×`want` nearest
+        (prefiltered by `where`), re-ranked by their exact cosines to `vector`."""
+        pos = np.flatnonzero(allowed)
+        if len(pos) > ANN_EXACT_BELOW:  # a narrow filter is scored exactly, index or not
+            near = self.store.vector_search(vector, where, want * ANN_REFINE, nprobes=ANN_NPROBES)
+            ids = [mid for mid, _ in near]
+            pos = self.corpus.positions_of(ids)
+            pos = pos[pos >= 0]
+            pos = np.unique(pos[allowed[pos]])
+        exact = self.corpus.exact_cosines(vector, pos)
+        order = np.lexsort((pos, -exact))[:want]
+        return [int(p) for p in pos[order]]
+
+    # ---- several queries, adjustments -----------------------------------------------------
+
+    def _merge(self, per_query: list[list[_Scored]]) -> list[_Scored]:
+        best: dict[int, _Scored] = {}
+        for scored in per_query:
+            for s in scored:
+                if s.pos not in best or s.relevance > best[s.pos].relevance:
+                    best[s.pos] = s
+        fused = fusion.rrf([[s.pos for s in scored] for scored in per_query if scored], k=60.0)
+        top = max(fused.scores) if fused.scores else 1.0
+        out = []
+        for pos, score in zip(fused.ids, fused.scores, strict=True):
+            s = best[pos]
+            out.append(_Scored(pos, score / top, s.relevance, s.cosine, s.coverage, s.legs))
+        return out
+
+    def _lift_parents(
+        self, kept: list[_Scored], scopes: list[str], allowed: npt.NDArray[np.bool_]
+    ) -> list[_Scored]:
+        """A consolidation parent matches at least as well as its best-matching member found.
+
+        A sleep parent's text keeps each distinct fact once, in its most central member's
+        wording; the member whose wording happened to match the query was absorbed into it. So
+        the parent takes that member's match (and is added if the query missed it, when the
+        filters allow it); the member itself is then ranked below the parent as before. Without
+        this, consolidating a fact's restatements made the fact harder to find."""
+        ids = [m.id for m in self.corpus.memories_at([s.pos for s in kept])]
+        _, parents, _ = self._edges_in(ids, scopes)
+        best = {s.pos: s for s in kept}
+        for s, mid in zip(kept, ids, strict=True):
+            for pid in parents.get(mid, []):
+                pos = self.corpus.pos_of.get(pid)
+                if pos is None or not allowed[pos]:
+                    continue
+                have = best.get(pos)
+                if have is None or have.fused < s.fused:
+                    legs = f"{s.legs} via consolidated member"
+                    best[pos] = _Scored(pos, s.fused, s.relevance, s.cosine, s.coverage, legs)
+        return list(best.values())
+
+    def _rank(
+        self,
+        kept: list[_Scored],
+        limit: int,
+        now: datetime,
+        queries: Sequence[str],
+        scopes: list[str],
+    ) -> list[Hit]:
+        if not kept:
+            return []
+        # Copies: the mirror's objects change in place as accesses are recorded.
+        mems = [copy.copy(m) for m in self.corpus.memories_at([s.pos for s in kept])]
+        mcfg, scfg = self.config.memory, self.config.search
+        importance = decay.memory_strength(mems, now, mcfg)
+        superseded, parents, conflicting = self._edges_in([m.id for m in mems], scopes)
+        named = _named_speakers(queries)
+        hits = []
+        for s, m, imp in zip(kept, mems, importance, strict=True):
+            age_days = max(0.0, (now - m.created_at).total_seconds() / 86400.0)
+            recency = math.exp(-age_days / scfg.recency_decay_days)
+            # Bounded multipliers around 1: they reorder near-ties, never relevance tiers.
+            f_imp = 1.0 + scfg.importance_weight * (float(imp) - 0.5)
+            f_rec = 1.0 + scfg.recency_weight * (recency - 0.5)
+            f_trust = 1.0 - 0.5 * (1.0 - m.source.trust)
+            f_sup = SUPERSEDED_FACTOR if superseded.get(m.id) else 1.0
+            f_who = SPEAKER_FACTOR if named and named.intersection(m.tags) else 1.0
+            score = s.fused * f_imp * f_rec * f_trust * f_sup * f_who
+            legs = f"{len(queries)} queries (RRF); " if len(queries) > 1 else ""
+            why = (
+                f"{legs}found by {s.legs}; relevance {s.relevance:.2f} "
+                f"(cosine {s.cosine:.2f}, words {s.coverage:.0%}); "
+                f"effective importance {float(imp):.2f} (stored {m.importance:.2f}), "
+                f"age {age_days:.0f} d"
+            )
+            if f_sup != 1.0:
+                why += "; superseded"
+            if f_who != 1.0:
+                why += "; said by the person the question names"
+            hit = Hit(m, score, s.relevance, s.cosine, why, superseded.get(m.id, []))
+            hit.consolidated_into = parents.get(m.id, [])
+            hit.gist = gist_for(m, float(imp), now, self.config.brief)
+            hit.effective_importance = float(imp)
+            hits.append(hit)
+        _rank_below(hits, conflicting, queries)
+        hits.sort(key=lambda h: (-h.score, -h.relevance, h.memory.id))
+        return hits[:limit]
+
+    def _edges_in(
+        self, ids: Sequence[str], scopes: list[str]
+    ) -> tuple[dict[str, list[str]], dict[str, list[str]], dict[str, list[str]]]:
+        """For each id, the live memories visible from `scopes` that supersede it, those it
+        was consolidated into, and those that `conflict` with it (one lookup for all three)."""
+        superseded: dict[str, list[str]] = {}
+        parents: dict[str, list[str]] = {}
+        conflicting: dict[str, list[str]] = {}
+        wanted = set(ids)
+        kinds = {
+            RelationshipType.SUPERSEDES: superseded,
+            RelationshipType.CONSOLIDATED_FROM: parents,
+            RelationshipType.CONFLICTS: conflicting,
+        }
+        for rel in self.corpus.edges(ids):
+            out = kinds.get(rel.relationship_type)
+            if out is None or rel.target_id not in wanted:
+                continue
+            pos = self.corpus.pos_of.get(rel.source_id)
+            if pos is not None and self.corpus.memory(pos).scope in scopes:
+                out.setdefault(rel.target_id, []).append(rel.source_id)
+        return superseded, parents, conflicting
+
+
+def _named_speakers(queries: Sequence[str]) -> set[str]:
+    """The speaker tags (`speaker:<name>`, as ingest writes them) of every one- or two-word
+    name in the queries: a question about what a person said prefers that person's turns."""
+    words = re.findall(r"\w+", " ".join(queries).lower())
+    pairs = [f"{a}-{b}" for a, b in itertools.pairwise(words)]
+    return {SPEAKER_PREFIX + w for w in (*words, *pairs)}
+
+
+def _rank_below(hits: list[Hit], conflicting: dict[str, list[str]], queries: Sequence[str]) -> None:
+    """Orderings the store knows, applied to scores among the found hits: a consolidated
+    memory ranks below its parent, and a memory that a `conflicts` edge outranks ranks below
+    the memory stating the other value (the edge's source, written by the sleep pass for the
+    more trusted or newer statement, or by an agent for the one it stores now), unless it is
+    the more trusted of the two, that memory is itself superseded, or the question names what
+    only the outranked one is about (`_asks_for`).
+
+    Scores only ever drop, so chains (a member of a parent that is itself outranked) settle
+    by repeating; a cycle of agent-written edges stops after one round per hit."""
+    by_id = {h.memory.id: h for h in hits}
+    above_of: dict[str, list[str]] = {}
+    asked = _terms(" ".join(queries)) if any(h.memory.id in conflicting for h in hits) else set()
+    for hit in hits:
+        above = [p for p in hit.consolidated_into if p in by_id]
+        for winner in conflicting.get(hit.memory.id, []):
+            other = by_id.get(winner)
+            if (
+                other is not None
+                and conflicts.holds(
+                    other.memory, hit.memory, winner_superseded=bool(other.superseded_by)
+                )
+                and not _asks_for(hit.memory, other.memory, asked)
+            ):
+                hit.outranked_by.append(winner)
+                above.append(winner)
+        if above:
+            above_of[hit.memory.id] = above
+        if hit.consolidated_into:
+            hit.why += f"; consolidated into {', '.join(hit.consolidated_into)}"
+        if hit.outranked_by:
+            hit.why += f"; {', '.join(hit.outranked_by)} states another value and prevails"
+    for _ in range(len(above_of)):
+        changed = False
+        for mid, above in above_of.items():
+            cap = BELOW * min(by_id[p].score for p in above)
+            if by_id[mid].score > cap:
+                by_id[mid].score = cap
+                changed = True
+        if not changed:
+            break
+
+
+def _asks_for(loser: Memory, winner: Memory, asked: set[str]) -> bool:
+    """Whether the question names the outranked memory's own subject: it asks a word only
+    that memory has, where the other has a word of its own instead ("catalog" against
+    "inventory"). Near-identical wording with other numbers is then two things' settings, not
+    one thing's two values, and the conflict's order must not hide the one asked for. Numbers
+    are left out: they are the values in conflict. `asked`: the question's terms."""
+    mine, theirs = (_terms(m.searchable_text()) for m in (loser, winner))
+    return bool(asked & (mine - theirs)) and bool(theirs - mine - asked)
+
+
+def _terms(text: str) -> set[str]:
+    (terms,) = analyze([text])
+    return {t for t in terms if not t.isdigit()}
+
+
+# ---- parsing what a caller asks for -------------------------------------------------------
+
+
+def parse_time(
+    field: str, value: str | datetime | None, *, end_of_day: bool = False
+) -> datetime | None:
+    """ISO-8601 (with or without zone; naive means UTC) or a bare YYYY-MM-DD.
+
+    A bare date as an upper bound means the end of that day, so `created_before=2026-05-01`
+    keeps memories of 1 May — the opposite of upstream, which dropped the whole day.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        text = str(value).strip()
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(
+                field, f"must be ISO-8601 (e.g. 2026-05-01 or 2026-05-01T12:00:00Z), got {value!r}"
+            ) from None
+        if len(text) == 10 and end_of_day:
+            moment = datetime.combine(moment.date() + timedelta(days=1), time())
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def parse_queries(query: str | Sequence[str]) -> list[str]:
+    """1–5 query strings, each 3–500 bytes after trimming."""
+    items = [query] if isinstance(query, str) else list(query)
+    if not 1 <= len(items) <= MAX_QUERIES:
+        raise InvalidInput("query", f"give 1–{MAX_QUERIES} query strings, got {len(items)}")
+    name = "query" if isinstance(query, str) else "query[{}]"
+    return [check_text(name.format(i), q, QUERY_BYTES) for i, q in enumerate(items)]
+
+
+def parse_filters(
+    memory_types: Sequence[str] | None,
+    tags: Sequence[str] | None,
+    related_files: Sequence[str] | None,
+    created_after: str | datetime | None,
+    created_before: str | datetime | None,
+) -> Filters:
+    """Validated filters; a bare-date upper bound includes that day."""
+    after = parse_time("created_after", created_after)
+    before = parse_time("created_before", created_before, end_of_day=True)
+    if after and before and after >= before:
+        raise InvalidInput("created_before", "must be later than created_after")
+    if isinstance(memory_types, str):
+        raise InvalidInput("memory_types", "must be a list of memory types")
+    types = tuple(
+        dict.fromkeys(
+            parse_memory_type(t, field_name=f"memory_types[{i}]")
+            for i, t in enumerate(memory_types or [])
+        )
+    )
+    tag_filter, file_filter = clean_tags(tags), clean_files(related_files)
+    for name, given, kept in (
+        ("tags", tags, tag_filter),
+        ("related_files", related_files, file_filter),
+    ):
+        if given and not kept:  # all blank: filtering by it would silently match everything
+            raise InvalidInput(name, "must hold at least one non-blank entry to filter by")
+    return Filters(types, tuple(tag_filter), tuple(file_filter), after, before)

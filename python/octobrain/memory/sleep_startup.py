@@ -1,0 +1,158 @@
+"""Lazy sleep: the first CLI command or MCP server start of the day runs a sleep pass for its
+scope in the background — no daemon, never blocking or failing the user's call."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import threading
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from octobrain.config import data_dir
+from octobrain.models import utcnow
+
+if TYPE_CHECKING:
+    from octobrain.memory.brain import Brain
+
+__all__ = ["sleep_marker", "start_background_sleep"]
+
+log = logging.getLogger(__name__)
+
+_started: set[tuple[str, str]] = set()
+_started_lock = threading.Lock()
+
+
+def sleep_marker(uri: str, scope: str, marker_dir: Path | None = None) -> Path:
+    """The marker file recording the last successful pass for one local store and scope."""
+    return (marker_dir or data_dir() / "sleep") / f"{_key(uri, scope)}.json"
+
+
+def _key(uri: str, scope: str) -> str:
+    return hashlib.sha256(f"{uri}\0{scope}".encode()).hexdigest()[:20]
+
+
+class _Schedule:
+    """Where the last successful pass is recorded and which lock guards a pass.
+
+    A local store keeps both on this machine (a marker file and a file lock); a store on object
+    storage keeps them in the store, so a whole team runs one pass per interval, not one each.
+    """
+
+    def __init__(self, brain: Brain, marker_dir: Path | None) -> None:
+        self._location = brain.store.location
+        self.remote = self._location.remote
+        self._name = f"sleep/{_key(brain.uri, brain.scope)}.json"
+        self._marker = sleep_marker(brain.uri, brain.scope, marker_dir)
+        self.lock_name = f"sleep-{_key(brain.uri, brain.scope)}"
+
+    def due(self, interval_hours: float, now: datetime) -> bool:
+        try:
+            if self._location.remote:
+                record = self._location.read_json(self._name) or {}
+            else:
+                record = json.loads(self._marker.read_text())
+            finished = datetime.fromisoformat(record["finished_at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return True  # no record (or a damaged one): never ran successfully
+        return now - finished >= timedelta(hours=interval_hours)
+
+    def lock(self) -> Any:
+        """The pass lock, failing at once (filelock.Timeout or StorageError) when held."""
+        if self._location.remote:
+            return self._location.lock(self.lock_name, 0)
+        from filelock import FileLock
+
+        self._marker.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(self._marker.with_suffix(".lock")), timeout=0)
+
+    def record(self, record: dict[str, Any]) -> None:
+        """Record a successful pass (atomically: whole or absent)."""
+        if self._location.remote:
+            self._location.write_json(self._name, record)
+            return
+        tmp = self._marker.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, self._marker)
+
+
+def start_background_sleep(
+    brain: Brain, *, marker_dir: Path | None = None
+) -> threading.Thread | None:
+    """Start a sleep pass (consolidation, then archiving) for `brain`'s scope in a background
+    thread, if enabled and `interval_hours` have passed since the last successful one.
+
+    Called once at startup by the CLI and the MCP server; later calls in the same process are
+    no-ops. It never raises and never blocks: the pass runs under a per-scope lock shared by
+    every process that uses the store (another one already on it → skip), on its own store
+    connection, logs failures, and records the pass only after success. Returns the thread
+    (tests join it), or None.
+    """
+    try:
+        cfg = brain.config.consolidation
+        key = (brain.uri, brain.scope)
+        with _started_lock:
+            if not cfg.sleep_enabled or key in _started:
+                return None
+            _started.add(key)
+        schedule = _Schedule(brain, marker_dir)
+        # A local marker is read here; a record in a bucket is a request, read in the thread.
+        if not schedule.remote and not schedule.due(cfg.interval_hours, utcnow()):
+            return None
+        # The pass's store calls start thread pools, which register an exit hook on first
+        # import; a command that fails at once is already shutting down by then, and the
+        # import would fail there. Importing it here, in the caller's thread, is cheap.
+        import concurrent.futures.thread  # noqa: F401
+
+        thread = threading.Thread(
+            target=_lazy_pass, args=(brain, schedule), name="octobrain-sleep", daemon=False
+        )
+        thread.start()
+        return thread
+    except Exception:
+        log.warning("could not start the sleep pass", exc_info=True)
+        return None
+
+
+def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
+    from filelock import Timeout
+
+    from octobrain.store.location import StoreBusy
+    from octobrain.store.location import object_store_reason as reason
+
+    cfg = brain.config.consolidation
+    try:
+        if not schedule.due(cfg.interval_hours, utcnow()):
+            return  # (object storage) a teammate's process ran today's pass
+        with schedule.lock():
+            if not schedule.due(cfg.interval_hours, utcnow()):
+                return  # another process finished a pass while we waited to start
+            # Our own Brain: its own store connection and mirror, nothing shared with callers.
+            own = type(brain)(
+                brain.scope, config=brain.config, embedder=brain.embedder, uri=brain.uri
+            )
+            report = own.sleep_consolidate()
+            schedule.record(
+                {
+                    "scope": brain.scope,
+                    "store": brain.uri,
+                    "finished_at": utcnow().isoformat(),
+                    "consolidated": len(report.consolidations),
+                    "archived": len(report.archived),
+                    "conflicts": len(report.conflicts),
+                }
+            )
+    except (Timeout, StoreBusy):
+        log.info("sleep pass for %r already running in another process", brain.scope)
+    except Exception as exc:
+        if sys.is_finalizing() or "after shutdown" in str(exc):
+            # The command ended before the pass could; it is not a store fault.
+            log.info("sleep pass for %r cut short by the process exiting", brain.scope)
+            return
+        # One line for the user's log (the command itself reports an unreachable store).
+        log.warning("sleep pass for %r failed, retried next start: %s", brain.scope, reason(exc))
+        log.debug("sleep pass failure", exc_info=True)

@@ -1,0 +1,254 @@
+"""A per-machine, memory-mapped snapshot of the in-process mirror (`Corpus`).
+
+A process that serves a large store would otherwise read every row and every embedding from
+LanceDB and re-index all text before its first answer. The snapshot holds what the mirror
+needs, as the mirror held it at one committed version of `memories`:
+
+- ``rows.arrow``: the mirrored columns (no embeddings) as an Arrow IPC file, memory-mapped;
+- ``vectors.npy`` and the per-position filter columns as ``.npy`` files, opened with numpy
+  memmap (copy-on-write: an access count patched in place never reaches the file);
+- ``ids.npy`` / ``id_order.npy``: the ids sorted, for id → position lookups without a dict;
+- ``bm25.bin``: the Rust BM25 index in its own versioned, checksummed format;
+- ``manifest.json``: format version, the table version, positions, live rows, dim, model id,
+  store identity, each file's size and CRC-32.
+
+Where: ``<data dir>/cache/snapshots/<key>/`` (beside the embedding cache, never in the store,
+so object-store stores work unchanged), `key` hashing the store URI, model id and dimension.
+Each snapshot is a directory; ``CURRENT`` names the one to read. A writer fills a temporary
+directory, fsyncs every file, renames it into place and then replaces ``CURRENT`` atomically, so
+a killed writer leaves the previous snapshot in force and only a temporary directory behind
+(removed by a later writer). Deleting the whole ``snapshots`` directory is always safe: the
+next process rebuilds from the store.
+
+A reader checks the manifest (format, model, dim, store) and every file's size and checksum
+(the BM25 file's own, as it loads) before using anything; any mismatch makes `load` return
+None and the caller rebuilds from the store. The table version is the caller's to compare: it
+catches up from the snapshot's version by reading only what changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from octobrain.kernels.bm25 import BM25Index
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+CURRENT = "CURRENT"
+MANIFEST = "manifest.json"
+_CHUNK = 8 << 20
+_STALE_TMP_S = 3600.0  # a temporary directory this old belongs to a writer that died
+
+# Per-position numpy columns, name → dtype ("ids" is a fixed-width bytes dtype, sized on write).
+COLUMNS = {
+    "live": np.bool_,
+    "edit_key": np.int64,
+    "access_count": np.int64,
+    "last_accessed": np.int64,
+    "created": np.int64,
+    "scope": np.int32,
+    "state": np.int32,
+    "type": np.int32,
+}
+
+
+@dataclass
+class Snapshot:
+    """What the mirror needs, at `version` of `memories` (arrays are memory-mapped)."""
+
+    version: int
+    rows: pa.Table
+    vectors: npt.NDArray[np.float32]
+    columns: dict[str, npt.NDArray[Any]]
+    codes: dict[str, list[str]]  # scope / state / type code → value
+    sorted_ids: npt.NDArray[np.bytes_]
+    id_order: npt.NDArray[np.int64]
+    index: BM25Index
+
+
+def default_root() -> Path:
+    """`<data dir>/cache/snapshots`."""
+    from octobrain.config import data_dir
+
+    return data_dir() / "cache" / "snapshots"
+
+
+def store_key(uri: str, model_id: str, dim: int) -> str:
+    """The directory name of one store's snapshots (its URI, model and dimension)."""
+    return hashlib.sha256(f"{uri}\0{model_id}\0{dim}".encode()).hexdigest()[:32]
+
+
+def _crc(path: Path) -> int:
+    """CRC-32 of a file, streamed (so verifying a memory-mapped file does not map it)."""
+    crc = 0
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class SnapshotDir:
+    """The snapshots of one store on this machine."""
+
+    def __init__(self, root: Path, uri: str, model_id: str, dim: int) -> None:
+        self.uri, self.model_id, self.dim = uri, model_id, dim
+        self.path = root / store_key(uri, model_id, dim)
+
+    # ---- reading --------------------------------------------------------------------------
+
+    def load(self) -> Snapshot | None:
+        """The current snapshot, verified; None when there is none or it is not usable."""
+        try:
+            name = (self.path / CURRENT).read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+        try:
+            return self._load(self.path / name)
+        except Exception as exc:  # damaged, foreign or half-deleted: never served
+            log.warning("memory snapshot %s not used (%s); rebuilding from the store", name, exc)
+            return None
+
+    def _load(self, where: Path) -> Snapshot:
+        manifest = json.loads((where / MANIFEST).read_text(encoding="utf-8"))
+        expect = {"format": FORMAT, "uri": self.uri, "model_id": self.model_id, "dim": self.dim}
+        for key, value in expect.items():
+            if manifest.get(key) != value:
+                raise ValueError(f"{key} is {manifest.get(key)!r}, expected {value!r}")
+        # The BM25 file carries its own checksum, verified while it loads (Rust, without the
+        # GIL) in parallel with the CRC-32 of the other files.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            loading = pool.submit(lambda: BM25Index.from_bytes((where / "bm25.bin").read_bytes()))
+            for file, (size, crc) in manifest["files"].items():
+                path = where / file
+                if path.stat().st_size != size:
+                    raise ValueError(f"{file} has {path.stat().st_size} bytes, expected {size}")
+                if file != "bm25.bin" and _crc(path) != crc:
+                    raise ValueError(f"{file} fails its checksum")
+            index = loading.result()
+        positions = int(manifest["positions"])
+        columns = {}
+        for name in COLUMNS:
+            columns[name] = np.load(where / f"{name}.npy", mmap_mode="c")
+        vectors = np.load(where / "vectors.npy", mmap_mode="r")
+        sorted_ids = np.load(where / "ids.npy", mmap_mode="r")
+        id_order = np.load(where / "id_order.npy", mmap_mode="r")
+        rows = pa.ipc.open_file(pa.memory_map(str(where / "rows.arrow"))).read_all()
+        lengths = {len(a) for a in columns.values()}
+        lengths |= {len(rows), len(vectors), index.position_count}
+        if lengths != {positions} or vectors.shape[1:] != (self.dim,):
+            raise ValueError("its files disagree on the number of positions")
+        if len(sorted_ids) != len(id_order) or len(sorted_ids) > positions:
+            raise ValueError("its id index disagrees with its rows")
+        return Snapshot(
+            version=int(manifest["version"]),
+            rows=rows,
+            vectors=vectors,
+            columns=columns,
+            codes={k: list(v) for k, v in manifest["codes"].items()},
+            sorted_ids=sorted_ids,
+            id_order=id_order,
+            index=index,
+        )
+
+    # ---- writing --------------------------------------------------------------------------
+
+    def write(self, snap: Snapshot) -> Path:
+        """Write `snap` and make it the current snapshot (atomically; see the module doc)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.path / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        tmp.mkdir()
+        try:
+            files = self._fill(tmp, snap)
+            manifest = {
+                "format": FORMAT,
+                "uri": self.uri,
+                "model_id": self.model_id,
+                "dim": self.dim,
+                "version": snap.version,
+                "positions": len(snap.rows),
+                "live": int(np.count_nonzero(snap.columns["live"])),
+                "codes": snap.codes,
+                "written_at": time.time(),
+                "files": files,
+            }
+            _write_synced(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
+            _fsync_dir(tmp)
+            final = self.path / f"v{snap.version}-{secrets.token_hex(4)}"
+            from filelock import FileLock
+
+            with FileLock(str(self.path / ".lock"), timeout=60):
+                tmp.rename(final)
+                pointer = self.path / f".{CURRENT}.{secrets.token_hex(4)}"
+                _write_synced(pointer, final.name.encode())
+                os.replace(pointer, self.path / CURRENT)
+                _fsync_dir(self.path)
+                self._clean(keep=final.name)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return final
+
+    def _fill(self, tmp: Path, snap: Snapshot) -> dict[str, list[int]]:
+        def npy(name: str, array: npt.NDArray[Any]) -> None:
+            with (tmp / f"{name}.npy").open("wb") as f:
+                np.save(f, np.ascontiguousarray(array))
+                f.flush()
+                os.fsync(f.fileno())
+
+        for name, dtype in COLUMNS.items():
+            npy(name, np.asarray(snap.columns[name], dtype=dtype))
+        npy("vectors", np.asarray(snap.vectors, dtype=np.float32))
+        npy("ids", snap.sorted_ids)
+        npy("id_order", np.asarray(snap.id_order, dtype=np.int64))
+        with (tmp / "rows.arrow").open("wb") as f:
+            with pa.ipc.new_file(f, snap.rows.schema) as writer:
+                writer.write_table(snap.rows)
+            f.flush()
+            os.fsync(f.fileno())
+        _write_synced(tmp / "bm25.bin", snap.index.to_bytes())
+        return {p.name: [p.stat().st_size, _crc(p)] for p in sorted(tmp.iterdir())}
+
+    def _clean(self, keep: str) -> None:
+        """Drop every other snapshot (a reader that mapped one keeps its pages) and the
+        temporary directories of writers that died."""
+        now = time.time()
+        for entry in self.path.iterdir():
+            if entry.name == keep or not entry.is_dir():
+                continue
+            if entry.name.startswith(".tmp-"):
+                with contextlib.suppress(OSError):
+                    if now - entry.stat().st_mtime < _STALE_TMP_S:
+                        continue  # another writer may still be filling it
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with path.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())

@@ -1,0 +1,74 @@
+"""Temporal association: memories written in one agent session are linked in a chain.
+
+No schema change: a memory written in a session carries the tag `session:<id>` (how the next
+write of the session finds the previous one, from any process) and a `same_session` edge to that
+previous memory (what `graph` shows and what `remember` follows to bring one same-session
+neighbour along). Rows written before this existed simply have neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from octobrain.memory.corpus import Corpus
+from octobrain.models import TAG_CHARS, Memory, Relationship, RelationshipType, State
+
+__all__ = ["SESSION_PREFIX", "previous_in_session", "same_session_partner", "session_tag"]
+
+SESSION_PREFIX = "session:"
+SESSION_LINK_STRENGTH = 0.5
+
+
+def session_tag(session_id: str) -> str:
+    """The tag marking a memory as written in `session_id` ("" when there is no session)."""
+    sid = "".join(session_id.split())
+    return f"{SESSION_PREFIX}{sid}"[:TAG_CHARS] if sid else ""
+
+
+def previous_in_session(corpus: Corpus, tag: str, scopes: Iterable[str]) -> Memory | None:
+    """The newest live memory visible from `scopes` that carries the session `tag`."""
+    corpus.refresh()
+    visible = set(scopes)
+    best: Memory | None = None
+    for pos in corpus.pos_of.values():
+        memory = corpus.memory(pos)
+        live = memory.state is not State.ARCHIVED and memory.scope in visible
+        if (
+            live
+            and tag in memory.tags
+            and (best is None or (memory.created_at, memory.id) > (best.created_at, best.id))
+        ):
+            best = memory
+    return best
+
+
+def same_session_link(memory: Memory, previous: Memory) -> Relationship:
+    """The chain edge from a new memory to the previous one of its session."""
+    return Relationship(
+        memory.id,
+        previous.id,
+        RelationshipType.SAME_SESSION,
+        SESSION_LINK_STRENGTH,
+        "written in the same session",
+        memory.scope,
+    )
+
+
+def same_session_partner(
+    corpus: Corpus, result_ids: Sequence[str], exclude: set[str], scopes: Iterable[str]
+) -> tuple[Relationship, Memory, str] | None:
+    """One memory of the same session as a result (best results first): the edge, the memory
+    and the result it hangs off. Skips memories already shown and archived ones."""
+    visible = set(scopes)
+    for rid in result_ids:
+        for rel in corpus.edges([rid]):
+            if rel.relationship_type is not RelationshipType.SAME_SESSION:
+                continue
+            other = rel.target_id if rel.source_id == rid else rel.source_id
+            pos = corpus.pos_of.get(other)
+            if other in exclude or pos is None:
+                continue
+            memory = corpus.memory(pos)
+            if memory.scope in visible and memory.state is not State.ARCHIVED:
+                return rel, memory, rid
+    return None

@@ -1,0 +1,343 @@
+"""Moving memories in and out: JSONL export/import and re-embedding a store with another model.
+
+Export writes one JSON object per line: a header, then every visible memory (embedding
+optional), then the relationships among them. Import keeps every field (ids, scopes, times,
+access counts), skips ids the store already has (so importing twice is harmless) and reuses the
+file's embeddings only when they come from the same model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import IO, Any
+
+import numpy as np
+
+from octobrain.errors import InvalidInput
+from octobrain.memory.brain import Brain
+from octobrain.memory.render import memory_to_dict, relationship_to_dict
+from octobrain.models import (
+    CONTENT_BYTES,
+    CONTEXT_BYTES,
+    TITLE_BYTES,
+    Memory,
+    Relationship,
+    check_id,
+    check_text,
+    check_unit,
+    clean_files,
+    clean_tags,
+    parse_memory_type,
+    parse_relationship_type,
+    parse_source,
+)
+from octobrain.models import State as MemoryState
+from octobrain.scope import validate_scope
+from octobrain.secrets import screen, screen_each
+from octobrain.store import schema
+from octobrain.store.consolidations import (
+    CONSOLIDATIONS,
+    ConsolidationLog,
+    ConsolidationRecord,
+)
+from octobrain.store.memories import (
+    MEMORIES,
+    MemoryStore,
+    sql_in,
+    visible_scopes,
+    visible_where,
+)
+
+FORMAT = "octobrain-export"
+FORMAT_VERSION = 1
+BATCH = 256
+
+Progress = Callable[[int], None]
+
+
+def _noop(_: int) -> None:
+    return None
+
+
+def export_jsonl(
+    brain: Brain, out: IO[str], *, embeddings: bool = False, progress: Progress = _noop
+) -> int:
+    """Write every memory visible from the brain's scope (and their edges). Returns the count."""
+    store = brain.store
+    columns = (
+        None if embeddings else [c for c in schema.memories_schema("", 1).names if c != "embedding"]
+    )
+    rows = store.scan(visible_where(brain.scope, include_archived=True), columns=columns)
+    rows.sort(key=lambda r: (r["created_at"], r["id"]))
+    header = {
+        "kind": "header",
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "embedding_model": brain.embedder.model_id,
+        "dim": brain.embedder.dim,
+        "scope": brain.scope,
+        "count": len(rows),
+    }
+    out.write(json.dumps(header) + "\n")
+    for row in rows:
+        line: dict[str, Any] = {"kind": "memory", **memory_to_dict(schema.row_to_memory(row))}
+        if embeddings:
+            line["embedding"] = [float(x) for x in row["embedding"]]
+        out.write(json.dumps(line, ensure_ascii=False) + "\n")
+        progress(1)
+    ids = {r["id"] for r in rows}
+    for rel in store.relationships_of(sorted(ids)):
+        if rel.source_id in ids and rel.target_id in ids:
+            out.write(json.dumps({"kind": "relationship", **relationship_to_dict(rel)}) + "\n")
+    # The consolidation journal, so an imported store can still undo its consolidations.
+    for record in _journal(store, sql_in("scope", visible_scopes(brain.scope))):
+        line = {"kind": "consolidation", "record": _journal_line(record)}
+        out.write(json.dumps(line, ensure_ascii=False) + "\n")
+    return len(rows)
+
+
+def _journal(store: MemoryStore, where: str) -> list[ConsolidationRecord]:
+    """Consolidation records matching `where`; none when the store never consolidated (and
+    without creating the table, so exporting a read-only store works)."""
+    if CONSOLIDATIONS not in store.open_db().list_tables().tables:
+        return []
+    return ConsolidationLog(store).find(where)
+
+
+def _iso(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, list):
+        return [_iso(v) for v in value]
+    return value
+
+
+def _journal_line(record: ConsolidationRecord) -> dict[str, Any]:
+    return {k: _iso(v) for k, v in record.__dict__.items()}
+
+
+_JOURNAL_TIMES = ("stamp", "created_at", "parent_prev_updated_at")
+
+
+def _journal_record(obj: object, where: str) -> ConsolidationRecord:
+    if not isinstance(obj, dict):
+        raise InvalidInput(where, "must be an object")
+    fields = dict(obj)
+    try:
+        for name in _JOURNAL_TIMES:
+            if fields.get(name) is not None:
+                fields[name] = _time(f"{where}.{name}", fields[name])
+        fields["member_prev_updated_at"] = [
+            _time(f"{where}.member_prev_updated_at", t) for t in fields["member_prev_updated_at"]
+        ]
+        check_id(fields["id"], field_name=f"{where}.id")
+        return ConsolidationRecord(**fields)
+    except (KeyError, TypeError) as exc:
+        raise InvalidInput(where, f"is not a consolidation record ({exc})") from None
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What an import did."""
+
+    imported: int
+    skipped_existing: int
+    relationships: int
+    reembedded: int
+
+
+def _time(field: str, value: object) -> datetime:
+    if not isinstance(value, str):
+        raise InvalidInput(field, "must be an ISO-8601 timestamp string")
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(field, f"must be an ISO-8601 timestamp, got {value!r}") from None
+
+
+def _memory(obj: dict[str, Any], where: str) -> Memory:
+    def f(name: str) -> str:
+        return f"{where}.{name}"
+
+    pre = obj.get("pre_consolidation_importance")
+    context = obj.get("context") or ""
+    if not isinstance(context, str) or len(context.encode()) > CONTEXT_BYTES:
+        raise InvalidInput(f("context"), f"must be a string of at most {CONTEXT_BYTES} bytes")
+    count = obj.get("access_count", 0)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise InvalidInput(f("access_count"), "must be an integer >= 0")
+    try:
+        state = MemoryState(obj.get("state", "working"))
+    except ValueError:
+        raise InvalidInput(f("state"), "must be working, consolidated or archived") from None
+    return Memory(
+        id=check_id(obj.get("id"), field_name=f("id")),
+        scope=validate_scope(obj.get("scope", ""), field=f("scope")),
+        role=str(obj.get("role", "")),
+        memory_type=parse_memory_type(obj.get("memory_type"), field_name=f("memory_type")),
+        title=check_text(f("title"), obj.get("title"), TITLE_BYTES),
+        # An ingested conversation turn may be as short as "Yes!": its context carries it.
+        content=check_text(
+            f("content"), obj.get("content"), (1, CONTENT_BYTES[1]) if context else CONTENT_BYTES
+        ),
+        tags=clean_tags(obj.get("tags")),
+        related_files=clean_files(obj.get("related_files")),
+        importance=check_unit(f("importance"), obj.get("importance", 0.5)),
+        pre_consolidation_importance=None
+        if pre is None
+        else check_unit(f("pre_consolidation_importance"), pre),
+        source=parse_source(obj.get("source")),
+        state=state,
+        created_at=_time(f("created_at"), obj.get("created_at")),
+        updated_at=_time(f("updated_at"), obj.get("updated_at")),
+        last_accessed=_time(f("last_accessed"), obj.get("last_accessed")),
+        access_count=count,
+        git_commit=str(obj.get("git_commit", "")),
+        context=context,
+    )
+
+
+def _screened(memory: Memory, policy: str, where: str) -> Memory:
+    """`memory` after the `memory.secrets` policy on every text field it stores."""
+    return dataclasses.replace(
+        memory,
+        title=screen(f"{where}.title", memory.title, policy),
+        content=screen(f"{where}.content", memory.content, policy),
+        tags=screen_each(f"{where}.tags", memory.tags, policy),
+        related_files=screen_each(f"{where}.related_files", memory.related_files, policy),
+    )
+
+
+def _relationship(obj: dict[str, Any], where: str) -> Relationship:
+    return Relationship(
+        id=check_id(obj.get("id"), field_name=f"{where}.id"),
+        source_id=check_id(obj.get("source_id"), field_name=f"{where}.source_id"),
+        target_id=check_id(obj.get("target_id"), field_name=f"{where}.target_id"),
+        relationship_type=parse_relationship_type(
+            obj.get("relationship_type", ""), field_name=f"{where}.relationship_type"
+        ),
+        strength=check_unit(f"{where}.strength", obj.get("strength", 0.8)),
+        description=str(obj.get("description", "")),
+        scope=validate_scope(obj.get("scope", ""), field=f"{where}.scope"),
+        created_at=_time(f"{where}.created_at", obj.get("created_at")),
+    )
+
+
+def _lines(source: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, text in enumerate(source, 1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"line {number}", f"is not JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise InvalidInput(f"line {number}", "must be a JSON object")
+        yield number, obj
+
+
+def import_jsonl(
+    brain: Brain, source: Iterable[str], *, progress: Progress = _noop
+) -> ImportReport:
+    """Validate the whole file first (nothing is written if any line is bad), then import."""
+    header: dict[str, Any] | None = None
+    memories: list[tuple[Memory, list[float] | None]] = []
+    rels: list[Relationship] = []
+    journal: list[ConsolidationRecord] = []
+    policy = brain.config.memory.secrets  # imported rows are screened like memorized ones
+    for number, obj in _lines(source):
+        kind = obj.get("kind")
+        if kind == "header":
+            if obj.get("format") != FORMAT or obj.get("version") != FORMAT_VERSION:
+                raise InvalidInput(f"line {number}", f"not an {FORMAT} v{FORMAT_VERSION} file")
+            header = obj
+        elif kind == "memory":
+            parsed = _memory(obj, f"line {number}")
+            memory = _screened(parsed, policy, f"line {number}")
+            # A redacted row's stored vector embeds the secret: embed it afresh.
+            memories.append((memory, obj.get("embedding") if memory == parsed else None))
+        elif kind == "relationship":
+            rel = _relationship(obj, f"line {number}")
+            text = screen(f"line {number}.description", rel.description, policy)
+            rels.append(dataclasses.replace(rel, description=text))
+        elif kind == "consolidation":
+            journal.append(_journal_record(obj.get("record"), f"line {number}.record"))
+        else:
+            raise InvalidInput(
+                f"line {number}.kind", "must be header, memory, relationship or consolidation"
+            )
+    if header is None:
+        raise InvalidInput("file", f"has no {FORMAT} header line")
+    store = brain.store
+    same_model = (
+        header.get("embedding_model") == brain.embedder.model_id
+        and header.get("dim") == brain.embedder.dim
+    )
+    existing = (
+        {r["id"] for r in store.scan(sql_in("id", [m.id for m, _ in memories]), columns=["id"])}
+        if memories
+        else set()
+    )
+    fresh = [(m, e) for m, e in memories if m.id not in existing]
+    reembedded = 0
+    for start in range(0, len(fresh), BATCH):
+        batch = fresh[start : start + BATCH]
+        reuse = same_model and all(e is not None and len(e) == brain.embedder.dim for _, e in batch)
+        if reuse:
+            vectors = np.asarray([e for _, e in batch], dtype=np.float32)
+        else:
+            vectors = brain.embedder.embed_documents([m.searchable_text() for m, _ in batch])
+            reembedded += len(batch)
+        store.add([m for m, _ in batch], vectors)
+        progress(len(batch))
+    known = (
+        {
+            r["id"]
+            for r in store.scan(
+                sql_in("id", sorted({r.source_id for r in rels} | {r.target_id for r in rels})),
+                columns=["id"],
+            )
+        }
+        if rels
+        else set()
+    )
+    have_edges = {r.id for r in store.relationships_of(sorted(known))}
+    new_rels = [
+        r for r in rels if r.id not in have_edges and r.source_id in known and r.target_id in known
+    ]
+    store.add_relationships(new_rels)
+    if journal:
+        log = ConsolidationLog(store)
+        have = {r.id for r in log.find(sql_in("id", [r.id for r in journal]))}
+        for record in journal:
+            if record.id not in have:
+                log.add(record)
+    return ImportReport(len(fresh), len(memories) - len(fresh), len(new_rels), reembedded)
+
+
+def reembed(brain: Brain, *, progress: Progress = _noop) -> int:
+    """Re-embed every memory with the brain's configured model, in one atomic commit.
+
+    The new table version replaces the old one in a single LanceDB overwrite commit (older
+    versions stay on disk until compaction), under the store's write lock: a crash at any point
+    leaves either the old store or the new one, never a mix. Returns the number of rows.
+    """
+    probe = brain.store
+    with probe.write_lock(check_model=False):
+        table = probe.open_memories_unchecked()
+        rows = table.to_arrow().drop_columns(["embedding"]).to_pylist()
+        new_rows = []
+        for start in range(0, len(rows), BATCH):
+            batch = [schema.row_to_memory(r) for r in rows[start : start + BATCH]]
+            vectors = brain.embedder.embed_documents([m.searchable_text() for m in batch])
+            new_rows += [schema.memory_to_row(m, v) for m, v in zip(batch, vectors, strict=True)]
+            progress(len(batch))
+        probe.overwrite_memories(new_rows)
+    return len(rows)
+
+
+__all__ = ["MEMORIES", "ImportReport", "export_jsonl", "import_jsonl", "reembed"]

@@ -1,0 +1,472 @@
+"""The `octobrain` entry point: hand memory and hook commands to the resident service, if any.
+
+A warm service (`octobrain.service.daemon`) answers `memory …`, `hook …` and `brief` without this
+process importing LanceDB, numpy or the model, so this module imports the standard library
+only. Anything it is unsure about — the service is off, absent, refuses, is wedged, or is of
+another build — runs in this process instead (`octobrain.cli.main`), with the same output.
+
+The exchange, one JSON object per line over a Unix socket:
+client `request` → service `hello` (protocol, build, accepted) → service `ready` (it holds the
+execution lock) → client `go` → service `running` → service `result` (stdout, stderr, exit).
+The client falls back in-process only before the service says `running`, so a command is never
+run twice; a connection lost after `running` is reported as a failure.
+"""
+
+from __future__ import annotations
+
+import binascii
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import stat
+import sys
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+PROTOCOL = 1
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # octobrain/
+# Subcommands the service answers: quick, non-interactive, output on stdout/stderr only.
+_MEMORY = {"memorize", "remember", "get", "recent", "stats", "relate", "graph", "update", "forget"}
+_HOOKS = {"session-start", "pre-compact", "session-end"}
+_KEY_ENV_PREFIXES = ("OCTOBRAIN_", "AWS_", "AZURE_", "GOOGLE_")
+_KEY_ENV_NAMES = ("HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
+CONNECT_SECONDS = 1.0
+RESULT_SECONDS = 600.0
+
+
+class Settings:
+    """Where this data directory's service lives and how it behaves (from config + env).
+    (Plain strings, not pathlib: this module must import quickly.)"""
+
+    __slots__ = ("config_file", "enabled", "idle_seconds", "key", "runtime_dir", "wait_seconds")
+
+    def __init__(
+        self,
+        enabled: bool,
+        idle_seconds: float,
+        wait_seconds: float,
+        key: str,
+        runtime_dir: str,
+        config_file: str,
+    ) -> None:
+        self.enabled = enabled
+        self.idle_seconds = idle_seconds
+        self.wait_seconds = wait_seconds
+        self.key = key
+        self.runtime_dir = runtime_dir
+        self.config_file = config_file
+
+    def _file(self, suffix: str) -> str:
+        return os.path.join(self.runtime_dir, self.key + suffix)
+
+    @property
+    def socket_path(self) -> str:
+        return self._file(".sock")
+
+    @property
+    def lock_path(self) -> str:
+        return self._file(".lock")
+
+    @property
+    def spawn_lock_path(self) -> str:
+        return self._file(".spawn")
+
+    @property
+    def log_path(self) -> str:
+        return self._file(".log")
+
+
+def _data_dir() -> str:
+    """What `config.data_dir` answers, without importing it."""
+    env = os.environ.get("OCTOBRAIN_DATA_DIR", "").strip()
+    if env:
+        return os.path.abspath(os.path.expanduser(env))
+    if sys.platform.startswith("linux"):  # platformdirs' rule, without its import
+        base = os.environ.get("XDG_DATA_HOME", "").strip() or os.path.expanduser("~/.local/share")
+        return os.path.join(base, "octobrain")
+    import platformdirs
+
+    return str(platformdirs.user_data_dir("octobrain", appauthor=False))
+
+
+def _config_file() -> str:
+    env = os.environ.get("OCTOBRAIN_CONFIG_PATH", "").strip()
+    if env:
+        return os.path.abspath(os.path.expanduser(env))
+    return os.path.join(_data_dir(), "config.toml")
+
+
+def _flag(raw: object) -> bool | None:
+    if isinstance(raw, bool):
+        return raw
+    low = str(raw).strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    return None
+
+
+def _seconds(raw: object) -> float | None:
+    if isinstance(raw, bool):
+        return None
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return value if 0 < value < 1e9 else None
+
+
+def _service_table(path: str) -> dict[str, Any] | None:
+    """The raw `[service]` table; None when the file cannot be read (the full loader, run
+    in-process, then reports the problem properly)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        return None
+    if "service" not in text:
+        return {}
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised only on 3.10
+        import tomli as tomllib
+    try:
+        table = tomllib.loads(text).get("service", {})
+    except tomllib.TOMLDecodeError:
+        return None
+    return table if isinstance(table, dict) else None
+
+
+def runtime_dir() -> str:
+    """A per-user directory for sockets: `$XDG_RUNTIME_DIR/octobrain`, else
+    `/tmp/octobrain-<uid>`; created 0700 and refused if someone else owns it."""
+    base = os.environ.get("XDG_RUNTIME_DIR", "").strip()
+    if base and os.path.isdir(base):
+        root = os.path.join(base, "octobrain")
+    else:
+        root = f"/tmp/octobrain-{os.getuid()}"
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    info = os.lstat(root)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise PermissionError(f"{root} must be a directory of yours with mode 0700")
+    return root
+
+
+def service_key(data_dir: str, config_file: str) -> str:
+    """One service per user, interpreter, data dir, config file and relevant environment.
+    (Values are hashed, so no credential is written anywhere in clear.)"""
+    env = sorted(
+        (k, v)
+        for k, v in os.environ.items()
+        if (k.startswith(_KEY_ENV_PREFIXES) or k.endswith("_API_KEY") or k in _KEY_ENV_NAMES)
+        and not k.startswith("OCTOBRAIN_SERVICE_")
+        and k not in ("OCTOBRAIN_DATA_DIR", "OCTOBRAIN_CONFIG_PATH")  # given resolved below
+    )
+    material = [os.getuid(), sys.executable, data_dir, config_file, env]
+    return hashlib.sha256(json.dumps(material).encode()).hexdigest()[:24]
+
+
+def load_settings() -> Settings | None:
+    """This process's service settings; None where no service can be used (no AF_UNIX, an
+    unreadable config, an unsafe runtime dir)."""
+    if not hasattr(socket, "AF_UNIX") or not hasattr(os, "getuid"):
+        return None
+    try:
+        config_file = _config_file()
+        table = _service_table(config_file)
+        if table is None:
+            return None
+        enabled = _flag(os.environ.get("OCTOBRAIN_SERVICE_ENABLED", table.get("enabled", True)))
+        idle = _seconds(
+            os.environ.get("OCTOBRAIN_SERVICE_IDLE_SECONDS", table.get("idle_seconds", 600))
+        )
+        wait = _seconds(
+            os.environ.get("OCTOBRAIN_SERVICE_WAIT_SECONDS", table.get("wait_seconds", 5))
+        )
+        if enabled is None or idle is None or wait is None:
+            return None
+        directory = runtime_dir()
+        settings = Settings(
+            enabled, idle, wait, service_key(_data_dir(), config_file), directory, config_file
+        )
+    except (OSError, ValueError):
+        return None
+    if len(os.fsencode(settings.socket_path)) >= 104:  # AF_UNIX paths stop at 108 bytes
+        return None
+    return settings
+
+
+_build: str | None = None
+
+
+def build_id() -> str:
+    """A fingerprint of the installed package files: a service of another install or of an
+    edited source tree never answers for this one."""
+    global _build
+    if _build is not None:
+        return _build
+    h = hashlib.sha256(str(PROTOCOL).encode())
+    for root, dirs, files in os.walk(_PACKAGE_DIR):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".py", ".so", ".pyd")):
+                st = os.stat(os.path.join(root, name))
+                h.update(f"{root}/{name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    _build = h.hexdigest()[:24]
+    return _build
+
+
+def routable(args: list[str]) -> bool:
+    """Whether the service may answer this command line (else it runs in-process)."""
+    if any(a in ("-h", "--help", "--version", "-V") for a in args) or not args:
+        return False
+    head, rest = args[0], args[1:]
+    if head == "brief":
+        return True
+    if head == "hook":
+        return bool(rest) and rest[0] in _HOOKS
+    if head != "memory":
+        return False
+    i = 0
+    while i < len(rest) and rest[i].startswith("-"):  # the group's --scope S / --global
+        if rest[i] == "--scope":
+            i += 1
+        elif not (rest[i].startswith("--scope=") or rest[i] == "--global"):
+            return False
+        i += 1
+    if i >= len(rest) or rest[i] not in _MEMORY:
+        return False
+    # forget asks for confirmation on a terminal: only the terminal's own process can.
+    return rest[i] != "forget" or not (sys.stdin is not None and sys.stdin.isatty())
+
+
+class Channel:
+    """One JSON object per line over a connected Unix socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._buf = b""
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.sock.sendall(json.dumps(message).encode() + b"\n")
+
+    def recv(self, timeout: float) -> dict[str, Any] | None:
+        """The next message; None at end of stream. Raises TimeoutError."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            self.sock.settimeout(left)
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        message = json.loads(line)
+        return message if isinstance(message, dict) else None
+
+
+def connect(settings: Settings) -> Channel | None:
+    """A channel to the service, or None when nothing listens."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(CONNECT_SECONDS)
+    try:
+        sock.connect(settings.socket_path)
+    except OSError:
+        sock.close()
+        return None
+    return Channel(sock)
+
+
+def ask(settings: Settings, op: str, timeout: float = CONNECT_SECONDS) -> dict[str, Any] | None:
+    """A one-shot `status` or `stop` exchange; None when no compatible service answers."""
+    channel = connect(settings)
+    if channel is None:
+        return None
+    try:
+        channel.send({"op": op, "protocol": PROTOCOL, "build": build_id()})
+        hello = channel.recv(timeout)
+        if hello is None or not hello.get("accepted"):
+            return None
+        return channel.recv(timeout)
+    except (OSError, ValueError):
+        return None
+    finally:
+        channel.sock.close()
+
+
+def service_alive(settings: Settings) -> bool:
+    """Whether a service process holds this data dir's lock (it may still be starting)."""
+    import fcntl
+
+    try:
+        fd = os.open(settings.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return True  # cannot tell: do not spawn
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock we may have taken
+    return False
+
+
+_spawn_lock: int | None = None
+
+
+def spawn(settings: Settings) -> bool:
+    """Start the service detached unless one is alive or another process is starting one."""
+    global _spawn_lock
+    import fcntl
+    import subprocess
+
+    if _spawn_lock is None:
+        try:
+            fd = os.open(settings.spawn_lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        _spawn_lock = fd  # held until this process exits: a second client will not spawn too
+    if service_alive(settings):
+        return False
+    env = dict(os.environ)  # the service runs from /: relative locations are resolved here
+    env["OCTOBRAIN_CONFIG_PATH"] = settings.config_file
+    if env.get("OCTOBRAIN_DATA_DIR", "").strip():
+        env["OCTOBRAIN_DATA_DIR"] = _data_dir()
+    log = os.open(settings.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "octobrain.service.daemon"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            cwd="/",
+            start_new_session=True,
+        )
+    except OSError:
+        return False
+    finally:
+        os.close(log)
+    return True
+
+
+def _b64(data: bytes) -> str:
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+def _columns() -> int:
+    """`shutil.get_terminal_size().columns`, without importing shutil (and its compressors)."""
+    with contextlib.suppress(ValueError):
+        columns = int(os.environ.get("COLUMNS", "0"))
+        if columns > 0:
+            return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+def _encodings() -> dict[str, str]:
+    """The caller's stream encodings, so the service encodes output as this process would."""
+    out: dict[str, str] = {}
+    for tag, stream in (("in", sys.stdin), ("out", sys.stdout), ("err", sys.stderr)):
+        if stream is not None:
+            out[f"{tag}_enc"] = stream.encoding
+            out[f"{tag}_errors"] = stream.errors or "strict"
+    return out
+
+
+class Fallback(Exception):
+    """The service cannot answer this command; run it in this process."""
+
+
+def run_remote(settings: Settings, args: list[str], prog: str, stdin: bytes | None) -> int:
+    """Run the command in the service; its exit code. Raises `Fallback` when it did not run."""
+    channel = connect(settings)
+    if channel is None:
+        spawn(settings)
+        raise Fallback
+    try:
+        channel.send(
+            {
+                "op": "run",
+                "protocol": PROTOCOL,
+                "build": build_id(),
+                "argv": args,
+                "prog": prog,
+                "cwd": os.getcwd(),
+                "stdin": None if stdin is None else _b64(stdin),
+                "columns": _columns(),
+                **_encodings(),
+            }
+        )
+        try:
+            hello = channel.recv(CONNECT_SECONDS)
+        except TimeoutError:
+            spawn(settings)  # only if no live service holds the lock: a leftover listener
+            raise
+        if hello is None or not hello.get("accepted") or hello.get("build") != build_id():
+            raise Fallback
+        if channel.recv(settings.wait_seconds) != {"ready": True}:
+            raise Fallback
+        channel.send({"go": True})
+        if channel.recv(RESULT_SECONDS) != {"running": True}:
+            raise Fallback  # the service closed without starting the command
+    except (OSError, ValueError) as exc:  # TimeoutError is an OSError: a wedged service
+        channel.sock.close()
+        raise Fallback from exc
+    except Fallback:
+        channel.sock.close()
+        raise
+    try:
+        result = channel.recv(RESULT_SECONDS)
+    except (OSError, ValueError):
+        result = None
+    finally:
+        channel.sock.close()
+    if result is None or "exit" not in result:
+        sys.stderr.write(
+            "error: service: the octobrain service stopped during the command; its effect is "
+            "unknown (check with `octobrain memory recent`)\n"
+        )
+        return 1
+    sys.stdout.flush()
+    sys.stdout.buffer.write(binascii.a2b_base64(result["stdout"]))
+    sys.stdout.flush()
+    sys.stderr.buffer.write(binascii.a2b_base64(result["stderr"]))
+    sys.stderr.flush()
+    return int(result["exit"])
+
+
+def main(args: list[str] | None = None, prog_name: str | None = None) -> NoReturn:
+    """Run one `octobrain` command line: through the service when it can, else in-process."""
+    argv = list(sys.argv[1:] if args is None else args)
+    prog = prog_name or os.path.basename(sys.argv[0])
+    stdin: bytes | None = None
+    if routable(argv):
+        settings = load_settings()
+        if settings is not None and settings.enabled:
+            if argv[0] == "hook":  # hooks read their JSON on stdin
+                stdin = sys.stdin.buffer.read() if sys.stdin is not None else b""
+            with contextlib.suppress(Fallback):
+                sys.exit(run_remote(settings, argv, prog, stdin))
+    if stdin is not None:
+        import io
+
+        encoding = sys.stdin.encoding if sys.stdin is not None else "utf-8"
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding=encoding)
+    from octobrain.cli.main import main as cli_main
+
+    cli_main(args=argv, prog_name=prog)
+    sys.exit(0)  # pragma: no cover - click's standalone mode always exits

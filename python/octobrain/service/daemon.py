@@ -1,0 +1,339 @@
+"""The resident service: one warm process per data directory answering CLI memory commands,
+`brief` and the hooks over a Unix socket (`octobrain.service.client` is the client).
+
+It runs the very same click commands as a new process would, with stdin, stdout, stderr, the
+working directory and the terminal width of the caller, so the output is the same byte for
+byte; what it saves is the imports, the model load and the mirror build. Commands run one at a
+time (as in the MCP server's pool); the store's own locks and version checks keep other
+processes' writes visible, exactly as between two CLI processes.
+
+Started on demand by the first command that finds no service (`python -m octobrain.service.daemon`,
+detached), it holds `<key>.lock` for its whole life, so at most one runs per data directory,
+and exits after `service.idle_seconds` without a request, when the config file changes, or
+when a client of another build asks (the newer install then starts its own).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from octobrain.service.client import PROTOCOL, Channel, Settings, build_id, load_settings
+
+if TYPE_CHECKING:
+    from octobrain.config import Config
+    from octobrain.memory.brain import Brain
+
+log = logging.getLogger("octobrain.service.daemon")
+REQUEST_SECONDS = 5.0
+GO_SECONDS = 10.0
+
+
+def _config_stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+class BrainCache:
+    """Warm Brains that share one model, one LanceDB connection and one mirror per store."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._roots: dict[str, Brain] = {}
+
+    def brain(self, scope: str, workdir: Path, session_id: str = "") -> Brain:
+        from octobrain.config import resolve_storage_uri
+        from octobrain.memory.brain import Brain
+
+        uri = resolve_storage_uri(self.config)  # a relative storage.uri follows the cwd
+        root = self._roots.get(uri)
+        if root is None:
+            root = self._roots[uri] = Brain("", config=self.config, uri=uri)
+        return root.for_scope(scope, workdir=workdir, session_id=session_id)
+
+    def flush(self) -> None:
+        """Commit queued access counts (a new process would at exit)."""
+        for root in self._roots.values():
+            root.flush()
+
+
+class Service:
+    """The accept loop, the one-at-a-time executor and the idle clock."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.build = build_id()
+        self.config_stamp = _config_stamp(settings.config_file)
+        self.run_lock = threading.Lock()
+        self.state_lock = threading.Lock()
+        self.active = 0
+        self.served = 0
+        self.started = time.time()
+        self.last_request = time.monotonic()
+        self.stopping = threading.Event()
+        self.cache: BrainCache | None = None
+        self.loaded = False  # warm-up done: the model, the store and its mirror are in memory
+
+    # ---- lifecycle --------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Import the command line and load the model and the store (in the background)."""
+        from octobrain.cli.common import use_brain_factory
+        from octobrain.config import load_config
+
+        with self.run_lock:
+            try:
+                cache = BrainCache(load_config())
+                use_brain_factory(cache.brain)
+                self.cache = cache
+                import octobrain.cli.main  # noqa: F401  (the commands, imported once)
+
+                brain = cache.brain("", Path("/"))
+                brain.warm_up()
+                brain.remember("warm up", record_access=False)  # builds what a search needs
+            except Exception:  # a bad config or store is reported by the first command
+                log.warning("warm-up failed", exc_info=True)
+            finally:
+                self.loaded = True
+
+    def serve(self, listener: socket.socket) -> None:
+        threading.Thread(target=self.prepare, daemon=True).start()
+        listener.settimeout(0.2)
+        try:
+            self._accept(listener)
+        finally:
+            listener.close()  # new clients now run in-process; let the running command finish
+            deadline = time.monotonic() + 600.0
+            while time.monotonic() < deadline:
+                with self.state_lock:
+                    if self.active == 0:
+                        break
+                time.sleep(0.05)
+
+    def _accept(self, listener: socket.socket) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                with self.state_lock:
+                    idle = self.active == 0 and (
+                        time.monotonic() - self.last_request > self.settings.idle_seconds
+                    )
+                if idle:
+                    return
+                continue
+            with self.state_lock:
+                self.active += 1
+                self.last_request = time.monotonic()
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def status(self) -> dict[str, Any]:
+        from octobrain import __version__
+
+        with self.state_lock:
+            idle_for = time.monotonic() - self.last_request
+            return {
+                "pid": os.getpid(),
+                "version": __version__,
+                "build": self.build,
+                "started": self.started,
+                "served": self.served,
+                "busy": self.active > 1,
+                "idle_seconds": self.settings.idle_seconds,
+                "idle_for": idle_for,
+                "loaded": self.loaded,
+                "socket": str(self.settings.socket_path),
+                "config": str(self.settings.config_file),
+                "rss_mb": _rss_mb(),
+            }
+
+    # ---- one connection ------------------------------------------------------------------
+
+    def _handle(self, conn: socket.socket) -> None:
+        channel = Channel(conn)
+        try:
+            self._exchange(channel)
+        except (OSError, ValueError):
+            pass  # the client went away or spoke nonsense: nothing was run for it
+        except Exception:  # a malformed request; the service itself carries on
+            log.exception("request failed")
+        finally:
+            conn.close()
+            with self.state_lock:
+                self.active -= 1
+                self.last_request = time.monotonic()
+
+    def _refusal(self, request: dict[str, Any]) -> str | None:
+        if request.get("protocol") != PROTOCOL or request.get("build") != self.build:
+            return "another build of octobrain"
+        if _config_stamp(self.settings.config_file) != self.config_stamp:
+            return "the config file changed"
+        return None
+
+    def _exchange(self, channel: Channel) -> None:
+        request = channel.recv(REQUEST_SECONDS)
+        if request is None:
+            return
+        refusal = self._refusal(request)
+        channel.send({"protocol": PROTOCOL, "build": self.build, "accepted": refusal is None})
+        if refusal is not None:  # a newer install or config wants a new service: make room
+            log.info("stopping: %s", refusal)
+            self.stopping.set()
+            return
+        op = request.get("op")
+        if op == "status":
+            channel.send(self.status())
+            return
+        if op == "stop":
+            channel.send({"stopping": True, "pid": os.getpid()})
+            self.stopping.set()
+            return
+        if op != "run":
+            return
+        with self.run_lock:
+            if self.stopping.is_set():
+                return
+            channel.send({"ready": True})
+            if channel.recv(GO_SECONDS) != {"go": True}:
+                return  # the client gave up waiting and runs the command itself
+            channel.send({"running": True})
+            result = self._run(request)
+            with self.state_lock:
+                self.served += 1
+        channel.send(result)
+
+    def _run(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Run one command line as `octobrain` would, capturing its streams and exit code."""
+        from octobrain.cli.main import main
+
+        stdin = base64.b64decode(request["stdin"]) if request.get("stdin") else b""
+        out, err = io.BytesIO(), io.BytesIO()
+        saved = sys.stdin, sys.stdout, sys.stderr
+        saved_cwd, saved_columns = os.getcwd(), os.environ.get("COLUMNS")
+        code: Any = 0
+        try:
+            os.chdir(request["cwd"])
+            os.environ["COLUMNS"] = str(int(request.get("columns", 80)))
+            sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding=request.get("in_enc", "utf-8"))
+            sys.stdout = out_text = _writer(out, request.get("out_enc"), request.get("out_errors"))
+            sys.stderr = err_text = _writer(err, request.get("err_enc"), request.get("err_errors"))
+            try:
+                main.main(args=list(request["argv"]), prog_name=str(request["prog"]))
+            except SystemExit as exc:
+                code = exc.code
+            except Exception:  # what an uncaught error prints in a new process
+                sys.stderr.write("".join(traceback.format_exc()))
+                code = 1
+            finally:
+                if self.cache is not None:
+                    self.cache.flush()
+            out_text.flush()
+            err_text.flush()
+            out_text.detach()  # the buffers outlive their text wrappers
+            err_text.detach()
+        except OSError as exc:  # e.g. the caller's cwd is gone
+            err.write(f"error: cwd: {exc}\n".encode())
+            code = 1
+        finally:
+            sys.stdin, sys.stdout, sys.stderr = saved
+            os.chdir(saved_cwd)
+            if saved_columns is None:
+                os.environ.pop("COLUMNS", None)
+            else:
+                os.environ["COLUMNS"] = saved_columns
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):  # sys.exit("message") prints it and exits 1
+            err.write(f"{code}\n".encode())
+            code = 1
+        return {
+            "stdout": base64.b64encode(out.getvalue()).decode(),
+            "stderr": base64.b64encode(err.getvalue()).decode(),
+            "exit": code,
+        }
+
+
+def _writer(buffer: io.BytesIO, encoding: object, errors: object) -> io.TextIOWrapper:
+    return io.TextIOWrapper(
+        buffer,
+        encoding=encoding if isinstance(encoding, str) else "utf-8",
+        errors=errors if isinstance(errors, str) else "strict",
+        write_through=True,
+    )
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
+def run_service(settings: Settings) -> int:
+    """Serve until idle; 0 also when another service already holds the lock."""
+    import fcntl
+
+    lock = os.open(settings.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return 0  # another service is alive (or starting): it answers
+    path = settings.socket_path
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # a stale socket of a dead service, or a stray listener (we hold the lock)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    listener.listen(64)
+    ino = os.stat(path).st_ino
+    service = Service(settings)
+    try:
+        service.serve(listener)
+    finally:
+        listener.close()
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == ino:
+                os.unlink(path)
+        os.close(lock)
+    return 0
+
+
+def main() -> int:
+    # The service's own log goes to its log file (its stderr); library warnings keep reaching
+    # the stderr of the command that caused them, as in a new process.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s octobrain-service %(levelname)s %(message)s")
+    )
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    settings = load_settings()
+    if settings is None or not settings.enabled:
+        return 0
+    return run_service(settings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
