@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from octobrain.config import Config
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.memory.transfer import export_jsonl, import_jsonl
 from octobrain.models import Memory, Relationship, RelationshipType, Source, utcnow

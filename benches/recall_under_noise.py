@@ -60,7 +60,8 @@ from pathlib import Path
 from typing import Any
 
 from octobrain.config import Config
-from octobrain.embed.base import Embedder, get_embedder
+from octobrain.embed.base import Embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory, Relationship, RelationshipType, Source, utcnow
 

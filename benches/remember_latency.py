@@ -20,7 +20,7 @@ import numpy as np
 
 from octobrain.bench.datasets import load_beir
 from octobrain.config import Config
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory
 from report import publish

@@ -26,7 +26,7 @@ import numpy as np
 
 from octobrain.bench.datasets import load_beir
 from octobrain.config import Config, StorageConfig
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory
 from remember_latency import _memories, _vectors

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from octobrain.config import Config, SearchConfig
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput
 from octobrain.memory.brain import ACCESS_WINDOW, Brain
 from octobrain.memory.transfer import export_jsonl, import_jsonl, reembed
@@ -278,7 +278,7 @@ WRITER = textwrap.dedent(
     import sys
     from octobrain.memory.brain import Brain
     from octobrain.config import Config
-    from octobrain.embed.base import get_embedder
+    from octobrain.embed.factory import get_embedder
 
     uri, worker = sys.argv[1], sys.argv[2]
     brain = Brain("github.com/acme/api", config=Config(), embedder=get_embedder("hash:64"), uri=uri)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from octobrain.config import Config
-from octobrain.embed.base import BUNDLED_MODEL_ID, get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.embed.tokens import estimate_tokens, token_counter
 from octobrain.errors import InvalidInput
 from octobrain.memory.brain import Brain
@@ -18,6 +18,7 @@ from octobrain.memory.gist import DIGEST_TAG, compress
 from octobrain.memory.render import format_recall
 from octobrain.memory.render_brief import briefing_markdown, briefing_to_dict
 from octobrain.models import Memory, MemoryType, RelationshipType, Source, State, utcnow
+from octobrain.modelspec import BUNDLED_MODEL_ID
 
 API = "github.com/acme/api"
 WEB = "github.com/acme/web"

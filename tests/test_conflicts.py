@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from octobrain.config import Config
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.memory.briefing import build_briefing
 from octobrain.memory.conflicts import Statement, compatible, conflicting_pairs, numbers, prevailing

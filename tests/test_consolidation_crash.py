@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from octobrain.config import Config
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.models import RelationshipType
 from octobrain.store.consolidations import ConsolidationLog
@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent(
     from octobrain.memory import consolidation
     from octobrain.memory.brain import Brain
     from octobrain.config import Config
-    from octobrain.embed.base import get_embedder
+    from octobrain.embed.factory import get_embedder
 
     uri, op, step, arg = sys.argv[1:5]
 

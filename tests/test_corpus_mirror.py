@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from octobrain.config import Config
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.memory.corpus import Corpus
 from octobrain.store.memories import Pinned

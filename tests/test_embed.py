@@ -13,19 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from octobrain.embed import base as embed
-from octobrain.embed.base import (
-    BUNDLED_MODEL_ID,
-    Embedder,
-    bundled_model_dir,
-    get_embedder,
-    model_prefixes,
-    parse_model_spec,
-)
+from octobrain.embed import factory, local
+from octobrain.embed.base import Embedder, model_prefixes
+from octobrain.embed.factory import get_embedder
 from octobrain.embed.hashed import HashEmbedder
+from octobrain.embed.local import bundled_model_dir
 from octobrain.errors import EmbeddingError, InvalidInput
+from octobrain.modelspec import BUNDLED_MODEL_ID, parse_model_spec
 
-VENDORED = Path(embed.__file__).parent.parent / "assets" / "all-MiniLM-L6-v2"
+VENDORED = Path(local.__file__).parent.parent / "assets" / "all-MiniLM-L6-v2"
 
 
 @pytest.fixture(autouse=True)
@@ -164,15 +160,15 @@ def test_embedder_from_config(tmp_path: Path):
     path = tmp_path / "config.toml"
     path.write_text('[embedding]\nmodel = "hash:48"\nbatch_size = 3\n', encoding="utf-8")
     config = load_config(path)
-    e = embed.embedder_from_config(config)
+    e = factory.embedder_from_config(config)
     assert e.model_id == "hash:48" and isinstance(e, HashEmbedder) and e.batch_size == 3
-    assert embed.embedder_from_config(config.embedding) is e
+    assert factory.embedder_from_config(config.embedding) is e
 
 
 def test_construction_is_lazy_and_imports_nothing_heavy():
     probe = (
         "import sys\n"
-        "from octobrain.embed.base import get_embedder\n"
+        "from octobrain.embed.factory import get_embedder\n"
         "import octobrain.config, octobrain.scope, octobrain.cli.main\n"
         "e = get_embedder('minilm'); assert e.dim == 384\n"
         "get_embedder('fastembed:BAAI/bge-small-en-v1.5')\n"
@@ -232,11 +228,11 @@ def test_cached_fastembed_model_loads_offline_with_its_prefixes(
     snapshot.mkdir(parents=True)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("a" * 40)
-    os.symlink(embed.bundled_onnx_path(), snapshot / "model_optimized.onnx")
+    os.symlink(local.bundled_onnx_path(), snapshot / "model_optimized.onnx")
     for name in VENDORED_SHA256:
         (snapshot / name).write_bytes((VENDORED / name).read_bytes())
     monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(cache))
-    monkeypatch.setattr(embed, "_LOADED", {})
+    monkeypatch.setattr(local, "_LOADED", {})
 
     e = get_embedder("fastembed:BAAI/bge-small-en-v1.5", batch_size=4)
     q = e.embed_query("rate limiting")
@@ -272,7 +268,7 @@ def test_bundled_dir_is_verified_once_then_trusted_by_stat(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     model_dir = bundled_model_dir(tmp_path)
-    assert (model_dir / "model.onnx").resolve() == embed.bundled_onnx_path().resolve()
+    assert (model_dir / "model.onnx").resolve() == local.bundled_onnx_path().resolve()
     for name in VENDORED_SHA256:
         assert (model_dir / name).read_bytes() == (VENDORED / name).read_bytes()
     assert (model_dir / "verified.json").exists()
@@ -280,7 +276,7 @@ def test_bundled_dir_is_verified_once_then_trusted_by_stat(
     def no_hashing(path: Path) -> str:
         raise AssertionError("checksum recomputed although the file did not change")
 
-    monkeypatch.setattr(embed, "_sha256", no_hashing)
+    monkeypatch.setattr(local, "_sha256", no_hashing)
     assert bundled_model_dir(tmp_path) == model_dir
 
 
@@ -288,7 +284,7 @@ def test_tampered_model_file_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
     fake = tmp_path / "pkg" / "model.onnx"
     fake.parent.mkdir()
     fake.write_bytes(b"not the model")
-    monkeypatch.setattr(embed, "bundled_onnx_path", lambda: fake)
+    monkeypatch.setattr(local, "bundled_onnx_path", lambda: fake)
     with pytest.raises(EmbeddingError) as info:
         bundled_model_dir(tmp_path / "models")
     message = str(info.value)
@@ -299,11 +295,11 @@ def test_tampered_model_file_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
 def test_stale_verification_is_redone_when_the_file_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    real = embed.bundled_onnx_path()
+    real = local.bundled_onnx_path()
     copy = tmp_path / "pkg" / "model.onnx"
     copy.parent.mkdir()
     copy.write_bytes(real.read_bytes())
-    monkeypatch.setattr(embed, "bundled_onnx_path", lambda: copy)
+    monkeypatch.setattr(local, "bundled_onnx_path", lambda: copy)
     bundled_model_dir(tmp_path / "models")
     data = bytearray(copy.read_bytes())
     data[-1] ^= 0xFF  # same size, new content and mtime
@@ -359,7 +355,7 @@ def test_minilm_matches_onnxruntime_mean_pooling(minilm: Embedder):
     enc = tok.encode_batch(texts)
     ids = np.array([e.ids for e in enc], dtype=np.int64)
     mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
-    session = ort.InferenceSession(str(embed.bundled_onnx_path()))
+    session = ort.InferenceSession(str(local.bundled_onnx_path()))
     feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
     names = {i.name for i in session.get_inputs()}
     hidden = session.run(None, {k: v for k, v in feeds.items() if k in names})[0]

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from octobrain.embed.base import get_embedder
 from octobrain.embed.cloud import CloudEmbedder
+from octobrain.embed.factory import get_embedder
 from octobrain.errors import EmbeddingError, InvalidInput
 
 KEY = "sk-test-SECRET-123"

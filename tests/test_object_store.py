@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from octobrain.cli.main import main
 from octobrain.config import Config, StorageConfig, load_config
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput
 from octobrain.memory.brain import Brain
 from octobrain.memory.sleep_startup import start_background_sleep

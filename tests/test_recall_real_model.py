@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from octobrain.config import Config
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 
 MEMORIES = [

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from octobrain.config import Config, SearchConfig
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.memory.corpus import Corpus
 from octobrain.memory.snapshot import CURRENT, SnapshotDir
@@ -209,7 +209,7 @@ KILLED_WRITER = textwrap.dedent(
     import os, signal, sys
     from octobrain.memory.brain import Brain
     from octobrain.config import Config, SearchConfig
-    from octobrain.embed.base import get_embedder
+    from octobrain.embed.factory import get_embedder
     from octobrain.memory import corpus, snapshot
 
     corpus.SNAPSHOT_STALE_ROWS = 1  # rewrite after any re-read row

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from octobrain.errors import ConfigError
+from octobrain.modelspec import parse_model_spec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -67,8 +68,6 @@ def _opt(default: Any, doc: str, rule: Rule | None = None) -> Any:
 
 
 def _model_rule(v: Any) -> str | None:
-    from octobrain.embed.base import parse_model_spec  # lazy: embed pulls in numpy
-
     try:
         parse_model_spec(v)
     except ValueError as exc:

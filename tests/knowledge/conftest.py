@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from octobrain.config import Config, KnowledgeConfig
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.knowledge import Knowledge
 
 SCOPE = "github.com/acme/api"

@@ -143,8 +143,8 @@ def test_token_budget_keeps_every_chunk_in_the_window_and_covers_the_text(
 def test_bundled_model_window_cuts_dense_text_that_bytes_alone_would_leave_too_long() -> None:
     """1,200 bytes of token-dense text plus a title run past MiniLM's 256 tokens; with the
     model's window every chunk is read whole by the model, and no text is lost."""
-    from octobrain.embed.base import BUNDLED_MODEL_ID
     from octobrain.embed.tokens import input_window
+    from octobrain.modelspec import BUNDLED_MODEL_ID
 
     window = input_window(BUNDLED_MODEL_ID)
     assert window is not None and window[0] == 256

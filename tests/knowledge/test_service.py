@@ -98,7 +98,7 @@ def _kill_during_reindex(db: Path, source: Path, after_flip: bool) -> int:
         f"""
         import os
         from octobrain.config import Config
-        from octobrain.embed.base import get_embedder
+        from octobrain.embed.factory import get_embedder
         from octobrain.knowledge import Knowledge
         from octobrain.knowledge.store import KnowledgeStore
 
@@ -269,7 +269,7 @@ def test_errors_for_bad_sources_and_commands(make_knowledge: MakeKnowledge, tmp_
 
 def test_another_model_is_a_clear_error(make_knowledge: MakeKnowledge, tmp_path: Path) -> None:
     from octobrain.config import Config
-    from octobrain.embed.base import get_embedder
+    from octobrain.embed.factory import get_embedder
     from octobrain.knowledge import Knowledge
 
     make_knowledge().index(str(_guide(tmp_path)))
@@ -300,7 +300,7 @@ class _BundledTokens(CountingEmbedder):
 
     @property
     def model_id(self) -> str:
-        from octobrain.embed.base import BUNDLED_MODEL_ID
+        from octobrain.modelspec import BUNDLED_MODEL_ID
 
         return BUNDLED_MODEL_ID
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from octobrain.config import Config
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.knowledge import Knowledge
 from octobrain.memory.brain import Brain
 from octobrain.store.memories import ModelMismatch
@@ -28,7 +28,7 @@ _PRELUDE = """
 import sys
 from octobrain.memory.brain import Brain
 from octobrain.config import Config
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 uri, model = sys.argv[1], sys.argv[2]
 brain = Brain({scope!r}, config=Config(), embedder=get_embedder(model), uri=uri)
 brain.store.open_memories_unchecked()

@@ -17,7 +17,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 
 from octobrain.config import Config
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from tests.server_support import free_port, http_server, memory_id, octobrain_cmd, server_env
 

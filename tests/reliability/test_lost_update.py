@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 from octobrain.config import Config
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 
 SCOPE = "github.com/acme/api"
@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent(
     import sys
     from octobrain.memory.brain import Brain
     from octobrain.config import Config
-    from octobrain.embed.base import get_embedder
+    from octobrain.embed.factory import get_embedder
 
     uri, scope, memory_id, worker, edits = sys.argv[1:6]
     brain = Brain(scope, config=Config(), embedder=get_embedder("hash:64"), uri=uri)

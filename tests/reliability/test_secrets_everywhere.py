@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from octobrain.config import Config, MemoryConfig
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput
 from octobrain.knowledge import Knowledge
 from octobrain.memory.brain import Brain

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 
 from octobrain.config import Config, MemoryConfig
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput
 from octobrain.knowledge import Knowledge
 from octobrain.knowledge.fetch import FetchError, resolve_checked

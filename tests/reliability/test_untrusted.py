@@ -24,7 +24,7 @@ from mcp import Client
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from octobrain.config import Config, EmbeddingConfig, KnowledgeConfig
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput
 from octobrain.knowledge import Knowledge
 from octobrain.knowledge.fetch import FetchError, resolve_checked

@@ -30,8 +30,9 @@ import numpy as np
 
 from octobrain.bench.datasets import BeirDataset, evaluate
 from octobrain.config import Config, HydeConfig, KnowledgeConfig, SearchConfig
-from octobrain.embed.base import Embedder, Vectors, get_embedder
+from octobrain.embed.base import Embedder, Vectors
 from octobrain.embed.cache import CachedEmbedder
+from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput
 
 __all__ = ["MODES", "BeirReport", "ModeResult", "mode_config", "peak_rss_mb", "run_beir"]

@@ -83,7 +83,7 @@ def build_store(
     documents with a real model would take the benchmark hours on a small machine.
     """
     from octobrain.config import Config
-    from octobrain.embed.base import get_embedder
+    from octobrain.embed.factory import get_embedder
     from octobrain.memory.brain import Brain
 
     embedder = get_embedder(model, batch_size=64)
@@ -200,7 +200,7 @@ def run_cold(
     progress: Callable[[str], None] = lambda _msg: None,
 ) -> dict[str, Any]:
     """Build a store of `n` memories and time every command both ways (module docstring)."""
-    from octobrain.embed.base import get_embedder
+    from octobrain.embed.factory import get_embedder
 
     with tempfile.TemporaryDirectory(prefix="octobrain-cold-") as tmp:
         root = Path(tmp)

@@ -151,8 +151,8 @@ def run_locomo(
     `window`: neighbouring turns in each turn's context (default `ingest.WINDOW`; 0 for the
     ablation without neighbours)."""
     from octobrain.bench.beir import _cpus, _QueryMemo
-    from octobrain.embed.base import get_embedder
     from octobrain.embed.cache import CachedEmbedder
+    from octobrain.embed.factory import get_embedder
     from octobrain.memory.brain import Brain
     from octobrain.memory.ingest import TOPIC_WORDS, WINDOW, ingest, turn_id
 

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from octobrain.config import Config
-from octobrain.embed.base import get_embedder
+from octobrain.embed.factory import get_embedder
 from octobrain.models import Memory, MemoryType, utcnow
 
 __all__ = ["make_memories", "make_queries", "run_scale"]

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, chosen_scope, open_brain
+from octobrain.cli.common import (
+    FORMAT_OPTION,
+    OctobrainGroup,
+    chosen_scope,
+    open_brain,
+    write_atomic_file,
+)
 from octobrain.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -141,7 +147,6 @@ def _stdin_is_terminal() -> bool:
 @click.option("--yes", "-y", is_flag=True, help="Write without asking.")
 def hook_install(settings_path: Path | None, project: bool, command: str | None, yes: bool) -> None:
     """Add octobrain's SessionStart, PreCompact and SessionEnd hooks (idempotent)."""
-    from octobrain.cli.main import _write_atomic_file
     from octobrain.memory.hooks import (
         default_command,
         install_hooks,
@@ -175,5 +180,5 @@ def hook_install(settings_path: Path | None, project: bool, command: str | None,
         if not click.confirm(f"Write {settings_path}?", default=True):
             click.echo("nothing written")
             return
-    _write_atomic_file(settings_path, new_text, "settings")
+    write_atomic_file(settings_path, new_text, "settings")
     click.echo(f"added {', '.join(added)} hooks to {settings_path}")

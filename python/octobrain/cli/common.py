@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
@@ -168,3 +169,14 @@ def command_scope(ctx: click.Context) -> str:
         return chosen_scope(scope, global_)
     found: str = (ctx.find_object(dict) or {"scope": chosen_scope(None, False)})["scope"]
     return found
+
+
+def write_atomic_file(path: Path, text: str, field: str) -> None:
+    """Write `text` to `path` atomically; failures name `field`."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InvalidInput(field, f"cannot write {path}: {exc.strerror or exc}") from exc

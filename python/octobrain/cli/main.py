@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from octobrain import __version__
-from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup
+from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, write_atomic_file
 from octobrain.errors import InvalidInput
 
 
@@ -72,18 +72,7 @@ def config_init(force: bool) -> None:
 
 def _write_atomic(path: Path, text: str) -> None:
     """Write a file so that a reader never sees it half written."""
-    _write_atomic_file(path, text, "config")
-
-
-def _write_atomic_file(path: Path, text: str, field: str) -> None:
-    """Write `text` to `path` atomically; failures name `field`."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise InvalidInput(field, f"cannot write {path}: {exc.strerror or exc}") from exc
+    write_atomic_file(path, text, "config")
 
 
 def _register() -> None:

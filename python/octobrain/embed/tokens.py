@@ -17,7 +17,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-from octobrain.embed.base import BUNDLED_MODEL_ID
+from octobrain.modelspec import BUNDLED_MODEL_ID
 
 __all__ = ["TokenCounter", "estimate_tokens", "input_window", "token_counter"]
 

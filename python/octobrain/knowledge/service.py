@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from octobrain.config import Config, load_config, resolve_storage_uri
-from octobrain.embed.base import Embedder, embedder_from_config
+from octobrain.embed.base import Embedder
+from octobrain.embed.factory import embedder_from_config
 from octobrain.embed.tokens import TokenCounter, input_window
 from octobrain.errors import InvalidInput
 from octobrain.kernels.regex_match import match_lines

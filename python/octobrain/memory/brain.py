@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from octobrain.config import Config, load_config, resolve_storage_uri
-from octobrain.embed.base import Embedder, embedder_from_config
+from octobrain.embed.base import Embedder
+from octobrain.embed.factory import embedder_from_config
 from octobrain.errors import InvalidInput
 from octobrain.memory import goals, temporal
 from octobrain.memory.access import AccessQueue

