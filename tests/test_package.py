@@ -58,3 +58,31 @@ def test_console_script_reports_version() -> None:
     assert exe is not None, "pip did not install the `octobrain` console script"
     out = subprocess.run([exe, "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == f"octobrain, version {octobrain.__version__}"
+
+
+def test_public_api_is_named_at_the_top_and_resolves() -> None:
+    """What a library user imports: every name in `octobrain.__all__` resolves, from its module."""
+    for name in octobrain.__all__:
+        assert getattr(octobrain, name) is not None, name
+    assert octobrain.Brain.__module__ == "octobrain.memory.brain"
+    assert issubclass(octobrain.InvalidInput, ValueError)
+    assert "Brain" in dir(octobrain)
+
+
+def test_public_api_example_runs(tmp_path, monkeypatch) -> None:
+    """The package docstring's example, bundled model: a memory written through `Brain` is found."""
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    code = octobrain.__doc__.split("::", 1)[1].split("\n\n`Brain`", 1)[0]
+    out = subprocess.run(
+        [sys.executable, "-c", __import__("textwrap").dedent(code)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert out.stdout.strip().endswith("Rate limits"), out.stdout + out.stderr
+
+
+def test_public_api_list_matches_its_table() -> None:
+    assert sorted(octobrain.__all__) == sorted([*octobrain._PUBLIC, "__version__"])

@@ -1,24 +1,109 @@
 """octobrain: long-term memory for AI agents, served over MCP.
 
-Importing this package is cheap: the compiled core is small, and heavy dependencies
-(LanceDB, fastembed, onnxruntime) load lazily when a store or an embedder is first used.
-`__version__` is looked up on first use, so the command-line launcher that talks to the
-resident service does not pay for `importlib.metadata`.
+The public Python API is what this module names in `__all__`; everything else is private by
+convention (its paths may change between releases)::
+
+    from octobrain import Brain, derive_scope
+
+    brain = Brain(derive_scope())                  # the project of the working directory
+    brain.memorize("Rate limits", "We throttle clients with a token bucket per API key.")
+    for hit in brain.remember("how do we throttle clients").hits:
+        print(hit.relevance, hit.memory.title)
+
+`Brain` is the facade the CLI, the MCP server and the benchmarks go through; `Knowledge` does
+the same for external documents. Importing this package is cheap: each name is imported on
+first use, and heavy dependencies (LanceDB, fastembed, onnxruntime) load when a store or an
+embedder is first used, so the command-line launcher pays for none of them.
 """
 
 from __future__ import annotations
 
-__all__ = ["__version__"]
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from octobrain.config import Config, load_config
+    from octobrain.embed.base import Embedder
+    from octobrain.embed.factory import get_embedder
+    from octobrain.errors import (
+        ConfigError,
+        EmbeddingError,
+        InvalidInput,
+        OctobrainError,
+        StorageError,
+    )
+    from octobrain.knowledge import Knowledge
+    from octobrain.memory.brain import Brain, Neighbour, Recall
+    from octobrain.memory.search import Hit
+    from octobrain.models import Memory, MemoryType, Relationship, RelationshipType, Source, State
+    from octobrain.scope import derive_scope
+
+# name -> the module that defines it
+_PUBLIC = {
+    "Brain": "octobrain.memory.brain",
+    "Recall": "octobrain.memory.brain",
+    "Neighbour": "octobrain.memory.brain",
+    "Hit": "octobrain.memory.search",
+    "Knowledge": "octobrain.knowledge",
+    "Memory": "octobrain.models",
+    "MemoryType": "octobrain.models",
+    "Relationship": "octobrain.models",
+    "RelationshipType": "octobrain.models",
+    "Source": "octobrain.models",
+    "State": "octobrain.models",
+    "Config": "octobrain.config",
+    "load_config": "octobrain.config",
+    "derive_scope": "octobrain.scope",
+    "Embedder": "octobrain.embed.base",
+    "get_embedder": "octobrain.embed.factory",
+    "OctobrainError": "octobrain.errors",
+    "InvalidInput": "octobrain.errors",
+    "ConfigError": "octobrain.errors",
+    "EmbeddingError": "octobrain.errors",
+    "StorageError": "octobrain.errors",
+}
+
+__all__ = [
+    "Brain",
+    "Config",
+    "ConfigError",
+    "Embedder",
+    "EmbeddingError",
+    "Hit",
+    "InvalidInput",
+    "Knowledge",
+    "Memory",
+    "MemoryType",
+    "Neighbour",
+    "OctobrainError",
+    "Recall",
+    "Relationship",
+    "RelationshipType",
+    "Source",
+    "State",
+    "StorageError",
+    "__version__",
+    "derive_scope",
+    "get_embedder",
+    "load_config",
+]
 
 
-def __getattr__(name: str) -> str:
-    if name != "__version__":
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found: Any = version("octobrain")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            from octobrain._core import __version__ as found
+    elif name in _PUBLIC:
+        found = getattr(import_module(_PUBLIC[name]), name)
+    else:
         raise AttributeError(f"module 'octobrain' has no attribute {name!r}")
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        found = version("octobrain")
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        from octobrain._core import __version__ as found
-    globals()["__version__"] = found
+    globals()[name] = found
     return found
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,171 @@
+"""What every part of `Brain` stands on: its scope, config, embedder and store (opened on first
+use), the mirror and retriever, and the checks every input goes through (text under the secrets
+policy, ids by full UUID or unique prefix, visibility from the scope)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from octobrain.config import Config, load_config, resolve_storage_uri
+from octobrain.embed.base import Embedder
+from octobrain.embed.factory import embedder_from_config
+from octobrain.errors import InvalidInput
+from octobrain.memory.consolidation import Consolidator
+from octobrain.memory.corpus import Corpus
+from octobrain.memory.search import Retriever
+from octobrain.memory.snapshot import SnapshotDir
+from octobrain.memory.snapshot import default_root as snapshot_root
+from octobrain.models import (
+    Memory,
+    check_id_ref,
+    check_text,
+)
+from octobrain.scope import validate_scope
+from octobrain.secrets import screen, screen_each
+from octobrain.store import MemoryStore, NotFound
+from octobrain.store.location import StoreLocation, is_remote, redact
+from octobrain.store.memories import visible_scopes
+
+_B = TypeVar("_B", bound="BrainBase")
+MAX_PREFIX_CANDIDATES = 10  # listed when an id prefix is ambiguous
+
+
+class BrainBase:
+    """Memories of one scope (plus the global ones it can see): state and shared checks."""
+
+    def __init__(
+        self,
+        scope: str,
+        *,
+        config: Config | None = None,
+        embedder: Embedder | None = None,
+        uri: str | Path | None = None,
+        workdir: Path | None = None,
+        session_id: str = "",
+    ) -> None:
+        self.scope = validate_scope(scope)
+        # Memories written through this Brain are linked to the session's earlier ones.
+        self.session_id = session_id
+        self.config = config if config is not None else load_config()
+        self.embedder = embedder if embedder is not None else embedder_from_config(self.config)
+        self.uri = str(uri) if uri is not None else resolve_storage_uri(self.config)
+        self.workdir = workdir
+        self._store: MemoryStore | None = None
+        self._retriever: Retriever | None = None
+        self._consolidator: Consolidator | None = None
+
+    @property
+    def store(self) -> MemoryStore:
+        if self._store is None:
+            location = StoreLocation.from_config(self.config, self.uri)
+            self._store = MemoryStore(location, self.embedder.model_id, self.embedder.dim)
+        return self._store
+
+    @property
+    def retriever(self) -> Retriever:
+        if self._retriever is None:
+            corpus = Corpus(
+                self.store,
+                snapshots=self._snapshots(),
+                snapshot_min_rows=self.config.search.snapshot_min_rows,
+            )
+            self._retriever = Retriever(self.store, corpus, self.embedder, self.config)
+        return self._retriever
+
+    def _snapshots(self) -> SnapshotDir | None:
+        """Where this machine keeps the mirror's snapshot of this store (None: not kept)."""
+        if self.config.search.snapshot_min_rows <= 0:
+            return None
+        uri = (
+            redact(self.uri) if is_remote(self.uri) else str(Path(self.uri).expanduser().resolve())
+        )
+        return SnapshotDir(snapshot_root(), uri, self.embedder.model_id, self.embedder.dim)
+
+    @property
+    def consolidator(self) -> Consolidator:
+        if self._consolidator is None:
+            self._consolidator = Consolidator(self.store, self.embedder, self.config)
+        return self._consolidator
+
+    def for_scope(
+        self: _B, scope: str, *, workdir: Path | None = None, session_id: str | None = None
+    ) -> _B:
+        """A Brain for another scope sharing this one's config, embedder, store and index.
+
+        The store and the retriever take the scope per call, so one process (the MCP server)
+        can serve many scopes from one LanceDB connection and one in-memory corpus.
+        """
+        other = type(self)(
+            scope,
+            config=self.config,
+            embedder=self.embedder,
+            uri=self.uri,
+            workdir=workdir,
+            session_id=self.session_id if session_id is None else session_id,
+        )
+        other._store, other._retriever = self.store, self.retriever
+        other._consolidator = self._consolidator
+        return other
+
+    def warm_up(self) -> None:
+        """Load the model and open the store and its mirror now rather than on first use."""
+        self.embedder.embed_query("warm up")
+        self.retriever.corpus.refresh()
+
+    def _write_scope(self, global_: bool) -> str:
+        return "" if global_ else self.scope
+
+    def _text(self, field: str, value: object, bounds: tuple[int, int]) -> str:
+        """A checked text field after the `memory.secrets` policy (refuse, redact or allow)."""
+        text = screen(field, check_text(field, value, bounds), self.config.memory.secrets)
+        return check_text(field, text, bounds)  # a redaction can change the length
+
+    def _each(self, field: str, values: list[str]) -> list[str]:
+        """A checked list field after the `memory.secrets` policy."""
+        return screen_each(field, values, self.config.memory.secrets)
+
+    def _require_visible(self, ids: Sequence[str], field: str) -> dict[str, Memory]:
+        found = self.store.get_many(list(ids), self.scope)
+        for i, mid in enumerate(ids):
+            if mid not in found:
+                raise InvalidInput(
+                    f"{field}[{i}].target_id", f"no memory {mid} is visible from this scope"
+                )
+        return found
+
+    def resolve_id(self, memory_id: object, field_name: str = "memory_id") -> str:
+        """The full id meant by `memory_id`: a full UUID as it is, or the one memory visible
+        from this scope whose id starts with the given prefix (at least 8 hex digits). No
+        match is `NotFound`; several are an error listing them."""
+        value, full = check_id_ref(memory_id, field_name=field_name)
+        if full:
+            return value
+        found = self.store.ids_with_prefix(value, self.scope, MAX_PREFIX_CANDIDATES + 1)
+        if not found:
+            raise NotFound(
+                field_name,
+                f"no memory id starting with {value} is visible from scope "
+                f"{self.scope or '(global)'!r}",
+            )
+        if len(found) > 1:
+            shown = "; ".join(f"{mid} {title}" for mid, title in found[:MAX_PREFIX_CANDIDATES])
+            count = (
+                f"more than {MAX_PREFIX_CANDIDATES}"
+                if len(found) > MAX_PREFIX_CANDIDATES
+                else str(len(found))
+            )
+            raise InvalidInput(
+                field_name,
+                f"{value} is ambiguous, {count} memories start with it: {shown}; give more digits",
+            )
+        return found[0][0]
+
+    def get(self, memory_id: str, field_name: str = "memory_id") -> Memory:
+        """A memory visible from this scope, by full id or unique prefix."""
+        return self.store.get(self.resolve_id(memory_id, field_name), self.scope)
+
+    def visible_scopes(self) -> list[str]:
+        """Scopes this brain reads."""
+        return visible_scopes(self.scope)

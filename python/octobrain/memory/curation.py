@@ -1,0 +1,80 @@
+"""`Brain`'s curation: the sleep pass (consolidate near-duplicates, archive the long faded),
+closing goals by hand, undoing a consolidation, and the store's version history and restore."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from octobrain.errors import InvalidInput
+from octobrain.memory import goals
+from octobrain.memory.consolidation import Consolidation, SleepReport, Unconsolidation
+from octobrain.models import (
+    MemoryType,
+    check_limit,
+    utcnow,
+)
+from octobrain.store.memories import StoreVersion, visible_scopes
+
+if TYPE_CHECKING:
+    pass
+
+from octobrain.memory.core import BrainBase
+
+
+class Curation(BrainBase):
+    """Keeping recall sharp as memory grows, and undoing what went wrong."""
+
+    def sleep_consolidate(
+        self,
+        *,
+        threshold: float | None = None,
+        min_size: int | None = None,
+        max_age_days: float | None = None,
+        dry_run: bool = False,
+    ) -> SleepReport:
+        """One sleep pass over this scope's own rows (never other scopes, never global rows from
+        a project): merge clusters of recent near-duplicates (true cosine ≥ `threshold`, complete
+        linkage, one trust tier each), then archive long-faded memories. Defaults come from
+        `[consolidation]`. `dry_run` reports what would change and writes nothing."""
+        cfg = self.config.consolidation
+        now = utcnow()
+        report = self.consolidator.sleep(
+            self.scope,
+            threshold=cfg.threshold if threshold is None else threshold,
+            min_size=cfg.min_cluster_size if min_size is None else min_size,
+            max_age_days=cfg.max_age_days if max_age_days is None else max_age_days,
+            now=now,
+            dry_run=dry_run,
+        )
+        if cfg.archive_enabled:
+            report.archived = self.consolidator.archive(self.scope, now, dry_run=dry_run)
+        return report
+
+    def consolidate_goal(self, goal_id: str) -> Consolidation:
+        """Close a goal by hand: its working findings in this scope are consolidated under the
+        newest memory that `closes` it, or under a synthesised summary when none does."""
+        goal = self.get(goal_id, "goal_id")
+        if goal.memory_type is not MemoryType.GOAL:
+            raise InvalidInput(
+                "goal_id", f"memory {goal.id} is a {goal.memory_type.value}, not a goal"
+            )
+        return goals.close_goal(self.consolidator, goal, self.scope, utcnow())
+
+    def unconsolidate(self, parent_id: str) -> Unconsolidation:
+        """Undo the consolidations under `parent_id`: members get back their exact state and
+        importance, a synthesised parent is deleted, a promoted one gets its importance back."""
+        pid = self.resolve_id(parent_id, "parent_id")
+        return self.consolidator.unconsolidate(pid, visible_scopes(self.scope))
+
+    def history(self, limit: int = 20) -> list[StoreVersion]:
+        """The store's kept versions, newest first (the undo history of every write)."""
+        return self.store.history(check_limit(limit, maximum=10_000))
+
+    def restore(self, version: int, *, confirm: bool) -> StoreVersion:
+        """Return the WHOLE store (every scope) to an earlier version; needs `confirm=True`.
+        The restore is itself a new version, so it can be undone the same way."""
+        if confirm is not True:
+            raise InvalidInput("confirm", "must be true to restore (nothing was changed)")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise InvalidInput("version", f"must be a version number >= 1, got {version!r}")
+        return self.store.restore(version)

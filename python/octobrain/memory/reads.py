@@ -1,0 +1,238 @@
+"""`Brain`'s read path: `remember` (hybrid search over the mirror, graph and session
+neighbours, access counting off the request path) and listings that never count as accesses."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from octobrain.errors import InvalidInput
+from octobrain.memory import temporal
+from octobrain.memory.access import AccessQueue
+from octobrain.memory.corpus import LIGHT_COLUMNS
+from octobrain.memory.search import Hit, parse_filters, parse_queries
+from octobrain.models import (
+    Memory,
+    Relationship,
+    RelationshipType,
+    State,
+    check_limit,
+    check_unit,
+    parse_memory_type,
+    utcnow,
+)
+from octobrain.store import MemoryStore
+from octobrain.store.memories import sql_str, visible_scopes, visible_where
+from octobrain.store.schema import row_to_memory
+
+if TYPE_CHECKING:
+    pass
+
+from octobrain.memory.core import BrainBase
+
+ACCESS_WINDOW = timedelta(minutes=10)
+_QUEUES: weakref.WeakKeyDictionary[MemoryStore, AccessQueue] = weakref.WeakKeyDictionary()
+_QUEUES_LOCK = threading.Lock()
+MAX_NEIGHBOURS = 3
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A memory one edge away from a result."""
+
+    memory: Memory
+    relationship_type: RelationshipType
+    outgoing: bool  # True: result → neighbour; False: neighbour → result
+    strength: float
+    via: str  # id of the result it hangs off
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What `remember` returns: ranked hits plus graph context."""
+
+    hits: list[Hit]
+    neighbours: list[Neighbour]
+    scope: str
+
+
+class Reads(BrainBase):
+    """Finding memories: search, neighbours, listings, the graph."""
+
+    def remember(
+        self,
+        query: str | Sequence[str],
+        *,
+        memory_types: Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+        related_files: Sequence[str] | None = None,
+        created_after: str | datetime | None = None,
+        created_before: str | datetime | None = None,
+        min_relevance: float | None = None,
+        limit: int | None = None,
+        record_access: bool = True,
+        include_archived: bool = False,
+    ) -> Recall:
+        """Hybrid search; only memories at least `min_relevance` relevant come back.
+        Archived memories are searched only with `include_archived=True`."""
+        queries = parse_queries(query)
+        filters = parse_filters(memory_types, tags, related_files, created_after, created_before)
+        filters = replace(filters, include_archived=bool(include_archived))
+        limit = check_limit(
+            self.config.search.default_limit if limit is None else limit,
+            maximum=self.config.search.max_results,
+        )
+        threshold = (
+            self.config.search.min_relevance
+            if min_relevance is None
+            else check_unit("min_relevance", min_relevance)
+        )
+        now = utcnow()
+        hits = self.retriever.search(
+            queries, self.scope, filters, limit=limit, min_relevance=threshold, now=now
+        )
+        neighbours = self._neighbours(hits, include_archived=filters.include_archived)
+        if self.config.brief.session_neighbour and hits:
+            neighbours += self._session_neighbour(hits, neighbours)
+        corpus = self.retriever.corpus
+        due = corpus.due_for_access([h.memory.id for h in hits], now, ACCESS_WINDOW)
+        if record_access and due:
+            self._access_queue().add(due, now, corpus)
+        return Recall(hits, neighbours, self.scope)
+
+    def flush(self) -> None:
+        """Commit the access counts `remember` queued (`memory.access`) now, instead of
+        within the next second; also done when the process exits."""
+        with _QUEUES_LOCK:
+            queue = _QUEUES.get(self.store)
+        if queue is not None:
+            queue.flush()
+
+    def _access_queue(self) -> AccessQueue:
+        with _QUEUES_LOCK:  # one queue per store, shared by every scope's Brain on it
+            queue = _QUEUES.get(self.store)
+            if queue is None:
+                queue = _QUEUES[self.store] = AccessQueue(self.store, ACCESS_WINDOW)
+            return queue
+
+    def _neighbours(self, hits: list[Hit], *, include_archived: bool = False) -> list[Neighbour]:
+        """Up to 3 one-hop neighbours of the results, best results first, from the mirror."""
+        corpus = self.retriever.corpus
+        result_ids = {h.memory.id for h in hits}
+        scopes = visible_scopes(self.scope)
+        out: list[Neighbour] = []
+        taken: set[str] = set()
+        for hit in hits:
+            for rel in corpus.edges([hit.memory.id]):
+                if rel.relationship_type is RelationshipType.SAME_SESSION:
+                    continue  # at most one, added by _session_neighbour
+                outgoing = rel.source_id == hit.memory.id
+                other = rel.target_id if outgoing else rel.source_id
+                pos = corpus.pos_of.get(other)
+                if other in result_ids or other in taken or pos is None:
+                    continue
+                memory = copy.copy(corpus.memory(pos))
+                if memory.scope not in scopes or (
+                    memory.state is State.ARCHIVED and not include_archived
+                ):
+                    continue
+                taken.add(other)
+                out.append(
+                    Neighbour(memory, rel.relationship_type, outgoing, rel.strength, hit.memory.id)
+                )
+                if len(out) == MAX_NEIGHBOURS:
+                    return out
+        return out
+
+    def _session_neighbour(self, hits: list[Hit], shown: list[Neighbour]) -> list[Neighbour]:
+        """At most one memory from the same session as a result, labelled `same_session`."""
+        ids = [h.memory.id for h in hits]
+        found = temporal.same_session_partner(
+            self.retriever.corpus,
+            ids,
+            set(ids) | {n.memory.id for n in shown},
+            visible_scopes(self.scope),
+        )
+        if found is None:
+            return []
+        rel, memory, via = found
+        outgoing = rel.source_id == via
+        return [Neighbour(copy.copy(memory), rel.relationship_type, outgoing, rel.strength, via)]
+
+    def forget_preview(
+        self,
+        query: str | Sequence[str],
+        *,
+        memory_types: Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+        limit: int | None = None,
+        min_relevance: float | None = None,
+    ) -> list[Memory]:
+        """The memories a query-mode forget would delete: exactly what `remember` returns."""
+        recall = self.remember(
+            query,
+            memory_types=memory_types,
+            tags=tags,
+            limit=limit or self.config.search.max_results,
+            min_relevance=min_relevance,
+            record_access=False,
+        )
+        return [h.memory for h in recall.hits]
+
+    def recent(self, limit: int = 20, memory_type: str | None = None) -> list[Memory]:
+        """The newest visible memories, newest first."""
+        limit = check_limit(limit, maximum=10_000)
+        where = visible_where(self.scope)
+        if memory_type is not None:
+            where += f" AND memory_type = {sql_str(parse_memory_type(memory_type).value)}"
+        memories = [row_to_memory(r) for r in self.store.scan(where, columns=LIGHT_COLUMNS)]
+        memories.sort(key=lambda m: (m.created_at, m.id), reverse=True)
+        return memories[:limit]
+
+    def stats(self) -> dict[str, object]:
+        """Counts of the visible memories by scope, type, state and trust tier."""
+        rows = self.store.scan(
+            visible_where(self.scope, include_archived=True),
+            columns=["scope", "memory_type", "state", "source"],
+        )
+
+        def tally(key: str) -> dict[str, int]:
+            return dict(Counter(str(r[key]) for r in rows).most_common())
+
+        return {
+            "scope": self.scope,
+            "total": len(rows),
+            "by_scope": tally("scope"),
+            "by_type": tally("memory_type"),
+            "by_state": tally("state"),
+            "by_source": tally("source"),
+            "embedding_model": self.embedder.model_id,
+            "store": self.uri,
+        }
+
+    def graph(self, memory_id: str, depth: int = 2) -> tuple[list[Memory], list[Relationship]]:
+        """Memories reachable from `memory_id` within `depth` edges (either direction)."""
+        if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 5:
+            raise InvalidInput("depth", f"must be an integer in [1, 5], got {depth!r}")
+        start = self.get(memory_id)
+        seen = {start.id: start}
+        edges: dict[str, Relationship] = {}
+        frontier = [start.id]
+        for _ in range(depth):
+            rels = self.store.relationships_of(frontier)
+            others = {r.target_id if r.source_id in frontier else r.source_id for r in rels}
+            found = self.store.get_many([o for o in others if o not in seen], self.scope)
+            for rel in rels:
+                if rel.source_id in seen | found and rel.target_id in seen | found:
+                    edges[rel.id] = rel
+            seen.update(found)
+            frontier = list(found)
+            if not frontier:
+                break
+        return list(seen.values()), sorted(edges.values(), key=lambda r: r.created_at)

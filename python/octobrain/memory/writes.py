@@ -1,0 +1,254 @@
+"""`Brain`'s write path: memorize (with links, session chaining and goal closing), ingest,
+update, relate and forget. Every text passes the secrets policy; every id must be visible."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, cast
+
+from octobrain.errors import InvalidInput
+from octobrain.memory import goals, temporal
+from octobrain.models import (
+    CONTENT_BYTES,
+    MAX_TAGS,
+    TITLE_BYTES,
+    Link,
+    Memory,
+    MemoryType,
+    Relationship,
+    RelationshipType,
+    check_unit,
+    clean_files,
+    clean_tags,
+    parse_links,
+    parse_memory_type,
+    parse_relationship_type,
+    parse_source,
+    utcnow,
+)
+from octobrain.scope import git_head
+from octobrain.secrets import screen
+from octobrain.store import NotFound
+from octobrain.store.memories import visible_scopes
+
+if TYPE_CHECKING:
+    from octobrain.memory.brain import Brain
+    from octobrain.memory.conversation import Conversation
+    from octobrain.memory.ingest import IngestReport
+
+from octobrain.memory.core import BrainBase
+
+
+class Writes(BrainBase):
+    """Writing memories and links in this Brain's scope."""
+
+    def memorize(
+        self,
+        title: str,
+        content: str,
+        *,
+        memory_type: str | MemoryType | None = None,
+        importance: float | None = None,
+        tags: Sequence[str] | None = None,
+        related_files: Sequence[str] | None = None,
+        source: str | None = None,
+        related_to: Sequence[object] | None = None,
+        global_: bool = False,
+    ) -> tuple[Memory, list[Relationship]]:
+        """Store a memory (and its links, all in the memory's scope). Returns both.
+
+        A `closes` link to a `goal` closes it in the same call: the goal's working findings
+        (memories that `achieves` it, in this memory's scope) become `consolidated` under this
+        memory, whose importance rises to max(findings) x goal_parent_boost (never lowered);
+        the returned links then include the `consolidated_from` edges.
+        """
+        memory = Memory(
+            title=self._text("title", title, TITLE_BYTES),
+            content=self._text("content", content, CONTENT_BYTES),
+            memory_type=parse_memory_type(memory_type),
+            importance=(
+                self.config.memory.default_importance
+                if importance is None
+                else check_unit("importance", importance)
+            ),
+            tags=self._each("tags", clean_tags(tags)),
+            related_files=self._each("related_files", clean_files(related_files)),
+            source=parse_source(source),
+            scope=self._write_scope(global_),
+            git_commit=git_head(self.workdir),
+        )
+        policy = self.config.memory.secrets
+        links = [
+            replace(
+                link,
+                target_id=self.resolve_id(link.target_id, f"related_to[{i}].target_id"),
+                description=screen(f"related_to[{i}].description", link.description, policy),
+            )
+            for i, link in enumerate(parse_links(related_to))
+        ]
+        targets = self._require_visible([link.target_id for link in links], "related_to")
+        previous = self._join_session(memory)
+        edges = [
+            Relationship(
+                memory.id,
+                link.target_id,
+                link.relationship_type,
+                link.strength,
+                link.description,
+                memory.scope,
+            )
+            for link in links
+        ]
+        if previous is not None:
+            edges.append(temporal.same_session_link(memory, previous))
+        vector = self.embedder.embed_documents([memory.searchable_text()])
+        closed = [
+            targets[link.target_id]
+            for link in links
+            if link.relationship_type is RelationshipType.CLOSES
+            and targets[link.target_id].memory_type is MemoryType.GOAL
+        ]
+        if closed:
+            return goals.close_goal_with_new(self.consolidator, closed[0], memory, vector[0], edges)
+        self.store.add([memory], vector, edges)
+        return memory, edges
+
+    def ingest(
+        self,
+        conversations: Sequence[Conversation],
+        *,
+        global_: bool = False,
+        progress: Callable[[int], None] = lambda _n: None,
+    ) -> IngestReport:
+        """Store conversations turn by turn (`octobrain.memory.ingest`); turns already stored are
+        skipped, so ingesting a transcript again adds only what is new."""
+        from octobrain.memory.ingest import ingest
+
+        brain = cast("Brain", self)  # a Writes is only ever part of a Brain
+        return ingest(brain, conversations, global_=global_, progress=progress)
+
+    def _join_session(self, memory: Memory) -> Memory | None:
+        """Tag `memory` with this Brain's session; return the session's previous memory."""
+        tag = temporal.session_tag(self.session_id)
+        if not tag or len(memory.tags) >= MAX_TAGS:
+            return None  # a memory with a full tag list simply stays unlinked
+        previous = temporal.previous_in_session(
+            self.retriever.corpus, tag, visible_scopes(self.scope)
+        )
+        memory.tags.append(tag)
+        return previous
+
+    def update(
+        self,
+        memory_id: str,
+        *,
+        title: str | None = None,
+        content: str | None = None,
+        memory_type: str | None = None,
+        importance: float | None = None,
+        add_tags: Sequence[str] = (),
+        remove_tags: Sequence[str] = (),
+        add_files: Sequence[str] = (),
+        remove_files: Sequence[str] = (),
+    ) -> Memory:
+        """Edit a memory in place. Its scope never changes; text edits re-embed it.
+
+        Read, edit and write happen under the store's write lock, so a concurrent edit (another
+        process's update, a consolidation) is never overwritten by this one.
+        """
+        with self.store.write_lock():
+            return self._update_locked(
+                memory_id,
+                title,
+                content,
+                memory_type,
+                importance,
+                add_tags,
+                remove_tags,
+                add_files,
+                remove_files,
+            )
+
+    def _update_locked(
+        self,
+        memory_id: str,
+        title: str | None,
+        content: str | None,
+        memory_type: str | None,
+        importance: float | None,
+        add_tags: Sequence[str],
+        remove_tags: Sequence[str],
+        add_files: Sequence[str],
+        remove_files: Sequence[str],
+    ) -> Memory:
+        current = self.get(memory_id)
+        tags = [t for t in current.tags if t not in set(remove_tags)] + list(add_tags)
+        files = [f for f in current.related_files if f not in set(remove_files)] + list(add_files)
+        updated = replace(
+            current,
+            title=current.title if title is None else self._text("title", title, TITLE_BYTES),
+            content=current.content
+            if content is None
+            else self._text("content", content, CONTENT_BYTES),
+            memory_type=current.memory_type
+            if memory_type is None
+            else parse_memory_type(memory_type),
+            importance=current.importance
+            if importance is None
+            else check_unit("importance", importance),
+            tags=self._each("tags", clean_tags(tags)),
+            related_files=self._each("related_files", clean_files(files)),
+            updated_at=utcnow(),
+        )
+        vector = self.embedder.embed_documents([updated.searchable_text()])
+        self.store.replace(updated, vector[0])
+        return updated
+
+    def relate(
+        self,
+        source_id: str,
+        target_id: str,
+        relationship_type: str = "related_to",
+        *,
+        strength: float = 0.8,
+        description: str = "",
+    ) -> Relationship:
+        """Link two visible memories; the edge lives in the source memory's scope."""
+        src, tgt = self.resolve_id(source_id, "source_id"), self.resolve_id(target_id, "target_id")
+        found = self.store.get_many([src, tgt], self.scope)
+        for name, mid in (("source_id", src), ("target_id", tgt)):
+            if mid not in found:
+                raise InvalidInput(name, f"no memory {mid} is visible from this scope")
+        if src == tgt:
+            raise InvalidInput("target_id", "must differ from source_id")
+        link = Link(
+            tgt,
+            parse_relationship_type(relationship_type),
+            check_unit("strength", strength),
+            description,
+        )
+        link = replace(
+            link, description=screen("description", link.description, self.config.memory.secrets)
+        )
+        rel = Relationship(
+            src, tgt, link.relationship_type, link.strength, link.description, found[src].scope
+        )
+        self.store.add_relationships([rel])
+        return rel
+
+    def forget(self, memory_ids: Sequence[str], *, confirm: bool) -> int:
+        """Delete memories (and their edges). Needs `confirm=True`. They stay in the store's kept
+        versions (`history` / `restore`) for `KEEP_VERSIONS_DAYS`.
+
+        Every id must be visible from this scope (the read rule: own scope plus global); an
+        invisible or unknown id is an error and nothing is deleted.
+        """
+        if confirm is not True:
+            raise InvalidInput("confirm", "must be true to delete (nothing was deleted)")
+        ids = [self.resolve_id(m, f"memory_id[{i}]") for i, m in enumerate(memory_ids)]
+        found = self.store.get_many(ids, self.scope)
+        for i, mid in enumerate(ids):
+            if mid not in found:
+                raise NotFound(f"memory_id[{i}]", f"no memory {mid} is visible from this scope")
+        return self.store.delete(ids)
