@@ -59,6 +59,7 @@ lint: $(PY)
 	$(PY) -m ruff format --check python tests benches .ci
 	$(PY) -m mypy
 	$(PY) -m mypy.stubtest octobrain._core
+	$(VENV)/bin/lint-imports --no-cache
 	cargo fmt --all --check
 	cargo clippy --all-targets --features python --quiet -- -D warnings
 
