@@ -274,7 +274,7 @@ def test_cli_ingest_reports_and_errors_in_one_line(
 # ---- an old store -------------------------------------------------------------------------
 
 
-def test_a_store_made_before_the_context_column_opens_and_gains_it(tmp_path: Path) -> None:
+def test_a_store_made_before_the_context_column_gains_it_on_first_write(tmp_path: Path) -> None:
     b = brain(tmp_path)
     old = memories_schema(b.embedder.model_id, b.embedder.dim)
     old = pa.schema([f for f in old if f.name != "context"], metadata=old.metadata)
@@ -304,11 +304,12 @@ def test_a_store_made_before_the_context_column_opens_and_gains_it(tmp_path: Pat
     hits = b.remember("ledger database postgres").hits
     assert [h.memory.title for h in hits] == ["Ledger database"]
     assert hits[0].memory.context == ""
+    b.ingest(parse_text(json.dumps(LOCOMO)))  # the first write adds the column
     table = lancedb.connect(tmp_path / "db").open_table("memories")
     assert "context" in table.schema.names
     assert table.schema.metadata[b"octobrain.embedding_model"] == b.embedder.model_id.encode()
-    b.ingest(parse_text(json.dumps(LOCOMO)))
     assert b.store.count() == 6
+    assert "pottery" in b.remember("pottery class").hits[0].memory.content
 
 
 # ---- MCP ------------------------------------------------------------------------------------
