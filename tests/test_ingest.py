@@ -373,9 +373,19 @@ def test_bench_locomo_scores_evidence_turns_and_sessions(tmp_path: Path) -> None
     assert (report["turns"], report["questions"]) == (5, 2)
     assert report["categories"]["single-hop"]["recall_at_5"] == 1.0
     assert report["overall"]["session_recall_at_5"] == 1.0
-    assert report["adversarial"]["questions"] == 1.0
+    adversarial = report["adversarial"]
+    assert adversarial["questions"] == 1.0 and adversarial["threshold"] == 0.3
+    assert 0.0 <= adversarial["auc"] <= 1.0 and "auc_half_A" in adversarial
     table = locomo_table(report)
-    assert "| **all** | 2 |" in table and "Adversarial questions (1," in table
+    assert "| **all** | 2 |" in table and "Adversarial questions (1):" in table
+    assert "at the default threshold (relevance ≥ 0.3)" in table and "AUC" in table
+
+
+def test_auc_is_the_chance_an_answerable_question_outscores_an_adversarial_one() -> None:
+    from octobrain.bench_locomo import auc
+
+    assert auc([0.9, 0.8], [0.1, 0.8]) == 0.875  # one tie of four pairs counts half
+    assert auc([0.2], [0.5, 0.6]) == 0.0 and auc([], [0.5]) == 0.0
 
 
 def test_bench_locomo_without_the_data_names_the_option(tmp_path: Path) -> None:
