@@ -352,10 +352,14 @@ def test_a_question_naming_a_person_prefers_that_persons_turns(tmp_path: Path) -
     ]
     b = brain(tmp_path)
     b.ingest(parse_text(json.dumps(records)))
-    for name in ("Ana", "Bo"):
-        (top, *_) = b.remember(f"Which cat did {name} adopt?", min_relevance=0.0).hits
+    for name, other in (("Ana", "bo"), ("Bo", "ana")):
+        (top, second) = b.remember(f"Which cat did {name} adopt?", min_relevance=0.0).hits
         assert f"speaker:{name.lower()}" in top.memory.tags
-        assert "the person the question names" in top.why
+        assert "said by the person the question names" in top.why
+        assert f"speaker:{other}" in second.memory.tags
+        assert "said by someone else than the person the question names" in second.why
+    (hit, _) = b.remember("Who adopted a cat from the shelter?", min_relevance=0.0).hits
+    assert "the person the question names" not in hit.why
 
 
 def test_bench_locomo_scores_evidence_turns_and_sessions(tmp_path: Path) -> None:

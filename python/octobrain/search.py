@@ -289,6 +289,9 @@ class Retriever:
         importance = decay.memory_strength(mems, now, mcfg)
         superseded, parents, conflicting = self._edges_in([m.id for m in mems], scopes)
         named = _named_speakers(queries)
+        # The question names a speaker of the found turns: a turn someone else said may be on
+        # topic but is not that person's word (LoCoMo's adversarial questions swap the person).
+        asks_about = bool(named) and any(named.intersection(m.tags) for m in mems)
         hits = []
         for s, m, imp in zip(kept, mems, importance, strict=True):
             age_days = max(0.0, (now - m.created_at).total_seconds() / 86400.0)
@@ -311,6 +314,8 @@ class Retriever:
                 why += "; superseded"
             if f_who != 1.0:
                 why += "; said by the person the question names"
+            elif asks_about and any(t.startswith(SPEAKER_PREFIX) for t in m.tags):
+                why += "; said by someone else than the person the question names"
             hit = Hit(m, score, s.relevance, s.cosine, why, superseded.get(m.id, []))
             hit.consolidated_into = parents.get(m.id, [])
             hit.gist = gist_for(m, float(imp), now, self.config.brief)
