@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import lancedb
+import numpy as np
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner, Result
@@ -125,9 +126,14 @@ def test_locomo_turns_keep_the_turn_shown_and_the_context_indexed(tmp_path: Path
     # A shared photo's caption stays with its turn; neighbours never cross sessions.
     look = turns["Look at this [shares a photo of a sunrise over a lake]"]
     assert "pottery" not in look.context and "Beautiful sunrise!" in look.context
-    # The dense leg finds the vague turn through its context.
+    # Who and when are embedded too; the neighbours only by words, so the vague turn is found
+    # through them while its vector (and so its relevance) stays the turn's own.
+    assert "8 May, 2023" in fun.embedded_text() and "How was it?" not in fun.embedded_text()
     hits = b.remember("pottery class fun", limit=3, min_relevance=0.0).hits
     assert fun.id in [h.memory.id for h in hits]
+    assert "bm25" in next(h.why for h in hits if h.memory.id == fun.id)
+    vector = b.embedder.embed_documents([fun.embedded_text()])[0]
+    assert np.allclose(b.store.scan(f"id = '{fun.id}'")[0]["embedding"], vector, atol=1e-6)
     # The mirror's BM25 text is the same searchable text (its rows are never made into memories).
     rows = pa.Table.from_pylist(b.store.scan("true", columns=LIGHT_COLUMNS))
     by_id = dict(zip(rows.column("id").to_pylist(), texts_of(rows), strict=True))

@@ -263,7 +263,8 @@ def locomo_table(report: dict[str, Any]) -> str:
     head = (
         f"{report['conversations']} conversations, {report['turns']:,} turns, "
         f"{report['questions']} questions with evidence, model `{report['model']}`, "
-        f"context: ±{report['window']} turns and {report['topic_words']} session words, "
+        f"context: ±{report['window']} neighbouring turns (indexed by words, not embedded) "
+        f"and {report['topic_words']} session words, "
         f"{report['machine']}."
     )
     lines = [
