@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import lancedb
+import numpy as np
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner, Result
@@ -125,9 +126,14 @@ def test_locomo_turns_keep_the_turn_shown_and_the_context_indexed(tmp_path: Path
     # A shared photo's caption stays with its turn; neighbours never cross sessions.
     look = turns["Look at this [shares a photo of a sunrise over a lake]"]
     assert "pottery" not in look.context and "Beautiful sunrise!" in look.context
-    # The dense leg finds the vague turn through its context.
+    # Who and when are embedded too; the neighbours only by words, so the vague turn is found
+    # through them while its vector (and so its relevance) stays the turn's own.
+    assert "8 May, 2023" in fun.embedded_text() and "How was it?" not in fun.embedded_text()
     hits = b.remember("pottery class fun", limit=3, min_relevance=0.0).hits
     assert fun.id in [h.memory.id for h in hits]
+    assert "bm25" in next(h.why for h in hits if h.memory.id == fun.id)
+    vector = b.embedder.embed_documents([fun.embedded_text()])[0]
+    assert np.allclose(b.store.scan(f"id = '{fun.id}'")[0]["embedding"], vector, atol=1e-6)
     # The mirror's BM25 text is the same searchable text (its rows are never made into memories).
     rows = pa.Table.from_pylist(b.store.scan("true", columns=LIGHT_COLUMNS))
     by_id = dict(zip(rows.column("id").to_pylist(), texts_of(rows), strict=True))
@@ -274,7 +280,7 @@ def test_cli_ingest_reports_and_errors_in_one_line(
 # ---- an old store -------------------------------------------------------------------------
 
 
-def test_a_store_made_before_the_context_column_opens_and_gains_it(tmp_path: Path) -> None:
+def test_a_store_made_before_the_context_column_gains_it_on_first_write(tmp_path: Path) -> None:
     b = brain(tmp_path)
     old = memories_schema(b.embedder.model_id, b.embedder.dim)
     old = pa.schema([f for f in old if f.name != "context"], metadata=old.metadata)
@@ -304,11 +310,12 @@ def test_a_store_made_before_the_context_column_opens_and_gains_it(tmp_path: Pat
     hits = b.remember("ledger database postgres").hits
     assert [h.memory.title for h in hits] == ["Ledger database"]
     assert hits[0].memory.context == ""
+    b.ingest(parse_text(json.dumps(LOCOMO)))  # the first write adds the column
     table = lancedb.connect(tmp_path / "db").open_table("memories")
     assert "context" in table.schema.names
     assert table.schema.metadata[b"octobrain.embedding_model"] == b.embedder.model_id.encode()
-    b.ingest(parse_text(json.dumps(LOCOMO)))
     assert b.store.count() == 6
+    assert "pottery" in b.remember("pottery class").hits[0].memory.content
 
 
 # ---- MCP ------------------------------------------------------------------------------------
@@ -351,10 +358,14 @@ def test_a_question_naming_a_person_prefers_that_persons_turns(tmp_path: Path) -
     ]
     b = brain(tmp_path)
     b.ingest(parse_text(json.dumps(records)))
-    for name in ("Ana", "Bo"):
-        (top, *_) = b.remember(f"Which cat did {name} adopt?", min_relevance=0.0).hits
+    for name, other in (("Ana", "bo"), ("Bo", "ana")):
+        (top, second) = b.remember(f"Which cat did {name} adopt?", min_relevance=0.0).hits
         assert f"speaker:{name.lower()}" in top.memory.tags
-        assert "the person the question names" in top.why
+        assert "said by the person the question names" in top.why
+        assert f"speaker:{other}" in second.memory.tags
+        assert "said by someone else than the person the question names" in second.why
+    (hit, _) = b.remember("Who adopted a cat from the shelter?", min_relevance=0.0).hits
+    assert "the person the question names" not in hit.why
 
 
 def test_bench_locomo_scores_evidence_turns_and_sessions(tmp_path: Path) -> None:
@@ -372,9 +383,19 @@ def test_bench_locomo_scores_evidence_turns_and_sessions(tmp_path: Path) -> None
     assert (report["turns"], report["questions"]) == (5, 2)
     assert report["categories"]["single-hop"]["recall_at_5"] == 1.0
     assert report["overall"]["session_recall_at_5"] == 1.0
-    assert report["adversarial"]["questions"] == 1.0
+    adversarial = report["adversarial"]
+    assert adversarial["questions"] == 1.0 and adversarial["threshold"] == 0.3
+    assert 0.0 <= adversarial["auc"] <= 1.0 and "auc_half_A" in adversarial
     table = locomo_table(report)
-    assert "| **all** | 2 |" in table and "Adversarial questions (1," in table
+    assert "| **all** | 2 |" in table and "Adversarial questions (1):" in table
+    assert "at the default threshold (relevance ≥ 0.3)" in table and "AUC" in table
+
+
+def test_auc_is_the_chance_an_answerable_question_outscores_an_adversarial_one() -> None:
+    from octobrain.bench.locomo import auc
+
+    assert auc([0.9, 0.8], [0.1, 0.8]) == 0.875  # one tie of four pairs counts half
+    assert auc([0.2], [0.5, 0.6]) == 0.0 and auc([], [0.5]) == 0.0
 
 
 def test_bench_locomo_without_the_data_names_the_option(tmp_path: Path) -> None:

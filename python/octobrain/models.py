@@ -444,18 +444,30 @@ class Memory:
     git_commit: str = ""
     # Importance before a consolidation damped it, so `unconsolidate` can restore it exactly.
     pre_consolidation_importance: float | None = None
-    # Indexed but never shown: what a conversation turn needs to keep its meaning (who spoke,
-    # when, the neighbouring turns). "" for every other memory.
+    # Indexed but never shown: what a conversation turn needs to keep its meaning. Its first
+    # line (who spoke, when) is embedded too; the lines after it (the neighbouring turns) are
+    # only BM25-indexed. "" for every other memory.
     context: str = ""
 
     def searchable_text(self) -> str:
-        """The text that is embedded and BM25-indexed: title, content, context, tags, files."""
+        """The text that is BM25-indexed: title, content, context, tags, files."""
+        return self._text(self.context)
+
+    def embedded_text(self) -> str:
+        """The text that is embedded: as `searchable_text`, with only the context's first line.
+
+        A turn's neighbours make it findable by words, but in its vector they raised its
+        cosine to any question on the topic, so relevance could not tell "nothing was said
+        about that" from an answer (README, LoCoMo)."""
+        return self._text(self.context.split("\n", 1)[0])
+
+    def _text(self, context: str) -> str:
         return " ".join(
             part
             for part in (
                 self.title,
                 self.content,
-                self.context,
+                context,
                 " ".join(self.tags),
                 " ".join(self.related_files),
             )

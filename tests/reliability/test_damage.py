@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import lancedb
 import pytest
 
 from octobrain.config import Config, EmbeddingConfig, StorageConfig
@@ -131,6 +132,28 @@ def test_a_read_only_store_exports_completely_and_searches_knowledge(
     refused = octobrain(env, "index", str(new), group="knowledge")
     assert refused.returncode == 1
     assert one_clear_line(refused.stderr).startswith("error: store: cannot write to ")
+
+
+def test_an_old_store_without_the_context_column_opens_read_only(
+    env: dict[str, str], frozen: Callable[[], None]
+) -> None:
+    """A store made before the `context` column: a reader without write access reads it (the
+    column reads as empty); the first write, once allowed, adds the column."""
+    mid = memorize(env, "Primary database", "Postgres 16 is the primary database.")
+    lancedb.connect(_store(env)).open_table("memories").drop_columns(["context"])
+    frozen()
+    found = octobrain(env, "remember", "which database is primary", "--format", "json")
+    assert found.returncode == 0, found.stderr
+    assert [h["id"] for h in json.loads(found.stdout)["results"]] == [mid]
+    assert octobrain(env, "recent", "--format", "json").returncode == 0
+    refused = octobrain(env, "memorize", "-t", "Another fact", "-c", "This cannot be written.")
+    assert refused.returncode == 1
+    assert one_clear_line(refused.stderr).startswith("error: store: cannot write to ")
+    assert "context" not in lancedb.connect(_store(env)).open_table("memories").schema.names
+    subprocess.run(["chattr", "-R", "-i", env["OCTOBRAIN_DATA_DIR"]], check=True)
+    memorize(env, "Cache", "Redis 7 caches sessions.")
+    assert "context" in lancedb.connect(_store(env)).open_table("memories").schema.names
+    assert len(json.loads(octobrain(env, "recent", "--format", "json").stdout)) == 2
 
 
 def test_a_lost_knowledge_table_is_an_error_too(env: dict[str, str], tmp_path: Path) -> None:

@@ -8,9 +8,13 @@ Measured per question against its annotated evidence turns: turn-level nDCG@10 a
 and session-level Recall@5 (sessions ranked by their best turn; the share of the evidence's
 sessions among the first five). Reported overall, per category, and per half of the
 conversations (alternate conversations), so a change can be checked on two independent halves.
-The adversarial questions (category 5: things never said, or said by the other speaker) are run
-with the default threshold and limit, and the share answered with any memory, and with one of
-relevance ≥ 0.6, is reported: "nothing found" is the honest answer there.
+The adversarial questions (category 5: things never said, or said by the other speaker) run
+through the same call as the others; for each question its best relevance among the returned
+turns decides whether the product's default threshold (`search.min_relevance`) would answer it
+at all, and whether with a turn of relevance ≥ 0.6. Reported for the adversarial and the
+answerable questions side by side, with the AUC of the best relevance (the chance that an
+answerable question's best relevance beats an adversarial one's; 0.5 = no separation):
+"nothing found" is the honest answer to an adversarial question.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from octobrain.config import Config
 from octobrain.errors import InvalidInput
 from octobrain.memory.conversation import Conversation, parse_text
 
-__all__ = ["CATEGORIES", "LocomoReport", "run_locomo", "session_recall"]
+__all__ = ["CATEGORIES", "LocomoReport", "auc", "run_locomo", "session_recall"]
 
 DEPTH = 50
 HIGH_RELEVANCE = 0.6
@@ -100,6 +104,34 @@ def _scores(ranked: Sequence[str], evidence: Sequence[str]) -> dict[str, float]:
         "recall_at_5": recall_at_k(ranked, judged, 5),
         "recall_at_10": recall_at_k(ranked, judged, 10),
         "session_recall_at_5": session_recall(ranked, evidence, 5),
+    }
+
+
+def auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
+    """The chance that a positive scores above a negative (ties count half)."""
+    if not positives or not negatives:
+        return 0.0
+    pos = np.asarray(positives, dtype=np.float64)[:, None]
+    neg = np.asarray(negatives, dtype=np.float64)[None, :]
+    return float((pos > neg).mean() + 0.5 * (pos == neg).mean())
+
+
+def _abstention(
+    adversarial: Sequence[float], answerable: Sequence[float], floor: float
+) -> dict[str, float]:
+    """Shares of each kind whose best relevance reaches `floor` and `HIGH_RELEVANCE`, and AUC."""
+
+    def share(values: Sequence[float], at: float) -> float:
+        return sum(1 for v in values if v >= at) / len(values) if values else 0.0
+
+    return {
+        "questions": float(len(adversarial)),
+        "threshold": floor,
+        "answered_share": share(adversarial, floor),
+        "high_relevance_share": share(adversarial, HIGH_RELEVANCE),
+        "answerable_answered_share": share(answerable, floor),
+        "answerable_high_share": share(answerable, HIGH_RELEVANCE),
+        "auc": auc(answerable, adversarial),
     }
 
 
@@ -188,22 +220,19 @@ def run_locomo(
         root.retriever.corpus.refresh()
         rows: dict[str, list[dict[str, float]]] = {}
         latencies: list[float] = []
-        adversarial: list[tuple[int, float]] = []
-        answerable: list[float] = []  # best relevance of each answerable question
+        # The best relevance of each question, per half: adversarial, answerable.
+        best: dict[str, tuple[list[float], list[float]]] = {h: ([], []) for h in ("A", "B")}
         for q in questions:
-            if q.conversation not in brains:
+            if q.conversation not in brains or not (q.category == 5 or q.evidence):
                 continue
             brain = brains[q.conversation]
             embedder.embed_query(q.text)  # the query embedding is timed apart
-            if q.category == 5:
-                recall = brain.remember(q.text, record_access=False)
-                best = max((h.relevance for h in recall.hits), default=0.0)
-                adversarial.append((len(recall.hits), best))
-            elif q.evidence:
-                t0 = time.perf_counter()
-                recall = brain.remember(q.text, limit=DEPTH, min_relevance=0.0, record_access=False)
+            t0 = time.perf_counter()
+            recall = brain.remember(q.text, limit=DEPTH, min_relevance=0.0, record_access=False)
+            top = max((h.relevance for h in recall.hits), default=0.0)
+            best[halves[q.conversation]][0 if q.category == 5 else 1].append(top)
+            if q.category != 5:
                 latencies.append((time.perf_counter() - t0) * 1000.0)
-                answerable.append(max((h.relevance for h in recall.hits), default=0.0))
                 ranked = [dia_of.get(h.memory.id, "") for h in recall.hits]
                 scores = _scores(ranked, q.evidence)
                 for key in ("all", halves[q.conversation], CATEGORIES.get(q.category, "other")):
@@ -218,17 +247,13 @@ def run_locomo(
         report.search_p50_ms, report.search_p95_ms = (
             float(v) for v in np.percentile(latencies, [50, 95])
         )
-    if adversarial and answerable:
-        n, floor = len(adversarial), base.search.min_relevance
-        report.adversarial = {
-            "questions": float(n),
-            "answered_share": sum(1 for hits, _ in adversarial if hits) / n,
-            "high_relevance_share": sum(1 for _, b in adversarial if b >= HIGH_RELEVANCE) / n,
-            # The same two rates for the answerable questions, for comparison.
-            "answerable_answered_share": sum(1 for b in answerable if b >= floor) / len(answerable),
-            "answerable_high_share": sum(1 for b in answerable if b >= HIGH_RELEVANCE)
-            / len(answerable),
-        }
+    floor = base.search.min_relevance
+    adversarial = [*best["A"][0], *best["B"][0]]
+    if adversarial:
+        report.adversarial = _abstention(adversarial, [*best["A"][1], *best["B"][1]], floor)
+        for h, (adv, ans) in best.items():
+            if adv and ans:
+                report.adversarial[f"auc_half_{h}"] = auc(ans, adv)
     cached.close()
     return report
 
@@ -238,7 +263,8 @@ def locomo_table(report: dict[str, Any]) -> str:
     head = (
         f"{report['conversations']} conversations, {report['turns']:,} turns, "
         f"{report['questions']} questions with evidence, model `{report['model']}`, "
-        f"context: ±{report['window']} turns and {report['topic_words']} session words, "
+        f"context: ±{report['window']} neighbouring turns (indexed by words, not embedded) "
+        f"and {report['topic_words']} session words, "
         f"{report['machine']}."
     )
     lines = [
@@ -260,12 +286,17 @@ def locomo_table(report: dict[str, Any]) -> str:
     adv = report.get("adversarial") or {}
     lines.append("")
     if adv:
+        halves = " / ".join(
+            f"{adv[f'auc_half_{h}']:.3f}" for h in ("A", "B") if f"auc_half_{h}" in adv
+        )
         lines.append(
-            f"Adversarial questions ({int(adv['questions'])}, default threshold and limit): "
-            f"{adv['answered_share']:.0%} get any memory back, "
+            f"Adversarial questions ({int(adv['questions'])}): "
+            f"{adv['answered_share']:.0%} get a memory at the default threshold "
+            f"(relevance ≥ {adv['threshold']:g}), "
             f"{adv['high_relevance_share']:.0%} one of relevance ≥ {HIGH_RELEVANCE} (answerable "
             f"questions: {adv['answerable_answered_share']:.0%} and "
-            f"{adv['answerable_high_share']:.0%})."
+            f"{adv['answerable_high_share']:.0%}); AUC of the best relevance, answerable against "
+            f"adversarial: {adv['auc']:.3f}" + (f" (halves A / B: {halves})." if halves else ".")
         )
     embedded = f"{report['embedded']:,} embedded, {report['cached']:,} from the embedding cache"
     lines.append(

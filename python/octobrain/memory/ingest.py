@@ -127,11 +127,12 @@ def _context(
         parts.append("Session about: " + ", ".join(topics[turn.session]))
     before = [t for t in turns[max(0, i - window) : i] if t.session == turn.session]
     after = [t for t in turns[i + 1 : i + 1 + window] if t.session == turn.session]
+    near = []  # on lines of their own: indexed by words, not embedded (`Memory.embedded_text`)
     if before:
-        parts.append("Replying to: " + " / ".join(_cut(t.text, NEIGHBOUR_CHARS) for t in before))
+        near.append("Replying to: " + " / ".join(_cut(t.text, NEIGHBOUR_CHARS) for t in before))
     if after:
-        parts.append("Answered with: " + " / ".join(_cut(t.text, NEIGHBOUR_CHARS) for t in after))
-    return _fit(". ".join(parts), CONTEXT_BYTES)
+        near.append("Answered with: " + " / ".join(_cut(t.text, NEIGHBOUR_CHARS) for t in after))
+    return _fit("\n".join([". ".join(parts), *near]), CONTEXT_BYTES)
 
 
 def turn_memories(
@@ -224,7 +225,7 @@ def _write(brain: Brain, batch: list[Memory], previous: dict[str, str]) -> tuple
     new = _absent(brain, batch)
     if not new:
         return 0, 0
-    vectors = brain.embedder.embed_documents([m.searchable_text() for m in new])
+    vectors = brain.embedder.embed_documents([m.embedded_text() for m in new])
     with store.write_lock():
         still = {m.id for m in _absent(brain, new)}
         keep = [i for i, m in enumerate(new) if m.id in still]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from octobrain.memory.reads import Neighbour, Recall
 from octobrain.memory.consolidation import Consolidation
+from octobrain.memory.reads import Neighbour, Recall
 from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship, RelationshipType, to_plain
 
 NO_RESULTS = (

@@ -290,7 +290,7 @@ def import_jsonl(
         if reuse:
             vectors = np.asarray([e for _, e in batch], dtype=np.float32)
         else:
-            vectors = brain.embedder.embed_documents([m.searchable_text() for m, _ in batch])
+            vectors = brain.embedder.embed_documents([m.embedded_text() for m, _ in batch])
             reembedded += len(batch)
         store.add([m for m, _ in batch], vectors)
         progress(len(batch))
@@ -333,7 +333,7 @@ def reembed(brain: Brain, *, progress: Progress = _noop) -> int:
         new_rows = []
         for start in range(0, len(rows), BATCH):
             batch = [schema.row_to_memory(r) for r in rows[start : start + BATCH]]
-            vectors = brain.embedder.embed_documents([m.searchable_text() for m in batch])
+            vectors = brain.embedder.embed_documents([m.embedded_text() for m in batch])
             new_rows += [schema.memory_to_row(m, v) for m, v in zip(batch, vectors, strict=True)]
             progress(len(batch))
         probe.overwrite_memories(new_rows)

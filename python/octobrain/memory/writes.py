@@ -102,7 +102,7 @@ class Writes(BrainBase):
         ]
         if previous is not None:
             edges.append(temporal.same_session_link(memory, previous))
-        vector = self.embedder.embed_documents([memory.searchable_text()])
+        vector = self.embedder.embed_documents([memory.embedded_text()])
         closed = [
             targets[link.target_id]
             for link in links
@@ -201,7 +201,7 @@ class Writes(BrainBase):
             related_files=self._each("related_files", clean_files(files)),
             updated_at=utcnow(),
         )
-        vector = self.embedder.embed_documents([updated.searchable_text()])
+        vector = self.embedder.embed_documents([updated.embedded_text()])
         self.store.replace(updated, vector[0])
         return updated
 

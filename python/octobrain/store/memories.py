@@ -99,13 +99,26 @@ def visible_where(scope: str, *, include_archived: bool = False) -> str:
     return where
 
 
-def _scan_query(
+def _scan_arrow(
     table: lancedb.table.Table, where: str, columns: Sequence[str] | None, limit: int | None
-) -> Any:
+) -> pa.Table:
+    """The rows matching `where`. A column added after a store was made (`schema.
+    missing_columns`) reads as nulls until a writer adds it: a reader without write access
+    to an old store must still open it."""
+    import pyarrow as pa
+
     query = table.search().where(where)
+    later = {f.name: f for f in schema.missing_columns(table.schema)}
+    absent = [c for c in columns or () if c in later]
     if columns is not None:
-        query = query.select(list(columns))
-    return query.limit(limit)
+        query = query.select([c for c in columns if c not in later])
+    rows: pa.Table = query.limit(limit).to_arrow()
+    if absent:
+        assert columns is not None
+        for name in absent:
+            rows = rows.append_column(later[name], pa.nulls(rows.num_rows, later[name].type))
+        rows = rows.select(list(columns))
+    return rows
 
 
 class Pinned:
@@ -115,7 +128,7 @@ class Pinned:
         self._table = table
 
     def scan_arrow(self, where: str, *, columns: Sequence[str]) -> pa.Table:
-        return _scan_query(self._table, where, columns, None).to_arrow()
+        return _scan_arrow(self._table, where, columns, None)
 
 
 class MemoryStore:
@@ -164,8 +177,8 @@ class MemoryStore:
         db = self._open_db()
         memories = db.open_table(MEMORIES)
         self._check_model(memories.schema)
-        if schema.missing_columns(memories.schema):
-            memories = self._add_missing_columns(db)
+        # Columns a newer version added are added by the first write (`write_lock`), not here:
+        # a reader may have no write access (reads treat them as null meanwhile).
         self._memories = memories
         self._relationships = db.open_table(RELATIONSHIPS)
 
@@ -222,6 +235,8 @@ class MemoryStore:
                 # Object storage reads may lag by `remote_refresh_ms`; a read-modify-write under
                 # the lock must start from the latest commit.
                 self.location.to_latest(self._memories, self._relationships, *self._tables)
+                if self._memories is not None and schema.missing_columns(self._memories.schema):
+                    self._memories = self._add_missing_columns(self._open_db())
                 yield
         except OctobrainError:
             raise
@@ -270,12 +285,12 @@ class MemoryStore:
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
         """Rows matching a predicate, as dicts (no ordering guarantee; no limit by default)."""
-        rows: list[dict[str, Any]] = _scan_query(self.memories, where, columns, limit).to_list()
+        rows: list[dict[str, Any]] = _scan_arrow(self.memories, where, columns, limit).to_pylist()
         return rows
 
     def scan_arrow(self, where: str, *, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows matching a predicate as an Arrow table (cheap for a few narrow columns)."""
-        return _scan_query(self.memories, where, columns, None).to_arrow()
+        return _scan_arrow(self.memories, where, columns, None)
 
     def pinned(self, version: int) -> Pinned:
         """`memories` frozen at `version`: several reads through it see the same rows, whatever
