@@ -237,3 +237,49 @@ def test_a_warm_service_reports_a_damaged_store_as_a_new_process_would(
     assert cli(env, *stats).stdout.count(b"total: 3") == 1
     served = ask(_settings(), "status")
     assert served is not None and served["served"] >= 3 * len(damages)
+
+
+def test_concurrent_hosted_sessions_and_cli_commands_share_every_write(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    import anyio
+
+    _start(env)
+    repo = _repo(tmp_path / "hosted")
+    ids: list[str] = []
+
+    def cli_write(i: int) -> None:
+        done = cli(
+            env, "memory", "--scope", PROJECT, "memorize", "-t", f"Parallel fact {i}",
+            "-c", f"Parallel fact number {i}, written by the CLI.", "--format", "json",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        ids.append(json.loads(done.stdout)["id"])
+
+    async def body() -> None:
+        async with (
+            Client(_stdio(env, repo, service=True)) as first,
+            Client(_stdio(env, repo, service=True)) as second,
+        ):
+            assert _sessions() == 2
+
+            async def write(client: Client, i: int) -> None:
+                error, reply = await call(
+                    client,
+                    "memorize",
+                    title=f"Parallel fact {i}",
+                    content=f"Parallel fact number {i}, written over MCP.",
+                )
+                assert not error, reply
+                ids.append(memory_id(reply))
+
+            async with anyio.create_task_group() as group:
+                for i, client in enumerate((first, second, first, second)):
+                    group.start_soon(write, client, i)
+                group.start_soon(anyio.to_thread.run_sync, cli_write, 4)
+            for client in (first, second):
+                error, reply = await call(client, "remember", query="parallel fact", limit=10)
+                assert not error and all(i in reply for i in ids), reply
+
+    run(body)
+    assert len(set(ids)) == 5
