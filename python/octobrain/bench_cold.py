@@ -119,12 +119,16 @@ def _argv(command: str, i: int, transcript: Path, cwd: Path) -> tuple[list[str],
 
 
 def _time_commands(
-    env: dict[str, str], runs: int, cwd: Path, progress: Callable[[str], None]
+    env: dict[str, str],
+    runs: int,
+    cwd: Path,
+    progress: Callable[[str], None],
+    commands: Sequence[str] = COMMANDS,
 ) -> dict[str, dict[str, float]]:
     transcript = cwd / "transcript.jsonl"
     transcript.write_text("\n".join(json.dumps(e) for e in _TRANSCRIPT) + "\n", encoding="utf-8")
     out = {}
-    for command in COMMANDS:
+    for command in commands:
         times = []
         for i in range(runs):
             args, stdin = _argv(command, i, transcript, cwd)
@@ -198,8 +202,12 @@ def run_cold(
     runs: int = 7,
     model: str = "minilm",
     progress: Callable[[str], None] = lambda _msg: None,
+    commands: Sequence[str] = (*COMMANDS, "mcp"),
 ) -> dict[str, Any]:
-    """Build a store of `n` memories and time every command both ways (module docstring)."""
+    """Build a store of `n` memories and time each of `commands` (`COMMANDS` and "mcp") both
+    ways (module docstring)."""
+    timed = [c for c in COMMANDS if c in commands]
+    mcp_runs = range(runs if "mcp" in commands else 0)
     from octobrain.embed import get_embedder
 
     with tempfile.TemporaryDirectory(prefix="octobrain-cold-") as tmp:
@@ -225,16 +233,16 @@ def run_cold(
                 capture_output=True,
             )
             progress("with the service")
-            service = _time_commands(warm_env, runs, root, progress)
+            service = _time_commands(warm_env, runs, root, progress, timed)
             progress("octobrain mcp, hosted by the service")
-            hosted = [_mcp_once(warm_env, root, make_queries(1)[0]) for _ in range(runs)]
+            hosted = [_mcp_once(warm_env, root, make_queries(1)[0]) for _ in mcp_runs]
             status = _status(warm_env)
         finally:
             subprocess.run([*_octobrain(), "service", "stop"], env=warm_env, capture_output=True)
         progress("in-process (service disabled)")
-        in_process = _time_commands(cold_env, runs, root, progress)
+        in_process = _time_commands(cold_env, runs, root, progress, timed)
         progress("octobrain mcp")
-        spawns = [_mcp_once(cold_env, root, make_queries(1)[0]) for _ in range(runs)]
+        spawns = [_mcp_once(cold_env, root, make_queries(1)[0]) for _ in mcp_runs]
         shutil.rmtree(run_dir, ignore_errors=True)
     return {
         "memories": n,
@@ -247,11 +255,15 @@ def run_cold(
         "mcp": {
             "tools/list": _stats([a for a, _ in hosted]),
             "first remember": _stats([b for _, b in hosted]),
-        },
+        }
+        if hosted
+        else {},
         "mcp_in_process": {
             "tools/list": _stats([a for a, _ in spawns]),
             "first remember": _stats([b for _, b in spawns]),
-        },
+        }
+        if spawns
+        else {},
         "targets_ms": TARGETS_MS,
     }
 
@@ -279,7 +291,7 @@ def cold_table(reports: Sequence[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for r in reports:
-        for command in COMMANDS:
+        for command in [c for c in COMMANDS if c in r["service"]]:
             warm, cold = r["service"][command], r["in_process"][command]
             target = TARGETS_MS[command]
             lines.append(
