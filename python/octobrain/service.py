@@ -1,5 +1,6 @@
 """The resident service: one warm process per data directory answering CLI memory commands,
-`brief` and the hooks over a Unix socket (`octobrain.launch` is the client).
+`brief` and the hooks over a Unix socket (`octobrain.launch` is the client), and hosting the
+MCP sessions `octobrain mcp` relays to it (`octobrain.server.hosted`) on the same Brains.
 
 It runs the very same click commands as a new process would, with stdin, stdout, stderr, the
 working directory and the terminal width of the caller, so the output is the same byte for
@@ -25,6 +26,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -132,7 +134,7 @@ class Service:
             finally:
                 self.loaded = True
 
-    def serve(self, listener: socket.socket, release: Any = None) -> None:
+    def serve(self, listener: socket.socket, release: Callable[[], None] | None = None) -> None:
         """Accept until idle or stopped; then `release` the socket and the lock (a new service
         may start), let the running command finish and the hosted MCP sessions end."""
         threading.Thread(target=self.prepare, daemon=True).start()
