@@ -389,14 +389,18 @@ def run_service(settings: Settings) -> int:
 
 def main() -> int:
     # The service's own log goes to its log file (its stderr); library warnings keep reaching
-    # the stderr of the command that caused them, as in a new process.
+    # the stderr of the command that caused them, as in a new process. What the hosted MCP
+    # sessions and the shared pool log goes to the log file too: a CLI command running at the
+    # same time must not get another session's warnings on its stderr.
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        logging.Formatter("%(asctime)s octobrain-service %(levelname)s %(message)s")
+        logging.Formatter("%(asctime)s octobrain-service %(levelname)s %(name)s: %(message)s")
     )
-    log.addHandler(handler)
+    for name in ("octobrain.service", "octobrain.server", "mcp"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.propagate = False
     log.setLevel(logging.INFO)
-    log.propagate = False
     settings = load_settings()
     if settings is None or not settings.enabled:
         return 0
