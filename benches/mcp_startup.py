@@ -4,6 +4,8 @@ Spawns the server with a fresh data dir, speaks raw JSON-RPC over its pipes, and
 median of N runs for: process start → `tools/list` response, and process start → the first
 `remember` result (which loads the model and opens LanceDB). A few memories are stored by a
 first server process beforehand, so the measured `remember` searches a real, non-empty store.
+The resident service is off here (`OCTOBRAIN_SERVICE_ENABLED=0`): this is the in-process
+server every session falls back to; `octobrain bench cold` times the hosted one too.
 
     python benches/mcp_startup.py [--runs 5] [--model minilm]
 """
@@ -99,7 +101,11 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OCTOBRAIN_")}
-        env.update(OCTOBRAIN_DATA_DIR=tmp, OCTOBRAIN_EMBEDDING_MODEL=args.model)
+        env.update(
+            OCTOBRAIN_DATA_DIR=tmp,
+            OCTOBRAIN_EMBEDDING_MODEL=args.model,
+            OCTOBRAIN_SERVICE_ENABLED="0",  # no service left behind by the benchmark
+        )
         seed = Session(env, Path(tmp))
         for i, (title, content) in enumerate(FACTS, 1):
             seed.ask(call(i, "memorize", {"title": title, "content": content}))

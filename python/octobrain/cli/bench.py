@@ -359,19 +359,43 @@ def bench_locomo_command(
 )
 @click.option("--runs", type=click.IntRange(min=1), default=7, show_default=True)
 @click.option("--model", default="minilm", show_default=True, help="Embedding model of the store.")
+@click.option(
+    "--commands",
+    default="remember,memorize,session-start,pre-compact,session-end,mcp",
+    show_default=True,
+    help="Which commands to time (comma-separated).",
+)
 @FORMAT_OPTION
 @OUTPUT_OPTION
 @update_option("cold", "cold-start table")
 def bench_cold_command(
-    sizes: str, runs: int, model: str, fmt: str, output: Path | None, update: Path | None
+    sizes: str,
+    runs: int,
+    model: str,
+    commands: str,
+    fmt: str,
+    output: Path | None,
+    update: Path | None,
 ) -> None:
     """Whole-process latency of memory commands, hooks and `octobrain mcp` spawn, with the
     resident service warm and with it disabled (p50 / p90 of --runs)."""
-    from octobrain.bench.cold import cold_table, run_cold
+    from octobrain.bench.cold import COMMANDS, cold_table, run_cold
+    from octobrain.errors import InvalidInput
 
     counts = _sizes(sizes, 1)
+    chosen = [c.strip() for c in commands.split(",") if c.strip()]
+    known = (*COMMANDS, "mcp")
+    unknown = sorted(set(chosen) - set(known))
+    if unknown or not chosen:
+        raise InvalidInput("--commands", f"must name some of {', '.join(known)}; got {commands!r}")
     reports = [
-        run_cold(n, runs=runs, model=model, progress=lambda step: click.echo(step, err=True))
+        run_cold(
+            n,
+            runs=runs,
+            model=model,
+            commands=chosen,
+            progress=lambda step: click.echo(step, err=True),
+        )
         for n in counts
     ]
     payload: dict[str, object] = {"sizes": reports}

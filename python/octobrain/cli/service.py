@@ -50,7 +50,8 @@ def status_cmd(fmt: str) -> None:
         return
     click.echo(
         f"running: pid {info['pid']}, octobrain {info['version']}, {info['served']} commands "
-        f"served, idle {info['idle_for']:.0f} s of {info['idle_seconds']:.0f} s, "
+        f"served, {info.get('mcp_sessions', 0)} MCP sessions open, idle "
+        f"{info['idle_for']:.0f} s of {info['idle_seconds']:.0f} s, "
         f"{info['rss_mb']:.0f} MB resident, store {'loaded' if info['loaded'] else 'loading'}"
         f" ({state})\nsocket {info['socket']}"
     )

@@ -236,12 +236,17 @@ def store_digest(brain: Brain, hook: HookInput, digest: Digest) -> Memory | None
 
 
 def _existing_digest(brain: Brain, tag: str) -> Memory | None:
+    import numpy as np
+
     corpus = brain.retriever.corpus
     corpus.refresh()
-    scopes = set(brain.visible_scopes())
-    for pos in corpus.pos_of.values():
-        m = corpus.memory(pos)
-        if DIGEST_TAG in m.tags and tag in m.tags and m.scope in scopes:
+    if not len(corpus):
+        return None
+    scopes = sorted(set(brain.visible_scopes()))
+    # The session's rows by the mirror's tag mask, not a loop over every memory.
+    for pos in np.flatnonzero(corpus.allowed(scopes, tags=[tag], include_archived=True)):
+        m = corpus.memory(int(pos))
+        if DIGEST_TAG in m.tags:
             return m
     return None
 

@@ -27,19 +27,16 @@ def session_tag(session_id: str) -> str:
 
 def previous_in_session(corpus: Corpus, tag: str, scopes: Iterable[str]) -> Memory | None:
     """The newest live memory visible from `scopes` that carries the session `tag`."""
+    import numpy as np
+
     corpus.refresh()
-    visible = set(scopes)
-    best: Memory | None = None
-    for pos in corpus.pos_of.values():
-        memory = corpus.memory(pos)
-        live = memory.state is not State.ARCHIVED and memory.scope in visible
-        if (
-            live
-            and tag in memory.tags
-            and (best is None or (memory.created_at, memory.id) > (best.created_at, best.id))
-        ):
-            best = memory
-    return best
+    if not len(corpus):
+        return None
+    # The mirror's tag mask finds the session's few rows; a loop over every memory cost a
+    # hook tens of milliseconds at 10k memories.
+    tagged = np.flatnonzero(corpus.allowed(sorted(set(scopes)), tags=[tag]))
+    found = [corpus.memory(int(pos)) for pos in tagged]
+    return max(found, key=lambda m: (m.created_at, m.id), default=None)
 
 
 def same_session_link(memory: Memory, previous: Memory) -> Relationship:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -35,6 +35,9 @@ from octobrain.server.scoping import (
     scope_argument,
 )
 from octobrain.store.manifest import read_failure
+
+if TYPE_CHECKING:
+    from octobrain.server.wire import CappedStdin
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +83,14 @@ def _connection_state(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any] | N
 class OctobrainServer:
     """Tools over a `BrainPool`, for one working directory."""
 
-    def __init__(self, pool: BrainPool, workspace: Workspace) -> None:
+    def __init__(
+        self, pool: BrainPool, workspace: Workspace, default_session_id: str | None = None
+    ) -> None:
         self.pool = pool
         self.workspace = workspace
+        # Knowledge notes of a client that names no session: one session per server (or, in
+        # the resident service, per hosted connection).
+        self.default_session_id = default_session_id or pool.default_session_id
         self.server: Server[Any] = Server(
             "octobrain",
             version=__version__,
@@ -211,8 +219,9 @@ class OctobrainServer:
         lock = await self.session_lock(ctx, responses, can_ask=True)
         handlers.check_arguments(arguments, allowed_arguments(name, locked=lock is not None))
         scope, workdir = scope_argument(arguments, lock)
+        workdir = workdir if workdir is not None else self.workspace.cwd  # git, relative paths
         if name == "knowledge":
-            session_id = lock.session_id if lock is not None else ""
+            session_id = (lock.session_id if lock is not None else "") or self.default_session_id
             work = partial(handlers.knowledge, arguments=arguments)
             roots = self.workspace.local_roots(lock, self.pool.config.knowledge.allow_paths)
             return await anyio.to_thread.run_sync(
@@ -372,15 +381,19 @@ def build_server(pool: BrainPool | None = None, workspace: Workspace | None = No
     ).server
 
 
-async def serve_stdio(server: Server[Any]) -> None:
-    """Serve one client over stdin/stdout (the SDK points fd 1 at stderr meanwhile)."""
+async def serve_stdio(
+    server: Server[Any], stdin: CappedStdin | None = None, stdout: Any = None
+) -> None:
+    """Serve one client over stdin/stdout (the SDK points fd 1 at stderr meanwhile), or over
+    the given streams (the resident service's socket)."""
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
 
     from octobrain.server.wire import CappedStdin
 
-    stdin = CappedStdin()  # the size and depth caps; closing it ends the process promptly
-    async with stdio_server(stdin=cast(Any, stdin)) as (read_stream, write_stream):
+    if stdin is None:
+        stdin = CappedStdin()  # the size and depth caps; closing it ends the process promptly
+    async with stdio_server(stdin=cast(Any, stdin), stdout=stdout) as (read_stream, write_stream):
 
         async def refuse(answer: dict[str, Any]) -> None:
             await write_stream.send(SessionMessage(types.JSONRPCError.model_validate(answer)))

@@ -5,6 +5,11 @@ The first tool call loads the model and opens LanceDB (once); later scopes reuse
 and the facade is not documented as safe for concurrent use from threads. Knowledge calls
 (which may fetch and embed a whole document) queue on a lock of their own, so they never hold
 up memory calls; the two share only the embedder, which is safe across threads.
+
+A long-lived pool checks, before each call, that the store's files are still the ones it
+opened (`StoreWatch`: a few `stat` calls); a table or manifest deleted or replaced underneath
+makes it reopen, so the call reports the damage as a new process would, never answers from
+memory.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from octobrain.config import Config, load_config
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
     from octobrain.memory.brain import Brain
+    from octobrain.store.manifest import StoreWatch
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -29,14 +35,23 @@ log = logging.getLogger(__name__)
 class BrainPool:
     """Lazily built, cached Brains keyed by scope."""
 
-    def __init__(self, config: Config | None = None, *, uri: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        uri: str | Path | None = None,
+        lock: threading.Lock | None = None,
+    ) -> None:
         self.config = config if config is not None else load_config()
         self._uri = uri
-        self._lock = threading.Lock()
+        # The resident service passes its command lock: CLI commands and MCP calls then take
+        # turns on the same Brains.
+        self._lock = lock if lock is not None else threading.Lock()
         self._knowledge_lock = threading.Lock()  # knowledge calls, apart from memory calls
         self._root: Brain | None = None
         self._brains: dict[str, Brain] = {}
         self._knowledge: dict[tuple[str, str, tuple[Path, ...] | None], Knowledge] = {}
+        self._watch: StoreWatch | None = None
         # Session notes need a session; a client that names none gets one per server process.
         self.default_session_id = uuid.uuid4().hex
 
@@ -45,7 +60,50 @@ class BrainPool:
         """Whether the model and the store have been loaded."""
         return self._root is not None
 
+    def _store_changed(self) -> bool:
+        """Whether the open store's files changed underneath since the last look."""
+        from octobrain.store.location import is_remote
+        from octobrain.store.manifest import StoreWatch
+
+        if self._root is None or is_remote(self._root.uri):
+            return False
+        if self._watch is None:
+            self._watch = StoreWatch(self._root.uri.removeprefix("file://"))
+        return self._watch.changed()
+
+    def _check_store(self) -> None:
+        """Forget the open store when its files changed underneath (hold the pool lock)."""
+        if not self._store_changed():
+            return
+        log.info("the store's tables or manifest changed underneath; reopening it")
+        assert self._root is not None
+        try:
+            self._root.flush()
+        except Exception:  # the queued access counts of a store that is gone
+            log.info("could not commit access counts before reopening", exc_info=True)
+        self._root, self._brains, self._knowledge, self._watch = None, {}, {}, None
+
+    def shared_root(self) -> Brain:
+        """The Brain every scope of this pool shares (model, store, mirror); hold the lock."""
+        self._check_store()
+        if self._root is None:
+            from octobrain.memory.brain import Brain
+
+            self._root = Brain("", config=self.config, uri=self._uri)
+            self._store_changed()
+        return self._root
+
+    def flush(self) -> None:
+        """Commit the access counts queued by calls (a new process would at exit)."""
+        if self._root is not None:
+            self._root.flush()
+
+    def note_store(self) -> None:
+        """Record the store's files as they are after a call that may have created a table."""
+        self._store_changed()
+
     def _brain(self, scope: str, workdir: Path | None) -> Brain:
+        self._check_store()
         brain = self._brains.get(scope)
         if brain is None:
             from octobrain.memory.sleep_startup import start_background_sleep
@@ -57,6 +115,7 @@ class BrainPool:
 
                 brain = Brain(scope, config=self.config, uri=self._uri, workdir=workdir)
                 self._root = brain
+                self._store_changed()
             else:
                 brain = self._root.for_scope(scope, workdir=workdir)
             self._brains[scope] = brain
@@ -72,9 +131,15 @@ class BrainPool:
         With a `session_id`, memories it writes are linked to that session's earlier ones."""
         with self._lock:
             brain = self._brain(scope, workdir)
-            if session_id:
-                brain = brain.for_scope(scope, workdir=brain.workdir, session_id=session_id)
-            return fn(brain)
+            if session_id or (workdir is not None and workdir != brain.workdir):
+                # Sessions from other directories (the resident service) share the Brain.
+                brain = brain.for_scope(
+                    scope, workdir=workdir or brain.workdir, session_id=session_id
+                )
+            try:
+                return fn(brain)
+            finally:
+                self.note_store()
 
     def call_knowledge(
         self,

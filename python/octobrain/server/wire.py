@@ -62,11 +62,15 @@ class CappedStdin:
     """stdin as an async iterator of messages within the caps (for the SDK's `stdio_server`).
 
     Refused messages are not passed on; `refuse` (set by the server loop) writes their error
-    answers. At end of input the exit watchdog starts.
+    answers. At end of input `on_end` runs: by default the exit watchdog (a session the
+    resident service hosts ends only its own session instead).
     """
 
-    def __init__(self, stream: IO[bytes] | None = None) -> None:
+    def __init__(
+        self, stream: IO[bytes] | None = None, on_end: Callable[[], None] | None = None
+    ) -> None:
         self._stream = stream if stream is not None else sys.stdin.buffer
+        self._on_end = on_end if on_end is not None else exit_soon
         self.refuse: Callable[[dict[str, Any]], Awaitable[None]] | None = None
 
     def _read_line(self) -> bytes | None:
@@ -90,7 +94,7 @@ class CappedStdin:
         while True:
             line = await anyio.to_thread.run_sync(self._read_line, abandon_on_cancel=True)
             if line is None:
-                exit_soon()
+                self._on_end()
                 return
             if not line.strip():
                 continue

@@ -1,5 +1,6 @@
 """The resident service: one warm process per data directory answering CLI memory commands,
-`brief` and the hooks over a Unix socket (`octobrain.service.client` is the client).
+`brief` and the hooks over a Unix socket (`octobrain.service.client` is the client), and hosting the
+MCP sessions `octobrain mcp` relays to it (`octobrain.server.hosted`) on the same Brains.
 
 It runs the very same click commands as a new process would, with stdin, stdout, stderr, the
 working directory and the terminal width of the caller, so the output is the same byte for
@@ -25,6 +26,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +35,7 @@ from octobrain.service.client import PROTOCOL, Channel, Settings, build_id, load
 if TYPE_CHECKING:
     from octobrain.config import Config
     from octobrain.memory.brain import Brain
+    from octobrain.server.pool import BrainPool
 
 log = logging.getLogger("octobrain.service.daemon")
 REQUEST_SECONDS = 5.0
@@ -48,26 +51,41 @@ def _config_stamp(path: str) -> tuple[int, int] | None:
 
 
 class BrainCache:
-    """Warm Brains that share one model, one LanceDB connection and one mirror per store."""
+    """One `BrainPool` per store, shared by the CLI commands and the MCP sessions: one model,
+    one LanceDB connection and one mirror per store. Use it under the service's run lock."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, lock: threading.Lock) -> None:
         self.config = config
-        self._roots: dict[str, Brain] = {}
+        self._lock = lock
+        self._pools: dict[str, BrainPool] = {}
+        self._pools_lock = threading.Lock()  # MCP sessions look pools up outside the run lock
 
-    def brain(self, scope: str, workdir: Path, session_id: str = "") -> Brain:
+    def pool(self, cwd: str) -> BrainPool:
+        """The pool of the store a process started in `cwd` opens."""
         from octobrain.config import resolve_storage_uri
-        from octobrain.memory.brain import Brain
+        from octobrain.server.pool import BrainPool
 
         uri = resolve_storage_uri(self.config)  # a relative storage.uri follows the cwd
-        root = self._roots.get(uri)
-        if root is None:
-            root = self._roots[uri] = Brain("", config=self.config, uri=uri)
+        if "://" not in uri:
+            uri = os.path.join(cwd, uri)
+        with self._pools_lock:
+            pool = self._pools.get(uri)
+            if pool is None:
+                pool = self._pools[uri] = BrainPool(self.config, uri=uri, lock=self._lock)
+            return pool
+
+    def brain(self, scope: str, workdir: Path, session_id: str = "") -> Brain:
+        root = self.pool(os.getcwd()).shared_root()
         return root.for_scope(scope, workdir=workdir, session_id=session_id)
 
     def flush(self) -> None:
-        """Commit queued access counts (a new process would at exit)."""
-        for root in self._roots.values():
-            root.flush()
+        """Commit queued access counts (a new process would at exit), and note the store's
+        files as the command left them."""
+        with self._pools_lock:
+            pools = list(self._pools.values())
+        for pool in pools:
+            pool.flush()
+            pool.note_store()
 
 
 class Service:
@@ -85,7 +103,9 @@ class Service:
         self.last_request = time.monotonic()
         self.stopping = threading.Event()
         self.cache: BrainCache | None = None
+        self.configured = threading.Event()  # the config was read (self.cache set if valid)
         self.loaded = False  # warm-up done: the model, the store and its mirror are in memory
+        self.sessions = 0  # MCP sessions being hosted
 
     # ---- lifecycle --------------------------------------------------------------------
 
@@ -96,30 +116,39 @@ class Service:
 
         with self.run_lock:
             try:
-                cache = BrainCache(load_config())
-                use_brain_factory(cache.brain)
-                self.cache = cache
-                import octobrain.cli.main  # noqa: F401  (the commands, imported once)
+                try:
+                    cache = BrainCache(load_config(), self.run_lock)
+                    use_brain_factory(cache.brain)
+                    self.cache = cache
+                finally:
+                    self.configured.set()
+                import octobrain.cli.main  # the commands, imported once
+                import octobrain.server.hosted  # noqa: F401  (the MCP SDK, for hosted sessions)
 
                 brain = cache.brain("", Path("/"))
                 brain.warm_up()
                 brain.remember("warm up", record_access=False)  # builds what a search needs
+                cache.flush()  # the store's files as opened (a first open creates the tables)
             except Exception:  # a bad config or store is reported by the first command
                 log.warning("warm-up failed", exc_info=True)
             finally:
                 self.loaded = True
 
-    def serve(self, listener: socket.socket) -> None:
+    def serve(self, listener: socket.socket, release: Callable[[], None] | None = None) -> None:
+        """Accept until idle or stopped; then `release` the socket and the lock (a new service
+        may start), let the running command finish and the hosted MCP sessions end."""
         threading.Thread(target=self.prepare, daemon=True).start()
         listener.settimeout(0.2)
         try:
             self._accept(listener)
         finally:
             listener.close()  # new clients now run in-process; let the running command finish
+            if release is not None:
+                release()
             deadline = time.monotonic() + 600.0
-            while time.monotonic() < deadline:
+            while True:
                 with self.state_lock:
-                    if self.active == 0:
+                    if self.active == 0 or (self.sessions == 0 and time.monotonic() > deadline):
                         break
                 time.sleep(0.05)
 
@@ -155,6 +184,7 @@ class Service:
                 "idle_seconds": self.settings.idle_seconds,
                 "idle_for": idle_for,
                 "loaded": self.loaded,
+                "mcp_sessions": self.sessions,
                 "socket": str(self.settings.socket_path),
                 "config": str(self.settings.config_file),
                 "rss_mb": _rss_mb(),
@@ -201,6 +231,9 @@ class Service:
             channel.send({"stopping": True, "pid": os.getpid()})
             self.stopping.set()
             return
+        if op == "mcp":
+            self._mcp(channel, request)
+            return
         if op != "run":
             return
         with self.run_lock:
@@ -214,6 +247,32 @@ class Service:
             with self.state_lock:
                 self.served += 1
         channel.send(result)
+
+    def _mcp(self, channel: Channel, request: dict[str, Any]) -> None:
+        """Host one relayed `octobrain mcp` session; closing without `{"mcp": true}` tells the
+        client to serve itself (a bad config, an HTTP bind, a cwd that cannot be read)."""
+        cwd = request.get("cwd")
+        if not self.configured.wait(self.settings.wait_seconds) or not isinstance(cwd, str):
+            return
+        cache = self.cache
+        if cache is None or cache.config.mcp.bind:
+            return
+        from octobrain.server.hosted import host_session, prepare_session
+
+        try:
+            octo = prepare_session(cache.pool(cwd), cwd)
+        except OSError:
+            return
+        if channel.pending():
+            return  # the client may send protocol bytes only after the answer
+        channel.send({"mcp": True})
+        with self.state_lock:
+            self.sessions += 1
+        try:
+            host_session(octo, channel.sock)
+        finally:
+            with self.state_lock:
+                self.sessions -= 1
 
     def _run(self, request: dict[str, Any]) -> dict[str, Any]:
         """Run one command line as `octobrain` would, capturing its streams and exit code."""
@@ -308,27 +367,40 @@ def run_service(settings: Settings) -> int:
     listener.listen(64)
     ino = os.stat(path).st_ino
     service = Service(settings)
-    try:
-        service.serve(listener)
-    finally:
-        listener.close()
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if released:
+            return
+        released = True
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == ino:
                 os.unlink(path)
         os.close(lock)
+
+    try:
+        service.serve(listener, release)
+    finally:
+        listener.close()
+        release()
     return 0
 
 
 def main() -> int:
     # The service's own log goes to its log file (its stderr); library warnings keep reaching
-    # the stderr of the command that caused them, as in a new process.
+    # the stderr of the command that caused them, as in a new process. What the hosted MCP
+    # sessions and the shared pool log goes to the log file too: a CLI command running at the
+    # same time must not get another session's warnings on its stderr.
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        logging.Formatter("%(asctime)s octobrain-service %(levelname)s %(message)s")
+        logging.Formatter("%(asctime)s octobrain-service %(levelname)s %(name)s: %(message)s")
     )
-    log.addHandler(handler)
+    for name in ("octobrain.service.daemon", "octobrain.server", "mcp"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.propagate = False
     log.setLevel(logging.INFO)
-    log.propagate = False
     settings = load_settings()
     if settings is None or not settings.enabled:
         return 0

@@ -204,3 +204,59 @@ def _write(location: StoreLocation, value: dict[str, Any]) -> None:
     tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(value))
     os.replace(tmp, folder / MANIFEST)
+
+
+class StoreWatch:
+    """Whether a local store's files changed underneath a long-lived process since it last
+    looked: the store manifest rewritten, a known table's directory or version folder deleted
+    or replaced, or a file of the memories table (its data files and version manifests, which
+    LanceDB writes once and never again) rewritten in place. An ordinary commit, which only
+    adds files, is no change.
+
+    A few `stat` calls and two directory listings: cheap enough for every request, so a warm
+    process reopens the store and reports damage as a new process would, never from memory.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.root = os.fspath(path)
+        self._ident: tuple[tuple[int, ...], ...] | None = None
+        self._files: dict[str, tuple[int, int]] = {}
+
+    def _ident_now(self) -> tuple[tuple[int, ...], ...]:
+        def ident(where: str, full: bool = False) -> tuple[int, ...]:
+            try:
+                st = os.stat(where)
+            except OSError:
+                return ()
+            return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) if full else (st.st_ino,)
+
+        stamp = [ident(os.path.join(self.root, "_octobrain", MANIFEST), full=True)]
+        for name in KNOWN_TABLES:
+            table = os.path.join(self.root, f"{name}.lance")
+            stamp += [ident(table), ident(os.path.join(table, "_versions"))]
+        return tuple(stamp)
+
+    def _files_now(self) -> dict[str, tuple[int, int]]:
+        files: dict[str, tuple[int, int]] = {}
+        table = os.path.join(self.root, "memories.lance")
+        for folder, suffix in (("data", ".lance"), ("_versions", ".manifest")):
+            try:
+                entries = list(os.scandir(os.path.join(table, folder)))
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name.endswith(suffix) and not entry.name.startswith("_latest"):
+                    try:
+                        st = entry.stat()
+                    except OSError:
+                        continue
+                    files[f"{folder}/{entry.name}"] = (st.st_size, st.st_mtime_ns)
+        return files
+
+    def changed(self) -> bool:
+        """Whether anything changed since the last call (the first call only looks)."""
+        ident, files = self._ident_now(), self._files_now()
+        rewritten = any(files[name] != seen for name, seen in self._files.items() if name in files)
+        changed = (self._ident is not None and ident != self._ident) or rewritten
+        self._ident, self._files = ident, files
+        return changed
