@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from octobrain.service.client import Settings, ask, build_id, load_settings, routable
+from octobrain.cli.launch import routable
+from octobrain.cli.service_client import Settings, ask, build_id, load_settings
 
 SCOPE = "github.com/acme/svc"
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from octobrain.service.client import ask, build_id, mcp_routable
+from octobrain.cli.launch import mcp_routable
+from octobrain.cli.service_client import ask, build_id
 from tests.server_support import call, memory_id, run
 from tests.test_resident_service import (
     SCOPE,

@@ -1,5 +1,5 @@
 """`python -m octobrain` runs the command line (through the resident service where it can)."""
 
-from octobrain.service.client import main
+from octobrain.cli.launch import main
 
 main(prog_name="octobrain")

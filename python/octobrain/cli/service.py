@@ -11,7 +11,7 @@ import click
 from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, UserFailure
 
 if TYPE_CHECKING:
-    from octobrain.service.client import Settings
+    from octobrain.cli.service_client import Settings
 
 
 @click.group("service", cls=OctobrainGroup)
@@ -20,7 +20,7 @@ def service() -> None:
 
 
 def _settings() -> Settings:
-    from octobrain.service.client import load_settings
+    from octobrain.cli.service_client import load_settings
 
     settings = load_settings()
     if settings is None:
@@ -35,7 +35,7 @@ def _settings() -> Settings:
 @FORMAT_OPTION
 def status_cmd(fmt: str) -> None:
     """Whether the service runs, and what it holds."""
-    from octobrain.service.client import ask
+    from octobrain.cli.service_client import ask
 
     settings = _settings()
     info = ask(settings, "status")
@@ -61,7 +61,7 @@ def status_cmd(fmt: str) -> None:
 @click.option("--wait", "wait", type=float, default=30.0, show_default=True, help="Seconds.")
 def start_cmd(wait: float) -> None:
     """Start the service now (commands otherwise start it on demand) and wait until it answers."""
-    from octobrain.service.client import ask, spawn
+    from octobrain.cli.service_client import ask, spawn
 
     settings = _settings()
     deadline = time.monotonic() + wait
@@ -79,7 +79,7 @@ def start_cmd(wait: float) -> None:
 @service.command("stop")
 def stop_cmd() -> None:
     """Stop the service (the next command runs in-process and starts a new one)."""
-    from octobrain.service.client import ask, service_alive
+    from octobrain.cli.service_client import ask, service_alive
 
     settings = _settings()
     info = ask(settings, "stop")

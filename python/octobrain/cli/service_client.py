@@ -1,19 +1,12 @@
-"""The `octobrain` entry point: hand memory and hook commands to the resident service, if any.
-
-A warm service (`octobrain.service.daemon`) answers `memory …`, `hook …` and `brief` without this
-process importing LanceDB, numpy or the model, so this module imports the standard library
-only. Anything it is unsure about — the service is off, absent, refuses, is wedged, or is of
-another build — runs in this process instead (`octobrain.cli.main`), with the same output.
+"""The client side of the resident service (`octobrain.cli.service_daemon`): where it lives,
+whether it is this build, and one command handed to it. Standard library only, so a warm call
+costs little more than starting the interpreter.
 
 The exchange, one JSON object per line over a Unix socket:
 client `request` → service `hello` (protocol, build, accepted) → service `ready` (it holds the
 execution lock) → client `go` → service `running` → service `result` (stdout, stderr, exit).
 The client falls back in-process only before the service says `running`, so a command is never
 run twice; a connection lost after `running` is reported as a failure.
-
-`octobrain mcp` (stdio) asks instead with `mcp` (and its cwd); once the service answers
-`{"mcp": true}` the socket carries the raw protocol bytes both ways and the service's SDK server
-parses them (`octobrain.server.hosted`). The client falls back before relaying its first byte.
 """
 
 from __future__ import annotations
@@ -30,18 +23,15 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from typing import Any, NoReturn
+    from typing import Any
 
 PROTOCOL = 1
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # octobrain/
 # Subcommands the service answers: quick, non-interactive, output on stdout/stderr only.
-_MEMORY = {"memorize", "remember", "get", "recent", "stats", "relate", "graph", "update", "forget"}
-_HOOKS = {"session-start", "pre-compact", "session-end"}
 _KEY_ENV_PREFIXES = ("OCTOBRAIN_", "AWS_", "AZURE_", "GOOGLE_")
 _KEY_ENV_NAMES = ("HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
 CONNECT_SECONDS = 1.0
 RESULT_SECONDS = 600.0
-EXIT_GRACE_S = 0.8  # as the stdio server's (octobrain.server.wire), without importing it
 
 
 class Settings:
@@ -229,35 +219,6 @@ def build_id() -> str:
     return _build
 
 
-def routable(args: list[str]) -> bool:
-    """Whether the service may answer this command line (else it runs in-process)."""
-    if any(a in ("-h", "--help", "--version", "-V") for a in args) or not args:
-        return False
-    head, rest = args[0], args[1:]
-    if head == "brief":
-        return True
-    if head == "hook":
-        return bool(rest) and rest[0] in _HOOKS
-    if head != "memory":
-        return False
-    i = 0
-    while i < len(rest) and rest[i].startswith("-"):  # the group's --scope S / --global
-        if rest[i] == "--scope":
-            i += 1
-        elif not (rest[i].startswith("--scope=") or rest[i] == "--global"):
-            return False
-        i += 1
-    if i >= len(rest) or rest[i] not in _MEMORY:
-        return False
-    # forget asks for confirmation on a terminal: only the terminal's own process can.
-    return rest[i] != "forget" or not (sys.stdin is not None and sys.stdin.isatty())
-
-
-def mcp_routable(args: list[str]) -> bool:
-    """Whether the service may host this `octobrain mcp` session (stdio, no options)."""
-    return args == ["mcp"] and not os.environ.get("OCTOBRAIN_MCP_BIND", "").strip()
-
-
 class Channel:
     """One JSON object per line over a connected Unix socket."""
 
@@ -360,7 +321,7 @@ def spawn(settings: Settings) -> bool:
     log = os.open(settings.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         subprocess.Popen(
-            [sys.executable, "-m", "octobrain.service.daemon"],
+            [sys.executable, "-m", "octobrain.cli.service_daemon"],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -461,115 +422,3 @@ def run_remote(settings: Settings, args: list[str], prog: str, stdin: bytes | No
     sys.stderr.buffer.write(binascii.a2b_base64(result["stderr"]))
     sys.stderr.flush()
     return int(result["exit"])
-
-
-def run_mcp(settings: Settings) -> int:
-    """Relay this process's stdio to an MCP session the service hosts; its exit code. Raises
-    `Fallback` when the service does not take the session (nothing was relayed yet)."""
-    channel = connect(settings)
-    if channel is None:
-        spawn(settings)
-        raise Fallback
-    try:
-        channel.send({"op": "mcp", "protocol": PROTOCOL, "build": build_id(), "cwd": os.getcwd()})
-        try:
-            hello = channel.recv(CONNECT_SECONDS)
-        except TimeoutError:
-            spawn(settings)
-            raise
-        if hello is None or not hello.get("accepted") or hello.get("build") != build_id():
-            raise Fallback
-        if channel.recv(settings.wait_seconds) != {"mcp": True}:
-            raise Fallback
-    except (OSError, ValueError) as exc:
-        channel.sock.close()
-        raise Fallback from exc
-    except Fallback:
-        channel.sock.close()
-        raise
-    return _relay(channel.sock, channel.pending())
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _relay(sock: socket.socket, first: bytes) -> int:
-    """Copy stdin to the socket and the socket to stdout until the session ends. After stdin
-    closes, the service gets `EXIT_GRACE_S` to answer what is running, as the stdio server."""
-    import threading
-
-    input_done = threading.Event()
-
-    def pump() -> None:
-        try:
-            fd = sys.stdin.fileno() if sys.stdin is not None else -1
-            while fd >= 0:
-                chunk = os.read(fd, 1 << 16)
-                if not chunk:
-                    break
-                sock.sendall(chunk)
-        except (OSError, ValueError):
-            pass  # stdin unreadable or the service gone: both end the session
-        finally:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_WR)
-            input_done.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    out = sys.stdout.fileno()
-    try:
-        if first:
-            _write_all(out, first)
-        sock.settimeout(0.1)
-        deadline: float | None = None
-        while True:
-            try:
-                chunk = sock.recv(1 << 16)
-            except TimeoutError:
-                if input_done.is_set():
-                    deadline = deadline or time.monotonic() + EXIT_GRACE_S
-                    if time.monotonic() > deadline:
-                        return 0
-                continue
-            if not chunk:
-                break
-            _write_all(out, chunk)
-    except OSError:
-        pass  # the client closed our stdout, or the service vanished
-    finally:
-        sock.close()
-    if input_done.is_set():
-        return 0
-    sys.stderr.write("error: service: the octobrain service ended this MCP session\n")
-    return 1
-
-
-def main(args: list[str] | None = None, prog_name: str | None = None) -> NoReturn:
-    """Run one `octobrain` command line: through the service when it can, else in-process."""
-    argv = list(sys.argv[1:] if args is None else args)
-    prog = prog_name or os.path.basename(sys.argv[0])
-    stdin: bytes | None = None
-    if mcp_routable(argv):
-        settings = load_settings()
-        if settings is not None and settings.enabled:
-            with contextlib.suppress(Fallback):
-                sys.exit(run_mcp(settings))
-    elif routable(argv):
-        settings = load_settings()
-        if settings is not None and settings.enabled:
-            if argv[0] == "hook":  # hooks read their JSON on stdin
-                stdin = sys.stdin.buffer.read() if sys.stdin is not None else b""
-            with contextlib.suppress(Fallback):
-                sys.exit(run_remote(settings, argv, prog, stdin))
-    if stdin is not None:
-        import io
-
-        encoding = sys.stdin.encoding if sys.stdin is not None else "utf-8"
-        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding=encoding)
-    from octobrain.cli.main import main as cli_main
-
-    cli_main(args=argv, prog_name=prog)
-    sys.exit(0)  # pragma: no cover - click's standalone mode always exits

@@ -1,5 +1,5 @@
 """The resident service: one warm process per data directory answering CLI memory commands,
-`brief` and the hooks over a Unix socket (`octobrain.service.client` is the client), and hosting the
+`brief` and the hooks over a Unix socket (`cli.service_client` is the client), and hosting the
 MCP sessions `octobrain mcp` relays to it (`octobrain.server.hosted`) on the same Brains.
 
 It runs the very same click commands as a new process would, with stdin, stdout, stderr, the
@@ -8,10 +8,10 @@ byte; what it saves is the imports, the model load and the mirror build. Command
 time (as in the MCP server's pool); the store's own locks and version checks keep other
 processes' writes visible, exactly as between two CLI processes.
 
-Started on demand by the first command that finds no service (`python -m octobrain.service.daemon`,
-detached), it holds `<key>.lock` for its whole life, so at most one runs per data directory,
-and exits after `service.idle_seconds` without a request, when the config file changes, or
-when a client of another build asks (the newer install then starts its own).
+Started on demand by the first command that finds no service (detached, as `python -m
+octobrain.cli.service_daemon`), it holds `<key>.lock` for its whole life, so at most one runs
+per data directory, and exits after `service.idle_seconds` without a request, when the config
+file changes, or when a client of another build asks (the newer install then starts its own).
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from octobrain.service.client import PROTOCOL, Channel, Settings, build_id, load_settings
+from octobrain.cli.service_client import PROTOCOL, Channel, Settings, build_id, load_settings
 
 if TYPE_CHECKING:
     from octobrain.config import Config
     from octobrain.memory.brain import Brain
     from octobrain.server.pool import BrainPool
 
-log = logging.getLogger("octobrain.service.daemon")
+log = logging.getLogger("octobrain.cli.service_daemon")
 REQUEST_SECONDS = 5.0
 GO_SECONDS = 10.0
 
@@ -396,7 +396,7 @@ def main() -> int:
     handler.setFormatter(
         logging.Formatter("%(asctime)s octobrain-service %(levelname)s %(name)s: %(message)s")
     )
-    for name in ("octobrain.service.daemon", "octobrain.server", "mcp"):
+    for name in ("octobrain.cli.service_daemon", "octobrain.server", "mcp"):
         logger = logging.getLogger(name)
         logger.addHandler(handler)
         logger.propagate = False

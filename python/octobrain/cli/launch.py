@@ -1,0 +1,82 @@
+"""The `octobrain` entry point: hand a command to the resident service, if any, else run it here.
+
+A warm service (`octobrain.cli.service_daemon`) answers `memory …`, `hook …` and `brief`, and
+hosts `octobrain mcp` sessions, without this process importing LanceDB, numpy, the MCP SDK or
+the model, so this module and the two it uses import the standard library only. Anything it is
+unsure about — the service is off, absent, refuses, is wedged, or is of another build — runs in
+this process instead (`octobrain.cli.main`), with the same output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from octobrain.cli.mcp_relay import run_mcp
+from octobrain.cli.service_client import Fallback, load_settings, run_remote
+
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+# Subcommands the service answers: quick, non-interactive, output on stdout/stderr only.
+_MEMORY = {"memorize", "remember", "get", "recent", "stats", "relate", "graph", "update", "forget"}
+_HOOKS = {"session-start", "pre-compact", "session-end"}
+
+
+def routable(args: list[str]) -> bool:
+    """Whether the service may answer this command line (else it runs in-process)."""
+    if any(a in ("-h", "--help", "--version", "-V") for a in args) or not args:
+        return False
+    head, rest = args[0], args[1:]
+    if head == "brief":
+        return True
+    if head == "hook":
+        return bool(rest) and rest[0] in _HOOKS
+    if head != "memory":
+        return False
+    i = 0
+    while i < len(rest) and rest[i].startswith("-"):  # the group's --scope S / --global
+        if rest[i] == "--scope":
+            i += 1
+        elif not (rest[i].startswith("--scope=") or rest[i] == "--global"):
+            return False
+        i += 1
+    if i >= len(rest) or rest[i] not in _MEMORY:
+        return False
+    # forget asks for confirmation on a terminal: only the terminal's own process can.
+    return rest[i] != "forget" or not (sys.stdin is not None and sys.stdin.isatty())
+
+
+def mcp_routable(args: list[str]) -> bool:
+    """Whether the service may host this `octobrain mcp` session (stdio, no options)."""
+    return args == ["mcp"] and not os.environ.get("OCTOBRAIN_MCP_BIND", "").strip()
+
+
+def main(args: list[str] | None = None, prog_name: str | None = None) -> NoReturn:
+    """Run one `octobrain` command line: through the service when it can, else in-process."""
+    argv = list(sys.argv[1:] if args is None else args)
+    prog = prog_name or os.path.basename(sys.argv[0])
+    stdin: bytes | None = None
+    if mcp_routable(argv):
+        settings = load_settings()
+        if settings is not None and settings.enabled:
+            with contextlib.suppress(Fallback):
+                sys.exit(run_mcp(settings))
+    elif routable(argv):
+        settings = load_settings()
+        if settings is not None and settings.enabled:
+            if argv[0] == "hook":  # hooks read their JSON on stdin
+                stdin = sys.stdin.buffer.read() if sys.stdin is not None else b""
+            with contextlib.suppress(Fallback):
+                sys.exit(run_remote(settings, argv, prog, stdin))
+    if stdin is not None:
+        import io
+
+        encoding = sys.stdin.encoding if sys.stdin is not None else "utf-8"
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding=encoding)
+    from octobrain.cli.main import main as cli_main
+
+    cli_main(args=argv, prog_name=prog)
+    sys.exit(0)  # pragma: no cover - click's standalone mode always exits
