@@ -164,7 +164,8 @@ def _wrong_positions(path: Path) -> None:
         ("vectors.npy", _flip),
         ("rows.arrow", _flip),
         ("state.npy", _flip),
-        ("bm25.bin", _truncate),
+        ("bm25.docs.npy", _flip),
+        ("bm25.term_ends.npy", _truncate),
         ("ids.npy", _truncate),
         ("manifest.json", _wrong_format),
         ("manifest.json", _wrong_positions),
@@ -214,11 +215,11 @@ KILLED_WRITER = textwrap.dedent(
 
     corpus.SNAPSHOT_STALE_ROWS = 1  # rewrite after any re-read row
     original = snapshot._write_synced
-    def die_after_bm25(path, data):
-        original(path, data)
-        if path.name == "bm25.bin":  # every data file is written; the manifest is not
+    def die_before_manifest(path, data):
+        if path.name == snapshot.MANIFEST:  # every data file is written; the manifest is not
             os.kill(os.getpid(), signal.SIGKILL)
-    snapshot._write_synced = die_after_bm25
+        original(path, data)
+    snapshot._write_synced = die_before_manifest
     config = Config(search=SearchConfig(snapshot_min_rows=1))
     brain = Brain(sys.argv[2], config=config, embedder=get_embedder("hash:64"), uri=sys.argv[1])
     brain.remember("zqkilled", min_relevance=0.0, record_access=False)

@@ -6,13 +6,17 @@ Lucene and bm25s). Documents and queries go through `octobrain.text.analyze`.
 
 Positions are stable: `add` appends, `remove` tombstones, and the statistics (N, df, avgdl)
 always describe the live documents, so scores equal those of a fresh build over them.
+
+`to_parts` gives the index as flat arrays (`Parts`) for a caller to store; `open_parts` reopens
+them with the postings left where they are (e.g. memory-mapped ``.npy`` files): a query reads
+only its terms' postings, and documents added later are indexed in memory beside them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TypeAlias
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +25,12 @@ from octobrain import _core
 from octobrain.errors import InvalidInput
 from octobrain.text import _texts
 
-__all__ = ["BM25Index", "Hits"]
+__all__ = ["PARTS", "BM25Index", "Hits"]
+
+PARTS = ("terms", "term_ends", "offsets", "docs", "tfs", "doc_len", "live")
+"""The arrays of `BM25Index.to_parts`: the terms' UTF-8 bytes and where each ends, per-term
+offsets into the postings' positions (`docs`) and term frequencies (`tfs`), each position's
+document length and whether it is live."""
 
 Hits: TypeAlias = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]
 """(positions, scores): int64 positions, best first, and their float32 BM25 scores."""
@@ -143,6 +152,45 @@ class BM25Index:
             raise InvalidInput("data", f"must be bytes, got {type(data).__name__}")
         index = cls.__new__(cls)
         index._index = _core.Bm25Index.from_bytes(bytes(data))
+        return index
+
+    def to_parts(self) -> dict[str, npt.NDArray[Any]]:
+        """The index as flat arrays (names in `PARTS`), for `open_parts`."""
+        return dict(zip(PARTS, self._index.to_parts(), strict=True))
+
+    def params(self) -> dict[str, Any]:
+        """k1, b, stem and stopwords, as `open_parts` takes them."""
+        return {"k1": self.k1, "b": self.b, "stem": self.stem, "stopwords": self.stopwords}
+
+    @classmethod
+    def open_parts(
+        cls, parts: Mapping[str, npt.NDArray[Any]], params: Mapping[str, Any]
+    ) -> BM25Index:
+        """An index over stored `parts` (see `to_parts`); the `offsets`, `docs` and `tfs` arrays
+        are kept, not copied, and read as queries need them. Inconsistent lengths or offsets
+        raise ValueError."""
+        dtypes = {"terms": np.uint8, "live": np.bool_, "term_ends": np.uint64, "offsets": np.uint64}
+        arrays = [np.asarray(parts[name]) for name in PARTS]
+        for name, array in zip(PARTS, arrays, strict=True):
+            if array.ndim != 1 or array.dtype != np.dtype(dtypes.get(name, np.uint32)):
+                raise InvalidInput(
+                    name, f"must be a 1-d {np.dtype(dtypes.get(name, np.uint32))} array"
+                )
+        terms, term_ends, offsets, docs, tfs, doc_len, live = arrays
+        index = cls.__new__(cls)
+        index._index = _core.Bm25Index.open_base(
+            _param("k1", params["k1"]),
+            _param("b", params["b"]),
+            bool(params["stem"]),
+            bool(params["stopwords"]),
+            terms,
+            term_ends,
+            doc_len,
+            live,
+            offsets,
+            docs,
+            tfs,
+        )
         return index
 
     def _allowed(self, allowed: Positions | None) -> npt.NDArray[np.int64] | None:

@@ -256,6 +256,12 @@ def bench_beir_command(
     default=None,
     help="Override search.ann_min_rows in the serving processes (0: always exact).",
 )
+@click.option(
+    "--store-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the bulk-written stores (sizes from 200,000) here and reuse them on later runs.",
+)
 @FORMAT_OPTION
 @OUTPUT_OPTION
 @update_option("scale", "table")
@@ -264,6 +270,7 @@ def bench_scale_command(
     queries: int,
     model: str,
     ann_min_rows: int | None,
+    store_dir: Path | None,
     fmt: str,
     output: Path | None,
     update: Path | None,
@@ -280,6 +287,7 @@ def bench_scale_command(
         model=model,
         progress=lambda step: click.echo(step, err=True),
         ann_min_rows=ann_min_rows,
+        store_dir=store_dir,
     )
     _publish(report, scale_table(report), "scale", fmt, output, update)
 

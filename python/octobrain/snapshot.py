@@ -8,7 +8,8 @@ needs, as the mirror held it at one committed version of `memories`:
 - ``vectors.npy`` and the per-position filter columns as ``.npy`` files, opened with numpy
   memmap (copy-on-write: an access count patched in place never reaches the file);
 - ``ids.npy`` / ``id_order.npy``: the ids sorted, for id → position lookups without a dict;
-- ``bm25.bin``: the Rust BM25 index in its own versioned, checksummed format;
+- ``bm25.<part>.npy``: the Rust BM25 index as flat arrays (`BM25Index.to_parts`); its postings
+  stay memory-mapped, so a query makes resident only the postings of its terms;
 - ``manifest.json``: format version, the table version, positions, live rows, dim, model id,
   store identity, each file's size and CRC-32.
 
@@ -21,7 +22,7 @@ a killed writer leaves the previous snapshot in force and only a temporary direc
 next process rebuilds from the store.
 
 A reader checks the manifest (format, model, dim, store) and every file's size and checksum
-(the BM25 file's own, as it loads) before using anything; any mismatch makes `load` return
+before using anything; any mismatch makes `load` return
 None and the caller rebuilds from the store. The table version is the caller's to compare: it
 catches up from the snapshot's version by reading only what changed.
 """
@@ -37,7 +38,6 @@ import secrets
 import shutil
 import time
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,11 +46,11 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from octobrain.bm25 import BM25Index
+from octobrain.bm25 import PARTS, BM25Index
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: the BM25 index as memory-mapped arrays (1 held it as one decoded file)
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 _CHUNK = 8 << 20
@@ -139,17 +139,14 @@ class SnapshotDir:
         for key, value in expect.items():
             if manifest.get(key) != value:
                 raise ValueError(f"{key} is {manifest.get(key)!r}, expected {value!r}")
-        # The BM25 file carries its own checksum, verified while it loads (Rust, without the
-        # GIL) in parallel with the CRC-32 of the other files.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            loading = pool.submit(lambda: BM25Index.from_bytes((where / "bm25.bin").read_bytes()))
-            for file, (size, crc) in manifest["files"].items():
-                path = where / file
-                if path.stat().st_size != size:
-                    raise ValueError(f"{file} has {path.stat().st_size} bytes, expected {size}")
-                if file != "bm25.bin" and _crc(path) != crc:
-                    raise ValueError(f"{file} fails its checksum")
-            index = loading.result()
+        for file, (size, crc) in manifest["files"].items():
+            path = where / file
+            if path.stat().st_size != size:
+                raise ValueError(f"{file} has {path.stat().st_size} bytes, expected {size}")
+            if _crc(path) != crc:
+                raise ValueError(f"{file} fails its checksum")
+        parts = {name: np.load(where / f"bm25.{name}.npy", mmap_mode="r") for name in PARTS}
+        index = BM25Index.open_parts(parts, manifest["bm25"])
         positions = int(manifest["positions"])
         columns = {}
         for name in COLUMNS:
@@ -193,6 +190,7 @@ class SnapshotDir:
                 "positions": len(snap.rows),
                 "live": int(np.count_nonzero(snap.columns["live"])),
                 "codes": snap.codes,
+                "bm25": snap.index.params(),
                 "written_at": time.time(),
                 "files": files,
             }
@@ -230,7 +228,8 @@ class SnapshotDir:
                 writer.write_table(snap.rows)
             f.flush()
             os.fsync(f.fileno())
-        _write_synced(tmp / "bm25.bin", snap.index.to_bytes())
+        for name, array in snap.index.to_parts().items():
+            npy(f"bm25.{name}", array)
         return {p.name: [p.stat().st_size, _crc(p)] for p in sorted(tmp.iterdir())}
 
     def _clean(self, keep: str) -> None:
