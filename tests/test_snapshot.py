@@ -54,10 +54,13 @@ def _fill(brain: Brain, n: int = 40) -> list[str]:
 
 def _found(brain: Brain, query: str, **kw: Any) -> list[str]:
     hits = brain.remember(query, min_relevance=0.0, record_access=False, **kw).hits
+    # As when its process exits: a snapshot due after this query is written in the background.
+    brain.retriever.corpus.wait_for_snapshot()
     return [h.memory.id for h in hits]
 
 
 def _snap_dir(brain: Brain) -> SnapshotDir:
+    brain.retriever.corpus.wait_for_snapshot()  # (written after the answer)
     snaps = brain._snapshots()
     assert snaps is not None
     return snaps
@@ -281,3 +284,36 @@ def test_a_cache_that_cannot_be_written_never_fails_a_query_nor_retries_every_ca
     assert _found(brain, "zq3 setting")[0] == ids[3]
     assert _found(brain, "zq4 setting")[0] == ids[4]
     assert tries == [1] and "snapshot not written" in caplog.text
+
+
+def test_the_snapshot_is_written_after_the_answer_never_half_new(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    release, started = threading.Event(), threading.Event()
+    original = SnapshotDir.write
+
+    def slow_write(self: SnapshotDir, snap: Any) -> Path:
+        started.set()
+        assert release.wait(60)
+        return original(self, snap)
+
+    monkeypatch.setattr(SnapshotDir, "write", slow_write)
+    first = _brain(tmp_path / "db")
+    ids = _fill(first)
+    hits = first.remember("zq3 setting", min_relevance=0.0, record_access=False).hits
+    assert hits[0].memory.id == ids[3]  # answered while the snapshot is still being written
+    assert started.wait(60)
+    snaps = first._snapshots()
+    assert snaps is not None and not (snaps.path / CURRENT).exists()
+    # The mirror keeps serving (and changing) meanwhile; what is written is the captured state.
+    added, _ = first.memorize("Fresh note on cache", "The cache service uses setting zqnew.")
+    assert _found(_brain(tmp_path / "db", snapshot_min_rows=0), "zqnew")[0] == added.id
+    release.set()
+    first.retriever.corpus.wait_for_snapshot()
+    snap = snaps.load()
+    assert snap is not None and int(snap.columns["live"].sum()) == 40
+    reader = _brain(tmp_path / "db")
+    assert _found(reader, "zqnew")[0] == added.id  # caught up from the snapshot's version
+    assert _opened_from_snapshot(reader)

@@ -79,6 +79,8 @@ class BM25Index:
     searching raise RuntimeError (the Rust handle is borrowed), so guard updates with a lock.
     """
 
+    _parts: dict[str, npt.NDArray[Any]] | None = None  # what `open_parts` opened, while unchanged
+
     def __init__(
         self, *, k1: float = 1.2, b: float = 0.75, stem: bool = True, stopwords: bool = True
     ) -> None:
@@ -133,12 +135,14 @@ class BM25Index:
     def add(self, texts: Sequence[str]) -> npt.NDArray[np.int64]:
         """Append documents; returns their new (consecutive) positions."""
         texts = _texts("texts", texts)
+        self._parts = None
         start = self._index.add(texts)
         return np.arange(start, start + len(texts), dtype=np.int64)
 
     def remove(self, positions: Positions) -> None:
         """Remove documents by position; other positions keep their meaning.
         Removing an already removed position is a no-op; an out-of-range one is an error."""
+        self._parts = None
         self._index.remove(_positions("positions", positions, self.position_count))
 
     def to_bytes(self) -> bytes:
@@ -156,7 +160,15 @@ class BM25Index:
 
     def to_parts(self) -> dict[str, npt.NDArray[Any]]:
         """The index as flat arrays (names in `PARTS`), for `open_parts`."""
+        if self._parts is not None:
+            return dict(self._parts)
         return dict(zip(PARTS, self._index.to_parts(), strict=True))
+
+    def frozen(self) -> BM25Index:
+        """A copy that later `add`/`remove` calls on this index do not change."""
+        if self._parts is not None:  # its arrays are never written: share them
+            return BM25Index.open_parts(self._parts, self.params())
+        return BM25Index.open_parts(self.to_parts(), self.params())
 
     def params(self) -> dict[str, Any]:
         """k1, b, stem and stopwords, as `open_parts` takes them."""
@@ -191,6 +203,7 @@ class BM25Index:
             docs,
             tfs,
         )
+        index._parts = dict(zip(PARTS, arrays, strict=True))
         return index
 
     def _allowed(self, allowed: Positions | None) -> npt.NDArray[np.int64] | None:

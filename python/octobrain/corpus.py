@@ -120,6 +120,7 @@ class Corpus:
         self._snapshots = snapshots
         self._snapshot_min_rows = snapshot_min_rows
         self._lock = threading.Lock()
+        self._writer: threading.Thread | None = None
         self.pos_of = Positions(self)
         self._reset()
 
@@ -188,38 +189,58 @@ class Corpus:
         self._reset(snap)
 
     def _maybe_snapshot(self) -> None:
+        """Write the snapshot when due, off the request path: what it needs is captured now,
+        under the caller's lock (copies of the arrays patched in place), and a thread writes
+        it while the query goes on. The thread is not a daemon, so a CLI process finishes the write
+        before it exits; a process killed meanwhile leaves the previous snapshot in force."""
         if self._snapshots is None or len(self.pos_of) < self._snapshot_min_rows:
             return
         if self._snap_version is not None:
             stale = max(SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE * len(self.pos_of))
             if self._version == self._snap_version or self._reread_since_snap < stale:
                 return
+        if self._writer is not None and self._writer.is_alive():
+            return  # the next refresh tries again once it is done
+        snap = self.snapshot()  # (the caller holds the lock)
+        # Tried or written: the next attempt waits for as many changed rows again.
+        self._snap_version, self._reread_since_snap = snap.version, 0
+        self._writer = threading.Thread(
+            target=self._write_snapshot, args=(self._snapshots, snap), name="octobrain-snapshot"
+        )
+        self._writer.start()
+
+    @staticmethod
+    def _write_snapshot(snapshots: SnapshotDir, snap: Snapshot) -> None:
         try:
-            self._snapshots.write(self.snapshot())
+            snapshots.write(snap)
         except OSError as exc:  # a full or read-only cache never fails a query
             log.warning("memory snapshot not written: %s", exc)
-        # Tried or written: the next attempt waits for as many changed rows again.
-        self._snap_version, self._reread_since_snap = self._version, 0
+
+    def wait_for_snapshot(self) -> None:
+        """Block until a snapshot being written in the background is in place (or failed)."""
+        writer = self._writer
+        if writer is not None:
+            writer.join()
 
     def snapshot(self) -> Snapshot:
-        """The mirror as it is now, for `SnapshotDir.write`."""
+        """The mirror as it is now, for `SnapshotDir.write` (nothing in it changes later)."""
         self._index_ids()
         return Snapshot(
             version=self._version,
             rows=self._rows.combine_chunks(),
             vectors=self.vectors.dense(),
             columns={
-                "live": self._live,
+                "live": self._live.copy(),
                 "edit_key": self._edit_key,
-                "access_count": self._access,
-                "last_accessed": self._seen,
+                "access_count": self._access.copy(),
+                "last_accessed": self._seen.copy(),
                 "created": self._created,
                 **self._coded,
             },
-            codes=self._codes,
+            codes={k: list(v) for k, v in self._codes.items()},
             sorted_ids=self._sorted_ids,
             id_order=self._id_order,
-            index=self.index,
+            index=self.index.frozen(),
         )
 
     def _refresh_rows(self, version: int) -> None:
