@@ -183,7 +183,7 @@ def run_size(
     """Measure one store of `n` memories (see the module docstring); `ann_min_rows` overrides
     `search.ann_min_rows` in the serving processes. A bulk-written store is kept in (and, when
     already there, reused from) `store_dir / str(n)`, so a second run skips the generation; the
-    serving processes' snapshots always start afresh."""
+    serving processes' data directory is kept beside it, emptied at the start of each run."""
     from octobrain.brain import Brain
 
     def say(step: str) -> None:
@@ -212,7 +212,10 @@ def run_size(
                     done.write_text(json.dumps({"per_s": result["bulk_import_per_s"]}))
             result["store_mb"] = _dir_mb(db)
             say("cold starts")
-            result.update(_serve(db, Path(tmp), queries, ann_min_rows))
+            # A kept store keeps its serving data directory too (emptied first), so its snapshot
+            # can be opened again after the run.
+            serving = Path(tmp) if kept is None else kept
+            result.update(_serve(db, serving, queries, ann_min_rows))
             return result
         store_dir = Path(tmp) / "db"
         memories = make_memories(n)
@@ -456,6 +459,7 @@ def _serve(
     """Two fresh processes on the store, sharing one data directory: the first finds no
     snapshot (reads the store, builds the mirror, writes the snapshot), the second opens it."""
     data = tmp / "serving"
+    shutil.rmtree(data, ignore_errors=True)
     data.mkdir()
     listed = data / "queries.json"
     listed.write_text(json.dumps(list(queries)), encoding="utf-8")

@@ -15,7 +15,7 @@ only its terms' postings, and documents added later are indexed in memory beside
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -80,6 +80,7 @@ class BM25Index:
     """
 
     _parts: dict[str, npt.NDArray[Any]] | None = None  # what `open_parts` opened, while unchanged
+    _check: Callable[[npt.NDArray[np.uint32] | None], None] | None = None
 
     def __init__(
         self, *, k1: float = 1.2, b: float = 0.75, stem: bool = True, stopwords: bool = True
@@ -115,13 +116,16 @@ class BM25Index:
         position ascending. Only documents sharing a term with the query are returned."""
         if not isinstance(query, str):
             raise InvalidInput("query", f"must be a str, got {type(query).__name__}")
+        self._checked([query])
         return self._index.search(query, _k(k), self._allowed(allowed))
 
     def search_batch(
         self, queries: Sequence[str], k: int = 10, allowed: Positions | None = None
     ) -> list[Hits]:
         """`search` for many queries in one call (run in parallel); results in query order."""
-        return self._index.search_batch(_texts("queries", queries), _k(k), self._allowed(allowed))
+        queries = _texts("queries", queries)
+        self._checked(queries)
+        return self._index.search_batch(queries, _k(k), self._allowed(allowed))
 
     def coverage(self, query: str, positions: Positions) -> npt.NDArray[np.float64]:
         """How much of `query`'s information each document holds: the idf-weighted share of
@@ -130,6 +134,7 @@ class BM25Index:
         relevance threshold alone. Document frequencies come from the postings."""
         if not isinstance(query, str):
             raise InvalidInput("query", f"must be a str, got {type(query).__name__}")
+        self._checked([query])
         return self._index.coverage(query, _positions("positions", positions, self.position_count))
 
     def add(self, texts: Sequence[str]) -> npt.NDArray[np.int64]:
@@ -160,15 +165,29 @@ class BM25Index:
 
     def to_parts(self) -> dict[str, npt.NDArray[Any]]:
         """The index as flat arrays (names in `PARTS`), for `open_parts`."""
+        if self._check is not None:
+            self._check(None)  # everything is about to be read
         if self._parts is not None:
             return dict(self._parts)
         return dict(zip(PARTS, self._index.to_parts(), strict=True))
 
     def frozen(self) -> BM25Index:
         """A copy that later `add`/`remove` calls on this index do not change."""
-        if self._parts is not None:  # its arrays are never written: share them
-            return BM25Index.open_parts(self._parts, self.params())
+        if self._parts is not None:  # its arrays are never written: share them (and checks)
+            copy = BM25Index.open_parts(self._parts, self.params())
+            copy._check = self._check
+            return copy
         return BM25Index.open_parts(self.to_parts(), self.params())
+
+    def check_postings(self, check: Callable[[npt.NDArray[np.uint32] | None], None]) -> None:
+        """Call `check(term ids)` before a query reads those terms' postings, and
+        `check(None)` before all of them are read (a stored base verified as it is read)."""
+        self._check = check
+
+    def _checked(self, queries: Sequence[str]) -> None:
+        if self._check is not None:
+            for query in queries:
+                self._check(self._index.term_ids(query))
 
     def params(self) -> dict[str, Any]:
         """k1, b, stem and stopwords, as `open_parts` takes them."""

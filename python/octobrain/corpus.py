@@ -37,7 +37,7 @@ from octobrain.corpus_io import (
     vectors_of,
 )
 from octobrain.models import Memory, Relationship, State, micros
-from octobrain.snapshot import Snapshot, SnapshotDir
+from octobrain.snapshot import Snapshot, SnapshotDamaged, SnapshotDir
 from octobrain.store import MemoryStore
 from octobrain.store.schema import row_to_memory
 from octobrain.vectors import VectorBlocks
@@ -121,6 +121,7 @@ class Corpus:
         self._snapshot_min_rows = snapshot_min_rows
         self._lock = threading.Lock()
         self._writer: threading.Thread | None = None
+        self._damaged = False  # a background write found the snapshot damaged
         self.pos_of = Positions(self)
         self._reset()
 
@@ -133,7 +134,10 @@ class Corpus:
             pa.table({c: [] for c in LIGHT_COLUMNS}) if snap is None else snap.rows
         )
         self._base_len = len(self._rows)
-        self.vectors = VectorBlocks(dim, None if snap is None else snap.vectors)
+        self.vectors = VectorBlocks(
+            dim, None if snap is None else snap.vectors, None if snap is None else snap.vector_rows
+        )
+        self._source = snap  # the snapshot whose files the mirror still reads, if any
         cols = snap.columns if snap is not None else {}
 
         def col(name: str, dtype: Any) -> npt.NDArray[Any]:
@@ -165,6 +169,9 @@ class Corpus:
 
     def refresh(self) -> None:
         """Catch up with the store's latest committed version (a no-op when unchanged)."""
+        if self._damaged:
+            self._damaged = False
+            self.discard_snapshot()
         with self._lock:
             try:
                 rows_version, edges_version = latest_versions(self._store)
@@ -209,12 +216,14 @@ class Corpus:
         )
         self._writer.start()
 
-    @staticmethod
-    def _write_snapshot(snapshots: SnapshotDir, snap: Snapshot) -> None:
+    def _write_snapshot(self, snapshots: SnapshotDir, snap: Snapshot) -> None:
         try:
             snapshots.write(snap)
         except OSError as exc:  # a full or read-only cache never fails a query
             log.warning("memory snapshot not written: %s", exc)
+        except SnapshotDamaged as exc:  # what it was made from: the next query rebuilds
+            log.warning("memory snapshot damaged (%s); rebuilding from the store", exc)
+            self._damaged = True
 
     def wait_for_snapshot(self) -> None:
         """Block until a snapshot being written in the background is in place (or failed)."""
@@ -241,7 +250,16 @@ class Corpus:
             sorted_ids=self._sorted_ids,
             id_order=self._id_order,
             index=self.index.frozen(),
+            checks=None if self._source is None else self._source.checks,
         )
+
+    def discard_snapshot(self) -> None:
+        """The snapshot this mirror reads from was found damaged: stop every process from
+        opening it, and empty the mirror (the next refresh rebuilds from the store)."""
+        with self._lock:
+            if self._source is not None and self._snapshots is not None:
+                self._snapshots.discard(self._source)
+            self._reset()
 
     def _refresh_rows(self, version: int) -> None:
         if version == self._version:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import logging
 import math
 import re
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ from octobrain.models import (
     clean_tags,
     parse_memory_type,
 )
+from octobrain.snapshot import SnapshotDamaged
 from octobrain.store import MemoryStore
 from octobrain.store.memories import (
     sql_in,
@@ -47,6 +49,8 @@ from octobrain.store.memories import (
     visible_where,
 )
 from octobrain.text import analyze
+
+log = logging.getLogger(__name__)
 
 SUPERSEDED_FACTOR = 0.1
 BELOW = 0.95  # a memory ranked below another (its parent, a prevailing value) scores at most
@@ -131,6 +135,22 @@ class Retriever:
         now: datetime,
     ) -> list[Hit]:
         """The best `limit` memories for `queries` whose relevance is ≥ `min_relevance`."""
+        try:
+            return self._search(queries, scope, filters, limit, min_relevance, now)
+        except SnapshotDamaged as exc:  # found as it was read: never served, rebuilt
+            log.warning("memory snapshot damaged (%s); rebuilding from the store", exc)
+            self.corpus.discard_snapshot()
+            return self._search(queries, scope, filters, limit, min_relevance, now)
+
+    def _search(
+        self,
+        queries: Sequence[str],
+        scope: str,
+        filters: Filters,
+        limit: int,
+        min_relevance: float,
+        now: datetime,
+    ) -> list[Hit]:
         self.corpus.refresh()
         scopes = visible_scopes(scope)
         allowed = self.corpus.allowed(

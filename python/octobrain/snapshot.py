@@ -21,8 +21,13 @@ a killed writer leaves the previous snapshot in force and only a temporary direc
 (removed by a later writer). Deleting the whole ``snapshots`` directory is always safe: the
 next process rebuilds from the store.
 
-A reader checks the manifest (format, model, dim, store) and every file's size and checksum
-before using anything; any mismatch makes `load` return
+A reader checks the manifest (format, model, dim, store), every file's size, and the checksum
+of every file but the three large memory-mapped ones before using anything. Those three
+(``vectors.npy``, ``bm25.docs.npy``, ``bm25.tfs.npy``) carry a CRC-32 per 1 MiB block,
+checked the first time a read covers the block (`PageCheck`): a vector's rows before they are
+scored, a term's postings before a query reads them, everything before the mirror is
+written out again. A damaged block raises `SnapshotDamaged` instead of being used; the caller
+discards the snapshot and rebuilds from the store. Otherwise, any mismatch makes `load` return
 None and the caller rebuilds from the store. The table version is the caller's to compare: it
 catches up from the snapshot's version by reading only what changed.
 """
@@ -36,6 +41,7 @@ import logging
 import os
 import secrets
 import shutil
+import threading
 import time
 import zlib
 from dataclasses import dataclass
@@ -54,6 +60,8 @@ FORMAT = 2  # 2: the BM25 index as memory-mapped arrays (1 held it as one decode
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 _CHUNK = 8 << 20
+BLOCK = 1 << 20  # the unit of the lazily checked files' checksums
+LAZY = ("vectors.npy", "bm25.docs.npy", "bm25.tfs.npy")  # checked as their blocks are read
 _STALE_TMP_S = 3600.0  # a temporary directory this old belongs to a writer that died
 
 # Per-position numpy columns, name → dtype ("ids" is a fixed-width bytes dtype, sized on write).
@@ -69,6 +77,61 @@ COLUMNS = {
 }
 
 
+class SnapshotDamaged(ValueError):
+    """A block of a memory-mapped snapshot file failed its checksum as it was about to be read."""
+
+
+class PageCheck:
+    """The per-block CRC-32 of one snapshot file, each block verified the first time a read
+    covers it (read with `os.pread`, so checking maps nothing into the process)."""
+
+    def __init__(self, path: Path, crcs: list[int], block: int = BLOCK) -> None:
+        self.path, self.block = path, block
+        self.crcs = np.asarray(crcs, dtype=np.int64)
+        self.ok = np.zeros(len(crcs), dtype=bool)
+        self.done = not len(crcs)
+        self._lock = threading.Lock()
+
+    def ranges(self, starts: npt.NDArray[np.int64], stops: npt.NDArray[np.int64]) -> None:
+        """Verify the blocks covering the byte ranges [starts[i], stops[i])."""
+        if self.done or not len(starts):
+            return
+        keep = stops > starts
+        first, last = starts[keep] // self.block, (stops[keep] - 1) // self.block
+        if not len(first):
+            return
+        if int((last - first).max()) == 0:
+            blocks = np.unique(first)
+        else:
+            blocks = np.unique(
+                np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last, strict=True)])
+            )
+        blocks = blocks[blocks < len(self.ok)]
+        todo = blocks[~self.ok[blocks]]
+        if not len(todo):
+            return
+        with self._lock, self.path.open("rb", buffering=0) as f:
+            for b in todo.tolist():
+                data = os.pread(f.fileno(), self.block, b * self.block)
+                if zlib.crc32(data) != int(self.crcs[b]):
+                    raise SnapshotDamaged(f"{self.path.name} fails its checksum at block {b}")
+                self.ok[b] = True
+            self.done = bool(self.ok.all())
+
+    def everything(self) -> None:
+        """Verify every block not verified yet."""
+        n = len(self.ok)
+        self.ranges(np.zeros(1, dtype=np.int64), np.full(1, n * self.block, dtype=np.int64))
+
+
+def _block_crcs(path: Path, block: int = BLOCK) -> list[int]:
+    out = []
+    with path.open("rb") as f:
+        while data := f.read(block):
+            out.append(zlib.crc32(data))
+    return out
+
+
 @dataclass
 class Snapshot:
     """What the mirror needs, at `version` of `memories` (arrays are memory-mapped)."""
@@ -81,6 +144,25 @@ class Snapshot:
     sorted_ids: npt.NDArray[np.bytes_]
     id_order: npt.NDArray[np.int64]
     index: BM25Index
+    # The lazily checked files this snapshot reads from (what `load` opened), by name.
+    checks: dict[str, PageCheck] | None = None
+
+    def vector_rows(self, positions: npt.NDArray[np.int64] | None) -> None:
+        """Verify the blocks of `vectors.npy` holding these rows (None: all of them)."""
+        check = (self.checks or {}).get("vectors.npy")
+        if check is None:
+            return
+        if positions is None:
+            check.everything()
+            return
+        row = self.vectors.shape[1] * 4
+        starts = int(getattr(self.vectors, "offset", 0)) + positions.astype(np.int64) * row
+        check.ranges(starts, starts + row)
+
+    def verify_all(self) -> None:
+        """Verify every block not verified yet (before the mirror is written out again)."""
+        for check in (self.checks or {}).values():
+            check.everything()
 
 
 def default_root() -> Path:
@@ -139,14 +221,20 @@ class SnapshotDir:
         for key, value in expect.items():
             if manifest.get(key) != value:
                 raise ValueError(f"{key} is {manifest.get(key)!r}, expected {value!r}")
+        blocks = manifest["blocks"]
         for file, (size, crc) in manifest["files"].items():
             path = where / file
             if path.stat().st_size != size:
                 raise ValueError(f"{file} has {path.stat().st_size} bytes, expected {size}")
-            if _crc(path) != crc:
+            if file in LAZY:
+                if len(blocks[file]) != -(-size // BLOCK):
+                    raise ValueError(f"{file} has no checksum for each of its blocks")
+            elif _crc(path) != crc:
                 raise ValueError(f"{file} fails its checksum")
+        checks = {file: PageCheck(where / file, blocks[file]) for file in LAZY}
         parts = {name: np.load(where / f"bm25.{name}.npy", mmap_mode="r") for name in PARTS}
         index = BM25Index.open_parts(parts, manifest["bm25"])
+        index.check_postings(_postings_check(parts, checks))
         positions = int(manifest["positions"])
         columns = {}
         for name in COLUMNS:
@@ -170,12 +258,30 @@ class SnapshotDir:
             sorted_ids=sorted_ids,
             id_order=id_order,
             index=index,
+            checks=checks,
         )
+
+    def discard(self, snap: Snapshot) -> None:
+        """Stop `snap` from being served again (it was found damaged): drop `CURRENT` if it
+        still names it, then its directory."""
+        from filelock import FileLock
+
+        checks = snap.checks or {}
+        where = next(iter(checks.values())).path.parent if checks else None
+        if where is None:
+            return
+        with FileLock(str(self.path / ".lock"), timeout=60):
+            with contextlib.suppress(OSError):
+                if (self.path / CURRENT).read_text(encoding="utf-8").strip() == where.name:
+                    (self.path / CURRENT).unlink()
+            shutil.rmtree(where, ignore_errors=True)
 
     # ---- writing --------------------------------------------------------------------------
 
     def write(self, snap: Snapshot) -> Path:
-        """Write `snap` and make it the current snapshot (atomically; see the module doc)."""
+        """Write `snap` and make it the current snapshot (atomically; see the module doc).
+        What `snap` reads from an older snapshot is verified first (`SnapshotDamaged`)."""
+        snap.verify_all()
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.path / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
         tmp.mkdir()
@@ -193,6 +299,7 @@ class SnapshotDir:
                 "bm25": snap.index.params(),
                 "written_at": time.time(),
                 "files": files,
+                "blocks": {file: _block_crcs(tmp / file) for file in LAZY},
             }
             _write_synced(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
             _fsync_dir(tmp)
@@ -244,6 +351,26 @@ class SnapshotDir:
                     if now - entry.stat().st_mtime < _STALE_TMP_S:
                         continue  # another writer may still be filling it
             shutil.rmtree(entry, ignore_errors=True)
+
+
+def _postings_check(parts: dict[str, npt.NDArray[Any]], checks: dict[str, PageCheck]) -> Any:
+    """Verify the blocks of `bm25.docs.npy` / `bm25.tfs.npy` holding these terms' postings
+    (None: every term's)."""
+    offsets = parts["offsets"]
+
+    def check(terms: npt.NDArray[np.uint32] | None) -> None:
+        for name in ("docs", "tfs"):
+            page = checks[f"bm25.{name}.npy"]
+            if terms is None:
+                page.everything()
+                continue
+            known = terms[terms < len(offsets) - 1].astype(np.int64)
+            base = int(getattr(parts[name], "offset", 0))
+            lo = np.asarray(offsets[known], dtype=np.int64)
+            hi = np.asarray(offsets[known + 1], dtype=np.int64)
+            page.ranges(base + lo * 4, base + hi * 4)
+
+    return check
 
 
 def _write_synced(path: Path, data: bytes) -> None:

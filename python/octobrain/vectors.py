@@ -8,7 +8,7 @@ position, and merge only the small blocks appended after it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -19,8 +19,16 @@ _MAX_TAIL_BLOCKS = 8
 class VectorBlocks:
     """Float32 rows of width `dim`, addressed by position across blocks."""
 
-    def __init__(self, dim: int, first: npt.NDArray[np.float32] | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        first: npt.NDArray[np.float32] | None = None,
+        check: Callable[[npt.NDArray[np.int64] | None], None] | None = None,
+    ) -> None:
+        """`check(positions)` runs before rows of `first` are read (None: all of them); a
+        snapshot's memory-mapped vectors are verified that way as they are read."""
         self.dim = dim
+        self._check = check
         base = np.zeros((0, dim), dtype=np.float32) if first is None else first
         self._blocks: list[npt.NDArray[np.float32]] = [base]
         self._starts = [0]
@@ -32,6 +40,7 @@ class VectorBlocks:
             return
         if self._len == 0:  # the first rows become the first block (never re-merged)
             self._blocks, self._len = [np.ascontiguousarray(block, dtype=np.float32)], len(block)
+            self._check = None
             return
         self._blocks.append(np.ascontiguousarray(block, dtype=np.float32))
         self._starts.append(self._len)
@@ -40,13 +49,23 @@ class VectorBlocks:
             tail = np.concatenate(self._blocks[1:])
             self._blocks, self._starts = [self._blocks[0], tail], [0, self._starts[1]]
 
+    def _checked(self, positions: npt.NDArray[np.int64] | None) -> None:
+        if self._check is not None:
+            if positions is None:
+                self._check(None)
+                self._check = None  # every row verified
+            else:
+                self._check(positions[positions < len(self._blocks[0])])
+
     @property
     def first(self) -> npt.NDArray[np.float32]:
-        """The first block (memory-mapped when it came from a snapshot)."""
+        """The first block (memory-mapped when it came from a snapshot), verified."""
+        self._checked(None)
         return self._blocks[0]
 
     def dense(self) -> npt.NDArray[np.float32]:
         """All rows as one array (a copy when there are several blocks)."""
+        self._checked(None)
         if len(self._blocks) == 1:
             return self._blocks[0]
         return np.concatenate(self._blocks)
@@ -59,6 +78,7 @@ class VectorBlocks:
     ) -> npt.NDArray[np.float32]:
         """The rows at `positions`, in that order."""
         pos = np.asarray(positions, dtype=np.int64)
+        self._checked(pos)
         if len(self._blocks) == 1:
             return np.asarray(self._blocks[0][pos])
         out = np.empty((len(pos), self.dim), dtype=np.float32)
@@ -72,6 +92,7 @@ class VectorBlocks:
         """Every row's dot product with `vector` (one cosine per row for unit rows)."""
         from octobrain.hybrid import cosines
 
+        self._checked(None)
         parts = [cosines(block, vector) for block in self._blocks]
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 

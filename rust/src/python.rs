@@ -245,6 +245,11 @@ impl PyBm25Index {
         Ok(PyArray1::from_vec(py, out))
     }
 
+    /// The ids of the query's terms the index holds (whose postings a query reads).
+    fn term_ids<'py>(&self, py: Python<'py>, query: &str) -> Bound<'py, PyArray1<u32>> {
+        PyArray1::from_vec(py, self.inner.term_ids(query))
+    }
+
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let guards = self.guards(py);
         let base = base_of(guards.as_ref())?;

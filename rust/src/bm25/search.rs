@@ -24,6 +24,15 @@ impl Bm25Index {
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
     }
 
+    /// The ids of `query`'s analysed terms that the index holds (each once, in query order):
+    /// whose postings a search or coverage of it reads.
+    pub fn term_ids(&self, query: &str) -> Vec<u32> {
+        self.query_terms(query)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
+    }
+
     /// Query term ids with their multiplicity, in order of first appearance (so scores do
     /// not depend on vocabulary ids: a rebuilt index sums in the same order, bit for bit).
     fn query_terms(&self, query: &str) -> Vec<(u32, u32)> {
