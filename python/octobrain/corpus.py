@@ -98,7 +98,7 @@ class Positions:
         return [int(p) for p in np.flatnonzero(self._c._live)]
 
     def __iter__(self) -> Iterator[str]:
-        ids = self._c._rows.column("id")
+        ids = self._c.rows().column("id")
         return iter(ids.take(pa.array(self.values(), pa.int64())).to_pylist())
 
     def __len__(self) -> int:
@@ -138,6 +138,7 @@ class Corpus:
             dim, None if snap is None else snap.vectors, None if snap is None else snap.vector_rows
         )
         self._source = snap  # the snapshot whose files the mirror still reads, if any
+        self._rows_ready = None if snap is None else snap.rows_ready
         cols = snap.columns if snap is not None else {}
 
         def col(name: str, dtype: Any) -> npt.NDArray[Any]:
@@ -165,6 +166,17 @@ class Corpus:
         self._edges_version = -1
         self._edges: dict[str, list[Relationship]] = {}
 
+    def rows(self) -> pa.Table:
+        """The mirrored rows, once they are verified (a snapshot's are checked meanwhile)."""
+        if self._rows_ready is not None:
+            try:
+                self._rows_ready()
+            except SnapshotDamaged:
+                self._damaged = True  # never read: the next refresh discards and rebuilds
+                raise
+            self._rows_ready = None
+        return self._rows
+
     # ---- keeping up with the store ----------------------------------------------------------
 
     def refresh(self) -> None:
@@ -179,6 +191,9 @@ class Corpus:
                     self._adopt_snapshot(rows_version)
                 self._refresh_edges(edges_version)
                 self._refresh_rows(rows_version)
+            except SnapshotDamaged:
+                self._discard()
+                raise
             except BaseException:
                 self._reset()  # a half-applied catch-up must never outlive its error
                 raise
@@ -236,7 +251,7 @@ class Corpus:
         self._index_ids()
         return Snapshot(
             version=self._version,
-            rows=self._rows.combine_chunks(),
+            rows=self.rows().combine_chunks(),
             vectors=self.vectors.dense(),
             columns={
                 "live": self._live.copy(),
@@ -257,9 +272,12 @@ class Corpus:
         """The snapshot this mirror reads from was found damaged: stop every process from
         opening it, and empty the mirror (the next refresh rebuilds from the store)."""
         with self._lock:
-            if self._source is not None and self._snapshots is not None:
-                self._snapshots.discard(self._source)
-            self._reset()
+            self._discard()
+
+    def _discard(self) -> None:
+        if self._source is not None and self._snapshots is not None:
+            self._snapshots.discard(self._source)
+        self._reset()
 
     def _refresh_rows(self, version: int) -> None:
         if version == self._version:
@@ -297,7 +315,7 @@ class Corpus:
         """The live position of each id, -1 for ids the mirror does not hold."""
         if not len(self._live):
             return np.full(len(ids), -1, dtype=np.int64)
-        held = pc.if_else(pa.array(self._live), self._rows.column("id"), None)
+        held = pc.if_else(pa.array(self._live), self.rows().column("id"), None)
         found = pc.fill_null(pc.index_in(ids, value_set=held.combine_chunks()), -1)
         return np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int64)
 
@@ -390,7 +408,7 @@ class Corpus:
     def _index_ids(self) -> None:
         """Sort the live ids (id → position by binary search); empties `_added`."""
         keyed = pc.cast(
-            pc.if_else(pa.array(self._live), self._rows.column("id"), None), pa.binary()
+            pc.if_else(pa.array(self._live), self.rows().column("id"), None), pa.binary()
         )
         order = np.asarray(pc.sort_indices(keyed), dtype=np.int64)
         order = order[: int(np.count_nonzero(self._live))]
@@ -409,7 +427,7 @@ class Corpus:
     def _rebuild(self) -> None:
         """Drop tombstones: re-index the live rows at fresh, dense positions."""
         live = np.flatnonzero(self._live)
-        rows = self._rows.take(pa.array(live))
+        rows = self.rows().take(pa.array(live))
         vectors = self.vectors[live]
         versions = self._version, self._edges_version, self._edges
         access, seen = self._access[live], self._seen[live]
@@ -454,7 +472,7 @@ class Corpus:
         list values, one per Arrow chunk)."""
         hit = np.zeros(len(self._live), dtype=bool)
         start = 0
-        for i, chunk in enumerate(self._rows.column(column).chunks):
+        for i, chunk in enumerate(self.rows().column(column).chunks):
             key = (column, i)
             if key not in self._lists:  # (the rows only change in `_add`, which clears it)
                 encoded = pc.dictionary_encode(pc.list_flatten(chunk))
@@ -512,7 +530,7 @@ class Corpus:
             assert self._live[missing].all(), "a position holds no live memory"
             if len(self._cache) + len(missing) > _MAX_CACHED:
                 self._cache.clear()
-            rows = self._rows.take(pa.array(missing, pa.int64())).to_pylist()
+            rows = self.rows().take(pa.array(missing, pa.int64())).to_pylist()
             for pos, row in zip(missing, rows, strict=True):
                 memory = row_to_memory(row)
                 memory.access_count = int(self._access[pos])

@@ -22,13 +22,15 @@ a killed writer leaves the previous snapshot in force and only a temporary direc
 next process rebuilds from the store.
 
 A reader checks the manifest (format, model, dim, store), every file's size, and the checksum
-of every file but the three large memory-mapped ones before using anything. Those three
-(``vectors.npy``, ``bm25.docs.npy``, ``bm25.tfs.npy``) carry a CRC-32 per 1 MiB block,
-checked the first time a read covers the block (`PageCheck`): a vector's rows before they are
-scored, a term's postings before a query reads them, everything before the mirror is
-written out again. A damaged block raises `SnapshotDamaged` instead of being used; the caller
-discards the snapshot and rebuilds from the store. Otherwise, any mismatch makes `load` return
-None and the caller rebuilds from the store. The table version is the caller's to compare: it
+of every small file before using anything. The large ones carry a CRC-32 per 1 MiB block:
+``vectors.npy``, ``bm25.docs.npy`` and ``bm25.tfs.npy`` are checked the first time a read
+covers a block (`PageCheck`): a vector's rows before they are scored, a term's postings before
+a query reads them, everything before the mirror is written out again; ``rows.arrow`` is
+checked in full by a thread started at open, which the mirror waits for before it reads any
+row (so the check overlaps the first query's search). A damaged block raises
+`SnapshotDamaged` instead of being used; the caller discards the snapshot and rebuilds from
+the store. Any other mismatch makes `load` return None and the caller rebuilds from the store.
+The table version is the caller's to compare: it
 catches up from the snapshot's version by reading only what changed.
 """
 
@@ -44,6 +46,7 @@ import shutil
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +65,7 @@ MANIFEST = "manifest.json"
 _CHUNK = 8 << 20
 BLOCK = 1 << 20  # the unit of the lazily checked files' checksums
 LAZY = ("vectors.npy", "bm25.docs.npy", "bm25.tfs.npy")  # checked as their blocks are read
+ROWS = "rows.arrow"  # checked by a thread while the first query runs, before any row is read
 _STALE_TMP_S = 3600.0  # a temporary directory this old belongs to a writer that died
 
 # Per-position numpy columns, name → dtype ("ids" is a fixed-width bytes dtype, sized on write).
@@ -124,6 +128,27 @@ class PageCheck:
         self.ranges(np.zeros(1, dtype=np.int64), np.full(1, n * self.block, dtype=np.int64))
 
 
+def _in_background(check: Callable[[], None]) -> Callable[[], None]:
+    """Run `check` in a thread now; the returned callable waits for it and re-raises."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            check()
+        except BaseException as exc:  # (re-raised in the caller's thread)
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="octobrain-snapshot-check", daemon=True)
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        if failed:
+            raise SnapshotDamaged(str(failed[0])) from failed[0]
+
+    return wait
+
+
 def _block_crcs(path: Path, block: int = BLOCK) -> list[int]:
     out = []
     with path.open("rb") as f:
@@ -146,6 +171,8 @@ class Snapshot:
     index: BM25Index
     # The lazily checked files this snapshot reads from (what `load` opened), by name.
     checks: dict[str, PageCheck] | None = None
+    # Blocks until `rows.arrow` is verified (raising `SnapshotDamaged` if it is not sound).
+    rows_ready: Callable[[], None] | None = None
 
     def vector_rows(self, positions: npt.NDArray[np.int64] | None) -> None:
         """Verify the blocks of `vectors.npy` holding these rows (None: all of them)."""
@@ -226,12 +253,13 @@ class SnapshotDir:
             path = where / file
             if path.stat().st_size != size:
                 raise ValueError(f"{file} has {path.stat().st_size} bytes, expected {size}")
-            if file in LAZY:
+            if file in (*LAZY, ROWS):
                 if len(blocks[file]) != -(-size // BLOCK):
                     raise ValueError(f"{file} has no checksum for each of its blocks")
             elif _crc(path) != crc:
                 raise ValueError(f"{file} fails its checksum")
-        checks = {file: PageCheck(where / file, blocks[file]) for file in LAZY}
+        checks = {file: PageCheck(where / file, blocks[file]) for file in (*LAZY, ROWS)}
+        rows_ready = _in_background(checks[ROWS].everything)
         parts = {name: np.load(where / f"bm25.{name}.npy", mmap_mode="r") for name in PARTS}
         index = BM25Index.open_parts(parts, manifest["bm25"])
         index.check_postings(_postings_check(parts, checks))
@@ -259,6 +287,7 @@ class SnapshotDir:
             id_order=id_order,
             index=index,
             checks=checks,
+            rows_ready=rows_ready,
         )
 
     def discard(self, snap: Snapshot) -> None:
@@ -299,7 +328,7 @@ class SnapshotDir:
                 "bm25": snap.index.params(),
                 "written_at": time.time(),
                 "files": files,
-                "blocks": {file: _block_crcs(tmp / file) for file in LAZY},
+                "blocks": {file: _block_crcs(tmp / file) for file in (*LAZY, ROWS)},
             }
             _write_synced(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
             _fsync_dir(tmp)
