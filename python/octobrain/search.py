@@ -61,7 +61,7 @@ SPEAKER_FACTOR = 1.2
 # Past `search.ann_min_rows`, LanceDB's ANN index proposes ANN_REFINE × the wanted candidates
 # (partitions probed: ANN_NPROBES), and their exact cosines from the mirror's vectors decide.
 ANN_REFINE = 5
-ANN_NPROBES = 64
+ANN_NPROBES = 128
 ANN_EXACT_BELOW = 10_000  # fewer allowed rows than this are scored exactly
 UNKNOWN_COSINE = -2.0  # below any cosine: positions the ANN path did not score
 

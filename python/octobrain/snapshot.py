@@ -22,7 +22,7 @@ a killed writer leaves the previous snapshot in force and only a temporary direc
 next process rebuilds from the store.
 
 A reader checks the manifest (format, model, dim, store), every file's size, and the checksum
-of every small file before using anything. The large ones carry a CRC-32 per 1 MiB block:
+of every small file before using anything. The large ones carry a CRC-32 per 64 KiB block:
 ``vectors.npy``, ``bm25.docs.npy`` and ``bm25.tfs.npy`` are checked the first time a read
 covers a block (`PageCheck`): a vector's rows before they are scored, a term's postings before
 a query reads them, everything before the mirror is written out again; ``rows.arrow`` is
@@ -63,7 +63,7 @@ FORMAT = 2  # 2: the BM25 index as memory-mapped arrays (1 held it as one decode
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 _CHUNK = 8 << 20
-BLOCK = 1 << 20  # the unit of the lazily checked files' checksums
+BLOCK = 1 << 16  # the unit of the large files' checksums (64 KiB: a scattered read checks little)
 LAZY = ("vectors.npy", "bm25.docs.npy", "bm25.tfs.npy")  # checked as their blocks are read
 ROWS = "rows.arrow"  # checked by a thread while the first query runs, before any row is read
 _STALE_TMP_S = 3600.0  # a temporary directory this old belongs to a writer that died

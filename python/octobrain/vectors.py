@@ -8,12 +8,14 @@ position, and merge only the small blocks appended after it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 _MAX_TAIL_BLOCKS = 8
+_PREAD_SHARE = 64  # rows read with pread when fewer than 1/64 of a mapped block's
 
 
 class VectorBlocks:
@@ -80,12 +82,38 @@ class VectorBlocks:
         pos = np.asarray(positions, dtype=np.int64)
         self._checked(pos)
         if len(self._blocks) == 1:
-            return np.asarray(self._blocks[0][pos])
+            return self._gather(self._blocks[0], pos)
         out = np.empty((len(pos), self.dim), dtype=np.float32)
         block_of = np.searchsorted(np.asarray(self._starts), pos, side="right") - 1
         for b in np.unique(block_of):
             sel = block_of == b
-            out[sel] = self._blocks[b][pos[sel] - self._starts[b]]
+            out[sel] = self._gather(self._blocks[b], pos[sel] - self._starts[b])
+        return out
+
+    def _gather(
+        self, block: npt.NDArray[np.float32], pos: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float32]:
+        """Rows of `block`. A few rows of a memory-mapped file are read with `os.pread`:
+        a page fault would map the whole large folio the page cache holds around each row
+        (about a megabyte apiece on Linux 6.x), so a few hundred scattered rows per query
+        would make most of the file resident in this process."""
+        filename = getattr(block, "filename", None)
+        if filename is None or len(pos) * _PREAD_SHARE > len(block) or not len(pos):
+            return np.asarray(block[pos])
+        row = self.dim * 4
+        base = int(getattr(block, "offset", 0))
+        out = np.empty((len(pos), self.dim), dtype=np.float32)
+        view = out.data.cast("B")
+        fd = os.open(filename, os.O_RDONLY)
+        try:
+            for i, p in enumerate(pos.tolist()):
+                if not 0 <= p < len(block):
+                    raise IndexError(f"position {p} is out of range")
+                got = os.preadv(fd, [view[i * row : (i + 1) * row]], base + p * row)
+                if got != row:
+                    raise OSError(f"{filename}: short read")
+        finally:
+            os.close(fd)
         return out
 
     def cosines(self, vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
