@@ -340,3 +340,15 @@ def test_a_lazily_checked_file_is_verified_block_by_block_as_it_is_read(tmp_path
     with pytest.raises(SnapshotDamaged):
         check.everything()
     assert not check.ok[2]
+
+
+def test_a_snapshot_deleted_while_a_process_serves_from_it_keeps_serving(tmp_path: Path) -> None:
+    first = _brain(tmp_path / "db")
+    ids = _fill(first)
+    expected = _found(first, "zq9 setting")
+    reader = _brain(tmp_path / "db")
+    reader.retriever.corpus.refresh()  # opened: its large files are not verified yet
+    assert _opened_from_snapshot(reader)
+    shutil.rmtree(_snap_dir(first).path.parent)  # `rm -rf <data dir>/cache/snapshots`
+    assert _found(reader, "zq9 setting") == expected and expected[0] == ids[9]
+    assert _found(reader, "zq2 setting")[0] == ids[2]

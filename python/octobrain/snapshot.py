@@ -87,10 +87,13 @@ class SnapshotDamaged(ValueError):
 
 class PageCheck:
     """The per-block CRC-32 of one snapshot file, each block verified the first time a read
-    covers it (read with `os.pread`, so checking maps nothing into the process)."""
+    covers it (read with `os.pread`, so checking maps nothing into the process). The file is
+    opened at once and kept open: a snapshot deleted or replaced meanwhile stays checkable,
+    as its mapped pages stay readable."""
 
     def __init__(self, path: Path, crcs: list[int], block: int = BLOCK) -> None:
         self.path, self.block = path, block
+        self._fd = os.open(path, os.O_RDONLY)
         self.crcs = np.asarray(crcs, dtype=np.int64)
         self.ok = np.zeros(len(crcs), dtype=bool)
         self.done = not len(crcs)
@@ -114,13 +117,17 @@ class PageCheck:
         todo = blocks[~self.ok[blocks]]
         if not len(todo):
             return
-        with self._lock, self.path.open("rb", buffering=0) as f:
+        with self._lock:
             for b in todo.tolist():
-                data = os.pread(f.fileno(), self.block, b * self.block)
+                data = os.pread(self._fd, self.block, b * self.block)
                 if zlib.crc32(data) != int(self.crcs[b]):
                     raise SnapshotDamaged(f"{self.path.name} fails its checksum at block {b}")
                 self.ok[b] = True
             self.done = bool(self.ok.all())
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            os.close(self._fd)
 
     def everything(self) -> None:
         """Verify every block not verified yet."""

@@ -8,6 +8,7 @@ position, and merge only the small blocks appended after it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 
@@ -31,6 +32,9 @@ class VectorBlocks:
         snapshot's memory-mapped vectors are verified that way as they are read."""
         self.dim = dim
         self._check = check
+        # A mapped first block's file, kept open for `pread` (readable even once deleted).
+        filename = getattr(first, "filename", None)
+        self._fd = os.open(filename, os.O_RDONLY) if filename else None
         base = np.zeros((0, dim), dtype=np.float32) if first is None else first
         self._blocks: list[npt.NDArray[np.float32]] = [base]
         self._starts = [0]
@@ -43,6 +47,9 @@ class VectorBlocks:
         if self._len == 0:  # the first rows become the first block (never re-merged)
             self._blocks, self._len = [np.ascontiguousarray(block, dtype=np.float32)], len(block)
             self._check = None
+            if self._fd is not None:  # (an empty mapped block: nothing to read from it)
+                os.close(self._fd)
+                self._fd = None
             return
         self._blocks.append(np.ascontiguousarray(block, dtype=np.float32))
         self._starts.append(self._len)
@@ -97,24 +104,25 @@ class VectorBlocks:
         a page fault would map the whole large folio the page cache holds around each row
         (about a megabyte apiece on Linux 6.x), so a few hundred scattered rows per query
         would make most of the file resident in this process."""
-        filename = getattr(block, "filename", None)
-        if filename is None or len(pos) * _PREAD_SHARE > len(block) or not len(pos):
+        fd = self._fd if block is self._blocks[0] else None
+        if fd is None or len(pos) * _PREAD_SHARE > len(block) or not len(pos):
             return np.asarray(block[pos])
         row = self.dim * 4
         base = int(getattr(block, "offset", 0))
         out = np.empty((len(pos), self.dim), dtype=np.float32)
         view = out.data.cast("B")
-        fd = os.open(filename, os.O_RDONLY)
-        try:
-            for i, p in enumerate(pos.tolist()):
-                if not 0 <= p < len(block):
-                    raise IndexError(f"position {p} is out of range")
-                got = os.preadv(fd, [view[i * row : (i + 1) * row]], base + p * row)
-                if got != row:
-                    raise OSError(f"{filename}: short read")
-        finally:
-            os.close(fd)
+        for i, p in enumerate(pos.tolist()):
+            if not 0 <= p < len(block):
+                raise IndexError(f"position {p} is out of range")
+            if os.preadv(fd, [view[i * row : (i + 1) * row]], base + p * row) != row:
+                raise OSError("short read of a snapshot's vectors")
         return out
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def cosines(self, vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Every row's dot product with `vector` (one cosine per row for unit rows)."""
