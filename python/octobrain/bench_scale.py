@@ -179,6 +179,7 @@ def run_size(
     progress: Callable[[str], None] | None = None,
     ann_min_rows: int | None = None,
     store_dir: Path | None = None,
+    bulk_from: int = BULK_FROM,
 ) -> dict[str, Any]:
     """Measure one store of `n` memories (see the module docstring); `ann_min_rows` overrides
     `search.ann_min_rows` in the serving processes. A bulk-written store is kept in (and, when
@@ -194,7 +195,7 @@ def run_size(
     embedder = get_embedder(STORE_MODEL, batch_size=256)
     result: dict[str, Any] = {"memories": n}
     with tempfile.TemporaryDirectory(prefix="octobrain-scale-") as tmp:
-        if n >= BULK_FROM:
+        if n >= bulk_from:
             kept = None if store_dir is None else store_dir / str(n)
             db = Path(tmp) / "db" if kept is None else kept / "db"
             done = None if kept is None else kept / "written.json"
@@ -487,6 +488,7 @@ def run_scale(
     progress: Callable[[str], None] | None = None,
     ann_min_rows: int | None = None,
     store_dir: Path | None = None,
+    bulk_from: int = BULK_FROM,
 ) -> dict[str, Any]:
     """Every size in turn, plus the query-embedding cost of `model`."""
     texts = make_queries(queries)
@@ -494,7 +496,14 @@ def run_scale(
     threshold = Config().search.ann_min_rows if ann_min_rows is None else ann_min_rows
     rows = []
     for n in sizes:
-        row = run_size(n, texts, progress=progress, ann_min_rows=ann_min_rows, store_dir=store_dir)
+        row = run_size(
+            n,
+            texts,
+            progress=progress,
+            ann_min_rows=ann_min_rows,
+            store_dir=store_dir,
+            bulk_from=bulk_from,
+        )
         row["query_embedding_p50_ms"] = embed_ms
         rows.append(row)
     return {
@@ -512,7 +521,7 @@ def run_scale(
             "times remember (fresh process p50) and reports its peak RSS, taken before the ANN "
             "recall@10 of the vector leg is measured against an exact scan (100 queries; ANN "
             f"from `search.ann_min_rows` = {threshold:,} memories). "
-            f"Sizes from {BULK_FROM:,} are bulk-written and skip the in-process columns (—)."
+            f"Sizes from {bulk_from:,} are bulk-written and skip the in-process columns (—)."
         ),
         "sizes": rows,
     }
