@@ -251,8 +251,9 @@ class Corpus:
         self._index_ids()
         return Snapshot(
             version=self._version,
-            rows=self.rows().combine_chunks(),
-            vectors=self.vectors.dense(),
+            rows=self.rows(),  # (immutable: written as its chunks, by the writer's thread)
+            vectors=self.vectors.blocks()[0],
+            vector_blocks=self.vectors.blocks(),
             columns={
                 "live": self._live.copy(),
                 "edit_key": self._edit_key,

@@ -180,6 +180,9 @@ class Snapshot:
     checks: dict[str, PageCheck] | None = None
     # Blocks until `rows.arrow` is verified (raising `SnapshotDamaged` if it is not sound).
     rows_ready: Callable[[], None] | None = None
+    # For writing: the vectors as consecutive blocks (written one after the other, never
+    # concatenated in memory), in place of `vectors`.
+    vector_blocks: list[npt.NDArray[np.float32]] | None = None
 
     def vector_rows(self, positions: npt.NDArray[np.int64] | None) -> None:
         """Verify the blocks of `vectors.npy` holding these rows (None: all of them)."""
@@ -363,7 +366,15 @@ class SnapshotDir:
 
         for name, dtype in COLUMNS.items():
             npy(name, np.asarray(snap.columns[name], dtype=dtype))
-        npy("vectors", np.asarray(snap.vectors, dtype=np.float32))
+        blocks = snap.vector_blocks or [np.asarray(snap.vectors, dtype=np.float32)]
+        with (tmp / "vectors.npy").open("wb") as f:
+            rows = sum(len(b) for b in blocks)
+            header = {"descr": "<f4", "fortran_order": False, "shape": (rows, self.dim)}
+            np.lib.format.write_array_header_1_0(f, header)
+            for block in blocks:
+                f.write(np.ascontiguousarray(block, dtype="<f4").data.cast("B"))
+            f.flush()
+            os.fsync(f.fileno())
         npy("ids", snap.sorted_ids)
         npy("id_order", np.asarray(snap.id_order, dtype=np.int64))
         with (tmp / "rows.arrow").open("wb") as f:

@@ -72,6 +72,11 @@ class VectorBlocks:
         self._checked(None)
         return self._blocks[0]
 
+    def blocks(self) -> list[npt.NDArray[np.float32]]:
+        """The blocks as they are now (none is changed later: appends add new ones).
+        Unverified: a snapshot writer checks its source first."""
+        return list(self._blocks)
+
     def dense(self) -> npt.NDArray[np.float32]:
         """All rows as one array (a copy when there are several blocks)."""
         self._checked(None)
