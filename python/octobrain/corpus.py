@@ -530,7 +530,8 @@ class Corpus:
         if missing:
             assert self._live[missing].all(), "a position holds no live memory"
             if len(self._cache) + len(missing) > _MAX_CACHED:
-                self._cache.clear()
+                self._cache.clear()  # (then every asked position is made again)
+                missing = list(dict.fromkeys(positions))
             rows = self.rows().take(pa.array(missing, pa.int64())).to_pylist()
             for pos, row in zip(missing, rows, strict=True):
                 memory = row_to_memory(row)
