@@ -106,3 +106,19 @@ def test_tag_and_file_filters_follow_edits_and_forgets(tmp_path: Path) -> None:
         mask = corpus.allowed([SCOPE], related_files=[path, "missing.py"])
         got = {corpus.memory(int(p)).id for p in mask.nonzero()[0]}
         assert got == {mid for mid, m in live.items() if path in m.related_files}, path
+
+
+def test_memories_stay_answerable_when_the_memory_cache_starts_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from octobrain.memory import corpus as corpus_module
+
+    brain = _brain(tmp_path)
+    made = [brain.memorize(f"Note {i}", f"The setting zq{i} is {i}.")[0].id for i in range(6)]
+    corpus = brain.retriever.corpus
+    corpus.refresh()
+    monkeypatch.setattr(corpus_module, "_MAX_CACHED", 4)
+    positions = [corpus.pos_of[mid] for mid in made]
+    assert [m.id for m in corpus.memories_at(positions[:3])] == made[:3]
+    # Three cached, two new: past the cap the cache starts over, and all five still come back.
+    assert [m.id for m in corpus.memories_at(positions[1:6])] == made[1:6]

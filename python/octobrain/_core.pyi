@@ -80,9 +80,35 @@ class Bm25Index:
     def search_batch(
         self, queries: list[str], k: int, allowed: npt.NDArray[np.int64] | None = None
     ) -> list[_Hits]: ...
+    def term_ids(self, query: str) -> npt.NDArray[np.uint32]: ...
     def to_bytes(self) -> bytes: ...
     @staticmethod
     def from_bytes(data: bytes) -> Bm25Index: ...
+    def to_parts(
+        self,
+    ) -> tuple[
+        npt.NDArray[np.uint8],
+        npt.NDArray[np.uint64],
+        npt.NDArray[np.uint64],
+        npt.NDArray[np.uint32],
+        npt.NDArray[np.uint32],
+        npt.NDArray[np.uint32],
+        npt.NDArray[np.bool_],
+    ]: ...
+    @staticmethod
+    def open_base(
+        k1: float,
+        b: float,
+        stem: bool,
+        stopwords: bool,
+        terms: npt.NDArray[np.uint8],
+        term_ends: npt.NDArray[np.uint64],
+        doc_len: npt.NDArray[np.uint32],
+        live: npt.NDArray[np.bool_],
+        offsets: npt.NDArray[np.uint64],
+        docs: npt.NDArray[np.uint32],
+        tfs: npt.NDArray[np.uint32],
+    ) -> Bm25Index: ...
     def live_mask(self) -> npt.NDArray[np.bool_]: ...
     @property
     def k1(self) -> float: ...

@@ -4,16 +4,20 @@
 //! `score = Σ_query terms idf · tf·(k1+1) / (tf + k1·(1 - b + b·dl/avgdl))`.
 //! A query term that appears twice counts twice (as in Lucene's BooleanQuery and bm25s).
 //!
-//! Positions are stable: removing a document tombstones its position and drops its postings,
-//! so N, df and avgdl are those of the remaining documents — scores equal a fresh build over
-//! them. The per-posting tf part of the score is precomputed (in f64, stored as f32) and
-//! refreshed after every add/remove, so a query is one pass over its postings into a dense
-//! score buffer, then a partial top-k selection.
+//! Positions are stable: removing a document tombstones its position, so N, df and avgdl are
+//! those of the remaining documents — scores equal a fresh build over them. The per-document
+//! length norm is kept (refreshed after every add/remove, O(documents)); each posting's tf part
+//! is computed from it as the query reads the posting.
+//!
+//! The postings live in two parts. A [`Base`] is read-only: per-term ranges over flat `docs` /
+//! `tfs` arrays that the caller owns (typically memory-mapped files of a snapshot, so only the
+//! pages a query reads become resident); its removed documents are only tombstoned. The
+//! in-memory part holds every posting added since (and, for an index built in memory, all of
+//! them). Every query and update takes the base it was opened over ([`Base::EMPTY`] if none).
 //!
 //! Layout: this file holds the index and its updates; `bm25/search.rs` the queries,
-//! `bm25/persist.rs` the byte format.
+//! `bm25/persist.rs` the byte and array formats.
 
-use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +27,8 @@ use crate::tokenize::{Analyzer, AnalyzerOptions};
 mod coverage;
 mod persist;
 mod search;
+
+pub use persist::Parts;
 
 /// BM25 parameters, validated on construction.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -59,6 +65,42 @@ struct Postings {
     tfs: Vec<u32>,
 }
 
+/// The read-only part of an index's postings: term `t` holds `docs[offsets[t]..offsets[t+1]]`
+/// (ascending) with the same range of `tfs`. Ranges outside the arrays read as empty, so a
+/// damaged base gives wrong results at worst, never a panic.
+#[derive(Debug, Clone, Copy)]
+pub struct Base<'a> {
+    /// `terms + 1` ascending offsets into `docs` / `tfs`.
+    pub offsets: &'a [u64],
+    /// Document positions, per term ascending.
+    pub docs: &'a [u32],
+    /// Term frequencies, parallel to `docs`.
+    pub tfs: &'a [u32],
+}
+
+impl<'a> Base<'a> {
+    /// No base: every posting is in memory.
+    pub const EMPTY: Base<'static> = Base {
+        offsets: &[],
+        docs: &[],
+        tfs: &[],
+    };
+
+    /// Term `t`'s (docs, tfs) in the base (empty past its terms or on a bad range).
+    fn term(&self, t: usize) -> (&'a [u32], &'a [u32]) {
+        let (Some(&lo), Some(&hi)) = (self.offsets.get(t), self.offsets.get(t + 1)) else {
+            return (&[], &[]);
+        };
+        let (Ok(lo), Ok(hi)) = (usize::try_from(lo), usize::try_from(hi)) else {
+            return (&[], &[]);
+        };
+        match (self.docs.get(lo..hi), self.tfs.get(lo..hi)) {
+            (Some(docs), Some(tfs)) => (docs, tfs),
+            _ => (&[], &[]),
+        }
+    }
+}
+
 /// A mutable BM25 index. Searching takes `&self` and may run from many threads.
 #[derive(Debug)]
 pub struct Bm25Index {
@@ -66,9 +108,13 @@ pub struct Bm25Index {
     analyzer: Analyzer,
     terms: Vec<String>,
     vocab: FxHashMap<String, u32>,
+    /// In-memory postings of every term (those added after the base was written).
     postings: Vec<Postings>,
-    /// Per posting, `tf·(k1+1) / (tf + k1·(1 - b + b·dl/avgdl))` (parallel to `postings`).
-    weights: Vec<Vec<f32>>,
+    /// Whether any document with base postings was removed (then base postings are checked
+    /// against `live` as they are read).
+    base_tombstones: bool,
+    /// Per document, `k1·(1 - b + b·dl/avgdl)`.
+    norm: Vec<f64>,
     doc_len: Vec<u32>,
     live: Vec<bool>,
     live_count: u32,
@@ -83,7 +129,8 @@ impl Bm25Index {
             terms: Vec::new(),
             vocab: FxHashMap::default(),
             postings: Vec::new(),
-            weights: Vec::new(),
+            base_tombstones: false,
+            norm: Vec::new(),
             doc_len: Vec::new(),
             live: Vec::new(),
             live_count: 0,
@@ -122,13 +169,26 @@ impl Bm25Index {
     }
 
     /// Number of distinct terms with at least one live posting.
-    pub fn vocab_size(&self) -> usize {
-        self.postings.iter().filter(|p| !p.docs.is_empty()).count()
+    pub fn vocab_size(&self, base: &Base<'_>) -> usize {
+        (0..self.terms.len())
+            .filter(|&t| self.df(base, t) > 0)
+            .count()
     }
 
     /// Whether `position` holds a live document.
     pub fn is_live(&self, position: usize) -> bool {
         self.live.get(position).copied().unwrap_or(false)
+    }
+
+    /// Live documents holding term `t`: its in-memory postings plus its live base postings.
+    fn df(&self, base: &Base<'_>, t: usize) -> usize {
+        let (docs, _) = base.term(t);
+        let in_base = if self.base_tombstones {
+            docs.iter().filter(|&&d| self.is_live(d as usize)).count()
+        } else {
+            docs.len()
+        };
+        in_base + self.postings.get(t).map_or(0, |p| p.docs.len())
     }
 
     /// Analyse and append documents; returns the first new position (they are consecutive).
@@ -162,7 +222,7 @@ impl Bm25Index {
                 position += 1;
             }
         }
-        self.refresh_weights();
+        self.refresh_norms();
         Ok(start)
     }
 
@@ -179,7 +239,8 @@ impl Bm25Index {
     }
 
     /// Remove documents by position. Other positions stay valid; removing twice is a no-op.
-    pub fn remove(&mut self, positions: &[i64]) -> CoreResult<()> {
+    /// In-memory postings drop them; base postings keep them, tombstoned by `live`.
+    pub fn remove(&mut self, positions: &[i64], base_positions: usize) -> CoreResult<()> {
         let n = self.doc_len.len();
         let mut doomed = vec![false; n];
         for &p in positions {
@@ -209,14 +270,15 @@ impl Bm25Index {
                 self.live[i] = false;
                 self.doc_len[i] = 0;
                 self.live_count -= 1;
+                self.base_tombstones |= i < base_positions;
             }
         }
-        self.refresh_weights();
+        self.refresh_norms();
         Ok(())
     }
 
-    /// Recompute per-posting weights; N and avgdl changed.
-    fn refresh_weights(&mut self) {
+    /// Recompute per-document norms; N and avgdl changed.
+    fn refresh_norms(&mut self) {
         let Bm25Params { k1, b } = self.params;
         let total: u64 = self.doc_len.iter().map(|&d| u64::from(d)).sum();
         let avgdl = if total == 0 {
@@ -224,23 +286,24 @@ impl Bm25Index {
         } else {
             total as f64 / f64::from(self.live_count)
         };
-        let norm: Vec<f64> = self
-            .doc_len
-            .iter()
-            .map(|&dl| k1 * (1.0 - b + b * f64::from(dl) / avgdl))
-            .collect();
-        // In place: reuses every term's weight buffer instead of reallocating them all.
-        self.weights.resize_with(self.postings.len(), Vec::new);
-        self.postings
-            .par_iter()
-            .zip(self.weights.par_iter_mut())
-            .for_each(|(p, weights)| {
-                weights.clear();
-                weights.extend(p.docs.iter().zip(&p.tfs).map(|(&d, &tf)| {
-                    let tf = f64::from(tf);
-                    (tf * (k1 + 1.0) / (tf + norm[d as usize])) as f32
-                }));
-            });
+        self.norm.clear();
+        self.norm.extend(
+            self.doc_len
+                .iter()
+                .map(|&dl| k1 * (1.0 - b + b * f64::from(dl) / avgdl)),
+        );
+    }
+
+    /// The tf part of a posting's score: `tf·(k1+1) / (tf + norm)`, as f32.
+    #[inline]
+    fn weight(&self, doc: u32, tf: u32) -> f32 {
+        let tf = f64::from(tf);
+        let norm = self
+            .norm
+            .get(doc as usize)
+            .copied()
+            .unwrap_or(f64::INFINITY);
+        (tf * (self.params.k1 + 1.0) / (tf + norm)) as f32
     }
 }
 
@@ -275,7 +338,7 @@ mod tests {
     fn remove_equals_fresh_build_over_the_rest() {
         let params = Bm25Params::new(1.5, 0.5).unwrap();
         let mut index = Bm25Index::build(&docs(), params, plain()).unwrap();
-        index.remove(&[1, 1]).unwrap();
+        index.remove(&[1, 1], 0).unwrap();
         let fresh = Bm25Index::build(
             &["apple banana", "banana", "cherry cherry cherry date"],
             params,
@@ -283,9 +346,11 @@ mod tests {
         )
         .unwrap();
         let map = [0u32, 2, 3];
-        let got = index.search("apple cherry banana", 10, None).unwrap();
+        let got = index
+            .search(&Base::EMPTY, "apple cherry banana", 10, None)
+            .unwrap();
         let want: Vec<(u32, f32)> = fresh
-            .search("apple cherry banana", 10, None)
+            .search(&Base::EMPTY, "apple cherry banana", 10, None)
             .unwrap()
             .into_iter()
             .map(|(p, s)| (map[p as usize], s))
@@ -307,13 +372,13 @@ mod tests {
             .starts_with("b:"));
         let index = Bm25Index::build(&docs(), Bm25Params::default(), plain()).unwrap();
         assert!(index
-            .search("apple", 0, None)
+            .search(&Base::EMPTY, "apple", 0, None)
             .unwrap_err()
             .to_string()
             .starts_with("k:"));
         let mut index = index;
         assert!(index
-            .remove(&[-1])
+            .remove(&[-1], 0)
             .unwrap_err()
             .to_string()
             .starts_with("positions:"));

@@ -3,13 +3,13 @@
 //! Every binding converts its arguments to owned Rust data, runs the kernel through
 //! [`detached`] (GIL released, errors converted in one place) and returns Python objects.
 
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::conversion::FromPyObjectOwned;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::bm25::{Bm25Index, Bm25Params};
+use crate::bm25::{Base, Bm25Index, Bm25Params};
 use crate::error::CoreError;
 use crate::tokenize::{Analyzer, AnalyzerOptions};
 use crate::{cluster, decay, fusion, regex_match};
@@ -84,10 +84,64 @@ fn k_arg(k: i64) -> Result<usize, CoreError> {
         .ok_or_else(|| CoreError::invalid("k", "must be >= 1"))
 }
 
+/// The arrays a stored base's postings are read from (held, typically memory-mapped).
+struct BaseArrays {
+    offsets: Py<PyArray1<u64>>,
+    docs: Py<PyArray1<u32>>,
+    tfs: Py<PyArray1<u32>>,
+}
+
+type BaseGuards<'py> = (
+    PyReadonlyArray1<'py, u64>,
+    PyReadonlyArray1<'py, u32>,
+    PyReadonlyArray1<'py, u32>,
+);
+
+fn contiguous<'a, T: numpy::Element>(array: &'a PyReadonlyArray1<'_, T>) -> PyResult<&'a [T]> {
+    array
+        .as_slice()
+        .map_err(|_| CoreError::invalid("base", "arrays must be contiguous").into())
+}
+
+/// Borrow the base's arrays for one call (none: an empty base).
+fn base_of<'a>(guards: Option<&'a BaseGuards<'_>>) -> PyResult<Base<'a>> {
+    Ok(match guards {
+        None => Base::EMPTY,
+        Some((offsets, docs, tfs)) => Base {
+            offsets: contiguous(offsets)?,
+            docs: contiguous(docs)?,
+            tfs: contiguous(tfs)?,
+        },
+    })
+}
+
 /// Rust handle of a BM25 index; wrapped by `octobrain.bm25.BM25Index`.
 #[pyclass(module = "octobrain._core", name = "Bm25Index")]
 struct PyBm25Index {
     inner: Bm25Index,
+    base: Option<BaseArrays>,
+    /// Positions the base holds postings for (removing one of them tombstones it).
+    base_positions: usize,
+}
+
+impl PyBm25Index {
+    fn owned(inner: Bm25Index) -> Self {
+        Self {
+            inner,
+            base: None,
+            base_positions: 0,
+        }
+    }
+
+    fn guards<'py>(&self, py: Python<'py>) -> Option<BaseGuards<'py>> {
+        self.base.as_ref().map(|b| {
+            (
+                b.offsets.bind(py).readonly(),
+                b.docs.bind(py).readonly(),
+                b.tfs.bind(py).readonly(),
+            )
+        })
+    }
 }
 
 #[pymethods]
@@ -96,9 +150,10 @@ impl PyBm25Index {
     #[pyo3(signature = (k1 = 1.2, b = 0.75, stem = true, stopwords = true))]
     fn new(k1: f64, b: f64, stem: bool, stopwords: bool) -> PyResult<Self> {
         let params = Bm25Params::new(k1, b)?;
-        Ok(Self {
-            inner: Bm25Index::new(params, analyzer_options(stem, stopwords)),
-        })
+        Ok(Self::owned(Bm25Index::new(
+            params,
+            analyzer_options(stem, stopwords),
+        )))
     }
 
     #[staticmethod]
@@ -118,7 +173,7 @@ impl PyBm25Index {
                 analyzer_options(stem, stopwords),
             )
         })?;
-        Ok(Self { inner })
+        Ok(Self::owned(inner))
     }
 
     /// Append documents; returns the first new position.
@@ -130,8 +185,9 @@ impl PyBm25Index {
     #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
     fn remove(&mut self, py: Python<'_>, positions: PyReadonlyArray1<'_, i64>) -> PyResult<()> {
         let positions = positions.as_array().to_vec();
+        let base_positions = self.base_positions;
         let inner = &mut self.inner;
-        detached(py, || inner.remove(&positions))
+        detached(py, || inner.remove(&positions, base_positions))
     }
 
     #[pyo3(signature = (query, k, allowed = None))]
@@ -143,9 +199,11 @@ impl PyBm25Index {
         allowed: Option<PyReadonlyArray1<'py, i64>>,
     ) -> PyResult<Hits<'py>> {
         let allowed = owned_positions(allowed);
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
         let inner = &self.inner;
         let hits = detached(py, move || {
-            inner.search(&query, k_arg(k)?, allowed.as_deref())
+            inner.search(&base, &query, k_arg(k)?, allowed.as_deref())
         })?;
         Ok(hits_to_numpy(py, hits))
     }
@@ -160,9 +218,11 @@ impl PyBm25Index {
         allowed: Option<PyReadonlyArray1<'py, i64>>,
     ) -> PyResult<Vec<Hits<'py>>> {
         let allowed = owned_positions(allowed);
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
         let inner = &self.inner;
         let all = detached(py, || {
-            inner.search_batch(&queries, k_arg(k)?, allowed.as_deref())
+            inner.search_batch(&base, &queries, k_arg(k)?, allowed.as_deref())
         })?;
         Ok(all
             .into_iter()
@@ -178,21 +238,104 @@ impl PyBm25Index {
         positions: PyReadonlyArray1<'py, i64>,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let positions = positions.as_array().to_vec();
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
         let inner = &self.inner;
-        let out = detached(py, move || inner.coverage(&query, &positions))?;
+        let out = detached(py, move || inner.coverage(&base, &query, &positions))?;
         Ok(PyArray1::from_vec(py, out))
     }
 
+    /// The ids of the query's terms the index holds (whose postings a query reads).
+    fn term_ids<'py>(&self, py: Python<'py>, query: &str) -> Bound<'py, PyArray1<u32>> {
+        PyArray1::from_vec(py, self.inner.term_ids(query))
+    }
+
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
         let inner = &self.inner;
-        let bytes = detached(py, || inner.to_bytes())?;
+        let bytes = detached(py, || inner.to_bytes(&base))?;
         Ok(PyBytes::new(py, &bytes))
     }
 
     #[staticmethod]
     fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
         let inner = detached(py, || Bm25Index::from_bytes(data))?;
-        Ok(Self { inner })
+        Ok(Self::owned(inner))
+    }
+
+    /// The index as flat arrays: (terms, term_ends, offsets, docs, tfs, doc_len, live).
+    #[allow(clippy::type_complexity)]
+    fn to_parts<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(
+        Bound<'py, PyArray1<u8>>,
+        Bound<'py, PyArray1<u64>>,
+        Bound<'py, PyArray1<u64>>,
+        Bound<'py, PyArray1<u32>>,
+        Bound<'py, PyArray1<u32>>,
+        Bound<'py, PyArray1<u32>>,
+        Bound<'py, PyArray1<bool>>,
+    )> {
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
+        let inner = &self.inner;
+        let parts = detached(py, || Ok(inner.to_parts(&base)))?;
+        Ok((
+            parts.terms.into_pyarray(py),
+            parts.term_ends.into_pyarray(py),
+            parts.offsets.into_pyarray(py),
+            parts.docs.into_pyarray(py),
+            parts.tfs.into_pyarray(py),
+            parts.doc_len.into_pyarray(py),
+            parts.live.into_pyarray(py),
+        ))
+    }
+
+    /// An index over stored parts; `offsets` / `docs` / `tfs` are kept and read per query.
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments, clippy::needless_pass_by_value)]
+    #[pyo3(signature = (k1, b, stem, stopwords, terms, term_ends, doc_len, live, offsets, docs, tfs))]
+    fn open_base(
+        py: Python<'_>,
+        k1: f64,
+        b: f64,
+        stem: bool,
+        stopwords: bool,
+        terms: PyReadonlyArray1<'_, u8>,
+        term_ends: PyReadonlyArray1<'_, u64>,
+        doc_len: PyReadonlyArray1<'_, u32>,
+        live: PyReadonlyArray1<'_, bool>,
+        offsets: Bound<'_, PyArray1<u64>>,
+        docs: Bound<'_, PyArray1<u32>>,
+        tfs: Bound<'_, PyArray1<u32>>,
+    ) -> PyResult<Self> {
+        let arrays = BaseArrays {
+            offsets: offsets.unbind(),
+            docs: docs.unbind(),
+            tfs: tfs.unbind(),
+        };
+        let held = (
+            arrays.offsets.bind(py).readonly(),
+            arrays.docs.bind(py).readonly(),
+            arrays.tfs.bind(py).readonly(),
+        );
+        let base = base_of(Some(&held))?;
+        let (terms, ends) = (contiguous(&terms)?, contiguous(&term_ends)?);
+        let (doc_len, live) = (contiguous(&doc_len)?, contiguous(&live)?);
+        let options = analyzer_options(stem, stopwords);
+        let inner = detached(py, || {
+            let params = Bm25Params::new(k1, b)?;
+            Bm25Index::open_base(params, options, terms, ends, doc_len, live, &base)
+        })?;
+        let base_positions = inner.position_count();
+        drop(held);
+        Ok(Self {
+            inner,
+            base: Some(arrays),
+            base_positions,
+        })
     }
 
     #[getter]
@@ -226,8 +369,10 @@ impl PyBm25Index {
     }
 
     #[getter]
-    fn vocab_size(&self) -> usize {
-        self.inner.vocab_size()
+    fn vocab_size(&self, py: Python<'_>) -> PyResult<usize> {
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
+        Ok(self.inner.vocab_size(&base))
     }
 
     fn live_mask<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<bool>> {

@@ -239,3 +239,33 @@ def test_corrupt_bytes_are_a_clear_error() -> None:
     with pytest.raises(ValueError, match=r"^data: must be bytes"):
         BM25Index.from_bytes("text")  # type: ignore[arg-type]
     assert len(BM25Index.from_bytes(memoryview(data))) == 2
+
+
+def test_an_index_reopened_from_its_parts_answers_like_the_original_after_updates() -> None:
+    rng = np.random.default_rng(5)
+    words = [f"w{i}" for i in range(30)]
+
+    def texts(n: int) -> list[str]:
+        return [" ".join(rng.choice(words, size=int(rng.integers(1, 9)))) for _ in range(n)]
+
+    owned = BM25Index.build(texts(60))
+    owned.remove([3, 4, 50])
+    parts = {name: array.copy() for name, array in owned.to_parts().items()}
+    opened = BM25Index.open_parts(parts, owned.params())
+    for step in range(4):  # the same edits on both: new rows, and removals old and new
+        added = texts(7)
+        assert owned.add(added).tolist() == opened.add(added).tolist()
+        doomed = rng.choice(owned.position_count, size=5, replace=False)
+        owned.remove(doomed)
+        opened.remove(doomed)
+        for query in ("w1 w2", "w7 w7 w3", "w29", f"w{step} w11 w12"):
+            got, want = opened.search(query, 20), owned.search(query, 20)
+            assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+            live = np.flatnonzero(owned.live_mask())
+            assert opened.coverage(query, live).tolist() == owned.coverage(query, live).tolist()
+    assert (len(opened), opened.vocab_size) == (len(owned), owned.vocab_size)
+    again = BM25Index.open_parts(opened.to_parts(), opened.params())
+    assert again.search("w1 w5", 10)[0].tolist() == owned.search("w1 w5", 10)[0].tolist()
+    bad = {**parts, "offsets": parts["offsets"][:-1]}
+    with pytest.raises(ValueError, match="offsets"):
+        BM25Index.open_parts(bad, owned.params())

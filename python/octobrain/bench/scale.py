@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -177,9 +178,13 @@ def run_size(
     single: int = 50,
     progress: Callable[[str], None] | None = None,
     ann_min_rows: int | None = None,
+    store_dir: Path | None = None,
+    bulk_from: int = BULK_FROM,
 ) -> dict[str, Any]:
     """Measure one store of `n` memories (see the module docstring); `ann_min_rows` overrides
-    `search.ann_min_rows` in the serving processes."""
+    `search.ann_min_rows` in the serving processes. A bulk-written store is kept in (and, when
+    already there, reused from) `store_dir / str(n)`, so a second run skips the generation; the
+    serving processes' data directory is kept beside it, emptied at the start of each run."""
     from octobrain.memory.brain import Brain
 
     def say(step: str) -> None:
@@ -190,16 +195,30 @@ def run_size(
     embedder = get_embedder(STORE_MODEL, batch_size=256)
     result: dict[str, Any] = {"memories": n}
     with tempfile.TemporaryDirectory(prefix="octobrain-scale-") as tmp:
-        store_dir = Path(tmp) / "db"
-        if n >= BULK_FROM:
-            say("bulk import")
-            start = time.perf_counter()
-            _bulk_store(store_dir, n, progress=say)
-            result["bulk_import_per_s"] = n / (time.perf_counter() - start)
-            result["store_mb"] = _dir_mb(store_dir)
+        if n >= bulk_from:
+            kept = None if store_dir is None else store_dir / str(n)
+            db = Path(tmp) / "db" if kept is None else kept / "db"
+            done = None if kept is None else kept / "written.json"
+            if done is not None and done.exists():
+                say(f"reusing the store in {db}")
+                result["bulk_import_per_s"] = json.loads(done.read_text())["per_s"]
+            else:
+                say("bulk import")
+                start = time.perf_counter()
+                shutil.rmtree(db, ignore_errors=True)
+                db.parent.mkdir(parents=True, exist_ok=True)
+                _bulk_store(db, n, progress=say)
+                result["bulk_import_per_s"] = n / (time.perf_counter() - start)
+                if done is not None:
+                    done.write_text(json.dumps({"per_s": result["bulk_import_per_s"]}))
+            result["store_mb"] = _dir_mb(db)
             say("cold starts")
-            result.update(_serve(store_dir, Path(tmp), queries, ann_min_rows))
+            # A kept store keeps its serving data directory too (emptied first), so its snapshot
+            # can be opened again after the run.
+            serving = Path(tmp) if kept is None else kept
+            result.update(_serve(db, serving, queries, ann_min_rows))
             return result
+        store_dir = Path(tmp) / "db"
         memories = make_memories(n)
         with _data_dir(Path(tmp) / "writer"):
             brain = Brain(SCOPE, config=config, embedder=embedder, uri=store_dir)
@@ -328,6 +347,7 @@ def _bulk_store(uri: Path, n: int, *, progress: Callable[[str], None]) -> None:
                 "last_accessed": stamps,
                 "access_count": np.zeros(m, dtype=np.int64),
                 "git_commit": [""] * m,
+                "context": [""] * m,
                 "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
             },
             schema=schema,
@@ -440,6 +460,7 @@ def _serve(
     """Two fresh processes on the store, sharing one data directory: the first finds no
     snapshot (reads the store, builds the mirror, writes the snapshot), the second opens it."""
     data = tmp / "serving"
+    shutil.rmtree(data, ignore_errors=True)
     data.mkdir()
     listed = data / "queries.json"
     listed.write_text(json.dumps(list(queries)), encoding="utf-8")
@@ -466,6 +487,8 @@ def run_scale(
     model: str = "minilm",
     progress: Callable[[str], None] | None = None,
     ann_min_rows: int | None = None,
+    store_dir: Path | None = None,
+    bulk_from: int = BULK_FROM,
 ) -> dict[str, Any]:
     """Every size in turn, plus the query-embedding cost of `model`."""
     texts = make_queries(queries)
@@ -473,7 +496,14 @@ def run_scale(
     threshold = Config().search.ann_min_rows if ann_min_rows is None else ann_min_rows
     rows = []
     for n in sizes:
-        row = run_size(n, texts, progress=progress, ann_min_rows=ann_min_rows)
+        row = run_size(
+            n,
+            texts,
+            progress=progress,
+            ann_min_rows=ann_min_rows,
+            store_dir=store_dir,
+            bulk_from=bulk_from,
+        )
         row["query_embedding_p50_ms"] = embed_ms
         rows.append(row)
     return {
@@ -491,7 +521,7 @@ def run_scale(
             "times remember (fresh process p50) and reports its peak RSS, taken before the ANN "
             "recall@10 of the vector leg is measured against an exact scan (100 queries; ANN "
             f"from `search.ann_min_rows` = {threshold:,} memories). "
-            f"Sizes from {BULK_FROM:,} are bulk-written and skip the in-process columns (—)."
+            f"Sizes from {bulk_from:,} are bulk-written and skip the in-process columns (—)."
         ),
         "sizes": rows,
     }

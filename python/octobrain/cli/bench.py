@@ -256,6 +256,19 @@ def bench_beir_command(
     default=None,
     help="Override search.ann_min_rows in the serving processes (0: always exact).",
 )
+@click.option(
+    "--store-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the bulk-written stores here and reuse them on later runs.",
+)
+@click.option(
+    "--bulk-from",
+    type=click.IntRange(min=1),
+    default=200_000,
+    show_default=True,
+    help="Sizes from this one are bulk-written (serving columns only).",
+)
 @FORMAT_OPTION
 @OUTPUT_OPTION
 @update_option("scale", "table")
@@ -264,6 +277,8 @@ def bench_scale_command(
     queries: int,
     model: str,
     ann_min_rows: int | None,
+    store_dir: Path | None,
+    bulk_from: int,
     fmt: str,
     output: Path | None,
     update: Path | None,
@@ -280,6 +295,8 @@ def bench_scale_command(
         model=model,
         progress=lambda step: click.echo(step, err=True),
         ann_min_rows=ann_min_rows,
+        store_dir=store_dir,
+        bulk_from=bulk_from,
     )
     _publish(report, scale_table(report), "scale", fmt, output, update)
 

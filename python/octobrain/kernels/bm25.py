@@ -6,13 +6,17 @@ Lucene and bm25s). Documents and queries go through `octobrain.text.analyze`.
 
 Positions are stable: `add` appends, `remove` tombstones, and the statistics (N, df, avgdl)
 always describe the live documents, so scores equal those of a fresh build over them.
+
+`to_parts` gives the index as flat arrays (`Parts`) for a caller to store; `open_parts` reopens
+them with the postings left where they are (e.g. memory-mapped ``.npy`` files): a query reads
+only its terms' postings, and documents added later are indexed in memory beside them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TypeAlias
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +25,12 @@ from octobrain import _core
 from octobrain.errors import InvalidInput
 from octobrain.text import _texts
 
-__all__ = ["BM25Index", "Hits"]
+__all__ = ["PARTS", "BM25Index", "Hits"]
+
+PARTS = ("terms", "term_ends", "offsets", "docs", "tfs", "doc_len", "live")
+"""The arrays of `BM25Index.to_parts`: the terms' UTF-8 bytes and where each ends, per-term
+offsets into the postings' positions (`docs`) and term frequencies (`tfs`), each position's
+document length and whether it is live."""
 
 Hits: TypeAlias = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]
 """(positions, scores): int64 positions, best first, and their float32 BM25 scores."""
@@ -70,6 +79,9 @@ class BM25Index:
     searching raise RuntimeError (the Rust handle is borrowed), so guard updates with a lock.
     """
 
+    _parts: dict[str, npt.NDArray[Any]] | None = None  # what `open_parts` opened, while unchanged
+    _check: Callable[[npt.NDArray[np.uint32] | None], None] | None = None
+
     def __init__(
         self, *, k1: float = 1.2, b: float = 0.75, stem: bool = True, stopwords: bool = True
     ) -> None:
@@ -104,13 +116,16 @@ class BM25Index:
         position ascending. Only documents sharing a term with the query are returned."""
         if not isinstance(query, str):
             raise InvalidInput("query", f"must be a str, got {type(query).__name__}")
+        self._checked([query])
         return self._index.search(query, _k(k), self._allowed(allowed))
 
     def search_batch(
         self, queries: Sequence[str], k: int = 10, allowed: Positions | None = None
     ) -> list[Hits]:
         """`search` for many queries in one call (run in parallel); results in query order."""
-        return self._index.search_batch(_texts("queries", queries), _k(k), self._allowed(allowed))
+        queries = _texts("queries", queries)
+        self._checked(queries)
+        return self._index.search_batch(queries, _k(k), self._allowed(allowed))
 
     def coverage(self, query: str, positions: Positions) -> npt.NDArray[np.float64]:
         """How much of `query`'s information each document holds: the idf-weighted share of
@@ -119,17 +134,20 @@ class BM25Index:
         relevance threshold alone. Document frequencies come from the postings."""
         if not isinstance(query, str):
             raise InvalidInput("query", f"must be a str, got {type(query).__name__}")
+        self._checked([query])
         return self._index.coverage(query, _positions("positions", positions, self.position_count))
 
     def add(self, texts: Sequence[str]) -> npt.NDArray[np.int64]:
         """Append documents; returns their new (consecutive) positions."""
         texts = _texts("texts", texts)
+        self._parts = None
         start = self._index.add(texts)
         return np.arange(start, start + len(texts), dtype=np.int64)
 
     def remove(self, positions: Positions) -> None:
         """Remove documents by position; other positions keep their meaning.
         Removing an already removed position is a no-op; an out-of-range one is an error."""
+        self._parts = None
         self._index.remove(_positions("positions", positions, self.position_count))
 
     def to_bytes(self) -> bytes:
@@ -143,6 +161,68 @@ class BM25Index:
             raise InvalidInput("data", f"must be bytes, got {type(data).__name__}")
         index = cls.__new__(cls)
         index._index = _core.Bm25Index.from_bytes(bytes(data))
+        return index
+
+    def to_parts(self) -> dict[str, npt.NDArray[Any]]:
+        """The index as flat arrays (names in `PARTS`), for `open_parts`."""
+        if self._check is not None:
+            self._check(None)  # everything is about to be read
+        if self._parts is not None:
+            return dict(self._parts)
+        return dict(zip(PARTS, self._index.to_parts(), strict=True))
+
+    def frozen(self) -> BM25Index:
+        """A copy that later `add`/`remove` calls on this index do not change."""
+        if self._parts is not None:  # its arrays are never written: share them (and checks)
+            copy = BM25Index.open_parts(self._parts, self.params())
+            copy._check = self._check
+            return copy
+        return BM25Index.open_parts(self.to_parts(), self.params())
+
+    def check_postings(self, check: Callable[[npt.NDArray[np.uint32] | None], None]) -> None:
+        """Call `check(term ids)` before a query reads those terms' postings, and
+        `check(None)` before all of them are read (a stored base verified as it is read)."""
+        self._check = check
+
+    def _checked(self, queries: Sequence[str]) -> None:
+        if self._check is not None:
+            for query in queries:
+                self._check(self._index.term_ids(query))
+
+    def params(self) -> dict[str, Any]:
+        """k1, b, stem and stopwords, as `open_parts` takes them."""
+        return {"k1": self.k1, "b": self.b, "stem": self.stem, "stopwords": self.stopwords}
+
+    @classmethod
+    def open_parts(
+        cls, parts: Mapping[str, npt.NDArray[Any]], params: Mapping[str, Any]
+    ) -> BM25Index:
+        """An index over stored `parts` (see `to_parts`); the `offsets`, `docs` and `tfs` arrays
+        are kept, not copied, and read as queries need them. Inconsistent lengths or offsets
+        raise ValueError."""
+        dtypes = {"terms": np.uint8, "live": np.bool_, "term_ends": np.uint64, "offsets": np.uint64}
+        arrays = [np.asarray(parts[name]) for name in PARTS]
+        for name, array in zip(PARTS, arrays, strict=True):
+            if array.ndim != 1 or array.dtype != np.dtype(dtypes.get(name, np.uint32)):
+                raise InvalidInput(
+                    name, f"must be a 1-d {np.dtype(dtypes.get(name, np.uint32))} array"
+                )
+        terms, term_ends, offsets, docs, tfs, doc_len, live = arrays
+        index = cls.__new__(cls)
+        index._index = _core.Bm25Index.open_base(
+            _param("k1", params["k1"]),
+            _param("b", params["b"]),
+            bool(params["stem"]),
+            bool(params["stopwords"]),
+            terms,
+            term_ends,
+            doc_len,
+            live,
+            offsets,
+            docs,
+            tfs,
+        )
+        index._parts = dict(zip(PARTS, arrays, strict=True))
         return index
 
     def _allowed(self, allowed: Positions | None) -> npt.NDArray[np.int64] | None:

@@ -37,7 +37,7 @@ from octobrain.memory.corpus_io import (
     texts_of,
     vectors_of,
 )
-from octobrain.memory.snapshot import Snapshot, SnapshotDir
+from octobrain.memory.snapshot import Snapshot, SnapshotDamaged, SnapshotDir
 from octobrain.models import Memory, Relationship, State, micros
 from octobrain.store import MemoryStore
 from octobrain.store.schema import row_to_memory
@@ -50,7 +50,8 @@ _PROBE = ["id", "updated_at", "last_accessed", "access_count"]
 _SEARCHABLE = (State.WORKING.value, State.CONSOLIDATED.value)
 _CODED = ("scope", "state", "type")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MAX_CACHED = 50_000  # Memory objects kept for reuse; past this the cache starts over
+_MAX_CACHED = 5_000  # Memory objects kept for reuse; past this the cache starts over (at 100k,
+# 50,000 of them held 35 MiB more for about 1 ms a query)
 _MAX_ADDED = 4096  # ids held in a dict before they are sorted in with the rest
 _MAX_CHUNKS = 32  # appended Arrow chunks before they are merged into one
 # A snapshot is rewritten once this many rows (or this share of them) were re-read since it
@@ -98,7 +99,7 @@ class Positions:
         return [int(p) for p in np.flatnonzero(self._c._live)]
 
     def __iter__(self) -> Iterator[str]:
-        ids = self._c._rows.column("id")
+        ids = self._c.rows().column("id")
         return iter(ids.take(pa.array(self.values(), pa.int64())).to_pylist())
 
     def __len__(self) -> int:
@@ -120,6 +121,8 @@ class Corpus:
         self._snapshots = snapshots
         self._snapshot_min_rows = snapshot_min_rows
         self._lock = threading.Lock()
+        self._writer: threading.Thread | None = None
+        self._damaged = False  # a background write found the snapshot damaged
         self.pos_of = Positions(self)
         self._reset()
 
@@ -132,7 +135,11 @@ class Corpus:
             pa.table({c: [] for c in LIGHT_COLUMNS}) if snap is None else snap.rows
         )
         self._base_len = len(self._rows)
-        self.vectors = VectorBlocks(dim, None if snap is None else snap.vectors)
+        self.vectors = VectorBlocks(
+            dim, None if snap is None else snap.vectors, None if snap is None else snap.vector_rows
+        )
+        self._source = snap  # the snapshot whose files the mirror still reads, if any
+        self._rows_ready = None if snap is None else snap.rows_ready
         cols = snap.columns if snap is not None else {}
 
         def col(name: str, dtype: Any) -> npt.NDArray[Any]:
@@ -160,10 +167,24 @@ class Corpus:
         self._edges_version = -1
         self._edges: dict[str, list[Relationship]] = {}
 
+    def rows(self) -> pa.Table:
+        """The mirrored rows, once they are verified (a snapshot's are checked meanwhile)."""
+        if self._rows_ready is not None:
+            try:
+                self._rows_ready()
+            except SnapshotDamaged:
+                self._damaged = True  # never read: the next refresh discards and rebuilds
+                raise
+            self._rows_ready = None
+        return self._rows
+
     # ---- keeping up with the store ----------------------------------------------------------
 
     def refresh(self) -> None:
         """Catch up with the store's latest committed version (a no-op when unchanged)."""
+        if self._damaged:
+            self._damaged = False
+            self.discard_snapshot()
         with self._lock:
             try:
                 rows_version, edges_version = latest_versions(self._store)
@@ -171,6 +192,9 @@ class Corpus:
                     self._adopt_snapshot(rows_version)
                 self._refresh_edges(edges_version)
                 self._refresh_rows(rows_version)
+            except SnapshotDamaged:
+                self._discard()
+                raise
             except BaseException:
                 self._reset()  # a half-applied catch-up must never outlive its error
                 raise
@@ -188,39 +212,74 @@ class Corpus:
         self._reset(snap)
 
     def _maybe_snapshot(self) -> None:
+        """Write the snapshot when due, off the request path: what it needs is captured now,
+        under the caller's lock (copies of the arrays patched in place), and a thread writes
+        it while the query goes on. The thread is not a daemon, so a CLI process finishes the write
+        before it exits; a process killed meanwhile leaves the previous snapshot in force."""
         if self._snapshots is None or len(self.pos_of) < self._snapshot_min_rows:
             return
         if self._snap_version is not None:
             stale = max(SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE * len(self.pos_of))
             if self._version == self._snap_version or self._reread_since_snap < stale:
                 return
+        if self._writer is not None and self._writer.is_alive():
+            return  # the next refresh tries again once it is done
+        snap = self.snapshot()  # (the caller holds the lock)
+        # Tried or written: the next attempt waits for as many changed rows again.
+        self._snap_version, self._reread_since_snap = snap.version, 0
+        self._writer = threading.Thread(
+            target=self._write_snapshot, args=(self._snapshots, snap), name="octobrain-snapshot"
+        )
+        self._writer.start()
+
+    def _write_snapshot(self, snapshots: SnapshotDir, snap: Snapshot) -> None:
         try:
-            self._snapshots.write(self.snapshot())
+            snapshots.write(snap)
         except OSError as exc:  # a full or read-only cache never fails a query
             log.warning("memory snapshot not written: %s", exc)
-        # Tried or written: the next attempt waits for as many changed rows again.
-        self._snap_version, self._reread_since_snap = self._version, 0
+        except SnapshotDamaged as exc:  # what it was made from: the next query rebuilds
+            log.warning("memory snapshot damaged (%s); rebuilding from the store", exc)
+            self._damaged = True
+
+    def wait_for_snapshot(self) -> None:
+        """Block until a snapshot being written in the background is in place (or failed)."""
+        writer = self._writer
+        if writer is not None:
+            writer.join()
 
     def snapshot(self) -> Snapshot:
-        """The mirror as it is now, for `SnapshotDir.write`."""
+        """The mirror as it is now, for `SnapshotDir.write` (nothing in it changes later)."""
         self._index_ids()
         return Snapshot(
             version=self._version,
-            rows=self._rows.combine_chunks(),
-            vectors=self.vectors.dense(),
+            rows=self.rows(),  # (immutable: written as its chunks, by the writer's thread)
+            vectors=self.vectors.blocks()[0],
+            vector_blocks=self.vectors.blocks(),
             columns={
-                "live": self._live,
+                "live": self._live.copy(),
                 "edit_key": self._edit_key,
-                "access_count": self._access,
-                "last_accessed": self._seen,
+                "access_count": self._access.copy(),
+                "last_accessed": self._seen.copy(),
                 "created": self._created,
                 **self._coded,
             },
-            codes=self._codes,
+            codes={k: list(v) for k, v in self._codes.items()},
             sorted_ids=self._sorted_ids,
             id_order=self._id_order,
-            index=self.index,
+            index=self.index.frozen(),
+            checks=None if self._source is None else self._source.checks,
         )
+
+    def discard_snapshot(self) -> None:
+        """The snapshot this mirror reads from was found damaged: stop every process from
+        opening it, and empty the mirror (the next refresh rebuilds from the store)."""
+        with self._lock:
+            self._discard()
+
+    def _discard(self) -> None:
+        if self._source is not None and self._snapshots is not None:
+            self._snapshots.discard(self._source)
+        self._reset()
 
     def _refresh_rows(self, version: int) -> None:
         if version == self._version:
@@ -258,7 +317,7 @@ class Corpus:
         """The live position of each id, -1 for ids the mirror does not hold."""
         if not len(self._live):
             return np.full(len(ids), -1, dtype=np.int64)
-        held = pc.if_else(pa.array(self._live), self._rows.column("id"), None)
+        held = pc.if_else(pa.array(self._live), self.rows().column("id"), None)
         found = pc.fill_null(pc.index_in(ids, value_set=held.combine_chunks()), -1)
         return np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int64)
 
@@ -351,7 +410,7 @@ class Corpus:
     def _index_ids(self) -> None:
         """Sort the live ids (id → position by binary search); empties `_added`."""
         keyed = pc.cast(
-            pc.if_else(pa.array(self._live), self._rows.column("id"), None), pa.binary()
+            pc.if_else(pa.array(self._live), self.rows().column("id"), None), pa.binary()
         )
         order = np.asarray(pc.sort_indices(keyed), dtype=np.int64)
         order = order[: int(np.count_nonzero(self._live))]
@@ -370,7 +429,7 @@ class Corpus:
     def _rebuild(self) -> None:
         """Drop tombstones: re-index the live rows at fresh, dense positions."""
         live = np.flatnonzero(self._live)
-        rows = self._rows.take(pa.array(live))
+        rows = self.rows().take(pa.array(live))
         vectors = self.vectors[live]
         versions = self._version, self._edges_version, self._edges
         access, seen = self._access[live], self._seen[live]
@@ -415,7 +474,7 @@ class Corpus:
         list values, one per Arrow chunk)."""
         hit = np.zeros(len(self._live), dtype=bool)
         start = 0
-        for i, chunk in enumerate(self._rows.column(column).chunks):
+        for i, chunk in enumerate(self.rows().column(column).chunks):
             key = (column, i)
             if key not in self._lists:  # (the rows only change in `_add`, which clears it)
                 encoded = pc.dictionary_encode(pc.list_flatten(chunk))
@@ -472,8 +531,9 @@ class Corpus:
         if missing:
             assert self._live[missing].all(), "a position holds no live memory"
             if len(self._cache) + len(missing) > _MAX_CACHED:
-                self._cache.clear()
-            rows = self._rows.take(pa.array(missing, pa.int64())).to_pylist()
+                self._cache.clear()  # (then every asked position is made again)
+                missing = list(dict.fromkeys(positions))
+            rows = self.rows().take(pa.array(missing, pa.int64())).to_pylist()
             for pos, row in zip(missing, rows, strict=True):
                 memory = row_to_memory(row)
                 memory.access_count = int(self._access[pos])

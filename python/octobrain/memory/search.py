@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import logging
 import math
 import re
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from octobrain.memory import conflicts
 from octobrain.memory.conversation import SPEAKER_PREFIX
 from octobrain.memory.corpus import Corpus
 from octobrain.memory.gist import gist_for
+from octobrain.memory.snapshot import SnapshotDamaged
 from octobrain.models import (
     MAX_QUERIES,
     QUERY_BYTES,
@@ -49,6 +51,8 @@ from octobrain.store.memories import (
 )
 from octobrain.text import analyze
 
+log = logging.getLogger(__name__)
+
 SUPERSEDED_FACTOR = 0.1
 BELOW = 0.95  # a memory ranked below another (its parent, a prevailing value) scores at most
 # this share of that one's score
@@ -60,7 +64,7 @@ SPEAKER_FACTOR = 2.0
 # Past `search.ann_min_rows`, LanceDB's ANN index proposes ANN_REFINE × the wanted candidates
 # (partitions probed: ANN_NPROBES), and their exact cosines from the mirror's vectors decide.
 ANN_REFINE = 5
-ANN_NPROBES = 64
+ANN_NPROBES = 128
 ANN_EXACT_BELOW = 10_000  # fewer allowed rows than this are scored exactly
 UNKNOWN_COSINE = -2.0  # below any cosine: positions the ANN path did not score
 
@@ -134,6 +138,22 @@ class Retriever:
         now: datetime,
     ) -> list[Hit]:
         """The best `limit` memories for `queries` whose relevance is ≥ `min_relevance`."""
+        try:
+            return self._search(queries, scope, filters, limit, min_relevance, now)
+        except SnapshotDamaged as exc:  # found as it was read: never served, rebuilt
+            log.warning("memory snapshot damaged (%s); rebuilding from the store", exc)
+            self.corpus.discard_snapshot()
+            return self._search(queries, scope, filters, limit, min_relevance, now)
+
+    def _search(
+        self,
+        queries: Sequence[str],
+        scope: str,
+        filters: Filters,
+        limit: int,
+        min_relevance: float,
+        now: datetime,
+    ) -> list[Hit]:
         self.corpus.refresh()
         scopes = visible_scopes(scope)
         allowed = self.corpus.allowed(

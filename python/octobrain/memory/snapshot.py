@@ -8,7 +8,8 @@ needs, as the mirror held it at one committed version of `memories`:
 - ``vectors.npy`` and the per-position filter columns as ``.npy`` files, opened with numpy
   memmap (copy-on-write: an access count patched in place never reaches the file);
 - ``ids.npy`` / ``id_order.npy``: the ids sorted, for id → position lookups without a dict;
-- ``bm25.bin``: the Rust BM25 index in its own versioned, checksummed format;
+- ``bm25.<part>.npy``: the Rust BM25 index as flat arrays (`BM25Index.to_parts`); its postings
+  stay memory-mapped, so a query makes resident only the postings of its terms;
 - ``manifest.json``: format version, the table version, positions, live rows, dim, model id,
   store identity, each file's size and CRC-32.
 
@@ -20,9 +21,16 @@ a killed writer leaves the previous snapshot in force and only a temporary direc
 (removed by a later writer). Deleting the whole ``snapshots`` directory is always safe: the
 next process rebuilds from the store.
 
-A reader checks the manifest (format, model, dim, store) and every file's size and checksum
-(the BM25 file's own, as it loads) before using anything; any mismatch makes `load` return
-None and the caller rebuilds from the store. The table version is the caller's to compare: it
+A reader checks the manifest (format, model, dim, store), every file's size, and the checksum
+of every small file before using anything. The large ones carry a CRC-32 per 64 KiB block:
+``vectors.npy``, ``bm25.docs.npy`` and ``bm25.tfs.npy`` are checked the first time a read
+covers a block (`PageCheck`): a vector's rows before they are scored, a term's postings before
+a query reads them, everything before the mirror is written out again; ``rows.arrow`` is
+checked in full by a thread started at open, which the mirror waits for before it reads any
+row (so the check overlaps the first query's search). A damaged block raises
+`SnapshotDamaged` instead of being used; the caller discards the snapshot and rebuilds from
+the store. Any other mismatch makes `load` return None and the caller rebuilds from the store.
+The table version is the caller's to compare: it
 catches up from the snapshot's version by reading only what changed.
 """
 
@@ -35,9 +43,10 @@ import logging
 import os
 import secrets
 import shutil
+import threading
 import time
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,14 +55,17 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from octobrain.kernels.bm25 import BM25Index
+from octobrain.kernels.bm25 import PARTS, BM25Index
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: the BM25 index as memory-mapped arrays (1 held it as one decoded file)
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 _CHUNK = 8 << 20
+BLOCK = 1 << 16  # the unit of the large files' checksums (64 KiB: a scattered read checks little)
+LAZY = ("vectors.npy", "bm25.docs.npy", "bm25.tfs.npy")  # checked as their blocks are read
+ROWS = "rows.arrow"  # checked by a thread while the first query runs, before any row is read
 _STALE_TMP_S = 3600.0  # a temporary directory this old belongs to a writer that died
 
 # Per-position numpy columns, name → dtype ("ids" is a fixed-width bytes dtype, sized on write).
@@ -69,6 +81,89 @@ COLUMNS = {
 }
 
 
+class SnapshotDamaged(ValueError):
+    """A block of a memory-mapped snapshot file failed its checksum as it was about to be read."""
+
+
+class PageCheck:
+    """The per-block CRC-32 of one snapshot file, each block verified the first time a read
+    covers it (read with `os.pread`, so checking maps nothing into the process). The file is
+    opened at once and kept open: a snapshot deleted or replaced meanwhile stays checkable,
+    as its mapped pages stay readable."""
+
+    def __init__(self, path: Path, crcs: list[int], block: int = BLOCK) -> None:
+        self.path, self.block = path, block
+        self._fd = os.open(path, os.O_RDONLY)
+        self.crcs = np.asarray(crcs, dtype=np.int64)
+        self.ok = np.zeros(len(crcs), dtype=bool)
+        self.done = not len(crcs)
+        self._lock = threading.Lock()
+
+    def ranges(self, starts: npt.NDArray[np.int64], stops: npt.NDArray[np.int64]) -> None:
+        """Verify the blocks covering the byte ranges [starts[i], stops[i])."""
+        if self.done or not len(starts):
+            return
+        keep = stops > starts
+        first, last = starts[keep] // self.block, (stops[keep] - 1) // self.block
+        if not len(first):
+            return
+        if int((last - first).max()) == 0:
+            blocks = np.unique(first)
+        else:
+            blocks = np.unique(
+                np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last, strict=True)])
+            )
+        blocks = blocks[blocks < len(self.ok)]
+        todo = blocks[~self.ok[blocks]]
+        if not len(todo):
+            return
+        with self._lock:
+            for b in todo.tolist():
+                data = os.pread(self._fd, self.block, b * self.block)
+                if zlib.crc32(data) != int(self.crcs[b]):
+                    raise SnapshotDamaged(f"{self.path.name} fails its checksum at block {b}")
+                self.ok[b] = True
+            self.done = bool(self.ok.all())
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            os.close(self._fd)
+
+    def everything(self) -> None:
+        """Verify every block not verified yet."""
+        n = len(self.ok)
+        self.ranges(np.zeros(1, dtype=np.int64), np.full(1, n * self.block, dtype=np.int64))
+
+
+def _in_background(check: Callable[[], None]) -> Callable[[], None]:
+    """Run `check` in a thread now; the returned callable waits for it and re-raises."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            check()
+        except BaseException as exc:  # (re-raised in the caller's thread)
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="octobrain-snapshot-check", daemon=True)
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        if failed:
+            raise SnapshotDamaged(str(failed[0])) from failed[0]
+
+    return wait
+
+
+def _block_crcs(path: Path, block: int = BLOCK) -> list[int]:
+    out = []
+    with path.open("rb") as f:
+        while data := f.read(block):
+            out.append(zlib.crc32(data))
+    return out
+
+
 @dataclass
 class Snapshot:
     """What the mirror needs, at `version` of `memories` (arrays are memory-mapped)."""
@@ -81,6 +176,30 @@ class Snapshot:
     sorted_ids: npt.NDArray[np.bytes_]
     id_order: npt.NDArray[np.int64]
     index: BM25Index
+    # The lazily checked files this snapshot reads from (what `load` opened), by name.
+    checks: dict[str, PageCheck] | None = None
+    # Blocks until `rows.arrow` is verified (raising `SnapshotDamaged` if it is not sound).
+    rows_ready: Callable[[], None] | None = None
+    # For writing: the vectors as consecutive blocks (written one after the other, never
+    # concatenated in memory), in place of `vectors`.
+    vector_blocks: list[npt.NDArray[np.float32]] | None = None
+
+    def vector_rows(self, positions: npt.NDArray[np.int64] | None) -> None:
+        """Verify the blocks of `vectors.npy` holding these rows (None: all of them)."""
+        check = (self.checks or {}).get("vectors.npy")
+        if check is None:
+            return
+        if positions is None:
+            check.everything()
+            return
+        row = self.vectors.shape[1] * 4
+        starts = int(getattr(self.vectors, "offset", 0)) + positions.astype(np.int64) * row
+        check.ranges(starts, starts + row)
+
+    def verify_all(self) -> None:
+        """Verify every block not verified yet (before the mirror is written out again)."""
+        for check in (self.checks or {}).values():
+            check.everything()
 
 
 def default_root() -> Path:
@@ -139,17 +258,21 @@ class SnapshotDir:
         for key, value in expect.items():
             if manifest.get(key) != value:
                 raise ValueError(f"{key} is {manifest.get(key)!r}, expected {value!r}")
-        # The BM25 file carries its own checksum, verified while it loads (Rust, without the
-        # GIL) in parallel with the CRC-32 of the other files.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            loading = pool.submit(lambda: BM25Index.from_bytes((where / "bm25.bin").read_bytes()))
-            for file, (size, crc) in manifest["files"].items():
-                path = where / file
-                if path.stat().st_size != size:
-                    raise ValueError(f"{file} has {path.stat().st_size} bytes, expected {size}")
-                if file != "bm25.bin" and _crc(path) != crc:
-                    raise ValueError(f"{file} fails its checksum")
-            index = loading.result()
+        blocks = manifest["blocks"]
+        for file, (size, crc) in manifest["files"].items():
+            path = where / file
+            if path.stat().st_size != size:
+                raise ValueError(f"{file} has {path.stat().st_size} bytes, expected {size}")
+            if file in (*LAZY, ROWS):
+                if len(blocks[file]) != -(-size // BLOCK):
+                    raise ValueError(f"{file} has no checksum for each of its blocks")
+            elif _crc(path) != crc:
+                raise ValueError(f"{file} fails its checksum")
+        checks = {file: PageCheck(where / file, blocks[file]) for file in (*LAZY, ROWS)}
+        rows_ready = _in_background(checks[ROWS].everything)
+        parts = {name: np.load(where / f"bm25.{name}.npy", mmap_mode="r") for name in PARTS}
+        index = BM25Index.open_parts(parts, manifest["bm25"])
+        index.check_postings(_postings_check(parts, checks))
         positions = int(manifest["positions"])
         columns = {}
         for name in COLUMNS:
@@ -173,12 +296,31 @@ class SnapshotDir:
             sorted_ids=sorted_ids,
             id_order=id_order,
             index=index,
+            checks=checks,
+            rows_ready=rows_ready,
         )
+
+    def discard(self, snap: Snapshot) -> None:
+        """Stop `snap` from being served again (it was found damaged): drop `CURRENT` if it
+        still names it, then its directory."""
+        from filelock import FileLock
+
+        checks = snap.checks or {}
+        where = next(iter(checks.values())).path.parent if checks else None
+        if where is None:
+            return
+        with FileLock(str(self.path / ".lock"), timeout=60):
+            with contextlib.suppress(OSError):
+                if (self.path / CURRENT).read_text(encoding="utf-8").strip() == where.name:
+                    (self.path / CURRENT).unlink()
+            shutil.rmtree(where, ignore_errors=True)
 
     # ---- writing --------------------------------------------------------------------------
 
     def write(self, snap: Snapshot) -> Path:
-        """Write `snap` and make it the current snapshot (atomically; see the module doc)."""
+        """Write `snap` and make it the current snapshot (atomically; see the module doc).
+        What `snap` reads from an older snapshot is verified first (`SnapshotDamaged`)."""
+        snap.verify_all()
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.path / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
         tmp.mkdir()
@@ -193,8 +335,10 @@ class SnapshotDir:
                 "positions": len(snap.rows),
                 "live": int(np.count_nonzero(snap.columns["live"])),
                 "codes": snap.codes,
+                "bm25": snap.index.params(),
                 "written_at": time.time(),
                 "files": files,
+                "blocks": {file: _block_crcs(tmp / file) for file in (*LAZY, ROWS)},
             }
             _write_synced(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
             _fsync_dir(tmp)
@@ -222,15 +366,27 @@ class SnapshotDir:
 
         for name, dtype in COLUMNS.items():
             npy(name, np.asarray(snap.columns[name], dtype=dtype))
-        npy("vectors", np.asarray(snap.vectors, dtype=np.float32))
+        blocks = snap.vector_blocks or [np.asarray(snap.vectors, dtype=np.float32)]
+        with (tmp / "vectors.npy").open("wb") as f:
+            rows = sum(len(b) for b in blocks)
+            header = {"descr": "<f4", "fortran_order": False, "shape": (rows, self.dim)}
+            np.lib.format.write_array_header_1_0(f, header)
+            for block in blocks:
+                f.write(np.ascontiguousarray(block, dtype="<f4").data.cast("B"))
+            f.flush()
+            os.fsync(f.fileno())
         npy("ids", snap.sorted_ids)
         npy("id_order", np.asarray(snap.id_order, dtype=np.int64))
         with (tmp / "rows.arrow").open("wb") as f:
             with pa.ipc.new_file(f, snap.rows.schema) as writer:
-                writer.write_table(snap.rows)
+                # One record batch: a take across several chunks concatenates them first (the
+                # process serving a 100k snapshot of two batches held 74 MiB more after one
+                # query). Merged here, in the writer's thread, not on the request path.
+                writer.write_table(snap.rows.combine_chunks())
             f.flush()
             os.fsync(f.fileno())
-        _write_synced(tmp / "bm25.bin", snap.index.to_bytes())
+        for name, array in snap.index.to_parts().items():
+            npy(f"bm25.{name}", array)
         return {p.name: [p.stat().st_size, _crc(p)] for p in sorted(tmp.iterdir())}
 
     def _clean(self, keep: str) -> None:
@@ -245,6 +401,26 @@ class SnapshotDir:
                     if now - entry.stat().st_mtime < _STALE_TMP_S:
                         continue  # another writer may still be filling it
             shutil.rmtree(entry, ignore_errors=True)
+
+
+def _postings_check(parts: dict[str, npt.NDArray[Any]], checks: dict[str, PageCheck]) -> Any:
+    """Verify the blocks of `bm25.docs.npy` / `bm25.tfs.npy` holding these terms' postings
+    (None: every term's)."""
+    offsets = parts["offsets"]
+
+    def check(terms: npt.NDArray[np.uint32] | None) -> None:
+        for name in ("docs", "tfs"):
+            page = checks[f"bm25.{name}.npy"]
+            if terms is None:
+                page.everything()
+                continue
+            known = terms[terms < len(offsets) - 1].astype(np.int64)
+            base = int(getattr(parts[name], "offset", 0))
+            lo = np.asarray(offsets[known], dtype=np.int64)
+            hi = np.asarray(offsets[known + 1], dtype=np.int64)
+            page.ranges(base + lo * 4, base + hi * 4)
+
+    return check
 
 
 def _write_synced(path: Path, data: bytes) -> None:

@@ -3,9 +3,9 @@
 //! The idf-weighted share of the query's distinct analysed terms present in a document, in
 //! [0, 1]. Unlike a BM25 score it is absolute (not relative to the other candidates), so an exact
 //! identifier can pass a relevance threshold on its own. Document frequencies are the postings'
-//! lengths, so no per-document term set is kept anywhere else.
+//! live postings, so no per-document term set is kept anywhere else.
 
-use super::{checked_position, Bm25Index};
+use super::{checked_position, Base, Bm25Index};
 use crate::error::CoreResult;
 
 impl Bm25Index {
@@ -13,7 +13,12 @@ impl Bm25Index {
     ///
     /// A term absent from the index still counts in the total, with the idf of a term no
     /// document holds: a query about something never stored is covered by nothing.
-    pub fn coverage(&self, query: &str, positions: &[i64]) -> CoreResult<Vec<f64>> {
+    pub fn coverage(
+        &self,
+        base: &Base<'_>,
+        query: &str,
+        positions: &[i64],
+    ) -> CoreResult<Vec<f64>> {
         let n = self.doc_len.len();
         let positions = positions
             .iter()
@@ -27,7 +32,7 @@ impl Bm25Index {
                 continue;
             }
             let id = self.vocab.get(&token).copied();
-            let df = id.map_or(0, |id| self.postings[id as usize].docs.len()) as f64;
+            let df = id.map_or(0, |id| self.df(base, id as usize)) as f64;
             terms.push((id, (1.0 + (docs - df + 0.5) / (df + 0.5)).ln()));
             seen.push(token);
         }
@@ -38,10 +43,13 @@ impl Bm25Index {
         }
         for &(id, idf) in &terms {
             let Some(id) = id else { continue };
-            // Postings are in position order: one binary search per candidate.
+            // Postings are in position order: one binary search per candidate, in the base
+            // (whose removed documents are tombstoned) or in memory.
+            let in_base = base.term(id as usize).0;
             let held = &self.postings[id as usize].docs;
             for (slot, p) in out.iter_mut().zip(&positions) {
-                if held.binary_search(p).is_ok() {
+                let live = self.is_live(*p as usize);
+                if live && (in_base.binary_search(p).is_ok() || held.binary_search(p).is_ok()) {
                     *slot += idf;
                 }
             }
@@ -55,7 +63,7 @@ impl Bm25Index {
 
 #[cfg(test)]
 mod tests {
-    use crate::bm25::{Bm25Index, Bm25Params};
+    use crate::bm25::{Base, Bm25Index, Bm25Params};
     use crate::tokenize::AnalyzerOptions;
 
     fn index(texts: &[&str]) -> Bm25Index {
@@ -67,7 +75,9 @@ mod tests {
         let ix = index(&["alpha beta", "beta gamma", "beta delta", "alpha alpha"]);
         // n = 4; df(alpha) = 2, df(beta) = 3.
         let idf = |df: f64| (1.0 + (4.0 - df + 0.5) / (df + 0.5)).ln();
-        let got = ix.coverage("alpha beta beta", &[0, 1, 3]).unwrap();
+        let got = ix
+            .coverage(&Base::EMPTY, "alpha beta beta", &[0, 1, 3])
+            .unwrap();
         let total = idf(2.0) + idf(3.0);
         let want = [1.0, idf(3.0) / total, idf(2.0) / total];
         for (g, w) in got.iter().zip(want) {
@@ -78,11 +88,17 @@ mod tests {
     #[test]
     fn unknown_terms_dilute_and_removed_rows_cover_nothing() {
         let mut ix = index(&["alpha beta", "beta gamma"]);
-        assert!(ix.coverage("alpha zzzunknown", &[0]).unwrap()[0] < 0.5);
-        assert_eq!(ix.coverage("the of", &[0]).unwrap(), vec![0.0]);
-        ix.remove(&[0]).unwrap();
-        assert_eq!(ix.coverage("alpha", &[0, 1]).unwrap(), vec![0.0, 0.0]);
-        assert!(ix.coverage("alpha", &[2]).is_err());
-        assert!(ix.coverage("alpha", &[-1]).is_err());
+        assert!(ix.coverage(&Base::EMPTY, "alpha zzzunknown", &[0]).unwrap()[0] < 0.5);
+        assert_eq!(
+            ix.coverage(&Base::EMPTY, "the of", &[0]).unwrap(),
+            vec![0.0]
+        );
+        ix.remove(&[0], 0).unwrap();
+        assert_eq!(
+            ix.coverage(&Base::EMPTY, "alpha", &[0, 1]).unwrap(),
+            vec![0.0, 0.0]
+        );
+        assert!(ix.coverage(&Base::EMPTY, "alpha", &[2]).is_err());
+        assert!(ix.coverage(&Base::EMPTY, "alpha", &[-1]).is_err());
     }
 }

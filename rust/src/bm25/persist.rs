@@ -1,11 +1,18 @@
-//! The byte format of a BM25 index: magic, format version, payload length, FNV-1a checksum,
-//! then a postcard payload. Derived data (vocabulary map, weights) is rebuilt on load, after
-//! the payload is checked for consistency, so corrupt bytes give an error, never a panic.
+//! The formats of a BM25 index.
+//!
+//! Bytes: magic, format version, payload length, FNV-1a checksum, then a postcard payload.
+//! Derived data (vocabulary map, norms) is rebuilt on load, after the payload is checked for
+//! consistency, so corrupt bytes give an error, never a panic.
+//!
+//! [`Parts`]: flat arrays (postings as one `docs` / `tfs` pair with per-term offsets, the terms
+//! as one UTF-8 blob with end offsets) that a caller stores as files and later hands back as a
+//! [`Base`] to [`Bm25Index::open_base`], which reads only the small arrays: the postings stay
+//! where the caller keeps them (memory-mapped) and are read as queries touch them.
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::{Bm25Index, Bm25Params, Postings};
+use super::{Base, Bm25Index, Bm25Params, Postings};
 use crate::error::{CoreError, CoreResult};
 use crate::tokenize::{Analyzer, AnalyzerOptions};
 
@@ -25,14 +32,130 @@ struct Persisted {
     live: Vec<bool>,
 }
 
+/// An index as flat arrays (see the module doc); every posting points at a live document.
+#[derive(Debug, Clone)]
+pub struct Parts {
+    /// BM25 parameters.
+    pub params: Bm25Params,
+    /// Analyser options.
+    pub options: AnalyzerOptions,
+    /// The terms' UTF-8 bytes, one after the other.
+    pub terms: Vec<u8>,
+    /// Where each term ends in `terms`.
+    pub term_ends: Vec<u64>,
+    /// `terms + 1` offsets into `docs` / `tfs`.
+    pub offsets: Vec<u64>,
+    /// Postings' positions, per term ascending.
+    pub docs: Vec<u32>,
+    /// Postings' term frequencies.
+    pub tfs: Vec<u32>,
+    /// Per position, the document's length (0 when removed).
+    pub doc_len: Vec<u32>,
+    /// Per position, whether the document is live.
+    pub live: Vec<bool>,
+}
+
 impl Bm25Index {
+    /// Every term's live postings, base and in-memory merged (base positions come first).
+    fn merged(&self, base: &Base<'_>) -> Vec<Postings> {
+        (0..self.terms.len())
+            .map(|t| {
+                let (docs, tfs) = base.term(t);
+                let mut out = Postings::default();
+                for (&d, &tf) in docs.iter().zip(tfs) {
+                    if self.is_live(d as usize) {
+                        out.docs.push(d);
+                        out.tfs.push(tf);
+                    }
+                }
+                out.docs.extend_from_slice(&self.postings[t].docs);
+                out.tfs.extend_from_slice(&self.postings[t].tfs);
+                out
+            })
+            .collect()
+    }
+
+    /// The index as flat arrays, for a caller to store and reopen with [`Self::open_base`].
+    pub fn to_parts(&self, base: &Base<'_>) -> Parts {
+        let merged = self.merged(base);
+        let total: usize = merged.iter().map(|p| p.docs.len()).sum();
+        let mut parts = Parts {
+            params: self.params,
+            options: self.options(),
+            terms: Vec::new(),
+            term_ends: Vec::with_capacity(self.terms.len()),
+            offsets: Vec::with_capacity(self.terms.len() + 1),
+            docs: Vec::with_capacity(total),
+            tfs: Vec::with_capacity(total),
+            doc_len: self.doc_len.clone(),
+            live: self.live.clone(),
+        };
+        parts.offsets.push(0);
+        for (term, postings) in self.terms.iter().zip(merged) {
+            parts.terms.extend_from_slice(term.as_bytes());
+            parts.term_ends.push(parts.terms.len() as u64);
+            parts.docs.extend_from_slice(&postings.docs);
+            parts.tfs.extend_from_slice(&postings.tfs);
+            parts.offsets.push(parts.docs.len() as u64);
+        }
+        parts
+    }
+
+    /// An index over a stored base (what [`Self::to_parts`] wrote). Reads the terms, lengths and
+    /// offsets (checked for consistency), never the postings; new documents go to memory.
+    pub fn open_base(
+        params: Bm25Params,
+        options: AnalyzerOptions,
+        terms: &[u8],
+        term_ends: &[u64],
+        doc_len: &[u32],
+        live: &[bool],
+        base: &Base<'_>,
+    ) -> CoreResult<Self> {
+        let corrupt = |what: &str| Err(CoreError::Corrupt(what.to_owned()));
+        let params = Bm25Params::new(params.k1, params.b)
+            .map_err(|_| CoreError::Corrupt("invalid k1 or b".to_owned()))?;
+        let n = doc_len.len();
+        let ordered = |v: &[u64]| v.windows(2).all(|w| w[0] <= w[1]);
+        if live.len() != n || n > u32::MAX as usize || base.docs.len() != base.tfs.len() {
+            return corrupt("inconsistent lengths");
+        }
+        if base.offsets.len() != term_ends.len() + 1
+            || base.offsets.first() != Some(&0)
+            || base.offsets.last() != Some(&(base.docs.len() as u64))
+            || !ordered(base.offsets)
+            || !ordered(term_ends)
+            || term_ends.last().is_some_and(|&e| e != terms.len() as u64)
+        {
+            return corrupt("inconsistent offsets");
+        }
+        let mut index = Self::new(params, options);
+        let mut start = 0usize;
+        for &end in term_ends {
+            let end = end as usize;
+            let Ok(term) = std::str::from_utf8(&terms[start..end]) else {
+                return corrupt("a term is not UTF-8");
+            };
+            if index.vocab.contains_key(term) {
+                return corrupt("duplicate term");
+            }
+            index.term_id(term.to_owned());
+            start = end;
+        }
+        index.doc_len = doc_len.to_vec();
+        index.live = live.to_vec();
+        index.live_count = live.iter().filter(|&&l| l).count() as u32;
+        index.refresh_norms();
+        Ok(index)
+    }
+
     /// Serialise: magic, format version, payload length, FNV-1a checksum, postcard payload.
-    pub fn to_bytes(&self) -> CoreResult<Vec<u8>> {
+    pub fn to_bytes(&self, base: &Base<'_>) -> CoreResult<Vec<u8>> {
         let persisted = Persisted {
             params: self.params,
             options: self.options(),
             terms: self.terms.clone(),
-            postings: self.postings.clone(),
+            postings: self.merged(base),
             doc_len: self.doc_len.clone(),
             live: self.live.clone(),
         };
@@ -113,12 +236,13 @@ impl Bm25Index {
             terms: p.terms,
             vocab,
             postings: p.postings,
-            weights: Vec::new(),
+            base_tombstones: false,
+            norm: Vec::new(),
             live_count: p.live.iter().filter(|&&l| l).count() as u32,
             doc_len: p.doc_len,
             live: p.live,
         };
-        index.refresh_weights();
+        index.refresh_norms();
         Ok(index)
     }
 }
@@ -138,12 +262,13 @@ mod tests {
     #[test]
     fn bytes_round_trip_and_corruption_is_detected() {
         let mut index = Bm25Index::build(&docs(), Bm25Params::default(), plain()).unwrap();
-        index.remove(&[0]).unwrap();
-        let bytes = index.to_bytes().unwrap();
+        index.remove(&[0], 0).unwrap();
+        let bytes = index.to_bytes(&Base::EMPTY).unwrap();
         let back = Bm25Index::from_bytes(&bytes).unwrap();
+        let none = &Base::EMPTY;
         assert_eq!(
-            back.search("apple cherry", 10, None).unwrap(),
-            index.search("apple cherry", 10, None).unwrap()
+            back.search(none, "apple cherry", 10, None).unwrap(),
+            index.search(none, "apple cherry", 10, None).unwrap()
         );
         assert_eq!(back.doc_count(), 3);
         let mut bad = bytes.clone();
@@ -161,5 +286,56 @@ mod tests {
             Bm25Index::from_bytes(&bytes[..40]),
             Err(CoreError::Corrupt(_))
         ));
+    }
+
+    #[test]
+    fn an_index_over_a_stored_base_answers_like_one_in_memory() {
+        let params = Bm25Params::default();
+        let mut owned = Bm25Index::build(&docs(), params, plain()).unwrap();
+        owned.remove(&[2], 0).unwrap();
+        let parts = owned.to_parts(&Base::EMPTY);
+        let base = Base {
+            offsets: &parts.offsets,
+            docs: &parts.docs,
+            tfs: &parts.tfs,
+        };
+        let (terms, ends) = (&parts.terms, &parts.term_ends);
+        let mut opened = Bm25Index::open_base(
+            params,
+            plain(),
+            terms,
+            ends,
+            &parts.doc_len,
+            &parts.live,
+            &base,
+        )
+        .unwrap();
+        // The same updates on both: a new document, then one from the base and one new removed.
+        for index in [&mut owned, &mut opened] {
+            assert_eq!(index.add(&["apple date", "cherry banana"]).unwrap(), 4);
+            index.remove(&[1, 5], 4).unwrap();
+        }
+        let none = &Base::EMPTY;
+        for query in ["apple", "cherry date banana", "date", "nothing"] {
+            let want = owned.search(none, query, 10, None).unwrap();
+            assert_eq!(
+                opened.search(&base, query, 10, None).unwrap(),
+                want,
+                "{query}"
+            );
+            assert_eq!(
+                opened.coverage(&base, query, &[0, 1, 3, 4, 5]).unwrap(),
+                owned.coverage(none, query, &[0, 1, 3, 4, 5]).unwrap()
+            );
+        }
+        assert_eq!(opened.vocab_size(&base), owned.vocab_size(none));
+        let again = opened.to_parts(&base);
+        assert_eq!(again.docs, owned.to_parts(none).docs);
+        let bad = Base {
+            offsets: &parts.offsets[1..],
+            ..base
+        };
+        let (len, live) = (&parts.doc_len, &parts.live);
+        assert!(Bm25Index::open_base(params, plain(), terms, ends, len, live, &bad).is_err());
     }
 }

@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::{checked_position, Bm25Index};
+use super::{checked_position, Base, Bm25Index};
 use crate::error::{CoreError, CoreResult};
 use crate::topk::TopK;
 
@@ -24,6 +24,15 @@ impl Bm25Index {
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
     }
 
+    /// The ids of `query`'s analysed terms that the index holds (each once, in query order):
+    /// whose postings a search or coverage of it reads.
+    pub fn term_ids(&self, query: &str) -> Vec<u32> {
+        self.query_terms(query)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
+    }
+
     /// Query term ids with their multiplicity, in order of first appearance (so scores do
     /// not depend on vocabulary ids: a rebuilt index sums in the same order, bit for bit).
     fn query_terms(&self, query: &str) -> Vec<(u32, u32)> {
@@ -40,8 +49,37 @@ impl Bm25Index {
         terms
     }
 
+    /// Add `factor ·` each posting's tf part to its document's score (`check_live`: skip
+    /// tombstoned documents; `dense`: no list of touched positions is kept).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn accumulate(
+        &self,
+        docs: &[u32],
+        tfs: &[u32],
+        factor: f32,
+        check_live: bool,
+        dense: bool,
+        scores: &mut [f32],
+        touched: &mut Vec<u32>,
+    ) {
+        for (&d, &tf) in docs.iter().zip(tfs) {
+            if check_live && !self.is_live(d as usize) {
+                continue;
+            }
+            let Some(slot) = scores.get_mut(d as usize) else {
+                continue; // (a damaged base only)
+            };
+            if !dense && *slot == 0.0 {
+                touched.push(d);
+            }
+            *slot += factor * self.weight(d, tf);
+        }
+    }
+
     fn search_with(
         &self,
+        base: &Base<'_>,
         query: &str,
         k: usize,
         allowed: Option<&[bool]>,
@@ -52,29 +90,27 @@ impl Bm25Index {
         let terms = self.query_terms(query);
         let work: usize = terms
             .iter()
-            .map(|&(id, _)| self.postings[id as usize].docs.len())
+            .map(|&(id, _)| base.term(id as usize).0.len() + self.postings[id as usize].docs.len())
             .sum();
         // Postings covering a good share of the index: accumulate branch-free and scan the
         // whole buffer once. Sparse queries: remember touched positions, never scan.
         let dense = work * 4 >= scores.len();
         let scores = scores.as_mut_slice(); // a plain slice: its pointer stays in a register
         for (id, count) in terms {
+            let (base_docs, base_tfs) = base.term(id as usize);
             let postings = &self.postings[id as usize];
-            let factor = (self.idf(postings.docs.len()) * f64::from(count)) as f32;
-            let pairs = postings.docs.iter().zip(&self.weights[id as usize]);
-            if dense {
-                for (&d, &w) in pairs {
-                    scores[d as usize] += factor * w;
-                }
-            } else {
-                for (&d, &w) in pairs {
-                    let slot = &mut scores[d as usize];
-                    if *slot == 0.0 {
-                        touched.push(d);
-                    }
-                    *slot += factor * w;
-                }
-            }
+            let factor = (self.idf(self.df(base, id as usize)) * f64::from(count)) as f32;
+            let check = self.base_tombstones;
+            self.accumulate(base_docs, base_tfs, factor, check, dense, scores, touched);
+            self.accumulate(
+                &postings.docs,
+                &postings.tfs,
+                factor,
+                false,
+                dense,
+                scores,
+                touched,
+            );
         }
         let keep = |d: usize| allowed.is_none_or(|mask| mask[d]);
         let mut best = TopK::new(k);
@@ -111,18 +147,20 @@ impl Bm25Index {
     /// result to those positions.
     pub fn search(
         &self,
+        base: &Base<'_>,
         query: &str,
         k: usize,
         allowed: Option<&[i64]>,
     ) -> CoreResult<Vec<(u32, f32)>> {
         check_k(k)?;
         let mask = self.allowed_mask(allowed)?;
-        Ok(self.search_with(query, k, mask.as_deref(), &mut Scratch::default()))
+        Ok(self.search_with(base, query, k, mask.as_deref(), &mut Scratch::default()))
     }
 
     /// [`Bm25Index::search`] for many queries at once (parallel), results in query order.
     pub fn search_batch<S: AsRef<str> + Sync>(
         &self,
+        base: &Base<'_>,
         queries: &[S],
         k: usize,
         allowed: Option<&[i64]>,
@@ -139,7 +177,7 @@ impl Bm25Index {
             .map(|part| {
                 let mut scratch = Scratch::default();
                 part.iter()
-                    .map(|q| self.search_with(q.as_ref(), k, mask.as_deref(), &mut scratch))
+                    .map(|q| self.search_with(base, q.as_ref(), k, mask.as_deref(), &mut scratch))
                     .collect()
             })
             .collect();
@@ -170,7 +208,7 @@ fn check_k(k: usize) -> CoreResult<()> {
 mod tests {
     use super::super::tests::{docs, plain};
     use super::*;
-    use crate::bm25::Bm25Params;
+    use crate::bm25::{Base, Bm25Params};
 
     fn brute(texts: &[&str], query: &str, params: Bm25Params) -> Vec<f64> {
         let toks: Vec<Vec<&str>> = texts.iter().map(|t| t.split(' ').collect()).collect();
@@ -204,7 +242,7 @@ mod tests {
             "banana date apple",
         ] {
             let expected = brute(&docs(), query, params);
-            let hits = index.search(query, 10, None).unwrap();
+            let hits = index.search(&Base::EMPTY, query, 10, None).unwrap();
             for (pos, score) in &hits {
                 let want = expected[*pos as usize];
                 assert!((f64::from(*score) - want).abs() <= 1e-5 * want, "{query}");
@@ -217,24 +255,33 @@ mod tests {
     fn ties_break_by_position_and_k_truncates() {
         let index =
             Bm25Index::build(&["x y", "y x", "x y", "z"], Bm25Params::default(), plain()).unwrap();
-        let hits = index.search("x", 2, None).unwrap();
+        let hits = index.search(&Base::EMPTY, "x", 2, None).unwrap();
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [0, 1]);
-        assert!(index.search("nothing", 5, None).unwrap().is_empty());
+        assert!(index
+            .search(&Base::EMPTY, "nothing", 5, None)
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
     fn allowed_restricts_and_batch_matches_single() {
         let index = Bm25Index::build(&docs(), Bm25Params::default(), plain()).unwrap();
-        let hits = index.search("apple banana", 10, Some(&[2, 3])).unwrap();
+        let hits = index
+            .search(&Base::EMPTY, "apple banana", 10, Some(&[2, 3]))
+            .unwrap();
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [2]);
         let batch = index
-            .search_batch(&["apple", "cherry"], 3, Some(&[0, 1, 3]))
+            .search_batch(&Base::EMPTY, &["apple", "cherry"], 3, Some(&[0, 1, 3]))
             .unwrap();
         assert_eq!(
             batch[1],
-            index.search("cherry", 3, Some(&[0, 1, 3])).unwrap()
+            index
+                .search(&Base::EMPTY, "cherry", 3, Some(&[0, 1, 3]))
+                .unwrap()
         );
-        let err = index.search("apple", 1, Some(&[4])).unwrap_err();
+        let err = index
+            .search(&Base::EMPTY, "apple", 1, Some(&[4]))
+            .unwrap_err();
         assert!(err.to_string().starts_with("allowed:"));
     }
 }
