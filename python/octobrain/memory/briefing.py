@@ -144,12 +144,10 @@ def build_briefing(
 def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]], int]:
     cfg, mcfg = brain.config.brief, brain.config.memory
     corpus = brain.retriever.corpus
-    scopes = set(visible_scopes(brain.scope))
-    live = [
-        corpus.memory(p)
-        for p in sorted(corpus.pos_of.values())
-        if corpus.memory(p).scope in scopes and corpus.memory(p).state is State.WORKING
-    ]
+    # The scope's searchable rows by the mirror's masks, made into memories in one batch (one
+    # at a time, each was an Arrow call: seconds at 10k memories).
+    visible = np.flatnonzero(corpus.allowed(sorted(visible_scopes(brain.scope))))
+    live = [m for m in corpus.memories_at(visible.tolist()) if m.state is State.WORKING]
     by_id = {m.id: m for m in live}
     superseded: set[str] = set()
     outranked: list[tuple[Memory, str]] = []
