@@ -86,3 +86,19 @@ def test_public_api_example_runs(tmp_path, monkeypatch) -> None:
 
 def test_public_api_list_matches_its_table() -> None:
     assert sorted(octobrain.__all__) == sorted([*octobrain._PUBLIC, "__version__"])
+
+
+def test_readme_map_names_every_part_of_the_package() -> None:
+    """The folder map at the top of the README matches the package tree, both ways."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```text\npython/octobrain/\n", 1)[1].split("```", 1)[0]
+    package = root / "python" / "octobrain"
+    folders = {p.name for p in package.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    mapped = {line.split()[0].rstrip("/") for line in block.splitlines() if line[2:3] != " "}
+    leaves = {m.strip() for m in block.split("\n  config,", 1)[1].split(":", 1)[0].split(",")}
+    modules = {p.stem for p in package.glob("*.py")} - {"__init__", "__main__"}
+    assert folders == mapped - {"config,"}, (folders, mapped)
+    assert modules == leaves | {"config"}, (modules, leaves)
