@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,7 +33,7 @@ from octobrain.memory.render_brief import (
     item_line,
     section_header,
 )
-from octobrain.models import Memory, MemoryType, RelationshipType, State, utcnow
+from octobrain.models import Memory, MemoryType, RelationshipType, Source, State, utcnow
 from octobrain.store.memories import visible_scopes
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ TRUTH_TYPES = frozenset(
 )
 # First-pass share of the budget per section; what a section leaves unused, later ones get.
 _SHARES = {"preferences": 0.25, "project": 0.35, "goals": 0.2, "recent": 0.2}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 ITEM_CHARS = 280  # longest item text (extractive) before the title
 GLOBAL_FACTOR = 0.8  # global truths rank a little below this project's own
 
@@ -142,26 +143,36 @@ def build_briefing(
 
 
 def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]], int]:
+    """Each section's best 3 x `max_items_per_section` items, and how many memories were
+    considered. Every working memory of the scope is ranked from the mirror's columns; only the
+    kept items (and the few an edge asks about) are made into memories."""
     cfg, mcfg = brain.config.brief, brain.config.memory
     corpus = brain.retriever.corpus
-    # The scope's searchable rows by the mirror's masks, made into memories in one batch (one
-    # at a time, each was an Arrow call: seconds at 10k memories).
-    visible = np.flatnonzero(corpus.allowed(sorted(visible_scopes(brain.scope))))
-    live = [m for m in corpus.memories_at(visible.tolist()) if m.state is State.WORKING]
-    by_id = {m.id: m for m in live}
+    if not len(corpus):
+        return {key: [] for key in SECTION_TITLES}, 0
+    scopes = sorted(visible_scopes(brain.scope))
+    visible = np.flatnonzero(corpus.allowed(scopes))
+    digest = corpus.allowed(scopes, tags=[DIGEST_TAG])[visible].tolist()
+    f = corpus.fields_at(visible)
+    working = [i for i, state in enumerate(f["state"]) if state == State.WORKING.value]
+    pos_of = {f["id"][i]: int(visible[i]) for i in working}
+
+    def memory(mid: str) -> Memory:
+        return corpus.memory(pos_of[mid])
+
     superseded: set[str] = set()
-    outranked: list[tuple[Memory, str]] = []
+    outranked: list[tuple[str, str]] = []
     closed_by: dict[str, Memory] = {}
     findings: dict[str, int] = {}
-    for rel in corpus.edges(list(by_id)):
-        source = by_id.get(rel.source_id)
-        if source is None:
+    for rel in corpus.edges(list(pos_of)):
+        if rel.source_id not in pos_of:
             continue
         if rel.relationship_type is RelationshipType.SUPERSEDES:
             superseded.add(rel.target_id)
         elif rel.relationship_type is RelationshipType.CONFLICTS:
-            outranked.append((source, rel.target_id))
+            outranked.append((rel.source_id, rel.target_id))
         elif rel.relationship_type is RelationshipType.CLOSES:
+            source = memory(rel.source_id)
             if rel.target_id not in closed_by or closed_by[rel.target_id].created_at < (
                 source.created_at
             ):
@@ -172,60 +183,77 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     superseded |= {
         target
         for source, target in outranked
-        if target in by_id
-        and conflicts.holds(source, by_id[target], winner_superseded=source.id in superseded)
+        if target in pos_of
+        and conflicts.holds(memory(source), memory(target), winner_superseded=source in superseded)
     }
-    memories = [m for m in live if m.id not in superseded]
-    if not memories:
+    rows = [i for i in working if f["id"][i] not in superseded]
+    if not rows:
         return {key: [] for key in SECTION_TITLES}, 0
-    strength = decay.memory_strength(memories, now, mcfg)
+    strength = decay.decayed_importance(
+        [f["importance"][i] for i in rows],
+        [f["last_accessed"][i] / 10**6 for i in rows],
+        [f["access_count"][i] for i in rows],
+        now,
+        half_life_days=mcfg.decay_half_life_days,
+        access_boost_factor=mcfg.access_boost_factor,
+        min_importance=mcfg.min_importance_threshold,
+        enabled=mcfg.decay_enabled,
+    )
+    now_us = (now - _EPOCH) // timedelta(microseconds=1)
     closers = {m.id for m in closed_by.values()}
-    pools: dict[str, list[BriefItem]] = {key: [] for key in SECTION_TITLES}
-    for memory, s in zip(memories, strength, strict=True):
-        s = float(s)
-        age = max(0.0, (now - memory.created_at).total_seconds() / 86400.0)
-        score = s * memory.source.trust
-        if memory.scope == "" and brain.scope != "":
-            score *= GLOBAL_FACTOR if memory.memory_type is not MemoryType.USER_PREFERENCE else 1.0
-        item = BriefItem(memory, "", score, s, "")
-        if memory.memory_type is MemoryType.USER_PREFERENCE:
-            item.section = "preferences"
-        elif memory.memory_type is MemoryType.GOAL:
-            closer = closed_by.get(memory.id)
-            if closer is None:
-                item.status = "open"
-                n = findings.get(memory.id, 0)
-                item.detail = f"{n} finding{'s' * (n != 1)} so far" if n else ""
-            else:
-                closed_age = (now - closer.created_at).total_seconds() / 86400.0
-                if closed_age > cfg.achieved_days:
-                    continue
-                item.status = "achieved"
-                item.detail = f"achieved {closer.created_at:%Y-%m-%d}: {closer.title}"
-                item.score = 1.0 + math.exp(-closed_age / cfg.achieved_days)  # after open ones
-            item.section = "goals"
-        elif memory.id in closers:
+    # (score, strength, row) per section; a goal's line needs the memory, so goals are made.
+    ranked: dict[str, list[tuple[float, float, int]]] = {key: [] for key in SECTION_TITLES}
+    goals: list[tuple[float, float, int]] = []
+    for i, s in zip(rows, strength.tolist(), strict=True):
+        mid, kind = f["id"][i], MemoryType(f["type"][i])
+        age = max(0.0, (now_us - f["created"][i]) / 10**6 / 86400.0)
+        score = s * Source(f["source"][i]).trust
+        if f["scope"][i] == "" and brain.scope != "":
+            score *= GLOBAL_FACTOR if kind is not MemoryType.USER_PREFERENCE else 1.0
+        if kind is MemoryType.USER_PREFERENCE:
+            ranked["preferences"].append((score, s, i))
+        elif kind is MemoryType.GOAL:
+            goals.append((score, s, i))
+        elif mid in closers:
             continue  # shown as its goal's "achieved" line
-        elif memory.memory_type in TRUTH_TYPES and DIGEST_TAG not in memory.tags:
-            item.section = "project"
+        elif kind in TRUTH_TYPES and not digest[i]:
+            ranked["project"].append((score, s, i))
         elif age <= cfg.recent_days:
-            item.section = "recent"
-            item.score = score * math.exp(-age / cfg.recent_days)
+            ranked["recent"].append((score * math.exp(-age / cfg.recent_days), s, i))
+    keep = 3 * cfg.max_items_per_section
+    pools: dict[str, list[BriefItem]] = {key: [] for key in SECTION_TITLES}
+    for key, entries in ranked.items():
+        entries.sort(key=lambda e: (-e[0], f["id"][e[2]]))
+        chosen = entries[:keep]
+        made = corpus.memories_at([int(visible[i]) for _, _, i in chosen])
+        pools[key] = [
+            BriefItem(m, key, sc, s, "") for (sc, s, _), m in zip(chosen, made, strict=True)
+        ]
+    made = corpus.memories_at([int(visible[i]) for _, _, i in goals])
+    for (score, s, _), goal in zip(goals, made, strict=True):
+        item = BriefItem(goal, "goals", score, s, "")
+        closer = closed_by.get(goal.id)
+        if closer is None:
+            item.status = "open"
+            n = findings.get(goal.id, 0)
+            item.detail = f"{n} finding{'s' * (n != 1)} so far" if n else ""
         else:
-            continue
-        pools[item.section].append(item)
-    for key, items in pools.items():
-        if key == "goals":  # open goals first (by strength), then achieved (newest first)
-            items.sort(key=lambda i: (i.status != "open", -i.score, i.memory.id))
-        else:
-            items.sort(key=lambda i: (-i.score, i.memory.id))
-        del items[3 * cfg.max_items_per_section :]
+            closed_age = (now - closer.created_at).total_seconds() / 86400.0
+            if closed_age > cfg.achieved_days:
+                continue
+            item.status = "achieved"
+            item.detail = f"achieved {closer.created_at:%Y-%m-%d}: {closer.title}"
+            item.score = 1.0 + math.exp(-closed_age / cfg.achieved_days)  # after open ones
+        pools["goals"].append(item)
+    pools["goals"].sort(key=lambda i: (i.status != "open", -i.score, i.memory.id))
+    del pools["goals"][keep:]
+    for items in pools.values():
         for item in items:  # only the kept few are summarised: the text costs, the rank does not
             item.text = gist_for(item.memory, item.strength, now, cfg)
             item.gist = bool(item.text)
             if not item.gist:
                 item.text = compress(item.memory.content, ITEM_CHARS)
-    return pools, len(memories)
+    return pools, len(rows)
 
 
 def _collapse(

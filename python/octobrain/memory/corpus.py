@@ -520,6 +520,25 @@ class Corpus:
         """The idf-weighted share of the query's distinct terms each row contains, in [0, 1]."""
         return self.index.coverage(query, positions)
 
+    def fields_at(self, positions: npt.NDArray[np.int64]) -> dict[str, list[Any]]:
+        """What ranking a row needs, for the rows at live `positions`, without making memories:
+        id, state, type, scope, source, importance (as `row_to_memory` rounds it), created and
+        last-accessed time (integer microseconds) and access count, one list each."""
+        take = pa.array(positions, pa.int64())
+        rows = self.rows()
+        out: dict[str, list[Any]] = {
+            name: rows.column(name).take(take).to_pylist() for name in ("id", "source")
+        }
+        imp = rows.column("importance").take(take).to_pylist()
+        out["importance"] = [round(float(v), 6) for v in imp]
+        for name in _CODED:
+            values = self._codes[name]
+            out[name] = [values[c] for c in self._coded[name][positions].tolist()]
+        out["created"] = self._created[positions].tolist()
+        out["last_accessed"] = self._seen[positions].tolist()
+        out["access_count"] = self._access[positions].tolist()
+        return out
+
     def memory(self, pos: int) -> Memory:
         """The memory at a live position (made from the mirrored columns on first use)."""
         memory = self._cache.get(pos)
