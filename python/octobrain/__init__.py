@@ -7,8 +7,8 @@ convention (its paths may change between releases)::
 
     brain = Brain(derive_scope())                  # the project of the working directory
     brain.memorize("Rate limits", "We throttle clients with a token bucket per API key.")
-    for hit in brain.remember("how do we throttle clients").hits:
-        print(hit.relevance, hit.memory.title)
+    best = brain.remember("how do we throttle clients").hits[0]
+    best.memory.title, best.relevance              # ('Rate limits', 0.5…)
 
 `Brain` is the facade the CLI, the MCP server and the benchmarks go through; `Knowledge` does
 the same for external documents. Importing this package is cheap: each name is imported on
