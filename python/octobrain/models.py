@@ -10,7 +10,7 @@ import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
 
@@ -358,6 +358,14 @@ def _clean_list(
     if len(out) > cap:
         raise InvalidInput(field_name, f"at most {cap} items, got {len(out)}")
     return out
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def from_micros(us: int) -> datetime:
+    """Integer microseconds since the epoch (an Arrow timestamp) as an aware UTC datetime."""
+    return EPOCH + timedelta(microseconds=int(us))
 
 
 def micros(moment: datetime) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,7 +33,15 @@ from octobrain.memory.render_brief import (
     item_line,
     section_header,
 )
-from octobrain.models import Memory, MemoryType, RelationshipType, Source, State, utcnow
+from octobrain.models import (
+    EPOCH,
+    Memory,
+    MemoryType,
+    RelationshipType,
+    Source,
+    State,
+    utcnow,
+)
 from octobrain.store.memories import visible_scopes
 
 if TYPE_CHECKING:
@@ -57,7 +65,6 @@ TRUTH_TYPES = frozenset(
 )
 # First-pass share of the budget per section; what a section leaves unused, later ones get.
 _SHARES = {"preferences": 0.25, "project": 0.35, "goals": 0.2, "recent": 0.2}
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 ITEM_CHARS = 280  # longest item text (extractive) before the title
 GLOBAL_FACTOR = 0.8  # global truths rank a little below this project's own
 
@@ -199,7 +206,7 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
         min_importance=mcfg.min_importance_threshold,
         enabled=mcfg.decay_enabled,
     )
-    now_us = (now - _EPOCH) // timedelta(microseconds=1)
+    now_us = (now - EPOCH) // timedelta(microseconds=1)  # exact, as `now - created_at`
     closers = {m.id for m in closed_by.values()}
     # (score, strength, row) per section; a goal's line needs the memory, so goals are made.
     ranked: dict[str, list[tuple[float, float, int]]] = {key: [] for key in SECTION_TITLES}

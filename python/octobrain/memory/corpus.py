@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -38,9 +38,9 @@ from octobrain.memory.corpus_io import (
     vectors_of,
 )
 from octobrain.memory.snapshot import Snapshot, SnapshotDamaged, SnapshotDir
-from octobrain.models import Memory, Relationship, State, micros
+from octobrain.models import Memory, Relationship, State, from_micros, micros
 from octobrain.store import MemoryStore
-from octobrain.store.schema import row_to_memory
+from octobrain.store.schema import row_to_memory, stored_float
 
 __all__ = ["LIGHT_COLUMNS", "Corpus", "Positions"]
 
@@ -49,7 +49,6 @@ log = logging.getLogger(__name__)
 _PROBE = ["id", "updated_at", "last_accessed", "access_count"]
 _SEARCHABLE = (State.WORKING.value, State.CONSOLIDATED.value)
 _CODED = ("scope", "state", "type")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MAX_CACHED = 5_000  # Memory objects kept for reuse; past this the cache starts over (at 100k,
 # 50,000 of them held 35 MiB more for about 1 ms a query)
 _MAX_ADDED = 4096  # ids held in a dict before they are sorted in with the rest
@@ -58,10 +57,6 @@ _MAX_CHUNKS = 32  # appended Arrow chunks before they are merged into one
 # (a process opening it re-reads them too). How many commits it lags costs nothing more: any
 # catch-up reads the same narrow columns of every row.
 SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE = 256, 0.01
-
-
-def _at(us: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=int(us))
 
 
 class Positions:
@@ -328,7 +323,10 @@ class Corpus:
         for p in at.tolist():
             memory = self._cache.get(p)
             if memory is not None:
-                memory.access_count, memory.last_accessed = int(self._access[p]), _at(self._seen[p])
+                memory.access_count, memory.last_accessed = (
+                    int(self._access[p]),
+                    from_micros(self._seen[p]),
+                )
 
     def _refresh_edges(self, version: int) -> None:
         if version == self._edges_version:
@@ -530,7 +528,7 @@ class Corpus:
             name: rows.column(name).take(take).to_pylist() for name in ("id", "source")
         }
         imp = rows.column("importance").take(take).to_pylist()
-        out["importance"] = [round(float(v), 6) for v in imp]
+        out["importance"] = [stored_float(v) for v in imp]
         for name in _CODED:
             values = self._codes[name]
             out[name] = [values[c] for c in self._coded[name][positions].tolist()]
@@ -556,7 +554,7 @@ class Corpus:
             for pos, row in zip(missing, rows, strict=True):
                 memory = row_to_memory(row)
                 memory.access_count = int(self._access[pos])
-                memory.last_accessed = _at(self._seen[pos])
+                memory.last_accessed = from_micros(self._seen[pos])
                 self._cache[pos] = memory
         return [self._cache[p] for p in positions]
 

@@ -81,6 +81,11 @@ def memory_to_row(memory: Memory, embedding: np.ndarray) -> dict[str, Any]:
     return {**to_plain(memory, iso_times=False), "embedding": np.asarray(embedding, np.float32)}
 
 
+def stored_float(value: Any) -> float:
+    """A float32 column's value as written: rounded, so 0.7 reads back as 0.7, not 0.699999988."""
+    return round(float(value), 6)
+
+
 def row_to_memory(row: dict[str, Any]) -> Memory:
     """A `memories` row (as `to_list` returns it) back to a Memory."""
     pre = row.get("pre_consolidation_importance")
@@ -93,9 +98,8 @@ def row_to_memory(row: dict[str, Any]) -> Memory:
         content=row["content"],
         tags=list(row["tags"] or []),
         related_files=list(row["related_files"] or []),
-        # float32 storage: round so 0.7 reads back as 0.7, not 0.699999988.
-        importance=round(float(row["importance"]), 6),
-        pre_consolidation_importance=None if pre is None else round(float(pre), 6),
+        importance=stored_float(row["importance"]),
+        pre_consolidation_importance=None if pre is None else stored_float(pre),
         source=Source(row["source"]),
         state=State(row["state"]),
         created_at=row["created_at"],
@@ -124,7 +128,7 @@ def row_to_relationship(row: dict[str, Any]) -> Relationship:
         source_id=row["source_id"],
         target_id=row["target_id"],
         relationship_type=RelationshipType(row["relationship_type"]),
-        strength=round(float(row["strength"]), 6),
+        strength=stored_float(row["strength"]),
         description=row["description"],
         scope=row["scope"],
         created_at=row["created_at"],
