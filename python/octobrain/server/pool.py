@@ -99,8 +99,10 @@ class BrainPool:
             self._root.flush()
 
     def note_store(self) -> None:
-        """Record the store's files as they are after a call that may have created a table."""
-        self._store_changed()
+        """Record the store's tables and manifest as they are after a call that may have
+        created a table (the call's own change, not one underneath)."""
+        if self._watch is not None:
+            self._watch.settle()
 
     def _brain(self, scope: str, workdir: Path | None) -> Brain:
         self._check_store()

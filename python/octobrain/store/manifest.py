@@ -253,6 +253,13 @@ class StoreWatch:
                     files[f"{folder}/{entry.name}"] = (st.st_size, st.st_mtime_ns)
         return files
 
+    def settle(self) -> None:
+        """Take the tables and the manifest as they are now, after this process's own call (a
+        table it created, a manifest it rewrote). Its commits only add files, which the next
+        `changed` compares with nothing, so the files are not listed again here."""
+        if self._ident is not None:
+            self._ident = self._ident_now()
+
     def changed(self) -> bool:
         """Whether anything changed since the last call (the first call only looks)."""
         ident, files = self._ident_now(), self._files_now()
