@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import os
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 import click
@@ -41,36 +42,45 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
     )
     pool = BrainPool()
     bind = bind if bind is not None else pool.config.mcp.bind
+    host, port, secret = "", 0, ""
+    if bind:
+        from octobrain.server.http import check_token, parse_bind
+
+        # Bad flags are refused before anything starts: a warm-up thread still inside native
+        # code (ONNX, Arrow) while the interpreter shuts down can crash the process.
+        host, port = parse_bind(bind)
+        secret = token or os.environ.get("OCTOBRAIN_TOKEN") or pool.config.mcp.token
+        check_token(host, secret)
     workspace = dataclasses.replace(Workspace.scan(), http=bool(bind))
     server = build_server(pool, workspace)
-    if pool.config.mcp.warm_up:
-        _start_warm_up(pool, workspace)
+    warm = _start_warm_up(pool, workspace) if pool.config.mcp.warm_up else None
     if not bind:
         anyio.run(serve_stdio, server)
-        return
-    from octobrain.server.http import check_token, parse_bind, serve_http
+    else:
+        from octobrain.server.http import serve_http
 
-    # Where the server listens is information a person starting it wants, even when not -v.
-    logging.getLogger("octobrain.server.http").setLevel(logging.INFO)
-    host, port = parse_bind(bind)
-    if token is None:
-        token = os.environ.get("OCTOBRAIN_TOKEN") or pool.config.mcp.token
-    secret = token
-    check_token(host, secret)
-    serve_http(
-        server,
-        host=host,
-        port=port,
-        token=secret,
-        allowed_origins=pool.config.mcp.allowed_origins,
-    )
+        # Where the server listens is information a person starting it wants, even when not -v.
+        logging.getLogger("octobrain.server.http").setLevel(logging.INFO)
+        serve_http(
+            server,
+            host=host,
+            port=port,
+            token=secret,
+            allowed_origins=pool.config.mcp.allowed_origins,
+        )
+    if warm is not None and warm.is_alive():
+        # The session is over but the warm-up is not: leave without finalising the modules it
+        # is running inside (every write was acknowledged and stored before its reply).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
-def _start_warm_up(pool: BrainPool, workspace: Workspace) -> None:
+def _start_warm_up(pool: BrainPool, workspace: Workspace) -> threading.Thread:
     """Load the heavy parts in the background, for the scope the working directory locks
     (else global), so the first tool call does not pay for them."""
-    import threading
-
     lock = workspace.cwd_lock
     scope, workdir = (lock.scope, lock.workdir) if lock is not None else ("", None)
-    threading.Thread(target=pool.warm_up, args=(scope, workdir), daemon=True).start()
+    thread = threading.Thread(target=pool.warm_up, args=(scope, workdir), daemon=True)
+    thread.start()
+    return thread
