@@ -464,9 +464,9 @@ def test_parent_is_found_by_the_wording_of_a_member_it_absorbed(make_brain: Make
 def test_a_pass_over_many_clusters_commits_them_in_batches(
     make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from octobrain.memory import consolidation
+    from octobrain.memory import sleep
 
-    monkeypatch.setattr(consolidation, "COMMIT_BATCH", 2)
+    monkeypatch.setattr(sleep, "COMMIT_BATCH", 2)
     brain = make_brain()
     topics = ["billing queue", "search index", "payments ledger", "image cache", "mail relay"]
     now = utcnow()

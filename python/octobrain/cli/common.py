@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
@@ -180,3 +181,28 @@ def write_atomic_file(path: Path, text: str, field: str) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         raise InvalidInput(field, f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def split_values(values: Sequence[str]) -> list[str]:
+    """`--tags a,b --tags c` → [a, b, c]."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def emit(fmt: str, data: Any, text: str) -> None:
+    """Print `data` as JSON under `--format json`, else `text`."""
+    if fmt == "json":
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        click.echo(text)
+
+
+def command_brain(ctx: click.Context, *, lazy_sleep: bool = True) -> Brain:
+    """The Brain a `memory …` subcommand works on: its scope, the cwd, a due sleep pass
+    started in the background unless `lazy_sleep` is off."""
+    from octobrain.memory.sleep_startup import start_background_sleep
+
+    scope = command_scope(ctx)
+    brain = open_brain(scope, Path.cwd())
+    if lazy_sleep:  # a due sleep pass runs in the background; it never fails this command
+        start_background_sleep(brain)
+    return brain

@@ -29,11 +29,11 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, fmt: str) -> None:
     Each turn is one memory: shown as it was said, indexed with its speaker, its session's
     date and its neighbouring turns, and linked to the previous turn of its session.
     """
-    from octobrain.cli.memory import _brain
+    from octobrain.cli.common import command_brain
     from octobrain.memory.conversation import read_conversations
 
     conversations = read_conversations(file, format_in)
-    brain = _brain(ctx)
+    brain = command_brain(ctx)
     total = sum(len(c.turns) for c in conversations)
     with click.progressbar(length=total, label="ingesting", file=sys.stderr) as bar:
         report = brain.ingest(conversations, progress=bar.update)

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from octobrain.errors import InvalidInput
 from octobrain.memory import goals
-from octobrain.memory.consolidation import Consolidation, SleepReport, Unconsolidation
+from octobrain.memory.consolidation import Consolidation, Unconsolidation
+from octobrain.memory.sleep import SleepReport, archive_faded, sleep_pass
 from octobrain.models import (
     MemoryType,
     check_limit,
@@ -38,7 +39,8 @@ class Curation(BrainBase):
         `[consolidation]`. `dry_run` reports what would change and writes nothing."""
         cfg = self.config.consolidation
         now = utcnow()
-        report = self.consolidator.sleep(
+        report = sleep_pass(
+            self.consolidator,
             self.scope,
             threshold=cfg.threshold if threshold is None else threshold,
             min_size=cfg.min_cluster_size if min_size is None else min_size,
@@ -47,7 +49,7 @@ class Curation(BrainBase):
             dry_run=dry_run,
         )
         if cfg.archive_enabled:
-            report.archived = self.consolidator.archive(self.scope, now, dry_run=dry_run)
+            report.archived = archive_faded(self.consolidator, self.scope, now, dry_run=dry_run)
         return report
 
     def consolidate_goal(self, goal_id: str) -> Consolidation:

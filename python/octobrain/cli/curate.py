@@ -1,0 +1,213 @@
+"""`octobrain memory …` commands that curate the whole store: export and import, re-embedding,
+the sleep pass, goal consolidation and its undo, the store's history and restore.
+
+They run in-process (never through the resident service) and are added to the `memory` group
+by `cli/memory.py`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from octobrain.cli.common import FORMAT_OPTION, command_brain, emit, plural
+from octobrain.errors import InvalidInput
+
+
+@click.command("export")
+@click.argument("output", type=click.Path(dir_okay=False, allow_dash=True), default="-")
+@click.option("--embeddings", is_flag=True, help="Include embedding vectors.")
+@click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
+@click.pass_context
+def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -> None:
+    """Write visible memories and their links as JSONL (to OUTPUT or stdout)."""
+    from octobrain.memory.transfer import export_jsonl
+
+    if output != "-" and Path(output).exists() and not force:
+        raise InvalidInput("output", f"{output} already exists; pass --force to overwrite it")
+    brain = command_brain(ctx)
+    if output == "-":
+        export_jsonl(brain, sys.stdout, embeddings=embeddings)
+        return
+    with open(output, "w", encoding="utf-8") as out:
+        total = brain.store.count()
+        label = f"exporting up to {plural(total, 'memory', 'memories')} to {output}"
+        with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
+            n = export_jsonl(brain, out, embeddings=embeddings, progress=bar.update)
+    click.echo(f"exported {plural(n, 'memory', 'memories')} to {output}", err=True)
+
+
+@click.command("import")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@FORMAT_OPTION
+@click.pass_context
+def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
+    """Import a JSONL export (ids already present are skipped)."""
+    from octobrain.memory.transfer import import_jsonl
+
+    brain = command_brain(ctx)
+    handle = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
+    try:
+        lines = handle.readlines()
+    finally:
+        if handle is not sys.stdin:
+            handle.close()
+    label = f"importing {plural(len(lines), 'line', 'lines')} from {source}"
+    with click.progressbar(length=len(lines), label=label, file=sys.stderr) as bar:
+        report = import_jsonl(brain, lines, progress=bar.update)
+    emit(
+        fmt,
+        report.__dict__,
+        f"imported {plural(report.imported, 'memory', 'memories')}, skipped "
+        f"{report.skipped_existing} already present, "
+        f"{plural(report.relationships, 'relationship', 'relationships')}, "
+        f"{report.reembedded} re-embedded",
+    )
+
+
+@click.command("reembed")
+@click.pass_context
+def reembed_cmd(ctx: click.Context) -> None:
+    """Re-embed every memory with the configured model (after changing embedding.model)."""
+    from octobrain.memory.transfer import reembed
+
+    brain = command_brain(ctx)
+    model = brain.embedder.model_id
+    total = brain.store.open_memories_unchecked().count_rows()
+    with click.progressbar(
+        length=total, label=f"re-embedding with {model}", file=sys.stderr
+    ) as bar:
+        n = reembed(brain, progress=bar.update)
+    click.echo(f"re-embedded {plural(n, 'memory', 'memories')} with {model}")
+
+
+@click.command("sleep-consolidate")
+@click.option("--threshold", type=float, default=None, help="Cosine similarity (default 0.85).")
+@click.option("--min-size", type=int, default=None, help="Smallest cluster merged (default 3).")
+@click.option("--max-age-days", type=float, default=None, help="Only newer memories (default 7).")
+@click.option("--dry-run", is_flag=True, help="Show what would be merged; change nothing.")
+@FORMAT_OPTION
+@click.pass_context
+def sleep_consolidate_cmd(
+    ctx: click.Context,
+    threshold: float | None,
+    min_size: int | None,
+    max_age_days: float | None,
+    dry_run: bool,
+    fmt: str,
+) -> None:
+    """Merge clusters of recent near-duplicate memories now (and archive faded ones)."""
+    from octobrain.memory.render import consolidation_to_dict, format_consolidation
+
+    report = command_brain(ctx, lazy_sleep=False).sleep_consolidate(
+        threshold=threshold, min_size=min_size, max_age_days=max_age_days, dry_run=dry_run
+    )
+    verb = "would merge" if dry_run else "merged"
+    lines = [
+        f"{report.candidates} recent working memories in scope {report.scope or '(global)'}; "
+        f"{verb} {plural(len(report.consolidations), 'cluster', 'clusters')}"
+        + (f", {report.skipped} skipped (changed meanwhile)" if report.skipped else "")
+        + f"; {'would archive' if dry_run else 'archived'} {len(report.archived)}"
+        + f"; {'would record' if dry_run else 'recorded'} "
+        + f"{plural(len(report.conflicts), 'conflict', 'conflicts')}."
+    ]
+    lines += [format_consolidation(c) for c in report.consolidations]
+    if report.conflicts:
+        lines.append(
+            "Conflicts (the same thing stated with another value; the first ranks above):\n"
+            + "\n".join(f"  {c.winner} over {c.loser} ({c.reason})" for c in report.conflicts)
+        )
+    if report.disagreements:
+        lines.append(
+            "Disagreements left to you (equally trusted, both recent; link the right one with "
+            "`supersedes`):\n" + "\n".join(f"  {a} / {b}" for a, b in report.disagreements)
+        )
+    data = {
+        "scope": report.scope,
+        "dry_run": dry_run,
+        "candidates": report.candidates,
+        "consolidations": [consolidation_to_dict(c) for c in report.consolidations],
+        "skipped": report.skipped,
+        "archived": report.archived,
+        "conflicts": [
+            {"prevails": c.winner, "outranked": c.loser, "reason": c.reason}
+            for c in report.conflicts
+        ],
+        "disagreements": [list(pair) for pair in report.disagreements],
+    }
+    emit(fmt, data, "\n\n".join(lines))
+
+
+@click.command("consolidate")
+@click.argument("goal_id")
+@FORMAT_OPTION
+@click.pass_context
+def consolidate_cmd(ctx: click.Context, goal_id: str, fmt: str) -> None:
+    """Close GOAL_ID: consolidate the memories that achieve it under its closing memory."""
+    from octobrain.memory.render import consolidation_to_dict, format_consolidation
+
+    done = command_brain(ctx, lazy_sleep=False).consolidate_goal(goal_id)
+    emit(fmt, consolidation_to_dict(done), format_consolidation(done))
+
+
+@click.command("unconsolidate")
+@click.argument("parent_id")
+@FORMAT_OPTION
+@click.pass_context
+def unconsolidate_cmd(ctx: click.Context, parent_id: str, fmt: str) -> None:
+    """Undo a consolidation: restore its members exactly, remove a synthesised parent."""
+    undone = command_brain(ctx, lazy_sleep=False).unconsolidate(parent_id)
+    text = f"restored {plural(len(undone.restored), 'memory', 'memories')}" + (
+        f"; removed the synthesised parent {undone.parent_id}" if undone.parent_removed else ""
+    )
+    emit(fmt, undone.__dict__, text)
+
+
+@click.command("history")
+@click.option("-l", "--limit", type=int, default=20, show_default=True)
+@FORMAT_OPTION
+@click.pass_context
+def history_cmd(ctx: click.Context, limit: int, fmt: str) -> None:
+    """The store's kept versions (a week of every write), newest first."""
+    versions = command_brain(ctx, lazy_sleep=False).history(limit)
+    rows = [
+        {"version": v.version, "timestamp": v.timestamp.isoformat(), "memories": v.rows}
+        for v in versions
+    ]
+    text = "\n".join(
+        f"{v.version:>6}  {v.timestamp:%Y-%m-%d %H:%M:%S} UTC  "
+        + plural(v.rows, "memory", "memories")
+        for v in versions
+    )
+    emit(fmt, rows, text or "No versions.")
+
+
+@click.command("restore")
+@click.argument("version", type=int)
+@click.option("-y", "--yes", is_flag=True, help="Restore without asking.")
+@click.pass_context
+def restore_cmd(ctx: click.Context, version: int, yes: bool) -> None:
+    """Return the whole store (all scopes) to VERSION; the restore itself can be undone."""
+    brain = command_brain(ctx, lazy_sleep=False)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise InvalidInput("--yes", "required to restore without a terminal to confirm on")
+        click.confirm(f"Restore every scope of {brain.uri} to version {version}?", abort=True)
+    now = brain.restore(version, confirm=True)
+    click.echo(
+        f"restored version {version}: now version {now.version} with "
+        f"{plural(now.rows, 'memory', 'memories')}"
+    )
+
+
+CURATION_COMMANDS = [
+    export_cmd,
+    import_cmd,
+    reembed_cmd,
+    sleep_consolidate_cmd,
+    consolidate_cmd,
+    unconsolidate_cmd,
+    history_cmd,
+    restore_cmd,
+]

@@ -1,0 +1,387 @@
+"""The sleep pass: recent near-duplicates of a scope merged, conflicts recorded, faded
+memories archived.
+
+A pass reads the scope's recent working memories, clusters them by true cosine within one trust
+tier (`kernels.clustering`), keeps of each cluster its largest set of mutually compatible
+members (near-identical wording that quotes other numbers is a conflict, not a duplicate),
+plans a synthesised parent per cluster and commits the clusters in batches through the
+consolidation protocol of `memory.consolidation`, which keeps a killed pass invisible. It then
+records which of two conflicting statements prevails, and archives what has sat at the decay
+floor for `archive_after_days`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from octobrain.errors import InvalidInput
+from octobrain.kernels import decay
+from octobrain.kernels.clustering import cosine_clusters, unit_rows
+from octobrain.memory import conflicts
+from octobrain.memory.conflicts import Conflict, Statement
+from octobrain.memory.consolidation import Consolidation, Consolidator
+from octobrain.memory.summary import summarise
+from octobrain.models import (
+    MAX_FILES,
+    MAX_TAGS,
+    Memory,
+    MemoryType,
+    Relationship,
+    RelationshipType,
+    Source,
+    State,
+)
+from octobrain.store.consolidations import ConsolidationRecord
+from octobrain.store.memories import sql_in, sql_str
+from octobrain.store.schema import memory_to_row, row_to_memory
+
+COMMIT_BATCH = 64  # clusters per commit set: a pass over thousands of clusters costs tens of
+# commits, not thousands (each commit rewrites a manifest; compaction follows every 64)
+
+
+@dataclass
+class SleepReport:
+    """What a sleep pass merged (or would merge) and archived."""
+
+    scope: str
+    candidates: int
+    consolidations: list[Consolidation] = field(default_factory=list)
+    archived: list[str] = field(default_factory=list)
+    skipped: int = 0  # clusters whose members changed while the pass ran (retried next time)
+    dry_run: bool = False
+    conflicts: list[Conflict] = field(default_factory=list)  # recorded (or, dry, found)
+    disagreements: list[tuple[str, str]] = field(default_factory=list)  # left to a person
+
+
+def sleep_pass(
+    engine: Consolidator,
+    scope: str,
+    *,
+    threshold: float,
+    min_size: int,
+    max_age_days: float,
+    now: datetime,
+    dry_run: bool = False,
+) -> SleepReport:
+    """Cluster `scope`'s recent working memories by true cosine and merge each cluster."""
+    _check_sleep_args(threshold, min_size, max_age_days)
+    engine.store.refresh()  # another machine's latest writes are this pass's candidates
+    if not dry_run:
+        engine.repair()
+    cutoff = now - timedelta(days=max_age_days)
+    where = f"{_statements(scope)} AND created_at >= timestamp {sql_str(cutoff.isoformat())}"
+    rows = engine.store.scan(where)
+    # Findings of a goal wait for the goal to be closed.
+    excluded = engine.log.not_to_cluster(scope) | _achievers(engine, [r["id"] for r in rows])
+    rows = [r for r in rows if r["id"] not in excluded]
+    # Every working statement of the scope as it stands before this pass merges anything
+    # (only when there is something recent to compare it with).
+    pool = (
+        engine.store.scan(
+            _statements(scope), columns=["id", "content", "embedding", "source", "created_at"]
+        )
+        if rows and engine.config.consolidation.detect_conflicts
+        else []
+    )
+    report = SleepReport(scope, len(rows), dry_run=dry_run)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: (r["created_at"], r["id"])):
+        groups.setdefault((row["source"], row["role"]), []).append(row)  # never mix tiers
+    linkage = engine.config.consolidation.linkage
+    planned: list[tuple[Consolidation, list[dict[str, Any]]]] = []
+    for key in sorted(groups):
+        group = groups[key]
+        if len(group) < min_size:
+            continue
+        vectors = np.stack([np.asarray(r["embedding"], dtype=np.float32) for r in group])
+        for cluster in _compatible_clusters(vectors, group, threshold, min_size, linkage):
+            members = [group[i] for i in cluster]
+            sims = _cosines(vectors[cluster])
+            planned.append((_plan_cluster(engine, members, sims, threshold, now), members))
+    if dry_run:
+        report.consolidations = [p for p, _ in planned]
+    else:
+        for start in range(0, len(planned), COMMIT_BATCH):
+            for done in _commit_clusters(engine, planned[start : start + COMMIT_BATCH], now):
+                if done is None:
+                    report.skipped += 1
+                else:
+                    report.consolidations.append(done)
+    if pool:
+        report.conflicts, report.disagreements = _conflicts(
+            engine, scope, rows, pool, report.consolidations, threshold, cutoff, dry_run=dry_run
+        )
+    return report
+
+
+def _conflicts(
+    engine: Consolidator,
+    scope: str,
+    recent: list[dict[str, Any]],
+    pool: list[dict[str, Any]],
+    merged: Sequence[Consolidation],
+    threshold: float,
+    window_start: datetime,
+    *,
+    dry_run: bool,
+) -> tuple[list[Conflict], list[tuple[str, str]]]:
+    """Record which of two conflicting statements prevails (module `conflicts`): this
+    pass's recent rows against every working statement of the scope, a member merged by
+    this pass standing for its parent. Returns the conflicts recorded (found, when dry) and
+    the disagreements left open. Pairs already linked are left alone, so a pass repeated
+    (or resumed after a crash) adds nothing twice."""
+    pairs = conflicts.conflicting_pairs(recent, pool, threshold)
+    if not pairs:
+        return [], []
+    statement_of: dict[str, Statement] = {}
+    for c in merged:
+        stated = Statement(c.parent.id, c.parent.source.trust, max(m.created_at for m in c.members))
+        statement_of.update((m.id, stated) for m in c.members)
+    rows = {r["id"]: r for r in [*pool, *recent]}
+    singles = sorted({i for pair in pairs for i in pair} - statement_of.keys())
+    edges = engine.store.relationships_of(singles)
+    # A parent of an earlier pass counts as stated when its newest member was.
+    merged_from: dict[str, list[str]] = {}
+    settled: set[frozenset[str]] = set()
+    for e in edges:
+        if e.relationship_type is RelationshipType.CONSOLIDATED_FROM:
+            merged_from.setdefault(e.source_id, []).append(e.target_id)
+        elif e.relationship_type in (RelationshipType.CONFLICTS, RelationshipType.SUPERSEDES):
+            settled.add(frozenset((e.source_id, e.target_id)))
+    children = [m for i in singles for m in merged_from.get(i, [])]
+    stated_at = (
+        {
+            r["id"]: r["created_at"]
+            for r in engine.store.scan(sql_in("id", children), columns=["id", "created_at"])
+        }
+        if children
+        else {}
+    )
+    for i in singles:
+        times = [stated_at[m] for m in merged_from.get(i, []) if m in stated_at]
+        row = rows[i]
+        trust = Source(row["source"]).trust
+        statement_of[i] = Statement(i, trust, max(times) if times else row["created_at"])
+    found, disagreements = conflicts.resolve(pairs, statement_of, settled, window_start)
+    if found and not dry_run:
+        engine.store.add_relationships(
+            [
+                Relationship(
+                    c.winner, c.loser, RelationshipType.CONFLICTS, 1.0, c.description, scope
+                )
+                for c in found
+            ]
+        )
+    return found, disagreements
+
+
+def _achievers(engine: Consolidator, ids: Sequence[str]) -> set[str]:
+    rels = engine.store.relationships_of(list(ids))
+    wanted = set(ids)
+    return {
+        r.source_id
+        for r in rels
+        if r.relationship_type is RelationshipType.ACHIEVES and r.source_id in wanted
+    }
+
+
+def _plan_cluster(
+    engine: Consolidator,
+    members: list[dict[str, Any]],
+    sims: np.ndarray,
+    threshold: float,
+    now: datetime,
+) -> Consolidation:
+    # Most central member first: its wording leads the summary and names the parent.
+    centrality = sims.mean(axis=1)
+    order = sorted(range(len(members)), key=lambda i: (-centrality[i], i))
+    ranked = [row_to_memory(members[i]) for i in order]
+    lead = ranked[0]
+    types = Counter(m.memory_type for m in ranked)
+    off_diagonal = sims[~np.eye(len(sims), dtype=bool)]
+    description = (
+        f"sleep pass: {len(ranked)} memories, pairwise cosine ≥ {float(off_diagonal.min()):.2f}"
+        f" (threshold {threshold:.2f})"
+    )
+    parent = Memory(
+        title=lead.title,
+        content=summarise([m.content for m in ranked]),
+        memory_type=max(types, key=lambda t: (types[t], t == lead.memory_type)),
+        scope=lead.scope,
+        role=lead.role,
+        tags=list(dict.fromkeys(t for m in ranked for t in m.tags))[:MAX_TAGS],
+        related_files=list(dict.fromkeys(f for m in ranked for f in m.related_files))[:MAX_FILES],
+        importance=engine.boosted([float(r["importance"]) for r in members]),
+        source=lead.source,
+        git_commit=lead.git_commit,
+        created_at=now,
+        updated_at=now,
+        last_accessed=now,
+    )
+    return Consolidation("sleep", parent, ranked, True, description)
+
+
+def _commit_clusters(
+    engine: Consolidator, batch: Sequence[tuple[Consolidation, list[dict[str, Any]]]], now: datetime
+) -> list[Consolidation | None]:
+    """Commit planned clusters together; None for one whose members changed meanwhile."""
+    vectors = engine.embedder.embed_documents([p.parent.searchable_text() for p, _ in batch])
+    wanted = [m["id"] for _, members in batch for m in members]
+    out: list[Consolidation | None] = []
+    records: list[ConsolidationRecord] = []
+    rows: list[dict[str, Any]] = []
+    edges: list[Relationship] = []
+    with engine.store.write_lock():
+        # Re-read under the lock: a member edited or consolidated meanwhile skips its
+        # cluster (the next pass sees it afresh) instead of overwriting someone's write.
+        current = {r["id"]: r for r in engine.store.scan(sql_in("id", wanted))}
+        for (planned, members), vector in zip(batch, vectors, strict=True):
+            ids = [m["id"] for m in members]
+            fresh = [current.pop(i, None) for i in ids]  # popped: one cluster per member
+            if any(
+                r is None or r["state"] != State.WORKING.value or r["updated_at"] != m["updated_at"]
+                for r, m in zip(fresh, members, strict=True)
+            ):
+                out.append(None)
+                continue
+            member_rows, before = engine.flip_members([r for r in fresh if r is not None], now)
+            links = engine.member_edges(planned.parent, ids, "Merged by sleep consolidation")
+            record = engine.new_record(
+                "sleep", planned.parent, True, before, ids, now, links, planned.description
+            )
+            records.append(record)
+            rows += [memory_to_row(planned.parent, vector), *member_rows]
+            edges += links
+            planned.record_id = record.id
+            out.append(planned)
+        if records:
+            engine.commit(records, rows, edges)
+    return out
+
+
+def archive_faded(
+    engine: Consolidator, scope: str, now: datetime, *, dry_run: bool = False
+) -> list[str]:
+    """Archive `scope`'s memories whose decayed importance has sat at the floor, untouched,
+    for `archive_after_days`. Returns their ids."""
+    cfg, mcfg = engine.config.consolidation, engine.config.memory
+    anchor = now - timedelta(days=cfg.archive_after_days)
+    states = [State.WORKING.value, State.CONSOLIDATED.value]
+    where = (
+        f"scope = {sql_str(scope)} AND {sql_in('state', states)}"
+        f" AND last_accessed <= timestamp {sql_str(anchor.isoformat())}"
+        f" AND updated_at <= timestamp {sql_str(anchor.isoformat())}"
+    )
+    rows = engine.store.scan(where, columns=["id", "importance", "last_accessed", "access_count"])
+    if not rows:
+        return []
+    # Decayed importance as it was `archive_after_days` ago: at the floor then, and nothing
+    # touched since, means it has sat at the floor for the whole window.
+    then = decay.decayed_importance(
+        [r["importance"] for r in rows],
+        [r["last_accessed"].timestamp() for r in rows],
+        [r["access_count"] for r in rows],
+        anchor,
+        half_life_days=mcfg.decay_half_life_days,
+        access_boost_factor=mcfg.access_boost_factor,
+        min_importance=mcfg.min_importance_threshold,
+        enabled=mcfg.decay_enabled,
+    )
+    floor = mcfg.min_importance_threshold
+    ids = [r["id"] for r, v in zip(rows, then, strict=True) if v <= floor + 1e-9]
+    if ids and not dry_run:
+        engine.store.set_columns(
+            f"{sql_in('id', ids)} AND {sql_in('state', states)}",
+            {"state": State.ARCHIVED.value, "updated_at": now},
+        )
+    return ids
+
+
+def _statements(scope: str) -> str:
+    """The rows a sleep pass works on: `scope`'s working memories, goals aside."""
+    return (
+        f"scope = {sql_str(scope)} AND state = {sql_str(State.WORKING.value)}"
+        f" AND memory_type != {sql_str(MemoryType.GOAL.value)}"
+    )
+
+
+def _without_conflicts(
+    clusters: list[list[int]], rows: list[dict[str, Any]], min_size: int
+) -> list[list[int]]:
+    """Split off conflicting members: near-identical wording that quotes disjoint numbers
+    ("timeout 30 s" vs "timeout 45 s") is two facts in conflict, not a duplicate, and merging
+    them would hide the conflict. Keeps, per cluster, the largest set of mutually compatible
+    members (grown greedily from each member in turn; ties go to the earliest seed), so the
+    outcome does not depend on the order rows happen to come in; the rest stay working for a
+    person or a `supersedes` link."""
+
+    def compatible(i: int, k: int) -> bool:
+        a, b = conflicts.numbers(rows[i]["content"]), conflicts.numbers(rows[k]["content"])
+        return conflicts.compatible(a, b)
+
+    out = []
+    for cluster in clusters:
+        best: list[int] = []
+        for seed in cluster:
+            kept = [seed]
+            for i in cluster:
+                if i != seed and all(compatible(i, k) for k in kept):
+                    kept.append(i)
+            if len(kept) > len(best):
+                best = kept
+        if len(best) >= min_size:
+            out.append(sorted(best, key=cluster.index))
+    return out
+
+
+def _compatible_clusters(
+    vectors: np.ndarray, rows: list[dict[str, Any]], threshold: float, min_size: int, linkage: str
+) -> list[list[int]]:
+    """Clusters of mutually compatible near-duplicates (positions in `rows`).
+
+    Cosine alone cannot see that "timeout 30 s" and "timeout 45 s" are two facts, so a cosine
+    cluster can hold both sides of a conflict, and only its largest compatible set is merged.
+    The members split off are clustered again among themselves, so the other side of the
+    conflict still merges with its own restatements instead of staying scattered. Each round
+    only re-clusters what the previous one split off, so the rounds shrink to nothing."""
+    out: list[list[int]] = []
+    pending = list(range(len(rows)))
+    while len(pending) >= min_size:
+        pending_of = pending
+        found = cosine_clusters(vectors[pending], threshold, min_size, linkage)  # type: ignore[arg-type]
+        pending = []
+        for cluster in ([pending_of[i] for i in c] for c in found):
+            kept = _without_conflicts([cluster], rows, min_size)
+            if kept:  # a cluster with nothing mergeable would only come back unchanged
+                out += kept
+                pending += [i for i in cluster if i not in kept[0]]
+    return out
+
+
+def _cosines(vectors: np.ndarray) -> np.ndarray:
+    unit = unit_rows(vectors)
+    sims: np.ndarray = unit @ unit.T
+    return sims
+
+
+def _check_sleep_args(threshold: float, min_size: int, max_age_days: float) -> None:
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        raise InvalidInput("threshold", "must be a number in [0, 1]")
+    if not 0.0 <= threshold <= 1.0:
+        raise InvalidInput("threshold", f"must be a number in [0, 1], got {threshold}")
+    if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 2:
+        raise InvalidInput("min_size", f"must be an integer >= 2, got {min_size!r}")
+    if isinstance(max_age_days, bool) or not isinstance(max_age_days, int | float):
+        raise InvalidInput("max_age_days", "must be a positive number of days")
+    if not (math.isfinite(max_age_days) and max_age_days > 0):
+        raise InvalidInput("max_age_days", f"must be a positive number of days, got {max_age_days}")
+
+
+__all__ = ["SleepReport", "archive_faded", "sleep_pass"]
