@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
 import io
 import logging
 import os
@@ -48,6 +49,23 @@ def _config_stamp(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size)
+
+
+def trim_heap() -> None:
+    """Hand the C heap's free pages back to the system (glibc's `malloc_trim`). A mirror built
+    from the store or a sleep pass frees hundreds of MB that glibc would otherwise keep mapped
+    for the rest of the service's life; called after the reply, off the command's clock."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):  # not glibc: nothing to hand back this way
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim: Any = None
 
 
 class BrainCache:
@@ -129,6 +147,7 @@ class Service:
                 brain.warm_up()
                 brain.remember("warm up", record_access=False)  # builds what a search needs
                 cache.flush()  # the store's files as opened (a first open creates the tables)
+                trim_heap()
             except Exception:  # a bad config or store is reported by the first command
                 log.warning("warm-up failed", exc_info=True)
             finally:
@@ -247,6 +266,7 @@ class Service:
             with self.state_lock:
                 self.served += 1
         channel.send(result)
+        trim_heap()
 
     def _mcp(self, channel: Channel, request: dict[str, Any]) -> None:
         """Host one relayed `octobrain mcp` session; closing without `{"mcp": true}` tells the

@@ -93,31 +93,60 @@ def prevailing(
     return None
 
 
+@dataclass(frozen=True)
+class StatementPool:
+    """The statements a sleep pass compares recent rows with, held as columns: on a large scope
+    a dict and a list of Python floats per row would cost gigabytes."""
+
+    ids: list[str]
+    contents: list[str]
+    vectors: npt.NDArray[np.float32]  # unit rows, one per id
+    sources: list[str]
+    created: list[datetime]
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[Mapping[str, Any]]) -> StatementPool:
+        """A pool of rows that carry `id`, `content`, `embedding` (and `source`,
+        `created_at` when their statements are resolved)."""
+        return cls(
+            [r["id"] for r in rows],
+            [r["content"] for r in rows],
+            _unit(rows) if rows else np.zeros((0, 0), dtype=np.float32),
+            [r.get("source", "") for r in rows],
+            [r.get("created_at", datetime.min) for r in rows],
+        )
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
 def conflicting_pairs(
     recent: Sequence[Mapping[str, Any]],
-    pool: Sequence[Mapping[str, Any]],
+    pool: StatementPool,
     threshold: float,
 ) -> list[tuple[str, str]]:
     """(recent id, pool id) pairs of near-identical rows (cosine ≥ `threshold`) that quote
-    disjoint numbers. Rows carry `id`, `content` and `embedding`; a row in both lists is not
-    paired with itself, and a pair within `recent` comes once."""
-    if not recent or not pool:
+    disjoint numbers. Recent rows carry `id`, `content` and `embedding`; a row in both is not
+    paired with itself, and a pair within `recent` comes once. Only the pool rows near some
+    recent row have their numbers read."""
+    if not recent or not len(pool):
         return []
-    pool_vecs = _unit(pool)
-    pool_numbers = [numbers(r["content"]) for r in pool]
+    pool_numbers: dict[int, frozenset[str]] = {}
     recent_vecs = _unit(recent)
     order = {r["id"]: i for i, r in enumerate(recent)}
     out: list[tuple[str, str]] = []
     for start in range(0, len(recent), _BLOCK):
-        sims = recent_vecs[start : start + _BLOCK] @ pool_vecs.T
+        sims = recent_vecs[start : start + _BLOCK] @ pool.vectors.T
         for i, k in zip(*np.nonzero(sims >= threshold), strict=True):
-            at = start + int(i)
-            row, other = recent[at], pool[int(k)]
-            if row["id"] == other["id"] or order.get(other["id"], len(recent)) < at:
+            at, k = start + int(i), int(k)
+            row, other = recent[at], pool.ids[k]
+            if row["id"] == other or order.get(other, len(recent)) < at:
                 continue  # itself, or a recent pair already seen from the other side
+            if k not in pool_numbers:
+                pool_numbers[k] = numbers(pool.contents[k])
             mine = numbers(row["content"])
             if mine and pool_numbers[k] and not mine & pool_numbers[k]:
-                out.append((row["id"], other["id"]))
+                out.append((row["id"], other))
     return out
 
 
@@ -153,6 +182,7 @@ def _unit(rows: Sequence[Mapping[str, Any]]) -> npt.NDArray[np.float32]:
 __all__ = [
     "Conflict",
     "Statement",
+    "StatementPool",
     "compatible",
     "conflicting_pairs",
     "holds",

@@ -25,8 +25,9 @@ from octobrain.errors import InvalidInput
 from octobrain.kernels import decay
 from octobrain.kernels.clustering import cosine_clusters, unit_rows
 from octobrain.memory import conflicts
-from octobrain.memory.conflicts import Conflict, Statement
+from octobrain.memory.conflicts import Conflict, Statement, StatementPool
 from octobrain.memory.consolidation import Consolidation, Consolidator
+from octobrain.memory.corpus_io import vectors_of
 from octobrain.memory.summary import summarise
 from octobrain.models import (
     MAX_FILES,
@@ -84,11 +85,9 @@ def sleep_pass(
     # Every working statement of the scope as it stands before this pass merges anything
     # (only when there is something recent to compare it with).
     pool = (
-        engine.store.scan(
-            _statements(scope), columns=["id", "content", "embedding", "source", "created_at"]
-        )
+        _statement_pool(engine, scope)
         if rows and engine.config.consolidation.detect_conflicts
-        else []
+        else None
     )
     report = SleepReport(scope, len(rows), dry_run=dry_run)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -114,7 +113,7 @@ def sleep_pass(
                     report.skipped += 1
                 else:
                     report.consolidations.append(done)
-    if pool:
+    if pool is not None and len(pool):
         report.conflicts, report.disagreements = _conflicts(
             engine, scope, rows, pool, report.consolidations, threshold, cutoff, dry_run=dry_run
         )
@@ -125,7 +124,7 @@ def _conflicts(
     engine: Consolidator,
     scope: str,
     recent: list[dict[str, Any]],
-    pool: list[dict[str, Any]],
+    pool: StatementPool,
     merged: Sequence[Consolidation],
     threshold: float,
     window_start: datetime,
@@ -144,7 +143,8 @@ def _conflicts(
     for c in merged:
         stated = Statement(c.parent.id, c.parent.source.trust, max(m.created_at for m in c.members))
         statement_of.update((m.id, stated) for m in c.members)
-    rows = {r["id"]: r for r in [*pool, *recent]}
+    stated_as = {pool.ids[k]: (pool.sources[k], pool.created[k]) for k in range(len(pool))}
+    stated_as.update((r["id"], (r["source"], r["created_at"])) for r in recent)
     singles = sorted({i for pair in pairs for i in pair} - statement_of.keys())
     edges = engine.store.relationships_of(singles)
     # A parent of an earlier pass counts as stated when its newest member was.
@@ -166,9 +166,8 @@ def _conflicts(
     )
     for i in singles:
         times = [stated_at[m] for m in merged_from.get(i, []) if m in stated_at]
-        row = rows[i]
-        trust = Source(row["source"]).trust
-        statement_of[i] = Statement(i, trust, max(times) if times else row["created_at"])
+        source, created = stated_as[i]
+        statement_of[i] = Statement(i, Source(source).trust, max(times) if times else created)
     found, disagreements = conflicts.resolve(pairs, statement_of, settled, window_start)
     if found and not dry_run:
         engine.store.add_relationships(
@@ -180,6 +179,21 @@ def _conflicts(
             ]
         )
     return found, disagreements
+
+
+def _statement_pool(engine: Consolidator, scope: str) -> StatementPool:
+    """Every working statement of `scope` as it stands before this pass merges anything, read
+    as Arrow columns (one float32 matrix for the vectors, no dict per row)."""
+    table = engine.store.scan_arrow(
+        _statements(scope), columns=["id", "content", "embedding", "source", "created_at"]
+    )
+    return StatementPool(
+        table.column("id").to_pylist(),
+        table.column("content").to_pylist(),
+        unit_rows(vectors_of(table, engine.store.dim)),
+        table.column("source").to_pylist(),
+        table.column("created_at").to_pylist(),
+    )
 
 
 def _achievers(engine: Consolidator, ids: Sequence[str]) -> set[str]:
