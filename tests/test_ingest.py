@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from octobrain.store.schema import memories_schema
 from tests.server_support import PROJECT_A, call, hash_pool, run, server_for
 
 SCOPE = "github.com/acme/chat"
+MINUTE = timedelta(minutes=1)
 
 LOCOMO = [
     {
@@ -196,6 +198,32 @@ def test_turns_of_a_session_are_chained_in_order(tmp_path: Path) -> None:
     recall = b.remember("so much fun", limit=1, min_relevance=0.0)
     assert recall.hits[0].memory.id == third.id
     assert second.id in [n.memory.id for n in recall.neighbours]
+
+
+def test_a_sleep_pass_keeps_every_turn_of_a_conversation(tmp_path: Path) -> None:
+    """Turns are a record of what was said: the same reply to five questions is five turns,
+    each in its place, never merged into one summary like near-duplicate memories are."""
+    now = datetime.now(UTC)
+    records = []
+    for i in range(5):
+        asked = f"Can you look at the failure number {i} in the deploy job?"
+        records.append(
+            {"speaker": "Ana", "text": asked, "time": (now + 2 * i * MINUTE).isoformat()}
+        )
+        reply = "Thanks, sounds good to me!"
+        records.append(
+            {"speaker": "Bo", "text": reply, "time": (now + (2 * i + 1) * MINUTE).isoformat()}
+        )
+    b = brain(tmp_path)
+    b.ingest(parse_text(json.dumps(records)))
+    twins = [f"Token refresh runs every five minutes on the {m} gateway." for m in ("", "api", "edge")]
+    for text in twins:  # three near-duplicate memories beside them still merge
+        b.memorize(title="Token refresh", content=text)
+    report = b.sleep_consolidate(threshold=0.85, min_size=3)
+    merged = [m.content for c in report.consolidations for m in c.members]
+    assert merged and "Thanks, sounds good to me!" not in merged
+    replies = [h for h in b.recent(limit=100) if h.content == "Thanks, sounds good to me!"]
+    assert len(replies) == 5
 
 
 def test_ingesting_twice_adds_nothing(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ __all__ = [
 
 FORMATS = ("auto", "claude", "chat", "locomo")
 SPEAKER_PREFIX = "speaker:"  # the tag naming who said an ingested turn
+CONVERSATION_PREFIX = "conversation:"  # the tag naming the conversation a turn belongs to
 MAX_FILE_BYTES = 64 * 1024 * 1024
 SPEAKER_CHARS = 60
 SESSION_CHARS = 60

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from octobrain.memory import temporal
-from octobrain.memory.conversation import SPEAKER_PREFIX, Conversation, Turn
+from octobrain.memory.conversation import CONVERSATION_PREFIX, SPEAKER_PREFIX, Conversation, Turn
 from octobrain.models import (
     CONTENT_BYTES,
     CONTEXT_BYTES,
@@ -49,7 +49,6 @@ TOPIC_WORDS = (
     0  # a session's most distinctive words in its turns' context (8 measured worse: README)
 )
 NEIGHBOUR_CHARS = 240
-CONVERSATION_PREFIX = "conversation:"
 _NAMESPACE = uuid.UUID("6f1d3c2a-9b7e-4c41-8f0a-1c5e2d7b9a34")
 
 Progress = Callable[[int], None]

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from octobrain.errors import InvalidInput
 from octobrain.kernels import decay
@@ -27,6 +28,7 @@ from octobrain.kernels.clustering import cosine_clusters, unit_rows
 from octobrain.memory import conflicts
 from octobrain.memory.conflicts import Conflict, Statement, StatementPool
 from octobrain.memory.consolidation import Consolidation, Consolidator
+from octobrain.memory.conversation import CONVERSATION_PREFIX
 from octobrain.memory.corpus_io import vectors_of
 from octobrain.memory.summary import summarise
 from octobrain.models import (
@@ -81,7 +83,7 @@ def sleep_pass(
     rows = engine.store.scan(where)
     # Findings of a goal wait for the goal to be closed.
     excluded = engine.log.not_to_cluster(scope) | _achievers(engine, [r["id"] for r in rows])
-    rows = [r for r in rows if r["id"] not in excluded]
+    rows = [r for r in rows if r["id"] not in excluded and not _said(r["tags"])]
     # Every working statement of the scope as it stands before this pass merges anything
     # (only when there is something recent to compare it with).
     pool = (
@@ -181,12 +183,23 @@ def _conflicts(
     return found, disagreements
 
 
+def _said(tags: Sequence[str] | None) -> bool:
+    """Whether a row is a turn of an ingested conversation: a record of what was said, when,
+    in its place in the conversation. Its repetitions ("Thanks, sounds good!" after each of
+    five questions) answer different things, so turns are never merged, nor weighed as
+    statements against the scope's facts."""
+    return any(t.startswith(CONVERSATION_PREFIX) for t in tags or ())
+
+
 def _statement_pool(engine: Consolidator, scope: str) -> StatementPool:
     """Every working statement of `scope` as it stands before this pass merges anything, read
     as Arrow columns (one float32 matrix for the vectors, no dict per row)."""
     table = engine.store.scan_arrow(
-        _statements(scope), columns=["id", "content", "embedding", "source", "created_at"]
+        _statements(scope), columns=["id", "content", "embedding", "source", "created_at", "tags"]
     )
+    said = [_said(tags) for tags in table.column("tags").to_pylist()]
+    if any(said):
+        table = table.filter(pa.array([not s for s in said]))
     return StatementPool(
         table.column("id").to_pylist(),
         table.column("content").to_pylist(),
