@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from octobrain.embed.tokens import TokenCounter, token_counter
 from octobrain.kernels import decay
@@ -158,21 +159,27 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     if not len(corpus):
         return {key: [] for key in SECTION_TITLES}, 0
     scopes = sorted(visible_scopes(brain.scope))
-    visible = np.flatnonzero(corpus.allowed(scopes))
-    digest = corpus.allowed(scopes, tags=[DIGEST_TAG])[visible].tolist()
+    allowed = corpus.allowed(scopes)  # over the mirror's positions
+    visible = np.flatnonzero(allowed)
+    digest = corpus.allowed(scopes, tags=[DIGEST_TAG])[visible]
     f = corpus.fields_at(visible)
-    working = [i for i, state in enumerate(f["state"]) if state == State.WORKING.value]
-    pos_of = {f["id"][i]: int(visible[i]) for i in working}
+    working = np.flatnonzero(f["state"] == State.WORKING.value)
+    candidate = np.zeros(len(allowed), dtype=bool)
+    candidate[visible[working]] = True
+
+    def in_pool(mid: str) -> bool:
+        pos = corpus.pos_of.get(mid)
+        return pos is not None and bool(candidate[pos])
 
     def memory(mid: str) -> Memory:
-        return corpus.memory(pos_of[mid])
+        return corpus.memory(corpus.pos_of[mid])
 
     superseded: set[str] = set()
     outranked: list[tuple[str, str]] = []
     closed_by: dict[str, Memory] = {}
     findings: dict[str, int] = {}
-    for rel in corpus.edges(list(pos_of)):
-        if rel.source_id not in pos_of:
+    for rel in corpus.edges([f["id"][i] for i in working.tolist()]):
+        if not in_pool(rel.source_id):
             continue
         if rel.relationship_type is RelationshipType.SUPERSEDES:
             superseded.add(rel.target_id)
@@ -190,16 +197,18 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     superseded |= {
         target
         for source, target in outranked
-        if target in pos_of
+        if in_pool(target)
         and conflicts.holds(memory(source), memory(target), winner_superseded=source in superseded)
     }
-    rows = [i for i in working if f["id"][i] not in superseded]
-    if not rows:
+    rows = working
+    if superseded:
+        rows = np.asarray([i for i in working.tolist() if f["id"][i] not in superseded], np.int64)
+    if not len(rows):
         return {key: [] for key in SECTION_TITLES}, 0
-    strength = decay.decayed_importance(
-        [f["importance"][i] for i in rows],
-        [f["last_accessed"][i] / 10**6 for i in rows],
-        [f["access_count"][i] for i in rows],
+    strengths = decay.decayed_importance(
+        f["importance"][rows],
+        f["last_accessed"][rows] / 10**6,
+        f["access_count"][rows],
         now,
         half_life_days=mcfg.decay_half_life_days,
         access_boost_factor=mcfg.access_boost_factor,
@@ -207,35 +216,37 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
         enabled=mcfg.decay_enabled,
     )
     now_us = (now - EPOCH) // timedelta(microseconds=1)  # exact, as `now - created_at`
+    age = np.maximum(0.0, (now_us - f["created"][rows]) / 10**6 / 86400.0)
+    kind = f["type"][rows]
+    trust = {name: Source(name).trust for name in set(f["source"][rows].tolist())}
+    scores = strengths * np.asarray([trust[s] for s in f["source"][rows].tolist()], np.float64)
+    if brain.scope != "":
+        foreign = (f["scope"][rows] == "") & (kind != MemoryType.USER_PREFERENCE.value)
+        scores = np.where(foreign, scores * GLOBAL_FACTOR, scores)
     closers = {m.id for m in closed_by.values()}
-    # (score, strength, row) per section; a goal's line needs the memory, so goals are made.
-    ranked: dict[str, list[tuple[float, float, int]]] = {key: [] for key in SECTION_TITLES}
-    goals: list[tuple[float, float, int]] = []
-    for i, s in zip(rows, strength.tolist(), strict=True):
-        mid, kind = f["id"][i], MemoryType(f["type"][i])
-        age = max(0.0, (now_us - f["created"][i]) / 10**6 / 86400.0)
-        score = s * Source(f["source"][i]).trust
-        if f["scope"][i] == "" and brain.scope != "":
-            score *= GLOBAL_FACTOR if kind is not MemoryType.USER_PREFERENCE else 1.0
-        if kind is MemoryType.USER_PREFERENCE:
-            ranked["preferences"].append((score, s, i))
-        elif kind is MemoryType.GOAL:
-            goals.append((score, s, i))
-        elif mid in closers:
-            continue  # shown as its goal's "achieved" line
-        elif kind in TRUTH_TYPES and not digest[i]:
-            ranked["project"].append((score, s, i))
-        elif age <= cfg.recent_days:
-            ranked["recent"].append((score * math.exp(-age / cfg.recent_days), s, i))
+    closing = np.asarray([f["id"][i] in closers for i in rows.tolist()], dtype=bool)
+    truth = np.isin(kind, [t.value for t in TRUTH_TYPES]) & ~digest[rows]
+    is_preference = kind == MemoryType.USER_PREFERENCE.value
+    is_goal = kind == MemoryType.GOAL.value
+    rest = ~is_preference & ~is_goal & ~closing  # a closer is shown as its goal's "achieved" line
+    recent = rest & ~truth & (age <= cfg.recent_days)
+    recent_scores = scores * np.exp(-age / cfg.recent_days)
     keep = 3 * cfg.max_items_per_section
     pools: dict[str, list[BriefItem]] = {key: [] for key in SECTION_TITLES}
-    for key, entries in ranked.items():
-        entries.sort(key=lambda e: (-e[0], f["id"][e[2]]))
-        chosen = entries[:keep]
+    # (score, strength, row) per section, best first; a goal's line needs the memory.
+    sections = {
+        "preferences": (is_preference, scores),
+        "project": (rest & truth, scores),
+        "recent": (recent, recent_scores),
+    }
+    for key, (member, by) in sections.items():
+        chosen = _best(f["id"], rows, member, by, strengths, keep)
         made = corpus.memories_at([int(visible[i]) for _, _, i in chosen])
         pools[key] = [
             BriefItem(m, key, sc, s, "") for (sc, s, _), m in zip(chosen, made, strict=True)
         ]
+    at = np.flatnonzero(is_goal)
+    goals = list(zip(scores[at].tolist(), strengths[at].tolist(), rows[at].tolist(), strict=True))
     made = corpus.memories_at([int(visible[i]) for _, _, i in goals])
     for (score, s, _), goal in zip(goals, made, strict=True):
         item = BriefItem(goal, "goals", score, s, "")
@@ -261,6 +272,25 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
             if not item.gist:
                 item.text = compress(item.memory.content, ITEM_CHARS)
     return pools, len(rows)
+
+
+def _best(
+    ids: list[str],
+    rows: npt.NDArray[np.int64],
+    member: npt.NDArray[np.bool_],
+    score: npt.NDArray[np.float64],
+    strength: npt.NDArray[np.float64],
+    keep: int,
+) -> list[tuple[float, float, int]]:
+    """The `keep` best (score, strength, row) of the rows in `member`, by score, ties by id:
+    only the rows scoring at least the `keep`-th best are sorted."""
+    at = np.flatnonzero(member)
+    if len(at) > keep:
+        floor = np.partition(score[at], len(at) - keep)[len(at) - keep]
+        at = at[score[at] >= floor]
+    entries = [(float(score[k]), float(strength[k]), int(rows[k])) for k in at.tolist()]
+    entries.sort(key=lambda e: (-e[0], ids[e[2]]))
+    return entries[:keep]
 
 
 def _collapse(

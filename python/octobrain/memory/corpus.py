@@ -518,23 +518,26 @@ class Corpus:
         """The idf-weighted share of the query's distinct terms each row contains, in [0, 1]."""
         return self.index.coverage(query, positions)
 
-    def fields_at(self, positions: npt.NDArray[np.int64]) -> dict[str, list[Any]]:
+    def fields_at(self, positions: npt.NDArray[np.int64]) -> dict[str, Any]:
         """What ranking a row needs, for the rows at live `positions`, without making memories:
-        id, state, type, scope, source, importance (as `row_to_memory` rounds it), created and
-        last-accessed time (integer microseconds) and access count, one list each."""
+        the ids (a list), and one array each of state, type, scope and source (strings),
+        importance (as `row_to_memory` rounds it), created and last-accessed time (integer
+        microseconds) and access count."""
         take = pa.array(positions, pa.int64())
         rows = self.rows()
-        out: dict[str, list[Any]] = {
-            name: rows.column(name).take(take).to_pylist() for name in ("id", "source")
-        }
-        imp = rows.column("importance").take(take).to_pylist()
-        out["importance"] = [stored_float(v) for v in imp]
+        out: dict[str, Any] = {"id": rows.column("id").take(take).to_pylist()}
+        source = pc.dictionary_encode(rows.column("source").take(take)).combine_chunks()
+        names = np.asarray(source.dictionary.to_pylist(), dtype=object)
+        out["source"] = names[source.indices.to_numpy(zero_copy_only=False)]
+        imp = rows.column("importance").take(take).to_numpy(zero_copy_only=False)
+        values, where = np.unique(imp, return_inverse=True)  # few distinct values, rounded once
+        out["importance"] = np.asarray([stored_float(v) for v in values], np.float64)[where]
         for name in _CODED:
-            values = self._codes[name]
-            out[name] = [values[c] for c in self._coded[name][positions].tolist()]
-        out["created"] = self._created[positions].tolist()
-        out["last_accessed"] = self._seen[positions].tolist()
-        out["access_count"] = self._access[positions].tolist()
+            values = np.asarray(self._codes[name], dtype=object)
+            out[name] = values[self._coded[name][positions]]
+        out["created"] = self._created[positions]
+        out["last_accessed"] = self._seen[positions]
+        out["access_count"] = self._access[positions]
         return out
 
     def memory(self, pos: int) -> Memory:
