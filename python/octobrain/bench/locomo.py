@@ -58,6 +58,7 @@ class LocomoReport:
     model: str
     window: int = 0
     topic_words: int = 0
+    feedback: bool = False
     conversations: int = 0
     turns: int = 0
     questions: int = 0
@@ -176,12 +177,14 @@ def run_locomo(
     config: Config | None = None,
     window: int | None = None,
     topic_words: int | None = None,
+    feedback: bool = False,
     on_ingest: Callable[[int], None] | None = None,
     on_query: Callable[[], None] | None = None,
 ) -> LocomoReport:
     """Ingest every conversation of `data` and evaluate every question (see the module doc).
     `window`: neighbouring turns in each turn's context (default `ingest.WINDOW`; 0 for the
-    ablation without neighbours)."""
+    ablation without neighbours). `feedback`: the words leg's pseudo-relevance feedback
+    (`search.feedback`, off by default) on."""
     from octobrain.bench.beir import _cpus, _QueryMemo
     from octobrain.embed.cache import CachedEmbedder
     from octobrain.embed.factory import get_embedder
@@ -192,8 +195,12 @@ def run_locomo(
     cached = CachedEmbedder(get_embedder(model, batch_size=64), cache_dir)
     embedder = _QueryMemo(cached)
     base = config or Config()
-    base = replace(base, search=replace(base.search, max_results=DEPTH))
+    search = replace(base.search, max_results=DEPTH)
+    if feedback:
+        search = replace(search, feedback=replace(search.feedback, enabled=True))
+    base = replace(base, search=search)
     report = LocomoReport(cached.model_id, machine=f"{_cpus()} CPUs, shared")
+    report.feedback = search.feedback.enabled
     report.window = WINDOW if window is None else window
     report.topic_words = TOPIC_WORDS if topic_words is None else topic_words
     report.conversations = len(conversations)
@@ -265,7 +272,8 @@ def locomo_table(report: dict[str, Any]) -> str:
         f"{report['questions']} questions with evidence, model `{report['model']}`, "
         f"context: ±{report['window']} neighbouring turns (indexed by words, not embedded) "
         f"and {report['topic_words']} session words, "
-        f"{report['machine']}."
+        + ("words-leg feedback (RM3), " if report.get("feedback") else "")
+        + f"{report['machine']}."
     )
     lines = [
         head,

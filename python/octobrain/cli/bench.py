@@ -328,6 +328,11 @@ def bench_scale_command(
     default=None,
     help="A session's distinctive words in each turn's context (default 0: measured worse).",
 )
+@click.option(
+    "--feedback/--no-feedback",
+    default=False,
+    help="Pseudo-relevance feedback on the words leg (search.feedback; off: measured no gain).",
+)
 @FORMAT_OPTION
 @OUTPUT_OPTION
 @update_option("locomo", "LoCoMo table")
@@ -337,6 +342,7 @@ def bench_locomo_command(
     cache_dir: Path | None,
     window: int | None,
     topic_words: int | None,
+    feedback: bool,
     fmt: str,
     output: Path | None,
     update: Path | None,
@@ -361,6 +367,7 @@ def bench_locomo_command(
                 cache_dir=cache_dir,
                 window=window,
                 topic_words=topic_words,
+                feedback=feedback,
                 on_ingest=ib.update,
                 on_query=lambda: qb.update(1),
             )
