@@ -58,7 +58,7 @@ class LocomoReport:
     model: str
     window: int = 0
     topic_words: int = 0
-    feedback: bool = False
+    variant: str = ""
     conversations: int = 0
     turns: int = 0
     questions: int = 0
@@ -177,30 +177,36 @@ def run_locomo(
     config: Config | None = None,
     window: int | None = None,
     topic_words: int | None = None,
-    feedback: bool = False,
+    variant: str | None = None,
     on_ingest: Callable[[int], None] | None = None,
     on_query: Callable[[], None] | None = None,
 ) -> LocomoReport:
     """Ingest every conversation of `data` and evaluate every question (see the module doc).
     `window`: neighbouring turns in each turn's context (default `ingest.WINDOW`; 0 for the
-    ablation without neighbours). `feedback`: the words leg's pseudo-relevance feedback
-    (`search.feedback`, off by default) on."""
+    ablation without neighbours). `variant`: one of `locomo_variants.VARIANTS`, measured
+    against the shipped path (see that module)."""
     from octobrain.bench.beir import _cpus, _QueryMemo
+    from octobrain.bench.locomo_variants import VARIANTS, SessionWords, WindowVectors, rerank
     from octobrain.embed.cache import CachedEmbedder
     from octobrain.embed.factory import get_embedder
     from octobrain.memory.brain import Brain
     from octobrain.memory.ingest import TOPIC_WORDS, WINDOW, ingest, turn_id
+
+    if variant and variant not in VARIANTS:
+        raise InvalidInput("variant", f"must be one of {', '.join(VARIANTS)}, got {variant!r}")
 
     conversations, questions = load_locomo(data)
     cached = CachedEmbedder(get_embedder(model, batch_size=64), cache_dir)
     embedder = _QueryMemo(cached)
     base = config or Config()
     search = replace(base.search, max_results=DEPTH)
-    if feedback:
+    if variant == "feedback":
         search = replace(search, feedback=replace(search.feedback, enabled=True))
     base = replace(base, search=search)
     report = LocomoReport(cached.model_id, machine=f"{_cpus()} CPUs, shared")
-    report.feedback = search.feedback.enabled
+    report.variant = variant or ""
+    sessions = {c.key: SessionWords(c) for c in conversations} if variant == "session-words" else {}
+    windows = WindowVectors(embedder) if variant == "window-vector" else None
     report.window = WINDOW if window is None else window
     report.topic_words = TOPIC_WORDS if topic_words is None else topic_words
     report.conversations = len(conversations)
@@ -236,11 +242,17 @@ def run_locomo(
             embedder.embed_query(q.text)  # the query embedding is timed apart
             t0 = time.perf_counter()
             recall = brain.remember(q.text, limit=DEPTH, min_relevance=0.0, record_access=False)
-            top = max((h.relevance for h in recall.hits), default=0.0)
+            hits = recall.hits
+            if sessions:
+                keys = [dia_of.get(h.memory.id, "") for h in hits]
+                hits = rerank(hits, sessions[q.conversation].scores(q.text, keys))
+            elif windows is not None:
+                hits = rerank(hits, windows.scores(q.text, hits))
+            top = max((h.relevance for h in hits), default=0.0)
             best[halves[q.conversation]][0 if q.category == 5 else 1].append(top)
             if q.category != 5:
                 latencies.append((time.perf_counter() - t0) * 1000.0)
-                ranked = [dia_of.get(h.memory.id, "") for h in recall.hits]
+                ranked = [dia_of.get(h.memory.id, "") for h in hits]
                 scores = _scores(ranked, q.evidence)
                 for key in ("all", halves[q.conversation], CATEGORIES.get(q.category, "other")):
                     rows.setdefault(key, []).append(scores)
@@ -272,7 +284,7 @@ def locomo_table(report: dict[str, Any]) -> str:
         f"{report['questions']} questions with evidence, model `{report['model']}`, "
         f"context: ±{report['window']} neighbouring turns (indexed by words, not embedded) "
         f"and {report['topic_words']} session words, "
-        + ("words-leg feedback (RM3), " if report.get("feedback") else "")
+        + (f"variant `{report['variant']}`, " if report.get("variant") else "")
         + f"{report['machine']}."
     )
     lines = [

@@ -329,9 +329,10 @@ def bench_scale_command(
     help="A session's distinctive words in each turn's context (default 0: measured worse).",
 )
 @click.option(
-    "--feedback/--no-feedback",
-    default=False,
-    help="Pseudo-relevance feedback on the words leg (search.feedback; off: measured no gain).",
+    "--variant",
+    type=click.Choice(["feedback", "session-words", "window-vector"]),
+    default=None,
+    help="A mechanism measured against the shipped path (README; none is shipped).",
 )
 @FORMAT_OPTION
 @OUTPUT_OPTION
@@ -342,7 +343,7 @@ def bench_locomo_command(
     cache_dir: Path | None,
     window: int | None,
     topic_words: int | None,
-    feedback: bool,
+    variant: str | None,
     fmt: str,
     output: Path | None,
     update: Path | None,
@@ -367,7 +368,7 @@ def bench_locomo_command(
                 cache_dir=cache_dir,
                 window=window,
                 topic_words=topic_words,
-                feedback=feedback,
+                variant=variant,
                 on_ingest=ib.update,
                 on_query=lambda: qb.update(1),
             )

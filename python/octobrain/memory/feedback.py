@@ -51,12 +51,13 @@ def expansion_terms(
     """The expansion terms of `query` from its top `memories` (fused scores `weights`), each
     with its weight (summing to 1); {} when the memories hold no term besides the query's."""
     asked = set(analyze([query])[0])
-    model: Counter[str] = Counter()
+    model: dict[str, float] = {}
     for w, words in zip(weights, analyze([m.searchable_text() for m in memories]), strict=True):
         for term, n in Counter(words).items():
             if term not in asked and not term.isdigit():
-                model[term] += w * n / len(words)
-    candidates = [t for t, _ in model.most_common(CANDIDATE_TERMS * terms)]
+                model[term] = model.get(term, 0.0) + w * n / len(words)
+    ranked = sorted(model, key=lambda t: (-model[t], t))
+    candidates = ranked[: CANDIDATE_TERMS * terms]
     if not candidates:
         return {}
     visible = int(allowed.sum())
@@ -98,8 +99,8 @@ def expand(
     visible = int(allowed.sum())
     expansion: dict[int, float] = {}
     names = list(terms)
-    for term, (pos, scores) in zip(names, index.search_batch(names, visible, allowed), strict=True):
-        for p, s in zip(pos.tolist(), scores.tolist(), strict=True):
+    for term, (pos, bm25) in zip(names, index.search_batch(names, visible, allowed), strict=True):
+        for p, s in zip(pos.tolist(), bm25.tolist(), strict=True):
             expansion[p] = expansion.get(p, 0.0) + terms[term] * s
     found = sorted(expansion, key=lambda p: (-expansion[p], p))[: cfg.candidates]
     union = list(dict.fromkeys([*ranking.ids, *found]))
