@@ -119,6 +119,15 @@ def test_bench_locomo_runs_each_variant(tmp_path: Path, variant: str) -> None:
     assert f"variant `{variant}`" in locomo_table(report)
 
 
+def test_missed_sessions_say_how_far_each_evidence_session_ranked() -> None:
+    from octobrain.bench.locomo import missed_sessions
+
+    ranked = [f"D{s}:1" for s in range(1, 13)]  # sessions 1..12, one turn each
+    evidence = ["D1:2", "D7:3", "D12:1", "D20:4"]
+    assert missed_sessions(ranked, evidence) == ["6-10", "11+", "absent"]
+    assert missed_sessions(ranked, ["D2:5", "D3:1"]) == []
+
+
 def test_bench_locomo_names_an_unknown_variant(tmp_path: Path) -> None:
     from octobrain.bench.locomo import run_locomo
 

@@ -35,7 +35,7 @@ from octobrain.config import Config
 from octobrain.errors import InvalidInput
 from octobrain.memory.conversation import Conversation, parse_text
 
-__all__ = ["CATEGORIES", "LocomoReport", "auc", "run_locomo", "session_recall"]
+__all__ = ["CATEGORIES", "LocomoReport", "auc", "missed_sessions", "run_locomo", "session_recall"]
 
 DEPTH = 50
 HIGH_RELEVANCE = 0.6
@@ -71,6 +71,7 @@ class LocomoReport:
     halves: dict[str, dict[str, float]] = field(default_factory=dict)
     categories: dict[str, dict[str, float]] = field(default_factory=dict)
     adversarial: dict[str, float] = field(default_factory=dict)
+    missed_sessions: dict[str, int] = field(default_factory=dict)
     machine: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -96,6 +97,19 @@ def session_recall(ranked: Sequence[str], evidence: Sequence[str], k: int = 5) -
             if len(sessions) == k:
                 break
     return len(wanted & set(sessions)) / len(wanted) if wanted else 0.0
+
+
+def missed_sessions(ranked: Sequence[str], evidence: Sequence[str], k: int = 5) -> list[str]:
+    """Where each evidence session missing from the first `k` sessions of the ranking is:
+    `"6-10"` (by its best turn's place among the sessions), `"11+"`, or `"absent"` (no turn
+    of it was returned)."""
+    order = list(dict.fromkeys(session_of(d) for d in ranked))
+    out = []
+    for s in dict.fromkeys(session_of(d) for d in evidence):
+        at = order.index(s) + 1 if s in order else 0
+        if not 0 < at <= k:
+            out.append("absent" if not at else "6-10" if at <= 2 * k else "11+")
+    return out
 
 
 def _scores(ranked: Sequence[str], evidence: Sequence[str]) -> dict[str, float]:
@@ -254,6 +268,8 @@ def run_locomo(
                 latencies.append((time.perf_counter() - t0) * 1000.0)
                 ranked = [dia_of.get(h.memory.id, "") for h in hits]
                 scores = _scores(ranked, q.evidence)
+                for where in missed_sessions(ranked, q.evidence):
+                    report.missed_sessions[where] = report.missed_sessions.get(where, 0) + 1
                 for key in ("all", halves[q.conversation], CATEGORIES.get(q.category, "other")):
                     rows.setdefault(key, []).append(scores)
             if on_query is not None:
@@ -317,6 +333,13 @@ def locomo_table(report: dict[str, Any]) -> str:
             f"questions: {adv['answerable_answered_share']:.0%} and "
             f"{adv['answerable_high_share']:.0%}); AUC of the best relevance, answerable against "
             f"adversarial: {adv['auc']:.3f}" + (f" (halves A / B: {halves})." if halves else ".")
+        )
+    missed = report.get("missed_sessions") or {}
+    if missed:
+        lines.append(
+            f"Evidence sessions outside the first five: {sum(missed.values())} "
+            f"({missed.get('6-10', 0)} ranked 6th–10th, {missed.get('11+', 0)} lower, "
+            f"{missed.get('absent', 0)} with no turn among the {DEPTH} returned)."
         )
     embedded = f"{report['embedded']:,} embedded, {report['cached']:,} from the embedding cache"
     lines.append(
