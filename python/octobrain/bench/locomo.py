@@ -71,7 +71,7 @@ class LocomoReport:
     halves: dict[str, dict[str, float]] = field(default_factory=dict)
     categories: dict[str, dict[str, float]] = field(default_factory=dict)
     adversarial: dict[str, float] = field(default_factory=dict)
-    missed_sessions: dict[str, int] = field(default_factory=dict)
+    missed_sessions: dict[str, dict[str, int]] = field(default_factory=dict)  # "all", categories
     machine: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -269,7 +269,9 @@ def run_locomo(
                 ranked = [dia_of.get(h.memory.id, "") for h in hits]
                 scores = _scores(ranked, q.evidence)
                 for where in missed_sessions(ranked, q.evidence):
-                    report.missed_sessions[where] = report.missed_sessions.get(where, 0) + 1
+                    for key in ("all", CATEGORIES.get(q.category, "other")):
+                        counts = report.missed_sessions.setdefault(key, {})
+                        counts[where] = counts.get(where, 0) + 1
                 for key in ("all", halves[q.conversation], CATEGORIES.get(q.category, "other")):
                     rows.setdefault(key, []).append(scores)
             if on_query is not None:
@@ -335,11 +337,15 @@ def locomo_table(report: dict[str, Any]) -> str:
             f"adversarial: {adv['auc']:.3f}" + (f" (halves A / B: {halves})." if halves else ".")
         )
     missed = report.get("missed_sessions") or {}
-    if missed:
+    if missed.get("all"):
+        every = missed["all"]
+        per = ", ".join(
+            f"{name} {sum(missed[name].values())}" for name in CATEGORIES.values() if name in missed
+        )
         lines.append(
-            f"Evidence sessions outside the first five: {sum(missed.values())} "
-            f"({missed.get('6-10', 0)} ranked 6th–10th, {missed.get('11+', 0)} lower, "
-            f"{missed.get('absent', 0)} with no turn among the {DEPTH} returned)."
+            f"Evidence sessions outside the first five: {sum(every.values())} "
+            f"({every.get('6-10', 0)} ranked 6th–10th, {every.get('11+', 0)} lower, "
+            f"{every.get('absent', 0)} with no turn among the {DEPTH} returned; {per})."
         )
     embedded = f"{report['embedded']:,} embedded, {report['cached']:,} from the embedding cache"
     lines.append(
