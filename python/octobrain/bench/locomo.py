@@ -35,7 +35,7 @@ from octobrain.config import Config
 from octobrain.errors import InvalidInput
 from octobrain.memory.conversation import Conversation, parse_text
 
-__all__ = ["CATEGORIES", "LocomoReport", "auc", "run_locomo", "session_recall"]
+__all__ = ["CATEGORIES", "LocomoReport", "auc", "missed_sessions", "run_locomo", "session_recall"]
 
 DEPTH = 50
 HIGH_RELEVANCE = 0.6
@@ -58,6 +58,7 @@ class LocomoReport:
     model: str
     window: int = 0
     topic_words: int = 0
+    variant: str = ""
     conversations: int = 0
     turns: int = 0
     questions: int = 0
@@ -70,6 +71,7 @@ class LocomoReport:
     halves: dict[str, dict[str, float]] = field(default_factory=dict)
     categories: dict[str, dict[str, float]] = field(default_factory=dict)
     adversarial: dict[str, float] = field(default_factory=dict)
+    missed_sessions: dict[str, dict[str, int]] = field(default_factory=dict)  # "all", categories
     machine: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -95,6 +97,19 @@ def session_recall(ranked: Sequence[str], evidence: Sequence[str], k: int = 5) -
             if len(sessions) == k:
                 break
     return len(wanted & set(sessions)) / len(wanted) if wanted else 0.0
+
+
+def missed_sessions(ranked: Sequence[str], evidence: Sequence[str], k: int = 5) -> list[str]:
+    """Where each evidence session missing from the first `k` sessions of the ranking is:
+    `"6-10"` (by its best turn's place among the sessions), `"11+"`, or `"absent"` (no turn
+    of it was returned)."""
+    order = list(dict.fromkeys(session_of(d) for d in ranked))
+    out = []
+    for s in dict.fromkeys(session_of(d) for d in evidence):
+        at = order.index(s) + 1 if s in order else 0
+        if not 0 < at <= k:
+            out.append("absent" if not at else "6-10" if at <= 2 * k else "11+")
+    return out
 
 
 def _scores(ranked: Sequence[str], evidence: Sequence[str]) -> dict[str, float]:
@@ -176,24 +191,36 @@ def run_locomo(
     config: Config | None = None,
     window: int | None = None,
     topic_words: int | None = None,
+    variant: str | None = None,
     on_ingest: Callable[[int], None] | None = None,
     on_query: Callable[[], None] | None = None,
 ) -> LocomoReport:
     """Ingest every conversation of `data` and evaluate every question (see the module doc).
     `window`: neighbouring turns in each turn's context (default `ingest.WINDOW`; 0 for the
-    ablation without neighbours)."""
+    ablation without neighbours). `variant`: one of `locomo_variants.VARIANTS`, measured
+    against the shipped path (see that module)."""
     from octobrain.bench.beir import _cpus, _QueryMemo
+    from octobrain.bench.locomo_variants import VARIANTS, SessionWords, WindowVectors, rerank
     from octobrain.embed.cache import CachedEmbedder
     from octobrain.embed.factory import get_embedder
     from octobrain.memory.brain import Brain
     from octobrain.memory.ingest import TOPIC_WORDS, WINDOW, ingest, turn_id
 
+    if variant and variant not in VARIANTS:
+        raise InvalidInput("variant", f"must be one of {', '.join(VARIANTS)}, got {variant!r}")
+
     conversations, questions = load_locomo(data)
     cached = CachedEmbedder(get_embedder(model, batch_size=64), cache_dir)
     embedder = _QueryMemo(cached)
     base = config or Config()
-    base = replace(base, search=replace(base.search, max_results=DEPTH))
+    search = replace(base.search, max_results=DEPTH)
+    if variant == "feedback":
+        search = replace(search, feedback=replace(search.feedback, enabled=True))
+    base = replace(base, search=search)
     report = LocomoReport(cached.model_id, machine=f"{_cpus()} CPUs, shared")
+    report.variant = variant or ""
+    sessions = {c.key: SessionWords(c) for c in conversations} if variant == "session-words" else {}
+    windows = WindowVectors(embedder) if variant == "window-vector" else None
     report.window = WINDOW if window is None else window
     report.topic_words = TOPIC_WORDS if topic_words is None else topic_words
     report.conversations = len(conversations)
@@ -229,12 +256,22 @@ def run_locomo(
             embedder.embed_query(q.text)  # the query embedding is timed apart
             t0 = time.perf_counter()
             recall = brain.remember(q.text, limit=DEPTH, min_relevance=0.0, record_access=False)
-            top = max((h.relevance for h in recall.hits), default=0.0)
+            hits = recall.hits
+            if sessions:
+                keys = [dia_of.get(h.memory.id, "") for h in hits]
+                hits = rerank(hits, sessions[q.conversation].scores(q.text, keys))
+            elif windows is not None:
+                hits = rerank(hits, windows.scores(q.text, hits))
+            top = max((h.relevance for h in hits), default=0.0)
             best[halves[q.conversation]][0 if q.category == 5 else 1].append(top)
             if q.category != 5:
                 latencies.append((time.perf_counter() - t0) * 1000.0)
-                ranked = [dia_of.get(h.memory.id, "") for h in recall.hits]
+                ranked = [dia_of.get(h.memory.id, "") for h in hits]
                 scores = _scores(ranked, q.evidence)
+                for where in missed_sessions(ranked, q.evidence):
+                    for key in ("all", CATEGORIES.get(q.category, "other")):
+                        counts = report.missed_sessions.setdefault(key, {})
+                        counts[where] = counts.get(where, 0) + 1
                 for key in ("all", halves[q.conversation], CATEGORIES.get(q.category, "other")):
                     rows.setdefault(key, []).append(scores)
             if on_query is not None:
@@ -265,7 +302,8 @@ def locomo_table(report: dict[str, Any]) -> str:
         f"{report['questions']} questions with evidence, model `{report['model']}`, "
         f"context: ±{report['window']} neighbouring turns (indexed by words, not embedded) "
         f"and {report['topic_words']} session words, "
-        f"{report['machine']}."
+        + (f"variant `{report['variant']}`, " if report.get("variant") else "")
+        + f"{report['machine']}."
     )
     lines = [
         head,
@@ -297,6 +335,17 @@ def locomo_table(report: dict[str, Any]) -> str:
             f"questions: {adv['answerable_answered_share']:.0%} and "
             f"{adv['answerable_high_share']:.0%}); AUC of the best relevance, answerable against "
             f"adversarial: {adv['auc']:.3f}" + (f" (halves A / B: {halves})." if halves else ".")
+        )
+    missed = report.get("missed_sessions") or {}
+    if missed.get("all"):
+        every = missed["all"]
+        per = ", ".join(
+            f"{name} {sum(missed[name].values())}" for name in CATEGORIES.values() if name in missed
+        )
+        lines.append(
+            f"Evidence sessions outside the first five: {sum(every.values())} "
+            f"({every.get('6-10', 0)} ranked 6th–10th, {every.get('11+', 0)} lower, "
+            f"{every.get('absent', 0)} with no turn among the {DEPTH} returned; {per})."
         )
     embedded = f"{report['embedded']:,} embedded, {report['cached']:,} from the embedding cache"
     lines.append(

@@ -328,6 +328,12 @@ def bench_scale_command(
     default=None,
     help="A session's distinctive words in each turn's context (default 0: measured worse).",
 )
+@click.option(
+    "--variant",
+    type=click.Choice(["feedback", "session-words", "window-vector"]),
+    default=None,
+    help="A mechanism measured against the shipped path (README; none is shipped).",
+)
 @FORMAT_OPTION
 @OUTPUT_OPTION
 @update_option("locomo", "LoCoMo table")
@@ -337,6 +343,7 @@ def bench_locomo_command(
     cache_dir: Path | None,
     window: int | None,
     topic_words: int | None,
+    variant: str | None,
     fmt: str,
     output: Path | None,
     update: Path | None,
@@ -361,6 +368,7 @@ def bench_locomo_command(
                 cache_dir=cache_dir,
                 window=window,
                 topic_words=topic_words,
+                variant=variant,
                 on_ingest=ib.update,
                 on_query=lambda: qb.update(1),
             )
