@@ -216,7 +216,9 @@ def test_a_sleep_pass_keeps_every_turn_of_a_conversation(tmp_path: Path) -> None
         )
     b = brain(tmp_path)
     b.ingest(parse_text(json.dumps(records)))
-    twins = [f"Token refresh runs every five minutes on the {m} gateway." for m in ("", "api", "edge")]
+    twins = [
+        f"Token refresh runs every five minutes on the {m} gateway." for m in ("", "api", "edge")
+    ]
     for text in twins:  # three near-duplicate memories beside them still merge
         b.memorize(title="Token refresh", content=text)
     report = b.sleep_consolidate(threshold=0.85, min_size=3)

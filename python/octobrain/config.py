@@ -191,18 +191,6 @@ class HydeConfig:
 
 
 @dataclass(frozen=True)
-class FeedbackConfig:
-    """`[search.feedback]`: pseudo-relevance feedback on the words leg of `remember` (RM3)."""
-
-    enabled: bool = _opt(
-        False, "expand the words leg with the top results' distinctive terms (LoCoMo: no gain)"
-    )
-    docs: int = _opt(10, "top results the expansion terms come from", _range(1, 50))
-    terms: int = _opt(10, "expansion terms", _range(1, 50))
-    weight: float = _opt(0.5, "share of the words leg given to the expansion terms", _range(0, 1))
-
-
-@dataclass(frozen=True)
 class SearchConfig:
     """`[search]`: the hybrid retrieval pipeline."""
 
@@ -240,7 +228,6 @@ class SearchConfig:
         _range(0, None),
     )
     hyde: HydeConfig = field(default_factory=HydeConfig)
-    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
 
 
 @dataclass(frozen=True)

@@ -214,8 +214,6 @@ def run_locomo(
     embedder = _QueryMemo(cached)
     base = config or Config()
     search = replace(base.search, max_results=DEPTH)
-    if variant == "feedback":
-        search = replace(search, feedback=replace(search.feedback, enabled=True))
     base = replace(base, search=search)
     report = LocomoReport(cached.model_id, machine=f"{_cpus()} CPUs, shared")
     report.variant = variant or ""

@@ -1,7 +1,6 @@
 """`bench locomo --variant`: mechanisms for session Recall@5 measured against the shipped path.
 
-`feedback` runs inside the product (`search.feedback`, RM3 on the words leg). The two others
-re-rank the turns `remember` returned (the first `DEPTH`), outside the product, adding one
+Both re-rank the turns `remember` returned (the first `DEPTH`), outside the product, adding one
 more leg's evidence to each turn's fused score: `log(score) + LEG_WEIGHT · z`, where `z` is the
 turn's standardised score on that leg among the returned turns (the fused score is
 `exp(z_fused - z_best)`, so its log is on the same scale). `LEG_WEIGHT` = 0.5 is what one leg
@@ -30,7 +29,7 @@ from octobrain.memory.search import Hit
 
 __all__ = ["LEG_WEIGHT", "VARIANTS", "SessionWords", "WindowVectors", "rerank"]
 
-VARIANTS = ("feedback", "session-words", "window-vector")
+VARIANTS = ("session-words", "window-vector")
 LEG_WEIGHT = 0.5
 
 

@@ -330,7 +330,7 @@ def bench_scale_command(
 )
 @click.option(
     "--variant",
-    type=click.Choice(["feedback", "session-words", "window-vector"]),
+    type=click.Choice(["session-words", "window-vector"]),
     default=None,
     help="A mechanism measured against the shipped path (README; none is shipped).",
 )

@@ -26,7 +26,7 @@ from octobrain.embed.base import Embedder
 from octobrain.errors import InvalidInput
 from octobrain.kernels import decay, fusion
 from octobrain.kernels.hybrid import hybrid_rank
-from octobrain.memory import conflicts, feedback
+from octobrain.memory import conflicts
 from octobrain.memory.conversation import SPEAKER_PREFIX
 from octobrain.memory.corpus import Corpus
 from octobrain.memory.gist import gist_for
@@ -183,7 +183,6 @@ class Retriever:
         cfg = self.config.search
         if not self._use_ann():
             cos_all = self.corpus.vectors.cosines(qvec)
-            score_cosines = _known  # every cosine is known
             ranking = hybrid_rank(
                 query,
                 qvec,
@@ -204,7 +203,6 @@ class Retriever:
                 cos_all[at] = self.corpus.exact_cosines(qvec, at)
                 return positions
 
-            score_cosines = scored
             first = scored(self._ann(qvec, where, cfg.candidates, allowed))
             first = first if cfg.vector_weight > 0 else []
             bm25 = self.corpus.index.search(query, cfg.candidates, allowed=allowed)
@@ -221,16 +219,6 @@ class Retriever:
                 vector_first=first,
                 bm25_hits=bm25,
             )
-        ranking = feedback.expand(
-            query,
-            ranking,
-            memories_at=self.corpus.memories_at,
-            index=self.corpus.index,
-            allowed=allowed,
-            cosines=cos_all,
-            score_cosines=score_cosines,
-            cfg=cfg,
-        )
         coverage = self.corpus.coverage(query, ranking.ids)
         out = []
         for i, pos in enumerate(ranking.ids):
@@ -380,10 +368,6 @@ class Retriever:
             if pos is not None and self.corpus.memory(pos).scope in scopes:
                 out.setdefault(rel.target_id, []).append(rel.source_id)
         return superseded, parents, conflicting
-
-
-def _known(positions: list[int]) -> list[int]:
-    return positions
 
 
 def _named_speakers(queries: Sequence[str]) -> set[str]:
