@@ -66,6 +66,11 @@ SPEAKER_FACTOR = 2.0
 ANN_REFINE = 5
 ANN_NPROBES = 128
 ANN_EXACT_BELOW = 10_000  # fewer allowed rows than this are scored exactly
+# From this share of the mirror's rows allowed, the index is searched unfiltered for
+# 1/share × as many candidates and the allowed ones kept: LanceDB's prefilter evaluates the
+# SQL filter over every row per query (~45 ms of 75 at 1M rows, README "Scale"), and the
+# mirror's mask says the same thing for free. A filter that keeps fewer falls back to it.
+ANN_POSTFILTER_SHARE = 0.5
 UNKNOWN_COSINE = -2.0  # below any cosine: positions the ANN path did not score
 
 
@@ -243,16 +248,34 @@ class Retriever:
     ) -> list[int]:
         """Top-`want` allowed positions: the ANN index's `ANN_REFINE`×`want` nearest
         (prefiltered by `where`), re-ranked by their exact cosines to `vector`."""
-        pos = np.flatnonzero(allowed)
-        if len(pos) > ANN_EXACT_BELOW:  # a narrow filter is scored exactly, index or not
-            near = self.store.vector_search(vector, where, want * ANN_REFINE, nprobes=ANN_NPROBES)
-            ids = [mid for mid, _ in near]
-            pos = self.corpus.positions_of(ids)
-            pos = pos[pos >= 0]
-            pos = np.unique(pos[allowed[pos]])
+        count = int(np.count_nonzero(allowed))
+        if count <= ANN_EXACT_BELOW:  # a narrow filter is scored exactly, index or not
+            pos = np.flatnonzero(allowed)
+        else:
+            wanted = want * ANN_REFINE
+            share = count / max(1, len(self.corpus))
+            pos = np.zeros(0, dtype=np.int64)
+            if share >= ANN_POSTFILTER_SHARE:
+                pos = self._ann_positions(vector, None, math.ceil(wanted / share), allowed)
+            if len(pos) < min(want, count):  # the filter kept too few of them
+                pos = self._ann_positions(vector, where, wanted, allowed)
         exact = self.corpus.exact_cosines(vector, pos)
         order = np.lexsort((pos, -exact))[:want]
         return [int(p) for p in pos[order]]
+
+    def _ann_positions(
+        self,
+        vector: npt.NDArray[np.float32],
+        where: str | None,
+        k: int,
+        allowed: npt.NDArray[np.bool_],
+    ) -> npt.NDArray[np.int64]:
+        """The allowed mirror positions among the index's `k` nearest rows (matching `where`,
+        or unfiltered when None), each once."""
+        near = self.store.vector_search(vector, where, k, nprobes=ANN_NPROBES)
+        pos = self.corpus.positions_of([mid for mid, _ in near])
+        pos = pos[pos >= 0]
+        return np.unique(pos[allowed[pos]])
 
     # ---- several queries, adjustments -----------------------------------------------------
 
