@@ -101,6 +101,12 @@ def test_a_new_process_opens_the_snapshot_and_sees_later_writes(tmp_path: Path) 
     # Filters answer from the mapped columns and the rows appended since.
     assert _found(reader, "setting", tags=["cache"], limit=50)
     assert set(_found(reader, "setting", tags=["auth"], limit=50)) >= {later.id}
+    # Ids to positions in bulk, as one at a time: mapped, appended, forgotten, unknown ones.
+    corpus = reader.retriever.corpus
+    asked = [ids[0], later.id, ids[3], added.id, "no-such-id", "x" * 80, ids[5], ""]
+    one_by_one = [corpus.pos_of.get(mid, -1) for mid in asked]
+    assert corpus.positions_of(asked).tolist() == one_by_one
+    assert one_by_one[2] == one_by_one[4] == one_by_one[5] == -1 and min(one_by_one[:2]) >= 0
 
 
 def test_a_snapshot_holds_no_memory_object_per_row(tmp_path: Path) -> None:
