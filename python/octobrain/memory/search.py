@@ -327,8 +327,7 @@ class Retriever:
     ) -> list[Hit]:
         if not kept:
             return []
-        # Copies: the mirror's objects change in place as accesses are recorded.
-        mems = [copy.copy(m) for m in self.corpus.memories_at([s.pos for s in kept])]
+        mems = self.corpus.memories_at([s.pos for s in kept])
         mcfg, scfg = self.config.memory, self.config.search
         importance = decay.memory_strength(mems, now, mcfg)
         superseded, parents, conflicting = self._edges_in([m.id for m in mems], scopes)
@@ -362,11 +361,15 @@ class Retriever:
                 why += "; said by someone else than the person the question names"
             hit = Hit(m, score, s.relevance, s.cosine, why, superseded.get(m.id, []))
             hit.consolidated_into = parents.get(m.id, [])
-            hit.gist = gist_for(m, float(imp), now, self.config.brief)
             hit.effective_importance = float(imp)
             hits.append(hit)
         _rank_below(hits, conflicting, queries)
         hits.sort(key=lambda h: (-h.score, -h.relevance, h.memory.id))
+        for hit in hits[:limit]:  # (only what is returned: most candidates are not)
+            # A copy: the mirror's objects change in place as accesses are recorded.
+            hit.memory = copy.copy(hit.memory)
+            strength = hit.effective_importance or 0.0  # (set for every hit above)
+            hit.gist = gist_for(hit.memory, strength, now, self.config.brief)
         return hits[:limit]
 
     def _edges_in(
