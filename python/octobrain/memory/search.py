@@ -208,10 +208,12 @@ class Retriever:
                 cos_all[at] = self.corpus.exact_cosines(qvec, at)
                 return positions
 
-            first = scored(self._ann(qvec, where, cfg.candidates, allowed))
-            first = first if cfg.vector_weight > 0 else []
+            near, near_cos = self._ann_scored(qvec, where, cfg.candidates, allowed)
+            cos_all[near] = near_cos  # (already exact: not read again)
             bm25 = self.corpus.index.search(query, cfg.candidates, allowed=allowed)
-            scored(bm25[0].tolist())
+            first = near.tolist() if cfg.vector_weight > 0 else []
+            bm25_pos = bm25[0][cos_all[bm25[0]] == UNKNOWN_COSINE]
+            scored(bm25_pos.tolist())
             ranking = hybrid_rank(
                 query,
                 qvec,
@@ -248,6 +250,12 @@ class Retriever:
     ) -> list[int]:
         """Top-`want` allowed positions: the ANN index's `ANN_REFINE`×`want` nearest
         (prefiltered by `where`), re-ranked by their exact cosines to `vector`."""
+        return [int(p) for p in self._ann_scored(vector, where, want, allowed)[0]]
+
+    def _ann_scored(
+        self, vector: npt.NDArray[np.float32], where: str, want: int, allowed: npt.NDArray[np.bool_]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """`_ann`'s positions, best first, with their exact cosines."""
         count = int(np.count_nonzero(allowed))
         if count <= ANN_EXACT_BELOW:  # a narrow filter is scored exactly, index or not
             pos = np.flatnonzero(allowed)
@@ -261,7 +269,7 @@ class Retriever:
                 pos = self._ann_positions(vector, where, wanted, allowed)
         exact = self.corpus.exact_cosines(vector, pos)
         order = np.lexsort((pos, -exact))[:want]
-        return [int(p) for p in pos[order]]
+        return pos[order].astype(np.int64), exact[order]
 
     def _ann_positions(
         self,
