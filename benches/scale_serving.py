@@ -5,6 +5,7 @@ its snapshot DIR/1000000/serving (run with OCTOBRAIN_DATA_DIR pointing there):
 
     OCTOBRAIN_DATA_DIR=DIR/1000000/serving python benches/scale_serving.py rss DIR/1000000/db
     ... probes DIR/1000000/db 64x5,128x5   # ANN recall@10 and latency per nprobes x refine
+    ... probes DIR/1000000/db 128x5,128x5p # the same, unfiltered and with LanceDB's prefilter
     ... profile DIR/1000000/db             # where 60 warm remember calls spend their time
 
 `rss`: resident memory by mapped file after the 200 queries `bench scale` times. `probes`: the
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
+import math
 import pstats
 import statistics
 import time
@@ -71,11 +73,14 @@ def probes(store: str, combos: str) -> None:
     allowed = corpus.allowed(visible_scopes(SCOPE))
     where = search.Filters().where(SCOPE)
     want = brain.config.search.candidates
+    share = search.ANN_POSTFILTER_SHARE
     for seed in (11, 23):
         vectors = [brain.embedder.embed_query([q])[0] for q in make_queries(60, seed=seed)]
         exact = [exact_top(corpus.vectors.cosines(v), allowed, 10) for v in vectors]
         for combo in combos.split(","):
-            search.ANN_NPROBES, search.ANN_REFINE = (int(x) for x in combo.split("x"))
+            # A trailing "p" (e.g. 128x5p): always LanceDB's prefilter, never the mirror's mask.
+            search.ANN_POSTFILTER_SHARE = math.inf if combo.endswith("p") else share
+            search.ANN_NPROBES, search.ANN_REFINE = (int(x) for x in combo.rstrip("p").split("x"))
             times, recalls = [], []
             for vector, best in zip(vectors, exact, strict=True):
                 start = time.perf_counter()

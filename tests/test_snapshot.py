@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from octobrain.config import Config, SearchConfig
@@ -100,6 +101,12 @@ def test_a_new_process_opens_the_snapshot_and_sees_later_writes(tmp_path: Path) 
     # Filters answer from the mapped columns and the rows appended since.
     assert _found(reader, "setting", tags=["cache"], limit=50)
     assert set(_found(reader, "setting", tags=["auth"], limit=50)) >= {later.id}
+    # Ids to positions in bulk, as one at a time: mapped, appended, forgotten, unknown ones.
+    corpus = reader.retriever.corpus
+    asked = [ids[0], later.id, ids[3], added.id, "no-such-id", "x" * 80, ids[5], ""]
+    one_by_one = [corpus.pos_of.get(mid, -1) for mid in asked]
+    assert corpus.positions_of(asked).tolist() == one_by_one
+    assert one_by_one[2] == one_by_one[4] == one_by_one[5] == -1 and min(one_by_one[:2]) >= 0
 
 
 def test_a_snapshot_holds_no_memory_object_per_row(tmp_path: Path) -> None:
@@ -269,6 +276,78 @@ def test_the_ann_path_returns_the_exact_top_results(
         got = _found(ann, query, limit=10)
         assert got[:5] == want[:5], query
         assert len(set(got) & set(want)) >= 9, query
+
+
+def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Most rows allowed: the index is searched unfiltered and the mirror's mask keeps the
+    # allowed ones; a narrow filter, or one the unfiltered nearest rows hardly meet, is
+    # handed to LanceDB as a prefilter. Either way only allowed rows come back, the exact best.
+    from octobrain.kernels.hybrid import exact_top
+    from octobrain.memory import search as search_module
+    from octobrain.memory.search import Filters
+    from octobrain.models import Memory, MemoryType
+    from octobrain.store import memories as store_module
+    from octobrain.store.memories import visible_scopes
+
+    exact = _brain(tmp_path / "db", snapshot_min_rows=0)
+    _fill(exact, 600)
+    more = [
+        Memory(
+            title=f"Note {i} on {TOPICS[i % len(TOPICS)]}",
+            content=f"The {TOPICS[i % len(TOPICS)]} service uses setting zq{i} = {i * 7}.",
+            scope="github.com/acme/web",  # another project: never visible from SCOPE
+        )
+        for i in range(400)
+    ] + [
+        Memory(
+            title=f"Garden bed {i}",
+            content=f"Tomato variety kq{i} grows best beside basil, watered at dawn.",
+            scope=SCOPE,
+            memory_type=MemoryType.DECISION,
+        )
+        for i in range(200)
+    ]
+    exact.store.add(more, exact.embedder.embed_documents([m.searchable_text() for m in more]))
+    monkeypatch.setattr(store_module, "VECTOR_INDEX_MIN_ROWS", 300)
+    exact.store.compact()
+    monkeypatch.setattr(search_module, "ANN_EXACT_BELOW", 0)
+    wheres: list[str | None] = []
+    search_index = store_module.MemoryStore.vector_search
+
+    def spy(self: Any, vector: Any, where: str | None, k: int, **kw: Any) -> Any:
+        wheres.append(where)
+        return search_index(self, vector, where, k, **kw)
+
+    monkeypatch.setattr(store_module.MemoryStore, "vector_search", spy)
+    ann = _brain(tmp_path / "db", ann_min_rows=100, snapshot_min_rows=0)
+    for query, types, searched in [
+        ("billing service setting", [], [None]),  # 800 of 1,200 rows allowed
+        ("tomato basil garden", [], [None]),
+        ("tomato basil garden", ["decision"], ["prefilter"]),  # 200 of 1,200
+    ]:
+        wheres.clear()
+        want = _found(exact, query, limit=10, memory_types=types)
+        got = _found(ann, query, limit=10, memory_types=types)
+        assert ["prefilter" if w else w for w in wheres] == searched, query
+        assert got[:5] == want[:5], query
+        assert len(set(got) & set(want)) >= 9, query
+    # Unfiltered first, as if most rows were allowed, where the query's nearest rows are not:
+    monkeypatch.setattr(search_module, "ANN_POSTFILTER_SHARE", 0.0)
+    corpus = ann.retriever.corpus
+    allowed = corpus.allowed(visible_scopes(SCOPE), memory_types=["decision"])
+    vector = ann.embedder.embed_query(["the billing service uses setting"])[0]
+    everything = np.ones(corpus.position_count, dtype=bool)
+    # (5 × ANN_REFINE / (200 / 1,200) = the 150 nearest rows: notes, not one garden bed)
+    assert not allowed[exact_top(corpus.vectors.cosines(vector), everything, 150)].any()
+    wheres.clear()
+    filters = Filters(memory_types=(MemoryType.DECISION,))
+    got = ann.retriever._ann(vector, filters.where(SCOPE), 5, allowed)
+    assert ["prefilter" if w else w for w in wheres] == [None, "prefilter"]
+    assert allowed[got].all() and len(got) == 5
+    monkeypatch.setattr(search_module, "ANN_POSTFILTER_SHARE", 1.0)  # the prefilter alone
+    assert ann.retriever._ann(vector, filters.where(SCOPE), 5, allowed) == got
 
 
 def test_a_cache_that_cannot_be_written_never_fails_a_query_nor_retries_every_call(

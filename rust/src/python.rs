@@ -231,6 +231,39 @@ impl PyBm25Index {
     }
 
     #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    fn search_masked<'py>(
+        &self,
+        py: Python<'py>,
+        query: String,
+        k: i64,
+        mask: PyReadonlyArray1<'py, bool>,
+    ) -> PyResult<Hits<'py>> {
+        let mask = mask.as_array().to_vec();
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
+        let inner = &self.inner;
+        let hits = detached(py, move || {
+            inner.search_masked(&base, &query, k_arg(k)?, &mask)
+        })?;
+        Ok(hits_to_numpy(py, hits))
+    }
+
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    fn scores_at<'py>(
+        &self,
+        py: Python<'py>,
+        query: String,
+        positions: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyArray1<f32>>> {
+        let positions = positions.as_array().to_vec();
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
+        let inner = &self.inner;
+        let out = detached(py, move || inner.scores_at(&base, &query, &positions))?;
+        Ok(PyArray1::from_vec(py, out))
+    }
+
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
     fn coverage<'py>(
         &self,
         py: Python<'py>,

@@ -118,6 +118,31 @@ def test_add_and_remove_equal_a_fresh_build(
     np.testing.assert_array_equal(got[1], want_scores)
 
 
+def _scores_by_search(index: BM25Index, q: str) -> np.ndarray:
+    positions, scores = index.search(q, index.position_count)
+    want = np.zeros(index.position_count, dtype=np.float32)
+    want[positions] = scores
+    return want
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(corpus, sparse_corpus), st.data())
+def test_scores_at_are_the_scores_search_returns(texts: list[str], data: st.DataObject) -> None:
+    # What fusion reads for the vector leg's candidates: exactly the numbers a search gives
+    # them (0 for no shared term or a removed document), after removals and additions.
+    index = BM25Index.build(texts)
+    index.remove(sorted(data.draw(st.sets(st.integers(0, len(texts) - 1)))))
+    index.add(data.draw(st.lists(st.sampled_from(texts), max_size=5)))
+    q = data.draw(st.one_of(query, st.lists(st.sampled_from(RARE), min_size=1).map(" ".join)))
+    want = _scores_by_search(index, q)
+    every = np.arange(index.position_count)
+    got = index.scores_at(q, every)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+    some = data.draw(st.lists(st.integers(0, index.position_count - 1), max_size=20))
+    np.testing.assert_array_equal(index.scores_at(q, some), want[some])
+
+
 @settings(max_examples=150, deadline=None)
 @given(corpus, st.data(), query)
 def test_coverage_equals_reference_after_removals(
@@ -201,6 +226,8 @@ def test_analyser_is_shared_by_documents_and_queries() -> None:
         (lambda i: i.remove([3]), r"^positions: position 3 is out of range"),
         (lambda i: i.coverage("x", [3]), r"^positions: position 3 is out of range"),
         (lambda i: i.coverage(b"x", [0]), r"^query: must be a str"),
+        (lambda i: i.scores_at("x", [3]), r"^positions: position 3 is out of range"),
+        (lambda i: i.scores_at(b"x", [0]), r"^query: must be a str"),
         (lambda i: i.add("text"), r"^texts: must be a sequence of strings"),
     ],
 )
@@ -263,6 +290,10 @@ def test_an_index_reopened_from_its_parts_answers_like_the_original_after_update
             assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
             live = np.flatnonzero(owned.live_mask())
             assert opened.coverage(query, live).tolist() == owned.coverage(query, live).tolist()
+            assert opened.scores_at(query, live).tolist() == owned.scores_at(query, live).tolist()
+            np.testing.assert_array_equal(
+                opened.scores_at(query, live), _scores_by_search(owned, query)[live]
+            )
     assert (len(opened), opened.vocab_size) == (len(owned), owned.vocab_size)
     again = BM25Index.open_parts(opened.to_parts(), opened.params())
     assert again.search("w1 w5", 10)[0].tolist() == owned.search("w1 w5", 10)[0].tolist()

@@ -117,7 +117,22 @@ class BM25Index:
         if not isinstance(query, str):
             raise InvalidInput("query", f"must be a str, got {type(query).__name__}")
         self._checked([query])
+        if isinstance(allowed, np.ndarray) and allowed.dtype == np.bool_:
+            if allowed.shape != (self.position_count,):
+                raise InvalidInput(
+                    "allowed", f"a bool mask must have shape ({self.position_count},)"
+                )
+            return self._index.search_masked(query, _k(k), np.ascontiguousarray(allowed))
         return self._index.search(query, _k(k), self._allowed(allowed))
+
+    def scores_at(self, query: str, positions: Positions) -> npt.NDArray[np.float32]:
+        """`query`'s BM25 score for each of `positions` (0 where a document shares no term
+        with it or was removed): the same numbers `search` returns for them, without reading
+        every posting of the query's terms."""
+        if not isinstance(query, str):
+            raise InvalidInput("query", f"must be a str, got {type(query).__name__}")
+        self._checked([query])
+        return self._index.scores_at(query, _positions("positions", positions, self.position_count))
 
     def search_batch(
         self, queries: Sequence[str], k: int = 10, allowed: Positions | None = None

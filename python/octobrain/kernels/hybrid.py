@@ -126,11 +126,11 @@ def _complete_scores(
     union = list(dict.fromkeys(vector_pos + bm_pos))
     have = dict(zip(bm_pos, bm_scores, strict=True))
     missing = [p for p in vector_pos if p not in have]
-    if missing:
-        mask = np.zeros(len(allowed), dtype=bool)
-        mask[missing] = True
-        extra_pos, extra_scores = index.search(query, len(missing), allowed=mask & allowed)
-        have.update(zip(extra_pos.tolist(), extra_scores.tolist(), strict=True))
+    if missing:  # (allowed, as vector candidates are): scored where they are, not searched for
+        extra = index.scores_at(query, np.asarray(missing, dtype=np.int64))
+        have.update(
+            (p, s) for p, s in zip(missing, extra.tolist(), strict=True) if s > 0 and allowed[p]
+        )
     # A document sharing no term with the query scores 0, as BM25 defines it.
     v_ids = sorted(union, key=lambda p: (-float(cosines[p]), p))
     b_ids = sorted(union, key=lambda p: (-have.get(p, 0.0), p))

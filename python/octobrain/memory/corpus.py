@@ -81,6 +81,27 @@ class Positions:
                     return pos
         return default
 
+    def many(self, memory_ids: Sequence[str]) -> npt.NDArray[np.int64]:
+        """`get` for many ids at once (-1 where there is no live row): one sorted search over
+        the bulk of them instead of one per id."""
+        c = self._c
+        out = np.full(len(memory_ids), -1, dtype=np.int64)
+        ids = c._sorted_ids
+        if len(ids) and len(memory_ids):
+            keys = [m.encode() for m in memory_ids]
+            fits = np.fromiter((len(k) <= ids.dtype.itemsize for k in keys), bool, len(keys))
+            wanted = np.asarray(keys, dtype=ids.dtype)  # (a longer key is cut: `fits` drops it)
+            at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
+            found = fits & (ids[at] == wanted)
+            pos = np.asarray(c._id_order[at[found]], dtype=np.int64)
+            out[found] = np.where(c._live[pos], pos, -1)
+        if c._added:
+            for i, memory_id in enumerate(memory_ids):
+                added = c._added.get(memory_id)
+                if added is not None and c._live[added]:
+                    out[i] = added
+        return out
+
     def __getitem__(self, memory_id: str) -> int:
         pos = self.get(memory_id)
         if pos is None:
@@ -441,6 +462,15 @@ class Corpus:
     def _codes_for(self, name: str, values: Sequence[str]) -> list[int]:
         return [self._code_of[name][v] for v in values if v in self._code_of[name]]
 
+    def _coded_in(self, name: str, values: Sequence[str]) -> npt.NDArray[np.bool_]:
+        """Positions whose coded column `name` holds one of `values`: one comparison per
+        value (a filter names a few), several times faster than `np.isin` at a million rows."""
+        column = self._coded[name]
+        hit = np.zeros(len(column), dtype=bool)
+        for code in dict.fromkeys(self._codes_for(name, values)):
+            hit |= column == code
+        return hit
+
     def allowed(
         self,
         scopes: Sequence[str],
@@ -454,10 +484,10 @@ class Corpus:
     ) -> npt.NDArray[np.bool_]:
         """A mask over positions of the live, searchable rows a query may return."""
         states = (*_SEARCHABLE, State.ARCHIVED.value) if include_archived else _SEARCHABLE
-        mask = self._live & np.isin(self._coded["scope"], self._codes_for("scope", scopes))
-        mask &= np.isin(self._coded["state"], self._codes_for("state", states))
+        mask = self._live & self._coded_in("scope", scopes)
+        mask &= self._coded_in("state", states)
         if memory_types:
-            mask &= np.isin(self._coded["type"], self._codes_for("type", memory_types))
+            mask &= self._coded_in("type", memory_types)
         if created_after is not None:
             mask &= self._created >= micros(created_after)
         if created_before is not None:
@@ -507,7 +537,7 @@ class Corpus:
 
     def positions_of(self, ids: Sequence[str]) -> npt.NDArray[np.int64]:
         """The live position of each id (-1 where the mirror does not hold it)."""
-        return np.asarray([self.pos_of.get(mid, -1) for mid in ids], dtype=np.int64)
+        return self.pos_of.many(ids)
 
     @property
     def embeddings(self) -> npt.NDArray[np.float32]:

@@ -66,6 +66,11 @@ SPEAKER_FACTOR = 2.0
 ANN_REFINE = 5
 ANN_NPROBES = 128
 ANN_EXACT_BELOW = 10_000  # fewer allowed rows than this are scored exactly
+# From this share of the mirror's rows allowed, the index is searched unfiltered for
+# 1/share × as many candidates and the allowed ones kept: LanceDB's prefilter evaluates the
+# SQL filter over every row per query (~45 ms of 75 at 1M rows, README "Scale"), and the
+# mirror's mask says the same thing for free. A filter that keeps fewer falls back to it.
+ANN_POSTFILTER_SHARE = 0.5
 UNKNOWN_COSINE = -2.0  # below any cosine: positions the ANN path did not score
 
 
@@ -203,10 +208,12 @@ class Retriever:
                 cos_all[at] = self.corpus.exact_cosines(qvec, at)
                 return positions
 
-            first = scored(self._ann(qvec, where, cfg.candidates, allowed))
-            first = first if cfg.vector_weight > 0 else []
+            near, near_cos = self._ann_scored(qvec, where, cfg.candidates, allowed)
+            cos_all[near] = near_cos  # (already exact: not read again)
             bm25 = self.corpus.index.search(query, cfg.candidates, allowed=allowed)
-            scored(bm25[0].tolist())
+            first = near.tolist() if cfg.vector_weight > 0 else []
+            bm25_pos = bm25[0][cos_all[bm25[0]] == UNKNOWN_COSINE]
+            scored(bm25_pos.tolist())
             ranking = hybrid_rank(
                 query,
                 qvec,
@@ -243,16 +250,40 @@ class Retriever:
     ) -> list[int]:
         """Top-`want` allowed positions: the ANN index's `ANN_REFINE`×`want` nearest
         (prefiltered by `where`), re-ranked by their exact cosines to `vector`."""
-        pos = np.flatnonzero(allowed)
-        if len(pos) > ANN_EXACT_BELOW:  # a narrow filter is scored exactly, index or not
-            near = self.store.vector_search(vector, where, want * ANN_REFINE, nprobes=ANN_NPROBES)
-            ids = [mid for mid, _ in near]
-            pos = self.corpus.positions_of(ids)
-            pos = pos[pos >= 0]
-            pos = np.unique(pos[allowed[pos]])
+        return [int(p) for p in self._ann_scored(vector, where, want, allowed)[0]]
+
+    def _ann_scored(
+        self, vector: npt.NDArray[np.float32], where: str, want: int, allowed: npt.NDArray[np.bool_]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """`_ann`'s positions, best first, with their exact cosines."""
+        count = int(np.count_nonzero(allowed))
+        if count <= ANN_EXACT_BELOW:  # a narrow filter is scored exactly, index or not
+            pos = np.flatnonzero(allowed)
+        else:
+            wanted = want * ANN_REFINE
+            share = count / max(1, len(self.corpus))
+            pos = np.zeros(0, dtype=np.int64)
+            if share >= ANN_POSTFILTER_SHARE:
+                pos = self._ann_positions(vector, None, math.ceil(wanted / share), allowed)
+            if len(pos) < min(want, count):  # the filter kept too few of them
+                pos = self._ann_positions(vector, where, wanted, allowed)
         exact = self.corpus.exact_cosines(vector, pos)
         order = np.lexsort((pos, -exact))[:want]
-        return [int(p) for p in pos[order]]
+        return pos[order].astype(np.int64), exact[order]
+
+    def _ann_positions(
+        self,
+        vector: npt.NDArray[np.float32],
+        where: str | None,
+        k: int,
+        allowed: npt.NDArray[np.bool_],
+    ) -> npt.NDArray[np.int64]:
+        """The allowed mirror positions among the index's `k` nearest rows (matching `where`,
+        or unfiltered when None), each once."""
+        near = self.store.vector_search(vector, where, k, nprobes=ANN_NPROBES)
+        pos = self.corpus.positions_of([mid for mid, _ in near])
+        pos = pos[pos >= 0]
+        return np.unique(pos[allowed[pos]])
 
     # ---- several queries, adjustments -----------------------------------------------------
 
@@ -304,8 +335,7 @@ class Retriever:
     ) -> list[Hit]:
         if not kept:
             return []
-        # Copies: the mirror's objects change in place as accesses are recorded.
-        mems = [copy.copy(m) for m in self.corpus.memories_at([s.pos for s in kept])]
+        mems = self.corpus.memories_at([s.pos for s in kept])
         mcfg, scfg = self.config.memory, self.config.search
         importance = decay.memory_strength(mems, now, mcfg)
         superseded, parents, conflicting = self._edges_in([m.id for m in mems], scopes)
@@ -339,11 +369,15 @@ class Retriever:
                 why += "; said by someone else than the person the question names"
             hit = Hit(m, score, s.relevance, s.cosine, why, superseded.get(m.id, []))
             hit.consolidated_into = parents.get(m.id, [])
-            hit.gist = gist_for(m, float(imp), now, self.config.brief)
             hit.effective_importance = float(imp)
             hits.append(hit)
         _rank_below(hits, conflicting, queries)
         hits.sort(key=lambda h: (-h.score, -h.relevance, h.memory.id))
+        for hit in hits[:limit]:  # (only what is returned: most candidates are not)
+            # A copy: the mirror's objects change in place as accesses are recorded.
+            hit.memory = copy.copy(hit.memory)
+            strength = hit.effective_importance or 0.0  # (set for every hit above)
+            hit.gist = gist_for(hit.memory, strength, now, self.config.brief)
         return hits[:limit]
 
     def _edges_in(

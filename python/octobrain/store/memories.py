@@ -329,16 +329,19 @@ class MemoryStore:
         return {row["id"]: schema.row_to_memory(row) for row in rows}
 
     def vector_search(
-        self, vector: np.ndarray, where: str, k: int, *, nprobes: int | None = None
+        self, vector: np.ndarray, where: str | None, k: int, *, nprobes: int | None = None
     ) -> list[tuple[str, float]]:
-        """Ids of the `k` nearest rows matching `where`, with their cosine similarity: from the
-        ANN index where one exists (`nprobes` partitions probed; approximate, so the search
-        re-scores them exactly), and exact for the rows added since it was built."""
+        """Ids of the `k` nearest rows matching `where` (None: any row), with their cosine
+        similarity: from the ANN index where one exists (`nprobes` partitions probed;
+        approximate, so the search re-scores them exactly), and exact for the rows added since
+        it was built."""
         # A vector query builder; lancedb's annotations only promise the base class.
         query: Any = self.memories.search(
             np.asarray(vector, dtype=np.float32), vector_column_name="embedding"
         )
-        query = query.distance_type("cosine").where(where, prefilter=True)
+        query = query.distance_type("cosine")
+        if where is not None:
+            query = query.where(where, prefilter=True)
         if nprobes is not None:
             query = query.nprobes(nprobes)
         table = query.select(["id", "_distance"]).limit(k).to_arrow()

@@ -323,6 +323,9 @@ mod tests {
                 want,
                 "{query}"
             );
+            let at = opened.scores_at(&base, query, &[0, 1, 2, 3, 4, 5]).unwrap();
+            let found = |p: u32| want.iter().find(|h| h.0 == p).map_or(0.0, |h| h.1);
+            assert_eq!(at, (0..6).map(found).collect::<Vec<_>>(), "{query}");
             assert_eq!(
                 opened.coverage(&base, query, &[0, 1, 3, 4, 5]).unwrap(),
                 owned.coverage(none, query, &[0, 1, 3, 4, 5]).unwrap()

@@ -16,6 +16,12 @@ struct Scratch {
     touched: Vec<u32>,
 }
 
+thread_local! {
+    /// The score buffer of single searches on this thread, kept between them: at a million
+    /// positions a fresh one is 4 MB to allocate and fault in per query.
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
 impl Bm25Index {
     /// Lucene idf of a term with document frequency `df` among the live documents.
     fn idf(&self, df: usize) -> f64 {
@@ -154,7 +160,70 @@ impl Bm25Index {
     ) -> CoreResult<Vec<(u32, f32)>> {
         check_k(k)?;
         let mask = self.allowed_mask(allowed)?;
-        Ok(self.search_with(base, query, k, mask.as_deref(), &mut Scratch::default()))
+        Ok(SCRATCH
+            .with_borrow_mut(|scratch| self.search_with(base, query, k, mask.as_deref(), scratch)))
+    }
+
+    /// The BM25 score of `query` for each of `positions` (0 where the document shares no
+    /// term with it or was removed): for each, the number `search` gives it, bit for bit (the
+    /// same terms summed in the same order), read by one binary search per term and position
+    /// instead of a pass over every posting of the query's terms.
+    pub fn scores_at(
+        &self,
+        base: &Base<'_>,
+        query: &str,
+        positions: &[i64],
+    ) -> CoreResult<Vec<f32>> {
+        let n = self.doc_len.len();
+        let positions = positions
+            .iter()
+            .map(|&p| checked_position("positions", p, n).map(|i| i as u32))
+            .collect::<CoreResult<Vec<u32>>>()?;
+        let mut out = vec![0.0_f32; positions.len()];
+        for (id, count) in self.query_terms(query) {
+            let (base_docs, base_tfs) = base.term(id as usize);
+            let held = &self.postings[id as usize];
+            let factor = (self.idf(self.df(base, id as usize)) * f64::from(count)) as f32;
+            for (slot, &p) in out.iter_mut().zip(&positions) {
+                if !self.is_live(p as usize) {
+                    continue;
+                }
+                let tf = match base_docs.binary_search(&p) {
+                    Ok(i) => base_tfs.get(i),
+                    Err(_) => held
+                        .docs
+                        .binary_search(&p)
+                        .ok()
+                        .and_then(|i| held.tfs.get(i)),
+                };
+                if let Some(&tf) = tf {
+                    *slot += factor * self.weight(p, tf);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Bm25Index::search`] restricted by a mask over every position (`mask[p]`: whether
+    /// position `p` may be returned), so a caller holding one need not list its positions.
+    pub fn search_masked(
+        &self,
+        base: &Base<'_>,
+        query: &str,
+        k: usize,
+        mask: &[bool],
+    ) -> CoreResult<Vec<(u32, f32)>> {
+        check_k(k)?;
+        if mask.len() != self.doc_len.len() {
+            return Err(CoreError::invalid(
+                "allowed",
+                "a bool mask must have one entry per position",
+            ));
+        }
+        Ok(
+            SCRATCH
+                .with_borrow_mut(|scratch| self.search_with(base, query, k, Some(mask), scratch)),
+        )
     }
 
     /// [`Bm25Index::search`] for many queries at once (parallel), results in query order.
@@ -261,6 +330,61 @@ mod tests {
             .search(&Base::EMPTY, "nothing", 5, None)
             .unwrap()
             .is_empty());
+    }
+
+    #[test]
+    fn scores_at_equals_the_scores_search_returns() {
+        // Generated documents over a small vocabulary: common terms make dense queries,
+        // rare ones sparse; some documents are removed.
+        let words = ["a", "b", "c", "d", "e", "f", "g", "h", "rare", "once"];
+        let mut state = 7_u64;
+        let mut next = |m: u64| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % m
+        };
+        let texts: Vec<String> = (0..400)
+            .map(|_| {
+                let len = 1 + next(12);
+                let pick = |r: u64| {
+                    words[if r < 90 {
+                        (r % 8) as usize
+                    } else {
+                        8 + (r % 2) as usize
+                    }]
+                };
+                (0..len)
+                    .map(|_| pick(next(100)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        let mut index = Bm25Index::build(&texts, Bm25Params::default(), plain()).unwrap();
+        index.remove(&[3, 50, 399], 0).unwrap();
+        let all: Vec<i64> = (0..400).collect();
+        for query in [
+            "a",
+            "a b c",
+            "rare",
+            "once a a",
+            "h rare once",
+            "missing",
+            "b d f h",
+        ] {
+            let hits = index.search(&Base::EMPTY, query, 400, None).unwrap();
+            let mut want = vec![0.0_f32; 400];
+            for (d, s) in hits {
+                want[d as usize] = s;
+            }
+            assert_eq!(
+                index.scores_at(&Base::EMPTY, query, &all).unwrap(),
+                want,
+                "{query}"
+            );
+        }
+        let err = index.scores_at(&Base::EMPTY, "a", &[400]).unwrap_err();
+        assert!(err.to_string().starts_with("positions:"));
     }
 
     #[test]
