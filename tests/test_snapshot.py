@@ -306,6 +306,7 @@ def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
             content=f"Tomato variety kq{i} grows best beside basil, watered at dawn.",
             scope=SCOPE,
             memory_type=MemoryType.DECISION,
+            tags=["shade"] if i % 10 == 0 else [],  # 20 of them
         )
         for i in range(200)
     ]
@@ -348,6 +349,13 @@ def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
     assert allowed[got].all() and len(got) == 5
     monkeypatch.setattr(search_module, "ANN_POSTFILTER_SHARE", 1.0)  # the prefilter alone
     assert ann.retriever._ann(vector, filters.where(SCOPE), 5, allowed) == got
+    # A tag only 20 garden beds carry, asked with a query about billing: the prefilter holds
+    # the tag too, so the index's nearest rows meeting it are found (not 50 billing notes the
+    # mask then drops), and the vector leg is the exact one.
+    shade = Filters(tags=("shade",))
+    allowed = corpus.allowed(visible_scopes(SCOPE), tags=["shade"])
+    got = ann.retriever._ann(vector, shade.where(SCOPE), 5, allowed)
+    assert got == exact_top(corpus.vectors.cosines(vector), allowed, 5)
 
 
 def test_a_cache_that_cannot_be_written_never_fails_a_query_nor_retries_every_call(

@@ -86,10 +86,14 @@ class Filters:
     include_archived: bool = False
 
     def where(self, scope: str) -> str:
-        """The SQL prefilter for the vector leg (tags and files are checked on the mirror)."""
+        """The SQL prefilter for the vector leg: every filter, so a narrow one (a tag a few
+        hundred of a million rows carry) still gets the index's nearest rows that meet it."""
         parts = [visible_where(scope, include_archived=self.include_archived)]
         if self.memory_types:
             parts.append(sql_in("memory_type", [t.value for t in self.memory_types]))
+        for column, wanted in (("tags", self.tags), ("related_files", self.related_files)):
+            if wanted:  # any of them, as the mirror's mask reads it
+                parts.append(f"array_has_any({column}, [{', '.join(map(sql_str, wanted))}])")
         if self.created_after is not None:
             parts.append(f"created_at >= timestamp {sql_str(self.created_after.isoformat())}")
         if self.created_before is not None:
