@@ -21,7 +21,7 @@ import numpy as np
 
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship, State
-from octobrain.store import manifest, schema
+from octobrain.store import changes, manifest, schema
 from octobrain.store.location import StoreLocation
 
 if TYPE_CHECKING:
@@ -129,6 +129,36 @@ class Pinned:
 
     def scan_arrow(self, where: str, *, columns: Sequence[str]) -> pa.Table:
         return _scan_arrow(self._table, where, columns, None)
+
+    def count(self) -> int:
+        """Rows at this version (from the manifest: no data is read)."""
+        return int(self._table.count_rows())
+
+    def scan_and_count(
+        self, where: str, *, columns: Sequence[str], limit: int
+    ) -> tuple[pa.Table, int]:
+        """Up to `limit` rows matching `where`, and the row count, in one hand-off to LanceDB's
+        event loop (through the sync API each is several; a catch-up after one commit was
+        mostly those). Without lancedb's async handle, one call after the other."""
+        import asyncio
+
+        import pyarrow as pa
+        from lancedb.background_loop import LOOP
+
+        inner: Any = getattr(self._table, "_table", None)
+        if not hasattr(inner, "query"):
+            return _scan_arrow(self._table, where, columns, limit), self.count()
+        later = {f.name: f for f in schema.missing_columns(self._table.schema)}
+
+        async def both() -> tuple[pa.Table, int]:
+            query = inner.query().where(where).select([c for c in columns if c not in later])
+            rows, count = await asyncio.gather(query.limit(limit).to_arrow(), inner.count_rows())
+            return rows, int(count)
+
+        rows, count = LOOP.run(both())  # type: ignore[no-untyped-call]
+        for name in [c for c in columns if c in later]:
+            rows = rows.append_column(later[name], pa.nulls(rows.num_rows, later[name].type))
+        return rows.select(list(columns)), count
 
 
 class MemoryStore:
@@ -263,6 +293,7 @@ class MemoryStore:
         table_schema = schema.memories_schema(self.model_id, self.dim)
         data = pa.Table.from_pylist(rows, schema=table_schema)
         db = self._open_db()
+        self._note_changes(everything=True)
         db.create_table(MEMORIES, data=data, schema=table_schema, mode="overwrite")
         self._memories = None
         self._relationships = None
@@ -299,6 +330,25 @@ class MemoryStore:
         table = self._open_db().open_table(MEMORIES)
         table.checkout(version)
         return Pinned(table)
+
+    def pinned_relationships(self, version: int) -> Pinned:
+        """`relationships` frozen at `version` (as `pinned`)."""
+        table = self._open_db().open_table(RELATIONSHIPS)
+        table.checkout(version)
+        return Pinned(table)
+
+    def changes_since(self, table: str, version: int) -> changes.Changes:
+        """What octobrain's commits after `version` of `table` removed (`store.changes`)."""
+        return changes.since(self.location, table, version)
+
+    def _note_changes(
+        self, *, ids: Sequence[str] = (), edges: Sequence[str] = (), everything: bool = False
+    ) -> None:
+        """Record what the next commit removes, before it is made (under the write lock; the
+        tables are opened afresh: their latest versions, whatever model embedded them)."""
+        db = self._open_db()
+        versions = {name: int(db.open_table(name).version) for name in (MEMORIES, RELATIONSHIPS)}
+        changes.note(self.location, versions, ids=ids, edges=edges, everything=everything)
 
     def get(self, memory_id: str, scope: str) -> Memory:
         """A memory visible from `scope` (archived included), or `NotFound`."""
@@ -405,6 +455,10 @@ class MemoryStore:
 
         data = pa.Table.from_pylist(list(rows), schema=self.memories.schema)
         with self.write_lock():
+            if delete_where is not None:
+                kept = {row["id"] for row in rows}
+                gone = [r["id"] for r in self.scan(delete_where, columns=["id"])]
+                self._note_changes(ids=[i for i in gone if i not in kept])
             merge = self.memories.merge_insert("id").when_matched_update_all()
             merge = merge.when_not_matched_insert_all()
             if delete_where is not None:
@@ -415,6 +469,8 @@ class MemoryStore:
     def delete_relationships(self, where: str) -> None:
         """Delete the edges matching a predicate (one commit)."""
         with self.write_lock():
+            found = self.relationships.search().where(where).select(["id"]).limit(None)
+            self._note_changes(edges=found.to_arrow().column("id").to_pylist())
             self.relationships.delete(where)
 
     def open_table(self, name: str, table_schema: pa.Schema) -> lancedb.table.Table:
@@ -457,6 +513,7 @@ class MemoryStore:
             return 0
         with self.write_lock():
             before = self.count()
+            self._note_changes(ids=ids)
             self.memories.delete(sql_in("id", ids))
             deleted = before - self.count()
             self.relationships.delete(f"{sql_in('source_id', ids)} OR {sql_in('target_id', ids)}")
@@ -523,6 +580,7 @@ class MemoryStore:
                     "see `octobrain memory history`",
                 )
             at = numbers.index(version)
+            self._note_changes(everything=True)
             # Everything committed before the next memories commit belongs to this version
             # (memorize writes its edges just after its row).
             until = versions[at + 1]["timestamp"] if at + 1 < len(versions) else None
