@@ -263,3 +263,26 @@ def test_own_access_bumps_stay_exact(tmp_path: Path) -> None:
         corpus.refresh()
     assert corpus.memory(corpus.pos_of[ids[1]]).access_count == 3
     assert corpus.last_catch_up == "changes"
+
+
+def test_a_store_re_created_under_the_same_path_is_never_served_from_the_old_mirror(
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    old = _brain(tmp_path / "db")
+    for _ in range(4):
+        _fill(old, 5)
+    _mirror(old)  # its snapshot: 20 rows in four fragments
+    version = old.store.version()
+    shutil.rmtree(tmp_path / "db")
+    new = _brain(tmp_path / "db", snapshot_min_rows=0)
+    ids = _fill(new, 20)  # as many rows, in fragment 0 only: no "new fragment" shows them
+    from lancedb.index import BTree
+
+    while new.store.version() <= version:  # commits that write no rows
+        new.store.memories.create_index("title", config=BTree(), replace=True)
+    reader = _brain(tmp_path / "db")
+    corpus = _mirror(reader)
+    assert corpus.opened_snapshot and corpus.last_catch_up == "every row"
+    assert sorted(corpus.pos_of) == sorted(ids)

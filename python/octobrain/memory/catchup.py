@@ -24,7 +24,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from octobrain.memory.corpus_io import LIGHT_COLUMNS, int64s
-from octobrain.store.memories import Pinned, sql_in
+from octobrain.store.memories import Pinned
 
 if TYPE_CHECKING:
     from octobrain.memory.corpus import Corpus
@@ -110,27 +110,51 @@ def _delta(
     return delta, known
 
 
+def _sample(corpus: Corpus) -> list[tuple[int, str]]:
+    """A few live rows (position, id): the first and last by id, and the last one added."""
+    out = []
+    ids, order = corpus._sorted_ids, corpus._id_order
+    for i in {0, len(ids) - 1} if len(ids) else ():
+        p = int(order[i])
+        if corpus._live[p]:
+            out.append((p, bytes(ids[i]).decode()))
+    for mid, p in list(corpus._added.items())[-1:]:
+        if corpus._live[p]:
+            out.append((p, mid))
+    return out
+
+
 def cheap(corpus: Corpus, pinned: Pinned, removed: Changes) -> Delta | None:
     """The changes since the mirror's version from the fragments above its mark and the
     store's change record, proved by the row count; None when they cannot be proved."""
     if removed.everything:
         return None
-    probe, count = pinned.scan_and_count(above(corpus._mark), columns=READ, limit=_WHOLE + 1)
+    hinted = sorted(removed.ids)
+    sample = _sample(corpus)
+    probe, count, left, placed = pinned.changes(
+        above(corpus._mark),
+        columns=READ,
+        limit=_WHOLE + 1,
+        ids=hinted,
+        addrs=[int(corpus._addr[p]) for p, _ in sample],
+    )
     whole = len(probe) <= _WHOLE
     if not whole:
         probe = pinned.scan_arrow(above(corpus._mark), columns=PROBE)
     pos = _positions(corpus, probe.column("id"))
-    hinted = sorted(removed.ids - set(probe.column("id").to_pylist()))
-    gone = np.zeros(0, dtype=np.int64)
-    if hinted:  # noted before its commit: the rows still there were not removed
-        still = pinned.scan_arrow(sql_in("id", hinted), columns=["id"]).column("id")
-        left = set(still.to_pylist())
-        held = corpus.positions_of([i for i in hinted if i not in left])
-        gone = held[held >= 0]
+    # Noted before its commit: a row still there was not removed (or came back, in `probe`).
+    held = corpus.positions_of([i for i in hinted if i not in left])
+    gone = held[held >= 0]
     delta, known = _delta(corpus, probe, pos, gone)
     expected = len(corpus) - len(gone) + int(np.count_nonzero(~known))
     if expected != count:
         log.info("memories: the changed fragments do not account for every row; reading all")
+        return None
+    # A row the changes leave in place must still be where the mirror has it (a table
+    # re-created under the same name starts its fragment ids again).
+    touched = {*delta.gone.tolist(), *delta.moved.tolist()}
+    if any(placed.get(int(corpus._addr[p])) != mid for p, mid in sample if p not in touched):
+        log.info("memories: a row is not where the mirror holds it; reading all")
         return None
     if whole:
         delta.rows = probe.filter(pa.array(np.isin(probe.column("id"), delta.read)))

@@ -18,7 +18,7 @@ from octobrain.memory.catchup import ADDR, above, fragment_mark
 from octobrain.memory.corpus_io import int64s
 from octobrain.models import Relationship
 from octobrain.store import MemoryStore
-from octobrain.store.memories import Pinned, sql_in
+from octobrain.store.memories import Pinned
 from octobrain.store.schema import relationships_schema, row_to_relationship
 
 COLUMNS = [*relationships_schema().names, ADDR]
@@ -50,9 +50,9 @@ class EdgeMirror:
         removed = store.changes_since("relationships", self.version)
         if removed.everything:
             return None
-        new = pinned.scan_arrow(above(self.mark), columns=COLUMNS)
         held = self.table
-        drop = pc.is_in(held.column("id"), value_set=new.column("id").combine_chunks())
+        maybe = None
+        asked: list[str] = []
         if removed.ids or removed.edges:
             nodes = pa.array(sorted(removed.ids), pa.string())
             maybe = pc.or_(
@@ -63,13 +63,22 @@ class EdgeMirror:
                 ),
             )
             asked = held.column("id").filter(maybe).to_pylist()
-            if asked:  # noted before its commit: the edges still there were not deleted
-                still = pinned.scan_arrow(sql_in("id", asked), columns=["id"]).column("id")
-                gone = pc.and_(maybe, pc.invert(pc.is_in(held.column("id"), value_set=still)))
-                drop = pc.or_(drop, gone)
+        sample = [0, len(held) - 1] if len(held) else []
+        sampled = {int(held.column(ADDR)[i].as_py()): held.column("id")[i].as_py() for i in sample}
+        new, count, left, placed = pinned.changes(
+            above(self.mark), columns=COLUMNS, limit=None, ids=asked, addrs=list(sampled)
+        )
+        drop = pc.is_in(held.column("id"), value_set=new.column("id").combine_chunks())
+        if maybe is not None and asked:  # noted before its commit: edges still there stay
+            still = pa.array(sorted(left), pa.string())
+            gone = pc.and_(maybe, pc.invert(pc.is_in(held.column("id"), value_set=still)))
+            drop = pc.or_(drop, gone)
         kept = held.filter(pc.invert(drop))
+        stay = set(kept.column("id").to_pylist()) if sampled else set()
+        if any(placed.get(a) != e for a, e in sampled.items() if e in stay):
+            return None  # not where the mirror holds it: a re-created table
         table = pa.concat_tables([kept, new.cast(kept.schema)]) if len(new) else kept
-        if len(table) != pinned.count():
+        if len(table) != count:
             return None
         self.mark = fragment_mark(int64s(new.column(ADDR)), self.mark)
         return table

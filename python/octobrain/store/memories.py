@@ -134,31 +134,60 @@ class Pinned:
         """Rows at this version (from the manifest: no data is read)."""
         return int(self._table.count_rows())
 
-    def scan_and_count(
-        self, where: str, *, columns: Sequence[str], limit: int
-    ) -> tuple[pa.Table, int]:
-        """Up to `limit` rows matching `where`, and the row count, in one hand-off to LanceDB's
-        event loop (through the sync API each is several; a catch-up after one commit was
-        mostly those). Without lancedb's async handle, one call after the other."""
+    def changes(
+        self,
+        where: str,
+        *,
+        columns: Sequence[str],
+        limit: int | None,
+        ids: Sequence[str] = (),
+        addrs: Sequence[int] = (),
+    ) -> tuple[pa.Table, int, set[str], dict[int, str]]:
+        """Up to `limit` rows matching `where`, the row count, which of `ids` the table holds and
+        the id at each of the row addresses `addrs` (none where no row is), in one hand-off to
+        LanceDB's event loop (through the sync API each read is several, and a catch-up after
+        one commit was mostly those). Without lancedb's async handle, one after the other."""
         import asyncio
 
         import pyarrow as pa
         from lancedb.background_loop import LOOP
 
         inner: Any = getattr(self._table, "_table", None)
+        asked = sql_in("id", ids)
+        at = ["id", "_rowaddr"]
+
+        def placed(table: pa.Table | None) -> dict[int, str]:
+            if table is None:
+                return {}
+            column = table.column("_rowaddr").to_pylist()
+            pairs = zip(column, table.column("id").to_pylist(), strict=True)
+            return {int(a): str(i) for a, i in pairs}
+
         if not hasattr(inner, "query"):
-            return _scan_arrow(self._table, where, columns, limit), self.count()
+            held = _scan_arrow(self._table, asked, ["id"], None) if ids else None
+            found = set(held.column("id").to_pylist()) if held is not None else set()
+            taken = self._table.take_row_ids(list(addrs)).select(at).to_arrow() if addrs else None
+            rows = _scan_arrow(self._table, where, columns, limit)
+            return rows, self.count(), found, placed(taken)
         later = {f.name: f for f in schema.missing_columns(self._table.schema)}
 
-        async def both() -> tuple[pa.Table, int]:
+        async def together() -> tuple[pa.Table, int, set[str], dict[int, str]]:
             query = inner.query().where(where).select([c for c in columns if c not in later])
-            rows, count = await asyncio.gather(query.limit(limit).to_arrow(), inner.count_rows())
-            return rows, int(count)
+            reads = [query.limit(limit).to_arrow() if limit else query.to_arrow()]
+            reads.append(inner.count_rows())
+            if ids:
+                reads.append(inner.query().where(asked).select(["id"]).to_arrow())
+            if addrs:
+                reads.append(inner.take_row_ids(list(addrs)).select(at).to_arrow())
+            got = list(await asyncio.gather(*reads))
+            taken = placed(got.pop()) if addrs else {}
+            found = set(got.pop().column("id").to_pylist()) if ids else set()
+            return got[0], int(got[1]), found, taken
 
-        rows, count = LOOP.run(both())  # type: ignore[no-untyped-call]
+        rows, count, found, taken = LOOP.run(together())  # type: ignore[no-untyped-call]
         for name in [c for c in columns if c in later]:
             rows = rows.append_column(later[name], pa.nulls(rows.num_rows, later[name].type))
-        return rows.select(list(columns)), count
+        return rows.select(list(columns)), count, found, taken
 
 
 class MemoryStore:
