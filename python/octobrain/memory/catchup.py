@@ -131,16 +131,14 @@ def cheap(corpus: Corpus, pinned: Pinned, removed: Changes) -> Delta | None:
         return None
     hinted = sorted(removed.ids)
     sample = _sample(corpus)
-    probe, count, left, placed = pinned.changes(
-        above(corpus._mark),
-        columns=READ,
-        limit=_WHOLE + 1,
-        ids=hinted,
-        addrs=[int(corpus._addr[p]) for p, _ in sample],
+    addrs, count, left, placed = pinned.changes(
+        above(corpus._mark), ids=hinted, addrs=[int(corpus._addr[p]) for p, _ in sample]
     )
-    whole = len(probe) <= _WHOLE
-    if not whole:
-        probe = pinned.scan_arrow(above(corpus._mark), columns=PROBE)
+    whole = len(addrs) <= _WHOLE
+    probe = pinned.take(addrs, READ if whole else PROBE)
+    if sorted(int64s(probe.column(ADDR)).tolist()) != sorted(addrs):
+        log.info("memories: rows are not at the addresses just listed; reading all")
+        return None
     pos = _positions(corpus, probe.column("id"))
     # Noted before its commit: a row still there was not removed (or came back, in `probe`).
     held = corpus.positions_of([i for i in hinted if i not in left])

@@ -65,9 +65,12 @@ class EdgeMirror:
             asked = held.column("id").filter(maybe).to_pylist()
         sample = [0, len(held) - 1] if len(held) else []
         sampled = {int(held.column(ADDR)[i].as_py()): held.column("id")[i].as_py() for i in sample}
-        new, count, left, placed = pinned.changes(
-            above(self.mark), columns=COLUMNS, limit=None, ids=asked, addrs=list(sampled)
+        addrs, count, left, placed = pinned.changes(
+            above(self.mark), ids=asked, addrs=list(sampled)
         )
+        new = pinned.take(addrs, COLUMNS) if addrs else held.slice(0, 0)
+        if len(new) != len(addrs):
+            return None
         drop = pc.is_in(held.column("id"), value_set=new.column("id").combine_chunks())
         if maybe is not None and asked:  # noted before its commit: edges still there stay
             still = pa.array(sorted(left), pa.string())

@@ -135,59 +135,81 @@ class Pinned:
         return int(self._table.count_rows())
 
     def changes(
-        self,
-        where: str,
-        *,
-        columns: Sequence[str],
-        limit: int | None,
-        ids: Sequence[str] = (),
-        addrs: Sequence[int] = (),
-    ) -> tuple[pa.Table, int, set[str], dict[int, str]]:
-        """Up to `limit` rows matching `where`, the row count, which of `ids` the table holds and
-        the id at each of the row addresses `addrs` (none where no row is), in one hand-off to
-        LanceDB's event loop (through the sync API each read is several, and a catch-up after
-        one commit was mostly those). Without lancedb's async handle, one after the other."""
+        self, where: str, *, ids: Sequence[str] = (), addrs: Sequence[int] = ()
+    ) -> tuple[list[int], int, set[str], dict[int, str]]:
+        """The row addresses matching `where` (no column is read), the row count, which of `ids`
+        the table holds and the id at each row address of `addrs` (none where no row is), in
+        one hand-off to LanceDB's event loop (through the sync API each read is several, and a
+        catch-up after one commit was mostly those). Without lancedb's async handle, one after
+        the other."""
         import asyncio
 
-        import pyarrow as pa
         from lancedb.background_loop import LOOP
 
         inner: Any = getattr(self._table, "_table", None)
         asked = sql_in("id", ids)
-        at = ["id", "_rowaddr"]
-
-        def placed(table: pa.Table | None) -> dict[int, str]:
-            if table is None:
-                return {}
-            column = table.column("_rowaddr").to_pylist()
-            pairs = zip(column, table.column("id").to_pylist(), strict=True)
-            return {int(a): str(i) for a, i in pairs}
-
         if not hasattr(inner, "query"):
-            held = _scan_arrow(self._table, asked, ["id"], None) if ids else None
-            found = set(held.column("id").to_pylist()) if held is not None else set()
-            taken = self._table.take_row_ids(list(addrs)).select(at).to_arrow() if addrs else None
-            rows = _scan_arrow(self._table, where, columns, limit)
-            return rows, self.count(), found, placed(taken)
-        later = {f.name: f for f in schema.missing_columns(self._table.schema)}
+            found = _scan_arrow(self._table, asked, ["id"], None) if ids else None
+            rows = _scan_arrow(self._table, where, ["_rowaddr"], None)
+            return (
+                [int(a) for a in rows.column("_rowaddr").to_pylist()],
+                self.count(),
+                set(found.column("id").to_pylist()) if found is not None else set(),
+                _placed(self.take(addrs, ["id", "_rowaddr"])) if addrs else {},
+            )
 
-        async def together() -> tuple[pa.Table, int, set[str], dict[int, str]]:
-            query = inner.query().where(where).select([c for c in columns if c not in later])
-            reads = [query.limit(limit).to_arrow() if limit else query.to_arrow()]
+        async def together() -> tuple[list[int], int, set[str], dict[int, str]]:
+            reads = [inner.query().where(where).select(["_rowaddr"]).to_arrow()]
             reads.append(inner.count_rows())
             if ids:
                 reads.append(inner.query().where(asked).select(["id"]).to_arrow())
             if addrs:
-                reads.append(inner.take_row_ids(list(addrs)).select(at).to_arrow())
+                reads.append(inner.take_row_ids(list(addrs)).select(["id", "_rowaddr"]).to_arrow())
             got = list(await asyncio.gather(*reads))
-            taken = placed(got.pop()) if addrs else {}
+            taken = _placed(got.pop()) if addrs else {}
             found = set(got.pop().column("id").to_pylist()) if ids else set()
-            return got[0], int(got[1]), found, taken
+            return (
+                [int(a) for a in got[0].column("_rowaddr").to_pylist()],
+                int(got[1]),
+                found,
+                taken,
+            )
 
-        rows, count, found, taken = LOOP.run(together())  # type: ignore[no-untyped-call]
+        result: tuple[list[int], int, set[str], dict[int, str]] = LOOP.run(together())  # type: ignore[no-untyped-call]
+        return result
+
+    def take(self, addrs: Sequence[int], columns: Sequence[str]) -> pa.Table:
+        """`columns` of the rows at these row addresses (row ids, as octobrain's tables have no
+        stable row ids; a row that is not there is left out), in one hand-off when it can."""
+        import pyarrow as pa
+        from lancedb.background_loop import LOOP
+
+        inner: Any = getattr(self._table, "_table", None)
+        wanted = [int(a) for a in addrs]
+
+        async def read() -> tuple[pa.Schema, pa.Table]:
+            table_schema = await inner.schema()
+            later = {f.name for f in schema.missing_columns(table_schema)}
+            query = inner.take_row_ids(wanted).select([c for c in columns if c not in later])
+            return table_schema, await query.to_arrow()
+
+        if hasattr(inner, "take_row_ids"):
+            table_schema, rows = LOOP.run(read())  # type: ignore[no-untyped-call]
+        else:
+            table_schema = self._table.schema
+            later_names = {f.name for f in schema.missing_columns(table_schema)}
+            query = self._table.take_row_ids(wanted)
+            rows = query.select([c for c in columns if c not in later_names]).to_arrow()
+        later = {f.name: f for f in schema.missing_columns(table_schema)}
         for name in [c for c in columns if c in later]:
             rows = rows.append_column(later[name], pa.nulls(rows.num_rows, later[name].type))
-        return rows.select(list(columns)), count, found, taken
+        return rows.select(list(columns))
+
+
+def _placed(table: pa.Table) -> dict[int, str]:
+    """Row address → id of a table of both."""
+    pairs = zip(table.column("_rowaddr").to_pylist(), table.column("id").to_pylist(), strict=True)
+    return {int(a): str(i) for a, i in pairs}
 
 
 class MemoryStore:
@@ -202,6 +224,7 @@ class MemoryStore:
         self._relationships: lancedb.table.Table | None = None
         self._lock: Any = None  # the store's write lock once connected
         self._tables: list[lancedb.table.Table] = []  # other tables handed out by `open_table`
+        self._pinned_tables: dict[str, lancedb.table.Table] = {}  # (`pinned`)
 
     def _open_db(self) -> lancedb.DBConnection:
         """Connect and create missing tables; no model check (see `_connect`)."""
@@ -326,6 +349,7 @@ class MemoryStore:
         db.create_table(MEMORIES, data=data, schema=table_schema, mode="overwrite")
         self._memories = None
         self._relationships = None
+        self._pinned_tables = {}
 
     def version(self) -> int:
         """The latest committed version of `memories` (changes on every write by anyone)."""
@@ -356,13 +380,18 @@ class MemoryStore:
         """`memories` frozen at `version`: several reads through it see the same rows, whatever
         other processes commit meanwhile (each read through the store sees the latest)."""
         _ = self.memories  # connect and check the model
-        table = self._open_db().open_table(MEMORIES)
-        table.checkout(version)
-        return Pinned(table)
+        return self._pinned_at(MEMORIES, version)
 
     def pinned_relationships(self, version: int) -> Pinned:
         """`relationships` frozen at `version` (as `pinned`)."""
-        table = self._open_db().open_table(RELATIONSHIPS)
+        return self._pinned_at(RELATIONSHIPS, version)
+
+    def _pinned_at(self, name: str, version: int) -> Pinned:
+        # One handle per table, moved to each version asked for (opening one per catch-up
+        # cost more than the catch-up's reads); a `Pinned` is used before the next is made.
+        table = self._pinned_tables.get(name)
+        if table is None:
+            table = self._pinned_tables[name] = self._open_db().open_table(name)
         table.checkout(version)
         return Pinned(table)
 
@@ -625,6 +654,7 @@ class MemoryStore:
                 if earlier and len(kept) > 1:
                     table.restore(max(int(v["version"]) for v in earlier))
             self._memories = self._relationships = None
+            self._pinned_tables = {}
         return self.history(1)[0]
 
     def _maybe_maintain(self) -> None:
