@@ -115,6 +115,18 @@ def run(
             corpus.wait_for_snapshot()
         out[kind] = _median_ms(times)
         print(f"{n:,} {kind}: median {out[kind]} ms of {rounds} ({', '.join(sorted(ways))})")
+    try:  # what the catch-up's listing of changed row addresses costs by itself
+        from octobrain.memory.catchup import above
+    except ImportError:  # (an older octobrain: no such listing)
+        return out
+    times = []
+    for _ in range(rounds):
+        pinned = reader.store.pinned(reader.store.version())
+        t0 = time.perf_counter()
+        pinned.changes(above(corpus._mark))
+        times.append(time.perf_counter() - t0)
+    out["address listing alone"] = _median_ms(times)
+    print(f"{n:,} address listing alone: median {out['address listing alone']} ms")
     return out
 
 
