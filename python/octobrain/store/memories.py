@@ -21,7 +21,7 @@ import numpy as np
 
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship, State
-from octobrain.store import changes, manifest, schema
+from octobrain.store import addresses, changes, manifest, schema
 from octobrain.store.location import StoreLocation
 
 if TYPE_CHECKING:
@@ -137,85 +137,13 @@ class Pinned:
     def changes(
         self, where: str, *, ids: Sequence[str] = (), addrs: Sequence[int] = ()
     ) -> tuple[list[int], int, set[str], dict[int, str]]:
-        """The row addresses matching `where` (no column is read), the row count, which of `ids`
-        the table holds and the id at each row address of `addrs` (none where no row is), in
-        one hand-off to LanceDB's event loop (through the sync API each read is several, and a
-        catch-up after one commit was mostly those). Without lancedb's async handle, one after
-        the other."""
-        import asyncio
-
-        from lancedb.background_loop import LOOP
-
-        inner: Any = getattr(self._table, "_table", None)
-        asked = sql_in("id", ids)
-        if not hasattr(inner, "query"):
-            found = _scan_arrow(self._table, asked, ["id"], None) if ids else None
-            rows = _scan_arrow(self._table, where, ["_rowaddr"], None)
-            return (
-                [int(a) for a in rows.column("_rowaddr").to_pylist()],
-                self.count(),
-                set(found.column("id").to_pylist()) if found is not None else set(),
-                _placed(self.take(addrs, ["id", "_rowaddr"])) if addrs else {},
-            )
-
-        async def together() -> tuple[list[int], int, set[str], dict[int, str]]:
-            reads = [inner.query().where(where).select(["_rowaddr"]).to_arrow()]
-            reads.append(inner.count_rows())
-            if ids:
-                reads.append(inner.query().where(asked).select(["id"]).to_arrow())
-            if addrs:
-                reads.append(inner.take_row_ids(list(addrs)).select(["id", "_rowaddr"]).to_arrow())
-            got = list(await asyncio.gather(*reads))
-            taken = _placed(got.pop()) if addrs else {}
-            found = set(got.pop().column("id").to_pylist()) if ids else set()
-            return (
-                [int(a) for a in got[0].column("_rowaddr").to_pylist()],
-                int(got[1]),
-                found,
-                taken,
-            )
-
-        result: tuple[list[int], int, set[str], dict[int, str]] = LOOP.run(together())  # type: ignore[no-untyped-call]
-        return result
+        """The row addresses matching `where`, the row count, which of `ids` the table holds and
+        the id at each of the row addresses `addrs` (`store.addresses.changes`)."""
+        return addresses.changes(self._table, where, sql_in("id", ids) if ids else None, addrs)
 
     def take(self, addrs: Sequence[int], columns: Sequence[str]) -> pa.Table:
-        """`columns` of the rows at these row addresses (row ids, as octobrain's tables have no
-        stable row ids; a row that is not there is left out), in one hand-off when it can."""
-        import pyarrow as pa
-        from lancedb.background_loop import LOOP
-
-        inner: Any = getattr(self._table, "_table", None)
-        wanted = [int(a) for a in addrs]
-
-        async def read() -> tuple[pa.Schema, pa.Table]:
-            table_schema = await inner.schema()
-            later = {f.name for f in schema.missing_columns(table_schema)}
-            query = inner.take_row_ids(wanted).select([c for c in columns if c not in later])
-            return table_schema, await query.to_arrow()
-
-        if not wanted:  # (an empty take costs as much as reading the table)
-            table_schema = self._table.schema
-            fields = {f.name: f for f in table_schema}
-            fields |= {f.name: f for f in schema.missing_columns(table_schema)}
-            fields["_rowaddr"] = pa.field("_rowaddr", pa.uint64())
-            return pa.schema([fields[c] for c in columns]).empty_table()
-        if hasattr(inner, "take_row_ids"):
-            table_schema, rows = LOOP.run(read())  # type: ignore[no-untyped-call]
-        else:
-            table_schema = self._table.schema
-            later_names = {f.name for f in schema.missing_columns(table_schema)}
-            query = self._table.take_row_ids(wanted)
-            rows = query.select([c for c in columns if c not in later_names]).to_arrow()
-        later = {f.name: f for f in schema.missing_columns(table_schema)}
-        for name in [c for c in columns if c in later]:
-            rows = rows.append_column(later[name], pa.nulls(rows.num_rows, later[name].type))
-        return rows.select(list(columns))
-
-
-def _placed(table: pa.Table) -> dict[int, str]:
-    """Row address → id of a table of both."""
-    pairs = zip(table.column("_rowaddr").to_pylist(), table.column("id").to_pylist(), strict=True)
-    return {int(a): str(i) for a, i in pairs}
+        """`columns` of the rows at these row addresses (`store.addresses.take`)."""
+        return addresses.take(self._table, addrs, columns)
 
 
 class MemoryStore:
