@@ -286,3 +286,23 @@ def test_a_store_re_created_under_the_same_path_is_never_served_from_the_old_mir
     corpus = _mirror(reader)
     assert corpus.opened_snapshot and corpus.last_catch_up == "every row"
     assert sorted(corpus.pos_of) == sorted(ids)
+
+
+def test_a_damaged_edges_file_is_never_served(tmp_path: Path) -> None:
+    first = _brain(tmp_path / "db")
+    ids = _fill(first)
+    link = Relationship(ids[0], ids[1], RelationshipType.DEPENDS_ON, scope=SCOPE)
+    first.store.add_relationships([link])
+    corpus = _mirror(first)  # the snapshot holds the edge
+    snaps = first._snapshots()
+    assert snaps is not None
+    where = snaps.path / (snaps.path / "CURRENT").read_text(encoding="utf-8")
+    edges = where / "edges.arrow"
+    data = bytearray(edges.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    edges.write_bytes(bytes(data))
+    assert snaps.load() is None  # its checksum fails: rebuilt from the store instead
+    reader = _brain(tmp_path / "db")
+    assert [r.id for r in _mirror(reader).edges([ids[1]])] == [link.id]
+    assert not reader.retriever.corpus.opened_snapshot
+    assert corpus.edges([ids[0]])[0].id == link.id
