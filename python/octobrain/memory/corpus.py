@@ -57,8 +57,8 @@ _MAX_CACHED = 5_000  # Memory objects kept for reuse; past this the cache starts
 _MAX_ADDED = 4096  # ids held in a dict before they are sorted in with the rest
 _MAX_CHUNKS = 32  # appended Arrow chunks before they are merged into one
 # A snapshot is rewritten once this many rows (or this share of them) were re-read since it
-# (a process opening it re-reads them too), or moved (compaction rewrites every row's address),
-# or after a catch-up that had to read every row (the next open would too).
+# (a process opening it re-reads them too; a row that only moved, as after an access count or
+# compaction, counts a quarter), or after a catch-up that read every row (the next open would).
 SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE = 256, 0.01
 
 
