@@ -62,12 +62,12 @@ def test_a_failed_catch_up_is_retried_from_scratch(
     original = Corpus._add
     calls = []
 
-    def fail_once(self: Corpus, rows: Any, block: Any) -> None:
+    def fail_once(self: Corpus, *args: Any) -> None:
         calls.append(1)
         if len(calls) == 1:
-            original(self, rows, block)  # half the work is done, then the read fails
+            original(self, *args)  # half the work is done, then the read fails
             raise OSError("connection reset while reading the store")
-        original(self, rows, block)
+        original(self, *args)
 
     monkeypatch.setattr(Corpus, "_add", fail_once)
     with pytest.raises(OSError):

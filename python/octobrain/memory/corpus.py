@@ -5,9 +5,11 @@ a query returns), the stored embeddings (`VectorBlocks`: exact cosine for any ca
 centroids, an exact in-process vector leg), per-row filter columns as numpy arrays (strings as
 small integer codes), ids sorted for lookups, and the Rust BM25 index over row positions (whose
 postings also answer lexical coverage). It follows the store's version: when anyone commits,
-the next query reads four narrow columns of every row, re-reads only the rows whose
-`updated_at` changed, drops deleted ones, and patches access counts in place — other
-processes' writes become visible without a rebuild.
+the next query reads what changed since its version (`memory.catchup`: the rows of the
+fragments written since, the ids the store's change record says were removed, proved by the
+row count; else the narrow columns of every row), re-reads only the rows whose `updated_at`
+changed, drops deleted ones, and patches access counts in place — other processes' writes
+become visible without a rebuild. The relationships follow the same way (`memory.edges`).
 
 From `snapshot_min_rows` live rows the mirror is also kept as a memory-mapped snapshot on this
 machine (`memory.snapshot`): a new process opens it and catches up from its version instead
@@ -29,6 +31,7 @@ import pyarrow.compute as pc
 
 from octobrain.kernels.bm25 import BM25Index
 from octobrain.kernels.vectors import VectorBlocks
+from octobrain.memory import catchup
 from octobrain.memory.corpus_io import (
     LIGHT_COLUMNS,
     int64s,
@@ -37,6 +40,7 @@ from octobrain.memory.corpus_io import (
     texts_of,
     vectors_of,
 )
+from octobrain.memory.edges import EdgeMirror
 from octobrain.memory.snapshot import Snapshot, SnapshotDamaged, SnapshotDir
 from octobrain.models import Memory, Relationship, State, from_micros, micros
 from octobrain.store import MemoryStore
@@ -46,7 +50,6 @@ __all__ = ["LIGHT_COLUMNS", "Corpus", "Positions"]
 
 log = logging.getLogger(__name__)
 
-_PROBE = ["id", "updated_at", "last_accessed", "access_count"]
 _SEARCHABLE = (State.WORKING.value, State.CONSOLIDATED.value)
 _CODED = ("scope", "state", "type")
 _MAX_CACHED = 5_000  # Memory objects kept for reuse; past this the cache starts over (at 100k,
@@ -54,8 +57,8 @@ _MAX_CACHED = 5_000  # Memory objects kept for reuse; past this the cache starts
 _MAX_ADDED = 4096  # ids held in a dict before they are sorted in with the rest
 _MAX_CHUNKS = 32  # appended Arrow chunks before they are merged into one
 # A snapshot is rewritten once this many rows (or this share of them) were re-read since it
-# (a process opening it re-reads them too). How many commits it lags costs nothing more: any
-# catch-up reads the same narrow columns of every row.
+# (a process opening it re-reads them too; a row that only moved, as after an access count or
+# compaction, counts a quarter), or after a catch-up that read every row (the next open would).
 SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE = 256, 0.01
 
 
@@ -163,6 +166,8 @@ class Corpus:
 
         self._live = col("live", np.bool_)
         self._edit_key = col("edit_key", np.int64)
+        self._addr = col("rowaddr", np.int64)  # each row's Lance row address
+        self._mark = -1 if snap is None else snap.mark  # the highest fragment id held
         self._access = col("access_count", np.int64)
         self._seen = col("last_accessed", np.int64)
         self._created = col("created", np.int64)
@@ -174,14 +179,21 @@ class Corpus:
         self._sorted_ids = snap.sorted_ids if snap else np.zeros(0, dtype="S1")
         self._id_order = snap.id_order if snap else np.zeros(0, dtype=np.int64)
         self._added: dict[str, int] = {}  # ids appended after the sorted part
+        self._buffers: dict[str, tuple[npt.NDArray[Any], npt.NDArray[Any]]] = {}  # (`_grow`)
         self._cache: dict[int, Memory] = {}
         self._lists: dict[tuple[str, int], tuple[npt.NDArray[np.int32], list[str]]] = {}
         # The version of the snapshot this mirror last matched (opened, written or tried).
         self._snap_version = None if snap is None else snap.version
         self.opened_snapshot = snap is not None  # whether it started from a snapshot
-        self._reread_since_snap = 0
-        self._edges_version = -1
-        self._edges: dict[str, list[Relationship]] = {}
+        self._reread_since_snap = 0.0
+        # How the last catch-up found what changed: "changes" (the fragments written since and
+        # the store's change record) or "every row" (the narrow columns of the whole table).
+        self.last_catch_up = ""
+        self._edges = (
+            EdgeMirror(snap.edges, snap.edges_version, snap.edges_mark)
+            if snap is not None and snap.edges is not None
+            else EdgeMirror()
+        )
 
     def rows(self) -> pa.Table:
         """The mirrored rows, once they are verified (a snapshot's are checked meanwhile)."""
@@ -242,7 +254,7 @@ class Corpus:
             return  # the next refresh tries again once it is done
         snap = self.snapshot()  # (the caller holds the lock)
         # Tried or written: the next attempt waits for as many changed rows again.
-        self._snap_version, self._reread_since_snap = snap.version, 0
+        self._snap_version, self._reread_since_snap = snap.version, 0.0
         self._writer = threading.Thread(
             target=self._write_snapshot, args=(self._snapshots, snap), name="octobrain-snapshot"
         )
@@ -274,6 +286,7 @@ class Corpus:
             columns={
                 "live": self._live.copy(),
                 "edit_key": self._edit_key,
+                "rowaddr": self._addr.copy(),
                 "access_count": self._access.copy(),
                 "last_accessed": self._seen.copy(),
                 "created": self._created,
@@ -284,6 +297,10 @@ class Corpus:
             id_order=self._id_order,
             index=self.index.frozen(),
             checks=None if self._source is None else self._source.checks,
+            mark=self._mark,
+            edges=self._edges.table,
+            edges_version=self._edges.version,
+            edges_mark=self._edges.mark,
         )
 
     def discard_snapshot(self) -> None:
@@ -302,29 +319,30 @@ class Corpus:
             return
         # Every read below sees `version`, however many commits other processes make meanwhile.
         pinned = self._store.pinned(version)
-        probe = pinned.scan_arrow("true", columns=_PROBE)
-        ids = probe.column("id")
-        pos = self._lookup(ids)
-        edited = int64s(probe.column("updated_at"))
-        known = pos >= 0
-        changed = ~known
-        changed[known] = self._edit_key[pos[known]] != edited[known]
-        present = np.zeros(len(self._live), dtype=bool)
-        present[pos[known]] = True
-        gone = np.flatnonzero(self._live & ~present)
-        # An access bump changes the version but no edit stamp: then nothing is read again.
-        wanted = ids.filter(pa.array(changed)).to_pylist() if changed.any() else []
-        rows = read_rows(pinned, wanted, len(ids)) if wanted else None
-        self._remove(np.concatenate([gone, pos[known & changed]]))
-        if rows is not None:
-            self._add(rows.drop_columns(["embedding"]), vectors_of(rows, self._store.dim))
-            self._reread_since_snap += len(rows)
-        keep = known & ~changed
-        at, counts = pos[keep], int64s(probe.column("access_count"))[keep]
-        seen = int64s(probe.column("last_accessed"))[keep]
-        moved = (self._access[at] != counts) | (self._seen[at] != seen)
-        if moved.any():
-            self._patch_access(at[moved], counts[moved], seen[moved])
+        delta = None
+        if len(self.pos_of) and 0 <= self._version < version:
+            removed = self._store.changes_since("memories", self._version)
+            delta = catchup.cheap(self, pinned, removed)
+        if delta is None:
+            delta = catchup.full(self, pinned)
+        self.last_catch_up = "changes" if delta.cheap else "every row"
+        total = len(self.pos_of) + len(delta.read)
+        rows = delta.rows
+        if rows is None and delta.read:
+            rows = read_rows(pinned, delta.read, total)
+        self._remove(delta.gone)
+        if rows is not None and len(rows):
+            addrs = int64s(rows.column(catchup.ADDR))
+            self._add(rows.drop_columns(["embedding"]), vectors_of(rows, self._store.dim), addrs)
+        if len(delta.moved):
+            self._addr[delta.moved] = delta.moved_addr
+            self._patch_access(delta.moved, delta.moved_access, delta.moved_seen)
+        # A moved row (an access counted, compaction) costs an opening process far less than a
+        # re-read one (its narrow columns, no text to index): it weighs a quarter.
+        self._reread_since_snap += len(delta.read) + len(delta.moved) / 4
+        if not delta.cheap:
+            self._reread_since_snap += SNAPSHOT_STALE_ROWS
+        self._mark = delta.mark
         if len(self._live) > 1000 and len(self.pos_of) < len(self._live) // 2:
             self._rebuild()
         self._version = version
@@ -350,14 +368,7 @@ class Corpus:
                 )
 
     def _refresh_edges(self, version: int) -> None:
-        if version == self._edges_version:
-            return
-        edges: dict[str, list[Relationship]] = {}
-        for rel in self._store.all_relationships():
-            edges.setdefault(rel.source_id, []).append(rel)
-            if rel.target_id != rel.source_id:
-                edges.setdefault(rel.target_id, []).append(rel)
-        self._edges, self._edges_version = edges, version
+        self._edges.refresh(self._store, version)
 
     def due_for_access(self, ids: Sequence[str], now: datetime, window: timedelta) -> list[str]:
         """The ids whose access should count now: never accessed, or not within `window`."""
@@ -384,11 +395,7 @@ class Corpus:
 
     def edges(self, ids: Sequence[str]) -> list[Relationship]:
         """Edges touching any of `ids` (each once), from the mirror of `relationships`."""
-        seen: dict[str, Relationship] = {}
-        for mid in ids:
-            for rel in self._edges.get(mid, ()):
-                seen.setdefault(rel.id, rel)
-        return list(seen.values())
+        return self._edges.touching(ids)
 
     def _remove(self, positions: npt.NDArray[np.int64]) -> None:
         if not len(positions):
@@ -398,7 +405,9 @@ class Corpus:
         for p in positions.tolist():
             self._cache.pop(p, None)
 
-    def _add(self, rows: pa.Table, block: npt.NDArray[np.float32]) -> None:
+    def _add(
+        self, rows: pa.Table, block: npt.NDArray[np.float32], addrs: npt.NDArray[np.int64]
+    ) -> None:
         if not len(rows):
             return
         rows = rows.select(LIGHT_COLUMNS).cast(self._rows.schema) if len(self._rows) else rows
@@ -412,19 +421,37 @@ class Corpus:
             self._rows = pa.concat_tables([head, tail.combine_chunks()])
         self.vectors.append(block)
         n = len(rows)
-        self._live = np.concatenate([self._live, np.ones(n, dtype=bool)])
-        self._edit_key = np.concatenate([self._edit_key, int64s(rows.column("updated_at"))])
-        self._access = np.concatenate([self._access, int64s(rows.column("access_count"))])
-        self._seen = np.concatenate([self._seen, int64s(rows.column("last_accessed"))])
-        self._created = np.concatenate([self._created, int64s(rows.column("created_at"))])
+        grow = self._grow
+        self._live = grow("live", self._live, np.ones(n, dtype=bool))
+        self._edit_key = grow("edit", self._edit_key, int64s(rows.column("updated_at")))
+        self._addr = grow("addr", self._addr, np.asarray(addrs, dtype=np.int64))
+        self._access = grow("access", self._access, int64s(rows.column("access_count")))
+        self._seen = grow("seen", self._seen, int64s(rows.column("last_accessed")))
+        self._created = grow("created", self._created, int64s(rows.column("created_at")))
         for name, column in (("scope", "scope"), ("state", "state"), ("type", "memory_type")):
             codes = [self._code(name, v) for v in rows.column(column).to_pylist()]
-            self._coded[name] = np.concatenate([self._coded[name], np.asarray(codes, np.int32)])
+            self._coded[name] = grow(name, self._coded[name], np.asarray(codes, np.int32))
         for i, mid in enumerate(rows.column("id").to_pylist()):
             self._added[mid] = start + i
         if len(self._added) > _MAX_ADDED:
             self._index_ids()
         self._lists.clear()
+
+    def _grow(self, name: str, head: npt.NDArray[Any], tail: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """`head` then `tail`, as a view of a buffer with room to spare: appending a row to a
+        1M-row mirror copied its nine per-position arrays (about 10 ms a commit). A view handed
+        out earlier (to a snapshot being written) keeps its length, so it never sees the tail."""
+        n, k = len(head), len(tail)
+        held = self._buffers.get(name)
+        if held is not None and held[1] is head and len(held[0]) >= n + k:
+            buffer = held[0]
+        else:
+            buffer = np.empty(n + k + max(1024, (n + k) // 4), dtype=head.dtype)
+            buffer[:n] = head
+        buffer[n : n + k] = tail
+        view = buffer[: n + k]
+        self._buffers[name] = (buffer, view)
+        return view
 
     def _index_ids(self) -> None:
         """Sort the live ids (id → position by binary search); empties `_added`."""
@@ -450,12 +477,12 @@ class Corpus:
         live = np.flatnonzero(self._live)
         rows = self.rows().take(pa.array(live))
         vectors = self.vectors[live]
-        versions = self._version, self._edges_version, self._edges
-        access, seen = self._access[live], self._seen[live]
+        kept = self._version, self._mark, self._edges
+        access, seen, addrs = self._access[live], self._seen[live], self._addr[live]
         self._reset()
-        self._add(rows, vectors)
+        self._add(rows, vectors, addrs)
         self._access[:], self._seen[:] = access, seen  # patched counts, newer than the rows
-        self._version, self._edges_version, self._edges = versions
+        self._version, self._mark, self._edges = kept
 
     # ---- queries --------------------------------------------------------------------------
 

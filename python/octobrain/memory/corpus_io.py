@@ -82,8 +82,9 @@ def latest_versions(store: MemoryStore) -> tuple[int, int]:
 
 
 def read_rows(pinned: Pinned, ids: list[str], total: int) -> pa.Table:
-    """The mirrored columns and the embedding of `ids`, read at the pinned version."""
-    columns = [*LIGHT_COLUMNS, "embedding"]
+    """The mirrored columns, the embedding and the row address (`_rowaddr`) of `ids`, read at
+    the pinned version."""
+    columns = [*LIGHT_COLUMNS, "embedding", "_rowaddr"]
     if len(ids) > total // 2:  # mostly new (a first load): one full scan beats an IN list
         table = pinned.scan_arrow("true", columns=columns)
         return table.filter(pc.is_in(table.column("id"), value_set=pa.array(ids, pa.string())))

@@ -8,6 +8,8 @@ needs, as the mirror held it at one committed version of `memories`:
 - ``vectors.npy`` and the per-position filter columns as ``.npy`` files, opened with numpy
   memmap (copy-on-write: an access count patched in place never reaches the file);
 - ``ids.npy`` / ``id_order.npy``: the ids sorted, for id → position lookups without a dict;
+- ``rowaddr.npy``: each row's Lance row address, from which a catch-up finds what changed;
+- ``edges.arrow``: every relationship, at its own table version, memory-mapped;
 - ``bm25.<part>.npy``: the Rust BM25 index as flat arrays (`BM25Index.to_parts`); its postings
   stay memory-mapped, so a query makes resident only the postings of its terms;
 - ``manifest.json``: format version, the table version, positions, live rows, dim, model id,
@@ -59,7 +61,8 @@ from octobrain.kernels.bm25 import PARTS, BM25Index
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2  # 2: the BM25 index as memory-mapped arrays (1 held it as one decoded file)
+# 3: row addresses and the edges (2: the BM25 index as memory-mapped arrays; 1: one file)
+FORMAT = 3
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 _CHUNK = 8 << 20
@@ -78,7 +81,9 @@ COLUMNS = {
     "scope": np.int32,
     "state": np.int32,
     "type": np.int32,
+    "rowaddr": np.int64,
 }
+EDGES = "edges.arrow"
 
 
 class SnapshotDamaged(ValueError):
@@ -183,6 +188,10 @@ class Snapshot:
     # For writing: the vectors as consecutive blocks (written one after the other, never
     # concatenated in memory), in place of `vectors`.
     vector_blocks: list[npt.NDArray[np.float32]] | None = None
+    mark: int = -1  # the highest fragment id of `memories` the rows come from
+    edges: pa.Table | None = None  # every relationship (with its row address)
+    edges_version: int = -1
+    edges_mark: int = -1
 
     def vector_rows(self, positions: npt.NDArray[np.int64] | None) -> None:
         """Verify the blocks of `vectors.npy` holding these rows (None: all of them)."""
@@ -281,6 +290,9 @@ class SnapshotDir:
         sorted_ids = np.load(where / "ids.npy", mmap_mode="r")
         id_order = np.load(where / "id_order.npy", mmap_mode="r")
         rows = pa.ipc.open_file(pa.memory_map(str(where / "rows.arrow"))).read_all()
+        edges = None
+        if EDGES in manifest["files"]:
+            edges = pa.ipc.open_file(pa.memory_map(str(where / EDGES))).read_all()
         lengths = {len(a) for a in columns.values()}
         lengths |= {len(rows), len(vectors), index.position_count}
         if lengths != {positions} or vectors.shape[1:] != (self.dim,):
@@ -298,6 +310,10 @@ class SnapshotDir:
             index=index,
             checks=checks,
             rows_ready=rows_ready,
+            mark=int(manifest["mark"]),
+            edges=edges,
+            edges_version=int(manifest["edges_version"]) if edges is not None else -1,
+            edges_mark=int(manifest["edges_mark"]) if edges is not None else -1,
         )
 
     def discard(self, snap: Snapshot) -> None:
@@ -336,6 +352,9 @@ class SnapshotDir:
                 "live": int(np.count_nonzero(snap.columns["live"])),
                 "codes": snap.codes,
                 "bm25": snap.index.params(),
+                "mark": snap.mark,
+                "edges_version": snap.edges_version,
+                "edges_mark": snap.edges_mark,
                 "written_at": time.time(),
                 "files": files,
                 "blocks": {file: _block_crcs(tmp / file) for file in (*LAZY, ROWS)},
@@ -387,6 +406,12 @@ class SnapshotDir:
             os.fsync(f.fileno())
         for name, array in snap.index.to_parts().items():
             npy(f"bm25.{name}", array)
+        if snap.edges is not None:
+            with (tmp / EDGES).open("wb") as f:
+                with pa.ipc.new_file(f, snap.edges.schema) as writer:
+                    writer.write_table(snap.edges)
+                f.flush()
+                os.fsync(f.fileno())
         return {p.name: [p.stat().st_size, _crc(p)] for p in sorted(tmp.iterdir())}
 
     def _clean(self, keep: str) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship, State
-from octobrain.store import manifest, schema
+from octobrain.store import addresses, changes, manifest, schema
 from octobrain.store.location import StoreLocation
 
 if TYPE_CHECKING:
@@ -130,6 +130,21 @@ class Pinned:
     def scan_arrow(self, where: str, *, columns: Sequence[str]) -> pa.Table:
         return _scan_arrow(self._table, where, columns, None)
 
+    def count(self) -> int:
+        """Rows at this version (from the manifest: no data is read)."""
+        return int(self._table.count_rows())
+
+    def changes(
+        self, where: str, *, ids: Sequence[str] = (), addrs: Sequence[int] = ()
+    ) -> tuple[list[int], int, set[str], dict[int, str]]:
+        """The row addresses matching `where`, the row count, which of `ids` the table holds and
+        the id at each of the row addresses `addrs` (`store.addresses.changes`)."""
+        return addresses.changes(self._table, where, sql_in("id", ids) if ids else None, addrs)
+
+    def take(self, addrs: Sequence[int], columns: Sequence[str]) -> pa.Table:
+        """`columns` of the rows at these row addresses (`store.addresses.take`)."""
+        return addresses.take(self._table, addrs, columns)
+
 
 class MemoryStore:
     """The `memories` and `relationships` tables of the LanceDB database at `uri`."""
@@ -143,6 +158,7 @@ class MemoryStore:
         self._relationships: lancedb.table.Table | None = None
         self._lock: Any = None  # the store's write lock once connected
         self._tables: list[lancedb.table.Table] = []  # other tables handed out by `open_table`
+        self._pinned_tables: dict[str, lancedb.table.Table] = {}  # (`pinned`)
 
     def _open_db(self) -> lancedb.DBConnection:
         """Connect and create missing tables; no model check (see `_connect`)."""
@@ -263,9 +279,11 @@ class MemoryStore:
         table_schema = schema.memories_schema(self.model_id, self.dim)
         data = pa.Table.from_pylist(rows, schema=table_schema)
         db = self._open_db()
+        self._note_changes(everything=True)
         db.create_table(MEMORIES, data=data, schema=table_schema, mode="overwrite")
         self._memories = None
         self._relationships = None
+        self._pinned_tables = {}
 
     def version(self) -> int:
         """The latest committed version of `memories` (changes on every write by anyone)."""
@@ -296,9 +314,33 @@ class MemoryStore:
         """`memories` frozen at `version`: several reads through it see the same rows, whatever
         other processes commit meanwhile (each read through the store sees the latest)."""
         _ = self.memories  # connect and check the model
-        table = self._open_db().open_table(MEMORIES)
+        return self._pinned_at(MEMORIES, version)
+
+    def pinned_relationships(self, version: int) -> Pinned:
+        """`relationships` frozen at `version` (as `pinned`)."""
+        return self._pinned_at(RELATIONSHIPS, version)
+
+    def _pinned_at(self, name: str, version: int) -> Pinned:
+        # One handle per table, moved to each version asked for (opening one per catch-up
+        # cost more than the catch-up's reads); a `Pinned` is used before the next is made.
+        table = self._pinned_tables.get(name)
+        if table is None:
+            table = self._pinned_tables[name] = self._open_db().open_table(name)
         table.checkout(version)
         return Pinned(table)
+
+    def changes_since(self, table: str, version: int) -> changes.Changes:
+        """What octobrain's commits after `version` of `table` removed (`store.changes`)."""
+        return changes.since(self.location, table, version)
+
+    def _note_changes(
+        self, *, ids: Sequence[str] = (), edges: Sequence[str] = (), everything: bool = False
+    ) -> None:
+        """Record what the next commit removes, before it is made (under the write lock; the
+        tables are opened afresh: their latest versions, whatever model embedded them)."""
+        db = self._open_db()
+        versions = {name: int(db.open_table(name).version) for name in (MEMORIES, RELATIONSHIPS)}
+        changes.note(self.location, versions, ids=ids, edges=edges, everything=everything)
 
     def get(self, memory_id: str, scope: str) -> Memory:
         """A memory visible from `scope` (archived included), or `NotFound`."""
@@ -408,6 +450,10 @@ class MemoryStore:
 
         data = pa.Table.from_pylist(list(rows), schema=self.memories.schema)
         with self.write_lock():
+            if delete_where is not None:
+                kept = {row["id"] for row in rows}
+                gone = [r["id"] for r in self.scan(delete_where, columns=["id"])]
+                self._note_changes(ids=[i for i in gone if i not in kept])
             merge = self.memories.merge_insert("id").when_matched_update_all()
             merge = merge.when_not_matched_insert_all()
             if delete_where is not None:
@@ -418,6 +464,8 @@ class MemoryStore:
     def delete_relationships(self, where: str) -> None:
         """Delete the edges matching a predicate (one commit)."""
         with self.write_lock():
+            found = self.relationships.search().where(where).select(["id"]).limit(None)
+            self._note_changes(edges=found.to_arrow().column("id").to_pylist())
             self.relationships.delete(where)
 
     def open_table(self, name: str, table_schema: pa.Schema) -> lancedb.table.Table:
@@ -460,6 +508,7 @@ class MemoryStore:
             return 0
         with self.write_lock():
             before = self.count()
+            self._note_changes(ids=ids)
             self.memories.delete(sql_in("id", ids))
             deleted = before - self.count()
             self.relationships.delete(f"{sql_in('source_id', ids)} OR {sql_in('target_id', ids)}")
@@ -526,6 +575,7 @@ class MemoryStore:
                     "see `octobrain memory history`",
                 )
             at = numbers.index(version)
+            self._note_changes(everything=True)
             # Everything committed before the next memories commit belongs to this version
             # (memorize writes its edges just after its row).
             until = versions[at + 1]["timestamp"] if at + 1 < len(versions) else None
@@ -541,6 +591,7 @@ class MemoryStore:
                 if earlier and len(kept) > 1:
                     table.restore(max(int(v["version"]) for v in earlier))
             self._memories = self._relationships = None
+            self._pinned_tables = {}
         return self.history(1)[0]
 
     def _maybe_maintain(self) -> None:

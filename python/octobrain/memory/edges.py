@@ -1,0 +1,110 @@
+"""`EdgeMirror`: the mirror's copy of `relationships`, one Arrow table caught up in O(changes).
+
+Edges are only ever added or deleted. Added ones are the rows in fragments above the highest
+fragment the mirror holds (`octobrain.memory.catchup`); deleted ones are those the store's
+change record names (by edge id, or by a forgotten memory they touch), checked against the
+table. The result must hold as many edges as the table does at that version, or the whole
+table is read. A snapshot keeps the table, so opening one reads no edge from the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from octobrain.memory.catchup import ADDR, above, fragment_mark
+from octobrain.memory.corpus_io import int64s
+from octobrain.models import Relationship
+from octobrain.store import MemoryStore
+from octobrain.store.memories import Pinned
+from octobrain.store.schema import relationships_schema, row_to_relationship
+
+COLUMNS = [*relationships_schema().names, ADDR]
+
+
+class EdgeMirror:
+    """Every edge of the store at `version`, with its row address."""
+
+    def __init__(self, table: pa.Table | None = None, version: int = -1, mark: int = -1) -> None:
+        self.table, self.version, self.mark = table, version, mark
+        self.last_catch_up = ""  # as `Corpus.last_catch_up`
+
+    def refresh(self, store: MemoryStore, version: int) -> None:
+        """Catch up with `version` of `relationships` (a no-op when unchanged)."""
+        if version == self.version:
+            return
+        pinned = store.pinned_relationships(version)
+        table = None
+        if self.table is not None and 0 <= self.version < version:
+            table = self._cheap(store, pinned)
+        self.last_catch_up = "changes" if table is not None else "every row"
+        if table is None:
+            table = pinned.scan_arrow("true", columns=COLUMNS)
+            self.mark = fragment_mark(int64s(table.column(ADDR)))
+        self.table, self.version = table, version
+
+    def _cheap(self, store: MemoryStore, pinned: Pinned) -> pa.Table | None:
+        assert self.table is not None
+        removed = store.changes_since("relationships", self.version)
+        if removed.everything:
+            return None
+        held = self.table
+        maybe = None
+        asked: list[str] = []
+        if removed.ids or removed.edges:
+            nodes = pa.array(sorted(removed.ids), pa.string())
+            maybe = pc.or_(
+                pc.is_in(held.column("id"), value_set=pa.array(sorted(removed.edges), pa.string())),
+                pc.or_(
+                    pc.is_in(held.column("source_id"), value_set=nodes),
+                    pc.is_in(held.column("target_id"), value_set=nodes),
+                ),
+            )
+            asked = held.column("id").filter(maybe).to_pylist()
+        sample = [0, len(held) - 1] if len(held) else []
+        sampled = {int(held.column(ADDR)[i].as_py()): held.column("id")[i].as_py() for i in sample}
+        addrs, count, left, placed = pinned.changes(
+            above(self.mark), ids=asked, addrs=list(sampled)
+        )
+        new = pinned.take(addrs, COLUMNS) if addrs else held.slice(0, 0)
+        if len(new) != len(addrs):
+            return None
+        drop = pc.is_in(held.column("id"), value_set=new.column("id").combine_chunks())
+        if maybe is not None and asked:  # noted before its commit: edges still there stay
+            still = pa.array(sorted(left), pa.string())
+            gone = pc.and_(maybe, pc.invert(pc.is_in(held.column("id"), value_set=still)))
+            drop = pc.or_(drop, gone)
+        kept = held.filter(pc.invert(drop))
+        stay = set(kept.column("id").to_pylist()) if sampled else set()
+        if any(placed.get(a) != e for a, e in sampled.items() if e in stay):
+            return None  # not where the mirror holds it: a re-created table
+        table = pa.concat_tables([kept, new.cast(kept.schema)]) if len(new) else kept
+        if len(table) != count:
+            return None
+        self.mark = fragment_mark(int64s(new.column(ADDR)), self.mark)
+        return table
+
+    def touching(self, ids: Sequence[str]) -> list[Relationship]:
+        """Edges touching any of `ids` (each once), in the order of `ids`."""
+        if self.table is None or not len(self.table) or not ids:
+            return []
+        wanted = pa.array(list(dict.fromkeys(ids)), pa.string())
+        table = self.table
+        hit = pc.or_(
+            pc.is_in(table.column("source_id"), value_set=wanted),
+            pc.is_in(table.column("target_id"), value_set=wanted),
+        )
+        rows = table.filter(hit).drop_columns([ADDR]).to_pylist()
+        by_node: dict[str, list[Relationship]] = {}
+        for row in rows:
+            rel = row_to_relationship(row)
+            by_node.setdefault(rel.source_id, []).append(rel)
+            if rel.target_id != rel.source_id:
+                by_node.setdefault(rel.target_id, []).append(rel)
+        seen: dict[str, Relationship] = {}
+        for mid in ids:
+            for rel in by_node.get(mid, ()):
+                seen.setdefault(rel.id, rel)
+        return list(seen.values())

@@ -1,0 +1,131 @@
+"""The store's record of what its deletes and restores touched, so a mirror catches up in
+O(changes) (`_octobrain/changes.json`, beside the tables: a local file, or one object).
+
+A mirror catching up from version V finds the rows added or rewritten since V by their Lance
+row address (new rows always land in new fragments); rows *removed* from old fragments leave
+no such trace. So every octobrain write that removes rows without rewriting them (a forget, a
+consolidation's undo, an edge delete) first lists their ids here, with the table versions it
+started from, and a restore or a re-created table notes that everything may have changed.
+
+A note is written before its commit, under the store's write lock: a process killed between
+the two leaves a note for a change that never landed, which a reader checks against the table
+and ignores. A reader never trusts the record alone: the rows it thinks are left must match the
+table's row count, or it reads the whole table (`octobrain.memory.catchup`). An unreadable or
+truncated record means "everything may have changed".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from octobrain.store.location import StoreLocation
+
+RECORD = "changes.json"
+FORMAT = 1
+TABLES = ("memories", "relationships")
+MAX_ENTRIES = 256  # older notes are dropped; a mirror older than them reads the whole table
+MAX_IDS = 20_000
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What may have been removed since a version (see `since`)."""
+
+    everything: bool = False  # a restore, a re-created table, or a record that cannot tell
+    ids: frozenset[str] = field(default_factory=frozenset)  # memories (and the edges on them)
+    edges: frozenset[str] = field(default_factory=frozenset)  # relationships, by edge id
+
+
+def _read(location: StoreLocation) -> dict[str, Any] | None:
+    if location.path is None:
+        return location.read_json(RECORD)
+    try:
+        raw = (location.path / "_octobrain" / RECORD).read_bytes()
+    except FileNotFoundError:
+        return None
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value
+
+
+def _write(location: StoreLocation, record: dict[str, Any]) -> None:
+    if location.path is None:
+        location.write_json(RECORD, record)
+        return
+    folder = location.path / "_octobrain"
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{RECORD}.{os.getpid()}.tmp"
+    with tmp.open("wb") as f:
+        f.write(json.dumps(record).encode())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, folder / RECORD)
+
+
+def note(
+    location: StoreLocation,
+    versions: dict[str, int],
+    *,
+    ids: Sequence[str] = (),
+    edges: Sequence[str] = (),
+    everything: bool = False,
+) -> None:
+    """Record, before the commit that does it, that the commits after `versions` (each table's
+    latest version now) remove `ids` (memories, with their edges) and `edges`, or may change
+    anything. Call under the store's write lock."""
+    try:
+        record = _read(location) or {}
+    except (OSError, ValueError):
+        record = {}  # unreadable: rewritten; its floor below covers what it held
+    if record.get("format") != FORMAT:
+        record = {"format": FORMAT, "floor": {}, "entries": []}
+    entry: dict[str, Any] = {t: int(versions[t]) for t in TABLES if t in versions}
+    if everything:
+        entry["all"] = True
+    if ids:
+        entry["ids"] = sorted(set(ids))
+    if edges:
+        entry["edges"] = sorted(set(edges))
+    entries: list[dict[str, Any]] = [*record["entries"], entry]
+    # (A new record has no floor: a delete before it was noted is still caught by the count.)
+    floor: dict[str, int] = dict(record["floor"])
+    while len(entries) > MAX_ENTRIES or (
+        len(entries) > 1
+        and sum(len(e.get("ids", ())) + len(e.get("edges", ())) for e in entries) > MAX_IDS
+    ):
+        dropped = entries.pop(0)
+        for t in TABLES:
+            if t in dropped:
+                floor[t] = max(floor.get(t, 0), int(dropped[t]) + 1)
+    _write(location, {"format": FORMAT, "floor": floor, "entries": entries})
+
+
+def since(location: StoreLocation, table: str, version: int) -> Changes:
+    """What the commits after `version` of `table` may have removed, as far as the record
+    knows. Without a record nothing was noted; a mirror still checks the row count."""
+    try:
+        record = _read(location)
+    except (OSError, ValueError):
+        return Changes(everything=True)
+    if record is None:
+        return Changes()
+    if record.get("format") != FORMAT:
+        return Changes(everything=True)
+    if version < int(record.get("floor", {}).get(table, 0)):
+        return Changes(everything=True)
+    ids: set[str] = set()
+    edges: set[str] = set()
+    for entry in record.get("entries", []):
+        if table not in entry or int(entry[table]) < version:
+            continue  # its commit is at or before `version`: already seen
+        if entry.get("all"):
+            return Changes(everything=True)
+        ids.update(entry.get("ids", ()))
+        edges.update(entry.get("edges", ()))
+    return Changes(ids=frozenset(ids), edges=frozenset(edges))
