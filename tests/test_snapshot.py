@@ -76,6 +76,27 @@ def _opened_from_snapshot(brain: Brain) -> bool:
     return brain.retriever.corpus.opened_snapshot
 
 
+def test_a_mirror_that_built_itself_reads_its_snapshot_once_written(tmp_path: Path) -> None:
+    # What a process built from the store is dropped for the mapped snapshot it wrote (so a
+    # long-lived service holds no more than one that opened it), with every write still seen.
+    brain = _brain(tmp_path / "db")
+    ids = _fill(brain)
+    assert _found(brain, "zq3 setting")[0] == ids[3]  # built, then the snapshot written
+    corpus = brain.retriever.corpus
+    assert not corpus.reads_snapshot and not corpus.opened_snapshot
+    writer = _brain(tmp_path / "db", snapshot_min_rows=0)
+    added, _ = writer.memorize("Fresh note on cache", "The cache service uses setting zqnew.")
+    writer.forget([ids[4]], confirm=True)
+    own, _ = brain.memorize("Own note on deploy", "The deploy service uses setting zqown.")
+    assert _found(brain, "zqnew")[0] == added.id
+    assert corpus.reads_snapshot and not corpus.opened_snapshot  # adopted, not opened
+    assert _found(brain, "zqown")[0] == own.id
+    assert ids[4] not in _found(brain, "zq4 setting", limit=50)
+    assert _found(brain, "setting", limit=50) == _found(
+        _brain(tmp_path / "db"), "setting", limit=50
+    )
+
+
 def test_a_new_process_opens_the_snapshot_and_sees_later_writes(tmp_path: Path) -> None:
     first = _brain(tmp_path / "db")
     ids = _fill(first)

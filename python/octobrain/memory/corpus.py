@@ -142,6 +142,7 @@ class Corpus:
         self._lock = threading.Lock()
         self._writer: threading.Thread | None = None
         self._damaged = False  # a background write found the snapshot damaged
+        self._written = False  # a background write put this mirror's snapshot in place
         self.pos_of = Positions(self)
         self._reset()
 
@@ -195,6 +196,12 @@ class Corpus:
             else EdgeMirror()
         )
 
+    @property
+    def reads_snapshot(self) -> bool:
+        """Whether the mirror reads a snapshot's mapped files (opened one, or adopted the one
+        it wrote) rather than only what it read from the store itself."""
+        return self._source is not None
+
     def rows(self) -> pa.Table:
         """The mirrored rows, once they are verified (a snapshot's are checked meanwhile)."""
         if self._rows_ready is not None:
@@ -216,6 +223,8 @@ class Corpus:
         with self._lock:
             try:
                 rows_version, edges_version = latest_versions(self._store)
+                if self._written and self._source is None:
+                    self._adopt_written()
                 if self._version == -1 and self._snapshots is not None:
                     self._adopt_snapshot(rows_version)
                 self._refresh_edges(edges_version)
@@ -238,6 +247,20 @@ class Corpus:
             log.warning("memory snapshot disagrees with the store; rebuilding")
             return  # another table under the same name: never served
         self._reset(snap)
+
+    def _adopt_written(self) -> None:
+        """A mirror built from the store reads its snapshot's mapped files once they are
+        written, instead of what it built: the rows, vectors and index it holds (most of a
+        building process's memory: a resident service at 100k kept 1 GB more than one that
+        opened the snapshot) are dropped, and the catch-up goes on from the snapshot's version
+        as in any process that opened it."""
+        assert self._snapshots is not None
+        self._written = False
+        snap = self._snapshots.load()
+        if snap is not None and snap.version <= self._version:
+            opened = self.opened_snapshot
+            self._reset(snap)
+            self.opened_snapshot = opened  # (how it started)
 
     def _maybe_snapshot(self) -> None:
         """Write the snapshot when due, off the request path: what it needs is captured now,
@@ -268,6 +291,8 @@ class Corpus:
         except SnapshotDamaged as exc:  # what it was made from: the next query rebuilds
             log.warning("memory snapshot damaged (%s); rebuilding from the store", exc)
             self._damaged = True
+        else:
+            self._written = True  # the next refresh may read it instead of what it built
 
     def wait_for_snapshot(self) -> None:
         """Block until a snapshot being written in the background is in place (or failed)."""
