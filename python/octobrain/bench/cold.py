@@ -27,7 +27,7 @@ from typing import Any
 
 from octobrain.bench.scale import SCOPE, make_memories, make_queries
 
-__all__ = ["cold_table", "run_cold"]
+__all__ = ["cold_table", "run_cold", "target_ms"]
 
 COMMANDS = ("remember", "memorize", "session-start", "pre-compact", "session-end")
 TARGETS_MS = {
@@ -39,6 +39,16 @@ TARGETS_MS = {
     "mcp tools/list": 150.0,
     "mcp first remember": 400.0,
 }
+REMEMBER_100K_MS = 400.0  # the issue's `remember` target at 100k memories; the rest are set at 10k
+
+
+def target_ms(command: str, memories: int) -> float:
+    """The target a command's p50 is held to at a store of `memories`."""
+    if command == "remember" and memories >= 100_000:
+        return REMEMBER_100K_MS
+    return TARGETS_MS[command]
+
+
 _TRANSCRIPT = [
     {"type": "user", "message": {"role": "user", "content": "The login test fails on CI."}},
     {
@@ -293,14 +303,14 @@ def cold_table(reports: Sequence[dict[str, Any]]) -> str:
     for r in reports:
         for command in [c for c in COMMANDS if c in r["service"]]:
             warm, cold = r["service"][command], r["in_process"][command]
-            target = TARGETS_MS[command]
+            target = target_ms(command, r["memories"])
             lines.append(
                 f"| `{command}` | {r['memories']:,} | {warm['p50_ms']:.0f} / {warm['p90_ms']:.0f} "
                 f"ms | {cold['p50_ms']:.0f} / {cold['p90_ms']:.0f} ms | ≤ {target:.0f} ms | "
                 f"{'yes' if warm['p50_ms'] <= target else 'no'} |"
             )
         for name, warm in r["mcp"].items():
-            cold, target = r["mcp_in_process"][name], TARGETS_MS[f"mcp {name}"]
+            cold, target = r["mcp_in_process"][name], target_ms(f"mcp {name}", r["memories"])
             lines.append(
                 f"| `mcp` spawn → {name} | {r['memories']:,} | {warm['p50_ms']:.0f} / "
                 f"{warm['p90_ms']:.0f} ms | {cold['p50_ms']:.0f} / {cold['p90_ms']:.0f} ms | "

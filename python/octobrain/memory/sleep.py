@@ -80,7 +80,10 @@ def sleep_pass(
         engine.repair()
     cutoff = now - timedelta(days=max_age_days)
     where = f"{_statements(scope)} AND created_at >= timestamp {sql_str(cutoff.isoformat())}"
-    rows = engine.store.scan(where)
+    table = engine.store.scan_arrow(where)
+    rows = table.drop_columns(["embedding"]).to_pylist()
+    for row, vector in zip(rows, vectors_of(table, engine.store.dim), strict=True):
+        row["embedding"] = vector  # a row of one float32 matrix, not a list of Python floats
     # Findings of a goal wait for the goal to be closed.
     excluded = engine.log.not_to_cluster(scope) | _achievers(engine, [r["id"] for r in rows])
     rows = [r for r in rows if r["id"] not in excluded and not _said(r["tags"])]
