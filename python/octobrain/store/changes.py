@@ -16,8 +16,6 @@ truncated record means "everything may have changed".
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -41,33 +39,6 @@ class Changes:
     edges: frozenset[str] = field(default_factory=frozenset)  # relationships, by edge id
 
 
-def _read(location: StoreLocation) -> dict[str, Any] | None:
-    if location.path is None:
-        return location.read_json(RECORD)
-    try:
-        raw = (location.path / "_octobrain" / RECORD).read_bytes()
-    except FileNotFoundError:
-        return None
-    value = json.loads(raw)
-    if not isinstance(value, dict):
-        raise ValueError("not a JSON object")
-    return value
-
-
-def _write(location: StoreLocation, record: dict[str, Any]) -> None:
-    if location.path is None:
-        location.write_json(RECORD, record)
-        return
-    folder = location.path / "_octobrain"
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{RECORD}.{os.getpid()}.tmp"
-    with tmp.open("wb") as f:
-        f.write(json.dumps(record).encode())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, folder / RECORD)
-
-
 def note(
     location: StoreLocation,
     versions: dict[str, int],
@@ -80,7 +51,7 @@ def note(
     latest version now) remove `ids` (memories, with their edges) and `edges`, or may change
     anything. Call under the store's write lock."""
     try:
-        record = _read(location) or {}
+        record = location.read_json(RECORD) or {}
     except (OSError, ValueError):
         record = {}  # unreadable: rewritten; its floor below covers what it held
     if record.get("format") != FORMAT:
@@ -103,14 +74,14 @@ def note(
         for t in TABLES:
             if t in dropped:
                 floor[t] = max(floor.get(t, 0), int(dropped[t]) + 1)
-    _write(location, {"format": FORMAT, "floor": floor, "entries": entries})
+    location.write_json(RECORD, {"format": FORMAT, "floor": floor, "entries": entries})
 
 
 def since(location: StoreLocation, table: str, version: int) -> Changes:
     """What the commits after `version` of `table` may have removed, as far as the record
     knows. Without a record nothing was noted; a mirror still checks the row count."""
     try:
-        record = _read(location)
+        record = location.read_json(RECORD)
     except (OSError, ValueError):
         return Changes(everything=True)
     if record is None:

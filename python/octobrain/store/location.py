@@ -156,21 +156,42 @@ class StoreLocation:
     # ---- small shared records (object stores only) ----------------------------------------
 
     def read_json(self, name: str) -> dict[str, Any] | None:
-        """The record `name` under `_octobrain/`, or None when it does not exist."""
-        import obstore
+        """The record `name` under `_octobrain/`, or None when it does not exist. A record that
+        is not a JSON object raises ValueError (as does one that is not JSON)."""
+        if self.path is not None:
+            try:
+                raw = (self.path / _META / name).read_bytes()
+            except FileNotFoundError:
+                return None
+        else:
+            import obstore
 
-        try:
-            raw = bytes(obstore.get(self.objects(), f"{_META}/{name}").bytes())
-        except FileNotFoundError:
-            return None
-        record: dict[str, Any] = json.loads(raw)
+            try:
+                raw = bytes(obstore.get(self.objects(), f"{_META}/{name}").bytes())
+            except FileNotFoundError:
+                return None
+        record = json.loads(raw)
+        if not isinstance(record, dict):
+            raise ValueError("not a JSON object")
         return record
 
     def write_json(self, name: str, record: Mapping[str, Any]) -> None:
-        """Write the record `name` under `_octobrain/` (one object put: whole or absent)."""
-        import obstore
+        """Write the record `name` under `_octobrain/`, whole or not at all: one object put, or
+        a file written beside it, synced and renamed over it."""
+        data = json.dumps(record).encode()
+        if self.path is None:
+            import obstore
 
-        obstore.put(self.objects(), f"{_META}/{name}", json.dumps(record).encode())
+            obstore.put(self.objects(), f"{_META}/{name}", data)
+            return
+        target = self.path / _META / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        with tmp.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
 
     def objects(self) -> Any:
         """The obstore handle for this store's prefix (object stores only)."""

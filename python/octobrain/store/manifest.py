@@ -12,7 +12,6 @@ are recorded. A read-only store that cannot record them is simply not adopted ye
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -99,7 +98,7 @@ def read_failure(exc: BaseException) -> str | None:
 def recorded(location: StoreLocation) -> set[str] | None:
     """The tables the manifest lists, or None when the store has no manifest yet."""
     try:
-        record = _read(location)
+        record = location.read_json(MANIFEST)
     except (OSError, ValueError) as exc:
         raise StorageError(
             f"store: {location}: _octobrain/{MANIFEST} cannot be read ({short_reason(exc)}); "
@@ -120,9 +119,9 @@ def recorded(location: StoreLocation) -> set[str] | None:
 def record(location: StoreLocation, *names: str) -> None:
     """Add `names` to the manifest (read-modify-write under the manifest's own lock)."""
     with location.lock("manifest", _LOCK_TIMEOUT_S):
-        current = _read(location) or {}
+        current = location.read_json(MANIFEST) or {}
         tables = set(current.get("tables") or []) | set(names)
-        _write(location, {"tables": sorted(tables)})
+        location.write_json(MANIFEST, {"tables": sorted(tables)})
 
 
 def open_or_create(
@@ -179,31 +178,6 @@ def adopt_if_new(db: lancedb.DBConnection, location: StoreLocation) -> None:
         record(location, *found)
     except Exception as exc:
         log.info("could not record the store's tables in its manifest: %s", exc)
-
-
-def _read(location: StoreLocation) -> dict[str, Any] | None:
-    if location.path is None:
-        return location.read_json(MANIFEST)
-    path = location.path / "_octobrain" / MANIFEST
-    try:
-        raw = path.read_text()
-    except FileNotFoundError:
-        return None
-    value = json.loads(raw)
-    if not isinstance(value, dict):
-        raise ValueError("not a JSON object")
-    return value
-
-
-def _write(location: StoreLocation, value: dict[str, Any]) -> None:
-    if location.path is None:
-        location.write_json(MANIFEST, value)
-        return
-    folder = location.path / "_octobrain"
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(value))
-    os.replace(tmp, folder / MANIFEST)
 
 
 class StoreWatch:
