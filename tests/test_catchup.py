@@ -11,29 +11,14 @@ import sys
 import textwrap
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from octobrain.config import Config, SearchConfig
-from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.memory.corpus import Corpus
 from octobrain.models import Memory, Relationship, RelationshipType, utcnow
-
-SCOPE = "github.com/acme/api"
-MODEL = "hash:64"
-
-
-@pytest.fixture(autouse=True)
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
-    return tmp_path / "data"
-
-
-def _brain(uri: Path, **search: Any) -> Brain:
-    config = Config(search=SearchConfig(**{"snapshot_min_rows": 1, **search}))
-    return Brain(SCOPE, config=config, embedder=get_embedder(MODEL), uri=uri)
+from tests.test_snapshot import SCOPE, _brain
+from tests.test_snapshot import data_dir as data_dir  # the autouse data directory, shared
 
 
 def _fill(brain: Brain, n: int = 30) -> list[str]:
