@@ -52,15 +52,18 @@ def _config_stamp(path: str) -> tuple[int, int] | None:
 
 
 def trim_heap() -> None:
-    """Hand the C heap's free pages back to the system (glibc's `malloc_trim`). A mirror built
-    from the store or a sleep pass frees hundreds of MB that glibc would otherwise keep mapped
-    for the rest of the service's life; called after the reply, off the command's clock."""
+    """Hand the heap's free pages back to the system (Arrow's pool, then glibc's `malloc_trim`).
+    A mirror built from the store or a sleep pass frees hundreds of MB that the allocators would
+    otherwise keep for the rest of the service's life; called after the reply, off the clock."""
     global _malloc_trim
     if _malloc_trim is None:
         try:
             _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
         except (OSError, AttributeError):  # not glibc: nothing to hand back this way
             _malloc_trim = False
+    arrow = sys.modules.get("pyarrow")
+    if arrow is not None:  # Arrow's own allocator keeps freed blocks too
+        arrow.default_memory_pool().release_unused()
     if _malloc_trim:
         _malloc_trim(0)
 

@@ -18,6 +18,7 @@ of reading and indexing the whole store.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -261,6 +262,7 @@ class Corpus:
             opened = self.opened_snapshot
             self._reset(snap)
             self.opened_snapshot = opened  # (how it started)
+            gc.collect()  # what it built is held in reference cycles too: free it now, once
 
     def _maybe_snapshot(self) -> None:
         """Write the snapshot when due, off the request path: what it needs is captured now,
