@@ -16,6 +16,7 @@ import pytest
 
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
+from octobrain.kernels.clustering import unit_rows
 from octobrain.memory.brain import Brain
 from octobrain.memory.briefing import build_briefing
 from octobrain.memory.conflicts import (
@@ -107,9 +108,16 @@ def test_pairs_need_near_identical_wording_and_disjoint_numbers() -> None:
     b = row("b", "timeout 45 s", [1, 0.1])  # cosine 0.995: conflicts with a
     c = row("c", "timeout 30 s, 45 s under load", [1, 0.1])  # shares a number with each
     d = row("d", "pool 45", [0, 1])  # disjoint numbers but another subject
-    pairs = conflicting_pairs([a, b], StatementPool.of_rows([a, b, c, d]), threshold=0.9)
+
+    def pool(*rows: dict[str, object]) -> StatementPool:
+        vectors = unit_rows(np.stack([np.asarray(r["embedding"]) for r in rows]))
+        ids, contents = [str(r["id"]) for r in rows], [str(r["content"]) for r in rows]
+        sources, said = [Source.AGENT_INFERRED.value] * len(rows), [utcnow()] * len(rows)
+        return StatementPool(ids, contents, vectors, sources, said)
+
+    pairs = conflicting_pairs([a, b], pool(a, b, c, d), threshold=0.9)
     assert pairs == [("a", "b")]  # each pair once, never a row with itself
-    assert conflicting_pairs([a], StatementPool.of_rows([b]), threshold=0.999) == []
+    assert conflicting_pairs([a], pool(b), threshold=0.999) == []
 
 
 def test_a_changed_value_outranks_the_old_one_however_often_that_was_read(tmp_path: Path) -> None:

@@ -104,18 +104,6 @@ class StatementPool:
     sources: list[str]
     created: list[datetime]
 
-    @classmethod
-    def of_rows(cls, rows: Sequence[Mapping[str, Any]]) -> StatementPool:
-        """A pool of rows that carry `id`, `content`, `embedding` (and `source`,
-        `created_at` when their statements are resolved)."""
-        return cls(
-            [r["id"] for r in rows],
-            [r["content"] for r in rows],
-            _unit(rows) if rows else np.zeros((0, 0), dtype=np.float32),
-            [r.get("source", "") for r in rows],
-            [r.get("created_at", datetime.min) for r in rows],
-        )
-
     def __len__(self) -> int:
         return len(self.ids)
 
