@@ -1,0 +1,299 @@
+"""Where the config and the data live, how the file and the environment become a `Config`,
+and how a `Config` is written back as TOML.
+
+Precedence: defaults < the file < `OCTOBRAIN_<SECTION>_<KEY>` environment variables. A missing
+file or a partial file is valid; unknown keys are logged as warnings (never fatal, so a config
+written for a newer version still loads); a bad value is a `ConfigError` naming the file (or
+the env var), the dotted key and the rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from octobrain.config.schema import CONFIG_VERSION, Config
+from octobrain.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on 3.10
+    import tomli as tomllib
+
+# The name users and tests filter on: the package, not this module.
+log = logging.getLogger("octobrain.config")
+
+# ---- locations ---------------------------------------------------------------------------
+
+
+def data_dir() -> Path:
+    """Data root: `$OCTOBRAIN_DATA_DIR`, else the platform's user data dir. Not created here."""
+    env = os.environ.get("OCTOBRAIN_DATA_DIR", "").strip()
+    if env:
+        return Path(env).expanduser()
+    import platformdirs  # lazy: only needed when no override is set
+
+    return Path(platformdirs.user_data_dir("octobrain", appauthor=False))
+
+
+def config_path() -> Path:
+    """Config file: `$OCTOBRAIN_CONFIG_PATH`, else `<data root>/config.toml`."""
+    env = os.environ.get("OCTOBRAIN_CONFIG_PATH", "").strip()
+    return Path(env).expanduser() if env else data_dir() / "config.toml"
+
+
+def storage_options(config: Config) -> dict[str, str]:
+    """`storage.options` as a dict (validated at load: every entry is key=value)."""
+    return dict(
+        (key.strip(), value.strip())
+        for key, _, value in (item.partition("=") for item in config.storage.options)
+    )
+
+
+def resolve_storage_uri(config: Config) -> str:
+    """The store location: `storage.uri`, or `<data root>/db` when empty."""
+    uri = config.storage.uri
+    if not uri:
+        return str(data_dir() / "db")
+    return uri if "://" in uri else str(Path(uri).expanduser())
+
+
+# ---- loading -----------------------------------------------------------------------------
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _leaves(cls: type, prefix: str = "") -> list[tuple[str, Any, dataclasses.Field[Any]]]:
+    """Every leaf key as (dotted name, type, field), in declaration order."""
+    out: list[tuple[str, Any, dataclasses.Field[Any]]] = []
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        typ = hints[f.name]
+        if dataclasses.is_dataclass(typ):
+            out.extend(_leaves(typ, f"{prefix}{f.name}."))  # type: ignore[arg-type]
+        else:
+            out.append((f"{prefix}{f.name}", typ, f))
+    return out
+
+
+def env_var_for(dotted_key: str) -> str:
+    """The env var overriding a key: `search.hyde.alpha` -> `OCTOBRAIN_SEARCH_HYDE_ALPHA`."""
+    return "OCTOBRAIN_" + dotted_key.upper().replace(".", "_")
+
+
+def _coerce(value: Any, typ: Any) -> tuple[Any, str | None]:
+    """Check a TOML value against a field type; return (value, problem)."""
+    if typ is bool:
+        return value, None if isinstance(value, bool) else "must be true or false"
+    if typ is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return value, None if ok else "must be an integer"
+    if typ is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value), None
+        return value, "must be a number"
+    if typ is str:
+        return value, None if isinstance(value, str) else "must be a string"
+    if typing.get_origin(typ) is tuple:
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value), None
+        return value, "must be a list of strings"
+    raise TypeError(f"unsupported config type {typ!r}")  # a bug in this module, not user input
+
+
+def _parse_env(raw: str, typ: Any) -> tuple[Any, str | None]:
+    """Parse an env var's text into a field type; return (value, problem)."""
+    text = raw.strip()
+    if typ is bool:
+        low = text.lower()
+        if low in ("1", "true", "yes", "on"):
+            return True, None
+        if low in ("0", "false", "no", "off"):
+            return False, None
+        return raw, "must be one of 1, 0, true, false, yes, no, on, off"
+    if typ is int:
+        try:
+            return int(text), None
+        except ValueError:
+            return raw, "must be an integer"
+    if typ is float:
+        try:
+            return float(text), None
+        except ValueError:
+            return raw, "must be a number"
+    if typing.get_origin(typ) is tuple:
+        return tuple(p.strip() for p in text.split(",") if p.strip()), None
+    return raw, None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("", f"cannot read the file: {exc}", str(path)) from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:  # its message carries "(at line L, column C)"
+        raise ConfigError("", f"invalid TOML: {exc}", str(path)) from exc
+    except RecursionError:  # the parser recurses once per nested array or inline table
+        raise ConfigError(
+            "", "invalid TOML: arrays or inline tables nested too deeply", str(path)
+        ) from None
+
+
+def _check_shape(data: Mapping[str, Any], cls: type, prefix: str, source: str) -> None:
+    """Warn about unknown keys; a section given as a plain value is an error."""
+    hints = _hints(cls)
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if key not in hints:
+            log.warning("%s: unknown config key %r is ignored", source, dotted)
+        elif dataclasses.is_dataclass(hints[key]):
+            if not isinstance(value, dict):
+                raise ConfigError(dotted, f"must be a table ([{dotted}])", source)
+            _check_shape(value, hints[key], f"{dotted}.", source)
+
+
+def _build(cls: type, values: Mapping[str, Any], prefix: str = "") -> Any:
+    kwargs: dict[str, Any] = {}
+    for name, typ in _hints(cls).items():
+        if dataclasses.is_dataclass(typ):
+            kwargs[name] = _build(typ, values, f"{prefix}{name}.")  # type: ignore[arg-type]
+        elif f"{prefix}{name}" in values:
+            kwargs[name] = values[f"{prefix}{name}"]
+    return cls(**kwargs)
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Load the config file (default `config_path()`), apply env overrides, validate.
+
+    A missing file gives the defaults. Raises `ConfigError` (an `InvalidInput`) on a corrupt
+    file, a wrongly typed or out-of-range value, or a bad env override.
+    """
+    file = Path(path) if path is not None else config_path()
+    source = str(file)
+    data = _read_toml(file)
+    _check_shape(data, Config, "", source)
+
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for dotted, typ, f in _leaves(Config):
+        node: Any = data
+        for part in dotted.split("."):
+            node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
+        if node is not _MISSING:
+            value, problem = _coerce(node, typ)
+            if problem:
+                raise ConfigError(dotted, problem, source)
+            values[dotted], origin[dotted] = value, source
+        env = env_var_for(dotted)
+        if env in os.environ:
+            value, problem = _parse_env(os.environ[env], typ)
+            if problem:
+                raise ConfigError(env, problem)
+            values[dotted], origin[dotted] = value, env
+        rule = f.metadata.get("rule")
+        if dotted in values and rule is not None:
+            problem = rule(values[dotted])
+            if problem:
+                where = origin[dotted]
+                key = dotted if where == source else where
+                raise ConfigError(key, problem, source if where == source else None)
+
+    config: Config = _build(Config, values)
+    _check_cross(config, source if file.exists() else None)
+    return config
+
+
+_MISSING = object()
+
+
+def _check_cross(c: Config, source: str | None) -> None:
+    """Rules that involve two keys."""
+    if c.version > CONFIG_VERSION:
+        raise ConfigError(
+            "version",
+            f"{c.version} is newer than this octobrain understands ({CONFIG_VERSION})",
+            source,
+        )
+    if c.knowledge.chunk_overlap >= c.knowledge.chunk_size:
+        raise ConfigError(
+            "knowledge.chunk_overlap", "must be less than knowledge.chunk_size", source
+        )
+    if c.knowledge.parent_size < c.knowledge.chunk_size:
+        raise ConfigError("knowledge.parent_size", "must be >= knowledge.chunk_size", source)
+    if c.search.default_limit > c.search.max_results:
+        raise ConfigError("search.default_limit", "must be <= search.max_results", source)
+    if c.search.vector_weight == 0 and c.search.bm25_weight == 0:
+        raise ConfigError(
+            "search.bm25_weight", "cannot be 0 when search.vector_weight is 0", source
+        )
+    host = c.mcp.bind.rpartition(":")[0]
+    if c.mcp.bind and host not in ("127.0.0.1", "localhost", "[::1]") and not c.mcp.token:
+        raise ConfigError(
+            "mcp.token", "is required when mcp.bind is not a loopback address", source
+        )
+
+
+# ---- rendering ---------------------------------------------------------------------------
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)  # JSON string escapes are valid TOML
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot render {v!r} as TOML")
+
+
+def _render(obj: Any, prefix: str, comments: bool, lines: list[str]) -> None:
+    tables: list[tuple[str, Any]] = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            tables.append((f"{prefix}{f.name}", value))
+            continue
+        if comments and f.metadata.get("doc"):
+            lines.append(f"# {f.metadata['doc']}")
+        lines.append(f"{f.name} = {_toml_value(value)}")
+    for name, table in tables:
+        lines.append("")
+        doc = (type(table).__doc__ or "").splitlines()[0]
+        if comments and doc:
+            lines.append(f"# {doc.split(': ', 1)[-1]}")
+        lines.append(f"[{name}]")
+        _render(table, f"{name}.", comments, lines)
+
+
+def render_toml(config: Config, *, comments: bool = False) -> str:
+    """Render a config as TOML (loads back to an equal `Config`)."""
+    lines: list[str] = []
+    _render(config, "", comments, lines)
+    return "\n".join(lines) + "\n"
+
+
+def default_config_toml() -> str:
+    """A commented template holding every key at its default."""
+    header = [
+        "# octobrain configuration. Every key is optional: delete what you do not change.",
+        "# Any key can be overridden by an environment variable OCTOBRAIN_<SECTION>_<KEY>,",
+        "# e.g. OCTOBRAIN_EMBEDDING_MODEL or OCTOBRAIN_SEARCH_HYDE_ALPHA.",
+        "",
+        "",
+    ]
+    return "\n".join(header) + render_toml(Config(), comments=True)
