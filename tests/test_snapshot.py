@@ -307,7 +307,7 @@ def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
     # handed to LanceDB as a prefilter. Either way only allowed rows come back, the exact best.
     from octobrain.kernels.hybrid import exact_top
     from octobrain.memory import search as search_module
-    from octobrain.memory.search import Filters
+    from octobrain.memory.query import Filters
     from octobrain.models import Memory, MemoryType
     from octobrain.store import memories as store_module
     from octobrain.store.memories import visible_scopes

@@ -380,7 +380,7 @@ def _serve_child(argv: Sequence[str]) -> None:
     from octobrain.config import SearchConfig
     from octobrain.kernels.hybrid import exact_top
     from octobrain.memory.brain import Brain
-    from octobrain.memory.search import Filters
+    from octobrain.memory.query import Filters
     from octobrain.store.memories import visible_scopes
 
     uri, queries_file, out_file, mode = argv[:4]

@@ -16,7 +16,8 @@ from octobrain.errors import InvalidInput
 from octobrain.memory import temporal
 from octobrain.memory.access import AccessQueue
 from octobrain.memory.corpus import LIGHT_COLUMNS
-from octobrain.memory.search import Hit, parse_filters, parse_queries
+from octobrain.memory.query import parse_filters, parse_queries
+from octobrain.memory.search import Hit
 from octobrain.models import (
     Memory,
     Relationship,

@@ -1,0 +1,111 @@
+"""What a caller asks `remember` for, checked: the query strings, and the filters beside the
+scope rule (types, tags, files, a time window), with the SQL prefilter they make."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta, timezone
+
+from octobrain.errors import InvalidInput
+from octobrain.models import (
+    MAX_QUERIES,
+    QUERY_BYTES,
+    MemoryType,
+    check_text,
+    clean_files,
+    clean_tags,
+    parse_memory_type,
+)
+from octobrain.store.memories import sql_in, sql_str, visible_where
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a query may return besides the scope rule."""
+
+    memory_types: tuple[MemoryType, ...] = ()
+    tags: tuple[str, ...] = ()
+    related_files: tuple[str, ...] = ()
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    include_archived: bool = False
+
+    def where(self, scope: str) -> str:
+        """The SQL prefilter for the vector leg: every filter, so a narrow one (a tag a few
+        hundred of a million rows carry) still gets the index's nearest rows that meet it."""
+        parts = [visible_where(scope, include_archived=self.include_archived)]
+        if self.memory_types:
+            parts.append(sql_in("memory_type", [t.value for t in self.memory_types]))
+        for column, wanted in (("tags", self.tags), ("related_files", self.related_files)):
+            if wanted:  # any of them, as the mirror's mask reads it
+                parts.append(f"array_has_any({column}, [{', '.join(map(sql_str, wanted))}])")
+        if self.created_after is not None:
+            parts.append(f"created_at >= timestamp {sql_str(self.created_after.isoformat())}")
+        if self.created_before is not None:
+            parts.append(f"created_at < timestamp {sql_str(self.created_before.isoformat())}")
+        return " AND ".join(parts)
+
+
+def parse_time(
+    field: str, value: str | datetime | None, *, end_of_day: bool = False
+) -> datetime | None:
+    """ISO-8601 (with or without zone; naive means UTC) or a bare YYYY-MM-DD.
+
+    A bare date as an upper bound means the end of that day, so `created_before=2026-05-01`
+    keeps memories of 1 May — the opposite of upstream, which dropped the whole day.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        text = str(value).strip()
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(
+                field, f"must be ISO-8601 (e.g. 2026-05-01 or 2026-05-01T12:00:00Z), got {value!r}"
+            ) from None
+        if len(text) == 10 and end_of_day:
+            moment = datetime.combine(moment.date() + timedelta(days=1), time())
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def parse_queries(query: str | Sequence[str]) -> list[str]:
+    """1–5 query strings, each 3–500 bytes after trimming."""
+    items = [query] if isinstance(query, str) else list(query)
+    if not 1 <= len(items) <= MAX_QUERIES:
+        raise InvalidInput("query", f"give 1–{MAX_QUERIES} query strings, got {len(items)}")
+    name = "query" if isinstance(query, str) else "query[{}]"
+    return [check_text(name.format(i), q, QUERY_BYTES) for i, q in enumerate(items)]
+
+
+def parse_filters(
+    memory_types: Sequence[str] | None,
+    tags: Sequence[str] | None,
+    related_files: Sequence[str] | None,
+    created_after: str | datetime | None,
+    created_before: str | datetime | None,
+) -> Filters:
+    """Validated filters; a bare-date upper bound includes that day."""
+    after = parse_time("created_after", created_after)
+    before = parse_time("created_before", created_before, end_of_day=True)
+    if after and before and after >= before:
+        raise InvalidInput("created_before", "must be later than created_after")
+    if isinstance(memory_types, str):
+        raise InvalidInput("memory_types", "must be a list of memory types")
+    types = tuple(
+        dict.fromkeys(
+            parse_memory_type(t, field_name=f"memory_types[{i}]")
+            for i, t in enumerate(memory_types or [])
+        )
+    )
+    tag_filter, file_filter = clean_tags(tags), clean_files(related_files)
+    for name, given, kept in (
+        ("tags", tags, tag_filter),
+        ("related_files", related_files, file_filter),
+    ):
+        if given and not kept:  # all blank: filtering by it would silently match everything
+            raise InvalidInput(name, "must hold at least one non-blank entry to filter by")
+    return Filters(types, tuple(tag_filter), tuple(file_filter), after, before)
