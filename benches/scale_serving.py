@@ -30,7 +30,7 @@ from octobrain.embed.factory import get_embedder
 from octobrain.kernels.hybrid import exact_top
 from octobrain.memory import search
 from octobrain.memory.brain import Brain
-from octobrain.store.memories import visible_scopes
+from octobrain.store.sql import visible_scopes
 
 
 def _open(store: str) -> Brain:

@@ -310,7 +310,7 @@ def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
     from octobrain.memory.query import Filters
     from octobrain.models import Memory, MemoryType
     from octobrain.store import memories as store_module
-    from octobrain.store.memories import visible_scopes
+    from octobrain.store.sql import visible_scopes
 
     exact = _brain(tmp_path / "db", snapshot_min_rows=0)
     _fill(exact, 600)

@@ -14,7 +14,7 @@ import pytest
 
 from octobrain.models import Memory, utcnow
 from octobrain.store import MemoryStore, ModelMismatch, NotFound
-from octobrain.store.memories import sql_in, visible_where
+from octobrain.store.sql import sql_in, visible_where
 
 DIM = 8
 

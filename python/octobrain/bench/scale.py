@@ -381,7 +381,7 @@ def _serve_child(argv: Sequence[str]) -> None:
     from octobrain.kernels.hybrid import exact_top
     from octobrain.memory.brain import Brain
     from octobrain.memory.query import Filters
-    from octobrain.store.memories import visible_scopes
+    from octobrain.store.sql import visible_scopes
 
     uri, queries_file, out_file, mode = argv[:4]
     ann_min_rows = argv[4] if len(argv) > 4 else ""

@@ -21,7 +21,7 @@ from octobrain.kernels.hybrid import exact_nearest
 from octobrain.knowledge.sections import Sections
 from octobrain.knowledge.store import CHUNK_LIGHT, KnowledgeStore
 from octobrain.models import micros
-from octobrain.store.memories import sql_in
+from octobrain.store.sql import sql_in
 
 
 def _member(values: npt.NDArray[Any], wanted: Collection[str]) -> npt.NDArray[np.bool_]:

@@ -57,7 +57,7 @@ from octobrain.models import NOTE_BYTES, QUERY_BYTES, check_limit, check_text, u
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen
 from octobrain.store.location import StoreLocation
-from octobrain.store.memories import sql_str, visible_scopes
+from octobrain.store.sql import sql_str, visible_scopes
 
 Progress = Callable[[int, int], None]
 MAX_MATCH_CAP = 10_000

@@ -43,7 +43,7 @@ from octobrain.models import (
     State,
     utcnow,
 )
-from octobrain.store.memories import visible_scopes
+from octobrain.store.sql import visible_scopes
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain

@@ -52,7 +52,7 @@ from octobrain.store.consolidations import (
     ConsolidationLog,
     ConsolidationRecord,
 )
-from octobrain.store.memories import sql_in, sql_str
+from octobrain.store.sql import sql_in, sql_str
 
 ABANDONED = "abandoned"  # a pending record whose memory commit never landed, rolled back
 

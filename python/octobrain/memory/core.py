@@ -26,7 +26,7 @@ from octobrain.scope import validate_scope
 from octobrain.secrets import screen, screen_each
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.location import StoreLocation, is_remote, redact
-from octobrain.store.memories import visible_scopes
+from octobrain.store.sql import visible_scopes
 
 _B = TypeVar("_B", bound="BrainBase")
 MAX_PREFIX_CANDIDATES = 10  # listed when an id prefix is ambiguous

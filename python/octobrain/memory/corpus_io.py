@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from octobrain.store import MemoryStore
-from octobrain.store.memories import Pinned, sql_in
+from octobrain.store.memories import Pinned
+from octobrain.store.sql import sql_in
 
 LIGHT_COLUMNS = [
     "id",

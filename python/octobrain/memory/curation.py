@@ -14,7 +14,8 @@ from octobrain.models import (
     check_limit,
     utcnow,
 )
-from octobrain.store.memories import StoreVersion, visible_scopes
+from octobrain.store.memories import StoreVersion
+from octobrain.store.sql import visible_scopes
 
 if TYPE_CHECKING:
     pass

@@ -15,8 +15,8 @@ from octobrain.memory import consolidation
 from octobrain.memory.consolidation import DONE, Consolidation, Consolidator, f32
 from octobrain.memory.summary import summarise
 from octobrain.models import MAX_TAGS, Memory, MemoryType, Relationship, RelationshipType, State
-from octobrain.store.memories import sql_in, sql_str
 from octobrain.store.schema import memory_to_row, row_to_memory
+from octobrain.store.sql import sql_in, sql_str
 
 __all__ = ["close_goal", "close_goal_with_new", "goal_sources"]
 

@@ -35,7 +35,7 @@ from octobrain.models import (
     utcnow,
 )
 from octobrain.secrets import screen
-from octobrain.store.memories import sql_in
+from octobrain.store.sql import sql_in
 from octobrain.text import analyze
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from octobrain.models import (
     clean_tags,
     parse_memory_type,
 )
-from octobrain.store.memories import sql_in, sql_str, visible_where
+from octobrain.store.sql import sql_in, sql_str, visible_where
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from octobrain.models import (
     utcnow,
 )
 from octobrain.store import MemoryStore
-from octobrain.store.memories import sql_str, visible_scopes, visible_where
 from octobrain.store.schema import row_to_memory
+from octobrain.store.sql import sql_str, visible_scopes, visible_where
 
 if TYPE_CHECKING:
     pass

@@ -36,9 +36,7 @@ from octobrain.models import (
     RelationshipType,
 )
 from octobrain.store import MemoryStore
-from octobrain.store.memories import (
-    visible_scopes,
-)
+from octobrain.store.sql import visible_scopes
 from octobrain.text import analyze
 
 log = logging.getLogger(__name__)

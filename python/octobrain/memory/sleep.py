@@ -42,8 +42,8 @@ from octobrain.models import (
     State,
 )
 from octobrain.store.consolidations import ConsolidationRecord
-from octobrain.store.memories import sql_in, sql_str
 from octobrain.store.schema import memory_to_row, row_to_memory
+from octobrain.store.sql import sql_in, sql_str
 
 COMMIT_BATCH = 64  # clusters per commit set: a pass over thousands of clusters costs tens of
 # commits, not thousands (each commit rewrites a manifest; compaction follows every 64)

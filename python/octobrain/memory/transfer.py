@@ -44,13 +44,8 @@ from octobrain.store.consolidations import (
     ConsolidationLog,
     ConsolidationRecord,
 )
-from octobrain.store.memories import (
-    MEMORIES,
-    MemoryStore,
-    sql_in,
-    visible_scopes,
-    visible_where,
-)
+from octobrain.store.memories import MEMORIES, MemoryStore
+from octobrain.store.sql import sql_in, visible_scopes, visible_where
 
 FORMAT = "octobrain-export"
 FORMAT_VERSION = 1

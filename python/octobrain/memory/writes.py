@@ -30,7 +30,7 @@ from octobrain.models import (
 from octobrain.scope import git_head
 from octobrain.secrets import screen
 from octobrain.store import NotFound
-from octobrain.store.memories import visible_scopes
+from octobrain.store.sql import visible_scopes
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain

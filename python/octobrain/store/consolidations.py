@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from octobrain.models import utcnow
-from octobrain.store.memories import MemoryStore, sql_in, sql_str
+from octobrain.store.memories import MemoryStore
+from octobrain.store.sql import sql_in, sql_str
 
 if TYPE_CHECKING:
     import lancedb

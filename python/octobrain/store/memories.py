@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
-from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship, State
+from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship
 from octobrain.store import addresses, changes, manifest, schema
 from octobrain.store.location import StoreLocation
+from octobrain.store.sql import sql_in, sql_str, visible_where
 
 if TYPE_CHECKING:
     import lancedb
@@ -72,31 +73,6 @@ def io_failure(path: object, exc: BaseException) -> str:
 
 def _invisible(memory_id: str, scope: str) -> str:
     return f"no memory {memory_id} is visible from scope {scope or '(global)'!r}"
-
-
-def sql_str(value: str) -> str:
-    """A SQL string literal: single quotes doubled, so data can never close the literal."""
-    return "'" + value.replace("'", "''") + "'"
-
-
-def sql_in(column: str, values: Sequence[str]) -> str:
-    """`column IN (...)` over escaped literals (an empty list matches nothing)."""
-    if not values:
-        return "false"
-    return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
-
-
-def visible_scopes(scope: str) -> list[str]:
-    """Scopes a reader in `scope` may see: its own and global."""
-    return [""] if scope == "" else [scope, ""]
-
-
-def visible_where(scope: str, *, include_archived: bool = False) -> str:
-    """The read predicate: this scope plus global, archived rows hidden unless asked for."""
-    where = sql_in("scope", visible_scopes(scope))
-    if not include_archived:
-        where += f" AND state != {sql_str(State.ARCHIVED.value)}"
-    return where
 
 
 def _scan_arrow(
