@@ -69,9 +69,9 @@ def scale_table(report: dict[str, Any]) -> str:
         "",
         "| memories | memorize (1 by 1) | import (batch) | remember p50 | remember p95 | "
         "remember p50, filtered | + query embedding p50 | sleep pass | store on disk | "
-        "cold start, no snapshot | cold start, snapshot | remember p50, fresh process | "
-        "RSS serving it | ANN recall@10 |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "cold start, no snapshot | RSS, first process | cold start, snapshot | "
+        "remember p50, fresh process | RSS serving it | ANN recall@10 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["sizes"]:
         get = r.get
@@ -85,6 +85,7 @@ def scale_table(report: dict[str, Any]) -> str:
             f"{r['query_embedding_p50_ms']:.1f} ms | "
             f"{_or_dash(get('sleep_seconds'), '.2f', ' s')} | {r['store_mb']:.1f} MB | "
             f"{_or_dash(get('cold_start_build_ms'), '.0f', ' ms')} | "
+            f"{_or_dash(get('build_rss_mb'), '.0f', ' MiB')} | "
             f"{r['cold_start_ms']:.0f} ms | "
             f"{_or_dash(get('served_remember_p50_ms'), '.1f', ' ms')} | "
             f"{r['serving_rss_mb']:.0f} MiB | {_or_dash(get('ann_recall_at_10'), '.3f')} |"

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import io
 import logging
 import os
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from octobrain.cli.service_client import PROTOCOL, Channel, Settings, build_id, load_settings
+from octobrain.heap import trim_heap
 
 if TYPE_CHECKING:
     from octobrain.config import Config
@@ -49,26 +49,6 @@ def _config_stamp(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size)
-
-
-def trim_heap() -> None:
-    """Hand the heap's free pages back to the system (Arrow's pool, then glibc's `malloc_trim`).
-    A mirror built from the store or a sleep pass frees hundreds of MB that the allocators would
-    otherwise keep for the rest of the service's life; called after the reply, off the clock."""
-    global _malloc_trim
-    if _malloc_trim is None:
-        try:
-            _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
-        except (OSError, AttributeError):  # not glibc: nothing to hand back this way
-            _malloc_trim = False
-    arrow = sys.modules.get("pyarrow")
-    if arrow is not None:  # Arrow's own allocator keeps freed blocks too
-        arrow.default_memory_pool().release_unused()
-    if _malloc_trim:
-        _malloc_trim(0)
-
-
-_malloc_trim: Any = None
 
 
 class BrainCache:

@@ -23,6 +23,7 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,12 +33,13 @@ import pyarrow.compute as pc
 
 from octobrain.kernels.bm25 import BM25Index
 from octobrain.kernels.vectors import VectorBlocks
-from octobrain.memory import catchup
+from octobrain.memory import build, catchup
 from octobrain.memory.corpus_io import (
     LIGHT_COLUMNS,
     int64s,
     latest_versions,
     read_rows,
+    sorted_ids,
     texts_of,
     vectors_of,
 )
@@ -45,6 +47,7 @@ from octobrain.memory.edges import EdgeMirror
 from octobrain.memory.snapshot import Snapshot, SnapshotDamaged, SnapshotDir
 from octobrain.models import Memory, Relationship, State, from_micros, micros
 from octobrain.store import MemoryStore
+from octobrain.store.memories import Pinned
 from octobrain.store.schema import row_to_memory, stored_float
 
 __all__ = ["LIGHT_COLUMNS", "Corpus", "Positions"]
@@ -144,11 +147,15 @@ class Corpus:
         self._writer: threading.Thread | None = None
         self._damaged = False  # a background write found the snapshot damaged
         self._written = False  # a background write put this mirror's snapshot in place
+        self._scratch: Path | None = None  # a build's files, until a snapshot write takes them
         self.pos_of = Positions(self)
         self._reset()
 
     def _reset(self, snap: Snapshot | None = None) -> None:
         """Empty the mirror (the next refresh loads the store afresh), or adopt `snap`."""
+        if self._scratch is not None:  # (what maps its vectors keeps reading them)
+            build.remove_scratch(self._scratch)
+            self._scratch = None
         dim = self._store.dim
         self._version = -1 if snap is None else snap.version
         self.index = BM25Index() if snap is None else snap.index
@@ -280,12 +287,17 @@ class Corpus:
         snap = self.snapshot()  # (the caller holds the lock)
         # Tried or written: the next attempt waits for as many changed rows again.
         self._snap_version, self._reread_since_snap = snap.version, 0.0
+        scratch, self._scratch = self._scratch, None  # (the writer removes it when done)
         self._writer = threading.Thread(
-            target=self._write_snapshot, args=(self._snapshots, snap), name="octobrain-snapshot"
+            target=self._write_snapshot,
+            args=(self._snapshots, snap, scratch),
+            name="octobrain-snapshot",
         )
         self._writer.start()
 
-    def _write_snapshot(self, snapshots: SnapshotDir, snap: Snapshot) -> None:
+    def _write_snapshot(
+        self, snapshots: SnapshotDir, snap: Snapshot, scratch: Path | None = None
+    ) -> None:
         try:
             snapshots.write(snap)
         except OSError as exc:  # a full or read-only cache never fails a query
@@ -295,6 +307,9 @@ class Corpus:
             self._damaged = True
         else:
             self._written = True  # the next refresh may read it instead of what it built
+        finally:
+            if scratch is not None:
+                build.remove_scratch(scratch)
 
     def wait_for_snapshot(self) -> None:
         """Block until a snapshot being written in the background is in place (or failed)."""
@@ -346,6 +361,9 @@ class Corpus:
             return
         # Every read below sees `version`, however many commits other processes make meanwhile.
         pinned = self._store.pinned(version)
+        if not len(self._live) and pinned.count():
+            self._build(pinned, version)
+            return
         delta = None
         if len(self.pos_of) and 0 <= self._version < version:
             removed = self._store.changes_since("memories", self._version)
@@ -373,6 +391,32 @@ class Corpus:
         if len(self._live) > 1000 and len(self.pos_of) < len(self._live) // 2:
             self._rebuild()
         self._version = version
+
+    def _build(self, pinned: Pinned, version: int) -> None:
+        """Read every row into the empty mirror, in bounded memory (`memory.build`); when a
+        snapshot will be written, its vectors go to a scratch file that the snapshot takes."""
+        snap, scratch = None, None
+        if self._snapshots is not None and pinned.count() >= self._snapshot_min_rows:
+            try:
+                scratch = self._snapshots.scratch()
+                snap = build.build(pinned, version, self._store.dim, scratch=scratch)
+            except BaseException as exc:
+                if scratch is not None:
+                    build.remove_scratch(scratch)
+                if not isinstance(exc, OSError):
+                    raise
+                # A full or read-only cache never fails a query: the mirror is built in memory.
+                log.warning("memory mirror not built beside the snapshots: %s", exc)
+                scratch = None
+        if snap is None:
+            snap = build.build(pinned, version, self._store.dim)
+        edges = self._edges
+        self._reset(snap)
+        # Built, not opened: the mirror reads no snapshot's files, and one is due.
+        self._source = self._snap_version = None
+        self.opened_snapshot, self._edges, self._scratch = False, edges, scratch
+        self.last_catch_up = "every row"
+        self._reread_since_snap = len(snap.rows) + SNAPSHOT_STALE_ROWS
 
     def _lookup(self, ids: pa.ChunkedArray) -> npt.NDArray[np.int64]:
         """The live position of each id, -1 for ids the mirror does not hold."""
@@ -482,14 +526,7 @@ class Corpus:
 
     def _index_ids(self) -> None:
         """Sort the live ids (id → position by binary search); empties `_added`."""
-        keyed = pc.cast(
-            pc.if_else(pa.array(self._live), self.rows().column("id"), None), pa.binary()
-        )
-        order = np.asarray(pc.sort_indices(keyed), dtype=np.int64)
-        order = order[: int(np.count_nonzero(self._live))]
-        ids = keyed.take(pa.array(order)).to_pylist()
-        self._sorted_ids = np.array(ids, dtype=np.bytes_) if ids else np.zeros(0, dtype="S1")
-        self._id_order = order
+        self._sorted_ids, self._id_order = sorted_ids(self.rows().column("id"), self._live)
         self._added = {}
 
     def _code(self, name: str, value: str) -> int:

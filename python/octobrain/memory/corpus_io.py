@@ -97,3 +97,23 @@ def vectors_of(rows: pa.Table, dim: int) -> npt.NDArray[np.float32]:
     column = rows.column("embedding").combine_chunks()
     flat = column.flatten().to_numpy(zero_copy_only=False)
     return np.asarray(flat, dtype=np.float32).reshape(len(rows), dim)
+
+
+def sorted_ids(
+    ids: pa.ChunkedArray, live: npt.NDArray[np.bool_]
+) -> tuple[npt.NDArray[np.bytes_], npt.NDArray[np.int64]]:
+    """The live rows' ids, sorted, as fixed-width bytes, and the position of each."""
+    keyed = pc.cast(pc.if_else(pa.array(live), ids, None), pa.binary())
+    order = np.asarray(pc.sort_indices(keyed), dtype=np.int64)
+    order = order[: int(np.count_nonzero(live))]
+    taken = keyed.take(pa.array(order))
+    taken = taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+    if len(taken):  # ids of one length (uuids): their bytes are the fixed-width array already
+        ends = np.frombuffer(taken.buffers()[1], dtype=np.int32)[taken.offset :][: len(taken) + 1]
+        width = int(ends[1] - ends[0])
+        if width > 0 and bool(np.all(np.diff(ends) == width)):
+            data = np.frombuffer(taken.buffers()[2], dtype=np.uint8)[ends[0] : ends[-1]]
+            return data.view(f"S{width}").copy(), order
+    found = taken.to_pylist()
+    held = np.array(found, dtype=np.bytes_) if found else np.zeros(0, dtype="S1")
+    return held, order

@@ -333,13 +333,19 @@ class SnapshotDir:
 
     # ---- writing --------------------------------------------------------------------------
 
+    def scratch(self) -> Path:
+        """A new temporary directory beside the snapshots (a writer's, or a build's files):
+        removed by its owner, or as a dead writer's by a later writer."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.path / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        tmp.mkdir()
+        return tmp
+
     def write(self, snap: Snapshot) -> Path:
         """Write `snap` and make it the current snapshot (atomically; see the module doc).
         What `snap` reads from an older snapshot is verified first (`SnapshotDamaged`)."""
         snap.verify_all()
-        self.path.mkdir(parents=True, exist_ok=True)
-        tmp = self.path / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
-        tmp.mkdir()
+        tmp = self.scratch()
         try:
             files = self._fill(tmp, snap)
             manifest = {
@@ -386,14 +392,7 @@ class SnapshotDir:
         for name, dtype in COLUMNS.items():
             npy(name, np.asarray(snap.columns[name], dtype=dtype))
         blocks = snap.vector_blocks or [np.asarray(snap.vectors, dtype=np.float32)]
-        with (tmp / "vectors.npy").open("wb") as f:
-            rows = sum(len(b) for b in blocks)
-            header = {"descr": "<f4", "fortran_order": False, "shape": (rows, self.dim)}
-            np.lib.format.write_array_header_1_0(f, header)
-            for block in blocks:
-                f.write(np.ascontiguousarray(block, dtype="<f4").data.cast("B"))
-            f.flush()
-            os.fsync(f.fileno())
+        self._write_vectors(tmp / "vectors.npy", blocks)
         npy("ids", snap.sorted_ids)
         npy("id_order", np.asarray(snap.id_order, dtype=np.int64))
         with (tmp / "rows.arrow").open("wb") as f:
@@ -413,6 +412,28 @@ class SnapshotDir:
                 f.flush()
                 os.fsync(f.fileno())
         return {p.name: [p.stat().st_size, _crc(p)] for p in sorted(tmp.iterdir())}
+
+    def _write_vectors(self, path: Path, blocks: list[npt.NDArray[np.float32]]) -> None:
+        """The vectors as ``.npy``. When they are one whole ``.npy`` file already (mapped: an
+        older snapshot's, or a build's scratch file), that file is linked (or copied from file
+        to file), not read through its mapping into this process."""
+        source = _whole_file(blocks)
+        if source is not None:
+            try:
+                os.link(source, path)
+            except OSError:
+                shutil.copyfile(source, path)
+            with path.open("rb+") as f:
+                os.fsync(f.fileno())
+            return
+        with path.open("wb") as f:
+            rows = sum(len(b) for b in blocks)
+            header = {"descr": "<f4", "fortran_order": False, "shape": (rows, self.dim)}
+            np.lib.format.write_array_header_1_0(f, header)
+            for block in blocks:
+                f.write(np.ascontiguousarray(block, dtype="<f4").data.cast("B"))
+            f.flush()
+            os.fsync(f.fileno())
 
     def _clean(self, keep: str) -> None:
         """Drop every other snapshot (a reader that mapped one keeps its pages) and the
@@ -446,6 +467,30 @@ def _postings_check(parts: dict[str, npt.NDArray[Any]], checks: dict[str, PageCh
             page.ranges(base + lo * 4, base + hi * 4)
 
     return check
+
+
+def _whole_file(blocks: list[npt.NDArray[np.float32]]) -> str | None:
+    """The file of `blocks` when they are one memory-mapped float32 ``.npy`` file, all of it
+    (its header's shape is theirs); else None."""
+    if len(blocks) != 1 or not isinstance(blocks[0], np.memmap):
+        return None
+    block = blocks[0]
+    filename = getattr(block, "filename", None)
+    if not filename or not block.flags.c_contiguous:
+        return None
+    try:
+        with open(filename, "rb") as f:
+            if np.lib.format.read_magic(f) != (1, 0):
+                return None
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            header = f.tell()
+            size = os.fstat(f.fileno()).st_size
+    except (OSError, ValueError):
+        return None
+    whole = shape == block.shape and not fortran and dtype == np.dtype("<f4")
+    if not whole or block.offset != header or size != header + block.nbytes:
+        return None
+    return str(filename)
 
 
 def _write_synced(path: Path, data: bytes) -> None:

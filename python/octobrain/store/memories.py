@@ -81,7 +81,6 @@ def _scan_arrow(
     """The rows matching `where`. A column added after a store was made (`schema.
     missing_columns`) reads as nulls until a writer adds it: a reader without write access
     to an old store must still open it."""
-    import pyarrow as pa
 
     query = table.search().where(where)
     later = {f.name: f for f in schema.missing_columns(table.schema)}
@@ -89,12 +88,36 @@ def _scan_arrow(
     if columns is not None:
         query = query.select([c for c in columns if c not in later])
     rows: pa.Table = query.limit(limit).to_arrow()
-    if absent:
-        assert columns is not None
-        for name in absent:
-            rows = rows.append_column(later[name], pa.nulls(rows.num_rows, later[name].type))
-        rows = rows.select(list(columns))
-    return rows
+    return _with_absent(rows, columns, later, absent)
+
+
+def _with_absent(
+    rows: Any, columns: Sequence[str] | None, later: dict[str, Any], absent: list[str]
+) -> Any:
+    """`rows` (a table or a batch) with the columns in `absent` added as nulls, in the order
+    of `columns`."""
+    import pyarrow as pa
+
+    if not absent:
+        return rows
+    assert columns is not None
+    for name in absent:
+        rows = rows.append_column(later[name], pa.nulls(rows.num_rows, later[name].type))
+    return rows.select(list(columns))
+
+
+def _scan_batches(
+    table: lancedb.table.Table, where: str, columns: Sequence[str], batch_rows: int
+) -> Iterator[pa.RecordBatch]:
+    """The rows matching `where` as record batches of at most `batch_rows` rows, in scan
+    order, read as they are consumed (missing columns as in `_scan_arrow`)."""
+    later = {f.name: f for f in schema.missing_columns(table.schema)}
+    absent = [c for c in columns if c in later]
+    query = table.search().where(where).select([c for c in columns if c not in later])
+    reader = query.limit(None).to_batches(batch_rows)
+    for batch in reader:
+        if batch.num_rows:
+            yield _with_absent(batch, columns, later, absent)
 
 
 class Pinned:
@@ -105,6 +128,13 @@ class Pinned:
 
     def scan_arrow(self, where: str, *, columns: Sequence[str]) -> pa.Table:
         return _scan_arrow(self._table, where, columns, None)
+
+    def scan_batches(
+        self, where: str, *, columns: Sequence[str], batch_rows: int
+    ) -> Iterator[pa.RecordBatch]:
+        """`scan_arrow` as batches of at most `batch_rows` rows, read as they are consumed
+        (in the same order), so a reader of the whole table never holds all of it."""
+        return _scan_batches(self._table, where, columns, batch_rows)
 
     def count(self) -> int:
         """Rows at this version (from the manifest: no data is read)."""
