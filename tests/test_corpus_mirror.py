@@ -122,3 +122,39 @@ def test_memories_stay_answerable_when_the_memory_cache_starts_over(
     assert [m.id for m in corpus.memories_at(positions[:3])] == made[:3]
     # Three cached, two new: past the cap the cache starts over, and all five still come back.
     assert [m.id for m in corpus.memories_at(positions[1:6])] == made[1:6]
+
+
+def test_row_addresses_name_the_same_rows_after_writes_forgets_and_compaction(
+    tmp_path: Path,
+) -> None:
+    # The ANN leg gets row addresses from LanceDB and the mirror turns them into positions:
+    # after another process's writes, a forget and a compaction that moves every row, each
+    # address the store holds names the same memory in the mirror, and a forgotten one none.
+    reader, writer = _brain(tmp_path / "db"), _brain(tmp_path / "db")
+
+    def mapped() -> dict[str, str | None]:
+        reader.remember("zqany", min_relevance=0.0)  # catch up
+        corpus = reader.retriever.corpus
+        rows = writer.store.memories.search().select(["id", "_rowaddr"]).to_arrow()
+        pos = corpus.positions_at(rows["_rowaddr"].to_numpy().astype("int64"))
+        ids = corpus.fields_at(pos[pos >= 0])["id"]
+        found = iter(ids)
+        return {
+            mid: (next(found) if p >= 0 else None)
+            for mid, p in zip(rows["id"].to_pylist(), pos.tolist(), strict=True)
+        }
+
+    made = [
+        writer.memorize(f"Fact {i} zqfact", f"The zqfact number {i} holds.")[0] for i in range(12)
+    ]
+    assert mapped() == {m.id: m.id for m in made}
+    gone = made[3]
+    old = writer.store.memories.search().where(f"id = '{gone.id}'").select(["_rowaddr"])
+    old_addr = old.to_arrow()["_rowaddr"].to_numpy().astype("int64")
+    writer.forget([gone.id], confirm=True)
+    writer.store.compact()
+    assert mapped() == {m.id: m.id for m in made if m.id != gone.id}
+    assert reader.retriever.corpus.positions_at(old_addr).tolist() == [-1]
+    more = [writer.memorize(f"Later {i} zqlater", f"The zqlater number {i}.")[0] for i in range(5)]
+    writer.store.compact()
+    assert mapped() == {m.id: m.id for m in [*made, *more] if m.id != gone.id}

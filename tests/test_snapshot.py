@@ -361,8 +361,9 @@ def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
     allowed = corpus.allowed(visible_scopes(SCOPE), memory_types=["decision"])
     vector = ann.embedder.embed_query(["the billing service uses setting"])[0]
     everything = np.ones(corpus.position_count, dtype=bool)
-    # (5 × ANN_REFINE / (200 / 1,200) = the 150 nearest rows: notes, not one garden bed)
-    assert not allowed[exact_top(corpus.vectors.cosines(vector), everything, 150)].any()
+    # (5 × ANN_REFINE / (200 / 1,200) nearest rows: notes, not one garden bed)
+    nearest = 5 * search_module.ANN_REFINE * 6
+    assert not allowed[exact_top(corpus.vectors.cosines(vector), everything, nearest)].any()
     wheres.clear()
     filters = Filters(memory_types=(MemoryType.DECISION,))
     got = ann.retriever._ann(vector, filters.where(SCOPE), 5, allowed)

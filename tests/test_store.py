@@ -57,11 +57,13 @@ def test_vector_search_returns_true_cosine(tmp_path: Path) -> None:
     vectors = _vectors(4)
     mems = _memories(4)
     store.add(mems, vectors)
-    hits = store.vector_search(vectors[2], visible_where(""), 4)
-    assert hits[0][0] == mems[2].id
-    assert hits[0][1] == pytest.approx(1.0, abs=1e-5)
+    addrs, cosines = store.vector_search(vectors[2], visible_where(""), 4)
+    rows = store.memories.search().select(["id", "_rowaddr"]).to_arrow()
+    id_at = dict(zip(rows["_rowaddr"].to_pylist(), rows["id"].to_pylist(), strict=True))
+    assert id_at[int(addrs[0])] == mems[2].id
+    assert cosines[0] == pytest.approx(1.0, abs=1e-5)
     expected = sorted((float(vectors[2] @ v) for v in vectors), reverse=True)
-    assert [c for _, c in hits] == pytest.approx(expected, abs=1e-5)
+    assert list(cosines) == pytest.approx(expected, abs=1e-5)
 
 
 def test_model_mismatch_is_a_clear_error(tmp_path: Path) -> None:

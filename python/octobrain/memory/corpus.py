@@ -176,6 +176,9 @@ class Corpus:
         self._live = col("live", np.bool_)
         self._edit_key = col("edit_key", np.int64)
         self._addr = col("rowaddr", np.int64)  # each row's Lance row address
+        # (key, order, sorted addresses) for `positions_at`, rebuilt when the mirror changes
+        self._addr_index: tuple[tuple[int, int], npt.NDArray[np.int64], npt.NDArray[np.int64]]
+        self._addr_index = ((-2, -1), np.zeros(0, np.int64), np.zeros(0, np.int64))
         self._mark = -1 if snap is None else snap.mark  # the highest fragment id held
         self._access = col("access_count", np.int64)
         self._seen = col("last_accessed", np.int64)
@@ -629,6 +632,25 @@ class Corpus:
     def positions_of(self, ids: Sequence[str]) -> npt.NDArray[np.int64]:
         """The live position of each id (-1 where the mirror does not hold it)."""
         return self.pos_of.many(ids)
+
+    def positions_at(self, addrs: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The live position of each Lance row address (-1 where the mirror holds no such row).
+
+        Lance never gives an address to a second row (a fragment's id is never reused), so an
+        address read from any version names the same row here or none."""
+        key = (self._version, len(self._addr))
+        if self._addr_index[0] != key:
+            # Rows arrive in address order, so this sort is mostly one pass over sorted runs.
+            order = np.argsort(self._addr, kind="stable")
+            self._addr_index = (key, order, self._addr[order])
+        _, order, known = self._addr_index
+        out = np.full(len(addrs), -1, dtype=np.int64)
+        if len(known) and len(addrs):
+            at = np.minimum(np.searchsorted(known, addrs), len(known) - 1)
+            found = known[at] == addrs
+            pos = order[at[found]]
+            out[found] = np.where(self._live[pos], pos, -1)
+        return out
 
     @property
     def embeddings(self) -> npt.NDArray[np.float32]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship
@@ -378,11 +379,12 @@ class MemoryStore:
 
     def vector_search(
         self, vector: np.ndarray, where: str | None, k: int, *, nprobes: int | None = None
-    ) -> list[tuple[str, float]]:
-        """Ids of the `k` nearest rows matching `where` (None: any row), with their cosine
-        similarity: from the ANN index where one exists (`nprobes` partitions probed;
-        approximate, so the search re-scores them exactly), and exact for the rows added since
-        it was built."""
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """Row addresses of the `k` nearest rows matching `where` (None: any row), best first,
+        with their cosine similarity: from the ANN index where one exists (`nprobes`
+        partitions probed; approximate, so the search re-scores them exactly), and exact for
+        the rows added since it was built. Addresses, not ids: Lance hands them over without
+        reading a column of the scattered candidates."""
         # A vector query builder; lancedb's annotations only promise the base class.
         query: Any = self.memories.search(
             np.asarray(vector, dtype=np.float32), vector_column_name="embedding"
@@ -392,10 +394,10 @@ class MemoryStore:
             query = query.where(where, prefilter=True)
         if nprobes is not None:
             query = query.nprobes(nprobes)
-        table = query.select(["id", "_distance"]).limit(k).to_arrow()
-        ids = table.column("id").to_pylist()
-        distances = table.column("_distance").to_pylist()
-        return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
+        table = query.select([addresses.ADDR, "_distance"]).limit(k).to_arrow()
+        addrs = table.column(addresses.ADDR).to_numpy().astype(np.int64)
+        cosines = 1.0 - table.column("_distance").to_numpy().astype(np.float64)
+        return addrs, cosines
 
     def relationships_version(self) -> int:
         """The latest committed version of `relationships`."""
