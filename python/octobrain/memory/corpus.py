@@ -44,6 +44,7 @@ from octobrain.memory.corpus_io import (
     vectors_of,
 )
 from octobrain.memory.edges import EdgeMirror
+from octobrain.memory.rowaddrs import AddressIndex
 from octobrain.memory.snapshot import Snapshot, SnapshotDamaged, SnapshotDir
 from octobrain.models import Memory, Relationship, State, from_micros, micros
 from octobrain.store import MemoryStore
@@ -176,9 +177,7 @@ class Corpus:
         self._live = col("live", np.bool_)
         self._edit_key = col("edit_key", np.int64)
         self._addr = col("rowaddr", np.int64)  # each row's Lance row address
-        # (key, order, sorted addresses) for `positions_at`, rebuilt when the mirror changes
-        self._addr_index: tuple[tuple[int, int], npt.NDArray[np.int64], npt.NDArray[np.int64]]
-        self._addr_index = ((-2, -1), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self._by_addr = AddressIndex()
         self._mark = -1 if snap is None else snap.mark  # the highest fragment id held
         self._access = col("access_count", np.int64)
         self._seen = col("last_accessed", np.int64)
@@ -384,6 +383,7 @@ class Corpus:
             self._add(rows.drop_columns(["embedding"]), vectors_of(rows, self._store.dim), addrs)
         if len(delta.moved):
             self._addr[delta.moved] = delta.moved_addr
+            self._by_addr.changed(delta.moved, self._addr)
             self._patch_access(delta.moved, delta.moved_access, delta.moved_seen)
         # A moved row (an access counted, compaction) costs an opening process far less than a
         # re-read one (its narrow columns, no text to index): it weighs a quarter.
@@ -499,6 +499,7 @@ class Corpus:
         self._live = grow("live", self._live, np.ones(n, dtype=bool))
         self._edit_key = grow("edit", self._edit_key, int64s(rows.column("updated_at")))
         self._addr = grow("addr", self._addr, np.asarray(addrs, dtype=np.int64))
+        self._by_addr.changed(np.arange(start, start + n, dtype=np.int64), self._addr)
         self._access = grow("access", self._access, int64s(rows.column("access_count")))
         self._seen = grow("seen", self._seen, int64s(rows.column("last_accessed")))
         self._created = grow("created", self._created, int64s(rows.column("created_at")))
@@ -634,23 +635,8 @@ class Corpus:
         return self.pos_of.many(ids)
 
     def positions_at(self, addrs: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """The live position of each Lance row address (-1 where the mirror holds no such row).
-
-        Lance never gives an address to a second row (a fragment's id is never reused), so an
-        address read from any version names the same row here or none."""
-        key = (self._version, len(self._addr))
-        if self._addr_index[0] != key:
-            # Rows arrive in address order, so this sort is mostly one pass over sorted runs.
-            order = np.argsort(self._addr, kind="stable")
-            self._addr_index = (key, order, self._addr[order])
-        _, order, known = self._addr_index
-        out = np.full(len(addrs), -1, dtype=np.int64)
-        if len(known) and len(addrs):
-            at = np.minimum(np.searchsorted(known, addrs), len(known) - 1)
-            found = known[at] == addrs
-            pos = order[at[found]]
-            out[found] = np.where(self._live[pos], pos, -1)
-        return out
+        """The live position of each Lance row address (-1 where the mirror holds no such row)."""
+        return self._by_addr.positions(addrs, self._addr, self._live)
 
     @property
     def embeddings(self) -> npt.NDArray[np.float32]:
