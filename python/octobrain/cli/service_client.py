@@ -31,6 +31,9 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # o
 _KEY_ENV_PREFIXES = ("OCTOBRAIN_", "AWS_", "AZURE_", "GOOGLE_")
 _KEY_ENV_NAMES = ("HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
 CONNECT_SECONDS = 1.0
+# `service status` / `stop` are asked for by a person: a service busy on a loaded machine
+# must still read as running, not as absent after a second.
+ASK_SECONDS = 5.0
 RESULT_SECONDS = 600.0
 
 
@@ -262,7 +265,7 @@ def connect(settings: Settings) -> Channel | None:
     return Channel(sock)
 
 
-def ask(settings: Settings, op: str, timeout: float = CONNECT_SECONDS) -> dict[str, Any] | None:
+def ask(settings: Settings, op: str, timeout: float = ASK_SECONDS) -> dict[str, Any] | None:
     """A one-shot `status` or `stop` exchange; None when no compatible service answers."""
     channel = connect(settings)
     if channel is None:
