@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -362,3 +363,25 @@ def test_minilm_matches_onnxruntime_mean_pooling(minilm: Embedder):
     pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
     expected = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
     assert np.abs(minilm.embed_documents(texts) - expected).max() < 1e-5
+
+
+@pytest.mark.slow
+def test_minilm_embeds_in_bounded_runs(minilm: Embedder, monkeypatch: pytest.MonkeyPatch):
+    # onnxruntime's memory arena keeps what the largest run needed: 32 long chunks per run
+    # held 1.6 GB for good in a long-lived process, runs of RUN_TEXTS 0.56 GB, same vectors.
+    assert isinstance(minilm, local.FastEmbedEmbedder)
+    model = minilm._load()
+    runs: list[int] = []
+    original = model.passage_embed
+
+    def spy(texts: list[str], batch_size: int, **kw: Any) -> Any:
+        for start in range(0, len(texts), batch_size):
+            runs.append(len(texts[start : start + batch_size]))
+        return original(texts, batch_size=batch_size, **kw)
+
+    monkeypatch.setattr(model, "passage_embed", spy)
+    texts = [f"chunk {i} on the rate limiter's token bucket " * 40 for i in range(20)]
+    vectors = minilm.embed_documents(texts)  # minilm's batch_size is 16: two calls
+    assert sum(runs) == 20 and max(runs) <= local.RUN_TEXTS
+    monkeypatch.undo()
+    assert np.abs(vectors - np.stack([minilm.embed_documents([t])[0] for t in texts])).max() < 1e-5

@@ -176,6 +176,13 @@ def _load_fastembed(name: str, model_dir: Path | None, allow_download: bool) -> 
         return model
 
 
+# Texts per onnxruntime run. Its memory arena keeps what the largest run needed, and a run's
+# attention grows with texts × tokens²: 32 chunks of ~400 words held 1.6 GB where 8 hold
+# 0.56 GB, in the same time (and 1,024 short memories: 470 against 307 MB, no slower).
+# `embedding.batch_size` still sets how many texts one `_embed_batch` call hands over.
+RUN_TEXTS = 8
+
+
 class FastEmbedEmbedder(BaseEmbedder):
     """A fastembed model, with the query/document prefixes the model was trained with."""
 
@@ -217,5 +224,7 @@ class FastEmbedEmbedder(BaseEmbedder):
         if kind == "query":
             rows = model.query_embed([self._query_prefix + t for t in texts], batch_size=len(texts))
         else:
-            rows = model.passage_embed([self._doc_prefix + t for t in texts], batch_size=len(texts))
+            rows = model.passage_embed(
+                [self._doc_prefix + t for t in texts], batch_size=min(len(texts), RUN_TEXTS)
+            )
         return np.stack(list(rows))
