@@ -224,7 +224,7 @@ class Corpus:
         with self._lock:
             try:
                 rows_version, edges_version = latest_versions(self._store)
-                if self._written and self._source is None:
+                if self._written:
                     self._adopt_written()
                 if self._version == -1 and self._snapshots is not None:
                     self._adopt_snapshot(rows_version)
@@ -250,11 +250,12 @@ class Corpus:
         self._reset(snap)
 
     def _adopt_written(self) -> None:
-        """A mirror built from the store reads its snapshot's mapped files once they are
-        written, instead of what it built: the rows, vectors and index it holds (most of a
+        """A mirror reads the snapshot it wrote once it is in place, instead of what it built
+        or caught up with: the rows, vectors and index it built from the store (most of a
         building process's memory: a resident service at 100k kept 1 GB more than one that
-        opened the snapshot) are dropped, and the catch-up goes on from the snapshot's version
-        as in any process that opened it."""
+        opened the snapshot), or the older snapshot it opened, whose every page the write
+        made resident, and the rows it read since, are dropped; the catch-up goes on from the
+        snapshot's version as in any process that opened it."""
         assert self._snapshots is not None
         self._written = False
         snap = self._snapshots.load()
@@ -294,7 +295,7 @@ class Corpus:
             log.warning("memory snapshot damaged (%s); rebuilding from the store", exc)
             self._damaged = True
         else:
-            self._written = True  # the next refresh may read it instead of what it built
+            self._written = True  # the next refresh may read it instead of what it holds
 
     def wait_for_snapshot(self) -> None:
         """Block until a snapshot being written in the background is in place (or failed)."""
