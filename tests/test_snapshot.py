@@ -97,6 +97,49 @@ def test_a_mirror_that_built_itself_reads_its_snapshot_once_written(tmp_path: Pa
     )
 
 
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/self/maps")
+def test_a_mirror_reads_the_snapshot_it_rewrote_not_the_one_it_opened(tmp_path: Path) -> None:
+    # A long-lived process (the resident service) that rewrites the snapshot lets the files
+    # it opened go: mapping both kept every page of the old one resident (83 MB of rows at
+    # 100k, all made resident by the write), besides the rows it had read since.
+    ids = _fill(_brain(tmp_path / "db"))
+    assert _found(_brain(tmp_path / "db"), "zq3 setting")[0] == ids[3]  # built and written
+    reader = _brain(tmp_path / "db")
+    assert _found(reader, "zq3 setting")[0] == ids[3] and _opened_from_snapshot(reader)
+    opened = _current(reader)
+    more = _fill(_brain(tmp_path / "db", snapshot_min_rows=0), 300)  # a rewrite is due
+    assert _found(reader, "zq299 setting")[0] == more[299]  # caught up, then rewritten
+    rewritten = _current(reader)
+    assert rewritten != opened
+    assert set(_found(reader, "zq7 setting")[:2]) == {ids[7], more[7]}
+    mapped = Path("/proc/self/maps").read_text()
+    assert str(rewritten) in mapped and str(opened) not in mapped
+    assert len(reader.retriever.corpus) == 340
+
+
+def test_one_answer_mixes_the_snapshots_rows_and_the_rows_read_since(tmp_path: Path) -> None:
+    # The rows of a mirror that caught up live in two places (the snapshot's mapped rows, the
+    # rows read since) and are taken from each in place: every hit still gets its own row.
+    ids = _fill(_brain(tmp_path / "db"))
+    assert _found(_brain(tmp_path / "db"), "zq3 setting")[0] == ids[3]  # the snapshot
+    reader = _brain(tmp_path / "db")
+    assert _found(reader, "zq3 setting")[0] == ids[3] and _opened_from_snapshot(reader)
+    later = _fill(_brain(tmp_path / "db", snapshot_min_rows=0), 10)  # too few for a rewrite
+    hits = reader.remember("setting", min_relevance=0.0, record_access=False, limit=50).hits
+    number = {mid: i for i, mid in enumerate(ids)} | {mid: i for i, mid in enumerate(later)}
+    assert len(hits) == 50 and {h.memory.id for h in hits} == set(number)
+    for hit in hits:
+        i = number[hit.memory.id]
+        assert f"setting zq{i} = {i * 7}." in hit.memory.content
+        assert hit.memory.tags == [TOPICS[i % len(TOPICS)]]
+    corpus = reader.retriever.corpus
+    corpus._cache.clear()
+    mixed = [mid for pair in zip(later, ids[::-1], strict=False) for mid in pair]
+    at = np.asarray([corpus.pos_of[mid] for mid in mixed], dtype=np.int64)
+    assert corpus.fields_at(at)["id"] == mixed
+    assert [m.id for m in corpus.memories_at(at.tolist())] == mixed
+
+
 def test_a_new_process_opens_the_snapshot_and_sees_later_writes(tmp_path: Path) -> None:
     first = _brain(tmp_path / "db")
     ids = _fill(first)
