@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import sys
 from typing import Any
 
-__all__ = ["trim_heap"]
+__all__ = ["collect_later", "trim_heap"]
 
 _malloc_trim: Any = None
+_collect_due = False
+
+
+def collect_later() -> None:
+    """Have the next `trim_heap` run a full garbage collection first: what a mirror dropped
+    may sit in reference cycles, and a full collection in a warm service takes ~100 ms, which
+    the command that dropped it should not wait for (the service trims after its answer)."""
+    global _collect_due
+    _collect_due = True
 
 
 def trim_heap() -> None:
@@ -16,7 +26,10 @@ def trim_heap() -> None:
     A mirror built from the store or a sleep pass frees hundreds of MB that the allocators would
     otherwise keep for the rest of the process's life (or hand out again only for the sizes
     they were)."""
-    global _malloc_trim
+    global _malloc_trim, _collect_due
+    if _collect_due:
+        _collect_due = False
+        gc.collect()
     if _malloc_trim is None:
         try:
             _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim

@@ -18,7 +18,6 @@ of reading and indexing the whole store.
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -31,6 +30,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from octobrain.heap import collect_later
 from octobrain.kernels.bm25 import BM25Index
 from octobrain.kernels.vectors import VectorBlocks
 from octobrain.memory import build, catchup
@@ -272,7 +272,7 @@ class Corpus:
             opened = self.opened_snapshot
             self._reset(snap)
             self.opened_snapshot = opened  # (how it started)
-            gc.collect()  # what it built is held in reference cycles too: free it now, once
+            collect_later()  # what it built is held in reference cycles too
 
     def _maybe_snapshot(self) -> None:
         """Write the snapshot when due, off the request path: what it needs is captured now,
