@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,14 +44,14 @@ from octobrain.memory.corpus_io import (
     vectors_of,
 )
 from octobrain.memory.edges import EdgeMirror
-from octobrain.memory.rowaddrs import AddressIndex
+from octobrain.memory.positions import AddressIndex, Positions
 from octobrain.memory.snapshot import Snapshot, SnapshotDamaged, SnapshotDir
 from octobrain.models import Memory, Relationship, State, from_micros, micros
 from octobrain.store import MemoryStore
 from octobrain.store.memories import Pinned
 from octobrain.store.schema import row_to_memory, stored_float
 
-__all__ = ["LIGHT_COLUMNS", "Corpus", "Positions"]
+__all__ = ["LIGHT_COLUMNS", "Corpus"]
 
 log = logging.getLogger(__name__)
 
@@ -65,69 +65,6 @@ _MAX_CHUNKS = 32  # appended Arrow chunks before they are merged into one
 # (a process opening it re-reads them too; a row that only moved, as after an access count or
 # compaction, counts a quarter), or after a catch-up that read every row (the next open would).
 SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE = 256, 0.01
-
-
-class Positions:
-    """id → position of the live rows: sorted ids for the bulk of them, a dict for the rows
-    added since (no Python object per row)."""
-
-    def __init__(self, corpus: Corpus) -> None:
-        self._c = corpus
-
-    def get(self, memory_id: str, default: int | None = None) -> int | None:
-        c = self._c
-        pos = c._added.get(memory_id)
-        if pos is not None and c._live[pos]:
-            return pos
-        key = memory_id.encode()
-        ids = c._sorted_ids
-        if len(ids) and len(key) <= ids.dtype.itemsize:
-            i = int(np.searchsorted(ids, key))
-            if i < len(ids) and ids[i] == key:
-                pos = int(c._id_order[i])
-                if c._live[pos]:
-                    return pos
-        return default
-
-    def many(self, memory_ids: Sequence[str]) -> npt.NDArray[np.int64]:
-        """`get` for many ids at once (-1 where there is no live row): one sorted search over
-        the bulk of them instead of one per id."""
-        c = self._c
-        out = np.full(len(memory_ids), -1, dtype=np.int64)
-        ids = c._sorted_ids
-        if len(ids) and len(memory_ids):
-            keys = [m.encode() for m in memory_ids]
-            fits = np.fromiter((len(k) <= ids.dtype.itemsize for k in keys), bool, len(keys))
-            wanted = np.asarray(keys, dtype=ids.dtype)  # (a longer key is cut: `fits` drops it)
-            at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
-            found = fits & (ids[at] == wanted)
-            pos = np.asarray(c._id_order[at[found]], dtype=np.int64)
-            out[found] = np.where(c._live[pos], pos, -1)
-        if c._added:
-            for i, memory_id in enumerate(memory_ids):
-                added = c._added.get(memory_id)
-                if added is not None and c._live[added]:
-                    out[i] = added
-        return out
-
-    def __getitem__(self, memory_id: str) -> int:
-        pos = self.get(memory_id)
-        if pos is None:
-            raise KeyError(memory_id)
-        return pos
-
-    def __contains__(self, memory_id: object) -> bool:
-        return isinstance(memory_id, str) and self.get(memory_id) is not None
-
-    def values(self) -> list[int]:
-        return [int(p) for p in np.flatnonzero(self._c._live)]
-
-    def __iter__(self) -> Iterator[str]:
-        ids = self._c.rows().column("id")
-        return iter(ids.take(pa.array(self.values(), pa.int64())).to_pylist())
-
-    def __len__(self) -> int:
-        return int(np.count_nonzero(self._c._live))
 
 
 class Corpus:

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from octobrain.memory.rowaddrs import AddressIndex
+from octobrain.memory.positions import AddressIndex
 
 # One step: append k rows, move some rows to new addresses, or remove some rows.
 STEPS = st.lists(
