@@ -187,3 +187,27 @@ def test_lancedb_log_lines_stay_off_stderr_unless_asked(
     )  # fmt: skip
     assert done.stdout.strip() == "indexed", done.stderr
     assert ("WARN" in done.stderr) is shown, done.stderr
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_maintenance_runs_within_the_write_or_after_it_when_deferred(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deferred: bool
+) -> None:
+    # The resident service defers it: the command whose write is the Nth commit gets its
+    # answer first, and the service runs the pass afterwards, once.
+    from octobrain.store import memories
+
+    monkeypatch.setattr(memories, "COMPACT_EVERY", 2)
+    monkeypatch.setattr(MemoryStore, "defer_maintenance", deferred)
+    passes: list[int] = []
+    monkeypatch.setattr(MemoryStore, "compact", lambda self: passes.append(self.version()))
+    store = MemoryStore(tmp_path, "hash:8", DIM)
+    for i, memory in enumerate(_memories(4)):
+        store.add([memory], _vectors(1, seed=i))
+    if not deferred:
+        assert passes and not store.maintenance_due and not store.maintain_if_due()
+        return
+    assert passes == [] and store.maintenance_due
+    assert store.maintain_if_due()
+    assert len(passes) == 1 and not store.maintenance_due
+    assert not store.maintain_if_due() and len(passes) == 1

@@ -82,11 +82,22 @@ class BrainCache:
     def flush(self) -> None:
         """Commit queued access counts (a new process would at exit), and note the store's
         files as the command left them."""
-        with self._pools_lock:
-            pools = list(self._pools.values())
-        for pool in pools:
+        for pool in self._all():
             pool.flush()
             pool.note_store()
+
+    def maintain(self) -> None:
+        """The maintenance passes writes fell due for, with the mirrors caught up after them."""
+        for pool in self._all():
+            pool.maintain()
+            pool.note_store()
+
+    def maintenance_due(self) -> bool:
+        return any(pool.maintenance_due() for pool in self._all())
+
+    def _all(self) -> list[BrainPool]:
+        with self._pools_lock:
+            return list(self._pools.values())
 
 
 class Service:
@@ -114,7 +125,9 @@ class Service:
         """Import the command line and load the model and the store (in the background)."""
         from octobrain.cli.common import use_brain_factory
         from octobrain.config import load_config
+        from octobrain.store.memories import MemoryStore
 
+        MemoryStore.defer_maintenance = True  # run after answers (`_maintain`), not within them
         with self.run_lock:
             try:
                 try:
@@ -165,6 +178,9 @@ class Service:
                     )
                 if idle:
                     return
+                cache = self.cache
+                if cache is not None and cache.maintenance_due():  # e.g. after MCP calls
+                    threading.Thread(target=self._maintain, daemon=True).start()
                 continue
             with self.state_lock:
                 self.active += 1
@@ -249,7 +265,21 @@ class Service:
             with self.state_lock:
                 self.served += 1
         channel.send(result)
+        self._maintain()
         trim_heap()
+
+    def _maintain(self) -> None:
+        """Store maintenance that a write fell due for, run once the answer is out and no
+        command runs (after a command, and on an idle tick of the accept loop)."""
+        cache = self.cache
+        if cache is None or not self.run_lock.acquire(blocking=False):
+            return
+        try:
+            cache.maintain()
+        except Exception:  # the next command reports a store that cannot be maintained
+            log.warning("store maintenance failed", exc_info=True)
+        finally:
+            self.run_lock.release()
 
     def _mcp(self, channel: Channel, request: dict[str, Any]) -> None:
         """Host one relayed `octobrain mcp` session; closing without `{"mcp": true}` tells the

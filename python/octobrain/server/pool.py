@@ -98,6 +98,19 @@ class BrainPool:
         if self._root is not None:
             self._root.flush()
 
+    def maintenance_due(self) -> bool:
+        """Whether a write of this pool's store left a maintenance pass for later."""
+        root = self._root
+        return root is not None and root.store.maintenance_due
+
+    def maintain(self) -> None:
+        """Run the store maintenance a write fell due for and catch the mirror up with what it
+        moved (what the next call would otherwise do), once calls have had their answers
+        (`MemoryStore.defer_maintenance`); hold the lock."""
+        root = self._root
+        if root is not None and root.store.maintain_if_due():
+            root.retriever.corpus.refresh()
+
     def note_store(self) -> None:
         """Record the store's tables and manifest as they are after a call that may have
         created a table (the call's own change, not one underneath)."""

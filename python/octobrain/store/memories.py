@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -156,7 +156,13 @@ class Pinned:
 class MemoryStore:
     """The `memories` and `relationships` tables of the LanceDB database at `uri`."""
 
+    # Set by a process that answers others (the resident service): the maintenance pass a
+    # write falls due for then waits for `maintain_if_due`, run after the answer, instead of
+    # holding up the command whose write happened to be the 64th commit.
+    defer_maintenance: ClassVar[bool] = False
+
     def __init__(self, uri: str | Path | StoreLocation, model_id: str, dim: int) -> None:
+        self._maintenance_due = False
         self.location = uri if isinstance(uri, StoreLocation) else StoreLocation(uri)
         self.model_id = model_id
         self.dim = dim
@@ -603,12 +609,32 @@ class MemoryStore:
         return self.history(1)[0]
 
     def _maybe_maintain(self) -> None:
-        """Compact every `COMPACT_EVERY` commits (call with the write lock held)."""
+        """Compact every `COMPACT_EVERY` commits (call with the write lock held), or, where
+        maintenance is deferred, note that it is due."""
         if self.memories.version % COMPACT_EVERY == 0:
-            try:
-                self.compact()
-            except Exception:  # maintenance must never fail the write that triggered it
-                log.warning("store maintenance failed; it will be retried", exc_info=True)
+            if self.defer_maintenance:
+                self._maintenance_due = True
+                return
+            self._maintain()
+
+    @property
+    def maintenance_due(self) -> bool:
+        """Whether a deferred maintenance pass waits for `maintain_if_due`."""
+        return self._maintenance_due
+
+    def maintain_if_due(self) -> bool:
+        """Run the maintenance pass a deferred write fell due for; whether it ran."""
+        if not self._maintenance_due:
+            return False
+        self._maintenance_due = False
+        self._maintain()
+        return True
+
+    def _maintain(self) -> None:
+        try:
+            self.compact()
+        except Exception:  # maintenance must never fail the write that triggered it
+            log.warning("store maintenance failed; it will be retried", exc_info=True)
 
 
 def _sub_vectors(dim: int) -> int:
