@@ -36,7 +36,8 @@ import pyarrow.compute as pc
 
 from octobrain.heap import trim_heap
 from octobrain.kernels.bm25 import BM25Index
-from octobrain.memory.corpus_io import LIGHT_COLUMNS, int64s, sorted_ids, texts_of
+from octobrain.memory import catchup
+from octobrain.memory.corpus_io import CODED, LIGHT_COLUMNS, READ, int64s, sorted_ids, texts_of
 from octobrain.memory.snapshot import Snapshot
 from octobrain.store.memories import Pinned
 
@@ -48,9 +49,7 @@ BATCH_ROWS = 4096
 # Texts are indexed this many at a time: a call per LanceDB batch cost 40% more (each call
 # splits its texts among the threads and looks up every chunk's distinct words).
 INDEX_ROWS = 32_768
-ADDR = "_rowaddr"
 _INT32_MAX = 2**31 - 1
-CODED = {"scope": "scope", "state": "state", "type": "memory_type"}
 
 
 class _Bytes:
@@ -207,8 +206,7 @@ def build(
     collecting = gc.isenabled()
     gc.disable()  # (a million rows' texts and tag lists triggered costly full collections)
     try:
-        read = [*LIGHT_COLUMNS, "embedding", ADDR]
-        for batch in pinned.scan_batches("true", columns=read, batch_rows=batch_rows):
+        for batch in pinned.scan_batches("true", columns=READ, batch_rows=batch_rows):
             m = batch.num_rows
             if at + m > n:
                 raise RuntimeError("memories: a pinned version gave more rows than it counts")
@@ -229,7 +227,7 @@ def build(
                 texts = []
             for name, column in (
                 ("edit_key", "updated_at"),
-                ("rowaddr", ADDR),
+                ("rowaddr", catchup.ADDR),
                 ("access_count", "access_count"),
                 ("last_accessed", "last_accessed"),
                 ("created", "created_at"),
@@ -285,7 +283,7 @@ def build(
         sorted_ids=ids,
         id_order=order,
         index=flat,
-        mark=int(columns["rowaddr"].max()) >> 32 if n else -1,
+        mark=catchup.fragment_mark(columns["rowaddr"]),
     )
 
 

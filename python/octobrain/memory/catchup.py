@@ -23,7 +23,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from octobrain.memory.corpus_io import LIGHT_COLUMNS, int64s
+from octobrain.memory.corpus_io import READ, int64s
+from octobrain.store import addresses
 from octobrain.store.memories import Pinned
 
 if TYPE_CHECKING:
@@ -32,9 +33,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ADDR = "_rowaddr"
+ADDR = addresses.ADDR  # Lance's row address of each row
 PROBE = ["id", "updated_at", "last_accessed", "access_count", ADDR]
-READ = [*LIGHT_COLUMNS, "embedding", ADDR]  # what the mirror holds of a row
 _PER_ID = 2048  # up to this many probed ids are looked up one by one (past it: one hash join)
 # Up to this many rows in the changed fragments are read whole at once; more (compaction wrote
 # every row anew) are probed by their narrow columns first, and only the changed ones read.

@@ -35,6 +35,7 @@ from octobrain.kernels.bm25 import BM25Index
 from octobrain.kernels.vectors import VectorBlocks
 from octobrain.memory import build, catchup
 from octobrain.memory.corpus_io import (
+    CODED,
     LIGHT_COLUMNS,
     int64s,
     latest_versions,
@@ -56,7 +57,7 @@ __all__ = ["LIGHT_COLUMNS", "Corpus"]
 log = logging.getLogger(__name__)
 
 _SEARCHABLE = (State.WORKING.value, State.CONSOLIDATED.value)
-_CODED = ("scope", "state", "type")
+_CODED = tuple(CODED)
 _MAX_CACHED = 5_000  # Memory objects kept for reuse; past this the cache starts over (at 100k,
 # 50,000 of them held 35 MiB more for about 1 ms a query)
 _MAX_ADDED = 4096  # ids held in a dict before they are sorted in with the rest
@@ -441,7 +442,7 @@ class Corpus:
         self._access = grow("access", self._access, int64s(rows.column("access_count")))
         self._seen = grow("seen", self._seen, int64s(rows.column("last_accessed")))
         self._created = grow("created", self._created, int64s(rows.column("created_at")))
-        for name, column in (("scope", "scope"), ("state", "state"), ("type", "memory_type")):
+        for name, column in CODED.items():
             codes = [self._code(name, v) for v in rows.column(column).to_pylist()]
             self._coded[name] = grow(name, self._coded[name], np.asarray(codes, np.int32))
         for i, mid in enumerate(rows.column("id").to_pylist()):

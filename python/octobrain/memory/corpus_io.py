@@ -10,7 +10,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from octobrain.store import MemoryStore
+from octobrain.store import MemoryStore, addresses
 from octobrain.store.memories import Pinned
 from octobrain.store.sql import sql_in
 
@@ -34,6 +34,10 @@ LIGHT_COLUMNS = [
     "git_commit",
     "context",
 ]
+# The mirror's columns held as small integer codes per position: its name -> the table's column.
+CODED = {"scope": "scope", "state": "state", "type": "memory_type"}
+# What the mirror reads of a row: its mirrored columns, the embedding and the row address.
+READ = [*LIGHT_COLUMNS, "embedding", addresses.ADDR]
 
 
 def int64s(column: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.int64]:
@@ -83,13 +87,11 @@ def latest_versions(store: MemoryStore) -> tuple[int, int]:
 
 
 def read_rows(pinned: Pinned, ids: list[str], total: int) -> pa.Table:
-    """The mirrored columns, the embedding and the row address (`_rowaddr`) of `ids`, read at
-    the pinned version."""
-    columns = [*LIGHT_COLUMNS, "embedding", "_rowaddr"]
+    """What the mirror reads (`READ`) of the rows `ids`, at the pinned version."""
     if len(ids) > total // 2:  # mostly new (a first load): one full scan beats an IN list
-        table = pinned.scan_arrow("true", columns=columns)
+        table = pinned.scan_arrow("true", columns=READ)
         return table.filter(pc.is_in(table.column("id"), value_set=pa.array(ids, pa.string())))
-    return pinned.scan_arrow(sql_in("id", ids), columns=columns)
+    return pinned.scan_arrow(sql_in("id", ids), columns=READ)
 
 
 def vectors_of(rows: pa.Table, dim: int) -> npt.NDArray[np.float32]:
