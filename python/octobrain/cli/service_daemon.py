@@ -90,7 +90,6 @@ class BrainCache:
         """The maintenance passes writes fell due for, with the mirrors caught up after them."""
         for pool in self._all():
             pool.maintain()
-            pool.note_store()
 
     def maintenance_due(self) -> bool:
         return any(pool.maintenance_due() for pool in self._all())

@@ -106,10 +106,12 @@ class BrainPool:
     def maintain(self) -> None:
         """Run the store maintenance a write fell due for and catch the mirror up with what it
         moved (what the next call would otherwise do), once calls have had their answers
-        (`MemoryStore.defer_maintenance`); hold the lock."""
+        (`MemoryStore.defer_maintenance`), and note the store's files as it left them; hold
+        the lock."""
         root = self._root
         if root is not None and root.store.maintain_if_due():
             root.retriever.corpus.refresh()
+            self.note_store()
 
     def note_store(self) -> None:
         """Record the store's tables and manifest as they are after a call that may have
