@@ -302,9 +302,11 @@ class Corpus:
             return
         # Every read below sees `version`, however many commits other processes make meanwhile.
         pinned = self._store.pinned(version)
-        if not len(self._live) and pinned.count():
-            self._build(pinned, version)
-            return
+        if not len(self._live):
+            count = pinned.count()
+            if count:
+                self._build(pinned, version, count)
+                return
         delta = None
         if len(self.pos_of) and 0 <= self._version < version:
             removed = self._store.changes_since("memories", self._version)
@@ -334,11 +336,12 @@ class Corpus:
             self._rebuild()
         self._version = version
 
-    def _build(self, pinned: Pinned, version: int) -> None:
-        """Read every row into the empty mirror, in bounded memory (`memory.build`); when a
-        snapshot will be written, its vectors go to a scratch file that the snapshot takes."""
+    def _build(self, pinned: Pinned, version: int, rows: int) -> None:
+        """Read every row (`rows` of them) into the empty mirror, in bounded memory
+        (`memory.build`); when a snapshot will be written, its vectors go to a scratch file
+        that the snapshot takes."""
         snap, scratch = None, None
-        if self._snapshots is not None and pinned.count() >= self._snapshot_min_rows:
+        if self._snapshots is not None and rows >= self._snapshot_min_rows:
             try:
                 scratch = self._snapshots.scratch()
                 snap = build.build(pinned, version, self._store.dim, scratch=scratch)
