@@ -82,7 +82,6 @@ def _scan_arrow(
     """The rows matching `where`. A column added after a store was made (`schema.
     missing_columns`) reads as nulls until a writer adds it: a reader without write access
     to an old store must still open it."""
-
     query = table.search().where(where)
     later = {f.name: f for f in schema.missing_columns(table.schema)}
     absent = [c for c in columns or () if c in later]
