@@ -60,19 +60,25 @@ impl Bm25Index {
     fn merged(&self, base: &Base<'_>) -> Vec<Postings> {
         (0..self.terms.len())
             .map(|t| {
-                let (docs, tfs) = base.term(t);
                 let mut out = Postings::default();
-                for (&d, &tf) in docs.iter().zip(tfs) {
-                    if self.is_live(d as usize) {
-                        out.docs.push(d);
-                        out.tfs.push(tf);
-                    }
-                }
-                out.docs.extend_from_slice(&self.postings[t].docs);
-                out.tfs.extend_from_slice(&self.postings[t].tfs);
+                self.append_live(base, t, &mut out.docs, &mut out.tfs);
                 out
             })
             .collect()
+    }
+
+    /// Term `t`'s live postings, the base's still-live ones then those added since, appended
+    /// to `docs` and `tfs`.
+    fn append_live(&self, base: &Base<'_>, t: usize, docs: &mut Vec<u32>, tfs: &mut Vec<u32>) {
+        let (base_docs, base_tfs) = base.term(t);
+        for (&d, &tf) in base_docs.iter().zip(base_tfs) {
+            if self.is_live(d as usize) {
+                docs.push(d);
+                tfs.push(tf);
+            }
+        }
+        docs.extend_from_slice(&self.postings[t].docs);
+        tfs.extend_from_slice(&self.postings[t].tfs);
     }
 
     /// The index as flat arrays, for a caller to store and reopen with [`Self::open_base`].
@@ -96,15 +102,7 @@ impl Bm25Index {
         for (t, term) in self.terms.iter().enumerate() {
             parts.terms.extend_from_slice(term.as_bytes());
             parts.term_ends.push(parts.terms.len() as u64);
-            let (docs, tfs) = base.term(t);
-            for (&d, &tf) in docs.iter().zip(tfs) {
-                if self.is_live(d as usize) {
-                    parts.docs.push(d);
-                    parts.tfs.push(tf);
-                }
-            }
-            parts.docs.extend_from_slice(&self.postings[t].docs);
-            parts.tfs.extend_from_slice(&self.postings[t].tfs);
+            self.append_live(base, t, &mut parts.docs, &mut parts.tfs);
             parts.offsets.push(parts.docs.len() as u64);
         }
         parts.docs.shrink_to_fit();
