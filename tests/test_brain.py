@@ -143,6 +143,31 @@ def test_neighbours_carry_type_and_direction(make_brain: MakeBrain) -> None:
     )
 
 
+def test_links_made_after_a_search_count_in_the_next_one(make_brain: MakeBrain) -> None:
+    # Edge lookups keep the last one's rows: a newer table must be read again.
+    brain = make_brain()
+    goal, _ = brain.memorize(
+        "Goal: cut API latency", "Bring p95 API latency under 200 ms.", memory_type="goal"
+    )
+    step, _ = brain.memorize(*TOKEN_BUCKET)
+    old, _ = brain.memorize("Rate limiting by token bucket", "An older token bucket note.")
+    db, _ = brain.memorize(*POSTGRES)
+    brain.relate(db.id, goal.id)  # (an edge already there: lookups have rows to keep)
+    assert brain.remember("token bucket burst", limit=1).neighbours == []
+    first = brain.remember("token bucket", min_relevance=0.0).hits
+    assert {h.memory.id for h in first} >= {step.id, old.id}
+    assert all(h.superseded_by == [] for h in first)
+    writer = make_brain()  # as another process: this brain catches up with its edges
+    writer.relate(step.id, goal.id, "achieves")
+    writer.relate(step.id, old.id, "supersedes")
+    again = brain.remember("token bucket burst", limit=1)
+    assert [h.memory.id for h in again.hits] == [step.id]
+    shown = {(n.memory.id, n.relationship_type.value, n.via) for n in again.neighbours}
+    assert shown == {(goal.id, "achieves", step.id), (old.id, "supersedes", step.id)}
+    by_id = {h.memory.id: h for h in brain.remember("token bucket", min_relevance=0.0).hits}
+    assert by_id[old.id].superseded_by == [step.id]
+
+
 def test_access_counts_only_returned_results_and_persist(make_brain: MakeBrain) -> None:
     brain = make_brain()
     hit, _ = brain.memorize(*TOKEN_BUCKET)

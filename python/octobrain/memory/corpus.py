@@ -413,6 +413,14 @@ class Corpus:
         """Edges touching any of `ids` (each once), from the mirror of `relationships`."""
         return self._edges.touching(ids)
 
+    def edges_into(self, ids: Sequence[str], kinds: Sequence[str]) -> list[Relationship]:
+        """The edges of types `kinds` whose target is one of `ids` (`EdgeMirror.into`)."""
+        return self._edges.into(ids, kinds)
+
+    def edges_by_node(self, ids: Sequence[str]) -> dict[str, list[Relationship]]:
+        """The edges touching each of `ids` (`EdgeMirror.by_node`): one pass for them all."""
+        return self._edges.by_node(ids)
+
     def _remove(self, positions: npt.NDArray[np.int64]) -> None:
         if not len(positions):
             return

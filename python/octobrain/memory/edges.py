@@ -30,6 +30,8 @@ class EdgeMirror:
     def __init__(self, table: pa.Table | None = None, version: int = -1, mark: int = -1) -> None:
         self.table, self.version, self.mark = table, version, mark
         self.last_catch_up = ""  # as `Corpus.last_catch_up`
+        # The last lookup (`_touching`): the table it read, the ids asked, the rows found.
+        self._near: tuple[pa.Table, frozenset[str], pa.Table] | None = None
 
     def refresh(self, store: MemoryStore, version: int) -> None:
         """Catch up with `version` of `relationships` (a no-op when unchanged)."""
@@ -44,6 +46,7 @@ class EdgeMirror:
             table = pinned.scan_arrow("true", columns=COLUMNS)
             self.mark = fragment_mark(int64s(table.column(ADDR)))
         self.table, self.version = table, version
+        self._near = None  # (its rows are of the table before)
 
     def _cheap(self, store: MemoryStore, pinned: Pinned) -> pa.Table | None:
         assert self.table is not None
@@ -88,23 +91,60 @@ class EdgeMirror:
 
     def touching(self, ids: Sequence[str]) -> list[Relationship]:
         """Edges touching any of `ids` (each once), in the order of `ids`."""
-        if self.table is None or not len(self.table) or not ids:
+        seen: dict[str, Relationship] = {}
+        for rels in self.by_node(ids).values():
+            for rel in rels:
+                seen.setdefault(rel.id, rel)
+        return list(seen.values())
+
+    def into(self, ids: Sequence[str], kinds: Sequence[str]) -> list[Relationship]:
+        """The edges of the relationship types `kinds` that point at any of `ids` (their
+        target): the search asks this of its candidates, whose other edges (a session's
+        chain, above all) it has no use for, so only these become `Relationship`s."""
+        if not kinds:
             return []
-        wanted = pa.array(list(dict.fromkeys(ids)), pa.string())
-        table = self.table
-        hit = pc.or_(
-            pc.is_in(table.column("source_id"), value_set=wanted),
-            pc.is_in(table.column("target_id"), value_set=wanted),
+        wanted = list(dict.fromkeys(ids))
+        rows = self._touching(wanted)
+        hit = pc.and_(
+            pc.is_in(rows.column("relationship_type"), value_set=pa.array(kinds, pa.string())),
+            pc.is_in(rows.column("target_id"), value_set=pa.array(wanted, pa.string())),
         )
-        rows = table.filter(hit).drop_columns([ADDR]).to_pylist()
+        return [row_to_relationship(r) for r in rows.filter(hit).to_pylist()]
+
+    def by_node(self, ids: Sequence[str]) -> dict[str, list[Relationship]]:
+        """The edges touching each of `ids`, in the order of `ids` (an id no edge touches is
+        left out; an edge between two of them is under both). One pass over the table,
+        however many ids: a caller walking its results asks once, not once per result."""
+        order = list(dict.fromkeys(ids))
+        rows = self._touching(order).to_pylist()
         by_node: dict[str, list[Relationship]] = {}
         for row in rows:
             rel = row_to_relationship(row)
             by_node.setdefault(rel.source_id, []).append(rel)
             if rel.target_id != rel.source_id:
                 by_node.setdefault(rel.target_id, []).append(rel)
-        seen: dict[str, Relationship] = {}
-        for mid in ids:
-            for rel in by_node.get(mid, ()):
-                seen.setdefault(rel.id, rel)
-        return list(seen.values())
+        return {mid: by_node[mid] for mid in order if mid in by_node}
+
+    def _touching(self, ids: list[str]) -> pa.Table:
+        """The rows (without their address) of the edges touching any of `ids`.
+
+        Each lookup scans the table, so the last one's rows are kept: a search asks for the
+        edges of its candidates, then of its results among them, and the second is answered
+        from the first's rows. A lookup of other ids, or of a newer table, scans again."""
+        table = self.table
+        if table is None or not len(table) or not ids:
+            return relationships_schema().empty_table()
+        near = self._near
+        source = (
+            near[2] if near is not None and near[0] is table and near[1].issuperset(ids) else table
+        )
+        wanted = pa.array(ids, pa.string())
+        hit = pc.or_(
+            pc.is_in(source.column("source_id"), value_set=wanted),
+            pc.is_in(source.column("target_id"), value_set=wanted),
+        )
+        rows = source.filter(hit)
+        if source is table:
+            rows = rows.drop_columns([ADDR])
+            self._near = (table, frozenset(ids), rows)
+        return rows

@@ -98,10 +98,12 @@ class Reads(BrainBase):
         hits = self.retriever.search(
             queries, self.scope, filters, limit=limit, min_relevance=threshold, now=now
         )
-        neighbours = self._neighbours(hits, include_archived=filters.include_archived)
-        if self.config.brief.session_neighbour and hits:
-            neighbours += self._session_neighbour(hits, neighbours)
         corpus = self.retriever.corpus
+        # One pass over the edges for every result, shared by both neighbour passes.
+        edges = corpus.edges_by_node([h.memory.id for h in hits])
+        neighbours = self._neighbours(hits, edges, include_archived=filters.include_archived)
+        if self.config.brief.session_neighbour and hits:
+            neighbours += self._session_neighbour(hits, edges, neighbours)
         due = corpus.due_for_access([h.memory.id for h in hits], now, ACCESS_WINDOW)
         if record_access and due:
             self._access_queue().add(due, now, corpus)
@@ -122,15 +124,22 @@ class Reads(BrainBase):
                 queue = _QUEUES[self.store] = AccessQueue(self.store, ACCESS_WINDOW)
             return queue
 
-    def _neighbours(self, hits: list[Hit], *, include_archived: bool = False) -> list[Neighbour]:
-        """Up to 3 one-hop neighbours of the results, best results first, from the mirror."""
+    def _neighbours(
+        self,
+        hits: list[Hit],
+        edges: dict[str, list[Relationship]],
+        *,
+        include_archived: bool = False,
+    ) -> list[Neighbour]:
+        """Up to 3 one-hop neighbours of the results, best results first, from the mirror
+        (`edges`: the edges touching each result, `Corpus.edges_by_node`)."""
         corpus = self.retriever.corpus
         result_ids = {h.memory.id for h in hits}
         scopes = visible_scopes(self.scope)
         out: list[Neighbour] = []
         taken: set[str] = set()
         for hit in hits:
-            for rel in corpus.edges([hit.memory.id]):
+            for rel in edges.get(hit.memory.id, ()):
                 if rel.relationship_type is RelationshipType.SAME_SESSION:
                     continue  # at most one, added by _session_neighbour
                 outgoing = rel.source_id == hit.memory.id
@@ -151,11 +160,14 @@ class Reads(BrainBase):
                     return out
         return out
 
-    def _session_neighbour(self, hits: list[Hit], shown: list[Neighbour]) -> list[Neighbour]:
+    def _session_neighbour(
+        self, hits: list[Hit], edges: dict[str, list[Relationship]], shown: list[Neighbour]
+    ) -> list[Neighbour]:
         """At most one memory from the same session as a result, labelled `same_session`."""
         ids = [h.memory.id for h in hits]
         found = temporal.same_session_partner(
             self.retriever.corpus,
+            edges,
             ids,
             set(ids) | {n.memory.id for n in shown},
             visible_scopes(self.scope),

@@ -355,16 +355,13 @@ class Retriever:
         superseded: dict[str, list[str]] = {}
         parents: dict[str, list[str]] = {}
         conflicting: dict[str, list[str]] = {}
-        wanted = set(ids)
         kinds = {
             RelationshipType.SUPERSEDES: superseded,
             RelationshipType.CONSOLIDATED_FROM: parents,
             RelationshipType.CONFLICTS: conflicting,
         }
-        for rel in self.corpus.edges(ids):
-            out = kinds.get(rel.relationship_type)
-            if out is None or rel.target_id not in wanted:
-                continue
+        for rel in self.corpus.edges_into(ids, [k.value for k in kinds]):
+            out = kinds[rel.relationship_type]
             pos = self.corpus.pos_of.get(rel.source_id)
             if pos is not None and self.corpus.memory(pos).scope in scopes:
                 out.setdefault(rel.target_id, []).append(rel.source_id)

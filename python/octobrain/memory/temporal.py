@@ -8,7 +8,7 @@ neighbour along). Rows written before this existed simply have neither.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from octobrain.memory.corpus import Corpus
 from octobrain.models import TAG_CHARS, Memory, Relationship, RelationshipType, State
@@ -52,13 +52,18 @@ def same_session_link(memory: Memory, previous: Memory) -> Relationship:
 
 
 def same_session_partner(
-    corpus: Corpus, result_ids: Sequence[str], exclude: set[str], scopes: Iterable[str]
+    corpus: Corpus,
+    edges: Mapping[str, Sequence[Relationship]],
+    result_ids: Sequence[str],
+    exclude: set[str],
+    scopes: Iterable[str],
 ) -> tuple[Relationship, Memory, str] | None:
     """One memory of the same session as a result (best results first): the edge, the memory
-    and the result it hangs off. Skips memories already shown and archived ones."""
+    and the result it hangs off. Skips memories already shown and archived ones. `edges`: the
+    edges touching each result (`Corpus.edges_by_node`)."""
     visible = set(scopes)
     for rid in result_ids:
-        for rel in corpus.edges([rid]):
+        for rel in edges.get(rid, ()):
             if rel.relationship_type is not RelationshipType.SAME_SESSION:
                 continue
             other = rel.target_id if rel.source_id == rid else rel.source_id
