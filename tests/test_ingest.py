@@ -399,9 +399,10 @@ def test_a_question_naming_a_person_prefers_that_persons_turns(tmp_path: Path) -
 
 
 def test_bench_locomo_scores_evidence_turns_and_sessions(tmp_path: Path) -> None:
-    from octobrain.bench.locomo import locomo_table, run_locomo, session_recall
+    from octobrain.bench.locomo import first_sessions, locomo_table, run_locomo, session_recall
 
     assert session_recall(["D2:1", "D2:2", "D1:3"], ["D1:3", "D3:1"], k=2) == 0.5
+    assert first_sessions(["D2:1", "D2:2", "D1:3", "D4:1"], k=2) == {"2", "1"}
     sample = json.loads(json.dumps(LOCOMO))
     sample[0]["qa"] = [
         {"question": "Which class did Caroline join?", "evidence": ["D1:1"], "category": 4},
@@ -413,12 +414,14 @@ def test_bench_locomo_scores_evidence_turns_and_sessions(tmp_path: Path) -> None
     assert (report["turns"], report["questions"]) == (5, 2)
     assert report["categories"]["single-hop"]["recall_at_5"] == 1.0
     assert report["overall"]["session_recall_at_5"] == 1.0
+    assert report["overall"]["session_all_at_5"] == report["overall"]["session_any_at_5"] == 1.0
     adversarial = report["adversarial"]
     assert adversarial["questions"] == 1.0 and adversarial["threshold"] == 0.3
     assert 0.0 <= adversarial["auc"] <= 1.0 and "auc_half_A" in adversarial
     table = locomo_table(report)
     assert "| **all** | 2 |" in table and "Adversarial questions (1):" in table
     assert "at the default threshold (relevance ≥ 0.3)" in table and "AUC" in table
+    assert "recall_all@5; halves A / B: 1.000)" in table
 
 
 def test_auc_is_the_chance_an_answerable_question_outscores_an_adversarial_one() -> None:

@@ -35,7 +35,15 @@ from octobrain.config import Config
 from octobrain.errors import InvalidInput
 from octobrain.memory.conversation import Conversation, parse_text
 
-__all__ = ["CATEGORIES", "LocomoReport", "auc", "missed_sessions", "run_locomo", "session_recall"]
+__all__ = [
+    "CATEGORIES",
+    "LocomoReport",
+    "auc",
+    "first_sessions",
+    "missed_sessions",
+    "run_locomo",
+    "session_recall",
+]
 
 DEPTH = 50
 HIGH_RELEVANCE = 0.6
@@ -86,9 +94,8 @@ def session_of(dia_id: str) -> str:
     return dia_id.split(":", 1)[0].lstrip("D")
 
 
-def session_recall(ranked: Sequence[str], evidence: Sequence[str], k: int = 5) -> float:
-    """The share of the evidence's sessions among the first `k` sessions of the ranking."""
-    wanted = {session_of(d) for d in evidence}
+def first_sessions(ranked: Sequence[str], k: int = 5) -> set[str]:
+    """The first `k` distinct sessions of a ranking of turn ids."""
     sessions: list[str] = []
     for dia in ranked:
         s = session_of(dia)
@@ -96,7 +103,13 @@ def session_recall(ranked: Sequence[str], evidence: Sequence[str], k: int = 5) -
             sessions.append(s)
             if len(sessions) == k:
                 break
-    return len(wanted & set(sessions)) / len(wanted) if wanted else 0.0
+    return set(sessions)
+
+
+def session_recall(ranked: Sequence[str], evidence: Sequence[str], k: int = 5) -> float:
+    """The share of the evidence's sessions among the first `k` sessions of the ranking."""
+    wanted = {session_of(d) for d in evidence}
+    return len(wanted & first_sessions(ranked, k)) / len(wanted) if wanted else 0.0
 
 
 def missed_sessions(ranked: Sequence[str], evidence: Sequence[str], k: int = 5) -> list[str]:
@@ -119,6 +132,10 @@ def _scores(ranked: Sequence[str], evidence: Sequence[str]) -> dict[str, float]:
         "recall_at_5": recall_at_k(ranked, judged, 5),
         "recall_at_10": recall_at_k(ranked, judged, 10),
         "session_recall_at_5": session_recall(ranked, evidence, 5),
+        # The same first five sessions, counted per question: all of its evidence sessions
+        # among them (LongMemEval's recall_all@5), or at least one.
+        "session_all_at_5": float({session_of(d) for d in evidence} <= first_sessions(ranked, 5)),
+        "session_any_at_5": float(session_recall(ranked, evidence, 5) > 0),
     }
 
 
@@ -321,6 +338,19 @@ def locomo_table(report: dict[str, Any]) -> str:
         )
     adv = report.get("adversarial") or {}
     lines.append("")
+    overall = report["overall"]
+    if "session_all_at_5" in overall:
+
+        def per_half(key: str) -> str:
+            return " / ".join(f"{m[key]:.3f}" for m in report["halves"].values() if key in m)
+
+        lines.append(
+            "Session Recall@5 counts each evidence session; per question, all of its evidence "
+            f"sessions are among the first five for {overall['session_all_at_5']:.3f} "
+            f"(LongMemEval's recall_all@5; halves A / B: {per_half('session_all_at_5')}) "
+            f"and at least one for {overall['session_any_at_5']:.3f} "
+            f"({per_half('session_any_at_5')})."
+        )
     if adv:
         halves = " / ".join(
             f"{adv[f'auc_half_{h}']:.3f}" for h in ("A", "B") if f"auc_half_{h}" in adv
