@@ -71,3 +71,14 @@ def test_bench_locomo_names_an_unknown_variant(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput) as err:
         run_locomo(tmp_path, model="hash:256", cache_dir=tmp_path / "cache", variant="magic")
     assert err.value.field == "variant"
+
+
+def test_a_missed_evidence_session_is_told_apart_by_the_legs_that_find_it() -> None:
+    from octobrain.bench.locomo import _legs_found
+
+    ranked = ["D2:1", "D1:1", "D4:1"]  # first two sessions: 2, 1
+    evidence = ["D3:1", "D1:1", "D5:2"]  # session 1 found; 3 and 5 missed
+    words, meaning = ["D3:4", "D5:1"], ["D3:1", "D9:9"]
+    assert _legs_found(ranked, evidence, [words, meaning], k=2) == [2, 1]
+    assert _legs_found(ranked, evidence, [["D9:1"], []], k=2) == [0, 0]
+    assert _legs_found(ranked, ["D1:5"], [words, meaning], k=2) == []

@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 DEPTH = 50
+LEG_MODES = ("bm25", "dense")  # `bench beir` modes: one retrieval leg each
 HIGH_RELEVANCE = 0.6
 SCOPE_PREFIX = "bench/locomo/"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -80,6 +81,9 @@ class LocomoReport:
     categories: dict[str, dict[str, float]] = field(default_factory=dict)
     adversarial: dict[str, float] = field(default_factory=dict)
     missed_sessions: dict[str, dict[str, int]] = field(default_factory=dict)  # "all", categories
+    # Session Recall@5 if fusion kept every missed evidence session a leg alone ranks in its
+    # first five (and displaced none that it has): what no re-ranking of the legs can exceed.
+    fusion_bound: float = 0.0
     machine: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -123,6 +127,17 @@ def missed_sessions(ranked: Sequence[str], evidence: Sequence[str], k: int = 5) 
         if not 0 < at <= k:
             out.append("absent" if not at else "6-10" if at <= 2 * k else "11+")
     return out
+
+
+def _legs_found(
+    ranked: Sequence[str], evidence: Sequence[str], legs: Sequence[Sequence[str]], k: int = 5
+) -> list[int]:
+    """For each evidence session missing from the first `k` sessions of `ranked`: among how
+    many of the single-leg rankings `legs` it is in the first `k`."""
+    first = first_sessions(ranked, k)
+    alone = [first_sessions(leg, k) for leg in legs]
+    wanted = dict.fromkeys(session_of(d) for d in evidence)
+    return [sum(s in found for found in alone) for s in wanted if s not in first]
 
 
 def _scores(ranked: Sequence[str], evidence: Sequence[str]) -> dict[str, float]:
@@ -216,7 +231,7 @@ def run_locomo(
     `window`: neighbouring turns in each turn's context (default `ingest.WINDOW`; 0 for the
     ablation without neighbours). `variant`: one of `locomo_variants.VARIANTS`, measured
     against the shipped path (see that module)."""
-    from octobrain.bench.beir import _cpus, _QueryMemo
+    from octobrain.bench.beir import _cpus, _QueryMemo, mode_config
     from octobrain.bench.locomo_variants import VARIANTS, SessionWords, WindowVectors, rerank
     from octobrain.embed.cache import CachedEmbedder
     from octobrain.embed.factory import get_embedder
@@ -260,8 +275,18 @@ def run_locomo(
         report.ingest_seconds = time.perf_counter() - start
         report.embedded, report.cached = cached.misses, cached.hits
         root.retriever.corpus.refresh()
+        # Each leg alone (words: BM25 only; meaning: vectors only), to tell an evidence
+        # session no leg finds from one that fusion loses.
+        legs = [
+            Brain(root.scope, config=mode_config(base, m), embedder=embedder, uri=Path(tmp))
+            for m in LEG_MODES
+        ]
+        leg_brains = {
+            c.key: [leg.for_scope(SCOPE_PREFIX + c.key) for leg in legs] for c in conversations
+        }
         rows: dict[str, list[dict[str, float]]] = {}
         latencies: list[float] = []
+        lost: list[float] = []  # per question: the share of its sessions fusion lost
         # The best relevance of each question, per half: adversarial, answerable.
         best: dict[str, tuple[list[float], list[float]]] = {h: ([], []) for h in ("A", "B")}
         for q in questions:
@@ -287,6 +312,21 @@ def run_locomo(
                     for key in ("all", CATEGORIES.get(q.category, "other")):
                         counts = report.missed_sessions.setdefault(key, {})
                         counts[where] = counts.get(where, 0) + 1
+                alone = [
+                    [
+                        dia_of.get(h.memory.id, "")
+                        for h in leg.remember(
+                            q.text, limit=DEPTH, min_relevance=0.0, record_access=False
+                        ).hits
+                    ]
+                    for leg in leg_brains[q.conversation]
+                ]
+                found = _legs_found(ranked, q.evidence, alone)
+                for n in found:
+                    counts = report.missed_sessions.setdefault("legs", {})
+                    counts[str(n)] = counts.get(str(n), 0) + 1
+                wanted = {session_of(d) for d in q.evidence}
+                lost.append(sum(1 for n in found if n) / len(wanted))
                 for key in ("all", halves[q.conversation], CATEGORIES.get(q.category, "other")):
                     rows.setdefault(key, []).append(scores)
             if on_query is not None:
@@ -295,6 +335,8 @@ def run_locomo(
     report.overall = _mean(rows.get("all", []))
     report.halves = {h: _mean(rows[h]) for h in ("A", "B") if h in rows}
     report.categories = {name: _mean(rows[name]) for name in CATEGORIES.values() if name in rows}
+    if lost:
+        report.fusion_bound = report.overall["session_recall_at_5"] + float(np.mean(lost))
     if latencies:
         report.search_p50_ms, report.search_p95_ms = (
             float(v) for v in np.percentile(latencies, [50, 95])
@@ -375,6 +417,15 @@ def locomo_table(report: dict[str, Any]) -> str:
             f"({every.get('6-10', 0)} ranked 6th–10th, {every.get('11+', 0)} lower, "
             f"{every.get('absent', 0)} with no turn among the {DEPTH} returned; {per})."
         )
+        legs = missed.get("legs") or {}
+        if legs:
+            lines.append(
+                f"Of these, {legs.get('0', 0)} are outside the first five sessions of each "
+                "retrieval leg alone too (BM25 only, vectors only: `bench beir` modes `bm25`, "
+                f"`dense`), {legs.get('1', 0)} within one leg's and {legs.get('2', 0)} within "
+                "both: fusion lost those; had it kept them all, session Recall@5 would be "
+                f"{report.get('fusion_bound', 0.0):.3f}."
+            )
     embedded = f"{report['embedded']:,} embedded, {report['cached']:,} from the embedding cache"
     lines.append(
         f"Ingest {report['turns_per_second']:.1f} turns/s ({embedded}); "
