@@ -6,8 +6,12 @@ evaluate it — and every question runs through `Brain.remember` (threshold 0, l
 
 Measured per question against its annotated evidence turns: turn-level nDCG@10 and Recall@5/10,
 and session-level Recall@5 (sessions ranked by their best turn; the share of the evidence's
-sessions among the first five). Reported overall, per category, and per half of the
-conversations (alternate conversations), so a change can be checked on two independent halves.
+sessions among the first five; per question also whether all of them, or any, are there).
+Reported overall, per category, and per half of the conversations (alternate conversations),
+so a change can be checked on two independent halves. Each evidence session missing from the
+first five is also looked up in each retrieval leg's own ranking (the same question through
+`remember` with BM25 only and with vectors only): one that no leg ranks among its first five
+is missed by retrieval itself, one that a leg does is lost in fusion.
 The adversarial questions (category 5: things never said, or said by the other speaker) run
 through the same call as the others; for each question its best relevance among the returned
 turns decides whether the product's default threshold (`search.min_relevance`) would answer it
