@@ -146,15 +146,16 @@ def _legs_found(
 
 def _scores(ranked: Sequence[str], evidence: Sequence[str]) -> dict[str, float]:
     judged = dict.fromkeys(evidence, 1)
+    sessions = session_recall(ranked, evidence, 5)
     return {
         "ndcg_at_10": ndcg_at_k(ranked, judged, 10),
         "recall_at_5": recall_at_k(ranked, judged, 5),
         "recall_at_10": recall_at_k(ranked, judged, 10),
-        "session_recall_at_5": session_recall(ranked, evidence, 5),
-        # The same first five sessions, counted per question: all of its evidence sessions
-        # among them (LongMemEval's recall_all@5), or at least one.
-        "session_all_at_5": float({session_of(d) for d in evidence} <= first_sessions(ranked, 5)),
-        "session_any_at_5": float(session_recall(ranked, evidence, 5) > 0),
+        "session_recall_at_5": sessions,
+        # The same share, counted per question: all of its evidence sessions among the first
+        # five (LongMemEval's recall_all@5), or at least one.
+        "session_all_at_5": float(sessions == 1.0),
+        "session_any_at_5": float(sessions > 0.0),
     }
 
 
@@ -312,20 +313,21 @@ def run_locomo(
                 latencies.append((time.perf_counter() - t0) * 1000.0)
                 ranked = [dia_of.get(h.memory.id, "") for h in hits]
                 scores = _scores(ranked, q.evidence)
-                for where in missed_sessions(ranked, q.evidence):
+                missed = missed_sessions(ranked, q.evidence)
+                for where in missed:
                     for key in ("all", CATEGORIES.get(q.category, "other")):
                         counts = report.missed_sessions.setdefault(key, {})
                         counts[where] = counts.get(where, 0) + 1
-                alone = [
+                alone = [  # (asked only when an evidence session was missed)
                     [
                         dia_of.get(h.memory.id, "")
                         for h in leg.remember(
                             q.text, limit=DEPTH, min_relevance=0.0, record_access=False
                         ).hits
                     ]
-                    for leg in leg_brains[q.conversation]
+                    for leg in (leg_brains[q.conversation] if missed else [])
                 ]
-                found = _legs_found(ranked, q.evidence, alone)
+                found = _legs_found(ranked, q.evidence, alone) if missed else []
                 for n in found:
                     counts = report.missed_sessions.setdefault("legs", {})
                     counts[str(n)] = counts.get(str(n), 0) + 1
