@@ -1,8 +1,11 @@
 """What a caller asks `remember` for, checked: the query strings, and the filters beside the
-scope rule (types, tags, files, a time window), with the SQL prefilter they make."""
+scope rule (types, tags, files, a time window), with the SQL prefilter they make; and the
+calendar dates a question names ("on 3 June, 2023", "in January 2022"), which `remember`
+prefers without filtering by them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta, timezone
@@ -109,3 +112,94 @@ def parse_filters(
         if given and not kept:  # all blank: filtering by it would silently match everything
             raise InvalidInput(name, "must hold at least one non-blank entry to filter by")
     return Filters(types, tuple(tag_filter), tuple(file_filter), after, before)
+
+
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+_MONTH = "(" + "|".join(_MONTHS) + ")"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"((?:19|20)\d{2})"
+# Most specific first; a span one pattern took is not read again by a later one, so
+# "3 June, 2023" names that day and not also the month. A month or a year alone counts only
+# after a preposition ("in May", "during 2023"): "may" is also a verb.
+_AFTER = r"\b(?:in|on|during|of|since|until|till|before|after|by|early|late|mid)[\s-]+"
+_DATE_PATTERNS = tuple(
+    (kind, re.compile(pattern, re.IGNORECASE))
+    for kind, pattern in (
+        ("ymd", r"\b" + _YEAR + r"-(\d{2})-(\d{2})\b"),
+        ("dmy", r"\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + r"\b(?:,?\s*" + _YEAR + r"\b)?"),
+        ("mdy", r"\b" + _MONTH + r"\s+" + _DAY + r"\b(?:,?\s*" + _YEAR + r"\b)?"),
+        ("my", r"\b" + _MONTH + r",?\s+" + _YEAR + r"\b"),
+        ("m", _AFTER + _MONTH + r"\b"),
+        ("y", _AFTER + _YEAR + r"\b"),
+    )
+)
+
+
+@dataclass(frozen=True)
+class Period:
+    """A calendar period a question names: a day, a month or a year; a part left None is
+    any ("in June": June of any year)."""
+
+    year: int | None = None
+    month: int | None = None
+    day: int | None = None
+
+    def holds(self, moment: datetime) -> bool:
+        """Whether `moment` (compared in UTC) falls within the period."""
+        moment = moment.astimezone(timezone.utc) if moment.tzinfo else moment
+        return (
+            (self.year is None or moment.year == self.year)
+            and (self.month is None or moment.month == self.month)
+            and (self.day is None or moment.day == self.day)
+        )
+
+
+def _period(kind: str, groups: Sequence[str | None]) -> Period | None:
+    def num(value: str | None) -> int | None:
+        return int(value) if value else None
+
+    def month(name: str | None) -> int | None:
+        return _MONTHS.index(name.lower()) + 1 if name else None
+
+    if kind == "ymd":
+        year, mon, day = (num(g) for g in groups)
+    elif kind == "dmy":
+        day, mon, year = num(groups[0]), month(groups[1]), num(groups[2])
+    elif kind == "mdy":
+        mon, day, year = month(groups[0]), num(groups[1]), num(groups[2])
+    elif kind == "my":
+        mon, year, day = month(groups[0]), num(groups[1]), None
+    elif kind == "m":
+        mon, year, day = month(groups[0]), None, None
+    else:
+        year, mon, day = num(groups[0]), None, None
+    if (mon is not None and not 1 <= mon <= 12) or (day is not None and not 1 <= day <= 31):
+        return None
+    return Period(year, mon, day)
+
+
+def named_periods(queries: Sequence[str]) -> list[Period]:
+    """The calendar days, months and years the queries name, each once (see `Period`)."""
+    found: dict[Period, None] = {}
+    for query in queries:
+        text = query
+        for kind, pattern in _DATE_PATTERNS:
+            for match in pattern.finditer(text):
+                period = _period(kind, match.groups())
+                if period is not None:
+                    found.setdefault(period)
+            text = pattern.sub(lambda m: " " * len(m.group(0)), text)
+    return list(found)

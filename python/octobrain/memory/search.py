@@ -29,7 +29,7 @@ from octobrain.memory import conflicts
 from octobrain.memory.conversation import SPEAKER_PREFIX
 from octobrain.memory.corpus import Corpus
 from octobrain.memory.gist import gist_for
-from octobrain.memory.query import Filters
+from octobrain.memory.query import Filters, named_periods
 from octobrain.memory.snapshot import SnapshotDamaged
 from octobrain.models import (
     Memory,
@@ -49,6 +49,11 @@ BELOW = 0.95  # a memory ranked below another (its parent, a prevailing value) s
 # words 19 times in 20, and ×2 ranked better than ×1.2 on both halves (README). Only memories
 # with a `speaker:` tag (ingested turns) can get it.
 SPEAKER_FACTOR = 2.0
+# A memory from a day, month or year the question names ("on 3 June, 2023", "in January
+# 2022"; its `created_at`: for an ingested turn, when its session was held): it meets a
+# constraint the question states, as a turn of the person it names does, and weighs the same.
+# On LoCoMo a question naming a date is answered in a session within it 9 times in 10.
+PERIOD_FACTOR = SPEAKER_FACTOR
 # Past `search.ann_min_rows`, LanceDB's ANN index proposes ANN_REFINE × the wanted candidates
 # (partitions probed: ANN_NPROBES), and their exact cosines from the mirror's vectors decide.
 # ×8 rather than ×5: the index is trained afresh on every store, and on one of two 1M stores
@@ -307,6 +312,7 @@ class Retriever:
         importance = decay.memory_strength(mems, now, mcfg)
         superseded, parents, conflicting = self._edges_in([m.id for m in mems], scopes)
         named = _named_speakers(queries)
+        periods = named_periods(queries)
         # The question names a speaker of the found turns: a turn someone else said may be on
         # topic but is not that person's word (LoCoMo's adversarial questions swap the person).
         asks_about = bool(named) and any(named.intersection(m.tags) for m in mems)
@@ -320,7 +326,9 @@ class Retriever:
             f_trust = 1.0 - 0.5 * (1.0 - m.source.trust)
             f_sup = SUPERSEDED_FACTOR if superseded.get(m.id) else 1.0
             f_who = SPEAKER_FACTOR if named and named.intersection(m.tags) else 1.0
-            score = s.fused * f_imp * f_rec * f_trust * f_sup * f_who
+            in_period = any(p.holds(m.created_at) for p in periods)
+            f_when = PERIOD_FACTOR if in_period else 1.0
+            score = s.fused * f_imp * f_rec * f_trust * f_sup * f_who * f_when
             legs = f"{len(queries)} queries (RRF); " if len(queries) > 1 else ""
             why = (
                 f"{legs}found by {s.legs}; relevance {s.relevance:.2f} "
@@ -334,6 +342,8 @@ class Retriever:
                 why += "; said by the person the question names"
             elif asks_about and any(t.startswith(SPEAKER_PREFIX) for t in m.tags):
                 why += "; said by someone else than the person the question names"
+            if in_period:
+                why += "; from the date the question names"
             hit = Hit(m, score, s.relevance, s.cosine, why, superseded.get(m.id, []))
             hit.consolidated_into = parents.get(m.id, [])
             hit.effective_importance = float(imp)
