@@ -128,24 +128,24 @@ _MONTHS = [
     "november",
     "december",
 ]
-_MONTH = "(" + "|".join(_MONTHS) + ")"
-_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
-_YEAR = r"((?:19|20)\d{2})"
+_MONTH = "(?P<month>" + "|".join(_MONTHS) + ")"
+_DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>(?:19|20)\d{2})"
 # Most specific first; a span one pattern took is not read again by a later one, so
 # "3 June, 2023" names that day and not also the month. A month or a year alone counts only
 # after a preposition ("in May", "during 2023"): "may" is also a verb.
 _AFTER = r"\b(?:in|on|during|of|since|until|till|before|after|by|early|late|mid)[\s-]+"
-_DATE_PATTERNS = tuple(
-    (kind, re.compile(pattern, re.IGNORECASE))
-    for kind, pattern in (
-        ("ymd", r"\b" + _YEAR + r"-(\d{2})-(\d{2})\b"),
-        ("dmy", r"\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + r"\b(?:,?\s*" + _YEAR + r"\b)?"),
-        ("mdy", r"\b" + _MONTH + r"\s+" + _DAY + r"\b(?:,?\s*" + _YEAR + r"\b)?"),
-        ("my", r"\b" + _MONTH + r",?\s+" + _YEAR + r"\b"),
-        ("m", _AFTER + _MONTH + r"\b"),
-        ("y", _AFTER + _YEAR + r"\b"),
+_DATE_PATTERNS = [
+    re.compile(pattern, re.IGNORECASE)
+    for pattern in (
+        r"\b" + _YEAR + r"-(?P<month>\d{2})-(?P<day>\d{2})\b",  # ISO 8601
+        r"\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + r"\b(?:,?\s*" + _YEAR + r"\b)?",
+        r"\b" + _MONTH + r"\s+" + _DAY + r"\b(?:,?\s*" + _YEAR + r"\b)?",
+        r"\b" + _MONTH + r",?\s+" + _YEAR + r"\b",
+        _AFTER + _MONTH + r"\b",
+        _AFTER + _YEAR + r"\b",
     )
-)
+]
 
 
 @dataclass(frozen=True)
@@ -167,28 +167,19 @@ class Period:
         )
 
 
-def _period(kind: str, groups: Sequence[str | None]) -> Period | None:
-    def num(value: str | None) -> int | None:
-        return int(value) if value else None
-
-    def month(name: str | None) -> int | None:
-        return _MONTHS.index(name.lower()) + 1 if name else None
-
-    if kind == "ymd":
-        year, mon, day = (num(g) for g in groups)
-    elif kind == "dmy":
-        day, mon, year = num(groups[0]), month(groups[1]), num(groups[2])
-    elif kind == "mdy":
-        mon, day, year = month(groups[0]), num(groups[1]), num(groups[2])
-    elif kind == "my":
-        mon, year, day = month(groups[0]), num(groups[1]), None
-    elif kind == "m":
-        mon, year, day = month(groups[0]), None, None
-    else:
-        year, mon, day = num(groups[0]), None, None
-    if (mon is not None and not 1 <= mon <= 12) or (day is not None and not 1 <= day <= 31):
+def _period(parts: dict[str, str | None]) -> Period | None:
+    """The period of one date match's named groups; None for a day or month no calendar has."""
+    year, month, day = parts.get("year"), parts.get("month"), parts.get("day")
+    mon = (
+        None
+        if month is None
+        else int(month)
+        if month.isdigit()
+        else _MONTHS.index(month.lower()) + 1
+    )
+    if (mon is not None and not 1 <= mon <= 12) or (day is not None and not 1 <= int(day) <= 31):
         return None
-    return Period(year, mon, day)
+    return Period(int(year) if year else None, mon, int(day) if day else None)
 
 
 def named_periods(queries: Sequence[str]) -> list[Period]:
@@ -196,9 +187,9 @@ def named_periods(queries: Sequence[str]) -> list[Period]:
     found: dict[Period, None] = {}
     for query in queries:
         text = query
-        for kind, pattern in _DATE_PATTERNS:
+        for pattern in _DATE_PATTERNS:
             for match in pattern.finditer(text):
-                period = _period(kind, match.groups())
+                period = _period(match.groupdict())
                 if period is not None:
                     found.setdefault(period)
             text = pattern.sub(lambda m: " " * len(m.group(0)), text)
