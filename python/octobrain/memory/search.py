@@ -316,7 +316,8 @@ class Retriever:
         # The question names a speaker of the found turns: a turn someone else said may be on
         # topic but is not that person's word (LoCoMo's adversarial questions swap the person).
         asks_about = bool(named) and any(named.intersection(m.tags) for m in mems)
-        hits = []
+        # Each candidate's score is needed to rank it; its `Why:` line only if it is returned.
+        rows: list[tuple[Hit, _Scored, float, str]] = []  # hit, its match, age (days), notes
         for s, m, imp in zip(kept, mems, importance, strict=True):
             age_days = max(0.0, (now - m.created_at).total_seconds() / 86400.0)
             recency = math.exp(-age_days / scfg.recency_decay_days)
@@ -326,36 +327,41 @@ class Retriever:
             f_trust = 1.0 - 0.5 * (1.0 - m.source.trust)
             f_sup = SUPERSEDED_FACTOR if superseded.get(m.id) else 1.0
             f_who = SPEAKER_FACTOR if named and named.intersection(m.tags) else 1.0
-            in_period = any(p.holds(m.created_at) for p in periods)
+            in_period = bool(periods) and any(p.holds(m.created_at) for p in periods)
             f_when = PERIOD_FACTOR if in_period else 1.0
             score = s.fused * f_imp * f_rec * f_trust * f_sup * f_who * f_when
-            legs = f"{len(queries)} queries (RRF); " if len(queries) > 1 else ""
-            why = (
-                f"{legs}found by {s.legs}; relevance {s.relevance:.2f} "
-                f"(cosine {s.cosine:.2f}, words {s.coverage:.0%}); "
-                f"effective importance {float(imp):.2f} (stored {m.importance:.2f}), "
-                f"age {age_days:.0f} d"
-            )
-            if f_sup != 1.0:
-                why += "; superseded"
+            notes = "; superseded" if f_sup != 1.0 else ""
             if f_who != 1.0:
-                why += "; said by the person the question names"
+                notes += "; said by the person the question names"
             elif asks_about and any(t.startswith(SPEAKER_PREFIX) for t in m.tags):
-                why += "; said by someone else than the person the question names"
+                notes += "; said by someone else than the person the question names"
             if in_period:
-                why += "; from the date the question names"
-            hit = Hit(m, score, s.relevance, s.cosine, why, superseded.get(m.id, []))
+                notes += "; from the date the question names"
+            hit = Hit(m, score, s.relevance, s.cosine, "", superseded.get(m.id, []))
             hit.consolidated_into = parents.get(m.id, [])
             hit.effective_importance = float(imp)
-            hits.append(hit)
-        _rank_below(hits, conflicting, queries)
-        hits.sort(key=lambda h: (-h.score, -h.relevance, h.memory.id))
-        for hit in hits[:limit]:  # (only what is returned: most candidates are not)
+            rows.append((hit, s, age_days, notes))
+        _rank_below([row[0] for row in rows], conflicting, queries)
+        rows.sort(key=lambda row: (-row[0].score, -row[0].relevance, row[0].memory.id))
+        legs = f"{len(queries)} queries (RRF); " if len(queries) > 1 else ""
+        hits = []
+        for hit, s, age_days, notes in rows[:limit]:
+            m, strength = hit.memory, hit.effective_importance or 0.0  # (set for every hit)
+            hit.why = (
+                f"{legs}found by {s.legs}; relevance {s.relevance:.2f} "
+                f"(cosine {s.cosine:.2f}, words {s.coverage:.0%}); "
+                f"effective importance {strength:.2f} (stored {m.importance:.2f}), "
+                f"age {age_days:.0f} d{notes}"
+            )
+            if hit.consolidated_into:
+                hit.why += f"; consolidated into {', '.join(hit.consolidated_into)}"
+            if hit.outranked_by:
+                hit.why += f"; {', '.join(hit.outranked_by)} states another value and prevails"
             # A copy: the mirror's objects change in place as accesses are recorded.
-            hit.memory = copy.copy(hit.memory)
-            strength = hit.effective_importance or 0.0  # (set for every hit above)
+            hit.memory = copy.copy(m)
             hit.gist = gist_for(hit.memory, strength, now, self.config.brief)
-        return hits[:limit]
+            hits.append(hit)
+        return hits
 
     def _edges_in(
         self, ids: Sequence[str], scopes: list[str]
@@ -414,10 +420,6 @@ def _rank_below(hits: list[Hit], conflicting: dict[str, list[str]], queries: Seq
                 above.append(winner)
         if above:
             above_of[hit.memory.id] = above
-        if hit.consolidated_into:
-            hit.why += f"; consolidated into {', '.join(hit.consolidated_into)}"
-        if hit.outranked_by:
-            hit.why += f"; {', '.join(hit.outranked_by)} states another value and prevails"
     for _ in range(len(above_of)):
         changed = False
         for mid, above in above_of.items():
