@@ -7,6 +7,7 @@ catch-up that fails half-way must not leave a mirror that fails every later sear
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +159,43 @@ def test_row_addresses_name_the_same_rows_after_writes_forgets_and_compaction(
     more = [writer.memorize(f"Later {i} zqlater", f"The zqlater number {i}.")[0] for i in range(5)]
     writer.store.compact()
     assert mapped() == {m.id: m.id for m in [*made, *more] if m.id != gone.id}
+
+
+def test_edge_lookups_stay_the_same_once_the_edges_are_indexed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table of edges read often enough is indexed; what a search finds through it (each
+    result's edges, the neighbours shown) is what a scan found, and a new edge counts at once."""
+    from octobrain.memory import edges
+    from octobrain.memory.conversation import parse_text
+
+    monkeypatch.setattr(edges, "INDEX_FROM_ROWS", 1)
+    b = _brain(tmp_path / "db")
+    said = [  # more turns than a search's candidates, so that searches ask different ids
+        {"speaker": ("Ana", "Bo")[i % 2], "text": f"The shed roof, part {i}: {word}."}
+        for i in range(400)
+        for word in [("nails", "tiles", "gutters", "paint", "moss")[i % 5] * (1 + i % 7)]
+    ]
+    b.ingest(parse_text(json.dumps(said)))
+    corpus = b.retriever.corpus
+
+    def answers(query: str = "shed roof") -> tuple[list[str], dict[str, list[str]], list[str]]:
+        recall = b.remember(query, limit=8, min_relevance=0.0, record_access=False)
+        ids = [h.memory.id for h in recall.hits]
+        by_node = {k: sorted(r.id for r in v) for k, v in corpus.edges_by_node(ids).items()}
+        return ids, by_node, [n.memory.id for n in recall.neighbours]
+
+    # Each question its own candidates (the last lookup's rows answer a repeated one).
+    questions = [f"roof {w}" for w in ("nails", "tiles", "gutters", "paint", "moss", "paintpaint")]
+    scanned = [answers(q) for q in questions]
+    assert all(len(found) in (1, 2) for a in scanned for found in a[1].values())  # the chain
+    assert corpus._edges._index is not None  # (built at the third of those lookups)
+    assert [answers(q) for q in questions] == scanned
+    ids = answers()[0]
+    link = b.relate(ids[0], ids[-1], "related_to")
+    ids_after, by_node, _ = answers()
+    assert corpus._edges._index is None  # a new table: scanned again before it is indexed
+    assert ids_after == ids and link.id in by_node[ids[0]] and link.id in by_node[ids[-1]]
+    for q in questions:
+        answers(q)
+    assert corpus._edges._index is not None and answers()[1] == by_node

@@ -8,6 +8,7 @@ import numpy.typing as npt
 
 __all__ = [
     "Bm25Index",
+    "IdIndex",
     "__version__",
     "analyze",
     "cosine_clusters",
@@ -128,6 +129,17 @@ class Bm25Index:
     def position_count(self) -> int: ...
     @property
     def vocab_size(self) -> int: ...
+
+# ---- id index
+@final
+class IdIndex:
+    @staticmethod
+    def build(columns: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]]) -> IdIndex: ...
+    def rows_of(
+        self, offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8]
+    ) -> npt.NDArray[np.uint32]: ...
+    @property
+    def row_count(self) -> int: ...
 
 # ---- clustering
 def cosine_clusters(

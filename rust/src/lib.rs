@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod decay;
 pub mod error;
 pub mod fusion;
+pub mod idindex;
 pub mod regex_match;
 pub mod tokenize;
 pub mod topk;

@@ -11,6 +11,7 @@ use pyo3::types::PyBytes;
 
 use crate::bm25::{Base, Bm25Index, Bm25Params};
 use crate::error::CoreError;
+use crate::idindex::{IdIndex, Strings};
 use crate::tokenize::{Analyzer, AnalyzerOptions};
 use crate::{cluster, decay, fusion, regex_match};
 
@@ -600,6 +601,64 @@ fn cosine_clusters(
     })
 }
 
+// ---- kernels: id index -----------------------------------------------------------------
+
+type StringArrays<'py> = (PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, u8>);
+
+fn strings_of<'a>(arrays: &'a StringArrays<'_>, arg: &'static str) -> PyResult<Strings<'a>> {
+    let offsets = arrays
+        .0
+        .as_slice()
+        .map_err(|_| CoreError::invalid(arg, "arrays must be contiguous"))?;
+    let data = arrays
+        .1
+        .as_slice()
+        .map_err(|_| CoreError::invalid(arg, "arrays must be contiguous"))?;
+    Ok(Strings::checked(offsets, data, arg)?)
+}
+
+/// Rust handle of an id index; wrapped by `octobrain.kernels.idindex.IdIndex`.
+#[pyclass(module = "octobrain._core", name = "IdIndex")]
+struct PyIdIndex {
+    inner: IdIndex,
+}
+
+#[pymethods]
+impl PyIdIndex {
+    /// Index a table's rows by the ids of `columns`: (offsets, data) pairs in Arrow's layout.
+    #[staticmethod]
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    fn build(py: Python<'_>, columns: Vec<StringArrays<'_>>) -> PyResult<Self> {
+        let columns = columns
+            .iter()
+            .map(|c| strings_of(c, "columns"))
+            .collect::<PyResult<Vec<_>>>()?;
+        let inner = detached(py, || IdIndex::build(&columns))?;
+        Ok(Self { inner })
+    }
+
+    /// The rows holding an id hashed like one of `wanted` (ascending): a superset of the rows
+    /// holding one of them; the caller compares the ids.
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    fn rows_of<'py>(
+        &self,
+        py: Python<'py>,
+        offsets: PyReadonlyArray1<'py, i64>,
+        data: PyReadonlyArray1<'py, u8>,
+    ) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        let arrays = (offsets, data);
+        let wanted = strings_of(&arrays, "wanted")?;
+        let inner = &self.inner;
+        let rows = detached(py, || Ok(inner.rows_of(&wanted)))?;
+        Ok(rows.into_pyarray(py))
+    }
+
+    #[getter]
+    fn row_count(&self) -> usize {
+        self.inner.row_count()
+    }
+}
+
 // ---- kernels: regex matching --------------------------------------------------------------
 
 /// One matching line as a tuple: (text_index, line_number, line, start, end, before, after).
@@ -657,6 +716,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decayed_importance, m)?)?;
     // ---- register: clustering
     m.add_function(wrap_pyfunction!(cosine_clusters, m)?)?;
+    // ---- register: id index
+    m.add_class::<PyIdIndex>()?;
     // ---- register: regex matching
     m.add_function(wrap_pyfunction!(match_lines, m)?)?;
     Ok(())
