@@ -147,6 +147,8 @@ _DATE_PATTERNS = [
     )
 ]
 
+_MAY_NAME_A_DATE = re.compile(r"\d|" + _MONTH, re.IGNORECASE)  # (most questions do not)
+
 
 @dataclass(frozen=True)
 class Period:
@@ -186,6 +188,8 @@ def named_periods(queries: Sequence[str]) -> list[Period]:
     """The calendar days, months and years the queries name, each once (see `Period`)."""
     found: dict[Period, None] = {}
     for query in queries:
+        if not _MAY_NAME_A_DATE.search(query):
+            continue
         text = query
         for pattern in _DATE_PATTERNS:
             for match in pattern.finditer(text):
