@@ -232,7 +232,9 @@ REMEMBER = ToolSpec(
         "over [INFERRED] when they disagree.\n\n"
         "For questions about time ('what did we decide last week'), set created_after / "
         "created_before: you know today's date, so compute the bounds (ISO-8601 or YYYY-MM-DD; "
-        "a bare date in created_before includes that day)."
+        "a bare date in created_before includes that day). A day, month or year named in the "
+        "query itself ('on 3 June 2026', 'in March') makes memories created then rank higher "
+        "without filtering out the others."
     ),
     properties={
         "query": {
