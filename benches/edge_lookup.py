@@ -4,7 +4,7 @@
     python benches/edge_lookup.py remember 100000 DIR
 
 `kernel`: a table of N chained edges (random UUID ids, as ingest makes), 200 ids asked; the
-median of 5 scans (`pyarrow.compute.is_in` on both id columns), of 3 index builds and of 5
+median of 5 scans (`kernels.idindex.rows_holding` on both id columns), of 3 index builds and of 5
 index lookups (`octobrain.kernels.idindex.IdIndex`). `remember`: N turns ingested into DIR
 (kept, so a second run reuses it; `hash:64` vectors), then `remember` (limit 10) p50 over 100
 questions with the index off and on, alternating, three rounds in one process.
@@ -23,9 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from octobrain.kernels.idindex import IdIndex
+from octobrain.kernels.idindex import IdIndex, rows_holding
 
 
 def _median_ms(work: Callable[[], object], runs: int) -> float:
@@ -42,14 +41,9 @@ def kernel_one(n: int) -> str:
     ids = [str(uuid.uuid4()) for _ in range(n + 1)]
     table = pa.table({"source_id": ids[1:], "target_id": ids[:-1]})
     wanted = ids[:: max(1, n // 200)][:200]
-    value_set = pa.array(wanted, pa.string())
 
     def scan() -> pa.Table:
-        hit = pc.or_(
-            pc.is_in(table.column("source_id"), value_set=value_set),
-            pc.is_in(table.column("target_id"), value_set=value_set),
-        )
-        return table.filter(hit)
+        return rows_holding(table, ["source_id", "target_id"], wanted)
 
     build = _median_ms(lambda: IdIndex(table, ["source_id", "target_id"]), 3)
     index = IdIndex(table, ["source_id", "target_id"])

@@ -98,10 +98,13 @@ type BaseGuards<'py> = (
     PyReadonlyArray1<'py, u32>,
 );
 
-fn contiguous<'a, T: numpy::Element>(array: &'a PyReadonlyArray1<'_, T>) -> PyResult<&'a [T]> {
+fn contiguous<'a, T: numpy::Element>(
+    array: &'a PyReadonlyArray1<'_, T>,
+    arg: &'static str,
+) -> PyResult<&'a [T]> {
     array
         .as_slice()
-        .map_err(|_| CoreError::invalid("base", "arrays must be contiguous").into())
+        .map_err(|_| CoreError::invalid(arg, "arrays must be contiguous").into())
 }
 
 /// Borrow the base's arrays for one call (none: an empty base).
@@ -109,9 +112,9 @@ fn base_of<'a>(guards: Option<&'a BaseGuards<'_>>) -> PyResult<Base<'a>> {
     Ok(match guards {
         None => Base::EMPTY,
         Some((offsets, docs, tfs)) => Base {
-            offsets: contiguous(offsets)?,
-            docs: contiguous(docs)?,
-            tfs: contiguous(tfs)?,
+            offsets: contiguous(offsets, "base")?,
+            docs: contiguous(docs, "base")?,
+            tfs: contiguous(tfs, "base")?,
         },
     })
 }
@@ -356,8 +359,8 @@ impl PyBm25Index {
             arrays.tfs.bind(py).readonly(),
         );
         let base = base_of(Some(&held))?;
-        let (terms, ends) = (contiguous(&terms)?, contiguous(&term_ends)?);
-        let (doc_len, live) = (contiguous(&doc_len)?, contiguous(&live)?);
+        let (terms, ends) = (contiguous(&terms, "base")?, contiguous(&term_ends, "base")?);
+        let (doc_len, live) = (contiguous(&doc_len, "base")?, contiguous(&live, "base")?);
         let options = analyzer_options(stem, stopwords);
         let inner = detached(py, || {
             let params = Bm25Params::new(k1, b)?;
@@ -606,14 +609,7 @@ fn cosine_clusters(
 type StringArrays<'py> = (PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, u8>);
 
 fn strings_of<'a>(arrays: &'a StringArrays<'_>, arg: &'static str) -> PyResult<Strings<'a>> {
-    let offsets = arrays
-        .0
-        .as_slice()
-        .map_err(|_| CoreError::invalid(arg, "arrays must be contiguous"))?;
-    let data = arrays
-        .1
-        .as_slice()
-        .map_err(|_| CoreError::invalid(arg, "arrays must be contiguous"))?;
+    let (offsets, data) = (contiguous(&arrays.0, arg)?, contiguous(&arrays.1, arg)?);
     Ok(Strings::checked(offsets, data, arg)?)
 }
 

@@ -380,12 +380,10 @@ def locomo_table(report: dict[str, Any]) -> str:
     for name, m in groups:
         if not m:
             continue
-        per_question = "".join(
-            f" {m[k]:.3f} |" if k in m else " – |" for k in ("session_all_at_5", "session_any_at_5")
-        )
         lines.append(
             f"| {name} | {int(m['questions'])} | {m['ndcg_at_10']:.3f} | {m['recall_at_5']:.3f} "
-            f"| {m['recall_at_10']:.3f} | {m['session_recall_at_5']:.3f} |" + per_question
+            f"| {m['recall_at_10']:.3f} | {m['session_recall_at_5']:.3f} "
+            f"| {m['session_all_at_5']:.3f} | {m['session_any_at_5']:.3f} |"
         )
     adv = report.get("adversarial") or {}
     lines.append("")

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from octobrain import _core
 
-__all__ = ["IdIndex", "string_layout"]
+__all__ = ["IdIndex", "rows_holding", "string_layout"]
 
 
 def string_layout(
@@ -43,6 +43,16 @@ def string_layout(
     return starts.astype(np.int64), payload
 
 
+def rows_holding(table: pa.Table, columns: Sequence[str], ids: Sequence[str]) -> pa.Table:
+    """The rows of `table` holding one of `ids` in any of `columns`: a scan of those columns."""
+    wanted = pa.array(list(ids), pa.string())
+    hit = None
+    for column in columns:
+        match = pc.is_in(table.column(column), value_set=wanted)
+        hit = match if hit is None else pc.or_(hit, match)
+    return table.filter(hit) if hit is not None else table
+
+
 class IdIndex:
     """The rows of `table` by the ids in its string `columns`."""
 
@@ -58,10 +68,5 @@ class IdIndex:
 
     def touching(self, ids: Sequence[str]) -> pa.Table:
         """The rows of the table that hold one of `ids` in any of the indexed columns."""
-        rows = self.table.take(pa.array(self.rows_of(ids), pa.uint32()))
-        wanted = pa.array(list(ids), pa.string())
-        hit = None
-        for column in self.columns:
-            match = pc.is_in(rows.column(column), value_set=wanted)
-            hit = match if hit is None else pc.or_(hit, match)
-        return rows.filter(hit) if hit is not None else rows
+        candidates = self.table.take(pa.array(self.rows_of(ids), pa.uint32()))
+        return rows_holding(candidates, self.columns, ids)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from octobrain.kernels.idindex import IdIndex
+from octobrain.kernels.idindex import IdIndex, rows_holding
 from octobrain.memory.catchup import ADDR, above, fragment_mark
 from octobrain.memory.corpus_io import int64s
 from octobrain.models import Relationship
@@ -150,23 +150,14 @@ class EdgeMirror:
         if table is None or not len(table) or not ids:
             return relationships_schema().empty_table()
         near = self._near
-        source = (
-            near[2] if near is not None and near[0] is table and near[1].issuperset(ids) else table
-        )
-        if source is table and self._index is None and len(table) >= INDEX_FROM_ROWS:
+        if near is not None and near[0] is table and near[1].issuperset(ids):
+            return rows_holding(near[2], ENDS, ids)  # (the last lookup's rows hold them all)
+        if self._index is None and len(table) >= INDEX_FROM_ROWS:
             self._scans += 1
             if self._scans >= SCANS_BEFORE_INDEX:
                 self._index = IdIndex(table, ENDS)
-        if source is table and self._index is not None:
-            rows = self._index.touching(ids)
-        else:
-            wanted = pa.array(ids, pa.string())
-            hit = pc.or_(
-                pc.is_in(source.column("source_id"), value_set=wanted),
-                pc.is_in(source.column("target_id"), value_set=wanted),
-            )
-            rows = source.filter(hit)
-        if source is table:
-            rows = rows.drop_columns([ADDR])
-            self._near = (table, frozenset(ids), rows)
+        index = self._index
+        rows = index.touching(ids) if index is not None else rows_holding(table, ENDS, ids)
+        rows = rows.drop_columns([ADDR])
+        self._near = (table, frozenset(ids), rows)
         return rows
