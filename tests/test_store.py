@@ -189,6 +189,60 @@ def test_lancedb_log_lines_stay_off_stderr_unless_asked(
     assert ("WARN" in done.stderr) is shown, done.stderr
 
 
+LANCEDB_IMPORT = textwrap.dedent(
+    """
+    import gc, sys
+    import pydantic
+    from pydantic._internal._validate_call import ValidateCallWrapper
+
+    from octobrain.store import MemoryStore
+
+    eager = pydantic.validate_call
+    store = MemoryStore(sys.argv[1], "hash:8", 8)
+    store.count()
+    assert pydantic.validate_call is eager, "validate_call left patched"
+
+    def built():
+        wrappers = [o for o in gc.get_objects() if isinstance(o, ValidateCallWrapper)]
+        return len(wrappers), sum(w.__pydantic_complete__ for w in wrappers)
+
+    from lance_namespace_urllib3_client import ApiClient
+    from lance_namespace_urllib3_client.api.table_api import TableApi
+
+    print(*built())
+    try:
+        TableApi(ApiClient()).describe_table(id=123)
+    except pydantic.ValidationError as exc:
+        print("rejected", exc.errors()[0]["loc"][0])
+    print(*built())
+
+    @pydantic.validate_call
+    def later(x: int) -> int:
+        return x
+
+    print(*built())
+    """
+)
+
+
+def test_opening_a_store_defers_the_lancedb_rest_clients_validators(tmp_path: Path) -> None:
+    # `import lancedb` imports its REST namespace client, whose validators cost ~0.6 s of
+    # every new process: opening a store builds none of them, yet a caller of that client gets
+    # the same checks, and pydantic is left as it was for everyone else.
+    done = subprocess.run(
+        [sys.executable, "-c", LANCEDB_IMPORT, str(tmp_path / "db")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (wrappers, built), rejected, after_call, after_new = (
+        line.split() for line in done.stdout.splitlines()
+    )
+    assert int(wrappers) > 100 and built == "0"
+    assert rejected == ["rejected", "id"]
+    assert after_call == [wrappers, "1"]
+    assert after_new == [str(int(wrappers) + 1), "2"]  # a later validate_call builds at once
+
+
 @pytest.mark.parametrize("deferred", [False, True])
 def test_maintenance_runs_within_the_write_or_after_it_when_deferred(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deferred: bool

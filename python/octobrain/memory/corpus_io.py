@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from octobrain.store import MemoryStore, addresses
+from octobrain.store.location import lancedb_loop
 from octobrain.store.memories import Pinned
 from octobrain.store.sql import sql_in
 
@@ -70,7 +71,7 @@ def latest_versions(store: MemoryStore) -> tuple[int, int]:
     probes go in one hand-off and run concurrently; without lancedb's async handle (another
     lancedb) they run one after the other.
     """
-    from lancedb.background_loop import LOOP
+    loop = lancedb_loop()
 
     inner: list[Any] = [getattr(t, "_table", None) for t in (store.memories, store.relationships)]
     if not all(hasattr(t, "version") for t in inner):
@@ -82,7 +83,7 @@ def latest_versions(store: MemoryStore) -> tuple[int, int]:
         first, second = await asyncio.gather(inner[0].version(), inner[1].version())
         return int(first), int(second)
 
-    versions: tuple[int, int] = LOOP.run(both())  # type: ignore[no-untyped-call]
+    versions: tuple[int, int] = loop.run(both())
     return versions
 
 

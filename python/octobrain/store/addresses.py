@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from octobrain.store import schema
+from octobrain.store.location import lancedb_loop
 
 if TYPE_CHECKING:
     import lancedb
@@ -36,7 +37,7 @@ def changes(
     """The row addresses matching `where` (no column is read: selecting any made Lance read it
     for every row), the row count, the ids matching `ids_where` (None: none asked), and the id
     at each of `addrs` (an address where no row is left out)."""
-    from lancedb.background_loop import LOOP
+    loop = lancedb_loop()
 
     inner: Any = getattr(table, "_table", None)
     if not hasattr(inner, "query"):
@@ -63,7 +64,7 @@ def changes(
         listed = [int(a) for a in got[0].column(ADDR).to_pylist()]
         return listed, int(got[1]), found, placed
 
-    result: Listed = LOOP.run(together())  # type: ignore[no-untyped-call]
+    result: Listed = loop.run(together())
     return result
 
 
@@ -72,7 +73,8 @@ def take(table: lancedb.table.Table, addrs: Sequence[int], columns: Sequence[str
     no stable row ids, so the two are one; a row that is not there is left out). A column added
     after the store was made (`schema.missing_columns`) reads as nulls."""
     import pyarrow as pa
-    from lancedb.background_loop import LOOP
+
+    loop = lancedb_loop()
 
     inner: Any = getattr(table, "_table", None)
     wanted = [int(a) for a in addrs]
@@ -90,7 +92,7 @@ def take(table: lancedb.table.Table, addrs: Sequence[int], columns: Sequence[str
         fields[ADDR] = pa.field(ADDR, pa.uint64())
         return pa.schema([fields[c] for c in columns]).empty_table()
     if hasattr(inner, "take_row_ids"):
-        table_schema, rows = LOOP.run(read())  # type: ignore[no-untyped-call]
+        table_schema, rows = loop.run(read())
     else:
         table_schema = table.schema
         later_names = {f.name for f in schema.missing_columns(table_schema)}

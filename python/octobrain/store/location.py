@@ -20,12 +20,14 @@ import logging
 import os
 import re
 import socket
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -53,6 +55,51 @@ _CLIENT_KEYS = {
     "user_agent",
 }
 _LANCE_ONLY = ("dynamodb_", "download_retry_count", "client_max_retries", "client_retry_timeout")
+
+
+_IMPORTING = threading.Lock()
+
+
+def import_lancedb() -> ModuleType:
+    """`lancedb`, imported the way every octobrain path imports it (call before any
+    `from lancedb… import`).
+
+    `import lancedb` imports its REST namespace client, whose API methods (366 in lancedb 0.40)
+    are wrapped in pydantic's `validate_call`, which builds each one's validator right away:
+    about 0.6 s of a new process's start on a 2-core machine, for a client that a local or
+    object-store location never calls. During that import the validators are built on first
+    call instead (pydantic's `defer_build`): the same checks, paid only by a caller of that
+    client. LanceDB's own log (index training notes, skipped partitions) is not actionable for
+    a user and would interleave with the CLI's output; `LANCEDB_LOG=warn` brings it back.
+    """
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    loaded = sys.modules.get("lancedb")
+    if loaded is not None:
+        return loaded
+    import pydantic
+
+    with _IMPORTING:
+        eager = pydantic.validate_call
+
+        def deferred(func: Any = None, /, **options: Any) -> Any:
+            options["config"] = {**(options.get("config") or {}), "defer_build": True}
+            decorate = eager(**options)
+            return decorate if func is None else decorate(func)
+
+        pydantic.validate_call = deferred
+        try:
+            import lancedb
+        finally:
+            pydantic.validate_call = eager
+    return lancedb
+
+
+def lancedb_loop() -> Any:
+    """The event loop lancedb's sync API runs every call on (to hand it several at once)."""
+    import_lancedb()
+    from lancedb.background_loop import LOOP
+
+    return LOOP
 
 
 class StoreBusy(StorageError):
@@ -117,9 +164,7 @@ class StoreLocation:
     def connect(self) -> lancedb.DBConnection:
         """A LanceDB connection: a local one sees every commit as soon as it lands, a remote one
         within `refresh_s` (writes first move to the latest commit: `to_latest`)."""
-        # LanceDB's own log (index training notes, skipped partitions) is not actionable for a
-        # user and would interleave with the CLI's output; `LANCEDB_LOG=warn` brings it back.
-        os.environ.setdefault("LANCEDB_LOG", "error")
+        import_lancedb()
         import lancedb
 
         if self.path is not None:

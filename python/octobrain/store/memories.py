@@ -23,7 +23,7 @@ import numpy.typing as npt
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship
 from octobrain.store import addresses, changes, manifest, schema
-from octobrain.store.location import StoreLocation
+from octobrain.store.location import StoreLocation, import_lancedb
 from octobrain.store.sql import sql_in, sql_str, visible_where
 
 if TYPE_CHECKING:
@@ -538,6 +538,7 @@ class MemoryStore:
         """Merge small fragments, fold deletions, update indexes and drop versions older than
         `KEEP_VERSIONS_FOR` (long enough for any in-flight reader), so reads stay fast after
         many small writes. Creates the indexes that pay at the current size."""
+        import_lancedb()
         from lancedb.index import Bitmap, BTree, IvfPq
 
         with self.write_lock():
