@@ -69,8 +69,10 @@ def import_lancedb() -> ModuleType:
     about 0.6 s of a new process's start on a 2-core machine, for a client that a local or
     object-store location never calls. During that import the validators are built on first
     call instead (pydantic's `defer_build`): the same checks, paid only by a caller of that
-    client. LanceDB's own log (index training notes, skipped partitions) is not actionable for
-    a user and would interleave with the CLI's output; `LANCEDB_LOG=warn` brings it back.
+    client (or by a module another thread imports meanwhile that decorates with it: again the
+    same checks, built on first call). LanceDB's own log (index training notes, skipped
+    partitions) is not actionable for a user and would interleave with the CLI's output;
+    `LANCEDB_LOG=warn` brings it back.
     """
     os.environ.setdefault("LANCEDB_LOG", "error")
     loaded = sys.modules.get("lancedb")
