@@ -372,16 +372,57 @@ def test_minilm_embeds_in_bounded_runs(minilm: Embedder, monkeypatch: pytest.Mon
     assert isinstance(minilm, local.FastEmbedEmbedder)
     model = minilm._load()
     runs: list[int] = []
-    original = model.passage_embed
+    original = model._run
 
-    def spy(texts: list[str], batch_size: int, **kw: Any) -> Any:
-        for start in range(0, len(texts), batch_size):
-            runs.append(len(texts[start : start + batch_size]))
-        return original(texts, batch_size=batch_size, **kw)
+    def spy(texts: list[str]) -> Any:
+        runs.append(len(texts))
+        return original(texts)
 
-    monkeypatch.setattr(model, "passage_embed", spy)
+    monkeypatch.setattr(model, "_run", spy)
     texts = [f"chunk {i} on the rate limiter's token bucket " * 40 for i in range(20)]
     vectors = minilm.embed_documents(texts)  # minilm's batch_size is 16: two calls
     assert sum(runs) == 20 and max(runs) <= local.RUN_TEXTS
     monkeypatch.undo()
     assert np.abs(vectors - np.stack([minilm.embed_documents([t])[0] for t in texts])).max() < 1e-5
+
+
+@pytest.mark.slow
+def test_minilm_vectors_are_fastembeds(minilm: Embedder):
+    """The bundled model runs without fastembed, and gives fastembed's vectors for it: stores
+    written by either stay one model."""
+    from fastembed import TextEmbedding
+
+    model_dir = bundled_model_dir()  # the isolated data dir the fixture set
+    reference = TextEmbedding(
+        "sentence-transformers/all-MiniLM-L6-v2",
+        cache_dir=str(model_dir),
+        specific_model_path=str(model_dir),
+    )
+    texts = [
+        "Use a token bucket for rate limiting.",
+        "",
+        "Yeah, it was so much fun!",
+        "ünïcödé naïve café 日本語 🎉",
+        "x " * 600,  # past the 256-token context: truncated alike
+        "What did Caroline realize after her charity race?",
+    ]
+    documents = np.stack(list(reference.passage_embed(texts, batch_size=local.RUN_TEXTS)))
+    assert np.abs(minilm.embed_documents(texts) - documents).max() < 1e-6
+    queries = np.stack(list(reference.query_embed(texts[:3], batch_size=3)))
+    for text, expected in zip(texts[:3], queries, strict=True):
+        assert np.abs(minilm.embed_query(text) - expected).max() < 1e-6
+
+
+def test_embedding_with_the_bundled_model_imports_no_fastembed(tmp_path: Path):
+    # fastembed's package import (its hub client, image and logging stack) was about half a
+    # second of every new process that embedded a query.
+    probe = (
+        "import sys\n"
+        "from octobrain.embed.factory import get_embedder\n"
+        "v = get_embedder('minilm').embed_query('rate limiting')\n"
+        "assert v.shape == (384,)\n"
+        "print([m for m in ('fastembed', 'huggingface_hub', 'PIL', 'loguru') if m in sys.modules])"
+    )
+    env = {**os.environ, "OCTOBRAIN_DATA_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "[]", out.stderr

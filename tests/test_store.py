@@ -243,6 +243,63 @@ def test_opening_a_store_defers_the_lancedb_rest_clients_validators(tmp_path: Pa
     assert after_new == [str(int(wrappers) + 1), "2"]  # a later validate_call builds at once
 
 
+OVERRIDES_PROBE = textwrap.dedent(
+    """
+    import sys
+    import overrides
+    checker = sys.modules["overrides.overrides"]
+    own, inspect_frame = overrides.override, checker._get_base_class_names
+    inspected = []
+
+    def counting(*args, **kwargs):
+        inspected.append(1)
+        return inspect_frame(*args, **kwargs)
+
+    checker._get_base_class_names = counting
+    from octobrain.store import MemoryStore
+
+    MemoryStore(sys.argv[1], "hash:8", 8).count()
+    from lancedb.db import LanceDBConnection
+
+    print(len(inspected), overrides.override is own)
+    print(LanceDBConnection.table_names.__override__, LanceDBConnection.open_table.__override__)
+
+    class Base:
+        def kept(self) -> int:
+            return 1
+
+    class Child(Base):
+        @overrides.override
+        def kept(self) -> int:
+            return 2
+
+    try:
+        class Wrong(Base):
+            @overrides.override
+            def missing(self) -> int:
+                return 3
+    except (AssertionError, TypeError) as exc:
+        print("refused", len(inspected) > 0)
+    """
+)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="lancedb uses typing.override there")
+def test_opening_a_store_skips_the_overrides_bytecode_checks_and_restores_them(
+    tmp_path: Path,
+) -> None:
+    # Before Python 3.12 lancedb marks overriding methods with `overrides.override`, which
+    # disassembles the defining frame to check each one (~0.1 s of every new process). Opening
+    # a store marks them as lancedb does on 3.12 (`typing.override`: a marker) and puts the
+    # checking decorator back for everyone else.
+    done = subprocess.run(
+        [sys.executable, "-c", OVERRIDES_PROBE, str(tmp_path / "db")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["0 True", "True True", "refused True"]
+
+
 @pytest.mark.parametrize("deferred", [False, True])
 def test_maintenance_runs_within_the_write_or_after_it_when_deferred(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deferred: bool

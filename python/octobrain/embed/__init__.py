@@ -1,2 +1,2 @@
-"""Embedders: the protocol, the bundled offline model (fastembed), cloud providers, the
+"""Embedders: the protocol, the bundled offline model (onnxruntime), cloud providers, the
 deterministic hash embedder for tests, the on-disk embedding cache and token counting."""

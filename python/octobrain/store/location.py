@@ -15,6 +15,7 @@ Small shared records (the last sleep pass of a scope) live under `_octobrain/` t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -60,6 +61,17 @@ _LANCE_ONLY = ("dynamodb_", "download_retry_count", "client_max_retries", "clien
 _IMPORTING = threading.Lock()
 
 
+def _override_marker(method: Any = None, /, **_options: Any) -> Any:
+    """What lancedb decorates with on Python 3.12+ (`typing.override`): marks, checks nothing."""
+
+    def mark(func: Any) -> Any:
+        with contextlib.suppress(AttributeError, TypeError):  # a builtin or slotted object
+            func.__override__ = True  # what `overrides.EnforceOverrides` looks for
+        return func
+
+    return mark if method is None else mark(method)
+
+
 def import_lancedb() -> ModuleType:
     """`lancedb`, imported the way every octobrain path imports it (call before any
     `from lancedb… import`).
@@ -70,9 +82,12 @@ def import_lancedb() -> ModuleType:
     object-store location never calls. During that import the validators are built on first
     call instead (pydantic's `defer_build`): the same checks, paid only by a caller of that
     client (or by a module another thread imports meanwhile that decorates with it: again the
-    same checks, built on first call). LanceDB's own log (index training notes, skipped
-    partitions) is not actionable for a user and would interleave with the CLI's output;
-    `LANCEDB_LOG=warn` brings it back.
+    same checks, built on first call). Before Python 3.12 lancedb marks its overriding methods
+    with the `overrides` package's `@override`, which disassembles the calling frame's bytecode
+    to check each one against its base class (about 0.1 s); from 3.12 it uses `typing.override`,
+    a marker, and during the import it gets that marker on 3.11 too. Both are put back after.
+    LanceDB's own log (index training notes, skipped partitions) is not actionable for a user
+    and would interleave with the CLI's output; `LANCEDB_LOG=warn` brings it back.
     """
     os.environ.setdefault("LANCEDB_LOG", "error")
     loaded = sys.modules.get("lancedb")
@@ -88,11 +103,22 @@ def import_lancedb() -> ModuleType:
             decorate = eager(**options)
             return decorate if func is None else decorate(func)
 
-        pydantic.validate_call = deferred
+        swaps: list[tuple[ModuleType, str, Any]] = [(pydantic, "validate_call", deferred)]
+        if sys.version_info < (3, 12):
+            try:
+                import overrides
+            except ImportError:  # lancedb then fails its own import, with its own message
+                pass
+            else:
+                swaps.append((overrides, "override", _override_marker))
+        saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
+        for module, name, value in swaps:
+            setattr(module, name, value)
         try:
             import lancedb
         finally:
-            pydantic.validate_call = eager
+            for module, name, value in saved:
+                setattr(module, name, value)
     return lancedb
 
 

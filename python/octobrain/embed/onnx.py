@@ -1,0 +1,86 @@
+"""The bundled model run directly on `tokenizers` and `onnxruntime`, without importing fastembed.
+
+fastembed's package import pulls in its download, image and logging stack (huggingface_hub,
+requests, PIL, loguru): about half a second of every new process that embeds a query, for a
+model that never downloads anything. This runs the same pipeline fastembed runs for a
+mean-pooled sentence-transformers model — the tokenizer truncated to `model_max_length` and
+padded to the longest text, one onnxruntime session with every graph optimisation, the
+attention-masked mean of the last hidden state summed in float64, L2-normalised — so the
+vectors are fastembed's (tested against it) and stores written either way stay one model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from octobrain.errors import EmbeddingError
+
+__all__ = ["MeanPooledOnnx"]
+
+
+class MeanPooledOnnx:
+    """A mean-pooled, normalised sentence embedding model: an ONNX file and its tokenizer files.
+
+    `model_dir` holds `model.onnx`, `tokenizer.json` and `tokenizer_config.json` (the layout
+    `local.bundled_model_dir` makes). Thread-safe: onnxruntime sessions run concurrently and
+    the tokenizer is only read.
+    """
+
+    def __init__(self, model_dir: Path) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        config = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+        tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        padding = tokenizer.padding or {}
+        pad_token = padding.get("pad_token") or config.get("pad_token")
+        pad_id = padding.get("pad_id", tokenizer.token_to_id(pad_token) if pad_token else None)
+        if not isinstance(pad_token, str) or not isinstance(pad_id, int):
+            raise EmbeddingError(f"{model_dir / 'tokenizer.json'} names no padding token")
+        # The file's own settings (fixed length 128) are not the model's: truncate at the
+        # model's context and pad a batch to its longest text, as fastembed does.
+        tokenizer.enable_truncation(
+            max_length=int(config["model_max_length"]),
+            direction=config.get("truncation_side") or "right",
+        )
+        tokenizer.enable_padding(
+            direction=config.get("padding_side") or padding.get("direction", "right"),
+            pad_id=pad_id,
+            pad_type_id=padding.get("pad_type_id", 0),
+            pad_token=pad_token,
+        )
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._session = ort.InferenceSession(
+            str(model_dir / "model.onnx"),
+            providers=["CPUExecutionProvider"],
+            sess_options=options,
+        )
+        self._inputs = {node.name for node in self._session.get_inputs()}
+        self._tokenizer = tokenizer
+
+    def embed(self, texts: list[str], run_texts: int) -> npt.NDArray[np.float32]:
+        """One unit vector per text (at least one), `run_texts` texts per onnxruntime run."""
+        runs = [self._run(texts[i : i + run_texts]) for i in range(0, len(texts), run_texts)]
+        return runs[0] if len(runs) == 1 else np.concatenate(runs)
+
+    def _run(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        encoded = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encoded], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+        feed: dict[str, Any] = {"input_ids": ids}
+        if "attention_mask" in self._inputs:
+            feed["attention_mask"] = mask
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feed)[0]
+        summed = np.sum(hidden, axis=1, where=mask[:, :, np.newaxis].astype(bool), dtype=np.float64)
+        pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+        norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        vectors: npt.NDArray[np.float32] = (pooled / norms).astype(np.float32)
+        return vectors
