@@ -369,7 +369,7 @@ def test_minilm_matches_onnxruntime_mean_pooling(minilm: Embedder):
 def test_minilm_embeds_in_bounded_runs(minilm: Embedder, monkeypatch: pytest.MonkeyPatch):
     # onnxruntime's memory arena keeps what the largest run needed: 32 long chunks per run
     # held 1.6 GB for good in a long-lived process, runs of RUN_TEXTS 0.56 GB, same vectors.
-    assert isinstance(minilm, local.FastEmbedEmbedder)
+    assert isinstance(minilm, local.LocalEmbedder)
     model = minilm._load()
     runs: list[int] = []
     original = model._run

@@ -41,9 +41,9 @@ def get_embedder(
 
             embedder = HashEmbedder(int(spec.name), batch_size)
         elif spec.provider == "fastembed":
-            from octobrain.embed.local import FastEmbedEmbedder
+            from octobrain.embed.local import LocalEmbedder
 
-            embedder = FastEmbedEmbedder(spec, batch_size, allow_download)
+            embedder = LocalEmbedder(spec, batch_size, allow_download)
         else:
             from octobrain.embed.cloud import CloudEmbedder
 

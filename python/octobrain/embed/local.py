@@ -22,7 +22,7 @@ from octobrain.embed.onnx import MeanPooledOnnx
 from octobrain.errors import EmbeddingError, InvalidInput
 from octobrain.modelspec import ModelSpec
 
-__all__ = ["FastEmbedEmbedder", "bundled_model_dir", "bundled_onnx_path"]
+__all__ = ["LocalEmbedder", "bundled_model_dir", "bundled_onnx_path"]
 
 _MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 _TOKENIZER_FILES = (
@@ -192,9 +192,9 @@ def _load_bundled() -> MeanPooledOnnx:
         return _BUNDLED[0]
 
 
-class FastEmbedEmbedder(BaseEmbedder):
-    """A fastembed model, with the query/document prefixes the model was trained with (the
-    bundled one run by `embed.onnx`, the same vectors without fastembed's import)."""
+class LocalEmbedder(BaseEmbedder):
+    """A model run on this machine, with the query/document prefixes it was trained with: the
+    bundled one by `embed.onnx`, any other (`fastembed:<name>`) by fastembed."""
 
     def __init__(self, spec: ModelSpec, batch_size: int = 32, allow_download: bool = False):
         super().__init__(spec.model_id, batch_size)
