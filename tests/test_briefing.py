@@ -353,3 +353,49 @@ def test_briefing_leaves_out_consolidated_and_archived(make_brain: MakeBrain) ->
     shown = {i.memory.id for i in build_briefing(brain, count_tokens=COUNT).items}
     assert kept.id in shown and gone.id not in shown and member.id not in shown
     assert DIGEST_TAG == "session-digest"
+
+
+def test_many_goals_show_the_strongest_open_ones_then_the_recently_achieved(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    # Goals pile up over months of sessions: the section keeps the strongest open ones, then
+    # those achieved within brief.achieved_days, most recent first; one closed long ago is gone.
+    from dataclasses import replace
+
+    from octobrain.models import Relationship
+
+    brain = make_brain(API)
+    now = utcnow()
+    goals = [
+        add_at(brain, f"Goal number {i}", f"Goal: reach milestone {i} of the plan.", now,
+               memory_type=MemoryType.GOAL, importance=0.3 + i / 100)
+        for i in range(60)
+    ]  # fmt: skip
+    closed = {3: 9.0, 5: 2.0, 7: 45.0}  # goal index: days since its closer
+    for i, days in closed.items():
+        closer = add_at(brain, f"Closed goal {i}", f"Milestone {i} was reached for good.",
+                        now - timedelta(days=days), memory_type=MemoryType.PERFORMANCE)  # fmt: skip
+        brain.store.add_relationships(
+            [Relationship(closer.id, goals[i].id, RelationshipType.CLOSES, scope=API)]
+        )
+    strongest_open = [f"Goal number {i}" for i in range(59, -1, -1) if i not in closed]
+
+    def goal_lines(per_section: int) -> list[tuple[str, str]]:
+        config = brain.config
+        config = replace(config, brief=replace(config.brief, max_items_per_section=per_section))
+        shown = build_briefing(
+            Brain(API, config=config, embedder=brain.embedder, uri=tmp_path / "db"),
+            now=now,
+            max_tokens=50_000,
+            count_tokens=COUNT,
+        )
+        return [(i.memory.title, i.status) for s in shown.sections if s.key == "goals"
+                for i in s.items]  # fmt: skip
+
+    # Room for all: every open goal by strength, then 5 (2 days ago), then 3 (9); never 7.
+    assert goal_lines(100) == [(t, "open") for t in strongest_open] + [
+        ("Goal number 5", "achieved"),
+        ("Goal number 3", "achieved"),
+    ]
+    # Room for 8: the 8 strongest open goals.
+    assert goal_lines(8) == [(t, "open") for t in strongest_open[:8]]

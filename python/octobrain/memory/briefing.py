@@ -245,26 +245,32 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
         pools[key] = [
             BriefItem(m, key, sc, s, "") for (sc, s, _), m in zip(chosen, made, strict=True)
         ]
-    at = np.flatnonzero(is_goal)
-    goals = list(zip(scores[at].tolist(), strengths[at].tolist(), rows[at].tolist(), strict=True))
-    made = corpus.memories_at([int(visible[i]) for _, _, i in goals])
-    for (score, s, _), goal in zip(goals, made, strict=True):
-        item = BriefItem(goal, "goals", score, s, "")
-        closer = closed_by.get(goal.id)
+    # Goals: open ones by score, then those achieved within `achieved_days`, most recent
+    # first; ranked from the columns and the closers, so only the kept ones are made.
+    goals: list[tuple[bool, float, str, int]] = []  # (achieved, -score, id, k)
+    for k in np.flatnonzero(is_goal).tolist():
+        gid = f["id"][rows[k]]
+        closer = closed_by.get(gid)
         if closer is None:
+            goals.append((False, -float(scores[k]), gid, k))
+            continue
+        closed_age = (now - closer.created_at).total_seconds() / 86400.0
+        if closed_age <= cfg.achieved_days:  # ranked after the open ones
+            goals.append((True, -(1.0 + math.exp(-closed_age / cfg.achieved_days)), gid, k))
+    goals.sort()
+    del goals[keep:]
+    made = corpus.memories_at([int(visible[rows[k]]) for *_, k in goals])
+    for (achieved, negative, _, k), goal in zip(goals, made, strict=True):
+        item = BriefItem(goal, "goals", -negative, float(strengths[k]), "")
+        if achieved:
+            closer = closed_by[goal.id]
+            item.status = "achieved"
+            item.detail = f"achieved {closer.created_at:%Y-%m-%d}: {closer.title}"
+        else:
             item.status = "open"
             n = findings.get(goal.id, 0)
             item.detail = f"{n} finding{'s' * (n != 1)} so far" if n else ""
-        else:
-            closed_age = (now - closer.created_at).total_seconds() / 86400.0
-            if closed_age > cfg.achieved_days:
-                continue
-            item.status = "achieved"
-            item.detail = f"achieved {closer.created_at:%Y-%m-%d}: {closer.title}"
-            item.score = 1.0 + math.exp(-closed_age / cfg.achieved_days)  # after open ones
         pools["goals"].append(item)
-    pools["goals"].sort(key=lambda i: (i.status != "open", -i.score, i.memory.id))
-    del pools["goals"][keep:]
     for items in pools.values():
         for item in items:  # only the kept few are summarised: the text costs, the rank does not
             item.text = gist_for(item.memory, item.strength, now, cfg)
