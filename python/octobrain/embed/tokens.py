@@ -22,6 +22,8 @@ from octobrain.modelspec import BUNDLED_MODEL_ID
 __all__ = ["TokenCounter", "estimate_tokens", "input_window", "token_counter"]
 
 TokenCounter = Callable[[str], int]
+COUNTS_KEPT = 8192  # texts whose bundled-tokenizer count a process remembers (LRU) …
+COUNTED_CHARS = 1024  # … of those at most this long (a briefing line, not the whole briefing)
 _PIECE = re.compile(r"\w+|[^\w\s]")
 _lock = threading.Lock()
 _bundled: Any = None
@@ -47,16 +49,25 @@ def _bundled_tokenizer() -> Any:
         return _bundled
 
 
+@functools.cache
 def token_counter(model_id: str) -> TokenCounter:
-    """A function counting the tokens of a text as the embedder `model_id` would see them."""
+    """A function counting the tokens of a text as the embedder `model_id` would see them (one
+    per model and process, so its memory of counted texts lasts)."""
     if model_id == BUNDLED_MODEL_ID:
         try:
             tokenizer = _bundled_tokenizer()
         except ImportError:
             return estimate_tokens
 
-        def count(text: str) -> int:
+        def counted(text: str) -> int:
             return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+        # A resident process counts the same lines again on every briefing: remember them
+        # (short texts only, so the memory this takes stays under COUNTS_KEPT x 1 KiB or so).
+        remembered = functools.lru_cache(maxsize=COUNTS_KEPT)(counted)
+
+        def count(text: str) -> int:
+            return remembered(text) if len(text) <= COUNTED_CHARS else counted(text)
 
         return count
     return estimate_tokens

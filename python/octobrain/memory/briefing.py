@@ -218,13 +218,22 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     now_us = (now - EPOCH) // timedelta(microseconds=1)  # exact, as `now - created_at`
     age = np.maximum(0.0, (now_us - f["created"][rows]) / 10**6 / 86400.0)
     kind = f["type"][rows]
-    trust = {name: Source(name).trust for name in set(f["source"][rows].tolist())}
-    scores = strengths * np.asarray([trust[s] for s in f["source"][rows].tolist()], np.float64)
+    source = f["source"][rows]
+    trust = np.ones(len(rows), np.float64)
+    for name in set(source.tolist()):  # a few distinct values: one mask each
+        trust[source == name] = Source(name).trust
+    scores = strengths * trust
     if brain.scope != "":
         foreign = (f["scope"][rows] == "") & (kind != MemoryType.USER_PREFERENCE.value)
         scores = np.where(foreign, scores * GLOBAL_FACTOR, scores)
-    closers = {m.id for m in closed_by.values()}
-    closing = np.asarray([f["id"][i] in closers for i in rows.tolist()], dtype=bool)
+    closing = np.zeros(len(rows), dtype=bool)
+    if closed_by:  # the closers' rows, by their mirror positions (ascending in `rows`)
+        at = visible[rows]
+        for source_memory in closed_by.values():
+            pos = corpus.pos_of.get(source_memory.id)
+            k = len(at) if pos is None else int(np.searchsorted(at, pos))
+            if k < len(at) and at[k] == pos:
+                closing[k] = True
     truth = np.isin(kind, [t.value for t in TRUTH_TYPES]) & ~digest[rows]
     is_preference = kind == MemoryType.USER_PREFERENCE.value
     is_goal = kind == MemoryType.GOAL.value
