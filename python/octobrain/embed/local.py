@@ -229,14 +229,10 @@ class LocalEmbedder(BaseEmbedder):
 
     def _embed_batch(self, texts: list[str], kind: Kind) -> npt.NDArray[Any]:
         model = self._load()
+        query = kind == "query"
+        prefixed = [(self._query_prefix if query else self._doc_prefix) + t for t in texts]
+        run = len(texts) if query else min(len(texts), RUN_TEXTS)  # one query run: it is short
         if isinstance(model, MeanPooledOnnx):
-            prefix = self._query_prefix if kind == "query" else self._doc_prefix
-            run = len(texts) if kind == "query" else RUN_TEXTS
-            return model.embed([prefix + t for t in texts], run)
-        if kind == "query":
-            rows = model.query_embed([self._query_prefix + t for t in texts], batch_size=len(texts))
-        else:
-            rows = model.passage_embed(
-                [self._doc_prefix + t for t in texts], batch_size=min(len(texts), RUN_TEXTS)
-            )
+            return model.embed(prefixed, run)
+        rows = (model.query_embed if query else model.passage_embed)(prefixed, batch_size=run)
         return np.stack(list(rows))

@@ -226,14 +226,8 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     if brain.scope != "":
         foreign = (f["scope"][rows] == "") & (kind != MemoryType.USER_PREFERENCE.value)
         scores = np.where(foreign, scores * GLOBAL_FACTOR, scores)
-    closing = np.zeros(len(rows), dtype=bool)
-    if closed_by:  # the closers' rows, by their mirror positions (ascending in `rows`)
-        at = visible[rows]
-        for source_memory in closed_by.values():
-            pos = corpus.pos_of.get(source_memory.id)
-            k = len(at) if pos is None else int(np.searchsorted(at, pos))
-            if k < len(at) and at[k] == pos:
-                closing[k] = True
+    closer_at = [corpus.pos_of.get(m.id) for m in closed_by.values()]  # mirror positions
+    closing = np.isin(visible[rows], [pos for pos in closer_at if pos is not None])
     truth = np.isin(kind, [t.value for t in TRUTH_TYPES]) & ~digest[rows]
     is_preference = kind == MemoryType.USER_PREFERENCE.value
     is_goal = kind == MemoryType.GOAL.value
