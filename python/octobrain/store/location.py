@@ -16,6 +16,7 @@ Small shared records (the last sleep pass of a scope) live under `_octobrain/` t
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import logging
 import os
@@ -61,6 +62,54 @@ _LANCE_ONLY = ("dynamodb_", "download_retry_count", "client_max_retries", "clien
 _IMPORTING = threading.Lock()
 
 
+_REST_CLIENT = "lance_namespace_urllib3_client"  # lancedb's REST namespace client
+
+
+class _LazyPackage(ModuleType):
+    """A package whose `__init__` runs when one of its own names is first read.
+
+    Its submodules import as usual (the package's `__path__` is set from the start), and
+    reading a name the package does not have yet (`package.ApiClient`, a `from package import
+    ApiClient`) runs the real `__init__` once, in this module, then answers. A name bound by a
+    submodule's import (`package.models`) is there without it.
+    """
+
+    @classmethod
+    def register(cls, name: str) -> None:
+        """Put `name` in `sys.modules` unexecuted, unless it is imported or not installed."""
+        if name in sys.modules:
+            return
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+            return
+        module = cls(name)
+        module.__spec__ = spec
+        module.__loader__ = spec.loader
+        module.__file__ = spec.origin
+        module.__path__ = list(spec.submodule_search_locations)
+        module.__package__ = name
+        sys.modules[name] = module
+
+    def __getattr__(self, attr: str) -> Any:
+        with _IMPORTING_REST:
+            if type(self) is _LazyPackage:  # not run yet: run it once, under the lock
+                loader = self.__spec__.loader if self.__spec__ is not None else None
+                assert loader is not None  # `register` set it
+                object.__setattr__(self, "__class__", ModuleType)
+                try:
+                    loader.exec_module(self)
+                except BaseException:
+                    sys.modules.pop(self.__name__, None)  # the next import starts afresh
+                    raise
+        try:
+            return self.__dict__[attr]
+        except KeyError:
+            raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}") from None
+
+
+_IMPORTING_REST = threading.Lock()
+
+
 def _override_marker(method: Any = None, /, **_options: Any) -> Any:
     """What lancedb decorates with on Python 3.12+ (`typing.override`): marks, checks nothing."""
 
@@ -76,16 +125,18 @@ def import_lancedb() -> ModuleType:
     """`lancedb`, imported the way every octobrain path imports it (call before any
     `from lancedb… import`).
 
-    `import lancedb` imports its REST namespace client, whose API methods (366 in lancedb 0.40)
-    are wrapped in pydantic's `validate_call`, which builds each one's validator right away:
-    about 0.6 s of a new process's start on a 2-core machine, for a client that a local or
-    object-store location never calls. During that import the validators are built on first
-    call instead (pydantic's `defer_build`): the same checks, paid only by a caller of that
-    client (or by a module another thread imports meanwhile that decorates with it: again the
-    same checks, built on first call). Before Python 3.12 lancedb marks its overriding methods
-    with the `overrides` package's `@override`, which disassembles the calling frame's bytecode
-    to check each one against its base class (about 0.1 s); from 3.12 it uses `typing.override`,
-    a marker, and during the import it gets that marker on 3.11 too. Both are put back after.
+    `import lancedb` imports its REST namespace client package, whose `__init__` imports all of
+    its API modules: 366 methods (lancedb 0.40) wrapped in pydantic's `validate_call`, each
+    validator built at import, about 0.8 s of a new process's start on a 2-core machine, for a
+    client a local or object-store location never calls. lancedb itself needs only the
+    package's request and response models, which it imports by their own modules. So during
+    the import that package is registered unexecuted (`_LazyPackage`): its submodules import
+    as usual, and its `__init__` runs, unchanged, the first time anything reads one of its own
+    names (`from lance_namespace_urllib3_client import ApiClient`), so a caller of that client
+    gets it whole. Before Python 3.12 lancedb marks its overriding methods with the
+    `overrides` package's `@override`, which disassembles the calling frame's bytecode to check
+    each one against its base class (about 0.1 s); from 3.12 it uses `typing.override`, a
+    marker, and during the import it gets that marker on 3.11 too, put back after.
     LanceDB's own log (index training notes, skipped partitions) is not actionable for a user
     and would interleave with the CLI's output; `LANCEDB_LOG=warn` brings it back.
     """
@@ -93,17 +144,9 @@ def import_lancedb() -> ModuleType:
     loaded = sys.modules.get("lancedb")
     if loaded is not None:
         return loaded
-    import pydantic
-
     with _IMPORTING:
-        eager = pydantic.validate_call
-
-        def deferred(func: Any = None, /, **options: Any) -> Any:
-            options["config"] = {**(options.get("config") or {}), "defer_build": True}
-            decorate = eager(**options)
-            return decorate if func is None else decorate(func)
-
-        swaps: list[tuple[ModuleType, str, Any]] = [(pydantic, "validate_call", deferred)]
+        _LazyPackage.register(_REST_CLIENT)
+        swaps: list[tuple[ModuleType, str, Any]] = []
         if sys.version_info < (3, 12):
             try:
                 import overrides
