@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -163,7 +164,8 @@ header giving the seconds to wait before trying again.</p>
 
 # ---- a real HTTP server -----------------------------------------------------------------------
 
-Route = tuple[int, dict[str, str], bytes]
+# A body is bytes, or pieces sent one by one with a pause (seconds) before each.
+Route = tuple[int, dict[str, str], bytes | tuple[float, list[bytes]]]
 
 
 class Server:
@@ -181,6 +183,17 @@ class Server:
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
+                if isinstance(body, tuple):
+                    self.end_headers()
+                    pause, pieces = body
+                    for piece in pieces:
+                        time.sleep(pause)
+                        try:
+                            self.wfile.write(piece)
+                            self.wfile.flush()
+                        except OSError:  # the client gave up
+                            return
+                    return
                 if "Content-Length" not in headers and headers.get("X-No-Length") is None:
                     self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
+import time
+import tracemalloc
+import zlib
 from pathlib import Path
 
 import pytest
@@ -133,6 +137,54 @@ def test_size_cap_applies_to_declared_and_streamed_bodies(
     for path in ("/big", "/stream"):
         with pytest.raises(InvalidInput, match=r"^source: .*larger than the 1000-byte cap"):
             k.read(server.url(path))
+
+
+def test_compressed_bodies_are_decoded_and_inflate_at_most_to_the_cap(
+    make_knowledge: MakeKnowledge, server: Server
+) -> None:
+    raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    for path, coding, body in (
+        ("/gz", "gzip", gzip.compress(HTML_PAGE)),
+        ("/zlib", "deflate", zlib.compress(HTML_PAGE)),
+        ("/raw", "deflate", raw_deflate.compress(HTML_PAGE) + raw_deflate.flush()),
+    ):
+        server.routes[path] = (200, {"Content-Type": "text/html", "Content-Encoding": coding}, body)
+    k = make_knowledge(allow_private_hosts=LOCAL, max_source_bytes=100_000)
+    for path in ("/gz", "/zlib", "/raw"):
+        assert "Retry-After" in k.read(server.url(path)).text
+    # 64 MiB of zeros in 64 KiB: the cap, not the bomb, bounds what is ever held.
+    bomb = gzip.compress(bytes(64 << 20), compresslevel=9)
+    server.routes["/bomb"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip"}, bomb)
+    nested = gzip.compress(gzip.compress(bytes(1 << 20)))
+    server.routes["/nested"] = (
+        200,
+        {"Content-Type": "text/html", "Content-Encoding": "gzip, gzip"},
+        nested,
+    )
+    server.routes["/br"] = (200, {"Content-Type": "text/html", "Content-Encoding": "br"}, b"x")
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidInput, match=r"larger than the 100000-byte cap"):
+            k.read(server.url("/bomb"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, peak
+    for path, coding in (("/nested", "'gzip, gzip'"), ("/br", "'br'")):
+        with pytest.raises(InvalidInput, match=f"unsupported Content-Encoding {coding}"):
+            k.read(server.url(path))
+
+
+def test_one_fetch_has_one_deadline_however_slowly_the_body_drips(
+    make_knowledge: MakeKnowledge, server: Server
+) -> None:
+    # A byte every 0.2 s never trips a per-read timeout; the fetch's deadline still holds.
+    server.routes["/drip"] = (200, {"Content-Type": "text/plain"}, (0.2, [b"x"] * 300))
+    k = make_knowledge(allow_private_hosts=LOCAL, fetch_timeout_secs=1.0)
+    started = time.monotonic()
+    with pytest.raises(InvalidInput, match=r"timed out after 1 s \(knowledge.fetch_timeout_secs"):
+        k.read(server.url("/drip"))
+    assert time.monotonic() - started < 10
 
 
 def test_url_age_triggers_a_check_and_the_hash_decides(

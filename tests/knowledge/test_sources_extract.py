@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import struct
+import tracemalloc
+import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -27,7 +32,13 @@ def test_sources_normalise_to_one_uri(tmp_path: Path, monkeypatch: pytest.Monkey
     url = parse_source("https://Docs.Example.com/api/?v=2#frag")
     assert (url.kind, url.uri) == (SourceKind.URL, "https://docs.example.com/api?v=2")
     assert parse_source("stored://notes-1").kind is SourceKind.STORED
-    for bad, field in [("ftp://host/x", "source"), ("", "source"), ("stored://a b", "key")]:
+    for bad, field in [
+        ("ftp://host/x", "source"),
+        ("", "source"),
+        ("stored://a b", "key"),
+        ("notes\x00.md", "source"),
+        ("file:///tmp/notes%00.md", "source"),
+    ]:
         with pytest.raises(InvalidInput, match=f"^{field}: "):
             parse_source(bad)
 
@@ -46,14 +57,14 @@ def test_local_file_errors_name_the_source(tmp_path: Path) -> None:
     binary = tmp_path / "blob.bin"
     binary.write_bytes(bytes(range(256)) * 4)
     with pytest.raises(InvalidInput, match=r"^source: .* unsupported file type '\.bin'"):
-        extract(read_file(parse_source(str(binary)), 10_000))
+        extract(read_file(parse_source(str(binary)), 10_000), 10_000)
     other = tmp_path / "settings.conf"
     other.write_text("timeout = 30\n")
-    assert extract(read_file(parse_source(str(other)), 10_000)).doc_type is DocType.TEXT
+    assert extract(read_file(parse_source(str(other)), 10_000), 10_000).doc_type is DocType.TEXT
 
 
 def _extract(path: Path) -> tuple[str, DocType, str]:
-    doc = extract(read_file(parse_source(str(path)), 1_000_000))
+    doc = extract(read_file(parse_source(str(path)), 1_000_000), 1_000_000)
     return doc.title, doc.doc_type, doc.text
 
 
@@ -95,7 +106,55 @@ def test_markdown_and_text_titles(tmp_path: Path) -> None:
 def test_corrupt_pdf_is_a_clear_error(tmp_path: Path) -> None:
     bad = _write(tmp_path / "broken.pdf", b"%PDF-1.4\nthis is not really a pdf")
     with pytest.raises(InvalidInput, match=r"^source: .*cannot read this pdf document"):
-        extract(Fetched(parse_source(str(bad)), bad.read_bytes()))
+        extract(Fetched(parse_source(str(bad)), bad.read_bytes()), 1_000_000)
+
+
+def _png(side: int = 1) -> bytes:
+    """A real grey PNG, `side` pixels square."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    header = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
+    rows = b"".join(b"\x00" + b"\x80" * side for _ in range(side))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def test_a_docx_that_unpacks_past_the_cap_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph("The handbook, with a picture.")
+    document.add_picture(io.BytesIO(_png()))
+    plain = tmp_path / "plain.docx"
+    document.save(str(plain))
+    assert "with a picture" in extract(read_file(parse_source(str(plain)), 200_000), 200_000).text
+    # The picture's part swapped for 64 MiB of zeros: a 64 KiB file python-docx reads whole.
+    bomb = tmp_path / "bomb.docx"
+    with zipfile.ZipFile(plain) as src, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as out:
+        for part in src.infolist():
+            body = src.read(part)
+            out.writestr(part.filename, bytes(64 << 20) if "media/" in part.filename else body)
+    assert bomb.stat().st_size < 200_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(
+            InvalidInput,
+            match=r"DOCX package unpacks to \d+ bytes or more, over the 2000000-byte bound "
+            r"\(10 × knowledge.max_source_bytes\)",
+        ):
+            extract(read_file(parse_source(str(bomb)), 200_000), 200_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, peak
 
 
 def _write(path: Path, data: bytes) -> Path:

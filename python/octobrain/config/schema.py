@@ -325,7 +325,9 @@ class KnowledgeConfig:
         50 * 1024 * 1024, "largest file or download accepted, bytes", _range(1, 2**40)
     )
     fetch_timeout_secs: float = _opt(
-        30.0, "timeout of one HTTP request (connect, read), seconds", _range(0, 600, lo_open=True)
+        30.0,
+        "time allowed for fetching one URL (every redirect hop and the whole body), seconds",
+        _range(0, 600, lo_open=True),
     )
     max_redirects: int = _opt(5, "redirects followed per URL", _range(0, 50))
     allow_private_hosts: tuple[str, ...] = _opt(

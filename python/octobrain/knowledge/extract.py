@@ -110,20 +110,44 @@ def detect_type(fetched: Fetched) -> DocType:
     return sniffed
 
 
-def extract(fetched: Fetched) -> Document:
-    """Extract the text of fetched bytes. Unreadable documents raise InvalidInput(source)."""
+UNPACK_FACTOR = 10
+
+
+class _Unpacked(Exception):
+    """A document that unpacks to more than the size cap."""
+
+    def __init__(self, what: str, size: int) -> None:
+        super().__init__(what)
+        self.size = size
+
+
+def extract(fetched: Fetched, max_bytes: int) -> Document:
+    """Extract the text of fetched bytes. Unreadable documents raise InvalidInput(source).
+
+    What a compressed document unpacks to is bounded too, at `UNPACK_FACTOR` × `max_bytes`
+    (`knowledge.max_source_bytes`): a DOCX's parts together, a PDF's extracted text. A DOCX of
+    a megabyte can hold a part that inflates to gigabytes, and python-docx reads every part
+    whole; an ordinary one unpacks to 5–25 times its size (the bare template: 36 kB to 830 kB),
+    so the bound is on the whole, not on the ratio."""
     doc_type = detect_type(fetched)
+    unpacked = UNPACK_FACTOR * max_bytes
     try:
         if doc_type is DocType.HTML:
             title, text = _html(fetched.data)
         elif doc_type is DocType.PDF:
-            title, text = _pdf(fetched.data)
+            title, text = _pdf(fetched.data, unpacked)
         elif doc_type is DocType.DOCX:
-            title, text = _docx(fetched.data)
+            title, text = _docx(fetched.data, unpacked)
         else:
             title, text = "", _decode(fetched.data)
     except InvalidInput:
         raise
+    except _Unpacked as exc:
+        raise InvalidInput(
+            "source",
+            f"{fetched.ref.uri}: {exc} unpacks to {exc.size} bytes or more, over the "
+            f"{unpacked}-byte bound ({UNPACK_FACTOR} × knowledge.max_source_bytes)",
+        ) from None
     except Exception as exc:  # a parser's own error on a corrupt file: report, don't crash
         raise InvalidInput(
             "source", f"{fetched.ref.uri}: cannot read this {doc_type.value} document: {exc}"
@@ -258,22 +282,34 @@ def _html_text(root: Any) -> str:
 # ---- PDF and DOCX ---------------------------------------------------------------------------
 
 
-def _pdf(data: bytes) -> tuple[str, str]:
+def _pdf(data: bytes, max_bytes: int) -> tuple[str, str]:
     from pypdf import PdfReader
 
     reader = PdfReader(io.BytesIO(data))
     if reader.is_encrypted and not reader.decrypt(""):
         raise InvalidInput("source", "the PDF is encrypted with a password")
-    pages = [page.extract_text() or "" for page in reader.pages]
+    pages: list[str] = []
+    size = 0
+    for page in reader.pages:  # pypdf bounds each stream it inflates; this bounds the sum
+        pages.append(page.extract_text() or "")
+        size += len(pages[-1])
+        if size > max_bytes:
+            raise _Unpacked("its text", size)
     meta = reader.metadata
     title = str(meta.title) if meta is not None and meta.title else ""
     return title, "\n\n".join(p.strip() for p in pages if p.strip())
 
 
-def _docx(data: bytes) -> tuple[str, str]:
+def _docx(data: bytes, max_bytes: int) -> tuple[str, str]:
+    import zipfile
+
     import docx
     from docx.table import Table
 
+    with zipfile.ZipFile(io.BytesIO(data)) as package:  # a part never inflates past its size
+        size = sum(part.file_size for part in package.infolist())
+    if size > max_bytes:
+        raise _Unpacked("the DOCX package", size)
     document = docx.Document(io.BytesIO(data))
     blocks: list[str] = []
     for item in document.iter_inner_content():

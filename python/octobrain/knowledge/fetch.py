@@ -8,12 +8,20 @@ refused unless `knowledge.allow_private_hosts` lists the host or a network holdi
 connection then goes to the address that was checked (the URL's host is kept for the Host
 header, TLS SNI and certificate checks), so a second DNS answer cannot swap in another address.
 Proxies from the environment are ignored for the same reason.
+
+One fetch has one deadline (`knowledge.fetch_timeout_secs`) for every hop and the whole body, so
+a server that drips a byte a second cannot hold a call. The body is decoded here, not by the HTTP
+client: a compressed body inflates at most to the size cap (a few hundred bytes of nested gzip
+would otherwise inflate to gigabytes before any cap is checked), and only the codings asked for
+(gzip, deflate; one of them) are accepted.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import time
+import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -30,6 +38,8 @@ ACCEPT = (
     "text/html,application/xhtml+xml,text/markdown,text/plain,application/pdf,"
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document;q=0.9,*/*;q=0.1"
 )
+ACCEPT_ENCODING = "gzip, deflate"
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
 class FetchError(InvalidInput):
@@ -121,20 +131,27 @@ def fetch_url(
     max_redirects: int,
     allow_private: Sequence[str] = (),
 ) -> Fetched:
-    """GET one URL with every hop checked; the body must be 2xx and at most `max_bytes`."""
+    """GET one URL with every hop checked; the body must be 2xx and at most `max_bytes`
+    (decoded), all within `timeout` seconds."""
     import httpx
+
+    deadline = time.monotonic() + timeout
 
     try:
         url = httpx.URL(ref.uri)
     except httpx.InvalidURL as exc:
         raise FetchError(f"{ref.uri}: not a valid URL ({exc})") from None
-    with httpx.Client(
-        timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False
-    ) as client:
+    timed_out = FetchError(
+        f"{ref.uri}: timed out after {timeout:g} s (knowledge.fetch_timeout_secs)"
+    )
+    with httpx.Client(follow_redirects=False, trust_env=False) as client:
         for _hop in range(max_redirects + 1):
             if url.scheme not in ("http", "https"):
                 raise FetchError(f"redirected to {url.scheme}:, only http(s) is fetched")
             address = resolve_checked(url.host, url.port or _default_port(url), allow_private)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise timed_out
             request = client.build_request(
                 "GET",
                 url.copy_with(host=address),
@@ -142,13 +159,15 @@ def fetch_url(
                     "Host": url.netloc.decode("ascii"),
                     "User-Agent": USER_AGENT,
                     "Accept": ACCEPT,
+                    "Accept-Encoding": ACCEPT_ENCODING,
                 },
+                timeout=httpx.Timeout(left),
                 extensions={"sni_hostname": url.host} if url.scheme == "https" else {},
             )
             try:
                 response = client.send(request, stream=True)
             except httpx.TimeoutException:
-                raise FetchError(f"{ref.uri}: timed out after {timeout:g} s") from None
+                raise timed_out from None
             except httpx.HTTPError as exc:
                 raise FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}") from None
             try:
@@ -160,7 +179,7 @@ def fetch_url(
                             f"{ref.uri}: redirected to an invalid URL ({exc})"
                         ) from None
                     continue
-                return _body(ref, response, max_bytes, timeout)
+                return _body(ref, response, max_bytes, deadline, timed_out)
             finally:
                 response.close()
     raise FetchError(f"{ref.uri}: more than {max_redirects} redirects (knowledge.max_redirects)")
@@ -170,26 +189,77 @@ def _default_port(url: httpx.URL) -> int:
     return 443 if url.scheme == "https" else 80
 
 
-def _body(ref: SourceRef, response: httpx.Response, max_bytes: int, timeout: float) -> Fetched:
+def _body(
+    ref: SourceRef,
+    response: httpx.Response,
+    max_bytes: int,
+    deadline: float,
+    timed_out: FetchError,
+) -> Fetched:
     import httpx
 
     if not 200 <= response.status_code < 300:
         raise FetchError(f"{ref.uri}: HTTP {response.status_code} {response.reason_phrase}")
-    too_big = f"{ref.uri}: larger than the {max_bytes}-byte cap (knowledge.max_source_bytes)"
+    too_big = FetchError(
+        f"{ref.uri}: larger than the {max_bytes}-byte cap (knowledge.max_source_bytes)"
+    )
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
-        raise FetchError(too_big)
+        raise too_big
+    inflate = _decoder(ref, response.headers.get("content-encoding", ""))
     chunks: list[bytes] = []
-    size = 0
+    size = received = 0
     try:
-        for chunk in response.iter_bytes():
+        for raw in response.iter_raw():
+            received += len(raw)
+            # Room for one byte past the cap: producing it proves the body too big.
+            chunk = raw if inflate is None else inflate.decompress(raw, max_bytes - size + 1)
             size += len(chunk)
-            if size > max_bytes:
-                raise FetchError(too_big)
+            if size > max_bytes or received > max_bytes:
+                raise too_big
             chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise timed_out
     except httpx.TimeoutException:
-        raise FetchError(f"{ref.uri}: timed out after {timeout:g} s") from None
+        raise timed_out from None
     except httpx.HTTPError as exc:
         raise FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}") from None
+    except zlib.error as exc:
+        raise FetchError(f"{ref.uri}: the body is not valid compressed data ({exc})") from None
     content_type = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     return Fetched(ref, b"".join(chunks), content_type=content_type)
+
+
+class _Inflate:
+    """One content coding undone with a bound on what each call may produce."""
+
+    def __init__(self, coding: str) -> None:
+        self.coding = coding
+        self.started = False
+        self._z = zlib.decompressobj(_WBITS[coding])
+
+    def decompress(self, data: bytes, limit: int) -> bytes:
+        """What `data` inflates to, at most `limit` bytes (a full `limit` means: more to come)."""
+        if self.started or self.coding != "deflate":
+            return self._z.decompress(data, limit)
+        self.started = True
+        try:
+            return self._z.decompress(data, limit)
+        except zlib.error:  # "deflate" is the zlib format; some servers send raw deflate
+            self._z = zlib.decompressobj(-zlib.MAX_WBITS)
+            return self._z.decompress(data, limit)
+
+
+def _decoder(ref: SourceRef, header: str) -> _Inflate | None:
+    """The decoder for a body's `Content-Encoding` (None: as sent), or a FetchError for a
+    coding that was not asked for, or for several stacked (no server needs that; a bomb does)."""
+    codings = [c.strip().lower() for c in header.split(",") if c.strip()]
+    codings = [c for c in codings if c != "identity"]
+    if not codings:
+        return None
+    if len(codings) > 1 or codings[0] not in _WBITS:
+        raise FetchError(
+            f"{ref.uri}: unsupported Content-Encoding {header.strip()!r} "
+            f"(asked for one of {ACCEPT_ENCODING})"
+        )
+    return _Inflate(codings[0])

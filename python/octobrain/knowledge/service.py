@@ -172,7 +172,7 @@ class Knowledge:
             if not rows:
                 raise InvalidInput("source", f"no stored note {ref.key!r} in this session")
             return document_from_text(ref.uri, rows[0]["text"])
-        return extract(self._fetch(ref))
+        return extract(self._fetch(ref), self.config.knowledge.max_source_bytes)
 
     # ---- indexing -------------------------------------------------------------------------
 
@@ -208,7 +208,7 @@ class Knowledge:
         if existing is not None and lazy and not force and self._fresh(ref, existing, now):
             return IndexReport(SourceInfo.from_row(existing), "fresh", 0)
         fetched = self._fetch(ref)
-        document = extract(fetched)
+        document = extract(fetched, self.config.knowledge.max_source_bytes)
         digest = content_hash(document.text)
         if (
             existing is not None

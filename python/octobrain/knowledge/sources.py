@@ -83,6 +83,8 @@ def parse_source(source: str, *, cwd: Path | None = None) -> SourceRef:
         raw = Path(unquote(parts.path))
     else:
         raw = Path(text).expanduser()
+    if "\x00" in str(raw):  # no file has one in its name (also when spelled %00)
+        raise InvalidInput("source", "a file path must not contain NUL characters")
     base = cwd if cwd is not None else Path.cwd()
     path = Path(os.path.realpath(raw if raw.is_absolute() else base / raw))
     return SourceRef(path.as_uri(), SourceKind.FILE, path)
