@@ -227,6 +227,11 @@ def test_filters(make_brain: MakeBrain) -> None:
     assert brain.remember("rate limiting", created_after=tomorrow, min_relevance=0.0).hits == []
     with pytest.raises(InvalidInput, match="^created_after: must be ISO-8601"):
         brain.remember("rate limiting", created_after="last tuesday")
+    # The calendar's last day is a bound like any other; a time UTC has no day for is refused.
+    last = brain.remember("rate limiting", created_before="9999-12-31", min_relevance=0.0)
+    assert len(last.hits) == 2
+    with pytest.raises(InvalidInput, match="^created_after: must fall within years 1–9999"):
+        brain.remember("rate limiting", created_after="0001-01-01T00:00:00+14:00")
     with pytest.raises(InvalidInput, match=r"^memory_types\[0\]: unknown memory type"):
         brain.remember("rate limiting", memory_types=["decisions!"])
     # A filter of blanks would match everything; it is refused rather than ignored.
@@ -283,6 +288,11 @@ def test_export_import_round_trip_is_lossless(make_brain: MakeBrain, tmp_path: P
     with pytest.raises(InvalidInput, match=r"^line 2\.title: must be 5–200 bytes"):
         bad = json.dumps({"kind": "memory", "id": a.id, "title": "x"})
         import_jsonl(other, [out.getvalue().splitlines()[0], bad])
+    # A time UTC has no day for would be stored, then break every read that shows it.
+    header, row = (json.loads(line) for line in out.getvalue().splitlines()[:2])
+    row.update(created_at="9999-12-31T23:30:00-05:00")
+    with pytest.raises(InvalidInput, match=r"^line 2\.created_at: must fall within years 1–9999"):
+        import_jsonl(other, [json.dumps(header), json.dumps(row)])
 
 
 def test_model_change_is_refused_until_reembed(make_brain: MakeBrain) -> None:

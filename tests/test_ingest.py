@@ -179,6 +179,28 @@ def test_generic_chat_export_json_and_jsonl_split_sessions_on_silence(tmp_path: 
     assert report.links == 1  # the third turn opens a new session: no link to the second
 
 
+def test_a_turn_longer_than_a_memory_is_kept_whole_in_parts(tmp_path: Path) -> None:
+    paragraphs = [
+        f"Paragraph {i}: " + "the deploy checklist step says " * 60 + "go." for i in range(14)
+    ]
+    long = "\n\n".join(paragraphs)  # about 26 kB, more than a memory's 10,000 bytes
+    records = [
+        {"speaker": "Ana", "text": "How do we deploy?", "id": "q"},
+        {"speaker": "Bo", "text": long, "id": "a"},
+        {"speaker": "Ana", "text": "Thanks!", "id": "t"},
+    ]
+    turns = parse_text(json.dumps(records))[0].turns
+    parts = [t for t in turns if t.speaker == "Bo"]
+    assert [t.key for t in parts] == ["a", "a/part-2", "a/part-3"]
+    assert all(len(t.text.encode()) <= 10_000 for t in parts)
+    assert [p for t in parts for p in t.text.split("\n\n")] == paragraphs  # cut between them
+    b = brain(tmp_path)
+    report = b.ingest(parse_text(json.dumps(records)))
+    assert (report.added, report.links) == (5, 4)  # the parts chained in order, in the session
+    contents = {m.content for m in stored(b).values()}
+    assert {t.text for t in parts} <= contents
+
+
 def test_turns_of_a_session_are_chained_in_order(tmp_path: Path) -> None:
     b = brain(tmp_path)
     b.ingest(parse_text(json.dumps(LOCOMO)))
@@ -267,6 +289,23 @@ def test_secrets_are_screened_like_memorize(tmp_path: Path) -> None:
             "chat",
             r"turns\[0\]\.time: must be ISO",
         ),
+        # A time UTC has no day for would be stored, then break every read that shows it.
+        (
+            '[{"speaker": "A", "text": "x", "time": "9999-12-31T23:59:59-05:00"}]',
+            "chat",
+            r"turns\[0\]\.time: must fall within years 1–9999 in UTC",
+        ),
+        (
+            '[{"speaker": "A", "text": "x", "time": "0001-01-01T00:00:00+14:00"}]',
+            "chat",
+            r"turns\[0\]\.time: must fall within years 1–9999 in UTC",
+        ),
+        (
+            '[{"speaker": "A", "text": "x", "time": 1e20}]',
+            "chat",
+            r"turns\[0\]\.time: must be Unix",
+        ),
+        ('[{"speaker": "A", "text": "x", "time": NaN}]', "chat", r"turns\[0\]\.time: must be Unix"),
         ("[1, 2]", "locomo", r"file\[0\]\.conversation: must be an object"),
         ("{\n{", "auto", "file: line 1 is not JSON"),
         ("[]", "yaml", "format_in: must be one of"),
@@ -377,6 +416,21 @@ def test_mcp_ingest_stores_turns_once_and_names_bad_fields(tmp_path: Path) -> No
                 turns=[{"speaker": "u", "text": "x" * 10_000}] * 101,
             )
             assert error and reply.startswith("turns: must hold at most"), reply
+            for turn, rule in (
+                ({"text": "x" * 10_001}, "turns[0].text: must be at most 10000 bytes"),
+                ({"text": "a\x00b"}, "turns[0].text: must not contain NUL"),
+                ({"speaker": "u\x00"}, "turns[0].speaker: must not contain NUL"),
+                ({"id": "i" * 101}, "turns[0].id: must be 1–100 characters"),
+                ({"session": {"a": 1}}, "turns[0].session: must be a string or an integer"),
+                ({"time": "9999-12-31T23:59:59-05:00"}, "turns[0].time: must fall within"),
+            ):
+                error, reply = await call(
+                    client,
+                    "ingest",
+                    conversation="c",
+                    turns=[{"speaker": "u", "text": "hi", **turn}],
+                )
+                assert error and reply.startswith(rule), reply
 
     run(body)
 

@@ -363,6 +363,28 @@ def _clean_list(
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
+def in_utc(field_name: str, moment: datetime) -> datetime:
+    """`moment` (naive means UTC) in UTC, or a field error when that falls outside years
+    1–9999: such a time would be stored, then break every read that shows it."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    try:
+        return moment.astimezone(timezone.utc)
+    except OverflowError:
+        raise InvalidInput(field_name, "must fall within years 1–9999 in UTC") from None
+
+
+def from_unix(field_name: str, seconds: float) -> datetime:
+    """Unix seconds as an aware UTC datetime, or a field error (not finite, or outside years
+    1–9999)."""
+    try:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise InvalidInput(
+            field_name, f"must be Unix seconds within years 1–9999 in UTC, got {seconds!r}"
+        ) from None
+
+
 def from_micros(us: int) -> datetime:
     """Integer microseconds since the epoch (an Arrow timestamp) as an aware UTC datetime."""
     return EPOCH + timedelta(microseconds=int(us))

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from octobrain.errors import InvalidInput
-from octobrain.knowledge.chunk import chunk_text, split_spans
+from octobrain.knowledge.chunk import chunk_text
+from octobrain.spans import split_spans
 
 TEXT = st.text(alphabet=st.sampled_from([*"ab .!?\n\t", "é", "€", "𝄞", "字"]), max_size=600)
 

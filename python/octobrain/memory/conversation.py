@@ -12,12 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from octobrain.errors import InvalidInput
+from octobrain.models import CONTENT_BYTES, ID_CHARS, from_unix, in_utc
+from octobrain.spans import split_text
 
 __all__ = [
     "FORMATS",
@@ -86,10 +88,26 @@ def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> li
     data = _load(text)
     chosen = detect_format(data) if fmt == "auto" else fmt
     if chosen == "locomo":
-        return _locomo(data)
-    if chosen == "claude":
-        return [_claude(_records(data, "claude"), default_key)]
-    return [parse_chat(_records(data, "chat"), key=default_key)]
+        found = _locomo(data)
+    elif chosen == "claude":
+        found = [_claude(_records(data, "claude"), default_key)]
+    else:
+        found = [parse_chat(_records(data, "chat"), key=default_key)]
+    return [_in_parts(c) for c in found]
+
+
+def _in_parts(conversation: Conversation) -> Conversation:
+    """`conversation` with each turn longer than a memory holds (`CONTENT_BYTES`) said as
+    several turns of its speaker, cut at natural breaks, so none of it is lost: the first part
+    keeps the turn's key, part n is `<key>/part-<n>`."""
+    turns: list[Turn] = []
+    for turn in conversation.turns:
+        parts = split_text(turn.text, CONTENT_BYTES[1])
+        turns.extend(
+            replace(turn, text=part, key=turn.key if n == 1 else f"{turn.key}/part-{n}")
+            for n, part in enumerate(parts, 1)
+        )
+    return Conversation(conversation.key, turns)
 
 
 def _load(text: str) -> Any:
@@ -143,7 +161,7 @@ def _time(field_name: str, value: object) -> datetime | None:
     if value is None or value == "":
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return datetime.fromtimestamp(float(value), tz=timezone.utc)
+        return from_unix(field_name, float(value))
     if not isinstance(value, str):
         raise InvalidInput(field_name, "must be an ISO-8601 time string")
     try:
@@ -152,16 +170,39 @@ def _time(field_name: str, value: object) -> datetime | None:
         raise InvalidInput(
             field_name, f"must be ISO-8601 (e.g. 2026-05-01T12:00:00Z), got {value!r}"
         ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return in_utc(field_name, moment)
+
+
+def _said(field_name: str, value: object) -> str:
+    """A turn's text: a string without NUL characters (a memory cannot hold one)."""
+    if not isinstance(value, str):
+        raise InvalidInput(field_name, "must be a string")
+    if "\x00" in value:
+        raise InvalidInput(field_name, "must not contain NUL characters")
+    return value
 
 
 def _name(field_name: str, value: object, limit: int) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field_name, "must be a non-empty string")
+    if "\x00" in value:
+        raise InvalidInput(field_name, "must not contain NUL characters")
     name = " ".join(value.split())
     if len(name) > limit:
         raise InvalidInput(field_name, f"must be at most {limit} characters")
     return name
+
+
+def _turn_id(field_name: str, value: object) -> str:
+    """A turn's own id ("" when it has none): a string or an integer, 1–`ID_CHARS` characters."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InvalidInput(field_name, "must be a string or an integer")
+    text = str(value)
+    if len(text) > ID_CHARS or "\x00" in text:
+        raise InvalidInput(field_name, f"must be 1–{ID_CHARS} characters, without NUL")
+    return text
 
 
 def _digest(*parts: str) -> str:
@@ -182,13 +223,13 @@ def parse_chat(records: list[Any], *, key: str = "chat", field_name: str = "turn
         where = f"{field_name}[{i}]"
         if not isinstance(record, dict):
             raise InvalidInput(where, "must be an object with speaker and text")
-        text = record.get("text")
-        if not isinstance(text, str):
-            raise InvalidInput(f"{where}.text", "must be a string")
+        text = _said(f"{where}.text", record.get("text"))
         speaker = _name(f"{where}.speaker", record.get("speaker"), SPEAKER_CHARS)
         moment = _time(f"{where}.time", record.get("time"))
         given = record.get("session")
         if given is not None:
+            if isinstance(given, bool) or not isinstance(given, (str, int)):
+                raise InvalidInput(f"{where}.session", "must be a string or an integer")
             session = _name(f"{where}.session", str(given), SESSION_CHARS)
         else:
             gap = moment is not None and last_time is not None and moment - last_time > SESSION_GAP
@@ -198,8 +239,7 @@ def parse_chat(records: list[Any], *, key: str = "chat", field_name: str = "turn
         last_time = moment or last_time
         if not text.strip():
             continue
-        own = record.get("id")
-        turn_key = str(own) if isinstance(own, (str, int)) and str(own) else ""
+        turn_key = _turn_id(f"{where}.id", record.get("id"))
         per_session += 1
         conversation.turns.append(
             Turn(
@@ -226,7 +266,7 @@ def _claude(entries: list[Any], default_key: str) -> Conversation:
             continue
         if entry.get("isMeta"):
             continue
-        text = transcript_text(entry)
+        text = transcript_text(entry).replace("\x00", "")  # a stray NUL (printed binary)
         if not text:
             continue
         session_id = session_id or str(entry.get("sessionId") or "")
@@ -283,9 +323,7 @@ def _locomo(data: Any) -> list[Conversation]:
                 if not isinstance(turn, dict):
                     raise InvalidInput(twhere, "must be an object with speaker and text")
                 speaker = _name(f"{twhere}.speaker", turn.get("speaker"), SPEAKER_CHARS)
-                text = turn.get("text")
-                if not isinstance(text, str):
-                    raise InvalidInput(f"{twhere}.text", "must be a string")
+                text = _said(f"{twhere}.text", turn.get("text"))
                 caption = turn.get("blip_caption")
                 if isinstance(caption, str) and caption.strip():
                     text = f"{text} [shares {caption.strip()}]"

@@ -18,6 +18,7 @@ from octobrain.models import (
     check_text,
     clean_files,
     clean_tags,
+    in_utc,
     parse_memory_type,
 )
 from octobrain.store.sql import sql_in, sql_str, visible_where
@@ -71,8 +72,13 @@ def parse_time(
                 field, f"must be ISO-8601 (e.g. 2026-05-01 or 2026-05-01T12:00:00Z), got {value!r}"
             ) from None
         if len(text) == 10 and end_of_day:
-            moment = datetime.combine(moment.date() + timedelta(days=1), time())
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+            day = moment.date()
+            moment = (
+                datetime.max
+                if day == day.max
+                else datetime.combine(day + timedelta(days=1), time())
+            )
+    return in_utc(field, moment)
 
 
 def parse_queries(query: str | Sequence[str]) -> list[str]:

@@ -31,6 +31,7 @@ from octobrain.models import (
     check_unit,
     clean_files,
     clean_tags,
+    in_utc,
     parse_memory_type,
     parse_relationship_type,
     parse_source,
@@ -149,9 +150,10 @@ def _time(field: str, value: object) -> datetime:
     if not isinstance(value, str):
         raise InvalidInput(field, "must be an ISO-8601 timestamp string")
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise InvalidInput(field, f"must be an ISO-8601 timestamp, got {value!r}") from None
+    return in_utc(field, moment)
 
 
 def _memory(obj: dict[str, Any], where: str) -> Memory:

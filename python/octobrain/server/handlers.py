@@ -111,11 +111,13 @@ def memorize(brain: Brain, arguments: dict[str, Any]) -> Reply:
 def ingest(brain: Brain, arguments: dict[str, Any]) -> Reply:
     """Store a conversation's turns (each once)."""
     from octobrain.memory.conversation import parse_chat
-    from octobrain.models import ID_CHARS
+    from octobrain.models import CONTENT_BYTES, ID_CHARS
 
     key = _required(arguments, "conversation")
-    if not isinstance(key, str) or not 1 <= len(key.strip()) <= ID_CHARS:
-        raise InvalidInput("conversation", f"must be a string of 1–{ID_CHARS} characters")
+    if not isinstance(key, str) or not 1 <= len(key.strip()) <= ID_CHARS or "\x00" in key:
+        raise InvalidInput(
+            "conversation", f"must be a string of 1–{ID_CHARS} characters, without NUL"
+        )
     key = key.strip()
     turns = _list(arguments, "turns") or []
     if not 1 <= len(turns) <= INGEST_TURNS:
@@ -137,6 +139,12 @@ def ingest(brain: Brain, arguments: dict[str, Any]) -> Reply:
             raise InvalidInput(
                 f"turns[{i}].{extra[0]}",
                 "unknown field; a turn takes speaker, text, time, session, id",
+            )
+        text = turn.get("text") if isinstance(turn, dict) else None
+        if isinstance(text, str) and len(text.encode()) > CONTENT_BYTES[1]:
+            raise InvalidInput(
+                f"turns[{i}].text",
+                f"must be at most {CONTENT_BYTES[1]} bytes; send a longer turn as several turns",
             )
     conversation = parse_chat(turns, key=key)
     report = brain.ingest([conversation], global_=_bool(arguments, "global", False))
