@@ -388,6 +388,7 @@ def test_lazy_pass_failure_writes_no_marker_and_never_raises(
     make_brain: MakeBrain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     brain = make_brain()
+    brain.memorize(*OTHER[0])  # a pass runs only for a scope holding memories
 
     def boom(self: Brain, **_: Any) -> None:
         raise RuntimeError("disk on fire")
@@ -402,6 +403,24 @@ def test_lazy_pass_failure_writes_no_marker_and_never_raises(
         "github.com/acme/other", config=off, embedder=get_embedder("hash:64"), uri=tmp_path / "db2"
     )
     assert sleep_startup.start_background_sleep(disabled, marker_dir=tmp_path / "m") is None
+
+
+def test_a_scope_without_memories_gets_no_pass_and_leaves_no_file(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    # An MCP client may name any scope, even on a read: each unseen one must not leave files.
+    for n in range(5):
+        brain = make_brain(scope=f"github.com/acme/never-used-{n}")
+        thread = sleep_startup.start_background_sleep(brain, marker_dir=tmp_path / "m")
+        assert thread is not None
+        thread.join(timeout=60)
+    assert not (tmp_path / "m").exists() or not list((tmp_path / "m").iterdir())
+    brain.memorize(*OTHER[0])
+    sleep_startup._started.clear()
+    thread = sleep_startup.start_background_sleep(brain, marker_dir=tmp_path / "m")
+    assert thread is not None
+    thread.join(timeout=60)
+    assert len(list((tmp_path / "m").glob("*.json"))) == 1
 
 
 def test_near_identical_notes_with_conflicting_numbers_are_not_merged(

@@ -211,3 +211,17 @@ def test_roots_lock_the_scope_under_the_current_protocol(tmp_path: Path) -> None
             assert not error and "Billing secret" in reply
 
     run(body)
+
+
+def test_a_client_naming_a_new_scope_on_every_call_keeps_the_pool_bounded(tmp_path: Path) -> None:
+    from octobrain.server.pool import SCOPES_KEPT
+
+    pool: BrainPool = hash_pool(tmp_path / "db")
+    first = "github.com/acme/scope-0"
+    pool.call(first, None, lambda b: b.memorize("Ledger key", "Rotate the ledger key monthly."))
+    for n in range(1, SCOPES_KEPT + 40):
+        pool.call(f"github.com/acme/scope-{n}", None, lambda b: b.recent(1))
+    assert len(pool._brains) <= SCOPES_KEPT
+    # A scope dropped from the pool is rebuilt when named again, with all it holds.
+    found = pool.call(first, None, lambda b: b.remember("ledger key rotation", min_relevance=0))
+    assert [h.memory.title for h in found.hits] == ["Ledger key"]

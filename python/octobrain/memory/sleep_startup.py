@@ -123,11 +123,16 @@ def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
 
     from octobrain.store.location import StoreBusy
     from octobrain.store.location import object_store_reason as reason
+    from octobrain.store.sql import sql_str
 
     cfg = brain.config.consolidation
     try:
         if not schedule.due(cfg.interval_hours, utcnow()):
             return  # (object storage) a teammate's process ran today's pass
+        if brain.store.count(f"scope = {sql_str(brain.scope)}") == 0:
+            # Nothing to consolidate, and no lock or record left behind: a client naming a
+            # new scope on every call (even a read) must not leave files for each one.
+            return
         with schedule.lock():
             if not schedule.due(cfg.interval_hours, utcnow()):
                 return  # another process finished a pass while we waited to start

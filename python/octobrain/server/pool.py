@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+# Scopes (and knowledge facades) kept ready; an unlocked client may name a new scope on every
+# call, so the least recently used beyond this are dropped (they share the root's model, store
+# and mirror, and hold nothing of their own that is not written: rebuilt when named again).
+SCOPES_KEPT = 64
 
 
 class BrainPool:
@@ -49,8 +54,10 @@ class BrainPool:
         self._lock = lock if lock is not None else threading.Lock()
         self._knowledge_lock = threading.Lock()  # knowledge calls, apart from memory calls
         self._root: Brain | None = None
-        self._brains: dict[str, Brain] = {}
-        self._knowledge: dict[tuple[str, str, tuple[Path, ...] | None], Knowledge] = {}
+        self._brains: OrderedDict[str, Brain] = OrderedDict()
+        self._knowledge: OrderedDict[tuple[str, str, tuple[Path, ...] | None], Knowledge] = (
+            OrderedDict()
+        )
         self._watch: StoreWatch | None = None
         # Session notes need a session; a client that names none gets one per server process.
         self.default_session_id = uuid.uuid4().hex
@@ -81,7 +88,9 @@ class BrainPool:
             self._root.flush()
         except Exception:  # the queued access counts of a store that is gone
             log.info("could not commit access counts before reopening", exc_info=True)
-        self._root, self._brains, self._knowledge, self._watch = None, {}, {}, None
+        self._root, self._watch = None, None
+        self._brains.clear()
+        self._knowledge.clear()
 
     def shared_root(self) -> Brain:
         """The Brain every scope of this pool shares (model, store, mirror); hold the lock."""
@@ -122,7 +131,9 @@ class BrainPool:
     def _brain(self, scope: str, workdir: Path | None) -> Brain:
         self._check_store()
         brain = self._brains.get(scope)
-        if brain is None:
+        if brain is not None:
+            self._brains.move_to_end(scope)
+        else:
             from octobrain.memory.sleep_startup import start_background_sleep
 
             if self._root is None:
@@ -136,6 +147,8 @@ class BrainPool:
             else:
                 brain = self._root.for_scope(scope, workdir=workdir)
             self._brains[scope] = brain
+            if len(self._brains) > SCOPES_KEPT:
+                self._brains.popitem(last=False)
             # Lazy sleep consolidation for each scope the server serves: a background thread
             # under a cross-process lock that never blocks or fails this call.
             start_background_sleep(brain)
@@ -173,8 +186,11 @@ class BrainPool:
         knowledge lock, so memory calls (`remember`, `memorize`) keep answering meanwhile."""
         with self._lock:
             sid = session_id or self.default_session_id
-            knowledge = self._knowledge.get((scope, sid, local_roots))
-            if knowledge is None:
+            key = (scope, sid, local_roots)
+            knowledge = self._knowledge.get(key)
+            if knowledge is not None:
+                self._knowledge.move_to_end(key)
+            else:
                 from octobrain.knowledge import Knowledge
 
                 brain = self._brain(scope, workdir)
@@ -187,7 +203,9 @@ class BrainPool:
                     cwd=workdir,
                     local_roots=local_roots,
                 )
-                self._knowledge[(scope, sid, local_roots)] = knowledge
+                self._knowledge[key] = knowledge
+                if len(self._knowledge) > SCOPES_KEPT:
+                    self._knowledge.popitem(last=False)
         with self._knowledge_lock:
             return fn(knowledge)
 
