@@ -95,6 +95,30 @@ def test_a_corrupt_data_file_is_one_line_naming_the_table(env: dict[str, str]) -
     assert len(memories["damaged_fragments"]) == 1 and memories["rows_read"] == 2
 
 
+@pytest.mark.parametrize("damage", ["removed", "cut short", "emptied"])
+def test_a_lost_or_cut_data_file_is_one_line_not_an_endless_search(
+    env: dict[str, str], damage: str
+) -> None:
+    # Such a file fails every read, whatever its range (a zero-length file is what a crash
+    # leaves): the search for the damaged fragment used to visit 2**32 ranges, at 100% CPU.
+    _three(env)
+    data = sorted((_store(env) / "memories.lance" / "data").glob("*.lance"))[0]
+    if damage == "removed":
+        data.unlink()
+    else:
+        data.write_bytes(data.read_bytes()[: 100 if damage == "cut short" else 0])
+    for args in (("stats",), ("remember", "durable fact")):
+        done = octobrain(env, *args)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        line = one_clear_line(done.stderr)
+        assert "memories: cannot be read" in line and "octobrain doctor" in line, line
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    report = json.loads(out)
+    assert rc == 1 and not report["ok"]
+    [problem] = [p for p in report["problems"] if p["table"] == "memories"]
+    assert problem["problem"].startswith("cannot be read"), problem
+
+
 def test_a_corrupt_table_manifest_is_damage_not_a_full_disk(env: dict[str, str]) -> None:
     _three(env)
     versions = sorted((_store(env) / "memories.lance" / "_versions").glob("*.manifest"))

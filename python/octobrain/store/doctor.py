@@ -3,7 +3,10 @@
 Each problem is reported with the table (and fragment) it is in, what is wrong and what would
 repair it. Reading is done by row-address ranges (`_rowid` = fragment id << 32 | offset), split
 in halves until a damaged range is one fragment, so a store with one bad file costs a few dozen
-reads beyond one full scan. Nothing is written, so it runs on a read-only copy.
+reads beyond one full scan. A file that is gone or cut short fails every read, whatever its
+range (the scan opens each fragment's file before it filters): that is found by reading a
+range no fragment can be in, and reported once for the table, as is a search that would
+otherwise go past `_MAX_READS`. Nothing is written, so it runs on a read-only copy.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ if TYPE_CHECKING:
 
 _FRAGMENT_BITS = 32
 _MAX_FRAGMENTS = 1 << 31  # keeps every _rowid bound below 2**63
+_MAX_READS = 256  # a bisection finds up to ~8 damaged fragments among 2**31 within this
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class TableCheck:
     rows_counted: int | None = None  # what the table's metadata says
     rows_read: int = 0  # what reading every fragment gave
     damaged_fragments: list[int] = field(default_factory=list)
+    unread: tuple[int, int] | None = None  # fragments [lo, hi) left unread (too much damage)
 
 
 @dataclass
@@ -125,8 +130,20 @@ def _check_table(
         problems.append(Problem(name, f"cannot be opened ({reason})", repair))
         return check
     check.opened = True
-    _read_range(table, 0, _MAX_FRAGMENTS, check, problems, repair)
-    if not check.damaged_fragments and check.rows_read != check.rows_counted:
+    failure = _read(table, 0, _MAX_FRAGMENTS, check)
+    if failure is not None:
+        # A range no fragment is in: failing too, the damage is not in one fragment's rows.
+        unplaced = _read(table, _MAX_FRAGMENTS - 1, _MAX_FRAGMENTS, check)
+        if unplaced is not None:
+            problems.append(Problem(name, f"cannot be read ({unplaced})", repair))
+            return check
+        reads = [_MAX_READS]
+        _bisect(table, 0, _MAX_FRAGMENTS, check, problems, repair, reads)
+    if (
+        not check.damaged_fragments
+        and check.unread is None
+        and check.rows_read != check.rows_counted
+    ):
         problems.append(
             Problem(
                 name,
@@ -141,25 +158,43 @@ def _check_table(
     return check
 
 
-def _read_range(
+def _read(table: lancedb.table.Table, lo: int, hi: int, check: TableCheck) -> str | None:
+    """Read fragments [lo, hi) into `check.rows_read`; the reason when the read fails."""
+    where = f"_rowid >= {lo << _FRAGMENT_BITS} AND _rowid < {hi << _FRAGMENT_BITS}"
+    try:
+        check.rows_read += table.search().where(where).limit(None).to_arrow().num_rows
+    except (ValueError, RuntimeError, OSError) as exc:
+        return manifest.short_reason(exc)
+    return None
+
+
+def _bisect(
     table: lancedb.table.Table,
     lo: int,
     hi: int,
     check: TableCheck,
     problems: list[Problem],
     repair: str,
+    reads: list[int],
 ) -> None:
-    """Read fragments [lo, hi); split a failing range until the damaged fragment is found."""
-    where = f"_rowid >= {lo << _FRAGMENT_BITS} AND _rowid < {hi << _FRAGMENT_BITS}"
-    try:
-        check.rows_read += table.search().where(where).limit(None).to_arrow().num_rows
-        return
-    except (ValueError, RuntimeError, OSError) as exc:
-        if hi - lo > 1:
-            mid = (lo + hi) // 2
-            _read_range(table, lo, mid, check, problems, repair)
-            _read_range(table, mid, hi, check, problems, repair)
+    """Split the failing range [lo, hi) until each damaged fragment is found, within the reads
+    left in `reads[0]`; past them the rest of the range is reported unread, once."""
+    mid = (lo + hi) // 2
+    for a, b in ((lo, mid), (mid, hi)):
+        if check.unread is not None:
             return
-        reason = manifest.short_reason(exc)
-    check.damaged_fragments.append(lo)
-    problems.append(Problem(check.name, f"fragment {lo} cannot be read ({reason})", repair))
+        if reads[0] <= 0:
+            check.unread = (a, hi)
+            problems.append(
+                Problem(check.name, f"fragments {a}–{hi - 1} hold damage not narrowed down", repair)
+            )
+            return
+        reads[0] -= 1
+        reason = _read(table, a, b, check)
+        if reason is None:
+            continue
+        if b - a > 1:
+            _bisect(table, a, b, check, problems, repair, reads)
+        else:
+            check.damaged_fragments.append(a)
+            problems.append(Problem(check.name, f"fragment {a} cannot be read ({reason})", repair))
