@@ -119,6 +119,29 @@ def test_a_lost_or_cut_data_file_is_one_line_not_an_endless_search(
     assert problem["problem"].startswith("cannot be read"), problem
 
 
+def test_a_lost_newest_version_is_an_error_not_a_silent_rollback(env: dict[str, str]) -> None:
+    # Its manifest file gone (a partial backup or sync, a crash before it reached the disk):
+    # opening at the version before would hide an acknowledged memory, and the next write
+    # would take its version number and bury it.
+    facts = _three(env)
+    versions = _store(env) / "memories.lance" / "_versions"
+    newest = sorted(versions.glob("*.manifest"))[0]  # names count down from 2**64
+    newest.unlink()
+    for args in (("recent",), ("memorize", "-t", "After the loss", "-c", "A new fact here.")):
+        done = octobrain(env, *args)
+        assert done.returncode == 1, (args, done.stdout)
+        line = one_clear_line(done.stderr)
+        assert "'memories'" in line and "version 4 committed" in line, line
+        assert "latest_version_hint.json" in line, line
+    rc, out = run_cli(env, "doctor")[:2]
+    assert rc == 1 and "memories: version 4 committed" in out, out
+    # The way out the message names: accept the table as it was at version 3.
+    (versions / "latest_version_hint.json").unlink()
+    done = octobrain(env, "recent", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert len({m["id"] for m in json.loads(done.stdout)} & facts) == 2
+
+
 def test_a_corrupt_table_manifest_is_damage_not_a_full_disk(env: dict[str, str]) -> None:
     _three(env)
     versions = sorted((_store(env) / "memories.lance" / "_versions").glob("*.manifest"))

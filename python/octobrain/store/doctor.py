@@ -96,7 +96,7 @@ def diagnose(location: StoreLocation) -> Diagnosis:
     db = location.connect()
     present = set(db.list_tables().tables)
     names = sorted((listed or set()) | (present & set(manifest.KNOWN_TABLES)))
-    tables = [_check_table(db, name, listed, present, problems) for name in names]
+    tables = [_check_table(db, location, name, listed, present, problems) for name in names]
     if listed is None and state == "absent" and present:
         problems.append(
             Problem(
@@ -110,6 +110,7 @@ def diagnose(location: StoreLocation) -> Diagnosis:
 
 def _check_table(
     db: lancedb.DBConnection,
+    location: StoreLocation,
     name: str,
     listed: set[str] | None,
     present: set[str],
@@ -130,6 +131,9 @@ def _check_table(
         problems.append(Problem(name, f"cannot be opened ({reason})", repair))
         return check
     check.opened = True
+    lost = manifest.lost_version(location, name, table)
+    if lost is not None:
+        problems.append(Problem(name, lost.reason, lost.repair))
     failure = _read(table, 0, _MAX_FRAGMENTS, check)
     if failure is not None:
         # A range no fragment is in: failing too, the damage is not in one fragment's rows.

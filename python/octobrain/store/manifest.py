@@ -12,10 +12,12 @@ are recorded. A read-only store that cannot record them is simply not adopted ye
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import StorageError
@@ -59,10 +61,11 @@ def repair_hint(name: str) -> str:
 class TableDamaged(StorageError):
     """A table the store created earlier is missing or cannot be opened or read."""
 
-    def __init__(self, location: object, name: str, reason: str) -> None:
+    def __init__(self, location: object, name: str, reason: str, repair: str = "") -> None:
         super().__init__(
             f"store: table {name!r} in {location} is damaged or missing ({reason}); it is not "
-            f"re-created empty. Run `octobrain doctor` for details. To repair: {repair_hint(name)}"
+            f"re-created empty. Run `octobrain doctor` for details. To repair: "
+            f"{repair or repair_hint(name)}"
         )
         self.table = name
         self.reason = reason
@@ -93,6 +96,56 @@ def read_failure(exc: BaseException) -> str | None:
         f"store: a table cannot be read ({short_reason(exc)}); nothing was changed. "
         "Run `octobrain doctor` to find the damaged table and what would repair it"
     )
+
+
+def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table) -> Problem | None:
+    """Whether table `name` has lost committed versions newer than the newest that opens.
+
+    Lance writes `_versions/latest_version_hint.json` after each commit's manifest. A hint
+    above the newest version that opens means a committed manifest file is gone: opening
+    would silently serve (and the next write would bury) the store as it was before those
+    writes. A commit killed before its manifest leaves no hint, so it is not taken for this.
+    Only a local store has the file to read.
+    """
+    if location.path is None:
+        return None
+    hint = location.path / f"{name}.lance" / "_versions" / "latest_version_hint.json"
+    try:
+        committed = int(json.loads(hint.read_text())["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # no hint (an older Lance): nothing to compare
+    if committed <= int(table.version):
+        return None
+    # `table` may have opened before another process committed: look again, now that the
+    # hint has been read (a version it names was committed before it was written).
+    table.checkout_latest()  # type: ignore[no-untyped-call]
+    opened = int(table.version)
+    if committed <= opened:
+        return None
+    gone = (
+        f"version {committed}" if committed == opened + 1 else f"versions {opened + 1}–{committed}"
+    )
+    return Problem(
+        f"{gone} committed, but the newest version that opens is {opened}: the manifest file "
+        f"of {gone} in _versions/ is gone",
+        f"put {name}.lance/_versions/ back from a backup; or, to keep the table as of version "
+        f"{opened} and lose what was written after it, delete {hint}",
+    )
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is wrong with a table, and what would repair it."""
+
+    reason: str
+    repair: str
+
+
+def check_versions(location: StoreLocation, name: str, table: lancedb.table.Table) -> None:
+    """Refuse a table that lost committed versions (`lost_version`): `TableDamaged`."""
+    lost = lost_version(location, name, table)
+    if lost is not None:
+        raise TableDamaged(location, name, lost.reason, lost.repair)
 
 
 def recorded(location: StoreLocation) -> set[str] | None:
@@ -135,7 +188,9 @@ def open_or_create(
     never did. A table the manifest lists that does not open is `TableDamaged`. Opening an
     existing table takes no lock, so read-only stores open."""
     try:
-        return db.open_table(name)
+        table = db.open_table(name)
+        check_versions(location, name, table)
+        return table
     except ValueError as exc:
         if _TRANSIENT.search(str(exc)):
             raise StorageError(f"store: cannot open {location}: {short_reason(exc)}") from exc
