@@ -119,6 +119,21 @@ def test_a_lost_or_cut_data_file_is_one_line_not_an_endless_search(
     assert problem["problem"].startswith("cannot be read"), problem
 
 
+def test_a_lost_table_is_an_error_even_with_the_manifest_lost_too(env: dict[str, str]) -> None:
+    # Nothing records the table any more, but relationships, which is only ever made after
+    # memories, is still there: memories existed, and an empty one would hide their loss.
+    _three(env)
+    shutil.rmtree(_store(env) / "_octobrain")
+    shutil.rmtree(_store(env) / "memories.lance")
+    done = octobrain(env, "stats")
+    assert done.returncode == 1 and "total: 0" not in done.stdout, done.stdout
+    line = one_clear_line(done.stderr)
+    assert "'memories'" in line and "relationships, made after it, is here" in line, line
+    assert not (_store(env) / "memories.lance").exists()
+    rc, out = run_cli(env, "doctor")[:2]
+    assert rc == 1 and "memories: missing" in out, out
+
+
 def test_a_lost_newest_version_is_an_error_not_a_silent_rollback(env: dict[str, str]) -> None:
     # Its manifest file gone (a partial backup or sync, a crash before it reached the disk):
     # opening at the version before would hide an acknowledged memory, and the next write

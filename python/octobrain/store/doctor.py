@@ -95,7 +95,11 @@ def diagnose(location: StoreLocation) -> Diagnosis:
         )
     db = location.connect()
     present = set(db.list_tables().tables)
-    names = sorted((listed or set()) | (present & set(manifest.KNOWN_TABLES)))
+    names = sorted(
+        (listed or set())
+        | (present & set(manifest.KNOWN_TABLES))
+        | {name for name, later in manifest.MADE_AFTER.items() if later in present}
+    )
     tables = [_check_table(db, location, name, listed, present, problems) for name in names]
     if listed is None and state == "absent" and present:
         problems.append(

@@ -40,6 +40,9 @@ KNOWN_TABLES = (
     "knowledge_chunks",
 )
 _LOCK_TIMEOUT_S = 60.0
+# A table every store makes right after another (`MemoryStore` opens memories, then
+# relationships): finding the later one means the earlier one was made too.
+MADE_AFTER = {"memories": "relationships"}
 
 # How each table can be got back; memories and its companions have a version history.
 _MEMORY_REPAIR = (
@@ -206,8 +209,16 @@ def open_or_create(
         except ValueError as exc:
             if name in (recorded(location) or set()):
                 raise TableDamaged(location, name, short_reason(exc)) from exc
+        present = set(db.list_tables().tables)
+        later = MADE_AFTER.get(name)
+        if later in present:
+            # The manifest is gone too (or predates it), but a table only ever made after this
+            # one is here: this one existed and is lost, not new.
+            raise TableDamaged(
+                location, name, f"its directory is gone, yet {later}, made after it, is here"
+            )
         # A listed but unopenable directory is a creator killed before its first commit.
-        mode = "overwrite" if name in set(db.list_tables().tables) else "create"
+        mode = "overwrite" if name in present else "create"
         table = db.create_table(name, schema=make_schema(), mode=mode)
         record(location, name)
     return table
