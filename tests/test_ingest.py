@@ -267,6 +267,23 @@ def test_ingesting_twice_adds_nothing(tmp_path: Path) -> None:
     assert (grown.added, grown.links) == (1, 1)
 
 
+def test_an_ingest_killed_between_its_commits_is_mended_by_the_next(tmp_path: Path) -> None:
+    # A batch's turns and their links are two commits: a kill between them leaves the turns
+    # stored without links. Running the ingest again (what its error tells) links them.
+    b = brain(tmp_path)
+    turns = [
+        {"speaker": "Ann", "text": f"Turn {i} about topic zq{i}.", "session": "1"}
+        for i in range(300)
+    ]
+    b.ingest(parse_text(json.dumps(turns)))  # two batches: 256 turns, then 44
+    assert len(b.store.all_relationships()) == 299
+    b.store.delete_relationships("relationship_type = 'same_session'")  # the kill's state
+    again = b.ingest(parse_text(json.dumps(turns)))
+    assert (again.added, again.skipped_existing, again.links) == (0, 300, 299)
+    assert len(b.store.all_relationships()) == 299
+    assert b.ingest(parse_text(json.dumps(turns))).links == 0  # and nothing twice
+
+
 def test_secrets_are_screened_like_memorize(tmp_path: Path) -> None:
     records = [{"speaker": "Ana", "text": "the key is AKIAIOSFODNN7EXAMPLE for prod"}]
     with pytest.raises(InvalidInput, match=r"turns\[0\]\.text"):

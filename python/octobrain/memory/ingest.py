@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from octobrain.memory import temporal
 from octobrain.memory.conversation import CONVERSATION_PREFIX, SPEAKER_PREFIX, Conversation, Turn
 from octobrain.models import (
@@ -35,7 +37,7 @@ from octobrain.models import (
     utcnow,
 )
 from octobrain.secrets import screen
-from octobrain.store.sql import sql_in
+from octobrain.store.sql import sql_in, sql_str
 from octobrain.text import analyze
 
 if TYPE_CHECKING:
@@ -217,18 +219,20 @@ def ingest(
 
 
 def _write(brain: Brain, batch: list[Memory], previous: dict[str, str]) -> tuple[int, int]:
-    """Embed and add the turns of `batch` the store does not hold yet (one commit). Presence is
-    checked again under the write lock, so two processes ingesting one file add each turn once;
-    the embedding is computed before, so the lock is held only for the commit."""
+    """Embed and add the turns of `batch` the store does not hold yet, with the links to their
+    previous turns (one commit each). Presence is checked again under the write lock, so two
+    processes ingesting one file add each turn once; the embedding is computed before, so the
+    lock is held only for the commits. A turn already stored gets its link too when it has none:
+    an ingest killed between the two commits left it without, and the next run mends it."""
     store = brain.store
     new = _absent(brain, batch)
-    if not new:
-        return 0, 0
-    vectors = brain.embedder.embed_documents([m.embedded_text() for m in new])
+    vectors = brain.embedder.embed_documents([m.embedded_text() for m in new]) if new else None
     with store.write_lock():
-        still = {m.id for m in _absent(brain, new)}
+        still = {m.id for m in _absent(brain, new)} if new else set()
         keep = [i for i, m in enumerate(new) if m.id in still]
         new = [new[i] for i in keep]
+        stored = [m.id for m in batch if m.id in previous and m.id not in still]
+        linked = _linked(brain, stored) if stored else set()
         edges = [
             Relationship(
                 m.id,
@@ -238,12 +242,21 @@ def _write(brain: Brain, batch: list[Memory], previous: dict[str, str]) -> tuple
                 "said next in the same session",
                 m.scope,
             )
-            for m in new
-            if m.id in previous
+            for m in batch
+            if m.id in previous and m.id not in linked
         ]
-        if new:
-            store.add(new, vectors[keep], edges)
+        if new or edges:
+            embeddings = vectors[keep] if vectors is not None else np.zeros((0, store.dim))
+            store.add(new, embeddings, edges)
     return len(new), len(edges)
+
+
+def _linked(brain: Brain, ids: list[str]) -> set[str]:
+    """Which of `ids` already have their link to the previous turn."""
+    kind = sql_str(RelationshipType.SAME_SESSION.value)
+    where = f"relationship_type = {kind} AND {sql_in('source_id', ids)}"
+    rows = brain.store.relationships.search().where(where).select(["source_id"]).limit(None)
+    return {r["source_id"] for r in rows.to_list()}
 
 
 def _absent(brain: Brain, memories: list[Memory]) -> list[Memory]:
