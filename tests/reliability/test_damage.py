@@ -157,6 +157,41 @@ def test_a_lost_newest_version_is_an_error_not_a_silent_rollback(env: dict[str, 
     assert len({m["id"] for m in json.loads(done.stdout)} & facts) == 2
 
 
+def test_a_lost_index_is_found_by_doctor_and_rebuilt_by_reindex(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Reads through the index (a lookup by id, the scope filter) fail while a full scan of
+    # every row reads fine: the error sends the user to doctor, which must find it.
+    from octobrain.models import Memory
+    from octobrain.store import memories as store_module
+
+    monkeypatch.setattr(store_module, "SCALAR_INDEX_MIN_ROWS", 10)  # indexes from 10 rows here
+    config = Config(embedding=EmbeddingConfig(model="hash:64"))
+    brain = Brain("github.com/acme/api", config=config, uri=_store(env))
+    facts = [
+        Memory(
+            title=f"Fact {i}", content=f"Durable fact {i} on port {8000 + i}.", scope=brain.scope
+        )
+        for i in range(12)
+    ]
+    brain.store.add(facts, brain.embedder.embed_documents([m.searchable_text() for m in facts]))
+    brain.store.compact()
+    assert {ix.columns[0] for ix in brain.store.memories.list_indices()} == {"id", "scope", "state"}
+    shutil.rmtree(_store(env) / "memories.lance" / "_indices")
+    done = octobrain(env, "get", facts[0].id)
+    assert done.returncode == 1 and "octobrain doctor" in one_clear_line(done.stderr)
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    report = json.loads(out)
+    assert rc == 1 and len(report["problems"]) == 3, report["problems"]
+    for problem in report["problems"]:
+        assert problem["problem"].startswith("index ") and "cannot be read" in problem["problem"]
+        assert "`octobrain memory reindex`" in problem["repair"]
+    done = octobrain(env, "reindex")
+    assert done.returncode == 0 and "dropped 3 indexes" in done.stdout, done.stderr
+    assert run_cli(env, "doctor")[0] == 0
+    assert octobrain(env, "get", facts[0].id).returncode == 0
+
+
 def test_a_corrupt_table_manifest_is_damage_not_a_full_disk(env: dict[str, str]) -> None:
     _three(env)
     versions = sorted((_store(env) / "memories.lance" / "_versions").glob("*.manifest"))

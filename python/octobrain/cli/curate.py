@@ -1,5 +1,6 @@
 """`octobrain memory …` commands that curate the whole store: export and import, re-embedding,
-the sleep pass, goal consolidation and its undo, the store's history and restore.
+rebuilding the indexes, the sleep pass, goal consolidation and its undo, the store's history
+and restore.
 
 They run in-process (never through the resident service) and are added to the `memory` group
 by `cli/memory.py`."""
@@ -80,6 +81,20 @@ def reembed_cmd(ctx: click.Context) -> None:
     ) as bar:
         n = reembed(brain, progress=bar.update)
     click.echo(f"re-embedded {plural(n, 'memory', 'memories')} with {model}")
+
+
+@click.command("reindex")
+@click.pass_context
+def reindex_cmd(ctx: click.Context) -> None:
+    """Drop the memories table's indexes and build them again (when `doctor` finds one damaged)."""
+    store = command_brain(ctx).store
+    dropped, built = store.reindex()
+    click.echo(
+        f"dropped {plural(len(dropped), 'index', 'indexes')}"
+        + (f" ({', '.join(dropped)})" if dropped else "")
+        + f", built {plural(len(built), 'index', 'indexes')}"
+        + (f" ({', '.join(built)})" if built else " (none pays at this size)")
+    )
 
 
 @click.command("sleep-consolidate")
@@ -205,6 +220,7 @@ CURATION_COMMANDS = [
     export_cmd,
     import_cmd,
     reembed_cmd,
+    reindex_cmd,
     sleep_consolidate_cmd,
     consolidate_cmd,
     unconsolidate_cmd,

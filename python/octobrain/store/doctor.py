@@ -138,6 +138,7 @@ def _check_table(
     lost = manifest.lost_version(location, name, table)
     if lost is not None:
         problems.append(Problem(name, lost.reason, lost.repair))
+    _check_indexes(table, name, problems)
     failure = _read(table, 0, _MAX_FRAGMENTS, check)
     if failure is not None:
         # A range no fragment is in: failing too, the damage is not in one fragment's rows.
@@ -164,6 +165,42 @@ def _check_table(
             Problem(name, "not in the manifest", "none needed: the next write records it")
         )
     return check
+
+
+def _check_indexes(table: lancedb.table.Table, name: str, problems: list[Problem]) -> None:
+    """Use each index of `table` once: a damaged or lost index file fails the reads that
+    would use it (a lookup by id, a scope filter) while a full scan reads every row fine."""
+    import numpy as np
+    import pyarrow as pa
+
+    repair = (
+        "`octobrain memory reindex` drops the indexes and builds them again"
+        if name == "memories"
+        else manifest.repair_hint(name)
+    )
+    try:
+        indexes = list(table.list_indices())
+    except (ValueError, RuntimeError, OSError) as exc:
+        problems.append(
+            Problem(name, f"its indexes cannot be listed ({manifest.short_reason(exc)})", repair)
+        )
+        return
+    for index in indexes:
+        column = index.columns[0]
+        kind = table.schema.field(column).type
+        try:
+            if pa.types.is_fixed_size_list(kind):  # a vector index: one nearest neighbour
+                probe = np.zeros(kind.list_size, dtype=np.float32)
+                table.search(probe, vector_column_name=column).limit(1).to_arrow()
+            elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+                table.search().where(f"{column} = ''").limit(1).to_arrow()
+            else:
+                continue  # octobrain indexes only text and vectors
+        except (ValueError, RuntimeError, OSError) as exc:
+            reason = manifest.short_reason(exc)
+            problems.append(
+                Problem(name, f"index {index.name} on {column} cannot be read ({reason})", repair)
+            )
 
 
 def _read(table: lancedb.table.Table, lo: int, hi: int, check: TableCheck) -> str | None:

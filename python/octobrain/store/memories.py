@@ -561,6 +561,18 @@ class MemoryStore:
             for table in (self.memories, self.relationships):
                 table.optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
 
+    def reindex(self) -> tuple[list[str], list[str]]:
+        """Drop every index of the memories table and build again those that pay at its size
+        (`compact`): the way back from a damaged or lost index file, which reads would
+        otherwise keep tripping over. Returns the indexes dropped and those built."""
+        with self.write_lock():
+            dropped = [ix.name for ix in self.memories.list_indices()]
+            for name in dropped:
+                self.memories.drop_index(name)
+            self.compact()
+            built = [ix.name for ix in self.memories.list_indices()]
+        return dropped, built
+
     # ---- history --------------------------------------------------------------------------
 
     def history(self, limit: int = 20) -> list[StoreVersion]:
