@@ -504,3 +504,26 @@ def test_a_snapshot_deleted_while_a_process_serves_from_it_keeps_serving(tmp_pat
     shutil.rmtree(_snap_dir(first).path.parent)  # `rm -rf <data dir>/cache/snapshots`
     assert _found(reader, "zq9 setting") == expected and expected[0] == ids[9]
     assert _found(reader, "zq2 setting")[0] == ids[2]
+
+
+def test_a_snapshot_of_another_store_at_the_same_location_is_never_served(tmp_path: Path) -> None:
+    # The store at a path replaced by another one (a copy from another machine, one re-created
+    # by hand) at the same version with as many rows: the snapshot, keyed by the path, agrees
+    # on both, yet holds the old store's rows.
+    old = _brain(tmp_path / "db")
+    old_ids = _fill(old, 40)
+    assert set(_found(old, "setting zq3")) <= set(old_ids)
+    _snap_dir(old)
+    other = _brain(tmp_path / "other")
+    new_ids = _fill(other, 40)
+    assert other.store.version() == old.store.version()
+    shutil.move(tmp_path / "db", tmp_path / "old-db")
+    shutil.copytree(tmp_path / "other", tmp_path / "db")
+    fresh = _brain(tmp_path / "db")
+    found = _found(fresh, "setting zq3")
+    assert found and set(found) <= set(new_ids)
+    assert not _opened_from_snapshot(fresh)
+    # A copy of the same store (a backup put back) still opens from its snapshot.
+    again = _brain(tmp_path / "db")
+    assert set(_found(again, "setting zq3")) <= set(new_ids)
+    assert _opened_from_snapshot(again)

@@ -190,6 +190,12 @@ class Corpus:
         snap = self._snapshots.load()
         if snap is None:
             return
+        theirs = snap.fingerprint and self._store.version_fingerprint(snap.version)
+        if theirs and theirs != snap.fingerprint:
+            # Another store now lives at this URI (replaced, re-created): its version of the
+            # same number names other files. Never served, however well its counts agree.
+            log.warning("memory snapshot is of another store at this location; rebuilding")
+            return
         live = int(np.count_nonzero(snap.columns["live"]))
         if snap.version == latest and live != self._store.count():
             log.warning("memory snapshot disagrees with the store; rebuilding")
@@ -281,6 +287,7 @@ class Corpus:
             index=self.index.frozen(),
             checks=None if self._source is None else self._source.checks,
             mark=self._mark,
+            fingerprint=self._store.version_fingerprint(self._version),
             edges=self._edges.table,
             edges_version=self._edges.version,
             edges_mark=self._edges.mark,

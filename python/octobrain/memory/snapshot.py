@@ -13,7 +13,8 @@ needs, as the mirror held it at one committed version of `memories`:
 - ``bm25.<part>.npy``: the Rust BM25 index as flat arrays (`BM25Index.to_parts`); its postings
   stay memory-mapped, so a query makes resident only the postings of its terms;
 - ``manifest.json``: format version, the table version, positions, live rows, dim, model id,
-  store identity, each file's size and CRC-32.
+  store identity (its URI, and a checksum of that version's Lance manifest), each file's size
+  and CRC-32.
 
 Where: ``<data dir>/cache/snapshots/<key>/`` (beside the embedding cache, never in the store,
 so object-store stores work unchanged), `key` hashing the store URI, model id and dimension.
@@ -189,6 +190,8 @@ class Snapshot:
     # concatenated in memory), in place of `vectors`.
     vector_blocks: list[npt.NDArray[np.float32]] | None = None
     mark: int = -1  # the highest fragment id of `memories` the rows come from
+    # The store's own mark of `version` (`MemoryStore.version_fingerprint`): None when unknown.
+    fingerprint: str | None = None
     edges: pa.Table | None = None  # every relationship (with its row address)
     edges_version: int = -1
     edges_mark: int = -1
@@ -311,6 +314,7 @@ class SnapshotDir:
             checks=checks,
             rows_ready=rows_ready,
             mark=int(manifest["mark"]),
+            fingerprint=manifest.get("fingerprint"),
             edges=edges,
             edges_version=int(manifest["edges_version"]) if edges is not None else -1,
             edges_mark=int(manifest["edges_mark"]) if edges is not None else -1,
@@ -354,6 +358,7 @@ class SnapshotDir:
                 "model_id": self.model_id,
                 "dim": self.dim,
                 "version": snap.version,
+                "fingerprint": snap.fingerprint,
                 "positions": len(snap.rows),
                 "live": int(np.count_nonzero(snap.columns["live"])),
                 "codes": snap.codes,

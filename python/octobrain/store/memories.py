@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -403,6 +404,21 @@ class MemoryStore:
         addrs = table.column(addresses.ADDR).to_numpy().astype(np.int64)
         cosines = 1.0 - table.column("_distance").to_numpy().astype(np.float64)
         return addrs, cosines
+
+    def version_fingerprint(self, version: int) -> str | None:
+        """What tells this store's `version` of `memories` from another store's at the same
+        number: a checksum of that version's Lance manifest, which names the version's data
+        files (random names), so two stores never share it, while a copy of this one (a backup
+        restored) does. None on object storage, or once the version was cleaned up."""
+        if self.location.path is None:
+            return None
+        versions = self.location.path / f"{MEMORIES}.lance" / "_versions"
+        for name in (f"{(1 << 64) - 1 - version}.manifest", f"{version}.manifest"):
+            try:
+                return format(zlib.crc32((versions / name).read_bytes()), "08x")
+            except OSError:
+                continue
+        return None
 
     def relationships_version(self) -> int:
         """The latest committed version of `relationships`."""
