@@ -255,7 +255,10 @@ def test_multi_query_fuses(make_brain: MakeBrain) -> None:
 def test_forget_needs_confirm_and_takes_edges(make_brain: MakeBrain) -> None:
     brain = make_brain()
     a, _ = brain.memorize(*TOKEN_BUCKET)
-    b, _ = brain.memorize(*POSTGRES, related_to=[{"target_id": a.id}])
+    # One link named three times, twice by an id prefix: one edge.
+    twice = [{"target_id": a.id}, {"target_id": a.id[:8]}, {"target_id": a.id[:13]}]
+    b, edges = brain.memorize(*POSTGRES, related_to=twice)
+    assert [(e.target_id, e.relationship_type.value) for e in edges] == [(a.id, "related_to")]
     with pytest.raises(InvalidInput, match="^confirm: must be true"):
         brain.forget([a.id], confirm=False)
     assert brain.forget_preview("token bucket") == [brain.get(a.id)]

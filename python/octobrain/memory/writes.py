@@ -87,6 +87,11 @@ class Writes(BrainBase):
             )
             for i, link in enumerate(parse_links(related_to))
         ]
+        # The same link named twice (by two id prefixes, say) is one edge, the first given.
+        unique: dict[tuple[str, RelationshipType], Link] = {}
+        for link in links:
+            unique.setdefault((link.target_id, link.relationship_type), link)
+        links = list(unique.values())
         targets = self._require_visible([link.target_id for link in links], "related_to")
         previous = self._join_session(memory)
         edges = [
