@@ -174,6 +174,11 @@ def test_generic_chat_export_json_and_jsonl_split_sessions_on_silence(tmp_path: 
     as_jsonl = parse_text("\n".join(json.dumps(r) for r in records))
     assert as_json[0].turns == as_jsonl[0].turns
     assert [t.session for t in as_json[0].turns] == ["1", "1", "2"]
+    # A turn's date is the speaker's own day, not UTC's.
+    late = parse_text(
+        json.dumps([{"speaker": "Ana", "text": "Done.", "time": "2026-05-01T23:30-05:00"}])
+    )
+    assert late[0].turns[0].session_date == "01 May 2026"
     b = brain(tmp_path)
     report = b.ingest(as_json)
     assert report.links == 1  # the third turn opens a new session: no link to the second
@@ -323,6 +328,11 @@ def test_secrets_are_screened_like_memorize(tmp_path: Path) -> None:
             r"turns\[0\]\.time: must be Unix",
         ),
         ('[{"speaker": "A", "text": "x", "time": NaN}]', "chat", r"turns\[0\]\.time: must be Unix"),
+        (
+            '[{"speaker": "A", "text": "x", "time": 1' + "0" * 400 + "}]",
+            "chat",
+            r"turns\[0\]\.time: must be Unix",
+        ),
         ("[1, 2]", "locomo", r"file\[0\]\.conversation: must be an object"),
         ("{\n{", "auto", "file: line 1 is not JSON"),
         ("[]", "yaml", "format_in: must be one of"),

@@ -363,18 +363,19 @@ def _clean_list(
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def in_utc(field_name: str, moment: datetime) -> datetime:
-    """`moment` (naive means UTC) in UTC, or a field error when that falls outside years
-    1–9999: such a time would be stored, then break every read that shows it."""
+def checked_time(field_name: str, moment: datetime) -> datetime:
+    """`moment` (naive means UTC; its own offset is kept), or a field error when it falls
+    outside years 1–9999 in UTC: such a time would be stored, then break every read of it."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     try:
-        return moment.astimezone(timezone.utc)
+        moment.astimezone(timezone.utc)
     except OverflowError:
         raise InvalidInput(field_name, "must fall within years 1–9999 in UTC") from None
+    return moment
 
 
-def from_unix(field_name: str, seconds: float) -> datetime:
+def from_unix(field_name: str, seconds: float | int) -> datetime:
     """Unix seconds as an aware UTC datetime, or a field error (not finite, or outside years
     1–9999)."""
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from octobrain.errors import InvalidInput
-from octobrain.models import CONTENT_BYTES, ID_CHARS, from_unix, in_utc
+from octobrain.models import CONTENT_BYTES, ID_CHARS, checked_time, from_unix
 from octobrain.spans import split_text
 
 __all__ = [
@@ -161,7 +161,7 @@ def _time(field_name: str, value: object) -> datetime | None:
     if value is None or value == "":
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return from_unix(field_name, float(value))
+        return from_unix(field_name, value)
     if not isinstance(value, str):
         raise InvalidInput(field_name, "must be an ISO-8601 time string")
     try:
@@ -170,7 +170,7 @@ def _time(field_name: str, value: object) -> datetime | None:
         raise InvalidInput(
             field_name, f"must be ISO-8601 (e.g. 2026-05-01T12:00:00Z), got {value!r}"
         ) from None
-    return in_utc(field_name, moment)
+    return checked_time(field_name, moment)
 
 
 def _said(field_name: str, value: object) -> str:

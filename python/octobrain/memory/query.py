@@ -16,9 +16,9 @@ from octobrain.models import (
     QUERY_BYTES,
     MemoryType,
     check_text,
+    checked_time,
     clean_files,
     clean_tags,
-    in_utc,
     parse_memory_type,
 )
 from octobrain.store.sql import sql_in, sql_str, visible_where
@@ -78,7 +78,7 @@ def parse_time(
                 if day == day.max
                 else datetime.combine(day + timedelta(days=1), time())
             )
-    return in_utc(field, moment)
+    return checked_time(field, moment)
 
 
 def parse_queries(query: str | Sequence[str]) -> list[str]:

@@ -29,9 +29,9 @@ from octobrain.models import (
     check_id,
     check_text,
     check_unit,
+    checked_time,
     clean_files,
     clean_tags,
-    in_utc,
     parse_memory_type,
     parse_relationship_type,
     parse_source,
@@ -153,7 +153,7 @@ def _time(field: str, value: object) -> datetime:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise InvalidInput(field, f"must be an ISO-8601 timestamp, got {value!r}") from None
-    return in_utc(field, moment)
+    return checked_time(field, moment)
 
 
 def _memory(obj: dict[str, Any], where: str) -> Memory:
