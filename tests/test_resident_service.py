@@ -152,6 +152,23 @@ def test_writes_are_visible_both_ways(env: dict[str, str]) -> None:
     assert _served() == 2
 
 
+def test_a_version_lost_under_a_running_service_is_an_error_not_a_rollback(
+    env: dict[str, str],
+) -> None:
+    # The newest version's manifest lost while the service holds the store open: it must
+    # not answer from the version before, nor write on top of it (burying the lost one).
+    _start(env)
+    _memorize(env, "Deploy window", "Deploys happen on Tuesday.", service=True)
+    _memorize(env, "Cache policy", "Sessions are cached in Redis.", service=True)
+    versions = Path(env["OCTOBRAIN_DATA_DIR"]) / "db" / "memories.lance" / "_versions"
+    sorted(versions.glob("*.manifest"))[0].unlink()  # the newest (names count down)
+    for args in (["stats"], ["memorize", "-t", "After the loss", "-c", "Must not be written."]):
+        done = cli(env, "memory", "--scope", SCOPE, *args)
+        assert done.returncode == 1, (args, done.stdout)
+        assert b"committed, but the newest version that opens is" in done.stderr, done.stderr
+    assert _served() == 4
+
+
 def test_absent_service_is_spawned_and_then_used(env: dict[str, str]) -> None:
     assert ask(_settings(), "status") is None
     first = cli(env, "memory", "--scope", SCOPE, "recent")

@@ -249,9 +249,11 @@ def adopt_if_new(db: lancedb.DBConnection, location: StoreLocation) -> None:
 class StoreWatch:
     """Whether a local store's files changed underneath a long-lived process since it last
     looked: the store manifest rewritten, a known table's directory or version folder deleted
-    or replaced, or a file of the memories table (its data files and version manifests, which
-    LanceDB writes once and never again) rewritten in place. An ordinary commit, which only
-    adds files, is no change.
+    or replaced, a file of the memories table (its data files and version manifests, which
+    LanceDB writes once and never again) rewritten in place, or the newest version manifest it
+    saw gone (LanceDB's cleanup never removes the newest: that is a lost commit, which the
+    reopen then reports, `lost_version`). An ordinary commit, which only adds files, is no
+    change.
 
     A few `stat` calls and two directory listings: cheap enough for every request, so a warm
     process reopens the store and reports damage as a new process would, never from memory.
@@ -261,6 +263,7 @@ class StoreWatch:
         self.root = os.fspath(path)
         self._ident: tuple[tuple[int, ...], ...] | None = None
         self._files: dict[str, tuple[int, int]] = {}
+        self._newest: str | None = None  # the newest version manifest seen
 
     def _ident_now(self) -> tuple[tuple[int, ...], ...]:
         def ident(where: str, full: bool = False) -> tuple[int, ...]:
@@ -296,14 +299,37 @@ class StoreWatch:
     def settle(self) -> None:
         """Take the tables and the manifest as they are now, after this process's own call (a
         table it created, a manifest it rewrote). Its commits only add files, which the next
-        `changed` compares with nothing, so the files are not listed again here."""
+        `changed` compares with nothing, so only the newest version manifest is looked up again
+        (its own commit's, which a later loss must be told from)."""
         if self._ident is not None:
             self._ident = self._ident_now()
+            self._newest = self._newest_now()
+
+    def _newest_now(self) -> str | None:
+        try:
+            names = [
+                e.name
+                for e in os.scandir(os.path.join(self.root, "memories.lance", "_versions"))
+                if e.name.endswith(".manifest")
+            ]
+        except OSError:
+            return None
+        return f"_versions/{max(names, key=_version_of)}" if names else None
 
     def changed(self) -> bool:
         """Whether anything changed since the last call (the first call only looks)."""
         ident, files = self._ident_now(), self._files_now()
         rewritten = any(files[name] != seen for name, seen in self._files.items() if name in files)
-        changed = (self._ident is not None and ident != self._ident) or rewritten
+        lost = self._newest is not None and self._newest not in files
+        changed = (self._ident is not None and ident != self._ident) or rewritten or lost
+        versions = [name for name in files if name.startswith("_versions/")]
+        self._newest = max(versions, key=_version_of) if versions else None
         self._ident, self._files = ident, files
         return changed
+
+
+def _version_of(name: str) -> int:
+    """The version a `_versions/<n>.manifest` file holds (LanceDB's names count down from
+    2**64 - 1 since its V2 naming, up from 1 before)."""
+    number = int(name.rsplit("/", 1)[-1].split(".", 1)[0])
+    return (1 << 64) - 1 - number if number >= 1 << 63 else number
