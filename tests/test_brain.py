@@ -12,12 +12,13 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from octobrain.config import Config, SearchConfig
 from octobrain.embed.factory import get_embedder
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, StorageError
 from octobrain.memory.brain import ACCESS_WINDOW, Brain
 from octobrain.memory.transfer import export_jsonl, import_jsonl, reembed
 from octobrain.models import MemoryType, Source, State, utcnow
@@ -412,6 +413,66 @@ def test_history_undoes_a_bulk_forget_and_a_restore_can_be_undone(make_brain: Ma
     }
     brain.restore(after_forget.version, confirm=True)  # undo the undo
     assert make_brain().remember("token bucket", min_relevance=0.0).hits == []
+
+
+def test_a_restore_cut_short_is_refused_until_run_again(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its tables go back one commit each: cut short after memories, the edges still name a row
+    # that is gone. Every open refuses the store until the restore is run again.
+    from lancedb.table import LanceTable
+
+    from octobrain.store.doctor import diagnose
+
+    brain = make_brain()
+    a, _ = brain.memorize(*TOKEN_BUCKET)
+    before = brain.history(1)[0]
+    brain.memorize(*POSTGRES, related_to=[{"target_id": a.id}])
+    real, calls = LanceTable.restore, []
+
+    def cut_short(self: LanceTable, *args: Any, **kwargs: Any) -> None:
+        calls.append(1)
+        if len(calls) == 2:  # Ctrl-C once memories is back, before relationships is
+            raise KeyboardInterrupt
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(LanceTable, "restore", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        brain.restore(before.version, confirm=True)
+    monkeypatch.setattr(LanceTable, "restore", real)
+    fresh = make_brain()  # the next process
+    with pytest.raises(StorageError, match=rf"`memory restore {before.version}` was cut short"):
+        fresh.recent()
+    [problem] = diagnose(fresh.store.location).problems
+    assert f"memory restore {before.version} --yes" in problem.repair
+    make_brain().restore(before.version, confirm=True)
+    done = make_brain()
+    assert [m.id for m in done.recent()] == [a.id] and done.store.relationships_of([a.id]) == []
+    assert diagnose(done.store.location).ok
+
+
+def test_a_restore_to_before_the_journal_existed_empties_it(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    goal, _ = brain.memorize(
+        "Goal: faster API", "Bring p95 latency under 200 ms.", memory_type="goal"
+    )
+    before = brain.history(1)[0]
+    brain.memorize(
+        *TOKEN_BUCKET, related_to=[{"target_id": goal.id, "relationship_type": "achieves"}]
+    )
+    brain.memorize(
+        "Latency goal reached",
+        "p95 is 170 ms now that rate limiting sheds abusive clients.",
+        related_to=[{"target_id": goal.id, "relationship_type": "closes"}],
+    )
+    out = io.StringIO()
+    export_jsonl(brain, out)
+    assert '"kind": "consolidation"' in out.getvalue()  # the journal, made after `before`
+    brain.restore(before.version, confirm=True)
+    out = io.StringIO()
+    export_jsonl(make_brain(), out)
+    assert '"kind": "consolidation"' not in out.getvalue()
+    assert [m.id for m in make_brain().recent()] == [goal.id]
 
 
 def test_an_imported_store_can_still_undo_its_consolidations(

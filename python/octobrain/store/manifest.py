@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
+RESTORING = "restoring"  # the manifest's mark of a restore under way: the version it goes to
 # Every table octobrain makes (a store made before the manifest adopts those that open).
 KNOWN_TABLES = (
     "memories",
@@ -153,6 +154,12 @@ def check_versions(location: StoreLocation, name: str, table: lancedb.table.Tabl
 
 def recorded(location: StoreLocation) -> set[str] | None:
     """The tables the manifest lists, or None when the store has no manifest yet."""
+    record = _read(location)
+    return None if record is None else set(record["tables"])
+
+
+def _read(location: StoreLocation) -> dict[str, Any] | None:
+    """The manifest, checked (`tables` a list of names), or None when there is none yet."""
     try:
         record = location.read_json(MANIFEST)
     except (OSError, ValueError) as exc:
@@ -169,7 +176,7 @@ def recorded(location: StoreLocation) -> set[str] | None:
             f"store: {location}: _octobrain/{MANIFEST} is not a list of tables; restore it from "
             "a backup, or delete it: the next command records again the tables that open"
         )
-    return set(tables)
+    return dict(record)
 
 
 def record(location: StoreLocation, *names: str) -> None:
@@ -177,7 +184,31 @@ def record(location: StoreLocation, *names: str) -> None:
     with location.lock("manifest", _LOCK_TIMEOUT_S):
         current = location.read_json(MANIFEST) or {}
         tables = set(current.get("tables") or []) | set(names)
-        location.write_json(MANIFEST, {"tables": sorted(tables)})
+        location.write_json(MANIFEST, {**current, "tables": sorted(tables)})
+
+
+def mark_restore(location: StoreLocation, version: int | None) -> None:
+    """Record that a restore to `version` is under way (None: that it finished). Its tables
+    go back one commit at a time, so a restore cut short leaves them at different moments
+    (edges of rows that are gone, a journal that names a parent no longer there) until it is
+    run again: every open refuses the store meanwhile (`interrupted_restore`)."""
+    with location.lock("manifest", _LOCK_TIMEOUT_S):
+        current = location.read_json(MANIFEST) or {"tables": []}
+        current.pop(RESTORING, None)
+        if version is not None:
+            current[RESTORING] = version
+        location.write_json(MANIFEST, current)
+
+
+def interrupted_restore(record: dict[str, Any] | None) -> Problem | None:
+    """A restore the manifest says was cut short (None: there is none)."""
+    version = (record or {}).get(RESTORING)
+    if version is None:
+        return None
+    return Problem(
+        f"a `memory restore {version}` was cut short, so its tables may be at different moments",
+        f"run `octobrain memory restore {version} --yes` again to finish it",
+    )
 
 
 def open_or_create(
@@ -224,11 +255,12 @@ def open_or_create(
     return table
 
 
-def adopt_if_new(db: lancedb.DBConnection, location: StoreLocation) -> None:
-    """A store made before the manifest: record the tables that open (best effort, so a
+def adopt_if_new(db: lancedb.DBConnection, location: StoreLocation) -> dict[str, Any] | None:
+    """The manifest; a store made before it records the tables that open (best effort, so a
     read-only store still opens; it is adopted once writable)."""
-    if recorded(location) is not None:
-        return
+    current = _read(location)
+    if current is not None:
+        return current
     present = set(db.list_tables().tables)
     found = []
     for name in KNOWN_TABLES:
@@ -239,11 +271,12 @@ def adopt_if_new(db: lancedb.DBConnection, location: StoreLocation) -> None:
                 continue
             found.append(name)
     if not found:
-        return
+        return None
     try:
         record(location, *found)
     except Exception as exc:
         log.info("could not record the store's tables in its manifest: %s", exc)
+    return None
 
 
 class StoreWatch:

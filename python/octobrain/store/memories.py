@@ -172,6 +172,7 @@ class MemoryStore:
         self._lock: Any = None  # the store's write lock once connected
         self._tables: list[lancedb.table.Table] = []  # other tables handed out by `open_table`
         self._pinned_tables: dict[str, lancedb.table.Table] = {}  # (`pinned`)
+        self._finishing_restore = False  # `restore` opens a store another restore left marked
 
     def _open_db(self) -> lancedb.DBConnection:
         """Connect and create missing tables; no model check (see `_connect`)."""
@@ -180,7 +181,11 @@ class MemoryStore:
         self._lock = self.location.lock("write", LOCK_TIMEOUT_S)
         try:
             db = self.location.connect()
-            manifest.adopt_if_new(db, self.location)
+            interrupted = manifest.interrupted_restore(manifest.adopt_if_new(db, self.location))
+            if interrupted is not None and not self._finishing_restore:
+                raise StorageError(
+                    f"store: {self.location}: {interrupted.reason}; {interrupted.repair}"
+                )
             # Creation is a write under the lock (two first runs must not race); a table the
             # manifest lists is never re-created, however it fails to open.
             manifest.open_or_create(
@@ -606,7 +611,10 @@ class MemoryStore:
     def restore(self, version: int) -> StoreVersion:
         """Bring the whole store back to how it was at `version` of the memories table, as new
         commits (so a restore can itself be undone). Edges and the consolidation journal go
-        back to their state at the same moment."""
+        back to their state at the same moment; one that did not exist yet is emptied. The
+        store is marked as restoring until every table is back (`manifest.mark_restore`), so a
+        restore cut short is refused by every open until it is run again."""
+        self._finishing_restore = True
         with self.write_lock():
             versions = sorted(self.memories.list_versions(), key=lambda v: int(v["version"]))
             numbers = [int(v["version"]) for v in versions]
@@ -617,6 +625,7 @@ class MemoryStore:
                     "see `octobrain memory history`",
                 )
             at = numbers.index(version)
+            manifest.mark_restore(self.location, version)
             self._note_changes(everything=True)
             # Everything committed before the next memories commit belongs to this version
             # (memorize writes its edges just after its row).
@@ -632,8 +641,12 @@ class MemoryStore:
                 earlier = [v for v in kept if until is None or v["timestamp"] < until]
                 if earlier and len(kept) > 1:
                     table.restore(max(int(v["version"]) for v in earlier))
+                elif not earlier and any(int(v["version"]) == 1 for v in kept):
+                    table.restore(1)  # made after that moment: back to as it was made, empty
+            manifest.mark_restore(self.location, None)
             self._memories = self._relationships = None
             self._pinned_tables = {}
+        self._finishing_restore = False
         return self.history(1)[0]
 
     def _maybe_maintain(self) -> None:
