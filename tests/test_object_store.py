@@ -376,3 +376,43 @@ def test_an_unreachable_bucket_is_one_clear_error(tmp_path: Path) -> None:
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert last == "error: store: cannot open s3://team/octobrain: Connection refused"
+
+
+def test_a_migrate_cut_short_leaves_a_store_that_refuses_to_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Killed after its first table: the copy holds part of the store. Pointed at it, every
+    # command must say so, never answer as a store with fewer rows (`total: 0`).
+    from octobrain.errors import StorageError
+    from octobrain.store import migrate as migrate_module
+    from octobrain.store.doctor import diagnose
+
+    source = tmp_path / "here" / "db"
+    brain = Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=source)
+    first, _ = brain.memorize("First", "The first fact.")
+    brain.memorize("Second", "The second fact.", related_to=[{"target_id": first.id}])
+    real, checked = migrate_module._verify, []
+
+    def cut_short(*args: object) -> None:
+        checked.append(1)
+        if len(checked) == 2:  # the second table copied, then the process is stopped
+            raise KeyboardInterrupt
+        real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(migrate_module, "_verify", cut_short)
+    target = StoreLocation(str(tmp_path / "there"))
+    with pytest.raises(KeyboardInterrupt):
+        migrate_module.migrate(StoreLocation(str(source)), target)
+    monkeypatch.setattr(migrate_module, "_verify", real)
+    copy = Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=tmp_path / "there")
+    with pytest.raises(StorageError, match="`memory migrate` from .* was cut short"):
+        copy.recent()
+    assert any("was cut short" in p.problem for p in diagnose(target).problems)
+    with pytest.raises(InvalidInput, match="must be an empty location.*was cut short"):
+        migrate_module.migrate(StoreLocation(str(source)), target)
+    # A finished migrate leaves a store that opens, its tables recorded.
+    done = StoreLocation(str(tmp_path / "done"))
+    migrate_module.migrate(StoreLocation(str(source)), done)
+    assert diagnose(done).ok and diagnose(done).manifest == "ok"
+    whole = Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=tmp_path / "done")
+    assert len(whole.recent()) == 2

@@ -83,7 +83,7 @@ def diagnose(location: StoreLocation) -> Diagnosis:
     try:
         listed = manifest.recorded(location)
         state = "ok" if listed is not None else "absent"
-        interrupted = manifest.interrupted_restore(location.read_json(manifest.MANIFEST))
+        interrupted = manifest.interrupted(location.read_json(manifest.MANIFEST))
         if interrupted is not None:
             problems.append(
                 Problem("_octobrain/manifest.json", interrupted.reason, interrupted.repair)

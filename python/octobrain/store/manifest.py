@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 RESTORING = "restoring"  # the manifest's mark of a restore under way: the version it goes to
+MIGRATING = "migrating"  # a migrate's mark on the store it fills: where it copies from
 # Every table octobrain makes (a store made before the manifest adopts those that open).
 KNOWN_TABLES = (
     "memories",
@@ -191,7 +192,7 @@ def mark_restore(location: StoreLocation, version: int | None) -> None:
     """Record that a restore to `version` is under way (None: that it finished). Its tables
     go back one commit at a time, so a restore cut short leaves them at different moments
     (edges of rows that are gone, a journal that names a parent no longer there) until it is
-    run again: every open refuses the store meanwhile (`interrupted_restore`)."""
+    run again: every open refuses the store meanwhile (`interrupted`)."""
     with location.lock("manifest", _LOCK_TIMEOUT_S):
         current = location.read_json(MANIFEST) or {"tables": []}
         current.pop(RESTORING, None)
@@ -200,9 +201,27 @@ def mark_restore(location: StoreLocation, version: int | None) -> None:
         location.write_json(MANIFEST, current)
 
 
-def interrupted_restore(record: dict[str, Any] | None) -> Problem | None:
-    """A restore the manifest says was cut short (None: there is none)."""
-    version = (record or {}).get(RESTORING)
+def mark_migrating(location: StoreLocation, source: str | None, tables: list[str]) -> None:
+    """Record on the store a migrate fills that the copy from `source` is under way (None: that
+    it finished), with the tables it will hold: a copy cut short is refused by every open
+    (`interrupted`), never taken for a complete store with fewer rows."""
+    with location.lock("manifest", _LOCK_TIMEOUT_S):
+        record: dict[str, Any] = {"tables": sorted(tables)}
+        if source is not None:
+            record[MIGRATING] = source
+        location.write_json(MANIFEST, record)
+
+
+def interrupted(record: dict[str, Any] | None) -> Problem | None:
+    """A restore, or a migrate into this store, the manifest says was cut short (None: none)."""
+    record = record or {}
+    if record.get(MIGRATING) is not None:
+        return Problem(
+            f"a `memory migrate` from {record[MIGRATING]} into this store was cut short, so it "
+            "holds only part of the copy",
+            "delete this store's location and run the migrate again (the source is unchanged)",
+        )
+    version = record.get(RESTORING)
     if version is None:
         return None
     return Problem(

@@ -181,7 +181,7 @@ class MemoryStore:
         self._lock = self.location.lock("write", LOCK_TIMEOUT_S)
         try:
             db = self.location.connect()
-            interrupted = manifest.interrupted_restore(manifest.adopt_if_new(db, self.location))
+            interrupted = manifest.interrupted(manifest.adopt_if_new(db, self.location))
             if interrupted is not None and not self._finishing_restore:
                 raise StorageError(
                     f"store: {self.location}: {interrupted.reason}; {interrupted.repair}"

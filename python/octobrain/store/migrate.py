@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from octobrain.errors import InvalidInput, StorageError
+from octobrain.store import manifest
 from octobrain.store.location import StoreLocation
 
 if TYPE_CHECKING:
@@ -50,14 +51,19 @@ def migrate(
     src_db, dst_db = source.connect(), target.connect()
     existing = sorted(dst_db.list_tables().tables)
     if existing:
+        cut_short = manifest.interrupted(target.read_json(manifest.MANIFEST))
         raise InvalidInput(
-            "to", f"must be an empty location; {target} already holds {', '.join(existing)}"
+            "to",
+            f"must be an empty location; {target} already holds {', '.join(existing)}"
+            + (f" ({cut_short.reason}: {cut_short.repair})" if cut_short else ""),
         )
     copied = []
     # The source's write locks keep octobrain writers out while it is read, so the copy is one
     # consistent state; the target's keeps a second migration out.
     with source.lock("write", -1), source.lock("knowledge", -1), target.lock("write", -1):
-        for name in sorted(src_db.list_tables().tables):
+        names = sorted(src_db.list_tables().tables)
+        manifest.mark_migrating(target, str(source), names)  # until the last table is verified
+        for name in names:
             data = src_db.open_table(name).to_arrow()  # read under the lock: what is copied
             table = dst_db.create_table(name, schema=data.schema)
             for start in range(0, data.num_rows, BATCH_ROWS):
@@ -66,6 +72,7 @@ def migrate(
                 progress(batch.num_rows)
             _verify(name, data, dst_db.open_table(name).to_arrow(), target)
             copied.append(Copied(name, data.num_rows))
+        manifest.mark_migrating(target, None, names)
     return copied
 
 
