@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -284,3 +285,49 @@ def test_concurrent_hosted_sessions_and_cli_commands_share_every_write(
 
     run(body)
     assert len(set(ids)) == 5
+
+
+def test_a_hosted_session_answers_a_burst_written_before_any_answer_is_read(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # A client may write many requests (and large ones) before it reads: the relay must pass
+    # every one on however slowly the service takes them in, as the in-process server does.
+    _start(env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "octobrain", "mcp"],
+        env=env, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    init = {
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "burst", "version": "0"}},
+    }  # fmt: skip
+    proc.stdin.write(json.dumps(init).encode() + b"\n")
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["id"] == 0
+    answered: set[int] = set()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            answered.add(json.loads(line)["id"])
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    burst = [b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n']
+    burst += [b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % i for i in range(1, 3001)]
+    pad = b"p" * 900_000  # each under the 1 MiB cap
+    burst += [
+        b'{"jsonrpc":"2.0","id":%d,"method":"ping","params":{"_meta":{"pad":"%s"}}}\n' % (i, pad)
+        for i in range(3001, 3009)
+    ]
+    proc.stdin.write(b"".join(burst))
+    proc.stdin.flush()
+    everything = set(range(1, 3009))
+    assert _wait(lambda: answered == everything, 90), len(everything - answered)
+    proc.stdin.close()  # (closing stdin ends a session: what still runs gets 0.8 s)
+    assert proc.wait(timeout=30) == 0
+    reader.join(timeout=30)
+    proc.stdout.close()

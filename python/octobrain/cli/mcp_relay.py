@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import socket
 import sys
 import time
@@ -63,6 +64,10 @@ def _relay(sock: socket.socket, first: bytes) -> int:
     import threading
 
     input_done = threading.Event()
+    # The socket stays blocking: the pump's sends wait for the service to take in a burst. (A
+    # timeout on the socket, for the receiving loop below, made the file non-blocking for the
+    # pump too, so a send the service was slow to drain failed and ended the session.)
+    sock.settimeout(None)
 
     def pump() -> None:
         try:
@@ -84,17 +89,16 @@ def _relay(sock: socket.socket, first: bytes) -> int:
     try:
         if first:
             _write_all(out, first)
-        sock.settimeout(0.1)
         deadline: float | None = None
         while True:
-            try:
-                chunk = sock.recv(1 << 16)
-            except TimeoutError:
+            readable, _, _ = select.select([sock], [], [], 0.1)
+            if not readable:
                 if input_done.is_set():
                     deadline = deadline or time.monotonic() + EXIT_GRACE_S
                     if time.monotonic() > deadline:
                         return 0
                 continue
+            chunk = sock.recv(1 << 16)
             if not chunk:
                 break
             _write_all(out, chunk)
