@@ -46,6 +46,37 @@ def test_session_end_with_an_unreadable_transcript_says_so(tmp_path: Path, kind:
     assert line.startswith("octobrain session-end: transcript_path: ") and str(path) in line
 
 
+def test_hook_input_nested_too_deeply_is_named_and_one_such_transcript_line_skipped(
+    tmp_path: Path,
+) -> None:
+    env = {
+        **outside_env(),
+        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
+        "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
+    }
+
+    def hook(event: str, stdin: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [EXE, "hook", event], input=stdin, env=env, capture_output=True, text=True,
+            timeout=60, check=False,
+        )  # fmt: skip
+
+    deep = "[" * 100_000 + "]" * 100_000
+    done = hook("session-start", deep)
+    assert done.returncode == 0 and done.stdout == ""  # fails open
+    assert done.stderr.startswith("octobrain session-start: stdin: ") and "nested" in done.stderr
+    # One line of the transcript nested too deeply: the rest of the session is still kept.
+    said = "We chose blue-green deploys for the billing service after the outage."
+    turn = {"type": "user", "message": {"role": "user", "content": said}, "sessionId": "s9"}
+    path = tmp_path / "transcript.jsonl"
+    path.write_text(json.dumps(turn) + "\n" + '{"a": ' + deep + "}\n")
+    event = {"hook_event_name": "SessionEnd", "session_id": "s9", "cwd": str(tmp_path),
+             "transcript_path": str(path), "reason": "exit"}  # fmt: skip
+    done = hook("session-end", json.dumps(event))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "recursion" not in done.stderr, done.stderr
+
+
 def _git_repo(path: Path, remote: str) -> Path:
     path.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(path)], check=True)

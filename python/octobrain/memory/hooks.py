@@ -69,6 +69,8 @@ def parse_hook_input(text: str) -> HookInput:
         data = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as exc:
         raise InvalidInput("stdin", f"must be the hook's JSON object ({exc.msg})") from None
+    except RecursionError:
+        raise InvalidInput("stdin", "must be the hook's JSON object (nested too deeply)") from None
     if not isinstance(data, dict):
         raise InvalidInput("stdin", "must be a JSON object")
     values = {}
@@ -138,7 +140,7 @@ def read_transcript(path: str | Path) -> list[dict[str, Any]]:
     for line in lines:
         try:
             entry = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # one unreadable line: skipped
             continue
         if isinstance(entry, dict):
             entries.append(entry)
