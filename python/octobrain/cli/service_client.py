@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
-PROTOCOL = 1
+PROTOCOL = 2  # 2: a running command's service sends `alive` every `ALIVE_EVERY_SECONDS`
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # octobrain/
 # Subcommands the service answers: quick, non-interactive, output on stdout/stderr only.
 _KEY_ENV_PREFIXES = ("OCTOBRAIN_", "AWS_", "AZURE_", "GOOGLE_")
@@ -35,6 +35,11 @@ CONNECT_SECONDS = 1.0
 # must still read as running, not as absent after a second.
 ASK_SECONDS = 5.0
 RESULT_SECONDS = 600.0
+# While a command runs the service says it is alive this often; a client that hears nothing for
+# `ALIVE_SECONDS` takes the service for stopped or stuck (SIGSTOP, a deadlock) and says so,
+# instead of waiting out `RESULT_SECONDS`.
+ALIVE_EVERY_SECONDS = 1.0
+ALIVE_SECONDS = 10.0
 
 
 class Settings:
@@ -416,24 +421,46 @@ def run_remote(settings: Settings, args: list[str], prog: str, stdin: bytes | No
         if channel.recv(settings.wait_seconds) != {"ready": True}:
             raise Fallback
         channel.send({"go": True})
-        if channel.recv(RESULT_SECONDS) != {"running": True}:
-            raise Fallback  # the service closed without starting the command
     except (OSError, ValueError) as exc:  # TimeoutError is an OSError: a wedged service
         channel.sock.close()
         raise Fallback from exc
     except Fallback:
         channel.sock.close()
         raise
+    # From `go` on the command may run there: never run it here too.
+    result: dict[str, Any] | None = None
+    silent = False
     try:
-        result = channel.recv(RESULT_SECONDS)
+        started = channel.recv(ALIVE_SECONDS)
+        if started != {"running": True}:
+            if started is None:
+                raise Fallback  # the service closed without starting the command
+            raise ValueError(started)
+        deadline = time.monotonic() + RESULT_SECONDS
+        while time.monotonic() < deadline:
+            result = channel.recv(ALIVE_SECONDS)
+            if result != {"alive": True}:
+                break
+        else:
+            result = None
+    except Fallback:
+        channel.sock.close()
+        raise
+    except TimeoutError:
+        silent = True
     except (OSError, ValueError):
         result = None
     finally:
         channel.sock.close()
     if result is None or "exit" not in result:
+        what = (
+            f"gave no sign of life for {ALIVE_SECONDS:g} s during the command (stopped or stuck)"
+            if silent
+            else "stopped during the command"
+        )
         sys.stderr.write(
-            "error: service: the octobrain service stopped during the command; its effect is "
-            "unknown (check with `octobrain memory recent`)\n"
+            f"error: service: the octobrain service {what}; its effect is unknown (check with "
+            "`octobrain memory recent`)\n"
         )
         return 1
     sys.stdout.flush()

@@ -30,7 +30,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from octobrain.cli.service_client import PROTOCOL, Channel, Settings, build_id, load_settings
+from octobrain.cli.service_client import (
+    ALIVE_EVERY_SECONDS,
+    PROTOCOL,
+    Channel,
+    Settings,
+    build_id,
+    load_settings,
+)
 from octobrain.heap import trim_heap
 
 if TYPE_CHECKING:
@@ -41,6 +48,29 @@ if TYPE_CHECKING:
 log = logging.getLogger("octobrain.cli.service_daemon")
 REQUEST_SECONDS = 5.0
 GO_SECONDS = 10.0
+
+
+@contextlib.contextmanager
+def _alive(channel: Channel) -> Any:
+    """Tell the client every `ALIVE_EVERY_SECONDS` that its command still runs, until the
+    block ends (then the result follows): a client that hears nothing knows this process is
+    stopped or stuck, not busy."""
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(ALIVE_EVERY_SECONDS):
+            try:
+                channel.send({"alive": True})
+            except OSError:
+                return  # the client left; the command still finishes
+
+    beating = threading.Thread(target=beat, name="octobrain-alive", daemon=True)
+    beating.start()
+    try:
+        yield
+    finally:
+        done.set()
+        beating.join()
 
 
 def _config_stamp(path: str) -> tuple[int, int] | None:
@@ -260,7 +290,8 @@ class Service:
             if channel.recv(GO_SECONDS) != {"go": True}:
                 return  # the client gave up waiting and runs the command itself
             channel.send({"running": True})
-            result = self._run(request)
+            with _alive(channel):
+                result = self._run(request)
             with self.state_lock:
                 self.served += 1
         channel.send(result)
