@@ -209,3 +209,48 @@ def test_non_loopback_bind_needs_a_token(tmp_path: Path) -> None:
                 assert not error, reply
 
         run(body)
+
+
+def test_a_client_that_never_reads_its_answers_is_not_read_past_the_in_flight_cap() -> None:
+    # Each request read becomes a task holding its answer until the client reads it: one that
+    # writes without reading would make the server (or the shared service) hold them all.
+    import io
+
+    import anyio
+
+    from octobrain.server.wire import MAX_IN_FLIGHT, CappedStdin, CountedWrites
+
+    requests = b"".join(
+        b'{"jsonrpc":"2.0","id":%d,"method":"tools/list"}\n' % i for i in range(100)
+    )
+    notes = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n' * 3
+    stdin = CappedStdin(io.BytesIO(notes + requests), on_end=lambda: None)
+
+    class Sent:
+        async def send(self, item: object) -> None:
+            pass
+
+    class Answer:  # what the server sends back: an id, no method
+        def __init__(self, request_id: int) -> None:
+            self.message = type("Response", (), {"id": request_id})()
+
+    read: list[str] = []
+
+    async def consume() -> None:  # as the SDK's reader does
+        async for line in stdin:
+            read.append(line)
+
+    async def body() -> tuple[int, int]:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(consume)
+            await anyio.sleep(1.0)
+            before = len(read)
+            writes = CountedWrites(Sent(), stdin)
+            for i in range(5):
+                await writes.send(Answer(i))
+            await anyio.sleep(1.0)
+            tasks.cancel_scope.cancel()
+        return before, len(read)
+
+    before, after = anyio.run(body)
+    assert (before, after) == (3 + MAX_IN_FLIGHT, 3 + MAX_IN_FLIGHT + 5)  # notes need no answer

@@ -389,7 +389,7 @@ async def serve_stdio(
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
 
-    from octobrain.server.wire import CappedStdin
+    from octobrain.server.wire import CappedStdin, CountedWrites
 
     if stdin is None:
         stdin = CappedStdin()  # the size and depth caps; closing it ends the process promptly
@@ -399,4 +399,5 @@ async def serve_stdio(
             await write_stream.send(SessionMessage(types.JSONRPCError.model_validate(answer)))
 
         stdin.refuse = refuse
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        writes = CountedWrites(write_stream, stdin)
+        await server.run(read_stream, writes, server.create_initialization_options())

@@ -23,6 +23,10 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 1 << 20  # the largest tool call (10 kB content, 20 links) is far below this
 MAX_DEPTH = 64  # the deepest tool call (related_to entries) nests 6 levels
+# Requests of one session read but not yet answered. Past this, input is not read until an
+# answer goes out: a client that writes without ever reading its answers would otherwise make
+# the server hold a task and an answer for every request it sent (in the shared service too).
+MAX_IN_FLIGHT = 32
 EXIT_GRACE_S = 0.8
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -39,18 +43,31 @@ def nesting_depth(raw: bytes) -> int:
 
 def refusal(raw: bytes) -> dict[str, Any] | None:
     """The JSON-RPC error answering `raw`, or None when it is within the caps and parses."""
+    return _screened(raw)[1]
+
+
+def _screened(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
+    """`raw` parsed, and the error answering it (None when it is within the caps and parses)."""
     if len(raw) > MAX_MESSAGE_BYTES:
-        return error(INVALID_REQUEST, f"message over {MAX_MESSAGE_BYTES} bytes; nothing was read")
+        return None, error(
+            INVALID_REQUEST, f"message over {MAX_MESSAGE_BYTES} bytes; nothing was read"
+        )
     depth = nesting_depth(raw)
     if depth > MAX_DEPTH:
-        return error(INVALID_REQUEST, f"message nested {depth} deep, over {MAX_DEPTH}")
+        return None, error(INVALID_REQUEST, f"message nested {depth} deep, over {MAX_DEPTH}")
     try:
         message = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        return error(PARSE_ERROR, f"not JSON: {exc}")
+        return None, error(PARSE_ERROR, f"not JSON: {exc}")
     if not isinstance(message, dict | list):
-        return error(INVALID_REQUEST, "a message must be a JSON object")
-    return None
+        return None, error(INVALID_REQUEST, "a message must be a JSON object")
+    return message, None
+
+
+def _requests(message: Any) -> int:
+    """How many requests (a method and an id: each gets an answer) `message` holds."""
+    items = message if isinstance(message, list) else [message]
+    return sum(isinstance(m, dict) and "method" in m and "id" in m for m in items)
 
 
 def error(code: int, message: str, request_id: object = None) -> dict[str, Any]:
@@ -72,6 +89,11 @@ class CappedStdin:
         self._stream = stream if stream is not None else sys.stdin.buffer
         self._on_end = on_end if on_end is not None else exit_soon
         self.refuse: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+        self._in_flight = 0  # requests passed on, not yet answered (`answered`)
+
+    def answered(self) -> None:
+        """One answer went out (called by the session's writes, `CountedWrites`)."""
+        self._in_flight = max(0, self._in_flight - 1)
 
     def _read_line(self) -> bytes | None:
         """One line, at most a byte over the cap (the rest of a longer one is discarded)."""
@@ -89,22 +111,54 @@ class CappedStdin:
         return self._lines()
 
     async def _lines(self) -> AsyncIterator[str]:
+        import anyio
         import anyio.to_thread
 
         while True:
+            while self._in_flight >= MAX_IN_FLIGHT:
+                await anyio.sleep(0.005)  # until an answer goes out (the client reads them)
             line = await anyio.to_thread.run_sync(self._read_line, abandon_on_cancel=True)
             if line is None:
                 self._on_end()
                 return
             if not line.strip():
                 continue
-            answer = refusal(line)
+            message, answer = _screened(line)
             if answer is None:
+                self._in_flight += _requests(message)
                 yield line.decode("utf-8", errors="replace")
                 continue
             log.warning("refused a message: %s", answer["error"]["message"])
             if self.refuse is not None:
                 await self.refuse(answer)
+
+
+class CountedWrites:
+    """The session's outgoing stream, telling `stdin` of each answer sent (an object with an id
+    and no method: a result or an error; the server's own requests and notifications have a
+    method). A send returns once the writer took the message, which it does only after
+    writing the one before: a client that stops reading holds them here."""
+
+    def __init__(self, stream: Any, stdin: CappedStdin) -> None:
+        self._stream = stream
+        self._stdin = stdin
+
+    async def send(self, item: Any, /) -> None:
+        await self._stream.send(item)
+        message = getattr(item, "message", None)
+        if getattr(message, "id", None) is not None and not hasattr(message, "method"):
+            self._stdin.answered()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> CountedWrites:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        result: bool | None = await self._stream.__aexit__(*exc)
+        return result
 
 
 def exit_soon(grace: float = EXIT_GRACE_S) -> None:
