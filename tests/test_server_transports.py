@@ -7,6 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import anyio
 import httpx
 import httpx2
 import pytest
@@ -254,3 +255,36 @@ def test_a_client_that_never_reads_its_answers_is_not_read_past_the_in_flight_ca
 
     before, after = anyio.run(body)
     assert (before, after) == (3 + MAX_IN_FLIGHT, 3 + MAX_IN_FLIGHT + 5)  # notes need no answer
+
+
+def test_http_closes_a_connection_whose_request_does_not_arrive_in_time(tmp_path: Path) -> None:
+    # Before the token is even checked a client could open connections and never finish a
+    # request: each one held, with its file descriptor, for as long as it liked.
+    import socket
+    import time
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    env = {"OCTOBRAIN_MCP_REQUEST_SECONDS": "2"}
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path, **env):
+        head = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        half_headers = head.encode()
+        half_body = (
+            head + "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+        ).encode()
+        for partial in (b"", half_headers, half_body):
+            with socket.create_connection(("127.0.0.1", port), timeout=15) as conn:
+                conn.sendall(partial)
+                started = time.monotonic()
+                assert conn.recv(1024) == b""  # closed by the server, not answered
+                assert time.monotonic() - started < 10
+
+        async def body() -> None:  # a client that takes its time between calls is unaffected
+            async with Client(url) as client:
+                error, reply = await call(client, "memorize", **FACT, scope=PROJECT_A)
+                assert not error, reply
+                await anyio.sleep(3)
+                error, reply = await call(client, "remember", query="release", scope=PROJECT_A)
+                assert not error and "Release process" in reply
+
+        run(body)

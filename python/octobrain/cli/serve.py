@@ -67,6 +67,7 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
             port=port,
             token=secret,
             allowed_origins=pool.config.mcp.allowed_origins,
+            request_seconds=pool.config.mcp.request_seconds,
         )
     if warm is not None and warm.is_alive():
         # The session is over but the warm-up is not: leave without finalising the modules it

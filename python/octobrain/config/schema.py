@@ -350,6 +350,12 @@ class McpConfig:
     bind: str = _opt("", "HOST:PORT for streamable HTTP (empty: stdio)", _bind_rule)
     token: str = _opt("", "bearer token; required for a non-loopback bind", _token_rule)
     allowed_origins: tuple[str, ...] = _opt((), "extra Origin values accepted over HTTP")
+    request_seconds: float = _opt(
+        30.0,
+        "over HTTP, the time a request's headers and body have to arrive (the connection is "
+        "closed past it)",
+        _range(0, 3600, lo_open=True),
+    )
     warm_up: bool = _opt(
         True, "load the model and the store in the background at startup (never blocks a reply)"
     )

@@ -14,6 +14,7 @@ No CORS headers are sent at all, so browsers keep their same-origin protection.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import logging
@@ -182,7 +183,13 @@ def http_app(server: Any, *, host: str, token: str, allowed_origins: Sequence[st
 
 
 def serve_http(
-    server: Any, *, host: str, port: int, token: str, allowed_origins: Sequence[str] = ()
+    server: Any,
+    *,
+    host: str,
+    port: int,
+    token: str,
+    allowed_origins: Sequence[str] = (),
+    request_seconds: float = 30.0,
 ) -> None:
     """Serve until interrupted (uvicorn; its logs go to stderr)."""
     import uvicorn
@@ -190,4 +197,64 @@ def serve_http(
     app = http_app(server, host=host, token=token, allowed_origins=allowed_origins)
     shown = f"[{host}]" if ":" in host else host
     log.info("octobrain MCP server on http://%s:%d/mcp", shown, port)
-    uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        http=deadline_protocol(request_seconds),
+    )
+
+
+def deadline_protocol(seconds: float) -> type[Any]:
+    """uvicorn's h11 protocol with a deadline on each request's arrival.
+
+    uvicorn waits for a request's headers and body for as long as the client likes, and the
+    token is checked only once the headers are complete: a client that opens connections and
+    never finishes a request would hold them, and their file descriptors, for good. Here the
+    headers and the whole body must arrive within `seconds` of the connection opening (or of
+    the previous answer, on a kept-alive connection); past that the connection is closed. The
+    answer itself (a long tool call, an event stream) has no deadline.
+    """
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class DeadlineProtocol(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+        _armed_cycle: object = None  # the request cycle there was when the deadline was set
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()  # the next request on this connection gets its own deadline
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            cycle = self.cycle
+            if cycle is not None and cycle is not self._armed_cycle and not cycle.more_body:
+                self._disarm()  # this request arrived whole: its answer may take its time
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._armed_cycle = self.cycle
+            self._deadline = self.loop.call_later(seconds, self._expire)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return DeadlineProtocol
