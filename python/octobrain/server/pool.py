@@ -130,10 +130,8 @@ class BrainPool:
 
     def _brain(self, scope: str, workdir: Path | None) -> Brain:
         self._check_store()
-        brain = self._brains.get(scope)
-        if brain is not None:
-            self._brains.move_to_end(scope)
-        else:
+        brain = _recent(self._brains, scope)
+        if brain is None:
             from octobrain.memory.sleep_startup import start_background_sleep
 
             if self._root is None:
@@ -146,9 +144,7 @@ class BrainPool:
                 self._store_changed()
             else:
                 brain = self._root.for_scope(scope, workdir=workdir)
-            self._brains[scope] = brain
-            if len(self._brains) > SCOPES_KEPT:
-                self._brains.popitem(last=False)
+            _keep(self._brains, scope, brain)
             # Lazy sleep consolidation for each scope the server serves: a background thread
             # under a cross-process lock that never blocks or fails this call.
             start_background_sleep(brain)
@@ -187,10 +183,8 @@ class BrainPool:
         with self._lock:
             sid = session_id or self.default_session_id
             key = (scope, sid, local_roots)
-            knowledge = self._knowledge.get(key)
-            if knowledge is not None:
-                self._knowledge.move_to_end(key)
-            else:
+            knowledge = _recent(self._knowledge, key)
+            if knowledge is None:
                 from octobrain.knowledge import Knowledge
 
                 brain = self._brain(scope, workdir)
@@ -203,9 +197,7 @@ class BrainPool:
                     cwd=workdir,
                     local_roots=local_roots,
                 )
-                self._knowledge[key] = knowledge
-                if len(self._knowledge) > SCOPES_KEPT:
-                    self._knowledge.popitem(last=False)
+                _keep(self._knowledge, key, knowledge)
         with self._knowledge_lock:
             return fn(knowledge)
 
@@ -219,3 +211,22 @@ class BrainPool:
             self.call(scope, workdir, lambda brain: brain.warm_up())
         except Exception:  # a store that cannot open is reported by the first real call
             log.warning("background warm-up failed", exc_info=True)
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _recent(kept: OrderedDict[K, V], key: K) -> V | None:
+    """The value kept under `key`, marked as the most recently used (None: not kept)."""
+    value = kept.get(key)
+    if value is not None:
+        kept.move_to_end(key)
+    return value
+
+
+def _keep(kept: OrderedDict[K, V], key: K, value: V) -> None:
+    """Keep `value` under `key`, dropping the least recently used beyond `SCOPES_KEPT`."""
+    kept[key] = value
+    if len(kept) > SCOPES_KEPT:
+        kept.popitem(last=False)

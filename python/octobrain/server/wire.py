@@ -41,11 +41,6 @@ def nesting_depth(raw: bytes) -> int:
     return max(itertools.accumulate((_STEP[b] for b in brackets), initial=0))
 
 
-def refusal(raw: bytes) -> dict[str, Any] | None:
-    """The JSON-RPC error answering `raw`, or None when it is within the caps and parses."""
-    return _screened(raw)[1]
-
-
 def _screened(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
     """`raw` parsed, and the error answering it (None when it is within the caps and parses)."""
     if len(raw) > MAX_MESSAGE_BYTES:

@@ -81,9 +81,10 @@ def diagnose(location: StoreLocation) -> Diagnosis:
     if location.path is not None and not location.path.exists():
         return Diagnosis(str(location), "absent (no store here yet)", [], problems)
     try:
-        listed = manifest.recorded(location)
+        record = manifest.read(location)
+        listed = None if record is None else set(record["tables"])
         state = "ok" if listed is not None else "absent"
-        interrupted = manifest.interrupted(location.read_json(manifest.MANIFEST))
+        interrupted = manifest.interrupted(record)
         if interrupted is not None:
             problems.append(
                 Problem("_octobrain/manifest.json", interrupted.reason, interrupted.repair)

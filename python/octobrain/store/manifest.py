@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from octobrain.errors import StorageError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import lancedb
     import pyarrow as pa
 
@@ -42,6 +44,7 @@ KNOWN_TABLES = (
     "knowledge_chunks",
 )
 _LOCK_TIMEOUT_S = 60.0
+_VERSIONS = ("_versions", ".manifest")  # (folder, suffix) of a table's version manifests
 # A table every store makes right after another (`MemoryStore` opens memories, then
 # relationships): finding the later one means the earlier one was made too.
 MADE_AFTER = {"memories": "relationships"}
@@ -112,9 +115,10 @@ def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table)
     writes. A commit killed before its manifest leaves no hint, so it is not taken for this.
     Only a local store has the file to read.
     """
-    if location.path is None:
+    versions = _versions_dir(location, name)
+    if versions is None:
         return None
-    hint = location.path / f"{name}.lance" / "_versions" / "latest_version_hint.json"
+    hint = versions / "latest_version_hint.json"
     try:
         committed = int(json.loads(hint.read_text())["version"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -155,11 +159,11 @@ def check_versions(location: StoreLocation, name: str, table: lancedb.table.Tabl
 
 def recorded(location: StoreLocation) -> set[str] | None:
     """The tables the manifest lists, or None when the store has no manifest yet."""
-    record = _read(location)
+    record = read(location)
     return None if record is None else set(record["tables"])
 
 
-def _read(location: StoreLocation) -> dict[str, Any] | None:
+def read(location: StoreLocation) -> dict[str, Any] | None:
     """The manifest, checked (`tables` a list of names), or None when there is none yet."""
     try:
         record = location.read_json(MANIFEST)
@@ -277,7 +281,7 @@ def open_or_create(
 def adopt_if_new(db: lancedb.DBConnection, location: StoreLocation) -> dict[str, Any] | None:
     """The manifest; a store made before it records the tables that open (best effort, so a
     read-only store still opens; it is adopted once writable)."""
-    current = _read(location)
+    current = read(location)
     if current is not None:
         return current
     present = set(db.list_tables().tables)
@@ -331,10 +335,12 @@ class StoreWatch:
             stamp += [ident(table), ident(os.path.join(table, "_versions"))]
         return tuple(stamp)
 
-    def _files_now(self) -> dict[str, tuple[int, int]]:
+    def _files_now(
+        self, folders: tuple[tuple[str, str], ...] = (("data", ".lance"), _VERSIONS)
+    ) -> dict[str, tuple[int, int]]:
         files: dict[str, tuple[int, int]] = {}
         table = os.path.join(self.root, "memories.lance")
-        for folder, suffix in (("data", ".lance"), ("_versions", ".manifest")):
+        for folder, suffix in folders:
             try:
                 entries = list(os.scandir(os.path.join(table, folder)))
             except OSError:
@@ -355,18 +361,7 @@ class StoreWatch:
         (its own commit's, which a later loss must be told from)."""
         if self._ident is not None:
             self._ident = self._ident_now()
-            self._newest = self._newest_now()
-
-    def _newest_now(self) -> str | None:
-        try:
-            names = [
-                e.name
-                for e in os.scandir(os.path.join(self.root, "memories.lance", "_versions"))
-                if e.name.endswith(".manifest")
-            ]
-        except OSError:
-            return None
-        return f"_versions/{max(names, key=_version_of)}" if names else None
+            self._newest = _newest(self._files_now((_VERSIONS,)))
 
     def changed(self) -> bool:
         """Whether anything changed since the last call (the first call only looks)."""
@@ -374,10 +369,15 @@ class StoreWatch:
         rewritten = any(files[name] != seen for name, seen in self._files.items() if name in files)
         lost = self._newest is not None and self._newest not in files
         changed = (self._ident is not None and ident != self._ident) or rewritten or lost
-        versions = [name for name in files if name.startswith("_versions/")]
-        self._newest = max(versions, key=_version_of) if versions else None
+        self._newest = _newest(files)
         self._ident, self._files = ident, files
         return changed
+
+
+def _newest(files: dict[str, tuple[int, int]]) -> str | None:
+    """The newest version manifest among `files` (`StoreWatch._files_now`'s keys)."""
+    versions = [name for name in files if name.startswith("_versions/")]
+    return max(versions, key=_version_of) if versions else None
 
 
 def _version_of(name: str) -> int:
@@ -385,3 +385,21 @@ def _version_of(name: str) -> int:
     2**64 - 1 since its V2 naming, up from 1 before)."""
     number = int(name.rsplit("/", 1)[-1].split(".", 1)[0])
     return (1 << 64) - 1 - number if number >= 1 << 63 else number
+
+
+def _versions_dir(location: StoreLocation, name: str) -> Path | None:
+    """Where table `name` of a local store keeps its version manifests (None: object storage)."""
+    return None if location.path is None else location.path / f"{name}.lance" / _VERSIONS[0]
+
+
+def version_manifest(location: StoreLocation, name: str, version: int) -> Path | None:
+    """The file holding `version` of table `name` (either naming, `_version_of`), or None when
+    it is not there (object storage, or cleaned up)."""
+    versions = _versions_dir(location, name)
+    if versions is None:
+        return None
+    for number in ((1 << 64) - 1 - version, version):
+        path = versions / f"{number}{_VERSIONS[1]}"
+        if path.is_file():
+            return path
+    return None

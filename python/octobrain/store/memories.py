@@ -415,15 +415,11 @@ class MemoryStore:
         number: a checksum of that version's Lance manifest, which names the version's data
         files (random names), so two stores never share it, while a copy of this one (a backup
         restored) does. None on object storage, or once the version was cleaned up."""
-        if self.location.path is None:
+        path = manifest.version_manifest(self.location, MEMORIES, version)
+        try:
+            return None if path is None else format(zlib.crc32(path.read_bytes()), "08x")
+        except OSError:  # cleaned up meanwhile
             return None
-        versions = self.location.path / f"{MEMORIES}.lance" / "_versions"
-        for name in (f"{(1 << 64) - 1 - version}.manifest", f"{version}.manifest"):
-            try:
-                return format(zlib.crc32((versions / name).read_bytes()), "08x")
-            except OSError:
-                continue
-        return None
 
     def relationships_version(self) -> int:
         """The latest committed version of `relationships`."""
@@ -615,6 +611,12 @@ class MemoryStore:
         store is marked as restoring until every table is back (`manifest.mark_restore`), so a
         restore cut short is refused by every open until it is run again."""
         self._finishing_restore = True
+        try:
+            return self._restore(version)
+        finally:
+            self._finishing_restore = False
+
+    def _restore(self, version: int) -> StoreVersion:
         with self.write_lock():
             versions = sorted(self.memories.list_versions(), key=lambda v: int(v["version"]))
             numbers = [int(v["version"]) for v in versions]
@@ -646,7 +648,6 @@ class MemoryStore:
             manifest.mark_restore(self.location, None)
             self._memories = self._relationships = None
             self._pinned_tables = {}
-        self._finishing_restore = False
         return self.history(1)[0]
 
     def _maybe_maintain(self) -> None:
