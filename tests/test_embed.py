@@ -310,6 +310,34 @@ def test_stale_verification_is_redone_when_the_file_changes(
         bundled_model_dir(tmp_path / "models")
 
 
+def test_a_model_load_ahead_that_fails_is_reported_by_the_first_embedding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    fake = tmp_path / "pkg" / "model.onnx"
+    fake.parent.mkdir()
+    fake.write_bytes(b"not the model")
+    monkeypatch.setattr(local, "bundled_onnx_path", lambda: fake)
+    monkeypatch.setattr(local, "_BUNDLED", [])
+    e = local.LocalEmbedder(parse_model_spec("minilm"))
+    e.prepare()
+    e.prepare()  # (once is enough: no second thread)
+    with pytest.raises(EmbeddingError, match="sha256"):
+        e.embed_query("hello")
+
+
+def test_a_process_that_ends_while_its_model_loads_ahead_exits_cleanly(tmp_path: Path):
+    probe = (
+        "from octobrain.embed.factory import get_embedder\n"
+        "get_embedder('minilm').prepare()\n"
+        "print('done')\n"
+    )
+    env = {**os.environ, "OCTOBRAIN_DATA_DIR": str(tmp_path / "data")}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert (out.returncode, out.stdout, out.stderr) == (0, "done\n", "")
+
+
 # ---- the bundled model itself (real weights; loaded once) ---------------------------------------
 
 
@@ -320,6 +348,15 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedder]:
         e = get_embedder("minilm", batch_size=16)
         e.embed_query("warm up")  # loads inside the isolated data dir
         yield e
+
+
+def test_a_model_loaded_ahead_embeds_as_one_loaded_on_first_use(minilm: Embedder):
+    ahead = get_embedder("minilm", batch_size=7)  # another embedder: its own load ahead
+    assert ahead is not minilm
+    ahead.prepare()
+    text = "the login test fails on CI"
+    assert np.array_equal(ahead.embed_query(text), minilm.embed_query(text))
+    assert np.array_equal(ahead.embed_documents([text]), minilm.embed_documents([text]))
 
 
 @pytest.mark.slow

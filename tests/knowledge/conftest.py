@@ -44,6 +44,9 @@ class CountingEmbedder:
     def embed_query(self, query: str | Sequence[str]) -> Any:
         return self._inner.embed_query(query)
 
+    def prepare(self) -> None:
+        self._inner.prepare()
+
 
 def config(**knowledge: Any) -> Config:
     """A default config with some `[knowledge]` keys changed."""

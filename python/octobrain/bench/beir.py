@@ -152,6 +152,9 @@ class _QueryMemo:
         out: Vectors = rows[0] if isinstance(query, str) else rows
         return out
 
+    def prepare(self) -> None:
+        self.inner.prepare()
+
 
 Searcher = Callable[[str], list[str]]
 Tick = Callable[[int], None]

@@ -79,6 +79,12 @@ class Embedder(Protocol):
         """Embed search queries: (dim,) for one string, (n, dim) for a sequence."""
         ...
 
+    def prepare(self) -> None:
+        """Start loading the model in the background, if it loads at all and is not loaded
+        yet, so that what the caller does next (opening the store) overlaps it. The first
+        embedding waits for it; a load that fails there is retried, and reported, by it."""
+        ...
+
 
 def _check_texts(texts: Sequence[str], field: str) -> list[str]:
     if isinstance(texts, str):
@@ -118,6 +124,10 @@ class BaseEmbedder(ABC):
     @abstractmethod
     def dim(self) -> int:
         """Vector dimension."""
+
+    def prepare(self) -> None:
+        """Nothing to load ahead (see `Embedder.prepare`); a local model overrides this."""
+        return None
 
     @abstractmethod
     def _embed_batch(self, texts: list[str], kind: Kind) -> npt.NDArray[Any]:

@@ -67,6 +67,10 @@ class CachedEmbedder:
         """Embed queries with the wrapped model (not cached)."""
         return self.inner.embed_query(query)
 
+    def prepare(self) -> None:
+        """Start loading the wrapped model (`Embedder.prepare`)."""
+        self.inner.prepare()
+
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         """Cached vectors for known texts; the rest embedded in one call and stored."""
         items = list(texts)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -34,6 +35,8 @@ _TOKENIZER_FILES = (
 
 
 # ---- fastembed (bundled MiniLM and any fastembed model) --------------------------------------
+
+log = logging.getLogger(__name__)
 
 _LOAD_LOCK = threading.Lock()
 _LOADED: dict[str, Any] = {}  # model name -> fastembed TextEmbedding, one per process
@@ -203,8 +206,35 @@ class LocalEmbedder(BaseEmbedder):
         self._query_prefix, self._doc_prefix = model_prefixes(spec.name)
         self._dim: int | None = 384 if spec.bundled else None
         self._model: Any = None
+        self._loading: threading.Thread | None = None
+        self._loading_lock = threading.Lock()
+
+    def prepare(self) -> None:
+        """Load the model on a thread of its own (`Embedder.prepare`). onnxruntime builds its
+        session without holding the interpreter, so a new process that opens the store
+        meanwhile (importing LanceDB) pays for the longer of the two, not for both. The
+        thread is not a daemon: a process that ends before its first embedding waits for the
+        load instead of tearing down the interpreter under it. Only the bundled model:
+        another one may first have to be downloaded, which is the first embedding's to do and
+        to report."""
+        with self._loading_lock:
+            if not self._spec.bundled or self._model is not None or self._loading is not None:
+                return
+            self._loading = threading.Thread(
+                target=self._load_ahead, name="octobrain-model", daemon=False
+            )
+            self._loading.start()
+
+    def _load_ahead(self) -> None:
+        try:
+            self._load()
+        except Exception:  # the first embedding loads again and reports it
+            log.debug("model load ahead failed", exc_info=True)
 
     def _load(self) -> Any:
+        loading = self._loading
+        if loading is not None and loading is not threading.current_thread():
+            loading.join()
         if self._model is None:
             self._model = (
                 _load_bundled()

@@ -110,9 +110,11 @@ class BrainBase:
         return other
 
     def warm_up(self) -> None:
-        """Load the model and open the store and its mirror now rather than on first use."""
-        self.embedder.embed_query("warm up")
+        """Load the model and open the store and its mirror now rather than on first use (the
+        model on its own thread meanwhile, `Embedder.prepare`)."""
+        self.embedder.prepare()
         self.retriever.corpus.refresh()
+        self.embedder.embed_query("warm up")
 
     def _write_scope(self, global_: bool) -> str:
         return "" if global_ else self.scope

@@ -131,6 +131,7 @@ class Retriever:
         min_relevance: float,
         now: datetime,
     ) -> list[Hit]:
+        self.embedder.prepare()  # a new process loads the model while the mirror catches up
         self.corpus.refresh()
         scopes = visible_scopes(scope)
         allowed = self.corpus.allowed(

@@ -63,6 +63,7 @@ class Writes(BrainBase):
         memory, whose importance rises to max(findings) x goal_parent_boost (never lowered);
         the returned links then include the `consolidated_from` edges.
         """
+        self.embedder.prepare()  # loads while the checks below open the store
         memory = Memory(
             title=self._text("title", title, TITLE_BYTES),
             content=self._text("content", content, CONTENT_BYTES),
@@ -107,6 +108,7 @@ class Writes(BrainBase):
         ]
         if previous is not None:
             edges.append(temporal.same_session_link(memory, previous))
+        self.store.open()  # (if nothing above did) while the model loads
         vector = self.embedder.embed_documents([memory.embedded_text()])
         closed = [
             targets[link.target_id]
@@ -162,6 +164,7 @@ class Writes(BrainBase):
         Read, edit and write happen under the store's write lock, so a concurrent edit (another
         process's update, a consolidation) is never overwritten by this one.
         """
+        self.embedder.prepare()  # loads while the store opens and the row is read
         with self.store.write_lock():
             return self._update_locked(
                 memory_id,

@@ -243,6 +243,11 @@ class MemoryStore:
                 "run `octobrain memory reembed` to migrate it, or set embedding.model back"
             )
 
+    def open(self) -> None:
+        """Connect now, as the first read or write would: import LanceDB, open (or make) the
+        tables and check the model."""
+        _ = self.memories
+
     @property
     def memories(self) -> lancedb.table.Table:
         if self._memories is None:
