@@ -236,6 +236,43 @@ def test_opening_a_store_leaves_the_lancedb_rest_client_unloaded_until_used(tmp_
     assert used == ["True", "True"]
 
 
+MODELS_PROBE = textwrap.dedent(
+    """
+    import sys
+    import pydantic
+    from octobrain.store import MemoryStore
+
+    MemoryStore(sys.argv[1], "hash:8", 8).count()
+    from lance_namespace import DescribeTableRequest, DescribeTableResponse
+
+    class Later(pydantic.BaseModel):
+        n: int
+
+    print(DescribeTableRequest.__pydantic_complete__, DescribeTableResponse.__pydantic_complete__)
+    print(Later.__pydantic_complete__)
+    try:
+        DescribeTableRequest.model_validate({"id": 123})
+    except pydantic.ValidationError as exc:
+        print("rejected", exc.errors()[0]["loc"][0])
+    print(DescribeTableRequest.model_validate({"id": ["a", "b"]}).id)
+    """
+)
+
+
+def test_lancedbs_unused_models_are_built_when_first_used_not_when_imported(
+    tmp_path: Path,
+) -> None:
+    # lancedb defines ~200 pydantic models as it imports (its REST namespace's requests and
+    # responses, its embedding functions): a store opens without building their validators,
+    # they validate as before once used, and models defined afterwards build as they are made.
+    done = subprocess.run(
+        [sys.executable, "-c", MODELS_PROBE, str(tmp_path / "db")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["False False", "True", "rejected id", "['a', 'b']"]
+
+
 OVERRIDES_PROBE = textwrap.dedent(
     """
     import sys

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
@@ -158,11 +158,36 @@ def import_lancedb() -> ModuleType:
         for module, name, value in swaps:
             setattr(module, name, value)
         try:
-            import lancedb
+            with _pydantic_builds_deferred():
+                import lancedb
         finally:
             for module, name, value in saved:
                 setattr(module, name, value)
     return lancedb
+
+
+@contextlib.contextmanager
+def _pydantic_builds_deferred() -> Iterator[None]:
+    """Within: a pydantic model class that does not say otherwise builds its validator when
+    first used rather than when defined. The ~200 models lancedb defines as it imports (the
+    REST namespace's requests and responses, the embedding functions) are never used by a
+    local or object-store location, and building them cost about 60 ms of every new process.
+    pydantic reads its config defaults when a class is made (`_config.config_defaults`, a
+    private name: without it nothing changes); the default is put back after."""
+    try:
+        from pydantic._internal import _config
+    except ImportError:
+        yield
+        return
+    defaults = getattr(_config, "config_defaults", None)
+    if not isinstance(defaults, dict) or defaults.get("defer_build") is not False:
+        yield
+        return
+    defaults["defer_build"] = True
+    try:
+        yield
+    finally:
+        defaults["defer_build"] = False
 
 
 def lancedb_loop() -> Any:
