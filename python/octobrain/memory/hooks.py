@@ -211,6 +211,8 @@ def store_digest(brain: Brain, hook: HookInput, digest: Digest) -> Memory | None
         return None
     from octobrain.memory.temporal import session_tag
 
+    brain.embedder.prepare()  # it is stored or updated either way: loads while the store opens
+
     content = digest.text()[:9_000]
     sid = hook.session_id or "unknown"
     tag = session_tag(hook.session_id)

@@ -198,6 +198,7 @@ def ingest(
     `progress(n)` after each batch of `n` turns. Secrets follow `memory.secrets` (refuse: the
     first turn holding one stops the ingest before anything of its batch is written)."""
     scope = "" if global_ else brain.scope
+    brain.embedder.prepare()  # loads while the store opens to find the turns already stored
     report = IngestReport(conversations=len(conversations))
     for conv in conversations:
         memories = turn_memories(brain, conv, scope=scope, window=window, topic_words=topic_words)
