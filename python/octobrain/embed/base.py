@@ -8,8 +8,9 @@ returns one for a model string (the `embedding.model` config key, `octobrain.mod
 - `openai:<model>`, `voyage:<model>`, `jina:<model>`: cloud APIs (see `octobrain.embed.cloud`).
 - `hash:<dim>`: a deterministic hashed bag of words, for tests (`octobrain.embed.hashed`).
 
-Nothing heavy is imported or loaded until the first text is embedded; a model loads once per
-process and is shared by every embedder that uses it.
+Nothing heavy is imported or loaded until the first text is embedded, or until a caller that
+will embed asks for the bundled model ahead (`Embedder.prepare`: it then loads on a thread of
+its own); a model loads once per process and is shared by every embedder that uses it.
 """
 
 from __future__ import annotations

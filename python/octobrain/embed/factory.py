@@ -27,7 +27,8 @@ def get_embedder(
 ) -> Embedder:
     """The embedder for a model string, created once per process per settings.
 
-    Cheap: nothing is imported, loaded or requested until the first text is embedded. A cloud
+    Cheap: nothing is imported, loaded or requested until the first text is embedded (or, for
+    the bundled model, `prepare` is called). A cloud
     provider whose API key env var is unset fails here, with the variable's name.
     """
     spec = parse_model_spec(model)
