@@ -257,6 +257,65 @@ def test_a_client_that_never_reads_its_answers_is_not_read_past_the_in_flight_ca
     assert (before, after) == (3 + MAX_IN_FLIGHT, 3 + MAX_IN_FLIGHT + 5)  # notes need no answer
 
 
+def test_messages_the_sdk_cannot_read_are_answered_and_never_stall_the_session(
+    tmp_path: Path,
+) -> None:
+    # The SDK drops, without an answer, a message it cannot read (a lone surrogate, another
+    # jsonrpc version) and takes one with an object id for a notification: each used to hold
+    # a place among the requests in flight for good, and 32 of them silenced the session.
+    import json
+    import select
+
+    from octobrain.server.wire import MAX_IN_FLIGHT
+
+    proc = subprocess.Popen(
+        octobrain_cmd("mcp"),
+        cwd=tmp_path,
+        env=server_env(tmp_path / "data", OCTOBRAIN_SERVICE_ENABLED="0"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: str) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(message.encode() + b"\n")
+        proc.stdin.flush()
+
+    def answer() -> dict[str, object]:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "no answer within 60 s"
+        return dict(json.loads(proc.stdout.readline()))
+
+    try:
+        send(
+            '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":'
+            '"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}'
+        )
+        assert "result" in answer()
+        send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        call = '"method":"tools/call","params":{"name":"knowledge","arguments":{"command":"read"'
+        bad = [
+            '{"jsonrpc":"2.0","id":%d,' + call + ',"source":"\\udcff.md"}}}',
+            '{"jsonrpc":"1.0","id":%d,"method":"ping"}',
+            '{"jsonrpc":"2.0","id":{"n":%d},"method":"ping"}',
+        ]
+        for i in range(MAX_IN_FLIGHT + 8):
+            send(bad[i % 3] % (i + 1))
+        send('{"jsonrpc":"2.0","id":"last","method":"ping"}')
+        answers = [answer() for _ in range(MAX_IN_FLIGHT + 9)]
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert answers[-1] == {"jsonrpc": "2.0", "id": "last", "result": {}}
+    refused = answers[:-1]
+    assert all(a["error"]["code"] == -32600 for a in refused)  # type: ignore[index]
+    expected = [i + 1 if i % 3 < 2 else None for i in range(MAX_IN_FLIGHT + 8)]
+    assert [a["id"] for a in refused] == expected
+
+
 def test_http_closes_a_connection_whose_request_does_not_arrive_in_time(tmp_path: Path) -> None:
     # Before the token is even checked a client could open connections and never finish a
     # request: each one held, with its file descriptor, for as long as it liked.

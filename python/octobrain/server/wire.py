@@ -59,10 +59,29 @@ def _screened(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
     return message, None
 
 
-def _requests(message: Any) -> int:
-    """How many requests (a method and an id: each gets an answer) `message` holds."""
-    items = message if isinstance(message, list) else [message]
-    return sum(isinstance(m, dict) and "method" in m and "id" in m for m in items)
+_NOT_JSONRPC = (
+    'not a JSON-RPC 2.0 message (it needs jsonrpc "2.0", a string or integer id, a method '
+    "name, object params and valid Unicode); nothing was done"
+)
+
+
+def _as_sdk_reads(message: Any, text: str) -> tuple[dict[str, Any] | None, bool]:
+    """How the SDK reads a parsed message: the error answering one it would drop without a
+    word (a lone surrogate, another jsonrpc version, a batch...) or take for a notification
+    though it has an id (an object id), with the id when usable, else None; and whether it is
+    a request (it will be answered). A refused message is never passed on: the SDK would
+    neither answer it nor free its place among the requests in flight."""
+    from mcp import types
+
+    ident = message.get("id") if isinstance(message, dict) else None
+    usable = isinstance(ident, str | int) and not isinstance(ident, bool)
+    try:
+        read = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except Exception:  # (pydantic's error: any message it refuses)
+        return error(INVALID_REQUEST, _NOT_JSONRPC, ident if usable else None), False
+    if isinstance(message, dict) and "id" in message and not usable:
+        return error(INVALID_REQUEST, _NOT_JSONRPC), False
+    return None, isinstance(read, types.JSONRPCRequest)
 
 
 def error(code: int, message: str, request_id: object = None) -> dict[str, Any]:
@@ -119,9 +138,13 @@ class CappedStdin:
             if not line.strip():
                 continue
             message, answer = _screened(line)
+            text = line.decode("utf-8", errors="replace")
+            request = False
             if answer is None:
-                self._in_flight += _requests(message)
-                yield line.decode("utf-8", errors="replace")
+                answer, request = _as_sdk_reads(message, text)
+            if answer is None:
+                self._in_flight += request
+                yield text
                 continue
             log.warning("refused a message: %s", answer["error"]["message"])
             if self.refuse is not None:
