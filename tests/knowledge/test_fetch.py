@@ -187,6 +187,50 @@ def test_one_fetch_has_one_deadline_however_slowly_the_body_drips(
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.parametrize("stall", ["header bytes a second apart", "endless 102 Processing"])
+def test_one_fetch_has_one_deadline_while_the_headers_arrive_too(
+    make_knowledge: MakeKnowledge, stall: str
+) -> None:
+    # httpx's timeout bounds each socket read: headers sent a byte at a time, or informational
+    # answers without end, kept a fetch (and every knowledge call queued behind it) for good.
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            try:
+                if stall.startswith("header"):
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                while not stop.is_set():
+                    if stall.startswith("header"):
+                        conn.sendall(b"a")
+                        stop.wait(0.2)
+                    else:
+                        conn.sendall(b"HTTP/1.1 102 Processing\r\n\r\n" * 20)
+                        stop.wait(0.005)
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    k = make_knowledge(allow_private_hosts=LOCAL, fetch_timeout_secs=1.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(InvalidInput, match=r"timed out after 1 s \(knowledge.fetch_timeout"):
+            k.read(f"http://127.0.0.1:{port}/page")
+        assert time.monotonic() - started < 5
+    finally:
+        stop.set()
+        listener.close()
+        thread.join(5)
+
+
 def test_url_age_triggers_a_check_and_the_hash_decides(
     make_knowledge: MakeKnowledge, server: Server
 ) -> None:

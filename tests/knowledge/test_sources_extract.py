@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import struct
+import time
 import tracemalloc
 import zipfile
 import zlib
@@ -155,6 +156,54 @@ def test_a_docx_that_unpacks_past_the_cap_is_refused_before_it_is_read(tmp_path:
     finally:
         tracemalloc.stop()
     assert peak < 8 << 20, peak
+
+
+def test_markup_too_large_to_parse_at_once_is_refused_before_it_is_parsed(
+    tmp_path: Path,
+) -> None:
+    # A tree costs 40–90 times its markup: a DOCX of a few kB of compressed empty paragraphs
+    # took a minute and a gigabyte, an HTML page of 50 MB would take gigabytes.
+    import docx
+
+    from octobrain.knowledge.extract import MARKUP_BYTES
+
+    cap = 64 << 20
+    plain = tmp_path / "plain.docx"
+    document = docx.Document()
+    document.add_paragraph("The handbook.")
+    document.save(str(plain))
+    empty = b"<w:p/>" * (MARKUP_BYTES // 6 + 1)
+    padded = tmp_path / "padded.docx"
+    with zipfile.ZipFile(plain) as src, zipfile.ZipFile(padded, "w", zipfile.ZIP_DEFLATED) as out:
+        for part in src.infolist():
+            body = src.read(part)
+            if part.filename == "word/document.xml":
+                body = body.replace(b"</w:body>", empty + b"</w:body>")
+            out.writestr(part.filename, body)
+    assert padded.stat().st_size < 200_000
+    started = time.monotonic()
+    with pytest.raises(InvalidInput, match=r"DOCX's XML unpacks to \d+ bytes or more, over the "):
+        extract(read_file(parse_source(str(padded)), cap), cap)
+    page = tmp_path / "page.html"
+    page.write_bytes(b"<html><body>" + b"<p>x</p>" * (MARKUP_BYTES // 8 + 1) + b"</body></html>")
+    with pytest.raises(InvalidInput, match=r"HTML unpacks to \d+ bytes or more, over the "):
+        extract(read_file(parse_source(str(page)), cap), cap)
+    assert time.monotonic() - started < 5
+    small = tmp_path / "small.html"
+    small.write_bytes(b"<html><body>" + b"<p>x</p>" * 1000 + b"</body></html>")
+    assert extract(read_file(parse_source(str(small)), cap), cap).text.startswith("x")
+
+
+def test_a_pdf_whose_pages_take_too_long_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from octobrain.knowledge import extract as extraction
+
+    pdf = write_pdf(tmp_path / "long.pdf", [[f"page {i} of the handbook"] for i in range(40)])
+    assert "page 39" in extract(read_file(parse_source(str(pdf)), 1 << 20), 1 << 20).text
+    monkeypatch.setattr(extraction, "PDF_SECONDS", 0.0)
+    with pytest.raises(InvalidInput, match=r"text was not out within 0 s \(1 of 40 pages read\)"):
+        extract(read_file(parse_source(str(pdf)), 1 << 20), 1 << 20)
 
 
 def _write(path: Path, data: bytes) -> Path:

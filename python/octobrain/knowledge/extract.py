@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+import time
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import PurePosixPath
@@ -111,14 +112,23 @@ def detect_type(fetched: Fetched) -> DocType:
 
 
 UNPACK_FACTOR = 10
+# The most markup parsed into one tree: an HTML page, a DOCX's XML parts together. A tree
+# costs 40–90 times its markup in memory and about 3 s a megabyte on a 2-core machine (lxml
+# and readability for HTML, python-docx), so a 1 MB DOCX of 40 MB of empty paragraphs, or a
+# 50 MB page, once took minutes and gigabytes. A long report's document.xml is 1–5 MB.
+MARKUP_BYTES = 6 << 20
+# How long a PDF's pages may take to give their text: pages that share one content stream of
+# millions of operators cost pypdf 0.2 s each however little text they hold.
+PDF_SECONDS = 60.0
 
 
 class _Unpacked(Exception):
     """A document that unpacks to more than the size cap."""
 
-    def __init__(self, what: str, size: int) -> None:
+    def __init__(self, what: str, size: int, bound: int = 0) -> None:
         super().__init__(what)
         self.size = size
+        self.bound = bound  # 0: the unpack bound
 
 
 def extract(fetched: Fetched, max_bytes: int) -> Document:
@@ -133,6 +143,8 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
     unpacked = UNPACK_FACTOR * max_bytes
     try:
         if doc_type is DocType.HTML:
+            if len(fetched.data) > MARKUP_BYTES:
+                raise _Unpacked("the HTML", len(fetched.data), MARKUP_BYTES)
             title, text = _html(fetched.data)
         elif doc_type is DocType.PDF:
             title, text = _pdf(fetched.data, unpacked)
@@ -143,10 +155,13 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
     except InvalidInput:
         raise
     except _Unpacked as exc:
+        bound = (
+            f"the {exc.bound}-byte bound on markup parsed at once"
+            if exc.bound
+            else f"the {unpacked}-byte bound ({UNPACK_FACTOR} × knowledge.max_source_bytes)"
+        )
         raise InvalidInput(
-            "source",
-            f"{fetched.ref.uri}: {exc} unpacks to {exc.size} bytes or more, over the "
-            f"{unpacked}-byte bound ({UNPACK_FACTOR} × knowledge.max_source_bytes)",
+            "source", f"{fetched.ref.uri}: {exc} unpacks to {exc.size} bytes or more, over {bound}"
         ) from None
     except Exception as exc:  # a parser's own error on a corrupt file: report, don't crash
         raise InvalidInput(
@@ -290,11 +305,18 @@ def _pdf(data: bytes, max_bytes: int) -> tuple[str, str]:
         raise InvalidInput("source", "the PDF is encrypted with a password")
     pages: list[str] = []
     size = 0
+    deadline = time.monotonic() + PDF_SECONDS
     for page in reader.pages:  # pypdf bounds each stream it inflates; this bounds the sum
         pages.append(page.extract_text() or "")
         size += len(pages[-1])
         if size > max_bytes:
             raise _Unpacked("its text", size)
+        if time.monotonic() > deadline:
+            raise InvalidInput(
+                "source",
+                f"the PDF's text was not out within {PDF_SECONDS:g} s ({len(pages)} of "
+                f"{len(reader.pages)} pages read); nothing was indexed",
+            )
     meta = reader.metadata
     title = str(meta.title) if meta is not None and meta.title else ""
     return title, "\n\n".join(p.strip() for p in pages if p.strip())
@@ -307,9 +329,13 @@ def _docx(data: bytes, max_bytes: int) -> tuple[str, str]:
     from docx.table import Table
 
     with zipfile.ZipFile(io.BytesIO(data)) as package:  # a part never inflates past its size
-        size = sum(part.file_size for part in package.infolist())
+        parts = package.infolist()
+    size = sum(part.file_size for part in parts)
     if size > max_bytes:
         raise _Unpacked("the DOCX package", size)
+    markup = sum(p.file_size for p in parts if p.filename.endswith((".xml", ".rels")))
+    if markup > MARKUP_BYTES:
+        raise _Unpacked("the DOCX's XML", markup, MARKUP_BYTES)
     document = docx.Document(io.BytesIO(data))
     blocks: list[str] = []
     for item in document.iter_inner_content():

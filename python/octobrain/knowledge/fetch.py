@@ -18,11 +18,13 @@ would otherwise inflate to gigabytes before any cap is checked), and only the co
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
+import threading
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from octobrain import __version__
@@ -144,7 +146,7 @@ def fetch_url(
     timed_out = FetchError(
         f"{ref.uri}: timed out after {timeout:g} s (knowledge.fetch_timeout_secs)"
     )
-    with httpx.Client(follow_redirects=False, trust_env=False) as client:
+    with httpx.Client(follow_redirects=False, trust_env=False) as client, _cut_at(deadline, client):
         for _hop in range(max_redirects + 1):
             if url.scheme not in ("http", "https"):
                 raise FetchError(f"redirected to {url.scheme}:, only http(s) is fetched")
@@ -168,7 +170,9 @@ def fetch_url(
                 response = client.send(request, stream=True)
             except httpx.TimeoutException:
                 raise timed_out from None
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, OSError, RuntimeError) as exc:
+                if time.monotonic() >= deadline:  # cut by `_cut_at`
+                    raise timed_out from None
                 raise FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}") from None
             try:
                 if response.has_redirect_location:
@@ -183,6 +187,22 @@ def fetch_url(
             finally:
                 response.close()
     raise FetchError(f"{ref.uri}: more than {max_redirects} redirects (knowledge.max_redirects)")
+
+
+@contextlib.contextmanager
+def _cut_at(deadline: float, client: httpx.Client) -> Iterator[None]:
+    """Close `client`'s connections at `deadline`, whatever the fetch is doing then. httpx's
+    timeout bounds each socket read, not the whole response: a server sending its headers a
+    byte a second, or `102 Processing` answers without end, would hold the fetch for as long
+    as it liked. Closed, the next read fails at once, and the caller, past the deadline,
+    reports the timeout."""
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), client.close)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def _default_port(url: httpx.URL) -> int:
@@ -222,7 +242,9 @@ def _body(
                 raise timed_out
     except httpx.TimeoutException:
         raise timed_out from None
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, OSError, RuntimeError) as exc:
+        if time.monotonic() >= deadline:  # cut by `_cut_at`
+            raise timed_out from None
         raise FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}") from None
     except zlib.error as exc:
         raise FetchError(f"{ref.uri}: the body is not valid compressed data ({exc})") from None
