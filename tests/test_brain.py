@@ -299,6 +299,72 @@ def test_export_import_round_trip_is_lossless(make_brain: MakeBrain, tmp_path: P
         import_jsonl(other, [json.dumps(header), json.dumps(row)])
 
 
+def _one_row_export(brain: Brain) -> tuple[dict[str, Any], dict[str, Any]]:
+    brain.memorize(*TOKEN_BUCKET, tags=["api"])
+    out = io.StringIO()
+    export_jsonl(brain, out, embeddings=True)
+    header, row = (json.loads(line) for line in out.getvalue().splitlines()[:2])
+    return header, row
+
+
+@pytest.mark.parametrize(
+    ("change", "rule"),
+    [
+        ({"embedding": [1e300] * 8}, r"^line 2\.embedding: must be a list of finite numbers"),
+        ({"embedding": [0.0] * 8}, r"^line 2\.embedding: must be a list of finite numbers"),
+        ({"embedding": ["a"] * 8}, r"^line 2\.embedding: must be a list of finite numbers"),
+        ({"embedding": 7}, r"^line 2\.embedding: must be a list of finite numbers"),
+        ({"access_count": 2**63}, r"^line 2\.access_count: must be an integer in \[0, "),
+        ({"tags": 5}, r"^line 2\.tags: must be a list of strings, got int"),
+        ({"related_files": {"a": 1}}, r"^line 2\.related_files: must be a list of strings"),
+        ({"role": {"x": 1}}, r"^line 2\.role: must be a string"),
+        ({"role": "r" * 300}, r"^line 2\.role: must be 0–256 bytes"),
+        ({"git_commit": "ab\x00c"}, r"^line 2\.git_commit: must not contain NUL"),
+        ({"context": "ok\x00"}, r"^line 2\.context: must not contain NUL"),
+        ({"context": "token ghp_" + "a1B2" * 9}, r"^line 2\.context: .*secret"),
+    ],
+)
+def test_an_import_row_is_refused_for_what_it_holds_and_nothing_is_written(
+    make_brain: MakeBrain, tmp_path: Path, change: dict[str, Any], rule: str
+) -> None:
+    # Each of these was stored, or failed half-way with a traceback: an overflowing vector then
+    # broke every search of its scope, an access count past int64 failed after 256 rows.
+    header, row = _one_row_export(make_brain())
+    other = Brain("import/target", config=Config(), embedder=make_brain().embedder,
+                  uri=tmp_path / "other")  # fmt: skip
+    with pytest.raises(InvalidInput, match=rule):
+        import_jsonl(other, [json.dumps(header), json.dumps({**row, **change})])
+    assert other.store.count() == 0
+
+
+def test_an_import_file_that_is_not_plain_json_lines_is_named_by_line(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    brain = make_brain()
+    header, row = _one_row_export(brain)
+    other = Brain(brain.scope, config=Config(), embedder=brain.embedder, uri=tmp_path / "other")
+    first = json.dumps(header).encode()
+    cases = {
+        b'{"kind": "memory", "title": "caf\xe9"}': r"^line 2: is not UTF-8 text",
+        b"[" * 100_000 + b"]" * 100_000: r"^line 2: is nested too deeply",
+        b'{"kind": "memory", "access_count": ' + b"9" * 5000 + b"}": r"^line 2: holds a number",
+    }
+    for bad, rule in cases.items():
+        with pytest.raises(InvalidInput, match=rule):
+            import_jsonl(other, [first, bad])
+    # One id twice in a file was stored as two rows of one id (and edited as one).
+    twice = [json.dumps(header), json.dumps(row), json.dumps({**row, "title": "Another title"})]
+    with pytest.raises(InvalidInput, match=r"^line 3\.id: repeats the memory id of line 2"):
+        import_jsonl(other, twice)
+    assert other.store.count() == 0
+    # A stored vector of another length than one is kept at unit length.
+    longer = {**row, "embedding": [3.0 * x for x in row["embedding"]]}
+    assert import_jsonl(other, [json.dumps(header), json.dumps(longer)]).reembedded == 0
+    assert other.remember(TOKEN_BUCKET[0], min_relevance=0.0).hits[0].cosine == pytest.approx(
+        brain.remember(TOKEN_BUCKET[0], min_relevance=0.0).hits[0].cosine, abs=1e-5
+    )
+
+
 def test_model_change_is_refused_until_reembed(make_brain: MakeBrain) -> None:
     old = make_brain(model="hash:32")
     mem, _ = old.memorize(*TOKEN_BUCKET)

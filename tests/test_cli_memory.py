@@ -7,6 +7,7 @@ import os
 import subprocess
 import sysconfig
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -113,6 +114,30 @@ def test_export_import_files(env: dict[str, str], tmp_path: Path) -> None:
     )
     assert other.exit_code == 0, other.output
     assert json.loads(other.stdout)["imported"] == 1
+
+
+def test_an_export_that_fails_leaves_the_file_that_was_there(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from octobrain.memory import transfer
+
+    memorize("Primary database", "Postgres 16 is the primary database.")
+    backup = tmp_path / "backup.jsonl"
+    assert run("export", str(backup)).exit_code == 0
+    kept = backup.read_bytes()
+    missing = run("export", str(tmp_path / "no" / "such" / "dir.jsonl"))
+    assert missing.exit_code == 2 and "Traceback" not in missing.output
+    assert "output: cannot write" in missing.output and "nothing was written" in missing.output
+
+    def full_disk(brain: object, out: Any, **_: object) -> int:
+        out.write('{"kind": "header"}\n')
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(transfer, "export_jsonl", full_disk)
+    failed = run("export", "--force", str(backup))
+    assert failed.exit_code == 2 and "No space left on device" in failed.output
+    assert backup.read_bytes() == kept  # (written in place, it was cut to the failed part)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl", "data"]
 
 
 def test_real_console_script(env: dict[str, str], tmp_path: Path) -> None:

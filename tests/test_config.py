@@ -238,6 +238,43 @@ def test_unreadable_file_is_a_config_error(tmp_path: Path):
         load_config(path)
 
 
+def test_a_config_path_that_is_no_regular_file_is_refused_without_reading_it(tmp_path: Path):
+    # A pipe held every command until something wrote to it; /dev/zero grew without end.
+    import os
+
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="is not a regular file"):
+        load_config(fifo)
+    with pytest.raises(ConfigError, match="is not a regular file"):
+        load_config(Path("/dev/zero"))
+    big = write(tmp_path, "# x\n" * 300_000)
+    with pytest.raises(ConfigError, match="is over 1 MiB"):
+        load_config(big)
+
+
+@pytest.mark.parametrize("name", ["OCTOBRAIN_DATA_DIR", "OCTOBRAIN_CONFIG_PATH"])
+def test_a_location_whose_home_does_not_exist_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str
+):
+    from octobrain.config import config_path
+
+    monkeypatch.setenv(name, "~no-such-user-here/octobrain")
+    with pytest.raises(ConfigError, match=f"^{name}: '~no-such-user-here/octobrain': its ~ names"):
+        config_path()
+
+
+def test_a_storage_uri_with_a_nul_or_an_unknown_home_names_the_key(tmp_path: Path):
+    from octobrain.config import resolve_storage_uri
+
+    for uri, rule in (("/tmp/a\x00b", "must not contain NUL"), ("~no-such-user-here/db", "its ~")):
+        config = dataclasses.replace(
+            Config(), storage=dataclasses.replace(Config().storage, uri=uri)
+        )
+        with pytest.raises(ConfigError, match=f"^storage.uri: .*{rule}"):
+            resolve_storage_uri(config)
+
+
 # ---- environment overrides -------------------------------------------------------------------
 
 

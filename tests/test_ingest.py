@@ -336,11 +336,35 @@ def test_secrets_are_screened_like_memorize(tmp_path: Path) -> None:
         ("[1, 2]", "locomo", r"file\[0\]\.conversation: must be an object"),
         ("{\n{", "auto", "file: line 1 is not JSON"),
         ("[]", "yaml", "format_in: must be one of"),
+        # Parsers' own errors, once tracebacks: nesting past the interpreter's recursion, an
+        # integer longer than it converts, a NUL taken into the session's tag.
+        ("[" * 100_000 + "]" * 100_000, "auto", "file: is nested too deeply"),
+        ('{"a": 1}\n' + '{"a":' * 100_000 + "1" + "}" * 100_000, "auto", "file: line 2 is nested"),
+        ('[{"speaker": "A", "text": "x", "id": ' + "9" * 5000 + "}]", "chat", "file: holds a num"),
+        (
+            '{"type": "user", "sessionId": "s\\u0000", "message": {"content": "hello"}}',
+            "claude",
+            "sessionId: must be 1–100 characters, without NUL",
+        ),
+        # One id for two different turns: stored, they were two rows of one memory id.
+        (
+            '[{"speaker": "A", "text": "one", "id": "x"},'
+            ' {"speaker": "A", "text": "two", "id": "x"}]',
+            "chat",
+            r"turn id: 'x' names two different turns \(turns 1 and 2 of 'chat'\)",
+        ),
     ],
 )
 def test_bad_transcripts_name_the_field(text: str, fmt: str, rule: str) -> None:
     with pytest.raises(InvalidInput, match=rule):
         parse_text(text, fmt)
+
+
+def test_a_turn_given_twice_is_one_turn() -> None:
+    # Two copies of a transcript joined: the repeated turns are the same turns.
+    turns = [{"speaker": "A", "text": "one", "id": "x"}, {"speaker": "B", "text": "two", "id": "y"}]
+    (conversation,) = parse_text(json.dumps(turns + turns), "chat")
+    assert [(t.key, t.text) for t in conversation.turns] == [("x", "one"), ("y", "two")]
 
 
 # ---- CLI ------------------------------------------------------------------------------------

@@ -347,6 +347,8 @@ def _clean_list(
         return []
     if isinstance(values, str):
         raise InvalidInput(field_name, "must be a list of strings, not one string")
+    if not isinstance(values, list | tuple):
+        raise InvalidInput(field_name, f"must be a list of strings, got {type(values).__name__}")
     out: list[str] = []
     for i, raw in enumerate(values):
         item = _plain_string(f"{field_name}[{i}]", raw)

@@ -7,6 +7,7 @@ by `cli/memory.py`."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -31,11 +32,30 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
     if output == "-":
         export_jsonl(brain, sys.stdout, embeddings=embeddings)
         return
-    with open(output, "w", encoding="utf-8") as out:
-        total = brain.store.count()
-        label = f"exporting up to {plural(total, 'memory', 'memories')} to {output}"
-        with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
-            n = export_jsonl(brain, out, embeddings=embeddings, progress=bar.update)
+    # A file is written beside OUTPUT and moved over it once complete: an export cut short
+    # (killed, a full disk) leaves the file that was there, never a part of the new one. What
+    # is not a file (a device, a pipe) is written to as it is.
+    target = Path(output)
+    regular = not target.exists() or target.is_file()
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial") if regular else target
+    try:
+        with open(partial, "w", encoding="utf-8") as out:
+            total = brain.store.count()
+            label = f"exporting up to {plural(total, 'memory', 'memories')} to {output}"
+            with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
+                n = export_jsonl(brain, out, embeddings=embeddings, progress=bar.update)
+            out.flush()
+            if regular:
+                os.fsync(out.fileno())
+        if regular:
+            os.replace(partial, target)
+    except OSError as exc:
+        raise InvalidInput(
+            "output", f"cannot write {output}: {exc.strerror or exc}; nothing was written"
+        ) from None
+    finally:
+        if regular:
+            partial.unlink(missing_ok=True)
     click.echo(f"exported {plural(n, 'memory', 'memories')} to {output}", err=True)
 
 
@@ -48,11 +68,12 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
     from octobrain.memory.transfer import import_jsonl
 
     brain = command_brain(ctx)
-    handle = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
+    # Lines as bytes: each is decoded on its own, so a line that is not UTF-8 is named.
+    handle = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
     try:
         lines = handle.readlines()
     finally:
-        if handle is not sys.stdin:
+        if handle is not sys.stdin.buffer:
             handle.close()
     label = f"importing {plural(len(lines), 'line', 'lines')} from {source}"
     with click.progressbar(length=len(lines), label=label, file=sys.stderr) as bar:

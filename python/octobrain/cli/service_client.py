@@ -129,11 +129,13 @@ def _service_table(path: str) -> dict[str, Any] | None:
     """The raw `[service]` table; None when the file cannot be read (the full loader, run
     in-process, then reports the problem properly)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None  # a pipe would hold the command; the loader names the problem
         with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+            text = handle.read(1 << 20)
     except FileNotFoundError:
         return {}
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return None
     if "service" not in text:
         return {}

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 import os
+import stat
 import sys
 import typing
 from collections.abc import Mapping
@@ -33,11 +34,25 @@ log = logging.getLogger("octobrain.config")
 # ---- locations ---------------------------------------------------------------------------
 
 
+def _local_path(raw: str, key: str, source: str | None = None) -> Path:
+    """`raw` as a local path with `~` expanded, or a `ConfigError` naming `key` (an env var or a
+    config key) when it holds a NUL or names a home directory that does not exist."""
+    if "\x00" in raw:
+        raise ConfigError(key, "must not contain NUL characters", source)
+    try:
+        return Path(raw).expanduser()
+    except RuntimeError:  # `~user` of no such user, or no home directory at all
+        raise ConfigError(key, f"{raw!r}: its ~ names no home directory", source) from None
+
+
+MAX_CONFIG_BYTES = 1 << 20  # a config file is a few kB
+
+
 def data_dir() -> Path:
     """Data root: `$OCTOBRAIN_DATA_DIR`, else the platform's user data dir. Not created here."""
     env = os.environ.get("OCTOBRAIN_DATA_DIR", "").strip()
     if env:
-        return Path(env).expanduser()
+        return _local_path(env, "OCTOBRAIN_DATA_DIR")
     import platformdirs  # lazy: only needed when no override is set
 
     return Path(platformdirs.user_data_dir("octobrain", appauthor=False))
@@ -46,7 +61,7 @@ def data_dir() -> Path:
 def config_path() -> Path:
     """Config file: `$OCTOBRAIN_CONFIG_PATH`, else `<data root>/config.toml`."""
     env = os.environ.get("OCTOBRAIN_CONFIG_PATH", "").strip()
-    return Path(env).expanduser() if env else data_dir() / "config.toml"
+    return _local_path(env, "OCTOBRAIN_CONFIG_PATH") if env else data_dir() / "config.toml"
 
 
 def storage_options(config: Config) -> dict[str, str]:
@@ -62,7 +77,7 @@ def resolve_storage_uri(config: Config) -> str:
     uri = config.storage.uri
     if not uri:
         return str(data_dir() / "db")
-    return uri if "://" in uri else str(Path(uri).expanduser())
+    return uri if "://" in uri else str(_local_path(uri, "storage.uri"))
 
 
 # ---- loading -----------------------------------------------------------------------------
@@ -137,6 +152,12 @@ def _parse_env(raw: str, typ: Any) -> tuple[Any, str | None]:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
+        st = path.stat()
+        # A pipe would hold every command until something wrote to it; /dev/zero never ends.
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError("", "is not a regular file", str(path))
+        if st.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError("", f"is over {MAX_CONFIG_BYTES >> 20} MiB", str(path))
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}

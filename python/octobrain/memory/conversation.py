@@ -27,6 +27,7 @@ __all__ = [
     "Conversation",
     "Turn",
     "detect_format",
+    "once",
     "parse_chat",
     "parse_text",
     "read_conversations",
@@ -40,7 +41,7 @@ SPEAKER_CHARS = 60
 SESSION_CHARS = 60
 # A generic export without session marks starts a new session after this long a silence.
 SESSION_GAP = timedelta(hours=4)
-_LOCOMO_SESSION = re.compile(r"^session_(\d+)$")
+_LOCOMO_SESSION = re.compile(r"^session_(\d{1,9})$")
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> li
         found = [_claude(_records(data, "claude"), default_key)]
     else:
         found = [parse_chat(_records(data, "chat"), key=default_key)]
-    return [_in_parts(c) for c in found]
+    return [_in_parts(once(c)) for c in found]
 
 
 def _in_parts(conversation: Conversation) -> Conversation:
@@ -119,6 +120,10 @@ def _load(text: str) -> Any:
         return json.loads(stripped)
     except json.JSONDecodeError:
         pass
+    except RecursionError:
+        raise InvalidInput("file", "is nested too deeply") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise InvalidInput("file", "holds a number too long to read") from None
     records = []
     for number, line in enumerate(stripped.splitlines(), 1):
         if not line.strip():
@@ -129,6 +134,10 @@ def _load(text: str) -> Any:
             raise InvalidInput(
                 "file", f"line {number} is not JSON ({exc.msg}); expected JSON or JSONL"
             ) from None
+        except RecursionError:
+            raise InvalidInput("file", f"line {number} is nested too deeply") from None
+        except ValueError:
+            raise InvalidInput("file", f"line {number} holds a number too long to read") from None
     return records
 
 
@@ -251,7 +260,27 @@ def parse_chat(records: list[Any], *, key: str = "chat", field_name: str = "turn
                 f"{moment:%d %B %Y}" if moment else "",
             )
         )
-    return conversation
+    return once(conversation)
+
+
+def once(conversation: Conversation) -> Conversation:
+    """`conversation` with each turn id given to one turn: a repeat of a turn (its id, speaker
+    and words again, as where two copies of a transcript were joined) is dropped; an id given to
+    two different turns is a field error. Stored, two turns of one id would be two memories of
+    one id, which every later edit would treat as one."""
+    seen: dict[str, tuple[int, Turn]] = {}
+    turns = []
+    for i, turn in enumerate(conversation.turns):
+        first = seen.setdefault(turn.key, (i, turn))
+        if first[0] == i:
+            turns.append(turn)
+        elif (first[1].speaker, first[1].text) != (turn.speaker, turn.text):
+            raise InvalidInput(
+                "turn id",
+                f"{turn.key!r} names two different turns (turns {first[0] + 1} and {i + 1} of "
+                f"{conversation.key!r}); a turn id must name one turn",
+            )
+    return Conversation(conversation.key, turns)
 
 
 def _claude(entries: list[Any], default_key: str) -> Conversation:
@@ -269,10 +298,10 @@ def _claude(entries: list[Any], default_key: str) -> Conversation:
         text = transcript_text(entry).replace("\x00", "")  # a stray NUL (printed binary)
         if not text:
             continue
-        session_id = session_id or str(entry.get("sessionId") or "")
+        session_id = session_id or _turn_id("sessionId", entry.get("sessionId"))
         moment = _time("timestamp", entry.get("timestamp")) if entry.get("timestamp") else None
         speaker = str(entry["type"])
-        own = str(entry.get("uuid") or "")
+        own = _turn_id("uuid", entry.get("uuid"))
         turns.append(
             Turn(
                 speaker,
@@ -312,6 +341,7 @@ def _locomo(data: Any) -> list[Conversation]:
         key = str(sample.get("sample_id") or f"locomo-{i}")
         conversation = Conversation(key)
         numbers = sorted(int(m.group(1)) for k in body if (m := _LOCOMO_SESSION.match(k)))
+        # (the pattern takes at most 9 digits: a longer number names no session)
         for n in numbers:
             date = str(body.get(f"session_{n}_date_time") or "")
             moment = _locomo_date(date) if date else None
@@ -329,7 +359,7 @@ def _locomo(data: Any) -> list[Conversation]:
                     text = f"{text} [shares {caption.strip()}]"
                 if not text.strip():
                     continue
-                own = str(turn.get("dia_id") or f"D{n}:{j + 1}")
+                own = _turn_id(f"{twhere}.dia_id", turn.get("dia_id")) or f"D{n}:{j + 1}"
                 conversation.turns.append(Turn(speaker, text.strip(), str(n), own, moment, date))
         out.append(conversation)
     return out

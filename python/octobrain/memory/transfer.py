@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import IO, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from octobrain.errors import InvalidInput
 from octobrain.memory.brain import Brain
@@ -23,6 +24,7 @@ from octobrain.memory.render import memory_to_dict, relationship_to_dict
 from octobrain.models import (
     CONTENT_BYTES,
     CONTEXT_BYTES,
+    LINK_DESCRIPTION_CHARS,
     TITLE_BYTES,
     Memory,
     Relationship,
@@ -51,6 +53,8 @@ from octobrain.store.sql import sql_in, visible_scopes, visible_where
 FORMAT = "octobrain-export"
 FORMAT_VERSION = 1
 BATCH = 256
+MAX_COUNT = 2**62  # an access count beyond the store's int64 column is no count
+SHORT_BYTES = 256  # a row's role or git commit (a commit id is 40 or 64 hex digits)
 
 Progress = Callable[[int], None]
 
@@ -156,17 +160,45 @@ def _time(field: str, value: object) -> datetime:
     return checked_time(field, moment)
 
 
+def _optional_text(field: str, value: object, most: int) -> str:
+    """An optional text field of an imported row: absent or a string of at most `most` bytes
+    (after trimming) without NUL characters, as `check_text` holds `memorize`'s fields to."""
+    return "" if value is None else check_text(field, value, (0, most))
+
+
+def _embedding(field: str, value: object) -> npt.NDArray[np.float32] | None:
+    """A row's stored vector: absent, or a non-empty list of numbers that are finite as float32
+    and not all zero, returned at unit length (a vector is compared by its direction: stored
+    at another length, its dot products would be no cosines). Checked whether or not it will
+    be used: a file is refused for what it holds, not for which model reads it."""
+    if value is None:
+        return None
+    rule = "must be a list of finite numbers, not all zero"
+    if not isinstance(value, list) or not value:
+        raise InvalidInput(field, rule)
+    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in value):
+        raise InvalidInput(field, rule)
+    try:
+        vector = np.asarray(value, dtype=np.float64)
+    except OverflowError:  # an integer beyond any float
+        raise InvalidInput(field, rule) from None
+    if not np.all(np.isfinite(vector)) or np.max(np.abs(vector)) > np.finfo(np.float32).max:
+        raise InvalidInput(field, rule)
+    norm = float(np.linalg.norm(vector))
+    if not norm > 0.0 or not np.isfinite(norm):
+        raise InvalidInput(field, rule)
+    return np.asarray(vector / norm, dtype=np.float32)
+
+
 def _memory(obj: dict[str, Any], where: str) -> Memory:
     def f(name: str) -> str:
         return f"{where}.{name}"
 
     pre = obj.get("pre_consolidation_importance")
-    context = obj.get("context") or ""
-    if not isinstance(context, str) or len(context.encode()) > CONTEXT_BYTES:
-        raise InvalidInput(f("context"), f"must be a string of at most {CONTEXT_BYTES} bytes")
+    context = _optional_text(f("context"), obj.get("context"), CONTEXT_BYTES)
     count = obj.get("access_count", 0)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise InvalidInput(f("access_count"), "must be an integer >= 0")
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_COUNT:
+        raise InvalidInput(f("access_count"), f"must be an integer in [0, {MAX_COUNT}]")
     try:
         state = MemoryState(obj.get("state", "working"))
     except ValueError:
@@ -174,7 +206,7 @@ def _memory(obj: dict[str, Any], where: str) -> Memory:
     return Memory(
         id=check_id(obj.get("id"), field_name=f("id")),
         scope=validate_scope(obj.get("scope", ""), field=f("scope")),
-        role=str(obj.get("role", "")),
+        role=_optional_text(f("role"), obj.get("role"), SHORT_BYTES),
         memory_type=parse_memory_type(obj.get("memory_type"), field_name=f("memory_type")),
         title=check_text(f("title"), obj.get("title"), TITLE_BYTES),
         # An ingested conversation turn may be as short as "Yes!": its context carries it.
@@ -193,7 +225,7 @@ def _memory(obj: dict[str, Any], where: str) -> Memory:
         updated_at=_time(f("updated_at"), obj.get("updated_at")),
         last_accessed=_time(f("last_accessed"), obj.get("last_accessed")),
         access_count=count,
-        git_commit=str(obj.get("git_commit", "")),
+        git_commit=_optional_text(f("git_commit"), obj.get("git_commit"), SHORT_BYTES),
         context=context,
     )
 
@@ -206,6 +238,9 @@ def _screened(memory: Memory, policy: str, where: str) -> Memory:
         content=screen(f"{where}.content", memory.content, policy),
         tags=screen_each(f"{where}.tags", memory.tags, policy),
         related_files=screen_each(f"{where}.related_files", memory.related_files, policy),
+        context=screen(f"{where}.context", memory.context, policy),
+        role=screen(f"{where}.role", memory.role, policy),
+        git_commit=screen(f"{where}.git_commit", memory.git_commit, policy),
     )
 
 
@@ -218,34 +253,53 @@ def _relationship(obj: dict[str, Any], where: str) -> Relationship:
             obj.get("relationship_type", ""), field_name=f"{where}.relationship_type"
         ),
         strength=check_unit(f"{where}.strength", obj.get("strength", 0.8)),
-        description=str(obj.get("description", "")),
+        description=_optional_text(
+            f"{where}.description", obj.get("description"), LINK_DESCRIPTION_CHARS * 4
+        ),
         scope=validate_scope(obj.get("scope", ""), field=f"{where}.scope"),
         created_at=_time(f"{where}.created_at", obj.get("created_at")),
     )
 
 
-def _lines(source: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, text in enumerate(source, 1):
+def _lines(source: Iterable[str | bytes]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, line in enumerate(source, 1):
+        try:
+            text = line.decode("utf-8") if isinstance(line, bytes) else line
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(
+                f"line {number}", f"is not UTF-8 text (byte {exc.start + 1} is not)"
+            ) from None
         if not text.strip():
             continue
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"line {number}", f"is not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise InvalidInput(f"line {number}", "is nested too deeply") from None
+        except ValueError:  # an integer of more digits than Python converts
+            raise InvalidInput(f"line {number}", "holds a number too long to read") from None
         if not isinstance(obj, dict):
             raise InvalidInput(f"line {number}", "must be a JSON object")
         yield number, obj
 
 
 def import_jsonl(
-    brain: Brain, source: Iterable[str], *, progress: Progress = _noop
+    brain: Brain, source: Iterable[str | bytes], *, progress: Progress = _noop
 ) -> ImportReport:
     """Validate the whole file first (nothing is written if any line is bad), then import."""
     header: dict[str, Any] | None = None
-    memories: list[tuple[Memory, list[float] | None]] = []
+    memories: list[tuple[Memory, npt.NDArray[np.float32] | None]] = []
     rels: list[Relationship] = []
     journal: list[ConsolidationRecord] = []
     policy = brain.config.memory.secrets  # imported rows are screened like memorized ones
+    seen: dict[tuple[str, str], int] = {}  # (kind, id) -> the line that gave it
+
+    def once(kind: str, ident: str, number: int) -> None:
+        first = seen.setdefault((kind, ident), number)
+        if first != number:  # two rows of one id would both be stored, and edited as one
+            raise InvalidInput(f"line {number}.id", f"repeats the {kind} id of line {first}")
+
     for number, obj in _lines(source):
         kind = obj.get("kind")
         if kind == "header":
@@ -253,16 +307,26 @@ def import_jsonl(
                 raise InvalidInput(f"line {number}", f"not an {FORMAT} v{FORMAT_VERSION} file")
             header = obj
         elif kind == "memory":
-            parsed = _memory(obj, f"line {number}")
+            try:
+                parsed = _memory(obj, f"line {number}")
+            except InvalidInput as exc:  # (the list and source checks name the field alone)
+                if exc.field.startswith("line "):
+                    raise
+                raise InvalidInput(f"line {number}.{exc.field}", exc.rule) from None
+            once("memory", parsed.id, number)
+            vector = _embedding(f"line {number}.embedding", obj.get("embedding"))
             memory = _screened(parsed, policy, f"line {number}")
             # A redacted row's stored vector embeds the secret: embed it afresh.
-            memories.append((memory, obj.get("embedding") if memory == parsed else None))
+            memories.append((memory, vector if memory == parsed else None))
         elif kind == "relationship":
             rel = _relationship(obj, f"line {number}")
+            once("relationship", rel.id, number)
             text = screen(f"line {number}.description", rel.description, policy)
             rels.append(dataclasses.replace(rel, description=text))
         elif kind == "consolidation":
-            journal.append(_journal_record(obj.get("record"), f"line {number}.record"))
+            record = _journal_record(obj.get("record"), f"line {number}.record")
+            once("consolidation", record.id, number)
+            journal.append(record)
         else:
             raise InvalidInput(
                 f"line {number}.kind", "must be header, memory, relationship or consolidation"
@@ -285,7 +349,7 @@ def import_jsonl(
         batch = fresh[start : start + BATCH]
         reuse = same_model and all(e is not None and len(e) == brain.embedder.dim for _, e in batch)
         if reuse:
-            vectors = np.asarray([e for _, e in batch], dtype=np.float32)
+            vectors = np.stack([e for _, e in batch if e is not None])
         else:
             vectors = brain.embedder.embed_documents([m.embedded_text() for m, _ in batch])
             reembedded += len(batch)
