@@ -381,6 +381,40 @@ def test_archive_moves_long_faded_untouched_memories_out_of_the_answer(
     assert faded.id in {h.memory.id for h in wide}
 
 
+def test_a_memory_edited_while_the_pass_decides_to_archive_it_stays_as_edited(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The pass reads which memories faded, then archives them: an edit another process
+    # acknowledged in between was archived anyway, and its memory vanished from answers.
+    from octobrain.memory import sleep
+
+    brain = make_brain()
+    faded = add_at(
+        brain,
+        "Old cache note",
+        "The cache TTL for sessions was 5 minutes.",
+        utcnow() - timedelta(days=500),
+    )
+    store = brain.consolidator.store
+    read = store.scan
+
+    def read_then_edited(where: str, **kwargs: Any) -> Any:
+        rows = read(where, **kwargs)
+        if kwargs.get("columns") == ["id", "importance", "last_accessed", "access_count"]:
+            other = make_brain()  # another process's edit, acknowledged meanwhile
+            other.update(faded.id, content="The cache TTL for sessions is 10 minutes now.")
+        return rows
+
+    monkeypatch.setattr(store, "scan", read_then_edited)
+    assert sleep.archive_faded(brain.consolidator, brain.scope, utcnow()) == []
+    monkeypatch.undo()
+    row = raw_rows(brain)[faded.id]
+    assert (row["state"], row["content"]) == (
+        "working",
+        "The cache TTL for sessions is 10 minutes now.",
+    )
+
+
 # ---- lazy startup -------------------------------------------------------------------------
 
 

@@ -327,10 +327,16 @@ def archive_faded(
     floor = mcfg.min_importance_threshold
     ids = [r["id"] for r, v in zip(rows, then, strict=True) if v <= floor + 1e-9]
     if ids and not dry_run:
-        engine.store.set_columns(
-            f"{sql_in('id', ids)} AND {sql_in('state', states)}",
-            {"state": State.ARCHIVED.value, "updated_at": now},
-        )
+        # Under the lock, only those still untouched: one edited, promoted or recalled since
+        # the read above (by another process) is no longer faded, and its change stands.
+        with engine.store.write_lock():
+            still = f"{where} AND {sql_in('id', ids)}"
+            ids = [r["id"] for r in engine.store.scan(still, columns=["id"])]
+            if ids:
+                engine.store.set_columns(
+                    f"{still} AND {sql_in('id', ids)}",
+                    {"state": State.ARCHIVED.value, "updated_at": now},
+                )
     return ids
 
 
