@@ -150,6 +150,15 @@ def test_digest_is_extractive(tmp_path: Path) -> None:
         read_transcript(tmp_path / "missing.jsonl")
 
 
+def test_a_transcript_line_json_cannot_read_is_skipped_and_the_rest_kept(tmp_path: Path) -> None:
+    # An integer longer than Python converts raised a bare ValueError: the whole digest lost.
+    kept = {"type": "user", "message": {"role": "user", "content": "We chose blue-green."}}
+    path = tmp_path / "t.jsonl"
+    lines = [json.dumps(kept), '{"n": ' + "9" * 5000 + "}", "[" * 100_000, "not json"]
+    path.write_text("\n".join(lines) + "\n")
+    assert read_transcript(path) == [kept]
+
+
 def test_pre_compact_and_session_end_store_one_digest(env: Path, tmp_path: Path) -> None:
     path = transcript(tmp_path / "session.jsonl", env)
     result = cli(

@@ -6,6 +6,7 @@ with the same message: the field's name and the rule it broke.
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -360,6 +361,33 @@ def _clean_list(
     if len(out) > cap:
         raise InvalidInput(field_name, f"at most {cap} items, got {len(out)}")
     return out
+
+
+class UnreadableJSON(ValueError):
+    """JSON text `read_json` could not read. `reason` completes "the line …" or "the file …"
+    (`is not JSON (…)`, `is nested too deeply`, `holds a number too long to read`), `detail`
+    is the bare cause, and `syntax` tells text that is not JSON at all from JSON too deep or
+    with too long a number to read."""
+
+    def __init__(self, reason: str, detail: str, *, syntax: bool = False) -> None:
+        super().__init__(reason)
+        self.reason, self.detail, self.syntax = reason, detail, syntax
+
+
+def read_json(text: str | bytes) -> Any:
+    """`json.loads`, with every way it fails as one `UnreadableJSON`: besides bad syntax,
+    nesting past the interpreter's recursion limit and an integer longer than Python converts
+    (4,300 digits), which `json` raises as a `RecursionError` and a bare `ValueError`."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UnreadableJSON(f"is not JSON ({exc.msg})", exc.msg, syntax=True) from None
+    except RecursionError:
+        raise UnreadableJSON("is nested too deeply", "nested too deeply") from None
+    except ValueError:
+        raise UnreadableJSON(
+            "holds a number too long to read", "a number too long to read"
+        ) from None
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -10,7 +10,6 @@ store, no model.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -18,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from octobrain.errors import InvalidInput
-from octobrain.models import CONTENT_BYTES, ID_CHARS, checked_time, from_unix
+from octobrain.models import (
+    CONTENT_BYTES,
+    ID_CHARS,
+    UnreadableJSON,
+    checked_time,
+    from_unix,
+    read_json,
+)
 from octobrain.spans import split_text
 
 __all__ = [
@@ -117,27 +123,19 @@ def _load(text: str) -> Any:
     if not stripped:
         raise InvalidInput("file", "is empty")
     try:
-        return json.loads(stripped)
-    except json.JSONDecodeError:
-        pass
-    except RecursionError:
-        raise InvalidInput("file", "is nested too deeply") from None
-    except ValueError:  # an integer of more digits than Python converts
-        raise InvalidInput("file", "holds a number too long to read") from None
+        return read_json(stripped)
+    except UnreadableJSON as exc:
+        if not exc.syntax:
+            raise InvalidInput("file", exc.reason) from None
     records = []
     for number, line in enumerate(stripped.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(
-                "file", f"line {number} is not JSON ({exc.msg}); expected JSON or JSONL"
-            ) from None
-        except RecursionError:
-            raise InvalidInput("file", f"line {number} is nested too deeply") from None
-        except ValueError:
-            raise InvalidInput("file", f"line {number} holds a number too long to read") from None
+            records.append(read_json(line))
+        except UnreadableJSON as exc:
+            tail = "; expected JSON or JSONL" if exc.syntax else ""
+            raise InvalidInput("file", f"line {number} {exc.reason}{tail}") from None
     return records
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from octobrain.errors import InvalidInput
 from octobrain.memory.gist import DIGEST_TAG
 from octobrain.memory.summary import split_sentences
-from octobrain.models import MAX_FILES, Memory
+from octobrain.models import MAX_FILES, Memory, UnreadableJSON, read_json
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
@@ -66,11 +66,9 @@ class HookInput:
 def parse_hook_input(text: str) -> HookInput:
     """Validate a hook's stdin (a JSON object; every field optional but typed)."""
     try:
-        data = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as exc:
-        raise InvalidInput("stdin", f"must be the hook's JSON object ({exc.msg})") from None
-    except RecursionError:
-        raise InvalidInput("stdin", "must be the hook's JSON object (nested too deeply)") from None
+        data = read_json(text) if text.strip() else {}
+    except UnreadableJSON as exc:
+        raise InvalidInput("stdin", f"must be the hook's JSON object ({exc.detail})") from None
     if not isinstance(data, dict):
         raise InvalidInput("stdin", "must be a JSON object")
     values = {}
@@ -139,8 +137,8 @@ def read_transcript(path: str | Path) -> list[dict[str, Any]]:
     entries = []
     for line in lines:
         try:
-            entry = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):  # one unreadable line: skipped
+            entry = read_json(line)
+        except UnreadableJSON:  # one unreadable line: skipped
             continue
         if isinstance(entry, dict):
             entries.append(entry)

@@ -28,6 +28,7 @@ from octobrain.models import (
     TITLE_BYTES,
     Memory,
     Relationship,
+    UnreadableJSON,
     check_id,
     check_text,
     check_unit,
@@ -37,6 +38,7 @@ from octobrain.models import (
     parse_memory_type,
     parse_relationship_type,
     parse_source,
+    read_json,
 )
 from octobrain.models import State as MemoryState
 from octobrain.scope import validate_scope
@@ -272,13 +274,9 @@ def _lines(source: Iterable[str | bytes]) -> Iterator[tuple[int, dict[str, Any]]
         if not text.strip():
             continue
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"line {number}", f"is not JSON ({exc.msg})") from None
-        except RecursionError:
-            raise InvalidInput(f"line {number}", "is nested too deeply") from None
-        except ValueError:  # an integer of more digits than Python converts
-            raise InvalidInput(f"line {number}", "holds a number too long to read") from None
+            obj = read_json(text)
+        except UnreadableJSON as exc:
+            raise InvalidInput(f"line {number}", exc.reason) from None
         if not isinstance(obj, dict):
             raise InvalidInput(f"line {number}", "must be a JSON object")
         yield number, obj
