@@ -171,9 +171,7 @@ def fetch_url(
             except httpx.TimeoutException:
                 raise timed_out from None
             except (httpx.HTTPError, OSError, RuntimeError) as exc:
-                if time.monotonic() >= deadline:  # cut by `_cut_at`
-                    raise timed_out from None
-                raise FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}") from None
+                raise _failed(ref, exc, deadline, timed_out) from None
             try:
                 if response.has_redirect_location:
                     try:
@@ -203,6 +201,15 @@ def _cut_at(deadline: float, client: httpx.Client) -> Iterator[None]:
         yield
     finally:
         timer.cancel()
+
+
+def _failed(
+    ref: SourceRef, exc: BaseException, deadline: float, timed_out: FetchError
+) -> FetchError:
+    """What a transport error means: past the deadline, the connection `_cut_at` closed."""
+    if time.monotonic() >= deadline:
+        return timed_out
+    return FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}")
 
 
 def _default_port(url: httpx.URL) -> int:
@@ -243,9 +250,7 @@ def _body(
     except httpx.TimeoutException:
         raise timed_out from None
     except (httpx.HTTPError, OSError, RuntimeError) as exc:
-        if time.monotonic() >= deadline:  # cut by `_cut_at`
-            raise timed_out from None
-        raise FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}") from None
+        raise _failed(ref, exc, deadline, timed_out) from None
     except zlib.error as exc:
         raise FetchError(f"{ref.uri}: the body is not valid compressed data ({exc})") from None
     content_type = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()

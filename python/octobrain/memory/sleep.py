@@ -333,10 +333,7 @@ def archive_faded(
             still = f"{where} AND {sql_in('id', ids)}"
             ids = [r["id"] for r in engine.store.scan(still, columns=["id"])]
             if ids:
-                engine.store.set_columns(
-                    f"{still} AND {sql_in('id', ids)}",
-                    {"state": State.ARCHIVED.value, "updated_at": now},
-                )
+                engine.store.set_columns(still, {"state": State.ARCHIVED.value, "updated_at": now})
     return ids
 
 
