@@ -221,16 +221,21 @@ LANCEDB_IMPORT = textwrap.dedent(
 )
 
 
+def _probe(script: str, tmp_path: Path) -> list[str]:
+    """The lines `script` prints in a new interpreter, given a store path (`sys.argv[1]`)."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "db")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
 def test_opening_a_store_leaves_the_lancedb_rest_client_unloaded_until_used(tmp_path: Path) -> None:
     # `import lancedb` imports its REST namespace client, whose API modules (366 validated
     # methods) cost ~0.8 s of every new process: opening a store loads none of them, yet a
     # caller of that client gets all of it, with the same checks.
-    done = subprocess.run(
-        [sys.executable, "-c", LANCEDB_IMPORT, str(tmp_path / "db")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    unused, rejected, used = (line.split() for line in done.stdout.splitlines())
+    unused, rejected, used = (line.split() for line in _probe(LANCEDB_IMPORT, tmp_path))
     assert unused == ["0", "0"]
     assert rejected == ["rejected", "id"]
     assert used == ["True", "True"]
@@ -265,12 +270,7 @@ def test_lancedbs_unused_models_are_built_when_first_used_not_when_imported(
     # lancedb defines ~200 pydantic models as it imports (its REST namespace's requests and
     # responses, its embedding functions): a store opens without building their validators,
     # they validate as before once used, and models defined afterwards build as they are made.
-    done = subprocess.run(
-        [sys.executable, "-c", MODELS_PROBE, str(tmp_path / "db")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["False False", "True", "rejected id", "['a', 'b']"]
+    assert _probe(MODELS_PROBE, tmp_path) == ["False False", "True", "rejected id", "['a', 'b']"]
 
 
 OVERRIDES_PROBE = textwrap.dedent(
@@ -322,12 +322,7 @@ def test_opening_a_store_skips_the_overrides_bytecode_checks_and_restores_them(
     # disassembles the defining frame to check each one (~0.1 s of every new process). Opening
     # a store marks them as lancedb does on 3.12 (`typing.override`: a marker) and puts the
     # checking decorator back for everyone else.
-    done = subprocess.run(
-        [sys.executable, "-c", OVERRIDES_PROBE, str(tmp_path / "db")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:3] == ["0 True", "True True", "refused True"]
+    assert _probe(OVERRIDES_PROBE, tmp_path)[:3] == ["0 True", "True True", "refused True"]
 
 
 @pytest.mark.parametrize("deferred", [False, True])
