@@ -234,6 +234,9 @@ def test_accesses_are_counted_off_the_remember_path_and_flushed_at_exit(
         timeout=120,
     )
     assert done.returncode == 0 and other.id in done.stdout, done.stderr
+    # (this process's handle reads a bucket up to `remote_refresh_ms` late: a CLI call that
+    # took less than that would otherwise be read as not there yet)
+    brain.store.refresh()
     rows = brain.store.scan(f"id = '{other.id}'", columns=["access_count"])
     assert rows[0]["access_count"] == 1
 
