@@ -190,6 +190,8 @@ def test_knowledge_commands_work_through_the_tool(locked: Any, tmp_path: Path) -
         "# Retry policy\n\nClients retry idempotent requests three times with jittered "
         "exponential backoff.\n\n# Timeouts\n\nEvery outbound call has a 2 second timeout.\n"
     )
+    big = tmp_path / "big.txt"  # 1.1 MB: one reply is a page of it
+    big.write_text("".join(f"Line {i} of 40,000.\n" for i in range(1, 40_001)))
 
     async def body() -> None:
         async with Client(locked) as client:
@@ -213,6 +215,15 @@ def test_knowledge_commands_work_through_the_tool(locked: Any, tmp_path: Path) -
             assert error and reply.startswith("query:")
             error, reply = await call(client, "knowledge", command="read", source=str(tmp_path))
             assert error and reply.startswith("source:")
+            error, reply = await call(
+                client, "knowledge", command="read", source=str(doc), from_line=0
+            )
+            assert error and reply == "from_line: must be an integer ≥ 1, got 0"
+            error, reply = await call(
+                client, "knowledge", command="read", source=str(big), from_line=1000
+            )
+            assert not error and reply.split("\n")[4] == "Line 1000 of 40,000."
+            assert len(reply.encode()) < 64 * 1024 + 1024 and "Next page: from_line " in reply
 
     run(body)
 

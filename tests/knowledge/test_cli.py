@@ -51,6 +51,22 @@ def test_index_search_match_read_list_stats_delete(workdir: Path) -> None:
     assert "No relevant knowledge" in run("search", "nightly backups").output
 
 
+def test_read_prints_the_whole_text_or_a_page_of_it(workdir: Path) -> None:
+    whole = run("read", "ops.md")
+    assert whole.exit_code == 0 and whole.output.endswith("The on-call rota changes on Mondays.\n")
+    paged = run("read", "ops.md", "--from-line", "5", "--max-bytes", "40")
+    assert paged.exit_code == 0, paged.output
+    assert "\nBackups run nightly to cold storage.\n\n=" in paged.output
+    assert paged.output.endswith("Lines 5–6 of 9 (37 of 104 bytes). Next page: from_line 7.\n")
+    data = json.loads(run("read", "ops.md", "--from-line", "7", "--format", "json").output)
+    assert data["text"] == "## Paging\n\nThe on-call rota changes on Mondays."
+    assert (data["first_line"], data["last_line"], data["next_line"]) == (7, 9, None)
+    past = run("read", "ops.md", "--from-line", "10")
+    assert past.exit_code == 2 and past.output == (
+        "error: from_line: is past the end: the text has 9 lines\n"
+    )
+
+
 def test_notes_share_the_cli_session_by_default(workdir: Path) -> None:
     stored = run("store", "todo", "-", input="Rotate the signing keys before the audit.\n")
     assert stored.exit_code == 0 and "stored://todo" in stored.output

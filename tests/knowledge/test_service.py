@@ -4,6 +4,7 @@ scopes."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -13,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from octobrain.errors import InvalidInput
-from octobrain.knowledge import run_command
+from octobrain.knowledge import Knowledge, run_command
+from octobrain.knowledge.pages import LINE_CHARS
+from octobrain.knowledge.render import RULE, render_match
 from octobrain.models import utcnow
 from octobrain.store import ModelMismatch
 
@@ -69,6 +72,75 @@ def test_read_returns_text_without_indexing(make_knowledge: MakeKnowledge, tmp_p
     assert doc.title == "Service guide" and "blue-green pipeline" in doc.text
     assert k.stats().sources == 0
     assert "Type: markdown" in run_command(k, {"command": "read", "source": "guide.md"})
+
+
+def _pages(k: Knowledge, source: str, from_line: int = 1) -> list[str]:
+    """Every reply of `read` from `from_line` on, following each reply's next page."""
+    replies = []
+    while True:
+        reply = run_command(k, {"command": "read", "source": source, "from_line": from_line})
+        replies.append(reply)
+        found = re.search(r"Next page: from_line (\d+)\.$", reply)
+        if found is None:
+            return replies
+        from_line = int(found.group(1))
+
+
+def _body(reply: str) -> str:
+    """A paged reply's text: between the header's rule and the closing rule."""
+    return reply.split(f"\n{RULE}\n")[1]
+
+
+def test_read_pages_hold_every_line_once_within_the_bound_and_start_where_match_points(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    lines = [f"Ligne {i}: {'é' * (i % 37)} café crème, naïve résumé" for i in range(1, 2001)]
+    lines[1499] = "Ligne 1500: the MAGIC marker"
+    (tmp_path / "long.txt").write_bytes("\r\n".join(lines).encode() + b"\r\n")
+    k = make_knowledge(read_page_bytes=4096)
+    replies = _pages(k, "long.txt")
+    bodies = [_body(r) for r in replies]
+    assert len(replies) > 20 and "\n".join(bodies) == "\n".join(lines)
+    assert all(len(b.encode()) <= 4096 for b in bodies)
+    assert all("\nType: text\n" in r for r in replies)
+    assert replies[-1].endswith("End of the text.")
+    assert re.search(r"Lines 1–\d+ of 2,000 \(\d[\d,]* of [\d,]+ bytes\)", replies[0])
+    k.index("long.txt")
+    (hit,) = k.match("MAGIC").hits
+    reply = run_command(k, {"command": "read", "source": "long.txt", "from_line": hit.line_number})
+    assert _body(reply).startswith("Ligne 1500: the MAGIC marker\nLigne 1501:")
+
+
+def test_a_text_that_fits_reads_whole_without_a_footer_and_a_long_line_is_cut_to_a_page(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    k = make_knowledge(read_page_bytes=1024)
+    _guide(tmp_path)
+    assert run_command(k, {"command": "read", "source": "guide.md"}).endswith(
+        GUIDE.rstrip("\n").split("\n")[-1]
+    )
+    (tmp_path / "min.txt").write_text("first\n" + "x" * 5000 + "\nlast\n")
+    replies = _pages(k, "min.txt", from_line=2)
+    assert [_body(r) for r in replies] == ["x" * 1024, "last"]
+    assert "Line 2 of 3 (its first 1,024 bytes: a page holds at most 1,024)" in replies[0]
+    assert replies[1].endswith("Line 3 of 3 (4 of 5,011 bytes). End of the text.")
+
+
+def test_bad_from_line_names_the_field_before_anything_is_read(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    k = make_knowledge()
+    _guide(tmp_path)
+    for value, rule in [
+        (0, "must be an integer ≥ 1, got 0"),
+        ("2", "must be an integer ≥ 1, got '2'"),
+        (True, "must be an integer ≥ 1, got True"),
+        (12, "is past the end: the text has 11 lines"),
+    ]:
+        with pytest.raises(InvalidInput, match=f"^from_line: {re.escape(rule)}$"):
+            run_command(k, {"command": "read", "source": "guide.md", "from_line": value})
+    with pytest.raises(InvalidInput, match="^from_line: "):  # the argument first, the file after
+        run_command(k, {"command": "read", "source": "no-such.md", "from_line": -1})
 
 
 def test_unchanged_content_is_not_re_embedded_and_changes_are(
@@ -165,6 +237,22 @@ def test_match_has_absolute_line_numbers_each_line_once_and_a_cap(
     assert len(capped.hits) == 7 and capped.truncated
     assert [h.line_number for h in capped.hits] == list(range(1, 8))
     assert len(k.match("filler").hits) == 100  # the default cap (knowledge.max_matches)
+
+
+def test_match_shows_a_long_line_as_a_window_around_its_match(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    minified = "var a=1;" * 100_000 + "NEEDLE()" + ";b=2" * 100_000
+    (tmp_path / "bundle.txt").write_text(f"{minified}\n{minified}\n")
+    k = make_knowledge()
+    k.index("bundle.txt")
+    found = k.match("NEEDLE", context=1)
+    assert [h.line_number for h in found.hits] == [1, 2]
+    for hit in found.hits:
+        assert len(hit.line) <= LINE_CHARS + 2 and hit.line.startswith("…")
+        assert hit.line.endswith("…") and hit.line[hit.start : hit.end] == "NEEDLE"
+    assert found.hits[0].after == [minified[:LINE_CHARS] + "…"]
+    assert len(render_match(found).encode()) < 4 * LINE_CHARS * 4
 
 
 def test_match_is_linear_on_a_pathological_pattern(

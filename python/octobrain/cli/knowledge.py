@@ -115,14 +115,30 @@ def search_cmd(
 
 @knowledge.command("read")
 @click.argument("source")
+@click.option(
+    "--from-line",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="First line to print (line numbers as `match` prints them).",
+)
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Print one page: whole lines up to this many bytes, then where the next starts.",
+)
 @FORMAT_OPTION
 @click.pass_context
-def read_cmd(ctx: click.Context, source: str, fmt: str) -> None:
-    """Print the full extracted text of a file or URL (without indexing it)."""
+def read_cmd(
+    ctx: click.Context, source: str, from_line: int, max_bytes: int | None, fmt: str
+) -> None:
+    """Print the extracted text of a file or URL (without indexing it): all of it, or a page."""
+    from octobrain.knowledge.pages import page
     from octobrain.knowledge.render import render_read
 
-    doc = _knowledge(ctx).read(source)
-    _emit(fmt, doc, render_read(doc))
+    shown = page(_knowledge(ctx).read(source), from_line, max_bytes)
+    _emit(fmt, shown, render_read(shown))
 
 
 @knowledge.command("match")

@@ -321,6 +321,12 @@ class KnowledgeConfig:
     max_matches: int = _opt(
         100, "default cap on lines returned by `knowledge match`", _range(1, 10000)
     )
+    read_page_bytes: int = _opt(
+        64 * 1024,
+        "most text one MCP `knowledge read` reply holds, bytes (whole lines; the reply says "
+        "where the next page starts)",
+        _range(1024, 2**30),
+    )
     max_source_bytes: int = _opt(
         50 * 1024 * 1024, "largest file or download accepted, bytes", _range(1, 2**40)
     )

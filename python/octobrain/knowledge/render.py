@@ -6,7 +6,7 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from octobrain.knowledge.extract import Document
+from octobrain.knowledge.pages import ReadPage
 from octobrain.knowledge.results import (
     IndexReport,
     KnowledgeStats,
@@ -39,12 +39,19 @@ def _ts(moment: datetime | None) -> str:
 
 def to_dict(result: Any) -> Any:
     """Any knowledge result as JSON-ready data (datetimes as ISO-8601 strings)."""
-    if isinstance(result, Document):
+    if isinstance(result, ReadPage):
         return {
             "uri": result.uri,
             "title": result.title,
-            "type": result.doc_type.value,
+            "type": result.doc_type,
             "text": result.text,
+            "first_line": result.first_line,
+            "last_line": result.last_line,
+            "total_lines": result.total_lines,
+            "shown_bytes": result.shown_bytes,
+            "total_bytes": result.total_bytes,
+            "cut": result.cut,
+            "next_line": result.next_line,
         }
     if dataclasses.is_dataclass(result) and not isinstance(result, type):
         return {f.name: to_dict(getattr(result, f.name)) for f in dataclasses.fields(result)}
@@ -88,9 +95,26 @@ def render_search(result: SearchResult) -> str:
     return "\n".join(lines)
 
 
-def render_read(doc: Document) -> str:
-    """The header block, then the whole extracted text."""
-    return "\n".join([doc.title, doc.uri, f"Type: {doc.doc_type.value}", RULE, doc.text])
+def render_read(page: ReadPage) -> str:
+    """The header block, then the page's text; when the page is not the whole text, a rule
+    and a line saying which lines these are and where the next page starts."""
+    parts = [page.title, page.uri, f"Type: {page.doc_type}", RULE, page.text]
+    if page.whole:
+        return "\n".join(parts)
+    if page.last_line > page.first_line:
+        shown = f"Lines {page.first_line:,}–{page.last_line:,} of {page.total_lines:,}"
+    else:
+        shown = f"Line {page.first_line:,} of {page.total_lines:,}"
+    if page.cut:
+        shown += f" (its first {page.shown_bytes:,} bytes: a page holds at most {page.max_bytes:,})"
+    else:
+        shown += f" ({page.shown_bytes:,} of {page.total_bytes:,} bytes)"
+    follow = (
+        f"Next page: from_line {page.next_line}."
+        if page.next_line is not None
+        else "End of the text."
+    )
+    return "\n".join([*parts, RULE, f"{shown}. {follow}"])
 
 
 def render_match(report: MatchReport) -> str:

@@ -31,6 +31,7 @@ from octobrain.knowledge.extract import (
 )
 from octobrain.knowledge.fetch import fetch_url
 from octobrain.knowledge.index import ChunkIndex
+from octobrain.knowledge.pages import clip, clip_context
 from octobrain.knowledge.results import (
     IndexReport,
     IndexStatus,
@@ -391,7 +392,9 @@ class Knowledge:
         context: int = 0,
     ) -> MatchReport:
         """Lines of indexed sources (or of one named source) matching a regex, at most
-        `max_matches` of them; line numbers count from 1 in each source's extracted text."""
+        `max_matches` of them; line numbers count from 1 in each source's extracted text. A
+        line longer than `pages.LINE_CHARS` characters shows as a window of that many around
+        its match (context lines: their start), so a reply stays bounded."""
         if not isinstance(pattern, str) or not pattern:
             raise InvalidInput("pattern", "must be a non-empty regular expression")
         cap = self.config.knowledge.max_matches if max_matches is None else max_matches
@@ -417,19 +420,21 @@ class Knowledge:
         except ValueError as exc:  # the regex engine's parse error
             detail = str(exc).strip().splitlines()[-1].removeprefix("error: ")
             raise InvalidInput("pattern", f"invalid regular expression: {detail}") from None
-        hits = [
-            LineHit(
-                rows[m.text_index]["uri"],
-                rows[m.text_index]["title"],
-                m.line_number,
-                m.line,
-                m.start,
-                m.end,
-                m.before,
-                m.after,
+        hits = []
+        for m in found.matches:  # a long line shows as a window around its match
+            line, start, end = clip(m.line, m.start, m.end)
+            hits.append(
+                LineHit(
+                    rows[m.text_index]["uri"],
+                    rows[m.text_index]["title"],
+                    m.line_number,
+                    line,
+                    start,
+                    end,
+                    [clip_context(c) for c in m.before],
+                    [clip_context(c) for c in m.after],
+                )
             )
-            for m in found.matches
-        ]
         return MatchReport(pattern, hits, found.truncated, cap, len(rows))
 
     # ---- session notes --------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The MCP `knowledge` tool's logic without any protocol: validate → call `Knowledge` → text.
 
 The server wiring is one call: `run_command(knowledge, arguments)` where `arguments` is the
-tool's argument dict (`command` plus `query`, `source`, `key`, `content`, `pattern`). Errors are
+tool's argument dict (`command` plus `query`, `source`, `key`, `content`, `pattern`,
+`from_line`). A `read` reply is one page of at most `knowledge.read_page_bytes`. Errors are
 `InvalidInput` naming the field and the rule, for the server to return as a tool error.
 """
 
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from octobrain.errors import InvalidInput
+from octobrain.knowledge.pages import check_line, page
 from octobrain.knowledge.render import (
     render_delete,
     render_match,
@@ -58,7 +60,9 @@ def run_command(knowledge: Knowledge, arguments: Mapping[str, Any]) -> str:
     if command == "search":
         return render_search(knowledge.search(values["query"], source=source))
     if command == "read":
-        return render_read(knowledge.read(values["source"]))
+        from_line = check_line(arguments.get("from_line", 1))  # before any fetch
+        document = knowledge.read(values["source"])
+        return render_read(page(document, from_line, knowledge.config.knowledge.read_page_bytes))
     if command == "match":
         return render_match(knowledge.match(values["pattern"], source=source))
     if command == "store":

@@ -342,7 +342,9 @@ KNOWLEDGE = ToolSpec(
         "- search (query; optional source): hybrid search over indexed sections, citing the "
         "source and section. Naming a source indexes it first (and re-indexes it when its "
         "content changed), so `search` with a source is the way to add a document.\n"
-        "- read (source): the whole extracted text.\n"
+        "- read (source; optional from_line): the extracted text, a page at a time: a reply "
+        "holds whole lines up to a size bound and ends by naming the from_line of the next "
+        "page (line numbers as `match` reports them).\n"
         "- match (pattern; optional source): regex over indexed text with absolute line "
         "numbers, capped.\n"
         "- store (key, content) / delete (key): a note for this session under a key "
@@ -359,6 +361,12 @@ KNOWLEDGE = ToolSpec(
         ),
         "source": _str("A single file path or http(s) URL."),
         "pattern": _str("match: a regular expression."),
+        "from_line": {
+            "type": "integer",
+            "minimum": 1,
+            "default": 1,
+            "description": "read: the line the page starts at (1 = the start).",
+        },
         "key": _str("store / delete: the note's key."),
         "content": _str(
             f"store: the note's text, at most {NOTE_BYTES} bytes of UTF-8.", 1, NOTE_BYTES

@@ -1,0 +1,116 @@
+"""Bounded views of extracted text: a page of whole lines for `read`, a window of a long line
+for `match`. Lines are counted as `match` counts them (the Rust kernel's rule: split on "\\n",
+a trailing "\\r" dropped, a final "\\n" adds no line), so a line number from `match` is the
+`from_line` that starts a `read` page there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from octobrain.errors import InvalidInput
+from octobrain.knowledge.extract import Document
+
+LINE_CHARS = 400  # the most of one line `match` shows: a window around the match
+ELLIPSIS = "…"
+
+
+@dataclass(frozen=True)
+class ReadPage:
+    """Lines `first_line`..`last_line` of a document's `total_lines` (counted from 1): `text`,
+    their `shown_bytes` of UTF-8 joined by newlines, at most `max_bytes`; `cut` when the page
+    is one line longer than that, shown up to the bound."""
+
+    uri: str
+    title: str
+    doc_type: str
+    text: str
+    first_line: int
+    last_line: int
+    total_lines: int
+    shown_bytes: int
+    total_bytes: int
+    cut: bool
+    max_bytes: int | None
+
+    @property
+    def whole(self) -> bool:
+        """The page is the whole text."""
+        return self.first_line == 1 and self.last_line == self.total_lines and not self.cut
+
+    @property
+    def next_line(self) -> int | None:
+        """Where the next page starts, or None at the end."""
+        return self.last_line + 1 if self.last_line < self.total_lines else None
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of `text` as `match` numbers them."""
+    if not text:
+        return []
+    body = text[:-1] if text.endswith("\n") else text
+    return [line[:-1] if line.endswith("\r") else line for line in body.split("\n")]
+
+
+def check_line(value: object) -> int:
+    """A `from_line`: an integer from 1 (whether the text has that line is `page`'s check)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput("from_line", f"must be an integer ≥ 1, got {value!r}")
+    return value
+
+
+def page(doc: Document, from_line: object = 1, max_bytes: int | None = None) -> ReadPage:
+    """The page of `doc` that starts at line `from_line` and holds as many whole lines as fit
+    in `max_bytes` of UTF-8, the newlines between them counted (None: no bound). The first
+    line always shows, cut at the bound when it alone is longer."""
+    start = check_line(from_line)
+    lines = split_lines(doc.text)
+    if start > max(len(lines), 1):
+        raise InvalidInput(
+            "from_line", f"is past the end: the text has {len(lines)} line{'s' * (len(lines) != 1)}"
+        )
+    shown: list[str] = []
+    used = 0  # the UTF-8 bytes of the page so far, newlines between its lines included
+    cut = False
+    for line in lines[start - 1 :]:
+        size = len(line.encode("utf-8")) + (1 if shown else 0)
+        if max_bytes is not None and used + size > max_bytes:
+            if not shown:  # one line longer than a page: its head, up to the bound
+                head = line.encode("utf-8")[:max_bytes].decode("utf-8", "ignore")
+                shown.append(head)
+                used = len(head.encode("utf-8"))
+                cut = True
+            break
+        shown.append(line)
+        used += size
+    return ReadPage(
+        doc.uri,
+        doc.title,
+        doc.doc_type.value,
+        "\n".join(shown),
+        start,
+        start - 1 + len(shown),
+        len(lines),
+        used,
+        len(doc.text.encode("utf-8")),
+        cut,
+        max_bytes,
+    )
+
+
+def clip(line: str, start: int, end: int, width: int = LINE_CHARS) -> tuple[str, int, int]:
+    """`line` if it has at most `width` characters, else a `width`-character window around
+    `start`..`end` (the match) marked with "…" where cut; with the match's span in it."""
+    if len(line) <= width:
+        return line, start, end
+    lo = max(0, min(start - (width - min(end - start, width)) // 2, len(line) - width))
+    hi = lo + width
+    shown = line[lo:hi]
+    head = ELLIPSIS if lo > 0 else ""
+    tail = ELLIPSIS if hi < len(line) else ""
+    offset = len(head) - lo
+    return head + shown + tail, max(start + offset, len(head)), min(end + offset, len(head) + width)
+
+
+def clip_context(line: str, width: int = LINE_CHARS) -> str:
+    """A context line of `match`: its first `width` characters, "…" when cut."""
+    return line if len(line) <= width else line[:width] + ELLIPSIS
