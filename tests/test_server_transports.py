@@ -283,11 +283,20 @@ def test_messages_the_sdk_cannot_read_are_answered_and_never_stall_the_session(
         proc.stdin.write(message.encode() + b"\n")
         proc.stdin.flush()
 
+    pending = bytearray()  # read from the pipe, not yet a whole line
+
     def answer() -> dict[str, object]:
+        # Lines already read stay here, not in a buffered reader that `select` cannot see.
         assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        assert ready, "no answer within 60 s"
-        return dict(json.loads(proc.stdout.readline()))
+        while b"\n" not in pending:
+            ready, _, _ = select.select([proc.stdout], [], [], 60)
+            assert ready, "no answer within 60 s"
+            chunk = os.read(proc.stdout.fileno(), 1 << 16)
+            assert chunk, "the server closed its stdout"
+            pending.extend(chunk)
+        line, _, rest = bytes(pending).partition(b"\n")
+        pending[:] = rest
+        return dict(json.loads(line))
 
     try:
         send(
