@@ -156,7 +156,61 @@ def test_a_transcript_line_json_cannot_read_is_skipped_and_the_rest_kept(tmp_pat
     path = tmp_path / "t.jsonl"
     lines = [json.dumps(kept), '{"n": ' + "9" * 5000 + "}", "[" * 100_000, "not json"]
     path.write_text("\n".join(lines) + "\n")
-    assert read_transcript(path) == [kept]
+    assert list(read_transcript(path)) == [kept]
+
+
+def _said(text: str, *edits: str) -> dict[str, Any]:
+    """An assistant entry saying `text` and editing `edits`."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    blocks += [{"type": "tool_use", "name": "Edit", "input": {"file_path": f}} for f in edits]
+    return {"type": "assistant", "message": {"role": "assistant", "content": blocks}}
+
+
+def test_odd_paths_and_control_characters_do_not_cost_the_digest(env: Path, tmp_path: Path) -> None:
+    # A path too long to store, a NUL or a lone surrogate in one used to fail the whole
+    # digest; terminal escapes in what was said were stored and printed back raw.
+    odd = ["a/" * 300 + "long.py", "src/nul\x00.py", "src/\udcff.py", "src/\x1b[31mred.py"]
+    said = "We decided to \x1b]52;c;ZXZpbA==\x07use UTC\x1b[2J everywhere."
+    path = tmp_path / "t.jsonl"
+    lines = [json.dumps(_said(said, *odd, "src/kept.py"))]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
+    digest = digest_transcript(read_transcript(path))
+    assert digest.files == ["src/kept.py"]
+    assert digest.decisions == ["We decided to ]52;c;ZXZpbA==use UTC[2J everywhere."]
+    result = cli("hook", "session-end", input=hook_json("SessionEnd", env, path, reason="exit"))
+    assert result.exit_code == 0 and "digest stored" in result.output, result.output
+    [stored] = [m for m in brain_for(env).recent(10) if DIGEST_TAG in m.tags]
+    assert stored.related_files == ["src/kept.py"] and "\x1b" not in stored.content
+
+
+def test_a_line_over_the_cap_is_skipped_unread_and_the_rest_digested(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from octobrain.memory import hooks
+
+    monkeypatch.setattr(hooks, "LINE_BYTES", 1000)
+    path = tmp_path / "t.jsonl"
+    big = json.dumps(_said("We decided to skip this one. " + "x" * 5000))
+    kept = json.dumps(_said("We decided to keep this one."))
+    path.write_text(f"{big}\n{kept}\n")
+    assert digest_transcript(read_transcript(path)).decisions == ["We decided to keep this one."]
+
+
+def test_two_long_session_ids_that_share_a_start_keep_two_digests(
+    env: Path, tmp_path: Path
+) -> None:
+    # Tags hold 50 characters: ids cut to the same 42 were one session, and the second
+    # session's digest replaced the first's.
+    ids = [f"ci-runner-7/pipeline-20261203-nightly-build-job-000{i}" for i in (1, 2)]
+    for sid, choice in zip(ids, ("Redis", "Postgres"), strict=True):
+        path = tmp_path / f"{sid[-4:]}.jsonl"
+        path.write_text(json.dumps(_said(f"We decided to use {choice} for the queue.")) + "\n")
+        event = json.loads(hook_json("SessionEnd", env, path, reason="exit"))
+        result = cli("hook", "session-end", input=json.dumps({**event, "session_id": sid}))
+        assert result.exit_code == 0, result.output
+    digests = [m for m in brain_for(env).recent(10) if DIGEST_TAG in m.tags]
+    assert sorted("Redis" in m.content for m in digests) == [False, True]
+    assert all(len(t) <= 50 for m in digests for t in m.tags)
 
 
 def test_pre_compact_and_session_end_store_one_digest(env: Path, tmp_path: Path) -> None:

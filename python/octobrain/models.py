@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -251,6 +252,18 @@ def _plain_string(field_name: str, value: object) -> str:
             field_name, "must be valid Unicode (lone surrogates are not allowed)"
         ) from None
     return value.strip()
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` without control characters but tab and newline (a terminal acts on ESC, BEL
+    and the C1 codes: window titles, clipboard writes, disguised links), a lone surrogate as
+    "?"."""
+    if not text.isprintable():
+        text = _CONTROL.sub("", text)
+    return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
 def check_unit(field_name: str, value: object) -> float:

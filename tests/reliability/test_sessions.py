@@ -4,6 +4,7 @@ fails open), and the server's instructions hold whichever project locks the sess
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,19 @@ from tests.reliability.test_storage_faults import EXE
 from tests.server_support import PROJECT_A, PROJECT_B, call, hash_pool, outside_env, run
 
 
-@pytest.mark.parametrize("kind", ["missing", "directory", "garbage"])
+@pytest.mark.parametrize("kind", ["missing", "directory", "garbage", "fifo", "device"])
 def test_session_end_with_an_unreadable_transcript_says_so(tmp_path: Path, kind: str) -> None:
+    # A FIFO held the hook (and a service running it) until a writer came; /dev/zero was read
+    # until memory ran out. Both are refused at once: not regular files.
     path = tmp_path / "transcript.jsonl"
     if kind == "directory":
         path.mkdir()
     elif kind == "garbage":
         path.write_bytes(b"\x00\x01 not json at all\n{{{{\n")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = Path("/dev/zero")
     hook = {"hook_event_name": "SessionEnd", "session_id": "s1", "cwd": str(tmp_path),
             "transcript_path": str(path), "reason": "exit"}  # fmt: skip
     keep = outside_env()
@@ -38,12 +45,14 @@ def test_session_end_with_an_unreadable_transcript_says_so(tmp_path: Path, kind:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=30,
         check=False,
     )
     assert done.returncode == 0 and done.stdout == ""  # fails open: the session goes on
     [line] = done.stderr.splitlines()
     assert line.startswith("octobrain session-end: transcript_path: ") and str(path) in line
+    if kind in ("fifo", "device"):
+        assert line.endswith("is not a regular file")
 
 
 def test_hook_input_nested_too_deeply_is_named_and_one_such_transcript_line_skipped(

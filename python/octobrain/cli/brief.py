@@ -69,7 +69,7 @@ def _read_hook() -> HookInput:
 
 def _fail_open(what: str, exc: Exception) -> None:
     # A hook must never break the user's session: report on stderr, exit 0.
-    click.echo(f"octobrain {what}: {exc}", err=True)
+    click.echo(f"octobrain {what}: {str(exc) or type(exc).__name__}", err=True)
 
 
 @hook.command("session-start")

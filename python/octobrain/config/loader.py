@@ -13,7 +13,6 @@ import dataclasses
 import json
 import logging
 import os
-import stat
 import sys
 import typing
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from typing import Any
 
 from octobrain.config.schema import CONFIG_VERSION, Config
 from octobrain.errors import ConfigError
+from octobrain.files import NotARegularFile, open_regular
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -152,15 +152,19 @@ def _parse_env(raw: str, typ: Any) -> tuple[Any, str | None]:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        st = path.stat()
         # A pipe would hold every command until something wrote to it; /dev/zero never ends.
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError("", "is not a regular file", str(path))
-        if st.st_size > MAX_CONFIG_BYTES:
+        handle, st = open_regular(path)
+        with handle:
+            if st.st_size > MAX_CONFIG_BYTES:
+                raise ConfigError("", f"is over {MAX_CONFIG_BYTES >> 20} MiB", str(path))
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:  # grew since
             raise ConfigError("", f"is over {MAX_CONFIG_BYTES >> 20} MiB", str(path))
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         return {}
+    except (NotARegularFile, IsADirectoryError):
+        raise ConfigError("", "is not a regular file", str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError("", f"cannot read the file: {exc}", str(path)) from exc
     try:

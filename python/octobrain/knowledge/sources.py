@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from octobrain.errors import InvalidInput
+from octobrain.files import NotARegularFile, open_regular
 
 STORED_PREFIX = "stored://"
 SOURCE_BYTES = 4096  # longest accepted source argument
@@ -135,32 +136,33 @@ def check_key(key: str) -> str:
 
 
 def read_file(ref: SourceRef, max_bytes: int) -> Fetched:
-    """Read a local file, refusing directories, missing files and files over `max_bytes`."""
+    """Read a local file, refusing directories, missing files, anything not a regular file
+    (checked on the opened file: a FIFO is not waited on) and files over `max_bytes`."""
     assert ref.path is not None
     path = ref.path
     try:
-        st = path.stat()
+        handle, st = open_regular(path)
     except FileNotFoundError:
         raise InvalidInput("source", f"no such file: {path}") from None
-    except OSError as exc:
-        raise InvalidInput("source", f"cannot access {path}: {exc.strerror or exc}") from None
-    if path.is_dir():
+    except IsADirectoryError:
         raise InvalidInput(
             "source", f"{path} is a directory; give one file (index each file separately)"
-        )
-    if not path.is_file():
-        raise InvalidInput("source", f"{path} is not a regular file")
-    if st.st_size > max_bytes:
-        raise InvalidInput(
-            "source",
-            f"{path} is {st.st_size} bytes, over the {max_bytes}-byte cap "
-            "(knowledge.max_source_bytes)",
-        )
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(max_bytes + 1)
+        ) from None
+    except NotARegularFile:
+        raise InvalidInput("source", f"{path} is not a regular file") from None
     except OSError as exc:
-        raise InvalidInput("source", f"cannot read {path}: {exc.strerror or exc}") from None
+        raise InvalidInput("source", f"cannot access {path}: {exc.strerror or exc}") from None
+    with handle:
+        if st.st_size > max_bytes:
+            raise InvalidInput(
+                "source",
+                f"{path} is {st.st_size} bytes, over the {max_bytes}-byte cap "
+                "(knowledge.max_source_bytes)",
+            )
+        try:
+            data = handle.read(max_bytes + 1)
+        except OSError as exc:
+            raise InvalidInput("source", f"cannot read {path}: {exc.strerror or exc}") from None
     if len(data) > max_bytes:  # grew since stat
         raise InvalidInput(
             "source", f"{path} is over the {max_bytes}-byte cap (knowledge.max_source_bytes)"

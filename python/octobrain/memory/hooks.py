@@ -15,14 +15,23 @@ import re
 import shlex
 import shutil
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from octobrain.errors import InvalidInput
+from octobrain.files import NotARegularFile, open_regular
 from octobrain.memory.gist import DIGEST_TAG
 from octobrain.memory.summary import split_sentences
-from octobrain.models import MAX_FILES, Memory, UnreadableJSON, read_json
+from octobrain.models import (
+    FILE_BYTES,
+    MAX_FILES,
+    Memory,
+    UnreadableJSON,
+    printable,
+    read_json,
+)
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
@@ -111,6 +120,13 @@ class Digest:
     def __bool__(self) -> bool:
         return bool(self.decisions or self.fixes or self.files)
 
+    @property
+    def full(self) -> bool:
+        """Nothing more would be added."""
+        return min(len(self.decisions), len(self.fixes)) >= MAX_POINTS and (
+            len(self.files) >= MAX_FILES
+        )
+
     def text(self) -> str:
         """The digest as the memory's content."""
         parts = []
@@ -122,29 +138,63 @@ class Digest:
         return "\n\n".join(parts)
 
 
-def read_transcript(path: str | Path) -> list[dict[str, Any]]:
-    """The entries of a JSONL transcript; unreadable lines are skipped. A file that is missing,
-    unreadable, a directory, or has no JSON line at all is `InvalidInput("transcript_path")`."""
+TRANSCRIPT_BYTES = 512 << 20  # the most of one transcript a digest reads: its start
+LINE_BYTES = 16 << 20  # a longer line (one entry) is skipped unread
+
+
+def read_transcript(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The entries of a JSONL transcript, one at a time: the file is opened now and read as
+    the entries are taken, holding at most one line. Lines over `LINE_BYTES` and lines JSON
+    cannot read are skipped; reading stops after `TRANSCRIPT_BYTES`. A path that is missing,
+    unreadable or not a regular file (a FIFO would hold the hook until a writer came,
+    `/dev/zero` never ends), or a file without one JSON line, is
+    `InvalidInput("transcript_path")`."""
     where = Path(path)
     try:
-        lines = where.read_text(encoding="utf-8", errors="replace").splitlines()
+        handle, _ = open_regular(where)
     except IsADirectoryError:
         raise InvalidInput("transcript_path", f"{where} is a directory, not a transcript") from None
     except FileNotFoundError:
         raise InvalidInput("transcript_path", f"no such file: {where}") from None
+    except NotARegularFile:
+        raise InvalidInput("transcript_path", f"{where} is not a regular file") from None
     except OSError as exc:
         raise InvalidInput("transcript_path", f"cannot read {where}: {exc.strerror}") from None
-    entries = []
-    for line in lines:
-        try:
-            entry = read_json(line)
-        except UnreadableJSON:  # one unreadable line: skipped
-            continue
-        if isinstance(entry, dict):
-            entries.append(entry)
+    return _entries(handle, where)
+
+
+def _entries(handle: BinaryIO, where: Path) -> Iterator[dict[str, Any]]:
+    lines = entries = read = 0
+    with handle:
+        while read < TRANSCRIPT_BYTES:
+            try:
+                line = handle.readline(LINE_BYTES + 1)
+            except OSError as exc:
+                raise InvalidInput(
+                    "transcript_path", f"cannot read {where}: {exc.strerror}"
+                ) from None
+            if not line:
+                break
+            read += len(line)
+            if len(line) > LINE_BYTES and not line.endswith(b"\n"):
+                while read < TRANSCRIPT_BYTES:  # the rest of this line, never held
+                    rest = handle.readline(1 << 20)
+                    read += len(rest)
+                    if not rest or rest.endswith(b"\n"):
+                        break
+                continue
+            if not line.strip():
+                continue
+            lines += 1
+            try:
+                entry = read_json(line.decode("utf-8", errors="replace"))
+            except UnreadableJSON:  # one unreadable line: skipped
+                continue
+            if isinstance(entry, dict):
+                entries += 1
+                yield entry
     if lines and not entries:
         raise InvalidInput("transcript_path", f"{where} has no JSON lines; not a transcript")
-    return entries
 
 
 def _blocks(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -171,9 +221,11 @@ def _short(sentence: str) -> str:
     return sentence if len(sentence) <= POINT_CHARS else sentence[: POINT_CHARS - 1] + "…"
 
 
-def digest_transcript(entries: list[dict[str, Any]], cwd: str = "") -> Digest:
+def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "") -> Digest:
     """Decisions and fixes the conversation states (sentences matching the vocabulary, first
-    occurrences, at most 5 each) and the files edit tools changed (relative to `cwd`)."""
+    occurrences, at most 5 each) and the files edit tools changed (relative to `cwd`; a path
+    that could not be stored as a related file is left out). Reading stops once all three
+    are full. Control characters are dropped: the digest is printed back in briefings."""
     digest = Digest()
     seen: set[str] = set()
     root = cwd.rstrip("/") + "/" if cwd else ""
@@ -182,7 +234,7 @@ def digest_transcript(entries: list[dict[str, Any]], cwd: str = "") -> Digest:
             continue
         for block in _blocks(entry):
             if block.get("type") == "text" and isinstance(block.get("text"), str):
-                for sentence in split_sentences(block["text"]):
+                for sentence in split_sentences(printable(block["text"])):
                     key = sentence.lower()
                     if key in seen or len(sentence) < 12 or sentence.startswith("<"):
                         continue
@@ -197,10 +249,19 @@ def digest_transcript(entries: list[dict[str, Any]], cwd: str = "") -> Digest:
                 args: dict[str, Any] = raw if isinstance(raw, dict) else {}
                 path = args.get("file_path") or args.get("notebook_path")
                 if isinstance(path, str) and path:
-                    rel = path[len(root) :] if root and path.startswith(root) else path
-                    if rel not in digest.files and len(digest.files) < MAX_FILES:
+                    rel = (path[len(root) :] if root and path.startswith(root) else path).strip()
+                    fits = len(digest.files) < MAX_FILES and _storable(rel)
+                    if rel and rel not in digest.files and fits:
                         digest.files.append(rel)
+        if digest.full:
+            break
     return digest
+
+
+def _storable(path: str) -> bool:
+    """A related file as `memorize` takes one: no control character (NUL included), valid
+    Unicode, at most `FILE_BYTES` bytes."""
+    return path == printable(path) and len(path.encode("utf-8")) <= FILE_BYTES
 
 
 def store_digest(brain: Brain, hook: HookInput, digest: Digest) -> Memory | None:
@@ -226,7 +287,7 @@ def store_digest(brain: Brain, hook: HookInput, digest: Digest) -> Memory | None
     from octobrain.models import utcnow
 
     memory, _ = brain.memorize(
-        f"Session digest {utcnow():%Y-%m-%d} ({sid[:8]})",
+        f"Session digest {utcnow():%Y-%m-%d} ({printable(sid)[:8]})",
         content if len(content) >= 10 else content + " (digest)",
         memory_type="workflow",
         importance=DIGEST_IMPORTANCE,

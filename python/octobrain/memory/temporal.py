@@ -8,10 +8,11 @@ neighbour along). Rows written before this existed simply have neither.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 
 from octobrain.memory.corpus import Corpus
-from octobrain.models import TAG_CHARS, Memory, Relationship, RelationshipType, State
+from octobrain.models import TAG_CHARS, Memory, Relationship, RelationshipType, State, printable
 
 __all__ = ["SESSION_PREFIX", "previous_in_session", "same_session_partner", "session_tag"]
 
@@ -20,9 +21,20 @@ SESSION_LINK_STRENGTH = 0.5
 
 
 def session_tag(session_id: str) -> str:
-    """The tag marking a memory as written in `session_id` ("" when there is no session)."""
-    sid = "".join(session_id.split())
-    return f"{SESSION_PREFIX}{sid}"[:TAG_CHARS] if sid else ""
+    """The tag marking a memory as written in `session_id` ("" when there is no session): the
+    id without whitespace or control characters; one too long for a tag keeps its start and
+    ends in a hash of the whole id, so two ids that share a long start stay two sessions."""
+    sid = printable("".join(session_id.split()))
+    if not sid:
+        return ""
+    tag = f"{SESSION_PREFIX}{sid}"
+    if len(tag) <= TAG_CHARS:
+        return tag
+    digest = hashlib.sha256(sid.encode("utf-8")).hexdigest()[:_TAG_HASH]
+    return f"{tag[: TAG_CHARS - _TAG_HASH - 1]}~{digest}"
+
+
+_TAG_HASH = 16  # hex digits of the hash that ends a long session id's tag
 
 
 def previous_in_session(corpus: Corpus, tag: str, scopes: Iterable[str]) -> Memory | None:
