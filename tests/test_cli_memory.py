@@ -213,3 +213,23 @@ def test_history_and_restore(env: dict[str, str]) -> None:
     done = run("restore", str(version), "--yes")
     assert done.exit_code == 0, done.output
     assert json.loads(run("get", mid, "--format", "json").stdout)["id"] == mid
+
+
+@pytest.mark.parametrize(
+    "args", [["memory", "stats"], ["memory", "--scope", "x/y", "stats"], ["brief"]]
+)
+def test_a_deleted_working_directory_is_one_line(
+    env: dict[str, str], tmp_path: Path, args: list[str]
+) -> None:
+    # Path.cwd() raised FileNotFoundError: a 30-line traceback, exit 1.
+    exe = str(Path(sysconfig.get_path("scripts")) / "octobrain")
+    script = 'mkdir gone && cd gone && rmdir ../gone && exec "$@"'
+    done = subprocess.run(
+        ["sh", "-c", script, "sh", exe, *args],
+        cwd=tmp_path, env={**os.environ, "OCTOBRAIN_SERVICE_ENABLED": "0"},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        "error: cwd: the current directory no longer exists; run from one that does\n"
+    )

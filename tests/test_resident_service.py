@@ -286,6 +286,106 @@ def test_the_service_hands_large_freed_blocks_back(
     assert "MALLOC_MMAP_THRESHOLD_" not in service_environment(_settings())
 
 
+def test_git_variables_of_a_caller_decide_its_scope_and_never_reach_the_service(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # git sets GIT_DIR for a hook in a worktree: the service ran git in its own environment,
+    # so such a caller got another project's scope, and a service it started kept GIT_DIR
+    # for every later caller.
+    repos = {}
+    for name in ("api", "web"):
+        repos[name] = tmp_path / name
+        repos[name].mkdir()
+        for args in (
+            ["init", "-q"],
+            ["remote", "add", "origin", f"https://github.com/acme/{name}"],
+        ):
+            subprocess.run(["git", *args], cwd=repos[name], check=True)
+
+    def scope(**extra: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "octobrain", "memory", "stats"],
+            env={**env, **extra}, cwd=repos["web"], capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()[0]
+
+    _start(env)
+    assert scope() == "scope: github.com/acme/web"
+    served = _served()
+    assert scope(GIT_DIR=str(repos["api"] / ".git")) == "scope: github.com/acme/api"
+    assert _served() == served  # run in-process
+    assert scope() == "scope: github.com/acme/web"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GIT_DIR", str(repos["api"] / ".git"))
+        patch.setenv("GIT_EDITOR", "vi")
+        assert not any(k.startswith("GIT_") for k in service_environment(_settings()))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"{}", b'{"op": "status"}', b'{"op": "run", "protocol": 2, "build": "x"}',
+     b'{"op": "run", "protocol": "2", "build": "0123456789abcdef01234567"}', b"[1, 2]"],
+)  # fmt: skip
+def test_a_request_no_octobrain_client_sends_is_dropped_and_the_service_stays(
+    env: dict[str, str], line: bytes
+) -> None:
+    # Any such request used to read as "another build": the service stepped aside, and the
+    # next commands ran cold.
+    _start(env)
+    pid = ask(_settings(), "status")["pid"]  # type: ignore[index]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(_settings().socket_path)
+        sock.sendall(line + b"\n")
+        assert sock.recv(100) == b""  # closed without an answer
+    status = ask(_settings(), "status")
+    assert status is not None and status["pid"] == pid
+
+
+def test_a_service_out_of_descriptors_waits_and_serves_again(env: dict[str, str]) -> None:
+    # accept() failing with EMFILE escaped the accept loop: the service was gone.
+    import resource
+
+    def few_descriptors() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    started = subprocess.run(
+        [sys.executable, "-m", "octobrain", "service", "start", "--wait", "90"],
+        env=env, capture_output=True, timeout=120, preexec_fn=few_descriptors,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    pid = ask(_settings(), "status")["pid"]  # type: ignore[index]
+    held = []
+    try:
+        for _ in range(120):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(_settings().socket_path)
+            held.append(sock)
+        time.sleep(1.0)
+    finally:
+        for sock in held:
+            sock.close()
+    assert _wait(lambda: (ask(_settings(), "status") or {}).get("pid") == pid, 30)
+
+
+def test_hook_input_is_decoded_as_the_callers_own_stdin_would_be(env: dict[str, str]) -> None:
+    # Under a C locale stdin decodes with surrogateescape: a byte that is not UTF-8 in the
+    # hook's JSON gave a briefing in-process but an error through the service.
+    hook_input = b'{"hook_event_name": "SessionStart", "session_id": "s\xff1", "cwd": "/"}'
+    _start(env)
+    runs = []
+    for service in (False, True):
+        done = subprocess.run(
+            [sys.executable, "-m", "octobrain", "hook", "session-start"],
+            env={**env, "LC_ALL": "C", "PYTHONUTF8": "0",
+                 "OCTOBRAIN_SERVICE_ENABLED": "1" if service else "0"},
+            input=hook_input, capture_output=True, timeout=120,
+        )  # fmt: skip
+        runs.append((done.returncode, done.stdout, done.stderr))
+    assert runs[0] == runs[1] and runs[0][0] == 0 and runs[0][2] == b""
+
+
 def test_service_of_another_build_is_not_used(env: dict[str, str]) -> None:
     settings = _settings()
     lines = [

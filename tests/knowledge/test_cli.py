@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,20 @@ def test_match_context_separates_groups_like_grep(workdir: Path) -> None:
     numbers = [line[:6].strip() for line in overlapping.splitlines() if line[6:7] in (":", "-")]
     assert numbers == ["1", "2", "3", "4", "5", "6"], overlapping  # each line once, no "--"
     assert "     3: ## Backups" in overlapping and "--" not in overlapping.splitlines()
+
+
+def test_a_file_name_or_key_that_is_not_utf8_is_one_line(workdir: Path) -> None:
+    # As the shell passes them under a UTF-8 locale: the bytes as lone surrogates.
+    name = os.fsdecode(b"caf\xe9.txt")
+    with open(os.fsencode(workdir) + b"/caf\xe9.txt", "wb") as handle:  # the file exists
+        handle.write(b"Backups run at two.\n")
+    for args, field in [
+        (("index", name), "source"),
+        (("read", name), "source"),
+        (("match", "x", "--source", name), "source"),
+        (("store", os.fsdecode(b"k\xff"), "-"), "key"),
+    ]:
+        result = run(*args, input="A note about the backups.\n")
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith(f"error: {field}: must be valid Unicode")
+        assert result.output.count("\n") == 1

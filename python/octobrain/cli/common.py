@@ -55,10 +55,22 @@ class OctobrainGroup(click.Group):
         except (RuntimeError, OSError) as exc:
             from octobrain.store.manifest import read_failure
 
+            if isinstance(exc, FileNotFoundError) and not _cwd_exists():
+                raise UserError(
+                    "cwd: the current directory no longer exists; run from one that does"
+                ) from None
             line = read_failure(exc)
             if line is None:
                 raise
             raise UserFailure(_damage_detail(line)) from exc
+
+
+def _cwd_exists() -> bool:
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _damage_detail(line: str) -> str:

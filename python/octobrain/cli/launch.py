@@ -49,6 +49,21 @@ def routable(args: list[str]) -> bool:
     return rest[i] != "forget" or not (sys.stdin is not None and sys.stdin.isatty())
 
 
+# git reads these to find the repository and its remote, so they decide a command's scope: the
+# service runs git in its own environment, so a caller that sets one runs in-process (a git
+# hook in a worktree sets GIT_DIR; see `service_client.service_environment`).
+GIT_LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES",
+                "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_NAMESPACE", "GIT_CONFIG",
+                "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
+                "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS", "GIT_OBJECT_DIRECTORY",
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_INDEX_FILE")  # fmt: skip
+
+
+def git_located() -> bool:
+    """Whether this process's environment tells git where (or how) to find the repository."""
+    return any(name in os.environ for name in GIT_LOCATING)
+
+
 def mcp_routable(args: list[str]) -> bool:
     """Whether the service may host this `octobrain mcp` session (stdio, no options)."""
     return args == ["mcp"] and not os.environ.get("OCTOBRAIN_MCP_BIND", "").strip()
@@ -59,7 +74,9 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> NoRetur
     argv = list(sys.argv[1:] if args is None else args)
     prog = prog_name or os.path.basename(sys.argv[0])
     stdin: bytes | None = None
-    if mcp_routable(argv):
+    if git_located():
+        pass  # the scope depends on this environment's git settings: run here
+    elif mcp_routable(argv):
         settings = load_settings()
         if settings is not None and settings.enabled:
             with contextlib.suppress(Fallback):
@@ -75,7 +92,8 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> NoRetur
         import io
 
         encoding = sys.stdin.encoding if sys.stdin is not None else "utf-8"
-        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding=encoding)
+        errors = sys.stdin.errors if sys.stdin is not None else "strict"
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding=encoding, errors=errors)
     from octobrain.cli.main import main as cli_main
 
     cli_main(args=argv, prog_name=prog)

@@ -316,8 +316,10 @@ MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(128 * 1024)}
 
 def service_environment(settings: Settings) -> dict[str, str]:
     """The environment the service is started with: this one, with its locations resolved
-    (it runs from /) and the allocator's settings, unless the user set their own."""
-    env = dict(os.environ)
+    (it runs from /) and the allocator's settings, unless the user set their own, and without
+    git's variables: it serves callers in many repositories (one that sets GIT_DIR and the
+    like runs in-process, `launch.git_located`)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env["OCTOBRAIN_CONFIG_PATH"] = settings.config_file
     if env.get("OCTOBRAIN_DATA_DIR", "").strip():
         env["OCTOBRAIN_DATA_DIR"] = _data_dir()

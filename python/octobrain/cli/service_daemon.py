@@ -17,10 +17,12 @@ file changes, or when a client of another build asks (the newer install then sta
 from __future__ import annotations
 
 import base64
+import codecs
 import contextlib
 import io
 import logging
 import os
+import re
 import socket
 import sys
 import threading
@@ -28,7 +30,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from octobrain.cli.service_client import (
     ALIVE_EVERY_SECONDS,
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("octobrain.cli.service_daemon")
 REQUEST_SECONDS = 5.0
+ACCEPT_BACKOFF_SECONDS = 0.2  # after a failed accept (no descriptor left) before the next
 GO_SECONDS = 10.0
 
 
@@ -71,6 +74,44 @@ def _alive(channel: Channel) -> Any:
     finally:
         done.set()
         beating.join()
+
+
+_OPS = ("run", "status", "stop", "mcp")
+_BUILD = re.compile(r"[0-9a-f]{24}")
+
+
+def _well_formed(request: object) -> TypeGuard[dict[str, Any]]:
+    """Whether `request` is what an octobrain client sends: an op it knows, an integer
+    protocol and a build fingerprint (a client of another build passes this, and makes the
+    service step aside); for a command of this protocol, fields of the right types and
+    stream encodings Python knows."""
+    if not isinstance(request, dict) or request.get("op") not in _OPS:
+        return False
+    protocol, build = request.get("protocol"), request.get("build")
+    if isinstance(protocol, bool) or not isinstance(protocol, int):
+        return False
+    if not isinstance(build, str) or not _BUILD.fullmatch(build):
+        return False
+    if protocol != PROTOCOL or request["op"] != "run":
+        return request["op"] != "mcp" or isinstance(request.get("cwd"), str)
+    argv, stdin, columns = request.get("argv"), request.get("stdin"), request.get("columns")
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return False
+    if not isinstance(request.get("prog"), str) or not isinstance(request.get("cwd"), str):
+        return False
+    if not (stdin is None or isinstance(stdin, str)) or isinstance(columns, bool):
+        return False
+    if not isinstance(columns, int):
+        return False
+    try:
+        for tag in ("in", "out", "err"):
+            for key, look_up in (("enc", codecs.lookup), ("errors", codecs.lookup_error)):
+                value = request.get(f"{tag}_{key}")
+                if value is not None:
+                    look_up(value)
+    except (LookupError, TypeError):
+        return False
+    return True
 
 
 def _config_stamp(path: str) -> tuple[int, int] | None:
@@ -211,10 +252,19 @@ class Service:
                 if cache is not None and cache.maintenance_due():  # e.g. after MCP calls
                     threading.Thread(target=self._maintain, daemon=True).start()
                 continue
+            except OSError as exc:  # out of descriptors (a flood of connections): wait them out
+                log.warning("cannot accept a connection now: %s", exc)
+                self.stopping.wait(ACCEPT_BACKOFF_SECONDS)
+                continue
             with self.state_lock:
                 self.active += 1
                 self.last_request = time.monotonic()
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+            try:
+                threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+            except RuntimeError:  # no thread to be had: this client runs its command itself
+                conn.close()
+                with self.state_lock:
+                    self.active -= 1
 
     def status(self) -> dict[str, Any]:
         from octobrain import __version__
@@ -254,6 +304,8 @@ class Service:
                 self.last_request = time.monotonic()
 
     def _refusal(self, request: dict[str, Any]) -> str | None:
+        """Why this service must make room for a new one (None: it answers). Only a request
+        that looks like one from an octobrain client counts: anything else is dropped."""
         if request.get("protocol") != PROTOCOL or request.get("build") != self.build:
             return "another build of octobrain"
         if _config_stamp(self.settings.config_file) != self.config_stamp:
@@ -262,7 +314,8 @@ class Service:
 
     def _exchange(self, channel: Channel) -> None:
         request = channel.recv(REQUEST_SECONDS)
-        if request is None:
+        if not _well_formed(request):
+            log.warning("dropped a request that is not an octobrain client's")
             return
         refusal = self._refusal(request)
         channel.send({"protocol": PROTOCOL, "build": self.build, "accepted": refusal is None})
@@ -349,7 +402,7 @@ class Service:
         try:
             os.chdir(request["cwd"])
             os.environ["COLUMNS"] = str(int(request.get("columns", 80)))
-            sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding=request.get("in_enc", "utf-8"))
+            sys.stdin = _reader(stdin, request.get("in_enc"), request.get("in_errors"))
             sys.stdout = out_text = _writer(out, request.get("out_enc"), request.get("out_errors"))
             sys.stderr = err_text = _writer(err, request.get("err_enc"), request.get("err_errors"))
             try:
@@ -386,6 +439,16 @@ class Service:
             "stderr": base64.b64encode(err.getvalue()).decode(),
             "exit": code,
         }
+
+
+def _reader(data: bytes, encoding: object, errors: object) -> io.TextIOWrapper:
+    """The caller's stdin as its own process would decode it (`surrogateescape` under a C
+    or POSIX locale)."""
+    return io.TextIOWrapper(
+        io.BytesIO(data),
+        encoding=encoding if isinstance(encoding, str) else "utf-8",
+        errors=errors if isinstance(errors, str) else "strict",
+    )
 
 
 def _writer(buffer: io.BytesIO, encoding: object, errors: object) -> io.TextIOWrapper:

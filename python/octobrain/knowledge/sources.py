@@ -63,6 +63,10 @@ def parse_source(source: str, *, cwd: Path | None = None) -> SourceRef:
     if not isinstance(source, str) or not source.strip():
         raise InvalidInput("source", "must be a file path, a file:// URI or an http(s) URL")
     text = source.strip()
+    if not _unicode(text):
+        raise InvalidInput(
+            "source", "must be valid Unicode (a file name that is not UTF-8: rename the file)"
+        )
     if len(text.encode()) > SOURCE_BYTES:
         raise InvalidInput("source", f"must be at most {SOURCE_BYTES} bytes")
     lower = text.lower()
@@ -124,10 +128,21 @@ def _normalise_url(url: str) -> str:
 KEY_BYTES = 200
 
 
+def _unicode(text: str) -> bool:
+    """No lone surrogate: what a command line holds for bytes that are not UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_key(key: str) -> str:
     """A note key: 1–200 bytes, no whitespace or control characters."""
     if not isinstance(key, str) or not key:
         raise InvalidInput("key", "must be a non-empty string")
+    if not _unicode(key):
+        raise InvalidInput("key", "must be valid Unicode")
     if len(key.encode()) > KEY_BYTES:
         raise InvalidInput("key", f"must be at most {KEY_BYTES} bytes")
     if any(ch.isspace() or not ch.isprintable() for ch in key):
