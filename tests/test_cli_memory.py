@@ -233,3 +233,18 @@ def test_a_deleted_working_directory_is_one_line(
     assert done.stderr == (
         "error: cwd: the current directory no longer exists; run from one that does\n"
     )
+
+
+def test_terminal_escapes_in_a_memory_are_not_printed_to_the_terminal(env: dict[str, str]) -> None:
+    # A memory written by an agent can hold escapes: set the window title, write the
+    # clipboard (OSC 52), disguise a link. Text output printed them raw.
+    title = "Deploy \x1b]0;owned\x07notes"
+    content = "Run \x1b]52;c;ZXZpbA==\x07the \x1b[2Jdeploy script with \x9bcare."
+    mid = memorize(title, content)
+    for args in (["recent"], ["get", mid], ["remember", "deploy script"]):
+        result = run(*args)
+        assert result.exit_code == 0, result.output
+        assert "Deploy ]0;ownednotes" in result.output
+        assert not any(c in result.output for c in "\x1b\x07\x9b"), args
+    data = json.loads(run("get", mid, "--format", "json").output)
+    assert data["content"] == content  # stored and exported as written

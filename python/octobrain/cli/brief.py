@@ -19,6 +19,7 @@ from octobrain.cli.common import (
     write_atomic_file,
 )
 from octobrain.errors import InvalidInput
+from octobrain.models import printable
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
@@ -53,7 +54,7 @@ def brief(scope: str | None, global_: bool, max_tokens: int | None, fmt: str) ->
     if fmt == "json":
         click.echo(json.dumps(briefing_to_dict(briefing), indent=2, ensure_ascii=False))
     else:
-        click.echo(briefing_markdown(briefing), nl=False)
+        click.echo(printable(briefing_markdown(briefing)), nl=False)
 
 
 @click.group("hook", cls=OctobrainGroup)

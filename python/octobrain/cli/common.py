@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import click
 
 from octobrain.errors import InvalidInput, OctobrainError
+from octobrain.models import printable
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
@@ -205,7 +206,7 @@ def emit(fmt: str, data: Any, text: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
-        click.echo(text)
+        click.echo(printable(text))  # stored text may hold terminal escapes (JSON escapes them)
 
 
 def command_brain(ctx: click.Context, *, lazy_sleep: bool = True) -> Brain:

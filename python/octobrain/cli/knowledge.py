@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, chosen_scope, scope_options
+from octobrain.models import printable
 
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
@@ -31,7 +32,7 @@ def _emit(fmt: str, result: Any, text: str) -> None:
 
         click.echo(json.dumps(to_dict(result), indent=2, ensure_ascii=False))
     else:
-        click.echo(text)
+        click.echo(printable(text))
 
 
 @click.group("knowledge", cls=OctobrainGroup)
@@ -194,7 +195,7 @@ def delete_cmd(ctx: click.Context, key: str, session_id: str) -> None:
     from octobrain.knowledge.render import render_delete
 
     _knowledge(ctx, session_id).delete(key)
-    click.echo(render_delete(key))
+    click.echo(printable(render_delete(key)))
 
 
 @knowledge.command("delete-source")

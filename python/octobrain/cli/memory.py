@@ -20,6 +20,7 @@ from octobrain.cli.common import (
 )
 from octobrain.cli.curate import CURATION_COMMANDS
 from octobrain.errors import InvalidInput
+from octobrain.models import printable
 
 if TYPE_CHECKING:
     pass
@@ -173,7 +174,7 @@ def forget_cmd(
     if fmt == "text":
         click.echo(f"Will delete {plural(len(targets), 'memory', 'memories')}:")
         for m in targets:
-            click.echo(f"  {m.id}  {m.title}")
+            click.echo(f"  {m.id}  {printable(m.title)}")
     if not yes:
         if not sys.stdin.isatty():
             raise InvalidInput("--yes", "required to delete without a terminal to confirm on")
