@@ -180,6 +180,33 @@ def test_http_loopback_shares_brains_across_sessions_and_checks_origin(tmp_path:
         assert rebinding.status_code == 421
 
 
+def test_http_clients_do_not_share_session_notes(tmp_path: Path) -> None:
+    # Every HTTP client that named no session shared the server's one default: a note
+    # "for this session" was read and deleted by an unrelated client.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    note = {"command": "store", "key": "handoff", "content": "Rotate the staging keys."}
+    read = {"command": "read", "source": "stored://handoff"}
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path):
+
+        async def body() -> None:
+            async with Client(url, mode="legacy") as first:
+                error, reply = await call(first, "knowledge", **note, scope=PROJECT_A)
+                assert not error, reply
+                async with Client(url, mode="legacy") as second:
+                    error, reply = await call(second, "knowledge", **read, scope=PROJECT_A)
+                    assert error and reply == "source: no stored note 'handoff' in this session"
+                error, reply = await call(first, "knowledge", **read, scope=PROJECT_A)
+                assert not error and "Rotate the staging keys." in reply
+            async with Client(url) as stateless:  # 2026-07-28: no MCP session to keep notes in
+                error, reply = await call(stateless, "knowledge", **note, scope=PROJECT_A)
+                assert error and reply.startswith("session_id: session notes need a session")
+                error, reply = await call(stateless, "knowledge", **read, scope=PROJECT_A)
+                assert error and reply.startswith("source: no stored note")
+
+        run(body)
+
+
 def test_non_loopback_bind_needs_a_token(tmp_path: Path) -> None:
     port = free_port()
     refused = subprocess.run(

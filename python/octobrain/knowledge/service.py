@@ -441,7 +441,11 @@ class Knowledge:
 
     def _require_session(self) -> str:
         if not self.session_id:
-            raise InvalidInput("session_id", "session notes need a session id")
+            raise InvalidInput(
+                "session_id",
+                "session notes need a session, and this client has none (an HTTP client "
+                "outside an MCP session): name one in experimental.session.session_id",
+            )
         return self.session_id
 
     def store(self, key: str, content: str) -> StoredNote:

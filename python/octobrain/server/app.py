@@ -207,6 +207,18 @@ class OctobrainServer:
             content=[types.TextContent(text=reply.text)], is_error=reply.error
         )
 
+    def _session_of(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        """The knowledge session of a client that names none: over HTTP its MCP session (the
+        `mcp-session-id` the SDK gave it, which only its own requests carry), none for a
+        request outside any (a stateless client: it then has no notes unless it names a
+        session); over stdio, or hosted by the service, the connection's."""
+        request = ctx.request
+        headers = getattr(request, "headers", None)
+        if headers is None:
+            return self.default_session_id
+        transport = headers.get("mcp-session-id")
+        return f"http-{transport}" if transport else None
+
     async def _dispatch(
         self,
         ctx: ServerRequestContext[Any, Any],
@@ -221,7 +233,7 @@ class OctobrainServer:
         scope, workdir = scope_argument(arguments, lock)
         workdir = workdir if workdir is not None else self.workspace.cwd  # git, relative paths
         if name == "knowledge":
-            session_id = (lock.session_id if lock is not None else "") or self.default_session_id
+            session_id = (lock.session_id if lock is not None else "") or self._session_of(ctx)
             work = partial(handlers.knowledge, arguments=arguments)
             roots = self.workspace.local_roots(lock, self.pool.config.knowledge.allow_paths)
             return await anyio.to_thread.run_sync(

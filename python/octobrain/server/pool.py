@@ -171,17 +171,18 @@ class BrainPool:
         self,
         scope: str,
         workdir: Path | None,
-        session_id: str,
+        session_id: str | None,
         fn: Callable[[Knowledge], T],
         local_roots: tuple[Path, ...] | None = None,
     ) -> T:
-        """Run `fn` with the knowledge facade of (scope, session), sharing the model and store.
-        Local files are read only under `local_roots` (None: anywhere).
+        """Run `fn` with the knowledge facade of (scope, session), sharing the model and store:
+        "" is the pool's default session, None none (a facade without session notes). Local
+        files are read only under `local_roots` (None: anywhere).
 
         Only finding the facade holds the pool lock: indexing a long document runs under the
         knowledge lock, so memory calls (`remember`, `memorize`) keep answering meanwhile."""
         with self._lock:
-            sid = session_id or self.default_session_id
+            sid = self.default_session_id if session_id == "" else (session_id or "")
             key = (scope, sid, local_roots)
             knowledge = _recent(self._knowledge, key)
             if knowledge is None:
