@@ -263,3 +263,33 @@ def test_a_question_naming_the_outranked_ones_subject_gets_it_first(make_brain: 
     brain.store.add_relationships([edge])
     assert ranked(brain, "What is the max upload size of the catalog service?")[0] == catalog.id
     assert ranked(brain, "What is the max upload size?")[:2] == [inventory.id, catalog.id]
+
+
+def test_one_value_restated_many_times_writes_a_bounded_set_of_edges(
+    make_brain: MakeBrain,
+) -> None:
+    # Values of one setting conflict pairwise: 60 recent ones, half confirmed by the user,
+    # made 900 edges (600 of them: 89,945), and each later query finding them ordered them
+    # all; equally trusted ones were reported pairwise.
+    from octobrain.memory.conflicts import WINNERS_PER_LOSER
+
+    brain = make_brain()
+    now = utcnow()
+    sources = (Source.USER_CONFIRMED, Source.AGENT_INFERRED)
+    said = [
+        add_at(brain, "Timeout", timeout(100 + i), now - timedelta(hours=i), source=sources[i % 2])
+        for i in range(60)
+    ]
+    old = [add_at(brain, "Timeout", timeout(300 + i), now - timedelta(days=30)) for i in range(20)]
+    report = brain.sleep_consolidate(threshold=0.7)
+    edges = conflict_edges(brain)
+    agents = [m.id for m in said[1::2]] + [m.id for m in old]
+    assert 0 < len(edges) <= WINNERS_PER_LOSER * len(agents)
+    assert {loser for _, loser in edges} == set(agents)  # each outranked, by the user's
+    newest = said[0].id  # the newest user-confirmed value prevails over every agent's one
+    assert all((newest, loser) in edges for loser in agents)
+    counts: dict[str, int] = {}
+    for pair in report.disagreements:
+        for mid in pair:
+            counts[mid] = counts.get(mid, 0) + 1
+    assert report.disagreements and max(counts.values()) <= WINNERS_PER_LOSER

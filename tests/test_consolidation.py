@@ -540,3 +540,43 @@ def test_a_pass_over_many_clusters_commits_them_in_batches(
     parents = [r for r in rows.values() if r["state"] == "working"]
     assert len(parents) == len(topics)
     assert sum(r["state"] == "consolidated" for r in rows.values()) == 3 * len(topics)
+
+
+def test_conflict_checks_read_each_members_numbers_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A cluster of n near-duplicates was checked with O(n³) comparisons, each reading both
+    # texts' numbers again: 300 restatements took the next pass 55 s, 1,000 about 30 min.
+    from octobrain.memory import conflicts, sleep
+
+    reads = []
+    real = conflicts.numbers
+    monkeypatch.setattr(conflicts, "numbers", lambda text: reads.append(text) or real(text))
+    rows = [{"content": f"The deploy runs on host {i % 3} with canary checks."} for i in range(300)]
+    cluster = list(range(300))
+    (kept,) = sleep._without_conflicts([cluster], rows, min_size=2)
+    assert kept == [i for i in cluster if i % 3 == 0]  # the largest compatible set, seeded first
+    assert len(reads) == 300
+
+
+def test_a_memory_many_others_supersede_is_found_without_reading_each_of_them(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every incoming edge of a candidate built its source's whole row just to read its scope:
+    # 100,000 `supersedes` into one memory made each query finding it take 16 s.
+    from octobrain.memory.corpus import Corpus
+    from octobrain.memory.search import LISTED_EDGES
+    from octobrain.models import Relationship
+
+    brain = make_brain()
+    now = utcnow()
+    hub = add_at(brain, "Quota service", "The quota service caps uploads per tenant.", now)
+    newer = [add_at(brain, f"Note {i}", f"Unrelated note number {i}.", now) for i in range(300)]
+    brain.store.add_relationships(
+        [Relationship(m.id, hub.id, RelationshipType.SUPERSEDES, 1.0, "", SCOPE) for m in newer]
+    )
+    built = []
+    real = Corpus.memory
+    monkeypatch.setattr(Corpus, "memory", lambda self, pos: built.append(pos) or real(self, pos))
+    hits = brain.remember("quota service uploads", limit=5, record_access=False).hits
+    (found,) = [h for h in hits if h.memory.id == hub.id]
+    assert len(found.superseded_by) == LISTED_EDGES and "superseded" in found.why
+    assert len(built) < 50

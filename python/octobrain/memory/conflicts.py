@@ -37,6 +37,13 @@ from octobrain.models import Memory
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _BLOCK = 512  # recent rows compared per matrix product (bounds memory on a large scope)
+# One fact restated with many values ("timeout 30 s", "31 s", …) conflicts pairwise: n of them
+# would be n² pairs and edges, and every later query finding them would order them all. A row
+# is paired with its PAIRS_PER_ROW nearest conflicting statements, and an outranked statement
+# keeps the edges of its WINNERS_PER_LOSER most trusted, newest winners: the one that prevails
+# over all still outranks every other.
+PAIRS_PER_ROW = 128
+WINNERS_PER_LOSER = 4
 
 
 def numbers(text: str) -> frozenset[str]:
@@ -114,17 +121,20 @@ def conflicting_pairs(
     threshold: float,
 ) -> list[tuple[str, str]]:
     """(recent id, pool id) pairs of near-identical rows (cosine ≥ `threshold`) that quote
-    disjoint numbers. Recent rows carry `id`, `content` and `embedding`; a row in both is not
-    paired with itself, and a pair within `recent` comes once. Only the pool rows near some
-    recent row have their numbers read."""
+    disjoint numbers, at most `PAIRS_PER_ROW` per recent row (its nearest). Recent rows carry
+    `id`, `content` and `embedding`; a row in both is not paired with itself, and a pair
+    within `recent` comes once. Only the pool rows near some recent row have their numbers
+    read."""
     if not recent or not len(pool):
         return []
     pool_numbers: dict[int, frozenset[str]] = {}
+    row_numbers: dict[int, frozenset[str]] = {}
     recent_vecs = _unit(recent)
     order = {r["id"]: i for i, r in enumerate(recent)}
     out: list[tuple[str, str]] = []
     for start in range(0, len(recent), _BLOCK):
         sims = recent_vecs[start : start + _BLOCK] @ pool.vectors.T
+        near: dict[int, list[tuple[float, int]]] = {}
         for i, k in zip(*np.nonzero(sims >= threshold), strict=True):
             at, k = start + int(i), int(k)
             row, other = recent[at], pool.ids[k]
@@ -132,9 +142,13 @@ def conflicting_pairs(
                 continue  # itself, or a recent pair already seen from the other side
             if k not in pool_numbers:
                 pool_numbers[k] = numbers(pool.contents[k])
-            mine = numbers(row["content"])
+            if at not in row_numbers:
+                row_numbers[at] = numbers(row["content"])
+            mine = row_numbers[at]
             if mine and pool_numbers[k] and not mine & pool_numbers[k]:
-                out.append((row["id"], other))
+                near.setdefault(at, []).append((-float(sims[int(i), k]), k))
+        for at, found in near.items():  # the nearest first; ties by pool order
+            out += [(recent[at]["id"], pool.ids[k]) for _, k in sorted(found)[:PAIRS_PER_ROW]]
     return out
 
 
@@ -144,11 +158,14 @@ def resolve(
     settled: set[frozenset[str]],
     window_start: datetime,
 ) -> tuple[list[Conflict], list[tuple[str, str]]]:
-    """One decision per pair of statements: the conflicts settled (winner over loser), and the
-    disagreements left open (`prevailing` is None). Skips a pair merged into one parent and one
-    already linked (`settled`: a `conflicts` or `supersedes` edge either way)."""
+    """One decision per pair of statements: the conflicts settled (winner over loser; for each
+    loser its `WINNERS_PER_LOSER` most trusted, newest winners), and the disagreements left
+    open (`prevailing` is None; each statement in at most as many). Skips a pair merged into
+    one parent and one already linked (`settled`: a `conflicts` or `supersedes` edge either
+    way)."""
     decided: dict[frozenset[str], Conflict] = {}
     open_: dict[frozenset[str], tuple[str, str]] = {}
+    rank: dict[str, tuple[float, datetime]] = {}
     for a_id, b_id in pairs:
         a, b = statement_of[a_id], statement_of[b_id]
         key = frozenset((a.id, b.id))
@@ -160,7 +177,24 @@ def resolve(
         else:
             winner, loser, reason = verdict
             decided[key] = Conflict(winner.id, loser.id, reason)
-    return sorted(decided.values(), key=lambda c: (c.winner, c.loser)), sorted(open_.values())
+            rank[winner.id] = (winner.trust, winner.stated)
+    by_loser: dict[str, list[Conflict]] = {}
+    for conflict in decided.values():
+        by_loser.setdefault(conflict.loser, []).append(conflict)
+    kept = [
+        c
+        for found in by_loser.values()
+        for c in sorted(found, key=lambda c: (rank[c.winner], c.winner), reverse=True)[
+            :WINNERS_PER_LOSER
+        ]
+    ]
+    listed: dict[str, int] = {}
+    disagreements: list[tuple[str, str]] = []
+    for one, two in sorted(open_.values()):  # each statement in at most WINNERS_PER_LOSER
+        if max(listed.get(one, 0), listed.get(two, 0)) < WINNERS_PER_LOSER:
+            disagreements.append((one, two))
+            listed[one], listed[two] = listed.get(one, 0) + 1, listed.get(two, 0) + 1
+    return sorted(kept, key=lambda c: (c.winner, c.loser)), disagreements
 
 
 def _unit(rows: Sequence[Mapping[str, Any]]) -> npt.NDArray[np.float32]:

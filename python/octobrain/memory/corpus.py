@@ -420,8 +420,11 @@ class Corpus:
         """Edges touching any of `ids` (each once), from the mirror of `relationships`."""
         return self._edges.touching(ids)
 
-    def edges_into(self, ids: Sequence[str], kinds: Sequence[str]) -> list[Relationship]:
-        """The edges of types `kinds` whose target is one of `ids` (`EdgeMirror.into`)."""
+    def edges_into(
+        self, ids: Sequence[str], kinds: Sequence[str]
+    ) -> tuple[list[str], list[str], list[str]]:
+        """Sources, targets and types of the edges of types `kinds` whose target is one of
+        `ids` (`EdgeMirror.into`)."""
         return self._edges.into(ids, kinds)
 
     def edges_by_node(self, ids: Sequence[str]) -> dict[str, list[Relationship]]:
@@ -522,6 +525,17 @@ class Corpus:
         for code in dict.fromkeys(self._codes_for(name, values)):
             hit |= column == code
         return hit
+
+    def in_scopes(
+        self, positions: npt.NDArray[np.int64], scopes: Sequence[str]
+    ) -> npt.NDArray[np.bool_]:
+        """Whether each of `positions` (-1: none) holds a row of one of `scopes`, read off the
+        coded scope column (no row is built)."""
+        codes = np.asarray(self._codes_for("scope", scopes), dtype=self._coded["scope"].dtype)
+        held = positions >= 0
+        out = np.zeros(len(positions), dtype=bool)
+        out[held] = np.isin(self._coded["scope"][positions[held]], codes)
+        return out
 
     def allowed(
         self,

@@ -112,19 +112,28 @@ class EdgeMirror:
                 seen.setdefault(rel.id, rel)
         return list(seen.values())
 
-    def into(self, ids: Sequence[str], kinds: Sequence[str]) -> list[Relationship]:
+    def into(
+        self, ids: Sequence[str], kinds: Sequence[str]
+    ) -> tuple[list[str], list[str], list[str]]:
         """The edges of the relationship types `kinds` that point at any of `ids` (their
-        target): the search asks this of its candidates, whose other edges (a session's
-        chain, above all) it has no use for, so only these become `Relationship`s."""
+        target), as three columns: source ids, target ids, types. The search asks this of its
+        candidates, whose other edges (a session's chain, above all) it has no use for; a
+        memory thousands of others supersede makes thousands of edges, so no `Relationship`
+        is built for them."""
         if not kinds:
-            return []
+            return [], [], []
         wanted = list(dict.fromkeys(ids))
         rows = self._touching(wanted)
         hit = pc.and_(
             pc.is_in(rows.column("relationship_type"), value_set=pa.array(kinds, pa.string())),
             pc.is_in(rows.column("target_id"), value_set=pa.array(wanted, pa.string())),
         )
-        return [row_to_relationship(r) for r in rows.filter(hit).to_pylist()]
+        found = rows.filter(hit)
+        return (
+            found.column("source_id").to_pylist(),
+            found.column("target_id").to_pylist(),
+            found.column("relationship_type").to_pylist(),
+        )
 
     def by_node(self, ids: Sequence[str]) -> dict[str, list[Relationship]]:
         """The edges touching each of `ids`, in the order of `ids` (an id no edge touches is

@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 SUPERSEDED_FACTOR = 0.1
 BELOW = 0.95  # a memory ranked below another (its parent, a prevailing value) scores at most
+LISTED_EDGES = 8  # superseding memories or parents listed per hit (the rest are not needed)
 # this share of that one's score
 # A turn said by a person the question names: worth about 0.7 standard deviation of match
 # (scores are exp(z - z_best)): on LoCoMo such a question is answered by that person's own
@@ -367,21 +368,36 @@ class Retriever:
     def _edges_in(
         self, ids: Sequence[str], scopes: list[str]
     ) -> tuple[dict[str, list[str]], dict[str, list[str]], dict[str, list[str]]]:
-        """For each id, the live memories visible from `scopes` that supersede it, those it
-        was consolidated into, and those that `conflict` with it (one lookup for all three)."""
+        """For each id, the live memories visible from `scopes` that supersede it and those it
+        was consolidated into (at most `LISTED_EDGES` of each: a memory many others supersede
+        is superseded, and one is enough to say by what), and those among `ids` that
+        `conflict` with it (one lookup for all three)."""
         superseded: dict[str, list[str]] = {}
         parents: dict[str, list[str]] = {}
         conflicting: dict[str, list[str]] = {}
         kinds = {
-            RelationshipType.SUPERSEDES: superseded,
-            RelationshipType.CONSOLIDATED_FROM: parents,
-            RelationshipType.CONFLICTS: conflicting,
+            RelationshipType.SUPERSEDES.value: superseded,
+            RelationshipType.CONSOLIDATED_FROM.value: parents,
+            RelationshipType.CONFLICTS.value: conflicting,
         }
-        for rel in self.corpus.edges_into(ids, [k.value for k in kinds]):
-            out = kinds[rel.relationship_type]
-            pos = self.corpus.pos_of.get(rel.source_id)
-            if pos is not None and self.corpus.memory(pos).scope in scopes:
-                out.setdefault(rel.target_id, []).append(rel.source_id)
+        sources, targets, types = self.corpus.edges_into(ids, list(kinds))
+        if not sources:
+            return superseded, parents, conflicting
+        # The sources' scopes from the mirror's columns at once: building each source's row
+        # cost a hub with many incoming edges seconds per query.
+        seen = self.corpus.in_scopes(self.corpus.positions_of(sources), scopes).tolist()
+        among = set(ids)
+        conflicts_kind = RelationshipType.CONFLICTS.value
+        for source, target, kind, visible in zip(sources, targets, types, seen, strict=True):
+            if not visible:
+                continue
+            if kind == conflicts_kind:
+                if source in among:  # a conflict orders two found memories: both are found
+                    conflicting.setdefault(target, []).append(source)
+                continue
+            listed = kinds[kind].setdefault(target, [])
+            if len(listed) < LISTED_EDGES:
+                listed.append(source)
         return superseded, parents, conflicting
 
 

@@ -355,22 +355,28 @@ def _without_conflicts(
     outcome does not depend on the order rows happen to come in; the rest stay working for a
     person or a `supersedes` link."""
 
-    def compatible(i: int, k: int) -> bool:
-        a, b = conflicts.numbers(rows[i]["content"]), conflicts.numbers(rows[k]["content"])
-        return conflicts.compatible(a, b)
-
     out = []
     for cluster in clusters:
+        quoted = [conflicts.numbers(rows[i]["content"]) for i in cluster]  # once per member
+        size = len(cluster)
+        fits = np.array(
+            [[conflicts.compatible(a, b) for b in quoted] for a in quoted], dtype=bool
+        ).reshape(size, size)
         best: list[int] = []
-        for seed in cluster:
-            kept = [seed]
-            for i in cluster:
-                if i != seed and all(compatible(i, k) for k in kept):
-                    kept.append(i)
+        if fits.all():  # nothing conflicts (the usual case): the whole cluster
+            best = list(range(size))
+        for seed in range(size) if not best else ():
+            kept, open_ = [seed], fits[seed].copy()  # open_: compatible with every kept one
+            for j in range(size):
+                if j != seed and open_[j]:
+                    kept.append(j)
+                    open_ &= fits[j]
             if len(kept) > len(best):
                 best = kept
+            if len(best) == size:
+                break
         if len(best) >= min_size:
-            out.append(sorted(best, key=cluster.index))
+            out.append([cluster[j] for j in sorted(best)])
     return out
 
 
