@@ -11,14 +11,25 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-__all__ = ["NotARegularFile", "open_regular"]
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["NotARegularFile", "TooLarge", "open_regular", "read_regular"]
 
 
 class NotARegularFile(OSError):
     """The path names a FIFO, socket, device or the like, not a regular file."""
+
+
+class TooLarge(OSError):
+    """The file holds more than the bytes asked for: `size` as its status gave it, or None
+    when it grew past the bound while read."""
+
+    def __init__(self, path: str | Path, size: int | None) -> None:
+        super().__init__(f"{path} is over the size bound")
+        self.size = size
 
 
 def open_regular(path: str | Path) -> tuple[BinaryIO, os.stat_result]:
@@ -41,3 +52,16 @@ def open_regular(path: str | Path) -> tuple[BinaryIO, os.stat_result]:
         os.close(fd)
         raise
     return handle, status
+
+
+def read_regular(path: str | Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
+    """The bytes of `path`, with its status, when it is a regular file of at most `max_bytes`
+    (`open_regular`'s errors; `TooLarge` past the bound, by its status or as it was read)."""
+    handle, status = open_regular(path)
+    with handle:
+        if status.st_size > max_bytes:
+            raise TooLarge(path, status.st_size)
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise TooLarge(path, None)
+    return data, status

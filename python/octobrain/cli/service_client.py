@@ -22,6 +22,8 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from octobrain.files import read_regular
+
 if TYPE_CHECKING:
     from typing import Any
 
@@ -128,11 +130,8 @@ def _seconds(raw: object) -> float | None:
 def _service_table(path: str) -> dict[str, Any] | None:
     """The raw `[service]` table; None when the file cannot be read (the full loader, run
     in-process, then reports the problem properly)."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None  # a pipe would hold the command; the loader names the problem
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read(1 << 20)
+    try:  # a pipe would hold the command: not a regular file, the loader names the problem
+        text = read_regular(path, 1 << 20)[0].decode("utf-8")
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError):

@@ -21,7 +21,7 @@ from typing import Any
 
 from octobrain.config.schema import CONFIG_VERSION, Config
 from octobrain.errors import ConfigError
-from octobrain.files import NotARegularFile, open_regular
+from octobrain.files import NotARegularFile, TooLarge, read_regular
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -153,16 +153,11 @@ def _parse_env(raw: str, typ: Any) -> tuple[Any, str | None]:
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         # A pipe would hold every command until something wrote to it; /dev/zero never ends.
-        handle, st = open_regular(path)
-        with handle:
-            if st.st_size > MAX_CONFIG_BYTES:
-                raise ConfigError("", f"is over {MAX_CONFIG_BYTES >> 20} MiB", str(path))
-            data = handle.read(MAX_CONFIG_BYTES + 1)
-        if len(data) > MAX_CONFIG_BYTES:  # grew since
-            raise ConfigError("", f"is over {MAX_CONFIG_BYTES >> 20} MiB", str(path))
-        text = data.decode("utf-8")
+        text = read_regular(path, MAX_CONFIG_BYTES)[0].decode("utf-8")
     except FileNotFoundError:
         return {}
+    except TooLarge:
+        raise ConfigError("", f"is over {MAX_CONFIG_BYTES >> 20} MiB", str(path)) from None
     except (NotARegularFile, IsADirectoryError):
         raise ConfigError("", "is not a regular file", str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from octobrain.errors import InvalidInput
-from octobrain.files import NotARegularFile, open_regular
+from octobrain.files import NotARegularFile, TooLarge, read_regular
 
 STORED_PREFIX = "stored://"
 SOURCE_BYTES = 4096  # longest accepted source argument
@@ -156,7 +156,7 @@ def read_file(ref: SourceRef, max_bytes: int) -> Fetched:
     assert ref.path is not None
     path = ref.path
     try:
-        handle, st = open_regular(path)
+        data, st = read_regular(path, max_bytes)
     except FileNotFoundError:
         raise InvalidInput("source", f"no such file: {path}") from None
     except IsADirectoryError:
@@ -165,23 +165,13 @@ def read_file(ref: SourceRef, max_bytes: int) -> Fetched:
         ) from None
     except NotARegularFile:
         raise InvalidInput("source", f"{path} is not a regular file") from None
+    except TooLarge as exc:
+        size = f"is {exc.size} bytes, over" if exc.size is not None else "is over"  # or grew
+        raise InvalidInput(
+            "source", f"{path} {size} the {max_bytes}-byte cap (knowledge.max_source_bytes)"
+        ) from None
     except OSError as exc:
         raise InvalidInput("source", f"cannot access {path}: {exc.strerror or exc}") from None
-    with handle:
-        if st.st_size > max_bytes:
-            raise InvalidInput(
-                "source",
-                f"{path} is {st.st_size} bytes, over the {max_bytes}-byte cap "
-                "(knowledge.max_source_bytes)",
-            )
-        try:
-            data = handle.read(max_bytes + 1)
-        except OSError as exc:
-            raise InvalidInput("source", f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > max_bytes:  # grew since stat
-        raise InvalidInput(
-            "source", f"{path} is over the {max_bytes}-byte cap (knowledge.max_source_bytes)"
-        )
     return Fetched(ref, data, mtime=st.st_mtime)
 
 
