@@ -245,13 +245,19 @@ def _plain_string(field_name: str, value: object) -> str:
         raise InvalidInput(field_name, f"must be a string, got {type(value).__name__}")
     if "\x00" in value:
         raise InvalidInput(field_name, "must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(
-            field_name, "must be valid Unicode (lone surrogates are not allowed)"
-        ) from None
+    if not is_unicode(value):
+        raise InvalidInput(field_name, "must be valid Unicode (lone surrogates are not allowed)")
     return value.strip()
+
+
+def is_unicode(text: str) -> bool:
+    """No lone surrogate (what JSON's `\\udcff` or a command line's non-UTF-8 bytes give):
+    the text can be stored and written as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")

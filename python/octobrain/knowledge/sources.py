@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 from octobrain.errors import InvalidInput
 from octobrain.files import NotARegularFile, TooLarge, read_regular
+from octobrain.models import is_unicode
 
 STORED_PREFIX = "stored://"
 SOURCE_BYTES = 4096  # longest accepted source argument
@@ -63,7 +64,7 @@ def parse_source(source: str, *, cwd: Path | None = None) -> SourceRef:
     if not isinstance(source, str) or not source.strip():
         raise InvalidInput("source", "must be a file path, a file:// URI or an http(s) URL")
     text = source.strip()
-    if not _unicode(text):
+    if not is_unicode(text):
         raise InvalidInput(
             "source", "must be valid Unicode (a file name that is not UTF-8: rename the file)"
         )
@@ -128,20 +129,11 @@ def _normalise_url(url: str) -> str:
 KEY_BYTES = 200
 
 
-def _unicode(text: str) -> bool:
-    """No lone surrogate: what a command line holds for bytes that are not UTF-8."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def check_key(key: str) -> str:
     """A note key: 1–200 bytes, no whitespace or control characters."""
     if not isinstance(key, str) or not key:
         raise InvalidInput("key", "must be a non-empty string")
-    if not _unicode(key):
+    if not is_unicode(key):
         raise InvalidInput("key", "must be valid Unicode")
     if len(key.encode()) > KEY_BYTES:
         raise InvalidInput("key", f"must be at most {KEY_BYTES} bytes")
