@@ -9,18 +9,21 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from octobrain.config import Config, SearchConfig
 from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput, StorageError
+from octobrain.memory import transfer
 from octobrain.memory.brain import ACCESS_WINDOW, Brain
-from octobrain.memory.transfer import export_jsonl, import_jsonl, reembed
+from octobrain.memory.transfer import BATCH, export_jsonl, import_jsonl, reembed
 from octobrain.models import MemoryType, Source, State, utcnow
 from octobrain.store import ModelMismatch
 
@@ -313,6 +316,7 @@ def _one_row_export(brain: Brain) -> tuple[dict[str, Any], dict[str, Any]]:
         ({"embedding": [1e300] * 8}, r"^line 2\.embedding: must be a list of finite numbers"),
         ({"embedding": [0.0] * 8}, r"^line 2\.embedding: must be a list of finite numbers"),
         ({"embedding": ["a"] * 8}, r"^line 2\.embedding: must be a list of finite numbers"),
+        ({"embedding": [True] * 8}, r"^line 2\.embedding: must be a list of finite numbers"),
         ({"embedding": 7}, r"^line 2\.embedding: must be a list of finite numbers"),
         ({"access_count": 2**63}, r"^line 2\.access_count: must be an integer in \[0, "),
         ({"tags": 5}, r"^line 2\.tags: must be a list of strings, got int"),
@@ -335,6 +339,68 @@ def test_an_import_row_is_refused_for_what_it_holds_and_nothing_is_written(
     with pytest.raises(InvalidInput, match=rule):
         import_jsonl(other, [json.dumps(header), json.dumps({**row, **change})])
     assert other.store.count() == 0
+
+
+def test_an_import_of_many_batches_is_checked_whole_before_any_is_written(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    # The memories wait in a spool file between the check and the write, batch by batch.
+    header, row = _one_row_export(make_brain())
+    rows = [
+        {**row, "id": str(uuid.UUID(int=i + 1)), "title": f"Imported note {i}"}
+        for i in range(2 * BATCH + 5)
+    ]
+    lines = [json.dumps(header), *map(json.dumps, rows)]
+    other = Brain(header["scope"], config=Config(), embedder=make_brain().embedder,
+                  uri=tmp_path / "other")  # fmt: skip
+    bad = json.dumps({**rows[0], "id": str(uuid.UUID(int=10**6)), "importance": 2})
+    with pytest.raises(InvalidInput, match=rf"^line {len(lines) + 1}\.importance"):
+        import_jsonl(other, [*lines, bad])
+    assert other.store.count() == 0
+    report = import_jsonl(other, lines[: BATCH + 1])  # a first part of the file
+    assert (report.imported, report.skipped_existing, report.reembedded) == (BATCH, 0, 0)
+    report = import_jsonl(other, lines)  # the whole: the first part is skipped
+    assert (report.imported, report.skipped_existing) == (BATCH + 5, BATCH)
+    assert other.store.count() == 2 * BATCH + 5
+    assert other.get(rows[-1]["id"]).title == f"Imported note {2 * BATCH + 4}"
+    # Re-embedding streams the rows through the new version, batch by batch.
+    moved = Brain(other.scope, config=Config(), embedder=get_embedder("hash:32"),
+                  uri=tmp_path / "other")  # fmt: skip
+    assert reembed(moved) == 2 * BATCH + 5
+    assert moved.store.count() == 2 * BATCH + 5
+    assert moved.get(rows[7]["id"]).title == "Imported note 7"
+
+
+def test_an_exported_vector_reads_back_to_the_stored_one_bit_for_bit(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    brain = make_brain()
+    for title, content in (TOKEN_BUCKET, POSTGRES):
+        brain.memorize(title, content)
+    out = io.StringIO()
+    export_jsonl(brain, out, embeddings=True)
+    exported = [json.loads(line) for line in out.getvalue().splitlines()[1:3]]
+    stored = {
+        r["id"]: r["embedding"] for r in brain.store.scan("true", columns=["id", "embedding"])
+    }
+    for row in exported:
+        assert np.array_equal(np.asarray(row["embedding"], dtype=np.float32), stored[row["id"]])
+    assert [r["title"] for r in exported] == [TOKEN_BUCKET[0], POSTGRES[0]]  # oldest first
+    # Imported, each is stored as it was: not scaled to unit length a second time.
+    other = Brain(brain.scope, config=Config(), embedder=brain.embedder, uri=tmp_path / "other")
+    import_jsonl(other, out.getvalue().splitlines())
+    for row in other.store.scan("true", columns=["id", "embedding"]):
+        assert np.array_equal(row["embedding"], stored[row["id"]])
+
+
+def test_an_import_line_too_long_to_hold_is_refused_by_its_number(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(transfer, "LINE_BYTES", 64)
+    lines = transfer.file_lines(io.BytesIO(b"{}\n" + b"x" * 63 + b"\n" + b"y" * 65 + b"\n"))
+    assert next(lines) == b"{}\n" and next(lines) == b"x" * 63 + b"\n"
+    with pytest.raises(InvalidInput, match=r"^line 3: must be at most 64 bytes long"):
+        next(lines)
 
 
 def test_an_import_file_that_is_not_plain_json_lines_is_named_by_line(

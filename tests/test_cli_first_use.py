@@ -170,8 +170,18 @@ def test_export_refuses_to_overwrite_and_says_how_many(env: Path, tmp_path: Path
         env={"OCTOBRAIN_DATA_DIR": str(tmp_path / "other")},
     )
     assert again.exit_code == 0, again.output
-    assert f"importing 2 lines from {dump}" in again.stderr
+    assert f"checking {dump}" in again.stderr
+    assert f"importing 1 memory from {dump}" in again.stderr
     assert again.stdout.startswith("imported 1 memory, skipped 0 already present, 0 relationships")
+    # From a pipe: read once, checked, then written; a second time, nothing is new.
+    piped = CliRunner().invoke(
+        main,
+        ["memory", "import", "-"],
+        input=run("export").stdout,
+        env={"OCTOBRAIN_DATA_DIR": str(tmp_path / "other")},
+    )
+    assert piped.exit_code == 0, piped.output
+    assert piped.stdout.startswith("imported 0 memories, skipped 1 already present")
 
 
 def test_mcp_help_is_for_users() -> None:

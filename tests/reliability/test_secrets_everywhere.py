@@ -107,6 +107,6 @@ def test_a_refused_write_is_the_only_line_even_when_a_sleep_pass_is_due(tmp_path
         shutil.rmtree(data / "sleep", ignore_errors=True)  # a sleep pass is due again
         done = octobrain(env, *args)
         assert done.returncode == 2, done.stderr
-        assert [line for line in done.stderr.splitlines() if not line.startswith("importing")] == [
+        assert [line for line in done.stderr.splitlines() if not line.startswith("checking")] == [
             one_clear_line(done.stderr)
         ], done.stderr

@@ -8,8 +8,10 @@ by `cli/memory.py`."""
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 import click
 
@@ -64,20 +66,30 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
 @FORMAT_OPTION
 @click.pass_context
 def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
-    """Import a JSONL export (ids already present are skipped)."""
-    from octobrain.memory.transfer import import_jsonl
+    """Import a JSONL export (ids already present are skipped). The whole file is checked
+    before anything is written."""
+    import tempfile
+
+    from octobrain.memory.transfer import check_import, file_lines, write_import
 
     brain = command_brain(ctx)
     # Lines as bytes: each is decoded on its own, so a line that is not UTF-8 is named.
     handle = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
     try:
-        lines = handle.readlines()
+        with tempfile.TemporaryFile(prefix="octobrain-import-") as spool:
+            size = _regular_size(handle)
+            if size is None:
+                checked = check_import(brain, file_lines(handle), spool)
+            else:
+                label = f"checking {source}"
+                with click.progressbar(length=size, label=label, file=sys.stderr) as bar:
+                    checked = check_import(brain, file_lines(handle), spool, checked=bar.update)
+            label = f"importing {plural(checked.count, 'memory', 'memories')} from {source}"
+            with click.progressbar(length=checked.count, label=label, file=sys.stderr) as bar:
+                report = write_import(brain, checked, progress=bar.update)
     finally:
         if handle is not sys.stdin.buffer:
             handle.close()
-    label = f"importing {plural(len(lines), 'line', 'lines')} from {source}"
-    with click.progressbar(length=len(lines), label=label, file=sys.stderr) as bar:
-        report = import_jsonl(brain, lines, progress=bar.update)
     emit(
         fmt,
         report.__dict__,
@@ -86,6 +98,15 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
         f"{plural(report.relationships, 'relationship', 'relationships')}, "
         f"{report.reembedded} re-embedded",
     )
+
+
+def _regular_size(handle: BinaryIO) -> int | None:
+    """The size of the regular file `handle` reads, else None (a pipe, a terminal)."""
+    try:
+        status = os.fstat(handle.fileno())
+    except (OSError, ValueError):
+        return None
+    return status.st_size if stat.S_ISREG(status.st_mode) else None
 
 
 @click.command("reembed")

@@ -9,8 +9,11 @@ file's embeddings only when they come from the same model.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator
+import pickle
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Any
@@ -44,12 +47,13 @@ from octobrain.models import State as MemoryState
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen, screen_each
 from octobrain.store import schema
+from octobrain.store.addresses import ADDR
 from octobrain.store.consolidations import (
     CONSOLIDATIONS,
     ConsolidationLog,
     ConsolidationRecord,
 )
-from octobrain.store.memories import MEMORIES, MemoryStore
+from octobrain.store.memories import MEMORIES, MemoryStore, Pinned
 from octobrain.store.sql import sql_in, visible_scopes, visible_where
 
 FORMAT = "octobrain-export"
@@ -57,6 +61,7 @@ FORMAT_VERSION = 1
 BATCH = 256
 MAX_COUNT = 2**62  # an access count beyond the store's int64 column is no count
 SHORT_BYTES = 256  # a row's role or git commit (a commit id is 40 or 64 hex digits)
+LINE_BYTES = 16 << 20  # an import line longer than this is refused without being held
 
 Progress = Callable[[int], None]
 
@@ -68,13 +73,24 @@ def _noop(_: int) -> None:
 def export_jsonl(
     brain: Brain, out: IO[str], *, embeddings: bool = False, progress: Progress = _noop
 ) -> int:
-    """Write every memory visible from the brain's scope (and their edges). Returns the count."""
+    """Write every memory visible from the brain's scope (and their edges). Returns the count.
+
+    The memories are those of one committed version, oldest first, read `BATCH` at a time by
+    their row addresses: a store of any size is written without being held, and a writer
+    committing meanwhile changes neither the rows nor their order."""
+    import pyarrow.compute as pc
+
     store = brain.store
-    columns = (
-        None if embeddings else [c for c in schema.memories_schema("", 1).names if c != "embedding"]
+    names = schema.memories_schema("", 1).names
+    columns = names if embeddings else [c for c in names if c != "embedding"]
+    pinned = store.snapshot(store.version())
+    keys = pinned.scan_arrow(
+        visible_where(brain.scope, include_archived=True), columns=["id", "created_at", ADDR]
     )
-    rows = store.scan(visible_where(brain.scope, include_archived=True), columns=columns)
-    rows.sort(key=lambda r: (r["created_at"], r["id"]))
+    order = pc.sort_indices(keys, sort_keys=[("created_at", "ascending"), ("id", "ascending")])
+    addrs = keys.column(ADDR).take(order).to_pylist()
+    ids = set(keys.column("id").to_pylist())
+    del keys, order
     header = {
         "kind": "header",
         "format": FORMAT,
@@ -82,24 +98,38 @@ def export_jsonl(
         "embedding_model": brain.embedder.model_id,
         "dim": brain.embedder.dim,
         "scope": brain.scope,
-        "count": len(rows),
+        "count": len(addrs),
     }
     out.write(json.dumps(header) + "\n")
-    for row in rows:
-        line: dict[str, Any] = {"kind": "memory", **memory_to_dict(schema.row_to_memory(row))}
-        if embeddings:
-            line["embedding"] = [float(x) for x in row["embedding"]]
-        out.write(json.dumps(line, ensure_ascii=False) + "\n")
-        progress(1)
-    ids = {r["id"] for r in rows}
+    for start in range(0, len(addrs), BATCH):
+        wanted = addrs[start : start + BATCH]
+        by_addr = {r[ADDR]: r for r in pinned.take(wanted, [*columns, ADDR]).to_pylist()}
+        for row in (by_addr[a] for a in wanted):
+            line = json.dumps(
+                {"kind": "memory", **memory_to_dict(schema.row_to_memory(row))},
+                ensure_ascii=False,
+            )
+            if embeddings:
+                line = f'{line[:-1]}, "embedding": [{_floats(row["embedding"])}]}}'
+            out.write(line + "\n")
+        progress(len(wanted))
     for rel in store.relationships_of(sorted(ids)):
         if rel.source_id in ids and rel.target_id in ids:
             out.write(json.dumps({"kind": "relationship", **relationship_to_dict(rel)}) + "\n")
     # The consolidation journal, so an imported store can still undo its consolidations.
     for record in _journal(store, sql_in("scope", visible_scopes(brain.scope))):
-        line = {"kind": "consolidation", "record": _journal_line(record)}
-        out.write(json.dumps(line, ensure_ascii=False) + "\n")
-    return len(rows)
+        entry = {"kind": "consolidation", "record": _journal_line(record)}
+        out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    return len(addrs)
+
+
+def _floats(vector: Sequence[float]) -> str:
+    """A stored (float32) vector as JSON numbers: nine significant digits read back to the
+    same float32, where a float64's shortest form takes up to seventeen."""
+    return ", ".join(map(_FLOAT32.format, vector))
+
+
+_FLOAT32 = "{:.9g}"
 
 
 def _journal(store: MemoryStore, where: str) -> list[ConsolidationRecord]:
@@ -168,6 +198,10 @@ def _optional_text(field: str, value: object, most: int) -> str:
     return "" if value is None else check_text(field, value, (0, most))
 
 
+_NUMBERS = {int, float}  # the types JSON numbers parse to
+UNIT_SLACK = 1e-5  # a float32 unit vector's length is 1 within a few units of 1e-7
+
+
 def _embedding(field: str, value: object) -> npt.NDArray[np.float32] | None:
     """A row's stored vector: absent, or a non-empty list of numbers that are finite as float32
     and not all zero, returned at unit length (a vector is compared by its direction: stored
@@ -178,7 +212,7 @@ def _embedding(field: str, value: object) -> npt.NDArray[np.float32] | None:
     rule = "must be a list of finite numbers, not all zero"
     if not isinstance(value, list) or not value:
         raise InvalidInput(field, rule)
-    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in value):
+    if not set(map(type, value)) <= _NUMBERS:  # (bool is a type of its own)
         raise InvalidInput(field, rule)
     try:
         vector = np.asarray(value, dtype=np.float64)
@@ -189,6 +223,8 @@ def _embedding(field: str, value: object) -> npt.NDArray[np.float32] | None:
     norm = float(np.linalg.norm(vector))
     if not norm > 0.0 or not np.isfinite(norm):
         raise InvalidInput(field, rule)
+    if abs(norm - 1.0) <= UNIT_SLACK:  # an exported vector: kept bit for bit
+        return np.asarray(vector, dtype=np.float32)
     return np.asarray(vector / norm, dtype=np.float32)
 
 
@@ -263,8 +299,23 @@ def _relationship(obj: dict[str, Any], where: str) -> Relationship:
     )
 
 
-def _lines(source: Iterable[str | bytes]) -> Iterator[tuple[int, dict[str, Any]]]:
+def file_lines(handle: IO[bytes]) -> Iterator[bytes]:
+    """The lines of an import file, read one at a time; a line over `LINE_BYTES` (no line of
+    an export comes near it) is refused by its number before it is held."""
+    for number in itertools.count(1):
+        line = handle.readline(LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > LINE_BYTES and not line.endswith(b"\n"):
+            raise InvalidInput(f"line {number}", f"must be at most {LINE_BYTES:,} bytes long")
+        yield line
+
+
+def _lines(
+    source: Iterable[str | bytes], checked: Progress = _noop
+) -> Iterator[tuple[int, dict[str, Any]]]:
     for number, line in enumerate(source, 1):
+        checked(len(line))
         try:
             text = line.decode("utf-8") if isinstance(line, bytes) else line
         except UnicodeDecodeError as exc:
@@ -285,9 +336,33 @@ def _lines(source: Iterable[str | bytes]) -> Iterator[tuple[int, dict[str, Any]]
 def import_jsonl(
     brain: Brain, source: Iterable[str | bytes], *, progress: Progress = _noop
 ) -> ImportReport:
-    """Validate the whole file first (nothing is written if any line is bad), then import."""
+    """Check the whole file first (nothing is written if any line is bad), then import
+    (`check_import`, then `write_import`)."""
+    with tempfile.TemporaryFile(prefix="octobrain-import-") as spool:
+        return write_import(brain, check_import(brain, source, spool), progress=progress)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A checked import file: its header, edges and consolidation records, and how many
+    memories wait in `spool` (checked and screened, in pickled batches of `BATCH`)."""
+
+    header: dict[str, Any]
+    count: int
+    relationships: list[Relationship]
+    journal: list[ConsolidationRecord]
+    spool: IO[bytes]
+
+
+def check_import(
+    brain: Brain, source: Iterable[str | bytes], spool: IO[bytes], *, checked: Progress = _noop
+) -> Checked:
+    """Read every line of `source` once and check it, raising `InvalidInput` naming the first
+    bad line and field. The memories are kept in `spool` (a private temporary file), so a file
+    of any size is checked without being held. `checked` is told each line's length."""
     header: dict[str, Any] | None = None
-    memories: list[tuple[Memory, npt.NDArray[np.float32] | None]] = []
+    batch: list[tuple[Memory, npt.NDArray[np.float32] | None]] = []
+    count = 0
     rels: list[Relationship] = []
     journal: list[ConsolidationRecord] = []
     policy = brain.config.memory.secrets  # imported rows are screened like memorized ones
@@ -298,7 +373,7 @@ def import_jsonl(
         if first != number:  # two rows of one id would both be stored, and edited as one
             raise InvalidInput(f"line {number}.id", f"repeats the {kind} id of line {first}")
 
-    for number, obj in _lines(source):
+    for number, obj in _lines(source, checked):
         kind = obj.get("kind")
         if kind == "header":
             if obj.get("format") != FORMAT or obj.get("version") != FORMAT_VERSION:
@@ -315,7 +390,11 @@ def import_jsonl(
             vector = _embedding(f"line {number}.embedding", obj.get("embedding"))
             memory = _screened(parsed, policy, f"line {number}")
             # A redacted row's stored vector embeds the secret: embed it afresh.
-            memories.append((memory, vector if memory == parsed else None))
+            batch.append((memory, vector if memory == parsed else None))
+            count += 1
+            if len(batch) == BATCH:
+                pickle.dump(batch, spool, protocol=pickle.HIGHEST_PROTOCOL)
+                batch = []
         elif kind == "relationship":
             rel = _relationship(obj, f"line {number}")
             once("relationship", rel.id, number)
@@ -331,27 +410,41 @@ def import_jsonl(
             )
     if header is None:
         raise InvalidInput("file", f"has no {FORMAT} header line")
+    if batch:
+        pickle.dump(batch, spool, protocol=pickle.HIGHEST_PROTOCOL)
+    spool.flush()
+    return Checked(header, count, rels, journal, spool)
+
+
+def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) -> ImportReport:
+    """Store the checked memories batch by batch (those whose id the store has are skipped),
+    then the edges between memories the store holds, then the consolidation records.
+    `progress` is told of each batch of memories."""
     store = brain.store
     same_model = (
-        header.get("embedding_model") == brain.embedder.model_id
-        and header.get("dim") == brain.embedder.dim
+        checked.header.get("embedding_model") == brain.embedder.model_id
+        and checked.header.get("dim") == brain.embedder.dim
     )
-    existing = (
-        {r["id"] for r in store.scan(sql_in("id", [m.id for m, _ in memories]), columns=["id"])}
-        if memories
-        else set()
-    )
-    fresh = [(m, e) for m, e in memories if m.id not in existing]
-    reembedded = 0
-    for start in range(0, len(fresh), BATCH):
-        batch = fresh[start : start + BATCH]
-        reuse = same_model and all(e is not None and len(e) == brain.embedder.dim for _, e in batch)
-        if reuse:
-            vectors = np.stack([e for _, e in batch if e is not None])
-        else:
-            vectors = brain.embedder.embed_documents([m.embedded_text() for m, _ in batch])
-            reembedded += len(batch)
-        store.add([m for m, _ in batch], vectors)
+    rels, journal = checked.relationships, checked.journal
+    checked.spool.seek(0)
+    imported = reembedded = 0
+    for _ in range(-(-checked.count // BATCH)):
+        batch: list[tuple[Memory, npt.NDArray[np.float32] | None]] = pickle.load(checked.spool)
+        existing = {
+            r["id"] for r in store.scan(sql_in("id", [m.id for m, _ in batch]), columns=["id"])
+        }
+        fresh = [(m, e) for m, e in batch if m.id not in existing]
+        if fresh:
+            reuse = same_model and all(
+                e is not None and len(e) == brain.embedder.dim for _, e in fresh
+            )
+            if reuse:
+                vectors = np.stack([e for _, e in fresh if e is not None])
+            else:
+                vectors = brain.embedder.embed_documents([m.embedded_text() for m, _ in fresh])
+                reembedded += len(fresh)
+            store.add([m for m, _ in fresh], vectors)
+            imported += len(fresh)
         progress(len(batch))
     known = (
         {
@@ -375,7 +468,7 @@ def import_jsonl(
         for record in journal:
             if record.id not in have:
                 log.add(record)
-    return ImportReport(len(fresh), len(memories) - len(fresh), len(new_rels), reembedded)
+    return ImportReport(imported, checked.count - imported, len(new_rels), reembedded)
 
 
 def reembed(brain: Brain, *, progress: Progress = _noop) -> int:
@@ -386,17 +479,31 @@ def reembed(brain: Brain, *, progress: Progress = _noop) -> int:
     leaves either the old store or the new one, never a mix. Returns the number of rows.
     """
     probe = brain.store
+    columns = [c for c in schema.memories_schema("", 1).names if c != "embedding"]
     with probe.write_lock(check_model=False):
         table = probe.open_memories_unchecked()
-        rows = table.to_arrow().drop_columns(["embedding"]).to_pylist()
-        new_rows = []
-        for start in range(0, len(rows), BATCH):
-            batch = [schema.row_to_memory(r) for r in rows[start : start + BATCH]]
-            vectors = brain.embedder.embed_documents([m.embedded_text() for m in batch])
-            new_rows += [schema.memory_to_row(m, v) for m, v in zip(batch, vectors, strict=True)]
-            progress(len(batch))
-        probe.overwrite_memories(new_rows)
-    return len(rows)
+        total = int(table.count_rows())
+
+        def batches() -> Iterator[list[dict[str, Any]]]:
+            # Read as the new version is written, a batch at a time: the store is never held.
+            for rows in Pinned(table).scan_batches("true", columns=columns, batch_rows=BATCH):
+                batch = [schema.row_to_memory(r) for r in rows.to_pylist()]
+                vectors = brain.embedder.embed_documents([m.embedded_text() for m in batch])
+                yield [schema.memory_to_row(m, v) for m, v in zip(batch, vectors, strict=True)]
+                progress(len(batch))
+
+        probe.overwrite_memories(batches())
+    return total
 
 
-__all__ = ["MEMORIES", "ImportReport", "export_jsonl", "import_jsonl", "reembed"]
+__all__ = [
+    "MEMORIES",
+    "Checked",
+    "ImportReport",
+    "check_import",
+    "export_jsonl",
+    "file_lines",
+    "import_jsonl",
+    "reembed",
+    "write_import",
+]

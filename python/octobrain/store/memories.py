@@ -12,7 +12,7 @@ import contextlib
 import logging
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -291,8 +291,10 @@ class MemoryStore:
         """The memories table whatever model embedded it (for `reembed` only)."""
         return self._open_db().open_table(MEMORIES)
 
-    def overwrite_memories(self, rows: list[dict[str, Any]]) -> None:
-        """Replace the whole memories table in one commit, stamped with this store's model.
+    def overwrite_memories(self, batches: Iterable[list[dict[str, Any]]]) -> None:
+        """Replace the whole memories table in one commit, stamped with this store's model,
+        by rows given in batches and written as they come (so the old rows may still be read
+        while the batches are made).
 
         Call under `write_lock(check_model=False)`. LanceDB writes the new rows as a new
         version of the same table, so readers see the old version until the commit lands.
@@ -300,7 +302,10 @@ class MemoryStore:
         import pyarrow as pa
 
         table_schema = schema.memories_schema(self.model_id, self.dim)
-        data = pa.Table.from_pylist(rows, schema=table_schema)
+        data = pa.RecordBatchReader.from_batches(
+            table_schema,
+            (pa.RecordBatch.from_pylist(rows, schema=table_schema) for rows in batches),
+        )
         db = self._open_db()
         self._note_changes(everything=True)
         db.create_table(MEMORIES, data=data, schema=table_schema, mode="overwrite")
@@ -338,6 +343,15 @@ class MemoryStore:
         other processes commit meanwhile (each read through the store sees the latest)."""
         _ = self.memories  # connect and check the model
         return self._pinned_at(MEMORIES, version)
+
+    def snapshot(self, version: int) -> Pinned:
+        """`memories` frozen at `version` on a handle of its own, for a long read: `pinned`
+        shares one handle, which the next `pinned` (a background sleep pass catching the
+        mirror up) moves to another version."""
+        _ = self.memories  # connect and check the model
+        table = self._open_db().open_table(MEMORIES)
+        table.checkout(version)
+        return Pinned(table)
 
     def pinned_relationships(self, version: int) -> Pinned:
         """`relationships` frozen at `version` (as `pinned`)."""
