@@ -78,6 +78,19 @@ def test_html_keeps_the_article_and_its_headings_without_chrome(tmp_path: Path) 
         assert chrome not in text
 
 
+def test_html_nested_deeper_than_a_tree_still_gives_its_text(tmp_path: Path) -> None:
+    # libxml2 stops 256 elements deep: such a page extracted to nothing at all.
+    depth = 5_000
+    page = (
+        "<html><head><title>Generated report</title></head><body><nav>Site menu</nav>"
+        + "<div>" * depth + "<p>Quarterly revenue grew 12%.</p>" + "</div>" * depth
+        + "<p>Figures are unaudited.</p><script>track()</script></body></html>"
+    )  # fmt: skip
+    title, kind, text = _extract(_write(tmp_path / "deep.html", page.encode()))
+    assert (title, kind) == ("Generated report", DocType.HTML)
+    assert text == "Quarterly revenue grew 12%.\n\nFigures are unaudited."
+
+
 def test_pdf_text_and_title(tmp_path: Path) -> None:
     pdf = write_pdf(
         tmp_path / "paper.pdf",

@@ -217,7 +217,11 @@ def _html(data: bytes) -> tuple[str, str]:
     import lxml.html
     from readability import Document as Readable
 
-    root = lxml.html.document_fromstring(data)
+    parser = lxml.html.HTMLParser()
+    root = lxml.html.document_fromstring(data, parser=parser)
+    if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):
+        # libxml2 stops building the tree 256 elements deep and drops the rest of the page.
+        return _flat_html(_decode(data))
     title = _html_title(root)
     for bad in root.xpath("|".join(f"//{tag}" for tag in _CHROME)):
         bad.drop_tree()
@@ -292,6 +296,48 @@ def _html_text(root: Any) -> str:
     blocks.walk(root)
     blocks.flush()
     return "\n\n".join(b.strip(" |") if "|" in b else b for b in blocks.blocks)
+
+
+def _flat_html(markup: str) -> tuple[str, str]:
+    """Title and text of a page nested too deeply for a tree: every text outside the chrome
+    tags, a line for each block (the stdlib's event parser keeps no tree, so any depth reads)."""
+    from html.parser import HTMLParser
+
+    class Flat(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.parts: list[str] = []
+            self.title: list[str] = []
+            self.chrome = 0  # depth inside chrome tags
+            self.in_title = False
+
+        def handle_starttag(self, tag: str, attrs: Any) -> None:
+            if tag in _CHROME:
+                self.chrome += 1
+            elif tag == "title":
+                self.in_title = True
+            elif tag in _BLOCKS or tag in _HEADINGS or tag == "br":
+                self.parts.append("\n")
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in _CHROME:
+                self.chrome = max(0, self.chrome - 1)
+            elif tag == "title":
+                self.in_title = False
+            elif tag in _BLOCKS or tag in _HEADINGS:
+                self.parts.append("\n")
+
+        def handle_data(self, data: str) -> None:
+            if self.in_title:
+                self.title.append(data)
+            elif not self.chrome:
+                self.parts.append(data)
+
+    flat = Flat()
+    flat.feed(markup)
+    flat.close()
+    lines = (" ".join(line.split()) for line in "".join(flat.parts).split("\n"))
+    return " ".join("".join(flat.title).split()), "\n\n".join(line for line in lines if line)
 
 
 # ---- PDF and DOCX ---------------------------------------------------------------------------
