@@ -79,7 +79,8 @@ def test_notes_share_the_cli_session_by_default(workdir: Path) -> None:
 def test_bad_input_is_one_line_and_exit_2(workdir: Path) -> None:
     for args, message in [
         (("index", str(workdir)), "error: source: "),
-        (("match", "("), "error: pattern: invalid regular expression"),
+        (("match", "("), "error: pattern: invalid regular expression: unclosed group"),
+        (("match", "a{9999}{9999}"), "error: pattern: invalid regular expression: Compiled"),
         (("delete", "missing"), "error: key: no stored note 'missing'"),
         (("search", "x"), "error: query: "),
     ]:

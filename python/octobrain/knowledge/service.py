@@ -418,7 +418,8 @@ class Knowledge:
         except InvalidInput:
             raise
         except ValueError as exc:  # the regex engine's parse error
-            detail = str(exc).strip().splitlines()[-1].removeprefix("error: ")
+            detail = str(exc).strip().removeprefix("pattern: ").splitlines()[-1]
+            detail = detail.removeprefix("error: ")
             raise InvalidInput("pattern", f"invalid regular expression: {detail}") from None
         hits = []
         for m in found.matches:  # a long line shows as a window around its match
