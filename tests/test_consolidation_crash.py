@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from octobrain.cli.main import main
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.models import RelationshipType
 from octobrain.store.consolidations import ConsolidationLog
+from octobrain.store.doctor import diagnose
 from tests.test_consolidation import SCOPE, all_edges, raw_rows, twins
 
 SCRIPT = textwrap.dedent(
@@ -92,13 +95,20 @@ def assert_no_dangling(brain: Brain) -> None:
 
 @pytest.mark.parametrize("step", ["record", "edges", "memories"])
 def test_killed_sleep_pass_is_invisible_or_whole_then_repaired(tmp_path: Path, step: str) -> None:
-    brain = brain_at(tmp_path)
+    store = tmp_path / "db"  # where `doctor` finds it under OCTOBRAIN_DATA_DIR
+    brain = brain_at(store)
     members = twins(brain)
-    kill_at(tmp_path, "sleep", step)
-    fresh = brain_at(tmp_path)
+    kill_at(store, "sleep", step)
+    fresh = brain_at(store)
     state = assert_consistent(fresh, members)
     assert state == ("consolidated" if step == "memories" else "working")
+    found = diagnose(fresh.store.location)  # reported, not a problem: readers are unaffected
+    assert (found.ok, found.unfinished_consolidations) == (True, 1)
+    shown = CliRunner().invoke(main, ["doctor"], env={"OCTOBRAIN_DATA_DIR": str(tmp_path)})
+    assert shown.exit_code == 0, shown.output
+    assert "consolidations: 1 left half-way by a killed process" in shown.output
     report = fresh.sleep_consolidate()  # repairs first, then (re)runs the pass
+    assert diagnose(fresh.store.location).unfinished_consolidations == 0
     assert len(report.consolidations) == (0 if step == "memories" else 1)
     assert assert_consistent(fresh, members) == "consolidated"
     assert_no_dangling(fresh)

@@ -34,6 +34,13 @@ def doctor_cmd(fmt: str) -> None:
                 continue
             bad = f", {len(t.damaged_fragments)} damaged fragments" * bool(t.damaged_fragments)
             click.echo(f"{t.name}: {t.rows_read} of {t.rows_counted} rows read{bad}")
+        if report.unfinished_consolidations:
+            n = report.unfinished_consolidations
+            click.echo(
+                f"consolidations: {n} left half-way by a killed process; searches never see "
+                "one half-done, and the next sleep pass (`octobrain memory sleep-consolidate`) "
+                f"finishes or undoes {'it' if n == 1 else 'each'}"
+            )
         for problem in report.problems:
             click.echo(f"problem: {problem.line()}")
         click.echo("ok: nothing is wrong" if report.ok else f"{len(report.problems)} problem(s)")

@@ -60,6 +60,9 @@ class Diagnosis:
     manifest: str  # "ok" | "absent" | the reason it cannot be read
     tables: list[TableCheck]
     problems: list[Problem]
+    # Consolidations a killed process left half-way (pending or reverting records): no reader
+    # sees them half-done, and the next consolidation finishes or undoes each. Not a problem.
+    unfinished_consolidations: int = 0
 
     @property
     def ok(self) -> bool:
@@ -72,6 +75,7 @@ class Diagnosis:
             "manifest": self.manifest,
             "tables": [asdict(t) for t in self.tables],
             "problems": [asdict(p) for p in self.problems],
+            "unfinished_consolidations": self.unfinished_consolidations,
         }
 
 
@@ -115,7 +119,21 @@ def diagnose(location: StoreLocation) -> Diagnosis:
                 "run any octobrain command on a writable copy; it records the tables that open",
             )
         )
-    return Diagnosis(str(location), state, tables, problems)
+    return Diagnosis(str(location), state, tables, problems, _unfinished(db, tables))
+
+
+def _unfinished(db: lancedb.DBConnection, tables: list[TableCheck]) -> int:
+    """How many consolidation records are pending or reverting (0 when the log did not open;
+    its check says why)."""
+    from octobrain.store.consolidations import CONSOLIDATIONS, PENDING, REVERTING
+
+    if not any(t.name == CONSOLIDATIONS and t.opened for t in tables):
+        return 0
+    try:
+        log = db.open_table(CONSOLIDATIONS)
+        return int(log.count_rows(f"status IN ('{PENDING}', '{REVERTING}')"))
+    except (ValueError, RuntimeError, OSError):
+        return 0
 
 
 def _check_table(
