@@ -10,11 +10,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from itertools import pairwise
 from pathlib import Path
 
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
+from octobrain.models import Memory, Relationship, RelationshipType
 
 SCOPE = "github.com/acme/api"
 WORKERS = 4
@@ -56,3 +58,77 @@ def test_concurrent_updates_from_processes_keep_every_edit(tmp_path: Path) -> No
     expected = {f"src/w{w}/f{i}.py" for w in range(WORKERS) for i in range(EDITS)}
     assert set(files) == expected, f"lost edits: {sorted(expected - set(files))}"
     assert len(files) == len(expected)
+
+
+IMPORT = textwrap.dedent(
+    """
+    import sys
+    from octobrain.memory.brain import Brain
+    from octobrain.memory.transfer import import_jsonl
+    from octobrain.config import Config
+    from octobrain.embed.factory import get_embedder
+
+    uri, scope, path = sys.argv[1:4]
+    brain = Brain(scope, config=Config(), embedder=get_embedder("hash:64"), uri=uri)
+    brain.store.count()
+    print("ready", flush=True)
+    sys.stdin.readline()  # both start writing together
+    with open(path, "rb") as handle:
+        report = import_jsonl(brain, handle)
+    print(report.imported, flush=True)
+    """
+)
+
+
+def test_one_file_imported_by_two_processes_at_once_stores_each_memory_once(
+    tmp_path: Path,
+) -> None:
+    # Each process found no id present before writing, and both wrote: every memory twice.
+    import io
+
+    from octobrain.memory.transfer import BATCH, export_jsonl
+
+    source = brain_at(tmp_path / "source")
+    source.store.add(
+        [
+            Memory(title=f"Backup note {i}", content=f"Restored fact number {i}.", scope=SCOPE)
+            for i in range(2 * BATCH)
+        ],
+        source.embedder.embed_documents([f"Restored fact number {i}." for i in range(2 * BATCH)]),
+    )
+    ids = [r["id"] for r in source.store.scan("true", columns=["id"])]
+    source.store.add_relationships(
+        [Relationship(a, b, RelationshipType.RELATED_TO, 0.5, "", SCOPE) for a, b in pairwise(ids)]
+    )
+    out = io.StringIO()
+    export_jsonl(source, out, embeddings=True)
+    dump = tmp_path / "backup.jsonl"
+    dump.write_text(out.getvalue())
+    target = tmp_path / "target"
+    brain_at(target).store.count()  # the store exists before both open it
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", IMPORT, str(target), SCOPE, str(dump)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    imported = []
+    for proc in procs:
+        out_text, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        imported.append(int(out_text.strip()))
+    assert sum(imported) == 2 * BATCH
+    stored = [r["id"] for r in brain_at(target).store.scan("true", columns=["id"])]
+    assert len(stored) == len(set(stored)) == 2 * BATCH
+    edges = [r.id for r in brain_at(target).store.all_relationships()]
+    assert len(edges) == len(set(edges)) == 2 * BATCH - 1

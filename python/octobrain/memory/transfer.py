@@ -430,10 +430,7 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
     imported = reembedded = 0
     for _ in range(-(-checked.count // BATCH)):
         batch: list[tuple[Memory, npt.NDArray[np.float32] | None]] = pickle.load(checked.spool)
-        existing = {
-            r["id"] for r in store.scan(sql_in("id", [m.id for m, _ in batch]), columns=["id"])
-        }
-        fresh = [(m, e) for m, e in batch if m.id not in existing]
+        fresh = _absent(store, batch)
         if fresh:
             reuse = same_model and all(
                 e is not None and len(e) == brain.embedder.dim for _, e in fresh
@@ -443,32 +440,50 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
             else:
                 vectors = brain.embedder.embed_documents([m.embedded_text() for m, _ in fresh])
                 reembedded += len(fresh)
-            store.add([m for m, _ in fresh], vectors)
-            imported += len(fresh)
+            # Checked again under the write lock (the embedding is done before it), so two
+            # processes importing one file store each memory once.
+            with store.write_lock():
+                still = {m.id for m, _ in _absent(store, fresh)}
+                keep = [i for i, (m, _) in enumerate(fresh) if m.id in still]
+                if keep:
+                    store.add([fresh[i][0] for i in keep], vectors[keep])
+            imported += len(keep)
         progress(len(batch))
-    known = (
-        {
-            r["id"]
-            for r in store.scan(
-                sql_in("id", sorted({r.source_id for r in rels} | {r.target_id for r in rels})),
-                columns=["id"],
-            )
-        }
-        if rels
-        else set()
-    )
-    have_edges = {r.id for r in store.relationships_of(sorted(known))}
-    new_rels = [
-        r for r in rels if r.id not in have_edges and r.source_id in known and r.target_id in known
-    ]
-    store.add_relationships(new_rels)
-    if journal:
-        log = ConsolidationLog(store)
-        have = {r.id for r in log.find(sql_in("id", [r.id for r in journal]))}
-        for record in journal:
-            if record.id not in have:
-                log.add(record)
+    with store.write_lock():  # the edges and records present are read where they are added
+        known = (
+            {
+                r["id"]
+                for r in store.scan(
+                    sql_in("id", sorted({r.source_id for r in rels} | {r.target_id for r in rels})),
+                    columns=["id"],
+                )
+            }
+            if rels
+            else set()
+        )
+        have_edges = {r.id for r in store.relationships_of(sorted(known))}
+        new_rels = [
+            r
+            for r in rels
+            if r.id not in have_edges and r.source_id in known and r.target_id in known
+        ]
+        store.add_relationships(new_rels)
+        if journal:
+            log = ConsolidationLog(store)
+            have = {r.id for r in log.find(sql_in("id", [r.id for r in journal]))}
+            for record in journal:
+                if record.id not in have:
+                    log.add(record)
     return ImportReport(imported, checked.count - imported, len(new_rels), reembedded)
+
+
+def _absent(
+    store: MemoryStore, batch: list[tuple[Memory, npt.NDArray[np.float32] | None]]
+) -> list[tuple[Memory, npt.NDArray[np.float32] | None]]:
+    """The entries of `batch` whose id the store does not hold."""
+    rows = store.scan(sql_in("id", [m.id for m, _ in batch]), columns=["id"])
+    present = {r["id"] for r in rows}
+    return [(m, e) for m, e in batch if m.id not in present]
 
 
 def reembed(brain: Brain, *, progress: Progress = _noop) -> int:
