@@ -23,29 +23,21 @@ import numpy.typing as npt
 
 from octobrain.errors import InvalidInput
 from octobrain.memory.brain import Brain
+from octobrain.memory.import_rows import (
+    embedding,
+    journal_record,
+    memory_row,
+    relationship_row,
+    screened,
+)
 from octobrain.memory.render import memory_to_dict, relationship_to_dict
 from octobrain.models import (
-    CONTENT_BYTES,
-    CONTEXT_BYTES,
-    LINK_DESCRIPTION_CHARS,
-    TITLE_BYTES,
     Memory,
     Relationship,
     UnreadableJSON,
-    check_id,
-    check_text,
-    check_unit,
-    checked_time,
-    clean_files,
-    clean_tags,
-    parse_memory_type,
-    parse_relationship_type,
-    parse_source,
     read_json,
 )
-from octobrain.models import State as MemoryState
-from octobrain.scope import validate_scope
-from octobrain.secrets import screen, screen_each
+from octobrain.secrets import screen
 from octobrain.store import schema
 from octobrain.store.addresses import ADDR
 from octobrain.store.consolidations import (
@@ -59,8 +51,6 @@ from octobrain.store.sql import sql_in, visible_scopes, visible_where
 FORMAT = "octobrain-export"
 FORMAT_VERSION = 1
 BATCH = 256
-MAX_COUNT = 2**62  # an access count beyond the store's int64 column is no count
-SHORT_BYTES = 256  # a row's role or git commit (a commit id is 40 or 64 hex digits)
 LINE_BYTES = 16 << 20  # an import line longer than this is refused without being held
 
 Progress = Callable[[int], None]
@@ -152,26 +142,6 @@ def _journal_line(record: ConsolidationRecord) -> dict[str, Any]:
     return {k: _iso(v) for k, v in record.__dict__.items()}
 
 
-_JOURNAL_TIMES = ("stamp", "created_at", "parent_prev_updated_at")
-
-
-def _journal_record(obj: object, where: str) -> ConsolidationRecord:
-    if not isinstance(obj, dict):
-        raise InvalidInput(where, "must be an object")
-    fields = dict(obj)
-    try:
-        for name in _JOURNAL_TIMES:
-            if fields.get(name) is not None:
-                fields[name] = _time(f"{where}.{name}", fields[name])
-        fields["member_prev_updated_at"] = [
-            _time(f"{where}.member_prev_updated_at", t) for t in fields["member_prev_updated_at"]
-        ]
-        check_id(fields["id"], field_name=f"{where}.id")
-        return ConsolidationRecord(**fields)
-    except (KeyError, TypeError) as exc:
-        raise InvalidInput(where, f"is not a consolidation record ({exc})") from None
-
-
 @dataclass(frozen=True)
 class ImportReport:
     """What an import did."""
@@ -180,123 +150,6 @@ class ImportReport:
     skipped_existing: int
     relationships: int
     reembedded: int
-
-
-def _time(field: str, value: object) -> datetime:
-    if not isinstance(value, str):
-        raise InvalidInput(field, "must be an ISO-8601 timestamp string")
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidInput(field, f"must be an ISO-8601 timestamp, got {value!r}") from None
-    return checked_time(field, moment)
-
-
-def _optional_text(field: str, value: object, most: int) -> str:
-    """An optional text field of an imported row: absent or a string of at most `most` bytes
-    (after trimming) without NUL characters, as `check_text` holds `memorize`'s fields to."""
-    return "" if value is None else check_text(field, value, (0, most))
-
-
-_NUMBERS = {int, float}  # the types JSON numbers parse to
-UNIT_SLACK = 1e-5  # a float32 unit vector's length is 1 within a few units of 1e-7
-
-
-def _embedding(field: str, value: object) -> npt.NDArray[np.float32] | None:
-    """A row's stored vector: absent, or a non-empty list of numbers that are finite as float32
-    and not all zero, returned at unit length (a vector is compared by its direction: stored
-    at another length, its dot products would be no cosines). Checked whether or not it will
-    be used: a file is refused for what it holds, not for which model reads it."""
-    if value is None:
-        return None
-    rule = "must be a list of finite numbers, not all zero"
-    if not isinstance(value, list) or not value:
-        raise InvalidInput(field, rule)
-    if not set(map(type, value)) <= _NUMBERS:  # (bool is a type of its own)
-        raise InvalidInput(field, rule)
-    try:
-        vector = np.asarray(value, dtype=np.float64)
-    except OverflowError:  # an integer beyond any float
-        raise InvalidInput(field, rule) from None
-    if not np.all(np.isfinite(vector)) or np.max(np.abs(vector)) > np.finfo(np.float32).max:
-        raise InvalidInput(field, rule)
-    norm = float(np.linalg.norm(vector))
-    if not norm > 0.0 or not np.isfinite(norm):
-        raise InvalidInput(field, rule)
-    if abs(norm - 1.0) <= UNIT_SLACK:  # an exported vector: kept bit for bit
-        return np.asarray(vector, dtype=np.float32)
-    return np.asarray(vector / norm, dtype=np.float32)
-
-
-def _memory(obj: dict[str, Any], where: str) -> Memory:
-    def f(name: str) -> str:
-        return f"{where}.{name}"
-
-    pre = obj.get("pre_consolidation_importance")
-    context = _optional_text(f("context"), obj.get("context"), CONTEXT_BYTES)
-    count = obj.get("access_count", 0)
-    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_COUNT:
-        raise InvalidInput(f("access_count"), f"must be an integer in [0, {MAX_COUNT}]")
-    try:
-        state = MemoryState(obj.get("state", "working"))
-    except ValueError:
-        raise InvalidInput(f("state"), "must be working, consolidated or archived") from None
-    return Memory(
-        id=check_id(obj.get("id"), field_name=f("id")),
-        scope=validate_scope(obj.get("scope", ""), field=f("scope")),
-        role=_optional_text(f("role"), obj.get("role"), SHORT_BYTES),
-        memory_type=parse_memory_type(obj.get("memory_type"), field_name=f("memory_type")),
-        title=check_text(f("title"), obj.get("title"), TITLE_BYTES),
-        # An ingested conversation turn may be as short as "Yes!": its context carries it.
-        content=check_text(
-            f("content"), obj.get("content"), (1, CONTENT_BYTES[1]) if context else CONTENT_BYTES
-        ),
-        tags=clean_tags(obj.get("tags")),
-        related_files=clean_files(obj.get("related_files")),
-        importance=check_unit(f("importance"), obj.get("importance", 0.5)),
-        pre_consolidation_importance=None
-        if pre is None
-        else check_unit(f("pre_consolidation_importance"), pre),
-        source=parse_source(obj.get("source")),
-        state=state,
-        created_at=_time(f("created_at"), obj.get("created_at")),
-        updated_at=_time(f("updated_at"), obj.get("updated_at")),
-        last_accessed=_time(f("last_accessed"), obj.get("last_accessed")),
-        access_count=count,
-        git_commit=_optional_text(f("git_commit"), obj.get("git_commit"), SHORT_BYTES),
-        context=context,
-    )
-
-
-def _screened(memory: Memory, policy: str, where: str) -> Memory:
-    """`memory` after the `memory.secrets` policy on every text field it stores."""
-    return dataclasses.replace(
-        memory,
-        title=screen(f"{where}.title", memory.title, policy),
-        content=screen(f"{where}.content", memory.content, policy),
-        tags=screen_each(f"{where}.tags", memory.tags, policy),
-        related_files=screen_each(f"{where}.related_files", memory.related_files, policy),
-        context=screen(f"{where}.context", memory.context, policy),
-        role=screen(f"{where}.role", memory.role, policy),
-        git_commit=screen(f"{where}.git_commit", memory.git_commit, policy),
-    )
-
-
-def _relationship(obj: dict[str, Any], where: str) -> Relationship:
-    return Relationship(
-        id=check_id(obj.get("id"), field_name=f"{where}.id"),
-        source_id=check_id(obj.get("source_id"), field_name=f"{where}.source_id"),
-        target_id=check_id(obj.get("target_id"), field_name=f"{where}.target_id"),
-        relationship_type=parse_relationship_type(
-            obj.get("relationship_type", ""), field_name=f"{where}.relationship_type"
-        ),
-        strength=check_unit(f"{where}.strength", obj.get("strength", 0.8)),
-        description=_optional_text(
-            f"{where}.description", obj.get("description"), LINK_DESCRIPTION_CHARS * 4
-        ),
-        scope=validate_scope(obj.get("scope", ""), field=f"{where}.scope"),
-        created_at=_time(f"{where}.created_at", obj.get("created_at")),
-    )
 
 
 def file_lines(handle: IO[bytes]) -> Iterator[bytes]:
@@ -381,14 +234,14 @@ def check_import(
             header = obj
         elif kind == "memory":
             try:
-                parsed = _memory(obj, f"line {number}")
+                parsed = memory_row(obj, f"line {number}")
             except InvalidInput as exc:  # (the list and source checks name the field alone)
                 if exc.field.startswith("line "):
                     raise
                 raise InvalidInput(f"line {number}.{exc.field}", exc.rule) from None
             once("memory", parsed.id, number)
-            vector = _embedding(f"line {number}.embedding", obj.get("embedding"))
-            memory = _screened(parsed, policy, f"line {number}")
+            vector = embedding(f"line {number}.embedding", obj.get("embedding"))
+            memory = screened(parsed, policy, f"line {number}")
             # A redacted row's stored vector embeds the secret: embed it afresh.
             batch.append((memory, vector if memory == parsed else None))
             count += 1
@@ -396,12 +249,12 @@ def check_import(
                 pickle.dump(batch, spool, protocol=pickle.HIGHEST_PROTOCOL)
                 batch = []
         elif kind == "relationship":
-            rel = _relationship(obj, f"line {number}")
+            rel = relationship_row(obj, f"line {number}")
             once("relationship", rel.id, number)
             text = screen(f"line {number}.description", rel.description, policy)
             rels.append(dataclasses.replace(rel, description=text))
         elif kind == "consolidation":
-            record = _journal_record(obj.get("record"), f"line {number}.record")
+            record = journal_record(obj.get("record"), f"line {number}.record")
             once("consolidation", record.id, number)
             journal.append(record)
         else:
