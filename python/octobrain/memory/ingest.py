@@ -261,6 +261,5 @@ def _linked(brain: Brain, ids: list[str]) -> set[str]:
 
 
 def _absent(brain: Brain, memories: list[Memory]) -> list[Memory]:
-    rows = brain.store.scan(sql_in("id", [m.id for m in memories]), columns=["id"])
-    present = {r["id"] for r in rows}
-    return [m for m in memories if m.id not in present]
+    held = brain.store.held([m.id for m in memories])
+    return [m for m in memories if m.id not in held]

@@ -303,17 +303,7 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
             imported += len(keep)
         progress(len(batch))
     with store.write_lock():  # the edges and records present are read where they are added
-        known = (
-            {
-                r["id"]
-                for r in store.scan(
-                    sql_in("id", sorted({r.source_id for r in rels} | {r.target_id for r in rels})),
-                    columns=["id"],
-                )
-            }
-            if rels
-            else set()
-        )
+        known = store.held(sorted({r.source_id for r in rels} | {r.target_id for r in rels}))
         have_edges = {r.id for r in store.relationships_of(sorted(known))}
         new_rels = [
             r
@@ -334,9 +324,8 @@ def _absent(
     store: MemoryStore, batch: list[tuple[Memory, npt.NDArray[np.float32] | None]]
 ) -> list[tuple[Memory, npt.NDArray[np.float32] | None]]:
     """The entries of `batch` whose id the store does not hold."""
-    rows = store.scan(sql_in("id", [m.id for m, _ in batch]), columns=["id"])
-    present = {r["id"] for r in rows}
-    return [(m, e) for m, e in batch if m.id not in present]
+    held = store.held([m.id for m, _ in batch])
+    return [(m, e) for m, e in batch if m.id not in held]
 
 
 def reembed(brain: Brain, *, progress: Progress = _noop) -> int:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 CONSOLIDATIONS = "consolidations"
 PENDING, DONE, REVERTING, REVERTED = "pending", "done", "reverting", "reverted"
+UNFINISHED = sql_in("status", [PENDING, REVERTING])  # what a killed process left half-way
 _TS = pa.timestamp("us", tz="UTC")
 
 
@@ -116,7 +117,7 @@ class ConsolidationLog:
 
     def unfinished(self) -> list[ConsolidationRecord]:
         """Records a killed process left half-way (pending or reverting)."""
-        return self.find(sql_in("status", [PENDING, REVERTING]))
+        return self.find(UNFINISHED)
 
     def not_to_cluster(self, scope: str) -> set[str]:
         """Ids a sleep pass must leave alone in `scope`: parents of consolidations in force (a

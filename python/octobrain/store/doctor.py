@@ -125,13 +125,13 @@ def diagnose(location: StoreLocation) -> Diagnosis:
 def _unfinished(db: lancedb.DBConnection, tables: list[TableCheck]) -> int:
     """How many consolidation records are pending or reverting (0 when the log did not open;
     its check says why)."""
-    from octobrain.store.consolidations import CONSOLIDATIONS, PENDING, REVERTING
+    from octobrain.store.consolidations import CONSOLIDATIONS, UNFINISHED
 
     if not any(t.name == CONSOLIDATIONS and t.opened for t in tables):
         return 0
     try:
         log = db.open_table(CONSOLIDATIONS)
-        return int(log.count_rows(f"status IN ('{PENDING}', '{REVERTING}')"))
+        return int(log.count_rows(UNFINISHED))
     except (ValueError, RuntimeError, OSError):
         return 0
 

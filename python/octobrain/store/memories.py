@@ -338,6 +338,12 @@ class MemoryStore:
         """Rows matching a predicate as an Arrow table (cheap for a few narrow columns)."""
         return _scan_arrow(self.memories, where, columns, None)
 
+    def held(self, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` the store holds (any scope, any state)."""
+        if not ids:
+            return set()
+        return set(_scan_arrow(self.memories, sql_in("id", ids), ["id"], None)["id"].to_pylist())
+
     def pinned(self, version: int) -> Pinned:
         """`memories` frozen at `version`: several reads through it see the same rows, whatever
         other processes commit meanwhile (each read through the store sees the latest)."""
