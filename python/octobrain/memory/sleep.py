@@ -363,9 +363,7 @@ def _without_conflicts(
             [[conflicts.compatible(a, b) for b in quoted] for a in quoted], dtype=bool
         ).reshape(size, size)
         best: list[int] = []
-        if fits.all():  # nothing conflicts (the usual case): the whole cluster
-            best = list(range(size))
-        for seed in range(size) if not best else ():
+        for seed in range(size):  # (nothing conflicts, the usual case: the first seed keeps all)
             kept, open_ = [seed], fits[seed].copy()  # open_: compatible with every kept one
             for j in range(size):
                 if j != seed and open_[j]:
