@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import anyio
 import lancedb
 import numpy as np
 import pyarrow as pa
@@ -484,6 +486,53 @@ def test_mcp_ingest_stores_turns_once_and_names_bad_fields(tmp_path: Path) -> No
                 assert error and reply.startswith(rule), reply
 
     run(body)
+
+
+def test_mcp_ingest_embeds_without_holding_up_other_calls(tmp_path: Path) -> None:
+    # A long conversation's embedding takes seconds; other sessions' calls on the same pool
+    # (HTTP clients, the service's CLI commands and hooks) answer meanwhile, and the ingest
+    # still stores every turn once.
+    pool = hash_pool(tmp_path / "db")
+    server = server_for(pool, tmp_path, PROJECT_A)
+    entered, release = threading.Event(), threading.Event()
+    turns = [{"speaker": "u", "text": f"slow turn {i} about the deploy window"} for i in range(3)]
+
+    async def body() -> None:
+        async with Client(server) as other, Client(server) as ingesting:
+            error, reply = await call(
+                other, "memorize", title="Deploy day", content="Deploys go out on Tuesdays."
+            )
+            assert not error, reply
+            embedder = pool.shared_root().embedder
+            plain = embedder.embed_documents
+
+            def held(texts: Any) -> Any:
+                if any("slow turn" in t for t in texts):
+                    entered.set()
+                    assert release.wait(30)
+                return plain(texts)
+
+            embedder.embed_documents = held  # type: ignore[method-assign]
+            replies: list[str] = []
+
+            async def ingest() -> None:
+                error, reply = await call(ingesting, "ingest", conversation="c", turns=turns)
+                assert not error, reply
+                replies.append(reply)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ingest)
+                assert await anyio.to_thread.run_sync(entered.wait, 30)
+                with anyio.fail_after(10):  # the ingest is embedding: the pool is free
+                    error, reply = await call(other, "remember", query="when do deploys go out")
+                assert not error and "Tuesdays" in reply, reply
+                release.set()
+            assert "3 turns added, 0 already present, 2 links" in replies[0], replies
+
+    try:
+        run(body)
+    finally:
+        release.set()
 
 
 def test_question_dates_are_read_as_calendar_periods() -> None:

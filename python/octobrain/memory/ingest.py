@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,7 +43,7 @@ from octobrain.text import analyze
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
 
-__all__ = ["IngestReport", "ingest", "turn_id", "turn_memories"]
+__all__ = ["IngestReport", "ingest", "turn_id", "turn_memories", "unstored_texts"]
 
 BATCH = 256
 WINDOW = 1  # turns on each side whose words join a turn's context
@@ -192,13 +192,17 @@ def ingest(
     window: int = WINDOW,
     topic_words: int = TOPIC_WORDS,
     progress: Progress = lambda _n: None,
+    vectors: Mapping[str, np.ndarray] | None = None,
 ) -> IngestReport:
     """Store every turn of `conversations` not stored yet, chained within its sessions.
 
     `progress(n)` after each batch of `n` turns. Secrets follow `memory.secrets` (refuse: the
-    first turn holding one stops the ingest before anything of its batch is written)."""
+    first turn holding one stops the ingest before anything of its batch is written).
+    `vectors`: embeddings computed beforehand, by embedded text (`unstored_texts`); a turn
+    whose text is not among them is embedded here."""
     scope = "" if global_ else brain.scope
-    brain.embedder.prepare()  # loads while the store opens to find the turns already stored
+    if not vectors:
+        brain.embedder.prepare()  # loads while the store opens to find the turns already stored
     report = IngestReport(conversations=len(conversations))
     for conv in conversations:
         memories = turn_memories(brain, conv, scope=scope, window=window, topic_words=topic_words)
@@ -211,7 +215,7 @@ def ingest(
             last[turn.session] = memory.id
         for start in range(0, len(memories), BATCH):
             batch = memories[start : start + BATCH]
-            added, links = _write(brain, batch, previous)
+            added, links = _write(brain, batch, previous, vectors or {})
             report.added += added
             report.skipped_existing += len(batch) - added
             report.links += links
@@ -219,15 +223,36 @@ def ingest(
     return report
 
 
-def _write(brain: Brain, batch: list[Memory], previous: dict[str, str]) -> tuple[int, int]:
+def unstored_texts(
+    brain: Brain, conversations: Sequence[Conversation], *, global_: bool = False
+) -> list[str]:
+    """What `ingest` would embed: the embedded texts of the turns the store does not hold yet
+    (screened for secrets, so a refused turn stops here). A caller that must not hold a lock
+    through the embedding embeds these first and hands the vectors to `ingest`."""
+    scope = "" if global_ else brain.scope
+    texts: list[str] = []
+    for conv in conversations:
+        memories = turn_memories(brain, conv, scope=scope)
+        for start in range(0, len(memories), BATCH):
+            texts += [m.embedded_text() for m in _absent(brain, memories[start : start + BATCH])]
+    return texts
+
+
+def _write(
+    brain: Brain, batch: list[Memory], previous: dict[str, str], known: Mapping[str, np.ndarray]
+) -> tuple[int, int]:
     """Embed and add the turns of `batch` the store does not hold yet, with the links to their
     previous turns (one commit each). Presence is checked again under the write lock, so two
-    processes ingesting one file add each turn once; the embedding is computed before, so the
-    lock is held only for the commits. A turn already stored gets its link too when it has none:
-    an ingest killed between the two commits left it without, and the next run mends it."""
+    processes ingesting one file add each turn once; the embedding is computed before (or taken
+    from `known`, by embedded text), so the lock is held only for the commits. A turn already
+    stored gets its link too when it has none: an ingest killed between the two commits left it
+    without, and the next run mends it."""
     store = brain.store
     new = _absent(brain, batch)
-    vectors = brain.embedder.embed_documents([m.embedded_text() for m in new]) if new else None
+    texts = [m.embedded_text() for m in new]
+    todo = [t for t in texts if t not in known]
+    fresh = dict(zip(todo, brain.embedder.embed_documents(todo), strict=True)) if todo else {}
+    vectors = np.array([known.get(t, fresh.get(t)) for t in texts], dtype=np.float32)
     with store.write_lock():
         still = {m.id for m in _absent(brain, new)} if new else set()
         keep = [i for i, m in enumerate(new) if m.id in still]
@@ -247,7 +272,7 @@ def _write(brain: Brain, batch: list[Memory], previous: dict[str, str]) -> tuple
             if m.id in previous and m.id not in linked
         ]
         if new or edges:
-            embeddings = vectors[keep] if vectors is not None else np.zeros((0, store.dim))
+            embeddings = vectors[keep] if new else np.zeros((0, store.dim), dtype=np.float32)
             store.add(new, embeddings, edges)
     return len(new), len(edges)
 

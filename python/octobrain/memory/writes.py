@@ -3,7 +3,7 @@ update, relate and forget. Every text passes the secrets policy; every id must b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
@@ -33,6 +33,8 @@ from octobrain.store import NotFound
 from octobrain.store.sql import visible_scopes
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from octobrain.memory.brain import Brain
     from octobrain.memory.conversation import Conversation
     from octobrain.memory.ingest import IngestReport
@@ -127,13 +129,15 @@ class Writes(BrainBase):
         *,
         global_: bool = False,
         progress: Callable[[int], None] = lambda _n: None,
+        vectors: Mapping[str, np.ndarray] | None = None,
     ) -> IngestReport:
         """Store conversations turn by turn (`octobrain.memory.ingest`); turns already stored are
-        skipped, so ingesting a transcript again adds only what is new."""
+        skipped, so ingesting a transcript again adds only what is new. `vectors`: embeddings
+        of `ingest.unstored_texts`, computed beforehand (by text)."""
         from octobrain.memory.ingest import ingest
 
         brain = cast("Brain", self)  # a Writes is only ever part of a Brain
-        return ingest(brain, conversations, global_=global_, progress=progress)
+        return ingest(brain, conversations, global_=global_, progress=progress, vectors=vectors)
 
     def _join_session(self, memory: Memory) -> Memory | None:
         """Tag `memory` with this Brain's session; return the session's previous memory."""

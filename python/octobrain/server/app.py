@@ -65,7 +65,6 @@ _BRAIN_TOOLS = {
     "memorize": handlers.memorize,
     "remember": handlers.remember,
     "forget": handlers.forget,
-    "ingest": handlers.ingest,
 }
 
 
@@ -239,8 +238,21 @@ class OctobrainServer:
             return await anyio.to_thread.run_sync(
                 self.pool.call_knowledge, scope, workdir, session_id, work, roots
             )
-        body = partial(_BRAIN_TOOLS[name], arguments=arguments)
         session_id = lock.session_id if lock is not None else ""
+        if name == "ingest":
+            # Checked under the pool lock, embedded without it (other calls go on meanwhile),
+            # written under it again.
+            plan = await anyio.to_thread.run_sync(
+                self.pool.call,
+                scope,
+                workdir,
+                partial(handlers.plan_ingest, arguments=arguments),
+                session_id,
+            )
+            await anyio.to_thread.run_sync(plan.embed)
+            body = partial(handlers.ingest, plan=plan)
+        else:
+            body = partial(_BRAIN_TOOLS[name], arguments=arguments)
         reply: handlers.Reply = await anyio.to_thread.run_sync(
             self.pool.call, scope, workdir, body, session_id
         )

@@ -9,7 +9,7 @@ tool-level rules (which trust tiers and link types an agent may set).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput
@@ -22,8 +22,12 @@ from octobrain.server.schemas import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from octobrain.embed.base import Embedder
     from octobrain.knowledge import Knowledge
     from octobrain.memory.brain import Brain
+    from octobrain.memory.conversation import Conversation
     from octobrain.models import Memory
 
 
@@ -108,9 +112,30 @@ def memorize(brain: Brain, arguments: dict[str, Any]) -> Reply:
 # ---- ingest -------------------------------------------------------------------------------
 
 
-def ingest(brain: Brain, arguments: dict[str, Any]) -> Reply:
-    """Store a conversation's turns (each once)."""
+@dataclass
+class IngestPlan:
+    """An `ingest` call checked and parsed (under the pool lock, `plan_ingest`); `embed` then
+    computes the vectors of its turns not stored yet without the lock, so a long conversation
+    does not hold up other calls for its embedding; `ingest` writes it under the lock again."""
+
+    key: str
+    conversation: Conversation
+    global_: bool
+    embedder: Embedder
+    texts: list[str]
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def embed(self) -> None:
+        """The embeddings of `texts` (the embedder is safe to share across threads)."""
+        if self.texts:
+            embedded = self.embedder.embed_documents(self.texts)
+            self.vectors = dict(zip(self.texts, embedded, strict=True))
+
+
+def plan_ingest(brain: Brain, arguments: dict[str, Any]) -> IngestPlan:
+    """Check an `ingest` call's arguments and find the turns it would embed."""
     from octobrain.memory.conversation import parse_chat
+    from octobrain.memory.ingest import unstored_texts
     from octobrain.models import CONTENT_BYTES, ID_CHARS
 
     key = _required(arguments, "conversation")
@@ -147,10 +172,17 @@ def ingest(brain: Brain, arguments: dict[str, Any]) -> Reply:
                 f"must be at most {CONTENT_BYTES[1]} bytes; send a longer turn as several turns",
             )
     conversation = parse_chat(turns, key=key)
-    report = brain.ingest([conversation], global_=_bool(arguments, "global", False))
-    scope = "" if _bool(arguments, "global", False) else brain.scope
+    global_ = _bool(arguments, "global", False)
+    texts = unstored_texts(brain, [conversation], global_=global_)
+    return IngestPlan(key, conversation, global_, brain.embedder, texts)
+
+
+def ingest(brain: Brain, plan: IngestPlan) -> Reply:
+    """Store a planned conversation's turns (each once), with the vectors the plan computed."""
+    report = brain.ingest([plan.conversation], global_=plan.global_, vectors=plan.vectors)
+    scope = "" if plan.global_ else brain.scope
     return Reply(
-        f"Conversation {key!r} stored in {scope or '(global)'}: "
+        f"Conversation {plan.key!r} stored in {scope or '(global)'}: "
         f"{_plural(report.added, 'turn', 'turns')} added, {report.skipped_existing} already "
         f"present, {_plural(report.links, 'link', 'links')}."
     )

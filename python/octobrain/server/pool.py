@@ -4,7 +4,9 @@ The first tool call loads the model and opens LanceDB (once); later scopes reuse
 `Brain.for_scope`. Memory calls run one at a time in a worker thread: they take milliseconds,
 and the facade is not documented as safe for concurrent use from threads. Knowledge calls
 (which may fetch and embed a whole document) queue on a lock of their own, so they never hold
-up memory calls; the two share only the embedder, which is safe across threads.
+up memory calls; the two share only the embedder, which is safe across threads. For the same
+reason an `ingest` takes the lock twice, to find the turns to store and to write them, and
+embeds them in between without it.
 
 A long-lived pool checks, before each call, that the store's files are still the ones it
 opened (`StoreWatch`: a few `stat` calls); a table or manifest deleted or replaced underneath
