@@ -313,11 +313,12 @@ def _one_row_export(brain: Brain) -> tuple[dict[str, Any], dict[str, Any]]:
 @pytest.mark.parametrize(
     ("change", "rule"),
     [
-        ({"embedding": [1e300] * 8}, r"^line 2\.embedding: must be a list of finite numbers"),
-        ({"embedding": [0.0] * 8}, r"^line 2\.embedding: must be a list of finite numbers"),
-        ({"embedding": ["a"] * 8}, r"^line 2\.embedding: must be a list of finite numbers"),
-        ({"embedding": [True] * 8}, r"^line 2\.embedding: must be a list of finite numbers"),
+        ({"embedding": [1e300] * 64}, r"^line 2\.embedding: must be a list of finite numbers"),
+        ({"embedding": [0.0] * 64}, r"^line 2\.embedding: must be a list of finite numbers"),
+        ({"embedding": ["a"] * 64}, r"^line 2\.embedding: must be a list of finite numbers"),
+        ({"embedding": [True] * 64}, r"^line 2\.embedding: must be a list of finite numbers"),
         ({"embedding": 7}, r"^line 2\.embedding: must be a list of finite numbers"),
+        ({"embedding": [0.5] * 5}, r"^line 2\.embedding: must hold the header's dim, 64 numbers"),
         ({"access_count": 2**63}, r"^line 2\.access_count: must be an integer in \[0, "),
         ({"tags": 5}, r"^line 2\.tags: must be a list of strings, got int"),
         ({"related_files": {"a": 1}}, r"^line 2\.related_files: must be a list of strings"),
@@ -635,6 +636,94 @@ def test_an_imported_store_can_still_undo_its_consolidations(
     other.unconsolidate(closing.id)
     restored = other.get(finding.id)
     assert (restored.state, restored.importance) == (before.state, before.importance)
+
+
+def _closed_goal_export(brain: Brain) -> list[dict[str, Any]]:
+    """The lines of an export holding a goal closed by a note (a consolidation record)."""
+    goal, _ = brain.memorize("Goal: faster API", "Bring p95 latency under 200 ms.",
+                             memory_type="goal")  # fmt: skip
+    brain.memorize(
+        *TOKEN_BUCKET, related_to=[{"target_id": goal.id, "relationship_type": "achieves"}]
+    )
+    brain.memorize("Latency goal reached", "p95 is 170 ms now.",
+                   related_to=[{"target_id": goal.id, "relationship_type": "closes"}])  # fmt: skip
+    out = io.StringIO()
+    export_jsonl(brain, out)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("change", "rule"),
+    [
+        ({"member_prev_importance": ["x"]}, r"record\.member_prev_importance\[0\]: must be a numb"),
+        ({"member_prev_state": ["bogus"]}, r"record\.member_prev_state\[0\]: must be working,"),
+        (
+            {"member_prev_pre": [None, None]},
+            r"record\.member_prev_pre: must be a list of 1, one per",
+        ),
+        ({"kind": None}, r"record\.kind: must be one of sleep, goal, got None"),
+        ({"status": "bogus"}, r"record\.status: must be one of pending, done, reverting, reverted"),
+        ({"parent_id": {}}, r"record\.parent_id: must be a non-empty string"),
+        ({"scope": 10**30}, r"record\.scope: must be a string"),
+        ({"parent_synthesised": 1}, r"record\.parent_synthesised: must be true or false"),
+        ({"edge_ids": ["e"]}, r"record\.edge_ids\[0\]: must be a memory id"),
+        ({"description": "d" * 20_000}, r"record\.description: must be 0–10000 bytes"),
+        ({"surprise": 1}, r"record\.surprise: unknown field of a consolidation record"),
+    ],
+)
+def test_an_imported_consolidation_record_is_checked_field_by_field_before_any_write(
+    make_brain: MakeBrain, tmp_path: Path, change: dict[str, Any], rule: str
+) -> None:
+    # Each was either stored as it came (and acted on by the next sleep pass) or failed with a
+    # traceback after the file's memories had been written.
+    lines = _closed_goal_export(make_brain())
+    line, record = next((i + 1, o) for i, o in enumerate(lines) if o["kind"] == "consolidation")
+    lines[line - 1] = {"kind": "consolidation", "record": {**record["record"], **change}}
+    other = Brain("import/target", config=Config(), embedder=make_brain().embedder,
+                  uri=tmp_path / "other")  # fmt: skip
+    with pytest.raises(InvalidInput, match=rf"^line {line}\.{rule}"):
+        import_jsonl(other, [json.dumps(o) for o in lines])
+    assert other.store.count() == 0
+
+
+def test_an_imported_record_cannot_reach_memories_or_edges_the_file_did_not_bring(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    # A `reverting` record names a memory the store already held as its synthesised parent:
+    # the next sleep pass, finishing the "undo", deleted that memory. An edge of the file
+    # that took an existing edge's id was stored beside it, and the store no longer exported
+    # to a file that imports.
+    brain = make_brain()
+    kept, _ = brain.memorize(*POSTGRES)
+    other_end, _ = brain.memorize("Queue", "Billing events go through SQS FIFO.")
+    existing = brain.relate(kept.id, other_end.id)
+    source = Brain(brain.scope, config=Config(), embedder=brain.embedder, uri=tmp_path / "src")
+    lines = _closed_goal_export(source)
+    record = next(o["record"] for o in lines if o["kind"] == "consolidation")
+    forged = {**record, "id": str(uuid.uuid4()), "status": "reverting", "parent_id": kept.id,
+              "parent_synthesised": True}  # fmt: skip
+    edge = next(o for o in lines if o["kind"] == "relationship")
+    lines += [{"kind": "consolidation", "record": forged}, {**edge, "id": existing.id}]
+    report = import_jsonl(brain, [json.dumps(o) for o in lines])
+    assert (report.imported, report.consolidations, report.consolidations_not_brought) == (3, 1, 1)
+    brain.sleep_consolidate()  # finishes or undoes what is left half-way
+    assert brain.get(kept.id).content == POSTGRES[1]
+    out = io.StringIO()
+    export_jsonl(brain, out)
+    assert out.getvalue().count(existing.id) == 1
+    again = Brain(brain.scope, config=Config(), embedder=brain.embedder, uri=tmp_path / "again")
+    assert import_jsonl(again, out.getvalue().splitlines()).imported == brain.store.count()
+
+
+def test_an_import_whose_temporary_file_cannot_be_written_says_so_in_one_line(
+    make_brain: MakeBrain,
+) -> None:
+    brain = make_brain()
+    header, row = _one_row_export(brain)
+    with open("/dev/full", "wb", buffering=0) as full, pytest.raises(StorageError) as caught:
+        transfer.check_import(brain, [json.dumps(header), json.dumps(row)], full)
+    assert "cannot write its temporary file" in str(caught.value)
+    assert "No space left on device" in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_trust_tier_reorders_near_ties_but_never_outranks_a_clearly_better_match(

@@ -96,7 +96,14 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
         f"imported {plural(report.imported, 'memory', 'memories')}, skipped "
         f"{report.skipped_existing} already present, "
         f"{plural(report.relationships, 'relationship', 'relationships')}, "
-        f"{report.reembedded} re-embedded",
+        f"{report.reembedded:,} re-embedded"
+        + f", {plural(report.consolidations, 'consolidation record', 'consolidation records')}"
+        * bool(report.consolidations)
+        + (
+            f"; {plural(report.consolidations_not_brought, 'consolidation record', 'records')} "
+            "not stored: they name memories or edges this import did not write"
+        )
+        * bool(report.consolidations_not_brought),
     )
 
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -32,30 +33,95 @@ from octobrain.models import (
 from octobrain.models import State as MemoryState
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen, screen_each
-from octobrain.store.consolidations import ConsolidationRecord
+from octobrain.store.consolidations import (
+    RECORD_KINDS,
+    RECORD_STATUSES,
+    ConsolidationRecord,
+)
 
 MAX_COUNT = 2**62  # an access count beyond the store's int64 column is no count
 SHORT_BYTES = 256  # a row's role or git commit (a commit id is 40 or 64 hex digits)
 
 
-_JOURNAL_TIMES = ("stamp", "created_at", "parent_prev_updated_at")
-
-
 def journal_record(obj: object, where: str) -> ConsolidationRecord:
+    """A consolidation record, every field checked as a memory row's are: an unfinished one
+    (pending, reverting) is acted on by the next sleep pass, so nothing in it may be taken on
+    trust. Its member lists are one entry per member."""
     if not isinstance(obj, dict):
         raise InvalidInput(where, "must be an object")
-    fields = dict(obj)
+
+    def f(name: str) -> str:
+        return f"{where}.{name}"
+
+    unknown = sorted(set(obj) - _RECORD_FIELDS)
+    if unknown:
+        raise InvalidInput(f(unknown[0]), "unknown field of a consolidation record")
+    members = _ids(f("member_ids"), obj.get("member_ids"), least=1)
+
+    def each(name: str, check: Callable[[str, object], Any]) -> list[Any]:
+        values = obj.get(name)
+        if not isinstance(values, list) or len(values) != len(members):
+            raise InvalidInput(f(name), f"must be a list of {len(members)}, one per member")
+        return [check(f"{f(name)}[{i}]", v) for i, v in enumerate(values)]
+
+    def optional(name: str, check: Callable[[str, object], Any]) -> Any:
+        return None if obj.get(name) is None else check(f(name), obj[name])
+
+    goal = obj.get("goal_id", "")
+    return ConsolidationRecord(
+        kind=_one_of(f("kind"), obj.get("kind"), RECORD_KINDS),
+        scope=validate_scope(obj.get("scope", ""), field=f("scope")),
+        parent_id=check_id(obj.get("parent_id"), field_name=f("parent_id")),
+        parent_synthesised=_flag(f("parent_synthesised"), obj.get("parent_synthesised")),
+        member_ids=members,
+        member_prev_importance=each("member_prev_importance", check_unit),
+        member_prev_pre=each(
+            "member_prev_pre", lambda n, v: None if v is None else check_unit(n, v)
+        ),
+        member_prev_state=each("member_prev_state", _state),
+        member_prev_updated_at=each("member_prev_updated_at", _time),
+        stamp=_time(f("stamp"), obj.get("stamp")),
+        description=_optional_text(f("description"), obj.get("description"), CONTENT_BYTES[1]),
+        parent_prev_importance=optional("parent_prev_importance", check_unit),
+        parent_prev_updated_at=optional("parent_prev_updated_at", _time),
+        goal_id="" if goal == "" else check_id(goal, field_name=f("goal_id")),
+        edge_ids=_ids(f("edge_ids"), obj.get("edge_ids", []), least=0),
+        status=_one_of(f("status"), obj.get("status"), RECORD_STATUSES),
+        id=check_id(obj.get("id"), field_name=f("id")),
+        created_at=_time(f("created_at"), obj.get("created_at")),
+    )
+
+
+_RECORD_FIELDS = frozenset(f.name for f in dataclasses.fields(ConsolidationRecord))
+
+
+def _ids(field: str, value: object, *, least: int) -> list[str]:
+    """A list of distinct ids (canonical form), at least `least` of them."""
+    if not isinstance(value, list) or len(value) < least:
+        raise InvalidInput(field, f"must be a list of at least {least} ids")
+    ids = [check_id(v, field_name=f"{field}[{i}]") for i, v in enumerate(value)]
+    if len(set(ids)) != len(ids):
+        raise InvalidInput(field, "must not name an id twice")
+    return ids
+
+
+def _one_of(field: str, value: object, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise InvalidInput(field, f"must be one of {', '.join(allowed)}, got {value!r}")
+    return str(value)
+
+
+def _flag(field: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput(field, "must be true or false")
+    return value
+
+
+def _state(field: str, value: object) -> str:
     try:
-        for name in _JOURNAL_TIMES:
-            if fields.get(name) is not None:
-                fields[name] = _time(f"{where}.{name}", fields[name])
-        fields["member_prev_updated_at"] = [
-            _time(f"{where}.member_prev_updated_at", t) for t in fields["member_prev_updated_at"]
-        ]
-        check_id(fields["id"], field_name=f"{where}.id")
-        return ConsolidationRecord(**fields)
-    except (KeyError, TypeError) as exc:
-        raise InvalidInput(where, f"is not a consolidation record ({exc})") from None
+        return MemoryState(value).value
+    except ValueError:
+        raise InvalidInput(field, "must be working, consolidated or archived") from None
 
 
 def _time(field: str, value: object) -> datetime:
@@ -78,16 +144,23 @@ _NUMBERS = {int, float}  # the types JSON numbers parse to
 UNIT_SLACK = 1e-5  # a float32 unit vector's length is 1 within a few units of 1e-7
 
 
-def embedding(field: str, value: object) -> npt.NDArray[np.float32] | None:
+MAX_DIM = 8192  # more numbers than any embedding model gives
+
+
+def embedding(field: str, value: object, dim: int | None = None) -> npt.NDArray[np.float32] | None:
     """A row's stored vector: absent, or a non-empty list of numbers that are finite as float32
     and not all zero, returned at unit length (a vector is compared by its direction: stored
     at another length, its dot products would be no cosines). Checked whether or not it will
-    be used: a file is refused for what it holds, not for which model reads it."""
+    be used: a file is refused for what it holds, not for which model reads it. `dim`: the
+    length the file's header gives its vectors (each row's is held until it is written)."""
     if value is None:
         return None
     rule = "must be a list of finite numbers, not all zero"
     if not isinstance(value, list) or not value:
         raise InvalidInput(field, rule)
+    if len(value) > MAX_DIM or (dim is not None and len(value) != dim):
+        wanted = f"the header's dim, {dim}" if dim is not None else f"at most {MAX_DIM:,}"
+        raise InvalidInput(field, f"must hold {wanted} numbers, got {len(value):,}")
     if not set(map(type, value)) <= _NUMBERS:  # (bool is a type of its own)
         raise InvalidInput(field, rule)
     try:
@@ -113,10 +186,7 @@ def memory_row(obj: dict[str, Any], where: str) -> Memory:
     count = obj.get("access_count", 0)
     if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_COUNT:
         raise InvalidInput(f("access_count"), f"must be an integer in [0, {MAX_COUNT}]")
-    try:
-        state = MemoryState(obj.get("state", "working"))
-    except ValueError:
-        raise InvalidInput(f("state"), "must be working, consolidated or archived") from None
+    state = MemoryState(_state(f("state"), obj.get("state", "working")))
     return Memory(
         id=check_id(obj.get("id"), field_name=f("id")),
         scope=validate_scope(obj.get("scope", ""), field=f("scope")),

@@ -21,7 +21,7 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, StorageError
 from octobrain.memory.brain import Brain
 from octobrain.memory.import_rows import (
     embedding,
@@ -33,7 +33,6 @@ from octobrain.memory.import_rows import (
 from octobrain.memory.render import memory_to_dict, relationship_to_dict
 from octobrain.models import (
     Memory,
-    Relationship,
     UnreadableJSON,
     read_json,
 )
@@ -150,6 +149,8 @@ class ImportReport:
     skipped_existing: int
     relationships: int
     reembedded: int
+    consolidations: int = 0  # consolidation records stored
+    consolidations_not_brought: int = 0  # records naming memories this import did not write
 
 
 def file_lines(handle: IO[bytes]) -> Iterator[bytes]:
@@ -195,29 +196,77 @@ def import_jsonl(
         return write_import(brain, check_import(brain, source, spool), progress=progress)
 
 
+class Spool:
+    """Checked rows waiting in a private temporary file, pickled in batches of `BATCH` per
+    kind (memory, relationship, consolidation), with where each batch starts: a file of any
+    size is checked, then written, without being held."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self.file = file
+        self.count: dict[str, int] = dict.fromkeys(_KINDS, 0)
+        self._at: dict[str, list[int]] = {k: [] for k in _KINDS}
+        self._pending: dict[str, list[Any]] = {k: [] for k in _KINDS}
+
+    def add(self, kind: str, item: Any) -> None:
+        self._pending[kind].append(item)
+        self.count[kind] += 1
+        if len(self._pending[kind]) == BATCH:
+            self._dump(kind)
+
+    def close(self) -> None:
+        for kind in _KINDS:
+            if self._pending[kind]:
+                self._dump(kind)
+        self._write(self.file.flush)
+
+    def batches(self, kind: str) -> Iterator[list[Any]]:
+        for offset in self._at[kind]:
+            self.file.seek(offset)
+            yield pickle.load(self.file)
+
+    def _dump(self, kind: str) -> None:
+        self._at[kind].append(self.file.tell())
+        batch, self._pending[kind] = self._pending[kind], []
+        self._write(lambda: pickle.dump(batch, self.file, protocol=pickle.HIGHEST_PROTOCOL))
+
+    @staticmethod
+    def _write(step: Callable[[], object]) -> None:
+        try:
+            step()
+        except OSError as exc:  # a full or read-only temporary directory
+            raise StorageError(
+                f"import: cannot write its temporary file in {tempfile.gettempdir()} "
+                f"({exc.strerror or exc}); nothing was imported (TMPDIR chooses another)"
+            ) from None
+
+
+_KINDS = ("memory", "relationship", "consolidation")
+
+
 @dataclass(frozen=True)
 class Checked:
-    """A checked import file: its header, edges and consolidation records, and how many
-    memories wait in `spool` (checked and screened, in pickled batches of `BATCH`)."""
+    """A checked import file: its header and its rows, waiting in `spool`; `named`: the
+    memory and edge ids its consolidation records name."""
 
     header: dict[str, Any]
-    count: int
-    relationships: list[Relationship]
-    journal: list[ConsolidationRecord]
-    spool: IO[bytes]
+    spool: Spool
+    named: frozenset[str]
+
+    @property
+    def count(self) -> int:
+        """How many memories the file holds."""
+        return self.spool.count["memory"]
 
 
 def check_import(
     brain: Brain, source: Iterable[str | bytes], spool: IO[bytes], *, checked: Progress = _noop
 ) -> Checked:
     """Read every line of `source` once and check it, raising `InvalidInput` naming the first
-    bad line and field. The memories are kept in `spool` (a private temporary file), so a file
-    of any size is checked without being held. `checked` is told each line's length."""
+    bad line and field. The rows are kept in `spool` (a private temporary file). `checked` is
+    told each line's length."""
     header: dict[str, Any] | None = None
-    batch: list[tuple[Memory, npt.NDArray[np.float32] | None]] = []
-    count = 0
-    rels: list[Relationship] = []
-    journal: list[ConsolidationRecord] = []
+    rows = Spool(spool)
+    named: set[str] = set()
     policy = brain.config.memory.secrets  # imported rows are screened like memorized ones
     seen: dict[tuple[str, str], int] = {}  # (kind, id) -> the line that gave it
 
@@ -240,49 +289,52 @@ def check_import(
                     raise
                 raise InvalidInput(f"line {number}.{exc.field}", exc.rule) from None
             once("memory", parsed.id, number)
-            vector = embedding(f"line {number}.embedding", obj.get("embedding"))
+            dim = None if header is None else header.get("dim")
+            vector = embedding(
+                f"line {number}.embedding",
+                obj.get("embedding"),
+                dim if isinstance(dim, int) and not isinstance(dim, bool) else None,
+            )
             memory = screened(parsed, policy, f"line {number}")
             # A redacted row's stored vector embeds the secret: embed it afresh.
-            batch.append((memory, vector if memory == parsed else None))
-            count += 1
-            if len(batch) == BATCH:
-                pickle.dump(batch, spool, protocol=pickle.HIGHEST_PROTOCOL)
-                batch = []
+            rows.add("memory", (memory, vector if memory == parsed else None))
         elif kind == "relationship":
             rel = relationship_row(obj, f"line {number}")
             once("relationship", rel.id, number)
             text = screen(f"line {number}.description", rel.description, policy)
-            rels.append(dataclasses.replace(rel, description=text))
+            rows.add("relationship", dataclasses.replace(rel, description=text))
         elif kind == "consolidation":
             record = journal_record(obj.get("record"), f"line {number}.record")
             once("consolidation", record.id, number)
-            journal.append(record)
+            named.update([record.parent_id, *record.member_ids, *record.edge_ids])
+            rows.add("consolidation", record)
         else:
             raise InvalidInput(
                 f"line {number}.kind", "must be header, memory, relationship or consolidation"
             )
     if header is None:
         raise InvalidInput("file", f"has no {FORMAT} header line")
-    if batch:
-        pickle.dump(batch, spool, protocol=pickle.HIGHEST_PROTOCOL)
-    spool.flush()
-    return Checked(header, count, rels, journal, spool)
+    rows.close()
+    return Checked(header, rows, frozenset(named))
 
 
 def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) -> ImportReport:
     """Store the checked memories batch by batch (those whose id the store has are skipped),
-    then the edges between memories the store holds, then the consolidation records.
-    `progress` is told of each batch of memories."""
+    then the edges between memories the store holds (those whose id it has are skipped), then
+    the consolidation records whose memories and edges this import wrote. `progress` is told
+    of each batch of memories.
+
+    A record names memories and edges that a sleep pass or an undo will change or delete, so
+    one that names any the store held before (or that the file does not hold) is not stored:
+    a file cannot reach, through its journal, what it did not bring."""
     store = brain.store
     same_model = (
         checked.header.get("embedding_model") == brain.embedder.model_id
         and checked.header.get("dim") == brain.embedder.dim
     )
-    rels, journal = checked.relationships, checked.journal
-    checked.spool.seek(0)
+    wrote: set[str] = set()  # ids of this import's memories and edges that records name
     imported = reembedded = 0
-    for _ in range(-(-checked.count // BATCH)):
-        batch: list[tuple[Memory, npt.NDArray[np.float32] | None]] = pickle.load(checked.spool)
+    for batch in checked.spool.batches("memory"):
         fresh = _absent(store, batch)
         if fresh:
             reuse = same_model and all(
@@ -292,7 +344,6 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
                 vectors = np.stack([e for _, e in fresh if e is not None])
             else:
                 vectors = brain.embedder.embed_documents([m.embedded_text() for m, _ in fresh])
-                reembedded += len(fresh)
             # Checked again under the write lock (the embedding is done before it), so two
             # processes importing one file store each memory once.
             with store.write_lock():
@@ -301,23 +352,38 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
                 if keep:
                     store.add([fresh[i][0] for i in keep], vectors[keep])
             imported += len(keep)
+            reembedded += 0 if reuse else len(keep)
+            wrote.update(fresh[i][0].id for i in keep if fresh[i][0].id in checked.named)
         progress(len(batch))
-    with store.write_lock():  # the edges and records present are read where they are added
-        known = store.held(sorted({r.source_id for r in rels} | {r.target_id for r in rels}))
-        have_edges = {r.id for r in store.relationships_of(sorted(known))}
-        new_rels = [
-            r
-            for r in rels
-            if r.id not in have_edges and r.source_id in known and r.target_id in known
-        ]
-        store.add_relationships(new_rels)
-        if journal:
+    edges = 0
+    for rels in checked.spool.batches("relationship"):
+        with store.write_lock():  # the edges and memories present are read where edges are added
+            known = store.held(sorted({r.source_id for r in rels} | {r.target_id for r in rels}))
+            have = store.held_relationships([r.id for r in rels])
+            new = [
+                r
+                for r in rels
+                if r.id not in have and r.source_id in known and r.target_id in known
+            ]
+            store.add_relationships(new)
+        edges += len(new)
+        wrote.update(r.id for r in new if r.id in checked.named)
+    records = skipped = 0
+    for journal in checked.spool.batches("consolidation"):
+        with store.write_lock():
             log = ConsolidationLog(store)
             have = {r.id for r in log.find(sql_in("id", [r.id for r in journal]))}
-            for record in journal:
-                if record.id not in have:
-                    log.add(record)
-    return ImportReport(imported, checked.count - imported, len(new_rels), reembedded)
+            new_records = [r for r in journal if r.id not in have and _brought(r, wrote)]
+            if new_records:
+                log.add(*new_records)
+        records += len(new_records)
+        skipped += sum(r.id not in have for r in journal) - len(new_records)
+    return ImportReport(imported, checked.count - imported, edges, reembedded, records, skipped)
+
+
+def _brought(record: ConsolidationRecord, wrote: set[str]) -> bool:
+    """Whether this import wrote every memory and edge `record` names."""
+    return all(i in wrote for i in (record.parent_id, *record.member_ids, *record.edge_ids))
 
 
 def _absent(

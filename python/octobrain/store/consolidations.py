@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 CONSOLIDATIONS = "consolidations"
 PENDING, DONE, REVERTING, REVERTED = "pending", "done", "reverting", "reverted"
+RECORD_STATUSES = (PENDING, DONE, REVERTING, REVERTED)
+RECORD_KINDS = ("sleep", "goal")
 UNFINISHED = sql_in("status", [PENDING, REVERTING])  # what a killed process left half-way
 _TS = pa.timestamp("us", tz="UTC")
 

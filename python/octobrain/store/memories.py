@@ -344,6 +344,13 @@ class MemoryStore:
             return set()
         return set(_scan_arrow(self.memories, sql_in("id", ids), ["id"], None)["id"].to_pylist())
 
+    def held_relationships(self, ids: Sequence[str]) -> set[str]:
+        """Which of the edge ids `ids` the store holds (whatever their ends)."""
+        if not ids:
+            return set()
+        rows = _scan_arrow(self.relationships, sql_in("id", ids), ["id"], None)
+        return set(rows["id"].to_pylist())
+
     def pinned(self, version: int) -> Pinned:
         """`memories` frozen at `version`: several reads through it see the same rows, whatever
         other processes commit meanwhile (each read through the store sees the latest)."""
