@@ -91,6 +91,32 @@ def test_html_nested_deeper_than_a_tree_still_gives_its_text(tmp_path: Path) -> 
     assert text == "Quarterly revenue grew 12%.\n\nFigures are unaudited."
 
 
+@pytest.mark.parametrize("depth", [0, 300])
+@pytest.mark.parametrize("tail", ["<a " * 30_000, "<!--" * 25_000, "<a b='" * 15_000])
+def test_html_with_a_tag_left_open_reads_as_a_browser_shows_it(
+    tmp_path: Path, depth: int, tail: str
+) -> None:
+    # At every `<` of an unclosed tag or comment, readability's encoding guess and the flat
+    # reader rescanned the rest of the page: 100 kB of `<a ` took 11 s on a page and 130 s
+    # nested deep, and the flat reader then indexed the `<a <a …` itself.
+    page = (
+        "<html><head><title>Quarterly report</title></head><body>" + "<div>" * depth
+        + "<p>Revenue grew 12%.</p>" + tail
+    )  # fmt: skip
+    title, _, text = _extract(_write(tmp_path / "open.html", page.encode()))
+    assert title == "Quarterly report"
+    assert text.endswith("Revenue grew 12%.") and "<" not in text
+
+
+def test_a_deep_page_skips_a_bogus_section_and_a_pictures_title(tmp_path: Path) -> None:
+    page = (
+        "<div>" * 300 + "<p>Before.</p><![ x <p>After.</p>"
+        + "<svg><title>icon</title></svg><p>End.</p>"
+    )  # fmt: skip
+    title, _, text = _extract(_write(tmp_path / "odd.html", page.encode()))
+    assert text == "Before.\n\nAfter.\n\nEnd." and title != "icon"
+
+
 def test_pdf_text_and_title(tmp_path: Path) -> None:
     pdf = write_pdf(
         tmp_path / "paper.pdf",
