@@ -187,20 +187,34 @@ class Corpus:
 
     def _adopt_snapshot(self, latest: int) -> None:
         assert self._snapshots is not None
-        snap = self._snapshots.load()
-        if snap is None:
-            return
-        theirs = snap.fingerprint and self._store.version_fingerprint(snap.version)
-        if theirs and theirs != snap.fingerprint:
-            # Another store now lives at this URI (replaced, re-created): its version of the
-            # same number names other files. Never served, however well its counts agree.
-            log.warning("memory snapshot is of another store at this location; rebuilding")
-            return
-        live = int(np.count_nonzero(snap.columns["live"]))
-        if snap.version == latest and live != self._store.count():
-            log.warning("memory snapshot disagrees with the store; rebuilding")
-            return  # another table under the same name: never served
-        self._reset(snap)
+        for _ in range(2):  # the current one, or the one that replaced it meanwhile
+            snap = self._snapshots.load()
+            if snap is None:
+                return
+            theirs = snap.fingerprint and self._store.version_fingerprint(snap.version)
+            if theirs and theirs != snap.fingerprint:
+                # Another store now lives at this URI (replaced, re-created): its version of the
+                # same number names other files. Never served, however well its counts agree.
+                log.warning("memory snapshot is of another store at this location; rebuilding")
+                return
+            live = int(np.count_nonzero(snap.columns["live"]))
+            if snap.version == latest and live != self._store.count():
+                log.warning("memory snapshot disagrees with the store; rebuilding")
+                return  # another table under the same name: never served
+            if self._adopt(snap):
+                return
+
+    def _adopt(self, snap: Snapshot) -> bool:
+        """Read from `snap`; False (the mirror left empty) when its files went away after its
+        manifest was read: another process wrote a newer snapshot and removed the others, and
+        what this one had not opened yet (its vectors) is gone with them."""
+        try:
+            self._reset(snap)
+        except FileNotFoundError:
+            log.info("memory snapshot replaced while it was being opened")
+            self._reset()
+            return False
+        return True
 
     def _adopt_written(self) -> None:
         """A mirror reads the snapshot it wrote once it is in place, instead of what it built
@@ -214,7 +228,8 @@ class Corpus:
         snap = self._snapshots.load()
         if snap is not None and snap.version <= self._version:
             opened = self.opened_snapshot
-            self._reset(snap)
+            if not self._adopt(snap):
+                return  # (then read as a new process would: the current snapshot, or the store)
             self.opened_snapshot = opened  # (how it started)
             collect_later()  # what it built is held in reference cycles too
 
