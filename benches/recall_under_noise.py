@@ -53,21 +53,28 @@ import random
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from octobrain.config import Config
 from octobrain.embed.base import Embedder
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
-from octobrain.models import Memory, Relationship, RelationshipType, Source, utcnow
+from octobrain.models import Memory, Relationship, RelationshipType, Source
 
 sys.path.insert(0, str(Path(__file__).parent))
 from noise_stats import fmt_p, paired
 from report import publish
+
+# The clock every run reads: the store is written relative to it, and the sleep pass and every
+# search take it as now, so a run does not depend on the day or on how long it took.
+NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 
 PER_TOPIC = 9  # 1 fact + 3 restatements + 3 copies of a wrong guess + 2 old-value memories
 
@@ -136,7 +143,7 @@ def generate(n_memories: int, seed: int) -> tuple[list[Topic], list[tuple[Memory
     used = combos[: max(1, min(len(combos), n_topics // 3))]
     per_combo = math.ceil(n_topics / len(used))
     projects = [f"github.com/acme/project-{i:03d}" for i in range(max(per_combo, n_topics // 20))]
-    now = utcnow()
+    now = NOW
     topics: list[Topic] = []
     rows: list[tuple[Memory, str]] = []
 
@@ -258,6 +265,11 @@ class Run:
 
 def run(size: int, embedder: Embedder, seed: int, config: Config) -> Run:
     """Build each configuration's store from one seeded generation and ask every question."""
+    with repeatable(seed):
+        return _run(size, embedder, seed, config)
+
+
+def _run(size: int, embedder: Embedder, seed: int, config: Config) -> Run:
     topics, rows = generate(size, seed)
     questions = [
         (t, q.format(setting=t.setting, svc=t.svc, unit=t.unit)) for t in topics for q in QUESTIONS
@@ -310,6 +322,20 @@ def run(size: int, embedder: Embedder, seed: int, config: Config) -> Run:
             file=sys.stderr,
         )
     return result
+
+
+def repeatable(seed: int) -> ExitStack:
+    """While open, the clock stands at NOW and every new memory (the store's, the sleep pass's
+    parents) takes an id drawn from `seed`, so ties, which search breaks by id, fall the same
+    way in every run of the command."""
+    rng = random.Random(seed)
+    stack = ExitStack()
+    stack.enter_context(
+        mock.patch("uuid.uuid4", lambda: uuid.UUID(int=rng.getrandbits(128), version=4))
+    )
+    for where in ("octobrain.memory.curation", "octobrain.memory.reads"):  # sleep pass, search
+        stack.enter_context(mock.patch(f"{where}.utcnow", lambda: NOW))
+    return stack
 
 
 def scores(outcomes: list[Outcome]) -> tuple[float, float]:
