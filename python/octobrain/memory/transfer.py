@@ -265,6 +265,7 @@ def check_import(
     bad line and field. The rows are kept in `spool` (a private temporary file). `checked` is
     told each line's length."""
     header: dict[str, Any] | None = None
+    dim: int | None = None  # the length the header gives the file's vectors
     rows = Spool(spool)
     named: set[str] = set()
     policy = brain.config.memory.secrets  # imported rows are screened like memorized ones
@@ -281,6 +282,8 @@ def check_import(
             if obj.get("format") != FORMAT or obj.get("version") != FORMAT_VERSION:
                 raise InvalidInput(f"line {number}", f"not an {FORMAT} v{FORMAT_VERSION} file")
             header = obj
+            given = obj.get("dim")
+            dim = given if isinstance(given, int) and not isinstance(given, bool) else None
         elif kind == "memory":
             try:
                 parsed = memory_row(obj, f"line {number}")
@@ -289,12 +292,7 @@ def check_import(
                     raise
                 raise InvalidInput(f"line {number}.{exc.field}", exc.rule) from None
             once("memory", parsed.id, number)
-            dim = None if header is None else header.get("dim")
-            vector = embedding(
-                f"line {number}.embedding",
-                obj.get("embedding"),
-                dim if isinstance(dim, int) and not isinstance(dim, bool) else None,
-            )
+            vector = embedding(f"line {number}.embedding", obj.get("embedding"), dim)
             memory = screened(parsed, policy, f"line {number}")
             # A redacted row's stored vector embeds the secret: embed it afresh.
             rows.add("memory", (memory, vector if memory == parsed else None))

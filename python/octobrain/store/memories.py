@@ -107,6 +107,13 @@ def _with_absent(
     return rows.select(list(columns))
 
 
+def _held(table: lancedb.table.Table, ids: Sequence[str]) -> set[str]:
+    """Which of `ids` are the id of a row of `table`."""
+    if not ids:
+        return set()
+    return set(_scan_arrow(table, sql_in("id", ids), ["id"], None)["id"].to_pylist())
+
+
 def _scan_batches(
     table: lancedb.table.Table, where: str, columns: Sequence[str], batch_rows: int
 ) -> Iterator[pa.RecordBatch]:
@@ -340,16 +347,11 @@ class MemoryStore:
 
     def held(self, ids: Sequence[str]) -> set[str]:
         """Which of `ids` the store holds (any scope, any state)."""
-        if not ids:
-            return set()
-        return set(_scan_arrow(self.memories, sql_in("id", ids), ["id"], None)["id"].to_pylist())
+        return _held(self.memories, ids)
 
     def held_relationships(self, ids: Sequence[str]) -> set[str]:
         """Which of the edge ids `ids` the store holds (whatever their ends)."""
-        if not ids:
-            return set()
-        rows = _scan_arrow(self.relationships, sql_in("id", ids), ["id"], None)
-        return set(rows["id"].to_pylist())
+        return _held(self.relationships, ids)
 
     def pinned(self, version: int) -> Pinned:
         """`memories` frozen at `version`: several reads through it see the same rows, whatever
