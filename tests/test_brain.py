@@ -23,8 +23,9 @@ from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.memory import transfer
 from octobrain.memory.brain import ACCESS_WINDOW, Brain
+from octobrain.memory.render import memory_to_dict
 from octobrain.memory.transfer import BATCH, export_jsonl, import_jsonl, reembed
-from octobrain.models import MemoryType, Source, State, utcnow
+from octobrain.models import MemoryType, Relationship, RelationshipType, Source, State, utcnow
 from octobrain.store import ModelMismatch
 
 MakeBrain = Callable[..., Brain]
@@ -713,6 +714,65 @@ def test_an_imported_record_cannot_reach_memories_or_edges_the_file_did_not_brin
     assert out.getvalue().count(existing.id) == 1
     again = Brain(brain.scope, config=Config(), embedder=brain.embedder, uri=tmp_path / "again")
     assert import_jsonl(again, out.getvalue().splitlines()).imported == brain.store.count()
+
+
+def test_export_writes_every_edge_between_its_memories_however_many_batches_they_fill(
+    make_brain: MakeBrain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transfer, "BATCH", 1)  # edges are read 16 at a time
+    brain = make_brain()
+    mine = [brain.memorize(f"Decision number {i}", f"We chose option {i}.")[0] for i in range(8)]
+    theirs, _ = make_brain("other/project").memorize(*POSTGRES)
+    chain = [
+        Relationship(a.id, b.id, RelationshipType.RELATED_TO, scope=brain.scope)
+        for a in mine
+        for b in mine
+        if a is not b
+    ]
+    brain.store.add_relationships(
+        [*chain, Relationship(mine[0].id, theirs.id, RelationshipType.RELATED_TO)]
+    )
+    out = io.StringIO()
+    export_jsonl(brain, out)
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert sorted(r["id"] for r in rows if r["kind"] == "relationship") == sorted(
+        r.id for r in chain
+    )
+    again = Brain(brain.scope, config=Config(), embedder=brain.embedder, uri=tmp_path / "again")
+    assert import_jsonl(again, out.getvalue().splitlines()).relationships == len(chain)
+
+
+def test_an_imported_edge_never_joins_two_projects_and_one_not_stored_is_counted(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    # A file listing another project's memory by its id (skipped: the store has it) joined it to
+    # its own memory with an edge, which `relate` refuses; an edge whose end nobody holds was
+    # dropped without a word.
+    target = make_brain()
+    theirs, _ = make_brain("other/project").memorize(*POSTGRES)
+    source = Brain("import/source", config=Config(), embedder=target.embedder,
+                   uri=tmp_path / "src")  # fmt: skip
+    ours, _ = source.memorize(*TOKEN_BUCKET)
+    shared, _ = source.memorize("Team convention", "Every service logs JSON.", global_=True,
+                                related_to=[{"target_id": ours.id}])  # fmt: skip
+    out = io.StringIO()
+    export_jsonl(source, out)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    edge = next(o for o in lines if o["kind"] == "relationship")
+    lines += [
+        {"kind": "memory", **memory_to_dict(theirs)},
+        {**edge, "id": str(uuid.uuid4()), "source_id": ours.id, "target_id": theirs.id,
+         "scope": "import/source"},
+        {**edge, "id": str(uuid.uuid4()), "source_id": ours.id, "target_id": str(uuid.uuid4()),
+         "scope": "import/source"},
+    ]  # fmt: skip
+    report = import_jsonl(target, [json.dumps(o) for o in lines])
+    assert (report.imported, report.skipped_existing) == (2, 1)
+    assert (report.relationships, report.relationships_not_stored) == (1, 2)
+    assert [(r.source_id, r.target_id) for r in target.store.relationships_of([ours.id])] == [
+        (shared.id, ours.id)
+    ]
+    assert target.store.relationships_of([theirs.id]) == []
 
 
 def test_an_import_whose_temporary_file_cannot_be_written_says_so_in_one_line(

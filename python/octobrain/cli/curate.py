@@ -103,7 +103,12 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
             f"; {plural(report.consolidations_not_brought, 'consolidation record', 'records')} "
             "not stored: they name memories or edges this import did not write"
         )
-        * bool(report.consolidations_not_brought),
+        * bool(report.consolidations_not_brought)
+        + (
+            f"; {plural(report.relationships_not_stored, 'relationship', 'relationships')} "
+            "not stored: an end the store does not hold, or ends in two projects"
+        )
+        * bool(report.relationships_not_stored),
     )
 
 

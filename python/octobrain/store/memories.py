@@ -349,6 +349,13 @@ class MemoryStore:
         """Which of `ids` the store holds (any scope, any state)."""
         return _held(self.memories, ids)
 
+    def scopes_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """The scope of each of `ids` the store holds (any scope, any state)."""
+        if not ids:
+            return {}
+        rows = _scan_arrow(self.memories, sql_in("id", ids), ["id", "scope"], None)
+        return dict(zip(rows["id"].to_pylist(), rows["scope"].to_pylist(), strict=True))
+
     def held_relationships(self, ids: Sequence[str]) -> set[str]:
         """Which of the edge ids `ids` the store holds (whatever their ends)."""
         return _held(self.relationships, ids)
@@ -460,9 +467,15 @@ class MemoryStore:
         return int(self.relationships.version)
 
     def all_relationships(self) -> list[Relationship]:
-        """Every edge in the store (for the in-process mirror)."""
-        rows = self.relationships.search().limit(None).to_list()
-        return [schema.row_to_relationship(r) for r in rows]
+        """Every edge in the store."""
+        return [r for batch in self.relationship_batches(4096) for r in batch]
+
+    def relationship_batches(self, batch_rows: int) -> Iterator[list[Relationship]]:
+        """Every edge in the store, at most `batch_rows` at a time, read as they are consumed
+        (at the version the first batch reads)."""
+        columns = self.relationships.schema.names
+        for batch in _scan_batches(self.relationships, "true", columns, batch_rows):
+            yield [schema.row_to_relationship(r) for r in batch.to_pylist()]
 
     def relationships_of(self, ids: Sequence[str]) -> list[Relationship]:
         """Every edge touching any of `ids`, in either direction."""
