@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 from typing import Any
@@ -202,6 +203,24 @@ def test_reembed_after_a_model_change(env: dict[str, str], monkeypatch: pytest.M
     assert "re-embedded 1 memory with hash:32" in done.stdout
     found = json.loads(run("remember", "postgres database", "--format", "json").stdout)
     assert [r["id"] for r in found["results"]] == [mid]
+
+
+def test_reembed_in_a_new_process_reports_no_failure(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The command's background sleep pass opened the store under the new model and logged,
+    # cut off mid-word, "sleep pass for '…' failed, retried next start: … run `octobrain memory
+    # reem" on every run of the very command that re-embeds.
+    memorize("Primary database", "Postgres 16 is the primary database.")
+    monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:32")
+    monkeypatch.setenv("OCTOBRAIN_SERVICE_ENABLED", "0")
+    memory = [sys.executable, "-m", "octobrain", "memory", "--scope", "github.com/acme/api"]
+    refused = subprocess.run([*memory, "remember", "postgres"], capture_output=True, text=True)
+    assert refused.returncode == 1 and "sleep pass" not in refused.stderr
+    assert refused.stderr.count("\n") == 1 and "octobrain memory reembed`" in refused.stderr
+    done = subprocess.run([*memory, "reembed"], capture_output=True, text=True)
+    assert done.returncode == 0 and "re-embedded 1 memory with hash:32" in done.stdout
+    assert "sleep pass" not in done.stderr and "failed" not in done.stderr
 
 
 def test_history_and_restore(env: dict[str, str]) -> None:

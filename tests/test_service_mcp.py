@@ -331,3 +331,50 @@ def test_a_hosted_session_answers_a_burst_written_before_any_answer_is_read(
     assert proc.wait(timeout=30) == 0
     reader.join(timeout=30)
     proc.stdout.close()
+
+
+def test_a_session_the_client_closes_ends_cleanly_however_the_threads_interleave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The relay told the service "no more input" and only then noted that stdin had closed; a
+    # service ending the session in between was taken for one that ended it on its own: the
+    # client printed "the service ended this MCP session" and exited 1 (2 runs in 10).
+    import os
+    import socket
+
+    from octobrain.cli import mcp_relay
+
+    ours, service = socket.socketpair()
+    ended = threading.Event()
+
+    class SlowToNote(socket.socket):
+        def shutdown(self, how: int) -> None:
+            super().shutdown(how)
+            ended.wait(5)  # the service's end arrives before the pump goes on
+
+    relay_sock = SlowToNote(fileno=os.dup(ours.fileno()))
+    ours.close()
+    read_end, write_end = os.pipe()
+    os.close(write_end)  # the client has closed stdin
+    stdin = os.fdopen(read_end, "rb")
+    out_read, out_write = os.pipe()
+    stdout = os.fdopen(out_write, "w")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.setattr(sys, "stdout", stdout)
+
+    def serve() -> None:
+        while service.recv(1024):
+            pass
+        service.close()  # what the service does once the client's input ends
+
+    threading.Thread(target=serve, daemon=True).start()
+    watcher = threading.Timer(0.5, ended.set)
+    watcher.start()
+    try:
+        assert mcp_relay._relay(relay_sock, b"") == 0
+    finally:
+        watcher.cancel()
+        ended.set()
+        stdin.close()
+        stdout.close()
+        os.close(out_read)

@@ -127,7 +127,7 @@ def reembed_cmd(ctx: click.Context) -> None:
     """Re-embed every memory with the configured model (after changing embedding.model)."""
     from octobrain.memory.transfer import reembed
 
-    brain = command_brain(ctx)
+    brain = command_brain(ctx, lazy_sleep=False)
     model = brain.embedder.model_id
     total = brain.store.open_memories_unchecked().count_rows()
     with click.progressbar(
@@ -141,7 +141,7 @@ def reembed_cmd(ctx: click.Context) -> None:
 @click.pass_context
 def reindex_cmd(ctx: click.Context) -> None:
     """Drop the memories table's indexes and build them again (when `doctor` finds one damaged)."""
-    store = command_brain(ctx).store
+    store = command_brain(ctx, lazy_sleep=False).store
     dropped, built = store.reindex()
     click.echo(
         f"dropped {plural(len(dropped), 'index', 'indexes')}"

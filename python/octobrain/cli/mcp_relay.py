@@ -63,7 +63,10 @@ def _relay(sock: socket.socket, first: bytes) -> int:
     closes, the service gets `EXIT_GRACE_S` to answer what is running, as the stdio server."""
     import threading
 
-    input_done = threading.Event()
+    input_done = threading.Event()  # the pump has stopped, for whatever reason
+    # The client closed stdin: set before the service is told, so the end of the session the
+    # service then sends is never taken for the service ending it.
+    stdin_ended = threading.Event()
     # The socket stays blocking: the pump's sends wait for the service to take in a burst. (A
     # timeout on the socket, for the receiving loop below, made the file non-blocking for the
     # pump too, so a send the service was slow to drain failed and ended the session.)
@@ -71,14 +74,21 @@ def _relay(sock: socket.socket, first: bytes) -> int:
 
     def pump() -> None:
         try:
-            fd = sys.stdin.fileno() if sys.stdin is not None else -1
-            while fd >= 0:
-                chunk = os.read(fd, 1 << 16)
+            try:
+                fd = sys.stdin.fileno() if sys.stdin is not None else -1
+            except (OSError, ValueError):
+                fd = -1
+            while True:
+                try:
+                    chunk = os.read(fd, 1 << 16) if fd >= 0 else b""
+                except OSError:
+                    chunk = b""  # stdin unreadable: as closed
                 if not chunk:
+                    stdin_ended.set()
                     break
                 sock.sendall(chunk)
-        except (OSError, ValueError):
-            pass  # stdin unreadable or the service gone: both end the session
+        except OSError:
+            pass  # the service gone: the session ends
         finally:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_WR)
@@ -106,7 +116,7 @@ def _relay(sock: socket.socket, first: bytes) -> int:
         pass  # the client closed our stdout, or the service vanished
     finally:
         sock.close()
-    if input_done.is_set():
+    if stdin_ended.is_set():
         return 0
     sys.stderr.write("error: service: the octobrain service ended this MCP session\n")
     return 1

@@ -123,6 +123,7 @@ def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
 
     from octobrain.store.location import StoreBusy
     from octobrain.store.location import object_store_reason as reason
+    from octobrain.store.memories import ModelMismatch
     from octobrain.store.sql import sql_str
 
     cfg = brain.config.consolidation
@@ -153,6 +154,9 @@ def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
             )
     except (Timeout, StoreBusy):
         log.info("sleep pass for %r already running in another process", brain.scope)
+    except ModelMismatch:
+        # The command says so itself (or is `reembed`, which is the remedy): nothing to add.
+        log.info("sleep pass for %r waits until the store is re-embedded", brain.scope)
     except Exception as exc:
         if sys.is_finalizing() or "after shutdown" in str(exc):
             # The command ended before the pass could; it is not a store fault.

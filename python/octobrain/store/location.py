@@ -223,7 +223,8 @@ def object_store_reason(exc: BaseException) -> str:
         found = re.search(pattern, text)
         if found:
             return found.group(1)
-    return text.splitlines()[0][:200] if text else type(exc).__name__
+    line = text.splitlines()[0] if text.strip() else type(exc).__name__
+    return line if len(line) <= 500 else line[:499] + "…"
 
 
 class StoreLocation:
