@@ -267,3 +267,32 @@ def test_terminal_escapes_in_a_memory_are_not_printed_to_the_terminal(env: dict[
         assert not any(c in result.output for c in "\x1b\x07\x9b"), args
     data = json.loads(run("get", mid, "--format", "json").output)
     assert data["content"] == content  # stored and exported as written
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["memory", "memorize", "-c", "Postgres 16 is the primary database."],
+         "error: title: is required (-t / --title); see 'octobrain memory memorize --help'"),
+        (["memory", "remember"],
+         "error: queries: is required (QUERIES); see 'octobrain memory remember --help'"),
+        (["memory", "remember", "x", "--limit", "abc"],
+         "error: limit: 'abc' is not a valid integer; see 'octobrain memory remember --help'"),
+        (["memory", "remember", "x", "--format", "yaml"],
+         "error: format: 'yaml' is not one of 'text', 'json'; see 'octobrain memory remember "
+         "--help'"),
+        (["memory", "remember", "x", "--limt", "3"], "error: --limt: no such option (did you "
+         "mean --limit?); see 'octobrain memory remember --help'"),
+        (["memory", "memorize", "-t"], "error: -t: requires an argument"),
+        (["bench", "modes"],
+         "error: command: no such command 'modes'; see 'octobrain bench --help'"),
+        (["--bogus"], "error: --bogus: no such option; see 'octobrain --help'"),
+    ],
+)  # fmt: skip
+def test_a_mistaken_command_line_is_one_line_naming_the_field(
+    env: dict[str, str], argv: list[str], line: str
+) -> None:
+    # Click printed its usage, a hint and "Error: Missing option '-t' / '--title'." on three
+    # lines, where every other mistake is `error: <field>: <rule>`.
+    result = CliRunner().invoke(main, argv, prog_name="octobrain")
+    assert (result.exit_code, result.stdout, result.stderr) == (2, "", line + "\n")

@@ -303,6 +303,9 @@ def test_env_overrides_every_type_and_beats_the_file(
     assert cfg.embedding.model == "hash:32"
     assert cfg.embedding.allow_download is True
     assert cfg.mcp.allowed_origins == ("https://a", "https://b")
+    # A list also as the config file and the README write it (it was taken as one odd value).
+    monkeypatch.setenv("OCTOBRAIN_KNOWLEDGE_ALLOW_PRIVATE_HOSTS", '["127.0.0.1", "10.0.0.0/8"]')
+    assert load_config(path).knowledge.allow_private_hosts == ("127.0.0.1", "10.0.0.0/8")
 
 
 @pytest.mark.parametrize(
@@ -313,6 +316,8 @@ def test_env_overrides_every_type_and_beats_the_file(
         ("OCTOBRAIN_SEARCH_HYDE_ALPHA", "2", "between 0 and 1"),
         ("OCTOBRAIN_MEMORY_DECAY_ENABLED", "maybe", "must be one of 1, 0, true"),
         ("OCTOBRAIN_SEARCH_FUSION", "sum", "must be one of rrf"),
+        ("OCTOBRAIN_MCP_ALLOWED_ORIGINS", "[1, 2]", "or a TOML array of strings"),
+        ("OCTOBRAIN_MCP_ALLOWED_ORIGINS", '["https://a"', "or a TOML array of strings"),
     ],
 )
 def test_bad_env_value_names_the_variable(

@@ -397,6 +397,14 @@ def test_cli_ingest_reports_and_errors_in_one_line(
     assert failed.exit_code == 2
     assert failed.stderr.strip().startswith("error: turns[0].time: must be ISO-8601")
     assert "Traceback" not in failed.output
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(json.dumps({"speaker": "A", "text": "hi", "time": "2026-01-01T10:00Z"}))
+    wrong = cli("memory", "--scope", SCOPE, "ingest", str(chat), "--format-in", "claude")
+    assert wrong.exit_code == 0 and "ingested 0 turns" in wrong.stdout
+    assert wrong.stderr.startswith(
+        f"warning: {chat}: no turns found in it as claude; --format-in claude|chat|locomo "
+        "forces a format\n"
+    )
 
 
 # ---- an old store -------------------------------------------------------------------------

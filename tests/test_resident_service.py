@@ -232,6 +232,10 @@ def test_a_service_silent_during_a_command_is_reported_not_waited_for(
         assert code == 1 and time.monotonic() - began < 10
     err = capsys.readouterr().err
     assert "gave no sign of life for 1 s during the command" in err and "effect is unknown" in err
+    with _fake_service(settings.socket_path, b"".join(lines)):  # a hook fails open: exit 0
+        hook = ["hook", "session-end"]
+        assert service_client.run_remote(settings, hook, "octobrain", b"{}") == 0
+    assert "effect is unknown" in capsys.readouterr().err
     alive = [json.dumps({"alive": True}).encode() + b"\n"] * 3
     result = json.dumps({"exit": 0, "stdout": "", "stderr": ""}).encode() + b"\n"
     with _fake_service(settings.socket_path, b"".join(lines + alive + [result])):
@@ -423,3 +427,26 @@ def test_changed_config_file_retires_the_service(env: dict[str, str]) -> None:
     assert (done.returncode, done.stdout) == (0, b"No memories yet.\n")
     settings = _settings()
     assert _wait(lambda: not os.path.exists(settings.socket_path), 30), "stale config served"
+
+
+def test_starting_a_disabled_service_says_so_at_once(env: dict[str, str], tmp_path: Path) -> None:
+    # It waited the whole --wait (30 s) and then said the service "did not answer", pointing
+    # to an empty log.
+    started = time.monotonic()
+    refused = cli(env, "service", "start", "--wait", "60", service=False)
+    assert refused.returncode == 1 and time.monotonic() - started < 30
+    assert refused.stderr.decode() == (
+        "error: service: disabled (OCTOBRAIN_SERVICE_ENABLED=0); every command runs in-process\n"
+    )
+    status = cli(env, "service", "status", service=False).stdout.decode()
+    assert status.startswith("not running (disabled (OCTOBRAIN_SERVICE_ENABLED=0))")
+    config = tmp_path / "off.toml"
+    config.write_text("[service]\nenabled = false\n")
+    by_file = {k: v for k, v in env.items() if k != "OCTOBRAIN_SERVICE_ENABLED"}
+    done = subprocess.run(
+        [sys.executable, "-m", "octobrain", "service", "start"],
+        env={**{k: v for k, v in os.environ.items() if k != "OCTOBRAIN_SERVICE_ENABLED"},
+             **by_file, "OCTOBRAIN_CONFIG_PATH": str(config)},
+        capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1 and b"disabled (service.enabled = false)" in done.stderr

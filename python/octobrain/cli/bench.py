@@ -31,7 +31,7 @@ def update_option(marker: str, what: str) -> Callable[[_F], _F]:
 
 @click.group(cls=OctobrainGroup)
 def bench() -> None:
-    """Measure retrieval quality and speed on a BEIR dataset."""
+    """Measure quality and speed: BEIR retrieval, LoCoMo conversations, scale, cold start."""
 
 
 @bench.command("bm25")
@@ -140,7 +140,8 @@ def _sizes(sizes: str, minimum: int) -> list[int]:
     "--modes",
     default="all",
     show_default=True,
-    help="Comma-separated retrieval modes (see `octobrain bench modes`), or 'all'.",
+    help="Comma-separated retrieval modes, or 'all': bm25, dense, rrf, minmax, zscore (each "
+    "also with +hyde: dense+hyde, …) and default (the shipped settings).",
 )
 @click.option("--max-queries", type=click.IntRange(min=1), help="Evaluate only the first N.")
 @click.option("--model", default="minilm", show_default=True, help="Embedding model string.")

@@ -45,10 +45,23 @@ class OctobrainGroup(click.Group):
 
     group_class = type
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """The group's own options, with click's complaints as one line (`usage_line`)."""
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise UserError(usage_line(exc)) from exc
+
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; map `InvalidInput` to exit 2, other `OctobrainError`s to exit 1."""
         try:
             return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # a group named alone: its help
+        except click.UsageError as exc:  # a subcommand's command line, as parsed by click
+            raise UserError(usage_line(exc)) from exc
         except InvalidInput as exc:
             raise UserError(str(exc)) from exc
         except OctobrainError as exc:
@@ -64,6 +77,41 @@ class OctobrainGroup(click.Group):
             if line is None:
                 raise
             raise UserFailure(_damage_detail(line)) from exc
+
+
+def usage_line(exc: click.UsageError) -> str:
+    """Click's complaint about a command line as octobrain's one line: the field, the rule,
+    where the help is (`title: is required (-t / --title); see 'octobrain memory memorize
+    --help'`)."""
+    hint = f"; see '{exc.ctx.command_path} --help'" if exc.ctx is not None else ""
+    param = getattr(exc, "param", None)
+    if isinstance(exc, click.MissingParameter) and param is not None:
+        option = isinstance(param, click.Option)
+        spelled = " / ".join(param.opts) if option else param.human_readable_name
+        return f"{_field(param)}: is required ({spelled}){hint}"
+    if isinstance(exc, click.BadParameter) and param is not None:
+        return f"{_field(param)}: {exc.message.rstrip('.')}{hint}"
+    if isinstance(exc, click.BadParameter) and exc.param_hint:  # raised by a command's body
+        named = exc.param_hint if isinstance(exc.param_hint, str) else exc.param_hint[0]
+        return f"{named}: {exc.message.rstrip('.')}{hint}"
+    if isinstance(exc, click.NoSuchOption):
+        close = f" (did you mean {' or '.join(exc.possibilities)}?)" if exc.possibilities else ""
+        return f"{exc.option_name}: no such option{close}{hint}"
+    message = exc.format_message().rstrip(".")
+    if isinstance(exc, click.BadOptionUsage):  # "Option '-t' requires an argument"
+        said = message.removeprefix(f"Option {exc.option_name!r} ")
+        return f"{exc.option_name}: {said}{hint}"
+    if message.startswith("No such command"):
+        return f"command: no such command{message[len('No such command') :]}{hint}"
+    return f"{message[:1].lower()}{message[1:]}{hint}"
+
+
+def _field(param: click.Parameter) -> str:
+    """How an error names a parameter: an option by its long name (`--memory-types` →
+    `memory_types`, as the MCP tools name it), an argument by its own."""
+    if isinstance(param, click.Option):
+        return max(param.opts, key=len).lstrip("-").replace("-", "_")
+    return param.name or param.human_readable_name
 
 
 def _cwd_exists() -> bool:
@@ -153,10 +201,13 @@ def _note_command_scope(ctx: click.Context, param: click.Parameter, value: Any) 
         ctx.meta[f"octobrain.command_{param.name}"] = value
 
 
-def add_scope_options(group: click.Group) -> None:
+def add_scope_options(group: click.Group, *, whole_store: Sequence[click.Command] = ()) -> None:
     """Give every subcommand of a `scope_options` group `--scope` / `--global` too, so they
-    work after the subcommand (`memory remember x --global`); `command_scope` reads them."""
+    work after the subcommand (`memory remember x --global`); `command_scope` reads them.
+    Not the `whole_store` ones, which work on every scope: there the options would be a lie."""
     for command in group.commands.values():
+        if command in whole_store:
+            continue
         command.params += [
             click.Option(
                 ["--scope"],

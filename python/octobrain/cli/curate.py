@@ -124,7 +124,8 @@ def _regular_size(handle: BinaryIO) -> int | None:
 @click.command("reembed")
 @click.pass_context
 def reembed_cmd(ctx: click.Context) -> None:
-    """Re-embed every memory with the configured model (after changing embedding.model)."""
+    """Re-embed every memory, of every scope, with the configured model (after changing
+    embedding.model)."""
     from octobrain.memory.transfer import reembed
 
     brain = command_brain(ctx, lazy_sleep=False)
@@ -140,7 +141,8 @@ def reembed_cmd(ctx: click.Context) -> None:
 @click.command("reindex")
 @click.pass_context
 def reindex_cmd(ctx: click.Context) -> None:
-    """Drop the memories table's indexes and build them again (when `doctor` finds one damaged)."""
+    """Drop the memories table's indexes (every scope's) and build them again (when `doctor`
+    finds one damaged)."""
     store = command_brain(ctx, lazy_sleep=False).store
     dropped, built = store.reindex()
     click.echo(
@@ -238,7 +240,7 @@ def unconsolidate_cmd(ctx: click.Context, parent_id: str, fmt: str) -> None:
 @FORMAT_OPTION
 @click.pass_context
 def history_cmd(ctx: click.Context, limit: int, fmt: str) -> None:
-    """The store's kept versions (a week of every write), newest first."""
+    """The store's kept versions (every scope; a week of every write), newest first."""
     versions = command_brain(ctx, lazy_sleep=False).history(limit)
     rows = [
         {"version": v.version, "timestamp": v.timestamp.isoformat(), "memories": v.rows}
@@ -281,3 +283,6 @@ CURATION_COMMANDS = [
     history_cmd,
     restore_cmd,
 ]
+
+# Commands on the whole store, every scope: they take no `--scope` / `--global` of their own.
+WHOLE_STORE_COMMANDS = (reembed_cmd, reindex_cmd, history_cmd, restore_cmd)

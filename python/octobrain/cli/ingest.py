@@ -35,6 +35,13 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, fmt: str) -> None:
     conversations = read_conversations(file, format_in)
     brain = command_brain(ctx)
     total = sum(len(c.turns) for c in conversations)
+    if total == 0:  # said, not refused: a transcript can hold no turn yet
+        how = f"as {format_in}" if format_in != "auto" else "in the format detected"
+        click.echo(
+            f"warning: {file}: no turns found in it {how}; --format-in "
+            f"{'|'.join(FORMATS[1:])} forces a format",
+            err=True,
+        )
     with click.progressbar(length=total, label="ingesting", file=sys.stderr) as bar:
         report = brain.ingest(conversations, progress=bar.update)
     if fmt == "json":

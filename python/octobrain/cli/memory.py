@@ -18,7 +18,7 @@ from octobrain.cli.common import (
     scope_options,
     split_values,
 )
-from octobrain.cli.curate import CURATION_COMMANDS
+from octobrain.cli.curate import CURATION_COMMANDS, WHOLE_STORE_COMMANDS
 from octobrain.errors import InvalidInput
 from octobrain.models import printable
 
@@ -37,7 +37,12 @@ def memory(ctx: click.Context, scope: str | None, global_: bool) -> None:
 @memory.command("memorize")
 @click.option("-t", "--title", required=True, help="Short title (5–200 bytes).")
 @click.option("-c", "--content", required=True, help="The memory itself (10–10000 bytes).")
-@click.option("-m", "--memory-type", default=None, help="Type, e.g. decision, bug_fix, goal.")
+@click.option(
+    "-m",
+    "--memory-type",
+    default=None,
+    help="Type, e.g. decision, bug_fix, goal (default: code, as the original's).",
+)
 @click.option("-i", "--importance", type=float, default=None, help="0–1 (default 0.5).")
 @click.option("--tags", multiple=True, help="Comma-separated tags (repeatable).")
 @click.option("--files", multiple=True, help="Comma-separated related files (repeatable).")
@@ -329,4 +334,4 @@ def graph_cmd(ctx: click.Context, memory_id: str, depth: int, fmt: str) -> None:
 
 for _command in CURATION_COMMANDS:
     memory.add_command(_command)
-add_scope_options(memory)
+add_scope_options(memory, whole_store=WHOLE_STORE_COMMANDS)

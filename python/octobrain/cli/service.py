@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,13 @@ def _settings() -> Settings:
     return settings
 
 
+def _switched_off_by() -> str:
+    """What turned the service off: the environment variable if set, else the config key."""
+    if "OCTOBRAIN_SERVICE_ENABLED" in os.environ:
+        return f"OCTOBRAIN_SERVICE_ENABLED={os.environ['OCTOBRAIN_SERVICE_ENABLED']}"
+    return "service.enabled = false"
+
+
 @service.command("status")
 @FORMAT_OPTION
 def status_cmd(fmt: str) -> None:
@@ -44,7 +52,7 @@ def status_cmd(fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(data, indent=2))
         return
-    state = "enabled" if settings.enabled else "disabled (service.enabled = false)"
+    state = "enabled" if settings.enabled else f"disabled ({_switched_off_by()})"
     if info is None:
         click.echo(f"not running ({state}); socket {settings.socket_path}")
         return
@@ -64,6 +72,10 @@ def start_cmd(wait: float) -> None:
     from octobrain.cli.service_client import ask, spawn
 
     settings = _settings()
+    if not settings.enabled:
+        raise UserFailure(
+            f"service: disabled ({_switched_off_by()}); every command runs in-process"
+        )
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         info = ask(settings, "status")

@@ -465,7 +465,7 @@ def run_remote(settings: Settings, args: list[str], prog: str, stdin: bytes | No
             f"error: service: the octobrain service {what}; its effect is unknown (check with "
             "`octobrain memory recent`)\n"
         )
-        return 1
+        return 0 if args[:1] == ["hook"] else 1  # a hook fails open, as it does in-process
     sys.stdout.flush()
     sys.stdout.buffer.write(binascii.a2b_base64(result["stdout"]))
     sys.stdout.flush()

@@ -146,6 +146,14 @@ def _parse_env(raw: str, typ: Any) -> tuple[Any, str | None]:
         except ValueError:
             return raw, "must be a number"
     if typing.get_origin(typ) is tuple:
+        if text.startswith("["):  # as the config file writes it: ["127.0.0.1", "10.0.0.0/8"]
+            try:
+                items = tomllib.loads(f"v = {text}")["v"]
+            except tomllib.TOMLDecodeError:
+                items = None
+            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+                return raw, "must be comma-separated values or a TOML array of strings"
+            return tuple(i.strip() for i in items if i.strip()), None
         return tuple(p.strip() for p in text.split(",") if p.strip()), None
     return raw, None
 

@@ -188,7 +188,8 @@ def render_stats(stats: KnowledgeStats) -> str:
         [
             f"Scope: {_scope(stats.scope)} (plus global)",
             f"Sources: {stats.sources}   session notes: {stats.notes}",
-            f"Chunks: {stats.chunks} (average {avg:.1f} per source)",
+            f"Chunks: {stats.chunks} (average {avg:.1f} per source"
+            + (" or note)" if stats.notes else ")"),
             f"Types: {types}",
             f"Source size: {stats.size_bytes} bytes",
             f"Oldest index: {_ts(stats.oldest) or '-'}   newest: {_ts(stats.newest) or '-'}",
