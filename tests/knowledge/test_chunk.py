@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from octobrain.errors import InvalidInput
 from octobrain.knowledge.chunk import chunk_text
+from octobrain.knowledge.extract import first_title
 from octobrain.spans import split_spans
 
 TEXT = st.text(alphabet=st.sampled_from([*"ab .!?\n\t", "é", "€", "𝄞", "字"]), max_size=600)
@@ -85,6 +87,26 @@ def test_heading_paths_nest_and_skip_fenced_code() -> None:
     # The title is not repeated when the first heading is the title.
     assert chunks[2].header == "Guide > Install > Linux"
     assert chunks[2].content.startswith("Guide > Install > Linux\n\nUse apt.")
+
+
+def test_closing_hashes_go_and_a_heading_line_of_any_shape_costs_one_pass() -> None:
+    text = "# Setup ##\nRun it.\n## Learning C#\nSharp.\n### Spaced   #  \nDone.\n"
+    chunks = chunk_text(text, "Doc", chunk_size=200, overlap=20, parent_size=800)
+    assert [c.section_path for c in chunks] == [
+        ("Setup",),
+        ("Setup", "Learning C#"),
+        ("Setup", "Learning C#", "Spaced"),
+    ]
+    assert first_title("Intro line\n## Setup ##\n") == "Setup"
+    # A note of 32 kB, "# a", blanks, "x": the heading pattern took cubic time on it (26 s at
+    # 2.5 kB over MCP, every other call of the server held up meanwhile), the title pattern
+    # quadratic (9 s). The same shape is checked again as the first line of a longer note.
+    line = "# a" + " " * 32_000 + "x"
+    for note in (line, line + "\nThe body.\n"):
+        started = time.process_time()
+        chunk_text(note, "Note")
+        assert first_title(note) == "a" + " " * 99
+        assert time.process_time() - started < 1.0
 
 
 def test_long_sections_get_parents_and_cut_at_sentences() -> None:

@@ -8,6 +8,7 @@ import io
 import json
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,33 @@ def test_an_aws_secret_access_key_is_found_by_its_name(line: str) -> None:
     [found] = find_secrets(line)
     assert found.kind == "AWS secret access key"
     assert line[found.start : found.end] == AWS_SECRET  # only the value is redacted
+
+
+@pytest.mark.parametrize(
+    ("text", "keys"),
+    [
+        ("key sk-" + "a" * 24 + " here", ["sk-" + "a" * 24]),
+        ("sk-proj-" + "b" * 30 + "-tail", ["sk-proj-" + "b" * 30]),  # a short last part stays
+        ("sk-proj-" + "c_" * 12, ["sk-proj-" + "c_" * 12]),
+        ("task-" + "d" * 25 + " x_sk-" + "e" * 25, []),  # no word boundary before sk-
+        ("x_y-sk-" + "f" * 21, ["sk-" + "f" * 21]),
+        ("sk-" * 3 + "g" * 19, []),
+    ],
+)
+def test_an_sk_key_is_found_in_every_shape_the_pattern_names(text: str, keys: list[str]) -> None:
+    found = [text[f.start : f.end] for f in find_secrets(text) if f.kind == "API key"]
+    assert found == keys
+
+
+@pytest.mark.parametrize("unit", ["sk-", "a.", "glpat-", "xoxb-", "sk-a-", "eyJabcdefghi."])
+def test_screening_32_kb_of_a_repeated_key_prefix_reads_it_once(unit: str) -> None:
+    # "sk-sk-sk-…" took 3.2 s at 32 kB, and "a.a.a.…" scanned its whole run for a URL scheme
+    # at every word start: quadratic, with the GIL held, under the MCP pool's lock (an ingest
+    # of 100 such turns held every other client up for 35 s, twice).
+    text = unit * (32_768 // len(unit))
+    started = time.process_time()
+    find_secrets(text)
+    assert time.process_time() - started < 0.5
 
 
 def test_every_memory_field_is_screened(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from octobrain.errors import InvalidInput
+from octobrain.knowledge.chunk import heading_text
 from octobrain.knowledge.sources import Fetched, SourceKind
 
 
@@ -185,15 +186,19 @@ def normalise(text: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
+_ATX = re.compile(r"#{1,6}[ \t]+(.*)")
+
+
 def first_title(text: str) -> str:
     """The first markdown heading, else the first non-empty line (≤ 100 chars), else Untitled."""
-    match = re.search(r"^#{1,6}\s+(.+?)\s*#*$", text, re.MULTILINE)
-    if match:
-        return match.group(1).strip()[:100]
-    for line in text.split("\n"):
-        if line.strip():
-            return line.strip()[:100]
-    return "Untitled"
+    first = ""
+    for line in text.split("\n"):  # line by line: a pattern over the text was quadratic
+        heading = _ATX.match(line)
+        title = heading_text(heading.group(1).encode()).decode().strip() if heading else ""
+        if title:
+            return title[:100]
+        first = first or line.strip()[:100]
+    return first or "Untitled"
 
 
 def _decode(data: bytes) -> str:
