@@ -543,6 +543,99 @@ def test_mcp_ingest_embeds_without_holding_up_other_calls(tmp_path: Path) -> Non
         release.set()
 
 
+def test_concurrent_mcp_ingests_embed_one_at_a_time_and_never_under_the_pool_lock(
+    tmp_path: Path,
+) -> None:
+    # Nothing bounded how many ingests embedded at once (40 HTTP clients: 8.6 GB, a `remember`
+    # waiting up to 146 s for a thread); and turns forgotten between an ingest's plan and its
+    # write were embedded at the write, under the pool lock (another client waited 14 s).
+    pool = hash_pool(tmp_path / "db")
+    server = server_for(pool, tmp_path, PROJECT_A)
+    entered, release = threading.Event(), threading.Event()
+    running = {"now": 0, "most": 0, "locked": 0}
+    count = threading.Lock()
+    inside = threading.local()  # whether this thread runs inside the pool lock
+
+    def turns(name: str, n: int) -> list[dict[str, str]]:
+        return [{"speaker": "u", "text": f"{name} turn {i} on the release train"} for i in range(n)]
+
+    async def body() -> None:
+        async with Client(server) as first:
+            assert not (await call(first, "ingest", conversation="old", turns=turns("old", 2)))[0]
+        embedder = pool.shared_root().embedder
+        plain = embedder.embed_documents
+        in_pool = pool.call
+
+        def call_noting(*args: Any, **kwargs: Any) -> Any:
+            inside.pool = True
+            try:
+                return in_pool(*args, **kwargs)
+            finally:
+                inside.pool = False
+
+        pool.call = call_noting  # type: ignore[method-assign]
+
+        def held(texts: Any) -> Any:
+            if not any(" turn " in t for t in texts):
+                return plain(texts)  # the question of a `remember`
+            with count:
+                running["now"] += 1
+                running["most"] = max(running["most"], running["now"])
+                running["locked"] += getattr(inside, "pool", False)
+            entered.set()
+            assert release.wait(30)
+            with count:
+                running["now"] -= 1
+            return plain(texts)
+
+        embedder.embed_documents = held  # type: ignore[method-assign]
+        async with (
+            Client(server) as other,
+            Client(server) as a,
+            Client(server) as b,
+            Client(server) as c,
+        ):
+            replies: list[str] = []
+
+            async def ingest(client: Client, name: str, sent: list[dict[str, str]]) -> None:
+                error, reply = await call(client, "ingest", conversation=name, turns=sent)
+                assert not error, reply
+                replies.append(reply)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ingest, a, "old", turns("old", 4))  # 2 stored, 2 new
+                assert await anyio.to_thread.run_sync(entered.wait, 30)
+                tg.start_soon(ingest, b, "second", turns("second", 3))
+                tg.start_soon(ingest, c, "third", turns("third", 3))
+                await anyio.sleep(0.5)
+                with anyio.fail_after(10):  # three ingests in flight: the pool still answers
+                    error, reply = await call(other, "remember", query="old turn 0")
+                assert not error, reply
+                stored = [m for m in pool.shared_root().recent(50) if m.content.startswith("old")]
+                ids = [
+                    m.id
+                    for m in stored
+                    if m.content
+                    in ("old turn 0 on the release train", "old turn 1 on the release train")
+                ]
+                assert len(ids) == 2
+                for mid in ids:
+                    error, reply = await call(other, "forget", memory_id=mid, confirm=True)
+                    assert not error, reply
+                release.set()
+            assert sorted(r.split(":")[1].split(",")[0] for r in replies) == [
+                " 3 turns added",
+                " 3 turns added",
+                " 4 turns added",
+            ], replies
+        assert running["most"] == 1 and running["locked"] == 0, running
+
+    try:
+        run(body)
+    finally:
+        release.set()
+
+
 def test_question_dates_are_read_as_calendar_periods() -> None:
     from octobrain.memory.query import Period, named_periods
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import anyio.to_thread
 import mcp_types as types
+from anyio.lowlevel import RunVar
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
@@ -37,12 +38,35 @@ from octobrain.server.scoping import (
 from octobrain.store.manifest import read_failure
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from octobrain.memory.brain import Brain
     from octobrain.server.wire import CappedStdin
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
 ROOTS_TIMEOUT_SECS = 5.0
 _ROOTS_KEY = "octobrain.roots_lock"
+# Worker threads per event loop and kind of work, apart from anyio's shared default (40): calls
+# waiting their turn (on the pool lock, the knowledge lock, the one ingest embedding at a time)
+# wait here, holding no thread, so no kind of call can take every thread from the others.
+_THREADS = {"memory": 4, "knowledge": 2, "embed": 1}
+_LIMITERS: RunVar[dict[str, anyio.CapacityLimiter]] = RunVar("octobrain_limiters")
+INGEST_ROUNDS = 3  # embed-then-write attempts before a write may embed what is still missing
+
+
+def _limiter(kind: str) -> anyio.CapacityLimiter:
+    """This event loop's thread limiter for `kind` of work (see `_THREADS`)."""
+    try:
+        limiters = _LIMITERS.get()
+    except LookupError:
+        limiters = {k: anyio.CapacityLimiter(n) for k, n in _THREADS.items()}
+        _LIMITERS.set(limiters)
+    return limiters[kind]
+
+
 ROOTS_INPUT = "octobrain.roots"  # our key in a 2026-07-28 InputRequiredResult
 
 
@@ -236,27 +260,33 @@ class OctobrainServer:
             work = partial(handlers.knowledge, arguments=arguments)
             roots = self.workspace.local_roots(lock, self.pool.config.knowledge.allow_paths)
             return await anyio.to_thread.run_sync(
-                self.pool.call_knowledge, scope, workdir, session_id, work, roots
-            )
-        session_id = lock.session_id if lock is not None else ""
-        if name == "ingest":
-            # Checked under the pool lock, embedded without it (other calls go on meanwhile),
-            # written under it again.
-            plan = await anyio.to_thread.run_sync(
-                self.pool.call,
+                self.pool.call_knowledge,
                 scope,
                 workdir,
-                partial(handlers.plan_ingest, arguments=arguments),
                 session_id,
+                work,
+                roots,
+                limiter=_limiter("knowledge"),
             )
-            await anyio.to_thread.run_sync(plan.embed)
-            body = partial(handlers.ingest, plan=plan)
-        else:
-            body = partial(_BRAIN_TOOLS[name], arguments=arguments)
-        reply: handlers.Reply = await anyio.to_thread.run_sync(
-            self.pool.call, scope, workdir, body, session_id
-        )
-        return reply
+        session_id = lock.session_id if lock is not None else ""
+
+        async def in_pool(body: Callable[[Brain], T]) -> T:
+            return await anyio.to_thread.run_sync(
+                self.pool.call, scope, workdir, body, session_id, limiter=_limiter("memory")
+            )
+
+        if name != "ingest":
+            return await in_pool(partial(_BRAIN_TOOLS[name], arguments=arguments))
+        # Checked under the pool lock, embedded without it (other calls go on meanwhile), one
+        # ingest at a time, written under it again; turns that went missing in between (a
+        # `forget`) are embedded the same way, never under the lock.
+        plan = await in_pool(partial(handlers.plan_ingest, arguments=arguments))
+        for _ in range(INGEST_ROUNDS):
+            await anyio.to_thread.run_sync(self.pool.embed, plan.embed, limiter=_limiter("embed"))
+            reply = await in_pool(partial(handlers.ingest, plan=plan, last=False))
+            if reply is not None:
+                return reply
+        return cast(handlers.Reply, await in_pool(partial(handlers.ingest, plan=plan, last=True)))
 
     # ---- the briefing: one prompt, one resource -------------------------------------------
 

@@ -126,10 +126,12 @@ class IngestPlan:
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
 
     def embed(self) -> None:
-        """The embeddings of `texts` (the embedder is safe to share across threads)."""
-        if self.texts:
-            embedded = self.embedder.embed_documents(self.texts)
-            self.vectors = dict(zip(self.texts, embedded, strict=True))
+        """The embeddings of `texts`, added to `vectors` (the embedder is safe to share across
+        threads)."""
+        texts = [t for t in dict.fromkeys(self.texts) if t not in self.vectors]
+        if texts:
+            embedded = self.embedder.embed_documents(texts)
+            self.vectors.update(zip(texts, embedded, strict=True))
 
 
 def plan_ingest(brain: Brain, arguments: dict[str, Any]) -> IngestPlan:
@@ -177,8 +179,23 @@ def plan_ingest(brain: Brain, arguments: dict[str, Any]) -> IngestPlan:
     return IngestPlan(key, conversation, global_, brain.embedder, texts)
 
 
-def ingest(brain: Brain, plan: IngestPlan) -> Reply:
-    """Store a planned conversation's turns (each once), with the vectors the plan computed."""
+def ingest(brain: Brain, plan: IngestPlan, *, last: bool = True) -> Reply | None:
+    """Store a planned conversation's turns (each once), with the vectors the plan computed.
+
+    Turns the store no longer holds that the plan has no vector for (forgotten since it was
+    made) would be embedded here, under the pool lock: unless this is the `last` attempt, they
+    become the plan's texts instead and None is returned, so the caller embeds them first."""
+    from octobrain.memory.ingest import unstored_texts
+
+    if not last:
+        missing = [
+            t
+            for t in unstored_texts(brain, [plan.conversation], global_=plan.global_)
+            if t not in plan.vectors
+        ]
+        if missing:
+            plan.texts = missing
+            return None
     report = brain.ingest([plan.conversation], global_=plan.global_, vectors=plan.vectors)
     scope = "" if plan.global_ else brain.scope
     return Reply(

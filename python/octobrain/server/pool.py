@@ -6,7 +6,7 @@ and the facade is not documented as safe for concurrent use from threads. Knowle
 (which may fetch and embed a whole document) queue on a lock of their own, so they never hold
 up memory calls; the two share only the embedder, which is safe across threads. For the same
 reason an `ingest` takes the lock twice, to find the turns to store and to write them, and
-embeds them in between without it.
+embeds them in between without it, one ingest at a time (`embed`).
 
 A long-lived pool checks, before each call, that the store's files are still the ones it
 opened (`StoreWatch`: a few `stat` calls); a table or manifest deleted or replaced underneath
@@ -55,6 +55,9 @@ class BrainPool:
         # turns on the same Brains.
         self._lock = lock if lock is not None else threading.Lock()
         self._knowledge_lock = threading.Lock()  # knowledge calls, apart from memory calls
+        # One `ingest` embedding at a time, whoever asks: each holds its conversation's turns
+        # and the model's working memory (40 at once reached 8.6 GB and starved every call).
+        self._embed_lock = threading.Lock()
         self._root: Brain | None = None
         self._brains: OrderedDict[str, Brain] = OrderedDict()
         self._knowledge: OrderedDict[tuple[str, str, tuple[Path, ...] | None], Knowledge] = (
@@ -203,6 +206,12 @@ class BrainPool:
                 _keep(self._knowledge, key, knowledge)
         with self._knowledge_lock:
             return fn(knowledge)
+
+    def embed(self, work: Callable[[], T]) -> T:
+        """Run an `ingest`'s embedding (`IngestPlan.embed`) outside the pool lock, one at a
+        time (blocking; call it from a worker thread)."""
+        with self._embed_lock:
+            return work()
 
     def warm_up(self, scope: str, workdir: Path | None) -> None:
         """Load the model, LanceDB and the mirror ahead of the first call (run in a thread).
