@@ -156,4 +156,5 @@ def match_lines(
     case_insensitive: bool,
     max_matches: int,
     context: int,
+    seconds: float | None = None,
 ) -> tuple[list[tuple[int, int, str, int, int, list[str], list[str]]], bool]: ...

@@ -663,7 +663,7 @@ type LineMatchTuple = (usize, usize, String, usize, usize, Vec<String>, Vec<Stri
 /// Regex line matching over many texts; returns (matches, truncated) (see `regex_match.rs`).
 #[pyfunction]
 #[allow(clippy::needless_pass_by_value)] // pyo3 extracts arguments as owned values
-#[pyo3(signature = (texts, pattern, case_insensitive, max_matches, context))]
+#[pyo3(signature = (texts, pattern, case_insensitive, max_matches, context, seconds = None))]
 fn match_lines(
     py: Python<'_>,
     texts: Vec<String>,
@@ -671,13 +671,19 @@ fn match_lines(
     case_insensitive: bool,
     max_matches: i64,
     context: i64,
+    seconds: Option<f64>,
 ) -> PyResult<(Vec<LineMatchTuple>, bool)> {
     let cap = usize::try_from(max_matches)
         .map_err(|_| CoreError::invalid("max_matches", "must be >= 1"))?;
     let context =
         usize::try_from(context).map_err(|_| CoreError::invalid("context", "must be >= 0"))?;
+    let limit = match seconds {
+        Some(s) if s.is_finite() && s >= 0.0 => Some(std::time::Duration::from_secs_f64(s)),
+        Some(_) => return Err(CoreError::invalid("seconds", "must be a number >= 0").into()),
+        None => None,
+    };
     let result = detached(py, || {
-        regex_match::match_lines(&texts, pattern, case_insensitive, cap, context)
+        regex_match::match_lines_within(&texts, pattern, case_insensitive, cap, context, limit)
     })?;
     let matches = result
         .matches

@@ -6,6 +6,8 @@
 //! absolute within their text. One match is reported per matching line: the span of the first
 //! match, in characters (Unicode scalar values, i.e. Python `str` indices).
 
+use std::time::{Duration, Instant};
+
 use regex::{Regex, RegexBuilder};
 
 use crate::error::{CoreError, CoreResult};
@@ -67,14 +69,43 @@ pub fn match_lines(
     max_matches: usize,
     context: usize,
 ) -> CoreResult<MatchResult> {
+    match_lines_within(texts, pattern, case_insensitive, max_matches, context, None)
+}
+
+/// `match_lines`, given up with an error naming `pattern` once `limit` has passed (checked
+/// between lines): a pattern that compiles within the size limit may still cost its program's
+/// size at every byte, which over megabytes of text is minutes.
+pub fn match_lines_within(
+    texts: &[String],
+    pattern: &str,
+    case_insensitive: bool,
+    max_matches: usize,
+    context: usize,
+    limit: Option<Duration>,
+) -> CoreResult<MatchResult> {
     if max_matches == 0 {
         return Err(CoreError::invalid("max_matches", "must be >= 1"));
     }
     let re = compile(pattern, case_insensitive)?;
+    let started = Instant::now();
     let mut result = MatchResult::default();
     for (text_index, text) in texts.iter().enumerate() {
         let lines = split_lines(text);
         for (idx, &line) in lines.iter().enumerate() {
+            if let Some(limit) = limit {
+                if started.elapsed() > limit {
+                    return Err(CoreError::invalid(
+                        "pattern",
+                        format!(
+                            "took more than {} s, stopped in text {} of {}; use a simpler \
+                             pattern or search fewer sources",
+                            limit.as_secs_f64(),
+                            text_index + 1,
+                            texts.len()
+                        ),
+                    ));
+                }
+            }
             if let Some(m) = re.find(line) {
                 if result.matches.len() == max_matches {
                     result.truncated = true;
@@ -176,6 +207,24 @@ mod tests {
         let line = format!("{}b", "a".repeat(50_000));
         let r = match_lines(&[line], "(a+)+$", false, 5, 0).unwrap();
         assert_eq!(r.matches.len(), 0);
+    }
+
+    #[test]
+    fn a_pattern_past_its_time_is_an_error_naming_it() {
+        let t = texts(&["a\n"; 1000]);
+        let none = Some(Duration::ZERO);
+        let late = match_lines_within(&t, "a", false, 5, 0, none).unwrap_err();
+        assert!(late
+            .to_string()
+            .starts_with("pattern: took more than 0 s, stopped in text 1"));
+        let ample = Some(Duration::from_secs(60));
+        assert_eq!(
+            match_lines_within(&t, "a", false, 5, 0, ample)
+                .unwrap()
+                .matches
+                .len(),
+            5
+        );
     }
 
     #[test]

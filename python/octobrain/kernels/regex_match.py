@@ -42,6 +42,7 @@ def match_lines(
     ignore_case: bool = False,
     max_matches: int = 100,
     context: int = 0,
+    seconds: float | None = None,
 ) -> MatchResult:
     """Return the lines of `texts` that `pattern` matches, at most `max_matches` of them.
 
@@ -49,7 +50,7 @@ def match_lines(
     does not add an empty line. Line numbers are 1-based within their text. `start`/`end` are
     `str` indices of the first match in the line. `context` adds up to that many lines before
     and after each match, from the same text. An invalid pattern raises `ValueError` naming
-    `pattern`.
+    `pattern`, as does a search still running after `seconds` (checked between lines).
     """
     if isinstance(texts, str):
         raise InvalidInput("texts", "must be a sequence of str, not a single str")
@@ -62,5 +63,7 @@ def match_lines(
     for name, value in (("max_matches", max_matches), ("context", context)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidInput(name, "must be an integer")
-    raw, truncated = _core.match_lines(texts, pattern, bool(ignore_case), max_matches, context)
+    raw, truncated = _core.match_lines(
+        texts, pattern, bool(ignore_case), max_matches, context, seconds
+    )
     return MatchResult([LineMatch(*m) for m in raw], truncated)

@@ -63,6 +63,9 @@ from octobrain.store.sql import sql_str, visible_scopes
 Progress = Callable[[int, int], None]
 MAX_MATCH_CAP = 10_000
 MAX_CONTEXT = 10
+# One `match` call searches for at most this long: a pattern within the size limit can still
+# cost its whole program at every byte (minutes over a few megabytes).
+MATCH_SECONDS = 10.0
 EMBED_BATCH = 64  # chunks per embedding call (the progress bar's step)
 
 
@@ -414,10 +417,13 @@ class Knowledge:
                 ignore_case=ignore_case,
                 max_matches=cap,
                 context=context,
+                seconds=MATCH_SECONDS,
             )
         except InvalidInput:
             raise
-        except ValueError as exc:  # the regex engine's parse error
+        except ValueError as exc:  # the regex engine's parse error, or the time limit
+            if str(exc).startswith("pattern: took more than"):
+                raise InvalidInput("pattern", str(exc).removeprefix("pattern: ")) from None
             detail = str(exc).strip().removeprefix("pattern: ").splitlines()[-1]
             detail = detail.removeprefix("error: ")
             raise InvalidInput("pattern", f"invalid regular expression: {detail}") from None
