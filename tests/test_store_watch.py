@@ -1,0 +1,51 @@
+"""`StoreWatch`: what a warm process notices of its store's files between two calls, and that
+the look stays cheap however many versions a store keeps."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from octobrain.store.manifest import StoreWatch
+
+
+def _store(root: Path, versions: int) -> Path:
+    table = root / "memories.lance"
+    (table / "data").mkdir(parents=True)
+    (table / "_versions").mkdir()
+    for v in range(1, versions + 1):
+        (table / "_versions" / f"{(1 << 64) - 1 - v}.manifest").write_bytes(b"m" * 10)
+        (table / "data" / f"{v:08d}.lance").write_bytes(b"d" * 10)
+    return table
+
+
+def test_a_rewrite_anywhere_is_noticed_however_many_files_and_a_commit_is_not(
+    tmp_path: Path,
+) -> None:
+    table = _store(tmp_path, 1000)  # 2,000 files: more than one look's worth
+    watch = StoreWatch(tmp_path)
+    assert watch.changed() is False  # the first call only looks
+    (table / "_versions" / f"{(1 << 64) - 1 - 1001}.manifest").write_bytes(b"m" * 10)
+    (table / "data" / "00001001.lance").write_bytes(b"d" * 10)
+    assert watch.changed() is False  # an ordinary commit only adds files
+    old = table / "data" / "00000007.lance"
+    old.write_bytes(b"x" * 11)  # rewritten in place: the folder's own stat does not move
+    looks = [watch.changed() for _ in range(2002 // StoreWatch.RESTAT + 1)]
+    assert looks.count(True) == 1
+    assert watch.changed() is False
+    newest = table / "_versions" / f"{(1 << 64) - 1 - 1001}.manifest"
+    newest.write_bytes(b"garbage!!!!")
+    assert watch.changed() is True  # the newest manifest is looked at on every call
+    os.remove(newest)
+    assert watch.changed() is True  # the newest gone: a lost commit
+    shutil.rmtree(table / "_versions")
+    assert watch.changed() is True
+
+
+def test_a_small_store_has_every_file_looked_at_on_every_call(tmp_path: Path) -> None:
+    table = _store(tmp_path, 20)
+    watch = StoreWatch(tmp_path)
+    watch.changed()
+    (table / "data" / "00000013.lance").write_bytes(b"x" * 11)
+    assert watch.changed() is True
