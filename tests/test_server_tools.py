@@ -278,6 +278,7 @@ BAD = [
     ("remember", {"query": ["good one", "x"]}, "query[1]: must be 3–500 bytes"),
     ("remember", {"query": "abc", "memory_types": "code"}, "memory_types: must be an array"),
     ("remember", {"query": "abc", "memory_types": ["nope"]}, "memory_types[0]: unknown memory"),
+    ("remember", {"query": "abc", "memory_types": ["code"] * 65}, "memory_types: give at most 64"),
     ("remember", {"query": "abc", "tags": "api"}, "tags: must be an array"),
     ("remember", {"query": "abc", "created_after": "yesterday"}, "created_after: must be ISO"),
     ("remember", {"query": "abc", "created_before": 20260101}, "created_before: must be an ISO"),

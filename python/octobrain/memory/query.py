@@ -23,6 +23,9 @@ from octobrain.models import (
 )
 from octobrain.store.sql import sql_in, sql_str, visible_where
 
+# A list of types to filter by: each of the ~20 types once, and the aliases, fits well within.
+MAX_TYPE_FILTERS = 64
+
 
 @dataclass(frozen=True)
 class Filters:
@@ -104,6 +107,10 @@ def parse_filters(
         raise InvalidInput("created_before", "must be later than created_after")
     if isinstance(memory_types, str):
         raise InvalidInput("memory_types", "must be a list of memory types")
+    if memory_types is not None and len(memory_types) > MAX_TYPE_FILTERS:
+        raise InvalidInput(
+            "memory_types", f"give at most {MAX_TYPE_FILTERS} types, got {len(memory_types):,}"
+        )
     types = tuple(
         dict.fromkeys(
             parse_memory_type(t, field_name=f"memory_types[{i}]")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from octobrain.memory.conversation import SESSION_CHARS, SPEAKER_CHARS
+from octobrain.memory.query import MAX_TYPE_FILTERS
 from octobrain.models import (
     CONTENT_BYTES,
     FILE_BYTES,
@@ -256,6 +257,7 @@ REMEMBER = ToolSpec(
         "memory_types": {
             "type": "array",
             "items": {"type": "string", "enum": MEMORY_TYPES},
+            "maxItems": MAX_TYPE_FILTERS,
             "description": "Only memories of these types.",
         },
         "tags": _str_list("Only memories having any of these tags.", MAX_TAGS, TAG_CHARS),
@@ -317,6 +319,7 @@ FORGET = ToolSpec(
         "memory_types": {
             "type": "array",
             "items": {"type": "string", "enum": MEMORY_TYPES},
+            "maxItems": MAX_TYPE_FILTERS,
             "description": "Query mode: only memories of these types.",
         },
         "tags": _str_list(
