@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 ROOTS_TIMEOUT_SECS = 5.0
 _ROOTS_KEY = "octobrain.roots_lock"
+ROOTS_INPUT = "octobrain.roots"  # our key in a 2026-07-28 InputRequiredResult
 # Worker threads per event loop and kind of work, apart from anyio's shared default (40): calls
 # waiting their turn (on the pool lock, the knowledge lock, the one ingest embedding at a time)
 # wait here, holding no thread, so no kind of call can take every thread from the others.
@@ -65,9 +66,6 @@ def _limiter(kind: str) -> anyio.CapacityLimiter:
         limiters = {k: anyio.CapacityLimiter(n) for k, n in _THREADS.items()}
         _LIMITERS.set(limiters)
     return limiters[kind]
-
-
-ROOTS_INPUT = "octobrain.roots"  # our key in a 2026-07-28 InputRequiredResult
 
 
 class _RootsRequired(Exception):
