@@ -43,7 +43,7 @@ from octobrain.text import analyze
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
 
-__all__ = ["IngestReport", "ingest", "turn_id", "turn_memories", "unstored_texts"]
+__all__ = ["IngestReport", "NotEmbedded", "ingest", "turn_id", "turn_memories", "unstored_texts"]
 
 BATCH = 256
 WINDOW = 1  # turns on each side whose words join a turn's context
@@ -193,19 +193,25 @@ def ingest(
     topic_words: int = TOPIC_WORDS,
     progress: Progress = lambda _n: None,
     vectors: Mapping[str, np.ndarray] | None = None,
+    embed_missing: bool = True,
 ) -> IngestReport:
     """Store every turn of `conversations` not stored yet, chained within its sessions.
 
     `progress(n)` after each batch of `n` turns. Secrets follow `memory.secrets` (refuse: the
     first turn holding one stops the ingest before anything of its batch is written).
     `vectors`: embeddings computed beforehand, by embedded text (`unstored_texts`); a turn
-    whose text is not among them is embedded here."""
+    whose text is not among them is embedded here, unless `embed_missing` is off: then
+    `NotEmbedded` names every such text of the conversation before any of it is written."""
     scope = "" if global_ else brain.scope
     if not vectors:
         brain.embedder.prepare()  # loads while the store opens to find the turns already stored
     report = IngestReport(conversations=len(conversations))
     for conv in conversations:
         memories = turn_memories(brain, conv, scope=scope, window=window, topic_words=topic_words)
+        if not embed_missing:
+            missing = [t for t in _unstored(brain, memories) if t not in (vectors or {})]
+            if missing:
+                raise NotEmbedded(missing)
         report.turns += len(memories)
         previous: dict[str, str] = {}  # id → id of the previous turn of its session
         last: dict[str, str] = {}
@@ -230,12 +236,27 @@ def unstored_texts(
     (screened for secrets, so a refused turn stops here). A caller that must not hold a lock
     through the embedding embeds these first and hands the vectors to `ingest`."""
     scope = "" if global_ else brain.scope
+    return [
+        t
+        for conv in conversations
+        for t in _unstored(brain, turn_memories(brain, conv, scope=scope))
+    ]
+
+
+def _unstored(brain: Brain, memories: list[Memory]) -> list[str]:
+    """The embedded texts of `memories` the store does not hold, batch by batch."""
     texts: list[str] = []
-    for conv in conversations:
-        memories = turn_memories(brain, conv, scope=scope)
-        for start in range(0, len(memories), BATCH):
-            texts += [m.embedded_text() for m in _absent(brain, memories[start : start + BATCH])]
+    for start in range(0, len(memories), BATCH):
+        texts += [m.embedded_text() for m in _absent(brain, memories[start : start + BATCH])]
     return texts
+
+
+class NotEmbedded(Exception):
+    """Turns `ingest` would have to embed itself (`embed_missing` off): their embedded texts."""
+
+    def __init__(self, texts: list[str]) -> None:
+        super().__init__(f"{len(texts)} turns have no vector")
+        self.texts = texts
 
 
 def _write(

@@ -130,14 +130,23 @@ class Writes(BrainBase):
         global_: bool = False,
         progress: Callable[[int], None] = lambda _n: None,
         vectors: Mapping[str, np.ndarray] | None = None,
+        embed_missing: bool = True,
     ) -> IngestReport:
         """Store conversations turn by turn (`octobrain.memory.ingest`); turns already stored are
         skipped, so ingesting a transcript again adds only what is new. `vectors`: embeddings
-        of `ingest.unstored_texts`, computed beforehand (by text)."""
+        of `ingest.unstored_texts`, computed beforehand (by text); without `embed_missing`, a
+        turn with none is `ingest.NotEmbedded` instead of embedded here."""
         from octobrain.memory.ingest import ingest
 
         brain = cast("Brain", self)  # a Writes is only ever part of a Brain
-        return ingest(brain, conversations, global_=global_, progress=progress, vectors=vectors)
+        return ingest(
+            brain,
+            conversations,
+            global_=global_,
+            progress=progress,
+            vectors=vectors,
+            embed_missing=embed_missing,
+        )
 
     def _join_session(self, memory: Memory) -> Memory | None:
         """Tag `memory` with this Brain's session; return the session's previous memory."""

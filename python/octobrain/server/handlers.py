@@ -185,18 +185,15 @@ def ingest(brain: Brain, plan: IngestPlan, *, last: bool = True) -> Reply | None
     Turns the store no longer holds that the plan has no vector for (forgotten since it was
     made) would be embedded here, under the pool lock: unless this is the `last` attempt, they
     become the plan's texts instead and None is returned, so the caller embeds them first."""
-    from octobrain.memory.ingest import unstored_texts
+    from octobrain.memory.ingest import NotEmbedded
 
-    if not last:
-        missing = [
-            t
-            for t in unstored_texts(brain, [plan.conversation], global_=plan.global_)
-            if t not in plan.vectors
-        ]
-        if missing:
-            plan.texts = missing
-            return None
-    report = brain.ingest([plan.conversation], global_=plan.global_, vectors=plan.vectors)
+    try:
+        report = brain.ingest(
+            [plan.conversation], global_=plan.global_, vectors=plan.vectors, embed_missing=last
+        )
+    except NotEmbedded as missing:
+        plan.texts = missing.texts
+        return None
     scope = "" if plan.global_ else brain.scope
     return Reply(
         f"Conversation {plan.key!r} stored in {scope or '(global)'}: "
