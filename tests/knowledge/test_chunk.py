@@ -89,6 +89,26 @@ def test_heading_paths_nest_and_skip_fenced_code() -> None:
     assert chunks[2].content.startswith("Guide > Install > Linux\n\nUse apt.")
 
 
+def test_a_heading_with_nothing_under_it_is_its_text_unless_one_nested_in_it_follows() -> None:
+    checklist = "# Checklist\n\n## Rotate keys monthly\n## Back up the DB weekly ##\n\n# Notes\n"
+    chunks = chunk_text(checklist, "Ops", chunk_size=200, overlap=20, parent_size=800)
+    # "Checklist" is named by the headers of the two items nested under it, so it is no chunk
+    # of its own; the items and the last heading, with nothing nested, are their own text.
+    assert [(c.header, c.body) for c in chunks] == [
+        ("Ops > Checklist > Rotate keys monthly", "## Rotate keys monthly"),
+        ("Ops > Checklist > Back up the DB weekly", "## Back up the DB weekly ##"),
+        ("Ops > Notes", "# Notes"),
+    ]
+    data = checklist.encode()
+    assert all(data[c.start : c.end].decode() == c.body for c in chunks)
+    only = chunk_text("# Rotate keys monthly", "Rotate keys monthly")
+    assert [(c.header, c.body) for c in only] == [("Rotate keys monthly", "# Rotate keys monthly")]
+    # A heading longer than a chunk is cut like any text.
+    long_heading = chunk_text("# " + "word " * 30, "Doc", chunk_size=40, overlap=5, parent_size=80)
+    assert len(long_heading) > 1 and all(len(c.body.encode()) <= 40 for c in long_heading)
+    assert chunk_text("\n  \n", "Doc") == []
+
+
 def test_closing_hashes_go_and_a_heading_line_of_any_shape_costs_one_pass() -> None:
     text = "# Setup ##\nRun it.\n## Learning C#\nSharp.\n### Spaced   #  \nDone.\n"
     chunks = chunk_text(text, "Doc", chunk_size=200, overlap=20, parent_size=800)

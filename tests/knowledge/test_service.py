@@ -327,6 +327,30 @@ def test_session_notes_are_private_unique_deletable_and_expire(
     assert mine.kstore.count_chunks("session_id = 's1'") == 1
 
 
+def test_a_note_or_file_made_only_of_headings_is_indexed_and_found(
+    make_knowledge: MakeKnowledge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    k = make_knowledge(session_id="s1")
+    out = run_command(k, {"command": "store", "key": "ops", "content": "# Rotate keys monthly"})
+    assert out == "Stored 'ops' as stored://ops (1 chunk indexed)"  # was 0 chunks, never found
+    assert [h.uri for h in k.search("rotate keys").hits] == ["stored://ops"]
+    checklist = tmp_path / "checklist.md"
+    checklist.write_text("# Release checklist\n\n## Tag the release\n## Publish the wheel\n")
+    k.index(str(checklist))
+    hits = k.search("publish wheel").hits
+    assert hits and hits[0].uri.endswith("checklist.md")
+    assert "Publish the wheel" in hits[0].text
+    # A file indexed as 0 chunks by the code before is indexed again, though unchanged.
+    headings = tmp_path / "headings.md"
+    headings.write_text("# Renew the TLS certificate\n")
+    monkeypatch.setattr("octobrain.knowledge.service.chunk_text", lambda *a, **kw: [])
+    assert k.index(str(headings)).source.chunk_count == 0
+    monkeypatch.undo()
+    again = k.index(str(headings))
+    assert (again.status, again.source.chunk_count) == ("reindexed", 1)
+    assert k.index(str(headings)).status == "unchanged"
+
+
 def test_scopes_see_their_own_and_global_sources(
     make_knowledge: MakeKnowledge, tmp_path: Path
 ) -> None:

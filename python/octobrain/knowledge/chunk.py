@@ -1,7 +1,9 @@
 """Heading-aware parent/child chunking.
 
 1. The text is split into sections at markdown headings (`#`…`######` at a line start, outside
-   fenced code), keeping the heading path (`Guide > Install > Linux`).
+   fenced code), keeping the heading path (`Guide > Install > Linux`). A heading with no text
+   under it lives on in the headers of the sections nested under it; with none, the heading
+   line is the section's text (a note or a checklist made only of headings is not lost).
 2. A section body that fits in `chunk_size` bytes is one chunk (no parent).
 3. A longer body is cut into parents of at most `parent_size` bytes, and each parent into
    children of about `chunk_size` bytes that overlap by `chunk_overlap` bytes. Every child lies
@@ -56,6 +58,13 @@ class _Section:
     path: tuple[str, ...]
     start: int  # byte offset of the body
     body: bytes
+    head_start: int = 0  # byte offset of the heading line
+    head: bytes = b""  # the heading line without its line ending; b"" before the first heading
+
+    def holds(self, other: _Section) -> bool:
+        """Whether `other` is nested under this section's heading (so its header names it)."""
+        depth = len(self.path)
+        return len(other.path) > depth and other.path[:depth] == self.path
 
 
 def check_sizes(chunk_size: int, overlap: int, parent_size: int) -> None:
@@ -71,21 +80,25 @@ def check_sizes(chunk_size: int, overlap: int, parent_size: int) -> None:
 def _sections(data: bytes) -> list[_Section]:
     sections: list[_Section] = []
     path: list[str] = []
-    body_start = 0
+    body_start = head_start = 0
+    head = b""
     pos = 0
     fenced = False
     for line in data.splitlines(keepends=True):
         if _FENCE.match(line):
             fenced = not fenced
-        match = None if fenced else _HEADING.match(line.rstrip(b"\r\n"))
+        bare = line.rstrip(b"\r\n")
+        match = None if fenced else _HEADING.match(bare)
         heading = heading_text(match.group(2)) if match else b""
         if match and heading:
-            sections.append(_Section(tuple(path), body_start, data[body_start:pos]))
+            sections.append(
+                _Section(tuple(path), body_start, data[body_start:pos], head_start, head)
+            )
             level = len(match.group(1))
             path = [*path[: level - 1], heading.decode("utf-8", "replace").strip()]
-            body_start = pos + len(line)
+            body_start, head_start, head = pos + len(line), pos, bare
         pos += len(line)
-    sections.append(_Section(tuple(path), body_start, data[body_start:]))
+    sections.append(_Section(tuple(path), body_start, data[body_start:], head_start, head))
     return sections
 
 
@@ -110,7 +123,10 @@ def chunk_text(
     max_tokens: int = 0,
     count_tokens: Callable[[str], int] | None = None,
 ) -> list[Chunk]:
-    """Chunk a document's text (see the module docstring). Empty sections are skipped.
+    """Chunk a document's text (see the module docstring). A section without text is skipped
+    when a section nested under it follows (its header names the heading); otherwise its
+    heading line is its text, so a note that is only `# Rotate keys monthly`, or a checklist
+    of headings, is found.
 
     With `max_tokens` > 0 and `count_tokens` (the embedding model's count of a text, special
     tokens included), every chunk's `content` also fits in `max_tokens`, unless its header
@@ -119,12 +135,17 @@ def chunk_text(
     budget = count_tokens if max_tokens > 0 else None
     data = text.encode("utf-8")
     chunks: list[Chunk] = []
-    for section in _sections(data):
-        lead = len(section.body) - len(section.body.lstrip())
-        body = section.body.strip()
-        if not body:
-            continue
-        base = section.start + lead
+    sections = _sections(data)
+    for at, section in enumerate(sections):
+        own_start, own = section.start, section.body
+        if not own.strip():
+            follows = sections[at + 1] if at + 1 < len(sections) else None
+            if not section.head or (follows is not None and section.holds(follows)):
+                continue
+            own_start, own = section.head_start, section.head
+        lead = len(own) - len(own.lstrip())
+        body = own.strip()
+        base = own_start + lead
         # The document title leads the header, unless the first heading repeats it.
         lead_path = section.path[1:] if section.path[:1] == (title,) else section.path
         header = " > ".join((title, *lead_path))

@@ -219,6 +219,8 @@ class Knowledge:
             and not force
             and existing["content_hash"] == digest
             and existing["chunker"] == self._chunker
+            # Before headings alone made chunks, a note of only headings indexed as none.
+            and (existing["chunk_count"] > 0 or not document.text.strip())
         ):
             self.kstore.touch(existing["id"], now, fetched.mtime)
             return IndexReport(SourceInfo.from_row(existing), "unchanged", 0)
