@@ -232,6 +232,11 @@ def test_filters(make_brain: MakeBrain) -> None:
     assert brain.remember("rate limiting", created_after=tomorrow, min_relevance=0.0).hits == []
     with pytest.raises(InvalidInput, match="^created_after: must be ISO-8601"):
         brain.remember("rate limiting", created_after="last tuesday")
+    # Python reads any number of fraction digits: a time is refused past 64 characters, and
+    # the error names its length rather than echoing it back.
+    padded = "2026-05-01T12:00:00." + "0" * 1_000_000
+    with pytest.raises(InvalidInput, match=r"ISO-8601 .*, got 1,000,020 characters$"):
+        brain.remember("rate limiting", created_before=padded)
     # The calendar's last day is a bound like any other; a time UTC has no day for is refused.
     last = brain.remember("rate limiting", created_before="9999-12-31", min_relevance=0.0)
     assert len(last.hits) == 2

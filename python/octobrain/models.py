@@ -424,6 +424,23 @@ def checked_time(field_name: str, moment: datetime) -> datetime:
     return moment
 
 
+ISO_CHARS = 64  # the longest ISO-8601 time, 2026-05-01T12:00:00.123456+05:30, has 32
+
+
+def iso_time(field_name: str, text: str, example: str = "2026-05-01T12:00:00Z") -> datetime:
+    """An ISO-8601 time (`Z` or an offset; naive means UTC) within years 1–9999 in UTC, or a
+    field error that shows the text, or only its length when it is longer than any time."""
+    text = text.strip()
+    try:
+        if len(text) > ISO_CHARS:  # Python reads any number of fraction digits
+            raise ValueError(text)
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        shown = repr(text) if len(text) <= ISO_CHARS else f"{len(text):,} characters"
+        raise InvalidInput(field_name, f"must be ISO-8601 (e.g. {example}), got {shown}") from None
+    return checked_time(field_name, moment)
+
+
 def from_unix(field_name: str, seconds: float | int) -> datetime:
     """Unix seconds as an aware UTC datetime, or a field error (not finite, or outside years
     1–9999)."""

@@ -21,8 +21,8 @@ from octobrain.models import (
     CONTENT_BYTES,
     ID_CHARS,
     UnreadableJSON,
-    checked_time,
     from_unix,
+    iso_time,
     read_json,
 )
 from octobrain.spans import split_text
@@ -171,13 +171,7 @@ def _time(field_name: str, value: object) -> datetime | None:
         return from_unix(field_name, value)
     if not isinstance(value, str):
         raise InvalidInput(field_name, "must be an ISO-8601 time string")
-    try:
-        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidInput(
-            field_name, f"must be ISO-8601 (e.g. 2026-05-01T12:00:00Z), got {value!r}"
-        ) from None
-    return checked_time(field_name, moment)
+    return iso_time(field_name, value)
 
 
 def _said(field_name: str, value: object) -> str:

@@ -23,9 +23,9 @@ from octobrain.models import (
     check_id,
     check_text,
     check_unit,
-    checked_time,
     clean_files,
     clean_tags,
+    iso_time,
     parse_memory_type,
     parse_relationship_type,
     parse_source,
@@ -127,11 +127,7 @@ def _state(field: str, value: object) -> str:
 def _time(field: str, value: object) -> datetime:
     if not isinstance(value, str):
         raise InvalidInput(field, "must be an ISO-8601 timestamp string")
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidInput(field, f"must be an ISO-8601 timestamp, got {value!r}") from None
-    return checked_time(field, moment)
+    return iso_time(field, value)
 
 
 def _optional_text(field: str, value: object, most: int) -> str:

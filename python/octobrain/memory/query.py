@@ -19,6 +19,7 @@ from octobrain.models import (
     checked_time,
     clean_files,
     clean_tags,
+    iso_time,
     parse_memory_type,
 )
 from octobrain.store.sql import sql_in, sql_str, visible_where
@@ -68,12 +69,7 @@ def parse_time(
         moment = value
     else:
         text = str(value).strip()
-        try:
-            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidInput(
-                field, f"must be ISO-8601 (e.g. 2026-05-01 or 2026-05-01T12:00:00Z), got {value!r}"
-            ) from None
+        moment = iso_time(field, text, "2026-05-01 or 2026-05-01T12:00:00Z")
         if len(text) == 10 and end_of_day:
             day = moment.date()
             moment = (
