@@ -7,10 +7,20 @@ class OctobrainError(Exception):
     """Base class of every error octobrain raises on purpose."""
 
 
+RULE_CHARS = 1_000  # a rule longer than this (it quotes a long argument) is shown cut
+
+
 class InvalidInput(OctobrainError, ValueError):
-    """An argument broke a rule. The message names the field and the rule."""
+    """An argument broke a rule. The message names the field and the rule.
+
+    A rule that quotes the argument it refuses stays short however long that argument is: its
+    middle is cut, so the reply to a hostile megabyte is a line, not the megabyte again."""
 
     def __init__(self, field: str, rule: str) -> None:
+        if len(rule) > RULE_CHARS:
+            head, tail = RULE_CHARS * 6 // 10, RULE_CHARS * 3 // 10  # the rule's end, kept
+            cut = len(rule) - head - tail
+            rule = f"{rule[:head]} … [{cut:,} characters cut] … {rule[-tail:]}"
         super().__init__(f"{field}: {rule}")
         self.field = field
         self.rule = rule

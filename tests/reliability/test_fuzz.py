@@ -30,6 +30,7 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     derandomize=EXAMPLES <= 100,  # the CI subset is reproducible; the soak explores
 )
+ERROR_CHARS = 1_200  # a field name, then a rule of at most 1,000 characters
 FIELD_ERROR = re.compile(r"^[A-Za-z_-][\w.\[\]-]*: \S")
 
 SQLISH = [
@@ -113,6 +114,24 @@ def assert_clear(name: str, arguments: dict[str, Any], error: bool, reply: str) 
     assert "internal error" not in reply, (name, arguments, reply)
     if error and not reply.startswith("confirm: must be true"):
         assert FIELD_ERROR.match(reply), (name, arguments, reply)
+        assert len(reply) <= ERROR_CHARS, (name, arguments, reply)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("remember", {"query": "notes", "memory_types": ["t" * 400_000]}),
+        ("remember", {"query": "notes", "source": "s" * 400_000}),
+        ("knowledge", {"command": "c" * 400_000}),
+        ("forget", {"memory_id": {"k": "v" * 400_000}}),
+    ],
+)
+def test_an_error_quoting_a_huge_argument_is_still_one_short_line(
+    world: dict[str, Any], tool: str, arguments: dict[str, Any]
+) -> None:
+    error, reply = call_tool(world["server"], tool, {**arguments, "scope": PROJECT_A})
+    assert error and FIELD_ERROR.match(reply), reply[:200]
+    assert len(reply) <= ERROR_CHARS and "\n" not in reply, (len(reply), reply[:200])
 
 
 def assert_no_escape(world: dict[str, Any], scope: Any, reply: str) -> None:
