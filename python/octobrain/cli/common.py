@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
@@ -47,21 +48,17 @@ class OctobrainGroup(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """The group's own options, with click's complaints as one line (`usage_line`)."""
-        try:
+        with _usage_as_one_line():
             return super().parse_args(ctx, args)
-        except click.exceptions.NoArgsIsHelpError:
-            raise
-        except click.UsageError as exc:
-            raise UserError(usage_line(exc)) from exc
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; map `InvalidInput` to exit 2, other `OctobrainError`s to exit 1."""
+        with _usage_as_one_line():  # a subcommand's command line, as parsed by click
+            return self._invoke(ctx)
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except click.exceptions.NoArgsIsHelpError:
-            raise  # a group named alone: its help
-        except click.UsageError as exc:  # a subcommand's command line, as parsed by click
-            raise UserError(usage_line(exc)) from exc
         except InvalidInput as exc:
             raise UserError(str(exc)) from exc
         except OctobrainError as exc:
@@ -77,6 +74,18 @@ class OctobrainGroup(click.Group):
             if line is None:
                 raise
             raise UserFailure(_damage_detail(line)) from exc
+
+
+@contextmanager
+def _usage_as_one_line() -> Iterator[None]:
+    """Click's complaints about a command line as one `UserError` line; a group named alone
+    still shows its help."""
+    try:
+        yield
+    except click.exceptions.NoArgsIsHelpError:
+        raise
+    except click.UsageError as exc:
+        raise UserError(usage_line(exc)) from exc
 
 
 def usage_line(exc: click.UsageError) -> str:
