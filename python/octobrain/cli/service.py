@@ -34,8 +34,10 @@ def _settings() -> Settings:
 
 def _switched_off_by() -> str:
     """What turned the service off: the environment variable if set, else the config key."""
-    if "OCTOBRAIN_SERVICE_ENABLED" in os.environ:
-        return f"OCTOBRAIN_SERVICE_ENABLED={os.environ['OCTOBRAIN_SERVICE_ENABLED']}"
+    from octobrain.cli.service_client import ENABLED_VAR
+
+    if ENABLED_VAR in os.environ:
+        return f"{ENABLED_VAR}={os.environ[ENABLED_VAR]}"
     return "service.enabled = false"
 
 

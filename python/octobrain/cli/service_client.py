@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 PROTOCOL = 2  # 2: a running command's service sends `alive` every `ALIVE_EVERY_SECONDS`
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # octobrain/
 # Subcommands the service answers: quick, non-interactive, output on stdout/stderr only.
+ENABLED_VAR = "OCTOBRAIN_SERVICE_ENABLED"  # overrides `[service] enabled`
 _KEY_ENV_PREFIXES = ("OCTOBRAIN_", "AWS_", "AZURE_", "GOOGLE_")
 _KEY_ENV_NAMES = ("HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
 CONNECT_SECONDS = 1.0
@@ -188,7 +189,7 @@ def load_settings() -> Settings | None:
         table = _service_table(config_file)
         if table is None:
             return None
-        enabled = _flag(os.environ.get("OCTOBRAIN_SERVICE_ENABLED", table.get("enabled", True)))
+        enabled = _flag(os.environ.get(ENABLED_VAR, table.get("enabled", True)))
         idle = _seconds(
             os.environ.get("OCTOBRAIN_SERVICE_IDLE_SECONDS", table.get("idle_seconds", 600))
         )
