@@ -73,8 +73,9 @@ def test_chunks_point_at_their_text_and_lie_inside_their_parent(
 
 def test_heading_paths_nest_and_skip_fenced_code() -> None:
     text = (
-        "# Guide\nIntro.\n## Install\nRun it.\n### Linux\nUse apt.\n"
-        "```\n# not a heading\n```\n## Usage\nCall it.\n"
+        "# Guide\nWhat the tool is and who it is for.\n## Install\nRun the installer as root.\n"
+        "### Linux\nUse apt, then check the service.\n```\n# not a heading\n```\n"
+        "## Usage\nCall it with a config file.\n"
     )
     chunks = chunk_text(text, "Guide", chunk_size=200, overlap=20, parent_size=800)
     assert [c.section_path for c in chunks] == [
@@ -86,17 +87,17 @@ def test_heading_paths_nest_and_skip_fenced_code() -> None:
     assert "# not a heading" in chunks[2].body
     # The title is not repeated when the first heading is the title.
     assert chunks[2].header == "Guide > Install > Linux"
-    assert chunks[2].content.startswith("Guide > Install > Linux\n\nUse apt.")
+    assert chunks[2].content.startswith("Guide > Install > Linux\n\nUse apt,")
 
 
 def test_a_heading_with_nothing_under_it_is_its_text_unless_one_nested_in_it_follows() -> None:
-    checklist = "# Checklist\n\n## Rotate keys monthly\n## Back up the DB weekly ##\n\n# Notes\n"
+    body = "Some text long enough to be a chunk of its own.\n"
+    checklist = f"# Checklist\n\n## Rotate keys monthly\n{body}# Notes\n"
     chunks = chunk_text(checklist, "Ops", chunk_size=200, overlap=20, parent_size=800)
-    # "Checklist" is named by the headers of the two items nested under it, so it is no chunk
-    # of its own; the items and the last heading, with nothing nested, are their own text.
+    # "Checklist" is named by the header of the item nested under it, so it is no chunk of its
+    # own; the last heading, with nothing nested, is its own text.
     assert [(c.header, c.body) for c in chunks] == [
-        ("Ops > Checklist > Rotate keys monthly", "## Rotate keys monthly"),
-        ("Ops > Checklist > Back up the DB weekly", "## Back up the DB weekly ##"),
+        ("Ops > Checklist > Rotate keys monthly", body.strip()),
         ("Ops > Notes", "# Notes"),
     ]
     data = checklist.encode()
@@ -110,7 +111,8 @@ def test_a_heading_with_nothing_under_it_is_its_text_unless_one_nested_in_it_fol
 
 
 def test_closing_hashes_go_and_a_heading_line_of_any_shape_costs_one_pass() -> None:
-    text = "# Setup ##\nRun it.\n## Learning C#\nSharp.\n### Spaced   #  \nDone.\n"
+    body = "A sentence that makes a section of its own.\n"
+    text = f"# Setup ##\n{body}## Learning C#\n{body}### Spaced   #  \n{body}"
     chunks = chunk_text(text, "Doc", chunk_size=200, overlap=20, parent_size=800)
     assert [c.section_path for c in chunks] == [
         ("Setup",),
@@ -177,8 +179,10 @@ def test_token_budget_keeps_every_chunk_in_the_window_and_covers_the_text(
     for c in chunks:
         assert data[c.start : c.end].decode() == c.body
         assert len(c.body.encode()) <= size + 3
-        # Over budget only when even the smallest window (overlap + 1 bytes) would not fit.
-        assert _words(c.content) <= max_tokens or len(c.body.encode()) <= overlap + 4
+        # Over budget only when even the shortest window would not fit: a sixteenth of the
+        # size, or the overlap and one character when a wide character overhangs a tiny window.
+        shortest = max(size // 16 + 3, overlap + 4)
+        assert _words(c.content) <= max_tokens or len(c.body.encode()) <= shortest
         covered[c.start : c.end] = b"\x01" * (c.end - c.start)
     assert all(covered[i] or chr(data[i]).isspace() for i in range(len(data)) if data[i] < 128)
 
@@ -201,3 +205,87 @@ def test_bundled_model_window_cuts_dense_text_that_bytes_alone_would_leave_too_l
     assert len(fitted) > len(by_bytes)
     assert fitted[0].start == 0 and fitted[-1].end == len(text.encode())
     assert input_window("hash:64") is None  # no known window: byte sizes alone
+
+
+def _covers(text: str, chunks: list) -> bool:
+    """Every non-blank byte of `text` lies in a chunk, and every chunk is its slice."""
+    data = text.encode()
+    covered = bytearray(len(data))
+    for c in chunks:
+        assert data[c.start : c.end].decode() == c.body
+        covered[c.start : c.end] = b"\x01" * (c.end - c.start)
+    return all(covered[i] or data[i : i + 1].isspace() for i in range(len(data)))
+
+
+def test_small_sections_pack_so_headings_cannot_multiply_the_chunks() -> None:
+    # 32 kB of "# a" / "b": one chunk per section made 5,400 chunks to embed.
+    note = "# a\nb\n" * 5_400
+    chunks = chunk_text(note, "Note")
+    assert len(chunks) <= 2 * len(note.encode()) // 1200 + 1
+    data = note.encode()
+    assert all(data[c.start : c.end].decode() == c.body for c in chunks)
+    # Every section is in one chunk; the heading they all share is in the header.
+    assert sum(c.body.count("b") for c in chunks) == 5_400
+    assert all(c.header == "Note > a" for c in chunks)
+    # A checklist of headings is one chunk under the heading its items share; the items keep
+    # their heading lines, and a later top-level heading takes the shared path to the title.
+    checklist = "# Checklist\n\n## Rotate keys monthly\n## Back up the DB weekly ##\n"
+    (one,) = chunk_text(checklist, "Ops")
+    assert (one.header, one.body) == (
+        "Ops > Checklist",
+        "## Rotate keys monthly\n## Back up the DB weekly ##",
+    )
+    (both,) = chunk_text(checklist + "# Notes\n", "Ops")
+    assert both.header == "Ops" and both.body == (checklist + "# Notes").strip()
+    # A section with a sentence of its own keeps its chunk and its path; those whose text is
+    # shorter than their heading path are packed together.
+    doc = (
+        "# Backups\nBackups run nightly to cold storage.\n"
+        "# Paging\nThe on-call rota changes on Mondays.\n"
+        "# Escalation policy for the storage cluster\nCall Ana.\n"
+        "# Phone of the on-call engineer\n+1 555 0100\n"
+    )
+    chunks = chunk_text(doc, "Ops")
+    assert [c.header for c in chunks] == ["Ops > Backups", "Ops > Paging", "Ops"]
+    assert chunks[2].body.startswith("# Escalation") and chunks[2].body.endswith("0100")
+    # A run is packed up to a chunk's size, no further.
+    runs = chunk_text("# a\nb\n" * 600, "Note", chunk_size=120, overlap=30, parent_size=480)
+    assert len(runs) == 30 and all(len(c.body.encode()) <= 120 for c in runs)
+
+
+def test_token_dense_text_costs_windows_in_proportion_to_its_tokens_not_its_bytes() -> None:
+    """A window the token budget cuts short shares only its part of the overlap. It kept the
+    whole overlap, so every later window began one character after the one before: 2 kB of
+    punctuation made 1,700 chunks to embed (145 s over MCP)."""
+    from octobrain.embed.tokens import input_window
+    from octobrain.modelspec import BUNDLED_MODEL_ID
+
+    window = input_window(BUNDLED_MODEL_ID)
+    assert window is not None
+    max_tokens, count = window
+    note = ".,;:!?-" * 300  # about a token per byte
+    chunks = chunk_text(note, "Note", max_tokens=max_tokens, count_tokens=count)
+    assert all(count(c.content) <= max_tokens for c in chunks)
+    assert len(chunks) <= 4 * len(note) // max_tokens
+    assert _covers(note, chunks)
+    # A header of long headings is cut to half the window, so the text keeps the other half:
+    # it took all of it, and 8 kB under a 3 kB heading made 1,110 chunks.
+    doc = "# " + "word " * 600 + "\n" + "Some plain sentence here. " * 300
+    chunks = chunk_text(doc, "Doc", max_tokens=max_tokens, count_tokens=count)
+    assert all(count(c.content) <= max_tokens for c in chunks)
+    assert all(c.header.endswith("…") and count(c.header) <= max_tokens // 2 for c in chunks)
+    assert len(chunks) <= 4 * len(doc) // max_tokens
+
+
+@settings(max_examples=200, deadline=None)
+@given(TEXT, st.integers(8, 120), st.integers(2, 30))
+def test_windows_cut_short_by_tokens_share_their_part_of_the_overlap_and_move_on(
+    text: str, size: int, max_tokens: int
+) -> None:
+    data = text.encode()
+    overlap = size // 4
+    spans = split_spans(data, size, overlap, lambda s, e: e - s <= max_tokens)
+    for (s1, e1), (s2, _) in itertools.pairwise(spans):
+        assert e1 - s1 >= size // 16  # only the last window may be shorter
+        assert e1 - s2 <= overlap * (e1 - s1) // size + 3
+        assert s2 - s1 >= (e1 - s1) // 2 - 4  # a step moves by about half a window or more

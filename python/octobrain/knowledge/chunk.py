@@ -4,6 +4,8 @@
    fenced code), keeping the heading path (`Guide > Install > Linux`). A heading with no text
    under it lives on in the headers of the sections nested under it; with none, the heading
    line is the section's text (a note or a checklist made only of headings is not lost).
+   Sections with less text than 32 bytes, or than their heading path, are packed with their
+   small neighbours, so the embedding work follows the text, however many headings it has.
 2. A section body that fits in `chunk_size` bytes is one chunk (no parent).
 3. A longer body is cut into parents of at most `parent_size` bytes, and each parent into
    children of about `chunk_size` bytes that overlap by `chunk_overlap` bytes. Every child lies
@@ -23,7 +25,7 @@ within the last fifth of the window, never inside a UTF-8 character.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from octobrain.errors import InvalidInput
@@ -60,6 +62,11 @@ class _Section:
     body: bytes
     head_start: int = 0  # byte offset of the heading line
     head: bytes = b""  # the heading line without its line ending; b"" before the first heading
+
+    @property
+    def whole(self) -> tuple[int, int]:
+        """Where the section lies, its heading line included: sections tile the document."""
+        return (self.head_start if self.head else self.start), self.start + len(self.body)
 
     def holds(self, other: _Section) -> bool:
         """Whether `other` is nested under this section's heading (so its header names it)."""
@@ -129,30 +136,23 @@ def chunk_text(
     of headings, is found.
 
     With `max_tokens` > 0 and `count_tokens` (the embedding model's count of a text, special
-    tokens included), every chunk's `content` also fits in `max_tokens`, unless its header
-    alone leaves no room for `overlap` + 1 bytes of text."""
+    tokens included), every chunk's `content` also fits in `max_tokens`: a header is cut to
+    half of it, and a chunk's text is cut short (never below a sixteenth of `chunk_size`)."""
     check_sizes(chunk_size, overlap, parent_size)
     budget = count_tokens if max_tokens > 0 else None
     data = text.encode("utf-8")
     chunks: list[Chunk] = []
-    sections = _sections(data)
-    for at, section in enumerate(sections):
-        own_start, own = section.start, section.body
-        if not own.strip():
-            follows = sections[at + 1] if at + 1 < len(sections) else None
-            if not section.head or (follows is not None and section.holds(follows)):
-                continue
-            own_start, own = section.head_start, section.head
+    for path, own_start, own in _units(data, _sections(data), chunk_size):
         lead = len(own) - len(own.lstrip())
         body = own.strip()
         base = own_start + lead
         # The document title leads the header, unless the first heading repeats it.
-        lead_path = section.path[1:] if section.path[:1] == (title,) else section.path
-        header = " > ".join((title, *lead_path))
+        lead_path = path[1:] if path[:1] == (title,) else path
+        header = _header(" > ".join((title, *lead_path)), max_tokens, budget)
         fits = _budget(header, max_tokens, budget)
         if len(body) <= chunk_size and (fits is None or fits(body.decode())):
             chunks.append(
-                Chunk(len(chunks), section.path, header, body.decode(), "", base, base + len(body))
+                Chunk(len(chunks), path, header, body.decode(), "", base, base + len(body))
             )
             continue
         for p_start, p_end in split_spans(body, parent_size, 0):
@@ -173,7 +173,7 @@ def chunk_text(
                 chunks.append(
                     Chunk(
                         len(chunks),
-                        section.path,
+                        path,
                         header,
                         stripped.decode(),
                         parent_text if len(spans) > 1 else "",
@@ -182,6 +182,82 @@ def chunk_text(
                     )
                 )
     return chunks
+
+
+Unit = tuple[tuple[str, ...], int, bytes]  # heading path, byte offset, text
+MIN_TEXT = 32  # bytes of its own text a section needs for a chunk of its own
+
+
+def _units(data: bytes, sections: list[_Section], chunk_size: int) -> Iterator[Unit]:
+    """The texts to chunk, in order: a section's body, or runs of small sections packed.
+
+    A section whose text is shorter than `MIN_TEXT` bytes, or than its own heading path, is
+    packed with the small sections next to it into one text of at most `chunk_size` bytes,
+    their heading lines kept in it, under the heading path they share. A chunk's embedding
+    then always pays for more of its own text than of its label: one section per chunk let a
+    32 kB note of `# a` / `b` lines cost 5,400 chunks to embed, and a long heading over many
+    one-line sections repeated in every one of them."""
+    run: list[int] = []
+    for at, section in enumerate(sections):
+        if not section.head and not section.body.strip():
+            continue  # blank text before the first heading
+        label = len(" > ".join(section.path).encode())
+        if len(section.body.strip()) < max(MIN_TEXT, label):
+            if run and section.whole[1] - sections[run[0]].whole[0] > chunk_size:
+                yield from _packed(data, sections, run)
+                run = []
+            run.append(at)
+            continue
+        yield from _packed(data, sections, run)
+        run = []
+        yield from _alone(sections, at)
+    yield from _packed(data, sections, run)
+
+
+def _alone(sections: list[_Section], at: int) -> Iterator[Unit]:
+    """One section's unit. A section without text is none when a section nested under it
+    follows (whose header names it); otherwise its heading line is its text."""
+    section = sections[at]
+    if section.body.strip():
+        yield section.path, section.start, section.body
+        return
+    follows = sections[at + 1] if at + 1 < len(sections) else None
+    if section.head and (follows is None or not section.holds(follows)):
+        yield section.path, section.head_start, section.head
+
+
+def _packed(data: bytes, sections: list[_Section], run: list[int]) -> Iterator[Unit]:
+    """The unit of consecutive sections `run`: under their common heading path, from the first
+    one's heading line (its body, when that path is its own) to the last one's end."""
+    if len(run) == 1:
+        yield from _alone(sections, run[0])
+    if len(run) <= 1:
+        return
+    first, last = sections[run[0]], sections[run[-1]]
+    path = first.path
+    for at in run[1:]:
+        other = sections[at].path
+        keep = 0
+        while keep < min(len(path), len(other)) and path[keep] == other[keep]:
+            keep += 1
+        path = path[:keep]
+    start = first.start if path == first.path else first.whole[0]
+    yield path, start, data[start : last.whole[1]]
+
+
+def _header(header: str, max_tokens: int, count: Callable[[str], int] | None) -> str:
+    """`header`, cut to its longest start (and `…`) that takes at most half the model's window:
+    a header of long headings that filled the window left each chunk a few bytes of text."""
+    if count is None or count(header) <= max_tokens // 2:
+        return header
+    lo, hi = 0, len(header)  # header[:lo] + "…" fits; header[:hi] + "…" does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if count(header[:mid] + "…") <= max_tokens // 2:
+            lo = mid
+        else:
+            hi = mid
+    return header[:lo].rstrip() + "…"
 
 
 def _budget(

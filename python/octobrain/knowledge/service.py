@@ -117,7 +117,7 @@ class Knowledge:
         k = self.config.knowledge
         window = self._window
         fit = f"/fit{window[0]}" if window is not None else ""
-        return f"v1:{k.chunk_size}/{k.chunk_overlap}/{k.parent_size}{fit}"
+        return f"v2:{k.chunk_size}/{k.chunk_overlap}/{k.parent_size}{fit}"
 
     @property
     def _window(self) -> tuple[int, TokenCounter] | None:
