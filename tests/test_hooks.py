@@ -383,3 +383,64 @@ def test_mcp_resource_unlocked_needs_a_scope(tmp_path: Path) -> None:
             assert "Use ruff" in read.contents[0].text  # type: ignore[union-attr]
 
     run(body)
+
+
+def test_the_service_reads_a_transcript_before_it_waits_for_its_turn(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 200 MB transcript took 30 s to read inside the service's run lock, and a hosted MCP
+    `remember` waited all that time. The service now reads it first, with the lock held by
+    someone else, and the command finds the digest already read."""
+    import base64
+    import threading
+
+    from octobrain.cli.service_client import Settings
+    from octobrain.cli.service_daemon import Service
+    from octobrain.memory import hooks
+
+    path = transcript(tmp_path / "session.jsonl", env)
+    settings = Settings(True, 60.0, 5.0, "k", str(tmp_path), str(tmp_path / "none.toml"))
+    service = Service(settings)
+    request = {
+        "argv": ["hook", "session-end"],
+        "cwd": str(tmp_path),
+        "stdin": base64.b64encode(
+            hook_json("SessionEnd", env, path.relative_to(tmp_path)).encode()
+        ).decode(),
+    }
+    with service.run_lock:  # another command runs meanwhile
+        reader = threading.Thread(target=service._prefetch, args=(request,))
+        reader.start()
+        reader.join(30)
+        assert not reader.is_alive()
+
+    def unread(*_: object) -> None:
+        raise AssertionError("read again")
+
+    monkeypatch.setattr(hooks, "read_transcript", unread)
+    monkeypatch.chdir(tmp_path)  # as the service runs the command: in the caller's cwd
+    read_first = hooks.transcript_digest(path.relative_to(tmp_path), str(env))
+    assert read_first == digest_transcript(hooks._entries(path.open("rb"), path), str(env))
+    assert read_first.decisions and read_first.files
+    path.write_text(path.read_text() + "\n")  # a changed file is read afresh
+    with pytest.raises(AssertionError, match="read again"):
+        hooks.transcript_digest(path, str(env))
+
+
+def test_a_credential_in_the_transcript_costs_its_sentence_not_the_digest(
+    env: Path, tmp_path: Path
+) -> None:
+    path = transcript(tmp_path / "session.jsonl", env)
+    leaked = {
+        "type": "user",
+        "message": {
+            "role": "user",
+            "content": "We decided to deploy with the key AKIAIOSFODNN7EXAMPLE for now.",
+        },
+    }
+    path.write_text(path.read_text() + json.dumps(leaked) + "\n")
+    result = cli("hook", "session-end", input=hook_json("SessionEnd", env, path, reason="exit"))
+    assert result.exit_code == 0 and "digest stored" in result.output, result.output
+    (digest,) = [m for m in brain_for(env).recent(50) if DIGEST_TAG in m.tags]
+    assert "normalise all timestamps to UTC" in digest.content
+    assert "AKIA" not in digest.content and "deploy with the key" not in digest.content

@@ -94,14 +94,14 @@ def hook_session_start(scope: str | None, max_tokens: int | None) -> None:
 
 
 def _digest(scope: str | None, event: str) -> None:
-    from octobrain.memory.hooks import digest_transcript, read_transcript, store_digest
+    from octobrain.memory.hooks import store_digest, transcript_digest
 
     try:
         data = _read_hook()
         if not data.transcript_path:
             raise InvalidInput("stdin.transcript_path", "is missing; nothing to digest")
         cwd = Path(data.cwd) if data.cwd else Path.cwd()
-        digest = digest_transcript(read_transcript(data.transcript_path), data.cwd)
+        digest = transcript_digest(data.transcript_path, data.cwd)
         brain = _brain(_scope(scope, False, cwd), cwd, data.session_id)
         memory = store_digest(brain, data, digest)
     except Exception as exc:

@@ -336,6 +336,7 @@ class Service:
             return
         if op != "run":
             return
+        self._prefetch(request)
         with self.run_lock:
             if self.stopping.is_set():
                 return
@@ -350,6 +351,30 @@ class Service:
         channel.send(result)
         self._maintain()
         trim_heap()
+
+    @staticmethod
+    def _prefetch(request: dict[str, Any]) -> None:
+        """Read a digest hook's transcript before waiting for the run lock: reading is the
+        slow part (30 s for 200 MB) and touches no store, so it must not hold up the commands
+        and MCP calls queued behind it. The command finds the digest already read
+        (`hooks.transcript_digest`); a client that tires of waiting runs it itself."""
+        argv = request.get("argv")
+        if not isinstance(argv, list) or argv[:1] != ["hook"]:
+            return
+        if not set(argv[1:]) & {"pre-compact", "session-end"}:
+            return
+        from octobrain.memory.hooks import parse_hook_input, transcript_digest
+
+        try:
+            stdin = base64.b64decode(request["stdin"]) if request.get("stdin") else b""
+            data = parse_hook_input(
+                _reader(stdin, request.get("in_enc"), request.get("in_errors")).read()
+            )
+            if data.transcript_path:
+                where = os.path.join(str(request["cwd"]), data.transcript_path)
+                transcript_digest(where, data.cwd)
+        except Exception:  # the command itself reports what is wrong, as it would in-process
+            log.debug("transcript prefetch failed", exc_info=True)
 
     def _maintain(self) -> None:
         """Store maintenance that a write fell due for, run once the answer is out and no

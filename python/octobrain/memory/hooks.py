@@ -10,11 +10,15 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import os
 import re
 import shlex
 import shutil
 import sys
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +36,7 @@ from octobrain.models import (
     printable,
     read_json,
 )
+from octobrain.secrets import find_secrets
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
@@ -44,6 +49,7 @@ __all__ = [
     "parse_hook_input",
     "session_start_output",
     "store_digest",
+    "transcript_digest",
 ]
 
 DIGEST_IMPORTANCE = 0.3
@@ -225,7 +231,8 @@ def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "") -> Diges
     """Decisions and fixes the conversation states (sentences matching the vocabulary, first
     occurrences, at most 5 each) and the files edit tools changed (relative to `cwd`; a path
     that could not be stored as a related file is left out). Reading stops once all three
-    are full. Control characters are dropped: the digest is printed back in briefings."""
+    are full. Control characters are dropped: the digest is printed back in briefings. A
+    sentence or path holding a credential is left out: `memorize` would refuse the digest."""
     digest = Digest()
     seen: set[str] = set()
     root = cwd.rstrip("/") + "/" if cwd else ""
@@ -237,6 +244,10 @@ def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "") -> Diges
                 for sentence in split_sentences(printable(block["text"])):
                     key = sentence.lower()
                     if key in seen or len(sentence) < 12 or sentence.startswith("<"):
+                        continue
+                    if not (_FIX.search(sentence) or _DECISION.search(sentence)):
+                        continue
+                    if find_secrets(sentence):  # one pasted key cost the whole digest
                         continue
                     if _FIX.search(sentence) and len(digest.fixes) < MAX_POINTS:
                         digest.fixes.append(_short(sentence))
@@ -251,10 +262,46 @@ def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "") -> Diges
                 if isinstance(path, str) and path:
                     rel = (path[len(root) :] if root and path.startswith(root) else path).strip()
                     fits = len(digest.files) < MAX_FILES and _storable(rel)
+                    fits = fits and not find_secrets(rel)
                     if rel and rel not in digest.files and fits:
                         digest.files.append(rel)
         if digest.full:
             break
+    return digest
+
+
+_READ: OrderedDict[tuple[object, ...], Digest] = OrderedDict()  # the last few digests read
+_READ_LOCK = threading.Lock()
+_READ_KEPT = 4
+
+
+def transcript_digest(path: str | Path, cwd: str = "") -> Digest:
+    """`digest_transcript(read_transcript(path), cwd)`, remembered for the file as it is now
+    (device, inode, size, modification time): the resident service reads a hook's transcript
+    before it waits for its turn to run commands (`service_daemon.Service._prefetch`), so a
+    200 MB transcript no longer holds every other caller for the 30 s it takes to read."""
+    try:
+        st = os.stat(path)
+        key: tuple[object, ...] | None = (
+            os.path.abspath(path),
+            cwd,
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+        )
+    except (OSError, ValueError):
+        key = None  # read_transcript names what is wrong with the path
+    if key is not None:
+        with _READ_LOCK:
+            if key in _READ:
+                return copy.deepcopy(_READ[key])
+    digest = digest_transcript(read_transcript(path), cwd)
+    if key is not None:
+        with _READ_LOCK:
+            _READ[key] = copy.deepcopy(digest)
+            while len(_READ) > _READ_KEPT:
+                _READ.popitem(last=False)
     return digest
 
 
