@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -405,6 +406,13 @@ def test_cli_ingest_reports_and_errors_in_one_line(
         f"warning: {chat}: no turns found in it as claude; --format-in claude|chat|locomo "
         "forces a format\n"
     )
+    # A device never ends and a FIFO waits for a writer: refused at once, not read.
+    fifo = tmp_path / "turns.fifo"
+    os.mkfifo(fifo)
+    for special in ("/dev/zero", str(fifo)):
+        refused = cli("memory", "--scope", SCOPE, "ingest", special)
+        assert refused.exit_code == 2
+        assert refused.stderr == f"error: file: {special} is not a regular file\n"
 
 
 # ---- an old store -------------------------------------------------------------------------

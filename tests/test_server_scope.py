@@ -225,3 +225,29 @@ def test_a_client_naming_a_new_scope_on_every_call_keeps_the_pool_bounded(tmp_pa
     # A scope dropped from the pool is rebuilt when named again, with all it holds.
     found = pool.call(first, None, lambda b: b.remember("ledger key rotation", min_relevance=0))
     assert [h.memory.title for h in found.hits] == ["Ledger key"]
+
+
+@pytest.mark.parametrize(
+    ("session", "rule"),
+    [
+        ({"session_id": "s\x00" + "x" * 900_000}, "experimental.session.session_id: must not"),
+        ({"session_id": "s1\x1b]0;pwned\x07"}, "experimental.session.session_id: must not"),
+        ({"session_id": "x" * 300}, "experimental.session.session_id: must be 0–256 bytes"),
+        ({"session_id": 7}, "experimental.session.session_id: must be a string"),
+        ({"role": "dev\nops"}, "experimental.session.role: must not contain control"),
+    ],
+)
+def test_a_session_id_or_role_a_client_names_is_checked_like_any_argument(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session: dict[str, Any], rule: str
+) -> None:
+    server = server_for(hash_pool(tmp_path / "db"), tmp_path)
+    advertise_session(monkeypatch, {"scope": PROJECT_A, **session})
+
+    async def body() -> None:
+        async with Client(server, mode="legacy") as client:
+            error, reply = await call(client, "memorize", title="Local fact", content="x" * 20)
+            assert error and reply.startswith(rule), reply[:300]
+            error, reply = await call(client, "remember", query="local fact")
+            assert error and reply.startswith(rule)
+
+    run(body)

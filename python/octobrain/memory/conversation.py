@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from octobrain.errors import InvalidInput
+from octobrain.files import NotARegularFile, TooLarge, read_regular
 from octobrain.models import (
     CONTENT_BYTES,
     ID_CHARS,
@@ -79,12 +80,17 @@ def read_conversations(path: str | Path, fmt: str = "auto") -> list[Conversation
     """The conversations in a file; `fmt` one of `FORMATS` (auto: detected from the content)."""
     file = Path(path)
     try:
-        size = file.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise InvalidInput("file", f"must be at most {MAX_FILE_BYTES >> 20} MiB, got {size}")
-        text = file.read_text(encoding="utf-8", errors="replace")
+        data, _ = read_regular(file, MAX_FILE_BYTES)
+    except TooLarge as exc:
+        got = f", got {exc.size}" if exc.size is not None else ""
+        raise InvalidInput("file", f"must be at most {MAX_FILE_BYTES >> 20} MiB{got}") from None
+    except IsADirectoryError:
+        raise InvalidInput("file", f"{file} is a directory, not a conversation file") from None
+    except NotARegularFile:  # a FIFO waited for a writer, /dev/zero never ended
+        raise InvalidInput("file", f"{file} is not a regular file") from None
     except OSError as exc:
         raise InvalidInput("file", f"cannot read {file}: {exc.strerror or exc}") from None
+    text = data.decode("utf-8", errors="replace")
     return parse_text(text, fmt, default_key=file.stem)
 
 
