@@ -3,6 +3,7 @@ that always answers (service absent, wedged, stale socket, another build), idle 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -21,6 +22,7 @@ import pytest
 
 from octobrain.cli.launch import routable
 from octobrain.cli.service_client import (
+    PROTOCOL,
     Settings,
     ask,
     build_id,
@@ -343,6 +345,24 @@ def test_a_request_no_octobrain_client_sends_is_dropped_and_the_service_stays(
         sock.connect(_settings().socket_path)
         sock.sendall(line + b"\n")
         assert sock.recv(100) == b""  # closed without an answer
+    status = ask(_settings(), "status")
+    assert status is not None and status["pid"] == pid
+
+
+def test_a_request_past_the_size_bound_is_dropped_unanswered(env: dict[str, str]) -> None:
+    # A line without end was kept whole in memory, and grown by copying (quadratic).
+    from octobrain.cli.service_daemon import REQUEST_BYTES
+
+    _start(env)
+    pid = ask(_settings(), "status")["pid"]  # type: ignore[index]
+    padded = {"op": "status", "protocol": PROTOCOL, "build": build_id(), "pad": "x" * REQUEST_BYTES}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(_settings().socket_path)
+        with contextlib.suppress(OSError):  # the service may close while this is sent
+            sock.sendall(json.dumps(padded).encode() + b"\n")
+        with contextlib.suppress(ConnectionResetError):
+            assert sock.recv(100) == b""  # closed without an answer
     status = ask(_settings(), "status")
     assert status is not None and status["pid"] == pid
 

@@ -234,19 +234,24 @@ class Channel:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self._buf = b""
+        self._buf = bytearray()
 
     def pending(self) -> bytes:
         """What was received beyond the last message."""
-        return self._buf
+        return bytes(self._buf)
 
     def send(self, message: dict[str, Any]) -> None:
         self.sock.sendall(json.dumps(message).encode() + b"\n")
 
-    def recv(self, timeout: float) -> dict[str, Any] | None:
-        """The next message; None at end of stream. Raises TimeoutError."""
+    def recv(self, timeout: float, limit: int | None = None) -> dict[str, Any] | None:
+        """The next message; None at end of stream. Raises TimeoutError, and ValueError for a
+        message longer than `limit` bytes (the service's bound on what a client sends)."""
         deadline = time.monotonic() + timeout
-        while b"\n" not in self._buf:
+        too_long = ValueError(f"a message over {limit} bytes")
+        end = self._buf.find(b"\n")
+        while end < 0:
+            if limit is not None and len(self._buf) > limit:
+                raise too_long
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError
@@ -254,8 +259,13 @@ class Channel:
             chunk = self.sock.recv(65536)
             if not chunk:
                 return None
+            at = chunk.find(b"\n")  # only the new bytes are searched: linear in the message
+            end = len(self._buf) + at if at >= 0 else -1
             self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
+        if limit is not None and end > limit:
+            raise too_long
+        line = bytes(self._buf[:end])
+        del self._buf[: end + 1]
         message = json.loads(line)
         return message if isinstance(message, dict) else None
 

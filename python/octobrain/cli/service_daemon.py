@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("octobrain.cli.service_daemon")
 REQUEST_SECONDS = 5.0
+# A request is a command line and a hook's JSON: a line without end is dropped past this.
+REQUEST_BYTES = 16 << 20
 ACCEPT_BACKOFF_SECONDS = 0.2  # after a failed accept (no descriptor left) before the next
 GO_SECONDS = 10.0
 
@@ -313,7 +315,7 @@ class Service:
         return None
 
     def _exchange(self, channel: Channel) -> None:
-        request = channel.recv(REQUEST_SECONDS)
+        request = channel.recv(REQUEST_SECONDS, REQUEST_BYTES)
         if not _well_formed(request):
             log.warning("dropped a request that is not an octobrain client's")
             return
@@ -341,7 +343,7 @@ class Service:
             if self.stopping.is_set():
                 return
             channel.send({"ready": True})
-            if channel.recv(GO_SECONDS) != {"go": True}:
+            if channel.recv(GO_SECONDS, REQUEST_BYTES) != {"go": True}:
                 return  # the client gave up waiting and runs the command itself
             channel.send({"running": True})
             with _alive(channel):
