@@ -94,7 +94,9 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> NoRetur
         encoding = sys.stdin.encoding if sys.stdin is not None else "utf-8"
         errors = sys.stdin.errors if sys.stdin is not None else "strict"
         sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding=encoding, errors=errors)
+    from octobrain.cli.library_log import install
     from octobrain.cli.main import main as cli_main
 
+    install()
     cli_main(args=argv, prog_name=prog)
     sys.exit(0)  # pragma: no cover - click's standalone mode always exits

@@ -33,12 +33,13 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
     """Run the MCP server (stdout carries only protocol messages; logs go to stderr)."""
     import anyio
 
+    from octobrain.cli.library_log import PrintableFormatter
     from octobrain.server import BrainPool, Workspace, build_server, serve_stdio
 
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(PrintableFormatter("octobrain %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO if verbose else logging.WARNING,
-        format="octobrain %(levelname)s %(name)s: %(message)s",
+        level=logging.INFO if verbose else logging.WARNING, handlers=[handler], force=True
     )
     pool = BrainPool()
     bind = bind if bind is not None else pool.config.mcp.bind

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from octobrain.cli import library_log
 from octobrain.cli.service_client import (
     ALIVE_EVERY_SECONDS,
     PROTOCOL,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from octobrain.server.pool import BrainPool
 
 log = logging.getLogger("octobrain.cli.service_daemon")
+_LIBRARY_LOG: library_log.CallerStderr | None = None  # set by `main`
 REQUEST_SECONDS = 5.0
 # A request is a command line and a hook's JSON: a line without end is dropped past this.
 REQUEST_BYTES = 16 << 20
@@ -432,6 +434,8 @@ class Service:
             sys.stdin = _reader(stdin, request.get("in_enc"), request.get("in_errors"))
             sys.stdout = out_text = _writer(out, request.get("out_enc"), request.get("out_errors"))
             sys.stderr = err_text = _writer(err, request.get("err_enc"), request.get("err_errors"))
+            if _LIBRARY_LOG is not None:  # this thread's library warnings are the caller's
+                _LIBRARY_LOG.command_thread = threading.get_ident()
             try:
                 main.main(args=list(request["argv"]), prog_name=str(request["prog"]))
             except SystemExit as exc:
@@ -440,6 +444,8 @@ class Service:
                 sys.stderr.write("".join(traceback.format_exc()))
                 code = 1
             finally:
+                if _LIBRARY_LOG is not None:
+                    _LIBRARY_LOG.command_thread = None
                 if self.cache is not None:
                     self.cache.flush()
             out_text.flush()
@@ -541,10 +547,11 @@ def run_service(settings: Settings) -> int:
 
 
 def main() -> int:
-    # The service's own log goes to its log file (its stderr); library warnings keep reaching
-    # the stderr of the command that caused them, as in a new process. What the hosted MCP
-    # sessions and the shared pool log goes to the log file too: a CLI command running at the
-    # same time must not get another session's warnings on its stderr.
+    # The service's own log goes to its log file (its stderr); library warnings reach the
+    # stderr of the command that caused them, as in a new process. What the hosted MCP
+    # sessions and the shared pool log goes to the log file: a CLI command running at the same
+    # time must not get another session's warnings on its stderr (`library_log`).
+    global _LIBRARY_LOG
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         logging.Formatter("%(asctime)s octobrain-service %(levelname)s %(name)s: %(message)s")
@@ -554,6 +561,7 @@ def main() -> int:
         logger.addHandler(handler)
         logger.propagate = False
     log.setLevel(logging.INFO)
+    _LIBRARY_LOG = library_log.install(elsewhere=handler)
     settings = load_settings()
     if settings is None or not settings.enabled:
         return 0

@@ -1,0 +1,57 @@
+"""Library warnings: printed as a new process prints them, minus terminal escapes, and in the
+resident service only on the stderr of the command that caused them."""
+
+from __future__ import annotations
+
+import io
+import logging
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from octobrain.cli.library_log import CallerStderr, install
+
+HOSTILE = "could not read /F\x1b]0;owned\x07\x1b[2J font\x9b31m"
+
+
+@pytest.fixture
+def root() -> Iterator[logging.Logger]:
+    logger = logging.getLogger()
+    before = list(logger.handlers)
+    yield logger
+    logger.handlers[:] = before
+
+
+def test_a_library_warning_reaches_stderr_without_its_escapes(
+    root: logging.Logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    install()
+    install()  # once, however often installed
+    logging.getLogger("pypdf._reader").warning(HOSTILE)
+    logging.getLogger("pypdf._reader").info("not shown")
+    assert err.getvalue() == "could not read /F]0;owned[2J font31m\n"  # inert without ESC
+
+
+def test_in_the_service_another_threads_warning_goes_to_the_log_not_the_command(
+    root: logging.Logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service_log = io.StringIO()
+    command_err = io.StringIO()
+    handler = install(elsewhere=logging.StreamHandler(service_log))
+    assert isinstance(handler, CallerStderr)
+    monkeypatch.setattr(sys, "stderr", command_err)  # as `_run` swaps it for a command
+    handler.command_thread = threading.get_ident()
+    logging.getLogger("pypdf").warning("the command's own")
+    session = threading.Thread(target=logging.getLogger("pypdf").warning, args=("a session's",))
+    session.start()
+    session.join()
+    assert command_err.getvalue() == "the command's own\n"
+    assert service_log.getvalue() == "a session's\n"
+    handler.command_thread = None  # between commands, everything goes to the log
+    logging.getLogger("pypdf").warning("idle")
+    assert command_err.getvalue() == "the command's own\n"
+    assert service_log.getvalue().endswith("idle\n")
