@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -157,6 +158,20 @@ def test_find_project_scopes_lists_root_and_child_repos(tmp_path: Path):
         ProjectScope(root / "api", "local/ws/api"),
         ProjectScope(root / "billing", "github.com/acme/billing"),
     ]
+
+
+def test_a_fifo_named_git_is_no_project_and_the_scan_has_a_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # git blocked on each such FIFO for its timeout, twice: 36 s of server start for three.
+    make_repo(tmp_path / "real", "https://example.com/o/real")
+    (tmp_path / "trap").mkdir()
+    os.mkfifo(tmp_path / "trap" / ".git")
+    assert find_project_scopes(tmp_path) == [ProjectScope(tmp_path / "real", "example.com/o/real")]
+    import octobrain.scope
+
+    monkeypatch.setattr(octobrain.scope, "SCAN_SECONDS", 0.0)
+    assert find_project_scopes(tmp_path) == []  # out of time before the first subdirectory
 
 
 def test_find_project_scopes_in_a_plain_dir(tmp_path: Path):

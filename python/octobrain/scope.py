@@ -8,14 +8,19 @@ scope is `""`. Scopes go into store filters, so they are restricted to a safe ch
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import stat
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from octobrain.errors import InvalidInput
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "GLOBAL_SCOPE",
@@ -31,6 +36,7 @@ GLOBAL_SCOPE = ""
 MAX_SCOPE_LENGTH = 200
 GIT_TIMEOUT_SECS = 5.0
 _MAX_SUBDIRS = 500  # bounds the scan of a huge directory (e.g. a home dir)
+SCAN_SECONDS = 10.0  # bounds the time that scan takes, git included
 _SAFE_PUNCT = "._-~/"
 _URL_SCHEMES = {"ssh", "git", "http", "https", "git+ssh", "ssh+git", "ftp", "ftps"}
 # scp-like: [user@]host:path, where host has no slash and path does not start with "//"
@@ -77,15 +83,21 @@ def normalize_remote_url(url: str) -> str | None:
     return scope or None
 
 
-def _git(directory: Path, *args: str) -> str | None:
-    """Run git against `directory` (never chdir); None on any failure."""
+def _git(directory: Path, *args: str, deadline: float | None = None) -> str | None:
+    """Run git against `directory` (never chdir); None on any failure, or once `deadline`
+    (a `time.monotonic()` instant) has passed."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+    timeout = GIT_TIMEOUT_SECS
+    if deadline is not None:
+        timeout = min(timeout, deadline - time.monotonic())
+        if timeout <= 0:
+            return None
     try:
         done = subprocess.run(
             ["git", "-C", str(directory), *args],
             capture_output=True,
             text=True,
-            timeout=GIT_TIMEOUT_SECS,
+            timeout=timeout,
             stdin=subprocess.DEVNULL,
             env=env,
             check=False,
@@ -102,21 +114,24 @@ def _local_scope(path: Path) -> str:
     return "local/" + ("/".join(names) if names else "unknown")
 
 
-def derive_scope(directory: str | os.PathLike[str] | None = None) -> str:
+def derive_scope(
+    directory: str | os.PathLike[str] | None = None, *, deadline: float | None = None
+) -> str:
     """The scope of a working directory (default: the cwd). Never returns the global scope.
 
     `host/owner/repo` from `origin`; without one, `local/<parent>/<dir>` of the repository root
-    (or of the directory itself when it is not in a git repository).
+    (or of the directory itself when it is not in a git repository, or when git has not
+    answered by `deadline`).
     """
     path = Path(directory if directory is not None else os.getcwd()).expanduser().resolve()
-    url = _git(path, "remote", "get-url", "origin")
+    url = _git(path, "remote", "get-url", "origin", deadline=deadline)
     scope = normalize_remote_url(url) if url else None
     if scope:
         try:
             return validate_scope(scope)
         except InvalidInput:
             pass  # an exotic remote (too long, dot segments): identify the checkout instead
-    top = _git(path, "rev-parse", "--show-toplevel")
+    top = _git(path, "rev-parse", "--show-toplevel", deadline=deadline)
     return _local_scope(Path(top).resolve() if top else path)
 
 
@@ -129,12 +144,20 @@ class ProjectScope:
 
 
 def _is_repo(path: Path) -> bool:
-    return (path / ".git").exists()  # a dir, or a file for worktrees and submodules
+    """Whether `path` holds a `.git`: a directory, or a file for worktrees and submodules (a
+    FIFO named `.git` held git for its whole timeout, twice)."""
+    try:
+        mode = (path / ".git").stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISDIR(mode) or stat.S_ISREG(mode)
 
 
 def find_project_scopes(directory: str | os.PathLike[str] | None = None) -> list[ProjectScope]:
     """Scopes of `directory` (if it is in a git repository) and of its immediate subdirectories
-    that are git repositories, sorted by path; hidden subdirectories are skipped.
+    that are git repositories, sorted by path; hidden subdirectories are skipped. The scan of
+    subdirectories stops after `SCAN_SECONDS` (git is slow on some, e.g. on a network mount):
+    the server starts with what was found by then.
     """
     root = Path(directory if directory is not None else os.getcwd()).expanduser().resolve()
     found: list[ProjectScope] = []
@@ -144,9 +167,13 @@ def find_project_scopes(directory: str | os.PathLike[str] | None = None) -> list
         children = sorted(p for p in root.iterdir() if not p.name.startswith("."))
     except OSError:
         children = []
+    deadline = time.monotonic() + SCAN_SECONDS
     for child in children[:_MAX_SUBDIRS]:
+        if time.monotonic() >= deadline:
+            log.warning("stopped looking for projects under %s after %g s", root, SCAN_SECONDS)
+            break
         if child.is_dir() and _is_repo(child):
-            found.append(ProjectScope(child, derive_scope(child)))
+            found.append(ProjectScope(child, derive_scope(child, deadline=deadline)))
     return found
 
 
