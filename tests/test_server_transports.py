@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import anyio
@@ -381,5 +382,51 @@ def test_http_closes_a_connection_whose_request_does_not_arrive_in_time(tmp_path
                 await anyio.sleep(3)
                 error, reply = await call(client, "remember", query="release", scope=PROJECT_A)
                 assert not error and "Release process" in reply
+
+        run(body)
+
+
+def test_http_sessions_left_open_make_room_instead_of_locking_clients_out(tmp_path: Path) -> None:
+    # The SDK refused new sessions past 10,000 open ones, for the 30 minutes they took to
+    # expire: one local client that opened them and left locked every other client out.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    headers = {"Accept": "application/json, text/event-stream"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "hoarder", "version": "1"},
+        },
+    }
+    with http_server(
+        tmp_path / "data", f"127.0.0.1:{port}", tmp_path, OCTOBRAIN_MCP_MAX_SESSIONS="3"
+    ):
+        opened = []
+        for _ in range(8):
+            answer = httpx.post(url, json=initialize, headers=headers, timeout=30)
+            assert answer.status_code == 200, answer.text
+            opened.append(answer.headers["mcp-session-id"])
+
+        def status(session: str) -> int:
+            listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+            extra = {"mcp-session-id": session, "mcp-protocol-version": LATEST_HANDSHAKE_VERSION}
+            return httpx.post(
+                url, json=listing, headers={**headers, **extra}, timeout=30
+            ).status_code
+
+        deadline = time.monotonic() + 10
+        while status(opened[0]) != 404 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert status(opened[0]) == 404  # the longest idle made room, as an idle timeout would
+        assert status(opened[-1]) == 200
+
+        async def body() -> None:
+            async with Client(url, mode="legacy") as client:
+                error, reply = await call(client, "memorize", **FACT, scope=PROJECT_A)
+                assert not error, reply
 
         run(body)

@@ -362,6 +362,11 @@ class McpConfig:
         "closed past it)",
         _range(0, 3600, lo_open=True),
     )
+    max_sessions: int = _opt(
+        1000,
+        "over HTTP, open sessions kept; past it a new session ends the one idle the longest",
+        _range(1, 1_000_000),
+    )
     warm_up: bool = _opt(
         True, "load the model and the store in the background at startup (never blocks a reply)"
     )

@@ -8,7 +8,9 @@ One ASGI guard in front of the SDK's app does every check, in this order:
 4. body size: a request body over `MAX_BODY_BYTES` (declared or streamed) gets 413 before the
    MCP app reads any of it;
 5. nesting: a body nested deeper than `wire.MAX_DEPTH` gets 400. Both answer with a JSON-RPC
-   error body, the same caps and answers as stdio (`wire.py`).
+   error body, the same caps and answers as stdio (`wire.py`);
+6. sessions: a request that opens one, with `mcp.max_sessions` open, first ends the session idle
+   the longest (503 only when every session is busy).
 No CORS headers are sent at all, so browsers keep their same-origin protection.
 """
 
@@ -18,7 +20,8 @@ import asyncio
 import hmac
 import ipaddress
 import logging
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,6 +37,8 @@ log = logging.getLogger(__name__)
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 MIN_TOKEN_CHARS = 16
 MAX_BODY_BYTES = wire.MAX_MESSAGE_BYTES
+MAX_SESSIONS = 1000  # open sessions (`mcp.max_sessions`); at the cap the longest idle makes room
+SESSION_IDLE_SECONDS = 1800.0  # a session without a request for this long is ended
 
 
 def is_loopback(host: str) -> bool:
@@ -71,13 +76,22 @@ class Guard:
     """ASGI middleware: token, Origin and Host checks before the MCP app sees a request."""
 
     def __init__(
-        self, app: ASGIApp, *, token: str, loopback: bool, allowed_origins: Sequence[str]
+        self,
+        app: ASGIApp,
+        *,
+        token: str,
+        loopback: bool,
+        allowed_origins: Sequence[str],
+        sessions: Callable[[], dict[str, Any]] = dict,
+        max_sessions: int | None = None,
     ) -> None:
         self.app = app
         self._token = token.encode()
         self._loopback = loopback
         self._origins = {o.rstrip("/").lower() for o in allowed_origins}
         self.max_body = MAX_BODY_BYTES
+        self.sessions = sessions  # session id → the SDK's transport, for the session cap
+        self.max_sessions = max_sessions
 
     def _origin_ok(self, origin: str) -> bool:
         value = origin.rstrip("/").lower()
@@ -127,11 +141,32 @@ class Guard:
                 response = JSONResponse(wire.error(wire.INVALID_REQUEST, message), 400)
             else:
                 receive = _replay(body, receive)
+        if response is None and _opens_a_session(scope, headers):
+            response = self._room_for_a_session()
         if response is not None:
             log.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), response.body)
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    def _room_for_a_session(self) -> Response | None:
+        """Before a request that opens a session: at `max_sessions`, end the session idle the
+        longest (its client gets 404 and opens a new one, as after an idle timeout); with
+        every session busy, 503. The SDK's own cap refused every new session instead, so one
+        local client that opened 10,000 and left them locked everyone out for 30 minutes."""
+        sessions = self.sessions()
+        if self.max_sessions is None or len(sessions) < self.max_sessions:
+            return None
+        idle = [
+            t.idle_scope
+            for t in sessions.values()
+            if t.idle_scope is not None and not t.idle_scope.cancel_called
+        ]
+        idle = [s for s in idle if math.isfinite(s.deadline)]  # inf: a request is in flight
+        if not idle:
+            return JSONResponse(wire.error(wire.INTERNAL_ERROR, "every session is busy"), 503)
+        min(idle, key=lambda s: s.deadline).cancel()  # as its idle timeout would
+        return None
 
     def _too_large(self) -> Response:
         message = f"request body over {self.max_body} bytes; nothing was read"
@@ -154,6 +189,14 @@ class Guard:
                 return b"".join(chunks), True
 
 
+def _opens_a_session(scope: Scope, headers: Headers) -> bool:
+    """A handshake-era `initialize`: a POST naming no session and no protocol version (every
+    later request names both; a stateless 2026-07-28 request names its version)."""
+    return scope.get("method") == "POST" and not (
+        "mcp-session-id" in headers or "mcp-protocol-version" in headers
+    )
+
+
 def _replay(body: bytes, receive: Receive) -> Receive:
     """A `receive` that yields the already-read body once, then defers to the real one."""
     sent = False
@@ -168,7 +211,14 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-def http_app(server: Any, *, host: str, token: str, allowed_origins: Sequence[str] = ()) -> ASGIApp:
+def http_app(
+    server: Any,
+    *,
+    host: str,
+    token: str,
+    allowed_origins: Sequence[str] = (),
+    max_sessions: int = MAX_SESSIONS,
+) -> ASGIApp:
     """The guarded ASGI app serving `server` at `/mcp`."""
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -178,8 +228,19 @@ def http_app(server: Any, *, host: str, token: str, allowed_origins: Sequence[st
         host=host,
         # The guard does the Host/Origin checks (with the configured extra origins).
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        session_idle_timeout=SESSION_IDLE_SECONDS,
+        max_sessions=None,  # the guard's cap, which makes room instead of refusing
     )
-    return Guard(inner, token=token, loopback=is_loopback(host), allowed_origins=allowed_origins)
+    manager = server.session_manager
+    return Guard(
+        inner,
+        token=token,
+        loopback=is_loopback(host),
+        allowed_origins=allowed_origins,
+        # The SDK keeps no public list of its sessions: this reads its registry.
+        sessions=lambda: manager._server_instances,
+        max_sessions=max_sessions,
+    )
 
 
 def serve_http(
@@ -190,11 +251,14 @@ def serve_http(
     token: str,
     allowed_origins: Sequence[str] = (),
     request_seconds: float = 30.0,
+    max_sessions: int = MAX_SESSIONS,
 ) -> None:
     """Serve until interrupted (uvicorn; its logs go to stderr)."""
     import uvicorn
 
-    app = http_app(server, host=host, token=token, allowed_origins=allowed_origins)
+    app = http_app(
+        server, host=host, token=token, allowed_origins=allowed_origins, max_sessions=max_sessions
+    )
     shown = f"[{host}]" if ":" in host else host
     log.info("octobrain MCP server on http://%s:%d/mcp", shown, port)
     uvicorn.run(

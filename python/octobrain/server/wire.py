@@ -30,6 +30,7 @@ MAX_IN_FLIGHT = 32
 EXIT_GRACE_S = 0.8
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+INTERNAL_ERROR = -32603
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _OTHER = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
