@@ -134,17 +134,14 @@ pub struct BoundedCache {
 }
 
 impl Bounded {
-    /// Build the engines for `pattern` (already accepted by `regex_match::compile`).
-    pub fn new(pattern: &str, case_insensitive: bool) -> CoreResult<Self> {
+    /// Build the engines for `pattern` (already accepted by `regex_match::compile`) around its
+    /// [`forward_nfa`].
+    pub fn new(pattern: &str, case_insensitive: bool, nfa: NFA) -> CoreResult<Self> {
         let hir = syntax::parse_with(pattern, &syntax_config(case_insensitive)).map_err(invalid)?;
-        let compile = |config: thompson::Config| {
-            thompson::Compiler::new()
-                .configure(config)
-                .build_from_hir(&hir)
-                .map_err(invalid)
-        };
-        let nfa = compile(thompson_config())?;
-        let reverse = compile(thompson_config().reverse(true))?;
+        let reverse = thompson::Compiler::new()
+            .configure(thompson_config().reverse(true))
+            .build_from_hir(&hir)
+            .map_err(invalid)?;
         let prefilter = Prefilter::from_hir_prefix(MatchKind::LeftmostFirst, &hir);
         let dfa = LazyDfa::new(&nfa, reverse, prefilter, SIZE_LIMIT);
         Ok(Self { nfa, dfa })
@@ -198,6 +195,8 @@ impl Bounded {
 pub(crate) mod tests {
     use super::*;
     use crate::regex_match::compile;
+
+    const HOSTILE: &str = "[ab]*a[ab]{3000}z";
 
     const PATTERNS: &[&str] = &[
         "foo",
@@ -300,10 +299,16 @@ pub(crate) mod tests {
     #[test]
     fn both_engines_report_the_match_regex_reports() {
         let texts = haystacks();
+        let (mut dfa_answers, mut searches) = (0, 0);
         for case_insensitive in [false, true] {
             for pattern in PATTERNS {
                 let re = compile(pattern, case_insensitive).unwrap();
-                let engine = Bounded::new(pattern, case_insensitive).unwrap();
+                let engine = Bounded::new(
+                    pattern,
+                    case_insensitive,
+                    forward_nfa(pattern, case_insensitive).unwrap(),
+                )
+                .unwrap();
                 let mut with_dfa = engine.create_cache();
                 let mut vm_only = BoundedCache {
                     dfa: None,
@@ -315,9 +320,20 @@ pub(crate) mod tests {
                         let got = engine.find(cache, text, &mut unlimited()).unwrap();
                         assert_eq!(got, want, "{pattern:?} (i: {case_insensitive}) in {text:?}");
                     }
+                    let (dfa, cache) = (engine.dfa.as_ref(), with_dfa.dfa.as_mut());
+                    let by_dfa =
+                        dfa.unwrap()
+                            .find(cache.unwrap(), text.as_bytes(), 0, &mut unlimited());
+                    dfa_answers += usize::from(by_dfa.is_ok());
+                    searches += 1;
                 }
             }
         }
+        // The DFA answers most searches itself (it quits on `\b` next to non-ASCII text).
+        assert!(
+            dfa_answers * 10 > searches * 8,
+            "{dfa_answers} of {searches}"
+        );
     }
 
     #[test]
@@ -326,7 +342,8 @@ pub(crate) mod tests {
         let line = format!("{}az{}", "ab".repeat(20_000), "b".repeat(100));
         for pattern in ["[ab]*a[ab]{12}z", r"\w{20}z", r"(?i)A[ab]{2}Z|zb{50}"] {
             let re = compile(pattern, false).unwrap();
-            let engine = Bounded::new(pattern, false).unwrap();
+            let engine =
+                Bounded::new(pattern, false, forward_nfa(pattern, false).unwrap()).unwrap();
             let got = engine.find(&mut engine.create_cache(), &line, &mut unlimited());
             assert_eq!(got.unwrap(), re.find(&line).map(|m| (m.start(), m.end())));
         }
@@ -335,7 +352,7 @@ pub(crate) mod tests {
     #[test]
     fn a_hostile_pattern_stops_at_the_deadline() {
         let line = random_ab(1_000_000);
-        let engine = Bounded::new("[ab]*a[ab]{3000}z", false).unwrap();
+        let engine = Bounded::new(HOSTILE, false, forward_nfa(HOSTILE, false).unwrap()).unwrap();
         let limit = Duration::from_millis(200);
         let started = Instant::now();
         let mut deadline = Deadline::after(Some(limit));

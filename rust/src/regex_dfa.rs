@@ -16,6 +16,9 @@ use regex_automata::{Anchored, Input, MatchKind, Span};
 
 use crate::regex_deadline::{Deadline, Late};
 
+/// Most bytes the forward hot loop reads between two charges to the deadline.
+const RUN: usize = 4096;
+
 /// Why the DFA gave no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stop {
@@ -170,6 +173,21 @@ impl LazyDfa {
         }
         cache.search_start(at);
         while at < hay.len() {
+            // The hot loop: transitions already in the cache, to states needing no attention.
+            let run = at;
+            let stop = hay.len().min(at + RUN);
+            while at < stop && !sid.is_tagged() {
+                let next = dfa.next_state_untagged(cache, sid, hay[at]);
+                if next.is_tagged() {
+                    break; // unknown, match, dead, quit or start: the step below handles it
+                }
+                sid = next;
+                at += 1;
+            }
+            deadline.charge((at - run) as u64)?;
+            if at == hay.len() {
+                break;
+            }
             sid = self.step(dfa, cache, sid, hay[at], at, deadline)?;
             if sid.is_tagged() {
                 if sid.is_start() {

@@ -100,7 +100,7 @@ pub fn match_lines_within(
     }
     let re = compile(pattern, case_insensitive)?;
     let mut deadline = Deadline::after(limit);
-    let mut nfa_bytes = None; // built for the first line too long to go to `regex` unexamined
+    let mut nfa = None; // built for the first line too long to go to `regex` unexamined
     let mut bounded: Option<(Bounded, BoundedCache)> = None;
     let mut result = MatchResult::default();
     for (text_index, text) in texts.iter().enumerate() {
@@ -124,12 +124,11 @@ pub fn match_lines_within(
                 Some(left) => {
                     let budget = left.min(FAST_PATH_MAX);
                     worst_case(line.len(), MAX_NFA_BYTES) <= budget || {
-                        let nfa_bytes = match nfa_bytes {
-                            Some(n) => n,
-                            None => *nfa_bytes
-                                .insert(forward_nfa(pattern, case_insensitive)?.memory_usage()),
+                        let nfa = match &nfa {
+                            Some(nfa) => nfa,
+                            None => nfa.insert(forward_nfa(pattern, case_insensitive)?),
                         };
-                        worst_case(line.len(), nfa_bytes) <= budget
+                        worst_case(line.len(), nfa.memory_usage()) <= budget
                     }
                 }
             };
@@ -137,7 +136,8 @@ pub fn match_lines_within(
                 re.find(line).map(|m| (m.start(), m.end()))
             } else {
                 if bounded.is_none() {
-                    let engine = Bounded::new(pattern, case_insensitive)?;
+                    let nfa = nfa.clone().expect("built for the bound");
+                    let engine = Bounded::new(pattern, case_insensitive, nfa)?;
                     let cache = engine.create_cache();
                     bounded = Some((engine, cache));
                 }
