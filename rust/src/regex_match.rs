@@ -122,7 +122,7 @@ pub fn match_lines_within(
                 None => true,
                 Some(left) if left.is_zero() => return Err(late()),
                 Some(left) => {
-                    let budget = left.min(FAST_PATH_MAX);
+                    let budget = left.min(FAST_PATH_MAX).as_secs_f64();
                     worst_case(line.len(), MAX_NFA_BYTES) <= budget || {
                         let nfa = match &nfa {
                             Some(nfa) => nfa,
