@@ -9,6 +9,7 @@ import numpy.typing as npt
 __all__ = [
     "Bm25Index",
     "IdIndex",
+    "TimeLimitExceeded",
     "__version__",
     "analyze",
     "cosine_clusters",
@@ -20,6 +21,9 @@ __all__ = [
 ]
 
 __version__: str
+
+class TimeLimitExceeded(ValueError):
+    """A search ran past its time limit (a `ValueError` naming the slow argument)."""
 
 # ---- fusion ----
 

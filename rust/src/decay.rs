@@ -200,7 +200,9 @@ mod tests {
     fn errors_name_the_argument() {
         let p = params(90.0, 1.2, 0.05);
         let arg = |r: CoreResult<Vec<f64>>| match r.unwrap_err() {
-            CoreError::InvalidArgument { arg, .. } => arg,
+            CoreError::InvalidArgument { arg, .. } | CoreError::TimeLimitExceeded { arg, .. } => {
+                arg
+            }
             CoreError::Corrupt(_) => "corrupt",
         };
         assert_eq!(

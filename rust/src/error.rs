@@ -1,4 +1,5 @@
-//! The one error type of the core. Python sees every variant as `ValueError` (see `python.rs`).
+//! The one error type of the core. Python sees every variant as `ValueError` (see `python.rs`);
+//! a search past its time limit as `TimeLimitExceeded`, a subclass of it.
 
 use std::fmt;
 
@@ -9,6 +10,8 @@ pub enum CoreError {
     InvalidArgument { arg: &'static str, rule: String },
     /// Serialised bytes could not be decoded.
     Corrupt(String),
+    /// A search ran past its time limit; `arg` names what made it slow (the pattern).
+    TimeLimitExceeded { arg: &'static str, rule: String },
 }
 
 impl CoreError {
@@ -24,7 +27,9 @@ impl CoreError {
 impl fmt::Display for CoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::InvalidArgument { arg, rule } => write!(f, "{arg}: {rule}"),
+            Self::InvalidArgument { arg, rule } | Self::TimeLimitExceeded { arg, rule } => {
+                write!(f, "{arg}: {rule}")
+            }
             Self::Corrupt(what) => {
                 write!(f, "data: corrupt or incompatible serialised index ({what})")
             }

@@ -381,7 +381,9 @@ mod tests {
     fn rrf_errors_name_the_argument() {
         let lists = vec![vec![1]];
         let arg = |e: CoreError| match e {
-            CoreError::InvalidArgument { arg, .. } => arg,
+            CoreError::InvalidArgument { arg, .. } | CoreError::TimeLimitExceeded { arg, .. } => {
+                arg
+            }
             CoreError::Corrupt(_) => "corrupt",
         };
         assert_eq!(arg(rrf(&lists, None, 0.0, 1).unwrap_err()), "k");

@@ -9,7 +9,10 @@ pub mod decay;
 pub mod error;
 pub mod fusion;
 pub mod idindex;
+pub mod regex_deadline;
+mod regex_dfa;
 pub mod regex_match;
+mod regex_nfa;
 pub mod tokenize;
 pub mod topk;
 

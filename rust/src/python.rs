@@ -15,13 +15,23 @@ use crate::idindex::{IdIndex, Strings};
 use crate::tokenize::{Analyzer, AnalyzerOptions};
 use crate::{cluster, decay, fusion, regex_match};
 
+pyo3::create_exception!(
+    _core,
+    TimeLimitExceeded,
+    PyValueError,
+    "A search ran past its time limit (a `ValueError` naming the slow argument)."
+);
+
 impl From<CoreError> for PyErr {
     fn from(err: CoreError) -> Self {
-        PyValueError::new_err(err.to_string())
+        match err {
+            CoreError::TimeLimitExceeded { .. } => TimeLimitExceeded::new_err(err.to_string()),
+            _ => PyValueError::new_err(err.to_string()),
+        }
     }
 }
 
-/// Run `work` with the GIL released and map its error to `ValueError`.
+/// Run `work` with the GIL released and map its error to `ValueError` (or its subclass).
 fn detached<T, F>(py: Python<'_>, work: F) -> PyResult<T>
 where
     T: Send,
@@ -706,6 +716,7 @@ fn match_lines(
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("TimeLimitExceeded", m.py().get_type::<TimeLimitExceeded>())?;
     // ---- register: text analysis
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     // ---- register: BM25

@@ -5,12 +5,18 @@
 //! ending in `\n` has no extra empty last line (as `grep` sees it). Line numbers are 1-based and
 //! absolute within their text. One match is reported per matching line: the span of the first
 //! match, in characters (Unicode scalar values, i.e. Python `str` indices).
+//!
+//! Under a time limit, a line whose worst case could outlast it is searched by an engine that
+//! reads the clock (`regex_deadline.rs`); results are the same.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use regex::{Regex, RegexBuilder};
 
 use crate::error::{CoreError, CoreResult};
+use crate::regex_deadline::{
+    forward_nfa, worst_case, Bounded, BoundedCache, Deadline, MAX_NFA_BYTES,
+};
 
 /// Upper bound on the compiled program and on the lazy DFA cache, so a hostile pattern such as
 /// `\w{1000}{1000}` fails to compile instead of taking memory.
@@ -72,9 +78,15 @@ pub fn match_lines(
     match_lines_within(texts, pattern, case_insensitive, max_matches, context, None)
 }
 
-/// `match_lines`, given up with an error naming `pattern` once `limit` has passed (checked
-/// between lines): a pattern that compiles within the size limit may still cost its program's
-/// size at every byte, which over megabytes of text is minutes.
+/// Longest time a line may be estimated to take for it to go to the `regex` crate, which cannot
+/// be stopped; a line that may take longer is searched by [`Bounded`], which can.
+const FAST_PATH_MAX: Duration = Duration::from_secs(1);
+
+/// `match_lines`, given up with a `TimeLimitExceeded` error naming `pattern` once `limit` has
+/// passed: a pattern that compiles within the size limit may still cost its program's size at
+/// every byte, which over megabytes of text is minutes. Lines whose worst case fits in the time
+/// left go to `regex`; others to a search that reads the clock as it goes (`regex_deadline.rs`),
+/// with the same results.
 pub fn match_lines_within(
     texts: &[String],
     pattern: &str,
@@ -87,32 +99,60 @@ pub fn match_lines_within(
         return Err(CoreError::invalid("max_matches", "must be >= 1"));
     }
     let re = compile(pattern, case_insensitive)?;
-    let started = Instant::now();
+    let mut deadline = Deadline::after(limit);
+    let mut nfa = None; // built for the first line too long to go to `regex` unexamined
+    let mut bounded: Option<(Bounded, BoundedCache)> = None;
     let mut result = MatchResult::default();
     for (text_index, text) in texts.iter().enumerate() {
+        let late = || {
+            let limit = limit.unwrap_or_default().as_secs_f64();
+            CoreError::TimeLimitExceeded {
+                arg: "pattern",
+                rule: format!(
+                    "took more than {limit} s, stopped in text {} of {}; use a simpler \
+                     pattern or search fewer sources",
+                    text_index + 1,
+                    texts.len()
+                ),
+            }
+        };
         let lines = split_lines(text);
         for (idx, &line) in lines.iter().enumerate() {
-            if let Some(limit) = limit {
-                if started.elapsed() > limit {
-                    return Err(CoreError::invalid(
-                        "pattern",
-                        format!(
-                            "took more than {} s, stopped in text {} of {}; use a simpler \
-                             pattern or search fewer sources",
-                            limit.as_secs_f64(),
-                            text_index + 1,
-                            texts.len()
-                        ),
-                    ));
+            let fast = match deadline.remaining() {
+                None => true,
+                Some(left) if left.is_zero() => return Err(late()),
+                Some(left) => {
+                    let budget = left.min(FAST_PATH_MAX).as_secs_f64();
+                    worst_case(line.len(), MAX_NFA_BYTES) <= budget || {
+                        let nfa = match &nfa {
+                            Some(nfa) => nfa,
+                            None => nfa.insert(forward_nfa(pattern, case_insensitive)?),
+                        };
+                        worst_case(line.len(), nfa.memory_usage()) <= budget
+                    }
                 }
-            }
-            if let Some(m) = re.find(line) {
+            };
+            let found = if fast {
+                re.find(line).map(|m| (m.start(), m.end()))
+            } else {
+                if bounded.is_none() {
+                    let nfa = nfa.clone().expect("built for the bound");
+                    let engine = Bounded::new(pattern, case_insensitive, nfa)?;
+                    let cache = engine.create_cache();
+                    bounded = Some((engine, cache));
+                }
+                let (engine, cache) = bounded.as_mut().expect("built above");
+                engine
+                    .find(cache, line, &mut deadline)
+                    .map_err(|_| late())?
+            };
+            if let Some((byte_start, byte_end)) = found {
                 if result.matches.len() == max_matches {
                     result.truncated = true;
                     return Ok(result);
                 }
-                let start = line[..m.start()].chars().count();
-                let end = start + m.as_str().chars().count();
+                let start = line[..byte_start].chars().count();
+                let end = start + line[byte_start..byte_end].chars().count();
                 let (before, after) = if context > 0 {
                     let lo = idx.saturating_sub(context);
                     let hi = (idx + 1 + context).min(lines.len());
@@ -214,6 +254,7 @@ mod tests {
         let t = texts(&["a\n"; 1000]);
         let none = Some(Duration::ZERO);
         let late = match_lines_within(&t, "a", false, 5, 0, none).unwrap_err();
+        assert!(matches!(late, CoreError::TimeLimitExceeded { .. }));
         assert!(late
             .to_string()
             .starts_with("pattern: took more than 0 s, stopped in text 1"));
@@ -225,6 +266,22 @@ mod tests {
                 .len(),
             5
         );
+    }
+
+    #[test]
+    fn a_hostile_pattern_over_one_long_line_stops_at_the_limit() {
+        // `regex` would spend minutes inside this one line; the limit is kept to within a margin.
+        let line = vec![crate::regex_deadline::tests::random_ab(1_000_000)];
+        let limit = Duration::from_millis(200);
+        let started = std::time::Instant::now();
+        let late = match_lines_within(&line, "[ab]*a[ab]{3000}z", false, 5, 0, Some(limit));
+        let took = started.elapsed();
+        let late = late.unwrap_err();
+        assert!(matches!(late, CoreError::TimeLimitExceeded { .. }));
+        assert!(late
+            .to_string()
+            .starts_with("pattern: took more than 0.2 s, stopped in text 1 of 1;"));
+        assert!(took < limit * 3, "stopped after {took:?}");
     }
 
     #[test]

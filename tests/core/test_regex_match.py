@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from octobrain.kernels.regex_match import LineMatch, match_lines
+from octobrain.kernels.regex_match import LineMatch, TimeLimitExceeded, match_lines
 from tests.core import reference
 
 ALPHABET = "abcAB é1.(*\r\n"
@@ -85,6 +88,21 @@ def test_context_lines_come_from_the_same_text() -> None:
 def test_catastrophic_backtracking_pattern_is_answered_correctly() -> None:
     line = "a" * 100_000 + "b"
     assert match_lines([line, "aaaa"], "(a+)+$").matches == [LineMatch(1, 1, "aaaa", 0, 4, [], [])]
+
+
+def test_a_hostile_pattern_in_one_long_line_stops_at_the_time_limit() -> None:
+    # One 1 MB line of random a/b: the limit was only checked between lines, and this took
+    # minutes (the lazy DFA cannot keep its states, so every byte costs the whole program).
+    line = "".join(random.Random(7).choices("ab", k=1_000_000))
+    started = time.monotonic()
+    with pytest.raises(TimeLimitExceeded) as caught:
+        match_lines([line], "[ab]*a[ab]{3000}z", seconds=0.3)
+    took = time.monotonic() - started
+    assert isinstance(caught.value, ValueError)
+    assert str(caught.value).startswith(
+        "pattern: took more than 0.3 s, stopped in text 1 of 1; use a simpler pattern"
+    )
+    assert 0.3 <= took < 1.5
 
 
 def test_invalid_pattern_names_pattern_with_engine_message() -> None:

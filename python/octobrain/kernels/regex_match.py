@@ -2,7 +2,8 @@
 
 Runs the Rust `regex` engine (finite automata: linear time, no catastrophic backtracking, a
 bounded compiled size). Syntax is the `regex` crate's, close to Python's `re` minus
-backreferences and look-around.
+backreferences and look-around. Under a time limit, a line whose worst case could outlast it is
+searched by an engine that reads the clock as it goes, with the same results.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from octobrain import _core
+from octobrain._core import TimeLimitExceeded
 from octobrain.errors import InvalidInput
 
-__all__ = ["LineMatch", "MatchResult", "match_lines"]
+__all__ = ["LineMatch", "MatchResult", "TimeLimitExceeded", "match_lines"]
 
 
 class LineMatch(NamedTuple):
@@ -50,7 +52,8 @@ def match_lines(
     does not add an empty line. Line numbers are 1-based within their text. `start`/`end` are
     `str` indices of the first match in the line. `context` adds up to that many lines before
     and after each match, from the same text. An invalid pattern raises `ValueError` naming
-    `pattern`, as does a search still running after `seconds` (checked between lines).
+    `pattern`; a search still running after `seconds` raises `TimeLimitExceeded` (a
+    `ValueError`) naming it, within about a millisecond of the limit even inside one long line.
     """
     if isinstance(texts, str):
         raise InvalidInput("texts", "must be a sequence of str, not a single str")

@@ -20,7 +20,7 @@ from octobrain.embed.base import Embedder
 from octobrain.embed.factory import embedder_from_config
 from octobrain.embed.tokens import TokenCounter, input_window
 from octobrain.errors import InvalidInput
-from octobrain.kernels.regex_match import match_lines
+from octobrain.kernels.regex_match import TimeLimitExceeded, match_lines
 from octobrain.knowledge.chunk import chunk_text
 from octobrain.knowledge.extract import (
     DocType,
@@ -423,9 +423,9 @@ class Knowledge:
             )
         except InvalidInput:
             raise
-        except ValueError as exc:  # the regex engine's parse error, or the time limit
-            if str(exc).startswith("pattern: took more than"):
-                raise InvalidInput("pattern", str(exc).removeprefix("pattern: ")) from None
+        except TimeLimitExceeded as exc:
+            raise InvalidInput("pattern", str(exc).removeprefix("pattern: ")) from None
+        except ValueError as exc:  # the regex engine's parse error
             detail = str(exc).strip().removeprefix("pattern: ").splitlines()[-1]
             detail = detail.removeprefix("error: ")
             raise InvalidInput("pattern", f"invalid regular expression: {detail}") from None
