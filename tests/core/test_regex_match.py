@@ -102,7 +102,7 @@ def test_a_hostile_pattern_in_one_long_line_stops_at_the_time_limit() -> None:
     assert str(caught.value).startswith(
         "pattern: took more than 0.3 s, stopped in text 1 of 1; use a simpler pattern"
     )
-    assert 0.3 <= took < 1.5
+    assert 0.3 <= took < 5  # minutes without the bound; slack for a loaded machine
 
 
 def test_invalid_pattern_names_pattern_with_engine_message() -> None:
