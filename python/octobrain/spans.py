@@ -5,11 +5,11 @@ break or a space, and never inside a UTF-8 character. Consecutive windows may sh
 bytes; together they cover every byte. Each step moves the start forward by at least one
 character, so the loop ends for every size > overlap >= 0.
 
-A token budget (`fits`) may shorten a window, never below a sixteenth of `size`, and the window
-then shares only its part of the overlap (`overlap` × its length / `size`), so each step still
-moves by most of a window. Token-dense text (punctuation, hex) thus costs windows in proportion
-to its tokens: a window cut short used to keep the whole overlap, the next began one character
-later, and a 2 kB note of punctuation made 1,700 chunks to embed (145 s over MCP).
+A token budget (`fits`) may shorten a window, never below a sixteenth of `size`, and a window
+shares at most half of itself with the next, so each step moves by a third of a window or more.
+Token-dense text (punctuation, hex) thus costs windows in proportion to its tokens: a window cut
+short used to keep the whole overlap, the next began one character later, and a 2 kB note of
+punctuation made 1,800 chunks to embed (145 s over MCP).
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ def split_spans(
     `overlap` bytes. The windows cover every byte.
 
     With `fits(start, end)` (a token budget), a window is also shortened until it fits, but
-    never below `size` // 16 bytes (one character more at most); a shortened window shares at
-    most `overlap` × its length // `size` bytes with the next."""
+    never below `size` // 16 bytes (one character more at most); a window shares at most half
+    of itself with the next."""
     if not 0 <= overlap < size:
         raise ValueError(f"need size > overlap >= 0, got size {size}, overlap {overlap}")
     spans: list[tuple[int, int]] = []
@@ -98,7 +98,7 @@ def split_spans(
             spans.append((start, n))
             break
         room = target - start  # the window's budget: `size`, or less when tokens bind
-        shared = overlap * room // size  # `overlap` for a whole window, < room always
+        shared = min(overlap, room // 2)  # at most half a window cut short by tokens
         # The cut must leave the next start (end - shared) beyond this start.
         lo = max(start + shared + 1, target - max(1, room // 5))
         end = _char_start(data, _break(data, lo, target))

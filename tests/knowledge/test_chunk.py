@@ -254,9 +254,9 @@ def test_small_sections_pack_so_headings_cannot_multiply_the_chunks() -> None:
 
 
 def test_token_dense_text_costs_windows_in_proportion_to_its_tokens_not_its_bytes() -> None:
-    """A window the token budget cuts short shares only its part of the overlap. It kept the
-    whole overlap, so every later window began one character after the one before: 2 kB of
-    punctuation made 1,700 chunks to embed (145 s over MCP)."""
+    """A window the token budget cuts short shares at most half of itself. It kept the whole
+    overlap, so every later window began one character after the one before: 2 kB of
+    punctuation made 1,800 chunks to embed (145 s over MCP)."""
     from octobrain.embed.tokens import input_window
     from octobrain.modelspec import BUNDLED_MODEL_ID
 
@@ -279,7 +279,7 @@ def test_token_dense_text_costs_windows_in_proportion_to_its_tokens_not_its_byte
 
 @settings(max_examples=200, deadline=None)
 @given(TEXT, st.integers(8, 120), st.integers(2, 30))
-def test_windows_cut_short_by_tokens_share_their_part_of_the_overlap_and_move_on(
+def test_windows_cut_short_by_tokens_share_at_most_half_of_themselves_and_move_on(
     text: str, size: int, max_tokens: int
 ) -> None:
     data = text.encode()
@@ -287,5 +287,5 @@ def test_windows_cut_short_by_tokens_share_their_part_of_the_overlap_and_move_on
     spans = split_spans(data, size, overlap, lambda s, e: e - s <= max_tokens)
     for (s1, e1), (s2, _) in itertools.pairwise(spans):
         assert e1 - s1 >= size // 16  # only the last window may be shorter
-        assert e1 - s2 <= overlap * (e1 - s1) // size + 3
-        assert s2 - s1 >= (e1 - s1) // 2 - 4  # a step moves by about half a window or more
+        assert e1 - s2 <= min(overlap, (e1 - s1) // 2) + 3
+        assert s2 - s1 >= (e1 - s1) // 3 - 4  # a step moves by a third of a window or more
