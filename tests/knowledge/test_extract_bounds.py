@@ -99,3 +99,73 @@ def test_docx_with_too_many_table_cells_is_refused(
     monkeypatch.setattr(extraction, "DOCX_TABLE_CELLS", 15)  # 4 rows + 12 cells: one too many
     with pytest.raises(InvalidInput, match=r"^source: the DOCX's tables have over 15 rows and"):
         _text(path)
+
+
+def _page(text: str, head: str = "") -> str:
+    return f"<html><head>{head}<title>Notes</title></head><body><p>{text}</p></body></html>"
+
+
+@pytest.mark.parametrize(
+    ("declared", "encoding", "text"),
+    [
+        ('<meta charset="iso-8859-1">', "latin-1", "Résumé du café."),
+        ("<META CHARSET=windows-1251>", "cp1251", "Кофе и чай."),
+        ('<meta http-equiv="Content-Type" content="text/html; charset=koi8-r" />', "koi8-r",
+         "Кофе и чай."),
+        ("", "cp1252", "Résumé, “quoted” for 5 €."),  # not UTF-8: what browsers assume
+        ("", "utf-8", "Café: кофе."),
+        ('<meta charset="x-no-such-charset">', "utf-8", "Café: кофе."),  # passed over
+        ('<meta charset="rot13">', "cp1252", "Café “au lait”."),  # Python's, not the web's
+        ('<meta name="viewport" content="width=device-width"><meta charset="utf-8">', "utf-8",
+         "Café: кофе."),
+    ],
+)  # fmt: skip
+def test_html_in_the_charset_it_declares_or_the_one_browsers_assume(
+    tmp_path: Path, declared: str, encoding: str, text: str
+) -> None:
+    path = tmp_path / "page.html"
+    path.write_bytes(_page(text, declared).encode(encoding))
+    doc = extract(read_file(parse_source(str(path)), 1 << 20), 1 << 20)
+    assert (doc.title, doc.text) == ("Notes", text)
+
+
+def test_html_charset_from_http_first_after_a_bom(tmp_path: Path) -> None:
+    from octobrain.knowledge.sources import Fetched, SourceKind, SourceRef
+
+    def read(data: bytes, charset: str = "") -> str:
+        ref = SourceRef("https://example.org/page", SourceKind.URL)
+        return extract(Fetched(ref, data, "text/html", charset=charset), 1 << 20).text
+
+    page = _page("Кофе и чай.", '<meta charset="iso-8859-1">')
+    assert read(page.encode("koi8-r"), charset="KOI8-R") == "Кофе и чай."  # HTTP over meta
+    assert read(page.encode("koi8-r"), charset="bogus") != "Кофе и чай."  # then the meta
+    assert read(page.encode("utf-16"), charset="iso-8859-1") == "Кофе и чай."  # a BOM first
+    # A named charset the bytes belie: replacement characters, not an error.
+    assert (
+        read(_page("Le café est bon.").encode("latin-1"), charset="utf-8")
+        == "Le caf\ufffd est bon."
+    )
+    xhtml = '<?xml version="1.0" encoding="ISO-8859-1"?>\n' + _page("Résumé.")
+    assert read(xhtml.encode("latin-1")) == "Résumé."
+
+
+@pytest.mark.parametrize("tail", ["<a ", "<meta ", "<meta charset=x "])
+def test_a_non_utf8_page_of_unclosed_tags_reads_in_one_pass(tmp_path: Path, tail: str) -> None:
+    # Given bytes, readability looked for their charset with regexes quadratic on such pages:
+    # 100 kB of `<a ` in Latin-1 took 15.5 s, of `<meta ` 52 s.
+    path = tmp_path / "open.html"
+    page = "<html><head><title>Café notes</title></head><body><p>Le café est bon.</p>"
+    path.write_bytes((page + tail * (100_000 // len(tail))).encode("latin-1"))
+    doc = extract(read_file(parse_source(str(path)), 1 << 20), 1 << 20)
+    assert doc.title == "Café notes" and doc.text.endswith("Le café est bon.")
+    assert "<" not in doc.text and len(doc.text) < 100
+
+
+def test_every_web_encoding_is_a_python_codec_by_its_own_name() -> None:
+    import codecs
+
+    from octobrain.knowledge.charset import _READ_AS, _WEB
+
+    assert {codecs.lookup(name).name for name in _WEB} == _WEB
+    assert {codecs.lookup(label).name for label in _READ_AS} == set(_READ_AS)
+    assert set(_READ_AS.values()) <= _WEB

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from octobrain.errors import InvalidInput
+from octobrain.knowledge.charset import decode_page
 from octobrain.knowledge.chunk import heading_text
 from octobrain.knowledge.sources import Fetched, SourceKind
 
@@ -146,7 +147,7 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
         if doc_type is DocType.HTML:
             if len(fetched.data) > MARKUP_BYTES:
                 raise _Unpacked("the HTML", len(fetched.data), MARKUP_BYTES)
-            title, text = _html(fetched.data)
+            title, text = _html(decode_page(fetched.data, fetched.charset))
         elif doc_type is DocType.PDF:
             title, text = _pdf(fetched.data, unpacked)
         elif doc_type is DocType.DOCX:
@@ -218,21 +219,23 @@ _BLOCKS = frozenset(("p", "div", "section", "article", "main", "ul", "ol", "li",
                      "hr", "body", "html", "center", "details", "summary"))  # fmt: skip
 
 
-def _html(data: bytes) -> tuple[str, str]:
+def _html(markup: str) -> tuple[str, str]:
     import lxml.html
     from readability import Document as Readable
 
-    parser = lxml.html.HTMLParser()
-    root = lxml.html.document_fromstring(data, parser=parser)
+    # As UTF-8 bytes, that encoding named: lxml refuses text holding an XML encoding
+    # declaration, and the encoding named overrides what a `<meta>` says.
+    parser = lxml.html.HTMLParser(encoding="utf-8")
+    root = lxml.html.document_fromstring(markup.encode(), parser=parser)
     if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):
         # libxml2 stops building the tree 256 elements deep and drops the rest of the page.
-        return _flat_html(_decode(data))
+        return _flat_html(markup)
     title = _html_title(root)
     for bad in root.xpath("|".join(f"//{tag}" for tag in _CHROME)):
         bad.drop_tree()
     full = _html_text(root)
     try:
-        readable = Readable(_utf8(data))
+        readable = Readable(markup)  # text: given bytes, it guesses their encoding itself
         article = _html_text(lxml.html.fromstring(readable.summary(html_partial=True)))
         title = readable.short_title().strip() or title
     except Exception:  # readability gives up on some pages; the cleaned body is still good
@@ -241,16 +244,6 @@ def _html(data: bytes) -> tuple[str, str]:
     # keep a sliver. Then the chrome-free body is the better text.
     text = article if len(article) >= 0.5 * len(full) else full
     return title, text
-
-
-def _utf8(data: bytes) -> str | bytes:
-    """A UTF-8 page as text, for readability: given bytes, it guesses their encoding with a
-    regex that is quadratic in the unclosed tags of a page (`<a <a <a …`: 60 kB took 11 s),
-    then chardet. Other encodings go as bytes, for that guess."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return data
 
 
 def _html_title(root: Any) -> str:
