@@ -169,3 +169,39 @@ def test_every_web_encoding_is_a_python_codec_by_its_own_name() -> None:
     assert {codecs.lookup(name).name for name in _WEB} == _WEB
     assert {codecs.lookup(label).name for label in _READ_AS} == set(_READ_AS)
     assert set(_READ_AS.values()) <= _WEB
+
+
+def test_docx_paragraph_styles_as_python_docx_names_them(tmp_path: Path) -> None:
+    # python-docx looked each paragraph's style up among all the styles, and the default among
+    # them again: 5,000 styles and 5,000 paragraphs took 282 s. Now read once, same names.
+    import docx
+
+    from octobrain.knowledge.extract import _paragraph_styles
+
+    document = docx.Document()
+    document.add_heading("Runbook", level=0)
+    document.add_heading("Failover", level=2)
+    document.add_paragraph("Promote the replica.", style="List Number")
+    for style_id in ("Chr", "Nope", "Heading1", ""):
+        document.add_paragraph(f"Styled {style_id}")._p.get_or_add_pPr().style = style_id or None
+    extra = "".join(
+        f'<w:style w:type="paragraph" w:styleId="S{i}"><w:name w:val="Extra {i}"/></w:style>'
+        for i in range(1000)
+    )
+    styles = document.styles.element
+    added = docx.oxml.parse_xml(  # an id a character style has; an id given twice
+        f"<w:styles {docx.oxml.ns.nsdecls('w')}>{extra}"
+        '<w:style w:type="character" w:styleId="Chr"><w:name w:val="Chr"/></w:style>'
+        '<w:style w:type="paragraph" w:styleId="Heading1"><w:name w:val="Second"/></w:style>'
+        "</w:styles>"
+    )
+    for style in list(added):
+        styles.append(style)
+    names, default = _paragraph_styles(styles)
+    for paragraph in document.paragraphs:
+        expected = paragraph.style.name if paragraph.style is not None else ""
+        style_id = paragraph._p.style
+        assert (names.get(style_id, default) if style_id else default) == expected
+    text = _text(_save(document, tmp_path / "styles.docx"))
+    assert text.startswith("# Runbook\n\n## Failover\n\n- Promote the replica.\n\nStyled Chr")
+    assert text.endswith("Styled Nope\n\n# Styled Heading1\n\nStyled")

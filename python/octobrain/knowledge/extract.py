@@ -402,7 +402,6 @@ def _docx(data: bytes, max_bytes: int) -> tuple[str, str]:
     import zipfile
 
     import docx
-    from docx.enum.style import WD_STYLE_TYPE
     from docx.oxml.table import CT_Tbl
 
     with zipfile.ZipFile(io.BytesIO(data)) as package:  # a part never inflates past its size
@@ -414,6 +413,7 @@ def _docx(data: bytes, max_bytes: int) -> tuple[str, str]:
     if markup > MARKUP_BYTES:
         raise _Unpacked("the DOCX's XML", markup, MARKUP_BYTES)
     document = docx.Document(io.BytesIO(data))
+    styles, default = _paragraph_styles(document.styles.element)
     blocks: list[str] = []
     cells = 0
     for item in document.element.body.inner_content_elements:
@@ -423,8 +423,7 @@ def _docx(data: bytes, max_bytes: int) -> tuple[str, str]:
         text = item.text.strip()
         if not text:
             continue
-        found = document.part.get_style(item.style, WD_STYLE_TYPE.PARAGRAPH)
-        style = (found.name if found is not None else "") or ""
+        style = styles.get(item.style, default) if item.style else default
         level = re.fullmatch(r"Heading (\d)", style)
         if level:
             blocks.append("#" * min(6, int(level.group(1))) + " " + text)
@@ -436,6 +435,30 @@ def _docx(data: bytes, max_bytes: int) -> tuple[str, str]:
             blocks.append(text)
     title = document.core_properties.title or ""
     return title, "\n\n".join(blocks)
+
+
+def _paragraph_styles(styles: Any) -> tuple[dict[str, str], str]:
+    """The names of a DOCX's paragraph styles by id, and the default paragraph style's name.
+
+    Read once: python-docx looks a paragraph's style up among all the styles (and the default
+    among them again), for every paragraph: 5,000 styles and 5,000 paragraphs took 282 s.
+    As it does: the first style of an id counts, one of another type gives the default."""
+    from docx.oxml.ns import qn
+    from docx.styles import BabelFish
+
+    by_id: dict[str, tuple[str | None, str]] = {}
+    default = ""
+    for style in styles.iterchildren(qn("w:style")):
+        kind, style_id = style.get(qn("w:type")), style.get(qn("w:styleId"))
+        name_element = style.find(qn("w:name"))
+        name = name_element.get(qn("w:val"), "") if name_element is not None else ""
+        name = BabelFish.internal2ui(name)  # `heading 1` is `Heading 1`
+        if style_id:
+            by_id.setdefault(style_id, (kind, name))
+        if kind == "paragraph" and style.get(qn("w:default")) in ("1", "true", "on"):
+            default = name  # the last default counts
+    names = {key: name for key, (kind, name) in by_id.items() if kind == "paragraph"}
+    return names, default
 
 
 def _docx_rows(table: Any, blocks: list[str], cells: int) -> int:
