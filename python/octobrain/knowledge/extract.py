@@ -1,9 +1,10 @@
 """Extraction: raw bytes of a source → a titled, markdown-ish plain text.
 
 The type comes from the HTTP Content-Type, else the file extension, else a look at the bytes.
-HTML goes through readability (the main article, no navigation chrome) and is rendered with its
-headings as markdown `#` lines, so the chunker can keep section paths. PDF text comes from
-pypdf, DOCX paragraphs and headings from python-docx. Parsers are imported lazily.
+HTML is decoded as a browser would (`charset.py`), goes through readability (the main article,
+no navigation chrome) and is rendered with its headings as markdown `#` lines, so the chunker
+can keep section paths. PDF text comes from pypdf, DOCX paragraphs, headings and tables from
+python-docx's XML elements. Parsers are imported lazily.
 """
 
 from __future__ import annotations
