@@ -83,6 +83,19 @@ def test_content_type_routes_extraction(
     assert doc.doc_type.value == expected
 
 
+def test_the_charset_a_server_names_decodes_the_page(
+    make_knowledge: MakeKnowledge, server: Server
+) -> None:
+    page = "<html><head><title>Меню</title></head><body><p>Кофе и чай.</p></body></html>"
+    for path, header in (
+        ("/ru", 'text/html; Charset="KOI8-R"'),
+        ("/ru2", "text/html;charset=koi8-r"),
+    ):
+        server.routes[path] = (200, {"Content-Type": header}, page.encode("koi8-r"))
+        doc = make_knowledge(allow_private_hosts=LOCAL).read(server.url(path))
+        assert (doc.title, doc.text) == ("Меню", "Кофе и чай.")
+
+
 def test_unsupported_content_type_and_non_2xx_are_clear_errors(
     make_knowledge: MakeKnowledge, server: Server
 ) -> None:

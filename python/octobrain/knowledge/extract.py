@@ -1,9 +1,10 @@
 """Extraction: raw bytes of a source → a titled, markdown-ish plain text.
 
 The type comes from the HTTP Content-Type, else the file extension, else a look at the bytes.
-HTML goes through readability (the main article, no navigation chrome) and is rendered with its
-headings as markdown `#` lines, so the chunker can keep section paths. PDF text comes from
-pypdf, DOCX paragraphs and headings from python-docx. Parsers are imported lazily.
+HTML is decoded as a browser would (`charset.py`), goes through readability (the main article,
+no navigation chrome) and is rendered with its headings as markdown `#` lines, so the chunker
+can keep section paths. PDF text comes from pypdf, DOCX paragraphs, headings and tables from
+python-docx's XML elements. Parsers are imported lazily.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from octobrain.errors import InvalidInput
+from octobrain.knowledge.charset import decode_page
 from octobrain.knowledge.chunk import heading_text
 from octobrain.knowledge.sources import Fetched, SourceKind
 
@@ -146,7 +148,7 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
         if doc_type is DocType.HTML:
             if len(fetched.data) > MARKUP_BYTES:
                 raise _Unpacked("the HTML", len(fetched.data), MARKUP_BYTES)
-            title, text = _html(fetched.data)
+            title, text = _html(decode_page(fetched.data, fetched.charset))
         elif doc_type is DocType.PDF:
             title, text = _pdf(fetched.data, unpacked)
         elif doc_type is DocType.DOCX:
@@ -218,21 +220,23 @@ _BLOCKS = frozenset(("p", "div", "section", "article", "main", "ul", "ol", "li",
                      "hr", "body", "html", "center", "details", "summary"))  # fmt: skip
 
 
-def _html(data: bytes) -> tuple[str, str]:
+def _html(markup: str) -> tuple[str, str]:
     import lxml.html
     from readability import Document as Readable
 
-    parser = lxml.html.HTMLParser()
-    root = lxml.html.document_fromstring(data, parser=parser)
+    # As UTF-8 bytes, that encoding named: lxml refuses text holding an XML encoding
+    # declaration, and the encoding named overrides what a `<meta>` says.
+    parser = lxml.html.HTMLParser(encoding="utf-8")
+    root = lxml.html.document_fromstring(markup.encode(), parser=parser)
     if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):
         # libxml2 stops building the tree 256 elements deep and drops the rest of the page.
-        return _flat_html(_decode(data))
+        return _flat_html(markup)
     title = _html_title(root)
     for bad in root.xpath("|".join(f"//{tag}" for tag in _CHROME)):
         bad.drop_tree()
     full = _html_text(root)
     try:
-        readable = Readable(_utf8(data))
+        readable = Readable(markup)  # text: given bytes, it guesses their encoding itself
         article = _html_text(lxml.html.fromstring(readable.summary(html_partial=True)))
         title = readable.short_title().strip() or title
     except Exception:  # readability gives up on some pages; the cleaned body is still good
@@ -241,16 +245,6 @@ def _html(data: bytes) -> tuple[str, str]:
     # keep a sliver. Then the chrome-free body is the better text.
     text = article if len(article) >= 0.5 * len(full) else full
     return title, text
-
-
-def _utf8(data: bytes) -> str | bytes:
-    """A UTF-8 page as text, for readability: given bytes, it guesses their encoding with a
-    regex that is quadratic in the unclosed tags of a page (`<a <a <a …`: 60 kB took 11 s),
-    then chardet. Other encodings go as bytes, for that guess."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return data
 
 
 def _html_title(root: Any) -> str:
@@ -398,11 +392,18 @@ def _pdf(data: bytes, max_bytes: int) -> tuple[str, str]:
     return title, "\n\n".join(p.strip() for p in pages if p.strip())
 
 
+# The most table rows and cells read from one DOCX (a row counts as one besides its cells):
+# reading one costs little, this bounds what the XML cap still lets through (6 MiB of bare
+# `<w:tc/>` is 900,000 cells). Word writes 90 bytes or more a cell, so no DOCX within
+# `MARKUP_BYTES` Word wrote reaches it.
+DOCX_TABLE_CELLS = 200_000
+
+
 def _docx(data: bytes, max_bytes: int) -> tuple[str, str]:
     import zipfile
 
     import docx
-    from docx.table import Table
+    from docx.oxml.table import CT_Tbl
 
     with zipfile.ZipFile(io.BytesIO(data)) as package:  # a part never inflates past its size
         parts = package.infolist()
@@ -413,17 +414,17 @@ def _docx(data: bytes, max_bytes: int) -> tuple[str, str]:
     if markup > MARKUP_BYTES:
         raise _Unpacked("the DOCX's XML", markup, MARKUP_BYTES)
     document = docx.Document(io.BytesIO(data))
+    styles, default = _paragraph_styles(document.styles.element)
     blocks: list[str] = []
-    for item in document.iter_inner_content():
-        if isinstance(item, Table):
-            for row in item.rows:
-                cells = [" ".join(c.text.split()) for c in row.cells]
-                blocks.append(" | ".join(cells))
+    cells = 0
+    for item in document.element.body.inner_content_elements:
+        if isinstance(item, CT_Tbl):
+            cells = _docx_rows(item, blocks, cells)
             continue
         text = item.text.strip()
         if not text:
             continue
-        style = (item.style.name if item.style is not None else "") or ""
+        style = styles.get(item.style, default) if item.style else default
         level = re.fullmatch(r"Heading (\d)", style)
         if level:
             blocks.append("#" * min(6, int(level.group(1))) + " " + text)
@@ -435,3 +436,56 @@ def _docx(data: bytes, max_bytes: int) -> tuple[str, str]:
             blocks.append(text)
     title = document.core_properties.title or ""
     return title, "\n\n".join(blocks)
+
+
+def _paragraph_styles(styles: Any) -> tuple[dict[str, str], str]:
+    """The names of a DOCX's paragraph styles by id, and the default paragraph style's name.
+
+    Read once: python-docx looks a paragraph's style up among all the styles (and the default
+    among them again), for every paragraph: 5,000 styles and 5,000 paragraphs took 282 s.
+    As it does: the first style of an id counts, one of another type gives the default."""
+    from docx.oxml.ns import qn
+    from docx.styles import BabelFish
+
+    by_id: dict[str, tuple[str | None, str]] = {}
+    default = ""
+    for style in styles.iterchildren(qn("w:style")):
+        kind, style_id = style.get(qn("w:type")), style.get(qn("w:styleId"))
+        name_element = style.find(qn("w:name"))
+        name = name_element.get(qn("w:val"), "") if name_element is not None else ""
+        name = BabelFish.internal2ui(name)  # `heading 1` is `Heading 1`
+        if style_id:
+            by_id.setdefault(style_id, (kind, name))
+        if kind == "paragraph" and style.get(qn("w:default")) in ("1", "true", "on"):
+            default = name  # the last default counts
+    names = {key: name for key, (kind, name) in by_id.items() if kind == "paragraph"}
+    return names, default
+
+
+def _docx_rows(table: Any, blocks: list[str], cells: int) -> int:
+    """A line per row of `table`, its cells' texts joined by ` | `; the rows and cells read
+    so far, `cells` included.
+
+    One cell per `w:tc`, with its own paragraphs (not its nested tables, as python-docx's cell
+    text): python-docx's `row.cells` repeats a cell for each grid column it spans (a
+    `w:gridSpan` of 3,000,000 took 120 s and 388 MB) and walks up the rows for each
+    vertically merged one (200 × 20 such cells: 70 s)."""
+    for row in table.tr_lst:
+        cells = _cell_read(cells)
+        texts = []
+        for tc in row.tc_lst:
+            cells = _cell_read(cells)
+            texts.append(" ".join("\n".join(p.text for p in tc.p_lst).split()))
+        if any(texts):  # a row of empty (or vertically merged) cells says nothing
+            blocks.append(" | ".join(texts))
+    return cells
+
+
+def _cell_read(cells: int) -> int:
+    if cells >= DOCX_TABLE_CELLS:
+        raise InvalidInput(
+            "source",
+            f"the DOCX's tables have over {DOCX_TABLE_CELLS} rows and cells "
+            "(knowledge/extract.DOCX_TABLE_CELLS); nothing was indexed",
+        )
+    return cells + 1

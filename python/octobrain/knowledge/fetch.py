@@ -253,8 +253,18 @@ def _body(
         raise _failed(ref, exc, deadline, timed_out) from None
     except zlib.error as exc:
         raise FetchError(f"{ref.uri}: the body is not valid compressed data ({exc})") from None
-    content_type = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    return Fetched(ref, b"".join(chunks), content_type=content_type)
+    content_type, charset = media_type(response.headers.get("content-type", ""))
+    return Fetched(ref, b"".join(chunks), content_type=content_type, charset=charset)
+
+
+def media_type(header: str) -> tuple[str, str]:
+    """A Content-Type header's media type, lowercased, and its charset parameter (or "")."""
+    kind, _, parameters = header.partition(";")
+    for parameter in parameters.split(";"):
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset":
+            return kind.strip().lower(), value.strip().strip("\"'")
+    return kind.strip().lower(), ""
 
 
 class _Inflate:

@@ -52,6 +52,7 @@ class Fetched:
     ref: SourceRef
     data: bytes
     content_type: str = ""  # the HTTP Content-Type (URLs only), lowercased, without parameters
+    charset: str = ""  # the charset the HTTP Content-Type names, if any (URLs only)
     mtime: float = 0.0  # local files only
 
 
