@@ -165,8 +165,16 @@ impl Bounded {
         let mut from = 0;
         loop {
             match self.find_from(cache, line.as_bytes(), from, deadline)? {
-                // An empty match inside a character: `regex` searches again one byte later.
-                Some((_, end)) if !line.is_char_boundary(end) => from += 1,
+                // An empty match inside a character: `regex` searches again one byte later,
+                // and again, until it starts past it. No match starts before it (it is the
+                // leftmost), nor inside the character (a non-empty match is UTF-8, an empty
+                // one there is split too): the next search starts at the next character.
+                Some((_, end)) if !line.is_char_boundary(end) => {
+                    from = end + 1;
+                    while !line.is_char_boundary(from) {
+                        from += 1;
+                    }
+                }
                 found => return Ok(found),
             }
         }
@@ -234,6 +242,8 @@ pub(crate) mod tests {
         "[ab]*a[ab]{3}z",
         r"\w{2}\b",
         "(?:)|é",
+        r"(?-u:\B)",
+        r"(?-u:\B)é|z",
     ];
 
     /// Haystacks with ASCII, multi-byte and case-folding text, and pseudo-random mixes.
@@ -249,6 +259,8 @@ pub(crate) mod tests {
             "2024-01-02 error: foobarbaz",
             "WARN: ébène foobar Foo_x",
             "ab abz aabbz abababz",
+            "a a aé a",
+            "a ééé z",
             "日本語 foo_bar",
             "x\u{300}y αβγ ΑΒΓ",
             "sam samwise",

@@ -128,7 +128,11 @@ pub fn match_lines_within(
                             Some(nfa) => nfa,
                             None => nfa.insert(forward_nfa(pattern, case_insensitive)?),
                         };
+                        // An empty match inside a character makes `regex` search again one
+                        // byte later, from where that search began: quadratic in the line
+                        // (`(?-u:\B)` over 256 kB of `a ` and one `é` took 68 s).
                         worst_case(line.len(), nfa.memory_usage()) <= budget
+                            && (line.is_ascii() || !nfa.has_empty())
                     }
                 }
             };
@@ -265,6 +269,34 @@ mod tests {
                 .matches
                 .len(),
             5
+        );
+    }
+
+    #[test]
+    fn an_empty_match_inside_a_character_costs_one_pass_not_one_per_byte() {
+        // `regex` retried the search one byte later each time, from its start: 256 kB of
+        // `a ` ending in `é` took 68 s under `(?-u:\B)`, which matches empty only inside `é`
+        // and at the end, past the limit (it cannot be stopped).
+        let line = format!("{}aé", "a ".repeat(128_000));
+        let started = std::time::Instant::now();
+        let found = match_lines_within(
+            std::slice::from_ref(&line),
+            r"(?-u:\B)",
+            false,
+            5,
+            0,
+            Some(Duration::from_secs(10)),
+        )
+        .unwrap();
+        let chars = line.chars().count();
+        assert_eq!(
+            (found.matches[0].start, found.matches[0].end),
+            (chars, chars)
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
         );
     }
 
