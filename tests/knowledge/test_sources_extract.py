@@ -220,9 +220,19 @@ def test_markup_too_large_to_parse_at_once_is_refused_before_it_is_parsed(
                 body = body.replace(b"</w:body>", empty + b"</w:body>")
             out.writestr(part.filename, body)
     assert padded.stat().st_size < 200_000
+    # The same document part renamed `word/document.bin`, the package's content types and
+    # relationships following: the parts were counted by their names, so it went uncounted.
+    renamed = tmp_path / "renamed.docx"
+    with zipfile.ZipFile(padded) as src, zipfile.ZipFile(renamed, "w", zipfile.ZIP_DEFLATED) as out:
+        for part in src.infolist():
+            body = src.read(part).replace(b"word/document.xml", b"word/document.bin")
+            body = body.replace(b'Target="document.xml"', b'Target="document.bin"')
+            name = part.filename.replace("word/document.xml", "word/document.bin")
+            out.writestr(name, body)
     started = time.monotonic()
-    with pytest.raises(InvalidInput, match=r"DOCX's XML unpacks to \d+ bytes or more, over the "):
-        extract(read_file(parse_source(str(padded)), cap), cap)
+    for docx_file in (padded, renamed):
+        with pytest.raises(InvalidInput, match=r"DOCX's XML unpacks to \d+ bytes or more, over "):
+            extract(read_file(parse_source(str(docx_file)), cap), cap)
     page = tmp_path / "page.html"
     page.write_bytes(b"<html><body>" + b"<p>x</p>" * (MARKUP_BYTES // 8 + 1) + b"</body></html>")
     with pytest.raises(InvalidInput, match=r"HTML unpacks to \d+ bytes or more, over the "):
