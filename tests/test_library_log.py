@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from octobrain.cli.library_log import CallerStderr, install
+from octobrain.cli.library_log import CallerStderr, PrintableFormatter, install
 
 HOSTILE = "could not read /F\x1b]0;owned\x07\x1b[2J font\x9b31m"
 
@@ -55,3 +55,20 @@ def test_in_the_service_another_threads_warning_goes_to_the_log_not_the_command(
     logging.getLogger("pypdf").warning("idle")
     assert command_err.getvalue() == "the command's own\n"
     assert service_log.getvalue().endswith("idle\n")
+
+
+def test_log_lines_carry_no_escape_sequences() -> None:
+    # The service's log and `octobrain mcp`'s stderr are read with `tail -f`.
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("octobrain.test_library_log")
+    logger.addHandler(handler)
+    try:
+        logger.warning(HOSTILE)
+    finally:
+        logger.removeHandler(handler)
+    assert (
+        out.getvalue()
+        == "WARNING octobrain.test_library_log: could not read /F]0;owned[2J font31m\n"
+    )

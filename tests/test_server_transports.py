@@ -406,8 +406,10 @@ def test_http_sessions_left_open_make_room_instead_of_locking_clients_out(tmp_pa
         tmp_path / "data", f"127.0.0.1:{port}", tmp_path, OCTOBRAIN_MCP_MAX_SESSIONS="3"
     ):
         opened = []
+        # With the protocol version named too (as some clients send it), the cap was passed by.
+        version = {"mcp-protocol-version": LATEST_HANDSHAKE_VERSION}
         for _ in range(8):
-            answer = httpx.post(url, json=initialize, headers=headers, timeout=30)
+            answer = httpx.post(url, json=initialize, headers={**headers, **version}, timeout=30)
             assert answer.status_code == 200, answer.text
             opened.append(answer.headers["mcp-session-id"])
 

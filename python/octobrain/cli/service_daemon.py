@@ -553,8 +553,10 @@ def main() -> int:
     # time must not get another session's warnings on its stderr (`library_log`).
     global _LIBRARY_LOG
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s octobrain-service %(levelname)s %(name)s: %(message)s")
+    handler.setFormatter(  # a log read with `tail -f` must not carry a PDF's escape sequences
+        library_log.PrintableFormatter(
+            "%(asctime)s octobrain-service %(levelname)s %(name)s: %(message)s"
+        )
     )
     for name in ("octobrain.cli.service_daemon", "octobrain.server", "mcp"):
         logger = logging.getLogger(name)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -190,10 +191,14 @@ class Guard:
 
 
 def _opens_a_session(scope: Scope, headers: Headers) -> bool:
-    """A handshake-era `initialize`: a POST naming no session and no protocol version (every
-    later request names both; a stateless 2026-07-28 request names its version)."""
-    return scope.get("method") == "POST" and not (
-        "mcp-session-id" in headers or "mcp-protocol-version" in headers
+    """A POST the SDK serves by opening a session: one naming no session, and no protocol
+    version or a handshake-era one (a 2026-07-28 request names its version and has none). A
+    handshake version sent along with `initialize` opened sessions past the cap, unlimited."""
+    version = headers.get("mcp-protocol-version")
+    return (
+        scope.get("method") == "POST"
+        and "mcp-session-id" not in headers
+        and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS)
     )
 
 
@@ -229,7 +234,9 @@ def http_app(
         # The guard does the Host/Origin checks (with the configured extra origins).
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         session_idle_timeout=SESSION_IDLE_SECONDS,
-        max_sessions=None,  # the guard's cap, which makes room instead of refusing
+        # The guard's cap makes room instead of refusing; the SDK's, at twice it, is a backstop
+        # for opens that pass the guard together.
+        max_sessions=2 * max_sessions,
     )
     manager = server.session_manager
     return Guard(
