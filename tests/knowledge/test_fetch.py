@@ -20,11 +20,34 @@ LOCAL = ("127.0.0.1",)
 
 @pytest.mark.parametrize(
     "host", ["127.0.0.1", "localhost", "10.1.2.3", "192.168.0.10", "169.254.169.254", "::1",
-             "::ffff:127.0.0.1", "100.64.0.1", "0.0.0.0", "fe80::1"]
+             "::ffff:127.0.0.1", "100.64.0.1", "0.0.0.0", "fe80::1",
+             # Python 3.11's `is_global` lets these three through:
+             "192.0.0.8", "fec0::1", "::ffff:0:7f00:1"]
 )  # fmt: skip
 def test_private_addresses_are_refused_by_default(host: str) -> None:
     with pytest.raises(FetchError, match=r"^source: refusing .*knowledge.allow_private_hosts"):
         resolve_checked(host, 80, ())
+
+
+def test_a_host_that_does_not_resolve_in_the_time_left_is_given_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The resolver has no timeout of its own: a lookup that hung held the fetch past its limit.
+    import socket
+    import threading
+
+    release = threading.Event()
+
+    def slow(*_: object, **__: object) -> list[object]:
+        release.wait(30)
+        raise socket.gaierror("gave up")
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow)
+    try:
+        with pytest.raises(FetchError, match=r"cannot resolve host 'docs\.example' within the"):
+            resolve_checked("docs.example", 80, (), 0.2)
+    finally:
+        release.set()
 
 
 def test_allow_list_takes_addresses_networks_and_host_names() -> None:

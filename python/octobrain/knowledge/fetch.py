@@ -25,7 +25,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from octobrain import __version__
 from octobrain.errors import InvalidInput
@@ -53,6 +53,10 @@ class FetchError(InvalidInput):
 
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765
+# Special-purpose ranges `ipaddress` still calls global on Python 3.11: IETF protocol
+# assignments (192.0.0.8 among them) and the deprecated IPv6 site-local block.
+_SPECIAL = (ipaddress.ip_network("192.0.0.0/24"), ipaddress.ip_network("fec0::/10"))
 
 
 def embedded_ipv4(addr: IPAddress) -> list[ipaddress.IPv4Address]:
@@ -64,7 +68,7 @@ def embedded_ipv4(addr: IPAddress) -> list[ipaddress.IPv4Address]:
     low32 = ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
     if addr.ipv4_mapped is not None:
         found.append(addr.ipv4_mapped)
-    if addr in _IPV4_COMPATIBLE or any(addr in net for net in _NAT64):
+    if _carrier(addr):
         found.append(low32)
     if addr.sixtofour is not None:
         found.append(addr.sixtofour)
@@ -77,17 +81,19 @@ def _judged_as(addr: IPAddress) -> list[IPAddress]:
     """The addresses `addr` is checked as: a pure IPv4 carrier (mapped, compatible, NAT64) is
     its IPv4 alone; 6to4 and Teredo are both the IPv6 address and the IPv4 they tunnel to."""
     carried: list[IPAddress] = list(embedded_ipv4(addr))
-    if isinstance(addr, ipaddress.IPv6Address) and (
-        addr.ipv4_mapped is not None
-        or addr in _IPV4_COMPATIBLE
-        or any(addr in net for net in _NAT64)
-    ):
+    if isinstance(addr, ipaddress.IPv6Address) and (addr.ipv4_mapped is not None or _carrier(addr)):
         return carried
     return [addr, *carried]
 
 
+def _carrier(addr: ipaddress.IPv6Address) -> bool:
+    """Whether `addr` is an IPv4 address in IPv6 form (compatible, translated, NAT64)."""
+    return addr in _IPV4_COMPATIBLE or addr in _IPV4_TRANSLATED or any(addr in n for n in _NAT64)
+
+
 def _forbidden(addr: IPAddress) -> bool:
-    return not addr.is_global or addr.is_multicast
+    special = any(addr.version == net.version and addr in net for net in _SPECIAL)
+    return not addr.is_global or addr.is_multicast or special
 
 
 def _allowed(host: str, addr: IPAddress, allow: Sequence[str]) -> bool:
@@ -101,14 +107,17 @@ def _allowed(host: str, addr: IPAddress, allow: Sequence[str]) -> bool:
     return False
 
 
-def resolve_checked(host: str, port: int, allow: Sequence[str]) -> str:
+def resolve_checked(
+    host: str, port: int, allow: Sequence[str], seconds: float | None = None
+) -> str:
     """Resolve `host` and return one address to connect to, after checking every address.
 
-    Raises FetchError when the host does not resolve, or when any of its addresses is not
-    globally routable and not allowed by `allow` (`knowledge.allow_private_hosts`).
+    Raises FetchError when the host does not resolve (within `seconds`, when given), or when
+    any of its addresses is not globally routable and not allowed by `allow`
+    (`knowledge.allow_private_hosts`).
     """
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        infos = _getaddrinfo(host, port, seconds)
     except (socket.gaierror, UnicodeError) as exc:
         raise FetchError(f"cannot resolve host {host!r}: {exc}") from None
     addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
@@ -123,6 +132,31 @@ def resolve_checked(host: str, port: int, allow: Sequence[str]) -> str:
             "add it to knowledge.allow_private_hosts to index your own local documents"
         )
     return str(addresses[0])
+
+
+def _getaddrinfo(host: str, port: int, seconds: float | None) -> list[Any]:
+    """`socket.getaddrinfo`, given up after `seconds`: the resolver has no timeout of its own
+    (5 s a try, several tries and name servers), and the fetch's deadline is read only
+    between steps. The lookup left behind ends on its own; nothing waits for it."""
+    if seconds is None:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    answer: list[Any] = []
+    failure: list[BaseException] = []
+
+    def look_up() -> None:
+        try:
+            answer.extend(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except BaseException as exc:  # handed to the caller
+            failure.append(exc)
+
+    lookup = threading.Thread(target=look_up, name="octobrain-resolve", daemon=True)
+    lookup.start()
+    lookup.join(max(seconds, 0.0))
+    if lookup.is_alive():
+        raise FetchError(f"cannot resolve host {host!r} within the time left to fetch it")
+    if failure:
+        raise failure[0]
+    return answer
 
 
 def fetch_url(
@@ -150,7 +184,10 @@ def fetch_url(
         for _hop in range(max_redirects + 1):
             if url.scheme not in ("http", "https"):
                 raise FetchError(f"redirected to {url.scheme}:, only http(s) is fetched")
-            address = resolve_checked(url.host, url.port or _default_port(url), allow_private)
+            port = url.port or _default_port(url)
+            address = resolve_checked(
+                url.host, port, allow_private, max(0.0, deadline - time.monotonic())
+            )
             left = deadline - time.monotonic()
             if left <= 0:
                 raise timed_out
