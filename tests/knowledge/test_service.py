@@ -464,3 +464,18 @@ def test_chunks_fit_the_models_window_and_changing_the_setting_reindexes(tmp_pat
     status, fitted = index(True)
     assert status == "reindexed"  # same text, new chunking: re-chunked and re-embedded
     assert max(fitted) <= max_tokens and len(fitted) > len(bytes_only)
+
+
+def test_a_source_of_more_chunks_than_allowed_is_refused_before_any_is_embedded(
+    make_knowledge: MakeKnowledge, embedder: CountingEmbedder, tmp_path: Path
+) -> None:
+    # One MCP call could make the server embed a 50 MB source: about 58,000 chunks, hours.
+    (tmp_path / "book.md").write_text(
+        "".join(f"Chapter {i} says the fox jumps over the dog. " * 30 + "\n\n" for i in range(40))
+    )
+    k = make_knowledge(max_source_chunks=10)
+    calls = embedder.calls
+    with pytest.raises(InvalidInput, match=r"^source: .*book\.md makes \d+ chunks, over the 10 of"):
+        k.index("book.md")
+    assert embedder.calls == calls and k.list_sources() == []
+    assert make_knowledge().index("book.md").status == "indexed"

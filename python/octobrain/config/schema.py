@@ -330,6 +330,12 @@ class KnowledgeConfig:
     max_source_bytes: int = _opt(
         50 * 1024 * 1024, "largest file or download accepted, bytes", _range(1, 2**40)
     )
+    max_source_chunks: int = _opt(
+        10_000,
+        "most chunks one source may make (each is embedded: 10,000 is about 9 MB of prose); a "
+        "source that would make more is refused before any is embedded",
+        _range(1, 10_000_000),
+    )
     fetch_timeout_secs: float = _opt(
         30.0,
         "time allowed for fetching one URL (every redirect hop and the whole body), seconds",

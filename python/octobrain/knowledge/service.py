@@ -302,6 +302,13 @@ class Knowledge:
             max_tokens=window[0] if window is not None else 0,
             count_tokens=window[1] if window is not None else None,
         )
+        if len(chunks) > k.max_source_chunks:  # bounds one call's embedding work
+            raise InvalidInput(
+                "source",
+                f"{document.uri} makes {len(chunks):,} chunks, over the "
+                f"{k.max_source_chunks:,} of knowledge.max_source_chunks; nothing was indexed "
+                "(index a part of it, or raise the setting)",
+            )
         now = utcnow()
         sid = source_id(document.uri, scope, session_id)
         generation = uuid.uuid4().hex
