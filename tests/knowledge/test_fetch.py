@@ -117,6 +117,18 @@ def test_the_charset_a_server_names_decodes_the_page(
         server.routes[path] = (200, {"Content-Type": header}, page.encode("koi8-r"))
         doc = make_knowledge(allow_private_hosts=LOCAL).read(server.url(path))
         assert (doc.title, doc.text) == ("Меню", "Кофе и чай.")
+    # Plain text and markdown too: they were read as UTF-8, else Latin-1 ("ëÏÆÅ").
+    for path, header in (
+        ("/ru.txt", "text/plain; charset=koi8-r"),
+        ("/ru.md", "text/markdown; charset=KOI8-R"),
+    ):
+        server.routes[path] = (
+            200,
+            {"Content-Type": header},
+            "# Меню\n\nКофе и чай.\n".encode("koi8-r"),
+        )
+        doc = make_knowledge(allow_private_hosts=LOCAL).read(server.url(path))
+        assert doc.text == "# Меню\n\nКофе и чай." and doc.title == "Меню"
 
 
 def test_unsupported_content_type_and_non_2xx_are_clear_errors(

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from octobrain.errors import InvalidInput
-from octobrain.knowledge.charset import decode_page
+from octobrain.knowledge.charset import decode_page, web_encoding
 from octobrain.knowledge.chunk import heading_text
 from octobrain.knowledge.sources import Fetched, SourceKind
 
@@ -162,7 +162,7 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
         elif doc_type is DocType.DOCX:
             title, text = _docx(fetched.data, unpacked)
         else:
-            title, text = "", _decode(fetched.data)
+            title, text = "", _decode(fetched.data, fetched.charset)
     except InvalidInput:
         raise
     except _Unpacked as exc:
@@ -211,11 +211,17 @@ def first_title(text: str) -> str:
     return first or "Untitled"
 
 
-def _decode(data: bytes) -> str:
+def _decode(data: bytes, charset: str = "") -> str:
+    """Plain text or markdown: in the web encoding its HTTP Content-Type names, if any (a byte
+    order mark first), else UTF-8, else Latin-1 (every byte decodes; better than refusing a
+    .txt)."""
+    named = web_encoding(charset)
+    if named and not data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
+        return data.decode(named, "replace")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        return data.decode("latin-1")  # every byte decodes; better than refusing a .txt
+        return data.decode("latin-1")
 
 
 # ---- HTML -----------------------------------------------------------------------------------
