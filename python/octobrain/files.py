@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, BinaryIO
+
+from octobrain.errors import InvalidInput
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["NotARegularFile", "TooLarge", "open_regular", "read_regular"]
+__all__ = ["NotARegularFile", "TooLarge", "named_by", "open_regular", "read_regular"]
 
 
 class NotARegularFile(OSError):
@@ -65,3 +69,21 @@ def read_regular(path: str | Path, max_bytes: int) -> tuple[bytes, os.stat_resul
     if len(data) > max_bytes:
         raise TooLarge(path, None)
     return data, status
+
+
+@contextmanager
+def named_by(field: str, path: str | Path, directory: str) -> Iterator[None]:
+    """The refusals of `open_regular` and `read_regular` inside the block as one line naming
+    `field`: no such file, `path` + `directory` for a directory (what to give instead), not a
+    regular file, or why it cannot be read. `TooLarge` is the caller's to word, inside the
+    block: it names the caller's bound."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise InvalidInput(field, f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise InvalidInput(field, f"{path} {directory}") from None
+    except NotARegularFile:  # a FIFO would wait for a writer, /dev/zero never ends
+        raise InvalidInput(field, f"{path} is not a regular file") from None
+    except OSError as exc:
+        raise InvalidInput(field, f"cannot read {path}: {exc.strerror or exc}") from None

@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from octobrain.errors import InvalidInput
-from octobrain.files import NotARegularFile, TooLarge, read_regular
+from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.models import is_unicode
 
 STORED_PREFIX = "stored://"
@@ -148,23 +148,14 @@ def read_file(ref: SourceRef, max_bytes: int) -> Fetched:
     (checked on the opened file: a FIFO is not waited on) and files over `max_bytes`."""
     assert ref.path is not None
     path = ref.path
-    try:
-        data, st = read_regular(path, max_bytes)
-    except FileNotFoundError:
-        raise InvalidInput("source", f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise InvalidInput(
-            "source", f"{path} is a directory; give one file (index each file separately)"
-        ) from None
-    except NotARegularFile:
-        raise InvalidInput("source", f"{path} is not a regular file") from None
-    except TooLarge as exc:
-        size = f"is {exc.size} bytes, over" if exc.size is not None else "is over"  # or grew
-        raise InvalidInput(
-            "source", f"{path} {size} the {max_bytes}-byte cap (knowledge.max_source_bytes)"
-        ) from None
-    except OSError as exc:
-        raise InvalidInput("source", f"cannot access {path}: {exc.strerror or exc}") from None
+    with named_by("source", path, "is a directory; give one file (index each file separately)"):
+        try:
+            data, st = read_regular(path, max_bytes)
+        except TooLarge as exc:
+            size = f"is {exc.size} bytes, over" if exc.size is not None else "is over"  # or grew
+            raise InvalidInput(
+                "source", f"{path} {size} the {max_bytes}-byte cap (knowledge.max_source_bytes)"
+            ) from None
     return Fetched(ref, data, mtime=st.st_mtime)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from octobrain.errors import InvalidInput
-from octobrain.files import NotARegularFile, TooLarge, read_regular
+from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.models import (
     CONTENT_BYTES,
     ID_CHARS,
@@ -79,17 +79,12 @@ class Conversation:
 def read_conversations(path: str | Path, fmt: str = "auto") -> list[Conversation]:
     """The conversations in a file; `fmt` one of `FORMATS` (auto: detected from the content)."""
     file = Path(path)
-    try:
-        data, _ = read_regular(file, MAX_FILE_BYTES)
-    except TooLarge as exc:
-        got = f", got {exc.size}" if exc.size is not None else ""
-        raise InvalidInput("file", f"must be at most {MAX_FILE_BYTES >> 20} MiB{got}") from None
-    except IsADirectoryError:
-        raise InvalidInput("file", f"{file} is a directory, not a conversation file") from None
-    except NotARegularFile:  # a FIFO waited for a writer, /dev/zero never ended
-        raise InvalidInput("file", f"{file} is not a regular file") from None
-    except OSError as exc:
-        raise InvalidInput("file", f"cannot read {file}: {exc.strerror or exc}") from None
+    with named_by("file", file, "is a directory, not a conversation file"):
+        try:
+            data, _ = read_regular(file, MAX_FILE_BYTES)
+        except TooLarge as exc:
+            got = f", got {exc.size}" if exc.size is not None else ""
+            raise InvalidInput("file", f"must be at most {MAX_FILE_BYTES >> 20} MiB{got}") from None
     text = data.decode("utf-8", errors="replace")
     return parse_text(text, fmt, default_key=file.stem)
 

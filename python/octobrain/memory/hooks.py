@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from octobrain.errors import InvalidInput
-from octobrain.files import NotARegularFile, open_regular
+from octobrain.files import named_by, open_regular
 from octobrain.memory.gist import DIGEST_TAG
 from octobrain.memory.summary import split_sentences
 from octobrain.models import (
@@ -156,16 +156,8 @@ def read_transcript(path: str | Path) -> Iterator[dict[str, Any]]:
     `/dev/zero` never ends), or a file without one JSON line, is
     `InvalidInput("transcript_path")`."""
     where = Path(path)
-    try:
+    with named_by("transcript_path", where, "is a directory, not a transcript"):
         handle, _ = open_regular(where)
-    except IsADirectoryError:
-        raise InvalidInput("transcript_path", f"{where} is a directory, not a transcript") from None
-    except FileNotFoundError:
-        raise InvalidInput("transcript_path", f"no such file: {where}") from None
-    except NotARegularFile:
-        raise InvalidInput("transcript_path", f"{where} is not a regular file") from None
-    except OSError as exc:
-        raise InvalidInput("transcript_path", f"cannot read {where}: {exc.strerror}") from None
     return _entries(handle, where)
 
 
