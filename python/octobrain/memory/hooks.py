@@ -237,14 +237,16 @@ def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "") -> Diges
                     key = sentence.lower()
                     if key in seen or len(sentence) < 12 or sentence.startswith("<"):
                         continue
-                    if not (_FIX.search(sentence) or _DECISION.search(sentence)):
+                    fix = _FIX.search(sentence) is not None
+                    decision = _DECISION.search(sentence) is not None
+                    # A sentence holding a credential is left out: one pasted key cost the
+                    # whole digest (`memorize` refused it).
+                    if not (fix or decision) or find_secrets(sentence):
                         continue
-                    if find_secrets(sentence):  # one pasted key cost the whole digest
-                        continue
-                    if _FIX.search(sentence) and len(digest.fixes) < MAX_POINTS:
+                    if fix and len(digest.fixes) < MAX_POINTS:
                         digest.fixes.append(_short(sentence))
                         seen.add(key)
-                    elif _DECISION.search(sentence) and len(digest.decisions) < MAX_POINTS:
+                    elif decision and len(digest.decisions) < MAX_POINTS:
                         digest.decisions.append(_short(sentence))
                         seen.add(key)
             elif block.get("type") == "tool_use" and block.get("name") in _EDIT_TOOLS:
@@ -253,8 +255,9 @@ def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "") -> Diges
                 path = args.get("file_path") or args.get("notebook_path")
                 if isinstance(path, str) and path:
                     rel = (path[len(root) :] if root and path.startswith(root) else path).strip()
-                    fits = len(digest.files) < MAX_FILES and _storable(rel)
-                    fits = fits and not find_secrets(rel)
+                    fits = (
+                        len(digest.files) < MAX_FILES and _storable(rel) and not find_secrets(rel)
+                    )
                     if rel and rel not in digest.files and fits:
                         digest.files.append(rel)
         if digest.full:
