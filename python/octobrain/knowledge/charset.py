@@ -43,12 +43,9 @@ _TAG_END = re.compile(r"[\s/]")
 
 def decode_page(data: bytes, charset: str = "") -> str:
     """The text of an HTML page; `charset` is what its HTTP Content-Type named, if anything."""
-    for bom, name in _BOMS:
-        if data.startswith(bom):
-            return data[len(bom) :].decode(name, "replace")
-    name = web_encoding(charset) or web_encoding(_declared(data[:META_BYTES]), in_page=True)
-    if name:
-        return data.decode(name, "replace")
+    text = decode_named(data, charset, page=True)
+    if text is not None:
+        return text
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -57,6 +54,20 @@ def decode_page(data: bytes, charset: str = "") -> str:
         return data.decode("cp1252")
     except UnicodeDecodeError:  # five bytes windows-1252 leaves undefined
         return data.decode("latin-1")
+
+
+def decode_named(data: bytes, charset: str = "", *, page: bool = False) -> str | None:
+    """`data` decoded as its byte order mark says, else as `charset` (an HTTP Content-Type's)
+    names, else (for a `page`) as its own `<meta>` or XML declaration names; None when none
+    of them names a web encoding. A named encoding the bytes belie gives replacement
+    characters."""
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            return data[len(bom) :].decode(name, "replace")
+    name = web_encoding(charset)
+    if not name and page:
+        name = web_encoding(_declared(data[:META_BYTES]), in_page=True)
+    return data.decode(name, "replace") if name else None
 
 
 def web_encoding(label: str, *, in_page: bool = False) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from octobrain.errors import InvalidInput
-from octobrain.knowledge.charset import decode_page, web_encoding
+from octobrain.knowledge.charset import decode_named, decode_page
 from octobrain.knowledge.chunk import heading_text
 from octobrain.knowledge.sources import Fetched, SourceKind
 
@@ -212,14 +212,14 @@ def first_title(text: str) -> str:
 
 
 def _decode(data: bytes, charset: str = "") -> str:
-    """Plain text or markdown: in the web encoding its HTTP Content-Type names, if any (a byte
-    order mark first), else UTF-8, else Latin-1 (every byte decodes; better than refusing a
-    .txt)."""
-    named = web_encoding(charset)
-    if named and not data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
-        return data.decode(named, "replace")
+    """Plain text or markdown: as its byte order mark or the HTTP Content-Type's charset says
+    (`charset.decode_named`), else UTF-8, else Latin-1 (every byte decodes; better than
+    refusing a .txt)."""
+    text = decode_named(data, charset)
+    if text is not None:
+        return text
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         return data.decode("latin-1")
 
@@ -503,7 +503,8 @@ def _docx_markup(package: Any, parts: list[Any]) -> int:
     total = 0
     for part in parts:
         name = "/" + part.filename.lower()
-        extension = name.rsplit("/", 1)[-1].rpartition(".")[2] if "." in name else ""
+        last = name.rsplit("/", 1)[-1]
+        extension = last.rpartition(".")[2] if "." in last else ""
         kind = overrides.get(name) or defaults.get(extension, "")
         if name.endswith((".rels", ".xml")) or kind.endswith("xml"):
             total += part.file_size
