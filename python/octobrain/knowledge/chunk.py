@@ -229,9 +229,9 @@ def _alone(sections: list[_Section], at: int) -> Iterator[Unit]:
 def _packed(data: bytes, sections: list[_Section], run: list[int]) -> Iterator[Unit]:
     """The unit of consecutive sections `run`: under their common heading path, from the first
     one's heading line (its body, when that path is its own) to the last one's end."""
-    if len(run) == 1:
-        yield from _alone(sections, run[0])
-    if len(run) <= 1:
+    if len(run) <= 1:  # one section (or none) is a unit as it stands
+        for at in run:
+            yield from _alone(sections, at)
         return
     first, last = sections[run[0]], sections[run[-1]]
     path = first.path

@@ -158,12 +158,9 @@ class Guard:
         sessions = self.sessions()
         if self.max_sessions is None or len(sessions) < self.max_sessions:
             return None
-        idle = [
-            t.idle_scope
-            for t in sessions.values()
-            if t.idle_scope is not None and not t.idle_scope.cancel_called
-        ]
-        idle = [s for s in idle if math.isfinite(s.deadline)]  # inf: a request is in flight
+        scopes = (t.idle_scope for t in sessions.values() if t.idle_scope is not None)
+        # An ended session is cancelled; one with a request in flight has an infinite deadline.
+        idle = [s for s in scopes if not s.cancel_called and math.isfinite(s.deadline)]
         if not idle:
             return JSONResponse(wire.error(wire.INTERNAL_ERROR, "every session is busy"), 503)
         min(idle, key=lambda s: s.deadline).cancel()  # as its idle timeout would
