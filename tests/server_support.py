@@ -16,12 +16,27 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.session import ClientSession
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from octobrain.config import Config, EmbeddingConfig
 from octobrain.server import BrainPool, ScopeLock, Workspace, build_server
 
 PROJECT_A = "github.com/acme/api"
 PROJECT_B = "github.com/acme/web"
+
+
+def initialize_message(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The raw handshake-era `initialize` request a client sends first (id 1)."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION,
+            "capabilities": capabilities or {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
 
 
 def hash_pool(db: Path) -> BrainPool:

@@ -22,6 +22,7 @@ from tests.server_support import (
     call,
     free_port,
     http_server,
+    initialize_message,
     memory_id,
     octobrain_cmd,
     run,
@@ -44,16 +45,7 @@ def _stdio(data_dir: Path, cwd: Path, model: str = "hash:64") -> StdioServerPara
 
 def test_stdio_stdout_is_only_json_rpc(tmp_path: Path) -> None:
     messages = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": LATEST_HANDSHAKE_VERSION,
-                "capabilities": {"experimental": {"session": {"scope": PROJECT_A}}},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        },
+        initialize_message({"experimental": {"session": {"scope": PROJECT_A}}}),
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         {
@@ -392,16 +384,7 @@ def test_http_sessions_left_open_make_room_instead_of_locking_clients_out(tmp_pa
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     headers = {"Accept": "application/json, text/event-stream"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": LATEST_HANDSHAKE_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "hoarder", "version": "1"},
-        },
-    }
+    initialize = initialize_message()
     with http_server(
         tmp_path / "data", f"127.0.0.1:{port}", tmp_path, OCTOBRAIN_MCP_MAX_SESSIONS="3"
     ):

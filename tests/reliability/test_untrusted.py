@@ -21,7 +21,6 @@ import httpx
 import mcp_types as types
 import pytest
 from mcp import Client
-from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from octobrain.config import Config, EmbeddingConfig, KnowledgeConfig
 from octobrain.embed.factory import get_embedder
@@ -36,6 +35,7 @@ from tests.server_support import (
     call,
     free_port,
     http_server,
+    initialize_message,
     octobrain_cmd,
     run,
     server_env,
@@ -288,16 +288,7 @@ def _answer(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
     return answer
 
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": LATEST_HANDSHAKE_VERSION,
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
+INITIALIZE = initialize_message()
 
 
 def test_the_stdio_server_exits_soon_after_stdin_closes_mid_call(tmp_path: Path) -> None:
