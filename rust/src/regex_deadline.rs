@@ -4,10 +4,13 @@
 //! program's size at every byte, and a search cannot be interrupted: `[ab]*a[ab]{30000}z` (within
 //! the 4 MiB size limit) ran 171 s over one 1 MB line. `regex_match.rs` therefore bounds each
 //! line's worst case ([`worst_case`]: line bytes × NFA bytes × a measured constant); a line whose
-//! bound fits in the time left (and under a second) goes to `regex`, any other to [`Bounded`]:
-//! the lazy DFA (`regex_dfa.rs`), falling back to a Pike VM (`regex_nfa.rs`) where the DFA quits,
-//! both reading the clock as they go. [`Bounded`] reports the match `regex` reports: leftmost-first, the same
-//! syntax and size limits, and an empty match that splits a character skipped as `regex` skips it.
+//! bound fits in the time left (and under a second) goes to `regex`, unless its pattern can match
+//! empty and the line is not ASCII (`regex` retries an empty match inside a character one byte
+//! later, from where its search began: quadratic); any other line goes to [`Bounded`]:
+//! the lazy DFA (`regex_dfa.rs`), falling back to a Pike VM (`regex_nfa.rs`) where the DFA
+//! quits, both reading the clock as they go. [`Bounded`] reports the match `regex` reports:
+//! leftmost-first, the same syntax and size limits, and an empty match that splits a character
+//! skipped (to the next character at once: the match `regex` finds by retrying byte by byte).
 
 use std::time::{Duration, Instant};
 
