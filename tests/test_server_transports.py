@@ -14,6 +14,7 @@ import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from tests.server_support import (
@@ -121,6 +122,33 @@ def test_memories_persist_across_two_stdio_server_processes(
         async with Client(_stdio(tmp_path / "data", tmp_path)) as client:
             error, reply = await call(client, "remember", query=["release tagging", "wheels"])
             assert not error and stored in reply
+
+    run(body)
+
+
+def test_a_damaged_store_is_named_by_the_briefing_as_by_the_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The briefing (resource and prompt) said only "Internal server error" where a tool call
+    # names the damaged table and `octobrain doctor`.
+    advertise_session(monkeypatch, {"scope": PROJECT_A})
+
+    async def body() -> None:
+        async with Client(_stdio(tmp_path / "data", tmp_path)) as client:
+            error, reply = await call(client, "memorize", **FACT)
+            assert not error, reply
+        for data in (tmp_path / "data" / "db" / "memories.lance" / "data").glob("*.lance"):
+            data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+        async with Client(_stdio(tmp_path / "data", tmp_path)) as client:
+            error, reply = await call(client, "remember", query=["release tagging"])
+            assert error and "octobrain doctor" in reply, reply
+            for read in (
+                lambda: client.read_resource("octobrain://brief"),
+                lambda: client.get_prompt("brief"),
+            ):
+                with pytest.raises(MCPError) as failed:
+                    await read()
+                assert "octobrain doctor" in str(failed.value), failed.value
 
     run(body)
 

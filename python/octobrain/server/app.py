@@ -20,7 +20,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
-from mcp_types import INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from octobrain import __version__
 from octobrain.errors import InvalidInput, OctobrainError
@@ -212,18 +212,8 @@ class OctobrainServer:
             return _ask_for_roots()
         except InvalidInput as exc:
             reply = handlers.Reply(str(exc), error=True)
-        except OctobrainError as exc:
-            reply = handlers.Reply(f"error: {exc}", error=True)
         except Exception as exc:  # never crash the server over one call
-            log.exception("tool %s failed", params.name)
-            damage = read_failure(exc)
-            reply = (
-                handlers.Reply(damage, error=True)
-                if damage
-                else handlers.Reply(
-                    f"internal error ({type(exc).__name__}: {exc}); see the server log", error=True
-                )
-            )
+            reply = handlers.Reply(_failure(exc, f"tool {params.name}"), error=True)
         return types.CallToolResult(
             content=[types.TextContent(text=reply.text)], is_error=reply.error
         )
@@ -376,7 +366,20 @@ class OctobrainServer:
             )
         except InvalidInput as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from exc
+        except Exception as exc:  # a damaged store is named, as a tool call names it
+            raise MCPError(INTERNAL_ERROR, _failure(exc, "briefing")) from exc
         return text
+
+
+def _failure(exc: Exception, what: str) -> str:
+    """What a client is told of a call that failed for a reason other than its arguments
+    (call within the `except`): octobrain's own error as it reads, a table that cannot be
+    read as the one line `doctor` follows up, anything else as itself, logged whole."""
+    if isinstance(exc, OctobrainError):
+        return f"error: {exc}"
+    log.exception("%s failed", what)
+    damage = read_failure(exc)
+    return damage or f"internal error ({type(exc).__name__}: {exc}); see the server log"
 
 
 BRIEF_URI = "octobrain://brief"
