@@ -157,11 +157,8 @@ def test_a_lost_newest_version_is_an_error_not_a_silent_rollback(env: dict[str, 
     assert len({m["id"] for m in json.loads(done.stdout)} & facts) == 2
 
 
-def test_a_lost_index_is_found_by_doctor_and_rebuilt_by_reindex(
-    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Reads through the index (a lookup by id, the scope filter) fail while a full scan of
-    # every row reads fine: the error sends the user to doctor, which must find it.
+def _indexed(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """12 memories with their three scalar indexes built; their ids."""
     from octobrain.models import Memory
     from octobrain.store import memories as store_module
 
@@ -177,19 +174,57 @@ def test_a_lost_index_is_found_by_doctor_and_rebuilt_by_reindex(
     brain.store.add(facts, brain.embedder.embed_documents([m.searchable_text() for m in facts]))
     brain.store.compact()
     assert {ix.columns[0] for ix in brain.store.memories.list_indices()} == {"id", "scope", "state"}
-    shutil.rmtree(_store(env) / "memories.lance" / "_indices")
-    done = octobrain(env, "get", facts[0].id)
+    return [m.id for m in facts]
+
+
+def _cut_id_index(env: dict[str, str]) -> None:
+    """The id index's pages cut to half: its lookup table still reads."""
+    table = lancedb.connect(_store(env)).open_table("memories")
+    [uuid] = [ix.index_uuid for ix in table.list_indices() if ix.name == "id_idx"]
+    pages = _store(env) / "memories.lance" / "_indices" / uuid / "page_data.lance"
+    pages.write_bytes(pages.read_bytes()[: pages.stat().st_size // 2])
+
+
+@pytest.mark.parametrize("damage", ["indexes lost", "id index pages cut"])
+def test_a_lost_index_is_found_by_doctor_and_rebuilt_by_reindex(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    # Reads through the index (a lookup by id, the scope filter) fail while a full scan of
+    # every row reads fine: the error sends the user to doctor, which must find it. Cut
+    # pages of the id index went unnoticed: doctor looked up one value, which reads one page.
+    ids = _indexed(env, monkeypatch)
+    if damage == "indexes lost":
+        shutil.rmtree(_store(env) / "memories.lance" / "_indices")
+    else:
+        _cut_id_index(env)
+    done = octobrain(env, "get", ids[0])
     assert done.returncode == 1 and "octobrain doctor" in one_clear_line(done.stderr)
     rc, out, _ = run_cli(env, "doctor", "--format", "json")
     report = json.loads(out)
-    assert rc == 1 and len(report["problems"]) == 3, report["problems"]
+    assert rc == 1 and len(report["problems"]) == (3 if damage == "indexes lost" else 1), report
     for problem in report["problems"]:
         assert problem["problem"].startswith("index ") and "cannot be read" in problem["problem"]
         assert "`octobrain memory reindex`" in problem["repair"]
     done = octobrain(env, "reindex")
     assert done.returncode == 0 and "dropped 3 indexes" in done.stdout, done.stderr
     assert run_cli(env, "doctor")[0] == 0
-    assert octobrain(env, "get", facts[0].id).returncode == 0
+    assert octobrain(env, "get", ids[0]).returncode == 0
+
+
+def test_a_cut_data_file_is_not_blamed_on_an_index(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The index reads fail over such a file too; doctor sent the user to `memory reindex`,
+    # which cannot read the rows either (an index read scans the rows it does not cover).
+    _indexed(env, monkeypatch)
+    memorize(env, "After the index", "A fact written after the indexes were built.")
+    for data in (_store(env) / "memories.lance" / "data").glob("*.lance"):
+        data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    problems = json.loads(out)["problems"]
+    assert rc == 1 and [p["table"] for p in problems] == ["memories"], problems
+    assert problems[0]["problem"].startswith("cannot be read"), problems
+    assert "reindex" not in problems[0]["repair"], problems
 
 
 def test_a_corrupt_table_manifest_is_damage_not_a_full_disk(env: dict[str, str]) -> None:
