@@ -269,6 +269,39 @@ def test_terminal_escapes_in_a_memory_are_not_printed_to_the_terminal(env: dict[
     assert data["content"] == content  # stored and exported as written
 
 
+def test_json_output_escapes_the_control_codes_json_leaves_raw(env: dict[str, str]) -> None:
+    # JSON escapes only what is below U+0020: DEL and the C1 codes (CSI U+009B, OSC U+009D,
+    # which a terminal acts on as on ESC) were printed raw by every --format json, the export
+    # and the SessionStart hook. Now escaped: the same JSON, the same text read back.
+    title = "Deploy \x9b2Jnotes"
+    content = "Run \x9d52;c;ZXZpbA==\x9c the deploy\x7f script with care."
+    mid = memorize(title, content)
+    outputs = [
+        run(*args).output
+        for args in (
+            ["get", mid, "--format", "json"],
+            ["recent", "--format", "json"],
+            ["remember", "deploy script", "--format", "json"],
+            ["export"],
+        )
+    ]
+    outputs.append(
+        CliRunner()
+        .invoke(main, ["brief", "--scope", "github.com/acme/api", "--format", "json"])
+        .output
+    )
+    hook = json.dumps({"session_id": "s1", "cwd": str(Path.cwd()), "hook_event_name": "x"})
+    started = CliRunner().invoke(
+        main, ["hook", "session-start", "--scope", "github.com/acme/api"], input=hook
+    )
+    outputs.append(started.output)
+    for output in outputs:
+        assert not any(c in output for c in "\x7f\x9b\x9c\x9d"), output
+        assert "\\u009b" in output or "\\u009d" in output, output
+    assert json.loads(outputs[0])["content"] == content
+    assert json.loads(started.output)["hookSpecificOutput"]["additionalContext"].count("\x9b") == 1
+
+
 @pytest.mark.parametrize(
     ("argv", "line"),
     [

@@ -272,6 +272,17 @@ def printable(text: str) -> str:
     return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff]")
+
+
+def json_printable(value: Any, *, indent: int | None = None) -> str:
+    """`value` as JSON, non-ASCII text as itself but DEL, the C1 codes (a terminal acts on
+    them as on ESC, which JSON escapes with the rest below U+0020) and lone surrogates
+    (which cannot be written as UTF-8) as `\\u` escapes: the same JSON, safe to print."""
+    text = json.dumps(value, indent=indent, ensure_ascii=False)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def check_unit(field_name: str, value: object) -> float:
     """A finite number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import json
 import logging
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from octobrain.cli.common import (
     write_atomic_file,
 )
 from octobrain.errors import InvalidInput
-from octobrain.models import printable
+from octobrain.models import json_printable, printable
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
@@ -52,7 +51,7 @@ def brief(scope: str | None, global_: bool, max_tokens: int | None, fmt: str) ->
         _brain(_scope(scope, global_, Path.cwd()), Path.cwd()), max_tokens=max_tokens
     )
     if fmt == "json":
-        click.echo(json.dumps(briefing_to_dict(briefing), indent=2, ensure_ascii=False))
+        click.echo(json_printable(briefing_to_dict(briefing), indent=2))
     else:
         click.echo(printable(briefing_markdown(briefing)), nl=False)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -12,7 +11,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import click
 
 from octobrain.errors import InvalidInput, OctobrainError
-from octobrain.models import printable
+from octobrain.models import json_printable, printable
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
@@ -264,9 +263,9 @@ def split_values(values: Sequence[str]) -> list[str]:
 def emit(fmt: str, data: Any, text: str) -> None:
     """Print `data` as JSON under `--format json`, else `text`."""
     if fmt == "json":
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        click.echo(json_printable(data, indent=2))
     else:
-        click.echo(printable(text))  # stored text may hold terminal escapes (JSON escapes them)
+        click.echo(printable(text))  # stored text may hold terminal escapes
 
 
 def command_brain(ctx: click.Context, *, lazy_sleep: bool = True) -> Brain:

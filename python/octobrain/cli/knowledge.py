@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, chosen_scope, scope_options
-from octobrain.models import printable
+from octobrain.models import json_printable, printable
 
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
@@ -30,7 +29,7 @@ def _emit(fmt: str, result: Any, text: str) -> None:
     if fmt == "json":
         from octobrain.knowledge.render import to_dict
 
-        click.echo(json.dumps(to_dict(result), indent=2, ensure_ascii=False))
+        click.echo(json_printable(to_dict(result), indent=2))
     else:
         click.echo(printable(text))
 

@@ -7,7 +7,6 @@ user can fix are reported in one place (`OctobrainGroup.invoke`): one line on st
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import click
 from octobrain import __version__
 from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, write_atomic_file
 from octobrain.errors import InvalidInput
+from octobrain.models import json_printable
 
 
 @click.group(cls=OctobrainGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,7 +39,7 @@ def config_show(fmt: str) -> None:
     config = load_config(path)
     if fmt == "json":
         payload = {"path": str(path), "exists": path.exists(), "config": config.to_dict()}
-        click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+        click.echo(json_printable(payload, indent=2))
         return
     state = "" if path.exists() else " (missing: defaults apply)"
     overrides = sorted(k for k in os.environ if k.startswith("OCTOBRAIN_"))

@@ -33,6 +33,7 @@ from octobrain.models import (
     MAX_FILES,
     Memory,
     UnreadableJSON,
+    json_printable,
     printable,
     read_json,
 )
@@ -109,7 +110,7 @@ def session_start_output(briefing_markdown: str) -> str:
             "additionalContext": briefing_markdown,
         }
     }
-    return json.dumps(payload, ensure_ascii=False)
+    return json_printable(payload)
 
 
 # ---- transcript digest -----------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import pickle
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -35,6 +34,7 @@ from octobrain.models import (
     Memory,
     Relationship,
     UnreadableJSON,
+    json_printable,
     read_json,
 )
 from octobrain.scope import GLOBAL_SCOPE
@@ -91,15 +91,12 @@ def export_jsonl(
         "scope": brain.scope,
         "count": len(addrs),
     }
-    out.write(json.dumps(header) + "\n")
+    out.write(json_printable(header) + "\n")
     for start in range(0, len(addrs), BATCH):
         wanted = addrs[start : start + BATCH]
         by_addr = {r[ADDR]: r for r in pinned.take(wanted, [*columns, ADDR]).to_pylist()}
         for row in (by_addr[a] for a in wanted):
-            line = json.dumps(
-                {"kind": "memory", **memory_to_dict(schema.row_to_memory(row))},
-                ensure_ascii=False,
-            )
+            line = json_printable({"kind": "memory", **memory_to_dict(schema.row_to_memory(row))})
             if embeddings:
                 line = f'{line[:-1]}, "embedding": [{_floats(row["embedding"])}]}}'
             out.write(line + "\n")
@@ -109,12 +106,12 @@ def export_jsonl(
     for rels in store.relationship_batches(BATCH * 16):
         for rel in rels:
             if rel.source_id in ids and rel.target_id in ids:
-                line = json.dumps({"kind": "relationship", **relationship_to_dict(rel)})
+                line = json_printable({"kind": "relationship", **relationship_to_dict(rel)})
                 out.write(line + "\n")
     # The consolidation journal, so an imported store can still undo its consolidations.
     for record in _journal(store, sql_in("scope", visible_scopes(brain.scope))):
         entry = {"kind": "consolidation", "record": _journal_line(record)}
-        out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        out.write(json_printable(entry) + "\n")
     return len(addrs)
 
 
