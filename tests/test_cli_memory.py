@@ -115,6 +115,25 @@ def test_export_import_files(env: dict[str, str], tmp_path: Path) -> None:
     )
     assert other.exit_code == 0, other.output
     assert json.loads(other.stdout)["imported"] == 1
+    assert json.loads(other.stdout)["scopes"] == {"github.com/acme/api": 1}
+
+
+def test_an_import_says_which_scopes_it_wrote_when_not_only_the_commands(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # The file's scopes are kept: `memory --global import` of a project's export wrote
+    # project memories and said only "imported 2 memories".
+    memorize("Primary database", "Postgres 16 is the primary database.")
+    memorize("Editor preference", "The user prefers vim keybindings.", "--global")
+    dump = tmp_path / "dump.jsonl"
+    assert run("export", str(dump)).exit_code == 0
+    done = CliRunner().invoke(
+        main,
+        ["memory", "--global", "import", str(dump)],
+        env={"OCTOBRAIN_DATA_DIR": str(tmp_path / "other")},
+    )
+    assert done.exit_code == 0, done.output
+    assert done.stdout.startswith("imported 2 memories (1 in github.com/acme/api, 1 global), ")
 
 
 def test_an_export_that_fails_leaves_the_file_that_was_there(

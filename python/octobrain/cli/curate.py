@@ -17,6 +17,7 @@ import click
 
 from octobrain.cli.common import FORMAT_OPTION, command_brain, emit, plural
 from octobrain.errors import InvalidInput
+from octobrain.scope import GLOBAL_SCOPE
 
 
 @click.command("export")
@@ -67,7 +68,9 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
 @click.pass_context
 def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
     """Import a JSONL export (ids already present are skipped). The whole file is checked
-    before anything is written."""
+    before anything is written. Memories keep the scopes the file gives them (an export
+    holds its scope's memories and the global ones): `--scope` does not move them, and what
+    was written is counted by scope."""
     import tempfile
 
     from octobrain.memory.transfer import check_import, file_lines, write_import
@@ -93,7 +96,9 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
     emit(
         fmt,
         report.__dict__,
-        f"imported {plural(report.imported, 'memory', 'memories')}, skipped "
+        f"imported {plural(report.imported, 'memory', 'memories')}"
+        + _by_scope(report.scopes, brain.scope)
+        + ", skipped "
         f"{report.skipped_existing} already present, "
         f"{plural(report.relationships, 'relationship', 'relationships')}, "
         f"{report.reembedded:,} re-embedded"
@@ -110,6 +115,16 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
         )
         * bool(report.relationships_not_stored),
     )
+
+
+def _by_scope(scopes: dict[str, int], own: str, shown: int = 5) -> str:
+    """` (N in <scope>, M global, …)` for an import that wrote beyond the command's scope."""
+    if not scopes or set(scopes) == {own}:
+        return ""
+    named = [f"{n:,} {'global' if s == GLOBAL_SCOPE else 'in ' + s}" for s, n in scopes.items()]
+    more = len(named) - shown
+    rest = f", and {plural(more, 'other scope', 'other scopes')}" if more > 0 else ""
+    return f" ({', '.join(named[:shown])}{rest})"
 
 
 def _regular_size(handle: BinaryIO) -> int | None:

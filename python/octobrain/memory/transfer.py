@@ -12,8 +12,9 @@ import dataclasses
 import itertools
 import pickle
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any
 
@@ -155,6 +156,7 @@ class ImportReport:
     consolidations: int = 0  # consolidation records stored
     consolidations_not_brought: int = 0  # records naming memories this import did not write
     relationships_not_stored: int = 0  # new edges with an end the store lacks, or two projects
+    scopes: dict[str, int] = field(default_factory=dict)  # memories written, by their scope
 
 
 def file_lines(handle: IO[bytes]) -> Iterator[bytes]:
@@ -336,6 +338,7 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
     )
     wrote: set[str] = set()  # ids of this import's memories and edges that records name
     imported = reembedded = 0
+    scopes: Counter[str] = Counter()
     for batch in checked.spool.batches("memory"):
         fresh = _absent(store, batch)
         if fresh:
@@ -354,6 +357,7 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
                 if keep:
                     store.add([fresh[i][0] for i in keep], vectors[keep])
             imported += len(keep)
+            scopes.update(fresh[i][0].scope for i in keep)
             reembedded += 0 if reuse else len(keep)
             wrote.update(fresh[i][0].id for i in keep if fresh[i][0].id in checked.named)
         progress(len(batch))
@@ -380,7 +384,14 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
         records += len(new_records)
         skipped += sum(r.id not in have for r in journal) - len(new_records)
     return ImportReport(
-        imported, checked.count - imported, edges, reembedded, records, skipped, dropped
+        imported,
+        checked.count - imported,
+        edges,
+        reembedded,
+        records,
+        skipped,
+        dropped,
+        dict(scopes.most_common()),
     )
 
 
