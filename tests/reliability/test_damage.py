@@ -225,6 +225,13 @@ def test_a_cut_data_file_is_not_blamed_on_an_index(
     assert rc == 1 and [p["table"] for p in problems] == ["memories"], problems
     assert problems[0]["problem"].startswith("cannot be read"), problems
     assert "reindex" not in problems[0]["repair"], problems
+    # Run anyway, reindex dropped the indexes, failed to build them, and said "cannot write
+    # … nothing was changed (check free space and permissions)".
+    done = octobrain(env, "reindex")
+    assert done.returncode == 1 and "octobrain doctor" in one_clear_line(done.stderr)
+    assert "cannot be read" in done.stderr and "free space" not in done.stderr
+    table = lancedb.connect(_store(env)).open_table("memories")
+    assert len(table.list_indices()) == 3, "the indexes were dropped"
 
 
 def test_a_corrupt_table_manifest_is_damage_not_a_full_disk(env: dict[str, str]) -> None:

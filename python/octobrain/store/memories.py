@@ -628,8 +628,18 @@ class MemoryStore:
     def reindex(self) -> tuple[list[str], list[str]]:
         """Drop every index of the memories table and build again those that pay at its size
         (`compact`): the way back from a damaged or lost index file, which reads would
-        otherwise keep tripping over. Returns the indexes dropped and those built."""
+        otherwise keep tripping over. Returns the indexes dropped and those built. Every row
+        is read first: over rows that cannot be read the indexes cannot be built again, and
+        dropping them would change the store for nothing (that damage is `doctor`'s to name)."""
         with self.write_lock():
+            try:
+                for _ in self.memories.search().limit(None).to_batches():
+                    pass
+            except (OSError, RuntimeError) as exc:
+                damage = manifest.read_failure(exc)
+                if damage is None:
+                    raise
+                raise StorageError(damage) from exc
             dropped = [ix.name for ix in self.memories.list_indices()]
             for name in dropped:
                 self.memories.drop_index(name)
