@@ -172,7 +172,9 @@ def test_export_refuses_to_overwrite_and_says_how_many(env: Path, tmp_path: Path
     assert again.exit_code == 0, again.output
     assert f"checking {dump}" in again.stderr
     assert f"importing 1 memory from {dump}" in again.stderr
-    assert again.stdout.startswith("imported 1 memory, skipped 0 already present, 0 relationships")
+    assert again.stdout.startswith(  # run outside the project: it says where the memory went
+        "imported 1 memory (1 in github.com/acme/api), skipped 0 already present, 0 relationships"
+    )
     # From a pipe: read once, checked, then written; a second time, nothing is new.
     piped = CliRunner().invoke(
         main,
