@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -441,5 +444,78 @@ def test_http_sessions_left_open_make_room_instead_of_locking_clients_out(tmp_pa
             async with Client(url, mode="legacy") as client:
                 error, reply = await call(client, "memorize", **FACT, scope=PROJECT_A)
                 assert not error, reply
+
+        run(body)
+
+
+def _open_session(url: str, headers: dict[str, str]) -> dict[str, str]:
+    """A handshake-era session opened over raw HTTP: the headers its requests carry."""
+    version = {"mcp-protocol-version": LATEST_HANDSHAKE_VERSION}
+    answer = httpx.post(url, json=initialize_message(), headers={**headers, **version}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    session = {**headers, **version, "mcp-session-id": answer.headers["mcp-session-id"]}
+    done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert httpx.post(url, json=done, headers=session, timeout=30).status_code == 202
+    return session
+
+
+def test_http_requests_past_the_in_flight_caps_are_refused_not_queued(tmp_path: Path) -> None:
+    # Every waiting call held its parsed arguments: one client with 120 ingests of 500 turns at
+    # once took the server to 1 GB and kept another client's memorize waiting over a minute.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    headers = {"Accept": "application/json, text/event-stream"}
+    turns = [{"speaker": "Ann", "text": f"Turn {i}: " + "words said " * 150} for i in range(500)]
+
+    def ingest(request_id: int, name: str) -> dict[str, Any]:
+        arguments = {"conversation": name, "turns": turns, "scope": PROJECT_A}
+        params = {"name": "ingest", "arguments": arguments}
+        return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+    with http_server(  # one request per session (an eighth of 8)
+        tmp_path / "data", f"127.0.0.1:{port}", tmp_path, OCTOBRAIN_MCP_MAX_IN_FLIGHT="8"
+    ):
+        busy, other = _open_session(url, headers), _open_session(url, headers)
+
+        async def body() -> None:
+            async with httpx.AsyncClient(timeout=120) as client:
+                first = asyncio.ensure_future(client.post(url, json=ingest(7, "a"), headers=busy))
+                await asyncio.sleep(0.3)  # the first is being answered (an ingest takes seconds)
+                refused = await client.post(url, json=ingest(8, "b"), headers=busy)
+                assert refused.status_code == 429, refused.text
+                assert refused.headers["retry-after"] == "1"
+                assert refused.json()["id"] == 8 and "send more as answers" in refused.text
+                listing = {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}
+                served = await client.post(url, json=listing, headers=other)
+                assert served.status_code == 200 and not first.done(), served.text
+                assert (await first).status_code == 200
+                again = await client.post(url, json=ingest(10, "b"), headers=busy)
+                assert again.status_code == 200 and '"isError":false' in again.text, again.text
+
+        asyncio.run(body())
+
+
+def test_http_sessions_holding_only_an_event_stream_make_room(tmp_path: Path) -> None:
+    # A GET stream left open kept its session from the idle timeout and from the cap's choice:
+    # max_sessions of them locked every new handshake-era client out as long as they were held.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    headers = {"Accept": "application/json, text/event-stream"}
+    with http_server(
+        tmp_path / "data", f"127.0.0.1:{port}", tmp_path, OCTOBRAIN_MCP_MAX_SESSIONS="3"
+    ):
+
+        async def body() -> None:
+            sessions = [_open_session(url, headers) for _ in range(3)]
+            async with httpx.AsyncClient(timeout=30) as held, contextlib.AsyncExitStack() as open_:
+                for session in sessions:
+                    stream = {**session, "Accept": "text/event-stream"}
+                    answer = await open_.enter_async_context(
+                        held.stream("GET", url, headers=stream)
+                    )
+                    assert answer.status_code == 200
+                async with Client(url, mode="legacy") as client:
+                    error, reply = await call(client, "memorize", **FACT, scope=PROJECT_A)
+                    assert not error, reply
 
         run(body)

@@ -70,6 +70,7 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
             allowed_origins=pool.config.mcp.allowed_origins,
             request_seconds=pool.config.mcp.request_seconds,
             max_sessions=pool.config.mcp.max_sessions,
+            max_in_flight=pool.config.mcp.max_in_flight,
         )
     if warm is not None and warm.is_alive():
         # The session is over but the warm-up is not: leave without finalising the modules it

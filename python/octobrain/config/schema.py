@@ -373,6 +373,12 @@ class McpConfig:
         "over HTTP, open sessions kept; past it a new session ends the one idle the longest",
         _range(1, 1_000_000),
     )
+    max_in_flight: int = _opt(
+        64,
+        "over HTTP, requests answered at once; past it 503, past an eighth of it on one "
+        "session 429",
+        _range(1, 100_000),
+    )
     warm_up: bool = _opt(
         True, "load the model and the store in the background at startup (never blocks a reply)"
     )

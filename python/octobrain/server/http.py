@@ -9,8 +9,12 @@ One ASGI guard in front of the SDK's app does every check, in this order:
    MCP app reads any of it;
 5. nesting: a body nested deeper than `wire.MAX_DEPTH` gets 400. Both answer with a JSON-RPC
    error body, the same caps and answers as stdio (`wire.py`);
-6. sessions: a request that opens one, with `mcp.max_sessions` open, first ends the session idle
-   the longest (503 only when every session is busy).
+6. sessions: a request that opens one, with `mcp.max_sessions` open, first ends the session
+   whose last request is the oldest (an open GET stream does not count: 503 only when every
+   session has a request being answered);
+7. requests in flight: past `mcp.max_in_flight` POSTs being answered, 503; past an eighth of
+   them on one session, 429 — each waiting call holds its parsed arguments, and one client
+   with 120 ingests at once took 1 GB and kept every other client waiting for a minute.
 No CORS headers are sent at all, so browsers keep their same-origin protection.
 """
 
@@ -19,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import json
 import logging
-import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,6 +44,7 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 MIN_TOKEN_CHARS = 16
 MAX_BODY_BYTES = wire.MAX_MESSAGE_BYTES
 MAX_SESSIONS = 1000  # open sessions (`mcp.max_sessions`); at the cap the longest idle makes room
+MAX_IN_FLIGHT = 64  # POSTs being answered at once (`mcp.max_in_flight`); an eighth per session
 SESSION_IDLE_SECONDS = 1800.0  # a session without a request for this long is ended
 
 
@@ -85,6 +91,7 @@ class Guard:
         allowed_origins: Sequence[str],
         sessions: Callable[[], dict[str, Any]] = dict,
         max_sessions: int | None = None,
+        max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
         self.app = app
         self._token = token.encode()
@@ -93,6 +100,11 @@ class Guard:
         self.max_body = MAX_BODY_BYTES
         self.sessions = sessions  # session id → the SDK's transport, for the session cap
         self.max_sessions = max_sessions
+        self.max_in_flight = max_in_flight
+        self.session_in_flight = max(1, max_in_flight // 8)
+        self._in_flight = 0
+        self._session_in_flight: dict[str, int] = {}
+        self._last_request: dict[str, float] = {}  # session id → when its last POST ended
 
     def _origin_ok(self, origin: str) -> bool:
         value = origin.rstrip("/").lower()
@@ -119,6 +131,7 @@ class Guard:
             return
         headers = Headers(scope=scope)
         response: Response | None = None
+        body = b""
         if self._token and not self._token_ok(headers.get("authorization")):
             response = PlainTextResponse(
                 "401: missing or wrong bearer token",
@@ -142,28 +155,85 @@ class Guard:
                 response = JSONResponse(wire.error(wire.INVALID_REQUEST, message), 400)
             else:
                 receive = _replay(body, receive)
+        post = scope.get("method") == "POST"
+        session = headers.get("mcp-session-id") if post else None
+        if response is None and post:
+            response = self._room_for_a_request(session, body)
         if response is None and _opens_a_session(scope, headers):
             response = self._room_for_a_session()
         if response is not None:
             log.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), response.body)
             await response(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        if not post:
+            await self.app(scope, receive, send)
+            return
+        self._in_flight += 1
+        if session is not None:
+            self._session_in_flight[session] = self._session_in_flight.get(session, 0) + 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self._in_flight -= 1
+            if session is not None:
+                left = self._session_in_flight.pop(session) - 1
+                if left:
+                    self._session_in_flight[session] = left
+                self._last_request[session] = time.monotonic()
+
+    def _room_for_a_request(self, session: str | None, body: bytes) -> Response | None:
+        """Past `max_in_flight` POSTs being answered, 503; past `session_in_flight` of them on
+        the request's session, 429: the caller retries after an answer, nothing is queued."""
+        if self._in_flight >= self.max_in_flight:
+            status, message = (
+                503,
+                (
+                    f"the server is answering {self._in_flight} requests, its most "
+                    "(mcp.max_in_flight); retry shortly"
+                ),
+            )
+        elif session is not None and (
+            self._session_in_flight.get(session, 0) >= self.session_in_flight
+        ):
+            status, message = (
+                429,
+                (
+                    f"this session has {self.session_in_flight} requests being answered, its most; "
+                    "send more as answers arrive"
+                ),
+            )
+        else:
+            return None
+        answer = wire.error(wire.INTERNAL_ERROR, message, _request_id(body))
+        return JSONResponse(answer, status, headers={"Retry-After": "1"})
 
     def _room_for_a_session(self) -> Response | None:
-        """Before a request that opens a session: at `max_sessions`, end the session idle the
-        longest (its client gets 404 and opens a new one, as after an idle timeout); with
-        every session busy, 503. The SDK's own cap refused every new session instead, so one
-        local client that opened 10,000 and left them locked everyone out for 30 minutes."""
+        """Before a request that opens a session: at `max_sessions`, end the session whose
+        last POST is the oldest (its client gets 404 and opens a new one, as after an idle
+        timeout); with a POST being answered on every session, 503. The SDK's own cap refused
+        every new session instead, so one local client that opened 10,000 and left them
+        locked everyone out for 30 minutes. A GET stream left open keeps a session from its
+        idle timeout, so it is not activity here: 1,000 sessions each holding one open locked
+        every new client out as long as they were held."""
         sessions = self.sessions()
+        now = time.monotonic()
+        for known in [k for k in self._last_request if k not in sessions]:
+            del self._last_request[known]  # ended sessions
+        for key in sessions:  # a session not seen since it opened: from when it was first seen
+            self._last_request.setdefault(key, now)
         if self.max_sessions is None or len(sessions) < self.max_sessions:
             return None
-        scopes = (t.idle_scope for t in sessions.values() if t.idle_scope is not None)
-        # An ended session is cancelled; one with a request in flight has an infinite deadline.
-        idle = [s for s in scopes if not s.cancel_called and math.isfinite(s.deadline)]
+        # An ended session is cancelled; one with a POST being answered is busy.
+        idle = [
+            (self._last_request[key], t.idle_scope)
+            for key, t in sessions.items()
+            if t.idle_scope is not None
+            and not t.idle_scope.cancel_called
+            and key not in self._session_in_flight
+        ]
         if not idle:
             return JSONResponse(wire.error(wire.INTERNAL_ERROR, "every session is busy"), 503)
-        min(idle, key=lambda s: s.deadline).cancel()  # as its idle timeout would
+        min(idle, key=lambda pair: pair[0])[1].cancel()  # as its idle timeout would
         return None
 
     def _too_large(self) -> Response:
@@ -185,6 +255,16 @@ class Guard:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks), True
+
+
+def _request_id(body: bytes) -> object:
+    """The JSON-RPC id of a one-request body (read and depth-checked already), else None."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    request_id = message.get("id") if isinstance(message, dict) else None
+    return request_id if isinstance(request_id, str | int) else None
 
 
 def _opens_a_session(scope: Scope, headers: Headers) -> bool:
@@ -220,6 +300,7 @@ def http_app(
     token: str,
     allowed_origins: Sequence[str] = (),
     max_sessions: int = MAX_SESSIONS,
+    max_in_flight: int = MAX_IN_FLIGHT,
 ) -> ASGIApp:
     """The guarded ASGI app serving `server` at `/mcp`."""
     from mcp.server.transport_security import TransportSecuritySettings
@@ -244,6 +325,7 @@ def http_app(
         # The SDK keeps no public list of its sessions: this reads its registry.
         sessions=lambda: manager._server_instances,
         max_sessions=max_sessions,
+        max_in_flight=max_in_flight,
     )
 
 
@@ -256,12 +338,18 @@ def serve_http(
     allowed_origins: Sequence[str] = (),
     request_seconds: float = 30.0,
     max_sessions: int = MAX_SESSIONS,
+    max_in_flight: int = MAX_IN_FLIGHT,
 ) -> None:
     """Serve until interrupted (uvicorn; its logs go to stderr)."""
     import uvicorn
 
     app = http_app(
-        server, host=host, token=token, allowed_origins=allowed_origins, max_sessions=max_sessions
+        server,
+        host=host,
+        token=token,
+        allowed_origins=allowed_origins,
+        max_sessions=max_sessions,
+        max_in_flight=max_in_flight,
     )
     shown = f"[{host}]" if ":" in host else host
     log.info("octobrain MCP server on http://%s:%d/mcp", shown, port)
