@@ -156,6 +156,25 @@ def test_a_damaged_store_is_named_by_the_briefing_as_by_the_tools(
     run(body)
 
 
+def test_a_call_too_large_as_json_is_answered_to_its_client_not_left_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 500 turns of quotes: within ingest's 1,000 kB of text, twice the 1 MiB cap once JSON
+    # escapes them. It was refused with id null, which the client never matched to its call.
+    advertise_session(monkeypatch, {"scope": PROJECT_A})
+    turns = [{"speaker": "Ann", "text": '"' * 1990} for _ in range(500)]
+
+    async def body() -> None:
+        async with Client(_stdio(tmp_path / "data", tmp_path)) as client:
+            with anyio.fail_after(60), pytest.raises(MCPError) as refused:
+                await client.call_tool("ingest", {"conversation": "quotes", "turns": turns})
+            assert "over 1,048,576 bytes as JSON" in str(refused.value)
+            error, reply = await call(client, "memorize", **FACT)  # the session goes on
+            assert not error, reply
+
+    run(body)
+
+
 @pytest.mark.slow
 def test_stdio_with_the_real_default_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     advertise_session(monkeypatch, {"scope": PROJECT_A})

@@ -189,8 +189,8 @@ def test_hosted_session_keeps_the_caps_and_ends_with_stdin(
     replies, code = _raw(env, tmp_path, lines)
     assert code == 0
     assert replies[0]["result"]["serverInfo"]["name"] == "octobrain"
-    assert replies[1]["id"] is None and "over 1048576 bytes" in replies[1]["error"]["message"]
-    assert replies[2]["id"] is None and "over 64" in replies[2]["error"]["message"]
+    assert replies[1]["id"] == 2 and "over 1,048,576 bytes" in replies[1]["error"]["message"]
+    assert replies[2]["id"] == 3 and "over 64" in replies[2]["error"]["message"]
     assert len(replies[3]["result"]["tools"]) == 5
     assert _wait(lambda: _sessions() == 0, 10)
     assert ask(_settings(), "status") is not None, "the service ended with the session"

@@ -324,13 +324,14 @@ def test_stdio_answers_oversized_and_overdeep_messages_and_keeps_serving(tmp_pat
         deep = b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"x": '
         _send(proc, deep + b"[" * 100_000 + b"]" * 100_000 + b"}}")
         refused = _answer(proc)
-        assert refused["id"] is None and refused["error"]["code"] == -32600
+        assert refused["id"] == 2 and refused["error"]["code"] == -32600
         assert "nested 100002 deep" in refused["error"]["message"]
         _send(proc, b'{"pad": "' + b"x" * (2 << 20) + b'"}')
         refused = _answer(proc)
         assert (
-            refused["error"]["code"] == -32600
-            and "over 1048576 bytes" in refused["error"]["message"]
+            refused["id"] is None  # no id among its first members
+            and refused["error"]["code"] == -32600
+            and "over 1,048,576 bytes" in refused["error"]["message"]
         )
         _send(proc, b"{not json")
         assert _answer(proc)["error"]["code"] == -32700

@@ -393,8 +393,9 @@ INGEST = ToolSpec(
         "with its speaker, its session's date and the neighbouring turns, and linked to the "
         "previous turn of its session. Ingesting the same conversation again adds only turns "
         "not stored yet, so send the whole transcript (or give turns a stable `id`).\n\n"
-        f"At most {INGEST_TURNS} turns and {INGEST_BYTES // 1000} kB of text per call; "
-        "longer transcripts go in several calls with the same `conversation`. Turns are "
+        f"At most {INGEST_TURNS} turns and {INGEST_BYTES // 1000} kB of text per call, the "
+        "whole request within 1 MiB as JSON (escapes included); longer transcripts go in "
+        "several calls with the same `conversation`. Turns are "
         "screened for secrets like `memorize`."
     ),
     properties={

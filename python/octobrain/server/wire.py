@@ -1,7 +1,8 @@
 """Caps on one protocol message, the same on stdio and HTTP, and the stdio input that applies them.
 
 A message over `MAX_MESSAGE_BYTES` or nested deeper than `MAX_DEPTH` is answered with a
-JSON-RPC error (id null when it cannot be read) instead of being parsed: the SDK would either
+JSON-RPC error (with its id when that comes first, as clients write it, else null) instead of
+being parsed: the SDK would either
 hold it whole in memory or drop it silently. Over stdio, closing stdin ends the process within
 `EXIT_GRACE_S` even while a tool call is still running (its client is gone; LanceDB commits are
 atomic, so stopping mid-call loses nothing acknowledged).
@@ -42,15 +43,46 @@ def nesting_depth(raw: bytes) -> int:
     return max(itertools.accumulate((_STEP[b] for b in brackets), initial=0))
 
 
+_MEMBER = re.compile(
+    rb'\s*("(?:[^"\\]|\\.){0,64}")\s*:\s*("(?:[^"\\]|\\.){0,256}"|[-+.\w]{1,64})\s*,?'
+)
+
+
+def leading_id(raw: bytes) -> str | int | None:
+    """The id of a message too large to parse, when it comes among its first members (as
+    clients write it: `{"jsonrpc": "2.0", "id": 7, "method": …, "params": {…}}`), so that
+    refusing it answers that request rather than one with id null, which its client never
+    matches to its call and waits on for good. None when it is not there."""
+    start = len(raw) - len(raw.lstrip())
+    if raw[start : start + 1] != b"{":
+        return None
+    at = start + 1
+    for _ in range(8):
+        member = _MEMBER.match(raw, at)
+        if member is None:
+            return None
+        try:
+            key, value = json.loads(member.group(1)), json.loads(member.group(2))
+        except ValueError:
+            return None
+        if key == "id":
+            usable = isinstance(value, str | int) and not isinstance(value, bool)
+            return value if usable else None
+        at = member.end()
+    return None
+
+
 def _screened(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
     """`raw` parsed, and the error answering it (None when it is within the caps and parses)."""
     if len(raw) > MAX_MESSAGE_BYTES:
-        return None, error(
-            INVALID_REQUEST, f"message over {MAX_MESSAGE_BYTES} bytes; nothing was read"
+        message = (
+            f"message over {MAX_MESSAGE_BYTES:,} bytes as JSON (escapes included); nothing was read"
         )
+        return None, error(INVALID_REQUEST, message, leading_id(raw))
     depth = nesting_depth(raw)
     if depth > MAX_DEPTH:
-        return None, error(INVALID_REQUEST, f"message nested {depth} deep, over {MAX_DEPTH}")
+        message = f"message nested {depth} deep, over {MAX_DEPTH}"
+        return None, error(INVALID_REQUEST, message, leading_id(raw))
     try:
         message = json.loads(raw)
     except (ValueError, RecursionError) as exc:
