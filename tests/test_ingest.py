@@ -22,7 +22,7 @@ from octobrain.errors import InvalidInput
 from octobrain.memory.brain import Brain
 from octobrain.memory.conversation import parse_text, read_conversations
 from octobrain.memory.corpus_io import LIGHT_COLUMNS, texts_of
-from octobrain.models import RelationshipType
+from octobrain.models import RelationshipType, utcnow
 from octobrain.store.schema import memories_schema
 from tests.server_support import PROJECT_A, call, hash_pool, run, server_for
 
@@ -492,6 +492,9 @@ def test_mcp_ingest_stores_turns_once_and_names_bad_fields(tmp_path: Path) -> No
                 ({"id": "i" * 101}, "turns[0].id: must be 1–100 characters"),
                 ({"session": {"a": 1}}, "turns[0].session: must be a string or an integer"),
                 ({"time": "9999-12-31T23:59:59-05:00"}, "turns[0].time: must fall within"),
+                # Dated 9999, a turn headed every later briefing's recent memories until then.
+                ({"time": "9999-12-31T23:59:59Z"}, "turns[0].time: must not be more than a day"),
+                ({"time": (utcnow() + timedelta(days=2)).timestamp()}, "turns[0].time: must not"),
             ):
                 error, reply = await call(
                     client,

@@ -25,6 +25,7 @@ from octobrain.models import (
     from_unix,
     iso_time,
     read_json,
+    utcnow,
 )
 from octobrain.spans import split_text
 
@@ -165,14 +166,25 @@ def _records(data: Any, fmt: str) -> list[Any]:
     return data
 
 
+FUTURE_SLACK = timedelta(days=1)  # clocks disagree; a turn said later than this is not one
+
+
 def _time(field_name: str, value: object) -> datetime | None:
+    """When a turn was said: ISO-8601 or Unix seconds, and not ahead of now by more than a
+    day (a turn dated 9999 would head every briefing's recent memories until then)."""
     if value is None or value == "":
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return from_unix(field_name, value)
-    if not isinstance(value, str):
+        moment = from_unix(field_name, value)
+    elif isinstance(value, str):
+        moment = iso_time(field_name, value)
+    else:
         raise InvalidInput(field_name, "must be an ISO-8601 time string")
-    return iso_time(field_name, value)
+    if moment > utcnow() + FUTURE_SLACK:
+        raise InvalidInput(
+            field_name, f"must not be more than a day ahead of now, got {moment.isoformat()}"
+        )
+    return moment
 
 
 def _said(field_name: str, value: object) -> str:
