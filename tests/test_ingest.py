@@ -474,6 +474,14 @@ def test_mcp_ingest_stores_turns_once_and_names_bad_fields(tmp_path: Path) -> No
             assert not error and "0 turns added, 2 already present" in reply, reply
             error, reply = await call(client, "remember", query="billing queue")
             assert "SQS FIFO" in reply
+            # An id a later call gives to another turn was taken for the stored one, unsaid.
+            said = [{"speaker": "user", "text": "First version of the turn.", "id": "T1"}]
+            other = [{"speaker": "user", "text": "A completely different turn.", "id": "T1"}]
+            error, reply = await call(client, "ingest", conversation="chat-2", turns=said)
+            assert not error and "1 turn added" in reply, reply
+            error, reply = await call(client, "ingest", conversation="chat-2", turns=other)
+            assert not error and "0 turns added, 0 already present, 1 not stored" in reply, reply
+            assert "their id names a stored turn with other words" in reply, reply
             error, reply = await call(
                 client, "ingest", conversation="chat-1", turns=[{"speaker": "u", "text": 5}]
             )

@@ -49,6 +49,5 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, fmt: str) -> None:
         return
     click.echo(
         f"ingested {report.turns} turns of {report.conversations} conversation(s) into "
-        f"{brain.scope or '(global)'}: {report.added} added, {report.skipped_existing} already "
-        f"present, {report.links} links"
+        f"{brain.scope or '(global)'}: {report.summary(str(report.added))}, {report.links} links"
     )

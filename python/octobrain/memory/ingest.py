@@ -65,6 +65,19 @@ class IngestReport:
     added: int = 0
     skipped_existing: int = 0
     links: int = 0
+    # Turns whose id names a stored turn with other words (the same `id` given to another
+    # turn in a later call): not stored, and counted, rather than taken for the stored one.
+    other_words: int = 0
+
+    def summary(self, added: str) -> str:
+        """`<added> added, M already present[, K not stored: …]`."""
+        text = f"{added} added, {self.skipped_existing} already present"
+        if self.other_words:
+            text += (
+                f", {self.other_words} not stored: their id names a stored turn with other "
+                "words (a turn id must name one turn)"
+            )
+        return text
 
 
 def turn_id(scope: str, conversation: str, turn_key: str) -> str:
@@ -221,9 +234,10 @@ def ingest(
             last[turn.session] = memory.id
         for start in range(0, len(memories), BATCH):
             batch = memories[start : start + BATCH]
-            added, links = _write(brain, batch, previous, vectors or {})
+            added, links, other = _write(brain, batch, previous, vectors or {})
             report.added += added
-            report.skipped_existing += len(batch) - added
+            report.other_words += other
+            report.skipped_existing += len(batch) - added - other
             report.links += links
             progress(len(batch))
     return report
@@ -270,6 +284,7 @@ def _write(
     without, and the next run mends it."""
     store = brain.store
     new = _absent(brain, batch)
+    other = set(_other_words(brain, batch))
     texts = [m.embedded_text() for m in new]
     todo = [t for t in texts if t not in known]
     fresh = dict(zip(todo, brain.embedder.embed_documents(todo), strict=True)) if todo else {}
@@ -290,12 +305,12 @@ def _write(
                 m.scope,
             )
             for m in batch
-            if m.id in previous and m.id not in linked
+            if m.id in previous and m.id not in linked and m.id not in other
         ]
         if new or edges:
             embeddings = vectors[keep] if new else np.zeros((0, store.dim), dtype=np.float32)
             store.add(new, embeddings, edges)
-    return len(new), len(edges)
+    return len(new), len(edges), len(other)
 
 
 def _linked(brain: Brain, ids: list[str]) -> set[str]:
@@ -309,3 +324,10 @@ def _linked(brain: Brain, ids: list[str]) -> set[str]:
 def _absent(brain: Brain, memories: list[Memory]) -> list[Memory]:
     held = brain.store.held([m.id for m in memories])
     return [m for m in memories if m.id not in held]
+
+
+def _other_words(brain: Brain, memories: list[Memory]) -> list[str]:
+    """The ids among `memories` the store holds with other words: a later call gave a
+    stored turn's id to another turn (within one call that is a field error, `once`)."""
+    stored = brain.store.values_of([m.id for m in memories], "content")
+    return [m.id for m in memories if m.id in stored and stored[m.id] != m.content]

@@ -197,8 +197,8 @@ def ingest(brain: Brain, plan: IngestPlan, *, last: bool = True) -> Reply | None
     scope = "" if plan.global_ else brain.scope
     return Reply(
         f"Conversation {plan.key!r} stored in {scope or '(global)'}: "
-        f"{_plural(report.added, 'turn', 'turns')} added, {report.skipped_existing} already "
-        f"present, {_plural(report.links, 'link', 'links')}."
+        f"{report.summary(_plural(report.added, 'turn', 'turns'))}, "
+        f"{_plural(report.links, 'link', 'links')}."
     )
 
 

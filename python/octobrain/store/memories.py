@@ -351,10 +351,14 @@ class MemoryStore:
 
     def scopes_of(self, ids: Sequence[str]) -> dict[str, str]:
         """The scope of each of `ids` the store holds (any scope, any state)."""
+        return self.values_of(ids, "scope")
+
+    def values_of(self, ids: Sequence[str], column: str) -> dict[str, Any]:
+        """`column` of each of `ids` the store holds (any scope, any state)."""
         if not ids:
             return {}
-        rows = _scan_arrow(self.memories, sql_in("id", ids), ["id", "scope"], None)
-        return dict(zip(rows["id"].to_pylist(), rows["scope"].to_pylist(), strict=True))
+        rows = _scan_arrow(self.memories, sql_in("id", ids), ["id", column], None)
+        return dict(zip(rows["id"].to_pylist(), rows[column].to_pylist(), strict=True))
 
     def held_relationships(self, ids: Sequence[str]) -> set[str]:
         """Which of the edge ids `ids` the store holds (whatever their ends)."""
