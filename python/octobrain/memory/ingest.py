@@ -275,13 +275,15 @@ class NotEmbedded(Exception):
 
 def _write(
     brain: Brain, batch: list[Memory], previous: dict[str, str], known: Mapping[str, np.ndarray]
-) -> tuple[int, int]:
+) -> tuple[int, int, int]:
     """Embed and add the turns of `batch` the store does not hold yet, with the links to their
-    previous turns (one commit each). Presence is checked again under the write lock, so two
-    processes ingesting one file add each turn once; the embedding is computed before (or taken
-    from `known`, by embedded text), so the lock is held only for the commits. A turn already
-    stored gets its link too when it has none: an ingest killed between the two commits left it
-    without, and the next run mends it."""
+    previous turns (one commit each); the turns added, the links added, and the turns whose
+    id is stored with other words (`_other_words`, neither stored nor linked). Presence is
+    checked again under the write lock, so two processes ingesting one file add each turn
+    once; the embedding is computed before (or taken from `known`, by embedded text), so the
+    lock is held only for the commits. A turn already stored gets its link too when it has
+    none: an ingest killed between the two commits left it without, and the next run mends
+    it."""
     store = brain.store
     new = _absent(brain, batch)
     other = set(_other_words(brain, batch))
