@@ -179,7 +179,8 @@ class Guard:
                 left = self._session_in_flight.pop(session) - 1
                 if left:
                     self._session_in_flight[session] = left
-                self._last_request[session] = time.monotonic()
+                if session in self.sessions():  # not a made-up id the SDK answered 404
+                    self._last_request[session] = time.monotonic()
 
     def _room_for_a_request(self, session: str | None, body: bytes) -> Response | None:
         """Past `max_in_flight` POSTs being answered, 503; past `session_in_flight` of them on
@@ -264,7 +265,8 @@ def _request_id(body: bytes) -> object:
     except ValueError:
         return None
     request_id = message.get("id") if isinstance(message, dict) else None
-    return request_id if isinstance(request_id, str | int) else None
+    usable = isinstance(request_id, str | int) and not isinstance(request_id, bool)
+    return request_id if usable else None
 
 
 def _opens_a_session(scope: Scope, headers: Headers) -> bool:
