@@ -23,6 +23,8 @@ from octobrain.memory.brain import Brain
 from octobrain.memory.conversation import parse_text, read_conversations
 from octobrain.memory.corpus_io import LIGHT_COLUMNS, texts_of
 from octobrain.models import RelationshipType, utcnow
+from octobrain.store.doctor import diagnose
+from octobrain.store.location import StoreLocation
 from octobrain.store.schema import memories_schema
 from tests.server_support import PROJECT_A, call, hash_pool, run, server_for
 
@@ -459,6 +461,44 @@ def test_a_store_made_before_the_context_column_gains_it_on_first_write(tmp_path
 # ---- MCP ------------------------------------------------------------------------------------
 
 
+def test_a_forgotten_turn_is_not_brought_back_by_ingesting_its_conversation_again(
+    tmp_path: Path,
+) -> None:
+    # A turn forgotten for holding a password came back with the next ingest of its
+    # transcript (the tool asks clients to send the whole transcript each time).
+    server = server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)
+    turns = [
+        {"speaker": "user", "text": "Let's set up the staging database today."},
+        {"speaker": "user", "text": "The staging password is hunter2-orange-kettle."},
+        {"speaker": "assistant", "text": "Staging database is ready on port 5433."},
+    ]
+
+    async def body() -> None:
+        async with Client(server) as client:
+            error, reply = await call(client, "ingest", conversation="setup", turns=turns)
+            assert not error and "3 turns added" in reply, reply
+            error, reply = await call(client, "remember", query="staging password kettle")
+            lines = reply.splitlines()
+            at = next(i for i, line in enumerate(lines) if "hunter2" in line)
+            said = next(line for line in reversed(lines[:at]) if line.startswith("ID: "))
+            error, reply = await call(client, "forget", memory_id=said[4:], confirm=True)
+            assert not error, reply
+            error, reply = await call(client, "ingest", conversation="setup", turns=turns)
+            assert not error and "0 turns added, 2 already present, 1 forgotten" in reply, reply
+            error, reply = await call(client, "remember", query="staging password kettle")
+            assert "hunter2" not in reply, reply
+
+    run(body)
+    brain = Brain(PROJECT_A, config=Config(embedding=EmbeddingConfig(model="hash:64")),
+                  uri=tmp_path / "db")  # fmt: skip
+    edges = brain.store.all_relationships()
+    assert brain.store.held([e.target_id for e in edges] + [e.source_id for e in edges]) == {
+        e for edge in edges for e in (edge.source_id, edge.target_id)
+    }, "an edge to the forgotten turn"
+    report = diagnose(StoreLocation(tmp_path / "db"))  # the record is a table doctor reads
+    assert report.ok and "forgotten_turns" in [t.name for t in report.tables], report
+
+
 def test_mcp_ingest_stores_turns_once_and_names_bad_fields(tmp_path: Path) -> None:
     server = server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)
     turns = [
@@ -567,7 +607,8 @@ def test_concurrent_mcp_ingests_embed_one_at_a_time_and_never_under_the_pool_loc
 ) -> None:
     # Nothing bounded how many ingests embedded at once (40 HTTP clients: 8.6 GB, a `remember`
     # waiting up to 146 s for a thread); and turns forgotten between an ingest's plan and its
-    # write were embedded at the write, under the pool lock (another client waited 14 s).
+    # write were embedded at the write, under the pool lock (another client waited 14 s): they
+    # are now not stored again at all.
     pool = hash_pool(tmp_path / "db")
     server = server_for(pool, tmp_path, PROJECT_A)
     entered, release = threading.Event(), threading.Event()
@@ -643,10 +684,11 @@ def test_concurrent_mcp_ingests_embed_one_at_a_time_and_never_under_the_pool_loc
                     assert not error, reply
                 release.set()
             assert sorted(r.split(":")[1].split(",")[0] for r in replies) == [
+                " 2 turns added",  # the two forgotten meanwhile stay forgotten
                 " 3 turns added",
                 " 3 turns added",
-                " 4 turns added",
             ], replies
+            assert any("2 forgotten earlier" in r for r in replies), replies
         assert running["most"] == 1 and running["locked"] == 0, running
 
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -44,6 +45,13 @@ __all__ = [
 FORMATS = ("auto", "claude", "chat", "locomo")
 SPEAKER_PREFIX = "speaker:"  # the tag naming who said an ingested turn
 CONVERSATION_PREFIX = "conversation:"  # the tag naming the conversation a turn belongs to
+
+
+def is_turn(tags: Sequence[str] | None) -> bool:
+    """Whether a memory tagged `tags` is a turn of an ingested conversation."""
+    return any(t.startswith(CONVERSATION_PREFIX) for t in tags or ())
+
+
 MAX_FILE_BYTES = 64 * 1024 * 1024
 SPEAKER_CHARS = 60
 SESSION_CHARS = 60

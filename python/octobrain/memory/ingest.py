@@ -37,6 +37,7 @@ from octobrain.models import (
     utcnow,
 )
 from octobrain.secrets import screen
+from octobrain.store import forgotten
 from octobrain.store.sql import sql_in, sql_str
 from octobrain.text import analyze
 
@@ -68,10 +69,13 @@ class IngestReport:
     # Turns whose id names a stored turn with other words (the same `id` given to another
     # turn in a later call): not stored, and counted, rather than taken for the stored one.
     other_words: int = 0
+    forgotten: int = 0  # turns the user forgot (`forget`): not stored again
 
     def summary(self, added: str) -> str:
-        """`<added> added, M already present[, K not stored: …]`."""
+        """`<added> added, M already present[, K forgotten …][, K not stored: …]`."""
         text = f"{added} added, {self.skipped_existing} already present"
+        if self.forgotten:
+            text += f", {self.forgotten} forgotten earlier (`forget`), not stored again"
         if self.other_words:
             text += (
                 f", {self.other_words} not stored: their id names a stored turn with other "
@@ -234,10 +238,11 @@ def ingest(
             last[turn.session] = memory.id
         for start in range(0, len(memories), BATCH):
             batch = memories[start : start + BATCH]
-            added, links, other = _write(brain, batch, previous, vectors or {})
+            added, links, other, gone = _write(brain, batch, previous, vectors or {})
             report.added += added
             report.other_words += other
-            report.skipped_existing += len(batch) - added - other
+            report.forgotten += gone
+            report.skipped_existing += len(batch) - added - other - gone
             report.links += links
             progress(len(batch))
     return report
@@ -275,10 +280,11 @@ class NotEmbedded(Exception):
 
 def _write(
     brain: Brain, batch: list[Memory], previous: dict[str, str], known: Mapping[str, np.ndarray]
-) -> tuple[int, int, int]:
+) -> tuple[int, int, int, int]:
     """Embed and add the turns of `batch` the store does not hold yet, with the links to their
-    previous turns (one commit each); the turns added, the links added, and the turns whose
-    id is stored with other words (`_other_words`, neither stored nor linked). Presence is
+    previous turns (one commit each); the turns added, the links added, the turns whose id is
+    stored with other words (`_other_words`), and those the user forgot (neither kind is
+    stored or linked, nor is a turn linked to a forgotten one). Presence is
     checked again under the write lock, so two processes ingesting one file add each turn
     once; the embedding is computed before (or taken from `known`, by embedded text), so the
     lock is held only for the commits. A turn already stored gets its link too when it has
@@ -287,6 +293,9 @@ def _write(
     store = brain.store
     new = _absent(brain, batch)
     other = set(_other_words(brain, batch))
+    ends = [m.id for m in batch] + [previous[m.id] for m in batch if m.id in previous]
+    gone = forgotten.among(store, ends)
+    gone -= store.held(sorted(gone)) if gone else set()  # brought back by `memory restore`
     texts = [m.embedded_text() for m in new]
     todo = [t for t in texts if t not in known]
     fresh = dict(zip(todo, brain.embedder.embed_documents(todo), strict=True)) if todo else {}
@@ -307,12 +316,14 @@ def _write(
                 m.scope,
             )
             for m in batch
-            if m.id in previous and m.id not in linked and m.id not in other
+            if m.id in previous
+            and m.id not in linked
+            and not {m.id, previous[m.id]} & (other | gone)
         ]
         if new or edges:
             embeddings = vectors[keep] if new else np.zeros((0, store.dim), dtype=np.float32)
             store.add(new, embeddings, edges)
-    return len(new), len(edges), len(other)
+    return len(new), len(edges), len(other), sum(m.id in gone for m in batch)
 
 
 def _linked(brain: Brain, ids: list[str]) -> set[str]:
@@ -324,7 +335,9 @@ def _linked(brain: Brain, ids: list[str]) -> set[str]:
 
 
 def _absent(brain: Brain, memories: list[Memory]) -> list[Memory]:
-    held = brain.store.held([m.id for m in memories])
+    """The turns among `memories` to store: not held, and not forgotten by the user."""
+    ids = [m.id for m in memories]
+    held = brain.store.held(ids) | forgotten.among(brain.store, ids)
     return [m for m in memories if m.id not in held]
 
 

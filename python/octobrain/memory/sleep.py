@@ -28,7 +28,7 @@ from octobrain.kernels.clustering import cosine_clusters, unit_rows
 from octobrain.memory import conflicts
 from octobrain.memory.conflicts import Conflict, Statement, StatementPool
 from octobrain.memory.consolidation import Consolidation, Consolidator
-from octobrain.memory.conversation import CONVERSATION_PREFIX
+from octobrain.memory.conversation import is_turn
 from octobrain.memory.corpus_io import vectors_of
 from octobrain.memory.summary import summarise
 from octobrain.models import (
@@ -191,7 +191,7 @@ def _said(tags: Sequence[str] | None) -> bool:
     in its place in the conversation. Its repetitions ("Thanks, sounds good!" after each of
     five questions) answer different things, so turns are never merged, nor weighed as
     statements against the scope's facts."""
-    return any(t.startswith(CONVERSATION_PREFIX) for t in tags or ())
+    return is_turn(tags)
 
 
 def _statement_pool(engine: Consolidator, scope: str) -> StatementPool:

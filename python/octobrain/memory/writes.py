@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, cast
 
 from octobrain.errors import InvalidInput
 from octobrain.memory import goals, temporal
+from octobrain.memory.conversation import is_turn
 from octobrain.models import (
     CONTENT_BYTES,
     MAX_TAGS,
@@ -29,7 +30,7 @@ from octobrain.models import (
 )
 from octobrain.scope import git_head
 from octobrain.secrets import screen
-from octobrain.store import NotFound
+from octobrain.store import NotFound, forgotten
 from octobrain.store.sql import visible_scopes
 
 if TYPE_CHECKING:
@@ -272,4 +273,7 @@ class Writes(BrainBase):
         for i, mid in enumerate(ids):
             if mid not in found:
                 raise NotFound(f"memory_id[{i}]", f"no memory {mid} is visible from this scope")
-        return self.store.delete(ids)
+        turns = [(m.id, m.scope) for m in found.values() if is_turn(m.tags)]
+        with self.store.write_lock():  # recorded first: a turn forgotten stays forgotten
+            forgotten.record(self.store, turns)
+            return self.store.delete(ids)

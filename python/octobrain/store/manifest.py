@@ -40,6 +40,7 @@ KNOWN_TABLES = (
     "memories",
     "relationships",
     "consolidations",
+    "forgotten_turns",
     "knowledge_sources",
     "knowledge_chunks",
 )
@@ -61,8 +62,16 @@ _KNOWLEDGE_REPAIR = (
 )
 
 
+_FORGOTTEN_REPAIR = (
+    "move the table's directory aside, or restore the store directory from a backup; without "
+    "it, a forgotten conversation turn comes back when its conversation is ingested again"
+)
+
+
 def repair_hint(name: str) -> str:
     """What would bring table `name` back."""
+    if name == "forgotten_turns":
+        return _FORGOTTEN_REPAIR
     return _KNOWLEDGE_REPAIR if name.startswith("knowledge_") else _MEMORY_REPAIR
 
 
