@@ -497,6 +497,16 @@ def test_a_forgotten_turn_is_not_brought_back_by_ingesting_its_conversation_agai
     }, "an edge to the forgotten turn"
     report = diagnose(StoreLocation(tmp_path / "db"))  # the record is a table doctor reads
     assert report.ok and "forgotten_turns" in [t.name for t in report.tables], report
+    # The record lost: the next ingest names the table instead of storing the turn again.
+    (tmp_path / "db" / "forgotten_turns.lance").rename(tmp_path / "aside.lance")
+    server = server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)
+
+    async def again() -> None:
+        async with Client(server) as client:
+            error, reply = await call(client, "ingest", conversation="setup", turns=turns)
+            assert error and "forgotten_turns" in reply and "added" not in reply, reply
+
+    run(again)
 
 
 def test_mcp_ingest_stores_turns_once_and_names_bad_fields(tmp_path: Path) -> None:

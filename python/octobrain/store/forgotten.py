@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from octobrain.models import utcnow
+from octobrain.store import manifest
 from octobrain.store.sql import sql_in
 
 if TYPE_CHECKING:
@@ -59,8 +60,13 @@ def record(store: MemoryStore, turns: Sequence[tuple[str, str]]) -> None:
 
 
 def among(store: MemoryStore, ids: Sequence[str]) -> set[str]:
-    """Which of `ids` were forgotten (none when no turn ever was)."""
-    if not ids or FORGOTTEN not in store.open_db().list_tables().tables:
+    """Which of `ids` were forgotten (none when no turn ever was). A table the store's manifest
+    records and that is gone or does not open is `TableDamaged`: read as "none forgotten", it
+    would bring every forgotten turn back with the next ingest."""
+    if not ids:
+        return set()
+    made = FORGOTTEN in store.open_db().list_tables().tables
+    if not made and FORGOTTEN not in (manifest.recorded(store.location) or set()):
         return set()
     return _among(_table(store), ids)
 
