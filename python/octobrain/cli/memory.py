@@ -79,7 +79,8 @@ def memorize_cmd(
         target, _, kind = spec.partition(":")
         links.append({"target_id": target, "relationship_type": kind or "related_to"})
     links += [{"target_id": t, "relationship_type": "supersedes"} for t in supersedes]
-    mem, edges = command_brain(ctx).memorize(
+    brain = command_brain(ctx)
+    mem, edges = brain.memorize(
         title,
         content,
         memory_type=memory_type,
@@ -89,10 +90,11 @@ def memorize_cmd(
         source=source,
         related_to=links,
     )
+    left = brain.findings_left(edges)
     emit(
         fmt,
-        {"id": mem.id, "scope": mem.scope, "relationships": len(edges)},
-        format_stored(mem, edges),
+        {"id": mem.id, "scope": mem.scope, "relationships": len(edges), "findings_left": left},
+        format_stored(mem, edges, left),
     )
 
 

@@ -18,26 +18,42 @@ from octobrain.models import MAX_TAGS, Memory, MemoryType, Relationship, Relatio
 from octobrain.store.schema import memory_to_row, row_to_memory
 from octobrain.store.sql import sql_in, sql_str
 
-__all__ = ["close_goal", "close_goal_with_new", "goal_sources"]
+__all__ = ["CLOSE_BATCH", "close_goal", "close_goal_with_new", "findings_left", "goal_sources"]
+
+
+# Findings one close consolidates, the oldest first: a goal may have gathered tens of
+# thousands (each by a bounded `memorize`), and one call that reads, rewrites and links all of
+# them took 5–15 s and 1.9 GB at 30,000. The rest stay working; the next close takes the next.
+CLOSE_BATCH = 256
 
 
 def goal_sources(
     c: Consolidator, goal_id: str, scope: str, exclude: str = ""
-) -> list[dict[str, Any]]:
-    """Working memories of `scope` that `achieves` the goal (full rows)."""
-    ids = [
-        r.source_id
-        for r in c.store.relationships_of([goal_id])
-        if r.relationship_type is RelationshipType.ACHIEVES and r.target_id == goal_id
-    ]
-    ids = [i for i in dict.fromkeys(ids) if i != exclude]
+) -> tuple[list[dict[str, Any]], int]:
+    """The oldest `CLOSE_BATCH` working memories of `scope` that `achieves` the goal (full
+    rows), and how many there are in all. The scope's working rows are read by two narrow
+    columns and matched to the findings here: an `IN` list of thousands of ids is the slower
+    read (0.2 s per 4,096)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ids = [i for i in c.store.sources_to(goal_id, RelationshipType.ACHIEVES.value) if i != exclude]
     if not ids:
-        return []
-    where = (
-        f"{sql_in('id', ids)} AND scope = {sql_str(scope)}"
-        f" AND state = {sql_str(State.WORKING.value)}"
-    )
-    return sorted(c.store.scan(where), key=lambda r: (r["created_at"], r["id"]))
+        return [], 0
+    working = f"scope = {sql_str(scope)} AND state = {sql_str(State.WORKING.value)}"
+    rows = c.store.scan_arrow(working, columns=["id", "created_at"])
+    rows = rows.filter(pc.is_in(rows["id"], value_set=pa.array(ids, pa.string())))
+    order = sorted(zip(rows["created_at"].to_pylist(), rows["id"].to_pylist(), strict=True))
+    first = [i for _, i in order[:CLOSE_BATCH]]
+    if not first:
+        return [], 0
+    found = c.store.scan(f"{sql_in('id', first)} AND {working}")
+    return sorted(found, key=lambda r: (r["created_at"], r["id"])), len(order)
+
+
+def findings_left(c: Consolidator, goal_id: str, scope: str) -> int:
+    """How many working memories of `scope` still `achieves` the goal."""
+    return goal_sources(c, goal_id, scope)[1]
 
 
 def close_goal_with_new(
@@ -51,7 +67,7 @@ def close_goal_with_new(
     same commit that consolidates them. Without sources, just write the note."""
     c.repair()
     with c.store.write_lock():
-        sources = goal_sources(c, goal.id, note.scope)
+        sources, found = goal_sources(c, goal.id, note.scope)
         if not sources:
             c.store.add([note], vector[None, :], links)
             return note, list(links)
@@ -60,7 +76,9 @@ def close_goal_with_new(
         ids = [s["id"] for s in sources]
         rows, before = c.flip_members(sources, note.updated_at)
         edges = c.member_edges(note, ids, f"Achieved goal {goal.id}, closed by this memory")
-        description = f"goal {goal.title!r} closed: {len(ids)} findings under the closing note"
+        description = f"goal {goal.title!r} closed: {len(ids)} findings under the closing note" + (
+            f"; {found - len(ids)} more still working" if found > len(ids) else ""
+        )
         record = c.new_record(
             "goal", note, False, before, ids, note.updated_at, edges, description,
             goal_id=goal.id,
@@ -80,16 +98,12 @@ def close_goal(c: Consolidator, goal: Memory, scope: str, now: datetime) -> Cons
     """Consolidate a goal's sources under the newest memory that `closes` it (promoted),
     or under a synthesised parent summarising them."""
     c.repair()
-    closers = [
-        r.source_id
-        for r in c.store.relationships_of([goal.id])
-        if r.relationship_type is RelationshipType.CLOSES and r.target_id == goal.id
-    ]
+    closers = c.store.sources_to(goal.id, RelationshipType.CLOSES.value)
     closer_rows = c.store.scan(f"{sql_in('id', closers)} AND scope = {sql_str(scope)}")
     closer_rows.sort(key=lambda r: (r["created_at"], r["id"]), reverse=True)
     closer = closer_rows[0] if closer_rows else None
     with c.store.write_lock():
-        sources = goal_sources(c, goal.id, scope, exclude=closer["id"] if closer else "")
+        sources, found = goal_sources(c, goal.id, scope, exclude=closer["id"] if closer else "")
         if not sources:
             raise InvalidInput(
                 "goal_id", f"no working memory of this scope achieves goal {goal.id}"
@@ -129,7 +143,11 @@ def close_goal(c: Consolidator, goal: Memory, scope: str, now: datetime) -> Cons
                 )
             ]
         edges = [*extra, *c.member_edges(parent, ids, f"Achieved goal {goal.id}")]
-        description = f"goal {goal.title!r} closed: {len(ids)} findings consolidated"
+        description = f"goal {goal.title!r} closed: {len(ids)} findings consolidated" + (
+            f"; {found - len(ids)} more still working (run it again for the next {CLOSE_BATCH})"
+            if found > len(ids)
+            else ""
+        )
         record = c.new_record(
             "goal", parent, closer is None, before, ids, now, edges, description,
             parent_prev=parent_prev, goal_id=goal.id,

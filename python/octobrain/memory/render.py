@@ -20,8 +20,13 @@ UNDO_NOTE = (
 )
 
 
-def format_stored(memory: Memory, edges: list[Relationship]) -> str:
-    """What `memorize` answers, on the CLI and over MCP: the id, then the memory in one line."""
+LINKS_LISTED = 8  # links of one type listed one by one in `memorize`'s answer; more: counted
+
+
+def format_stored(memory: Memory, edges: list[Relationship], findings_left: int = 0) -> str:
+    """What `memorize` answers, on the CLI and over MCP: the id, then the memory in one line,
+    its links (a closed goal's findings counted, not listed) and, when closing a goal left
+    findings working, how many."""
     lines = [
         f"Memory stored: {memory.id}",
         f"{memory.source.label} {memory.title} | Type: {memory.memory_type.value} | "
@@ -29,7 +34,21 @@ def format_stored(memory: Memory, edges: list[Relationship]) -> str:
     ]
     if edges:
         lines.append(f"Links ({len(edges)}):")
-        lines += [f"  this {e.relationship_type.value} → {e.target_id}" for e in edges]
+        by_type: dict[str, list[Relationship]] = {}
+        for e in edges:
+            by_type.setdefault(e.relationship_type.value, []).append(e)
+        for kind, group in by_type.items():
+            if len(group) > LINKS_LISTED:
+                lines.append(f"  this {kind} → {len(group)} memories")
+            else:
+                lines += [f"  this {kind} → {e.target_id}" for e in group]
+    if findings_left:
+        goal = next(e.target_id for e in edges if e.relationship_type.value == "closes")
+        lines.append(
+            f"Goal {goal} still has {findings_left} working findings: one close consolidates "
+            f"{sum(e.relationship_type.value == 'consolidated_from' for e in edges)}; close it "
+            f"again (`octobrain memory consolidate {goal}`) for the next."
+        )
     return "\n".join(lines)
 
 

@@ -124,6 +124,15 @@ class Writes(BrainBase):
         self.store.add([memory], vector, edges)
         return memory, edges
 
+    def findings_left(self, edges: Sequence[Relationship]) -> int:
+        """How many working findings of the goal a memory closed are left (0 when it closed
+        none): one close consolidates at most `goals.CLOSE_BATCH`."""
+        taken = sum(e.relationship_type is RelationshipType.CONSOLIDATED_FROM for e in edges)
+        goal = next((e for e in edges if e.relationship_type is RelationshipType.CLOSES), None)
+        if goal is None or taken < goals.CLOSE_BATCH:
+            return 0
+        return goals.findings_left(self.consolidator, goal.target_id, goal.scope)
+
     def ingest(
         self,
         conversations: Sequence[Conversation],

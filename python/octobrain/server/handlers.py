@@ -106,7 +106,7 @@ def memorize(brain: Brain, arguments: dict[str, Any]) -> Reply:
     )
     from octobrain.memory.render import format_stored
 
-    return Reply(format_stored(memory, edges))
+    return Reply(format_stored(memory, edges, brain.findings_left(edges)))
 
 
 # ---- ingest -------------------------------------------------------------------------------

@@ -481,6 +481,15 @@ class MemoryStore:
         for batch in _scan_batches(self.relationships, "true", columns, batch_rows):
             yield [schema.row_to_relationship(r) for r in batch.to_pylist()]
 
+    def sources_to(self, target_id: str, relationship_type: str) -> list[str]:
+        """The source ids of the edges of one type that point at `target_id` (one narrow read:
+        a goal may have tens of thousands of findings)."""
+        where = (
+            f"target_id = {sql_str(target_id)} AND relationship_type = {sql_str(relationship_type)}"
+        )
+        rows = _scan_arrow(self.relationships, where, ["source_id"], None)
+        return list(dict.fromkeys(rows["source_id"].to_pylist()))
+
     def relationships_of(self, ids: Sequence[str]) -> list[Relationship]:
         """Every edge touching any of `ids`, in either direction."""
         if not ids:
