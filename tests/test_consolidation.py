@@ -7,6 +7,7 @@ must really be near-duplicates.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -620,3 +621,25 @@ def test_a_memory_many_others_supersede_is_found_without_reading_each_of_them(
     (found,) = [h for h in hits if h.memory.id == hub.id]
     assert len(found.superseded_by) == LISTED_EDGES and "superseded" in found.why
     assert len(built) < 50
+
+
+def test_export_names_a_lost_consolidation_journal_instead_of_leaving_it_out(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    # A journal directory gone read as "never consolidated": the backup left the records
+    # out and said nothing (exit 0), so an unconsolidate after restoring it could not undo.
+    import io
+
+    from octobrain.errors import StorageError
+    from octobrain.memory.transfer import export_jsonl
+
+    brain = make_brain()
+    twins(brain)
+    assert brain.sleep_consolidate().consolidations
+    out = io.StringIO()
+    export_jsonl(brain, out)
+    assert '"kind": "consolidation"' in out.getvalue()
+    shutil.rmtree(tmp_path / "consolidations.lance")
+    again = make_brain()
+    with pytest.raises(StorageError, match="table 'consolidations' .* is damaged or missing"):
+        export_jsonl(again, io.StringIO())

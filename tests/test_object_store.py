@@ -419,3 +419,22 @@ def test_a_migrate_cut_short_leaves_a_store_that_refuses_to_open(
     assert diagnose(done).ok and diagnose(done).manifest == "ok"
     whole = Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=tmp_path / "done")
     assert len(whole.recent()) == 2
+
+
+def test_migrate_refuses_a_damaged_store_instead_of_copying_what_it_reads(tmp_path: Path) -> None:
+    # The newest edge version lost: listed and read as they were, the tables made a copy with
+    # the edges `forget` had removed (to a memory that is gone), "verified", `doctor` ok.
+    from octobrain.errors import StorageError
+    from octobrain.store.migrate import migrate
+
+    source = tmp_path / "here" / "db"
+    brain = Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=source)
+    first, _ = brain.memorize("First", "The first fact.")
+    second, _ = brain.memorize("Second", "The second fact.", related_to=[{"target_id": first.id}])
+    brain.forget([first.id], confirm=True)
+    versions = sorted((source / "relationships.lance" / "_versions").glob("*.manifest"))
+    versions[0].unlink()  # (names count down: the first is the newest)
+    target = StoreLocation(str(tmp_path / "there"))
+    with pytest.raises(StorageError, match=r"is damaged: relationships: .*nothing was copied"):
+        migrate(StoreLocation(str(source)), target)
+    assert not (tmp_path / "there").exists() or not list((tmp_path / "there").glob("*.lance"))

@@ -127,8 +127,9 @@ _FLOAT32 = "{:.9g}"
 
 def _journal(store: MemoryStore, where: str) -> list[ConsolidationRecord]:
     """Consolidation records matching `where`; none when the store never consolidated (and
-    without creating the table, so exporting a read-only store works)."""
-    if CONSOLIDATIONS not in store.open_db().list_tables().tables:
+    without creating the table, so exporting a read-only store works). A journal the store
+    made and lost is `TableDamaged`: a backup without it would not say so."""
+    if not store.made(CONSOLIDATIONS):
         return []
     return ConsolidationLog(store).find(where)
 

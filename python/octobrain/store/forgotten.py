@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from octobrain.models import utcnow
-from octobrain.store import manifest
 from octobrain.store.sql import sql_in
 
 if TYPE_CHECKING:
@@ -63,10 +62,7 @@ def among(store: MemoryStore, ids: Sequence[str]) -> set[str]:
     """Which of `ids` were forgotten (none when no turn ever was). A table the store's manifest
     records and that is gone or does not open is `TableDamaged`: read as "none forgotten", it
     would bring every forgotten turn back with the next ingest."""
-    if not ids:
-        return set()
-    made = FORGOTTEN in store.open_db().list_tables().tables
-    if not made and FORGOTTEN not in (manifest.recorded(store.location) or set()):
+    if not ids or not store.made(FORGOTTEN):
         return set()
     return _among(_table(store), ids)
 

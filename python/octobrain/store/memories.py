@@ -558,6 +558,14 @@ class MemoryStore:
             self._note_changes(edges=found.to_arrow().column("id").to_pylist())
             self.relationships.delete(where)
 
+    def made(self, name: str) -> bool:
+        """Whether this store ever made table `name`: listed, or recorded in its manifest. A
+        recorded table that is gone is damage, which opening it names; read as never made, it
+        answers as empty (no forgotten turns, no consolidation records)."""
+        if name in self._open_db().list_tables().tables:
+            return True
+        return name in (manifest.recorded(self.location) or set())
+
     def open_table(self, name: str, table_schema: pa.Schema) -> lancedb.table.Table:
         """Open (creating it if this store never did) another table of this database, e.g. the
         consolidation log; created under the write lock so two first runs cannot race, opened

@@ -2,7 +2,8 @@
 
 Used to move a local store to object storage for a team, or back. Every table is copied with its
 schema (including the embedding model stamp), then verified: the same number of rows and the
-same set of ids in each table. The source is only read; the destination must hold no tables yet.
+same set of ids in each table. The source is only read, and only when `doctor` finds it whole;
+the destination must hold no tables yet.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def migrate(
     # The source's write locks keep octobrain writers out while it is read, so the copy is one
     # consistent state; the target's keeps a second migration out.
     with source.lock("write", -1), source.lock("knowledge", -1), target.lock("write", -1):
+        _check_source(source)
         names = sorted(src_db.list_tables().tables)
         manifest.mark_migrating(target, str(source), names)  # until the last table is verified
         for name in names:
@@ -74,6 +76,21 @@ def migrate(
             copied.append(Copied(name, data.num_rows))
         manifest.mark_migrating(target, None, names)
     return copied
+
+
+def _check_source(source: StoreLocation) -> None:
+    """Refuse a damaged source: its tables, listed and read as they are, would make a copy
+    that `doctor` finds healthy (a lost table simply absent, a lost newest version replaced by
+    the one before it: forgotten rows and edges back)."""
+    from octobrain.store.doctor import diagnose
+
+    problems = diagnose(source).problems
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise StorageError(
+            f"migrate: the store at {source} is damaged: {problems[0].line()}{more}; nothing "
+            "was copied (`octobrain doctor` lists every problem)"
+        )
 
 
 def _verify(name: str, source: pa.Table, copy: pa.Table, target: StoreLocation) -> None:
