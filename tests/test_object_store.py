@@ -430,7 +430,7 @@ def test_migrate_refuses_a_damaged_store_instead_of_copying_what_it_reads(tmp_pa
     source = tmp_path / "here" / "db"
     brain = Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=source)
     first, _ = brain.memorize("First", "The first fact.")
-    second, _ = brain.memorize("Second", "The second fact.", related_to=[{"target_id": first.id}])
+    brain.memorize("Second", "The second fact.", related_to=[{"target_id": first.id}])
     brain.forget([first.id], confirm=True)
     versions = sorted((source / "relationships.lance" / "_versions").glob("*.manifest"))
     versions[0].unlink()  # (names count down: the first is the newest)
