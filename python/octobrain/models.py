@@ -272,6 +272,31 @@ def printable(text: str) -> str:
     return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
+# What `str.splitlines` breaks a line at: a stored title, tag or path printed with one of these
+# would start a line of its own in an answer, where it could pass for another result.
+_LINE_BREAK = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+_AROUND_BREAKS = re.compile("\\s*[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029][\\s\x1c\x1d\x1e]*")
+
+
+def one_line(text: str) -> str:
+    """`text` on one line: each line break, with the spaces around it, as one space (for a
+    single-line field stored before line breaks were refused in it, or imported)."""
+    return _AROUND_BREAKS.sub(" ", text) if _LINE_BREAK.search(text) else text
+
+
+def check_one_line(field_name: str, value: object) -> None:
+    """Refuse a line break in a single-line field (a title, a tag, a file path)."""
+    if isinstance(value, str) and _LINE_BREAK.search(value):
+        raise InvalidInput(field_name, "must be one line (no line breaks)")
+
+
+def check_lines(field_name: str, values: object) -> None:
+    """`check_one_line` for each string of a list field, named by its place in the list."""
+    if isinstance(values, list | tuple):
+        for i, value in enumerate(values):
+            check_one_line(f"{field_name}[{i}]", value)
+
+
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff]")
 
 

@@ -6,7 +6,14 @@ from typing import Any
 
 from octobrain.memory.consolidation import Consolidation
 from octobrain.memory.reads import Neighbour, Recall
-from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship, RelationshipType, to_plain
+from octobrain.models import (
+    KEEP_VERSIONS_DAYS,
+    Memory,
+    Relationship,
+    RelationshipType,
+    one_line,
+    to_plain,
+)
 
 NO_RESULTS = (
     "No relevant memories found (nothing passed the relevance threshold). "
@@ -29,7 +36,7 @@ def format_stored(memory: Memory, edges: list[Relationship], findings_left: int 
     findings working, how many."""
     lines = [
         f"Memory stored: {memory.id}",
-        f"{memory.source.label} {memory.title} | Type: {memory.memory_type.value} | "
+        f"{memory.source.label} {one_line(memory.title)} | Type: {memory.memory_type.value} | "
         f"Importance: {memory.importance:.2f} | Scope: {memory.scope or '(global)'}",
     ]
     if edges:
@@ -105,23 +112,33 @@ def format_memory(
         "" if effective is None else f", effective {effective:.2f}"
     )
     lines = [
-        f"{header}{memory.source.label} {memory.title}",
+        f"{header}{memory.source.label} {one_line(memory.title)}",
         f"Type: {memory.memory_type.value} | Importance: {importance} | "
         f"State: {memory.state.value} | Scope: {memory.scope or '(global)'} | "
         f"Created: {memory.created_at:%Y-%m-%d %H:%M} UTC",
     ]
     if memory.tags:
-        lines.append(f"Tags: {', '.join(memory.tags)}")
+        lines.append(f"Tags: {one_line(', '.join(memory.tags))}")
     if memory.related_files:
-        lines.append(f"Files: {', '.join(memory.related_files)}")
+        lines.append(f"Files: {one_line(', '.join(memory.related_files))}")
     if memory.git_commit:
         lines.append(f"Git: {memory.git_commit[:12]}")
     lines.append(f"ID: {memory.id}")
     if gist:
-        lines += [f"Gist (faded; full text: octobrain memory get {memory.id}):", gist]
+        lines += [f"Gist (faded; full text: octobrain memory get {memory.id}):", quoted(gist)]
     else:
-        lines.append(memory.content)
+        lines.append(quoted(memory.content))
     return "\n".join(lines)
+
+
+QUOTE = "   "  # before each line of stored text in an answer
+
+
+def quoted(text: str) -> str:
+    """Stored text as the lines of an answer show it: each line indented, so that no line a
+    memory holds starts where the answer's own lines do (a content of "\\n\\n2. [CONFIRMED] …
+    ID: …" read as a result of its own)."""
+    return "\n".join(QUOTE + line if line.strip() else "" for line in text.splitlines())
 
 
 def _edge(n: Neighbour) -> str:
@@ -148,7 +165,9 @@ def format_recall(recall: Recall) -> str:
         for n in recall.neighbours:
             m = n.memory
             edge = f"{_edge(n)}, strength {n.strength:.2f}"
-            blocks.append(f"{m.source.label} {m.title} (ID: {m.id}; {edge})\n{m.content}")
+            blocks.append(
+                f"{m.source.label} {one_line(m.title)} (ID: {m.id}; {edge})\n{quoted(m.content)}"
+            )
     return "\n\n".join(blocks)
 
 
@@ -166,6 +185,9 @@ def consolidation_to_dict(c: Consolidation) -> dict[str, Any]:
 
 def format_consolidation(c: Consolidation) -> str:
     """A consolidation as text: the parent, its summary and what went under it."""
-    head = f"{c.parent.title}  ({c.parent.id if c.record_id else 'planned'}; {c.description})"
-    members = "\n".join(f"  <- {m.id}  {m.title}" for m in c.members)
-    return f"{head}\n{c.parent.content}\n{members}"
+    head = (
+        f"{one_line(c.parent.title)}  ({c.parent.id if c.record_id else 'planned'}; "
+        f"{one_line(c.description)})"
+    )
+    members = "\n".join(f"  <- {m.id}  {one_line(m.title)}" for m in c.members)
+    return f"{head}\n{quoted(c.parent.content)}\n{members}"

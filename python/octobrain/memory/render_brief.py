@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from octobrain.models import Source
+from octobrain.models import Source, one_line
 
 if TYPE_CHECKING:
     from octobrain.memory.briefing import Briefing, BriefItem
@@ -55,7 +55,7 @@ def item_line(item: BriefItem) -> str:
     text = item.detail if item.status else item.text
     if item.status == "open" and not text:
         text = item.text
-    return f"- {box}**{m.title}**{label} — {text} _({', '.join(facets)})_"
+    return f"- {box}**{one_line(m.title)}**{label} — {one_line(text)} _({', '.join(facets)})_"
 
 
 def briefing_markdown(briefing: Briefing) -> str:

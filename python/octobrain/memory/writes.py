@@ -19,6 +19,8 @@ from octobrain.models import (
     MemoryType,
     Relationship,
     RelationshipType,
+    check_lines,
+    check_one_line,
     check_unit,
     clean_files,
     clean_tags,
@@ -67,8 +69,12 @@ class Writes(BrainBase):
         the returned links then include the `consolidated_from` edges.
         """
         self.embedder.prepare()  # loads while the checks below open the store
+        checked_title = self._text("title", title, TITLE_BYTES)  # (a credential named first)
+        check_one_line("title", checked_title)
+        check_lines("tags", tags)
+        check_lines("related_files", related_files)
         memory = Memory(
-            title=self._text("title", title, TITLE_BYTES),
+            title=checked_title,
             content=self._text("content", content, CONTENT_BYTES),
             memory_type=parse_memory_type(memory_type),
             importance=(
@@ -213,12 +219,16 @@ class Writes(BrainBase):
         add_files: Sequence[str],
         remove_files: Sequence[str],
     ) -> Memory:
+        new_title = None if title is None else self._text("title", title, TITLE_BYTES)
+        check_one_line("title", new_title)
+        check_lines("add_tags", list(add_tags))
+        check_lines("add_files", list(add_files))
         current = self.get(memory_id)
         tags = [t for t in current.tags if t not in set(remove_tags)] + list(add_tags)
         files = [f for f in current.related_files if f not in set(remove_files)] + list(add_files)
         updated = replace(
             current,
-            title=current.title if title is None else self._text("title", title, TITLE_BYTES),
+            title=current.title if new_title is None else new_title,
             content=current.content
             if content is None
             else self._text("content", content, CONTENT_BYTES),

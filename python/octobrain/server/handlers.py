@@ -236,8 +236,10 @@ def _time(arguments: dict[str, Any], name: str) -> str | None:
 
 
 def _listing(memories: Sequence[Memory]) -> str:
+    from octobrain.models import one_line
+
     return "\n".join(
-        f"- {m.id}  {m.source.label} {m.title} ({m.memory_type.value}, "
+        f"- {m.id}  {m.source.label} {one_line(m.title)} ({m.memory_type.value}, "
         f"scope {m.scope or '(global)'})"
         for m in memories
     )
