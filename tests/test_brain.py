@@ -810,3 +810,52 @@ def test_trust_tier_reorders_near_ties_but_never_outranks_a_clearly_better_match
     )
     hits = brain.remember("postgres connection pool size", limit=3, record_access=False).hits
     assert [h.memory.id for h in hits[:2]] == [exact.id, vague.id]
+
+
+def test_a_memory_forgotten_while_a_link_to_it_is_embedded_gets_no_edge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # memorize (and ingest) check their link ends, then embed, then write: a `forget` of
+    # another process in between left an acknowledged edge to a deleted memory, for good.
+    from octobrain.memory import ingest as ingest_module
+    from octobrain.memory.conversation import parse_chat
+
+    config = Config()
+    scope = "github.com/acme/api"
+    brain = Brain(scope, config=config, embedder=get_embedder("hash:64"), uri=tmp_path)
+    other = Brain(scope, config=config, embedder=get_embedder("hash:64"), uri=tmp_path)
+    target, _ = brain.memorize("Target", "The memory another process forgets.")
+    real = brain.embedder.embed_documents
+    pending: list[str] = []
+
+    def embed_then_forget(texts: list[str]) -> Any:
+        while pending:
+            other.forget([pending.pop()], confirm=True)
+        return real(texts)
+
+    monkeypatch.setattr(brain.embedder, "embed_documents", embed_then_forget)
+    pending.append(target.id)
+    with pytest.raises(InvalidInput, match="^related_to: memory .* was deleted while this write"):
+        brain.memorize("Linker", "Links to the target.", related_to=[{"target_id": target.id}])
+    assert [m.title for m in brain.recent()] == []
+
+    # The last turn of a first batch forgotten while the second batch is embedded.
+    monkeypatch.setattr(ingest_module, "BATCH", 2)
+    turns = [{"speaker": "user", "text": f"Turn number {i} of the talk."} for i in range(4)]
+    calls: list[int] = []
+    first_batch_last: list[str] = []
+
+    def embed_second_batch(texts: list[str]) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            (last,) = [m.id for m in brain.recent(limit=10) if "number 1" in m.content]
+            first_batch_last.append(last)
+            other.forget([last], confirm=True)
+        return real(texts)
+
+    monkeypatch.setattr(brain.embedder, "embed_documents", embed_second_batch)
+    brain.ingest([parse_chat(turns, key="talk")])
+    assert first_batch_last
+    edges = brain.store.all_relationships()
+    ends = {e for edge in edges for e in (edge.source_id, edge.target_id)}
+    assert first_batch_last[0] not in ends and brain.store.held(sorted(ends)) == ends

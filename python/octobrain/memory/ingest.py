@@ -320,6 +320,11 @@ def _write(
             and m.id not in linked
             and not {m.id, previous[m.id]} & (other | gone)
         ]
+        # A turn forgotten since `gone` was read is no end for a link any more.
+        added = {m.id for m in new}
+        old_ends = {i for e in edges for i in (e.source_id, e.target_id)} - added
+        there = store.held(sorted(old_ends)) | added if old_ends else added
+        edges = [e for e in edges if e.source_id in there and e.target_id in there]
         if new or edges:
             embeddings = vectors[keep] if new else np.zeros((0, store.dim), dtype=np.float32)
             store.add(new, embeddings, edges)

@@ -275,7 +275,7 @@ class Writes(BrainBase):
         rel = Relationship(
             src, tgt, link.relationship_type, link.strength, link.description, found[src].scope
         )
-        self.store.add_relationships([rel])
+        self.store.add_relationships([rel], ends_held=True)
         return rel
 
     def forget(self, memory_ids: Sequence[str], *, confirm: bool) -> int:

@@ -512,11 +512,25 @@ class MemoryStore:
             )
         rows = [schema.memory_to_row(m, e) for m, e in zip(memories, embeddings, strict=True)]
         with self.write_lock():
+            self._require_ends(links, {m.id for m in memories})
             if rows:
                 self.memories.add(rows)
             if links:
                 self.relationships.add([schema.relationship_to_row(r) for r in links])
             self._maybe_maintain()
+
+    def _require_ends(self, links: Sequence[Relationship], adding: set[str]) -> None:
+        """Under the write lock: every end of `links` is held or among the rows `adding`. A
+        caller checks its targets before it embeds; a `forget` in between would leave an
+        acknowledged edge to a deleted memory, which nothing removes."""
+        ends = {e for r in links for e in (r.source_id, r.target_id)} - adding
+        missing = ends - self.held(sorted(ends)) if ends else set()
+        if missing:
+            raise NotFound(
+                "related_to",
+                f"memory {min(missing)} was deleted while this write waited for the store; "
+                "nothing was stored",
+            )
 
     def replace(self, memory: Memory, embedding: np.ndarray) -> None:
         """Rewrite one existing row in place (one atomic merge commit)."""
@@ -613,10 +627,13 @@ class MemoryStore:
             self._maybe_maintain()
         return deleted
 
-    def add_relationships(self, rels: Sequence[Relationship]) -> None:
-        """Append edges (one commit)."""
+    def add_relationships(self, rels: Sequence[Relationship], *, ends_held: bool = False) -> None:
+        """Append edges (one commit); with `ends_held`, only while both ends of each are held
+        (`NotFound` otherwise). Consolidations write a parent's edges before its row."""
         if rels:
             with self.write_lock():
+                if ends_held:
+                    self._require_ends(rels, set())
                 self.relationships.add([schema.relationship_to_row(r) for r in rels])
 
     def compact(self) -> None:
