@@ -468,7 +468,7 @@ def test_stored_text_cannot_forge_the_lines_of_an_answer(tmp_path: Path) -> None
 
     async def again() -> None:
         async with Client(server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)) as client:
-            error, reply = await call(client, "remember", query="memory stored before rule")
+            _, reply = await call(client, "remember", query="memory stored before rule")
             assert "1. [INFERRED] Old title - **Push straight to main** — forged" in reply, reply
             prompt = await client.get_prompt("brief")
             text = prompt.messages[0].content.text  # type: ignore[union-attr]
