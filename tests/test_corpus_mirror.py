@@ -199,3 +199,34 @@ def test_edge_lookups_stay_the_same_once_the_edges_are_indexed(
     for q in questions:
         answers(q)
     assert corpus._edges._index is not None and answers()[1] == by_node
+
+
+def test_a_hub_gives_a_search_its_first_edges_of_each_type_not_all_of_them(
+    tmp_path: Path,
+) -> None:
+    # 50 hubs of 6,000 edges made one `remember` build 300,000 edge objects (3 s) to show
+    # three neighbours, and every other client waited; the briefing read them all too (4–7 s).
+    brain = Brain("github.com/acme/api", config=Config(), embedder=get_embedder("hash:64"),
+                  uri=tmp_path)  # fmt: skip
+    hub, _ = brain.memorize("Hub memory", "The memory everything links to.")
+    leaves = [
+        brain.memorize(f"Leaf {i}", f"Leaf number {i} links to the hub.",
+                       related_to=[{"target_id": hub.id}])[0]
+        for i in range(6)
+    ]  # fmt: skip
+    newer, _ = brain.memorize("Newer", "A newer memory.", related_to=[{"target_id": hub.id,
+                              "relationship_type": "supersedes"}])  # fmt: skip
+    brain.remember("hub memory")  # (the mirror caught up)
+    corpus = brain.retriever.corpus
+    edges = corpus.edges_by_node([hub.id], per_kind=2)[hub.id]
+    kinds = [e.relationship_type.value for e in edges]
+    assert kinds.count("related_to") == 2 and kinds.count("supersedes") == 1, kinds
+    assert {e.source_id for e in edges if e.relationship_type.value == "related_to"} == {
+        leaves[0].id,
+        leaves[1].id,
+    }  # the oldest
+    assert len(corpus.edges_by_node([hub.id])[hub.id]) == 7  # uncapped: all
+    sources, targets, types = corpus.edges_from([newer.id, leaves[0].id], ["supersedes"])
+    assert (sources, targets, types) == ([newer.id], [hub.id], ["supersedes"])
+    recall = brain.remember("hub memory everything links", limit=1)
+    assert recall.hits[0].memory.id == hub.id and len(recall.neighbours) == 3

@@ -178,21 +178,26 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     outranked: list[tuple[str, str]] = []
     closed_by: dict[str, Memory] = {}
     findings: dict[str, int] = {}
-    for rel in corpus.edges([f["id"][i] for i in working.tolist()]):
-        if not in_pool(rel.source_id):
+    kinds = [
+        RelationshipType.SUPERSEDES.value,
+        RelationshipType.CONFLICTS.value,
+        RelationshipType.CLOSES.value,
+        RelationshipType.ACHIEVES.value,
+    ]
+    edges = corpus.edges_from([f["id"][i] for i in working.tolist()], kinds)
+    for source_id, target_id, kind in zip(*edges, strict=True):
+        if not in_pool(source_id):
             continue
-        if rel.relationship_type is RelationshipType.SUPERSEDES:
-            superseded.add(rel.target_id)
-        elif rel.relationship_type is RelationshipType.CONFLICTS:
-            outranked.append((rel.source_id, rel.target_id))
-        elif rel.relationship_type is RelationshipType.CLOSES:
-            source = memory(rel.source_id)
-            if rel.target_id not in closed_by or closed_by[rel.target_id].created_at < (
-                source.created_at
-            ):
-                closed_by[rel.target_id] = source
-        elif rel.relationship_type is RelationshipType.ACHIEVES:
-            findings[rel.target_id] = findings.get(rel.target_id, 0) + 1
+        if kind == RelationshipType.SUPERSEDES.value:
+            superseded.add(target_id)
+        elif kind == RelationshipType.CONFLICTS.value:
+            outranked.append((source_id, target_id))
+        elif kind == RelationshipType.CLOSES.value:
+            source = memory(source_id)
+            if target_id not in closed_by or closed_by[target_id].created_at < source.created_at:
+                closed_by[target_id] = source
+        else:
+            findings[target_id] = findings.get(target_id, 0) + 1
     # The other value of a conflict is not "what is true" either (same rule as `remember`).
     superseded |= {
         target

@@ -442,9 +442,18 @@ class Corpus:
         `ids` (`EdgeMirror.into`)."""
         return self._edges.into(ids, kinds)
 
-    def edges_by_node(self, ids: Sequence[str]) -> dict[str, list[Relationship]]:
+    def edges_by_node(
+        self, ids: Sequence[str], per_kind: int | None = None
+    ) -> dict[str, list[Relationship]]:
         """The edges touching each of `ids` (`EdgeMirror.by_node`): one pass for them all."""
-        return self._edges.by_node(ids)
+        return self._edges.by_node(ids, per_kind)
+
+    def edges_from(
+        self, ids: Sequence[str], kinds: Sequence[str]
+    ) -> tuple[list[str], list[str], list[str]]:
+        """Sources, targets and types of the edges of types `kinds` whose source is one of
+        `ids` (`EdgeMirror.from_kinds`)."""
+        return self._edges.from_kinds(ids, kinds)
 
     def _remove(self, positions: npt.NDArray[np.int64]) -> None:
         if not len(positions):

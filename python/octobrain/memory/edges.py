@@ -135,19 +135,47 @@ class EdgeMirror:
             found.column("relationship_type").to_pylist(),
         )
 
-    def by_node(self, ids: Sequence[str]) -> dict[str, list[Relationship]]:
+    def by_node(
+        self, ids: Sequence[str], per_kind: int | None = None
+    ) -> dict[str, list[Relationship]]:
         """The edges touching each of `ids`, in the order of `ids` (an id no edge touches is
         left out; an edge between two of them is under both). One pass over the table,
-        however many ids: a caller walking its results asks once, not once per result."""
+        however many ids: a caller walking its results asks once, not once per result.
+        `per_kind`: at most that many edges of each type per id, the oldest (a memory linked
+        from thousands gave thousands of `Relationship`s to a search that shows three)."""
         order = list(dict.fromkeys(ids))
-        rows = self._touching(order).to_pylist()
+        rows = self._touching(order)
+        if per_kind is not None:
+            rows = _first_per_kind(rows, order, per_kind)
         by_node: dict[str, list[Relationship]] = {}
-        for row in rows:
+        for row in rows.to_pylist():
             rel = row_to_relationship(row)
             by_node.setdefault(rel.source_id, []).append(rel)
             if rel.target_id != rel.source_id:
                 by_node.setdefault(rel.target_id, []).append(rel)
         return {mid: by_node[mid] for mid in order if mid in by_node}
+
+    def from_kinds(
+        self, ids: Sequence[str], kinds: Sequence[str]
+    ) -> tuple[list[str], list[str], list[str]]:
+        """Sources, targets and types of the edges of types `kinds` whose source is one of
+        `ids`, read as columns: no `Relationship` is built for the other edges (a briefing
+        asks for every working memory's, and a store may hold hundreds of thousands)."""
+        if not kinds or not ids:
+            return [], [], []
+        wanted = list(dict.fromkeys(ids))
+        rows = self._touching(wanted)
+        found = rows.filter(
+            pc.and_(
+                pc.is_in(rows.column("relationship_type"), value_set=pa.array(kinds, pa.string())),
+                pc.is_in(rows.column("source_id"), value_set=pa.array(wanted, pa.string())),
+            )
+        )
+        return (
+            found.column("source_id").to_pylist(),
+            found.column("target_id").to_pylist(),
+            found.column("relationship_type").to_pylist(),
+        )
 
     def _touching(self, ids: list[str]) -> pa.Table:
         """The rows (without their address) of the edges touching any of `ids`.
@@ -170,3 +198,28 @@ class EdgeMirror:
         rows = rows.drop_columns([ADDR])
         self._near = (table, frozenset(ids), rows)
         return rows
+
+
+def _first_per_kind(rows: pa.Table, ids: list[str], per_kind: int) -> pa.Table:
+    """The rows of `rows` (in their order) that are among the first `per_kind` of their type
+    at one of their ends that is in `ids`."""
+    if len(rows) <= per_kind:
+        return rows
+    import numpy as np
+
+    kinds = pc.dictionary_encode(rows.column("relationship_type")).combine_chunks()
+    kind = kinds.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    keep = np.zeros(len(rows), dtype=bool)
+    asked = pa.array(ids, pa.string())
+    for end in ENDS:
+        found = pc.index_in(rows.column(end), value_set=asked)
+        mine = pc.is_valid(found).to_numpy(zero_copy_only=False)
+        node = pc.fill_null(found, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        at = np.flatnonzero(mine)
+        key = node[mine] * len(kinds.dictionary) + kind[mine]
+        order = np.argsort(key, kind="stable")
+        sorted_key = key[order]
+        starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+        rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+        keep[at[order[rank < per_kind]]] = True
+    return rows.filter(pa.array(keep))

@@ -41,6 +41,9 @@ ACCESS_WINDOW = timedelta(minutes=10)
 _QUEUES: weakref.WeakKeyDictionary[MemoryStore, AccessQueue] = weakref.WeakKeyDictionary()
 _QUEUES_LOCK = threading.Lock()
 MAX_NEIGHBOURS = 3
+# Edges of one type looked at per result for its neighbours: enough to find three past the
+# ones skipped (other results, other scopes, archived), not the thousands a hub may have.
+EDGES_PER_KIND = 64
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ class Reads(BrainBase):
         )
         corpus = self.retriever.corpus
         # One pass over the edges for every result, shared by both neighbour passes.
-        edges = corpus.edges_by_node([h.memory.id for h in hits])
+        edges = corpus.edges_by_node([h.memory.id for h in hits], EDGES_PER_KIND)
         neighbours = self._neighbours(hits, edges, include_archived=filters.include_archived)
         if self.config.brief.session_neighbour and hits:
             neighbours += self._session_neighbour(hits, edges, neighbours)
