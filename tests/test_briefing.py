@@ -243,6 +243,34 @@ def test_near_duplicates_collapse_into_the_strongest(make_brain: MakeBrain) -> N
     assert "+1 similar" in briefing_markdown(briefing)
 
 
+def test_many_near_duplicates_do_not_crowd_out_the_rest_of_a_section(
+    make_brain: MakeBrain,
+) -> None:
+    # Each section kept its 3 x max_items best before collapsing near-duplicates: one ingest
+    # of forty "ok" turns filled the pool and left a single line ("ok (+35 similar)").
+    brain = make_brain(API)
+    distinct = [
+        brain.memorize(f"Note {i}", text, memory_type="workflow")[0]
+        for i, text in enumerate(
+            [
+                "The staging cluster was rebuilt after the disk failure.",
+                "Invoices are generated nightly by the billing worker.",
+                "The mobile app release moved to the second week of March.",
+                "Search latency dropped after the index rebuild last night.",
+            ]
+        )
+    ]
+    noise = [
+        brain.memorize("Ack noted", "ok, done, sounds good to me.", memory_type="workflow")[0]
+        for i in range(40)
+    ]  # newer, so each outranks every distinct one
+    briefing = build_briefing(brain, count_tokens=COUNT, max_tokens=4000)
+    shown = {i.memory.id for i in briefing.items}
+    assert {m.id for m in distinct} <= shown, briefing_markdown(briefing)
+    acks = [i for i in briefing.items if i.memory.id in {m.id for m in noise}]
+    assert len(acks) == 1 and len(acks[0].merged) == 39, briefing_markdown(briefing)
+
+
 def test_empty_store_gives_a_short_briefing(make_brain: MakeBrain) -> None:
     briefing = build_briefing(make_brain(API), count_tokens=COUNT)
     assert briefing.items == [] and "No memories" in briefing_markdown(briefing)

@@ -16,6 +16,7 @@ extractive (central sentences, or a faded episode's gist).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -247,11 +248,16 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
         "project": (rest & truth, scores),
         "recent": (recent, recent_scores),
     }
+
+    def vectors(at: list[int]) -> npt.NDArray[np.float32]:
+        return np.asarray(corpus.vectors[[int(visible[i]) for i in at]], dtype=np.float32)
+
     for key, (member, by) in sections.items():
-        chosen = _best(f["id"], rows, member, by, strengths, keep)
-        made = corpus.memories_at([int(visible[i]) for _, _, i in chosen])
+        chosen = _best(f["id"], rows, member, by, strengths, keep, vectors, cfg.duplicate_threshold)
+        made = corpus.memories_at([int(visible[i]) for _, _, i, _ in chosen])
         pools[key] = [
-            BriefItem(m, key, sc, s, "") for (sc, s, _), m in zip(chosen, made, strict=True)
+            BriefItem(m, key, sc, s, "", merged=dups)
+            for (sc, s, _, dups), m in zip(chosen, made, strict=True)
         ]
     # Goals: open ones by score, then those achieved within `achieved_days`, most recent
     # first; ranked from the columns and the closers, so only the kept ones are made.
@@ -288,6 +294,11 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     return pools, len(rows)
 
 
+# Rows of one section looked at for its `keep` distinct best: near-duplicates of a better row
+# are passed over (one ingest of forty "ok" turns filled the pool and left one item).
+SCAN_ROWS = 2_048
+
+
 def _best(
     ids: list[str],
     rows: npt.NDArray[np.int64],
@@ -295,16 +306,34 @@ def _best(
     score: npt.NDArray[np.float64],
     strength: npt.NDArray[np.float64],
     keep: int,
-) -> list[tuple[float, float, int]]:
-    """The `keep` best (score, strength, row) of the rows in `member`, by score, ties by id:
-    only the rows scoring at least the `keep`-th best are sorted."""
+    vectors: Callable[[list[int]], npt.NDArray[np.float32]],
+    threshold: float,
+) -> list[tuple[float, float, int, list[str]]]:
+    """The `keep` best (score, strength, row, near-duplicate ids) of the rows in `member`, by
+    score, ties by id, none `threshold`-similar to a better one (whose duplicates it lists);
+    only the best `SCAN_ROWS` are looked at, and only those are sorted."""
     at = np.flatnonzero(member)
-    if len(at) > keep:
-        floor = np.partition(score[at], len(at) - keep)[len(at) - keep]
+    if len(at) > SCAN_ROWS:
+        floor = np.partition(score[at], len(at) - SCAN_ROWS)[len(at) - SCAN_ROWS]
         at = at[score[at] >= floor]
-    entries = [(float(score[k]), float(strength[k]), int(rows[k])) for k in at.tolist()]
-    entries.sort(key=lambda e: (-e[0], ids[e[2]]))
-    return entries[:keep]
+    order = sorted(at.tolist(), key=lambda k: (-float(score[k]), ids[int(rows[k])]))
+    if not order:
+        return []
+    matrix = vectors([int(rows[k]) for k in order])
+    chosen: list[tuple[float, float, int, list[str]]] = []
+    taken: list[int] = []  # places in `order` of the chosen rows
+    for j, k in enumerate(order):
+        if taken:
+            sims = matrix[taken] @ matrix[j]
+            best = int(np.argmax(sims))
+            if float(sims[best]) >= threshold:
+                chosen[best][3].append(ids[int(rows[k])])
+                continue
+        if len(chosen) == keep:
+            break
+        chosen.append((float(score[k]), float(strength[k]), int(rows[k]), []))
+        taken.append(j)
+    return chosen
 
 
 def _collapse(
