@@ -319,10 +319,13 @@ def _best(
     order = sorted(at.tolist(), key=lambda k: (-float(score[k]), ids[int(rows[k])]))
     if not order:
         return []
-    matrix = vectors([int(rows[k]) for k in order])
     chosen: list[tuple[float, float, int, list[str]]] = []
     taken: list[int] = []  # places in `order` of the chosen rows
+    matrix = np.zeros((0, 0), dtype=np.float32)
     for j, k in enumerate(order):
+        if j == len(matrix):  # the vectors of the next rows, a few at a time
+            more = vectors([int(rows[i]) for i in order[j : j + 4 * keep]])
+            matrix = more if not len(matrix) else np.concatenate([matrix, more])
         if taken:
             sims = matrix[taken] @ matrix[j]
             best = int(np.argmax(sims))
