@@ -522,6 +522,9 @@ def test_mcp_ingest_stores_turns_once_and_names_bad_fields(tmp_path: Path) -> No
             assert not error and "2 turns added, 0 already present, 1 link" in reply, reply
             error, reply = await call(client, "ingest", conversation="chat-1", turns=turns)
             assert not error and "0 turns added, 2 already present" in reply, reply
+            blank = [*turns, {"speaker": "user", "text": "  "}, {"speaker": "user", "text": ""}]
+            error, reply = await call(client, "ingest", conversation="chat-1", turns=blank)
+            assert not error and "2 with blank text skipped" in reply, reply
             error, reply = await call(client, "remember", query="billing queue")
             assert "SQS FIFO" in reply
             # An id a later call gives to another turn was taken for the stored one, unsaid.

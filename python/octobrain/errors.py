@@ -10,6 +10,15 @@ class OctobrainError(Exception):
 RULE_CHARS = 1_000  # a rule longer than this (it quotes a long argument) is shown cut
 
 
+def cut_middle(text: str, limit: int) -> str:
+    """`text`, or when longer than `limit` characters its start and end around a note of how
+    much was cut (a reply that quotes a client's argument stays short however long it is)."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 6 // 10, limit * 3 // 10  # the end kept too: it often says the most
+    return f"{text[:head]} … [{len(text) - head - tail:,} characters cut] … {text[-tail:]}"
+
+
 class InvalidInput(OctobrainError, ValueError):
     """An argument broke a rule. The message names the field and the rule.
 
@@ -17,10 +26,7 @@ class InvalidInput(OctobrainError, ValueError):
     middle is cut, so the reply to a hostile megabyte is a line, not the megabyte again."""
 
     def __init__(self, field: str, rule: str) -> None:
-        if len(rule) > RULE_CHARS:
-            head, tail = RULE_CHARS * 6 // 10, RULE_CHARS * 3 // 10  # the rule's end, kept
-            cut = len(rule) - head - tail
-            rule = f"{rule[:head]} … [{cut:,} characters cut] … {rule[-tail:]}"
+        rule = cut_middle(rule, RULE_CHARS)
         super().__init__(f"{field}: {rule}")
         self.field = field
         self.rule = rule

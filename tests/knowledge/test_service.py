@@ -479,3 +479,14 @@ def test_a_source_of_more_chunks_than_allowed_is_refused_before_any_is_embedded(
         k.index("book.md")
     assert embedder.calls == calls and k.list_sources() == []
     assert make_knowledge().index("book.md").status == "indexed"
+
+
+def test_a_match_without_hits_quotes_a_long_pattern_cut() -> None:
+    # An 80,000-alternation pattern with no hit was answered with itself: 789 kB.
+    from octobrain.knowledge.results import MatchReport
+
+    pattern = "|".join(f"word{i}" for i in range(80_000))
+    reply = render_match(MatchReport(pattern, [], False, 50, 3))
+    assert reply.startswith("No line matches /word0|word1|") and reply.endswith("in 3 sources.")
+    assert "characters cut" in reply and len(reply) < 400, len(reply)
+    assert render_match(MatchReport("a\nb", [], False, 50, 1)).count("\n") == 0

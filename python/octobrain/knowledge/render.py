@@ -6,6 +6,7 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
+from octobrain.errors import cut_middle
 from octobrain.knowledge.pages import ReadPage
 from octobrain.knowledge.results import (
     IndexReport,
@@ -15,6 +16,7 @@ from octobrain.knowledge.results import (
     SourceInfo,
     StoredNote,
 )
+from octobrain.models import one_line
 
 RULE = "=" * 50
 
@@ -117,13 +119,17 @@ def render_read(page: ReadPage) -> str:
     return "\n".join([*parts, RULE, f"{shown}. {follow}"])
 
 
+PATTERN_SHOWN = 200  # characters of a pattern quoted back (a pattern may be 1 MiB)
+
+
 def render_match(report: MatchReport) -> str:
     """`line: text` per match (`line- text` for context), grouped under each source's title,
     and the cap notice. As in grep, overlapping context prints once and `--` separates groups
     of lines that are not adjacent."""
     if not report.hits:
         n = report.sources_searched
-        return f"No line matches /{report.pattern}/ in {n} source{'s' * (n != 1)}."
+        pattern = one_line(cut_middle(report.pattern, PATTERN_SHOWN))
+        return f"No line matches /{pattern}/ in {n} source{'s' * (n != 1)}."
     with_context = any(hit.before or hit.after for hit in report.hits)
     lines: list[str] = []
     groups: dict[str, tuple[str, dict[int, tuple[str, str]]]] = {}

@@ -78,6 +78,7 @@ class Conversation:
 
     key: str
     turns: list[Turn] = field(default_factory=list)
+    blank: int = 0  # records of a chat export whose text was blank: skipped, and counted
 
     @property
     def speakers(self) -> list[str]:
@@ -124,7 +125,7 @@ def _in_parts(conversation: Conversation) -> Conversation:
             replace(turn, text=part, key=turn.key if n == 1 else f"{turn.key}/part-{n}")
             for n, part in enumerate(parts, 1)
         )
-    return Conversation(conversation.key, turns)
+    return Conversation(conversation.key, turns, conversation.blank)
 
 
 def _load(text: str) -> Any:
@@ -260,6 +261,7 @@ def parse_chat(records: list[Any], *, key: str = "chat", field_name: str = "turn
             session = str(session_no)
         last_time = moment or last_time
         if not text.strip():
+            conversation.blank += 1
             continue
         turn_key = _turn_id(f"{where}.id", record.get("id"))
         per_session += 1
@@ -293,7 +295,7 @@ def once(conversation: Conversation) -> Conversation:
                 f"{turn.key!r} names two different turns (turns {first[0] + 1} and {i + 1} of "
                 f"{conversation.key!r}); a turn id must name one turn",
             )
-    return Conversation(conversation.key, turns)
+    return Conversation(conversation.key, turns, conversation.blank)
 
 
 def _claude(entries: list[Any], default_key: str) -> Conversation:

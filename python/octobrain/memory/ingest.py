@@ -70,12 +70,15 @@ class IngestReport:
     # turn in a later call): not stored, and counted, rather than taken for the stored one.
     other_words: int = 0
     forgotten: int = 0  # turns the user forgot (`forget`): not stored again
+    blank: int = 0  # records with blank text: nothing to store
 
     def summary(self, added: str) -> str:
         """`<added> added, M already present[, K forgotten …][, K not stored: …]`."""
         text = f"{added} added, {self.skipped_existing} already present"
         if self.forgotten:
             text += f", {self.forgotten} forgotten earlier (`forget`), not stored again"
+        if self.blank:
+            text += f", {self.blank} with blank text skipped"
         if self.other_words:
             text += (
                 f", {self.other_words} not stored: their id names a stored turn with other "
@@ -230,6 +233,7 @@ def ingest(
             if missing:
                 raise NotEmbedded(missing)
         report.turns += len(memories)
+        report.blank += conv.blank
         previous: dict[str, str] = {}  # id → id of the previous turn of its session
         last: dict[str, str] = {}
         for memory, turn in zip(memories, conv.turns, strict=True):
