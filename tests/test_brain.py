@@ -859,3 +859,22 @@ def test_a_memory_forgotten_while_a_link_to_it_is_embedded_gets_no_edge(
     edges = brain.store.all_relationships()
     ends = {e for edge in edges for e in (edge.source_id, edge.target_id)}
     assert first_batch_last[0] not in ends and brain.store.held(sorted(ends)) == ends
+
+
+def test_a_restore_to_a_version_lost_in_the_middle_names_the_versions_kept(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    # With a middle version's manifest gone, "no version 3 is kept (kept: 1–8)" said 3 was kept.
+    brain = make_brain()
+    for i in range(3):
+        brain.memorize(f"Fact {i}", f"The fact number {i} of this store.")
+    numbers = sorted(v.version for v in brain.history())
+    lost = numbers[len(numbers) // 2]
+    manifests = (tmp_path / "db" / "memories.lance" / "_versions").glob("*.manifest")
+    gone = [m for m in manifests if int(m.stem) == 2**64 - 1 - lost]
+    assert len(gone) == 1, "(Lance names a manifest 2^64 - 1 - version)"
+    gone[0].unlink()
+    again = make_brain()
+    said = rf"^version: no version {lost} is kept \(kept: .*{lost - 1}, {lost + 1}"
+    with pytest.raises(InvalidInput, match=said):
+        again.restore(lost, confirm=True)
