@@ -347,3 +347,16 @@ def test_maintenance_runs_within_the_write_or_after_it_when_deferred(
     assert store.maintain_if_due()
     assert len(passes) == 1 and not store.maintenance_due
     assert not store.maintain_if_due() and len(passes) == 1
+
+
+def test_a_lance_error_is_reported_without_its_rust_source_location() -> None:
+    # The startup sleep pass's warning printed "…, /root/.cargo/registry/src/…/lance-….rs:123:45".
+    from octobrain.store.location import object_store_reason
+
+    exc = RuntimeError(
+        "lance error: Not found: /data/db/relationships.lance/data/x.lance, "
+        "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-io-0.38.2/src/local.rs:116:31"
+    )
+    assert object_store_reason(exc) == (
+        "lance error: Not found: /data/db/relationships.lance/data/x.lance"
+    )

@@ -223,7 +223,8 @@ def object_store_reason(exc: BaseException) -> str:
         found = re.search(pattern, text)
         if found:
             return found.group(1)
-    line = text.splitlines()[0] if text.strip() else type(exc).__name__
+    line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    line = line.split(", /")[0]  # (LanceDB ends a line with the Rust source file it came from)
     return line if len(line) <= 500 else line[:499] + "…"
 
 
