@@ -507,6 +507,25 @@ def test_a_forgotten_turn_is_not_brought_back_by_ingesting_its_conversation_agai
             assert error and "forgotten_turns" in reply and "added" not in reply, reply
 
     run(again)
+    # Its repair: started over empty, by name (the old one was a dead end: "move the table's
+    # directory aside" of a directory that is gone, refused again at every ingest).
+    from octobrain.cli.main import main
+
+    env = {"OCTOBRAIN_DATA_DIR": str(tmp_path), "OCTOBRAIN_EMBEDDING_MODEL": "hash:64"}
+    shown = CliRunner().invoke(main, ["doctor"], env=env)
+    assert shown.exit_code == 1 and "`octobrain doctor --recreate forgotten_turns`" in shown.output
+    healthy = CliRunner().invoke(main, ["doctor", "--recreate", "knowledge"], env=env)
+    assert healthy.exit_code == 2 and "nothing to start over" in healthy.output
+    fixed = CliRunner().invoke(main, ["doctor", "--recreate", "forgotten_turns"], env=env)
+    assert fixed.exit_code == 0 and "ok: nothing is wrong" in fixed.output, fixed.output
+    server = server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)
+
+    async def after() -> None:
+        async with Client(server) as client:
+            error, reply = await call(client, "ingest", conversation="setup", turns=turns)
+            assert not error and "1 turn added" in reply, reply  # as the repair said
+
+    run(after)
 
 
 def test_mcp_ingest_stores_turns_once_and_names_bad_fields(tmp_path: Path) -> None:

@@ -10,19 +10,33 @@ from octobrain.cli.common import FORMAT_OPTION
 
 
 @click.command("doctor")
+@click.option(
+    "--recreate",
+    type=click.Choice(["knowledge", "forgotten_turns"]),
+    help="Start these damaged or lost tables over, empty (what they held is lost; the old "
+    "directory is moved aside), then check again.",
+)
 @FORMAT_OPTION
-def doctor_cmd(fmt: str) -> None:
+def doctor_cmd(recreate: str | None, fmt: str) -> None:
     """Open every table, read every fragment, check the manifest and row counts.
 
     Prints what is wrong and what would repair it; exits 1 when anything is wrong. Changes
-    nothing, so it also runs on a read-only copy of a store.
+    nothing (so it also runs on a read-only copy of a store), unless `--recreate` names
+    tables to start over.
     """
     from octobrain.config import load_config, resolve_storage_uri
+    from octobrain.store import manifest
     from octobrain.store.doctor import diagnose
     from octobrain.store.location import StoreLocation
 
     config = load_config()
-    report = diagnose(StoreLocation.from_config(config, resolve_storage_uri(config)))
+    location = StoreLocation.from_config(config, resolve_storage_uri(config))
+    if recreate is not None:
+        damaged = {p.table for p in diagnose(location).problems}
+        for moved in manifest.recreate(location, recreate, damaged):
+            click.echo(f"moved aside: {moved}", err=True)
+        click.echo(f"{recreate}: started over, empty", err=True)
+    report = diagnose(location)
     if fmt == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:

@@ -18,9 +18,10 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from octobrain.errors import StorageError
+from octobrain.errors import InvalidInput, StorageError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -57,15 +58,24 @@ _MEMORY_REPAIR = (
     "(`octobrain memory import` of an export)"
 )
 _KNOWLEDGE_REPAIR = (
-    "move the table's directory aside and index the sources again (`octobrain knowledge "
-    "index`), or restore the store directory from a backup"
+    "`octobrain doctor --recreate knowledge` starts the knowledge tables over, empty (then "
+    "index the sources again: `octobrain knowledge index`), or restore the store directory "
+    "from a backup"
 )
 
 
 _FORGOTTEN_REPAIR = (
-    "move the table's directory aside, or restore the store directory from a backup; without "
-    "it, a forgotten conversation turn comes back when its conversation is ingested again"
+    "restore the store directory from a backup, or `octobrain doctor --recreate "
+    "forgotten_turns` starts the table over, empty: a turn forgotten before then comes back "
+    "if its conversation is ingested again"
 )
+
+# What `octobrain doctor --recreate` may start over, empty: tables whose loss loses no memory
+# (the memories table and its companions go back with `memory restore` instead).
+RECREATABLE = {
+    "knowledge": ("knowledge_sources", "knowledge_chunks"),
+    "forgotten_turns": ("forgotten_turns",),
+}
 
 
 def repair_hint(name: str) -> str:
@@ -199,6 +209,42 @@ def record(location: StoreLocation, *names: str) -> None:
         current = location.read_json(MANIFEST) or {}
         tables = set(current.get("tables") or []) | set(names)
         location.write_json(MANIFEST, {**current, "tables": sorted(tables)})
+
+
+def recreate(location: StoreLocation, what: str, damaged: set[str]) -> list[str]:
+    """Start the tables of `what` (a `RECREATABLE` key) over: under their write lock, each
+    one's directory is moved aside (`<name>.lance.lost-<time>`; dropped on an object store)
+    and taken off the manifest, so the next use makes it empty. Only when one of them is in
+    `damaged` (what `doctor` found): a table that reads whole is never thrown away. Returns
+    what was moved aside or dropped."""
+    tables = RECREATABLE.get(what)
+    if tables is None:
+        raise InvalidInput("--recreate", f"must be one of {', '.join(RECREATABLE)}, got {what!r}")
+    if not damaged & set(tables):
+        raise InvalidInput(
+            "--recreate",
+            f"{what} opens and reads whole (`octobrain doctor`): nothing to start over",
+        )
+    family = "knowledge" if what == "knowledge" else "write"
+    done: list[str] = []
+    with location.lock(family, _LOCK_TIMEOUT_S):
+        db = location.connect()
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        for name in tables:
+            if location.path is not None:
+                folder = location.path / f"{name}.lance"
+                if folder.exists():
+                    aside = folder.with_name(f"{folder.name}.lost-{stamp}")
+                    folder.rename(aside)
+                    done.append(str(aside))
+            elif name in set(db.list_tables().tables):
+                db.drop_table(name)
+                done.append(f"{name} (dropped)")
+        with location.lock("manifest", _LOCK_TIMEOUT_S):
+            current = location.read_json(MANIFEST) or {}
+            kept = [t for t in current.get("tables") or [] if t not in tables]
+            location.write_json(MANIFEST, {**current, "tables": kept})
+    return done
 
 
 def mark_restore(location: StoreLocation, version: int | None) -> None:
