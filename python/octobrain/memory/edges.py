@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -120,20 +121,7 @@ class EdgeMirror:
         candidates, whose other edges (a session's chain, above all) it has no use for; a
         memory thousands of others supersede makes thousands of edges, so no `Relationship`
         is built for them."""
-        if not kinds:
-            return [], [], []
-        wanted = list(dict.fromkeys(ids))
-        rows = self._touching(wanted)
-        hit = pc.and_(
-            pc.is_in(rows.column("relationship_type"), value_set=pa.array(kinds, pa.string())),
-            pc.is_in(rows.column("target_id"), value_set=pa.array(wanted, pa.string())),
-        )
-        found = rows.filter(hit)
-        return (
-            found.column("source_id").to_pylist(),
-            found.column("target_id").to_pylist(),
-            found.column("relationship_type").to_pylist(),
-        )
+        return self._of_kinds(ids, kinds, "target_id")
 
     def by_node(
         self, ids: Sequence[str], per_kind: int | None = None
@@ -161,6 +149,13 @@ class EdgeMirror:
         """Sources, targets and types of the edges of types `kinds` whose source is one of
         `ids`, read as columns: no `Relationship` is built for the other edges (a briefing
         asks for every working memory's, and a store may hold hundreds of thousands)."""
+        return self._of_kinds(ids, kinds, "source_id")
+
+    def _of_kinds(
+        self, ids: Sequence[str], kinds: Sequence[str], end: str
+    ) -> tuple[list[str], list[str], list[str]]:
+        """Sources, targets and types of the edges of types `kinds` whose `end` is one of
+        `ids`, filtered as columns (`into`, `from_kinds`)."""
         if not kinds or not ids:
             return [], [], []
         wanted = list(dict.fromkeys(ids))
@@ -168,7 +163,7 @@ class EdgeMirror:
         found = rows.filter(
             pc.and_(
                 pc.is_in(rows.column("relationship_type"), value_set=pa.array(kinds, pa.string())),
-                pc.is_in(rows.column("source_id"), value_set=pa.array(wanted, pa.string())),
+                pc.is_in(rows.column(end), value_set=pa.array(wanted, pa.string())),
             )
         )
         return (
@@ -205,8 +200,6 @@ def _first_per_kind(rows: pa.Table, ids: list[str], per_kind: int) -> pa.Table:
     at one of their ends that is in `ids`."""
     if len(rows) <= per_kind:
         return rows
-    import numpy as np
-
     kinds = pc.dictionary_encode(rows.column("relationship_type")).combine_chunks()
     kind = kinds.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     keep = np.zeros(len(rows), dtype=bool)
