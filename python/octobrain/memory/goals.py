@@ -31,29 +31,35 @@ def goal_sources(
     c: Consolidator, goal_id: str, scope: str, exclude: str = ""
 ) -> tuple[list[dict[str, Any]], int]:
     """The oldest `CLOSE_BATCH` working memories of `scope` that `achieves` the goal (full
-    rows), and how many there are in all. The scope's working rows are read by two narrow
-    columns and matched to the findings here: an `IN` list of thousands of ids is the slower
-    read (0.2 s per 4,096)."""
+    rows), and how many there are in all."""
+    ids = _finding_ids(c, goal_id, scope, exclude)
+    if not ids:
+        return [], 0
+    working = f"scope = {sql_str(scope)} AND state = {sql_str(State.WORKING.value)}"
+    found = c.store.scan(f"{sql_in('id', ids[:CLOSE_BATCH])} AND {working}")
+    return sorted(found, key=lambda r: (r["created_at"], r["id"])), len(ids)
+
+
+def findings_left(c: Consolidator, goal_id: str, scope: str) -> int:
+    """How many working memories of `scope` still `achieves` the goal."""
+    return len(_finding_ids(c, goal_id, scope))
+
+
+def _finding_ids(c: Consolidator, goal_id: str, scope: str, exclude: str = "") -> list[str]:
+    """The ids of the working memories of `scope` that `achieves` the goal, oldest first. The
+    scope's working rows are read by two narrow columns and matched to the findings here: an
+    `IN` list of thousands of ids is the slower read (0.2 s per 4,096)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     ids = [i for i in c.store.sources_to(goal_id, RelationshipType.ACHIEVES.value) if i != exclude]
     if not ids:
-        return [], 0
+        return []
     working = f"scope = {sql_str(scope)} AND state = {sql_str(State.WORKING.value)}"
     rows = c.store.scan_arrow(working, columns=["id", "created_at"])
     rows = rows.filter(pc.is_in(rows["id"], value_set=pa.array(ids, pa.string())))
     order = sorted(zip(rows["created_at"].to_pylist(), rows["id"].to_pylist(), strict=True))
-    first = [i for _, i in order[:CLOSE_BATCH]]
-    if not first:
-        return [], 0
-    found = c.store.scan(f"{sql_in('id', first)} AND {working}")
-    return sorted(found, key=lambda r: (r["created_at"], r["id"])), len(order)
-
-
-def findings_left(c: Consolidator, goal_id: str, scope: str) -> int:
-    """How many working memories of `scope` still `achieves` the goal."""
-    return goal_sources(c, goal_id, scope)[1]
+    return [i for _, i in order]
 
 
 def close_goal_with_new(
