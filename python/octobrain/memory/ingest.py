@@ -295,10 +295,10 @@ def _write(
     none: an ingest killed between the two commits left it without, and the next run mends
     it."""
     store = brain.store
-    new = _absent(brain, batch)
-    other = set(_other_words(brain, batch))
     ends = [m.id for m in batch] + [previous[m.id] for m in batch if m.id in previous]
     gone = forgotten.among(store, ends)
+    new = _absent(brain, batch, gone)
+    other = set(_other_words(brain, batch))
     gone -= store.held(sorted(gone)) if gone else set()  # brought back by `memory restore`
     texts = [m.embedded_text() for m in new]
     todo = [t for t in texts if t not in known]
@@ -324,15 +324,12 @@ def _write(
             and m.id not in linked
             and not {m.id, previous[m.id]} & (other | gone)
         ]
-        # A turn forgotten since `gone` was read is no end for a link any more.
-        added = {m.id for m in new}
-        old_ends = {i for e in edges for i in (e.source_id, e.target_id)} - added
-        there = store.held(sorted(old_ends)) | added if old_ends else added
-        edges = [e for e in edges if e.source_id in there and e.target_id in there]
+        linked_now = 0
         if new or edges:
             embeddings = vectors[keep] if new else np.zeros((0, store.dim), dtype=np.float32)
-            store.add(new, embeddings, edges)
-    return len(new), len(edges), len(other), sum(m.id in gone for m in batch)
+            # (a turn forgotten since `gone` was read is no end for a link any more)
+            linked_now = store.add(new, embeddings, edges, drop_gone_links=True)
+    return len(new), linked_now, len(other), sum(m.id in gone for m in batch)
 
 
 def _linked(brain: Brain, ids: list[str]) -> set[str]:
@@ -343,10 +340,13 @@ def _linked(brain: Brain, ids: list[str]) -> set[str]:
     return {r["source_id"] for r in rows.to_list()}
 
 
-def _absent(brain: Brain, memories: list[Memory]) -> list[Memory]:
-    """The turns among `memories` to store: not held, and not forgotten by the user."""
+def _absent(brain: Brain, memories: list[Memory], gone: set[str] | None = None) -> list[Memory]:
+    """The turns among `memories` to store: not held, and not forgotten by the user (`gone`:
+    the forgotten ones among them, when the caller has just read them)."""
     ids = [m.id for m in memories]
-    held = brain.store.held(ids) | forgotten.among(brain.store, ids)
+    if gone is None:
+        gone = forgotten.among(brain.store, ids)
+    held = brain.store.held(ids) | gone
     return [m for m in memories if m.id not in held]
 
 

@@ -515,9 +515,16 @@ class MemoryStore:
     # ---- writes ---------------------------------------------------------------------------
 
     def add(
-        self, memories: Sequence[Memory], embeddings: np.ndarray, links: Sequence[Relationship] = ()
-    ) -> None:
-        """Append memories (one commit) and their edges (one more). Ids must be new."""
+        self,
+        memories: Sequence[Memory],
+        embeddings: np.ndarray,
+        links: Sequence[Relationship] = (),
+        *,
+        drop_gone_links: bool = False,
+    ) -> int:
+        """Append memories (one commit) and their edges (one more). Ids must be new. An edge
+        with an end neither held nor among `memories` (deleted since the caller looked) is
+        `NotFound`, or with `drop_gone_links` left out. Returns the edges written."""
         embeddings = np.asarray(embeddings, dtype=np.float32)
         if embeddings.shape != (len(memories), self.dim):
             raise InvalidInput(
@@ -526,25 +533,31 @@ class MemoryStore:
             )
         rows = [schema.memory_to_row(m, e) for m, e in zip(memories, embeddings, strict=True)]
         with self.write_lock():
-            self._require_ends(links, {m.id for m in memories})
+            links = self._require_ends(links, {m.id for m in memories}, drop=drop_gone_links)
             if rows:
                 self.memories.add(rows)
             if links:
                 self.relationships.add([schema.relationship_to_row(r) for r in links])
             self._maybe_maintain()
+        return len(links)
 
-    def _require_ends(self, links: Sequence[Relationship], adding: set[str]) -> None:
-        """Under the write lock: every end of `links` is held or among the rows `adding`. A
-        caller checks its targets before it embeds; a `forget` in between would leave an
-        acknowledged edge to a deleted memory, which nothing removes."""
+    def _require_ends(
+        self, links: Sequence[Relationship], adding: set[str], *, drop: bool = False
+    ) -> Sequence[Relationship]:
+        """Under the write lock: `links` when every end is held or among the rows `adding`; with
+        `drop`, those that are. A caller checks its targets before it embeds; a `forget` in
+        between would leave an acknowledged edge to a deleted memory, which nothing removes."""
         ends = {e for r in links for e in (r.source_id, r.target_id)} - adding
         missing = ends - self.held(sorted(ends)) if ends else set()
+        if missing and drop:
+            return [r for r in links if not {r.source_id, r.target_id} & missing]
         if missing:
             raise NotFound(
                 "related_to",
                 f"memory {min(missing)} was deleted while this write waited for the store; "
                 "nothing was stored",
             )
+        return links
 
     def replace(self, memory: Memory, embedding: np.ndarray) -> None:
         """Rewrite one existing row in place (one atomic merge commit)."""
