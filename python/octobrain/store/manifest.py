@@ -204,10 +204,15 @@ def read(location: StoreLocation) -> dict[str, Any] | None:
 
 
 def record(location: StoreLocation, *names: str) -> None:
-    """Add `names` to the manifest (read-modify-write under the manifest's own lock)."""
+    """Add `names` to the manifest."""
+    _retable(location, lambda tables: tables | set(names))
+
+
+def _retable(location: StoreLocation, change: Callable[[set[str]], set[str]]) -> None:
+    """Change the manifest's tables (read-modify-write under the manifest's own lock)."""
     with location.lock("manifest", _LOCK_TIMEOUT_S):
         current = location.read_json(MANIFEST) or {}
-        tables = set(current.get("tables") or []) | set(names)
+        tables = change(set(current.get("tables") or []))
         location.write_json(MANIFEST, {**current, "tables": sorted(tables)})
 
 
@@ -240,10 +245,7 @@ def recreate(location: StoreLocation, what: str, damaged: set[str]) -> list[str]
             elif name in set(db.list_tables().tables):
                 db.drop_table(name)
                 done.append(f"{name} (dropped)")
-        with location.lock("manifest", _LOCK_TIMEOUT_S):
-            current = location.read_json(MANIFEST) or {}
-            kept = [t for t in current.get("tables") or [] if t not in tables]
-            location.write_json(MANIFEST, {**current, "tables": kept})
+        _retable(location, lambda listed: listed - set(tables))
     return done
 
 
