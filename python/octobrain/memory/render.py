@@ -50,11 +50,11 @@ def format_stored(memory: Memory, edges: list[Relationship], findings_left: int 
             else:
                 lines += [f"  this {kind} → {e.target_id}" for e in group]
     if findings_left:
-        goal = next(e.target_id for e in edges if e.relationship_type.value == "closes")
+        goal = next(e.target_id for e in edges if e.relationship_type is RelationshipType.CLOSES)
+        taken = sum(e.relationship_type is RelationshipType.CONSOLIDATED_FROM for e in edges)
         lines.append(
             f"Goal {goal} still has {findings_left} working findings: one close consolidates "
-            f"{sum(e.relationship_type.value == 'consolidated_from' for e in edges)}; close it "
-            f"again (`octobrain memory consolidate {goal}`) for the next."
+            f"{taken}; close it again (`octobrain memory consolidate {goal}`) for the next."
         )
     return "\n".join(lines)
 
