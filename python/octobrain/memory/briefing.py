@@ -317,8 +317,6 @@ def _best(
         floor = np.partition(score[at], len(at) - SCAN_ROWS)[len(at) - SCAN_ROWS]
         at = at[score[at] >= floor]
     order = sorted(at.tolist(), key=lambda k: (-float(score[k]), ids[int(rows[k])]))
-    if not order:
-        return []
     chosen: list[tuple[float, float, int, list[str]]] = []
     taken: list[int] = []  # places in `order` of the chosen rows
     matrix = np.zeros((0, 0), dtype=np.float32)
