@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from octobrain.cli.common import FORMAT_OPTION
+
+if TYPE_CHECKING:
+    from octobrain.store.location import StoreLocation
 
 
 @click.command("doctor")
@@ -16,13 +20,20 @@ from octobrain.cli.common import FORMAT_OPTION
     help="Start these damaged or lost tables over, empty (what they held is lost; the old "
     "directory is moved aside), then check again.",
 )
+@click.option(
+    "--drop-dangling-edges",
+    "drop_dangling",
+    is_flag=True,
+    help="Delete the edges that point at a memory that no longer exists (what a `forget` "
+    "killed half-way leaves), then check again.",
+)
 @FORMAT_OPTION
-def doctor_cmd(recreate: str | None, fmt: str) -> None:
+def doctor_cmd(recreate: str | None, drop_dangling: bool, fmt: str) -> None:
     """Open every table, read every fragment, check the manifest and row counts.
 
     Prints what is wrong and what would repair it; exits 1 when anything is wrong. Changes
     nothing (so it also runs on a read-only copy of a store), unless `--recreate` names
-    tables to start over.
+    tables to start over or `--drop-dangling-edges` is given.
     """
     from octobrain.config import load_config, resolve_storage_uri
     from octobrain.store import manifest
@@ -36,6 +47,8 @@ def doctor_cmd(recreate: str | None, fmt: str) -> None:
         for moved in manifest.recreate(location, recreate, damaged):
             click.echo(f"moved aside: {moved}", err=True)
         click.echo(f"{recreate}: started over, empty", err=True)
+    if drop_dangling:
+        click.echo(f"relationships: {_drop_dangling(location)} dangling edge(s) deleted", err=True)
     report = diagnose(location)
     if fmt == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
@@ -60,3 +73,15 @@ def doctor_cmd(recreate: str | None, fmt: str) -> None:
         click.echo("ok: nothing is wrong" if report.ok else f"{len(report.problems)} problem(s)")
     if not report.ok:
         raise SystemExit(1)
+
+
+def _drop_dangling(location: StoreLocation) -> int:
+    """Delete the dangling edges `diagnose` finds; nothing is opened (or made) when it finds
+    none, so an absent or damaged store is left as it is (the report names why)."""
+    from octobrain.store.doctor import diagnose
+    from octobrain.store.memories import MemoryStore
+
+    if not diagnose(location).dangling_edges:
+        return 0
+    # The tables exist (their edges were read): the model is neither checked nor used.
+    return MemoryStore(location, model_id="", dim=0).drop_dangling_edges()

@@ -44,14 +44,8 @@ from octobrain.models import (
     utcnow,
 )
 from octobrain.store import MemoryStore, NotFound
-from octobrain.store.consolidations import (
-    DONE,
-    PENDING,
-    REVERTED,
-    REVERTING,
-    ConsolidationLog,
-    ConsolidationRecord,
-)
+from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
+from octobrain.store.schema import DONE, PENDING, REVERTED, REVERTING
 from octobrain.store.sql import sql_in, sql_str
 
 ABANDONED = "abandoned"  # a pending record whose memory commit never landed, rolled back

@@ -33,11 +33,8 @@ from octobrain.models import (
 from octobrain.models import State as MemoryState
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen, screen_each
-from octobrain.store.consolidations import (
-    RECORD_KINDS,
-    RECORD_STATUSES,
-    ConsolidationRecord,
-)
+from octobrain.store.consolidations import RECORD_KINDS, ConsolidationRecord
+from octobrain.store.schema import RECORD_STATUSES
 
 MAX_COUNT = 2**62  # an access count beyond the store's int64 column is no count
 SHORT_BYTES = 256  # a row's role or git commit (a commit id is 40 or 64 hex digits)

@@ -42,12 +42,8 @@ from octobrain.scope import GLOBAL_SCOPE
 from octobrain.secrets import screen
 from octobrain.store import schema
 from octobrain.store.addresses import ADDR
-from octobrain.store.consolidations import (
-    CONSOLIDATIONS,
-    ConsolidationLog,
-    ConsolidationRecord,
-)
-from octobrain.store.memories import MEMORIES, MemoryStore, Pinned
+from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
+from octobrain.store.memories import CONSOLIDATIONS, MEMORIES, MemoryStore, Pinned
 from octobrain.store.sql import sql_in, visible_scopes, visible_where
 
 FORMAT = "octobrain-export"

@@ -23,17 +23,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from octobrain.models import utcnow
-from octobrain.store.memories import MemoryStore
+from octobrain.store.memories import CONSOLIDATIONS, MemoryStore
+from octobrain.store.schema import DONE, PENDING, REVERTED, UNFINISHED
 from octobrain.store.sql import sql_in, sql_str
 
 if TYPE_CHECKING:
     import lancedb
 
-CONSOLIDATIONS = "consolidations"
-PENDING, DONE, REVERTING, REVERTED = "pending", "done", "reverting", "reverted"
-RECORD_STATUSES = (PENDING, DONE, REVERTING, REVERTED)
 RECORD_KINDS = ("sleep", "goal")
-UNFINISHED = sql_in("status", [PENDING, REVERTING])  # what a killed process left half-way
 _TS = pa.timestamp("us", tz="UTC")
 
 

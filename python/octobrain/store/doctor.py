@@ -63,6 +63,7 @@ class Diagnosis:
     # Consolidations a killed process left half-way (pending or reverting records): no reader
     # sees them half-done, and the next consolidation finishes or undoes each. Not a problem.
     unfinished_consolidations: int = 0
+    dangling_edges: int = 0  # edges to memories that are gone (`store.dangling`); a problem
 
     @property
     def ok(self) -> bool:
@@ -76,6 +77,7 @@ class Diagnosis:
             "tables": [asdict(t) for t in self.tables],
             "problems": [asdict(p) for p in self.problems],
             "unfinished_consolidations": self.unfinished_consolidations,
+            "dangling_edges": self.dangling_edges,
         }
 
 
@@ -119,13 +121,55 @@ def diagnose(location: StoreLocation) -> Diagnosis:
                 "run any octobrain command on a writable copy; it records the tables that open",
             )
         )
-    return Diagnosis(str(location), state, tables, problems, _unfinished(db, tables))
+    dangling = _check_edge_ends(db, tables, problems)
+    return Diagnosis(str(location), state, tables, problems, _unfinished(db, tables), dangling)
+
+
+def _check_edge_ends(
+    db: lancedb.DBConnection, tables: list[TableCheck], problems: list[Problem]
+) -> int:
+    """Name the edges to memories that are gone (`store.dangling`) and count them, when the
+    memories, the edges and the consolidation log (if made) all read whole: over a damaged
+    table the count would be wrong, and that damage is named already."""
+    from octobrain.store.dangling import dangling_edges
+    from octobrain.store.memories import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS
+
+    checked = {t.name: t for t in tables}
+    needed = [MEMORIES, RELATIONSHIPS] + [CONSOLIDATIONS] * (CONSOLIDATIONS in checked)
+    damaged = {p.table for p in problems}
+    if any(name not in checked or not checked[name].opened or name in damaged for name in needed):
+        return 0
+    try:
+        log = db.open_table(CONSOLIDATIONS) if CONSOLIDATIONS in checked else None
+        found = dangling_edges(db.open_table(MEMORIES), db.open_table(RELATIONSHIPS), log)
+    except (ValueError, RuntimeError, OSError) as exc:
+        reason = manifest.short_reason(exc)
+        problems.append(
+            Problem(
+                RELATIONSHIPS,
+                f"edge ends cannot be checked ({reason})",
+                manifest.repair_hint(RELATIONSHIPS),
+            )
+        )
+        return 0
+    if found:
+        problems.append(
+            Problem(
+                RELATIONSHIPS,
+                f"{len(found)} edge(s) point at a memory that no longer exists (a `forget` "
+                "killed between its two commits); searches never show them",
+                "`octobrain doctor --drop-dangling-edges` deletes them now; the store's next "
+                "maintenance pass (every 64 writes) does too",
+            )
+        )
+    return len(found)
 
 
 def _unfinished(db: lancedb.DBConnection, tables: list[TableCheck]) -> int:
     """How many consolidation records are pending or reverting (0 when the log did not open;
     its check says why)."""
-    from octobrain.store.consolidations import CONSOLIDATIONS, UNFINISHED
+    from octobrain.store.memories import CONSOLIDATIONS
+    from octobrain.store.schema import UNFINISHED
 
     if not any(t.name == CONSOLIDATIONS and t.opened for t in tables):
         return 0

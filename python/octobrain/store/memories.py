@@ -37,10 +37,12 @@ MEMORIES = "memories"
 RELATIONSHIPS = "relationships"
 LOCK_TIMEOUT_S = 120.0
 COMPACT_EVERY = 64  # commits between maintenance passes
+DELETE_BATCH = 4_096  # ids per delete predicate (an `IN` list's cost grows with its length)
 # Old table versions are the undo history (`octobrain memory history` / `restore`).
 KEEP_VERSIONS_FOR = timedelta(days=KEEP_VERSIONS_DAYS)
 # Tables restored together with `memories` (the consolidation journal lives beside them).
-COMPANION_TABLES = (RELATIONSHIPS, "consolidations")
+CONSOLIDATIONS = "consolidations"
+COMPANION_TABLES = (RELATIONSHIPS, CONSOLIDATIONS)
 SCALAR_INDEX_MIN_ROWS = 5_000
 VECTOR_INDEX_MIN_ROWS = 50_000  # where the exact in-process scan hands over to LanceDB
 
@@ -599,6 +601,23 @@ class MemoryStore:
             self._note_changes(edges=found.to_arrow().column("id").to_pylist())
             self.relationships.delete(where)
 
+    def drop_dangling_edges(self) -> int:
+        """Delete the edges with an end that is no memory (`store.dangling`), under the write
+        lock, `DELETE_BATCH` a commit. Returns how many. Edges only: the model is
+        neither checked nor used."""
+        from octobrain.store.dangling import dangling_edges
+
+        with self.write_lock(check_model=False):
+            db = self._open_db()
+            log = db.open_table(CONSOLIDATIONS) if self.made(CONSOLIDATIONS) else None
+            edges = db.open_table(RELATIONSHIPS)
+            ids = dangling_edges(db.open_table(MEMORIES), edges, log)
+            for at in range(0, len(ids), DELETE_BATCH):
+                batch = ids[at : at + DELETE_BATCH]
+                self._note_changes(edges=batch)
+                edges.delete(sql_in("id", batch))
+        return len(ids)
+
     def made(self, name: str) -> bool:
         """Whether this store ever made table `name`: listed, or recorded in its manifest. A
         recorded table that is gone is damage, which opening it names; read as never made, it
@@ -795,10 +814,12 @@ class MemoryStore:
         return True
 
     def _maintain(self) -> None:
-        try:
-            self.compact()
-        except Exception:  # maintenance must never fail the write that triggered it
-            log.warning("store maintenance failed; it will be retried", exc_info=True)
+        # Edges a killed `forget` left first, so the compaction folds their deletion in.
+        for step in (self.drop_dangling_edges, self.compact):
+            try:
+                step()
+            except Exception:  # maintenance must never fail the write that triggered it
+                log.warning("store maintenance failed; it will be retried", exc_info=True)
 
 
 def _sub_vectors(dim: int) -> int:

@@ -16,6 +16,7 @@ from octobrain.models import (
     State,
     to_plain,
 )
+from octobrain.store.sql import sql_in
 
 SCHEMA_VERSION = "1"
 META_MODEL = b"octobrain.embedding_model"
@@ -24,6 +25,12 @@ META_SCHEMA = b"octobrain.schema_version"
 
 _TS = pa.timestamp("us", tz="UTC")
 CONTEXT = "context"
+
+# The consolidation log's `status` values (`store.consolidations`); a killed process leaves a
+# record pending or reverting, which the next consolidation finishes or undoes.
+PENDING, DONE, REVERTING, REVERTED = "pending", "done", "reverting", "reverted"
+RECORD_STATUSES = (PENDING, DONE, REVERTING, REVERTED)
+UNFINISHED = sql_in("status", [PENDING, REVERTING])
 
 
 def memories_schema(model_id: str, dim: int) -> pa.Schema:

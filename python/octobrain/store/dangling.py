@@ -1,0 +1,71 @@
+"""Edges whose end is no memory: what a `forget` killed between its two commits leaves.
+
+`MemoryStore.delete` commits the memories first and their edges second (restore maps the edge
+table by the time of the next memories commit, so the order cannot be swapped). Readers never
+show such an edge, and export leaves it out, but it stays in the table for good unless something
+removes it: `doctor` names them, and the store's maintenance pass deletes them.
+
+A consolidation left half-way by a killed process also holds edges to a parent that is not (or
+no longer) a row; its record names them, and the next consolidation's repair removes or keeps
+them, so they are not counted here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from octobrain.store.schema import UNFINISHED
+
+if TYPE_CHECKING:
+    import lancedb
+
+
+def dangling_edges(
+    memories: lancedb.table.Table,
+    relationships: lancedb.table.Table,
+    log: lancedb.table.Table | None,
+) -> list[str]:
+    """The ids of the edges with an end that is no row of `memories`, but for those of a
+    consolidation `log` records as unfinished. Read without the write lock, a writer may commit
+    in between (a `forget` between its two commits, a `memorize` whose row lands after the ids
+    were read), so an edge counts only when a second read, after the first found it, finds it
+    too.
+    """
+    first = _scan(memories, relationships, log)
+    if not first:
+        return []
+    again = set(_scan(memories, relationships, log))
+    return [edge for edge in first if edge in again]
+
+
+def _scan(
+    memories: lancedb.table.Table,
+    relationships: lancedb.table.Table,
+    log: lancedb.table.Table | None,
+) -> list[str]:
+    """One read of `dangling_edges`: the memory ids, whole, and three narrow columns of the
+    edges."""
+    import pyarrow.compute as pc
+
+    held = memories.search().select(["id"]).limit(None).to_arrow().column("id")
+    edges = relationships.search().select(["id", "source_id", "target_id"]).limit(None).to_arrow()
+    if edges.num_rows == 0:
+        return []
+    both = pc.and_(
+        pc.is_in(edges.column("source_id"), value_set=held),
+        pc.is_in(edges.column("target_id"), value_set=held),
+    )
+    found = edges.filter(pc.invert(both))
+    if found.num_rows == 0:
+        return []
+    spared: set[str] = set()
+    if log is not None:
+        unfinished = log.search().where(UNFINISHED).select(["parent_id", "edge_ids"])
+        for record in unfinished.limit(None).to_list():
+            spared.add(record["parent_id"])
+            spared.update(record["edge_ids"])
+    return [
+        row["id"]
+        for row in found.to_pylist()
+        if not {row["id"], row["source_id"], row["target_id"]} & spared
+    ]
