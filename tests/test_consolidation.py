@@ -23,7 +23,7 @@ from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput
 from octobrain.kernels import decay
-from octobrain.memory import goals, sleep_startup
+from octobrain.memory import goals, sleep, sleep_startup
 from octobrain.memory.brain import Brain
 from octobrain.memory.render import format_stored
 from octobrain.models import Memory, MemoryType, RelationshipType, Source, utcnow
@@ -330,6 +330,33 @@ def test_a_close_consolidates_a_bounded_batch_of_findings_oldest_first(
     assert [m.id for m in brain.consolidate_goal(goal.id).members] == [findings[4].id]
     with pytest.raises(InvalidInput, match="^goal_id: no working memory"):
         brain.consolidate_goal(goal.id)
+
+
+def test_a_sleep_pass_over_many_alike_notes_does_bounded_work_in_bounded_records(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 4,000 copies of one note took a pass 31 s and 1.4 GB (clustering ~n^2.3) and made one
+    # journal record of 4,000 members: rows are clustered a window at a time and a cluster
+    # becomes consolidations of at most MAX_MEMBERS consecutive members, each undoable on its
+    # own. (Both bounds made small here.)
+    monkeypatch.setattr(sleep, "CLUSTER_WINDOW", 8)
+    monkeypatch.setattr(sleep, "MAX_MEMBERS", 4)
+    brain = make_brain()
+    now = utcnow()
+    ids = [
+        add_at(brain, "Deploy pipeline", TWINS[i % 4], now - timedelta(minutes=20 - i)).id
+        for i in range(20)
+    ]
+    first = brain.sleep_consolidate()
+    sizes = [len(c.members) for c in first.consolidations]
+    assert sizes == [4] * 5, sizes  # windows of 8, 8, 4; each cut into even parts of 4
+    groups = [{m.id for m in c.members} for c in first.consolidations]
+    assert groups == [set(ids[at : at + 4]) for at in range(0, 20, 4)]  # consecutive, in order
+    assert {raw_rows(brain)[i]["state"] for i in ids} == {"consolidated"}
+    assert brain.sleep_consolidate().consolidations == []  # parents in force stay apart
+    undone = brain.unconsolidate(first.consolidations[2].parent.id).restored
+    assert sorted(undone) == sorted(ids[8:12])  # one part undone alone: the rest stay merged
+    assert sorted(i for i in ids if raw_rows(brain)[i]["state"] == "working") == sorted(ids[8:12])
 
 
 def test_consolidate_goal_synthesises_a_summary_parent_and_unconsolidate_removes_it(
