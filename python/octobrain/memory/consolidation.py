@@ -45,6 +45,7 @@ from octobrain.models import (
 )
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
+from octobrain.store.memories import CONSOLIDATIONS
 from octobrain.store.schema import DONE, PENDING, REVERTED, REVERTING
 from octobrain.store.sql import sql_in, sql_str
 
@@ -112,6 +113,26 @@ class Consolidator:
             fixed += 1
         return fixed
 
+    def settle_restored(self) -> int:
+        """After `restore`: an unconsolidate's first commit marks its record `reverting`, before
+        the memory commit that undoes it. Restored to a moment between the two, the journal says
+        `reverting` while the rows hold the consolidation in force, and the next repair would
+        finish an undo the restore took back: such a record is `done` again. Returns how many.
+        (Call under the write lock.)"""
+        if not self.store.made(CONSOLIDATIONS):
+            return 0
+        in_force = [
+            record.id
+            for record in self.log.find(f"status = {sql_str(REVERTING)}")
+            if any(
+                row["state"] == State.CONSOLIDATED.value
+                for row in self.store.scan(sql_in("id", record.member_ids), columns=["state"])
+            )
+        ]
+        if in_force:
+            self.log.set_status(DONE, *in_force)
+        return len(in_force)
+
     def _landed(self, record: ConsolidationRecord) -> bool:
         ids = [*record.member_ids, record.parent_id]
         rows = self.store.scan(sql_in("id", ids), columns=["id", "state", "updated_at"])
@@ -143,11 +164,15 @@ class Consolidator:
         for record in records:
             record.status = DONE
 
+    def _damped(self, importance: float) -> float:
+        """The importance `flip_members` gives a member that had `importance` (as stored)."""
+        factor = np.float32(self.config.consolidation.member_importance_factor)
+        return float(np.float32(importance) * factor)
+
     def flip_members(
         self, members: list[dict[str, Any]], stamp: datetime
     ) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
         """Member rows turned `consolidated` (damped importance), and their previous values."""
-        factor = np.float32(self.config.consolidation.member_importance_factor)
         before: dict[str, list[Any]] = {"imp": [], "pre": [], "state": [], "updated": []}
         out = []
         for row in members:
@@ -157,7 +182,7 @@ class Consolidator:
             before["updated"].append(row["updated_at"])
             new = dict(row)
             new["pre_consolidation_importance"] = row["importance"]
-            new["importance"] = float(np.float32(row["importance"]) * factor)
+            new["importance"] = self._damped(row["importance"])
             new["state"] = State.CONSOLIDATED.value
             new["updated_at"] = stamp
             out.append(new)
@@ -248,7 +273,10 @@ class Consolidator:
                 new["updated_at"] = record.parent_prev_updated_at or now
             elif row["state"] == State.CONSOLIDATED.value:
                 i = index[row["id"]]
-                new["importance"] = record.member_prev_importance[i]
+                # The importance the consolidation gave it goes back; one set since (an
+                # acknowledged `update`) stays.
+                if untouched or row["importance"] == self._damped(record.member_prev_importance[i]):
+                    new["importance"] = record.member_prev_importance[i]
                 new["pre_consolidation_importance"] = record.member_prev_pre[i]
                 new["state"] = record.member_prev_state[i]
                 # The exact old timestamp when nothing touched the row since, so the restored

@@ -80,4 +80,4 @@ class Curation(BrainBase):
             raise InvalidInput("confirm", "must be true to restore (nothing was changed)")
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise InvalidInput("version", f"must be a version number >= 1, got {version!r}")
-        return self.store.restore(version)
+        return self.store.restore(version, settle=self.consolidator.settle_restored)

@@ -15,6 +15,7 @@ from octobrain.memory import consolidation
 from octobrain.memory.consolidation import DONE, Consolidation, Consolidator, f32
 from octobrain.memory.summary import summarise
 from octobrain.models import MAX_TAGS, Memory, MemoryType, Relationship, RelationshipType, State
+from octobrain.store import NotFound
 from octobrain.store.schema import memory_to_row, row_to_memory
 from octobrain.store.sql import sql_in, sql_str
 
@@ -73,6 +74,7 @@ def close_goal_with_new(
     same commit that consolidates them. Without sources, just write the note."""
     c.repair()
     with c.store.write_lock():
+        links = c.store.require_ends(links, {note.id})  # the goal, or a target, forgotten since
         sources, found = goal_sources(c, goal.id, note.scope)
         if not sources:
             c.store.add([note], vector[None, :], links)
@@ -104,11 +106,15 @@ def close_goal(c: Consolidator, goal: Memory, scope: str, now: datetime) -> Cons
     """Consolidate a goal's sources under the newest memory that `closes` it (promoted),
     or under a synthesised parent summarising them."""
     c.repair()
-    closers = c.store.sources_to(goal.id, RelationshipType.CLOSES.value)
-    closer_rows = c.store.scan(f"{sql_in('id', closers)} AND scope = {sql_str(scope)}")
-    closer_rows.sort(key=lambda r: (r["created_at"], r["id"]), reverse=True)
-    closer = closer_rows[0] if closer_rows else None
     with c.store.write_lock():
+        # Read under the lock: the closing note is written back whole, so an update or a
+        # forget of it since would otherwise be undone.
+        if not c.store.held([goal.id]):
+            raise NotFound("goal_id", f"goal {goal.id} was deleted while this call waited")
+        closers = c.store.sources_to(goal.id, RelationshipType.CLOSES.value)
+        closer_rows = c.store.scan(f"{sql_in('id', closers)} AND scope = {sql_str(scope)}")
+        closer_rows.sort(key=lambda r: (r["created_at"], r["id"]), reverse=True)
+        closer = closer_rows[0] if closer_rows else None
         sources, found = goal_sources(c, goal.id, scope, exclude=closer["id"] if closer else "")
         if not sources:
             raise InvalidInput(

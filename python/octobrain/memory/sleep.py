@@ -184,15 +184,38 @@ def _conflicts(
         statement_of[i] = Statement(i, Source(source).trust, max(times) if times else created)
     found, disagreements = conflicts.resolve(pairs, statement_of, settled, window_start)
     if found and not dry_run:
-        engine.store.add_relationships(
-            [
-                Relationship(
-                    c.winner, c.loser, RelationshipType.CONFLICTS, 1.0, c.description, scope
-                )
-                for c in found
-            ]
-        )
+        found = _record_conflicts(engine, scope, found)
     return found, disagreements
+
+
+def _record_conflicts(engine: Consolidator, scope: str, found: list[Conflict]) -> list[Conflict]:
+    """Write a `conflicts` edge per conflict, under the write lock, but for those whose
+    statement was forgotten, or that a pass running beside this one linked, since this pass
+    read the store. Returns the conflicts written."""
+    store = engine.store
+    with store.write_lock():
+        ends = sorted({i for c in found for i in (c.winner, c.loser)})
+        held = store.held(ends)
+        linked = {
+            frozenset((e.source_id, e.target_id))
+            for e in store.relationships_of(ends)
+            if e.relationship_type in (RelationshipType.CONFLICTS, RelationshipType.SUPERSEDES)
+        }
+        found = [
+            c
+            for c in found
+            if {c.winner, c.loser} <= held and frozenset((c.winner, c.loser)) not in linked
+        ]
+        if found:
+            store.add_relationships(
+                [
+                    Relationship(
+                        c.winner, c.loser, RelationshipType.CONFLICTS, 1.0, c.description, scope
+                    )
+                    for c in found
+                ]
+            )
+    return found
 
 
 def _said(tags: Sequence[str] | None) -> bool:

@@ -43,7 +43,7 @@ from octobrain.secrets import screen
 from octobrain.store import schema
 from octobrain.store.addresses import ADDR
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
-from octobrain.store.memories import CONSOLIDATIONS, MEMORIES, MemoryStore, Pinned
+from octobrain.store.memories import CONSOLIDATIONS, MEMORIES, MemoryStore, Pinned, WriteFailed
 from octobrain.store.sql import sql_in, visible_scopes, visible_where
 
 FORMAT = "octobrain-export"
@@ -336,50 +336,62 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
     wrote: set[str] = set()  # ids of this import's memories and edges that records name
     imported = reembedded = 0
     scopes: Counter[str] = Counter()
-    for batch in checked.spool.batches("memory"):
-        fresh = _absent(store, batch)
-        if fresh:
-            reuse = same_model and all(
-                e is not None and len(e) == brain.embedder.dim for _, e in fresh
-            )
-            if reuse:
-                vectors = np.stack([e for _, e in fresh if e is not None])
-            else:
-                vectors = brain.embedder.embed_documents([m.embedded_text() for m, _ in fresh])
-            # Checked again under the write lock (the embedding is done before it), so two
-            # processes importing one file store each memory once.
+    edges = dropped = records = skipped = 0
+    try:
+        for batch in checked.spool.batches("memory"):
+            fresh = _absent(store, batch)
+            if fresh:
+                reuse = same_model and all(
+                    e is not None and len(e) == brain.embedder.dim for _, e in fresh
+                )
+                if reuse:
+                    vectors = np.stack([e for _, e in fresh if e is not None])
+                else:
+                    vectors = brain.embedder.embed_documents([m.embedded_text() for m, _ in fresh])
+                # Checked again under the write lock (the embedding is done before it), so two
+                # processes importing one file store each memory once.
+                with store.write_lock():
+                    still = {m.id for m, _ in _absent(store, fresh)}
+                    keep = [i for i, (m, _) in enumerate(fresh) if m.id in still]
+                    if keep:
+                        store.add([fresh[i][0] for i in keep], vectors[keep])
+                imported += len(keep)
+                scopes.update(fresh[i][0].scope for i in keep)
+                reembedded += 0 if reuse else len(keep)
+                wrote.update(fresh[i][0].id for i in keep if fresh[i][0].id in checked.named)
+            progress(len(batch))
+        for rels in checked.spool.batches("relationship"):
+            with (
+                store.write_lock()
+            ):  # the edges and memories present are read where edges are added
+                end_ids = {r.source_id for r in rels} | {r.target_id for r in rels}
+                ends = store.scopes_of(sorted(end_ids))
+                have = store.held_relationships([r.id for r in rels])
+                unheld = [r for r in rels if r.id not in have]
+                new = [r for r in unheld if _within_one_project(r, ends)]
+                store.add_relationships(new)
+            edges += len(new)
+            dropped += len(unheld) - len(new)
+            wrote.update(r.id for r in new if r.id in checked.named)
+        for journal in checked.spool.batches("consolidation"):
             with store.write_lock():
-                still = {m.id for m, _ in _absent(store, fresh)}
-                keep = [i for i, (m, _) in enumerate(fresh) if m.id in still]
-                if keep:
-                    store.add([fresh[i][0] for i in keep], vectors[keep])
-            imported += len(keep)
-            scopes.update(fresh[i][0].scope for i in keep)
-            reembedded += 0 if reuse else len(keep)
-            wrote.update(fresh[i][0].id for i in keep if fresh[i][0].id in checked.named)
-        progress(len(batch))
-    edges = dropped = 0
-    for rels in checked.spool.batches("relationship"):
-        with store.write_lock():  # the edges and memories present are read where edges are added
-            end_ids = {r.source_id for r in rels} | {r.target_id for r in rels}
-            ends = store.scopes_of(sorted(end_ids))
-            have = store.held_relationships([r.id for r in rels])
-            unheld = [r for r in rels if r.id not in have]
-            new = [r for r in unheld if _within_one_project(r, ends)]
-            store.add_relationships(new)
-        edges += len(new)
-        dropped += len(unheld) - len(new)
-        wrote.update(r.id for r in new if r.id in checked.named)
-    records = skipped = 0
-    for journal in checked.spool.batches("consolidation"):
-        with store.write_lock():
-            log = ConsolidationLog(store)
-            have = {r.id for r in log.find(sql_in("id", [r.id for r in journal]))}
-            new_records = [r for r in journal if r.id not in have and _brought(r, wrote)]
-            if new_records:
-                log.add(*new_records)
-        records += len(new_records)
-        skipped += sum(r.id not in have for r in journal) - len(new_records)
+                log = ConsolidationLog(store)
+                have = {r.id for r in log.find(sql_in("id", [r.id for r in journal]))}
+                new_records = [r for r in journal if r.id not in have and _brought(r, wrote)]
+                if new_records:
+                    log.add(*new_records)
+            records += len(new_records)
+            skipped += sum(r.id not in have for r in journal) - len(new_records)
+    except WriteFailed as failed:
+        if not (imported or edges or records):
+            raise
+        # Each batch is a commit of its own: the store keeps what was imported before.
+        done = (
+            f"{imported} of {checked.spool.count['memory']} memories, {edges} edges and "
+            f"{records} consolidation records were imported before it (running the import "
+            "again adds the memories and edges that are not)"
+        )
+        raise failed.after(done) from failed
     return ImportReport(
         imported,
         checked.count - imported,

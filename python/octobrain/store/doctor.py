@@ -84,6 +84,7 @@ class Diagnosis:
 def diagnose(location: StoreLocation) -> Diagnosis:
     """Check the store at `location` without changing it."""
     problems: list[Problem] = []
+    interrupted = None
     if location.path is not None and not location.path.exists():
         return Diagnosis(str(location), "absent (no store here yet)", [], problems)
     try:
@@ -121,23 +122,26 @@ def diagnose(location: StoreLocation) -> Diagnosis:
                 "run any octobrain command on a writable copy; it records the tables that open",
             )
         )
-    dangling = _check_edge_ends(db, tables, problems)
+    dangling = _check_edge_ends(db, tables, problems, interrupted is not None)
     return Diagnosis(str(location), state, tables, problems, _unfinished(db, tables), dangling)
 
 
 def _check_edge_ends(
-    db: lancedb.DBConnection, tables: list[TableCheck], problems: list[Problem]
+    db: lancedb.DBConnection, tables: list[TableCheck], problems: list[Problem], cut_short: bool
 ) -> int:
     """Name the edges to memories that are gone (`store.dangling`) and count them, when the
     memories, the edges and the consolidation log (if made) all read whole: over a damaged
-    table the count would be wrong, and that damage is named already."""
+    table the count would be wrong, and that damage is named already. Not after a restore or
+    migrate `cut_short`: it leaves such edges, and running it again is their repair."""
     from octobrain.store.dangling import dangling_edges
     from octobrain.store.memories import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS
 
     checked = {t.name: t for t in tables}
     needed = [MEMORIES, RELATIONSHIPS] + [CONSOLIDATIONS] * (CONSOLIDATIONS in checked)
     damaged = {p.table for p in problems}
-    if any(name not in checked or not checked[name].opened or name in damaged for name in needed):
+    if cut_short or any(
+        name not in checked or not checked[name].opened or name in damaged for name in needed
+    ):
         return 0
     try:
         log = db.open_table(CONSOLIDATIONS) if CONSOLIDATIONS in checked else None

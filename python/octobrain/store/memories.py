@@ -12,7 +12,7 @@ import contextlib
 import logging
 import re
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -64,15 +64,27 @@ class StoreVersion:
     rows: int
 
 
-def io_failure(path: object, exc: BaseException) -> str:
-    """One line for an I/O failure under `path` (LanceDB reports them as RuntimeError)."""
+def io_failure(path: object, exc: BaseException, done: str = "nothing was changed") -> str:
+    """One line for an I/O failure under `path` (LanceDB reports them as RuntimeError), and
+    what the write had `done` before it."""
     text = str(exc)
     found = re.search(r"LanceError\(IO\): ([^,\n]+)", text)
     reason = found.group(1) if found else (getattr(exc, "strerror", None) or text.splitlines()[0])
-    return (
-        f"store: cannot write to {path}: {reason}; nothing was changed "
-        "(check free space and permissions)"
-    )
+    return f"store: cannot write to {path}: {reason}; {done} (check free space and permissions)"
+
+
+class WriteFailed(StorageError):
+    """A commit under the write lock failed (a full disk, permissions). Its line says nothing
+    was changed, which holds for that commit; a caller that made commits before it says what
+    they stored instead (`after`)."""
+
+    def __init__(self, path: object, exc: BaseException) -> None:
+        super().__init__(io_failure(path, exc))
+        self.path, self.cause = path, exc
+
+    def after(self, done: str) -> StorageError:
+        """The same failure, saying what the earlier commits of this write `done`."""
+        return StorageError(io_failure(self.path, self.cause, done))
 
 
 def _invisible(memory_id: str, scope: str) -> str:
@@ -299,11 +311,15 @@ class MemoryStore:
                 self.location.to_latest(self._memories, self._relationships, *self._tables)
                 if self._memories is not None and schema.missing_columns(self._memories.schema):
                     self._memories = self._add_missing_columns(self._open_db())
+                if check_model and self._memories is not None:
+                    # Another process may have re-embedded the store since this one opened it:
+                    # a vector of the old model written now would be found by neither model.
+                    self._check_model(self._memories.schema)
                 yield
         except OctobrainError:
             raise
         except (OSError, RuntimeError) as exc:
-            raise StorageError(io_failure(self.location, exc)) from exc
+            raise WriteFailed(self.location, exc) from exc
 
     def refresh(self) -> None:
         """Move this store's table handles to their latest commit (object stores lag by
@@ -535,20 +551,40 @@ class MemoryStore:
             )
         rows = [schema.memory_to_row(m, e) for m, e in zip(memories, embeddings, strict=True)]
         with self.write_lock():
-            links = self._require_ends(links, {m.id for m in memories}, drop=drop_gone_links)
+            links = self.require_ends(links, {m.id for m in memories}, drop=drop_gone_links)
             if rows:
                 self.memories.add(rows)
             if links:
-                self.relationships.add([schema.relationship_to_row(r) for r in links])
+                try:
+                    self.relationships.add([schema.relationship_to_row(r) for r in links])
+                except (OSError, RuntimeError) as exc:
+                    self._take_back([m.id for m in memories], exc)
+                    raise
             self._maybe_maintain()
         return len(links)
 
-    def _require_ends(
+    def _take_back(self, ids: Sequence[str], exc: BaseException) -> None:
+        """The edge commit of `add` failed after its memories were committed: delete them
+        again, so the write is whole or absent (a caller retries it whole). When that fails
+        too, the failure says which memories were stored without their links."""
+        if not ids:
+            return
+        try:
+            self.memories.delete(sql_in("id", ids))
+        except (OSError, RuntimeError):
+            done = (
+                f"{len(ids)} memories were stored without their links "
+                f"({', '.join(ids[:3])}{', …' * (len(ids) > 3)}): link them again, or forget "
+                "them, once there is space"
+            )
+            raise WriteFailed(self.location, exc).after(done) from exc
+
+    def require_ends(
         self, links: Sequence[Relationship], adding: set[str], *, drop: bool = False
     ) -> Sequence[Relationship]:
         """Under the write lock: `links` when every end is held or among the rows `adding`; with
         `drop`, those that are. A caller checks its targets before it embeds; a `forget` in
-        between would leave an acknowledged edge to a deleted memory, which nothing removes."""
+        between would leave an acknowledged edge to a deleted memory."""
         ends = {e for r in links for e in (r.source_id, r.target_id)} - adding
         missing = ends - self.held(sorted(ends)) if ends else set()
         if missing and drop:
@@ -679,7 +715,7 @@ class MemoryStore:
         if rels:
             with self.write_lock():
                 if ends_held:
-                    self._require_ends(rels, set())
+                    self.require_ends(rels, set())
                 self.relationships.add([schema.relationship_to_row(r) for r in rels])
 
     def compact(self) -> None:
@@ -706,8 +742,23 @@ class MemoryStore:
                     num_sub_vectors=_sub_vectors(self.dim),
                 )
                 self.memories.create_index("embedding", config=ivf)
-            for table in (self.memories, self.relationships):
-                table.optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
+            self.memories.optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
+            self.relationships.optimize(cleanup_older_than=self._companion_keep(self.relationships))
+
+    def _companion_keep(self, table: lancedb.table.Table) -> timedelta:
+        """How far back a companion table's versions are kept: `KEEP_VERSIONS_FOR`, and back to
+        the version current when the oldest kept memories version was made, however old (edges
+        untouched for ten days are the edges of every memories version since). `restore` maps
+        each memories version to the companion version current at that moment; cleaned away,
+        a restore brought memories back without their edges."""
+        # LanceDB gives version times as naive local times, as `datetime.now()` is.
+        oldest: datetime = min(v["timestamp"] for v in self.memories.list_versions())
+        current: list[datetime] = [
+            v["timestamp"] for v in table.list_versions() if v["timestamp"] <= oldest
+        ]
+        if not current:
+            return KEEP_VERSIONS_FOR
+        return max(KEEP_VERSIONS_FOR, datetime.now() - max(current) + timedelta(minutes=1))
 
     def reindex(self) -> tuple[list[str], list[str]]:
         """Drop every index of the memories table and build again those that pay at its size
@@ -745,21 +796,25 @@ class MemoryStore:
             for v in versions[:limit]
         ]
 
-    def restore(self, version: int) -> StoreVersion:
+    def restore(self, version: int, settle: Callable[[], object] | None = None) -> StoreVersion:
         """Bring the whole store back to how it was at `version` of the memories table, as new
         commits (so a restore can itself be undone). Edges and the consolidation journal go
         back to their state at the same moment; one that did not exist yet is emptied. The
         store is marked as restoring until every table is back (`manifest.mark_restore`), so a
-        restore cut short is refused by every open until it is run again."""
+        restore cut short is refused by every open until it is run again. `settle` runs once
+        every table is back, before the mark is lifted (a caller's fix-up of the journal)."""
         self._finishing_restore = True
         try:
-            return self._restore(version)
+            return self._restore(version, settle)
         finally:
             self._finishing_restore = False
 
-    def _restore(self, version: int) -> StoreVersion:
-        with self.write_lock():
-            versions = sorted(self.memories.list_versions(), key=lambda v: int(v["version"]))
+    def _restore(self, version: int, settle: Callable[[], object] | None) -> StoreVersion:
+        # The model is checked against the version restored, not the store as it is: a store
+        # re-embedded since goes back with the configured model set to the one it had then.
+        with self.write_lock(check_model=False):
+            memories = self.open_memories_unchecked()
+            versions = sorted(memories.list_versions(), key=lambda v: int(v["version"]))
             numbers = [int(v["version"]) for v in versions]
             if version not in numbers:
                 raise InvalidInput(
@@ -767,13 +822,14 @@ class MemoryStore:
                     f"no version {version} is kept (kept: {_ranges(numbers)}); "
                     "see `octobrain memory history`",
                 )
+            self._check_version_model(version)
             at = numbers.index(version)
             manifest.mark_restore(self.location, version)
             self._note_changes(everything=True)
             # Everything committed before the next memories commit belongs to this version
             # (memorize writes its edges just after its row).
             until = versions[at + 1]["timestamp"] if at + 1 < len(versions) else None
-            self.memories.restore(version)
+            memories.restore(version)
             db = self._open_db()
             present = set(db.list_tables().tables)
             for name in COMPANION_TABLES:
@@ -786,10 +842,28 @@ class MemoryStore:
                     table.restore(max(int(v["version"]) for v in earlier))
                 elif not earlier and any(int(v["version"]) == 1 for v in kept):
                     table.restore(1)  # made after that moment: back to as it was made, empty
+            if settle is not None:
+                settle()
             manifest.mark_restore(self.location, None)
             self._memories = self._relationships = None
             self._pinned_tables = {}
         return self.history(1)[0]
+
+    def _check_version_model(self, version: int) -> None:
+        """Refuse, before anything changes, a restore to a version another model embedded."""
+        probe = self.open_memories_unchecked()
+        probe.checkout(version)
+        meta = probe.schema.metadata or {}
+        model = meta.get(schema.META_MODEL, b"").decode()
+        dim = meta.get(schema.META_DIM, b"0").decode()
+        if model != self.model_id or dim != str(self.dim):
+            raise InvalidInput(
+                "version",
+                f"version {version} was embedded with {model!r} (dim {dim}), but the "
+                f"configured model is {self.model_id!r} (dim {self.dim}): set embedding.model "
+                f"to {model!r} to restore it, or restore a version made since; nothing was "
+                "changed",
+            )
 
     def _maybe_maintain(self) -> None:
         """Compact every `COMPACT_EVERY` commits (call with the write lock held), or, where
