@@ -360,6 +360,14 @@ def test_mcp_prompt_and_resource_brief_the_locked_scope(tmp_path: Path) -> None:
             assert "Use ruff" in content.text  # type: ignore[union-attr]
             with pytest.raises(Exception, match="scope"):
                 await client.get_prompt("brief", {"scope": "github.com/acme/other"})
+            # An unknown parameter named nothing it takes; a 5,000-digit value came back whole;
+            # int() took other scripts' digits ("١٢٣").
+            with pytest.raises(Exception, match="x: unknown parameter; the briefing takes max_"):
+                await client.read_resource("octobrain://brief?x=1")
+            for value in ("9" * 5_000, "١٢٣", "1e3"):
+                with pytest.raises(Exception, match="max_tokens: must be an integer") as refused:
+                    await client.get_prompt("brief", {"max_tokens": value})
+                assert len(str(refused.value)) < 300, str(refused.value)
 
     run(body)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -150,6 +151,35 @@ def test_memorize_remember_forget_round_trip(locked: Any) -> None:
             assert "`octobrain memory restore` can bring them back for 7 days" in reply
             error, reply = await call(client, "remember", query="token bucket")
             assert first not in reply and second in reply
+
+    run(body)
+
+
+def test_answers_carry_no_terminal_control_characters(locked: Any) -> None:
+    # ESC, OSC (a clipboard write), BEL and the C1 CSI in a title or a turn came back raw in
+    # MCP answers (the CLI stripped them): every answer is printable now.
+    control = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+    async def body() -> None:
+        async with Client(locked, mode="legacy") as client:
+            replies = [
+                await call(
+                    client,
+                    "memorize",
+                    title="Zebras\x1b]52;c;ZWNobyBwd25lZA==\x07 \u009b31m",
+                    content="Zebras are striped\x1b[2J animals.",
+                ),
+                await call(
+                    client,
+                    "ingest",
+                    conversation="zoo",
+                    turns=[{"speaker": "bob\x1b[31m", "text": "Zebras graze\x0b at dawn."}],
+                ),
+                await call(client, "remember", query="zebras striped graze"),
+            ]
+            assert "bob" in replies[2][1] and "Zebras graze" in replies[2][1], replies[2][1]
+            for error, reply in replies:
+                assert not error and not control.search(reply), repr(reply)
 
     run(body)
 

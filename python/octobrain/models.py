@@ -284,6 +284,16 @@ def one_line(text: str) -> str:
     return _AROUND_BREAKS.sub(" ", text) if _LINE_BREAK.search(text) else text
 
 
+QUOTE = "   "  # before each line of stored text in an answer
+
+
+def quoted(text: str) -> str:
+    """Stored text as the lines of an answer show it: each line indented, so that no line a
+    memory or a document holds starts where the answer's own lines do (a content of
+    "\n\n2. [CONFIRMED] … ID: …" read as a result of its own)."""
+    return "\n".join(QUOTE + line if line.strip() else "" for line in text.splitlines())
+
+
 def check_one_line(field_name: str, value: object) -> None:
     """Refuse a line break in a single-line field (a title, a tag, a file path)."""
     if isinstance(value, str) and _LINE_BREAK.search(value):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -289,3 +291,33 @@ def test_windows_cut_short_by_tokens_share_at_most_half_of_themselves_and_move_o
         assert e1 - s1 >= size // 16  # only the last window may be shorter
         assert e1 - s2 <= min(overlap, (e1 - s1) // 2) + 3
         assert s2 - s1 >= (e1 - s1) // 3 - 4  # a step moves by a third of a window or more
+
+
+def test_a_document_over_the_chunk_cap_is_refused_before_it_is_all_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A 50 MB file of `# h` lines was cut whole (13 million sections, 4.4 GB, 55 s) and only
+    # then counted against `knowledge.max_source_chunks`: the cutting now stops at the cap.
+    from octobrain.knowledge import chunk
+
+    read: list[int] = []
+    sections = chunk._sections
+
+    def counted(data: bytes) -> Iterator[Any]:
+        for section in sections(data):
+            read.append(1)
+            yield section
+
+    monkeypatch.setattr(chunk, "_sections", counted)
+    text = "# h\n" * 200_000
+    with pytest.raises(chunk.TooManyChunks, match="more than 100 chunks"):
+        chunk_text(text, "Big", chunk_size=200, overlap=20, parent_size=800, max_chunks=100)
+    assert 0 < len(read) < 200_000 // 10, len(read)
+    read.clear()
+    whole = chunk_text(text[:4_000], "Big", chunk_size=200, overlap=20, parent_size=800)
+    assert (
+        chunk_text(
+            text[:4_000], "Big", chunk_size=200, overlap=20, parent_size=800, max_chunks=len(whole)
+        )
+        == whole
+    )  # at the cap: accepted, the same chunks

@@ -114,3 +114,24 @@ def test_a_store_without_dangling_edges_is_left_unopened(env: dict[str, str]) ->
     rc, out, err = run_cli(env, "doctor", "--drop-dangling-edges")
     assert rc == 0 and "0 dangling edge(s) deleted" in err, out + err
     assert "absent" in out and not Path(env["OCTOBRAIN_DATA_DIR"], "db").exists()
+
+
+def test_edges_to_memories_of_lost_versions_are_named_apart_and_kept(env: dict[str, str]) -> None:
+    # The newest memories manifest and the version hint deleted by hand: the table opens one
+    # version back, and the edge to the lost memory looked like a killed forget's, with a
+    # repair that would delete the only trace of what was lost.
+    store = Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
+    brain = brain_at(store)
+    a, _ = brain.memorize("Auth uses JWT", "The API signs 15 minute JWT access tokens.")
+    brain.memorize("Refresh rotation", "Refresh tokens rotate.", related_to=[{"target_id": a.id}])
+    versions = store / "memories.lance" / "_versions"
+    min(versions.glob("*.manifest")).unlink()  # names count down: the smallest is the newest
+    (versions / "latest_version_hint.json").unlink()
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    report = json.loads(out)
+    assert rc == 1 and report["dangling_edges"] == 0, out
+    (problem,) = report["problems"]
+    assert problem["table"] == "memories" and "likely lost" in problem["problem"], problem
+    rc, _, err = run_cli(env, "doctor", "--drop-dangling-edges")
+    assert "0 dangling edge(s) deleted" in err, err
+    assert len(brain_at(store).store.relationships_of([a.id])) == 1  # the trace is kept

@@ -25,7 +25,7 @@ within the last fifth of the window, never inside a UTF-8 character.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from octobrain.errors import InvalidInput
@@ -35,6 +35,15 @@ from octobrain.spans import Fits, split_spans
 # group before optional trailing runs took cubic time on "# a" + spaces + "x": 82 s at 4 kB.
 _HEADING = re.compile(rb"^(#{1,6})[ \t]+(.*)$")
 _FENCE = re.compile(rb"^[ \t]*(```|~~~)")
+_LINE = re.compile(rb"[^\r\n]*(?:\r\n|[\r\n])|[^\r\n]+")
+
+
+class TooManyChunks(Exception):
+    """A document makes more than `chunk_text`'s `max_chunks` (found before it is all cut)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"more than {limit:,} chunks")
+        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -84,29 +93,28 @@ def check_sizes(chunk_size: int, overlap: int, parent_size: int) -> None:
         raise InvalidInput("parent_size", "must be >= chunk_size")
 
 
-def _sections(data: bytes) -> list[_Section]:
-    sections: list[_Section] = []
+def _sections(data: bytes) -> Iterator[_Section]:
+    """The sections of `data`, one at a time (lines are read as they come: a 50 MB file of
+    heading lines was 13 million line objects and sections before the first chunk)."""
     path: list[str] = []
     body_start = head_start = 0
     head = b""
     pos = 0
     fenced = False
-    for line in data.splitlines(keepends=True):
+    for found in _LINE.finditer(data):  # as `bytes.splitlines(keepends=True)`
+        line = found.group()
         if _FENCE.match(line):
             fenced = not fenced
         bare = line.rstrip(b"\r\n")
         match = None if fenced else _HEADING.match(bare)
         heading = heading_text(match.group(2)) if match else b""
         if match and heading:
-            sections.append(
-                _Section(tuple(path), body_start, data[body_start:pos], head_start, head)
-            )
+            yield _Section(tuple(path), body_start, data[body_start:pos], head_start, head)
             level = len(match.group(1))
             path = [*path[: level - 1], heading.decode("utf-8", "replace").strip()]
             body_start, head_start, head = pos + len(line), pos, bare
         pos += len(line)
-    sections.append(_Section(tuple(path), body_start, data[body_start:], head_start, head))
-    return sections
+    yield _Section(tuple(path), body_start, data[body_start:], head_start, head)
 
 
 def heading_text(rest: bytes) -> bytes:
@@ -129,6 +137,7 @@ def chunk_text(
     parent_size: int = 4800,
     max_tokens: int = 0,
     count_tokens: Callable[[str], int] | None = None,
+    max_chunks: int | None = None,
 ) -> list[Chunk]:
     """Chunk a document's text (see the module docstring). A section without text is skipped
     when a section nested under it follows (its header names the heading); otherwise its
@@ -137,12 +146,17 @@ def chunk_text(
 
     With `max_tokens` > 0 and `count_tokens` (the embedding model's count of a text, special
     tokens included), every chunk's `content` also fits in `max_tokens`: a header is cut to
-    half of it, and a chunk's text is cut short (never below a sixteenth of `chunk_size`)."""
+    half of it, and a chunk's text is cut short (never below a sixteenth of `chunk_size`).
+
+    With `max_chunks`, a document that makes more raises `TooManyChunks` as soon as it does,
+    so a refused document costs about what the accepted part would."""
     check_sizes(chunk_size, overlap, parent_size)
     budget = count_tokens if max_tokens > 0 else None
     data = text.encode("utf-8")
     chunks: list[Chunk] = []
     for path, own_start, own in _units(data, _sections(data), chunk_size):
+        if max_chunks is not None and len(chunks) > max_chunks:
+            raise TooManyChunks(max_chunks)
         lead = len(own) - len(own.lstrip())
         body = own.strip()
         base = own_start + lead
@@ -181,6 +195,8 @@ def chunk_text(
                         offset + len(stripped),
                     )
                 )
+    if max_chunks is not None and len(chunks) > max_chunks:
+        raise TooManyChunks(max_chunks)
     return chunks
 
 
@@ -188,7 +204,7 @@ Unit = tuple[tuple[str, ...], int, bytes]  # heading path, byte offset, text
 MIN_TEXT = 32  # bytes of its own text a section needs for a chunk of its own
 
 
-def _units(data: bytes, sections: list[_Section], chunk_size: int) -> Iterator[Unit]:
+def _units(data: bytes, sections: Iterable[_Section], chunk_size: int) -> Iterator[Unit]:
     """The texts to chunk, in order: a section's body, or runs of small sections packed.
 
     A section whose text is shorter than `MIN_TEXT` bytes, or than its own heading path, is
@@ -196,47 +212,58 @@ def _units(data: bytes, sections: list[_Section], chunk_size: int) -> Iterator[U
     their heading lines kept in it, under the heading path they share. A chunk's embedding
     then always pays for more of its own text than of its label: one section per chunk let a
     32 kB note of `# a` / `b` lines cost 5,400 chunks to embed, and a long heading over many
-    one-line sections repeated in every one of them."""
-    run: list[int] = []
-    for at, section in enumerate(sections):
+    one-line sections repeated in every one of them. Sections are read as they come, with
+    the one after each in view (`_alone` needs it)."""
+    run: list[_Section] = []
+    for section, follows in _with_next(sections):
         if not section.head and not section.body.strip():
             continue  # blank text before the first heading
         label = len(" > ".join(section.path).encode())
         if len(section.body.strip()) < max(MIN_TEXT, label):
-            if run and section.whole[1] - sections[run[0]].whole[0] > chunk_size:
-                yield from _packed(data, sections, run)
+            if run and section.whole[1] - run[0].whole[0] > chunk_size:
+                yield from _packed(data, run, section)
                 run = []
-            run.append(at)
+            run.append(section)
             continue
-        yield from _packed(data, sections, run)
+        yield from _packed(data, run, section)
         run = []
-        yield from _alone(sections, at)
-    yield from _packed(data, sections, run)
+        yield from _alone(section, follows)
+    yield from _packed(data, run, None)
 
 
-def _alone(sections: list[_Section], at: int) -> Iterator[Unit]:
+def _with_next(sections: Iterable[_Section]) -> Iterator[tuple[_Section, _Section | None]]:
+    """Each section with the one after it (None after the last)."""
+    previous: _Section | None = None
+    for section in sections:
+        if previous is not None:
+            yield previous, section
+        previous = section
+    if previous is not None:
+        yield previous, None
+
+
+def _alone(section: _Section, follows: _Section | None) -> Iterator[Unit]:
     """One section's unit. A section without text is none when a section nested under it
-    follows (whose header names it); otherwise its heading line is its text."""
-    section = sections[at]
+    `follows` (whose header names it); otherwise its heading line is its text."""
     if section.body.strip():
         yield section.path, section.start, section.body
         return
-    follows = sections[at + 1] if at + 1 < len(sections) else None
     if section.head and (follows is None or not section.holds(follows)):
         yield section.path, section.head_start, section.head
 
 
-def _packed(data: bytes, sections: list[_Section], run: list[int]) -> Iterator[Unit]:
-    """The unit of consecutive sections `run`: under their common heading path, from the first
-    one's heading line (its body, when that path is its own) to the last one's end."""
+def _packed(data: bytes, run: list[_Section], follows: _Section | None) -> Iterator[Unit]:
+    """The unit of consecutive sections `run` (`follows` is the section after the last):
+    under their common heading path, from the first one's heading line (its body, when that
+    path is its own) to the last one's end."""
     if len(run) <= 1:  # one section (or none) is a unit as it stands
-        for at in run:
-            yield from _alone(sections, at)
+        for section in run:
+            yield from _alone(section, follows)
         return
-    first, last = sections[run[0]], sections[run[-1]]
+    first, last = run[0], run[-1]
     path = first.path
-    for at in run[1:]:
-        other = sections[at].path
+    for section in run[1:]:
+        other = section.path
         keep = 0
         while keep < min(len(path), len(other)) and path[keep] == other[keep]:
             keep += 1

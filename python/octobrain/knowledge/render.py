@@ -16,7 +16,7 @@ from octobrain.knowledge.results import (
     SourceInfo,
     StoredNote,
 )
-from octobrain.models import one_line
+from octobrain.models import one_line, quoted
 
 RULE = "=" * 50
 
@@ -86,13 +86,14 @@ def render_search(result: SearchResult) -> str:
     if not result.hits:
         return "\n".join([*lines, NO_RESULTS])
     for hit in result.hits:
-        lines += [RULE, hit.title, hit.uri]
-        path = " > ".join(hit.section_path)
+        lines += [RULE, one_line(hit.title), one_line(hit.uri)]
+        path = one_line(" > ".join(hit.section_path))
         if hit.session:
             path = f"[SESSION] {path}".strip()
         if path:
             lines.append(path)
-        lines += ["", hit.text, "", f"Relevance: {hit.relevance:.0%}"]
+        # A document's text indented: its lines cannot pass for a rule and another result.
+        lines += ["", quoted(hit.text), "", f"Relevance: {hit.relevance:.0%}"]
     lines.append(RULE)
     return "\n".join(lines)
 

@@ -21,7 +21,7 @@ from octobrain.embed.factory import embedder_from_config
 from octobrain.embed.tokens import TokenCounter, input_window
 from octobrain.errors import InvalidInput
 from octobrain.kernels.regex_match import TimeLimitExceeded, match_lines
-from octobrain.knowledge.chunk import chunk_text
+from octobrain.knowledge.chunk import TooManyChunks, chunk_text
 from octobrain.knowledge.extract import (
     DocType,
     Document,
@@ -293,22 +293,24 @@ class Knowledge:
         """The source row and its chunk rows (without embeddings) for a new generation."""
         k = self.config.knowledge
         window = self._window
-        chunks = chunk_text(
-            document.text,
-            document.title,
-            chunk_size=k.chunk_size,
-            overlap=k.chunk_overlap,
-            parent_size=k.parent_size,
-            max_tokens=window[0] if window is not None else 0,
-            count_tokens=window[1] if window is not None else None,
-        )
-        if len(chunks) > k.max_source_chunks:  # bounds one call's embedding work
+        try:  # bounds one call's work: the cutting stops at the cap, the embedding never starts
+            chunks = chunk_text(
+                document.text,
+                document.title,
+                chunk_size=k.chunk_size,
+                overlap=k.chunk_overlap,
+                parent_size=k.parent_size,
+                max_tokens=window[0] if window is not None else 0,
+                count_tokens=window[1] if window is not None else None,
+                max_chunks=k.max_source_chunks,
+            )
+        except TooManyChunks as exc:
             raise InvalidInput(
                 "source",
-                f"{document.uri} makes {len(chunks):,} chunks, over the "
-                f"{k.max_source_chunks:,} of knowledge.max_source_chunks; nothing was indexed "
-                "(index a part of it, or raise the setting)",
-            )
+                f"{document.uri} makes more than {exc.limit:,} chunks, the "
+                "knowledge.max_source_chunks; nothing was indexed (index a part of it, or "
+                "raise the setting)",
+            ) from None
         now = utcnow()
         sid = source_id(document.uri, scope, session_id)
         generation = uuid.uuid4().hex

@@ -12,6 +12,7 @@ from octobrain.models import (
     Relationship,
     RelationshipType,
     one_line,
+    quoted,
     to_plain,
 )
 
@@ -129,16 +130,6 @@ def format_memory(
     else:
         lines.append(quoted(memory.content))
     return "\n".join(lines)
-
-
-QUOTE = "   "  # before each line of stored text in an answer
-
-
-def quoted(text: str) -> str:
-    """Stored text as the lines of an answer show it: each line indented, so that no line a
-    memory holds starts where the answer's own lines do (a content of "\\n\\n2. [CONFIRMED] …
-    ID: …" read as a result of its own)."""
-    return "\n".join(QUOTE + line if line.strip() else "" for line in text.splitlines())
 
 
 def _edge(n: Neighbour) -> str:

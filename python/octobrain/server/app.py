@@ -8,6 +8,7 @@ comes back as a tool result with `isError`, naming the field and the rule.
 from __future__ import annotations
 
 import logging
+import re
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import parse_qs, urlsplit
@@ -23,7 +24,8 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from octobrain import __version__
-from octobrain.errors import InvalidInput, OctobrainError
+from octobrain.errors import InvalidInput, OctobrainError, cut_middle
+from octobrain.models import printable
 from octobrain.server import handlers
 from octobrain.server.pool import BrainPool
 from octobrain.server.schemas import TOOLS, TOOLS_BY_NAME, allowed_arguments
@@ -215,7 +217,7 @@ class OctobrainServer:
         except Exception as exc:  # never crash the server over one call
             reply = handlers.Reply(_failure(exc, f"tool {params.name}"), error=True)
         return types.CallToolResult(
-            content=[types.TextContent(text=reply.text)], is_error=reply.error
+            content=[types.TextContent(text=printable(reply.text))], is_error=reply.error
         )
 
     def _session_of(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -297,7 +299,9 @@ class OctobrainServer:
             return _ask_for_roots()
         return types.GetPromptResult(
             description="What octobrain remembers that matters for this session",
-            messages=[types.PromptMessage(role="user", content=types.TextContent(text=text))],
+            messages=[
+                types.PromptMessage(role="user", content=types.TextContent(text=printable(text)))
+            ],
         )
 
     async def list_resources(
@@ -332,7 +336,7 @@ class OctobrainServer:
         return types.ReadResourceResult(
             contents=[
                 types.TextResourceContents(
-                    uri=str(params.uri), mime_type="text/markdown", text=text
+                    uri=str(params.uri), mime_type="text/markdown", text=printable(text)
                 )
             ]
         )
@@ -346,9 +350,9 @@ class OctobrainServer:
         lock = await self.session_lock(ctx, responses, can_ask=True)
         try:
             max_tokens = _max_tokens(arguments.pop("max_tokens", None))
-            handlers.check_arguments(
-                arguments, frozenset({"scope"}) if lock is None else frozenset()
-            )
+            allowed = frozenset({"scope"}) if lock is None else frozenset()
+            shown = allowed | {"max_tokens"}
+            handlers.check_arguments(arguments, allowed, "the briefing", shown)
             scope, workdir = scope_argument(arguments, lock)
         except InvalidInput as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from exc
@@ -404,10 +408,10 @@ BRIEF_PROMPT = types.Prompt(
 def _max_tokens(value: object) -> int | None:
     if value is None or value == "":
         return None
-    try:
-        return int(str(value))
-    except ValueError:
-        raise InvalidInput("max_tokens", f"must be an integer, got {value!r}") from None
+    text = str(value)
+    if not re.fullmatch(r"[+-]?[0-9]{1,30}", text):  # int() takes any script's digits
+        raise InvalidInput("max_tokens", f"must be an integer, got {cut_middle(repr(text), 100)}")
+    return int(text)
 
 
 def tool_definition(name: str, locked: bool) -> types.Tool:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, cut_middle
 from octobrain.server.schemas import (
     INGEST_BYTES,
     INGEST_TURNS,
@@ -39,8 +39,14 @@ class Reply:
     error: bool = False
 
 
-def check_arguments(arguments: dict[str, Any], allowed: frozenset[str]) -> None:
-    """Reject parameters the tool does not take (a typo must not be silently ignored)."""
+def check_arguments(
+    arguments: dict[str, Any],
+    allowed: frozenset[str],
+    owner: str = "this tool",
+    shown: frozenset[str] | None = None,
+) -> None:
+    """Reject parameters the tool (or the briefing: `owner`) does not take (a typo must not be
+    silently ignored); the error lists `shown`, by default those `allowed`."""
     for name in sorted(set(arguments) - allowed):
         if name == "scope":
             continue  # scope_argument explains the lock
@@ -48,7 +54,8 @@ def check_arguments(arguments: dict[str, Any], allowed: frozenset[str]) -> None:
             raise InvalidInput(
                 "global", "this session is not locked to a project; pass scope '' instead"
             )
-        raise InvalidInput(name, f"unknown parameter; this tool takes {', '.join(sorted(allowed))}")
+        takes = ", ".join(sorted(shown if shown is not None else allowed)) or "no parameters"
+        raise InvalidInput(cut_middle(name, 100), f"unknown parameter; {owner} takes {takes}")
 
 
 def _required(arguments: dict[str, Any], name: str) -> Any:

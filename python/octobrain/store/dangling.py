@@ -69,3 +69,29 @@ def _scan(
         for row in found.to_pylist()
         if not {row["id"], row["source_id"], row["target_id"]} & spared
     ]
+
+
+def after_newest(
+    memories: lancedb.table.Table, relationships: lancedb.table.Table, edges: list[str]
+) -> set[str]:
+    """Those of `edges` made after the memories table's newest version. An edge is made before
+    the commits that write it, so a `forget` (whose commit comes after every edge it leaves)
+    never leaves one; memories that lost their newest versions (manifest files deleted) do,
+    and those edges are the evidence of what was lost: named apart, never deleted."""
+    from octobrain.store.sql import sql_in
+
+    if not edges:
+        return set()
+    # LanceDB gives version times as naive local times; edges carry UTC.
+    newest = max(v["timestamp"] for v in memories.list_versions()).astimezone()
+    later: set[str] = set()
+    for at in range(0, len(edges), 4096):
+        rows = (
+            relationships.search()
+            .where(sql_in("id", edges[at : at + 4096]))
+            .select(["id", "created_at"])
+            .limit(None)
+            .to_list()
+        )
+        later.update(row["id"] for row in rows if row["created_at"] > newest)
+    return later

@@ -133,7 +133,7 @@ def _check_edge_ends(
     memories, the edges and the consolidation log (if made) all read whole: over a damaged
     table the count would be wrong, and that damage is named already. Not after a restore or
     migrate `cut_short`: it leaves such edges, and running it again is their repair."""
-    from octobrain.store.dangling import dangling_edges
+    from octobrain.store.dangling import after_newest, dangling_edges
     from octobrain.store.memories import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS
 
     checked = {t.name: t for t in tables}
@@ -156,6 +156,19 @@ def _check_edge_ends(
             )
         )
         return 0
+    later = after_newest(db.open_table(MEMORIES), db.open_table(RELATIONSHIPS), found)
+    if later:
+        problems.append(
+            Problem(
+                MEMORIES,
+                f"{len(later)} edge(s) made after its newest version point at memories it does "
+                "not hold: versions of it are likely lost (their manifest files in _versions/ "
+                "gone)",
+                "put memories.lance/_versions/ back from a backup, or restore one (`memory "
+                "import`); keep the edges meanwhile: they show what was lost",
+            )
+        )
+    found = [edge for edge in found if edge not in later]
     if found:
         problems.append(
             Problem(

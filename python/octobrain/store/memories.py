@@ -638,16 +638,19 @@ class MemoryStore:
             self.relationships.delete(where)
 
     def drop_dangling_edges(self) -> int:
-        """Delete the edges with an end that is no memory (`store.dangling`), under the write
-        lock, `DELETE_BATCH` a commit. Returns how many. Edges only: the model is
+        """Delete the edges with an end that is no memory (`store.dangling`; not those made
+        after the newest memories version, which show what lost versions held), under the
+        write lock, `DELETE_BATCH` a commit. Returns how many. Edges only: the model is
         neither checked nor used."""
-        from octobrain.store.dangling import dangling_edges
+        from octobrain.store.dangling import after_newest, dangling_edges
 
         with self.write_lock(check_model=False):
             db = self._open_db()
             log = db.open_table(CONSOLIDATIONS) if self.made(CONSOLIDATIONS) else None
-            edges = db.open_table(RELATIONSHIPS)
-            ids = dangling_edges(db.open_table(MEMORIES), edges, log)
+            memories, edges = db.open_table(MEMORIES), db.open_table(RELATIONSHIPS)
+            ids = dangling_edges(memories, edges, log)
+            later = after_newest(memories, edges, ids)  # lost versions' evidence: kept
+            ids = [edge for edge in ids if edge not in later]
             for at in range(0, len(ids), DELETE_BATCH):
                 batch = ids[at : at + DELETE_BATCH]
                 self._note_changes(edges=batch)
@@ -705,7 +708,16 @@ class MemoryStore:
             self._note_changes(ids=ids)
             self.memories.delete(sql_in("id", ids))
             deleted = before - self.count()
-            self.relationships.delete(f"{sql_in('source_id', ids)} OR {sql_in('target_id', ids)}")
+            try:
+                self.relationships.delete(
+                    f"{sql_in('source_id', ids)} OR {sql_in('target_id', ids)}"
+                )
+            except (OSError, RuntimeError) as exc:
+                done = (
+                    f"{deleted} memories were deleted but not their edges (searches never show "
+                    "them; `octobrain doctor --drop-dangling-edges` deletes them)"
+                )
+                raise WriteFailed(self.location, exc).after(done) from exc
             self._maybe_maintain()
         return deleted
 
