@@ -13,10 +13,10 @@ import io
 import logging
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import PurePosixPath
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
