@@ -134,6 +134,25 @@ def test_a_lost_table_is_an_error_even_with_the_manifest_lost_too(env: dict[str,
     assert rc == 1 and "memories: missing" in out, out
 
 
+def test_a_lost_companion_is_an_error_even_with_the_manifest_lost_too(
+    env: dict[str, str],
+) -> None:
+    # `_octobrain/` and the edge table deleted: the store was taken for one made before the
+    # manifest, the edges re-created empty, and `doctor` said ok. Memories that were written
+    # show the edge table existed (it is made before any write to them).
+    ids = sorted(_three(env))
+    octobrain(env, "relate", ids[0], ids[1])
+    shutil.rmtree(_store(env) / "_octobrain")
+    shutil.rmtree(_store(env) / "relationships.lance")
+    rc, out = run_cli(env, "doctor")[:2]
+    assert rc == 1 and "relationships: missing" in out, out
+    done = octobrain(env, "graph", ids[0])
+    assert done.returncode == 1, done.stdout
+    line = one_clear_line(done.stderr)
+    assert "'relationships'" in line and "memories holds writes made after it" in line, line
+    assert not (_store(env) / "relationships.lance").exists()
+
+
 def test_a_lost_newest_version_is_an_error_not_a_silent_rollback(env: dict[str, str]) -> None:
     # Its manifest file gone (a partial backup or sync, a crash before it reached the disk):
     # opening at the version before would hide an acknowledged memory, and the next write

@@ -112,6 +112,11 @@ def diagnose(location: StoreLocation) -> Diagnosis:
         (listed or set())
         | (present & set(manifest.KNOWN_TABLES))
         | {name for name, later in manifest.MADE_AFTER.items() if later in present}
+        | {
+            name
+            for name, witness in manifest.WRITTEN_AFTER.items()
+            if witness in present and manifest.written(db, witness)
+        }
     )
     tables = [_check_table(db, location, name, listed, present, problems) for name in names]
     if listed is None and state == "absent" and present:

@@ -49,7 +49,11 @@ _LOCK_TIMEOUT_S = 60.0
 _VERSIONS = ("_versions", ".manifest")  # (folder, suffix) of a table's version manifests
 # A table every store makes right after another (`MemoryStore` opens memories, then
 # relationships): finding the later one means the earlier one was made too.
-MADE_AFTER = {"memories": "relationships"}
+MADE_AFTER = {"memories": "relationships", "knowledge_sources": "knowledge_chunks"}
+# A table made before any write to another (both are made when their store first opens, this
+# one first or in the same step): that other one written (past its empty first version) shows
+# this one existed, whatever the manifest says.
+WRITTEN_AFTER = {"relationships": "memories", "knowledge_chunks": "knowledge_sources"}
 
 # How each table can be got back; memories and its companions have a version history.
 _MEMORY_REPAIR = (
@@ -328,11 +332,25 @@ def open_or_create(
             raise TableDamaged(
                 location, name, f"its directory is gone, yet {later}, made after it, is here"
             )
+        witness = WRITTEN_AFTER.get(name)
+        if witness is not None and witness in present and written(db, witness):
+            raise TableDamaged(
+                location, name, f"its directory is gone, yet {witness} holds writes made after it"
+            )
         # A listed but unopenable directory is a creator killed before its first commit.
         mode = "overwrite" if name in present else "create"
         table = db.create_table(name, schema=make_schema(), mode=mode)
         record(location, name)
     return table
+
+
+def written(db: lancedb.DBConnection, name: str) -> bool:
+    """Whether table `name` was written past the empty version that made it (one that does
+    not open counts as written: it is damage, which opening it names)."""
+    try:
+        return int(db.open_table(name).version) > 1
+    except (ValueError, RuntimeError, OSError):
+        return True
 
 
 def adopt_if_new(db: lancedb.DBConnection, location: StoreLocation) -> dict[str, Any] | None:
