@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -251,6 +252,21 @@ def test_history_and_restore(env: dict[str, str]) -> None:
     done = run("restore", str(version), "--yes")
     assert done.exit_code == 0, done.output
     assert json.loads(run("get", mid, "--format", "json").stdout)["id"] == mid
+
+
+def test_history_times_are_utc_whatever_the_local_zone(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LanceDB gives version times in local time without a zone; they were labelled UTC, so
+    # in New York every version read five hours early.
+    memorize("Primary database", "Postgres 16 is the primary database.")
+    monkeypatch.setenv("TZ", "America/New_York")
+    monkeypatch.setenv("OCTOBRAIN_SERVICE_ENABLED", "0")
+    memory = [sys.executable, "-m", "octobrain", "memory", "--scope", "github.com/acme/api"]
+    done = subprocess.run([*memory, "history", "--format", "json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    newest = datetime.fromisoformat(json.loads(done.stdout)[0]["timestamp"].replace("Z", "+00:00"))
+    assert abs(datetime.now(timezone.utc) - newest) < timedelta(minutes=10), newest
 
 
 @pytest.mark.parametrize(

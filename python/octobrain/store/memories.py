@@ -802,7 +802,7 @@ class MemoryStore:
         return [
             StoreVersion(
                 int(v["version"]),
-                v["timestamp"].replace(tzinfo=timezone.utc),
+                v["timestamp"].astimezone(timezone.utc),  # LanceDB's is naive local time
                 int(v["metadata"].get("total_rows", 0)),
             )
             for v in versions[:limit]
