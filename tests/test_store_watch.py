@@ -49,3 +49,19 @@ def test_a_small_store_has_every_file_looked_at_on_every_call(tmp_path: Path) ->
     watch.changed()
     (table / "data" / "00000013.lance").write_bytes(b"x" * 11)
     assert watch.changed() is True
+
+
+def test_a_data_file_gone_is_noticed_once_and_the_process_own_cleanup_is_not(
+    tmp_path: Path,
+) -> None:
+    # Deleting every data file under a running server went unnoticed: `remember` answered
+    # "5 found" from memory while a new process failed on the missing file.
+    table = _store(tmp_path, 20)
+    watch = StoreWatch(tmp_path)
+    watch.changed()
+    os.remove(table / "data" / "00000020.lance")
+    assert watch.changed() is True  # reopened: a read of that file now fails as it should
+    assert watch.changed() is False
+    os.remove(table / "data" / "00000001.lance")  # this process's own compaction cleaned it
+    watch.settle()
+    assert watch.changed() is False

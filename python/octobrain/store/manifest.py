@@ -381,10 +381,11 @@ class StoreWatch:
     """Whether a local store's files changed underneath a long-lived process since it last
     looked: the store manifest rewritten, a known table's directory or version folder deleted
     or replaced, a file of the memories table (its data files and version manifests, which
-    LanceDB writes once and never again) rewritten in place, or the newest version manifest it
-    saw gone (LanceDB's cleanup never removes the newest: that is a lost commit, which the
-    reopen then reports, `lost_version`). An ordinary commit, which only adds files, is no
-    change.
+    LanceDB writes once and never again) rewritten in place or a data file of it gone (a
+    compaction's cleanup removes old ones: the reopen costs little then), or the newest version
+    manifest it saw gone (LanceDB's cleanup never removes the newest: that is a lost commit,
+    which the reopen then reports, `lost_version`). An ordinary commit, which only adds files,
+    is no change.
 
     Cheap enough for every request, whatever the store's history (a week of versions can be
     tens of thousands of files): a folder is listed again only when its own `stat` changed (a
@@ -404,6 +405,7 @@ class StoreWatch:
         self._newest: str | None = None  # the newest version manifest seen
         self._order: list[str] = []  # `_files`' names, in the order they are looked at again
         self._turn = 0  # where the next look at known files starts
+        self._gone = False  # a known data file is gone (since `changed` last said so)
 
     def _ident_now(self) -> tuple[tuple[int, ...], ...]:
         def ident(where: str, full: bool = False) -> tuple[int, ...]:
@@ -450,6 +452,9 @@ class StoreWatch:
             relisted = True
             for name in [n for n in self._files if n.startswith(f"{folder}/") and n not in names]:
                 del self._files[name]
+                # A compaction's cleanup removes old data files; a hand, current ones. Either
+                # way the process reopens, and reads of a current file gone then fail.
+                self._gone |= folder == "data"
             for name in names - self._files.keys():
                 seen = self._file(name)
                 if seen is not None:
@@ -471,6 +476,7 @@ class StoreWatch:
             self._ident = self._ident_now()
             if self._list():
                 self._newest = _newest(self._files)
+            self._gone = False  # this process's own compaction
 
     def changed(self) -> bool:
         """Whether anything changed since the last call (the first call only looks)."""
@@ -495,6 +501,8 @@ class StoreWatch:
         if relisted or lost:
             self._newest = _newest(self._files)
         changed = (self._ident is not None and ident != self._ident) or rewritten or lost
+        changed |= self._gone
+        self._gone = False
         self._ident = ident
         return changed
 
