@@ -245,6 +245,25 @@ def test_a_conflict_with_a_statement_forgotten_meanwhile_is_not_recorded(
     assert conflict_edges(make_brain()) == set() and report.conflicts == []
 
 
+def test_a_conflict_with_a_statement_merged_meanwhile_is_left_to_the_next_pass(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pass beside this one merged the outranked statement into a parent after this one read
+    # the store: the edge went to the member, which no search shows first. Now it waits for
+    # the next pass, which weighs the parent.
+    brain, other = make_brain(), make_brain()
+    _, old = two_values(brain)
+    resolve = conflicts.resolve
+
+    def merge_loser_first(*args: Any, **kwargs: Any) -> Any:
+        other.store.set_columns(f"id = '{old}'", {"state": "consolidated"})
+        return resolve(*args, **kwargs)
+
+    monkeypatch.setattr(conflicts, "resolve", merge_loser_first)
+    report = brain.sleep_consolidate(threshold=0.7)
+    assert conflict_edges(make_brain()) == set() and report.conflicts == []
+
+
 def test_two_passes_side_by_side_record_a_conflict_once(
     make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -190,12 +190,14 @@ def _conflicts(
 
 def _record_conflicts(engine: Consolidator, scope: str, found: list[Conflict]) -> list[Conflict]:
     """Write a `conflicts` edge per conflict, under the write lock, but for those whose
-    statement was forgotten, or that a pass running beside this one linked, since this pass
-    read the store. Returns the conflicts written."""
+    statement was forgotten or merged into a parent (by a pass running beside this one: the
+    next pass weighs the parent), or that such a pass linked, since this pass read the store.
+    Returns the conflicts written."""
     store = engine.store
     with store.write_lock():
         ends = sorted({i for c in found for i in (c.winner, c.loser)})
-        held = store.held(ends)
+        states = store.values_of(ends, "state")
+        held = {i for i, state in states.items() if state == State.WORKING.value}
         linked = {
             frozenset((e.source_id, e.target_id))
             for e in store.relationships_of(ends)
