@@ -570,6 +570,7 @@ class MemoryStore:
         if not ids:
             return
         try:
+            self._note_changes(ids=ids)  # a warm process that saw them drops them again
             self.memories.delete(sql_in("id", ids))
         except (OSError, RuntimeError):
             done = (
