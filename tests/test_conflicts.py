@@ -20,6 +20,7 @@ from octobrain.kernels.clustering import unit_rows
 from octobrain.memory.brain import Brain
 from octobrain.memory.briefing import build_briefing
 from octobrain.memory.conflicts import (
+    NEAR_PER_ROW,
     Statement,
     StatementPool,
     compatible,
@@ -293,3 +294,32 @@ def test_one_value_restated_many_times_writes_a_bounded_set_of_edges(
         for mid in pair:
             counts[mid] = counts.get(mid, 0) + 1
     assert report.disagreements and max(counts.values()) <= WINNERS_PER_LOSER
+
+
+def test_a_conflict_is_found_when_one_side_is_crowded_by_restatements() -> None:
+    # A row is compared with its NEAR_PER_ROW nearest only. A's were all restatements of its
+    # own value, so B (45 s) fell off A's list, and B skipped A as "seen from the other side":
+    # the conflict was lost. A crowded side no longer counts as having seen the pair.
+    def unit(v: list[float]) -> np.ndarray:
+        a = np.asarray(v, dtype=np.float32)
+        return a / np.linalg.norm(a)
+
+    rng = np.random.default_rng(0)
+    rows: list[dict[str, Any]] = [
+        {"id": "A", "content": timeout(30), "embedding": unit([1, 0, 0, 0])},
+        {"id": "B", "content": timeout(45), "embedding": unit([0.6, 0.8, 0, 0])},
+    ]
+    rows += [
+        {"id": f"C{i}", "content": timeout(30), "embedding": unit([1, -0.12, 0.02 * x, 0])}
+        for i, x in enumerate(rng.standard_normal(NEAR_PER_ROW + 44))
+    ]
+    now = utcnow()
+    pool = StatementPool(
+        [r["id"] for r in rows],
+        [r["content"] for r in rows],
+        unit_rows(np.stack([r["embedding"] for r in rows])),
+        ["user_confirmed"] * len(rows),
+        [now] * len(rows),
+    )
+    pairs = conflicting_pairs(rows, pool, 0.55)
+    assert {frozenset(p) for p in pairs if "B" in p} == {frozenset(("A", "B"))}

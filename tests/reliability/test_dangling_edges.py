@@ -135,3 +135,36 @@ def test_edges_to_memories_of_lost_versions_are_named_apart_and_kept(env: dict[s
     rc, _, err = run_cli(env, "doctor", "--drop-dangling-edges")
     assert "0 dangling edge(s) deleted" in err, err
     assert len(brain_at(store).store.relationships_of([a.id])) == 1  # the trace is kept
+
+
+def test_a_store_with_only_dangling_edges_still_migrates(
+    env: dict[str, str], half_forgotten: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    # The new check made `migrate` refuse such a store as damaged: no reader sees those edges,
+    # so they are named by `doctor` but stop nothing.
+    rc, out, err = run_cli(env, "memory", "migrate", "--to", str(tmp_path / "copy"))
+    assert rc == 0, out + err
+
+
+def test_an_edge_dated_ahead_of_the_clock_is_no_sign_of_lost_versions(
+    env: dict[str, str],
+) -> None:
+    # An edge imported from a machine whose clock ran ahead is dated after memories' newest
+    # version: it was named "versions likely lost" and never swept.
+    from datetime import timedelta
+
+    from octobrain.models import Relationship, RelationshipType, utcnow
+    from octobrain.store.sql import sql_in
+
+    store = Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
+    brain = brain_at(store)
+    a, _ = brain.memorize("Auth uses JWT", "The API signs 15 minute JWT access tokens.")
+    b, _ = brain.memorize("Refresh rotation", "Refresh tokens rotate on use.")
+    ahead = utcnow() + timedelta(days=300)
+    edge = Relationship(b.id, a.id, RelationshipType.RELATED_TO, scope=SCOPE, created_at=ahead)
+    brain.store.add_relationships([edge])
+    with brain.store.write_lock():
+        brain.store.memories.delete(sql_in("id", [a.id]))  # a forget cut after its first commit
+    report = diagnose(brain.store.location)
+    assert report.dangling_edges == 1 and [p.table for p in report.problems] == ["relationships"]
+    assert brain_at(store).store.drop_dangling_edges() == 1

@@ -141,8 +141,9 @@ def _damage_detail(line: str) -> str:
         report = diagnose(StoreLocation.from_config(config, resolve_storage_uri(config)))
     except Exception:  # the generic line already says to run `octobrain doctor`
         return line
-    if report.problems:
-        return f"store {report.store}: {report.problems[0].line()} (see `octobrain doctor`)"
+    damage = [p for p in report.problems if p.damage]
+    if damage:
+        return f"store {report.store}: {damage[0].line()} (see `octobrain doctor`)"
     return line
 
 

@@ -138,18 +138,22 @@ def conflicting_pairs(
         return []
     recent_vecs = _unit([recent[at] for at in quoting])
     order = {r["id"]: i for i, r in enumerate(recent)}
+    in_pool = {pid: k for k, pid in enumerate(pool.ids)}
+    cut: set[int] = set()  # recent rows that saw only their NEAR_PER_ROW nearest
     out: list[tuple[str, str]] = []
     for start in range(0, len(quoting), _BLOCK):
         sims = recent_vecs[start : start + _BLOCK] @ pool.vectors.T
         for at, row_sims in zip(quoting[start : start + _BLOCK], sims, strict=True):
             near = np.flatnonzero(row_sims >= threshold)  # ascending: pool order
+            near = near[near != in_pool.get(recent[at]["id"], -1)]  # not itself
             if len(near) > NEAR_PER_ROW:
                 near = near[np.argsort(-row_sims[near], kind="stable")[:NEAR_PER_ROW]]
+                cut.add(at)
             found: list[tuple[float, int]] = []
             for k in near.tolist():
-                other = pool.ids[k]
-                if recent[at]["id"] == other or order.get(other, len(recent)) < at:
-                    continue  # itself, or a recent pair already seen from the other side
+                seen_from = order.get(pool.ids[k], len(recent))
+                if seen_from < at and seen_from not in cut:
+                    continue  # a recent pair already seen from the other side
                 if k not in pool_numbers:
                     pool_numbers[k] = numbers(pool.contents[k])
                 if pool_numbers[k] and not row_numbers[at] & pool_numbers[k]:

@@ -389,7 +389,8 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
         done = (
             f"{imported} of {checked.spool.count['memory']} memories, {edges} edges and "
             f"{records} consolidation records were imported before it (running the import "
-            "again adds the memories and edges that are not)"
+            "again adds the memories and edges that are not, but no record naming a memory "
+            "already imported)"
         )
         raise failed.after(done) from failed
     return ImportReport(

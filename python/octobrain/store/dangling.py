@@ -12,6 +12,7 @@ them, so they are not counted here.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from octobrain.store.schema import UNFINISHED
@@ -82,8 +83,10 @@ def after_newest(
 
     if not edges:
         return set()
-    # LanceDB gives version times as naive local times; edges carry UTC.
+    # LanceDB gives version times as naive local times; edges carry UTC. An edge dated after
+    # now came with its time from elsewhere (an import from a clock running ahead): no sign.
     newest = max(v["timestamp"] for v in memories.list_versions()).astimezone()
+    now = datetime.now(timezone.utc) + timedelta(minutes=1)
     later: set[str] = set()
     for at in range(0, len(edges), 4096):
         rows = (
@@ -93,5 +96,5 @@ def after_newest(
             .limit(None)
             .to_list()
         )
-        later.update(row["id"] for row in rows if row["created_at"] > newest)
+        later.update(row["id"] for row in rows if newest < row["created_at"] <= now)
     return later

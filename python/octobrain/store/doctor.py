@@ -34,6 +34,9 @@ class Problem:
     table: str
     problem: str
     repair: str
+    # False for what no reader sees (edges to memories that are gone): named, repaired, but
+    # not damage that stops a migrate or explains a failed command.
+    damage: bool = True
 
     def line(self) -> str:
         return f"{self.table}: {self.problem}; repair: {self.repair}"
@@ -182,6 +185,7 @@ def _check_edge_ends(
                 "killed between its two commits); searches never show them",
                 "`octobrain doctor --drop-dangling-edges` deletes them now; the store's next "
                 "maintenance pass (every 64 writes) does too",
+                damage=False,
             )
         )
     return len(found)

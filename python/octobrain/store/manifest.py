@@ -476,7 +476,8 @@ class StoreWatch:
             self._ident = self._ident_now()
             if self._list():
                 self._newest = _newest(self._files)
-            self._gone = False  # this process's own compaction
+            # A data file gone stays news for the next `changed`: this call's own compaction,
+            # or a hand's meanwhile, which `settle` cannot tell apart (one reopen either way).
 
     def changed(self) -> bool:
         """Whether anything changed since the last call (the first call only looks)."""

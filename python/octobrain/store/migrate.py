@@ -84,7 +84,7 @@ def _check_source(source: StoreLocation) -> None:
     the one before it: forgotten rows and edges back)."""
     from octobrain.store.doctor import diagnose
 
-    problems = diagnose(source).problems
+    problems = [p for p in diagnose(source).problems if p.damage]
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise StorageError(
