@@ -162,6 +162,32 @@ def test_a_restore_across_a_reembed_is_refused_before_anything_changes(
 # ---- restore --------------------------------------------------------------------------------
 
 
+def test_a_restore_across_a_clock_step_is_refused_before_anything_changes(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Companion tables go back by version times: with the clock stepped back an hour after
+    # the version restored, the memory came back without its edge (3 of 3 with faketime).
+    brain = make_brain()
+    a, _ = brain.memorize("Auth uses JWT", "The API signs 15 minute JWT access tokens.")
+    brain.memorize("Refresh rotation", "Refresh tokens rotate.", related_to=[{"target_id": a.id}])
+    target = brain.history(1)[0].version
+    brain.memorize("Key storage", "Signing keys live in the vault.")  # an hour "earlier"
+    real = LanceTable.list_versions
+
+    def stepped(self: LanceTable) -> Any:
+        versions = real(self)
+        if self.name == "memories":
+            newest = max(versions, key=lambda v: int(v["version"]))
+            newest["timestamp"] -= timedelta(hours=1)
+        return versions
+
+    monkeypatch.setattr(LanceTable, "list_versions", stepped)
+    before = brain.history(1)[0].version
+    with pytest.raises(InvalidInput, match=r"^version: .*the clock went back between memories"):
+        brain.restore(target, confirm=True)
+    assert brain.history(1)[0].version == before
+
+
 def test_restore_brings_edges_back_after_compaction_cleaned_old_versions(
     make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,6 +9,7 @@ take no lock and always see the latest committed version (`read_consistency_inte
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import re
 import zlib
@@ -38,6 +39,7 @@ RELATIONSHIPS = "relationships"
 LOCK_TIMEOUT_S = 120.0
 COMPACT_EVERY = 64  # commits between maintenance passes
 DELETE_BATCH = 4_096  # ids per delete predicate (an `IN` list's cost grows with its length)
+CLOCK_STEP = timedelta(seconds=1)  # a step back in version times that `restore` refuses
 # Old table versions are the undo history (`octobrain memory history` / `restore`).
 KEEP_VERSIONS_FOR = timedelta(days=KEEP_VERSIONS_DAYS)
 # Tables restored together with `memories` (the consolidation journal lives beside them).
@@ -837,6 +839,7 @@ class MemoryStore:
                 )
             self._check_version_model(version)
             at = numbers.index(version)
+            self._check_clock(version, versions[at:])
             manifest.mark_restore(self.location, version)
             self._note_changes(everything=True)
             # Everything committed before the next memories commit belongs to this version
@@ -861,6 +864,32 @@ class MemoryStore:
             self._memories = self._relationships = None
             self._pinned_tables = {}
         return self.history(1)[0]
+
+    def _check_clock(self, version: int, since: list[dict[str, Any]]) -> None:
+        """Refuse, before anything changes, a restore whose edges and journal cannot be told:
+        each companion table goes back to the version made before the next memories commit,
+        by their times, so a clock stepped back (by more than `CLOCK_STEP`) since `version`
+        (a correction, a daylight-saving hour: LanceDB's times are local) would pick the
+        wrong ones. Memories of an hour ago came back without their edges."""
+        db = self._open_db()
+        start = since[0]["timestamp"]
+        tables = [(MEMORIES, since)] + [
+            (name, sorted(db.open_table(name).list_versions(), key=lambda v: int(v["version"])))
+            for name in COMPANION_TABLES
+            if name in db.list_tables().tables
+        ]
+        for name, kept in tables:
+            for a, b in itertools.pairwise(kept):
+                if a["timestamp"] >= start and b["timestamp"] < a["timestamp"] - CLOCK_STEP:
+                    raise InvalidInput(
+                        "version",
+                        f"which edges and journal records belong to version {version} cannot "
+                        f"be told: the clock went back between {name} versions "
+                        f"{a['version']} and {b['version']} ({a['timestamp']:%Y-%m-%d %H:%M:%S}"
+                        f" → {b['timestamp']:%H:%M:%S}); restore a version made after that, or "
+                        "bring the store back from an export (`memory import`); nothing was "
+                        "changed",
+                    )
 
     def _check_version_model(self, version: int) -> None:
         """Refuse, before anything changes, a restore to a version another model embedded."""
