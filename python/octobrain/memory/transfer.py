@@ -361,9 +361,8 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
                 wrote.update(fresh[i][0].id for i in keep if fresh[i][0].id in checked.named)
             progress(len(batch))
         for rels in checked.spool.batches("relationship"):
-            with (
-                store.write_lock()
-            ):  # the edges and memories present are read where edges are added
+            # The edges and memories present are read where edges are added.
+            with store.write_lock():
                 end_ids = {r.source_id for r in rels} | {r.target_id for r in rels}
                 ends = store.scopes_of(sorted(end_ids))
                 have = store.held_relationships([r.id for r in rels])

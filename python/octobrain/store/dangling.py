@@ -21,6 +21,18 @@ if TYPE_CHECKING:
     import lancedb
 
 
+def sweepable(
+    memories: lancedb.table.Table,
+    relationships: lancedb.table.Table,
+    log: lancedb.table.Table | None,
+) -> tuple[list[str], set[str]]:
+    """The dangling edges (`dangling_edges`) split in two: those a sweep may delete, and those
+    made after the memories table's newest version (`after_newest`), kept."""
+    found = dangling_edges(memories, relationships, log)
+    later = after_newest(memories, relationships, found)
+    return [edge for edge in found if edge not in later], later
+
+
 def dangling_edges(
     memories: lancedb.table.Table,
     relationships: lancedb.table.Table,

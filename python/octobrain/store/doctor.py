@@ -114,12 +114,7 @@ def diagnose(location: StoreLocation) -> Diagnosis:
     names = sorted(
         (listed or set())
         | (present & set(manifest.KNOWN_TABLES))
-        | {name for name, later in manifest.MADE_AFTER.items() if later in present}
-        | {
-            name
-            for name, witness in manifest.WRITTEN_AFTER.items()
-            if witness in present and manifest.written(db, witness)
-        }
+        | {name for name in manifest.KNOWN_TABLES if manifest.existed(db, name, present)}
     )
     tables = [_check_table(db, location, name, listed, present, problems) for name in names]
     if listed is None and state == "absent" and present:
@@ -141,7 +136,7 @@ def _check_edge_ends(
     memories, the edges and the consolidation log (if made) all read whole: over a damaged
     table the count would be wrong, and that damage is named already. Not after a restore or
     migrate `cut_short`: it leaves such edges, and running it again is their repair."""
-    from octobrain.store.dangling import after_newest, dangling_edges
+    from octobrain.store.dangling import sweepable
     from octobrain.store.memories import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS
 
     checked = {t.name: t for t in tables}
@@ -153,7 +148,7 @@ def _check_edge_ends(
         return 0
     try:
         log = db.open_table(CONSOLIDATIONS) if CONSOLIDATIONS in checked else None
-        found = dangling_edges(db.open_table(MEMORIES), db.open_table(RELATIONSHIPS), log)
+        found, later = sweepable(db.open_table(MEMORIES), db.open_table(RELATIONSHIPS), log)
     except (ValueError, RuntimeError, OSError) as exc:
         reason = manifest.short_reason(exc)
         problems.append(
@@ -164,7 +159,6 @@ def _check_edge_ends(
             )
         )
         return 0
-    later = after_newest(db.open_table(MEMORIES), db.open_table(RELATIONSHIPS), found)
     if later:
         problems.append(
             Problem(
@@ -176,7 +170,6 @@ def _check_edge_ends(
                 "import`); keep the edges meanwhile: they show what was lost",
             )
         )
-    found = [edge for edge in found if edge not in later]
     if found:
         problems.append(
             Problem(

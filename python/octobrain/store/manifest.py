@@ -325,18 +325,11 @@ def open_or_create(
             if name in (recorded(location) or set()):
                 raise TableDamaged(location, name, short_reason(exc)) from exc
         present = set(db.list_tables().tables)
-        later = MADE_AFTER.get(name)
-        if later in present:
-            # The manifest is gone too (or predates it), but a table only ever made after this
-            # one is here: this one existed and is lost, not new.
-            raise TableDamaged(
-                location, name, f"its directory is gone, yet {later}, made after it, is here"
-            )
-        witness = WRITTEN_AFTER.get(name)
-        if witness is not None and witness in present and written(db, witness):
-            raise TableDamaged(
-                location, name, f"its directory is gone, yet {witness} holds writes made after it"
-            )
+        sign = existed(db, name, present)
+        if sign is not None:
+            # The manifest is gone too (or predates it), but another table shows this one
+            # existed: it is lost, not new.
+            raise TableDamaged(location, name, f"its directory is gone, yet {sign}")
         # A listed but unopenable directory is a creator killed before its first commit.
         mode = "overwrite" if name in present else "create"
         table = db.create_table(name, schema=make_schema(), mode=mode)
@@ -344,7 +337,19 @@ def open_or_create(
     return table
 
 
-def written(db: lancedb.DBConnection, name: str) -> bool:
+def existed(db: lancedb.DBConnection, name: str, present: set[str]) -> str | None:
+    """What shows that table `name` was made, whatever the manifest says (`MADE_AFTER`,
+    `WRITTEN_AFTER`), or None."""
+    later = MADE_AFTER.get(name)
+    if later in present:
+        return f"{later}, made after it, is here"
+    witness = WRITTEN_AFTER.get(name)
+    if witness is not None and witness in present and _written(db, witness):
+        return f"{witness} holds writes made after it"
+    return None
+
+
+def _written(db: lancedb.DBConnection, name: str) -> bool:
     """Whether table `name` was written past the empty version that made it (one that does
     not open counts as written: it is damage, which opening it names)."""
     try:

@@ -645,15 +645,13 @@ class MemoryStore:
         after the newest memories version, which show what lost versions held), under the
         write lock, `DELETE_BATCH` a commit. Returns how many. Edges only: the model is
         neither checked nor used."""
-        from octobrain.store.dangling import after_newest, dangling_edges
+        from octobrain.store.dangling import sweepable
 
         with self.write_lock(check_model=False):
             db = self._open_db()
             log = db.open_table(CONSOLIDATIONS) if self.made(CONSOLIDATIONS) else None
-            memories, edges = db.open_table(MEMORIES), db.open_table(RELATIONSHIPS)
-            ids = dangling_edges(memories, edges, log)
-            later = after_newest(memories, edges, ids)  # lost versions' evidence: kept
-            ids = [edge for edge in ids if edge not in later]
+            edges = db.open_table(RELATIONSHIPS)
+            ids, _ = sweepable(db.open_table(MEMORIES), edges, log)
             for at in range(0, len(ids), DELETE_BATCH):
                 batch = ids[at : at + DELETE_BATCH]
                 self._note_changes(edges=batch)
