@@ -225,6 +225,14 @@ def test_reembed_after_a_model_change(env: dict[str, str], monkeypatch: pytest.M
     assert [r["id"] for r in found["results"]] == [mid]
 
 
+def memory_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """`octobrain memory --scope github.com/acme/api <args>` as a process of its own (the
+    service off: this environment, read now, is the one it runs in)."""
+    memory = [sys.executable, "-m", "octobrain", "memory", "--scope", "github.com/acme/api"]
+    env = {**os.environ, "OCTOBRAIN_SERVICE_ENABLED": "0"}
+    return subprocess.run([*memory, *args], capture_output=True, text=True, env=env, check=False)
+
+
 def test_reembed_in_a_new_process_reports_no_failure(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -233,12 +241,10 @@ def test_reembed_in_a_new_process_reports_no_failure(
     # reem" on every run of the very command that re-embeds.
     memorize("Primary database", "Postgres 16 is the primary database.")
     monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:32")
-    monkeypatch.setenv("OCTOBRAIN_SERVICE_ENABLED", "0")
-    memory = [sys.executable, "-m", "octobrain", "memory", "--scope", "github.com/acme/api"]
-    refused = subprocess.run([*memory, "remember", "postgres"], capture_output=True, text=True)
+    refused = memory_process("remember", "postgres")
     assert refused.returncode == 1 and "sleep pass" not in refused.stderr
     assert refused.stderr.count("\n") == 1 and "octobrain memory reembed`" in refused.stderr
-    done = subprocess.run([*memory, "reembed"], capture_output=True, text=True)
+    done = memory_process("reembed")
     assert done.returncode == 0 and "re-embedded 1 memory with hash:32" in done.stdout
     assert "sleep pass" not in done.stderr and "failed" not in done.stderr
 
@@ -261,9 +267,7 @@ def test_history_times_are_utc_whatever_the_local_zone(
     # in New York every version read five hours early.
     memorize("Primary database", "Postgres 16 is the primary database.")
     monkeypatch.setenv("TZ", "America/New_York")
-    monkeypatch.setenv("OCTOBRAIN_SERVICE_ENABLED", "0")
-    memory = [sys.executable, "-m", "octobrain", "memory", "--scope", "github.com/acme/api"]
-    done = subprocess.run([*memory, "history", "--format", "json"], capture_output=True, text=True)
+    done = memory_process("history", "--format", "json")
     assert done.returncode == 0, done.stderr
     newest = datetime.fromisoformat(json.loads(done.stdout)[0]["timestamp"].replace("Z", "+00:00"))
     assert abs(datetime.now(timezone.utc) - newest) < timedelta(minutes=10), newest

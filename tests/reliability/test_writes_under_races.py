@@ -253,39 +253,26 @@ def two_values(brain: Brain) -> tuple[str, str]:
     return new.id, old.id
 
 
-def test_a_conflict_with_a_statement_forgotten_meanwhile_is_not_recorded(
-    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("meanwhile", ["forgotten", "merged"])
+def test_a_conflict_with_a_statement_gone_meanwhile_is_not_recorded(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch, meanwhile: str
 ) -> None:
     # Before: the pass wrote a `conflicts` edge to a memory forgotten after it read the store
-    # (an edge to nothing). Now the ends are checked under the lock.
+    # (an edge to nothing), or merged into a parent by a pass beside it (an edge to a member,
+    # which no search shows first). Now the ends are checked under the lock; a merged one
+    # waits for the next pass, which weighs the parent.
     brain, other = make_brain(), make_brain()
     _, old = two_values(brain)
     resolve = conflicts.resolve
 
-    def forget_loser_first(*args: Any, **kwargs: Any) -> Any:
-        other.forget([old], confirm=True)
+    def loser_gone_first(*args: Any, **kwargs: Any) -> Any:
+        if meanwhile == "forgotten":
+            other.forget([old], confirm=True)
+        else:
+            other.store.set_columns(f"id = '{old}'", {"state": "consolidated"})
         return resolve(*args, **kwargs)
 
-    monkeypatch.setattr(conflicts, "resolve", forget_loser_first)
-    report = brain.sleep_consolidate(threshold=0.7)
-    assert conflict_edges(make_brain()) == set() and report.conflicts == []
-
-
-def test_a_conflict_with_a_statement_merged_meanwhile_is_left_to_the_next_pass(
-    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A pass beside this one merged the outranked statement into a parent after this one read
-    # the store: the edge went to the member, which no search shows first. Now it waits for
-    # the next pass, which weighs the parent.
-    brain, other = make_brain(), make_brain()
-    _, old = two_values(brain)
-    resolve = conflicts.resolve
-
-    def merge_loser_first(*args: Any, **kwargs: Any) -> Any:
-        other.store.set_columns(f"id = '{old}'", {"state": "consolidated"})
-        return resolve(*args, **kwargs)
-
-    monkeypatch.setattr(conflicts, "resolve", merge_loser_first)
+    monkeypatch.setattr(conflicts, "resolve", loser_gone_first)
     report = brain.sleep_consolidate(threshold=0.7)
     assert conflict_edges(make_brain()) == set() and report.conflicts == []
 
