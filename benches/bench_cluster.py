@@ -107,3 +107,20 @@ def test_octobrain(benchmark: Any, data: tuple[np.ndarray, list[list[int]]]) -> 
 
 def test_numpy(benchmark: Any, data: tuple[np.ndarray, list[list[int]]]) -> None:
     run(benchmark, "numpy", lambda x: numpy_clusters(x, THRESHOLD, MIN_SIZE), data)
+
+
+# The dense case: the sleep pass over one window (2,048 rows) of near-copies of one note, where
+# every pair is similar. Compare with the numpy baseline above for what a full Gram costs.
+DENSE_ROWS = 2048
+
+
+@pytest.mark.parametrize("linkage", ["complete", "average"])
+def test_octobrain_near_copies(benchmark: Any, linkage: str) -> None:
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(DIM) + 0.02 * rng.standard_normal((DENSE_ROWS, DIM))).astype(np.float32)
+    benchmark.group = f"cosine clustering {DENSE_ROWS} near-copies x {DIM}"
+    benchmark.extra_info["impl"] = f"octobrain ({linkage})"
+    found = benchmark.pedantic(
+        cosine_clusters, args=(x, THRESHOLD, 2, linkage), rounds=3, iterations=1, warmup_rounds=0
+    )
+    assert [len(c) for c in found] == [DENSE_ROWS]

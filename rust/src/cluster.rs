@@ -16,9 +16,11 @@
 //! A min or mean of cosines that are all below the cutoff is below it, so only pairs above the
 //! cutoff can ever drive a merge. The Gram matrix is therefore computed in row blocks and only
 //! those pairs are kept: memory is O(n·d + candidate pairs), never O(n²) unless most pairs are
-//! similar. The merge loop is a lazy priority queue: O(P log P) for P candidate pairs, which is
-//! fast in the sparse case (10k × 384 with ~8k pairs: well under a second, dominated by the
-//! GEMM) but slow when most pairs are similar (2k rows, threshold 0: seconds). Average linkage of larger clusters is exact from cluster sum vectors:
+//! similar. The merge loop keeps each cluster's best merge and a lazy heap of those bests, so a
+//! merge costs the merged cluster's neighbours plus the neighbours whose best it was: the
+//! sparse case (10k × 384 with ~8k pairs) is dominated by the GEMM, and the dense one (2k
+//! near-copies of one row, every pair similar) is O(n²) hash-map work rather than O(n² log n)
+//! heap pops. Average linkage of larger clusters is exact from cluster sum vectors:
 //! `sum_{a∈A, b∈B} a·b = (Σa)·(Σb)`.
 
 use std::cmp::Ordering;
@@ -167,21 +169,43 @@ fn candidate_pairs(x: &[f32], n: usize, d: usize, cutoff: f64) -> Vec<(u32, u32,
     blocks.concat()
 }
 
-/// What two clusters know about their cross pairs above the cutoff.
+/// What two clusters know about their cross pairs above the cutoff, and the linkage that
+/// follows (`score`: `NO_MERGE` when the two may not merge).
 #[derive(Debug, Clone, Copy)]
 struct Link {
     count: u64,
     min: f32,
+    score: f64,
 }
 
-/// A proposed merge; the heap pops the highest score, then the smallest `(a, b)`.
+/// The score of a link whose clusters may not merge.
+const NO_MERGE: f64 = f64::NEG_INFINITY;
+
+/// A cluster's best merge: its partner among the clusters with a larger id.
+#[derive(Debug, Clone, Copy)]
+struct Best {
+    score: f64,
+    partner: u32,
+}
+
+impl Best {
+    /// Higher score first; among equal scores the smaller partner.
+    fn beats(self, other: Option<Best>) -> bool {
+        other.is_none_or(|o| match self.score.total_cmp(&o.score) {
+            Ordering::Equal => self.partner < o.partner,
+            order => order == Ordering::Greater,
+        })
+    }
+}
+
+/// A cluster's best merge as it stood when queued; the heap pops the highest score, then the
+/// smallest `(a, b)`. Stale once cluster `a`'s best changed (`stamp`).
 #[derive(Debug)]
 struct Candidate {
     score: f64,
     a: u32,
     b: u32,
-    version_a: u32,
-    version_b: u32,
+    stamp: u32,
 }
 
 impl Ord for Candidate {
@@ -189,7 +213,7 @@ impl Ord for Candidate {
         self.score
             .total_cmp(&other.score)
             .then_with(|| (other.a, other.b).cmp(&(self.a, self.b)))
-            .then_with(|| (self.version_a, self.version_b).cmp(&(other.version_a, other.version_b)))
+            .then_with(|| self.stamp.cmp(&other.stamp))
     }
 }
 impl PartialOrd for Candidate {
@@ -205,15 +229,24 @@ impl PartialEq for Candidate {
 impl Eq for Candidate {}
 
 /// Sparse agglomeration state, indexed by cluster id (= smallest row in the cluster).
+///
+/// Each cluster keeps its best merge with a larger cluster id (`best`, ties to the smaller
+/// id), and the heap holds one entry per change of a cluster's best. The pair the heap pops
+/// first is then the best merge overall, ties to the smallest `(a, b)`, as the module docs
+/// define. A merge re-scores the merged cluster against its neighbours once, and re-scans only
+/// the neighbours whose best was one of the two clusters merged: when most pairs are similar
+/// (thousands of near-copies of one note), a heap of every candidate pair would be popped
+/// O(n²) times at O(log n²) cache misses each, which dominated the whole clustering.
 struct Agglomerator<'a> {
     x: &'a [f32],
     d: usize,
     linkage: Linkage,
     cutoff: f64,
     members: Vec<Vec<u32>>,
-    version: Vec<u32>,
     adj: Vec<HashMap<u32, Link>>,
     sums: Vec<Option<Vec<f64>>>,
+    best: Vec<Option<Best>>,
+    stamp: Vec<u32>,
     heap: BinaryHeap<Candidate>,
 }
 
@@ -232,31 +265,63 @@ impl<'a> Agglomerator<'a> {
             linkage,
             cutoff,
             members: (0..n as u32).map(|i| vec![i]).collect(),
-            version: vec![0; n],
             adj: vec![HashMap::new(); n],
             sums: vec![None; n],
-            heap: BinaryHeap::with_capacity(pairs.len()),
+            best: vec![None; n],
+            stamp: vec![0; n],
+            heap: BinaryHeap::new(),
         };
         for &(i, j, sim) in pairs {
-            let link = Link { count: 1, min: sim };
+            // Between two singletons both linkages are the pair's cosine.
+            let link = Link {
+                count: 1,
+                min: sim,
+                score: f64::from(sim),
+            };
             agg.adj[i as usize].insert(j, link);
             agg.adj[j as usize].insert(i, link);
-            // Between two singletons both linkages are the pair's cosine.
-            agg.push(f64::from(sim), i, j);
+            let offer = Best {
+                score: link.score,
+                partner: j,
+            };
+            if offer.beats(agg.best[i as usize]) {
+                agg.best[i as usize] = Some(offer);
+            }
+        }
+        for a in 0..n as u32 {
+            agg.queue(a);
         }
         agg
     }
 
-    fn push(&mut self, score: f64, a: u32, b: u32) {
-        let (a, b) = (a.min(b), a.max(b));
-        let (version_a, version_b) = (self.version[a as usize], self.version[b as usize]);
-        self.heap.push(Candidate {
-            score,
-            a,
-            b,
-            version_a,
-            version_b,
-        });
+    /// Put cluster `a`'s current best on the heap (the entries before it go stale).
+    fn queue(&mut self, a: u32) {
+        let ai = a as usize;
+        self.stamp[ai] = self.stamp[ai].wrapping_add(1);
+        if let Some(best) = self.best[ai] {
+            self.heap.push(Candidate {
+                score: best.score,
+                a,
+                b: best.partner,
+                stamp: self.stamp[ai],
+            });
+        }
+    }
+
+    /// Recompute cluster `a`'s best from its links to larger ids, and queue it.
+    fn rescan(&mut self, a: u32) {
+        let mut best = None;
+        for (&c, link) in &self.adj[a as usize] {
+            let offer = Best {
+                score: link.score,
+                partner: c,
+            };
+            if c > a && link.score != NO_MERGE && offer.beats(best) {
+                best = Some(offer);
+            }
+        }
+        self.best[a as usize] = best;
+        self.queue(a);
     }
 
     fn row(&self, c: u32) -> &[f32] {
@@ -294,40 +359,41 @@ impl<'a> Agglomerator<'a> {
         }
     }
 
-    /// Linkage of clusters `a` and `c` if they may merge, else `None`.
-    fn score(&self, a: u32, c: u32, link: Link) -> Option<f64> {
+    /// Linkage of clusters `a` and `c` if they may merge, else `NO_MERGE`.
+    fn score(&self, a: u32, c: u32, link: Link) -> f64 {
         let size_a = self.members[a as usize].len() as u64;
         let size_c = self.members[c as usize].len() as u64;
         let score = match self.linkage {
             // A missing pair is below the cutoff, so the minimum would be too.
             Linkage::Complete if link.count == size_a * size_c => f64::from(link.min),
-            Linkage::Complete => return None,
+            Linkage::Complete => return NO_MERGE,
             Linkage::Average => self.sum_dot(a, c) / (size_a * size_c) as f64,
         };
-        (score >= self.cutoff).then_some(score)
-    }
-
-    fn is_fresh(version: &[u32], c: &Candidate) -> bool {
-        version[c.a as usize] == c.version_a && version[c.b as usize] == c.version_b
+        if score >= self.cutoff {
+            score
+        } else {
+            NO_MERGE
+        }
     }
 
     fn run(&mut self) {
-        // Every merge strands the old entries of both clusters; dropping them once they make up
-        // half the heap keeps pops cheap when many pairs are similar (amortised O(pushes)).
+        // A cluster's entries go stale when its best changes; dropping them once they make up
+        // half the heap keeps pops cheap (amortised O(pushes)).
         let mut clean_len = self.heap.len().max(4096);
         while let Some(top) = self.heap.pop() {
-            if Self::is_fresh(&self.version, &top) {
+            if self.stamp[top.a as usize] == top.stamp {
                 self.merge(top.a, top.b);
             }
             if self.heap.len() > 2 * clean_len {
-                let version = &self.version;
-                self.heap.retain(|c| Self::is_fresh(version, c));
+                let stamp = &self.stamp;
+                self.heap.retain(|c| stamp[c.a as usize] == c.stamp);
                 clean_len = self.heap.len().max(4096);
             }
         }
     }
 
-    /// Merge cluster `b` into `a` (`a < b`), then re-score `a` against its neighbours.
+    /// Merge cluster `b` into `a` (`a < b`), re-score `a` against its neighbours, and bring
+    /// every best that named `a` or `b` up to date.
     fn merge(&mut self, a: u32, b: u32) {
         let (ai, bi) = (a as usize, b as usize);
         if self.linkage == Linkage::Average {
@@ -340,8 +406,8 @@ impl<'a> Agglomerator<'a> {
         }
         let moved = std::mem::take(&mut self.members[bi]);
         self.members[ai].extend(moved);
-        self.version[ai] += 1;
-        self.version[bi] += 1;
+        self.best[bi] = None;
+        self.queue(b); // no entry: b's old ones go stale
 
         let mut merged = std::mem::take(&mut self.adj[ai]);
         merged.remove(&b);
@@ -357,17 +423,32 @@ impl<'a> Agglomerator<'a> {
                 })
                 .or_insert(link);
         }
-        let mut rescored = Vec::with_capacity(merged.len());
-        for (&c, &link) in &merged {
+        let neighbours: Vec<u32> = merged.keys().copied().collect();
+        for &c in &neighbours {
+            let mut link = merged[&c];
+            link.score = self.score(a, c, link);
+            merged.insert(c, link);
             let neighbour = &mut self.adj[c as usize];
             neighbour.remove(&b);
             neighbour.insert(a, link);
-            rescored.push((c, link));
         }
         self.adj[ai] = merged;
-        for (c, link) in rescored {
-            if let Some(score) = self.score(a, c, link) {
-                self.push(score, a, c);
+        self.rescan(a);
+        for c in neighbours {
+            let ci = c as usize;
+            match self.best[ci] {
+                Some(best) if best.partner == a || best.partner == b => self.rescan(c),
+                current if c < a => {
+                    let offer = Best {
+                        score: self.adj[ai][&c].score,
+                        partner: a,
+                    };
+                    if offer.score != NO_MERGE && offer.beats(current) {
+                        self.best[ci] = Some(offer);
+                        self.queue(c);
+                    }
+                }
+                _ => {}
             }
         }
     }
