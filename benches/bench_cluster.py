@@ -117,7 +117,8 @@ DENSE_ROWS = 2048
 @pytest.mark.parametrize("linkage", ["complete", "average"])
 def test_octobrain_near_copies(benchmark: Any, linkage: str) -> None:
     rng = np.random.default_rng(3)
-    x = (rng.standard_normal(DIM) + 0.02 * rng.standard_normal((DENSE_ROWS, DIM))).astype(np.float32)
+    noise = 0.02 * rng.standard_normal((DENSE_ROWS, DIM))
+    x = (rng.standard_normal(DIM) + noise).astype(np.float32)
     benchmark.group = f"cosine clustering {DENSE_ROWS} near-copies x {DIM}"
     benchmark.extra_info["impl"] = f"octobrain ({linkage})"
     found = benchmark.pedantic(
