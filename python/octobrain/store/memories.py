@@ -75,6 +75,13 @@ def io_failure(path: object, exc: BaseException, done: str = "nothing was change
     return f"store: cannot write to {path}: {reason}; {done} (check free space and permissions)"
 
 
+# An object store that took a commit but whose answer was lost (a timeout, a reset): the
+# commit may or may not have landed.
+_UNKNOWN_OUTCOME = re.compile(
+    r"result for version \d+ is unknown|timed? ?out|connection (?:reset|closed|aborted)", re.I
+)
+
+
 class WriteFailed(StorageError):
     """A commit under the write lock failed (a full disk, permissions). Its line says nothing
     was changed, which holds for that commit; a caller that made commits before it says what
@@ -555,15 +562,43 @@ class MemoryStore:
         with self.write_lock():
             links = self.require_ends(links, {m.id for m in memories}, drop=drop_gone_links)
             if rows:
-                self.memories.add(rows)
+                self._append(self.memories, rows)
             if links:
                 try:
-                    self.relationships.add([schema.relationship_to_row(r) for r in links])
-                except (OSError, RuntimeError) as exc:
+                    self._append(self.relationships, [schema.relationship_to_row(r) for r in links])
+                except (OSError, RuntimeError, StorageError) as exc:
                     self._take_back([m.id for m in memories], exc)
                     raise
             self._maybe_maintain()
         return len(links)
+
+    def _append(self, table: lancedb.table.Table, rows: list[dict[str, Any]]) -> None:
+        """Append `rows` (each with a new `id`) in one commit. When the store's answer to the
+        commit is lost, read back whether it landed: a caller told "nothing was changed" sends
+        the write again, and a write that had landed would be stored twice."""
+        try:
+            table.add(rows)
+        except (OSError, RuntimeError) as exc:
+            if not _UNKNOWN_OUTCOME.search(str(exc)):
+                raise
+            ids = [row["id"] for row in rows]
+            reason = manifest.short_reason(exc)
+            try:
+                table.checkout_latest()  # type: ignore[no-untyped-call]
+                landed = _held(table, ids)
+            except (OSError, RuntimeError) as again:
+                raise StorageError(
+                    f"store: {self.location}: the answer to a commit was lost ({reason}), and "
+                    f"reading back failed too ({manifest.short_reason(again)}): the write may "
+                    "have landed; look (`octobrain memory recent`) before sending it again"
+                ) from exc
+            if landed != set(ids):  # one commit: all of it or none
+                raise StorageError(
+                    f"store: {self.location}: the answer to a commit was lost ({reason}); read "
+                    "back, the write is not in the store: nothing was changed, it can be sent "
+                    "again"
+                ) from exc
+            log.info("store: a commit's answer was lost (%s); read back, it landed", reason)
 
     def _take_back(self, ids: Sequence[str], exc: BaseException) -> None:
         """The edge commit of `add` failed after its memories were committed: delete them
@@ -729,7 +764,7 @@ class MemoryStore:
             with self.write_lock():
                 if ends_held:
                     self.require_ends(rels, set())
-                self.relationships.add([schema.relationship_to_row(r) for r in rels])
+                self._append(self.relationships, [schema.relationship_to_row(r) for r in rels])
 
     def compact(self) -> None:
         """Merge small fragments, fold deletions, update indexes and drop versions older than
