@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 from mcp import Client
 
 from octobrain.config import Config, EmbeddingConfig, MemoryConfig
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, StorageError
 from octobrain.memory.brain import Brain
 from octobrain.memory.conversation import parse_text, read_conversations
 from octobrain.memory.corpus_io import LIGHT_COLUMNS, texts_of
@@ -526,6 +526,31 @@ def test_a_forgotten_turn_is_not_brought_back_by_ingesting_its_conversation_agai
             assert not error and "1 turn added" in reply, reply  # as the repair said
 
     run(after)
+
+
+def test_the_forgotten_record_lost_with_the_manifest_is_named_not_read_as_empty(
+    tmp_path: Path,
+) -> None:
+    records = [
+        {"speaker": "Ana", "text": "The staging password is hunter2-orange-kettle."},
+        {"speaker": "Bo", "text": "Staging database is ready on port 5433."},
+    ]
+    b = brain(tmp_path)
+    assert b.ingest(parse_text(json.dumps(records))).added == 2
+    secret = stored(b)["The staging password is hunter2-orange-kettle."]
+    assert b.forget([secret.id], confirm=True) == 1
+    assert b.ingest(parse_text(json.dumps(records))).added == 0
+    # The record and the store's manifest both lost (the manifest alone is re-made from the
+    # tables that open; with it, the record's absence proved nothing).
+    (tmp_path / "db" / "forgotten_turns.lance").rename(tmp_path / "aside.lance")
+    (tmp_path / "db" / "_octobrain").rename(tmp_path / "aside_octobrain")
+    again = brain(tmp_path)
+    # Before: "1 turn added", the forgotten password stored again.
+    with pytest.raises(StorageError, match=r"forgotten_turns.*memories records that it was made"):
+        again.ingest(parse_text(json.dumps(records)))
+    assert "hunter2" not in " ".join(stored(again))
+    report = diagnose(StoreLocation(tmp_path / "db"))
+    assert not report.ok and "forgotten_turns" in [t.name for t in report.tables], report
 
 
 def test_mcp_ingest_stores_turns_once_and_names_bad_fields(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from octobrain.models import utcnow
+from octobrain.store import manifest
 from octobrain.store.sql import sql_in
 
 if TYPE_CHECKING:
@@ -51,6 +52,9 @@ def record(store: MemoryStore, turns: Sequence[tuple[str, str]]) -> None:
     if not turns:
         return
     table = _table(store)
+    # Should the table be lost together with the store's manifest, memories still shows that
+    # it existed (`manifest.existed`): read as "none forgotten", every turn would come back.
+    manifest.stamp_made(store.memories, FORGOTTEN)
     now = utcnow()
     held = _among(table, [turn_id for turn_id, _ in turns])
     rows = [{"id": i, "scope": s, "forgotten_at": now} for i, s in turns if i not in held]

@@ -54,6 +54,10 @@ MADE_AFTER = {"memories": "relationships", "knowledge_sources": "knowledge_chunk
 # one first or in the same step): that other one written (past its empty first version) shows
 # this one existed, whatever the manifest says.
 WRITTEN_AFTER = {"relationships": "memories", "knowledge_chunks": "knowledge_sources"}
+# A table made later, on demand (nothing else is made with it): each write to it also stamps
+# the `id` field of another table, whose own files then show it existed.
+STAMPED_ON = {"forgotten_turns": "memories"}
+_STAMP = "octobrain.made."
 
 # How each table can be got back; memories and its companions have a version history.
 _MEMORY_REPAIR = (
@@ -249,6 +253,10 @@ def recreate(location: StoreLocation, what: str, damaged: set[str]) -> list[str]
             elif name in set(db.list_tables().tables):
                 db.drop_table(name)
                 done.append(f"{name} (dropped)")
+            bearer = STAMPED_ON.get(name)
+            if bearer is not None and bearer in set(db.list_tables().tables):
+                # Started over: no longer a table that was made and is gone.
+                stamp_made(db.open_table(bearer), name, made=False)
         _retable(location, lambda listed: listed - set(tables))
     return done
 
@@ -346,7 +354,31 @@ def existed(db: lancedb.DBConnection, name: str, present: set[str]) -> str | Non
     witness = WRITTEN_AFTER.get(name)
     if witness is not None and witness in present and _written(db, witness):
         return f"{witness} holds writes made after it"
+    bearer = STAMPED_ON.get(name)
+    if bearer is not None and bearer in present:
+        try:
+            bearer_table = db.open_table(bearer)
+        except (ValueError, RuntimeError, OSError):
+            return None  # damage of its own, which opening it names
+        if stamped(bearer_table, name):
+            return f"{bearer} records that it was made"
     return None
+
+
+def stamp_made(table: lancedb.table.Table, name: str, *, made: bool = True) -> None:
+    """Record on `table` (`STAMPED_ON[name]`, under its write lock) that table `name` was
+    made (or, with `made=False`, take that back), unless it already says so: a commit of the
+    bearer's schema only, once per store (again after a `restore` or `reembed` took the stamp
+    away)."""
+    if stamped(table, name) != made:
+        value = "1" if made else None
+        table.update_field_metadata({"path": "id", "metadata": {_STAMP + name: value}})
+
+
+def stamped(table: lancedb.table.Table, name: str) -> bool:
+    """Whether `table` records that table `name` was made (`stamp_made`)."""
+    metadata = table.schema.field("id").metadata or {}
+    return (_STAMP + name).encode() in metadata
 
 
 def _written(db: lancedb.DBConnection, name: str) -> bool:

@@ -694,12 +694,15 @@ class MemoryStore:
         return len(ids)
 
     def made(self, name: str) -> bool:
-        """Whether this store ever made table `name`: listed, or recorded in its manifest. A
-        recorded table that is gone is damage, which opening it names; read as never made, it
-        answers as empty (no forgotten turns, no consolidation records)."""
+        """Whether this store ever made table `name`: listed, recorded in its manifest, or
+        stamped on memories (`manifest.STAMPED_ON`). A recorded table that is gone is damage,
+        which opening it names; read as never made, it answers as empty (no forgotten turns,
+        no consolidation records)."""
         if name in self._open_db().list_tables().tables:
             return True
-        return name in (manifest.recorded(self.location) or set())
+        if name in (manifest.recorded(self.location) or set()):
+            return True
+        return manifest.STAMPED_ON.get(name) == MEMORIES and manifest.stamped(self.memories, name)
 
     def open_table(self, name: str, table_schema: pa.Schema) -> lancedb.table.Table:
         """Open (creating it if this store never did) another table of this database, e.g. the
