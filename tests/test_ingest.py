@@ -21,6 +21,7 @@ from octobrain.config import Config, EmbeddingConfig, MemoryConfig
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.memory.brain import Brain
 from octobrain.memory.conversation import parse_text, read_conversations
+from octobrain.memory.transfer import reembed
 from octobrain.memory.corpus_io import LIGHT_COLUMNS, texts_of
 from octobrain.models import RelationshipType, utcnow
 from octobrain.store.doctor import diagnose
@@ -540,6 +541,7 @@ def test_the_forgotten_record_lost_with_the_manifest_is_named_not_read_as_empty(
     secret = stored(b)["The staging password is hunter2-orange-kettle."]
     assert b.forget([secret.id], confirm=True) == 1
     assert b.ingest(parse_text(json.dumps(records))).added == 0
+    assert reembed(b) == 1  # rewrites the memories table: what shows the record existed stays
     # The record and the store's manifest both lost (the manifest alone is re-made from the
     # tables that open; with it, the record's absence proved nothing).
     (tmp_path / "db" / "forgotten_turns.lance").rename(tmp_path / "aside.lance")

@@ -350,6 +350,11 @@ class MemoryStore:
         import pyarrow as pa
 
         table_schema = schema.memories_schema(self.model_id, self.dim)
+        # The stamps of tables made later (`manifest.STAMPED_ON`) go with the rows.
+        kept = self.open_memories_unchecked().schema.field("id").metadata
+        if kept:
+            at = table_schema.get_field_index("id")
+            table_schema = table_schema.set(at, table_schema.field("id").with_metadata(kept))
         data = pa.RecordBatchReader.from_batches(
             table_schema,
             (pa.RecordBatch.from_pylist(rows, schema=table_schema) for rows in batches),
