@@ -21,8 +21,8 @@ from octobrain.config import Config, EmbeddingConfig, MemoryConfig
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.memory.brain import Brain
 from octobrain.memory.conversation import parse_text, read_conversations
-from octobrain.memory.transfer import reembed
 from octobrain.memory.corpus_io import LIGHT_COLUMNS, texts_of
+from octobrain.memory.transfer import reembed
 from octobrain.models import RelationshipType, utcnow
 from octobrain.store.doctor import diagnose
 from octobrain.store.location import StoreLocation
