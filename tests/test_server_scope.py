@@ -213,6 +213,58 @@ def test_roots_lock_the_scope_under_the_current_protocol(tmp_path: Path) -> None
     run(body)
 
 
+def test_a_client_whose_calls_may_be_locked_by_roots_is_shown_a_way_to_store_globally(
+    tmp_path: Path,
+) -> None:
+    """On 2026-07-28 `tools/list` cannot ask for roots, so it cannot tell whether the calls
+    will be locked. Before, it showed the unlocked form (scope required, no `global`), whose
+    advice (scope '') every locked call refused: no way to store a global memory was shown."""
+    repo = _git_repo(tmp_path / "web", "https://github.com/Acme/Web.git")
+    pool = hash_pool(tmp_path / "db")
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=repo.as_uri())])  # type: ignore[arg-type]
+
+    async def body() -> None:
+        async with Client(server_for(pool, tmp_path), list_roots_callback=roots) as client:
+            tools = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+            memorize = tools["memorize"]
+            assert {"scope", "global"} <= set(memorize["properties"])
+            assert "scope" not in memorize["required"]
+            for how in ({"scope": ""}, {"global": True}):
+                error, reply = await call(
+                    client, "memorize", title="Tabs please", content="x" * 20, **how
+                )
+                assert not error and "Scope: (global)" in reply, (how, reply)
+            error, reply = await call(client, "memorize", title="Web fact", content="y" * 20)
+            assert not error and f"Scope: {PROJECT_B}" in reply, reply
+            error, reply = await call(
+                client,
+                "memorize",
+                title="Tabs again",
+                content="z" * 20,
+                scope="",
+                **{"global": False},
+            )
+            assert error and reply.startswith("global: false contradicts scope ''"), reply
+        async with Client(server_for(pool, tmp_path)) as client:  # unlocked: either way too
+            error, reply = await call(
+                client, "memorize", title="Spaces please", content="w" * 20, **{"global": True}
+            )
+            assert not error and "Scope: (global)" in reply, reply
+            error, reply = await call(
+                client,
+                "memorize",
+                title="Spaces again",
+                content="v" * 20,
+                scope=PROJECT_A,
+                **{"global": True},
+            )
+            assert error and reply.startswith("global: true contradicts scope"), reply
+
+    run(body)
+
+
 def test_a_client_naming_a_new_scope_on_every_call_keeps_the_pool_bounded(tmp_path: Path) -> None:
     from octobrain.server.pool import SCOPES_KEPT
 

@@ -32,6 +32,7 @@ from octobrain.server.schemas import TOOLS, TOOLS_BY_NAME, allowed_arguments
 from octobrain.server.scoping import (
     ScopeLock,
     Workspace,
+    global_argument,
     instructions,
     lock_from_capability,
     lock_from_roots,
@@ -195,12 +196,16 @@ class OctobrainServer:
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        """The tools; `scope` only in unlocked sessions, `global` only in locked ones."""
+        """The tools; `scope` only in unlocked sessions, `global` only in locked ones, both
+        when each call may be locked by the roots sent with it (2026-07-28)."""
         try:
-            locked = await self.session_lock(ctx) is not None
+            locked: bool | None = await self.session_lock(ctx) is not None
         except InvalidInput as exc:  # a malformed session capability: show the unlocked form
             log.warning("ignoring the client's session capability: %s", exc)
             locked = False
+        caps = ctx.session.client_capabilities
+        if not locked and caps is not None and caps.roots is not None:
+            locked = None if not ctx.session.can_send_request else locked
         return types.ListToolsResult(tools=[tool_definition(spec.name, locked) for spec in TOOLS])
 
     async def call_tool(
@@ -242,6 +247,7 @@ class OctobrainServer:
         if name not in TOOLS_BY_NAME:
             raise InvalidInput("name", f"unknown tool {name!r}; use one of {sorted(TOOLS_BY_NAME)}")
         lock = await self.session_lock(ctx, responses, can_ask=True)
+        global_argument(arguments, lock, "global" in TOOLS_BY_NAME[name].properties)
         handlers.check_arguments(arguments, allowed_arguments(name, locked=lock is not None))
         scope, workdir = scope_argument(arguments, lock)
         workdir = workdir if workdir is not None else self.workspace.cwd  # git, relative paths
@@ -414,7 +420,7 @@ def _max_tokens(value: object) -> int | None:
     return int(text)
 
 
-def tool_definition(name: str, locked: bool) -> types.Tool:
+def tool_definition(name: str, locked: bool | None) -> types.Tool:
     """One tool as `tools/list` shows it."""
     spec = TOOLS_BY_NAME[name]
     return types.Tool(

@@ -64,13 +64,15 @@ class ToolSpec:
     idempotent: bool
     open_world: bool = False
 
-    def input_schema(self, *, locked: bool) -> dict[str, Any]:
-        """Flat JSON Schema: `scope` only when unlocked, `global` only when locked."""
+    def input_schema(self, *, locked: bool | None) -> dict[str, Any]:
+        """Flat JSON Schema: `scope` only when unlocked, `global` only when locked; both, with
+        `scope` optional, when `tools/list` cannot tell (`None`: each call may be locked by
+        roots the client sends with it)."""
         props = dict(self.properties)
         required = list(self.required)
         if locked:
             props.pop("scope", None)
-        else:
+        elif locked is not None:
             props.pop("global", None)
             if "scope" in props:
                 required.append("scope")
@@ -110,7 +112,9 @@ ID_HELP = "Id of {what}: the full id, or a unique prefix of at least 8 hex digit
 SCOPE = _str(
     "Project scope this call works in, e.g. 'github.com/acme/api' (see the server instructions "
     "for the scopes found on this machine). Use '' for the global scope, which every project "
-    "can read. A project scope reads its own memories plus global ones."
+    "can read. A project scope reads its own memories plus global ones. Not needed when the "
+    "session is locked to a project (by the client's roots): then only that project's scope, "
+    "or '' for storing in the global scope, is accepted."
 )
 
 MEMORIZE = ToolSpec(
@@ -206,8 +210,8 @@ MEMORIZE = ToolSpec(
             "type": "boolean",
             "default": False,
             "description": "Store in the global scope (visible from every project) instead of "
-            "this session's project. Only for facts that hold everywhere, e.g. the user's "
-            "general preferences.",
+            "this session's project (the same as scope ''). Only for facts that hold "
+            "everywhere, e.g. the user's general preferences.",
         },
         "scope": SCOPE,
     },
@@ -430,7 +434,8 @@ INGEST = ToolSpec(
         "global": {
             "type": "boolean",
             "default": False,
-            "description": "Store in the global scope instead of this session's project.",
+            "description": "Store in the global scope instead of this session's project (the "
+            "same as scope '').",
         },
         "scope": SCOPE,
     },
@@ -445,5 +450,5 @@ TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 
 
 def allowed_arguments(name: str, *, locked: bool) -> frozenset[str]:
-    """The argument names a tool accepts in this session."""
+    """The argument names a tool accepts in this session (after `scoping.global_argument`)."""
     return frozenset(TOOLS_BY_NAME[name].input_schema(locked=locked)["properties"])

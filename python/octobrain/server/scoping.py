@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, cut_middle
 from octobrain.models import check_text
 from octobrain.scope import ProjectScope, derive_scope, find_project_scopes, validate_scope
 
@@ -126,6 +126,27 @@ def _names_scope(value: object, scope: str) -> bool:
         return isinstance(value, str) and validate_scope(value) == scope
     except InvalidInput:
         return False
+
+
+def global_argument(arguments: dict[str, Any], lock: ScopeLock | None, stores: bool) -> None:
+    """Bring the two ways a tool that `stores` (it takes `global`) can name the global scope to
+    the one this session uses: `global: true` when locked, `scope: ''` when not. A client
+    that cannot know beforehand whether its calls are locked (roots sent with each call) is
+    shown both, and either works."""
+    if not stores:
+        return
+    scope, flag = arguments.get("scope"), arguments.get("global")
+    if lock is not None and scope == "":
+        if flag is False:
+            raise InvalidInput("global", "false contradicts scope '' (the global scope)")
+        del arguments["scope"]
+        arguments["global"] = True
+    elif lock is None and isinstance(flag, bool):
+        if flag and scope not in (None, ""):
+            raise InvalidInput("global", f"true contradicts scope {cut_middle(str(scope), 100)!r}")
+        if flag:
+            arguments["scope"] = ""
+        del arguments["global"]
 
 
 def scope_argument(arguments: dict[str, Any], lock: ScopeLock | None) -> tuple[str, Path | None]:
