@@ -40,10 +40,23 @@ def test_bench_bm25_text_and_env(beir_dir: Path) -> None:
     assert "nDCG@10" in result.stdout and "k1=0.9 b=0.4 stem=False" in result.stdout
 
 
+def test_bench_bm25_reads_scifact_where_the_readme_says(
+    tmp_path: Path, beir_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = CliRunner(env={"OCTOBRAIN_SCIFACT": None})
+    monkeypatch.chdir(tmp_path)  # no ../shared/data/scifact here
+    result = runner.invoke(main, ["bench", "bm25"])
+    assert result.exit_code == 2, result.output
+    assert "--data: ../shared/data/scifact is not a directory" in result.output
+    # Before: "--data is required" even with the data at the documented default.
+    (tmp_path.parent / "shared" / "data").mkdir(parents=True, exist_ok=True)
+    (tmp_path.parent / "shared" / "data" / "scifact").symlink_to(beir_dir)
+    result = runner.invoke(main, ["bench", "bm25", "--format", "json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["docs"] == 4, result.output
+
+
 def test_bench_bm25_errors_name_the_option(tmp_path: Path, beir_dir: Path) -> None:
     runner = CliRunner(env={"OCTOBRAIN_SCIFACT": None})
-    result = runner.invoke(main, ["bench", "bm25"])
-    assert result.exit_code == 2 and "--data" in result.output
     result = runner.invoke(main, ["bench", "bm25", "--data", str(tmp_path)])
     assert result.exit_code == 2 and "--data" in result.output and "corpus.jsonl" in result.output
     result = runner.invoke(main, ["bench", "bm25", "--data", str(beir_dir), "--b", "2"])

@@ -103,6 +103,23 @@ def test_update_relate_graph_recent_stats(env: dict[str, str]) -> None:
     assert stats["total"] == 2 and stats["by_type"] == {"goal": 1, "code": 1}
 
 
+@pytest.mark.parametrize("kind", ["consolidated_from", "auto_linked", "same_session"])
+def test_links_octobrain_writes_itself_are_refused_from_the_cli(
+    env: dict[str, str], kind: str
+) -> None:
+    hub = memorize("Unrelated hub note", "Release trains leave on Thursdays.")
+    match = memorize("Alpha content topics", "Alpha content topics live in the CMS.")
+    # Before: accepted; a hand-made consolidated_from ranked the hub first for the match's
+    # query ("via consolidated member"), and doctor and unconsolidate saw nothing to mend.
+    third = ("memorize", "-t", "Third note here", "-c", "Some content that is long enough.")
+    for args in (("relate", hub, match, "-t", kind), (*third, "--related-to", f"{match}:{kind}")):
+        refused = run(*args)
+        assert refused.exit_code == 2, refused.output
+        assert "written by octobrain itself" in refused.output, refused.output
+    graph = json.loads(run("graph", hub, "--format", "json").output)
+    assert graph["relationships"] == []
+
+
 def test_export_import_files(env: dict[str, str], tmp_path: Path) -> None:
     memorize("Primary database", "Postgres 16 is the primary database.")
     dump = tmp_path / "dump.jsonl"

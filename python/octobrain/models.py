@@ -167,6 +167,18 @@ class RelationshipType(str, Enum):
     SAME_SESSION = "same_session"  # written in the same agent session (temporal association)
 
 
+# Edges octobrain writes itself (linking, consolidation, sessions): a caller naming one would
+# forge what they mean, e.g. a hand-made `consolidated_from` ranks an unrelated memory first.
+RESERVED_LINKS = frozenset(
+    {
+        RelationshipType.AUTO_LINKED,
+        RelationshipType.CONSOLIDATED_FROM,
+        RelationshipType.SAME_SESSION,
+    }
+)
+LINK_TYPES = [t.value for t in RelationshipType if t not in RESERVED_LINKS]
+
+
 def _choices(enum: type[Enum]) -> str:
     return ", ".join(str(m.value) for m in enum)
 
@@ -221,6 +233,19 @@ def parse_relationship_type(
             field_name,
             f"unknown relationship type {value!r}; use one of {_choices(RelationshipType)}",
         ) from None
+
+
+def parse_link_type(value: object, *, field_name: str = "relationship_type") -> RelationshipType:
+    """A relationship type a caller may give (`LINK_TYPES`: not one octobrain writes itself)."""
+    kind = value if isinstance(value, str | RelationshipType) else str(value)
+    parsed = parse_relationship_type(kind, field_name=field_name)
+    if parsed in RESERVED_LINKS:
+        raise InvalidInput(
+            field_name,
+            f"{parsed.value!r} edges are written by octobrain itself; use one of "
+            f"{', '.join(LINK_TYPES)}",
+        )
+    return parsed
 
 
 def _byte_len(text: str) -> int:
@@ -554,7 +579,7 @@ def parse_links(values: Sequence[object] | None) -> list[Link]:
         links.append(
             Link(
                 target_id=check_id_ref(raw.get("target_id"), field_name=f"{name}.target_id")[0],
-                relationship_type=parse_relationship_type(
+                relationship_type=parse_link_type(
                     raw.get("relationship_type", "related_to"),
                     field_name=f"{name}.relationship_type",
                 ),

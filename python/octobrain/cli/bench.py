@@ -29,30 +29,43 @@ def update_option(marker: str, what: str) -> Callable[[_F], _F]:
     )
 
 
+SCIFACT = Path("../shared/data/scifact")
+SCIFACT_OPTION = click.option(
+    "--data",
+    "data",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="OCTOBRAIN_SCIFACT",
+    default=SCIFACT,
+    show_default=True,
+    help="BEIR dataset directory (corpus, queries, qrels/test.tsv), or $OCTOBRAIN_SCIFACT.",
+)
+
+
+def _dataset(data: Path) -> None:
+    """Refuse a dataset directory that is not there, naming how to give another."""
+    if not data.is_dir():
+        raise click.UsageError(
+            f"--data: {data} is not a directory; pass --data DIR or set OCTOBRAIN_SCIFACT"
+        )
+
+
 @click.group(cls=OctobrainGroup)
 def bench() -> None:
     """Measure quality and speed: BEIR retrieval, LoCoMo conversations, scale, cold start."""
 
 
 @bench.command("bm25")
-@click.option(
-    "--data",
-    "data",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="OCTOBRAIN_SCIFACT",
-    help="BEIR dataset directory (corpus, queries, qrels/test.tsv). Default: $OCTOBRAIN_SCIFACT.",
-)
+@SCIFACT_OPTION
 @click.option("--k1", type=float, default=1.2, show_default=True, help="BM25 k1 (>= 0).")
 @click.option("--b", "b", type=float, default=0.75, show_default=True, help="BM25 b (0..1).")
 @click.option("--stem/--no-stem", default=True, show_default=True, help="Snowball stemming.")
 @click.option("--stopwords/--no-stopwords", default=True, show_default=True, help="Drop stopwords.")
 @FORMAT_OPTION
 def bench_bm25_command(
-    data: Path | None, k1: float, b: float, stem: bool, stopwords: bool, fmt: str
+    data: Path, k1: float, b: float, stem: bool, stopwords: bool, fmt: str
 ) -> None:
     """BM25 on a BEIR dataset: nDCG@10, Recall@10/100, MRR@10, build time, query latency."""
-    if data is None:
-        raise click.UsageError("--data is required (or set OCTOBRAIN_SCIFACT)")
+    _dataset(data)
     # Heavy imports stay inside the command so `octobrain --help` stays fast.
     from octobrain.bench.datasets import load_beir
     from octobrain.bench.kernel import bench_bm25
@@ -121,13 +134,7 @@ def _sizes(sizes: str, minimum: int) -> list[int]:
 
 
 @bench.command("beir")
-@click.option(
-    "--data",
-    "data",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="OCTOBRAIN_SCIFACT",
-    help="BEIR dataset directory (corpus, queries, qrels/test.tsv). Default: $OCTOBRAIN_SCIFACT.",
-)
+@SCIFACT_OPTION
 @click.option(
     "--path",
     "path",
@@ -164,7 +171,7 @@ def _sizes(sizes: str, minimum: int) -> list[int]:
 @OUTPUT_OPTION
 @update_option("beir", "BEIR table")
 def bench_beir_command(
-    data: Path | None,
+    data: Path,
     path: str,
     modes: str,
     max_queries: int | None,
@@ -178,8 +185,7 @@ def bench_beir_command(
 ) -> None:
     """Quality (nDCG@10, Recall@10/100, MRR@10) and speed of each retrieval mode on a BEIR
     dataset, through the product's knowledge or memory path."""
-    if data is None:
-        raise click.UsageError("--data is required (or set OCTOBRAIN_SCIFACT)")
+    _dataset(data)
     from dataclasses import replace
 
     from octobrain.bench.beir import MODES, run_beir

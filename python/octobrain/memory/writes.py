@@ -24,9 +24,9 @@ from octobrain.models import (
     check_unit,
     clean_files,
     clean_tags,
+    parse_link_type,
     parse_links,
     parse_memory_type,
-    parse_relationship_type,
     parse_source,
     utcnow,
 )
@@ -265,7 +265,7 @@ class Writes(BrainBase):
             raise InvalidInput("target_id", "must differ from source_id")
         link = Link(
             tgt,
-            parse_relationship_type(relationship_type),
+            parse_link_type(relationship_type),
             check_unit("strength", strength),
             description,
         )

@@ -13,13 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, cut_middle
-from octobrain.server.schemas import (
-    INGEST_BYTES,
-    INGEST_TURNS,
-    KNOWLEDGE_COMMANDS,
-    LINK_TYPES,
-    SOURCES,
-)
+from octobrain.models import LINK_TYPES
+from octobrain.server.schemas import INGEST_BYTES, INGEST_TURNS, KNOWLEDGE_COMMANDS, SOURCES
 
 if TYPE_CHECKING:
     import numpy as np

@@ -19,6 +19,7 @@ from octobrain.models import (
     ID_CHARS,
     KEEP_VERSIONS_DAYS,
     LINK_DESCRIPTION_CHARS,
+    LINK_TYPES,
     MAX_FILES,
     MAX_LIMIT,
     MAX_LINKS,
@@ -29,21 +30,9 @@ from octobrain.models import (
     TAG_CHARS,
     TITLE_BYTES,
     MemoryType,
-    RelationshipType,
 )
 
 MEMORY_TYPES = [t.value for t in MemoryType]
-# Edges an agent may create; auto_linked and consolidated_from are written by octobrain itself.
-LINK_TYPES = [
-    t.value
-    for t in RelationshipType
-    if t
-    not in (
-        RelationshipType.AUTO_LINKED,
-        RelationshipType.CONSOLIDATED_FROM,
-        RelationshipType.SAME_SESSION,
-    )
-]
 SOURCES = ["user_confirmed", "agent_inferred"]
 KNOWLEDGE_COMMANDS = ["search", "read", "match", "store", "delete"]
 INGEST_TURNS = 500
