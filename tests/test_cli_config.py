@@ -71,6 +71,22 @@ def test_show_text_is_toml_of_the_effective_config(runner: CliRunner, tmp_path: 
     assert shown.search.rrf_k == 10
 
 
+def test_show_hides_the_token_and_names_variables_that_are_no_setting(runner: CliRunner):
+    token = "s3cr3t-bearer-token-0123456789"
+    env = {"OCTOBRAIN_MCP_TOKEN": token, "OCTOBRAIN_BRIEF_MAXTOKENS": "500"}
+    for fmt in ("text", "json"):
+        result = runner.invoke(main, ["config", "show", "--format", fmt], env=env)
+        assert result.exit_code == 0, result.stderr
+        # Before: the token printed in clear; the misspelt variable listed as if applied.
+        assert token not in result.stdout and "<set: 30 characters>" in result.stdout
+        assert "OCTOBRAIN_BRIEF_MAXTOKENS" in result.stdout
+    text = runner.invoke(main, ["config", "show"], env=env).stdout
+    assert "# ignored, not a setting (misspelt?): OCTOBRAIN_BRIEF_MAXTOKENS" in text
+    assert "# environment: OCTOBRAIN_DATA_DIR, OCTOBRAIN_MCP_TOKEN" in text
+    shown = json.loads(runner.invoke(main, ["config", "show", "--format", "json"], env=env).stdout)
+    assert shown["ignored_environment"] == ["OCTOBRAIN_BRIEF_MAXTOKENS"]
+
+
 def test_show_json(runner: CliRunner, tmp_path: Path):
     result = runner.invoke(main, ["config", "show", "--format", "json"])
     assert result.exit_code == 0

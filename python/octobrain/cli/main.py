@@ -33,19 +33,27 @@ def config_group() -> None:
 @FORMAT_OPTION
 def config_show(fmt: str) -> None:
     """Print the effective configuration (file + OCTOBRAIN_* env overrides)."""
-    from octobrain.config import config_path, load_config, render_toml
+    import dataclasses
+
+    from octobrain.config import config_path, ignored_env, load_config, render_toml
 
     path = config_path()
     config = load_config(path)
+    if config.mcp.token:  # shown on screens and pasted into issues: say it is set, not what
+        hidden = f"<set: {len(config.mcp.token)} characters>"
+        config = dataclasses.replace(config, mcp=dataclasses.replace(config.mcp, token=hidden))
+    ignored = ignored_env(os.environ)
     if fmt == "json":
         payload = {"path": str(path), "exists": path.exists(), "config": config.to_dict()}
-        click.echo(json_printable(payload, indent=2))
+        click.echo(json_printable({**payload, "ignored_environment": ignored}, indent=2))
         return
     state = "" if path.exists() else " (missing: defaults apply)"
-    overrides = sorted(k for k in os.environ if k.startswith("OCTOBRAIN_"))
+    overrides = sorted(k for k in os.environ if k.startswith("OCTOBRAIN_") and k not in ignored)
     click.echo(f"# file: {path}{state}")
     if overrides:
         click.echo(f"# environment: {', '.join(overrides)}")
+    if ignored:
+        click.echo(f"# ignored, not a setting (misspelt?): {', '.join(ignored)}")
     click.echo(render_toml(config), nl=False)
 
 

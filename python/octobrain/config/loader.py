@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,19 @@ def _leaves(cls: type, prefix: str = "") -> list[tuple[str, Any, dataclasses.Fie
 def env_var_for(dotted_key: str) -> str:
     """The env var overriding a key: `search.hyde.alpha` -> `OCTOBRAIN_SEARCH_HYDE_ALPHA`."""
     return "OCTOBRAIN_" + dotted_key.upper().replace(".", "_")
+
+
+# OCTOBRAIN_* variables that are read but are not settings.
+OTHER_ENV = frozenset(
+    {"OCTOBRAIN_DATA_DIR", "OCTOBRAIN_CONFIG_PATH", "OCTOBRAIN_SCIFACT", "OCTOBRAIN_TOKEN"}
+)
+
+
+def ignored_env(names: Iterable[str]) -> list[str]:
+    """The `OCTOBRAIN_*` names among `names` that octobrain never reads (a misspelt setting
+    would otherwise change nothing, silently)."""
+    known = {env_var_for(dotted) for dotted, _, _ in _leaves(Config)} | OTHER_ENV
+    return sorted(n for n in names if n.startswith("OCTOBRAIN_") and n not in known)
 
 
 def _coerce(value: Any, typ: Any) -> tuple[Any, str | None]:
