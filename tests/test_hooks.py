@@ -318,6 +318,20 @@ def test_hook_install_is_idempotent_and_keeps_other_settings(
     again = cli("hook", "install", "--settings", str(settings), "--command", "ob", "--yes")
     assert again.exit_code == 0 and "already installed" in again.output
     assert settings.read_text() == before
+    # Hooks installed as a bare `octobrain` (which Claude Code's environment may not find):
+    # installing with a path points them at it, keeping the rest. Before: "already installed".
+    bare = json.loads(before.replace('"ob hook', '"octobrain hook'))
+    settings.write_text(json.dumps(bare, indent=2) + "\n")
+    moved = cli("hook", "install", "--settings", str(settings), "--command", "/opt/ob", "--yes")
+    assert moved.exit_code == 0 and "SessionEnd (now /opt/ob)" in moved.output, moved.output
+    data = json.loads(settings.read_text())
+    assert [data["hooks"][e][0]["hooks"][0]["command"] for e in data["hooks"]] == [
+        "echo hi",
+        "/opt/ob hook session-start",
+        "/opt/ob hook pre-compact",
+        "/opt/ob hook session-end",
+    ]
+    assert data["hooks"]["SessionStart"][0]["matcher"] == start["matcher"]
     broken = tmp_path / "broken.json"
     broken.write_text("{oops")
     bad = cli("hook", "install", "--settings", str(broken), "--yes")

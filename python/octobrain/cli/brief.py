@@ -181,4 +181,4 @@ def hook_install(settings_path: Path | None, project: bool, command: str | None,
             click.echo("nothing written")
             return
     write_atomic_file(settings_path, new_text, "settings")
-    click.echo(f"added {', '.join(added)} hooks to {settings_path}")
+    click.echo(f"hooks written to {settings_path}: {', '.join(added)}")

@@ -374,8 +374,9 @@ def default_command() -> str:
     return f"{shlex.quote(sys.executable)} -m octobrain"
 
 
-def _installed(entries: list[Any], sub: str, prefix: str) -> bool:
-    """Whether an entry already runs octobrain's `hook <sub>` (any install path of it)."""
+def _installed(entries: list[Any], sub: str, prefix: str) -> dict[str, Any] | None:
+    """The handler of an entry that already runs octobrain's `hook <sub>` (any install path of
+    it), or None."""
     for entry in entries:
         handlers = entry.get("hooks", []) if isinstance(entry, dict) else []
         for handler in handlers if isinstance(handlers, list) else []:
@@ -383,23 +384,30 @@ def _installed(entries: list[Any], sub: str, prefix: str) -> bool:
             if not isinstance(command, str) or not command.strip().endswith(f"hook {sub}"):
                 continue
             if "octobrain" in command or command.strip() == f"{prefix} hook {sub}":
-                return True
-    return False
+                return handler  # type: ignore[no-any-return]
+    return None
 
 
 def install_hooks(settings: dict[str, Any], command: str) -> tuple[dict[str, Any], list[str]]:
     """`settings` with octobrain's hook entries added where missing (a copy), and the events
-    added. Other keys and other hooks are kept as they are."""
+    changed. Other keys and other hooks are kept as they are. An entry that runs a bare
+    `octobrain` (found on PATH, which Claude Code's environment may not have) is pointed at
+    `command` when that is a path."""
     out = json.loads(json.dumps(settings))
     hooks = out.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise InvalidInput("settings.hooks", "must be a JSON object")
-    added = []
+    changed = []
     for event, sub, timeout in HOOKS:
         entries = hooks.setdefault(event, [])
         if not isinstance(entries, list):
             raise InvalidInput(f"settings.hooks.{event}", "must be a JSON array")
-        if _installed(entries, sub, command):
+        handler = _installed(entries, sub, command)
+        if handler is not None:
+            program = handler["command"].strip().split()[0]
+            if "/" not in program and "/" in command:
+                handler["command"] = f"{command} hook {sub}"
+                changed.append(f"{event} (now {command})")
             continue
         entry: dict[str, Any] = {
             "hooks": [{"type": "command", "command": f"{command} hook {sub}", "timeout": timeout}]
@@ -407,8 +415,8 @@ def install_hooks(settings: dict[str, Any], command: str) -> tuple[dict[str, Any
         if event == "SessionStart":
             entry = {"matcher": "startup|resume|clear|compact", **entry}
         entries.append(entry)
-        added.append(event)
-    return out, added
+        changed.append(event)
+    return out, changed
 
 
 def load_settings(path: Path) -> tuple[str, dict[str, Any]]:
