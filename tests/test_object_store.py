@@ -26,6 +26,7 @@ from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput
 from octobrain.memory.brain import Brain
 from octobrain.memory.sleep_startup import start_background_sleep
+from octobrain.store import location as location_module
 from octobrain.store.location import LEASE_TTL_S, StoreBusy, StoreLocation
 
 SCOPE = "github.com/acme/api"
@@ -261,7 +262,7 @@ def test_knowledge_indexed_on_one_machine_is_searchable_on_another(
 
 
 def test_the_write_lease_waits_for_a_live_holder_and_takes_over_a_dead_ones(
-    machine: S3,
+    machine: S3, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import obstore
 
@@ -272,13 +273,107 @@ def test_the_write_lease_waits_for_a_live_holder_and_takes_over_a_dead_ones(
     with pytest.raises(StoreBusy, match="desktop:4242:live"), location.lock("write", 0.3):
         pass
 
-    dead = {"holder": "desktop:4242:crashed", "expires": time.time() - 1}
+    # Dead for longer than any clock could be wrong: taken over at once.
+    dead = {
+        "holder": "desktop:4242:crashed",
+        "expires": time.time() - location_module.CLOCK_TOLERANCE_S - 1,
+    }
     obstore.put(location.objects(), key, json.dumps(dead).encode())
+    started = time.monotonic()
     with location.lock("write", 5), location.lock("write", 5):  # re-entrant in one process
         held = json.loads(bytes(obstore.get(location.objects(), key).bytes()))
         assert held["holder"] != dead["holder"]
+    assert time.monotonic() - started < 2
     with pytest.raises(FileNotFoundError):
         obstore.get(location.objects(), key)  # released: the next writer creates it at once
+
+    # Expired a second ago by this machine's clock, which may be wrong: taken over only once
+    # the object stayed unchanged for a whole TTL on this machine's own clock.
+    monkeypatch.setattr(location_module, "LEASE_TTL_S", 1.5)
+    recent = {"holder": "desktop:4242:stopped", "expires": time.time() - 1}
+    obstore.put(location.objects(), key, json.dumps(recent).encode())
+    with pytest.raises(StoreBusy, match="desktop:4242:stopped"), location.lock("write", 0.5):
+        pass
+    started = time.monotonic()
+    with location.lock("write", 5):
+        assert (
+            json.loads(bytes(obstore.get(location.objects(), key).bytes()))["holder"]
+            != (recent["holder"])
+        )
+    assert 0.9 <= time.monotonic() - started < 4  # (1.5 s since it was first read, above)
+
+
+class _FastClock:
+    """The `time` module of a machine whose wall clock runs `ahead` seconds fast."""
+
+    def __init__(self, ahead: float) -> None:
+        self.ahead = ahead
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+    def time(self) -> float:
+        return time.time() + self.ahead
+
+
+def test_a_machine_whose_clock_runs_fast_waits_for_a_live_holder(
+    machine: S3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A live holder's lease, renewed a moment ago; this machine's clock is 90 s ahead (NTP
+    # broken, a VM resumed). It compared the lease's expiry with its own clock and took the
+    # live lease over at once; the holder then committed over this machine's edit.
+    import obstore
+
+    location = StoreLocation(f"s3://{machine.bucket()}/octobrain", machine.options)
+    key = "_octobrain/locks/write.json"
+    alive = {"holder": "desktop:4242:live", "expires": time.time() + LEASE_TTL_S}
+    obstore.put(location.objects(), key, json.dumps(alive).encode())
+    monkeypatch.setattr(location_module, "time", _FastClock(90.0))
+    with pytest.raises(StoreBusy, match="desktop:4242:live"), location.lock("write", 1.0):
+        pass
+    assert json.loads(bytes(obstore.get(location.objects(), key).bytes())) == alive
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"holder": "laptop:1:ab", "expi',
+        b"[]",
+        b'{"holder": "x", "expires": "soon"}',
+        b'{"expires": null}',
+        b'{"holder": "x", "expires": 1e999}',
+        b"\xff\xfe",
+    ],
+    ids=["truncated", "list", "string-expiry", "null-expiry", "infinite-expiry", "not-utf8"],
+)
+def test_a_lease_object_that_is_no_lease_is_one_line_then_taken_over(
+    machine: S3, monkeypatch: pytest.MonkeyPatch, body: bytes
+) -> None:
+    import obstore
+
+    from octobrain.store import memories
+
+    uri = f"s3://{machine.bucket()}/octobrain"
+    _brain(machine, uri).memorize("First", "Something to keep.")
+    location = StoreLocation(uri, machine.options)
+    key = "_octobrain/locks/write.json"
+    obstore.put(location.objects(), key, body)
+
+    monkeypatch.setattr(memories, "LOCK_TIMEOUT_S", 0.5)
+    with pytest.raises(StoreBusy) as busy:
+        _brain(machine, uri).memorize("Second", "Written while the lease is garbage.")
+    message = str(busy.value)
+    assert "\n" not in message
+    assert f"the lease object {key} is not a valid lease" in message
+    assert "unknown holder" in message or "locked by x" in message
+
+    # Held by an unknown holder, it expires like a crashed holder's: unchanged for a TTL.
+    monkeypatch.setattr(location_module, "LEASE_TTL_S", 1.0)
+    monkeypatch.setattr(memories, "LOCK_TIMEOUT_S", 10.0)
+    second, _ = _brain(machine, uri).memorize("Second", "Written once it is taken over.")
+    assert _brain(machine, uri).get(second.id).title == "Second"
+    with pytest.raises(FileNotFoundError):
+        obstore.get(location.objects(), key)  # released after the write
 
 
 def test_a_sleep_pass_is_shared_by_the_whole_team(machine: S3, tmp_path: Path) -> None:

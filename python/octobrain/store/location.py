@@ -7,8 +7,8 @@ steps (an update, a consolidation pass) under one write lock per store:
 - local directory: a lock file beside the tables (`filelock`), as fast as a syscall;
 - object store: a *lease* object under `_octobrain/locks/` in the store itself, taken with a
   conditional create (put-if-absent), renewed by a heartbeat while held, and taken over with a
-  compare-and-swap once a crashed holder's lease has expired. Every machine that can write the
-  tables can see it; nothing local is involved.
+  compare-and-swap once its holder has stopped renewing it (`_Lease`). Every machine that can
+  write the tables can see it; nothing local is involved.
 
 Small shared records (the last sleep pass of a scope) live under `_octobrain/` the same way.
 """
@@ -19,6 +19,7 @@ import contextlib
 import importlib.util
 import json
 import logging
+import math
 import os
 import re
 import socket
@@ -43,7 +44,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LEASE_TTL_S = 60.0  # a crashed holder blocks writers at most this long
-_RENEW_EVERY_S = LEASE_TTL_S / 4
+# How far apart the wall clocks of the machines sharing a store may be: a lease is never taken
+# from a live holder by a clock wrong by less (`_Lease`).
+CLOCK_TOLERANCE_S = 300.0
+# A boot-time clock runs on while the machine sleeps (a laptop lid closed): Linux's
+# CLOCK_BOOTTIME, macOS's CLOCK_MONOTONIC; `time.monotonic` stops there on both.
+_ELAPSED_CLOCK: int | None = (
+    getattr(time, "CLOCK_BOOTTIME", None)
+    if sys.platform.startswith("linux")
+    else getattr(time, "CLOCK_MONOTONIC", None)
+    if sys.platform == "darwin"
+    else None
+)
 _META = "_octobrain"
 # Storage options that configure the HTTP client (obstore takes them separately) or only
 # LanceDB's own commit machinery (the object-store client rejects them).
@@ -202,6 +214,35 @@ class StoreBusy(StorageError):
     """Another process (on this machine or another) holds the lock and did not let go in time."""
 
 
+class LeaseLost(StoreBusy):
+    """This process's write lease may have passed to another writer while it held it (it was
+    paused, or could not reach the store, past the lease's time): a commit under it is refused."""
+
+
+def _elapsed() -> float:
+    """Seconds on this machine's boot-time clock (`_ELAPSED_CLOCK`), never on its wall clock."""
+    return time.monotonic() if _ELAPSED_CLOCK is None else time.clock_gettime(_ELAPSED_CLOCK)
+
+
+def _read_lease(raw: bytes) -> tuple[str | None, float | None, str | None]:
+    """(holder, wall-clock expiry, what is wrong) of a lease object's bytes; an object that is
+    no lease has no holder or expiry known, and says why."""
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError):  # (a UnicodeDecodeError is a ValueError)
+        return None, None, "not JSON"
+    if not isinstance(record, dict):
+        return None, None, "not a JSON object"
+    holder, expires = record.get("holder"), record.get("expires")
+    if not isinstance(holder, str) or not holder.isprintable() or not 0 < len(holder) <= 200:
+        return None, None, "no holder name"
+    if isinstance(expires, bool) or not isinstance(expires, int | float):
+        return holder, None, "no expiry time"
+    if not math.isfinite(expires):
+        return holder, None, "no finite expiry time"
+    return holder, float(expires), None
+
+
 def is_remote(uri: str) -> bool:
     """Whether `uri` names an object store rather than a local directory."""
     scheme = urlsplit(uri).scheme.lower()
@@ -282,6 +323,12 @@ class StoreLocation:
             for table in tables:
                 if table is not None:
                     table.checkout_latest()  # type: ignore[no-untyped-call]
+
+    def check_held(self) -> None:
+        """Refuse (`LeaseLost`), before a commit, a write whose lease this thread may have lost
+        (object stores; a local lock file cannot be lost while its process lives)."""
+        for lease in list(self._locks.values()):
+            lease.check()
 
     def lock(self, name: str, timeout: float) -> Any:
         """The cross-process (and, remotely, cross-machine) lock `name` of this store, re-entrant
@@ -368,14 +415,34 @@ class _Waiting:
 
 
 class _Lease:
-    """A write lease held as one object in the store (see the module docstring)."""
+    """A write lease held as one object in the store (see the module docstring).
+
+    Holder: each put (create or renewal) is sent at a moment of this machine's boot-time
+    clock; the lease is good until one TTL after it, less a quarter TTL for the commit under
+    way (`_valid_until`). The heartbeat renews it every quarter TTL by compare-and-swap on its
+    ETag; a renewal refused means another writer took it over. `check` (every commit under the
+    lease, via `StoreLocation.check_held`) refuses once either happened, so a holder paused
+    past the TTL never commits what it read before.
+
+    Taker: a lease is taken over (compare-and-swap on the ETag read) when the object stayed the
+    same, ETag unchanged, for one TTL on the taker's own boot-time clock since it first read it
+    (after the holder's put, so after the holder's lease ran out), or when its wall-clock
+    expiry is more than `CLOCK_TOLERANCE_S` past by the taker's wall clock (a holder long dead
+    costs no wait). No two machines' clocks are compared but in that second rule, which is safe
+    while they disagree by less than the tolerance. An object that is no lease (truncated, not
+    an object, no expiry) is held by an unknown holder and taken over by the first rule only.
+    """
 
     def __init__(self, location: StoreLocation, key: str) -> None:
         self._location = location
         self._key = key
         self._rlock = threading.RLock()  # threads of this process queue here, re-entrantly
         self._depth = 0
+        self._owner: int | None = None  # the thread holding it
         self._etag: str | None = None
+        self._valid_until = 0.0  # on `_elapsed`; set by each put
+        self._lost: str | None = None  # why this holding ended, set by the heartbeat
+        self._seen: tuple[str, float] | None = None  # another's lease: (ETag, first read at)
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         self._holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -387,6 +454,7 @@ class _Lease:
         try:
             if self._depth == 0:
                 self._acquire(timeout if timeout >= 0 else float("inf"))
+                self._owner = threading.get_ident()
         except BaseException:
             self._rlock.release()
             raise
@@ -397,13 +465,44 @@ class _Lease:
         try:
             self._depth -= 1
             if self._depth == 0:
+                self._owner = None
                 self._release()
         finally:
             self._rlock.release()
 
+    def check(self) -> None:
+        """Raise `LeaseLost` when this thread holds the lease but it may have passed to
+        another writer (taken over, or not renewed within its time); else nothing."""
+        if self._depth == 0 or self._owner != threading.get_ident():
+            return
+        reason = self._lost
+        late = _elapsed() - self._valid_until
+        if reason is None and late >= 0:
+            unrenewed = late + LEASE_TTL_S * 3 / 4
+            reason = (
+                f"was not renewed for {unrenewed:.0f} s (this process was paused, or could not "
+                f"reach the store) and may have been taken over"
+            )
+        if reason is not None:
+            raise LeaseLost(
+                f"store: {self._location}: this write's lease {self._key} {reason}; nothing was "
+                "changed by this commit (another writer may have changed what it read): "
+                "run it again"
+            )
+
     def _body(self) -> bytes:
         record = {"holder": self._holder, "expires": time.time() + LEASE_TTL_S}
         return json.dumps(record).encode()
+
+    def _put(self, mode: Any) -> None:
+        """Write this holder's lease (`mode`: "create" or the ETag it must replace); on
+        success it is good until one TTL after the request was sent, less a quarter TTL."""
+        import obstore
+
+        sent = _elapsed()
+        put = obstore.put(self._location.objects(), self._key, self._body(), mode=mode)
+        self._etag = put["e_tag"]
+        self._valid_until = sent + LEASE_TTL_S * 3 / 4
 
     def _acquire(self, timeout: float) -> None:
         import obstore
@@ -414,46 +513,70 @@ class _Lease:
         pause = 0.02
         while True:
             try:
-                self._etag = obstore.put(store, self._key, self._body(), mode="create")["e_tag"]
+                self._put("create")
                 break
             except AlreadyExistsError:
                 pass
             try:
                 got = obstore.get(store, self._key)
-                held = json.loads(bytes(got.bytes()))
-                etag = got.meta["e_tag"]
+                raw = bytes(got.bytes())
+                etag = str(got.meta["e_tag"])
             except FileNotFoundError:
                 continue  # released in between: try to create it again at once
-            if float(held.get("expires", 0)) < time.time():
-                try:  # the holder died: take its lease over, unless someone else just did
-                    put = obstore.put(store, self._key, self._body(), mode={"e_tag": etag})
-                    self._etag = put["e_tag"]
-                    log.warning("took over the expired write lease of %s", held.get("holder"))
-                    break
-                except PreconditionError:
+            seen = _elapsed()  # after the read: after the put that made this ETag
+            if self._seen is None or self._seen[0] != etag:
+                self._seen = (etag, seen)
+            holder, expires, problem = _read_lease(raw)
+            unchanged = seen - self._seen[1]
+            long_dead = expires is not None and expires + CLOCK_TOLERANCE_S < time.time()
+            if unchanged >= LEASE_TTL_S or long_dead:
+                try:  # its holder stopped renewing it: take it over, unless another just did
+                    self._put({"e_tag": etag})
+                except (PreconditionError, FileNotFoundError):
                     continue
-            if time.monotonic() >= deadline:
-                raise StoreBusy(
-                    f"store: {self._location} is locked by {held.get('holder', '?')} "
-                    f"(lease {self._key}); try again, or wait {LEASE_TTL_S:.0f} s if it crashed"
+                log.warning(
+                    "took over the write lease %s of %s (unchanged for %.0f s)",
+                    self._key,
+                    holder or "an unknown holder",
+                    unchanged,
                 )
+                break
+            if time.monotonic() >= deadline:
+                raise StoreBusy(self._busy(holder, problem, unchanged))
             time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
             pause = min(pause * 2, 0.5)
+        self._seen = None
+        self._lost = None
         self._stop.clear()
         self._beat = threading.Thread(target=self._renew, name="octobrain-lease", daemon=True)
         self._beat.start()
 
+    def _busy(self, holder: str | None, problem: str | None, unchanged: float) -> str:
+        """The one line a writer that could not get the lease in time gets."""
+        left = max(LEASE_TTL_S - unchanged, 0.0)
+        if problem is not None:
+            return (
+                f"store: {self._location} is locked by {holder or 'an unknown holder'}: the "
+                f"lease object "
+                f"{self._key} is not a valid lease ({problem}); it is taken over once unchanged "
+                f"for {LEASE_TTL_S:.0f} s ({left:.0f} s from now): try again then"
+            )
+        return (
+            f"store: {self._location} is locked by {holder} (lease {self._key}); try again, or "
+            f"wait {left:.0f} s if it crashed"
+        )
+
     def _renew(self) -> None:
-        import obstore
         from obstore.exceptions import PreconditionError
 
-        while not self._stop.wait(_RENEW_EVERY_S):
+        while not self._stop.wait(LEASE_TTL_S / 4):
             try:
-                put = obstore.put(
-                    self._location.objects(), self._key, self._body(), mode={"e_tag": self._etag}
+                self._put({"e_tag": self._etag})
+            except (PreconditionError, FileNotFoundError):
+                self._lost = (
+                    "was taken over by another writer while held (this process was paused, "
+                    "or could not reach the store, past its time)"
                 )
-                self._etag = put["e_tag"]
-            except PreconditionError:
                 log.error("the write lease %s was taken over while held", self._key)
                 return
             except Exception:  # a transient network error: the next beat tries again
@@ -466,6 +589,8 @@ class _Lease:
         if self._beat is not None:
             self._beat.join()
             self._beat = None
+        if self._lost is not None:
+            return  # another writer's lease now
         store = self._location.objects()
         try:
             if obstore.head(store, self._key)["e_tag"] == self._etag:
