@@ -376,6 +376,115 @@ def test_a_lease_object_that_is_no_lease_is_one_line_then_taken_over(
         obstore.get(location.objects(), key)  # released after the write
 
 
+def test_a_commit_under_a_lease_that_may_be_lost_is_refused(
+    machine: S3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every commit made under the lease checks it just before committing: the heartbeat saw
+    # it taken over, or it was not renewed within its time (this process paused).
+    import obstore
+
+    uri = f"s3://{machine.bucket()}/octobrain"
+    brain = _brain(machine, uri)
+    brain.memorize("First", "Something to keep.")
+    objects, key = brain.store.location.objects(), "_octobrain/locks/write.json"
+
+    real = location_module._elapsed
+    with brain.store.write_lock():
+        # Paused for 61 s, the heartbeat not yet run: another writer may hold it by now.
+        monkeypatch.setattr(location_module, "_elapsed", lambda: real() + LEASE_TTL_S + 1)
+        with pytest.raises(StoreBusy, match="was not renewed for 61 s") as lost:
+            brain.memorize("Second", "Written under a lease that ran out.")
+        assert "nothing was changed" in str(lost.value) and "\n" not in str(lost.value)
+    monkeypatch.setattr(location_module, "_elapsed", real)
+
+    monkeypatch.setattr(location_module, "LEASE_TTL_S", 0.4)  # a heartbeat every 0.1 s
+    with brain.store.write_lock():
+        taker = {"holder": "desktop:7:taker", "expires": time.time() + 60}
+        obstore.put(objects, key, json.dumps(taker).encode())  # taken over meanwhile
+        time.sleep(0.5)  # (the heartbeat's compare-and-swap is refused)
+        with pytest.raises(StoreBusy, match="was taken over by another writer"):
+            brain.update(brain.recent()[0].id, add_tags=["late"])
+        with pytest.raises(StoreBusy, match="was taken over by another writer"):
+            brain.memorize("Third", "Written under another writer's lease.")
+    assert json.loads(bytes(obstore.get(objects, key).bytes())) == taker  # left to its holder
+    assert [m.title for m in brain.recent()] == ["First"]
+    assert brain.get(brain.recent()[0].id).tags == []
+
+
+_PAUSED = textwrap.dedent(
+    """
+    import os, signal, sys
+    import octobrain.store.location as location
+    location.LEASE_TTL_S = float(sys.argv[1])  # the product's 60 s, shortened for the test
+    from octobrain.errors import StorageError
+    from octobrain.memory.brain import Brain
+    role, memory_id, marker = sys.argv[2:5]
+    brain = Brain("github.com/acme/api")
+    if role == "holder":
+        embed = brain.embedder.embed_documents
+        def paused(texts):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGSTOP)  # a laptop lid closed, a VM paused
+            return embed(texts)
+        brain.embedder.embed_documents = paused
+        try:
+            brain.update(memory_id, content="Deploys go out on Tuesdays and Thursdays.")
+        except StorageError as exc:
+            print(exc, flush=True)
+            sys.exit(3)
+    else:
+        brain.update(memory_id, add_tags=["owner-team-b"], importance=0.9)
+    print("acknowledged", flush=True)
+    """
+)
+
+
+def test_a_holder_paused_past_its_lease_does_not_overwrite_the_next_writers_edit(
+    machine: S3, tmp_path: Path
+) -> None:
+    # The holder read the row, then stopped (SIGSTOP) past the lease's TTL inside `update`;
+    # another machine took the lease over and committed an edit. Resumed, the holder wrote
+    # its stale row over that acknowledged edit.
+    import signal
+
+    uri = f"s3://{machine.bucket()}/octobrain"
+    note, _ = _brain(machine, uri).memorize("Deploys", "Deploys go out on Tuesdays.")
+    marker = tmp_path / "paused"
+    ttl = "3"
+
+    def run(role: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", _PAUSED, ttl, role, note.id, str(marker)],
+            env={**os.environ, **machine.env(uri, tmp_path / role)},
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    holder = run("holder")
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert holder.poll() is None, holder.communicate()
+            assert time.monotonic() < deadline, "the holder never reached its pause"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        taker = run("taker")
+        out, err = taker.communicate(timeout=120)
+        assert taker.returncode == 0 and "acknowledged" in out, err[-2000:]
+    finally:
+        holder.send_signal(signal.SIGCONT)
+    out, err = holder.communicate(timeout=120)
+    assert holder.returncode == 3, (out, err[-2000:])
+    assert "lease" in out and "nothing was changed" in out and len(out.splitlines()) == 1, out
+
+    reader = _brain(machine, uri)
+    final = reader.get(note.id)
+    assert "owner-team-b" in final.tags and final.importance == pytest.approx(0.9)
+    assert final.content == "Deploys go out on Tuesdays."  # the refused edit left no trace
+
+
 def test_a_sleep_pass_is_shared_by_the_whole_team(machine: S3, tmp_path: Path) -> None:
     uri = f"s3://{machine.bucket()}/octobrain"
     laptop = _brain(machine, uri)

@@ -7,16 +7,22 @@ the row consolidated) landing in between is silently overwritten.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
+from datetime import timedelta
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
+
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
+from octobrain.errors import StorageError
 from octobrain.memory.brain import Brain
-from octobrain.models import Memory, Relationship, RelationshipType
+from octobrain.models import Memory, Relationship, RelationshipType, State, utcnow
+from octobrain.store.memories import NotFound
 
 SCOPE = "github.com/acme/api"
 WORKERS = 4
@@ -132,3 +138,49 @@ def test_one_file_imported_by_two_processes_at_once_stores_each_memory_once(
     assert len(stored) == len(set(stored)) == 2 * BATCH
     edges = [r.id for r in brain_at(target).store.all_relationships()]
     assert len(edges) == len(set(edges)) == 2 * BATCH - 1
+
+
+def test_a_rewrite_of_a_row_changed_since_it_was_read_writes_nothing(tmp_path: Path) -> None:
+    # The commit itself checks the row is still the one read (its `updated_at`, access count
+    # and state): the last guard when the write lease lapsed under a paused writer.
+    brain = brain_at(tmp_path)
+    memory, _ = brain.memorize("Deploys", "Deploys go out on Tuesdays.")
+    read = brain.get(memory.id)
+    stale = dataclasses.replace(read, content="Deploys go out on Thursdays.", updated_at=utcnow())
+    vector = brain.embedder.embed_documents([stale.embedded_text()])[0]
+
+    brain.update(memory.id, add_tags=["owner-team-b"])  # another writer's acknowledged edit
+    with pytest.raises(StorageError, match=f"memory {memory.id} was changed by another writer"):
+        brain.store.replace(stale, vector, read=read)
+    kept = brain.get(memory.id)
+    assert kept.tags == ["owner-team-b"] and kept.content == "Deploys go out on Tuesdays."
+
+    # An access counted since is a change too (the stale row would set the count back).
+    brain.store.record_access([memory.id], utcnow(), min_interval=timedelta(0))
+    with pytest.raises(StorageError, match="nothing was changed"):
+        brain.store.replace(stale, vector, read=kept)
+    assert brain.get(memory.id).content == "Deploys go out on Tuesdays."
+
+    # The row as read: written.
+    fresh = brain.get(memory.id)
+    brain.store.replace(dataclasses.replace(fresh, content="Now on Thursdays."), vector, read=fresh)
+    assert brain.get(memory.id).content == "Now on Thursdays."
+
+    brain.forget([memory.id], confirm=True)
+    with pytest.raises(NotFound, match="was deleted by another writer"):
+        brain.store.replace(stale, vector, read=fresh)
+    assert brain.store.count() == 0
+
+
+def test_a_consolidation_whose_member_changed_since_it_was_read_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    brain = brain_at(tmp_path)
+    memory, _ = brain.memorize("Deploys", "Deploys go out on Tuesdays.")
+    read = brain.store.scan(f"id = '{memory.id}'")
+    flipped = [dict(read[0], state=State.CONSOLIDATED.value, updated_at=utcnow())]
+    brain.update(memory.id, importance=0.2)  # edited after the pass read it
+    with pytest.raises(StorageError, match=f"memory {memory.id} was changed by another writer"):
+        brain.store.merge_rows(flipped, read=read)
+    kept = brain.get(memory.id)
+    assert kept.state is State.WORKING and kept.importance == pytest.approx(0.2)

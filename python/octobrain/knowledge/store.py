@@ -196,6 +196,7 @@ class KnowledgeStore:
         All chunk rows must carry `source_row["generation"]`."""
         sid, gen = source_row["id"], source_row["generation"]
         with self.write_lock():
+            self.location.check_held()
             if chunk_rows:
                 self.chunks.add(chunk_rows)
             self._flip(source_row)
@@ -210,6 +211,7 @@ class KnowledgeStore:
             return
         with self.write_lock():
             replaced = self.scan_sources(sql_in("id", [r["id"] for r in source_rows]))
+            self.location.check_held()
             if chunk_rows:
                 self.chunks.add(chunk_rows)
             (
@@ -234,6 +236,7 @@ class KnowledgeStore:
     def touch(self, sid: str, last_checked: datetime, mtime: float) -> None:
         """Record a check that found the content unchanged (no re-embedding)."""
         with self.write_lock():
+            self.location.check_held()
             self.sources.update(
                 where=f"id = {sql_str(sid)}",
                 values={"last_checked": last_checked, "mtime": float(mtime)},
@@ -247,6 +250,7 @@ class KnowledgeStore:
         with self.write_lock():
             where = sql_in("id", ids)
             found = int(self.sources.count_rows(where))
+            self.location.check_held()
             if found:
                 self.sources.delete(where)
             self.chunks.delete(sql_in("source_id", ids))
@@ -257,6 +261,7 @@ class KnowledgeStore:
         where = f"session_id != '' AND indexed_at < timestamp {sql_str(cutoff.isoformat())}"
         with self.write_lock():
             expired = [r["id"] for r in self.scan_sources(where)]
+            self.location.check_held()
             if expired:
                 self.sources.delete(sql_in("id", expired))
             self._sweep()
@@ -278,5 +283,6 @@ class KnowledgeStore:
     def compact(self) -> None:
         """Merge small fragments and drop old versions of both tables."""
         with self.write_lock():
+            self.location.check_held()
             for table in (self.sources, self.chunks):
                 table.optimize(cleanup_older_than=KEEP_VERSIONS_FOR)

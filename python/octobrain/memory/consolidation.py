@@ -151,14 +151,17 @@ class Consolidator:
         records: Sequence[ConsolidationRecord],
         rows: list[dict[str, Any]],
         edges: Sequence[Relationship],
+        *,
+        read: Sequence[dict[str, Any]],
     ) -> None:
         """Steps 1–4 of the module docstring for one or more consolidations at once (four
-        commits in all, whatever their number); call with the write lock held."""
+        commits in all, whatever their number); call with the write lock held. `read`: the
+        rows as read that `rows` write back changed (`MemoryStore.merge_rows`)."""
         self.log.add(*records)
         _checkpoint("record")
         self.store.add_relationships(list(edges))
         _checkpoint("edges")
-        self.store.merge_rows(rows)
+        self.store.merge_rows(rows, read=read)
         _checkpoint("memories")
         self.log.set_status(DONE, *(record.id for record in records))
         for record in records:
@@ -261,7 +264,7 @@ class Consolidator:
     def _revert(self, record: ConsolidationRecord, now: datetime) -> list[str]:
         """Restore members (and a promoted parent) from the record; idempotent."""
         index = {mid: i for i, mid in enumerate(record.member_ids)}
-        rows = []
+        rows, read = [], []
         for row in self.store.scan(sql_in("id", [*record.member_ids, record.parent_id])):
             new = dict(row)
             untouched = row["updated_at"] == record.stamp
@@ -285,9 +288,10 @@ class Consolidator:
             else:
                 continue
             rows.append(new)
+            read.append(row)
         delete = f"id = {sql_str(record.parent_id)}" if record.parent_synthesised else None
         if rows or delete:
-            self.store.merge_rows(rows, delete_where=delete)
+            self.store.merge_rows(rows, delete_where=delete, read=read)
         _checkpoint("restored")
         edges = sql_in("id", record.edge_ids)
         if record.parent_synthesised:

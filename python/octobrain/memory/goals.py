@@ -96,7 +96,7 @@ def close_goal_with_new(
         consolidation._checkpoint("record")
         c.store.add_relationships([*links, *edges])
         consolidation._checkpoint("edges")
-        c.store.merge_rows([memory_to_row(note, vector), *rows])
+        c.store.merge_rows([memory_to_row(note, vector), *rows], read=sources)
         consolidation._checkpoint("memories")
         c.log.set_status(DONE, record.id)
     return note, [*links, *edges]
@@ -164,5 +164,7 @@ def close_goal(c: Consolidator, goal: Memory, scope: str, now: datetime) -> Cons
             "goal", parent, closer is None, before, ids, now, edges, description,
             parent_prev=parent_prev, goal_id=goal.id,
         )  # fmt: skip
-        c.commit([record], [parent_row, *rows], edges)
+        c.commit(
+            [record], [parent_row, *rows], edges, read=[*sources, *([closer] if closer else [])]
+        )
     return Consolidation("goal", parent, members, closer is None, description, record.id)

@@ -301,6 +301,7 @@ def _commit_clusters(
     out: list[Consolidation | None] = []
     records: list[ConsolidationRecord] = []
     rows: list[dict[str, Any]] = []
+    read: list[dict[str, Any]] = []
     edges: list[Relationship] = []
     with engine.store.write_lock():
         # Re-read under the lock: a member edited or consolidated meanwhile skips its
@@ -315,6 +316,7 @@ def _commit_clusters(
             ):
                 out.append(None)
                 continue
+            read += [r for r in fresh if r is not None]
             member_rows, before = engine.flip_members([r for r in fresh if r is not None], now)
             links = engine.member_edges(planned.parent, ids, "Merged by sleep consolidation")
             record = engine.new_record(
@@ -326,7 +328,7 @@ def _commit_clusters(
             planned.record_id = record.id
             out.append(planned)
         if records:
-            engine.commit(records, rows, edges)
+            engine.commit(records, rows, edges, read=read)
     return out
 
 

@@ -243,7 +243,7 @@ class Writes(BrainBase):
             updated_at=utcnow(),
         )
         vector = self.embedder.embed_documents([updated.embedded_text()])
-        self.store.replace(updated, vector[0])
+        self.store.replace(updated, vector[0], read=current)
         return updated
 
     def relate(

@@ -100,11 +100,13 @@ class ConsolidationLog:
     def add(self, *records: ConsolidationRecord) -> None:
         """Append records (one commit)."""
         with self.store.write_lock():
+            self.store.check_lease()
             self.table.add([record.__dict__ for record in records])
 
     def set_status(self, status: str, *record_ids: str) -> None:
         """Move records to `status` (one commit)."""
         with self.store.write_lock():
+            self.store.check_lease()
             self.table.update(where=sql_in("id", list(record_ids)), values={"status": status})
 
     def find(self, where: str) -> list[ConsolidationRecord]:

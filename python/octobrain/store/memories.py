@@ -13,7 +13,7 @@ import itertools
 import logging
 import re
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -55,6 +55,33 @@ class ModelMismatch(OctobrainError):
 
 class NotFound(InvalidInput):
     """A memory id that does not exist or is not visible from this scope (a caller's mistake)."""
+
+
+class RowChanged(StorageError):
+    """A read-modify-write found a row it read changed or gone when it came to commit (another
+    writer got the store meanwhile: this one's lease lapsed): nothing was written."""
+
+
+# What every write of a row changes (`updated_at`; an access bump only `access_count`), so a
+# row whose three still hold them is the row as read (`replace`, `merge_rows`).
+_FENCE = ("updated_at", "access_count", "state")
+
+
+def _fence(row: Mapping[str, Any] | Memory) -> tuple[str, datetime, int, str]:
+    """(id, updated_at, access_count, state) of a row or memory as read."""
+    if isinstance(row, Memory):
+        return row.id, row.updated_at, row.access_count, row.state.value
+    return row["id"], row["updated_at"], int(row["access_count"]), row["state"]
+
+
+def _fence_where(read: Memory, prefix: str = "") -> str:
+    """SQL true of the row of `read`'s id while it still is as `read` was read."""
+    memory_id, stamp, accesses, state = _fence(read)
+    return (
+        f"{prefix}id = {sql_str(memory_id)} AND "
+        f"{prefix}updated_at = timestamp {sql_str(stamp.isoformat())} AND "
+        f"{prefix}access_count = {accesses} AND {prefix}state = {sql_str(state)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -269,6 +296,7 @@ class MemoryStore:
                 self.location.to_latest(table)
                 missing = schema.missing_columns(table.schema)
                 if missing:  # another process may have added them while we waited
+                    self.check_lease()
                     table.add_columns(missing)
                     log.info("memories: added columns %s", [f.name for f in missing])
         except (OSError, RuntimeError) as exc:
@@ -330,6 +358,12 @@ class MemoryStore:
         except (OSError, RuntimeError) as exc:
             raise WriteFailed(self.location, exc) from exc
 
+    def check_lease(self) -> None:
+        """Call just before each commit under `write_lock`: on an object store, `LeaseLost`
+        when this process's write lease may have passed to another writer since it was taken
+        (paused, or cut off from the store, past the lease's time); nothing when it holds."""
+        self.location.check_held()
+
     def refresh(self) -> None:
         """Move this store's table handles to their latest commit (object stores lag by
         `remote_refresh_ms` otherwise); a pass that reads before it locks starts here."""
@@ -360,6 +394,7 @@ class MemoryStore:
             (pa.RecordBatch.from_pylist(rows, schema=table_schema) for rows in batches),
         )
         db = self._open_db()
+        self.check_lease()
         self._note_changes(everything=True)
         db.create_table(MEMORIES, data=data, schema=table_schema, mode="overwrite")
         self._memories = None
@@ -566,6 +601,7 @@ class MemoryStore:
         rows = [schema.memory_to_row(m, e) for m, e in zip(memories, embeddings, strict=True)]
         with self.write_lock():
             links = self.require_ends(links, {m.id for m in memories}, drop=drop_gone_links)
+            self.check_lease()
             if rows:
                 self._append(self.memories, rows)
             if links:
@@ -640,28 +676,75 @@ class MemoryStore:
             )
         return links
 
-    def replace(self, memory: Memory, embedding: np.ndarray) -> None:
-        """Rewrite one existing row in place (one atomic merge commit)."""
+    def replace(self, memory: Memory, embedding: np.ndarray, *, read: Memory) -> None:
+        """Rewrite one existing row in place (one atomic merge commit), only while it is still
+        the row `read` (same `updated_at`, access count and state): the commit itself checks,
+        so an edit made meanwhile by a writer that took over a lapsed lease is never
+        overwritten. Otherwise `RowChanged` (or `NotFound` when it is gone); nothing written."""
         row = schema.memory_to_row(memory, embedding)
         with self.write_lock():
-            self.memories.merge_insert("id").when_matched_update_all().execute([row])
+            self.check_lease()
+            merge = self.memories.merge_insert("id")
+            merge = merge.when_matched_update_all(where=_fence_where(read, "target."))
+            if merge.execute([row]).num_updated_rows != 1:
+                raise self._changed([read])
             self._maybe_maintain()
+
+    def _changed(self, read: Sequence[Mapping[str, Any] | Memory]) -> OctobrainError:
+        """The error for a read-modify-write of `read` that found one of them changed or gone
+        (read again now, to say which)."""
+        ids = [_fence(r)[0] for r in read]
+        now = {r["id"]: _fence(r) for r in self.scan(sql_in("id", ids), columns=[*_FENCE, "id"])}
+        for before in map(_fence, read):
+            after = now.get(before[0])
+            if after is None:
+                return NotFound(
+                    "memory_id",
+                    f"memory {before[0]} was deleted by another writer after this write read "
+                    "it; nothing was changed",
+                )
+            if after != before:
+                return RowChanged(
+                    f"store: {self.location}: memory {before[0]} was changed by another writer "
+                    f"after this write read it (updated {after[1]:%Y-%m-%d %H:%M:%S} UTC); "
+                    "nothing was changed: run it again to apply it to the memory as it is now"
+                )
+        return RowChanged(
+            f"store: {self.location}: a memory this write read changed while it committed; "
+            "nothing was changed: run it again"
+        )
 
     def set_columns(self, where: str, values: dict[str, Any]) -> None:
         """Partial update of rows matching `where` (embeddings untouched)."""
         with self.write_lock():
+            self.check_lease()
             self.memories.update(where=where, values=values)
             self._maybe_maintain()
 
     def merge_rows(
-        self, rows: Sequence[dict[str, Any]], *, delete_where: str | None = None
+        self,
+        rows: Sequence[dict[str, Any]],
+        *,
+        delete_where: str | None = None,
+        read: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         """Upsert full `memories` rows by id and optionally delete rows matching `delete_where`
-        that are not among them — all in ONE atomic commit (a reader sees all of it or none)."""
+        that are not among them — all in ONE atomic commit (a reader sees all of it or none).
+
+        `read`: the rows this write read and writes back changed. Just before the commit they
+        are read again, and one changed or gone since is `RowChanged` (`NotFound`), nothing
+        written. (Not inside the commit, as `replace` checks: a merge of many rows cannot
+        refuse as a whole there; the lease check just before it covers the moment between.)"""
         import pyarrow as pa
 
         data = pa.Table.from_pylist(list(rows), schema=self.memories.schema)
         with self.write_lock():
+            self.check_lease()
+            if read:
+                ids = [_fence(r)[0] for r in read]
+                now = self.scan(sql_in("id", ids), columns=[*_FENCE, "id"])
+                if {_fence(r) for r in now} != {_fence(r) for r in read}:
+                    raise self._changed(read)
             if delete_where is not None:
                 kept = {row["id"] for row in rows}
                 gone = [r["id"] for r in self.scan(delete_where, columns=["id"])]
@@ -677,6 +760,7 @@ class MemoryStore:
         """Delete the edges matching a predicate (one commit)."""
         with self.write_lock():
             found = self.relationships.search().where(where).select(["id"]).limit(None)
+            self.check_lease()
             self._note_changes(edges=found.to_arrow().column("id").to_pylist())
             self.relationships.delete(where)
 
@@ -694,6 +778,7 @@ class MemoryStore:
             ids, _ = sweepable(db.open_table(MEMORIES), edges, log)
             for at in range(0, len(ids), DELETE_BATCH):
                 batch = ids[at : at + DELETE_BATCH]
+                self.check_lease()
                 self._note_changes(edges=batch)
                 edges.delete(sql_in("id", batch))
         return len(ids)
@@ -733,6 +818,7 @@ class MemoryStore:
         recent = f"last_accessed < timestamp {sql_str(cutoff)}"
         where = f"{sql_in('id', ids)} AND (access_count = 0 OR {recent})"
         with self.write_lock():
+            self.check_lease()
             result = self.memories.update(
                 where=where,
                 values_sql={
@@ -749,6 +835,7 @@ class MemoryStore:
             return 0
         with self.write_lock():
             before = self.count()
+            self.check_lease()
             self._note_changes(ids=ids)
             self.memories.delete(sql_in("id", ids))
             deleted = before - self.count()
@@ -772,6 +859,7 @@ class MemoryStore:
             with self.write_lock():
                 if ends_held:
                     self.require_ends(rels, set())
+                self.check_lease()
                 self._append(self.relationships, [schema.relationship_to_row(r) for r in rels])
 
     def compact(self) -> None:
@@ -782,6 +870,7 @@ class MemoryStore:
         from lancedb.index import Bitmap, BTree, IvfPq
 
         with self.write_lock():
+            self.check_lease()
             rows = self.memories.count_rows()
             indexed = {ix.columns[0] for ix in self.memories.list_indices()}
             if rows >= SCALAR_INDEX_MIN_ROWS:
@@ -881,6 +970,7 @@ class MemoryStore:
             self._check_version_model(version)
             at = numbers.index(version)
             self._check_clock(version, versions[at:])
+            self.check_lease()
             manifest.mark_restore(self.location, version)
             self._note_changes(everything=True)
             # Everything committed before the next memories commit belongs to this version
