@@ -23,9 +23,18 @@ from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.memory import transfer
 from octobrain.memory.brain import ACCESS_WINDOW, Brain
-from octobrain.memory.render import memory_to_dict
+from octobrain.memory.render import ARCHIVED_MCP, format_recall, memory_to_dict, recall_to_dict
+from octobrain.memory.search import Empty
 from octobrain.memory.transfer import BATCH, export_jsonl, import_jsonl, reembed
-from octobrain.models import MemoryType, Relationship, RelationshipType, Source, State, utcnow
+from octobrain.models import (
+    Memory,
+    MemoryType,
+    Relationship,
+    RelationshipType,
+    Source,
+    State,
+    utcnow,
+)
 from octobrain.store import ModelMismatch
 
 MakeBrain = Callable[..., Brain]
@@ -108,6 +117,41 @@ def test_nothing_relevant_is_a_possible_answer(make_brain: MakeBrain) -> None:
     brain.memorize(*POSTGRES)
     assert brain.remember("chocolate cake recipe with frosting").hits == []
     assert brain.remember("token bucket").hits[0].memory.title == TOKEN_BUCKET[0]
+
+
+def test_an_empty_answer_names_what_left_the_candidates_out(make_brain: MakeBrain) -> None:
+    # Every empty `remember` said "nothing passed the relevance threshold … a lower
+    # min_relevance", even when a date filter had removed every memory or the only match
+    # was archived: lowering min_relevance could never help there.
+    brain = make_brain()
+    assert brain.remember("token bucket").empty is Empty.NO_MEMORIES
+    brain.memorize(*TOKEN_BUCKET)
+    hidden = Memory(
+        title="Zebra migrations hub",
+        content="The zebra migrations hub moves every night.",
+        scope=brain.scope,
+        state=State.ARCHIVED,
+    )
+    brain.store.add([hidden], brain.embedder.embed_documents([hidden.searchable_text()]))
+
+    found = brain.remember("token bucket")
+    assert found.hits and found.empty is Empty.NONE
+    late = brain.remember("token bucket", created_after="2099-01-01", min_relevance=0.0)
+    assert (late.hits, late.empty) == ([], Empty.FILTERS)
+    assert "meets the filters" in format_recall(late) and "min_relevance" not in format_recall(late)
+    assert brain.remember("token bucket", tags=["nope"]).empty is Empty.FILTERS
+    archived = brain.remember("zebra migrations hub")
+    assert (archived.hits, archived.empty) == ([], Empty.ARCHIVED)
+    assert "only archived ones match. `--include-archived`" in format_recall(archived)
+    # The MCP tool has no such argument: it names the command that has.
+    over_mcp = format_recall(archived, ARCHIVED_MCP)
+    assert "`octobrain memory remember --include-archived` finds them" in over_mcp
+    wide = brain.remember("zebra migrations hub", include_archived=True)
+    assert [h.memory.id for h in wide.hits] == [hidden.id]
+    missed = brain.remember("chocolate cake recipe with frosting", include_archived=True)
+    assert (missed.hits, missed.empty) == ([], Empty.THRESHOLD)
+    assert "a lower min_relevance" in format_recall(missed)
+    assert recall_to_dict(missed)["empty"] == "min_relevance"
 
 
 def test_superseded_memory_sinks_but_stays_retrievable(make_brain: MakeBrain) -> None:

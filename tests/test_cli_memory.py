@@ -58,6 +58,20 @@ def test_round_trip(env: dict[str, str]) -> None:
     assert "No relevant memories" in run("remember", "chocolate cake frosting").output
 
 
+def test_an_empty_remember_says_a_filter_left_nothing_not_the_threshold(
+    env: dict[str, str],
+) -> None:
+    memorize("Zebra migrations hub", "The zebra migrations hub moves every night.")
+    result = run(
+        "remember", "zebra migrations hub", "--after", "2099-01-01", "--min-relevance", "0"
+    )
+    assert result.exit_code == 0
+    assert result.output.startswith("No memories found: none in github.com/acme/api or the global")
+    assert "meets the filters" in result.output and "min_relevance" not in result.output
+    data = json.loads(run("remember", "zebra", "--after", "2099-01-01", "--format", "json").output)
+    assert (data["results"], data["empty"]) == ([], "filters")
+
+
 def test_bad_input_is_one_line_and_exit_2(env: dict[str, str]) -> None:
     result = run("memorize", "-t", "abc", "-c", "long enough content here")
     assert result.exit_code == 2

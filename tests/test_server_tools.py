@@ -151,6 +151,12 @@ def test_memorize_remember_forget_round_trip(locked: Any) -> None:
             assert "`octobrain memory restore` can bring them back for 7 days" in reply
             error, reply = await call(client, "remember", query="token bucket")
             assert first not in reply and second in reply
+            # Empty because of a date filter: said so, not blamed on the relevance threshold.
+            error, reply = await call(
+                client, "remember", query="token bucket", created_after="2099-01-01"
+            )
+            assert not error and reply.startswith("No memories found: none in ")
+            assert "meets the filters" in reply and "min_relevance" not in reply
 
     run(body)
 
@@ -352,7 +358,7 @@ def test_every_validation_rule_is_a_tool_error_naming_the_field(locked: Any) -> 
                 assert reply.startswith(expected), f"{tool} {arguments}: {reply}"
             # Nothing was stored by any of the rejected calls.
             _, reply = await call(client, "remember", query="valid title content", limit=50)
-            assert reply.startswith("No relevant memories")
+            assert reply.startswith("No memories found: none are stored in ")
             error, reply = await call(client, "nonexistent_tool")
             assert error and reply.startswith("name: unknown tool")
 

@@ -17,7 +17,7 @@ from octobrain.memory import temporal
 from octobrain.memory.access import AccessQueue
 from octobrain.memory.corpus import LIGHT_COLUMNS
 from octobrain.memory.query import parse_filters, parse_queries
-from octobrain.memory.search import Hit
+from octobrain.memory.search import Empty, Hit
 from octobrain.models import (
     Memory,
     Relationship,
@@ -64,6 +64,7 @@ class Recall:
     hits: list[Hit]
     neighbours: list[Neighbour]
     scope: str
+    empty: Empty = Empty.NONE  # without hits: what excluded the candidates
 
 
 class Reads(BrainBase):
@@ -101,6 +102,11 @@ class Reads(BrainBase):
         hits = self.retriever.search(
             queries, self.scope, filters, limit=limit, min_relevance=threshold, now=now
         )
+        if not hits:
+            empty = self.retriever.why_empty(
+                queries, self.scope, filters, min_relevance=threshold, now=now
+            )
+            return Recall([], [], self.scope, empty)
         corpus = self.retriever.corpus
         # One pass over the edges for every result, shared by both neighbour passes.
         edges = corpus.edges_by_node([h.memory.id for h in hits], EDGES_PER_KIND)

@@ -6,6 +6,7 @@ from typing import Any
 
 from octobrain.memory.consolidation import Consolidation
 from octobrain.memory.reads import Neighbour, Recall
+from octobrain.memory.search import Empty
 from octobrain.models import (
     KEEP_VERSIONS_DAYS,
     Memory,
@@ -19,6 +20,11 @@ from octobrain.models import (
 NO_RESULTS = (
     "No relevant memories found (nothing passed the relevance threshold). "
     "Try other words, several phrasings at once, or a lower min_relevance."
+)
+# How each front end asks for archived memories too (the MCP tool cannot).
+ARCHIVED_CLI = "`--include-archived` searches them too."
+ARCHIVED_MCP = (
+    "This tool leaves them out; `octobrain memory remember --include-archived` finds them."
 )
 
 # What a delete leaves behind: the store's kept versions (`memory history` / `memory restore`).
@@ -74,6 +80,7 @@ def recall_to_dict(recall: Recall) -> dict[str, Any]:
     """`remember` results as JSON."""
     return {
         "scope": recall.scope,
+        "empty": recall.empty.value or None,
         "results": [
             {
                 **memory_to_dict(h.memory),
@@ -139,10 +146,29 @@ def _edge(n: Neighbour) -> str:
     return f"this {kind} → {n.via[:8]}" if not n.outgoing else f"{n.via[:8]} {kind} → this"
 
 
-def format_recall(recall: Recall) -> str:
-    """`remember` results as text for an agent or a terminal."""
+def no_results(recall: Recall, archived_hint: str = ARCHIVED_CLI) -> str:
+    """What an empty `remember` says: what actually left the candidates out."""
+    where = "the global scope" if not recall.scope else f"{recall.scope} or the global scope"
+    if recall.empty is Empty.NO_MEMORIES:
+        return f"No memories found: none are stored in {where} yet."
+    if recall.empty is Empty.FILTERS:
+        return (
+            f"No memories found: none in {where} meets the filters (memory types, tags, files, "
+            "dates), so nothing was ranked. Drop or widen a filter."
+        )
+    if recall.empty is Empty.ARCHIVED:
+        return (
+            f"No relevant memories found among active ones; only archived ones match. "
+            f"{archived_hint}"
+        )
+    return NO_RESULTS
+
+
+def format_recall(recall: Recall, archived_hint: str = ARCHIVED_CLI) -> str:
+    """`remember` results as text for an agent or a terminal (`archived_hint`: how this front
+    end searches archived memories, said when only those match)."""
     if not recall.hits:
-        return NO_RESULTS
+        return no_results(recall, archived_hint)
     blocks = [f"MEMORIES ({len(recall.hits)} found, scope {recall.scope or '(global)'})"]
     for i, hit in enumerate(recall.hits, 1):
         block = format_memory(

@@ -15,8 +15,9 @@ import logging
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from enum import Enum
 
 import numpy as np
 import numpy.typing as npt
@@ -68,6 +69,16 @@ ANN_EXACT_BELOW = 10_000  # fewer allowed rows than this are scored exactly
 # mirror's mask says the same thing for free. A filter that keeps fewer falls back to it.
 ANN_POSTFILTER_SHARE = 0.5
 UNKNOWN_COSINE = -2.0  # below any cosine: positions the ANN path did not score
+
+
+class Empty(Enum):
+    """What left a `remember` with no results."""
+
+    NONE = ""  # it has results
+    NO_MEMORIES = "no_memories"  # none stored in the visible scopes (archived included)
+    FILTERS = "filters"  # memories exist, but none meets the types / tags / files / dates
+    ARCHIVED = "archived"  # only archived memories match (`include_archived` finds them)
+    THRESHOLD = "min_relevance"  # candidates were ranked; none was relevant enough
 
 
 @dataclass
@@ -135,15 +146,7 @@ class Retriever:
         self.embedder.prepare()  # a new process loads the model while the mirror catches up
         self.corpus.refresh()
         scopes = visible_scopes(scope)
-        allowed = self.corpus.allowed(
-            scopes,
-            memory_types=[t.value for t in filters.memory_types],
-            tags=filters.tags,
-            related_files=filters.related_files,
-            created_after=filters.created_after,
-            created_before=filters.created_before,
-            include_archived=filters.include_archived,
-        )
+        allowed = self._allowed(scopes, filters)
         if not allowed.any():
             return []
         vectors = self.embedder.embed_query(list(queries))
@@ -153,6 +156,42 @@ class Retriever:
         kept = [s for s in merged if s.relevance >= min_relevance]
         kept = self._lift_parents(kept, scopes, allowed)
         return self._rank(kept, limit, now, queries=queries, scopes=scopes)
+
+    def _allowed(self, scopes: list[str], filters: Filters) -> npt.NDArray[np.bool_]:
+        return self.corpus.allowed(
+            scopes,
+            memory_types=[t.value for t in filters.memory_types],
+            tags=filters.tags,
+            related_files=filters.related_files,
+            created_after=filters.created_after,
+            created_before=filters.created_before,
+            include_archived=filters.include_archived,
+        )
+
+    def why_empty(
+        self,
+        queries: Sequence[str],
+        scope: str,
+        filters: Filters,
+        *,
+        min_relevance: float,
+        now: datetime,
+    ) -> Empty:
+        """Why `search` with these arguments found nothing; asked only then. Costs one more
+        search, for one result, only when archived memories meet the filters and the first
+        search left them out."""
+        scopes = visible_scopes(scope)
+        allowed = self._allowed(scopes, filters)
+        if not filters.include_archived:
+            archived = replace(filters, include_archived=True)
+            if (self._allowed(scopes, archived) & ~allowed).any() and self.search(
+                queries, scope, archived, limit=1, min_relevance=min_relevance, now=now
+            ):
+                return Empty.ARCHIVED
+        if allowed.any():
+            return Empty.THRESHOLD
+        unfiltered = Filters(include_archived=filters.include_archived)
+        return Empty.FILTERS if self._allowed(scopes, unfiltered).any() else Empty.NO_MEMORIES
 
     # ---- one query ------------------------------------------------------------------------
 

@@ -209,7 +209,7 @@ def ingest(brain: Brain, plan: IngestPlan, *, last: bool = True) -> Reply | None
 
 def remember(brain: Brain, arguments: dict[str, Any]) -> Reply:
     """Hybrid search over the visible memories, with graph context."""
-    from octobrain.memory.render import format_recall
+    from octobrain.memory.render import ARCHIVED_MCP, format_recall
 
     query = _required(arguments, "query")
     if not isinstance(query, str | list):
@@ -224,7 +224,7 @@ def remember(brain: Brain, arguments: dict[str, Any]) -> Reply:
         min_relevance=arguments.get("min_relevance"),
         limit=arguments.get("limit"),
     )
-    return Reply(format_recall(recall))
+    return Reply(format_recall(recall, ARCHIVED_MCP))
 
 
 def _time(arguments: dict[str, Any], name: str) -> str | None:
