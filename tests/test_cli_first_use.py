@@ -29,6 +29,11 @@ def run(*args: str, input: str | None = None) -> Result:
     return CliRunner().invoke(main, ["memory", "--scope", SCOPE, *args], input=input)
 
 
+def whole_store(*args: str) -> Result:
+    """`octobrain memory <args>` for a command on every scope: it takes no `--scope`."""
+    return CliRunner().invoke(main, ["memory", *args])
+
+
 def memorize(title: str, content: str, *extra: str) -> str:
     done = run("memorize", "-t", title, "-c", content, "--format", "json", *extra)
     assert done.exit_code == 0, done.output
@@ -70,6 +75,51 @@ def test_scope_options_work_after_the_subcommand(env: Path) -> None:
     assert elsewhere.exit_code == 2 and "no memory id starting with" in elsewhere.output
     both = run("get", private, "--scope", SCOPE, "--global")
     assert both.exit_code == 2 and "--global: cannot be combined with --scope" in both.output
+
+
+def test_scoped_commands_take_the_scope_after_them_too(env: Path, tmp_path: Path) -> None:
+    # `memory ingest FILE --scope S` and `knowledge search Q --scope S` were "no such option":
+    # only the group's `--scope`, before the subcommand, worked there.
+    chat = tmp_path / "chat.jsonl"
+    turn = {"speaker": "ann", "text": "We moved the zebra hub to Postgres.", "time": "2026-05-01"}
+    chat.write_text(json.dumps(turn) + "\n", encoding="utf-8")
+    done = CliRunner().invoke(main, ["memory", "ingest", str(chat), "--scope", "acme/chat"])
+    assert done.exit_code == 0 and "into acme/chat: 1 added" in done.stdout, done.output
+    assert "zebra hub" in run("remember", "zebra hub", "--scope", "acme/chat").output
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Retries\nRetries back off exponentially, five tries at most.\n")
+    index = CliRunner().invoke(main, ["knowledge", "index", str(notes), "--scope", "acme/docs"])
+    assert index.exit_code == 0 and "scope acme/docs" in index.output, index.output
+    for scope, found in (("acme/docs", True), ("acme/other", False)):
+        search = CliRunner().invoke(main, ["knowledge", "search", "retries", "--scope", scope])
+        assert search.exit_code == 0 and ("five tries" in search.output) is found, search.output
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--scope", "a/b", "history", "-l", "3"],
+        ["history", "-l", "3", "--scope", "a/b"],
+        ["--global", "reindex"],
+        ["reindex", "--global"],
+        ["--scope", "a/b", "reembed"],
+        ["restore", "1", "--yes", "--global"],
+        ["--global", "migrate", "--to", "elsewhere"],
+    ],
+)
+def test_whole_store_commands_refuse_a_scope_rather_than_ignore_it(
+    env: Path, argv: list[str]
+) -> None:
+    # `memory --scope a/b history` and `memory --global reindex` ran on every scope, exit 0,
+    # as if the option meant something.
+    done = CliRunner().invoke(main, ["memory", *argv])
+    option = "--global" if "--global" in argv else "--scope"
+    command = next(a for a in argv if a in ("history", "reindex", "reembed", "restore", "migrate"))
+    assert (done.exit_code, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"error: {option}: `memory {command}` works on the whole store, every scope, and takes "
+        f"no {option}\n"
+    )
 
 
 def test_short_ids_are_accepted_everywhere_and_ambiguity_lists_candidates(
@@ -132,9 +182,9 @@ def test_forget_says_what_is_true_about_undo(env: Path) -> None:
     assert "Deleted 1 memory; `octobrain memory restore` can bring them back for 7 days" in (
         done.output
     )
-    versions = json.loads(run("history", "--format", "json").output)
+    versions = json.loads(whole_store("history", "--format", "json").output)
     before = next(v["version"] for v in versions if v["memories"] == 1)
-    assert run("restore", str(before), "--yes").exit_code == 0
+    assert whole_store("restore", str(before), "--yes").exit_code == 0
     assert run("get", gone).exit_code == 0, "what the message promised"
 
 

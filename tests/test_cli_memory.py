@@ -35,6 +35,11 @@ def run(*args: str, input: str | None = None) -> Result:
     )
 
 
+def whole_store(*args: str) -> Result:
+    """`octobrain memory <args>` for a command on every scope: it takes no `--scope`."""
+    return CliRunner().invoke(main, ["memory", *args])
+
+
 def memorize(title: str, content: str, *extra: str) -> str:
     result = run("memorize", "-t", title, "-c", content, "--format", "json", *extra)
     assert result.exit_code == 0, result.output
@@ -249,17 +254,19 @@ def test_reembed_after_a_model_change(env: dict[str, str], monkeypatch: pytest.M
     monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:32")
     refused = run("remember", "postgres")
     assert refused.exit_code == 1 and "octobrain memory reembed" in refused.output
-    done = run("reembed")
+    done = whole_store("reembed")
     assert done.exit_code == 0, done.output
     assert "re-embedded 1 memory with hash:32" in done.stdout
     found = json.loads(run("remember", "postgres database", "--format", "json").stdout)
     assert [r["id"] for r in found["results"]] == [mid]
 
 
-def memory_process(*args: str) -> subprocess.CompletedProcess[str]:
-    """`octobrain memory --scope github.com/acme/api <args>` as a process of its own (the
-    service off: this environment, read now, is the one it runs in)."""
-    memory = [sys.executable, "-m", "octobrain", "memory", "--scope", "github.com/acme/api"]
+def memory_process(*args: str, scoped: bool = True) -> subprocess.CompletedProcess[str]:
+    """`octobrain memory --scope github.com/acme/api <args>` (without `--scope` unless
+    `scoped`) as a process of its own (the service off: this environment, read now, is the one
+    it runs in)."""
+    memory = [sys.executable, "-m", "octobrain", "memory"]
+    memory += ["--scope", "github.com/acme/api"] if scoped else []
     env = {**os.environ, "OCTOBRAIN_SERVICE_ENABLED": "0"}
     return subprocess.run([*memory, *args], capture_output=True, text=True, env=env, check=False)
 
@@ -275,18 +282,18 @@ def test_reembed_in_a_new_process_reports_no_failure(
     refused = memory_process("remember", "postgres")
     assert refused.returncode == 1 and "sleep pass" not in refused.stderr
     assert refused.stderr.count("\n") == 1 and "octobrain memory reembed`" in refused.stderr
-    done = memory_process("reembed")
+    done = memory_process("reembed", scoped=False)
     assert done.returncode == 0 and "re-embedded 1 memory with hash:32" in done.stdout
     assert "sleep pass" not in done.stderr and "failed" not in done.stderr
 
 
 def test_history_and_restore(env: dict[str, str]) -> None:
     mid = memorize("Primary database", "Postgres 16 is the primary database.")
-    version = json.loads(run("history", "--format", "json").stdout)[0]["version"]
+    version = json.loads(whole_store("history", "--format", "json").stdout)[0]["version"]
     assert run("forget", mid, "--yes").exit_code == 0
-    refused = run("restore", str(version))  # no terminal, no --yes
+    refused = whole_store("restore", str(version))  # no terminal, no --yes
     assert refused.exit_code == 2 and "--yes" in refused.output
-    done = run("restore", str(version), "--yes")
+    done = whole_store("restore", str(version), "--yes")
     assert done.exit_code == 0, done.output
     assert json.loads(run("get", mid, "--format", "json").stdout)["id"] == mid
 
@@ -298,7 +305,7 @@ def test_history_times_are_utc_whatever_the_local_zone(
     # in New York every version read five hours early.
     memorize("Primary database", "Postgres 16 is the primary database.")
     monkeypatch.setenv("TZ", "America/New_York")
-    done = memory_process("history", "--format", "json")
+    done = memory_process("history", "--format", "json", scoped=False)
     assert done.returncode == 0, done.stderr
     newest = datetime.fromisoformat(json.loads(done.stdout)[0]["timestamp"].replace("Z", "+00:00"))
     assert abs(datetime.now(timezone.utc) - newest) < timedelta(minutes=10), newest

@@ -224,7 +224,7 @@ def test_a_lost_index_is_found_by_doctor_and_rebuilt_by_reindex(
     for problem in report["problems"]:
         assert problem["problem"].startswith("index ") and "cannot be read" in problem["problem"]
         assert "`octobrain memory reindex`" in problem["repair"]
-    done = octobrain(env, "reindex")
+    done = octobrain(env, "reindex", scoped=False)
     assert done.returncode == 0 and "dropped 3 indexes" in done.stdout, done.stderr
     assert run_cli(env, "doctor")[0] == 0
     assert octobrain(env, "get", ids[0]).returncode == 0
@@ -246,7 +246,7 @@ def test_a_cut_data_file_is_not_blamed_on_an_index(
     assert "reindex" not in problems[0]["repair"], problems
     # Run anyway, reindex dropped the indexes, failed to build them, and said "cannot write
     # … nothing was changed (check free space and permissions)".
-    done = octobrain(env, "reindex")
+    done = octobrain(env, "reindex", scoped=False)
     assert done.returncode == 1 and "octobrain doctor" in one_clear_line(done.stderr)
     assert "cannot be read" in done.stderr and "free space" not in done.stderr
     table = lancedb.connect(_store(env)).open_table("memories")

@@ -20,9 +20,11 @@ def octobrain(
     *args: str,
     preexec: Callable[[], None] | None = None,
     group: str = "memory",
+    scoped: bool = True,  # off for the commands on every scope, which refuse `--scope`
 ) -> subprocess.CompletedProcess[str]:
+    scope = ["--scope", "github.com/acme/api"] if scoped else []
     return subprocess.run(
-        [EXE, group, "--scope", "github.com/acme/api", *args],
+        [EXE, group, *scope, *args],
         env=env,
         capture_output=True,
         text=True,

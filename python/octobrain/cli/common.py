@@ -210,12 +210,37 @@ def _note_command_scope(ctx: click.Context, param: click.Parameter, value: Any) 
         ctx.meta[f"octobrain.command_{param.name}"] = value
 
 
+def whole_store_refusal(option: str, command: str) -> InvalidInput:
+    """The error for `--scope` / `--global` given to a command that works on every scope."""
+    return InvalidInput(
+        option, f"`memory {command}` works on the whole store, every scope, and takes no {option}"
+    )
+
+
+def _refuse_scope(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    if value is not None and value is not False:
+        raise whole_store_refusal(
+            "--global" if param.name == "global_" else "--scope", ctx.info_name or ""
+        )
+
+
 def add_scope_options(group: click.Group, *, whole_store: Sequence[click.Command] = ()) -> None:
     """Give every subcommand of a `scope_options` group `--scope` / `--global` too, so they
     work after the subcommand (`memory remember x --global`); `command_scope` reads them.
-    Not the `whole_store` ones, which work on every scope: there the options would be a lie."""
+    The `whole_store` ones work on every scope: there either option is refused (hidden from
+    their help), never ignored."""
     for command in group.commands.values():
         if command in whole_store:
+            command.params += [
+                click.Option(["--scope"], expose_value=False, hidden=True, callback=_refuse_scope),
+                click.Option(
+                    ["--global", "global_"],
+                    is_flag=True,
+                    expose_value=False,
+                    hidden=True,
+                    callback=_refuse_scope,
+                ),
+            ]
             continue
         command.params += [
             click.Option(

@@ -299,5 +299,5 @@ CURATION_COMMANDS = [
     restore_cmd,
 ]
 
-# Commands on the whole store, every scope: they take no `--scope` / `--global` of their own.
+# Commands on the whole store, every scope: they refuse `--scope` / `--global` (`cli/memory.py`).
 WHOLE_STORE_COMMANDS = (reembed_cmd, reindex_cmd, history_cmd, restore_cmd)

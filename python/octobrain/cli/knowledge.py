@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, chosen_scope, scope_options
+from octobrain.cli.common import (
+    FORMAT_OPTION,
+    OctobrainGroup,
+    add_scope_options,
+    chosen_scope,
+    command_scope,
+    scope_options,
+)
 from octobrain.models import json_printable, printable
 
 if TYPE_CHECKING:
@@ -39,15 +46,13 @@ def _emit(fmt: str, result: Any, text: str) -> None:
 @click.pass_context
 def knowledge(ctx: click.Context, scope: str | None, global_: bool) -> None:
     """Index, search, read and grep external documents (files and URLs)."""
-    ctx.obj = {"scope": scope, "global": global_}
+    ctx.obj = {"scope": chosen_scope(scope, global_)}
 
 
 def _knowledge(ctx: click.Context, session_id: str = CLI_SESSION) -> Knowledge:
     from octobrain.knowledge import Knowledge
 
-    opts = ctx.find_object(dict) or {"scope": None, "global": False}
-    scope = chosen_scope(opts["scope"], opts["global"])
-    return Knowledge(scope, session_id=session_id, cwd=Path.cwd())
+    return Knowledge(command_scope(ctx), session_id=session_id, cwd=Path.cwd())
 
 
 @contextmanager
@@ -227,3 +232,8 @@ def stats_cmd(ctx: click.Context, fmt: str) -> None:
 
     stats = _knowledge(ctx).stats()
     _emit(fmt, stats, render_stats(stats))
+
+
+# Every knowledge command reads or writes what one scope sees: `--scope` / `--global` work after
+# the subcommand too (`knowledge search foo --global`).
+add_scope_options(knowledge)

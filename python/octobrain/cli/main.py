@@ -88,15 +88,11 @@ def _register() -> None:
     from octobrain.cli.bench import bench
     from octobrain.cli.brief import brief, hook
     from octobrain.cli.doctor import doctor_cmd
-    from octobrain.cli.ingest import ingest_cmd
     from octobrain.cli.knowledge import knowledge
     from octobrain.cli.memory import memory
     from octobrain.cli.serve import mcp_cmd
     from octobrain.cli.service import service
-    from octobrain.cli.storage import migrate_cmd
 
-    memory.add_command(migrate_cmd)
-    memory.add_command(ingest_cmd)
     main.add_command(memory)
     main.add_command(knowledge)
     main.add_command(mcp_cmd)

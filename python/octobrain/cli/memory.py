@@ -17,8 +17,11 @@ from octobrain.cli.common import (
     plural,
     scope_options,
     split_values,
+    whole_store_refusal,
 )
 from octobrain.cli.curate import CURATION_COMMANDS, WHOLE_STORE_COMMANDS
+from octobrain.cli.ingest import ingest_cmd
+from octobrain.cli.storage import migrate_cmd
 from octobrain.errors import InvalidInput
 from octobrain.models import printable
 
@@ -31,6 +34,9 @@ if TYPE_CHECKING:
 @click.pass_context
 def memory(ctx: click.Context, scope: str | None, global_: bool) -> None:
     """Store, search and curate memories."""
+    command = ctx.invoked_subcommand
+    if (scope is not None or global_) and command is not None and command in WHOLE_STORE:
+        raise whole_store_refusal("--global" if global_ else "--scope", command)
     ctx.obj = {"scope": chosen_scope(scope, global_)}
 
 
@@ -334,6 +340,9 @@ def graph_cmd(ctx: click.Context, memory_id: str, depth: int, fmt: str) -> None:
     emit(fmt, data, text or "No relationships.")
 
 
-for _command in CURATION_COMMANDS:
+for _command in (*CURATION_COMMANDS, ingest_cmd, migrate_cmd):
     memory.add_command(_command)
-add_scope_options(memory, whole_store=WHOLE_STORE_COMMANDS)
+# Commands on the whole store, every scope: `--scope` / `--global` are refused with them, before
+# or after the subcommand, rather than ignored.
+WHOLE_STORE = {c.name for c in (*WHOLE_STORE_COMMANDS, migrate_cmd)}
+add_scope_options(memory, whole_store=(*WHOLE_STORE_COMMANDS, migrate_cmd))
