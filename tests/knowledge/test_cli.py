@@ -48,8 +48,16 @@ def test_index_search_match_read_list_stats_delete(workdir: Path) -> None:
     listing = json.loads(run("list", "--format", "json").output)
     assert [s["uri"] for s in listing] == [(workdir / "ops.md").resolve().as_uri()]
     assert "Sources: 1" in run("stats").output
+    # An empty answer says what left the chunks out: the threshold, or nothing indexed (before,
+    # both blamed the threshold).
+    strict = run("search", "nightly backups", "--min-relevance", "1").output
+    assert "nothing passed the relevance threshold" in strict, strict
     assert "Deleted" in run("delete-source", "ops.md").output
-    assert "No relevant knowledge" in run("search", "nightly backups").output
+    gone = run("search", "nightly backups")
+    assert "No knowledge found: nothing is indexed in" in gone.output, gone.output
+    assert json.loads(run("search", "backups", "--format", "json").output)["empty"] == (
+        "nothing_indexed"
+    )
 
 
 def test_read_prints_the_whole_text_or_a_page_of_it(workdir: Path) -> None:
@@ -72,7 +80,10 @@ def test_notes_share_the_cli_session_by_default(workdir: Path) -> None:
     stored = run("store", "todo", "-", input="Rotate the signing keys before the audit.\n")
     assert stored.exit_code == 0 and "stored://todo" in stored.output
     assert "[SESSION]" in run("search", "rotate signing keys audit").output
-    assert "No relevant" in run("search", "rotate signing keys", "--session-id", "other").output
+    assert (
+        "No knowledge found: nothing is indexed"
+        in run("search", "rotate signing keys", "--session-id", "other").output
+    )
     assert run("delete", "todo").output.strip() == "Deleted stored knowledge 'todo'"
 
 

@@ -78,13 +78,23 @@ def render_index(report: IndexReport) -> str:
     return f"✓ {verb} {s.uri} ({_chunks(report.embedded)} created, {where})"
 
 
+def _empty(result: SearchResult) -> str:
+    """What an empty search says: what left the chunks out, and what to do."""
+    if result.empty == "nothing_indexed":
+        return (
+            f"No knowledge found: nothing is indexed in {_scope(result.scope)} or the global "
+            "scope for this session (or in the source named). Index a file or URL first."
+        )
+    return NO_RESULTS
+
+
 def render_search(result: SearchResult) -> str:
     """Results with title, source, section path, the section text and its relevance."""
     lines: list[str] = []
     if result.indexed is not None and result.indexed.status in ("indexed", "reindexed"):
         lines += [render_index(result.indexed), ""]
     if not result.hits:
-        return "\n".join([*lines, NO_RESULTS])
+        return "\n".join([*lines, _empty(result)])
     for hit in result.hits:
         lines += [RULE, one_line(hit.title), one_line(hit.uri)]
         path = one_line(" > ".join(hit.section_path))

@@ -79,6 +79,9 @@ class SearchResult:
     hits: list[KnowledgeHit]
     scope: str
     indexed: IndexReport | None = None
+    # Why there are no hits: "nothing_indexed" (nothing this scope and session can search),
+    # "min_relevance" (chunks were ranked, none passed it), None when there are hits.
+    empty: str | None = None
 
 
 @dataclass(frozen=True)

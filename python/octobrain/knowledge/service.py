@@ -382,7 +382,8 @@ class Knowledge:
             hits = search_chunks(
                 mirror, query, qvec, allowed, self.config, limit=limit, min_relevance=floor
             )
-        return SearchResult(query, hits, self.scope, report)
+        empty = None if hits else "min_relevance" if allowed.any() else "nothing_indexed"
+        return SearchResult(query, hits, self.scope, report, empty)
 
     def _restrict(self, source: str | None) -> tuple[IndexReport | None, set[str] | None]:
         if source is None or not str(source).strip():
