@@ -184,3 +184,30 @@ def test_a_consolidation_whose_member_changed_since_it_was_read_writes_nothing(
         brain.store.merge_rows(flipped, read=read)
     kept = brain.get(memory.id)
     assert kept.state is State.WORKING and kept.importance == pytest.approx(0.2)
+
+
+def test_a_reembed_whose_lease_lapses_while_it_streams_commits_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`reembed` embeds the rows while its one commit streams them, long enough on a bucket
+    for the write lease to pass to another writer. Before, the lease was checked once, before
+    the stream: a paused reembed then overwrote the table, a teammate's new memory with it."""
+    from octobrain.memory.transfer import reembed
+    from octobrain.store.location import LeaseLost, StoreLocation
+
+    brain = brain_at(tmp_path)
+    kept = [brain.memorize(f"Note number {i}", f"Content of note {i}.")[0].id for i in range(3)]
+    checks: list[int] = []
+
+    def lapses_after_the_first_batch(self: StoreLocation) -> None:
+        checks.append(1)
+        if len(checks) > 1:
+            raise LeaseLost("store: this write's lease was taken over")
+
+    monkeypatch.setattr(StoreLocation, "check_held", lapses_after_the_first_batch)
+    version = brain.store.version()
+    with pytest.raises(LeaseLost):
+        reembed(brain)
+    monkeypatch.undo()
+    assert brain_at(tmp_path).store.version() == version, "the overwrite was committed"
+    assert {m.id for m in brain_at(tmp_path).recent(limit=10)} == set(kept)

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship
 from octobrain.store import addresses, changes, manifest, schema
-from octobrain.store.location import StoreLocation, import_lancedb
+from octobrain.store.location import LeaseLost, StoreLocation, import_lancedb
 from octobrain.store.sql import sql_in, sql_str, visible_where
 
 if TYPE_CHECKING:
@@ -389,14 +389,29 @@ class MemoryStore:
         if kept:
             at = table_schema.get_field_index("id")
             table_schema = table_schema.set(at, table_schema.field("id").with_metadata(kept))
-        data = pa.RecordBatchReader.from_batches(
-            table_schema,
-            (pa.RecordBatch.from_pylist(rows, schema=table_schema) for rows in batches),
-        )
+        lost: list[LeaseLost] = []
+
+        def checked() -> Iterator[pa.RecordBatch]:
+            # The batches are made (embedded) while the commit streams them: long enough for
+            # the write lease to lapse, so it is checked before each and once after the last.
+            try:
+                for rows in batches:
+                    self.check_lease()
+                    yield pa.RecordBatch.from_pylist(rows, schema=table_schema)
+                self.check_lease()
+            except LeaseLost as exc:
+                lost.append(exc)  # LanceDB reports a failed stream as its own error
+                raise
+
+        data = pa.RecordBatchReader.from_batches(table_schema, checked())
         db = self._open_db()
-        self.check_lease()
         self._note_changes(everything=True)
-        db.create_table(MEMORIES, data=data, schema=table_schema, mode="overwrite")
+        try:
+            db.create_table(MEMORIES, data=data, schema=table_schema, mode="overwrite")
+        except Exception:
+            if lost:
+                raise lost[0] from None
+            raise
         self._memories = None
         self._relationships = None
         self._pinned_tables = {}
