@@ -14,6 +14,7 @@ import logging
 import re
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -117,3 +118,26 @@ def test_a_commit_whose_answer_was_lost_is_read_back_not_reported_as_unchanged(
     rows = _brain(endpoint, uri).store.memories.search().limit(None).select(["title"]).to_list()
     assert sorted(r["title"] for r in rows) == ["First note", "Second note"]
     assert brain.get(second.id).title == "Second note"
+
+
+def test_a_lease_renewal_whose_answer_was_lost_keeps_the_lease(
+    bucket_behind_relay: tuple[Relay, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: the renewal landed, its retry was refused for the new ETag, and the holder took
+    that for a takeover: its next commit failed ("was taken over by another writer") and its
+    own lease object was left for every other writer to wait out."""
+    import obstore
+
+    from octobrain.store import location
+
+    relay, endpoint, uri = bucket_behind_relay
+    brain = _brain(endpoint, uri)
+    brain.memorize("First note", "The first acknowledged memory about deploys.")
+    monkeypatch.setattr(location, "LEASE_TTL_S", 1.2)  # a renewal every 0.3 s
+    with brain.store.write_lock():
+        relay.drop = r"_octobrain/locks/write\.json"
+        time.sleep(1.0)  # the dropped renewal, then more beats
+        assert relay.dropped, "no renewal was sent"
+        brain.store.check_lease()  # still held: raises LeaseLost when taken for a takeover
+    with pytest.raises(FileNotFoundError):  # released, not left behind
+        obstore.get(brain.store.location.objects(), "_octobrain/locks/write.json")

@@ -512,6 +512,7 @@ class _Lease:
         deadline = time.monotonic() + timeout
         pause = 0.02
         while True:
+            sent = _elapsed()
             try:
                 self._put("create")
                 break
@@ -527,6 +528,9 @@ class _Lease:
             if self._seen is None or self._seen[0] != etag:
                 self._seen = (etag, seen)
             holder, expires, problem = _read_lease(raw)
+            if holder == self._holder:  # our create landed, its answer was lost (a retry)
+                self._etag, self._valid_until = etag, sent + LEASE_TTL_S * 3 / 4
+                break
             unchanged = seen - self._seen[1]
             long_dead = expires is not None and expires + CLOCK_TOLERANCE_S < time.time()
             if unchanged >= LEASE_TTL_S or long_dead:
@@ -562,8 +566,9 @@ class _Lease:
                 f"for {LEASE_TTL_S:.0f} s ({left:.0f} s from now): try again then"
             )
         return (
-            f"store: {self._location} is locked by {holder} (lease {self._key}); try again, or "
-            f"wait {left:.0f} s if it crashed"
+            f"store: {self._location} is locked by {holder} (lease {self._key}); try again. A "
+            f"lease whose holder stopped is taken over once seen unchanged for "
+            f"{LEASE_TTL_S:.0f} s, or {CLOCK_TOLERANCE_S / 60:.0f} min after it expired"
         )
 
     def _renew(self) -> None:
@@ -573,6 +578,8 @@ class _Lease:
             try:
                 self._put({"e_tag": self._etag})
             except (PreconditionError, FileNotFoundError):
+                if self._still_ours():
+                    continue  # a renewal landed but its answer was lost: carry on from it
                 self._lost = (
                     "was taken over by another writer while held (this process was paused, "
                     "or could not reach the store, past its time)"
@@ -581,6 +588,22 @@ class _Lease:
                 return
             except Exception:  # a transient network error: the next beat tries again
                 log.warning("could not renew the write lease %s", self._key, exc_info=True)
+
+    def _still_ours(self) -> bool:
+        """After a renewal refused for its ETag: whether the object is still this holder's
+        (the renewal landed and its answer was lost, then a retry found the new ETag); if so
+        its ETag is adopted. Its time stays that of the last renewal answered, the safe side."""
+        import obstore
+
+        try:
+            got = obstore.get(self._location.objects(), self._key)
+            holder, _, _ = _read_lease(bytes(got.bytes()))
+        except Exception:  # gone, or unreachable: not known to be ours
+            return False
+        if holder != self._holder:
+            return False
+        self._etag = str(got.meta["e_tag"])
+        return True
 
     def _release(self) -> None:
         import obstore

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, StorageError
+from octobrain.store.location import LEASE_TTL_S
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -45,7 +46,9 @@ KNOWN_TABLES = (
     "knowledge_sources",
     "knowledge_chunks",
 )
-_LOCK_TIMEOUT_S = 60.0
+# Longer than a write lease takes to be taken over on an object store (watched unchanged for
+# its TTL), so a holder that crashed never makes the next command give up.
+_LOCK_TIMEOUT_S = 2 * LEASE_TTL_S + 10
 _VERSIONS = ("_versions", ".manifest")  # (folder, suffix) of a table's version manifests
 # A table every store makes right after another (`MemoryStore` opens memories, then
 # relationships): finding the later one means the earlier one was made too.
