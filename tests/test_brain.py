@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -152,6 +153,11 @@ def test_an_empty_answer_names_what_left_the_candidates_out(make_brain: MakeBrai
     assert (missed.hits, missed.empty) == ([], Empty.THRESHOLD)
     assert "a lower min_relevance" in format_recall(missed)
     assert recall_to_dict(missed)["empty"] == "min_relevance"
+    # A scope holding archived memories only, none relevant: not "none are stored".
+    alone = make_brain(scope="github.com/acme/archive")
+    alone.store.add([dataclasses.replace(hidden, id=str(uuid.uuid4()), scope=alone.scope)],
+                    alone.embedder.embed_documents([hidden.searchable_text()]))  # fmt: skip
+    assert alone.remember("chocolate cake recipe with frosting").empty is Empty.THRESHOLD
 
 
 def test_superseded_memory_sinks_but_stays_retrievable(make_brain: MakeBrain) -> None:

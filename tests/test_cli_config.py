@@ -73,12 +73,18 @@ def test_show_text_is_toml_of_the_effective_config(runner: CliRunner, tmp_path: 
 
 def test_show_hides_the_token_and_names_variables_that_are_no_setting(runner: CliRunner):
     token = "s3cr3t-bearer-token-0123456789"
-    env = {"OCTOBRAIN_MCP_TOKEN": token, "OCTOBRAIN_BRIEF_MAXTOKENS": "500"}
+    env = {
+        "OCTOBRAIN_MCP_TOKEN": token,
+        "OCTOBRAIN_BRIEF_MAXTOKENS": "500",
+        "OCTOBRAIN_STORAGE_OPTIONS": "region=eu-west-1,aws_secret_access_key=wJalrXUtnFEMIK7",
+    }
     for fmt in ("text", "json"):
         result = runner.invoke(main, ["config", "show", "--format", fmt], env=env)
         assert result.exit_code == 0, result.stderr
-        # Before: the token printed in clear; the misspelt variable listed as if applied.
+        # Before: the token and the storage secret printed in clear; the misspelt variable
+        # listed as if applied.
         assert token not in result.stdout and "<set: 30 characters>" in result.stdout
+        assert "wJalrXUtnFEMIK7" not in result.stdout and "region=eu-west-1" in result.stdout
         assert "OCTOBRAIN_BRIEF_MAXTOKENS" in result.stdout
     text = runner.invoke(main, ["config", "show"], env=env).stdout
     assert "# ignored, not a setting (misspelt?): OCTOBRAIN_BRIEF_MAXTOKENS" in text

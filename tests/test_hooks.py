@@ -332,6 +332,18 @@ def test_hook_install_is_idempotent_and_keeps_other_settings(
         "/opt/ob hook session-end",
     ]
     assert data["hooks"]["SessionStart"][0]["matcher"] == start["matcher"]
+    # Only a bare `octobrain` is pointed elsewhere; `uvx octobrain …` runs as its user chose,
+    # and what follows the program (options included) is kept.
+    kept = json.loads(before.replace('"ob hook', '"uvx octobrain hook'))
+    kept["hooks"]["SessionEnd"][0]["hooks"][0]["command"] = "octobrain -v hook session-end"
+    settings.write_text(json.dumps(kept, indent=2) + "\n")
+    cli("hook", "install", "--settings", str(settings), "--command", "/opt/ob", "--yes")
+    data = json.loads(settings.read_text())
+    assert [data["hooks"][e][0]["hooks"][0]["command"] for e in data["hooks"]][1:] == [
+        "uvx octobrain hook session-start",
+        "uvx octobrain hook pre-compact",
+        "/opt/ob -v hook session-end",
+    ]
     broken = tmp_path / "broken.json"
     broken.write_text("{oops")
     bad = cli("hook", "install", "--settings", str(broken), "--yes")

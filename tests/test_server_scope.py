@@ -247,6 +247,11 @@ def test_a_client_whose_calls_may_be_locked_by_roots_is_shown_a_way_to_store_glo
                 **{"global": False},
             )
             assert error and reply.startswith("global: false contradicts scope ''"), reply
+            error, reply = await call(
+                client, "memorize", title="Tabs again", content="z" * 20, scope=PROJECT_B,
+                **{"global": True},
+            )  # fmt: skip
+            assert error and reply.startswith("global: true contradicts scope"), reply
         async with Client(server_for(pool, tmp_path)) as client:  # unlocked: either way too
             error, reply = await call(
                 client, "memorize", title="Spaces please", content="w" * 20, **{"global": True}

@@ -8,6 +8,7 @@ user can fix are reported in one place (`OctobrainGroup.invoke`): one line on st
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import click
@@ -39,9 +40,14 @@ def config_show(fmt: str) -> None:
 
     path = config_path()
     config = load_config(path)
-    if config.mcp.token:  # shown on screens and pasted into issues: say it is set, not what
+    # Shown on screens and pasted into issues: secrets are said to be set, not what they are.
+    if config.mcp.token:
         hidden = f"<set: {len(config.mcp.token)} characters>"
         config = dataclasses.replace(config, mcp=dataclasses.replace(config.mcp, token=hidden))
+    options = tuple(_hide_secret(option) for option in config.storage.options)
+    config = dataclasses.replace(
+        config, storage=dataclasses.replace(config.storage, options=options)
+    )
     ignored = ignored_env(os.environ)
     if fmt == "json":
         payload = {"path": str(path), "exists": path.exists(), "config": config.to_dict()}
@@ -55,6 +61,18 @@ def config_show(fmt: str) -> None:
     if ignored:
         click.echo(f"# ignored, not a setting (misspelt?): {', '.join(ignored)}")
     click.echo(render_toml(config), nl=False)
+
+
+# Storage option keys that hold a credential (`aws_secret_access_key`, `azure_storage_sas_key`,
+# `google_service_account_key`, a session token, …).
+_SECRET_OPTION = re.compile(r"secret|token|password|sas|(?:^|_)key$|credential", re.I)
+
+
+def _hide_secret(option: str) -> str:
+    key, sep, value = option.partition("=")
+    if sep and _SECRET_OPTION.search(key.strip()):
+        return f"{key}=<set: {len(value)} characters>"
+    return option
 
 
 @config_group.command("path")

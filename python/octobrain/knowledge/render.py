@@ -81,9 +81,10 @@ def render_index(report: IndexReport) -> str:
 def _empty(result: SearchResult) -> str:
     """What an empty search says: what left the chunks out, and what to do."""
     if result.empty == "nothing_indexed":
+        where = f"{result.scope} or the global scope" if result.scope else "the global scope"
         return (
-            f"No knowledge found: nothing is indexed in {_scope(result.scope)} or the global "
-            "scope for this session (or in the source named). Index a file or URL first."
+            f"No knowledge found: nothing is indexed in {where} for this session (or in the "
+            "source named). Index a file or URL first."
         )
     return NO_RESULTS
 

@@ -404,9 +404,9 @@ def install_hooks(settings: dict[str, Any], command: str) -> tuple[dict[str, Any
             raise InvalidInput(f"settings.hooks.{event}", "must be a JSON array")
         handler = _installed(entries, sub, command)
         if handler is not None:
-            program = handler["command"].strip().split()[0]
-            if "/" not in program and "/" in command:
-                handler["command"] = f"{command} hook {sub}"
+            program, _, rest = handler["command"].strip().partition(" ")
+            if program == "octobrain" and "/" in command:  # not `uvx octobrain …` and the like
+                handler["command"] = f"{command} {rest}"
                 changed.append(f"{event} (now {command})")
             continue
         entry: dict[str, Any] = {

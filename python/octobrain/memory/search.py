@@ -190,8 +190,11 @@ class Retriever:
                 return Empty.ARCHIVED
         if allowed.any():
             return Empty.THRESHOLD
-        unfiltered = Filters(include_archived=filters.include_archived)
-        return Empty.FILTERS if self._allowed(scopes, unfiltered).any() else Empty.NO_MEMORIES
+        if self._allowed(scopes, Filters(include_archived=filters.include_archived)).any():
+            return Empty.FILTERS
+        # Only archived memories (none relevant, or the search above would have said so).
+        held = self._allowed(scopes, Filters(include_archived=True)).any()
+        return Empty.THRESHOLD if held else Empty.NO_MEMORIES
 
     # ---- one query ------------------------------------------------------------------------
 

@@ -136,14 +136,14 @@ def global_argument(arguments: dict[str, Any], lock: ScopeLock | None, stores: b
     if not stores:
         return
     scope, flag = arguments.get("scope"), arguments.get("global")
+    if flag is True and scope not in (None, ""):
+        raise InvalidInput("global", f"true contradicts scope {cut_middle(str(scope), 100)!r}")
     if lock is not None and scope == "":
         if flag is False:
             raise InvalidInput("global", "false contradicts scope '' (the global scope)")
         del arguments["scope"]
         arguments["global"] = True
     elif lock is None and isinstance(flag, bool):
-        if flag and scope not in (None, ""):
-            raise InvalidInput("global", f"true contradicts scope {cut_middle(str(scope), 100)!r}")
         if flag:
             arguments["scope"] = ""
         del arguments["global"]
