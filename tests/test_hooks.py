@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -347,7 +350,62 @@ def test_hook_install_is_idempotent_and_keeps_other_settings(
     broken = tmp_path / "broken.json"
     broken.write_text("{oops")
     bad = cli("hook", "install", "--settings", str(broken), "--yes")
-    assert bad.exit_code == 2 and "not valid JSON" in bad.output and broken.read_text() == "{oops"
+    assert bad.exit_code == 2 and "is not JSON" in bad.output and broken.read_text() == "{oops"
+
+
+@pytest.mark.parametrize(
+    ("make", "rule"),
+    [
+        (lambda p: os.mkfifo(p), "is not a regular file"),
+        (lambda p: p.write_bytes(b"\xff\xfe{}"), "is not UTF-8 text"),
+        (lambda p: p.write_text("[" * 200_000), "is nested too deeply"),
+        (lambda p: p.write_bytes(b" " * (5 << 20)), "is over 4,194,304 bytes"),
+    ],
+    ids=["fifo", "not-utf8", "deep", "huge"],
+)
+def test_hook_install_reads_only_a_settings_file_it_can(
+    tmp_path: Path, make: Any, rule: str
+) -> None:
+    # Before: a FIFO hung, /dev/zero took 5 GB in 8 s, the others were tracebacks.
+    settings = tmp_path / "settings.json"
+    make(settings)
+    done = cli("hook", "install", "--settings", str(settings), "--command", "/opt/ob", "--yes")
+    assert done.exit_code == 2 and "Traceback" not in done.output, done.output
+    assert done.output.startswith("error: settings: ") and rule in done.output, done.output
+
+
+def test_hook_install_writes_through_a_symlink_and_never_over_a_device(tmp_path: Path) -> None:
+    real = tmp_path / "dotfiles" / "settings.json"
+    real.parent.mkdir()
+    real.write_text('{"model": "opus"}\n')
+    real.chmod(0o600)
+    link = tmp_path / "settings.json"
+    link.symlink_to(real)
+    done = cli("hook", "install", "--settings", str(link), "--command", "/opt/ob", "--yes")
+    assert done.exit_code == 0, done.output
+    # Before: the link was replaced by a plain file and the dotfiles copy never changed.
+    assert link.is_symlink() and "SessionStart" in json.loads(real.read_text())["hooks"]
+    assert real.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in real.parent.iterdir()] == ["settings.json"]  # nothing left beside
+    # Before: a character device (how /dev/null was lost) was replaced by a regular file.
+    device = tmp_path / "device"
+    device.symlink_to("/dev/null")
+    refused = cli("hook", "install", "--settings", str(device), "--command", "/opt/ob", "--yes")
+    assert refused.exit_code == 2 and "is not a regular file" in refused.output, refused.output
+    assert Path("/dev/null").is_char_device()
+
+
+def test_a_hook_given_endless_stdin_reads_a_bounded_amount_and_fails_open(tmp_path: Path) -> None:
+    env = {**os.environ, "OCTOBRAIN_DATA_DIR": str(tmp_path), "OCTOBRAIN_SERVICE_ENABLED": "0",
+           "OCTOBRAIN_EMBEDDING_MODEL": "hash:64"}  # fmt: skip
+    with open("/dev/zero", "rb") as endless:
+        done = subprocess.run(
+            [sys.executable, "-m", "octobrain", "hook", "pre-compact", "--scope", "a/b"],
+            stdin=endless, capture_output=True, env=env, timeout=60,
+        )  # fmt: skip
+    # Before: read until memory ran out (6–7 GB in 10 s).
+    assert done.returncode == 0, done.stderr
+    assert b"stdin: the hook's JSON must be at most 1,048,576 characters" in done.stderr
 
 
 # ---- MCP prompt and resource ----------------------------------------------------------------

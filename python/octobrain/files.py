@@ -20,7 +20,14 @@ from octobrain.errors import InvalidInput
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["NotARegularFile", "TooLarge", "named_by", "open_regular", "read_regular"]
+__all__ = [
+    "NotARegularFile",
+    "TooLarge",
+    "named_by",
+    "open_regular",
+    "read_regular",
+    "replaced_by_write",
+]
 
 
 class NotARegularFile(OSError):
@@ -87,3 +94,12 @@ def named_by(field: str, path: str | Path, directory: str) -> Iterator[None]:
         raise InvalidInput(field, f"{path} is not a regular file") from None
     except OSError as exc:
         raise InvalidInput(field, f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def replaced_by_write(path: Path) -> Path:
+    """The file a write that replaces `path` (a new file moved over it) should replace: a
+    symlink's final target, so the link stays a link (a settings file kept in a dotfiles
+    repository); `path` itself otherwise."""
+    from pathlib import Path as _Path
+
+    return _Path(os.path.realpath(path)) if os.path.islink(path) else path

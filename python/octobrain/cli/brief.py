@@ -62,9 +62,16 @@ def hook() -> None:
 
 
 def _read_hook() -> HookInput:
+    from octobrain.cli.service_client import HOOK_INPUT_BYTES
     from octobrain.memory.hooks import parse_hook_input
 
-    return parse_hook_input(sys.stdin.read())
+    # Decoded as this process's stdin decodes (the service hands it over the same way).
+    text = sys.stdin.read(HOOK_INPUT_BYTES + 1) if sys.stdin is not None else ""
+    if len(text) > HOOK_INPUT_BYTES:
+        raise InvalidInput(
+            "stdin", f"the hook's JSON must be at most {HOOK_INPUT_BYTES:,} characters"
+        )
+    return parse_hook_input(text)
 
 
 def _fail_open(what: str, exc: Exception) -> None:

@@ -17,6 +17,7 @@ import click
 
 from octobrain.cli.common import FORMAT_OPTION, command_brain, emit, plural
 from octobrain.errors import InvalidInput
+from octobrain.files import replaced_by_write
 from octobrain.scope import GLOBAL_SCOPE
 
 
@@ -38,7 +39,7 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
     # A file is written beside OUTPUT and moved over it once complete: an export cut short
     # (killed, a full disk) leaves the file that was there, never a part of the new one. What
     # is not a file (a device, a pipe) is written to as it is.
-    target = Path(output)
+    target = replaced_by_write(Path(output))  # a symlink stays one: its target is written
     regular = not target.exists() or target.is_file()
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial") if regular else target
     try:

@@ -15,7 +15,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from octobrain.cli.mcp_relay import run_mcp
-from octobrain.cli.service_client import Fallback, load_settings, run_remote
+from octobrain.cli.service_client import HOOK_INPUT_BYTES, Fallback, load_settings, run_remote
 
 if TYPE_CHECKING:
     from typing import NoReturn
@@ -85,7 +85,7 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> NoRetur
         settings = load_settings()
         if settings is not None and settings.enabled:
             if argv[0] == "hook":  # hooks read their JSON on stdin
-                stdin = sys.stdin.buffer.read() if sys.stdin is not None else b""
+                stdin = b"" if sys.stdin is None else sys.stdin.buffer.read(HOOK_INPUT_BYTES + 1)
             with contextlib.suppress(Fallback):
                 sys.exit(run_remote(settings, argv, prog, stdin))
     if stdin is not None:

@@ -34,6 +34,9 @@ ENABLED_VAR = "OCTOBRAIN_SERVICE_ENABLED"  # overrides `[service] enabled`
 _KEY_ENV_PREFIXES = ("OCTOBRAIN_", "AWS_", "AZURE_", "GOOGLE_")
 _KEY_ENV_NAMES = ("HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
 CONNECT_SECONDS = 1.0
+# A hook's JSON on stdin names its transcript by path; anything much larger is not a hook's
+# input (`/dev/zero` piped in took 6 GB in 10 s). Read one past it, so the hook sees the cut.
+HOOK_INPUT_BYTES = 1 << 20
 # `service status` / `stop` are asked for by a person: a service busy on a loaded machine
 # must still read as running, not as absent after a second.
 ASK_SECONDS = 5.0

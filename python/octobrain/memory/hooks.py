@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from octobrain.errors import InvalidInput
-from octobrain.files import named_by, open_regular
+from octobrain.files import TooLarge, named_by, open_regular, read_regular
 from octobrain.memory.gist import DIGEST_TAG
 from octobrain.memory.summary import split_sentences
 from octobrain.models import (
@@ -419,20 +419,28 @@ def install_hooks(settings: dict[str, Any], command: str) -> tuple[dict[str, Any
     return out, changed
 
 
+# Claude Code's settings are a few kB; a file far past that is not one (`/dev/zero` read whole
+# took 5 GB in 8 s).
+SETTINGS_BYTES = 4 << 20
+
+
 def load_settings(path: Path) -> tuple[str, dict[str, Any]]:
-    """A settings file's text and JSON object ("" and {} when it does not exist yet)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    """A settings file's text and JSON object ("" and {} when it does not exist yet); only a
+    regular file of at most `SETTINGS_BYTES`, in UTF-8, is read."""
+    if not os.path.lexists(path):
         return "", {}
-    except OSError as exc:
-        raise InvalidInput("settings", f"cannot read {path}: {exc.strerror or exc}") from exc
+    with named_by("settings", path, "is a directory; name the settings file"):
+        try:
+            raw, _ = read_regular(path, SETTINGS_BYTES)
+        except TooLarge:
+            raise InvalidInput("settings", f"{path} is over {SETTINGS_BYTES:,} bytes") from None
     try:
-        data = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(
-            "settings", f"{path} is not valid JSON (line {exc.lineno}); fix it first"
-        ) from None
+        text = raw.decode("utf-8")
+        data = read_json(text) if text.strip() else {}
+    except UnicodeDecodeError:
+        raise InvalidInput("settings", f"{path} is not UTF-8 text; fix it first") from None
+    except UnreadableJSON as exc:
+        raise InvalidInput("settings", f"{path} {exc.reason}; fix it first") from None
     if not isinstance(data, dict):
         raise InvalidInput("settings", f"{path} must hold a JSON object")
     return text, data
