@@ -139,6 +139,25 @@ def test_links_octobrain_writes_itself_are_refused_from_the_cli(
     assert graph["relationships"] == []
 
 
+@pytest.mark.parametrize(
+    ("description", "rule"),
+    [
+        ("x" * 120_000, "description: must be at most 200 characters, got 120000"),
+        ("caf\udcff", "description: must be valid Unicode"),
+    ],
+)
+def test_relate_checks_its_description_as_memorize_checks_a_link(
+    env: dict[str, str], description: str, rule: str
+) -> None:
+    a = memorize("Unrelated hub note", "Release trains leave on Thursdays.")
+    b = memorize("Alpha content topics", "Alpha content topics live in the CMS.")
+    # Before: 120 kB stored on the edge (memorize's 200-character rule skipped); a byte that
+    # is not UTF-8 a traceback.
+    refused = run("relate", a, b, "-d", description)
+    assert refused.exit_code == 2 and refused.output.startswith(f"error: {rule}"), refused.output
+    assert json.loads(run("graph", a, "--format", "json").output)["relationships"] == []
+
+
 def test_export_import_files(env: dict[str, str], tmp_path: Path) -> None:
     memorize("Primary database", "Postgres 16 is the primary database.")
     dump = tmp_path / "dump.jsonl"

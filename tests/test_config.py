@@ -267,7 +267,11 @@ def test_a_location_whose_home_does_not_exist_names_the_variable(
 def test_a_storage_uri_with_a_nul_or_an_unknown_home_names_the_key(tmp_path: Path):
     from octobrain.config import resolve_storage_uri
 
-    for uri, rule in (("/tmp/a\x00b", "must not contain NUL"), ("~no-such-user-here/db", "its ~")):
+    for uri, rule in (
+        ("/tmp/a\x00b", "must not contain NUL"),
+        ("~no-such-user-here/db", "its ~"),
+        ("/tmp/caf\udcff", "must be valid UTF-8"),  # before: a traceback from the snapshot key
+    ):
         config = dataclasses.replace(
             Config(), storage=dataclasses.replace(Config().storage, uri=uri)
         )

@@ -303,7 +303,7 @@ BAD = [
     (
         "memorize",
         {"related_to": [{"target_id": UUID, "description": "d" * 201}]},
-        "related_to[0].description: must be a string of at most 200",
+        "related_to[0].description: must be at most 200 characters",
     ),
     ("memorize", {"related_to": [{"target_id": UUID}] * 21}, "related_to: at most 20 links"),
     ("memorize", {"global": "yes"}, "global: must be a boolean"),

@@ -264,6 +264,18 @@ def check_text(field_name: str, value: object, bounds: tuple[int, int]) -> str:
     return text
 
 
+LABEL_BYTES = 256  # a session's role or id (a UUID is 36)
+
+
+def check_label(field_name: str, value: object) -> str:
+    """A session's id or role: one line of at most `LABEL_BYTES` bytes without control
+    characters (it is stored on rows and printed back)."""
+    text = check_text(field_name, value, (0, LABEL_BYTES))
+    if not text.isprintable():
+        raise InvalidInput(field_name, "must not contain control characters or line breaks")
+    return text
+
+
 def _plain_string(field_name: str, value: object) -> str:
     """A trimmed string without NUL or lone surrogates (neither survives storage intact)."""
     if not isinstance(value, str):
@@ -548,6 +560,17 @@ class Link:
     description: str = "Linked at memorize time"
 
 
+def link_description(field_name: str, value: object) -> str:
+    """A link's description: a string of at most `LINK_DESCRIPTION_CHARS` characters, without
+    NUL or lone surrogates; returned trimmed."""
+    text = _plain_string(field_name, value)
+    if len(text) > LINK_DESCRIPTION_CHARS:
+        raise InvalidInput(
+            field_name, f"must be at most {LINK_DESCRIPTION_CHARS} characters, got {len(text)}"
+        )
+    return text
+
+
 def parse_links(values: Sequence[object] | None) -> list[Link]:
     """Validate `related_to` entries (dicts or Link) into Links; a `target_id` may still be an
     id prefix (`check_id_ref`), which `Brain.memorize` resolves."""
@@ -570,12 +593,9 @@ def parse_links(values: Sequence[object] | None) -> list[Link]:
         unknown = set(raw) - {"target_id", "relationship_type", "strength", "description"}
         if unknown:
             raise InvalidInput(name, f"unknown keys {sorted(unknown)}")
-        description = raw.get("description", Link.description)
-        if not isinstance(description, str) or len(description) > LINK_DESCRIPTION_CHARS:
-            raise InvalidInput(
-                f"{name}.description",
-                f"must be a string of at most {LINK_DESCRIPTION_CHARS} characters",
-            )
+        description = link_description(
+            f"{name}.description", raw.get("description", Link.description)
+        )
         links.append(
             Link(
                 target_id=check_id_ref(raw.get("target_id"), field_name=f"{name}.target_id")[0],
@@ -584,7 +604,7 @@ def parse_links(values: Sequence[object] | None) -> list[Link]:
                     field_name=f"{name}.relationship_type",
                 ),
                 strength=check_unit(f"{name}.strength", raw.get("strength", Link.strength)),
-                description=description.strip() or Link.description,
+                description=description or Link.description,
             )
         )
     return links

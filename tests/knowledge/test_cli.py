@@ -76,6 +76,28 @@ def test_read_prints_the_whole_text_or_a_page_of_it(workdir: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "rule"),
+    [
+        (("--session-id", "s" * 120_000), "session_id: must be 0–256 bytes"),
+        (("--session-id", "evil\x1b[31m\nline"), "session_id: must not contain control"),
+        (("--session-id", "caf\udcff"), "session_id: must be valid Unicode"),
+    ],
+)
+def test_a_session_id_from_the_cli_is_checked_as_one_from_a_client(
+    workdir: Path, args: tuple[str, str], rule: str
+) -> None:
+    # Before: each was written into every row of the note (120 kB; ESC and a line break; a
+    # traceback for the byte that is not UTF-8).
+    for command in (("store", "todo", "Rotate the signing keys."), ("search", "keys")):
+        refused = run(*command, *args)
+        assert refused.exit_code == 2 and refused.output.startswith(f"error: {rule}"), (
+            refused.output
+        )
+    bad = run("store", "todo", "caf\udcff keys")
+    assert bad.exit_code == 2 and "content: must be valid Unicode" in bad.output, bad.output
+
+
 def test_notes_share_the_cli_session_by_default(workdir: Path) -> None:
     stored = run("store", "todo", "-", input="Rotate the signing keys before the audit.\n")
     assert stored.exit_code == 0 and "stored://todo" in stored.output

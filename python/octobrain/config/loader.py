@@ -39,6 +39,10 @@ def _local_path(raw: str, key: str, source: str | None = None) -> Path:
     config key) when it holds a NUL or names a home directory that does not exist."""
     if "\x00" in raw:
         raise ConfigError(key, "must not contain NUL characters", source)
+    try:  # bytes that are not UTF-8 arrive as lone surrogates; the store's keys are UTF-8
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(key, "must be valid UTF-8 (rename the directory)", source) from None
     try:
         return Path(raw).expanduser()
     except RuntimeError:  # `~user` of no such user, or no home directory at all

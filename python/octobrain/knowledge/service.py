@@ -54,7 +54,15 @@ from octobrain.knowledge.sources import (
     read_file,
 )
 from octobrain.knowledge.store import KnowledgeStore, source_id
-from octobrain.models import NOTE_BYTES, QUERY_BYTES, check_limit, check_text, utcnow
+from octobrain.models import (
+    NOTE_BYTES,
+    QUERY_BYTES,
+    check_label,
+    check_limit,
+    check_text,
+    is_unicode,
+    utcnow,
+)
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen
 from octobrain.store.location import StoreLocation
@@ -92,7 +100,7 @@ class Knowledge:
         self.config = config if config is not None else load_config()
         self.embedder = embedder if embedder is not None else embedder_from_config(self.config)
         self.uri = str(uri) if uri is not None else resolve_storage_uri(self.config)
-        self.session_id = session_id
+        self.session_id = check_label("session_id", session_id)
         self.cwd = cwd
         # Where local files may be read from (None: anywhere, as for the person at the CLI).
         self.local_roots = local_roots
@@ -474,6 +482,8 @@ class Knowledge:
         key = check_key(key)
         if not isinstance(content, str) or not content.strip():
             raise InvalidInput("content", "must not be empty")
+        if not is_unicode(content):
+            raise InvalidInput("content", "must be valid Unicode (lone surrogates are not allowed)")
         size = len(content.encode())
         if size > NOTE_BYTES:
             raise InvalidInput(

@@ -24,6 +24,7 @@ from octobrain.models import (
     check_unit,
     clean_files,
     clean_tags,
+    link_description,
     parse_link_type,
     parse_links,
     parse_memory_type,
@@ -267,7 +268,7 @@ class Writes(BrainBase):
             tgt,
             parse_link_type(relationship_type),
             check_unit("strength", strength),
-            description,
+            link_description("description", description),
         )
         link = replace(
             link, description=screen("description", link.description, self.config.memory.secrets)

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from octobrain.errors import InvalidInput, cut_middle
-from octobrain.models import check_text
+from octobrain.models import check_label
 from octobrain.scope import ProjectScope, derive_scope, find_project_scopes, validate_scope
 
 log = logging.getLogger(__name__)
@@ -59,21 +59,14 @@ def lock_from_capability(experimental: dict[str, Any] | None) -> ScopeLock | Non
     )
 
 
-LABEL_BYTES = 256  # a session's role or id (a UUID is 36)
-
-
 def _label(session: dict[str, Any], key: str) -> str:
-    """`experimental.session.<key>`: absent, or one line of at most `LABEL_BYTES` bytes without
-    control characters. Both are stored (a memory's role, a note's session) and printed back;
-    a 900 kB id with NUL and ESC in it was taken as it came."""
+    """`experimental.session.<key>`: absent, or a label (`check_label`). Both are stored (a
+    memory's role, a note's session) and printed back; a 900 kB id with NUL and ESC in it was
+    taken as it came."""
     value = session.get(key)
     if value is None:
         return ""
-    name = f"experimental.session.{key}"
-    text = check_text(name, value, (0, LABEL_BYTES))
-    if not text.isprintable():
-        raise InvalidInput(name, "must not contain control characters or line breaks")
-    return text
+    return check_label(f"experimental.session.{key}", value)
 
 
 def root_path(uri: str) -> Path | None:
