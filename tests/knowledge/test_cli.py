@@ -98,6 +98,19 @@ def test_a_session_id_from_the_cli_is_checked_as_one_from_a_client(
     assert bad.exit_code == 2 and "content: must be valid Unicode" in bad.output, bad.output
 
 
+def test_an_error_quoting_a_hostile_path_is_one_line_a_terminal_does_not_act_on(
+    workdir: Path,
+) -> None:
+    # Before: the CR, BEL and line break of the name went to stderr as they were.
+    done = run("read", "/tmp/a\rEVIL\x07\nsecond line\x1b]0;title\x07")
+    assert done.exit_code == 2, done.output
+    assert (
+        done.output.startswith("error: source: no such file: /tmp/a")
+        and done.output.count("\n") == 1
+    )
+    assert not any(c in done.output for c in "\r\x07\x1b")
+
+
 def test_notes_share_the_cli_session_by_default(workdir: Path) -> None:
     stored = run("store", "todo", "-", input="Rotate the signing keys before the audit.\n")
     assert stored.exit_code == 0 and "stored://todo" in stored.output

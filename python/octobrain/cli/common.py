@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import click
 
 from octobrain.errors import InvalidInput, OctobrainError
-from octobrain.models import json_printable, printable
+from octobrain.models import json_printable, one_line, printable
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
@@ -27,8 +27,9 @@ class UserError(click.ClickException):
     exit_code = EXIT_BAD_INPUT
 
     def show(self, file: IO[Any] | None = None) -> None:
-        """Print `error: <message>` to stderr."""
-        click.echo(f"error: {self.format_message()}", err=True, file=file)
+        """Print `error: <message>` to stderr: one line, with nothing a terminal acts on (a
+        path or value quoted in it may hold a line break, CR or ESC)."""
+        click.echo(f"error: {one_line(printable(self.format_message()))}", err=True, file=file)
 
 
 class UserFailure(UserError):
