@@ -75,6 +75,12 @@ def test_scope_options_work_after_the_subcommand(env: Path) -> None:
     assert elsewhere.exit_code == 2 and "no memory id starting with" in elsewhere.output
     both = run("get", private, "--scope", SCOPE, "--global")
     assert both.exit_code == 2 and "--global: cannot be combined with --scope" in both.output
+    # Before: a blank or "/" scope silently meant the global one.
+    for blank in (" ", "/"):
+        stored = CliRunner().invoke(
+            main, ["memory", "memorize", "-t", "Blank scope", "-c", "Not global.", "--scope", blank]
+        )
+        assert stored.exit_code == 2 and "--scope: must name a project" in stored.output
 
 
 def test_scoped_commands_take_the_scope_after_them_too(env: Path, tmp_path: Path) -> None:

@@ -182,6 +182,10 @@ def chosen_scope(scope: str | None, global_: bool, cwd: Path | None = None) -> s
     if global_:
         return ""
     if scope is not None:
+        from octobrain.scope import validate_scope
+
+        if not validate_scope(scope):  # " " or "/": the global scope by another name
+            raise InvalidInput("--scope", "must name a project; --global is the global scope")
         return scope
     from octobrain.scope import derive_scope
 
