@@ -48,6 +48,9 @@ def test_index_search_match_read_list_stats_delete(workdir: Path) -> None:
     listing = json.loads(run("list", "--format", "json").output)
     assert [s["uri"] for s in listing] == [(workdir / "ops.md").resolve().as_uri()]
     assert "Sources: 1" in run("stats").output
+    assert "Scope: github.com/acme/ops (plus global)" in run("stats").output
+    whole = CliRunner().invoke(main, ["knowledge", "--global", "stats"]).output
+    assert "Scope: (global)\n" in whole  # before: "(global) (plus global)"
     # An empty answer says what left the chunks out: the threshold, or nothing indexed (before,
     # both blamed the threshold).
     strict = run("search", "nightly backups", "--min-relevance", "1").output

@@ -204,7 +204,7 @@ def render_stats(stats: KnowledgeStats) -> str:
     avg = stats.chunks / max(1, stats.sources + stats.notes)
     return "\n".join(
         [
-            f"Scope: {_scope(stats.scope)} (plus global)",
+            f"Scope: {stats.scope} (plus global)" if stats.scope else "Scope: (global)",
             f"Sources: {stats.sources}   session notes: {stats.notes}",
             f"Chunks: {stats.chunks} (average {avg:.1f} per source"
             + (" or note)" if stats.notes else ")"),
