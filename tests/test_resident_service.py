@@ -470,3 +470,14 @@ def test_starting_a_disabled_service_says_so_at_once(env: dict[str, str], tmp_pa
         capture_output=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 1 and b"disabled (service.enabled = false)" in done.stderr
+
+
+@pytest.mark.parametrize("wait", ["nan", "-1", "inf"])
+def test_service_start_takes_only_a_bounded_number_of_seconds(
+    env: dict[str, str], wait: str
+) -> None:
+    # Before: nan gave up at once without starting it ("did not answer within nan s"), -1
+    # the same, and inf could wait for good.
+    done = cli(env, "service", "start", "--wait", wait)
+    assert done.returncode == 2 and done.stderr.startswith(b"error: wait: "), done.stderr
+    assert b"Traceback" not in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from typing import TYPE_CHECKING
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, UserFailure
+from octobrain.errors import InvalidInput
 
 if TYPE_CHECKING:
     from octobrain.cli.service_client import Settings
@@ -68,11 +70,20 @@ def status_cmd(fmt: str) -> None:
 
 
 @service.command("start")
-@click.option("--wait", "wait", type=float, default=30.0, show_default=True, help="Seconds.")
+@click.option(
+    "--wait",
+    "wait",
+    type=click.FloatRange(0, 3600),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for it to answer.",
+)
 def start_cmd(wait: float) -> None:
     """Start the service now (commands otherwise start it on demand) and wait until it answers."""
     from octobrain.cli.service_client import ask, spawn
 
+    if math.isnan(wait):  # (passes FloatRange: every comparison with NaN is false)
+        raise InvalidInput("wait", "nan is not a number of seconds in [0, 3600]")
     settings = _settings()
     if not settings.enabled:
         raise UserFailure(
