@@ -105,3 +105,11 @@ def test_sleep_consolidate_reports_conflicts_and_disagreements(env: Path) -> Non
     results = {r["id"]: r for r in found["results"]}
     assert found["results"][0]["id"] == user
     assert results[guess]["outranked_by"] == [user]
+
+
+@pytest.mark.parametrize("days", ["1000000", "1e9", "1e300"])
+def test_sleep_consolidate_refuses_a_window_past_a_century(env: Path, days: str) -> None:
+    result = run("sleep-consolidate", "--max-age-days", days)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: max_age_days: must be a positive number of days, at")
+    assert "36,500" in result.output and "Traceback" not in result.output

@@ -172,6 +172,8 @@ def test_int_given_for_float_is_accepted(tmp_path: Path):
         ("[consolidation]\nmin_cluster_size = 1\n", "consolidation.min_cluster_size", "between 2"),
         ("[consolidation]\ninterval_hours = 0.5\n", "consolidation.interval_hours", ">= 1"),
         ('[consolidation]\nlinkage = "single"\n', "consolidation.linkage", "average, complete"),
+        ("[consolidation]\nmax_age_days = 1e9\n", "consolidation.max_age_days", "36500"),
+        ("[consolidation]\narchive_after_days = 1e9\n", "consolidation.archive_after_days", "365"),
         ('[mcp]\nbind = "localhost"\n', "mcp.bind", "HOST:PORT"),
         ('[mcp]\nbind = "127.0.0.1:70000"\n', "mcp.bind", "HOST:PORT"),
         ('[mcp]\ntoken = "short"\n', "mcp.token", "at least 16"),

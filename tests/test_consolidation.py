@@ -198,6 +198,10 @@ def test_sleep_arguments_are_validated(make_brain: MakeBrain) -> None:
         brain.sleep_consolidate(threshold=1.5)
     with pytest.raises(InvalidInput, match="^max_age_days: must be a positive"):
         brain.sleep_consolidate(max_age_days=0)
+    for days in (36_501, 1e6, 1e9, 1e300):  # past a century; the largest overflowed the dates
+        with pytest.raises(InvalidInput, match="^max_age_days: .*at most 36,500"):
+            brain.sleep_consolidate(max_age_days=days)
+    assert brain.sleep_consolidate(max_age_days=36_500).consolidations == []
 
 
 @settings(

@@ -19,6 +19,7 @@ from octobrain.config.loader import (
 )
 from octobrain.config.schema import (
     CONFIG_VERSION,
+    MAX_DAYS,
     BriefConfig,
     Config,
     ConsolidationConfig,
@@ -34,6 +35,7 @@ from octobrain.config.schema import (
 
 __all__ = [
     "CONFIG_VERSION",
+    "MAX_DAYS",
     "BriefConfig",
     "Config",
     "ConsolidationConfig",

@@ -16,6 +16,9 @@ from typing import Any
 from octobrain.modelspec import parse_model_spec
 
 CONFIG_VERSION = 1
+# A window of days reaching further back than a century is a typo, not a window, and a large
+# enough one overflows the date arithmetic (`now - timedelta(days=...)`).
+MAX_DAYS = 36_500
 
 # A rule returns None when the value is fine, else the rule the value broke.
 Rule = Callable[[Any], "str | None"]
@@ -244,7 +247,7 @@ class ConsolidationConfig:
     threshold: float = _opt(0.85, "cosine similarity within a cluster", _range(0, 1))
     min_cluster_size: int = _opt(3, "smallest cluster that is merged", _range(2, 1000))
     max_age_days: float = _opt(
-        7.0, "only memories younger than this", _range(0, None, lo_open=True)
+        7.0, "only memories younger than this", _range(0, MAX_DAYS, lo_open=True)
     )
     # Complete linkage: every pair in a cluster is at least `threshold` similar (no chaining).
     linkage: str = _opt("complete", "complete | average", _choice("average", "complete"))
@@ -263,7 +266,7 @@ class ConsolidationConfig:
     archive_after_days: float = _opt(
         90.0,
         "archive once decayed importance sat at the floor, untouched, this long",
-        _range(0, None, lo_open=True),
+        _range(0, MAX_DAYS, lo_open=True),
     )
 
 

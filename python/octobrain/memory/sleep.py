@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from octobrain.config import MAX_DAYS
 from octobrain.errors import InvalidInput
 from octobrain.kernels import decay
 from octobrain.kernels.clustering import cosine_clusters, unit_rows
@@ -468,8 +469,11 @@ def _check_sleep_args(threshold: float, min_size: int, max_age_days: float) -> N
         raise InvalidInput("min_size", f"must be an integer >= 2, got {min_size!r}")
     if isinstance(max_age_days, bool) or not isinstance(max_age_days, int | float):
         raise InvalidInput("max_age_days", "must be a positive number of days")
-    if not (math.isfinite(max_age_days) and max_age_days > 0):
-        raise InvalidInput("max_age_days", f"must be a positive number of days, got {max_age_days}")
+    if not (math.isfinite(max_age_days) and 0 < max_age_days <= MAX_DAYS):
+        raise InvalidInput(
+            "max_age_days",
+            f"must be a positive number of days, at most {MAX_DAYS:,}, got {max_age_days}",
+        )
 
 
 __all__ = ["SleepReport", "archive_faded", "sleep_pass"]
