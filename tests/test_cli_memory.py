@@ -105,6 +105,25 @@ def test_forget_previews_then_deletes_exactly_that(env: dict[str, str]) -> None:
     assert run("get", keep).exit_code == 0
 
 
+def test_forget_refuses_query_filters_with_ids_and_an_empty_query(env: dict[str, str]) -> None:
+    mid = memorize("Rate limiting decision", "API rate limiting uses a token bucket per key.")
+    for args, line in [
+        (("--tags", "x"), "error: tags: only with --query; ids name exactly what to delete"),
+        (("-m", "decision"), "error: memory_types: only with --query; ids name exactly what"),
+        (("--query", ""), "error: query: must be 3–500 bytes of UTF-8 after trimming, got 0"),
+        (("--query", "   "), "error: query: must be 3–500 bytes of UTF-8 after trimming, got 0"),
+    ]:
+        result = run("forget", mid, "-y", *args)
+        assert result.exit_code == 2 and result.output.startswith(line), (args, result.output)
+        assert len(result.output.splitlines()) == 1
+    alone = run("forget", "--query", "", "-y")  # named query, not memory_ids
+    assert alone.exit_code == 2 and alone.output.startswith("error: query: must be 3–500 bytes")
+    both = run("forget", mid, "-y", "--query", "token bucket")
+    assert both.exit_code == 2 and both.output.startswith("error: memory_ids: give memory ids or")
+    assert run("get", mid).exit_code == 0  # nothing was deleted
+    assert run("forget", mid, "-y").exit_code == 0
+
+
 def test_update_relate_graph_recent_stats(env: dict[str, str]) -> None:
     a = memorize("Goal: faster API", "Bring p95 latency of the API under 200 ms.", "-m", "goal")
     b = memorize("Cache hot endpoints", "Cache the /prices endpoint for 30 seconds.")

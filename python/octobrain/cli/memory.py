@@ -170,12 +170,22 @@ def forget_cmd(
     They are gone from every search at once; `octobrain memory restore` can bring the store back
     to a version before the delete while that version is kept (`octobrain memory history`).
     """
+    from octobrain.memory.query import parse_queries
     from octobrain.memory.render import UNDO_NOTE, memory_to_dict
 
+    # An empty --query is a bad query, not "no query"; the query filters never widen or narrow
+    # a forget by id, so they are refused rather than silently ignored.
+    if query is not None:
+        parse_queries(query)
+        if memory_ids:
+            raise InvalidInput("memory_ids", "give memory ids or --query, not both")
+    elif not memory_ids:
+        raise InvalidInput("memory_ids", "give memory ids or --query")
+    elif tags or memory_types:
+        field = "tags" if tags else "memory_types"
+        raise InvalidInput(field, "only with --query; ids name exactly what to delete")
     brain = command_brain(ctx)
-    if bool(memory_ids) == bool(query):
-        raise InvalidInput("memory_ids", "give memory ids or --query, not both and not neither")
-    if query:
+    if query is not None:
         targets = brain.forget_preview(
             query, memory_types=split_values(memory_types) or None, tags=split_values(tags)
         )
