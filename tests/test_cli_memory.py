@@ -444,3 +444,37 @@ def test_a_mistaken_command_line_is_one_line_naming_the_field(
     # lines, where every other mistake is `error: <field>: <rule>`.
     result = CliRunner().invoke(main, argv, prog_name="octobrain")
     assert (result.exit_code, result.stdout, result.stderr) == (2, "", line + "\n")
+
+
+def test_migrate_refuses_a_destination_that_names_no_new_place(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mid = memorize("Rate limiting decision", "API rate limiting uses a token bucket per key.")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "file").write_text("x")
+    monkeypatch.chdir(work)
+    store = Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
+    assert (store / "memories.lance").is_dir()
+    for to, rule in [
+        ("", "must be a local directory or an object-store URI, got nothing"),
+        ("  ", "must be a local directory or an object-store URI, got nothing"),
+        ("a\nb", "must not contain control characters"),
+        ("a\x1b]52;c;x\x07", "must not contain control characters"),
+        ("a\udc9bb", "must be valid UTF-8"),  # the byte 0x9b as the shell passes it
+        ("file", "cannot create the directory"),
+        ("file/sub", "cannot create the directory"),
+        ("x" * 300, "cannot create the directory"),
+        (str(store / "sub"), "must not be inside the current store's directory"),
+        (str(store / ".." / "db"), "must differ from the current store location"),
+        (str(store.parent), "must not be a directory holding the current store"),
+    ]:
+        result = whole_store("migrate", "--to", to)
+        assert result.exit_code == 2, (to, result.output)
+        assert result.stderr.startswith(f"error: to: {rule}"), (to, result.stderr)
+        assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.output
+    assert sorted(p.name for p in work.iterdir()) == ["file"]  # nothing copied into the cwd
+    assert not (store / "sub").exists()
+    done = whole_store("migrate", "--to", "elsewhere")
+    assert done.exit_code == 0, done.output
+    assert (work / "elsewhere" / "memories.lance").is_dir() and run("get", mid).exit_code == 0

@@ -37,8 +37,9 @@ def migrate_cmd(target: str, options: tuple[str, ...], fmt: str) -> None:
     from octobrain.config import load_config, resolve_storage_uri, storage_options
     from octobrain.errors import InvalidInput
     from octobrain.store.location import StoreLocation, is_remote
-    from octobrain.store.migrate import migrate, plan
+    from octobrain.store.migrate import check_target_text, migrate, open_target, plan
 
+    check_target_text(target)
     config = load_config()
     configured = storage_options(config)
     target_options = dict(configured)
@@ -50,6 +51,7 @@ def migrate_cmd(target: str, options: tuple[str, ...], fmt: str) -> None:
     uri = target if is_remote(target) else str(Path(target).expanduser().resolve())
     source = StoreLocation(resolve_storage_uri(config), configured)
     destination = StoreLocation(uri, target_options)
+    open_target(source, destination)  # refused before the progress bar starts
     total = sum(plan(source).values())
     with click.progressbar(length=total, label=f"copying to {destination}", file=sys.stderr) as bar:
         copied = migrate(source, destination, progress=bar.update)

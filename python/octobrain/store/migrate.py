@@ -17,6 +17,7 @@ from octobrain.store import manifest
 from octobrain.store.location import StoreLocation
 
 if TYPE_CHECKING:
+    import lancedb
     import pyarrow as pa
 
 BATCH_ROWS = 2048
@@ -47,9 +48,7 @@ def migrate(
     Raises `InvalidInput` (field `to`) when the target already holds tables or is the source,
     and `StorageError` when a copied table does not match its source.
     """
-    if source.uri.rstrip("/") == target.uri.rstrip("/"):
-        raise InvalidInput("to", "must differ from the current store location")
-    src_db, dst_db = source.connect(), target.connect()
+    src_db, dst_db = source.connect(), open_target(source, target)
     existing = sorted(dst_db.list_tables().tables)
     if existing:
         cut_short = manifest.interrupted(target.read_json(manifest.MANIFEST))
@@ -76,6 +75,49 @@ def migrate(
             copied.append(Copied(name, data.num_rows))
         manifest.mark_migrating(target, None, names)
     return copied
+
+
+def check_target_text(target: str) -> None:
+    """Refuse a destination given as text that names no place: empty, blank or holding control
+    characters (an empty path would be the working directory)."""
+    if not target.strip():
+        raise InvalidInput("to", "must be a local directory or an object-store URI, got nothing")
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in target):
+        raise InvalidInput("to", "must not contain control characters")
+    try:
+        target.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8, passed through by the shell
+        raise InvalidInput("to", "must be valid UTF-8") from None
+
+
+def open_target(source: StoreLocation, target: StoreLocation) -> lancedb.DBConnection:
+    """A connection to `target` (a local directory is made), refused (`InvalidInput`, field
+    `to`) when it is the source, inside or around a local source, or cannot be made."""
+    _check_target(source, target)
+    try:
+        return target.connect()
+    except OSError as exc:  # the destination directory cannot be made (a file, too long, ...)
+        raise InvalidInput("to", f"cannot create the directory {target}: {_reason(exc)}") from exc
+
+
+def _check_target(source: StoreLocation, target: StoreLocation) -> None:
+    """Refuse the source itself, and a local destination inside the source's directory (deleting
+    the old store would delete the copy) or holding it (the copy's tables beside the store)."""
+    if source.uri.rstrip("/") == target.uri.rstrip("/"):
+        raise InvalidInput("to", "must differ from the current store location")
+    if source.path is None or target.path is None:
+        return
+    src, dst = source.path.resolve(), target.path.resolve()
+    if src == dst:
+        raise InvalidInput("to", "must differ from the current store location")
+    if src in dst.parents:
+        raise InvalidInput("to", f"must not be inside the current store's directory {src}")
+    if dst in src.parents:
+        raise InvalidInput("to", f"must not be a directory holding the current store ({src})")
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
 
 
 def _check_source(source: StoreLocation) -> None:
