@@ -61,3 +61,26 @@ def test_bench_bm25_errors_name_the_option(tmp_path: Path, beir_dir: Path) -> No
     assert result.exit_code == 2 and "--data" in result.output and "corpus.jsonl" in result.output
     result = runner.invoke(main, ["bench", "bm25", "--data", str(beir_dir), "--b", "2"])
     assert result.exit_code == 2 and "--b" in result.output
+
+
+@pytest.mark.parametrize(
+    ("command", "sizes", "rule"),
+    [
+        ("scale", "99999999999999999999", "each size must be between 2 and 1,000,000"),
+        ("scale", "1000,1000001", "each size must be between 2 and 1,000,000"),
+        ("scale", "1", "each size must be between 2 and 1,000,000"),
+        ("cold", "99999999999999999999", "each size must be between 1 and 1,000,000"),
+    ],
+)
+def test_bench_sizes_have_a_stated_maximum(
+    command: str, sizes: str, rule: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def never(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the benchmark ran")
+
+    monkeypatch.setattr("octobrain.bench.scale.run_scale", never)
+    monkeypatch.setattr("octobrain.bench.cold.run_cold", never)
+    result = CliRunner().invoke(main, ["bench", command, "--sizes", sizes])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: --sizes: {rule}"), result.stderr
+    assert "1,000,000" in CliRunner().invoke(main, ["bench", command, "--help"]).output
