@@ -478,3 +478,22 @@ def test_migrate_refuses_a_destination_that_names_no_new_place(
     done = whole_store("migrate", "--to", "elsewhere")
     assert done.exit_code == 0, done.output
     assert (work / "elsewhere" / "memories.lance").is_dir() and run("get", mid).exit_code == 0
+
+
+def test_import_refuses_what_it_cannot_read_as_ingest_does(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # opened blocking, it would wait for a writer that never comes
+    cases = [
+        ("/proc/self/mem", "error: source: cannot read /proc/self/mem: Input/output error"),
+        (str(tmp_path), f"error: source: {tmp_path} is a directory, not an export file"),
+        (str(tmp_path / "none"), f"error: source: no such file: {tmp_path / 'none'}"),
+        (str(fifo), f"error: source: {fifo} is not a regular file"),
+        ("/dev/zero", "error: source: /dev/zero is not a regular file"),
+    ]
+    for source, line in cases:
+        if not Path(source).exists() and source.startswith("/proc"):
+            continue  # not Linux
+        result = run("import", source)
+        assert (result.exit_code, result.stderr) == (2, line + "\n"), (source, result.output)

@@ -64,7 +64,7 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
 
 
 @click.command("import")
-@click.argument("source", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.argument("source", type=click.Path(allow_dash=True))
 @FORMAT_OPTION
 @click.pass_context
 def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
@@ -74,20 +74,28 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
     was written is counted by scope."""
     import tempfile
 
+    from octobrain.files import named_by, open_regular
     from octobrain.memory.transfer import check_import, file_lines, write_import
 
     brain = command_brain(ctx)
-    # Lines as bytes: each is decoded on its own, so a line that is not UTF-8 is named.
-    handle = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
+    # Lines as bytes: each is decoded on its own, so a line that is not UTF-8 is named. A named
+    # file must be a regular one: a FIFO would wait for a writer, /dev/zero never ends.
+    handle: BinaryIO = sys.stdin.buffer
+    if source != "-":
+        with named_by("source", source, "is a directory, not an export file"):
+            handle = open_regular(source)[0]
+    name = "standard input" if source == "-" else source
     try:
         with tempfile.TemporaryFile(prefix="octobrain-import-") as spool:
             size = _regular_size(handle)
-            if size is None:
-                checked = check_import(brain, file_lines(handle), spool)
+            if not size:  # a pipe, or a file whose size says nothing (/proc): no bar
+                checked = check_import(brain, file_lines(handle, name), spool)
             else:
                 label = f"checking {source}"
                 with click.progressbar(length=size, label=label, file=sys.stderr) as bar:
-                    checked = check_import(brain, file_lines(handle), spool, checked=bar.update)
+                    checked = check_import(
+                        brain, file_lines(handle, name), spool, checked=bar.update
+                    )
             label = f"importing {plural(checked.count, 'memory', 'memories')} from {source}"
             with click.progressbar(length=checked.count, label=label, file=sys.stderr) as bar:
                 report = write_import(brain, checked, progress=bar.update)

@@ -156,11 +156,15 @@ class ImportReport:
     scopes: dict[str, int] = field(default_factory=dict)  # memories written, by their scope
 
 
-def file_lines(handle: IO[bytes]) -> Iterator[bytes]:
+def file_lines(handle: IO[bytes], name: str = "the import file") -> Iterator[bytes]:
     """The lines of an import file, read one at a time; a line over `LINE_BYTES` (no line of
-    an export comes near it) is refused by its number before it is held."""
+    an export comes near it) is refused by its number before it is held, and a read that fails
+    (`/proc/self/mem`: EIO) is `InvalidInput("source")` naming `name`."""
     for number in itertools.count(1):
-        line = handle.readline(LINE_BYTES + 1)
+        try:
+            line = handle.readline(LINE_BYTES + 1)
+        except OSError as exc:
+            raise InvalidInput("source", f"cannot read {name}: {exc.strerror or exc}") from None
         if not line:
             return
         if len(line) > LINE_BYTES and not line.endswith(b"\n"):
