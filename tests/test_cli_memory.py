@@ -497,3 +497,18 @@ def test_import_refuses_what_it_cannot_read_as_ingest_does(
             continue  # not Linux
         result = run("import", source)
         assert (result.exit_code, result.stderr) == (2, line + "\n"), (source, result.output)
+
+
+def test_restore_takes_a_negative_version_for_a_bad_version_not_an_option(
+    env: dict[str, str],
+) -> None:
+    memorize("Rate limiting decision", "API rate limiting uses a token bucket per key.")
+    for args in (["-1", "-y"], ["-5"], ["-0", "--yes"], ["0"]):
+        result = whole_store("restore", *args)
+        got = int(args[0])  # -0 is 0
+        assert (result.exit_code, result.stderr) == (
+            2,
+            f"error: version: must be a version number >= 1, got {got}\n",
+        ), (args, result.output)
+    unknown = whole_store("restore", "--bogus")
+    assert unknown.exit_code == 2 and "'--bogus' is not a valid integer" in unknown.stderr

@@ -278,12 +278,17 @@ def history_cmd(ctx: click.Context, limit: int, fmt: str) -> None:
     emit(fmt, rows, text or "No versions.")
 
 
-@click.command("restore")
+# A negative version (`restore -1`) is a bad version, not an unknown option: unknown options
+# reach VERSION, which names them (`'--x' is not a valid integer`) or refuses the number.
+@click.command("restore", context_settings={"ignore_unknown_options": True})
 @click.argument("version", type=int)
 @click.option("-y", "--yes", is_flag=True, help="Restore without asking.")
 @click.pass_context
 def restore_cmd(ctx: click.Context, version: int, yes: bool) -> None:
     """Return the whole store (all scopes) to VERSION; the restore itself can be undone."""
+    from octobrain.memory.curation import check_version
+
+    check_version(version)  # before asking to confirm a restore that cannot be
     brain = command_brain(ctx, lazy_sleep=False)
     if not yes:
         if not sys.stdin.isatty():

@@ -78,6 +78,11 @@ class Curation(BrainBase):
         The restore is itself a new version, so it can be undone the same way."""
         if confirm is not True:
             raise InvalidInput("confirm", "must be true to restore (nothing was changed)")
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise InvalidInput("version", f"must be a version number >= 1, got {version!r}")
-        return self.store.restore(version, settle=self.consolidator.settle_restored)
+        return self.store.restore(check_version(version), settle=self.consolidator.settle_restored)
+
+
+def check_version(version: int) -> int:
+    """`version` when it can name a store version (an integer >= 1), else `InvalidInput`."""
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise InvalidInput("version", f"must be a version number >= 1, got {version!r}")
+    return version
