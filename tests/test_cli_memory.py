@@ -512,3 +512,51 @@ def test_restore_takes_a_negative_version_for_a_bad_version_not_an_option(
         ), (args, result.output)
     unknown = whole_store("restore", "--bogus")
     assert unknown.exit_code == 2 and "'--bogus' is not a valid integer" in unknown.stderr
+
+
+def test_refusals_name_the_option_given_not_a_derived_field(env: dict[str, str]) -> None:
+    other = memorize("Primary database", "Postgres 16 is the primary database.")
+    mid = memorize("Rate limiting decision", "API rate limiting uses a token bucket per key.")
+    assert run("update", mid, "--add-tags", "api,limits").exit_code == 0
+    unknown = "00000000-0000-0000-0000-000000000000"
+    cases = [
+        (
+            [
+                "memorize",
+                "-t",
+                "Rate limits v2",
+                "-c",
+                "Limits are per key now.",
+                "--supersedes",
+                "d0e2",
+            ],
+            "error: supersedes[0]: must be a memory id (a UUID) or a unique prefix",
+        ),
+        (
+            [
+                "memorize",
+                "-t",
+                "Rate limits v2",
+                "-c",
+                "Limits are per key now.",
+                "--related-to",
+                other,
+                "--related-to",
+                other,
+                "--supersedes",
+                unknown,
+            ],
+            f"error: supersedes[0]: no memory {unknown} is visible",
+        ),
+        (["update", mid, "--add-tags", "x" * 100_000], "error: add_tags[0]: at most 50 characters"),
+        (["update", mid, "--add-tags", "ok," + "x" * 60], "error: add_tags[1]: at most 50"),
+        (["update", mid, "--add-files", "f" * 100_000], "error: add_files[0]: at most 500 bytes"),
+        (["consolidate", unknown], f"error: goal_id: no memory {unknown} is visible"),
+    ]
+    for args, line in cases:
+        result = run(*args)
+        assert result.exit_code == 2 and result.stderr.startswith(line), (args, result.stderr)
+        assert len(result.stderr.splitlines()) == 1
+    bad_link = run("memorize", "-t", "Rate limits v2", "-c", "Limits are per key now.",
+                   "--related-to", "d0e2", "--supersedes", other)  # fmt: skip
+    assert bad_link.stderr.startswith("error: related_to[0].target_id: must be a memory id")

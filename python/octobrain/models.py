@@ -421,17 +421,21 @@ def check_id_ref(value: object, *, field_name: str = "memory_id") -> tuple[str, 
 _HEX = frozenset("0123456789abcdef")
 
 
-def clean_tags(values: Iterable[object] | None) -> list[str]:
+def clean_tags(values: Iterable[object] | None, field_name: str = "tags") -> list[str]:
     """Trimmed, de-duplicated tags; each at most 50 characters, at most 10 of them."""
     return _clean_list(
-        "tags", values, MAX_TAGS, lambda t: len(t) <= TAG_CHARS, f"at most {TAG_CHARS} characters"
+        field_name,
+        values,
+        MAX_TAGS,
+        lambda t: len(t) <= TAG_CHARS,
+        f"at most {TAG_CHARS} characters",
     )
 
 
-def clean_files(values: Iterable[object] | None) -> list[str]:
+def clean_files(values: Iterable[object] | None, field_name: str = "related_files") -> list[str]:
     """Trimmed, de-duplicated file paths; each at most 500 bytes, at most 20 of them."""
     return _clean_list(
-        "related_files",
+        field_name,
         values,
         MAX_FILES,
         lambda f: _byte_len(f) <= FILE_BYTES,

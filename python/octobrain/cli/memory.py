@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -86,22 +87,34 @@ def memorize_cmd(
         links.append({"target_id": target, "relationship_type": kind or "related_to"})
     links += [{"target_id": t, "relationship_type": "supersedes"} for t in supersedes]
     brain = command_brain(ctx)
-    mem, edges = brain.memorize(
-        title,
-        content,
-        memory_type=memory_type,
-        importance=importance,
-        tags=split_values(tags),
-        related_files=split_values(files),
-        source=source,
-        related_to=links,
-    )
+    try:
+        mem, edges = brain.memorize(
+            title,
+            content,
+            memory_type=memory_type,
+            importance=importance,
+            tags=split_values(tags),
+            related_files=split_values(files),
+            source=source,
+            related_to=links,
+        )
+    except InvalidInput as err:
+        raise _named_as_given(err, len(related_to)) from None
     left = brain.findings_left(edges)
     emit(
         fmt,
         {"id": mem.id, "scope": mem.scope, "relationships": len(edges), "findings_left": left},
         format_stored(mem, edges, left),
     )
+
+
+def _named_as_given(err: InvalidInput, related: int) -> InvalidInput:
+    """A refusal of a link the command made from `--supersedes` (they follow the `related`
+    `--related-to` links) names that option, not `related_to[i].target_id`."""
+    found = re.fullmatch(r"related_to\[(\d+)\](?:\.target_id)?", err.field)
+    if found is None or int(found.group(1)) < related:
+        return err
+    return InvalidInput(f"supersedes[{int(found.group(1)) - related}]", err.rule)
 
 
 @memory.command("remember")

@@ -166,7 +166,7 @@ class BrainBase:
 
     def get(self, memory_id: str, field_name: str = "memory_id") -> Memory:
         """A memory visible from this scope, by full id or unique prefix."""
-        return self.store.get(self.resolve_id(memory_id, field_name), self.scope)
+        return self.store.get(self.resolve_id(memory_id, field_name), self.scope, field_name)
 
     def visible_scopes(self) -> list[str]:
         """Scopes this brain reads."""

@@ -98,12 +98,13 @@ class Writes(BrainBase):
             )
             for i, link in enumerate(parse_links(related_to))
         ]
+        # (Checked before duplicates go, so a refusal names the link by its place as given.)
+        targets = self._require_visible([link.target_id for link in links], "related_to")
         # The same link named twice (by two id prefixes, say) is one edge, the first given.
         unique: dict[tuple[str, RelationshipType], Link] = {}
         for link in links:
             unique.setdefault((link.target_id, link.relationship_type), link)
         links = list(unique.values())
-        targets = self._require_visible([link.target_id for link in links], "related_to")
         previous = self._join_session(memory)
         edges = [
             Relationship(
@@ -224,6 +225,10 @@ class Writes(BrainBase):
         check_one_line("title", new_title)
         check_lines("add_tags", list(add_tags))
         check_lines("add_files", list(add_files))
+        # What is added is checked as given, so a refusal names it (`add_tags[0]`), not its
+        # place among the memory's tags once merged.
+        clean_tags(add_tags, "add_tags")
+        clean_files(add_files, "add_files")
         current = self.get(memory_id)
         tags = [t for t in current.tags if t not in set(remove_tags)] + list(add_tags)
         files = [f for f in current.related_files if f not in set(remove_files)] + list(add_files)

@@ -501,13 +501,13 @@ class MemoryStore:
         versions = {name: int(db.open_table(name).version) for name in (MEMORIES, RELATIONSHIPS)}
         changes.note(self.location, versions, ids=ids, edges=edges, everything=everything)
 
-    def get(self, memory_id: str, scope: str) -> Memory:
-        """A memory visible from `scope` (archived included), or `NotFound`."""
+    def get(self, memory_id: str, scope: str, field_name: str = "memory_id") -> Memory:
+        """A memory visible from `scope` (archived included), or `NotFound` naming `field_name`."""
         rows = self.scan(
             f"id = {sql_str(memory_id)} AND {visible_where(scope, include_archived=True)}", limit=1
         )
         if not rows:
-            raise NotFound("memory_id", _invisible(memory_id, scope))
+            raise NotFound(field_name, _invisible(memory_id, scope))
         return schema.row_to_memory(rows[0])
 
     def ids_with_prefix(self, prefix: str, scope: str, limit: int) -> list[tuple[str, str]]:
