@@ -560,3 +560,17 @@ def test_refusals_name_the_option_given_not_a_derived_field(env: dict[str, str])
     bad_link = run("memorize", "-t", "Rate limits v2", "-c", "Limits are per key now.",
                    "--related-to", "d0e2", "--supersedes", other)  # fmt: skip
     assert bad_link.stderr.startswith("error: related_to[0].target_id: must be a memory id")
+
+
+def test_minus_zero_is_stored_and_shown_as_zero(env: dict[str, str]) -> None:
+    a = memorize("Primary database", "Postgres 16 is the primary database.", "-i", "-0")
+    b = memorize("Rate limiting decision", "API rate limiting uses a token bucket per key.")
+    stored = json.loads(run("get", a, "--format", "json").output)["importance"]
+    assert (stored, str(stored)) == (0.0, "0.0")
+    assert "Importance: stored 0.00 " in run("get", a).output
+    updated = run("update", b, "-i", "-0", "--format", "json")
+    assert str(json.loads(updated.output)["importance"]) == "0.0"
+    link = run("relate", a, b, "-s", "-0", "--format", "json")
+    assert str(json.loads(link.output)["strength"]) == "0.0"
+    (edge,) = json.loads(run("graph", a, "--format", "json").output)["relationships"]
+    assert str(edge["strength"]) == "0.0"

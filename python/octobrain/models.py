@@ -356,13 +356,13 @@ def json_printable(value: Any, *, indent: int | None = None) -> str:
 
 
 def check_unit(field_name: str, value: object) -> float:
-    """A finite number in [0, 1]."""
+    """A finite number in [0, 1]; -0.0 is 0.0 (stored and shown as "-0.00" otherwise)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidInput(field_name, f"must be a number in [0, 1], got {type(value).__name__}")
     number = float(value)
     if not math.isfinite(number) or not 0.0 <= number <= 1.0:
         raise InvalidInput(field_name, f"must be a number in [0, 1], got {value!r}")
-    return number
+    return number + 0.0  # -0.0 + 0.0 is 0.0
 
 
 def check_limit(value: object, *, field_name: str = "limit", maximum: int = MAX_LIMIT) -> int:
