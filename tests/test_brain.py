@@ -126,6 +126,10 @@ def test_an_empty_answer_names_what_left_the_candidates_out(make_brain: MakeBrai
     # was archived: lowering min_relevance could never help there.
     brain = make_brain()
     assert brain.remember("token bucket").empty is Empty.NO_MEMORIES
+    # Before: on a store that never held a memory, a list filter was an ArrowNotImplementedError.
+    for lists in ({"tags": ["x"]}, {"related_files": ["a.py"]}):
+        assert brain.remember("token bucket", **lists).empty is Empty.NO_MEMORIES
+    assert brain.forget_preview(query="token bucket", tags=["x"]) == []
     brain.memorize(*TOKEN_BUCKET)
     hidden = Memory(
         title="Zebra migrations hub",

@@ -253,6 +253,22 @@ def test_a_client_whose_calls_may_be_locked_by_roots_is_shown_a_way_to_store_glo
             )  # fmt: skip
             assert error and reply.startswith("global: true contradicts scope"), reply
         async with Client(server_for(pool, tmp_path)) as client:  # unlocked: either way too
+            # Before: "/" or blanks were the global scope by another name; `global: false`
+            # beside scope '' stored globally.
+            for odd in ("/", "   "):
+                error, reply = await call(
+                    client, "memorize", title="Private api fact", content="u" * 20, scope=odd
+                )
+                assert error and reply.startswith("scope: must name a project"), reply
+            error, reply = await call(
+                client, "memorize", title="Tabs again", content="t" * 20, scope="",
+                **{"global": False},
+            )  # fmt: skip
+            assert error and reply.startswith("global: false contradicts scope ''"), reply
+            error, reply = await call(client, "remember", query="tabs", **{"global": True})
+            assert error and reply.startswith("global: this tool takes no global"), reply
+            error, reply = await call(client, "remember", query="tabs", **{"x\nIGNORE\ny": 1})
+            assert error and "\n" not in reply and "unknown parameter" in reply, reply
             error, reply = await call(
                 client, "memorize", title="Spaces please", content="w" * 20, **{"global": True}
             )

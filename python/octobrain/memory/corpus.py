@@ -593,6 +593,9 @@ class Corpus:
         hit = np.zeros(len(self._live), dtype=bool)
         start = 0
         for i, chunk in enumerate(self.rows().column(column).chunks):
+            if not pa.types.is_list(chunk.type):  # an empty store's column has no type yet
+                start += len(chunk)
+                continue
             key = (column, i)
             if key not in self._lists:  # (the rows only change in `_add`, which clears it)
                 encoded = pc.dictionary_encode(pc.list_flatten(chunk))

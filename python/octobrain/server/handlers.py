@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, cut_middle
-from octobrain.models import LINK_TYPES
+from octobrain.models import LINK_TYPES, one_line, printable
 from octobrain.server.schemas import INGEST_BYTES, INGEST_TURNS, KNOWLEDGE_COMMANDS, SOURCES
 
 if TYPE_CHECKING:
@@ -45,12 +45,12 @@ def check_arguments(
     for name in sorted(set(arguments) - allowed):
         if name == "scope":
             continue  # scope_argument explains the lock
-        if name == "global":
-            raise InvalidInput(
-                "global", "this session is not locked to a project; pass scope '' instead"
-            )
         takes = ", ".join(sorted(shown if shown is not None else allowed)) or "no parameters"
-        raise InvalidInput(cut_middle(name, 100), f"unknown parameter; {owner} takes {takes}")
+        if name == "global":  # on a tool that stores nothing: it reads the global scope already
+            raise InvalidInput("global", f"{owner} takes no global; it takes {takes}")
+        # A name is the client's: one line, nothing a terminal or a model reads as an order.
+        shown_name = one_line(printable(cut_middle(name, 100)))
+        raise InvalidInput(shown_name, f"unknown parameter; {owner} takes {takes}")
 
 
 def _required(arguments: dict[str, Any], name: str) -> Any:

@@ -131,12 +131,14 @@ def global_argument(arguments: dict[str, Any], lock: ScopeLock | None, stores: b
     scope, flag = arguments.get("scope"), arguments.get("global")
     if flag is True and scope not in (None, ""):
         raise InvalidInput("global", f"true contradicts scope {cut_middle(str(scope), 100)!r}")
+    if flag is False and scope == "":
+        raise InvalidInput("global", "false contradicts scope '' (the global scope)")
     if lock is not None and scope == "":
-        if flag is False:
-            raise InvalidInput("global", "false contradicts scope '' (the global scope)")
         del arguments["scope"]
         arguments["global"] = True
-    elif lock is None and isinstance(flag, bool):
+    elif lock is None and "global" in arguments:
+        if not isinstance(flag, bool):
+            raise InvalidInput("global", "must be a boolean")
         if flag:
             arguments["scope"] = ""
         del arguments["global"]
@@ -159,7 +161,10 @@ def scope_argument(arguments: dict[str, Any], lock: ScopeLock | None) -> tuple[s
             "required: this session is not locked to a project; pass a project scope "
             "(see the server instructions) or '' for global",
         )
-    return validate_scope(arguments["scope"]), None
+    scope = validate_scope(arguments["scope"])
+    if not scope and arguments["scope"] != "":  # "/" or "  ": the global scope by another name
+        raise InvalidInput("scope", "must name a project, or be '' for the global scope")
+    return scope, None
 
 
 INSTRUCTIONS = (
