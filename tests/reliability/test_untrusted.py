@@ -376,3 +376,65 @@ def test_a_deeply_nested_config_file_is_one_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-500:]
     assert "nested too deeply" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "file:///",
+        "file:///etc",
+        "file://{repo}/../../../../../",
+        "file:///%2e%2e/%2e%2e/etc",
+        "file://{home}",
+    ],
+)
+def test_a_client_root_that_is_the_system_or_home_is_not_read_from(
+    tmp_path: Path, monkeypatch: Any, hostile: str
+) -> None:
+    # Before: every file:// root the client named became readable: /etc/passwd was read.
+    project = _project(tmp_path)
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "secret.md").write_text("# Key\n\nthe private key text\n")
+    uri = hostile.format(repo=project.as_posix(), home=(tmp_path / "home").as_posix())
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(
+            roots=[types.Root(uri=project.as_uri()), types.Root(uri=uri)]  # type: ignore[arg-type]
+        )
+
+    server = build_server(pool_for(tmp_path / "db"), workspace(project))
+    calls = [
+        {"command": "read", "source": "/etc/passwd"},
+        {"command": "read", "source": str(tmp_path / "home" / "secret.md")},
+        {"command": "read", "source": str(project / "notes.md")},
+    ]
+    (etc, passwd), (home, secret), (ok, notes) = _knowledge_replies(
+        server, calls, list_roots_callback=roots
+    )
+    assert etc and "root:" not in passwd, passwd
+    assert home and "private key" not in secret, secret
+    assert not ok and "rotates every quarter" in notes  # the project root still reads
+
+
+def test_a_root_with_a_nul_is_ignored_not_the_end_of_the_session(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    project = _project(tmp_path)
+    monkeypatch.chdir(project)
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        bad = project.as_uri() + "%00x"
+        return types.ListRootsResult(roots=[types.Root(uri=bad)])  # type: ignore[arg-type]
+
+    server = build_server(pool_for(tmp_path / "db"), workspace(project))
+
+    async def body() -> None:
+        async with Client(server, mode="legacy", list_roots_callback=roots) as c:
+            # Before: "internal error (ValueError: embedded null byte)" on every call.
+            error, reply = await call(c, "memorize", title="Plain fact", content="x" * 20,
+                                      scope=PROJECT_A)  # fmt: skip
+            assert not error, reply
+
+    run(body)

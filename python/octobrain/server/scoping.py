@@ -75,15 +75,55 @@ def root_path(uri: str) -> Path | None:
     if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
         return None
     path = unquote(parts.path)
-    return Path(path) if path.startswith("/") else None
+    if not path.startswith("/") or "\x00" in path:  # a NUL made every call of the session fail
+        return None
+    return Path(os.path.normpath(path))  # `/repo/../../etc` is `/etc`
+
+
+# Top-level directories of the system, never a project: a root naming one (or `/`, or the home
+# directory or a directory holding it) is not read from, whatever the client declares.
+_SYSTEM_DIRS = frozenset(
+    [
+        "bin",
+        "boot",
+        "dev",
+        "etc",
+        "lib",
+        "lib32",
+        "lib64",
+        "libx32",
+        "proc",
+        "root",
+        "run",
+        "sbin",
+        "snap",
+        "sys",
+        "usr",
+        "var",
+    ]
+)
+
+
+def readable_root(path: Path) -> bool:
+    """Whether a client's root may be read from: a directory of a project, not `/`, a system
+    directory, the home directory or one holding it (`~/.ssh` is in there)."""
+    real = Path(os.path.realpath(path))
+    if len(real.parts) < 2 or real.parts[1] in _SYSTEM_DIRS:
+        return False
+    home = Path(os.path.realpath(Path.home()))
+    return real != home and real not in home.parents
 
 
 def lock_from_roots(uris: list[str]) -> ScopeLock | None:
-    """(b) The first `file://` root decides the scope; every local root may be read from."""
+    """(b) The first `file://` root decides the scope; every local root that is not the
+    whole system or home (`readable_root`) may be read from."""
     paths = [path for path in map(root_path, uris) if path is not None]
     if not paths:
         return None
-    return ScopeLock(derive_scope(paths[0]), "client roots", workdir=paths[0], roots=tuple(paths))
+    readable = tuple(path for path in paths if readable_root(path))
+    for refused in set(paths) - set(readable):
+        log.warning("client root %s is not read from: not a project's directory", refused)
+    return ScopeLock(derive_scope(paths[0]), "client roots", workdir=paths[0], roots=readable)
 
 
 @dataclass(frozen=True)
@@ -99,8 +139,9 @@ class Workspace:
         """Where this session's `knowledge` calls may read local files: the client's roots, else
         the working directory (stdio only), plus `knowledge.allow_paths`."""
         base: tuple[Path, ...] = ()
-        if not self.http:
-            base = lock.roots if lock is not None and lock.roots else (self.cwd,)
+        if not self.http:  # roots the client named replace the cwd, even when none is readable
+            by_roots = lock is not None and lock.origin == "client roots"
+            base = lock.roots if by_roots and lock is not None else (self.cwd,)
         return base + tuple(Path(p).expanduser() for p in allow_paths)
 
     @classmethod
