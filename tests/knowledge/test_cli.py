@@ -99,6 +99,8 @@ def test_a_session_id_from_the_cli_is_checked_as_one_from_a_client(
         )
     bad = run("store", "todo", "caf\udcff keys")
     assert bad.exit_code == 2 and "content: must be valid Unicode" in bad.output, bad.output
+    empty = run("store", "todo", "\x00\x00")  # before: an empty note of 0 chunks
+    assert empty.exit_code == 2 and "content: must not be empty" in empty.output, empty.output
 
 
 def test_an_error_quoting_a_hostile_path_is_one_line_a_terminal_does_not_act_on(

@@ -480,8 +480,8 @@ class Knowledge:
         `session_ttl_hours` pass. A key already used in this session must be deleted first."""
         session = self._require_session()
         key = check_key(key)
-        if not isinstance(content, str) or not content.strip():
-            raise InvalidInput("content", "must not be empty")
+        if not isinstance(content, str) or not content.replace("\x00", "").strip():
+            raise InvalidInput("content", "must not be empty")  # (NULs are dropped from notes)
         if not is_unicode(content):
             raise InvalidInput("content", "must be valid Unicode (lone surrogates are not allowed)")
         size = len(content.encode())
