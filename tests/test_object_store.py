@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -261,15 +262,30 @@ def test_knowledge_indexed_on_one_machine_is_searchable_on_another(
     assert hits and hits[0].uri.endswith("runbook.md") and "eu-west-2" in hits[0].text
 
 
+LEASE_KEY = "_octobrain/locks/write.json"
+
+
+def _set_lease(location: StoreLocation, lease: dict[str, Any] | bytes) -> None:
+    """Put the write lease object as another machine would (a record, or raw bytes)."""
+    import obstore
+
+    body = lease if isinstance(lease, bytes) else json.dumps(lease).encode()
+    obstore.put(location.objects(), LEASE_KEY, body)
+
+
+def _lease(location: StoreLocation) -> Any:
+    """The write lease object's record (`FileNotFoundError` once released)."""
+    import obstore
+
+    return json.loads(bytes(obstore.get(location.objects(), LEASE_KEY).bytes()))
+
+
 def test_the_write_lease_waits_for_a_live_holder_and_takes_over_a_dead_ones(
     machine: S3, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import obstore
-
     location = StoreLocation(f"s3://{machine.bucket()}/octobrain", machine.options)
-    key = "_octobrain/locks/write.json"
     alive = {"holder": "desktop:4242:live", "expires": time.time() + LEASE_TTL_S}
-    obstore.put(location.objects(), key, json.dumps(alive).encode())
+    _set_lease(location, alive)
     with pytest.raises(StoreBusy, match="desktop:4242:live"), location.lock("write", 0.3):
         pass
 
@@ -278,28 +294,24 @@ def test_the_write_lease_waits_for_a_live_holder_and_takes_over_a_dead_ones(
         "holder": "desktop:4242:crashed",
         "expires": time.time() - location_module.CLOCK_TOLERANCE_S - 1,
     }
-    obstore.put(location.objects(), key, json.dumps(dead).encode())
+    _set_lease(location, dead)
     started = time.monotonic()
     with location.lock("write", 5), location.lock("write", 5):  # re-entrant in one process
-        held = json.loads(bytes(obstore.get(location.objects(), key).bytes()))
-        assert held["holder"] != dead["holder"]
+        assert _lease(location)["holder"] != dead["holder"]
     assert time.monotonic() - started < 2
     with pytest.raises(FileNotFoundError):
-        obstore.get(location.objects(), key)  # released: the next writer creates it at once
+        _lease(location)  # released: the next writer creates it at once
 
     # Expired a second ago by this machine's clock, which may be wrong: taken over only once
     # the object stayed unchanged for a whole TTL on this machine's own clock.
     monkeypatch.setattr(location_module, "LEASE_TTL_S", 1.5)
     recent = {"holder": "desktop:4242:stopped", "expires": time.time() - 1}
-    obstore.put(location.objects(), key, json.dumps(recent).encode())
+    _set_lease(location, recent)
     with pytest.raises(StoreBusy, match="desktop:4242:stopped"), location.lock("write", 0.5):
         pass
     started = time.monotonic()
     with location.lock("write", 5):
-        assert (
-            json.loads(bytes(obstore.get(location.objects(), key).bytes()))["holder"]
-            != (recent["holder"])
-        )
+        assert _lease(location)["holder"] != recent["holder"]
     assert 0.9 <= time.monotonic() - started < 4  # (1.5 s since it was first read, above)
 
 
@@ -322,16 +334,13 @@ def test_a_machine_whose_clock_runs_fast_waits_for_a_live_holder(
     # A live holder's lease, renewed a moment ago; this machine's clock is 90 s ahead (NTP
     # broken, a VM resumed). It compared the lease's expiry with its own clock and took the
     # live lease over at once; the holder then committed over this machine's edit.
-    import obstore
-
     location = StoreLocation(f"s3://{machine.bucket()}/octobrain", machine.options)
-    key = "_octobrain/locks/write.json"
     alive = {"holder": "desktop:4242:live", "expires": time.time() + LEASE_TTL_S}
-    obstore.put(location.objects(), key, json.dumps(alive).encode())
+    _set_lease(location, alive)
     monkeypatch.setattr(location_module, "time", _FastClock(90.0))
     with pytest.raises(StoreBusy, match="desktop:4242:live"), location.lock("write", 1.0):
         pass
-    assert json.loads(bytes(obstore.get(location.objects(), key).bytes())) == alive
+    assert _lease(location) == alive
 
 
 @pytest.mark.parametrize(
@@ -349,22 +358,19 @@ def test_a_machine_whose_clock_runs_fast_waits_for_a_live_holder(
 def test_a_lease_object_that_is_no_lease_is_one_line_then_taken_over(
     machine: S3, monkeypatch: pytest.MonkeyPatch, body: bytes
 ) -> None:
-    import obstore
-
     from octobrain.store import memories
 
     uri = f"s3://{machine.bucket()}/octobrain"
     _brain(machine, uri).memorize("First", "Something to keep.")
     location = StoreLocation(uri, machine.options)
-    key = "_octobrain/locks/write.json"
-    obstore.put(location.objects(), key, body)
+    _set_lease(location, body)
 
     monkeypatch.setattr(memories, "LOCK_TIMEOUT_S", 0.5)
     with pytest.raises(StoreBusy) as busy:
         _brain(machine, uri).memorize("Second", "Written while the lease is garbage.")
     message = str(busy.value)
     assert "\n" not in message
-    assert f"the lease object {key} is not a valid lease" in message
+    assert f"the lease object {LEASE_KEY} is not a valid lease" in message
     assert "unknown holder" in message or "locked by x" in message
 
     # Held by an unknown holder, it expires like a crashed holder's: unchanged for a TTL.
@@ -373,7 +379,7 @@ def test_a_lease_object_that_is_no_lease_is_one_line_then_taken_over(
     second, _ = _brain(machine, uri).memorize("Second", "Written once it is taken over.")
     assert _brain(machine, uri).get(second.id).title == "Second"
     with pytest.raises(FileNotFoundError):
-        obstore.get(location.objects(), key)  # released after the write
+        _lease(location)  # released after the write
 
 
 def test_a_commit_under_a_lease_that_may_be_lost_is_refused(
@@ -381,12 +387,10 @@ def test_a_commit_under_a_lease_that_may_be_lost_is_refused(
 ) -> None:
     # Every commit made under the lease checks it just before committing: the heartbeat saw
     # it taken over, or it was not renewed within its time (this process paused).
-    import obstore
-
     uri = f"s3://{machine.bucket()}/octobrain"
     brain = _brain(machine, uri)
     brain.memorize("First", "Something to keep.")
-    objects, key = brain.store.location.objects(), "_octobrain/locks/write.json"
+    location = brain.store.location
 
     real = location_module._elapsed
     with brain.store.write_lock():
@@ -400,13 +404,13 @@ def test_a_commit_under_a_lease_that_may_be_lost_is_refused(
     monkeypatch.setattr(location_module, "LEASE_TTL_S", 0.4)  # a heartbeat every 0.1 s
     with brain.store.write_lock():
         taker = {"holder": "desktop:7:taker", "expires": time.time() + 60}
-        obstore.put(objects, key, json.dumps(taker).encode())  # taken over meanwhile
+        _set_lease(location, taker)  # taken over meanwhile
         time.sleep(0.5)  # (the heartbeat's compare-and-swap is refused)
         with pytest.raises(StoreBusy, match="was taken over by another writer"):
             brain.update(brain.recent()[0].id, add_tags=["late"])
         with pytest.raises(StoreBusy, match="was taken over by another writer"):
             brain.memorize("Third", "Written under another writer's lease.")
-    assert json.loads(bytes(obstore.get(objects, key).bytes())) == taker  # left to its holder
+    assert _lease(location) == taker  # left to its holder
     assert [m.title for m in brain.recent()] == ["First"]
     assert brain.get(brain.recent()[0].id).tags == []
 
