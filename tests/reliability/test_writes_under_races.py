@@ -22,7 +22,7 @@ from lancedb.table import LanceTable
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.memory import conflicts, transfer
 from octobrain.memory.brain import Brain
-from octobrain.models import RelationshipType, utcnow
+from octobrain.models import Memory, RelationshipType, utcnow
 from octobrain.store import ModelMismatch, NotFound
 from octobrain.store import memories as store_module
 from tests.test_conflicts import conflict_edges, timeout
@@ -52,6 +52,12 @@ def goal_with_closing_note(brain: Brain) -> tuple[str, str]:
     achieves = [{"target_id": goal.id, "relationship_type": "achieves"}]
     brain.memorize("Limits file", "Limits live in config/limits.toml.", related_to=achieves)
     return goal.id, note.id
+
+
+def auth_note(brain: Brain) -> tuple[Memory, list[dict[str, str]]]:
+    """A memory the tests link to, and the `related_to` that links to it."""
+    a, _ = brain.memorize("Auth uses JWT", "The API signs 15 minute JWT access tokens.")
+    return a, [{"target_id": a.id}]
 
 
 def full_disk(monkeypatch: pytest.MonkeyPatch, table: str, method: str, after: int = 0) -> None:
@@ -168,8 +174,8 @@ def test_a_restore_across_a_clock_step_is_refused_before_anything_changes(
     # Companion tables go back by version times: with the clock stepped back an hour after
     # the version restored, the memory came back without its edge (3 of 3 with faketime).
     brain = make_brain()
-    a, _ = brain.memorize("Auth uses JWT", "The API signs 15 minute JWT access tokens.")
-    brain.memorize("Refresh rotation", "Refresh tokens rotate.", related_to=[{"target_id": a.id}])
+    _, link = auth_note(brain)
+    brain.memorize("Refresh rotation", "Refresh tokens rotate.", related_to=link)
     target = brain.history(1)[0].version
     brain.memorize("Key storage", "Signing keys live in the vault.")  # an hour "earlier"
     real = LanceTable.list_versions
@@ -194,8 +200,7 @@ def test_restore_brings_edges_back_after_compaction_cleaned_old_versions(
     # Before: compaction dropped the relationships version a kept memories version needed, so
     # a restore brought the memory back without its edge. Now that version is kept.
     brain = make_brain()
-    a, _ = brain.memorize("Auth uses JWT", "The API signs 15 minute JWT access tokens.")
-    link = [{"target_id": a.id}]
+    a, link = auth_note(brain)
     b, _ = brain.memorize("Refresh rotation", "Refresh tokens rotate on use.", related_to=link)
     time.sleep(3)  # the edge's version is now older than what compaction keeps
     monkeypatch.setattr(store_module, "KEEP_VERSIONS_FOR", timedelta(seconds=2))
@@ -307,8 +312,7 @@ def test_a_full_disk_while_memorize_links_stores_nothing_or_says_what_it_stored(
     # Before: the memory was committed, its edges failed, and the error said "nothing was
     # changed". Now the memory is taken back; when that fails too, the error names it.
     brain = make_brain()
-    a, _ = brain.memorize("Auth uses JWT", "The API signs 15 minute JWT access tokens.")
-    link = [{"target_id": a.id}]
+    a, link = auth_note(brain)
     full_disk(monkeypatch, "relationships", "add")
     with pytest.raises(StorageError, match=r"No space left on device .*; nothing was changed"):
         brain.memorize("Refresh rotation", "Refresh tokens rotate on use.", related_to=link)
@@ -327,10 +331,8 @@ def test_a_full_disk_while_forget_removes_edges_says_the_memory_is_gone(
     # Before: the memory's delete committed, its edges' failed, and the error said "nothing
     # was changed". Now it says the memory was deleted but not its edges, and how to drop them.
     brain = make_brain()
-    a, _ = brain.memorize("Auth uses JWT", "The API signs 15 minute JWT access tokens.")
-    brain.memorize(
-        "Refresh rotation", "Refresh tokens rotate on use.", related_to=[{"target_id": a.id}]
-    )
+    a, link = auth_note(brain)
+    brain.memorize("Refresh rotation", "Refresh tokens rotate on use.", related_to=link)
     full_disk(monkeypatch, "relationships", "delete")
     with pytest.raises(StorageError, match="1 memories were deleted but not their edges") as failed:
         brain.forget([a.id], confirm=True)
