@@ -74,13 +74,14 @@ def _fence(row: Mapping[str, Any] | Memory) -> tuple[str, datetime, int, str]:
     return row["id"], row["updated_at"], int(row["access_count"]), row["state"]
 
 
-def _fence_where(read: Memory, prefix: str = "") -> str:
-    """SQL true of the row of `read`'s id while it still is as `read` was read."""
+def _fence_where(read: Memory) -> str:
+    """A merge's SQL (on its `target`) true of the row of `read`'s id while it still is as
+    `read` was read."""
     memory_id, stamp, accesses, state = _fence(read)
     return (
-        f"{prefix}id = {sql_str(memory_id)} AND "
-        f"{prefix}updated_at = timestamp {sql_str(stamp.isoformat())} AND "
-        f"{prefix}access_count = {accesses} AND {prefix}state = {sql_str(state)}"
+        f"target.id = {sql_str(memory_id)} AND "
+        f"target.updated_at = timestamp {sql_str(stamp.isoformat())} AND "
+        f"target.access_count = {accesses} AND target.state = {sql_str(state)}"
     )
 
 
@@ -700,16 +701,21 @@ class MemoryStore:
         with self.write_lock():
             self.check_lease()
             merge = self.memories.merge_insert("id")
-            merge = merge.when_matched_update_all(where=_fence_where(read, "target."))
+            merge = merge.when_matched_update_all(where=_fence_where(read))
             if merge.execute([row]).num_updated_rows != 1:
-                raise self._changed([read])
+                raise self._changed([read], self._fences_now([read]))
             self._maybe_maintain()
 
-    def _changed(self, read: Sequence[Mapping[str, Any] | Memory]) -> OctobrainError:
-        """The error for a read-modify-write of `read` that found one of them changed or gone
-        (read again now, to say which)."""
+    def _fences_now(self, read: Sequence[Mapping[str, Any] | Memory]) -> dict[str, tuple[Any, ...]]:
+        """The `_fence` of each row of `read` as the store holds it now, by id (gone: absent)."""
         ids = [_fence(r)[0] for r in read]
-        now = {r["id"]: _fence(r) for r in self.scan(sql_in("id", ids), columns=[*_FENCE, "id"])}
+        return {r["id"]: _fence(r) for r in self.scan(sql_in("id", ids), columns=[*_FENCE, "id"])}
+
+    def _changed(
+        self, read: Sequence[Mapping[str, Any] | Memory], now: dict[str, tuple[Any, ...]]
+    ) -> OctobrainError:
+        """The error for a read-modify-write of `read` that found one of them changed or gone
+        (`now`: `_fences_now`)."""
         for before in map(_fence, read):
             after = now.get(before[0])
             if after is None:
@@ -756,10 +762,9 @@ class MemoryStore:
         with self.write_lock():
             self.check_lease()
             if read:
-                ids = [_fence(r)[0] for r in read]
-                now = self.scan(sql_in("id", ids), columns=[*_FENCE, "id"])
-                if {_fence(r) for r in now} != {_fence(r) for r in read}:
-                    raise self._changed(read)
+                now = self._fences_now(read)
+                if set(now.values()) != {_fence(r) for r in read}:
+                    raise self._changed(read, now)
             if delete_where is not None:
                 kept = {row["id"] for row in rows}
                 gone = [r["id"] for r in self.scan(delete_where, columns=["id"])]
