@@ -350,7 +350,7 @@ def open_or_create(
 
 def existed(db: lancedb.DBConnection, name: str, present: set[str]) -> str | None:
     """What shows that table `name` was made, whatever the manifest says (`MADE_AFTER`,
-    `WRITTEN_AFTER`), or None."""
+    `WRITTEN_AFTER`, `STAMPED_ON`), or None."""
     later = MADE_AFTER.get(name)
     if later in present:
         return f"{later}, made after it, is here"
