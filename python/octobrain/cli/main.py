@@ -42,7 +42,7 @@ def config_show(fmt: str) -> None:
     config = load_config(path)
     # Shown on screens and pasted into issues: secrets are said to be set, not what they are.
     if config.mcp.token:
-        hidden = f"<set: {len(config.mcp.token)} characters>"
+        hidden = _as_set(config.mcp.token)
         config = dataclasses.replace(config, mcp=dataclasses.replace(config.mcp, token=hidden))
     options = tuple(_hide_secret(option) for option in config.storage.options)
     config = dataclasses.replace(
@@ -68,11 +68,14 @@ def config_show(fmt: str) -> None:
 _SECRET_OPTION = re.compile(r"secret|token|password|sas|(?:^|_)key$|credential", re.I)
 
 
+def _as_set(secret: str) -> str:
+    """What `config show` prints for a secret: that it is set, not what it is."""
+    return f"<set: {len(secret)} characters>"
+
+
 def _hide_secret(option: str) -> str:
     key, sep, value = option.partition("=")
-    if sep and _SECRET_OPTION.search(key.strip()):
-        return f"{key}=<set: {len(value)} characters>"
-    return option
+    return f"{key}={_as_set(value)}" if sep and _SECRET_OPTION.search(key.strip()) else option
 
 
 @config_group.command("path")
