@@ -204,8 +204,9 @@ class OctobrainServer:
             log.warning("ignoring the client's session capability: %s", exc)
             locked = False
         caps = ctx.session.client_capabilities
-        if not locked and caps is not None and caps.roots is not None:
-            locked = None if not ctx.session.can_send_request else locked
+        roots_per_call = caps is not None and caps.roots is not None
+        if not locked and roots_per_call and not ctx.session.can_send_request:
+            locked = None  # roots come with each call (2026-07-28): not known yet
         return types.ListToolsResult(tools=[tool_definition(spec.name, locked) for spec in TOOLS])
 
     async def call_tool(
