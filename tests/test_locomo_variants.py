@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from octobrain.errors import InvalidInput
@@ -37,13 +38,19 @@ def test_session_words_score_a_turn_by_its_whole_session() -> None:
     assert scores[1:] == [0.0, 0.0]
 
 
-@pytest.mark.parametrize("variant", ["session-words", "window-vector"])
+@pytest.mark.parametrize(
+    "variant", ["session-words", "window-vector", "decompose", "dense-feedback"]
+)
 def test_bench_locomo_runs_each_variant(tmp_path: Path, variant: str) -> None:
     from octobrain.bench.locomo import locomo_table, run_locomo
 
     sample = json.loads(json.dumps(LOCOMO))
     sample[0]["qa"] = [
-        {"question": "Which class did Caroline join?", "evidence": ["D1:1"], "category": 4},
+        {
+            "question": "Which class did Caroline and Melanie join?",
+            "evidence": ["D1:1"],
+            "category": 4,
+        },
         {"question": "Which car did Caroline buy?", "evidence": [], "category": 5},
     ]
     (tmp_path / "locomo10.json").write_text(json.dumps(sample))
@@ -82,3 +89,81 @@ def test_a_missed_evidence_session_is_told_apart_by_the_legs_that_find_it() -> N
     assert _legs_found(ranked, evidence, [words, meaning], k=2) == [2, 1]
     assert _legs_found(ranked, evidence, [["D9:1"], []], k=2) == [0, 0]
     assert _legs_found(ranked, ["D1:5"], [words, meaning], k=2) == []
+
+
+@pytest.mark.parametrize(
+    ("question", "parts"),
+    [
+        (
+            "What have Caroline and Melanie both painted?",
+            ["What have Caroline painted?", "What have Melanie painted?"],
+        ),
+        (
+            "What did John buy, sell and trade?",
+            ["What did John buy?", "What did John sell?", "What did John trade?"],
+        ),
+        (
+            "Would she rather visit a national park or a theme park?",
+            ["Would she rather visit a national park?", "Would she rather visit a theme park?"],
+        ),
+        (
+            "What pottery have Mel and her kids made?",
+            ["What pottery have Mel made?", "What pottery have her kids made?"],
+        ),
+        (
+            "Which school did he go to and how long did he stay?",
+            ["Which school did he go to?", "How long did he stay?"],
+        ),
+        ("What charity would he work with and why?", []),  # "why?" alone asks nothing
+        ("What does Tim collect?", []),
+        ("And what now?", []),
+    ],
+)
+def test_a_question_coordinating_things_is_asked_once_per_part(
+    question: str, parts: list[str]
+) -> None:
+    from octobrain.bench.locomo_variants import decompose
+
+    assert decompose(question) == parts
+
+
+def test_interleaved_rankings_give_each_part_its_best_turns_first() -> None:
+    from octobrain.bench.locomo_variants import interleave
+
+    first = [_hit("a", 1.0), _hit("b", 0.9), _hit("c", 0.8)]
+    second = [_hit("x", 1.0), _hit("a", 0.9), _hit("y", 0.8)]
+    second[1].relevance = 0.9
+    merged = interleave([first, second])
+    assert [h.memory.id for h in merged] == ["a", "x", "b", "c", "y"]
+    assert merged[0].relevance == 0.9  # the best relevance any part gave it
+    assert first[0].relevance == 0.5  # the parts' own hits are left as they were
+
+
+def test_dense_feedback_moves_the_query_towards_its_top_turns(tmp_path: Path) -> None:
+    from octobrain.bench.locomo_variants import FEEDBACK_BETA, FeedbackEmbedder, relevance_of
+    from octobrain.embed.factory import get_embedder
+    from octobrain.memory.brain import Brain
+
+    embedder = FeedbackEmbedder(get_embedder("hash:256"))
+    brain = Brain("fb", embedder=embedder, uri=tmp_path)
+    for text in ("pottery class on Monday", "the kiln fired my bowls", "a sunrise over the lake"):
+        brain.memorize(text, text)
+    question = "How was the pottery class?"
+    query = embedder.embed_query(question)
+    hits = brain.remember(question, limit=1, min_relevance=0.0, record_access=False).hits
+    corpus = brain.retriever.corpus
+    embedder.feedback(question, corpus, hits)
+    moved = embedder.embed_query(question)
+    top = corpus.vectors[corpus.positions_of([hits[0].memory.id])][0]
+    expected = query + FEEDBACK_BETA * top
+    assert np.allclose(moved, expected / np.linalg.norm(expected), atol=1e-6)
+    assert float(moved @ top) > float(query @ top)
+    again = brain.remember(question, limit=3, min_relevance=0.0, record_access=False).hits
+    embedder.forget(question)
+    assert np.array_equal(embedder.embed_query(question), query)
+    # Relevance stays that of the question's own vector, whatever ranked the turns.
+    honest = relevance_of(question, query, corpus, again)
+    for hit in honest:
+        pos = corpus.positions_of([hit.memory.id])
+        assert hit.cosine == pytest.approx(float(corpus.vectors[pos][0] @ query), abs=1e-6)
+        assert hit.relevance >= max(0.0, hit.cosine)

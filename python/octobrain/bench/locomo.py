@@ -237,7 +237,16 @@ def run_locomo(
     ablation without neighbours). `variant`: one of `locomo_variants.VARIANTS`, measured
     against the shipped path (see that module)."""
     from octobrain.bench.beir import _cpus, _QueryMemo, mode_config
-    from octobrain.bench.locomo_variants import VARIANTS, SessionWords, WindowVectors, rerank
+    from octobrain.bench.locomo_variants import (
+        VARIANTS,
+        FeedbackEmbedder,
+        SessionWords,
+        WindowVectors,
+        decompose,
+        interleave,
+        relevance_of,
+        rerank,
+    )
     from octobrain.embed.cache import CachedEmbedder
     from octobrain.embed.factory import get_embedder
     from octobrain.memory.brain import Brain
@@ -248,7 +257,9 @@ def run_locomo(
 
     conversations, questions = load_locomo(data)
     cached = CachedEmbedder(get_embedder(model, batch_size=64), cache_dir)
-    embedder = _QueryMemo(cached)
+    memo = _QueryMemo(cached)
+    feedback = FeedbackEmbedder(memo) if variant == "dense-feedback" else None
+    embedder = feedback or memo
     base = config or Config()
     search = replace(base.search, max_results=DEPTH)
     base = replace(base, search=search)
@@ -307,6 +318,19 @@ def run_locomo(
                 hits = rerank(hits, sessions[q.conversation].scores(q.text, keys))
             elif windows is not None:
                 hits = rerank(hits, windows.scores(q.text, hits))
+            elif variant == "decompose" and (parts := decompose(q.text)):
+                hits = interleave(
+                    [
+                        brain.remember(p, limit=DEPTH, min_relevance=0.0, record_access=False).hits
+                        for p in parts
+                    ]
+                )
+            elif feedback is not None:
+                corpus = brain.retriever.corpus
+                feedback.feedback(q.text, corpus, hits)
+                again = brain.remember(q.text, limit=DEPTH, min_relevance=0.0, record_access=False)
+                feedback.forget(q.text)
+                hits = relevance_of(q.text, memo.embed_query(q.text), corpus, again.hits)
             top = max((h.relevance for h in hits), default=0.0)
             best[halves[q.conversation]][0 if q.category == 5 else 1].append(top)
             if q.category != 5:

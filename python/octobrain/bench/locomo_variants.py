@@ -1,8 +1,8 @@
 """`bench locomo --variant`: mechanisms for session Recall@5 measured against the shipped path.
 
-Both re-rank the turns `remember` returned (the first `DEPTH`), outside the product, adding one
-more leg's evidence to each turn's fused score: `log(score) + LEG_WEIGHT · z`, where `z` is the
-turn's standardised score on that leg among the returned turns (the fused score is
+The first two re-rank the turns `remember` returned (the first `DEPTH`), outside the product,
+adding one more leg's evidence to each turn's fused score: `log(score) + LEG_WEIGHT · z`, where
+`z` is the turn's standardised score on that leg among the returned turns (the fused score is
 `exp(z_fused - z_best)`, so its log is on the same scale). `LEG_WEIGHT` = 0.5 is what one leg
 weighs in the product's two-leg z-score fusion.
 
@@ -12,11 +12,26 @@ weighs in the product's two-leg z-score fusion.
 - `window-vector`: the cosine of the question to the turn embedded with its context (speaker,
   session and date, the turn before and after: `Memory.searchable_text`), a second dense leg
   beside the turn's own vector. Relevance stays the turn's own cosine either way.
+
+The other two ask `remember` again:
+
+- `decompose`: a question that coordinates two or more things ("What have Caroline and Melanie
+  both painted?", "a national park or a theme park", "What ... and how many ...") is asked once
+  per part (`decompose`), each through `remember`, and the rankings are interleaved by rank, so
+  each part's best turns — and their sessions — come first; other questions are asked as they are;
+- `dense-feedback`: Rocchio on the query vector, q' = q + β · mean of the top `FEEDBACK_TURNS`
+  returned turns' stored vectors (β = `FEEDBACK_BETA`, the textbook 10 documents and 0.75), and
+  the question asked again with q' as its vector (`FeedbackEmbedder`), so the vector leg ranks
+  by q' and can reach turns the first vector did not; relevance stays that of the question's
+  own vector (`relevance_of`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -25,12 +40,27 @@ import numpy.typing as npt
 from octobrain.embed.base import Embedder
 from octobrain.kernels.bm25 import BM25Index
 from octobrain.memory.conversation import Conversation
+from octobrain.memory.corpus import Corpus
 from octobrain.memory.search import Hit
 
-__all__ = ["LEG_WEIGHT", "VARIANTS", "SessionWords", "WindowVectors", "rerank"]
+__all__ = [
+    "FEEDBACK_BETA",
+    "FEEDBACK_TURNS",
+    "LEG_WEIGHT",
+    "VARIANTS",
+    "FeedbackEmbedder",
+    "SessionWords",
+    "WindowVectors",
+    "decompose",
+    "interleave",
+    "relevance_of",
+    "rerank",
+]
 
-VARIANTS = ("session-words", "window-vector")
+VARIANTS = ("session-words", "window-vector", "decompose", "dense-feedback")
 LEG_WEIGHT = 0.5
+FEEDBACK_TURNS = 10
+FEEDBACK_BETA = 0.75
 
 
 def _z(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -84,3 +114,195 @@ class WindowVectors:
             self.vectors.update(zip((m.id for m in missing), rows, strict=True))
         query = self.embedder.embed_query(question)
         return [float(self.vectors[h.memory.id] @ query) for h in hits]
+
+
+# ---- decompose ------------------------------------------------------------------------------
+
+_WH = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how"}
+# Closed-class words end a conjunct: auxiliaries, modals, prepositions, pronouns, wh-words.
+_CLOSED = _WH | {
+    *("is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "have"),
+    *("has", "had", "can", "could", "will", "would", "shall", "should", "may", "might", "must"),
+    *("in", "on", "at", "to", "for", "with", "by", "from", "of", "about", "as", "into", "during"),
+    *("while", "after", "before", "since", "than", "like", "through", "over", "under", "out"),
+    *("between", "among", "up", "and", "or", "nor", "but", "both", "either", "neither", "that"),
+    *("i", "you", "he", "she", "it", "we", "they", "me", "him", "us", "them", "not"),
+}
+_DETERMINERS = {
+    *("a", "an", "the", "his", "her", "their", "its", "my", "our", "your", "this", "these"),
+    *("those", "some", "any"),
+}
+# "both X and Y": meaningless once X stands alone.
+_PAIRED = re.compile(r"\b(?:both|either|neither)\b", re.IGNORECASE)
+_WORD = re.compile(r"\w[\w'.-]*")
+
+
+def _words(text: str) -> list[tuple[int, int, str]]:
+    """Each word's span and lowercased form (a trailing full stop dropped, initials kept)."""
+    out = []
+    for m in _WORD.finditer(text):
+        end = m.end()
+        if text[m.start() : end].endswith(".") and end - m.start() > 2:
+            end -= 1
+        out.append((m.start(), end, text[m.start() : end].lower()))
+    return out
+
+
+def _content(text: str) -> bool:
+    """Whether `text` holds a word that is not a closed-class one."""
+    return any(w not in _CLOSED | _DETERMINERS for _, _, w in _words(text))
+
+
+def decompose(question: str) -> list[str]:
+    """The parts of a question that coordinates things, each asked on its own: "What have X and
+    Y both painted?" → "What have X painted?", "What have Y painted?" (lists "A, B and C" too);
+    two questions joined ("What … and how many …?") → each clause. A conjunct runs from the
+    conjunction to the nearest punctuation or closed-class word (auxiliary, preposition,
+    pronoun), a determiner before it included, and all conjuncts take as many words as the
+    shorter side has, the usual balance of a coordination. [] when there is nothing to split."""
+    words = _words(question)
+    for c, (start, _end, word) in enumerate(words):
+        if word not in ("and", "or") or c == 0 or c + 1 == len(words):
+            continue
+        if words[c + 1][2] in _WH:  # two questions in one
+            parts = [question[:start].rstrip(" ,;") + "?", question[words[c + 1][0] :]]
+            parts = [p[0].upper() + p[1:] for p in parts if _content(p)]
+            return parts if len(parts) == 2 else []
+        spans = _conjuncts(question, words, c)
+        if len(spans) < 2:
+            continue
+        prefix = _PAIRED.sub("", question[: spans[0][0]])
+        suffix = _PAIRED.sub("", question[spans[-1][1] :])
+        return [" ".join((prefix + question[a:b] + suffix).split()) for a, b in spans]
+    return []
+
+
+def _gap(question: str, words: list[tuple[int, int, str]], i: int) -> str:
+    """The text between word `i - 1` and word `i`."""
+    return question[words[i - 1][1] : words[i][0]]
+
+
+def _punctuated(gap: str) -> bool:
+    return any(ch in gap for ch in ',;:?!.()"')
+
+
+def _conjuncts(question: str, words: list[tuple[int, int, str]], c: int) -> list[tuple[int, int]]:
+    """The character spans of the conjuncts around the conjunction at word `c`, left to right."""
+    # Right: an optional determiner, then content words up to punctuation or a closed word.
+    j = c + 1
+    first = j + (words[j][2] in _DETERMINERS)
+    k = first
+    while k < len(words) and words[k][2] not in _CLOSED | _DETERMINERS:
+        if k > first and _punctuated(_gap(question, words, k)):
+            break
+        k += 1
+    right_len = k - first
+
+    def left_run(end: int) -> tuple[int, int]:
+        """(content words, determiner start) of the run ending at word `end`, leftwards."""
+        i = end
+        while i >= 0 and words[i][2] not in _CLOSED | _DETERMINERS:
+            if i < end and _punctuated(_gap(question, words, i + 1)):
+                break
+            i -= 1
+        return end - i, i
+
+    left_len, _ = left_run(c - 1)
+    n = min(left_len, right_len)
+    if n == 0:
+        return []
+    spans = [(words[j][0], words[first + n - 1][1])]  # (with its determiner)
+    end, size = c - 1, n
+    while True:
+        run, at = left_run(end)
+        if run == 0:
+            break
+        lo = end - min(run, size) + 1
+        with_det = size >= run and at >= 0 and words[at][2] in _DETERMINERS
+        spans.append((words[at if with_det else lo][0], words[end][1]))
+        before = (at if with_det else lo) - 1
+        # A list goes on leftwards past a comma ("A, B and C").
+        if before < 0 or "," not in _gap(question, words, before + 1):
+            break
+        end, size = before, max(n, run)  # an earlier list item: as long as it runs
+    spans.reverse()
+    return spans
+
+
+def interleave(rankings: Sequence[Sequence[Hit]]) -> list[Hit]:
+    """One ranking from several: first the first hit of each, then the second of each, …, each
+    memory once, at its best place, with the best relevance any ranking gave it."""
+    best: dict[str, float] = {}
+    for ranking in rankings:
+        for h in ranking:
+            best[h.memory.id] = max(best.get(h.memory.id, 0.0), h.relevance)
+    out: list[Hit] = []
+    seen: set[str] = set()
+    for row in itertools.zip_longest(*rankings):
+        for h in row:
+            if h is not None and h.memory.id not in seen:
+                seen.add(h.memory.id)
+                out.append(dataclasses.replace(h, relevance=best[h.memory.id]))
+    return out
+
+
+# ---- dense-feedback -------------------------------------------------------------------------
+
+
+class FeedbackEmbedder:
+    """An `Embedder` view whose query vector for a text can be replaced (`feedback`)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.replaced: dict[str, npt.NDArray[np.float32]] = {}
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def prepare(self) -> None:
+        self.inner.prepare()
+
+    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, query: str | Sequence[str]) -> npt.NDArray[np.float32]:
+        items = [query] if isinstance(query, str) else list(query)
+        rows = np.stack(
+            [self.replaced[t] if t in self.replaced else self.inner.embed_query(t) for t in items]
+        )
+        out: npt.NDArray[np.float32] = rows[0] if isinstance(query, str) else rows
+        return out
+
+    def feedback(self, question: str, corpus: Corpus, hits: Sequence[Hit]) -> None:
+        """Replace `question`'s vector by Rocchio's q + β · mean of its top hits' vectors."""
+        query = self.inner.embed_query(question)
+        top = corpus.positions_of([h.memory.id for h in hits[:FEEDBACK_TURNS]])
+        top = top[top >= 0]
+        if len(top):
+            moved = query + FEEDBACK_BETA * np.asarray(corpus.vectors[top]).mean(axis=0)
+            query = (moved / np.linalg.norm(moved)).astype(np.float32)
+        self.replaced[question] = query
+
+    def forget(self, question: str) -> None:
+        self.replaced.pop(question, None)
+
+
+def relevance_of(
+    question: str, query: npt.NDArray[np.float32], corpus: Corpus, hits: Sequence[Hit]
+) -> list[Hit]:
+    """`hits` with the relevance `remember` gives for `question`'s own vector `query` (cosine,
+    or the mean of cosine and word coverage when higher, as `Retriever._one` computes it)."""
+    pos = corpus.positions_of([h.memory.id for h in hits])
+    cos = corpus.exact_cosines(query, pos)
+    cover = corpus.coverage(question, pos.tolist())
+    return [
+        dataclasses.replace(
+            h, relevance=max(0.0, float(c), 0.5 * (float(c) + float(w))), cosine=float(c)
+        )
+        for h, c, w in zip(hits, cos, cover, strict=True)
+    ]

@@ -344,7 +344,7 @@ def bench_scale_command(
 )
 @click.option(
     "--variant",
-    type=click.Choice(["session-words", "window-vector"]),
+    type=click.Choice(["session-words", "window-vector", "decompose", "dense-feedback"]),
     default=None,
     help="A mechanism measured against the shipped path (README; none is shipped).",
 )
