@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 import click
 
-from octobrain.cli.common import FORMAT_OPTION, command_brain, emit, plural
+from octobrain.cli.common import FORMAT_OPTION, command_brain, emit, plural, progress_bar
 from octobrain.errors import InvalidInput
 from octobrain.files import replaced_by_write
 from octobrain.scope import GLOBAL_SCOPE
@@ -46,8 +46,8 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
         with open(partial, "w", encoding="utf-8") as out:
             total = brain.store.count()
             label = f"exporting up to {plural(total, 'memory', 'memories')} to {output}"
-            with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
-                n = export_jsonl(brain, out, embeddings=embeddings, progress=bar.update)
+            with progress_bar(total, label) as progress:
+                n = export_jsonl(brain, out, embeddings=embeddings, progress=progress)
             out.flush()
             if regular:
                 os.fsync(out.fileno())
@@ -92,13 +92,11 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
                 checked = check_import(brain, file_lines(handle, name), spool)
             else:
                 label = f"checking {source}"
-                with click.progressbar(length=size, label=label, file=sys.stderr) as bar:
-                    checked = check_import(
-                        brain, file_lines(handle, name), spool, checked=bar.update
-                    )
+                with progress_bar(size, label) as progress:
+                    checked = check_import(brain, file_lines(handle, name), spool, checked=progress)
             label = f"importing {plural(checked.count, 'memory', 'memories')} from {source}"
-            with click.progressbar(length=checked.count, label=label, file=sys.stderr) as bar:
-                report = write_import(brain, checked, progress=bar.update)
+            with progress_bar(checked.count, label) as progress:
+                report = write_import(brain, checked, progress=progress)
     finally:
         if handle is not sys.stdin.buffer:
             handle.close()
@@ -155,10 +153,8 @@ def reembed_cmd(ctx: click.Context) -> None:
     brain = command_brain(ctx, lazy_sleep=False)
     model = brain.embedder.model_id
     total = brain.store.open_memories_unchecked().count_rows()
-    with click.progressbar(
-        length=total, label=f"re-embedding with {model}", file=sys.stderr
-    ) as bar:
-        n = reembed(brain, progress=bar.update)
+    with progress_bar(total, f"re-embedding with {model}") as progress:
+        n = reembed(brain, progress=progress)
     click.echo(f"re-embedded {plural(n, 'memory', 'memories')} with {model}")
 
 

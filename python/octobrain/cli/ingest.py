@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 
-from octobrain.cli.common import FORMAT_OPTION
+from octobrain.cli.common import FORMAT_OPTION, progress_bar
 from octobrain.memory.conversation import FORMATS
 
 
@@ -42,8 +41,8 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, fmt: str) -> None:
             f"{'|'.join(FORMATS[1:])} forces a format",
             err=True,
         )
-    with click.progressbar(length=total, label="ingesting", file=sys.stderr) as bar:
-        report = brain.ingest(conversations, progress=bar.update)
+    with progress_bar(total, "ingesting") as progress:
+        report = brain.ingest(conversations, progress=progress)
     if fmt == "json":
         click.echo(json.dumps({"scope": brain.scope, **report.__dict__}, indent=2))
         return

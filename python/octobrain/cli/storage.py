@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from octobrain.cli.common import FORMAT_OPTION
+from octobrain.cli.common import FORMAT_OPTION, progress_bar
 
 
 @click.command("migrate")
@@ -53,8 +51,8 @@ def migrate_cmd(target: str, options: tuple[str, ...], fmt: str) -> None:
     destination = StoreLocation(uri, target_options)
     open_target(source, destination)  # refused before the progress bar starts
     total = sum(plan(source).values())
-    with click.progressbar(length=total, label=f"copying to {destination}", file=sys.stderr) as bar:
-        copied = migrate(source, destination, progress=bar.update)
+    with progress_bar(total, f"copying to {destination}") as progress:
+        copied = migrate(source, destination, progress=progress)
     if fmt == "json":
         tables = {c.table: c.rows for c in copied}
         payload = {"from": str(source), "to": str(destination), "tables": tables}

@@ -176,22 +176,23 @@ def _lines(
     source: Iterable[str | bytes], checked: Progress = _noop
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     for number, line in enumerate(source, 1):
-        checked(len(line))
         try:
             text = line.decode("utf-8") if isinstance(line, bytes) else line
         except UnicodeDecodeError as exc:
             raise InvalidInput(
                 f"line {number}", f"is not UTF-8 text (byte {exc.start + 1} is not)"
             ) from None
-        if not text.strip():
-            continue
-        try:
-            obj = read_json(text)
-        except UnreadableJSON as exc:
-            raise InvalidInput(f"line {number}", exc.reason) from None
-        if not isinstance(obj, dict):
-            raise InvalidInput(f"line {number}", "must be a JSON object")
-        yield number, obj
+        if text.strip():
+            try:
+                obj = read_json(text)
+            except UnreadableJSON as exc:
+                raise InvalidInput(f"line {number}", exc.reason) from None
+            if not isinstance(obj, dict):
+                raise InvalidInput(f"line {number}", "must be a JSON object")
+            yield number, obj
+        # Counted once the caller has checked it too: a file refused at its first line shows
+        # no progress before the error.
+        checked(len(line))
 
 
 def import_jsonl(
