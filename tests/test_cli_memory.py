@@ -84,11 +84,23 @@ def test_bad_input_is_one_line_and_exit_2(env: dict[str, str]) -> None:
         result.output.strip() == "error: title: must be 5–200 bytes of UTF-8 after trimming, got 3"
     )
     result = run("remember", "token", "--after", "yesterday-ish")
-    assert result.exit_code == 2 and result.output.startswith(
-        "error: created_after: must be ISO-8601"
-    )
+    assert result.exit_code == 2 and result.output.startswith("error: --after: must be ISO-8601")
     result = run("get", "not-an-id")
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_an_empty_time_bound_is_refused_not_taken_for_no_bound(env: dict[str, str]) -> None:
+    memorize("Rate limiting decision", "API rate limiting uses a token bucket per key.")
+    form = "must be ISO-8601 (e.g. 2026-05-01 or 2026-05-01T12:00:00Z), got ''"
+    for args, line in [
+        (("--after", ""), f"error: --after: {form}"),
+        (("--before", ""), f"error: --before: {form}"),
+        (("--after", "2026-05-02", "--before", "2026-05-01"), "error: --before: must be later"
+         " than --after"),
+    ]:  # fmt: skip
+        result = run("remember", "token bucket", *args)
+        assert (result.exit_code, result.stdout) == (2, ""), (args, result.output)
+        assert result.stderr == line + "\n", args
 
 
 def test_forget_previews_then_deletes_exactly_that(env: dict[str, str]) -> None:

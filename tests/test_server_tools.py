@@ -321,6 +321,8 @@ BAD = [
     ("remember", {"query": "abc", "tags": "api"}, "tags: must be an array"),
     ("remember", {"query": "abc", "created_after": "yesterday"}, "created_after: must be ISO"),
     ("remember", {"query": "abc", "created_before": 20260101}, "created_before: must be an ISO"),
+    ("remember", {"query": "abc", "created_after": ""}, "created_after: must be ISO-8601 (e.g."),
+    ("remember", {"query": "abc", "created_before": ""}, "created_before: must be ISO-8601 (e."),
     (
         "remember",
         {"query": "abc", "created_after": "2026-05-02", "created_before": "2026-05-01"},

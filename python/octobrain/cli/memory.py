@@ -117,6 +117,17 @@ def _named_as_given(err: InvalidInput, related: int) -> InvalidInput:
     return InvalidInput(f"supersedes[{int(found.group(1)) - related}]", err.rule)
 
 
+_TIME_OPTIONS = {"created_after": "--after", "created_before": "--before"}
+
+
+def _time_options_named(err: InvalidInput) -> InvalidInput:
+    """A refused time bound named by the option given (`--after`), not the field it sets."""
+    if err.field not in _TIME_OPTIONS:
+        return err
+    rule = re.sub("|".join(_TIME_OPTIONS), lambda m: _TIME_OPTIONS[m[0]], err.rule)
+    return InvalidInput(_TIME_OPTIONS[err.field], rule)
+
+
 @memory.command("remember")
 @click.argument("queries", nargs=-1, required=True)
 @click.option("-m", "--memory-types", multiple=True, help="Only these types (repeatable).")
@@ -146,17 +157,20 @@ def remember_cmd(
     from octobrain.memory.render import format_recall, recall_to_dict
 
     brain = command_brain(ctx)
-    recall = brain.remember(
-        list(queries) if len(queries) > 1 else queries[0],
-        memory_types=split_values(memory_types) or None,
-        tags=split_values(tags),
-        related_files=split_values(files),
-        created_after=created_after,
-        created_before=created_before,
-        min_relevance=min_relevance,
-        limit=limit,
-        include_archived=include_archived,
-    )
+    try:
+        recall = brain.remember(
+            list(queries) if len(queries) > 1 else queries[0],
+            memory_types=split_values(memory_types) or None,
+            tags=split_values(tags),
+            related_files=split_values(files),
+            created_after=created_after,
+            created_before=created_before,
+            min_relevance=min_relevance,
+            limit=limit,
+            include_archived=include_archived,
+        )
+    except InvalidInput as err:
+        raise _time_options_named(err) from None
     emit(fmt, recall_to_dict(recall), format_recall(recall))
     brain.flush()  # count the accesses now the answer is out, not in an exit hook
 

@@ -61,9 +61,10 @@ def parse_time(
     """ISO-8601 (with or without zone; naive means UTC) or a bare YYYY-MM-DD.
 
     A bare date as an upper bound means the end of that day, so `created_before=2026-05-01`
-    keeps memories of 1 May — the opposite of upstream, which dropped the whole day.
+    keeps memories of 1 May — the opposite of upstream, which dropped the whole day. Only
+    None is "no bound": an empty or blank text is refused, as a time that cannot be read.
     """
-    if value is None or value == "":
+    if value is None:
         return None
     if isinstance(value, datetime):
         moment = value
