@@ -353,6 +353,20 @@ def test_hook_install_is_idempotent_and_keeps_other_settings(
     assert bad.exit_code == 2 and "is not JSON" in bad.output and broken.read_text() == "{oops"
 
 
+def test_hook_install_refuses_an_empty_command_rather_than_use_the_default(
+    tmp_path: Path,
+) -> None:
+    settings = tmp_path / "settings.json"
+    for given in ("", "  "):
+        done = cli("hook", "install", "--settings", str(settings), "--command", given, "--yes")
+        assert (done.exit_code, done.stdout) == (2, ""), done.output
+        assert done.stderr == (
+            "error: --command: must be how to run octobrain (e.g. /usr/local/bin/octobrain), "
+            f"got {given!r}\n"
+        )
+        assert not settings.exists()
+
+
 @pytest.mark.parametrize(
     ("make", "rule"),
     [

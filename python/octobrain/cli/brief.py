@@ -163,6 +163,11 @@ def hook_install(settings_path: Path | None, project: bool, command: str | None,
 
     if settings_path is not None and project:
         raise InvalidInput("--project", "cannot be combined with --settings")
+    if command is not None and not command.strip():  # given empty: a mistake, not the default
+        raise InvalidInput(
+            "--command",
+            f"must be how to run octobrain (e.g. /usr/local/bin/octobrain), got {command!r}",
+        )
     if settings_path is None:
         base = Path.cwd() if project else Path.home()
         settings_path = base / ".claude" / "settings.json"
