@@ -103,6 +103,21 @@ def test_an_empty_time_bound_is_refused_not_taken_for_no_bound(env: dict[str, st
         assert result.stderr == line + "\n", args
 
 
+def test_a_related_to_with_a_colon_and_no_type_is_refused(env: dict[str, str]) -> None:
+    other = memorize("Primary database", "Postgres 16 is the primary database.")
+    for spec in (f"{other}:", f"{other}: "):
+        result = run("memorize", "-t", "Replica lag", "-c", "Replicas lag by 2 s.",
+                     "--related-to", spec)  # fmt: skip
+        assert (result.exit_code, result.stdout) == (2, ""), result.output
+        assert result.stderr == (
+            f"error: --related-to: must be ID or ID:TYPE, a type after the colon; got {spec!r}\n"
+        )
+    assert "Replica lag" not in run("recent").output  # nothing stored
+    done = run("memorize", "-t", "Replica lag", "-c", "Replicas lag by 2 s.", "--related-to",
+               f"{other}:depends_on", "--format", "json")  # fmt: skip
+    assert done.exit_code == 0 and json.loads(done.stdout)["relationships"] == 1
+
+
 def test_forget_previews_then_deletes_exactly_that(env: dict[str, str]) -> None:
     keep = memorize("Primary database", "Postgres 16 is the primary database.")
     gone = memorize("Rate limiting decision", "API rate limiting uses a token bucket per key.")

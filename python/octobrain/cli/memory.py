@@ -83,7 +83,11 @@ def memorize_cmd(
 
     links: list[dict[str, Any]] = []
     for spec in related_to:
-        target, _, kind = spec.partition(":")
+        target, colon, kind = spec.partition(":")
+        if colon and not kind.strip():  # `ID:` meant some type, not the default one
+            raise InvalidInput(
+                "--related-to", f"must be ID or ID:TYPE, a type after the colon; got {spec!r}"
+            )
         links.append({"target_id": target, "relationship_type": kind or "related_to"})
     links += [{"target_id": t, "relationship_type": "supersedes"} for t in supersedes]
     brain = command_brain(ctx)
