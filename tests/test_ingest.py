@@ -357,7 +357,26 @@ def test_secrets_are_screened_like_memorize(tmp_path: Path) -> None:
             '[{"speaker": "A", "text": "one", "id": "x"},'
             ' {"speaker": "A", "text": "two", "id": "x"}]',
             "chat",
-            r"turn id: 'x' names two different turns \(turns 1 and 2 of 'chat'\)",
+            r"^turns\[1\]\.id: duplicate of turns\[0\]\.id \('x'\), which is a different turn",
+        ),
+        (  # a JSONL file: a record is named by its line
+            '{"speaker": "A", "text": "one", "id": 7}\n\n{"speaker": "B", "text": "ok"}\n'
+            '{"speaker": "A", "text": "two", "id": 7}',
+            "chat",
+            r"^line 4\.id: duplicate of line 1\.id \('7'\), which is a different turn",
+        ),
+        (
+            '\n{"type": "user", "uuid": "u1", "message": {"content": "hello"}}\n'
+            '{"type": "assistant", "uuid": "u1", "message": {"content": "hi there"}}',
+            "claude",
+            r"^line 3\.uuid: duplicate of line 2\.uuid \('u1'\)",
+        ),
+        (
+            '[{"conversation": {"session_1": [{"speaker": "A", "text": "one", "dia_id": "D1:2"},'
+            ' {"speaker": "B", "text": "two"}]}}]',
+            "locomo",
+            r"^file\[0\]\.conversation\.session_1\[1\]: duplicate of "
+            r"file\[0\]\.conversation\.session_1\[0\]\.dia_id \('D1:2'\)",
         ),
     ],
 )
@@ -401,6 +420,14 @@ def test_cli_ingest_reports_and_errors_in_one_line(
     assert failed.exit_code == 2
     assert failed.stderr.strip().startswith("error: turns[0].time: must be ISO-8601")
     assert "Traceback" not in failed.output
+    twice = tmp_path / "twice.json"
+    twice.write_text(json.dumps([{"speaker": "A", "text": t, "id": "x"} for t in ("a", "b")]))
+    dup = cli("memory", "--scope", SCOPE, "ingest", str(twice))
+    assert (dup.exit_code, dup.stdout) == (2, "")
+    assert dup.stderr == (
+        "error: turns[1].id: duplicate of turns[0].id ('x'), which is a different turn; "
+        "a turn id must name one turn\n"
+    )
     chat = tmp_path / "chat.jsonl"
     chat.write_text(json.dumps({"speaker": "A", "text": "hi", "time": "2026-01-01T10:00Z"}))
     wrong = cli("memory", "--scope", SCOPE, "ingest", str(chat), "--format-in", "claude")

@@ -340,6 +340,18 @@ BAD = [
     ("forget", {"confirm": True, "memory_id": "x" * 101}, "memory_id: must be at most 100"),
     ("forget", {"confirm": True, "memory_id": UUID}, "memory_id: no memory"),
     ("forget", {"confirm": True, "query": "ab"}, "query: must be 3–500 bytes"),
+    (
+        "ingest",
+        {
+            "conversation": "chat",
+            "turns": [
+                {"speaker": "A", "text": "one", "id": "x"},
+                {"speaker": "B", "text": "fine"},
+                {"speaker": "A", "text": "two", "id": "x"},
+            ],
+        },
+        "turns[2].id: duplicate of turns[0].id ('x'), which is a different turn",
+    ),
     ("knowledge", {}, "command: required"),
     ("knowledge", {"command": "index"}, "command: must be one of search"),
 ]

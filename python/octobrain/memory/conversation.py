@@ -70,6 +70,8 @@ class Turn:
     key: str  # stable within the conversation
     time: datetime | None = None  # when it was said (a turn's own time, else its session's)
     session_date: str = ""  # the session's date as the source wrote it, for the context
+    # Where its key was given (`turns[3].id`, `line 7.uuid`), for errors; not what it is.
+    origin: str = field(default="", compare=False)
 
 
 @dataclass
@@ -103,14 +105,14 @@ def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> li
     """Conversations from a file's text (see `read_conversations`)."""
     if fmt not in FORMATS:
         raise InvalidInput("format_in", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    data = _load(text)
+    data, lines = _load(text)
     chosen = detect_format(data) if fmt == "auto" else fmt
     if chosen == "locomo":
         found = _locomo(data)
     elif chosen == "claude":
-        found = [_claude(_records(data, "claude"), default_key)]
+        found = [_claude(_records(data, "claude"), default_key, lines)]
     else:
-        found = [parse_chat(_records(data, "chat"), key=default_key)]
+        found = [parse_chat(_records(data, "chat"), key=default_key, lines=lines)]
     return [_in_parts(once(c)) for c in found]
 
 
@@ -128,18 +130,21 @@ def _in_parts(conversation: Conversation) -> Conversation:
     return Conversation(conversation.key, turns, conversation.blank)
 
 
-def _load(text: str) -> Any:
-    """A JSON document, or the objects of a JSONL file (a list)."""
+def _load(text: str) -> tuple[Any, list[int] | None]:
+    """A JSON document, or the objects of a JSONL file (a list) with the line of each (None
+    for a JSON document), so a record is named by its line."""
     stripped = text.strip()
     if not stripped:
         raise InvalidInput("file", "is empty")
     try:
-        return read_json(stripped)
+        return read_json(stripped), None
     except UnreadableJSON as exc:
         if not exc.syntax:
             raise InvalidInput("file", exc.reason) from None
-    records = []
-    for number, line in enumerate(stripped.splitlines(), 1):
+    records, lines = [], []
+    skipped = len(text) - len(text.lstrip())  # the blank lines `strip` took off the top
+    first = text[:skipped].count("\n") + 1
+    for number, line in enumerate(stripped.splitlines(), first):
         if not line.strip():
             continue
         try:
@@ -147,7 +152,8 @@ def _load(text: str) -> Any:
         except UnreadableJSON as exc:
             tail = "; expected JSON or JSONL" if exc.syntax else ""
             raise InvalidInput("file", f"line {number} {exc.reason}{tail}") from None
-    return records
+        lines.append(number)
+    return records, lines
 
 
 def detect_format(data: Any) -> str:
@@ -232,18 +238,25 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
 
-def parse_chat(records: list[Any], *, key: str = "chat", field_name: str = "turns") -> Conversation:
+def parse_chat(
+    records: list[Any],
+    *,
+    key: str = "chat",
+    field_name: str = "turns",
+    lines: Sequence[int] | None = None,
+) -> Conversation:
     """A generic chat export: `{speaker, text, time?, session?, id?}` records in order.
 
     Without `session` fields a new session starts after a silence longer than 4 hours (or
-    never, when no turn has a time). Records with blank text are skipped.
+    never, when no turn has a time). Records with blank text are skipped. Errors name a record
+    `<field_name>[i]`, or `line N` when `lines` gives each record's line in a JSONL file.
     """
     if not isinstance(records, list):
         raise InvalidInput(field_name, "must be a list of {speaker, text, time} objects")
     conversation = Conversation(key)
     session_no, last_time, per_session = 1, None, 0
     for i, record in enumerate(records):
-        where = f"{field_name}[{i}]"
+        where = f"line {lines[i]}" if lines is not None else f"{field_name}[{i}]"
         if not isinstance(record, dict):
             raise InvalidInput(where, "must be an object with speaker and text")
         text = _said(f"{where}.text", record.get("text"))
@@ -273,6 +286,7 @@ def parse_chat(records: list[Any], *, key: str = "chat", field_name: str = "turn
                 turn_key or f"{session}#{per_session}:{_digest(speaker, text)}",
                 moment,
                 f"{moment:%d %B %Y}" if moment else "",
+                f"{where}.id" if turn_key else where,
             )
         )
     return once(conversation)
@@ -291,21 +305,23 @@ def once(conversation: Conversation) -> Conversation:
             turns.append(turn)
         elif (first[1].speaker, first[1].text) != (turn.speaker, turn.text):
             raise InvalidInput(
-                "turn id",
-                f"{turn.key!r} names two different turns (turns {first[0] + 1} and {i + 1} of "
-                f"{conversation.key!r}); a turn id must name one turn",
+                turn.origin or f"turn {i + 1}",
+                f"duplicate of {first[1].origin or f'turn {first[0] + 1}'} ({turn.key!r}), "
+                "which is a different turn; a turn id must name one turn",
             )
     return Conversation(conversation.key, turns, conversation.blank)
 
 
-def _claude(entries: list[Any], default_key: str) -> Conversation:
+def _claude(entries: list[Any], default_key: str, lines: Sequence[int] | None) -> Conversation:
     """A Claude Code transcript: the user's and the assistant's text blocks, in order (tool
-    calls, tool results and injected command/system text are left out)."""
+    calls, tool results and injected command/system text are left out). An entry is named by
+    its line (`lines`), or its place in a JSON array."""
     from octobrain.memory.hooks import transcript_text
 
     turns: list[Turn] = []
     session_id = ""
-    for entry in entries:
+    for i, entry in enumerate(entries):
+        where = f"line {lines[i]}" if lines is not None else f"file[{i}]"
         if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
             continue
         if entry.get("isMeta"):
@@ -313,10 +329,11 @@ def _claude(entries: list[Any], default_key: str) -> Conversation:
         text = transcript_text(entry).replace("\x00", "")  # a stray NUL (printed binary)
         if not text:
             continue
-        session_id = session_id or _turn_id("sessionId", entry.get("sessionId"))
-        moment = _time("timestamp", entry.get("timestamp")) if entry.get("timestamp") else None
+        session_id = session_id or _turn_id(f"{where}.sessionId", entry.get("sessionId"))
+        stamp = entry.get("timestamp")
+        moment = _time(f"{where}.timestamp", stamp) if stamp else None
         speaker = str(entry["type"])
-        own = _turn_id("uuid", entry.get("uuid"))
+        own = _turn_id(f"{where}.uuid", entry.get("uuid"))
         turns.append(
             Turn(
                 speaker,
@@ -325,6 +342,7 @@ def _claude(entries: list[Any], default_key: str) -> Conversation:
                 own or f"{len(turns)}:{_digest(speaker, text)}",
                 moment,
                 f"{moment:%d %B %Y}" if moment else "",
+                f"{where}.uuid" if own else where,
             )
         )
     conversation = Conversation(session_id or default_key, turns)
@@ -374,7 +392,18 @@ def _locomo(data: Any) -> list[Conversation]:
                     text = f"{text} [shares {caption.strip()}]"
                 if not text.strip():
                     continue
-                own = _turn_id(f"{twhere}.dia_id", turn.get("dia_id")) or f"D{n}:{j + 1}"
-                conversation.turns.append(Turn(speaker, text.strip(), str(n), own, moment, date))
+                given = _turn_id(f"{twhere}.dia_id", turn.get("dia_id"))
+                origin = f"{twhere}.dia_id" if given else twhere
+                conversation.turns.append(
+                    Turn(
+                        speaker,
+                        text.strip(),
+                        str(n),
+                        given or f"D{n}:{j + 1}",
+                        moment,
+                        date,
+                        origin,
+                    )
+                )
         out.append(conversation)
     return out
