@@ -363,6 +363,30 @@ def test_history_and_restore(env: dict[str, str]) -> None:
     assert json.loads(run("get", mid, "--format", "json").stdout)["id"] == mid
 
 
+def test_history_says_what_the_forgotten_turns_mark_did(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # The first forget of a turn commits a mark on the memories table (`manifest.STAMPED_ON`):
+    # history showed it as one more version with the same count, as if nothing happened.
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps([{"speaker": "A", "text": "The password is hunter2."}]))
+    assert run("ingest", str(chat)).exit_code == 0
+    turn = json.loads(run("recent", "--format", "json").stdout)[0]["id"]
+    assert run("forget", turn, "--yes").exit_code == 0
+    versions = json.loads(whole_store("history", "--format", "json").stdout)
+    assert [v["memories"] for v in versions[:3]] == [0, 1, 1]
+    assert [v.get("note") for v in versions] == [
+        None,
+        "marks the store as having forgotten turns",
+        *[None] * (len(versions) - 2),
+    ]
+    text = whole_store("history").stdout.splitlines()
+    assert text[1].endswith(
+        "1 memory (no memory changed: this version marks the store as having forgotten turns)"
+    )
+    assert [line.endswith(")") for line in text].count(True) == 1
+
+
 def test_history_times_are_utc_whatever_the_local_zone(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -264,11 +264,13 @@ def history_cmd(ctx: click.Context, limit: int, fmt: str) -> None:
     versions = command_brain(ctx, lazy_sleep=False).history(limit)
     rows = [
         {"version": v.version, "timestamp": v.timestamp.isoformat(), "memories": v.rows}
+        | ({"note": v.note} if v.note else {})
         for v in versions
     ]
     text = "\n".join(
         f"{v.version:>6}  {v.timestamp:%Y-%m-%d %H:%M:%S} UTC  "
         + plural(v.rows, "memory", "memories")
+        + (f" (no memory changed: this version {v.note})" if v.note else "")
         for v in versions
     )
     emit(fmt, rows, text or "No versions.")

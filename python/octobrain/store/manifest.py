@@ -378,6 +378,27 @@ def stamp_made(table: lancedb.table.Table, name: str, *, made: bool = True) -> N
         table.update_field_metadata({"path": "id", "metadata": {_STAMP + name: value}})
 
 
+# What a commit that only adds or takes back a stamp did, in a user's words (`memory history`).
+_STAMP_NOTES = {
+    "forgotten_turns": (
+        "marks the store as having forgotten turns",
+        "takes back the mark of forgotten turns",
+    )
+}
+
+
+def stamp_note(probe: lancedb.table.Table, before: int, version: int) -> str:
+    """What `version` of the table `probe` opens changed of its stamps since version `before`,
+    in words ("" when none changed). `probe` is a handle of its own: it is moved to each."""
+    stamps = []
+    for at in (before, version):
+        probe.checkout(at)
+        stamps.append({name for name in _STAMP_NOTES if stamped(probe, name)})
+    notes = [_STAMP_NOTES[n][0] for n in sorted(stamps[1] - stamps[0])]
+    notes += [_STAMP_NOTES[n][1] for n in sorted(stamps[0] - stamps[1])]
+    return "; ".join(notes)
+
+
 def stamped(table: lancedb.table.Table, name: str) -> bool:
     """Whether `table` records that table `name` was made (`stamp_made`)."""
     metadata = table.schema.field("id").metadata or {}

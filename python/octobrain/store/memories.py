@@ -92,6 +92,7 @@ class StoreVersion:
     version: int
     timestamp: datetime
     rows: int
+    note: str = ""  # what a commit that changed no row did (`manifest.stamp_note`)
 
 
 def io_failure(path: object, exc: BaseException, done: str = "nothing was changed") -> str:
@@ -951,15 +952,27 @@ class MemoryStore:
 
     def history(self, limit: int = 20) -> list[StoreVersion]:
         """The newest `limit` kept versions of the memories table, newest first."""
-        versions = sorted(self.memories.list_versions(), key=lambda v: -int(v["version"]))
-        return [
-            StoreVersion(
-                int(v["version"]),
-                v["timestamp"].astimezone(timezone.utc),  # LanceDB's is naive local time
-                int(v["metadata"].get("total_rows", 0)),
+        versions = sorted(self.memories.list_versions(), key=lambda v: int(v["version"]))
+        probe = None
+        shown = []
+        for at in range(len(versions) - 1, max(len(versions) - limit, 0) - 1, -1):
+            v, note = versions[at], ""
+            # A commit whose data files are the ones before it changed no row: a stamp of a
+            # table made later (`manifest.STAMPED_ON`) or an index, said in words when a stamp.
+            if at and v["metadata"] == versions[at - 1]["metadata"]:
+                probe = probe or self.open_memories_unchecked()
+                note = manifest.stamp_note(
+                    probe, int(versions[at - 1]["version"]), int(v["version"])
+                )
+            shown.append(
+                StoreVersion(
+                    int(v["version"]),
+                    v["timestamp"].astimezone(timezone.utc),  # LanceDB's is naive local time
+                    int(v["metadata"].get("total_rows", 0)),
+                    note,
+                )
             )
-            for v in versions[:limit]
-        ]
+        return shown
 
     def restore(self, version: int, settle: Callable[[], object] | None = None) -> StoreVersion:
         """Bring the whole store back to how it was at `version` of the memories table, as new
