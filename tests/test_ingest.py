@@ -20,7 +20,7 @@ from mcp import Client
 from octobrain.config import Config, EmbeddingConfig, MemoryConfig
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.memory.brain import Brain
-from octobrain.memory.conversation import parse_text, read_conversations
+from octobrain.memory.conversation import parse_chat, parse_text, read_conversations
 from octobrain.memory.corpus_io import LIGHT_COLUMNS, texts_of
 from octobrain.memory.transfer import reembed
 from octobrain.models import RelationshipType, utcnow
@@ -383,6 +383,17 @@ def test_secrets_are_screened_like_memorize(tmp_path: Path) -> None:
 def test_bad_transcripts_name_the_field(text: str, fmt: str, rule: str) -> None:
     with pytest.raises(InvalidInput, match=rule):
         parse_text(text, fmt)
+
+
+def test_a_turn_time_given_empty_is_not_known_as_the_schema_says() -> None:
+    # Kept as absent on purpose (a time is data, not a filter: nothing is widened by it), so
+    # the ingest tool's schema says so.
+    from octobrain.server.schemas import INGEST
+
+    conversation = parse_chat([{"speaker": "A", "text": "hi", "time": ""}])
+    assert conversation.turns[0].time is None
+    turn = INGEST.properties["turns"]["items"]["properties"]
+    assert '"" or left out when not known' in turn["time"]["description"]
 
 
 def test_a_turn_given_twice_is_one_turn() -> None:

@@ -354,6 +354,12 @@ BAD = [
     ),
     ("knowledge", {}, "command: required"),
     ("knowledge", {"command": "index"}, "command: must be one of search"),
+    (
+        "knowledge",
+        {"command": "search", "query": "token bucket", "source": ""},
+        "source: must name a file or an http(s) URL (leave it out for every source), got ''",
+    ),
+    ("knowledge", {"command": "match", "pattern": "token", "source": ""}, "source: must name a"),
 ]
 
 

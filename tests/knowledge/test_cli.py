@@ -134,6 +134,9 @@ def test_bad_input_is_one_line_and_exit_2(workdir: Path) -> None:
         (("match", "a{9999}{9999}"), "error: pattern: invalid regular expression: Compiled"),
         (("delete", "missing"), "error: key: no stored note 'missing'"),
         (("search", "x"), "error: query: "),
+        # An empty --source meant some source: it was taken for every one.
+        (("search", "rollback steps", "--source", ""), "error: source: must name a file or an"),
+        (("match", "rollback", "--source", " "), "error: source: must name a file or an http"),
     ]:
         result = run(*args)
         assert result.exit_code == 2, args

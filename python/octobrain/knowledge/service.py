@@ -394,8 +394,14 @@ class Knowledge:
         return SearchResult(query, hits, self.scope, report, empty)
 
     def _restrict(self, source: str | None) -> tuple[IndexReport | None, set[str] | None]:
-        if source is None or not str(source).strip():
+        if source is None:
             return None, None
+        if not str(source).strip():  # meant some source: not taken for every one
+            raise InvalidInput(
+                "source",
+                "must name a file or an http(s) URL (leave it out for every source), "
+                f"got {source!r}",
+            )
         ref = self._ref(source)
         report = None
         if ref.kind is not SourceKind.STORED:

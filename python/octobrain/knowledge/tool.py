@@ -43,7 +43,7 @@ def _arg(arguments: Mapping[str, Any], name: str, command: str) -> str:
 
 def _optional(arguments: Mapping[str, Any], name: str) -> str | None:
     value = arguments.get(name)
-    if value is None or value == "":
+    if value is None:
         return None
     if not isinstance(value, str):
         raise InvalidInput(name, f"must be a string, got {type(value).__name__}")

@@ -408,7 +408,7 @@ INGEST = ToolSpec(
                 "properties": {
                     "speaker": _str("Who said it.", 1, SPEAKER_CHARS),
                     "text": _str("What was said.", None, CONTENT_BYTES[1]),
-                    "time": _str("When it was said (ISO-8601)."),
+                    "time": _str('When it was said (ISO-8601); "" or left out when not known.'),
                     "session": _str(
                         "Session label; without it a new session starts after 4 hours of silence.",
                         1,
