@@ -15,12 +15,15 @@
 //!
 //! A min or mean of cosines that are all below the cutoff is below it, so only pairs above the
 //! cutoff can ever drive a merge. The Gram matrix is therefore computed in row blocks and only
-//! those pairs are kept: memory is O(n·d + candidate pairs), never O(n²) unless most pairs are
-//! similar. The merge loop (`cluster/sparse.rs`) keeps each cluster's best merge and a lazy heap
-//! of those bests, so a merge costs the merged cluster's neighbours plus the neighbours whose
-//! best it was: the sparse case (10k × 384 with ~8k pairs) is dominated by the GEMM, and the
-//! dense one (2k near-copies of one row, every pair similar) is O(n²) hash-map work rather than
-//! O(n² log n) heap pops. Average linkage of larger clusters is exact from cluster sum vectors:
+//! those pairs are kept. Two merge loops make the same merges, ties included:
+//! - sparse (`cluster/sparse.rs`): each cluster's links in a hash map of its neighbours, each
+//!   cluster's best merge, and a lazy heap of those bests; memory is O(n·d + candidate pairs)
+//!   and the 10k × 384 case with ~8k pairs is dominated by the GEMM;
+//! - dense (`cluster/dense.rs`), once one pair in `DENSE_SHARE` is a candidate (2k near-copies
+//!   of one row: every pair): the links in one condensed n×n matrix, as the hash maps would
+//!   take more memory and time there.
+//!
+//! Average linkage of larger clusters is exact from cluster sum vectors:
 //! `sum_{a∈A, b∈B} a·b = (Σa)·(Σb)`.
 
 use std::cmp::Ordering;
@@ -31,6 +34,7 @@ use rayon::prelude::*;
 
 use crate::error::{CoreError, CoreResult};
 
+mod dense;
 mod sparse;
 
 /// Tolerance below the threshold that still counts as meeting it (f32 rounding of unit vectors).
@@ -38,6 +42,8 @@ pub const TIE_EPS: f64 = 1e-5;
 /// Rows per parallel Gram block, and columns per GEMM tile (bounds the scratch to 4 MiB).
 const ROW_BLOCK: usize = 256;
 const COL_TILE: usize = 4096;
+/// See [`is_dense`].
+const DENSE_SHARE: usize = 8;
 
 /// How the similarity of two clusters is derived from their rows' cosines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,10 +107,23 @@ pub fn cosine_clusters(
     }
     let cutoff = threshold - TIE_EPS;
     let pairs = candidate_pairs(&vectors, n, d, cutoff);
-    let mut agg = sparse::Agglomerator::new(&vectors, n, d, linkage, cutoff, &pairs);
-    agg.run();
-    let members = agg.into_members();
+    let members = if is_dense(n, pairs.len()) {
+        let mut agg = dense::Agglomerator::new(&vectors, n, d, linkage, cutoff, &pairs);
+        agg.run();
+        agg.into_members()
+    } else {
+        let mut agg = sparse::Agglomerator::new(&vectors, n, d, linkage, cutoff, &pairs);
+        agg.run();
+        agg.into_members()
+    };
     Ok(into_clusters(members, min_cluster_size))
+}
+
+/// Whether the merge loop keeps every pair's link in one matrix (8 bytes a pair of rows) rather
+/// than in hash maps (~40 bytes an entry, two a candidate pair): from one candidate in
+/// `DENSE_SHARE` pairs on, the matrix is the smaller, and (2,048 rows, at 1 in 8) the faster.
+fn is_dense(n: usize, candidates: usize) -> bool {
+    candidates.saturating_mul(DENSE_SHARE) >= n * n.saturating_sub(1) / 2
 }
 
 fn normalise_rows(x: &mut [f32], d: usize) -> CoreResult<()> {
@@ -270,6 +289,36 @@ mod tests {
         let got = run(&x, n, 0.95, 2, Linkage::Complete);
         let want: Vec<Vec<u32>> = (0..n as u32 / 2).map(|k| vec![2 * k, 2 * k + 1]).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn dense_and_sparse_loops_merge_alike() {
+        // Rows of small integers: many exactly tied merges, and thresholds at which most pairs
+        // are candidates. Both loops must merge the same clusters in the same order.
+        let mut state = 7u64;
+        let mut next = |bound: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % bound
+        };
+        for case in 0..400 {
+            let n = 2 + next(60) as usize;
+            let d = 2 + next(5) as usize;
+            let mut x: Vec<f32> = (0..n * d).map(|_| next(3) as f32).collect();
+            for row in x.chunks_exact_mut(d) {
+                row[0] += 1.0; // no zero rows
+            }
+            normalise_rows(&mut x, d).unwrap();
+            let cutoff = [0.0, 0.5, 0.7, 0.9][case % 4] - TIE_EPS;
+            let linkage = [Linkage::Complete, Linkage::Average][case / 4 % 2];
+            let pairs = candidate_pairs(&x, n, d, cutoff);
+            let mut sparse = sparse::Agglomerator::new(&x, n, d, linkage, cutoff, &pairs);
+            sparse.run();
+            let mut dense = dense::Agglomerator::new(&x, n, d, linkage, cutoff, &pairs);
+            dense.run();
+            assert_eq!(sparse.into_members(), dense.into_members(), "case {case}");
+        }
     }
 
     #[test]
