@@ -199,6 +199,11 @@ def test_writers_on_separate_machines_lose_nothing(
     assert set(reader.get(shared.id).related_files) == files  # every concurrent edit survived
     for mid, marker in acknowledged.items():
         assert mid in {h.memory.id for h in reader.remember(marker, min_relevance=0.0).hits}
+    if commit_store == "conditional-put":
+        # Each writer recorded the version it committed, in turn: the last is the newest.
+        location = StoreLocation(uri, machine.options)
+        newest = int(location.connect().open_table("memories").version)
+        assert location.high_water.recorded("memories") == newest
 
 
 def test_an_edit_starts_from_the_latest_commit_even_when_reads_may_lag(machine: S3) -> None:
@@ -530,6 +535,11 @@ def test_migrate_copies_a_local_store_to_s3_and_back(machine: S3, tmp_path: Path
         related_to=[{"target_id": first.id, "relationship_type": "extends"}],
     )
     uri = f"s3://{machine.bucket()}/octobrain"
+    import obstore
+
+    # A store deleted here but for its record of versions, far above the copy's.
+    leftover = StoreLocation(uri, machine.options)
+    obstore.put(leftover.objects(), MARKS, json.dumps({"memories": 99}).encode())
     env = {
         "OCTOBRAIN_STORAGE_URI": str(local),
         "OCTOBRAIN_STORAGE_OPTIONS": ",".join(f"{k}={v}" for k, v in machine.options.items()),
@@ -646,3 +656,179 @@ def test_migrate_refuses_a_damaged_store_instead_of_copying_what_it_reads(tmp_pa
     with pytest.raises(StorageError, match=r"is damaged: relationships: .*nothing was copied"):
         migrate(StoreLocation(str(source)), target)
     assert not (tmp_path / "there").exists() or not list((tmp_path / "there").glob("*.lance"))
+
+
+MARKS = "_octobrain/versions.json"  # the store's record of each table's newest version
+
+
+def _objects(location: StoreLocation, prefix: str) -> list[str]:
+    """The keys under `prefix` of a bucket store."""
+    import obstore
+
+    return [str(m["path"]) for batch in obstore.list(location.objects(), prefix) for m in batch]
+
+
+def _delete_newest_version(location: StoreLocation, table: str) -> None:
+    """Delete a table's newest version manifest from the bucket (a lifecycle rule, a hand)."""
+    import obstore
+
+    keys = _objects(location, f"{table}.lance/_versions/")
+    numbers = {int(k.rsplit("/", 1)[1].split(".")[0]): k for k in keys if k.endswith(".manifest")}
+    # (LanceDB's names count down from 2**64 - 1: the smallest number is the newest version)
+    obstore.delete(location.objects(), numbers[min(numbers)])
+
+
+def _cli_env(s3: S3, uri: str) -> dict[str, str]:
+    return {
+        "OCTOBRAIN_STORAGE_URI": uri,
+        "OCTOBRAIN_STORAGE_OPTIONS": ",".join(f"{k}={v}" for k, v in s3.options.items()),
+        "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
+        "OCTOBRAIN_CONSOLIDATION_SLEEP_ENABLED": "false",
+    }
+
+
+def test_a_deleted_newest_version_in_a_bucket_is_refused_until_put_back_or_accepted(
+    machine: S3,
+) -> None:
+    # Lance leaves no version hint in a bucket: the version before was served (the second
+    # memory gone, `doctor` ok) and the next write buried the loss.
+    from octobrain.store.manifest import TableDamaged
+
+    uri = f"s3://{machine.bucket()}/octobrain"
+    laptop = _brain(machine, uri)
+    laptop.memorize("First", "The first acknowledged memory about deploys.")
+    second, _ = laptop.memorize("Second", "The second acknowledged memory about rate limits.")
+    location = laptop.store.location
+    newest = int(laptop.store.memories.version)
+    _delete_newest_version(location, "memories")
+
+    with pytest.raises(TableDamaged) as refused:
+        _brain(machine, uri).recent()
+    line = str(refused.value)
+    assert "\n" not in line
+    assert f"table 'memories' in {uri} is damaged" in line
+    assert f"version {newest} committed" in line
+    assert f"the newest version that opens is {newest - 1}" in line
+    assert f"delete the object {uri}/_octobrain/versions.json" in line
+    runner = CliRunner()
+    doctor = runner.invoke(main, ["doctor"], env=_cli_env(machine, uri))
+    assert doctor.exit_code == 1
+    assert f"memories: version {newest} committed" in doctor.output
+
+    # Accepting the loss is the one step the line names; the store then opens and writes.
+    import obstore
+
+    obstore.delete(location.objects(), MARKS)
+    desktop = _brain(machine, uri)
+    assert second.id not in {m.id for m in desktop.recent()}
+    desktop.memorize("Third", "A memory written after the loss was accepted.")
+    assert runner.invoke(main, ["doctor"], env=_cli_env(machine, uri)).exit_code == 0
+
+    # A record that is no record guards nothing (no crash), and the next write makes it whole.
+    obstore.put(location.objects(), MARKS, b"\xff not json")
+    _brain(machine, uri).memorize("Fourth", "Written over a garbled record.")
+    assert StoreLocation(uri, machine.options).high_water.recorded("memories") == int(
+        _brain(machine, uri).store.memories.version
+    )
+
+
+def test_team_writes_restores_reembeds_and_recreates_never_look_like_a_lost_version(
+    machine: S3, tmp_path: Path
+) -> None:
+    import obstore
+
+    from octobrain.knowledge import Knowledge
+    from octobrain.memory.transfer import reembed
+
+    uri = f"s3://{machine.bucket()}/octobrain"
+    location = StoreLocation(uri, machine.options)
+    runner = CliRunner()
+
+    def marks() -> dict[str, int]:
+        return dict(json.loads(bytes(obstore.get(location.objects(), MARKS).bytes())))
+
+    def newest(table: str) -> int:
+        return int(location.connect().open_table(table).version)
+
+    def doctor(*args: str) -> int:
+        return runner.invoke(main, ["doctor", *args], env=_cli_env(machine, uri)).exit_code
+
+    laptop, desktop = _brain(machine, uri), _brain(machine, uri)
+    first, _ = laptop.memorize("First", "Deploys go out on Tuesdays.")
+    link = [{"target_id": first.id}]
+    desktop.memorize("Second", "The rate limit is 100 per minute.", related_to=link)
+    laptop.update(first.id, add_files=["deploy.py"])  # (its view lags the desktop's write)
+    doc = tmp_path / "runbook.md"
+    doc.write_text("# Runbook\n\nPromote the replica in eu-west-2 first.\n")
+    Knowledge(SCOPE, config=laptop.config, embedder=get_embedder("hash:64"), uri=uri).index(
+        str(doc)
+    )
+    # Every commit under a lease is recorded, by either lease: the mark is the newest version.
+    tables = ("memories", "relationships", "knowledge_sources", "knowledge_chunks")
+    assert {t: marks()[t] for t in tables} == {t: newest(t) for t in tables}
+
+    laptop.store.restore(laptop.store.history(2)[1].version)  # a new, higher version
+    moved = Brain(SCOPE, config=laptop.config, embedder=get_embedder("hash:32"), uri=uri)
+    assert reembed(moved) == 2  # an overwrite: a new, higher version too
+    assert marks()["memories"] == newest("memories") and doctor() == 0
+
+    # The knowledge tables started over by `doctor --recreate` count from 1 again.
+    _delete_newest_version(location, "knowledge_chunks")
+    assert doctor() == 1
+    assert doctor("--recreate", "knowledge") == 0
+    knowledge = Knowledge(SCOPE, config=laptop.config, embedder=get_embedder("hash:64"), uri=uri)
+    assert knowledge.search("replica").hits == []  # made again, empty, at version 1
+    assert doctor() == 0
+    knowledge.index(str(doc))
+    assert marks()["knowledge_chunks"] == newest("knowledge_chunks") and doctor() == 0
+
+    # The whole prefix deleted and the store made again: a mark that is gone guards nothing.
+    for key in _objects(location, ""):
+        obstore.delete(location.objects(), key)
+    again = Brain(SCOPE, config=laptop.config, embedder=get_embedder("hash:64"), uri=uri)
+    again.memorize("Fresh", "A store made again at the same place.")
+    assert marks()["memories"] == newest("memories") and doctor() == 0
+
+
+def test_s3_ddb_keeps_no_mark_of_its_own(machine: S3) -> None:
+    # Its DynamoDB table names the newest version already: a lost manifest fails the open.
+    bucket = machine.bucket()
+    uri = f"s3+ddb://{bucket}/octobrain?ddbTableName={machine.commit_table()}"
+    brain = _brain(machine, uri, dynamodb_endpoint=machine.endpoint)
+    brain.memorize("First", "Deploys go out on Tuesdays.")
+    assert MARKS not in _objects(StoreLocation(f"s3://{bucket}/octobrain", machine.options), "")
+
+
+def test_the_version_record_costs_one_get_per_open_and_one_put_per_write(
+    machine: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import obstore
+
+    uri = f"s3://{machine.bucket()}/octobrain"
+    first, _ = _brain(machine, uri).memorize("First", "Deploys go out on Tuesdays.")
+    calls: list[tuple[str, str]] = []
+
+    def counted(method: str, real: Any) -> Any:
+        def call(store: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+            calls.append((method, path))
+            return real(store, path, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(obstore, "get", counted("GET", obstore.get))
+    monkeypatch.setattr(obstore, "put", counted("PUT", obstore.put))
+
+    def record() -> list[str]:
+        return [method for method, path in calls if path == MARKS]
+
+    brain = _brain(machine, uri)
+    assert [m.id for m in brain.recent()] == [first.id]
+    assert record() == ["GET"]  # both tables checked by one read
+    brain.memorize("Second", "The rate limit is 100 per minute.")
+    brain.update(first.id, add_files=["deploy.py"])
+    assert record() == ["GET", "PUT", "PUT"]  # one per write, after its commit
+
+    calls.clear()
+    local = Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=tmp_path / "db")
+    local.memorize("Local", "A store on this machine's disk.")
+    assert local.recent() and calls == []

@@ -60,6 +60,7 @@ def record(store: MemoryStore, turns: Sequence[tuple[str, str]]) -> None:
     rows = [{"id": i, "scope": s, "forgotten_at": now} for i, s in turns if i not in held]
     if rows:
         table.add(pa.Table.from_pylist(rows, schema=forgotten_schema()))
+        store.wrote(table)
 
 
 def among(store: MemoryStore, ids: Sequence[str]) -> set[str]:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from octobrain.errors import StorageError
+from octobrain.store.highwater import HighWater
 
 if TYPE_CHECKING:
     import lancedb
@@ -288,6 +289,9 @@ class StoreLocation:
         self._objects: Any = None  # the obstore handle, made on first use
         self._locks: dict[str, _Lease] = {}
         self._guard = threading.Lock()
+        # The newest version of each table committed here (a bucket's stand-in for the
+        # version hint Lance leaves on a local disk).
+        self.high_water = HighWater(self)
 
     @classmethod
     def from_config(cls, config: Config, uri: str | Path) -> StoreLocation:

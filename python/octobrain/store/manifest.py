@@ -143,8 +143,11 @@ def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table)
     above the newest version that opens means a committed manifest file is gone: opening
     would silently serve (and the next write would bury) the store as it was before those
     writes. A commit killed before its manifest leaves no hint, so it is not taken for this.
-    Only a local store has the file to read.
+    On a bucket Lance writes no hint: octobrain's own record of the versions committed under
+    the write lease stands in for it (`highwater`).
     """
+    if location.path is None:
+        return _lost_on_bucket(location, name, table)
     versions = _versions_dir(location, name)
     if versions is None:
         return None
@@ -161,15 +164,47 @@ def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table)
     opened = int(table.version)
     if committed <= opened:
         return None
-    gone = (
-        f"version {committed}" if committed == opened + 1 else f"versions {opened + 1}–{committed}"
-    )
+    gone = _gone(committed, opened)
     return Problem(
         f"{gone} committed, but the newest version that opens is {opened}: the manifest file "
         f"of {gone} in _versions/ is gone",
         f"put {name}.lance/_versions/ back from a backup; or, to keep the table as of version "
         f"{opened} and lose what was written after it, delete {hint}",
     )
+
+
+def _lost_on_bucket(
+    location: StoreLocation, name: str, table: lancedb.table.Table
+) -> Problem | None:
+    """`lost_version` on an object store, from the versions recorded under the write lease."""
+    marks = location.high_water
+    committed = marks.recorded(name)
+    if committed is None or committed <= int(table.version):
+        return None
+    table.checkout_latest()  # type: ignore[no-untyped-call]
+    opened = int(table.version)
+    if committed <= opened:
+        return None
+    # A cached record may predate the table being dropped and made again (`doctor
+    # --recreate`) by another process: only the record as it is now counts.
+    committed = marks.recorded(name, fresh=True) or 0
+    if committed <= opened:
+        return None
+    gone = _gone(committed, opened)
+    return Problem(
+        f"{gone} committed (recorded in {marks.key}), but the newest version that opens is "
+        f"{opened}: the manifest object of {gone} in {name}.lance/_versions/ is gone",
+        f"bring the deleted object back from the bucket's object versioning; or, to keep the "
+        f"table as of version {opened} and lose what was written after it, delete the object "
+        f"{marks.where()} (the next write records the versions again)",
+    )
+
+
+def _gone(committed: int, opened: int) -> str:
+    """The versions lost between the newest that opens and the newest committed."""
+    if committed == opened + 1:
+        return f"version {committed}"
+    return f"versions {opened + 1}–{committed}"
 
 
 @dataclass(frozen=True)
@@ -246,6 +281,8 @@ def recreate(location: StoreLocation, what: str, damaged: set[str]) -> list[str]
     with location.lock(family, _LOCK_TIMEOUT_S):
         db = location.connect()
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        # Made again, a table counts its versions from 1: its recorded newest goes first.
+        location.high_water.record(dict.fromkeys(tables))
         for name in tables:
             if location.path is not None:
                 folder = location.path / f"{name}.lance"
@@ -344,6 +381,8 @@ def open_or_create(
         # A listed but unopenable directory is a creator killed before its first commit.
         mode = "overwrite" if name in present else "create"
         table = db.create_table(name, schema=make_schema(), mode=mode)
+        # (A mark left by a table of that name before it was lost would be above this one's.)
+        location.high_water.record({name: int(table.version)})
         record(location, name)
     return table
 

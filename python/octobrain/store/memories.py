@@ -246,6 +246,8 @@ class MemoryStore:
         self._tables: list[lancedb.table.Table] = []  # other tables handed out by `open_table`
         self._pinned_tables: dict[str, lancedb.table.Table] = {}  # (`pinned`)
         self._finishing_restore = False  # `restore` opens a store another restore left marked
+        self._held = 0  # how deep this process is in `write_lock` (changed under the lock)
+        self._written: dict[str, int] = {}  # versions committed under it (`wrote`)
 
     def _open_db(self) -> lancedb.DBConnection:
         """Connect and create missing tables; no model check (see `_connect`)."""
@@ -300,6 +302,7 @@ class MemoryStore:
                 if missing:  # another process may have added them while we waited
                     self.check_lease()
                     table.add_columns(missing)
+                    self.wrote(table)
                     log.info("memories: added columns %s", [f.name for f in missing])
         except (OSError, RuntimeError) as exc:
             raise StorageError(io_failure(self.location, exc)) from exc
@@ -348,17 +351,30 @@ class MemoryStore:
                 # Object storage reads may lag by `remote_refresh_ms`; a read-modify-write under
                 # the lock must start from the latest commit.
                 self.location.to_latest(self._memories, self._relationships, *self._tables)
-                if self._memories is not None and schema.missing_columns(self._memories.schema):
-                    self._memories = self._add_missing_columns(self._open_db())
-                if check_model and self._memories is not None:
-                    # Another process may have re-embedded the store since this one opened it:
-                    # a vector of the old model written now would be found by neither model.
-                    self._check_model(self._memories.schema)
-                yield
+                outermost = self._held == 0
+                self._held += 1
+                try:
+                    if self._memories is not None and schema.missing_columns(self._memories.schema):
+                        self._memories = self._add_missing_columns(self._open_db())
+                    if check_model and self._memories is not None:
+                        # Another process may have re-embedded the store since this one opened
+                        # it: a vector of the old model written now would be found by neither.
+                        self._check_model(self._memories.schema)
+                    yield
+                finally:
+                    self._held -= 1
+                    if outermost:  # under the lease still: one request (`highwater`)
+                        written, self._written = self._written, {}
+                        self.location.high_water.record(written)
         except OctobrainError:
             raise
         except (OSError, RuntimeError) as exc:
             raise WriteFailed(self.location, exc) from exc
+
+    def wrote(self, *tables: lancedb.table.Table) -> None:
+        """Call right after a commit to `tables` under `write_lock`: the versions reached are
+        recorded when the lock is let go (`highwater`)."""
+        self.location.high_water.note(self._written, *tables)
 
     def check_lease(self) -> None:
         """Call just before each commit under `write_lock`: on an object store, `LeaseLost`
@@ -409,11 +425,12 @@ class MemoryStore:
         db = self._open_db()
         self._note_changes(everything=True)
         try:
-            db.create_table(MEMORIES, data=data, schema=table_schema, mode="overwrite")
+            made = db.create_table(MEMORIES, data=data, schema=table_schema, mode="overwrite")
         except Exception:
             if lost:
                 raise lost[0] from None
             raise
+        self.wrote(made)  # (an overwrite is a new, higher version)
         self._memories = None
         self._relationships = None
         self._pinned_tables = {}
@@ -636,6 +653,7 @@ class MemoryStore:
         the write again, and a write that had landed would be stored twice."""
         try:
             table.add(rows)
+            self.wrote(table)
         except (OSError, RuntimeError) as exc:
             if not _UNKNOWN_OUTCOME.search(str(exc)):
                 raise
@@ -703,7 +721,9 @@ class MemoryStore:
             self.check_lease()
             merge = self.memories.merge_insert("id")
             merge = merge.when_matched_update_all(where=_fence_where(read))
-            if merge.execute([row]).num_updated_rows != 1:
+            updated = merge.execute([row]).num_updated_rows
+            self.wrote(self.memories)
+            if updated != 1:
                 raise self._changed([read], self._fences_now([read]))
             self._maybe_maintain()
 
@@ -741,6 +761,7 @@ class MemoryStore:
         with self.write_lock():
             self.check_lease()
             self.memories.update(where=where, values=values)
+            self.wrote(self.memories)
             self._maybe_maintain()
 
     def merge_rows(
@@ -775,6 +796,7 @@ class MemoryStore:
             if delete_where is not None:
                 merge = merge.when_not_matched_by_source_delete(delete_where)
             merge.execute(data)
+            self.wrote(self.memories)
             self._maybe_maintain()
 
     def delete_relationships(self, where: str) -> None:
@@ -784,6 +806,7 @@ class MemoryStore:
             self.check_lease()
             self._note_changes(edges=found.to_arrow().column("id").to_pylist())
             self.relationships.delete(where)
+            self.wrote(self.relationships)
 
     def drop_dangling_edges(self) -> int:
         """Delete the edges with an end that is no memory (`store.dangling`; not those made
@@ -802,6 +825,7 @@ class MemoryStore:
                 self.check_lease()
                 self._note_changes(edges=batch)
                 edges.delete(sql_in("id", batch))
+                self.wrote(edges)
         return len(ids)
 
     def made(self, name: str) -> bool:
@@ -847,6 +871,7 @@ class MemoryStore:
                     "last_accessed": f"timestamp {sql_str(now.isoformat())}",
                 },
             )
+            self.wrote(self.memories)
             self._maybe_maintain()
         return int(result.version)
 
@@ -859,11 +884,13 @@ class MemoryStore:
             self.check_lease()
             self._note_changes(ids=ids)
             self.memories.delete(sql_in("id", ids))
+            self.wrote(self.memories)
             deleted = before - self.count()
             try:
                 self.relationships.delete(
                     f"{sql_in('source_id', ids)} OR {sql_in('target_id', ids)}"
                 )
+                self.wrote(self.relationships)
             except (OSError, RuntimeError) as exc:
                 done = (
                     f"{deleted} memories were deleted but not their edges (searches never show "
@@ -909,7 +936,9 @@ class MemoryStore:
                 )
                 self.memories.create_index("embedding", config=ivf)
             self.memories.optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
+            self.wrote(self.memories)
             self.relationships.optimize(cleanup_older_than=self._companion_keep(self.relationships))
+            self.wrote(self.relationships)
 
     def _companion_keep(self, table: lancedb.table.Table) -> timedelta:
         """How far back a companion table's versions are kept: `KEEP_VERSIONS_FOR`, and back to
@@ -1010,6 +1039,7 @@ class MemoryStore:
             # (memorize writes its edges just after its row).
             until = versions[at + 1]["timestamp"] if at + 1 < len(versions) else None
             memories.restore(version)
+            self.wrote(memories)  # (a restore is a new, higher version)
             db = self._open_db()
             present = set(db.list_tables().tables)
             for name in COMPANION_TABLES:
@@ -1022,6 +1052,7 @@ class MemoryStore:
                     table.restore(max(int(v["version"]) for v in earlier))
                 elif not earlier and any(int(v["version"]) == 1 for v in kept):
                     table.restore(1)  # made after that moment: back to as it was made, empty
+                self.wrote(table)
             if settle is not None:
                 settle()
             manifest.mark_restore(self.location, None)

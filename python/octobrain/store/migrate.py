@@ -64,6 +64,7 @@ def migrate(
         _check_source(source)
         names = sorted(src_db.list_tables().tables)
         manifest.mark_migrating(target, str(source), names)  # until the last table is verified
+        versions = {}
         for name in names:
             data = src_db.open_table(name).to_arrow()  # read under the lock: what is copied
             table = dst_db.create_table(name, schema=data.schema)
@@ -73,6 +74,9 @@ def migrate(
                 progress(batch.num_rows)
             _verify(name, data, dst_db.open_table(name).to_arrow(), target)
             copied.append(Copied(name, data.num_rows))
+            versions[name] = int(table.version)
+        # The newest versions (over any record a store deleted here left: `highwater`).
+        target.high_water.record(versions)
         manifest.mark_migrating(target, None, names)
     return copied
 

@@ -1,0 +1,157 @@
+"""The newest version of each table committed to a bucket store, as octobrain recorded it.
+
+On a local disk Lance leaves `_versions/latest_version_hint.json` after each commit, so a lost
+newest version manifest shows (`manifest.lost_version`). On `s3://` (and the other object
+stores) it writes no hint: a deleted newest manifest left the version before it served, and the
+next write buried the loss. So every write under the write lease records the versions it
+committed in one object per store, `_octobrain/versions.json` (`{"memories": 12, ...}`): a
+table whose recorded version is above the newest that opens has lost committed versions.
+
+One object for the whole store, so opening it costs one GET whatever the number of tables (kept
+for `storage.remote_refresh_ms`, as the other bucket reads are). The two write leases ("write",
+"knowledge") both update it, each by compare-and-swap on the ETag it last saw, so neither undoes
+the other's entry. The mark is written after the commit it records, and only from a table
+handle's own version (which moves only on a commit the bucket acknowledged): a crash in between,
+or a lost answer, leaves it below the newest version, which is never taken for damage. A table
+made again counts from 1: `doctor --recreate` drops its entry first, a table made sets it, and
+`migrate` sets those it copied. `restore` and `reembed` are new, higher versions in Lance.
+
+`s3+ddb://` needs none: its DynamoDB commit table already names the version, and a lost
+manifest fails the open there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    import lancedb
+
+    from octobrain.store.location import StoreLocation
+
+log = logging.getLogger(__name__)
+
+MARKS = "versions.json"  # under the store's `_octobrain/`
+_CAS_TRIES = 8  # compare-and-swap attempts before giving up (the mark then stays lower: safe)
+
+
+class HighWater:
+    """The recorded newest versions of one bucket store's tables (see the module docstring).
+    Everything is a no-op on a local store and on `s3+ddb://`."""
+
+    def __init__(self, location: StoreLocation) -> None:
+        self._location = location
+        scheme = urlsplit(location.uri).scheme.lower()
+        self.applies = location.remote and scheme != "s3+ddb"
+        self.key = f"_octobrain/{MARKS}"
+        self._guard = threading.Lock()
+        self._marks: dict[str, int] | None = None  # as last read or written (None: no object)
+        self._etag: str | None = None
+        self._read_at: float | None = None  # `time.monotonic` of the last read or write
+
+    def where(self) -> str:
+        """The mark object's full address, for messages."""
+        return f"{str(self._location).rstrip('/')}/{self.key}"
+
+    def recorded(self, name: str, *, fresh: bool = False) -> int | None:
+        """The version recorded for table `name` (None: none, or not kept here). Read from the
+        bucket at most once per `storage.remote_refresh_ms`, unless `fresh`."""
+        if not self.applies:
+            return None
+        with self._guard:
+            age = None if self._read_at is None else time.monotonic() - self._read_at
+            if fresh or age is None or age > self._location.refresh_s:
+                try:
+                    self._read()
+                except Exception as exc:  # unreachable: the tables' own reads report that
+                    log.warning("could not read %s: %s", self.key, exc)
+                    return None
+            return (self._marks or {}).get(name)
+
+    def note(self, written: dict[str, int], *tables: lancedb.table.Table) -> None:
+        """Note in `written` the version each of `tables` reached with the commit it just made
+        (read at once: right after its own commit a handle knows its version without asking
+        the bucket, a LIST request later). Nothing where no mark is kept."""
+        if not self.applies:
+            return
+        for table in tables:
+            try:
+                version = int(table.version)
+            except Exception as exc:  # never fail a commit that landed: the mark stays lower
+                log.warning("could not read the version %s committed: %s", table.name, exc)
+                continue
+            written[table.name] = max(version, written.get(table.name, 0))
+
+    def record(self, versions: Mapping[str, int | None]) -> None:
+        """Record the versions just committed (None: forget a table's entry, before it is
+        dropped). Call under the write lease, after the commit. Never raises: a mark not
+        written stays lower, which is safe."""
+        if not self.applies or not versions:
+            return
+        with self._guard:
+            try:
+                self._record(versions)
+            except Exception as exc:
+                log.warning("could not record the committed versions in %s: %s", self.key, exc)
+
+    def _record(self, versions: Mapping[str, int | None]) -> None:
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
+
+        if self._read_at is None:
+            self._read()
+        for _ in range(_CAS_TRIES):
+            marks = dict(self._marks or {})
+            for name, version in versions.items():
+                if version is None:
+                    marks.pop(name, None)
+                else:
+                    marks[name] = int(version)
+            if self._marks is not None and marks == self._marks:
+                return
+            mode: Any = "create" if self._etag is None else {"e_tag": self._etag}
+            data = json.dumps(marks, sort_keys=True).encode()
+            try:
+                put = obstore.put(self._location.objects(), self.key, data, mode=mode)
+            except (AlreadyExistsError, PreconditionError, NotFoundError, FileNotFoundError):
+                self._read()  # another writer's update (or a reset) came between: merge again
+                continue
+            self._marks, self._etag = marks, put["e_tag"]
+            self._read_at = time.monotonic()
+            return
+        log.warning("gave up recording the committed versions in %s (contended)", self.key)
+
+    def _read(self) -> None:
+        import obstore
+
+        try:
+            got = obstore.get(self._location.objects(), self.key)
+            raw = bytes(got.bytes())
+            etag = str(got.meta["e_tag"])
+        except FileNotFoundError:
+            self._marks, self._etag = None, None
+        else:
+            self._marks, self._etag = _parse(raw), etag
+        self._read_at = time.monotonic()
+
+
+def _parse(raw: bytes) -> dict[str, int]:
+    """The table → version entries of a mark object; anything else in it is ignored (an object
+    that is no mark guards nothing, and the next commit writes it again whole)."""
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(record, dict):
+        return {}
+    return {
+        str(name): version
+        for name, version in record.items()
+        if isinstance(version, int) and not isinstance(version, bool) and version > 0
+    }
