@@ -226,3 +226,29 @@ def test_a_tag_with_thousands_of_attributes_is_read_without_a_tree(
     )
     doc = extract(read_file(parse_source(str(path)), 1 << 20), 1 << 20)
     assert doc.title == "Crowded" and doc.text.split() == ["first", "second", "paragraph"]
+
+
+def test_a_page_of_too_many_elements_is_read_whole_without_readability(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Readability cleans each element in Python three times and scores it twice: a 4 MB page
+    # of 500,000 `<p>` took 16–31 s. Past `ARTICLE_ELEMENTS` it is read as when it gives up.
+    import readability
+
+    looked: list[str] = []
+
+    def article(markup: str, *args: Any, **kwargs: Any) -> Any:
+        looked.append(markup)
+        raise AssertionError("readability looked for the article of a 200,005-element page")
+
+    monkeypatch.setattr(readability, "Document", article)
+    path = tmp_path / "many.html"
+    cells = "".join(f"<p>{i}</p>" for i in range(200_000))  # and html, head, title, body, nav
+    path.write_text(
+        f"<html><head><title>Many</title></head><body><nav>Menu</nav>{cells}</body></html>"
+    )
+    doc = extract(read_file(parse_source(str(path)), 8 << 20), 8 << 20)
+    assert not looked
+    assert doc.title == "Many"
+    # The whole body, chrome left out (with the head's title, as the body read whole has it).
+    assert doc.text.split("\n\n") == ["Many", *(str(i) for i in range(200_000))]
