@@ -832,3 +832,57 @@ def test_the_version_record_costs_one_get_per_open_and_one_put_per_write(
     local = Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=tmp_path / "db")
     local.memorize("Local", "A store on this machine's disk.")
     assert local.recent() and calls == []
+
+
+def test_a_holder_whose_lease_was_taken_over_records_no_version_above_the_table(
+    machine: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The laptop committed, then paused past its lease before recording the version; the
+    # desktop took the lease over and started the knowledge tables over (`doctor --recreate`,
+    # versions from 1). Resumed, the laptop's record must not put its old, higher version
+    # over the new tables': a healthy store would be refused as having lost versions.
+    import obstore
+
+    from octobrain.knowledge import Knowledge
+
+    uri = f"s3://{machine.bucket()}/octobrain"
+    config = _brain(machine, uri).config
+    laptop = Knowledge(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
+    for n in range(4):  # the laptop's chunks reach a version well above a new table's
+        doc = tmp_path / f"note{n}.md"
+        doc.write_text(f"# Note {n}\n\nPromote the replica in region {n} first.\n")
+        laptop.index(str(doc))
+    location = laptop.kstore.location
+    high_water = location.high_water
+    real_record, real_elapsed = high_water.record, location_module._elapsed
+    runner = CliRunner()
+
+    def paused_then_resumed(versions: Any) -> None:
+        high_water.record = real_record  # type: ignore[method-assign]
+        # Paused past the lease's time: the desktop finds it long dead and takes it over.
+        monkeypatch.setattr(location_module, "_elapsed", lambda: real_elapsed() + LEASE_TTL_S + 1)
+        dead = {"holder": "laptop:1:paused", "expires": time.time() - 3600}
+        obstore.put(
+            location.objects(), "_octobrain/locks/knowledge.json", json.dumps(dead).encode()
+        )
+        # The damage the desktop repairs: versions the laptop recorded before are gone.
+        recorded = StoreLocation(uri, machine.options).high_water.recorded("knowledge_chunks")
+        while int(location.connect().open_table("knowledge_chunks").version) >= (recorded or 0):
+            _delete_newest_version(location, "knowledge_chunks")
+        env = _cli_env(machine, uri)
+        done = runner.invoke(main, ["doctor", "--recreate", "knowledge"], env=env)
+        assert done.exit_code == 0, done.output
+        desktop = Knowledge(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
+        desktop.index(str(tmp_path / "note0.md"))
+        real_record(versions)  # the laptop resumes where it paused
+
+    high_water.record = paused_then_resumed  # type: ignore[method-assign]
+    doc = tmp_path / "late.md"
+    doc.write_text("# Late\n\nWritten just before the laptop's lid closed.\n")
+    laptop.index(str(doc))
+    monkeypatch.setattr(location_module, "_elapsed", real_elapsed)
+
+    doctor = runner.invoke(main, ["doctor"], env=_cli_env(machine, uri))
+    assert doctor.exit_code == 0, doctor.output
+    fresh = Knowledge(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
+    assert [h.title for h in fresh.search("replica").hits]  # opens, not refused as damaged

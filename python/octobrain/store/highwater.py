@@ -12,7 +12,8 @@ for `storage.remote_refresh_ms`, as the other bucket reads are). The two write l
 "knowledge") both update it, each by compare-and-swap on the ETag it last saw, so neither undoes
 the other's entry. The mark is written after the commit it records, and only from a table
 handle's own version (which moves only on a commit the bucket acknowledged): a crash in between,
-or a lost answer, leaves it below the newest version, which is never taken for damage. A table
+or a lost answer, leaves it below the newest version, which is never taken for damage; a holder
+whose lease may be lost puts nothing (the new holder may have made the table again). A table
 made again counts from 1: `doctor --recreate` drops its entry first, a table made sets it, and
 `migrate` sets those it copied. `restore` and `reembed` are new, higher versions in Lance.
 
@@ -90,13 +91,18 @@ class HighWater:
 
     def record(self, versions: Mapping[str, int | None]) -> None:
         """Record the versions just committed (None: forget a table's entry, before it is
-        dropped). Call under the write lease, after the commit. Never raises: a mark not
-        written stays lower, which is safe."""
+        dropped). Call under the write lease, after the commit; nothing is put once the lease
+        may be lost (`StoreLocation.check_held`). Never raises: a mark not written stays lower,
+        which is safe."""
+        from octobrain.store.location import LeaseLost
+
         if not self.applies or not versions:
             return
         with self._guard:
             try:
                 self._record(versions)
+            except LeaseLost:  # its new holder may have made the table again, from version 1
+                log.warning("did not record the committed versions in %s: lease lost", self.key)
             except Exception as exc:
                 log.warning("could not record the committed versions in %s: %s", self.key, exc)
 
@@ -115,6 +121,9 @@ class HighWater:
                     marks[name] = int(version)
             if self._marks is not None and marks == self._marks:
                 return
+            # Only while the lease holds: a holder paused past it would put its versions over
+            # those of a table its new holder made again (`doctor --recreate`), far above them.
+            self._location.check_held()
             mode: Any = "create" if self._etag is None else {"e_tag": self._etag}
             data = json.dumps(marks, sort_keys=True).encode()
             try:
