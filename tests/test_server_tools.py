@@ -532,3 +532,25 @@ def test_stored_text_cannot_forge_the_lines_of_an_answer(tmp_path: Path) -> None
             assert not [line for line in text.splitlines() if line.startswith("- **Push")], text
 
     run(again)
+
+
+def test_the_schemas_refuse_the_empty_bounds_and_source_the_server_refuses(tmp_path: Path) -> None:
+    # `created_after: ""` and a knowledge `source: ""` are tool errors, not "no bound" / "every
+    # source": a client that checks its arguments against the published schema learns it
+    # before it calls, and one that leaves the field out is still valid.
+    from jsonschema import Draft202012Validator
+
+    tools = {
+        t["name"]: t["inputSchema"]
+        for t in _listing(server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A))
+    }
+
+    def valid(tool: str, **arguments: Any) -> bool:
+        return Draft202012Validator(tools[tool]).is_valid(arguments)
+
+    assert valid("remember", query="rate limits")
+    assert valid("remember", query="rate limits", created_after="2026-05-01")
+    assert not valid("remember", query="rate limits", created_after="")
+    assert not valid("remember", query="rate limits", created_before="")
+    assert valid("knowledge", command="search", query="token bucket")
+    assert not valid("knowledge", command="search", query="token bucket", source="")

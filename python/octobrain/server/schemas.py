@@ -255,9 +255,10 @@ REMEMBER = ToolSpec(
         },
         "tags": _str_list("Only memories having any of these tags.", MAX_TAGS, TAG_CHARS),
         "related_files": _str_list("Only memories about any of these files.", MAX_FILES),
-        "created_after": _str("Only memories created at or after this time (ISO-8601)."),
+        # ("" is refused, not taken for no bound: leave the field out for that.)
+        "created_after": _str("Only memories created at or after this time (ISO-8601).", 1),
         "created_before": _str(
-            "Only memories created before this time (ISO-8601; a bare date includes the day)."
+            "Only memories created before this time (ISO-8601; a bare date includes the day).", 1
         ),
         "min_relevance": {
             "type": "number",
@@ -355,7 +356,7 @@ KNOWLEDGE = ToolSpec(
         "query": _utf8(
             "search: what to look for (3–500 bytes of UTF-8).", QUERY_BYTES[0], QUERY_BYTES[1]
         ),
-        "source": _str("A single file path or http(s) URL."),
+        "source": _str("A single file path or http(s) URL.", 1),
         "pattern": _str("match: a regular expression."),
         "from_line": {
             "type": "integer",
