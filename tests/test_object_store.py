@@ -886,3 +886,44 @@ def test_a_holder_whose_lease_was_taken_over_records_no_version_above_the_table(
     assert doctor.exit_code == 0, doctor.output
     fresh = Knowledge(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
     assert [h.title for h in fresh.search("replica").hits]  # opens, not refused as damaged
+
+
+def test_a_process_open_since_before_a_version_was_deleted_does_not_bury_it(
+    machine: S3, tmp_path: Path
+) -> None:
+    # An MCP server stays open all day. Its next write moved its handles to the newest
+    # version that opens, the one before the deleted one, and committed in the lost
+    # version's place: the loss was buried, and no open ever noticed it.
+    from octobrain.knowledge import Knowledge
+    from octobrain.store.manifest import TableDamaged
+
+    uri = f"s3://{machine.bucket()}/octobrain"
+    server = _brain(machine, uri)
+    server.memorize("First", "The first acknowledged memory about deploys.")
+    second, _ = server.memorize("Second", "The second acknowledged memory about rate limits.")
+    doc = tmp_path / "runbook.md"
+    doc.write_text("# Runbook\n\nPromote the replica in eu-west-2 first.\n")
+    knowledge = Knowledge(SCOPE, config=server.config, embedder=get_embedder("hash:64"), uri=uri)
+    knowledge.index(str(doc))
+    location = server.store.location
+    _delete_newest_version(location, "memories")
+    _delete_newest_version(location, "knowledge_sources")
+
+    with pytest.raises(
+        TableDamaged, match=r"table 'memories' .* is damaged or missing \(version \d+ committed"
+    ):
+        server.memorize("Third", "Written by the server after the loss.")
+    doc.write_text("# Runbook\n\nPromote the replica in eu-west-1 first.\n")
+    with pytest.raises(TableDamaged, match=r"table 'knowledge_sources' .* is damaged"):
+        knowledge.index(str(doc))
+    # Still there to be noticed by every open (not buried), and the way back still works.
+    with pytest.raises(TableDamaged, match="table 'memories'"):
+        _brain(machine, uri).recent()
+    assert CliRunner().invoke(main, ["doctor"], env=_cli_env(machine, uri)).exit_code == 1
+    # Once the loss is accepted, the same process writes on (its last known record is gone).
+    import obstore
+
+    obstore.delete(location.objects(), MARKS)
+    third, _ = server.memorize("Third", "Written after the loss was accepted.")
+    assert [m.id for m in _brain(machine, uri).recent()][:1] == [third.id]
+    assert second.id not in {m.id for m in _brain(machine, uri).recent()}

@@ -152,6 +152,7 @@ class KnowledgeStore:
         try:
             with self._lock:
                 self.location.to_latest(self._sources, self._chunks)  # see MemoryStore.write_lock
+                manifest.check_before_write(self.location, self._sources, self._chunks)
                 outermost = self._held == 0
                 self._held += 1
                 try:

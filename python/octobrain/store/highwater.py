@@ -75,6 +75,14 @@ class HighWater:
                     return None
             return (self._marks or {}).get(name)
 
+    def last_known(self, name: str) -> int | None:
+        """The version for table `name` as this process last read or wrote it, without asking
+        the bucket (None: none, or not kept here)."""
+        if not self.applies:
+            return None
+        with self._guard:
+            return (self._marks or {}).get(name)
+
     def note(self, written: dict[str, int], *tables: lancedb.table.Table) -> None:
         """Note in `written` the version each of `tables` reached with the commit it just made
         (read at once: right after its own commit a handle knows its version without asking

@@ -222,6 +222,21 @@ def check_versions(location: StoreLocation, name: str, table: lancedb.table.Tabl
         raise TableDamaged(location, name, lost.reason, lost.repair)
 
 
+def check_before_write(location: StoreLocation, *tables: lancedb.table.Table | None) -> None:
+    """Refuse (`TableDamaged`) a write, on a bucket, to a table whose newest version was deleted
+    since this process opened it: moved to its latest, the handle is at the version before,
+    and the commit would take the lost one's place and bury it. Costs no request unless the
+    version this process last knew recorded is above the table's (`HighWater.last_known`)."""
+    if location.path is not None:
+        return
+    for table in tables:
+        if table is None:
+            continue
+        known = location.high_water.last_known(table.name)
+        if known is not None and known > int(table.version):
+            check_versions(location, table.name, table)
+
+
 def recorded(location: StoreLocation) -> set[str] | None:
     """The tables the manifest lists, or None when the store has no manifest yet."""
     record = read(location)

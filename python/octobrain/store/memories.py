@@ -351,6 +351,9 @@ class MemoryStore:
                 # Object storage reads may lag by `remote_refresh_ms`; a read-modify-write under
                 # the lock must start from the latest commit.
                 self.location.to_latest(self._memories, self._relationships, *self._tables)
+                manifest.check_before_write(
+                    self.location, self._memories, self._relationships, *self._tables
+                )
                 outermost = self._held == 0
                 self._held += 1
                 try:
