@@ -933,3 +933,19 @@ def test_export_and_import_keep_a_short_turn_and_its_context(tmp_path: Path) -> 
     assert report.imported == 5
     wow = stored(target)["Wow! How was it?"]
     assert "I joined a pottery class." in wow.context
+
+
+def test_a_jsonl_turn_holding_a_unicode_line_separator_is_read_whole() -> None:
+    # JSON.stringify (a Claude Code transcript) and `ensure_ascii=False` leave U+2028, U+2029
+    # and U+0085 raw inside a string: the file was cut there, refused as "line 1 is not JSON".
+    said = "pasted from a PDF:\u2028first point\u2029second point\x85third"
+    records = [
+        {"type": "user", "uuid": "u1", "message": {"content": said}},
+        {"type": "assistant", "uuid": "u2", "message": {"content": "noted"}},
+    ]
+    text = "\r\n".join(json.dumps(r, ensure_ascii=False) for r in records)
+    [conversation] = parse_text(text, "claude")
+    assert [t.text for t in conversation.turns] == [said, "noted"]
+    bad = text + '\n{"type": "user", "uuid": "u1", "message": {"content": "other"}}'
+    with pytest.raises(InvalidInput, match=r"^line 3\.uuid: duplicate of line 1\.uuid"):
+        parse_text(bad, "claude")

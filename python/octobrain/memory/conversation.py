@@ -144,7 +144,9 @@ def _load(text: str) -> tuple[Any, list[int] | None]:
     records, lines = [], []
     skipped = len(text) - len(text.lstrip())  # the blank lines `strip` took off the top
     first = text[:skipped].count("\n") + 1
-    for number, line in enumerate(stripped.splitlines(), first):
+    # Lines end at "\n" only: `splitlines` also splits at U+2028 and the like, which JSON
+    # writers (JSON.stringify, `ensure_ascii=False`) leave raw inside strings.
+    for number, line in enumerate(stripped.split("\n"), first):
         if not line.strip():
             continue
         try:
