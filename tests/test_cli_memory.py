@@ -97,6 +97,8 @@ def test_an_empty_time_bound_is_refused_not_taken_for_no_bound(env: dict[str, st
         (("--before", ""), f"error: --before: {form}"),
         (("--after", "2026-05-02", "--before", "2026-05-01"), "error: --before: must be later"
          " than --after"),
+        # The value is quoted as given, even one that reads like a field's name.
+        (("--after", "created_before"), f"error: --after: {form[:-2]}'created_before'"),
     ]:  # fmt: skip
         result = run("remember", "token bucket", *args)
         assert (result.exit_code, result.stdout) == (2, ""), (args, result.output)

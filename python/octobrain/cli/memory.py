@@ -128,8 +128,10 @@ def _time_options_named(err: InvalidInput) -> InvalidInput:
     """A refused time bound named by the option given (`--after`), not the field it sets."""
     if err.field not in _TIME_OPTIONS:
         return err
-    rule = re.sub("|".join(_TIME_OPTIONS), lambda m: _TIME_OPTIONS[m[0]], err.rule)
-    return InvalidInput(_TIME_OPTIONS[err.field], rule)
+    # Renamed in the rule's words only: the value quoted after "got" is the user's, as given.
+    words, given, value = err.rule.partition(", got ")
+    words = re.sub("|".join(_TIME_OPTIONS), lambda m: _TIME_OPTIONS[m[0]], words)
+    return InvalidInput(_TIME_OPTIONS[err.field], words + given + value)
 
 
 @memory.command("remember")
