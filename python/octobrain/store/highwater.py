@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from octobrain.errors import StorageError
+
 if TYPE_CHECKING:
     import lancedb
 
@@ -102,15 +104,14 @@ class HighWater:
         dropped). Call under the write lease, after the commit; nothing is put once the lease
         may be lost (`StoreLocation.check_held`). Never raises: a mark not written stays lower,
         which is safe."""
-        from octobrain.store.location import LeaseLost
-
         if not self.applies or not versions:
             return
         with self._guard:
             try:
                 self._record(versions)
-            except LeaseLost:  # its new holder may have made the table again, from version 1
-                log.warning("did not record the committed versions in %s: lease lost", self.key)
+            except StorageError as exc:  # `LeaseLost`: its new holder may have made the table
+                # again, from version 1 (`location` imports this module: named by its base)
+                log.warning("did not record the committed versions in %s: %s", self.key, exc)
             except Exception as exc:
                 log.warning("could not record the committed versions in %s: %s", self.key, exc)
 
