@@ -135,8 +135,9 @@ def test_bad_input_is_one_line_and_exit_2(workdir: Path) -> None:
         (("delete", "missing"), "error: key: no stored note 'missing'"),
         (("search", "x"), "error: query: "),
         # An empty --source meant some source: it was taken for every one.
-        (("search", "rollback steps", "--source", ""), "error: source: must name a file or an"),
-        (("match", "rollback", "--source", " "), "error: source: must name a file or an http"),
+        (("search", "rollback steps", "--source", ""), "error: --source: must name a file or"),
+        (("match", "rollback", "--source", " "), "error: --source: must name a file or an"),
+        (("match", "rollback", "--source", "gone.md"), "error: --source: no such file: "),
     ]:
         result = run(*args)
         assert result.exit_code == 2, args
@@ -177,7 +178,7 @@ def test_a_file_name_or_key_that_is_not_utf8_is_one_line(workdir: Path) -> None:
     for args, field in [
         (("index", name), "source"),
         (("read", name), "source"),
-        (("match", "x", "--source", name), "source"),
+        (("match", "x", "--source", name), "--source"),
         (("store", os.fsdecode(b"k\xff"), "-"), "key"),
     ]:
         result = run(*args, input="A note about the backups.\n")

@@ -32,6 +32,19 @@ SESSION_OPTION = click.option(
 )
 
 
+@contextmanager
+def _source_option() -> Iterator[None]:
+    """A refused `--source` value named by its option, as the other options' errors are."""
+    from octobrain.errors import InvalidInput
+
+    try:
+        yield
+    except InvalidInput as err:
+        if err.field != "source":
+            raise
+        raise InvalidInput("--source", err.rule) from None
+
+
 def _emit(fmt: str, result: Any, text: str) -> None:
     if fmt == "json":
         from octobrain.knowledge.render import to_dict
@@ -114,7 +127,8 @@ def search_cmd(
     from octobrain.knowledge.render import render_search
 
     k = _knowledge(ctx, session_id)
-    result = k.search(query, source=source, limit=limit, min_relevance=min_relevance)
+    with _source_option():
+        result = k.search(query, source=source, limit=limit, min_relevance=min_relevance)
     _emit(fmt, result, render_search(result))
 
 
@@ -168,9 +182,14 @@ def match_cmd(
     """Grep indexed documents with a regular expression (linear time, capped)."""
     from octobrain.knowledge.render import render_match
 
-    report = _knowledge(ctx, session_id).match(
-        pattern, source=source, ignore_case=ignore_case, max_matches=max_matches, context=context
-    )
+    with _source_option():
+        report = _knowledge(ctx, session_id).match(
+            pattern,
+            source=source,
+            ignore_case=ignore_case,
+            max_matches=max_matches,
+            context=context,
+        )
     _emit(fmt, report, render_match(report))
 
 
