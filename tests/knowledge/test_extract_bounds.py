@@ -228,27 +228,62 @@ def test_a_tag_with_thousands_of_attributes_is_read_without_a_tree(
     assert doc.title == "Crowded" and doc.text.split() == ["first", "second", "paragraph"]
 
 
-def test_a_page_of_too_many_elements_is_read_whole_without_readability(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Readability cleans each element in Python three times and scores it twice: a 4 MB page
-    # of 500,000 `<p>` took 16–31 s. Past `ARTICLE_ELEMENTS` it is read as when it gives up.
+@pytest.fixture
+def articles_looked_for(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The pages readability is asked to find the article of (each raises: it must not be)."""
     import readability
 
     looked: list[str] = []
 
     def article(markup: str, *args: Any, **kwargs: Any) -> Any:
         looked.append(markup)
-        raise AssertionError("readability looked for the article of a 200,005-element page")
+        raise AssertionError("readability looked for the article of a page too costly for it")
 
     monkeypatch.setattr(readability, "Document", article)
+    return looked
+
+
+def test_a_page_of_too_many_elements_is_read_whole_without_readability(
+    tmp_path: Path, articles_looked_for: list[str]
+) -> None:
+    # Readability cleans each element in Python three times and scores it twice: a 4 MB page
+    # of 500,000 `<p>` took 16–31 s. Past `ARTICLE_ELEMENTS` it is read as when it gives up.
     path = tmp_path / "many.html"
     cells = "".join(f"<p>{i}</p>" for i in range(200_000))  # and html, head, title, body, nav
     path.write_text(
         f"<html><head><title>Many</title></head><body><nav>Menu</nav>{cells}</body></html>"
     )
     doc = extract(read_file(parse_source(str(path)), 8 << 20), 8 << 20)
-    assert not looked
+    assert not articles_looked_for
     assert doc.title == "Many"
     # The whole body, chrome left out (with the head's title, as the body read whole has it).
     assert doc.text.split("\n\n") == ["Many", *(str(i) for i in range(200_000))]
+
+
+SENTENCE = "Prose of the article, with commas, as readability likes it."
+PROSE = f"<p>{SENTENCE}</p>" * 5
+SHAPES = {
+    # Each took 4-11 s at this size, and grows with its square (readability 0.9).
+    "3,000 sibling blocks holding only an image": "<div><img src='a.png'></div>" * 3_000,
+    "250 nested blocks over 20,000 <p>": "<div>" * 250 + "<p>x</p>" * 20_000 + "</div>" * 250,
+    "20,000 images in one block, text after each": "<div>" + "<img>x" * 20_000 + "</div>",
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_a_page_whose_shape_readability_rereads_is_read_whole(
+    tmp_path: Path, articles_looked_for: list[str], shape: str
+) -> None:
+    # An 84-163 kB page, far under `ARTICLE_ELEMENTS`, held the knowledge lock 4-11 s (50,000
+    # image-only blocks in 1.4 MB: about 48 min); it is read as when readability gives up.
+    path = tmp_path / "shape.html"
+    path.write_text(
+        f"<html><head><title>Shape</title></head><body><nav>Menu</nav><div>{PROSE}"
+        f"{SHAPES[shape]}</div></body></html>"
+    )
+    doc = extract(read_file(parse_source(str(path)), 1 << 20), 1 << 20)
+    assert not articles_looked_for
+    assert doc.title == "Shape"
+    # The whole body, chrome left out (with the head's title, as the body read whole has it).
+    assert doc.text.split("\n\n")[:6] == ["Shape", *[SENTENCE] * 5]
+    assert "Menu" not in doc.text

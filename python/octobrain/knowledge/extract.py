@@ -280,12 +280,12 @@ def _html(markup: str) -> tuple[str, str]:
         # libxml2 stops building the tree 256 elements deep and drops the rest of the page.
         return _flat_html(markup)
     title = _html_title(root)
-    elements = int(root.xpath("count(//*)"))
+    heavy = _too_heavy(root)  # before the chrome goes: readability reads the page as it came
     for bad in root.xpath("|".join(f"//{tag}" for tag in _CHROME)):
         bad.drop_tree()
     full = _html_text(root)
-    if elements > ARTICLE_ELEMENTS:
-        log.info("a page of %d elements: read whole, without looking for its article", elements)
+    if heavy:
+        log.info("%s: read whole, without looking for its article", heavy)
         return title, full
     try:
         readable = Readable(markup)  # text: given bytes, it guesses their encoding itself
@@ -305,6 +305,20 @@ def _html(markup: str) -> tuple[str, str]:
 # 60–75 bytes (the Rust book on one page: 1.9 MB, 25,000), so about 100,000 at `MARKUP_BYTES`;
 # a page with more is read whole, its chrome left out, as when readability gives up.
 ARTICLE_ELEMENTS = 200_000
+
+
+def _too_heavy(root: Any) -> str:
+    """Why readability would take too long on this page ("" when it would not): over
+    `ARTICLE_ELEMENTS` elements, or a shape that adds over `article.ARTICLE_EXTRA_SECONDS`."""
+    from octobrain.knowledge.article import ARTICLE_EXTRA_SECONDS, extra_seconds
+
+    elements = int(root.xpath("count(//*)"))
+    if elements > ARTICLE_ELEMENTS:
+        return f"a page of {elements:,} elements"
+    extra = extra_seconds(root)
+    if extra > ARTICLE_EXTRA_SECONDS:
+        return f"a page whose shape would add about {extra:.0f} s to readability's time"
+    return ""
 
 
 # Attributes one tag may hold before the page is read without a tree: libxml2 and readability
