@@ -123,8 +123,8 @@ def _sections(data: bytes) -> Iterator[_Section]:
 
 
 def _marked_lines(data: bytes) -> Iterator[int]:
-    """Where the first line and every line starting as a fence or a heading may start (after
-    blanks, a fence's backticks or tildes; a `#`) begin. Lines end as
+    """The offsets of the lines that may be a fence (blanks, then ``` or ~~~) or a heading
+    (a `#` first), and of the first line: the only lines `_sections` reads. Lines end as
     `bytes.splitlines` ends them: at "\r\n", "\r" or "\n"."""
     yield 0
     for found in _MARKED.finditer(data):

@@ -350,8 +350,9 @@ def _html_title(root: Any) -> str:
 class _Blocks:
     """Collects block texts: inline text accumulates in `buf`, a block boundary flushes it.
 
-    A page of 500,000 `<p>` is walked twice (the page, then readability's article), so the
-    walk skips what adds nothing: empty texts, and flushes of nothing but whitespace."""
+    A page is walked whole (up to `ARTICLE_ELEMENTS` elements, more when it is read without
+    readability), then readability's article is, so the walk skips what adds nothing: empty
+    texts, and flushes of nothing but whitespace."""
 
     def __init__(self) -> None:
         self.blocks: list[str] = []
