@@ -927,3 +927,35 @@ def test_a_process_open_since_before_a_version_was_deleted_does_not_bury_it(
     third, _ = server.memorize("Third", "Written after the loss was accepted.")
     assert [m.id for m in _brain(machine, uri).recent()][:1] == [third.id]
     assert second.id not in {m.id for m in _brain(machine, uri).recent()}
+
+
+def test_a_process_open_across_another_machines_recreate_of_forgotten_turns_writes_on(
+    machine: S3,
+) -> None:
+    # An MCP server open all day held a handle to `forgotten_turns`. Another machine started
+    # the damaged table over (`doctor --recreate forgotten_turns`, as `doctor` says to): the
+    # server's every write then failed ("cannot write … Not found … check free space and
+    # permissions"), memorize too, until it was restarted.
+    from octobrain.memory.conversation import parse_text
+
+    uri = f"s3://{machine.bucket()}/octobrain"
+    server = _brain(machine, uri)
+    said = ["Deploys go out on Tuesdays.", "The rate limit is 100 a minute.", "Staging is 5433."]
+    chat = "\n".join(json.dumps({"speaker": "user", "text": text}) for text in said)
+    assert server.ingest(parse_text(chat, "chat")).added == 3
+    turns = {m.content: m.id for m in server.recent()}
+    server.forget([turns[said[0]]], confirm=True)
+    server.forget([turns[said[1]]], confirm=True)
+    _delete_newest_version(server.store.location, "forgotten_turns")
+    runner, env = CliRunner(), _cli_env(machine, uri)
+    fixed = runner.invoke(main, ["doctor", "--recreate", "forgotten_turns"], env=env)
+    assert fixed.exit_code == 0 and "ok: nothing is wrong" in fixed.output, fixed.output
+
+    written, _ = server.memorize("Written after", "The server writes on after the recreate.")
+    assert server.forget([turns[said[2]]], confirm=True) == 1
+    assert runner.invoke(main, ["doctor"], env=env).exit_code == 0
+    laptop = _brain(machine, uri)
+    assert written.id in {m.id for m in laptop.recent()}
+    # The turn forgotten after the recreate stays forgotten (the two before went with it).
+    again = laptop.ingest(parse_text(chat, "chat"))
+    assert (again.forgotten, again.added) == (1, 2)

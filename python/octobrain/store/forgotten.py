@@ -16,7 +16,6 @@ forgot a turn has none).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,9 +29,6 @@ if TYPE_CHECKING:
     from octobrain.store.memories import MemoryStore
 
 FORGOTTEN = "forgotten_turns"
-# One handle per store: the store brings each table it opened to its latest commit under the
-# write lock, and keeps every table it was asked to open.
-_TABLES: weakref.WeakKeyDictionary[MemoryStore, Any] = weakref.WeakKeyDictionary()
 
 
 def forgotten_schema() -> pa.Schema:
@@ -73,10 +69,9 @@ def among(store: MemoryStore, ids: Sequence[str]) -> set[str]:
 
 
 def _table(store: MemoryStore) -> Any:
-    table = _TABLES.get(store)
-    if table is None:
-        table = _TABLES[store] = store.open_table(FORGOTTEN, forgotten_schema())
-    return table
+    # One handle per store, kept by the store: brought to its latest commit under the write
+    # lock, and opened again once another process started the table over.
+    return store.open_table(FORGOTTEN, forgotten_schema())
 
 
 def _among(table: Any, ids: Sequence[str]) -> set[str]:

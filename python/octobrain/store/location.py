@@ -328,6 +328,16 @@ class StoreLocation:
                 if table is not None:
                     table.checkout_latest()  # type: ignore[no-untyped-call]
 
+    def table_gone(self, name: str) -> bool:
+        """Whether table `name` has no version left since a handle to it was opened: dropped
+        (`doctor --recreate` on an object store: one LIST) or its directory moved aside."""
+        if self.path is not None:
+            return not (self.path / f"{name}.lance" / "_versions").is_dir()
+        import obstore
+
+        listed = obstore.list(self.objects(), f"{name}.lance/_versions/", chunk_size=1)
+        return not any(batch for batch in listed)
+
     def check_held(self) -> None:
         """Refuse (`LeaseLost`), before a commit, a write whose lease this thread may have lost
         (object stores; a local lock file cannot be lost while its process lives)."""

@@ -243,7 +243,7 @@ class MemoryStore:
         self._memories: lancedb.table.Table | None = None
         self._relationships: lancedb.table.Table | None = None
         self._lock: Any = None  # the store's write lock once connected
-        self._tables: list[lancedb.table.Table] = []  # other tables handed out by `open_table`
+        self._tables: dict[str, lancedb.table.Table] = {}  # other tables, by name (`open_table`)
         self._pinned_tables: dict[str, lancedb.table.Table] = {}  # (`pinned`)
         self._finishing_restore = False  # `restore` opens a store another restore left marked
         self._held = 0  # how deep this process is in `write_lock` (changed under the lock)
@@ -350,9 +350,9 @@ class MemoryStore:
             with self._lock:
                 # Object storage reads may lag by `remote_refresh_ms`; a read-modify-write under
                 # the lock must start from the latest commit.
-                self.location.to_latest(self._memories, self._relationships, *self._tables)
+                self.refresh()
                 manifest.check_before_write(
-                    self.location, self._memories, self._relationships, *self._tables
+                    self.location, self._memories, self._relationships, *self._tables.values()
                 )
                 outermost = self._held == 0
                 self._held += 1
@@ -388,7 +388,21 @@ class MemoryStore:
     def refresh(self) -> None:
         """Move this store's table handles to their latest commit (object stores lag by
         `remote_refresh_ms` otherwise); a pass that reads before it locks starts here."""
-        self.location.to_latest(self._memories, self._relationships, *self._tables)
+        self.location.to_latest(self._memories, self._relationships)
+        for name, table in list(self._tables.items()):
+            # A table started over by another process (`doctor --recreate`) is opened (or
+            # made) again by its next use, instead of every write failing on a handle to
+            # nothing until this process restarts.
+            try:
+                gone = self.location.path is not None and self.location.table_gone(name)
+                if not gone:
+                    self.location.to_latest(table)
+            except (OSError, RuntimeError, ValueError):
+                if not self.location.table_gone(name):
+                    raise
+                gone = True
+            if gone:
+                self._tables.pop(name, None)  # (another thread may have already)
 
     def open_memories_unchecked(self) -> lancedb.table.Table:
         """The memories table whatever model embedded it (for `reembed` only)."""
@@ -846,6 +860,9 @@ class MemoryStore:
         """Open (creating it if this store never did) another table of this database, e.g. the
         consolidation log; created under the write lock so two first runs cannot race, opened
         without it so a read-only store reads it."""
+        table = self._tables.get(name)
+        if table is not None:
+            return table
         db = self._open_db()
         try:
             table = manifest.open_or_create(
@@ -853,7 +870,7 @@ class MemoryStore:
             )
         except (OSError, RuntimeError) as exc:
             raise StorageError(io_failure(self.location, exc)) from exc
-        self._tables.append(table)
+        self._tables[name] = table
         return table
 
     def record_access(self, ids: Sequence[str], now: datetime, *, min_interval: timedelta) -> int:
