@@ -959,3 +959,30 @@ def test_a_process_open_across_another_machines_recreate_of_forgotten_turns_writ
     # The turn forgotten after the recreate stays forgotten (the two before went with it).
     again = laptop.ingest(parse_text(chat, "chat"))
     assert (again.forgotten, again.added) == (1, 2)
+
+
+def test_a_process_open_across_another_machines_recreate_of_knowledge_searches_and_indexes(
+    machine: S3, tmp_path: Path
+) -> None:
+    # An MCP server open all day held handles to the knowledge tables. Another machine started
+    # them over (`doctor --recreate knowledge`, as `doctor` says to): the server's every
+    # search and index failed ("lance error: … Not found: …knowledge_sources.lance/data/…"),
+    # until it was restarted or another process indexed something.
+    from octobrain.knowledge import Knowledge
+
+    uri = f"s3://{machine.bucket()}/octobrain"
+    config = _brain(machine, uri).config
+    server = Knowledge(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
+    doc = tmp_path / "runbook.md"
+    for region in ("eu-west-1", "eu-west-2"):
+        doc.write_text(f"# Runbook\n\nPromote the replica in {region} first.\n")
+        server.index(str(doc))
+    _delete_newest_version(StoreLocation(uri, machine.options), "knowledge_chunks")
+    runner, env = CliRunner(), _cli_env(machine, uri)
+    fixed = runner.invoke(main, ["doctor", "--recreate", "knowledge"], env=env)
+    assert fixed.exit_code == 0 and "ok: nothing is wrong" in fixed.output, fixed.output
+
+    assert server.search("replica").hits == []  # started over, empty
+    server.index(str(doc))
+    assert [h.title for h in server.search("replica").hits] == ["Runbook"]
+    assert runner.invoke(main, ["doctor"], env=env).exit_code == 0

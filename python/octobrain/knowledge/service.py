@@ -8,18 +8,19 @@ URL is older than `outdating_days`, and re-embedded only when its content hash c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from octobrain.config import Config, load_config, resolve_storage_uri
 from octobrain.embed.base import Embedder
 from octobrain.embed.factory import embedder_from_config
 from octobrain.embed.tokens import TokenCounter, input_window
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, StorageError
 from octobrain.kernels.regex_match import TimeLimitExceeded, match_lines
 from octobrain.knowledge.chunk import TooManyChunks, chunk_text
 from octobrain.knowledge.extract import (
@@ -80,6 +81,30 @@ EMBED_BATCH = 64  # chunks per embedding call (the progress bar's step)
 def content_hash(text: str) -> str:
     """SHA-256 of the extracted text: what decides whether a source changed."""
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _reopening(
+    method: Callable[Concatenate[Knowledge, _P], _R],
+) -> Callable[Concatenate[Knowledge, _P], _R]:
+    """Run `method` once more when it failed because another process started the knowledge
+    tables over (`doctor --recreate knowledge`) while this one held them open (an MCP server
+    open all day): its handles pointed at tables that were gone, and every call failed."""
+
+    @functools.wraps(method)
+    def run(self: Knowledge, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except (OSError, RuntimeError, StorageError):
+            if self._store is None or not self._store.started_over():
+                raise
+            self._index = None  # its catch-up read the tables that are gone
+        return method(self, *args, **kwargs)
+
+    return run
 
 
 class Knowledge:
@@ -176,6 +201,7 @@ class Knowledge:
             )
         return read_file(ref, k.max_source_bytes)
 
+    @_reopening
     def read(self, source: str) -> Document:
         """The full extracted text of one source, without indexing it."""
         ref = self._ref(source)
@@ -188,6 +214,7 @@ class Knowledge:
 
     # ---- indexing -------------------------------------------------------------------------
 
+    @_reopening
     def index(
         self,
         source: str,
@@ -259,6 +286,7 @@ class Knowledge:
         self.kstore.replace_source(source_row, chunk_rows)
         return source_row, len(chunk_rows)
 
+    @_reopening
     def index_texts(
         self,
         documents: Sequence[tuple[str, str, str]],
@@ -362,6 +390,7 @@ class Knowledge:
 
     # ---- search and match -----------------------------------------------------------------
 
+    @_reopening
     def search(
         self,
         query: str,
@@ -411,6 +440,7 @@ class Knowledge:
             raise InvalidInput("source", f"no stored note {ref.key!r} in this session")
         return report, ids
 
+    @_reopening
     def match(
         self,
         pattern: str,
@@ -481,6 +511,7 @@ class Knowledge:
             )
         return self.session_id
 
+    @_reopening
     def store(self, key: str, content: str) -> StoredNote:
         """Keep `content` as `stored://<key>`, visible to this session only, until deleted or
         `session_ttl_hours` pass. A key already used in this session must be deleted first."""
@@ -510,6 +541,7 @@ class Knowledge:
         )
         return StoredNote(key, uri, chunks, session)
 
+    @_reopening
     def delete(self, key: str) -> str:
         """Delete this session's note `key`; returns its uri. A missing key is an error."""
         session = self._require_session()
@@ -521,6 +553,7 @@ class Knowledge:
 
     # ---- housekeeping ---------------------------------------------------------------------
 
+    @_reopening
     def delete_source(self, source: str) -> SourceInfo:
         """Remove an indexed source (the one this scope sees: its own before global)."""
         ref = self._ref(source)
@@ -529,12 +562,14 @@ class Knowledge:
             raise InvalidInput("source", f"{ref.uri} is not indexed in this scope")
         return SourceInfo.from_row(rows[0])
 
+    @_reopening
     def list_sources(self, limit: int = 20) -> list[SourceInfo]:
         """Visible sources, most recently checked first."""
         limit = check_limit(limit, maximum=100_000)
         rows = sorted(self._visible_rows(), key=lambda r: r["last_checked"], reverse=True)
         return [SourceInfo.from_row(r) for r in rows[:limit]]
 
+    @_reopening
     def stats(self) -> KnowledgeStats:
         """Counts over the visible sources."""
         rows = self._visible_rows()

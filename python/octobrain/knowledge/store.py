@@ -145,6 +145,16 @@ class KnowledgeStore:
         assert self._chunks is not None
         return self._chunks
 
+    def started_over(self) -> bool:
+        """Whether another process started the knowledge tables over (`doctor --recreate
+        knowledge`) since this one opened them; if so the handles are let go, and the next use
+        opens (or makes) the tables again. Ask when a use failed: one LIST a table on an
+        object store."""
+        if self._sources is None or not any(map(self.location.table_gone, (SOURCES, CHUNKS))):
+            return False
+        self._db = self._sources = self._chunks = None
+        return True
+
     @contextlib.contextmanager
     def write_lock(self) -> Iterator[None]:
         """The cross-process knowledge write lock (re-entrant within a process)."""
