@@ -834,6 +834,121 @@ def test_the_version_record_costs_one_get_per_open_and_one_put_per_write(
     assert local.recent() and calls == []
 
 
+def test_tables_started_over_by_a_release_that_keeps_no_record_open_and_are_recorded_again(
+    machine: S3, tmp_path: Path
+) -> None:
+    # A teammate on an older release ran `doctor --recreate knowledge`: the tables were made
+    # again from version 1, and the record still said the old, higher versions. Every newer
+    # machine refused the healthy tables as having lost versions until someone deleted it.
+    from octobrain.knowledge import Knowledge
+    from octobrain.store.manifest import TableDamaged
+
+    uri = f"s3://{machine.bucket()}/octobrain"
+    brain = _brain(machine, uri)
+    location = StoreLocation(uri, machine.options)
+    laptop = Knowledge(SCOPE, config=brain.config, embedder=get_embedder("hash:64"), uri=uri)
+    for n in range(4):  # the chunks reach a version well above a table made again
+        doc = tmp_path / f"note{n}.md"
+        doc.write_text(f"# Note {n}\n\nPromote the replica in region {n} first.\n")
+        laptop.index(str(doc))
+    stale = location.high_water.recorded("knowledge_chunks") or 0
+
+    db = location.connect()  # the older release: dropped and made again, no record touched
+    for name in ("knowledge_sources", "knowledge_chunks"):
+        schema = db.open_table(name).schema
+        db.drop_table(name)
+        db.create_table(name, schema=schema)
+    brain.memorize("Later", "Written after the recreate: the record is rewritten whole.")
+    assert StoreLocation(uri, machine.options).high_water.recorded("knowledge_chunks") == stale
+
+    desktop = Knowledge(SCOPE, config=brain.config, embedder=get_embedder("hash:64"), uri=uri)
+    assert desktop.search("replica").hits == []  # opens, started over and empty
+    runner, env = CliRunner(), _cli_env(machine, uri)
+    assert runner.invoke(main, ["doctor"], env=env).exit_code == 0
+    desktop.index(str(tmp_path / "note0.md"))  # the next write records the right version
+    newest = int(location.connect().open_table("knowledge_chunks").version)
+    assert newest < stale
+    assert StoreLocation(uri, machine.options).high_water.recorded("knowledge_chunks") == newest
+    assert [h.title for h in desktop.search("replica").hits] == ["Note 0"]
+
+    # A version lost from the table made again is still a loss: refused, `doctor` exit 1.
+    _delete_newest_version(location, "knowledge_chunks")
+    with pytest.raises(TableDamaged, match=r"table 'knowledge_chunks' .* is damaged"):
+        Knowledge(SCOPE, config=brain.config, embedder=get_embedder("hash:64"), uri=uri).search(
+            "replica"
+        )
+    assert runner.invoke(main, ["doctor"], env=env).exit_code == 1
+
+
+def test_a_recreate_whose_record_updates_failed_leaves_a_store_that_opens(
+    machine: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `doctor --recreate` clears the tables' entries best-effort: when that write and the next
+    # (the tables made again) both failed on the network, the healthy store was refused as
+    # having lost versions until someone deleted the record.
+    from octobrain.knowledge import Knowledge
+    from octobrain.store.highwater import HighWater
+
+    uri = f"s3://{machine.bucket()}/octobrain"
+    config = _brain(machine, uri).config
+    laptop = Knowledge(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
+    for n in range(4):
+        doc = tmp_path / f"note{n}.md"
+        doc.write_text(f"# Note {n}\n\nPromote the replica in region {n} first.\n")
+        laptop.index(str(doc))
+    location = StoreLocation(uri, machine.options)
+    stale = location.high_water.recorded("knowledge_chunks")
+    _delete_newest_version(location, "knowledge_chunks")
+
+    def unreachable(self: HighWater, versions: Any) -> None:
+        raise OSError("connection reset by peer")
+
+    runner, env = CliRunner(), _cli_env(machine, uri)
+    with monkeypatch.context() as offline:
+        offline.setattr(HighWater, "_record", unreachable)
+        fixed = runner.invoke(main, ["doctor", "--recreate", "knowledge"], env=env)
+        assert fixed.exit_code == 0, fixed.output
+        made = Knowledge(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
+        assert made.search("replica").hits == []  # made again; its record failed too
+    assert StoreLocation(uri, machine.options).high_water.recorded("knowledge_chunks") == stale
+
+    assert runner.invoke(main, ["doctor"], env=env).exit_code == 0
+    desktop = Knowledge(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
+    assert desktop.search("replica").hits == []  # opens
+    desktop.index(str(tmp_path / "note1.md"))
+    newest = int(location.connect().open_table("knowledge_chunks").version)
+    assert StoreLocation(uri, machine.options).high_water.recorded("knowledge_chunks") == newest
+
+
+def test_a_table_started_over_that_reaches_its_stale_entrys_number_still_shows_a_loss(
+    machine: S3,
+) -> None:
+    # The stale entry says 3; the table made again reaches 3 and that commit is recorded.
+    # Were the entry's old time kept, a loss of that version would pass for staleness.
+    import pyarrow as pa
+
+    from octobrain.store.manifest import lost_version
+
+    location = StoreLocation(f"s3://{machine.bucket()}/octobrain", machine.options)
+    db, schema = location.connect(), pa.schema([("id", pa.string())])
+
+    def three_versions() -> None:
+        table = db.create_table("notes", schema=schema)
+        table.add([{"id": "a"}])
+        table.add([{"id": "b"}])
+        with location.lock("write", 10):
+            location.high_water.record({"notes": int(table.version)})
+
+    three_versions()
+    db.drop_table("notes")  # started over by a release that keeps no record, then written on
+    three_versions()
+    _delete_newest_version(location, "notes")
+    lost = lost_version(
+        StoreLocation(location.uri, machine.options), "notes", db.open_table("notes")
+    )
+    assert lost is not None and "version 3 committed" in lost.reason
+
+
 def test_a_holder_whose_lease_was_taken_over_records_no_version_above_the_table(
     machine: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

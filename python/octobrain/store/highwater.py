@@ -4,8 +4,9 @@ On a local disk Lance leaves `_versions/latest_version_hint.json` after each com
 newest version manifest shows (`manifest.lost_version`). On `s3://` (and the other object
 stores) it writes no hint: a deleted newest manifest left the version before it served, and the
 next write buried the loss. So every write under the write lease records the versions it
-committed in one object per store, `_octobrain/versions.json` (`{"memories": 12, ...}`): a
-table whose recorded version is above the newest that opens has lost committed versions.
+committed in one object per store, `_octobrain/versions.json` (`{"memories": 12, ...,
+"recorded_at": {"memories": <epoch seconds>, ...}}`): a table whose recorded version is above
+the newest that opens, and was recorded after that one was committed, has lost versions.
 
 One object for the whole store, so opening it costs one GET whatever the number of tables (kept
 for `storage.remote_refresh_ms`, as the other bucket reads are). The two write leases ("write",
@@ -17,6 +18,18 @@ whose lease may be lost puts nothing (the new holder may have made the table aga
 made again counts from 1: `doctor --recreate` drops its entry first, a table made sets it, and
 `migrate` sets those it copied. `restore` and `reembed` are new, higher versions in Lance.
 
+A recorded version above the newest that opens is a loss only if the entry was recorded after
+that newest version was committed (a lost commit came after it, and its record after that). A
+table started over after its entry was last set (`doctor --recreate` by a release that keeps no
+record) has only versions committed after it: the entry is stale, the table is served, and the
+next write under the lease sets it right. So each entry keeps when it was set (`recorded_at`, the
+writer's wall clock, beside the versions), compared with Lance's timestamp of the newest version
+that opens (its committer's clock). This trusts the machines' clocks to agree within the time
+between a table's newest surviving commit and the record of the commit after it: a clock fast by
+more than that on the machine that made the surviving commit (or slow on the one that recorded
+the lost one) hides the loss again, as before this record existed. One machine's commits and
+records are compared on its own clock.
+
 `s3+ddb://` needs none: its DynamoDB commit table already names the version, and a lost
 manifest fails the open there.
 """
@@ -25,6 +38,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Mapping
@@ -41,6 +55,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MARKS = "versions.json"  # under the store's `_octobrain/`
+RECORDED_AT = "recorded_at"  # the record's key for when each entry was set (no table's name)
 _CAS_TRIES = 8  # compare-and-swap attempts before giving up (the mark then stays lower: safe)
 
 
@@ -55,6 +70,7 @@ class HighWater:
         self.key = f"_octobrain/{MARKS}"
         self._guard = threading.Lock()
         self._marks: dict[str, int] | None = None  # as last read or written (None: no object)
+        self._at: dict[str, float] = {}  # when each entry was set (`time.time()` of its writer)
         self._etag: str | None = None
         self._read_at: float | None = None  # `time.monotonic` of the last read or write
 
@@ -76,6 +92,12 @@ class HighWater:
                     log.warning("could not read %s: %s", self.key, exc)
                     return None
             return (self._marks or {}).get(name)
+
+    def recorded_at(self, name: str) -> float | None:
+        """When the entry of table `name` was set (seconds since the epoch, on its writer's
+        clock), as last read: None when not known (an entry from before entries kept it)."""
+        with self._guard:
+            return self._at.get(name)
 
     def last_known(self, name: str) -> int | None:
         """The version for table `name` as this process last read or wrote it, without asking
@@ -122,25 +144,28 @@ class HighWater:
         if self._read_at is None:
             self._read()
         for _ in range(_CAS_TRIES):
-            marks = dict(self._marks or {})
+            marks, at = dict(self._marks or {}), dict(self._at)
             for name, version in versions.items():
                 if version is None:
                     marks.pop(name, None)
+                    at.pop(name, None)
                 else:
-                    marks[name] = int(version)
-            if self._marks is not None and marks == self._marks:
+                    # Set again even at the same number: a table started over may reach the
+                    # number of a stale entry, whose old time would pass its loss for staleness.
+                    marks[name], at[name] = int(version), time.time()
+            if self._marks is not None and marks == self._marks and at == self._at:
                 return
             # Only while the lease holds: a holder paused past it would put its versions over
             # those of a table its new holder made again (`doctor --recreate`), far above them.
             self._location.check_held()
             mode: Any = "create" if self._etag is None else {"e_tag": self._etag}
-            data = json.dumps(marks, sort_keys=True).encode()
+            data = json.dumps({**marks, RECORDED_AT: at}, sort_keys=True).encode()
             try:
                 put = obstore.put(self._location.objects(), self.key, data, mode=mode)
             except (AlreadyExistsError, PreconditionError, NotFoundError, FileNotFoundError):
                 self._read()  # another writer's update (or a reset) came between: merge again
                 continue
-            self._marks, self._etag = marks, put["e_tag"]
+            self._marks, self._at, self._etag = marks, at, put["e_tag"]
             self._read_at = time.monotonic()
             return
         log.warning("gave up recording the committed versions in %s (contended)", self.key)
@@ -153,23 +178,35 @@ class HighWater:
             raw = bytes(got.bytes())
             etag = str(got.meta["e_tag"])
         except FileNotFoundError:
-            self._marks, self._etag = None, None
+            self._marks, self._at, self._etag = None, {}, None
         else:
-            self._marks, self._etag = _parse(raw), etag
+            self._marks, self._at = _parse(raw)
+            self._etag = etag
         self._read_at = time.monotonic()
 
 
-def _parse(raw: bytes) -> dict[str, int]:
-    """The table → version entries of a mark object; anything else in it is ignored (an object
-    that is no mark guards nothing, and the next commit writes it again whole)."""
+def _parse(raw: bytes) -> tuple[dict[str, int], dict[str, float]]:
+    """The table → version entries of a mark object, and when each was set (where it says);
+    anything else in it is ignored (an object that is no mark guards nothing, and the next
+    commit writes it again whole)."""
     try:
         record = json.loads(raw)
     except (ValueError, RecursionError):
-        return {}
+        return {}, {}
     if not isinstance(record, dict):
-        return {}
-    return {
+        return {}, {}
+    marks = {
         str(name): version
         for name, version in record.items()
         if isinstance(version, int) and not isinstance(version, bool) and version > 0
     }
+    times = record.get(RECORDED_AT)
+    at = {
+        name: float(when)
+        for name, when in (times.items() if isinstance(times, dict) else ())
+        if name in marks
+        and isinstance(when, int | float)
+        and not isinstance(when, bool)
+        and math.isfinite(when)
+    }
+    return marks, at

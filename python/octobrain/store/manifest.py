@@ -188,7 +188,7 @@ def _lost_on_bucket(
     # A cached record may predate the table being dropped and made again (`doctor
     # --recreate`) by another process: only the record as it is now counts.
     committed = marks.recorded(name, fresh=True) or 0
-    if committed <= opened:
+    if committed <= opened or _started_over_since(marks.recorded_at(name), table, opened):
         return None
     gone = _gone(committed, opened)
     return Problem(
@@ -198,6 +198,25 @@ def _lost_on_bucket(
         f"table as of version {opened} and lose what was written after it, delete the object "
         f"{marks.where()} (the next write records the versions again)",
     )
+
+
+def _started_over_since(at: float | None, table: lancedb.table.Table, opened: int) -> bool:
+    """Whether version `opened` of `table` was committed after its recorded entry was set at
+    `at` (`HighWater.recorded_at`): the table was started over since (by a release that keeps
+    no record), so the entry is stale, not a sign of loss (`highwater` says which clocks this
+    trusts). Asked only of a table whose entry is above it: one LIST and manifest reads."""
+    if at is None:
+        return False  # an entry that does not say when it was set: taken as it stands
+    try:
+        versions = table.list_versions()
+    except Exception as exc:  # the loss is named as it stands: never a loss let through
+        log.warning("could not read the versions of %s: %s", table.name, exc)
+        return False
+    for version in versions:
+        if int(version["version"]) == opened:
+            # (Lance gives its UTC time naive, in this machine's zone)
+            return bool(version["timestamp"].astimezone().timestamp() > at)
+    return False
 
 
 def _gone(committed: int, opened: int) -> str:
