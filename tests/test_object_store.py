@@ -834,8 +834,28 @@ def test_the_version_record_costs_one_get_per_open_and_one_put_per_write(
     assert local.recent() and calls == []
 
 
+def _age_record(location: StoreLocation, seconds: float) -> None:
+    """Make every entry of the version record say it was set `seconds` earlier than it says."""
+    import obstore
+
+    from octobrain.store.highwater import MARKS, RECORDED_AT
+
+    key = f"_octobrain/{MARKS}"
+    record = json.loads(bytes(obstore.get(location.objects(), key).bytes()))
+    record[RECORDED_AT] = {name: at - seconds for name, at in record[RECORDED_AT].items()}
+    obstore.put(location.objects(), key, json.dumps(record).encode())
+
+
+def _an_hour_ago(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries of the version record set from now on say they were set an hour ago (as if the
+    writes came an hour before what the test does next)."""
+    from octobrain.store import highwater
+
+    monkeypatch.setattr(highwater, "_clock", lambda: time.time() - 3600)
+
+
 def test_tables_started_over_by_a_release_that_keeps_no_record_open_and_are_recorded_again(
-    machine: S3, tmp_path: Path
+    machine: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A teammate on an older release ran `doctor --recreate knowledge`: the tables were made
     # again from version 1, and the record still said the old, higher versions. Every newer
@@ -847,10 +867,12 @@ def test_tables_started_over_by_a_release_that_keeps_no_record_open_and_are_reco
     brain = _brain(machine, uri)
     location = StoreLocation(uri, machine.options)
     laptop = Knowledge(SCOPE, config=brain.config, embedder=get_embedder("hash:64"), uri=uri)
-    for n in range(4):  # the chunks reach a version well above a table made again
-        doc = tmp_path / f"note{n}.md"
-        doc.write_text(f"# Note {n}\n\nPromote the replica in region {n} first.\n")
-        laptop.index(str(doc))
+    with monkeypatch.context() as earlier:  # indexed an hour before the recreate
+        _an_hour_ago(earlier)
+        for n in range(4):  # the chunks reach a version well above a table made again
+            doc = tmp_path / f"note{n}.md"
+            doc.write_text(f"# Note {n}\n\nPromote the replica in region {n} first.\n")
+            laptop.index(str(doc))
     stale = location.high_water.recorded("knowledge_chunks") or 0
 
     db = location.connect()  # the older release: dropped and made again, no record touched
@@ -888,6 +910,7 @@ def test_a_recreate_whose_record_updates_failed_leaves_a_store_that_opens(
     # having lost versions until someone deleted the record.
     from octobrain.knowledge import Knowledge
     from octobrain.store.highwater import HighWater
+    from octobrain.store.manifest import TableDamaged
 
     uri = f"s3://{machine.bucket()}/octobrain"
     config = _brain(machine, uri).config
@@ -911,6 +934,11 @@ def test_a_recreate_whose_record_updates_failed_leaves_a_store_that_opens(
         made = Knowledge(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
         assert made.search("replica").hits == []  # made again; its record failed too
     assert StoreLocation(uri, machine.options).high_water.recorded("knowledge_chunks") == stale
+    # Within the clock tolerance of the stale entry the tables are still refused (a loss and a
+    # table started over cannot be told apart there); past it, they open.
+    with pytest.raises(TableDamaged):
+        Knowledge(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri).search("rota")
+    _age_record(location, 3600)
 
     assert runner.invoke(main, ["doctor"], env=env).exit_code == 0
     desktop = Knowledge(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
@@ -942,6 +970,32 @@ def test_a_table_started_over_that_reaches_its_stale_entrys_number_still_shows_a
     three_versions()
     db.drop_table("notes")  # started over by a release that keeps no record, then written on
     three_versions()
+    _delete_newest_version(location, "notes")
+    lost = lost_version(
+        StoreLocation(location.uri, machine.options), "notes", db.open_table("notes")
+    )
+    assert lost is not None and "version 3 committed" in lost.reason
+
+
+def test_a_loss_is_named_when_the_recording_machines_clock_runs_minutes_slow(
+    machine: S3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The lost commit was recorded by a machine whose clock runs 4 minutes slow: its entry
+    # looks older than the surviving commit. Within the clock tolerance that is no sign of a
+    # table started over: the loss is still named.
+    import pyarrow as pa
+
+    from octobrain.store import highwater
+    from octobrain.store.manifest import lost_version
+
+    location = StoreLocation(f"s3://{machine.bucket()}/octobrain", machine.options)
+    db = location.connect()
+    table = db.create_table("notes", schema=pa.schema([("id", pa.string())]))
+    table.add([{"id": "a"}])
+    table.add([{"id": "b"}])
+    monkeypatch.setattr(highwater, "_clock", lambda: time.time() - 240)
+    with location.lock("write", 10):
+        location.high_water.record({"notes": int(table.version)})
     _delete_newest_version(location, "notes")
     lost = lost_version(
         StoreLocation(location.uri, machine.options), "notes", db.open_table("notes")

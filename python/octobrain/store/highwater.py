@@ -24,11 +24,11 @@ table started over after its entry was last set (`doctor --recreate` by a releas
 record) has only versions committed after it: the entry is stale, the table is served, and the
 next write under the lease sets it right. So each entry keeps when it was set (`recorded_at`, the
 writer's wall clock, beside the versions), compared with Lance's timestamp of the newest version
-that opens (its committer's clock). This trusts the machines' clocks to agree within the time
-between a table's newest surviving commit and the record of the commit after it: a clock fast by
-more than that on the machine that made the surviving commit (or slow on the one that recorded
-the lost one) hides the loss again, as before this record existed. One machine's commits and
-records are compared on its own clock.
+that opens (its committer's clock). Two machines' clocks may disagree: the entry is taken for
+stale only when that version came more than the clock tolerance (`CLOCK_TOLERANCE_S`, 5 min,
+the one the write lease already assumes) after it. So a loss is named whatever the clocks, as
+long as they agree within 5 min; a table started over within 5 min of its entry's last record
+is still refused (the repair line's reset then clears it).
 
 `s3+ddb://` needs none: its DynamoDB commit table already names the version, and a lost
 manifest fails the open there.
@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 
 MARKS = "versions.json"  # under the store's `_octobrain/`
 RECORDED_AT = "recorded_at"  # the record's key for when each entry was set (no table's name)
+_clock = time.time  # when an entry is set: this machine's wall clock (tests move it)
 _CAS_TRIES = 8  # compare-and-swap attempts before giving up (the mark then stays lower: safe)
 
 
@@ -152,7 +153,7 @@ class HighWater:
                 else:
                     # Set again even at the same number: a table started over may reach the
                     # number of a stale entry, whose old time would pass its loss for staleness.
-                    marks[name], at[name] = int(version), time.time()
+                    marks[name], at[name] = int(version), _clock()
             if self._marks is not None and marks == self._marks and at == self._at:
                 return
             # Only while the lease holds: a holder paused past it would put its versions over

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, StorageError
-from octobrain.store.location import LEASE_TTL_S
+from octobrain.store.location import CLOCK_TOLERANCE_S, LEASE_TTL_S
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -201,10 +201,11 @@ def _lost_on_bucket(
 
 
 def _started_over_since(at: float | None, table: lancedb.table.Table, opened: int) -> bool:
-    """Whether version `opened` of `table` was committed after its recorded entry was set at
-    `at` (`HighWater.recorded_at`): the table was started over since (by a release that keeps
-    no record), so the entry is stale, not a sign of loss (`highwater` says which clocks this
-    trusts). Asked only of a table whose entry is above it: one LIST and manifest reads."""
+    """Whether version `opened` of `table` was committed more than `CLOCK_TOLERANCE_S` after its
+    recorded entry was set at `at` (`HighWater.recorded_at`): the table was started over since
+    (by a release that keeps no record), so the entry is stale, not a sign of loss (`highwater`
+    says which clocks this trusts). Asked only of a table whose entry is above it: one LIST and
+    manifest reads."""
     if at is None:
         return False  # an entry that does not say when it was set: taken as it stands
     try:
@@ -215,7 +216,8 @@ def _started_over_since(at: float | None, table: lancedb.table.Table, opened: in
     for version in versions:
         if int(version["version"]) == opened:
             # (Lance gives its UTC time naive, in this machine's zone)
-            return bool(version["timestamp"].astimezone().timestamp() > at)
+            committed = version["timestamp"].astimezone().timestamp()
+            return bool(committed > at + CLOCK_TOLERANCE_S)
     return False
 
 
