@@ -30,7 +30,7 @@ import numpy as np
 
 from octobrain.bench.datasets import BeirDataset, evaluate
 from octobrain.config import Config, HydeConfig, KnowledgeConfig, SearchConfig
-from octobrain.embed.base import Embedder, Vectors
+from octobrain.embed.base import Embedder, EmbedderView, Vectors
 from octobrain.embed.cache import CachedEmbedder
 from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput
@@ -122,24 +122,13 @@ def _cpus() -> int:
     return os.cpu_count() or 1
 
 
-class _QueryMemo:
+class _QueryMemo(EmbedderView):
     """An `Embedder` view that embeds each distinct query once per process."""
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.memo: dict[str, Vectors] = {}
         self.timings: list[float] = []
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        return self.inner.embed_documents(texts)
 
     def embed_query(self, query: str | Sequence[str]) -> Vectors:
         items = [query] if isinstance(query, str) else list(query)
@@ -151,9 +140,6 @@ class _QueryMemo:
         rows = np.stack([self.memo[t] for t in items])
         out: Vectors = rows[0] if isinstance(query, str) else rows
         return out
-
-    def prepare(self) -> None:
-        self.inner.prepare()
 
 
 Searcher = Callable[[str], list[str]]

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from octobrain.embed.base import Embedder
+from octobrain.embed.base import Embedder, EmbedderView
 from octobrain.kernels.bm25 import BM25Index
 from octobrain.memory.conversation import Conversation
 from octobrain.memory.corpus import Corpus
@@ -249,26 +249,12 @@ def interleave(rankings: Sequence[Sequence[Hit]]) -> list[Hit]:
 # ---- dense-feedback -------------------------------------------------------------------------
 
 
-class FeedbackEmbedder:
+class FeedbackEmbedder(EmbedderView):
     """An `Embedder` view whose query vector for a text can be replaced (`feedback`)."""
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.replaced: dict[str, npt.NDArray[np.float32]] = {}
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def prepare(self) -> None:
-        self.inner.prepare()
-
-    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        return self.inner.embed_documents(texts)
 
     def embed_query(self, query: str | Sequence[str]) -> npt.NDArray[np.float32]:
         items = [query] if isinstance(query, str) else list(query)

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from octobrain.errors import EmbeddingError, InvalidInput
 
-__all__ = ["BaseEmbedder", "Embedder", "Kind", "Vectors", "model_prefixes"]
+__all__ = ["BaseEmbedder", "Embedder", "EmbedderView", "Kind", "Vectors", "model_prefixes"]
 
 Vectors = npt.NDArray[np.float32]
 Kind = Literal["query", "document"]
@@ -85,6 +85,36 @@ class Embedder(Protocol):
         yet, so that what the caller does next (opening the store) overlaps it. The first
         embedding waits for it; a load that fails there is retried, and reported, by it."""
         ...
+
+
+class EmbedderView:
+    """An `Embedder` over another one, `inner` (a cache, a memo, a bench's replaced queries):
+    whatever a subclass does not override is the inner embedder's."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+
+    @property
+    def model_id(self) -> str:
+        """The wrapped model's id (a view does not change what is embedded)."""
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+        return self.inner.dim
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        """Embed documents with the wrapped model."""
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, query: str | Sequence[str]) -> Vectors:
+        """Embed queries with the wrapped model."""
+        return self.inner.embed_query(query)
+
+    def prepare(self) -> None:
+        """Start loading the wrapped model (`Embedder.prepare`)."""
+        self.inner.prepare()
 
 
 def _check_texts(texts: Sequence[str], field: str) -> list[str]:

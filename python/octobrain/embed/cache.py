@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from octobrain.embed.base import Embedder, Vectors
+from octobrain.embed.base import Embedder, EmbedderView, Vectors
 
 __all__ = ["CachedEmbedder", "default_cache_dir"]
 
@@ -31,11 +31,12 @@ def default_cache_dir() -> Path:
     return data_dir() / "cache" / "embeddings"
 
 
-class CachedEmbedder:
-    """An `Embedder` whose document embeddings persist on disk (see the module docstring)."""
+class CachedEmbedder(EmbedderView):
+    """An `Embedder` whose document embeddings persist on disk (see the module docstring);
+    queries are embedded by the wrapped model, not cached."""
 
     def __init__(self, inner: Embedder, directory: Path | None = None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         root = directory if directory is not None else default_cache_dir()
         root.mkdir(parents=True, exist_ok=True)
         name = hashlib.sha256(f"{inner.model_id}\0{inner.dim}".encode()).hexdigest()[:32]
@@ -52,24 +53,6 @@ class CachedEmbedder:
             )
         self.hits = 0
         self.misses = 0
-
-    @property
-    def model_id(self) -> str:
-        """The wrapped model's id (a cache does not change what is embedded)."""
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        """Vector dimension."""
-        return self.inner.dim
-
-    def embed_query(self, query: str | Sequence[str]) -> Vectors:
-        """Embed queries with the wrapped model (not cached)."""
-        return self.inner.embed_query(query)
-
-    def prepare(self) -> None:
-        """Start loading the wrapped model (`Embedder.prepare`)."""
-        self.inner.prepare()
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         """Cached vectors for known texts; the rest embedded in one call and stored."""
