@@ -834,6 +834,15 @@ def test_the_version_record_costs_one_get_per_open_and_one_put_per_write(
     assert local.recent() and calls == []
 
 
+def _index_notes(knowledge: Any, folder: Path) -> None:
+    """Index four notes, `note0.md`–`note3.md`, one commit each: the chunks table reaches a
+    version well above that of a table made again."""
+    for n in range(4):
+        doc = folder / f"note{n}.md"
+        doc.write_text(f"# Note {n}\n\nPromote the replica in region {n} first.\n")
+        knowledge.index(str(doc))
+
+
 def _age_record(location: StoreLocation, seconds: float) -> None:
     """Make every entry of the version record say it was set `seconds` earlier than it says."""
     import obstore
@@ -869,10 +878,7 @@ def test_tables_started_over_by_a_release_that_keeps_no_record_open_and_are_reco
     laptop = Knowledge(SCOPE, config=brain.config, embedder=get_embedder("hash:64"), uri=uri)
     with monkeypatch.context() as earlier:  # indexed an hour before the recreate
         _an_hour_ago(earlier)
-        for n in range(4):  # the chunks reach a version well above a table made again
-            doc = tmp_path / f"note{n}.md"
-            doc.write_text(f"# Note {n}\n\nPromote the replica in region {n} first.\n")
-            laptop.index(str(doc))
+        _index_notes(laptop, tmp_path)
     stale = location.high_water.recorded("knowledge_chunks") or 0
 
     db = location.connect()  # the older release: dropped and made again, no record touched
@@ -915,10 +921,7 @@ def test_a_recreate_whose_record_updates_failed_leaves_a_store_that_opens(
     uri = f"s3://{machine.bucket()}/octobrain"
     config = _brain(machine, uri).config
     laptop = Knowledge(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
-    for n in range(4):
-        doc = tmp_path / f"note{n}.md"
-        doc.write_text(f"# Note {n}\n\nPromote the replica in region {n} first.\n")
-        laptop.index(str(doc))
+    _index_notes(laptop, tmp_path)
     location = StoreLocation(uri, machine.options)
     stale = location.high_water.recorded("knowledge_chunks")
     _delete_newest_version(location, "knowledge_chunks")
@@ -1017,10 +1020,7 @@ def test_a_holder_whose_lease_was_taken_over_records_no_version_above_the_table(
     uri = f"s3://{machine.bucket()}/octobrain"
     config = _brain(machine, uri).config
     laptop = Knowledge(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
-    for n in range(4):  # the laptop's chunks reach a version well above a new table's
-        doc = tmp_path / f"note{n}.md"
-        doc.write_text(f"# Note {n}\n\nPromote the replica in region {n} first.\n")
-        laptop.index(str(doc))
+    _index_notes(laptop, tmp_path)
     location = laptop.kstore.location
     high_water = location.high_water
     real_record, real_elapsed = high_water.record, location_module._elapsed
