@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import OctobrainError, StorageError
 from octobrain.store import manifest
+from octobrain.store.highwater import Commits
 from octobrain.store.location import StoreLocation
 from octobrain.store.memories import ModelMismatch, io_failure
 from octobrain.store.schema import META_DIM, META_MODEL, META_SCHEMA
@@ -108,8 +109,7 @@ class KnowledgeStore:
         self._sources: lancedb.table.Table | None = None
         self._chunks: lancedb.table.Table | None = None
         self._lock: Any = None
-        self._held = 0  # how deep this process is in `write_lock` (changed under the lock)
-        self._written: dict[str, int] = {}  # versions committed under it (`_wrote`)
+        self._commits = Commits(self.location.high_water)  # versions recorded per `write_lock`
 
     def _connect(self) -> None:
         self._lock = self.location.lock("knowledge", LOCK_TIMEOUT_S)
@@ -163,23 +163,12 @@ class KnowledgeStore:
             with self._lock:
                 self.location.to_latest(self._sources, self._chunks)  # see MemoryStore.write_lock
                 manifest.check_before_write(self.location, self._sources, self._chunks)
-                outermost = self._held == 0
-                self._held += 1
-                try:
+                with self._commits.held():
                     yield
-                finally:
-                    self._held -= 1
-                    if outermost:  # under the lease still: one request (`store.highwater`)
-                        written, self._written = self._written, {}
-                        self.location.high_water.record(written)
         except OctobrainError:
             raise
         except (OSError, RuntimeError) as exc:  # a full disk, a read-only directory
             raise StorageError(io_failure(self.location, exc)) from exc
-
-    def _wrote(self, table: lancedb.table.Table) -> None:
-        """Call right after a commit to `table` under `write_lock` (`MemoryStore.wrote`)."""
-        self.location.high_water.note(self._written, table)
 
     def versions(self) -> tuple[int, int]:
         """(sources version, chunks version): change on every commit by anyone."""
@@ -224,10 +213,10 @@ class KnowledgeStore:
             self.location.check_held()
             if chunk_rows:
                 self.chunks.add(chunk_rows)
-                self._wrote(self.chunks)
+                self._commits.wrote(self.chunks)
             self._flip(source_row)
             self.chunks.delete(f"source_id = {sql_str(sid)} AND generation != {sql_str(gen)}")
-            self._wrote(self.chunks)
+            self._commits.wrote(self.chunks)
 
     def add_sources(
         self, source_rows: list[dict[str, Any]], chunk_rows: list[dict[str, Any]]
@@ -241,18 +230,18 @@ class KnowledgeStore:
             self.location.check_held()
             if chunk_rows:
                 self.chunks.add(chunk_rows)
-                self._wrote(self.chunks)
+                self._commits.wrote(self.chunks)
             (
                 self.sources.merge_insert("id")
                 .when_matched_update_all()
                 .when_not_matched_insert_all()
                 .execute(source_rows)
             )
-            self._wrote(self.sources)
+            self._commits.wrote(self.sources)
             for old in replaced:  # the previous generation's chunks of a replaced source
                 sid, gen = sql_str(old["id"]), sql_str(old["generation"])
                 self.chunks.delete(f"source_id = {sid} AND generation = {gen}")
-                self._wrote(self.chunks)
+                self._commits.wrote(self.chunks)
 
     def _flip(self, source_row: dict[str, Any]) -> None:
         """The one commit that switches a source to its new generation."""
@@ -262,7 +251,7 @@ class KnowledgeStore:
             .when_not_matched_insert_all()
             .execute([source_row])
         )
-        self._wrote(self.sources)
+        self._commits.wrote(self.sources)
 
     def touch(self, sid: str, last_checked: datetime, mtime: float) -> None:
         """Record a check that found the content unchanged (no re-embedding)."""
@@ -272,7 +261,7 @@ class KnowledgeStore:
                 where=f"id = {sql_str(sid)}",
                 values={"last_checked": last_checked, "mtime": float(mtime)},
             )
-            self._wrote(self.sources)
+            self._commits.wrote(self.sources)
 
     def delete_sources(self, ids: Sequence[str]) -> int:
         """Delete sources and their chunks: the source rows first (their chunks vanish from
@@ -285,9 +274,9 @@ class KnowledgeStore:
             self.location.check_held()
             if found:
                 self.sources.delete(where)
-                self._wrote(self.sources)
+                self._commits.wrote(self.sources)
             self.chunks.delete(sql_in("source_id", ids))
-            self._wrote(self.chunks)
+            self._commits.wrote(self.chunks)
         return found
 
     def purge_sessions(self, cutoff: datetime) -> int:
@@ -298,7 +287,7 @@ class KnowledgeStore:
             self.location.check_held()
             if expired:
                 self.sources.delete(sql_in("id", expired))
-                self._wrote(self.sources)
+                self._commits.wrote(self.sources)
             self._sweep()
         return len(expired)
 
@@ -314,7 +303,7 @@ class KnowledgeStore:
         stale = {(s, g) for s, g in pairs if (s, g) not in current}
         for sid, gen in stale:
             self.chunks.delete(f"source_id = {sql_str(sid)} AND generation = {sql_str(gen)}")
-            self._wrote(self.chunks)
+            self._commits.wrote(self.chunks)
 
     def compact(self) -> None:
         """Merge small fragments and drop old versions of both tables."""
@@ -322,4 +311,4 @@ class KnowledgeStore:
             self.location.check_held()
             for table in (self.sources, self.chunks):
                 table.optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
-                self._wrote(table)
+                self._commits.wrote(table)

@@ -41,7 +41,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -211,3 +212,31 @@ def _parse(raw: bytes) -> tuple[dict[str, int], dict[str, float]]:
         and math.isfinite(when)
     }
     return marks, at
+
+
+class Commits:
+    """The versions one store's handles commit under its write lock, recorded (`HighWater.record`)
+    once when the outermost hold of the lock ends, still under the lease: one request however
+    many commits the hold made. Used under that lock only (holds nest in one thread)."""
+
+    def __init__(self, marks: HighWater) -> None:
+        self._marks = marks
+        self._depth = 0
+        self._written: dict[str, int] = {}
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Wrap a hold of the write lock (inside it)."""
+        outermost = self._depth == 0
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if outermost:
+                written, self._written = self._written, {}
+                self._marks.record(written)
+
+    def wrote(self, *tables: lancedb.table.Table) -> None:
+        """Call right after a commit to `tables` under the lock (`HighWater.note`)."""
+        self._marks.note(self._written, *tables)

@@ -25,6 +25,7 @@ import numpy.typing as npt
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship
 from octobrain.store import addresses, changes, manifest, schema
+from octobrain.store.highwater import Commits
 from octobrain.store.location import LeaseLost, StoreLocation, import_lancedb
 from octobrain.store.sql import sql_in, sql_str, visible_where
 
@@ -246,8 +247,7 @@ class MemoryStore:
         self._tables: dict[str, lancedb.table.Table] = {}  # other tables, by name (`open_table`)
         self._pinned_tables: dict[str, lancedb.table.Table] = {}  # (`pinned`)
         self._finishing_restore = False  # `restore` opens a store another restore left marked
-        self._held = 0  # how deep this process is in `write_lock` (changed under the lock)
-        self._written: dict[str, int] = {}  # versions committed under it (`wrote`)
+        self._commits = Commits(self.location.high_water)  # versions recorded per `write_lock`
 
     def _open_db(self) -> lancedb.DBConnection:
         """Connect and create missing tables; no model check (see `_connect`)."""
@@ -354,9 +354,7 @@ class MemoryStore:
                 manifest.check_before_write(
                     self.location, self._memories, self._relationships, *self._tables.values()
                 )
-                outermost = self._held == 0
-                self._held += 1
-                try:
+                with self._commits.held():
                     if self._memories is not None and schema.missing_columns(self._memories.schema):
                         self._memories = self._add_missing_columns(self._open_db())
                     if check_model and self._memories is not None:
@@ -364,11 +362,6 @@ class MemoryStore:
                         # it: a vector of the old model written now would be found by neither.
                         self._check_model(self._memories.schema)
                     yield
-                finally:
-                    self._held -= 1
-                    if outermost:  # under the lease still: one request (`highwater`)
-                        written, self._written = self._written, {}
-                        self.location.high_water.record(written)
         except OctobrainError:
             raise
         except (OSError, RuntimeError) as exc:
@@ -377,7 +370,7 @@ class MemoryStore:
     def wrote(self, *tables: lancedb.table.Table) -> None:
         """Call right after a commit to `tables` under `write_lock`: the versions reached are
         recorded when the lock is let go (`highwater`)."""
-        self.location.high_water.note(self._written, *tables)
+        self._commits.wrote(*tables)
 
     def check_lease(self) -> None:
         """Call just before each commit under `write_lock`: on an object store, `LeaseLost`
