@@ -240,6 +240,12 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
 
+def _record_name(i: int, lines: Sequence[int] | None, container: str) -> str:
+    """How errors name record `i`: by its line in a JSONL file (`lines`, from `_load`), else
+    by its place in the JSON array `container`."""
+    return f"line {lines[i]}" if lines is not None else f"{container}[{i}]"
+
+
 def parse_chat(
     records: list[Any],
     *,
@@ -258,7 +264,7 @@ def parse_chat(
     conversation = Conversation(key)
     session_no, last_time, per_session = 1, None, 0
     for i, record in enumerate(records):
-        where = f"line {lines[i]}" if lines is not None else f"{field_name}[{i}]"
+        where = _record_name(i, lines, field_name)
         if not isinstance(record, dict):
             raise InvalidInput(where, "must be an object with speaker and text")
         text = _said(f"{where}.text", record.get("text"))
@@ -323,7 +329,7 @@ def _claude(entries: list[Any], default_key: str, lines: Sequence[int] | None) -
     turns: list[Turn] = []
     session_id = ""
     for i, entry in enumerate(entries):
-        where = f"line {lines[i]}" if lines is not None else f"file[{i}]"
+        where = _record_name(i, lines, "file")
         if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
             continue
         if entry.get("isMeta"):
