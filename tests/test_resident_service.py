@@ -180,6 +180,65 @@ def test_absent_service_is_spawned_and_then_used(env: dict[str, str]) -> None:
     assert _served() == 1
 
 
+# A process that starts the service the way a command that found none does, then lives on
+# until its stdin closes (as the command runs in-process meanwhile).
+_SPAWNER = """
+import sys
+from octobrain.cli.service_client import load_settings, spawn
+assert spawn(load_settings())
+print("spawned", flush=True)
+sys.stdin.read()
+"""
+
+
+@contextmanager
+def _spawner(env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    with subprocess.Popen(
+        [sys.executable, "-c", _SPAWNER], env=env, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    ) as proc:  # fmt: skip
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == "spawned\n"
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def _status() -> dict[str, object] | None:
+    return ask(_settings(), "status", timeout=0.5)
+
+
+def test_a_started_service_loads_once_the_command_that_started_it_ends(
+    env: dict[str, str],
+) -> None:
+    # The command that finds no service runs in-process and starts one: loading the same
+    # model and store side by side on two cores slowed that command, so the service waits
+    # until it has exited (at most a few seconds) before it loads.
+    with _spawner(env) as spawner:
+        assert _wait(lambda: _status() is not None, 30)
+        info = _status()
+        assert info is not None and info["waiting"] is True and info["loaded"] is False, info
+        shown = cli(env, "service", "status")
+        assert b"store not loaded yet (it loads when the command that started it ends" in (
+            shown.stdout
+        ), shown.stdout
+        assert spawner.stdin is not None
+        spawner.stdin.close()  # the command is done
+        spawner.wait(30)
+    assert _wait(lambda: (_status() or {}).get("loaded") is True, 90), _status()
+    assert (_status() or {}).get("waiting") is False
+
+
+def test_a_command_sent_to_a_service_still_waiting_is_served_by_it(env: dict[str, str]) -> None:
+    with _spawner(env) as spawner:
+        assert _wait(lambda: _status() is not None, 30)
+        done = cli(env, "memory", "--scope", SCOPE, "recent")
+        assert done.returncode == 0 and done.stdout == b"No memories yet.\n", done.stderr
+        assert spawner.poll() is None  # (its starter still runs)
+        assert _served() == 1  # the service loaded for it rather than leave it in-process
+
+
 @contextmanager
 def _fake_service(path: str, answer: bytes | None) -> Iterator[None]:
     """A listener that accepts and answers `answer` (None: never answers)."""

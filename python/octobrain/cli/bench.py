@@ -420,7 +420,8 @@ def bench_cold_command(
     update: Path | None,
 ) -> None:
     """Whole-process latency of memory commands, hooks and `octobrain mcp` spawn, with the
-    resident service warm and with it disabled (p50 / p90 of --runs)."""
+    resident service warm, as the first command with none running (it starts one), and with
+    it disabled (p50 / p90 of --runs)."""
     from octobrain.bench.cold import COMMANDS, cold_table, run_cold
     from octobrain.errors import InvalidInput
 

@@ -6,7 +6,7 @@ import json
 import math
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -64,9 +64,17 @@ def status_cmd(fmt: str) -> None:
         f"running: pid {info['pid']}, octobrain {info['version']}, {info['served']} commands "
         f"served, {info.get('mcp_sessions', 0)} MCP sessions open, idle "
         f"{info['idle_for']:.0f} s of {info['idle_seconds']:.0f} s, "
-        f"{info['rss_mb']:.0f} MB resident, store {'loaded' if info['loaded'] else 'loading'}"
+        f"{info['rss_mb']:.0f} MB resident, store {_load_state(info)}"
         f" ({state})\nsocket {info['socket']}"
     )
+
+
+def _load_state(info: dict[str, Any]) -> str:
+    if info["loaded"]:
+        return "loaded"
+    if info.get("waiting"):
+        return "not loaded yet (it loads when the command that started it ends, or on a request)"
+    return "loading"
 
 
 @service.command("start")
@@ -93,7 +101,8 @@ def start_cmd(wait: float) -> None:
     while time.monotonic() < deadline:
         info = ask(settings, "status")
         if info is None:
-            spawn(settings)  # no-op while a service (perhaps one of another build) is exiting
+            # (a no-op while a service, perhaps one of another build, is exiting)
+            spawn(settings, load_now=True)
         elif info.get("loaded"):
             click.echo(f"running: pid {info['pid']}, socket {info['socket']}")
             return

@@ -36,6 +36,8 @@ from octobrain.cli import library_log
 from octobrain.cli.service_client import (
     ALIVE_EVERY_SECONDS,
     PROTOCOL,
+    SPAWNER_FD_VAR,
+    SPAWNER_WAIT_SECONDS,
     Channel,
     Settings,
     build_id,
@@ -177,7 +179,7 @@ class BrainCache:
 class Service:
     """The accept loop, the one-at-a-time executor and the idle clock."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, spawner_fd: int | None = None) -> None:
         self.settings = settings
         self.build = build_id()
         self.config_stamp = _config_stamp(settings.config_file)
@@ -191,37 +193,64 @@ class Service:
         self.cache: BrainCache | None = None
         self.configured = threading.Event()  # the config was read (self.cache set if valid)
         self.loaded = False  # warm-up done: the model, the store and its mirror are in memory
+        # Set: load now (no process started this one and waits, it is done, or a client asks).
+        self.wanted = threading.Event()
+        if spawner_fd is None:
+            self.wanted.set()
+        else:
+            threading.Thread(
+                target=self._watch_spawner,
+                args=(spawner_fd,),
+                name="octobrain-spawner",
+                daemon=True,
+            ).start()
         self.sessions = 0  # MCP sessions being hosted
 
     # ---- lifecycle --------------------------------------------------------------------
 
     def prepare(self) -> None:
-        """Import the command line and load the model and the store (in the background)."""
+        """Import the command line and load the model and the store (in the background), once
+        the command that started this service is done (`service_client.SPAWNER_WAIT_SECONDS`)
+        or a client wants a command run or a session hosted."""
+        with self.run_lock:  # (commands wait for the load, as always)
+            self.wanted.wait(SPAWNER_WAIT_SECONDS)
+            self.wanted.set()
+            self._load()
+
+    def _watch_spawner(self, fd: int) -> None:
+        """Let the load begin when the process that started this one exits (its end of the
+        pipe closes; it never writes)."""
+        with contextlib.suppress(OSError):
+            os.read(fd, 1)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        self.wanted.set()
+
+    def _load(self) -> None:
         from octobrain.cli.common import use_brain_factory
         from octobrain.config import load_config
         from octobrain.store.memories import MemoryStore
 
         MemoryStore.defer_maintenance = True  # run after answers (`_maintain`), not within them
-        with self.run_lock:
+        try:
             try:
-                try:
-                    cache = BrainCache(load_config(), self.run_lock)
-                    use_brain_factory(cache.brain)
-                    self.cache = cache
-                finally:
-                    self.configured.set()
-                import octobrain.cli.main  # the commands, imported once
-                import octobrain.server.hosted  # noqa: F401  (the MCP SDK, for hosted sessions)
-
-                brain = cache.brain("", Path("/"))
-                brain.warm_up()
-                brain.remember("warm up", record_access=False)  # builds what a search needs
-                cache.flush()  # the store's files as opened (a first open creates the tables)
-                trim_heap()
-            except Exception:  # a bad config or store is reported by the first command
-                log.warning("warm-up failed", exc_info=True)
+                cache = BrainCache(load_config(), self.run_lock)
+                use_brain_factory(cache.brain)
+                self.cache = cache
             finally:
-                self.loaded = True
+                self.configured.set()
+            import octobrain.cli.main  # the commands, imported once
+            import octobrain.server.hosted  # noqa: F401  (the MCP SDK, for hosted sessions)
+
+            brain = cache.brain("", Path("/"))
+            brain.warm_up()
+            brain.remember("warm up", record_access=False)  # builds what a search needs
+            cache.flush()  # the store's files as opened (a first open creates the tables)
+            trim_heap()
+        except Exception:  # a bad config or store is reported by the first command
+            log.warning("warm-up failed", exc_info=True)
+        finally:
+            self.loaded = True
 
     def serve(self, listener: socket.socket, release: Callable[[], None] | None = None) -> None:
         """Accept until idle or stopped; then `release` the socket and the lock (a new service
@@ -285,6 +314,7 @@ class Service:
                 "idle_seconds": self.settings.idle_seconds,
                 "idle_for": idle_for,
                 "loaded": self.loaded,
+                "waiting": not self.wanted.is_set(),
                 "mcp_sessions": self.sessions,
                 "socket": str(self.settings.socket_path),
                 "config": str(self.settings.config_file),
@@ -328,6 +358,8 @@ class Service:
             self.stopping.set()
             return
         op = request.get("op")
+        if op in ("run", "mcp"):
+            self.wanted.set()  # someone waits for this service: load now
         if op == "status":
             channel.send(self.status())
             return
@@ -504,6 +536,23 @@ def _rss_mb() -> float:
     return 0.0
 
 
+def _spawner_fd() -> int | None:
+    """The read end of the pipe whose other end the process that started this service holds
+    (`service_client.spawn`); taken out of the environment the commands run in."""
+    import stat
+
+    raw = os.environ.pop(SPAWNER_FD_VAR, "")
+    if not raw.isdigit():
+        return None
+    fd = int(raw)
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return None
+    except OSError:
+        return None
+    return fd
+
+
 def run_service(settings: Settings) -> int:
     """Serve until idle; 0 also when another service already holds the lock."""
     import fcntl
@@ -525,7 +574,7 @@ def run_service(settings: Settings) -> int:
     os.chmod(path, 0o600)
     listener.listen(64)
     ino = os.stat(path).st_ino
-    service = Service(settings)
+    service = Service(settings, _spawner_fd())
     released = False
 
     def release() -> None:
