@@ -136,6 +136,55 @@ def test_docx_headings_lists_and_tables(tmp_path: Path) -> None:
     assert "eu-west | platform team" in text
 
 
+def test_docx_text_in_controls_nested_tables_and_tracked_changes_is_read(tmp_path: Path) -> None:
+    # Word templates and forms keep text in content controls; review copies carry tracked
+    # changes; tables nest. Their text was left out of the index, without a word said.
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph("Opening paragraph.")
+    outer = document.add_table(rows=1, cols=2)
+    outer.cell(0, 0).text = "Service"
+    inner = outer.cell(0, 1).add_table(rows=1, cols=2)
+    inner.cell(0, 0).text, inner.cell(0, 1).text = "on-call rota", "weekly handover"
+    plain = tmp_path / "plain.docx"
+    document.save(str(plain))
+    mc = 'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"'
+    run = "<w:r><w:t>{}</w:t></w:r>".format
+    added = "".join(
+        (
+            f"<w:sdt><w:sdtPr/><w:sdtContent><w:p>{run('Owner: platform team')}</w:p>"
+            "</w:sdtContent></w:sdt>",
+            f"<w:p>{run('Backups run ')}<w:ins w:id='1' w:author='a' w:date='2026-01-01T00:00:00Z'>"
+            f"{run('hourly')}</w:ins><w:del w:id='2' w:author='a' w:date='2026-01-01T00:00:00Z'>"
+            "<w:r><w:delText>daily</w:delText></w:r></w:del></w:p>",
+            f"<w:p>{run('Region: ')}<w:sdt><w:sdtContent>{run('eu-west')}</w:sdtContent>"
+            "</w:sdt></w:p>",
+            f"<w:moveFrom w:id='3' w:author='a' w:date='2026-01-01T00:00:00Z'><w:p>"
+            f"{run('Escalate to the lead.')}</w:p></w:moveFrom>",
+            f"<w:moveTo w:id='4' w:author='a' w:date='2026-01-01T00:00:00Z'><w:p>"
+            f"{run('Escalate to the lead.')}</w:p></w:moveTo>",
+            f"<w:p><mc:AlternateContent {mc}><mc:Choice Requires='wps'>"
+            f"<w:r><w:t>Boxed note.</w:t></w:r></mc:Choice><mc:Fallback>"
+            f"<w:r><w:t>Boxed note.</w:t></w:r></mc:Fallback></mc:AlternateContent></w:p>",
+        )
+    ).encode()
+    full = tmp_path / "full.docx"
+    with zipfile.ZipFile(plain) as src, zipfile.ZipFile(full, "w", zipfile.ZIP_DEFLATED) as out:
+        for part in src.infolist():
+            body = src.read(part)
+            if part.filename == "word/document.xml":
+                body = body.replace(b"<w:sectPr", added + b"<w:sectPr", 1)
+            out.writestr(part.filename, body)
+    _, _, text = _extract(full)
+    for seen in ("Opening paragraph.", "on-call rota | weekly handover", "Owner: platform team",
+                 "Backups run hourly", "Region: eu-west"):  # fmt: skip
+        assert seen in text, (seen, text)
+    assert "daily" not in text  # deleted
+    assert text.count("Escalate to the lead.") == 1 and text.count("Boxed note.") == 1, text
+    assert text.index("Service") < text.index("on-call rota") < text.index("Owner")
+
+
 def test_markdown_and_text_titles(tmp_path: Path) -> None:
     md = _write(tmp_path / "a.md", b"Some preface\n\n# Real title\n\nBody.\n")
     assert _extract(md)[:2] == ("Real title", DocType.MARKDOWN)

@@ -534,7 +534,6 @@ def _docx(data: bytes, max_bytes: int) -> tuple[str, str]:
     import zipfile
 
     import docx
-    from docx.oxml.table import CT_Tbl
 
     with zipfile.ZipFile(io.BytesIO(data)) as package:  # a part never inflates past its size
         parts = package.infolist()
@@ -546,16 +545,20 @@ def _docx(data: bytes, max_bytes: int) -> tuple[str, str]:
         raise _Unpacked("the DOCX's XML", markup, MARKUP_BYTES)
     document = docx.Document(io.BytesIO(data))
     styles, default = _paragraph_styles(document.styles.element)
+    body = document.element.body
+    _drop_shadow_text(body)
     blocks: list[str] = []
     cells = 0
-    for item in document.element.body.inner_content_elements:
-        if isinstance(item, CT_Tbl):
+    for item in _docx_content(body):
+        if item.tag == _W_TBL:
             cells = _docx_rows(item, blocks, cells)
             continue
-        text = item.text.strip()
+        text = _docx_text(item).strip()
         if not text:
             continue
-        style = styles.get(item.style, default) if item.style else default
+        style_element = item.find(f"{_W_PPR}/{_W_PSTYLE}")
+        style_id = None if style_element is None else style_element.get(_W_VAL)
+        style = styles.get(style_id, default) if style_id else default
         level = re.fullmatch(r"Heading (\d)", style)
         if level:
             blocks.append("#" * min(6, int(level.group(1))) + " " + text)
@@ -567,6 +570,56 @@ def _docx(data: bytes, max_bytes: int) -> tuple[str, str]:
             blocks.append(text)
     title = document.core_properties.title or ""
     return title, "\n\n".join(blocks)
+
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_W_P, _W_TBL, _W_TR, _W_TC = f"{_W}p", f"{_W}tbl", f"{_W}tr", f"{_W}tc"
+_W_PPR, _W_PSTYLE, _W_VAL = f"{_W}pPr", f"{_W}pStyle", f"{_W}val"
+# What holds content without being content: a content control (its `sdtContent`), custom XML,
+# a smart tag, a tracked insertion or move. Their paragraphs, rows, cells and runs count as if
+# they stood in its place (Word templates and forms keep much of their text in controls).
+_W_WRAPPERS = {f"{_W}{name}" for name in ("sdt", "sdtContent", "customXml", "smartTag", "ins",
+                                           "moveTo")}  # fmt: skip
+# Text a reader does not see as the document's: tracked deletions and the old place of a moved
+# passage (Word keeps both), and the fallback copy of a text box (`mc:Fallback` repeats what
+# its `mc:Choice` holds, for older readers).
+_SHADOWS = (
+    f"{_W}del",
+    f"{_W}moveFrom",
+    "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback",
+)
+# A run's characters (`w:t`) and what Word shows for its other marks.
+_W_CHARS = {f"{_W}t": None, f"{_W}tab": "\t", f"{_W}ptab": "\t", f"{_W}br": "\n",
+            f"{_W}cr": "\n", f"{_W}noBreakHyphen": "-"}  # fmt: skip
+
+
+def _drop_shadow_text(body: Any) -> None:
+    for shadow in list(body.iter(*_SHADOWS)):
+        parent = shadow.getparent()
+        if parent is not None:
+            parent.remove(shadow)
+
+
+def _docx_content(element: Any, kinds: tuple[str, ...] = (_W_P, _W_TBL)) -> Iterator[Any]:
+    """The children of `element` of `kinds`, in order, those inside wrappers (`_W_WRAPPERS`)
+    included where the wrapper stands."""
+    pending = list(reversed(element))
+    while pending:
+        child = pending.pop()
+        if child.tag in kinds:
+            yield child
+        elif child.tag in _W_WRAPPERS:
+            pending.extend(reversed(child))
+
+
+def _docx_text(paragraph: Any) -> str:
+    """What a paragraph shows: every run's text, in a hyperlink, a field's result, a content
+    control, a tracked insertion or a text box anchored in it."""
+    out = []
+    for element in paragraph.iter(*_W_CHARS):
+        mark = _W_CHARS[element.tag]
+        out.append(element.text or "" if mark is None else mark)
+    return "".join(out)
 
 
 def _docx_markup(package: Any, parts: list[Any]) -> int:
@@ -633,18 +686,27 @@ def _docx_rows(table: Any, blocks: list[str], cells: int) -> int:
     """A line per row of `table`, its cells' texts joined by ` | `; the rows and cells read
     so far, `cells` included.
 
-    One cell per `w:tc`, with its own paragraphs (not its nested tables, as python-docx's cell
-    text): python-docx's `row.cells` repeats a cell for each grid column it spans (a
-    `w:gridSpan` of 3,000,000 took 120 s and 388 MB) and walks up the rows for each
-    vertically merged one (200 × 20 such cells: 70 s)."""
-    for row in table.tr_lst:
+    One cell per `w:tc`, with its own paragraphs; the rows of a table nested in a cell follow
+    its row's line. Not python-docx's `row.cells`: it repeats a cell for each grid column it
+    spans (a `w:gridSpan` of 3,000,000 took 120 s and 388 MB) and walks up the rows for each
+    vertically merged one (200 × 20 such cells: 70 s). (A table nests in a table at most
+    about 128 deep: the XML parser stops at 256 levels.)"""
+    for row in _docx_content(table, (_W_TR,)):
         cells = _cell_read(cells)
-        texts = []
-        for tc in row.tc_lst:
+        texts, nested = [], []
+        for tc in _docx_content(row, (_W_TC,)):
             cells = _cell_read(cells)
-            texts.append(" ".join("\n".join(p.text for p in tc.p_lst).split()))
+            paragraphs = []
+            for item in _docx_content(tc):
+                if item.tag == _W_TBL:
+                    nested.append(item)
+                else:
+                    paragraphs.append(_docx_text(item))
+            texts.append(" ".join("\n".join(paragraphs).split()))
         if any(texts):  # a row of empty (or vertically merged) cells says nothing
             blocks.append(" | ".join(texts))
+        for inner in nested:
+            cells = _docx_rows(inner, blocks, cells)
     return cells
 
 
