@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import struct
 import time
 import tracemalloc
@@ -115,6 +116,26 @@ def test_a_deep_page_skips_a_bogus_section_and_a_pictures_title(tmp_path: Path) 
     )  # fmt: skip
     title, _, text = _extract(_write(tmp_path / "odd.html", page.encode()))
     assert text == "Before.\n\nAfter.\n\nEnd." and title != "icon"
+
+
+@pytest.mark.parametrize("control", ["\x0b", "\x0c", "\x01", "\x1f", "\ufffe"])
+def test_a_page_holding_a_control_character_is_read_without_a_logged_traceback(
+    tmp_path: Path, control: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # lxml cannot set such a character as a text: readability, moving the text after the
+    # first `<p>` into a new one, failed and logged "error getting summary" with a traceback.
+    page = (
+        "<html><head><title>Release notes</title></head><body><div>"
+        f"<p>Version 2 ships the new importer.</p>Upgrades{control}need a reindex."
+        f"<p>Rollback{control}is supported.</p></div></body></html>"
+    )
+    with caplog.at_level("DEBUG"):
+        title, _, text = _extract(_write(tmp_path / "notes.html", page.encode()))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    assert title == "Release notes"
+    assert text == (
+        "Version 2 ships the new importer.\n\nUpgrades need a reindex.\n\nRollback is supported."
+    )
 
 
 def test_pdf_text_and_title(tmp_path: Path) -> None:

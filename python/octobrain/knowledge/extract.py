@@ -266,10 +266,18 @@ _BLOCKS = frozenset(("p", "div", "section", "article", "main", "ul", "ol", "li",
 _CELLS = frozenset(("td", "th"))
 
 
+# What lxml cannot set as an element's text: the C0 controls but tab, line feed and carriage
+# return, and U+FFFE/U+FFFF (a NUL the parser drops itself). libxml2 keeps them in the tree it
+# builds, and readability, moving a text into a new `<p>`, then failed and logged a traceback.
+# A space stands for each: \x0b, \x0c and \x1c–\x1f are whitespace to the text walk anyway.
+_NOT_XML = re.compile("[\x01-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
 def _html(markup: str) -> tuple[str, str]:
     import lxml.html
     from readability import Document as Readable
 
+    markup = _NOT_XML.sub(" ", markup)
     # As UTF-8 bytes, that encoding named: lxml refuses text holding an XML encoding
     # declaration, and the encoding named overrides what a `<meta>` says.
     if _crowded(markup):
