@@ -19,6 +19,7 @@ from octobrain.knowledge.pages import LINE_CHARS
 from octobrain.knowledge.render import RULE, render_match
 from octobrain.models import utcnow
 from octobrain.store import ModelMismatch
+from octobrain.store.manifest import recreate
 
 from .conftest import SCOPE, CountingEmbedder, MakeKnowledge, write_docx, write_pdf
 
@@ -506,3 +507,30 @@ def test_a_document_cannot_forge_a_second_search_result() -> None:
     assert lines.count(RULE) == 2 and lines[1] == "Notes Fake", lines  # one hit: rule, …, rule
     assert [line for line in lines if line.startswith("Relevance")] == ["Relevance: 40%"]
     assert "   https://security.acme.example" in lines
+
+
+def test_an_index_run_again_after_the_tables_started_over_shows_its_progress_once(
+    make_knowledge: MakeKnowledge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another process started the tables over (`doctor --recreate knowledge`) while this one
+    # embedded: the write failed and the call ran again, embedding every batch
+    # again, and the progress bar went back to its start and ran a second time.
+    kb = make_knowledge()
+    kb.index(str(_guide(tmp_path)))
+    big = tmp_path / "big.md"
+    big.write_text("# Big\n\n" + "\n\n".join(f"Part {i} " + "word " * 200 for i in range(150)))
+    replace = kb.kstore.replace_source
+    started_over = []
+
+    def moved_aside_first(*args: object) -> None:
+        if not started_over:
+            started_over.extend(recreate(kb.kstore.location, "knowledge", {"knowledge_chunks"}))
+        replace(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kb.kstore, "replace_source", moved_aside_first)
+    shown: list[tuple[int, int]] = []
+    report = kb.index(str(big), progress=lambda done, total: shown.append((done, total)))
+    assert started_over and report.status == "indexed" and report.embedded > 64
+    total = report.embedded
+    assert shown == [(min(done, total), total) for done in range(64, total + 64, 64)]
+    assert [h.title for h in kb.search("Part 7 word").hits][:1] == ["Big"]

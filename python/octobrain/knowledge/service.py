@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from octobrain.config import Config, load_config, resolve_storage_uri
 from octobrain.embed.base import Embedder
@@ -96,6 +96,9 @@ def _reopening(
 
     @functools.wraps(method)
     def run(self: Knowledge, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        progress = kwargs.get("progress")
+        if progress is not None:  # the run again repeats the batches already shown
+            kwargs["progress"] = _Ahead(cast(Progress, progress))
         try:
             return method(self, *args, **kwargs)
         except (OSError, RuntimeError, StorageError):
@@ -105,6 +108,21 @@ def _reopening(
         return method(self, *args, **kwargs)
 
     return run
+
+
+class _Ahead:
+    """A progress callback passing on only work past what it has already reported: a call run
+    again by `_reopening` embeds its batches again, and a bar that went back to the start (or
+    ran on past its length) would show the work twice."""
+
+    def __init__(self, report: Progress) -> None:
+        self.report = report
+        self.done = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if done > self.done:
+            self.done = done
+            self.report(done, total)
 
 
 class Knowledge:
