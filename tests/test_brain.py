@@ -464,6 +464,20 @@ def test_an_import_line_too_long_to_hold_is_refused_by_its_number(
         next(lines)
 
 
+@pytest.mark.parametrize("end", [b"\r", b"\r\n"])
+def test_an_import_file_with_other_line_ends_imports_and_names_lines(
+    make_brain: MakeBrain, tmp_path: Path, end: bytes
+) -> None:
+    # An export saved with lone CRs (old Mac) was one line: "line 1: is not JSON".
+    brain = make_brain()
+    header, row = _one_row_export(brain)
+    data = end.join(json.dumps(r).encode() for r in (header, row)) + end
+    other = Brain(brain.scope, config=Config(), embedder=brain.embedder, uri=tmp_path / "other")
+    with pytest.raises(InvalidInput, match=r"^line 4: is not JSON"):
+        import_jsonl(other, transfer.file_lines(io.BytesIO(data + end + b"{oops" + end)))
+    assert import_jsonl(other, transfer.file_lines(io.BytesIO(data))).imported == 1
+
+
 def test_an_import_file_that_is_not_plain_json_lines_is_named_by_line(
     make_brain: MakeBrain, tmp_path: Path
 ) -> None:

@@ -199,6 +199,16 @@ def test_a_line_over_the_cap_is_skipped_unread_and_the_rest_digested(
     assert digest_transcript(read_transcript(path)).decisions == ["We decided to keep this one."]
 
 
+@pytest.mark.parametrize("end", ["\r", "\r\n"])
+def test_a_transcript_with_other_line_ends_is_digested(tmp_path: Path, end: str) -> None:
+    # Lone CRs (old Mac) made the transcript one line, unreadable: no digest at all.
+    path = tmp_path / "t.jsonl"
+    entries = [_said("We decided to use Redis."), _said("We decided to pin the client.")]
+    path.write_bytes(end.join(json.dumps(e) for e in entries).encode() + end.encode())
+    digest = digest_transcript(read_transcript(path))
+    assert digest.decisions == ["We decided to use Redis.", "We decided to pin the client."]
+
+
 def test_two_long_session_ids_that_share_a_start_keep_two_digests(
     env: Path, tmp_path: Path
 ) -> None:

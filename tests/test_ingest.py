@@ -935,6 +935,22 @@ def test_export_and_import_keep_a_short_turn_and_its_context(tmp_path: Path) -> 
     assert "I joined a pottery class." in wow.context
 
 
+@pytest.mark.parametrize("end", ["\r", "\r\n", "\n"])
+def test_a_jsonl_file_with_any_line_end_is_read_and_named_by_line(end: str) -> None:
+    # Saved with old Mac line ends (a lone CR), a transcript read as one line: "line 1 is not
+    # JSON". U+2028 inside a string stays part of its line.
+    said = "first point\u2028second point"
+    records = [
+        {"type": "user", "uuid": "u1", "message": {"content": said}},
+        {"type": "assistant", "uuid": "u2", "message": {"content": "noted"}},
+    ]
+    text = end + end.join(json.dumps(r, ensure_ascii=False) for r in records) + end
+    [conversation] = parse_text(text)
+    assert [t.text for t in conversation.turns] == [said, "noted"]
+    with pytest.raises(InvalidInput, match=r"^file: line 5 is not JSON"):
+        parse_text(text + end + "{oops" + end)
+
+
 def test_a_jsonl_turn_holding_a_unicode_line_separator_is_read_whole() -> None:
     # JSON.stringify (a Claude Code transcript) and `ensure_ascii=False` leave U+2028, U+2029
     # and U+0085 raw inside a string: the file was cut there, refused as "line 1 is not JSON".

@@ -19,6 +19,7 @@ from typing import Any
 
 from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, named_by, read_regular
+from octobrain.lines import split_lines
 from octobrain.models import (
     CONTENT_BYTES,
     ID_CHARS,
@@ -142,11 +143,7 @@ def _load(text: str) -> tuple[Any, list[int] | None]:
         if not exc.syntax:
             raise InvalidInput("file", exc.reason) from None
     records, lines = [], []
-    skipped = len(text) - len(text.lstrip())  # the blank lines `strip` took off the top
-    first = text[:skipped].count("\n") + 1
-    # Lines end at "\n" only: `splitlines` also splits at U+2028 and the like, which JSON
-    # writers (JSON.stringify, `ensure_ascii=False`) leave raw inside strings.
-    for number, line in enumerate(stripped.split("\n"), first):
+    for number, line in enumerate(split_lines(text), 1):
         if not line.strip():
             continue
         try:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, named_by, open_regular, read_regular
+from octobrain.lines import stream_lines
 from octobrain.memory.gist import DIGEST_TAG
 from octobrain.memory.summary import split_sentences
 from octobrain.models import (
@@ -163,35 +164,22 @@ def read_transcript(path: str | Path) -> Iterator[dict[str, Any]]:
 
 
 def _entries(handle: BinaryIO, where: Path) -> Iterator[dict[str, Any]]:
-    lines = entries = read = 0
+    lines = entries = 0
     with handle:
-        while read < TRANSCRIPT_BYTES:
-            try:
-                line = handle.readline(LINE_BYTES + 1)
-            except OSError as exc:
-                raise InvalidInput(
-                    "transcript_path", f"cannot read {where}: {exc.strerror}"
-                ) from None
-            if not line:
-                break
-            read += len(line)
-            if len(line) > LINE_BYTES and not line.endswith(b"\n"):
-                while read < TRANSCRIPT_BYTES:  # the rest of this line, never held
-                    rest = handle.readline(1 << 20)
-                    read += len(rest)
-                    if not rest or rest.endswith(b"\n"):
-                        break
-                continue
-            if not line.strip():
-                continue
-            lines += 1
-            try:
-                entry = read_json(line.decode("utf-8", errors="replace"))
-            except UnreadableJSON:  # one unreadable line: skipped
-                continue
-            if isinstance(entry, dict):
-                entries += 1
-                yield entry
+        try:
+            for line in stream_lines(handle, LINE_BYTES, TRANSCRIPT_BYTES):
+                if line is None or not line.strip():
+                    continue
+                lines += 1
+                try:
+                    entry = read_json(line.decode("utf-8", errors="replace"))
+                except UnreadableJSON:  # one unreadable line: skipped
+                    continue
+                if isinstance(entry, dict):
+                    entries += 1
+                    yield entry
+        except OSError as exc:
+            raise InvalidInput("transcript_path", f"cannot read {where}: {exc.strerror}") from None
     if lines and not entries:
         raise InvalidInput("transcript_path", f"{where} has no JSON lines; not a transcript")
 

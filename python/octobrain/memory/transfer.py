@@ -9,7 +9,6 @@ file's embeddings only when they come from the same model.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import pickle
 import tempfile
 from collections import Counter
@@ -22,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from octobrain.errors import InvalidInput, StorageError
+from octobrain.lines import stream_lines
 from octobrain.memory.brain import Brain
 from octobrain.memory.import_rows import (
     embedding,
@@ -157,19 +157,17 @@ class ImportReport:
 
 
 def file_lines(handle: IO[bytes], name: str = "the import file") -> Iterator[bytes]:
-    """The lines of an import file, read one at a time; a line over `LINE_BYTES` (no line of
-    an export comes near it) is refused by its number before it is held, and a read that fails
-    (`/proc/self/mem`: EIO) is `InvalidInput("source")` naming `name`."""
-    for number in itertools.count(1):
-        try:
-            line = handle.readline(LINE_BYTES + 1)
-        except OSError as exc:
-            raise InvalidInput("source", f"cannot read {name}: {exc.strerror or exc}") from None
-        if not line:
-            return
-        if len(line) > LINE_BYTES and not line.endswith(b"\n"):
-            raise InvalidInput(f"line {number}", f"must be at most {LINE_BYTES:,} bytes long")
-        yield line
+    """The lines of an import file, read one at a time (ended by "\n", "\r\n" or "\r":
+    `lines`); a line over `LINE_BYTES` (no line of an export comes near it) is refused by its
+    number before it is held, and a read that fails (`/proc/self/mem`: EIO) is
+    `InvalidInput("source")` naming `name`."""
+    try:
+        for number, line in enumerate(stream_lines(handle, LINE_BYTES), 1):
+            if line is None:
+                raise InvalidInput(f"line {number}", f"must be at most {LINE_BYTES:,} bytes long")
+            yield line
+    except OSError as exc:
+        raise InvalidInput("source", f"cannot read {name}: {exc.strerror or exc}") from None
 
 
 def _lines(

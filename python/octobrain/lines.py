@@ -1,0 +1,73 @@
+"""The lines of a JSONL file, as every reader of one cuts them: at "\\n", "\\r\\n" or a lone "\\r".
+
+A file saved with old Mac line ends (a lone CR) read as one line, refused as "line 1 is not
+JSON". A raw CR can stand in a JSON text only as whitespace between tokens (inside a string it
+must be escaped), so cutting at it never cuts a record. U+2028, U+2029 and U+0085 are not line
+ends: JSON writers (`JSON.stringify`, `ensure_ascii=False`) leave them raw inside strings, and
+`str.splitlines` would cut there. Lines are numbered from 1, one for each line end.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import IO
+
+__all__ = ["split_lines", "stream_lines"]
+
+_END = re.compile(r"\r\n?|\n")
+_BLOCK = 1 << 16
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of `text`, without their ends."""
+    return _END.split(text)
+
+
+def stream_lines(
+    handle: IO[bytes], limit: int, most: int | None = None, *, block_bytes: int = _BLOCK
+) -> Iterator[bytes | None]:
+    """The lines of `handle`, each with its end, read `block_bytes` at a time. A line whose bytes
+    before its end are more than `limit` is None, given as soon as it is over: what is left of
+    it is read past, never held. With `most`, no line starting past the first `most` bytes is
+    read (the one running on at that point is read to its end)."""
+    parts: list[bytes] = []  # the line read so far
+    held = 0
+    over = False  # the line being read was given as None: its rest is passed over
+    carry = b""  # a CR that ended the block before: alone, or the first half of "\r\n"
+    read = 0
+    while True:
+        finishing = most is not None and read >= most
+        if finishing and not held and not carry:
+            break
+        block = handle.read(
+            block_bytes if most is None or finishing else min(block_bytes, most - read)
+        )
+        read += len(block)
+        if not block:
+            break
+        block, carry = carry + block, b""
+        if block.endswith(b"\r"):
+            block, carry = block[:-1], b"\r"
+        # `bytes.splitlines` cuts at exactly these three ends; the last piece may run on.
+        for piece in block.splitlines(keepends=True):
+            if not piece.endswith((b"\n", b"\r")):
+                if over:
+                    continue
+                if held + len(piece) > limit:
+                    parts, held, over = [], 0, True
+                    yield None
+                else:
+                    parts.append(piece)
+                    held += len(piece)
+                continue
+            if not over:
+                if held + len(piece) - (2 if piece.endswith(b"\r\n") else 1) > limit:
+                    yield None
+                else:
+                    yield b"".join((*parts, piece)) if parts else piece
+            parts, held, over = [], 0, False
+            if finishing:
+                return
+    if (held or carry) and not over:
+        yield b"".join(parts) + carry
