@@ -627,3 +627,30 @@ def test_minus_zero_is_stored_and_shown_as_zero(env: dict[str, str]) -> None:
     assert str(json.loads(link.output)["strength"]) == "0.0"
     (edge,) = json.loads(run("graph", a, "--format", "json").output)["relationships"]
     assert str(edge["strength"]) == "0.0"
+
+
+def test_history_says_which_versions_were_the_stores_upkeep(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Index builds and compactions are versions too: history listed them with the count of the
+    # version before and no word, as if a write had changed nothing. What made each is read
+    # from the transaction Lance records for it, not guessed.
+    from octobrain.store import memories
+
+    monkeypatch.setattr(memories, "SCALAR_INDEX_MIN_ROWS", 1)  # build the scalar indexes now
+    ids = [memorize(f"Database choice {i}", f"Postgres {i} is the primary one.") for i in (1, 2, 3)]
+    assert run("forget", ids[0], "--yes").exit_code == 0
+    built = whole_store("reindex")
+    assert built.exit_code == 0 and "built 3 indexes" in built.output, built.output
+    versions = json.loads(whole_store("history", "--format", "json").stdout)
+    notes = [v.get("note") for v in versions]
+    upkeep = [n for n in notes if n is not None]
+    assert notes[: len(upkeep)] == upkeep and set(notes[len(upkeep) :]) == {None}
+    assert upkeep.count("is the store's upkeep: a search index built, updated or dropped") >= 3
+    assert "is the store's upkeep: the table's files compacted" in upkeep
+    assert {v["memories"] for v in versions[: len(upkeep) + 1]} == {2}
+    text = whole_store("history").stdout.splitlines()
+    assert text[0].endswith(
+        "2 memories (no memory changed: this version is the store's upkeep: the table's files "
+        "compacted)"
+    )

@@ -110,6 +110,26 @@ def _brain(s3: S3, uri: str, **extra: str) -> Brain:
     return Brain(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
 
 
+def test_history_names_the_upkeep_versions_of_a_store_on_s3(
+    machine: S3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What made a version is read from the transaction Lance records, in the bucket too.
+    from octobrain.store import memories
+
+    monkeypatch.setattr(memories, "SCALAR_INDEX_MIN_ROWS", 1)
+    laptop = _brain(machine, f"s3://{machine.bucket()}/octobrain")
+    for i in (1, 2, 3):
+        laptop.memorize(f"Deploy rule {i}", f"Production deploys need review {i}.")
+    laptop.store.compact()
+    notes = [v.note for v in laptop.store.history(10)]
+    assert notes[:5] == [
+        "is the store's upkeep: the table's files compacted",
+        "is the store's upkeep: a compaction of the table's files begun",
+        *["is the store's upkeep: a search index built, updated or dropped"] * 3,
+    ]
+    assert set(notes[5:]) == {""}
+
+
 def test_a_second_machine_sees_the_first_ones_memories(machine: S3) -> None:
     uri = f"s3://{machine.bucket()}/octobrain"
     laptop, desktop = _brain(machine, uri), _brain(machine, uri)

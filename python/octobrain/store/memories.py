@@ -27,6 +27,7 @@ from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship
 from octobrain.store import addresses, changes, manifest, schema
 from octobrain.store.highwater import Commits
 from octobrain.store.location import LeaseLost, StoreLocation, import_lancedb
+from octobrain.store.operations import upkeep_note
 from octobrain.store.sql import sql_in, sql_str, visible_where
 
 if TYPE_CHECKING:
@@ -999,13 +1000,17 @@ class MemoryStore:
         shown = []
         for at in range(len(versions) - 1, max(len(versions) - limit, 0) - 1, -1):
             v, note = versions[at], ""
-            # A commit whose data files are the ones before it changed no row: a stamp of a
-            # table made later (`manifest.STAMPED_ON`) or an index, said in words when a stamp.
-            if at and v["metadata"] == versions[at - 1]["metadata"]:
-                probe = probe or self.open_memories_unchecked()
-                note = manifest.stamp_note(
-                    probe, int(versions[at - 1]["version"]), int(v["version"])
-                )
+            before = versions[at - 1]["metadata"] if at else None
+            # A commit that kept the row count may be the store's upkeep (an index built, files
+            # compacted: the operation Lance records for it), or, when its data files are the
+            # ones before it, a stamp of a table made later (`manifest.STAMPED_ON`).
+            if before is not None and before.get("total_rows") == v["metadata"].get("total_rows"):
+                note = upkeep_note(self.location, MEMORIES, int(v["version"]))
+                if not note and v["metadata"] == before:
+                    probe = probe or self.open_memories_unchecked()
+                    note = manifest.stamp_note(
+                        probe, int(versions[at - 1]["version"]), int(v["version"])
+                    )
             shown.append(
                 StoreVersion(
                     int(v["version"]),

@@ -1,0 +1,108 @@
+"""What a commit of a Lance table did, as Lance records it: the operation of its transaction.
+
+`list_versions()` gives a version's time and row counts, not what made it. Each version's
+manifest (`_versions/*.manifest`) ends with the file position of the `Manifest` message, which
+says where the `Transaction` that made the version lies: inside the manifest file
+(`transaction_section`) or in `_transactions/` (`transaction_file`). The transaction's
+`operation` is a oneof whose field number names the kind (Lance's `protos/transaction.proto`).
+`memory history` reads it to say why a version changed no memory: the store's upkeep.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from octobrain.store.location import StoreLocation
+
+__all__ = ["UPKEEP", "operation", "upkeep_note"]
+
+# `Transaction.operation` field numbers of the commits that rearrange a table without changing
+# a row, and what `memory history` says of them ("this version …").
+UPKEEP = {
+    103: "is the store's upkeep: a search index built, updated or dropped",  # CreateIndex
+    104: "is the store's upkeep: the table's files compacted",  # Rewrite
+    107: "is the store's upkeep: a compaction of the table's files begun",  # ReserveFragments
+}
+_FOOTER = struct.Struct("<QHH4s")  # manifest position, format major and minor, b"LANC"
+_LENGTH = struct.Struct("<I")  # before each message: its length
+_TRANSACTION_FILE, _TRANSACTION_SECTION = 12, 21  # `Manifest` fields
+_OPERATIONS = range(100, 200)  # `Transaction.operation`'s field numbers
+
+
+def operation(location: StoreLocation, name: str, version: int) -> int | None:
+    """The `Transaction.operation` field number of `version` of table `name`, or None when it
+    cannot be told: the version cleaned up, no transaction recorded, a format not known."""
+    from google.protobuf.message import DecodeError
+
+    try:
+        raw = _read(location, name, _manifest_names(version))
+        if raw is None or len(raw) < _FOOTER.size:
+            return None
+        at, _, _, magic = _FOOTER.unpack_from(raw, len(raw) - _FOOTER.size)
+        if magic != b"LANC":
+            return None
+        manifest = _fields(_message(raw, at))
+        section = manifest.get(_TRANSACTION_SECTION)
+        if isinstance(section, int):
+            transaction = _message(raw, section)
+        else:
+            file = manifest.get(_TRANSACTION_FILE)
+            if not isinstance(file, bytes) or not file:
+                return None
+            got = _read(location, name, [f"_transactions/{file.decode()}"])
+            if got is None:
+                return None
+            transaction = got
+        return next((n for n in _fields(transaction) if n in _OPERATIONS), None)
+    except (OSError, ValueError, struct.error, UnicodeDecodeError, DecodeError):
+        return None
+
+
+def upkeep_note(location: StoreLocation, name: str, version: int) -> str:
+    """What `version` of table `name` did in words, when it was the store's upkeep (an index
+    built, files compacted); "" for any other commit or one that cannot be told."""
+    return UPKEEP.get(operation(location, name, version) or 0, "")
+
+
+def _manifest_names(version: int) -> list[str]:
+    """Where a version's manifest may be: the newer naming (counting down from 2**64 - 1),
+    then the older one."""
+    return [f"_versions/{number}.manifest" for number in ((1 << 64) - 1 - version, version)]
+
+
+def _read(location: StoreLocation, name: str, paths: list[str]) -> bytes | None:
+    """The bytes of the first of `paths` (under table `name`) that exists, or None."""
+    for path in paths:
+        if location.path is not None:
+            try:
+                return (location.path / f"{name}.lance" / path).read_bytes()
+            except FileNotFoundError:
+                continue
+        import obstore
+
+        try:
+            return bytes(obstore.get(location.objects(), f"{name}.lance/{path}").bytes())
+        except FileNotFoundError:
+            continue
+    return None
+
+
+def _message(raw: bytes, at: int) -> bytes:
+    """The message at position `at` of a manifest file: its length, then its bytes."""
+    (length,) = _LENGTH.unpack_from(raw, at)
+    start = at + _LENGTH.size
+    if start + length > len(raw):
+        raise ValueError("a message runs past the end of the file")
+    return raw[start : start + length]
+
+
+def _fields(message: bytes) -> dict[int, Any]:
+    """The top-level fields of a protobuf message (the last value of each), read without its
+    schema: every field is an unknown field of the empty message."""
+    from google.protobuf import empty_pb2
+    from google.protobuf.unknown_fields import UnknownFieldSet
+
+    parsed = empty_pb2.Empty()
+    parsed.ParseFromString(message)
+    return {field.field_number: field.data for field in UnknownFieldSet(parsed)}
