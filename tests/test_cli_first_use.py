@@ -29,6 +29,11 @@ def run(*args: str, input: str | None = None) -> Result:
     return CliRunner().invoke(main, ["memory", "--scope", SCOPE, *args], input=input)
 
 
+def bare(*args: str) -> Result:
+    """`octobrain memory <args>`, no scope option before the subcommand."""
+    return CliRunner().invoke(main, ["memory", *args])
+
+
 def whole_store(*args: str) -> Result:
     """`octobrain memory <args>` for a command on every scope: it takes no `--scope`."""
     return CliRunner().invoke(main, ["memory", *args])
@@ -62,18 +67,18 @@ def test_a_person_is_trusted_and_told_what_was_stored(env: Path) -> None:
 
 
 def test_scope_options_work_after_the_subcommand(env: Path) -> None:
-    done = run("memorize", "-t", "Tabs or spaces", "-c", "The user wants four spaces.", "--global")
+    done = bare("memorize", "-t", "Tabs or spaces", "-c", "The user wants four spaces.", "--global")
     assert done.exit_code == 0 and "Scope: (global)" in done.output, done.output
     other = CliRunner().invoke(
         main, ["memory", "remember", "four spaces", "--scope", "github.com/acme/web"]
     )
     assert other.exit_code == 0 and "Tabs or spaces" in other.output  # global is read by all
     private = memorize("Deploy key", "The api deploys with a per-env key.")
-    assert run("get", private, "--scope", "github.com/acme/web").exit_code == 2
-    assert run("get", private, "--global").exit_code == 2
-    elsewhere = run("get", private[:8], "--scope", "github.com/acme/web")  # prefixes too
+    assert bare("get", private, "--scope", "github.com/acme/web").exit_code == 2
+    assert bare("get", private, "--global").exit_code == 2
+    elsewhere = bare("get", private[:8], "--scope", "github.com/acme/web")  # prefixes too
     assert elsewhere.exit_code == 2 and "no memory id starting with" in elsewhere.output
-    both = run("get", private, "--scope", SCOPE, "--global")
+    both = bare("get", private, "--scope", SCOPE, "--global")
     assert both.exit_code == 2 and "--global: cannot be combined with --scope" in both.output
     # Before: a blank or "/" scope silently meant the global one.
     for blank in (" ", "/"):
@@ -91,7 +96,7 @@ def test_scoped_commands_take_the_scope_after_them_too(env: Path, tmp_path: Path
     chat.write_text(json.dumps(turn) + "\n", encoding="utf-8")
     done = CliRunner().invoke(main, ["memory", "ingest", str(chat), "--scope", "acme/chat"])
     assert done.exit_code == 0 and "into acme/chat: 1 added" in done.stdout, done.output
-    assert "zebra hub" in run("remember", "zebra hub", "--scope", "acme/chat").output
+    assert "zebra hub" in bare("remember", "zebra hub", "--scope", "acme/chat").output
     notes = tmp_path / "notes.md"
     notes.write_text("# Retries\nRetries back off exponentially, five tries at most.\n")
     index = CliRunner().invoke(main, ["knowledge", "index", str(notes), "--scope", "acme/docs"])
@@ -99,6 +104,48 @@ def test_scoped_commands_take_the_scope_after_them_too(env: Path, tmp_path: Path
     for scope, found in (("acme/docs", True), ("acme/other", False)):
         search = CliRunner().invoke(main, ["knowledge", "search", "retries", "--scope", scope])
         assert search.exit_code == 0 and ("five tries" in search.output) is found, search.output
+
+
+@pytest.mark.parametrize(
+    ("argv", "refusal"),
+    [
+        (["memory", "--scope", SCOPE, "remember", "x", "--global"],
+         f"error: --global: contradicts --scope {SCOPE}, given before `remember`"),
+        (["memory", "--global", "remember", "x", "--scope", SCOPE],
+         "error: --scope: contradicts --global, given before `remember`"),
+        (["memory", "--scope", SCOPE, "recent", "--scope", "github.com/acme/web"],
+         f"error: --scope: contradicts --scope {SCOPE}, given before `recent`"),
+        (["memory", "recent", "--scope", SCOPE, "--scope", "github.com/acme/web"],
+         f"error: --scope: given as '{SCOPE}' and as 'github.com/acme/web'"),
+        (["memory", "--scope", "github.com/acme/web", "--scope", SCOPE, "recent"],
+         f"error: --scope: given as 'github.com/acme/web' and as '{SCOPE}'"),
+        (["knowledge", "--global", "stats", "--scope", SCOPE],
+         "error: --scope: contradicts --global, given before `stats`"),
+    ],
+)  # fmt: skip
+def test_contradictory_scope_options_are_refused_not_one_taken(
+    env: Path, argv: list[str], refusal: str
+) -> None:
+    # The option after the subcommand silently won over the group's (a `--global` memory
+    # written to the project, or the reverse); a repeated --scope kept its last.
+    said = CliRunner().invoke(main, argv)
+    assert said.exit_code == 2 and said.output.splitlines() == [
+        f"{refusal}; give the scope once"
+    ], said.output
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["memory", "--scope", SCOPE, "recent", "--scope", SCOPE],
+        ["memory", "--global", "recent", "--global"],
+        ["memory", "recent", "--scope", SCOPE, "--scope", SCOPE],
+        ["knowledge", "--scope", SCOPE, "stats", "--scope", SCOPE],
+    ],
+)
+def test_a_scope_option_given_twice_alike_is_fine(env: Path, argv: list[str]) -> None:
+    said = CliRunner().invoke(main, argv)
+    assert said.exit_code == 0, said.output
 
 
 @pytest.mark.parametrize(

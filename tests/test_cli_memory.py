@@ -228,7 +228,8 @@ def test_an_import_says_which_scopes_it_wrote_when_not_only_the_commands(
     # The file's scopes are kept: `memory --global import` of a project's export wrote
     # project memories and said only "imported 2 memories".
     memorize("Primary database", "Postgres 16 is the primary database.")
-    memorize("Editor preference", "The user prefers vim keybindings.", "--global")
+    editor = ["memorize", "-t", "Editor preference", "-c", "The user prefers vim keybindings."]
+    assert CliRunner().invoke(main, ["memory", *editor, "--global"]).exit_code == 0
     dump = tmp_path / "dump.jsonl"
     assert run("export", str(dump)).exit_code == 0
     done = CliRunner().invoke(

@@ -169,11 +169,32 @@ def plural(n: int, word: str, plural_word: str) -> str:
 
 
 def scope_options(fn: F) -> F:
-    """`--scope S` / `--global` on a command group; the choice lands in `ctx.obj`."""
+    """`--scope S` / `--global` on a command group; the choice lands in `ctx.obj`
+    (`group_scope`)."""
     fn = click.option("--global", "global_", is_flag=True, help="Use the global scope instead.")(fn)
     return click.option(
-        "--scope", help="Project scope (default: derived from the cwd's git remote)."
+        "--scope",
+        multiple=True,
+        callback=_one_scope,
+        help="Project scope (default: derived from the cwd's git remote).",
     )(fn)
+
+
+def _one_scope(ctx: click.Context, param: click.Parameter, given: tuple[str, ...]) -> str | None:
+    """The scope `--scope` names, given once or more times alike (click kept the last)."""
+    named = list(dict.fromkeys(given))
+    if len(named) > 1:
+        raise InvalidInput(
+            "--scope", f"given as {named[0]!r} and as {named[1]!r}; give the scope once"
+        )
+    return named[0] if named else None
+
+
+def group_scope(scope: str | None, global_: bool) -> dict[str, Any]:
+    """What a `scope_options` group puts in `ctx.obj`: the scope it chose, and the option that
+    chose it ("" when none did), which a subcommand's own option must not contradict."""
+    given = "--global" if global_ else ("" if scope is None else f"--scope {scope}")
+    return {"scope": chosen_scope(scope, global_), "given": given}
 
 
 def chosen_scope(scope: str | None, global_: bool, cwd: Path | None = None) -> str:
@@ -213,8 +234,19 @@ def use_brain_factory(factory: BrainFactory | None) -> None:
 
 
 def _note_command_scope(ctx: click.Context, param: click.Parameter, value: Any) -> None:
-    if value is not None and value is not False:
-        ctx.meta[f"octobrain.command_{param.name}"] = value
+    if param.name == "scope":
+        value = _one_scope(ctx, param, value)
+    if value is None or value is False:
+        return
+    # After the subcommand, an option the group's contradicts was taken over it, silently.
+    given = "--global" if param.name == "global_" else f"--scope {value}"
+    before = (ctx.find_object(dict) or {}).get("given")
+    if before and before != given:
+        raise InvalidInput(
+            given.split(" ", 1)[0],
+            f"contradicts {before}, given before `{ctx.info_name}`; give the scope once",
+        )
+    ctx.meta[f"octobrain.command_{param.name}"] = value
 
 
 def whole_store_refusal(option: str, command: str) -> InvalidInput:
@@ -252,6 +284,7 @@ def add_scope_options(group: click.Group, *, whole_store: Sequence[click.Command
         command.params += [
             click.Option(
                 ["--scope"],
+                multiple=True,
                 expose_value=False,
                 callback=_note_command_scope,
                 help="Project scope (default: derived from the cwd's git remote).",

@@ -14,8 +14,8 @@ from octobrain.cli.common import (
     FORMAT_OPTION,
     OctobrainGroup,
     add_scope_options,
-    chosen_scope,
     command_scope,
+    group_scope,
     scope_options,
 )
 from octobrain.models import json_printable, printable
@@ -59,7 +59,7 @@ def _emit(fmt: str, result: Any, text: str) -> None:
 @click.pass_context
 def knowledge(ctx: click.Context, scope: str | None, global_: bool) -> None:
     """Index, search, read and grep external documents (files and URLs)."""
-    ctx.obj = {"scope": chosen_scope(scope, global_)}
+    ctx.obj = group_scope(scope, global_)
 
 
 def _knowledge(ctx: click.Context, session_id: str = CLI_SESSION) -> Knowledge:

@@ -12,9 +12,9 @@ from octobrain.cli.common import (
     FORMAT_OPTION,
     OctobrainGroup,
     add_scope_options,
-    chosen_scope,
     command_brain,
     emit,
+    group_scope,
     plural,
     scope_options,
     split_values,
@@ -38,7 +38,7 @@ def memory(ctx: click.Context, scope: str | None, global_: bool) -> None:
     command = ctx.invoked_subcommand
     if (scope is not None or global_) and command is not None and command in WHOLE_STORE:
         raise whole_store_refusal("--global" if global_ else "--scope", command)
-    ctx.obj = {"scope": chosen_scope(scope, global_)}
+    ctx.obj = group_scope(scope, global_)
 
 
 @memory.command("memorize")
