@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import httpx
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -538,3 +539,60 @@ def test_http_sessions_holding_only_an_event_stream_make_room(tmp_path: Path) ->
                     assert not error, reply
 
         run(body)
+
+
+def test_http_takes_a_clients_answers_and_cancels_when_its_calls_fill_the_session_cap(
+    tmp_path: Path,
+) -> None:
+    # The per-session cap counted every POST, so the client's answer to the server's
+    # `roots/list` (asked by the calls holding the places) got 429: each call waited out the
+    # 5 s roots timeout, was refused "scope: required", and the session stayed unlocked by its
+    # roots for good. A `notifications/cancelled` at the cap got 429 too.
+    repo = tmp_path / "web"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "remote", "add", "origin", "https://github.com/Acme/Web.git"],
+        check=True,
+    )
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=repo.as_uri())])  # type: ignore[arg-type]
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with http_server(  # one request per session (an eighth of 8)
+        tmp_path / "data", f"127.0.0.1:{port}", tmp_path, OCTOBRAIN_MCP_MAX_IN_FLIGHT="8"
+    ):
+
+        async def body() -> None:
+            async with Client(url, mode="legacy", list_roots_callback=roots) as client:
+                for _ in range(2):  # the lock holds for the session's later calls
+                    error, reply = await call(client, "memorize", **FACT)
+                    assert not error and "Scope: github.com/acme/web" in reply, reply
+
+        run(body)
+        session = _open_session(url, {"Accept": "application/json, text/event-stream"})
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+        listing = {"jsonrpc": "2.0", "id": 8, "method": "tools/list"}
+
+        async def at_the_cap() -> None:
+            async with httpx.AsyncClient(timeout=60) as client:
+                said = "words " * 300
+                turns = [{"speaker": "Ann", "text": f"Turn {i}: {said}"} for i in range(500)]
+                arguments = {"conversation": "long", "turns": turns, "scope": PROJECT_A}
+                ingest = {
+                    "jsonrpc": "2.0",
+                    "id": 7,
+                    "method": "tools/call",
+                    "params": {"name": "ingest", "arguments": arguments},
+                }
+                first = asyncio.ensure_future(client.post(url, json=ingest, headers=session))
+                await asyncio.sleep(0.3)  # the ingest is being answered (it takes seconds)
+                refused = await client.post(url, json=listing, headers=session)
+                assert refused.status_code == 429, refused.text  # a request still waits its turn
+                taken = await client.post(url, json=cancel, headers=session)
+                assert taken.status_code == 202, taken.text
+                await first
+
+        asyncio.run(at_the_cap())

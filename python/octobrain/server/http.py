@@ -14,7 +14,9 @@ One ASGI guard in front of the SDK's app does every check, in this order:
    session has a request being answered);
 7. requests in flight: past `mcp.max_in_flight` POSTs being answered, 503; past an eighth of
    them on one session, 429 — each waiting call holds its parsed arguments, and one client
-   with 120 ingests at once took 1 GB and kept every other client waiting for a minute.
+   with 120 ingests at once took 1 GB and kept every other client waiting for a minute. A
+   notification or an answer to the server's own request is never refused: the calls holding
+   the places may be waiting for it.
 No CORS headers are sent at all, so browsers keep their same-origin protection.
 """
 
@@ -184,7 +186,10 @@ class Guard:
 
     def _room_for_a_request(self, session: str | None, body: bytes) -> Response | None:
         """Past `max_in_flight` POSTs being answered, 503; past `session_in_flight` of them on
-        the request's session, 429: the caller retries after an answer, nothing is queued."""
+        the request's session, 429: the caller retries after an answer, nothing is queued.
+        Only a request is refused: a notification (a cancel) or the client's answer to the
+        server's own request (`roots/list`, which the calls holding the places wait on) is
+        taken at once, as it frees places rather than waiting for one."""
         if self._in_flight >= self.max_in_flight:
             status, message = (
                 503,
@@ -204,6 +209,8 @@ class Guard:
                 ),
             )
         else:
+            return None
+        if not _is_request(body):
             return None
         answer = wire.error(wire.INTERNAL_ERROR, message, _request_id(body))
         return JSONResponse(answer, status, headers={"Retry-After": "1"})
@@ -256,6 +263,19 @@ class Guard:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks), True
+
+
+def _is_request(body: bytes) -> bool:
+    """Whether a body (read and depth-checked already) holds a request, which is answered
+    later, rather than a notification or a response, which are not; what does not parse is
+    taken for one (the SDK answers it with an error)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return True
+    if not isinstance(message, dict):
+        return True
+    return "method" in message and message.get("id") is not None
 
 
 def _request_id(body: bytes) -> object:
