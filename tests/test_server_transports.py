@@ -596,3 +596,56 @@ def test_http_takes_a_clients_answers_and_cancels_when_its_calls_fill_the_sessio
                 await first
 
         asyncio.run(at_the_cap())
+
+
+def test_stdio_calls_the_client_cancelled_free_their_places_among_those_in_flight(
+    tmp_path: Path,
+) -> None:
+    # The SDK never answers a request its client cancelled, and a place among the 32 in
+    # flight was freed only by an answer: after 31 cancels the session read one request at a
+    # time, so a call waiting on anything (here the client's roots) held up every other call,
+    # and a cancel sent meanwhile was not even read.
+    repo = tmp_path / "web"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "remote", "add", "origin", "https://github.com/Acme/Web.git"],
+        check=True,
+    )
+    asked = anyio.Event()
+    release = anyio.Event()
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        asked.set()
+        await release.wait()
+        return types.ListRootsResult(roots=[types.Root(uri=repo.as_uri())])  # type: ignore[arg-type]
+
+    async def body() -> None:
+        nonlocal asked
+        params = _stdio(tmp_path / "data", tmp_path)
+        async with Client(params, mode="legacy", list_roots_callback=roots) as client:
+            with anyio.fail_after(60):
+                for _ in range(32):  # each call waits on the roots, then is cancelled
+                    asked = anyio.Event()
+                    async with anyio.create_task_group() as tasks:
+                        tasks.start_soon(client.call_tool, "remember", {"query": "release"})
+                        await asked.wait()
+                        tasks.cancel_scope.cancel()
+                asked = anyio.Event()
+                waiting: list[tuple[bool, str]] = []
+
+                async def remember() -> None:
+                    waiting.append(await call(client, "remember", query="release"))
+                    asked.set()  # (when it was answered without asking)
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(remember)
+                    await asked.wait()  # this call waits on the roots...
+                    await client.list_prompts()  # ...and another is answered meanwhile
+                    answered_first = not waiting
+                    release.set()
+                assert answered_first
+                error, reply = waiting[0]
+                assert not error and "github.com/acme/web" in reply, reply
+
+    run(body)

@@ -117,6 +117,15 @@ def _as_sdk_reads(message: Any, text: str) -> tuple[dict[str, Any] | None, bool]
     return None, isinstance(read, types.JSONRPCRequest)
 
 
+def _request_key(request_id: object) -> object:
+    """A request id as the SDK matches it (a cancel may name 7 as "7")."""
+    from mcp.shared.dispatcher import coerce_request_id
+
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return None
+    return coerce_request_id(request_id)
+
+
 def error(code: int, message: str, request_id: object = None) -> dict[str, Any]:
     """A JSON-RPC error object."""
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
@@ -136,11 +145,37 @@ class CappedStdin:
         self._stream = stream if stream is not None else sys.stdin.buffer
         self._on_end = on_end if on_end is not None else exit_soon
         self.refuse: Callable[[dict[str, Any]], Awaitable[None]] | None = None
-        self._in_flight = 0  # requests passed on, not yet answered (`answered`)
+        # Requests passed on and not yet answered (`answered`) or cancelled, by id (a client
+        # may reuse one): the SDK never answers a request its client cancelled, so a count of
+        # answers alone kept a place for each, and 31 cancels left the session one at a time.
+        self._pending: dict[object, int] = {}
+        self._in_flight = 0
 
-    def answered(self) -> None:
-        """One answer went out (called by the session's writes, `CountedWrites`)."""
-        self._in_flight = max(0, self._in_flight - 1)
+    def answered(self, request_id: object) -> None:
+        """The answer to `request_id` went out (called by the session's writes,
+        `CountedWrites`)."""
+        self._release(request_id)
+
+    def _release(self, request_id: object) -> None:
+        key = _request_key(request_id)
+        held = self._pending.get(key, 0)
+        if held:  # (an answer racing the cancel of its request comes once more)
+            self._in_flight -= 1
+            if held == 1:
+                del self._pending[key]
+            else:
+                self._pending[key] = held - 1
+
+    def _passed_on(self, message: dict[str, Any], request: bool) -> None:
+        """Count a request passed on to the SDK; a cancel frees its request's place."""
+        if request:
+            key = _request_key(message["id"])
+            self._pending[key] = self._pending.get(key, 0) + 1
+            self._in_flight += 1
+        elif message.get("method") == "notifications/cancelled":
+            params = message.get("params")
+            if isinstance(params, dict) and "requestId" in params:
+                self._release(params["requestId"])
 
     def _read_line(self) -> bytes | None:
         """One line, at most a byte over the cap (the rest of a longer one is discarded)."""
@@ -176,7 +211,7 @@ class CappedStdin:
             if answer is None:
                 answer, request = _as_sdk_reads(message, text)
             if answer is None:
-                self._in_flight += request
+                self._passed_on(message, request)
                 yield text
                 continue
             log.warning("refused a message: %s", answer["error"]["message"])
@@ -197,8 +232,9 @@ class CountedWrites:
     async def send(self, item: Any, /) -> None:
         await self._stream.send(item)
         message = getattr(item, "message", None)
-        if getattr(message, "id", None) is not None and not hasattr(message, "method"):
-            self._stdin.answered()
+        request_id = getattr(message, "id", None)
+        if request_id is not None and not hasattr(message, "method"):
+            self._stdin.answered(request_id)
 
     async def aclose(self) -> None:
         await self._stream.aclose()
