@@ -649,3 +649,34 @@ def test_stdio_calls_the_client_cancelled_free_their_places_among_those_in_fligh
                 assert not error and "github.com/acme/web" in reply, reply
 
     run(body)
+
+
+def test_a_number_past_a_floats_range_is_a_field_error_not_an_internal_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # JSON integers have no bound: 10**400 as an importance, a link's strength or a
+    # min_relevance was `internal error (OverflowError: int too large to convert to float)`.
+    advertise_session(monkeypatch, {"scope": PROJECT_A})
+    huge = 10**400
+
+    async def body() -> None:
+        async with Client(_stdio(tmp_path / "data", tmp_path)) as client:
+            error, reply = await call(client, "memorize", **FACT)
+            assert not error, reply
+            stored = memory_id(reply)
+            for tool, arguments, field in (
+                ("memorize", {**FACT, "importance": huge}, "importance"),
+                ("memorize", {**FACT, "importance": -huge}, "importance"),
+                (
+                    "memorize",
+                    {**FACT, "related_to": [{"target_id": stored, "strength": huge}]},
+                    "related_to[0].strength",
+                ),
+                ("remember", {"query": "release", "min_relevance": huge}, "min_relevance"),
+            ):
+                error, reply = await call(client, tool, **arguments)
+                assert error and reply.startswith(f"{field}: must be a number in [0, 1]"), reply
+            error, reply = await call(client, "memorize", **FACT, importance=1)
+            assert not error and "Importance: 1.00" in reply, reply
+
+    run(body)

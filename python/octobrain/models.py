@@ -359,7 +359,8 @@ def check_unit(field_name: str, value: object) -> float:
     """A finite number in [0, 1]; -0.0 is 0.0 (stored and shown as "-0.00" otherwise)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidInput(field_name, f"must be a number in [0, 1], got {type(value).__name__}")
-    number = float(value)
+    # (an integer past a float's range, 10**400, is not one either: float() overflows on it)
+    number = float(value) if isinstance(value, float) or -2 < value < 2 else math.inf
     if not math.isfinite(number) or not 0.0 <= number <= 1.0:
         raise InvalidInput(field_name, f"must be a number in [0, 1], got {value!r}")
     return number + 0.0  # -0.0 + 0.0 is 0.0
