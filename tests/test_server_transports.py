@@ -680,3 +680,21 @@ def test_a_number_past_a_floats_range_is_a_field_error_not_an_internal_one(
             assert not error and "Importance: 1.00" in reply, reply
 
     run(body)
+
+
+def test_a_call_holding_an_integer_too_long_to_read_is_answered_to_its_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Valid JSON, but Python reads at most 4,300 digits: the line was refused as "not JSON"
+    # with id null, which the client never matched to its call, and it waited for good.
+    advertise_session(monkeypatch, {"scope": PROJECT_A})
+
+    async def body() -> None:
+        async with Client(_stdio(tmp_path / "data", tmp_path)) as client:
+            with anyio.fail_after(60), pytest.raises(MCPError) as refused:
+                await client.call_tool("memorize", {**FACT, "importance": 10**5000})
+            assert "an integer of 5,001 digits, over 4,300" in str(refused.value)
+            error, reply = await call(client, "memorize", **FACT)  # the session goes on
+            assert not error, reply
+
+    run(body)

@@ -72,6 +72,20 @@ def leading_id(raw: bytes) -> str | int | None:
     return None
 
 
+class _TooManyDigits(ValueError):
+    """A JSON integer longer than Python converts (`sys.get_int_max_str_digits`)."""
+
+
+def _bounded_int(digits: str) -> int:
+    limit = sys.get_int_max_str_digits()
+    if limit and len(digits.lstrip("-")) > limit:
+        raise _TooManyDigits(
+            f"message holds an integer of {len(digits.lstrip('-')):,} digits, over "
+            f"{limit:,}; nothing was done"
+        )
+    return int(digits)
+
+
 def _screened(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
     """`raw` parsed, and the error answering it (None when it is within the caps and parses)."""
     if len(raw) > MAX_MESSAGE_BYTES:
@@ -84,7 +98,9 @@ def _screened(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
         message = f"message nested {depth} deep, over {MAX_DEPTH}"
         return None, error(INVALID_REQUEST, message, leading_id(raw))
     try:
-        message = json.loads(raw)
+        message = json.loads(raw, parse_int=_bounded_int)
+    except _TooManyDigits as exc:  # JSON, but not what Python reads: answered to its call
+        return None, error(INVALID_REQUEST, str(exc), leading_id(raw))
     except (ValueError, RecursionError) as exc:
         return None, error(PARSE_ERROR, f"not JSON: {exc}")
     if not isinstance(message, dict | list):
