@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -322,5 +323,35 @@ def test_a_session_id_or_role_a_client_names_is_checked_like_any_argument(
             assert error and reply.startswith(rule), reply[:300]
             error, reply = await call(client, "remember", query="local fact")
             assert error and reply.startswith(rule)
+
+    run(body)
+
+
+def test_roots_answered_late_once_lock_the_sessions_later_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One `roots/list` answered after the timeout (a busy client) was kept as "no roots" for
+    # the whole connection: every later call ran unlocked (or in the server's cwd project).
+    import octobrain.server.app as app
+
+    monkeypatch.setattr(app, "ROOTS_TIMEOUT_SECS", 0.5)
+    repo = _git_repo(tmp_path / "web", "https://github.com/Acme/Web.git")
+    pool = hash_pool(tmp_path / "db")
+    slow = [True]
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        if slow:  # the first answer comes past the timeout: that call is not locked by roots
+            slow.pop()
+            await anyio.sleep(2)
+        return types.ListRootsResult(roots=[types.Root(uri=repo.as_uri())])  # type: ignore[arg-type]
+
+    async def body() -> None:
+        async with Client(
+            server_for(pool, tmp_path), mode="legacy", list_roots_callback=roots
+        ) as client:
+            error, reply = await call(client, "memorize", title="Web fact", content="y" * 20)
+            assert error and reply.startswith("scope: required"), reply
+            error, reply = await call(client, "memorize", title="Web fact", content="y" * 20)
+            assert not error and f"Scope: {PROJECT_B}" in reply, reply
 
     run(body)

@@ -21,7 +21,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from octobrain import __version__
 from octobrain.errors import InvalidInput, OctobrainError, cut_middle
@@ -73,6 +73,11 @@ def _limiter(kind: str) -> anyio.CapacityLimiter:
 
 class _RootsRequired(Exception):
     """A 2026-07-28 request from a client with the roots capability, before it sent them."""
+
+
+class _RootsLate(Exception):
+    """`roots/list` was not answered in time: the call goes on unlocked by roots, but the
+    session is not settled so (kept, one slow answer left it unlocked for good)."""
 
 
 def _ask_for_roots() -> types.InputRequiredResult:
@@ -152,9 +157,13 @@ class OctobrainServer:
         if state is not None and _ROOTS_KEY in state:
             roots_lock: ScopeLock | None = state[_ROOTS_KEY]
         else:
-            roots_lock = await self._roots_lock(ctx, responses, can_ask=can_ask)
-            if state is not None:
-                state[_ROOTS_KEY] = roots_lock  # asked once per connection; the lock holds
+            try:
+                roots_lock = await self._roots_lock(ctx, responses, can_ask=can_ask)
+            except _RootsLate:  # not kept: the next call asks again
+                roots_lock = None
+            else:
+                if state is not None:
+                    state[_ROOTS_KEY] = roots_lock  # asked once per connection; the lock holds
         return roots_lock or self.workspace.cwd_lock
 
     async def _roots_lock(
@@ -185,6 +194,12 @@ class OctobrainServer:
                 request_read_timeout_seconds=ROOTS_TIMEOUT_SECS,
                 metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
             )
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:  # a client slow to answer, not one that cannot
+                log.warning("roots/list not answered in time; this call is not locked by roots")
+                raise _RootsLate from exc
+            log.warning("roots/list failed, not locking by roots: %s", exc)
+            return None
         except Exception as exc:  # a client that cannot answer roots is simply not locked by them
             log.warning("roots/list failed, not locking by roots: %s", exc)
             return None
