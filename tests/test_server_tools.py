@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -554,3 +555,34 @@ def test_the_schemas_refuse_the_empty_bounds_and_source_the_server_refuses(tmp_p
     assert not valid("remember", query="rate limits", created_before="")
     assert valid("knowledge", command="search", query="token bucket")
     assert not valid("knowledge", command="search", query="token bucket", source="")
+
+
+def test_a_list_of_100000_distinct_tags_is_refused_at_once(locked: Any) -> None:
+    # The list fields were de-duplicated with `item in list`: 100,000 distinct tags (1 MiB of
+    # JSON) took 58 s of CPU in one `remember` before "at most 10 items", under the pool's lock,
+    # every other memory call of every client waiting; 60,000 files 20 s.
+    tags = [f"t{i}" for i in range(100_000)]
+    files = [f"src/f{i}.py" for i in range(60_000)]
+    attempts = (
+        ("remember", {"query": "release", "tags": tags}, "tags: at most 10 items, got 100000"),
+        (
+            "forget",
+            {"confirm": False, "query": "release", "tags": tags},
+            "tags: at most 10 items, got 100000",
+        ),
+        (
+            "memorize",
+            {"title": "Release", "content": "Cut from main.", "related_files": files},
+            "related_files: at most 20 items, got 60000",
+        ),
+    )
+
+    async def body() -> None:
+        async with Client(locked) as client:
+            for tool, arguments, refusal in attempts:
+                started = time.process_time()  # the in-process server's CPU included
+                error, reply = await call(client, tool, **arguments)
+                assert error and reply == refusal, reply
+                assert time.process_time() - started < 5  # (58 s before)
+
+    run(body)

@@ -458,12 +458,14 @@ def _clean_list(
     if not isinstance(values, list | tuple):
         raise InvalidInput(field_name, f"must be a list of strings, got {type(values).__name__}")
     out: list[str] = []
+    seen: set[str] = set()  # (`in out` made 100,000 distinct tags a minute under the pool lock)
     for i, raw in enumerate(values):
         item = _plain_string(f"{field_name}[{i}]", raw)
-        if not item or item in out:
+        if not item or item in seen:
             continue
         if not fits(item):
             raise InvalidInput(f"{field_name}[{i}]", rule)
+        seen.add(item)
         out.append(item)
     if len(out) > cap:
         raise InvalidInput(field_name, f"at most {cap} items, got {len(out)}")
