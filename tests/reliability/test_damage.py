@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import lancedb
+import numpy as np
 import pytest
 
 from octobrain.config import Config, EmbeddingConfig, StorageConfig
@@ -117,6 +118,41 @@ def test_a_lost_or_cut_data_file_is_one_line_not_an_endless_search(
     assert rc == 1 and not report["ok"]
     [problem] = [p for p in report["problems"] if p["table"] == "memories"]
     assert problem["problem"].startswith("cannot be read"), problem
+
+
+def test_a_changed_embedding_is_refused_not_ranked_first(env: dict[str, str]) -> None:
+    # Lance keeps no checksum of its data pages: four bytes of an embedding changed on disk
+    # read back without an error. Scored as stored, that memory was every query's first hit
+    # (relevance 1e28), and `doctor` said ok.
+    ids = sorted(_three(env))
+    table = lancedb.connect(str(_store(env))).open_table("memories")
+    rows = table.search().where(f"id = '{ids[0]}'").limit(1).to_arrow()
+    vector = np.asarray(rows.column("embedding")[0].as_py(), dtype="<f4").tobytes()
+    [data] = [
+        f
+        for f in (_store(env) / "memories.lance" / "data").glob("*.lance")
+        if vector in f.read_bytes()
+    ]
+    raw = data.read_bytes()
+    at = raw.index(vector)
+    data.write_bytes(raw[:at] + b"\xde\xad\xbe\xef" + raw[at + 4 :])
+
+    done = octobrain(env, "remember", "durable fact", "--format", "json")
+    assert done.returncode == 1, done.stdout
+    line = one_clear_line(done.stderr)
+    assert "'memories' is damaged" in line and ids[0] in line, line
+    assert "octobrain memory reembed" in line and "octobrain doctor" in line, line
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    report = json.loads(out)
+    assert rc == 1 and not report["ok"]
+    [problem] = [p for p in report["problems"] if p["table"] == "memories"]
+    assert ids[0] in problem["problem"] and "memory reembed" in problem["repair"], problem
+
+    assert octobrain(env, "reembed", scoped=False).returncode == 0
+    done = octobrain(env, "remember", "durable fact", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert all(r["relevance"] <= 1 for r in json.loads(done.stdout)["results"])
+    assert run_cli(env, "doctor")[0] == 0
 
 
 def test_a_lost_table_is_an_error_even_with_the_manifest_lost_too(env: dict[str, str]) -> None:

@@ -37,7 +37,15 @@ import pyarrow.compute as pc
 from octobrain.heap import trim_heap
 from octobrain.kernels.bm25 import BM25Index
 from octobrain.memory import catchup
-from octobrain.memory.corpus_io import CODED, LIGHT_COLUMNS, READ, int64s, sorted_ids, texts_of
+from octobrain.memory.corpus_io import (
+    CODED,
+    LIGHT_COLUMNS,
+    READ,
+    check_unit,
+    int64s,
+    sorted_ids,
+    texts_of,
+)
 from octobrain.memory.snapshot import Snapshot
 from octobrain.store.memories import Pinned
 
@@ -146,10 +154,11 @@ class _Vectors:
             header = {"descr": "<f4", "fortran_order": False, "shape": (rows, dim)}
             np.lib.format.write_array_header_1_0(self._file, header)
 
-    def add(self, column: pa.Array) -> None:
+    def add(self, column: pa.Array, ids: pa.Array) -> None:
         n = len(column)
         flat = column.flatten().to_numpy(zero_copy_only=False)
         block = np.asarray(flat, dtype="<f4").reshape(n, self.dim)
+        check_unit(block, ids)
         if self._file is not None:
             self._file.write(np.ascontiguousarray(block).data.cast("B"))
         else:
@@ -220,7 +229,7 @@ def build(
                         strings[field.name] = _Strings(n, spools[-1])
                     else:
                         others[field.name] = []
-            vectors.add(batch.column("embedding"))
+            vectors.add(batch.column("embedding"), batch.column("id"))
             texts += texts_of(light)
             if len(texts) >= INDEX_ROWS:
                 index.add(texts)

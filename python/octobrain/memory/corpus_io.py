@@ -10,9 +10,11 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from octobrain.errors import StorageError
 from octobrain.store import MemoryStore, addresses
 from octobrain.store.location import lancedb_loop
 from octobrain.store.memories import Pinned
+from octobrain.store.schema import REEMBED, describe_unsound, unsound
 from octobrain.store.sql import sql_in
 
 LIGHT_COLUMNS = [
@@ -96,10 +98,32 @@ def read_rows(pinned: Pinned, ids: list[str], total: int) -> pa.Table:
 
 
 def vectors_of(rows: pa.Table, dim: int) -> npt.NDArray[np.float32]:
-    """The `embedding` column as one float32 matrix, without a Python list per row."""
+    """The `embedding` column as one float32 matrix, without a Python list per row; each
+    checked for unit length (`check_unit`)."""
     column = rows.column("embedding").combine_chunks()
     flat = column.flatten().to_numpy(zero_copy_only=False)
-    return np.asarray(flat, dtype=np.float32).reshape(len(rows), dim)
+    vectors = np.asarray(flat, dtype=np.float32).reshape(len(rows), dim)
+    check_unit(vectors, rows.column("id"))
+    return vectors
+
+
+class DamagedVectors(StorageError):
+    """Stored embeddings that are not unit length (`schema.unsound`): a damaged data file of
+    `memories`, never searched (it would outrank every other memory for any query)."""
+
+    def __init__(self, first: str, length: float, count: int) -> None:
+        super().__init__(
+            f"store: table 'memories' is damaged: {describe_unsound(first, length, count)}; "
+            f"it is not searched. Run `octobrain doctor` for details. To repair: {REEMBED}"
+        )
+
+
+def check_unit(vectors: npt.NDArray[np.float32], ids: pa.ChunkedArray | pa.Array) -> None:
+    """Refuse (`DamagedVectors`) rows whose stored embedding is not unit length."""
+    bad, lengths = unsound(vectors)
+    if bad.any():
+        at = np.flatnonzero(bad)
+        raise DamagedVectors(str(ids[int(at[0])]), float(lengths[at[0]]), len(at))
 
 
 def sorted_ids(

@@ -14,8 +14,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from octobrain.errors import StorageError
 from octobrain.store import manifest
+from octobrain.store.schema import REEMBED, describe_unsound, unsound
 
 if TYPE_CHECKING:
     import lancedb
@@ -53,6 +56,10 @@ class TableCheck:
     rows_read: int = 0  # what reading every fragment gave
     damaged_fragments: list[int] = field(default_factory=list)
     unread: tuple[int, int] | None = None  # fragments [lo, hi) left unread (too much damage)
+    # Rows read whose embedding is not unit length (`corpus_io.unsound`), the first of them
+    # (its id) and that one's length.
+    unsound_vectors: int = 0
+    first_unsound: tuple[str, float] | None = None
 
 
 @dataclass
@@ -246,6 +253,8 @@ def _check_table(
                 repair,
             )
         )
+    if check.first_unsound is not None:
+        problems.append(Problem(name, _unsound_problem(check), _REEMBED.get(name, repair)))
     if failure is None:
         # Only over rows that read: an index read over a cut data file fails too, and
         # rebuilding the index (which reads those rows) is then not the repair.
@@ -295,13 +304,44 @@ def _check_indexes(table: lancedb.table.Table, name: str, problems: list[Problem
             )
 
 
+# What writes every embedding of a table again (the tables with an `embedding` column).
+_REEMBED = {
+    "memories": REEMBED,
+    "knowledge_chunks": "index the source again: `octobrain knowledge index --force SOURCE`",
+}
+# The column naming a row of each such table in the report (a chunk by its source).
+_NAMED_BY = {"memories": ("id", "memory"), "knowledge_chunks": ("uri", "a chunk of")}
+
+
+def _unsound_problem(check: TableCheck) -> str:
+    assert check.first_unsound is not None
+    first, length = check.first_unsound
+    row = _NAMED_BY.get(check.name, ("id", "row"))[1]
+    return describe_unsound(first, length, check.unsound_vectors, row)
+
+
 def _read(table: lancedb.table.Table, lo: int, hi: int, check: TableCheck) -> str | None:
-    """Read fragments [lo, hi) into `check.rows_read`; the reason when the read fails."""
+    """Read fragments [lo, hi) into `check.rows_read`, counting the rows whose embedding is
+    not unit length (every embedder stores unit vectors: Lance keeps no checksum of its data
+    pages, so a changed byte there reads back fine); the reason when the read fails."""
     where = f"_rowid >= {lo << _FRAGMENT_BITS} AND _rowid < {hi << _FRAGMENT_BITS}"
     try:
-        check.rows_read += table.search().where(where).limit(None).to_arrow().num_rows
+        rows = table.search().where(where).limit(None).to_arrow()
     except (ValueError, RuntimeError, OSError) as exc:
         return manifest.short_reason(exc)
+    check.rows_read += rows.num_rows
+    named_by = _NAMED_BY.get(check.name, ("id", ""))[0]
+    if "embedding" in rows.column_names and named_by in rows.column_names and rows.num_rows:
+        column = rows.column("embedding").combine_chunks()
+        flat = column.flatten().to_numpy(zero_copy_only=False)
+        vectors = np.asarray(flat, dtype=np.float32).reshape(rows.num_rows, -1)
+        bad, lengths = unsound(vectors)
+        if bad.any():
+            at = np.flatnonzero(bad)
+            if check.first_unsound is None:
+                name = str(rows.column(named_by)[int(at[0])])
+                check.first_unsound = (name, float(lengths[at[0]]))
+            check.unsound_vectors += len(at)
     return None
 
 

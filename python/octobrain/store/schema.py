@@ -23,6 +23,31 @@ META_MODEL = b"octobrain.embedding_model"
 META_DIM = b"octobrain.embedding_dim"
 META_SCHEMA = b"octobrain.schema_version"
 
+# Every embedder (`embed.base`) and `memory import` store unit-length vectors: one further from
+# it than float32 rounding was changed on disk (Lance keeps no checksum of its data pages, so
+# such a byte reads back without an error), and scored as it is, a memory holding it outranks
+# every other for any query (a relevance of 1e28).
+UNIT_SLACK = 1e-3
+REEMBED = "`octobrain memory reembed` embeds every memory again from its text"
+
+
+def unsound(vectors: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Which rows of `vectors` (a float32 matrix) are not unit length, within `UNIT_SLACK`
+    (NaN and inf are not), and every row's length."""
+    lengths = np.sqrt(np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64))
+    return ~(np.abs(lengths - 1.0) <= UNIT_SLACK), lengths
+
+
+def describe_unsound(first: str, length: float, count: int, row: str = "memory") -> str:
+    """What the store says of the rows `unsound` found: the first (`row` and its name), its
+    length, and how many more."""
+    more = f" (and {count - 1:,} more)" if count > 1 else ""
+    return (
+        f"{row} {first}{more} holds an embedding of length {length:.3g}, not 1: a data file "
+        "changed on disk"
+    )
+
+
 _TS = pa.timestamp("us", tz="UTC")
 CONTEXT = "context"
 
