@@ -157,6 +157,30 @@ def test_a_damaged_store_is_named_by_the_briefing_as_by_the_tools(
     run(body)
 
 
+def test_a_malformed_session_capability_is_invalid_params_for_the_briefing_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The briefing read the capability outside its error handling: JSON-RPC error code 0
+    # ("role: must be a string" as a server failure) where every tool names the field.
+    advertise_session(monkeypatch, {"scope": PROJECT_A, "role": 5})
+    rule = "experimental.session.role: must be a string"
+
+    async def body() -> None:
+        async with Client(_stdio(tmp_path / "data", tmp_path)) as client:
+            error, reply = await call(client, "remember", query="release tagging")
+            assert error and reply.startswith(rule), reply
+            for read in (
+                lambda: client.read_resource("octobrain://brief"),
+                lambda: client.get_prompt("brief"),
+            ):
+                with pytest.raises(MCPError) as refused:
+                    await read()
+                assert refused.value.error.code == types.INVALID_PARAMS, refused.value.error
+                assert str(refused.value).startswith(rule), refused.value
+
+    run(body)
+
+
 def test_a_call_too_large_as_json_is_answered_to_its_client_not_left_waiting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

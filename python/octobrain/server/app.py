@@ -369,8 +369,8 @@ class OctobrainServer:
         arguments: dict[str, Any],
         responses: types.InputResponses | None = None,
     ) -> str:
-        lock = await self.session_lock(ctx, responses, can_ask=True)
-        try:
+        try:  # a malformed session capability too: invalid params, as the tools name it
+            lock = await self.session_lock(ctx, responses, can_ask=True)
             max_tokens = _max_tokens(arguments.pop("max_tokens", None))
             allowed = frozenset({"scope"}) if lock is None else frozenset()
             shown = allowed | {"max_tokens"}
