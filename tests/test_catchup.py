@@ -17,6 +17,7 @@ import pytest
 from octobrain.memory.brain import Brain
 from octobrain.memory.corpus import Corpus
 from octobrain.models import Memory, Relationship, RelationshipType, utcnow
+from octobrain.store import seen
 from tests.test_snapshot import SCOPE, _brain
 from tests.test_snapshot import data_dir as data_dir  # the autouse data directory, shared
 
@@ -261,6 +262,7 @@ def test_a_store_re_created_under_the_same_path_is_never_served_from_the_old_mir
     _mirror(old)  # its snapshot: 20 rows in four fragments
     version = old.store.version()
     shutil.rmtree(tmp_path / "db")
+    seen.forget(str(tmp_path / "db"))  # started over on purpose (else refused)
     new = _brain(tmp_path / "db", snapshot_min_rows=0)
     ids = _fill(new, 20)  # as many rows, in fragment 0 only: no "new fragment" shows them
     from lancedb.index import BTree
@@ -292,3 +294,17 @@ def test_a_damaged_edges_file_is_never_served(tmp_path: Path) -> None:
     assert [r.id for r in _mirror(reader).edges([ids[1]])] == [link.id]
     assert not reader.retriever.corpus.opened_snapshot
     assert corpus.edges([ids[0]])[0].id == link.id
+
+
+def test_a_benchmark_s_throwaway_stores_leave_no_mark_behind(data_dir: Path) -> None:
+    # Each store opened leaves a mark in the data dir, so that one gone whole is refused
+    # (`store.seen`); a benchmark's stores in a temporary directory would pile marks up there.
+    kept = _brain(data_dir.parent / "kept")
+    _fill(kept, 2)
+    with seen.scratch("octobrain-test-") as tmp:
+        _fill(_brain(tmp / "db"), 2)
+        _fill(_brain(tmp / "nested" / "db"), 2)
+        assert len(list((data_dir / seen.FOLDER).glob("*.json"))) == 3
+    assert not tmp.exists()
+    [left] = (data_dir / seen.FOLDER).glob("*.json")
+    assert left == seen.mark_of(str(data_dir.parent / "kept"))

@@ -155,6 +155,28 @@ def test_a_changed_embedding_is_refused_not_ranked_first(env: dict[str, str]) ->
     assert run_cli(env, "doctor")[0] == 0
 
 
+def test_a_store_gone_whole_is_refused_not_made_again_empty(env: dict[str, str]) -> None:
+    # Its disk not mounted, or its directory deleted: nothing in the store is left to say it
+    # existed. A fresh empty store was made in its place, answered `total: 0`, and took the
+    # next writes (hidden again once the disk is back); `doctor` said ok.
+    _three(env)
+    shutil.rmtree(_store(env))
+    for args in (("stats",), ("memorize", "-t", "After the loss", "-c", "A new fact here.")):
+        done = octobrain(env, *args)
+        assert done.returncode == 1 and "total: 0" not in done.stdout, (args, done.stdout)
+        line = one_clear_line(done.stderr)
+        assert "holds no store, yet this machine used one there" in line, line
+        assert "mounted" in line and "to start a new store there" in line, line
+    assert not (_store(env) / "memories.lance").exists(), "an empty store was made in its place"
+    rc, out, _ = run_cli(env, "doctor")
+    assert rc == 1 and "holds no store" in out, out
+
+    # Starting over on purpose: the file the error names is deleted.
+    Path(line.rsplit("delete ", 1)[1]).unlink()
+    memorize(env, "A new start", "The first fact of a new store.")
+    assert "total: 1" in octobrain(env, "stats").stdout
+
+
 def test_a_lost_table_is_an_error_even_with_the_manifest_lost_too(env: dict[str, str]) -> None:
     # Nothing records the table any more, but relationships, which is only ever made after
     # memories, is still there: memories existed, and an empty one would hide their loss.

@@ -19,7 +19,6 @@ from __future__ import annotations
 import platform
 import resource
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -34,6 +33,7 @@ from octobrain.embed.base import Embedder, EmbedderView, Vectors
 from octobrain.embed.cache import CachedEmbedder
 from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput
+from octobrain.store import seen
 
 __all__ = ["MODES", "BeirReport", "ModeResult", "mode_config", "peak_rss_mb", "run_beir"]
 
@@ -273,7 +273,7 @@ def run_beir(
     queries = list(zip(dataset.query_ids, dataset.query_texts, strict=True))
     report.queries = len(queries)
     titles = dataset.doc_titles or [""] * len(dataset.doc_ids)
-    with tempfile.TemporaryDirectory(prefix="octobrain-beir-") as tmp:
+    with seen.scratch("octobrain-beir-") as tmp:
         uri = store_dir if store_dir is not None else Path(tmp)
         if path == "knowledge":
             _, ingest, searcher = _knowledge(

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from octobrain.bench.scale import SCOPE, make_memories, make_queries
+from octobrain.store import seen
 
 __all__ = ["cold_table", "run_cold", "target_ms"]
 
@@ -230,7 +231,7 @@ def run_cold(
     mcp_runs = range(runs if "mcp" in commands else 0)
     from octobrain.embed.factory import get_embedder
 
-    with tempfile.TemporaryDirectory(prefix="octobrain-cold-") as tmp:
+    with seen.scratch("octobrain-cold-") as tmp:
         root = Path(tmp)
         data, run_dir = root / "data", Path(tempfile.mkdtemp(prefix="ob-", dir="/tmp"))
         build_store(data, n, model, progress)

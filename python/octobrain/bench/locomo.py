@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -38,6 +37,7 @@ from octobrain.bench.datasets import ndcg_at_k, recall_at_k
 from octobrain.config import Config
 from octobrain.errors import InvalidInput
 from octobrain.memory.conversation import Conversation, parse_text
+from octobrain.store import seen
 
 __all__ = [
     "CATEGORIES",
@@ -271,7 +271,7 @@ def run_locomo(
     report.topic_words = TOPIC_WORDS if topic_words is None else topic_words
     report.conversations = len(conversations)
     halves = {c.key: "A" if i % 2 == 0 else "B" for i, c in enumerate(conversations)}
-    with tempfile.TemporaryDirectory(prefix="octobrain-locomo-") as tmp:
+    with seen.scratch("octobrain-locomo-") as tmp:
         root = Brain("bench/locomo", config=base, embedder=embedder, uri=Path(tmp))
         brains: dict[str, Brain] = {}
         dia_of: dict[str, str] = {}

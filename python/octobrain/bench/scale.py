@@ -32,7 +32,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -45,6 +44,7 @@ import numpy as np
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.models import Memory, MemoryType, utcnow
+from octobrain.store import seen
 
 __all__ = ["make_memories", "make_queries", "run_scale"]
 
@@ -195,7 +195,7 @@ def run_size(
     config = Config()
     embedder = get_embedder(STORE_MODEL, batch_size=256)
     result: dict[str, Any] = {"memories": n}
-    with tempfile.TemporaryDirectory(prefix="octobrain-scale-") as tmp:
+    with seen.scratch("octobrain-scale-") as tmp:
         if n >= bulk_from:
             kept = None if store_dir is None else store_dir / str(n)
             db = Path(tmp) / "db" if kept is None else kept / "db"
@@ -207,6 +207,7 @@ def run_size(
                 say("bulk import")
                 start = time.perf_counter()
                 shutil.rmtree(db, ignore_errors=True)
+                seen.forget(str(db))  # made again on purpose, not a store gone (`store.seen`)
                 db.parent.mkdir(parents=True, exist_ok=True)
                 _bulk_store(db, n, progress=say)
                 result["bulk_import_per_s"] = n / (time.perf_counter() - start)

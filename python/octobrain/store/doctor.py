@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from octobrain.errors import StorageError
-from octobrain.store import manifest
+from octobrain.store import manifest, seen
 from octobrain.store.schema import REEMBED, describe_unsound, unsound
 
 if TYPE_CHECKING:
@@ -96,6 +96,9 @@ def diagnose(location: StoreLocation) -> Diagnosis:
     problems: list[Problem] = []
     interrupted = None
     if location.path is not None and not location.path.exists():
+        why = seen.gone(location.uri)
+        if why is not None:
+            problems.append(_gone(why))
         return Diagnosis(str(location), "absent (no store here yet)", [], problems)
     try:
         record = manifest.read(location)
@@ -118,6 +121,8 @@ def diagnose(location: StoreLocation) -> Diagnosis:
         )
     db = location.connect()
     present = set(db.list_tables().tables)
+    if not present & set(manifest.KNOWN_TABLES) and (why := seen.gone(location.uri)):
+        problems.append(_gone(why))
     names = sorted(
         (listed or set())
         | (present & set(manifest.KNOWN_TABLES))
@@ -134,6 +139,12 @@ def diagnose(location: StoreLocation) -> Diagnosis:
         )
     dangling = _check_edge_ends(db, tables, problems, interrupted is not None)
     return Diagnosis(str(location), state, tables, problems, _unfinished(db, tables), dangling)
+
+
+def _gone(why: str) -> Problem:
+    """The problem of a store that is gone whole (`seen.gone` says why and the way out)."""
+    reason, _, repair = why.partition("? ")
+    return Problem("store", reason.removeprefix("store: ") + "?", repair)
 
 
 def _check_edge_ends(

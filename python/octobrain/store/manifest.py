@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, StorageError
+from octobrain.store import seen
 from octobrain.store.location import CLOCK_TOLERANCE_S, LEASE_TTL_S
 
 if TYPE_CHECKING:
@@ -334,6 +335,7 @@ def recreate(location: StoreLocation, what: str, damaged: set[str]) -> list[str]
                 # Started over: no longer a table that was made and is gone.
                 stamp_made(db.open_table(bearer), name, made=False)
         _retable(location, lambda listed: listed - set(tables))
+        seen.forget(location.uri)  # started over on purpose: an empty store is no store gone
     return done
 
 
@@ -392,6 +394,7 @@ def open_or_create(
     try:
         table = db.open_table(name)
         check_versions(location, name, table)
+        seen.note_used(location.uri)
         return table
     except ValueError as exc:
         if _TRANSIENT.search(str(exc)):
@@ -414,9 +417,12 @@ def open_or_create(
             # The manifest is gone too (or predates it), but another table shows this one
             # existed: it is lost, not new.
             raise TableDamaged(location, name, f"its directory is gone, yet {sign}")
+        if not present & set(KNOWN_TABLES) and (why := seen.gone(location.uri)) is not None:
+            raise StorageError(why)  # the whole store is gone: not made again, empty
         # A listed but unopenable directory is a creator killed before its first commit.
         mode = "overwrite" if name in present else "create"
         table = db.create_table(name, schema=make_schema(), mode=mode)
+        seen.note_used(location.uri)
         # (A mark left by a table of that name before it was lost would be above this one's.)
         location.high_water.record({name: int(table.version)})
         record(location, name)
