@@ -77,7 +77,18 @@ def test_memorize_validates_and_returns_what_was_stored(make_brain: MakeBrain) -
         brain.memorize(
             *POSTGRES, related_to=[{"target_id": "6f9619ff-8b86-d011-b42d-00c04fc964ff"}]
         )
-    assert brain.store.count() == 1  # the rejected calls wrote nothing
+    # Zero-width and format characters pass a byte minimum yet print as nothing.
+    invisible = "^{}: must hold visible text, not only spaces, zero-width or format characters"
+    for blank in ("\u200b\u200b", "\u2060\ufeff\u200d", "\u3164\u3164 \u200e"):
+        with pytest.raises(InvalidInput, match=invisible.format("title")):
+            brain.memorize(blank, POSTGRES[1])
+        with pytest.raises(InvalidInput, match=invisible.format("content")):
+            brain.memorize(POSTGRES[0], blank * 4)
+    with pytest.raises(InvalidInput, match=invisible.format("title")):
+        brain.update(mem.id, title="\u200b" * 3)
+    kept, _ = brain.memorize("Caf\u00e9 \u200bnote", "The caf\u00e9 opens at seven every day.")
+    assert kept.title == "Caf\u00e9 \u200bnote"  # visible text around one is kept as given
+    assert brain.store.count() == 2  # the rejected calls wrote nothing
 
 
 def test_projects_are_isolated_and_both_see_global(make_brain: MakeBrain) -> None:

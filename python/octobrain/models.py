@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -262,6 +263,24 @@ def check_text(field_name: str, value: object, bounds: tuple[int, int]) -> str:
             field_name, f"must be {low}–{high} bytes of UTF-8 after trimming, got {size}"
         )
     return text
+
+
+# Characters that show nothing on their own: spaces and line breaks, controls, format characters
+# (zero-width space and joiners, word joiner, BOM, bidi marks), combining marks, and the filler
+# letters that render blank.
+_BLANK_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Mn", "Me"})
+_BLANK_LETTERS = frozenset("\u115f\u1160\u2800\u3164\uffa0")
+
+
+def check_visible(field_name: str, text: str) -> str:
+    """Refuse a required text that shows nothing: "\u200b\u200b" is 6 bytes of UTF-8, past a
+    title's minimum, and prints as an empty title."""
+    for ch in text:
+        if ch not in _BLANK_LETTERS and unicodedata.category(ch) not in _BLANK_CATEGORIES:
+            return text
+    raise InvalidInput(
+        field_name, "must hold visible text, not only spaces, zero-width or format characters"
+    )
 
 
 LABEL_BYTES = 256  # a session's role or id (a UUID is 36)

@@ -21,6 +21,7 @@ from octobrain.models import (
     Memory,
     check_id_ref,
     check_text,
+    check_visible,
 )
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen, screen_each
@@ -121,7 +122,10 @@ class BrainBase:
 
     def _text(self, field: str, value: object, bounds: tuple[int, int]) -> str:
         """A checked text field after the `memory.secrets` policy (refuse, redact or allow)."""
-        text = screen(field, check_text(field, value, bounds), self.config.memory.secrets)
+        text = check_text(field, value, bounds)
+        if bounds[0] > 0:
+            check_visible(field, text)
+        text = screen(field, text, self.config.memory.secrets)
         return check_text(field, text, bounds)  # a redaction can change the length
 
     def _each(self, field: str, values: list[str]) -> list[str]:
