@@ -113,6 +113,15 @@ def test_a_lost_or_cut_data_file_is_one_line_not_an_endless_search(
         assert done.returncode == 1, (args, done.stdout, done.stderr)
         line = one_clear_line(done.stderr)
         assert "memories: cannot be read" in line and "octobrain doctor" in line, line
+    # A write never reads the old files: it was acknowledged into the damaged table, and the
+    # repair (a restore to a version before the damage) would then drop it.
+    versions = len(list((_store(env) / "memories.lance" / "_versions").iterdir()))
+    done = octobrain(env, "memorize", "-t", "After the damage", "-c", "A new fact here.")
+    assert done.returncode == 1 and "Memory stored" not in done.stdout, done.stdout
+    line = one_clear_line(done.stderr)
+    assert f"data file {data.name} " in line and "nothing was changed" in line, line
+    assert "octobrain memory restore" in line, line
+    assert len(list((_store(env) / "memories.lance" / "_versions").iterdir())) == versions
     rc, out, _ = run_cli(env, "doctor", "--format", "json")
     report = json.loads(out)
     assert rc == 1 and not report["ok"]

@@ -100,14 +100,14 @@ class ConsolidationLog:
     def add(self, *records: ConsolidationRecord) -> None:
         """Append records (one commit)."""
         with self.store.write_lock():
-            self.store.check_lease()
+            self.store.check_commit()
             self.table.add([record.__dict__ for record in records])
             self.store.wrote(self.table)
 
     def set_status(self, status: str, *record_ids: str) -> None:
         """Move records to `status` (one commit)."""
         with self.store.write_lock():
-            self.store.check_lease()
+            self.store.check_commit()
             self.table.update(where=sql_in("id", list(record_ids)), values={"status": status})
             self.store.wrote(self.table)
 

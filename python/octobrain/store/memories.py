@@ -27,7 +27,7 @@ from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship
 from octobrain.store import addresses, changes, manifest, schema
 from octobrain.store.highwater import Commits
 from octobrain.store.location import LeaseLost, StoreLocation, import_lancedb
-from octobrain.store.operations import upkeep_note
+from octobrain.store.operations import data_files, upkeep_note
 from octobrain.store.sql import sql_in, sql_str, visible_where
 
 if TYPE_CHECKING:
@@ -379,6 +379,31 @@ class MemoryStore:
         (paused, or cut off from the store, past the lease's time); nothing when it holds."""
         self.location.check_held()
 
+    def check_commit(self) -> None:
+        """`check_lease`, and on a local store, refuse the commit (`TableDamaged`, nothing
+        changed) when a data file `memories` reads is gone or not the size Lance wrote it at:
+        a commit never reads the old files, so a write into a damaged table was acknowledged,
+        and the repair (`memory restore` of a version before the damage) would drop it."""
+        self.check_lease()
+        if self.location.path is None:
+            return
+        files = data_files(self.location, MEMORIES, self.memories.version)
+        folder = self.location.path / f"{MEMORIES}.lance" / "data"
+        for path, size in files or ():
+            try:
+                got = (folder / path).stat().st_size
+            except FileNotFoundError:
+                what = "is gone"
+            except OSError:
+                continue  # (access, not damage: the commit says so itself)
+            else:
+                if not size or got == size:
+                    continue
+                what = f"holds {got:,} bytes, not the {size:,} written"
+            raise manifest.TableDamaged(
+                self.location, MEMORIES, f"data file {path} {what}; nothing was changed"
+            )
+
     def refresh(self) -> None:
         """Move this store's table handles to their latest commit (object stores lag by
         `remote_refresh_ms` otherwise); a pass that reads before it locks starts here."""
@@ -646,7 +671,7 @@ class MemoryStore:
         rows = [schema.memory_to_row(m, e) for m, e in zip(memories, embeddings, strict=True)]
         with self.write_lock():
             links = self.require_ends(links, {m.id for m in memories}, drop=drop_gone_links)
-            self.check_lease()
+            self.check_commit()
             if rows:
                 self._append(self.memories, rows)
             if links:
@@ -729,7 +754,7 @@ class MemoryStore:
         overwritten. Otherwise `RowChanged` (or `NotFound` when it is gone); nothing written."""
         row = schema.memory_to_row(memory, embedding)
         with self.write_lock():
-            self.check_lease()
+            self.check_commit()
             merge = self.memories.merge_insert("id")
             merge = merge.when_matched_update_all(where=_fence_where(read))
             updated = merge.execute([row]).num_updated_rows
@@ -770,7 +795,7 @@ class MemoryStore:
     def set_columns(self, where: str, values: dict[str, Any]) -> None:
         """Partial update of rows matching `where` (embeddings untouched)."""
         with self.write_lock():
-            self.check_lease()
+            self.check_commit()
             self.memories.update(where=where, values=values)
             self.wrote(self.memories)
             self._maybe_maintain()
@@ -793,7 +818,7 @@ class MemoryStore:
 
         data = pa.Table.from_pylist(list(rows), schema=self.memories.schema)
         with self.write_lock():
-            self.check_lease()
+            self.check_commit()
             if read:
                 now = self._fences_now(read)
                 if set(now.values()) != {_fence(r) for r in read}:
@@ -895,7 +920,7 @@ class MemoryStore:
             return 0
         with self.write_lock():
             before = self.count()
-            self.check_lease()
+            self.check_commit()
             self._note_changes(ids=ids)
             self.memories.delete(sql_in("id", ids))
             self.wrote(self.memories)
@@ -921,7 +946,7 @@ class MemoryStore:
             with self.write_lock():
                 if ends_held:
                     self.require_ends(rels, set())
-                self.check_lease()
+                self.check_commit()
                 self._append(self.relationships, [schema.relationship_to_row(r) for r in rels])
 
     def compact(self) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from octobrain.store.location import StoreLocation
 
-__all__ = ["UPKEEP", "operation", "upkeep_note"]
+__all__ = ["UPKEEP", "data_files", "operation", "upkeep_note"]
 
 # `Transaction.operation` field numbers of the commits that rearrange a table without changing
 # a row, and what `memory history` says of them ("this version …").
@@ -28,6 +28,9 @@ _FOOTER = struct.Struct("<QHH4s")  # manifest position, format major and minor, 
 _LENGTH = struct.Struct("<I")  # before each message: its length
 _TRANSACTION_FILE, _TRANSACTION_SECTION = 12, 21  # `Manifest` fields
 _OPERATIONS = range(100, 200)  # `Transaction.operation`'s field numbers
+# `Manifest.fragments`, `DataFragment.files`, `DataFile.path` and `DataFile.file_size_bytes`
+# (Lance's `protos/table.proto`).
+_FRAGMENTS, _FILES, _PATH, _SIZE = 2, 2, 1, 6
 
 
 def operation(location: StoreLocation, name: str, version: int) -> int | None:
@@ -55,6 +58,32 @@ def operation(location: StoreLocation, name: str, version: int) -> int | None:
                 return None
             transaction = got
         return next((n for n in _fields(transaction) if n in _OPERATIONS), None)
+    except (OSError, ValueError, struct.error, UnicodeDecodeError, DecodeError):
+        return None
+
+
+def data_files(location: StoreLocation, name: str, version: int) -> list[tuple[str, int]] | None:
+    """The data files `version` of table `name` reads: each one's path under the table's
+    `data/` and the size Lance recorded when it wrote it (0 when it recorded none); None when
+    that cannot be told (the manifest gone or in a format not known)."""
+    from google.protobuf.message import DecodeError
+
+    try:
+        raw = _read(location, name, _manifest_names(version))
+        if raw is None or len(raw) < _FOOTER.size:
+            return None
+        at, _, _, magic = _FOOTER.unpack_from(raw, len(raw) - _FOOTER.size)
+        if magic != b"LANC":
+            return None
+        files = []
+        for fragment in _repeated(_message(raw, at), _FRAGMENTS):
+            for file in _repeated(fragment, _FILES):
+                fields = _fields(file)
+                path, size = fields.get(_PATH), fields.get(_SIZE, 0)
+                if not isinstance(path, bytes) or not isinstance(size, int):
+                    return None
+                files.append((path.decode(), size))
+        return files
     except (OSError, ValueError, struct.error, UnicodeDecodeError, DecodeError):
         return None
 
@@ -106,3 +135,17 @@ def _fields(message: bytes) -> dict[int, Any]:
     parsed = empty_pb2.Empty()
     parsed.ParseFromString(message)
     return {field.field_number: field.data for field in UnknownFieldSet(parsed)}
+
+
+def _repeated(message: bytes, number: int) -> list[bytes]:
+    """Every value of the length-delimited field `number` of a protobuf message, in order."""
+    from google.protobuf import empty_pb2
+    from google.protobuf.unknown_fields import UnknownFieldSet
+
+    parsed = empty_pb2.Empty()
+    parsed.ParseFromString(message)
+    return [
+        f.data
+        for f in UnknownFieldSet(parsed)
+        if f.field_number == number and isinstance(f.data, bytes)
+    ]
