@@ -24,10 +24,11 @@ from click.testing import CliRunner
 from octobrain.cli.main import main
 from octobrain.config import Config, StorageConfig, load_config
 from octobrain.embed.factory import get_embedder
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, StorageError
 from octobrain.memory.brain import Brain
 from octobrain.memory.sleep_startup import start_background_sleep
 from octobrain.store import location as location_module
+from octobrain.store import seen
 from octobrain.store.location import LEASE_TTL_S, StoreBusy, StoreLocation
 
 SCOPE = "github.com/acme/api"
@@ -802,9 +803,13 @@ def test_team_writes_restores_reembeds_and_recreates_never_look_like_a_lost_vers
     knowledge.index(str(doc))
     assert marks()["knowledge_chunks"] == newest("knowledge_chunks") and doctor() == 0
 
-    # The whole prefix deleted and the store made again: a mark that is gone guards nothing.
+    # The whole prefix deleted: the store gone whole is refused (this machine used it), and
+    # made again once its mark is deleted, as the error says; a version mark gone guards nothing.
     for key in _objects(location, ""):
         obstore.delete(location.objects(), key)
+    with pytest.raises(StorageError, match="holds no store, yet this machine used one there"):
+        Brain(SCOPE, config=laptop.config, embedder=get_embedder("hash:64"), uri=uri).stats()
+    seen.forget(uri)
     again = Brain(SCOPE, config=laptop.config, embedder=get_embedder("hash:64"), uri=uri)
     again.memorize("Fresh", "A store made again at the same place.")
     assert marks()["memories"] == newest("memories") and doctor() == 0
