@@ -386,6 +386,8 @@ def test_a_deeply_nested_config_file_is_one_line(tmp_path: Path) -> None:
         "file://{repo}/../../../../../",
         "file:///%2e%2e/%2e%2e/etc",
         "file://{home}",
+        "file://{home}/.ssh",
+        "file://{home}/.config/gcloud",
     ],
 )
 def test_a_client_root_that_is_the_system_or_home_is_not_read_from(
@@ -397,6 +399,10 @@ def test_a_client_root_that_is_the_system_or_home_is_not_read_from(
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "secret.md").write_text("# Key\n\nthe private key text\n")
+    # A home's hidden directories hold its credentials (~/.ssh, ~/.aws, ~/.config/gcloud).
+    for hidden in (".ssh", ".config/gcloud"):
+        (tmp_path / "home" / hidden).mkdir(parents=True)
+        (tmp_path / "home" / hidden / "id.md").write_text("# Key\n\nthe private key text\n")
     uri = hostile.format(repo=project.as_posix(), home=(tmp_path / "home").as_posix())
 
     async def roots(context: Any) -> types.ListRootsResult:
@@ -408,13 +414,16 @@ def test_a_client_root_that_is_the_system_or_home_is_not_read_from(
     calls = [
         {"command": "read", "source": "/etc/passwd"},
         {"command": "read", "source": str(tmp_path / "home" / "secret.md")},
+        {"command": "read", "source": str(tmp_path / "home" / ".ssh" / "id.md")},
+        {"command": "read", "source": str(tmp_path / "home" / ".config" / "gcloud" / "id.md")},
         {"command": "read", "source": str(project / "notes.md")},
     ]
-    (etc, passwd), (home, secret), (ok, notes) = _knowledge_replies(
+    (etc, passwd), (home, secret), (ssh, key), (cloud, token), (ok, notes) = _knowledge_replies(
         server, calls, list_roots_callback=roots
     )
     assert etc and "root:" not in passwd, passwd
     assert home and "private key" not in secret, secret
+    assert ssh and cloud and "private key" not in key + token, (key, token)
     assert not ok and "rotates every quarter" in notes  # the project root still reads
 
 

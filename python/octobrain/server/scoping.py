@@ -106,12 +106,16 @@ _SYSTEM_DIRS = frozenset(
 
 def readable_root(path: Path) -> bool:
     """Whether a client's root may be read from: a directory of a project, not `/`, a system
-    directory, the home directory or one holding it (`~/.ssh` is in there)."""
+    directory, the home directory or one holding it (`~/.ssh` is in there), nor a hidden
+    directory of the home or anything in one (`~/.ssh`, `~/.aws`, `~/.config/gcloud`: where
+    credentials are kept; `knowledge.allow_paths` still opens one on purpose)."""
     real = Path(os.path.realpath(path))
     if len(real.parts) < 2 or real.parts[1] in _SYSTEM_DIRS:
         return False
     home = Path(os.path.realpath(Path.home()))
-    return real != home and real not in home.parents
+    if real == home or real in home.parents:
+        return False
+    return not (real.is_relative_to(home) and real.relative_to(home).parts[0].startswith("."))
 
 
 def lock_from_roots(uris: list[str]) -> ScopeLock | None:
