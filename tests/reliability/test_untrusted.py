@@ -132,6 +132,29 @@ def test_allow_paths_opens_a_directory_and_roots_replace_the_cwd(
     assert cwd_refused and "knowledge.allow_paths" in reply
 
 
+@pytest.mark.parametrize("where", ["/", "home", "home/.ssh"])
+def test_a_server_started_in_no_project_reads_no_local_file(
+    tmp_path: Path, monkeypatch: Any, where: str
+) -> None:
+    # A desktop client may start its servers in `/` or the home directory: that working
+    # directory made every file below it readable by the session, /etc/passwd and ~/.ssh too.
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id.md").write_text("# Key\n\nthe private key text\n")
+    monkeypatch.setenv("HOME", str(home))
+    cwd = Path("/") if where == "/" else tmp_path / where
+    monkeypatch.chdir(cwd)
+    server = build_server(pool_for(tmp_path / "db"), workspace(cwd))
+    calls = [
+        {"command": "read", "source": "/etc/passwd", "scope": ""},
+        {"command": "read", "source": str(home / ".ssh" / "id.md"), "scope": ""},
+    ]
+    (etc, passwd), (ssh, key) = _knowledge_replies(server, calls)
+    assert etc and "root:" not in passwd, passwd
+    assert ssh and "private key" not in key, key
+    assert "knowledge.allow_paths" in key, key
+
+
 def test_an_http_server_reads_no_local_file_unless_configured(
     tmp_path: Path, monkeypatch: Any
 ) -> None:

@@ -141,11 +141,16 @@ class Workspace:
 
     def local_roots(self, lock: ScopeLock | None, allow_paths: tuple[str, ...]) -> tuple[Path, ...]:
         """Where this session's `knowledge` calls may read local files: the client's roots, else
-        the working directory (stdio only), plus `knowledge.allow_paths`."""
+        the working directory (stdio only) when it may be a project's (`readable_root`: a
+        desktop client may start its servers in `/` or the home directory), plus
+        `knowledge.allow_paths`."""
         base: tuple[Path, ...] = ()
         if not self.http:  # roots the client named replace the cwd, even when none is readable
             by_roots = lock is not None and lock.origin == "client roots"
-            base = lock.roots if by_roots and lock is not None else (self.cwd,)
+            if by_roots and lock is not None:
+                base = lock.roots
+            elif readable_root(self.cwd):
+                base = (self.cwd,)
         return base + tuple(Path(p).expanduser() for p in allow_paths)
 
     @classmethod
