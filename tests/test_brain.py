@@ -86,9 +86,21 @@ def test_memorize_validates_and_returns_what_was_stored(make_brain: MakeBrain) -
             brain.memorize(POSTGRES[0], blank * 4)
     with pytest.raises(InvalidInput, match=invisible.format("title")):
         brain.update(mem.id, title="\u200b" * 3)
+    # A right-to-left override prints "Deploy to prod" reversed around it: another title.
+    bidi = "^{}: must not hold bidirectional embedding, override or isolate characters"
+    with pytest.raises(InvalidInput, match=bidi.format("title")):
+        brain.memorize("Deploy \u202edorp ot", POSTGRES[1])
+    with pytest.raises(InvalidInput, match=bidi.format(r"tags\[1\]")):
+        brain.memorize(*POSTGRES, tags=["ok", "\u2067x\u2069"])
+    with pytest.raises(InvalidInput, match=bidi.format(r"add_files\[0\]")):
+        brain.update(mem.id, add_files=["a\u202dz.py"])
+    hebrew, _ = brain.memorize(
+        "\u05e9\u05dc\u05d5\u05dd \u200fnote", "Right-to-left text keeps its marks."
+    )
+    assert hebrew.title == "\u05e9\u05dc\u05d5\u05dd \u200fnote"
     kept, _ = brain.memorize("Caf\u00e9 \u200bnote", "The caf\u00e9 opens at seven every day.")
     assert kept.title == "Caf\u00e9 \u200bnote"  # visible text around one is kept as given
-    assert brain.store.count() == 2  # the rejected calls wrote nothing
+    assert brain.store.count() == 3  # the rejected calls wrote nothing
 
 
 def test_projects_are_isolated_and_both_see_global(make_brain: MakeBrain) -> None:

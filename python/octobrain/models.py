@@ -350,10 +350,25 @@ def quoted(text: str) -> str:
     return "\n".join(QUOTE + line if line.strip() else "" for line in text.splitlines())
 
 
+# Bidirectional embeddings, overrides and isolates: in a one-line field they reorder what a
+# terminal shows around them ("Trojan Source"), so a title or a tag can print as another one.
+# The marks (U+200E, U+200F, U+061C) that right-to-left text may need do not, and are kept.
+_BIDI_CONTROL = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
 def check_one_line(field_name: str, value: object) -> None:
-    """Refuse a line break in a single-line field (a title, a tag, a file path)."""
-    if isinstance(value, str) and _LINE_BREAK.search(value):
+    """Refuse a line break, or a bidirectional override, in a single-line field (a title, a
+    tag, a file path)."""
+    if not isinstance(value, str):
+        return
+    if _LINE_BREAK.search(value):
         raise InvalidInput(field_name, "must be one line (no line breaks)")
+    if _BIDI_CONTROL.search(value):
+        raise InvalidInput(
+            field_name,
+            "must not hold bidirectional embedding, override or isolate characters "
+            "(U+202A–U+202E, U+2066–U+2069): they reorder how it prints",
+        )
 
 
 def check_lines(field_name: str, values: object) -> None:
