@@ -172,7 +172,9 @@ def _said(text: str, *edits: str) -> dict[str, Any]:
 def test_odd_paths_and_control_characters_do_not_cost_the_digest(env: Path, tmp_path: Path) -> None:
     # A path too long to store, a NUL or a lone surrogate in one used to fail the whole
     # digest; terminal escapes in what was said were stored and printed back raw.
+    # (A bidirectional override, refused in a stored path, is dropped too.)
     odd = ["a/" * 300 + "long.py", "src/nul\x00.py", "src/\udcff.py", "src/\x1b[31mred.py"]
+    odd.append("src/\u202eyp.evil")
     said = "We decided to \x1b]52;c;ZXZpbA==\x07use UTC\x1b[2J everywhere."
     path = tmp_path / "t.jsonl"
     lines = [json.dumps(_said(said, *odd, "src/kept.py"))]

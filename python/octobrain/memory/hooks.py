@@ -34,6 +34,7 @@ from octobrain.models import (
     MAX_FILES,
     Memory,
     UnreadableJSON,
+    check_one_line,
     json_printable,
     printable,
     read_json,
@@ -290,8 +291,12 @@ def transcript_digest(path: str | Path, cwd: str = "") -> Digest:
 
 
 def _storable(path: str) -> bool:
-    """A related file as `memorize` takes one: no control character (NUL included), valid
-    Unicode, at most `FILE_BYTES` bytes."""
+    """A related file as `memorize` takes one: no control character (NUL included) nor
+    bidirectional override (`check_one_line`), valid Unicode, at most `FILE_BYTES` bytes."""
+    try:
+        check_one_line("path", path)
+    except InvalidInput:
+        return False
     return path == printable(path) and len(path.encode("utf-8")) <= FILE_BYTES
 
 
@@ -318,7 +323,7 @@ def store_digest(brain: Brain, hook: HookInput, digest: Digest) -> Memory | None
     from octobrain.models import utcnow
 
     memory, _ = brain.memorize(
-        f"Session digest {utcnow():%Y-%m-%d} ({printable(sid)[:8]})",
+        f"Session digest {utcnow():%Y-%m-%d} ({''.join(filter(str.isalnum, sid))[:8]})",
         content if len(content) >= 10 else content + " (digest)",
         memory_type="workflow",
         importance=DIGEST_IMPORTANCE,
