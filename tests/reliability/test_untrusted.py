@@ -155,6 +155,39 @@ def test_a_server_started_in_no_project_reads_no_local_file(
     assert "knowledge.allow_paths" in key, key
 
 
+def test_a_project_in_a_home_below_a_system_directory_reads_its_files(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # root's home is /root, a system directory: its projects (`/root/app`, a container's) were
+    # read from as `/root` itself is not, so `knowledge read README.md` there was refused.
+    # (The directory holding tmp_path stands for /root: files cannot be written there.)
+    from octobrain.server import scoping
+
+    monkeypatch.setattr(scoping, "_SYSTEM_DIRS", scoping._SYSTEM_DIRS | {tmp_path.parts[1]})
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id.md").write_text("# Key\n\nthe private key text\n")
+    monkeypatch.setenv("HOME", str(home))
+    project = _project(home)
+    monkeypatch.chdir(project)
+    server = build_server(pool_for(tmp_path / "db"), workspace(project))
+    calls = [
+        {"command": "read", "source": str(project / "notes.md"), "scope": ""},
+        {"command": "read", "source": str(home / ".ssh" / "id.md"), "scope": ""},
+        {"command": "read", "source": str(OUTSIDE), "scope": ""},
+    ]
+    (refused, notes), (ssh, key), (etc, passwd) = _knowledge_replies(server, calls)
+    assert not refused and "deploy key rotates" in notes, notes
+    assert ssh and "private key" not in key, key
+    assert etc and "root:" not in passwd, passwd
+    # The same for a client's roots, and for root's own home as it is.
+    monkeypatch.setenv("HOME", "/root")
+    assert scoping.readable_root(Path("/root/app"))
+    assert not any(map(scoping.readable_root, [Path("/root"), Path("/root/.ssh"), Path("/etc")]))
+    monkeypatch.setenv("HOME", "/")  # (a home of `/` makes nothing below it a project's)
+    assert not any(map(scoping.readable_root, [Path("/"), Path("/etc"), Path("/root/app")]))
+
+
 def test_an_http_server_reads_no_local_file_unless_configured(
     tmp_path: Path, monkeypatch: Any
 ) -> None:

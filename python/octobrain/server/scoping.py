@@ -108,14 +108,15 @@ def readable_root(path: Path) -> bool:
     """Whether a client's root may be read from: a directory of a project, not `/`, a system
     directory, the home directory or one holding it (`~/.ssh` is in there), nor a hidden
     directory of the home or anything in one (`~/.ssh`, `~/.aws`, `~/.config/gcloud`: where
-    credentials are kept; `knowledge.allow_paths` still opens one on purpose)."""
+    credentials are kept; `knowledge.allow_paths` still opens one on purpose). A directory in
+    the home is a project's wherever the home is (root's, `/root`, is a system directory)."""
     real = Path(os.path.realpath(path))
-    if len(real.parts) < 2 or real.parts[1] in _SYSTEM_DIRS:
-        return False
     home = Path(os.path.realpath(Path.home()))
     if real == home or real in home.parents:
         return False
-    return not (real.is_relative_to(home) and real.relative_to(home).parts[0].startswith("."))
+    if len(home.parts) > 1 and real.is_relative_to(home):
+        return not real.relative_to(home).parts[0].startswith(".")
+    return len(real.parts) > 1 and real.parts[1] not in _SYSTEM_DIRS
 
 
 def lock_from_roots(uris: list[str]) -> ScopeLock | None:
