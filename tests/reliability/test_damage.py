@@ -186,6 +186,29 @@ def test_a_store_gone_whole_is_refused_not_made_again_empty(env: dict[str, str])
     assert "total: 1" in octobrain(env, "stats").stdout
 
 
+def test_a_new_store_first_opened_by_two_processes_at_once_is_no_store_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Memories and knowledge make their tables each under a lock of their own: the knowledge
+    # tables' first open listed the store empty, another process made `memories` (leaving the
+    # store's mark) before this one read the mark, and a brand-new store was refused as gone.
+    from octobrain.knowledge.store import KnowledgeStore
+    from octobrain.store import MemoryStore, seen
+
+    uri, real_gone, other = tmp_path / "db", seen.gone, []
+
+    def meanwhile(at: str) -> str | None:
+        if not other:  # (the other process's own first open reads the mark too)
+            other.append(MemoryStore(uri, "hash:64", 64))
+            other[0].open()
+        return real_gone(at)
+
+    monkeypatch.setattr(seen, "gone", meanwhile)
+    assert KnowledgeStore(uri, "hash:64", 64).sources.count_rows() == 0
+    assert other and other[0].count() == 0
+    assert seen.mark_of(str(uri)).exists()
+
+
 def test_a_lost_table_is_an_error_even_with_the_manifest_lost_too(env: dict[str, str]) -> None:
     # Nothing records the table any more, but relationships, which is only ever made after
     # memories, is still there: memories existed, and an empty one would hide their loss.

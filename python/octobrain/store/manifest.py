@@ -417,8 +417,15 @@ def open_or_create(
             # The manifest is gone too (or predates it), but another table shows this one
             # existed: it is lost, not new.
             raise TableDamaged(location, name, f"its directory is gone, yet {sign}")
-        if not present & set(KNOWN_TABLES) and (why := seen.gone(location.uri)) is not None:
-            raise StorageError(why)  # the whole store is gone: not made again, empty
+        # The whole store gone: not made again, empty. (Listed again once the mark is found:
+        # the other family's first open, under a lock of its own, may have made its table and
+        # left the mark since the listing above; the mark is left only once a table is made.)
+        if (
+            not present & set(KNOWN_TABLES)
+            and (why := seen.gone(location.uri)) is not None
+            and not set(db.list_tables().tables) & set(KNOWN_TABLES)
+        ):
+            raise StorageError(why)
         # A listed but unopenable directory is a creator killed before its first commit.
         mode = "overwrite" if name in present else "create"
         table = db.create_table(name, schema=make_schema(), mode=mode)
