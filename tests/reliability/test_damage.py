@@ -9,6 +9,7 @@ import subprocess
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import lancedb
 import numpy as np
@@ -207,6 +208,28 @@ def test_a_new_store_first_opened_by_two_processes_at_once_is_no_store_gone(
     assert KnowledgeStore(uri, "hash:64", 64).sources.count_rows() == 0
     assert other and other[0].count() == 0
     assert seen.mark_of(str(uri)).exists()
+
+
+def test_a_store_opens_when_the_marks_of_stores_cannot_be_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The marks (`store.seen`) are best effort, yet a `<data dir>/stores` this user may not
+    # look into (made by `sudo octobrain …` with a umask of 077) failed every open of a
+    # healthy store: `PermissionError` from asking whether its mark was there.
+    from octobrain.store import MemoryStore, seen
+
+    uri = tmp_path / "db"
+    MemoryStore(uri, "hash:64", 64).open()
+    stores, real_stat = seen.mark_of(str(uri)).parent, Path.stat
+
+    def stat(path: Path, *args: Any, **kwargs: Any) -> Any:
+        if path.parent == stores:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", stat)
+    assert MemoryStore(uri, "hash:64", 64).count() == 0
+    assert MemoryStore(tmp_path / "new", "hash:64", 64).count() == 0
 
 
 def test_a_lost_table_is_an_error_even_with_the_manifest_lost_too(env: dict[str, str]) -> None:

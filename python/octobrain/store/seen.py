@@ -46,9 +46,9 @@ def note_used(uri: str) -> None:
     """Leave the mark of the store at `uri` if it is not there yet (best effort: a data dir
     that cannot be written only loses this protection)."""
     path = mark_of(uri)
-    if path.exists():
-        return
     try:
+        if path.exists():
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         # (Threads of one process open stores at once: each writes a file of its own.)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -72,7 +72,10 @@ def forget(uri: str) -> None:
 def gone(uri: str) -> str | None:
     """Why a store at `uri` that holds no table must not be made there (None: it may be)."""
     path = mark_of(uri)
-    if not path.exists():
+    try:
+        if not path.exists():
+            return None
+    except OSError:  # (a mark this user may not look at protects nothing: best effort)
         return None
     when = "before"
     with contextlib.suppress(OSError, ValueError, TypeError, AttributeError, OverflowError):
