@@ -9,6 +9,7 @@ import ipaddress
 import json
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -186,6 +187,43 @@ def test_a_project_in_a_home_below_a_system_directory_reads_its_files(
     assert not any(map(scoping.readable_root, [Path("/root"), Path("/root/.ssh"), Path("/etc")]))
     monkeypatch.setenv("HOME", "/")  # (a home of `/` makes nothing below it a project's)
     assert not any(map(scoping.readable_root, [Path("/"), Path("/etc"), Path("/root/app")]))
+
+
+def test_a_server_started_in_a_project_inside_a_system_directory_reads_it(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # A container's project often sits in /usr/src/app or /var/www/site. The directory a
+    # server was started in is its user's choice: a project's when it lies inside a system
+    # directory, though a client's root there is not (nor the system directory itself).
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as base:
+        project = _project(Path(base))
+        monkeypatch.chdir(project)
+        server = build_server(pool_for(tmp_path / "db"), workspace(project))
+        calls = [
+            {"command": "read", "source": str(project / "notes.md"), "scope": ""},
+            {"command": "read", "source": "/etc/passwd", "scope": ""},
+        ]
+        (error, notes), (etc, passwd) = _knowledge_replies(server, calls)
+        assert not error and "rotates every quarter" in notes, notes
+        assert etc and "root:" not in passwd, passwd
+
+        async def roots(context: Any) -> types.ListRootsResult:
+            return types.ListRootsResult(roots=[types.Root(uri=project.as_uri())])  # type: ignore[arg-type]
+
+        server = build_server(pool_for(tmp_path / "db2"), workspace(project))
+        [(refused, _)] = _knowledge_replies(
+            server,
+            [{"command": "read", "source": str(project / "notes.md")}],
+            list_roots_callback=roots,
+        )
+        assert refused
+    for system in ("/var", "/etc/ssl", "/proc/1"):
+        monkeypatch.chdir(system)
+        server = build_server(pool_for(tmp_path / "db3"), workspace(Path(system)))
+        [(error, reply)] = _knowledge_replies(
+            server, [{"command": "read", "source": "/etc/passwd", "scope": ""}]
+        )
+        assert error and "root:" not in reply, (system, reply)
 
 
 def test_an_http_server_reads_no_local_file_unless_configured(

@@ -104,19 +104,32 @@ _SYSTEM_DIRS = frozenset(
 )
 
 
-def readable_root(path: Path) -> bool:
+# Never a project's directory, even as the one a server was started in: the kernel's, the
+# boot files', runtime state and the system's configuration (its keys and password hashes).
+_NEVER_DIRS = frozenset(["boot", "dev", "etc", "proc", "run", "sys"])
+
+
+def readable_root(path: Path, *, workdir: bool = False) -> bool:
     """Whether a client's root may be read from: a directory of a project, not `/`, a system
     directory, the home directory or one holding it (`~/.ssh` is in there), nor a hidden
     directory of the home or anything in one (`~/.ssh`, `~/.aws`, `~/.config/gcloud`: where
     credentials are kept; `knowledge.allow_paths` still opens one on purpose). A directory in
-    the home is a project's wherever the home is (root's, `/root`, is a system directory)."""
+    the home is a project's wherever the home is (root's, `/root`, is a system directory).
+    `workdir`: `path` is the directory the server was started in, which its user chose, not a
+    client: one inside a system directory (a container's `/usr/src/app`, `/var/www/site`) is a
+    project's too, the system directory itself and those of `_NEVER_DIRS` are not."""
     real = Path(os.path.realpath(path))
     home = Path(os.path.realpath(Path.home()))
     if real == home or real in home.parents:
         return False
     if len(home.parts) > 1 and real.is_relative_to(home):
         return not real.relative_to(home).parts[0].startswith(".")
-    return len(real.parts) > 1 and real.parts[1] not in _SYSTEM_DIRS
+    if len(real.parts) < 2:
+        return False
+    top = real.parts[1]
+    if top not in _SYSTEM_DIRS:
+        return True
+    return workdir and len(real.parts) > 2 and top not in _NEVER_DIRS
 
 
 def lock_from_roots(uris: list[str]) -> ScopeLock | None:
@@ -150,7 +163,7 @@ class Workspace:
             by_roots = lock is not None and lock.origin == "client roots"
             if by_roots and lock is not None:
                 base = lock.roots
-            elif readable_root(self.cwd):
+            elif readable_root(self.cwd, workdir=True):
                 base = (self.cwd,)
         return base + tuple(Path(p).expanduser() for p in allow_paths)
 

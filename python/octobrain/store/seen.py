@@ -61,7 +61,7 @@ def note_used(uri: str) -> None:
                 os.unlink(tmp)
             raise
     except OSError as exc:
-        log.debug("could not mark the store %s as used: %s", uri, exc)
+        log.debug("could not mark the store %s as used: %s", redact(uri), exc)
 
 
 def forget(uri: str) -> None:
