@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from octobrain.errors import InvalidInput
 from octobrain.knowledge import Knowledge, run_command
+from octobrain.knowledge import index as knowledge_index
 from octobrain.knowledge.pages import LINE_CHARS
 from octobrain.knowledge.render import RULE, render_match
 from octobrain.models import utcnow
@@ -254,6 +256,36 @@ def test_match_shows_a_long_line_as_a_window_around_its_match(
         assert hit.line.endswith("…") and hit.line[hit.start : hit.end] == "NEEDLE"
     assert found.hits[0].after == [minified[:LINE_CHARS] + "…"]
     assert len(render_match(found).encode()) < 4 * LINE_CHARS * 4
+
+
+def test_the_search_mirror_holds_a_parent_text_once_not_once_per_chunk(
+    make_knowledge: MakeKnowledge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every chunk row carried its own copy of its parent (up to 4,800 bytes, about 5 chunks
+    # a parent), and the first search converted every row of the store at once: 10 documents
+    # of 3.8 MB (46,730 chunks) raised a server's memory by 1.4 GB.
+    words = ["alpha", "beta", "gamma", "delta", "deploy", "review", "token", "cache"]
+    sections = [
+        f"## Part {s}\n\n"
+        + "\n\n".join(
+            " ".join(words[(s * 7 + p * 3 + w) % len(words)] for w in range(150)) for p in range(5)
+        )
+        for s in range(500)
+    ]
+    doc = tmp_path / "long.md"
+    doc.write_text("# Handbook\n\n" + "\n\n".join(sections) + "\n")
+    assert make_knowledge().index("long.md").embedded == 3000
+    # Read a tenth of the rows at a time, as a store of 30,000 chunks would be read.
+    monkeypatch.setattr(knowledge_index, "READ_BATCH", 300, raising=False)
+    fresh = make_knowledge()  # a new process: its first search reads every chunk
+    tracemalloc.start()
+    try:
+        assert fresh.search("alpha deploy token").hits
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # Held: each chunk row (its text, about 1,000 bytes, and its fields) and each parent once.
+    assert peak < 6 * doc.stat().st_size, (peak, doc.stat().st_size)
 
 
 def test_match_is_linear_on_a_pathological_pattern(

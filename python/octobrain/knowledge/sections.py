@@ -27,12 +27,13 @@ from octobrain.kernels.bm25 import BM25Index
 __all__ = ["SectionScores", "Sections", "section_key", "section_text"]
 
 
-def section_key(row: dict[str, Any]) -> str:
+def section_key(row: dict[str, Any]) -> tuple[str, str]:
     """Chunks with the same key form one section: the children of one parent text within one
-    generation of a source; a chunk without a parent is a section of its own."""
+    generation of a source; a chunk without a parent is a section of its own. (A tuple, not
+    one joined string: the key holds the parent text the rows share, not a copy of it.)"""
     if row["parent_content"]:
-        return f"{row['source_id']}/{row['generation']}\n{row['parent_content']}"
-    return f"chunk/{row['id']}"
+        return (f"{row['source_id']}/{row['generation']}", row["parent_content"])
+    return (f"chunk/{row['id']}", "")
 
 
 def section_text(row: dict[str, Any]) -> str:
@@ -63,17 +64,21 @@ class Sections:
 
     def __init__(self) -> None:
         self.index = BM25Index()
-        self.pos_of: dict[str, int] = {}
+        self.pos_of: dict[tuple[str, str], int] = {}
         self._refs: list[int] = []  # live chunks per section; 0 once removed
+        # Each section's key, by position: its parent text is the one object every row of the
+        # section holds (a parent is read once per chunk, up to 4,800 bytes for each).
+        self._keys: list[tuple[str, str]] = []
         self.of_chunk = np.zeros(0, dtype=np.int64)  # section position of each chunk position
 
     def __len__(self) -> int:
         return len(self.pos_of)
 
     def add(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Register newly mirrored chunk rows (appended at the next chunk positions)."""
+        """Register newly mirrored chunk rows (appended at the next chunk positions). Each
+        row's `parent_content` is replaced by its section's own copy of that text."""
         keys = [section_key(r) for r in rows]
-        fresh: dict[str, str] = {}
+        fresh: dict[tuple[str, str], str] = {}
         for key, row in zip(keys, rows, strict=True):
             if key not in self.pos_of and key not in fresh:
                 fresh[key] = section_text(row)
@@ -83,9 +88,12 @@ class Sections:
             for key, pos in zip(fresh, positions, strict=True):
                 self.pos_of[key] = int(pos)
                 self._refs.append(0)
+                self._keys.append(key)
         of_new = np.array([self.pos_of[k] for k in keys], dtype=np.int64)
-        for pos in of_new:
+        for pos, row in zip(of_new, rows, strict=True):
             self._refs[pos] += 1
+            if row["parent_content"]:
+                row["parent_content"] = self._keys[pos][1]
         self.of_chunk = np.concatenate([self.of_chunk, of_new])
 
     def remove(self, rows: Sequence[dict[str, Any]]) -> None:
@@ -97,6 +105,7 @@ class Sections:
             self._refs[pos] -= 1
             if self._refs[pos] == 0:
                 del self.pos_of[key]
+                self._keys[pos] = ("", "")
                 gone.append(pos)
         if gone:
             self.index.remove(gone)
