@@ -439,6 +439,29 @@ def test_a_lost_knowledge_table_is_an_error_too(env: dict[str, str], tmp_path: P
     assert not (_store(env) / "knowledge_chunks.lance").exists()
 
 
+@pytest.mark.parametrize("table", ["knowledge_chunks", "knowledge_sources"])
+def test_a_knowledge_write_over_a_cut_data_file_names_the_damage_not_free_space(
+    env: dict[str, str], tmp_path: Path, table: str
+) -> None:
+    # Refused, but as "cannot write …: failed to fill whole buffer; nothing was changed (check
+    # free space and permissions)": the user looked for free space, not at `doctor`.
+    doc = tmp_path / "ports.md"
+    doc.write_text("# Ports\n\nThe API listens on port 8443.\n")
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    for data in (_store(env) / f"{table}.lance" / "data").glob("*.lance"):
+        data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    new = tmp_path / "queues.md"
+    new.write_text("# Queues\n\nKafka carries the events between the services.\n")
+    for args in (("index", str(new)), ("store", "layout", "The events topic has 12 partitions.")):
+        done = octobrain(env, *args, group="knowledge")
+        assert done.returncode == 1, (args, done.stdout)
+        line = one_clear_line(done.stderr)
+        assert "cannot be read" in line and "octobrain doctor" in line, line
+        assert "free space" not in line, line
+    rc, out = run_cli(env, "doctor")[:2]
+    assert rc == 1 and table in out, out
+
+
 def test_on_object_storage_the_manifest_lives_in_the_bucket(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

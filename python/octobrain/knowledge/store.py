@@ -168,7 +168,10 @@ class KnowledgeStore:
         except OctobrainError:
             raise
         except (OSError, RuntimeError) as exc:  # a full disk, a read-only directory
-            raise StorageError(io_failure(self.location, exc)) from exc
+            # A table whose files a write read and found damaged is damage, not a full disk:
+            # said as one, the user went looking for free space and never at `doctor`.
+            damage = manifest.read_failure(exc)
+            raise StorageError(damage or io_failure(self.location, exc)) from exc
 
     def versions(self) -> tuple[int, int]:
         """(sources version, chunks version): change on every commit by anyone."""

@@ -119,7 +119,7 @@ def short_reason(exc: BaseException) -> str:
 # Failures that say nothing about the table's files: access, space, and the object store's network.
 _TRANSIENT = re.compile(
     r"denied|not permitted|read-only|no space|quota|credential|connect|timed? ?out|dns|dispatch"
-    r"|unreachable|forbidden",
+    r"|unreachable|forbidden|file too large",
     re.I,
 )
 
