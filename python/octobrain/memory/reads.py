@@ -248,12 +248,13 @@ class Reads(BrainBase):
         frontier = [start.id]
         for _ in range(depth):
             rels = self.store.relationships_of(frontier)
-            others = {r.target_id if r.source_id in frontier else r.source_id for r in rels}
+            at = set(frontier)  # (sets: a list and a merged dict per edge were quadratic)
+            others = {r.target_id if r.source_id in at else r.source_id for r in rels}
             found = self.store.get_many([o for o in others if o not in seen], self.scope)
-            for rel in rels:
-                if rel.source_id in seen | found and rel.target_id in seen | found:
-                    edges[rel.id] = rel
             seen.update(found)
+            for rel in rels:
+                if rel.source_id in seen and rel.target_id in seen:
+                    edges[rel.id] = rel
             frontier = list(found)
             if not frontier:
                 break
