@@ -209,6 +209,17 @@ def test_malformed_answers_are_errors(api: FakeApi, reply: Reply, rule: str):
         make(api).embed_documents(["a", "b"])
 
 
+def test_vectors_of_huge_values_are_stored_at_unit_length(api: FakeApi):
+    # A float32 norm of values near 1e19 is inf: the vectors were stored as zeros, and every
+    # search then refused the store as changed on disk (a stored embedding is unit length).
+    api.reply = lambda body: (
+        200,
+        {"data": [{"index": i, "embedding": [3e19 * (i + 1)] * 1536} for i in range(2)]},
+    )
+    vectors = make(api).embed_documents(["a", "b"])
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+
+
 def test_batch_size_is_capped_by_the_provider(api: FakeApi):
     assert make(api, "voyage:voyage-3", batch_size=5000).batch_size == 1000
     assert make(api, "openai:text-embedding-3-small", batch_size=5000).batch_size == 2048

@@ -131,10 +131,12 @@ def _normalise(rows: npt.NDArray[Any]) -> Vectors:
     out = np.asarray(rows, dtype=np.float32)
     if out.ndim != 2 or not np.all(np.isfinite(out)):
         raise EmbeddingError("the model returned malformed or non-finite vectors")
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    # In float64: the float32 norm of values near 1e19 is inf, and the vector became zeros.
+    wide = out.astype(np.float64)
+    norms = np.linalg.norm(wide, axis=1, keepdims=True)
     if np.any(norms == 0):
         raise EmbeddingError("the model returned an all-zero vector")
-    return np.ascontiguousarray(out / norms, dtype=np.float32)
+    return np.ascontiguousarray(wide / norms, dtype=np.float32)
 
 
 class BaseEmbedder(ABC):
