@@ -33,6 +33,7 @@ from tests.server_support import (
     run,
     server_env,
 )
+from tests.test_scope import make_repo
 
 TOKEN = "s3cret-token-0123456789"
 FACT = {
@@ -572,13 +573,7 @@ def test_http_takes_a_clients_answers_and_cancels_when_its_calls_fill_the_sessio
     # `roots/list` (asked by the calls holding the places) got 429: each call waited out the
     # 5 s roots timeout, was refused "scope: required", and the session stayed unlocked by its
     # roots for good. A `notifications/cancelled` at the cap got 429 too.
-    repo = tmp_path / "web"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(
-        ["git", "-C", str(repo), "remote", "add", "origin", "https://github.com/Acme/Web.git"],
-        check=True,
-    )
+    repo = make_repo(tmp_path / "web", "https://github.com/Acme/Web.git")
 
     async def roots(context: Any) -> types.ListRootsResult:
         return types.ListRootsResult(roots=[types.Root(uri=repo.as_uri())])  # type: ignore[arg-type]
@@ -629,13 +624,7 @@ def test_stdio_calls_the_client_cancelled_free_their_places_among_those_in_fligh
     # flight was freed only by an answer: after 31 cancels the session read one request at a
     # time, so a call waiting on anything (here the client's roots) held up every other call,
     # and a cancel sent meanwhile was not even read.
-    repo = tmp_path / "web"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(
-        ["git", "-C", str(repo), "remote", "add", "origin", "https://github.com/Acme/Web.git"],
-        check=True,
-    )
+    repo = make_repo(tmp_path / "web", "https://github.com/Acme/Web.git")
     asked = anyio.Event()
     release = anyio.Event()
 

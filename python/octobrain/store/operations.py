@@ -39,13 +39,11 @@ def operation(location: StoreLocation, name: str, version: int) -> int | None:
     from google.protobuf.message import DecodeError
 
     try:
-        raw = _read(location, name, _manifest_names(version))
-        if raw is None or len(raw) < _FOOTER.size:
+        read = _manifest(location, name, version)
+        if read is None:
             return None
-        at, _, _, magic = _FOOTER.unpack_from(raw, len(raw) - _FOOTER.size)
-        if magic != b"LANC":
-            return None
-        manifest = _fields(_message(raw, at))
+        raw, message = read
+        manifest = _fields(message)
         section = manifest.get(_TRANSACTION_SECTION)
         if isinstance(section, int):
             transaction = _message(raw, section)
@@ -69,14 +67,11 @@ def data_files(location: StoreLocation, name: str, version: int) -> list[tuple[s
     from google.protobuf.message import DecodeError
 
     try:
-        raw = _read(location, name, _manifest_names(version))
-        if raw is None or len(raw) < _FOOTER.size:
-            return None
-        at, _, _, magic = _FOOTER.unpack_from(raw, len(raw) - _FOOTER.size)
-        if magic != b"LANC":
+        read = _manifest(location, name, version)
+        if read is None:
             return None
         files = []
-        for fragment in _repeated(_message(raw, at), _FRAGMENTS):
+        for fragment in _repeated(read[1], _FRAGMENTS):
             for file in _repeated(fragment, _FILES):
                 fields = _fields(file)
                 path, size = fields.get(_PATH), fields.get(_SIZE, 0)
@@ -92,6 +87,18 @@ def upkeep_note(location: StoreLocation, name: str, version: int) -> str:
     """What `version` of table `name` did in words, when it was the store's upkeep (an index
     built, files compacted); "" for any other commit or one that cannot be told."""
     return UPKEEP.get(operation(location, name, version) or 0, "")
+
+
+def _manifest(location: StoreLocation, name: str, version: int) -> tuple[bytes, bytes] | None:
+    """The manifest file of `version` of table `name` and its `Manifest` message (its
+    footer gives where that lies), or None when the file is gone or not Lance's format."""
+    raw = _read(location, name, _manifest_names(version))
+    if raw is None or len(raw) < _FOOTER.size:
+        return None
+    at, _, _, magic = _FOOTER.unpack_from(raw, len(raw) - _FOOTER.size)
+    if magic != b"LANC":
+        return None
+    return raw, _message(raw, at)
 
 
 def _manifest_names(version: int) -> list[str]:
@@ -129,23 +136,22 @@ def _message(raw: bytes, at: int) -> bytes:
 def _fields(message: bytes) -> dict[int, Any]:
     """The top-level fields of a protobuf message (the last value of each), read without its
     schema: every field is an unknown field of the empty message."""
-    from google.protobuf import empty_pb2
-    from google.protobuf.unknown_fields import UnknownFieldSet
-
-    parsed = empty_pb2.Empty()
-    parsed.ParseFromString(message)
-    return {field.field_number: field.data for field in UnknownFieldSet(parsed)}
+    return {field.field_number: field.data for field in _unknown(message)}
 
 
 def _repeated(message: bytes, number: int) -> list[bytes]:
     """Every value of the length-delimited field `number` of a protobuf message, in order."""
+    return [
+        f.data for f in _unknown(message) if f.field_number == number and isinstance(f.data, bytes)
+    ]
+
+
+def _unknown(message: bytes) -> Any:
+    """The fields of a protobuf message read without its schema: every field is an unknown
+    field of the empty message (an `UnknownFieldSet`)."""
     from google.protobuf import empty_pb2
     from google.protobuf.unknown_fields import UnknownFieldSet
 
     parsed = empty_pb2.Empty()
     parsed.ParseFromString(message)
-    return [
-        f.data
-        for f in UnknownFieldSet(parsed)
-        if f.field_number == number and isinstance(f.data, bytes)
-    ]
+    return UnknownFieldSet(parsed)
