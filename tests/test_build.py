@@ -52,7 +52,7 @@ def _one_read(brain: Brain) -> Corpus:
     version = brain.store.version()
     rows = brain.store.pinned(version).scan_arrow("true", columns=READ)
     addrs = np.asarray(rows.column("_rowaddr"), dtype=np.int64)
-    corpus._add(rows, vectors_of(rows, 64), addrs)
+    corpus._add(rows, vectors_of(rows), addrs)
     corpus._index_ids()
     corpus._mark = fragment_mark(addrs)
     return corpus

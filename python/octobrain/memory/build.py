@@ -48,6 +48,7 @@ from octobrain.memory.corpus_io import (
 )
 from octobrain.memory.snapshot import Snapshot
 from octobrain.store.memories import Pinned
+from octobrain.store.schema import vector_matrix
 
 __all__ = ["BATCH_ROWS", "build", "remove_scratch"]
 
@@ -156,8 +157,7 @@ class _Vectors:
 
     def add(self, column: pa.Array, ids: pa.Array) -> None:
         n = len(column)
-        flat = column.flatten().to_numpy(zero_copy_only=False)
-        block = np.asarray(flat, dtype="<f4").reshape(n, self.dim)
+        block = vector_matrix(column, n)
         check_unit(block, ids)
         if self._file is not None:
             self._file.write(np.ascontiguousarray(block).data.cast("B"))

@@ -343,7 +343,7 @@ class Corpus:
         self._remove(delta.gone)
         if rows is not None and len(rows):
             addrs = int64s(rows.column(catchup.ADDR))
-            self._add(rows.drop_columns(["embedding"]), vectors_of(rows, self._store.dim), addrs)
+            self._add(rows.drop_columns(["embedding"]), vectors_of(rows), addrs)
         if len(delta.moved):
             self._addr[delta.moved] = delta.moved_addr
             self._by_addr.changed(delta.moved, self._addr)

@@ -14,7 +14,7 @@ from octobrain.errors import StorageError
 from octobrain.store import MemoryStore, addresses
 from octobrain.store.location import lancedb_loop
 from octobrain.store.memories import Pinned
-from octobrain.store.schema import REEMBED, describe_unsound, unsound
+from octobrain.store.schema import REEMBED, describe_unsound, unsound, vector_matrix
 from octobrain.store.sql import sql_in
 
 LIGHT_COLUMNS = [
@@ -97,12 +97,10 @@ def read_rows(pinned: Pinned, ids: list[str], total: int) -> pa.Table:
     return pinned.scan_arrow(sql_in("id", ids), columns=READ)
 
 
-def vectors_of(rows: pa.Table, dim: int) -> npt.NDArray[np.float32]:
+def vectors_of(rows: pa.Table) -> npt.NDArray[np.float32]:
     """The `embedding` column as one float32 matrix, without a Python list per row; each
     checked for unit length (`check_unit`)."""
-    column = rows.column("embedding").combine_chunks()
-    flat = column.flatten().to_numpy(zero_copy_only=False)
-    vectors = np.asarray(flat, dtype=np.float32).reshape(len(rows), dim)
+    vectors = vector_matrix(rows.column("embedding"), len(rows))
     check_unit(vectors, rows.column("id"))
     return vectors
 
@@ -120,10 +118,10 @@ class DamagedVectors(StorageError):
 
 def check_unit(vectors: npt.NDArray[np.float32], ids: pa.ChunkedArray | pa.Array) -> None:
     """Refuse (`DamagedVectors`) rows whose stored embedding is not unit length."""
-    bad, lengths = unsound(vectors)
-    if bad.any():
-        at = np.flatnonzero(bad)
-        raise DamagedVectors(str(ids[int(at[0])]), float(lengths[at[0]]), len(at))
+    found = unsound(vectors)
+    if found is not None:
+        count, at, length = found
+        raise DamagedVectors(str(ids[at]), length, count)
 
 
 def sorted_ids(

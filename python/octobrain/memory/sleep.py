@@ -91,7 +91,7 @@ def sleep_pass(
     where = f"{_statements(scope)} AND created_at >= timestamp {sql_str(cutoff.isoformat())}"
     table = engine.store.scan_arrow(where)
     rows = table.drop_columns(["embedding"]).to_pylist()
-    for row, vector in zip(rows, vectors_of(table, engine.store.dim), strict=True):
+    for row, vector in zip(rows, vectors_of(table), strict=True):
         row["embedding"] = vector  # a row of one float32 matrix, not a list of Python floats
     # Findings of a goal wait for the goal to be closed.
     excluded = engine.log.not_to_cluster(scope) | _achievers(engine, [r["id"] for r in rows])
@@ -241,7 +241,7 @@ def _statement_pool(engine: Consolidator, scope: str) -> StatementPool:
     return StatementPool(
         table.column("id").to_pylist(),
         table.column("content").to_pylist(),
-        unit_rows(vectors_of(table, engine.store.dim)),
+        unit_rows(vectors_of(table)),
         table.column("source").to_pylist(),
         table.column("created_at").to_pylist(),
     )

@@ -14,11 +14,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from octobrain.errors import StorageError
 from octobrain.store import manifest, seen
-from octobrain.store.schema import REEMBED, describe_unsound, unsound
+from octobrain.store.schema import REEMBED, describe_unsound, unsound, vector_matrix
 
 if TYPE_CHECKING:
     import lancedb
@@ -56,7 +54,7 @@ class TableCheck:
     rows_read: int = 0  # what reading every fragment gave
     damaged_fragments: list[int] = field(default_factory=list)
     unread: tuple[int, int] | None = None  # fragments [lo, hi) left unread (too much damage)
-    # Rows read whose embedding is not unit length (`corpus_io.unsound`), the first of them
+    # Rows read whose embedding is not unit length (`schema.unsound`), the first of them
     # (its id) and that one's length.
     unsound_vectors: int = 0
     first_unsound: tuple[str, float] | None = None
@@ -141,10 +139,9 @@ def diagnose(location: StoreLocation) -> Diagnosis:
     return Diagnosis(str(location), state, tables, problems, _unfinished(db, tables), dangling)
 
 
-def _gone(why: str) -> Problem:
+def _gone(why: tuple[str, str]) -> Problem:
     """The problem of a store that is gone whole (`seen.gone` says why and the way out)."""
-    reason, _, repair = why.partition("? ")
-    return Problem("store", reason.removeprefix("store: ") + "?", repair)
+    return Problem("store", *why)
 
 
 def _check_edge_ends(
@@ -343,16 +340,12 @@ def _read(table: lancedb.table.Table, lo: int, hi: int, check: TableCheck) -> st
     check.rows_read += rows.num_rows
     named_by = _NAMED_BY.get(check.name, ("id", ""))[0]
     if "embedding" in rows.column_names and named_by in rows.column_names and rows.num_rows:
-        column = rows.column("embedding").combine_chunks()
-        flat = column.flatten().to_numpy(zero_copy_only=False)
-        vectors = np.asarray(flat, dtype=np.float32).reshape(rows.num_rows, -1)
-        bad, lengths = unsound(vectors)
-        if bad.any():
-            at = np.flatnonzero(bad)
+        found = unsound(vector_matrix(rows.column("embedding"), rows.num_rows))
+        if found is not None:
+            count, at, length = found
             if check.first_unsound is None:
-                name = str(rows.column(named_by)[int(at[0])])
-                check.first_unsound = (name, float(lengths[at[0]]))
-            check.unsound_vectors += len(at)
+                check.first_unsound = (str(rows.column(named_by)[at]), length)
+            check.unsound_vectors += count
     return None
 
 

@@ -425,7 +425,7 @@ def open_or_create(
             and (why := seen.gone(location.uri)) is not None
             and not set(db.list_tables().tables) & set(KNOWN_TABLES)
         ):
-            raise StorageError(why)
+            raise StorageError(f"store: {why[0]} {why[1]}")
         # A listed but unopenable directory is a creator killed before its first commit.
         mode = "overwrite" if name in present else "create"
         table = db.create_table(name, schema=make_schema(), mode=mode)

@@ -31,11 +31,24 @@ UNIT_SLACK = 1e-3
 REEMBED = "`octobrain memory reembed` embeds every memory again from its text"
 
 
-def unsound(vectors: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """Which rows of `vectors` (a float32 matrix) are not unit length, within `UNIT_SLACK`
-    (NaN and inf are not), and every row's length."""
+def vector_matrix(column: pa.Array | pa.ChunkedArray, rows: int) -> np.ndarray[Any, Any]:
+    """An `embedding` column (fixed-size lists) as one float32 matrix of `rows` rows, without
+    a Python list per row."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    flat = column.flatten().to_numpy(zero_copy_only=False)
+    return np.asarray(flat, dtype="<f4").reshape(rows, column.type.list_size)
+
+
+def unsound(vectors: np.ndarray[Any, Any]) -> tuple[int, int, float] | None:
+    """Of the rows of `vectors` (a float32 matrix) that are not unit length within
+    `UNIT_SLACK` (NaN and inf are not): how many, the first's position and its length; None
+    when every row is."""
     lengths = np.sqrt(np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64))
-    return ~(np.abs(lengths - 1.0) <= UNIT_SLACK), lengths
+    bad = np.flatnonzero(~(np.abs(lengths - 1.0) <= UNIT_SLACK))
+    if not len(bad):
+        return None
+    return len(bad), int(bad[0]), float(lengths[bad[0]])
 
 
 def describe_unsound(first: str, length: float, count: int, row: str = "memory") -> str:

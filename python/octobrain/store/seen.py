@@ -69,8 +69,9 @@ def forget(uri: str) -> None:
     mark_of(uri).unlink(missing_ok=True)
 
 
-def gone(uri: str) -> str | None:
-    """Why a store at `uri` that holds no table must not be made there (None: it may be)."""
+def gone(uri: str) -> tuple[str, str] | None:
+    """Why a store at `uri` that holds no table must not be made there, and the way out
+    (None: it may be)."""
     path = mark_of(uri)
     try:
         if not path.exists():
@@ -82,10 +83,10 @@ def gone(uri: str) -> str | None:
         first = json.loads(path.read_text(encoding="utf-8"))["first_used"]
         when = f"since {datetime.fromtimestamp(float(first), timezone.utc):%Y-%m-%d}"
     return (
-        f"store: {redact(uri)} holds no store, yet this machine used one there ({when}): is "
-        "its disk not mounted, or was it deleted? Mount it, or put it back from a backup; to "
-        "start a new store there (empty, or to `octobrain memory import` an export into), "
-        f"delete {path}"
+        f"{redact(uri)} holds no store, yet this machine used one there ({when}): is its disk "
+        "not mounted, or was it deleted?",
+        "Mount it, or put it back from a backup; to start a new store there (empty, or to "
+        f"`octobrain memory import` an export into), delete {path}",
     )
 
 
