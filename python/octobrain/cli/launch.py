@@ -98,5 +98,41 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> NoRetur
     from octobrain.cli.main import main as cli_main
 
     install()
-    cli_main(args=argv, prog_name=prog)
+    try:
+        cli_main(args=argv, prog_name=prog)
+    except SystemExit as done:
+        exit_now(done.code)
     sys.exit(0)  # pragma: no cover - click's standalone mode always exits
+
+
+def exit_now(code: object) -> NoReturn:
+    """End this process as the interpreter would (its threads joined, `atexit` handlers run,
+    stdout and stderr flushed), then skip tearing down its modules: freeing the objects a
+    command leaves behind (the mirror, Arrow tables, LanceDB's runtime, the model) one by one
+    cost a new process about 0.2 s of CPU after its answer was out (`hook session-start` on a
+    10,000-memory store: 0.83 against 0.66 s of CPU, medians of 8 alternated runs), for memory
+    the kernel takes back whole. Without the interpreter's hooks for this (private names), the
+    process exits the usual way."""
+    import atexit
+    import threading
+
+    shutdown = getattr(threading, "_shutdown", None)
+    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
+    if shutdown is None or run_exitfuncs is None:
+        raise SystemExit(code)
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # as the interpreter does with sys.exit("message")
+        sys.stderr.write(f"{code}\n")
+        status = 1
+    shutdown()  # waits for non-daemon threads (a snapshot being written, a model loading)
+    run_exitfuncs()  # queued access counts committed (`memory.access`)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a closed pipe: the interpreter exits 120 then
+            status = status or 120
+    os._exit(status & 0xFF)

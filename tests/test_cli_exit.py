@@ -1,0 +1,110 @@
+"""A command's process ends without tearing its modules down (`cli.launch.exit_now`): what it
+queued for its exit is still done, and what it printed still arrives whole."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+
+def octobrain(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`octobrain <args>` as its own process, in-process (the service off)."""
+    return subprocess.run(
+        [sys.executable, "-m", "octobrain", *args],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
+        "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
+        "OCTOBRAIN_SERVICE_ENABLED": "0",
+    }
+
+
+def test_an_access_queued_for_the_exit_is_committed(env: dict[str, str]) -> None:
+    # `remember` queues the access and commits it as its process exits (an `atexit` handler).
+    scope = ["memory", "--scope", "github.com/acme/api"]
+    content = "Postgres 16 is the primary database."
+    made = octobrain(*scope, "memorize", "-t", "Primary database", "-c", content,
+                     "--format", "json", env=env)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    mid = json.loads(made.stdout)["id"]
+    found = octobrain(*scope, "remember", "postgres database", "--format", "json", env=env)
+    assert found.returncode == 0, found.stderr
+    assert [r["id"] for r in json.loads(found.stdout)["results"]] == [mid]
+    got = octobrain(*scope, "get", mid, "--format", "json", env=env)
+    assert json.loads(got.stdout)["access_count"] == 1
+
+
+def test_long_output_reaches_a_pipe_whole(env: dict[str, str]) -> None:
+    # Well past a pipe's 64 KiB: the end of it is still in the process's buffer at its exit.
+    scope = ["memory", "--scope", "github.com/acme/api"]
+    body = "The deploy pipeline promotes a build from staging to production. " * 60
+    ids = []
+    for i in range(24):
+        made = octobrain(*scope, "memorize", "-t", f"Deploy step {i}", "-c", f"{body} Step {i}.",
+                         "--format", "json", env=env)  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        ids.append(json.loads(made.stdout)["id"])
+    listed = octobrain(*scope, "recent", "--limit", "50", "--format", "json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout.encode()) > 96 * 1024
+    assert sorted(m["id"] for m in json.loads(listed.stdout)) == sorted(ids)
+
+
+def test_a_usage_error_keeps_its_exit_code_and_message(env: dict[str, str]) -> None:
+    done = octobrain("memory", "--scope", "github.com/acme/api", "remember", "x", env=env)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "error: query: must be 3–500 bytes of UTF-8 after trimming, got 1\n"
+
+
+def _exit_now(body: str, tmp_path: Path, **run: object) -> subprocess.CompletedProcess[str]:
+    script = "import atexit, sys, threading, time\nfrom octobrain.cli.launch import exit_now\n"
+    return subprocess.run(
+        [sys.executable, "-c", script + textwrap.dedent(body)],
+        cwd=tmp_path,
+        text=True,
+        timeout=60,
+        check=False,
+        **run,  # type: ignore[call-overload]
+    )
+
+
+def test_exit_now_waits_for_threads_then_runs_exit_handlers(tmp_path: Path) -> None:
+    body = """
+        def late():
+            time.sleep(0.3)
+            open("thread", "w").write("done")
+        threading.Thread(target=late).start()
+        atexit.register(lambda: open("atexit", "w").write(open("thread").read()))
+        print("answer")
+        exit_now(3)
+    """
+    done = _exit_now(body, tmp_path, capture_output=True)
+    assert done.returncode == 3 and done.stdout == "answer\n"
+    # The handler ran after the thread had finished, as in an interpreter's own exit.
+    assert (tmp_path / "atexit").read_text() == "done"
+
+
+def test_exit_now_reports_as_the_interpreter_does(tmp_path: Path) -> None:
+    message = _exit_now("exit_now('cannot go on')", tmp_path, capture_output=True)
+    assert message.returncode == 1 and message.stderr == "cannot go on\n"
+    # Output still buffered that cannot be written (a full disk) fails the exit with the
+    # interpreter's own status, 120, not 0.
+    body = """
+        sys.stdout = open("/dev/full", "w", buffering=65536)
+        print("answer")
+        exit_now(0)
+    """
+    lost = _exit_now(body, tmp_path, capture_output=True)
+    assert lost.returncode == 120
