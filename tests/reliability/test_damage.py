@@ -232,6 +232,82 @@ def test_a_store_opens_when_the_marks_of_stores_cannot_be_read(
     assert MemoryStore(tmp_path / "new", "hash:64", 64).count() == 0
 
 
+def test_a_store_gone_whole_is_refused_however_its_path_is_spelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The mark was keyed by the path as spelled: a store used as <disk>/db and gone whole was
+    # made again, empty, when reached through a symlink, with `..`, relative to the working
+    # directory or with a trailing slash; and each spelling that opened it left a mark of its own.
+    from octobrain.errors import StorageError
+    from octobrain.store import MemoryStore, seen
+
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    disk = tmp_path / "disk"
+    (disk / "sub").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(disk)
+    others = [tmp_path / "link" / "{}", f"{disk}/sub/../{{}}", "disk/{}", f"{disk}/{{}}/"]
+    MemoryStore(disk / "db", "hash:64", 64).open()
+    shutil.rmtree(disk / "db")
+    for uri in others:
+        with pytest.raises(StorageError, match="holds no store, yet this machine used one there"):
+            MemoryStore(str(uri).format("db"), "hash:64", 64).count()
+        assert not (disk / "db" / "memories.lance").exists(), f"made again empty as {uri}"
+    for uri in [disk / "{}", *others]:
+        MemoryStore(str(uri).format("kept"), "hash:64", 64).open()
+    assert len(list((tmp_path / "data" / seen.FOLDER).glob("*.json"))) == 2, "a mark a store"
+
+
+def test_a_bucket_prefix_has_one_mark_however_its_uri_is_spelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from octobrain.store import seen
+
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    seen.note_used("s3://team/octobrain")
+    for uri in ("s3://team/octobrain/", "s3://team//octobrain", "s3://team/octobrain//"):
+        assert seen.mark_of(uri) == seen.mark_of("s3://team/octobrain"), uri
+        assert seen.gone(uri) is not None, uri
+    assert seen.gone("s3://team/octobrain2") is None and seen.gone("s3://team") is None
+
+
+def test_a_mark_an_earlier_release_left_still_protects_and_moves_to_the_store_s_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Marks were keyed by the path as spelled (here through a symlink): such a mark still
+    # refuses the store gone whole, and the store's next open moves it to the key of the
+    # store's place, keeping its date; deleting the store's mark on purpose deletes both.
+    import hashlib
+
+    from octobrain.errors import StorageError
+    from octobrain.store import MemoryStore, seen
+
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    disk, link = tmp_path / "disk", tmp_path / "link"
+    disk.mkdir()
+    link.symlink_to(disk)
+    MemoryStore(disk / "db", "hash:64", 64).open()
+    [mark] = (tmp_path / "data" / seen.FOLDER).glob("*.json")
+    mark.unlink()
+    digest = hashlib.sha256(str(link / "db").encode()).hexdigest()[:32]
+    old = tmp_path / "data" / seen.FOLDER / f"{digest}.json"
+    old.write_text(json.dumps({"uri": str(link / "db"), "first_used": 1_600_000_000.0}))
+
+    (disk / "db").rename(disk / "away")  # its disk not mounted
+    with pytest.raises(StorageError, match=r"\(since 2020-09-13\)") as refused:
+        MemoryStore(link / "db", "hash:64", 64).count()
+    assert str(refused.value).endswith(f"delete {old}")
+    shutil.rmtree(disk / "db")  # (the lock files the refused open left)
+    (disk / "away").rename(disk / "db")  # mounted again
+
+    assert MemoryStore(link / "db", "hash:64", 64).count() == 0
+    assert not old.exists() and [mark] == list(old.parent.glob("*.json"))
+    assert json.loads(mark.read_text()) == {"uri": str(disk / "db"), "first_used": 1_600_000_000.0}
+    old.write_text(json.dumps({"uri": str(link / "db"), "first_used": 1_600_000_000.0}))
+    seen.forget(str(link / "db"))
+    assert list(old.parent.glob("*.json")) == []
+
+
 def test_a_lost_table_is_an_error_even_with_the_manifest_lost_too(env: dict[str, str]) -> None:
     # Nothing records the table any more, but relationships, which is only ever made after
     # memories, is still there: memories existed, and an empty one would hide their loss.

@@ -5,9 +5,13 @@ the directory deleted, a bucket prefix wiped. Nothing in the store is left to sa
 (the store manifest, `manifest.py`, goes with it), and a fresh empty store made in its place
 answers every search with nothing, and takes the writes that follow (hidden again when the
 disk is mounted back). So the first open of a store's tables leaves a small file in the data
-dir, `<data dir>/stores/<hash of the URI>.json` (the URI and when), and a store that holds no
-table while that file is there is refused (`manifest.open_or_create`). Deleting that file is
+dir, `<data dir>/stores/<hash of the place>.json` (the place and when), and a store that holds
+no table while that file is there is refused (`manifest.open_or_create`). Deleting that file is
 how to start a new, empty store at the same place on purpose.
+
+The place is the store's location however it is spelled (`_key`). Marks left before were
+keyed by the spelling (`_spelled`): they still protect, and the store's next open by that
+spelling moves its mark to the place's key, keeping the earlier date.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from octobrain.config import data_dir
 from octobrain.store.location import is_remote, redact
@@ -32,56 +38,100 @@ FOLDER = "stores"
 
 
 def _key(uri: str) -> str:
-    """`uri` as marked: a local directory by its absolute path (`db` and `./db` are one)."""
+    """The place of the store at `uri`, one key however it is spelled. A local directory by
+    its real path (`db`, `./db`, `x/../db` and a symlink to it are one); one that is gone, the
+    case the mark is for, as far as its path still resolves: its parent's real path and its
+    name, the key it had (`os.path.realpath` follows a dangling symlink too, as one to an
+    unmounted disk is). A bucket URI without credentials, repeated or trailing slashes
+    (`s3://b/p/` and `s3://b//p` are `s3://b/p`)."""
+    if is_remote(uri):
+        parts = urlsplit(uri)
+        path = re.sub("/{2,}", "/", parts.path).rstrip("/")
+        netloc = parts.netloc.rpartition("@")[2]
+        return urlunsplit((parts.scheme.lower(), netloc, path, parts.query, ""))
+    try:
+        return os.path.realpath(uri)
+    except (OSError, ValueError):  # (a NUL in it: no store opens there either)
+        return os.path.abspath(uri)
+
+
+def _spelled(uri: str) -> str:
+    """The key of the marks left before `_key`: `uri` as spelled, a local one made absolute."""
     return uri if is_remote(uri) else os.path.abspath(uri)
+
+
+def _file(key: str) -> Path:
+    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return data_dir() / FOLDER / f"{digest}.json"
 
 
 def mark_of(uri: str) -> Path:
     """Where the mark of the store at `uri` is kept."""
-    key = hashlib.sha256(_key(uri).encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return data_dir() / FOLDER / f"{key}.json"
+    return _file(_key(uri))
+
+
+def _first_used(path: Path) -> float | None:
+    """When the mark at `path` says its store was first used (None: no mark, or no date)."""
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError, OverflowError):
+        first = float(json.loads(path.read_text(encoding="utf-8"))["first_used"])
+        datetime.fromtimestamp(first, timezone.utc)  # (a date it can name)
+        return first
+    return None
+
+
+def _write(path: Path, uri: str, first: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # (Threads of one process open stores at once: each writes a file of its own.)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"uri": redact(_key(uri)), "first_used": first}, f)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def note_used(uri: str) -> None:
     """Leave the mark of the store at `uri` if it is not there yet (best effort: a data dir
-    that cannot be written only loses this protection)."""
-    path = mark_of(uri)
+    that cannot be written only loses this protection). A mark under the old key of this
+    spelling is moved to the place's, keeping the earlier date."""
+    path, old = mark_of(uri), _file(_spelled(uri))
     try:
-        if path.exists():
+        if old == path or not old.exists():
+            if not path.exists():
+                _write(path, uri, time.time())
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # (Threads of one process open stores at once: each writes a file of its own.)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"uri": redact(_key(uri)), "first_used": time.time()}, f)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        # (A process moving it at once writes the same date, or finds the mark there first:
+        # the old one is removed only once the new one is written.)
+        earlier, kept = _first_used(old), _first_used(path)
+        if kept is None or (earlier is not None and earlier < kept):
+            _write(path, uri, time.time() if earlier is None else earlier)
+        old.unlink(missing_ok=True)
     except OSError as exc:
         log.debug("could not mark the store %s as used: %s", redact(uri), exc)
 
 
 def forget(uri: str) -> None:
-    """Drop the mark of the store at `uri` (its owner deleted it to make it again)."""
-    mark_of(uri).unlink(missing_ok=True)
+    """Drop the mark of the store at `uri` (its owner deleted it to make it again), under
+    the old key of this spelling too."""
+    for path in (mark_of(uri), _file(_spelled(uri))):
+        path.unlink(missing_ok=True)
 
 
 def gone(uri: str) -> tuple[str, str] | None:
     """Why a store at `uri` that holds no table must not be made there, and the way out
     (None: it may be)."""
-    path = mark_of(uri)
-    try:
-        if not path.exists():
-            return None
-    except OSError:  # (a mark this user may not look at protects nothing: best effort)
+    for path in dict.fromkeys((mark_of(uri), _file(_spelled(uri)))):
+        with contextlib.suppress(OSError):  # (a mark this user may not look at: best effort)
+            if path.exists():
+                break
+    else:
         return None
-    when = "before"
-    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError, OverflowError):
-        first = json.loads(path.read_text(encoding="utf-8"))["first_used"]
-        when = f"since {datetime.fromtimestamp(float(first), timezone.utc):%Y-%m-%d}"
+    first = _first_used(path)
+    day = None if first is None else datetime.fromtimestamp(first, timezone.utc)
+    when = "before" if day is None else f"since {day:%Y-%m-%d}"
     return (
         f"{redact(uri)} holds no store, yet this machine used one there ({when}): is its disk "
         "not mounted, or was it deleted?",
@@ -98,8 +148,8 @@ def scratch(prefix: str) -> Iterator[Path]:
         try:
             yield Path(tmp)
         finally:
-            root = os.path.abspath(tmp) + os.sep
+            roots = (_key(tmp) + os.sep, os.path.abspath(tmp) + os.sep)
             for mark in (data_dir() / FOLDER).glob("*.json"):
                 with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
-                    if json.loads(mark.read_text(encoding="utf-8"))["uri"].startswith(root):
+                    if json.loads(mark.read_text(encoding="utf-8"))["uri"].startswith(roots):
                         mark.unlink()
