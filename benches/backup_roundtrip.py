@@ -10,7 +10,6 @@ import argparse
 import io
 import random
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +20,7 @@ from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.memory.transfer import export_jsonl, import_jsonl
 from octobrain.models import Memory, Relationship, RelationshipType, Source, utcnow
+from octobrain.store import seen
 from octobrain.store.consolidations import ConsolidationLog
 from report import replace_between
 
@@ -97,10 +97,10 @@ def main() -> None:
     parser.add_argument("--update", type=Path, help="rewrite the backup block of this README")
     args = parser.parse_args()
     embedder = get_embedder("hash:64")
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Brain(SCOPE, config=Config(), embedder=embedder, uri=Path(tmp) / "a")
+    with seen.scratch("octobrain-backup-") as tmp:  # (no mark of its stores left behind)
+        source = Brain(SCOPE, config=Config(), embedder=embedder, uri=tmp / "a")
         _populate(source, args.memories, random.Random(args.seed))
-        global_view = Brain("", config=Config(), embedder=embedder, uri=Path(tmp) / "a")
+        global_view = Brain("", config=Config(), embedder=embedder, uri=tmp / "a")
         dumps = []
         t0 = time.perf_counter()
         for brain in (source, global_view):  # a project export holds its rows + global ones
@@ -108,7 +108,7 @@ def main() -> None:
             export_jsonl(brain, out, embeddings=True)
             dumps.append(out.getvalue())
         t1 = time.perf_counter()
-        target = Brain(SCOPE, config=Config(), embedder=embedder, uri=Path(tmp) / "b")
+        target = Brain(SCOPE, config=Config(), embedder=embedder, uri=tmp / "b")
         for dump in dumps:
             import_jsonl(target, dump.splitlines())
         t2 = time.perf_counter()

@@ -61,8 +61,10 @@ def run(
     from octobrain.store import memories
 
     memories.COMPACT_EVERY = 10**9  # no maintenance pass mid-measurement
-    _build(where, n, model, clone_from)
+    # Before the store is made: its mark, snapshots and caches stay beside it, out of the
+    # user's data dir.
     os.environ["OCTOBRAIN_DATA_DIR"] = str(where / "data")
+    _build(where, n, model, clone_from)
     embedder = get_embedder(model)
     config = Config()  # (a Brain starts no sleep pass by itself)
     uri = where / "db"

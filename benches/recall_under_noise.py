@@ -51,7 +51,6 @@ import argparse
 import math
 import random
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -67,6 +66,7 @@ from octobrain.embed.base import Embedder
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory, Relationship, RelationshipType, Source
+from octobrain.store import seen
 
 sys.path.insert(0, str(Path(__file__).parent))
 from noise_stats import fmt_p, paired
@@ -278,7 +278,7 @@ def _run(size: int, embedder: Embedder, seed: int, config: Config) -> Run:
     vectors = embedder.embed_documents([m.searchable_text() for m, _ in rows])
     for name, consolidate, supersede, isolate in CONFIGS:
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory() as tmp:
+        with seen.scratch("octobrain-noise-") as tmp:  # (no mark of its store left behind)
             pool = "bench/shared-pool"
             memories = [Memory(**{**m.__dict__, "scope": s if isolate else pool}) for m, s in rows]
             scopes = sorted({m.scope for m in memories})

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory
+from octobrain.store import seen
 from report import publish
 
 CACHE = Path(__file__).parent / ".cache"
@@ -71,7 +71,7 @@ def run(data: Path, size: int, queries: list[str], model: str) -> dict[str, obje
     vectors = _vectors(
         embedder.model_id, [m.searchable_text() for m in memories], embedder.embed_documents
     )
-    with tempfile.TemporaryDirectory() as tmp:
+    with seen.scratch("octobrain-remember-") as tmp:  # (no mark of its store left behind)
         brain = Brain("bench/remember", config=Config(), embedder=embedder, uri=tmp)
         for start in range(0, size, 1000):
             brain.store.add(memories[start : start + 1000], vectors[start : start + 1000])

@@ -24,6 +24,7 @@ from typing import Any
 
 from octobrain.bench import cold
 from octobrain.bench.scale import make_queries
+from octobrain.store import seen
 
 FIELDS = ("Rss", "Anonymous", "Private_Clean", "Shared_Clean")
 
@@ -39,7 +40,7 @@ def _memory(pid: int) -> dict[str, int]:
 
 
 def run(memories: int, runs: int, store: Path | None, model: str) -> list[dict[str, Any]]:
-    with tempfile.TemporaryDirectory(prefix="octobrain-svcmem-") as tmp:
+    with seen.scratch("octobrain-svcmem-") as tmp:  # (no mark of its store left behind)
         root, data = Path(tmp), Path(tmp) / "data"
         run_dir = Path(tempfile.mkdtemp(prefix="ob-", dir="/tmp"))  # AF_UNIX paths are short
         if store is not None and not store.exists():

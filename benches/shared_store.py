@@ -17,7 +17,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -29,6 +28,7 @@ from octobrain.config import Config, StorageConfig
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory
+from octobrain.store import seen
 from remember_latency import _memories, _vectors
 from report import publish
 
@@ -117,15 +117,16 @@ def main() -> None:
     moto, endpoint = _start_moto()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    bucket = f"team-{uuid.uuid4().hex[:8]}"
+    team = f"s3://{bucket}/octobrain"
     try:
-        bucket = f"team-{uuid.uuid4().hex[:8]}"
         boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(
             Bucket=bucket
         )
         options = (f"aws_endpoint={endpoint}", "region=us-east-1", "allow_http=true")
-        remote = Config(storage=StorageConfig(uri=f"s3://{bucket}/octobrain", options=options))
+        remote = Config(storage=StorageConfig(uri=team, options=options))
         results = {}
-        with tempfile.TemporaryDirectory() as tmp:
+        with seen.scratch("octobrain-team-") as tmp:  # (no mark of its store left behind)
             local = Brain("bench/team", config=Config(), embedder=embedder, uri=tmp)
             results["local disk"] = measure(local, memories, vectors, queries)
             local.flush()  # the queued access counts, while the store is still there
@@ -134,6 +135,7 @@ def main() -> None:
         shared.flush()  # the queued access counts, while the endpoint is still up
     finally:
         moto.kill()
+        seen.forget(team)  # (the bucket goes with moto: no mark of it left behind)
     lines = [
         "| store | memories | memorize p50 / p95 | remember p50 / p95 | remember with access p50 |",
         "|---|---|---|---|---|",

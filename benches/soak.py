@@ -16,10 +16,11 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from octobrain.store import seen
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -34,7 +35,8 @@ def mixed(rounds: int, plan: Plan) -> dict[str, Any]:
     totals = {"rounds": 0, "writes": 0, "deletes": 0, "links": 0, "tag_updates": 0, "ops": 0,
               "cross_reads": 0, "problems": 0}  # fmt: skip
     for _ in range(rounds):
-        with tempfile.TemporaryDirectory() as tmp:
+        # (The marks of its stores, left by this process and its children, go with it.)
+        with seen.scratch("octobrain-soak-") as tmp:
             ledger = run_mixed(Path(tmp) / "data", Path(tmp), plan)
             problems = ledger.errors + verify(Path(tmp) / "data", ledger)
         totals["rounds"] += 1
@@ -53,7 +55,7 @@ def mixed(rounds: int, plan: Plan) -> dict[str, Any]:
 def killing(per_op: int, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with seen.scratch("octobrain-soak-") as tmp:
         uri = Path(tmp) / "mem"
         before = {kills.brain_at(uri).memorize("Earlier note", "Written before the kills.")[0].id}
         problems = 0
@@ -71,7 +73,7 @@ def killing(per_op: int, seed: int) -> dict[str, Any]:
 def _repeat(n: int, rng: random.Random, one: Any) -> dict[str, int]:
     problems = finished = 0
     for _ in range(n):
-        with tempfile.TemporaryDirectory() as tmp:
+        with seen.scratch("octobrain-soak-") as tmp:
             p, done = one(Path(tmp), rng)
             problems += p
             finished += done
@@ -183,7 +185,7 @@ def main() -> int:
     print("mixed writers …", file=sys.stderr)
     report["mixed"] = mixed(args.rounds, plan)
     print("HTTP load …", file=sys.stderr)
-    with tempfile.TemporaryDirectory() as tmp:
+    with seen.scratch("octobrain-soak-") as tmp:
         report["http"] = http_load(
             Path(tmp) / "data", Path(tmp), args.clients, args.requests, args.budget
         )

@@ -1,16 +1,23 @@
 """Smoke runs of `octobrain bench beir` and `octobrain bench scale` (hash embedder, small data),
-so the benchmark commands cannot rot. The real numbers live in the README."""
+so the benchmark commands cannot rot, and of a script under benches/. The real numbers live in
+the README."""
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from octobrain.cli.main import main
+from octobrain.store import seen
+
+BENCHES = Path(__file__).resolve().parents[1] / "benches"
 
 README = (
     "intro\n<!-- beir:start -->\nSTALE TABLE\n<!-- beir:end -->\n"
@@ -105,3 +112,20 @@ def test_bench_scale_smoke(tmp_path: Path) -> None:
     assert "| 300 |" in readme.read_text()
     bad = CliRunner().invoke(main, ["bench", "scale", "--sizes", "1,x"])
     assert bad.exit_code == 2 and "--sizes" in bad.output
+
+
+def test_a_bench_script_leaves_no_mark_of_its_throwaway_stores(tmp_path: Path) -> None:
+    # Every store opened leaves a mark in the data dir, so that one gone whole is refused
+    # (`store.seen`): the scripts under benches/ made their stores in a temporary directory
+    # and left a mark of each in the user's data dir, two more at every run of this one.
+    data = tmp_path / "data"
+    done = subprocess.run(
+        [sys.executable, str(BENCHES / "backup_roundtrip.py"), "--memories", "40"],
+        env={**os.environ, "OCTOBRAIN_DATA_DIR": str(data)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0 and "| 40 / 8 / 0 |" in done.stdout, done.stderr
+    assert list((data / seen.FOLDER).glob("*.json")) == []

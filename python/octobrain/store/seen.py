@@ -143,13 +143,16 @@ def gone(uri: str) -> tuple[str, str] | None:
 @contextlib.contextmanager
 def scratch(prefix: str) -> Iterator[Path]:
     """A temporary directory for throwaway stores (a benchmark's): deleted at exit, and the
-    marks of the stores made under it with it, so they do not pile up in the data dir."""
+    marks of the stores made in it or under it with it, so they do not pile up in the data
+    dir."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         try:
             yield Path(tmp)
         finally:
-            roots = (_key(tmp) + os.sep, os.path.abspath(tmp) + os.sep)
+            roots = {_key(tmp), os.path.abspath(tmp)}
+            under = tuple(root + os.sep for root in roots)
             for mark in (data_dir() / FOLDER).glob("*.json"):
                 with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
-                    if json.loads(mark.read_text(encoding="utf-8"))["uri"].startswith(roots):
+                    uri = json.loads(mark.read_text(encoding="utf-8"))["uri"]
+                    if uri in roots or uri.startswith(under):
                         mark.unlink()
