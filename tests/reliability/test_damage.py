@@ -21,6 +21,7 @@ from octobrain.store.doctor import diagnose
 from octobrain.store.location import StoreLocation
 from octobrain.store.manifest import MANIFEST, TableDamaged
 from tests.reliability.test_storage_faults import EXE, memorize, octobrain, one_clear_line
+from tests.server_support import server_env
 from tests.test_consolidation import twins
 from tests.test_object_store import CREDENTIALS, S3
 
@@ -513,6 +514,35 @@ def test_a_lost_knowledge_table_is_an_error_too(env: dict[str, str], tmp_path: P
     line = one_clear_line(done.stderr)
     assert "'knowledge_chunks'" in line and "index the sources again" in line, line
     assert not (_store(env) / "knowledge_chunks.lance").exists()
+
+
+def test_doctor_recreate_of_the_knowledge_tables_keeps_the_store_s_mark(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # `doctor --recreate knowledge` deleted the store's mark (`store.seen`) while its memories
+    # were still there: the next open left a new one dated that day, and the store's first use
+    # was lost from the store-gone error ("used one there (since <date>)").
+    doc = tmp_path / "ports.md"
+    doc.write_text("# Ports\n\nThe API listens on port 8443.\n")
+    marks = Path(env["OCTOBRAIN_DATA_DIR"]) / "stores"
+    _three(env)
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    [mark] = marks.glob("*.json")
+    held = mark.read_text()
+    shutil.rmtree(_store(env) / "knowledge_chunks.lance")
+    rc, out, err = run_cli(env, "doctor", "--recreate", "knowledge")
+    assert rc == 0 and "knowledge: started over, empty" in err and "ok: nothing" in out, out
+    assert [mark] == list(marks.glob("*.json")) and mark.read_text() == held
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    assert mark.read_text() == held
+
+    # A store of knowledge alone, started over: nothing is left of it, and it is made again.
+    alone = server_env(tmp_path / "alone")
+    assert octobrain(alone, "index", str(doc), group="knowledge").returncode == 0
+    shutil.rmtree(_store(alone) / "knowledge_chunks.lance")
+    assert run_cli(alone, "doctor", "--recreate", "knowledge")[0] == 0
+    assert list((tmp_path / "alone" / "stores").glob("*.json")) == []
+    assert octobrain(alone, "index", str(doc), group="knowledge").returncode == 0
 
 
 @pytest.mark.parametrize("table", ["knowledge_chunks", "knowledge_sources"])

@@ -303,7 +303,8 @@ def recreate(location: StoreLocation, what: str, damaged: set[str]) -> list[str]
     """Start the tables of `what` (a `RECREATABLE` key) over: under their write lock, each
     one's directory is moved aside (`<name>.lance.lost-<time>`; dropped on an object store)
     and taken off the manifest, so the next use makes it empty. Only when one of them is in
-    `damaged` (what `doctor` found): a table that reads whole is never thrown away. Returns
+    `damaged` (what `doctor` found): a table that reads whole is never thrown away. The
+    store's mark (`store.seen`) is dropped only when no table of the store is left. Returns
     what was moved aside or dropped."""
     tables = RECREATABLE.get(what)
     if tables is None:
@@ -335,7 +336,10 @@ def recreate(location: StoreLocation, what: str, damaged: set[str]) -> list[str]
                 # Started over: no longer a table that was made and is gone.
                 stamp_made(db.open_table(bearer), name, made=False)
         _retable(location, lambda listed: listed - set(tables))
-        seen.forget(location.uri)  # started over on purpose: an empty store is no store gone
+        if not set(db.list_tables().tables) & set(KNOWN_TABLES):
+            # The whole store started over on purpose: an empty store is no store gone. (Else
+            # the store is still there, and its mark keeps the day it was first used.)
+            seen.forget(location.uri)
     return done
 
 
