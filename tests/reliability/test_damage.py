@@ -256,7 +256,9 @@ def test_a_store_gone_whole_is_refused_however_its_path_is_spelled(
         assert not (disk / "db" / "memories.lance").exists(), f"made again empty as {uri}"
     for uri in [disk / "{}", *others]:
         MemoryStore(str(uri).format("kept"), "hash:64", 64).open()
-    assert len(list((tmp_path / "data" / seen.FOLDER).glob("*.json"))) == 2, "a mark a store"
+    # A mark a store's place, and one for the spelling through a link (the spellings that
+    # resolve by name alone need none: `seen` module doc).
+    assert len(list((tmp_path / "data" / seen.FOLDER).glob("*.json"))) == 3
 
 
 def test_a_bucket_prefix_has_one_mark_however_its_uri_is_spelled(
@@ -272,12 +274,12 @@ def test_a_bucket_prefix_has_one_mark_however_its_uri_is_spelled(
     assert seen.gone("s3://team/octobrain2") is None and seen.gone("s3://team") is None
 
 
-def test_a_mark_an_earlier_release_left_still_protects_and_moves_to_the_store_s_place(
+def test_a_store_reached_by_a_spelling_is_marked_by_its_place_and_by_the_spelling(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Marks were keyed by the path as spelled (here through a symlink): such a mark still
-    # refuses the store gone whole, and the store's next open moves it to the key of the
-    # store's place, keeping its date; deleting the store's mark on purpose deletes both.
+    # refuses the store gone whole, and the store's next open marks its place too, with the
+    # spelling's date; deleting the store's mark on purpose deletes both.
     import hashlib
 
     from octobrain.errors import StorageError
@@ -302,11 +304,32 @@ def test_a_mark_an_earlier_release_left_still_protects_and_moves_to_the_store_s_
     (disk / "away").rename(disk / "db")  # mounted again
 
     assert MemoryStore(link / "db", "hash:64", 64).count() == 0
-    assert not old.exists() and [mark] == list(old.parent.glob("*.json"))
+    assert old.exists() and sorted(old.parent.glob("*.json")) == sorted([old, mark])
     assert json.loads(mark.read_text()) == {"uri": str(disk / "db"), "first_used": 1_600_000_000.0}
-    old.write_text(json.dumps({"uri": str(link / "db"), "first_used": 1_600_000_000.0}))
     seen.forget(str(link / "db"))
     assert list(old.parent.glob("*.json")) == []
+
+
+def test_a_store_reached_through_a_link_on_its_own_disk_is_refused_while_the_disk_is_away(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `storage.uri = /mnt/x/current/db`, `current` a link to `releases/7` on that disk: with
+    # the disk away the path resolves to nothing like the store's real place, so a mark by
+    # the place alone let an empty store be made there.
+    from octobrain.errors import StorageError
+    from octobrain.store import MemoryStore
+
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    disk = tmp_path / "mnt" / "x"
+    (disk / "releases" / "7").mkdir(parents=True)
+    (disk / "current").symlink_to("releases/7")
+    MemoryStore(disk / "current" / "db", "hash:64", 64).open()
+    away = tmp_path / "unmounted"
+    disk.rename(away)
+    disk.mkdir()  # the empty mount point
+    with pytest.raises(StorageError, match="holds no store, yet this machine used one"):
+        MemoryStore(disk / "current" / "db", "hash:64", 64).count()
+    assert not (disk / "current" / "db" / "memories.lance").exists()
 
 
 def test_a_lost_table_is_an_error_even_with_the_manifest_lost_too(env: dict[str, str]) -> None:

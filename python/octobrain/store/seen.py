@@ -9,9 +9,12 @@ dir, `<data dir>/stores/<hash of the place>.json` (the place and when), and a st
 no table while that file is there is refused (`manifest.open_or_create`). Deleting that file is
 how to start a new, empty store at the same place on purpose.
 
-The place is the store's location however it is spelled (`_key`). Marks left before were
-keyed by the spelling (`_spelled`): they still protect, and the store's next open by that
-spelling moves its mark to the place's key, keeping the earlier date.
+A store is marked twice when it is reached by another spelling of its place: by its place
+(`_key`: the real path, one mark however the path is spelled) and by the spelling the open
+used (`_spelled`). Either refuses the store gone whole. The place alone is not enough: with a
+store reached through a symlink on the disk that went away, the path no longer resolves to the
+place it did, and only the spelling's mark still matches. (Marks left before `_key` existed
+are spelling marks: they protect as before.)
 """
 
 from __future__ import annotations
@@ -94,49 +97,51 @@ def _write(path: Path, uri: str, first: float) -> None:
 
 
 def note_used(uri: str) -> None:
-    """Leave the mark of the store at `uri` if it is not there yet (best effort: a data dir
-    that cannot be written only loses this protection). A mark under the old key of this
-    spelling is moved to the place's, keeping the earlier date."""
-    path, old = mark_of(uri), _file(_spelled(uri))
+    """Leave the marks of the store at `uri` that are not there yet, by its place and by this
+    spelling of it (module doc), both dated the earliest first use either records (best
+    effort: a data dir that cannot be written only loses this protection)."""
+    paths = _marks(uri)
     try:
-        if old == path or not old.exists():
-            if not path.exists():
-                _write(path, uri, time.time())
+        missing = [path for path in paths if not path.exists()]
+        if not missing:
             return
-        # (A process moving it at once writes the same date, or finds the mark there first:
-        # the old one is removed only once the new one is written.)
-        earlier, kept = _first_used(old), _first_used(path)
-        if kept is None or (earlier is not None and earlier < kept):
-            _write(path, uri, time.time() if earlier is None else earlier)
-        old.unlink(missing_ok=True)
+        dates = [d for d in map(_first_used, paths) if d is not None]
+        first = min(dates) if dates else time.time()
+        for path in missing:
+            _write(path, uri, first)
     except OSError as exc:
         log.debug("could not mark the store %s as used: %s", redact(uri), exc)
 
 
+def _marks(uri: str) -> list[Path]:
+    """The marks of the store at `uri`: by its place, then by this spelling (when another)."""
+    return list(dict.fromkeys((mark_of(uri), _file(_spelled(uri)))))
+
+
 def forget(uri: str) -> None:
-    """Drop the mark of the store at `uri` (its owner deleted it to make it again), under
-    the old key of this spelling too."""
-    for path in (mark_of(uri), _file(_spelled(uri))):
+    """Drop the marks of the store at `uri` (its owner deleted it to make it again)."""
+    for path in _marks(uri):
         path.unlink(missing_ok=True)
 
 
 def gone(uri: str) -> tuple[str, str] | None:
     """Why a store at `uri` that holds no table must not be made there, and the way out
     (None: it may be)."""
-    for path in dict.fromkeys((mark_of(uri), _file(_spelled(uri)))):
+    found = []
+    for path in _marks(uri):
         with contextlib.suppress(OSError):  # (a mark this user may not look at: best effort)
             if path.exists():
-                break
-    else:
+                found.append(path)
+    if not found:
         return None
-    first = _first_used(path)
-    day = None if first is None else datetime.fromtimestamp(first, timezone.utc)
+    dates = [d for d in map(_first_used, found) if d is not None]
+    day = datetime.fromtimestamp(min(dates), timezone.utc) if dates else None
     when = "before" if day is None else f"since {day:%Y-%m-%d}"
     return (
         f"{redact(uri)} holds no store, yet this machine used one there ({when}): is its disk "
         "not mounted, or was it deleted?",
         "Mount it, or put it back from a backup; to start a new store there (empty, or to "
-        f"`octobrain memory import` an export into), delete {path}",
+        f"`octobrain memory import` an export into), delete {' and '.join(map(str, found))}",
     )
 
 
