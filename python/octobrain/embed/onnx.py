@@ -56,6 +56,7 @@ class MeanPooledOnnx:
         )
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(
             str(model_dir / "model.onnx"),
             providers=["CPUExecutionProvider"],
