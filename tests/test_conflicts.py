@@ -21,12 +21,15 @@ from octobrain.memory.brain import Brain
 from octobrain.memory.briefing import build_briefing
 from octobrain.memory.conflicts import (
     NEAR_PER_ROW,
+    PAIRS_PER_PASS,
+    PAIRS_PER_ROW,
     Statement,
     StatementPool,
     compatible,
     conflicting_pairs,
     numbers,
     prevailing,
+    resolve,
 )
 from octobrain.memory.render_brief import briefing_markdown
 from octobrain.models import Memory, MemoryType, Relationship, RelationshipType, Source, utcnow
@@ -116,9 +119,9 @@ def test_pairs_need_near_identical_wording_and_disjoint_numbers() -> None:
         sources, said = [Source.AGENT_INFERRED.value] * len(rows), [utcnow()] * len(rows)
         return StatementPool(ids, contents, vectors, sources, said)
 
-    pairs = conflicting_pairs([a, b], pool(a, b, c, d), threshold=0.9)
-    assert pairs == [("a", "b")]  # each pair once, never a row with itself
-    assert conflicting_pairs([a], pool(b), threshold=0.999) == []
+    pairs, unchecked = conflicting_pairs([a, b], pool(a, b, c, d), threshold=0.9)
+    assert pairs == [("a", "b")] and unchecked == 0  # each pair once, never with itself
+    assert conflicting_pairs([a], pool(b), threshold=0.999) == ([], 0)
 
 
 def test_a_changed_value_outranks_the_old_one_however_often_that_was_read(tmp_path: Path) -> None:
@@ -321,5 +324,143 @@ def test_a_conflict_is_found_when_one_side_is_crowded_by_restatements() -> None:
         ["user_confirmed"] * len(rows),
         [now] * len(rows),
     )
-    pairs = conflicting_pairs(rows, pool, 0.55)
+    pairs, _ = conflicting_pairs(rows, pool, 0.55)
     assert {frozenset(p) for p in pairs if "B" in p} == {frozenset(("A", "B"))}
+
+
+def every_row_pairs(
+    recent: list[dict[str, Any]], pool: StatementPool, threshold: float, near_most: int, most: int
+) -> list[tuple[str, str]]:
+    """The conflict search as it was before the pass's budget: every recent row, in order
+    (fewer than 512, so their cosines come from one matrix product, as they did)."""
+    quoted = [numbers(r["content"]) for r in recent]
+    order = {r["id"]: i for i, r in enumerate(recent)}
+    quoting = [at for at, found in enumerate(quoted) if found]
+    if not quoting:
+        return []
+    vectors = unit_rows(np.stack([np.asarray(recent[at]["embedding"]) for at in quoting]))
+    sims_of = dict(zip(quoting, vectors @ pool.vectors.T, strict=True))
+    cut: set[int] = set()
+    out: list[tuple[str, str]] = []
+    for at in quoting:
+        row, sims = recent[at], sims_of[at]
+        near = [k for k in np.flatnonzero(sims >= threshold) if pool.ids[k] != row["id"]]
+        if len(near) > near_most:
+            near = sorted(near, key=lambda k: -sims[k])[:near_most]  # stable: ties by position
+            cut.add(at)
+        found = []
+        for k in near:
+            seen_from = order.get(pool.ids[k], len(recent))
+            if seen_from < at and seen_from not in cut:
+                continue
+            theirs = numbers(pool.contents[k])
+            if theirs and not quoted[at] & theirs:
+                found.append((-float(sims[k]), int(k)))
+        out += [(row["id"], pool.ids[k]) for _, k in sorted(found)[:most]]
+    return out
+
+
+def random_store(
+    rng: np.random.Generator, size: int
+) -> tuple[list[dict[str, Any]], StatementPool, dict[str, Statement]]:
+    """Rows around a few centres (some copies, so cosines tie), quoting 0-2 of a few numbers;
+    a random part of them recent, and statements with tied trusts and times."""
+    centres = rng.standard_normal((3, 8))
+    now = utcnow()
+    rows: list[dict[str, Any]] = []
+    for i in range(size):
+        vec = centres[rng.integers(3)] + 0.15 * rng.standard_normal(8) * (rng.random() < 0.8)
+        said = " ".join(str(n) for n in rng.choice([10, 20, 30, 45], rng.integers(3)))
+        rows.append(
+            {
+                "id": f"m{i:03d}",
+                "content": f"timeout {said}",
+                "embedding": vec.astype(np.float32),
+                "created_at": now - timedelta(days=int(rng.integers(4))),
+            }
+        )
+    pool = StatementPool(
+        [r["id"] for r in rows],
+        [r["content"] for r in rows],
+        unit_rows(np.stack([r["embedding"] for r in rows])),
+        ["agent_inferred"] * size,
+        [r["created_at"] for r in rows],
+    )
+    statements = {
+        r["id"]: Statement(r["id"], float(rng.choice([0.8, 1.0])), r["created_at"]) for r in rows
+    }
+    recent = [r for r in rows if rng.random() < 0.6]
+    return recent, pool, statements
+
+
+@pytest.mark.parametrize("crowded", [False, True])
+def test_a_pass_within_its_budget_records_what_checking_every_row_did(
+    monkeypatch: pytest.MonkeyPatch, crowded: bool
+) -> None:
+    # The budget changes which rows a pass checks, never what it finds among them: on stores
+    # that fit it the pairs come in the same order, so `prevailing` (which takes the first of
+    # a pair stated at the same time as the newer) settles every pair as it did.
+    from octobrain.memory import conflicts
+
+    near_most, most = (6, 3) if crowded else (NEAR_PER_ROW, conflicts.PAIRS_PER_ROW)
+    monkeypatch.setattr(conflicts, "NEAR_PER_ROW", near_most)
+    monkeypatch.setattr(conflicts, "PAIRS_PER_ROW", most)
+    rng = np.random.default_rng(7)
+    window = utcnow() - timedelta(days=2)
+    for size in rng.integers(2, 50, size=60).tolist():
+        recent, pool, statements = random_store(rng, size)
+        before = every_row_pairs(recent, pool, 0.8, near_most, most)
+        pairs, unchecked = conflicting_pairs(recent, pool, 0.8)
+        assert (pairs, unchecked) == (before, 0)
+        assert resolve(pairs, statements, set(), window) == resolve(
+            before, statements, set(), window
+        )
+
+
+def test_a_pass_compares_a_bounded_number_of_pairs_newest_first() -> None:
+    # 3,000 values of one setting, all recent: every row's 256 nearest conflict. Each row kept
+    # 128 pairs: 384,000 at once (21,500 rows: 2.75 million, 23 s and 1.39 GB).
+    rng = np.random.default_rng(3)
+    now = utcnow()
+    size = 3_000
+    vectors = unit_rows((1 + 0.05 * rng.standard_normal((size, 16))).astype(np.float32))
+    rows = [
+        {
+            "id": f"v{i}",
+            "content": timeout(1000 + i),
+            "embedding": vectors[i],
+            "created_at": now - timedelta(minutes=size - i),
+        }
+        for i in range(size)
+    ]
+    pool = StatementPool(
+        [r["id"] for r in rows],
+        [r["content"] for r in rows],
+        vectors,
+        ["agent_inferred"] * size,
+        [r["created_at"] for r in rows],
+    )
+    pairs, unchecked = conflicting_pairs(rows[::-1], pool, 0.8)  # the order read is no matter
+    checked = size - unchecked
+    assert checked == PAIRS_PER_PASS // NEAR_PER_ROW  # every row compared its 256 nearest
+    assert len(pairs) <= checked * PAIRS_PER_ROW
+    assert {a for a, _ in pairs} == {f"v{i}" for i in range(size - checked, size)}  # newest
+    # A row left out is still paired with the rows checked, from their side.
+    assert any(b == f"v{size - checked - 1}" for _, b in pairs)
+
+
+def test_the_pass_reports_the_rows_its_budget_left_to_a_later_pass(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from octobrain.memory import conflicts
+
+    brain = make_brain()
+    now = utcnow()
+    said = [add_at(brain, "Timeout", timeout(30 + i), now - timedelta(hours=i)) for i in range(6)]
+    monkeypatch.setattr(conflicts, "PAIRS_PER_PASS", 10)  # two rows of 5 other statements
+    report = brain.sleep_consolidate(threshold=0.7, dry_run=True)
+    assert report.unchecked == 4
+    checked = {said[0].id, said[1].id}  # the newest
+    assert report.disagreements and all(checked & set(pair) for pair in report.disagreements)
+    monkeypatch.setattr(conflicts, "PAIRS_PER_PASS", 30)
+    assert brain.sleep_consolidate(threshold=0.7, dry_run=True).unchecked == 0

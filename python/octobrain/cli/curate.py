@@ -214,6 +214,12 @@ def sleep_consolidate_cmd(
             "Disagreements left to you (equally trusted, both recent; link the right one with "
             "`supersedes`):\n" + "\n".join(f"  {a} / {b}" for a, b in report.disagreements)
         )
+    if report.unchecked:
+        lines.append(
+            f"{plural(report.unchecked, 'older recent memory', 'older recent memories')} "
+            "not checked for conflicts: over the pass's budget of compared pairs (the newest "
+            "are checked first); a later pass checks them once the newer ones fit."
+        )
     data = {
         "scope": report.scope,
         "dry_run": dry_run,
@@ -226,6 +232,7 @@ def sleep_consolidate_cmd(
             for c in report.conflicts
         ],
         "disagreements": [list(pair) for pair in report.disagreements],
+        "unchecked": report.unchecked,
     }
     emit(fmt, data, "\n\n".join(lines))
 

@@ -48,6 +48,9 @@ WINNERS_PER_LOSER = 4
 # 8,192 copies of one note were 67 million pairs read one by one in Python (93 s). A row that
 # quotes no number conflicts with nothing and is not compared at all.
 NEAR_PER_ROW = 2 * PAIRS_PER_ROW
+# Pairs compared per pass, over all its rows (`conflicting_pairs`): 21,500 restatements of one
+# setting, each quoting another number, were 2.75 million pairs held at once (23 s, 1.39 GB).
+PAIRS_PER_PASS = 512 * NEAR_PER_ROW
 
 
 def numbers(text: str) -> frozenset[str]:
@@ -123,43 +126,98 @@ def conflicting_pairs(
     recent: Sequence[Mapping[str, Any]],
     pool: StatementPool,
     threshold: float,
-) -> list[tuple[str, str]]:
+    budget: int | None = None,
+) -> tuple[list[tuple[str, str]], int]:
     """(recent id, pool id) pairs of near-identical rows (cosine ≥ `threshold`) that quote
     disjoint numbers, at most `PAIRS_PER_ROW` per recent row (its nearest), found among its
-    `NEAR_PER_ROW` nearest statements. Recent rows carry `id`, `content` and `embedding`; a
-    row in both is not paired with itself, and a pair within `recent` comes once. Only the
-    pool rows near some recent row have their numbers read."""
+    `NEAR_PER_ROW` nearest statements; and how many recent rows quoting a number were left
+    unchecked. Recent rows carry `id`, `content`, `embedding` and, optionally, `created_at`;
+    a row in both is not paired with itself, and a pair within `recent` comes once (from the
+    row first in `recent`, unless that row's list was cut or it was not checked). Only the
+    pool rows near a checked row have their numbers read.
+
+    A pass compares at most `budget` (`PAIRS_PER_PASS`) pairs: rows are checked newest first
+    (`created_at`, then position) until the next row's statements would pass it (the first
+    row always is), so what a pass costs does not grow with a flood of restatements. The rows
+    left out are the oldest, and each was the newest once: the first pass after it was written
+    checked it unless more than a budget's worth of newer statements came in the same
+    interval. A later pass reaches it, while it is recent, once the rows newer than it fit the
+    budget (merged ones leave the working statements); the pass counts the rows it left
+    (`unchecked`), and their pairs with a row checked are found from that row's side. Within
+    the rows checked the pairs, and their order, are those of checking every row."""
+    budget = PAIRS_PER_PASS if budget is None else budget
     if not recent or not len(pool):
-        return []
-    pool_numbers: dict[int, frozenset[str]] = {}
+        return [], 0
     row_numbers = [numbers(r["content"]) for r in recent]
     quoting = [at for at, found in enumerate(row_numbers) if found]
     if not quoting:
-        return []
-    recent_vecs = _unit([recent[at] for at in quoting])
-    order = {r["id"]: i for i, r in enumerate(recent)}
+        return [], 0
+    # Newest first; a row without a time counts by its position.
+    newest = sorted(
+        quoting,
+        key=lambda at: (
+            recent[at].get("created_at") is not None,
+            recent[at].get("created_at") or 0,
+            at,
+        ),
+        reverse=True,
+    )
     in_pool = {pid: k for k, pid in enumerate(pool.ids)}
-    cut: set[int] = set()  # recent rows that saw only their NEAR_PER_ROW nearest
-    out: list[tuple[str, str]] = []
-    for start in range(0, len(quoting), _BLOCK):
-        sims = recent_vecs[start : start + _BLOCK] @ pool.vectors.T
-        for at, row_sims in zip(quoting[start : start + _BLOCK], sims, strict=True):
+    pool_numbers: dict[int, frozenset[str]] = {}
+    # Per row checked: its list was cut to NEAR_PER_ROW, and its conflicting statements.
+    checked: dict[int, tuple[bool, list[tuple[float, int]]]] = {}
+    compared = 0
+    for start in range(0, len(newest), _BLOCK):
+        block = newest[start : start + _BLOCK]
+        sims = _unit([recent[at] for at in block]) @ pool.vectors.T
+        for at, row_sims in zip(block, sims, strict=True):
             near = np.flatnonzero(row_sims >= threshold)  # ascending: pool order
             near = near[near != in_pool.get(recent[at]["id"], -1)]  # not itself
-            if len(near) > NEAR_PER_ROW:
-                near = near[np.argsort(-row_sims[near], kind="stable")[:NEAR_PER_ROW]]
-                cut.add(at)
+            cut = len(near) > NEAR_PER_ROW
+            if cut:
+                near = _nearest(near, row_sims[near], NEAR_PER_ROW)
+            if checked and compared + len(near) > budget:
+                return _pairs(recent, pool, checked), len(quoting) - len(checked)
+            compared += len(near)
             found: list[tuple[float, int]] = []
             for k in near.tolist():
-                seen_from = order.get(pool.ids[k], len(recent))
-                if seen_from < at and seen_from not in cut:
-                    continue  # a recent pair already seen from the other side
                 if k not in pool_numbers:
                     pool_numbers[k] = numbers(pool.contents[k])
                 if pool_numbers[k] and not row_numbers[at] & pool_numbers[k]:
                     found.append((-float(row_sims[k]), k))
-            # The nearest first; ties by pool order.
-            out += [(recent[at]["id"], pool.ids[k]) for _, k in sorted(found)[:PAIRS_PER_ROW]]
+            checked[at] = (cut, found)
+    return _pairs(recent, pool, checked), 0
+
+
+def _nearest(
+    near: npt.NDArray[np.intp], sims: npt.NDArray[np.float32], most: int
+) -> npt.NDArray[np.intp]:
+    """The `most` of `near` (ascending positions) with the highest `sims`, ties by position:
+    a partition, not a sort of every statement above the threshold."""
+    kth = np.partition(sims, len(sims) - most)[len(sims) - most]  # the most-th highest
+    above = near[sims > kth]
+    tied = near[sims == kth][: most - len(above)]
+    return np.sort(np.concatenate([above, tied]))
+
+
+def _pairs(
+    recent: Sequence[Mapping[str, Any]],
+    pool: StatementPool,
+    checked: Mapping[int, tuple[bool, list[tuple[float, int]]]],
+) -> list[tuple[str, str]]:
+    """The pairs of the rows checked, in `recent` order, each row's nearest first (ties by
+    pool order). A pair within `recent` comes from the row first in `recent`; from the other
+    too when that row's list was cut or it was not checked (the pair may not be on it)."""
+    order = {r["id"]: i for i, r in enumerate(recent)}
+    out: list[tuple[str, str]] = []
+    for at in sorted(checked):
+        kept = []
+        for pair in checked[at][1]:
+            seen_from = order.get(pool.ids[pair[1]], len(recent))
+            if seen_from < at and seen_from in checked and not checked[seen_from][0]:
+                continue  # a recent pair already seen from the other side
+            kept.append(pair)
+        out += [(recent[at]["id"], pool.ids[k]) for _, k in sorted(kept)[:PAIRS_PER_ROW]]
     return out
 
 
@@ -213,6 +271,7 @@ def _unit(rows: Sequence[Mapping[str, Any]]) -> npt.NDArray[np.float32]:
 
 
 __all__ = [
+    "PAIRS_PER_PASS",
     "Conflict",
     "Statement",
     "StatementPool",

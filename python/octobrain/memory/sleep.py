@@ -70,6 +70,9 @@ class SleepReport:
     dry_run: bool = False
     conflicts: list[Conflict] = field(default_factory=list)  # recorded (or, dry, found)
     disagreements: list[tuple[str, str]] = field(default_factory=list)  # left to a person
+    # Recent rows quoting a number whose conflict check the pass's budget left to a later pass
+    # (`conflicts.conflicting_pairs`: the newest are checked first).
+    unchecked: int = 0
 
 
 def sleep_pass(
@@ -129,7 +132,7 @@ def sleep_pass(
                 else:
                     report.consolidations.append(done)
     if pool is not None and len(pool):
-        report.conflicts, report.disagreements = _conflicts(
+        report.conflicts, report.disagreements, report.unchecked = _conflicts(
             engine, scope, rows, pool, report.consolidations, threshold, cutoff, dry_run=dry_run
         )
     return report
@@ -145,15 +148,16 @@ def _conflicts(
     window_start: datetime,
     *,
     dry_run: bool,
-) -> tuple[list[Conflict], list[tuple[str, str]]]:
+) -> tuple[list[Conflict], list[tuple[str, str]], int]:
     """Record which of two conflicting statements prevails (module `conflicts`): this
     pass's recent rows against every working statement of the scope, a member merged by
-    this pass standing for its parent. Returns the conflicts recorded (found, when dry) and
-    the disagreements left open. Pairs already linked are left alone, so a pass repeated
-    (or resumed after a crash) adds nothing twice."""
-    pairs = conflicts.conflicting_pairs(recent, pool, threshold)
+    this pass standing for its parent. Returns the conflicts recorded (found, when dry), the
+    disagreements left open and how many recent rows the pass's budget left unchecked.
+    Pairs already linked are left alone, so a pass repeated (or resumed after a crash) adds
+    nothing twice."""
+    pairs, unchecked = conflicts.conflicting_pairs(recent, pool, threshold)
     if not pairs:
-        return [], []
+        return [], [], unchecked
     statement_of: dict[str, Statement] = {}
     for c in merged:
         stated = Statement(c.parent.id, c.parent.source.trust, max(m.created_at for m in c.members))
@@ -186,7 +190,7 @@ def _conflicts(
     found, disagreements = conflicts.resolve(pairs, statement_of, settled, window_start)
     if found and not dry_run:
         found = _record_conflicts(engine, scope, found)
-    return found, disagreements
+    return found, disagreements, unchecked
 
 
 def _record_conflicts(engine: Consolidator, scope: str, found: list[Conflict]) -> list[Conflict]:

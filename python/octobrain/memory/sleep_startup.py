@@ -142,6 +142,12 @@ def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
                 brain.scope, config=brain.config, embedder=brain.embedder, uri=brain.uri
             )
             report = own.sleep_consolidate()
+            if report.unchecked:
+                log.info(
+                    "sleep pass for %r left %d older recent memories for a later conflict check",
+                    brain.scope,
+                    report.unchecked,
+                )
             schedule.record(
                 {
                     "scope": brain.scope,
@@ -150,6 +156,7 @@ def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
                     "consolidated": len(report.consolidations),
                     "archived": len(report.archived),
                     "conflicts": len(report.conflicts),
+                    "unchecked": report.unchecked,
                 }
             )
     except (Timeout, StoreBusy):
