@@ -5,10 +5,13 @@ N seconds.", N different in each), all agent-inferred: every pair conflicts, and
 a disagreement. Each run is a fresh process making a dry-run pass (`sleep_consolidate(
 dry_run=True)`); it reports the process's CPU seconds, those spent in the conflict check, and
 its peak RSS. `--src` names other source trees (a worktree of an older commit, its
-`python/` dir holding `_core.abi3.so`) to run beside this one, alternating.
+`python/` dir holding `_core.abi3.so`) to run beside this one, alternating. `--passes N`
+then makes N real passes in a row, each a fresh process, and reports how many rows each left
+no pass had checked (`unchecked`): a burst over one pass's budget is covered pass by pass.
 
     python benches/sleep_conflicts.py --rows 21500 --runs 3
     python benches/sleep_conflicts.py --rows 21500 --runs 3 --src /tmp/old/python
+    python benches/sleep_conflicts.py --rows 21500 --runs 0 --passes 43
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def timed(*args, **kwargs):
         spent.append(time.process_time() - start)
 sleep._conflicts = timed
 start = time.process_time()
-report = brain.sleep_consolidate(dry_run=True)
+report = brain.sleep_consolidate(dry_run=sys.argv[4] == "dry")
 print(json.dumps({
     "cpu_s": time.process_time() - start,
     "conflict_check_cpu_s": sum(spent),
@@ -85,10 +88,10 @@ def build(db: Path, rows: int) -> None:
     brain.store.compact()
 
 
-def measure(src: Path, db: Path) -> dict[str, float]:
+def measure(src: Path, db: Path, mode: str = "dry") -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(src), "OCTOBRAIN_SERVICE_ENABLED": "0"}
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(db), SCOPE, MODEL],
+        [sys.executable, "-c", _CHILD, str(db), SCOPE, MODEL, mode],
         env=env,
         check=True,
         capture_output=True,
@@ -103,6 +106,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=21_500)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--src", type=Path, action="append", default=[])
+    parser.add_argument("--passes", type=int, default=0)
     args = parser.parse_args()
     from octobrain.store.seen import scratch
 
@@ -114,7 +118,9 @@ def main() -> None:
         for _ in range(args.runs):
             for tree in trees:  # alternating, so a busy moment hits every tree alike
                 runs[tree].append(measure(tree, db))
-    for tree in trees:
+        for at in range(args.passes):  # this tree's passes, one after another
+            print(json.dumps({"pass": at + 1, **measure(HERE, db, "real")}), flush=True)
+    for tree in trees if args.runs else []:
         medians = {key: statistics.median(r[key] for r in runs[tree]) for key in runs[tree][0]}
         print(json.dumps({"src": str(tree), "rows": args.rows, "runs": args.runs, **medians}))
 

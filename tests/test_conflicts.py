@@ -6,6 +6,7 @@ the hash embedder where identical wording with another number is enough.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -32,6 +33,7 @@ from octobrain.memory.conflicts import (
     resolve,
 )
 from octobrain.memory.render_brief import briefing_markdown
+from octobrain.memory.sweep import Sweep
 from octobrain.models import Memory, MemoryType, Relationship, RelationshipType, Source, utcnow
 from tests.test_consolidation import SCOPE, MakeBrain, add_at, all_edges
 from tests.test_consolidation import make_brain as make_brain  # the fixture, shared
@@ -464,3 +466,105 @@ def test_the_pass_reports_the_rows_its_budget_left_to_a_later_pass(
     assert report.disagreements and all(checked & set(pair) for pair in report.disagreements)
     monkeypatch.setattr(conflicts, "PAIRS_PER_PASS", 30)
     assert brain.sleep_consolidate(threshold=0.7, dry_run=True).unchecked == 0
+
+
+def burst(brain: Brain, size: int) -> tuple[Memory, list[Memory]]:
+    """A user's value, weeks old, and `size` agent guesses at it since, one an hour, newest
+    first: each guess a conflict the user's value prevails in, once a pass checks the guess."""
+    now = utcnow()
+    told = add_at(
+        brain, "Timeout", timeout(30), now - timedelta(days=30), source=Source.USER_CONFIRMED
+    )
+    guesses = [
+        add_at(brain, "Timeout", timeout(100 + i), now - timedelta(hours=i)) for i in range(size)
+    ]
+    return told, guesses
+
+
+def outranked(brain: Brain, told: Memory) -> set[str]:
+    return {loser for winner, loser in conflict_edges(brain) if winner == told.id}
+
+
+def test_successive_passes_check_every_row_of_a_burst_over_the_budget(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 24 guesses, each compared with the 24 other statements, 5 a pass: the passes before
+    # checked the same 5 newest every time, and 19 guesses never met the user's value.
+    from octobrain.memory import conflicts
+
+    brain = make_brain()
+    told, guesses = burst(brain, 24)
+    monkeypatch.setattr(conflicts, "PAIRS_PER_PASS", 5 * 24)
+    waiting = []
+    for _ in range(math.ceil(24 / 5) + 1):
+        waiting.append(brain.sleep_consolidate(threshold=0.7).unchecked)
+    assert outranked(brain, told) == {g.id for g in guesses}
+    assert waiting == [19, 14, 9, 4, 0, 0]  # the rows no pass has checked yet
+
+
+def test_a_row_written_between_passes_is_checked_by_the_next_pass_first(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from octobrain.memory import conflicts
+
+    brain = make_brain()
+    told, guesses = burst(brain, 12)
+    monkeypatch.setattr(conflicts, "PAIRS_PER_PASS", 3 * 12)  # 3 rows of 12 others a pass
+    assert brain.sleep_consolidate(threshold=0.7).unchecked == 9
+    assert outranked(brain, told) == {g.id for g in guesses[:3]}
+    new = add_at(brain, "Timeout", timeout(99), utcnow(), source=Source.AGENT_INFERRED)
+    # A dry run shows the next pass and moves nothing: twice the same.
+    for _ in range(2):
+        assert brain.sleep_consolidate(threshold=0.7, dry_run=True).unchecked == 8
+    assert outranked(brain, told) == {g.id for g in guesses[:3]}
+    # 2 rows of 13 others: the new row first, then on from where the last pass stopped.
+    assert brain.sleep_consolidate(threshold=0.7).unchecked == 8
+    assert outranked(brain, told) == {new.id} | {g.id for g in guesses[:4]}
+
+
+def test_the_sweep_survives_rows_leaving_and_a_damaged_record(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from octobrain.memory import conflicts, sweep
+
+    brain = make_brain()
+    told, guesses = burst(brain, 12)
+    monkeypatch.setattr(conflicts, "PAIRS_PER_PASS", 3 * 12)
+    brain.sleep_consolidate(threshold=0.7)
+    # The row the last pass stopped at, and the next one, forgotten: the next pass goes on.
+    assert brain.forget([guesses[2].id, guesses[3].id], confirm=True) == 2
+    assert brain.sleep_consolidate(threshold=0.7).unchecked == 5  # 8 not reached, 3 a pass
+    assert outranked(brain, told) >= {g.id for g in guesses[4:7]}
+    # A record it cannot read (or of another format) starts over from the newest.
+    name = sweep.record_name(brain.scope)
+    brain.store.location.write_json(name, {"format": 0, "newest": "x"})
+    report = brain.sleep_consolidate(threshold=0.7, dry_run=True)
+    assert report.unchecked == 7 and report.disagreements
+    (brain.store.location.path / "_octobrain" / name).write_text("{not json")
+    assert brain.sleep_consolidate(threshold=0.7, dry_run=True).unchecked == 7
+
+
+def test_the_sweep_reaches_every_row_in_as_few_passes_as_the_budget_allows() -> None:
+    # Random bursts and rows checked a pass, rows written and forgotten between passes: the
+    # count is always the rows no pass has reached; a row written since the last pass comes
+    # first; and every pass but the last reaches as many new rows as it checks.
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        size, per = int(rng.integers(1, 60)), int(rng.integers(1, 12))
+        keys = {at: (int(rng.integers(40)), f"r{at}") for at in range(size)}
+        state, reached, passes = Sweep(), set(), 0
+        while len(reached) < len(keys):
+            if passes and rng.random() < 0.3:
+                written = size + passes
+                keys[written] = ((state.newest or (0, ""))[0] + 1, f"w{written}")
+                assert state.order(keys)[0] == written
+            if passes and rng.random() < 0.3:
+                del keys[int(rng.choice(list(keys)))]
+            order = state.order(keys)
+            assert sorted(order) == sorted(keys)
+            reached |= {keys[at] for at in order[:per]}
+            state, waiting = state.after(keys, order, min(per, len(order)))
+            assert waiting == sum(k not in reached for k in keys.values())
+            assert Sweep.from_record(state.to_record("s"), "s") == state
+            passes += 1
+        assert passes <= math.ceil(len(reached) / per)

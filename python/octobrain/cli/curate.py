@@ -217,8 +217,9 @@ def sleep_consolidate_cmd(
     if report.unchecked:
         lines.append(
             f"{plural(report.unchecked, 'older recent memory', 'older recent memories')} "
-            "not checked for conflicts: over the pass's budget of compared pairs (the newest "
-            "are checked first); a later pass checks them once the newer ones fit."
+            "not checked for conflicts yet: over the pass's budget of compared pairs. Each pass "
+            "checks those written since the last first, then goes on from where the last stopped"
+            + (" (a dry run moves nothing on)." if dry_run else ".")
         )
     data = {
         "scope": report.scope,

@@ -127,6 +127,7 @@ def conflicting_pairs(
     pool: StatementPool,
     threshold: float,
     budget: int | None = None,
+    order: Sequence[int] | None = None,
 ) -> tuple[list[tuple[str, str]], int]:
     """(recent id, pool id) pairs of near-identical rows (cosine ≥ `threshold`) that quote
     disjoint numbers, at most `PAIRS_PER_ROW` per recent row (its nearest), found among its
@@ -136,15 +137,13 @@ def conflicting_pairs(
     row first in `recent`, unless that row's list was cut or it was not checked). Only the
     pool rows near a checked row have their numbers read.
 
-    A pass compares at most `budget` (`PAIRS_PER_PASS`) pairs: rows are checked newest first
-    (`created_at`, then position) until the next row's statements would pass it (the first
-    row always is), so what a pass costs does not grow with a flood of restatements. The rows
-    left out are the oldest, and each was the newest once: the first pass after it was written
-    checked it unless more than a budget's worth of newer statements came in the same
-    interval. A later pass reaches it, while it is recent, once the rows newer than it fit the
-    budget (merged ones leave the working statements); the pass counts the rows it left
-    (`unchecked`), and their pairs with a row checked are found from that row's side. Within
-    the rows checked the pairs, and their order, are those of checking every row."""
+    A pass compares at most `budget` (`PAIRS_PER_PASS`) pairs: rows are checked in `order`
+    (positions in `recent`; by default newest first, by `created_at`, then position) until
+    the next row's statements would pass it (the first row always is), so what a pass costs
+    does not grow with a flood of restatements. The sleep pass orders them by where the last
+    pass stopped (`memory.sweep`), so successive passes cover every recent row. The pairs of a
+    row left out with a row checked are found from that row's side. Within the rows checked
+    the pairs, and their order, are those of checking every row, whatever the `order`."""
     budget = PAIRS_PER_PASS if budget is None else budget
     if not recent or not len(pool):
         return [], 0
@@ -152,16 +151,18 @@ def conflicting_pairs(
     quoting = [at for at, found in enumerate(row_numbers) if found]
     if not quoting:
         return [], 0
-    # Newest first; a row without a time counts by its position.
-    newest = sorted(
-        quoting,
-        key=lambda at: (
-            recent[at].get("created_at") is not None,
-            recent[at].get("created_at") or 0,
-            at,
-        ),
-        reverse=True,
-    )
+    if order is not None:
+        newest = [at for at in order if row_numbers[at]]
+    else:  # newest first; a row without a time counts by its position
+        newest = sorted(
+            quoting,
+            key=lambda at: (
+                recent[at].get("created_at") is not None,
+                recent[at].get("created_at") or 0,
+                at,
+            ),
+            reverse=True,
+        )
     in_pool = {pid: k for k, pid in enumerate(pool.ids)}
     pool_numbers: dict[int, frozenset[str]] = {}
     # Per row checked: its list was cut to NEAR_PER_ROW, and its conflicting statements.

@@ -26,7 +26,7 @@ from octobrain.config import MAX_DAYS
 from octobrain.errors import InvalidInput
 from octobrain.kernels import decay
 from octobrain.kernels.clustering import cosine_clusters, unit_rows
-from octobrain.memory import conflicts
+from octobrain.memory import conflicts, sweep
 from octobrain.memory.conflicts import Conflict, Statement, StatementPool
 from octobrain.memory.consolidation import Consolidation, Consolidator
 from octobrain.memory.conversation import is_turn
@@ -70,8 +70,8 @@ class SleepReport:
     dry_run: bool = False
     conflicts: list[Conflict] = field(default_factory=list)  # recorded (or, dry, found)
     disagreements: list[tuple[str, str]] = field(default_factory=list)  # left to a person
-    # Recent rows quoting a number whose conflict check the pass's budget left to a later pass
-    # (`conflicts.conflicting_pairs`: the newest are checked first).
+    # Recent rows quoting a number that the conflict check has yet to reach: over the pass's
+    # budget, left to later passes (`memory.sweep`).
     unchecked: int = 0
 
 
@@ -152,12 +152,36 @@ def _conflicts(
     """Record which of two conflicting statements prevails (module `conflicts`): this
     pass's recent rows against every working statement of the scope, a member merged by
     this pass standing for its parent. Returns the conflicts recorded (found, when dry), the
-    disagreements left open and how many recent rows the pass's budget left unchecked.
-    Pairs already linked are left alone, so a pass repeated (or resumed after a crash) adds
-    nothing twice."""
-    pairs, unchecked = conflicts.conflicting_pairs(recent, pool, threshold)
+    disagreements left open and how many recent rows the sweep (`memory.sweep`: where the
+    last pass's budget stopped, kept between passes, never moved by a dry run) has yet to
+    reach. Pairs already linked are left alone, so a pass repeated (or resumed after a crash)
+    adds nothing twice."""
+    keys = {at: sweep.key_of(r) for at, r in enumerate(recent) if conflicts.numbers(r["content"])}
+    before = sweep.load(engine.store.location, scope)
+    order = before.order(keys)
+    pairs, unchecked = conflicts.conflicting_pairs(recent, pool, threshold, order=order)
+    progress, waiting = before.after(keys, order, len(order) - unchecked)
+    found, disagreements = _settle(
+        engine, scope, recent, pool, merged, pairs, window_start, dry_run
+    )
+    if progress != before and not dry_run:
+        sweep.save(engine.store.location, scope, progress)  # after the conflicts are recorded
+    return found, disagreements, waiting
+
+
+def _settle(
+    engine: Consolidator,
+    scope: str,
+    recent: list[dict[str, Any]],
+    pool: StatementPool,
+    merged: Sequence[Consolidation],
+    pairs: list[tuple[str, str]],
+    window_start: datetime,
+    dry_run: bool,
+) -> tuple[list[Conflict], list[tuple[str, str]]]:
+    """The conflicts recorded (found, when dry) and the disagreements left of `pairs`."""
     if not pairs:
-        return [], [], unchecked
+        return [], []
     statement_of: dict[str, Statement] = {}
     for c in merged:
         stated = Statement(c.parent.id, c.parent.source.trust, max(m.created_at for m in c.members))
@@ -190,7 +214,7 @@ def _conflicts(
     found, disagreements = conflicts.resolve(pairs, statement_of, settled, window_start)
     if found and not dry_run:
         found = _record_conflicts(engine, scope, found)
-    return found, disagreements, unchecked
+    return found, disagreements
 
 
 def _record_conflicts(engine: Consolidator, scope: str, found: list[Conflict]) -> list[Conflict]:

@@ -1,0 +1,186 @@
+"""Where the sleep pass's conflict check stands in a scope's recent rows, kept between passes
+(`_octobrain/sleep/conflicts-<scope hash>.json`, beside the tables: a local file, or one object).
+
+A pass compares at most `conflicts.PAIRS_PER_PASS` pairs, so on a burst of restatements it
+checks only some of its recent rows. Without a record every pass would check the same newest
+ones, and the older rows of the burst only from the pairs the newer ones keep. So the record
+keeps the newest row a pass has seen, the key ranges below it no pass has reached (its gaps),
+and where checking the rows reached again goes on. A pass checks, newest first within each
+part: the rows written since the last pass, the gaps (on down from where the last pass
+stopped), then, with budget left, the rows reached before, again, on from where that stopped
+and round to the newest. The rows left in gaps are counted (`SleepReport.unchecked`). A row
+stored after a pass with a time before the newest that pass saw (an import) is not in a gap:
+it is checked when the check of the rows reached comes round to it.
+
+Rows are named by a key, (created_at in microseconds, id), so rows deleted, merged or aged out
+of the window between passes need nothing: a key range simply holds fewer rows. A missing,
+damaged or older record is a first pass: newest first. Two passes at once (the lazy pass holds
+a lock, `sleep-consolidate` does not) may each write the record; the later one wins, and what
+the other checked is at worst checked again, never skipped: a record only ever marks as
+reached rows that its pass or an earlier record did. A dry run reads the record, never writes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from bisect import bisect_right
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from octobrain.store.location import StoreLocation
+
+FORMAT = 1
+MAX_GAPS = 32  # each pass leaves at most one more; past this the two oldest become one
+
+Key = tuple[int, str]
+Gap = tuple[Key | None, Key]  # rows with low < key < high (low None: no lower end)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def key_of(row: Mapping[str, Any]) -> Key:
+    """A recent row's place in the sweep: newer rows have larger keys, ties by id."""
+    created: datetime = row["created_at"]
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=timezone.utc)
+    return (created - _EPOCH) // _MICROSECOND, str(row["id"])
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The newest row a pass has seen; the key ranges below it no pass has reached yet (newest
+    first, disjoint); and where the check of the rows reached goes on (below `resume`; None:
+    from the newest)."""
+
+    newest: Key | None = None
+    gaps: tuple[Gap, ...] = ()
+    resume: Key | None = None
+
+    def order(self, keys: Mapping[int, Key]) -> list[int]:
+        """The rows (`keys`: position → key) in the order to check them, each part newest
+        first: those newer than `newest`, those in a gap, then the rest, from below `resume`
+        on round to it."""
+        ranked = sorted(keys, key=keys.__getitem__, reverse=True)
+        if self.newest is None:
+            return ranked
+        gap_of = _locator(self.gaps)
+        new, unreached, below, above = [], [], [], []
+        for at in ranked:
+            key = keys[at]
+            if key > self.newest:
+                new.append(at)
+            elif gap_of(key) is not None:
+                unreached.append(at)
+            elif self.resume is None or key < self.resume:
+                below.append(at)
+            else:
+                above.append(at)
+        return new + unreached + below + above
+
+    def after(
+        self, keys: Mapping[int, Key], order: Sequence[int], checked: int
+    ) -> tuple[Sweep, int]:
+        """The sweep once the first `checked` rows of `order` are checked (a pass checks at
+        least one), and how many of the rest no pass has reached."""
+        if not order or not checked:
+            return self, len(order)
+        newest = max(keys.values())
+        if self.newest is not None:
+            newest = max(newest, self.newest)
+        last = keys[order[checked - 1]]
+        at = _locator(self.gaps)(last)
+        resume = self.resume
+        if self.newest is None or last > self.newest:  # within the rows new to this pass
+            gaps = [(self.newest, last), *self.gaps]
+        elif at is not None:  # within a gap: the newer gaps are done
+            gaps = [(self.gaps[at][0], last), *self.gaps[at + 1 :]]
+        else:  # every row reached: checking them again, on from here next time
+            gaps, resume = [], last
+        left = [keys[i] for i in order[checked:]]
+        gap_of = _locator(gaps)
+        held = {gap_of(k) for k in left}
+        gaps = [g for i, g in enumerate(gaps) if i in held]  # those still holding a row
+        while len(gaps) > MAX_GAPS:
+            low, _ = gaps.pop()
+            gaps[-1] = (low, gaps[-1][1])
+        gap_of = _locator(gaps)
+        return Sweep(newest, tuple(gaps), resume), sum(gap_of(k) is not None for k in left)
+
+    def to_record(self, scope: str) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "scope": scope,
+            "newest": None if self.newest is None else list(self.newest),
+            "gaps": [[None if low is None else list(low), list(high)] for low, high in self.gaps],
+            "resume": None if self.resume is None else list(self.resume),
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any] | None, scope: str) -> Sweep:
+        """The sweep a record holds; a first pass's (newest first) for a missing record, one of
+        another format or scope, or one that does not hold what this one writes."""
+        if not record or record.get("format") != FORMAT or record.get("scope") != scope:
+            return cls()
+        try:
+            newest = _key(record["newest"])
+            gaps = tuple(
+                (None if low is None else _key(low), _key(high)) for low, high in record["gaps"]
+            )
+            resume = None if record["resume"] is None else _key(record["resume"])
+        except (KeyError, TypeError, ValueError):
+            return cls()
+        sound = all((low is None or low < high) and high <= newest for low, high in gaps)
+        # Newest first and disjoint; only the oldest may have no lower end.
+        sound = sound and all(
+            newer[0] is not None and older[1] <= newer[0] for newer, older in pairwise(gaps)
+        )
+        return cls(newest, gaps, resume) if sound else cls()
+
+
+def _locator(gaps: Sequence[Gap]) -> Callable[[Key], int | None]:
+    """A function giving the position in `gaps` (newest first, disjoint) of the one holding a
+    key, or None."""
+    highs = [high for _, high in reversed(gaps)]  # ascending
+
+    def gap_of(key: Key) -> int | None:
+        at = bisect_right(highs, key)  # the oldest gap ending above `key`
+        if at == len(highs):
+            return None
+        index = len(gaps) - 1 - at
+        low = gaps[index][0]
+        return index if low is None or low < key else None
+
+    return gap_of
+
+
+def _key(value: Any) -> Key:
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError("not a key")
+    micros, row_id = value
+    if isinstance(micros, bool) or not isinstance(micros, int) or not isinstance(row_id, str):
+        raise ValueError("not a key")
+    return micros, row_id
+
+
+def record_name(scope: str) -> str:
+    return f"sleep/conflicts-{hashlib.sha256(scope.encode()).hexdigest()[:20]}.json"
+
+
+def load(location: StoreLocation, scope: str) -> Sweep:
+    """The scope's sweep as the last pass left it; a first pass's when it cannot be read."""
+    try:
+        return Sweep.from_record(location.read_json(record_name(scope)), scope)
+    except (OSError, ValueError):
+        return Sweep()
+
+
+def save(location: StoreLocation, scope: str, sweep: Sweep) -> None:
+    location.write_json(record_name(scope), sweep.to_record(scope))
+
+
+__all__ = ["Sweep", "key_of", "load", "save"]
