@@ -568,3 +568,20 @@ def test_the_sweep_reaches_every_row_in_as_few_passes_as_the_budget_allows() -> 
             assert Sweep.from_record(state.to_record("s"), "s") == state
             passes += 1
         assert passes <= math.ceil(len(reached) / per)
+
+
+def test_a_sweep_that_cannot_be_kept_fails_no_pass(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A store whose `_octobrain/` this process may not write (or a full disk): the pass's
+    # conflicts are recorded already; losing where it stopped only repeats work.
+    from octobrain.memory import sweep
+    from octobrain.store.location import StoreLocation
+
+    location = StoreLocation(str(tmp_path / "db"))
+    (tmp_path / "db").mkdir()
+    (tmp_path / "db" / "_octobrain").write_text("not a directory")
+    with caplog.at_level("WARNING"):
+        sweep.save(location, "github.com/acme/api", sweep.Sweep(newest=(1, "a")))
+    assert "where this pass stopped was not kept" in caplog.text
+    assert sweep.load(location, "github.com/acme/api") == sweep.Sweep()

@@ -23,6 +23,7 @@ reached rows that its pass or an earlier record did. A dry run reads the record,
 from __future__ import annotations
 
 import hashlib
+import logging
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from octobrain.store.location import StoreLocation
+
+log = logging.getLogger(__name__)
 
 FORMAT = 1
 MAX_GAPS = 32  # each pass leaves at most one more; past this the two oldest become one
@@ -180,7 +183,13 @@ def load(location: StoreLocation, scope: str) -> Sweep:
 
 
 def save(location: StoreLocation, scope: str, sweep: Sweep) -> None:
-    location.write_json(record_name(scope), sweep.to_record(scope))
+    """Keep the scope's sweep for the next pass; best effort (a store this process may not
+    write, a full disk): the pass's conflicts are recorded already, and without the record
+    the next pass checks the same rows again, skipping none."""
+    try:
+        location.write_json(record_name(scope), sweep.to_record(scope))
+    except Exception as exc:  # (an object store's errors are classes of its own)
+        log.warning("conflict check: where this pass stopped was not kept (%s)", exc)
 
 
 __all__ = ["Sweep", "key_of", "load", "save"]
