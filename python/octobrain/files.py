@@ -4,11 +4,14 @@ source) only when it is a regular file.
 The check is made on the opened descriptor, not on the path before opening it: a name checked
 first and opened after can be swapped in between. The open itself does not wait: opening a
 FIFO for reading blocks until a writer comes, so the descriptor is opened non-blocking, checked,
-and only then made blocking again.
+and only then made blocking again. A path already resolved and checked (a knowledge source
+confined to a project) is opened as that path only: a link put in its way after the check is
+not followed to another file.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -21,6 +24,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
+    "Moved",
     "NotARegularFile",
     "TooLarge",
     "named_by",
@@ -34,6 +38,11 @@ class NotARegularFile(OSError):
     """The path names a FIFO, socket, device or the like, not a regular file."""
 
 
+class Moved(OSError):
+    """The file opened is not the one at the resolved path asked for: a symlink was put in
+    its place, or in place of a directory above it, after the path was resolved."""
+
+
 class TooLarge(OSError):
     """The file holds more than the bytes asked for: `size` as its status gave it, or None
     when it grew past the bound while read."""
@@ -43,15 +52,28 @@ class TooLarge(OSError):
         self.size = size
 
 
-def open_regular(path: str | Path) -> tuple[BinaryIO, os.stat_result]:
+def open_regular(path: str | Path, *, resolved: bool = False) -> tuple[BinaryIO, os.stat_result]:
     """`path` opened for binary reading, with its status, when it is a regular file (symlinks
     followed). A directory raises `IsADirectoryError`, anything else that is not a regular file
-    `NotARegularFile`; a missing or unreadable path the `OSError` of the open."""
+    `NotARegularFile`; a missing or unreadable path the `OSError` of the open.
+
+    `resolved`: `path` is absolute with no symlink in it (`os.path.realpath`'s) and was checked
+    as such, so the file opened must be the one at that path: a symlink in its place is not
+    followed and one in place of a directory above it is caught on the opened file (`Moved`)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     flags |= getattr(os, "O_BINARY", 0)
-    fd = os.open(path, flags)
+    if resolved:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:  # (a link that loops resolves to itself: no other file is there)
+        if resolved and exc.errno == errno.ELOOP and os.path.realpath(path) != str(path):
+            raise Moved(f"{path} is now a symlink") from None
+        raise
     try:
         status = os.fstat(fd)
+        if resolved and not _opened_at(fd, status, str(path)):
+            raise Moved(f"{path} is not the file opened")
         if stat.S_ISDIR(status.st_mode):
             raise IsADirectoryError(21, "Is a directory", str(path))
         if not stat.S_ISREG(status.st_mode):
@@ -65,10 +87,27 @@ def open_regular(path: str | Path) -> tuple[BinaryIO, os.stat_result]:
     return handle, status
 
 
-def read_regular(path: str | Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
+def _opened_at(fd: int, status: os.stat_result, path: str) -> bool:
+    """Whether the open file `fd` is the file at `path`: by the path the kernel gives the
+    descriptor (Linux), else by the file the path names now being the same file."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == path
+    except OSError:
+        pass
+    try:
+        now = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (status.st_dev, status.st_ino)
+
+
+def read_regular(
+    path: str | Path, max_bytes: int, *, resolved: bool = False
+) -> tuple[bytes, os.stat_result]:
     """The bytes of `path`, with its status, when it is a regular file of at most `max_bytes`
-    (`open_regular`'s errors; `TooLarge` past the bound, by its status or as it was read)."""
-    handle, status = open_regular(path)
+    (`open_regular`'s errors, `resolved` as there; `TooLarge` past the bound, by its status or
+    as it was read)."""
+    handle, status = open_regular(path, resolved=resolved)
     with handle:
         if status.st_size > max_bytes:
             raise TooLarge(path, status.st_size)
@@ -92,6 +131,10 @@ def named_by(field: str, path: str | Path, directory: str) -> Iterator[None]:
         raise InvalidInput(field, f"{path} {directory}") from None
     except NotARegularFile:  # a FIFO would wait for a writer, /dev/zero never ends
         raise InvalidInput(field, f"{path} is not a regular file") from None
+    except Moved:
+        raise InvalidInput(
+            field, f"{path} changed while it was opened (a symlink took its place); not read"
+        ) from None
     except OSError as exc:
         raise InvalidInput(field, f"cannot read {path}: {exc.strerror or exc}") from None
 

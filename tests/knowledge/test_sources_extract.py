@@ -50,6 +50,10 @@ def test_local_file_errors_name_the_source(tmp_path: Path) -> None:
         read_file(parse_source(str(tmp_path)), 1000)
     with pytest.raises(InvalidInput, match=r"^source: no such file: .*missing\.md"):
         read_file(parse_source(str(tmp_path / "missing.md")), 1000)
+    (tmp_path / "a.md").symlink_to(tmp_path / "b.md")
+    (tmp_path / "b.md").symlink_to(tmp_path / "a.md")
+    with pytest.raises(InvalidInput, match=r"^source: cannot read .*: Too many levels of symbolic"):
+        read_file(parse_source(str(tmp_path / "a.md")), 1000)  # a loop, not a swap
     big = tmp_path / "big.txt"
     big.write_text("x" * 2000)
     with pytest.raises(

@@ -96,6 +96,41 @@ def test_mcp_reads_no_local_file_outside_the_project(tmp_path: Path, monkeypatch
     assert allowed == (False, allowed[1]) and "rotates every quarter" in allowed[1]
 
 
+@pytest.mark.parametrize("swapped", ["the file", "a directory above it"])
+def test_a_symlink_swapped_in_after_the_check_is_not_followed(
+    tmp_path: Path, monkeypatch: Any, swapped: str
+) -> None:
+    # The path is confined first and opened after: a client that can write in the project (a
+    # checkout it controls) may put a link in the way in between. The swap runs right after
+    # the check here, so the race is won every time.
+    import octobrain.knowledge.service as service
+
+    project = _project(tmp_path)
+    (project / "docs").mkdir()
+    (project / "docs" / "passwd").write_text("# Passwd\n\nNothing secret in this project.\n")
+    checked = service.confine
+
+    def swap_after_check(ref: Any, roots: Any) -> Any:
+        checked_ref = checked(ref, roots)
+        if swapped == "the file":
+            (project / "docs" / "passwd").unlink()
+            (project / "docs" / "passwd").symlink_to(OUTSIDE)
+        else:
+            (project / "docs").rename(project / "docs.old")
+            (project / "docs").symlink_to(OUTSIDE.parent)
+        return checked_ref
+
+    monkeypatch.setattr(service, "confine", swap_after_check)
+    monkeypatch.chdir(project)
+    server = build_server(pool_for(tmp_path / "db"), workspace(project, PROJECT_A))
+    [(error, reply)] = _knowledge_replies(server, [{"command": "read", "source": "docs/passwd"}])
+    assert error and "root:" not in reply, reply
+    assert reply == (
+        f"source: {project / 'docs' / 'passwd'} changed while it was opened "
+        "(a symlink took its place); not read"
+    )
+
+
 def test_allow_paths_opens_a_directory_and_roots_replace_the_cwd(
     tmp_path: Path, monkeypatch: Any
 ) -> None:

@@ -145,12 +145,15 @@ def check_key(key: str) -> str:
 
 def read_file(ref: SourceRef, max_bytes: int) -> Fetched:
     """Read a local file, refusing directories, missing files, anything not a regular file
-    (checked on the opened file: a FIFO is not waited on) and files over `max_bytes`."""
+    (checked on the opened file: a FIFO is not waited on) and files over `max_bytes`.
+
+    The file read is the file at `ref.path`, the resolved path `confine` checked: a symlink
+    put in its place, or in place of a directory above it, after that check is refused."""
     assert ref.path is not None
     path = ref.path
     with named_by("source", path, "is a directory; give one file (index each file separately)"):
         try:
-            data, st = read_regular(path, max_bytes)
+            data, st = read_regular(path, max_bytes, resolved=True)
         except TooLarge as exc:
             size = f"is {exc.size} bytes, over" if exc.size is not None else "is over"  # or grew
             raise InvalidInput(
