@@ -586,3 +586,32 @@ def test_a_list_of_100000_distinct_tags_is_refused_at_once(locked: Any) -> None:
                 assert time.process_time() - started < 5  # (58 s before)
 
     run(body)
+
+
+def test_a_list_of_repeats_past_the_schemas_max_items_is_refused(locked: Any) -> None:
+    # The schema says maxItems 10 (tags) and 20 (related_files); the facade counted a list
+    # once de-duplicated, so 200,000 copies of one tag were accepted and stored as one.
+    memorize = {"title": "Release", "content": "Cut from main on Tuesdays."}
+    attempts = (
+        ("memorize", {**memorize, "tags": ["release"] * 200_000}, "tags"),
+        ("memorize", {**memorize, "tags": ["release"] * 11}, "tags"),
+        ("memorize", {**memorize, "related_files": ["src/a.py"] * 21}, "related_files"),
+        ("remember", {"query": "release", "tags": ["release"] * 11}, "tags"),
+        ("remember", {"query": "release", "related_files": ["src/a.py"] * 21}, "related_files"),
+        ("forget", {"confirm": False, "query": "release", "tags": ["release"] * 11}, "tags"),
+    )
+
+    async def body() -> None:
+        async with Client(locked) as client:
+            for tool, arguments, field in attempts:
+                error, reply = await call(client, tool, **arguments)
+                sent = len(arguments[field])
+                cap = 10 if field == "tags" else 20
+                assert error and reply == f"{field}: at most {cap} items, got {sent}", reply
+            # At the cap, repeats are still one tag.
+            error, reply = await call(client, "memorize", **memorize, tags=["release"] * 10)
+            assert not error, reply
+            error, reply = await call(client, "remember", query="release", tags=["release"])
+            assert not error and "Tags: release\n" in reply, reply
+
+    run(body)

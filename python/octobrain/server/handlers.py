@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, cut_middle
-from octobrain.models import LINK_TYPES, one_line, printable
+from octobrain.models import LINK_TYPES, MAX_FILES, MAX_TAGS, one_line, printable
 from octobrain.server.schemas import INGEST_BYTES, INGEST_TURNS, KNOWLEDGE_COMMANDS, SOURCES
 
 if TYPE_CHECKING:
@@ -59,12 +59,17 @@ def _required(arguments: dict[str, Any], name: str) -> Any:
     return arguments[name]
 
 
-def _list(arguments: dict[str, Any], name: str) -> list[Any] | None:
+def _list(arguments: dict[str, Any], name: str, max_items: int | None = None) -> list[Any] | None:
+    """An array argument; with `max_items` (the schema's maxItems) at most that many items as
+    sent, repeats counted: the facade counts them once de-duplicated, so 200,000 copies of one
+    tag would pass it."""
     value = arguments.get(name)
     if value is None:
         return None
     if not isinstance(value, list):
         raise InvalidInput(name, f"must be an array, got {type(value).__name__}")
+    if max_items is not None and len(value) > max_items:
+        raise InvalidInput(name, f"at most {max_items} items, got {len(value)}")
     return value
 
 
@@ -100,8 +105,8 @@ def memorize(brain: Brain, arguments: dict[str, Any]) -> Reply:
         _required(arguments, "content"),
         memory_type=arguments.get("memory_type"),
         importance=arguments.get("importance"),
-        tags=_list(arguments, "tags"),
-        related_files=_list(arguments, "related_files"),
+        tags=_list(arguments, "tags", MAX_TAGS),
+        related_files=_list(arguments, "related_files", MAX_FILES),
         source=source,
         related_to=links,
         global_=_bool(arguments, "global", False),
@@ -217,8 +222,8 @@ def remember(brain: Brain, arguments: dict[str, Any]) -> Reply:
     recall = brain.remember(
         query,
         memory_types=_list(arguments, "memory_types"),
-        tags=_list(arguments, "tags"),
-        related_files=_list(arguments, "related_files"),
+        tags=_list(arguments, "tags", MAX_TAGS),
+        related_files=_list(arguments, "related_files", MAX_FILES),
         created_after=_time(arguments, "created_after"),
         created_before=_time(arguments, "created_before"),
         min_relevance=arguments.get("min_relevance"),
@@ -256,14 +261,16 @@ def forget(brain: Brain, arguments: dict[str, Any]) -> Reply:
     if (memory_id is None) == (query is None):
         raise InvalidInput("memory_id", "give exactly one of memory_id or query")
     if memory_id is not None:
-        if _list(arguments, "memory_types") or _list(arguments, "tags"):
+        if _list(arguments, "memory_types") or _list(arguments, "tags", MAX_TAGS):
             raise InvalidInput("memory_types", "filters apply only with query, not memory_id")
         targets = [brain.get(memory_id)]
     else:
         if not isinstance(query, str):
             raise InvalidInput("query", f"must be a string, got {type(query).__name__}")
         targets = brain.forget_preview(
-            query, memory_types=_list(arguments, "memory_types"), tags=_list(arguments, "tags")
+            query,
+            memory_types=_list(arguments, "memory_types"),
+            tags=_list(arguments, "tags", MAX_TAGS),
         )
     if not targets:
         return Reply("Nothing matches the query; nothing was deleted.")
