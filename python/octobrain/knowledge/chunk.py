@@ -197,6 +197,8 @@ def chunk_text(
                 stripped = piece.strip()
                 if not stripped:
                     continue
+                if max_chunks is not None and len(chunks) >= max_chunks:
+                    raise TooManyChunks(max_chunks)  # (one section of 45 MB: all its chunks)
                 offset = base + p_start + c_start + (len(piece) - len(piece.lstrip()))
                 chunks.append(
                     Chunk(
