@@ -168,6 +168,36 @@ def test_allow_paths_opens_a_directory_and_roots_replace_the_cwd(
     assert cwd_refused and "knowledge.allow_paths" in reply
 
 
+def test_a_client_naming_thousands_of_roots_is_read_from_its_first_64(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # Every file read resolves each root again (and, where roots come with each call, every
+    # call checks them all): 15,000 roots made each call of the session cost 1.4 s of CPU.
+    from octobrain.server.scoping import MAX_ROOTS
+
+    project = _project(tmp_path)
+    dirs = [tmp_path / "roots" / f"r{i}" for i in range(200)]
+    last, first_past = MAX_ROOTS - 2, MAX_ROOTS - 1  # the project is the first root
+    for i in (0, last, first_past, 199):
+        dirs[i].mkdir(parents=True)
+        (dirs[i] / "doc.md").write_text(f"# Doc\n\nRoot {i} of the client.\n")
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        uris = [project.as_uri(), *(d.as_uri() for d in dirs)]
+        return types.ListRootsResult(roots=[types.Root(uri=u) for u in uris])  # type: ignore[arg-type]
+
+    monkeypatch.chdir(project)
+    server = build_server(pool_for(tmp_path / "db"), workspace(project))
+    calls = [
+        {"command": "read", "source": str(dirs[i] / "doc.md")} for i in (0, last, first_past, 199)
+    ]
+    replies = _knowledge_replies(server, calls, list_roots_callback=roots)
+    assert [error for error, _ in replies] == [False, False, True, True], replies
+    assert f"Root {last} of the client" in replies[1][1]
+    refused = f"source: {dirs[first_past] / 'doc.md'} is outside the directories"
+    assert replies[2][1].startswith(refused), replies[2][1]
+
+
 @pytest.mark.parametrize("where", ["/", "home", "home/.ssh"])
 def test_a_server_started_in_no_project_reads_no_local_file(
     tmp_path: Path, monkeypatch: Any, where: str
