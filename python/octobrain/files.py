@@ -69,6 +69,8 @@ def open_regular(path: str | Path, *, resolved: bool = False) -> tuple[BinaryIO,
     except OSError as exc:  # (a link that loops resolves to itself: no other file is there)
         if resolved and exc.errno == errno.ELOOP and os.path.realpath(path) != str(path):
             raise Moved(f"{path} is now a symlink") from None
+        if exc.errno == errno.ENXIO:  # a socket, or a device file with no device behind it
+            raise NotARegularFile(f"{path} is not a regular file") from None
         raise
     try:
         status = os.fstat(fd)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import socket
 import struct
 import time
 import tracemalloc
@@ -45,7 +46,7 @@ def test_sources_normalise_to_one_uri(tmp_path: Path, monkeypatch: pytest.Monkey
             parse_source(bad)
 
 
-def test_local_file_errors_name_the_source(tmp_path: Path) -> None:
+def test_local_file_errors_name_the_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(InvalidInput, match=r"^source: .* is a directory; give one file"):
         read_file(parse_source(str(tmp_path)), 1000)
     with pytest.raises(InvalidInput, match=r"^source: no such file: .*missing\.md"):
@@ -54,6 +55,11 @@ def test_local_file_errors_name_the_source(tmp_path: Path) -> None:
     (tmp_path / "b.md").symlink_to(tmp_path / "a.md")
     with pytest.raises(InvalidInput, match=r"^source: cannot read .*: Too many levels of symbolic"):
         read_file(parse_source(str(tmp_path / "a.md")), 1000)  # a loop, not a swap
+    monkeypatch.chdir(tmp_path)  # (a socket's path is bound to about 100 bytes)
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind("sock.md")  # a project may hold one: an agent's, a dev server's
+        with pytest.raises(InvalidInput, match=r"^source: .*sock\.md is not a regular file$"):
+            read_file(parse_source(str(tmp_path / "sock.md")), 1000)
     big = tmp_path / "big.txt"
     big.write_text("x" * 2000)
     with pytest.raises(
