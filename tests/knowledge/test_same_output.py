@@ -45,6 +45,13 @@ def sections_by_line(data: bytes) -> Iterator[_Section]:
     yield _Section(tuple(path), body_start, data[body_start:], head_start, head)
 
 
+def normalise_by_line(text: str) -> str:
+    """Each line's trailing whitespace (a line break apart) cut, runs of blank lines made one."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    lines = [line.rstrip() for line in text.split("\n")]  # (no "\n" is left inside a line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
 def first_title_by_line(text: str) -> str:
     first = ""
     for line in text.split("\n"):
@@ -149,6 +156,27 @@ def test_chunks_are_those_the_line_reader_makes(name: str, monkeypatch: pytest.M
 def test_sections_are_those_the_line_reader_finds(text: str) -> None:
     data = text.encode()
     assert list(chunk._sections(data)) == list(sections_by_line(data))
+
+
+# ---- normalising ------------------------------------------------------------------------------
+
+BLANKY = st.text(
+    alphabet=st.sampled_from(["a", "#", "\n", "\r", "\x00", " ", "\t", "\x0b", "\x0c", "\x1c",
+                              "\x85", "\u00a0", "\u2028", "\u2029", "\u3000", "\u200b"]),
+    max_size=80,
+)  # fmt: skip
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.one_of(TEXTS, BLANKY))
+def test_normalise_is_the_line_readers(text: str) -> None:
+    assert extract.normalise(text) == normalise_by_line(text)
+
+
+@pytest.mark.parametrize("name", list(DOCUMENTS))
+def test_normalise_on_documents(name: str) -> None:
+    text = DOCUMENTS[name] + " \t\n\n\n\n  x  \u3000\n" + " " * 5_000 + "y \n"
+    assert extract.normalise(text) == normalise_by_line(text)
 
 
 # ---- title ---------------------------------------------------------------------------------------
