@@ -327,6 +327,29 @@ def test_a_session_id_or_role_a_client_names_is_checked_like_any_argument(
     run(body)
 
 
+@pytest.mark.parametrize("scope", [[PROJECT_B], {"name": PROJECT_B}, 7, True])
+def test_a_scope_capability_not_a_string_is_refused_not_the_cwds_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scope: Any
+) -> None:
+    # The server runs in PROJECT_A's checkout; the client names its project in a shape the
+    # server cannot read. Its writes went to PROJECT_A as if it had named none.
+    pool = hash_pool(tmp_path / "db")
+    server = server_for(pool, tmp_path, locked_to=PROJECT_A)
+    advertise_session(monkeypatch, {"scope": scope, "session_id": "s1"})
+    rule = f"experimental.session.scope: must be a string, got {type(scope).__name__}"
+
+    async def body() -> None:
+        async with Client(server, mode="legacy") as client:
+            error, reply = await call(client, "memorize", title="Local fact", content="x" * 20)
+            assert error and reply == rule, reply
+            error, reply = await call(client, "remember", query="local fact")
+            assert error and reply == rule, reply
+
+    run(body)
+    found = pool.call(PROJECT_A, None, lambda b: b.remember("local fact", min_relevance=0))
+    assert not found.hits
+
+
 def test_roots_answered_late_once_lock_the_sessions_later_calls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

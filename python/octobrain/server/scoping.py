@@ -50,7 +50,11 @@ def lock_from_capability(experimental: dict[str, Any] | None) -> ScopeLock | Non
     if not isinstance(session, dict):
         return None
     scope = session.get("scope")
-    if not isinstance(scope, str) or not scope.strip():
+    if scope is not None and not isinstance(scope, str):  # (it fell back to the cwd's project)
+        raise InvalidInput(
+            "experimental.session.scope", f"must be a string, got {type(scope).__name__}"
+        )
+    if scope is None or not scope.strip():
         return None
     return ScopeLock(
         validate_scope(scope, "experimental.session.scope"),
