@@ -460,6 +460,45 @@ def test_goal_workflow_end_to_end(locked: Any) -> None:
     run(body)
 
 
+def test_a_note_closing_two_goals_is_refused_not_one_closed_silently(locked: Any) -> None:
+    # One closing note became the parent of the first goal's findings; the second goal got a
+    # `closes` link and stayed open with its findings working, and the answer said neither.
+    async def body() -> None:
+        async with Client(locked) as client:
+            goals = []
+            for what in ("latency", "error rate"):
+                _, reply = await call(
+                    client,
+                    "memorize",
+                    title=f"Goal: lower the API {what}",
+                    content=f"Bring the public API {what} down this quarter.",
+                    memory_type="goal",
+                )
+                goals.append(memory_id(reply))
+                await call(
+                    client,
+                    "memorize",
+                    title=f"Finding on {what}",
+                    content=f"Caching /prices helped the {what}.",
+                    related_to=[{"target_id": goals[-1], "relationship_type": "achieves"}],
+                )
+            closes = [{"target_id": g, "relationship_type": "closes"} for g in goals]
+            note = {"title": "Both goals reached", "content": "Latency and errors are down."}
+            error, reply = await call(
+                client, "memorize", **note, related_to=[closes[0], closes[0], closes[1]]
+            )
+            assert error and reply == (
+                "related_to[2]: closes a second goal; a memory closes one (its findings are "
+                "consolidated under it): store a closing note for each goal"
+            ), reply
+            _, reply = await call(client, "remember", query="both goals reached", min_relevance=0)
+            assert "Both goals reached" not in reply and reply.count("State: working") == 4
+            error, reply = await call(client, "memorize", **note, related_to=closes[:1])
+            assert not error and reply.count("this consolidated_from → ") == 1, reply
+
+    run(body)
+
+
 def test_byte_limits_are_stated_and_character_bounds_refuse_no_valid_string(
     locked: Any, tmp_path: Path
 ) -> None:

@@ -100,6 +100,19 @@ class Writes(BrainBase):
         ]
         # (Checked before duplicates go, so a refusal names the link by its place as given.)
         targets = self._require_visible([link.target_id for link in links], "related_to")
+        closing = [
+            (i, link.target_id)
+            for i, link in enumerate(links)
+            if link.relationship_type is RelationshipType.CLOSES
+            and targets[link.target_id].memory_type is MemoryType.GOAL
+        ]
+        for i, goal_id in closing:  # (only the first was closed; the others stayed open)
+            if goal_id != closing[0][1]:
+                raise InvalidInput(
+                    f"related_to[{i}]",
+                    "closes a second goal; a memory closes one (its findings are consolidated "
+                    "under it): store a closing note for each goal",
+                )
         # The same link named twice (by two id prefixes, say) is one edge, the first given.
         unique: dict[tuple[str, RelationshipType], Link] = {}
         for link in links:
