@@ -711,3 +711,57 @@ def test_a_call_holding_an_integer_too_long_to_read_is_answered_to_its_client(
             assert not error, reply
 
     run(body)
+
+
+def test_params_the_sdk_refuses_are_answered_naming_the_field(tmp_path: Path) -> None:
+    # The SDK answered these "Invalid request parameters", naming nothing: a prompt argument
+    # sent as a number (MCP's are strings) could not be told from a wrong prompt name.
+    import json
+    import select
+
+    proc = subprocess.Popen(
+        octobrain_cmd("mcp"),
+        cwd=tmp_path,
+        env=server_env(tmp_path / "data", OCTOBRAIN_SERVICE_ENABLED="0"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    calls = [
+        ("prompts/get", {"name": "brief", "arguments": {"max_tokens": 500}}),
+        ("tools/call", {"name": "remember", "arguments": ["deploy freeze"]}),
+        ("tools/call", {"name": ["remember"], "arguments": {}}),
+        ("tools/call", {"arguments": {}}),
+    ]
+    lines = [
+        json.dumps(initialize_message()),
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+    ]
+    lines += [
+        json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
+        for i, (method, params) in enumerate(calls, 2)
+    ]
+    lines.append('{"jsonrpc":"2.0","id":"last","method":"ping"}')
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(("\n".join(lines) + "\n").encode())
+    proc.stdin.flush()
+    answers: dict[object, dict[str, Any]] = {}
+    read = b""
+    try:
+        while "last" not in answers:  # (stdin left open: closing it ends the process soon)
+            ready, _, _ = select.select([proc.stdout], [], [], 60)
+            assert ready, "no answer within 60 s"
+            chunk = os.read(proc.stdout.fileno(), 1 << 16)
+            assert chunk, "the server closed its stdout"
+            *whole, read = (read + chunk).split(b"\n")
+            answers.update((a["id"], a) for a in map(json.loads, whole))
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert answers["last"]["result"] == {}  # the session went on
+    assert [answers[i]["error"] for i in range(2, 6)] == [
+        {"code": -32602, "message": "params.arguments.max_tokens: Input should be a valid string"},
+        {"code": -32602, "message": "params.arguments: Input should be a valid dictionary"},
+        {"code": -32602, "message": "params.name: Input should be a valid string"},
+        {"code": -32602, "message": "params.name: Field required"},
+    ]

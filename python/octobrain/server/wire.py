@@ -31,6 +31,7 @@ MAX_IN_FLIGHT = 32
 EXIT_GRACE_S = 0.8
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _OTHER = bytes(b for b in range(256) if b not in b"[]{}")
@@ -274,3 +275,23 @@ def exit_soon(grace: float = EXIT_GRACE_S) -> None:
     timer = threading.Timer(grace, stop)
     timer.daemon = True
     timer.start()
+
+
+async def named_params(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Server middleware: a request whose params the SDK refuses (`"arguments": ["x"]`, a
+    prompt argument that is a number) is answered naming the field and the rule, where the
+    SDK says only "Invalid request parameters". The value sent is not repeated."""
+    from mcp.shared.exceptions import MCPError
+    from pydantic import ValidationError
+
+    from octobrain.errors import cut_middle
+    from octobrain.models import one_line, printable
+
+    try:
+        return await call_next(ctx)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        loc = [str(part) for part in first["loc"]]
+        where = ".".join(loc if loc[:1] == ["params"] else ["params", *loc])
+        where = one_line(printable(cut_middle(where, 200)))  # a key is the client's text
+        raise MCPError(code=INVALID_PARAMS, message=f"{where}: {first['msg']}") from None
