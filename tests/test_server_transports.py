@@ -617,6 +617,58 @@ def test_http_takes_a_clients_answers_and_cancels_when_its_calls_fill_the_sessio
         asyncio.run(at_the_cap())
 
 
+def test_http_a_call_sent_on_the_answer_to_the_last_is_not_refused() -> None:
+    # The SDK answers a call in an event stream that it closes a moment after the answer: the
+    # call's place was freed only then, so a client that sent its next call on reading the
+    # answer was refused 429 in between (the test above failed so under load). Here the
+    # stream stays open until the next call has been answered.
+    from octobrain.server.http import Guard
+
+    done = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        message = json.loads((await receive())["body"])
+        answer = {"jsonrpc": "2.0", "id": message["id"], "result": {}}
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        event = b"event: message\r\ndata: " + json.dumps(answer).encode() + b"\r\n\r\n"
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+        if message["id"] == 1:
+            await done.wait()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    guard = Guard(app, token="", loopback=True, allowed_origins=(), max_in_flight=8)
+
+    async def post(request_id: int, sent: list[dict[str, Any]]) -> None:
+        body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}).encode()
+        headers = [(b"host", b"127.0.0.1"), (b"mcp-session-id", b"s1"),
+                   (b"content-length", str(len(body)).encode())]  # fmt: skip
+        scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
+        messages = iter([{"type": "http.request", "body": body, "more_body": False}])
+
+        async def receive() -> Any:
+            return next(messages, {"type": "http.disconnect"})
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await guard(scope, receive, send)
+
+    async def body() -> None:
+        first: list[dict[str, Any]] = []
+        second: list[dict[str, Any]] = []
+        pending = asyncio.ensure_future(post(1, first))
+        while not any(b'"id": 1' in m.get("body", b"") for m in first):
+            await asyncio.sleep(0.01)
+        await post(2, second)  # sent on the first call's answer, its stream still open
+        done.set()
+        await pending
+        assert second[0]["status"] == 200, second
+        assert guard._in_flight == 0
+
+    asyncio.run(body())
+
+
 def test_stdio_calls_the_client_cancelled_free_their_places_among_those_in_flight(
     tmp_path: Path,
 ) -> None:

@@ -173,9 +173,14 @@ class Guard:
         self._in_flight += 1
         if session is not None:
             self._session_in_flight[session] = self._session_in_flight.get(session, 0) + 1
-        try:
-            await self.app(scope, receive, send)
-        finally:
+        request_id = _request_id(body)
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if not held:
+                return
+            held = False
             self._in_flight -= 1
             if session is not None:
                 left = self._session_in_flight.pop(session) - 1
@@ -183,6 +188,22 @@ class Guard:
                     self._session_in_flight[session] = left
                 if session in self.sessions():  # not a made-up id the SDK answered 404
                     self._last_request[session] = time.monotonic()
+
+        async def answering(message: Message) -> None:
+            # A place is free once the request's answer goes out, before the client can read
+            # it: the SDK answers in an event stream it closes a moment later, and a client
+            # sending its next call on the answer was refused 429 in between.
+            if message["type"] == "http.response.body" and (
+                not message.get("more_body", False)
+                or _answers(message.get("body", b""), request_id)
+            ):
+                release()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, answering)
+        finally:
+            release()
 
     def _room_for_a_request(self, session: str | None, body: bytes) -> Response | None:
         """Past `max_in_flight` POSTs being answered, 503; past `session_in_flight` of them on
@@ -276,6 +297,29 @@ def _is_request(body: bytes) -> bool:
     if not isinstance(message, dict):
         return True
     return "method" in message and message.get("id") is not None
+
+
+def _answers(chunk: bytes, request_id: object) -> bool:
+    """Whether a chunk of an event-stream response carries the answer (a result or an error)
+    to the request `request_id` (None: no request, nothing answers it)."""
+    if request_id is None or b"data:" not in chunk:
+        return False
+    for line in chunk.splitlines():
+        if not line.startswith(b"data:"):
+            continue
+        try:
+            message = json.loads(line[5:])
+        except ValueError:
+            continue
+        if (
+            isinstance(message, dict)
+            and "method" not in message
+            and ("result" in message or "error" in message)
+            and message.get("id") == request_id
+            and type(message.get("id")) is type(request_id)
+        ):
+            return True
+    return False
 
 
 def _request_id(body: bytes) -> object:
