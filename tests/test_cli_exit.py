@@ -1,5 +1,6 @@
-"""A command's process ends without tearing its modules down (`cli.launch.exit_now`): what it
-queued for its exit is still done, and what it printed still arrives whole."""
+"""A command run in a process of its own (`cli.launch`): the bundled model starts loading before
+the command's imports, and the process ends without tearing its modules down (`exit_now`), yet
+what it queued for its exit is still done, and what it printed still arrives whole."""
 
 from __future__ import annotations
 
@@ -108,3 +109,32 @@ def test_exit_now_reports_as_the_interpreter_does(tmp_path: Path) -> None:
     """
     lost = _exit_now(body, tmp_path, capture_output=True)
     assert lost.returncode == 120
+
+
+def test_a_new_process_answers_with_the_bundled_model_it_loaded_ahead(env: dict[str, str]) -> None:
+    env = {**env, "OCTOBRAIN_EMBEDDING_MODEL": "minilm"}
+    scope = ["memory", "--scope", "github.com/acme/api"]
+    content = "API clients are throttled with a token bucket per key: 100 requests a minute."
+    made = octobrain(*scope, "memorize", "-t", "Rate limiting decision", "-c", content,
+                     "--format", "json", env=env)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    found = octobrain(*scope, "remember", "how do we throttle clients", "--format", "json", env=env)
+    assert found.returncode == 0, found.stderr
+    assert [r["id"] for r in json.loads(found.stdout)["results"]] == [json.loads(made.stdout)["id"]]
+
+
+def test_the_config_is_read_ahead_without_a_second_warning_or_error(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # The thread loading the model ahead reads the config too: what is wrong with it is the
+    # command's to say, once.
+    config = tmp_path / "config.toml"
+    env = {**env, "OCTOBRAIN_CONFIG_PATH": str(config)}
+    config.write_text("[search]\nbogus_key = 1\n")
+    warned = octobrain("memory", "--scope", "github.com/acme/api", "remember", "postgres", env=env)
+    assert warned.returncode == 0, warned.stderr
+    assert warned.stderr == f"{config}: unknown config key 'search.bogus_key' is ignored\n"
+    config.write_text("[search\n")
+    broken = octobrain("memory", "--scope", "github.com/acme/api", "remember", "postgres", env=env)
+    assert broken.returncode == 2 and broken.stderr.count("\n") == 1, broken.stderr
+    assert broken.stderr.startswith(f"error: {config}: invalid TOML")

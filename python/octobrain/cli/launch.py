@@ -25,28 +25,39 @@ _MEMORY = {"memorize", "remember", "get", "recent", "stats", "relate", "graph", 
 _HOOKS = {"session-start", "pre-compact", "session-end"}
 
 
-def routable(args: list[str]) -> bool:
-    """Whether the service may answer this command line (else it runs in-process)."""
+# Of those, the ones that embed text as soon as they run (`_load_model_ahead`).
+_EMBEDDING = {("memory", "remember"), ("memory", "memorize"), ("memory", "update"),
+              ("hook", "pre-compact"), ("hook", "session-end")}  # fmt: skip
+
+
+def command_of(args: list[str]) -> tuple[str, str] | None:
+    """`(group, command)` of a command line the service may answer (`("brief", "")`,
+    `("hook", event)`, `("memory", command)`), None for any other."""
     if any(a in ("-h", "--help", "--version", "-V") for a in args) or not args:
-        return False
+        return None
     head, rest = args[0], args[1:]
     if head == "brief":
-        return True
+        return head, ""
     if head == "hook":
-        return bool(rest) and rest[0] in _HOOKS
+        return (head, rest[0]) if rest and rest[0] in _HOOKS else None
     if head != "memory":
-        return False
+        return None
     i = 0
     while i < len(rest) and rest[i].startswith("-"):  # the group's --scope S / --global
         if rest[i] == "--scope":
             i += 1
         elif not (rest[i].startswith("--scope=") or rest[i] == "--global"):
-            return False
+            return None
         i += 1
-    if i >= len(rest) or rest[i] not in _MEMORY:
-        return False
+    return (head, rest[i]) if i < len(rest) and rest[i] in _MEMORY else None
+
+
+def routable(args: list[str]) -> bool:
+    """Whether the service may answer this command line (else it runs in-process)."""
+    command = command_of(args)
     # forget asks for confirmation on a terminal: only the terminal's own process can.
-    return rest[i] != "forget" or not (sys.stdin is not None and sys.stdin.isatty())
+    terminal = sys.stdin is not None and sys.stdin.isatty()
+    return command is not None and not (command == ("memory", "forget") and terminal)
 
 
 # git reads these to find the repository and its remote, so they decide a command's scope: the
@@ -94,6 +105,8 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> NoRetur
         encoding = sys.stdin.encoding if sys.stdin is not None else "utf-8"
         errors = sys.stdin.errors if sys.stdin is not None else "strict"
         sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding=encoding, errors=errors)
+    if command_of(argv) in _EMBEDDING:
+        _load_model_ahead()
     from octobrain.cli.library_log import install
     from octobrain.cli.main import main as cli_main
 
@@ -102,7 +115,41 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> NoRetur
         cli_main(args=argv, prog_name=prog)
     except SystemExit as done:
         exit_now(done.code)
+    except Exception:  # (click leaves a bug's traceback to the interpreter: printed the same)
+        import traceback
+
+        traceback.print_exc()
+        exit_now(1)
     sys.exit(0)  # pragma: no cover - click's standalone mode always exits
+
+
+_AHEAD = "octobrain-model-ahead"
+
+
+def _load_model_ahead() -> None:
+    """Start loading the bundled model (when the config names it) on a thread of its own,
+    before this process imports what the command needs. onnxruntime builds its session
+    without holding the interpreter, so the load goes on while the imports run; the command
+    waits for this load rather than starting another (`embed.local.load_bundled`). The thread
+    is a daemon: a command that ends before it is done (a refused input) does not wait for it,
+    and it ends with `exit_now`, which tears nothing down under it. Anything that fails here is
+    left for the command's own load to report."""
+    import threading
+
+    def load() -> None:
+        try:
+            from octobrain.config.loader import load_config, log
+            from octobrain.modelspec import parse_model_spec
+
+            log.addFilter(lambda record: record.threadName != _AHEAD)  # (the command warns)
+            if parse_model_spec(load_config().embedding.model).bundled:
+                from octobrain.embed.local import load_bundled
+
+                load_bundled()
+        except Exception:  # (see above)
+            return
+
+    threading.Thread(target=load, name=_AHEAD, daemon=True).start()
 
 
 def exit_now(code: object) -> NoReturn:

@@ -183,8 +183,9 @@ def _load_fastembed(name: str, allow_download: bool) -> Any:
 RUN_TEXTS = 8
 
 
-def _load_bundled() -> MeanPooledOnnx:
-    """The bundled model, checked and laid out (`bundled_model_dir`), once per process."""
+def load_bundled() -> MeanPooledOnnx:
+    """The bundled model, checked and laid out (`bundled_model_dir`), once per process (a
+    caller while another thread loads it waits for that load)."""
     with _LOAD_LOCK:
         if not _BUNDLED:
             try:
@@ -237,7 +238,7 @@ class LocalEmbedder(BaseEmbedder):
             loading.join()
         if self._model is None:
             self._model = (
-                _load_bundled()
+                load_bundled()
                 if self._spec.bundled
                 else _load_fastembed(self._spec.name, self._allow_download)
             )
