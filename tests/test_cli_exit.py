@@ -138,3 +138,15 @@ def test_the_config_is_read_ahead_without_a_second_warning_or_error(
     broken = octobrain("memory", "--scope", "github.com/acme/api", "remember", "postgres", env=env)
     assert broken.returncode == 2 and broken.stderr.count("\n") == 1, broken.stderr
     assert broken.stderr.startswith(f"error: {config}: invalid TOML")
+
+
+def test_a_profiled_command_still_writes_its_profile(env: dict[str, str], tmp_path: Path) -> None:
+    # cProfile (and a debugger, coverage) report once the command returns: such a process exits
+    # the interpreter's usual way.
+    out = tmp_path / "stats.prof"
+    done = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "octobrain", "memory", "stats"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_size > 0

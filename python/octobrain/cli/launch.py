@@ -165,8 +165,8 @@ def exit_now(code: object) -> NoReturn:
 
     shutdown = getattr(threading, "_shutdown", None)
     run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
-    if shutdown is None or run_exitfuncs is None:
-        raise SystemExit(code)
+    if shutdown is None or run_exitfuncs is None or sys.getprofile() or sys.gettrace():
+        raise SystemExit(code)  # (a profiler or debugger writes its report on the way out)
     if code is None:
         status = 0
     elif isinstance(code, int):
