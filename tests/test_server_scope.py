@@ -350,6 +350,24 @@ def test_a_scope_capability_not_a_string_is_refused_not_the_cwds_project(
     assert not found.hits
 
 
+@pytest.mark.parametrize("session", [PROJECT_B, ["scope", PROJECT_B], 7, True])
+def test_a_session_capability_not_an_object_is_refused_not_the_cwds_project(session: Any) -> None:
+    # `experimental.session` given as the scope itself (or another shape, sent raw: the SDK
+    # client will not): it was taken as naming nothing, and the session's writes went to the
+    # server's working-directory project. Every call of such a session is refused so, as one
+    # with a malformed `scope` is (the test above).
+    from octobrain.errors import InvalidInput
+    from octobrain.server.scoping import lock_from_capability
+
+    with pytest.raises(InvalidInput) as refused:
+        lock_from_capability({"session": session})
+    assert str(refused.value) == (
+        "experimental.session: must be an object ({scope, role, session_id, git}), "
+        f"got {type(session).__name__}"
+    )
+    assert lock_from_capability({"other": PROJECT_B}) is None  # (another capability)
+
+
 def test_roots_answered_late_once_lock_the_sessions_later_calls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -47,8 +47,13 @@ def lock_from_capability(experimental: dict[str, Any] | None) -> ScopeLock | Non
     if not experimental:
         return None
     session = experimental.get("session")
-    if not isinstance(session, dict):
+    if session is None:
         return None
+    if not isinstance(session, dict):  # (a scope sent as the value fell back to the cwd's)
+        raise InvalidInput(
+            "experimental.session",
+            f"must be an object ({{scope, role, session_id, git}}), got {type(session).__name__}",
+        )
     scope = session.get("scope")
     if scope is not None and not isinstance(scope, str):  # (it fell back to the cwd's project)
         raise InvalidInput(
