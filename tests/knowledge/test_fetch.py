@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import time
 import tracemalloc
@@ -298,3 +299,39 @@ def test_url_age_triggers_a_check_and_the_hash_decides(
     result = stale.search("ninety widgets per page", source=url)
     assert result.indexed is not None and result.indexed.status == "reindexed"
     assert "ninety" in result.hits[0].text and server.hits["/page"] == 3
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 300_000 + b"\r\n\r\n", "is not valid HTTP"),
+        (b"NOT HTTP AT ALL\r\n\r\n", "is not valid HTTP"),
+        (b"", "is not valid HTTP"),
+    ],
+)
+def test_a_broken_http_answer_is_said_in_words(
+    make_knowledge: MakeKnowledge, answer: bytes, said: str
+) -> None:
+    # It was "source: http://…: RemoteProtocolError: Receive buffer too long" (a class name
+    # of the HTTP library's; headers of 20 MB).
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            with contextlib.suppress(OSError):
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    k = make_knowledge(allow_private_hosts=LOCAL, fetch_timeout_secs=10.0)
+    with pytest.raises(InvalidInput) as refused:
+        k.read(f"http://127.0.0.1:{port}/page")
+    listener.close()
+    message = str(refused.value)
+    assert f"the server's answer {said}" in message and "Error" not in message, message

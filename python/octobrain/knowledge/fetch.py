@@ -246,7 +246,26 @@ def _failed(
     """What a transport error means: past the deadline, the connection `_cut_at` closed."""
     if time.monotonic() >= deadline:
         return timed_out
-    return FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}")
+    what = _in_words(exc)
+    if what is None:
+        return FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}")
+    return FetchError(f"{ref.uri}: {what}" + (f" ({exc})" if str(exc) else ""))
+
+
+def _in_words(exc: BaseException) -> str | None:
+    """What a transport failure means, in words (httpx's class names are its own vocabulary);
+    None for one not named here."""
+    import httpx
+
+    failures: list[tuple[type[BaseException], str]] = [
+        (httpx.ConnectError, "cannot connect to the server"),
+        (httpx.RemoteProtocolError, "the server's answer is not valid HTTP"),
+        (httpx.ReadError, "the connection failed while the answer was read"),
+        (httpx.WriteError, "the connection failed while the request was sent"),
+        (httpx.ProxyError, "the proxy refused the request"),
+        (httpx.DecodingError, "the answer's content encoding is broken"),
+    ]
+    return next((said for kind, said in failures if isinstance(exc, kind)), None)
 
 
 def _default_port(url: httpx.URL) -> int:
