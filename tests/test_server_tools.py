@@ -654,3 +654,42 @@ def test_a_list_of_repeats_past_the_schemas_max_items_is_refused(locked: Any) ->
             assert not error and "Tags: release\n" in reply, reply
 
     run(body)
+
+
+def test_what_a_refused_knowledge_call_read_is_let_go_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A refused document (45 MB in one section: too many chunks) stayed held by the frames of
+    # the error's traceback, and the server's memory grew by its size with each call naming it;
+    # a call that grew the process hands what it freed back to the system.
+    import gc
+    import weakref
+
+    import octobrain.server.pool as pool_module
+    from octobrain.errors import InvalidInput
+
+    pool = hash_pool(tmp_path / "db")
+    trims: list[int] = []
+    monkeypatch.setattr(pool_module, "trim_heap", lambda: trims.append(1))
+    grown = iter([0, 2 * pool_module.TRIM_AFTER])
+    monkeypatch.setattr(pool_module, "resident_bytes", lambda: next(grown))
+
+    class Document:
+        text = "word " * 1000
+
+    held: list[weakref.ref[Document]] = []
+
+    def refuse(_knowledge: object) -> None:
+        document = Document()
+        held.append(weakref.ref(document))
+        raise InvalidInput("source", "makes more than 10,000 chunks")
+
+    gc.disable()  # (the frames must let it go themselves, not a later collection)
+    try:
+        with pytest.raises(InvalidInput) as refused:
+            pool.call_knowledge(PROJECT_A, tmp_path, None, refuse)
+        # The error is still held (as while its answer is made), the document no longer.
+        assert refused.value.field == "source" and held[0]() is None
+    finally:
+        gc.enable()
+    assert trims == [1]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import os
 import sys
 from typing import Any
 
-__all__ = ["collect_later", "trim_heap"]
+__all__ = ["collect_later", "resident_bytes", "trim_heap"]
 
 _malloc_trim: Any = None
 _collect_due = False
@@ -40,3 +41,13 @@ def trim_heap() -> None:
         arrow.default_memory_pool().release_unused()
     if _malloc_trim:
         _malloc_trim(0)
+
+
+def resident_bytes() -> int | None:
+    """This process's resident set now (None where `/proc` does not tell)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            pages = int(statm.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import traceback
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from octobrain.config import Config, load_config
+from octobrain.heap import resident_bytes, trim_heap
 
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
@@ -37,6 +39,10 @@ log = logging.getLogger(__name__)
 # call, so the least recently used beyond this are dropped (they share the root's model, store
 # and mirror, and hold nothing of their own that is not written: rebuilt when named again).
 SCOPES_KEPT = 64
+# A knowledge call that grew the process by more than this hands what it freed back to the
+# system after it (`heap.trim_heap`): a 45 MB file read, normalised and cut left the server 0.4
+# GB larger after each search naming it.
+TRIM_AFTER = 64 << 20
 
 
 class BrainPool:
@@ -205,7 +211,18 @@ class BrainPool:
                 )
                 _keep(self._knowledge, key, knowledge)
         with self._knowledge_lock:
-            return fn(knowledge)
+            before = resident_bytes()
+            try:
+                return fn(knowledge)
+            except Exception as exc:
+                # A refused document (too many chunks, too large) is held by the frames of
+                # the error's traceback: freed now, as the answer names only the error.
+                traceback.clear_frames(exc.__traceback__)
+                raise
+            finally:
+                after = resident_bytes()
+                if before is not None and after is not None and after - before > TRIM_AFTER:
+                    trim_heap()  # (a document read and cut: what it held stays with malloc)
 
     def embed(self, work: Callable[[], T]) -> T:
         """Run an `ingest`'s embedding (`IngestPlan.embed`) outside the pool lock, one at a
