@@ -180,6 +180,28 @@ def test_absent_service_is_spawned_and_then_used(env: dict[str, str]) -> None:
     assert _served() == 1
 
 
+def test_a_command_that_finds_no_service_starts_one_once_it_is_done(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Started at the command's start, even a service waiting to load took its interpreter's
+    # start and imports from the command (0.1 s of 0.7 s on two cores). Here the command is
+    # held at its output (a pipe nobody reads): no service may be running yet.
+    body = "The deploy pipeline promotes a build from staging to production. " * 60
+    for i in range(24):
+        _memorize(env, f"Deploy step {i}", f"{body} Step {i}.", service=False)
+    argv = [sys.executable, "-m", "octobrain", "memory", "--scope", SCOPE, "recent",
+            "--limit", "50", "--format", "json"]  # fmt: skip
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, cwd=tmp_path) as proc:
+        assert proc.stdout is not None
+        first = proc.stdout.read(1)  # its output began: the rest waits for this pipe
+        assert first == b"["
+        time.sleep(0.5)
+        assert proc.poll() is None and _status() is None
+        assert len(first + proc.stdout.read()) > 96 * 1024
+        assert proc.wait(60) == 0
+    assert _wait(lambda: (_status() or {}).get("loaded") is True, 90), _status()
+
+
 # A process that starts the service the way a command that found none does, then lives on
 # until its stdin closes (as the command runs in-process meanwhile).
 _SPAWNER = """
