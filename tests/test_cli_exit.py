@@ -150,3 +150,51 @@ def test_a_profiled_command_still_writes_its_profile(env: dict[str, str], tmp_pa
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert out.stat().st_size > 0
+
+
+def test_a_ctrl_c_in_the_import_system_waits_until_it_is_out(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Once the model loads ahead, two threads import. A Ctrl-C raised inside importlib's own
+    # locking (between taking its global lock and the `try` giving it back) left that lock held,
+    # and the process hung. Here the Ctrl-C lands in one of importlib's frames, as it can: it is
+    # sent again, lands outside, and the command is interrupted as before.
+    script = """
+        import signal, sys
+        from octobrain.cli import launch
+
+        frames = []
+        class Spy:
+            def find_spec(self, name, path=None, target=None):
+                frames.append(sys._getframe(1))  # importlib's own frame, running this finder
+        sys.meta_path.insert(0, Spy())
+        try:
+            import octobrain_no_such_module
+        except ImportError:
+            pass
+        del sys.meta_path[0]
+        assert frames[0].f_code.co_filename.startswith("<frozen importlib.")
+        launch._load_model_ahead()
+        try:
+            signal.getsignal(signal.SIGINT)(signal.SIGINT, frames[0])
+        except KeyboardInterrupt:
+            sys.exit("raised inside importlib")
+        try:
+            while True:  # (sent again a moment later: the loop is where it lands)
+                pass
+        except KeyboardInterrupt:
+            print("raised outside")
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, "raised outside\n", "")
+    # An ignored SIGINT (a command started in the background) stays ignored.
+    ignored = subprocess.run(
+        [sys.executable, "-c", "import signal; from octobrain.cli import launch; "
+         "signal.signal(signal.SIGINT, signal.SIG_IGN); launch._load_model_ahead(); "
+         "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    assert ignored.stdout == "True\n", ignored.stderr

@@ -9,15 +9,19 @@ this process instead (`octobrain.cli.main`), with the same output.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
+import signal
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 from octobrain.cli.mcp_relay import run_mcp
 from octobrain.cli.service_client import HOOK_INPUT_BYTES, Fallback, load_settings, run_remote
 
 if TYPE_CHECKING:
+    from types import FrameType
     from typing import NoReturn
 
 # Subcommands the service answers: quick, non-interactive, output on stdout/stderr only.
@@ -134,7 +138,11 @@ def _load_model_ahead() -> None:
     is a daemon: a command that ends before it is done (a refused input) does not wait for it,
     and it ends with `exit_now`, which tears nothing down under it. Anything that fails here is
     left for the command's own load to report."""
-    import threading
+    # From here two threads import: a Ctrl-C must not land in the import system's own locking.
+    # (Only in place of the interpreter's handler: an ignored SIGINT stays ignored.)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        with contextlib.suppress(ValueError):  # (not the main thread: its host's business)
+            signal.signal(signal.SIGINT, _interrupt_outside_imports)
 
     def load() -> None:
         try:
@@ -150,6 +158,35 @@ def _load_model_ahead() -> None:
             return
 
     threading.Thread(target=load, name=_AHEAD, daemon=True).start()
+
+
+def _interrupt_outside_imports(signum: int, frame: FrameType | None) -> None:
+    """Ctrl-C as the interpreter takes it (`KeyboardInterrupt`), except in the import system's
+    own code, where it is sent again a moment later, until it lands outside. Raised between
+    importlib taking its global lock and the `try` that gives it back (a callback run as a
+    module's lock is freed), it left that lock held for good; the thread loading the model
+    ahead, importing too, waited for it while holding the lock of a module this thread then
+    waited for, and the process hung until a second Ctrl-C (2 of 8 Ctrl-Cs 0.15 s into
+    `memory remember`)."""
+    code = None if frame is None else frame.f_code
+    if code is not None and (
+        code.co_filename.startswith("<frozen importlib.")
+        or code is _interrupt_outside_imports.__code__  # (sent again while this ran)
+    ):
+        again = threading.Timer(0.01, _interrupt_main, (signum,))
+        again.daemon = True
+        again.start()
+        return
+    signal.default_int_handler(signum, frame)
+
+
+def _interrupt_main(signum: int) -> None:
+    """Send `signum` to the main thread: a signal wakes it from a wait, as the first did."""
+    main = threading.main_thread().ident
+    if hasattr(signal, "pthread_kill") and main is not None:
+        signal.pthread_kill(main, signum)
+    else:
+        _thread.interrupt_main(signal.Signals(signum))
 
 
 def exit_now(code: object) -> NoReturn:
