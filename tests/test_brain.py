@@ -290,6 +290,40 @@ def test_access_is_counted_when_a_cli_remember_returns(tmp_path: Path) -> None:
     assert json.loads(cli("get", mid["id"], "--format", "json"))["access_count"] == 1
 
 
+def test_the_exit_flush_waits_for_a_commit_the_background_thread_is_making(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process's exit flush found nothing queued while the background thread was committing
+    # the bumps it had taken, and returned: the process then ended (`exit_now`) with that
+    # commit half made, and the accesses were never counted.
+    import threading
+
+    from octobrain.memory.access import AccessQueue
+    from octobrain.store import MemoryStore
+
+    brain = make_brain()
+    hit, _ = brain.memorize(*TOKEN_BUCKET)
+    committing, release = threading.Event(), threading.Event()
+    real = MemoryStore.record_access
+
+    def slow(self: MemoryStore, *args: Any, **kwargs: Any) -> int:
+        committing.set()
+        assert release.wait(30)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(MemoryStore, "record_access", slow)
+    queue = AccessQueue(brain.store, ACCESS_WINDOW)
+    queue.add([hit.id], utcnow())
+    assert committing.wait(30)  # the background thread took the bump and is committing it
+    flushed = threading.Thread(target=queue.flush)
+    flushed.start()
+    flushed.join(0.5)
+    assert flushed.is_alive()  # the exit flush waits for it
+    release.set()
+    flushed.join(30)
+    assert make_brain().get(hit.id).access_count == 1
+
+
 def test_filters(make_brain: MakeBrain) -> None:
     brain = make_brain()
     decision, _ = brain.memorize(*TOKEN_BUCKET, memory_type="decision", tags=["api"])

@@ -46,6 +46,7 @@ class AccessQueue:
         self._latest: datetime | None = None
         self._mirrors: weakref.WeakSet[Mirror] = weakref.WeakSet()
         self._lock = threading.Lock()
+        self._committing = threading.Lock()  # held by a flush while it commits
         self._thread: threading.Thread | None = None
         atexit.register(self.flush)
 
@@ -64,21 +65,24 @@ class AccessQueue:
                 self._thread.start()
 
     def flush(self) -> None:
-        """Commit every queued bump now, in one commit stamped with the latest access time."""
-        with self._lock:
-            ids, when = sorted(self._pending), self._latest
-            self._pending, self._latest = set(), None
-            mirrors = list(self._mirrors)
-        if not ids or when is None:
-            return
-        try:
-            version = self._store.record_access(ids, when, min_interval=self._window)
-        except StorageError as exc:  # a read-only store still answers questions
-            log.warning("access counts not recorded: %s", exc)
-            return
-        except Exception:
-            log.warning("access counts not recorded", exc_info=True)
-            return
+        """Commit every queued bump now, in one commit stamped with the latest access time;
+        a commit the background thread is making is waited for first (the process's exit
+        flush must not end it half made, `cli.launch.exit_now`)."""
+        with self._committing:
+            with self._lock:
+                ids, when = sorted(self._pending), self._latest
+                self._pending, self._latest = set(), None
+                mirrors = list(self._mirrors)
+            if not ids or when is None:
+                return
+            try:
+                version = self._store.record_access(ids, when, min_interval=self._window)
+            except StorageError as exc:  # a read-only store still answers questions
+                log.warning("access counts not recorded: %s", exc)
+                return
+            except Exception:
+                log.warning("access counts not recorded", exc_info=True)
+                return
         for mirror in mirrors:
             mirror.note_own_access(ids, when, version)
 
