@@ -585,3 +585,30 @@ def test_a_sweep_that_cannot_be_kept_fails_no_pass(
         sweep.save(location, "github.com/acme/api", sweep.Sweep(newest=(1, "a")))
     assert "where this pass stopped was not kept" in caplog.text
     assert sweep.load(location, "github.com/acme/api") == sweep.Sweep()
+
+
+def test_a_sweep_that_cannot_be_read_starts_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An object store's own error (unreachable, access denied) or a record nested past
+    # reading failed the whole sleep pass, while one that could not be written did not.
+    from octobrain.memory import sweep
+    from octobrain.store.location import StoreLocation
+
+    class BucketError(Exception):
+        pass
+
+    def unreachable(self: StoreLocation, name: str) -> None:
+        raise BucketError("the bucket did not answer")
+
+    location = StoreLocation(str(tmp_path / "db"))
+    monkeypatch.setattr(StoreLocation, "read_json", unreachable)
+    with caplog.at_level("WARNING"):
+        assert sweep.load(location, "github.com/acme/api") == sweep.Sweep()
+    assert "could not be read (the bucket did not answer)" in caplog.text
+
+    def nested(self: StoreLocation, name: str) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(StoreLocation, "read_json", nested)
+    assert sweep.load(location, "github.com/acme/api") == sweep.Sweep()

@@ -178,7 +178,10 @@ def load(location: StoreLocation, scope: str) -> Sweep:
     """The scope's sweep as the last pass left it; a first pass's when it cannot be read."""
     try:
         return Sweep.from_record(location.read_json(record_name(scope)), scope)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # (a record nested past reading)
+        return Sweep()
+    except Exception as exc:  # (an object store's errors are classes of its own)
+        log.warning("conflict check: where the last pass stopped could not be read (%s)", exc)
         return Sweep()
 
 
