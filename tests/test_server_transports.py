@@ -817,3 +817,26 @@ def test_params_the_sdk_refuses_are_answered_naming_the_field(tmp_path: Path) ->
         {"code": -32602, "message": "params.name: Input should be a valid string"},
         {"code": -32602, "message": "params.name: Field required"},
     ]
+
+
+def test_only_a_request_s_own_params_are_answered_as_the_client_s_mistake() -> None:
+    # A model the server itself built wrongly (a bug) was answered -32602 "params.…", as if
+    # the client had sent it.
+    import mcp_types
+    from mcp.shared.exceptions import MCPError
+    from pydantic import ValidationError
+
+    from octobrain.server.wire import INVALID_PARAMS, named_params
+
+    async def server_bug(_ctx: Any) -> Any:
+        return mcp_types.TextContent.model_validate({"type": "text", "text": 7})
+
+    async def client_params(_ctx: Any) -> Any:
+        return mcp_types.CallToolRequestParams.model_validate({"name": "x", "arguments": ["x"]})
+
+    with pytest.raises(ValidationError):
+        asyncio.run(named_params(None, server_bug))
+    with pytest.raises(MCPError) as refused:
+        asyncio.run(named_params(None, client_params))
+    assert refused.value.error.code == INVALID_PARAMS
+    assert refused.value.error.message == "params.arguments: Input should be a valid dictionary"

@@ -290,8 +290,13 @@ async def named_params(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> 
     try:
         return await call_next(ctx)
     except ValidationError as exc:
+        # Only a request's own model (`CallToolRequestParams`, `GetPromptRequest`): one the
+        # server made wrongly is its own error, not the client's params.
+        if not exc.title.endswith(("Params", "Request")):
+            raise
         first = exc.errors(include_url=False, include_input=False)[0]
         loc = [str(part) for part in first["loc"]]
         where = ".".join(loc if loc[:1] == ["params"] else ["params", *loc])
-        where = one_line(printable(cut_middle(where, 200)))  # a key is the client's text
-        raise MCPError(code=INVALID_PARAMS, message=f"{where}: {first['msg']}") from None
+        said = f"{where}: {first['msg']}"  # (keys, and a union's tag in a message, are sent)
+        message = one_line(printable(cut_middle(said, 400)))
+        raise MCPError(code=INVALID_PARAMS, message=message) from None
