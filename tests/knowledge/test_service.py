@@ -566,3 +566,36 @@ def test_an_index_run_again_after_the_tables_started_over_shows_its_progress_onc
     total = report.embedded
     assert shown == [(min(done, total), total) for done in range(64, total + 64, 64)]
     assert [h.title for h in kb.search("Part 7 word").hits][:1] == ["Big"]
+
+
+def test_a_file_refused_for_its_chunks_is_refused_again_without_being_read(
+    make_knowledge: MakeKnowledge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each call naming it read, extracted and cut the whole file again before the same refusal
+    # (a 45 MB file of one line: 1.35 s of CPU a call, from any client that names it).
+    import octobrain.knowledge.service as service
+    from octobrain.knowledge.sources import Fetched, SourceRef
+
+    book = tmp_path / "book.md"
+    book.write_text("\n\n".join(f"# Part {i}\n\n" + "word " * 300 for i in range(40)))
+    reads: list[str] = []
+    real = service.read_file
+
+    def counted(ref: SourceRef, max_bytes: int) -> Fetched:
+        reads.append(ref.uri)
+        return real(ref, max_bytes)
+
+    monkeypatch.setattr(service, "read_file", counted)
+    k = make_knowledge(max_source_chunks=10)
+    for _ in range(3):
+        with pytest.raises(InvalidInput, match=r"book\.md makes more than 10 chunks"):
+            k.search("word", source="book.md")
+    assert len(reads) == 1
+    with book.open("a") as f:  # changed: read again (and here still refused)
+        f.write("\nmore words\n")
+    with pytest.raises(InvalidInput, match=r"makes more than 10 chunks"):
+        k.index("book.md")
+    assert len(reads) == 2
+    # Other settings cut it otherwise: read again, and indexed.
+    assert make_knowledge(max_source_chunks=1000).index("book.md").status == "indexed"
+    assert len(reads) == 3

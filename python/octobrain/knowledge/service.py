@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -76,6 +79,54 @@ MAX_CONTEXT = 10
 # cost its whole program at every byte (minutes over a few megabytes).
 MATCH_SECONDS = 10.0
 EMBED_BATCH = 64  # chunks per embedding call (the progress bar's step)
+
+
+class ChunkCapExceeded(InvalidInput):
+    """A document that makes more chunks than `knowledge.max_source_chunks` (nothing indexed)."""
+
+    def __init__(self, rule: str) -> None:
+        super().__init__("source", rule)
+
+
+class _Refusals:
+    """The local files refused for their chunk count, by what they were when read (device,
+    inode, size, modification time) and the settings that cut them: naming one again, unchanged,
+    is refused after a `stat`, instead of reading, extracting and cutting it again (a 45 MB file
+    of one line: 1.35 s of CPU every call). At most `KEPT`, the oldest dropped."""
+
+    KEPT = 256
+
+    def __init__(self) -> None:
+        self._refused: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(ref: SourceRef, config: Config, st: os.stat_result) -> tuple[Any, ...]:
+        k = config.knowledge
+        cut = (k.chunk_size, k.chunk_overlap, k.parent_size, k.max_source_chunks)
+        return (ref.uri, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, *cut)
+
+    def get(self, ref: SourceRef, config: Config) -> str | None:
+        """The refusal of `ref` as it is now, if it was refused so before."""
+        if ref.kind is not SourceKind.FILE or ref.path is None:
+            return None
+        try:
+            st = os.stat(ref.path)
+        except OSError:
+            return None  # (the read says what is wrong)
+        with self._lock:
+            return self._refused.get(self._key(ref, config, st))
+
+    def add(self, ref: SourceRef, config: Config, fetched: Fetched, rule: str) -> None:
+        if ref.kind is not SourceKind.FILE or fetched.stat is None:
+            return
+        with self._lock:
+            self._refused[self._key(ref, config, fetched.stat)] = rule
+            while len(self._refused) > self.KEPT:
+                self._refused.popitem(last=False)
+
+
+_REFUSED = _Refusals()
 
 
 def content_hash(text: str) -> str:
@@ -264,6 +315,9 @@ class Knowledge:
         now = utcnow()
         if existing is not None and lazy and not force and self._fresh(ref, existing, now):
             return IndexReport(SourceInfo.from_row(existing), "fresh", 0)
+        known = _REFUSED.get(ref, self.config)
+        if known is not None:  # the same file, unchanged: refused again without reading it
+            raise InvalidInput("source", known)
         fetched = self._fetch(ref)
         document = extract(fetched, self.config.knowledge.max_source_bytes)
         digest = content_hash(document.text)
@@ -280,7 +334,11 @@ class Knowledge:
         scope = existing["scope"] if existing is not None else ("" if global_ else self.scope)
         status: IndexStatus = "indexed" if existing is None else "reindexed"
         size = len(fetched.data)
-        row, embedded = self._write(document, scope, "", digest, fetched.mtime, size, progress)
+        try:
+            row, embedded = self._write(document, scope, "", digest, fetched.mtime, size, progress)
+        except ChunkCapExceeded as exc:
+            _REFUSED.add(ref, self.config, fetched, exc.rule)
+            raise
         return IndexReport(SourceInfo.from_row(row), status, embedded)
 
     def _fresh(self, ref: SourceRef, row: dict[str, Any], now: datetime) -> bool:
@@ -359,11 +417,10 @@ class Knowledge:
                 max_chunks=k.max_source_chunks,
             )
         except TooManyChunks as exc:
-            raise InvalidInput(
-                "source",
+            raise ChunkCapExceeded(
                 f"{document.uri} makes more than {exc.limit:,} chunks, the "
                 "knowledge.max_source_chunks; nothing was indexed (index a part of it, or "
-                "raise the setting)",
+                "raise the setting)"
             ) from None
         now = utcnow()
         sid = source_id(document.uri, scope, session_id)

@@ -54,6 +54,7 @@ class Fetched:
     content_type: str = ""  # the HTTP Content-Type (URLs only), lowercased, without parameters
     charset: str = ""  # the charset the HTTP Content-Type names, if any (URLs only)
     mtime: float = 0.0  # local files only
+    stat: os.stat_result | None = None  # local files only: the status of the file read
 
 
 def parse_source(source: str, *, cwd: Path | None = None) -> SourceRef:
@@ -159,7 +160,7 @@ def read_file(ref: SourceRef, max_bytes: int) -> Fetched:
             raise InvalidInput(
                 "source", f"{path} {size} the {max_bytes}-byte cap (knowledge.max_source_bytes)"
             ) from None
-    return Fetched(ref, data, mtime=st.st_mtime)
+    return Fetched(ref, data, mtime=st.st_mtime, stat=st)
 
 
 def file_mtime(ref: SourceRef) -> float | None:
