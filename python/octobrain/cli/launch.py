@@ -198,7 +198,6 @@ def exit_now(code: object) -> NoReturn:
     the kernel takes back whole. Without the interpreter's hooks for this (private names), the
     process exits the usual way."""
     import atexit
-    import threading
 
     shutdown = getattr(threading, "_shutdown", None)
     run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)

@@ -43,7 +43,7 @@ from octobrain.cli.service_client import (
     build_id,
     load_settings,
 )
-from octobrain.heap import trim_heap
+from octobrain.heap import resident_bytes, trim_heap
 
 if TYPE_CHECKING:
     from octobrain.config import Config
@@ -318,7 +318,7 @@ class Service:
                 "mcp_sessions": self.sessions,
                 "socket": str(self.settings.socket_path),
                 "config": str(self.settings.config_file),
-                "rss_mb": _rss_mb(),
+                "rss_mb": (resident_bytes() or 0) / (1 << 20),
             }
 
     # ---- one connection ------------------------------------------------------------------
@@ -523,17 +523,6 @@ def _writer(buffer: io.BytesIO, encoding: object, errors: object) -> io.TextIOWr
         errors=errors if isinstance(errors, str) else "strict",
         write_through=True,
     )
-
-
-def _rss_mb() -> float:
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return 0.0
 
 
 def _spawner_fd() -> int | None:

@@ -59,7 +59,8 @@ def _key(uri: str) -> str:
 
 
 def _spelled(uri: str) -> str:
-    """The key of the marks left before `_key`: `uri` as spelled, a local one made absolute."""
+    """The key of a mark by spelling (module doc): `uri` as spelled, a local one made
+    absolute. The marks left before `_key` existed are all such."""
     return uri if is_remote(uri) else os.path.abspath(uri)
 
 
