@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -353,16 +354,12 @@ def test_a_client_that_never_reads_its_answers_is_not_read_past_the_in_flight_ca
     assert (before, after) == (3 + MAX_IN_FLIGHT, 3 + MAX_IN_FLIGHT + 5)  # notes need no answer
 
 
-def test_messages_the_sdk_cannot_read_are_answered_and_never_stall_the_session(
-    tmp_path: Path,
-) -> None:
-    # The SDK drops, without an answer, a message it cannot read (a lone surrogate, another
-    # jsonrpc version) and takes one with an object id for a notification: each used to hold
-    # a place among the requests in flight for good, and 32 of them silenced the session.
-    import json
+@contextlib.contextmanager
+def raw_stdio(tmp_path: Path) -> Iterator[tuple[Callable[[str], None], Callable[[], Any]]]:
+    """An in-process `octobrain mcp` over stdio driven line by line: (send a line, read the
+    next answer). Lines read from the pipe wait here for their turn, not in a buffered reader
+    that `select` cannot see; the server is killed at the end."""
     import select
-
-    from octobrain.server.wire import MAX_IN_FLIGHT
 
     proc = subprocess.Popen(
         octobrain_cmd("mcp"),
@@ -373,28 +370,40 @@ def test_messages_the_sdk_cannot_read_are_answered_and_never_stall_the_session(
         stderr=subprocess.DEVNULL,
     )
     assert proc.stdin is not None and proc.stdout is not None
-
-    def send(message: str) -> None:
-        assert proc.stdin is not None
-        proc.stdin.write(message.encode() + b"\n")
-        proc.stdin.flush()
-
+    stdin, stdout = proc.stdin, proc.stdout
     pending = bytearray()  # read from the pipe, not yet a whole line
 
-    def answer() -> dict[str, object]:
-        # Lines already read stay here, not in a buffered reader that `select` cannot see.
-        assert proc.stdout is not None
+    def send(line: str) -> None:
+        stdin.write(line.encode() + b"\n")
+        stdin.flush()
+
+    def answer() -> Any:
         while b"\n" not in pending:
-            ready, _, _ = select.select([proc.stdout], [], [], 60)
+            ready, _, _ = select.select([stdout], [], [], 60)
             assert ready, "no answer within 60 s"
-            chunk = os.read(proc.stdout.fileno(), 1 << 16)
+            chunk = os.read(stdout.fileno(), 1 << 16)
             assert chunk, "the server closed its stdout"
             pending.extend(chunk)
         line, _, rest = bytes(pending).partition(b"\n")
         pending[:] = rest
-        return dict(json.loads(line))
+        return json.loads(line)
 
     try:
+        yield send, answer
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_messages_the_sdk_cannot_read_are_answered_and_never_stall_the_session(
+    tmp_path: Path,
+) -> None:
+    # The SDK drops, without an answer, a message it cannot read (a lone surrogate, another
+    # jsonrpc version) and takes one with an object id for a notification: each used to hold
+    # a place among the requests in flight for good, and 32 of them silenced the session.
+    from octobrain.server.wire import MAX_IN_FLIGHT
+
+    with raw_stdio(tmp_path) as (send, answer):
         send(
             '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":'
             '"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}'
@@ -411,12 +420,9 @@ def test_messages_the_sdk_cannot_read_are_answered_and_never_stall_the_session(
             send(bad[i % 3] % (i + 1))
         send('{"jsonrpc":"2.0","id":"last","method":"ping"}')
         answers = [answer() for _ in range(MAX_IN_FLIGHT + 9)]
-    finally:
-        proc.kill()
-        proc.communicate()
     assert answers[-1] == {"jsonrpc": "2.0", "id": "last", "result": {}}
     refused = answers[:-1]
-    assert all(a["error"]["code"] == -32600 for a in refused)  # type: ignore[index]
+    assert all(a["error"]["code"] == -32600 for a in refused)
     expected = [i + 1 if i % 3 < 2 else None for i in range(MAX_IN_FLIGHT + 8)]
     assert [a["id"] for a in refused] == expected
 
@@ -768,48 +774,22 @@ def test_a_call_holding_an_integer_too_long_to_read_is_answered_to_its_client(
 def test_params_the_sdk_refuses_are_answered_naming_the_field(tmp_path: Path) -> None:
     # The SDK answered these "Invalid request parameters", naming nothing: a prompt argument
     # sent as a number (MCP's are strings) could not be told from a wrong prompt name.
-    import json
-    import select
-
-    proc = subprocess.Popen(
-        octobrain_cmd("mcp"),
-        cwd=tmp_path,
-        env=server_env(tmp_path / "data", OCTOBRAIN_SERVICE_ENABLED="0"),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
     calls = [
         ("prompts/get", {"name": "brief", "arguments": {"max_tokens": 500}}),
         ("tools/call", {"name": "remember", "arguments": ["deploy freeze"]}),
         ("tools/call", {"name": ["remember"], "arguments": {}}),
         ("tools/call", {"arguments": {}}),
     ]
-    lines = [
-        json.dumps(initialize_message()),
-        '{"jsonrpc":"2.0","method":"notifications/initialized"}',
-    ]
-    lines += [
-        json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
-        for i, (method, params) in enumerate(calls, 2)
-    ]
-    lines.append('{"jsonrpc":"2.0","id":"last","method":"ping"}')
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(("\n".join(lines) + "\n").encode())
-    proc.stdin.flush()
     answers: dict[object, dict[str, Any]] = {}
-    read = b""
-    try:
-        while "last" not in answers:  # (stdin left open: closing it ends the process soon)
-            ready, _, _ = select.select([proc.stdout], [], [], 60)
-            assert ready, "no answer within 60 s"
-            chunk = os.read(proc.stdout.fileno(), 1 << 16)
-            assert chunk, "the server closed its stdout"
-            *whole, read = (read + chunk).split(b"\n")
-            answers.update((a["id"], a) for a in map(json.loads, whole))
-    finally:
-        proc.kill()
-        proc.communicate()
+    with raw_stdio(tmp_path) as (send, answer):
+        send(json.dumps(initialize_message()))
+        send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        for i, (method, params) in enumerate(calls, 2):
+            send(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}))
+        send('{"jsonrpc":"2.0","id":"last","method":"ping"}')
+        while "last" not in answers:
+            got = answer()
+            answers[got["id"]] = got
     assert answers["last"]["result"] == {}  # the session went on
     assert [answers[i]["error"] for i in range(2, 6)] == [
         {"code": -32602, "message": "params.arguments.max_tokens: Input should be a valid string"},
