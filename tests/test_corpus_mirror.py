@@ -226,7 +226,7 @@ def test_a_hub_gives_a_search_its_first_edges_of_each_type_not_all_of_them(
         leaves[1].id,
     }  # the oldest
     assert len(corpus.edges_by_node([hub.id])[hub.id]) == 7  # uncapped: all
-    sources, targets, types = corpus.edges_from([newer.id, leaves[0].id], ["supersedes"])
+    sources, targets, types = corpus.edges_of_kinds(["supersedes"])
     assert (sources, targets, types) == ([newer.id], [hub.id], ["supersedes"])
     recall = brain.remember("hub memory everything links", limit=1)
     assert recall.hits[0].memory.id == hub.id and len(recall.neighbours) == 3

@@ -185,9 +185,8 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
         RelationshipType.CLOSES.value,
         RelationshipType.ACHIEVES.value,
     ]
-    edges = corpus.edges_from([f["id"][i] for i in working.tolist()], kinds)
-    for source_id, target_id, kind in zip(*edges, strict=True):
-        if not in_pool(source_id):
+    for source_id, target_id, kind in zip(*corpus.edges_of_kinds(kinds), strict=True):
+        if not in_pool(source_id):  # (the edges of memories it does not rank count for none)
             continue
         if kind == RelationshipType.SUPERSEDES.value:
             superseded.add(target_id)

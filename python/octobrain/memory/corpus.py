@@ -448,12 +448,10 @@ class Corpus:
         """The edges touching each of `ids` (`EdgeMirror.by_node`): one pass for them all."""
         return self._edges.by_node(ids, per_kind)
 
-    def edges_from(
-        self, ids: Sequence[str], kinds: Sequence[str]
-    ) -> tuple[list[str], list[str], list[str]]:
-        """Sources, targets and types of the edges of types `kinds` whose source is one of
-        `ids` (`EdgeMirror.from_kinds`)."""
-        return self._edges.from_kinds(ids, kinds)
+    def edges_of_kinds(self, kinds: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+        """Sources, targets and types of every edge of the types `kinds`
+        (`EdgeMirror.of_kinds`)."""
+        return self._edges.of_kinds(kinds)
 
     def _remove(self, positions: npt.NDArray[np.int64]) -> None:
         if not len(positions):

@@ -143,19 +143,22 @@ class EdgeMirror:
                 by_node.setdefault(rel.target_id, []).append(rel)
         return {mid: by_node[mid] for mid in order if mid in by_node}
 
-    def from_kinds(
-        self, ids: Sequence[str], kinds: Sequence[str]
-    ) -> tuple[list[str], list[str], list[str]]:
-        """Sources, targets and types of the edges of types `kinds` whose source is one of
-        `ids`, read as columns: no `Relationship` is built for the other edges (a briefing
-        asks for every working memory's, and a store may hold hundreds of thousands)."""
-        return self._of_kinds(ids, kinds, "source_id")
+    def of_kinds(self, kinds: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+        """Sources, targets and types of every edge of the types `kinds`, read as columns. A
+        briefing asks this once for all the memories it ranks: a filter on the type column
+        alone, however many memories that is (naming 100,000 working ones cost it 80 ms)."""
+        table = self.table
+        if table is None or not len(table) or not kinds:
+            return [], [], []
+        wanted = pa.array(list(kinds), pa.string())
+        found = table.filter(pc.is_in(table.column("relationship_type"), value_set=wanted))
+        return _columns(found)
 
     def _of_kinds(
         self, ids: Sequence[str], kinds: Sequence[str], end: str
     ) -> tuple[list[str], list[str], list[str]]:
         """Sources, targets and types of the edges of types `kinds` whose `end` is one of
-        `ids`, filtered as columns (`into`, `from_kinds`)."""
+        `ids`, filtered as columns (`into`)."""
         if not kinds or not ids:
             return [], [], []
         wanted = list(dict.fromkeys(ids))
@@ -166,11 +169,7 @@ class EdgeMirror:
                 pc.is_in(rows.column(end), value_set=pa.array(wanted, pa.string())),
             )
         )
-        return (
-            found.column("source_id").to_pylist(),
-            found.column("target_id").to_pylist(),
-            found.column("relationship_type").to_pylist(),
-        )
+        return _columns(found)
 
     def _touching(self, ids: list[str]) -> pa.Table:
         """The rows (without their address) of the edges touching any of `ids`.
@@ -193,6 +192,14 @@ class EdgeMirror:
         rows = rows.drop_columns([ADDR])
         self._near = (table, frozenset(ids), rows)
         return rows
+
+
+def _columns(edges: pa.Table) -> tuple[list[str], list[str], list[str]]:
+    return (
+        edges.column("source_id").to_pylist(),
+        edges.column("target_id").to_pylist(),
+        edges.column("relationship_type").to_pylist(),
+    )
 
 
 def _first_per_kind(rows: pa.Table, ids: list[str], per_kind: int) -> pa.Table:
