@@ -124,6 +124,34 @@ def test_projects_are_isolated_and_both_see_global(make_brain: MakeBrain) -> Non
     assert b.get(mem_b.id).id == mem_b.id  # the refused delete deleted nothing
 
 
+def test_another_projects_words_do_not_move_a_projects_ranking_or_relevance(
+    tmp_path: Path,
+) -> None:
+    # BM25 weighed a word by its rarity in the whole store: a client could learn whether
+    # another project held a word from how its own results' scores and "words NN%" moved.
+    def brain(where: str, scope: str) -> Brain:
+        return Brain(scope, config=Config(), embedder=get_embedder("hash:64"), uri=tmp_path / where)
+
+    mine = [
+        ("Zebrafish imaging", "The zebrafish imaging rig runs at 20 frames per second."),
+        ("Rig calibration", "Calibrate the imaging rig every Monday before the first run."),
+        ("Lab rota", "Alice runs the Monday session, Bob the Thursday one."),
+        ("Fish feeding", "Feed the fish twice a day, brine shrimp in the evening."),
+    ]
+    answers = []
+    for where, theirs in (("alone", 0), ("shared", 40)):
+        a = brain(where, "github.com/acme/lab")
+        for title, content in mine:
+            a.memorize(title, content)
+        b = brain(where, "github.com/other/secret")
+        for i in range(theirs):  # another project writing the words the first one asks about
+            b.memorize(f"Zebrafish note {i}", f"Zebrafish imaging session {i} on the rig.")
+        hits = a.remember("zebrafish imaging rig", limit=10, min_relevance=0.0).hits
+        answers.append([(h.memory.title, round(h.relevance, 6), h.why) for h in hits])
+    assert answers[0] == answers[1]
+    assert answers[0][0][0] == "Zebrafish imaging"
+
+
 def test_updating_a_global_row_from_a_project_keeps_it_global(make_brain: MakeBrain) -> None:
     brain = make_brain()
     mem, _ = brain.memorize(*POSTGRES, global_=True)

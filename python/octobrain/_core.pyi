@@ -80,14 +80,38 @@ class Bm25Index:
     ) -> Bm25Index: ...
     def add(self, texts: list[str]) -> int: ...
     def remove(self, positions: npt.NDArray[np.int64]) -> None: ...
-    def search(self, query: str, k: int, allowed: npt.NDArray[np.int64] | None = None) -> _Hits: ...
-    def coverage(self, query: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]: ...
-    def search_masked(self, query: str, k: int, mask: npt.NDArray[np.bool_]) -> _Hits: ...
+    def search(
+        self,
+        query: str,
+        k: int,
+        allowed: npt.NDArray[np.int64] | None = None,
+        seen: npt.NDArray[np.bool_] | None = None,
+    ) -> _Hits: ...
+    def coverage(
+        self,
+        query: str,
+        positions: npt.NDArray[np.int64],
+        seen: npt.NDArray[np.bool_] | None = None,
+    ) -> npt.NDArray[np.float64]: ...
+    def search_masked(
+        self,
+        query: str,
+        k: int,
+        mask: npt.NDArray[np.bool_],
+        seen: npt.NDArray[np.bool_] | None = None,
+    ) -> _Hits: ...
     def scores_at(
-        self, query: str, positions: npt.NDArray[np.int64]
+        self,
+        query: str,
+        positions: npt.NDArray[np.int64],
+        seen: npt.NDArray[np.bool_] | None = None,
     ) -> npt.NDArray[np.float32]: ...
     def search_batch(
-        self, queries: list[str], k: int, allowed: npt.NDArray[np.int64] | None = None
+        self,
+        queries: list[str],
+        k: int,
+        allowed: npt.NDArray[np.int64] | None = None,
+        seen: npt.NDArray[np.bool_] | None = None,
     ) -> list[_Hits]: ...
     def term_ids(self, query: str) -> npt.NDArray[np.uint32]: ...
     def to_bytes(self) -> bytes: ...

@@ -88,6 +88,11 @@ fn owned_positions(array: Option<PyReadonlyArray1<'_, i64>>) -> Option<Vec<i64>>
     array.map(|a| a.as_array().to_vec())
 }
 
+#[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+fn owned_mask(array: Option<PyReadonlyArray1<'_, bool>>) -> Option<Vec<bool>> {
+    array.map(|a| a.as_array().to_vec())
+}
+
 fn k_arg(k: i64) -> Result<usize, CoreError> {
     usize::try_from(k)
         .ok()
@@ -204,39 +209,55 @@ impl PyBm25Index {
         detached(py, || inner.remove(&positions, base_positions))
     }
 
-    #[pyo3(signature = (query, k, allowed = None))]
+    #[pyo3(signature = (query, k, allowed = None, seen = None))]
     fn search<'py>(
         &self,
         py: Python<'py>,
         query: String,
         k: i64,
         allowed: Option<PyReadonlyArray1<'py, i64>>,
+        seen: Option<PyReadonlyArray1<'py, bool>>,
     ) -> PyResult<Hits<'py>> {
         let allowed = owned_positions(allowed);
+        let seen = owned_mask(seen);
         let guards = self.guards(py);
         let base = base_of(guards.as_ref())?;
         let inner = &self.inner;
         let hits = detached(py, move || {
-            inner.search(&base, &query, k_arg(k)?, allowed.as_deref())
+            inner.search(
+                &base,
+                &query,
+                k_arg(k)?,
+                allowed.as_deref(),
+                seen.as_deref(),
+            )
         })?;
         Ok(hits_to_numpy(py, hits))
     }
 
     #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
-    #[pyo3(signature = (queries, k, allowed = None))]
+    #[pyo3(signature = (queries, k, allowed = None, seen = None))]
     fn search_batch<'py>(
         &self,
         py: Python<'py>,
         queries: Vec<String>,
         k: i64,
         allowed: Option<PyReadonlyArray1<'py, i64>>,
+        seen: Option<PyReadonlyArray1<'py, bool>>,
     ) -> PyResult<Vec<Hits<'py>>> {
         let allowed = owned_positions(allowed);
+        let seen = owned_mask(seen);
         let guards = self.guards(py);
         let base = base_of(guards.as_ref())?;
         let inner = &self.inner;
         let all = detached(py, || {
-            inner.search_batch(&base, &queries, k_arg(k)?, allowed.as_deref())
+            inner.search_batch(
+                &base,
+                &queries,
+                k_arg(k)?,
+                allowed.as_deref(),
+                seen.as_deref(),
+            )
         })?;
         Ok(all
             .into_iter()
@@ -245,50 +266,63 @@ impl PyBm25Index {
     }
 
     #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    #[pyo3(signature = (query, k, mask, seen = None))]
     fn search_masked<'py>(
         &self,
         py: Python<'py>,
         query: String,
         k: i64,
         mask: PyReadonlyArray1<'py, bool>,
+        seen: Option<PyReadonlyArray1<'py, bool>>,
     ) -> PyResult<Hits<'py>> {
         let mask = mask.as_array().to_vec();
+        let seen = owned_mask(seen);
         let guards = self.guards(py);
         let base = base_of(guards.as_ref())?;
         let inner = &self.inner;
         let hits = detached(py, move || {
-            inner.search_masked(&base, &query, k_arg(k)?, &mask)
+            inner.search_masked(&base, &query, k_arg(k)?, &mask, seen.as_deref())
         })?;
         Ok(hits_to_numpy(py, hits))
     }
 
     #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    #[pyo3(signature = (query, positions, seen = None))]
     fn scores_at<'py>(
         &self,
         py: Python<'py>,
         query: String,
         positions: PyReadonlyArray1<'py, i64>,
+        seen: Option<PyReadonlyArray1<'py, bool>>,
     ) -> PyResult<Bound<'py, PyArray1<f32>>> {
         let positions = positions.as_array().to_vec();
+        let seen = owned_mask(seen);
         let guards = self.guards(py);
         let base = base_of(guards.as_ref())?;
         let inner = &self.inner;
-        let out = detached(py, move || inner.scores_at(&base, &query, &positions))?;
+        let out = detached(py, move || {
+            inner.scores_at(&base, &query, &positions, seen.as_deref())
+        })?;
         Ok(PyArray1::from_vec(py, out))
     }
 
     #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    #[pyo3(signature = (query, positions, seen = None))]
     fn coverage<'py>(
         &self,
         py: Python<'py>,
         query: String,
         positions: PyReadonlyArray1<'py, i64>,
+        seen: Option<PyReadonlyArray1<'py, bool>>,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let positions = positions.as_array().to_vec();
+        let seen = owned_mask(seen);
         let guards = self.guards(py);
         let base = base_of(guards.as_ref())?;
         let inner = &self.inner;
-        let out = detached(py, move || inner.coverage(&base, &query, &positions))?;
+        let out = detached(py, move || {
+            inner.coverage(&base, &query, &positions, seen.as_deref())
+        })?;
         Ok(PyArray1::from_vec(py, out))
     }
 

@@ -95,6 +95,34 @@ def test_allowed_subset_never_leaks(texts: list[str], q: str, data: st.DataObjec
 
 
 @settings(max_examples=150, deadline=None)
+@given(corpus, query, st.data())
+def test_seen_scores_as_the_reference_over_only_those_documents(
+    texts: list[str], q: str, data: st.DataObject
+) -> None:
+    # What one asker sees is scored as if the index held nothing else (N, df, avgdl).
+    index = BM25Index.build(texts)
+    seen = sorted(data.draw(st.sets(st.integers(0, len(texts) - 1), min_size=1)))
+    allowed = sorted(data.draw(st.sets(st.sampled_from(seen))))
+    mask = np.zeros(len(texts), dtype=bool)
+    mask[seen] = True
+    alone = reference_hits([texts[i] for i in seen], q, 10, 1.2, 0.75)
+    expected = [0.0] * len(texts)
+    for i, score in zip(seen, alone, strict=True):
+        expected[i] = score
+    positions, scores = index.search(q, 10, allowed=allowed, seen=mask)
+    assert_matches(positions, scores, expected, 10, allowed=set(allowed))
+    np.testing.assert_allclose(
+        index.scores_at(q, seen, seen=mask), [expected[i] for i in seen], rtol=REL
+    )
+    docs = [ref.analyze_text(texts[i]) for i in seen]
+    np.testing.assert_allclose(
+        index.coverage(q, seen, seen=mask),
+        ref.coverage(docs, ref.analyze_text(q), list(range(len(seen)))),
+        rtol=REL,
+    )
+
+
+@settings(max_examples=150, deadline=None)
 @given(corpus, corpus, st.data(), query, k1s, bs)
 def test_add_and_remove_equal_a_fresh_build(
     first: list[str], added: list[str], data: st.DataObject, q: str, k1: float, b: float
@@ -229,6 +257,8 @@ def test_analyser_is_shared_by_documents_and_queries() -> None:
         (lambda i: i.scores_at("x", [3]), r"^positions: position 3 is out of range"),
         (lambda i: i.scores_at(b"x", [0]), r"^query: must be a str"),
         (lambda i: i.add("text"), r"^texts: must be a sequence of strings"),
+        (lambda i: i.search("x", 3, seen=np.ones(2, bool)), r"^seen: a bool mask must have"),
+        (lambda i: i.coverage("x", [0], seen=[True] * 3), r"^seen: must be a bool mask"),
     ],
 )
 def test_bad_arguments_name_themselves(call, message: str) -> None:

@@ -409,6 +409,27 @@ def test_scopes_see_their_own_and_global_sources(
     assert api.search("token bucket burst").hits == []
 
 
+def test_another_projects_sources_do_not_move_a_projects_ranking_or_relevance(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # Word rarity was counted over every project's sections: how a project's own results
+    # scored told it whether another project had indexed a word.
+    _guide(tmp_path)
+    api, other = make_knowledge(SCOPE), make_knowledge("github.com/other/secret")
+    api.index("guide.md")
+
+    def answer() -> list[tuple[str, float, str]]:
+        hits = api.search("token bucket burst quota", min_relevance=0.0).hits
+        return [(h.title, round(h.relevance, 6), h.why) for h in hits]
+
+    alone = answer()
+    noise = "\n\n".join(f"# Bucket {i}\n\nThe token bucket {i} has a burst." for i in range(30))
+    (tmp_path / "noise.md").write_text(noise)
+    other.index("noise.md")
+    assert other.search("token bucket burst").hits  # (indexed, in its own project)
+    assert alone and answer() == alone
+
+
 def test_errors_for_bad_sources_and_commands(make_knowledge: MakeKnowledge, tmp_path: Path) -> None:
     k = make_knowledge(max_source_bytes=100)
     (tmp_path / "big.md").write_text("x" * 500)

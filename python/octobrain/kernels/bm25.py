@@ -5,7 +5,9 @@ Scoring is Lucene's BM25: ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))`` and
 Lucene and bm25s). Documents and queries go through `octobrain.text.analyze`.
 
 Positions are stable: `add` appends, `remove` tombstones, and the statistics (N, df, avgdl)
-always describe the live documents, so scores equal those of a fresh build over them.
+always describe the live documents, so scores equal those of a fresh build over them. A query
+given `seen` (a mask) counts them over the live documents it marks, and scores as a fresh build
+over those alone would: what one project sees is ranked the same whatever else the index holds.
 
 `to_parts` gives the index as flat arrays (`Parts`) for a caller to store; `open_parts` reopens
 them with the postings left where they are (e.g. memory-mapped ``.npy`` files): a query reads
@@ -111,46 +113,78 @@ class BM25Index:
         )
         return index
 
-    def search(self, query: str, k: int = 10, allowed: Positions | None = None) -> Hits:
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        allowed: Positions | None = None,
+        seen: npt.NDArray[np.bool_] | None = None,
+    ) -> Hits:
         """Top-`k` documents for `query`: (positions, scores), score descending, ties by
-        position ascending. Only documents sharing a term with the query are returned."""
+        position ascending. Only documents sharing a term with the query are returned.
+
+        `seen`, a bool mask over positions: the documents whose statistics (N, df, avgdl)
+        score the query, the live ones it marks, so that the scores of what one asker may see
+        do not depend on what else the index holds (another project's words). Without it,
+        or marking every live document, the index's own."""
         if not isinstance(query, str):
             raise InvalidInput("query", f"must be a str, got {type(query).__name__}")
         self._checked([query])
+        mask = self._seen(seen)
         if isinstance(allowed, np.ndarray) and allowed.dtype == np.bool_:
             if allowed.shape != (self.position_count,):
                 raise InvalidInput(
                     "allowed", f"a bool mask must have shape ({self.position_count},)"
                 )
-            return self._index.search_masked(query, _k(k), np.ascontiguousarray(allowed))
-        return self._index.search(query, _k(k), self._allowed(allowed))
+            return self._index.search_masked(query, _k(k), np.ascontiguousarray(allowed), mask)
+        return self._index.search(query, _k(k), self._allowed(allowed), mask)
 
-    def scores_at(self, query: str, positions: Positions) -> npt.NDArray[np.float32]:
+    def scores_at(
+        self, query: str, positions: Positions, seen: npt.NDArray[np.bool_] | None = None
+    ) -> npt.NDArray[np.float32]:
         """`query`'s BM25 score for each of `positions` (0 where a document shares no term
-        with it or was removed): the same numbers `search` returns for them, without reading
-        every posting of the query's terms."""
+        with it or was removed): the same numbers `search` returns for them (with the same
+        `seen`), without reading every posting of the query's terms."""
         if not isinstance(query, str):
             raise InvalidInput("query", f"must be a str, got {type(query).__name__}")
         self._checked([query])
-        return self._index.scores_at(query, _positions("positions", positions, self.position_count))
+        at = _positions("positions", positions, self.position_count)
+        return self._index.scores_at(query, at, self._seen(seen))
 
     def search_batch(
-        self, queries: Sequence[str], k: int = 10, allowed: Positions | None = None
+        self,
+        queries: Sequence[str],
+        k: int = 10,
+        allowed: Positions | None = None,
+        seen: npt.NDArray[np.bool_] | None = None,
     ) -> list[Hits]:
         """`search` for many queries in one call (run in parallel); results in query order."""
         queries = _texts("queries", queries)
         self._checked(queries)
-        return self._index.search_batch(queries, _k(k), self._allowed(allowed))
+        return self._index.search_batch(queries, _k(k), self._allowed(allowed), self._seen(seen))
 
-    def coverage(self, query: str, positions: Positions) -> npt.NDArray[np.float64]:
+    def coverage(
+        self, query: str, positions: Positions, seen: npt.NDArray[np.bool_] | None = None
+    ) -> npt.NDArray[np.float64]:
         """How much of `query`'s information each document holds: the idf-weighted share of
         the query's distinct analysed terms present in it, in [0, 1] (removed positions: 0).
         Absolute, unlike a BM25 score, so an exact identifier or error code can pass a
-        relevance threshold alone. Document frequencies come from the postings."""
+        relevance threshold alone. Document frequencies come from the postings (of the
+        documents `seen` marks, as in `search`)."""
         if not isinstance(query, str):
             raise InvalidInput("query", f"must be a str, got {type(query).__name__}")
         self._checked([query])
-        return self._index.coverage(query, _positions("positions", positions, self.position_count))
+        at = _positions("positions", positions, self.position_count)
+        return self._index.coverage(query, at, self._seen(seen))
+
+    def _seen(self, seen: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.bool_] | None:
+        if seen is None:
+            return None
+        if not isinstance(seen, np.ndarray) or seen.dtype != np.bool_:
+            raise InvalidInput("seen", "must be a bool mask over positions")
+        if seen.shape != (self.position_count,):
+            raise InvalidInput("seen", f"a bool mask must have shape ({self.position_count},)")
+        return np.ascontiguousarray(seen)
 
     def add(self, texts: Sequence[str]) -> npt.NDArray[np.int64]:
         """Append documents; returns their new (consecutive) positions."""

@@ -121,13 +121,14 @@ def _complete_scores(
     cosines: npt.NDArray[np.float32],
     index: BM25Index,
     allowed: npt.NDArray[np.bool_],
+    seen: npt.NDArray[np.bool_] | None,
 ) -> tuple[list[int], list[float], list[int], list[float]]:
     """Both legs scored over the union of their candidates (see the module docstring)."""
     union = list(dict.fromkeys(vector_pos + bm_pos))
     have = dict(zip(bm_pos, bm_scores, strict=True))
     missing = [p for p in vector_pos if p not in have]
     if missing:  # (allowed, as vector candidates are): scored where they are, not searched for
-        extra = index.scores_at(query, np.asarray(missing, dtype=np.int64))
+        extra = index.scores_at(query, np.asarray(missing, dtype=np.int64), seen)
         have.update(
             (p, s) for p, s in zip(missing, extra.tolist(), strict=True) if s > 0 and allowed[p]
         )
@@ -154,6 +155,7 @@ def hybrid_rank(
     cfg: SearchConfig,
     vector_first: list[int] | None = None,
     bm25_hits: Hits | None = None,
+    seen: npt.NDArray[np.bool_] | None = None,
 ) -> Ranking:
     """Fuse the vector and BM25 legs for one query (see the module docstring).
 
@@ -161,7 +163,8 @@ def hybrid_rank(
     to `qvec` (the caller needs it anyway for calibrated relevance; knowledge search passes a
     section's best chunk cosine); `allowed` masks visible positions. A caller that ran a leg
     itself passes its result: `vector_first` (the first vector pass, best first) and
-    `bm25_hits`; `cosines` must then be known at least at those positions.
+    `bm25_hits`; `cosines` must then be known at least at those positions. `seen`: the
+    positions whose statistics BM25 scores with (`BM25Index.search`; all when None).
     """
     vector_pos = (
         _vector_leg(qvec, embeddings, cosines, allowed, nearest, cfg, vector_first)
@@ -171,7 +174,7 @@ def hybrid_rank(
     if cfg.bm25_weight <= 0:
         bm25_hits = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
     elif bm25_hits is None:
-        bm25_hits = index.search(query, cfg.candidates, allowed=allowed)
+        bm25_hits = index.search(query, cfg.candidates, allowed=allowed, seen=seen)
     bm_pos_arr, bm_scores_arr = bm25_hits
     bm_pos = [int(p) for p in bm_pos_arr]
     bm_scores = [float(s) for s in bm_scores_arr]
@@ -186,7 +189,7 @@ def hybrid_rank(
     weights: list[float] = []
     if cfg.fusion != "rrf" and vector_pos and bm_pos:
         v_ids, v_scores, b_ids, b_scores = _complete_scores(
-            query, vector_pos, bm_pos, bm_scores, cosines, index, allowed
+            query, vector_pos, bm_pos, bm_scores, cosines, index, allowed, seen
         )
         lists, scores, weights = (
             [v_ids, b_ids],

@@ -41,12 +41,16 @@ def search_chunks(
     *,
     limit: int,
     min_relevance: float,
+    seen: npt.NDArray[np.bool_] | None = None,
 ) -> list[KnowledgeHit]:
-    """The best `limit` sections for `query` among `allowed` chunk positions."""
+    """The best `limit` sections for `query` among `allowed` chunk positions; BM25 weighs
+    words by their rarity among the sections of the `seen` chunk positions (every one when
+    None): what the asker may see, however many other sources `allowed` leaves out."""
     if not allowed.any():
         return []
     sections = index.sections
     view = sections.scores(cosines(index.embeddings, qvec), allowed)
+    counted = None if seen is None else sections.holding(seen)
     # Section vectors (each section's best chunk) only feed the HyDE centroid.
     vectors = index.embeddings[view.best] if config.search.hyde.enabled else index.embeddings
     ranking = hybrid_rank(
@@ -62,8 +66,9 @@ def search_chunks(
         index=sections.index,
         allowed=view.allowed,
         cfg=config.search,
+        seen=counted,
     )
-    coverage = sections.coverage(query, ranking.ids)
+    coverage = sections.coverage(query, ranking.ids, counted)
     scored: list[_Scored] = []
     for i, pos in enumerate(ranking.ids):
         cos = float(view.cosine[pos])

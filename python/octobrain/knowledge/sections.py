@@ -134,6 +134,15 @@ class Sections:
             best[owner[pick]] = chunks[pick]
         return SectionScores(allowed, cosine, best)
 
-    def coverage(self, query: str, positions: Sequence[int]) -> npt.NDArray[np.float64]:
-        """The idf-weighted share of the query's distinct terms each section contains."""
-        return self.index.coverage(query, positions)
+    def holding(self, chunks: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """A mask over section positions: the sections of the chunks `chunks` marks."""
+        held = np.zeros(self.index.position_count, dtype=bool)
+        held[self.of_chunk[np.flatnonzero(chunks)]] = True
+        return held
+
+    def coverage(
+        self, query: str, positions: Sequence[int], seen: npt.NDArray[np.bool_] | None = None
+    ) -> npt.NDArray[np.float64]:
+        """The idf-weighted share of the query's distinct terms each section contains (idf
+        over the sections `seen` marks; every section when None)."""
+        return self.index.coverage(query, positions, seen)

@@ -488,11 +488,22 @@ class Knowledge:
         with mirror.lock:
             mirror.refresh()
             now = utcnow()
-            allowed = mirror.allowed(
-                visible_scopes(self.scope), self.session_id, self._session_cutoff(now), source_ids
+            scopes, cutoff = visible_scopes(self.scope), self._session_cutoff(now)
+            seen = mirror.allowed(scopes, self.session_id, cutoff)  # (no other project's words)
+            allowed = (
+                seen
+                if source_ids is None
+                else mirror.allowed(scopes, self.session_id, cutoff, source_ids)
             )
             hits = search_chunks(
-                mirror, query, qvec, allowed, self.config, limit=limit, min_relevance=floor
+                mirror,
+                query,
+                qvec,
+                allowed,
+                self.config,
+                limit=limit,
+                min_relevance=floor,
+                seen=seen,
             )
         empty = None if hits else "min_relevance" if allowed.any() else "nothing_indexed"
         return SearchResult(query, hits, self.scope, report, empty)

@@ -559,6 +559,13 @@ class Corpus:
         out[held] = np.isin(self._coded["scope"][positions[held]], codes)
         return out
 
+    def seen_by(self, scopes: Sequence[str]) -> npt.NDArray[np.bool_]:
+        """A mask over positions of every live row of `scopes`, in any state: the rows whose
+        words a search from those scopes is scored by (`BM25Index.search`'s `seen`), so that
+        how rare a word is counts only what the asker may see, and no other project's rows
+        move its ranking or its relevance."""
+        return self._live & self._coded_in("scope", scopes)
+
     def allowed(
         self,
         scopes: Sequence[str],
@@ -639,9 +646,12 @@ class Corpus:
         """Every position's vector as one array (a copy when rows were appended)."""
         return self.vectors.dense()
 
-    def coverage(self, query: str, positions: Sequence[int]) -> npt.NDArray[np.float64]:
-        """The idf-weighted share of the query's distinct terms each row contains, in [0, 1]."""
-        return self.index.coverage(query, positions)
+    def coverage(
+        self, query: str, positions: Sequence[int], seen: npt.NDArray[np.bool_] | None = None
+    ) -> npt.NDArray[np.float64]:
+        """The idf-weighted share of the query's distinct terms each row contains, in [0, 1]
+        (idf over the rows `seen` marks, `seen_by`; every row when None)."""
+        return self.index.coverage(query, positions, seen)
 
     def fields_at(self, positions: npt.NDArray[np.int64]) -> dict[str, Any]:
         """What ranking a row needs, for the rows at live `positions`, without making memories:

@@ -151,7 +151,8 @@ class Retriever:
             return []
         vectors = self.embedder.embed_query(list(queries))
         where = filters.where(scope)
-        per_query = [self._one(q, vectors[i], where, allowed) for i, q in enumerate(queries)]
+        seen = self.corpus.seen_by(scopes)  # what BM25 counts: nothing of another project
+        per_query = [self._one(q, vectors[i], where, allowed, seen) for i, q in enumerate(queries)]
         merged = per_query[0] if len(per_query) == 1 else self._merge(per_query)
         kept = [s for s in merged if s.relevance >= min_relevance]
         kept = self._lift_parents(kept, scopes, allowed)
@@ -199,7 +200,12 @@ class Retriever:
     # ---- one query ------------------------------------------------------------------------
 
     def _one(
-        self, query: str, qvec: npt.NDArray[np.float32], where: str, allowed: npt.NDArray[np.bool_]
+        self,
+        query: str,
+        qvec: npt.NDArray[np.float32],
+        where: str,
+        allowed: npt.NDArray[np.bool_],
+        seen: npt.NDArray[np.bool_],
     ) -> list[_Scored]:
         cfg = self.config.search
         if not self._use_ann():
@@ -213,6 +219,7 @@ class Retriever:
                 index=self.corpus.index,
                 allowed=allowed,
                 cfg=cfg,
+                seen=seen,
             )
         else:
             # Only the candidates' cosines are computed: the index proposes the vector leg's,
@@ -226,7 +233,7 @@ class Retriever:
 
             near, near_cos = self._ann_scored(qvec, where, cfg.candidates, allowed)
             cos_all[near] = near_cos  # (already exact: not read again)
-            bm25 = self.corpus.index.search(query, cfg.candidates, allowed=allowed)
+            bm25 = self.corpus.index.search(query, cfg.candidates, allowed=allowed, seen=seen)
             first = near.tolist() if cfg.vector_weight > 0 else []
             bm25_pos = bm25[0][cos_all[bm25[0]] == UNKNOWN_COSINE]
             scored(bm25_pos.tolist())
@@ -241,8 +248,9 @@ class Retriever:
                 cfg=cfg,
                 vector_first=first,
                 bm25_hits=bm25,
+                seen=seen,
             )
-        coverage = self.corpus.coverage(query, ranking.ids)
+        coverage = self.corpus.coverage(query, ranking.ids, seen)
         out = []
         for i, pos in enumerate(ranking.ids):
             cos = float(cos_all[pos])

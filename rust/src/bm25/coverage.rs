@@ -9,7 +9,8 @@ use super::{checked_position, Base, Bm25Index};
 use crate::error::CoreResult;
 
 impl Bm25Index {
-    /// Coverage of `query` for each of `positions` (removed positions cover nothing).
+    /// Coverage of `query` for each of `positions` (removed positions cover nothing), its
+    /// idf counted over the documents `seen` marks (every live one without it).
     ///
     /// A term absent from the index still counts in the total, with the idf of a term no
     /// document holds: a query about something never stored is covered by nothing.
@@ -18,13 +19,15 @@ impl Bm25Index {
         base: &Base<'_>,
         query: &str,
         positions: &[i64],
+        seen: Option<&[bool]>,
     ) -> CoreResult<Vec<f64>> {
+        let stats = self.stats(seen)?;
         let n = self.doc_len.len();
         let positions = positions
             .iter()
             .map(|&p| checked_position("positions", p, n).map(|i| i as u32))
             .collect::<CoreResult<Vec<u32>>>()?;
-        let docs = f64::from(self.live_count.max(1));
+        let docs = stats.n.max(1.0);
         let mut seen: Vec<String> = Vec::new();
         let mut terms: Vec<(Option<u32>, f64)> = Vec::new();
         for token in self.analyzer.analyze(query) {
@@ -32,7 +35,7 @@ impl Bm25Index {
                 continue;
             }
             let id = self.vocab.get(&token).copied();
-            let df = id.map_or(0, |id| self.df(base, id as usize)) as f64;
+            let df = id.map_or(0, |id| self.df_in(base, id as usize, &stats)) as f64;
             terms.push((id, (1.0 + (docs - df + 0.5) / (df + 0.5)).ln()));
             seen.push(token);
         }
@@ -76,7 +79,7 @@ mod tests {
         // n = 4; df(alpha) = 2, df(beta) = 3.
         let idf = |df: f64| (1.0 + (4.0 - df + 0.5) / (df + 0.5)).ln();
         let got = ix
-            .coverage(&Base::EMPTY, "alpha beta beta", &[0, 1, 3])
+            .coverage(&Base::EMPTY, "alpha beta beta", &[0, 1, 3], None)
             .unwrap();
         let total = idf(2.0) + idf(3.0);
         let want = [1.0, idf(3.0) / total, idf(2.0) / total];
@@ -88,17 +91,21 @@ mod tests {
     #[test]
     fn unknown_terms_dilute_and_removed_rows_cover_nothing() {
         let mut ix = index(&["alpha beta", "beta gamma"]);
-        assert!(ix.coverage(&Base::EMPTY, "alpha zzzunknown", &[0]).unwrap()[0] < 0.5);
+        assert!(
+            ix.coverage(&Base::EMPTY, "alpha zzzunknown", &[0], None)
+                .unwrap()[0]
+                < 0.5
+        );
         assert_eq!(
-            ix.coverage(&Base::EMPTY, "the of", &[0]).unwrap(),
+            ix.coverage(&Base::EMPTY, "the of", &[0], None).unwrap(),
             vec![0.0]
         );
         ix.remove(&[0], 0).unwrap();
         assert_eq!(
-            ix.coverage(&Base::EMPTY, "alpha", &[0, 1]).unwrap(),
+            ix.coverage(&Base::EMPTY, "alpha", &[0, 1], None).unwrap(),
             vec![0.0, 0.0]
         );
-        assert!(ix.coverage(&Base::EMPTY, "alpha", &[2]).is_err());
-        assert!(ix.coverage(&Base::EMPTY, "alpha", &[-1]).is_err());
+        assert!(ix.coverage(&Base::EMPTY, "alpha", &[2], None).is_err());
+        assert!(ix.coverage(&Base::EMPTY, "alpha", &[-1], None).is_err());
     }
 }

@@ -276,8 +276,8 @@ mod tests {
         let back = Bm25Index::from_bytes(&bytes).unwrap();
         let none = &Base::EMPTY;
         assert_eq!(
-            back.search(none, "apple cherry", 10, None).unwrap(),
-            index.search(none, "apple cherry", 10, None).unwrap()
+            back.search(none, "apple cherry", 10, None, None).unwrap(),
+            index.search(none, "apple cherry", 10, None, None).unwrap()
         );
         assert_eq!(back.doc_count(), 3);
         let mut bad = bytes.clone();
@@ -326,18 +326,22 @@ mod tests {
         }
         let none = &Base::EMPTY;
         for query in ["apple", "cherry date banana", "date", "nothing"] {
-            let want = owned.search(none, query, 10, None).unwrap();
+            let want = owned.search(none, query, 10, None, None).unwrap();
             assert_eq!(
-                opened.search(&base, query, 10, None).unwrap(),
+                opened.search(&base, query, 10, None, None).unwrap(),
                 want,
                 "{query}"
             );
-            let at = opened.scores_at(&base, query, &[0, 1, 2, 3, 4, 5]).unwrap();
+            let at = opened
+                .scores_at(&base, query, &[0, 1, 2, 3, 4, 5], None)
+                .unwrap();
             let found = |p: u32| want.iter().find(|h| h.0 == p).map_or(0.0, |h| h.1);
             assert_eq!(at, (0..6).map(found).collect::<Vec<_>>(), "{query}");
             assert_eq!(
-                opened.coverage(&base, query, &[0, 1, 3, 4, 5]).unwrap(),
-                owned.coverage(none, query, &[0, 1, 3, 4, 5]).unwrap()
+                opened
+                    .coverage(&base, query, &[0, 1, 3, 4, 5], None)
+                    .unwrap(),
+                owned.coverage(none, query, &[0, 1, 3, 4, 5], None).unwrap()
             );
         }
         assert_eq!(opened.vocab_size(&base), owned.vocab_size(none));

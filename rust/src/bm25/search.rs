@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::{checked_position, Base, Bm25Index};
+use super::{checked_position, Base, Bm25Index, Stats};
 use crate::error::{CoreError, CoreResult};
 use crate::topk::TopK;
 
@@ -23,13 +23,6 @@ thread_local! {
 }
 
 impl Bm25Index {
-    /// Lucene idf of a term with document frequency `df` among the live documents.
-    fn idf(&self, df: usize) -> f64 {
-        let n = f64::from(self.live_count);
-        let df = df as f64;
-        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
-    }
-
     /// The ids of `query`'s analysed terms that the index holds (each once, in query order):
     /// whose postings a search or coverage of it reads.
     pub fn term_ids(&self, query: &str) -> Vec<u32> {
@@ -63,6 +56,7 @@ impl Bm25Index {
         &self,
         docs: &[u32],
         tfs: &[u32],
+        stats: &Stats<'_>,
         factor: f32,
         check_live: bool,
         dense: bool,
@@ -79,16 +73,18 @@ impl Bm25Index {
             if !dense && *slot == 0.0 {
                 touched.push(d);
             }
-            *slot += factor * self.weight(d, tf);
+            *slot += factor * self.weight_in(d, tf, stats);
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn search_with(
         &self,
         base: &Base<'_>,
         query: &str,
         k: usize,
         allowed: Option<&[bool]>,
+        stats: &Stats<'_>,
         scratch: &mut Scratch,
     ) -> Vec<(u32, f32)> {
         let Scratch { scores, touched } = scratch;
@@ -105,12 +101,15 @@ impl Bm25Index {
         for (id, count) in terms {
             let (base_docs, base_tfs) = base.term(id as usize);
             let postings = &self.postings[id as usize];
-            let factor = (self.idf(self.df(base, id as usize)) * f64::from(count)) as f32;
+            let factor = (self.idf_in(base, id as usize, stats) * f64::from(count)) as f32;
             let check = self.base_tombstones;
-            self.accumulate(base_docs, base_tfs, factor, check, dense, scores, touched);
+            self.accumulate(
+                base_docs, base_tfs, stats, factor, check, dense, scores, touched,
+            );
             self.accumulate(
                 &postings.docs,
                 &postings.tfs,
+                stats,
                 factor,
                 false,
                 dense,
@@ -150,18 +149,22 @@ impl Bm25Index {
 
     /// Top-`k` (position, score) for one query, best first; ties by position ascending.
     /// Only documents sharing a term with the query are returned. `allowed` restricts the
-    /// result to those positions.
+    /// result to those positions; `seen`, the documents N, df and avgdl count (every live one
+    /// without it: see `Stats`).
     pub fn search(
         &self,
         base: &Base<'_>,
         query: &str,
         k: usize,
         allowed: Option<&[i64]>,
+        seen: Option<&[bool]>,
     ) -> CoreResult<Vec<(u32, f32)>> {
         check_k(k)?;
         let mask = self.allowed_mask(allowed)?;
-        Ok(SCRATCH
-            .with_borrow_mut(|scratch| self.search_with(base, query, k, mask.as_deref(), scratch)))
+        let stats = self.stats(seen)?;
+        Ok(SCRATCH.with_borrow_mut(|scratch| {
+            self.search_with(base, query, k, mask.as_deref(), &stats, scratch)
+        }))
     }
 
     /// The BM25 score of `query` for each of `positions` (0 where the document shares no
@@ -173,7 +176,9 @@ impl Bm25Index {
         base: &Base<'_>,
         query: &str,
         positions: &[i64],
+        seen: Option<&[bool]>,
     ) -> CoreResult<Vec<f32>> {
+        let stats = self.stats(seen)?;
         let n = self.doc_len.len();
         let positions = positions
             .iter()
@@ -183,7 +188,7 @@ impl Bm25Index {
         for (id, count) in self.query_terms(query) {
             let (base_docs, base_tfs) = base.term(id as usize);
             let held = &self.postings[id as usize];
-            let factor = (self.idf(self.df(base, id as usize)) * f64::from(count)) as f32;
+            let factor = (self.idf_in(base, id as usize, &stats) * f64::from(count)) as f32;
             for (slot, &p) in out.iter_mut().zip(&positions) {
                 if !self.is_live(p as usize) {
                     continue;
@@ -197,7 +202,7 @@ impl Bm25Index {
                         .and_then(|i| held.tfs.get(i)),
                 };
                 if let Some(&tf) = tf {
-                    *slot += factor * self.weight(p, tf);
+                    *slot += factor * self.weight_in(p, tf, &stats);
                 }
             }
         }
@@ -212,6 +217,7 @@ impl Bm25Index {
         query: &str,
         k: usize,
         mask: &[bool],
+        seen: Option<&[bool]>,
     ) -> CoreResult<Vec<(u32, f32)>> {
         check_k(k)?;
         if mask.len() != self.doc_len.len() {
@@ -220,10 +226,10 @@ impl Bm25Index {
                 "a bool mask must have one entry per position",
             ));
         }
-        Ok(
-            SCRATCH
-                .with_borrow_mut(|scratch| self.search_with(base, query, k, Some(mask), scratch)),
-        )
+        let stats = self.stats(seen)?;
+        Ok(SCRATCH.with_borrow_mut(|scratch| {
+            self.search_with(base, query, k, Some(mask), &stats, scratch)
+        }))
     }
 
     /// [`Bm25Index::search`] for many queries at once (parallel), results in query order.
@@ -233,9 +239,11 @@ impl Bm25Index {
         queries: &[S],
         k: usize,
         allowed: Option<&[i64]>,
+        seen: Option<&[bool]>,
     ) -> CoreResult<Vec<Vec<(u32, f32)>>> {
         check_k(k)?;
         let mask = self.allowed_mask(allowed)?;
+        let stats = self.stats(seen)?;
         // A few chunks per worker: one score buffer per chunk, and still some load balancing.
         let chunk = queries
             .len()
@@ -246,7 +254,10 @@ impl Bm25Index {
             .map(|part| {
                 let mut scratch = Scratch::default();
                 part.iter()
-                    .map(|q| self.search_with(base, q.as_ref(), k, mask.as_deref(), &mut scratch))
+                    .map(|q| {
+                        let mask = mask.as_deref();
+                        self.search_with(base, q.as_ref(), k, mask, &stats, &mut scratch)
+                    })
                     .collect()
             })
             .collect();
@@ -311,7 +322,7 @@ mod tests {
             "banana date apple",
         ] {
             let expected = brute(&docs(), query, params);
-            let hits = index.search(&Base::EMPTY, query, 10, None).unwrap();
+            let hits = index.search(&Base::EMPTY, query, 10, None, None).unwrap();
             for (pos, score) in &hits {
                 let want = expected[*pos as usize];
                 assert!((f64::from(*score) - want).abs() <= 1e-5 * want, "{query}");
@@ -324,10 +335,10 @@ mod tests {
     fn ties_break_by_position_and_k_truncates() {
         let index =
             Bm25Index::build(&["x y", "y x", "x y", "z"], Bm25Params::default(), plain()).unwrap();
-        let hits = index.search(&Base::EMPTY, "x", 2, None).unwrap();
+        let hits = index.search(&Base::EMPTY, "x", 2, None, None).unwrap();
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [0, 1]);
         assert!(index
-            .search(&Base::EMPTY, "nothing", 5, None)
+            .search(&Base::EMPTY, "nothing", 5, None, None)
             .unwrap()
             .is_empty());
     }
@@ -372,39 +383,97 @@ mod tests {
             "missing",
             "b d f h",
         ] {
-            let hits = index.search(&Base::EMPTY, query, 400, None).unwrap();
+            let hits = index.search(&Base::EMPTY, query, 400, None, None).unwrap();
             let mut want = vec![0.0_f32; 400];
             for (d, s) in hits {
                 want[d as usize] = s;
             }
             assert_eq!(
-                index.scores_at(&Base::EMPTY, query, &all).unwrap(),
+                index.scores_at(&Base::EMPTY, query, &all, None).unwrap(),
                 want,
                 "{query}"
             );
         }
-        let err = index.scores_at(&Base::EMPTY, "a", &[400]).unwrap_err();
+        let err = index
+            .scores_at(&Base::EMPTY, "a", &[400], None)
+            .unwrap_err();
         assert!(err.to_string().starts_with("positions:"));
+    }
+
+    #[test]
+    fn seen_scores_as_an_index_of_only_those_documents() {
+        let texts = [
+            "apple banana",
+            "apple cherry cherry",
+            "banana date",
+            "apple apple date fig",
+            "cherry",
+        ];
+        let mut index = Bm25Index::build(&texts, Bm25Params::default(), plain()).unwrap();
+        index.remove(&[4], 0).unwrap();
+        let seen = [true, false, true, true, true]; // (4 is removed: not counted)
+        let alone = Bm25Index::build(
+            &[texts[0], texts[2], texts[3]],
+            Bm25Params::default(),
+            plain(),
+        )
+        .unwrap();
+        let at = [0_u32, 2, 3];
+        let none = &Base::EMPTY;
+        for query in ["apple", "apple date", "banana cherry", "fig fig", "cherry"] {
+            let want: Vec<(u32, f32)> = alone
+                .search(none, query, 10, None, None)
+                .unwrap()
+                .into_iter()
+                .map(|(p, s)| (at[p as usize], s))
+                .collect();
+            let got = index.search(none, query, 10, Some(&[0, 2, 3]), Some(&seen));
+            assert_eq!(got.unwrap(), want, "{query}");
+            let scores = index.scores_at(none, query, &[0, 2, 3], Some(&seen));
+            let alone_scores = alone.scores_at(none, query, &[0, 1, 2], None);
+            assert_eq!(scores.unwrap(), alone_scores.unwrap(), "{query}");
+            let covered = index.coverage(none, query, &[0, 2, 3], Some(&seen));
+            let alone_covered = alone.coverage(none, query, &[0, 1, 2], None);
+            assert_eq!(covered.unwrap(), alone_covered.unwrap(), "{query}");
+        }
+        // Every live document marked: the index's own statistics, bit for bit.
+        let all = [true, true, true, true, false];
+        assert_eq!(
+            index
+                .search(none, "apple date", 10, None, Some(&all))
+                .unwrap(),
+            index.search(none, "apple date", 10, None, None).unwrap()
+        );
+        let err = index
+            .search(none, "apple", 1, None, Some(&[true]))
+            .unwrap_err();
+        assert!(err.to_string().starts_with("seen:"));
     }
 
     #[test]
     fn allowed_restricts_and_batch_matches_single() {
         let index = Bm25Index::build(&docs(), Bm25Params::default(), plain()).unwrap();
         let hits = index
-            .search(&Base::EMPTY, "apple banana", 10, Some(&[2, 3]))
+            .search(&Base::EMPTY, "apple banana", 10, Some(&[2, 3]), None)
             .unwrap();
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [2]);
         let batch = index
-            .search_batch(&Base::EMPTY, &["apple", "cherry"], 3, Some(&[0, 1, 3]))
+            .search_batch(
+                &Base::EMPTY,
+                &["apple", "cherry"],
+                3,
+                Some(&[0, 1, 3]),
+                None,
+            )
             .unwrap();
         assert_eq!(
             batch[1],
             index
-                .search(&Base::EMPTY, "cherry", 3, Some(&[0, 1, 3]))
+                .search(&Base::EMPTY, "cherry", 3, Some(&[0, 1, 3]), None)
                 .unwrap()
         );
         let err = index
-            .search(&Base::EMPTY, "apple", 1, Some(&[4]))
+            .search(&Base::EMPTY, "apple", 1, Some(&[4]), None)
             .unwrap_err();
         assert!(err.to_string().starts_with("allowed:"));
     }
