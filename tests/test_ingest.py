@@ -375,6 +375,13 @@ def test_secrets_are_screened_like_memorize(tmp_path: Path) -> None:
             r"turns\[0\]\.time: must be Unix",
         ),
         ("[1, 2]", "locomo", r"file\[0\]\.conversation: must be an object"),
+        # A session dated 9999 headed every briefing's recent memories until then.
+        (
+            '{"conversation": {"session_1_date_time": "1:00 pm on 1 January, 9999",'
+            ' "session_1": [{"speaker": "A", "text": "hi"}]}}',
+            "auto",
+            r"^file\[0\]\.conversation\.session_1_date_time: must not be more than a day ahead",
+        ),
         ("{\n{", "auto", "file: line 1 is not JSON"),
         ("[]", "yaml", "format_in: must be one of"),
         # Parsers' own errors, once tracebacks: nesting past the interpreter's recursion, an

@@ -383,6 +383,11 @@ def _locomo(data: Any) -> list[Conversation]:
         for n in numbers:
             date = str(body.get(f"session_{n}_date_time") or "")
             moment = _locomo_date(date) if date else None
+            if moment is not None and moment > utcnow() + FUTURE_SLACK:
+                raise InvalidInput(
+                    f"{where}.conversation.session_{n}_date_time",
+                    f"must not be more than a day ahead of now, got {date!r}",
+                )
             turns = body[f"session_{n}"]
             if not isinstance(turns, list):
                 raise InvalidInput(f"{where}.conversation.session_{n}", "must be a list of turns")
