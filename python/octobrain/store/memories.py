@@ -641,6 +641,14 @@ class MemoryStore:
         rows = _scan_arrow(self.relationships, where, ["source_id"], None)
         return list(dict.fromkeys(rows["source_id"].to_pylist()))
 
+    def sources_of(self, relationship_type: str) -> set[str]:
+        """The source ids of every edge of one type (read by the type alone: a caller asking
+        which of 200,000 ids is one names none of them in the query)."""
+        where = f"relationship_type = {sql_str(relationship_type)}"
+        return set(
+            _scan_arrow(self.relationships, where, ["source_id"], None)["source_id"].to_pylist()
+        )
+
     def relationships_of(self, ids: Sequence[str]) -> list[Relationship]:
         """Every edge touching any of `ids`, in either direction."""
         if not ids:
