@@ -8,10 +8,15 @@ its peak RSS. `--src` names other source trees (a worktree of an older commit, i
 `python/` dir holding `_core.abi3.so`) to run beside this one, alternating. `--passes N`
 then makes N real passes in a row, each a fresh process, and reports how many rows each left
 no pass had checked (`unchecked`): a burst over one pass's budget is covered pass by pass.
+`--days-apart D` runs pass k with its clock k·D days on, as the lazy pass a day does, on a
+copy of the store per source tree; the last line counts the rows no pass ever checked (the
+7-day window lets a deep burst go).
 
     python benches/sleep_conflicts.py --rows 21500 --runs 3
     python benches/sleep_conflicts.py --rows 21500 --runs 3 --src /tmp/old/python
     python benches/sleep_conflicts.py --rows 21500 --runs 0 --passes 43
+    python benches/sleep_conflicts.py --rows 8000 --runs 0 --passes 18 --days-apart 1 \
+        --src /tmp/old/python
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 MODEL = "hash:64"  # restatements keep cosine ~0.9 with it, above the 0.85 threshold
 SCOPE = "bench/conflicts"
@@ -30,10 +37,11 @@ HERE = Path(__file__).resolve().parent.parent / "python"
 
 _CHILD = """
 import json, resource, sys, time
+from datetime import timedelta
 from pathlib import Path
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
-from octobrain.memory import sleep
+from octobrain.memory import conflicts, curation, sleep
 from octobrain.memory.brain import Brain
 
 embedder = get_embedder(sys.argv[3])
@@ -47,6 +55,16 @@ def timed(*args, **kwargs):
     finally:
         spent.append(time.process_time() - start)
 sleep._conflicts = timed
+clock = curation.utcnow
+curation.utcnow = lambda: clock() + timedelta(days=float(sys.argv[5]))
+pairs_of = conflicts.conflicting_pairs
+checked = []
+def seen(recent, pool, threshold, budget=None, order=None):
+    pairs, left = pairs_of(recent, pool, threshold, budget, order)
+    ranked = [at for at in order if conflicts.numbers(recent[at]["content"])]
+    checked.extend(recent[at]["id"] for at in ranked[: len(ranked) - left])
+    return pairs, left
+conflicts.conflicting_pairs = seen
 start = time.process_time()
 report = brain.sleep_consolidate(dry_run=sys.argv[4] == "dry")
 print(json.dumps({
@@ -55,6 +73,7 @@ print(json.dumps({
     "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     "disagreements": len(report.disagreements),
     "unchecked": getattr(report, "unchecked", 0),
+    "checked_ids": checked,
 }))
 """
 
@@ -88,16 +107,16 @@ def build(db: Path, rows: int) -> None:
     brain.store.compact()
 
 
-def measure(src: Path, db: Path, mode: str = "dry") -> dict[str, float]:
+def measure(src: Path, db: Path, mode: str = "dry", days_on: float = 0.0) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(src), "OCTOBRAIN_SERVICE_ENABLED": "0"}
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(db), SCOPE, MODEL, mode],
+        [sys.executable, "-c", _CHILD, str(db), SCOPE, MODEL, mode, str(days_on)],
         env=env,
         check=True,
         capture_output=True,
         text=True,
     )
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -107,6 +126,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--src", type=Path, action="append", default=[])
     parser.add_argument("--passes", type=int, default=0)
+    parser.add_argument("--days-apart", type=float, default=0.0)
     args = parser.parse_args()
     from octobrain.store.seen import scratch
 
@@ -114,13 +134,23 @@ def main() -> None:
     with scratch("octobrain-bench-conflicts-") as tmp:
         db = tmp / "db"
         build(db, args.rows)
-        runs: dict[Path, list[dict[str, float]]] = {tree: [] for tree in trees}
+        runs: dict[Path, list[dict[str, Any]]] = {tree: [] for tree in trees}
         for _ in range(args.runs):
             for tree in trees:  # alternating, so a busy moment hits every tree alike
                 runs[tree].append(measure(tree, db))
-        for at in range(args.passes):  # this tree's passes, one after another
-            print(json.dumps({"pass": at + 1, **measure(HERE, db, "real")}), flush=True)
+        for tree in trees if args.passes else []:  # each tree's passes, on its own copy
+            own = tmp / f"passes-{trees.index(tree)}"
+            shutil.copytree(db, own)
+            ever: set[str] = set()
+            for at in range(args.passes):
+                result = measure(tree, own, "real", at * args.days_apart)
+                ever.update(result.pop("checked_ids"))
+                print(json.dumps({"src": str(tree), "pass": at + 1, **result}), flush=True)
+            never = args.rows - len(ever)
+            print(json.dumps({"src": str(tree), "rows": args.rows, "never_checked": never}))
     for tree in trees if args.runs else []:
+        for r in runs[tree]:
+            r.pop("checked_ids")
         medians = {key: statistics.median(r[key] for r in runs[tree]) for key in runs[tree][0]}
         print(json.dumps({"src": str(tree), "rows": args.rows, "runs": args.runs, **medians}))
 

@@ -502,6 +502,33 @@ def test_successive_passes_check_every_row_of_a_burst_over_the_budget(
     assert waiting == [19, 14, 9, 4, 0, 0]  # the rows no pass has checked yet
 
 
+def test_a_burst_deeper_than_the_window_is_checked_by_daily_passes(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 20 guesses within a day, 2 checked a pass, one pass a day: 10 passes' worth, and the
+    # 7-day window lets the guesses go after 7. The 6 guesses left then were never checked:
+    # the user's value never outranked them.
+    from octobrain.memory import conflicts
+    from octobrain.memory.sleep import sleep_pass
+
+    brain = make_brain()
+    told, guesses = burst(brain, 20)
+    monkeypatch.setattr(conflicts, "PAIRS_PER_PASS", 2 * 20)  # 20 other statements a row
+    start, waiting = utcnow(), []
+    for day in range(12):
+        report = sleep_pass(
+            brain.consolidator,
+            brain.scope,
+            threshold=0.7,
+            min_size=3,
+            max_age_days=7,
+            now=start + timedelta(days=day),
+        )
+        waiting.append(report.unchecked)
+    assert outranked(brain, told) == {g.id for g in guesses}
+    assert waiting == [18, 16, 14, 12, 10, 8, 6, 4, 2, 0, 0, 0]
+
+
 def test_a_row_written_between_passes_is_checked_by_the_next_pass_first(
     make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -216,9 +216,10 @@ def sleep_consolidate_cmd(
         )
     if report.unchecked:
         lines.append(
-            f"{plural(report.unchecked, 'older recent memory', 'older recent memories')} "
+            f"{plural(report.unchecked, 'older memory', 'older memories')} "
             "not checked for conflicts yet: over the pass's budget of compared pairs. Each pass "
-            "checks those written since the last first, then goes on from where the last stopped"
+            "checks those written since the last first, then goes on from where the last "
+            "stopped; one stays in the check past the window until a pass reaches it"
             + (" (a dry run moves nothing on)." if dry_run else ".")
         )
     data = {

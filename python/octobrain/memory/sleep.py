@@ -91,21 +91,37 @@ def sleep_pass(
     if not dry_run:
         engine.repair()
     cutoff = now - timedelta(days=max_age_days)
-    where = f"{_statements(scope)} AND created_at >= timestamp {sql_str(cutoff.isoformat())}"
-    table = _unsaid(engine.store.scan_arrow(where))
+    detect = engine.config.consolidation.detect_conflicts
+    # Where the conflict check stands: the rows it has yet to reach stay in it past the window.
+    before = sweep.load(engine.store.location, scope) if detect else sweep.Sweep()
+    floor = sweep.floor_of(cutoff)
+    window = f"created_at >= timestamp {sql_str(cutoff.isoformat())}"
+    reaching = [
+        f"(created_at >= timestamp {sql_str(sweep.time_of(low).isoformat())}"
+        f" AND created_at <= timestamp {sql_str(sweep.time_of(high).isoformat())})"
+        for low, high in before.below(floor)
+    ]
+    eligible = " OR ".join([window, *reaching])
+    table = _unsaid(engine.store.scan_arrow(f"{_statements(scope)} AND ({eligible})"))
     rows = table.drop_columns(["embedding"]).to_pylist()
     for row, vector in zip(rows, vectors_of(table), strict=True):
         row["embedding"] = vector  # a row of one float32 matrix, not a list of Python floats
     # Findings of a goal wait for the goal to be closed.
     excluded = engine.log.not_to_cluster(scope) | _achievers(engine, [r["id"] for r in rows])
     rows = [r for r in rows if r["id"] not in excluded]
+    if reaching:  # rows past the window are only checked for conflicts, never clustered
+        keys = [sweep.key_of(r) for r in rows]
+        late = [
+            r
+            for r, key in zip(rows, keys, strict=True)
+            if key < floor and before.holds(key) and conflicts.numbers(r["content"])
+        ]
+        rows = [r for r, key in zip(rows, keys, strict=True) if key > floor]
+    else:
+        late = []
     # Every working statement of the scope as it stands before this pass merges anything
     # (only when there is something recent to compare it with).
-    pool = (
-        _statement_pool(engine, scope)
-        if rows and engine.config.consolidation.detect_conflicts
-        else None
-    )
+    pool = _statement_pool(engine, scope) if (rows or late) and detect else None
     report = SleepReport(scope, len(rows), dry_run=dry_run)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: (r["created_at"], r["id"])):
@@ -133,7 +149,15 @@ def sleep_pass(
                     report.consolidations.append(done)
     if pool is not None and len(pool):
         report.conflicts, report.disagreements, report.unchecked = _conflicts(
-            engine, scope, rows, pool, report.consolidations, threshold, cutoff, dry_run=dry_run
+            engine,
+            scope,
+            rows + late,
+            pool,
+            report.consolidations,
+            threshold,
+            cutoff,
+            before,
+            dry_run=dry_run,
         )
     return report
 
@@ -146,21 +170,22 @@ def _conflicts(
     merged: Sequence[Consolidation],
     threshold: float,
     window_start: datetime,
+    before: sweep.Sweep,
     *,
     dry_run: bool,
 ) -> tuple[list[Conflict], list[tuple[str, str]], int]:
     """Record which of two conflicting statements prevails (module `conflicts`): this
-    pass's recent rows against every working statement of the scope, a member merged by
-    this pass standing for its parent. Returns the conflicts recorded (found, when dry), the
-    disagreements left open and how many recent rows the sweep (`memory.sweep`: where the
-    last pass's budget stopped, kept between passes, never moved by a dry run) has yet to
-    reach. Pairs already linked are left alone, so a pass repeated (or resumed after a crash)
-    adds nothing twice."""
+    pass's recent rows (and those past the window no pass has reached) against every working
+    statement of the scope, a member merged by this pass standing for its parent. Returns the
+    conflicts recorded (found, when dry), the disagreements left open and how many of those
+    rows the sweep (`memory.sweep`: where the last pass's budget stopped, `before`, kept
+    between passes, never moved by a dry run) has yet to reach. Pairs already linked are left
+    alone, so a pass repeated (or resumed after a crash) adds nothing twice."""
     keys = {at: sweep.key_of(r) for at, r in enumerate(recent) if conflicts.numbers(r["content"])}
-    before = sweep.load(engine.store.location, scope)
     order = before.order(keys)
     pairs, unchecked = conflicts.conflicting_pairs(recent, pool, threshold, order=order)
-    progress, waiting = before.after(keys, order, len(order) - unchecked)
+    floor = sweep.floor_of(window_start)
+    progress, waiting = before.after(keys, order, len(order) - unchecked, floor)
     found, disagreements = _settle(
         engine, scope, recent, pool, merged, pairs, window_start, dry_run
     )

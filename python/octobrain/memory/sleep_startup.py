@@ -144,7 +144,7 @@ def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
             report = own.sleep_consolidate()
             if report.unchecked:
                 log.info(
-                    "sleep pass for %r left %d older recent memories for a later conflict check",
+                    "sleep pass for %r left %d older memories for a later conflict check",
                     brain.scope,
                     report.unchecked,
                 )

@@ -12,6 +12,13 @@ and round to the newest. The rows left in gaps are counted (`SleepReport.uncheck
 stored after a pass with a time before the newest that pass saw (an import) is not in a gap:
 it is checked when the check of the rows reached comes round to it.
 
+A row left in a gap stays in the check after it leaves the pass's window (`max_age_days`),
+until a pass reaches it: at one pass a day a burst deeper than the window's passes would
+otherwise leave its oldest rows never checked. A gap's lower end is the window's start when a
+pass first saw its rows (`after`'s `floor`), so the rows older than that, never in a window,
+never join; a gap with no lower end (a record written before gaps had one) is checked only
+while its rows are in the window.
+
 Rows are named by a key, (created_at in microseconds, id), so rows deleted, merged or aged out
 of the window between passes need nothing: a key range simply holds fewer rows. A missing,
 damaged or older record is a first pass: newest first. Two passes at once (the lazy pass holds
@@ -86,10 +93,16 @@ class Sweep:
         return new + unreached + below + above
 
     def after(
-        self, keys: Mapping[int, Key], order: Sequence[int], checked: int
+        self,
+        keys: Mapping[int, Key],
+        order: Sequence[int],
+        checked: int,
+        floor: Key | None = None,
     ) -> tuple[Sweep, int]:
         """The sweep once the first `checked` rows of `order` are checked (a pass checks at
-        least one), and how many of the rest no pass has reached."""
+        least one), and how many of the rest no pass has reached. `floor` is the start of the
+        pass's window (`floor_of`): the rows new to this pass left unreached are those above
+        it, and their gap ends there."""
         if not order or not checked:
             return self, len(order)
         newest = max(keys.values())
@@ -99,7 +112,10 @@ class Sweep:
         at = _locator(self.gaps)(last)
         resume = self.resume
         if self.newest is None or last > self.newest:  # within the rows new to this pass
-            gaps = [(self.newest, last), *self.gaps]
+            low = self.newest
+            if floor is not None and (low is None or low < floor):
+                low = floor  # rows below it were never in a window: not this gap's
+            gaps = [(low, last), *self.gaps]
         elif at is not None:  # within a gap: the newer gaps are done
             gaps = [(self.gaps[at][0], last), *self.gaps[at + 1 :]]
         else:  # every row reached: checking them again, on from here next time
@@ -113,6 +129,16 @@ class Sweep:
             gaps[-1] = (low, gaps[-1][1])
         gap_of = _locator(gaps)
         return Sweep(newest, tuple(gaps), resume), sum(gap_of(k) is not None for k in left)
+
+    def below(self, floor: Key) -> list[tuple[Key, Key]]:
+        """The key ranges of the gaps reaching below `floor` (a window's start), newest first:
+        the rows in them stay in the check until a pass reaches them. A gap with no lower end
+        is not among them."""
+        return [(low, high) for low, high in self.gaps if low is not None and low < floor]
+
+    def holds(self, key: Key) -> bool:
+        """Whether `key` is in a gap: a row no pass has reached yet."""
+        return _locator(self.gaps)(key) is not None
 
     def to_record(self, scope: str) -> dict[str, Any]:
         return {
@@ -143,6 +169,18 @@ class Sweep:
             newer[0] is not None and older[1] <= newer[0] for newer, older in pairwise(gaps)
         )
         return cls(newest, gaps, resume) if sound else cls()
+
+
+def floor_of(start: datetime) -> Key:
+    """The key below every row written at or after `start` (a pass's window's start)."""
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=timezone.utc)
+    return (start - _EPOCH) // _MICROSECOND, ""  # (a row's id is never empty)
+
+
+def time_of(key: Key) -> datetime:
+    """When a row of this key was written (to the microsecond)."""
+    return _EPOCH + key[0] * _MICROSECOND
 
 
 def _locator(gaps: Sequence[Gap]) -> Callable[[Key], int | None]:
@@ -195,4 +233,4 @@ def save(location: StoreLocation, scope: str, sweep: Sweep) -> None:
         log.warning("conflict check: where this pass stopped was not kept (%s)", exc)
 
 
-__all__ = ["Sweep", "key_of", "load", "save"]
+__all__ = ["Sweep", "floor_of", "key_of", "load", "save", "time_of"]
