@@ -571,6 +571,29 @@ def test_the_sweep_survives_rows_leaving_and_a_damaged_record(
     assert brain.sleep_consolidate(threshold=0.7, dry_run=True).unchecked == 7
 
 
+def test_a_restore_starts_the_check_over_from_the_newest(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A restore took back the conflicts a pass recorded, not where the pass stopped: the next
+    # passes went on below, and the 3 newest guesses stayed unordered until a round came back.
+    from octobrain.memory import conflicts
+
+    brain = make_brain()
+    told, guesses = burst(brain, 12)
+    monkeypatch.setattr(conflicts, "PAIRS_PER_PASS", 3 * 12)
+    version = brain.history(1)[0].version
+    add_at(brain, *FILLER[0], utcnow())  # a later version: the edges after it go back
+    brain.sleep_consolidate(threshold=0.7)
+    assert outranked(brain, told) == {g.id for g in guesses[:3]}
+    brain.restore(version, confirm=True)
+    assert outranked(brain, told) == set()
+    assert brain.sleep_consolidate(threshold=0.7).unchecked == 9
+    assert outranked(brain, told) == {g.id for g in guesses[:3]}
+    # Its record written under the restore's mark, the pass after goes on from there.
+    assert brain.sleep_consolidate(threshold=0.7).unchecked == 6
+    assert outranked(brain, told) == {g.id for g in guesses[:6]}
+
+
 def test_the_sweep_reaches_every_row_in_as_few_passes_as_the_budget_allows() -> None:
     # Random bursts and rows checked a pass, rows written and forgotten between passes: the
     # count is always the rows no pass has reached; a row written since the last pass comes

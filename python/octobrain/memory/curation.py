@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from octobrain.errors import InvalidInput
-from octobrain.memory import goals
+from octobrain.memory import goals, sweep
 from octobrain.memory.consolidation import Consolidation, Unconsolidation
 from octobrain.memory.sleep import SleepReport, archive_faded, sleep_pass
 from octobrain.models import (
@@ -78,7 +78,13 @@ class Curation(BrainBase):
         The restore is itself a new version, so it can be undone the same way."""
         if confirm is not True:
             raise InvalidInput("confirm", "must be true to restore (nothing was changed)")
-        return self.store.restore(check_version(version), settle=self.consolidator.settle_restored)
+
+        def settle() -> None:
+            self.consolidator.settle_restored()
+            # The conflicts recorded since went back too: the check starts over (`sweep`).
+            sweep.start_over(self.store.location)
+
+        return self.store.restore(check_version(version), settle=settle)
 
 
 def check_version(version: int) -> int:

@@ -25,12 +25,18 @@ damaged or older record is a first pass: newest first. Two passes at once (the l
 a lock, `sleep-consolidate` does not) may each write the record; the later one wins, and what
 the other checked is at worst checked again, never skipped: a record only ever marks as
 reached rows that its pass or an earlier record did. A dry run reads the record, never writes it.
+
+A `memory restore` takes the store's rows and edges back, not these records: the conflicts a
+pass recorded since may be gone while its record says their rows were reached. So a restore
+leaves a new mark (`sleep/conflicts-restored.json`), each record names the mark it was written
+under, and a record under another mark is a first pass's: the check starts over from the newest.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -140,20 +146,26 @@ class Sweep:
         """Whether `key` is in a gap: a row no pass has reached yet."""
         return _locator(self.gaps)(key) is not None
 
-    def to_record(self, scope: str) -> dict[str, Any]:
+    def to_record(self, scope: str, restored: str | None = None) -> dict[str, Any]:
         return {
             "format": FORMAT,
             "scope": scope,
+            "restored": restored,
             "newest": None if self.newest is None else list(self.newest),
             "gaps": [[None if low is None else list(low), list(high)] for low, high in self.gaps],
             "resume": None if self.resume is None else list(self.resume),
         }
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any] | None, scope: str) -> Sweep:
+    def from_record(
+        cls, record: Mapping[str, Any] | None, scope: str, restored: str | None = None
+    ) -> Sweep:
         """The sweep a record holds; a first pass's (newest first) for a missing record, one of
-        another format or scope, or one that does not hold what this one writes."""
+        another format or scope or written before the store's last restore (`restored`, its
+        mark), or one that does not hold what this one writes."""
         if not record or record.get("format") != FORMAT or record.get("scope") != scope:
+            return cls()
+        if record.get("restored") != restored:
             return cls()
         try:
             newest = _key(record["newest"])
@@ -208,14 +220,29 @@ def _key(value: Any) -> Key:
     return micros, row_id
 
 
+RESTORED = "sleep/conflicts-restored.json"
+
+
 def record_name(scope: str) -> str:
     return f"sleep/conflicts-{hashlib.sha256(scope.encode()).hexdigest()[:20]}.json"
+
+
+def restored_mark(location: StoreLocation) -> str | None:
+    """The mark of the store's last `memory restore` (None: never restored)."""
+    mark = (location.read_json(RESTORED) or {}).get("mark")
+    return mark if isinstance(mark, str) else None
+
+
+def start_over(location: StoreLocation) -> None:
+    """After a restore: every scope's sweep starts again from the newest rows (a new mark)."""
+    location.write_json(RESTORED, {"mark": uuid.uuid4().hex})
 
 
 def load(location: StoreLocation, scope: str) -> Sweep:
     """The scope's sweep as the last pass left it; a first pass's when it cannot be read."""
     try:
-        return Sweep.from_record(location.read_json(record_name(scope)), scope)
+        record = location.read_json(record_name(scope))
+        return Sweep.from_record(record, scope, restored_mark(location)) if record else Sweep()
     except (OSError, ValueError, RecursionError):  # (a record nested past reading)
         return Sweep()
     except Exception as exc:  # (an object store's errors are classes of its own)
@@ -228,9 +255,9 @@ def save(location: StoreLocation, scope: str, sweep: Sweep) -> None:
     write, a full disk): the pass's conflicts are recorded already, and without the record
     the next pass checks the same rows again, skipping none."""
     try:
-        location.write_json(record_name(scope), sweep.to_record(scope))
+        location.write_json(record_name(scope), sweep.to_record(scope, restored_mark(location)))
     except Exception as exc:  # (an object store's errors are classes of its own)
         log.warning("conflict check: where this pass stopped was not kept (%s)", exc)
 
 
-__all__ = ["Sweep", "floor_of", "key_of", "load", "save", "time_of"]
+__all__ = ["Sweep", "floor_of", "key_of", "load", "save", "start_over", "time_of"]
