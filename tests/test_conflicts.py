@@ -594,6 +594,28 @@ def test_a_restore_starts_the_check_over_from_the_newest(
     assert outranked(brain, told) == {g.id for g in guesses[:6]}
 
 
+def test_a_pass_a_restore_overtook_keeps_no_record(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A restore made while a pass ran (it took the edges back): the pass's record, read
+    # before it, would say its rows were reached.
+    from octobrain.memory import conflicts, sweep
+
+    brain = make_brain()
+    burst(brain, 12)
+    monkeypatch.setattr(conflicts, "PAIRS_PER_PASS", 3 * 12)
+    brain.sleep_consolidate(threshold=0.7)
+    search = conflicts.conflicting_pairs
+
+    def restored(*args: Any, **kwargs: Any) -> Any:
+        sweep.start_over(brain.store.location)  # what a restore does, once its tables are back
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(conflicts, "conflicting_pairs", restored)
+    assert brain.sleep_consolidate(threshold=0.7).unchecked == 6
+    assert sweep.load(brain.store.location, brain.scope) == sweep.Sweep()
+
+
 def test_the_sweep_reaches_every_row_in_as_few_passes_as_the_budget_allows() -> None:
     # Random bursts and rows checked a pass, rows written and forgotten between passes: the
     # count is always the rows no pass has reached; a row written since the last pass comes

@@ -39,7 +39,7 @@ import logging
 import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -76,6 +76,7 @@ class Sweep:
     newest: Key | None = None
     gaps: tuple[Gap, ...] = ()
     resume: Key | None = None
+    mark: str | None = field(default=None, compare=False)  # the restore it was read under
 
     def order(self, keys: Mapping[int, Key]) -> list[int]:
         """The rows (`keys`: position → key) in the order to check them, each part newest
@@ -134,7 +135,8 @@ class Sweep:
             low, _ = gaps.pop()
             gaps[-1] = (low, gaps[-1][1])
         gap_of = _locator(gaps)
-        return Sweep(newest, tuple(gaps), resume), sum(gap_of(k) is not None for k in left)
+        swept = Sweep(newest, tuple(gaps), resume, self.mark)
+        return swept, sum(gap_of(k) is not None for k in left)
 
     def below(self, floor: Key) -> list[tuple[Key, Key]]:
         """The key ranges of the gaps reaching below `floor` (a window's start), newest first:
@@ -146,11 +148,11 @@ class Sweep:
         """Whether `key` is in a gap: a row no pass has reached yet."""
         return _locator(self.gaps)(key) is not None
 
-    def to_record(self, scope: str, restored: str | None = None) -> dict[str, Any]:
+    def to_record(self, scope: str) -> dict[str, Any]:
         return {
             "format": FORMAT,
             "scope": scope,
-            "restored": restored,
+            "restored": self.mark,
             "newest": None if self.newest is None else list(self.newest),
             "gaps": [[None if low is None else list(low), list(high)] for low, high in self.gaps],
             "resume": None if self.resume is None else list(self.resume),
@@ -241,8 +243,10 @@ def start_over(location: StoreLocation) -> None:
 def load(location: StoreLocation, scope: str) -> Sweep:
     """The scope's sweep as the last pass left it; a first pass's when it cannot be read."""
     try:
+        mark = restored_mark(location)
         record = location.read_json(record_name(scope))
-        return Sweep.from_record(record, scope, restored_mark(location)) if record else Sweep()
+        swept = Sweep.from_record(record, scope, mark) if record else Sweep()
+        return replace(swept, mark=mark)
     except (OSError, ValueError, RecursionError):  # (a record nested past reading)
         return Sweep()
     except Exception as exc:  # (an object store's errors are classes of its own)
@@ -253,9 +257,10 @@ def load(location: StoreLocation, scope: str) -> Sweep:
 def save(location: StoreLocation, scope: str, sweep: Sweep) -> None:
     """Keep the scope's sweep for the next pass; best effort (a store this process may not
     write, a full disk): the pass's conflicts are recorded already, and without the record
-    the next pass checks the same rows again, skipping none."""
+    the next pass checks the same rows again, skipping none. The record names the restore
+    mark the pass read it under, so one a restore overtook is read as none."""
     try:
-        location.write_json(record_name(scope), sweep.to_record(scope, restored_mark(location)))
+        location.write_json(record_name(scope), sweep.to_record(scope))
     except Exception as exc:  # (an object store's errors are classes of its own)
         log.warning("conflict check: where this pass stopped was not kept (%s)", exc)
 
