@@ -190,7 +190,7 @@ def _conflicts(
         engine, scope, recent, pool, merged, pairs, window_start, dry_run
     )
     if progress != before and not dry_run:
-        sweep.save(engine.store.location, scope, progress)  # after the conflicts are recorded
+        sweep.save(engine.store.location, scope, progress, before)  # after the conflicts
     return found, disagreements, waiting
 
 

@@ -9,8 +9,9 @@ and where checking the rows reached again goes on. A pass checks, newest first w
 part: the rows written since the last pass, the gaps (on down from where the last pass
 stopped), then, with budget left, the rows reached before, again, on from where that stopped
 and round to the newest. The rows left in gaps are counted (`SleepReport.unchecked`). A row
-stored after a pass with a time before the newest that pass saw (an import) is not in a gap:
-it is checked when the check of the rows reached comes round to it.
+stored after a pass with a time before the newest that pass saw (an import) would be taken
+for one reached: so an import opens a gap over the times of its rows in the window
+(`reopen`), and they are checked, and counted, with the other rows no pass has reached.
 
 A row left in a gap stays in the check after it leaves the pass's window (`max_age_days`),
 until a pass reaches it: at one pass a day a burst deeper than the window's passes would
@@ -22,9 +23,10 @@ while its rows are in the window.
 Rows are named by a key, (created_at in microseconds, id), so rows deleted, merged or aged out
 of the window between passes need nothing: a key range simply holds fewer rows. A missing,
 damaged or older record is a first pass: newest first. Two passes at once (the lazy pass holds
-a lock, `sleep-consolidate` does not) may each write the record; the later one wins, and what
-the other checked is at worst checked again, never skipped: a record only ever marks as
-reached rows that its pass or an earlier record did. A dry run reads the record, never writes it.
+a lock, `sleep-consolidate` does not), or a pass and an import, may each write the record: the
+later one keeps the gaps the other added (`save`), so what the other checked is at worst
+checked again, never skipped: a record only ever marks as reached rows that its pass or an
+earlier record did. A dry run reads the record, never writes it.
 
 A `memory restore` takes the store's rows and edges back, not these records: the conflicts a
 pass recorded since may be gone while its record says their rows were reached. So a restore
@@ -138,6 +140,30 @@ class Sweep:
         swept = Sweep(newest, tuple(gaps), resume, self.mark)
         return swept, sum(gap_of(k) is not None for k in left)
 
+    def reopened(self, low: Key, high: Key) -> Sweep:
+        """The sweep with the rows from `low` to `high` (keys of rows stored since the last
+        pass, with older times) no pass has reached: a gap over them, joined with those it
+        overlaps. A row in that range a pass did reach is checked again, none is skipped."""
+        if self.newest is None:  # a first pass checks them in their turn
+            return self
+        opened = ((low[0], ""), min((high[0] + 1, ""), self.newest))  # (a row's id is not "")
+        if not opened[0] < opened[1]:
+            return self
+        return replace(self, gaps=_union([*self.gaps, opened]))
+
+    def joined(self, other: Sweep, base: Sweep) -> Sweep:
+        """This sweep, made from `base`, with the gaps `other` (a record written from `base`
+        meanwhile: an import's, another pass's) has and `base` had not: no row either leaves
+        unreached is taken for reached (a row both passes checked may be checked again)."""
+        if other.newest is None:
+            return self
+        if self.newest is None:
+            return other
+        added = [g for g in other.gaps if g not in set(base.gaps)]
+        return replace(
+            self, newest=max(self.newest, other.newest), gaps=_union([*self.gaps, *added])
+        )
+
     def below(self, floor: Key) -> list[tuple[Key, Key]]:
         """The key ranges of the gaps reaching below `floor` (a window's start), newest first:
         the rows in them stay in the check until a pass reaches them. A gap with no lower end
@@ -197,6 +223,22 @@ def time_of(key: Key) -> datetime:
     return _EPOCH + key[0] * _MICROSECOND
 
 
+def _union(gaps: Sequence[Gap]) -> tuple[Gap, ...]:
+    """Key ranges holding every key any of `gaps` does: newest first, disjoint, at most
+    `MAX_GAPS` (the oldest joined)."""
+    out: list[Gap] = []
+    for low, high in sorted(gaps, key=lambda g: g[1], reverse=True):
+        if out and (out[-1][0] is None or high > out[-1][0]):  # overlapping the one before
+            newer = out[-1][0]
+            out[-1] = (None if low is None or newer is None else min(low, newer), out[-1][1])
+        else:
+            out.append((low, high))
+    while len(out) > MAX_GAPS:
+        oldest, _ = out.pop()
+        out[-1] = (oldest, out[-1][1])
+    return tuple(out)
+
+
 def _locator(gaps: Sequence[Gap]) -> Callable[[Key], int | None]:
     """A function giving the position in `gaps` (newest first, disjoint) of the one holding a
     key, or None."""
@@ -240,6 +282,18 @@ def start_over(location: StoreLocation) -> None:
     location.write_json(RESTORED, {"mark": uuid.uuid4().hex})
 
 
+def reopen(location: StoreLocation, scope: str, low: Key, high: Key, floor: Key) -> None:
+    """After rows of `scope` were stored with times of their own (an import; `low` and `high`:
+    the oldest and newest): those above `floor` (the window's start) that a pass would take
+    for reached are not (`reopened`). Best effort, as `save`."""
+    if high < floor:
+        return
+    before = load(location, scope)
+    after = before.reopened(max(low, floor), high)
+    if after != before:
+        save(location, scope, after, before)
+
+
 def load(location: StoreLocation, scope: str) -> Sweep:
     """The scope's sweep as the last pass left it; a first pass's when it cannot be read."""
     try:
@@ -254,15 +308,20 @@ def load(location: StoreLocation, scope: str) -> Sweep:
         return Sweep()
 
 
-def save(location: StoreLocation, scope: str, sweep: Sweep) -> None:
+def save(location: StoreLocation, scope: str, sweep: Sweep, loaded: Sweep | None = None) -> None:
     """Keep the scope's sweep for the next pass; best effort (a store this process may not
     write, a full disk): the pass's conflicts are recorded already, and without the record
-    the next pass checks the same rows again, skipping none. The record names the restore
-    mark the pass read it under, so one a restore overtook is read as none."""
+    the next pass checks the same rows again, skipping none. With `loaded` (the record the
+    pass read), a record written since (an import's, another pass's) is `joined`. The record
+    names the restore mark it was read under, so one a restore overtook is read as none."""
     try:
+        if loaded is not None:
+            now = load(location, scope)
+            if now != loaded:
+                sweep = sweep.joined(now, loaded)
         location.write_json(record_name(scope), sweep.to_record(scope))
     except Exception as exc:  # (an object store's errors are classes of its own)
         log.warning("conflict check: where this pass stopped was not kept (%s)", exc)
 
 
-__all__ = ["Sweep", "floor_of", "key_of", "load", "save", "start_over", "time_of"]
+__all__ = ["Sweep", "floor_of", "key_of", "load", "reopen", "save", "start_over", "time_of"]

@@ -14,7 +14,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import IO, Any
 
 import numpy as np
@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.lines import stream_lines
+from octobrain.memory import sweep
 from octobrain.memory.brain import Brain
 from octobrain.memory.import_rows import (
     embedding,
@@ -37,6 +38,7 @@ from octobrain.models import (
     UnreadableJSON,
     json_printable,
     read_json,
+    utcnow,
 )
 from octobrain.scope import GLOBAL_SCOPE
 from octobrain.secrets import screen
@@ -339,6 +341,7 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
     wrote: set[str] = set()  # ids of this import's memories and edges that records name
     imported = reembedded = 0
     scopes: Counter[str] = Counter()
+    keys: dict[str, list[sweep.Key]] = {}  # the oldest and newest row imported, per scope
     edges = dropped = records = skipped = 0
     try:
         for batch in checked.spool.batches("memory"):
@@ -360,9 +363,18 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
                         store.add([fresh[i][0] for i in keep], vectors[keep])
                 imported += len(keep)
                 scopes.update(fresh[i][0].scope for i in keep)
+                for i in keep:
+                    m = fresh[i][0]
+                    key = sweep.key_of({"created_at": m.created_at, "id": m.id})
+                    span = keys.setdefault(m.scope, [key, key])
+                    span[:] = [min(span[0], key), max(span[1], key)]
                 reembedded += 0 if reuse else len(keep)
                 wrote.update(fresh[i][0].id for i in keep if fresh[i][0].id in checked.named)
             progress(len(batch))
+        # Rows with times a sleep pass has passed are still for its conflict check to reach.
+        floor = sweep.floor_of(utcnow() - timedelta(days=brain.config.consolidation.max_age_days))
+        for scope, (low, high) in keys.items():
+            sweep.reopen(store.location, scope, low, high, floor)
         for rels in checked.spool.batches("relationship"):
             # The edges and memories present are read where edges are added.
             with store.write_lock():
