@@ -530,6 +530,39 @@ def test_a_burst_deeper_than_the_window_is_checked_by_daily_passes(
     assert waiting == [18, 16, 14, 12, 10, 8, 6, 4, 2, 0, 0, 0]
 
 
+def test_a_burst_is_checked_by_the_lazy_passes_of_one_day(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A command an hour for a day, 20 guesses, 2 checked a pass: the pass was due once a day,
+    # so 18 guesses waited for 9 more days. While rows are left it is due after an hour, and
+    # once none are, after a day again: 10 passes, not 24.
+    from octobrain.memory import conflicts, curation, sleep_startup
+
+    brain = make_brain()
+    told, guesses = burst(brain, 20)
+    monkeypatch.setattr(conflicts, "PAIRS_PER_PASS", 2 * 20)
+    start, clock = utcnow(), [utcnow()]
+    monkeypatch.setattr(sleep_startup, "utcnow", lambda: clock[0])
+    monkeypatch.setattr(curation, "utcnow", lambda: clock[0])
+    passes = []
+    sleep_consolidate = Brain.sleep_consolidate
+
+    def counted(self: Brain, **kwargs: Any) -> Any:
+        report = sleep_consolidate(self, **kwargs, threshold=0.7)  # (the test embedder's)
+        passes.append(report.unchecked)
+        return report
+
+    monkeypatch.setattr(Brain, "sleep_consolidate", counted)
+    for hour in range(24):
+        clock[0] = start + timedelta(hours=hour, minutes=1)
+        sleep_startup._started.clear()  # a new process: one command
+        thread = sleep_startup.start_background_sleep(brain, marker_dir=tmp_path / "m")
+        if thread is not None:
+            thread.join(timeout=60)
+    assert passes == [18, 16, 14, 12, 10, 8, 6, 4, 2, 0]
+    assert outranked(brain, told) == {g.id for g in guesses}
+
+
 def test_a_row_written_between_passes_is_checked_by_the_next_pass_first(
     make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,5 +1,11 @@
 """Lazy sleep: the first CLI command or MCP server start of the day runs a sleep pass for its
-scope in the background — no daemon, never blocking or failing the user's call."""
+scope in the background — no daemon, never blocking or failing the user's call.
+
+A pass that left rows its conflict check has yet to reach (a burst over its budget,
+`memory.sweep`) makes the next one due after `CATCH_UP_HOURS`, not `interval_hours`: at one
+pass a day a burst of 21,500 rows took 42 days to check. It is still one pass per process
+start, under the same lock, at most one an hour; once none are left the interval is the day.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ if TYPE_CHECKING:
 __all__ = ["sleep_marker", "start_background_sleep"]
 
 log = logging.getLogger(__name__)
+
+CATCH_UP_HOURS = 1.0  # between passes while the last left rows unchecked
 
 _started: set[tuple[str, str]] = set()
 _started_lock = threading.Lock()
@@ -57,8 +65,11 @@ class _Schedule:
             else:
                 record = json.loads(self._marker.read_text())
             finished = datetime.fromisoformat(record["finished_at"])
+            left = record.get("unchecked", 0)
         except (OSError, ValueError, KeyError, TypeError):
             return True  # no record (or a damaged one): never ran successfully
+        if isinstance(left, int) and not isinstance(left, bool) and left > 0:
+            interval_hours = min(interval_hours, CATCH_UP_HOURS)  # a burst still to check
         return now - finished >= timedelta(hours=interval_hours)
 
     def lock(self) -> Any:
