@@ -94,31 +94,17 @@ def sleep_pass(
     detect = engine.config.consolidation.detect_conflicts
     # Where the conflict check stands: the rows it has yet to reach stay in it past the window.
     before = sweep.load(engine.store.location, scope) if detect else sweep.Sweep()
-    floor = sweep.floor_of(cutoff)
-    window = f"created_at >= timestamp {sql_str(cutoff.isoformat())}"
-    reaching = [
-        f"(created_at >= timestamp {sql_str(sweep.time_of(low).isoformat())}"
-        f" AND created_at <= timestamp {sql_str(sweep.time_of(high).isoformat())})"
-        for low, high in before.below(floor)
-    ]
-    eligible = " OR ".join([window, *reaching])
-    table = _unsaid(engine.store.scan_arrow(f"{_statements(scope)} AND ({eligible})"))
+    table = _unsaid(
+        engine.store.scan_arrow(f"{_statements(scope)} AND {before.read_since(cutoff)}")
+    )
     rows = table.drop_columns(["embedding"]).to_pylist()
     for row, vector in zip(rows, vectors_of(table), strict=True):
         row["embedding"] = vector  # a row of one float32 matrix, not a list of Python floats
     # Findings of a goal wait for the goal to be closed.
     excluded = engine.log.not_to_cluster(scope) | _achievers(engine, [r["id"] for r in rows])
     rows = [r for r in rows if r["id"] not in excluded]
-    if reaching:  # rows past the window are only checked for conflicts, never clustered
-        keys = [sweep.key_of(r) for r in rows]
-        late = [
-            r
-            for r, key in zip(rows, keys, strict=True)
-            if key < floor and before.holds(key) and conflicts.numbers(r["content"])
-        ]
-        rows = [r for r, key in zip(rows, keys, strict=True) if key > floor]
-    else:
-        late = []
+    rows, late = before.past(rows, cutoff)  # those past the window: checked, never clustered
+    late = [r for r in late if conflicts.numbers(r["content"])]
     # Every working statement of the scope as it stands before this pass merges anything
     # (only when there is something recent to compare it with).
     pool = _statement_pool(engine, scope) if (rows or late) and detect else None

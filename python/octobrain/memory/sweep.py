@@ -46,6 +46,8 @@ from datetime import datetime, timedelta, timezone
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
+from octobrain.store.sql import sql_str
+
 if TYPE_CHECKING:
     from octobrain.store.location import StoreLocation
 
@@ -164,11 +166,31 @@ class Sweep:
             self, newest=max(self.newest, other.newest), gaps=_union([*self.gaps, *added])
         )
 
-    def below(self, floor: Key) -> list[tuple[Key, Key]]:
-        """The key ranges of the gaps reaching below `floor` (a window's start), newest first:
-        the rows in them stay in the check until a pass reaches them. A gap with no lower end
-        is not among them."""
-        return [(low, high) for low, high in self.gaps if low is not None and low < floor]
+    def read_since(self, start: datetime) -> str:
+        """The SQL condition on `created_at` of the rows a pass reads: those of its window
+        (from `start`), and those of the gaps reaching below it (a gap with no lower end is
+        not among them), which stay in the check until a pass reaches them."""
+        floor = floor_of(start)
+        window = f"created_at >= timestamp {sql_str(start.isoformat())}"
+        ranges = [
+            f"(created_at >= timestamp {sql_str(time_of(low).isoformat())}"
+            f" AND created_at <= timestamp {sql_str(time_of(high).isoformat())})"
+            for low, high in self.gaps
+            if low is not None and low < floor
+        ]
+        return f"({' OR '.join([window, *ranges])})"
+
+    def past(
+        self, rows: Sequence[dict[str, Any]], start: datetime
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """`rows` (read by `read_since`) split into those of the window from `start`, and
+        those before it in a gap."""
+        floor, gap_of = floor_of(start), _locator(self.gaps)
+        keyed = [(r, key_of(r)) for r in rows]
+        return (
+            [r for r, key in keyed if key > floor],
+            [r for r, key in keyed if key < floor and gap_of(key) is not None],
+        )
 
     def holds(self, key: Key) -> bool:
         """Whether `key` is in a gap: a row no pass has reached yet."""
