@@ -620,3 +620,32 @@ def test_a_file_refused_for_its_chunks_is_refused_again_without_being_read(
     # Other settings cut it otherwise: read again, and indexed.
     assert make_knowledge(max_source_chunks=1000).index("book.md").status == "indexed"
     assert len(reads) == 3
+
+
+def test_reading_a_file_page_by_page_extracts_it_once_while_it_is_unchanged(
+    make_knowledge: MakeKnowledge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `knowledge read` is paged a call a page; each call read and extracted the whole file
+    # again (a 45 MB text file: 0.55-0.95 s of CPU a page).
+    import octobrain.knowledge.service as service
+    from octobrain.knowledge.sources import Fetched, SourceRef
+
+    book = tmp_path / "book.md"
+    book.write_text("# Book\n\n" + "A line of the book.\n" * 500)
+    reads: list[str] = []
+    real = service.read_file
+
+    def counted(ref: SourceRef, max_bytes: int) -> Fetched:
+        reads.append(ref.uri)
+        return real(ref, max_bytes)
+
+    monkeypatch.setattr(service, "read_file", counted)
+    k = make_knowledge()
+    first = k.read("book.md")
+    assert [k.read("book.md") for _ in range(3)] == [first] * 3
+    assert len(reads) == 1
+    book.write_text("# Book\n\nRewritten.\n")  # changed: read again, the new text
+    assert k.read("book.md").text.strip().endswith("Rewritten.")
+    assert len(reads) == 2
+    with pytest.raises(InvalidInput, match="over the 10-byte cap"):  # other limits: read again
+        make_knowledge(max_source_bytes=10).read("book.md")

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast
 
 from octobrain.config import Config, load_config, resolve_storage_uri
 from octobrain.embed.base import Embedder
@@ -88,26 +88,27 @@ class ChunkCapExceeded(InvalidInput):
         super().__init__("source", rule)
 
 
-class _Refusals:
-    """The local files refused for their chunk count, by what they were when read (device,
-    inode, size, modification time) and the settings that cut them: naming one again, unchanged,
-    is refused after a `stat`, instead of reading, extracting and cutting it again (a 45 MB file
-    of one line: 1.35 s of CPU every call). At most `KEPT`, the oldest dropped."""
+_T = TypeVar("_T")
 
-    KEPT = 256
 
-    def __init__(self) -> None:
-        self._refused: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+class _ByFile(Generic[_T]):
+    """Answers about local files, by what the file was when read (device, inode, size,
+    modification time) and the settings that made the answer: asked again while the file is
+    unchanged, the answer is given after a `stat` instead of reading the file again. At most
+    `kept` answers of at most `budget` characters in all, the oldest dropped."""
+
+    def __init__(self, kept: int, budget: int) -> None:
+        self._kept, self._budget = kept, budget
+        self._answers: OrderedDict[tuple[Any, ...], tuple[_T, int]] = OrderedDict()
+        self._size = 0
         self._lock = threading.Lock()
 
     @staticmethod
-    def _key(ref: SourceRef, config: Config, st: os.stat_result) -> tuple[Any, ...]:
-        k = config.knowledge
-        cut = (k.chunk_size, k.chunk_overlap, k.parent_size, k.max_source_chunks)
-        return (ref.uri, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, *cut)
+    def _key(ref: SourceRef, settings: tuple[Any, ...], st: os.stat_result) -> tuple[Any, ...]:
+        return (ref.uri, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, *settings)
 
-    def get(self, ref: SourceRef, config: Config) -> str | None:
-        """The refusal of `ref` as it is now, if it was refused so before."""
+    def get(self, ref: SourceRef, settings: tuple[Any, ...]) -> _T | None:
+        """The answer for `ref` as it is now, if it was given for the file as it is."""
         if ref.kind is not SourceKind.FILE or ref.path is None:
             return None
         try:
@@ -115,18 +116,40 @@ class _Refusals:
         except OSError:
             return None  # (the read says what is wrong)
         with self._lock:
-            return self._refused.get(self._key(ref, config, st))
+            found = self._answers.get(self._key(ref, settings, st))
+            if found is None:
+                return None
+            self._answers.move_to_end(self._key(ref, settings, st))
+            return found[0]
 
-    def add(self, ref: SourceRef, config: Config, fetched: Fetched, rule: str) -> None:
-        if ref.kind is not SourceKind.FILE or fetched.stat is None:
+    def add(self, fetched: Fetched, settings: tuple[Any, ...], answer: _T, size: int = 1) -> None:
+        """Keep `answer` for the file `fetched` read (as it was then: `Fetched.stat`)."""
+        if fetched.ref.kind is not SourceKind.FILE or fetched.stat is None or size > self._budget:
             return
+        key = self._key(fetched.ref, settings, fetched.stat)
         with self._lock:
-            self._refused[self._key(ref, config, fetched.stat)] = rule
-            while len(self._refused) > self.KEPT:
-                self._refused.popitem(last=False)
+            old = self._answers.pop(key, None)
+            self._size += size - (old[1] if old is not None else 0)
+            self._answers[key] = (answer, size)
+            while len(self._answers) > self._kept or self._size > self._budget:
+                _, (_, dropped) = self._answers.popitem(last=False)
+                self._size -= dropped
 
 
-_REFUSED = _Refusals()
+def _cut(config: Config) -> tuple[int, ...]:
+    """The settings that decide how a document is cut into chunks (and so a refusal for
+    their number)."""
+    k = config.knowledge
+    return (k.chunk_size, k.chunk_overlap, k.parent_size, k.max_source_chunks)
+
+
+# Local files refused for their chunk count: naming one again, unchanged, is refused after a
+# `stat` instead of reading, extracting and cutting it again (a 45 MB file of one line: 1.35 s
+# of CPU every call).
+_REFUSED: _ByFile[str] = _ByFile(kept=256, budget=1 << 20)
+# The text extracted from local files: `knowledge read` pages through a long one a call a page
+# (each page re-extracted the whole file: 0.55-0.95 s of CPU a page at 45 MB).
+_EXTRACTED: _ByFile[Document] = _ByFile(kept=8, budget=64 << 20)
 
 
 def content_hash(text: str) -> str:
@@ -279,7 +302,14 @@ class Knowledge:
             if not rows:
                 raise InvalidInput("source", f"no stored note {ref.key!r} in this session")
             return document_from_text(ref.uri, rows[0]["text"])
-        return extract(self._fetch(ref), self.config.knowledge.max_source_bytes)
+        limit = (self.config.knowledge.max_source_bytes,)
+        known = _EXTRACTED.get(ref, limit)
+        if known is not None:  # the same file, unchanged: its text as extracted before
+            return known
+        fetched = self._fetch(ref)
+        document = extract(fetched, limit[0])
+        _EXTRACTED.add(fetched, limit, document, len(document.text))
+        return document
 
     # ---- indexing -------------------------------------------------------------------------
 
@@ -315,7 +345,7 @@ class Knowledge:
         now = utcnow()
         if existing is not None and lazy and not force and self._fresh(ref, existing, now):
             return IndexReport(SourceInfo.from_row(existing), "fresh", 0)
-        known = _REFUSED.get(ref, self.config)
+        known = _REFUSED.get(ref, _cut(self.config))
         if known is not None:  # the same file, unchanged: refused again without reading it
             raise InvalidInput("source", known)
         fetched = self._fetch(ref)
@@ -337,7 +367,7 @@ class Knowledge:
         try:
             row, embedded = self._write(document, scope, "", digest, fetched.mtime, size, progress)
         except ChunkCapExceeded as exc:
-            _REFUSED.add(ref, self.config, fetched, exc.rule)
+            _REFUSED.add(fetched, _cut(self.config), exc.rule, len(exc.rule))
             raise
         return IndexReport(SourceInfo.from_row(row), status, embedded)
 
