@@ -131,6 +131,23 @@ def test_a_lost_or_cut_data_file_is_one_line_not_an_endless_search(
     assert problem["problem"].startswith("cannot be read"), problem
 
 
+def test_a_data_file_overwritten_at_its_size_is_one_line_naming_the_table(
+    env: dict[str, str],
+) -> None:
+    # Zeros of the file's own size: Lance says the file "does not appear to be a Lance file"
+    # as a ValueError without its "lance error" prefix, which export let out as a traceback.
+    ids = sorted(_three(env))
+    assert octobrain(env, "relate", ids[0], ids[1]).returncode == 0
+    [data] = (_store(env) / "relationships.lance" / "data").glob("*.lance")
+    data.write_bytes(bytes(data.stat().st_size))
+    done = octobrain(env, "export", str(_store(env).parent / "x.jsonl"))
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    line = one_clear_line(done.stderr)
+    assert "relationships: cannot be read" in line and "octobrain doctor" in line, line
+    rc, out = run_cli(env, "doctor")[:2]
+    assert rc == 1 and "relationships" in out, out
+
+
 def test_a_changed_embedding_is_refused_not_ranked_first(env: dict[str, str]) -> None:
     # Lance keeps no checksum of its data pages: four bytes of an embedding changed on disk
     # read back without an error. Scored as stored, that memory was every query's first hit

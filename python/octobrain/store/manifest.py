@@ -124,10 +124,23 @@ _TRANSIENT = re.compile(
 )
 
 
+# What Lance raises as a ValueError, without its "lance error" prefix, when a data file's
+# bytes are not a Lance file's (a file zeroed or overwritten at the same size): damage, not
+# the caller's input.
+_DAMAGED_FILE = re.compile(
+    r"does not appear to be a Lance file|outside metadata region|corrupt file"
+    r"|failed to decode protobuf",
+    re.I,
+)
+
+
 def read_failure(exc: BaseException) -> str | None:
     """One line for a LanceDB error that means a table's files cannot be read, else None."""
     text = str(exc)
-    if not isinstance(exc, RuntimeError | OSError) or "lance error" not in text.lower():
+    if isinstance(exc, ValueError) and not isinstance(exc, InvalidInput):
+        if not _DAMAGED_FILE.search(text):
+            return None
+    elif not isinstance(exc, RuntimeError | OSError) or "lance error" not in text.lower():
         return None
     if _TRANSIENT.search(text):
         return None  # permissions, space, the network: reported as such by the caller
