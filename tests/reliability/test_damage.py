@@ -4,6 +4,7 @@ back, never an empty store; `octobrain doctor` finds the damage and exits 1."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from collections import Counter
@@ -146,6 +147,25 @@ def test_a_data_file_overwritten_at_its_size_is_one_line_naming_the_table(
     assert "relationships: cannot be read" in line and "octobrain doctor" in line, line
     rc, out = run_cli(env, "doctor")[:2]
     assert rc == 1 and "relationships" in out, out
+
+
+def test_a_fifo_in_place_of_the_store_manifest_is_one_line_not_a_hang(
+    env: dict[str, str],
+) -> None:
+    # Reading a FIFO waits for a writer: every command, `doctor` too, hung for good.
+    _three(env)
+    record = _store(env) / "_octobrain" / MANIFEST
+    record.unlink()
+    os.mkfifo(record)
+    try:
+        done = octobrain(env, "stats")
+    except subprocess.TimeoutExpired:
+        pytest.fail("`memory stats` waited on the FIFO")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    line = one_clear_line(done.stderr)
+    assert f"_octobrain/{MANIFEST} cannot be read" in line and "not a regular file" in line
+    rc, out = run_cli(env, "doctor")[:2]
+    assert rc == 1 and f"_octobrain/{MANIFEST}: cannot be read" in out, out
 
 
 def test_a_changed_embedding_is_refused_not_ranked_first(env: dict[str, str]) -> None:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from octobrain.errors import StorageError
+from octobrain.files import read_regular
 from octobrain.store.highwater import HighWater
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ _ELAPSED_CLOCK: int | None = (
     else None
 )
 _META = "_octobrain"
+RECORD_BYTES = 64 << 20  # a record under _octobrain/ is a few kB; more is not one of ours
 # Storage options that configure the HTTP client (obstore takes them separately) or only
 # LanceDB's own commit machinery (the object-store client rejects them).
 _CLIENT_KEYS = {
@@ -363,8 +365,8 @@ class StoreLocation:
         """The record `name` under `_octobrain/`, or None when it does not exist. A record that
         is not a JSON object raises ValueError (as does one that is not JSON)."""
         if self.path is not None:
-            try:
-                raw = (self.path / _META / name).read_bytes()
+            try:  # a FIFO or device in its place raises, not waits for a writer
+                raw = read_regular(self.path / _META / name, RECORD_BYTES)[0]
             except FileNotFoundError:
                 return None
         else:
