@@ -168,6 +168,31 @@ def test_a_fifo_in_place_of_the_store_manifest_is_one_line_not_a_hang(
     assert rc == 1 and f"_octobrain/{MANIFEST}: cannot be read" in out, out
 
 
+def test_a_zeroed_newest_version_manifest_is_named_not_an_empty_table(
+    env: dict[str, str],
+) -> None:
+    # Lance reads a manifest of zeros as version 0, with no columns: doctor failed with a
+    # KeyError traceback, and once the hint was deleted (the repair it named) every command
+    # said the store was embedded with '' (dim 0) and to run `memory reembed`.
+    _three(env)
+    versions = _store(env) / "memories.lance" / "_versions"
+    newest = max(versions.glob("*.manifest"), key=lambda f: (1 << 64) - 1 - int(f.stem))
+    newest.write_bytes(bytes(newest.stat().st_size))
+    for hint in (True, False):
+        if not hint:
+            (versions / "latest_version_hint.json").unlink()
+        done = octobrain(env, "stats")
+        assert done.returncode == 1 and "total" not in done.stdout, done.stdout
+        line = one_clear_line(done.stderr)
+        assert f"_versions/{newest.name}) reads as version 0" in line, line
+        assert "run `octobrain memory reembed`" not in line, line
+        rc, out = run_cli(env, "doctor")[:2]
+        assert rc == 1 and "reads as version 0" in out, out
+    newest.rename(newest.with_suffix(".aside"))  # the repair named: the last commit is lost
+    done = octobrain(env, "stats")
+    assert done.returncode == 0 and "total: 2" in done.stdout, (done.stdout, done.stderr)
+
+
 def test_a_changed_embedding_is_refused_not_ranked_first(env: dict[str, str]) -> None:
     # Lance keeps no checksum of its data pages: four bytes of an embedding changed on disk
     # read back without an error. Scored as stored, that memory was every query's first hit

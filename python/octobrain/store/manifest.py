@@ -160,6 +160,8 @@ def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table)
     On a bucket Lance writes no hint: octobrain's own record of the versions committed under
     the write lease stands in for it (`highwater`).
     """
+    if int(table.version) == 0:
+        return _blank_newest(location, name)
     if location.path is None:
         return _lost_on_bucket(location, name, table)
     versions = _versions_dir(location, name)
@@ -184,6 +186,23 @@ def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table)
         f"of {gone} in _versions/ is gone",
         f"put {name}.lance/_versions/ back from a backup; or, to keep the table as of version "
         f"{opened} and lose what was written after it, delete {hint}",
+    )
+
+
+def _blank_newest(location: StoreLocation, name: str) -> Problem:
+    """Table `name` opened at version 0, which no commit makes: its newest version manifest
+    was zeroed or overwritten, and Lance reads it as a manifest of no columns and no rows."""
+    versions = _versions_dir(location, name)
+    files = sorted(versions.glob(f"*{_VERSIONS[1]}")) if versions is not None else []
+    newest = max(files, key=lambda f: _version_of(f.name), default=None)
+    where = f"{name}.lance/{_VERSIONS[0]}/{newest.name}" if newest else f"{name}.lance/_versions"
+    hint = f"and delete {versions / 'latest_version_hint.json'} " if versions is not None else ""
+    return Problem(
+        f"its newest version manifest ({where}) reads as version 0, with no columns and no "
+        "rows: the file was zeroed or overwritten",
+        f"put that file back from a backup; or, to keep the table as of the version before "
+        f"it and lose that one commit, move the file aside {hint}(never `memory reembed`, "
+        "which would rewrite the table from no rows)",
     )
 
 
@@ -506,7 +525,10 @@ def stamp_note(probe: lancedb.table.Table, before: int, version: int) -> str:
 
 def stamped(table: lancedb.table.Table, name: str) -> bool:
     """Whether `table` records that table `name` was made (`stamp_made`)."""
-    metadata = table.schema.field("id").metadata or {}
+    schema = table.schema
+    if schema.get_field_index("id") < 0:  # the version that opened has no columns (damage)
+        return False
+    metadata = schema.field("id").metadata or {}
     return (_STAMP + name).encode() in metadata
 
 
