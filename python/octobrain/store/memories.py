@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -49,6 +50,22 @@ CONSOLIDATIONS = "consolidations"
 COMPANION_TABLES = (RELATIONSHIPS, CONSOLIDATIONS)
 SCALAR_INDEX_MIN_ROWS = 5_000
 VECTOR_INDEX_MIN_ROWS = 50_000  # where the exact in-process scan hands over to LanceDB
+
+
+# The last bytes of every Lance data file, legacy and v2 formats alike. A file overwritten at
+# its own size (zeros, as a crash of some filesystems leaves the blocks last written) keeps
+# the size the commit check compares, not these.
+LANCE_MAGIC = b"LANC"
+
+
+def _footer(path: Path, size: int) -> bytes:
+    """The last four bytes of the data file `path` of `size` bytes (a regular file: its size
+    matched what Lance wrote)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        return os.pread(fd, 4, max(size - 4, 0))
+    finally:
+        os.close(fd)
 
 
 class ModelMismatch(OctobrainError):
@@ -381,7 +398,8 @@ class MemoryStore:
 
     def check_commit(self) -> None:
         """`check_lease`, and on a local store, refuse the commit (`TableDamaged`, nothing
-        changed) when a data file `memories` reads is gone or not the size Lance wrote it at:
+        changed) when a data file `memories` reads is gone, not the size Lance wrote it at, or
+        no longer ends in Lance's footer:
         a commit never reads the old files, so a write into a damaged table was acknowledged,
         and the repair (`memory restore` of a version before the damage) would drop it."""
         self.check_lease()
@@ -392,14 +410,20 @@ class MemoryStore:
         for path, size in files or ():
             try:
                 got = (folder / path).stat().st_size
+                if got == size and _footer(folder / path, size) == LANCE_MAGIC:
+                    continue
             except FileNotFoundError:
                 what = "is gone"
             except OSError:
                 continue  # (access, not damage: the commit says so itself)
             else:
-                if not size or got == size:
+                if not size:
                     continue
-                what = f"holds {got:,} bytes, not the {size:,} written"
+                what = (
+                    f"holds {got:,} bytes, not the {size:,} written"
+                    if got != size
+                    else "no longer ends in Lance's footer (overwritten at its size)"
+                )
             raise manifest.TableDamaged(
                 self.location, MEMORIES, f"data file {path} {what}; nothing was changed"
             )
