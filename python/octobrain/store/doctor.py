@@ -11,6 +11,7 @@ otherwise go past `_MAX_READS`. Nothing is written, so it runs on a read-only co
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -199,6 +200,40 @@ def _check_edge_ends(
     return len(found)
 
 
+def _history_gap(table: lancedb.table.Table) -> list[int]:
+    """The versions missing between two kept ones where the cleanup would not have removed
+    them. The cleanup (`KEEP_VERSIONS_FOR`, longer for the companion
+    tables) removes versions older than its horizon, the oldest first: a version missing
+    after one made within the last `KEEP_VERSIONS_FOR` was deleted by something else."""
+    from datetime import datetime
+
+    from octobrain.store.memories import KEEP_VERSIONS_FOR
+
+    try:
+        kept = sorted((int(v["version"]), v["timestamp"]) for v in table.list_versions())
+    except (ValueError, RuntimeError, OSError):
+        return []  # the table's other checks name what cannot be read
+    horizon = datetime.now() - KEEP_VERSIONS_FOR  # LanceDB's version times are naive local
+    missing: list[int] = []
+    for (before, made), (after, _) in itertools.pairwise(kept):
+        if after > before + 1 and made >= horizon:
+            missing.extend(range(before + 1, after))
+    return missing
+
+
+def _spans(numbers: list[int]) -> str:
+    """Sorted numbers as runs: [3, 4, 5, 9] -> '3–5, 9'."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(f"{a}–{b}" if b > a else f"{a}" for a, b in runs[:8]) + (
+        ", …" if len(runs) > 8 else ""
+    )
+
+
 def _unfinished(db: lancedb.DBConnection, tables: list[TableCheck]) -> int:
     """How many consolidation records are pending or reverting (0 when the log did not open;
     its check says why)."""
@@ -240,6 +275,22 @@ def _check_table(
     lost = manifest.lost_version(location, name, table)
     if lost is not None:
         problems.append(Problem(name, lost.reason, lost.repair))
+    gap = _history_gap(table)
+    if gap:
+        one = len(gap) == 1
+        problems.append(
+            Problem(
+                name,
+                f"version{'' if one else 's'} {_spans(gap)} of its history "
+                f"{'is' if one else 'are'} gone while the versions around "
+                f"{'it' if one else 'them'} are kept (a file of _versions/ deleted, not the "
+                "cleanup, which removes only the oldest): `memory restore` cannot go back "
+                f"to {'it' if one else 'them'}",
+                f"put the files of {name}.lance/_versions/ back from a backup; reads and "
+                "writes use the newest version, which is whole",
+                damage=False,
+            )
+        )
     failure = _read(table, 0, _MAX_FRAGMENTS, check)
     if failure is not None:
         # A range no fragment is in: failing too, the damage is not in one fragment's rows.
