@@ -195,6 +195,32 @@ def test_a_zeroed_newest_version_manifest_is_named_not_an_empty_table(
     assert done.returncode == 0 and "total: 2" in done.stdout, (done.stdout, done.stderr)
 
 
+def test_a_fifo_in_place_of_the_snapshot_pointer_or_sleep_record_is_not_waited_on(
+    env: dict[str, str],
+) -> None:
+    # Both live in the data dir beside the store and are rebuilt when unusable, but reading
+    # a FIFO waits for a writer: `remember`, `stats`, `memorize` and the session-start hook
+    # hung for good.
+    root = Path(env["OCTOBRAIN_DATA_DIR"])
+    root.mkdir(parents=True)
+    (root / "config.toml").write_text("[search]\nsnapshot_min_rows = 1\n")
+    _three(env)
+    assert octobrain(env, "remember", "durable fact").returncode == 0  # writes the snapshot
+    [current] = (root / "cache" / "snapshots").glob("*/CURRENT")
+    [record] = (root / "sleep").glob("*.json")
+    for path in (current, record):
+        path.unlink()
+        os.mkfifo(path)
+    for args, answer in ((("remember", "durable fact"), "Fact 1"), (("stats",), "total: 3")):
+        try:
+            done = octobrain(env, *args)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"`memory {args[0]}` waited on a FIFO")
+        assert done.returncode == 0 and answer in done.stdout, done.stderr
+        assert "Traceback" not in done.stderr, done.stderr
+    assert current.is_file() and not current.is_symlink(), "the snapshot was not written again"
+
+
 def test_a_changed_embedding_is_refused_not_ranked_first(env: dict[str, str]) -> None:
     # Lance keeps no checksum of its data pages: four bytes of an embedding changed on disk
     # read back without an error. Scored as stored, that memory was every query's first hit

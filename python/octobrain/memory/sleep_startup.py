@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from octobrain.config import data_dir
+from octobrain.files import read_regular
 from octobrain.models import utcnow
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ class _Schedule:
             if self._location.remote:
                 record = self._location.read_json(self._name) or {}
             else:
-                record = json.loads(self._marker.read_text())
+                record = json.loads(read_regular(self._marker, 1 << 20)[0])  # a FIFO: OSError
             finished = datetime.fromisoformat(record["finished_at"])
             left = record.get("unchecked", 0)
         except (OSError, ValueError, KeyError, TypeError):

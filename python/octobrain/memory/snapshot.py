@@ -58,6 +58,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from octobrain.files import read_regular
 from octobrain.kernels.bm25 import PARTS, BM25Index
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,12 @@ COLUMNS = {
     "rowaddr": np.int64,
 }
 EDGES = "edges.arrow"
+
+
+def _small_text(path: Path) -> str:
+    """The text of `CURRENT` or a snapshot's manifest, stripped; `OSError` when it is not a
+    regular file (a FIFO in its place is refused, not waited on) or is past 64 MiB."""
+    return read_regular(path, 64 << 20)[0].decode("utf-8").strip()
 
 
 class SnapshotDamaged(ValueError):
@@ -255,8 +262,8 @@ class SnapshotDir:
     def load(self) -> Snapshot | None:
         """The current snapshot, verified; None when there is none or it is not usable."""
         try:
-            name = (self.path / CURRENT).read_text(encoding="utf-8").strip()
-        except OSError:
+            name = _small_text(self.path / CURRENT)
+        except (OSError, UnicodeDecodeError):  # (a FIFO in its place is not waited on)
             return None
         try:
             return self._load(self.path / name)
@@ -265,7 +272,7 @@ class SnapshotDir:
             return None
 
     def _load(self, where: Path) -> Snapshot:
-        manifest = json.loads((where / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(_small_text(where / MANIFEST))
         expect = {"format": FORMAT, "uri": self.uri, "model_id": self.model_id, "dim": self.dim}
         for key, value in expect.items():
             if manifest.get(key) != value:
@@ -330,8 +337,8 @@ class SnapshotDir:
         if where is None:
             return
         with FileLock(str(self.path / ".lock"), timeout=60):
-            with contextlib.suppress(OSError):
-                if (self.path / CURRENT).read_text(encoding="utf-8").strip() == where.name:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                if _small_text(self.path / CURRENT) == where.name:
                     (self.path / CURRENT).unlink()
             shutil.rmtree(where, ignore_errors=True)
 
