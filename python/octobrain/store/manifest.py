@@ -134,8 +134,9 @@ _DAMAGED_FILE = re.compile(
 )
 
 
-def read_failure(exc: BaseException) -> str | None:
-    """One line for a LanceDB error that means a table's files cannot be read, else None."""
+def read_failure(exc: BaseException, done: str = "nothing was changed") -> str | None:
+    """One line for a LanceDB error that means a table's files cannot be read, else None
+    (`done`: what the write it failed had done before)."""
     text = str(exc)
     if isinstance(exc, ValueError) and not isinstance(exc, InvalidInput):
         if not _DAMAGED_FILE.search(text):
@@ -145,7 +146,7 @@ def read_failure(exc: BaseException) -> str | None:
     if _TRANSIENT.search(text):
         return None  # permissions, space, the network: reported as such by the caller
     return (
-        f"store: a table cannot be read ({short_reason(exc)}); nothing was changed. "
+        f"store: a table cannot be read ({short_reason(exc)}); {done}. "
         "Run `octobrain doctor` to find the damaged table and what would repair it"
     )
 

@@ -136,12 +136,15 @@ class WriteFailed(StorageError):
     they stored instead (`after`)."""
 
     def __init__(self, path: object, exc: BaseException) -> None:
-        super().__init__(io_failure(path, exc))
+        # A write that read the table's files and found them damaged is damage, not a full
+        # disk: said as one, the user went looking for free space and never at `doctor`.
+        super().__init__(manifest.read_failure(exc) or io_failure(path, exc))
         self.path, self.cause = path, exc
 
     def after(self, done: str) -> StorageError:
         """The same failure, saying what the earlier commits of this write `done`."""
-        return StorageError(io_failure(self.path, self.cause, done))
+        damage = manifest.read_failure(self.cause, done)
+        return StorageError(damage or io_failure(self.path, self.cause, done))
 
 
 def _invisible(memory_id: str, scope: str) -> str:
