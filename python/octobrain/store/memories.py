@@ -68,6 +68,28 @@ def _footer(path: Path, size: int) -> bytes:
         os.close(fd)
 
 
+def _damaged_file(location: StoreLocation, name: str, version: int) -> str | None:
+    """The first data file that `version` of table `name` of a local store reads and that is
+    gone, not the size Lance wrote it at, or no longer ends in Lance's footer, in words."""
+    assert location.path is not None
+    folder = location.path / f"{name}.lance" / "data"
+    for path, size in data_files(location, name, version) or ():
+        try:
+            got = (folder / path).stat().st_size
+            if got == size and _footer(folder / path, size) == LANCE_MAGIC:
+                continue
+        except FileNotFoundError:
+            return f"data file {path} is gone"
+        except OSError:
+            continue  # (access, not damage: the commit says so itself)
+        if not size:
+            continue
+        if got != size:
+            return f"data file {path} holds {got:,} bytes, not the {size:,} written"
+        return f"data file {path} no longer ends in Lance's footer (overwritten at its size)"
+    return None
+
+
 class ModelMismatch(OctobrainError):
     """The store was embedded with another model than the one configured."""
 
@@ -401,35 +423,18 @@ class MemoryStore:
 
     def check_commit(self) -> None:
         """`check_lease`, and on a local store, refuse the commit (`TableDamaged`, nothing
-        changed) when a data file `memories` reads is gone, not the size Lance wrote it at, or
-        no longer ends in Lance's footer:
-        a commit never reads the old files, so a write into a damaged table was acknowledged,
-        and the repair (`memory restore` of a version before the damage) would drop it."""
+        changed) when a data file `memories` or `relationships` reads is gone, not the size
+        Lance wrote it at, or no longer ends in Lance's footer: a commit never reads the old
+        files, so a write into a damaged table was acknowledged, and the repair (`memory
+        restore` of a version before the damage) would drop it. Both tables, as a write to
+        one (a `forget`, a memory with links) is followed by one to the other."""
         self.check_lease()
         if self.location.path is None:
             return
-        files = data_files(self.location, MEMORIES, self.memories.version)
-        folder = self.location.path / f"{MEMORIES}.lance" / "data"
-        for path, size in files or ():
-            try:
-                got = (folder / path).stat().st_size
-                if got == size and _footer(folder / path, size) == LANCE_MAGIC:
-                    continue
-            except FileNotFoundError:
-                what = "is gone"
-            except OSError:
-                continue  # (access, not damage: the commit says so itself)
-            else:
-                if not size:
-                    continue
-                what = (
-                    f"holds {got:,} bytes, not the {size:,} written"
-                    if got != size
-                    else "no longer ends in Lance's footer (overwritten at its size)"
-                )
-            raise manifest.TableDamaged(
-                self.location, MEMORIES, f"data file {path} {what}; nothing was changed"
-            )
+        for name, table in ((MEMORIES, self.memories), (RELATIONSHIPS, self.relationships)):
+            damage = _damaged_file(self.location, name, table.version)
+            if damage is not None:
+                raise manifest.TableDamaged(self.location, name, f"{damage}; nothing was changed")
 
     def refresh(self) -> None:
         """Move this store's table handles to their latest commit (object stores lag by
