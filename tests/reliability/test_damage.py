@@ -241,6 +241,19 @@ def test_a_write_that_meets_a_cut_data_file_names_the_damage_not_free_space(
     assert octobrain(env, "get", ids[0]).returncode == 0, "forget deleted the memory"
 
 
+def test_doctor_names_a_fifo_in_a_table_instead_of_waiting_on_it(env: dict[str, str]) -> None:
+    # Lance opens a FIFO put in place of a data file and waits for a writer: doctor hung.
+    _three(env)
+    data = sorted((_store(env) / "memories.lance" / "data").glob("*.lance"))[0]
+    data.unlink()
+    os.mkfifo(data)
+    try:
+        rc, out = run_cli(env, "doctor")[:2]
+    except subprocess.TimeoutExpired:
+        pytest.fail("doctor waited on the FIFO")
+    assert rc == 1 and f"memories.lance/data/{data.name} is not a regular file" in out, out
+
+
 def test_a_changed_embedding_is_refused_not_ranked_first(env: dict[str, str]) -> None:
     # Lance keeps no checksum of its data pages: four bytes of an embedding changed on disk
     # read back without an error. Scored as stored, that memory was every query's first hit
