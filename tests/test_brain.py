@@ -472,6 +472,19 @@ def _one_row_export(brain: Brain) -> tuple[dict[str, Any], dict[str, Any]]:
         ({"git_commit": "ab\x00c"}, r"^line 2\.git_commit: must not contain NUL"),
         ({"context": "ok\x00"}, r"^line 2\.context: must not contain NUL"),
         ({"context": "token ghp_" + "a1B2" * 9}, r"^line 2\.context: .*secret"),
+        # Stored, a row dated 9999 headed `memory recent` until then; ingest refuses such times.
+        (
+            {"created_at": "9999-01-01T00:00:00+00:00"},
+            r"^line 2\.created_at: must not be more than a day ahead of now, got 9999-01-01",
+        ),
+        (
+            {"last_accessed": "9999-01-01T00:00:00Z"},
+            r"^line 2\.last_accessed: must not be more than a day ahead of now",
+        ),
+        (
+            {"updated_at": "2999-06-01T00:00:00Z"},
+            r"^line 2\.updated_at: must not be more than a day ahead of now",
+        ),
     ],
 )
 def test_an_import_row_is_refused_for_what_it_holds_and_nothing_is_written(

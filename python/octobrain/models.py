@@ -576,6 +576,19 @@ def from_unix(field_name: str, seconds: float | int) -> datetime:
         ) from None
 
 
+FUTURE_SLACK = timedelta(days=1)  # clocks disagree; a time later than this is no time yet
+
+
+def not_ahead(field_name: str, moment: datetime, shown: str = "") -> datetime:
+    """`moment`, or a field error when it is more than a day ahead of now: a memory dated 9999
+    would head every briefing's recent memories until then. `shown`: how the error shows it
+    (its ISO form by default)."""
+    if moment > utcnow() + FUTURE_SLACK:
+        got = shown or moment.isoformat()
+        raise InvalidInput(field_name, f"must not be more than a day ahead of now, got {got}")
+    return moment
+
+
 def from_micros(us: int) -> datetime:
     """Integer microseconds since the epoch (an Arrow timestamp) as an aware UTC datetime."""
     return EPOCH + timedelta(microseconds=int(us))

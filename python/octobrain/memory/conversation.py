@@ -26,8 +26,8 @@ from octobrain.models import (
     UnreadableJSON,
     from_unix,
     iso_time,
+    not_ahead,
     read_json,
-    utcnow,
 )
 from octobrain.spans import split_text
 
@@ -180,9 +180,6 @@ def _records(data: Any, fmt: str) -> list[Any]:
     return data
 
 
-FUTURE_SLACK = timedelta(days=1)  # clocks disagree; a turn said later than this is not one
-
-
 def _time(field_name: str, value: object) -> datetime | None:
     """When a turn was said: ISO-8601 or Unix seconds, and not ahead of now by more than a
     day (a turn dated 9999 would head every briefing's recent memories until then)."""
@@ -194,11 +191,7 @@ def _time(field_name: str, value: object) -> datetime | None:
         moment = iso_time(field_name, value)
     else:
         raise InvalidInput(field_name, "must be an ISO-8601 time string")
-    if moment > utcnow() + FUTURE_SLACK:
-        raise InvalidInput(
-            field_name, f"must not be more than a day ahead of now, got {moment.isoformat()}"
-        )
-    return moment
+    return not_ahead(field_name, moment)
 
 
 def _said(field_name: str, value: object) -> str:
@@ -383,11 +376,8 @@ def _locomo(data: Any) -> list[Conversation]:
         for n in numbers:
             date = str(body.get(f"session_{n}_date_time") or "")
             moment = _locomo_date(date) if date else None
-            if moment is not None and moment > utcnow() + FUTURE_SLACK:
-                raise InvalidInput(
-                    f"{where}.conversation.session_{n}_date_time",
-                    f"must not be more than a day ahead of now, got {date!r}",
-                )
+            if moment is not None:
+                not_ahead(f"{where}.conversation.session_{n}_date_time", moment, repr(date))
             turns = body[f"session_{n}"]
             if not isinstance(turns, list):
                 raise InvalidInput(f"{where}.conversation.session_{n}", "must be a list of turns")

@@ -26,6 +26,7 @@ from octobrain.models import (
     clean_files,
     clean_tags,
     iso_time,
+    not_ahead,
     parse_memory_type,
     parse_relationship_type,
     parse_source,
@@ -198,9 +199,12 @@ def memory_row(obj: dict[str, Any], where: str) -> Memory:
         else check_unit(f("pre_consolidation_importance"), pre),
         source=parse_source(obj.get("source")),
         state=state,
-        created_at=_time(f("created_at"), obj.get("created_at")),
-        updated_at=_time(f("updated_at"), obj.get("updated_at")),
-        last_accessed=_time(f("last_accessed"), obj.get("last_accessed")),
+        # (a row dated ahead would head `memory recent` and every briefing until then)
+        created_at=not_ahead(f("created_at"), _time(f("created_at"), obj.get("created_at"))),
+        updated_at=not_ahead(f("updated_at"), _time(f("updated_at"), obj.get("updated_at"))),
+        last_accessed=not_ahead(
+            f("last_accessed"), _time(f("last_accessed"), obj.get("last_accessed"))
+        ),
         access_count=count,
         git_commit=_optional_text(f("git_commit"), obj.get("git_commit"), SHORT_BYTES),
         context=context,
