@@ -265,6 +265,35 @@ def test_an_export_that_fails_leaves_the_file_that_was_there(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl", "data"]
 
 
+def test_an_export_refuses_a_destination_that_is_not_a_regular_file(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    memorize("Primary database", "Postgres 16 is the primary database.")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    # Before: opened as it was, a FIFO nobody reads blocked the export for good. The test holds
+    # its read end open (without waiting) so the old code wrote to it instead of hanging.
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    device = tmp_path / "device"
+    device.symlink_to("/dev/null")
+    try:
+        for target in (fifo, device):
+            for force in (["--force"], []):
+                done = run("export", *force, str(target))
+                assert (done.exit_code, done.stderr) == (
+                    2,
+                    f"error: output: {target} is not a regular file (give - for standard "
+                    "output); nothing was written\n",
+                ), (target, done.output)
+        assert os.read(reader, 1) == b""  # nothing was written to it
+    finally:
+        os.close(reader)
+    assert Path("/dev/null").is_char_device()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "device", "fifo"]
+    fresh = tmp_path / "fresh.jsonl"  # a path not there yet is written as before
+    assert run("export", str(fresh)).exit_code == 0 and len(fresh.read_text().splitlines()) == 2
+
+
 def test_real_console_script(env: dict[str, str], tmp_path: Path) -> None:
     exe = Path(sysconfig.get_path("scripts")) / "octobrain"
     full_env = {**os.environ, **env}

@@ -30,37 +30,61 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
     """Write visible memories and their links as JSONL (to OUTPUT or stdout)."""
     from octobrain.memory.transfer import export_jsonl
 
-    if output != "-" and Path(output).exists() and not force:
-        raise InvalidInput("output", f"{output} already exists; pass --force to overwrite it")
-    brain = command_brain(ctx)
     if output == "-":
-        export_jsonl(brain, sys.stdout, embeddings=embeddings)
+        export_jsonl(command_brain(ctx), sys.stdout, embeddings=embeddings)
         return
     # A file is written beside OUTPUT and moved over it once complete: an export cut short
-    # (killed, a full disk) leaves the file that was there, never a part of the new one. What
-    # is not a file (a device, a pipe) is written to as it is.
+    # (killed, a full disk) leaves the file that was there, never a part of the new one.
     target = replaced_by_write(Path(output))  # a symlink stays one: its target is written
-    regular = not target.exists() or target.is_file()
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial") if regular else target
+    _regular_or_absent(output, target)
+    if Path(output).exists() and not force:
+        raise InvalidInput("output", f"{output} already exists; pass --force to overwrite it")
+    brain = command_brain(ctx)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    # A new file of our own, opened without waiting: whatever took its name (a FIFO would
+    # block the open until a reader came) is refused.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NONBLOCK", 0)
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    made = False
     try:
-        with open(partial, "w", encoding="utf-8") as out:
+        fd = os.open(partial, flags, 0o666)
+        made = True
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
             total = brain.store.count()
             label = f"exporting up to {plural(total, 'memory', 'memories')} to {output}"
             with progress_bar(total, label) as progress:
                 n = export_jsonl(brain, out, embeddings=embeddings, progress=progress)
             out.flush()
-            if regular:
-                os.fsync(out.fileno())
-        if regular:
-            os.replace(partial, target)
+            os.fsync(out.fileno())
+        os.replace(partial, target)
     except OSError as exc:
         raise InvalidInput(
             "output", f"cannot write {output}: {exc.strerror or exc}; nothing was written"
         ) from None
     finally:
-        if regular:
+        if made:
             partial.unlink(missing_ok=True)
     click.echo(f"exported {plural(n, 'memory', 'memories')} to {output}", err=True)
+
+
+def _regular_or_absent(output: str, target: Path) -> None:
+    """Refuse an export destination that is there and not a regular file: a FIFO nobody
+    reads blocked the export for good, and a device would be replaced by a file."""
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InvalidInput(
+            "output", f"cannot write {output}: {exc.strerror or exc}; nothing was written"
+        ) from None
+    if stat.S_ISDIR(mode):
+        raise InvalidInput("output", f"{output} is a directory; nothing was written")
+    if not stat.S_ISREG(mode):
+        raise InvalidInput(
+            "output",
+            f"{output} is not a regular file (give - for standard output); nothing was written",
+        )
 
 
 @click.command("import")
