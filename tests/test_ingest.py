@@ -296,6 +296,37 @@ def _counting(method: Any, named: list[int]) -> Any:
     return counted
 
 
+def test_a_sleep_pass_reads_the_words_and_vectors_of_no_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass's recent rows and its statement pool (the conflict check's) read every working
+    row of the scope whole, turns included, with their words and vectors, before dropping the
+    turns: a store of 200,000 turns and one note read them all. Only the tags are read of a
+    turn now."""
+    from octobrain.store.memories import MemoryStore, Pinned
+
+    b = brain(tmp_path)
+    b.ingest(parse_text(json.dumps([{"speaker": "Ana", "text": f"turn {i}"} for i in range(600)])))
+    for where in ("", "api", "edge"):
+        b.memorize(title="Token refresh", content=f"Token refresh runs every five minutes {where}.")
+    wide: list[int] = []  # rows of each read that held words or vectors
+
+    def counting(read: Any) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            table = read(*args, **kwargs)
+            if {"content", "embedding"} & set(table.column_names):
+                wide.append(table.num_rows)
+            return table
+
+        return counted
+
+    for cls, name in ((MemoryStore, "scan_arrow"), (Pinned, "scan_arrow"), (Pinned, "take")):
+        monkeypatch.setattr(cls, name, counting(getattr(cls, name)))
+    report = b.sleep_consolidate(threshold=0.85, min_size=3, dry_run=True)
+    assert [len(c.members) for c in report.consolidations] == [3]
+    assert wide and max(wide) == 3, wide
+
+
 def test_ingesting_twice_adds_nothing(tmp_path: Path) -> None:
     b = brain(tmp_path)
     path = tmp_path / "locomo.json"

@@ -29,7 +29,7 @@ from octobrain.kernels.clustering import cosine_clusters, unit_rows
 from octobrain.memory import conflicts, sweep
 from octobrain.memory.conflicts import Conflict, Statement, StatementPool
 from octobrain.memory.consolidation import Consolidation, Consolidator
-from octobrain.memory.conversation import is_turn
+from octobrain.memory.conversation import CONVERSATION_PREFIX
 from octobrain.memory.corpus_io import vectors_of
 from octobrain.memory.summary import summarise
 from octobrain.models import (
@@ -42,8 +42,9 @@ from octobrain.models import (
     Source,
     State,
 )
+from octobrain.store.addresses import ADDR
 from octobrain.store.consolidations import ConsolidationRecord
-from octobrain.store.schema import memory_to_row, row_to_memory
+from octobrain.store.schema import memories_schema, memory_to_row, row_to_memory
 from octobrain.store.sql import sql_in, sql_str
 
 COMMIT_BATCH = 64  # clusters per commit set: a pass over thousands of clusters costs tens of
@@ -94,9 +95,8 @@ def sleep_pass(
     detect = engine.config.consolidation.detect_conflicts
     # Where the conflict check stands: the rows it has yet to reach stay in it past the window.
     before = sweep.load(engine.store.location, scope) if detect else sweep.Sweep()
-    table = _unsaid(
-        engine.store.scan_arrow(f"{_statements(scope)} AND {before.read_since(cutoff)}")
-    )
+    where = f"{_statements(scope)} AND {before.read_since(cutoff)}"
+    table = _unsaid(engine, where, ALL_COLUMNS)
     rows = table.drop_columns(["embedding"]).to_pylist()
     for row, vector in zip(rows, vectors_of(table), strict=True):
         row["embedding"] = vector  # a row of one float32 matrix, not a list of Python floats
@@ -260,21 +260,26 @@ def _record_conflicts(engine: Consolidator, scope: str, found: list[Conflict]) -
     return found
 
 
-def _said(tags: Sequence[str] | None) -> bool:
-    """Whether a row is a turn of an ingested conversation: a record of what was said, when,
-    in its place in the conversation. Its repetitions ("Thanks, sounds good!" after each of
-    five questions) answer different things, so turns are never merged, nor weighed as
-    statements against the scope's facts."""
-    return is_turn(tags)
+def _said(tags: pa.ChunkedArray) -> np.ndarray:
+    """Which rows of a `tags` column are turns of an ingested conversation (`is_turn`): a
+    record of what was said, when, in its place in the conversation. Its repetitions
+    ("Thanks, sounds good!" after each of five questions) answer different things, so turns
+    are never merged, nor weighed as statements against the scope's facts. Read in Arrow: a
+    list per row of 200,000 turns is 60 MB."""
+    import pyarrow.compute as pc
+
+    lists = tags.combine_chunks()
+    hit = pc.starts_with(pc.list_flatten(lists), CONVERSATION_PREFIX).fill_null(False)
+    said = np.zeros(len(lists), dtype=bool)
+    said[np.asarray(pc.list_parent_indices(lists))[np.asarray(hit, dtype=bool)]] = True
+    return said
 
 
 def _statement_pool(engine: Consolidator, scope: str) -> StatementPool:
     """Every working statement of `scope` as it stands before this pass merges anything, read
     as Arrow columns (one float32 matrix for the vectors, no dict per row)."""
-    table = engine.store.scan_arrow(
-        _statements(scope), columns=["id", "content", "embedding", "source", "created_at", "tags"]
-    )
-    table = _unsaid(table)
+    columns = ["id", "content", "embedding", "source", "created_at"]
+    table = _unsaid(engine, _statements(scope), columns)
     return StatementPool(
         table.column("id").to_pylist(),
         table.column("content").to_pylist(),
@@ -284,11 +289,18 @@ def _statement_pool(engine: Consolidator, scope: str) -> StatementPool:
     )
 
 
-def _unsaid(table: pa.Table) -> pa.Table:
-    """`table`'s rows that are not turns of an ingested conversation (`_said`), dropped before
-    any row becomes a dict: a store of 200,000 turns is mostly rows a pass never merges."""
-    said = [_said(tags) for tags in table.column("tags").to_pylist()]
-    return table.filter(pa.array([not s for s in said])) if any(said) else table
+ALL_COLUMNS = tuple(memories_schema("", 1).names)
+
+
+def _unsaid(engine: Consolidator, where: str, columns: Sequence[str]) -> pa.Table:
+    """`columns` of the rows matching `where` that are not turns of an ingested conversation
+    (`_said`): their tags are read first, then only the other rows, by their addresses at
+    that version. A store of 200,000 turns is mostly rows a pass never merges: read whole,
+    with their words and vectors, they were the pass's cost."""
+    pinned = engine.store.snapshot(engine.store.version())
+    keys = pinned.scan_arrow(where, columns=["tags", ADDR])
+    addrs = keys.column(ADDR).to_numpy()[~_said(keys.column("tags"))]
+    return pinned.take(np.sort(addrs).tolist(), columns)
 
 
 def _achievers(engine: Consolidator, ids: Sequence[str]) -> set[str]:
