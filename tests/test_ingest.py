@@ -1054,6 +1054,36 @@ def test_export_and_import_keep_a_short_turn_and_its_context(tmp_path: Path) -> 
     assert "I joined a pottery class." in wow.context
 
 
+def test_a_jsonl_file_is_read_a_line_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every line's object was read before the first turn was made: with the list of lines and
+    the turns beside them, 200,000 tiny turns took the parse to 225 MB (a 64 MiB file, ten
+    times as many). Now an object lives from its line to its turn (20 are read ahead to tell
+    the format)."""
+    import octobrain.memory.conversation as conversation_module
+
+    alive = {"now": 0, "most": 0}
+
+    class Record(dict):  # type: ignore[type-arg]
+        def __del__(self) -> None:
+            alive["now"] -= 1
+
+    read_json = conversation_module.read_json
+
+    def counted(text: str | bytes) -> Any:
+        value = read_json(text)
+        if isinstance(value, dict):
+            alive["now"] += 1
+            alive["most"] = max(alive["most"], alive["now"])
+            return Record(value)
+        return value
+
+    monkeypatch.setattr(conversation_module, "read_json", counted)
+    lines = [json.dumps({"speaker": "Ann", "text": f"turn {i}"}) for i in range(3000)]
+    (conv,) = parse_text("\n".join(lines))
+    assert len(conv.turns) == 3000 and conv.turns[-1].text == "turn 2999"
+    assert alive["most"] <= 22, alive  # the 20 read ahead, the line being read, the last one
+
+
 @pytest.mark.parametrize("end", ["\r", "\r\n", "\n"])
 def test_a_jsonl_file_with_any_line_end_is_read_and_named_by_line(end: str) -> None:
     # Saved with old Mac line ends (a lone CR), a transcript read as one line: "line 1 is not

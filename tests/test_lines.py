@@ -7,7 +7,7 @@ import io
 from hypothesis import given
 from hypothesis import strategies as st
 
-from octobrain.lines import split_lines, stream_lines
+from octobrain.lines import iter_lines, split_lines, stream_lines
 
 # Line ends, halves of them, and what JSON writers leave raw inside strings.
 PIECES = ["a", "{}", "\r", "\n", "\r\n", "\u2028", "\u2029", "\x85", " "]
@@ -41,6 +41,7 @@ def test_stream_lines_cut_as_universal_newlines_do_at_any_block_size(
     assert got == expected
     ends = [line.rstrip("\r\n") for line in _reference(text)]
     assert split_lines(text) in (ends, [*ends, ""])
+    assert list(iter_lines(text)) == split_lines(text)
 
 
 def test_a_line_over_the_limit_is_none_and_the_next_is_read() -> None:

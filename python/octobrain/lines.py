@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import IO
 
-__all__ = ["split_lines", "stream_lines"]
+__all__ = ["iter_lines", "split_lines", "stream_lines"]
 
 _END = re.compile(r"\r\n?|\n")
 _BLOCK = 1 << 16
@@ -22,6 +22,15 @@ _BLOCK = 1 << 16
 def split_lines(text: str) -> list[str]:
     """The lines of `text`, without their ends."""
     return _END.split(text)
+
+
+def iter_lines(text: str) -> Iterator[str]:
+    """`split_lines`, one line at a time (a list of a large text's lines is as large again)."""
+    start = 0
+    for end in _END.finditer(text):
+        yield text[start : end.start()]
+        start = end.end()
+    yield text[start:]
 
 
 def stream_lines(

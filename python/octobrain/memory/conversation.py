@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
 from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, named_by, read_regular
-from octobrain.lines import split_lines
+from octobrain.lines import iter_lines
 from octobrain.models import (
     CONTENT_BYTES,
     ID_CHARS,
@@ -99,6 +100,7 @@ def read_conversations(path: str | Path, fmt: str = "auto") -> list[Conversation
             got = f", got {exc.size}" if exc.size is not None else ""
             raise InvalidInput("file", f"must be at most {MAX_FILE_BYTES >> 20} MiB{got}") from None
     text = data.decode("utf-8", errors="replace")
+    del data  # (up to 64 MiB, not needed beside its text)
     return parse_text(text, fmt, default_key=file.stem)
 
 
@@ -106,14 +108,26 @@ def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> li
     """Conversations from a file's text (see `read_conversations`)."""
     if fmt not in FORMATS:
         raise InvalidInput("format_in", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    data, lines = _load(text)
-    chosen = detect_format(data) if fmt == "auto" else fmt
-    if chosen == "locomo":
-        found = _locomo(data)
-    elif chosen == "claude":
-        found = [_claude(_records(data, "claude"), default_key, lines)]
-    else:
-        found = [parse_chat(_records(data, "chat"), key=default_key, lines=lines)]
+    data, numbered = _load(text)
+    if numbered is None:  # a JSON document
+        chosen = detect_format(data) if fmt == "auto" else fmt
+        if chosen == "locomo":
+            found = _locomo(data)
+        elif chosen == "claude":
+            entries = _records(data, "claude")
+            found = [_claude(((f"file[{i}]", e) for i, e in enumerate(entries)), default_key)]
+        else:
+            found = [parse_chat(_records(data, "chat"), key=default_key)]
+    else:  # JSONL: each line read as its turn is made, not every line's object first
+        head = list(islice(numbered, 20))
+        chosen = detect_format([r for _, r in head]) if fmt == "auto" else fmt
+        records = chain(head, numbered)
+        if chosen == "locomo":
+            found = _locomo([r for _, r in records])
+        elif chosen == "claude":
+            found = [_claude(records, default_key)]
+        else:
+            found = [_chat(records, default_key)]
     return [_in_parts(once(c)) for c in found]
 
 
@@ -131,9 +145,10 @@ def _in_parts(conversation: Conversation) -> Conversation:
     return Conversation(conversation.key, turns, conversation.blank)
 
 
-def _load(text: str) -> tuple[Any, list[int] | None]:
-    """A JSON document, or the objects of a JSONL file (a list) with the line of each (None
-    for a JSON document), so a record is named by its line."""
+def _load(text: str) -> tuple[Any, Iterator[tuple[str, Any]] | None]:
+    """A JSON document (and None), or (None and) the objects of a JSONL file, each with the
+    name of its line (`line N`), read one at a time as they are asked for, so a record is named
+    by its line and a file's objects are never all held at once."""
     stripped = text.strip()
     if not stripped:
         raise InvalidInput("file", "is empty")
@@ -142,17 +157,20 @@ def _load(text: str) -> tuple[Any, list[int] | None]:
     except UnreadableJSON as exc:
         if not exc.syntax:
             raise InvalidInput("file", exc.reason) from None
-    records, lines = [], []
-    for number, line in enumerate(split_lines(text), 1):
+    del stripped
+    return None, _jsonl(text)
+
+
+def _jsonl(text: str) -> Iterator[tuple[str, Any]]:
+    for number, line in enumerate(iter_lines(text), 1):
         if not line.strip():
             continue
         try:
-            records.append(read_json(line))
+            record = read_json(line)
         except UnreadableJSON as exc:
             tail = "; expected JSON or JSONL" if exc.syntax else ""
             raise InvalidInput("file", f"line {number} {exc.reason}{tail}") from None
-        lines.append(number)
-    return records, lines
+        yield f"line {number}", record
 
 
 def detect_format(data: Any) -> str:
@@ -230,35 +248,29 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
 
-def _record_name(i: int, lines: Sequence[int] | None, container: str) -> str:
-    """How errors name record `i`: by its line in a JSONL file (`lines`, from `_load`), else
-    by its place in the JSON array `container`."""
-    return f"line {lines[i]}" if lines is not None else f"{container}[{i}]"
-
-
-def parse_chat(
-    records: list[Any],
-    *,
-    key: str = "chat",
-    field_name: str = "turns",
-    lines: Sequence[int] | None = None,
-) -> Conversation:
+def parse_chat(records: list[Any], *, key: str = "chat", field_name: str = "turns") -> Conversation:
     """A generic chat export: `{speaker, text, time?, session?, id?}` records in order.
 
     Without `session` fields a new session starts after a silence longer than 4 hours (or
     never, when no turn has a time). Records with blank text are skipped. Errors name a record
-    `<field_name>[i]`, or `line N` when `lines` gives each record's line in a JSONL file.
+    `<field_name>[i]`.
     """
     if not isinstance(records, list):
         raise InvalidInput(field_name, "must be a list of {speaker, text, time} objects")
+    return _chat(((f"{field_name}[{i}]", r) for i, r in enumerate(records)), key)
+
+
+def _chat(records: Iterable[tuple[str, Any]], key: str) -> Conversation:
+    """`parse_chat` of records each given with how errors name it (`turns[3]`, `line 7`)."""
     conversation = Conversation(key)
     session_no, last_time, per_session = 1, None, 0
-    for i, record in enumerate(records):
-        where = _record_name(i, lines, field_name)
+    names: dict[str, str] = {}  # one string per speaker and session, not one per turn
+    for where, record in records:
         if not isinstance(record, dict):
             raise InvalidInput(where, "must be an object with speaker and text")
         text = _said(f"{where}.text", record.get("text"))
         speaker = _name(f"{where}.speaker", record.get("speaker"), SPEAKER_CHARS)
+        speaker = names.setdefault(speaker, speaker)
         moment = _time(f"{where}.time", record.get("time"))
         given = record.get("session")
         if given is not None:
@@ -270,6 +282,7 @@ def parse_chat(
             if gap:
                 session_no, per_session = session_no + 1, 0
             session = str(session_no)
+        session = names.setdefault(session, session)
         last_time = moment or last_time
         if not text.strip():
             conversation.blank += 1
@@ -310,16 +323,15 @@ def once(conversation: Conversation) -> Conversation:
     return Conversation(conversation.key, turns, conversation.blank)
 
 
-def _claude(entries: list[Any], default_key: str, lines: Sequence[int] | None) -> Conversation:
+def _claude(entries: Iterable[tuple[str, Any]], default_key: str) -> Conversation:
     """A Claude Code transcript: the user's and the assistant's text blocks, in order (tool
-    calls, tool results and injected command/system text are left out). An entry is named by
-    its line (`lines`), or its place in a JSON array."""
+    calls, tool results and injected command/system text are left out). Each entry comes with
+    how errors name it: its line, or its place in a JSON array."""
     from octobrain.memory.hooks import transcript_text
 
     turns: list[Turn] = []
     session_id = ""
-    for i, entry in enumerate(entries):
-        where = _record_name(i, lines, "file")
+    for where, entry in entries:
         if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
             continue
         if entry.get("isMeta"):
