@@ -390,6 +390,28 @@ def _counting_all(method: Any, calls: list[int]) -> Any:
     return counted
 
 
+def test_two_ingests_of_one_file_at_once_store_each_turn_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A batch's turns are looked up, then embedded without the lock, then written under it:
+    # another process that stores them all meanwhile must leave this one nothing to add.
+    records = [{"speaker": "Ann", "text": f"turn {i}"} for i in range(1500)]
+    first, other = brain(tmp_path), brain(tmp_path)
+    plain = first.embedder.embed_documents
+    raced: list[int] = []
+
+    def embed_while_the_other_ingests(texts: list[str]) -> Any:
+        if not raced:  # (the two may share one embedder: the other's embedding goes through)
+            raced.append(-1)
+            raced[0] = other.ingest(parse_text(json.dumps(records))).added
+        return plain(texts)
+
+    monkeypatch.setattr(first.embedder, "embed_documents", embed_while_the_other_ingests)
+    report = first.ingest(parse_text(json.dumps(records)))
+    assert raced == [1500] and (report.added, report.skipped_existing) == (0, 1500)
+    assert first.store.count() == 1500 and len(first.store.all_relationships()) == 1499
+
+
 def test_an_ingest_killed_between_its_commits_is_mended_by_the_next(tmp_path: Path) -> None:
     # A batch's turns and their links are two commits: a kill between them leaves the turns
     # stored without links. Running the ingest again (what its error tells) links them.
