@@ -113,7 +113,12 @@ def read_regular(
     with handle:
         if status.st_size > max_bytes:
             raise TooLarge(path, status.st_size)
-        data = handle.read(max_bytes + 1)
+        # As much as its status says, and one byte more: a read of `max_bytes + 1` sets that
+        # much memory aside first (64 MiB for a record of a few hundred bytes). A file that
+        # grew meanwhile, or says 0 (as /proc's do), is read on up to the bound.
+        data = handle.read(status.st_size + 1)
+        if len(data) > status.st_size:
+            data += handle.read(max_bytes + 1 - len(data))
     if len(data) > max_bytes:
         raise TooLarge(path, None)
     return data, status
