@@ -239,19 +239,6 @@ def _history_gap(table: lancedb.table.Table) -> list[int]:
     return missing
 
 
-def _spans(numbers: list[int]) -> str:
-    """Sorted numbers as runs: [3, 4, 5, 9] -> '3–5, 9'."""
-    runs: list[list[int]] = []
-    for n in numbers:
-        if runs and n == runs[-1][1] + 1:
-            runs[-1][1] = n
-        else:
-            runs.append([n, n])
-    return ", ".join(f"{a}–{b}" if b > a else f"{a}" for a, b in runs[:8]) + (
-        ", …" if len(runs) > 8 else ""
-    )
-
-
 def _unfinished(db: lancedb.DBConnection, tables: list[TableCheck]) -> int:
     """How many consolidation records are pending or reverting (0 when the log did not open;
     its check says why)."""
@@ -310,7 +297,7 @@ def _check_table(
         problems.append(
             Problem(
                 name,
-                f"version{'' if one else 's'} {_spans(gap)} of its history "
+                f"version{'' if one else 's'} {manifest.version_ranges(gap)} of its history "
                 f"{'is' if one else 'are'} gone while the versions around "
                 f"{'it' if one else 'them'} are kept (a file of _versions/ deleted, not the "
                 "cleanup, which removes only the oldest): `memory restore` cannot go back "

@@ -173,20 +173,6 @@ def _invisible(memory_id: str, scope: str) -> str:
     return f"no memory {memory_id} is visible from scope {scope or '(global)'!r}"
 
 
-def _ranges(numbers: Sequence[int]) -> str:
-    """Sorted version numbers as ranges: "1–2, 4–8" (a version lost in between shows)."""
-    spans: list[list[int]] = []
-    for n in numbers:
-        if spans and n == spans[-1][1] + 1:
-            spans[-1][1] = n
-        else:
-            spans.append([n, n])
-    shown = [f"{a}" if a == b else f"{a}–{b}" for a, b in spans]
-    if len(shown) > 6:
-        shown = [*shown[:3], "…", *shown[-3:]]
-    return ", ".join(shown)
-
-
 def _scan_arrow(
     table: lancedb.table.Table, where: str, columns: Sequence[str] | None, limit: int | None
 ) -> pa.Table:
@@ -1109,7 +1095,7 @@ class MemoryStore:
             if version not in numbers:
                 raise InvalidInput(
                     "version",
-                    f"no version {version} is kept (kept: {_ranges(numbers)}); "
+                    f"no version {version} is kept (kept: {manifest.version_ranges(numbers)}); "
                     "see `octobrain memory history`",
                 )
             self._check_version_model(version)
