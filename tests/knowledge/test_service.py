@@ -589,16 +589,11 @@ def test_an_index_run_again_after_the_tables_started_over_shows_its_progress_onc
     assert [h.title for h in kb.search("Part 7 word").hits][:1] == ["Big"]
 
 
-def test_a_file_refused_for_its_chunks_is_refused_again_without_being_read(
-    make_knowledge: MakeKnowledge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Each call naming it read, extracted and cut the whole file again before the same refusal
-    # (a 45 MB file of one line: 1.35 s of CPU a call, from any client that names it).
+def _count_file_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The URIs of the local files the knowledge service reads from now on, one per read."""
     import octobrain.knowledge.service as service
     from octobrain.knowledge.sources import Fetched, SourceRef
 
-    book = tmp_path / "book.md"
-    book.write_text("\n\n".join(f"# Part {i}\n\n" + "word " * 300 for i in range(40)))
     reads: list[str] = []
     real = service.read_file
 
@@ -607,6 +602,17 @@ def test_a_file_refused_for_its_chunks_is_refused_again_without_being_read(
         return real(ref, max_bytes)
 
     monkeypatch.setattr(service, "read_file", counted)
+    return reads
+
+
+def test_a_file_refused_for_its_chunks_is_refused_again_without_being_read(
+    make_knowledge: MakeKnowledge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each call naming it read, extracted and cut the whole file again before the same refusal
+    # (a 45 MB file of one line: 1.35 s of CPU a call, from any client that names it).
+    book = tmp_path / "book.md"
+    book.write_text("\n\n".join(f"# Part {i}\n\n" + "word " * 300 for i in range(40)))
+    reads = _count_file_reads(monkeypatch)
     k = make_knowledge(max_source_chunks=10)
     for _ in range(3):
         with pytest.raises(InvalidInput, match=r"book\.md makes more than 10 chunks"):
@@ -627,19 +633,9 @@ def test_reading_a_file_page_by_page_extracts_it_once_while_it_is_unchanged(
 ) -> None:
     # `knowledge read` is paged a call a page; each call read and extracted the whole file
     # again (a 45 MB text file: 0.55-0.95 s of CPU a page).
-    import octobrain.knowledge.service as service
-    from octobrain.knowledge.sources import Fetched, SourceRef
-
     book = tmp_path / "book.md"
     book.write_text("# Book\n\n" + "A line of the book.\n" * 500)
-    reads: list[str] = []
-    real = service.read_file
-
-    def counted(ref: SourceRef, max_bytes: int) -> Fetched:
-        reads.append(ref.uri)
-        return real(ref, max_bytes)
-
-    monkeypatch.setattr(service, "read_file", counted)
+    reads = _count_file_reads(monkeypatch)
     k = make_knowledge()
     first = k.read("book.md")
     assert [k.read("book.md") for _ in range(3)] == [first] * 3

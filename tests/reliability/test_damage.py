@@ -35,6 +35,15 @@ def _three(env: dict[str, str]) -> set[str]:
     return {memorize(env, f"Fact {i}", f"Durable fact number {i} about the API.") for i in range(3)}
 
 
+def _related(env: dict[str, str]) -> tuple[list[str], Path]:
+    """Three memories (their ids, sorted), the first two related, and the one data file of
+    `relationships` that link wrote."""
+    ids = sorted(_three(env))
+    assert octobrain(env, "relate", ids[0], ids[1]).returncode == 0
+    [data] = (_store(env) / "relationships.lance" / "data").glob("*.lance")
+    return ids, data
+
+
 def run_cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
     """`octobrain <args>` (no `--scope`): return code, stdout, stderr."""
     done = subprocess.run(
@@ -139,9 +148,7 @@ def test_a_data_file_overwritten_at_its_size_is_one_line_naming_the_table(
 ) -> None:
     # Zeros of the file's own size: Lance says the file "does not appear to be a Lance file"
     # as a ValueError without its "lance error" prefix, which export let out as a traceback.
-    ids = sorted(_three(env))
-    assert octobrain(env, "relate", ids[0], ids[1]).returncode == 0
-    [data] = (_store(env) / "relationships.lance" / "data").glob("*.lance")
+    _, data = _related(env)
     data.write_bytes(bytes(data.stat().st_size))
     done = octobrain(env, "export", str(_store(env).parent / "x.jsonl"))
     assert done.returncode == 1, (done.stdout, done.stderr)
@@ -228,9 +235,7 @@ def test_a_write_that_meets_a_cut_data_file_names_the_damage_not_free_space(
     # relationships file, and its failure sent the user to look for free space, the memory
     # gone already. A link was acknowledged into the cut table, where the repair (a restore
     # to before the damage) would drop it. Each commit now checks both tables' files first.
-    ids = sorted(_three(env))
-    assert octobrain(env, "relate", ids[0], ids[1]).returncode == 0
-    [data] = (_store(env) / "relationships.lance" / "data").glob("*.lance")
+    ids, data = _related(env)
     data.write_bytes(data.read_bytes()[:100])
     for args in (("forget", ids[0], "-y"), ("relate", ids[1], ids[2])):
         done = octobrain(env, *args)
