@@ -121,7 +121,6 @@ class ChunkIndex:
         scopes: Sequence[str],
         session_id: str,
         session_cutoff: datetime,
-        source_ids: Collection[str] | None = None,
     ) -> npt.NDArray[np.bool_]:
         """Live, current-generation chunks visible from `scopes` and this session."""
         # Set lookups: `np.isin` on object arrays is quadratic, which a bulk import of
@@ -131,9 +130,11 @@ class ChunkIndex:
         persistent = self._session == ""
         mine = (self._session == session_id) & (self._indexed >= micros(session_cutoff))
         mask &= persistent | (mine if session_id else False)
-        if source_ids is not None:
-            mask &= _member(self._source, set(source_ids))
         return np.asarray(mask, dtype=bool)
+
+    def of_sources(self, source_ids: Collection[str]) -> npt.NDArray[np.bool_]:
+        """The chunks of the sources `source_ids` (a search limited to them: with `allowed`)."""
+        return np.asarray(_member(self._source, set(source_ids)), dtype=bool)
 
     def nearest(
         self, vector: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_], k: int

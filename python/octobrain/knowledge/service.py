@@ -520,11 +520,7 @@ class Knowledge:
             now = utcnow()
             scopes, cutoff = visible_scopes(self.scope), self._session_cutoff(now)
             seen = mirror.allowed(scopes, self.session_id, cutoff)  # (no other project's words)
-            allowed = (
-                seen
-                if source_ids is None
-                else mirror.allowed(scopes, self.session_id, cutoff, source_ids)
-            )
+            allowed = seen if source_ids is None else seen & mirror.of_sources(source_ids)
             hits = search_chunks(
                 mirror,
                 query,
