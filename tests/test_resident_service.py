@@ -562,3 +562,40 @@ def test_service_start_takes_only_a_bounded_number_of_seconds(
     done = cli(env, "service", "start", "--wait", wait)
     assert done.returncode == 2 and done.stderr.startswith(b"error: wait: "), done.stderr
     assert b"Traceback" not in done.stderr
+
+
+def _exited(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def test_after_the_service_leaves_the_next_command_is_served_by_its_snapshot(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The service leaves the store's snapshot at the version it last served, so the first
+    # command after it (the first hook after ten idle minutes) reads the snapshot alone,
+    # without importing LanceDB; the access it counts shows in the next process.
+    monkeypatch.setenv("OCTOBRAIN_SEARCH_SNAPSHOT_MIN_ROWS", "1")  # (the service's key too)
+    env = {**env, "OCTOBRAIN_SEARCH_SNAPSHOT_MIN_ROWS": "1"}
+    _start(env)
+    mids = [_memorize(env, f"Note {i}", f"The cache uses setting zq{i}.", service=True)
+            for i in range(4)]  # fmt: skip
+    assert cli(env, "memory", "--scope", SCOPE, "remember", "setting zq2").returncode == 0
+    info = ask(_settings(), "status")
+    assert info is not None and int(info["served"]) == 5
+    assert cli(env, "service", "stop").returncode == 0
+    assert _wait(lambda: _exited(int(info["pid"])), 60)
+    cold = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "octobrain", "memory", "--scope", SCOPE,
+         "remember", "setting zq3", "--format", "json"],
+        env={**env, "OCTOBRAIN_SERVICE_ENABLED": "0"}, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert cold.returncode == 0, cold.stderr
+    assert json.loads(cold.stdout)["results"][0]["id"] == mids[3]
+    assert " lancedb" not in cold.stderr  # (`-X importtime` names every module it imports)
+    got = cli(env, "memory", "--scope", SCOPE, "get", mids[3], "--format", "json", service=False)
+    assert json.loads(got.stdout)["access_count"] == 1

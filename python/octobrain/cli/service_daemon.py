@@ -163,6 +163,15 @@ class BrainCache:
             pool.flush()
             pool.note_store()
 
+    def settle(self) -> None:
+        """Before the service exits: each store's access counts committed and its snapshot
+        left at the store's version (`BrainPool.settle`)."""
+        for pool in self._all():
+            try:
+                pool.settle()
+            except Exception:  # the next command reports a store that cannot be read
+                log.warning("store not settled before exit", exc_info=True)
+
     def maintain(self) -> None:
         """The maintenance passes writes fell due for, with the mirrors caught up after them."""
         for pool in self._all():
@@ -229,9 +238,11 @@ class Service:
     def _load(self) -> None:
         from octobrain.cli.common import use_brain_factory
         from octobrain.config import load_config
+        from octobrain.memory.corpus import Corpus
         from octobrain.store.memories import MemoryStore
 
         MemoryStore.defer_maintenance = True  # run after answers (`_maintain`), not within them
+        Corpus.leave_tails = False  # (a whole snapshot as it exits: `settle`)
         try:
             try:
                 cache = BrainCache(load_config(), self.run_lock)
@@ -261,6 +272,10 @@ class Service:
             self._accept(listener)
         finally:
             listener.close()  # new clients now run in-process; let the running command finish
+            with self.state_lock:
+                idle = self.active == 0
+            if idle:  # (before a new service may start, so that it opens what this one left)
+                self._settle()
             if release is not None:
                 release()
             deadline = time.monotonic() + 600.0
@@ -269,6 +284,17 @@ class Service:
                     if self.active == 0 or (self.sessions == 0 and time.monotonic() > deadline):
                         break
                 time.sleep(0.05)
+            if not idle:
+                self._settle()
+
+    def _settle(self) -> None:
+        """Leave each store as the next new process reads it best (`BrainCache.settle`)."""
+        cache = self.cache
+        if cache is not None and self.run_lock.acquire(timeout=60.0):
+            try:
+                cache.settle()
+            finally:
+                self.run_lock.release()
 
     def _accept(self, listener: socket.socket) -> None:
         while not self.stopping.is_set():

@@ -3,9 +3,13 @@
 Counting an access is a commit: on a local disk ~15 ms under the write lock (more than the
 search itself at 10k memories), on a bucket a dozen requests and the write lease. So `remember`
 only queues the ids due for a bump; one background commit per interval (at least a second;
-`storage.remote_refresh_ms` on a bucket) counts them all, and the queue is flushed when the
-process exits normally and by `Brain.flush()`. After each commit the registered mirrors apply
-the bump in place, so the next query neither re-reads the table nor counts the same access twice.
+`storage.remote_refresh_ms` on a bucket) counts them all, and `Brain.flush()` commits the
+queue at once. After each commit the registered mirrors apply the bump in place, so the next
+query neither re-reads the table nor counts the same access twice. What is left when the
+process exits normally is kept on a local store for the next process that opens the tables
+(the resident service: its next call), not committed (`store.accessed`): a process a snapshot
+served then needs no LanceDB for it, and no process of its own makes a version that would
+keep the next one from being served by the snapshot.
 
 An access count is a ranking signal, not something a user wrote: a process killed with bumps
 still queued loses at most one interval of them, never a memory.
@@ -31,7 +35,7 @@ log = logging.getLogger(__name__)
 class Mirror(Protocol):
     """What the queue tells after a commit: the in-process mirror of the same table."""
 
-    def note_own_access(self, ids: Sequence[str], now: datetime, version: int) -> None: ...
+    def note_own_access(self, ids: Sequence[str], now: datetime, version: int | None) -> None: ...
 
 
 class AccessQueue:
@@ -48,7 +52,7 @@ class AccessQueue:
         self._lock = threading.Lock()
         self._committing = threading.Lock()  # held by a flush while it commits
         self._thread: threading.Thread | None = None
-        atexit.register(self.flush)
+        atexit.register(self.flush, keep=True)
 
     def add(self, ids: Sequence[str], now: datetime, mirror: Mirror | None = None) -> None:
         """Queue one access for each id (queued twice within an interval, it counts once —
@@ -64,10 +68,13 @@ class AccessQueue:
                 )
                 self._thread.start()
 
-    def flush(self) -> None:
+    def flush(self, *, keep: bool = False) -> None:
         """Commit every queued bump now, in one commit stamped with the latest access time;
         a commit the background thread is making is waited for first (the process's exit
-        flush must not end it half made, `cli.launch.exit_now`)."""
+        flush must not end it half made, `cli.launch.exit_now`). `keep` (the exit's flush):
+        leave them to the next process that opens the tables instead (`store.accessed`), so
+        that this one needs no LanceDB for them (a snapshot may have served it without) and
+        makes no version that the next new process's snapshot would lack."""
         with self._committing:
             with self._lock:
                 ids, when = sorted(self._pending), self._latest
@@ -76,8 +83,13 @@ class AccessQueue:
             if not ids or when is None:
                 return
             try:
-                version = self._store.record_access(ids, when, min_interval=self._window)
-            except StorageError as exc:  # a read-only store still answers questions
+                kept = keep and self._store.keep_access(ids, when, min_interval=self._window)
+                version = (
+                    None
+                    if kept
+                    else self._store.record_access(ids, when, min_interval=self._window)
+                )
+            except (OSError, StorageError) as exc:  # a read-only store still answers questions
                 log.warning("access counts not recorded: %s", exc)
                 return
             except Exception:

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from octobrain.heap import collect_later
 from octobrain.kernels.bm25 import BM25Index
 from octobrain.kernels.vectors import VectorBlocks
-from octobrain.memory import build, catchup
+from octobrain.memory import build, catchup, tail
 from octobrain.memory.corpus_io import (
     CODED,
     LIGHT_COLUMNS,
@@ -71,6 +71,10 @@ SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE = 256, 0.01
 class Corpus:
     """Positions ↔ memories, BM25 over their text (its postings give term statistics),
     embeddings and filters."""
+
+    # Cleared by the resident service: it leaves a whole snapshot as it exits (`save_snapshot`)
+    # instead of a tail after each catch-up, which no new process reads while it serves.
+    leave_tails: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -135,6 +139,10 @@ class Corpus:
         self._snap_version = None if snap is None else snap.version
         self.opened_snapshot = snap is not None  # whether it started from a snapshot
         self._reread_since_snap = 0.0
+        # The catch-ups applied since the snapshot the mirror reads (`memory.tail`), while
+        # they are few enough to be worth keeping; the version a tail was last left at.
+        self._steps: list[tail.Step] | None = [] if snap is not None else None
+        self._tail_at = None if snap is None else (snap.version, snap.edges_version)
         # How the last catch-up found what changed: "changes" (the fragments written since and
         # the store's change record) or "every row" (the narrow columns of the whole table).
         self.last_catch_up = ""
@@ -170,6 +178,8 @@ class Corpus:
             self.discard_snapshot()
         with self._lock:
             try:
+                if self._version == -1 and self._snapshots is not None and self._open_current():
+                    return
                 rows_version, edges_version = latest_versions(self._store)
                 if self._written:
                     self._adopt_written()
@@ -185,24 +195,71 @@ class Corpus:
                 raise
             self._maybe_snapshot()
 
-    def _adopt_snapshot(self, latest: int) -> None:
+    def _open_current(self) -> bool:
+        """A new process's first read, served by the snapshot without opening LanceDB, when it
+        is of the versions the newest manifests of both tables on disk name and its store is
+        this one by its fingerprint (`MemoryStore.versions_on_disk`; importing LanceDB alone
+        took a third of such a process). Else what it adopted stays, and the caller catches
+        up from there through LanceDB as before."""
+        on_disk = self._store.versions_on_disk()
+        if on_disk is None or not self._adopt_snapshot(on_disk[0]):
+            return False
+        if (self._version, self._edges.version) != on_disk:
+            self._replay_tail(*on_disk)
+        if (self._version, self._edges.version) != on_disk:
+            return False
+        self._apply_kept_access()
+        return True
+
+    def _replay_tail(self, version: int, edges_version: int) -> None:
+        """Catch up from the snapshot just adopted to `version` by the tail a process that
+        caught up before left beside it (`memory.tail`), if it is of exactly that store
+        version; else the mirror stays at the snapshot's version."""
+        source = self._source
+        if source is None or source.where is None:
+            return
+        found = tail.load(source.where, version)
+        if found is None or found.fingerprint != self._store.version_fingerprint(version):
+            return
+        if (found.edges_version if found.edges is not None else source.edges_version) != (
+            edges_version
+        ):
+            return
+        try:
+            for step in found.steps:
+                self._apply(step)
+        except Exception as exc:  # (checked, yet it does not fit: start again from the snapshot)
+            log.warning("memory snapshot tail not used (%s); catching up from the store", exc)
+            self._reset()
+            self._adopt_snapshot(-1)
+            return
+        if found.edges is not None:
+            self._edges = EdgeMirror(found.edges, found.edges_version, found.edges_mark)
+        self._steps, self._tail_at = list(found.steps), (version, edges_version)
+
+    def _adopt_snapshot(self, latest: int) -> bool:
+        """Read from the current snapshot unless it is another store's; True when its store
+        was confirmed by the fingerprint of its version's Lance manifest."""
         assert self._snapshots is not None
         for _ in range(2):  # the current one, or the one that replaced it meanwhile
             snap = self._snapshots.load()
             if snap is None:
-                return
+                return False
             theirs = snap.fingerprint and self._store.version_fingerprint(snap.version)
             if theirs and theirs != snap.fingerprint:
                 # Another store now lives at this URI (replaced, re-created): its version of the
                 # same number names other files. Never served, however well its counts agree.
                 log.warning("memory snapshot is of another store at this location; rebuilding")
-                return
+                return False
             live = int(np.count_nonzero(snap.columns["live"]))
-            if snap.version == latest and live != self._store.count():
+            # (A manifest that matches names the same files: only without one is the count
+            # asked of the store.)
+            if not theirs and snap.version == latest and live != self._store.count():
                 log.warning("memory snapshot disagrees with the store; rebuilding")
-                return  # another table under the same name: never served
+                return False  # another table under the same name: never served
             if self._adopt(snap):
-                return
+                return bool(theirs)
+        return False
 
     def _adopt(self, snap: Snapshot) -> bool:
         """Read from `snap`; False (the mirror left empty) when its files went away after its
@@ -233,16 +290,28 @@ class Corpus:
             self.opened_snapshot = opened  # (how it started)
             collect_later()  # what it built is held in reference cycles too
 
-    def _maybe_snapshot(self) -> None:
-        """Write the snapshot when due, off the request path: what it needs is captured now,
-        under the caller's lock (copies of the arrays patched in place), and a thread writes
-        it while the query goes on. The thread is not a daemon, so a CLI process finishes the write
-        before it exits; a process killed meanwhile leaves the previous snapshot in force."""
+    def save_snapshot(self) -> None:
+        """Write the snapshot now if the mirror is at a newer version, however few rows changed,
+        and wait for it: a long-lived process going away (the resident service, idle) leaves
+        the next new process a snapshot that serves it without LanceDB (`_open_current`)."""
+        self.wait_for_snapshot()
+        with self._lock:
+            if self._version >= 0 and self._version != self._snap_version:
+                self._maybe_snapshot(now=True)
+        self.wait_for_snapshot()
+
+    def _maybe_snapshot(self, *, now: bool = False) -> None:
+        """Write the snapshot when due (`now`: whenever it is of another version), off the
+        request path: what it needs is captured now, under the caller's lock (copies of the
+        arrays patched in place), and a thread writes it while the query goes on. The thread
+        is not a daemon, so a CLI process finishes the write before it exits; a process killed
+        meanwhile leaves the previous snapshot in force."""
         if self._snapshots is None or len(self.pos_of) < self._snapshot_min_rows:
             return
-        if self._snap_version is not None:
+        if self._snap_version is not None and not now:
             stale = max(SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE * len(self.pos_of))
             if self._version == self._snap_version or self._reread_since_snap < stale:
+                self._maybe_tail()
                 return
         if self._writer is not None and self._writer.is_alive():
             return  # the next refresh tries again once it is done
@@ -256,6 +325,40 @@ class Corpus:
             name="octobrain-snapshot",
         )
         self._writer.start()
+
+    def _maybe_tail(self) -> None:
+        """Leave the catch-ups since the snapshot beside it (`memory.tail`) when the mirror
+        moved past the versions a tail was last left at, on the snapshot writer's thread."""
+        source, steps, edges = self._source, self._steps, self._edges
+        if not self.leave_tails or source is None or source.where is None or steps is None:
+            return
+        if (self._version, edges.version) == self._tail_at:
+            return
+        if self._writer is not None and self._writer.is_alive():
+            return  # the next refresh tries again once it is done
+        fingerprint = self._store.version_fingerprint(self._version)
+        if fingerprint is None:
+            return
+        left = tail.Tail(
+            version=self._version,
+            fingerprint=fingerprint,
+            steps=list(steps),
+            edges=None if edges.version == source.edges_version else edges.table,
+            edges_version=edges.version,
+            edges_mark=edges.mark,
+        )
+        self._tail_at = (self._version, edges.version)
+        self._writer = threading.Thread(
+            target=self._write_tail, args=(source.where, left), name="octobrain-snapshot"
+        )
+        self._writer.start()
+
+    @staticmethod
+    def _write_tail(where: Path, left: tail.Tail) -> None:
+        try:
+            tail.write(where, left)
+        except OSError as exc:  # a full or read-only cache, or the snapshot removed meanwhile
+            log.info("memory snapshot tail not written: %s", exc)
 
     def _write_snapshot(
         self, snapshots: SnapshotDir, snap: Snapshot, scratch: Path | None = None
@@ -340,23 +443,44 @@ class Corpus:
         rows = delta.rows
         if rows is None and delta.read:
             rows = read_rows(pinned, delta.read, total)
-        self._remove(delta.gone)
+        step = tail.Step(
+            version=version,
+            gone=delta.gone,
+            moved=delta.moved,
+            moved_addr=delta.moved_addr,
+            moved_access=delta.moved_access,
+            moved_seen=delta.moved_seen,
+            mark=delta.mark,
+            cheap=delta.cheap,
+            rows=rows,
+        )
+        self._apply(step)
+        if self._steps is not None:
+            self._steps.append(step)
+            if self._reread_since_snap >= SNAPSHOT_STALE_ROWS:
+                self._steps = None  # (a rewrite of the whole snapshot is due instead)
+
+    def _apply(self, step: tail.Step) -> None:
+        """Bring the mirror to `step.version` by what a catch-up found changed: the same
+        positions come out of the same steps (`memory.tail` replays them)."""
+        rows = step.rows
+        self._remove(step.gone)
         if rows is not None and len(rows):
             addrs = int64s(rows.column(catchup.ADDR))
             self._add(rows.drop_columns(["embedding"]), vectors_of(rows), addrs)
-        if len(delta.moved):
-            self._addr[delta.moved] = delta.moved_addr
-            self._by_addr.changed(delta.moved, self._addr)
-            self._patch_access(delta.moved, delta.moved_access, delta.moved_seen)
+        if len(step.moved):
+            self._addr[step.moved] = step.moved_addr
+            self._by_addr.changed(step.moved, self._addr)
+            self._patch_access(step.moved, step.moved_access, step.moved_seen)
         # A moved row (an access counted, compaction) costs an opening process far less than a
         # re-read one (its narrow columns, no text to index): it weighs a quarter.
-        self._reread_since_snap += len(delta.read) + len(delta.moved) / 4
-        if not delta.cheap:
+        self._reread_since_snap += (0 if rows is None else len(rows)) + len(step.moved) / 4
+        if not step.cheap:
             self._reread_since_snap += SNAPSHOT_STALE_ROWS
-        self._mark = delta.mark
+        self._mark = step.mark
         if len(self._live) > 1000 and len(self.pos_of) < len(self._live) // 2:
             self._rebuild()
-        self._version = version
+        self._version = step.version
 
     def _build(self, pinned: Pinned, version: int, rows: int) -> None:
         """Read every row (`rows` of them) into the empty mirror, in bounded memory
@@ -418,18 +542,33 @@ class Corpus:
                 due.append(mid)
         return due
 
-    def note_own_access(self, ids: Sequence[str], now: datetime, version: int) -> None:
-        """Apply an access bump this process just committed as `version` without re-reading,
+    def note_own_access(self, ids: Sequence[str], now: datetime, version: int | None) -> None:
+        """Apply an access bump this process just committed as `version` (None: kept for the
+        next process that opens the tables, `MemoryStore.keep_access`) without re-reading,
         when nobody else committed in between (otherwise the next refresh reads the store)."""
         with self._lock:
-            if version != self._version + 1:
+            if version is not None and version != self._version + 1:
                 return
             at = [p for p in (self.pos_of.get(mid) for mid in ids) if p is not None]
             if at:  # (a missing id: another scope's memory, counted in the same commit)
                 where = np.asarray(at, dtype=np.int64)
                 counts = self._access[where] + 1
                 self._patch_access(where, counts, np.full(len(at), micros(now), np.int64))
-            self._version = version
+            if version is not None:
+                self._version = version
+
+    def _apply_kept_access(self) -> None:
+        """Count what processes before this one kept for the next commit (`store.accessed`),
+        as that commit will: each id once, unless accessed within the window."""
+        kept = self._store.kept_access()
+        if kept is None:
+            return
+        where = self.pos_of.many(kept.ids)
+        where = where[where >= 0]
+        cutoff = micros(kept.at - kept.window)
+        due = where[(self._access[where] == 0) | (self._seen[where] < cutoff)]
+        if len(due):
+            self._patch_access(due, self._access[due] + 1, np.full(len(due), micros(kept.at)))
 
     def edges(self, ids: Sequence[str]) -> list[Relationship]:
         """Edges touching any of `ids` (each once), from the mirror of `relationships`."""

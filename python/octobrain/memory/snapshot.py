@@ -14,7 +14,9 @@ needs, as the mirror held it at one committed version of `memories`:
   stay memory-mapped, so a query makes resident only the postings of its terms;
 - ``manifest.json``: format version, the table version, positions, live rows, dim, model id,
   store identity (its URI, and a checksum of that version's Lance manifest), each file's size
-  and CRC-32.
+  and CRC-32;
+- ``tail-<version>.bin``, added later: what a mirror that opened this snapshot caught up with
+  since, up to that store version (`memory.tail`), which the next new process replays.
 
 Where: ``<data dir>/cache/snapshots/<key>/`` (beside the embedding cache, never in the store,
 so object-store stores work unchanged), `key` hashing the store URI, model id and dimension.
@@ -202,6 +204,7 @@ class Snapshot:
     edges: pa.Table | None = None  # every relationship (with its row address)
     edges_version: int = -1
     edges_mark: int = -1
+    where: Path | None = None  # its directory (what `load` opened)
 
     def vector_rows(self, positions: npt.NDArray[np.int64] | None) -> None:
         """Verify the blocks of `vectors.npy` holding these rows (None: all of them)."""
@@ -325,6 +328,7 @@ class SnapshotDir:
             edges=edges,
             edges_version=int(manifest["edges_version"]) if edges is not None else -1,
             edges_mark=int(manifest["edges_mark"]) if edges is not None else -1,
+            where=where,
         )
 
     def discard(self, snap: Snapshot) -> None:

@@ -90,8 +90,12 @@ class BrainPool:
         return self._watch.changed()
 
     def _check_store(self) -> None:
-        """Forget the open store when its files changed underneath (hold the pool lock)."""
+        """Forget the open store when its files changed underneath, and commit the access
+        counts that processes of their own kept meanwhile, so this call sees them as they
+        would (`MemoryStore.count_kept_access`); hold the pool lock."""
         if not self._store_changed():
+            if self._root is not None:
+                self._root.store.count_kept_access()
             return
         log.info("the store's tables or manifest changed underneath; reopening it")
         assert self._root is not None
@@ -117,6 +121,17 @@ class BrainPool:
         """Commit the access counts queued by calls (a new process would at exit)."""
         if self._root is not None:
             self._root.flush()
+
+    def settle(self) -> None:
+        """Before this process goes away: commit the queued access counts, catch the mirror up
+        and leave its snapshot at that version, so the next new process is served by it
+        without opening LanceDB (`Corpus.save_snapshot`); hold the lock."""
+        root = self._root
+        if root is not None:
+            root.flush()
+            corpus = root.retriever.corpus
+            corpus.refresh()
+            corpus.save_snapshot()
 
     def maintenance_due(self) -> bool:
         """Whether a write of this pool's store left a maintenance pass for later."""

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, StorageError
+from octobrain.files import read_regular
 from octobrain.store import seen
 from octobrain.store.location import CLOCK_TOLERANCE_S, LEASE_TTL_S
 
@@ -741,3 +742,29 @@ def version_manifest(location: StoreLocation, name: str, version: int) -> Path |
         if path.is_file():
             return path
     return None
+
+
+def newest_on_disk(location: StoreLocation, name: str) -> int | None:
+    """The newest committed version of table `name` of a local store, read from its version
+    folder without LanceDB (a listing and Lance's hint file): the version an open would find.
+    None where only an open can tell: object storage, no manifest in the folder, a name that is
+    not Lance's, or a hint above every manifest left (a lost commit, which the open reports,
+    `lost_version`)."""
+    versions = _versions_dir(location, name)
+    if versions is None:
+        return None
+    try:
+        names = [n for n in os.listdir(versions) if n.endswith(_VERSIONS[1])]
+        newest = max((_version_of(n) for n in names), default=0)
+    except (OSError, ValueError):
+        return None
+    if newest <= 0:
+        return None
+    try:
+        data, _ = read_regular(versions / "latest_version_hint.json", 4096)
+        committed = int(json.loads(data)["version"])
+    except FileNotFoundError:
+        return newest  # (an older Lance writes none: nothing to compare, as `lost_version`)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return newest if committed <= newest else None

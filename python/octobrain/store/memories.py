@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship
-from octobrain.store import addresses, changes, manifest, schema
+from octobrain.store import accessed, addresses, changes, manifest, schema
 from octobrain.store.highwater import Commits
 from octobrain.store.location import LeaseLost, StoreLocation, import_lancedb
 from octobrain.store.operations import data_files, upkeep_note
@@ -319,6 +319,35 @@ class MemoryStore:
         # a reader may have no write access (reads treat them as null meanwhile).
         self._memories = memories
         self._relationships = db.open_table(RELATIONSHIPS)
+        self.count_kept_access()
+
+    def count_kept_access(self) -> None:
+        """Commit the access counts processes served by a snapshot kept for the next process
+        that opens the tables (`store.accessed`): done as this one opens them, before it
+        reads, so it shows them; a long-lived process also asks after each call."""
+        if self._finishing_restore or self._memories is None:
+            return
+        claimed = accessed.claim(self.location)
+        if not claimed:
+            return
+        kept = accessed.read(claimed)
+        try:
+            if kept is not None:
+                self.record_access(kept.ids, kept.at, min_interval=kept.window)
+        except StorageError as exc:  # a read-only store still answers questions
+            log.warning("access counts not recorded: %s", exc)
+            accessed.unclaim(claimed)
+        else:
+            accessed.remove(claimed)
+
+    def keep_access(self, ids: Sequence[str], now: datetime, *, min_interval: timedelta) -> bool:
+        """`record_access` left to the next process that opens the tables (`store.accessed`);
+        False when it cannot be (an object store, or enough are waiting): commit instead."""
+        return accessed.write(self.location, ids, now, min_interval)
+
+    def kept_access(self) -> accessed.Accessed | None:
+        """The accesses kept and not yet committed (`keep_access`)."""
+        return accessed.waiting(self.location)
 
     def _add_missing_columns(self, db: lancedb.DBConnection) -> lancedb.table.Table:
         """Bring a store made by an older version up to the current columns (one commit, under
@@ -348,6 +377,27 @@ class MemoryStore:
                 f"(dim {self.dim}); "
                 "run `octobrain memory reembed` to migrate it, or set embedding.model back"
             )
+
+    @property
+    def connected(self) -> bool:
+        """Whether this handle has opened LanceDB (a read a current snapshot serves never does)."""
+        return self._db is not None
+
+    def versions_on_disk(self) -> tuple[int, int] | None:
+        """The newest versions of `memories` and `relationships`, read from a local disk without
+        LanceDB (`manifest.newest_on_disk`): None where only an open can tell, and when the
+        store's manifest is unreadable or says a restore or migrate was cut short (the open
+        then refuses the store, naming why)."""
+        if self.location.path is None:
+            return None
+        try:
+            if manifest.interrupted(manifest.read(self.location)) is not None:
+                return None
+        except StorageError:
+            return None
+        rows = manifest.newest_on_disk(self.location, MEMORIES)
+        edges = manifest.newest_on_disk(self.location, RELATIONSHIPS)
+        return None if rows is None or edges is None else (rows, edges)
 
     def open(self) -> None:
         """Connect now, as the first read or write would: import LanceDB, open (or make) the

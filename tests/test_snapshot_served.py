@@ -1,0 +1,182 @@
+"""A new process whose store a current snapshot mirrors is served by it without opening LanceDB,
+and still answers as the store would: every access it counts shows in the next process and is
+committed once, and a store that changed, lost a commit or is mid-restore is never served from
+the snapshot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from octobrain.config import Config, SearchConfig
+from octobrain.embed.factory import get_embedder
+from octobrain.errors import StorageError
+from octobrain.memory.brain import Brain
+from octobrain.models import Memory
+from octobrain.store import accessed, manifest
+
+SCOPE = "github.com/acme/api"
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def _brain(uri: Path) -> Brain:
+    """A brain as a new process opens it (its own store handle, nothing connected yet)."""
+    config = Config(search=SearchConfig(snapshot_min_rows=1))
+    return Brain(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
+
+
+def _store_with_snapshot(uri: Path, n: int = 30) -> list[str]:
+    """`n` memories and a snapshot of the store as they left it."""
+    brain = _brain(uri)
+    memories = [
+        Memory(title=f"Note {i}", content=f"The service uses setting zq{i}.", scope=SCOPE)
+        for i in range(n)
+    ]
+    brain.store.add(memories, brain.embedder.embed_documents([m.content for m in memories]))
+    brain.remember("setting", record_access=False)
+    brain.retriever.corpus.wait_for_snapshot()
+    return [m.id for m in memories]
+
+
+def _exit_flush(brain: Brain) -> None:
+    """What the brain's process does with its queued access counts as it exits."""
+    brain._access_queue().flush(keep=True)
+
+
+def _hits(brain: Brain, query: str, **kw: Any) -> list[str]:
+    return [h.memory.id for h in brain.remember(query, min_relevance=0.0, **kw).hits]
+
+
+def test_a_current_snapshot_serves_a_new_process_without_opening_the_store(tmp_path: Path) -> None:
+    ids = _store_with_snapshot(tmp_path / "db")
+    reader = _brain(tmp_path / "db")
+    assert _hits(reader, "setting zq7", record_access=False)[0] == ids[7]
+    assert reader.retriever.corpus.opened_snapshot
+    assert not reader.store.connected
+
+
+def test_an_access_counted_from_the_snapshot_shows_next_and_is_committed_once(
+    tmp_path: Path,
+) -> None:
+    ids = _store_with_snapshot(tmp_path / "db")
+    version = _brain(tmp_path / "db").store.version()
+    first = _brain(tmp_path / "db")
+    assert _hits(first, "setting zq7", limit=1) == [ids[7]]
+    _exit_flush(first)
+    assert not first.store.connected  # kept for the next process, not committed now
+    # The next process, served by the snapshot as well, ranks with the access counted…
+    second = _brain(tmp_path / "db")
+    assert _hits(second, "setting zq7", limit=1, record_access=False) == [ids[7]]
+    corpus = second.retriever.corpus
+    assert corpus.memory(corpus.pos_of.get(ids[7], -1)).access_count == 1
+    # …and asking again within the window counts nothing more.
+    assert _hits(second, "setting zq7", limit=1) == [ids[7]]
+    _exit_flush(second)
+    # The first process that opens the tables commits what was kept, once, before it reads.
+    got = _brain(tmp_path / "db").get(ids[7])
+    assert got.access_count == 1 and got.last_accessed > got.created_at
+    store = _brain(tmp_path / "db").store
+    assert store.version() == version + 1
+    assert store.kept_access() is None
+    assert _brain(tmp_path / "db").get(ids[7]).access_count == 1
+
+
+def test_kept_accesses_are_claimed_by_one_process_only(tmp_path: Path) -> None:
+    ids = _store_with_snapshot(tmp_path / "db")
+    reader = _brain(tmp_path / "db")
+    _hits(reader, "setting zq3", limit=1)
+    _exit_flush(reader)
+    location = _brain(tmp_path / "db").store.location
+    taken = accessed.claim(location)
+    assert len(taken) == 1
+    assert accessed.claim(location) == []  # a second process finds nothing left to count
+    accessed.unclaim(taken)  # (the first could not commit: put back)
+    assert _brain(tmp_path / "db").get(ids[3]).access_count == 1
+
+
+def test_a_write_since_the_snapshot_is_read_from_the_store(tmp_path: Path) -> None:
+    _store_with_snapshot(tmp_path / "db")
+    added, _ = _brain(tmp_path / "db").memorize("Fresh note", "The cache uses setting zqnew.")
+    reader = _brain(tmp_path / "db")
+    assert _hits(reader, "setting zqnew", limit=1, record_access=False) == [added.id]
+    assert reader.store.connected
+
+
+def test_a_lost_newest_commit_is_reported_not_served_from_the_snapshot(tmp_path: Path) -> None:
+    ids = _store_with_snapshot(tmp_path / "db")
+    writer = _brain(tmp_path / "db")
+    writer.update(ids[2], content="The service uses setting zqlost.")
+    newest = manifest.version_manifest(writer.store.location, "memories", writer.store.version())
+    assert newest is not None
+    newest.unlink()  # the snapshot is now of the newest manifest left, but a commit is lost
+    with pytest.raises(StorageError, match="gone"):
+        _hits(_brain(tmp_path / "db"), "setting zq2", record_access=False)
+
+
+def test_a_store_mid_restore_is_refused_though_its_snapshot_is_current(tmp_path: Path) -> None:
+    _store_with_snapshot(tmp_path / "db")
+    manifest.mark_restore(_brain(tmp_path / "db").store.location, 3)
+    with pytest.raises(StorageError, match="restore 3` was cut short"):
+        _hits(_brain(tmp_path / "db"), "setting zq2", record_access=False)
+
+
+def _answers(brain: Brain) -> dict[tuple[str, int], tuple[list[str], list[str]]]:
+    """Each query's results and the neighbours shown with them."""
+    out = {}
+    for query in ("setting zqnew", "setting zqedited", "setting zq3", "setting zq1", "setting"):
+        for limit in (1, 8):
+            recall = brain.remember(query, min_relevance=0.0, record_access=False, limit=limit)
+            shown = [n.memory.id for n in recall.neighbours]
+            out[query, limit] = ([h.memory.id for h in recall.hits], shown)
+    return out
+
+
+def test_after_a_write_the_next_processes_catch_up_by_the_tail_left_beside_the_snapshot(
+    tmp_path: Path,
+) -> None:
+    ids = _store_with_snapshot(tmp_path / "db")
+    writer = _brain(tmp_path / "db")
+    added, _ = writer.memorize("Fresh note", "The cache uses setting zqnew.")
+    writer.update(ids[5], content="The service now uses setting zqedited.")
+    writer.forget([ids[3]], confirm=True)
+    writer.relate(ids[1], ids[2])
+    # The first process after the writes reads what changed through LanceDB, as before…
+    first = _brain(tmp_path / "db")
+    expected = _answers(first)
+    assert first.store.connected
+    first.retriever.corpus.wait_for_snapshot()  # (what it leaves, written as it exits)
+    assert expected["setting zqnew", 1][0] == [added.id]
+    assert expected["setting zqedited", 1][0] == [ids[5]]
+    assert ids[3] not in expected["setting zq3", 8][0]
+    assert expected["setting zq1", 1] == ([ids[1]], [ids[2]])  # the new edge's neighbour
+    # …and leaves it beside the snapshot: the next one replays it without opening the store,
+    # into the same mirror.
+    second = _brain(tmp_path / "db")
+    assert _hits(second, "setting zqnew", limit=1, record_access=False) == [added.id]
+    assert not second.store.connected
+    assert _answers(second) == expected
+    assert len(second.retriever.corpus) == len(first.retriever.corpus)
+
+
+def test_a_damaged_tail_is_not_replayed_and_the_store_answers(tmp_path: Path) -> None:
+    _store_with_snapshot(tmp_path / "db")
+    added, _ = _brain(tmp_path / "db").memorize("Fresh note", "The cache uses setting zqnew.")
+    first = _brain(tmp_path / "db")
+    assert _hits(first, "setting zqnew", limit=1, record_access=False) == [added.id]
+    first.retriever.corpus.wait_for_snapshot()
+    left = list((tmp_path / "data" / "cache" / "snapshots").glob("*/v*/tail-*.bin"))
+    assert len(left) == 1
+    data = bytearray(left[0].read_bytes())
+    data[-40] ^= 0x10  # a bit flipped in the rows it holds
+    left[0].write_bytes(bytes(data))
+    reader = _brain(tmp_path / "db")
+    assert _hits(reader, "setting zqnew", limit=1, record_access=False) == [added.id]
+    assert reader.store.connected  # read from the store, not from the tail
+    assert not left[0].exists() or left[0].read_bytes() != bytes(data)
