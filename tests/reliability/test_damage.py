@@ -259,6 +259,28 @@ def test_doctor_names_a_fifo_in_a_table_instead_of_waiting_on_it(env: dict[str, 
     assert rc == 1 and f"memories.lance/data/{data.name} is not a regular file" in out, out
 
 
+@pytest.mark.parametrize("where", ["data", "_versions"])
+def test_a_fifo_in_a_table_is_one_line_naming_it_not_a_hang(
+    env: dict[str, str], where: str
+) -> None:
+    # Lance opens the FIFO itself and waits for a writer: every command that opened the table
+    # (`stats`, `remember`, `memorize`, the MCP server's first call) hung for good.
+    _three(env)
+    folder = _store(env) / "memories.lance" / where
+    path = sorted(folder.glob("*.lance" if where == "data" else "*.manifest"))[0]
+    path.unlink()
+    os.mkfifo(path)
+    for args in (("stats",), ("remember", "durable fact")):
+        try:
+            done = octobrain(env, *args)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"`memory {args[0]}` waited on the FIFO")
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        line = one_clear_line(done.stderr)
+        named = f"memories.lance/{where}/{path.name}"
+        assert f"({named} is not a regular file" in line and f"move {named} aside" in line, line
+
+
 def test_a_changed_embedding_is_refused_not_ranked_first(env: dict[str, str]) -> None:
     # Lance keeps no checksum of its data pages: four bytes of an embedding changed on disk
     # read back without an error. Scored as stored, that memory was every query's first hit

@@ -12,7 +12,6 @@ otherwise go past `_MAX_READS`. Nothing is written, so it runs on a read-only co
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -201,23 +200,6 @@ def _check_edge_ends(
     return len(found)
 
 
-def _not_regular(location: StoreLocation, name: str) -> str | None:
-    """The first file of local table `name` (its versions, data, deletions, transactions)
-    that is not a regular file, as a path under the store, else None."""
-    if location.path is None:
-        return None
-    root = location.path / f"{name}.lance"
-    for folder in ("_versions", "data", "_deletions", "_transactions"):
-        try:
-            entries = list(os.scandir(root / folder))
-        except OSError:
-            continue  # absent, or not to be listed: opening the table says what is wrong
-        for entry in entries:
-            if not entry.is_file(follow_symlinks=True):
-                return f"{name}.lance/{folder}/{entry.name}"
-    return None
-
-
 def _history_gap(table: lancedb.table.Table) -> list[int]:
     """The versions missing between two kept ones where the cleanup would not have removed
     them. The cleanup (`KEEP_VERSIONS_FOR`, longer for the companion
@@ -269,7 +251,7 @@ def _check_table(
             Problem(name, "missing: the store created it, its directory is gone", repair)
         )
         return check
-    odd = _not_regular(location, name)
+    odd = manifest.not_regular(location, name)
     if odd is not None:  # Lance would wait on a FIFO for a writer: never opened
         problems.append(
             Problem(

@@ -434,6 +434,25 @@ def interrupted(record: dict[str, Any] | None) -> Problem | None:
     )
 
 
+def not_regular(location: StoreLocation, name: str) -> str | None:
+    """The first file of local table `name` (its versions, data, deletions, transactions)
+    that is not a regular file, as a path under the store, else None: Lance opens such a
+    file itself and, a FIFO, waits on it for a writer for good. A listing, no `stat` (the
+    type comes with the entry), so a table's open costs a few directory reads."""
+    if location.path is None:
+        return None
+    root = location.path / f"{name}.lance"
+    for folder in ("_versions", "data", "_deletions", "_transactions"):
+        try:
+            entries = list(os.scandir(root / folder))
+        except OSError:
+            continue  # absent, or not to be listed: opening the table says what is wrong
+        for entry in entries:
+            if not entry.is_file(follow_symlinks=True):
+                return f"{name}.lance/{folder}/{entry.name}"
+    return None
+
+
 def open_or_create(
     db: lancedb.DBConnection,
     location: StoreLocation,
@@ -443,7 +462,16 @@ def open_or_create(
 ) -> lancedb.table.Table:
     """Open table `name`; create it (under `lock`, its family's write lock) only if this store
     never did. A table the manifest lists that does not open is `TableDamaged`. Opening an
-    existing table takes no lock, so read-only stores open."""
+    existing table takes no lock, so read-only stores open. A table holding a file that is
+    not regular (`not_regular`) is `TableDamaged` naming it, never opened."""
+    odd = not_regular(location, name)
+    if odd is not None:
+        raise TableDamaged(
+            location,
+            name,
+            f"{odd} is not a regular file, which neither octobrain nor Lance makes",
+            f"move {odd} aside, then run `octobrain doctor` again",
+        )
     try:
         table = db.open_table(name)
         check_versions(location, name, table)
