@@ -590,9 +590,12 @@ def test_an_index_run_again_after_the_tables_started_over_shows_its_progress_onc
 
 
 def _count_file_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The URIs of the local files the knowledge service reads from now on, one per read."""
+    """The URIs of the local files the knowledge service reads from now on, one per read; a
+    file just written is kept as one that settled long ago (`_ByFile.SETTLED_NS`)."""
     import octobrain.knowledge.service as service
     from octobrain.knowledge.sources import Fetched, SourceRef
+
+    monkeypatch.setattr(service._ByFile, "SETTLED_NS", 0)
 
     reads: list[str] = []
     real = service.read_file
@@ -626,6 +629,23 @@ def test_a_file_refused_for_its_chunks_is_refused_again_without_being_read(
     # Other settings cut it otherwise: read again, and indexed.
     assert make_knowledge(max_source_chunks=1000).index("book.md").status == "indexed"
     assert len(reads) == 3
+
+
+def test_a_file_rewritten_at_its_size_and_time_is_read_anew(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # The extracted text was kept by the file's inode, size and modification time: a file
+    # rewritten in place at the same size within the same clock tick, or given its old time
+    # back (`cp -p`, `touch -r`, an archive unpacked), was served as it had been before.
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\n\nThe service listens on port 8080.\n")
+    before = notes.stat()
+    k = make_knowledge()
+    assert "8080" in k.read("notes.md").text
+    notes.write_text("# Notes\n\nThe service listens on port 9090.\n")
+    os.utime(notes, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert notes.stat().st_size == before.st_size
+    assert "9090" in k.read("notes.md").text
 
 
 def test_reading_a_file_page_by_page_extracts_it_once_while_it_is_unchanged(

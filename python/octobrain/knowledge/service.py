@@ -12,6 +12,7 @@ import functools
 import hashlib
 import os
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -93,9 +94,17 @@ _T = TypeVar("_T")
 
 class _ByFile(Generic[_T]):
     """Answers about local files, by what the file was when read (device, inode, size,
-    modification time) and the settings that made the answer: asked again while the file is
-    unchanged, the answer is given after a `stat` instead of reading the file again. At most
-    `kept` answers of at most `budget` characters in all, the oldest dropped."""
+    modification and change times) and the settings that made the answer: asked again while
+    the file is unchanged, the answer is given after a `stat` instead of reading the file
+    again. At most `kept` answers of at most `budget` characters in all, the oldest dropped.
+
+    The change time is kept because the modification time can be set back (`cp -p`, `touch
+    -r`, an archive's times) and the change time cannot be set back. A file changed less than
+    `SETTLED_NS` before it was read is not kept: a timestamp moves in clock ticks (a few ms,
+    a second or two on some filesystems), so a second write of the same size within the tick
+    of the first leaves every time as it was."""
+
+    SETTLED_NS = 2_000_000_000
 
     def __init__(self, kept: int, budget: int) -> None:
         self._kept, self._budget = kept, budget
@@ -105,7 +114,8 @@ class _ByFile(Generic[_T]):
 
     @staticmethod
     def _key(ref: SourceRef, settings: tuple[Any, ...], st: os.stat_result) -> tuple[Any, ...]:
-        return (ref.uri, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, *settings)
+        times = (st.st_mtime_ns, st.st_ctime_ns)
+        return (ref.uri, st.st_dev, st.st_ino, st.st_size, *times, *settings)
 
     def get(self, ref: SourceRef, settings: tuple[Any, ...]) -> _T | None:
         """The answer for `ref` as it is now, if it was given for the file as it is."""
@@ -126,6 +136,8 @@ class _ByFile(Generic[_T]):
         """Keep `answer` for the file `fetched` read (as it was then: `Fetched.stat`)."""
         if fetched.ref.kind is not SourceKind.FILE or fetched.stat is None or size > self._budget:
             return
+        if time.time_ns() - fetched.stat.st_ctime_ns < self.SETTLED_NS:
+            return  # just changed: may change again without a time moving
         key = self._key(fetched.ref, settings, fetched.stat)
         with self._lock:
             old = self._answers.pop(key, None)
