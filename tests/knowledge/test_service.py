@@ -631,6 +631,25 @@ def test_a_file_refused_for_its_chunks_is_refused_again_without_being_read(
     assert len(reads) == 3
 
 
+def test_the_kept_text_of_files_is_bounded_by_the_memory_it_takes(
+    make_knowledge: MakeKnowledge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The bound counted characters: one emoji in a text makes Python hold each of its
+    # characters in 4 bytes, so 64 M characters kept for paging were 256 MB, not 64.
+    import octobrain.knowledge.service as service
+
+    reads = _count_file_reads(monkeypatch)
+    monkeypatch.setattr(service, "_EXTRACTED", service._ByFile(kept=8, budget=1 << 20))
+    k = make_knowledge()
+    line = "A line of the book, plain words.\n"
+    plain, wide = tmp_path / "plain.md", tmp_path / "wide.md"
+    plain.write_text(line * 8000)  # 264 kB of text: 264 kB in memory
+    wide.write_text("\N{ROCKET}\n" + line * 8000)  # the same and an emoji: 1.06 MB in memory
+    for path in (plain, wide):
+        assert k.read(path.name).text == k.read(path.name).text
+    assert reads.count(plain.as_uri()) == 1 and reads.count(wide.as_uri()) == 2, reads
+
+
 def test_a_file_rewritten_at_its_size_and_time_is_read_anew(
     make_knowledge: MakeKnowledge, tmp_path: Path
 ) -> None:

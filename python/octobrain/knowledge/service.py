@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import sys
 import threading
 import time
 import uuid
@@ -96,7 +97,8 @@ class _ByFile(Generic[_T]):
     """Answers about local files, by what the file was when read (device, inode, size,
     modification and change times) and the settings that made the answer: asked again while
     the file is unchanged, the answer is given after a `stat` instead of reading the file
-    again. At most `kept` answers of at most `budget` characters in all, the oldest dropped.
+    again. At most `kept` answers of at most `budget` in all (bytes of memory, as `add` is
+    told each answer's size), the oldest dropped.
 
     The change time is kept because the modification time can be set back (`cp -p`, `touch
     -r`, an archive's times) and the change time cannot be set back. A file changed less than
@@ -160,7 +162,9 @@ def _cut(config: Config) -> tuple[int, ...]:
 # of CPU every call).
 _REFUSED: _ByFile[str] = _ByFile(kept=256, budget=1 << 20)
 # The text extracted from local files: `knowledge read` pages through a long one a call a page
-# (each page re-extracted the whole file: 0.55-0.95 s of CPU a page at 45 MB).
+# (each page re-extracted the whole file: 0.55-0.95 s of CPU a page at 45 MB). Counted in the
+# bytes the text takes, not its characters: one character past U+FFFF makes Python hold every
+# character of the text in 4 bytes.
 _EXTRACTED: _ByFile[Document] = _ByFile(kept=8, budget=64 << 20)
 
 
@@ -320,7 +324,7 @@ class Knowledge:
             return known
         fetched = self._fetch(ref)
         document = extract(fetched, limit[0])
-        _EXTRACTED.add(fetched, limit, document, len(document.text))
+        _EXTRACTED.add(fetched, limit, document, sys.getsizeof(document.text))
         return document
 
     # ---- indexing -------------------------------------------------------------------------
