@@ -281,6 +281,34 @@ def test_a_fifo_in_a_table_is_one_line_naming_it_not_a_hang(
         assert f"({named} is not a regular file" in line and f"move {named} aside" in line, line
 
 
+def test_a_fifo_in_an_index_is_one_line_naming_it_not_a_hang(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Lance opens an index's files itself when a lookup uses it: `get`, `remember`, `stats`,
+    # `forget` and `doctor`, which did not look in `_indices`, waited for good on FIFOs there.
+    ids = _indexed(env, monkeypatch)
+    files = sorted((_store(env) / "memories.lance" / "_indices").glob("*/*.lance"))
+    for path in files:
+        path.unlink()
+        os.mkfifo(path)
+    named = [f"memories.lance/_indices/{f.parent.name}/{f.name}" for f in files]
+    for args in (("get", ids[0]), ("remember", "durable fact"), ("stats",)):
+        try:
+            done = octobrain(env, *args)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"`memory {args[0]}` waited on the FIFO")
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        line = one_clear_line(done.stderr)
+        assert any(
+            f"({n} is not a regular file" in line and f"move {n} aside" in line for n in named
+        ), line
+    try:
+        rc, out = run_cli(env, "doctor")[:2]
+    except subprocess.TimeoutExpired:
+        pytest.fail("doctor waited on the FIFO")
+    assert rc == 1 and any(f"{n} is not a regular file" in out for n in named), out
+
+
 def test_a_changed_embedding_is_refused_not_ranked_first(env: dict[str, str]) -> None:
     # Lance keeps no checksum of its data pages: four bytes of an embedding changed on disk
     # read back without an error. Scored as stored, that memory was every query's first hit
