@@ -482,6 +482,9 @@ def test_secrets_are_screened_like_memorize(tmp_path: Path) -> None:
             r"^file\[0\]\.conversation\.session_1_date_time: must not be more than a day ahead",
         ),
         ("{\n{", "auto", "file: line 1 is not JSON"),
+        # An array that is not JSON to its end is read as JSONL, as before it was read whole.
+        ('[{"speaker": "A", "text": "x"}] [', "auto", "file: line 1 is not JSON"),
+        ('[{"speaker": "A", "text": "x"},\n{"text": 1 2}]', "auto", "file: line 1 is not JSON"),
         ("[]", "yaml", "format_in: must be one of"),
         # Parsers' own errors, once tracebacks: nesting past the interpreter's recursion, an
         # integer longer than it converts, a NUL taken into the session's tag.
@@ -1104,6 +1107,45 @@ def test_a_jsonl_file_is_read_a_line_at_a_time(monkeypatch: pytest.MonkeyPatch) 
     (conv,) = parse_text("\n".join(lines))
     assert len(conv.turns) == 3000 and conv.turns[-1].text == "turn 2999"
     assert alive["most"] <= 22, alive  # the 20 read ahead, the line being read, the last one
+
+
+def test_a_json_array_file_is_read_a_record_at_a_time() -> None:
+    """A JSON document (a chat export's array, LoCoMo's list of samples) was read whole with
+    `json.loads` before its first turn was made: every record's objects beside the turns (a
+    64 MiB array is about ten times that as objects). Now each value of the array is read as
+    its turns are made, so reading an array peaks no higher than reading the same records as
+    JSONL, and the turns are the same."""
+    import tracemalloc
+
+    def parse_peak(text: str) -> tuple[list[Any], int, int]:
+        tracemalloc.start()
+        try:
+            found = parse_text(text)
+            held, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        return found, held, peak
+
+    records = [{"speaker": "Ann", "text": f"turn {i}"} for i in range(20_000)]
+    (as_lines,), _, lines_peak = parse_peak("\n".join(json.dumps(r) for r in records))
+    (as_array,), _, array_peak = parse_peak(json.dumps(records))
+    assert as_array.turns == as_lines.turns and len(as_array.turns) == 20_000
+    assert array_peak < 1.15 * lines_peak, (array_peak, lines_peak)  # whole: 1.6 times
+    samples = [
+        {
+            "sample_id": f"s{k}",
+            "conversation": {
+                "session_1": [
+                    {"speaker": "A", "text": f"turn {k}.{i}", "dia_id": f"D1:{i}"}
+                    for i in range(1000)
+                ]
+            },
+        }
+        for k in range(20)
+    ]
+    found, held, peak = parse_peak(json.dumps(samples))
+    assert [len(c.turns) for c in found] == [1000] * 20
+    assert peak < 1.5 * held, (peak, held)  # whole: 1.8 times the turns made
 
 
 @pytest.mark.parametrize("end", ["\r", "\r\n", "\n"])

@@ -20,6 +20,7 @@ from typing import Any
 
 from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, named_by, read_regular
+from octobrain.json_values import array_values, bounds
 from octobrain.lines import iter_lines
 from octobrain.models import (
     CONTENT_BYTES,
@@ -109,10 +110,18 @@ def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> li
     if fmt not in FORMATS:
         raise InvalidInput("format_in", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
     data, numbered = _load(text)
-    if numbered is None:  # a JSON document
+    if isinstance(data, _Array):  # each value read as its turns are made, not all first
+        chosen = detect_format(list(islice(data.values(), 20))) if fmt == "auto" else fmt
+        if chosen == "locomo":
+            found = _locomo(data.values())
+        elif chosen == "claude":
+            found = [_claude(((f"file[{i}]", e) for i, e in enumerate(data.values())), default_key)]
+        else:
+            found = [_chat(((f"turns[{i}]", r) for i, r in enumerate(data.values())), default_key)]
+    elif numbered is None:  # a JSON document of one value
         chosen = detect_format(data) if fmt == "auto" else fmt
         if chosen == "locomo":
-            found = _locomo(data)
+            found = _locomo([data])
         elif chosen == "claude":
             entries = _records(data, "claude")
             found = [_claude(((f"file[{i}]", e) for i, e in enumerate(entries)), default_key)]
@@ -123,7 +132,7 @@ def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> li
         chosen = detect_format([r for _, r in head]) if fmt == "auto" else fmt
         records = chain(head, numbered)
         if chosen == "locomo":
-            found = _locomo([r for _, r in records])
+            found = _locomo(r for _, r in records)
         elif chosen == "claude":
             found = [_claude(records, default_key)]
         else:
@@ -145,19 +154,38 @@ def _in_parts(conversation: Conversation) -> Conversation:
     return Conversation(conversation.key, turns, conversation.blank)
 
 
+@dataclass(frozen=True)
+class _Array:
+    """A JSON document that is an array: its values read again, one at a time, each time they
+    are asked for (a 64 MiB array read whole is about ten times that as objects)."""
+
+    text: str
+    start: int
+    stop: int
+
+    def values(self) -> Iterator[Any]:
+        return array_values(self.text, self.start, self.stop)
+
+
 def _load(text: str) -> tuple[Any, Iterator[tuple[str, Any]] | None]:
-    """A JSON document (and None), or (None and) the objects of a JSONL file, each with the
-    name of its line (`line N`), read one at a time as they are asked for, so a record is named
-    by its line and a file's objects are never all held at once."""
-    stripped = text.strip()
-    if not stripped:
+    """A JSON document (and None): an `_Array`, or the one value of any other document; or
+    (None and) the objects of a JSONL file, each with the name of its line (`line N`), read
+    one at a time as they are asked for, so a record is named by its line and a file's objects
+    are never all held at once. An array is read through once first, holding one value at a
+    time, to know it is one JSON document before any of it is used."""
+    start, stop = bounds(text)
+    if start == stop:
         raise InvalidInput("file", "is empty")
     try:
-        return read_json(stripped), None
+        if text.startswith("[", start):
+            array = _Array(text, start, stop)
+            for _ in array.values():
+                pass
+            return array, None
+        return read_json(text[start:stop]), None
     except UnreadableJSON as exc:
         if not exc.syntax:
             raise InvalidInput("file", exc.reason) from None
-    del stripped
     return None, _jsonl(text)
 
 
@@ -371,10 +399,9 @@ def _locomo_date(value: str) -> datetime | None:
     return None
 
 
-def _locomo(data: Any) -> list[Conversation]:
-    """LoCoMo samples: `conversation` holds `session_<n>` turn lists and their
+def _locomo(samples: Iterable[Any]) -> list[Conversation]:
+    """LoCoMo samples, one at a time: `conversation` holds `session_<n>` turn lists and their
     `session_<n>_date_time`; a shared photo's caption is kept with its turn."""
-    samples = data if isinstance(data, list) else [data]
     out = []
     for i, sample in enumerate(samples):
         where = f"file[{i}]"
