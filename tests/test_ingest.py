@@ -382,6 +382,57 @@ def test_an_ingest_holds_a_group_of_turns_at_once_and_an_unchanged_file_is_read_
     assert locks == [] and len(reads) == 4  # one read of the turns per batch of 1,024
 
 
+def test_a_files_turns_are_read_again_batch_by_batch_not_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every turn of a file was parsed into one list held through the whole ingest: about 270
+    bytes a turn, 0.5 GB for a 64 MiB file of tiny turns. Now a chat export's or transcript's
+    turns are checked once, then read from the text again as the batches are written: the
+    same memories, and a killed ingest's acknowledged batches kept, the rest added by a re-run."""
+    import octobrain.memory.conversation as conversation_module
+    from octobrain.memory.conversation import Conversation
+    from octobrain.memory.ingest import turn_memories
+
+    alive = {"now": 0, "most": 0}
+
+    class Counted(conversation_module.Turn):  # type: ignore[misc,name-defined]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            alive["now"] += 1
+            alive["most"] = max(alive["most"], alive["now"])
+
+        def __del__(self) -> None:
+            alive["now"] -= 1
+
+    monkeypatch.setattr(conversation_module, "Turn", Counted)
+    turns = 3 * 1024 + 100  # four batches (`ingest.BATCH`)
+    records = [{"speaker": ["Ann", "Bo"][i % 2], "text": f"turn {i}"} for i in range(turns)]
+    text = "\n".join(json.dumps(r) for r in records)
+    (conv,) = parse_text(text)
+    b = brain(tmp_path)
+    written: list[int] = []
+
+    def killed_after_two(n: int) -> None:
+        written.append(n)
+        if len(written) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        b.ingest([conv], progress=killed_after_two)
+    assert 0 < alive["most"] <= 8, alive  # a turn, its neighbours: not the file's 3,172
+    assert b.store.count() == 2048 and len(b.store.all_relationships()) == 2047
+    rest = b.ingest(parse_text(text))
+    assert (rest.added, rest.skipped_existing, rest.links) == (turns - 2048, 2048, turns - 2048)
+    assert b.store.count() == turns and len(b.store.all_relationships()) == turns - 1
+
+    def shown(c: Conversation) -> list[tuple[Any, ...]]:
+        made = turn_memories(b, c, scope=SCOPE)
+        return [(m.id, m.title, m.content, m.context, m.tags) for m in made]
+
+    held = Conversation(conv.key, list(conv.turns), conv.blank)
+    assert shown(conv) == shown(held) and len(held.turns) == turns
+
+
 def _counting_all(method: Any, calls: list[int]) -> Any:
     def counted(*args: Any) -> Any:
         calls.append(1)

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from itertools import chain, islice
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, named_by, read_regular
@@ -82,7 +84,9 @@ class Conversation:
     """The turns of one conversation, in order; `key` names it (stable for the same source)."""
 
     key: str
-    turns: list[Turn] = field(default_factory=list)
+    # A list, or for a file's chat export or transcript its text read again each time the
+    # turns are gone through (`_Reread`): a 64 MiB file of tiny turns held them as 0.5 GB.
+    turns: Sequence[Turn] = field(default_factory=list)
     blank: int = 0  # records of a chat export whose text was blank: skipped, and counted
 
     @property
@@ -106,52 +110,155 @@ def read_conversations(path: str | Path, fmt: str = "auto") -> list[Conversation
 
 
 def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> list[Conversation]:
-    """Conversations from a file's text (see `read_conversations`)."""
+    """Conversations from a file's text (see `read_conversations`). A chat export's or a
+    transcript's turns are checked here, then read from `text` again each time they are gone
+    through (`_Reread`), so they are never all held; LoCoMo's are held."""
     if fmt not in FORMATS:
         raise InvalidInput("format_in", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
     data, numbered = _load(text)
+    records: Callable[[], Iterator[tuple[str, Any]]]
     if isinstance(data, _Array):  # each value read as its turns are made, not all first
         chosen = detect_format(list(islice(data.values(), 20))) if fmt == "auto" else fmt
-        if chosen == "locomo":
-            found = _locomo(data.values())
-        elif chosen == "claude":
-            found = [_claude(((f"file[{i}]", e) for i, e in enumerate(data.values())), default_key)]
-        else:
-            found = [_chat(((f"turns[{i}]", r) for i, r in enumerate(data.values())), default_key)]
+        samples: Iterable[Any] = data.values()
+        where = "file" if chosen == "claude" else "turns"
+        records = partial(_named, where, data.values)
     elif numbered is None:  # a JSON document of one value
         chosen = detect_format(data) if fmt == "auto" else fmt
-        if chosen == "locomo":
-            found = _locomo([data])
-        elif chosen == "claude":
-            entries = _records(data, "claude")
-            found = [_claude(((f"file[{i}]", e) for i, e in enumerate(entries)), default_key)]
-        else:
-            found = [parse_chat(_records(data, "chat"), key=default_key)]
+        samples = [data]
+        if chosen != "locomo":
+            entries = _records(data, chosen)
+            records = partial(_named, "file" if chosen == "claude" else "turns", lambda: entries)
     else:  # JSONL: each line read as its turn is made, not every line's object first
         head = list(islice(numbered, 20))
         chosen = detect_format([r for _, r in head]) if fmt == "auto" else fmt
-        records = chain(head, numbered)
-        if chosen == "locomo":
-            found = _locomo(r for _, r in records)
-        elif chosen == "claude":
-            found = [_claude(records, default_key)]
-        else:
-            found = [_chat(records, default_key)]
-    return [_in_parts(once(c)) for c in found]
+        samples = (r for _, r in chain(head, numbered))
+        records = partial(_jsonl, text)
+    if chosen == "locomo":
+        return [_in_parts(once(c)) for c in _locomo(samples)]
+    if chosen == "claude":
+        session: list[str] = []  # (its id, found while the turns are checked)
+        claude = _streamed(lambda: _claude_turns(records(), session), default_key)
+        return [replace(claude, key=session[0]) if session else claude]
+    return [_streamed(lambda: _chat_turns(records()), default_key)]
+
+
+def _named(where: str, values: Callable[[], Iterable[Any]]) -> Iterator[tuple[str, Any]]:
+    return ((f"{where}[{i}]", value) for i, value in enumerate(values()))
+
+
+class _Reread(Sequence[Turn]):
+    """A file's turns, made from its text again each time they are gone through."""
+
+    def __init__(self, make: Callable[[], Iterator[Turn]], count: int) -> None:
+        self._make, self._count = make, count
+
+    def __iter__(self) -> Iterator[Turn]:
+        return self._make()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __eq__(self, other: object) -> bool:  # the same turns, as a list of them is
+        if not isinstance(other, (list, _Reread)):
+            return NotImplemented
+        return len(self) == len(other) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @overload
+    def __getitem__(self, index: int) -> Turn: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Turn]: ...
+
+    def __getitem__(self, index: int | slice) -> Turn | list[Turn]:
+        return list(self)[index]  # (a caller's lookup; ingest goes through them in order)
+
+
+def _streamed(make: Callable[[], Iterator[Turn | None]], key: str) -> Conversation:
+    """The conversation whose records `make` reads (a turn, or None for a blank record), each
+    checked once now and read again when its turns are gone through: a turn id given to two
+    different turns is the field error `once` raises, a repeated turn is dropped, and a turn
+    longer than a memory holds is said in parts (`_in_parts`). Only two digests and a count a
+    turn are held (32 bytes, not the turn's 270 or more)."""
+    keys, said, pieces = bytearray(), bytearray(), array("I")
+    blank = 0
+    for turn in make():
+        if turn is None:
+            blank += 1
+            continue
+        keys += _digest16(turn.key)
+        said += _digest16(turn.speaker, turn.text)
+        pieces.append(len(split_text(turn.text, CONTENT_BYTES[1])))
+    drop = _repeats(keys, said, make)
+    count = sum(pieces) - sum(pieces[i] for i in drop)
+    del keys, said, pieces
+
+    def turns() -> Iterator[Turn]:
+        said = (t for t in make() if t is not None)
+        for i, turn in enumerate(said):
+            if i not in drop:
+                yield from _parts(turn)
+
+    return Conversation(key, _Reread(turns, count), blank)
+
+
+def _digest16(*parts: str) -> bytes:
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).digest()
+
+
+def _repeats(
+    keys: bytearray, said: bytearray, make: Callable[[], Iterator[Turn | None]]
+) -> set[int]:
+    """The places of the turns that repeat an earlier turn (its key, speaker and words), from
+    each turn's key and words digested (`_digest16`); a key given to two different turns is
+    `once`'s field error, at the first turn where `once` meets it."""
+    if not keys:
+        return set()
+    import numpy as np
+
+    key = np.frombuffer(keys, dtype=np.uint64).reshape(-1, 2)
+    words = np.frombuffer(said, dtype=np.uint64).reshape(-1, 2)
+    order = np.lexsort((key[:, 1], key[:, 0]))  # stable: a key's turns in their order
+    ranked = key[order]
+    again = np.zeros(len(order), dtype=bool)
+    again[1:] = (ranked[1:] == ranked[:-1]).all(axis=1)
+    if not again.any():
+        return set()
+    heads = np.maximum.accumulate(np.where(again, 0, np.arange(len(order))))
+    later, first = order[again], order[heads[again]]
+    other = (words[later] != words[first]).any(axis=1)
+    if other.any():
+        at = int(np.argmin(np.where(other, later, len(order))))
+        bad, given = int(later[at]), int(first[at])
+        turns = list(islice((t for t in make() if t is not None), bad + 1))
+        raise _twice(bad, turns[bad], given, turns[given])
+    return {int(i) for i in later}
+
+
+def _twice(i: int, turn: Turn, j: int, first: Turn) -> InvalidInput:
+    return InvalidInput(
+        turn.origin or f"turn {i + 1}",
+        f"duplicate of {first.origin or f'turn {j + 1}'} ({turn.key!r}), "
+        "which is a different turn; a turn id must name one turn",
+    )
 
 
 def _in_parts(conversation: Conversation) -> Conversation:
     """`conversation` with each turn longer than a memory holds (`CONTENT_BYTES`) said as
     several turns of its speaker, cut at natural breaks, so none of it is lost: the first part
     keeps the turn's key, part n is `<key>/part-<n>`."""
-    turns: list[Turn] = []
-    for turn in conversation.turns:
-        parts = split_text(turn.text, CONTENT_BYTES[1])
-        turns.extend(
-            replace(turn, text=part, key=turn.key if n == 1 else f"{turn.key}/part-{n}")
-            for n, part in enumerate(parts, 1)
-        )
+    turns = [part for turn in conversation.turns for part in _parts(turn)]
     return Conversation(conversation.key, turns, conversation.blank)
+
+
+def _parts(turn: Turn) -> Iterator[Turn]:
+    parts = split_text(turn.text, CONTENT_BYTES[1])
+    if len(parts) == 1 and parts[0] is turn.text:
+        yield turn
+        return
+    for n, part in enumerate(parts, 1):
+        yield replace(turn, text=part, key=turn.key if n == 1 else f"{turn.key}/part-{n}")
 
 
 @dataclass(frozen=True)
@@ -285,12 +392,20 @@ def parse_chat(records: list[Any], *, key: str = "chat", field_name: str = "turn
     """
     if not isinstance(records, list):
         raise InvalidInput(field_name, "must be a list of {speaker, text, time} objects")
-    return _chat(((f"{field_name}[{i}]", r) for i, r in enumerate(records)), key)
+    made = _chat_turns((f"{field_name}[{i}]", r) for i, r in enumerate(records))
+    turns: list[Turn] = []
+    blank = 0
+    for turn in made:
+        if turn is None:
+            blank += 1
+        else:
+            turns.append(turn)
+    return once(Conversation(key, turns, blank))
 
 
-def _chat(records: Iterable[tuple[str, Any]], key: str) -> Conversation:
-    """`parse_chat` of records each given with how errors name it (`turns[3]`, `line 7`)."""
-    conversation = Conversation(key)
+def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
+    """`parse_chat`'s turns, of records each given with how errors name it (`turns[3]`,
+    `line 7`), one at a time; None for a record whose text is blank (skipped, and counted)."""
     session_no, last_time, per_session = 1, None, 0
     names: dict[str, str] = {}  # one string per speaker and session, not one per turn
     for where, record in records:
@@ -313,22 +428,19 @@ def _chat(records: Iterable[tuple[str, Any]], key: str) -> Conversation:
         session = names.setdefault(session, session)
         last_time = moment or last_time
         if not text.strip():
-            conversation.blank += 1
+            yield None
             continue
         turn_key = _turn_id(f"{where}.id", record.get("id"))
         per_session += 1
-        conversation.turns.append(
-            Turn(
-                speaker,
-                text.strip(),
-                session,
-                turn_key or f"{session}#{per_session}:{_digest(speaker, text)}",
-                moment,
-                f"{moment:%d %B %Y}" if moment else "",
-                f"{where}.id" if turn_key else where,
-            )
+        yield Turn(
+            speaker,
+            text.strip(),
+            session,
+            turn_key or f"{session}#{per_session}:{_digest(speaker, text)}",
+            moment,
+            f"{moment:%d %B %Y}" if moment else "",
+            f"{where}.id" if turn_key else where,
         )
-    return once(conversation)
 
 
 def once(conversation: Conversation) -> Conversation:
@@ -343,21 +455,18 @@ def once(conversation: Conversation) -> Conversation:
         if first[0] == i:
             turns.append(turn)
         elif (first[1].speaker, first[1].text) != (turn.speaker, turn.text):
-            raise InvalidInput(
-                turn.origin or f"turn {i + 1}",
-                f"duplicate of {first[1].origin or f'turn {first[0] + 1}'} ({turn.key!r}), "
-                "which is a different turn; a turn id must name one turn",
-            )
+            raise _twice(i, turn, *first)
     return Conversation(conversation.key, turns, conversation.blank)
 
 
-def _claude(entries: Iterable[tuple[str, Any]], default_key: str) -> Conversation:
-    """A Claude Code transcript: the user's and the assistant's text blocks, in order (tool
-    calls, tool results and injected command/system text are left out). Each entry comes with
-    how errors name it: its line, or its place in a JSON array."""
+def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Iterator[Turn]:
+    """A Claude Code transcript's turns: the user's and the assistant's text blocks, in order
+    (tool calls, tool results and injected command/system text are left out). Each entry comes
+    with how errors name it: its line, or its place in a JSON array. The first session id met
+    is added to `session` (the conversation's key; the file's name without one)."""
     from octobrain.memory.hooks import transcript_text
 
-    turns: list[Turn] = []
+    made = 0
     session_id = ""
     for where, entry in entries:
         if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
@@ -367,24 +476,24 @@ def _claude(entries: Iterable[tuple[str, Any]], default_key: str) -> Conversatio
         text = transcript_text(entry).replace("\x00", "")  # a stray NUL (printed binary)
         if not text:
             continue
-        session_id = session_id or _turn_id(f"{where}.sessionId", entry.get("sessionId"))
+        if not session_id:
+            session_id = _turn_id(f"{where}.sessionId", entry.get("sessionId"))
+            if session_id and not session:
+                session.append(session_id)
         stamp = entry.get("timestamp")
         moment = _time(f"{where}.timestamp", stamp) if stamp else None
         speaker = str(entry["type"])
         own = _turn_id(f"{where}.uuid", entry.get("uuid"))
-        turns.append(
-            Turn(
-                speaker,
-                text,
-                "1",
-                own or f"{len(turns)}:{_digest(speaker, text)}",
-                moment,
-                f"{moment:%d %B %Y}" if moment else "",
-                f"{where}.uuid" if own else where,
-            )
+        yield Turn(
+            speaker,
+            text,
+            "1",
+            own or f"{made}:{_digest(speaker, text)}",
+            moment,
+            f"{moment:%d %B %Y}" if moment else "",
+            f"{where}.uuid" if own else where,
         )
-    conversation = Conversation(session_id or default_key, turns)
-    return conversation
+        made += 1
 
 
 _LOCOMO_DATE = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%d %B %Y")
@@ -409,7 +518,7 @@ def _locomo(samples: Iterable[Any]) -> list[Conversation]:
         if not isinstance(body, dict):
             raise InvalidInput(f"{where}.conversation", "must be an object of sessions")
         key = str(sample.get("sample_id") or f"locomo-{i}")
-        conversation = Conversation(key)
+        said: list[Turn] = []
         numbers = sorted(int(m.group(1)) for k in body if (m := _LOCOMO_SESSION.match(k)))
         # (the pattern takes at most 9 digits: a longer number names no session)
         for n in numbers:
@@ -433,7 +542,7 @@ def _locomo(samples: Iterable[Any]) -> list[Conversation]:
                     continue
                 given = _turn_id(f"{twhere}.dia_id", turn.get("dia_id"))
                 origin = f"{twhere}.dia_id" if given else twhere
-                conversation.turns.append(
+                said.append(
                     Turn(
                         speaker,
                         text.strip(),
@@ -444,5 +553,5 @@ def _locomo(samples: Iterable[Any]) -> list[Conversation]:
                         origin,
                     )
                 )
-        out.append(conversation)
+        out.append(Conversation(key, said))
     return out

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -139,25 +140,38 @@ def session_topics(turns: Sequence[Turn], n: int) -> dict[str, list[str]]:
 
 
 def _context(
-    turns: list[Turn], i: int, window: int, topics: dict[str, list[str]], people: str
+    turn: Turn, before: list[Turn], after: list[Turn], topics: dict[str, list[str]], people: str
 ) -> str:
-    """The indexed context of `turns[i]`: who takes part, the session and its date, and the
-    words of the neighbouring turns of the same session (without their speakers' names, so a
-    question naming a person matches the turns that person said)."""
-    turn = turns[i]
+    """The indexed context of `turn`: who takes part, the session and its date, and the words
+    of the turns just `before` and `after` it in the same session (without their speakers'
+    names, so a question naming a person matches the turns that person said)."""
     parts = [f"Conversation between {people}, session {turn.session}"]
     if turn.session_date:
         parts[0] += f" on {turn.session_date}"
     if topics.get(turn.session):
         parts.append("Session about: " + ", ".join(topics[turn.session]))
-    before = [t for t in turns[max(0, i - window) : i] if t.session == turn.session]
-    after = [t for t in turns[i + 1 : i + 1 + window] if t.session == turn.session]
+    before = [t for t in before if t.session == turn.session]
+    after = [t for t in after if t.session == turn.session]
     near = []  # on lines of their own: indexed by words, not embedded (`Memory.embedded_text`)
     if before:
         near.append("Replying to: " + " / ".join(_cut(t.text, NEIGHBOUR_CHARS) for t in before))
     if after:
         near.append("Answered with: " + " / ".join(_cut(t.text, NEIGHBOUR_CHARS) for t in after))
     return _fit("\n".join([". ".join(parts), *near]), CONTEXT_BYTES)
+
+
+def _with_neighbours(
+    turns: Iterable[Turn], window: int
+) -> Iterator[tuple[list[Turn], Turn, list[Turn]]]:
+    """Each of `turns` with the `window` turns before and after it, holding no more of them."""
+    ahead = iter(turns)
+    coming = deque(islice(ahead, window + 1))
+    past: deque[Turn] = deque(maxlen=window)
+    while coming:
+        turn = coming.popleft()
+        coming.extend(islice(ahead, 1))
+        yield list(past), turn, list(coming)[:window]
+        past.append(turn)
 
 
 def turn_memories(
@@ -180,41 +194,54 @@ def _batches(
     previous turn of each of its turns' sessions (id → id; a session's first turn has none).
     Every turn is screened for secrets before the first batch comes, so a refused one stops
     the ingest before anything is written; the caller holds a batch's memories, not every
-    turn's (200,000 tiny turns built at once held 300 MB)."""
+    turn's (200,000 tiny turns built at once held 300 MB). The turns are gone through twice,
+    a turn and its neighbours at a time, so a file's (`conversation._Reread`) are never all
+    held."""
     policy = brain.config.memory.secrets
-    screened = [_screened(t, f"turns[{i}]", policy) for i, t in enumerate(conv.turns)]
+
+    def screened() -> Iterator[Turn]:
+        return (_screened(t, f"turns[{i}]", policy) for i, t in enumerate(conv.turns))
+
     key = screen("conversation", conv.key, policy)
+    speakers: dict[str, None] = {}
+    for turn in screened():  # (held one at a time: a file's turns are read again below)
+        if len(speakers) < 4:
+            speakers.setdefault(turn.speaker)
     now = utcnow()
-    topics = session_topics(screened, topic_words)
-    people = " and ".join(list(dict.fromkeys(t.speaker for t in screened))[:4])
+    # (the distinctive words weigh every turn of the conversation: held for them, when asked)
+    topics = session_topics(list(screened()), topic_words) if topic_words > 0 else {}
+    people = " and ".join(speakers)
     conversation_tag = _tag(CONVERSATION_PREFIX, key)
     last: dict[str, str] = {}  # session → id of its latest turn so far
-    for start in range(0, len(screened), size):
-        batch, previous = [], {}
-        for i in range(start, min(start + size, len(screened))):
-            turn = screened[i]
-            memory = Memory(
-                id=turn_id(scope, key, turn.key),
-                title=_title(turn),
-                content=_fit(turn.text, CONTENT_BYTES[1]),
-                context=_context(screened, i, window, topics, people),
-                memory_type=MemoryType.COMMUNICATION,
-                scope=scope,
-                tags=[
-                    conversation_tag,
-                    temporal.session_tag(f"{key}/{turn.session}"),
-                    _tag(SPEAKER_PREFIX, turn.speaker),
-                ],
-                importance=brain.config.memory.default_importance,
-                source=Source.IMPORTED,
-                created_at=turn.time or now,
-                updated_at=now,
-                last_accessed=now,
-            )
-            if turn.session in last:
-                previous[memory.id] = last[turn.session]
-            last[turn.session] = memory.id
-            batch.append(memory)
+    batch: list[Memory] = []
+    previous: dict[str, str] = {}
+    for before, turn, after in _with_neighbours(screened(), window):
+        memory = Memory(
+            id=turn_id(scope, key, turn.key),
+            title=_title(turn),
+            content=_fit(turn.text, CONTENT_BYTES[1]),
+            context=_context(turn, before, after, topics, people),
+            memory_type=MemoryType.COMMUNICATION,
+            scope=scope,
+            tags=[
+                conversation_tag,
+                temporal.session_tag(f"{key}/{turn.session}"),
+                _tag(SPEAKER_PREFIX, turn.speaker),
+            ],
+            importance=brain.config.memory.default_importance,
+            source=Source.IMPORTED,
+            created_at=turn.time or now,
+            updated_at=now,
+            last_accessed=now,
+        )
+        if turn.session in last:
+            previous[memory.id] = last[turn.session]
+        last[turn.session] = memory.id
+        batch.append(memory)
+        if len(batch) == size:
+            yield batch, previous
+            batch, previous = [], {}
+    if batch:
         yield batch, previous
 
 
