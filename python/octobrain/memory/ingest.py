@@ -195,7 +195,7 @@ def _batches(
     Every turn is screened for secrets before the first batch comes, so a refused one stops
     the ingest before anything is written; the caller holds a batch's memories, not every
     turn's (200,000 tiny turns built at once held 300 MB). The turns are gone through twice,
-    a turn and its neighbours at a time, so a file's (`conversation._Reread`) are never all
+    a turn and its neighbours at a time, so a file's (`turns.Reread`) are never all
     held."""
     policy = brain.config.memory.secrets
 

@@ -1,0 +1,166 @@
+"""A conversation's turns as `memory ingest` goes through them: a list, or for a file's chat
+export or transcript, its text read again each time (`Reread`), after one pass that checks every
+turn (`streamed`), so a 64 MiB file of tiny turns is never held as its 0.5 GB of turns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from itertools import islice
+from typing import overload
+
+from octobrain.errors import InvalidInput
+from octobrain.models import CONTENT_BYTES
+from octobrain.spans import split_text
+
+__all__ = ["Conversation", "Reread", "Turn", "duplicate", "in_parts", "parts", "streamed"]
+
+
+@dataclass(frozen=True, slots=True)  # (a file holds up to millions of them)
+class Turn:
+    """One thing one speaker said."""
+
+    speaker: str
+    text: str
+    session: str  # the session's label within its conversation ("1", "2", … or an id)
+    key: str  # stable within the conversation
+    time: datetime | None = None  # when it was said (a turn's own time, else its session's)
+    session_date: str = ""  # the session's date as the source wrote it, for the context
+    # Where its key was given (`turns[3].id`, `line 7.uuid`), for errors; not what it is.
+    origin: str = field(default="", compare=False)
+
+
+@dataclass
+class Conversation:
+    """The turns of one conversation, in order; `key` names it (stable for the same source)."""
+
+    key: str
+    # A list, or for a file's chat export or transcript its text read again each time the
+    # turns are gone through (`Reread`): a 64 MiB file of tiny turns held them as 0.5 GB.
+    turns: Sequence[Turn] = field(default_factory=list)
+    blank: int = 0  # records of a chat export whose text was blank: skipped, and counted
+
+    @property
+    def speakers(self) -> list[str]:
+        """Distinct speakers in order of first appearance."""
+        return list(dict.fromkeys(t.speaker for t in self.turns))
+
+
+class Reread(Sequence[Turn]):
+    """A file's turns, made from its text again each time they are gone through."""
+
+    def __init__(self, make: Callable[[], Iterator[Turn]], count: int) -> None:
+        self._make, self._count = make, count
+
+    def __iter__(self) -> Iterator[Turn]:
+        return self._make()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __eq__(self, other: object) -> bool:  # the same turns, as a list of them is
+        if not isinstance(other, (list, Reread)):
+            return NotImplemented
+        return len(self) == len(other) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @overload
+    def __getitem__(self, index: int) -> Turn: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Turn]: ...
+
+    def __getitem__(self, index: int | slice) -> Turn | list[Turn]:
+        return list(self)[index]  # (a caller's lookup; ingest goes through them in order)
+
+
+def streamed(make: Callable[[], Iterator[Turn | None]], key: str) -> Conversation:
+    """The conversation whose records `make` reads (a turn, or None for a blank record), each
+    checked once now and read again when its turns are gone through: a turn id given to two
+    different turns is the field error `once` raises, a repeated turn is dropped, and a turn
+    longer than a memory holds is said in parts (`in_parts`). Only two digests and a count a
+    turn are held (32 bytes, not the turn's 270 or more)."""
+    keys, said, pieces = bytearray(), bytearray(), array("I")
+    blank = 0
+    for turn in make():
+        if turn is None:
+            blank += 1
+            continue
+        keys += _digest16(turn.key)
+        said += _digest16(turn.speaker, turn.text)
+        pieces.append(len(split_text(turn.text, CONTENT_BYTES[1])))
+    drop = _repeats(keys, said, make)
+    count = sum(pieces) - sum(pieces[i] for i in drop)
+    del keys, said, pieces
+
+    def turns() -> Iterator[Turn]:
+        said = (t for t in make() if t is not None)
+        for i, turn in enumerate(said):
+            if i not in drop:
+                yield from parts(turn)
+
+    return Conversation(key, Reread(turns, count), blank)
+
+
+def _digest16(*parts: str) -> bytes:
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).digest()
+
+
+def _repeats(
+    keys: bytearray, said: bytearray, make: Callable[[], Iterator[Turn | None]]
+) -> set[int]:
+    """The places of the turns that repeat an earlier turn (its key, speaker and words), from
+    each turn's key and words digested (`_digest16`); a key given to two different turns is
+    `once`'s field error, at the first turn where `once` meets it."""
+    if not keys:
+        return set()
+    import numpy as np
+
+    key = np.frombuffer(keys, dtype=np.uint64).reshape(-1, 2)
+    words = np.frombuffer(said, dtype=np.uint64).reshape(-1, 2)
+    order = np.lexsort((key[:, 1], key[:, 0]))  # stable: a key's turns in their order
+    ranked = key[order]
+    again = np.zeros(len(order), dtype=bool)
+    again[1:] = (ranked[1:] == ranked[:-1]).all(axis=1)
+    if not again.any():
+        return set()
+    heads = np.maximum.accumulate(np.where(again, 0, np.arange(len(order))))
+    later, first = order[again], order[heads[again]]
+    other = (words[later] != words[first]).any(axis=1)
+    if other.any():
+        at = int(np.argmin(np.where(other, later, len(order))))
+        bad, given = int(later[at]), int(first[at])
+        turns = list(islice((t for t in make() if t is not None), bad + 1))
+        raise duplicate(bad, turns[bad], given, turns[given])
+    return {int(i) for i in later}
+
+
+def duplicate(i: int, turn: Turn, j: int, first: Turn) -> InvalidInput:
+    return InvalidInput(
+        turn.origin or f"turn {i + 1}",
+        f"duplicate of {first.origin or f'turn {j + 1}'} ({turn.key!r}), "
+        "which is a different turn; a turn id must name one turn",
+    )
+
+
+def in_parts(conversation: Conversation) -> Conversation:
+    """`conversation` with each turn longer than a memory holds (`CONTENT_BYTES`) said as
+    several turns of its speaker, cut at natural breaks, so none of it is lost: the first part
+    keeps the turn's key, part n is `<key>/part-<n>`."""
+    turns = [part for turn in conversation.turns for part in parts(turn)]
+    return Conversation(conversation.key, turns, conversation.blank)
+
+
+def parts(turn: Turn) -> Iterator[Turn]:
+    """`turn`, or the parts of it `in_parts` says it as."""
+    pieces = split_text(turn.text, CONTENT_BYTES[1])
+    if len(pieces) == 1 and pieces[0] is turn.text:
+        yield turn
+        return
+    for n, part in enumerate(pieces, 1):
+        yield replace(turn, text=part, key=turn.key if n == 1 else f"{turn.key}/part-{n}")
