@@ -27,7 +27,8 @@ from octobrain.errors import InvalidInput
 from octobrain.models import printable
 
 if TYPE_CHECKING:
-    pass
+    from octobrain.memory.brain import Brain
+    from octobrain.models import Memory
 
 
 @click.group("memory", cls=OctobrainGroup)
@@ -182,6 +183,25 @@ def remember_cmd(
     emit(fmt, recall_to_dict(recall), format_recall(recall))
 
 
+# What `forget` shows of a memory that no longer matches its checksum, in place of its title.
+DAMAGED = "(damaged: no longer matches its checksum; not shown)"
+
+
+def _by_ids(brain: Brain, memory_ids: tuple[str, ...]) -> tuple[list[Memory], set[str]]:
+    """The memories to forget by id, and which of them no longer match their checksum
+    (forgetting one is its repair, so it is taken, its text not shown)."""
+    from octobrain.store.schema import RowDamaged
+
+    targets, damaged = [], set()
+    for mid in memory_ids:
+        try:
+            targets.append(brain.get(mid))
+        except RowDamaged:
+            targets.append(brain.get(mid, checked=False))
+            damaged.add(targets[-1].id)
+    return targets, damaged
+
+
 @memory.command("forget")
 @click.argument("memory_ids", nargs=-1)
 @click.option("-q", "--query", help="Forget what this query finds (previewed first).")
@@ -219,19 +239,20 @@ def forget_cmd(
         field = "tags" if tags else "memory_types"
         raise InvalidInput(field, "only with --query; ids name exactly what to delete")
     brain = command_brain(ctx)
+    damaged: set[str] = set()
     if query is not None:
         targets = brain.forget_preview(
             query, memory_types=split_values(memory_types) or None, tags=split_values(tags)
         )
     else:
-        targets = [brain.get(mid) for mid in memory_ids]
+        targets, damaged = _by_ids(brain, memory_ids)
     if not targets:
         emit(fmt, {"deleted": 0, "memories": []}, "Nothing matches; nothing deleted.")
         return
     if fmt == "text":
         click.echo(f"Will delete {plural(len(targets), 'memory', 'memories')}:")
         for m in targets:
-            click.echo(f"  {m.id}  {printable(m.title)}")
+            click.echo(f"  {m.id}  {DAMAGED if m.id in damaged else printable(m.title)}")
     if not yes:
         if not sys.stdin.isatty():
             raise InvalidInput("--yes", "required to delete without a terminal to confirm on")
@@ -239,7 +260,13 @@ def forget_cmd(
     deleted = brain.forget([m.id for m in targets], confirm=True)
     emit(
         fmt,
-        {"deleted": deleted, "memories": [memory_to_dict(m) for m in targets]},
+        {
+            "deleted": deleted,
+            "memories": [
+                {"id": m.id, "damaged": True} if m.id in damaged else memory_to_dict(m)
+                for m in targets
+            ],
+        },
         f"Deleted {plural(deleted, 'memory', 'memories')}; {UNDO_NOTE}.",
     )
 

@@ -168,9 +168,11 @@ class BrainBase:
             )
         return found[0][0]
 
-    def get(self, memory_id: str, field_name: str = "memory_id") -> Memory:
-        """A memory visible from this scope, by full id or unique prefix."""
-        return self.store.get(self.resolve_id(memory_id, field_name), self.scope, field_name)
+    def get(self, memory_id: str, field_name: str = "memory_id", *, checked: bool = True) -> Memory:
+        """A memory visible from this scope, by full id or unique prefix (`checked`:
+        `schema.row_to_memory`)."""
+        memory_id = self.resolve_id(memory_id, field_name)
+        return self.store.get(memory_id, self.scope, field_name, checked=checked)
 
     def visible_scopes(self) -> list[str]:
         """Scopes this brain reads."""

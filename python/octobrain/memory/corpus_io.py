@@ -36,6 +36,7 @@ LIGHT_COLUMNS = [
     "access_count",
     "git_commit",
     "context",
+    "checksum",  # (checked as each shown memory is made: `schema.row_to_memory`)
 ]
 # The mirror's columns held as small integer codes per position: its name -> the table's column.
 CODED = {"scope": "scope", "state": "state", "type": "memory_type"}

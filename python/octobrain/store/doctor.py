@@ -17,7 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import StorageError
 from octobrain.store import manifest, seen
-from octobrain.store.schema import REEMBED, describe_unsound, unsound, vector_matrix
+from octobrain.store.schema import (
+    CHECKED,
+    CHECKSUM,
+    GARBLED_REPAIR,
+    REEMBED,
+    describe_garbled,
+    describe_unsound,
+    unsound,
+    vector_matrix,
+    verified,
+)
 
 if TYPE_CHECKING:
     import lancedb
@@ -26,6 +36,7 @@ if TYPE_CHECKING:
 
 _FRAGMENT_BITS = 32
 _MAX_FRAGMENTS = 1 << 31  # keeps every _rowid bound below 2**63
+_NAMED_GARBLED = 5  # ids of damaged rows a problem names (then a count)
 _MAX_READS = 256  # a bisection finds up to ~8 damaged fragments among 2**31 within this
 
 
@@ -59,6 +70,10 @@ class TableCheck:
     # (its id) and that one's length.
     unsound_vectors: int = 0
     first_unsound: tuple[str, float] | None = None
+    # Memories that no longer match the checksum written with them (`schema.verified`), and
+    # the first `_NAMED_GARBLED` of them (their ids as they read now).
+    garbled_rows: int = 0
+    garbled: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -312,6 +327,9 @@ def _check_table(
         )
     if check.first_unsound is not None:
         problems.append(Problem(name, _unsound_problem(check), _REEMBED.get(name, repair)))
+    if check.garbled:
+        garbled = describe_garbled(check.garbled, check.garbled_rows)
+        problems.append(Problem(name, garbled, GARBLED_REPAIR))
     if failure is None:
         # Only over rows that read: an index read over a cut data file fails too, and
         # rebuilding the index (which reads those rows) is then not the repair.
@@ -395,6 +413,12 @@ def _read(table: lancedb.table.Table, lo: int, hi: int, check: TableCheck) -> st
             if check.first_unsound is None:
                 check.first_unsound = (str(rows.column(named_by)[at]), length)
             check.unsound_vectors += count
+    if CHECKSUM in rows.column_names:
+        for row in rows.select([*CHECKED, CHECKSUM]).to_pylist():
+            if verified(row) is False:
+                check.garbled_rows += 1
+                if len(check.garbled) < _NAMED_GARBLED:
+                    check.garbled.append(str(row["id"]))
     return None
 
 

@@ -362,6 +362,9 @@ class MemoryStore:
                     table.add_columns(missing)
                     self.wrote(table)
                     log.info("memories: added columns %s", [f.name for f in missing])
+                    if any(f.name == schema.CHECKSUM for f in missing):
+                        # The rows are taken as sound as they are now (one more commit).
+                        self._stamp(table, f"{schema.CHECKSUM} IS NULL")
         except (OSError, RuntimeError) as exc:
             raise StorageError(io_failure(self.location, exc)) from exc
         return db.open_table(MEMORIES)
@@ -519,6 +522,7 @@ class MemoryStore:
             try:
                 for rows in batches:
                     self.check_lease()
+                    rows = [schema.stamped(row) for row in rows]
                     yield pa.RecordBatch.from_pylist(rows, schema=table_schema)
                 self.check_lease()
             except LeaseLost as exc:
@@ -624,14 +628,17 @@ class MemoryStore:
         versions = {name: int(db.open_table(name).version) for name in (MEMORIES, RELATIONSHIPS)}
         changes.note(self.location, versions, ids=ids, edges=edges, everything=everything)
 
-    def get(self, memory_id: str, scope: str, field_name: str = "memory_id") -> Memory:
-        """A memory visible from `scope` (archived included), or `NotFound` naming `field_name`."""
+    def get(
+        self, memory_id: str, scope: str, field_name: str = "memory_id", *, checked: bool = True
+    ) -> Memory:
+        """A memory visible from `scope` (archived included), or `NotFound` naming `field_name`
+        (`checked`: `schema.row_to_memory`)."""
         rows = self.scan(
             f"id = {sql_str(memory_id)} AND {visible_where(scope, include_archived=True)}", limit=1
         )
         if not rows:
             raise NotFound(field_name, _invisible(memory_id, scope))
-        return schema.row_to_memory(rows[0])
+        return schema.row_to_memory(rows[0], checked=checked)
 
     def ids_with_prefix(self, prefix: str, scope: str, limit: int) -> list[tuple[str, str]]:
         """`(id, title)` of up to `limit` memories visible from `scope` (archived included)
@@ -645,12 +652,14 @@ class MemoryStore:
         )
         return sorted((row["id"], row["title"]) for row in rows)
 
-    def get_many(self, ids: Sequence[str], scope: str) -> dict[str, Memory]:
-        """The visible memories among `ids`, keyed by id."""
+    def get_many(
+        self, ids: Sequence[str], scope: str, *, checked: bool = True
+    ) -> dict[str, Memory]:
+        """The visible memories among `ids`, keyed by id (`checked`: `schema.row_to_memory`)."""
         if not ids:
             return {}
         rows = self.scan(f"{sql_in('id', ids)} AND {visible_where(scope, include_archived=True)}")
-        return {row["id"]: schema.row_to_memory(row) for row in rows}
+        return {row["id"]: schema.row_to_memory(row, checked=checked) for row in rows}
 
     def vector_search(
         self, vector: np.ndarray, where: str | None, k: int, *, nprobes: int | None = None
@@ -744,7 +753,10 @@ class MemoryStore:
                 "embeddings",
                 f"must have shape ({len(memories)}, {self.dim}), got {embeddings.shape}",
             )
-        rows = [schema.memory_to_row(m, e) for m, e in zip(memories, embeddings, strict=True)]
+        rows = [
+            schema.stamped(schema.memory_to_row(m, e))
+            for m, e in zip(memories, embeddings, strict=True)
+        ]
         with self.write_lock():
             links = self.require_ends(links, {m.id for m in memories}, drop=drop_gone_links)
             self.check_commit()
@@ -828,7 +840,7 @@ class MemoryStore:
         the row `read` (same `updated_at`, access count and state): the commit itself checks,
         so an edit made meanwhile by a writer that took over a lapsed lease is never
         overwritten. Otherwise `RowChanged` (or `NotFound` when it is gone); nothing written."""
-        row = schema.memory_to_row(memory, embedding)
+        row = schema.stamped(schema.memory_to_row(memory, embedding))
         with self.write_lock():
             self.check_commit()
             merge = self.memories.merge_insert("id")
@@ -869,12 +881,49 @@ class MemoryStore:
         )
 
     def set_columns(self, where: str, values: dict[str, Any]) -> None:
-        """Partial update of rows matching `where` (embeddings untouched)."""
+        """Partial update of rows matching `where` (embeddings untouched), each row checked
+        against its checksum first and stamped again with the new values (one commit)."""
+        import pyarrow as pa
+
         with self.write_lock():
             self.check_commit()
-            self.memories.update(where=where, values=values)
-            self.wrote(self.memories)
+            rows = self.scan(where, columns=[*schema.CHECKED, schema.CHECKSUM])
+            for row in rows:
+                schema.check_row(row)  # a damaged row is not stamped sound
+            names = ["id", *values, schema.CHECKSUM]
+            changed = [
+                {"id": r["id"], **values, schema.CHECKSUM: schema.checksum({**r, **values})}
+                for r in rows
+            ]
+            if changed:
+                fields = [self.memories.schema.field(name) for name in names]
+                data = pa.Table.from_pylist(changed, schema=pa.schema(fields))
+                self.memories.merge_insert("id").when_matched_update_all().execute(data)
+                self.wrote(self.memories)
             self._maybe_maintain()
+
+    def _stamp(self, table: lancedb.table.Table, where: str | None = None) -> int:
+        """Under the write lock: set the checksum of the rows matching `where`, else of every
+        row without a valid stamp (written before the column, or since by an older octobrain,
+        which keeps the column as it was), as they are now, in one commit. Returns how many."""
+        import pyarrow as pa
+
+        wheres = [where] if where is not None else []
+        if where is None:
+            narrow = _scan_arrow(table, "true", ["id", "updated_at", schema.CHECKSUM], None)
+            ids = narrow["id"].filter(schema.unstamped_mask(narrow)).to_pylist()
+            step = DELETE_BATCH
+            wheres = [sql_in("id", ids[at : at + step]) for at in range(0, len(ids), step)]
+        stamps: dict[str, int] = {}
+        for part in wheres:
+            for batch in _scan_batches(table, part, schema.CHECKED, DELETE_BATCH):
+                stamps.update((row["id"], schema.checksum(row)) for row in batch.to_pylist())
+        if stamps:
+            self.check_lease()
+            data = pa.table({"id": list(stamps), schema.CHECKSUM: pa.array(stamps.values())})
+            table.merge_insert("id").when_matched_update_all().execute(data)
+            self.wrote(table)
+        return len(stamps)
 
     def merge_rows(
         self,
@@ -892,8 +941,11 @@ class MemoryStore:
         refuse as a whole there; the lease check just before it covers the moment between.)"""
         import pyarrow as pa
 
-        data = pa.Table.from_pylist(list(rows), schema=self.memories.schema)
+        for row in read:
+            schema.check_row(row)  # a damaged row read is not written back stamped sound
         with self.write_lock():
+            stamped = [schema.stamped(dict(row)) for row in rows]
+            data = pa.Table.from_pylist(stamped, schema=self.memories.schema)
             self.check_commit()
             if read:
                 now = self._fences_now(read)
@@ -1050,6 +1102,9 @@ class MemoryStore:
                     num_sub_vectors=_sub_vectors(self.dim),
                 )
                 self.memories.create_index("embedding", config=ivf)
+            stamped = self._stamp(self.memories)  # rows an older octobrain wrote meanwhile
+            if stamped:
+                log.info("memories: stamped %d rows an older octobrain wrote", stamped)
             self.memories.optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
             self.wrote(self.memories)
             self.relationships.optimize(cleanup_older_than=self._companion_keep(self.relationships))

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import struct
+import zlib
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from octobrain.errors import StorageError
 from octobrain.models import (
     Memory,
     MemoryType,
@@ -63,6 +68,133 @@ def describe_unsound(first: str, length: float, count: int, row: str = "memory")
 
 _TS = pa.timestamp("us", tz="UTC")
 CONTEXT = "context"
+CHECKSUM = "checksum"
+
+# What a row's checksum covers: every field a user wrote or a command shows, not the counters
+# each recall bumps by SQL (`access_count`, `last_accessed`) nor the embedding (checked for
+# unit length instead; the mirror holds no rows of it).
+CHECKED_TEXT = (
+    "id", "scope", "role", "memory_type", "title", "content", "source", "state", "git_commit",
+    CONTEXT,
+)  # fmt: skip
+CHECKED_LISTS = ("tags", "related_files")
+CHECKED_FLOATS = ("importance", "pre_consolidation_importance")
+CHECKED_TIMES = ("created_at", "updated_at")
+CHECKED = (*CHECKED_TEXT, *CHECKED_LISTS, *CHECKED_FLOATS, *CHECKED_TIMES)
+_LATER = {
+    CONTEXT: pa.field(CONTEXT, pa.string(), nullable=True),
+    CHECKSUM: pa.field(CHECKSUM, pa.int64(), nullable=True),
+}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICRO = timedelta(microseconds=1)
+_STAMP_BITS = 0x7FFFFFFF
+# The way out of a row that no longer matches its checksum: every version since it was written
+# reads the same data file, so `memory restore` does not bring the row back as it was.
+GARBLED_REPAIR = (
+    "`octobrain memory forget <id> --yes` removes such a memory, and `octobrain memory import` "
+    "of an export made before the damage stores it again as it was; otherwise restore the store "
+    "directory from a backup"
+)
+
+
+class RowDamaged(StorageError):
+    """A memory row no longer matches the checksum written with it: a data file changed on
+    disk (Lance keeps no checksum of its pages, so a flipped bit reads back as other text)."""
+
+    def __init__(self, memory_id: str) -> None:
+        super().__init__(
+            f"store: table 'memories' is damaged: {describe_garbled([memory_id], 1)}; it is not "
+            "shown. Run `octobrain doctor` for details"
+        )
+        self.memory_id = memory_id
+
+
+def describe_garbled(ids: Sequence[str], count: int) -> str:
+    """What the store says of the `count` rows that no longer match their checksum, the first
+    of them named by `ids` (as they read now)."""
+    more = f" (and {count - len(ids):,} more)" if count > len(ids) else ""
+    if count == 1:
+        return (
+            f"memory {ids[0]} no longer matches the checksum written with it: a data file "
+            "changed on disk (its text, tags or times read back changed)"
+        )
+    return (
+        f"{count:,} memories ({', '.join(ids)}{more}) no longer match the checksum written "
+        "with them: a data file changed on disk (their text, tags or times read back changed)"
+    )
+
+
+def _micros(value: datetime) -> int:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return (value - _EPOCH) // _MICRO
+
+
+def _crc(row: Mapping[str, Any]) -> int:
+    """CRC-32 of the `CHECKED` fields of `row` (a row as written or as read back), each
+    length-prefixed so no two rows share an encoding."""
+    parts: list[bytes] = []
+    for name in CHECKED_TEXT:
+        raw = (row.get(name) or "").encode("utf-8", "surrogatepass")
+        parts += (len(raw).to_bytes(4, "little"), raw)
+    for name in CHECKED_LISTS:
+        items = row.get(name) or ()
+        parts.append(len(items).to_bytes(4, "little"))
+        for item in items:
+            raw = item.encode("utf-8", "surrogatepass")
+            parts += (len(raw).to_bytes(4, "little"), raw)
+    for name in CHECKED_FLOATS:
+        value = row.get(name)
+        parts.append(b"-" if value is None else struct.pack("<f", float(value)))
+    for name in CHECKED_TIMES:
+        parts.append(_micros(row[name]).to_bytes(8, "little", signed=True))
+    return zlib.crc32(b"".join(parts))
+
+
+def checksum(row: Mapping[str, Any]) -> int:
+    """The `checksum` column of `row`: the CRC-32 of its checked fields (low 32 bits) and the
+    low 31 bits of the `updated_at` it was made for. A row an older octobrain rewrote keeps
+    the column it had (Lance keeps a column a write does not name) beside another `updated_at`:
+    that row is read unverified until the store's maintenance pass stamps it again."""
+    return (_micros(row["updated_at"]) & _STAMP_BITS) << 32 | _crc(row)
+
+
+def stamped(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with its `checksum` set (every write of a whole row goes through this)."""
+    row[CHECKSUM] = checksum(row)
+    return row
+
+
+def unstamped(row: Mapping[str, Any]) -> bool:
+    """Whether `row` (its `updated_at` and `checksum`) has no checksum made for it: written
+    before the column, or since by an older octobrain."""
+    stored = row.get(CHECKSUM)
+    return stored is None or stored >> 32 != _micros(row["updated_at"]) & _STAMP_BITS
+
+
+def unstamped_mask(rows: pa.Table) -> pa.ChunkedArray:
+    """`unstamped` of each row of `rows` (its `updated_at` and `checksum` columns) at once."""
+    import pyarrow.compute as pc
+
+    stored = rows[CHECKSUM]
+    made_for = pc.bit_wise_and(pc.cast(rows["updated_at"], pa.int64()), _STAMP_BITS)
+    other = pc.not_equal(pc.shift_right(stored, 32), made_for)
+    return pc.or_kleene(pc.is_null(stored), pc.fill_null(other, True))
+
+
+def verified(row: Mapping[str, Any]) -> bool | None:
+    """Whether `row` (holding the `CHECKED` fields) matches its checksum; None when it has
+    none to check (`unstamped`)."""
+    if unstamped(row):
+        return None
+    return bool(row[CHECKSUM] & 0xFFFFFFFF == _crc(row))
+
+
+def check_row(row: Mapping[str, Any]) -> None:
+    """`RowDamaged` when `row` does not match its checksum."""
+    if verified(row) is False:
+        raise RowDamaged(str(row["id"]))
+
 
 # The consolidation log's `status` values (`store.consolidations`); a killed process leaves a
 # record pending or reverting, which the next consolidation finishes or undoes.
@@ -93,8 +225,9 @@ def memories_schema(model_id: str, dim: int) -> pa.Schema:
             pa.field("access_count", pa.int64(), nullable=False),
             pa.field("git_commit", pa.string(), nullable=False),
             pa.field("embedding", pa.list_(pa.float32(), dim), nullable=False),
-            # Added after schema 1 shipped: stores made before it gain it on open (null = "").
-            pa.field(CONTEXT, pa.string(), nullable=True),
+            # Added after schema 1 shipped: stores made before them gain them with their first
+            # write (`missing_columns`; context null = "", each checksum computed then).
+            *_LATER.values(),
         ],
         metadata={
             META_MODEL: model_id.encode(),
@@ -131,8 +264,11 @@ def stored_float(value: Any) -> float:
     return round(float(value), 6)
 
 
-def row_to_memory(row: dict[str, Any]) -> Memory:
-    """A `memories` row (as `to_list` returns it) back to a Memory."""
+def row_to_memory(row: dict[str, Any], *, checked: bool = True) -> Memory:
+    """A `memories` row (as `to_list` returns it) back to a Memory; `RowDamaged` when it
+    holds a checksum it no longer matches (unless not `checked`: a `forget` of it)."""
+    if checked:
+        check_row(row)
     pre = row.get("pre_consolidation_importance")
     return Memory(
         id=row["id"],
@@ -158,7 +294,7 @@ def row_to_memory(row: dict[str, Any]) -> Memory:
 
 def missing_columns(table_schema: pa.Schema) -> list[pa.Field]:
     """Columns a `memories` table made by an older version lacks (nullable, added on open)."""
-    return [] if CONTEXT in table_schema.names else [pa.field(CONTEXT, pa.string(), nullable=True)]
+    return [field for name, field in _LATER.items() if name not in table_schema.names]
 
 
 def relationship_to_row(rel: Relationship) -> dict[str, Any]:
