@@ -104,17 +104,47 @@ def test_an_old_store_gains_checksums_of_its_rows_with_its_first_write(
     # A store made before the column: readers take its rows unchecked; the first write adds
     # the column and stamps every row as it is then, after which a flipped bit is named.
     old = memorize(env, "Fact number 50", "Durable fact number 50 about the API.")
-    lancedb.connect(_store(env)).open_table("memories").drop_columns([schema.CHECKSUM])
+    other = memorize(env, "Fact number 60", "Durable fact number 60 about the API.")
+    assert octobrain(env, "relate", old, other).returncode == 0
+    db = lancedb.connect(_store(env))
+    for name in ("memories", "relationships"):
+        db.open_table(name).drop_columns([schema.CHECKSUM])
     found = octobrain(env, "get", old)
     assert found.returncode == 0 and "Fact number 50" in found.stdout, found.stderr
     memorize(env, "Fact number 70", "Durable fact number 70 about the API.")
     table = lancedb.connect(_store(env)).open_table("memories")
     rows = table.to_arrow().select([*schema.CHECKED, schema.CHECKSUM]).to_pylist()
-    assert len(rows) == 2 and all(schema.verified(r) is True for r in rows)
+    assert len(rows) == 3 and all(schema.verified(r) is True for r in rows)
+    [edge] = lancedb.connect(_store(env)).open_table("relationships").to_arrow().to_pylist()
+    assert schema.edge_verified(edge) is True
     assert _flip(env, b"Fact number 50", 8 * 13) >= 1
     done = octobrain(env, "get", old)
     assert done.returncode == 1 and "no longer matches the checksum" in done.stderr
     assert run_cli(env, "doctor")[0] == 1
+
+
+def test_a_bit_flipped_in_a_link_is_named_not_shown(env: dict[str, str]) -> None:
+    # A link's description (or type, ends) flipped on disk read back as other valid text:
+    # `remember` showed it beside its memory, `doctor` said ok.
+    ids = [
+        memorize(env, f"Fact number {i}", f"Durable fact number {i} about the API.")
+        for i in (50, 60)
+    ]
+    relate = ("relate", ids[0], ids[1], "-t", "depends_on", "-d", "Fifty rests on sixty")
+    assert octobrain(env, *relate).returncode == 0
+    [data] = (_store(env) / "relationships.lance" / "data").glob("*.lance")
+    raw = bytearray(data.read_bytes())
+    raw[raw.index(b"sixty")] ^= 0x02  # "sixty" -> "qixty"
+    data.write_bytes(bytes(raw))
+    done = octobrain(env, "remember", "durable fact number 50")
+    assert done.returncode == 1 and "qixty" not in done.stdout
+    line = one_clear_line(done.stderr)
+    assert "'relationships' is damaged" in line and "octobrain doctor" in line, line
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    [problem] = json.loads(out)["problems"]
+    assert rc == 1 and problem["table"] == "relationships" and "link" in problem["problem"]
+    assert octobrain(env, "forget", ids[1], "--yes").returncode == 0  # the link goes with it
+    assert run_cli(env, "doctor")[0] == 0
 
 
 def test_a_row_an_older_octobrain_rewrote_reads_unchecked_and_is_stamped_again(
@@ -140,6 +170,8 @@ def _every_row_verified(brain: Brain) -> int:
     rows = brain.store.scan("true")
     unverified = [(r["id"], r["title"]) for r in rows if schema.verified(r) is not True]
     assert not unverified, unverified
+    edges = brain.store.relationships.to_arrow().to_pylist()
+    assert all(schema.edge_verified(e) is True for e in edges), edges
     return len(rows)
 
 

@@ -65,9 +65,9 @@ from octobrain.kernels.bm25 import PARTS, BM25Index
 
 log = logging.getLogger(__name__)
 
-# 4: each row's checksum (3: row addresses and the edges; 2: the BM25 index as memory-mapped
-# arrays; 1: one file)
-FORMAT = 4
+# 5: each edge's checksum (4: each row's; 3: row addresses and the edges; 2: the BM25 index as
+# memory-mapped arrays; 1: one file)
+FORMAT = 5
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 _CHUNK = 8 << 20

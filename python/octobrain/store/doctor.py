@@ -12,6 +12,7 @@ otherwise go past `_MAX_READS`. Nothing is written, so it runs on a read-only co
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,8 @@ from octobrain.store.schema import (
     REEMBED,
     describe_garbled,
     describe_unsound,
+    edge_verified,
+    relationships_schema,
     unsound,
     vector_matrix,
     verified,
@@ -70,8 +73,8 @@ class TableCheck:
     # (its id) and that one's length.
     unsound_vectors: int = 0
     first_unsound: tuple[str, float] | None = None
-    # Memories that no longer match the checksum written with them (`schema.verified`), and
-    # the first `_NAMED_GARBLED` of them (their ids as they read now).
+    # Memories or edges that no longer match the checksum written with them (`schema.verified`,
+    # `edge_verified`), and the first `_NAMED_GARBLED` of them (their ids as they read now).
     garbled_rows: int = 0
     garbled: list[str] = field(default_factory=list)
 
@@ -328,8 +331,8 @@ def _check_table(
     if check.first_unsound is not None:
         problems.append(Problem(name, _unsound_problem(check), _REEMBED.get(name, repair)))
     if check.garbled:
-        garbled = describe_garbled(check.garbled, check.garbled_rows)
-        problems.append(Problem(name, garbled, GARBLED_REPAIR))
+        garbled = describe_garbled(check.garbled, check.garbled_rows, name)
+        problems.append(Problem(name, garbled, _GARBLED_REPAIR[name]))
     if failure is None:
         # Only over rows that read: an index read over a cut data file fails too, and
         # rebuilding the index (which reads those rows) is then not the repair.
@@ -388,6 +391,25 @@ _REEMBED = {
 _NAMED_BY = {"memories": ("id", "memory"), "knowledge_chunks": ("uri", "a chunk of")}
 
 
+# The checksummed tables: the columns a row's check reads, and the check.
+_CHECKED_BY: dict[str, tuple[Sequence[str], Callable[[Any], bool | None]]] = {
+    "memories": (CHECKED, verified),
+    "relationships": (
+        [n for n in relationships_schema().names if n != CHECKSUM],
+        edge_verified,
+    ),
+}
+_GARBLED_REPAIR = {
+    "memories": GARBLED_REPAIR,
+    "relationships": (
+        "`octobrain memory forget <id> --yes` of the memory at either end deletes the link "
+        "with it, and `octobrain memory import` of an export made before the damage stores both "
+        "again (a link whose end reads as no memory: `octobrain doctor --drop-dangling-edges`); "
+        "otherwise restore the store directory from a backup"
+    ),
+}
+
+
 def _unsound_problem(check: TableCheck) -> str:
     assert check.first_unsound is not None
     first, length = check.first_unsound
@@ -413,9 +435,11 @@ def _read(table: lancedb.table.Table, lo: int, hi: int, check: TableCheck) -> st
             if check.first_unsound is None:
                 check.first_unsound = (str(rows.column(named_by)[at]), length)
             check.unsound_vectors += count
-    if CHECKSUM in rows.column_names:
-        for row in rows.select([*CHECKED, CHECKSUM]).to_pylist():
-            if verified(row) is False:
+    checked = _CHECKED_BY.get(check.name)
+    if checked is not None and CHECKSUM in rows.column_names:
+        columns, check_row = checked
+        for row in rows.select([*columns, CHECKSUM]).to_pylist():
+            if check_row(row) is False:
                 check.garbled_rows += 1
                 if len(check.garbled) < _NAMED_GARBLED:
                     check.garbled.append(str(row["id"]))

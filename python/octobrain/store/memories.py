@@ -369,6 +369,38 @@ class MemoryStore:
             raise StorageError(io_failure(self.location, exc)) from exc
         return db.open_table(MEMORIES)
 
+    def _add_edge_checksums(self, db: lancedb.DBConnection) -> lancedb.table.Table:
+        """Bring a `relationships` table made by an older version up to the checksum column,
+        each edge's computed as it is now (two commits, under the write lock)."""
+        import pyarrow as pa
+
+        try:
+            with self._lock:
+                table = db.open_table(RELATIONSHIPS)
+                self.location.to_latest(table)
+                missing = schema.missing_edge_columns(table.schema)
+                if missing:  # another process may have added it while we waited
+                    self.check_lease()
+                    table.add_columns(missing)
+                    self.wrote(table)
+                    columns = [
+                        n for n in schema.relationships_schema().names if n != schema.CHECKSUM
+                    ]
+                    sums: dict[str, int] = {}
+                    for batch in _scan_batches(table, "true", columns, DELETE_BATCH):
+                        sums.update((r["id"], schema.edge_checksum(r)) for r in batch.to_pylist())
+                    if sums:
+                        self.check_lease()
+                        data = pa.table(
+                            {"id": list(sums), schema.CHECKSUM: pa.array(sums.values())}
+                        )
+                        table.merge_insert("id").when_matched_update_all().execute(data)
+                        self.wrote(table)
+                    log.info("relationships: added the checksum column")
+        except (OSError, RuntimeError) as exc:
+            raise StorageError(io_failure(self.location, exc)) from exc
+        return db.open_table(RELATIONSHIPS)
+
     def _check_model(self, table_schema: pa.Schema) -> None:
         meta = table_schema.metadata or {}
         stored_model = meta.get(schema.META_MODEL, b"").decode()
@@ -439,6 +471,9 @@ class MemoryStore:
                 with self._commits.held():
                     if self._memories is not None and schema.missing_columns(self._memories.schema):
                         self._memories = self._add_missing_columns(self._open_db())
+                    edges = self._relationships
+                    if edges is not None and schema.missing_edge_columns(edges.schema):
+                        self._relationships = self._add_edge_checksums(self._open_db())
                     if check_model and self._memories is not None:
                         # Another process may have re-embedded the store since this one opened
                         # it: a vector of the old model written now would be found by neither.

@@ -98,29 +98,38 @@ GARBLED_REPAIR = (
 
 
 class RowDamaged(StorageError):
-    """A memory row no longer matches the checksum written with it: a data file changed on
-    disk (Lance keeps no checksum of its pages, so a flipped bit reads back as other text)."""
+    """A memory row (or an edge) no longer matches the checksum written with it: a data file
+    changed on disk (Lance keeps no checksum of its pages, so a flipped bit reads back as other
+    text)."""
 
-    def __init__(self, memory_id: str) -> None:
+    def __init__(self, row_id: str, table: str = "memories") -> None:
         super().__init__(
-            f"store: table 'memories' is damaged: {describe_garbled([memory_id], 1)}; it is not "
-            "shown. Run `octobrain doctor` for details"
+            f"store: table {table!r} is damaged: {describe_garbled([row_id], 1, table)}; it is "
+            "not shown. Run `octobrain doctor` for details"
         )
-        self.memory_id = memory_id
+        self.row_id, self.table = row_id, table
 
 
-def describe_garbled(ids: Sequence[str], count: int) -> str:
-    """What the store says of the `count` rows that no longer match their checksum, the first
-    of them named by `ids` (as they read now)."""
+# How the report names the rows of each checksummed table: one, several, what may read changed.
+_ROW_WORDS = {
+    "memories": ("memory", "memories", "text, tags or times"),
+    "relationships": ("link", "links", "ends, type, strength, description or time"),
+}
+
+
+def describe_garbled(ids: Sequence[str], count: int, table: str = "memories") -> str:
+    """What the store says of the `count` rows of `table` that no longer match their
+    checksum, the first of them named by `ids` (as they read now)."""
+    one, many, what = _ROW_WORDS[table]
     more = f" (and {count - len(ids):,} more)" if count > len(ids) else ""
     if count == 1:
         return (
-            f"memory {ids[0]} no longer matches the checksum written with it: a data file "
-            "changed on disk (its text, tags or times read back changed)"
+            f"{one} {ids[0]} no longer matches the checksum written with it: a data file "
+            f"changed on disk (its {what} read back changed)"
         )
     return (
-        f"{count:,} memories ({', '.join(ids)}{more}) no longer match the checksum written "
-        "with them: a data file changed on disk (their text, tags or times read back changed)"
+        f"{count:,} {many} ({', '.join(ids)}{more}) no longer match the checksum written "
+        f"with them: a data file changed on disk (their {what} read back changed)"
     )
 
 
@@ -130,23 +139,30 @@ def _micros(value: datetime) -> int:
     return (value - _EPOCH) // _MICRO
 
 
-def _crc(row: Mapping[str, Any]) -> int:
-    """CRC-32 of the `CHECKED` fields of `row` (a row as written or as read back), each
-    length-prefixed so no two rows share an encoding."""
+def _crc(row: Mapping[str, Any], fields: tuple[tuple[str, ...], ...] | None = None) -> int:
+    """CRC-32 of the checked fields of `row` (a row as written or as read back; `fields`: its
+    text, list, float and time fields, by default a memory's), each length-prefixed so no two
+    rows share an encoding."""
+    text, lists, floats, times = fields or (
+        CHECKED_TEXT,
+        CHECKED_LISTS,
+        CHECKED_FLOATS,
+        CHECKED_TIMES,
+    )
     parts: list[bytes] = []
-    for name in CHECKED_TEXT:
+    for name in text:
         raw = (row.get(name) or "").encode("utf-8", "surrogatepass")
         parts += (len(raw).to_bytes(4, "little"), raw)
-    for name in CHECKED_LISTS:
+    for name in lists:
         items = row.get(name) or ()
         parts.append(len(items).to_bytes(4, "little"))
         for item in items:
             raw = item.encode("utf-8", "surrogatepass")
             parts += (len(raw).to_bytes(4, "little"), raw)
-    for name in CHECKED_FLOATS:
+    for name in floats:
         value = row.get(name)
         parts.append(b"-" if value is None else struct.pack("<f", float(value)))
-    for name in CHECKED_TIMES:
+    for name in times:
         parts.append(_micros(row[name]).to_bytes(8, "little", signed=True))
     return zlib.crc32(b"".join(parts))
 
@@ -249,6 +265,9 @@ def relationships_schema() -> pa.Schema:
             pa.field("description", pa.string(), nullable=False),
             pa.field("scope", pa.string(), nullable=False),
             pa.field("created_at", _TS, nullable=False),
+            # Added after schema 1 shipped (`missing_edge_columns`): the CRC-32 of every field
+            # (`edge_checksum`; an edge is never rewritten, so it needs no stamp).
+            _LATER[CHECKSUM],
         ],
         metadata={META_SCHEMA: SCHEMA_VERSION.encode()},
     )
@@ -297,13 +316,44 @@ def missing_columns(table_schema: pa.Schema) -> list[pa.Field]:
     return [field for name, field in _LATER.items() if name not in table_schema.names]
 
 
+_EDGE_FIELDS = (
+    ("id", "source_id", "target_id", "relationship_type", "description", "scope"),
+    (),
+    ("strength",),
+    ("created_at",),
+)
+
+
+def edge_checksum(row: Mapping[str, Any]) -> int:
+    """The `checksum` of a `relationships` row: the CRC-32 of all its fields."""
+    return _crc(row, _EDGE_FIELDS)
+
+
+def missing_edge_columns(table_schema: pa.Schema) -> list[pa.Field]:
+    """Columns a `relationships` table made by an older version lacks (added, each row's
+    checksum computed, by the first write)."""
+    return [] if CHECKSUM in table_schema.names else [_LATER[CHECKSUM]]
+
+
 def relationship_to_row(rel: Relationship) -> dict[str, Any]:
-    """One `relationships` row."""
-    return to_plain(rel, iso_times=False)
+    """One `relationships` row, with its checksum."""
+    row = to_plain(rel, iso_times=False)
+    row[CHECKSUM] = edge_checksum(row)
+    return row
+
+
+def edge_verified(row: Mapping[str, Any]) -> bool | None:
+    """Whether a `relationships` row matches its checksum; None when it has none (written
+    before the column, or by an older octobrain)."""
+    stored = row.get(CHECKSUM)
+    return None if stored is None else stored == edge_checksum(row)
 
 
 def row_to_relationship(row: dict[str, Any]) -> Relationship:
-    """A `relationships` row back to a Relationship."""
+    """A `relationships` row back to a Relationship; `RowDamaged` when it holds a checksum it
+    no longer matches."""
+    if edge_verified(row) is False:
+        raise RowDamaged(str(row["id"]), "relationships")
     return Relationship(
         id=row["id"],
         source_id=row["source_id"],
