@@ -474,3 +474,34 @@ def test_the_bundled_model_s_threads_sleep_between_runs() -> None:
     model = MeanPooledOnnx(bundled_model_dir())
     options = model._session.get_session_options()
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
+def test_a_process_that_embeds_a_few_texts_builds_its_session_without_optimising_it() -> None:
+    # A new `memory remember` (or memorize, update, pre-compact, session-end) embeds a text or
+    # two: building the session with onnxruntime's graph optimisations took longer than the
+    # runs they speed up. Its vectors are the optimised session's (within the tolerance to
+    # fastembed's); every other process keeps the optimised session.
+    import onnxruntime as ort
+
+    from octobrain.embed.onnx import MeanPooledOnnx
+
+    texts = ["Use a token bucket for rate limiting.", "Yeah, it was so much fun!", "x " * 600]
+    full = MeanPooledOnnx(bundled_model_dir())
+    few = MeanPooledOnnx(bundled_model_dir(), optimize=False)
+    assert np.abs(full.embed(texts, 8) - few.embed(texts, 8)).max() < 1e-6
+    level = ort.GraphOptimizationLevel
+    assert full._session.get_session_options().graph_optimization_level == level.ORT_ENABLE_ALL
+    script = (
+        "import sys; sys.argv = ['octobrain', 'memory', 'remember', 'anything']\n"
+        "from octobrain.cli import launch\n"
+        "launch._load_model_ahead()\n"
+        "import threading\n"
+        "[t.join() for t in threading.enumerate() if t.name == launch._AHEAD]\n"
+        "from octobrain.embed.local import load_bundled\n"
+        "print(int(load_bundled()._session.get_session_options().graph_optimization_level))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(int(level.ORT_DISABLE_ALL))

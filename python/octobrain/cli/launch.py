@@ -151,8 +151,9 @@ def _load_model_ahead() -> None:
 
             log.addFilter(lambda record: record.threadName != _AHEAD)  # (the command warns)
             if parse_model_spec(load_config().embedding.model).bundled:
-                from octobrain.embed.local import load_bundled
+                from octobrain.embed.local import expect_few_texts, load_bundled
 
+                expect_few_texts()  # (these commands embed a text or two, then exit)
                 load_bundled()
         except Exception:  # (see above)
             return

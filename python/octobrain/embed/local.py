@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 _LOAD_LOCK = threading.Lock()
 _LOADED: dict[str, Any] = {}  # model name -> fastembed TextEmbedding, one per process
 _BUNDLED: list[MeanPooledOnnx] = []  # the bundled model, loaded once per process
+_FEW_TEXTS = threading.Event()  # set: this process embeds a text or two (`expect_few_texts`)
 
 
 def _sha256(path: Path) -> str:
@@ -183,6 +184,12 @@ def _load_fastembed(name: str, allow_download: bool) -> Any:
 RUN_TEXTS = 8
 
 
+def expect_few_texts() -> None:
+    """Say that this process embeds a text or two and exits (`cli.launch`): the bundled
+    model's session is then built without graph optimisation (`MeanPooledOnnx`)."""
+    _FEW_TEXTS.set()
+
+
 def load_bundled() -> MeanPooledOnnx:
     """The bundled model, checked and laid out (`bundled_model_dir`), once per process (a
     caller while another thread loads it waits for that load)."""
@@ -192,7 +199,7 @@ def load_bundled() -> MeanPooledOnnx:
                 model_dir = bundled_model_dir()
             except OSError:  # a read-only data dir must not make the offline model unusable
                 model_dir = bundled_model_dir(Path(tempfile.mkdtemp(prefix="octobrain-")))
-            _BUNDLED.append(MeanPooledOnnx(model_dir))
+            _BUNDLED.append(MeanPooledOnnx(model_dir, optimize=not _FEW_TEXTS.is_set()))
         return _BUNDLED[0]
 
 

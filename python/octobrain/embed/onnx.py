@@ -29,9 +29,16 @@ class MeanPooledOnnx:
     `model_dir` holds `model.onnx`, `tokenizer.json` and `tokenizer_config.json` (the layout
     `local.bundled_model_dir` makes). Thread-safe: onnxruntime sessions run concurrently and
     the tokenizer is only read.
+
+    `optimize=False` builds the session without onnxruntime's graph optimisations, for a
+    process that embeds a few texts and exits: in a new process the session took 0.06 s
+    instead of 0.26 s to build, and its first query 0.09 s instead of 0.035 s (medians of 6
+    fresh processes each; a query in a long-lived process takes 14 ms instead of 5, so
+    everything else keeps them). The vectors differ by about 1e-7 (tested under 1e-6, the
+    tolerance to fastembed's).
     """
 
-    def __init__(self, model_dir: Path) -> None:
+    def __init__(self, model_dir: Path, *, optimize: bool = True) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -55,7 +62,11 @@ class MeanPooledOnnx:
             pad_token=pad_token,
         )
         options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.graph_optimization_level = (
+            ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            if optimize
+            else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        )
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(
             str(model_dir / "model.onnx"),
