@@ -322,19 +322,24 @@ class MemoryStore:
         self.count_kept_access()
 
     def count_kept_access(self) -> None:
-        """Commit the access counts processes served by a snapshot kept for the next process
-        that opens the tables (`store.accessed`): done as this one opens them, before it
-        reads, so it shows them; a long-lived process also asks after each call."""
+        """Commit the access counts processes of their own kept for the next process that
+        opens the tables (`store.accessed`): done as this one opens them, before it reads, so
+        it shows them (a long-lived process also asks before each call). Never fails the open:
+        an access count is a ranking signal."""
         if self._finishing_restore or self._memories is None:
             return
-        claimed = accessed.claim(self.location)
+        try:
+            claimed = accessed.claim(self.location)
+        except OSError as exc:  # a read-only store still answers questions
+            log.warning("access counts not recorded: %s", exc)
+            return
         if not claimed:
             return
         kept = accessed.read(claimed)
         try:
             if kept is not None:
                 self.record_access(kept.ids, kept.at, min_interval=kept.window)
-        except StorageError as exc:  # a read-only store still answers questions
+        except Exception as exc:  # (as above; a damaged table is the read's to report)
             log.warning("access counts not recorded: %s", exc)
             accessed.unclaim(claimed)
         else:
