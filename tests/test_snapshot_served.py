@@ -5,6 +5,8 @@ the snapshot."""
 
 from __future__ import annotations
 
+import os
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +182,23 @@ def test_a_damaged_tail_is_not_replayed_and_the_store_answers(tmp_path: Path) ->
     assert _hits(reader, "setting zqnew", limit=1, record_access=False) == [added.id]
     assert reader.store.connected  # read from the store, not from the tail
     assert not left[0].exists() or left[0].read_bytes() != bytes(data)
+
+
+def test_kept_accesses_are_bounded_and_what_a_dead_writer_left_is_dropped(tmp_path: Path) -> None:
+    ids = _store_with_snapshot(tmp_path / "db")
+    location = _brain(tmp_path / "db").store.location
+    now, window = datetime.now(timezone.utc), timedelta(minutes=10)
+    for i in range(accessed.MAX_FILES):
+        assert accessed.write(location, [ids[i % 5]], now, window)
+    assert not accessed.write(location, [ids[9]], now, window)  # full: the caller commits
+    folder = tmp_path / "db" / "_octobrain" / accessed.FOLDER
+    half = folder / ".1-2-3.json.tmp"  # a writer killed mid-write
+    half.write_text("{", encoding="utf-8")
+    os.utime(half, (0, 0))
+    # A process exiting with accesses queued commits them itself then, and the kept ones too.
+    reader = _brain(tmp_path / "db")
+    assert _hits(reader, "setting zq7", limit=1) == [ids[7]]
+    _exit_flush(reader)
+    assert sorted(p.name for p in folder.iterdir()) == []
+    store = _brain(tmp_path / "db")
+    assert [store.get(mid).access_count for mid in (ids[0], ids[4], ids[7], ids[9])] == [1, 1, 1, 0]

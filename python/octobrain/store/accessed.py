@@ -21,6 +21,7 @@ warning, and a claim left by a process that died before its commit is taken back
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -90,7 +91,8 @@ def waiting(location: StoreLocation) -> Accessed | None:
 
 def claim(location: StoreLocation) -> list[Path]:
     """Take the waiting files for this process to count (renamed to its claim), with the
-    claims of processes that died before counting theirs."""
+    claims of processes that died before counting theirs (and drop what writers that died
+    left half written)."""
     folder = _folder(location)
     if folder is None:
         return []
@@ -98,7 +100,10 @@ def claim(location: StoreLocation) -> list[Path]:
     taken = []
     for name in _names(folder):
         path = folder / name
-        if name.startswith("."):
+        if name.startswith("."):  # a file being written, or left by a writer that died
+            with contextlib.suppress(OSError):
+                if time.time() - path.stat().st_mtime >= STALE_CLAIM_S:
+                    path.unlink()
             continue
         if _CLAIMED in name:
             try:
