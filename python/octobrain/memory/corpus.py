@@ -336,6 +336,9 @@ class Corpus:
             return
         if self._writer is not None and self._writer.is_alive():
             return  # the next refresh tries again once it is done
+        moved_edges = None if edges.version == source.edges_version else edges.table
+        if moved_edges is not None and moved_edges.nbytes > tail.MAX_EDGES_BYTES:
+            return  # (the edges go whole: past this, the next process reads the store)
         fingerprint = self._store.version_fingerprint(self._version)
         if fingerprint is None:
             return
@@ -343,7 +346,7 @@ class Corpus:
             version=self._version,
             fingerprint=fingerprint,
             steps=list(steps),
-            edges=None if edges.version == source.edges_version else edges.table,
+            edges=moved_edges,
             edges_version=edges.version,
             edges_mark=edges.mark,
         )

@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 
 MAGIC = b"OBTAIL1\n"
 MAX_BYTES = 256 << 20  # a tail holds at most a few hundred rows and the edges
+# The edges go into a tail whole when they changed: past this size (some 100,000 of them) a
+# tail is not left, since each write would copy them all once more.
+MAX_EDGES_BYTES = 16 << 20
 _ARRAYS = ("gone", "moved", "moved_addr", "moved_access", "moved_seen")
 
 
