@@ -178,9 +178,8 @@ def remember_cmd(
         )
     except InvalidInput as err:
         raise _time_options_named(err) from None
-    # (The accesses it queued are counted as the process exits, kept for the next process
-    # that opens the tables, `memory.access`; in the resident service, after the command.)
     emit(fmt, recall_to_dict(recall), format_recall(recall))
+    brain.flush(keep=True)  # the accesses counted now the answer is out (`memory.access`)
 
 
 # What `forget` shows of a memory that no longer matches its checksum, in place of its title.

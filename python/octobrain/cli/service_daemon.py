@@ -243,6 +243,7 @@ class Service:
 
         MemoryStore.defer_maintenance = True  # run after answers (`_maintain`), not within them
         Corpus.leave_tails = False  # (a whole snapshot as it exits: `settle`)
+        MemoryStore.keeps_access = False  # (its calls' access counts: committed after each)
         try:
             try:
                 cache = BrainCache(load_config(), self.run_lock)

@@ -5,11 +5,12 @@ search itself at 10k memories), on a bucket a dozen requests and the write lease
 only queues the ids due for a bump; one background commit per interval (at least a second;
 `storage.remote_refresh_ms` on a bucket) counts them all, and `Brain.flush()` commits the
 queue at once. After each commit the registered mirrors apply the bump in place, so the next
-query neither re-reads the table nor counts the same access twice. What is left when the
-process exits normally is kept on a local store for the next process that opens the tables
-(the resident service: its next call), not committed (`store.accessed`): a process a snapshot
-served then needs no LanceDB for it, and no process of its own makes a version that would
-keep the next one from being served by the snapshot.
+query neither re-reads the table nor counts the same access twice. What `memory remember`
+queued (flushed once its answer is out) and what is left when a process exits normally are
+kept on a local store for the next process that opens the tables (the resident service: its
+next call), not committed (`store.accessed`; the service commits its own): a process a
+snapshot served then needs no LanceDB for them, and no process of its own makes a version
+that would keep the next one from being served by the snapshot.
 
 An access count is a ranking signal, not something a user wrote: a process killed with bumps
 still queued loses at most one interval of them, never a memory.
@@ -71,10 +72,11 @@ class AccessQueue:
     def flush(self, *, keep: bool = False) -> None:
         """Commit every queued bump now, in one commit stamped with the latest access time;
         a commit the background thread is making is waited for first (the process's exit
-        flush must not end it half made, `cli.launch.exit_now`). `keep` (the exit's flush):
-        leave them to the next process that opens the tables instead (`store.accessed`), so
-        that this one needs no LanceDB for them (a snapshot may have served it without) and
-        makes no version that the next new process's snapshot would lack."""
+        flush must not end it half made, `cli.launch.exit_now`). `keep` (a process of its
+        own: its exit, `memory remember`): leave them to the next process that opens the
+        tables instead where the store may (`MemoryStore.keep_access`), so that this one needs
+        no LanceDB for them (a snapshot may have served it without) and makes no version that
+        the next new process's snapshot would lack."""
         with self._committing:
             with self._lock:
                 ids, when = sorted(self._pending), self._latest

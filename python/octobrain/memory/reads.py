@@ -118,13 +118,14 @@ class Reads(BrainBase):
             self._access_queue().add(due, now, corpus)
         return Recall(hits, neighbours, self.scope)
 
-    def flush(self) -> None:
+    def flush(self, *, keep: bool = False) -> None:
         """Commit the access counts `remember` queued (`memory.access`) now, instead of
-        within the next second; also done when the process exits."""
+        within the next second; also done when the process exits. `keep`: leave them for the
+        next process that opens the tables instead, where this one may (`AccessQueue.flush`)."""
         with _QUEUES_LOCK:
             queue = _QUEUES.get(self.store)
         if queue is not None:
-            queue.flush()
+            queue.flush(keep=keep)
 
     def _access_queue(self) -> AccessQueue:
         with _QUEUES_LOCK:  # one queue per store, shared by every scope's Brain on it

@@ -263,6 +263,9 @@ class MemoryStore:
     # write falls due for then waits for `maintain_if_due`, run after the answer, instead of
     # holding up the command whose write happened to be the 64th commit.
     defer_maintenance: ClassVar[bool] = False
+    # Cleared by the resident service, which answers the next calls itself: it commits the
+    # access counts of its calls rather than keep them for another process (`keep_access`).
+    keeps_access: ClassVar[bool] = True
 
     def __init__(self, uri: str | Path | StoreLocation, model_id: str, dim: int) -> None:
         self._maintenance_due = False
@@ -347,8 +350,9 @@ class MemoryStore:
 
     def keep_access(self, ids: Sequence[str], now: datetime, *, min_interval: timedelta) -> bool:
         """`record_access` left to the next process that opens the tables (`store.accessed`);
-        False when it cannot be (an object store, or enough are waiting): commit instead."""
-        return accessed.write(self.location, ids, now, min_interval)
+        False when it cannot be (an object store, enough are waiting, or this process is the
+        resident service): commit instead."""
+        return self.keeps_access and accessed.write(self.location, ids, now, min_interval)
 
     def kept_access(self) -> accessed.Accessed | None:
         """The accesses kept and not yet committed (`keep_access`)."""
