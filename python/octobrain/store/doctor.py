@@ -21,12 +21,12 @@ from octobrain.store import manifest, seen
 from octobrain.store.schema import (
     CHECKED,
     CHECKSUM,
+    EDGE_CHECKED,
     GARBLED_REPAIR,
     REEMBED,
     describe_garbled,
     describe_unsound,
     edge_verified,
-    relationships_schema,
     unsound,
     vector_matrix,
     verified,
@@ -394,10 +394,7 @@ _NAMED_BY = {"memories": ("id", "memory"), "knowledge_chunks": ("uri", "a chunk 
 # The checksummed tables: the columns a row's check reads, and the check.
 _CHECKED_BY: dict[str, tuple[Sequence[str], Callable[[Any], bool | None]]] = {
     "memories": (CHECKED, verified),
-    "relationships": (
-        [n for n in relationships_schema().names if n != CHECKSUM],
-        edge_verified,
-    ),
+    "relationships": (EDGE_CHECKED, edge_verified),
 }
 _GARBLED_REPAIR = {
     "memories": GARBLED_REPAIR,

@@ -358,57 +358,33 @@ class MemoryStore:
         """The accesses kept and not yet committed (`keep_access`)."""
         return accessed.waiting(self.location)
 
-    def _add_missing_columns(self, db: lancedb.DBConnection) -> lancedb.table.Table:
-        """Bring a store made by an older version up to the current columns (one commit, under
-        the write lock; the rows and the model stamp are kept, the new columns start null)."""
+    def _add_later_columns(
+        self,
+        db: lancedb.DBConnection,
+        name: str,
+        missing_of: Callable[[pa.Schema], list[pa.Field]],
+        checked: Sequence[str],
+        sum_of: Callable[[Mapping[str, Any]], int],
+    ) -> lancedb.table.Table:
+        """Bring table `name` made by an older version up to the current columns (under the
+        write lock; the rows and the model stamp are kept, the new columns start null); when
+        the checksum is one of them, each row's is computed from its `checked` columns as the
+        row is now (`sum_of`, one more commit): the rows are taken as sound as they are."""
         try:
             with self._lock:
-                table = db.open_table(MEMORIES)
+                table = db.open_table(name)
                 self.location.to_latest(table)
-                missing = schema.missing_columns(table.schema)
+                missing = missing_of(table.schema)
                 if missing:  # another process may have added them while we waited
                     self.check_lease()
                     table.add_columns(missing)
                     self.wrote(table)
-                    log.info("memories: added columns %s", [f.name for f in missing])
+                    log.info("%s: added columns %s", name, [f.name for f in missing])
                     if any(f.name == schema.CHECKSUM for f in missing):
-                        # The rows are taken as sound as they are now (one more commit).
-                        self._stamp(table, f"{schema.CHECKSUM} IS NULL")
+                        self._stamp(table, f"{schema.CHECKSUM} IS NULL", checked, sum_of)
         except (OSError, RuntimeError) as exc:
             raise StorageError(io_failure(self.location, exc)) from exc
-        return db.open_table(MEMORIES)
-
-    def _add_edge_checksums(self, db: lancedb.DBConnection) -> lancedb.table.Table:
-        """Bring a `relationships` table made by an older version up to the checksum column,
-        each edge's computed as it is now (two commits, under the write lock)."""
-        import pyarrow as pa
-
-        try:
-            with self._lock:
-                table = db.open_table(RELATIONSHIPS)
-                self.location.to_latest(table)
-                missing = schema.missing_edge_columns(table.schema)
-                if missing:  # another process may have added it while we waited
-                    self.check_lease()
-                    table.add_columns(missing)
-                    self.wrote(table)
-                    columns = [
-                        n for n in schema.relationships_schema().names if n != schema.CHECKSUM
-                    ]
-                    sums: dict[str, int] = {}
-                    for batch in _scan_batches(table, "true", columns, DELETE_BATCH):
-                        sums.update((r["id"], schema.edge_checksum(r)) for r in batch.to_pylist())
-                    if sums:
-                        self.check_lease()
-                        data = pa.table(
-                            {"id": list(sums), schema.CHECKSUM: pa.array(sums.values())}
-                        )
-                        table.merge_insert("id").when_matched_update_all().execute(data)
-                        self.wrote(table)
-                    log.info("relationships: added the checksum column")
-        except (OSError, RuntimeError) as exc:
-            raise StorageError(io_failure(self.location, exc)) from exc
-        return db.open_table(RELATIONSHIPS)
+        return db.open_table(name)
 
     def _check_model(self, table_schema: pa.Schema) -> None:
         meta = table_schema.metadata or {}
@@ -479,10 +455,22 @@ class MemoryStore:
                 )
                 with self._commits.held():
                     if self._memories is not None and schema.missing_columns(self._memories.schema):
-                        self._memories = self._add_missing_columns(self._open_db())
+                        self._memories = self._add_later_columns(
+                            self._open_db(),
+                            MEMORIES,
+                            schema.missing_columns,
+                            schema.CHECKED,
+                            schema.checksum,
+                        )
                     edges = self._relationships
                     if edges is not None and schema.missing_edge_columns(edges.schema):
-                        self._relationships = self._add_edge_checksums(self._open_db())
+                        self._relationships = self._add_later_columns(
+                            self._open_db(),
+                            RELATIONSHIPS,
+                            schema.missing_edge_columns,
+                            schema.EDGE_CHECKED,
+                            schema.edge_checksum,
+                        )
                     if check_model and self._memories is not None:
                         # Another process may have re-embedded the store since this one opened
                         # it: a vector of the old model written now would be found by neither.
@@ -946,10 +934,17 @@ class MemoryStore:
                 self.wrote(self.memories)
             self._maybe_maintain()
 
-    def _stamp(self, table: lancedb.table.Table, where: str | None = None) -> int:
-        """Under the write lock: set the checksum of the rows matching `where`, else of every
-        row without a valid stamp (written before the column, or since by an older octobrain,
-        which keeps the column as it was), as they are now, in one commit. Returns how many."""
+    def _stamp(
+        self,
+        table: lancedb.table.Table,
+        where: str | None = None,
+        checked: Sequence[str] = schema.CHECKED,
+        sum_of: Callable[[Mapping[str, Any]], int] = schema.checksum,
+    ) -> int:
+        """Under the write lock: set the checksum (`sum_of` its `checked` columns) of the rows
+        matching `where`, else of every memory without a valid stamp (written before the
+        column, or since by an older octobrain, which keeps the column as it was), as they are
+        now, in one commit. Returns how many."""
         import pyarrow as pa
 
         wheres = [where] if where is not None else []
@@ -960,8 +955,8 @@ class MemoryStore:
             wheres = [sql_in("id", ids[at : at + step]) for at in range(0, len(ids), step)]
         stamps: dict[str, int] = {}
         for part in wheres:
-            for batch in _scan_batches(table, part, schema.CHECKED, DELETE_BATCH):
-                stamps.update((row["id"], schema.checksum(row)) for row in batch.to_pylist())
+            for batch in _scan_batches(table, part, list(checked), DELETE_BATCH):
+                stamps.update((row["id"], sum_of(row)) for row in batch.to_pylist())
         if stamps:
             self.check_lease()
             data = pa.table({"id": list(stamps), schema.CHECKSUM: pa.array(stamps.values())})

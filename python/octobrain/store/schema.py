@@ -322,6 +322,7 @@ _EDGE_FIELDS = (
     ("strength",),
     ("created_at",),
 )
+EDGE_CHECKED = tuple(name for group in _EDGE_FIELDS for name in group)  # (every field)
 
 
 def edge_checksum(row: Mapping[str, Any]) -> int:
