@@ -8,16 +8,14 @@ and the value it is at.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
 
-from octobrain.models import UnreadableJSON
+from octobrain.models import not_json, read_json_value
 
 __all__ = ["array_values", "bounds"]
 
-_DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace
 _STRIPPED = re.compile(r"\s*")  # what `str.strip` takes away
 
@@ -30,8 +28,8 @@ def bounds(text: str) -> tuple[int, int]:
 def array_values(text: str, start: int, stop: int) -> Iterator[Any]:
     """The values of the JSON array `text[start:stop]` (stripped, starting with "["), in
     order, each parsed when it is asked for. Fails as `read_json` of that text does
-    (`UnreadableJSON`), at the value where it would: text past the closing bracket is a syntax
-    error too, after the last value."""
+    (`models.UnreadableJSON`), at the value where it would: text past the closing bracket is
+    a syntax error too, after the last value."""
 
     def space(at: int) -> int:
         return _SPACE.match(text, at, stop).end()  # type: ignore[union-attr]
@@ -39,7 +37,7 @@ def array_values(text: str, start: int, stop: int) -> Iterator[Any]:
     end = space(start + 1)
     if not text.startswith("]", end, stop):
         while True:
-            value, end = _value(text, end)
+            value, end = read_json_value(text, end)
             yield value
             end = space(end)
             if text.startswith(",", end, stop):
@@ -47,23 +45,6 @@ def array_values(text: str, start: int, stop: int) -> Iterator[Any]:
                 continue
             if text.startswith("]", end, stop):
                 break
-            raise _syntax("Expecting ',' delimiter" if end < stop else "Unterminated array")
+            raise not_json("Expecting ',' delimiter" if end < stop else "Unterminated array")
     if space(end + 1) != stop:
-        raise _syntax("Extra data")
-
-
-def _value(text: str, at: int) -> tuple[Any, int]:
-    try:
-        return _DECODER.raw_decode(text, at)
-    except json.JSONDecodeError as exc:
-        raise _syntax(exc.msg) from None
-    except RecursionError:
-        raise UnreadableJSON("is nested too deeply", "nested too deeply") from None
-    except ValueError:
-        raise UnreadableJSON(
-            "holds a number too long to read", "a number too long to read"
-        ) from None
-
-
-def _syntax(message: str) -> UnreadableJSON:
-    return UnreadableJSON(f"is not JSON ({message})", message, syntax=True)
+        raise not_json("Extra data")

@@ -11,7 +11,8 @@ import math
 import re
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from enum import Enum
@@ -517,20 +518,41 @@ class UnreadableJSON(ValueError):
         self.reason, self.detail, self.syntax = reason, detail, syntax
 
 
-def read_json(text: str | bytes) -> Any:
-    """`json.loads`, with every way it fails as one `UnreadableJSON`: besides bad syntax,
-    nesting past the interpreter's recursion limit and an integer longer than Python converts
-    (4,300 digits), which `json` raises as a `RecursionError` and a bare `ValueError`."""
+def not_json(message: str) -> UnreadableJSON:
+    """What `read_json` raises for text that is not JSON (`message`: the decoder's)."""
+    return UnreadableJSON(f"is not JSON ({message})", message, syntax=True)
+
+
+@contextmanager
+def _read_as_json() -> Iterator[None]:
     try:
-        return json.loads(text)
+        yield
     except json.JSONDecodeError as exc:
-        raise UnreadableJSON(f"is not JSON ({exc.msg})", exc.msg, syntax=True) from None
+        raise not_json(exc.msg) from None
     except RecursionError:
         raise UnreadableJSON("is nested too deeply", "nested too deeply") from None
     except ValueError:
         raise UnreadableJSON(
             "holds a number too long to read", "a number too long to read"
         ) from None
+
+
+_DECODER = json.JSONDecoder()
+
+
+def read_json(text: str | bytes) -> Any:
+    """`json.loads`, with every way it fails as one `UnreadableJSON`: besides bad syntax,
+    nesting past the interpreter's recursion limit and an integer longer than Python converts
+    (4,300 digits), which `json` raises as a `RecursionError` and a bare `ValueError`."""
+    with _read_as_json():
+        return json.loads(text)
+
+
+def read_json_value(text: str, at: int) -> tuple[Any, int]:
+    """The JSON value that starts at `text[at]` and the index past it, failing as `read_json`
+    does (`json.JSONDecoder.raw_decode`)."""
+    with _read_as_json():
+        return _DECODER.raw_decode(text, at)
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
