@@ -51,6 +51,7 @@ KNOWN_TABLES = (
 # its TTL), so a holder that crashed never makes the next command give up.
 _LOCK_TIMEOUT_S = 2 * LEASE_TTL_S + 10
 _VERSIONS = ("_versions", ".manifest")  # (folder, suffix) of a table's version manifests
+_HINT = "latest_version_hint.json"  # in `_versions/`: the newest version Lance committed
 # A table every store makes right after another (`MemoryStore` opens memories, then
 # relationships): finding the later one means the earlier one was made too.
 MADE_AFTER = {"memories": "relationships", "knowledge_sources": "knowledge_chunks"}
@@ -183,12 +184,11 @@ def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table)
     versions = _versions_dir(location, name)
     if versions is None:
         return None
-    hint = versions / "latest_version_hint.json"
     try:
-        committed = int(json.loads(hint.read_text())["version"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # no hint (an older Lance): nothing to compare
-    if committed <= int(table.version):
+        committed = _hinted(versions)
+    except (OSError, ValueError):
+        committed = None
+    if committed is None or committed <= int(table.version):  # (no hint: an older Lance)
         return None
     # `table` may have opened before another process committed: look again, now that the
     # hint has been read (a version it names was committed before it was written).
@@ -201,7 +201,7 @@ def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table)
         f"{gone} committed, but the newest version that opens is {opened}: the manifest file "
         f"of {gone} in _versions/ is gone",
         f"put {name}.lance/_versions/ back from a backup; or, to keep the table as of version "
-        f"{opened} and lose what was written after it, delete {hint}",
+        f"{opened} and lose what was written after it, delete {versions / _HINT}",
     )
 
 
@@ -212,7 +212,7 @@ def _blank_newest(location: StoreLocation, name: str) -> Problem:
     files = sorted(versions.glob(f"*{_VERSIONS[1]}")) if versions is not None else []
     newest = max(files, key=lambda f: _version_of(f.name), default=None)
     where = f"{name}.lance/{_VERSIONS[0]}/{newest.name}" if newest else f"{name}.lance/_versions"
-    hint = f"and delete {versions / 'latest_version_hint.json'} " if versions is not None else ""
+    hint = f"and delete {versions / _HINT} " if versions is not None else ""
     return Problem(
         f"its newest version manifest ({where}) reads as version 0, with no columns and no "
         "rows: the file was zeroed or overwritten",
@@ -798,10 +798,21 @@ def newest_on_disk(location: StoreLocation, name: str) -> int | None:
     if newest <= 0:
         return None
     try:
-        data, _ = read_regular(versions / "latest_version_hint.json", 4096)
-        committed = int(json.loads(data)["version"])
-    except FileNotFoundError:
-        return newest  # (an older Lance writes none: nothing to compare, as `lost_version`)
-    except (OSError, ValueError, KeyError, TypeError):
+        committed = _hinted(versions)
+    except (OSError, ValueError):
         return None
-    return newest if committed <= newest else None
+    # (An older Lance writes no hint: nothing to compare, as in `lost_version`.)
+    return newest if committed is None or committed <= newest else None
+
+
+def _hinted(versions: Path) -> int | None:
+    """The version Lance's hint in the folder `versions` names (None: there is no hint);
+    `ValueError` (or `OSError`) when it does not read as one."""
+    try:
+        data, _ = read_regular(versions / _HINT, 1 << 20)
+    except FileNotFoundError:
+        return None
+    try:
+        return int(json.loads(data)["version"])
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{_HINT} names no version ({exc})") from None
