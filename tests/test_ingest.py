@@ -352,18 +352,7 @@ def test_an_ingest_holds_a_group_of_turns_at_once_and_an_unchanged_file_is_read_
     the store four times and took the write lock: 63 s of CPU for 200,000 turns."""
     import octobrain.memory.ingest as ingest_module
 
-    alive = {"now": 0, "most": 0}
-
-    class Counted(ingest_module.Memory):  # type: ignore[misc,name-defined]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            alive["now"] += 1
-            alive["most"] = max(alive["most"], alive["now"])
-
-        def __del__(self) -> None:
-            alive["now"] -= 1
-
-    monkeypatch.setattr(ingest_module, "Memory", Counted)
+    alive = _count_alive(monkeypatch, ingest_module, "Memory")
     b = brain(tmp_path)
     group = 1024  # turns built, checked and written at once (`ingest.BATCH`)
     turns = 3 * group + 100
@@ -393,18 +382,7 @@ def test_a_files_turns_are_read_again_batch_by_batch_not_held(
     from octobrain.memory.conversation import Conversation
     from octobrain.memory.ingest import turn_memories
 
-    alive = {"now": 0, "most": 0}
-
-    class Counted(conversation_module.Turn):  # type: ignore[misc,name-defined]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            alive["now"] += 1
-            alive["most"] = max(alive["most"], alive["now"])
-
-        def __del__(self) -> None:
-            alive["now"] -= 1
-
-    monkeypatch.setattr(conversation_module, "Turn", Counted)
+    alive = _count_alive(monkeypatch, conversation_module, "Turn")
     turns = 3 * 1024 + 100  # four batches (`ingest.BATCH`)
     records = [{"speaker": ["Ann", "Bo"][i % 2], "text": f"turn {i}"} for i in range(turns)]
     text = "\n".join(json.dumps(r) for r in records)
@@ -431,6 +409,24 @@ def test_a_files_turns_are_read_again_batch_by_batch_not_held(
 
     held = Conversation(conv.key, list(conv.turns), conv.blank)
     assert shown(conv) == shown(held) and len(held.turns) == turns
+
+
+def _count_alive(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> dict[str, int]:
+    """How many instances of `module.<name>` are alive (`now`) and were at most at once
+    (`most`), counted by a subclass put in its place."""
+    alive = {"now": 0, "most": 0}
+
+    class Counted(getattr(module, name)):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            alive["now"] += 1
+            alive["most"] = max(alive["most"], alive["now"])
+
+        def __del__(self) -> None:
+            alive["now"] -= 1
+
+    monkeypatch.setattr(module, name, Counted)
+    return alive
 
 
 def _counting_all(method: Any, calls: list[int]) -> Any:

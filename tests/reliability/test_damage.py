@@ -259,6 +259,23 @@ def test_doctor_names_a_fifo_in_a_table_instead_of_waiting_on_it(env: dict[str, 
     assert rc == 1 and f"memories.lance/data/{data.name} is not a regular file" in out, out
 
 
+def _each_refused_naming_one_of(
+    env: dict[str, str], commands: list[tuple[str, ...]], named: list[str]
+) -> None:
+    """Each `memory <command>` exits 1 at once with one line naming one of the files `named`
+    and the way out, instead of waiting on a FIFO for good."""
+    for args in commands:
+        try:
+            done = octobrain(env, *args)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"`memory {args[0]}` waited on the FIFO")
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        line = one_clear_line(done.stderr)
+        assert any(
+            f"({n} is not a regular file" in line and f"move {n} aside" in line for n in named
+        ), line
+
+
 @pytest.mark.parametrize("where", ["data", "_versions"])
 def test_a_fifo_in_a_table_is_one_line_naming_it_not_a_hang(
     env: dict[str, str], where: str
@@ -270,15 +287,8 @@ def test_a_fifo_in_a_table_is_one_line_naming_it_not_a_hang(
     path = sorted(folder.glob("*.lance" if where == "data" else "*.manifest"))[0]
     path.unlink()
     os.mkfifo(path)
-    for args in (("stats",), ("remember", "durable fact")):
-        try:
-            done = octobrain(env, *args)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"`memory {args[0]}` waited on the FIFO")
-        assert done.returncode == 1, (done.stdout, done.stderr)
-        line = one_clear_line(done.stderr)
-        named = f"memories.lance/{where}/{path.name}"
-        assert f"({named} is not a regular file" in line and f"move {named} aside" in line, line
+    named = f"memories.lance/{where}/{path.name}"
+    _each_refused_naming_one_of(env, [("stats",), ("remember", "durable fact")], [named])
 
 
 def test_a_fifo_in_an_index_is_one_line_naming_it_not_a_hang(
@@ -292,16 +302,8 @@ def test_a_fifo_in_an_index_is_one_line_naming_it_not_a_hang(
         path.unlink()
         os.mkfifo(path)
     named = [f"memories.lance/_indices/{f.parent.name}/{f.name}" for f in files]
-    for args in (("get", ids[0]), ("remember", "durable fact"), ("stats",)):
-        try:
-            done = octobrain(env, *args)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"`memory {args[0]}` waited on the FIFO")
-        assert done.returncode == 1, (done.stdout, done.stderr)
-        line = one_clear_line(done.stderr)
-        assert any(
-            f"({n} is not a regular file" in line and f"move {n} aside" in line for n in named
-        ), line
+    commands = [("get", ids[0]), ("remember", "durable fact"), ("stats",)]
+    _each_refused_naming_one_of(env, commands, named)
     try:
         rc, out = run_cli(env, "doctor")[:2]
     except subprocess.TimeoutExpired:
