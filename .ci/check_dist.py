@@ -50,7 +50,7 @@ SDIST_REQUIRED = (
     "Cargo.lock",
     "rust/Cargo.toml",
     "rust/src/lib.rs",
-    "rust/src/python.rs",
+    "rust/src/python/mod.rs",
     "python/octobrain/__init__.py",
     "python/octobrain/_core.pyi",
     "python/octobrain/py.typed",

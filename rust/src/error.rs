@@ -1,4 +1,4 @@
-//! The one error type of the core. Python sees every variant as `ValueError` (see `python.rs`);
+//! The one error type of the core. Python sees every variant as `ValueError` (see `python/mod.rs`);
 //! a search past its time limit as `TimeLimitExceeded`, a subclass of it.
 
 use std::fmt;

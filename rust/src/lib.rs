@@ -1,7 +1,8 @@
 //! octobrain-core: the pure-Rust kernels behind `octobrain._core`.
 //!
 //! Every kernel is plain Rust over owned data (no IO, no Python). The PyO3 bindings live in
-//! `python.rs`, compiled only with the `python` feature, so `cargo test` runs without Python.
+//! `python/` (one file per family of kernels), compiled only with the `python` feature, so
+//! `cargo test` runs without Python.
 
 pub mod bm25;
 pub mod cluster;

@@ -1,0 +1,393 @@
+//! Bindings of the BM25 index: the Rust handle `octobrain.bm25.BM25Index` wraps, its stored
+//! base read from (memory-mapped) arrays.
+
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use super::text::analyzer_options;
+use super::{contiguous, detached};
+use crate::bm25::{Base, Bm25Index, Bm25Params};
+use crate::error::CoreError;
+
+type Hits<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f32>>);
+
+fn hits_to_numpy(py: Python<'_>, hits: Vec<(u32, f32)>) -> Hits<'_> {
+    let (positions, scores): (Vec<i64>, Vec<f32>) =
+        hits.into_iter().map(|(p, s)| (i64::from(p), s)).unzip();
+    (
+        PyArray1::from_vec(py, positions),
+        PyArray1::from_vec(py, scores),
+    )
+}
+
+fn owned_positions(array: Option<PyReadonlyArray1<'_, i64>>) -> Option<Vec<i64>> {
+    array.map(|a| a.as_array().to_vec())
+}
+
+#[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+fn owned_mask(array: Option<PyReadonlyArray1<'_, bool>>) -> Option<Vec<bool>> {
+    array.map(|a| a.as_array().to_vec())
+}
+
+fn k_arg(k: i64) -> Result<usize, CoreError> {
+    usize::try_from(k)
+        .ok()
+        .filter(|&k| k >= 1)
+        .ok_or_else(|| CoreError::invalid("k", "must be >= 1"))
+}
+
+/// The arrays a stored base's postings are read from (held, typically memory-mapped).
+struct BaseArrays {
+    offsets: Py<PyArray1<u64>>,
+    docs: Py<PyArray1<u32>>,
+    tfs: Py<PyArray1<u32>>,
+}
+
+type BaseGuards<'py> = (
+    PyReadonlyArray1<'py, u64>,
+    PyReadonlyArray1<'py, u32>,
+    PyReadonlyArray1<'py, u32>,
+);
+
+/// Borrow the base's arrays for one call (none: an empty base).
+fn base_of<'a>(guards: Option<&'a BaseGuards<'_>>) -> PyResult<Base<'a>> {
+    Ok(match guards {
+        None => Base::EMPTY,
+        Some((offsets, docs, tfs)) => Base {
+            offsets: contiguous(offsets, "base")?,
+            docs: contiguous(docs, "base")?,
+            tfs: contiguous(tfs, "base")?,
+        },
+    })
+}
+
+/// Rust handle of a BM25 index; wrapped by `octobrain.bm25.BM25Index`.
+#[pyclass(module = "octobrain._core", name = "Bm25Index")]
+pub(super) struct PyBm25Index {
+    inner: Bm25Index,
+    base: Option<BaseArrays>,
+    /// Positions the base holds postings for (removing one of them tombstones it).
+    base_positions: usize,
+}
+
+impl PyBm25Index {
+    fn owned(inner: Bm25Index) -> Self {
+        Self {
+            inner,
+            base: None,
+            base_positions: 0,
+        }
+    }
+
+    fn guards<'py>(&self, py: Python<'py>) -> Option<BaseGuards<'py>> {
+        self.base.as_ref().map(|b| {
+            (
+                b.offsets.bind(py).readonly(),
+                b.docs.bind(py).readonly(),
+                b.tfs.bind(py).readonly(),
+            )
+        })
+    }
+}
+
+#[pymethods]
+impl PyBm25Index {
+    #[new]
+    #[pyo3(signature = (k1 = 1.2, b = 0.75, stem = true, stopwords = true))]
+    fn new(k1: f64, b: f64, stem: bool, stopwords: bool) -> PyResult<Self> {
+        let params = Bm25Params::new(k1, b)?;
+        Ok(Self::owned(Bm25Index::new(
+            params,
+            analyzer_options(stem, stopwords),
+        )))
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (texts, k1 = 1.2, b = 0.75, stem = true, stopwords = true))]
+    fn build(
+        py: Python<'_>,
+        texts: Vec<String>,
+        k1: f64,
+        b: f64,
+        stem: bool,
+        stopwords: bool,
+    ) -> PyResult<Self> {
+        let inner = detached(py, move || {
+            Bm25Index::build(
+                &texts,
+                Bm25Params::new(k1, b)?,
+                analyzer_options(stem, stopwords),
+            )
+        })?;
+        Ok(Self::owned(inner))
+    }
+
+    /// Append documents; returns the first new position.
+    fn add(&mut self, py: Python<'_>, texts: Vec<String>) -> PyResult<usize> {
+        let inner = &mut self.inner;
+        detached(py, move || inner.add(&texts))
+    }
+
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    fn remove(&mut self, py: Python<'_>, positions: PyReadonlyArray1<'_, i64>) -> PyResult<()> {
+        let positions = positions.as_array().to_vec();
+        let base_positions = self.base_positions;
+        let inner = &mut self.inner;
+        detached(py, || inner.remove(&positions, base_positions))
+    }
+
+    #[pyo3(signature = (query, k, allowed = None, seen = None))]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        query: String,
+        k: i64,
+        allowed: Option<PyReadonlyArray1<'py, i64>>,
+        seen: Option<PyReadonlyArray1<'py, bool>>,
+    ) -> PyResult<Hits<'py>> {
+        let allowed = owned_positions(allowed);
+        let seen = owned_mask(seen);
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
+        let inner = &self.inner;
+        let hits = detached(py, move || {
+            inner.search(
+                &base,
+                &query,
+                k_arg(k)?,
+                allowed.as_deref(),
+                seen.as_deref(),
+            )
+        })?;
+        Ok(hits_to_numpy(py, hits))
+    }
+
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    #[pyo3(signature = (queries, k, allowed = None, seen = None))]
+    fn search_batch<'py>(
+        &self,
+        py: Python<'py>,
+        queries: Vec<String>,
+        k: i64,
+        allowed: Option<PyReadonlyArray1<'py, i64>>,
+        seen: Option<PyReadonlyArray1<'py, bool>>,
+    ) -> PyResult<Vec<Hits<'py>>> {
+        let allowed = owned_positions(allowed);
+        let seen = owned_mask(seen);
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
+        let inner = &self.inner;
+        let all = detached(py, || {
+            inner.search_batch(
+                &base,
+                &queries,
+                k_arg(k)?,
+                allowed.as_deref(),
+                seen.as_deref(),
+            )
+        })?;
+        Ok(all
+            .into_iter()
+            .map(|hits| hits_to_numpy(py, hits))
+            .collect())
+    }
+
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    #[pyo3(signature = (query, k, mask, seen = None))]
+    fn search_masked<'py>(
+        &self,
+        py: Python<'py>,
+        query: String,
+        k: i64,
+        mask: PyReadonlyArray1<'py, bool>,
+        seen: Option<PyReadonlyArray1<'py, bool>>,
+    ) -> PyResult<Hits<'py>> {
+        let mask = mask.as_array().to_vec();
+        let seen = owned_mask(seen);
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
+        let inner = &self.inner;
+        let hits = detached(py, move || {
+            inner.search_masked(&base, &query, k_arg(k)?, &mask, seen.as_deref())
+        })?;
+        Ok(hits_to_numpy(py, hits))
+    }
+
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    #[pyo3(signature = (query, positions, seen = None))]
+    fn scores_at<'py>(
+        &self,
+        py: Python<'py>,
+        query: String,
+        positions: PyReadonlyArray1<'py, i64>,
+        seen: Option<PyReadonlyArray1<'py, bool>>,
+    ) -> PyResult<Bound<'py, PyArray1<f32>>> {
+        let positions = positions.as_array().to_vec();
+        let seen = owned_mask(seen);
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
+        let inner = &self.inner;
+        let out = detached(py, move || {
+            inner.scores_at(&base, &query, &positions, seen.as_deref())
+        })?;
+        Ok(PyArray1::from_vec(py, out))
+    }
+
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    #[pyo3(signature = (query, positions, seen = None))]
+    fn coverage<'py>(
+        &self,
+        py: Python<'py>,
+        query: String,
+        positions: PyReadonlyArray1<'py, i64>,
+        seen: Option<PyReadonlyArray1<'py, bool>>,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let positions = positions.as_array().to_vec();
+        let seen = owned_mask(seen);
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
+        let inner = &self.inner;
+        let out = detached(py, move || {
+            inner.coverage(&base, &query, &positions, seen.as_deref())
+        })?;
+        Ok(PyArray1::from_vec(py, out))
+    }
+
+    /// The ids of the query's terms the index holds (whose postings a query reads).
+    fn term_ids<'py>(&self, py: Python<'py>, query: &str) -> Bound<'py, PyArray1<u32>> {
+        PyArray1::from_vec(py, self.inner.term_ids(query))
+    }
+
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
+        let inner = &self.inner;
+        let bytes = detached(py, || inner.to_bytes(&base))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
+        let inner = detached(py, || Bm25Index::from_bytes(data))?;
+        Ok(Self::owned(inner))
+    }
+
+    /// The index as flat arrays: (terms, term_ends, offsets, docs, tfs, doc_len, live).
+    #[allow(clippy::type_complexity)]
+    fn to_parts<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(
+        Bound<'py, PyArray1<u8>>,
+        Bound<'py, PyArray1<u64>>,
+        Bound<'py, PyArray1<u64>>,
+        Bound<'py, PyArray1<u32>>,
+        Bound<'py, PyArray1<u32>>,
+        Bound<'py, PyArray1<u32>>,
+        Bound<'py, PyArray1<bool>>,
+    )> {
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
+        let inner = &self.inner;
+        let parts = detached(py, || Ok(inner.to_parts(&base)))?;
+        Ok((
+            parts.terms.into_pyarray(py),
+            parts.term_ends.into_pyarray(py),
+            parts.offsets.into_pyarray(py),
+            parts.docs.into_pyarray(py),
+            parts.tfs.into_pyarray(py),
+            parts.doc_len.into_pyarray(py),
+            parts.live.into_pyarray(py),
+        ))
+    }
+
+    /// An index over stored parts; `offsets` / `docs` / `tfs` are kept and read per query.
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments, clippy::needless_pass_by_value)]
+    #[pyo3(signature = (k1, b, stem, stopwords, terms, term_ends, doc_len, live, offsets, docs, tfs))]
+    fn open_base(
+        py: Python<'_>,
+        k1: f64,
+        b: f64,
+        stem: bool,
+        stopwords: bool,
+        terms: PyReadonlyArray1<'_, u8>,
+        term_ends: PyReadonlyArray1<'_, u64>,
+        doc_len: PyReadonlyArray1<'_, u32>,
+        live: PyReadonlyArray1<'_, bool>,
+        offsets: Bound<'_, PyArray1<u64>>,
+        docs: Bound<'_, PyArray1<u32>>,
+        tfs: Bound<'_, PyArray1<u32>>,
+    ) -> PyResult<Self> {
+        let arrays = BaseArrays {
+            offsets: offsets.unbind(),
+            docs: docs.unbind(),
+            tfs: tfs.unbind(),
+        };
+        let held = (
+            arrays.offsets.bind(py).readonly(),
+            arrays.docs.bind(py).readonly(),
+            arrays.tfs.bind(py).readonly(),
+        );
+        let base = base_of(Some(&held))?;
+        let (terms, ends) = (contiguous(&terms, "base")?, contiguous(&term_ends, "base")?);
+        let (doc_len, live) = (contiguous(&doc_len, "base")?, contiguous(&live, "base")?);
+        let options = analyzer_options(stem, stopwords);
+        let inner = detached(py, || {
+            let params = Bm25Params::new(k1, b)?;
+            Bm25Index::open_base(params, options, terms, ends, doc_len, live, &base)
+        })?;
+        let base_positions = inner.position_count();
+        drop(held);
+        Ok(Self {
+            inner,
+            base: Some(arrays),
+            base_positions,
+        })
+    }
+
+    #[getter]
+    fn k1(&self) -> f64 {
+        self.inner.params().k1
+    }
+
+    #[getter]
+    fn b(&self) -> f64 {
+        self.inner.params().b
+    }
+
+    #[getter]
+    fn stem(&self) -> bool {
+        self.inner.options().stem
+    }
+
+    #[getter]
+    fn stopwords(&self) -> bool {
+        self.inner.options().stopwords
+    }
+
+    #[getter]
+    fn doc_count(&self) -> usize {
+        self.inner.doc_count()
+    }
+
+    #[getter]
+    fn position_count(&self) -> usize {
+        self.inner.position_count()
+    }
+
+    #[getter]
+    fn vocab_size(&self, py: Python<'_>) -> PyResult<usize> {
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
+        Ok(self.inner.vocab_size(&base))
+    }
+
+    fn live_mask<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<bool>> {
+        let mask: Vec<bool> = (0..self.inner.position_count())
+            .map(|p| self.inner.is_live(p))
+            .collect();
+        PyArray1::from_vec(py, mask)
+    }
+}
