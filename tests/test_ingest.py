@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import threading
@@ -1093,6 +1094,28 @@ def test_bench_locomo_without_the_data_names_the_option(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "--data" in result.output and "locomo-dev.json.gz" in result.output
     assert "Traceback" not in result.output
+
+
+def test_bench_locomo_reads_a_held_out_file_by_any_name(tmp_path: Path) -> None:
+    from octobrain.bench.locomo import load_locomo
+
+    held_out = tmp_path / "locomo-test"
+    held_out.mkdir()
+    (held_out / "README.md").write_text("the other half")
+    (held_out / "queries.jsonl.gz").write_bytes(b"")  # the BEIR layout beside it is not read
+    sample = json.loads(json.dumps(LOCOMO))
+    sample[0]["qa"] = [{"question": "Which class?", "evidence": ["D1:1"], "category": 4}]
+    with gzip.open(held_out / "locomo-test.json.gz", "wt", encoding="utf-8") as handle:
+        handle.write(json.dumps(sample))
+    conversations, questions = load_locomo(held_out)
+    assert [len(c.turns) for c in conversations] == [5]
+    assert [q.text for q in questions] == ["Which class?"]
+    assert load_locomo(held_out / "locomo-test.json.gz")[1] == questions  # the file itself
+
+    (held_out / "locomo-extra.json").write_text(json.dumps(LOCOMO))
+    result = cli("bench", "locomo", "--data", str(held_out))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "locomo-extra.json, locomo-test.json.gz" in result.output and "name one" in result.output
 
 
 def test_session_topics_are_the_words_that_set_a_session_apart() -> None:

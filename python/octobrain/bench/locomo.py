@@ -195,14 +195,37 @@ def _mean(rows: Sequence[dict[str, float]]) -> dict[str, float]:
     return out
 
 
+_KNOWN_NAMES = ("locomo-dev.json.gz", "locomo10.json", "locomo.json")
+
+
+def locomo_file(data: Path) -> Path:
+    """The LoCoMo file `data` names: the file itself, or in a directory the file of a known
+    name (`locomo-dev.json.gz`, `locomo10.json`, `locomo.json`), else its one `*.json` or
+    `*.json.gz` file (a held-out half named after itself, `locomo-test.json.gz`). Several such
+    files, or none, is an error naming them."""
+    if data.is_file():
+        return data
+    for name in _KNOWN_NAMES:
+        if (data / name).is_file():
+            return data / name
+    found = (
+        sorted(p for p in data.iterdir() if p.name.endswith((".json", ".json.gz")) and p.is_file())
+        if data.is_dir()
+        else []
+    )
+    if len(found) == 1:
+        return found[0]
+    if found:
+        names = ", ".join(p.name for p in found)
+        raise InvalidInput("data", f"{data} holds several LoCoMo files ({names}): name one")
+    raise InvalidInput(
+        "data", f"{data} holds no LoCoMo file (locomo-dev.json.gz, locomo10.json or one *.json)"
+    )
+
+
 def load_locomo(data: Path) -> tuple[list[Conversation], list[Question]]:
-    """The conversations and questions of `locomo-dev.json.gz` (or `locomo10.json`) in `data`."""
-    for name in ("locomo-dev.json.gz", "locomo10.json", "locomo.json"):
-        path = data / name
-        if path.exists():
-            break
-    else:
-        raise InvalidInput("data", f"{data} holds no locomo-dev.json.gz or locomo10.json")
+    """The conversations and questions of the LoCoMo file `data` names (`locomo_file`)."""
+    path = locomo_file(data)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as handle:
         text = handle.read()

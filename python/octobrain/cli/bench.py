@@ -319,10 +319,11 @@ def bench_scale_command(
 @click.option(
     "--data",
     "data",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     default=Path("../shared/data/locomo-dev"),
     show_default=True,
-    help="Directory holding LoCoMo's locomo-dev.json.gz (or locomo10.json); read, never copied.",
+    help="LoCoMo's file, or a directory holding it (locomo-dev.json.gz, locomo10.json or one"
+    " *.json[.gz]); read, never copied.",
 )
 @click.option("--model", default="minilm", show_default=True, help="Embedding model string.")
 @click.option(
