@@ -8,8 +8,10 @@ import math
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from octobrain.bench.datasets import evaluate, load_beir, mrr_at_k, ndcg_at_k, recall_at_k
+from octobrain.cli.main import main
 from octobrain.errors import InvalidInput
 
 
@@ -56,6 +58,23 @@ def test_load_beir_errors_name_data(tmp_path: Path) -> None:
         load_beir(tmp_path / "missing")
     with pytest.raises(InvalidInput, match=r"^data: .* has no corpus.jsonl"):
         load_beir(tmp_path)
+
+
+def test_a_held_out_split_is_read_by_its_name_or_as_the_only_one(tmp_path: Path) -> None:
+    root = write_beir(tmp_path)
+    (root / "qrels" / "test.tsv").rename(root / "qrels" / "train.tsv")
+    assert load_beir(root).split == "train"  # the only split there
+    assert load_beir(root).query_ids == ["q1", "q2"]
+    (root / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq3\td2\t1\n")
+    with pytest.raises(InvalidInput, match=r"^split: .* holds no test.tsv but dev, train"):
+        load_beir(root)
+    assert load_beir(root, "dev").query_ids == ["q3"]
+    with pytest.raises(InvalidInput, match=r"^split: .*test.tsv not found \(splits: dev, train\)"):
+        load_beir(root, "test")
+    result = CliRunner().invoke(main, ["bench", "bm25", "--data", str(root), "--split", "dev"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["bench", "bm25", "--data", str(root)])
+    assert result.exit_code == 2 and "--split" in result.output and "Traceback" not in result.output
 
 
 def test_ndcg_by_hand() -> None:

@@ -46,6 +46,7 @@ class BeirDataset:
     qrels: dict[str, dict[str, int]]
     doc_titles: list[str] = field(default_factory=list)  # title and text apart, for ingesting
     doc_bodies: list[str] = field(default_factory=list)
+    split: str = "test"  # the qrels file read: qrels/<split>.tsv
 
 
 def _jsonl(directory: Path, stem: str) -> Iterator[dict[str, object]]:
@@ -76,11 +77,31 @@ def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def load_beir(directory: str | Path, split: str = "test") -> BeirDataset:
-    """Load a BEIR dataset directory (see the module docstring for the layout)."""
+def qrels_split(root: Path, split: str | None = None) -> str:
+    """The split whose judgments are read: `split` when given, else `test`, else the one
+    split `qrels/` holds (a held-out copy with only `qrels/train.tsv`). A split that is not
+    there, or a choice among several, is an error naming the splits there are."""
+    folder = root / "qrels"
+    there = sorted(p.stem for p in folder.glob("*.tsv") if p.is_file()) if folder.is_dir() else []
+    listed = ", ".join(there) or "none"
+    if split is not None:
+        if split not in there:
+            raise InvalidInput("split", f"{folder / (split + '.tsv')} not found (splits: {listed})")
+        return split
+    if "test" in there or not there:
+        return "test"  # none at all: reading it names the file that is missing
+    if len(there) == 1:
+        return there[0]
+    raise InvalidInput("split", f"{folder} holds no test.tsv but {listed}: choose one")
+
+
+def load_beir(directory: str | Path, split: str | None = None) -> BeirDataset:
+    """Load a BEIR dataset directory (see the module docstring for the layout); `split` as
+    `qrels_split` chooses it."""
     root = Path(directory)
     if not root.is_dir():
         raise InvalidInput("data", f"{root} is not a directory")
+    split = qrels_split(root, split)
     doc_ids: list[str] = []
     doc_texts: list[str] = []
     titles: list[str] = []
@@ -99,7 +120,7 @@ def load_beir(directory: str | Path, split: str = "test") -> BeirDataset:
         if str(query["_id"]) in judged:
             query_ids.append(str(query["_id"]))
             query_texts.append(str(query["text"]))
-    return BeirDataset(doc_ids, doc_texts, query_ids, query_texts, qrels, titles, bodies)
+    return BeirDataset(doc_ids, doc_texts, query_ids, query_texts, qrels, titles, bodies, split)
 
 
 def ndcg_at_k(ranked: Sequence[str], judgments: Mapping[str, int], k: int = 10) -> float:

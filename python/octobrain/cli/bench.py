@@ -39,6 +39,11 @@ SCIFACT_OPTION = click.option(
     show_default=True,
     help="BEIR dataset directory (corpus, queries, qrels/test.tsv), or $OCTOBRAIN_SCIFACT.",
 )
+SPLIT_OPTION = click.option(
+    "--split",
+    default=None,
+    help="The judgments read, qrels/<split>.tsv. Default: test, else the only split there.",
+)
 
 
 def _dataset(data: Path) -> None:
@@ -56,13 +61,14 @@ def bench() -> None:
 
 @bench.command("bm25")
 @SCIFACT_OPTION
+@SPLIT_OPTION
 @click.option("--k1", type=float, default=1.2, show_default=True, help="BM25 k1 (>= 0).")
 @click.option("--b", "b", type=float, default=0.75, show_default=True, help="BM25 b (0..1).")
 @click.option("--stem/--no-stem", default=True, show_default=True, help="Snowball stemming.")
 @click.option("--stopwords/--no-stopwords", default=True, show_default=True, help="Drop stopwords.")
 @FORMAT_OPTION
 def bench_bm25_command(
-    data: Path, k1: float, b: float, stem: bool, stopwords: bool, fmt: str
+    data: Path, split: str | None, k1: float, b: float, stem: bool, stopwords: bool, fmt: str
 ) -> None:
     """BM25 on a BEIR dataset: nDCG@10, Recall@10/100, MRR@10, build time, query latency."""
     _dataset(data)
@@ -78,7 +84,7 @@ def bench_bm25_command(
         name, _, rule = str(err).partition(": ")
         raise click.BadParameter(rule, param_hint=f"--{name}") from err
     try:
-        dataset = load_beir(data)
+        dataset = load_beir(data, split)
         with click.progressbar(
             length=len(dataset.query_ids), label="queries", file=sys.stderr
         ) as bar:
@@ -142,6 +148,7 @@ def _sizes(sizes: str, minimum: int) -> list[int]:
 
 @bench.command("beir")
 @SCIFACT_OPTION
+@SPLIT_OPTION
 @click.option(
     "--path",
     "path",
@@ -179,6 +186,7 @@ def _sizes(sizes: str, minimum: int) -> list[int]:
 @update_option("beir", "BEIR table")
 def bench_beir_command(
     data: Path,
+    split: str | None,
     path: str,
     modes: str,
     max_queries: int | None,
@@ -217,7 +225,7 @@ def bench_beir_command(
             param_hint="--modes",
         )
     try:
-        dataset = load_beir(data)
+        dataset = load_beir(data, split)
         if max_queries is not None:
             dataset = replace(
                 dataset,
@@ -232,7 +240,9 @@ def bench_beir_command(
         ):
             report = run_beir(
                 dataset,
-                dataset_name=data.name,
+                dataset_name=data.name
+                if dataset.split == "test"
+                else f"{data.name}, {dataset.split} split",
                 path=path,
                 modes=chosen,
                 model=model,
