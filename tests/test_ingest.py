@@ -1096,7 +1096,9 @@ def test_bench_locomo_without_the_data_names_the_option(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
-def test_bench_locomo_reads_a_held_out_file_by_any_name(tmp_path: Path) -> None:
+def test_bench_locomo_reads_a_held_out_file_by_any_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from octobrain.bench.locomo import load_locomo
 
     held_out = tmp_path / "locomo-test"
@@ -1113,7 +1115,8 @@ def test_bench_locomo_reads_a_held_out_file_by_any_name(tmp_path: Path) -> None:
     assert load_locomo(held_out / "locomo-test.json.gz")[1] == questions  # the file itself
 
     (held_out / "locomo-extra.json").write_text(json.dumps(LOCOMO))
-    result = cli("bench", "locomo", "--data", str(held_out))
+    monkeypatch.setenv("OCTOBRAIN_LOCOMO", str(held_out))  # as --data
+    result = cli("bench", "locomo")
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "locomo-extra.json, locomo-test.json.gz" in result.output and "name one" in result.output
 

@@ -330,10 +330,11 @@ def bench_scale_command(
     "--data",
     "data",
     type=click.Path(path_type=Path),
+    envvar="OCTOBRAIN_LOCOMO",
     default=Path("../shared/data/locomo-dev"),
     show_default=True,
     help="LoCoMo's file, or a directory holding it (locomo-dev.json.gz, locomo10.json or one"
-    " *.json[.gz]); read, never copied.",
+    " *.json[.gz]), or $OCTOBRAIN_LOCOMO; read, never copied.",
 )
 @click.option("--model", default="minilm", show_default=True, help="Embedding model string.")
 @click.option(

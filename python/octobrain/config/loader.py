@@ -111,7 +111,13 @@ def env_var_for(dotted_key: str) -> str:
 
 # OCTOBRAIN_* variables that are read but are not settings.
 OTHER_ENV = frozenset(
-    {"OCTOBRAIN_DATA_DIR", "OCTOBRAIN_CONFIG_PATH", "OCTOBRAIN_SCIFACT", "OCTOBRAIN_TOKEN"}
+    {
+        "OCTOBRAIN_DATA_DIR",
+        "OCTOBRAIN_CONFIG_PATH",
+        "OCTOBRAIN_SCIFACT",
+        "OCTOBRAIN_LOCOMO",
+        "OCTOBRAIN_TOKEN",
+    }
 )
 
 
