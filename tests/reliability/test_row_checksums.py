@@ -255,3 +255,34 @@ def test_a_damaged_row_is_not_written_back_stamped_sound(tmp_path: Path) -> None
     rows = fresh.store.scan("true")
     assert len(rows) == len(ids) and {r["state"] for r in rows} == {"working"}
     assert [schema.verified(r) for r in rows].count(False) == 1
+
+
+def test_a_damaged_memory_is_forgotten_over_mcp_its_text_not_shown(env: dict[str, str]) -> None:
+    # Over MCP, `forget` of a damaged memory answered the damage itself: the agent could not
+    # remove what `doctor` names, and the repair needed a terminal.
+    from tests.server_support import PROJECT_A, call, hash_pool, run, server_for
+
+    ids = [
+        memorize(env, f"Fact number {i}", f"Durable fact number {i} about the API.")
+        for i in (50, 70)
+    ]
+    text = b"Durable fact number 50"
+    assert _flip(env, text, 8 * (len(text) - 1)) >= 1
+    server = server_for(hash_pool(_store(env)), _store(env).parent, PROJECT_A)
+
+    async def body() -> None:
+        from mcp import Client
+
+        async with Client(server) as client:
+            error, reply = await call(client, "remember", query="durable fact number")
+            assert error and "no longer matches the checksum" in reply, reply
+            error, reply = await call(client, "forget", memory_id=ids[0][:8], confirm=False)
+            assert error and ids[0] in reply and "damaged" in reply, reply
+            error, reply = await call(client, "forget", memory_id=ids[0], confirm=True)
+            assert not error and "Deleted 1 memory" in reply and "damaged" in reply, reply
+            assert "number 51" not in reply and "Fact number 50" not in reply, reply
+            error, reply = await call(client, "remember", query="durable fact number")
+            assert not error and "Fact number 70" in reply and ids[0] not in reply, reply
+
+    run(body)
+    assert run_cli(env, "doctor")[0] == 0

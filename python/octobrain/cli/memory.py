@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -25,10 +25,6 @@ from octobrain.cli.ingest import ingest_cmd
 from octobrain.cli.storage import migrate_cmd
 from octobrain.errors import InvalidInput
 from octobrain.models import printable
-
-if TYPE_CHECKING:
-    from octobrain.memory.brain import Brain
-    from octobrain.models import Memory
 
 
 @click.group("memory", cls=OctobrainGroup)
@@ -183,24 +179,6 @@ def remember_cmd(
 
 
 # What `forget` shows of a memory that no longer matches its checksum, in place of its title.
-DAMAGED = "(damaged: no longer matches its checksum; not shown)"
-
-
-def _by_ids(brain: Brain, memory_ids: tuple[str, ...]) -> tuple[list[Memory], set[str]]:
-    """The memories to forget by id, and which of them no longer match their checksum
-    (forgetting one is its repair, so it is taken, its text not shown)."""
-    from octobrain.store.schema import RowDamaged
-
-    targets, damaged = [], set()
-    for mid in memory_ids:
-        try:
-            targets.append(brain.get(mid))
-        except RowDamaged:
-            targets.append(brain.get(mid, checked=False))
-            damaged.add(targets[-1].id)
-    return targets, damaged
-
-
 @memory.command("forget")
 @click.argument("memory_ids", nargs=-1)
 @click.option("-q", "--query", help="Forget what this query finds (previewed first).")
@@ -224,7 +202,7 @@ def forget_cmd(
     to a version before the delete while that version is kept (`octobrain memory history`).
     """
     from octobrain.memory.query import parse_queries
-    from octobrain.memory.render import UNDO_NOTE, memory_to_dict
+    from octobrain.memory.render import DAMAGED_TITLE, UNDO_NOTE, memory_to_dict
 
     # An empty --query is a bad query, not "no query"; the query filters never widen or narrow
     # a forget by id, so they are refused rather than silently ignored.
@@ -244,14 +222,14 @@ def forget_cmd(
             query, memory_types=split_values(memory_types) or None, tags=split_values(tags)
         )
     else:
-        targets, damaged = _by_ids(brain, memory_ids)
+        targets, damaged = brain.forget_targets(memory_ids)
     if not targets:
         emit(fmt, {"deleted": 0, "memories": []}, "Nothing matches; nothing deleted.")
         return
     if fmt == "text":
         click.echo(f"Will delete {plural(len(targets), 'memory', 'memories')}:")
         for m in targets:
-            click.echo(f"  {m.id}  {DAMAGED if m.id in damaged else printable(m.title)}")
+            click.echo(f"  {m.id}  {DAMAGED_TITLE if m.id in damaged else printable(m.title)}")
     if not yes:
         if not sys.stdin.isatty():
             raise InvalidInput("--yes", "required to delete without a terminal to confirm on")

@@ -188,6 +188,21 @@ class Reads(BrainBase):
         outgoing = rel.source_id == via
         return [Neighbour(copy.copy(memory), rel.relationship_type, outgoing, rel.strength, via)]
 
+    def forget_targets(self, memory_ids: Sequence[str]) -> tuple[list[Memory], set[str]]:
+        """The memories a forget by id would delete (full ids or unique prefixes), and which
+        of them no longer match their checksum: forgetting one is its repair, so it is taken
+        unchecked, and its text is for no one to show (`render.DAMAGED_TITLE`)."""
+        from octobrain.store.schema import RowDamaged
+
+        targets, damaged = [], set()
+        for memory_id in memory_ids:
+            try:
+                targets.append(self.get(memory_id))
+            except RowDamaged:
+                targets.append(self.get(memory_id, checked=False))
+                damaged.add(targets[-1].id)
+        return targets, damaged
+
     def forget_preview(
         self,
         query: str | Sequence[str],

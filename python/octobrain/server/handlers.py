@@ -8,7 +8,7 @@ tool-level rules (which trust tiers and link types an agent may set).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -242,11 +242,15 @@ def _time(arguments: dict[str, Any], name: str) -> str | None:
 # ---- forget -------------------------------------------------------------------------------
 
 
-def _listing(memories: Sequence[Memory]) -> str:
+def _listing(memories: Sequence[Memory], damaged: Set[str] = frozenset()) -> str:
+    """One line per memory; a damaged one (`forget_targets`) is named, its text not shown."""
+    from octobrain.memory.render import DAMAGED_TITLE
     from octobrain.models import one_line
 
     return "\n".join(
-        f"- {m.id}  {m.source.label} {one_line(m.title)} ({m.memory_type.value}, "
+        f"- {m.id}  {DAMAGED_TITLE}"
+        if m.id in damaged
+        else f"- {m.id}  {m.source.label} {one_line(m.title)} ({m.memory_type.value}, "
         f"scope {m.scope or '(global)'})"
         for m in memories
     )
@@ -263,14 +267,17 @@ def forget(brain: Brain, arguments: dict[str, Any]) -> Reply:
     if memory_id is not None:
         if _list(arguments, "memory_types") or _list(arguments, "tags", MAX_TAGS):
             raise InvalidInput("memory_types", "filters apply only with query, not memory_id")
-        targets = [brain.get(memory_id)]
+        targets, damaged = brain.forget_targets([memory_id])
     else:
         if not isinstance(query, str):
             raise InvalidInput("query", f"must be a string, got {type(query).__name__}")
-        targets = brain.forget_preview(
-            query,
-            memory_types=_list(arguments, "memory_types"),
-            tags=_list(arguments, "tags", MAX_TAGS),
+        targets, damaged = (
+            brain.forget_preview(
+                query,
+                memory_types=_list(arguments, "memory_types"),
+                tags=_list(arguments, "tags", MAX_TAGS),
+            ),
+            set(),
         )
     if not targets:
         return Reply("Nothing matches the query; nothing was deleted.")
@@ -280,12 +287,13 @@ def forget(brain: Brain, arguments: dict[str, Any]) -> Reply:
         return Reply(
             "confirm: must be true to delete. Nothing was deleted.\n"
             f"The same call with confirm: true would delete "
-            f"{_plural(len(targets), 'memory', 'memories')}:\n{_listing(targets)}",
+            f"{_plural(len(targets), 'memory', 'memories')}:\n{_listing(targets, damaged)}",
             error=True,
         )
     deleted = brain.forget([m.id for m in targets], confirm=True)
     return Reply(
-        f"Deleted {_plural(deleted, 'memory', 'memories')} ({UNDO_NOTE}):\n{_listing(targets)}"
+        f"Deleted {_plural(deleted, 'memory', 'memories')} ({UNDO_NOTE}):\n"
+        f"{_listing(targets, damaged)}"
     )
 
 
