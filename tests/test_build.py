@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from octobrain.kernels.bm25 import PARTS
-from octobrain.memory import build
+from octobrain.memory import build, corpus_apply
 from octobrain.memory.brain import Brain
 from octobrain.memory.catchup import READ, fragment_mark
 from octobrain.memory.corpus import Corpus
@@ -52,7 +52,7 @@ def _one_read(brain: Brain) -> Corpus:
     version = brain.store.version()
     rows = brain.store.pinned(version).scan_arrow("true", columns=READ)
     addrs = np.asarray(rows.column("_rowaddr"), dtype=np.int64)
-    corpus._add(rows, vectors_of(rows), addrs)
+    corpus_apply.add(corpus, rows, vectors_of(rows), addrs)
     corpus._index_ids()
     corpus._mark = fragment_mark(addrs)
     return corpus

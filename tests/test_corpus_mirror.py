@@ -15,6 +15,7 @@ import pytest
 
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
+from octobrain.memory import corpus_apply
 from octobrain.memory.brain import Brain
 from octobrain.memory.corpus import Corpus
 from octobrain.store.memories import Pinned
@@ -60,7 +61,7 @@ def test_a_failed_catch_up_is_retried_from_scratch(
     first, _ = writer.memorize("First zqfirst", "An early zqfirst fact.")
     assert first.id in _found(reader, "zqfirst")
     second, _ = writer.memorize("Second zqsecond", "A later zqsecond fact.")
-    original = Corpus._add
+    original = corpus_apply.add
     calls = []
 
     def fail_once(self: Corpus, *args: Any) -> None:
@@ -70,7 +71,7 @@ def test_a_failed_catch_up_is_retried_from_scratch(
             raise OSError("connection reset while reading the store")
         original(self, *args)
 
-    monkeypatch.setattr(Corpus, "_add", fail_once)
+    monkeypatch.setattr(corpus_apply, "add", fail_once)
     with pytest.raises(OSError):
         reader.remember("zqsecond")
     assert second.id in _found(reader, "zqsecond")

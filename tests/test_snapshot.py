@@ -287,9 +287,9 @@ KILLED_WRITER = textwrap.dedent(
     from octobrain.memory.brain import Brain
     from octobrain.config import Config, SearchConfig
     from octobrain.embed.factory import get_embedder
-    from octobrain.memory import corpus, snapshot
+    from octobrain.memory import corpus_apply, snapshot
 
-    corpus.SNAPSHOT_STALE_ROWS = 1  # rewrite after any re-read row
+    corpus_apply.SNAPSHOT_STALE_ROWS = 1  # rewrite after any re-read row
     original = snapshot._write_synced
     def die_before_manifest(path, data):
         if path.name == snapshot.MANIFEST:  # every data file is written; the manifest is not

@@ -1,7 +1,7 @@
 """What a mirror caught up with since the snapshot it opened, kept beside that snapshot so that
 the next new process catches up without LanceDB.
 
-A snapshot is rewritten only once enough rows changed since it (`corpus.SNAPSHOT_STALE_ROWS`):
+A snapshot is rewritten only once enough rows changed since it (`corpus_apply.SNAPSHOT_STALE_ROWS`):
 writing one costs about as much as a new process (0.1-0.2 s at 10k memories, over a second at
 100k). Below that, every new process after a write read the store's changes again through
 LanceDB, whose import alone is a third of such a process. So a mirror that opened a snapshot
@@ -50,7 +50,7 @@ _ARRAYS = ("gone", "moved", "moved_addr", "moved_access", "moved_seen")
 
 @dataclass
 class Step:
-    """One catch-up as the mirror applied it (`Corpus._apply`)."""
+    """One catch-up as the mirror applied it (`corpus_apply.apply`)."""
 
     version: int
     gone: npt.NDArray[np.int64]

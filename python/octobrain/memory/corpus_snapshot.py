@@ -1,0 +1,259 @@
+"""The mirror's snapshot (`Corpus`, `memory.snapshot`), as the mirror uses it: a new process
+opens it, and replays the tail an earlier process left beside it (`memory.tail`), instead of
+reading and indexing the whole store; a process that caught up far enough writes it anew off
+the request path, or leaves a tail of its catch-ups beside it; a mirror adopts the snapshot it
+wrote once it is in place; a damaged one is discarded, and the mirror rebuilt from the store.
+
+These functions take the `Corpus` whose state they read and change, under its lock (`save`
+takes it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from octobrain.heap import collect_later
+from octobrain.memory import build, corpus_apply, tail
+from octobrain.memory.edges import EdgeMirror
+from octobrain.memory.snapshot import Snapshot, SnapshotDamaged, SnapshotDir
+
+if TYPE_CHECKING:
+    from octobrain.memory.corpus import Corpus
+
+log = logging.getLogger(__name__)
+
+
+def open_current(c: Corpus) -> bool:
+    """A new process's first read, served by the snapshot without opening LanceDB, when it
+    is of the versions the newest manifests of both tables on disk name and its store is
+    this one by its fingerprint (`MemoryStore.versions_on_disk`; importing LanceDB alone
+    took a third of such a process). Else what it adopted stays, and the caller catches
+    up from there through LanceDB as before."""
+    on_disk = c._store.versions_on_disk()
+    if on_disk is None or not adopt_snapshot(c, on_disk[0]):
+        return False
+    if (c._version, c._edges.version) != on_disk:
+        replay_tail(c, *on_disk)
+    if (c._version, c._edges.version) != on_disk:
+        return False
+    c._apply_kept_access()
+    return True
+
+
+def replay_tail(c: Corpus, version: int, edges_version: int) -> None:
+    """Catch up from the snapshot just adopted to `version` by the tail a process that
+    caught up before left beside it (`memory.tail`), if it is of exactly that store
+    version; else the mirror stays at the snapshot's version."""
+    source = c._source
+    if source is None or source.where is None:
+        return
+    found = tail.load(source.where, version)
+    if found is None or found.fingerprint != c._store.version_fingerprint(version):
+        return
+    if (found.edges_version if found.edges is not None else source.edges_version) != (
+        edges_version
+    ):
+        return
+    try:
+        for step in found.steps:
+            corpus_apply.apply(c, step)
+    except Exception as exc:  # (checked, yet it does not fit: start again from the snapshot)
+        log.warning("memory snapshot tail not used (%s); catching up from the store", exc)
+        c._reset()
+        adopt_snapshot(c, -1)
+        return
+    if found.edges is not None:
+        c._edges = EdgeMirror(found.edges, found.edges_version, found.edges_mark)
+    c._steps, c._tail_at = list(found.steps), (version, edges_version)
+
+
+def adopt_snapshot(c: Corpus, latest: int) -> bool:
+    """Read from the current snapshot unless it is another store's; True when its store
+    was confirmed by the fingerprint of its version's Lance manifest."""
+    assert c._snapshots is not None
+    for _ in range(2):  # the current one, or the one that replaced it meanwhile
+        snap = c._snapshots.load()
+        if snap is None:
+            return False
+        theirs = snap.fingerprint and c._store.version_fingerprint(snap.version)
+        if theirs and theirs != snap.fingerprint:
+            # Another store now lives at this URI (replaced, re-created): its version of the
+            # same number names other files. Never served, however well its counts agree.
+            log.warning("memory snapshot is of another store at this location; rebuilding")
+            return False
+        live = int(np.count_nonzero(snap.columns["live"]))
+        # (A manifest that matches names the same files: only without one is the count
+        # asked of the store.)
+        if not theirs and snap.version == latest and live != c._store.count():
+            log.warning("memory snapshot disagrees with the store; rebuilding")
+            return False  # another table under the same name: never served
+        if adopt(c, snap):
+            return bool(theirs)
+    return False
+
+
+def adopt(c: Corpus, snap: Snapshot) -> bool:
+    """Read from `snap`; False (the mirror left empty) when its files went away after its
+    manifest was read: another process wrote a newer snapshot and removed the others, and
+    what this one had not opened yet (its vectors) is gone with them."""
+    try:
+        c._reset(snap)
+    except FileNotFoundError:
+        log.info("memory snapshot replaced while it was being opened")
+        c._reset()
+        return False
+    return True
+
+
+def adopt_written(c: Corpus) -> None:
+    """A mirror reads the snapshot it wrote once it is in place, instead of what it built
+    or caught up with: the rows, vectors and index it built from the store (most of a
+    building process's memory: a resident service at 100k kept 1 GB more than one that
+    opened the snapshot), or the older snapshot it opened, whose every page the write
+    made resident, and the rows it read since, are dropped; the catch-up goes on from the
+    snapshot's version as in any process that opened it."""
+    assert c._snapshots is not None
+    c._written = False
+    snap = c._snapshots.load()
+    if snap is not None and snap.version <= c._version:
+        opened = c.opened_snapshot
+        if not adopt(c, snap):
+            return  # (then read as a new process would: the current snapshot, or the store)
+        c.opened_snapshot = opened  # (how it started)
+        collect_later()  # what it built is held in reference cycles too
+
+
+def save(c: Corpus) -> None:
+    """Write the snapshot now if the mirror is at a newer version, however few rows changed,
+    and wait for it: a long-lived process going away (the resident service, idle) leaves
+    the next new process a snapshot that serves it without LanceDB (`open_current`)."""
+    c.wait_for_snapshot()
+    with c._lock:
+        if c._version >= 0 and c._version != c._snap_version:
+            maybe_write(c, now=True)
+    c.wait_for_snapshot()
+
+
+def maybe_write(c: Corpus, *, now: bool = False) -> None:
+    """Write the snapshot when due (`now`: whenever it is of another version), off the
+    request path: what it needs is captured now, under the caller's lock (copies of the
+    arrays patched in place), and a thread writes it while the query goes on. The thread
+    is not a daemon, so a CLI process finishes the write before it exits; a process killed
+    meanwhile leaves the previous snapshot in force."""
+    if c._snapshots is None or len(c.pos_of) < c._snapshot_min_rows:
+        return
+    if c._snap_version is not None and not now:
+        stale = max(
+            corpus_apply.SNAPSHOT_STALE_ROWS, corpus_apply.SNAPSHOT_STALE_SHARE * len(c.pos_of)
+        )
+        if c._version == c._snap_version or c._reread_since_snap < stale:
+            maybe_tail(c)
+            return
+    if c._writer is not None and c._writer.is_alive():
+        return  # the next refresh tries again once it is done
+    snap = c.snapshot()  # (the caller holds the lock)
+    # Tried or written: the next attempt waits for as many changed rows again.
+    c._snap_version, c._reread_since_snap = snap.version, 0.0
+    scratch, c._scratch = c._scratch, None  # (the writer removes it when done)
+    c._writer = threading.Thread(
+        target=_write,
+        args=(c, c._snapshots, snap, scratch),
+        name="octobrain-snapshot",
+    )
+    c._writer.start()
+
+
+def maybe_tail(c: Corpus) -> None:
+    """Leave the catch-ups since the snapshot beside it (`memory.tail`) when the mirror
+    moved past the versions a tail was last left at, on the snapshot writer's thread."""
+    source, steps, edges = c._source, c._steps, c._edges
+    if not c.leave_tails or source is None or source.where is None or steps is None:
+        return
+    if (c._version, edges.version) == c._tail_at:
+        return
+    if c._writer is not None and c._writer.is_alive():
+        return  # the next refresh tries again once it is done
+    moved_edges = None if edges.version == source.edges_version else edges.table
+    if moved_edges is not None and moved_edges.nbytes > tail.MAX_EDGES_BYTES:
+        return  # (the edges go whole: past this, the next process reads the store)
+    fingerprint = c._store.version_fingerprint(c._version)
+    if fingerprint is None:
+        return
+    left = tail.Tail(
+        version=c._version,
+        fingerprint=fingerprint,
+        steps=list(steps),
+        edges=moved_edges,
+        edges_version=edges.version,
+        edges_mark=edges.mark,
+    )
+    c._tail_at = (c._version, edges.version)
+    c._writer = threading.Thread(
+        target=_write_tail, args=(source.where, left), name="octobrain-snapshot"
+    )
+    c._writer.start()
+
+
+def _write_tail(where: Path, left: tail.Tail) -> None:
+    try:
+        tail.write(where, left)
+    except OSError as exc:  # a full or read-only cache, or the snapshot removed meanwhile
+        log.info("memory snapshot tail not written: %s", exc)
+
+
+def _write(c: Corpus, snapshots: SnapshotDir, snap: Snapshot, scratch: Path | None = None) -> None:
+    try:
+        snapshots.write(snap)
+    except OSError as exc:  # a full or read-only cache never fails a query
+        log.warning("memory snapshot not written: %s", exc)
+    except SnapshotDamaged as exc:  # what it was made from: the next query rebuilds
+        log.warning("memory snapshot damaged (%s); rebuilding from the store", exc)
+        c._damaged = True
+    else:
+        c._written = True  # the next refresh may read it instead of what it holds
+    finally:
+        if scratch is not None:
+            build.remove_scratch(scratch)
+
+
+def take(c: Corpus) -> Snapshot:
+    """The mirror as it is now, for `SnapshotDir.write` (nothing in it changes later)."""
+    c._index_ids()
+    return Snapshot(
+        version=c._version,
+        rows=c.rows(),  # (immutable: written as its chunks, by the writer's thread)
+        vectors=c.vectors.blocks()[0],
+        vector_blocks=c.vectors.blocks(),
+        columns={
+            "live": c._live.copy(),
+            "edit_key": c._edit_key,
+            "rowaddr": c._addr.copy(),
+            "access_count": c._access.copy(),
+            "last_accessed": c._seen.copy(),
+            "created": c._created,
+            **c._coded,
+        },
+        codes={k: list(v) for k, v in c._codes.items()},
+        sorted_ids=c._sorted_ids,
+        id_order=c._id_order,
+        index=c.index.frozen(),
+        checks=None if c._source is None else c._source.checks,
+        mark=c._mark,
+        fingerprint=c._store.version_fingerprint(c._version),
+        edges=c._edges.table,
+        edges_version=c._edges.version,
+        edges_mark=c._edges.mark,
+    )
+
+
+def discard(c: Corpus) -> None:
+    """Stop every process from opening the snapshot the mirror reads (found damaged), and
+    empty the mirror (the next refresh rebuilds from the store)."""
+    if c._source is not None and c._snapshots is not None:
+        c._snapshots.discard(c._source)
+    c._reset()
