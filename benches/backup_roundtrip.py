@@ -19,9 +19,10 @@ from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.memory.transfer import export_jsonl, import_jsonl
-from octobrain.models import Memory, Relationship, RelationshipType, Source, utcnow
+from octobrain.models import Memory, Relationship, RelationshipType, Source
 from octobrain.store import seen
 from octobrain.store.consolidations import ConsolidationLog
+from octobrain.times import utcnow
 from report import replace_between
 
 SCOPE = "github.com/acme/backup"

@@ -57,8 +57,8 @@ def run(
     from octobrain.config import Config
     from octobrain.embed.factory import get_embedder
     from octobrain.memory.brain import Brain
-    from octobrain.models import utcnow
     from octobrain.store import memories
+    from octobrain.times import utcnow
 
     memories.COMPACT_EVERY = 10**9  # no maintenance pass mid-measurement
     # Before the store is made: its mark, snapshots and caches stay beside it, out of the

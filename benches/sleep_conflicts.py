@@ -84,7 +84,8 @@ def build(db: Path, rows: int) -> None:
     from octobrain.config import Config
     from octobrain.embed.factory import get_embedder
     from octobrain.memory.brain import Brain
-    from octobrain.models import Memory, utcnow
+    from octobrain.models import Memory
+    from octobrain.times import utcnow
 
     embedder = get_embedder(MODEL)
     brain = Brain(SCOPE, config=Config(), embedder=embedder, uri=db)

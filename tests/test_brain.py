@@ -27,16 +27,9 @@ from octobrain.memory.brain import ACCESS_WINDOW, Brain
 from octobrain.memory.render import ARCHIVED_MCP, format_recall, memory_to_dict, recall_to_dict
 from octobrain.memory.search import Empty
 from octobrain.memory.transfer import BATCH, export_jsonl, import_jsonl, reembed
-from octobrain.models import (
-    Memory,
-    MemoryType,
-    Relationship,
-    RelationshipType,
-    Source,
-    State,
-    utcnow,
-)
+from octobrain.models import Memory, MemoryType, Relationship, RelationshipType, Source, State
 from octobrain.store import ModelMismatch
+from octobrain.times import utcnow
 
 MakeBrain = Callable[..., Brain]
 

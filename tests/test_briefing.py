@@ -17,8 +17,9 @@ from octobrain.memory.briefing import build_briefing
 from octobrain.memory.gist import DIGEST_TAG, compress
 from octobrain.memory.render import format_recall
 from octobrain.memory.render_brief import briefing_markdown, briefing_to_dict
-from octobrain.models import Memory, MemoryType, RelationshipType, Source, State, utcnow
+from octobrain.models import Memory, MemoryType, RelationshipType, Source, State
 from octobrain.modelspec import BUNDLED_MODEL_ID
+from octobrain.times import utcnow
 
 API = "github.com/acme/api"
 WEB = "github.com/acme/web"

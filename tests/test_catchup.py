@@ -16,8 +16,9 @@ import pytest
 
 from octobrain.memory.brain import Brain
 from octobrain.memory.corpus import Corpus
-from octobrain.models import Memory, Relationship, RelationshipType, utcnow
+from octobrain.models import Memory, Relationship, RelationshipType
 from octobrain.store import seen
+from octobrain.times import utcnow
 from tests.test_snapshot import SCOPE, _brain
 from tests.test_snapshot import data_dir as data_dir  # the autouse data directory, shared
 
@@ -56,7 +57,7 @@ OTHER_PROCESS = textwrap.dedent(
     from octobrain.config import Config, SearchConfig
     from octobrain.embed.factory import get_embedder
     from octobrain.memory.brain import Brain
-    from octobrain.models import utcnow
+    from octobrain.times import utcnow
 
     uri, scope, action, arg = sys.argv[1:5]
     config = Config(search=SearchConfig(snapshot_min_rows=0))

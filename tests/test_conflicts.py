@@ -35,7 +35,8 @@ from octobrain.memory.conflicts import (
 )
 from octobrain.memory.render_brief import briefing_markdown
 from octobrain.memory.sweep import Sweep
-from octobrain.models import Memory, MemoryType, Relationship, RelationshipType, Source, utcnow
+from octobrain.models import Memory, MemoryType, Relationship, RelationshipType, Source
+from octobrain.times import utcnow
 from tests.test_consolidation import SCOPE, MakeBrain, add_at, all_edges
 from tests.test_consolidation import make_brain as make_brain  # the fixture, shared
 

@@ -26,8 +26,9 @@ from octobrain.kernels import decay
 from octobrain.memory import goals, sleep, sleep_startup
 from octobrain.memory.brain import Brain
 from octobrain.memory.render import format_stored
-from octobrain.models import Memory, MemoryType, RelationshipType, Source, utcnow
+from octobrain.models import Memory, MemoryType, RelationshipType, Source
 from octobrain.store.schema import row_to_relationship
+from octobrain.times import utcnow
 from tests.core import reference
 
 SCOPE = "github.com/acme/api"

@@ -24,10 +24,11 @@ from octobrain.memory.brain import Brain
 from octobrain.memory.conversation import parse_chat, parse_text, read_conversations
 from octobrain.memory.corpus_io import LIGHT_COLUMNS, texts_of
 from octobrain.memory.transfer import reembed
-from octobrain.models import RelationshipType, utcnow
+from octobrain.models import RelationshipType
 from octobrain.store.doctor import diagnose
 from octobrain.store.location import StoreLocation
 from octobrain.store.schema import memories_schema
+from octobrain.times import utcnow
 from tests.server_support import PROJECT_A, call, hash_pool, run, server_for
 
 SCOPE = "github.com/acme/chat"

@@ -12,7 +12,6 @@ from octobrain.models import (
     RelationshipType,
     Source,
     check_id,
-    check_text,
     check_unit,
     clean_files,
     clean_tags,
@@ -20,6 +19,7 @@ from octobrain.models import (
     parse_memory_type,
     parse_source,
 )
+from octobrain.safe_text import check_text
 
 
 def test_memory_type_aliases_and_goal() -> None:

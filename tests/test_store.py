@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from octobrain.models import Memory, utcnow
+from octobrain.models import Memory
 from octobrain.store import MemoryStore, ModelMismatch, NotFound
 from octobrain.store.sql import sql_in, visible_where
+from octobrain.times import utcnow
 
 DIM = 8
 

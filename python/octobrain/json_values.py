@@ -1,5 +1,10 @@
-"""A JSON document whose top level is an array, read one value at a time.
+"""JSON text read as `json.loads` reads it, failing one way, whole or a value at a time.
 
+`read_json` is `json.loads` with every way it fails as one `UnreadableJSON` (bad syntax,
+nesting too deep, a number too long), so each reader of a caller's JSON (a hook's input, an
+import file, a chat export) reports it in one line.
+
+A document whose top level is an array can be read one value at a time (`array_values`):
 `json.loads` of a 64 MiB array of records holds every record at once, about ten times the
 text as Python objects, before the first is used. Here each value of the array is parsed as
 `json.loads` parses it (the same decoder), handed on and let go, so a reader holds the text
@@ -8,13 +13,69 @@ and the value it is at.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from octobrain.models import not_json, read_json_value
+__all__ = [
+    "UnreadableJSON",
+    "array_values",
+    "bounds",
+    "not_json",
+    "read_json",
+    "read_json_value",
+]
 
-__all__ = ["array_values", "bounds"]
+
+class UnreadableJSON(ValueError):
+    """JSON text `read_json` could not read. `reason` completes "the line …" or "the file …"
+    (`is not JSON (…)`, `is nested too deeply`, `holds a number too long to read`), `detail`
+    is the bare cause, and `syntax` tells text that is not JSON at all from JSON too deep or
+    with too long a number to read."""
+
+    def __init__(self, reason: str, detail: str, *, syntax: bool = False) -> None:
+        super().__init__(reason)
+        self.reason, self.detail, self.syntax = reason, detail, syntax
+
+
+def not_json(message: str) -> UnreadableJSON:
+    """What `read_json` raises for text that is not JSON (`message`: the decoder's)."""
+    return UnreadableJSON(f"is not JSON ({message})", message, syntax=True)
+
+
+@contextmanager
+def _read_as_json() -> Iterator[None]:
+    try:
+        yield
+    except json.JSONDecodeError as exc:
+        raise not_json(exc.msg) from None
+    except RecursionError:
+        raise UnreadableJSON("is nested too deeply", "nested too deeply") from None
+    except ValueError:
+        raise UnreadableJSON(
+            "holds a number too long to read", "a number too long to read"
+        ) from None
+
+
+_DECODER = json.JSONDecoder()
+
+
+def read_json(text: str | bytes) -> Any:
+    """`json.loads`, with every way it fails as one `UnreadableJSON`: besides bad syntax,
+    nesting past the interpreter's recursion limit and an integer longer than Python converts
+    (4,300 digits), which `json` raises as a `RecursionError` and a bare `ValueError`."""
+    with _read_as_json():
+        return json.loads(text)
+
+
+def read_json_value(text: str, at: int) -> tuple[Any, int]:
+    """The JSON value that starts at `text[at]` and the index past it, failing as `read_json`
+    does (`json.JSONDecoder.raw_decode`)."""
+    with _read_as_json():
+        return _DECODER.raw_decode(text, at)
+
 
 _SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace
 _STRIPPED = re.compile(r"\s*")  # what `str.strip` takes away
@@ -28,7 +89,7 @@ def bounds(text: str) -> tuple[int, int]:
 def array_values(text: str, start: int, stop: int) -> Iterator[Any]:
     """The values of the JSON array `text[start:stop]` (stripped, starting with "["), in
     order, each parsed when it is asked for. Fails as `read_json` of that text does
-    (`models.UnreadableJSON`), at the value where it would: text past the closing bracket is
+    (`UnreadableJSON`), at the value where it would: text past the closing bracket is
     a syntax error too, after the last value."""
 
     def space(at: int) -> int:

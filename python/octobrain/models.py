@@ -1,24 +1,23 @@
 """The memory data model: types, trust tiers, states, relationships, and input validation.
 
-Validation lives here, once, so the CLI, the MCP server and the library reject the same inputs
-with the same message: the field's name and the rule it broke.
+Validation lives here, once (with its two leaves: `safe_text` for text fields, `times` for
+times), so the CLI, the MCP server and the library reject the same inputs with the same
+message: the field's name and the rule it broke.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
-import unicodedata
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
 from octobrain.errors import InvalidInput
+from octobrain.safe_text import byte_len, plain_string
+from octobrain.times import utcnow
 
 TITLE_BYTES = (5, 200)
 CONTENT_BYTES = (10, 10_000)
@@ -250,146 +249,6 @@ def parse_link_type(value: object, *, field_name: str = "relationship_type") -> 
     return parsed
 
 
-def _byte_len(text: str) -> int:
-    return len(text.encode("utf-8", errors="surrogatepass"))
-
-
-def check_text(field_name: str, value: object, bounds: tuple[int, int]) -> str:
-    """A string whose trimmed UTF-8 length lies within `bounds` (inclusive); returns it trimmed."""
-    text = _plain_string(field_name, value)
-    low, high = bounds
-    size = _byte_len(text)
-    if not low <= size <= high:
-        raise InvalidInput(
-            field_name, f"must be {low}–{high} bytes of UTF-8 after trimming, got {size}"
-        )
-    return text
-
-
-# Characters that show nothing on their own: spaces and line breaks, controls, format characters
-# (zero-width space and joiners, word joiner, BOM, bidi marks), combining marks, and the filler
-# letters that render blank.
-_BLANK_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Mn", "Me"})
-_BLANK_LETTERS = frozenset("\u115f\u1160\u2800\u3164\uffa0")
-
-
-def check_visible(field_name: str, text: str) -> str:
-    """Refuse a required text that shows nothing: "\u200b\u200b" is 6 bytes of UTF-8, past a
-    title's minimum, and prints as an empty title."""
-    for ch in text:
-        if ch not in _BLANK_LETTERS and unicodedata.category(ch) not in _BLANK_CATEGORIES:
-            return text
-    raise InvalidInput(
-        field_name, "must hold visible text, not only spaces, zero-width or format characters"
-    )
-
-
-LABEL_BYTES = 256  # a session's role or id (a UUID is 36)
-
-
-def check_label(field_name: str, value: object) -> str:
-    """A session's id or role: one line of at most `LABEL_BYTES` bytes without control
-    characters (it is stored on rows and printed back)."""
-    text = check_text(field_name, value, (0, LABEL_BYTES))
-    if not text.isprintable():
-        raise InvalidInput(field_name, "must not contain control characters or line breaks")
-    return text
-
-
-def _plain_string(field_name: str, value: object) -> str:
-    """A trimmed string without NUL or lone surrogates (neither survives storage intact)."""
-    if not isinstance(value, str):
-        raise InvalidInput(field_name, f"must be a string, got {type(value).__name__}")
-    if "\x00" in value:
-        raise InvalidInput(field_name, "must not contain NUL characters")
-    if not is_unicode(value):
-        raise InvalidInput(field_name, "must be valid Unicode (lone surrogates are not allowed)")
-    return value.strip()
-
-
-def is_unicode(text: str) -> bool:
-    """No lone surrogate (what JSON's `\\udcff` or a command line's non-UTF-8 bytes give):
-    the text can be stored and written as UTF-8."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """`text` without control characters but tab and newline (a terminal acts on ESC, BEL
-    and the C1 codes: window titles, clipboard writes, disguised links), a lone surrogate as
-    "?"."""
-    if not text.isprintable():
-        text = _CONTROL.sub("", text)
-    return text.encode("utf-8", errors="replace").decode("utf-8")
-
-
-# What `str.splitlines` breaks a line at: a stored title, tag or path printed with one of these
-# would start a line of its own in an answer, where it could pass for another result.
-_LINE_BREAK = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
-_AROUND_BREAKS = re.compile("\\s*[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029][\\s\x1c\x1d\x1e]*")
-
-
-def one_line(text: str) -> str:
-    """`text` on one line: each line break, with the spaces around it, as one space (for a
-    single-line field stored before line breaks were refused in it, or imported)."""
-    return _AROUND_BREAKS.sub(" ", text) if _LINE_BREAK.search(text) else text
-
-
-QUOTE = "   "  # before each line of stored text in an answer
-
-
-def quoted(text: str) -> str:
-    """Stored text as the lines of an answer show it: each line indented, so that no line a
-    memory or a document holds starts where the answer's own lines do (a content of
-    "\n\n2. [CONFIRMED] … ID: …" read as a result of its own)."""
-    return "\n".join(QUOTE + line if line.strip() else "" for line in text.splitlines())
-
-
-# Bidirectional embeddings, overrides and isolates: in a one-line field they reorder what a
-# terminal shows around them ("Trojan Source"), so a title or a tag can print as another one.
-# The marks (U+200E, U+200F, U+061C) that right-to-left text may need do not, and are kept.
-_BIDI_CONTROL = re.compile("[\u202a-\u202e\u2066-\u2069]")
-
-
-def check_one_line(field_name: str, value: object) -> None:
-    """Refuse a line break, or a bidirectional override, in a single-line field (a title, a
-    tag, a file path)."""
-    if not isinstance(value, str):
-        return
-    if _LINE_BREAK.search(value):
-        raise InvalidInput(field_name, "must be one line (no line breaks)")
-    if _BIDI_CONTROL.search(value):
-        raise InvalidInput(
-            field_name,
-            "must not hold bidirectional embedding, override or isolate characters "
-            "(U+202A–U+202E, U+2066–U+2069): they reorder how it prints",
-        )
-
-
-def check_lines(field_name: str, values: object) -> None:
-    """`check_one_line` for each string of a list field, named by its place in the list."""
-    if isinstance(values, list | tuple):
-        for i, value in enumerate(values):
-            check_one_line(f"{field_name}[{i}]", value)
-
-
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff]")
-
-
-def json_printable(value: Any, *, indent: int | None = None) -> str:
-    """`value` as JSON, non-ASCII text as itself but DEL, the C1 codes (a terminal acts on
-    them as on ESC, which JSON escapes with the rest below U+0020) and lone surrogates
-    (which cannot be written as UTF-8) as `\\u` escapes: the same JSON, safe to print."""
-    text = json.dumps(value, indent=indent, ensure_ascii=False)
-    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
 def check_unit(field_name: str, value: object) -> float:
     """A finite number in [0, 1]; -0.0 is 0.0 (stored and shown as "-0.00" otherwise)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -474,7 +333,7 @@ def clean_files(values: Iterable[object] | None, field_name: str = "related_file
         field_name,
         values,
         MAX_FILES,
-        lambda f: _byte_len(f) <= FILE_BYTES,
+        lambda f: byte_len(f) <= FILE_BYTES,
         f"at most {FILE_BYTES} bytes",
     )
 
@@ -495,7 +354,7 @@ def _clean_list(
     out: list[str] = []
     seen: set[str] = set()  # (`in out` made 100,000 distinct tags a minute under the pool lock)
     for i, raw in enumerate(values):
-        item = _plain_string(f"{field_name}[{i}]", raw)
+        item = plain_string(f"{field_name}[{i}]", raw)
         if not item or item in seen:
             continue
         if not fits(item):
@@ -505,125 +364,6 @@ def _clean_list(
     if len(out) > cap:
         raise InvalidInput(field_name, f"at most {cap} items, got {len(out)}")
     return out
-
-
-class UnreadableJSON(ValueError):
-    """JSON text `read_json` could not read. `reason` completes "the line …" or "the file …"
-    (`is not JSON (…)`, `is nested too deeply`, `holds a number too long to read`), `detail`
-    is the bare cause, and `syntax` tells text that is not JSON at all from JSON too deep or
-    with too long a number to read."""
-
-    def __init__(self, reason: str, detail: str, *, syntax: bool = False) -> None:
-        super().__init__(reason)
-        self.reason, self.detail, self.syntax = reason, detail, syntax
-
-
-def not_json(message: str) -> UnreadableJSON:
-    """What `read_json` raises for text that is not JSON (`message`: the decoder's)."""
-    return UnreadableJSON(f"is not JSON ({message})", message, syntax=True)
-
-
-@contextmanager
-def _read_as_json() -> Iterator[None]:
-    try:
-        yield
-    except json.JSONDecodeError as exc:
-        raise not_json(exc.msg) from None
-    except RecursionError:
-        raise UnreadableJSON("is nested too deeply", "nested too deeply") from None
-    except ValueError:
-        raise UnreadableJSON(
-            "holds a number too long to read", "a number too long to read"
-        ) from None
-
-
-_DECODER = json.JSONDecoder()
-
-
-def read_json(text: str | bytes) -> Any:
-    """`json.loads`, with every way it fails as one `UnreadableJSON`: besides bad syntax,
-    nesting past the interpreter's recursion limit and an integer longer than Python converts
-    (4,300 digits), which `json` raises as a `RecursionError` and a bare `ValueError`."""
-    with _read_as_json():
-        return json.loads(text)
-
-
-def read_json_value(text: str, at: int) -> tuple[Any, int]:
-    """The JSON value that starts at `text[at]` and the index past it, failing as `read_json`
-    does (`json.JSONDecoder.raw_decode`)."""
-    with _read_as_json():
-        return _DECODER.raw_decode(text, at)
-
-
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def checked_time(field_name: str, moment: datetime) -> datetime:
-    """`moment` (naive means UTC; its own offset is kept), or a field error when it falls
-    outside years 1–9999 in UTC: such a time would be stored, then break every read of it."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    try:
-        moment.astimezone(timezone.utc)
-    except OverflowError:
-        raise InvalidInput(field_name, "must fall within years 1–9999 in UTC") from None
-    return moment
-
-
-ISO_CHARS = 64  # the longest ISO-8601 time, 2026-05-01T12:00:00.123456+05:30, has 32
-
-
-def iso_time(field_name: str, text: str, example: str = "2026-05-01T12:00:00Z") -> datetime:
-    """An ISO-8601 time (`Z` or an offset; naive means UTC) within years 1–9999 in UTC, or a
-    field error that shows the text, or only its length when it is longer than any time."""
-    text = text.strip()
-    try:
-        if len(text) > ISO_CHARS:  # Python reads any number of fraction digits
-            raise ValueError(text)
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        shown = repr(text) if len(text) <= ISO_CHARS else f"{len(text):,} characters"
-        raise InvalidInput(field_name, f"must be ISO-8601 (e.g. {example}), got {shown}") from None
-    return checked_time(field_name, moment)
-
-
-def from_unix(field_name: str, seconds: float | int) -> datetime:
-    """Unix seconds as an aware UTC datetime, or a field error (not finite, or outside years
-    1–9999)."""
-    try:
-        return datetime.fromtimestamp(seconds, tz=timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        raise InvalidInput(
-            field_name, f"must be Unix seconds within years 1–9999 in UTC, got {seconds!r}"
-        ) from None
-
-
-FUTURE_SLACK = timedelta(days=1)  # clocks disagree; a time later than this is no time yet
-
-
-def not_ahead(field_name: str, moment: datetime, shown: str = "") -> datetime:
-    """`moment`, or a field error when it is more than a day ahead of now: a memory dated 9999
-    would head every briefing's recent memories until then. `shown`: how the error shows it
-    (its ISO form by default)."""
-    if moment > utcnow() + FUTURE_SLACK:
-        got = shown or moment.isoformat()
-        raise InvalidInput(field_name, f"must not be more than a day ahead of now, got {got}")
-    return moment
-
-
-def from_micros(us: int) -> datetime:
-    """Integer microseconds since the epoch (an Arrow timestamp) as an aware UTC datetime."""
-    return EPOCH + timedelta(microseconds=int(us))
-
-
-def micros(moment: datetime) -> int:
-    """A timestamp as integer microseconds since the epoch (how Arrow stores it)."""
-    return int(moment.timestamp() * 1_000_000)
-
-
-def utcnow() -> datetime:
-    """Now, timezone-aware UTC, at microsecond precision (what Arrow timestamps keep)."""
-    return datetime.now(timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -639,7 +379,7 @@ class Link:
 def link_description(field_name: str, value: object) -> str:
     """A link's description: a string of at most `LINK_DESCRIPTION_CHARS` characters, without
     NUL or lone surrogates; returned trimmed."""
-    text = _plain_string(field_name, value)
+    text = plain_string(field_name, value)
     if len(text) > LINK_DESCRIPTION_CHARS:
         raise InvalidInput(
             field_name, f"must be at most {LINK_DESCRIPTION_CHARS} characters, got {len(text)}"

@@ -153,8 +153,9 @@ def test_an_edge_dated_ahead_of_the_clock_is_no_sign_of_lost_versions(
     # version: it was named "versions likely lost" and never swept.
     from datetime import timedelta
 
-    from octobrain.models import Relationship, RelationshipType, utcnow
+    from octobrain.models import Relationship, RelationshipType
     from octobrain.store.sql import sql_in
+    from octobrain.times import utcnow
 
     store = Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
     brain = brain_at(store)

@@ -21,8 +21,9 @@ from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.errors import StorageError
 from octobrain.memory.brain import Brain
-from octobrain.models import Memory, Relationship, RelationshipType, State, utcnow
+from octobrain.models import Memory, Relationship, RelationshipType, State
 from octobrain.store.memories import NotFound
+from octobrain.times import utcnow
 
 SCOPE = "github.com/acme/api"
 WORKERS = 4

@@ -19,8 +19,8 @@ from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.memory.conversation import Conversation, Turn
 from octobrain.memory.transfer import export_jsonl, import_jsonl, reembed
-from octobrain.models import utcnow
 from octobrain.store import schema
+from octobrain.times import utcnow
 from tests.reliability.test_damage import _store, run_cli
 from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
 from tests.test_consolidation import TWINS, add_at, twins

@@ -22,9 +22,10 @@ from lancedb.table import LanceTable
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.memory import conflicts, transfer
 from octobrain.memory.brain import Brain
-from octobrain.models import Memory, RelationshipType, utcnow
+from octobrain.models import Memory, RelationshipType
 from octobrain.store import ModelMismatch, NotFound
 from octobrain.store import memories as store_module
+from octobrain.times import utcnow
 from tests.test_conflicts import conflict_edges, timeout
 from tests.test_consolidation import SCOPE, MakeBrain, add_at, all_edges, raw_rows, twins
 from tests.test_consolidation import make_brain as make_brain  # the fixture, shared

@@ -43,8 +43,9 @@ import numpy as np
 
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
-from octobrain.models import Memory, MemoryType, utcnow
+from octobrain.models import Memory, MemoryType
 from octobrain.store import seen
+from octobrain.times import utcnow
 
 __all__ = ["make_memories", "make_queries", "run_scale"]
 

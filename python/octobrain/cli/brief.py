@@ -18,7 +18,7 @@ from octobrain.cli.common import (
     write_atomic_file,
 )
 from octobrain.errors import InvalidInput
-from octobrain.models import json_printable, printable
+from octobrain.safe_text import json_printable, printable
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain

@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import click
 
 from octobrain.errors import InvalidInput, OctobrainError
-from octobrain.models import json_printable, one_line, printable
+from octobrain.safe_text import json_printable, one_line, printable
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain

@@ -18,7 +18,7 @@ from octobrain.cli.common import (
     group_scope,
     scope_options,
 )
-from octobrain.models import json_printable, printable
+from octobrain.safe_text import json_printable, printable
 
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge

@@ -16,7 +16,7 @@ import logging
 import sys
 import threading
 
-from octobrain.models import printable
+from octobrain.safe_text import printable
 
 __all__ = ["CallerStderr", "PrintableFormatter", "install"]
 

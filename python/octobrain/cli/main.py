@@ -16,7 +16,7 @@ import click
 from octobrain import __version__
 from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, write_atomic_file
 from octobrain.errors import InvalidInput
-from octobrain.models import json_printable
+from octobrain.safe_text import json_printable
 
 
 @click.group(cls=OctobrainGroup, context_settings={"help_option_names": ["-h", "--help"]})

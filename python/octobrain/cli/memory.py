@@ -24,7 +24,7 @@ from octobrain.cli.curate import CURATION_COMMANDS, WHOLE_STORE_COMMANDS
 from octobrain.cli.ingest import ingest_cmd
 from octobrain.cli.storage import migrate_cmd
 from octobrain.errors import InvalidInput
-from octobrain.models import printable
+from octobrain.safe_text import printable
 
 
 @click.group("memory", cls=OctobrainGroup)

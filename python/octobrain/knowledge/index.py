@@ -20,8 +20,8 @@ import numpy.typing as npt
 from octobrain.kernels.hybrid import exact_nearest
 from octobrain.knowledge.sections import Sections
 from octobrain.knowledge.store import CHUNK_LIGHT, KnowledgeStore
-from octobrain.models import micros
 from octobrain.store.sql import sql_in
+from octobrain.times import micros
 
 READ_BATCH = 2048  # chunk rows read into the mirror per scan
 

@@ -16,7 +16,7 @@ from octobrain.knowledge.results import (
     SourceInfo,
     StoredNote,
 )
-from octobrain.models import one_line, quoted
+from octobrain.safe_text import one_line, quoted
 
 RULE = "=" * 50
 

@@ -60,19 +60,13 @@ from octobrain.knowledge.sources import (
     read_file,
 )
 from octobrain.knowledge.store import KnowledgeStore, source_id
-from octobrain.models import (
-    NOTE_BYTES,
-    QUERY_BYTES,
-    check_label,
-    check_limit,
-    check_text,
-    is_unicode,
-    utcnow,
-)
+from octobrain.models import NOTE_BYTES, QUERY_BYTES, check_limit
+from octobrain.safe_text import check_label, check_text, is_unicode
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen
 from octobrain.store.location import StoreLocation
 from octobrain.store.sql import sql_str, visible_scopes
+from octobrain.times import utcnow
 
 Progress = Callable[[int, int], None]
 MAX_MATCH_CAP = 10_000

@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, named_by, read_regular
-from octobrain.models import is_unicode
+from octobrain.safe_text import is_unicode
 
 STORED_PREFIX = "stored://"
 SOURCE_BYTES = 4096  # longest accepted source argument

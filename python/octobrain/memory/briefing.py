@@ -35,16 +35,9 @@ from octobrain.memory.render_brief import (
     item_line,
     section_header,
 )
-from octobrain.models import (
-    EPOCH,
-    Memory,
-    MemoryType,
-    RelationshipType,
-    Source,
-    State,
-    utcnow,
-)
+from octobrain.models import Memory, MemoryType, RelationshipType, Source, State
 from octobrain.store.sql import visible_scopes
+from octobrain.times import EPOCH, utcnow
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain

@@ -36,18 +36,13 @@ import numpy as np
 
 from octobrain.config import Config
 from octobrain.embed.base import Embedder
-from octobrain.models import (
-    Memory,
-    Relationship,
-    RelationshipType,
-    State,
-    utcnow,
-)
+from octobrain.models import Memory, Relationship, RelationshipType, State
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
 from octobrain.store.memories import CONSOLIDATIONS
 from octobrain.store.schema import DONE, PENDING, REVERTED, REVERTING
 from octobrain.store.sql import sql_in, sql_str
+from octobrain.times import utcnow
 
 ABANDONED = "abandoned"  # a pending record whose memory commit never landed, rolled back
 

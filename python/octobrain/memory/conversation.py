@@ -21,7 +21,7 @@ from typing import Any
 
 from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, named_by, read_regular
-from octobrain.json_values import array_values, bounds
+from octobrain.json_values import UnreadableJSON, array_values, bounds, read_json
 from octobrain.lines import iter_lines
 from octobrain.memory.turns import (
     Conversation,
@@ -30,14 +30,8 @@ from octobrain.memory.turns import (
     in_parts,
     streamed,
 )
-from octobrain.models import (
-    ID_CHARS,
-    UnreadableJSON,
-    from_unix,
-    iso_time,
-    not_ahead,
-    read_json,
-)
+from octobrain.models import ID_CHARS
+from octobrain.times import from_unix, iso_time, not_ahead
 
 __all__ = [
     "FORMATS",

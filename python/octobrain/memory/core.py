@@ -17,12 +17,8 @@ from octobrain.memory.corpus import Corpus
 from octobrain.memory.search import Retriever
 from octobrain.memory.snapshot import SnapshotDir
 from octobrain.memory.snapshot import default_root as snapshot_root
-from octobrain.models import (
-    Memory,
-    check_id_ref,
-    check_text,
-    check_visible,
-)
+from octobrain.models import Memory, check_id_ref
+from octobrain.safe_text import check_text, check_visible
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen, screen_each
 from octobrain.store import MemoryStore, NotFound

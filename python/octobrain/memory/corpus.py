@@ -43,9 +43,10 @@ from octobrain.memory.corpus_io import (
 from octobrain.memory.edges import EdgeMirror
 from octobrain.memory.positions import AddressIndex, Positions
 from octobrain.memory.snapshot import Snapshot, SnapshotDamaged, SnapshotDir
-from octobrain.models import Memory, Relationship, State, from_micros, micros
+from octobrain.models import Memory, Relationship, State
 from octobrain.store import MemoryStore
 from octobrain.store.schema import row_to_memory, stored_float
+from octobrain.times import from_micros, micros
 
 __all__ = ["LIGHT_COLUMNS", "Corpus"]
 

@@ -26,8 +26,8 @@ from octobrain.memory.corpus_io import (
     texts_of,
     vectors_of,
 )
-from octobrain.models import from_micros
 from octobrain.store.memories import Pinned
+from octobrain.times import from_micros
 
 if TYPE_CHECKING:
     from octobrain.memory.corpus import Corpus

@@ -26,19 +26,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, named_by, open_regular, read_regular
+from octobrain.json_values import UnreadableJSON, read_json
 from octobrain.lines import stream_lines
 from octobrain.memory.gist import DIGEST_TAG
 from octobrain.memory.summary import split_sentences
-from octobrain.models import (
-    FILE_BYTES,
-    MAX_FILES,
-    Memory,
-    UnreadableJSON,
-    check_one_line,
-    json_printable,
-    printable,
-    read_json,
-)
+from octobrain.models import FILE_BYTES, MAX_FILES, Memory
+from octobrain.safe_text import check_one_line, json_printable, printable
 from octobrain.secrets import find_secrets
 
 if TYPE_CHECKING:
@@ -320,7 +313,7 @@ def store_digest(brain: Brain, hook: HookInput, digest: Digest) -> Memory | None
                 : MAX_FILES - len(existing.related_files)
             ],
         )
-    from octobrain.models import utcnow
+    from octobrain.times import utcnow
 
     memory, _ = brain.memorize(
         f"Session digest {utcnow():%Y-%m-%d} ({''.join(filter(str.isalnum, sid))[:8]})",

@@ -21,21 +21,20 @@ from octobrain.models import (
     Memory,
     Relationship,
     check_id,
-    check_text,
     check_unit,
     clean_files,
     clean_tags,
-    iso_time,
-    not_ahead,
     parse_memory_type,
     parse_relationship_type,
     parse_source,
 )
 from octobrain.models import State as MemoryState
+from octobrain.safe_text import check_text
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen, screen_each
 from octobrain.store.consolidations import RECORD_KINDS, ConsolidationRecord
 from octobrain.store.schema import RECORD_STATUSES
+from octobrain.times import iso_time, not_ahead
 
 MAX_COUNT = 2**62  # an access count beyond the store's int64 column is no count
 SHORT_BYTES = 256  # a row's role or git commit (a commit id is 40 or 64 hex digits)

@@ -35,12 +35,12 @@ from octobrain.models import (
     Relationship,
     RelationshipType,
     Source,
-    utcnow,
 )
 from octobrain.secrets import screen
 from octobrain.store import forgotten
 from octobrain.store.sql import sql_in, sql_str
 from octobrain.text import analyze
+from octobrain.times import utcnow
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain

@@ -15,14 +15,13 @@ from octobrain.models import (
     MAX_QUERIES,
     QUERY_BYTES,
     MemoryType,
-    check_text,
-    checked_time,
     clean_files,
     clean_tags,
-    iso_time,
     parse_memory_type,
 )
+from octobrain.safe_text import check_text
 from octobrain.store.sql import sql_in, sql_str, visible_where
+from octobrain.times import checked_time, iso_time
 
 # A list of types to filter by: each of the ~20 types once, and the aliases, fits well within.
 MAX_TYPE_FILTERS = 64

@@ -26,11 +26,11 @@ from octobrain.models import (
     check_limit,
     check_unit,
     parse_memory_type,
-    utcnow,
 )
 from octobrain.store import MemoryStore
 from octobrain.store.schema import row_to_memory
 from octobrain.store.sql import sql_str, visible_scopes, visible_where
+from octobrain.times import utcnow
 
 if TYPE_CHECKING:
     pass

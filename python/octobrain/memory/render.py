@@ -7,15 +7,8 @@ from typing import Any
 from octobrain.memory.consolidation import Consolidation
 from octobrain.memory.reads import Neighbour, Recall
 from octobrain.memory.search import Empty
-from octobrain.models import (
-    KEEP_VERSIONS_DAYS,
-    Memory,
-    Relationship,
-    RelationshipType,
-    one_line,
-    quoted,
-    to_plain,
-)
+from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship, RelationshipType, to_plain
+from octobrain.safe_text import one_line, quoted
 
 NO_RESULTS = (
     "No relevant memories found (nothing passed the relevance threshold). "

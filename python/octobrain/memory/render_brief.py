@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from octobrain.models import Source, one_line
+from octobrain.models import Source
+from octobrain.safe_text import one_line
 
 if TYPE_CHECKING:
     from octobrain.memory.briefing import Briefing, BriefItem

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from octobrain.config import data_dir
 from octobrain.files import read_regular
-from octobrain.models import utcnow
+from octobrain.times import utcnow
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain

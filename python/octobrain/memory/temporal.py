@@ -12,7 +12,8 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 
 from octobrain.memory.corpus import Corpus
-from octobrain.models import TAG_CHARS, Memory, Relationship, RelationshipType, State, printable
+from octobrain.models import TAG_CHARS, Memory, Relationship, RelationshipType, State
+from octobrain.safe_text import printable
 
 __all__ = ["SESSION_PREFIX", "previous_in_session", "same_session_partner", "session_tag"]
 

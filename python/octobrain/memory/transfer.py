@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from octobrain.errors import InvalidInput, StorageError
+from octobrain.json_values import UnreadableJSON, read_json
 from octobrain.lines import stream_lines
 from octobrain.memory import sweep
 from octobrain.memory.brain import Brain
@@ -32,14 +33,8 @@ from octobrain.memory.import_rows import (
     screened,
 )
 from octobrain.memory.render import memory_to_dict, relationship_to_dict
-from octobrain.models import (
-    Memory,
-    Relationship,
-    UnreadableJSON,
-    json_printable,
-    read_json,
-    utcnow,
-)
+from octobrain.models import Memory, Relationship
+from octobrain.safe_text import json_printable
 from octobrain.scope import GLOBAL_SCOPE
 from octobrain.secrets import screen
 from octobrain.store import schema
@@ -47,6 +42,7 @@ from octobrain.store.addresses import ADDR
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
 from octobrain.store.memories import CONSOLIDATIONS, MEMORIES, MemoryStore, Pinned, WriteFailed
 from octobrain.store.sql import sql_in, visible_scopes, visible_where
+from octobrain.times import utcnow
 
 FORMAT = "octobrain-export"
 FORMAT_VERSION = 1

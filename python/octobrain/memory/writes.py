@@ -19,8 +19,6 @@ from octobrain.models import (
     MemoryType,
     Relationship,
     RelationshipType,
-    check_lines,
-    check_one_line,
     check_unit,
     clean_files,
     clean_tags,
@@ -29,12 +27,13 @@ from octobrain.models import (
     parse_links,
     parse_memory_type,
     parse_source,
-    utcnow,
 )
+from octobrain.safe_text import check_lines, check_one_line
 from octobrain.scope import git_head
 from octobrain.secrets import screen
 from octobrain.store import NotFound, forgotten
 from octobrain.store.sql import visible_scopes
+from octobrain.times import utcnow
 
 if TYPE_CHECKING:
     import numpy as np

@@ -25,7 +25,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from octobrain import __version__
 from octobrain.errors import InvalidInput, OctobrainError, cut_middle
-from octobrain.models import printable
+from octobrain.safe_text import printable
 from octobrain.server import handlers
 from octobrain.server.pool import BrainPool
 from octobrain.server.schemas import TOOLS, TOOLS_BY_NAME, allowed_arguments

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, cut_middle
-from octobrain.models import LINK_TYPES, MAX_FILES, MAX_TAGS, one_line, printable
+from octobrain.models import LINK_TYPES, MAX_FILES, MAX_TAGS
+from octobrain.safe_text import one_line, printable
 from octobrain.server.schemas import INGEST_BYTES, INGEST_TURNS, KNOWLEDGE_COMMANDS, SOURCES
 
 if TYPE_CHECKING:
@@ -245,7 +246,7 @@ def _time(arguments: dict[str, Any], name: str) -> str | None:
 def _listing(memories: Sequence[Memory], damaged: Set[str] = frozenset()) -> str:
     """One line per memory; a damaged one (`forget_targets`) is named, its text not shown."""
     from octobrain.memory.render import DAMAGED_TITLE
-    from octobrain.models import one_line
+    from octobrain.safe_text import one_line
 
     return "\n".join(
         f"- {m.id}  {DAMAGED_TITLE}"

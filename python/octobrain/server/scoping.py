@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from octobrain.errors import InvalidInput, cut_middle
-from octobrain.models import check_label
+from octobrain.safe_text import check_label
 from octobrain.scope import ProjectScope, derive_scope, find_project_scopes, validate_scope
 
 log = logging.getLogger(__name__)

@@ -285,7 +285,7 @@ async def named_params(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> 
     from pydantic import ValidationError
 
     from octobrain.errors import cut_middle
-    from octobrain.models import one_line, printable
+    from octobrain.safe_text import one_line, printable
 
     try:
         return await call_next(ctx)

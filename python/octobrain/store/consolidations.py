@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from octobrain.models import utcnow
 from octobrain.store.memories import CONSOLIDATIONS, MemoryStore
 from octobrain.store.schema import DONE, PENDING, REVERTED, UNFINISHED
 from octobrain.store.sql import sql_in, sql_str
+from octobrain.times import utcnow
 
 if TYPE_CHECKING:
     import lancedb

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from octobrain.models import utcnow
 from octobrain.store import manifest
 from octobrain.store.sql import sql_in
+from octobrain.times import utcnow
 
 if TYPE_CHECKING:
     from octobrain.store.memories import MemoryStore

@@ -1,0 +1,82 @@
+"""Times as octobrain takes and keeps them: aware UTC datetimes within years 1–9999, read from
+what a caller gives (ISO-8601 text, Unix seconds) and checked (not more than a day ahead),
+and converted to and from the integer microseconds Arrow stores.
+
+Each check fails with `InvalidInput`, naming the field and the rule it broke.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from octobrain.errors import InvalidInput
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def checked_time(field_name: str, moment: datetime) -> datetime:
+    """`moment` (naive means UTC; its own offset is kept), or a field error when it falls
+    outside years 1–9999 in UTC: such a time would be stored, then break every read of it."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    try:
+        moment.astimezone(timezone.utc)
+    except OverflowError:
+        raise InvalidInput(field_name, "must fall within years 1–9999 in UTC") from None
+    return moment
+
+
+ISO_CHARS = 64  # the longest ISO-8601 time, 2026-05-01T12:00:00.123456+05:30, has 32
+
+
+def iso_time(field_name: str, text: str, example: str = "2026-05-01T12:00:00Z") -> datetime:
+    """An ISO-8601 time (`Z` or an offset; naive means UTC) within years 1–9999 in UTC, or a
+    field error that shows the text, or only its length when it is longer than any time."""
+    text = text.strip()
+    try:
+        if len(text) > ISO_CHARS:  # Python reads any number of fraction digits
+            raise ValueError(text)
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        shown = repr(text) if len(text) <= ISO_CHARS else f"{len(text):,} characters"
+        raise InvalidInput(field_name, f"must be ISO-8601 (e.g. {example}), got {shown}") from None
+    return checked_time(field_name, moment)
+
+
+def from_unix(field_name: str, seconds: float | int) -> datetime:
+    """Unix seconds as an aware UTC datetime, or a field error (not finite, or outside years
+    1–9999)."""
+    try:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise InvalidInput(
+            field_name, f"must be Unix seconds within years 1–9999 in UTC, got {seconds!r}"
+        ) from None
+
+
+FUTURE_SLACK = timedelta(days=1)  # clocks disagree; a time later than this is no time yet
+
+
+def not_ahead(field_name: str, moment: datetime, shown: str = "") -> datetime:
+    """`moment`, or a field error when it is more than a day ahead of now: a memory dated 9999
+    would head every briefing's recent memories until then. `shown`: how the error shows it
+    (its ISO form by default)."""
+    if moment > utcnow() + FUTURE_SLACK:
+        got = shown or moment.isoformat()
+        raise InvalidInput(field_name, f"must not be more than a day ahead of now, got {got}")
+    return moment
+
+
+def from_micros(us: int) -> datetime:
+    """Integer microseconds since the epoch (an Arrow timestamp) as an aware UTC datetime."""
+    return EPOCH + timedelta(microseconds=int(us))
+
+
+def micros(moment: datetime) -> int:
+    """A timestamp as integer microseconds since the epoch (how Arrow stores it)."""
+    return int(moment.timestamp() * 1_000_000)
+
+
+def utcnow() -> datetime:
+    """Now, timezone-aware UTC, at microsecond precision (what Arrow timestamps keep)."""
+    return datetime.now(timezone.utc)
