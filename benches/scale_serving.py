@@ -30,7 +30,7 @@ from octobrain.embed.factory import get_embedder
 from octobrain.kernels.hybrid import exact_top
 from octobrain.memory import search
 from octobrain.memory.brain import Brain
-from octobrain.store.location import import_lancedb
+from octobrain.store.lancedb_import import import_lancedb
 from octobrain.store.sql import visible_scopes
 
 

@@ -27,9 +27,10 @@ from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.memory.brain import Brain
 from octobrain.memory.sleep_startup import start_background_sleep
-from octobrain.store import location as location_module
+from octobrain.store import lease as lease_module
 from octobrain.store import seen
-from octobrain.store.location import LEASE_TTL_S, StoreBusy, StoreLocation
+from octobrain.store.lease import LEASE_TTL_S, StoreBusy
+from octobrain.store.location import StoreLocation
 
 SCOPE = "github.com/acme/api"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
@@ -318,7 +319,7 @@ def test_the_write_lease_waits_for_a_live_holder_and_takes_over_a_dead_ones(
     # Dead for longer than any clock could be wrong: taken over at once.
     dead = {
         "holder": "desktop:4242:crashed",
-        "expires": time.time() - location_module.CLOCK_TOLERANCE_S - 1,
+        "expires": time.time() - lease_module.CLOCK_TOLERANCE_S - 1,
     }
     _set_lease(location, dead)
     started = time.monotonic()
@@ -330,7 +331,7 @@ def test_the_write_lease_waits_for_a_live_holder_and_takes_over_a_dead_ones(
 
     # Expired a second ago by this machine's clock, which may be wrong: taken over only once
     # the object stayed unchanged for a whole TTL on this machine's own clock.
-    monkeypatch.setattr(location_module, "LEASE_TTL_S", 1.5)
+    monkeypatch.setattr(lease_module, "LEASE_TTL_S", 1.5)
     recent = {"holder": "desktop:4242:stopped", "expires": time.time() - 1}
     _set_lease(location, recent)
     with pytest.raises(StoreBusy, match="desktop:4242:stopped"), location.lock("write", 0.5):
@@ -363,7 +364,7 @@ def test_a_machine_whose_clock_runs_fast_waits_for_a_live_holder(
     location = StoreLocation(f"s3://{machine.bucket()}/octobrain", machine.options)
     alive = {"holder": "desktop:4242:live", "expires": time.time() + LEASE_TTL_S}
     _set_lease(location, alive)
-    monkeypatch.setattr(location_module, "time", _FastClock(90.0))
+    monkeypatch.setattr(lease_module, "time", _FastClock(90.0))
     with pytest.raises(StoreBusy, match="desktop:4242:live"), location.lock("write", 1.0):
         pass
     assert _lease(location) == alive
@@ -400,7 +401,7 @@ def test_a_lease_object_that_is_no_lease_is_one_line_then_taken_over(
     assert "unknown holder" in message or "locked by x" in message
 
     # Held by an unknown holder, it expires like a crashed holder's: unchanged for a TTL.
-    monkeypatch.setattr(location_module, "LEASE_TTL_S", 1.0)
+    monkeypatch.setattr(lease_module, "LEASE_TTL_S", 1.0)
     monkeypatch.setattr(memories, "LOCK_TIMEOUT_S", 10.0)
     second, _ = _brain(machine, uri).memorize("Second", "Written once it is taken over.")
     assert _brain(machine, uri).get(second.id).title == "Second"
@@ -418,16 +419,16 @@ def test_a_commit_under_a_lease_that_may_be_lost_is_refused(
     brain.memorize("First", "Something to keep.")
     location = brain.store.location
 
-    real = location_module._elapsed
+    real = lease_module._elapsed
     with brain.store.write_lock():
         # Paused for 61 s, the heartbeat not yet run: another writer may hold it by now.
-        monkeypatch.setattr(location_module, "_elapsed", lambda: real() + LEASE_TTL_S + 1)
+        monkeypatch.setattr(lease_module, "_elapsed", lambda: real() + LEASE_TTL_S + 1)
         with pytest.raises(StoreBusy, match="was not renewed for 61 s") as lost:
             brain.memorize("Second", "Written under a lease that ran out.")
         assert "nothing was changed" in str(lost.value) and "\n" not in str(lost.value)
-    monkeypatch.setattr(location_module, "_elapsed", real)
+    monkeypatch.setattr(lease_module, "_elapsed", real)
 
-    monkeypatch.setattr(location_module, "LEASE_TTL_S", 0.4)  # a heartbeat every 0.1 s
+    monkeypatch.setattr(lease_module, "LEASE_TTL_S", 0.4)  # a heartbeat every 0.1 s
     with brain.store.write_lock():
         taker = {"holder": "desktop:7:taker", "expires": time.time() + 60}
         _set_lease(location, taker)  # taken over meanwhile
@@ -444,8 +445,8 @@ def test_a_commit_under_a_lease_that_may_be_lost_is_refused(
 _PAUSED = textwrap.dedent(
     """
     import os, signal, sys
-    import octobrain.store.location as location
-    location.LEASE_TTL_S = float(sys.argv[1])  # the product's 60 s, shortened for the test
+    import octobrain.store.lease as lease
+    lease.LEASE_TTL_S = float(sys.argv[1])  # the product's 60 s, shortened for the test
     from octobrain.errors import StorageError
     from octobrain.memory.brain import Brain
     role, memory_id, marker = sys.argv[2:5]
@@ -1048,13 +1049,13 @@ def test_a_holder_whose_lease_was_taken_over_records_no_version_above_the_table(
     _index_notes(laptop, tmp_path)
     location = laptop.kstore.location
     high_water = location.high_water
-    real_record, real_elapsed = high_water.record, location_module._elapsed
+    real_record, real_elapsed = high_water.record, lease_module._elapsed
     runner = CliRunner()
 
     def paused_then_resumed(versions: Any) -> None:
         high_water.record = real_record  # type: ignore[method-assign]
         # Paused past the lease's time: the desktop finds it long dead and takes it over.
-        monkeypatch.setattr(location_module, "_elapsed", lambda: real_elapsed() + LEASE_TTL_S + 1)
+        monkeypatch.setattr(lease_module, "_elapsed", lambda: real_elapsed() + LEASE_TTL_S + 1)
         dead = {"holder": "laptop:1:paused", "expires": time.time() - 3600}
         obstore.put(
             location.objects(), "_octobrain/locks/knowledge.json", json.dumps(dead).encode()
@@ -1074,7 +1075,7 @@ def test_a_holder_whose_lease_was_taken_over_records_no_version_above_the_table(
     doc = tmp_path / "late.md"
     doc.write_text("# Late\n\nWritten just before the laptop's lid closed.\n")
     laptop.index(str(doc))
-    monkeypatch.setattr(location_module, "_elapsed", real_elapsed)
+    monkeypatch.setattr(lease_module, "_elapsed", real_elapsed)
 
     doctor = runner.invoke(main, ["doctor"], env=_cli_env(machine, uri))
     assert doctor.exit_code == 0, doctor.output

@@ -128,12 +128,12 @@ def test_a_lease_renewal_whose_answer_was_lost_keeps_the_lease(
     own lease object was left for every other writer to wait out."""
     import obstore
 
-    from octobrain.store import location
+    from octobrain.store import lease
 
     relay, endpoint, uri = bucket_behind_relay
     brain = _brain(endpoint, uri)
     brain.memorize("First note", "The first acknowledged memory about deploys.")
-    monkeypatch.setattr(location, "LEASE_TTL_S", 1.2)  # a renewal every 0.3 s
+    monkeypatch.setattr(lease, "LEASE_TTL_S", 1.2)  # a renewal every 0.3 s
     with brain.store.write_lock():
         relay.drop = r"_octobrain/locks/write\.json"
         time.sleep(1.0)  # the dropped renewal, then more beats

@@ -194,7 +194,8 @@ def test_a_reembed_whose_lease_lapses_while_it_streams_commits_nothing(
     for the write lease to pass to another writer. Before, the lease was checked once, before
     the stream: a paused reembed then overwrote the table, a teammate's new memory with it."""
     from octobrain.memory.transfer import reembed
-    from octobrain.store.location import LeaseLost, StoreLocation
+    from octobrain.store.lease import LeaseLost
+    from octobrain.store.location import StoreLocation
 
     brain = brain_at(tmp_path)
     kept = [brain.memorize(f"Note number {i}", f"Content of note {i}.")[0].id for i in range(3)]

@@ -384,7 +384,7 @@ def _serve_child(argv: Sequence[str]) -> None:
     from octobrain.kernels.hybrid import exact_top
     from octobrain.memory.brain import Brain
     from octobrain.memory.query import Filters
-    from octobrain.store.location import import_lancedb
+    from octobrain.store.lancedb_import import import_lancedb
     from octobrain.store.sql import visible_scopes
 
     uri, queries_file, out_file, mode = argv[:4]

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from octobrain.errors import StorageError
 from octobrain.store import MemoryStore, addresses
-from octobrain.store.location import lancedb_loop
+from octobrain.store.lancedb_import import lancedb_loop
 from octobrain.store.memories import Pinned
 from octobrain.store.schema import REEMBED, describe_unsound, unsound, vector_matrix
 from octobrain.store.sql import sql_in

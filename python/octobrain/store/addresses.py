@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from octobrain.store import schema
-from octobrain.store.location import lancedb_loop
+from octobrain.store.lancedb_import import lancedb_loop
 
 if TYPE_CHECKING:
     import lancedb

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.files import read_regular
 from octobrain.store import seen
-from octobrain.store.location import CLOCK_TOLERANCE_S, LEASE_TTL_S
+from octobrain.store.lease import CLOCK_TOLERANCE_S, LEASE_TTL_S
 
 if TYPE_CHECKING:
     import lancedb

@@ -27,7 +27,9 @@ from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship
 from octobrain.store import accessed, addresses, changes, manifest, schema
 from octobrain.store.highwater import Commits
-from octobrain.store.location import LeaseLost, StoreLocation, import_lancedb
+from octobrain.store.lancedb_import import import_lancedb
+from octobrain.store.lease import LeaseLost
+from octobrain.store.location import StoreLocation
 from octobrain.store.operations import data_files, upkeep_note
 from octobrain.store.sql import sql_in, sql_str, visible_where
 
