@@ -984,7 +984,7 @@ def test_a_table_started_over_that_reaches_its_stale_entrys_number_still_shows_a
     # Were the entry's old time kept, a loss of that version would pass for staleness.
     import pyarrow as pa
 
-    from octobrain.store.manifest import lost_version
+    from octobrain.store.versions import lost_version
 
     location = StoreLocation(f"s3://{machine.bucket()}/octobrain", machine.options)
     db, schema = location.connect(), pa.schema([("id", pa.string())])
@@ -1015,7 +1015,7 @@ def test_a_loss_is_named_when_the_recording_machines_clock_runs_minutes_slow(
     import pyarrow as pa
 
     from octobrain.store import highwater
-    from octobrain.store.manifest import lost_version
+    from octobrain.store.versions import lost_version
 
     location = StoreLocation(f"s3://{machine.bucket()}/octobrain", machine.options)
     db = location.connect()

@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from octobrain.store.manifest import StoreWatch
+from octobrain.store.watch import StoreWatch
 
 
 def _store(root: Path, versions: int) -> Path:

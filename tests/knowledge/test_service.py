@@ -20,7 +20,7 @@ from octobrain.knowledge import index as knowledge_index
 from octobrain.knowledge.pages import LINE_CHARS
 from octobrain.knowledge.render import RULE, render_match
 from octobrain.store import ModelMismatch
-from octobrain.store.manifest import recreate
+from octobrain.store.recreate import recreate
 from octobrain.times import utcnow
 
 from .conftest import SCOPE, CountingEmbedder, MakeKnowledge, write_docx, write_pdf

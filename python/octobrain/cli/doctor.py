@@ -36,15 +36,15 @@ def doctor_cmd(recreate: str | None, drop_dangling: bool, fmt: str) -> None:
     tables to start over or `--drop-dangling-edges` is given.
     """
     from octobrain.config import load_config, resolve_storage_uri
-    from octobrain.store import manifest
     from octobrain.store.doctor import diagnose
     from octobrain.store.location import StoreLocation
+    from octobrain.store.recreate import recreate as start_over
 
     config = load_config()
     location = StoreLocation.from_config(config, resolve_storage_uri(config))
     if recreate is not None:
         damaged = {p.table for p in diagnose(location).problems}
-        for moved in manifest.recreate(location, recreate, damaged):
+        for moved in start_over(location, recreate, damaged):
             click.echo(f"moved aside: {moved}", err=True)
         click.echo(f"{recreate}: started over, empty", err=True)
     if drop_dangling:

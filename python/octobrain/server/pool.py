@@ -31,7 +31,7 @@ from octobrain.heap import resident_bytes, trim_heap
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
     from octobrain.memory.brain import Brain
-    from octobrain.store.manifest import StoreWatch
+    from octobrain.store.watch import StoreWatch
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class BrainPool:
     def _store_changed(self) -> bool:
         """Whether the open store's files changed underneath since the last look."""
         from octobrain.store.location import is_remote
-        from octobrain.store.manifest import StoreWatch
+        from octobrain.store.watch import StoreWatch
 
         if self._root is None or is_remote(self._root.uri):
             return False

@@ -31,6 +31,8 @@ from octobrain.store.schema import (
     vector_matrix,
     verified,
 )
+from octobrain.store.table_files import not_regular
+from octobrain.store.versions import lost_version
 
 if TYPE_CHECKING:
     import lancedb
@@ -269,7 +271,7 @@ def _check_table(
             Problem(name, "missing: the store created it, its directory is gone", repair)
         )
         return check
-    odd = manifest.not_regular(location, name)
+    odd = not_regular(location, name)
     if odd is not None:  # Lance would wait on a FIFO for a writer: never opened
         problems.append(
             Problem(
@@ -288,7 +290,7 @@ def _check_table(
         problems.append(Problem(name, f"cannot be opened ({reason})", repair))
         return check
     check.opened = True
-    lost = manifest.lost_version(location, name, table)
+    lost = lost_version(location, name, table)
     if lost is not None:
         problems.append(Problem(name, lost.reason, lost.repair))
     gap = _history_gap(table)

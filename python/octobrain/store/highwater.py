@@ -1,7 +1,7 @@
 """The newest version of each table committed to a bucket store, as octobrain recorded it.
 
 On a local disk Lance leaves `_versions/latest_version_hint.json` after each commit, so a lost
-newest version manifest shows (`manifest.lost_version`). On `s3://` (and the other object
+newest version manifest shows (`versions.lost_version`). On `s3://` (and the other object
 stores) it writes no hint: a deleted newest manifest left the version before it served, and the
 next write buried the loss. So every write under the write lease records the versions it
 committed in one object per store, `_octobrain/versions.json` (`{"memories": 12, ...,

@@ -1,0 +1,170 @@
+"""A table's version manifests in its `_versions/` folder, and whether committed ones were lost.
+
+Each version of a table is one manifest file there (named either way, `version_of`), and on a
+local disk Lance's hint names the newest it committed. A committed manifest gone leaves the
+table opening at an older version, which the next write would bury: `lost_version` names it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from octobrain.files import read_regular
+from octobrain.store.lease import CLOCK_TOLERANCE_S
+
+if TYPE_CHECKING:
+    import lancedb
+
+    from octobrain.store.location import StoreLocation
+
+log = logging.getLogger(__name__)
+
+VERSIONS = ("_versions", ".manifest")  # (folder, suffix) of a table's version manifests
+HINT = "latest_version_hint.json"  # in `_versions/`: the newest version Lance committed
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is wrong with a table, and what would repair it."""
+
+    reason: str
+    repair: str
+
+
+def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table) -> Problem | None:
+    """Whether table `name` has lost committed versions newer than the newest that opens.
+
+    Lance writes `_versions/latest_version_hint.json` after each commit's manifest. A hint
+    above the newest version that opens means a committed manifest file is gone: opening
+    would silently serve (and the next write would bury) the store as it was before those
+    writes. A commit killed before its manifest leaves no hint, so it is not taken for this.
+    On a bucket Lance writes no hint: octobrain's own record of the versions committed under
+    the write lease stands in for it (`highwater`).
+    """
+    if int(table.version) == 0:
+        return _blank_newest(location, name)
+    if location.path is None:
+        return _lost_on_bucket(location, name, table)
+    versions = versions_dir(location, name)
+    if versions is None:
+        return None
+    try:
+        committed = hinted(versions)
+    except (OSError, ValueError):
+        committed = None
+    if committed is None or committed <= int(table.version):  # (no hint: an older Lance)
+        return None
+    # `table` may have opened before another process committed: look again, now that the
+    # hint has been read (a version it names was committed before it was written).
+    table.checkout_latest()  # type: ignore[no-untyped-call]
+    opened = int(table.version)
+    if committed <= opened:
+        return None
+    gone = _gone(committed, opened)
+    return Problem(
+        f"{gone} committed, but the newest version that opens is {opened}: the manifest file "
+        f"of {gone} in _versions/ is gone",
+        f"put {name}.lance/_versions/ back from a backup; or, to keep the table as of version "
+        f"{opened} and lose what was written after it, delete {versions / HINT}",
+    )
+
+
+def _blank_newest(location: StoreLocation, name: str) -> Problem:
+    """Table `name` opened at version 0, which no commit makes: its newest version manifest
+    was zeroed or overwritten, and Lance reads it as a manifest of no columns and no rows."""
+    versions = versions_dir(location, name)
+    files = sorted(versions.glob(f"*{VERSIONS[1]}")) if versions is not None else []
+    newest = max(files, key=lambda f: version_of(f.name), default=None)
+    where = f"{name}.lance/{VERSIONS[0]}/{newest.name}" if newest else f"{name}.lance/_versions"
+    hint = f"and delete {versions / HINT} " if versions is not None else ""
+    return Problem(
+        f"its newest version manifest ({where}) reads as version 0, with no columns and no "
+        "rows: the file was zeroed or overwritten",
+        f"put that file back from a backup; or, to keep the table as of the version before "
+        f"it and lose that one commit, move the file aside {hint}(never `memory reembed`, "
+        "which would rewrite the table from no rows)",
+    )
+
+
+def _lost_on_bucket(
+    location: StoreLocation, name: str, table: lancedb.table.Table
+) -> Problem | None:
+    """`lost_version` on an object store, from the versions recorded under the write lease."""
+    marks = location.high_water
+    committed = marks.recorded(name)
+    if committed is None or committed <= int(table.version):
+        return None
+    table.checkout_latest()  # type: ignore[no-untyped-call]
+    opened = int(table.version)
+    if committed <= opened:
+        return None
+    # A cached record may predate the table being dropped and made again (`doctor
+    # --recreate`) by another process: only the record as it is now counts.
+    committed = marks.recorded(name, fresh=True) or 0
+    if committed <= opened or _started_over_since(marks.recorded_at(name), table, opened):
+        return None
+    gone = _gone(committed, opened)
+    return Problem(
+        f"{gone} committed (recorded in {marks.key}), but the newest version that opens is "
+        f"{opened}: the manifest object of {gone} in {name}.lance/_versions/ is gone",
+        f"bring the deleted object back from the bucket's object versioning; or, to keep the "
+        f"table as of version {opened} and lose what was written after it, delete the object "
+        f"{marks.where()} (the next write records the versions again)",
+    )
+
+
+def _started_over_since(at: float | None, table: lancedb.table.Table, opened: int) -> bool:
+    """Whether version `opened` of `table` was committed more than `CLOCK_TOLERANCE_S` after its
+    recorded entry was set at `at` (`HighWater.recorded_at`): the table was started over since
+    (by a release that keeps no record), so the entry is stale, not a sign of loss (`highwater`
+    says which clocks this trusts). Asked only of a table whose entry is above it: one LIST and
+    manifest reads."""
+    if at is None:
+        return False  # an entry that does not say when it was set: taken as it stands
+    try:
+        versions = table.list_versions()
+    except Exception as exc:  # the loss is named as it stands: never a loss let through
+        log.warning("could not read the versions of %s: %s", table.name, exc)
+        return False
+    for version in versions:
+        if int(version["version"]) == opened:
+            # (Lance gives its UTC time naive, in this machine's zone)
+            committed = version["timestamp"].astimezone().timestamp()
+            return bool(committed > at + CLOCK_TOLERANCE_S)
+    return False
+
+
+def _gone(committed: int, opened: int) -> str:
+    """The versions lost between the newest that opens and the newest committed."""
+    if committed == opened + 1:
+        return f"version {committed}"
+    return f"versions {opened + 1}–{committed}"
+
+
+def versions_dir(location: StoreLocation, name: str) -> Path | None:
+    """Where table `name` of a local store keeps its version manifests (None: object storage)."""
+    return None if location.path is None else location.path / f"{name}.lance" / VERSIONS[0]
+
+
+def version_of(name: str) -> int:
+    """The version a `_versions/<n>.manifest` file holds (LanceDB's names count down from
+    2**64 - 1 since its V2 naming, up from 1 before)."""
+    number = int(name.rsplit("/", 1)[-1].split(".", 1)[0])
+    return (1 << 64) - 1 - number if number >= 1 << 63 else number
+
+
+def hinted(versions: Path) -> int | None:
+    """The version Lance's hint in the folder `versions` names (None: there is no hint);
+    `ValueError` (or `OSError`) when it does not read as one."""
+    try:
+        data, _ = read_regular(versions / HINT, 1 << 20)
+    except FileNotFoundError:
+        return None
+    try:
+        return int(json.loads(data)["version"])
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{HINT} names no version ({exc})") from None

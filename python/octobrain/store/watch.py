@@ -1,0 +1,148 @@
+"""Whether a local store's files changed underneath a long-lived process (`StoreWatch`): the
+check a warm process (the resident service, the MCP server) makes before each call, at the
+cost of a few `stat` calls.
+"""
+
+from __future__ import annotations
+
+import os
+
+from octobrain.store.manifest import KNOWN_TABLES, MANIFEST
+from octobrain.store.versions import VERSIONS, version_of
+
+
+class StoreWatch:
+    """Whether a local store's files changed underneath a long-lived process since it last
+    looked: the store manifest rewritten, a known table's directory or version folder deleted
+    or replaced, a file of the memories table (its data files and version manifests, which
+    LanceDB writes once and never again) rewritten in place or a data file of it gone (a
+    compaction's cleanup removes old ones: the reopen costs little then), or the newest version
+    manifest it saw gone (LanceDB's cleanup never removes the newest: that is a lost commit,
+    which the reopen then reports, `lost_version`). An ordinary commit, which only adds files,
+    is no change.
+
+    Cheap enough for every request, whatever the store's history (a week of versions can be
+    tens of thousands of files): a folder is listed again only when its own `stat` changed (a
+    file added or removed), a new file is looked at once, and of the files already known the
+    newest manifest and `RESTAT` others in turn are looked at again; a store of up to `RESTAT`
+    files has every one looked at on every call, a larger one each within a few calls. (It
+    listed and looked at every file on every call: 0.3 s a call at 10,000 versions.)
+    """
+
+    RESTAT = 256
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.root = os.fspath(path)
+        self._ident: tuple[tuple[int, ...], ...] | None = None
+        self._files: dict[str, tuple[int, int]] = {}
+        self._folders: dict[str, tuple[int, int, int]] = {}  # folder -> its own stat, listed at
+        self._newest: str | None = None  # the newest version manifest seen
+        self._order: list[str] = []  # `_files`' names, in the order they are looked at again
+        self._turn = 0  # where the next look at known files starts
+        self._gone = False  # a known data file is gone (since `changed` last said so)
+
+    def _ident_now(self) -> tuple[tuple[int, ...], ...]:
+        def ident(where: str, full: bool = False) -> tuple[int, ...]:
+            try:
+                st = os.stat(where)
+            except OSError:
+                return ()
+            return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) if full else (st.st_ino,)
+
+        stamp = [ident(os.path.join(self.root, "_octobrain", MANIFEST), full=True)]
+        for name in KNOWN_TABLES:
+            table = os.path.join(self.root, f"{name}.lance")
+            stamp += [ident(table), ident(os.path.join(table, "_versions"))]
+        return tuple(stamp)
+
+    def _file(self, name: str) -> tuple[int, int] | None:
+        try:
+            st = os.stat(os.path.join(self.root, "memories.lance", name))
+        except OSError:
+            return None
+        return (st.st_size, st.st_mtime_ns)
+
+    def _list(self) -> bool:
+        """Bring `_files` to the memories table's files now: a folder whose `stat` changed is
+        listed again (files gone dropped, new ones looked at). Whether any folder was."""
+        table = os.path.join(self.root, "memories.lance")
+        relisted = False
+        for folder, suffix in (("data", ".lance"), VERSIONS):
+            where = os.path.join(table, folder)
+            try:
+                st = os.stat(where)
+                stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+                if self._folders.get(folder) == stamp:
+                    continue
+                names = {
+                    f"{folder}/{e.name}"
+                    for e in os.scandir(where)
+                    if e.name.endswith(suffix) and not e.name.startswith("_latest")
+                }
+            except OSError:
+                stamp, names = None, set()
+                if folder not in self._folders:
+                    continue  # not there before either: nothing of it is known
+            relisted = True
+            for name in [n for n in self._files if n.startswith(f"{folder}/") and n not in names]:
+                del self._files[name]
+                # A compaction's cleanup removes old data files; a hand, current ones. Either
+                # way the process reopens, and reads of a current file gone then fail.
+                self._gone |= folder == "data"
+            for name in names - self._files.keys():
+                seen = self._file(name)
+                if seen is not None:
+                    self._files[name] = seen
+            if stamp is None:
+                self._folders.pop(folder, None)
+            else:
+                self._folders[folder] = stamp
+        if relisted:
+            self._order = list(self._files)
+        return relisted
+
+    def settle(self) -> None:
+        """Take the tables and the manifest as they are now, after this process's own call (a
+        table it created, a manifest it rewrote). Its commits only add files, which the next
+        `changed` compares with nothing; the newest version manifest is its own commit's,
+        which a later loss must be told from."""
+        if self._ident is not None:
+            self._ident = self._ident_now()
+            if self._list():
+                self._newest = _newest(self._files)
+            # A data file gone stays news for the next `changed`: this call's own compaction,
+            # or a hand's meanwhile, which `settle` cannot tell apart (one reopen either way).
+
+    def changed(self) -> bool:
+        """Whether anything changed since the last call (the first call only looks)."""
+        ident = self._ident_now()
+        before = self._newest
+        relisted = self._list()
+        lost = before is not None and before not in self._files
+        # Files known before this call, looked at again (new ones were just looked at).
+        again = self._order
+        if len(again) > self.RESTAT:
+            start = self._turn % len(again)
+            self._turn = start + self.RESTAT
+            again = (again[start : start + self.RESTAT] + again[: self.RESTAT])[: self.RESTAT]
+        if before is not None and before in self._files:
+            again = [*again, before]
+        rewritten = False
+        for name in again:
+            seen, now = self._files.get(name), self._file(name)
+            if seen is not None and now is not None and now != seen:
+                rewritten = True
+                self._files[name] = now
+        if relisted or lost:
+            self._newest = _newest(self._files)
+        changed = (self._ident is not None and ident != self._ident) or rewritten or lost
+        changed |= self._gone
+        self._gone = False
+        self._ident = ident
+        return changed
+
+
+def _newest(files: dict[str, tuple[int, int]]) -> str | None:
+    """The newest version manifest among `files` (`StoreWatch._files_now`'s keys)."""
+    versions = [name for name in files if name.startswith("_versions/")]
+    return max(versions, key=version_of) if versions else None
