@@ -17,24 +17,19 @@ file changes, or when a client of another build asks (the newer install then sta
 from __future__ import annotations
 
 import base64
-import codecs
 import contextlib
-import io
 import logging
 import os
-import re
 import socket
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any
 
 from octobrain.cli import library_log
 from octobrain.cli.service_client import (
-    ALIVE_EVERY_SECONDS,
     PROTOCOL,
     SPAWNER_FD_VAR,
     SPAWNER_WAIT_SECONDS,
@@ -43,12 +38,9 @@ from octobrain.cli.service_client import (
     build_id,
     load_settings,
 )
+from octobrain.cli.service_command import alive, reader, run_command, well_formed
+from octobrain.cli.service_stores import BrainCache
 from octobrain.heap import resident_bytes, trim_heap
-
-if TYPE_CHECKING:
-    from octobrain.config import Config
-    from octobrain.memory.brain import Brain
-    from octobrain.server.pool import BrainPool
 
 log = logging.getLogger("octobrain.cli.service_daemon")
 _LIBRARY_LOG: library_log.CallerStderr | None = None  # set by `main`
@@ -59,130 +51,12 @@ ACCEPT_BACKOFF_SECONDS = 0.2  # after a failed accept (no descriptor left) befor
 GO_SECONDS = 10.0
 
 
-@contextlib.contextmanager
-def _alive(channel: Channel) -> Any:
-    """Tell the client every `ALIVE_EVERY_SECONDS` that its command still runs, until the
-    block ends (then the result follows): a client that hears nothing knows this process is
-    stopped or stuck, not busy."""
-    done = threading.Event()
-
-    def beat() -> None:
-        while not done.wait(ALIVE_EVERY_SECONDS):
-            try:
-                channel.send({"alive": True})
-            except OSError:
-                return  # the client left; the command still finishes
-
-    beating = threading.Thread(target=beat, name="octobrain-alive", daemon=True)
-    beating.start()
-    try:
-        yield
-    finally:
-        done.set()
-        beating.join()
-
-
-_OPS = ("run", "status", "stop", "mcp")
-_BUILD = re.compile(r"[0-9a-f]{24}")
-
-
-def _well_formed(request: object) -> TypeGuard[dict[str, Any]]:
-    """Whether `request` is what an octobrain client sends: an op it knows, an integer
-    protocol and a build fingerprint (a client of another build passes this, and makes the
-    service step aside); for a command of this protocol, fields of the right types and
-    stream encodings Python knows."""
-    if not isinstance(request, dict) or request.get("op") not in _OPS:
-        return False
-    protocol, build = request.get("protocol"), request.get("build")
-    if isinstance(protocol, bool) or not isinstance(protocol, int):
-        return False
-    if not isinstance(build, str) or not _BUILD.fullmatch(build):
-        return False
-    if protocol != PROTOCOL or request["op"] != "run":
-        return request["op"] != "mcp" or isinstance(request.get("cwd"), str)
-    argv, stdin, columns = request.get("argv"), request.get("stdin"), request.get("columns")
-    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-        return False
-    if not isinstance(request.get("prog"), str) or not isinstance(request.get("cwd"), str):
-        return False
-    if not (stdin is None or isinstance(stdin, str)) or isinstance(columns, bool):
-        return False
-    if not isinstance(columns, int):
-        return False
-    try:
-        for tag in ("in", "out", "err"):
-            for key, look_up in (("enc", codecs.lookup), ("errors", codecs.lookup_error)):
-                value = request.get(f"{tag}_{key}")
-                if value is not None:
-                    look_up(value)
-    except (LookupError, TypeError):
-        return False
-    return True
-
-
 def _config_stamp(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size)
-
-
-class BrainCache:
-    """One `BrainPool` per store, shared by the CLI commands and the MCP sessions: one model,
-    one LanceDB connection and one mirror per store. Use it under the service's run lock."""
-
-    def __init__(self, config: Config, lock: threading.Lock) -> None:
-        self.config = config
-        self._lock = lock
-        self._pools: dict[str, BrainPool] = {}
-        self._pools_lock = threading.Lock()  # MCP sessions look pools up outside the run lock
-
-    def pool(self, cwd: str) -> BrainPool:
-        """The pool of the store a process started in `cwd` opens."""
-        from octobrain.config import resolve_storage_uri
-        from octobrain.server.pool import BrainPool
-
-        uri = resolve_storage_uri(self.config)  # a relative storage.uri follows the cwd
-        if "://" not in uri:
-            uri = os.path.join(cwd, uri)
-        with self._pools_lock:
-            pool = self._pools.get(uri)
-            if pool is None:
-                pool = self._pools[uri] = BrainPool(self.config, uri=uri, lock=self._lock)
-            return pool
-
-    def brain(self, scope: str, workdir: Path, session_id: str = "") -> Brain:
-        root = self.pool(os.getcwd()).shared_root()
-        return root.for_scope(scope, workdir=workdir, session_id=session_id)
-
-    def flush(self) -> None:
-        """Commit queued access counts (a new process would at exit), and note the store's
-        files as the command left them."""
-        for pool in self._all():
-            pool.flush()
-            pool.note_store()
-
-    def settle(self) -> None:
-        """Before the service exits: each store's access counts committed and its snapshot
-        left at the store's version (`BrainPool.settle`)."""
-        for pool in self._all():
-            try:
-                pool.settle()
-            except Exception:  # the next command reports a store that cannot be read
-                log.warning("store not settled before exit", exc_info=True)
-
-    def maintain(self) -> None:
-        """The maintenance passes writes fell due for, with the mirrors caught up after them."""
-        for pool in self._all():
-            pool.maintain()
-
-    def maintenance_due(self) -> bool:
-        return any(pool.maintenance_due() for pool in self._all())
-
-    def _all(self) -> list[BrainPool]:
-        with self._pools_lock:
-            return list(self._pools.values())
 
 
 class Service:
@@ -375,7 +249,7 @@ class Service:
 
     def _exchange(self, channel: Channel) -> None:
         request = channel.recv(REQUEST_SECONDS, REQUEST_BYTES)
-        if not _well_formed(request):
+        if not well_formed(request):
             log.warning("dropped a request that is not an octobrain client's")
             return
         refusal = self._refusal(request)
@@ -407,8 +281,8 @@ class Service:
             if channel.recv(GO_SECONDS, REQUEST_BYTES) != {"go": True}:
                 return  # the client gave up waiting and runs the command itself
             channel.send({"running": True})
-            with _alive(channel):
-                result = self._run(request)
+            with alive(channel):
+                result = run_command(request, self.cache, _LIBRARY_LOG)
             with self.state_lock:
                 self.served += 1
         channel.send(result)
@@ -431,7 +305,7 @@ class Service:
         try:
             stdin = base64.b64decode(request["stdin"]) if request.get("stdin") else b""
             data = parse_hook_input(
-                _reader(stdin, request.get("in_enc"), request.get("in_errors")).read()
+                reader(stdin, request.get("in_enc"), request.get("in_errors")).read()
             )
             if data.transcript_path:
                 where = os.path.join(str(request["cwd"]), data.transcript_path)
@@ -477,79 +351,6 @@ class Service:
         finally:
             with self.state_lock:
                 self.sessions -= 1
-
-    def _run(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Run one command line as `octobrain` would, capturing its streams and exit code."""
-        from octobrain.cli.main import main
-
-        stdin = base64.b64decode(request["stdin"]) if request.get("stdin") else b""
-        out, err = io.BytesIO(), io.BytesIO()
-        saved = sys.stdin, sys.stdout, sys.stderr
-        saved_cwd, saved_columns = os.getcwd(), os.environ.get("COLUMNS")
-        code: Any = 0
-        try:
-            os.chdir(request["cwd"])
-            os.environ["COLUMNS"] = str(int(request.get("columns", 80)))
-            sys.stdin = _reader(stdin, request.get("in_enc"), request.get("in_errors"))
-            sys.stdout = out_text = _writer(out, request.get("out_enc"), request.get("out_errors"))
-            sys.stderr = err_text = _writer(err, request.get("err_enc"), request.get("err_errors"))
-            if _LIBRARY_LOG is not None:  # this thread's library warnings are the caller's
-                _LIBRARY_LOG.command_thread = threading.get_ident()
-            try:
-                main.main(args=list(request["argv"]), prog_name=str(request["prog"]))
-            except SystemExit as exc:
-                code = exc.code
-            except Exception:  # what an uncaught error prints in a new process
-                sys.stderr.write("".join(traceback.format_exc()))
-                code = 1
-            finally:
-                if _LIBRARY_LOG is not None:
-                    _LIBRARY_LOG.command_thread = None
-                if self.cache is not None:
-                    self.cache.flush()
-            out_text.flush()
-            err_text.flush()
-            out_text.detach()  # the buffers outlive their text wrappers
-            err_text.detach()
-        except OSError as exc:  # e.g. the caller's cwd is gone
-            err.write(f"error: cwd: {exc}\n".encode())
-            code = 1
-        finally:
-            sys.stdin, sys.stdout, sys.stderr = saved
-            os.chdir(saved_cwd)
-            if saved_columns is None:
-                os.environ.pop("COLUMNS", None)
-            else:
-                os.environ["COLUMNS"] = saved_columns
-        if code is None:
-            code = 0
-        elif not isinstance(code, int):  # sys.exit("message") prints it and exits 1
-            err.write(f"{code}\n".encode())
-            code = 1
-        return {
-            "stdout": base64.b64encode(out.getvalue()).decode(),
-            "stderr": base64.b64encode(err.getvalue()).decode(),
-            "exit": code,
-        }
-
-
-def _reader(data: bytes, encoding: object, errors: object) -> io.TextIOWrapper:
-    """The caller's stdin as its own process would decode it (`surrogateescape` under a C
-    or POSIX locale)."""
-    return io.TextIOWrapper(
-        io.BytesIO(data),
-        encoding=encoding if isinstance(encoding, str) else "utf-8",
-        errors=errors if isinstance(errors, str) else "strict",
-    )
-
-
-def _writer(buffer: io.BytesIO, encoding: object, errors: object) -> io.TextIOWrapper:
-    return io.TextIOWrapper(
-        buffer,
-        encoding=encoding if isinstance(encoding, str) else "utf-8",
-        errors=errors if isinstance(errors, str) else "strict",
-        write_through=True,
-    )
 
 
 def _spawner_fd() -> int | None:

@@ -1,0 +1,164 @@
+"""One command line run in the resident service as `octobrain` would run it in a new process:
+the request checked for an octobrain client's form (`well_formed`), the command run with the
+caller's stdin, stdout, stderr, working directory and terminal width (`run_command`), and the
+beats that tell the client it still runs (`alive`).
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import contextlib
+import io
+import os
+import re
+import sys
+import threading
+import traceback
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from octobrain.cli.service_client import ALIVE_EVERY_SECONDS, PROTOCOL, Channel
+
+if TYPE_CHECKING:
+    from octobrain.cli import library_log
+    from octobrain.cli.service_stores import BrainCache
+
+
+@contextlib.contextmanager
+def alive(channel: Channel) -> Any:
+    """Tell the client every `ALIVE_EVERY_SECONDS` that its command still runs, until the
+    block ends (then the result follows): a client that hears nothing knows this process is
+    stopped or stuck, not busy."""
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(ALIVE_EVERY_SECONDS):
+            try:
+                channel.send({"alive": True})
+            except OSError:
+                return  # the client left; the command still finishes
+
+    beating = threading.Thread(target=beat, name="octobrain-alive", daemon=True)
+    beating.start()
+    try:
+        yield
+    finally:
+        done.set()
+        beating.join()
+
+
+_OPS = ("run", "status", "stop", "mcp")
+_BUILD = re.compile(r"[0-9a-f]{24}")
+
+
+def well_formed(request: object) -> TypeGuard[dict[str, Any]]:
+    """Whether `request` is what an octobrain client sends: an op it knows, an integer
+    protocol and a build fingerprint (a client of another build passes this, and makes the
+    service step aside); for a command of this protocol, fields of the right types and
+    stream encodings Python knows."""
+    if not isinstance(request, dict) or request.get("op") not in _OPS:
+        return False
+    protocol, build = request.get("protocol"), request.get("build")
+    if isinstance(protocol, bool) or not isinstance(protocol, int):
+        return False
+    if not isinstance(build, str) or not _BUILD.fullmatch(build):
+        return False
+    if protocol != PROTOCOL or request["op"] != "run":
+        return request["op"] != "mcp" or isinstance(request.get("cwd"), str)
+    argv, stdin, columns = request.get("argv"), request.get("stdin"), request.get("columns")
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return False
+    if not isinstance(request.get("prog"), str) or not isinstance(request.get("cwd"), str):
+        return False
+    if not (stdin is None or isinstance(stdin, str)) or isinstance(columns, bool):
+        return False
+    if not isinstance(columns, int):
+        return False
+    try:
+        for tag in ("in", "out", "err"):
+            for key, look_up in (("enc", codecs.lookup), ("errors", codecs.lookup_error)):
+                value = request.get(f"{tag}_{key}")
+                if value is not None:
+                    look_up(value)
+    except (LookupError, TypeError):
+        return False
+    return True
+
+
+def run_command(
+    request: dict[str, Any],
+    cache: BrainCache | None,
+    library: library_log.CallerStderr | None,
+) -> dict[str, Any]:
+    """Run one command line as `octobrain` would, capturing its streams and exit code, then
+    `cache.flush()`; `library`: where this thread's library warnings go."""
+    from octobrain.cli.main import main
+
+    stdin = base64.b64decode(request["stdin"]) if request.get("stdin") else b""
+    out, err = io.BytesIO(), io.BytesIO()
+    saved = sys.stdin, sys.stdout, sys.stderr
+    saved_cwd, saved_columns = os.getcwd(), os.environ.get("COLUMNS")
+    code: Any = 0
+    try:
+        os.chdir(request["cwd"])
+        os.environ["COLUMNS"] = str(int(request.get("columns", 80)))
+        sys.stdin = reader(stdin, request.get("in_enc"), request.get("in_errors"))
+        sys.stdout = out_text = _writer(out, request.get("out_enc"), request.get("out_errors"))
+        sys.stderr = err_text = _writer(err, request.get("err_enc"), request.get("err_errors"))
+        if library is not None:  # this thread's library warnings are the caller's
+            library.command_thread = threading.get_ident()
+        try:
+            main.main(args=list(request["argv"]), prog_name=str(request["prog"]))
+        except SystemExit as exc:
+            code = exc.code
+        except Exception:  # what an uncaught error prints in a new process
+            sys.stderr.write("".join(traceback.format_exc()))
+            code = 1
+        finally:
+            if library is not None:
+                library.command_thread = None
+            if cache is not None:
+                cache.flush()
+        out_text.flush()
+        err_text.flush()
+        out_text.detach()  # the buffers outlive their text wrappers
+        err_text.detach()
+    except OSError as exc:  # e.g. the caller's cwd is gone
+        err.write(f"error: cwd: {exc}\n".encode())
+        code = 1
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+        os.chdir(saved_cwd)
+        if saved_columns is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = saved_columns
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("message") prints it and exits 1
+        err.write(f"{code}\n".encode())
+        code = 1
+    return {
+        "stdout": base64.b64encode(out.getvalue()).decode(),
+        "stderr": base64.b64encode(err.getvalue()).decode(),
+        "exit": code,
+    }
+
+
+def reader(data: bytes, encoding: object, errors: object) -> io.TextIOWrapper:
+    """The caller's stdin as its own process would decode it (`surrogateescape` under a C
+    or POSIX locale)."""
+    return io.TextIOWrapper(
+        io.BytesIO(data),
+        encoding=encoding if isinstance(encoding, str) else "utf-8",
+        errors=errors if isinstance(errors, str) else "strict",
+    )
+
+
+def _writer(buffer: io.BytesIO, encoding: object, errors: object) -> io.TextIOWrapper:
+    return io.TextIOWrapper(
+        buffer,
+        encoding=encoding if isinstance(encoding, str) else "utf-8",
+        errors=errors if isinstance(errors, str) else "strict",
+        write_through=True,
+    )

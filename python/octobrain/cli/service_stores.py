@@ -1,0 +1,77 @@
+"""The stores the resident service keeps open (`BrainCache`): one `BrainPool` per store, shared
+by the CLI commands and the MCP sessions it runs, and what it does to them between and after
+commands: access counts committed, maintenance that writes fell due for, and each store
+settled before the service exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from octobrain.config import Config
+    from octobrain.memory.brain import Brain
+    from octobrain.server.pool import BrainPool
+
+log = logging.getLogger("octobrain.cli.service_daemon")  # the service's own log (its log file)
+
+
+class BrainCache:
+    """One `BrainPool` per store, shared by the CLI commands and the MCP sessions: one model,
+    one LanceDB connection and one mirror per store. Use it under the service's run lock."""
+
+    def __init__(self, config: Config, lock: threading.Lock) -> None:
+        self.config = config
+        self._lock = lock
+        self._pools: dict[str, BrainPool] = {}
+        self._pools_lock = threading.Lock()  # MCP sessions look pools up outside the run lock
+
+    def pool(self, cwd: str) -> BrainPool:
+        """The pool of the store a process started in `cwd` opens."""
+        from octobrain.config import resolve_storage_uri
+        from octobrain.server.pool import BrainPool
+
+        uri = resolve_storage_uri(self.config)  # a relative storage.uri follows the cwd
+        if "://" not in uri:
+            uri = os.path.join(cwd, uri)
+        with self._pools_lock:
+            pool = self._pools.get(uri)
+            if pool is None:
+                pool = self._pools[uri] = BrainPool(self.config, uri=uri, lock=self._lock)
+            return pool
+
+    def brain(self, scope: str, workdir: Path, session_id: str = "") -> Brain:
+        root = self.pool(os.getcwd()).shared_root()
+        return root.for_scope(scope, workdir=workdir, session_id=session_id)
+
+    def flush(self) -> None:
+        """Commit queued access counts (a new process would at exit), and note the store's
+        files as the command left them."""
+        for pool in self._all():
+            pool.flush()
+            pool.note_store()
+
+    def settle(self) -> None:
+        """Before the service exits: each store's access counts committed and its snapshot
+        left at the store's version (`BrainPool.settle`)."""
+        for pool in self._all():
+            try:
+                pool.settle()
+            except Exception:  # the next command reports a store that cannot be read
+                log.warning("store not settled before exit", exc_info=True)
+
+    def maintain(self) -> None:
+        """The maintenance passes writes fell due for, with the mirrors caught up after them."""
+        for pool in self._all():
+            pool.maintain()
+
+    def maintenance_due(self) -> bool:
+        return any(pool.maintenance_due() for pool in self._all())
+
+    def _all(self) -> list[BrainPool]:
+        with self._pools_lock:
+            return list(self._pools.values())
