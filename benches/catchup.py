@@ -57,10 +57,10 @@ def run(
     from octobrain.config import Config
     from octobrain.embed.factory import get_embedder
     from octobrain.memory.brain import Brain
-    from octobrain.store import memories
+    from octobrain.store import upkeep
     from octobrain.times import utcnow
 
-    memories.COMPACT_EVERY = 10**9  # no maintenance pass mid-measurement
+    upkeep.COMPACT_EVERY = 10**9  # no maintenance pass mid-measurement
     # Before the store is made: its mark, snapshots and caches stay beside it, out of the
     # user's data dir.
     os.environ["OCTOBRAIN_DATA_DIR"] = str(where / "data")

@@ -665,9 +665,9 @@ def test_history_says_which_versions_were_the_stores_upkeep(
     # Index builds and compactions are versions too: history listed them with the count of the
     # version before and no word, as if a write had changed nothing. What made each is read
     # from the transaction Lance records for it, not guessed.
-    from octobrain.store import memories
+    from octobrain.store import upkeep
 
-    monkeypatch.setattr(memories, "SCALAR_INDEX_MIN_ROWS", 1)  # build the scalar indexes now
+    monkeypatch.setattr(upkeep, "SCALAR_INDEX_MIN_ROWS", 1)  # build the scalar indexes now
     ids = [memorize(f"Database choice {i}", f"Postgres {i} is the primary one.") for i in (1, 2, 3)]
     assert run("forget", ids[0], "--yes").exit_code == 0
     built = whole_store("reindex")

@@ -116,9 +116,9 @@ def test_history_names_the_upkeep_versions_of_a_store_on_s3(
     machine: S3, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # What made a version is read from the transaction Lance records, in the bucket too.
-    from octobrain.store import memories
+    from octobrain.store import upkeep
 
-    monkeypatch.setattr(memories, "SCALAR_INDEX_MIN_ROWS", 1)
+    monkeypatch.setattr(upkeep, "SCALAR_INDEX_MIN_ROWS", 1)
     laptop = _brain(machine, f"s3://{machine.bucket()}/octobrain")
     for i in (1, 2, 3):
         laptop.memorize(f"Deploy rule {i}", f"Production deploys need review {i}.")

@@ -326,11 +326,11 @@ def test_a_writer_killed_mid_snapshot_leaves_the_old_one_in_force(tmp_path: Path
 def test_the_ann_path_returns_the_exact_top_results(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from octobrain.store import memories as store_module
+    from octobrain.store import upkeep
 
     exact = _brain(tmp_path / "db", snapshot_min_rows=0)
     _fill(exact, 600)
-    monkeypatch.setattr(store_module, "VECTOR_INDEX_MIN_ROWS", 300)
+    monkeypatch.setattr(upkeep, "VECTOR_INDEX_MIN_ROWS", 300)
     exact.store.compact()  # builds the IVF-PQ index the ANN path searches
     assert "embedding" in {ix.columns[0] for ix in exact.store.memories.list_indices()}
     monkeypatch.setattr("octobrain.memory.search.ANN_EXACT_BELOW", 0)
@@ -353,6 +353,7 @@ def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
     from octobrain.memory.query import Filters
     from octobrain.models import Memory, MemoryType
     from octobrain.store import memories as store_module
+    from octobrain.store import upkeep
     from octobrain.store.sql import visible_scopes
 
     exact = _brain(tmp_path / "db", snapshot_min_rows=0)
@@ -375,7 +376,7 @@ def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
         for i in range(200)
     ]
     exact.store.add(more, exact.embedder.embed_documents([m.searchable_text() for m in more]))
-    monkeypatch.setattr(store_module, "VECTOR_INDEX_MIN_ROWS", 300)
+    monkeypatch.setattr(upkeep, "VECTOR_INDEX_MIN_ROWS", 300)
     exact.store.compact()
     monkeypatch.setattr(search_module, "ANN_EXACT_BELOW", 0)
     wheres: list[str | None] = []

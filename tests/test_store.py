@@ -143,7 +143,7 @@ def test_concurrent_processes_lose_nothing(tmp_path: Path) -> None:
 def test_periodic_maintenance_compacts_and_indexes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from octobrain.store import memories as module
+    from octobrain.store import upkeep as module
 
     monkeypatch.setattr(module, "COMPACT_EVERY", 16)
     monkeypatch.setattr(module, "SCALAR_INDEX_MIN_ROWS", 10)
@@ -332,9 +332,9 @@ def test_maintenance_runs_within_the_write_or_after_it_when_deferred(
 ) -> None:
     # The resident service defers it: the command whose write is the Nth commit gets its
     # answer first, and the service runs the pass afterwards, once.
-    from octobrain.store import memories
+    from octobrain.store import upkeep
 
-    monkeypatch.setattr(memories, "COMPACT_EVERY", 2)
+    monkeypatch.setattr(upkeep, "COMPACT_EVERY", 2)
     monkeypatch.setattr(MemoryStore, "defer_maintenance", deferred)
     passes: list[int] = []
     monkeypatch.setattr(MemoryStore, "compact", lambda self: passes.append(self.version()))

@@ -20,7 +20,7 @@ from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.knowledge import Knowledge
 from octobrain.memory.brain import Brain
-from octobrain.store.memories import ModelMismatch
+from octobrain.store.failures import ModelMismatch
 
 SCOPE = "github.com/acme/api"
 

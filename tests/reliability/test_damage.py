@@ -572,9 +572,9 @@ def test_a_lost_newest_version_is_an_error_not_a_silent_rollback(env: dict[str, 
 def _indexed(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """12 memories with their three scalar indexes built; their ids."""
     from octobrain.models import Memory
-    from octobrain.store import memories as store_module
+    from octobrain.store import upkeep
 
-    monkeypatch.setattr(store_module, "SCALAR_INDEX_MIN_ROWS", 10)  # indexes from 10 rows here
+    monkeypatch.setattr(upkeep, "SCALAR_INDEX_MIN_ROWS", 10)  # indexes from 10 rows here
     config = Config(embedding=EmbeddingConfig(model="hash:64"))
     brain = Brain("github.com/acme/api", config=config, uri=_store(env))
     facts = [

@@ -16,7 +16,7 @@ import pytest
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
-from octobrain.store import memories as store_module
+from octobrain.store import upkeep
 from octobrain.store.doctor import diagnose
 from tests.reliability.test_damage import run_cli
 
@@ -102,7 +102,7 @@ def test_the_maintenance_pass_drops_them_and_keeps_live_edges(
 ) -> None:
     store, (_, first, second) = half_forgotten
     brain = brain_at(store)
-    monkeypatch.setattr(store_module, "COMPACT_EVERY", 1)  # the next write falls due
+    monkeypatch.setattr(upkeep, "COMPACT_EVERY", 1)  # the next write falls due
     live = [{"target_id": first, "relationship_type": "related_to"}]
     note, _ = brain.memorize("Token audit", "Audit refresh token reuse weekly.", related_to=live)
     edges = brain.store.relationships_of([first, second, note.id])

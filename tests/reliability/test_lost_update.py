@@ -22,7 +22,7 @@ from octobrain.embed.factory import get_embedder
 from octobrain.errors import StorageError
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory, Relationship, RelationshipType, State
-from octobrain.store.memories import NotFound
+from octobrain.store.failures import NotFound
 from octobrain.times import utcnow
 
 SCOPE = "github.com/acme/api"

@@ -23,8 +23,7 @@ from octobrain.errors import InvalidInput, StorageError
 from octobrain.memory import conflicts, transfer
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory, RelationshipType
-from octobrain.store import ModelMismatch, NotFound
-from octobrain.store import memories as store_module
+from octobrain.store import ModelMismatch, NotFound, upkeep
 from octobrain.times import utcnow
 from tests.test_conflicts import conflict_edges, timeout
 from tests.test_consolidation import SCOPE, MakeBrain, add_at, all_edges, raw_rows, twins
@@ -204,7 +203,7 @@ def test_restore_brings_edges_back_after_compaction_cleaned_old_versions(
     a, link = auth_note(brain)
     b, _ = brain.memorize("Refresh rotation", "Refresh tokens rotate on use.", related_to=link)
     time.sleep(3)  # the edge's version is now older than what compaction keeps
-    monkeypatch.setattr(store_module, "KEEP_VERSIONS_FOR", timedelta(seconds=2))
+    monkeypatch.setattr(upkeep, "KEEP_VERSIONS_FOR", timedelta(seconds=2))
     brain.memorize("Key storage", "Signing keys live in the vault.")
     version = brain.history(1)[0].version
     brain.forget([a.id], confirm=True)

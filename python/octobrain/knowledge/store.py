@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import OctobrainError, StorageError
 from octobrain.store import manifest
+from octobrain.store.failures import ModelMismatch, io_failure
 from octobrain.store.highwater import Commits
 from octobrain.store.location import StoreLocation
-from octobrain.store.memories import ModelMismatch, io_failure
 from octobrain.store.schema import META_DIM, META_MODEL, META_SCHEMA
 from octobrain.store.sql import sql_in, sql_str
 

@@ -39,8 +39,7 @@ from octobrain.embed.base import Embedder
 from octobrain.models import Memory, Relationship, RelationshipType, State
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
-from octobrain.store.memories import CONSOLIDATIONS
-from octobrain.store.schema import DONE, PENDING, REVERTED, REVERTING
+from octobrain.store.schema import CONSOLIDATIONS, DONE, PENDING, REVERTED, REVERTING
 from octobrain.store.sql import sql_in, sql_str
 from octobrain.times import utcnow
 

@@ -10,8 +10,8 @@ from octobrain.memory import goals, sweep
 from octobrain.memory.consolidation import Consolidation, Unconsolidation
 from octobrain.memory.sleep import SleepReport, archive_faded, sleep_pass
 from octobrain.models import MemoryType, check_limit
-from octobrain.store.memories import StoreVersion
 from octobrain.store.sql import visible_scopes
+from octobrain.store.timeline import StoreVersion
 from octobrain.times import utcnow
 
 if TYPE_CHECKING:

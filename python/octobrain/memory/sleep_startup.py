@@ -133,9 +133,9 @@ def start_background_sleep(
 def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
     from filelock import Timeout
 
+    from octobrain.store.failures import ModelMismatch
     from octobrain.store.lease import StoreBusy
     from octobrain.store.location import object_store_reason as reason
-    from octobrain.store.memories import ModelMismatch
     from octobrain.store.sql import sql_str
 
     cfg = brain.config.consolidation

@@ -40,7 +40,9 @@ from octobrain.secrets import screen
 from octobrain.store import schema
 from octobrain.store.addresses import ADDR
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
-from octobrain.store.memories import CONSOLIDATIONS, MEMORIES, MemoryStore, Pinned, WriteFailed
+from octobrain.store.failures import WriteFailed
+from octobrain.store.memories import MemoryStore, Pinned
+from octobrain.store.schema import CONSOLIDATIONS, MEMORIES
 from octobrain.store.sql import sql_in, visible_scopes, visible_where
 from octobrain.times import utcnow
 

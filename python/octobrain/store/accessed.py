@@ -1,5 +1,6 @@
 """Accesses counted by a process that never opened LanceDB, kept as small files until a process
-that opens the tables commits them (`MemoryStore`).
+that opens the tables commits them (`MemoryStore`: `count_kept_access`, `keep_access` and
+`kept_access` are its side of them, here).
 
 A new process whose `remember` a current snapshot serves (`memory.corpus`) imports no LanceDB.
 Committing its access counts would import it at exit (a third of such a process) and make a
@@ -31,9 +32,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from octobrain.files import read_regular
 from octobrain.store.location import StoreLocation
+
+if TYPE_CHECKING:
+    from octobrain.store.memories import MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -165,3 +170,42 @@ def read(paths: Sequence[Path]) -> Accessed | None:
     if not ids or at is None or window is None:
         return None
     return Accessed(list(ids), at, window)
+
+
+def count_kept_access(store: MemoryStore) -> None:
+    """Commit the access counts processes of their own kept for the next process that
+    opens the tables (`claim`): done as this one opens them, before it reads, so
+    it shows them (a long-lived process also asks before each call). Never fails the open:
+    an access count is a ranking signal."""
+    if store._finishing_restore or store._memories is None:
+        return
+    try:
+        claimed = claim(store.location)
+    except OSError as exc:  # a read-only store still answers questions
+        log.warning("access counts not recorded: %s", exc)
+        return
+    if not claimed:
+        return
+    kept = read(claimed)
+    try:
+        if kept is not None:
+            store.record_access(kept.ids, kept.at, min_interval=kept.window)
+    except Exception as exc:  # (as above; a damaged table is the read's to report)
+        log.warning("access counts not recorded: %s", exc)
+        unclaim(claimed)
+    else:
+        remove(claimed)
+
+
+def keep_access(
+    store: MemoryStore, ids: Sequence[str], now: datetime, *, min_interval: timedelta
+) -> bool:
+    """`record_access` left to the next process that opens the tables (`write`);
+    False when it cannot be (an object store, enough are waiting, or this process is the
+    resident service): commit instead."""
+    return store.keeps_access and write(store.location, ids, now, min_interval)
+
+
+def kept_access(store: MemoryStore) -> Accessed | None:
+    """The accesses kept and not yet committed (`keep_access`)."""
+    return waiting(store.location)

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from octobrain.store.memories import CONSOLIDATIONS, MemoryStore
-from octobrain.store.schema import DONE, PENDING, REVERTED, UNFINISHED
+from octobrain.store.memories import MemoryStore
+from octobrain.store.schema import CONSOLIDATIONS, DONE, PENDING, REVERTED, UNFINISHED
 from octobrain.store.sql import sql_in, sql_str
 from octobrain.times import utcnow
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
-from octobrain.store.schema import UNFINISHED
+from octobrain.store.schema import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS, UNFINISHED
+from octobrain.store.sql import DELETE_BATCH, sql_in
 
 if TYPE_CHECKING:
     import lancedb
+
+    from octobrain.store.memories import MemoryStore
 
 
 def sweepable(
@@ -91,8 +94,6 @@ def after_newest(
     the commits that write it, so a `forget` (whose commit comes after every edge it leaves)
     never leaves one; memories that lost their newest versions (manifest files deleted) do,
     and those edges are the evidence of what was lost: named apart, never deleted."""
-    from octobrain.store.sql import sql_in
-
     if not edges:
         return set()
     # LanceDB gives version times as naive local times; edges carry UTC. An edge dated after
@@ -110,3 +111,22 @@ def after_newest(
         )
         later.update(row["id"] for row in rows if newest < row["created_at"] <= now)
     return later
+
+
+def drop_dangling_edges(store: MemoryStore) -> int:
+    """Delete the edges with an end that is no memory (`sweepable`: not those made
+    after the newest memories version, which show what lost versions held), under the
+    write lock, `DELETE_BATCH` a commit. Returns how many. Edges only: the model is
+    neither checked nor used."""
+    with store.write_lock(check_model=False):
+        db = store.open_db()
+        log = db.open_table(CONSOLIDATIONS) if store.made(CONSOLIDATIONS) else None
+        edges = db.open_table(RELATIONSHIPS)
+        ids, _ = sweepable(db.open_table(MEMORIES), edges, log)
+        for at in range(0, len(ids), DELETE_BATCH):
+            batch = ids[at : at + DELETE_BATCH]
+            store.check_lease()
+            store.note_changes(edges=batch)
+            edges.delete(sql_in("id", batch))
+            store.wrote(edges)
+    return len(ids)

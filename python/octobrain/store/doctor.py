@@ -173,7 +173,7 @@ def _check_edge_ends(
     table the count would be wrong, and that damage is named already. Not after a restore or
     migrate `cut_short`: it leaves such edges, and running it again is their repair."""
     from octobrain.store.dangling import sweepable
-    from octobrain.store.memories import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS
+    from octobrain.store.schema import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS
 
     checked = {t.name: t for t in tables}
     needed = [MEMORIES, RELATIONSHIPS] + [CONSOLIDATIONS] * (CONSOLIDATIONS in checked)
@@ -227,7 +227,7 @@ def _history_gap(table: lancedb.table.Table) -> list[int]:
     after one made within the last `KEEP_VERSIONS_FOR` was deleted by something else."""
     from datetime import datetime
 
-    from octobrain.store.memories import KEEP_VERSIONS_FOR
+    from octobrain.store.upkeep import KEEP_VERSIONS_FOR
 
     try:
         kept = sorted((int(v["version"]), v["timestamp"]) for v in table.list_versions())
@@ -244,8 +244,7 @@ def _history_gap(table: lancedb.table.Table) -> list[int]:
 def _unfinished(db: lancedb.DBConnection, tables: list[TableCheck]) -> int:
     """How many consolidation records are pending or reverting (0 when the log did not open;
     its check says why)."""
-    from octobrain.store.memories import CONSOLIDATIONS
-    from octobrain.store.schema import UNFINISHED
+    from octobrain.store.schema import CONSOLIDATIONS, UNFINISHED
 
     if not any(t.name == CONSOLIDATIONS and t.opened for t in tables):
         return 0

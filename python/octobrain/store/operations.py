@@ -6,16 +6,21 @@ says where the `Transaction` that made the version lies: inside the manifest fil
 (`transaction_section`) or in `_transactions/` (`transaction_file`). The transaction's
 `operation` is a oneof whose field number names the kind (Lance's `protos/transaction.proto`).
 `memory history` reads it to say why a version changed no memory: the store's upkeep.
+
+The manifest also names the data files the version reads, with the size Lance wrote each at:
+before a commit the store checks them on disk (`damaged_file`), since a commit never reads them.
 """
 
 from __future__ import annotations
 
+import os
 import struct
+from pathlib import Path
 from typing import Any
 
 from octobrain.store.location import StoreLocation
 
-__all__ = ["UPKEEP", "data_files", "operation", "upkeep_note"]
+__all__ = ["UPKEEP", "damaged_file", "data_files", "operation", "upkeep_note"]
 
 # `Transaction.operation` field numbers of the commits that rearrange a table without changing
 # a row, and what `memory history` says of them ("this version …").
@@ -81,6 +86,44 @@ def data_files(location: StoreLocation, name: str, version: int) -> list[tuple[s
         return files
     except (OSError, ValueError, struct.error, UnicodeDecodeError, DecodeError):
         return None
+
+
+# The last bytes of every Lance data file, legacy and v2 formats alike. A file overwritten at
+# its own size (zeros, as a crash of some filesystems leaves the blocks last written) keeps
+# the size the commit check compares, not these.
+LANCE_MAGIC = b"LANC"
+
+
+def _footer(path: Path, size: int) -> bytes:
+    """The last four bytes of the data file `path` of `size` bytes (a regular file: its size
+    matched what Lance wrote)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        return os.pread(fd, 4, max(size - 4, 0))
+    finally:
+        os.close(fd)
+
+
+def damaged_file(location: StoreLocation, name: str, version: int) -> str | None:
+    """The first data file that `version` of table `name` of a local store reads and that is
+    gone, not the size Lance wrote it at, or no longer ends in Lance's footer, in words."""
+    assert location.path is not None
+    folder = location.path / f"{name}.lance" / "data"
+    for path, size in data_files(location, name, version) or ():
+        try:
+            got = (folder / path).stat().st_size
+            if got == size and _footer(folder / path, size) == LANCE_MAGIC:
+                continue
+        except FileNotFoundError:
+            return f"data file {path} is gone"
+        except OSError:
+            continue  # (access, not damage: the commit says so itself)
+        if not size:
+            continue
+        if got != size:
+            return f"data file {path} holds {got:,} bytes, not the {size:,} written"
+        return f"data file {path} no longer ends in Lance's footer (overwritten at its size)"
+    return None
 
 
 def upkeep_note(location: StoreLocation, name: str, version: int) -> str:

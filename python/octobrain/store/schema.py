@@ -27,6 +27,10 @@ SCHEMA_VERSION = "1"
 META_MODEL = b"octobrain.embedding_model"
 META_DIM = b"octobrain.embedding_dim"
 META_SCHEMA = b"octobrain.schema_version"
+# The store's tables (the consolidation journal lives beside the memories and their edges).
+MEMORIES = "memories"
+RELATIONSHIPS = "relationships"
+CONSOLIDATIONS = "consolidations"
 
 # Every embedder (`embed.base`) and `memory import` store unit-length vectors: one further from
 # it than float32 rounding was changed on disk (Lance keeps no checksum of its data pages, so

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 from octobrain.models import State
 
+DELETE_BATCH = 4_096  # ids per delete predicate (an `IN` list's cost grows with its length)
+
 
 def sql_str(value: str) -> str:
     """A SQL string literal: single quotes doubled, so data can never close the literal."""

@@ -1,0 +1,86 @@
+"""The relationships table's side of the store: which edges it holds, every edge (whole or in
+batches), the edges of a type or touching some memories, and edges added and deleted."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from octobrain.models import Relationship
+from octobrain.store import schema
+from octobrain.store.scans import held, scan_arrow, scan_batches
+from octobrain.store.sql import sql_in, sql_str
+from octobrain.store.writes import append
+
+if TYPE_CHECKING:
+    from octobrain.store.memories import MemoryStore
+
+
+def held_relationships(store: MemoryStore, ids: Sequence[str]) -> set[str]:
+    """Which of the edge ids `ids` the store holds (whatever their ends)."""
+    return held(store.relationships, ids)
+
+
+def relationships_version(store: MemoryStore) -> int:
+    """The latest committed version of `relationships`."""
+    return int(store.relationships.version)
+
+
+def all_relationships(store: MemoryStore) -> list[Relationship]:
+    """Every edge in the store."""
+    return [r for batch in store.relationship_batches(4096) for r in batch]
+
+
+def relationship_batches(store: MemoryStore, batch_rows: int) -> Iterator[list[Relationship]]:
+    """Every edge in the store, at most `batch_rows` at a time, read as they are consumed
+    (at the version the first batch reads)."""
+    columns = store.relationships.schema.names
+    for batch in scan_batches(store.relationships, "true", columns, batch_rows):
+        yield [schema.row_to_relationship(r) for r in batch.to_pylist()]
+
+
+def sources_to(store: MemoryStore, target_id: str, relationship_type: str) -> list[str]:
+    """The source ids of the edges of one type that point at `target_id` (one narrow read:
+    a goal may have tens of thousands of findings)."""
+    where = f"target_id = {sql_str(target_id)} AND relationship_type = {sql_str(relationship_type)}"
+    rows = scan_arrow(store.relationships, where, ["source_id"], None)
+    return list(dict.fromkeys(rows["source_id"].to_pylist()))
+
+
+def sources_of(store: MemoryStore, relationship_type: str) -> set[str]:
+    """The source ids of every edge of one type (read by the type alone: a caller asking
+    which of 200,000 ids is one names none of them in the query)."""
+    where = f"relationship_type = {sql_str(relationship_type)}"
+    return set(scan_arrow(store.relationships, where, ["source_id"], None)["source_id"].to_pylist())
+
+
+def relationships_of(store: MemoryStore, ids: Sequence[str]) -> list[Relationship]:
+    """Every edge touching any of `ids`, in either direction."""
+    if not ids:
+        return []
+    where = f"{sql_in('source_id', ids)} OR {sql_in('target_id', ids)}"
+    rows = store.relationships.search().where(where).limit(None).to_list()
+    return [schema.row_to_relationship(r) for r in rows]
+
+
+def add_relationships(
+    store: MemoryStore, rels: Sequence[Relationship], *, ends_held: bool = False
+) -> None:
+    """Append edges (one commit); with `ends_held`, only while both ends of each are held
+    (`NotFound` otherwise). Consolidations write a parent's edges before its row."""
+    if rels:
+        with store.write_lock():
+            if ends_held:
+                store.require_ends(rels, set())
+            store.check_commit()
+            append(store, store.relationships, [schema.relationship_to_row(r) for r in rels])
+
+
+def delete_relationships(store: MemoryStore, where: str) -> None:
+    """Delete the edges matching a predicate (one commit)."""
+    with store.write_lock():
+        found = store.relationships.search().where(where).select(["id"]).limit(None)
+        store.check_lease()
+        store.note_changes(edges=found.to_arrow().column("id").to_pylist())
+        store.relationships.delete(where)
+        store.wrote(store.relationships)

@@ -1,0 +1,48 @@
+"""What the store's reads and writes fail with: a model other than the store's, a memory not
+visible, a row changed under a read-modify-write, a failed commit, each in one line."""
+
+from __future__ import annotations
+
+import re
+
+from octobrain.errors import InvalidInput, OctobrainError, StorageError
+from octobrain.store import manifest
+
+
+class ModelMismatch(OctobrainError):
+    """The store was embedded with another model than the one configured."""
+
+
+class NotFound(InvalidInput):
+    """A memory id that does not exist or is not visible from this scope (a caller's mistake)."""
+
+
+class RowChanged(StorageError):
+    """A read-modify-write found a row it read changed or gone when it came to commit (another
+    writer got the store meanwhile: this one's lease lapsed): nothing was written."""
+
+
+def io_failure(path: object, exc: BaseException, done: str = "nothing was changed") -> str:
+    """One line for an I/O failure under `path` (LanceDB reports them as RuntimeError), and
+    what the write had `done` before it."""
+    text = str(exc)
+    found = re.search(r"LanceError\(IO\): ([^,\n]+)", text)
+    reason = found.group(1) if found else (getattr(exc, "strerror", None) or text.splitlines()[0])
+    return f"store: cannot write to {path}: {reason}; {done} (check free space and permissions)"
+
+
+class WriteFailed(StorageError):
+    """A commit under the write lock failed (a full disk, permissions). Its line says nothing
+    was changed, which holds for that commit; a caller that made commits before it says what
+    they stored instead (`after`)."""
+
+    def __init__(self, path: object, exc: BaseException) -> None:
+        # A write that read the table's files and found them damaged is damage, not a full
+        # disk: said as one, the user went looking for free space and never at `doctor`.
+        super().__init__(manifest.read_failure(exc) or io_failure(path, exc))
+        self.path, self.cause = path, exc
+
+    def after(self, done: str) -> StorageError:
+        """The same failure, saying what the earlier commits of this write `done`."""
+        damage = manifest.read_failure(self.cause, done)
+        return StorageError(damage or io_failure(self.path, self.cause, done))

@@ -1,0 +1,201 @@
+"""The store's upkeep: compaction (small fragments merged, deletions folded, versions past
+`KEEP_VERSIONS_FOR` cleaned up), the indexes that pay at the table's size, `reindex`, the
+maintenance pass every `COMPACT_EVERY` commits (run after the answer where it is deferred), and
+a table an earlier octobrain made brought up to the current columns, the checksum stamped on
+the rows that lack a valid one."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from octobrain.errors import StorageError
+from octobrain.models import KEEP_VERSIONS_DAYS
+from octobrain.store import manifest, schema
+from octobrain.store.failures import io_failure
+from octobrain.store.lancedb_import import import_lancedb
+from octobrain.store.scans import scan_arrow, scan_batches
+from octobrain.store.sql import DELETE_BATCH, sql_in
+
+if TYPE_CHECKING:
+    import lancedb
+    import pyarrow as pa
+
+    from octobrain.store.memories import MemoryStore
+
+log = logging.getLogger(__name__)
+
+COMPACT_EVERY = 64  # commits between maintenance passes
+# Old table versions are the undo history (`octobrain memory history` / `restore`).
+KEEP_VERSIONS_FOR = timedelta(days=KEEP_VERSIONS_DAYS)
+SCALAR_INDEX_MIN_ROWS = 5_000
+VECTOR_INDEX_MIN_ROWS = 50_000  # where the exact in-process scan hands over to LanceDB
+
+
+def compact(store: MemoryStore) -> None:
+    """Merge small fragments, fold deletions, update indexes and drop versions older than
+    `KEEP_VERSIONS_FOR` (long enough for any in-flight reader), so reads stay fast after
+    many small writes. Creates the indexes that pay at the current size."""
+    import_lancedb()
+    from lancedb.index import Bitmap, BTree, IvfPq
+
+    with store.write_lock():
+        store.check_lease()
+        rows = store.memories.count_rows()
+        indexed = {ix.columns[0] for ix in store.memories.list_indices()}
+        if rows >= SCALAR_INDEX_MIN_ROWS:
+            # id: point lookups, access bumps and deletes; scope/state: every read's filter.
+            if "id" not in indexed:
+                store.memories.create_index("id", config=BTree())
+            for column in ("scope", "state"):
+                if column not in indexed:
+                    store.memories.create_index(column, config=Bitmap())
+        if rows >= VECTOR_INDEX_MIN_ROWS and "embedding" not in indexed:
+            ivf = IvfPq(
+                distance_type="cosine",
+                num_partitions=max(2, min(256, int(rows**0.5))),
+                num_sub_vectors=_sub_vectors(store.dim),
+            )
+            store.memories.create_index("embedding", config=ivf)
+        stamped = stamp(store, store.memories)  # rows an older octobrain wrote meanwhile
+        if stamped:
+            log.info("memories: stamped %d rows an older octobrain wrote", stamped)
+        store.memories.optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
+        store.wrote(store.memories)
+        store.relationships.optimize(cleanup_older_than=_companion_keep(store, store.relationships))
+        store.wrote(store.relationships)
+
+
+def _companion_keep(store: MemoryStore, table: lancedb.table.Table) -> timedelta:
+    """How far back a companion table's versions are kept: `KEEP_VERSIONS_FOR`, and back to
+    the version current when the oldest kept memories version was made, however old (edges
+    untouched for ten days are the edges of every memories version since). `restore` maps
+    each memories version to the companion version current at that moment; cleaned away,
+    a restore brought memories back without their edges."""
+    # LanceDB gives version times as naive local times, as `datetime.now()` is.
+    oldest: datetime = min(v["timestamp"] for v in store.memories.list_versions())
+    current: list[datetime] = [
+        v["timestamp"] for v in table.list_versions() if v["timestamp"] <= oldest
+    ]
+    if not current:
+        return KEEP_VERSIONS_FOR
+    return max(KEEP_VERSIONS_FOR, datetime.now() - max(current) + timedelta(minutes=1))
+
+
+def reindex(store: MemoryStore) -> tuple[list[str], list[str]]:
+    """Drop every index of the memories table and build again those that pay at its size
+    (`compact`): the way back from a damaged or lost index file, which reads would
+    otherwise keep tripping over. Returns the indexes dropped and those built. Every row
+    is read first: over rows that cannot be read the indexes cannot be built again, and
+    dropping them would change the store for nothing (that damage is `doctor`'s to name)."""
+    with store.write_lock():
+        try:
+            for _ in store.memories.search().limit(None).to_batches():
+                pass
+        except (OSError, RuntimeError) as exc:
+            damage = manifest.read_failure(exc)
+            if damage is None:
+                raise
+            raise StorageError(damage) from exc
+        dropped = [ix.name for ix in store.memories.list_indices()]
+        for name in dropped:
+            store.memories.drop_index(name)
+        store.compact()
+        built = [ix.name for ix in store.memories.list_indices()]
+    return dropped, built
+
+
+def maybe_maintain(store: MemoryStore) -> None:
+    """Compact every `COMPACT_EVERY` commits (call with the write lock held), or, where
+    maintenance is deferred, note that it is due."""
+    if store.memories.version % COMPACT_EVERY == 0:
+        if store.defer_maintenance:
+            store._maintenance_due = True
+            return
+        _maintain(store)
+
+
+def maintain_if_due(store: MemoryStore) -> bool:
+    """Run the maintenance pass a deferred write fell due for; whether it ran."""
+    if not store._maintenance_due:
+        return False
+    store._maintenance_due = False
+    _maintain(store)
+    return True
+
+
+def _maintain(store: MemoryStore) -> None:
+    # Edges a killed `forget` left first, so the compaction folds their deletion in.
+    for step in (store.drop_dangling_edges, store.compact):
+        try:
+            step()
+        except Exception:  # maintenance must never fail the write that triggered it
+            log.warning("store maintenance failed; it will be retried", exc_info=True)
+
+
+def add_later_columns(
+    store: MemoryStore,
+    db: lancedb.DBConnection,
+    name: str,
+    missing_of: Callable[[pa.Schema], list[pa.Field]],
+    checked: Sequence[str],
+    sum_of: Callable[[Mapping[str, Any]], int],
+) -> lancedb.table.Table:
+    """Bring table `name` made by an older version up to the current columns (under the
+    write lock; the rows and the model stamp are kept, the new columns start null); when
+    the checksum is one of them, each row's is computed from its `checked` columns as the
+    row is now (`sum_of`, one more commit): the rows are taken as sound as they are."""
+    try:
+        with store._lock:
+            table = db.open_table(name)
+            store.location.to_latest(table)
+            missing = missing_of(table.schema)
+            if missing:  # another process may have added them while we waited
+                store.check_lease()
+                table.add_columns(missing)
+                store.wrote(table)
+                log.info("%s: added columns %s", name, [f.name for f in missing])
+                if any(f.name == schema.CHECKSUM for f in missing):
+                    stamp(store, table, f"{schema.CHECKSUM} IS NULL", checked, sum_of)
+    except (OSError, RuntimeError) as exc:
+        raise StorageError(io_failure(store.location, exc)) from exc
+    return db.open_table(name)
+
+
+def stamp(
+    store: MemoryStore,
+    table: lancedb.table.Table,
+    where: str | None = None,
+    checked: Sequence[str] = schema.CHECKED,
+    sum_of: Callable[[Mapping[str, Any]], int] = schema.checksum,
+) -> int:
+    """Under the write lock: set the checksum (`sum_of` its `checked` columns) of the rows
+    matching `where`, else of every memory without a valid stamp (written before the
+    column, or since by an older octobrain, which keeps the column as it was), as they are
+    now, in one commit. Returns how many."""
+    import pyarrow as pa
+
+    wheres = [where] if where is not None else []
+    if where is None:
+        narrow = scan_arrow(table, "true", ["id", "updated_at", schema.CHECKSUM], None)
+        ids = narrow["id"].filter(schema.unstamped_mask(narrow)).to_pylist()
+        step = DELETE_BATCH
+        wheres = [sql_in("id", ids[at : at + step]) for at in range(0, len(ids), step)]
+    stamps: dict[str, int] = {}
+    for part in wheres:
+        for batch in scan_batches(table, part, list(checked), DELETE_BATCH):
+            stamps.update((row["id"], sum_of(row)) for row in batch.to_pylist())
+    if stamps:
+        store.check_lease()
+        data = pa.table({"id": list(stamps), schema.CHECKSUM: pa.array(stamps.values())})
+        table.merge_insert("id").when_matched_update_all().execute(data)
+        store.wrote(table)
+    return len(stamps)
+
+
+def _sub_vectors(dim: int) -> int:
+    """The largest divisor of `dim` that is at most dim/8 (PQ needs an exact split)."""
+    target = max(1, dim // 8)
+    return next(d for d in range(target, 0, -1) if dim % d == 0)
