@@ -286,3 +286,77 @@ def test_a_damaged_memory_is_forgotten_over_mcp_its_text_not_shown(env: dict[str
 
     run(body)
     assert run_cli(env, "doctor")[0] == 0
+
+
+def _indexed(env: dict[str, str], tmp_path: Path, name: str, number: int) -> Path:
+    doc = tmp_path / f"{name}.md"
+    doc.write_text(f"# Ports\n\nThe {name} service listens on port {number}.\n")
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    return doc
+
+
+def _flip_chunks(env: dict[str, str], found: bytes) -> int:
+    """Turn the last byte of `found` ("0" into "1") wherever it is in the knowledge chunks'
+    data files; how many places changed."""
+    changed = 0
+    for path in (_store(env) / "knowledge_chunks.lance" / "data").glob("*.lance"):
+        raw = bytearray(path.read_bytes())
+        at = raw.find(found)
+        while at >= 0:
+            raw[at + len(found) - 1] ^= 1
+            changed += 1
+            at = raw.find(found, at + 1)
+        path.write_bytes(bytes(raw))
+    return changed
+
+
+def test_a_bit_flipped_in_a_knowledge_chunk_is_named_not_shown(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # A chunk's text flipped on disk read back as other valid text: `knowledge search` showed
+    # "port 8441" where the document says 8440, and `doctor` said ok.
+    doc = _indexed(env, tmp_path, "api", 8440)
+    cache = _indexed(env, tmp_path, "cache", 6370)
+    assert _flip_chunks(env, b"port 8440") >= 1
+    done = octobrain(env, "search", "which port does the api service listen on", group="knowledge")
+    assert done.returncode == 1 and "8441" not in done.stdout, done.stdout
+    line = one_clear_line(done.stderr)
+    assert "'knowledge_chunks' is damaged" in line and doc.name in line, line
+    assert "no longer matches the checksum" in line and "octobrain doctor" in line, line
+    other = ("search", "which port does the cache service listen on", "--source", str(cache))
+    found = octobrain(env, *other, group="knowledge")  # another source is served
+    assert found.returncode == 0 and "6370" in found.stdout, found.stderr
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    report = json.loads(out)
+    assert rc == 1 and not report["ok"]
+    [problem] = report["problems"]
+    assert problem["table"] == "knowledge_chunks" and doc.name in problem["problem"], problem
+    assert "knowledge index --force" in problem["repair"], problem
+    [chunks] = [t for t in report["tables"] if t["name"] == "knowledge_chunks"]
+    assert chunks["garbled_rows"] >= 1 and len(chunks["garbled"]) == 1
+
+    # The repair doctor names: the source indexed again, its damaged chunks dropped.
+    again = octobrain(env, "index", "--force", str(doc), group="knowledge")
+    assert again.returncode == 0, again.stderr
+    assert run_cli(env, "doctor")[0] == 0
+    done = octobrain(env, "search", "which port does the api service listen on", group="knowledge")
+    assert done.returncode == 0 and "8440" in done.stdout, done.stderr
+
+
+def test_an_old_knowledge_index_gains_chunk_checksums_with_its_first_write(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # An index made before the column: searches take its chunks unchecked; the first write
+    # adds the column and stamps every chunk as it then is, after which a flip is named.
+    _indexed(env, tmp_path, "api", 8440)
+    lancedb.connect(_store(env)).open_table("knowledge_chunks").drop_columns([schema.CHECKSUM])
+    found = octobrain(env, "search", "which port does the api service listen on", group="knowledge")
+    assert found.returncode == 0 and "8440" in found.stdout, found.stderr
+    assert run_cli(env, "doctor")[0] == 0
+    _indexed(env, tmp_path, "cache", 6370)
+    rows = lancedb.connect(_store(env)).open_table("knowledge_chunks").to_arrow().to_pylist()
+    assert len(rows) >= 2 and all(schema.chunk_verified(r) is True for r in rows)
+    assert _flip_chunks(env, b"port 8440") >= 1
+    done = octobrain(env, "search", "which port does the api service listen on", group="knowledge")
+    assert done.returncode == 1 and "no longer matches the checksum" in done.stderr
+    assert run_cli(env, "doctor")[0] == 1

@@ -5,7 +5,8 @@ Two tables:
 - `knowledge_sources`: one row per (scope, session, uri): title, type, the extracted text (for
   `match`), its content hash, the chunker settings, and the **current generation** id.
 - `knowledge_chunks`: child chunks with their parent text, section path and embedding, each
-  tagged with the generation that wrote it. The model id and dimension live in its metadata.
+  tagged with the generation that wrote it and carrying the CRC-32 of what a search shows of it
+  (`schema.chunk_checksum`). The model id and dimension live in its metadata.
 
 A chunk is visible only while its generation is the one its source row names. Re-indexing
 writes the new chunks under a new generation (commit 1, invisible), flips the source row to it
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -29,18 +31,30 @@ from octobrain.store import manifest
 from octobrain.store.failures import ModelMismatch, io_failure
 from octobrain.store.highwater import Commits
 from octobrain.store.location import StoreLocation
-from octobrain.store.schema import META_DIM, META_MODEL, META_SCHEMA
+from octobrain.store.schema import (
+    CHECKSUM,
+    CHECKSUM_FIELD,
+    CHUNK_CHECKED,
+    CHUNKS,
+    META_DIM,
+    META_MODEL,
+    META_SCHEMA,
+    chunk_checksum,
+    stamps,
+)
 from octobrain.store.sql import sql_in, sql_str
 
 if TYPE_CHECKING:
     import lancedb
     import pyarrow as pa
 
+log = logging.getLogger(__name__)
+
 SOURCES = "knowledge_sources"
-CHUNKS = "knowledge_chunks"
 SCHEMA_VERSION = "1"
 LOCK_TIMEOUT_S = 300.0
 KEEP_VERSIONS_FOR = timedelta(minutes=10)
+STAMP_BATCH = 4_096  # chunk rows read at a time by the pass that adds their checksums
 
 SOURCE_LIGHT = [
     "id", "uri", "scope", "session_id", "title", "doc_type", "content_hash", "chunker",
@@ -49,6 +63,7 @@ SOURCE_LIGHT = [
 CHUNK_LIGHT = [
     "id", "source_id", "generation", "uri", "scope", "session_id", "title", "chunk_index",
     "section_path", "content", "parent_content", "byte_start", "byte_end", "indexed_at",
+    CHECKSUM,
 ]  # fmt: skip
 
 
@@ -89,7 +104,9 @@ def chunks_schema(model_id: str, dim: int) -> pa.Schema:
               ("byte_start", pa.int64()), ("byte_end", pa.int64()), ("indexed_at", _ts()),
               ("embedding", pa.list_(pa.float32(), dim))]  # fmt: skip
     return pa.schema(
-        [pa.field(name, typ, nullable=False) for name, typ in fields],
+        # The checksum came after schema 1 shipped: an older table gains it with its first
+        # write (`KnowledgeStore.write_lock`).
+        [*(pa.field(name, typ, nullable=False) for name, typ in fields), CHECKSUM_FIELD],
         metadata={
             META_MODEL: model_id.encode(),
             META_DIM: str(dim).encode(),
@@ -164,6 +181,8 @@ class KnowledgeStore:
                 self.location.to_latest(self._sources, self._chunks)  # see MemoryStore.write_lock
                 manifest.check_before_write(self.location, self._sources, self._chunks)
                 with self._commits.held():
+                    if self._chunks is not None and CHECKSUM not in self._chunks.schema.names:
+                        self._add_checksums()
                     yield
         except OctobrainError:
             raise
@@ -172,6 +191,22 @@ class KnowledgeStore:
             # said as one, the user went looking for free space and never at `doctor`.
             damage = manifest.read_failure(exc)
             raise StorageError(damage or io_failure(self.location, exc)) from exc
+
+    def _add_checksums(self) -> None:
+        """Under the write lock: give a `knowledge_chunks` table made before chunk checksums
+        the column, then each chunk its checksum as the chunk is now (one more commit): the
+        chunks are taken as sound as they are. Until then they are shown unchecked."""
+        chunks = self.chunks
+        self.location.check_held()
+        chunks.add_columns([CHECKSUM_FIELD])
+        self._commits.wrote(chunks)
+        query = chunks.search().where(f"{CHECKSUM} IS NULL").select(list(CHUNK_CHECKED))
+        data = stamps(query.limit(None).to_batches(STAMP_BATCH), chunk_checksum)
+        if data.num_rows:
+            self.location.check_held()
+            chunks.merge_insert("id").when_matched_update_all().execute(data)
+            self._commits.wrote(chunks)
+        log.info("%s: added the checksum column, %d chunks stamped", CHUNKS, data.num_rows)
 
     def versions(self) -> tuple[int, int]:
         """(sources version, chunks version): change on every commit by anyone."""
@@ -190,9 +225,11 @@ class KnowledgeStore:
         return rows
 
     def scan_chunks(self, where: str, columns: Sequence[str] = CHUNK_LIGHT) -> list[dict[str, Any]]:
-        """Chunk rows matching `where`."""
+        """Chunk rows matching `where` (a table made before the checksum column: without it)."""
+        names = self.chunks.schema.names
+        present = [c for c in columns if c in names]
         rows: list[dict[str, Any]] = (
-            self.chunks.search().where(where).select(list(columns)).limit(None).to_list()
+            self.chunks.search().where(where).select(present).limit(None).to_list()
         )
         return rows
 
@@ -215,7 +252,7 @@ class KnowledgeStore:
         with self.write_lock():
             self.location.check_held()
             if chunk_rows:
-                self.chunks.add(chunk_rows)
+                self.chunks.add(_stamped(chunk_rows))
                 self._commits.wrote(self.chunks)
             self._flip(source_row)
             self.chunks.delete(f"source_id = {sql_str(sid)} AND generation != {sql_str(gen)}")
@@ -232,7 +269,7 @@ class KnowledgeStore:
             replaced = self.scan_sources(sql_in("id", [r["id"] for r in source_rows]))
             self.location.check_held()
             if chunk_rows:
-                self.chunks.add(chunk_rows)
+                self.chunks.add(_stamped(chunk_rows))
                 self._commits.wrote(self.chunks)
             (
                 self.sources.merge_insert("id")
@@ -315,3 +352,10 @@ class KnowledgeStore:
             for table in (self.sources, self.chunks):
                 table.optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
                 self._commits.wrote(table)
+
+
+def _stamped(chunk_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`chunk_rows` with their checksums set (every write of chunks goes through this)."""
+    for row in chunk_rows:
+        row[CHECKSUM] = chunk_checksum(row)
+    return chunk_rows

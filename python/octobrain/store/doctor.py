@@ -21,9 +21,12 @@ from octobrain.store import manifest, seen
 from octobrain.store.schema import (
     CHECKED,
     CHECKSUM,
+    CHUNK_CHECKED,
+    CHUNKS,
     EDGE_CHECKED,
     GARBLED_REPAIR,
     REEMBED,
+    chunk_verified,
     describe_garbled,
     describe_unsound,
     edge_verified,
@@ -75,8 +78,9 @@ class TableCheck:
     # (its id) and that one's length.
     unsound_vectors: int = 0
     first_unsound: tuple[str, float] | None = None
-    # Memories or edges that no longer match the checksum written with them (`schema.verified`,
-    # `edge_verified`), and the first `_NAMED_GARBLED` of them (their ids as they read now).
+    # Memories, edges or chunks that no longer match the checksum written with them
+    # (`schema.verified`, `edge_verified`, `chunk_verified`), and the first `_NAMED_GARBLED`
+    # of them (their ids as they read now; of chunks, their sources).
     garbled_rows: int = 0
     garbled: list[str] = field(default_factory=list)
 
@@ -396,6 +400,7 @@ _NAMED_BY = {"memories": ("id", "memory"), "knowledge_chunks": ("uri", "a chunk 
 _CHECKED_BY: dict[str, tuple[Sequence[str], Callable[[Any], bool | None]]] = {
     "memories": (CHECKED, verified),
     "relationships": (EDGE_CHECKED, edge_verified),
+    CHUNKS: (CHUNK_CHECKED, chunk_verified),
 }
 _GARBLED_REPAIR = {
     "memories": GARBLED_REPAIR,
@@ -404,6 +409,11 @@ _GARBLED_REPAIR = {
         "with it, and `octobrain memory import` of an export made before the damage stores both "
         "again (a link whose end reads as no memory: `octobrain doctor --drop-dangling-edges`); "
         "otherwise restore the store directory from a backup"
+    ),
+    # Every chunk is made again from its source (a new generation; the old chunks deleted).
+    CHUNKS: (
+        "index the source again: `octobrain knowledge index --force SOURCE` (a stored:// note: "
+        "`octobrain knowledge delete KEY`, then store it again)"
     ),
 }
 
@@ -439,8 +449,9 @@ def _read(table: lancedb.table.Table, lo: int, hi: int, check: TableCheck) -> st
         for row in rows.select([*columns, CHECKSUM]).to_pylist():
             if check_row(row) is False:
                 check.garbled_rows += 1
-                if len(check.garbled) < _NAMED_GARBLED:
-                    check.garbled.append(str(row["id"]))
+                name = str(row[named_by])  # (a chunk by its source: several to one)
+                if len(check.garbled) < _NAMED_GARBLED and name not in check.garbled:
+                    check.garbled.append(name)
     return None
 
 

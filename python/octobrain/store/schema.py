@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -73,6 +73,7 @@ def describe_unsound(first: str, length: float, count: int, row: str = "memory")
 _TS = pa.timestamp("us", tz="UTC")
 CONTEXT = "context"
 CHECKSUM = "checksum"
+CHUNKS = "knowledge_chunks"
 
 # What a row's checksum covers: every field a user wrote or a command shows, not the counters
 # each recall bumps by SQL (`access_count`, `last_accessed`) nor the embedding (checked for
@@ -89,6 +90,7 @@ _LATER = {
     CONTEXT: pa.field(CONTEXT, pa.string(), nullable=True),
     CHECKSUM: pa.field(CHECKSUM, pa.int64(), nullable=True),
 }
+CHECKSUM_FIELD = _LATER[CHECKSUM]
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICRO = timedelta(microseconds=1)
 _STAMP_BITS = 0x7FFFFFFF
@@ -118,6 +120,7 @@ class RowDamaged(StorageError):
 _ROW_WORDS = {
     "memories": ("memory", "memories", "text, tags or times"),
     "relationships": ("link", "links", "ends, type, strength, description or time"),
+    CHUNKS: ("a chunk of", "chunks", "text, section, title or source"),
 }
 
 
@@ -126,6 +129,8 @@ def describe_garbled(ids: Sequence[str], count: int, table: str = "memories") ->
     checksum, the first of them named by `ids` (as they read now)."""
     one, many, what = _ROW_WORDS[table]
     more = f" (and {count - len(ids):,} more)" if count > len(ids) else ""
+    if table == CHUNKS and count > 1:  # named by their sources, several chunks to one
+        ids, more = [f"of {ids[0]}", *ids[1:]], ""
     if count == 1:
         return (
             f"{one} {ids[0]} no longer matches the checksum written with it: a data file "
@@ -183,6 +188,19 @@ def stamped(row: dict[str, Any]) -> dict[str, Any]:
     """`row` with its `checksum` set (every write of a whole row goes through this)."""
     row[CHECKSUM] = checksum(row)
     return row
+
+
+def stamps(
+    batches: Iterable[pa.RecordBatch], sum_of: Callable[[Mapping[str, Any]], int]
+) -> pa.Table:
+    """The `id` and `checksum` (`sum_of` the row) of each row of `batches`: what a stamping
+    pass merges into its table by id."""
+    sums: dict[str, int] = {}
+    for batch in batches:
+        sums.update((row["id"], sum_of(row)) for row in batch.to_pylist())
+    return pa.table(
+        {"id": pa.array(list(sums), pa.string()), CHECKSUM: pa.array(sums.values(), pa.int64())}
+    )
 
 
 def unstamped(row: Mapping[str, Any]) -> bool:
@@ -347,11 +365,17 @@ def relationship_to_row(rel: Relationship) -> dict[str, Any]:
     return row
 
 
+def _matches(row: Mapping[str, Any], sum_of: Callable[[Mapping[str, Any]], int]) -> bool | None:
+    """Whether a row never rewritten matches its checksum (`sum_of` it); None when it has none
+    (written before the column, or by an older octobrain)."""
+    stored = row.get(CHECKSUM)
+    return None if stored is None else stored == sum_of(row)
+
+
 def edge_verified(row: Mapping[str, Any]) -> bool | None:
     """Whether a `relationships` row matches its checksum; None when it has none (written
     before the column, or by an older octobrain)."""
-    stored = row.get(CHECKSUM)
-    return None if stored is None else stored == edge_checksum(row)
+    return _matches(row, edge_checksum)
 
 
 def row_to_relationship(row: dict[str, Any]) -> Relationship:
@@ -369,3 +393,36 @@ def row_to_relationship(row: dict[str, Any]) -> Relationship:
         scope=row["scope"],
         created_at=row["created_at"],
     )
+
+
+# What a knowledge chunk's checksum covers: what a search shows of it (its text, parent text,
+# section path, title and source) and what decides who sees it (scope, session, generation).
+# Not its embedding (`doctor` checks it for unit length) nor its position in the document
+# (chunk index and byte range), which nothing shows.
+_CHUNK_FIELDS = (
+    ("id", "source_id", "generation", "uri", "scope", "session_id", "title", "content",
+     "parent_content"),
+    ("section_path",),
+    (),
+    ("indexed_at",),
+)  # fmt: skip
+CHUNK_CHECKED = tuple(name for group in _CHUNK_FIELDS for name in group)
+
+
+def chunk_checksum(row: Mapping[str, Any]) -> int:
+    """The `checksum` of a `knowledge_chunks` row: the CRC-32 of its `CHUNK_CHECKED` fields (a
+    chunk is never rewritten, so it needs no stamp)."""
+    return _crc(row, _CHUNK_FIELDS)
+
+
+def chunk_verified(row: Mapping[str, Any]) -> bool | None:
+    """Whether a `knowledge_chunks` row matches its checksum; None when it has none (indexed
+    before the column, or by an older octobrain)."""
+    return _matches(row, chunk_checksum)
+
+
+def check_chunk(row: Mapping[str, Any]) -> None:
+    """`RowDamaged` (naming the chunk's source) when a chunk about to be shown does not match
+    its checksum."""
+    if chunk_verified(row) is False:
+        raise RowDamaged(str(row["uri"]), CHUNKS)

@@ -175,24 +175,19 @@ def stamp(
     matching `where`, else of every memory without a valid stamp (written before the
     column, or since by an older octobrain, which keeps the column as it was), as they are
     now, in one commit. Returns how many."""
-    import pyarrow as pa
-
     wheres = [where] if where is not None else []
     if where is None:
         narrow = scan_arrow(table, "true", ["id", "updated_at", schema.CHECKSUM], None)
         ids = narrow["id"].filter(schema.unstamped_mask(narrow)).to_pylist()
         step = DELETE_BATCH
         wheres = [sql_in("id", ids[at : at + step]) for at in range(0, len(ids), step)]
-    stamps: dict[str, int] = {}
-    for part in wheres:
-        for batch in scan_batches(table, part, list(checked), DELETE_BATCH):
-            stamps.update((row["id"], sum_of(row)) for row in batch.to_pylist())
-    if stamps:
+    batches = (b for w in wheres for b in scan_batches(table, w, list(checked), DELETE_BATCH))
+    data = schema.stamps(batches, sum_of)
+    if data.num_rows:
         store.check_lease()
-        data = pa.table({"id": list(stamps), schema.CHECKSUM: pa.array(stamps.values())})
         table.merge_insert("id").when_matched_update_all().execute(data)
         store.wrote(table)
-    return len(stamps)
+    return int(data.num_rows)
 
 
 def _sub_vectors(dim: int) -> int:
