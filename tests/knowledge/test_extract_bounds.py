@@ -92,11 +92,11 @@ def test_docx_a_chain_of_vertically_merged_cells_is_read_once(tmp_path: Path) ->
 def test_docx_with_too_many_table_cells_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from octobrain.knowledge import extract as extraction
+    from octobrain.knowledge import docx_text
 
     path = _save(_table([["a", "b", "c"]] * 4), tmp_path / "cells.docx")
     assert _text(path).count("a | b | c") == 4
-    monkeypatch.setattr(extraction, "DOCX_TABLE_CELLS", 15)  # 4 rows + 12 cells: one too many
+    monkeypatch.setattr(docx_text, "DOCX_TABLE_CELLS", 15)  # 4 rows + 12 cells: one too many
     with pytest.raises(InvalidInput, match=r"^source: the DOCX's tables have over 15 rows and"):
         _text(path)
 
@@ -176,7 +176,7 @@ def test_docx_paragraph_styles_as_python_docx_names_them(tmp_path: Path) -> None
     # them again: 5,000 styles and 5,000 paragraphs took 282 s. Now read once, same names.
     import docx
 
-    from octobrain.knowledge.extract import _paragraph_styles
+    from octobrain.knowledge.docx_text import _paragraph_styles
 
     document = docx.Document()
     document.add_heading("Runbook", level=0)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from octobrain.knowledge import chunk, extract
+from octobrain.knowledge import chunk, extract, html_text
 from octobrain.knowledge.chunk import _Section, chunk_text, heading_text
 
 # ---- references ------------------------------------------------------------------------------
@@ -79,17 +79,17 @@ class BlocksByElement:
 
     def walk(self, el: Any) -> None:
         tag = el.tag.lower() if isinstance(el.tag, str) else ""
-        if tag in extract._HEADINGS:
+        if tag in html_text._HEADINGS:
             self.flush()
             text = " ".join(el.text_content().split())
             if text:
-                self.blocks.append("#" * extract._HEADINGS[tag] + " " + text)
+                self.blocks.append("#" * html_text._HEADINGS[tag] + " " + text)
         elif tag == "pre":
             self.flush()
             self.blocks.append(el.text_content().strip("\n"))
         elif tag == "br":
             self.buf.append("\n")
-        elif tag in extract._BLOCKS or tag in ("td", "th"):
+        elif tag in html_text._BLOCKS or tag in ("td", "th"):
             if tag not in ("td", "th"):
                 self.flush()
             self.buf.append(el.text or "")
@@ -222,10 +222,10 @@ def _root(markup: str) -> Any:
 @settings(max_examples=300, deadline=None)
 @given(PAGES)
 def test_html_text_is_the_element_walks(markup: str) -> None:
-    assert extract._html_text(_root(markup)) == html_text_by_element(_root(markup))
+    assert html_text._html_text(_root(markup)) == html_text_by_element(_root(markup))
 
 
 def test_html_text_of_a_varied_page() -> None:
-    text = extract._html_text(_root(VARIED_PAGE))
+    text = html_text._html_text(_root(VARIED_PAGE))
     assert text == html_text_by_element(_root(VARIED_PAGE))
     assert "- two x" in text and "a | b\nc" in text and "  code\n   here" in text

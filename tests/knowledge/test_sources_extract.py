@@ -284,7 +284,7 @@ def test_markup_too_large_to_parse_at_once_is_refused_before_it_is_parsed(
     # took a minute and a gigabyte, an HTML page of 50 MB would take gigabytes.
     import docx
 
-    from octobrain.knowledge.extract import MARKUP_BYTES
+    from octobrain.knowledge.unpacked import MARKUP_BYTES
 
     cap = 64 << 20
     plain = tmp_path / "plain.docx"

@@ -1,6 +1,6 @@
 """What a page's shape would cost readability beyond its pass over each element.
 
-`extract.ARTICLE_ELEMENTS` bounds that pass; three more of readability's steps (0.9) grow with
+`html_text.ARTICLE_ELEMENTS` bounds that pass; three more of readability's steps (0.9) grow with
 the square of a page's shape, not its size, and are estimated here from the tree:
 
 - each block it weighs (`div`, `table`, `ul`, …) is read whole: 250 nested `<div>` over

@@ -1,0 +1,211 @@
+"""DOCX documents: the text of a Word file's paragraphs, headings, lists and tables, read
+from python-docx's XML elements within the bounds on what the package unpacks to."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from octobrain.errors import InvalidInput
+from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked
+
+# The most table rows and cells read from one DOCX (a row counts as one besides its cells):
+# reading one costs little, this bounds what the XML cap still lets through (6 MiB of bare
+# `<w:tc/>` is 900,000 cells). Word writes 90 bytes or more a cell, so no DOCX within
+# `MARKUP_BYTES` Word wrote reaches it.
+DOCX_TABLE_CELLS = 200_000
+
+
+def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
+    """The title and text of a DOCX: its paragraphs, headings as `#` lines, list items as `- `
+    lines and tables a line a row; `Unpacked` when its parts would unpack past `max_bytes` or its
+    XML past `MARKUP_BYTES`."""
+    import zipfile
+
+    import docx
+
+    with zipfile.ZipFile(io.BytesIO(data)) as package:  # a part never inflates past its size
+        parts = package.infolist()
+        size = sum(part.file_size for part in parts)
+        if size > max_bytes:
+            raise Unpacked("the DOCX package", size)
+        markup = _docx_markup(package, parts)
+    if markup > MARKUP_BYTES:
+        raise Unpacked("the DOCX's XML", markup, MARKUP_BYTES)
+    document = docx.Document(io.BytesIO(data))
+    styles, default = _paragraph_styles(document.styles.element)
+    body = document.element.body
+    _drop_shadow_text(body)
+    blocks: list[str] = []
+    cells = 0
+    for item in _docx_content(body):
+        if item.tag == _W_TBL:
+            cells = _docx_rows(item, blocks, cells)
+            continue
+        text = _docx_text(item).strip()
+        if not text:
+            continue
+        style_element = item.find(f"{_W_PPR}/{_W_PSTYLE}")
+        style_id = None if style_element is None else style_element.get(_W_VAL)
+        style = styles.get(style_id, default) if style_id else default
+        level = re.fullmatch(r"Heading (\d)", style)
+        if level:
+            blocks.append("#" * min(6, int(level.group(1))) + " " + text)
+        elif style == "Title":
+            blocks.append("# " + text)
+        elif style.startswith("List"):
+            blocks.append("- " + text)
+        else:
+            blocks.append(text)
+    title = document.core_properties.title or ""
+    return title, "\n\n".join(blocks)
+
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_W_P, _W_TBL, _W_TR, _W_TC = f"{_W}p", f"{_W}tbl", f"{_W}tr", f"{_W}tc"
+_W_PPR, _W_PSTYLE, _W_VAL = f"{_W}pPr", f"{_W}pStyle", f"{_W}val"
+# What holds content without being content: a content control (its `sdtContent`), custom XML,
+# a smart tag, a tracked insertion or move. Their paragraphs, rows, cells and runs count as if
+# they stood in its place (Word templates and forms keep much of their text in controls).
+_W_WRAPPERS = {f"{_W}{name}" for name in ("sdt", "sdtContent", "customXml", "smartTag", "ins",
+                                           "moveTo")}  # fmt: skip
+# Text a reader does not see as the document's: tracked deletions and the old place of a moved
+# passage (Word keeps both), and the fallback copy of a text box (`mc:Fallback` repeats what
+# its `mc:Choice` holds, for older readers).
+_SHADOWS = (
+    f"{_W}del",
+    f"{_W}moveFrom",
+    "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback",
+)
+# A run's characters (`w:t`) and what Word shows for its other marks.
+_W_CHARS = {f"{_W}t": None, f"{_W}tab": "\t", f"{_W}ptab": "\t", f"{_W}br": "\n",
+            f"{_W}cr": "\n", f"{_W}noBreakHyphen": "-"}  # fmt: skip
+
+
+def _drop_shadow_text(body: Any) -> None:
+    for shadow in list(body.iter(*_SHADOWS)):
+        parent = shadow.getparent()
+        if parent is not None:
+            parent.remove(shadow)
+
+
+def _docx_content(element: Any, kinds: tuple[str, ...] = (_W_P, _W_TBL)) -> Iterator[Any]:
+    """The children of `element` of `kinds`, in order, those inside wrappers (`_W_WRAPPERS`)
+    included where the wrapper stands."""
+    pending = list(reversed(element))
+    while pending:
+        child = pending.pop()
+        if child.tag in kinds:
+            yield child
+        elif child.tag in _W_WRAPPERS:
+            pending.extend(reversed(child))
+
+
+def _docx_text(paragraph: Any) -> str:
+    """What a paragraph shows: every run's text, in a hyperlink, a field's result, a content
+    control, a tracked insertion or a text box anchored in it."""
+    out = []
+    for element in paragraph.iter(*_W_CHARS):
+        mark = _W_CHARS[element.tag]
+        out.append(element.text or "" if mark is None else mark)
+    return "".join(out)
+
+
+def _docx_markup(package: Any, parts: list[Any]) -> int:
+    """The bytes of a DOCX's parts that python-docx may parse as XML: the relationship parts,
+    and those whose content type (`[Content_Types].xml`: by part name, then by extension, as
+    python-docx looks it up) is an XML one. By file name alone (`.xml`), a document part named
+    `word/document.bin` went uncounted: 60 MB of XML in a 0.2 MB file, 62 s and 1.1 GB."""
+    import lxml.etree
+
+    listed = [p for p in parts if p.filename == "[Content_Types].xml"]
+    if not listed:  # python-docx cannot open it either; count every part
+        return sum(p.file_size for p in parts)
+    if sum(p.file_size for p in listed) > MARKUP_BYTES:
+        raise Unpacked("the DOCX's XML", listed[0].file_size, MARKUP_BYTES)
+    parser = lxml.etree.XMLParser(resolve_entities=False, no_network=True)
+    defaults: dict[str, str] = {}
+    overrides: dict[str, str] = {}
+    try:
+        root = lxml.etree.fromstring(package.read(listed[-1]), parser=parser)
+    except lxml.etree.XMLSyntaxError:
+        return sum(p.file_size for p in parts)
+    for entry in root:
+        kind = str(entry.get("ContentType", "")).lower()
+        if str(entry.tag).endswith("}Default"):
+            defaults[str(entry.get("Extension", "")).lower()] = kind
+        elif str(entry.tag).endswith("}Override"):
+            overrides[str(entry.get("PartName", "")).lower()] = kind
+    total = 0
+    for part in parts:
+        name = "/" + part.filename.lower()
+        last = name.rsplit("/", 1)[-1]
+        extension = last.rpartition(".")[2] if "." in last else ""
+        kind = overrides.get(name) or defaults.get(extension, "")
+        if name.endswith((".rels", ".xml")) or kind.endswith("xml"):
+            total += part.file_size
+    return total
+
+
+def _paragraph_styles(styles: Any) -> tuple[dict[str, str], str]:
+    """The names of a DOCX's paragraph styles by id, and the default paragraph style's name.
+
+    Read once: python-docx looks a paragraph's style up among all the styles (and the default
+    among them again), for every paragraph: 5,000 styles and 5,000 paragraphs took 282 s.
+    As it does: the first style of an id counts, one of another type gives the default."""
+    from docx.oxml.ns import qn
+    from docx.styles import BabelFish
+
+    by_id: dict[str, tuple[str | None, str]] = {}
+    default = ""
+    for style in styles.iterchildren(qn("w:style")):
+        kind, style_id = style.get(qn("w:type")), style.get(qn("w:styleId"))
+        name_element = style.find(qn("w:name"))
+        name = name_element.get(qn("w:val"), "") if name_element is not None else ""
+        name = BabelFish.internal2ui(name)  # `heading 1` is `Heading 1`
+        if style_id:
+            by_id.setdefault(style_id, (kind, name))
+        if kind == "paragraph" and style.get(qn("w:default")) in ("1", "true", "on"):
+            default = name  # the last default counts
+    names = {key: name for key, (kind, name) in by_id.items() if kind == "paragraph"}
+    return names, default
+
+
+def _docx_rows(table: Any, blocks: list[str], cells: int) -> int:
+    """A line per row of `table`, its cells' texts joined by ` | `; the rows and cells read
+    so far, `cells` included.
+
+    One cell per `w:tc`, with its own paragraphs; the rows of a table nested in a cell follow
+    its row's line. Not python-docx's `row.cells`: it repeats a cell for each grid column it
+    spans (a `w:gridSpan` of 3,000,000 took 120 s and 388 MB) and walks up the rows for each
+    vertically merged one (200 × 20 such cells: 70 s). (A table nests in a table at most
+    about 128 deep: the XML parser stops at 256 levels.)"""
+    for row in _docx_content(table, (_W_TR,)):
+        cells = _cell_read(cells)
+        texts, nested = [], []
+        for tc in _docx_content(row, (_W_TC,)):
+            cells = _cell_read(cells)
+            paragraphs = []
+            for item in _docx_content(tc):
+                if item.tag == _W_TBL:
+                    nested.append(item)
+                else:
+                    paragraphs.append(_docx_text(item))
+            texts.append(" ".join("\n".join(paragraphs).split()))
+        if any(texts):  # a row of empty (or vertically merged) cells says nothing
+            blocks.append(" | ".join(texts))
+        for inner in nested:
+            cells = _docx_rows(inner, blocks, cells)
+    return cells
+
+
+def _cell_read(cells: int) -> int:
+    if cells >= DOCX_TABLE_CELLS:
+        raise InvalidInput(
+            "source",
+            f"the DOCX's tables have over {DOCX_TABLE_CELLS} rows and cells "
+            "(knowledge/docx_text.DOCX_TABLE_CELLS); nothing was indexed",
+        )
+    return cells + 1

@@ -1,0 +1,238 @@
+"""HTML pages: a page's title and text, its headings as markdown `#` lines.
+
+The page is decoded by the caller (`charset.py`); readability finds the main article, the
+navigation chrome is left out, and a page too deep or too crowded for a tree is read flat by
+the standard library's event parser. Parsers are imported lazily.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_CHROME = ("script", "style", "noscript", "template", "nav", "header", "footer", "aside",
+           "form", "svg", "iframe", "button")  # fmt: skip
+_HEADINGS = {f"h{i}": i for i in range(1, 7)}
+_BLOCKS = frozenset(("p", "div", "section", "article", "main", "ul", "ol", "li", "blockquote",
+                     "table", "thead", "tbody", "tr", "dl", "dt", "dd", "figure", "figcaption",
+                     "hr", "body", "html", "center", "details", "summary"))  # fmt: skip
+_CELLS = frozenset(("td", "th"))
+
+
+# What lxml cannot set as an element's text: the C0 controls but tab, line feed and carriage
+# return, and U+FFFE/U+FFFF (a NUL the parser drops itself). libxml2 keeps them in the tree it
+# builds, and readability, moving a text into a new `<p>`, then failed and logged a traceback.
+# A space stands for each: \x0b, \x0c and \x1c–\x1f are whitespace to the text walk anyway.
+_NOT_XML = re.compile("[\x01-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def title_and_text(markup: str) -> tuple[str, str]:
+    """The title and text of an HTML page: readability's article, or the page without its
+    chrome when that is the better text (or readability would take too long)."""
+    import lxml.html
+    from readability import Document as Readable
+
+    markup = _NOT_XML.sub(" ", markup)
+    # As UTF-8 bytes, that encoding named: lxml refuses text holding an XML encoding
+    # declaration, and the encoding named overrides what a `<meta>` says.
+    if _crowded(markup):
+        return _flat_html(markup)
+    parser = lxml.html.HTMLParser(encoding="utf-8")
+    root = lxml.html.document_fromstring(markup.encode(), parser=parser)
+    if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):
+        # libxml2 stops building the tree 256 elements deep and drops the rest of the page.
+        return _flat_html(markup)
+    title = _html_title(root)
+    heavy = _too_heavy(root)  # before the chrome goes: readability reads the page as it came
+    for bad in root.xpath("|".join(f"//{tag}" for tag in _CHROME)):
+        bad.drop_tree()
+    full = _html_text(root)
+    if heavy:
+        log.info("%s: read whole, without looking for its article", heavy)
+        return title, full
+    try:
+        readable = Readable(markup)  # text: given bytes, it guesses their encoding itself
+        article = _html_text(lxml.html.fromstring(readable.summary(html_partial=True)))
+        title = readable.short_title().strip() or title
+    except Exception:  # readability gives up on some pages; the cleaned body is still good
+        article = ""
+    # Readability is built for articles; on a reference page (lists, short sections) it can
+    # keep a sliver. Then the chrome-free body is the better text.
+    text = article if len(article) >= 0.5 * len(full) else full
+    return title, text
+
+
+# The most elements of a page in which readability looks for the article. It cleans every
+# element in Python three times and scores it twice: 30–45 µs an element here, 16–31 s for a
+# 4 MB page of 500,000 `<p>` (of which it kept the whole body). A real page has one element in
+# 60–75 bytes (the Rust book on one page: 1.9 MB, 25,000), so about 100,000 at `MARKUP_BYTES`;
+# a page with more is read whole, its chrome left out, as when readability gives up.
+ARTICLE_ELEMENTS = 200_000
+
+
+def _too_heavy(root: Any) -> str:
+    """Why readability would take too long on this page ("" when it would not): over
+    `ARTICLE_ELEMENTS` elements, or a shape that adds over `article.ARTICLE_EXTRA_SECONDS`."""
+    from octobrain.knowledge.article import ARTICLE_EXTRA_SECONDS, extra_seconds
+
+    elements = int(root.xpath("count(//*)"))
+    if elements > ARTICLE_ELEMENTS:
+        return f"a page of {elements:,} elements"
+    extra = extra_seconds(root)
+    if extra > ARTICLE_EXTRA_SECONDS:
+        return f"a page whose shape would add about {extra:.0f} s to readability's time"
+    return ""
+
+
+# Attributes one tag may hold before the page is read without a tree: libxml2 and readability
+# take time growing with the square of an element's attributes (30,000 on one `<p>`: 17.8 s).
+MAX_ATTRIBUTES = 2_000
+
+
+def _crowded(markup: str) -> bool:
+    """Whether some tag holds more than `MAX_ATTRIBUTES` `=` (one pass; no substring made)."""
+    at = markup.find("<")
+    while at != -1:
+        end = markup.find(">", at)
+        if markup.count("=", at, len(markup) if end == -1 else end) > MAX_ATTRIBUTES:
+            return True
+        at = -1 if end == -1 else markup.find("<", end)
+    return False
+
+
+def _html_title(root: Any) -> str:
+    for path in ("//title", "//h1"):
+        found = root.xpath(path)
+        if found:
+            text = " ".join(found[0].text_content().split())
+            if text:
+                return text
+    return ""
+
+
+class _Blocks:
+    """Collects block texts: inline text accumulates in `buf`, a block boundary flushes it.
+
+    A page is walked whole (up to `ARTICLE_ELEMENTS` elements, more when it is read without
+    readability), then readability's article is, so the walk skips what adds nothing: empty
+    texts, and flushes of nothing but whitespace."""
+
+    def __init__(self) -> None:
+        self.blocks: list[str] = []
+        self.buf: list[str] = []
+
+    def flush(self, prefix: str = "") -> None:
+        if not self.buf:
+            return
+        joined = "".join(self.buf)
+        self.buf = []
+        if not joined or joined.isspace():  # `str.split` blanks: no line would be left
+            return
+        if "\n" in joined:
+            lines = (" ".join(part.split()) for part in joined.split("\n"))
+            self.blocks.append(prefix + "\n".join(line for line in lines if line))
+        else:
+            self.blocks.append(prefix + " ".join(joined.split()))
+
+    def walk(self, el: Any) -> None:
+        tag = el.tag
+        tag = tag.lower() if isinstance(tag, str) else ""
+        buf = self.buf
+        if tag in _HEADINGS:
+            self.flush()
+            text = " ".join(el.text_content().split())
+            if text:
+                self.blocks.append("#" * _HEADINGS[tag] + " " + text)
+        elif tag == "pre":
+            self.flush()
+            self.blocks.append(el.text_content().strip("\n"))
+        elif tag == "br":
+            buf.append("\n")
+        elif tag in _BLOCKS:
+            self.flush()
+            if el.text:
+                self.buf.append(el.text)
+            for child in el:
+                self.walk(child)
+            self.flush("- " if tag == "li" else "")
+        elif tag in _CELLS:
+            if el.text:
+                buf.append(el.text)
+            for child in el:
+                self.walk(child)
+            self.buf.append(" | ")
+        elif tag:  # inline
+            if el.text:
+                buf.append(el.text)
+            for child in el:
+                self.walk(child)
+        tail = el.tail
+        if tail:
+            self.buf.append(tail)
+
+
+def _html_text(root: Any) -> str:
+    blocks = _Blocks()
+    blocks.walk(root)
+    blocks.flush()
+    return "\n\n".join(b.strip(" |") if "|" in b else b for b in blocks.blocks)
+
+
+_FEED_CHARS = 1 << 20  # an unclosed tag is rescanned once a chunk: at most 7 times in 6 MiB
+
+
+def _flat_html(markup: str) -> tuple[str, str]:
+    """Title and text of a page nested too deeply for a tree: every text outside the chrome
+    tags, a line for each block (the stdlib's event parser keeps no tree, so any depth reads)."""
+    from html.parser import HTMLParser
+
+    class Flat(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.parts: list[str] = []
+            self.title: list[str] = []
+            self.chrome = 0  # depth inside chrome tags
+            self.in_title = False
+
+        def handle_starttag(self, tag: str, attrs: Any) -> None:
+            if tag in _CHROME:
+                self.chrome += 1
+            elif tag == "title":
+                self.in_title = not self.chrome  # an <svg>'s title names a picture
+            elif tag in _BLOCKS or tag in _HEADINGS or tag == "br":
+                self.parts.append("\n")
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in _CHROME:
+                self.chrome = max(0, self.chrome - 1)
+            elif tag == "title":
+                self.in_title = False
+            elif tag in _BLOCKS or tag in _HEADINGS:
+                self.parts.append("\n")
+
+        def parse_marked_section(self, i: int, report: bool = True) -> int:
+            try:
+                return super().parse_marked_section(i, report)
+            except AssertionError:  # `<![ x`: what a browser skips as a bogus comment
+                end = self.rawdata.find(">", i)
+                return -1 if end < 0 else end + 1
+
+        def handle_data(self, data: str) -> None:
+            if self.in_title:
+                self.title.append(data)
+            elif not self.chrome:
+                self.parts.append(data)
+
+    flat = Flat()
+    for start in range(0, len(markup), _FEED_CHARS):
+        flat.feed(markup[start : start + _FEED_CHARS])
+    # Not `close()`: it reads what is left of an unclosed tag or comment a character at a
+    # time, rescanning the rest each time (quadratic: 100 kB of `<a ` took 130 s), where a
+    # browser reads that rest as part of the tag or comment. A complete comment fed last
+    # hands over any text still held back.
+    flat.feed("<!---->")
+    lines = (" ".join(line.split()) for line in "".join(flat.parts).split("\n"))
+    return " ".join("".join(flat.title).split()), "\n\n".join(line for line in lines if line)
