@@ -303,13 +303,13 @@ def test_a_match_past_its_time_limit_is_a_clear_error(
 ) -> None:
     # A pattern within the size limit, `[ab]*a[ab]{30000}z`, costs its program at every byte:
     # 31–36 s over ten 32 kB notes, 188 s over one 1 MB file, the knowledge lock held.
-    from octobrain.knowledge import service
+    from octobrain.knowledge import grep
 
     (tmp_path / "a.txt").write_text("ab\n" * 2000)
     k = make_knowledge()
     k.index("a.txt")
     assert len(k.match("ab", max_matches=5).hits) == 5
-    monkeypatch.setattr(service, "MATCH_SECONDS", 0.0)
+    monkeypatch.setattr(grep, "MATCH_SECONDS", 0.0)
     with pytest.raises(InvalidInput, match=r"^pattern: took more than 0 s, stopped in text 1"):
         k.match("ab")
 
@@ -376,7 +376,7 @@ def test_a_note_or_file_made_only_of_headings_is_indexed_and_found(
     # A file indexed as 0 chunks by the code before is indexed again, though unchanged.
     headings = tmp_path / "headings.md"
     headings.write_text("# Renew the TLS certificate\n")
-    monkeypatch.setattr("octobrain.knowledge.service.chunk_text", lambda *a, **kw: [])
+    monkeypatch.setattr("octobrain.knowledge.generation.chunk_text", lambda *a, **kw: [])
     assert k.index(str(headings)).source.chunk_count == 0
     monkeypatch.undo()
     again = k.index(str(headings))
@@ -591,11 +591,12 @@ def test_an_index_run_again_after_the_tables_started_over_shows_its_progress_onc
 
 def _count_file_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The URIs of the local files the knowledge service reads from now on, one per read; a
-    file just written is kept as one that settled long ago (`_ByFile.SETTLED_NS`)."""
+    file just written is kept as one that settled long ago (`ByFile.SETTLED_NS`)."""
     import octobrain.knowledge.service as service
+    from octobrain.knowledge.by_file import ByFile
     from octobrain.knowledge.sources import Fetched, SourceRef
 
-    monkeypatch.setattr(service._ByFile, "SETTLED_NS", 0)
+    monkeypatch.setattr(ByFile, "SETTLED_NS", 0)
 
     reads: list[str] = []
     real = service.read_file
@@ -637,9 +638,10 @@ def test_the_kept_text_of_files_is_bounded_by_the_memory_it_takes(
     # The bound counted characters: one emoji in a text makes Python hold each of its
     # characters in 4 bytes, so 64 M characters kept for paging were 256 MB, not 64.
     import octobrain.knowledge.service as service
+    from octobrain.knowledge.by_file import ByFile
 
     reads = _count_file_reads(monkeypatch)
-    monkeypatch.setattr(service, "_EXTRACTED", service._ByFile(kept=8, budget=1 << 20))
+    monkeypatch.setattr(service, "_EXTRACTED", ByFile(kept=8, budget=1 << 20))
     k = make_knowledge()
     line = "A line of the book, plain words.\n"
     plain, wide = tmp_path / "plain.md", tmp_path / "wide.md"

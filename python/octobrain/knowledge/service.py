@@ -8,26 +8,18 @@ URL is older than `outdating_days`, and re-embedded only when its content hash c
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import os
 import sys
-import threading
-import time
-import uuid
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast
+from typing import Any
 
 from octobrain.config import Config, load_config, resolve_storage_uri
 from octobrain.embed.base import Embedder
 from octobrain.embed.factory import embedder_from_config
 from octobrain.embed.tokens import TokenCounter, input_window
-from octobrain.errors import InvalidInput, StorageError
-from octobrain.kernels.regex_match import TimeLimitExceeded, match_lines
-from octobrain.knowledge.chunk import TooManyChunks, chunk_text
+from octobrain.errors import InvalidInput
+from octobrain.knowledge.by_file import ByFile
 from octobrain.knowledge.extract import (
     DocType,
     Document,
@@ -36,13 +28,20 @@ from octobrain.knowledge.extract import (
     normalise,
 )
 from octobrain.knowledge.fetch import fetch_url
+from octobrain.knowledge.generation import (
+    ChunkCapExceeded,
+    Progress,
+    content_hash,
+    embed_rows,
+    new_rows,
+)
+from octobrain.knowledge.grep import MAX_CONTEXT, MAX_MATCH_CAP, match_sources
 from octobrain.knowledge.index import ChunkIndex
-from octobrain.knowledge.pages import clip, clip_context
+from octobrain.knowledge.reopen import reopening
 from octobrain.knowledge.results import (
     IndexReport,
     IndexStatus,
     KnowledgeStats,
-    LineHit,
     MatchReport,
     SearchResult,
     SourceInfo,
@@ -59,7 +58,7 @@ from octobrain.knowledge.sources import (
     parse_source,
     read_file,
 )
-from octobrain.knowledge.store import KnowledgeStore, source_id
+from octobrain.knowledge.store import KnowledgeStore
 from octobrain.models import NOTE_BYTES, QUERY_BYTES, check_limit
 from octobrain.safe_text import check_label, check_text, is_unicode
 from octobrain.scope import validate_scope
@@ -67,81 +66,6 @@ from octobrain.secrets import screen
 from octobrain.store.location import StoreLocation
 from octobrain.store.sql import sql_str, visible_scopes
 from octobrain.times import utcnow
-
-Progress = Callable[[int, int], None]
-MAX_MATCH_CAP = 10_000
-MAX_CONTEXT = 10
-# One `match` call searches for at most this long: a pattern within the size limit can still
-# cost its whole program at every byte (minutes over a few megabytes).
-MATCH_SECONDS = 10.0
-EMBED_BATCH = 64  # chunks per embedding call (the progress bar's step)
-
-
-class ChunkCapExceeded(InvalidInput):
-    """A document that makes more chunks than `knowledge.max_source_chunks` (nothing indexed)."""
-
-    def __init__(self, rule: str) -> None:
-        super().__init__("source", rule)
-
-
-_T = TypeVar("_T")
-
-
-class _ByFile(Generic[_T]):
-    """Answers about local files, by what the file was when read (device, inode, size,
-    modification and change times) and the settings that made the answer: asked again while
-    the file is unchanged, the answer is given after a `stat` instead of reading the file
-    again. At most `kept` answers of at most `budget` in all (bytes of memory, as `add` is
-    told each answer's size), the oldest dropped.
-
-    The change time is kept because the modification time can be set back (`cp -p`, `touch
-    -r`, an archive's times) and the change time cannot be set back. A file changed less than
-    `SETTLED_NS` before it was read is not kept: a timestamp moves in clock ticks (a few ms,
-    a second or two on some filesystems), so a second write of the same size within the tick
-    of the first leaves every time as it was."""
-
-    SETTLED_NS = 2_000_000_000
-
-    def __init__(self, kept: int, budget: int) -> None:
-        self._kept, self._budget = kept, budget
-        self._answers: OrderedDict[tuple[Any, ...], tuple[_T, int]] = OrderedDict()
-        self._size = 0
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def _key(ref: SourceRef, settings: tuple[Any, ...], st: os.stat_result) -> tuple[Any, ...]:
-        times = (st.st_mtime_ns, st.st_ctime_ns)
-        return (ref.uri, st.st_dev, st.st_ino, st.st_size, *times, *settings)
-
-    def get(self, ref: SourceRef, settings: tuple[Any, ...]) -> _T | None:
-        """The answer for `ref` as it is now, if it was given for the file as it is."""
-        if ref.kind is not SourceKind.FILE or ref.path is None:
-            return None
-        try:
-            st = os.stat(ref.path)
-        except OSError:
-            return None  # (the read says what is wrong)
-        with self._lock:
-            found = self._answers.get(self._key(ref, settings, st))
-            if found is None:
-                return None
-            self._answers.move_to_end(self._key(ref, settings, st))
-            return found[0]
-
-    def add(self, fetched: Fetched, settings: tuple[Any, ...], answer: _T, size: int = 1) -> None:
-        """Keep `answer` for the file `fetched` read (as it was then: `Fetched.stat`)."""
-        if fetched.ref.kind is not SourceKind.FILE or fetched.stat is None or size > self._budget:
-            return
-        if time.time_ns() - fetched.stat.st_ctime_ns < self.SETTLED_NS:
-            return  # just changed: may change again without a time moving
-        key = self._key(fetched.ref, settings, fetched.stat)
-        with self._lock:
-            old = self._answers.pop(key, None)
-            self._size += size - (old[1] if old is not None else 0)
-            self._answers[key] = (answer, size)
-            while len(self._answers) > self._kept or self._size > self._budget:
-                _, (_, dropped) = self._answers.popitem(last=False)
-                self._size -= dropped
 
 
 def _cut(config: Config) -> tuple[int, ...]:
@@ -154,59 +78,12 @@ def _cut(config: Config) -> tuple[int, ...]:
 # Local files refused for their chunk count: naming one again, unchanged, is refused after a
 # `stat` instead of reading, extracting and cutting it again (a 45 MB file of one line: 1.35 s
 # of CPU every call).
-_REFUSED: _ByFile[str] = _ByFile(kept=256, budget=1 << 20)
+_REFUSED: ByFile[str] = ByFile(kept=256, budget=1 << 20)
 # The text extracted from local files: `knowledge read` pages through a long one a call a page
 # (each page re-extracted the whole file: 0.55-0.95 s of CPU a page at 45 MB). Counted in the
 # bytes the text takes, not its characters: one character past U+FFFF makes Python hold every
 # character of the text in 4 bytes.
-_EXTRACTED: _ByFile[Document] = _ByFile(kept=8, budget=64 << 20)
-
-
-def content_hash(text: str) -> str:
-    """SHA-256 of the extracted text: what decides whether a source changed."""
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _reopening(
-    method: Callable[Concatenate[Knowledge, _P], _R],
-) -> Callable[Concatenate[Knowledge, _P], _R]:
-    """Run `method` once more when it failed because another process started the knowledge
-    tables over (`doctor --recreate knowledge`) while this one held them open (an MCP server
-    open all day): its handles pointed at tables that were gone, and every call failed."""
-
-    @functools.wraps(method)
-    def run(self: Knowledge, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        progress = kwargs.get("progress")
-        if progress is not None:  # the run again repeats the batches already shown
-            kwargs["progress"] = _Ahead(cast(Progress, progress))
-        try:
-            return method(self, *args, **kwargs)
-        except (OSError, RuntimeError, StorageError):
-            if self._store is None or not self._store.started_over():
-                raise
-            self._index = None  # its catch-up read the tables that are gone
-        return method(self, *args, **kwargs)
-
-    return run
-
-
-class _Ahead:
-    """A progress callback passing on only work past what it has already reported: a call run
-    again by `_reopening` embeds its batches again, and a bar that went back to the start (or
-    ran on past its length) would show the work twice."""
-
-    def __init__(self, report: Progress) -> None:
-        self.report = report
-        self.done = 0
-
-    def __call__(self, done: int, total: int) -> None:
-        if done > self.done:
-            self.done = done
-            self.report(done, total)
+_EXTRACTED: ByFile[Document] = ByFile(kept=8, budget=64 << 20)
 
 
 class Knowledge:
@@ -261,6 +138,13 @@ class Knowledge:
             return None
         return input_window(self.embedder.model_id)
 
+    def _new_rows(
+        self, document: Document, scope: str, session_id: str, digest: str, mtime: float, size: int
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The rows of a new generation of `document` under this instance's settings."""
+        k, window = self.config.knowledge, self._window
+        return new_rows(document, k, window, self._chunker, scope, session_id, digest, mtime, size)
+
     def _session_cutoff(self, now: datetime) -> datetime:
         return now - timedelta(hours=self.config.knowledge.session_ttl_hours)
 
@@ -303,7 +187,7 @@ class Knowledge:
             )
         return read_file(ref, k.max_source_bytes)
 
-    @_reopening
+    @reopening
     def read(self, source: str) -> Document:
         """The full extracted text of one source, without indexing it."""
         ref = self._ref(source)
@@ -323,7 +207,7 @@ class Knowledge:
 
     # ---- indexing -------------------------------------------------------------------------
 
-    @_reopening
+    @reopening
     def index(
         self,
         source: str,
@@ -397,12 +281,12 @@ class Knowledge:
         size: int,
         progress: Progress | None,
     ) -> tuple[dict[str, Any], int]:
-        source_row, chunk_rows = self._rows(document, scope, session_id, digest, mtime, size)
-        self._embed(chunk_rows, progress)
+        source_row, chunk_rows = self._new_rows(document, scope, session_id, digest, mtime, size)
+        embed_rows(self.embedder, chunk_rows, progress)
         self.kstore.replace_source(source_row, chunk_rows)
         return source_row, len(chunk_rows)
 
-    @_reopening
+    @reopening
     def index_texts(
         self,
         documents: Sequence[tuple[str, str, str]],
@@ -421,91 +305,18 @@ class Knowledge:
                 check_text("uri", uri, QUERY_BYTES), title, DocType.TEXT, normalise(text)
             )
             data = document.text.encode("utf-8")
-            source_row, chunk_rows = self._rows(
+            source_row, chunk_rows = self._new_rows(
                 document, scope, "", content_hash(document.text), 0.0, len(data)
             )
             sources.append(source_row)
             chunks.extend(chunk_rows)
-        self._embed(chunks, progress)
+        embed_rows(self.embedder, chunks, progress)
         self.kstore.add_sources(sources, chunks)
         return len(chunks)
 
-    def _embed(self, chunk_rows: list[dict[str, Any]], progress: Progress | None) -> None:
-        texts = [r["content"] for r in chunk_rows]
-        for start in range(0, len(texts), EMBED_BATCH):
-            part = self.embedder.embed_documents(texts[start : start + EMBED_BATCH])
-            for row, vec in zip(chunk_rows[start : start + EMBED_BATCH], part, strict=True):
-                row["embedding"] = vec
-            if progress is not None:
-                progress(min(len(texts), start + EMBED_BATCH), len(texts))
-
-    def _rows(
-        self, document: Document, scope: str, session_id: str, digest: str, mtime: float, size: int
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """The source row and its chunk rows (without embeddings) for a new generation."""
-        k = self.config.knowledge
-        window = self._window
-        try:  # bounds one call's work: the cutting stops at the cap, the embedding never starts
-            chunks = chunk_text(
-                document.text,
-                document.title,
-                chunk_size=k.chunk_size,
-                overlap=k.chunk_overlap,
-                parent_size=k.parent_size,
-                max_tokens=window[0] if window is not None else 0,
-                count_tokens=window[1] if window is not None else None,
-                max_chunks=k.max_source_chunks,
-            )
-        except TooManyChunks as exc:
-            raise ChunkCapExceeded(
-                f"{document.uri} makes more than {exc.limit:,} chunks, the "
-                "knowledge.max_source_chunks; nothing was indexed (index a part of it, or "
-                "raise the setting)"
-            ) from None
-        now = utcnow()
-        sid = source_id(document.uri, scope, session_id)
-        generation = uuid.uuid4().hex
-        source_row = {
-            "id": sid,
-            "uri": document.uri,
-            "scope": scope,
-            "session_id": session_id,
-            "title": document.title,
-            "doc_type": document.doc_type.value,
-            "content_hash": digest,
-            "chunker": self._chunker,
-            "text": document.text,
-            "generation": generation,
-            "chunk_count": len(chunks),
-            "size_bytes": size,
-            "mtime": float(mtime),
-            "indexed_at": now,
-            "last_checked": now,
-        }
-        chunk_rows = [
-            {
-                "id": uuid.uuid4().hex,
-                "source_id": sid,
-                "generation": generation,
-                "uri": document.uri,
-                "scope": scope,
-                "session_id": session_id,
-                "title": document.title,
-                "chunk_index": c.index,
-                "section_path": list(c.section_path),
-                "content": c.content,
-                "parent_content": c.parent,
-                "byte_start": c.start,
-                "byte_end": c.end,
-                "indexed_at": now,
-            }
-            for c in chunks
-        ]
-        return source_row, chunk_rows
-
     # ---- search and match -----------------------------------------------------------------
 
-    @_reopening
+    @reopening
     def search(
         self,
         query: str,
@@ -562,7 +373,7 @@ class Knowledge:
             raise InvalidInput("source", f"no stored note {ref.key!r} in this session")
         return report, ids
 
-    @_reopening
+    @reopening
     def match(
         self,
         pattern: str,
@@ -588,39 +399,7 @@ class Knowledge:
             for r in self._visible_rows(with_text=True)
             if source_ids is None or r["id"] in source_ids
         ]
-        try:
-            found = match_lines(
-                [r["text"] for r in rows],
-                pattern,
-                ignore_case=ignore_case,
-                max_matches=cap,
-                context=context,
-                seconds=MATCH_SECONDS,
-            )
-        except InvalidInput:
-            raise
-        except TimeLimitExceeded as exc:
-            raise InvalidInput("pattern", str(exc).removeprefix("pattern: ")) from None
-        except ValueError as exc:  # the regex engine's parse error
-            detail = str(exc).strip().removeprefix("pattern: ").splitlines()[-1]
-            detail = detail.removeprefix("error: ")
-            raise InvalidInput("pattern", f"invalid regular expression: {detail}") from None
-        hits = []
-        for m in found.matches:  # a long line shows as a window around its match
-            line, start, end = clip(m.line, m.start, m.end)
-            hits.append(
-                LineHit(
-                    rows[m.text_index]["uri"],
-                    rows[m.text_index]["title"],
-                    m.line_number,
-                    line,
-                    start,
-                    end,
-                    [clip_context(c) for c in m.before],
-                    [clip_context(c) for c in m.after],
-                )
-            )
-        return MatchReport(pattern, hits, found.truncated, cap, len(rows))
+        return match_sources(rows, pattern, ignore_case=ignore_case, cap=cap, context=context)
 
     # ---- session notes --------------------------------------------------------------------
 
@@ -633,7 +412,7 @@ class Knowledge:
             )
         return self.session_id
 
-    @_reopening
+    @reopening
     def store(self, key: str, content: str) -> StoredNote:
         """Keep `content` as `stored://<key>`, visible to this session only, until deleted or
         `session_ttl_hours` pass. A key already used in this session must be deleted first."""
@@ -663,7 +442,7 @@ class Knowledge:
         )
         return StoredNote(key, uri, chunks, session)
 
-    @_reopening
+    @reopening
     def delete(self, key: str) -> str:
         """Delete this session's note `key`; returns its uri. A missing key is an error."""
         session = self._require_session()
@@ -675,7 +454,7 @@ class Knowledge:
 
     # ---- housekeeping ---------------------------------------------------------------------
 
-    @_reopening
+    @reopening
     def delete_source(self, source: str) -> SourceInfo:
         """Remove an indexed source (the one this scope sees: its own before global)."""
         ref = self._ref(source)
@@ -684,14 +463,14 @@ class Knowledge:
             raise InvalidInput("source", f"{ref.uri} is not indexed in this scope")
         return SourceInfo.from_row(rows[0])
 
-    @_reopening
+    @reopening
     def list_sources(self, limit: int = 20) -> list[SourceInfo]:
         """Visible sources, most recently checked first."""
         limit = check_limit(limit, maximum=100_000)
         rows = sorted(self._visible_rows(), key=lambda r: r["last_checked"], reverse=True)
         return [SourceInfo.from_row(r) for r in rows[:limit]]
 
-    @_reopening
+    @reopening
     def stats(self) -> KnowledgeStats:
         """Counts over the visible sources."""
         rows = self._visible_rows()

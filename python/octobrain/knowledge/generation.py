@@ -1,0 +1,119 @@
+"""A source's new generation: its source row and its chunk rows, cut from the extracted text
+and embedded, ready for `KnowledgeStore.replace_source` or `add_sources`."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from octobrain.config import KnowledgeConfig
+from octobrain.embed.base import Embedder
+from octobrain.embed.tokens import TokenCounter
+from octobrain.errors import InvalidInput
+from octobrain.knowledge.chunk import TooManyChunks, chunk_text
+from octobrain.knowledge.extract import Document
+from octobrain.knowledge.store import source_id
+from octobrain.times import utcnow
+
+Progress = Callable[[int, int], None]
+EMBED_BATCH = 64  # chunks per embedding call (the progress bar's step)
+
+
+class ChunkCapExceeded(InvalidInput):
+    """A document that makes more chunks than `knowledge.max_source_chunks` (nothing indexed)."""
+
+    def __init__(self, rule: str) -> None:
+        super().__init__("source", rule)
+
+
+def content_hash(text: str) -> str:
+    """SHA-256 of the extracted text: what decides whether a source changed."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def embed_rows(
+    embedder: Embedder, chunk_rows: list[dict[str, Any]], progress: Progress | None
+) -> None:
+    """Set the `embedding` of each of `chunk_rows` (`EMBED_BATCH` a call), reporting the
+    chunks done to `progress`."""
+    texts = [r["content"] for r in chunk_rows]
+    for start in range(0, len(texts), EMBED_BATCH):
+        part = embedder.embed_documents(texts[start : start + EMBED_BATCH])
+        for row, vec in zip(chunk_rows[start : start + EMBED_BATCH], part, strict=True):
+            row["embedding"] = vec
+        if progress is not None:
+            progress(min(len(texts), start + EMBED_BATCH), len(texts))
+
+
+def new_rows(
+    document: Document,
+    k: KnowledgeConfig,
+    window: tuple[int, TokenCounter] | None,
+    chunker: str,
+    scope: str,
+    session_id: str,
+    digest: str,
+    mtime: float,
+    size: int,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The source row and its chunk rows (without embeddings) for a new generation of
+    `document`, cut by the `k` settings (to fit `window`, when given) and named `chunker`."""
+    try:  # bounds one call's work: the cutting stops at the cap, the embedding never starts
+        chunks = chunk_text(
+            document.text,
+            document.title,
+            chunk_size=k.chunk_size,
+            overlap=k.chunk_overlap,
+            parent_size=k.parent_size,
+            max_tokens=window[0] if window is not None else 0,
+            count_tokens=window[1] if window is not None else None,
+            max_chunks=k.max_source_chunks,
+        )
+    except TooManyChunks as exc:
+        raise ChunkCapExceeded(
+            f"{document.uri} makes more than {exc.limit:,} chunks, the "
+            "knowledge.max_source_chunks; nothing was indexed (index a part of it, or "
+            "raise the setting)"
+        ) from None
+    now = utcnow()
+    sid = source_id(document.uri, scope, session_id)
+    generation = uuid.uuid4().hex
+    source_row = {
+        "id": sid,
+        "uri": document.uri,
+        "scope": scope,
+        "session_id": session_id,
+        "title": document.title,
+        "doc_type": document.doc_type.value,
+        "content_hash": digest,
+        "chunker": chunker,
+        "text": document.text,
+        "generation": generation,
+        "chunk_count": len(chunks),
+        "size_bytes": size,
+        "mtime": float(mtime),
+        "indexed_at": now,
+        "last_checked": now,
+    }
+    chunk_rows = [
+        {
+            "id": uuid.uuid4().hex,
+            "source_id": sid,
+            "generation": generation,
+            "uri": document.uri,
+            "scope": scope,
+            "session_id": session_id,
+            "title": document.title,
+            "chunk_index": c.index,
+            "section_path": list(c.section_path),
+            "content": c.content,
+            "parent_content": c.parent,
+            "byte_start": c.start,
+            "byte_end": c.end,
+            "indexed_at": now,
+        }
+        for c in chunks
+    ]
+    return source_row, chunk_rows
