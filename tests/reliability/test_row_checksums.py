@@ -295,11 +295,11 @@ def _indexed(env: dict[str, str], tmp_path: Path, name: str, number: int) -> Pat
     return doc
 
 
-def _flip_chunks(env: dict[str, str], found: bytes) -> int:
-    """Turn the last byte of `found` ("0" into "1") wherever it is in the knowledge chunks'
-    data files; how many places changed."""
+def _flip_chunks(env: dict[str, str], found: bytes, table: str = "knowledge_chunks") -> int:
+    """Turn the last byte of `found` ("0" into "1") wherever it is in the data files of the
+    knowledge chunks (or `table`); how many places changed."""
     changed = 0
-    for path in (_store(env) / "knowledge_chunks.lance" / "data").glob("*.lance"):
+    for path in (_store(env) / f"{table}.lance" / "data").glob("*.lance"):
         raw = bytearray(path.read_bytes())
         at = raw.find(found)
         while at >= 0:
@@ -349,14 +349,53 @@ def test_an_old_knowledge_index_gains_chunk_checksums_with_its_first_write(
     # An index made before the column: searches take its chunks unchecked; the first write
     # adds the column and stamps every chunk as it then is, after which a flip is named.
     _indexed(env, tmp_path, "api", 8440)
-    lancedb.connect(_store(env)).open_table("knowledge_chunks").drop_columns([schema.CHECKSUM])
+    for name in ("knowledge_chunks", "knowledge_sources"):
+        lancedb.connect(_store(env)).open_table(name).drop_columns([schema.CHECKSUM])
     found = octobrain(env, "search", "which port does the api service listen on", group="knowledge")
     assert found.returncode == 0 and "8440" in found.stdout, found.stderr
     assert run_cli(env, "doctor")[0] == 0
     _indexed(env, tmp_path, "cache", 6370)
     rows = lancedb.connect(_store(env)).open_table("knowledge_chunks").to_arrow().to_pylist()
     assert len(rows) >= 2 and all(schema.chunk_verified(r) is True for r in rows)
+    sources = lancedb.connect(_store(env)).open_table("knowledge_sources").to_arrow()
+    assert all(schema.source_verified(r) is True for r in sources.to_pylist())
     assert _flip_chunks(env, b"port 8440") >= 1
     done = octobrain(env, "search", "which port does the api service listen on", group="knowledge")
     assert done.returncode == 1 and "no longer matches the checksum" in done.stderr
     assert run_cli(env, "doctor")[0] == 1
+
+
+def test_a_bit_flipped_in_a_knowledge_source_s_text_is_named_not_shown(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # `knowledge match` and `read` of a note show a source's extracted text, kept in the
+    # `knowledge_sources` table: flipped there, `match` showed "port 8441" on line 3 and
+    # `doctor` said ok.
+    doc = _indexed(env, tmp_path, "api", 8440)
+    cache = _indexed(env, tmp_path, "cache", 6370)
+    assert _flip_chunks(env, b"port 8440", "knowledge_sources")
+    done = octobrain(env, "match", "port 844", group="knowledge")
+    assert done.returncode == 1 and "8441" not in done.stdout, done.stdout
+    line = one_clear_line(done.stderr)
+    assert "'knowledge_sources' is damaged" in line and doc.name in line, line
+    assert "no longer matches the checksum" in line and "octobrain doctor" in line, line
+    found = octobrain(env, "match", "port", "--source", str(cache), group="knowledge")
+    assert found.returncode == 0 and "6370" in found.stdout, found.stderr
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    [problem] = json.loads(out)["problems"]
+    assert rc == 1 and problem["table"] == "knowledge_sources", problem
+    assert doc.name in problem["problem"] and "knowledge index --force" in problem["repair"]
+    assert octobrain(env, "index", "--force", str(doc), group="knowledge").returncode == 0
+    assert run_cli(env, "doctor")[0] == 0
+    done = octobrain(env, "match", "port 844", group="knowledge")
+    assert done.returncode == 0 and "8440" in done.stdout, done.stderr
+
+
+def test_a_bit_flipped_in_a_stored_note_is_named_not_read(env: dict[str, str]) -> None:
+    note = ("store", "plan", "Ship the migration after freeze 8440.")
+    assert octobrain(env, *note, group="knowledge").returncode == 0
+    assert _flip_chunks(env, b"freeze 8440", "knowledge_sources")
+    done = octobrain(env, "read", "stored://plan", group="knowledge")
+    assert done.returncode == 1 and "8441" not in done.stdout, done.stdout
+    line = one_clear_line(done.stderr)
+    assert "'knowledge_sources' is damaged" in line and "stored://plan" in line, line

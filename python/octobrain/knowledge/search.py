@@ -18,7 +18,7 @@ from octobrain.config import Config
 from octobrain.kernels.hybrid import cosines, exact_top, hybrid_rank
 from octobrain.knowledge.index import ChunkIndex
 from octobrain.knowledge.results import KnowledgeHit
-from octobrain.store.schema import check_chunk
+from octobrain.store.schema import CHUNKS, check_knowledge
 
 DISPLAY_CHARS = 2000  # a parent longer than this is shown as its matching chunk instead
 
@@ -102,7 +102,7 @@ def _group(index: ChunkIndex, scored: list[_Scored], limit: int) -> list[Knowled
         if key in seen:
             continue
         seen[key] = len(hits)
-        check_chunk(row)  # never a changed text shown as the document's
+        check_knowledge(row, CHUNKS)  # never a changed text shown as the document's
         # `content` is "header\n\nbody"; the header is printed from section_path instead.
         shown = (
             parent

@@ -64,6 +64,7 @@ from octobrain.safe_text import check_label, check_text, is_unicode
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen
 from octobrain.store.location import StoreLocation
+from octobrain.store.schema import SOURCES, check_knowledge
 from octobrain.store.sql import sql_str, visible_scopes
 from octobrain.times import utcnow
 
@@ -195,6 +196,7 @@ class Knowledge:
             rows = self._visible_rows(ref.uri, with_text=True)
             if not rows:
                 raise InvalidInput("source", f"no stored note {ref.key!r} in this session")
+            check_knowledge(rows[0], SOURCES)  # never a changed text shown as the note's
             return document_from_text(ref.uri, rows[0]["text"])
         limit = (self.config.knowledge.max_source_bytes,)
         known = _EXTRACTED.get(ref, limit)
@@ -399,6 +401,8 @@ class Knowledge:
             for r in self._visible_rows(with_text=True)
             if source_ids is None or r["id"] in source_ids
         ]
+        for row in rows:  # never a changed text searched and shown as the document's
+            check_knowledge(row, SOURCES)
         return match_sources(rows, pattern, ignore_case=ignore_case, cap=cap, context=context)
 
     # ---- session notes --------------------------------------------------------------------

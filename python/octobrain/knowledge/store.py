@@ -3,7 +3,8 @@
 Two tables:
 
 - `knowledge_sources`: one row per (scope, session, uri): title, type, the extracted text (for
-  `match`), its content hash, the chunker settings, and the **current generation** id.
+  `match`), its content hash, the chunker settings, and the **current generation** id, with
+  the CRC-32 of them (`schema.source_checksum`).
 - `knowledge_chunks`: child chunks with their parent text, section path and embedding, each
   tagged with the generation that wrote it and carrying the CRC-32 of what a search shows of it
   (`schema.chunk_checksum`). The model id and dimension live in its metadata.
@@ -21,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,10 @@ from octobrain.store.schema import (
     META_DIM,
     META_MODEL,
     META_SCHEMA,
+    SOURCE_CHECKED,
+    SOURCES,
     chunk_checksum,
+    source_checksum,
     stamps,
 )
 from octobrain.store.sql import sql_in, sql_str
@@ -50,11 +54,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SOURCES = "knowledge_sources"
 SCHEMA_VERSION = "1"
 LOCK_TIMEOUT_S = 300.0
 KEEP_VERSIONS_FOR = timedelta(minutes=10)
-STAMP_BATCH = 4_096  # chunk rows read at a time by the pass that adds their checksums
+# Rows read at a time by the pass that adds their checksums (a source row holds its text).
+STAMP_BATCH = {SOURCES: 64, CHUNKS: 4_096}
 
 SOURCE_LIGHT = [
     "id", "uri", "scope", "session_id", "title", "doc_type", "content_hash", "chunker",
@@ -88,7 +92,9 @@ def sources_schema() -> pa.Schema:
               ("generation", s), ("chunk_count", i), ("size_bytes", i), ("mtime", f),
               ("indexed_at", _ts()), ("last_checked", _ts())]  # fmt: skip
     return pa.schema(
-        [pa.field(name, typ, nullable=False) for name, typ in fields],
+        # The checksum came after schema 1 shipped: an older table gains it with its first
+        # write (`KnowledgeStore.write_lock`).
+        [*(pa.field(name, typ, nullable=False) for name, typ in fields), CHECKSUM_FIELD],
         metadata={META_SCHEMA: SCHEMA_VERSION.encode()},
     )
 
@@ -181,8 +187,9 @@ class KnowledgeStore:
                 self.location.to_latest(self._sources, self._chunks)  # see MemoryStore.write_lock
                 manifest.check_before_write(self.location, self._sources, self._chunks)
                 with self._commits.held():
-                    if self._chunks is not None and CHECKSUM not in self._chunks.schema.names:
-                        self._add_checksums()
+                    for table in (self._sources, self._chunks):
+                        if table is not None and CHECKSUM not in table.schema.names:
+                            self._add_checksums(table)
                     yield
         except OctobrainError:
             raise
@@ -192,21 +199,21 @@ class KnowledgeStore:
             damage = manifest.read_failure(exc)
             raise StorageError(damage or io_failure(self.location, exc)) from exc
 
-    def _add_checksums(self) -> None:
-        """Under the write lock: give a `knowledge_chunks` table made before chunk checksums
-        the column, then each chunk its checksum as the chunk is now (one more commit): the
-        chunks are taken as sound as they are. Until then they are shown unchecked."""
-        chunks = self.chunks
+    def _add_checksums(self, table: lancedb.table.Table) -> None:
+        """Under the write lock: give a knowledge table made before checksums the column,
+        then each row its checksum as the row is now (one more commit): the rows are taken
+        as sound as they are. Until then they are shown unchecked."""
+        checked, sum_of = _CHECKED_BY[table.name]
         self.location.check_held()
-        chunks.add_columns([CHECKSUM_FIELD])
-        self._commits.wrote(chunks)
-        query = chunks.search().where(f"{CHECKSUM} IS NULL").select(list(CHUNK_CHECKED))
-        data = stamps(query.limit(None).to_batches(STAMP_BATCH), chunk_checksum)
+        table.add_columns([CHECKSUM_FIELD])
+        self._commits.wrote(table)
+        query = table.search().where(f"{CHECKSUM} IS NULL").select(list(checked))
+        data = stamps(query.limit(None).to_batches(STAMP_BATCH[table.name]), sum_of)
         if data.num_rows:
             self.location.check_held()
-            chunks.merge_insert("id").when_matched_update_all().execute(data)
-            self._commits.wrote(chunks)
-        log.info("%s: added the checksum column, %d chunks stamped", CHUNKS, data.num_rows)
+            table.merge_insert("id").when_matched_update_all().execute(data)
+            self._commits.wrote(table)
+        log.info("%s: added the checksum column, %d rows stamped", table.name, data.num_rows)
 
     def versions(self) -> tuple[int, int]:
         """(sources version, chunks version): change on every commit by anyone."""
@@ -217,8 +224,11 @@ class KnowledgeStore:
     def scan_sources(
         self, where: str = "true", *, with_text: bool = False, limit: int | None = None
     ) -> list[dict[str, Any]]:
-        """Source rows matching `where` (the text column only when asked for)."""
+        """Source rows matching `where` (the text column, and the checksum to check it by
+        before it is shown, `schema.check_knowledge`, only when asked for)."""
         columns = [*SOURCE_LIGHT, "text"] if with_text else SOURCE_LIGHT
+        if with_text and CHECKSUM in self.sources.schema.names:
+            columns = [*columns, CHECKSUM]
         rows: list[dict[str, Any]] = (
             self.sources.search().where(where).select(columns).limit(limit).to_list()
         )
@@ -252,7 +262,7 @@ class KnowledgeStore:
         with self.write_lock():
             self.location.check_held()
             if chunk_rows:
-                self.chunks.add(_stamped(chunk_rows))
+                self.chunks.add(_stamped(chunk_rows, chunk_checksum))
                 self._commits.wrote(self.chunks)
             self._flip(source_row)
             self.chunks.delete(f"source_id = {sql_str(sid)} AND generation != {sql_str(gen)}")
@@ -269,13 +279,13 @@ class KnowledgeStore:
             replaced = self.scan_sources(sql_in("id", [r["id"] for r in source_rows]))
             self.location.check_held()
             if chunk_rows:
-                self.chunks.add(_stamped(chunk_rows))
+                self.chunks.add(_stamped(chunk_rows, chunk_checksum))
                 self._commits.wrote(self.chunks)
             (
                 self.sources.merge_insert("id")
                 .when_matched_update_all()
                 .when_not_matched_insert_all()
-                .execute(source_rows)
+                .execute(_stamped(source_rows, source_checksum))
             )
             self._commits.wrote(self.sources)
             for old in replaced:  # the previous generation's chunks of a replaced source
@@ -289,7 +299,7 @@ class KnowledgeStore:
             self.sources.merge_insert("id")
             .when_matched_update_all()
             .when_not_matched_insert_all()
-            .execute([source_row])
+            .execute(_stamped([source_row], source_checksum))
         )
         self._commits.wrote(self.sources)
 
@@ -354,8 +364,15 @@ class KnowledgeStore:
                 self._commits.wrote(table)
 
 
-def _stamped(chunk_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`chunk_rows` with their checksums set (every write of chunks goes through this)."""
-    for row in chunk_rows:
-        row[CHECKSUM] = chunk_checksum(row)
-    return chunk_rows
+# The checksummed columns of each knowledge table, and their sum.
+_CHECKED_BY = {SOURCES: (SOURCE_CHECKED, source_checksum), CHUNKS: (CHUNK_CHECKED, chunk_checksum)}
+
+
+def _stamped(
+    rows: list[dict[str, Any]], sum_of: Callable[[Mapping[str, Any]], int]
+) -> list[dict[str, Any]]:
+    """`rows` with their checksums set (`sum_of` each; every write of whole rows goes through
+    this)."""
+    for row in rows:
+        row[CHECKSUM] = sum_of(row)
+    return rows

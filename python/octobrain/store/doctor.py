@@ -26,10 +26,13 @@ from octobrain.store.schema import (
     EDGE_CHECKED,
     GARBLED_REPAIR,
     REEMBED,
+    SOURCE_CHECKED,
+    SOURCES,
     chunk_verified,
     describe_garbled,
     describe_unsound,
     edge_verified,
+    source_verified,
     unsound,
     vector_matrix,
     verified,
@@ -78,9 +81,9 @@ class TableCheck:
     # (its id) and that one's length.
     unsound_vectors: int = 0
     first_unsound: tuple[str, float] | None = None
-    # Memories, edges or chunks that no longer match the checksum written with them
-    # (`schema.verified`, `edge_verified`, `chunk_verified`), and the first `_NAMED_GARBLED`
-    # of them (their ids as they read now; of chunks, their sources).
+    # Memories, edges, chunks or sources that no longer match the checksum written with them
+    # (`schema.verified`, `edge_verified`, `chunk_verified`, `source_verified`), and the first
+    # `_NAMED_GARBLED` of them (their ids as they read now; of knowledge, their sources).
     garbled_rows: int = 0
     garbled: list[str] = field(default_factory=list)
 
@@ -393,14 +396,24 @@ _REEMBED = {
     "knowledge_chunks": "index the source again: `octobrain knowledge index --force SOURCE`",
 }
 # The column naming a row of each such table in the report (a chunk by its source).
-_NAMED_BY = {"memories": ("id", "memory"), "knowledge_chunks": ("uri", "a chunk of")}
+_NAMED_BY = {
+    "memories": ("id", "memory"),
+    "knowledge_chunks": ("uri", "a chunk of"),
+    "knowledge_sources": ("uri", "source"),
+}
 
 
+# A source and every chunk of it are written again from the source (a new generation).
+_KNOWLEDGE_REPAIR = (
+    "index the source again: `octobrain knowledge index --force SOURCE` (a stored:// note: "
+    "`octobrain knowledge delete KEY`, then store it again)"
+)
 # The checksummed tables: the columns a row's check reads, and the check.
 _CHECKED_BY: dict[str, tuple[Sequence[str], Callable[[Any], bool | None]]] = {
     "memories": (CHECKED, verified),
     "relationships": (EDGE_CHECKED, edge_verified),
     CHUNKS: (CHUNK_CHECKED, chunk_verified),
+    SOURCES: (SOURCE_CHECKED, source_verified),
 }
 _GARBLED_REPAIR = {
     "memories": GARBLED_REPAIR,
@@ -410,11 +423,8 @@ _GARBLED_REPAIR = {
         "again (a link whose end reads as no memory: `octobrain doctor --drop-dangling-edges`); "
         "otherwise restore the store directory from a backup"
     ),
-    # Every chunk is made again from its source (a new generation; the old chunks deleted).
-    CHUNKS: (
-        "index the source again: `octobrain knowledge index --force SOURCE` (a stored:// note: "
-        "`octobrain knowledge delete KEY`, then store it again)"
-    ),
+    CHUNKS: _KNOWLEDGE_REPAIR,
+    SOURCES: _KNOWLEDGE_REPAIR,
 }
 
 

@@ -74,6 +74,7 @@ _TS = pa.timestamp("us", tz="UTC")
 CONTEXT = "context"
 CHECKSUM = "checksum"
 CHUNKS = "knowledge_chunks"
+SOURCES = "knowledge_sources"
 
 # What a row's checksum covers: every field a user wrote or a command shows, not the counters
 # each recall bumps by SQL (`access_count`, `last_accessed`) nor the embedding (checked for
@@ -121,6 +122,7 @@ _ROW_WORDS = {
     "memories": ("memory", "memories", "text, tags or times"),
     "relationships": ("link", "links", "ends, type, strength, description or time"),
     CHUNKS: ("a chunk of", "chunks", "text, section, title or source"),
+    SOURCES: ("source", "sources", "text, title or settings"),
 }
 
 
@@ -176,12 +178,16 @@ def _crc(row: Mapping[str, Any], fields: tuple[tuple[str, ...], ...] | None = No
     return zlib.crc32(b"".join(parts))
 
 
-def checksum(row: Mapping[str, Any]) -> int:
-    """The `checksum` column of `row`: the CRC-32 of its checked fields (low 32 bits) and the
-    low 31 bits of the `updated_at` it was made for. A row an older octobrain rewrote keeps
-    the column it had (Lance keeps a column a write does not name) beside another `updated_at`:
-    that row is read unverified until the store's maintenance pass stamps it again."""
-    return (_micros(row["updated_at"]) & _STAMP_BITS) << 32 | _crc(row)
+def checksum(
+    row: Mapping[str, Any],
+    fields: tuple[tuple[str, ...], ...] | None = None,
+    at: str = "updated_at",
+) -> int:
+    """The `checksum` column of `row`: the CRC-32 of its checked fields (low 32 bits; `fields`,
+    by default a memory's) and the low 31 bits of the time `at` it was made for. A row an
+    older octobrain rewrote keeps the column it had (Lance keeps a column a write does not
+    name) beside another time: that row is read unverified until it is stamped again."""
+    return (_micros(row[at]) & _STAMP_BITS) << 32 | _crc(row, fields)
 
 
 def stamped(row: dict[str, Any]) -> dict[str, Any]:
@@ -203,11 +209,11 @@ def stamps(
     )
 
 
-def unstamped(row: Mapping[str, Any]) -> bool:
-    """Whether `row` (its `updated_at` and `checksum`) has no checksum made for it: written
+def unstamped(row: Mapping[str, Any], at: str = "updated_at") -> bool:
+    """Whether `row` (its time `at` and `checksum`) has no checksum made for it: written
     before the column, or since by an older octobrain."""
     stored = row.get(CHECKSUM)
-    return stored is None or stored >> 32 != _micros(row["updated_at"]) & _STAMP_BITS
+    return stored is None or stored >> 32 != _micros(row[at]) & _STAMP_BITS
 
 
 def unstamped_mask(rows: pa.Table) -> pa.ChunkedArray:
@@ -220,12 +226,16 @@ def unstamped_mask(rows: pa.Table) -> pa.ChunkedArray:
     return pc.or_kleene(pc.is_null(stored), pc.fill_null(other, True))
 
 
-def verified(row: Mapping[str, Any]) -> bool | None:
-    """Whether `row` (holding the `CHECKED` fields) matches its checksum; None when it has
-    none to check (`unstamped`)."""
-    if unstamped(row):
+def verified(
+    row: Mapping[str, Any],
+    fields: tuple[tuple[str, ...], ...] | None = None,
+    at: str = "updated_at",
+) -> bool | None:
+    """Whether `row` (holding the `CHECKED` fields, or `fields` and `at`) matches its checksum;
+    None when it has none to check (`unstamped`)."""
+    if unstamped(row, at):
         return None
-    return bool(row[CHECKSUM] & 0xFFFFFFFF == _crc(row))
+    return bool(row[CHECKSUM] & 0xFFFFFFFF == _crc(row, fields))
 
 
 def check_row(row: Mapping[str, Any]) -> None:
@@ -407,6 +417,17 @@ _CHUNK_FIELDS = (
     ("indexed_at",),
 )  # fmt: skip
 CHUNK_CHECKED = tuple(name for group in _CHUNK_FIELDS for name in group)
+# What a knowledge source's checksum covers: its extracted text (`match` and `read` show it)
+# and what names and finds it. Not the check times and counts (`last_checked` and `mtime` are
+# updated by SQL when a check finds it unchanged; the counts and size are shown, not read).
+_SOURCE_FIELDS = (
+    ("id", "uri", "scope", "session_id", "title", "doc_type", "content_hash", "chunker", "text",
+     "generation"),
+    (),
+    (),
+    ("indexed_at",),
+)  # fmt: skip
+SOURCE_CHECKED = tuple(name for group in _SOURCE_FIELDS for name in group)
 
 
 def chunk_checksum(row: Mapping[str, Any]) -> int:
@@ -415,14 +436,31 @@ def chunk_checksum(row: Mapping[str, Any]) -> int:
     return _crc(row, _CHUNK_FIELDS)
 
 
+def source_checksum(row: Mapping[str, Any]) -> int:
+    """The `checksum` of a `knowledge_sources` row: the CRC-32 of its `SOURCE_CHECKED` fields
+    beside the `indexed_at` it was made for (a memory's way, `checksum`): a source an older
+    octobrain indexed again keeps the checksum it had beside another `indexed_at`, and reads
+    unchecked."""
+    return checksum(row, _SOURCE_FIELDS, "indexed_at")
+
+
 def chunk_verified(row: Mapping[str, Any]) -> bool | None:
     """Whether a `knowledge_chunks` row matches its checksum; None when it has none (indexed
     before the column, or by an older octobrain)."""
     return _matches(row, chunk_checksum)
 
 
-def check_chunk(row: Mapping[str, Any]) -> None:
-    """`RowDamaged` (naming the chunk's source) when a chunk about to be shown does not match
-    its checksum."""
-    if chunk_verified(row) is False:
-        raise RowDamaged(str(row["uri"]), CHUNKS)
+def source_verified(row: Mapping[str, Any]) -> bool | None:
+    """Whether a `knowledge_sources` row (with its text) matches its checksum; None when it
+    has none made for it."""
+    return verified(row, _SOURCE_FIELDS, "indexed_at")
+
+
+_KNOWLEDGE_VERIFIED = {CHUNKS: chunk_verified, SOURCES: source_verified}
+
+
+def check_knowledge(row: Mapping[str, Any], table: str) -> None:
+    """`RowDamaged` (naming the row's source) when a row of the knowledge table `table` about
+    to be shown does not match its checksum."""
+    if _KNOWLEDGE_VERIFIED[table](row) is False:
+        raise RowDamaged(str(row["uri"]), table)
