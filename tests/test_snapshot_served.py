@@ -6,6 +6,7 @@ the snapshot."""
 from __future__ import annotations
 
 import os
+import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,29 @@ def test_kept_accesses_are_claimed_by_one_process_only(tmp_path: Path) -> None:
     assert len(taken) == 1
     assert accessed.claim(location) == []  # a second process finds nothing left to count
     accessed.unclaim(taken)  # (the first could not commit: put back)
+    assert _brain(tmp_path / "db").get(ids[3]).access_count == 1
+
+
+def test_an_access_another_opener_is_committing_shows_in_the_ranking_meanwhile(
+    tmp_path: Path,
+) -> None:
+    # A process opening the tables while another (or its own sleep check) had claimed the
+    # kept file and not yet committed it read the store without the access: the ranking
+    # forgot what the process before had counted (a flaky `memory remember` in the tests).
+    ids = _store_with_snapshot(tmp_path / "db")
+    reader = _brain(tmp_path / "db")
+    _hits(reader, "setting zq3", limit=1)
+    _exit_flush(reader)
+    shutil.rmtree(tmp_path / "data" / "cache" / "snapshots")  # read through LanceDB
+    location = _brain(tmp_path / "db").store.location
+    claimed = accessed.claim(location)  # another opener, counting it now
+    assert len(claimed) == 1
+    later = _brain(tmp_path / "db")
+    assert _hits(later, "setting zq3", limit=1, record_access=False) == [ids[3]]
+    corpus = later.retriever.corpus
+    assert not corpus.opened_snapshot and later.store.connected
+    assert corpus.memory(corpus.pos_of.get(ids[3], -1)).access_count == 1
+    accessed.unclaim(claimed)  # (its commit failed: the next opener counts it, once)
     assert _brain(tmp_path / "db").get(ids[3]).access_count == 1
 
 

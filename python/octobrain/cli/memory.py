@@ -178,7 +178,6 @@ def remember_cmd(
     brain.flush(keep=True)  # the accesses counted now the answer is out (`memory.access`)
 
 
-# What `forget` shows of a memory that no longer matches its checksum, in place of its title.
 @memory.command("forget")
 @click.argument("memory_ids", nargs=-1)
 @click.option("-q", "--query", help="Forget what this query finds (previewed first).")

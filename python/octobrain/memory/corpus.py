@@ -45,6 +45,7 @@ from octobrain.memory.positions import AddressIndex, Positions
 from octobrain.memory.snapshot import Snapshot, SnapshotDamaged, SnapshotDir
 from octobrain.models import Memory, Relationship, State
 from octobrain.store import MemoryStore
+from octobrain.store.accessed import Accessed
 from octobrain.store.schema import row_to_memory, stored_float
 from octobrain.times import from_micros, micros
 
@@ -174,6 +175,9 @@ class Corpus:
                     and corpus_snapshot.open_current(self)
                 ):
                     return
+                # Kept accesses as the store is read: one another opener claimed may land
+                # after this read, or before it, and is then counted once (the window).
+                kept = self._store.kept_access()
                 rows_version, edges_version = latest_versions(self._store)
                 if self._written:
                     corpus_snapshot.adopt_written(self)
@@ -181,6 +185,7 @@ class Corpus:
                     corpus_snapshot.adopt_snapshot(self, rows_version)
                 self._refresh_edges(edges_version)
                 corpus_apply.refresh_rows(self, rows_version)
+                self._apply_kept_access(kept)
             except SnapshotDamaged:
                 corpus_snapshot.discard(self)
                 raise
@@ -250,10 +255,12 @@ class Corpus:
             if version is not None:
                 self._version = version
 
-    def _apply_kept_access(self) -> None:
-        """Count what processes before this one kept for the next commit (`store.accessed`),
-        as that commit will: each id once, unless accessed within the window."""
-        kept = self._store.kept_access()
+    def _apply_kept_access(self, kept: Accessed | None) -> None:
+        """Count what processes before this one kept for the next commit (`kept`, as
+        `MemoryStore.kept_access` listed them) as that commit will: each id once, unless
+        accessed within the window. A reader the snapshot serves applies them all; one that
+        read the store, those another opener had claimed and not committed as it listed them
+        (one committed by the time of the read is not counted twice: the window)."""
         if kept is None:
             return
         where = self.pos_of.many(kept.ids)

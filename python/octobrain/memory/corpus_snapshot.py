@@ -41,7 +41,7 @@ def open_current(c: Corpus) -> bool:
         replay_tail(c, *on_disk)
     if (c._version, c._edges.version) != on_disk:
         return False
-    c._apply_kept_access()
+    c._apply_kept_access(c._store.kept_access())
     return True
 
 
