@@ -18,7 +18,7 @@ from octobrain.embed.factory import get_embedder
 from octobrain.errors import StorageError
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory
-from octobrain.store import accessed, manifest
+from octobrain.store import accessed, manifest, versions
 
 SCOPE = "github.com/acme/api"
 
@@ -139,7 +139,7 @@ def test_a_lost_newest_commit_is_reported_not_served_from_the_snapshot(tmp_path:
     ids = _store_with_snapshot(tmp_path / "db")
     writer = _brain(tmp_path / "db")
     writer.update(ids[2], content="The service uses setting zqlost.")
-    newest = manifest.version_manifest(writer.store.location, "memories", writer.store.version())
+    newest = versions.version_manifest(writer.store.location, "memories", writer.store.version())
     assert newest is not None
     newest.unlink()  # the snapshot is now of the newest manifest left, but a commit is lost
     with pytest.raises(StorageError, match="gone"):

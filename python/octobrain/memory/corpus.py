@@ -49,7 +49,7 @@ from octobrain.store.accessed import Accessed
 from octobrain.store.schema import row_to_memory, stored_float
 from octobrain.times import from_micros, micros
 
-__all__ = ["LIGHT_COLUMNS", "Corpus"]
+__all__ = ["Corpus"]
 
 log = logging.getLogger(__name__)
 

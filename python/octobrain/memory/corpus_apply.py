@@ -159,8 +159,9 @@ def add(
 ) -> None:
     if not len(rows):
         return
-    rows = rows.select(LIGHT_COLUMNS).cast(c._rows.schema) if len(c._rows) else rows
     rows = rows.select(LIGHT_COLUMNS)
+    if len(c._rows):
+        rows = rows.cast(c._rows.schema)
     texts = texts_of(rows)
     start = int(c.index.add(texts)[0])
     assert start == len(c._live), "BM25 positions and the mirror's rows disagree"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from octobrain.errors import InvalidInput
 from octobrain.memory import temporal
 from octobrain.memory.access import AccessQueue
-from octobrain.memory.corpus import LIGHT_COLUMNS
+from octobrain.memory.corpus_io import LIGHT_COLUMNS
 from octobrain.memory.query import parse_filters, parse_queries
 from octobrain.memory.search import Empty, Hit
 from octobrain.models import (

@@ -13,24 +13,15 @@ are recorded. A read-only store that cannot record them is simply not adopted ye
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.store import seen
 from octobrain.store.lease import LEASE_TTL_S
 from octobrain.store.table_files import not_regular
-from octobrain.store.versions import (
-    VERSIONS,
-    Problem,
-    hinted,
-    lost_version,
-    version_of,
-    versions_dir,
-)
+from octobrain.store.versions import Problem, lost_version
 
 if TYPE_CHECKING:
     import lancedb
@@ -422,40 +413,3 @@ def adopt_if_new(db: lancedb.DBConnection, location: StoreLocation) -> dict[str,
     except Exception as exc:
         log.info("could not record the store's tables in its manifest: %s", exc)
     return None
-
-
-def version_manifest(location: StoreLocation, name: str, version: int) -> Path | None:
-    """The file holding `version` of table `name` (either naming, `version_of`), or None when
-    it is not there (object storage, or cleaned up)."""
-    versions = versions_dir(location, name)
-    if versions is None:
-        return None
-    for number in ((1 << 64) - 1 - version, version):
-        path = versions / f"{number}{VERSIONS[1]}"
-        if path.is_file():
-            return path
-    return None
-
-
-def newest_on_disk(location: StoreLocation, name: str) -> int | None:
-    """The newest committed version of table `name` of a local store, read from its version
-    folder without LanceDB (a listing and Lance's hint file): the version an open would find.
-    None where only an open can tell: object storage, no manifest in the folder, a name that is
-    not Lance's, or a hint above every manifest left (a lost commit, which the open reports,
-    `lost_version`)."""
-    versions = versions_dir(location, name)
-    if versions is None:
-        return None
-    try:
-        names = [n for n in os.listdir(versions) if n.endswith(VERSIONS[1])]
-        newest = max((version_of(n) for n in names), default=0)
-    except (OSError, ValueError):
-        return None
-    if newest <= 0:
-        return None
-    try:
-        committed = hinted(versions)
-    except (OSError, ValueError):
-        return None
-    # (An older Lance writes no hint: nothing to compare, as in `lost_version`.)
-    return newest if committed is None or committed <= newest else None

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, StorageError
-from octobrain.store import manifest, schema
+from octobrain.store import manifest, schema, versions
 from octobrain.store.operations import upkeep_note
 from octobrain.store.schema import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS
 
@@ -28,7 +28,7 @@ COMPANION_TABLES = (RELATIONSHIPS, CONSOLIDATIONS)
 
 def versions_on_disk(store: MemoryStore) -> tuple[int, int] | None:
     """The newest versions of `memories` and `relationships`, read from a local disk without
-    LanceDB (`manifest.newest_on_disk`): None where only an open can tell, and when the
+    LanceDB (`versions.newest_on_disk`): None where only an open can tell, and when the
     store's manifest is unreadable or says a restore or migrate was cut short (the open
     then refuses the store, naming why)."""
     if store.location.path is None:
@@ -38,8 +38,8 @@ def versions_on_disk(store: MemoryStore) -> tuple[int, int] | None:
             return None
     except StorageError:
         return None
-    rows = manifest.newest_on_disk(store.location, MEMORIES)
-    edges = manifest.newest_on_disk(store.location, RELATIONSHIPS)
+    rows = versions.newest_on_disk(store.location, MEMORIES)
+    edges = versions.newest_on_disk(store.location, RELATIONSHIPS)
     return None if rows is None or edges is None else (rows, edges)
 
 
@@ -48,7 +48,7 @@ def version_fingerprint(store: MemoryStore, version: int) -> str | None:
     number: a checksum of that version's Lance manifest, which names the version's data
     files (random names), so two stores never share it, while a copy of this one (a backup
     restored) does. None on object storage, or once the version was cleaned up."""
-    path = manifest.version_manifest(store.location, MEMORIES, version)
+    path = versions.version_manifest(store.location, MEMORIES, version)
     try:
         return None if path is None else format(zlib.crc32(path.read_bytes()), "08x")
     except OSError:  # cleaned up meanwhile

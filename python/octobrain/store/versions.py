@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -168,3 +169,40 @@ def hinted(versions: Path) -> int | None:
         return int(json.loads(data)["version"])
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{HINT} names no version ({exc})") from None
+
+
+def version_manifest(location: StoreLocation, name: str, version: int) -> Path | None:
+    """The file holding `version` of table `name` (either naming, `version_of`), or None when
+    it is not there (object storage, or cleaned up)."""
+    versions = versions_dir(location, name)
+    if versions is None:
+        return None
+    for number in ((1 << 64) - 1 - version, version):
+        path = versions / f"{number}{VERSIONS[1]}"
+        if path.is_file():
+            return path
+    return None
+
+
+def newest_on_disk(location: StoreLocation, name: str) -> int | None:
+    """The newest committed version of table `name` of a local store, read from its version
+    folder without LanceDB (a listing and Lance's hint file): the version an open would find.
+    None where only an open can tell: object storage, no manifest in the folder, a name that is
+    not Lance's, or a hint above every manifest left (a lost commit, which the open reports,
+    `lost_version`)."""
+    versions = versions_dir(location, name)
+    if versions is None:
+        return None
+    try:
+        names = [n for n in os.listdir(versions) if n.endswith(VERSIONS[1])]
+        newest = max((version_of(n) for n in names), default=0)
+    except (OSError, ValueError):
+        return None
+    if newest <= 0:
+        return None
+    try:
+        committed = hinted(versions)
+    except (OSError, ValueError):
+        return None
+    # (An older Lance writes no hint: nothing to compare, as in `lost_version`.)
+    return newest if committed is None or committed <= newest else None

@@ -143,6 +143,6 @@ class StoreWatch:
 
 
 def _newest(files: dict[str, tuple[int, int]]) -> str | None:
-    """The newest version manifest among `files` (`StoreWatch._files_now`'s keys)."""
+    """The newest version manifest among `files` (`StoreWatch._files`'s keys)."""
     versions = [name for name in files if name.startswith("_versions/")]
     return max(versions, key=version_of) if versions else None
