@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from octobrain.files import NotARegularFile, TooLarge, read_regular
+from tests.traced import traced
 
 
 def test_a_record_of_a_few_bytes_under_a_large_bound_sets_no_bound_aside(tmp_path: Path) -> None:
@@ -15,14 +15,20 @@ def test_a_record_of_a_few_bytes_under_a_large_bound_sets_no_bound_aside(tmp_pat
     # `_octobrain/` (read with a 64 MiB bound) cost a 64 MiB allocation.
     record = tmp_path / "record.json"
     record.write_text('{"format": 1}')
-    tracemalloc.start()
-    try:
-        data, status = read_regular(record, 64 << 20)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert data == b'{"format": 1}' and status.st_size == len(data)
-    assert peak < 1 << 20, peak
+    found = traced(
+        f"""
+        from octobrain.files import read_regular
+
+        def prepare():
+            return [{str(record)!r}]
+
+        def work(path):
+            data, status = read_regular(path, 64 << 20)
+            return [data.decode(), status.st_size]
+        """
+    )
+    assert found["result"] == ['{"format": 1}', len('{"format": 1}')]
+    assert found["peak"] < 1 << 20, found
 
 
 def test_a_file_whose_status_says_less_is_read_to_its_end_within_the_bound(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from octobrain.store.location import StoreLocation
 from octobrain.store.schema import memories_schema
 from octobrain.times import utcnow
 from tests.server_support import PROJECT_A, call, hash_pool, run, server_for
+from tests.traced import traced
 
 SCOPE = "github.com/acme/chat"
 MINUTE = timedelta(minutes=1)
@@ -1189,37 +1190,41 @@ def test_a_json_array_file_is_read_a_record_at_a_time() -> None:
     64 MiB array is about ten times that as objects). Now each value of the array is read as
     its turns are made, so reading an array peaks no higher than reading the same records as
     JSONL, and the turns are the same."""
-    import tracemalloc
+    common = """
+        import json
+        from octobrain.memory.conversation import parse_text
 
-    def parse_peak(text: str) -> tuple[list[Any], int, int]:
-        tracemalloc.start()
-        try:
+        def work(text):
+            return [[t.text for t in c.turns] for c in parse_text(text)]
+    """
+    records = "[{'speaker': 'Ann', 'text': f'turn {i}'} for i in range(20_000)]"
+    as_lines = traced(
+        common, f"def prepare():\n    return ['\\n'.join(json.dumps(r) for r in {records})]"
+    )
+    as_array = traced(common, f"def prepare():\n    return [json.dumps({records})]")
+    assert as_array["result"] == as_lines["result"] and len(as_array["result"][0]) == 20_000
+    assert as_array["peak"] < 1.15 * as_lines["peak"], (as_array, as_lines)  # whole: 1.6 times
+    samples = traced(
+        common,
+        """
+        def prepare():
+            session = lambda k: [
+                {"speaker": "A", "text": f"turn {k}.{i}", "dia_id": f"D1:{i}"} for i in range(1000)
+            ]
+            samples = [
+                {"sample_id": f"s{k}", "conversation": {"session_1": session(k)}}
+                for k in range(20)
+            ]
+            return [json.dumps(samples)]
+
+        def work(text):  # the turns made are what is held after
+            global found
             found = parse_text(text)
-            held, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        return found, held, peak
-
-    records = [{"speaker": "Ann", "text": f"turn {i}"} for i in range(20_000)]
-    (as_lines,), _, lines_peak = parse_peak("\n".join(json.dumps(r) for r in records))
-    (as_array,), _, array_peak = parse_peak(json.dumps(records))
-    assert as_array.turns == as_lines.turns and len(as_array.turns) == 20_000
-    assert array_peak < 1.15 * lines_peak, (array_peak, lines_peak)  # whole: 1.6 times
-    samples = [
-        {
-            "sample_id": f"s{k}",
-            "conversation": {
-                "session_1": [
-                    {"speaker": "A", "text": f"turn {k}.{i}", "dia_id": f"D1:{i}"}
-                    for i in range(1000)
-                ]
-            },
-        }
-        for k in range(20)
-    ]
-    found, held, peak = parse_peak(json.dumps(samples))
-    assert [len(c.turns) for c in found] == [1000] * 20
-    assert peak < 1.5 * held, (peak, held)  # whole: 1.8 times the turns made
+            return [len(c.turns) for c in found]
+        """,
+    )
+    assert samples["result"] == [1000] * 20
+    assert samples["peak"] < 1.5 * samples["held"], samples  # whole: 1.8 times the turns made
 
 
 @pytest.mark.parametrize("end", ["\r", "\r\n", "\n"])
