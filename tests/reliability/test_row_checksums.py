@@ -288,6 +288,44 @@ def test_a_damaged_memory_is_forgotten_over_mcp_its_text_not_shown(env: dict[str
     assert run_cli(env, "doctor")[0] == 0
 
 
+def test_an_ambiguous_id_prefix_never_lists_a_damaged_memory_s_text(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # An id prefix two memories share is refused with both listed by title: the damaged one's
+    # title was listed as it read back, "Fact number 51" where it says 50 (CLI and MCP).
+    from octobrain.store.schema import DAMAGED_TITLE
+    from tests.server_support import PROJECT_A, call, hash_pool, run, server_for
+
+    export = tmp_path / "twins.jsonl"
+    header = {"kind": "header", "format": "octobrain-export", "version": 1, "count": 2}
+    lines = [json.dumps(header)]
+    for n, number in enumerate((50, 70), 1):
+        at = "2026-01-05T07:46:03.229180Z"
+        memory = {"kind": "memory", "title": f"Fact number {number}", "scope": SCOPE,
+                  "content": f"Durable fact number {number} about the API.",
+                  "id": f"abcdef12-0000-4000-8000-00000000000{n}", "created_at": at,
+                  "updated_at": at, "last_accessed": at}  # fmt: skip
+        lines.append(json.dumps(memory))
+    export.write_text("\n".join(lines) + "\n")
+    assert octobrain(env, "import", str(export)).returncode == 0
+    assert _flip(env, b"Fact number 50", 8 * 13) >= 1
+    done = octobrain(env, "forget", "abcdef12")
+    line = one_clear_line(done.stderr)
+    assert done.returncode == 2 and "is ambiguous" in line, done.stderr
+    assert "Fact number 51" not in line and DAMAGED_TITLE in line and "number 70" in line, line
+    server = server_for(hash_pool(_store(env)), _store(env).parent, PROJECT_A)
+
+    async def body() -> None:
+        from mcp import Client
+
+        async with Client(server) as client:
+            error, reply = await call(client, "forget", memory_id="abcdef12", confirm=False)
+            assert error and "is ambiguous" in reply and "number 51" not in reply, reply
+            assert DAMAGED_TITLE in reply and "Fact number 70" in reply, reply
+
+    run(body)
+
+
 def _indexed(env: dict[str, str], tmp_path: Path, name: str, number: int) -> Path:
     doc = tmp_path / f"{name}.md"
     doc.write_text(f"# Ports\n\nThe {name} service listens on port {number}.\n")

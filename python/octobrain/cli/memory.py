@@ -201,7 +201,8 @@ def forget_cmd(
     to a version before the delete while that version is kept (`octobrain memory history`).
     """
     from octobrain.memory.query import parse_queries
-    from octobrain.memory.render import DAMAGED_TITLE, UNDO_NOTE, memory_to_dict
+    from octobrain.memory.render import UNDO_NOTE, memory_to_dict
+    from octobrain.store.schema import DAMAGED_TITLE
 
     # An empty --query is a bad query, not "no query"; the query filters never widen or narrow
     # a forget by id, so they are refused rather than silently ignored.

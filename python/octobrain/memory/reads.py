@@ -191,7 +191,7 @@ class Reads(BrainBase):
     def forget_targets(self, memory_ids: Sequence[str]) -> tuple[list[Memory], set[str]]:
         """The memories a forget by id would delete (full ids or unique prefixes), and which
         of them no longer match their checksum: forgetting one is its repair, so it is taken
-        unchecked, and its text is for no one to show (`render.DAMAGED_TITLE`)."""
+        unchecked, and its text is for no one to show (`schema.DAMAGED_TITLE`)."""
         from octobrain.store.schema import RowDamaged
 
         targets, damaged = [], set()

@@ -20,8 +20,6 @@ ARCHIVED_MCP = (
     "This tool leaves them out; `octobrain memory remember --include-archived` finds them."
 )
 
-# What a listing shows for a memory whose row no longer matches its checksum (`forget_targets`).
-DAMAGED_TITLE = "(damaged: no longer matches its checksum; not shown)"
 
 # What a delete leaves behind: the store's kept versions (`memory history` / `memory restore`).
 UNDO_NOTE = (

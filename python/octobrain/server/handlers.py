@@ -245,8 +245,8 @@ def _time(arguments: dict[str, Any], name: str) -> str | None:
 
 def _listing(memories: Sequence[Memory], damaged: Set[str] = frozenset()) -> str:
     """One line per memory; a damaged one (`forget_targets`) is named, its text not shown."""
-    from octobrain.memory.render import DAMAGED_TITLE
     from octobrain.safe_text import one_line
+    from octobrain.store.schema import DAMAGED_TITLE
 
     return "\n".join(
         f"- {m.id}  {DAMAGED_TITLE}"

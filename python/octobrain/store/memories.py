@@ -386,15 +386,16 @@ class MemoryStore:
 
     def ids_with_prefix(self, prefix: str, scope: str, limit: int) -> list[tuple[str, str]]:
         """`(id, title)` of up to `limit` memories visible from `scope` (archived included)
-        whose id starts with `prefix` (lowercase hex and hyphens only)."""
+        whose id starts with `prefix` (lowercase hex and hyphens only); of one that no longer
+        matches its checksum, `schema.DAMAGED_TITLE` (`schema.shown_title`)."""
         if not prefix or set(prefix) - set("0123456789abcdef-"):
             raise ValueError(f"not an id prefix: {prefix!r}")
         rows = self.scan(
             f"id LIKE '{prefix}%' AND {visible_where(scope, include_archived=True)}",
-            columns=["id", "title"],
+            columns=[*schema.CHECKED, schema.CHECKSUM],
             limit=limit,
         )
-        return sorted((row["id"], row["title"]) for row in rows)
+        return sorted((r["id"], schema.shown_title(r)) for r in rows)
 
     def get_many(
         self, ids: Sequence[str], scope: str, *, checked: bool = True

@@ -104,6 +104,11 @@ GARBLED_REPAIR = (
 )
 
 
+# What a listing shows for a memory whose row no longer matches its checksum, in place of its
+# title (`Brain.forget_targets`, an ambiguous id prefix's candidates).
+DAMAGED_TITLE = "(damaged: no longer matches its checksum; not shown)"
+
+
 class RowDamaged(StorageError):
     """A memory row (or an edge) no longer matches the checksum written with it: a data file
     changed on disk (Lance keeps no checksum of its pages, so a flipped bit reads back as other
@@ -236,6 +241,12 @@ def verified(
     if unstamped(row, at):
         return None
     return bool(row[CHECKSUM] & 0xFFFFFFFF == _crc(row, fields))
+
+
+def shown_title(row: Mapping[str, Any]) -> str:
+    """The title a listing shows of a memory row (its `CHECKED` fields): `DAMAGED_TITLE`
+    when the row no longer matches its checksum, never the title as it reads back."""
+    return DAMAGED_TITLE if verified(row) is False else str(row["title"])
 
 
 def check_row(row: Mapping[str, Any]) -> None:
