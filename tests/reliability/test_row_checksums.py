@@ -437,3 +437,24 @@ def test_a_bit_flipped_in_a_stored_note_is_named_not_read(env: dict[str, str]) -
     assert done.returncode == 1 and "8441" not in done.stdout, done.stdout
     line = one_clear_line(done.stderr)
     assert "'knowledge_sources' is damaged" in line and "stored://plan" in line, line
+
+
+def test_a_bit_flipped_in_a_source_s_title_is_named_not_listed(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # `knowledge list` shows each source's title from its row, which the row's checksum
+    # covers: flipped there, the listing showed "Ports 8441" where the document says 8440.
+    doc = tmp_path / "api.md"
+    doc.write_text("# Ports 8440\n\nThe api service listens on port 8440.\n")
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    _indexed(env, tmp_path, "cache", 6370)
+    assert _flip_chunks(env, b"Ports 8440", "knowledge_sources")
+    for fmt in ("text", "json"):
+        done = octobrain(env, "list", "--format", fmt, group="knowledge")
+        assert done.returncode == 1 and "8441" not in done.stdout, done.stdout
+        line = one_clear_line(done.stderr)
+        assert "'knowledge_sources' is damaged" in line and doc.name in line, line
+        assert "no longer matches the checksum" in line and "octobrain doctor" in line, line
+    assert octobrain(env, "index", "--force", str(doc), group="knowledge").returncode == 0
+    done = octobrain(env, "list", group="knowledge")
+    assert done.returncode == 0 and "Ports 8440" in done.stdout and "cache" in done.stdout

@@ -469,9 +469,11 @@ class Knowledge:
 
     @reopening
     def list_sources(self, limit: int = 20) -> list[SourceInfo]:
-        """Visible sources, most recently checked first."""
+        """Visible sources, most recently checked first (`RowDamaged` when one of them no
+        longer matches its checksum: never a changed title listed)."""
         limit = check_limit(limit, maximum=100_000)
         rows = sorted(self._visible_rows(), key=lambda r: r["last_checked"], reverse=True)
+        self.kstore.check_sources([r["id"] for r in rows[:limit]])
         return [SourceInfo.from_row(r) for r in rows[:limit]]
 
     @reopening

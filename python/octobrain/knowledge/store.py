@@ -42,6 +42,7 @@ from octobrain.store.schema import (
     META_SCHEMA,
     SOURCE_CHECKED,
     SOURCES,
+    check_knowledge,
     chunk_checksum,
     source_checksum,
     stamps,
@@ -59,6 +60,7 @@ LOCK_TIMEOUT_S = 300.0
 KEEP_VERSIONS_FOR = timedelta(minutes=10)
 # Rows read at a time by the pass that adds their checksums (a source row holds its text).
 STAMP_BATCH = {SOURCES: 64, CHUNKS: 4_096}
+CHECK_BATCH = 16  # source rows (each with its text, up to `max_source_bytes`) checked at a time
 
 SOURCE_LIGHT = [
     "id", "uri", "scope", "session_id", "title", "doc_type", "content_hash", "chunker",
@@ -233,6 +235,13 @@ class KnowledgeStore:
             self.sources.search().where(where).select(columns).limit(limit).to_list()
         )
         return rows
+
+    def check_sources(self, ids: Sequence[str]) -> None:
+        """`RowDamaged` naming the first of the sources `ids` that no longer matches its
+        checksum: read with their texts, which it covers, `CHECK_BATCH` at a time."""
+        for at in range(0, len(ids), CHECK_BATCH):
+            for row in self.scan_sources(sql_in("id", ids[at : at + CHECK_BATCH]), with_text=True):
+                check_knowledge(row, SOURCES)
 
     def scan_chunks(self, where: str, columns: Sequence[str] = CHUNK_LIGHT) -> list[dict[str, Any]]:
         """Chunk rows matching `where` (a table made before the checksum column: without it)."""
