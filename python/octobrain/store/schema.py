@@ -165,22 +165,24 @@ def _crc(row: Mapping[str, Any], fields: tuple[tuple[str, ...], ...] | None = No
         CHECKED_FLOATS,
         CHECKED_TIMES,
     )
-    parts: list[bytes] = []
+    # Summed part by part, never joined: a source's text is up to `max_source_bytes`, and a
+    # join copied it once more (a 46 MB text: 65 ms a check, 37-39 ms part by part).
+    crc = 0
     for name in text:
         raw = (row.get(name) or "").encode("utf-8", "surrogatepass")
-        parts += (len(raw).to_bytes(4, "little"), raw)
+        crc = zlib.crc32(raw, zlib.crc32(len(raw).to_bytes(4, "little"), crc))
     for name in lists:
         items = row.get(name) or ()
-        parts.append(len(items).to_bytes(4, "little"))
+        crc = zlib.crc32(len(items).to_bytes(4, "little"), crc)
         for item in items:
             raw = item.encode("utf-8", "surrogatepass")
-            parts += (len(raw).to_bytes(4, "little"), raw)
+            crc = zlib.crc32(raw, zlib.crc32(len(raw).to_bytes(4, "little"), crc))
     for name in floats:
         value = row.get(name)
-        parts.append(b"-" if value is None else struct.pack("<f", float(value)))
+        crc = zlib.crc32(b"-" if value is None else struct.pack("<f", float(value)), crc)
     for name in times:
-        parts.append(_micros(row[name]).to_bytes(8, "little", signed=True))
-    return zlib.crc32(b"".join(parts))
+        crc = zlib.crc32(_micros(row[name]).to_bytes(8, "little", signed=True), crc)
+    return crc
 
 
 def checksum(
