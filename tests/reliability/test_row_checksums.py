@@ -458,3 +458,27 @@ def test_a_bit_flipped_in_a_source_s_title_is_named_not_listed(
     assert octobrain(env, "index", "--force", str(doc), group="knowledge").returncode == 0
     done = octobrain(env, "list", group="knowledge")
     assert done.returncode == 0 and "Ports 8440" in done.stdout and "cache" in done.stdout
+
+
+@pytest.mark.parametrize("table", ["knowledge_chunks", "knowledge_sources"])
+def test_indexing_again_repairs_a_row_whose_source_id_changed(
+    env: dict[str, str], tmp_path: Path, table: str
+) -> None:
+    # A bit flipped in a chunk's source id (or a source's own id) makes the row read as
+    # another source's: `doctor` named it and `knowledge index --force` as the repair, which
+    # left it there (it deletes by id), and `doctor` kept failing after it, and after
+    # `delete-source` and an index too.
+    doc = _indexed(env, tmp_path, "api", 8440)
+    _indexed(env, tmp_path, "cache", 6370)
+    sources = lancedb.connect(_store(env)).open_table("knowledge_sources").to_arrow()
+    [sid] = [r["id"] for r in sources.to_pylist() if r["uri"].endswith(doc.name)]
+    assert _flip_chunks(env, sid.encode(), table) == 1
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    [problem] = json.loads(out)["problems"]
+    assert rc == 1 and problem["table"] == table and doc.name in problem["problem"], problem
+    assert octobrain(env, "index", "--force", str(doc), group="knowledge").returncode == 0
+    assert run_cli(env, "doctor")[0] == 0
+    for args in (("search", "which port does the api service listen on"), ("match", "port 8")):
+        done = octobrain(env, *args, group="knowledge")
+        assert done.returncode == 0 and "8440" in done.stdout and "8441" not in done.stdout
+    assert "6370" in octobrain(env, "match", "port 6", group="knowledge").stdout

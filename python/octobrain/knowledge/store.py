@@ -267,14 +267,23 @@ class KnowledgeStore:
     def replace_source(self, source_row: dict[str, Any], chunk_rows: list[dict[str, Any]]) -> None:
         """Make `chunk_rows` the chunks of `source_row` atomically (see the module docstring).
         All chunk rows must carry `source_row["generation"]`."""
-        sid, gen = source_row["id"], source_row["generation"]
+        sid, gen = sql_str(source_row["id"]), sql_str(source_row["generation"])
+        # A row of this source whose id (a source row's) or source id (a chunk's) changed on
+        # disk reads as another source's, which no delete by id reaches: it goes too, so that
+        # indexing again is the repair `doctor` names for it.
+        same = " AND ".join(f"{k} = {sql_str(source_row[k])}" for k in _NAMING)
         with self.write_lock():
             self.location.check_held()
             if chunk_rows:
                 self.chunks.add(_stamped(chunk_rows, chunk_checksum))
                 self._commits.wrote(self.chunks)
             self._flip(source_row)
-            self.chunks.delete(f"source_id = {sql_str(sid)} AND generation != {sql_str(gen)}")
+            if self.sources.count_rows(f"{same} AND id != {sid}"):
+                self.sources.delete(f"{same} AND id != {sid}")
+                self._commits.wrote(self.sources)
+            self.chunks.delete(
+                f"(source_id = {sid} AND generation != {gen}) OR ({same} AND source_id != {sid})"
+            )
             self._commits.wrote(self.chunks)
 
     def add_sources(
@@ -373,6 +382,8 @@ class KnowledgeStore:
                 self._commits.wrote(table)
 
 
+# What a source's id is made of (`source_id`), and its chunks carry.
+_NAMING = ("uri", "scope", "session_id")
 # The checksummed columns of each knowledge table, and their sum.
 _CHECKED_BY = {SOURCES: (SOURCE_CHECKED, source_checksum), CHUNKS: (CHUNK_CHECKED, chunk_checksum)}
 
