@@ -482,3 +482,24 @@ def test_indexing_again_repairs_a_row_whose_source_id_changed(
         done = octobrain(env, *args, group="knowledge")
         assert done.returncode == 0 and "8440" in done.stdout and "8441" not in done.stdout
     assert "6370" in octobrain(env, "match", "port 6", group="knowledge").stdout
+
+
+def test_a_checksum_migration_cut_short_is_finished_by_the_next_write(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # The first knowledge write after the upgrade adds the column (one commit), then stamps
+    # every row (another, reading every text). Interrupted between the two (Ctrl-C, a kill),
+    # the column was there and the stamping never ran again: those rows read unchecked for
+    # good, `knowledge search` and `match` showed "port 8441" and `doctor` said ok.
+    doc = _indexed(env, tmp_path, "api", 8440)
+    for name in ("knowledge_chunks", "knowledge_sources"):
+        table = lancedb.connect(_store(env)).open_table(name)
+        table.drop_columns([schema.CHECKSUM])
+        table.add_columns([schema.CHECKSUM_FIELD])  # the first commit, the second never made
+    _indexed(env, tmp_path, "cache", 6370)
+    assert _flip_chunks(env, b"port 8440") and _flip_chunks(env, b"port 8440", "knowledge_sources")
+    for args in (("search", "which port does the api service listen on"), ("match", "port 8")):
+        done = octobrain(env, *args, group="knowledge")
+        assert done.returncode == 1 and "8441" not in done.stdout, done.stdout
+        assert doc.name in one_clear_line(done.stderr)
+    assert run_cli(env, "doctor")[0] == 1

@@ -190,7 +190,7 @@ class KnowledgeStore:
                 manifest.check_before_write(self.location, self._sources, self._chunks)
                 with self._commits.held():
                     for table in (self._sources, self._chunks):
-                        if table is not None and CHECKSUM not in table.schema.names:
+                        if table is not None and _unstamped(table):
                             self._add_checksums(table)
                     yield
         except OctobrainError:
@@ -203,19 +203,21 @@ class KnowledgeStore:
 
     def _add_checksums(self, table: lancedb.table.Table) -> None:
         """Under the write lock: give a knowledge table made before checksums the column,
-        then each row its checksum as the row is now (one more commit): the rows are taken
-        as sound as they are. Until then they are shown unchecked."""
+        then each row without one its checksum as the row is now (one more commit, made by
+        a later write when this one was cut short): the rows are taken as sound as they are.
+        Until then they are shown unchecked."""
         checked, sum_of = _CHECKED_BY[table.name]
         self.location.check_held()
-        table.add_columns([CHECKSUM_FIELD])
-        self._commits.wrote(table)
+        if CHECKSUM not in table.schema.names:
+            table.add_columns([CHECKSUM_FIELD])
+            self._commits.wrote(table)
         query = table.search().where(f"{CHECKSUM} IS NULL").select(list(checked))
         data = stamps(query.limit(None).to_batches(STAMP_BATCH[table.name]), sum_of)
         if data.num_rows:
             self.location.check_held()
             table.merge_insert("id").when_matched_update_all().execute(data)
             self._commits.wrote(table)
-        log.info("%s: added the checksum column, %d rows stamped", table.name, data.num_rows)
+        log.info("%s: %d rows stamped with their checksums", table.name, data.num_rows)
 
     def versions(self) -> tuple[int, int]:
         """(sources version, chunks version): change on every commit by anyone."""
@@ -380,6 +382,13 @@ class KnowledgeStore:
             for table in (self.sources, self.chunks):
                 table.optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
                 self._commits.wrote(table)
+
+
+def _unstamped(table: lancedb.table.Table) -> bool:
+    """Whether a knowledge table lacks the checksum column, or has rows without one: made
+    before it by an older octobrain, or left by a first stamping pass cut short (a count
+    over one column, under a millisecond at 8,460 chunks)."""
+    return CHECKSUM not in table.schema.names or bool(table.count_rows(f"{CHECKSUM} IS NULL"))
 
 
 # What a source's id is made of (`source_id`), and its chunks carry.
