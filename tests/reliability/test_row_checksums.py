@@ -503,3 +503,24 @@ def test_a_checksum_migration_cut_short_is_finished_by_the_next_write(
         assert done.returncode == 1 and "8441" not in done.stdout, done.stdout
         assert doc.name in one_clear_line(done.stderr)
     assert run_cli(env, "doctor")[0] == 1
+
+
+def test_a_memory_whose_scope_is_damaged_is_forgotten_by_doctor(env: dict[str, str]) -> None:
+    # A bit flipped in a memory's scope hid it from `memory forget` in its own scope, the
+    # repair doctor named ("no memory … is visible from scope"), and doctor kept failing.
+    damaged = memorize(env, "Fact number 50", "Durable fact number 50 about the API.")
+    web = ("--scope", "github.com/acme/web")
+    kept = octobrain(env, *web, "memorize", "-t", "Web fact", "-c", "A web fact.", scoped=False)
+    assert kept.returncode == 0, kept.stderr
+    scope = SCOPE.encode()
+    assert _flip(env, scope, 8 * (len(scope) - 1)) == 1  # "…/api" reads "…/apj"
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    assert rc == 1 and "--forget-damaged" in json.dumps(json.loads(out)["problems"])
+    assert octobrain(env, "forget", damaged, "--yes").returncode != 0  # not visible: its scope
+    rc, _, err = run_cli(env, "doctor", "--forget-damaged")
+    assert rc == 0, err
+    assert f"memories: forgot {damaged} (damaged, not shown)" in err and "apj" not in err, err
+    recent = octobrain(
+        env, "--scope", "github.com/acme/web", "recent", "--format", "json", scoped=False
+    )
+    assert [m["title"] for m in json.loads(recent.stdout)] == ["Web fact"]

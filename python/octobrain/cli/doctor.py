@@ -27,13 +27,21 @@ if TYPE_CHECKING:
     help="Delete the edges that point at a memory that no longer exists (what a `forget` "
     "killed half-way leaves), then check again.",
 )
+@click.option(
+    "--forget-damaged",
+    "forget_damaged",
+    is_flag=True,
+    help="Delete every memory that no longer matches its checksum, whatever scope it reads as "
+    "(its text is not shown; `octobrain memory restore` can bring back the version before), "
+    "with its links, then check again.",
+)
 @FORMAT_OPTION
-def doctor_cmd(recreate: str | None, drop_dangling: bool, fmt: str) -> None:
+def doctor_cmd(recreate: str | None, drop_dangling: bool, forget_damaged: bool, fmt: str) -> None:
     """Open every table, read every fragment, check the manifest and row counts.
 
     Prints what is wrong and what would repair it; exits 1 when anything is wrong. Changes
     nothing (so it also runs on a read-only copy of a store), unless `--recreate` names
-    tables to start over or `--drop-dangling-edges` is given.
+    tables to start over, or `--drop-dangling-edges` or `--forget-damaged` is given.
     """
     from octobrain.config import load_config, resolve_storage_uri
     from octobrain.store.doctor import diagnose
@@ -49,6 +57,9 @@ def doctor_cmd(recreate: str | None, drop_dangling: bool, fmt: str) -> None:
         click.echo(f"{recreate}: started over, empty", err=True)
     if drop_dangling:
         click.echo(f"relationships: {_drop_dangling(location)} dangling edge(s) deleted", err=True)
+    if forget_damaged:
+        for memory_id in _forget_damaged(location):
+            click.echo(f"memories: forgot {memory_id} (damaged, not shown)", err=True)
     report = diagnose(location)
     if fmt == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
@@ -73,6 +84,23 @@ def doctor_cmd(recreate: str | None, drop_dangling: bool, fmt: str) -> None:
         click.echo("ok: nothing is wrong" if report.ok else f"{len(report.problems)} problem(s)")
     if not report.ok:
         raise SystemExit(1)
+
+
+def _forget_damaged(location: StoreLocation) -> list[str]:
+    """Delete the memories `diagnose` finds garbled (`MemoryStore.forget_damaged`); nothing
+    is opened (or made) when it finds none."""
+    from octobrain.store.doctor import diagnose
+    from octobrain.store.memories import MemoryStore
+    from octobrain.store.schema import MEMORIES, META_DIM, META_MODEL
+
+    if not any(t.name == "memories" and t.garbled_rows for t in diagnose(location).tables):
+        return []
+    # The table exists (its rows were read); opened as the model it was embedded with, which
+    # a delete neither uses nor changes (the configured one may differ: `memory reembed`).
+    meta = MemoryStore(location, model_id="", dim=0).open_db().open_table(MEMORIES).schema
+    written = meta.metadata or {}
+    model, dim = written.get(META_MODEL, b"").decode(), int(written.get(META_DIM, b"0"))
+    return MemoryStore(location, model_id=model, dim=dim).forget_damaged()
 
 
 def _drop_dangling(location: StoreLocation) -> int:

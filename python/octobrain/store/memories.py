@@ -475,6 +475,7 @@ class MemoryStore:
     set_columns = writes.set_columns
     merge_rows = writes.merge_rows
     delete = writes.delete
+    forget_damaged = writes.forget_damaged
     overwrite_memories = writes.overwrite_memories
     record_access = writes.record_access
     count_kept_access = accessed.count_kept_access

@@ -98,7 +98,8 @@ _STAMP_BITS = 0x7FFFFFFF
 # The way out of a row that no longer matches its checksum: every version since it was written
 # reads the same data file, so `memory restore` does not bring the row back as it was.
 GARBLED_REPAIR = (
-    "`octobrain memory forget <id> --yes` removes such a memory, and `octobrain memory import` "
+    "`octobrain memory forget <id> --yes` removes such a memory (`octobrain doctor "
+    "--forget-damaged`: every one, whatever scope it reads as), and `octobrain memory import` "
     "of an export made before the damage stores it again as it was; otherwise restore the store "
     "directory from a backup"
 )

@@ -18,9 +18,9 @@ from octobrain.models import Memory, Relationship
 from octobrain.store import manifest, schema, upkeep
 from octobrain.store.failures import NotFound, RowChanged, WriteFailed
 from octobrain.store.lease import LeaseLost
-from octobrain.store.scans import held
+from octobrain.store.scans import held, scan_batches
 from octobrain.store.schema import MEMORIES
-from octobrain.store.sql import sql_in, sql_str
+from octobrain.store.sql import DELETE_BATCH, sql_in, sql_str
 
 if TYPE_CHECKING:
     import lancedb
@@ -299,6 +299,23 @@ def record_access(
         store.wrote(store.memories)
         upkeep.maybe_maintain(store)
     return int(result.version)
+
+
+def forget_damaged(store: MemoryStore) -> list[str]:
+    """Delete every memory that no longer matches its checksum, in whatever scope it reads
+    as (a bit flipped in its scope hides it from `memory forget` in its own), with the edges
+    touching it; their ids. The store's owner's repair (`octobrain doctor --forget-damaged`),
+    never a client's: their text is not read out, and `memory restore` brings them back."""
+    columns = list(dict.fromkeys(["id", *schema.CHECKED, schema.CHECKSUM]))
+    damaged = [
+        row["id"]
+        for batch in scan_batches(store.memories, "true", columns, DELETE_BATCH)
+        for row in batch.to_pylist()
+        if schema.verified(row) is False
+    ]
+    if damaged:
+        delete(store, damaged)
+    return damaged
 
 
 def delete(store: MemoryStore, ids: Sequence[str]) -> int:
