@@ -161,6 +161,9 @@ def test_a_ctrl_c_in_the_import_system_waits_until_it_is_out(
     # sent again, lands outside, and the command is interrupted as before.
     script = """
         import signal, sys
+        # As a command started at a terminal has it (the suite may run as a background job,
+        # whose SIGINT is ignored and stays ignored: the check after this one).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from octobrain.cli import launch
 
         frames = []
