@@ -10,6 +10,7 @@ import click
 from octobrain.cli.common import FORMAT_OPTION
 
 if TYPE_CHECKING:
+    from octobrain.store.doctor import Diagnosis
     from octobrain.store.location import StoreLocation
 
 
@@ -55,11 +56,16 @@ def doctor_cmd(recreate: str | None, drop_dangling: bool, forget_damaged: bool, 
         for moved in start_over(location, recreate, damaged):
             click.echo(f"moved aside: {moved}", err=True)
         click.echo(f"{recreate}: started over, empty", err=True)
-    if drop_dangling:
-        click.echo(f"relationships: {_drop_dangling(location)} dangling edge(s) deleted", err=True)
-    if forget_damaged:
-        for memory_id in _forget_damaged(location):
-            click.echo(f"memories: forgot {memory_id} (damaged, not shown)", err=True)
+    if drop_dangling or forget_damaged:
+        # One check serves both repairs: deleting a damaged memory with its links leaves no
+        # dangling edge, and dropping dangling edges changes no memory.
+        found = diagnose(location)
+        if drop_dangling:
+            dropped = _drop_dangling(location, found)
+            click.echo(f"relationships: {dropped} dangling edge(s) deleted", err=True)
+        if forget_damaged:
+            for memory_id in _forget_damaged(location, found):
+                click.echo(f"memories: forgot {memory_id} (damaged, not shown)", err=True)
     report = diagnose(location)
     if fmt == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
@@ -86,30 +92,27 @@ def doctor_cmd(recreate: str | None, drop_dangling: bool, forget_damaged: bool, 
         raise SystemExit(1)
 
 
-def _forget_damaged(location: StoreLocation) -> list[str]:
-    """Delete the memories `diagnose` finds garbled (`MemoryStore.forget_damaged`); nothing
-    is opened (or made) when it finds none."""
-    from octobrain.store.doctor import diagnose
+def _forget_damaged(location: StoreLocation, found: Diagnosis) -> list[str]:
+    """Delete the memories `found` says are garbled (`MemoryStore.forget_damaged`); nothing
+    is opened (or made) when it names none."""
     from octobrain.store.memories import MemoryStore
-    from octobrain.store.schema import MEMORIES, META_DIM, META_MODEL
+    from octobrain.store.schema import embedded_with
 
-    if not any(t.name == "memories" and t.garbled_rows for t in diagnose(location).tables):
+    if not any(t.name == "memories" and t.garbled_rows for t in found.tables):
         return []
     # The table exists (its rows were read); opened as the model it was embedded with, which
     # a delete neither uses nor changes (the configured one may differ: `memory reembed`).
-    meta = MemoryStore(location, model_id="", dim=0).open_db().open_table(MEMORIES).schema
-    written = meta.metadata or {}
-    model, dim = written.get(META_MODEL, b"").decode(), int(written.get(META_DIM, b"0"))
-    return MemoryStore(location, model_id=model, dim=dim).forget_damaged()
+    table = MemoryStore(location, model_id="", dim=0).open_memories_unchecked()
+    model, dim = embedded_with(table.schema)
+    return MemoryStore(location, model_id=model, dim=int(dim)).forget_damaged()
 
 
-def _drop_dangling(location: StoreLocation) -> int:
-    """Delete the dangling edges `diagnose` finds; nothing is opened (or made) when it finds
+def _drop_dangling(location: StoreLocation, found: Diagnosis) -> int:
+    """Delete the dangling edges `found` names; nothing is opened (or made) when it names
     none, so an absent or damaged store is left as it is (the report names why)."""
-    from octobrain.store.doctor import diagnose
     from octobrain.store.memories import MemoryStore
 
-    if not diagnose(location).dangling_edges:
+    if not found.dangling_edges:
         return 0
     # The tables exist (their edges were read): the model is neither checked nor used.
     return MemoryStore(location, model_id="", dim=0).drop_dangling_edges()

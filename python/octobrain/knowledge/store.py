@@ -44,6 +44,7 @@ from octobrain.store.schema import (
     SOURCES,
     check_knowledge,
     chunk_checksum,
+    embedded_with,
     source_checksum,
     stamps,
 )
@@ -144,9 +145,7 @@ class KnowledgeStore:
         chunks = manifest.open_or_create(
             db, self.location, CHUNKS, lambda: chunks_schema(self.model_id, self.dim), self._lock
         )
-        meta = chunks.schema.metadata or {}
-        stored_model = meta.get(META_MODEL, b"").decode()
-        stored_dim = meta.get(META_DIM, b"0").decode()
+        stored_model, stored_dim = embedded_with(chunks.schema)
         if stored_model != self.model_id or stored_dim != str(self.dim):
             raise ModelMismatch(
                 f"the knowledge index at {self.location} was embedded with {stored_model!r} "

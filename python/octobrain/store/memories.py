@@ -160,9 +160,7 @@ class MemoryStore:
         self.count_kept_access()
 
     def _check_model(self, table_schema: pa.Schema) -> None:
-        meta = table_schema.metadata or {}
-        stored_model = meta.get(schema.META_MODEL, b"").decode()
-        stored_dim = meta.get(schema.META_DIM, b"0").decode()
+        stored_model, stored_dim = schema.embedded_with(table_schema)
         if stored_model != self.model_id or stored_dim != str(self.dim):
             raise ModelMismatch(
                 f"the memory store at {self.location} was embedded with {stored_model!r} "
@@ -286,7 +284,8 @@ class MemoryStore:
                 self._tables.pop(name, None)  # (another thread may have already)
 
     def open_memories_unchecked(self) -> lancedb.table.Table:
-        """The memories table whatever model embedded it (for `reembed` only)."""
+        """The memories table whatever model embedded it (`reembed`, a restore's model check,
+        `doctor --forget-damaged`)."""
         return self._open_db().open_table(MEMORIES)
 
     def version(self) -> int:

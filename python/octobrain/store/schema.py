@@ -70,6 +70,13 @@ def describe_unsound(first: str, length: float, count: int, row: str = "memory")
     )
 
 
+def embedded_with(table_schema: pa.Schema) -> tuple[str, str]:
+    """The model and dimension a table's metadata says embedded it (`"", "0"` when unsaid),
+    as written: what a handle's configured model is compared with."""
+    meta = table_schema.metadata or {}
+    return meta.get(META_MODEL, b"").decode(), meta.get(META_DIM, b"0").decode()
+
+
 _TS = pa.timestamp("us", tz="UTC")
 CONTEXT = "context"
 CHECKSUM = "checksum"

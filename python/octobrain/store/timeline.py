@@ -185,9 +185,7 @@ def _check_version_model(store: MemoryStore, version: int) -> None:
     """Refuse, before anything changes, a restore to a version another model embedded."""
     probe = store.open_memories_unchecked()
     probe.checkout(version)
-    meta = probe.schema.metadata or {}
-    model = meta.get(schema.META_MODEL, b"").decode()
-    dim = meta.get(schema.META_DIM, b"0").decode()
+    model, dim = schema.embedded_with(probe.schema)
     if model != store.model_id or dim != str(store.dim):
         raise InvalidInput(
             "version",
