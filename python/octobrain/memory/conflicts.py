@@ -18,7 +18,7 @@ outranked memory ranks just below the other one and says why; each stays retriev
 own, and an explicit `supersedes` overrides it. Cosine and numbers cannot tell one setting's
 two values from two things' settings worded alike ("the catalog service max upload size is
 12 MB" / "the inventory service … 35 MB"), so the order steps aside when a question names what
-only the outranked memory is about (`search._asks_for`).
+only the outranked memory is about (`orderings.asks_for`).
 """
 
 from __future__ import annotations

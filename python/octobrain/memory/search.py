@@ -26,10 +26,10 @@ from octobrain.config import Config
 from octobrain.embed.base import Embedder
 from octobrain.kernels import decay, fusion
 from octobrain.kernels.hybrid import hybrid_rank
-from octobrain.memory import conflicts
 from octobrain.memory.conversation import SPEAKER_PREFIX
 from octobrain.memory.corpus import Corpus
 from octobrain.memory.gist import gist_for
+from octobrain.memory.orderings import rank_below
 from octobrain.memory.query import Filters, named_periods
 from octobrain.memory.snapshot import SnapshotDamaged
 from octobrain.models import (
@@ -38,12 +38,10 @@ from octobrain.models import (
 )
 from octobrain.store import MemoryStore
 from octobrain.store.sql import visible_scopes
-from octobrain.text import analyze
 
 log = logging.getLogger(__name__)
 
 SUPERSEDED_FACTOR = 0.1
-BELOW = 0.95  # a memory ranked below another (its parent, a prevailing value) scores at most
 LISTED_EDGES = 8  # superseding memories or parents listed per hit (the rest are not needed)
 # this share of that one's score
 # A turn said by a person the question names: worth about 0.7 standard deviation of match
@@ -393,7 +391,7 @@ class Retriever:
             hit.consolidated_into = parents.get(m.id, [])
             hit.effective_importance = float(imp)
             rows.append((hit, s, age_days, notes))
-        _rank_below([row[0] for row in rows], conflicting, queries)
+        rank_below([row[0] for row in rows], conflicting, queries)
         rows.sort(key=lambda row: (-row[0].score, -row[0].relevance, row[0].memory.id))
         legs = f"{len(queries)} queries (RRF); " if len(queries) > 1 else ""
         hits = []
@@ -457,57 +455,3 @@ def _named_speakers(queries: Sequence[str]) -> set[str]:
     words = re.findall(r"\w+", " ".join(queries).lower())
     pairs = [f"{a}-{b}" for a, b in itertools.pairwise(words)]
     return {SPEAKER_PREFIX + w for w in (*words, *pairs)}
-
-
-def _rank_below(hits: list[Hit], conflicting: dict[str, list[str]], queries: Sequence[str]) -> None:
-    """Orderings the store knows, applied to scores among the found hits: a consolidated
-    memory ranks below its parent, and a memory that a `conflicts` edge outranks ranks below
-    the memory stating the other value (the edge's source, written by the sleep pass for the
-    more trusted or newer statement, or by an agent for the one it stores now), unless it is
-    the more trusted of the two, that memory is itself superseded, or the question names what
-    only the outranked one is about (`_asks_for`).
-
-    Scores only ever drop, so chains (a member of a parent that is itself outranked) settle
-    by repeating; a cycle of agent-written edges stops after one round per hit."""
-    by_id = {h.memory.id: h for h in hits}
-    above_of: dict[str, list[str]] = {}
-    asked = _terms(" ".join(queries)) if any(h.memory.id in conflicting for h in hits) else set()
-    for hit in hits:
-        above = [p for p in hit.consolidated_into if p in by_id]
-        for winner in conflicting.get(hit.memory.id, []):
-            other = by_id.get(winner)
-            if (
-                other is not None
-                and conflicts.holds(
-                    other.memory, hit.memory, winner_superseded=bool(other.superseded_by)
-                )
-                and not _asks_for(hit.memory, other.memory, asked)
-            ):
-                hit.outranked_by.append(winner)
-                above.append(winner)
-        if above:
-            above_of[hit.memory.id] = above
-    for _ in range(len(above_of)):
-        changed = False
-        for mid, above in above_of.items():
-            cap = BELOW * min(by_id[p].score for p in above)
-            if by_id[mid].score > cap:
-                by_id[mid].score = cap
-                changed = True
-        if not changed:
-            break
-
-
-def _asks_for(loser: Memory, winner: Memory, asked: set[str]) -> bool:
-    """Whether the question names the outranked memory's own subject: it asks a word only
-    that memory has, where the other has a word of its own instead ("catalog" against
-    "inventory"). Near-identical wording with other numbers is then two things' settings, not
-    one thing's two values, and the conflict's order must not hide the one asked for. Numbers
-    are left out: they are the values in conflict. `asked`: the question's terms."""
-    mine, theirs = (_terms(m.searchable_text()) for m in (loser, winner))
-    return bool(asked & (mine - theirs)) and bool(theirs - mine - asked)
-
-
-def _terms(text: str) -> set[str]:
-    (terms,) = analyze([text])
-    return {t for t in terms if not t.isdigit()}
