@@ -24,7 +24,8 @@ import statistics
 import time
 from pathlib import Path
 
-from octobrain.bench.scale import SCOPE, STORE_MODEL, make_queries
+from octobrain.bench.scale import make_queries
+from octobrain.bench.scale_serve import SCOPE, STORE_MODEL
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.kernels.hybrid import exact_top

@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from octobrain.bench.scale import SCOPE, make_memories, make_queries
+from octobrain.bench.scale import make_memories, make_queries
+from octobrain.bench.scale_serve import SCOPE
 from octobrain.store import seen
 
 __all__ = ["cold_table", "run_cold", "target_ms"]
