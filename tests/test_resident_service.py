@@ -302,27 +302,27 @@ def test_a_service_silent_during_a_command_is_reported_not_waited_for(
     # Stopped (SIGSTOP) or stuck after it started the command: the command may have run, so it
     # is not run again here; the client says so once the service stops saying it is alive,
     # instead of waiting out the 600 s a long command may take. One still alive is waited for.
-    from octobrain.cli import service_client
+    from octobrain.cli import service_client, service_run
 
-    monkeypatch.setattr(service_client, "ALIVE_SECONDS", 1.0)
+    monkeypatch.setattr(service_run, "ALIVE_SECONDS", 1.0)
     settings = _settings()
     hello = {"protocol": service_client.PROTOCOL, "build": build_id(), "accepted": True}
     started = [hello, {"ready": True}, {"running": True}]
     lines = [json.dumps(m).encode() + b"\n" for m in started]
     with _fake_service(settings.socket_path, b"".join(lines)):
         began = time.monotonic()
-        code = service_client.run_remote(settings, ["memory", "recent"], "octobrain", None)
+        code = service_run.run_remote(settings, ["memory", "recent"], "octobrain", None)
         assert code == 1 and time.monotonic() - began < 10
     err = capsys.readouterr().err
     assert "gave no sign of life for 1 s during the command" in err and "effect is unknown" in err
     with _fake_service(settings.socket_path, b"".join(lines)):  # a hook fails open: exit 0
         hook = ["hook", "session-end"]
-        assert service_client.run_remote(settings, hook, "octobrain", b"{}") == 0
+        assert service_run.run_remote(settings, hook, "octobrain", b"{}") == 0
     assert "effect is unknown" in capsys.readouterr().err
     alive = [json.dumps({"alive": True}).encode() + b"\n"] * 3
     result = json.dumps({"exit": 0, "stdout": "", "stderr": ""}).encode() + b"\n"
     with _fake_service(settings.socket_path, b"".join(lines + alive + [result])):
-        assert service_client.run_remote(settings, ["memory", "recent"], "octobrain", None) == 0
+        assert service_run.run_remote(settings, ["memory", "recent"], "octobrain", None) == 0
 
 
 def test_wedged_service_falls_back_in_bounded_time(env: dict[str, str]) -> None:

@@ -18,7 +18,8 @@ import threading
 from typing import TYPE_CHECKING
 
 from octobrain.cli.mcp_relay import run_mcp
-from octobrain.cli.service_client import HOOK_INPUT_BYTES, Fallback, load_settings, run_remote
+from octobrain.cli.service_client import HOOK_INPUT_BYTES, load_settings
+from octobrain.cli.service_run import Fallback, run_remote
 
 if TYPE_CHECKING:
     from types import FrameType

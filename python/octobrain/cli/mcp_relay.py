@@ -15,12 +15,12 @@ import time
 from octobrain.cli.service_client import (
     CONNECT_SECONDS,
     PROTOCOL,
-    Fallback,
     Settings,
     build_id,
     connect,
     spawn,
 )
+from octobrain.cli.service_run import Fallback
 
 EXIT_GRACE_S = 0.8  # as the stdio server's (octobrain.server.wire), without importing it
 

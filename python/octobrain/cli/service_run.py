@@ -1,0 +1,137 @@
+"""One command handed to the resident service (`service_client` has the exchange): the caller's
+arguments, stdin, terminal width and stream encodings go over; the command's stdout, stderr and
+exit code come back byte for byte. Standard library only, as `service_client`."""
+
+from __future__ import annotations
+
+import binascii
+import contextlib
+import os
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from octobrain.cli.service_client import (
+    ALIVE_SECONDS,
+    CONNECT_SECONDS,
+    PROTOCOL,
+    RESULT_SECONDS,
+    Settings,
+    build_id,
+    connect,
+    spawn,
+    spawn_at_exit,
+)
+
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def _b64(data: bytes) -> str:
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+def _columns() -> int:
+    """`shutil.get_terminal_size().columns`, without importing shutil (and its compressors)."""
+    with contextlib.suppress(ValueError):
+        columns = int(os.environ.get("COLUMNS", "0"))
+        if columns > 0:
+            return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+def _encodings() -> dict[str, str]:
+    """The caller's stream encodings, so the service encodes output as this process would."""
+    out: dict[str, str] = {}
+    for tag, stream in (("in", sys.stdin), ("out", sys.stdout), ("err", sys.stderr)):
+        if stream is not None:
+            out[f"{tag}_enc"] = stream.encoding
+            out[f"{tag}_errors"] = stream.errors or "strict"
+    return out
+
+
+class Fallback(Exception):
+    """The service cannot answer this command; run it in this process."""
+
+
+def run_remote(settings: Settings, args: list[str], prog: str, stdin: bytes | None) -> int:
+    """Run the command in the service; its exit code. Raises `Fallback` when it did not run."""
+    channel = connect(settings)
+    if channel is None:
+        spawn_at_exit(settings)
+        raise Fallback
+    try:
+        channel.send(
+            {
+                "op": "run",
+                "protocol": PROTOCOL,
+                "build": build_id(),
+                "argv": args,
+                "prog": prog,
+                "cwd": os.getcwd(),
+                "stdin": None if stdin is None else _b64(stdin),
+                "columns": _columns(),
+                **_encodings(),
+            }
+        )
+        try:
+            hello = channel.recv(CONNECT_SECONDS)
+        except TimeoutError:
+            spawn(settings)  # only if no live service holds the lock: a leftover listener
+            raise
+        if hello is None or not hello.get("accepted") or hello.get("build") != build_id():
+            raise Fallback
+        if channel.recv(settings.wait_seconds) != {"ready": True}:
+            raise Fallback
+        channel.send({"go": True})
+    except (OSError, ValueError) as exc:  # TimeoutError is an OSError: a wedged service
+        channel.sock.close()
+        raise Fallback from exc
+    except Fallback:
+        channel.sock.close()
+        raise
+    # From `go` on the command may run there: never run it here too.
+    result: dict[str, Any] | None = None
+    silent = False
+    try:
+        started = channel.recv(ALIVE_SECONDS)
+        if started != {"running": True}:
+            if started is None:
+                raise Fallback  # the service closed without starting the command
+            raise ValueError(started)
+        deadline = time.monotonic() + RESULT_SECONDS
+        while time.monotonic() < deadline:
+            result = channel.recv(ALIVE_SECONDS)
+            if result != {"alive": True}:
+                break
+        else:
+            result = None
+    except Fallback:
+        channel.sock.close()
+        raise
+    except TimeoutError:
+        silent = True
+    except (OSError, ValueError):
+        result = None
+    finally:
+        channel.sock.close()
+    if result is None or "exit" not in result:
+        what = (
+            f"gave no sign of life for {ALIVE_SECONDS:g} s during the command (stopped or stuck)"
+            if silent
+            else "stopped during the command"
+        )
+        sys.stderr.write(
+            f"error: service: the octobrain service {what}; its effect is unknown (check with "
+            "`octobrain memory recent`)\n"
+        )
+        return 0 if args[:1] == ["hook"] else 1  # a hook fails open, as it does in-process
+    sys.stdout.flush()
+    sys.stdout.buffer.write(binascii.a2b_base64(result["stdout"]))
+    sys.stdout.flush()
+    sys.stderr.buffer.write(binascii.a2b_base64(result["stderr"]))
+    sys.stderr.flush()
+    return int(result["exit"])
