@@ -7,6 +7,7 @@ import math
 import pytest
 
 from octobrain.errors import InvalidInput
+from octobrain.memory.links import parse_links
 from octobrain.models import (
     MemoryType,
     RelationshipType,
@@ -15,7 +16,6 @@ from octobrain.models import (
     check_unit,
     clean_files,
     clean_tags,
-    parse_links,
     parse_memory_type,
     parse_source,
 )

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, cast
 from octobrain.errors import InvalidInput
 from octobrain.memory import goals, temporal
 from octobrain.memory.conversation import is_turn
+from octobrain.memory.links import Link, link_description, parse_links
 from octobrain.models import (
     CONTENT_BYTES,
     MAX_TAGS,
     TITLE_BYTES,
-    Link,
     Memory,
     MemoryType,
     Relationship,
@@ -22,9 +22,7 @@ from octobrain.models import (
     check_unit,
     clean_files,
     clean_tags,
-    link_description,
     parse_link_type,
-    parse_links,
     parse_memory_type,
     parse_source,
 )
