@@ -89,6 +89,17 @@ impl PyBm25Index {
             )
         })
     }
+    /// `work` on the index and its stored base, run without holding the interpreter.
+    fn with_base<T, F>(&self, py: Python<'_>, work: F) -> PyResult<T>
+    where
+        T: Send,
+        F: FnOnce(&Bm25Index, &Base<'_>) -> Result<T, CoreError> + Send,
+    {
+        let guards = self.guards(py);
+        let base = base_of(guards.as_ref())?;
+        let inner = &self.inner;
+        detached(py, move || work(inner, &base))
+    }
 }
 
 #[pymethods]
@@ -148,17 +159,8 @@ impl PyBm25Index {
     ) -> PyResult<Hits<'py>> {
         let allowed = owned_positions(allowed);
         let seen = owned_mask(seen);
-        let guards = self.guards(py);
-        let base = base_of(guards.as_ref())?;
-        let inner = &self.inner;
-        let hits = detached(py, move || {
-            inner.search(
-                &base,
-                &query,
-                k_arg(k)?,
-                allowed.as_deref(),
-                seen.as_deref(),
-            )
+        let hits = self.with_base(py, move |inner, base| {
+            inner.search(base, &query, k_arg(k)?, allowed.as_deref(), seen.as_deref())
         })?;
         Ok(hits_to_numpy(py, hits))
     }
@@ -175,12 +177,9 @@ impl PyBm25Index {
     ) -> PyResult<Vec<Hits<'py>>> {
         let allowed = owned_positions(allowed);
         let seen = owned_mask(seen);
-        let guards = self.guards(py);
-        let base = base_of(guards.as_ref())?;
-        let inner = &self.inner;
-        let all = detached(py, || {
+        let all = self.with_base(py, move |inner, base| {
             inner.search_batch(
-                &base,
+                base,
                 &queries,
                 k_arg(k)?,
                 allowed.as_deref(),
@@ -205,11 +204,8 @@ impl PyBm25Index {
     ) -> PyResult<Hits<'py>> {
         let mask = mask.as_array().to_vec();
         let seen = owned_mask(seen);
-        let guards = self.guards(py);
-        let base = base_of(guards.as_ref())?;
-        let inner = &self.inner;
-        let hits = detached(py, move || {
-            inner.search_masked(&base, &query, k_arg(k)?, &mask, seen.as_deref())
+        let hits = self.with_base(py, move |inner, base| {
+            inner.search_masked(base, &query, k_arg(k)?, &mask, seen.as_deref())
         })?;
         Ok(hits_to_numpy(py, hits))
     }
@@ -225,11 +221,8 @@ impl PyBm25Index {
     ) -> PyResult<Bound<'py, PyArray1<f32>>> {
         let positions = positions.as_array().to_vec();
         let seen = owned_mask(seen);
-        let guards = self.guards(py);
-        let base = base_of(guards.as_ref())?;
-        let inner = &self.inner;
-        let out = detached(py, move || {
-            inner.scores_at(&base, &query, &positions, seen.as_deref())
+        let out = self.with_base(py, move |inner, base| {
+            inner.scores_at(base, &query, &positions, seen.as_deref())
         })?;
         Ok(PyArray1::from_vec(py, out))
     }
@@ -245,11 +238,8 @@ impl PyBm25Index {
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let positions = positions.as_array().to_vec();
         let seen = owned_mask(seen);
-        let guards = self.guards(py);
-        let base = base_of(guards.as_ref())?;
-        let inner = &self.inner;
-        let out = detached(py, move || {
-            inner.coverage(&base, &query, &positions, seen.as_deref())
+        let out = self.with_base(py, move |inner, base| {
+            inner.coverage(base, &query, &positions, seen.as_deref())
         })?;
         Ok(PyArray1::from_vec(py, out))
     }
@@ -260,10 +250,7 @@ impl PyBm25Index {
     }
 
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let guards = self.guards(py);
-        let base = base_of(guards.as_ref())?;
-        let inner = &self.inner;
-        let bytes = detached(py, || inner.to_bytes(&base))?;
+        let bytes = self.with_base(py, move |inner, base| inner.to_bytes(base))?;
         Ok(PyBytes::new(py, &bytes))
     }
 
@@ -287,10 +274,7 @@ impl PyBm25Index {
         Bound<'py, PyArray1<u32>>,
         Bound<'py, PyArray1<bool>>,
     )> {
-        let guards = self.guards(py);
-        let base = base_of(guards.as_ref())?;
-        let inner = &self.inner;
-        let parts = detached(py, || Ok(inner.to_parts(&base)))?;
+        let parts = self.with_base(py, move |inner, base| Ok(inner.to_parts(base)))?;
         Ok((
             parts.terms.into_pyarray(py),
             parts.term_ends.into_pyarray(py),
