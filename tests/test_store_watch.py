@@ -66,3 +66,23 @@ def test_a_data_file_gone_is_noticed_once_even_when_a_call_settles_first(
     watch.settle()
     assert watch.changed() is True  # not taken for the call's own (one reopen either way)
     assert watch.changed() is False
+
+
+def test_a_fifo_among_any_tables_new_files_is_a_change(tmp_path: Path) -> None:
+    # Lance opens a table's new files at the next read and waits on a FIFO for a writer: a
+    # running server that took one for an ordinary commit hung on its next call for good.
+    _store(tmp_path, 3)
+    edges = tmp_path / "relationships.lance"
+    (edges / "_deletions").mkdir(parents=True)
+    (edges / "_indices" / "abc").mkdir(parents=True)
+    watch = StoreWatch(tmp_path)
+    assert watch.changed() is False
+    (edges / "_deletions" / "1-2-3.arrow").write_bytes(b"d")
+    (edges / "_indices" / "abc" / "index.idx").write_bytes(b"i")
+    assert watch.changed() is False  # regular files: an ordinary commit
+    os.mkfifo(edges / "_indices" / "abc" / "page_lookup.lance")
+    assert watch.changed() is True
+    watch = StoreWatch(tmp_path)
+    watch.changed()
+    os.mkfifo(edges / "_deletions" / "4-5-6.arrow")
+    assert watch.changed() is True

@@ -208,6 +208,7 @@ class BrainPool:
         Only finding the facade holds the pool lock: indexing a long document runs under the
         knowledge lock, so memory calls (`remember`, `memorize`) keep answering meanwhile."""
         with self._lock:
+            self._check_store()  # (a facade kept reads the knowledge tables as they are now)
             sid = self.default_session_id if session_id == "" else (session_id or "")
             key = (scope, sid, local_roots)
             knowledge = _recent(self._knowledge, key)

@@ -1,6 +1,7 @@
 """A local table's files that are not regular ones (a FIFO, a device, a socket): Lance opens
 such a file itself and, a FIFO, waits on it for good, so a table holding one is refused before
-it is opened (`not_regular`), by listing its folders.
+it is opened (`not_regular`), by listing its folders; and one that appears after the open, under
+a long-lived process that would read it at its next call (`NewOdd`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,61 @@ def not_regular(location: StoreLocation, name: str) -> str | None:
             if not entry.is_file() and not entry.is_dir():
                 return f"{name}.lance/_indices/{index.name}/{entry.name}"
     return None
+
+
+_FOLDERS = ("_versions", "data", "_deletions")  # what a read of a newer version opens
+
+
+class NewOdd:
+    """The files that appeared in the local store `root`'s tables since the last look, the
+    first that is not regular: a commit of another process that a long-lived process reads
+    at its next call (its version manifest, data and deletion files, an index's files), and a
+    FIFO in the place of one would hold that call, and every call after it, for good.
+
+    A folder is listed again only when its own `stat` changed (a file added or removed), and
+    only the names not seen before are looked at, by the type their listing gives (no `stat`):
+    a few `stat` calls per table and look. The first look lists every folder."""
+
+    def __init__(self, root: str, tables: tuple[str, ...]) -> None:
+        self.root = root
+        self._folders = [
+            os.path.join(f"{name}.lance", folder) for name in tables for folder in _FOLDERS
+        ]
+        self._indices = [os.path.join(f"{name}.lance", "_indices") for name in tables]
+        self._stamps: dict[str, tuple[int, int, int]] = {}
+        self._names: dict[str, set[str]] = {}
+
+    def first(self) -> str | None:
+        """The first file not regular among those new since the last look (a path under the
+        store), else None."""
+        for indices in self._indices:
+            for entry in self._new(indices):  # one folder per index, watched from then on
+                if entry.is_dir():
+                    self._folders.append(os.path.join(indices, entry.name))
+                elif not entry.is_file():
+                    return os.path.join(indices, entry.name)
+        for folder in self._folders:
+            for entry in self._new(folder):
+                if not entry.is_file() and not (entry.is_dir() and "_indices" in folder):
+                    return os.path.join(folder, entry.name)
+        return None
+
+    def _new(self, folder: str) -> list[os.DirEntry[str]]:
+        """The entries of `folder` not seen at the last look (none when its `stat` is as then)."""
+        where = os.path.join(self.root, folder)
+        try:
+            st = os.stat(where)
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if self._stamps.get(folder) == stamp:
+                return []
+            entries = list(os.scandir(where))
+        except OSError:  # absent (a table not made yet), or not to be listed: the open says
+            self._stamps.pop(folder, None)
+            return []
+        known = self._names.get(folder, set())
+        self._stamps[folder] = stamp
+        self._names[folder] = {e.name for e in entries}
+        return [e for e in entries if e.name not in known]
 
 
 def _entries(folder: Path) -> list[os.DirEntry[str]]:

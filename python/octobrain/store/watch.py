@@ -5,10 +5,14 @@ cost of a few `stat` calls.
 
 from __future__ import annotations
 
+import logging
 import os
 
 from octobrain.store.manifest import KNOWN_TABLES, MANIFEST
+from octobrain.store.table_files import NewOdd
 from octobrain.store.versions import VERSIONS, version_of
+
+log = logging.getLogger(__name__)
 
 
 class StoreWatch:
@@ -18,8 +22,10 @@ class StoreWatch:
     LanceDB writes once and never again) rewritten in place or a data file of it gone (a
     compaction's cleanup removes old ones: the reopen costs little then), or the newest version
     manifest it saw gone (LanceDB's cleanup never removes the newest: that is a lost commit,
-    which the reopen then reports, `lost_version`). An ordinary commit, which only adds files,
-    is no change.
+    which the reopen then reports, `lost_version`), or a file that is not regular (a FIFO) among
+    those any table's commits added (`NewOdd`: Lance would open it at the next read and wait on
+    it for good; the reopen refuses the table, naming it). An ordinary commit, which only adds
+    files, is no change.
 
     Cheap enough for every request, whatever the store's history (a week of versions can be
     tens of thousands of files): a folder is listed again only when its own `stat` changed (a
@@ -40,6 +46,7 @@ class StoreWatch:
         self._order: list[str] = []  # `_files`' names, in the order they are looked at again
         self._turn = 0  # where the next look at known files starts
         self._gone = False  # a known data file is gone (since `changed` last said so)
+        self._odd = NewOdd(self.root, KNOWN_TABLES)
 
     def _ident_now(self) -> tuple[tuple[int, ...], ...]:
         def ident(where: str, full: bool = False) -> tuple[int, ...]:
@@ -138,6 +145,10 @@ class StoreWatch:
         changed = (self._ident is not None and ident != self._ident) or rewritten or lost
         changed |= self._gone
         self._gone = False
+        odd = self._odd.first()
+        if odd is not None:
+            log.warning("%s in the store is not a regular file; reopening the store", odd)
+            changed = True
         self._ident = ident
         return changed
 
