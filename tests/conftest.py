@@ -4,6 +4,11 @@ import atexit
 import os
 import shutil
 import tempfile
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
 
 # Commands that tests run as subprocesses stay in-process, so no test leaves a resident service
 # behind; tests/test_resident_service.py turns it on for itself.
@@ -13,3 +18,25 @@ os.environ["OCTOBRAIN_SERVICE_ENABLED"] = "0"
 _DATA_DIR = tempfile.mkdtemp(prefix="octobrain-tests-")
 os.environ["OCTOBRAIN_DATA_DIR"] = _DATA_DIR
 atexit.register(shutil.rmtree, _DATA_DIR, ignore_errors=True)
+
+# A test's background work ends with it: the access counts it queued are committed, and its
+# sleep passes and snapshot writes are waited for, before the next test starts. (They went on
+# committing into its temporary store while later tests ran.)
+_BACKGROUND = ("octobrain-access", "octobrain-sleep", "octobrain-snapshot")
+_WAIT_S = 10.0
+
+
+@pytest.fixture(autouse=True)
+def _background_work_ends_with_the_test() -> Iterator[None]:
+    yield
+    deadline = time.monotonic() + _WAIT_S
+    for thread in [t for t in threading.enumerate() if t.name in _BACKGROUND]:
+        queue = getattr(getattr(thread, "_target", None), "__self__", None)
+        if thread.name == "octobrain-access" and queue is not None:
+            # Its queue committed now, as the thread would at the end of its interval (which
+            # it then ends with nothing to count): no waiting out a second per test.
+            queue.flush()
+            continue
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            pytest.fail(f"background thread {thread.name} still running {_WAIT_S:g} s after a test")
