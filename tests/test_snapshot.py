@@ -19,7 +19,8 @@ from octobrain.config import Config, SearchConfig
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.memory.corpus import Corpus
-from octobrain.memory.snapshot import CURRENT, LAZY, ROWS, PageCheck, SnapshotDamaged, SnapshotDir
+from octobrain.memory.page_check import PageCheck, SnapshotDamaged
+from octobrain.memory.snapshot import CURRENT, LAZY, ROWS, SnapshotDir
 
 SCOPE = "github.com/acme/api"
 TOPICS = ["cache", "queue", "auth", "billing", "search", "deploy", "metrics", "backup"]

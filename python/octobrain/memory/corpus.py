@@ -41,8 +41,9 @@ from octobrain.memory.corpus_io import (
     sorted_ids,
 )
 from octobrain.memory.edges import EdgeMirror
+from octobrain.memory.page_check import SnapshotDamaged
 from octobrain.memory.positions import AddressIndex, Positions
-from octobrain.memory.snapshot import Snapshot, SnapshotDamaged, SnapshotDir
+from octobrain.memory.snapshot import Snapshot, SnapshotDir
 from octobrain.models import Memory, Relationship, State
 from octobrain.store import MemoryStore
 from octobrain.store.accessed import Accessed

@@ -20,7 +20,8 @@ import numpy as np
 from octobrain.heap import collect_later
 from octobrain.memory import build, corpus_apply, tail
 from octobrain.memory.edges import EdgeMirror
-from octobrain.memory.snapshot import Snapshot, SnapshotDamaged, SnapshotDir
+from octobrain.memory.page_check import SnapshotDamaged
+from octobrain.memory.snapshot import Snapshot, SnapshotDir
 
 if TYPE_CHECKING:
     from octobrain.memory.corpus import Corpus

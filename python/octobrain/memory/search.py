@@ -30,8 +30,8 @@ from octobrain.memory.conversation import SPEAKER_PREFIX
 from octobrain.memory.corpus import Corpus
 from octobrain.memory.gist import gist_for
 from octobrain.memory.orderings import rank_below
+from octobrain.memory.page_check import SnapshotDamaged
 from octobrain.memory.query import Filters, named_periods
-from octobrain.memory.snapshot import SnapshotDamaged
 from octobrain.models import (
     Memory,
     RelationshipType,

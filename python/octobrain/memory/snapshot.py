@@ -48,7 +48,6 @@ import logging
 import os
 import secrets
 import shutil
-import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -62,6 +61,7 @@ import pyarrow as pa
 
 from octobrain.files import read_regular
 from octobrain.kernels.bm25 import PARTS, BM25Index
+from octobrain.memory.page_check import BLOCK, PageCheck, block_crcs, in_background
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,6 @@ FORMAT = 5
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 _CHUNK = 8 << 20
-BLOCK = 1 << 16  # the unit of the large files' checksums (64 KiB: a scattered read checks little)
 LAZY = ("vectors.npy", "bm25.docs.npy", "bm25.tfs.npy")  # checked as their blocks are read
 ROWS = "rows.arrow"  # checked by a thread while the first query runs, before any row is read
 _STALE_TMP_S = 3600.0  # a temporary directory this old belongs to a writer that died
@@ -95,89 +94,6 @@ def _small_text(path: Path) -> str:
     """The text of `CURRENT` or a snapshot's manifest, stripped; `OSError` when it is not a
     regular file (a FIFO in its place is refused, not waited on) or is past 64 MiB."""
     return read_regular(path, 64 << 20)[0].decode("utf-8").strip()
-
-
-class SnapshotDamaged(ValueError):
-    """A block of a memory-mapped snapshot file failed its checksum as it was about to be read."""
-
-
-class PageCheck:
-    """The per-block CRC-32 of one snapshot file, each block verified the first time a read
-    covers it (read with `os.pread`, so checking maps nothing into the process). The file is
-    opened at once and kept open: a snapshot deleted or replaced meanwhile stays checkable,
-    as its mapped pages stay readable."""
-
-    def __init__(self, path: Path, crcs: list[int], block: int = BLOCK) -> None:
-        self.path, self.block = path, block
-        self._fd = os.open(path, os.O_RDONLY)
-        self.crcs = np.asarray(crcs, dtype=np.int64)
-        self.ok = np.zeros(len(crcs), dtype=bool)
-        self.done = not len(crcs)
-        self._lock = threading.Lock()
-
-    def ranges(self, starts: npt.NDArray[np.int64], stops: npt.NDArray[np.int64]) -> None:
-        """Verify the blocks covering the byte ranges [starts[i], stops[i])."""
-        if self.done or not len(starts):
-            return
-        keep = stops > starts
-        first, last = starts[keep] // self.block, (stops[keep] - 1) // self.block
-        if not len(first):
-            return
-        if int((last - first).max()) == 0:
-            blocks = np.unique(first)
-        else:
-            blocks = np.unique(
-                np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last, strict=True)])
-            )
-        blocks = blocks[blocks < len(self.ok)]
-        todo = blocks[~self.ok[blocks]]
-        if not len(todo):
-            return
-        with self._lock:
-            for b in todo.tolist():
-                data = os.pread(self._fd, self.block, b * self.block)
-                if zlib.crc32(data) != int(self.crcs[b]):
-                    raise SnapshotDamaged(f"{self.path.name} fails its checksum at block {b}")
-                self.ok[b] = True
-            self.done = bool(self.ok.all())
-
-    def __del__(self) -> None:
-        with contextlib.suppress(OSError, AttributeError):
-            os.close(self._fd)
-
-    def everything(self) -> None:
-        """Verify every block not verified yet."""
-        n = len(self.ok)
-        self.ranges(np.zeros(1, dtype=np.int64), np.full(1, n * self.block, dtype=np.int64))
-
-
-def _in_background(check: Callable[[], None]) -> Callable[[], None]:
-    """Run `check` in a thread now; the returned callable waits for it and re-raises."""
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            check()
-        except BaseException as exc:  # (re-raised in the caller's thread)
-            failed.append(exc)
-
-    thread = threading.Thread(target=run, name="octobrain-snapshot-check", daemon=True)
-    thread.start()
-
-    def wait() -> None:
-        thread.join()
-        if failed:
-            raise SnapshotDamaged(str(failed[0])) from failed[0]
-
-    return wait
-
-
-def _block_crcs(path: Path, block: int = BLOCK) -> list[int]:
-    out = []
-    with path.open("rb") as f:
-        while data := f.read(block):
-            out.append(zlib.crc32(data))
-    return out
 
 
 @dataclass
@@ -292,7 +208,7 @@ class SnapshotDir:
             elif _crc(path) != crc:
                 raise ValueError(f"{file} fails its checksum")
         checks = {file: PageCheck(where / file, blocks[file]) for file in (*LAZY, ROWS)}
-        rows_ready = _in_background(checks[ROWS].everything)
+        rows_ready = in_background(checks[ROWS].everything)
         parts = {name: np.load(where / f"bm25.{name}.npy", mmap_mode="r") for name in PARTS}
         index = BM25Index.open_parts(parts, manifest["bm25"])
         index.check_postings(_postings_check(parts, checks))
@@ -380,7 +296,7 @@ class SnapshotDir:
                 "edges_mark": snap.edges_mark,
                 "written_at": time.time(),
                 "files": files,
-                "blocks": {file: _block_crcs(tmp / file) for file in (*LAZY, ROWS)},
+                "blocks": {file: block_crcs(tmp / file) for file in (*LAZY, ROWS)},
             }
             _write_synced(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
             _fsync_dir(tmp)

@@ -1,0 +1,100 @@
+"""Checking a memory-mapped snapshot as it is read: each large file's blocks carry a CRC-32,
+and a block is verified the first time a read covers it, so a process opening a snapshot pays
+for the pages it reads, not for the whole file (`memory.snapshot`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+BLOCK = 1 << 16  # the unit of the large files' checksums (64 KiB: a scattered read checks little)
+
+
+class SnapshotDamaged(ValueError):
+    """A block of a memory-mapped snapshot file failed its checksum as it was about to be read."""
+
+
+class PageCheck:
+    """The per-block CRC-32 of one snapshot file, each block verified the first time a read
+    covers it (read with `os.pread`, so checking maps nothing into the process). The file is
+    opened at once and kept open: a snapshot deleted or replaced meanwhile stays checkable,
+    as its mapped pages stay readable."""
+
+    def __init__(self, path: Path, crcs: list[int], block: int = BLOCK) -> None:
+        self.path, self.block = path, block
+        self._fd = os.open(path, os.O_RDONLY)
+        self.crcs = np.asarray(crcs, dtype=np.int64)
+        self.ok = np.zeros(len(crcs), dtype=bool)
+        self.done = not len(crcs)
+        self._lock = threading.Lock()
+
+    def ranges(self, starts: npt.NDArray[np.int64], stops: npt.NDArray[np.int64]) -> None:
+        """Verify the blocks covering the byte ranges [starts[i], stops[i])."""
+        if self.done or not len(starts):
+            return
+        keep = stops > starts
+        first, last = starts[keep] // self.block, (stops[keep] - 1) // self.block
+        if not len(first):
+            return
+        if int((last - first).max()) == 0:
+            blocks = np.unique(first)
+        else:
+            blocks = np.unique(
+                np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last, strict=True)])
+            )
+        blocks = blocks[blocks < len(self.ok)]
+        todo = blocks[~self.ok[blocks]]
+        if not len(todo):
+            return
+        with self._lock:
+            for b in todo.tolist():
+                data = os.pread(self._fd, self.block, b * self.block)
+                if zlib.crc32(data) != int(self.crcs[b]):
+                    raise SnapshotDamaged(f"{self.path.name} fails its checksum at block {b}")
+                self.ok[b] = True
+            self.done = bool(self.ok.all())
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            os.close(self._fd)
+
+    def everything(self) -> None:
+        """Verify every block not verified yet."""
+        n = len(self.ok)
+        self.ranges(np.zeros(1, dtype=np.int64), np.full(1, n * self.block, dtype=np.int64))
+
+
+def in_background(check: Callable[[], None]) -> Callable[[], None]:
+    """Run `check` in a thread now; the returned callable waits for it and re-raises."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            check()
+        except BaseException as exc:  # (re-raised in the caller's thread)
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="octobrain-snapshot-check", daemon=True)
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        if failed:
+            raise SnapshotDamaged(str(failed[0])) from failed[0]
+
+    return wait
+
+
+def block_crcs(path: Path, block: int = BLOCK) -> list[int]:
+    out = []
+    with path.open("rb") as f:
+        while data := f.read(block):
+            out.append(zlib.crc32(data))
+    return out
