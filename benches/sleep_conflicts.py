@@ -41,12 +41,18 @@ from datetime import timedelta
 from pathlib import Path
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
-from octobrain.memory import conflicts, curation, sleep
+from octobrain.memory import conflicts, curation
+try:  # (a tree before the split keeps the check in memory.sleep)
+    from octobrain.memory import sleep_conflicts as holder
+    name = "of_pass"
+except ImportError:
+    from octobrain.memory import sleep as holder
+    name = "_conflicts"
 from octobrain.memory.brain import Brain
 
 embedder = get_embedder(sys.argv[3])
 brain = Brain(sys.argv[2], config=Config(), embedder=embedder, uri=Path(sys.argv[1]))
-check = sleep._conflicts
+check = getattr(holder, name)
 spent = []
 def timed(*args, **kwargs):
     start = time.process_time()
@@ -54,7 +60,7 @@ def timed(*args, **kwargs):
         return check(*args, **kwargs)
     finally:
         spent.append(time.process_time() - start)
-sleep._conflicts = timed
+setattr(holder, name, timed)
 clock = curation.utcnow
 curation.utcnow = lambda: clock() + timedelta(days=float(sys.argv[5]))
 pairs_of = conflicts.conflicting_pairs
