@@ -74,6 +74,11 @@ def render_index(report: IndexReport) -> str:
         return f"✓ Cached {s.uri} (content unchanged, {_chunks(s.chunk_count)}, {where})"
     if report.status == "fresh":
         return f"✓ Cached {s.uri} (recently checked, {_chunks(s.chunk_count)}, {where})"
+    if report.status == "repaired":
+        return (
+            f"✓ Re-indexed {s.uri} (its stored rows no longer matched their checksum, content "
+            f"unchanged; {_chunks(report.embedded)} created, {where})"
+        )
     verb = "Indexed" if report.status == "indexed" else "Re-indexed"
     return f"✓ {verb} {s.uri} ({_chunks(report.embedded)} created, {where})"
 
@@ -92,7 +97,7 @@ def _empty(result: SearchResult) -> str:
 def render_search(result: SearchResult) -> str:
     """Results with title, source, section path, the section text and its relevance."""
     lines: list[str] = []
-    if result.indexed is not None and result.indexed.status in ("indexed", "reindexed"):
+    if result.indexed is not None and result.indexed.status in ("indexed", "reindexed", "repaired"):
         lines += [render_index(result.indexed), ""]
     if not result.hits:
         return "\n".join([*lines, _empty(result)])

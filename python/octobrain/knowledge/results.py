@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-IndexStatus = Literal["indexed", "reindexed", "unchanged", "fresh"]
+IndexStatus = Literal["indexed", "reindexed", "repaired", "unchanged", "fresh"]
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,9 @@ class IndexReport:
     """What indexing a source did.
 
     `indexed`: new; `reindexed`: the content hash changed; `unchanged`: fetched and compared,
-    same hash, nothing re-embedded; `fresh`: not even fetched (unchanged mtime, young URL).
+    same hash, nothing re-embedded; `repaired`: the same hash, but a stored row of it no longer
+    matched its checksum, so it was indexed again; `fresh`: not even fetched (unchanged mtime,
+    young URL).
     """
 
     source: SourceInfo

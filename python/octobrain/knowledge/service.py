@@ -247,18 +247,22 @@ class Knowledge:
         fetched = self._fetch(ref)
         document = extract(fetched, self.config.knowledge.max_source_bytes)
         digest = content_hash(document.text)
-        if (
+        unchanged = (
             existing is not None
             and not force
             and existing["content_hash"] == digest
             and existing["chunker"] == self._chunker
             # Before headings alone made chunks, a note of only headings indexed as none.
             and (existing["chunk_count"] > 0 or not document.text.strip())
-        ):
+        )
+        # What is stored no longer matching its checksum is not what was indexed: indexed again.
+        if existing is not None and unchanged and not self.kstore.damaged(existing):
             self.kstore.touch(existing["id"], now, fetched.mtime)
             return IndexReport(SourceInfo.from_row(existing), "unchanged", 0)
         scope = existing["scope"] if existing is not None else ("" if global_ else self.scope)
-        status: IndexStatus = "indexed" if existing is None else "reindexed"
+        status: IndexStatus = (
+            "indexed" if existing is None else "repaired" if unchanged else "reindexed"
+        )
         size = len(fetched.data)
         try:
             row, embedded = self._write(document, scope, "", digest, fetched.mtime, size, progress)

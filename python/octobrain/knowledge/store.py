@@ -44,8 +44,10 @@ from octobrain.store.schema import (
     SOURCES,
     check_knowledge,
     chunk_checksum,
+    chunk_verified,
     embedded_with,
     source_checksum,
+    source_verified,
     stamps,
 )
 from octobrain.store.sql import sql_in, sql_str
@@ -62,6 +64,7 @@ KEEP_VERSIONS_FOR = timedelta(minutes=10)
 # Rows read at a time by the pass that adds their checksums (a source row holds its text).
 STAMP_BATCH = {SOURCES: 64, CHUNKS: 4_096}
 CHECK_BATCH = 16  # source rows (each with its text, up to `max_source_bytes`) checked at a time
+CHUNK_CHECK_BATCH = 256  # chunk rows (each with its parent text) checked at a time
 
 SOURCE_LIGHT = [
     "id", "uri", "scope", "session_id", "title", "doc_type", "content_hash", "chunker",
@@ -243,6 +246,23 @@ class KnowledgeStore:
         for at in range(0, len(ids), CHECK_BATCH):
             for row in self.scan_sources(sql_in("id", ids[at : at + CHECK_BATCH]), with_text=True):
                 check_knowledge(row, SOURCES)
+
+    def damaged(self, source: Mapping[str, Any]) -> bool:
+        """Whether the source row `source` (as listed, its text not read) or any chunk of it,
+        of any generation, no longer matches its checksum, read with what the checksums cover:
+        an unchanged source is checked before it is left as it is, so that `knowledge index`
+        repairs what `doctor` names."""
+        sid = sql_str(source["id"])
+        rows = self.scan_sources(f"id = {sid}", with_text=True)
+        if any(source_verified(row) is False for row in rows):
+            return True
+        if CHECKSUM not in self.chunks.schema.names:
+            return False
+        # A chunk whose source id changed on disk is still this source's by what names it.
+        same = " AND ".join(f"{k} = {sql_str(source[k])}" for k in _NAMING)
+        query = self.chunks.search().where(f"source_id = {sid} OR ({same})")
+        batches = query.select([*CHUNK_CHECKED, CHECKSUM]).limit(None).to_batches(CHUNK_CHECK_BATCH)
+        return any(chunk_verified(row) is False for batch in batches for row in batch.to_pylist())
 
     def scan_chunks(self, where: str, columns: Sequence[str] = CHUNK_LIGHT) -> list[dict[str, Any]]:
         """Chunk rows matching `where` (a table made before the checksum column: without it)."""

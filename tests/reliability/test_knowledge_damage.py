@@ -1,0 +1,38 @@
+"""What the knowledge commands do about rows that no longer match their checksums
+(`schema.chunk_verified`, `schema.source_verified`) besides refusing to show them: indexing
+repairs them, `doctor` counts them, `stats` never shows them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.test_damage import run_cli
+from tests.reliability.test_row_checksums import _flip_chunks, _indexed
+from tests.reliability.test_storage_faults import octobrain
+
+
+@pytest.mark.parametrize("table", ["knowledge_chunks", "knowledge_sources"])
+def test_indexing_an_unchanged_source_again_repairs_its_damaged_rows(
+    env: dict[str, str], tmp_path: Path, table: str
+) -> None:
+    # A bit flipped in a stored chunk (or the source row's text): a plain `knowledge index`
+    # of the unchanged file answered "Cached … (content unchanged)" and left the damage, with
+    # `doctor` failing on after it.
+    doc = _indexed(env, tmp_path, "api", 8440)
+    _indexed(env, tmp_path, "cache", 6370)
+    assert _flip_chunks(env, b"port 8440", table) >= 1
+    assert run_cli(env, "doctor")[0] == 1
+    done = octobrain(env, "index", str(doc), group="knowledge")
+    assert done.returncode == 0, done.stderr
+    assert "Re-indexed" in done.stdout and "no longer matched their checksum" in done.stdout
+    assert run_cli(env, "doctor")[0] == 0
+    for args in (("search", "which port does the api service listen on"), ("match", "port 8")):
+        found = octobrain(env, *args, group="knowledge")
+        assert found.returncode == 0 and "8440" in found.stdout, found.stderr
+    as_json = octobrain(env, "index", str(doc), "--format", "json", group="knowledge")
+    assert json.loads(as_json.stdout)["status"] == "unchanged"  # sound now: left as it is
+    cached = octobrain(env, "index", str(tmp_path / "cache.md"), group="knowledge")
+    assert "content unchanged" in cached.stdout, cached.stdout
