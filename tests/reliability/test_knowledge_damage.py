@@ -36,3 +36,24 @@ def test_indexing_an_unchanged_source_again_repairs_its_damaged_rows(
     assert json.loads(as_json.stdout)["status"] == "unchanged"  # sound now: left as it is
     cached = octobrain(env, "index", str(tmp_path / "cache.md"), group="knowledge")
     assert "content unchanged" in cached.stdout, cached.stdout
+
+
+def test_doctor_says_how_many_more_sources_have_damaged_chunks(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Damaged chunks of seven sources: `doctor` named five and said nothing of the other two
+    # (the chunk count was right), as though re-indexing those five were the whole repair.
+    names = ["api", "cache", "queue", "web", "worker", "billing", "search"]
+    for name in names:
+        _indexed(env, tmp_path, name, 8440)
+    assert _flip_chunks(env, b"port 8440") == len(names)
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    report = json.loads(out)
+    [problem] = report["problems"]
+    assert rc == 1 and problem["table"] == "knowledge_chunks", problem
+    assert problem["problem"].startswith("7 chunks (of "), problem
+    assert "(and 2 more sources)" in problem["problem"], problem
+    [chunks] = [t for t in report["tables"] if t["name"] == "knowledge_chunks"]
+    assert len(chunks["garbled"]) == 5 and chunks["garbled_of"] == len(names), chunks
+    rc, text, err = run_cli(env, "doctor")
+    assert rc == 1 and "(and 2 more sources)" in text + err, text + err

@@ -11,7 +11,6 @@ otherwise go past `_MAX_READS`. Nothing is written, so it runs on a read-only co
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -38,7 +37,8 @@ from octobrain.store.schema import (
     verified,
 )
 from octobrain.store.table_files import not_regular
-from octobrain.store.versions import lost_version
+from octobrain.store.upkeep import KEEP_VERSIONS_FOR
+from octobrain.store.versions import history_gap, lost_version
 
 if TYPE_CHECKING:
     import lancedb
@@ -86,6 +86,9 @@ class TableCheck:
     # `_NAMED_GARBLED` of them (their ids as they read now; of knowledge, their sources).
     garbled_rows: int = 0
     garbled: list[str] = field(default_factory=list)
+    # Of the chunks (several to a source): every source the damaged ones are of (as a count
+    # in the JSON report), so that the problem says how many more than those named there are.
+    garbled_of: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -110,7 +113,7 @@ class Diagnosis:
             "store": self.store,
             "ok": self.ok,
             "manifest": self.manifest,
-            "tables": [asdict(t) for t in self.tables],
+            "tables": [asdict(t) | {"garbled_of": len(t.garbled_of)} for t in self.tables],
             "problems": [asdict(p) for p in self.problems],
             "unfinished_consolidations": self.unfinished_consolidations,
             "dangling_edges": self.dangling_edges,
@@ -227,27 +230,6 @@ def _check_edge_ends(
     return len(found)
 
 
-def _history_gap(table: lancedb.table.Table) -> list[int]:
-    """The versions missing between two kept ones where the cleanup would not have removed
-    them. The cleanup (`KEEP_VERSIONS_FOR`, longer for the companion
-    tables) removes versions older than its horizon, the oldest first: a version missing
-    after one made within the last `KEEP_VERSIONS_FOR` was deleted by something else."""
-    from datetime import datetime
-
-    from octobrain.store.upkeep import KEEP_VERSIONS_FOR
-
-    try:
-        kept = sorted((int(v["version"]), v["timestamp"]) for v in table.list_versions())
-    except (ValueError, RuntimeError, OSError):
-        return []  # the table's other checks name what cannot be read
-    horizon = datetime.now() - KEEP_VERSIONS_FOR  # LanceDB's version times are naive local
-    missing: list[int] = []
-    for (before, made), (after, _) in itertools.pairwise(kept):
-        if after > before + 1 and made >= horizon:
-            missing.extend(range(before + 1, after))
-    return missing
-
-
 def _unfinished(db: lancedb.DBConnection, tables: list[TableCheck]) -> int:
     """How many consolidation records are pending or reverting (0 when the log did not open;
     its check says why)."""
@@ -299,7 +281,7 @@ def _check_table(
     lost = lost_version(location, name, table)
     if lost is not None:
         problems.append(Problem(name, lost.reason, lost.repair))
-    gap = _history_gap(table)
+    gap = history_gap(table, KEEP_VERSIONS_FOR)
     if gap:
         one = len(gap) == 1
         problems.append(
@@ -339,7 +321,7 @@ def _check_table(
     if check.first_unsound is not None:
         problems.append(Problem(name, _unsound_problem(check), _REEMBED.get(name, repair)))
     if check.garbled:
-        garbled = describe_garbled(check.garbled, check.garbled_rows, name)
+        garbled = describe_garbled(check.garbled, check.garbled_rows, name, len(check.garbled_of))
         problems.append(Problem(name, garbled, _GARBLED_REPAIR[name]))
     if failure is None:
         # Only over rows that read: an index read over a cut data file fails too, and
@@ -466,6 +448,8 @@ def _read(table: lancedb.table.Table, lo: int, hi: int, check: TableCheck) -> st
                 if check_row(row) is False:
                     check.garbled_rows += 1
                     name = str(row[named_by])  # (a chunk by its source: several to one)
+                    if check.name == CHUNKS:
+                        check.garbled_of.add(name)
                     if len(check.garbled) < _NAMED_GARBLED and name not in check.garbled:
                         check.garbled.append(name)
     return None

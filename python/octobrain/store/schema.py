@@ -139,13 +139,17 @@ _ROW_WORDS = {
 }
 
 
-def describe_garbled(ids: Sequence[str], count: int, table: str = "memories") -> str:
+def describe_garbled(
+    ids: Sequence[str], count: int, table: str = "memories", sources: int = 0
+) -> str:
     """What the store says of the `count` rows of `table` that no longer match their
-    checksum, the first of them named by `ids` (as they read now)."""
+    checksum, the first of them named by `ids` (as they read now; chunks by the `sources`
+    they are of)."""
     one, many, what = _ROW_WORDS[table]
     more = f" (and {count - len(ids):,} more)" if count > len(ids) else ""
     if table == CHUNKS and count > 1:  # named by their sources, several chunks to one
-        ids, more = [f"of {ids[0]}", *ids[1:]], ""
+        more = f" (and {sources - len(ids):,} more sources)" if sources > len(ids) else ""
+        ids = [f"of {ids[0]}", *ids[1:]]
     if count == 1:
         return (
             f"{one} {ids[0]} no longer matches the checksum written with it: a data file "

@@ -7,10 +7,12 @@ table opening at an older version, which the next write would bury: `lost_versio
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -206,3 +208,20 @@ def newest_on_disk(location: StoreLocation, name: str) -> int | None:
         return None
     # (An older Lance writes no hint: nothing to compare, as in `lost_version`.)
     return newest if committed is None or committed <= newest else None
+
+
+def history_gap(table: lancedb.table.Table, kept_for: timedelta) -> list[int]:
+    """The versions missing between two kept ones where the cleanup would not have removed
+    them. The cleanup (`upkeep.KEEP_VERSIONS_FOR`, given as `kept_for`, longer for the
+    companion tables) removes versions older than its horizon, the oldest first: a version
+    missing after one made within the last `kept_for` was deleted by something else."""
+    try:
+        kept = sorted((int(v["version"]), v["timestamp"]) for v in table.list_versions())
+    except (ValueError, RuntimeError, OSError):
+        return []  # the table's other checks name what cannot be read
+    horizon = datetime.now() - kept_for  # LanceDB's version times are naive local
+    missing: list[int] = []
+    for (before, made), (after, _) in itertools.pairwise(kept):
+        if after > before + 1 and made >= horizon:
+            missing.extend(range(before + 1, after))
+    return missing
