@@ -1,6 +1,7 @@
 """What `knowledge index` of an unchanged file costs beside many chunks: the file read, its
 hash compared and (since an unchanged source is checked before it is left as it is) its
-source row and chunks checked against their checksums.
+source row and chunks checked against their checksums; and what `knowledge stats` over them
+costs (every source row read with its text, which its checksum covers).
 
     python benches/knowledge_unchanged.py --docs 1000 --sections 2000 --runs 7
     PYTHONPATH=<another checkout>/python python benches/knowledge_unchanged.py   # that code's
@@ -52,6 +53,13 @@ def main() -> None:
             chunks, size = report.source.chunk_count, path.stat().st_size / 1e6
             median = statistics.median(times) * 1000
             print(f"{path.name}: {chunks:,} chunks, {size:.1f} MB: median {median:.1f} ms")
+        times = []
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            stats = k.stats()
+            times.append(time.perf_counter() - start)
+        median = statistics.median(times) * 1000
+        print(f"knowledge stats of {stats.sources:,} sources: median {median:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from octobrain.store import schema
 from tests.reliability.test_damage import run_cli
 from tests.reliability.test_row_checksums import _flip_chunks, _indexed
 from tests.reliability.test_storage_faults import octobrain
@@ -57,3 +58,24 @@ def test_doctor_says_how_many_more_sources_have_damaged_chunks(
     assert len(chunks["garbled"]) == 5 and chunks["garbled_of"] == len(names), chunks
     rc, text, err = run_cli(env, "doctor")
     assert rc == 1 and "(and 2 more sources)" in text + err, text + err
+
+
+def test_knowledge_stats_counts_a_damaged_source_as_damaged_not_as_its_type(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # A bit flipped in a source row's type: `knowledge stats` counted it as "texu", the value
+    # as it read back, beside the sound ones, exit 0.
+    _indexed(env, tmp_path, "cache", 6370)
+    doc = tmp_path / "api.txt"
+    doc.write_text("Ports\n\nThe api service listens on port 8440.\n")
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    # The type column's value after its offsets ("text" alone is a column name too).
+    assert _flip_chunks(env, b"\x04\x00\x00\x00text", "knowledge_sources") == 1  # "texu"
+    done = octobrain(env, "stats", "--format", "json", group="knowledge")
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout)
+    assert stats["by_type"] == {"markdown": 1, schema.DAMAGED_TITLE: 1}, stats
+    assert stats["sources"] == 2 and stats["chunks"] == 2, stats
+    shown = octobrain(env, "stats", group="knowledge")
+    assert shown.returncode == 0 and "texu" not in shown.stdout, shown.stdout
+    assert f"{schema.DAMAGED_TITLE} 1" in shown.stdout, shown.stdout

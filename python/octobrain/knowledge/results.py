@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from octobrain.store.schema import DAMAGED_TITLE
+
 IndexStatus = Literal["indexed", "reindexed", "repaired", "unchanged", "fresh"]
 
 
@@ -133,3 +135,24 @@ class KnowledgeStats:
     oldest: datetime | None
     newest: datetime | None
     scope: str
+
+    @classmethod
+    def from_rows(cls, rows: list[dict[str, Any]], damaged: set[str], scope: str) -> KnowledgeStats:
+        """Over the `knowledge_sources` rows `rows` (without their texts), those whose ids are
+        in `damaged` no longer matching their checksum: counted, their type as
+        `DAMAGED_TITLE` and their index times left out, never what they read as."""
+        by_type: dict[str, int] = {}
+        for r in rows:
+            kind = DAMAGED_TITLE if r["id"] in damaged else str(r["doc_type"])
+            by_type[kind] = by_type.get(kind, 0) + 1
+        stamps = [r["indexed_at"] for r in rows if r["id"] not in damaged]
+        return cls(
+            sources=sum(1 for r in rows if not r["session_id"]),
+            chunks=sum(int(r["chunk_count"]) for r in rows),
+            notes=sum(1 for r in rows if r["session_id"]),
+            size_bytes=sum(int(r["size_bytes"]) for r in rows),
+            by_type=by_type,
+            oldest=min(stamps) if stamps else None,
+            newest=max(stamps) if stamps else None,
+            scope=scope,
+        )

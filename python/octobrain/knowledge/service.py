@@ -482,19 +482,8 @@ class Knowledge:
 
     @reopening
     def stats(self) -> KnowledgeStats:
-        """Counts over the visible sources."""
+        """Counts over the visible sources (one that no longer matches its checksum counted
+        as damaged, not by what it reads as)."""
         rows = self._visible_rows()
-        by_type: dict[str, int] = {}
-        for r in rows:
-            by_type[r["doc_type"]] = by_type.get(r["doc_type"], 0) + 1
-        stamps = [r["indexed_at"] for r in rows]
-        return KnowledgeStats(
-            sources=sum(1 for r in rows if not r["session_id"]),
-            chunks=sum(int(r["chunk_count"]) for r in rows),
-            notes=sum(1 for r in rows if r["session_id"]),
-            size_bytes=sum(int(r["size_bytes"]) for r in rows),
-            by_type=by_type,
-            oldest=min(stamps) if stamps else None,
-            newest=max(stamps) if stamps else None,
-            scope=self.scope,
-        )
+        damaged = self.kstore.damaged_sources(self._visible_where(utcnow()))
+        return KnowledgeStats.from_rows(rows, damaged, self.scope)

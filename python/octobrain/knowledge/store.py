@@ -247,6 +247,20 @@ class KnowledgeStore:
             for row in self.scan_sources(sql_in("id", ids[at : at + CHECK_BATCH]), with_text=True):
                 check_knowledge(row, SOURCES)
 
+    def damaged_sources(self, where: str) -> set[str]:
+        """The ids of the sources matching `where` that no longer match their checksum: read
+        in one pass with their texts, which it covers, `CHECK_BATCH` rows at a time."""
+        if CHECKSUM not in self.sources.schema.names:
+            return set()
+        query = self.sources.search().where(where).select([*SOURCE_CHECKED, CHECKSUM])
+        batches = query.limit(None).to_batches(CHECK_BATCH)
+        return {
+            row["id"]
+            for batch in batches
+            for row in batch.to_pylist()
+            if source_verified(row) is False
+        }
+
     def damaged(self, source: Mapping[str, Any]) -> bool:
         """Whether the source row `source` (as listed, its text not read) or any chunk of it,
         of any generation, no longer matches its checksum, read with what the checksums cover:
