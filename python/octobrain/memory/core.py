@@ -145,10 +145,15 @@ class BrainBase:
         if full:
             return value
         found = self.store.ids_with_prefix(value, self.scope, MAX_PREFIX_CANDIDATES + 1)
+        return self.one_candidate(value, found, field_name)
+
+    def one_candidate(self, prefix: str, found: list[tuple[str, str]], field_name: str) -> str:
+        """The one id among `found` (`(id, shown title)` of the memories whose ids start with
+        `prefix`), else `NotFound` or an error listing them."""
         if not found:
             raise NotFound(
                 field_name,
-                f"no memory id starting with {value} is visible from scope "
+                f"no memory id starting with {prefix} is visible from scope "
                 f"{self.scope or '(global)'!r}",
             )
         if len(found) > 1:
@@ -160,7 +165,7 @@ class BrainBase:
             )
             raise InvalidInput(
                 field_name,
-                f"{value} is ambiguous, {count} memories start with it: {shown}; give more digits",
+                f"{prefix} is ambiguous, {count} memories start with it: {shown}; give more digits",
             )
         return found[0][0]
 

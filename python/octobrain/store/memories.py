@@ -55,7 +55,8 @@ log = logging.getLogger(__name__)
 LOCK_TIMEOUT_S = 120.0
 
 
-def _invisible(memory_id: str, scope: str) -> str:
+def invisible(memory_id: str, scope: str) -> str:
+    """What a read by id says of a memory not visible from `scope`."""
     return f"no memory {memory_id} is visible from scope {scope or '(global)'!r}"
 
 
@@ -380,7 +381,7 @@ class MemoryStore:
             f"id = {sql_str(memory_id)} AND {visible_where(scope, include_archived=True)}", limit=1
         )
         if not rows:
-            raise NotFound(field_name, _invisible(memory_id, scope))
+            raise NotFound(field_name, invisible(memory_id, scope))
         return schema.row_to_memory(rows[0], checked=checked)
 
     def ids_with_prefix(self, prefix: str, scope: str, limit: int) -> list[tuple[str, str]]:
