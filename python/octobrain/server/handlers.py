@@ -170,9 +170,10 @@ def plan_ingest(brain: Brain, arguments: dict[str, Any]) -> IngestPlan:
             if isinstance(turn, dict)
             else []
         )
-        if extra:
+        if extra:  # the name is the client's: cut, one line, as `check_arguments` shows it
+            shown_name = one_line(printable(cut_middle(extra[0], 100)))
             raise InvalidInput(
-                f"turns[{i}].{extra[0]}",
+                f"turns[{i}].{shown_name}",
                 "unknown field; a turn takes speaker, text, time, session, id",
             )
         text = turn.get("text") if isinstance(turn, dict) else None
