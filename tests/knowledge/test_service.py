@@ -331,6 +331,37 @@ def test_a_match_past_its_time_limit_is_a_clear_error(
         k.match("ab")
 
 
+def test_a_match_read_a_source_at_a_time_caps_and_times_over_all_of_them(
+    make_knowledge: MakeKnowledge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The texts are read in batches (of one here): the cap, "more lines matched" and the
+    # time limit's "text N of M" still count over every source, as one pass over all did.
+    from octobrain.knowledge import grep
+
+    monkeypatch.setattr(grep, "MATCH_BATCH", 1)
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.txt").write_text(f"{name} hit one\n{name} miss\n{name} hit two\n")
+    k = make_knowledge()
+    for name in ("a", "b", "c"):
+        k.index(f"{name}.txt")
+    found = k.match("hit", max_matches=6)
+    assert [(h.uri[-5:], h.line_number) for h in found.hits] == [
+        ("a.txt", 1), ("a.txt", 3), ("b.txt", 1), ("b.txt", 3), ("c.txt", 1), ("c.txt", 3)
+    ]  # fmt: skip
+    assert not found.truncated and found.sources_searched == 3
+    for cap in (2, 3, 5):  # the cap reached at a batch's end, inside one, inside the last
+        found = k.match("hit", max_matches=cap)
+        assert len(found.hits) == cap and found.truncated, cap
+    found = k.match("b hit two|c miss", max_matches=1)
+    assert [h.line for h in found.hits] == ["b hit two"] and found.truncated
+    assert not k.match("c hit two", max_matches=1).truncated
+    with pytest.raises(InvalidInput, match=r"^pattern: invalid regular expression"):
+        k.match("(")
+    monkeypatch.setattr(grep, "MATCH_SECONDS", 0.0)
+    with pytest.raises(InvalidInput, match=r"^pattern: took more than 0 s, stopped in text 1 of 3"):
+        k.match("hit")
+
+
 def test_bad_match_arguments_name_the_field(make_knowledge: MakeKnowledge) -> None:
     k = make_knowledge()
     for kwargs, field in [

@@ -399,15 +399,11 @@ class Knowledge:
         cap = check_limit(cap, field_name="max_matches", maximum=MAX_MATCH_CAP)
         if isinstance(context, bool) or not isinstance(context, int) or not 0 <= context <= 10:
             raise InvalidInput("context", f"must be an integer in [0, {MAX_CONTEXT}]")
-        _, source_ids = self._restrict(source)
-        rows = [
-            r
-            for r in self._visible_rows(with_text=True)
-            if source_ids is None or r["id"] in source_ids
-        ]
-        for row in rows:  # never a changed text searched and shown as the document's
-            check_knowledge(row, SOURCES)
-        return match_sources(rows, pattern, ignore_case=ignore_case, cap=cap, context=context)
+        _, source_ids = self._restrict(source)  # (texts are read a batch at a time)
+        rows = [r for r in self._visible_rows() if source_ids is None or r["id"] in source_ids]
+        return match_sources(
+            self.kstore, rows, pattern, ignore_case=ignore_case, cap=cap, context=context
+        )
 
     # ---- session notes --------------------------------------------------------------------
 
