@@ -25,7 +25,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from octobrain import __version__
 from octobrain.errors import InvalidInput, OctobrainError, cut_middle
-from octobrain.safe_text import printable
+from octobrain.safe_text import one_line, printable
 from octobrain.server import handlers
 from octobrain.server.pool import BrainPool
 from octobrain.server.schemas import TOOLS, TOOLS_BY_NAME, allowed_arguments
@@ -235,8 +235,8 @@ class OctobrainServer:
             reply = await self._dispatch(ctx, params.name, arguments, params.input_responses)
         except _RootsRequired:
             return _ask_for_roots()
-        except InvalidInput as exc:
-            reply = handlers.Reply(str(exc), error=True)
+        except InvalidInput as exc:  # one line: it may quote a path or value with line breaks
+            reply = handlers.Reply(one_line(str(exc)), error=True)
         except Exception as exc:  # never crash the server over one call
             reply = handlers.Reply(_failure(exc, f"tool {params.name}"), error=True)
         return types.CallToolResult(
@@ -379,7 +379,7 @@ class OctobrainServer:
             handlers.check_arguments(arguments, allowed, "the briefing", shown)
             scope, workdir = scope_argument(arguments, lock)
         except InvalidInput as exc:
-            raise MCPError(INVALID_PARAMS, str(exc)) from exc
+            raise MCPError(INVALID_PARAMS, one_line(str(exc))) from exc
         session_id = lock.session_id if lock is not None else ""
 
         def work(brain: Any) -> str:
@@ -393,7 +393,7 @@ class OctobrainServer:
                 self.pool.call, scope, workdir, work, session_id
             )
         except InvalidInput as exc:
-            raise MCPError(INVALID_PARAMS, str(exc)) from exc
+            raise MCPError(INVALID_PARAMS, one_line(str(exc))) from exc
         except Exception as exc:  # a damaged store is named, as a tool call names it
             raise MCPError(INTERNAL_ERROR, _failure(exc, "briefing")) from exc
         return text
