@@ -421,6 +421,28 @@ def test_a_refusal_quoting_a_path_with_line_breaks_is_one_line(locked: Any) -> N
     run(body)
 
 
+def test_an_unknown_prompt_or_resource_is_named_on_a_short_line(locked: Any) -> None:
+    # Before: the name or URI came back whole: a 500 kB prompt name, a 500 kB error message.
+    from mcp.shared.exceptions import MCPError
+
+    async def body() -> None:
+        async with Client(locked) as client:
+            for ask, expected in (
+                (lambda: client.get_prompt("brie" + "f" * 500_000), "name: unknown prompt 'brie"),
+                (
+                    lambda: client.read_resource("octobrain://" + "x" * 500_000),
+                    "uri: unknown resource 'octobrain://",
+                ),
+            ):
+                with pytest.raises(MCPError) as refused:
+                    await ask()
+                message = refused.value.error.message
+                assert message.startswith(expected) and len(message) < 300, message[:400]
+                assert message.endswith(("use 'brief'", "use octobrain://brief")), message[-200:]
+
+    run(body)
+
+
 def test_tools_list_loads_neither_model_nor_store(tmp_path: Path) -> None:
     code = f"""
 import anyio, json, sys

@@ -315,7 +315,8 @@ class OctobrainServer:
     ) -> types.GetPromptResult | types.InputRequiredResult:
         """The session briefing as one user message."""
         if params.name != BRIEF_PROMPT.name:
-            raise MCPError(INVALID_PARAMS, f"name: unknown prompt {params.name!r}; use 'brief'")
+            name = cut_middle(repr(params.name), 100)  # the client's: a line however long
+            raise MCPError(INVALID_PARAMS, f"name: unknown prompt {name}; use 'brief'")
         arguments = dict(params.arguments or {})
         try:
             text = await self._briefing(ctx, arguments, params.input_responses)
@@ -351,7 +352,8 @@ class OctobrainServer:
         """The briefing as Markdown. Unlocked sessions may add `?scope=<scope>`."""
         parts = urlsplit(str(params.uri))
         if f"{parts.scheme}://{parts.netloc}{parts.path}" != BRIEF_URI:
-            raise MCPError(INVALID_PARAMS, f"uri: unknown resource {params.uri!r}; use {BRIEF_URI}")
+            uri = cut_middle(repr(str(params.uri)), 100)
+            raise MCPError(INVALID_PARAMS, f"uri: unknown resource {uri}; use {BRIEF_URI}")
         arguments = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         try:
             text = await self._briefing(ctx, arguments, params.input_responses)
