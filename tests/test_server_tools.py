@@ -443,6 +443,25 @@ def test_an_unknown_prompt_or_resource_is_named_on_a_short_line(locked: Any) -> 
     run(body)
 
 
+def test_an_ingest_speaker_or_session_is_stored_without_bidi_overrides(locked: Any) -> None:
+    # Before: stored as sent, in the turn's title and tags: "al\u202eice" printed as another
+    # name in every `remember`, though `memorize` refuses such a title or tag.
+    async def body() -> None:
+        async with Client(locked) as client:
+            turn = {"speaker": "al\u202eice", "text": "we talked of deploys", "session": "s\u2066x"}
+            error, reply = await call(client, "ingest", conversation="chat", turns=[turn])
+            assert not error, reply
+            error, reply = await call(client, "remember", query="deploys", min_relevance=0)
+            assert not error and "[IMPORTED] alice, session sx" in reply, reply
+            assert "speaker:alice" in reply
+            assert not re.search("[\u202a-\u202e\u2066-\u2069]", reply), reply
+            turn = {"speaker": "\u202e\u2069", "text": "a turn by nobody"}
+            error, reply = await call(client, "ingest", conversation="chat", turns=[turn])
+            assert error and reply.startswith("turns[0].speaker: must hold visible text"), reply
+
+    run(body)
+
+
 def test_tools_list_loads_neither_model_nor_store(tmp_path: Path) -> None:
     code = f"""
 import anyio, json, sys

@@ -139,6 +139,12 @@ def check_one_line(field_name: str, value: object) -> None:
         )
 
 
+def without_bidi(text: str) -> str:
+    """`text` without bidirectional embeddings, overrides and isolates (a name read from a
+    chat, where they only reorder how it prints)."""
+    return _BIDI_CONTROL.sub("", text) if _BIDI_CONTROL.search(text) else text
+
+
 def check_lines(field_name: str, values: object) -> None:
     """`check_one_line` for each string of a list field, named by its place in the list."""
     if isinstance(values, list | tuple):

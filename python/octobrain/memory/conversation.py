@@ -31,6 +31,7 @@ from octobrain.memory.turns import (
     streamed,
 )
 from octobrain.models import ID_CHARS
+from octobrain.safe_text import without_bidi
 from octobrain.times import from_unix, iso_time, not_ahead
 
 __all__ = [
@@ -214,7 +215,11 @@ def _name(field_name: str, value: object, limit: int) -> str:
         raise InvalidInput(field_name, "must be a non-empty string")
     if "\x00" in value:
         raise InvalidInput(field_name, "must not contain NUL characters")
-    name = " ".join(value.split())
+    # One line, and no bidirectional override: a speaker or session is in a turn's title and
+    # tags, where "al\u202eice" would print as another name ("Trojan Source").
+    name = " ".join(without_bidi(value).split())
+    if not name:
+        raise InvalidInput(field_name, "must hold visible text, not only bidirectional controls")
     if len(name) > limit:
         raise InvalidInput(field_name, f"must be at most {limit} characters")
     return name
