@@ -29,6 +29,13 @@ if TYPE_CHECKING:
     "killed half-way leaves), then check again.",
 )
 @click.option(
+    "--drop-orphan-chunks",
+    "drop_orphans",
+    is_flag=True,
+    help="Delete the knowledge chunks no source row names (what an index killed between its "
+    "two commits leaves), then check again.",
+)
+@click.option(
     "--forget-damaged",
     "forget_damaged",
     is_flag=True,
@@ -37,12 +44,15 @@ if TYPE_CHECKING:
     "with its links, then check again.",
 )
 @FORMAT_OPTION
-def doctor_cmd(recreate: str | None, drop_dangling: bool, forget_damaged: bool, fmt: str) -> None:
+def doctor_cmd(
+    recreate: str | None, drop_dangling: bool, drop_orphans: bool, forget_damaged: bool, fmt: str
+) -> None:
     """Open every table, read every fragment, check the manifest and row counts.
 
     Prints what is wrong and what would repair it; exits 1 when anything is wrong. Changes
     nothing (so it also runs on a read-only copy of a store), unless `--recreate` names
-    tables to start over, or `--drop-dangling-edges` or `--forget-damaged` is given.
+    tables to start over, or `--drop-dangling-edges`, `--drop-orphan-chunks` or
+    `--forget-damaged` is given.
     """
     from octobrain.config import load_config, resolve_storage_uri
     from octobrain.store.doctor import diagnose
@@ -56,6 +66,9 @@ def doctor_cmd(recreate: str | None, drop_dangling: bool, forget_damaged: bool, 
         for moved in start_over(location, recreate, damaged):
             click.echo(f"moved aside: {moved}", err=True)
         click.echo(f"{recreate}: started over, empty", err=True)
+    if drop_orphans:
+        dropped = _drop_orphans(location, diagnose(location))
+        click.echo(f"knowledge_chunks: {dropped} orphan chunk(s) deleted", err=True)
     if drop_dangling or forget_damaged:
         # One check serves both repairs: deleting a damaged memory with its links leaves no
         # dangling edge, and dropping dangling edges changes no memory.
@@ -116,3 +129,17 @@ def _drop_dangling(location: StoreLocation, found: Diagnosis) -> int:
         return 0
     # The tables exist (their edges were read): the model is neither checked nor used.
     return MemoryStore(location, model_id="", dim=0).drop_dangling_edges()
+
+
+def _drop_orphans(location: StoreLocation, found: Diagnosis) -> int:
+    """Delete the chunks no source row names (`KnowledgeStore.drop_orphans`, which finds them
+    again under the write lock); nothing is opened (or made) when `found` names none."""
+    from octobrain.knowledge.store import KnowledgeStore
+    from octobrain.store.schema import CHUNKS, embedded_with
+
+    if not found.orphan_chunks:
+        return 0
+    # The tables exist (their chunks were read); opened as the model they were embedded with,
+    # which a delete neither uses nor changes.
+    model, dim = embedded_with(location.connect().open_table(CHUNKS).schema)
+    return KnowledgeStore(location, model, int(dim)).drop_orphans()

@@ -13,8 +13,9 @@ A chunk is visible only while its generation is the one its source row names. Re
 writes the new chunks under a new generation (commit 1, invisible), flips the source row to it
 (commit 2, the switch) and deletes the old generation (commit 3, cleanup). A process killed
 before the flip leaves the old chunks searchable; killed after it, the new ones; stray rows of a
-dead generation are invisible and swept by later writes. Writes hold a cross-process file lock
-of their own, so indexing never blocks memory writes.
+dead generation (of a new source: chunks with no source row at all) are invisible, named by
+`doctor` and swept by the next write of sources (`store.orphan_chunks`). Writes hold a
+cross-process file lock of their own, so indexing never blocks memory writes.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from octobrain.store import manifest
 from octobrain.store.failures import ModelMismatch, io_failure
 from octobrain.store.highwater import Commits
 from octobrain.store.location import StoreLocation
+from octobrain.store.orphan_chunks import find_orphans, may_hold_orphans
 from octobrain.store.schema import (
     CHECKSUM,
     CHECKSUM_FIELD,
@@ -50,7 +52,7 @@ from octobrain.store.schema import (
     source_verified,
     stamps,
 )
-from octobrain.store.sql import sql_in, sql_str
+from octobrain.store.sql import DELETE_BATCH, sql_in, sql_str
 
 if TYPE_CHECKING:
     import lancedb
@@ -320,6 +322,7 @@ class KnowledgeStore:
                 f"(source_id = {sid} AND generation != {gen}) OR ({same} AND source_id != {sid})"
             )
             self._commits.wrote(self.chunks)
+            self._sweep()  # what another index, killed between its commits, left
 
     def add_sources(
         self, source_rows: list[dict[str, Any]], chunk_rows: list[dict[str, Any]]
@@ -345,6 +348,7 @@ class KnowledgeStore:
                 sid, gen = sql_str(old["id"]), sql_str(old["generation"])
                 self.chunks.delete(f"source_id = {sid} AND generation = {gen}")
                 self._commits.wrote(self.chunks)
+            self._sweep()
 
     def _flip(self, source_row: dict[str, Any]) -> None:
         """The one commit that switches a source to its new generation."""
@@ -383,7 +387,7 @@ class KnowledgeStore:
         return found
 
     def purge_sessions(self, cutoff: datetime) -> int:
-        """Delete session notes indexed before `cutoff`, and chunks of no current source."""
+        """Delete session notes indexed before `cutoff`, and their chunks."""
         where = f"session_id != '' AND indexed_at < timestamp {sql_str(cutoff.isoformat())}"
         with self.write_lock():
             expired = [r["id"] for r in self.scan_sources(where)]
@@ -391,22 +395,30 @@ class KnowledgeStore:
             if expired:
                 self.sources.delete(sql_in("id", expired))
                 self._commits.wrote(self.sources)
-            self._sweep()
+                self.chunks.delete(sql_in("source_id", expired))
+                self._commits.wrote(self.chunks)
         return len(expired)
 
-    def _sweep(self) -> None:
-        """Delete chunk rows whose generation no source row names (a crash's leftovers)."""
-        current = {(r["id"], r["generation"]) for r in self.scan_sources()}
-        table = self.chunks.search().select(["source_id", "generation"]).limit(None).to_arrow()
-        pairs = zip(
-            table.column("source_id").to_pylist(),
-            table.column("generation").to_pylist(),
-            strict=True,
-        )
-        stale = {(s, g) for s, g in pairs if (s, g) not in current}
-        for sid, gen in stale:
-            self.chunks.delete(f"source_id = {sql_str(sid)} AND generation = {sql_str(gen)}")
+    def _sweep(self) -> int:
+        """Under the write lock: delete the chunks whose generation no source row names (an
+        index killed between its commits, `store.orphan_chunks`), `DELETE_BATCH` a commit;
+        how many. Every write of sources ends with it (a look at the counts when none is
+        left, `may_hold_orphans`)."""
+        if not may_hold_orphans(self.sources, self.chunks):
+            return 0
+        ids = find_orphans(self.sources, self.chunks).ids()
+        for at in range(0, len(ids), DELETE_BATCH):
+            self.location.check_held()
+            self.chunks.delete(sql_in("id", ids[at : at + DELETE_BATCH]))
             self._commits.wrote(self.chunks)
+        if ids:
+            log.info("%s: %d chunks of no source generation deleted", CHUNKS, len(ids))
+        return len(ids)
+
+    def drop_orphans(self) -> int:
+        """Delete the chunks no source row names (`doctor --drop-orphan-chunks`); how many."""
+        with self.write_lock():
+            return self._sweep()
 
     def compact(self) -> None:
         """Merge small fragments and drop old versions of both tables."""

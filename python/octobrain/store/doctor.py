@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import StorageError
-from octobrain.store import manifest, seen
+from octobrain.store import manifest, orphan_chunks, seen
 from octobrain.store.schema import (
     CHECKED,
     CHECKSUM,
@@ -103,6 +103,7 @@ class Diagnosis:
     # sees them half-done, and the next consolidation finishes or undoes each. Not a problem.
     unfinished_consolidations: int = 0
     dangling_edges: int = 0  # edges to memories that are gone (`store.dangling`); a problem
+    orphan_chunks: int = 0  # chunks no source row names (`store.orphan_chunks`); a problem
 
     @property
     def ok(self) -> bool:
@@ -117,6 +118,7 @@ class Diagnosis:
             "problems": [asdict(p) for p in self.problems],
             "unfinished_consolidations": self.unfinished_consolidations,
             "dangling_edges": self.dangling_edges,
+            "orphan_chunks": self.orphan_chunks,
         }
 
 
@@ -167,7 +169,11 @@ def diagnose(location: StoreLocation) -> Diagnosis:
             )
         )
     dangling = _check_edge_ends(db, tables, problems, interrupted is not None)
-    return Diagnosis(str(location), state, tables, problems, _unfinished(db, tables), dangling)
+    orphans = orphan_chunks.doctor_check(db, tables)
+    if orphans.count:
+        problems.append(Problem(CHUNKS, orphans.describe(), orphan_chunks.REPAIR, damage=False))
+    unfinished = _unfinished(db, tables)
+    return Diagnosis(str(location), state, tables, problems, unfinished, dangling, orphans.count)
 
 
 def _gone(why: tuple[str, str]) -> Problem:
