@@ -330,6 +330,17 @@ class KnowledgeConfig:
         "where the next page starts)",
         _range(1024, 2**30),
     )
+    max_session_notes: int = _opt(
+        1_000,
+        "most `knowledge store` notes one session keeps at a time (a note past it is refused "
+        "until the session deletes one, or they expire after session_ttl_hours)",
+        _range(1, 10_000_000),
+    )
+    max_session_note_bytes: int = _opt(
+        32 * 1024 * 1024,
+        "most bytes of UTF-8 text one session's notes hold together (each note is at most 32,768)",
+        _range(1, 2**40),
+    )
     max_source_bytes: int = _opt(
         50 * 1024 * 1024, "largest file or download accepted, bytes", _range(1, 2**40)
     )

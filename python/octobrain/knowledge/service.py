@@ -37,6 +37,7 @@ from octobrain.knowledge.generation import (
 )
 from octobrain.knowledge.grep import MAX_CONTEXT, MAX_MATCH_CAP, match_sources
 from octobrain.knowledge.index import ChunkIndex
+from octobrain.knowledge.note_room import check_room
 from octobrain.knowledge.reopen import reopening
 from octobrain.knowledge.results import (
     IndexReport,
@@ -439,6 +440,7 @@ class Knowledge:
         uri = f"stored://{key}"
         if any(r["session_id"] == session for r in self._visible_rows(uri)):
             raise InvalidInput("key", f"{key!r} already exists in this session; delete it first")
+        check_room(self.kstore, session, len(content.encode()), self.config.knowledge)
         document = document_from_text(uri, content)
         digest = content_hash(document.text)
         _, chunks = self._write(

@@ -1,0 +1,39 @@
+"""How much one session's notes may hold: each `knowledge store` call is capped (`NOTE_BYTES`),
+so without a cap a session could store without bound; `knowledge.max_session_notes` notes and
+`knowledge.max_session_note_bytes` bytes of their text together, checked before a note is
+embedded. A note past either is refused naming the setting and the way out (delete notes)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from octobrain.errors import InvalidInput
+from octobrain.store.sql import sql_str
+
+if TYPE_CHECKING:
+    from octobrain.config.schema import KnowledgeConfig
+    from octobrain.knowledge.store import KnowledgeStore
+
+
+def check_room(kstore: KnowledgeStore, session: str, size: int, config: KnowledgeConfig) -> None:
+    """`InvalidInput` when a note of `size` bytes would take `session`'s notes past either
+    cap (one light read of its source rows: sizes, no texts). Expired notes are purged before,
+    so they do not count."""
+    rows = kstore.scan_sources(f"session_id = {sql_str(session)}")
+    held = sum(int(row["size_bytes"]) for row in rows)
+    delete = (
+        "delete notes this session no longer needs (the knowledge command `delete` with their "
+        "key), or raise the setting"
+    )
+    if len(rows) >= config.max_session_notes:
+        raise InvalidInput(
+            "key",
+            f"this session already keeps {len(rows):,} note{'s' * (len(rows) != 1)}, the most "
+            f"knowledge.max_session_notes ({config.max_session_notes:,}) allows; {delete}",
+        )
+    if held + size > config.max_session_note_bytes:
+        raise InvalidInput(
+            "content",
+            f"this session's notes hold {held:,} bytes; with these {size:,} they would pass "
+            f"knowledge.max_session_note_bytes ({config.max_session_note_bytes:,}); {delete}",
+        )
