@@ -29,6 +29,7 @@ from typing import Protocol
 
 from octobrain.errors import StorageError
 from octobrain.store import MemoryStore
+from octobrain.store.watch import odd_file
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,12 @@ class AccessQueue:
                 self._pending, self._latest = set(), None
                 mirrors = list(self._mirrors)
             if not ids or when is None:
+                return
+            odd = odd_file(self._store.location)
+            if odd is not None:  # Lance would wait on it for good, this lock held meanwhile
+                log.warning(
+                    "access counts not recorded: %s in the store is not a regular file", odd
+                )
                 return
             try:
                 kept = keep and self._store.keep_access(ids, when, min_interval=self._window)

@@ -137,9 +137,16 @@ def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
     from octobrain.store.lease import StoreBusy
     from octobrain.store.location import object_store_reason as reason
     from octobrain.store.sql import sql_str
+    from octobrain.store.watch import odd_file
 
     cfg = brain.config.consolidation
     try:
+        odd = odd_file(brain.store.location)
+        if odd is not None:  # Lance would wait on it for good: retried next start
+            log.warning(
+                "sleep pass for %r skipped: %s in the store is not a regular file", brain.scope, odd
+            )
+            return
         if not schedule.due(cfg.interval_hours, utcnow()):
             return  # (object storage) a teammate's process ran today's pass
         if brain.store.count(f"scope = {sql_str(brain.scope)}") == 0:

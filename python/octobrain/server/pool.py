@@ -70,6 +70,7 @@ class BrainPool:
             OrderedDict()
         )
         self._watch: StoreWatch | None = None
+        self._odd_said: str | None = None  # the odd file background work was last skipped for
         # Session notes need a session; a client that names none gets one per server process.
         self.default_session_id = uuid.uuid4().hex
 
@@ -127,7 +128,7 @@ class BrainPool:
         and leave its snapshot at that version, so the next new process is served by it
         without opening LanceDB (`Corpus.save_snapshot`); hold the lock."""
         root = self._root
-        if root is not None:
+        if root is not None and not self._odd_file(root, "settling"):
             root.flush()
             corpus = root.retriever.corpus
             corpus.refresh()
@@ -144,9 +145,25 @@ class BrainPool:
         (`MemoryStore.defer_maintenance`), and note the store's files as it left them; hold
         the lock."""
         root = self._root
-        if root is not None and root.store.maintain_if_due():
+        if (
+            root is not None
+            and not self._odd_file(root, "maintenance")
+            and root.store.maintain_if_due()
+        ):
             root.retriever.corpus.refresh()
             self.note_store()
+
+    def _odd_file(self, root: Brain, work: str) -> bool:
+        """Whether a file of the store's tables is not regular (`store.watch.odd_file`):
+        `work` off the call path, which would read it and wait on it for good, is then
+        skipped (the next call names the file), said once a file."""
+        from octobrain.store.watch import odd_file
+
+        odd = odd_file(root.store.location)
+        if odd is not None and odd != self._odd_said:
+            log.warning("%s skipped: %s in the store is not a regular file", work, odd)
+        self._odd_said = odd
+        return odd is not None
 
     def note_store(self) -> None:
         """Record the store's tables and manifest as they are after a call that may have

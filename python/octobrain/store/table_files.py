@@ -1,12 +1,15 @@
 """A local table's files that are not regular ones (a FIFO, a device, a socket): Lance opens
 such a file itself and, a FIFO, waits on it for good, so a table holding one is refused before
 it is opened (`not_regular`), by listing its folders; and one that appears after the open, under
-a long-lived process that would read it at its next call (`NewOdd`).
+a long-lived process that would read it at its next call (`NewOdd`) or in its background work
+(`OddGuard`).
 """
 
 from __future__ import annotations
 
 import os
+import stat
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -89,6 +92,38 @@ class NewOdd:
         self._stamps[folder] = stamp
         self._names[folder] = {e.name for e in entries}
         return [e for e in entries if e.name not in known]
+
+
+class OddGuard:
+    """A `NewOdd` a process's background work shares (the access-count commits, the sleep
+    pass, the service's maintenance and its settling before exit), which read and commit the
+    store outside the per-call check (`StoreWatch`): each asks it first and skips its work
+    when it names a file. Looks are taken under a lock, and a file found stays the answer
+    while it is still there and not regular, so that the work asking after the look that
+    found it is held back too."""
+
+    def __init__(self, root: str, tables: tuple[str, ...]) -> None:
+        self.root = root
+        self._odd = NewOdd(root, tables)
+        self._found: str | None = None
+        self._lock = threading.Lock()
+
+    def first(self) -> str | None:
+        """A file of the store's tables that is not regular (a path under the store), new
+        since the last look or found then and still there, else None."""
+        with self._lock:
+            if self._found is not None and _odd(os.path.join(self.root, self._found)):
+                return self._found
+            self._found = self._odd.first()
+            return self._found
+
+
+def _odd(path: str) -> bool:
+    """Whether `path` is there and not a regular file (`lstat`: nothing is opened)."""
+    try:
+        return not stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _entries(folder: Path) -> list[os.DirEntry[str]]:

@@ -7,12 +7,36 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from typing import TYPE_CHECKING
 
 from octobrain.store.manifest import KNOWN_TABLES, MANIFEST
-from octobrain.store.table_files import NewOdd
+from octobrain.store.table_files import NewOdd, OddGuard
 from octobrain.store.versions import VERSIONS, version_of
 
+if TYPE_CHECKING:
+    from octobrain.store.location import StoreLocation
+
 log = logging.getLogger(__name__)
+
+_GUARDS: dict[str, OddGuard] = {}  # one per local store this process uses, by its path
+_GUARDS_LOCK = threading.Lock()
+
+
+def odd_file(location: StoreLocation) -> str | None:
+    """A file of a local store's tables that is not regular, new since this process last
+    looked or still there since (`table_files.OddGuard`, one a store, shared), else None
+    (always on an object store): work off the call path (access counts, the sleep pass,
+    maintenance) asks before it reads and is skipped when one is named, as Lance would wait
+    on a FIFO for good, holding the lock the next call waits on."""
+    if location.path is None:
+        return None
+    root = os.fspath(location.path)
+    with _GUARDS_LOCK:
+        guard = _GUARDS.get(root)
+        if guard is None:
+            guard = _GUARDS[root] = OddGuard(root, KNOWN_TABLES)
+    return guard.first()
 
 
 class StoreWatch:
