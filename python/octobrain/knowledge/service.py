@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from octobrain.knowledge.generation import (
 from octobrain.knowledge.grep import MAX_CONTEXT, MAX_MATCH_CAP, match_sources
 from octobrain.knowledge.index import ChunkIndex
 from octobrain.knowledge.note_room import check_room
+from octobrain.knowledge.prefetch import FetchFirst
 from octobrain.knowledge.reopen import reopening
 from octobrain.knowledge.results import (
     IndexReport,
@@ -112,6 +114,8 @@ class Knowledge:
         self.local_roots = local_roots
         self._store: KnowledgeStore | None = None
         self._index: ChunkIndex | None = None
+        # URLs fetched before the call (the MCP server's; None: fetch inline): see prefetch.py.
+        self.prefetched: dict[str, Fetched] | None = None
 
     @property
     def kstore(self) -> KnowledgeStore:
@@ -180,13 +184,19 @@ class Knowledge:
     def _fetch(self, ref: SourceRef) -> Fetched:
         k = self.config.knowledge
         if ref.kind is SourceKind.URL:
-            return fetch_url(
+            fetch = partial(
+                fetch_url,
                 ref,
                 max_bytes=k.max_source_bytes,
                 timeout=k.fetch_timeout_secs,
                 max_redirects=k.max_redirects,
                 allow_private=k.allow_private_hosts,
             )
+            if self.prefetched is None:
+                return fetch()
+            if ref.uri not in self.prefetched:
+                raise FetchFirst(ref, fetch)
+            return self.prefetched[ref.uri]
         return read_file(ref, k.max_source_bytes)
 
     @reopening

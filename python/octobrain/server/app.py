@@ -25,6 +25,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from octobrain import __version__
 from octobrain.errors import InvalidInput, OctobrainError, cut_middle
+from octobrain.knowledge.prefetch import FetchFirst
 from octobrain.safe_text import one_line, printable
 from octobrain.server import handlers
 from octobrain.server.pool import BrainPool
@@ -57,7 +58,9 @@ ROOTS_INPUT = "octobrain.roots"  # our key in a 2026-07-28 InputRequiredResult
 # Worker threads per event loop and kind of work, apart from anyio's shared default (40): calls
 # waiting their turn (on the pool lock, the knowledge lock, the one ingest embedding at a time)
 # wait here, holding no thread, so no kind of call can take every thread from the others.
-_THREADS = {"memory": 4, "knowledge": 2, "embed": 1}
+# "fetch" is held by a knowledge call from fetching its URL until it has used the answer, so at
+# most two fetched bodies wait for the knowledge lock.
+_THREADS = {"memory": 4, "knowledge": 2, "embed": 1, "fetch": 2}
 _LIMITERS: RunVar[dict[str, anyio.CapacityLimiter]] = RunVar("octobrain_limiters")
 INGEST_ROUNDS = 3  # embed-then-write attempts before a write may embed what is still missing
 
@@ -273,15 +276,19 @@ class OctobrainServer:
             session_id = (lock.session_id if lock is not None else "") or self._session_of(ctx)
             work = partial(handlers.knowledge, arguments=arguments)
             roots = self.workspace.local_roots(lock, self.pool.config.knowledge.allow_paths)
-            return await anyio.to_thread.run_sync(
-                self.pool.call_knowledge,
-                scope,
-                workdir,
-                session_id,
-                work,
-                roots,
-                limiter=_limiter("knowledge"),
-            )
+            knowledge = partial(self.pool.call_knowledge, scope, workdir, session_id, work, roots)
+            try:
+                return await anyio.to_thread.run_sync(
+                    partial(knowledge, prefetched={}), limiter=_limiter("knowledge")
+                )
+            except FetchFirst as first:  # a URL is fetched holding no lock (prefetch.py)
+                ref, fetch = first.ref, first.fetch
+            async with _limiter("fetch"):  # its body kept until the call has used it
+                fetched = await anyio.to_thread.run_sync(fetch)
+                return await anyio.to_thread.run_sync(
+                    partial(knowledge, prefetched={ref.uri: fetched}),
+                    limiter=_limiter("knowledge"),
+                )
         session_id = lock.session_id if lock is not None else ""
 
         async def in_pool(body: Callable[[Brain], T]) -> T:

@@ -30,6 +30,7 @@ from octobrain.heap import resident_bytes, trim_heap
 
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
+    from octobrain.knowledge.sources import Fetched
     from octobrain.memory.brain import Brain
     from octobrain.store.watch import StoreWatch
 
@@ -217,10 +218,12 @@ class BrainPool:
         session_id: str | None,
         fn: Callable[[Knowledge], T],
         local_roots: tuple[Path, ...] | None = None,
+        prefetched: dict[str, Fetched] | None = None,
     ) -> T:
         """Run `fn` with the knowledge facade of (scope, session), sharing the model and store:
         "" is the pool's default session, None none (a facade without session notes). Local
-        files are read only under `local_roots` (None: anywhere).
+        files are read only under `local_roots` (None: anywhere). Given `prefetched`, the call
+        fetches no URL under the lock: one it needs and the map lacks raises `FetchFirst`.
 
         Only finding the facade holds the pool lock: indexing a long document runs under the
         knowledge lock, so memory calls (`remember`, `memorize`) keep answering meanwhile."""
@@ -245,6 +248,7 @@ class BrainPool:
                 _keep(self._knowledge, key, knowledge)
         with self._knowledge_lock:
             before = resident_bytes()
+            knowledge.prefetched = prefetched
             try:
                 return fn(knowledge)
             except Exception as exc:
@@ -253,6 +257,7 @@ class BrainPool:
                 traceback.clear_frames(exc.__traceback__)
                 raise
             finally:
+                knowledge.prefetched = None
                 after = resident_bytes()
                 if before is not None and after is not None and after - before > TRIM_AFTER:
                     trim_heap()  # (a document read and cut: what it held stays with malloc)
