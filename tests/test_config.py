@@ -177,6 +177,8 @@ def test_int_given_for_float_is_accepted(tmp_path: Path):
         ('[mcp]\nbind = "localhost"\n', "mcp.bind", "HOST:PORT"),
         ('[mcp]\nbind = "127.0.0.1:70000"\n', "mcp.bind", "HOST:PORT"),
         ('[mcp]\ntoken = "short"\n', "mcp.token", "at least 16"),
+        ('[mcp]\ntoken = "0123456789abcdef\\r"\n', "mcp.token", "printable ASCII with no"),
+        ('[mcp]\ntoken = "0123456789abcdef "\n', "mcp.token", "holds a space at its"),
         ("[mcp]\nallowed_origins = [1]\n", "mcp.allowed_origins", "list of strings"),
         ("search = 3\n", "search", "must be a table"),
         ("[search]\nhyde = 1\n", "search.hyde", "must be a table"),

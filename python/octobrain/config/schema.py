@@ -115,7 +115,27 @@ def _allow_hosts_rule(v: Any) -> str | None:
 
 
 def _token_rule(v: Any) -> str | None:
-    return None if v == "" or len(v) >= 16 else "must be empty or at least 16 characters"
+    if v == "":
+        return None
+    return "must be empty or at least 16 characters" if len(v) < 16 else token_problem(v)
+
+
+def token_problem(token: str) -> str | None:
+    """Why clients could never send `token` in `Authorization: Bearer <token>`, or None: a
+    header carries printable ASCII, and a server reads it without spaces at either end. The
+    token itself is not quoted (it is a secret)."""
+    if token != token.strip(" \t"):
+        held = "a space at its start or end"
+    elif any(ord(c) > 126 for c in token):
+        held = "a character outside ASCII"
+    elif any(ord(c) < 32 or ord(c) == 127 for c in token):
+        held = "a control character"
+    else:
+        return None
+    return (
+        "must be printable ASCII with no space at either end, as clients send it in "
+        f"'Authorization: Bearer <token>'; this one holds {held}"
+    )
 
 
 @dataclass(frozen=True)

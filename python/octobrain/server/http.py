@@ -37,6 +37,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from octobrain.config.schema import token_problem
 from octobrain.errors import InvalidInput
 from octobrain.server import wire
 
@@ -70,9 +71,12 @@ def parse_bind(bind: str) -> tuple[str, int]:
 
 
 def check_token(host: str, token: str) -> None:
-    """A non-loopback bind needs a token; a token must not be guessable."""
+    """A non-loopback bind needs a token; a token must not be guessable, and must be one a
+    client can send."""
     if token and len(token) < MIN_TOKEN_CHARS:
         raise InvalidInput("--token", f"must be at least {MIN_TOKEN_CHARS} characters")
+    if token and (problem := token_problem(token)) is not None:
+        raise InvalidInput("--token", problem)  # else every request 401, without a word why
     if not token and not is_loopback(host):
         raise InvalidInput(
             "--token",

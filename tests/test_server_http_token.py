@@ -1,0 +1,40 @@
+"""The bearer token of `octobrain mcp --bind`: one a client can send, or a refusal to start."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.server_support import free_port, octobrain_cmd, server_env
+
+
+@pytest.mark.parametrize(
+    ("token", "said"),
+    [
+        ("s3cret-token-0123456789\r", "a control character"),  # a .env saved with CRLF
+        ("                ", "a space at its start or end"),
+        (" s3cret-token-0123456789", "a space at its start or end"),
+        ("s3cret-tökén-0123456789", "a character outside ASCII"),
+    ],
+)
+def test_a_token_no_client_can_send_is_refused_before_serving(
+    tmp_path: Path, token: str, said: str
+) -> None:
+    # Such a token started the server on 0.0.0.0 all the same, and every request was
+    # "401: missing or wrong bearer token": a header value is trimmed, so a space or CR at
+    # its end never arrives, and a header carries no character outside ASCII as sent.
+    refused = subprocess.run(
+        octobrain_cmd("mcp", "--bind", f"0.0.0.0:{free_port()}"),
+        env=server_env(tmp_path / "data", OCTOBRAIN_TOKEN=token),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,  # a server that started runs until killed: the test fails here
+    )
+    assert refused.returncode == 2, refused.stderr
+    first = refused.stderr.splitlines()[0]
+    assert first.startswith("error: --token: must be printable ASCII with no space at"), first
+    assert f"holds {said}" in first
+    assert not token.strip() or token.strip() not in first  # the secret is not shown
