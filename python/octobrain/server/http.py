@@ -6,7 +6,8 @@ One ASGI guard in front of the SDK's app does every check, in this order:
    page elsewhere cannot drive the server (DNS rebinding);
 3. Host (loopback binds): must name a loopback host; else 421;
 4. body size: a request body over `MAX_BODY_BYTES` (declared or streamed) gets 413 before the
-   MCP app reads any of it;
+   MCP app reads any of it; past `mcp.max_in_flight` MiB of bodies being read at once, 503
+   (`bodies.py`);
 5. nesting: a body nested deeper than `wire.MAX_DEPTH` gets 400. Both answer with a JSON-RPC
    error body, the same caps and answers as stdio (`wire.py`);
 6. sessions: a request that opens one, with `mcp.max_sessions` open, first ends the session
@@ -40,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from octobrain.config.schema import token_problem
 from octobrain.errors import InvalidInput
 from octobrain.server import wire
+from octobrain.server.bodies import BodyBudget, Read, replay
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +106,7 @@ class Guard:
         self._loopback = loopback
         self._origins = {o.rstrip("/").lower() for o in allowed_origins}
         self.max_body = MAX_BODY_BYTES
+        self.bodies = BodyBudget(max_in_flight * MAX_BODY_BYTES, MAX_BODY_BYTES)
         self.sessions = sessions  # session id → the SDK's transport, for the session cap
         self.max_sessions = max_sessions
         self.max_in_flight = max_in_flight
@@ -153,14 +156,19 @@ class Guard:
         ):
             response = self._too_large()
         if response is None and scope.get("method") in ("POST", "PUT", "PATCH"):
-            body, complete = await self._read_body(receive)
-            if not complete:
+            body, read = await self.bodies.read(receive, int(declared))
+            if read is Read.TOO_LARGE:
                 response = self._too_large()
+            elif read is Read.BUSY:
+                busy = wire.error(wire.INTERNAL_ERROR, self.bodies.busy_message())
+                # Closed after the answer: the unread body's buffers are let go with it.
+                closing = {"Retry-After": "1", "Connection": "close"}
+                response = JSONResponse(busy, 503, headers=closing)
             elif (depth := wire.nesting_depth(body)) > wire.MAX_DEPTH:
                 message = f"message nested {depth} deep, over {wire.MAX_DEPTH}"
                 response = JSONResponse(wire.error(wire.INVALID_REQUEST, message), 400)
             else:
-                receive = _replay(body, receive)
+                receive = replay(body, receive)
         post = scope.get("method") == "POST"
         session = headers.get("mcp-session-id") if post else None
         if response is None and post:
@@ -273,22 +281,6 @@ class Guard:
         message = f"request body over {self.max_body} bytes; nothing was read"
         return JSONResponse(wire.error(wire.INVALID_REQUEST, message), 413)
 
-    async def _read_body(self, receive: Receive) -> tuple[bytes, bool]:
-        """The whole body, or (what was read, False) once it passes the cap."""
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return b"".join(chunks), True  # disconnected: the app sees an empty body
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body:
-                return b"", False
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks), True
-
 
 def _is_request(body: bytes) -> bool:
     """Whether a body (read and depth-checked already) holds a request, which is answered
@@ -347,20 +339,6 @@ def _opens_a_session(scope: Scope, headers: Headers) -> bool:
         and "mcp-session-id" not in headers
         and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS)
     )
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A `receive` that yields the already-read body once, then defers to the real one."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 def http_app(

@@ -1,0 +1,54 @@
+"""Request bodies being read by `octobrain mcp --bind`: what they may hold at once."""
+
+from __future__ import annotations
+
+import json
+import socket
+from http.client import HTTPResponse
+from pathlib import Path
+
+from mcp import Client
+
+from tests.server_support import PROJECT_A, call, free_port, http_server, run
+
+FACT = {"title": "Release process", "content": "Releases are cut from main by tagging vX.Y.Z."}
+
+
+def _body_begun(port: int, size: int) -> socket.socket:
+    """A connection whose POST declares `size` bytes of body and sends all but the last 100."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=20)
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {size}\r\n\r\n"
+    )
+    conn.sendall(head.encode() + b" " * (size - 100))
+    return conn
+
+
+def test_bodies_being_read_at_once_are_bounded_and_past_that_refused(tmp_path: Path) -> None:
+    # Each connection's body was read and held whole before anything else was checked, with
+    # no bound across connections: 1,500 connections each sending 1 MB and stopping short
+    # took the server from 311 MB to 1.78 GB in two seconds (20,000 descriptors: ~20 GB),
+    # held until mcp.request_seconds closed them, and a client could start again at once.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    size = 1_000_000  # under the 1 MiB a message may be
+    env = {"OCTOBRAIN_MCP_MAX_IN_FLIGHT": "2"}  # bodies read at once: 2 MiB
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path, **env):
+        held = [_body_begun(port, size) for _ in range(2)]
+        with _body_begun(port, size) as refused:
+            answer = HTTPResponse(refused)  # at once, not at the 30 s request deadline
+            answer.begin()
+            assert answer.status == 503 and answer.getheader("retry-after") == "1"
+            assert answer.getheader("connection") == "close"  # its buffers go with it
+            error = json.loads(answer.read())["error"]["message"]
+            assert "reading 2,000,000 bytes of requests, and at most 2,097,152" in error, error
+        for conn in held:
+            conn.close()
+
+        async def body() -> None:  # their bytes given back, a client is served again
+            async with Client(url, mode="legacy") as client:
+                error, reply = await call(client, "memorize", **FACT, scope=PROJECT_A)
+                assert not error, reply
+
+        run(body)
