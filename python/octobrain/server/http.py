@@ -4,7 +4,8 @@ One ASGI guard in front of the SDK's app does every check, in this order:
 1. token (when configured): `Authorization: Bearer <token>`, compared in constant time; else 401;
 2. Origin (when present): loopback origins plus `mcp.allowed_origins`; else 403 — a browser
    page elsewhere cannot drive the server (DNS rebinding);
-3. Host (loopback binds): must name a loopback host; else 421;
+3. Host (loopback binds): must be a loopback name or address (IPv6 in brackets) and an optional
+   port of ASCII digits, nothing else; else 421;
 4. body size: a request body over `MAX_BODY_BYTES` (declared or streamed) gets 413 before the
    MCP app reads any of it; past `mcp.max_in_flight` MiB of bodies being read at once, 503
    (`bodies.py`);
@@ -28,6 +29,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -51,6 +53,10 @@ MAX_BODY_BYTES = wire.MAX_MESSAGE_BYTES
 MAX_SESSIONS = 1000  # open sessions (`mcp.max_sessions`); at the cap the longest idle makes room
 MAX_IN_FLIGHT = 64  # POSTs being answered at once (`mcp.max_in_flight`); an eighth per session
 SESSION_IDLE_SECONDS = 1800.0  # a session without a request for this long is ended
+# A Host header as RFC 9110 has it: a name or IPv4 address, or an IPv6 address in brackets, then
+# an optional port of ASCII digits; anything else (`127.0.0.1:1@evil.com`, `localhost:evil`) is
+# no loopback host, whatever precedes its last colon.
+_HOST = re.compile(r"(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+))(?::[0-9]{1,5})?")
 
 
 def is_loopback(host: str) -> bool:
@@ -123,10 +129,8 @@ class Guard:
         return parts.scheme in ("http", "https") and is_loopback(parts.hostname or "")
 
     def _host_ok(self, host: str | None) -> bool:
-        if not host:
-            return False
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        return is_loopback(name)
+        match = _HOST.fullmatch(host or "")
+        return match is not None and is_loopback(match[1] or match[2])
 
     def _token_ok(self, authorization: str | None) -> bool:
         scheme, _, credentials = (authorization or "").partition(" ")

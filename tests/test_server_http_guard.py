@@ -1,0 +1,63 @@
+"""What the HTTP guard answers a request whose headers a hostile client chose: its Host and
+Origin checks, and the refusal's size, in front of a stand-in MCP app."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from octobrain.server.http import Guard
+
+
+async def _app(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"{}", "more_body": False})
+
+
+def _get(headers: dict[str, str], *, loopback: bool = True) -> tuple[int, bytes]:
+    """The status and body the guard answers a GET with these headers."""
+    guard = Guard(_app, token="", loopback=loopback, allowed_origins=())
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/mcp",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> Any:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(guard(scope, receive, send))
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "127.0.0.1:8765", "localhost:80", "LocalHost", "[::1]", "[::1]:8765"]
+)
+def test_a_loopback_host_is_served(host: str) -> None:
+    assert _get({"host": host})[0] == 200
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1:1@evil.com",  # was taken for 127.0.0.1: the part before the last colon
+        "localhost:evil",
+        "localhost:８０",  # a port of full-width digits
+        "127.0.0.1:80:80",
+        "evil.com#127.0.0.1:80",
+        "[::1]evil",
+        "evil.example",
+        "",
+    ],
+)
+def test_a_host_not_naming_a_loopback_host_exactly_is_refused(host: str) -> None:
+    status, body = _get({"host": host})
+    assert status == 421, body
+    assert body == b"421: Host must be a loopback name"
