@@ -61,3 +61,20 @@ def test_a_host_not_naming_a_loopback_host_exactly_is_refused(host: str) -> None
     status, body = _get({"host": host})
     assert status == 421, body
     assert body == b"421: Host must be a loopback name"
+
+
+def test_a_refused_origin_is_quoted_cut_in_the_answer_and_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The whole header came back and went to the log: up to the ~100 kB a request's headers
+    # may hold, on every request a loopback client sent.
+    origin = "http://evil.example/" + "x" * 90_000 + "/forged"
+    with caplog.at_level("WARNING", logger="octobrain.server.http"):
+        status, body = _get({"host": "127.0.0.1", "origin": origin})
+    assert status == 403
+    said = body.decode()
+    assert said.startswith("403: Origin 'http://evil.example/xxx"), said[:200]
+    assert "characters cut]" in said and said.endswith("forged' is not allowed"), said[-200:]
+    assert len(said) < 300 and "\n" not in said
+    logged = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(logged) == 1 and len(logged[0]) < 400, logged

@@ -41,7 +41,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from octobrain.config.schema import token_problem
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, cut_middle
 from octobrain.server import wire
 from octobrain.server.bodies import BodyBudget, Read, replay
 
@@ -152,7 +152,10 @@ class Guard:
                 headers={"WWW-Authenticate": 'Bearer realm="octobrain"'},
             )
         elif (origin := headers.get("origin")) is not None and not self._origin_ok(origin):
-            response = PlainTextResponse(f"403: Origin {origin!r} is not allowed", 403)
+            # The client's header, up to the ~100 kB a request's headers may hold: quoted cut
+            # (repr keeps it one line), in the answer and so in the log line below.
+            shown = cut_middle(repr(origin), 100)
+            response = PlainTextResponse(f"403: Origin {shown} is not allowed", 403)
         elif self._loopback and not self._host_ok(headers.get("host")):
             response = PlainTextResponse("421: Host must be a loopback name", 421)
         elif not (declared := headers.get("content-length", "0")).isdigit() or (
