@@ -1,4 +1,5 @@
-"""The bearer token of `octobrain mcp --bind`: one a client can send, or a refusal to start."""
+"""`octobrain mcp --bind`: a bind address and a bearer token a client can use, or a refusal
+to start."""
 
 from __future__ import annotations
 
@@ -38,3 +39,25 @@ def test_a_token_no_client_can_send_is_refused_before_serving(
     assert first.startswith("error: --token: must be printable ASCII with no space at"), first
     assert f"holds {said}" in first
     assert not token.strip() or token.strip() not in first  # the secret is not shown
+
+
+@pytest.mark.parametrize("port", ["\uff10\uff18\uff10", "\u00b2", "8\u0668"])  # ０８０, ², 8٨
+def test_a_port_of_digits_other_than_ascii_is_refused_before_serving(
+    tmp_path: Path, port: str
+) -> None:
+    # `127.0.0.1:０８０` served on port 80 (int reads full-width digits), and `127.0.0.1:²`
+    # ended in a traceback (isdigit takes it, int does not).
+    refused = subprocess.run(
+        octobrain_cmd("mcp", "--bind", f"127.0.0.1:{port}"),
+        env=server_env(tmp_path / "data"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,  # a server that started runs until killed: the test fails here
+    )
+    assert refused.returncode == 2, refused.stderr
+    first = refused.stderr.splitlines()[0]
+    assert first == (
+        "error: --bind: must be HOST:PORT with a port of ASCII digits in 1..65535, "
+        f"got '127.0.0.1:{port}'"
+    ), refused.stderr

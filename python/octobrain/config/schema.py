@@ -95,8 +95,8 @@ def _bind_rule(v: Any) -> str | None:
     if v == "":
         return None
     host, _, port = v.rpartition(":")
-    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        return "must be HOST:PORT with a port in 1..65535, e.g. 127.0.0.1:8765"
+    if not host or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+        return "must be HOST:PORT with a port of ASCII digits in 1..65535, e.g. 127.0.0.1:8765"
     return None
 
 

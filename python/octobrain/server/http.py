@@ -73,8 +73,14 @@ def is_loopback(host: str) -> bool:
 def parse_bind(bind: str) -> tuple[str, int]:
     """`HOST:PORT` (IPv6 in brackets) → (host, port)."""
     host, _, port = bind.strip().rpartition(":")
-    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise InvalidInput("--bind", f"must be HOST:PORT with a port in 1..65535, got {bind!r}")
+    # ASCII digits only: `isdigit` takes full-width digits (`０８０`, read by int as 80) and
+    # superscripts (`²`, which int refuses).
+    if not host or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+        raise InvalidInput(
+            "--bind",
+            f"must be HOST:PORT with a port of ASCII digits in 1..65535, "
+            f"got {cut_middle(repr(bind), 100)}",
+        )
     return host.strip("[]"), int(port)
 
 
