@@ -39,7 +39,7 @@ from octobrain.server.scoping import (
     lock_from_roots,
     scope_argument,
 )
-from octobrain.server.wire import named_params
+from octobrain.server.wire import known_method, named_params
 from octobrain.store.manifest import read_failure
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ class OctobrainServer:
             on_list_resources=self.list_resources,
             on_read_resource=self.read_resource,
         )
-        self.server.middleware.append(named_params)
+        self.server.middleware.extend((named_params, known_method))
 
     # ---- scope lock -----------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ MAX_IN_FLIGHT = 32
 EXIT_GRACE_S = 0.8
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
@@ -300,3 +301,21 @@ async def named_params(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> 
         said = f"{where}: {first['msg']}"  # (keys, and a union's tag in a message, are sent)
         message = one_line(printable(cut_middle(said, 400)))
         raise MCPError(code=INVALID_PARAMS, message=message) from None
+
+
+async def known_method(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Server middleware: a method the server does not serve is answered with its name cut to
+    100 characters on one line (as an unknown prompt's is), where the SDK's -32601 "Method not
+    found" carries the name whole in its data: a 900 kB name was a 900 kB answer."""
+    from mcp.shared.exceptions import MCPError
+
+    from octobrain.errors import cut_middle
+    from octobrain.safe_text import one_line, printable
+
+    try:
+        return await call_next(ctx)
+    except MCPError as exc:
+        if exc.error.code != METHOD_NOT_FOUND or not isinstance(exc.error.data, str):
+            raise
+        shown = one_line(printable(cut_middle(exc.error.data, 100)))
+        raise MCPError(code=METHOD_NOT_FOUND, message=exc.error.message, data=shown) from None
