@@ -361,6 +361,13 @@ class KnowledgeConfig:
         "most bytes of UTF-8 text one session's notes hold together (each note is at most 32,768)",
         _range(1, 2**40),
     )
+    max_scope_notes: int = _opt(
+        10_000,
+        "most `knowledge store` notes all sessions of one project keep together (a client "
+        "naming a new session for each batch gets no new room; they expire after "
+        "session_ttl_hours)",
+        _range(1, 10_000_000),
+    )
     max_source_bytes: int = _opt(
         50 * 1024 * 1024, "largest file or download accepted, bytes", _range(1, 2**40)
     )

@@ -1,7 +1,9 @@
 """How much one session's notes may hold: each `knowledge store` call is capped (`NOTE_BYTES`),
 so without a cap a session could store without bound; `knowledge.max_session_notes` notes and
 `knowledge.max_session_note_bytes` bytes of their text together, checked before a note is
-embedded. A note past either is refused naming the setting and the way out (delete notes)."""
+embedded. A note past either is refused naming the setting and the way out (delete notes).
+All sessions of a project keep at most `knowledge.max_scope_notes` notes together: a client
+naming a new session for each batch would otherwise get a fresh allowance each time."""
 
 from __future__ import annotations
 
@@ -15,10 +17,13 @@ if TYPE_CHECKING:
     from octobrain.knowledge.store import KnowledgeStore
 
 
-def check_room(kstore: KnowledgeStore, session: str, size: int, config: KnowledgeConfig) -> None:
+def check_room(
+    kstore: KnowledgeStore, scope: str, session: str, size: int, config: KnowledgeConfig
+) -> None:
     """`InvalidInput` when a note of `size` bytes would take `session`'s notes past either
-    cap (one light read of its source rows: sizes, no texts). Expired notes are purged before,
-    so they do not count."""
+    cap (one light read of its source rows: sizes, no texts), or `scope`'s notes of every
+    session past `max_scope_notes` (a count). Expired notes are purged before, so they do not
+    count."""
     rows = kstore.scan_sources(f"session_id = {sql_str(session)}")
     held = sum(int(row["size_bytes"]) for row in rows)
     delete = (
@@ -36,4 +41,13 @@ def check_room(kstore: KnowledgeStore, session: str, size: int, config: Knowledg
             "content",
             f"this session's notes hold {held:,} bytes; with these {size:,} they would pass "
             f"knowledge.max_session_note_bytes ({config.max_session_note_bytes:,}); {delete}",
+        )
+    kept = int(kstore.sources.count_rows(f"scope = {sql_str(scope)} AND session_id != ''"))
+    if kept >= config.max_scope_notes:
+        raise InvalidInput(
+            "key",
+            f"this project's sessions already keep {kept:,} note{'s' * (kept != 1)} together, "
+            f"the most knowledge.max_scope_notes ({config.max_scope_notes:,}) allows; notes "
+            f"expire after knowledge.session_ttl_hours ({config.session_ttl_hours:g}), a "
+            "session deletes its own with the knowledge command `delete`, or raise the setting",
         )

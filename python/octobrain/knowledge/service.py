@@ -450,7 +450,7 @@ class Knowledge:
         uri = f"stored://{key}"
         if any(r["session_id"] == session for r in self._visible_rows(uri)):
             raise InvalidInput("key", f"{key!r} already exists in this session; delete it first")
-        check_room(self.kstore, session, len(content.encode()), self.config.knowledge)
+        check_room(self.kstore, self.scope, session, len(content.encode()), self.config.knowledge)
         document = document_from_text(uri, content)
         digest = content_hash(document.text)
         _, chunks = self._write(
