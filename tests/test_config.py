@@ -169,6 +169,8 @@ def test_int_given_for_float_is_accepted(tmp_path: Path):
         ('[embedding]\nmodel = "hash:3"\n', "embedding.model", "8..4096"),
         ('[embedding]\nbase_url = "http://api.example.com/v1"\n', "embedding.base_url", "https"),
         ('[embedding]\nbase_url = "ftp://x"\n', "embedding.base_url", "http(s) URL"),
+        # a port of full-width digits, which `\d` took
+        ('[embedding]\nbase_url = "https://a.b:\uff18\uff10/v1"\n', "embedding.base_url", "URL"),
         ("[consolidation]\nmin_cluster_size = 1\n", "consolidation.min_cluster_size", "between 2"),
         ("[consolidation]\ninterval_hours = 0.5\n", "consolidation.interval_hours", ">= 1"),
         ('[consolidation]\nlinkage = "single"\n', "consolidation.linkage", "average, complete"),

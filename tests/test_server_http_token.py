@@ -3,6 +3,7 @@ to start."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 
@@ -61,3 +62,28 @@ def test_a_port_of_digits_other_than_ascii_is_refused_before_serving(
         "error: --bind: must be HOST:PORT with a port of ASCII digits in 1..65535, "
         f"got '127.0.0.1:{port}'"
     ), refused.stderr
+
+
+def test_a_bind_that_cannot_listen_is_refused_naming_it_before_serving(tmp_path: Path) -> None:
+    # A port in use or a host that does not resolve ended in uvicorn's own line ("[Errno 98]
+    # error while attempting to bind…", "[Errno -2] Name or service not known") with exit 3,
+    # after the server had said it serves there, and without naming --bind.
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        busy = taken.getsockname()[1]
+        for bind, reason in [
+            (f"127.0.0.1:{busy}", "Address already in use"),
+            (f"no-such-host.invalid:{free_port()}", "cannot listen on no-such-host.invalid"),
+        ]:
+            refused = subprocess.run(
+                octobrain_cmd("mcp", "--bind", bind, "--token", "s3cret-token-0123456789"),
+                env=server_env(tmp_path / "data"),
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert refused.returncode == 2, refused.stderr
+            first = refused.stderr.splitlines()[0]
+            assert first.startswith(f"error: --bind: cannot listen on {bind.split(':')[0]}"), first
+            assert reason in first
+            assert "MCP server on" not in refused.stderr

@@ -45,13 +45,14 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
     bind = bind if bind is not None else pool.config.mcp.bind
     host, port, secret = "", 0, ""
     if bind:
-        from octobrain.server.http import check_token, parse_bind
+        from octobrain.server.http import check_token, listen, parse_bind
 
         # Bad flags are refused before anything starts: a warm-up thread still inside native
         # code (ONNX, Arrow) while the interpreter shuts down can crash the process.
         host, port = parse_bind(bind)
         secret = token or os.environ.get("OCTOBRAIN_TOKEN") or pool.config.mcp.token
         check_token(host, secret)
+        listener = listen(host, port)
     workspace = dataclasses.replace(Workspace.scan(), http=bool(bind))
     server = build_server(pool, workspace)
     warm = _start_warm_up(pool, workspace) if pool.config.mcp.warm_up else None
@@ -64,8 +65,8 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
         logging.getLogger("octobrain.server.http").setLevel(logging.INFO)
         serve_http(
             server,
+            listener=listener,
             host=host,
-            port=port,
             token=secret,
             allowed_origins=pool.config.mcp.allowed_origins,
             request_seconds=pool.config.mcp.request_seconds,

@@ -82,7 +82,7 @@ def _storage_options_rule(v: Any) -> str | None:
 def _base_url_rule(v: Any) -> str | None:
     if v == "":
         return None
-    m = re.match(r"^(https?)://([^/:]+|\[[^\]]+\])(:\d+)?(/.*)?$", v)
+    m = re.match(r"^(https?)://([^/:]+|\[[^\]]+\])(:[0-9]{1,5})?(/.*)?$", v)  # ASCII digits
     if not m:
         return "must be an http(s) URL such as https://api.example.com/v1"
     loopback = m.group(2) in ("localhost", "127.0.0.1", "[::1]")

@@ -25,11 +25,13 @@ No CORS headers are sent at all, so browsers keep their same-origin protection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import ipaddress
 import json
 import logging
 import re
+import socket
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -390,18 +392,34 @@ def http_app(
     )
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """The socket `--bind` names, listening: opened before the server starts anything, so a
+    host that does not resolve or is not this machine's, or a port in use or not the user's
+    to take, is refused naming `--bind` (exit 2), instead of uvicorn's own line after the
+    server had said where it listens (exit 3)."""
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family)
+    except (OSError, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InvalidInput(
+            "--bind", f"cannot listen on {cut_middle(shown, 100)}: {reason}"
+        ) from None
+
+
 def serve_http(
     server: Any,
     *,
+    listener: socket.socket,
     host: str,
-    port: int,
     token: str,
     allowed_origins: Sequence[str] = (),
     request_seconds: float = 30.0,
     max_sessions: int = MAX_SESSIONS,
     max_in_flight: int = MAX_IN_FLIGHT,
 ) -> None:
-    """Serve until interrupted (uvicorn; its logs go to stderr)."""
+    """Serve on `listener` (`listen`) until interrupted (uvicorn; its logs go to stderr)."""
     import uvicorn
 
     app = http_app(
@@ -412,9 +430,10 @@ def serve_http(
         max_sessions=max_sessions,
         max_in_flight=max_in_flight,
     )
+    port = listener.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     log.info("octobrain MCP server on http://%s:%d/mcp", shown, port)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -422,6 +441,11 @@ def serve_http(
         lifespan="on",
         http=deadline_protocol(request_seconds),
     )
+    serving = uvicorn.Server(config)
+    with contextlib.suppress(KeyboardInterrupt):
+        serving.run(sockets=[listener])
+    if not serving.started:  # as `uvicorn.run` ends a server that never started
+        raise SystemExit(3)
 
 
 def deadline_protocol(seconds: float) -> type[Any]:
