@@ -49,6 +49,12 @@ LISTED_EDGES = 8  # superseding memories or parents listed per hit (the rest are
 # words 19 times in 20, and ×2 ranked better than ×1.2 on both halves (README). Only memories
 # with a `speaker:` tag (ingested turns) can get it.
 SPEAKER_FACTOR = 2.0
+# The same preference on how well a turn answers: when the person a question names said some
+# of the turns found, a turn someone else said shows its relevance divided by it. It stays
+# returned (what its words and meaning matched chose it), but the question's best relevance
+# is that person's: what they never said is not answered with another's words at full
+# relevance (LoCoMo's adversarial questions swap the person: AUC 0.590 -> 0.621, both halves).
+OTHER_SPEAKER_RELEVANCE = 1.0 / SPEAKER_FACTOR
 # A memory from a day, month or year the question names ("on 3 June, 2023", "in January
 # 2022"; its `created_at`: for an ingested turn, when its session was held): it meets a
 # constraint the question states, as a turn of the person it names does, and weighs the same.
@@ -377,17 +383,24 @@ class Retriever:
             f_trust = 1.0 - 0.5 * (1.0 - m.source.trust)
             f_sup = SUPERSEDED_FACTOR if superseded.get(m.id) else 1.0
             f_who = SPEAKER_FACTOR if named and named.intersection(m.tags) else 1.0
+            by_other = (
+                f_who == 1.0 and asks_about and any(t.startswith(SPEAKER_PREFIX) for t in m.tags)
+            )
             in_period = bool(periods) and any(p.holds(m.created_at) for p in periods)
             f_when = PERIOD_FACTOR if in_period else 1.0
             score = s.fused * f_imp * f_rec * f_trust * f_sup * f_who * f_when
             notes = "; superseded" if f_sup != 1.0 else ""
             if f_who != 1.0:
                 notes += "; said by the person the question names"
-            elif asks_about and any(t.startswith(SPEAKER_PREFIX) for t in m.tags):
-                notes += "; said by someone else than the person the question names"
+            elif by_other:
+                notes += (
+                    f"; said by someone else than the person the question names (relevance "
+                    f"{s.relevance:.2f} matched, x{OTHER_SPEAKER_RELEVANCE:g})"
+                )
             if in_period:
                 notes += "; from the date the question names"
-            hit = Hit(m, score, s.relevance, s.cosine, "", superseded.get(m.id, []))
+            relevance = s.relevance * (OTHER_SPEAKER_RELEVANCE if by_other else 1.0)
+            hit = Hit(m, score, relevance, s.cosine, "", superseded.get(m.id, []))
             hit.consolidated_into = parents.get(m.id, [])
             hit.effective_importance = float(imp)
             rows.append((hit, s, age_days, notes))
@@ -398,7 +411,7 @@ class Retriever:
         for hit, s, age_days, notes in rows[:limit]:
             m, strength = hit.memory, hit.effective_importance or 0.0  # (set for every hit)
             hit.why = (
-                f"{legs}found by {s.legs}; relevance {s.relevance:.2f} "
+                f"{legs}found by {s.legs}; relevance {hit.relevance:.2f} "
                 f"(cosine {s.cosine:.2f}, words {s.coverage:.0%}); "
                 f"effective importance {strength:.2f} (stored {m.importance:.2f}), "
                 f"age {age_days:.0f} d{notes}"
