@@ -105,6 +105,22 @@ def octobrain_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "octobrain", *args]
 
 
+def refused_start(tmp: Path, *args: str, **env: str) -> str:
+    """The stderr of `octobrain mcp ARGS` (run in `tmp`, data under `tmp/data`), asserting it
+    refused to start with exit 2. A server that started runs until killed: the call fails at
+    its timeout instead."""
+    refused = subprocess.run(
+        octobrain_cmd("mcp", *args),
+        env=server_env(tmp / "data", **env),
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2, refused.stderr
+    return refused.stderr
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

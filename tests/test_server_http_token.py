@@ -4,12 +4,11 @@ to start."""
 from __future__ import annotations
 
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.server_support import free_port, octobrain_cmd, server_env
+from tests.server_support import free_port, refused_start
 
 
 @pytest.mark.parametrize(
@@ -27,16 +26,8 @@ def test_a_token_no_client_can_send_is_refused_before_serving(
     # Such a token started the server on 0.0.0.0 all the same, and every request was
     # "401: missing or wrong bearer token": a header value is trimmed, so a space or CR at
     # its end never arrives, and a header carries no character outside ASCII as sent.
-    refused = subprocess.run(
-        octobrain_cmd("mcp", "--bind", f"0.0.0.0:{free_port()}"),
-        env=server_env(tmp_path / "data", OCTOBRAIN_TOKEN=token),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,  # a server that started runs until killed: the test fails here
-    )
-    assert refused.returncode == 2, refused.stderr
-    first = refused.stderr.splitlines()[0]
+    stderr = refused_start(tmp_path, "--bind", f"0.0.0.0:{free_port()}", OCTOBRAIN_TOKEN=token)
+    first = stderr.splitlines()[0]
     assert first.startswith("error: --token: must be printable ASCII with no space at"), first
     assert f"holds {said}" in first
     assert not token.strip() or token.strip() not in first  # the secret is not shown
@@ -48,20 +39,11 @@ def test_a_port_of_digits_other_than_ascii_is_refused_before_serving(
 ) -> None:
     # `127.0.0.1:０８０` served on port 80 (int reads full-width digits), and `127.0.0.1:²`
     # ended in a traceback (isdigit takes it, int does not).
-    refused = subprocess.run(
-        octobrain_cmd("mcp", "--bind", f"127.0.0.1:{port}"),
-        env=server_env(tmp_path / "data"),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,  # a server that started runs until killed: the test fails here
-    )
-    assert refused.returncode == 2, refused.stderr
-    first = refused.stderr.splitlines()[0]
-    assert first == (
+    stderr = refused_start(tmp_path, "--bind", f"127.0.0.1:{port}")
+    assert stderr.splitlines()[0] == (
         "error: --bind: must be HOST:PORT with a port of ASCII digits in 1..65535, "
         f"got '127.0.0.1:{port}'"
-    ), refused.stderr
+    ), stderr
 
 
 def test_a_bind_that_cannot_listen_is_refused_naming_it_before_serving(tmp_path: Path) -> None:
@@ -74,16 +56,8 @@ def test_a_bind_that_cannot_listen_is_refused_naming_it_before_serving(tmp_path:
             (f"127.0.0.1:{busy}", "Address already in use"),
             (f"no-such-host.invalid:{free_port()}", "cannot listen on no-such-host.invalid"),
         ]:
-            refused = subprocess.run(
-                octobrain_cmd("mcp", "--bind", bind, "--token", "s3cret-token-0123456789"),
-                env=server_env(tmp_path / "data"),
-                cwd=tmp_path,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            assert refused.returncode == 2, refused.stderr
-            first = refused.stderr.splitlines()[0]
+            stderr = refused_start(tmp_path, "--bind", bind, "--token", "s3cret-token-0123456789")
+            first = stderr.splitlines()[0]
             assert first.startswith(f"error: --bind: cannot listen on {bind.split(':')[0]}"), first
             assert reason in first
-            assert "MCP server on" not in refused.stderr
+            assert "MCP server on" not in stderr

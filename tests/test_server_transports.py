@@ -31,6 +31,7 @@ from tests.server_support import (
     initialize_message,
     memory_id,
     octobrain_cmd,
+    refused_start,
     run,
     server_env,
 )
@@ -279,16 +280,8 @@ def test_http_clients_do_not_share_session_notes(tmp_path: Path) -> None:
 
 def test_non_loopback_bind_needs_a_token(tmp_path: Path) -> None:
     port = free_port()
-    refused = subprocess.run(
-        octobrain_cmd("mcp", "--bind", f"0.0.0.0:{port}"),
-        env=server_env(tmp_path / "data"),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert refused.returncode == 2
-    assert refused.stderr.startswith("error: --token: required to bind '0.0.0.0'")
+    stderr = refused_start(tmp_path, "--bind", f"0.0.0.0:{port}")
+    assert stderr.startswith("error: --token: required to bind '0.0.0.0'")
 
     url = f"http://127.0.0.1:{port}/mcp"
     with http_server(tmp_path / "data", f"0.0.0.0:{port}", tmp_path, OCTOBRAIN_TOKEN=TOKEN):
