@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from octobrain.errors import InvalidInput, OctobrainError
 from octobrain.memory import temporal
@@ -30,8 +30,8 @@ from octobrain.models import (
 )
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.memories import invisible
-from octobrain.store.schema import CHECKED, CHECKSUM, row_to_memory, shown_title
-from octobrain.store.sql import sql_in, sql_str, visible_scopes, visible_where
+from octobrain.store.schema import row_to_memory
+from octobrain.store.sql import sql_str, visible_scopes, visible_where
 from octobrain.times import utcnow
 
 if TYPE_CHECKING:
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 from octobrain.memory.core import BrainBase
 
 ACCESS_WINDOW = timedelta(minutes=10)
-FORGET_BATCH = 256  # ids (or id prefixes) a read of `forget_targets` looks up
 _QUEUES: weakref.WeakKeyDictionary[MemoryStore, AccessQueue] = weakref.WeakKeyDictionary()
 _QUEUES_LOCK = threading.Lock()
 MAX_NEIGHBOURS = 3
@@ -197,7 +196,8 @@ class Reads(BrainBase):
         unchecked, and its text is for no one to show (`schema.DAMAGED_TITLE`).
 
         However many ids, two reads: one of every prefix's candidates, one of the memories
-        (`FORGET_BATCH` ids a read); an id is refused as `get` refuses it, the first in order."""
+        (`store.by_id.ID_BATCH` ids a read); an id is refused as `get` refuses it, the first in
+        order."""
         from octobrain.store.schema import RowDamaged
 
         refs: list[tuple[str, bool] | OctobrainError] = []
@@ -207,11 +207,11 @@ class Reads(BrainBase):
             except InvalidInput as exc:
                 refs.append(exc)
         prefixes = sorted({ref[0] for ref in refs if isinstance(ref, tuple) and not ref[1]})
-        candidates = self._prefix_candidates(prefixes)
+        candidates = self.store.ids_with_prefixes(prefixes, self.scope)
         ids = [
             ref if isinstance(ref, OctobrainError) else self._one(ref, candidates) for ref in refs
         ]
-        rows = self._rows_by_id([i for i in ids if isinstance(i, str)])
+        rows = self.store.rows_by_id([i for i in ids if isinstance(i, str)], self.scope)
         targets, damaged = [], set()
         for resolved in ids:
             if isinstance(resolved, OctobrainError):
@@ -226,21 +226,6 @@ class Reads(BrainBase):
                 damaged.add(memory_id)
         return targets, damaged
 
-    def _prefix_candidates(self, prefixes: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
-        """`(id, shown title)` of the memories visible from this scope (archived included)
-        whose ids start with each of `prefixes`, `FORGET_BATCH` prefixes a read."""
-        found: dict[str, list[tuple[str, str]]] = {p: [] for p in prefixes}
-        visible = visible_where(self.scope, include_archived=True)
-        for at in range(0, len(prefixes), FORGET_BATCH):
-            batch = prefixes[at : at + FORGET_BATCH]
-            likes = " OR ".join(f"id LIKE {sql_str(p + '%')}" for p in batch)
-            columns = [*CHECKED, CHECKSUM]
-            for row in self.store.scan(f"({likes}) AND {visible}", columns=columns):
-                for prefix in batch:
-                    if row["id"].startswith(prefix):
-                        found[prefix].append((row["id"], shown_title(row)))
-        return {p: sorted(rows) for p, rows in found.items()}
-
     def _one(
         self, ref: tuple[str, bool], candidates: dict[str, list[tuple[str, str]]]
     ) -> str | OctobrainError:
@@ -252,17 +237,6 @@ class Reads(BrainBase):
             return self.one_candidate(value, candidates[value], "memory_id")
         except OctobrainError as exc:
             return exc
-
-    def _rows_by_id(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The rows of the memories among `ids` visible from this scope (archived included),
-        `FORGET_BATCH` ids a read."""
-        unique = sorted(set(ids))
-        visible = visible_where(self.scope, include_archived=True)
-        rows: dict[str, dict[str, Any]] = {}
-        for at in range(0, len(unique), FORGET_BATCH):
-            where = f"{sql_in('id', unique[at : at + FORGET_BATCH])} AND {visible}"
-            rows.update((row["id"], row) for row in self.store.scan(where))
-        return rows
 
     def forget_preview(
         self,

@@ -29,6 +29,7 @@ from octobrain.models import Memory
 from octobrain.store import (
     accessed,
     addresses,
+    by_id,
     changes,
     dangling,
     edges,
@@ -384,28 +385,6 @@ class MemoryStore:
             raise NotFound(field_name, invisible(memory_id, scope))
         return schema.row_to_memory(rows[0], checked=checked)
 
-    def ids_with_prefix(self, prefix: str, scope: str, limit: int) -> list[tuple[str, str]]:
-        """`(id, title)` of up to `limit` memories visible from `scope` (archived included)
-        whose id starts with `prefix` (lowercase hex and hyphens only); of one that no longer
-        matches its checksum, `schema.DAMAGED_TITLE` (`schema.shown_title`)."""
-        if not prefix or set(prefix) - set("0123456789abcdef-"):
-            raise ValueError(f"not an id prefix: {prefix!r}")
-        rows = self.scan(
-            f"id LIKE '{prefix}%' AND {visible_where(scope, include_archived=True)}",
-            columns=[*schema.CHECKED, schema.CHECKSUM],
-            limit=limit,
-        )
-        return sorted((r["id"], schema.shown_title(r)) for r in rows)
-
-    def get_many(
-        self, ids: Sequence[str], scope: str, *, checked: bool = True
-    ) -> dict[str, Memory]:
-        """The visible memories among `ids`, keyed by id (`checked`: `schema.row_to_memory`)."""
-        if not ids:
-            return {}
-        rows = self.scan(f"{sql_in('id', ids)} AND {visible_where(scope, include_archived=True)}")
-        return {row["id"]: schema.row_to_memory(row, checked=checked) for row in rows}
-
     def vector_search(
         self, vector: np.ndarray, where: str | None, k: int, *, nprobes: int | None = None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
@@ -469,6 +448,10 @@ class MemoryStore:
         self._pinned_tables = {}
 
     # The store's other sides, each a module of functions taking the store, as its methods.
+    rows_by_id = by_id.rows_by_id
+    get_many = by_id.get_many
+    ids_with_prefixes = by_id.ids_with_prefixes
+    ids_with_prefix = by_id.ids_with_prefix
     add = writes.add
     require_ends = writes.require_ends
     replace = writes.replace
