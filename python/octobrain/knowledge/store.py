@@ -43,6 +43,7 @@ from octobrain.store.schema import (
     META_MODEL,
     META_SCHEMA,
     SOURCE_CHECKED,
+    SOURCE_NAMING,
     SOURCES,
     check_knowledge,
     chunk_checksum,
@@ -269,14 +270,12 @@ class KnowledgeStore:
         an unchanged source is checked before it is left as it is, so that `knowledge index`
         repairs what `doctor` names."""
         sid = sql_str(source["id"])
-        rows = self.scan_sources(f"id = {sid}", with_text=True)
-        if any(source_verified(row) is False for row in rows):
+        if self.damaged_sources(f"id = {sid}"):
             return True
         if CHECKSUM not in self.chunks.schema.names:
             return False
         # A chunk whose source id changed on disk is still this source's by what names it.
-        same = " AND ".join(f"{k} = {sql_str(source[k])}" for k in _NAMING)
-        query = self.chunks.search().where(f"source_id = {sid} OR ({same})")
+        query = self.chunks.search().where(f"source_id = {sid} OR ({_named_as(source)})")
         batches = query.select([*CHUNK_CHECKED, CHECKSUM]).limit(None).to_batches(CHUNK_CHECK_BATCH)
         return any(chunk_verified(row) is False for batch in batches for row in batch.to_pylist())
 
@@ -308,7 +307,7 @@ class KnowledgeStore:
         # A row of this source whose id (a source row's) or source id (a chunk's) changed on
         # disk reads as another source's, which no delete by id reaches: it goes too, so that
         # indexing again is the repair `doctor` names for it.
-        same = " AND ".join(f"{k} = {sql_str(source_row[k])}" for k in _NAMING)
+        same = _named_as(source_row)
         with self.write_lock():
             self.location.check_held()
             if chunk_rows:
@@ -436,8 +435,11 @@ def _unstamped(table: lancedb.table.Table) -> bool:
     return CHECKSUM not in table.schema.names or bool(table.count_rows(f"{CHECKSUM} IS NULL"))
 
 
-# What a source's id is made of (`source_id`), and its chunks carry.
-_NAMING = ("uri", "scope", "session_id")
+def _named_as(source: Mapping[str, Any]) -> str:
+    """The rows named as `source` is (`schema.SOURCE_NAMING`), whatever id they read as."""
+    return " AND ".join(f"{k} = {sql_str(source[k])}" for k in SOURCE_NAMING)
+
+
 # The checksummed columns of each knowledge table, and their sum.
 _CHECKED_BY = {SOURCES: (SOURCE_CHECKED, source_checksum), CHUNKS: (CHUNK_CHECKED, chunk_checksum)}
 

@@ -19,7 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from octobrain.store.schema import CHECKSUM, CHUNK_CHECKED, CHUNKS, SOURCES, chunk_verified
+from octobrain.store.schema import (
+    CHECKSUM,
+    CHUNK_CHECKED,
+    CHUNKS,
+    SOURCE_NAMING,
+    SOURCES,
+    chunk_verified,
+)
 from octobrain.store.sql import DELETE_BATCH, sql_in
 
 if TYPE_CHECKING:
@@ -31,7 +38,6 @@ if TYPE_CHECKING:
 
 _NAMED = 5  # sources a problem names (then a count)
 _CHECK_BATCH = 256  # orphan rows (each with its parent text) checked at a time
-_NAMING = ("uri", "scope", "session_id")  # what a source's id is made of, and its chunks carry
 
 
 @dataclass
@@ -84,7 +90,7 @@ def find_orphans(sources: lancedb.table.Table, chunks: lancedb.table.Table) -> O
     exact; without it a writer may be between its two commits (`settled_orphans`)."""
     import pyarrow.compute as pc
 
-    held = sources.search().select(["id", "generation", *_NAMING]).limit(None).to_arrow()
+    held = sources.search().select(["id", "generation", *SOURCE_NAMING]).limit(None).to_arrow()
     rows = chunks.search().select(["id", "source_id", "generation"]).limit(None).to_arrow()
     found = Orphans()
     if rows.num_rows == 0:
@@ -94,15 +100,18 @@ def find_orphans(sources: lancedb.table.Table, chunks: lancedb.table.Table) -> O
     candidates = rows.filter(pc.invert(pc.is_in(keys, value_set=current)))
     ids = candidates.column("id").to_pylist()
     checked = CHECKSUM in chunks.schema.names
-    columns = [*CHUNK_CHECKED, CHECKSUM] if checked else ["id", "source_id", *_NAMING]
-    named = {tuple(row[k] for k in _NAMING): row["id"] for row in held.to_pylist()}
+    columns = [*CHUNK_CHECKED, CHECKSUM] if checked else ["id", "source_id", *SOURCE_NAMING]
+    named = {tuple(row[k] for k in SOURCE_NAMING): row["id"] for row in held.to_pylist()}
     for at in range(0, len(ids), DELETE_BATCH):
         query = chunks.search().where(sql_in("id", ids[at : at + DELETE_BATCH])).select(columns)
         for batch in query.limit(None).to_batches(_CHECK_BATCH):
             for row in batch.to_pylist():
                 if checked and chunk_verified(row) is False:
                     continue  # damage, named as such
-                if named.get(tuple(row[k] for k in _NAMING), row["source_id"]) != row["source_id"]:
+                if (
+                    named.get(tuple(row[k] for k in SOURCE_NAMING), row["source_id"])
+                    != row["source_id"]
+                ):
                     continue  # of a source row whose id changed: damage, named as such
                 found.chunks.setdefault(row["source_id"], []).append(row["id"])
                 found.uris.setdefault(row["source_id"], row["uri"])

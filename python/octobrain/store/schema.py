@@ -453,6 +453,9 @@ _SOURCE_FIELDS = (
     ("indexed_at",),
 )  # fmt: skip
 SOURCE_CHECKED = tuple(name for group in _SOURCE_FIELDS for name in group)
+# What a knowledge source's id is made of, and its chunks carry too: a row whose id changed on
+# disk is still that source's by them.
+SOURCE_NAMING = ("uri", "scope", "session_id")
 
 
 def chunk_checksum(row: Mapping[str, Any]) -> int:
