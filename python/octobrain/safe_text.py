@@ -13,7 +13,7 @@ import re
 import unicodedata
 from typing import Any
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, cut_middle
 
 
 def byte_len(text: str) -> int:
@@ -106,6 +106,13 @@ def one_line(text: str) -> str:
     """`text` on one line: each line break, with the spaces around it, as one space (for a
     single-line field stored before line breaks were refused in it, or imported)."""
     return _AROUND_BREAKS.sub(" ", text) if _LINE_BREAK.search(text) else text
+
+
+def client_text(text: str, chars: int = 100) -> str:
+    """A client's own text (a name, a key, a method) as an answer quotes it: cut in the
+    middle to `chars`, printable, on one line, so that however long or however it is broken
+    it is one short line that nothing reads as an order or another result."""
+    return one_line(printable(cut_middle(text, chars)))
 
 
 QUOTE = "   "  # before each line of stored text in an answer

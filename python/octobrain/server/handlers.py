@@ -12,9 +12,9 @@ from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from octobrain.errors import InvalidInput, cut_middle
+from octobrain.errors import InvalidInput
 from octobrain.models import LINK_TYPES, MAX_FILES, MAX_TAGS
-from octobrain.safe_text import one_line, printable
+from octobrain.safe_text import client_text, one_line
 from octobrain.server.schemas import INGEST_BYTES, INGEST_TURNS, KNOWLEDGE_COMMANDS, SOURCES
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def check_arguments(
         if name == "global":  # on a tool that stores nothing: it reads the global scope already
             raise InvalidInput("global", f"{owner} takes no global; it takes {takes}")
         # A name is the client's: one line, nothing a terminal or a model reads as an order.
-        shown_name = one_line(printable(cut_middle(name, 100)))
+        shown_name = client_text(name)
         raise InvalidInput(shown_name, f"unknown parameter; {owner} takes {takes}")
 
 
@@ -171,7 +171,7 @@ def plan_ingest(brain: Brain, arguments: dict[str, Any]) -> IngestPlan:
             else []
         )
         if extra:  # the name is the client's: cut, one line, as `check_arguments` shows it
-            shown_name = one_line(printable(cut_middle(extra[0], 100)))
+            shown_name = client_text(extra[0])
             raise InvalidInput(
                 f"turns[{i}].{shown_name}",
                 "unknown field; a turn takes speaker, text, time, session, id",
@@ -246,7 +246,6 @@ def _time(arguments: dict[str, Any], name: str) -> str | None:
 
 def _listing(memories: Sequence[Memory], damaged: Set[str] = frozenset()) -> str:
     """One line per memory; a damaged one (`forget_targets`) is named, its text not shown."""
-    from octobrain.safe_text import one_line
     from octobrain.store.schema import DAMAGED_TITLE
 
     return "\n".join(

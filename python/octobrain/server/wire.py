@@ -285,8 +285,7 @@ async def named_params(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> 
     from mcp.shared.exceptions import MCPError
     from pydantic import ValidationError
 
-    from octobrain.errors import cut_middle
-    from octobrain.safe_text import one_line, printable
+    from octobrain.safe_text import client_text
 
     try:
         return await call_next(ctx)
@@ -299,7 +298,7 @@ async def named_params(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> 
         loc = [str(part) for part in first["loc"]]
         where = ".".join(loc if loc[:1] == ["params"] else ["params", *loc])
         said = f"{where}: {first['msg']}"  # (keys, and a union's tag in a message, are sent)
-        message = one_line(printable(cut_middle(said, 400)))
+        message = client_text(said, 400)
         raise MCPError(code=INVALID_PARAMS, message=message) from None
 
 
@@ -309,13 +308,12 @@ async def known_method(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> 
     found" carries the name whole in its data: a 900 kB name was a 900 kB answer."""
     from mcp.shared.exceptions import MCPError
 
-    from octobrain.errors import cut_middle
-    from octobrain.safe_text import one_line, printable
+    from octobrain.safe_text import client_text
 
     try:
         return await call_next(ctx)
     except MCPError as exc:
         if exc.error.code != METHOD_NOT_FOUND or not isinstance(exc.error.data, str):
             raise
-        shown = one_line(printable(cut_middle(exc.error.data, 100)))
+        shown = client_text(exc.error.data)
         raise MCPError(code=METHOD_NOT_FOUND, message=exc.error.message, data=shown) from None
