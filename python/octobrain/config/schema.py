@@ -91,13 +91,24 @@ def _base_url_rule(v: Any) -> str | None:
     return None
 
 
-def _bind_rule(v: Any) -> str | None:
-    if v == "":
-        return None
-    host, _, port = v.rpartition(":")
+BIND_RULE = "must be HOST:PORT with a port of ASCII digits in 1..65535"
+MIN_TOKEN_CHARS = 16  # a bearer token's least length (`mcp.token`, `--token`)
+
+
+def split_bind(bind: str) -> tuple[str, int] | None:
+    """`HOST:PORT` as (host as given, port), or None when it breaks `BIND_RULE`. ASCII digits
+    only: `isdigit` takes full-width digits (`０８０`, read by int as 80) and superscripts (`²`,
+    which int refuses)."""
+    host, _, port = bind.rpartition(":")
     if not host or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
-        return "must be HOST:PORT with a port of ASCII digits in 1..65535, e.g. 127.0.0.1:8765"
-    return None
+        return None
+    return host, int(port)
+
+
+def _bind_rule(v: Any) -> str | None:
+    if v == "" or split_bind(v) is not None:
+        return None
+    return f"{BIND_RULE}, e.g. 127.0.0.1:8765"
 
 
 def _allow_hosts_rule(v: Any) -> str | None:
@@ -117,7 +128,9 @@ def _allow_hosts_rule(v: Any) -> str | None:
 def _token_rule(v: Any) -> str | None:
     if v == "":
         return None
-    return "must be empty or at least 16 characters" if len(v) < 16 else token_problem(v)
+    if len(v) < MIN_TOKEN_CHARS:
+        return f"must be empty or at least {MIN_TOKEN_CHARS} characters"
+    return token_problem(v)
 
 
 def token_problem(token: str) -> str | None:

@@ -42,7 +42,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from octobrain.config.schema import token_problem
+from octobrain.config.schema import BIND_RULE, MIN_TOKEN_CHARS, split_bind, token_problem
 from octobrain.errors import InvalidInput, cut_middle
 from octobrain.server import wire
 from octobrain.server.bodies import BodyBudget, Read, replay
@@ -50,7 +50,6 @@ from octobrain.server.bodies import BodyBudget, Read, replay
 log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
-MIN_TOKEN_CHARS = 16
 MAX_BODY_BYTES = wire.MAX_MESSAGE_BYTES
 MAX_SESSIONS = 1000  # open sessions (`mcp.max_sessions`); at the cap the longest idle makes room
 MAX_IN_FLIGHT = 64  # POSTs being answered at once (`mcp.max_in_flight`); an eighth per session
@@ -74,16 +73,11 @@ def is_loopback(host: str) -> bool:
 
 def parse_bind(bind: str) -> tuple[str, int]:
     """`HOST:PORT` (IPv6 in brackets) → (host, port)."""
-    host, _, port = bind.strip().rpartition(":")
-    # ASCII digits only: `isdigit` takes full-width digits (`０８０`, read by int as 80) and
-    # superscripts (`²`, which int refuses).
-    if not host or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
-        raise InvalidInput(
-            "--bind",
-            f"must be HOST:PORT with a port of ASCII digits in 1..65535, "
-            f"got {cut_middle(repr(bind), 100)}",
-        )
-    return host.strip("[]"), int(port)
+    found = split_bind(bind.strip())
+    if found is None:
+        raise InvalidInput("--bind", f"{BIND_RULE}, got {cut_middle(repr(bind), 100)}")
+    host, port = found
+    return host.strip("[]"), port
 
 
 def check_token(host: str, token: str) -> None:
