@@ -66,13 +66,14 @@ def doctor_cmd(
         for moved in start_over(location, recreate, damaged):
             click.echo(f"moved aside: {moved}", err=True)
         click.echo(f"{recreate}: started over, empty", err=True)
-    if drop_orphans:
-        dropped = _drop_orphans(location, diagnose(location))
-        click.echo(f"knowledge_chunks: {dropped} orphan chunk(s) deleted", err=True)
-    if drop_dangling or forget_damaged:
-        # One check serves both repairs: deleting a damaged memory with its links leaves no
-        # dangling edge, and dropping dangling edges changes no memory.
+    if drop_orphans or drop_dangling or forget_damaged:
+        # One check serves every repair: deleting a damaged memory with its links leaves no
+        # dangling edge, dropping dangling edges changes no memory, and neither touches the
+        # knowledge tables, which dropping orphan chunks alone changes.
         found = diagnose(location)
+        if drop_orphans:
+            dropped = _drop_orphans(location, found)
+            click.echo(f"knowledge_chunks: {dropped} orphan chunk(s) deleted", err=True)
         if drop_dangling:
             dropped = _drop_dangling(location, found)
             click.echo(f"relationships: {dropped} dangling edge(s) deleted", err=True)
