@@ -2,8 +2,9 @@
 (`[{speaker, text, time}]` as JSON or JSONL) and LoCoMo's format, all to one shape.
 
 A `Conversation` is a list of `Turn`s grouped in sessions; each turn has a key that is stable
-across re-reads of the same file (its own id where the format has one, else its position in its
-session and its text), which is what makes a re-ingest add nothing new. Parsing is pure: no
+across re-reads of the same file (its own id where the format has one; else, for a chat turn
+with a time, what was said when and by whom, `turn_keys`; else its position in its session and
+its text), which is what makes a re-ingest add nothing new. Parsing is pure: no
 store, no model.
 """
 
@@ -23,6 +24,7 @@ from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, array_values, bounds, read_json
 from octobrain.lines import iter_lines
+from octobrain.memory.turn_keys import Occurrences, placed_key, said_key
 from octobrain.memory.turns import (
     Conversation,
     Turn,
@@ -266,6 +268,7 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
     `line 7`), one at a time; None for a record whose text is blank (skipped, and counted)."""
     session_no, last_time, per_session = 1, None, 0
     names: dict[str, str] = {}  # one string per speaker and session, not one per turn
+    said = Occurrences()
     for where, record in records:
         if not isinstance(record, dict):
             raise InvalidInput(where, "must be an object with speaker and text")
@@ -288,16 +291,28 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
         if not text.strip():
             yield None
             continue
-        turn_key = _turn_id(f"{where}.id", record.get("id"))
+        own = _turn_id(f"{where}.id", record.get("id"))
         per_session += 1
+        turn_key = own
+        former: tuple[str, ...] = ()
+        if not own:
+            named = None if given is None else session
+            former = (placed_key(session, per_session, speaker, text),)
+            if moment is None:  # (its place is all there is to tell it by)
+                turn_key, former = former[0], ()
+            else:
+                spoken = (named or "", moment, speaker, text.strip())
+                turn_key = said_key(*spoken, said.next(*spoken))
         yield Turn(
             speaker,
             text.strip(),
             session,
-            turn_key or f"{session}#{per_session}:{_digest(speaker, text)}",
+            turn_key,
             moment,
             f"{moment:%d %B %Y}" if moment else "",
-            f"{where}.id" if turn_key else where,
+            f"{where}.id" if own else where,
+            former,
+            ("session" if given is not None else "conversation") if moment else "",
         )
 
 

@@ -18,14 +18,21 @@ import math
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from octobrain.memory import temporal
-from octobrain.memory.conversation import CONVERSATION_PREFIX, SPEAKER_PREFIX, Conversation, Turn
+from octobrain.memory.conversation import (
+    CONVERSATION_PREFIX,
+    SESSION_GAP,
+    SPEAKER_PREFIX,
+    Conversation,
+    Turn,
+)
+from octobrain.memory.earlier_turns import Earlier, Settler
 from octobrain.models import (
     CONTENT_BYTES,
     CONTEXT_BYTES,
@@ -184,14 +191,15 @@ def turn_memories(
 ) -> list[Memory]:
     """The memories (not yet stored) for every turn of `conv`, in order, in `scope`."""
     whole = _batches(brain, conv, scope, window, topic_words, max(1, len(conv.turns)))
-    return [m for batch, _ in whole for m in batch]
+    return [m for batch, _, _ in whole for m in batch]
 
 
 def _batches(
     brain: Brain, conv: Conversation, scope: str, window: int, topic_words: int, size: int
-) -> Iterator[tuple[list[Memory], dict[str, str]]]:
+) -> Iterator[tuple[list[Memory], dict[str, str], Earlier]]:
     """The memories of `conv`'s turns, `size` at a time, each batch with the id of the
-    previous turn of each of its turns' sessions (id → id; a session's first turn has none).
+    previous turn of each of its turns' sessions (id → id; a session's first turn has none)
+    and what of its turns an earlier call may have stored (`earlier_turns`).
     Every turn is screened for secrets before the first batch comes, so a refused one stops
     the ingest before anything is written; the caller holds a batch's memories, not every
     turn's (200,000 tiny turns built at once held 300 MB). The turns are gone through twice,
@@ -215,7 +223,9 @@ def _batches(
     last: dict[str, str] = {}  # session → id of its latest turn so far
     batch: list[Memory] = []
     previous: dict[str, str] = {}
+    earlier = Earlier()
     for before, turn, after in _with_neighbours(screened(), window):
+        session_tag = temporal.session_tag(f"{key}/{turn.session}")
         memory = Memory(
             id=turn_id(scope, key, turn.key),
             title=_title(turn),
@@ -225,7 +235,7 @@ def _batches(
             scope=scope,
             tags=[
                 conversation_tag,
-                temporal.session_tag(f"{key}/{turn.session}"),
+                session_tag,
                 _tag(SPEAKER_PREFIX, turn.speaker),
             ],
             importance=brain.config.memory.default_importance,
@@ -234,15 +244,39 @@ def _batches(
             updated_at=now,
             last_accessed=now,
         )
+        if turn.former:
+            former = tuple(turn_id(scope, key, k) for k in turn.former)
+            earlier.former[memory.id] = (former, turn.time)
         if turn.session in last:
             previous[memory.id] = last[turn.session]
+        elif turn.follows and turn.time is not None:
+            alone = turn.follows == "conversation"  # (its session was found by silence)
+            earlier.firsts[memory.id] = (
+                conversation_tag if alone else session_tag,
+                turn.time,
+                turn.time - SESSION_GAP if alone else None,
+            )
         last[turn.session] = memory.id
         batch.append(memory)
         if len(batch) == size:
-            yield batch, previous
-            batch, previous = [], {}
+            yield batch, previous, earlier
+            batch, previous, earlier = [], {}, Earlier()
     if batch:
-        yield batch, previous
+        yield batch, previous, earlier
+
+
+def _settled(
+    brain: Brain, conv: Conversation, scope: str, window: int, topic_words: int
+) -> Iterator[tuple[list[Memory], dict[str, str], dict[str, str]]]:
+    """`_batches`, each turn held under an id an earlier version gave it taking that id, a
+    session's first turn of this call linked to the turn before it an earlier call stored
+    (`earlier_turns.Settler`), and each batch with the content the store holds of its turns
+    and their previous turns (id → content)."""
+    settler: Settler | None = None
+    for batch, previous, earlier in _batches(brain, conv, scope, window, topic_words, BATCH):
+        if settler is None:  # (a turn's first tag names its conversation)
+            settler = Settler(brain.store, scope, batch[0].tags[0])
+        yield batch, *settler.settle(batch, previous, earlier)
 
 
 def _screened(turn: Turn, where: str, policy: str) -> Turn:
@@ -250,7 +284,7 @@ def _screened(turn: Turn, where: str, policy: str) -> Turn:
     speaker = screen(f"{where}.speaker", turn.speaker, policy)
     if (text, speaker) == (turn.text, turn.speaker):
         return turn
-    return Turn(speaker, text, turn.session, turn.key, turn.time, turn.session_date)
+    return replace(turn, speaker=speaker, text=text)
 
 
 def ingest(
@@ -279,7 +313,7 @@ def ingest(
         if not embed_missing:
             missing = [
                 t
-                for batch, _ in _batches(brain, conv, scope, window, topic_words, BATCH)
+                for batch, _, _ in _settled(brain, conv, scope, window, topic_words)
                 for t in _unstored(brain, batch)
                 if t not in (vectors or {})
             ]
@@ -287,11 +321,7 @@ def ingest(
                 raise NotEmbedded(missing)
         report.turns += len(conv.turns)
         report.blank += conv.blank
-        for batch, previous in _batches(brain, conv, scope, window, topic_words, BATCH):
-            ids = [m.id for m in batch]
-            stored = brain.store.values_of(
-                ids + sorted(set(previous.values()) - set(ids)), "content"
-            )
+        for batch, previous, stored in _settled(brain, conv, scope, window, topic_words):
             if _unchanged(brain, batch, previous, stored):
                 report.skipped_existing += len(batch)
             else:
@@ -327,7 +357,7 @@ def unstored_texts(
     return [
         t
         for conv in conversations
-        for batch, _ in _batches(brain, conv, scope, WINDOW, TOPIC_WORDS, BATCH)
+        for batch, _, _ in _settled(brain, conv, scope, WINDOW, TOPIC_WORDS)
         for t in _unstored(brain, batch)
     ]
 

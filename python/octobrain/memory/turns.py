@@ -32,6 +32,13 @@ class Turn:
     session_date: str = ""  # the session's date as the source wrote it, for the context
     # Where its key was given (`turns[3].id`, `line 7.uuid`), for errors; not what it is.
     origin: str = field(default="", compare=False)
+    # The keys earlier versions gave it (`turn_keys`): a turn stored under one of
+    # them is this turn.
+    former: tuple[str, ...] = field(default=(), compare=False)
+    # How the turn an earlier call stored before it is found, when it starts its session in
+    # this call: "session" (the latest of its session up to its time), "conversation" (of
+    # its conversation, within a silence that starts no session), or "" (not looked for).
+    follows: str = field(default="", compare=False)
 
 
 @dataclass
@@ -163,4 +170,6 @@ def parts(turn: Turn) -> Iterator[Turn]:
         yield turn
         return
     for n, part in enumerate(pieces, 1):
-        yield replace(turn, text=part, key=turn.key if n == 1 else f"{turn.key}/part-{n}")
+        tail = "" if n == 1 else f"/part-{n}"
+        former = tuple(f"{key}{tail}" for key in turn.former)
+        yield replace(turn, text=part, key=f"{turn.key}{tail}", former=former)

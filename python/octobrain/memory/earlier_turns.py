@@ -1,0 +1,128 @@
+"""What an ingest's turns have to do with turns the store already holds of their conversation.
+
+Two things, batch by batch (`Settler.settle`):
+- a turn held under a key an earlier version gave it (`Turn.former`: its place in the call, its
+  speaker's name before bidirectional controls were dropped) keeps that row's id, so ingesting
+  a transcript again after an upgrade stores none of it a second time, and a turn forgotten
+  under that id stays forgotten. A timed turn is taken for the held row only when that row was
+  said at the same time: its former key is its place, and another call's turn at that place is
+  another turn;
+- a turn that starts its session in this call, and is not stored yet, is linked to the latest
+  turn of that session an earlier call stored up to its time (`Turn.follows`), so a transcript
+  sent in windows is chained across them as one call would chain it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from octobrain.models import Memory, RelationshipType
+from octobrain.store import forgotten
+from octobrain.store.sql import sql_in, sql_str
+
+if TYPE_CHECKING:
+    from octobrain.store.memories import MemoryStore
+
+__all__ = ["Earlier", "Settler"]
+
+
+@dataclass
+class Earlier:
+    """Of a batch's turns (by memory id): the ids earlier versions gave each, with its time;
+    and for each that starts its session in this call, how to find the turn before it (the
+    tag its session's turns carry, its time, and the earliest time that turn may have)."""
+
+    former: dict[str, tuple[tuple[str, ...], datetime | None]] = field(default_factory=dict)
+    firsts: dict[str, tuple[str, datetime, datetime | None]] = field(default_factory=dict)
+
+
+class Settler:
+    """`settle` for the batches of one conversation of one ingest, in order."""
+
+    def __init__(self, store: MemoryStore, scope: str, conversation_tag: str) -> None:
+        self._store, self._scope, self._tag = store, scope, conversation_tag
+        self._renamed: dict[str, str] = {}  # id → the id the store holds the turn under
+        self._held: bool | None = None  # whether the conversation had turns held (asked once)
+
+    def settle(
+        self, batch: list[Memory], previous: dict[str, str], earlier: Earlier
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """Give each turn of `batch` held under a former id that id (in place); the previous
+        turn of each (`previous`, id → id) with those ids and with the links to turns earlier
+        calls stored; and the content the store holds of the batch's turns and their previous
+        turns (id → content)."""
+        store = self._store
+        ids = [m.id for m in batch]
+        olds = [old for m in batch for old in earlier.former.get(m.id, ((), None))[0]]
+        ends = {self._renamed.get(v, v) for v in previous.values()} - set(ids)
+        stored: dict[str, str] = store.values_of(ids + olds + sorted(ends), "content")
+        if olds:
+            self._take_former(batch, earlier, stored, olds)
+        renamed = self._renamed
+        previous = {renamed.get(k, k): renamed.get(v, v) for k, v in previous.items()}
+        firsts = {renamed.get(k, k): v for k, v in earlier.firsts.items()}
+        wanted = [i for i in firsts if i not in stored and i not in previous]
+        if wanted and self._conversation_held():
+            gone = forgotten.among(store, wanted)
+            found = {}
+            for turn_id in wanted:
+                if turn_id not in gone:
+                    before = latest_up_to(store, self._scope, *firsts[turn_id])
+                    if before is not None:
+                        found[turn_id] = before
+            if found:
+                stored |= store.values_of(sorted(set(found.values()) - set(stored)), "content")
+                previous |= found
+        return previous, stored
+
+    def _take_former(
+        self, batch: list[Memory], earlier: Earlier, stored: dict[str, str], olds: list[str]
+    ) -> None:
+        held = [old for old in olds if old in stored]
+        said = dict(self._store.values_of(held, "created_at")) if held else {}
+        gone = forgotten.among(self._store, [old for old in olds if old not in stored])
+        for memory in batch:
+            if memory.id in stored or memory.id not in earlier.former:
+                continue
+            keys, moment = earlier.former[memory.id]
+            for old in keys:
+                same = old in said and (moment is None or said[old] == moment)
+                if same or old in gone:
+                    self._renamed[memory.id] = memory.id = old
+                    break
+
+    def _conversation_held(self) -> bool:
+        if self._held is None:
+            where = f"scope = {sql_str(self._scope)} AND array_has(tags, {sql_str(self._tag)})"
+            self._held = self._store.count(where) > 0
+        return self._held
+
+
+def latest_up_to(
+    store: MemoryStore, scope: str, tag: str, moment: datetime, since: datetime | None
+) -> str | None:
+    """The id of the latest turn of `scope` tagged `tag` said at `moment` or before (and at
+    `since` or after): of turns said at the same time, one no stored turn follows yet."""
+    where = [
+        f"scope = {sql_str(scope)}",
+        f"array_has(tags, {sql_str(tag)})",
+        f"created_at <= timestamp {sql_str(moment.isoformat())}",
+    ]
+    if since is not None:
+        where.append(f"created_at >= timestamp {sql_str(since.isoformat())}")
+    rows = store.scan_arrow(" AND ".join(where), columns=["id", "created_at"])
+    if not rows.num_rows:
+        return None
+    said = dict(zip(rows["id"].to_pylist(), rows["created_at"].to_pylist(), strict=True))
+    latest = max(said.values())
+    tied: list[str] = sorted(i for i, t in said.items() if t == latest)
+    if len(tied) > 1:
+        kind = sql_str(RelationshipType.SAME_SESSION.value)
+        edges = store.relationships.search().where(
+            f"relationship_type = {kind} AND {sql_in('target_id', tied)}"
+        )
+        followed = {r["target_id"] for r in edges.select(["target_id"]).limit(None).to_list()}
+        tied = [i for i in tied if i not in followed] or tied
+    return tied[-1]

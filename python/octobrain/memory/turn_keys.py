@@ -1,0 +1,53 @@
+"""The key of a chat turn that has no id of its own, which its memory id derives from.
+
+A turn with a time is the turn said then, in its session (when the export names it), by its
+speaker, in its words: `said_key`, numbered by occurrence for a true repeat of all four within
+one call or file. So a transcript sent over MCP in overlapping windows (turns 1-50, then
+40-90) names turns 40-50 alike both times, and two different "ok" turns at the same place of
+two calls are two turns. A session found by silence is left out: its number depends on where
+the call starts.
+
+A turn without a time has nothing but its place to tell it from the same words said again, so
+it keeps the key of its place in its session (`placed_key`). That was every such turn's key
+before; a timed turn's former key (`placed_key`) is read as the turn too, so a store that
+holds turns under them gets none of them a second time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+
+__all__ = ["Occurrences", "placed_key", "said_key"]
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+
+
+def placed_key(session: str, place: int, speaker: str, text: str) -> str:
+    """The key of the turn at `place` (1-based, blank turns not counted) of `session`, its
+    words as written (not stripped)."""
+    return f"{session}#{place}:{_digest(speaker, text)}"
+
+
+def said_key(session: str, moment: datetime, speaker: str, text: str, occurrence: int) -> str:
+    """The key of what `speaker` said at `moment` in `session` ("" for a session found by
+    silence): the `occurrence`-th time (1-based) the same was said then."""
+    when = moment.astimezone(timezone.utc).isoformat()
+    return f"said:{_digest(session, when, speaker, text, str(occurrence))}"
+
+
+class Occurrences:
+    """How many times each (session, time, speaker, words) has been met so far."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, int] = {}
+
+    def next(self, session: str, moment: datetime, speaker: str, text: str) -> int:
+        """The occurrence number of this turn (1 the first time). A hash of the four is held,
+        not the words: a file's turns are never all held."""
+        key = hash((session, moment, speaker, text))
+        count = self._seen.get(key, 0) + 1
+        self._seen[key] = count
+        return count

@@ -1,0 +1,185 @@
+"""A turn of an ingested conversation is stored once, whichever calls or files bring it: a chat
+turn without an id of its own is what was said when and by whom, not its place in a call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from mcp import Client
+
+from octobrain.config import Config, EmbeddingConfig
+from octobrain.memory.brain import Brain
+from octobrain.memory.conversation import Conversation, Turn, parse_chat
+from octobrain.memory.turn_keys import placed_key
+from octobrain.models import RelationshipType
+from tests.server_support import PROJECT_A, call, hash_pool, run, server_for
+
+START = "2024-03-05T10:00:00Z"
+
+
+def said(i: int, text: str | None = None, **more: Any) -> dict[str, Any]:
+    """Turn `i` of a chat, said `i` seconds after 10:00."""
+    speaker = "ann" if i % 2 else "bob"
+    when = f"2024-03-05T10:{i // 60:02d}:{i % 60:02d}Z"
+    words = text or f"turn {i}: about topic {i * 7}"
+    return {"speaker": speaker, "text": words, "time": when, **more}
+
+
+def brain_at(db: Path) -> Brain:
+    return Brain(PROJECT_A, config=Config(embedding=EmbeddingConfig(model="hash:64")), uri=db)
+
+
+def turns_held(b: Brain) -> list[str]:
+    """The words of every ingested turn held, one entry per row."""
+    return sorted(r["content"] for r in b.store.scan("true", columns=["content"]))
+
+
+def chain(b: Brain) -> set[tuple[str, str]]:
+    """The same-session links, by the words of the turns they join (later → earlier)."""
+    words = dict(zip(*_ids_and_words(b), strict=True))
+    return {
+        (words[e.source_id], words[e.target_id])
+        for e in b.store.all_relationships()
+        if e.relationship_type is RelationshipType.SAME_SESSION
+    }
+
+
+def _ids_and_words(b: Brain) -> tuple[list[str], list[str]]:
+    rows = b.store.scan("true", columns=["id", "content"])
+    return [r["id"] for r in rows], [r["content"] for r in rows]
+
+
+def test_overlapping_windows_over_mcp_store_each_turn_once_and_one_chain(tmp_path: Path) -> None:
+    # Before: turns keyed by their place in the call, so the second window (turns 40-90)
+    # stored turns 40-50 a second time: "51 turns added", 101 rows for 90 turns.
+    server = server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)
+
+    async def body() -> None:
+        async with Client(server) as client:
+            first = [said(i) for i in range(1, 51)]
+            error, reply = await call(client, "ingest", conversation="w", turns=first)
+            assert not error and "50 turns added" in reply, reply
+            second = [said(i) for i in range(40, 91)]
+            error, reply = await call(client, "ingest", conversation="w", turns=second)
+            assert not error and "40 turns added, 11 already present, 40 links" in reply, reply
+            error, reply = await call(client, "ingest", conversation="w", turns=second)
+            assert not error and "0 turns added, 51 already present" in reply, reply
+
+    run(body)
+    b = brain_at(tmp_path / "db")
+    assert turns_held(b) == sorted(said(i)["text"] for i in range(1, 91))
+    assert chain(b) == {(said(i)["text"], said(i - 1)["text"]) for i in range(2, 91)}
+
+
+def test_a_window_after_the_last_is_linked_to_its_last_turn(tmp_path: Path) -> None:
+    # Before: turn 51, the first of the second call, was linked to nothing: a hit on it never
+    # brought turn 50 along.
+    server = server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)
+
+    async def body() -> None:
+        async with Client(server) as client:
+            for window in (range(1, 51), range(51, 91)):
+                turns = [said(i, session="s1") for i in window]
+                error, reply = await call(client, "ingest", conversation="w", turns=turns)
+                assert not error and f"{len(window)} turns added" in reply, reply
+            # Without session labels: a silence under 4 hours is the same session.
+            for window in (range(1, 3), range(3, 5)):
+                turns = [said(i, f"v{i}") for i in window]
+                error, reply = await call(client, "ingest", conversation="v", turns=turns)
+                assert not error and "2 turns added" in reply, reply
+
+    run(body)
+    links = chain(brain_at(tmp_path / "db"))
+    assert (said(51)["text"], said(50)["text"]) in links
+    assert ("v3", "v2") in links
+    assert len(links) == 89 + 3
+
+
+def test_two_different_turns_with_the_same_words_at_the_same_place_are_two(
+    tmp_path: Path,
+) -> None:
+    # Before: "ok" said at 10:00 and "ok" said at 11:00, each first in its call, had one key:
+    # the second call answered "0 turns added, 1 already present" and the turn was lost.
+    server = server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)
+
+    async def body() -> None:
+        async with Client(server) as client:
+            for hour in (10, 11):
+                turn = {"speaker": "ann", "text": "ok", "time": f"2024-03-06T{hour}:00:00Z"}
+                error, reply = await call(client, "ingest", conversation="k", turns=[turn])
+                assert not error and "1 turn added, 0 already present" in reply, reply
+            # The same words said twice at one time are two turns too; sent again, none.
+            twice = [{"speaker": "ann", "text": "ha", "time": START}] * 2
+            for added in ("2 turns added", "0 turns added, 2 already present"):
+                error, reply = await call(client, "ingest", conversation="k", turns=twice)
+                assert not error and added in reply, reply
+
+    run(body)
+    assert turns_held(brain_at(tmp_path / "db")) == ["ha", "ha", "ok", "ok"]
+
+
+def test_cli_ingest_of_overlapping_exports_stores_each_turn_once(tmp_path: Path) -> None:
+    # Before: `memory ingest` of chat.jsonl holding turns 1-50, then of a later export of the
+    # same chat holding turns 40-90: "51 added", turns 40-50 twice.
+    from octobrain.cli.main import main
+
+    for folder, window in (("a", range(1, 51)), ("b", range(40, 91))):
+        (tmp_path / folder).mkdir()
+        lines = "".join(json.dumps(said(i)) + "\n" for i in window)
+        (tmp_path / folder / "chat.jsonl").write_text(lines)
+    env = {
+        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
+        "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
+        "OCTOBRAIN_SERVICE_ENABLED": "0",
+    }
+    shown = []
+    for folder in ("a", "b"):
+        path = str(tmp_path / folder / "chat.jsonl")
+        result = CliRunner().invoke(main, ["memory", "ingest", path, "--scope", PROJECT_A], env=env)
+        assert result.exit_code == 0, result.output
+        shown.append(result.output)
+    assert "50 added, 0 already present, 49 links" in shown[0], shown
+    assert "40 added, 11 already present, 40 links" in shown[1], shown
+
+
+def _stored_the_old_way(b: Brain, turns: list[dict[str, Any]], key: str = "w") -> None:
+    """Store `turns` (one session, no `session` field) as every version before this one
+    did: each keyed by its place in the call, its speaker and its words as sent."""
+    old = [
+        Turn(
+            " ".join(t["speaker"].split()),
+            t["text"].strip(),
+            "1",
+            placed_key("1", place, " ".join(t["speaker"].split()), t["text"]),
+            parse_chat([t]).turns[0].time,
+        )
+        for place, t in enumerate(turns, 1)
+    ]
+    b.ingest([Conversation(key, old)])
+
+
+def test_a_store_of_turns_keyed_by_place_gets_none_again_after_the_upgrade(
+    tmp_path: Path,
+) -> None:
+    # Stored by an earlier version (keyed by place), the same transcript ingested again got
+    # every turn a second time, and a turn forgotten then came back.
+    b = brain_at(tmp_path / "db")
+    turns = [said(i) for i in range(1, 31)]
+    _stored_the_old_way(b, turns)
+    forgotten = b.store.scan(f"content = '{said(7)['text']}'", columns=["id"])[0]["id"]
+    b.forget([forgotten], confirm=True)
+    report = b.ingest([parse_chat(turns, key="w")])
+    assert (report.added, report.skipped_existing, report.forgotten) == (0, 29, 1)
+    assert report.links == 0
+    # Later turns follow on from the old ones, and another "ok" at an old turn's place is its
+    # own turn: a turn is taken for an old one only when said at the same time.
+    report = b.ingest([parse_chat([said(i) for i in range(31, 41)], key="w")])
+    assert (report.added, report.skipped_existing) == (10, 0)
+    report = b.ingest([parse_chat([said(1, time="2024-03-05T12:00:00Z")], key="w")])
+    assert (report.added, report.skipped_existing) == (1, 0)
+    held = turns_held(b)
+    assert len(held) == 40 and held.count(said(1)["text"]) == 2
+    assert (said(31)["text"], said(30)["text"]) in chain(b)
