@@ -183,3 +183,18 @@ def test_a_store_of_turns_keyed_by_place_gets_none_again_after_the_upgrade(
     held = turns_held(b)
     assert len(held) == 40 and held.count(said(1)["text"]) == 2
     assert (said(31)["text"], said(30)["text"]) in chain(b)
+
+
+def test_a_speaker_stored_with_bidi_controls_gets_none_again(tmp_path: Path) -> None:
+    # Stored before bidirectional controls were dropped from names, a transcript whose speaker
+    # held them got new ids when ingested again: every turn twice (titles alice and al‮ice).
+    b = brain_at(tmp_path / "db")
+    plain = [said(i) for i in range(1, 5)]
+    marked = [{**t, "speaker": f"{t['speaker']}\u202c\u2069"} for t in plain]
+    _stored_the_old_way(b, marked)
+    untimed = [{k: v for k, v in t.items() if k != "time"} for t in marked]
+    _stored_the_old_way(b, untimed, key="u")
+    for key, sent in (("w", marked), ("u", untimed)):
+        report = b.ingest([parse_chat(sent, key=key)])
+        assert (report.added, report.skipped_existing) == (0, 4), key
+    assert len(turns_held(b)) == 8

@@ -24,7 +24,7 @@ from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, array_values, bounds, read_json
 from octobrain.lines import iter_lines
-from octobrain.memory.turn_keys import Occurrences, placed_key, said_key
+from octobrain.memory.turn_keys import Occurrences, former_keys, said_key
 from octobrain.memory.turns import (
     Conversation,
     Turn,
@@ -297,9 +297,10 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
         former: tuple[str, ...] = ()
         if not own:
             named = None if given is None else session
-            former = (placed_key(session, per_session, speaker, text),)
+            raw = _before_bidi(record["speaker"], given, speaker, session)
+            former = former_keys(session, per_session, speaker, text, raw)
             if moment is None:  # (its place is all there is to tell it by)
-                turn_key, former = former[0], ()
+                turn_key, former = former[0], former[1:]
             else:
                 spoken = (named or "", moment, speaker, text.strip())
                 turn_key = said_key(*spoken, said.next(*spoken))
@@ -314,6 +315,18 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
             former,
             ("session" if given is not None else "conversation") if moment else "",
         )
+
+
+def _before_bidi(
+    speaker: object, session: object, now_speaker: str, now_session: str
+) -> tuple[str, str] | None:
+    """A chat turn's speaker and session as they were read before bidirectional controls were
+    dropped from them (a derived session as it is), or None when they held none."""
+    old_speaker = " ".join(str(speaker).split())
+    old_session = now_session if session is None else " ".join(str(session).split())
+    if (old_speaker, old_session) == (now_speaker, now_session):
+        return None
+    return old_speaker, old_session
 
 
 def once(conversation: Conversation) -> Conversation:

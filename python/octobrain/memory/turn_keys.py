@@ -9,7 +9,7 @@ the call starts.
 
 A turn without a time has nothing but its place to tell it from the same words said again, so
 it keeps the key of its place in its session (`placed_key`). That was every such turn's key
-before; a timed turn's former key (`placed_key`) is read as the turn too, so a store that
+before; a timed turn's former keys (`former_keys`) are read as the turn too, so a store that
 holds turns under them gets none of them a second time.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timezone
 
-__all__ = ["Occurrences", "placed_key", "said_key"]
+__all__ = ["Occurrences", "former_keys", "placed_key", "said_key"]
 
 
 def _digest(*parts: str) -> str:
@@ -36,6 +36,18 @@ def said_key(session: str, moment: datetime, speaker: str, text: str, occurrence
     silence): the `occurrence`-th time (1-based) the same was said then."""
     when = moment.astimezone(timezone.utc).isoformat()
     return f"said:{_digest(session, when, speaker, text, str(occurrence))}"
+
+
+def former_keys(
+    session: str, place: int, speaker: str, text: str, before_bidi: tuple[str, str] | None
+) -> tuple[str, ...]:
+    """The keys earlier versions gave a turn: its place's key, and that key with the speaker and
+    session as written before bidirectional controls were dropped from them (`before_bidi`:
+    those names, None when they held none)."""
+    keys = [placed_key(session, place, speaker, text)]
+    if before_bidi is not None:
+        keys.append(placed_key(before_bidi[1], place, before_bidi[0], text))
+    return tuple(keys)
 
 
 class Occurrences:

@@ -32,7 +32,7 @@ class Turn:
     session_date: str = ""  # the session's date as the source wrote it, for the context
     # Where its key was given (`turns[3].id`, `line 7.uuid`), for errors; not what it is.
     origin: str = field(default="", compare=False)
-    # The keys earlier versions gave it (`turn_keys`): a turn stored under one of
+    # The keys earlier versions gave it (`turn_keys.former_keys`): a turn stored under one of
     # them is this turn.
     former: tuple[str, ...] = field(default=(), compare=False)
     # How the turn an earlier call stored before it is found, when it starts its session in
