@@ -220,7 +220,13 @@ class Server:
 
 
 @pytest.fixture
-def server() -> Iterator[Server]:
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+    from octobrain.knowledge import service
+    from octobrain.knowledge.by_url import ByUrl
+
+    # A URL read a moment ago is answered as it was (`service._FETCHED`): a port an earlier
+    # test's server had must not answer with that server's page.
+    monkeypatch.setattr(service, "_FETCHED", ByUrl(kept=8, budget=32 << 20, seconds=300))
     srv = Server()
     try:
         yield srv

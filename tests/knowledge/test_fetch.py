@@ -335,3 +335,25 @@ def test_a_broken_http_answer_is_said_in_words(
     listener.close()
     message = str(refused.value)
     assert f"the server's answer {said}" in message and "Error" not in message, message
+
+
+def test_a_url_read_again_within_minutes_is_not_fetched_again_and_later_is(
+    make_knowledge: MakeKnowledge, server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Paging through a URL (`read`, a call a page) fetched it again for every page.
+    from octobrain.knowledge import by_url
+
+    server.routes["/guide"] = (200, {"Content-Type": "text/plain"}, b"Rotate the keys.\n")
+    now = [1000.0]
+    monkeypatch.setattr(by_url.time, "monotonic", lambda: now[0])
+    k = make_knowledge(allow_private_hosts=LOCAL)
+    assert "Rotate the keys." in k.read(server.url("/guide")).text
+    server.routes["/guide"] = (200, {"Content-Type": "text/plain"}, b"Keys are rotated weekly.\n")
+    now[0] += 299
+    again = make_knowledge(allow_private_hosts=LOCAL).read(server.url("/guide"))
+    assert "Rotate the keys." in again.text and server.hits["/guide"] == 1  # the same copy
+    now[0] += 2  # 5 minutes past the fetch: what the page says now
+    assert "rotated weekly" in k.read(server.url("/guide")).text
+    assert server.hits["/guide"] == 2
+    with pytest.raises(InvalidInput, match=r"^source: refusing 127\.0\.0\.1"):
+        make_knowledge().read(server.url("/guide"))  # kept under the settings that fetched it

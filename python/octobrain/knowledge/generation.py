@@ -28,6 +28,12 @@ class ChunkCapExceeded(InvalidInput):
         super().__init__("source", rule)
 
 
+def cut_settings(k: KnowledgeConfig) -> tuple[int, ...]:
+    """The settings that decide how a document is cut into chunks (and so a refusal for
+    their number)."""
+    return (k.chunk_size, k.chunk_overlap, k.parent_size, k.max_source_chunks)
+
+
 def content_hash(text: str) -> str:
     """SHA-256 of the extracted text: what decides whether a source changed."""
     return hashlib.sha256(text.encode()).hexdigest()

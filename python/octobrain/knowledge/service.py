@@ -21,6 +21,7 @@ from octobrain.embed.factory import embedder_from_config
 from octobrain.embed.tokens import TokenCounter, input_window
 from octobrain.errors import InvalidInput
 from octobrain.knowledge.by_file import ByFile
+from octobrain.knowledge.by_url import ByUrl
 from octobrain.knowledge.extract import (
     DocType,
     Document,
@@ -33,6 +34,7 @@ from octobrain.knowledge.generation import (
     ChunkCapExceeded,
     Progress,
     content_hash,
+    cut_settings,
     embed_rows,
     new_rows,
 )
@@ -71,14 +73,6 @@ from octobrain.store.schema import SOURCES, check_knowledge
 from octobrain.store.sql import sql_str, visible_scopes
 from octobrain.times import utcnow
 
-
-def _cut(config: Config) -> tuple[int, ...]:
-    """The settings that decide how a document is cut into chunks (and so a refusal for
-    their number)."""
-    k = config.knowledge
-    return (k.chunk_size, k.chunk_overlap, k.parent_size, k.max_source_chunks)
-
-
 # Local files refused for their chunk count: naming one again, unchanged, is refused after a
 # `stat` instead of reading, extracting and cutting it again (a 45 MB file of one line: 1.35 s
 # of CPU every call).
@@ -88,6 +82,8 @@ _REFUSED: ByFile[str] = ByFile(kept=256, budget=1 << 20)
 # bytes the text takes, not its characters: one character past U+FFFF makes Python hold every
 # character of the text in 4 bytes.
 _EXTRACTED: ByFile[Document] = ByFile(kept=8, budget=64 << 20)
+# And from URLs, for 5 minutes after the fetch: paging through a URL fetched it again a page.
+_FETCHED: ByUrl[Document] = ByUrl(kept=8, budget=32 << 20, seconds=300)
 
 
 class Knowledge:
@@ -209,13 +205,16 @@ class Knowledge:
                 raise InvalidInput("source", f"no stored note {ref.key!r} in this session")
             check_knowledge(rows[0], SOURCES)  # never a changed text shown as the note's
             return document_from_text(ref.uri, rows[0]["text"])
-        limit = (self.config.knowledge.max_source_bytes,)
-        known = _EXTRACTED.get(ref, limit)
-        if known is not None:  # the same file, unchanged: its text as extracted before
+        k = self.config.knowledge
+        limit = (k.max_source_bytes, k.max_redirects, k.allow_private_hosts)
+        # The same file, unchanged, or the same URL fetched a moment ago: the text as before.
+        known = _EXTRACTED.get(ref, limit) or _FETCHED.get(ref, limit)
+        if known is not None:
             return known
         fetched = self._fetch(ref)
         document = extract(fetched, limit[0])
-        _EXTRACTED.add(fetched, limit, document, sys.getsizeof(document.text))
+        for kept in (_EXTRACTED, _FETCHED):
+            kept.add(fetched, limit, document, sys.getsizeof(document.text))
         return document
 
     # ---- indexing -------------------------------------------------------------------------
@@ -252,7 +251,7 @@ class Knowledge:
         now = utcnow()
         if existing is not None and lazy and not force and self._fresh(ref, existing, now):
             return IndexReport(SourceInfo.from_row(existing), "fresh", 0)
-        known = _REFUSED.get(ref, _cut(self.config))
+        known = _REFUSED.get(ref, cut_settings(self.config.knowledge))
         if known is not None:  # the same file, unchanged: refused again without reading it
             raise InvalidInput("source", known)
         fetched = self._fetch(ref)
@@ -278,7 +277,7 @@ class Knowledge:
         try:
             row, embedded = self._write(document, scope, "", digest, fetched.mtime, size, progress)
         except ChunkCapExceeded as exc:
-            _REFUSED.add(fetched, _cut(self.config), exc.rule, len(exc.rule))
+            _REFUSED.add(fetched, cut_settings(self.config.knowledge), exc.rule, len(exc.rule))
             raise
         return IndexReport(SourceInfo.from_row(row), status, embedded)
 
