@@ -5,13 +5,19 @@ setting and the way out, and deleting notes makes room again."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from octobrain.config import KnowledgeConfig
 from octobrain.errors import InvalidInput
 from octobrain.knowledge import Knowledge, run_command
 
-from .conftest import MakeKnowledge
+from .conftest import SCOPE, CountingEmbedder, MakeKnowledge, config
 
 
 def _store(k: Knowledge, key: str, content: str) -> str:
@@ -77,3 +83,75 @@ def test_the_caps_default_to_a_thousand_notes_and_32_mib() -> None:
     k = KnowledgeConfig()
     assert (k.max_session_notes, k.max_session_note_bytes) == (1_000, 32 * 1024 * 1024)
     assert k.max_scope_notes == 10_000
+
+
+class _MeetingEmbedder(CountingEmbedder):
+    """Embeds only when `parties` calls embed at once: each store has passed the check made
+    before embedding when any of them commits (as stores from several agents' processes at
+    once do while a slow model embeds)."""
+
+    def __init__(self, parties: int) -> None:
+        super().__init__()
+        self.meeting = threading.Barrier(parties, timeout=60)
+
+    def embed_documents(self, texts: Sequence[str]) -> Any:
+        self.meeting.wait()
+        return super().embed_documents(texts)
+
+
+def _at_once(stores: list[Callable[[], object]]) -> tuple[int, list[str]]:
+    """Run `stores` in threads of their own at once: (how many stored, the refusals)."""
+    done: list[object] = []
+    refused: list[str] = []
+
+    def run(store: Callable[[], object]) -> None:
+        try:
+            done.append(store())
+        except InvalidInput as exc:
+            refused.append(str(exc))
+
+    threads = [threading.Thread(target=run, args=(store,)) for store in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return len(done), refused
+
+
+@pytest.mark.parametrize(
+    ("cap", "sessions", "key", "rule"),
+    [
+        ({"max_session_notes": 2}, ["s1"] * 4, "n{i}", "knowledge.max_session_notes (2)"),
+        ({"max_session_note_bytes": 110}, ["s1"] * 4, "n{i}", "max_session_note_bytes (110)"),
+        ({"max_scope_notes": 2}, ["a", "b", "c", "d"], "n{i}", "knowledge.max_scope_notes (2)"),
+        ({}, ["s1"] * 4, "plan", "'plan' already exists in this session"),
+    ],
+)
+def test_notes_stored_at_once_keep_within_the_caps(
+    tmp_path: Path, cap: dict[str, int], sessions: list[str], key: str, rule: str
+) -> None:
+    # The caps (and the key already used) were checked before embedding, outside the write
+    # lock: four stores at once each passed, and a cap of 2 notes kept 4 (a key: the last
+    # of four stores kept, the others replaced without a word).
+    embedder = _MeetingEmbedder(len(sessions))
+    facades = [
+        Knowledge(
+            SCOPE,
+            config=config(**cap),
+            embedder=embedder,  # type: ignore[arg-type]
+            uri=tmp_path / "db",
+            session_id=session,
+        )
+        for session in sessions
+    ]
+    stores = [
+        partial(k.store, key.format(i=i), f"Note {i}: rotate the staging keys. " + "x" * 20)
+        for i, k in enumerate(facades)
+    ]
+    kept, refused = _at_once(stores)
+    fits = 1 if key == "plan" else 2
+    assert (kept, len(refused)) == (fits, len(sessions) - fits), refused
+    assert all(rule in message for message in refused), refused
+    notes = facades[0].kstore.scan_sources("session_id != ''")
+    assert len(notes) == fits
+    assert facades[0].kstore.count_chunks() == fits  # nothing of a refused note written

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from octobrain.errors import InvalidInput
-from octobrain.store.sql import sql_str
+from octobrain.knowledge.sources import STORED_PREFIX
+from octobrain.store.sql import sql_str, visible_scopes
 
 if TYPE_CHECKING:
     from octobrain.config.schema import KnowledgeConfig
@@ -18,13 +19,21 @@ if TYPE_CHECKING:
 
 
 def check_room(
-    kstore: KnowledgeStore, scope: str, session: str, size: int, config: KnowledgeConfig
+    kstore: KnowledgeStore, scope: str, session: str, uri: str, size: int, config: KnowledgeConfig
 ) -> None:
-    """`InvalidInput` when a note of `size` bytes would take `session`'s notes past either
-    cap (one light read of its source rows: sizes, no texts), or `scope`'s notes of every
-    session past `max_scope_notes` (a count). Expired notes are purged before, so they do not
-    count."""
+    """`InvalidInput` when `session` already keeps a note `uri` that `scope` sees, or a note
+    of `size` bytes would take `session`'s notes past either cap (one light read of its
+    source rows: sizes, no texts), or `scope`'s notes of every session past
+    `max_scope_notes` (a count). Expired notes are purged before, so they do not count.
+
+    Called before the note is embedded (a refusal costs no embedding) and again under the
+    write lock of its commit (`KnowledgeStore.replace_source`), where N stores at once are
+    checked one after another: before, each passed the one check, and a cap was passed by
+    N-1 notes, a key stored twice (the second replacing the first)."""
     rows = kstore.scan_sources(f"session_id = {sql_str(session)}")
+    if any(row["uri"] == uri and row["scope"] in visible_scopes(scope) for row in rows):
+        key = uri.removeprefix(STORED_PREFIX)
+        raise InvalidInput("key", f"{key!r} already exists in this session; delete it first")
     held = sum(int(row["size_bytes"]) for row in rows)
     delete = (
         "delete notes this session no longer needs (the knowledge command `delete` with their "

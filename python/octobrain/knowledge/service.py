@@ -9,7 +9,7 @@ URL is older than `outdating_days`, and re-embedded only when its content hash c
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -296,10 +296,11 @@ class Knowledge:
         mtime: float,
         size: int,
         progress: Progress | None,
+        check: Callable[[], None] | None = None,
     ) -> tuple[dict[str, Any], int]:
         source_row, chunk_rows = self._new_rows(document, scope, session_id, digest, mtime, size)
         embed_rows(self.embedder, chunk_rows, progress)
-        self.kstore.replace_source(source_row, chunk_rows)
+        self.kstore.replace_source(source_row, chunk_rows, check)
         return source_row, len(chunk_rows)
 
     @reopening
@@ -446,15 +447,14 @@ class Knowledge:
         # A note is read back into later calls like a memory: the same secrets policy.
         content = screen("content", content, self.config.memory.secrets)
         self.kstore.purge_sessions(self._session_cutoff(utcnow()))
-        uri = f"stored://{key}"
-        if any(r["session_id"] == session for r in self._visible_rows(uri)):
-            raise InvalidInput("key", f"{key!r} already exists in this session; delete it first")
-        check_room(self.kstore, self.scope, session, len(content.encode()), self.config.knowledge)
+        uri, size = f"stored://{key}", len(content.encode())
+        room = partial(
+            check_room, self.kstore, self.scope, session, uri, size, self.config.knowledge
+        )
+        room()  # before embedding, and again under the lock of the commit (`replace_source`)
         document = document_from_text(uri, content)
         digest = content_hash(document.text)
-        _, chunks = self._write(
-            document, self.scope, session, digest, 0.0, len(content.encode()), None
-        )
+        _, chunks = self._write(document, self.scope, session, digest, 0.0, size, None, room)
         return StoredNote(key, uri, chunks, session)
 
     @reopening

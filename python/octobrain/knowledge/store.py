@@ -300,15 +300,25 @@ class KnowledgeStore:
 
     # ---- writes ---------------------------------------------------------------------------
 
-    def replace_source(self, source_row: dict[str, Any], chunk_rows: list[dict[str, Any]]) -> None:
+    def replace_source(
+        self,
+        source_row: dict[str, Any],
+        chunk_rows: list[dict[str, Any]],
+        check: Callable[[], None] | None = None,
+    ) -> None:
         """Make `chunk_rows` the chunks of `source_row` atomically (see the module docstring).
-        All chunk rows must carry `source_row["generation"]`."""
+        All chunk rows must carry `source_row["generation"]`. `check` runs first under the
+        write lock, seeing every commit before it: what it raises stops the write, nothing
+        written (a cap checked before it, and so before the embedding, let each of N writers
+        at once pass it)."""
         sid, gen = sql_str(source_row["id"]), sql_str(source_row["generation"])
         # A row of this source whose id (a source row's) or source id (a chunk's) changed on
         # disk reads as another source's, which no delete by id reaches: it goes too, so that
         # indexing again is the repair `doctor` names for it.
         same = _named_as(source_row)
         with self.write_lock():
+            if check is not None:
+                check()
             self.location.check_held()
             if chunk_rows:
                 self.chunks.add(_stamped(chunk_rows, chunk_checksum))
