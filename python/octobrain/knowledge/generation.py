@@ -4,6 +4,8 @@ and embedded, ready for `KnowledgeStore.replace_source` or `add_sources`."""
 from __future__ import annotations
 
 import hashlib
+import logging
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -11,12 +13,13 @@ from typing import Any
 from octobrain.config import KnowledgeConfig
 from octobrain.embed.base import Embedder
 from octobrain.embed.tokens import TokenCounter
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, OctobrainError
 from octobrain.knowledge.chunk import TooManyChunks, chunk_text
 from octobrain.knowledge.extract import Document
 from octobrain.knowledge.store import source_id
 from octobrain.times import utcnow
 
+log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 EMBED_BATCH = 64  # chunks per embedding call (the progress bar's step)
 
@@ -39,13 +42,32 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+class Stopped(OctobrainError):
+    """The call's client cancelled it or is gone: its embedding stopped, nothing written."""
+
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__(
+            f"stopped: the call was cancelled or its client is gone; {done:,} of {total:,} "
+            "chunks embedded, nothing written"
+        )
+
+
 def embed_rows(
-    embedder: Embedder, chunk_rows: list[dict[str, Any]], progress: Progress | None
+    embedder: Embedder,
+    chunk_rows: list[dict[str, Any]],
+    progress: Progress | None,
+    stop: threading.Event | None = None,
 ) -> None:
     """Set the `embedding` of each of `chunk_rows` (`EMBED_BATCH` a call), reporting the
-    chunks done to `progress`."""
+    chunks done to `progress`; `Stopped` before the next batch once `stop` is set (the rows
+    are not written until every one is embedded, so nothing of them is)."""
     texts = [r["content"] for r in chunk_rows]
+    if texts:
+        log.info("embedding %d chunks (the first of %s)", len(texts), chunk_rows[0]["uri"])
     for start in range(0, len(texts), EMBED_BATCH):
+        if stop is not None and stop.is_set():
+            log.info("embedding of %s stopped at chunk %d", chunk_rows[0]["uri"], start)
+            raise Stopped(start, len(texts))
         part = embedder.embed_documents(texts[start : start + EMBED_BATCH])
         for row, vec in zip(chunk_rows[start : start + EMBED_BATCH], part, strict=True):
             row["embedding"] = vec

@@ -9,6 +9,7 @@ URL is older than `outdating_days`, and re-embedded only when its content hash c
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
@@ -112,6 +113,7 @@ class Knowledge:
         self._index: ChunkIndex | None = None
         # URLs fetched before the call (the MCP server's; None: fetch inline): see prefetch.py.
         self.prefetched: dict[str, Fetched] | None = None
+        self.stop: threading.Event | None = None  # set: embedding stops (`generation.Stopped`)
 
     @property
     def kstore(self) -> KnowledgeStore:
@@ -299,7 +301,7 @@ class Knowledge:
         check: Callable[[], None] | None = None,
     ) -> tuple[dict[str, Any], int]:
         source_row, chunk_rows = self._new_rows(document, scope, session_id, digest, mtime, size)
-        embed_rows(self.embedder, chunk_rows, progress)
+        embed_rows(self.embedder, chunk_rows, progress, self.stop)
         self.kstore.replace_source(source_row, chunk_rows, check)
         return source_row, len(chunk_rows)
 
@@ -327,7 +329,7 @@ class Knowledge:
             )
             sources.append(source_row)
             chunks.extend(chunk_rows)
-        embed_rows(self.embedder, chunks, progress)
+        embed_rows(self.embedder, chunks, progress, self.stop)
         self.kstore.add_sources(sources, chunks)
         return len(chunks)
 

@@ -39,6 +39,7 @@ from octobrain.server.scoping import (
     lock_from_roots,
     scope_argument,
 )
+from octobrain.server.stoppable import in_thread
 from octobrain.server.wire import known_method, named_params
 from octobrain.store.manifest import read_failure
 
@@ -277,18 +278,14 @@ class OctobrainServer:
             work = partial(handlers.knowledge, arguments=arguments)
             roots = self.workspace.local_roots(lock, self.pool.config.knowledge.allow_paths)
             knowledge = partial(self.pool.call_knowledge, scope, workdir, session_id, work, roots)
-            try:
-                return await anyio.to_thread.run_sync(
-                    partial(knowledge, prefetched={}), limiter=_limiter("knowledge")
-                )
+            try:  # (stopped between batches when the client cancels the call or is gone)
+                return await in_thread(partial(knowledge, {}), _limiter("knowledge"))
             except FetchFirst as first:  # a URL is fetched holding no lock (prefetch.py)
                 ref, fetch = first.ref, first.fetch
             async with _limiter("fetch"):  # its body kept until the call has used it
                 fetched = await anyio.to_thread.run_sync(fetch)
-                return await anyio.to_thread.run_sync(
-                    partial(knowledge, prefetched={ref.uri: fetched}),
-                    limiter=_limiter("knowledge"),
-                )
+                got = partial(knowledge, {ref.uri: fetched})
+                return await in_thread(got, _limiter("knowledge"))
         session_id = lock.session_id if lock is not None else ""
 
         async def in_pool(body: Callable[[Brain], T]) -> T:

@@ -219,11 +219,14 @@ class BrainPool:
         fn: Callable[[Knowledge], T],
         local_roots: tuple[Path, ...] | None = None,
         prefetched: dict[str, Fetched] | None = None,
+        stop: threading.Event | None = None,
     ) -> T:
         """Run `fn` with the knowledge facade of (scope, session), sharing the model and store:
         "" is the pool's default session, None none (a facade without session notes). Local
         files are read only under `local_roots` (None: anywhere). Given `prefetched`, the call
         fetches no URL under the lock: one it needs and the map lacks raises `FetchFirst`.
+        Once `stop` is set (its client cancelled the call or is gone), its embedding stops at
+        the next batch, nothing written (`Stopped`).
 
         Only finding the facade holds the pool lock: indexing a long document runs under the
         knowledge lock, so memory calls (`remember`, `memorize`) keep answering meanwhile."""
@@ -248,7 +251,7 @@ class BrainPool:
                 _keep(self._knowledge, key, knowledge)
         with self._knowledge_lock:
             before = resident_bytes()
-            knowledge.prefetched = prefetched
+            knowledge.prefetched, knowledge.stop = prefetched, stop
             try:
                 return fn(knowledge)
             except Exception as exc:
@@ -257,7 +260,7 @@ class BrainPool:
                 traceback.clear_frames(exc.__traceback__)
                 raise
             finally:
-                knowledge.prefetched = None
+                knowledge.prefetched, knowledge.stop = None, None
                 after = resident_bytes()
                 if before is not None and after is not None and after - before > TRIM_AFTER:
                     trim_heap()  # (a document read and cut: what it held stays with malloc)

@@ -1,0 +1,64 @@
+"""A knowledge call its MCP client cancels stops at the next batch of its embedding, writing
+nothing: the real server process over stdio, the SDK's own client sending the cancel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from octobrain.embed.factory import get_embedder
+from octobrain.knowledge.store import KnowledgeStore
+from tests.server_support import PROJECT_A, call, octobrain_cmd, run, server_env
+
+
+def _long_document(path: Path, sections: int = 400) -> Path:
+    """About 3.6 MB of Markdown: some 4,000 chunks, seconds of embedding."""
+    body = " ".join(
+        f"Worker {n} restarts after the deploy and reports its health." for n in range(15)
+    )
+    parts = [f"## Section {s}\n\n" + "\n\n".join([body] * 10) for s in range(sections)]
+    path.write_text("# Operations handbook\n\n" + "\n\n".join(parts) + "\n")
+    return path
+
+
+def test_a_cancelled_index_stops_and_writes_nothing(tmp_path: Path) -> None:
+    # The call ran in a worker thread the SDK's cancel could not reach: the whole document was
+    # embedded and committed for a client that no longer wanted it, every other knowledge
+    # call of the server waiting behind it.
+    project = tmp_path / "project"
+    project.mkdir()
+    big = _long_document(project / "handbook.md")
+    data = tmp_path / "data"
+    log = tmp_path / "server.log"
+    cmd = octobrain_cmd("mcp", "-v")
+    params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=server_env(data), cwd=project)
+
+    async def body() -> None:
+        with log.open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                index = {"command": "search", "query": "worker health", "source": big.name}
+
+                async def search() -> None:
+                    await call(client, "knowledge", **index, scope=PROJECT_A)
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(search)
+                    with anyio.fail_after(120):  # a guard: the embedding never started
+                        while "embedding " not in log.read_text():
+                            await anyio.sleep(0.05)
+                    group.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+                note = {"command": "store", "key": "after", "content": "Cancelled the index."}
+                with anyio.fail_after(120):  # (waits for the knowledge lock the index held)
+                    error, reply = await call(client, "knowledge", **note, scope=PROJECT_A)
+                assert not error, reply
+
+    run(body)
+    embedder = get_embedder("hash:64")
+    store = KnowledgeStore(data / "db", embedder.model_id, embedder.dim)
+    assert [row["uri"] for row in store.scan_sources()] == ["stored://after"]
+    assert store.count_chunks() == 1  # the note's: no chunk of the document, none orphaned
+    said = log.read_text()
+    assert "stopped at chunk" in said, said[-2000:]
