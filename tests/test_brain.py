@@ -145,6 +145,21 @@ def test_another_projects_words_do_not_move_a_projects_ranking_or_relevance(
     assert answers[0][0][0] == "Zebrafish imaging"
 
 
+def test_words_about_code_find_the_identifier_that_holds_them(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    brain.memorize(
+        "Pool settings", "Raise max_connections in pgbouncer.ini; pool.get_connection() timed out."
+    )
+    brain.memorize(*TOKEN_BUCKET)
+    brain.memorize(*POSTGRES)
+    for query in ("pgbouncer", "max connections", "get connection", "pgbouncer.ini"):
+        hits = brain.remember(query, limit=3, min_relevance=0.0).hits
+        (pool,) = [h for h in hits if h.memory.title == "Pool settings"]
+        # (The hash embedder's vectors are noise: the words decide.)
+        assert "bm25 #1" in pool.why and "words 100%" in pool.why, (query, pool.why)
+        assert pool.relevance == max(h.relevance for h in hits), query
+
+
 def test_updating_a_global_row_from_a_project_keeps_it_global(make_brain: MakeBrain) -> None:
     brain = make_brain()
     mem, _ = brain.memorize(*POSTGRES, global_=True)

@@ -205,6 +205,7 @@ def words_and_compounds(text: str) -> list[str]:
                 run = []
             run.append(seg)
             out.append(seg)
+            out += identifier_parts(seg)
             hyphen = False
         elif not hyphen and run and len(seg) == 1 and seg in _HYPHENS:
             hyphen = True
@@ -213,6 +214,22 @@ def words_and_compounds(text: str) -> list[str]:
             run, hyphen = [], False
     out += ["".join(run)] if len(run) > 1 else []
     return out
+
+
+def identifier_parts(word: str) -> list[str]:
+    """The parts of an identifier word (`max_connections`, `pgbouncer.ini`) of three or more
+    characters, or none when that leaves the word whole: cut at `_`, and at `.`/`:` without
+    digits on both sides."""
+    parts = [""]
+    for i, c in enumerate(word):
+        near = (word[i - 1] if i else "", word[i + 1] if i + 1 < len(word) else "")
+        digits = all(n and unicodedata.category(n)[0] == "N" for n in near)
+        if c == "_" or (c in ".:" and not digits):
+            parts.append("")
+        else:
+            parts[-1] += c
+    kept = [p for p in parts if len(p) >= 3 and _is_word(p)]
+    return kept if kept != [word] else []
 
 
 def _segments(text: str) -> list[str]:

@@ -27,6 +27,7 @@ ALPHABET = (
     "ﬁﬂＡＢａｂ１２\u2019\u2018·\u00a0\u200b\u200dⅫⅻ²µİ"
 )
 WORDS = ["the", "running", "cells", "café", "don't", "3.14", "is", "a_b", "Ελλάδα", "x"]
+WORDS += ["max_connections", "pgbouncer.ini", "os.path", "v2.3", "e.g.", "__init__", "été_été"]
 texts = st.text(alphabet=ALPHABET, max_size=40) | st.lists(st.sampled_from(WORDS)).map(" ".join)
 
 
@@ -75,6 +76,15 @@ def test_hyphenated_compound_matches_its_other_spellings() -> None:
     assert analyze(["TNF-α anti-inflammatory"]) == [
         ["tnf", "alpha", "tnfalpha", "anti", "inflammatori", "antiinflammatori"]
     ]
+
+
+def test_words_about_code_meet_the_identifier_that_holds_them() -> None:
+    """`pgbouncer` finds `pgbouncer.ini` and `max connections` finds `max_connections`;
+    numbers, versions and abbreviations stay whole."""
+    doc = set(analyze(["Set max_connections in pgbouncer.ini for os.path.join"])[0])
+    for query in ("pgbouncer", "max connections", "max_connections", "path join"):
+        assert set(analyze([query])[0]) <= doc, query
+    assert analyze(["v2.3.1 3.14 e.g. U.S."], stem=False) == [["v2.3.1", "3.14", "e.g", "u.s"]]
 
 
 def test_greek_symbols_meet_their_spelled_names() -> None:

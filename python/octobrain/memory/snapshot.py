@@ -65,9 +65,9 @@ from octobrain.memory.page_check import BLOCK, PageCheck, block_crcs, in_backgro
 
 log = logging.getLogger(__name__)
 
-# 5: each edge's checksum (4: each row's; 3: row addresses and the edges; 2: the BM25 index as
-# memory-mapped arrays; 1: one file)
-FORMAT = 5
+# 6: identifier parts among the BM25 terms (5: each edge's checksum; 4: each row's; 3: row
+# addresses and the edges; 2: the BM25 index as memory-mapped arrays; 1: one file)
+FORMAT = 6
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 _CHUNK = 8 << 20
