@@ -3,11 +3,15 @@ the look stays cheap however many versions a store keeps."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from octobrain.store.watch import StoreWatch
+from tests.server_support import hash_pool
 
 
 def _store(root: Path, versions: int) -> Path:
@@ -86,3 +90,18 @@ def test_a_fifo_among_any_tables_new_files_is_a_change(tmp_path: Path) -> None:
     watch.changed()
     os.mkfifo(edges / "_deletions" / "4-5-6.arrow")
     assert watch.changed() is True
+
+
+def test_a_knowledge_call_that_makes_its_tables_is_not_taken_for_a_change_underneath(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The first note a server stores makes the knowledge tables; the next call took them for
+    # another process's change and reopened the whole store, dropping every scope's Brain.
+    pool = hash_pool(tmp_path / "db")
+    scope = "github.com/acme/api"
+    pool.call(scope, None, lambda brain: brain.memorize("Rate limits", "100 requests a minute."))
+    pool.call_knowledge(scope, None, "", lambda k: k.store("runbook", "Restart the worker."))
+    with caplog.at_level(logging.INFO, logger="octobrain.server.pool"):
+        hits = pool.call(scope, None, lambda brain: brain.remember("rate limits").hits)
+    assert [h.memory.title for h in hits][:1] == ["Rate limits"]
+    assert "changed underneath" not in caplog.text

@@ -261,9 +261,21 @@ class BrainPool:
                 raise
             finally:
                 knowledge.prefetched, knowledge.stop = None, None
+                self._note_own_tables()
                 after = resident_bytes()
                 if before is not None and after is not None and after - before > TRIM_AFTER:
                     trim_heap()  # (a document read and cut: what it held stays with malloc)
+
+    def _note_own_tables(self) -> None:
+        """After a knowledge call: the tables its first note or index made are its own, not
+        another process's change (which would reopen the store and drop every Brain). Only if
+        the pool lock is free: a command the resident service runs holds it to its end, and
+        the call's answer does not wait for that (the next call then reopens, as before)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self.note_store()
+            finally:
+                self._lock.release()
 
     def embed(self, work: Callable[[], T]) -> T:
         """Run an `ingest`'s embedding (`IngestPlan.embed`) outside the pool lock, one at a
