@@ -3,15 +3,22 @@ nothing: the real server process over stdio, the SDK's own client sending the ca
 
 from __future__ import annotations
 
+import threading
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
+import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from octobrain.embed.base import EMBED_BATCH
 from octobrain.embed.factory import get_embedder
+from octobrain.errors import Stopped
 from octobrain.knowledge.store import KnowledgeStore
-from tests.server_support import PROJECT_A, call, octobrain_cmd, run, server_env
+from octobrain.server import handlers
+from tests.server_support import PROJECT_A, call, hash_pool, octobrain_cmd, run, server_env
 
 
 def _long_document(path: Path, sections: int = 400) -> Path:
@@ -61,4 +68,28 @@ def test_a_cancelled_index_stops_and_writes_nothing(tmp_path: Path) -> None:
     assert [row["uri"] for row in store.scan_sources()] == ["stored://after"]
     assert store.count_chunks() == 1  # the note's: no chunk of the document, none orphaned
     said = log.read_text()
-    assert "stopped at chunk" in said, said[-2000:]
+    assert "chunks embedded, nothing written" in said, said[-2000:]
+
+
+def test_a_cancelled_ingest_stops_embedding_between_batches(tmp_path: Path) -> None:
+    # `ingest` embedded a conversation's turns in one go, outside the pool lock: a client that
+    # cancelled a 500-turn call (seconds with the bundled model) kept the one embedding place
+    # every other ingest waits for until all of it was done. The same stop as a knowledge call.
+    pool = hash_pool(tmp_path / "db")
+    turns = [{"speaker": "ann", "text": f"Deploy step {i} went fine."} for i in range(200)]
+    arguments = {"conversation": "deploys", "turns": turns}
+    plan = pool.call(PROJECT_A, None, partial(handlers.plan_ingest, arguments=arguments))
+    stop, calls = threading.Event(), []
+    embedder = plan.embedder
+
+    class Cancelled:  # the client cancels while the first batch is being embedded
+        def embed_documents(self, texts: list[str]) -> Any:
+            calls.append(len(texts))
+            stop.set()
+            return embedder.embed_documents(texts)
+
+    plan.embedder = Cancelled()  # type: ignore[assignment]
+    with pytest.raises(Stopped, match=f"{EMBED_BATCH} of 200 turns embedded, nothing written"):
+        pool.embed(partial(plan.embed, stop))
+    assert calls == [EMBED_BATCH]
+    assert pool.call(PROJECT_A, None, lambda brain: brain.recent(10)) == []

@@ -32,6 +32,16 @@ class InvalidInput(OctobrainError, ValueError):
         self.rule = rule
 
 
+class Stopped(OctobrainError):
+    """The call's client cancelled it or is gone: its embedding stopped, nothing written."""
+
+    def __init__(self, done: int, total: int, unit: str) -> None:
+        super().__init__(
+            f"stopped: the call was cancelled or its client is gone; {done:,} of {total:,} "
+            f"{unit} embedded, nothing written"
+        )
+
+
 class ConfigError(InvalidInput):
     """A configuration value broke a rule. The message names the file (or env var) and the key.
 

@@ -17,17 +17,30 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from octobrain.errors import EmbeddingError, InvalidInput
+from octobrain.errors import EmbeddingError, InvalidInput, Stopped
 
-__all__ = ["BaseEmbedder", "Embedder", "EmbedderView", "Kind", "Vectors", "model_prefixes"]
+if TYPE_CHECKING:
+    import threading
+
+__all__ = [
+    "EMBED_BATCH",
+    "BaseEmbedder",
+    "Embedder",
+    "EmbedderView",
+    "Kind",
+    "Vectors",
+    "in_batches",
+    "model_prefixes",
+]
 
 Vectors = npt.NDArray[np.float32]
+EMBED_BATCH = 64  # texts per call where a long embedding reports progress and can stop
 Kind = Literal["query", "document"]
 
 # fastembed matches names case-insensitively, so its ids are lowercased: one model, one id.
@@ -183,3 +196,15 @@ class BaseEmbedder(ABC):
             one: Vectors = self._run([query], "query")[0]
             return one
         return self._run(_check_texts(query, "query"), "query")
+
+
+def in_batches(
+    embedder: Embedder, texts: Sequence[str], unit: str, stop: threading.Event | None = None
+) -> Iterator[tuple[int, Vectors]]:
+    """The document vectors of `texts`, `EMBED_BATCH` a call: (first index, vectors). Once
+    `stop` is set (the call's client cancelled it or is gone), `Stopped` before the next
+    batch, counting what was done in `unit`s."""
+    for start in range(0, len(texts), EMBED_BATCH):
+        if stop is not None and stop.is_set():
+            raise Stopped(start, len(texts), unit)
+        yield start, embedder.embed_documents(texts[start : start + EMBED_BATCH])

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from octobrain.config import KnowledgeConfig
-from octobrain.embed.base import Embedder
+from octobrain.embed.base import Embedder, in_batches
 from octobrain.embed.tokens import TokenCounter
-from octobrain.errors import InvalidInput, OctobrainError
+from octobrain.errors import InvalidInput, Stopped
 from octobrain.knowledge.chunk import TooManyChunks, chunk_text
 from octobrain.knowledge.extract import Document
 from octobrain.knowledge.store import source_id
@@ -21,7 +21,6 @@ from octobrain.times import utcnow
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
-EMBED_BATCH = 64  # chunks per embedding call (the progress bar's step)
 
 
 class ChunkCapExceeded(InvalidInput):
@@ -42,37 +41,27 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-class Stopped(OctobrainError):
-    """The call's client cancelled it or is gone: its embedding stopped, nothing written."""
-
-    def __init__(self, done: int, total: int) -> None:
-        super().__init__(
-            f"stopped: the call was cancelled or its client is gone; {done:,} of {total:,} "
-            "chunks embedded, nothing written"
-        )
-
-
 def embed_rows(
     embedder: Embedder,
     chunk_rows: list[dict[str, Any]],
     progress: Progress | None,
     stop: threading.Event | None = None,
 ) -> None:
-    """Set the `embedding` of each of `chunk_rows` (`EMBED_BATCH` a call), reporting the
+    """Set the `embedding` of each of `chunk_rows` (`in_batches`), reporting the
     chunks done to `progress`; `Stopped` before the next batch once `stop` is set (the rows
     are not written until every one is embedded, so nothing of them is)."""
     texts = [r["content"] for r in chunk_rows]
     if texts:
         log.info("embedding %d chunks (the first of %s)", len(texts), chunk_rows[0]["uri"])
-    for start in range(0, len(texts), EMBED_BATCH):
-        if stop is not None and stop.is_set():
-            log.info("embedding of %s stopped at chunk %d", chunk_rows[0]["uri"], start)
-            raise Stopped(start, len(texts))
-        part = embedder.embed_documents(texts[start : start + EMBED_BATCH])
-        for row, vec in zip(chunk_rows[start : start + EMBED_BATCH], part, strict=True):
-            row["embedding"] = vec
-        if progress is not None:
-            progress(min(len(texts), start + EMBED_BATCH), len(texts))
+    try:
+        for start, part in in_batches(embedder, texts, "chunks", stop):
+            for row, vec in zip(chunk_rows[start : start + len(part)], part, strict=True):
+                row["embedding"] = vec
+            if progress is not None:
+                progress(start + len(part), len(texts))
+    except Stopped as stopped:
+        log.info("embedding of %s %s", chunk_rows[0]["uri"], stopped)
+        raise
 
 
 def new_rows(

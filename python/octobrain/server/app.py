@@ -300,7 +300,9 @@ class OctobrainServer:
         # `forget`) are embedded the same way, never under the lock.
         plan = await in_pool(partial(handlers.plan_ingest, arguments=arguments))
         for _ in range(INGEST_ROUNDS):
-            await anyio.to_thread.run_sync(self.pool.embed, plan.embed, limiter=_limiter("embed"))
+            await in_thread(
+                lambda stop: self.pool.embed(partial(plan.embed, stop)), _limiter("embed")
+            )
             reply = await in_pool(partial(handlers.ingest, plan=plan, last=False))
             if reply is not None:
                 return reply

@@ -18,6 +18,8 @@ from octobrain.safe_text import client_text, one_line
 from octobrain.server.schemas import INGEST_BYTES, INGEST_TURNS, KNOWLEDGE_COMMANDS, SOURCES
 
 if TYPE_CHECKING:
+    import threading
+
     import numpy as np
 
     from octobrain.embed.base import Embedder
@@ -133,13 +135,15 @@ class IngestPlan:
     texts: list[str]
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def embed(self) -> None:
+    def embed(self, stop: threading.Event | None = None) -> None:
         """The embeddings of `texts`, added to `vectors` (the embedder is safe to share across
-        threads)."""
+        threads); `Stopped` between batches once `stop` is set (the call's client cancelled
+        it or is gone: nothing of it is written)."""
+        from octobrain.embed.base import in_batches
+
         texts = [t for t in dict.fromkeys(self.texts) if t not in self.vectors]
-        if texts:
-            embedded = self.embedder.embed_documents(texts)
-            self.vectors.update(zip(texts, embedded, strict=True))
+        for start, part in in_batches(self.embedder, texts, "turns", stop):
+            self.vectors.update(zip(texts[start : start + len(part)], part, strict=True))
 
 
 def plan_ingest(brain: Brain, arguments: dict[str, Any]) -> IngestPlan:

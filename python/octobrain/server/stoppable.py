@@ -6,7 +6,7 @@ is gone (a session the resident service hosts ended, an HTTP client away). A han
 its end for no one (an index of a large file embedded every chunk and committed them, holding
 the knowledge lock). `in_thread` hands the work an event set when the handler is cancelled;
 work that loops over batches looks at it between batches and stops before writing anything
-(`knowledge.generation.Stopped`). The handler still waits for the thread, so the call's place
+(`errors.Stopped`). The handler still waits for the thread, so the call's place
 among the worker threads is held until the work has stopped.
 """
 
