@@ -128,6 +128,28 @@ def test_link_ends_of_a_goal_close_are_checked_under_the_lock(
     assert not [e for e in all_edges(make_brain()).values() if x.id in (e.source_id, e.target_id)]
 
 
+def test_linking_a_pair_again_or_at_once_keeps_one_edge(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: `memory relate A B` run again (the retry after "its effect is unknown"), or by
+    # another session at the same moment, stored the link a second time: `graph` listed it
+    # twice. Now the link is looked for under the write lock; the edge there is the answer.
+    brain, other = make_brain(), make_brain()
+    a, _ = brain.memorize("Deploy freeze", "Deploys freeze on Fridays at noon.")
+    b, _ = brain.memorize("Release train", "Releases are cut on Tuesdays from main.")
+    beside: list[Any] = []
+    before_lock(monkeypatch, brain, lambda: beside.append(other.relate(a.id, b.id, "depends_on")))
+    first = brain.relate(a.id, b.id, "depends_on")
+    again = brain.relate(a.id, b.id[:8], "depends_on", strength=0.3)
+    assert first == again == beside[0]
+    edges = list(all_edges(make_brain()).values())
+    assert edges == [first] and first.strength == 0.8
+    assert brain.graph(a.id, 1)[1] == [first]
+    # Another type is another link.
+    brain.relate(a.id, b.id, "related_to")
+    assert len(all_edges(make_brain())) == 2
+
+
 # ---- the model ------------------------------------------------------------------------------
 
 

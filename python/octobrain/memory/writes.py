@@ -271,7 +271,8 @@ class Writes(BrainBase):
         strength: float = 0.8,
         description: str = "",
     ) -> Relationship:
-        """Link two visible memories; the edge lives in the source memory's scope."""
+        """Link two visible memories; the edge lives in the source memory's scope. A link of
+        this type between them already there is returned as it is (nothing is added)."""
         src, tgt = self.resolve_id(source_id, "source_id"), self.resolve_id(target_id, "target_id")
         found = self.store.get_many([src, tgt], self.scope)
         for name, mid in (("source_id", src), ("target_id", tgt)):
@@ -291,8 +292,7 @@ class Writes(BrainBase):
         rel = Relationship(
             src, tgt, link.relationship_type, link.strength, link.description, found[src].scope
         )
-        self.store.add_relationships([rel], ends_held=True)
-        return rel
+        return self.store.link_once(rel)
 
     def forget(self, memory_ids: Sequence[str], *, confirm: bool) -> int:
         """Delete memories (and their edges). Needs `confirm=True`. They stay in the store's kept

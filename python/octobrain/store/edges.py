@@ -76,6 +76,26 @@ def add_relationships(
             append(store, store.relationships, [schema.relationship_to_row(r) for r in rels])
 
 
+def link_once(store: MemoryStore, rel: Relationship) -> Relationship:
+    """Add the edge `rel` while both its ends are held (`NotFound` otherwise), unless the
+    store already links them with its type: then that edge (the first made) is the answer and
+    nothing is written. Looked for under the write lock, so a link made again (a retry after
+    an unknown outcome) or by two processes at once is one edge, as in one `memorize`."""
+    same = (
+        f"source_id = {sql_str(rel.source_id)} AND target_id = {sql_str(rel.target_id)} "
+        f"AND relationship_type = {sql_str(rel.relationship_type.value)}"
+    )
+    with store.write_lock():
+        store.require_ends([rel], set())
+        columns = store.relationships.schema.names
+        there = scan_arrow(store.relationships, same, columns, None).to_pylist()
+        if there:
+            return min(map(schema.row_to_relationship, there), key=lambda r: (r.created_at, r.id))
+        store.check_commit()
+        append(store, store.relationships, [schema.relationship_to_row(rel)])
+    return rel
+
+
 def delete_relationships(store: MemoryStore, where: str) -> None:
     """Delete the edges matching a predicate (one commit)."""
     with store.write_lock():

@@ -472,6 +472,7 @@ class MemoryStore:
     sources_of = edges.sources_of
     relationships_of = edges.relationships_of
     add_relationships = edges.add_relationships
+    link_once = edges.link_once
     delete_relationships = edges.delete_relationships
     drop_dangling_edges = dangling.drop_dangling_edges
     compact = upkeep.compact
