@@ -11,14 +11,19 @@ on the same store whose write runs just before the call under test takes the wri
 from __future__ import annotations
 
 import io
+import json
 import time
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from lancedb.table import LanceTable
 
+from octobrain.config import Config
+from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.memory import conflicts, transfer
 from octobrain.memory.brain import Brain
@@ -147,6 +152,38 @@ def test_linking_a_pair_again_or_at_once_keeps_one_edge(
     assert brain.graph(a.id, 1)[1] == [first]
     # Another type is another link.
     brain.relate(a.id, b.id, "related_to")
+    assert len(all_edges(make_brain())) == 2
+
+
+def test_an_import_of_a_link_the_store_holds_under_another_id_adds_no_second_edge(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Before: a teammate's export holding A -depends_on-> B, imported while another session
+    # linked the pair here (or a file listing that link twice, under two ids), stored the link
+    # a second (third) time: edges were told apart by id alone. Now by their link too.
+    source = Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=tmp_path / "x")
+    a, _ = source.memorize("Deploy freeze", "Deploys freeze on Fridays at noon.")
+    b, _ = source.memorize("Release train", "Releases are cut on Tuesdays from main.")
+    plain = io.StringIO()
+    transfer.export_jsonl(source, plain)
+    source.relate(a.id, b.id, "depends_on")
+    linked = io.StringIO()
+    transfer.export_jsonl(source, linked)
+    lines = linked.getvalue().splitlines()
+    edge = json.loads(next(line for line in lines if '"relationship"' in line))
+    lines.append(json.dumps({**edge, "id": str(uuid.uuid4())}))  # the link again, another id
+    brain, other = make_brain(), make_brain()
+    transfer.import_jsonl(brain, plain.getvalue().splitlines())
+    beside: list[Any] = []
+    before_lock(monkeypatch, brain, lambda: beside.append(other.relate(a.id, b.id, "depends_on")))
+    report = transfer.import_jsonl(brain, lines)
+    assert (report.relationships, report.relationships_not_stored) == (0, 0)
+    assert list(all_edges(make_brain()).values()) == beside
+    # A link the store does not hold is imported as before.
+    source.relate(b.id, a.id, "related_to")
+    again = io.StringIO()
+    transfer.export_jsonl(source, again)
+    assert transfer.import_jsonl(brain, again.getvalue().splitlines()).relationships == 1
     assert len(all_edges(make_brain())) == 2
 
 

@@ -324,9 +324,9 @@ def check_import(
 
 def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) -> ImportReport:
     """Store the checked memories batch by batch (those whose id the store has are skipped),
-    then the edges between memories the store holds (those whose id it has are skipped), then
-    the consolidation records whose memories and edges this import wrote. `progress` is told
-    of each batch of memories.
+    then the edges between memories the store holds (those whose id or link it has are
+    skipped), then the consolidation records whose memories and edges this import wrote.
+    `progress` is told of each batch of memories.
 
     A record names memories and edges that a sleep pass or an undo will change or delete, so
     one that names any the store held before (or that the file does not hold) is not stored:
@@ -379,7 +379,14 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
                 end_ids = {r.source_id for r in rels} | {r.target_id for r in rels}
                 ends = store.scopes_of(sorted(end_ids))
                 have = store.held_relationships([r.id for r in rels])
-                unheld = [r for r in rels if r.id not in have]
+                # A link held under another edge id (or named twice in the file) is held.
+                linked = store.links_held(rels)
+                unheld = []
+                for r in rels:
+                    link = (r.source_id, r.target_id, r.relationship_type.value)
+                    if r.id not in have and link not in linked:
+                        linked.add(link)
+                        unheld.append(r)
                 new = [r for r in unheld if _within_one_project(r, ends)]
                 store.add_relationships(new)
             edges += len(new)

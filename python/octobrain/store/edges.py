@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from octobrain.store.memories import MemoryStore
 
 
+_LINK = ("source_id", "target_id", "relationship_type")
+
+
 def held_relationships(store: MemoryStore, ids: Sequence[str]) -> set[str]:
     """Which of the edge ids `ids` the store holds (whatever their ends)."""
     return held(store.relationships, ids)
@@ -74,6 +77,19 @@ def add_relationships(
                 store.require_ends(rels, set())
             store.check_commit()
             append(store, store.relationships, [schema.relationship_to_row(r) for r in rels])
+
+
+def links_held(store: MemoryStore, rels: Sequence[Relationship]) -> set[tuple[str, str, str]]:
+    """The links (source id, target id, type) of `rels` the store already holds, under any
+    edge id (their sources read 256 at a time)."""
+    wanted = {(r.source_id, r.target_id, r.relationship_type.value) for r in rels}
+    sources = sorted({r.source_id for r in rels})
+    held_links: set[tuple[str, str, str]] = set()
+    for i in range(0, len(sources), 256):
+        where = sql_in("source_id", sources[i : i + 256])
+        rows = scan_arrow(store.relationships, where, _LINK, None).to_pylist()
+        held_links.update(k for k in (tuple(r[c] for c in _LINK) for r in rows) if k in wanted)
+    return held_links
 
 
 def link_once(store: MemoryStore, rel: Relationship) -> Relationship:

@@ -473,6 +473,7 @@ class MemoryStore:
     relationships_of = edges.relationships_of
     add_relationships = edges.add_relationships
     link_once = edges.link_once
+    links_held = edges.links_held
     delete_relationships = edges.delete_relationships
     drop_dangling_edges = dangling.drop_dangling_edges
     compact = upkeep.compact
