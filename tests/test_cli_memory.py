@@ -170,6 +170,28 @@ def test_update_relate_graph_recent_stats(env: dict[str, str]) -> None:
     assert stats["total"] == 2 and stats["by_type"] == {"goal": 1, "code": 1}
 
 
+def test_unrelate_removes_a_wrong_link_and_keeps_the_memories(env: dict[str, str]) -> None:
+    # A link made by mistake (`relate`, or `memorize --related-to`) had no way out short of
+    # forgetting a memory: every `remember` kept bringing the wrong neighbour along.
+    a = memorize("Cache hot endpoints", "Cache the /prices endpoint for 30 seconds.")
+    b = memorize("Primary database", "Postgres 16 is the primary database.")
+    for kind in ("depends_on", "related_to"):
+        assert run("relate", a, b, "-t", kind).exit_code == 0
+    done = run("unrelate", a[:8], b[:8], "-t", "depends_on")
+    assert (done.exit_code, done.output) == (0, f"removed {a} depends_on {b}\n")
+    graph = json.loads(run("graph", a, "--format", "json").output)
+    assert [r["relationship_type"] for r in graph["relationships"]] == ["related_to"]
+    again = run("unrelate", a, b, "-t", "depends_on")
+    assert again.exit_code == 2
+    assert f"error: target_id: no depends_on link from {a} to {b} to remove" in again.output
+    kept = run("unrelate", a, b, "-t", "same_session")
+    assert kept.exit_code == 2 and "relationship_type: 'same_session' edges are kept" in kept.output
+    every = json.loads(run("unrelate", a, b, "--format", "json").output)
+    assert [r["relationship_type"] for r in every["removed"]] == ["related_to"]
+    assert run("graph", a).output == "No relationships.\n"
+    assert {m["id"] for m in json.loads(run("recent", "--format", "json").output)} == {a, b}
+
+
 @pytest.mark.parametrize("kind", ["consolidated_from", "auto_linked", "same_session"])
 def test_links_octobrain_writes_itself_are_refused_from_the_cli(
     env: dict[str, str], kind: str

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
 # Subcommands the service answers: quick, non-interactive, output on stdout/stderr only.
-_MEMORY = {"memorize", "remember", "get", "recent", "stats", "relate", "graph", "update", "forget"}
+_MEMORY = {"memorize", "remember", "get", "recent", "stats", "relate", "unrelate", "graph",
+           "update", "forget"}  # fmt: skip
 _HOOKS = {"session-start", "pre-compact", "session-end"}
 
 

@@ -366,6 +366,33 @@ def relate_cmd(
     )
 
 
+@memory.command("unrelate")
+@click.argument("source_id")
+@click.argument("target_id")
+@click.option(
+    "-t",
+    "--relationship-type",
+    default=None,
+    help="Only links of this type (default: every type `relate` makes, and auto_linked).",
+)
+@FORMAT_OPTION
+@click.pass_context
+def unrelate_cmd(
+    ctx: click.Context, source_id: str, target_id: str, relationship_type: str | None, fmt: str
+) -> None:
+    """Remove the links SOURCE --type--> TARGET (the memories stay)."""
+    from octobrain.memory.render import relationship_to_dict
+
+    removed = command_brain(ctx).unrelate(source_id, target_id, relationship_type)
+    emit(
+        fmt,
+        {"removed": [relationship_to_dict(r) for r in removed]},
+        "\n".join(
+            f"removed {r.source_id} {r.relationship_type.value} {r.target_id}" for r in removed
+        ),
+    )
+
+
 @memory.command("graph")
 @click.argument("memory_id")
 @click.option("-d", "--depth", type=int, default=2, show_default=True)

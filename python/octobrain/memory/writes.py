@@ -13,6 +13,7 @@ from octobrain.memory.conversation import is_turn
 from octobrain.memory.links import Link, link_description, parse_links
 from octobrain.models import (
     CONTENT_BYTES,
+    LINK_TYPES,
     MAX_TAGS,
     TITLE_BYTES,
     Memory,
@@ -24,6 +25,7 @@ from octobrain.models import (
     clean_tags,
     parse_link_type,
     parse_memory_type,
+    parse_relationship_type,
     parse_source,
 )
 from octobrain.safe_text import check_lines, check_one_line
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
     from octobrain.memory.ingest import IngestReport
 
 from octobrain.memory.core import BrainBase
+
+# What `unrelate` removes: the links a caller makes, and octobrain's guesses (`auto_linked`).
+UNLINKABLE = [*LINK_TYPES, RelationshipType.AUTO_LINKED.value]
 
 
 class Writes(BrainBase):
@@ -273,13 +278,7 @@ class Writes(BrainBase):
     ) -> Relationship:
         """Link two visible memories; the edge lives in the source memory's scope. A link of
         this type between them already there is returned as it is (nothing is added)."""
-        src, tgt = self.resolve_id(source_id, "source_id"), self.resolve_id(target_id, "target_id")
-        found = self.store.get_many([src, tgt], self.scope)
-        for name, mid in (("source_id", src), ("target_id", tgt)):
-            if mid not in found:
-                raise InvalidInput(name, f"no memory {mid} is visible from this scope")
-        if src == tgt:
-            raise InvalidInput("target_id", "must differ from source_id")
+        src, tgt, source_scope = self._pair(source_id, target_id)
         link = Link(
             tgt,
             parse_link_type(relationship_type),
@@ -290,9 +289,47 @@ class Writes(BrainBase):
             link, description=screen("description", link.description, self.config.memory.secrets)
         )
         rel = Relationship(
-            src, tgt, link.relationship_type, link.strength, link.description, found[src].scope
+            src, tgt, link.relationship_type, link.strength, link.description, source_scope
         )
         return self.store.link_once(rel)
+
+    def unrelate(
+        self, source_id: str, target_id: str, relationship_type: str | None = None
+    ) -> list[Relationship]:
+        """Remove the links from one visible memory to another (of `relationship_type`, or of
+        every type a caller may link with); the edges removed. The edges octobrain keeps
+        itself (`consolidated_from`: undo the consolidation instead; `same_session`) are not
+        a caller's to remove; an `auto_linked` one (an imported guess) is. None there is an
+        error naming the link."""
+        src, tgt, source_scope = self._pair(source_id, target_id)
+        if relationship_type is None:
+            kinds = UNLINKABLE
+        else:
+            kind = parse_relationship_type(relationship_type)
+            if kind.value not in UNLINKABLE:
+                raise InvalidInput(
+                    "relationship_type",
+                    f"{kind.value!r} edges are kept by octobrain itself (a consolidation's "
+                    "members, a session's order); use one of " + ", ".join(UNLINKABLE),
+                )
+            kinds = [kind.value]
+        removed = self.store.unlink(src, tgt, kinds, source_scope)
+        if not removed:
+            what = "link" if relationship_type is None else f"{kinds[0]} link"
+            raise NotFound("target_id", f"no {what} from {src} to {tgt} to remove")
+        return removed
+
+    def _pair(self, source_id: str, target_id: str) -> tuple[str, str, str]:
+        """The full ids of two different memories visible from this scope, and the scope of
+        the first (where a link between them lives)."""
+        src, tgt = self.resolve_id(source_id, "source_id"), self.resolve_id(target_id, "target_id")
+        found = self.store.get_many([src, tgt], self.scope)
+        for name, mid in (("source_id", src), ("target_id", tgt)):
+            if mid not in found:
+                raise InvalidInput(name, f"no memory {mid} is visible from this scope")
+        if src == tgt:
+            raise InvalidInput("target_id", "must differ from source_id")
+        return src, tgt, found[src].scope
 
     def forget(self, memory_ids: Sequence[str], *, confirm: bool) -> int:
         """Delete memories (and their edges). Needs `confirm=True`. They stay in the store's kept

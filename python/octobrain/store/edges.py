@@ -112,6 +112,22 @@ def link_once(store: MemoryStore, rel: Relationship) -> Relationship:
     return rel
 
 
+def unlink(
+    store: MemoryStore, source_id: str, target_id: str, kinds: Sequence[str], scope: str
+) -> list[Relationship]:
+    """Delete the edges from `source_id` to `target_id` of the types `kinds` kept in `scope`
+    (one commit, under the write lock); the edges deleted, none when there were none."""
+    where = (
+        f"source_id = {sql_str(source_id)} AND target_id = {sql_str(target_id)} "
+        f"AND scope = {sql_str(scope)} AND {sql_in('relationship_type', kinds)}"
+    )
+    with store.write_lock():
+        rows = scan_arrow(store.relationships, where, store.relationships.schema.names, None)
+        if rows.num_rows:
+            delete_relationships(store, where)
+    return sorted(map(schema.row_to_relationship, rows.to_pylist()), key=lambda r: r.created_at)
+
+
 def delete_relationships(store: MemoryStore, where: str) -> None:
     """Delete the edges matching a predicate (one commit)."""
     with store.write_lock():

@@ -475,6 +475,7 @@ class MemoryStore:
     link_once = edges.link_once
     links_held = edges.links_held
     delete_relationships = edges.delete_relationships
+    unlink = edges.unlink
     drop_dangling_edges = dangling.drop_dangling_edges
     compact = upkeep.compact
     reindex = upkeep.reindex
