@@ -1,0 +1,158 @@
+"""The README's own command lines, run as a new user would type them.
+
+Every `octobrain …` line of the shell blocks in "Quickstart", "Using it" and "Knowledge" runs
+against a fresh store (hash embedder, in-process), in the order the README gives them, and so
+do the refusals the prose quotes with their exact error line: a flag renamed, an output
+reshaped or an example that stopped working fails here instead of on a reader.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from octobrain.cli.main import main
+from tests.knowledge.conftest import write_pdf
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+FIRST, LAST = "## Quickstart", "## Use it from an MCP client"
+
+# Lines that need what a test machine does not have: a network, a dataset, an unspecified id.
+NOT_RUN = (
+    "bench ",  # datasets under ../shared/data; test_bench_smoke.py covers the commands
+    "https://",  # the network
+    " ...",  # `memory get|recent|stats|relate|graph ...`: arguments left to the reader
+)
+# Lines a healthy new store answers with a refusal, and the refusal it gives.
+REFUSED = {
+    "doctor --recreate knowledge": "knowledge opens and reads whole",
+}
+
+
+def readme_section() -> str:
+    text = README.read_text(encoding="utf-8")
+    return text[text.index(FIRST) : text.index(LAST)]
+
+
+def shell_commands(section: str) -> list[str]:
+    """The `octobrain …` commands of the section's ```sh blocks, comments cut, `a|b` spelled
+    out as one command per alternative, in README order."""
+    commands: list[str] = []
+    for block in re.findall(r"```sh\n(.*?)```", section, flags=re.S):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        for line in joined.splitlines():
+            for part in line.split(" && "):
+                words = shlex.split(part, comments=True)
+                if words[:1] != ["octobrain"] or any(s in part for s in NOT_RUN):
+                    continue
+                commands.extend(_alternatives(words[1:]))
+    return commands
+
+
+def _alternatives(words: list[str]) -> list[str]:
+    """`config show|path|init` is three commands; a `|` inside a quoted pattern is not."""
+    for i, word in enumerate(words):
+        if "|" in word and i < 2 and re.fullmatch(r"[a-z-]+(\|[a-z-]+)+", word):
+            return [shlex.join([*words[:i], alt, *words[i + 1 :]]) for alt in word.split("|")]
+    return [shlex.join(words)]
+
+
+@pytest.fixture
+def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project directory with the files the README's examples name, and a fresh store."""
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:64")
+    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+    project = tmp_path / "work" / "api"
+    (project / "docs").mkdir(parents=True)
+    (project / "docs" / "architecture.md").write_text(
+        "# Architecture\n\n## Retries\n\nRetries are bounded: three attempts with jitter.\n"
+        "TODO: document the budget.\n",
+        encoding="utf-8",
+    )
+    # Long enough for `read paper.pdf --from-line 1200`: 1,300 lines on 26 pages.
+    pages = [[f"Line {50 * p + i + 1} of the paper." for i in range(50)] for p in range(26)]
+    write_pdf(project / "paper.pdf", pages)
+    turns = [
+        {"speaker": "ann", "text": "Ship the migration on Friday.", "time": "2026-05-01T10:00"},
+        {"speaker": "bob", "text": "Friday works, after the freeze.", "time": "2026-05-01T10:01"},
+    ]
+    (project / "session.jsonl").write_text(
+        "".join(json.dumps(t) + "\n" for t in turns), encoding="utf-8"
+    )
+    monkeypatch.chdir(project)
+    return project
+
+
+def octobrain(command: str) -> Result:
+    return CliRunner().invoke(main, shlex.split(command), prog_name="octobrain")
+
+
+def test_the_readme_has_the_commands_this_test_runs() -> None:
+    commands = shell_commands(readme_section())
+    assert len(commands) >= 30, commands
+    for needed in ("memory memorize", "memory remember", "knowledge index", "doctor"):
+        assert any(c.startswith(needed) for c in commands), needed
+
+
+def test_every_command_of_quickstart_and_using_it_runs(user: Path) -> None:
+    ids: list[str] = []
+    for command in shell_commands(readme_section()):
+        # The README's placeholders and its example ids, filled in as a reader would.
+        if ids:
+            command = command.replace("'<id>'", ids[0]).replace("'<old-id>'", ids[0])
+            command = command.replace("3c502a11", ids[-1][:8])
+        if "'<version>'" in command:
+            versions = json.loads(octobrain("memory history --format json").output)
+            command = command.replace("'<version>'", str(versions[-1]["version"]))
+        command = command.replace("'<source>'", "docs/architecture.md")
+        result = octobrain(command)
+        refusal = next((why for cmd, why in REFUSED.items() if command == cmd), None)
+        if refusal is not None:
+            assert result.exit_code == 2 and refusal in result.output, (command, result.output)
+            continue
+        assert result.exit_code == 0, (command, result.output, result.exception)
+        if command.startswith("memory memorize"):
+            assert result.output.startswith("Memory stored: "), result.output
+            ids.append(result.output.split()[2])
+    assert len(ids) >= 3
+
+
+# The command that gives each error line the prose quotes (None: needs a store this test
+# cannot make, two memories whose ids share their first 8 hex digits).
+QUOTED_ERRORS = {
+    "error: --global: contradicts --scope acme/shop, given before `remember`; give the scope "
+    "once": "memory --scope acme/shop remember x --global",
+    "error: --scope: `memory history` works on the whole store, every scope, and takes no "
+    "--scope": "memory history --scope acme/shop",
+    "error: title: must be 5–200 bytes of UTF-8 after trimming, got 3": (
+        "memory memorize -t abc -c 'Ten bytes or more of content.'"
+    ),
+    "error: title: is required (-t / --title); see 'octobrain memory memorize --help'": (
+        "memory memorize -c 'Ten bytes or more of content.'"
+    ),
+    "error: memory_id: abcdef12 is ambiguous, 2 memories start with it: …": None,
+}
+
+
+def quoted_errors(section: str) -> list[str]:
+    """The error lines the section quotes, ``in double`` or `in single` backticks."""
+    double = re.findall(r"``(error:.*?)``", section, flags=re.S)
+    single = re.findall(r"`(error:[^`]*)`", re.sub(r"``.*?``", "", section, flags=re.S))
+    return [" ".join(line.split()) for line in double + single]
+
+
+def test_every_error_line_the_prose_quotes_is_the_one_given(user: Path) -> None:
+    quoted = quoted_errors(readme_section())
+    assert set(quoted) == set(QUOTED_ERRORS), "a quoted error line changed: update QUOTED_ERRORS"
+    for line, command in QUOTED_ERRORS.items():
+        if command is None:
+            continue
+        result = octobrain(command)
+        assert result.exit_code == 2, (command, result.output)
+        assert line in " ".join(result.output.split()), (command, result.output)
