@@ -28,6 +28,7 @@ from octobrain.errors import InvalidInput, OctobrainError, cut_middle
 from octobrain.knowledge.prefetch import FetchFirst
 from octobrain.safe_text import one_line, printable
 from octobrain.server import handlers
+from octobrain.server.brief_listing import BRIEF_PROMPT, BRIEF_RESOURCE, BRIEF_URI, brief_template
 from octobrain.server.pool import BrainPool
 from octobrain.server.schemas import TOOLS, TOOLS_BY_NAME, allowed_arguments
 from octobrain.server.scoping import (
@@ -136,6 +137,7 @@ class OctobrainServer:
             on_list_prompts=self.list_prompts,
             on_get_prompt=self.get_prompt,
             on_list_resources=self.list_resources,
+            on_list_resource_templates=self.list_resource_templates,
             on_read_resource=self.read_resource,
         )
         self.server.middleware.extend((named_params, known_method))
@@ -219,6 +221,12 @@ class OctobrainServer:
     ) -> types.ListToolsResult:
         """The tools; `scope` only in unlocked sessions, `global` only in locked ones, both
         when each call may be locked by the roots sent with it (2026-07-28)."""
+        locked = await self._locked_form(ctx)
+        return types.ListToolsResult(tools=[tool_definition(spec.name, locked) for spec in TOOLS])
+
+    async def _locked_form(self, ctx: ServerRequestContext[Any, Any]) -> bool | None:
+        """Whether a listing shows the locked form: None when each call may be locked by the
+        roots sent with it (2026-07-28), not known when listing."""
         try:
             locked: bool | None = await self.session_lock(ctx) is not None
         except InvalidInput as exc:  # a malformed session capability: show the unlocked form
@@ -228,7 +236,7 @@ class OctobrainServer:
         roots_per_call = caps is not None and caps.roots is not None
         if not locked and roots_per_call and not ctx.session.can_send_request:
             locked = None  # roots come with each call (2026-07-28): not known yet
-        return types.ListToolsResult(tools=[tool_definition(spec.name, locked) for spec in TOOLS])
+        return locked
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -339,18 +347,14 @@ class OctobrainServer:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         """`octobrain://brief`: the briefing for the session's scope."""
-        return types.ListResourcesResult(
-            resources=[
-                types.Resource(
-                    uri=BRIEF_URI,
-                    name="brief",
-                    title="Session briefing",
-                    description="Preferences, project truths, goals and recent memories "
-                    "for this session's scope, within a token budget (Markdown)",
-                    mime_type="text/markdown",
-                )
-            ]
-        )
+        return types.ListResourcesResult(resources=[BRIEF_RESOURCE])
+
+    async def list_resource_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        """The briefing's template: what `resources/read` takes in this session's query."""
+        template = brief_template(await self._locked_form(ctx))
+        return types.ListResourceTemplatesResult(resource_templates=[template])
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
@@ -416,25 +420,6 @@ def _failure(exc: Exception, what: str) -> str:
     log.exception("%s failed", what)
     damage = read_failure(exc)
     return damage or f"internal error ({type(exc).__name__}: {exc}); see the server log"
-
-
-BRIEF_URI = "octobrain://brief"
-BRIEF_PROMPT = types.Prompt(
-    name="brief",
-    title="Session briefing",
-    description="What octobrain remembers that matters now: how the user likes to work, what "
-    "is true about this project, goals, and recent memories that still matter",
-    arguments=[
-        types.PromptArgument(
-            name="scope",
-            description="Project scope (only when the session is not locked to a project)",
-            required=False,
-        ),
-        types.PromptArgument(
-            name="max_tokens", description="Token budget (default 1500)", required=False
-        ),
-    ],
-)
 
 
 def _max_tokens(value: object) -> int | None:

@@ -1,0 +1,55 @@
+"""The briefing as an MCP resource: listed, its template listed, read from what the template
+names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mcp import Client
+
+from octobrain.server import BrainPool
+from tests.server_support import PROJECT_A, hash_pool, run, server_for
+
+
+def _store(tmp_path: Path) -> BrainPool:
+    pool = hash_pool(tmp_path / "db")
+    pool.call(
+        PROJECT_A,
+        None,
+        lambda b: b.memorize(
+            "Use ruff", "Lint and format with ruff; no black.", memory_type="decision"
+        ),
+    )
+    return pool
+
+
+def test_a_locked_session_lists_the_briefing_template_without_scope(tmp_path: Path) -> None:
+    """`resources/templates/list` was -32601 Method not found, on a server that declares
+    resources: a client that lists templates got an error."""
+    server = server_for(_store(tmp_path), tmp_path, PROJECT_A)
+
+    async def body() -> None:
+        async with Client(server) as client:
+            listed = await client.list_resource_templates()
+            (template,) = listed.resource_templates
+            assert template.uri_template == "octobrain://brief{?max_tokens}"
+            assert template.mime_type == "text/markdown"
+            read = await client.read_resource("octobrain://brief?max_tokens=300")
+            assert "Use ruff" in read.contents[0].text  # type: ignore[union-attr]
+
+    run(body)
+
+
+def test_an_unlocked_session_lists_the_scope_the_read_needs(tmp_path: Path) -> None:
+    server = server_for(_store(tmp_path), tmp_path)
+
+    async def body() -> None:
+        async with Client(server) as client:
+            (template,) = (await client.list_resource_templates()).resource_templates
+            assert template.uri_template == "octobrain://brief{?scope,max_tokens}"
+            assert "scope" in (template.description or "")
+            # The template expanded as RFC 6570 expands it.
+            read = await client.read_resource(f"octobrain://brief?scope={PROJECT_A}&max_tokens=300")
+            assert "Use ruff" in read.contents[0].text  # type: ignore[union-attr]
+
+    run(body)
