@@ -156,3 +156,28 @@ def test_every_error_line_the_prose_quotes_is_the_one_given(user: Path) -> None:
         result = octobrain(command)
         assert result.exit_code == 2, (command, result.output)
         assert line in " ".join(result.output.split()), (command, result.output)
+
+
+# Options whose default is a setting: `--help` names the setting and its default value, as the
+# README says every option's help does (these named neither).
+SETTING_DEFAULTS = [
+    ("memory remember", "--min-relevance", "search.min_relevance"),
+    ("knowledge search", "--min-relevance", "knowledge.min_relevance"),
+    ("knowledge search", "--limit", "knowledge.max_results"),
+    ("knowledge match", "--max-matches", "knowledge.max_matches"),
+    ("hook session-start", "--max-tokens", "brief.max_tokens"),
+    ("brief", "--max-tokens", "brief.max_tokens"),
+]
+
+
+@pytest.mark.parametrize(("command", "option", "setting"), SETTING_DEFAULTS)
+def test_help_names_the_setting_an_option_defaults_to(
+    command: str, option: str, setting: str
+) -> None:
+    from octobrain.config import Config
+
+    section, key = setting.split(".")
+    default = getattr(getattr(Config(), section), key)
+    help_text = " ".join(octobrain(f"{command} --help").output.split())
+    said = help_text[help_text.index(option) :].split(" -", 1)[0]
+    assert f"(default: {setting}, {default})" in said, said

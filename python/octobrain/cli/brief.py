@@ -81,7 +81,12 @@ def _fail_open(what: str, exc: Exception) -> None:
 
 @hook.command("session-start")
 @click.option("--scope", help="Override the scope derived from the hook's cwd.")
-@click.option("--max-tokens", type=int, default=None, help="Token budget of the briefing.")
+@click.option(
+    "--max-tokens",
+    type=int,
+    default=None,
+    help="Token budget of the briefing (default: brief.max_tokens, 1500).",
+)
 def hook_session_start(scope: str | None, max_tokens: int | None) -> None:
     """Print the briefing as SessionStart hookSpecificOutput.additionalContext JSON."""
     from octobrain.memory.briefing import build_briefing

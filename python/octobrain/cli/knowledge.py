@@ -108,9 +108,14 @@ def index_cmd(ctx: click.Context, source: str, force: bool, fmt: str) -> None:
 @click.argument("query")
 @click.option("--source", help="Search only this file or URL (indexed first if needed).")
 @click.option(
-    "-l", "--limit", type=int, default=None, help="Results (default knowledge.max_results)."
+    "-l", "--limit", type=int, default=None, help="Results (default: knowledge.max_results, 5)."
 )
-@click.option("--min-relevance", type=float, default=None, help="Relevance floor, 0–1.")
+@click.option(
+    "--min-relevance",
+    type=float,
+    default=None,
+    help="Relevance floor, 0–1 (default: knowledge.min_relevance, 0.3).",
+)
 @SESSION_OPTION
 @FORMAT_OPTION
 @click.pass_context
@@ -145,7 +150,8 @@ def search_cmd(
     "--max-bytes",
     type=click.IntRange(min=1),
     default=None,
-    help="Print one page: whole lines up to this many bytes, then where the next starts.",
+    help="Print one page: whole lines up to this many bytes, then where the next starts "
+    "(default: the whole text).",
 )
 @FORMAT_OPTION
 @click.pass_context
@@ -164,7 +170,13 @@ def read_cmd(
 @click.argument("pattern")
 @click.option("--source", help="Only this file or URL (indexed first if needed).")
 @click.option("-i", "--ignore-case", is_flag=True)
-@click.option("-m", "--max-matches", type=int, default=None, help="Cap on lines shown.")
+@click.option(
+    "-m",
+    "--max-matches",
+    type=int,
+    default=None,
+    help="Cap on lines shown (default: knowledge.max_matches, 100).",
+)
 @click.option("-C", "--context", type=int, default=0, show_default=True, help="Lines around.")
 @SESSION_OPTION
 @FORMAT_OPTION

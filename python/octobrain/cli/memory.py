@@ -138,7 +138,12 @@ def _time_options_named(err: InvalidInput) -> InvalidInput:
 @click.option("--files", multiple=True, help="Only memories about any of these files.")
 @click.option("--after", "created_after", help="Created at or after (ISO-8601 or YYYY-MM-DD).")
 @click.option("--before", "created_before", help="Created before (a bare date includes it).")
-@click.option("--min-relevance", type=float, default=None, help="0–1 calibrated relevance.")
+@click.option(
+    "--min-relevance",
+    type=float,
+    default=None,
+    help="0–1 calibrated relevance (default: search.min_relevance, 0.3).",
+)
 @click.option("-l", "--limit", type=int, default=None, help="Results (default 5, max 50).")
 @click.option("--include-archived", is_flag=True, help="Search archived memories too.")
 @FORMAT_OPTION
