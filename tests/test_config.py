@@ -224,6 +224,46 @@ def test_cross_key_rules(tmp_path: Path, text: str, key: str):
     assert str(path) in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("env", "text", "key", "place"),
+    [
+        # The file holds a valid 300; the variable's 2000 broke the rule.
+        (
+            {"OCTOBRAIN_KNOWLEDGE_CHUNK_OVERLAP": "2000"},
+            "[knowledge]\nchunk_overlap = 300\n",
+            "knowledge.chunk_overlap",
+            "OCTOBRAIN_KNOWLEDGE_CHUNK_OVERLAP",
+        ),
+        ({"OCTOBRAIN_VERSION": "2"}, "", "version", "OCTOBRAIN_VERSION"),
+        ({"OCTOBRAIN_MCP_BIND": "0.0.0.0:8765"}, "", "mcp.token", "OCTOBRAIN_MCP_BIND"),
+        # One key from each: both places are named.
+        (
+            {"OCTOBRAIN_KNOWLEDGE_CHUNK_SIZE": "400"},
+            "[knowledge]\nchunk_overlap = 500\n",
+            "knowledge.chunk_overlap",
+            "{path} and OCTOBRAIN_KNOWLEDGE_CHUNK_SIZE",
+        ),
+    ],
+)
+def test_a_cross_key_rule_broken_by_a_variable_names_the_variable(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    text: str,
+    key: str,
+    place: str,
+):
+    """The file was blamed (`config.toml: knowledge.chunk_overlap: must be less than …`) for
+    a value it did not hold, and a variable with no file named no place at all."""
+    path = write(tmp_path, text)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.field == key
+    assert str(info.value).startswith(f"{place.format(path=path)}: {key}: "), str(info.value)
+
+
 def test_non_loopback_bind_with_token_is_fine(tmp_path: Path):
     cfg = load_config(write(tmp_path, '[mcp]\nbind = "0.0.0.0:8765"\ntoken = "0123456789abcdef"\n'))
     assert cfg.mcp.bind == "0.0.0.0:8765"

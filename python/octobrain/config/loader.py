@@ -263,38 +263,46 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
                 raise ConfigError(key, problem, source if where == source else None)
 
     config: Config = _build(Config, values)
-    _check_cross(config, source if file.exists() else None)
+    _check_cross(config, origin)
     return config
 
 
 _MISSING = object()
 
 
-def _check_cross(c: Config, source: str | None) -> None:
-    """Rules that involve two keys."""
+def _check_cross(c: Config, origin: Mapping[str, str]) -> None:
+    """Rules that involve two keys. A broken one names where its keys were set: the file, or
+    the OCTOBRAIN_* variable that overrode it (the file's value was not the one checked)."""
+
+    def refuse(key: str, rule: str, *others: str) -> ConfigError:
+        where = dict.fromkeys(origin[k] for k in (key, *others) if k in origin)
+        return ConfigError(key, rule, " and ".join(where) or None)
+
     if c.version > CONFIG_VERSION:
-        raise ConfigError(
-            "version",
-            f"{c.version} is newer than this octobrain understands ({CONFIG_VERSION})",
-            source,
+        raise refuse(
+            "version", f"{c.version} is newer than this octobrain understands ({CONFIG_VERSION})"
         )
     if c.knowledge.chunk_overlap >= c.knowledge.chunk_size:
-        raise ConfigError(
-            "knowledge.chunk_overlap", "must be less than knowledge.chunk_size", source
+        raise refuse(
+            "knowledge.chunk_overlap",
+            "must be less than knowledge.chunk_size",
+            "knowledge.chunk_size",
         )
     if c.knowledge.parent_size < c.knowledge.chunk_size:
-        raise ConfigError("knowledge.parent_size", "must be >= knowledge.chunk_size", source)
+        raise refuse(
+            "knowledge.parent_size", "must be >= knowledge.chunk_size", "knowledge.chunk_size"
+        )
     if c.search.default_limit > c.search.max_results:
-        raise ConfigError("search.default_limit", "must be <= search.max_results", source)
+        raise refuse("search.default_limit", "must be <= search.max_results", "search.max_results")
     if c.search.vector_weight == 0 and c.search.bm25_weight == 0:
-        raise ConfigError(
-            "search.bm25_weight", "cannot be 0 when search.vector_weight is 0", source
+        raise refuse(
+            "search.bm25_weight",
+            "cannot be 0 when search.vector_weight is 0",
+            "search.vector_weight",
         )
     host = c.mcp.bind.rpartition(":")[0]
     if c.mcp.bind and host not in ("127.0.0.1", "localhost", "[::1]") and not c.mcp.token:
-        raise ConfigError(
-            "mcp.token", "is required when mcp.bind is not a loopback address", source
-        )
+        raise refuse("mcp.token", "is required when mcp.bind is not a loopback address", "mcp.bind")
 
 
 # ---- rendering ---------------------------------------------------------------------------
