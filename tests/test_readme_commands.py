@@ -105,7 +105,8 @@ def test_every_command_of_quickstart_and_using_it_runs(user: Path) -> None:
     for command in shell_commands(readme_section()):
         # The README's placeholders and its example ids, filled in as a reader would.
         if ids:
-            command = command.replace("'<id>'", ids[0]).replace("'<old-id>'", ids[0])
+            command = command.replace("'<id>'", ids[0]).replace("'<old-id>'", ids[-1])
+            command = command.replace("'<other-id>'", ids[min(1, len(ids) - 1)])
             command = command.replace("3c502a11", ids[-1][:8])
         if "'<version>'" in command:
             versions = json.loads(octobrain("memory history --format json").output)
