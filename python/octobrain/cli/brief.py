@@ -185,8 +185,8 @@ def hook_install(settings_path: Path | None, project: bool, command: str | None,
     diff = difflib.unified_diff(
         old_text.splitlines(keepends=True),
         new_text.splitlines(keepends=True),
-        fromfile=str(settings_path),
-        tofile=f"{settings_path} (new)",
+        fromfile=f"{settings_path} (as it is)",
+        tofile=f"{settings_path} (with the octobrain hooks)",
     )
     click.echo("".join(diff), nl=False)
     if not yes:

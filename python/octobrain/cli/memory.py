@@ -255,14 +255,14 @@ def forget_cmd(
 
 @memory.command("update")
 @click.argument("memory_id")
-@click.option("-t", "--title")
-@click.option("-c", "--content")
-@click.option("-m", "--memory-type")
-@click.option("-i", "--importance", type=float)
-@click.option("--add-tags", multiple=True)
-@click.option("--remove-tags", multiple=True)
-@click.option("--add-files", multiple=True)
-@click.option("--remove-files", multiple=True)
+@click.option("-t", "--title", help="New title (5–200 bytes).")
+@click.option("-c", "--content", help="New content (10–10000 bytes; the memory is re-embedded).")
+@click.option("-m", "--memory-type", help="New type (as `memorize -m`).")
+@click.option("-i", "--importance", type=float, help="New importance, 0–1.")
+@click.option("--add-tags", multiple=True, help="Comma-separated tags to add (repeatable).")
+@click.option("--remove-tags", multiple=True, help="Comma-separated tags to remove (repeatable).")
+@click.option("--add-files", multiple=True, help="Comma-separated related files to add.")
+@click.option("--remove-files", multiple=True, help="Comma-separated related files to remove.")
 @FORMAT_OPTION
 @click.pass_context
 def update_cmd(
