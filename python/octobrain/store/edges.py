@@ -103,11 +103,11 @@ def link_once(store: MemoryStore, rel: Relationship) -> Relationship:
     )
     with store.write_lock():
         store.require_ends([rel], set())
+        store.check_commit()  # (a damaged table named before the look reads it)
         columns = store.relationships.schema.names
         there = scan_arrow(store.relationships, same, columns, None).to_pylist()
         if there:
             return min(map(schema.row_to_relationship, there), key=lambda r: (r.created_at, r.id))
-        store.check_commit()
         append(store, store.relationships, [schema.relationship_to_row(rel)])
     return rel
 
