@@ -178,6 +178,9 @@ RESERVED_LINKS = frozenset(
     }
 )
 LINK_TYPES = [t.value for t in RelationshipType if t not in RESERVED_LINKS]
+# What a caller may remove (`memory unrelate`): its own links, and the original's guesses
+# (`auto_linked`, which an import may bring); not a consolidation's edges or a session's order.
+UNLINKABLE = [*LINK_TYPES, RelationshipType.AUTO_LINKED.value]
 
 
 def _choices(enum: type[Enum]) -> str:

@@ -13,9 +13,9 @@ from octobrain.memory.conversation import is_turn
 from octobrain.memory.links import Link, link_description, parse_links
 from octobrain.models import (
     CONTENT_BYTES,
-    LINK_TYPES,
     MAX_TAGS,
     TITLE_BYTES,
+    UNLINKABLE,
     Memory,
     MemoryType,
     Relationship,
@@ -43,9 +43,6 @@ if TYPE_CHECKING:
     from octobrain.memory.ingest import IngestReport
 
 from octobrain.memory.core import BrainBase
-
-# What `unrelate` removes: the links a caller makes, and octobrain's guesses (`auto_linked`).
-UNLINKABLE = [*LINK_TYPES, RelationshipType.AUTO_LINKED.value]
 
 
 class Writes(BrainBase):
