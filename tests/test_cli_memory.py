@@ -177,6 +177,12 @@ def test_unrelate_removes_a_wrong_link_and_keeps_the_memories(env: dict[str, str
     b = memorize("Primary database", "Postgres 16 is the primary database.")
     for kind in ("depends_on", "related_to"):
         assert run("relate", a, b, "-t", kind).exit_code == 0
+    # Linking again keeps the link as it is, and says so instead of echoing what was asked.
+    again = run("relate", a, b, "-t", "depends_on", "-s", "0.3", "-d", "new reason")
+    assert again.output == (
+        f"{a} depends_on {b} (already linked, with strength 0.8: kept; "
+        "`memory unrelate` it first to link it anew)\n"
+    )
     done = run("unrelate", a[:8], b[:8], "-t", "depends_on")
     assert (done.exit_code, done.output) == (0, f"removed {a} depends_on {b}\n")
     graph = json.loads(run("graph", a, "--format", "json").output)

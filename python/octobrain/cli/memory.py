@@ -360,15 +360,20 @@ def relate_cmd(
 ) -> None:
     """Link two memories: SOURCE --type--> TARGET."""
     from octobrain.memory.render import relationship_to_dict
+    from octobrain.times import utcnow
 
+    asked = utcnow()
     rel = command_brain(ctx).relate(
         source_id, target_id, relationship_type, strength=strength, description=description
     )
-    emit(
-        fmt,
-        relationship_to_dict(rel),
-        f"{rel.source_id} {rel.relationship_type.value} {rel.target_id}",
-    )
+    line = f"{rel.source_id} {rel.relationship_type.value} {rel.target_id}"
+    if rel.created_at < asked:  # the link was there: `relate` keeps it as it is
+        line += (
+            f" (already linked, with strength {rel.strength:g}"
+            + (f" and description {rel.description!r}" if rel.description else "")
+            + ": kept; `memory unrelate` it first to link it anew)"
+        )
+    emit(fmt, relationship_to_dict(rel), line)
 
 
 @memory.command("unrelate")
