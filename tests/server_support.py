@@ -44,6 +44,19 @@ def hash_pool(db: Path) -> BrainPool:
     return BrainPool(Config(embedding=EmbeddingConfig(model="hash:64")), uri=db)
 
 
+def briefed_pool(db: Path) -> BrainPool:
+    """`hash_pool` whose `PROJECT_A` holds one decision ("Use ruff"), for its briefing."""
+    pool = hash_pool(db)
+    pool.call(
+        PROJECT_A,
+        None,
+        lambda b: b.memorize(
+            "Use ruff", "Lint and format with ruff; no black.", memory_type="decision"
+        ),
+    )
+    return pool
+
+
 def workspace(tmp: Path, locked_to: str | None = None) -> Workspace:
     """A workspace whose cwd is (or is not) a git repository of `locked_to`."""
     lock = ScopeLock(locked_to, "server working directory", workdir=tmp) if locked_to else None

@@ -20,7 +20,7 @@ from octobrain.memory.gist import DIGEST_TAG
 from octobrain.memory.hooks import digest_transcript, read_transcript
 from octobrain.models import Source
 from octobrain.scope import derive_scope
-from tests.server_support import PROJECT_A, hash_pool, run, server_for
+from tests.server_support import PROJECT_A, briefed_pool, run, server_for
 
 SESSION = "9f0c2a4e-51b7-4c1e-8d0a-3f2b6c7d8e90"
 
@@ -438,14 +438,7 @@ def test_a_hook_given_endless_stdin_reads_a_bounded_amount_and_fails_open(tmp_pa
 
 
 def test_mcp_prompt_and_resource_brief_the_locked_scope(tmp_path: Path) -> None:
-    pool = hash_pool(tmp_path / "db")
-    pool.call(
-        PROJECT_A,
-        None,
-        lambda b: b.memorize(
-            "Use ruff", "Lint and format with ruff; no black.", memory_type="decision"
-        ),
-    )
+    pool = briefed_pool(tmp_path / "db")
     pool.call(
         "github.com/acme/other",
         None,
@@ -483,14 +476,7 @@ def test_mcp_prompt_and_resource_brief_the_locked_scope(tmp_path: Path) -> None:
 
 
 def test_mcp_resource_unlocked_needs_a_scope(tmp_path: Path) -> None:
-    pool = hash_pool(tmp_path / "db")
-    pool.call(
-        PROJECT_A,
-        None,
-        lambda b: b.memorize(
-            "Use ruff", "Lint and format with ruff; no black.", memory_type="decision"
-        ),
-    )
+    pool = briefed_pool(tmp_path / "db")
     server = server_for(pool, tmp_path)
 
     async def body() -> None:

@@ -7,26 +7,13 @@ from pathlib import Path
 
 from mcp import Client
 
-from octobrain.server import BrainPool
-from tests.server_support import PROJECT_A, hash_pool, run, server_for
-
-
-def _store(tmp_path: Path) -> BrainPool:
-    pool = hash_pool(tmp_path / "db")
-    pool.call(
-        PROJECT_A,
-        None,
-        lambda b: b.memorize(
-            "Use ruff", "Lint and format with ruff; no black.", memory_type="decision"
-        ),
-    )
-    return pool
+from tests.server_support import PROJECT_A, briefed_pool, run, server_for
 
 
 def test_a_locked_session_lists_the_briefing_template_without_scope(tmp_path: Path) -> None:
     """`resources/templates/list` was -32601 Method not found, on a server that declares
     resources: a client that lists templates got an error."""
-    server = server_for(_store(tmp_path), tmp_path, PROJECT_A)
+    server = server_for(briefed_pool(tmp_path / "db"), tmp_path, PROJECT_A)
 
     async def body() -> None:
         async with Client(server) as client:
@@ -41,7 +28,7 @@ def test_a_locked_session_lists_the_briefing_template_without_scope(tmp_path: Pa
 
 
 def test_an_unlocked_session_lists_the_scope_the_read_needs(tmp_path: Path) -> None:
-    server = server_for(_store(tmp_path), tmp_path)
+    server = server_for(briefed_pool(tmp_path / "db"), tmp_path)
 
     async def body() -> None:
         async with Client(server) as client:
