@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,9 +12,7 @@ import anyio
 import anyio.to_thread
 from mcp import Client
 
-from octobrain.config import Config, EmbeddingConfig, KnowledgeConfig
-from octobrain.server import BrainPool
-from tests.server_support import PROJECT_A, call, free_port, http_server, run, server_for
+from tests.server_support import PROJECT_A, call, free_port, http_server, run
 
 
 @contextmanager
@@ -99,60 +96,3 @@ def test_a_slow_url_does_not_hold_other_clients_knowledge_calls(tmp_path: Path) 
                 assert not error and "Restart the ingest workers" in reply, reply
 
         run(body)
-
-
-@contextmanager
-def counted_page(body: bytes) -> Iterator[tuple[str, list[int]]]:
-    """A local web server answering `body` as Markdown, counting the requests in `asked[0]`."""
-    asked = [0]
-
-    class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            asked[0] += 1
-            self.send_response(200)
-            self.send_header("Content-Type", "text/markdown")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/guide.md", asked
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def test_paging_through_a_url_fetches_it_once(tmp_path: Path) -> None:
-    # Each page of a `read` fetched the URL again: 20 pages, 20 requests to the site, and the
-    # pages cut from as many copies of a page that may change in between.
-    lines = [f"Step {n}: restart worker {n} and wait for its health check." for n in range(600)]
-    body = ("# Runbook\n\n" + "\n".join(lines) + "\n").encode()
-    knowledge = KnowledgeConfig(allow_private_hosts=("127.0.0.1",), read_page_bytes=1024)
-    config = Config(embedding=EmbeddingConfig(model="hash:64"), knowledge=knowledge)
-    pool = BrainPool(config, uri=tmp_path / "db")
-    with counted_page(body) as (page, asked):
-
-        async def body_() -> None:
-            async with Client(server_for(pool, tmp_path, PROJECT_A)) as client:
-                seen: list[str] = []
-                from_line = 1
-                for _ in range(100):
-                    read = {"command": "read", "source": page, "from_line": from_line}
-                    error, reply = await call(client, "knowledge", **read)
-                    assert not error, reply
-                    found = re.search(r"Next page: from_line (\d+)\.", reply)
-                    seen.extend(line for line in reply.splitlines() if line.startswith("Step "))
-                    if found is None:
-                        break
-                    from_line = int(found.group(1))
-                assert seen == lines  # every line once, in order, from one copy
-                assert asked[0] == 1, f"{asked[0]} requests for one read of 1 document"
-
-        run(body_)

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import re
 import time
 import tracemalloc
 import zlib
 from pathlib import Path
 
 import pytest
+from mcp import Client
 
+from octobrain.config import Config, EmbeddingConfig, KnowledgeConfig
 from octobrain.errors import InvalidInput
 from octobrain.knowledge.fetch import FetchError, resolve_checked
+from octobrain.server import BrainPool
+from tests.server_support import PROJECT_A, call, run, server_for
 
 from .conftest import HTML_PAGE, MakeKnowledge, Server, write_pdf
 
@@ -357,3 +362,34 @@ def test_a_url_read_again_within_minutes_is_not_fetched_again_and_later_is(
     assert server.hits["/guide"] == 2
     with pytest.raises(InvalidInput, match=r"^source: refusing 127\.0\.0\.1"):
         make_knowledge().read(server.url("/guide"))  # kept under the settings that fetched it
+
+
+def test_paging_through_a_url_over_mcp_fetches_it_once(tmp_path: Path, server: Server) -> None:
+    # Each page of a `read` fetched the URL again: 20 pages, 20 requests to the site, and the
+    # pages cut from as many copies of a page that may change in between.
+    lines = [f"Step {n}: restart worker {n} and wait for its health check." for n in range(600)]
+    body = ("# Runbook\n\n" + "\n".join(lines) + "\n").encode()
+    knowledge = KnowledgeConfig(allow_private_hosts=("127.0.0.1",), read_page_bytes=1024)
+    config = Config(embedding=EmbeddingConfig(model="hash:64"), knowledge=knowledge)
+    pool = BrainPool(config, uri=tmp_path / "db")
+    server.routes["/guide.md"] = (200, {"Content-Type": "text/markdown"}, body)
+    page = server.url("/guide.md")
+
+    async def body_() -> None:
+        async with Client(server_for(pool, tmp_path, PROJECT_A)) as client:
+            seen: list[str] = []
+            from_line = 1
+            for _ in range(100):
+                read = {"command": "read", "source": page, "from_line": from_line}
+                error, reply = await call(client, "knowledge", **read)
+                assert not error, reply
+                found = re.search(r"Next page: from_line (\d+)\.", reply)
+                seen.extend(line for line in reply.splitlines() if line.startswith("Step "))
+                if found is None:
+                    break
+                from_line = int(found.group(1))
+            assert seen == lines  # every line once, in order, from one copy
+            hits = server.hits["/guide.md"]
+            assert hits == 1, f"{hits} requests for one read of 1 document"
+
+    run(body_)
