@@ -124,7 +124,7 @@ def unlink(
     with store.write_lock():
         rows = scan_arrow(store.relationships, where, store.relationships.schema.names, None)
         if rows.num_rows:
-            delete_relationships(store, where)
+            _delete_found(store, where, rows.column("id").to_pylist())
     return sorted(map(schema.row_to_relationship, rows.to_pylist()), key=lambda r: r.created_at)
 
 
@@ -132,7 +132,13 @@ def delete_relationships(store: MemoryStore, where: str) -> None:
     """Delete the edges matching a predicate (one commit)."""
     with store.write_lock():
         found = store.relationships.search().where(where).select(["id"]).limit(None)
-        store.check_lease()
-        store.note_changes(edges=found.to_arrow().column("id").to_pylist())
-        store.relationships.delete(where)
-        store.wrote(store.relationships)
+        _delete_found(store, where, found.to_arrow().column("id").to_pylist())
+
+
+def _delete_found(store: MemoryStore, where: str, ids: list[str]) -> None:
+    """Delete the edges matching `where`, whose ids (read under the held write lock) are
+    `ids`: noted as changed for the mirrors, then one commit."""
+    store.check_lease()
+    store.note_changes(edges=ids)
+    store.relationships.delete(where)
+    store.wrote(store.relationships)
