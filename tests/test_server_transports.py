@@ -229,7 +229,11 @@ def test_http_loopback_shares_brains_across_sessions_and_checks_origin(tmp_path:
     with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path) as proc:
         assert proc.stderr is not None
         os.set_blocking(proc.stderr.fileno(), False)
-        banner = (proc.stderr.read() or b"").decode()
+        # The port accepts connections from `listen`, before the banner is logged: wait for it.
+        banner, deadline = "", time.monotonic() + 20
+        while f"on {url}" not in banner and time.monotonic() < deadline:
+            banner += (proc.stderr.read() or b"").decode()
+            time.sleep(0.05)
         # Where it listens is information, shown without -v, and not dressed up as a warning.
         assert f"octobrain INFO octobrain.server.http: octobrain MCP server on {url}" in banner
         assert "WARNING" not in banner
