@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -21,7 +22,7 @@ import pytest
 
 from octobrain.config import Config, SearchConfig
 from octobrain.embed.factory import get_embedder
-from octobrain.errors import InvalidInput, StorageError
+from octobrain.errors import EmbeddingError, InvalidInput, StorageError
 from octobrain.memory import transfer
 from octobrain.memory.brain import ACCESS_WINDOW, Brain
 from octobrain.memory.render import ARCHIVED_MCP, format_recall, memory_to_dict, recall_to_dict
@@ -1052,3 +1053,73 @@ def test_a_restore_to_a_version_lost_in_the_middle_names_the_versions_kept(
     said = rf"^version: no version {lost} is kept \(kept: .*{lost - 1}, {lost + 1}"
     with pytest.raises(InvalidInput, match=said):
         again.restore(lost, confirm=True)
+
+
+def _meets(first: threading.Event, second: threading.Event) -> None:
+    """Set `first`, then wait for `second`: two calls that each do this meet only when they
+    run at the same time (one after the other, the first waits in vain)."""
+    first.set()
+    assert second.wait(10), "ran one after the other, not side by side"
+
+
+def test_memorize_embeds_its_text_while_the_store_opens(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A new process pays for the model's first run and for opening the store (LanceDB's
+    # import): side by side on two cores they cost the longer of the two, not their sum.
+    brain = make_brain()
+    embedding, opening = threading.Event(), threading.Event()
+    embed, open_store = brain.embedder.embed_documents, brain.store.open
+
+    def embed_meeting(texts: list[str]) -> Any:
+        _meets(embedding, opening)
+        return embed(texts)
+
+    def open_meeting() -> None:
+        _meets(opening, embedding)
+        open_store()
+
+    monkeypatch.setattr(brain.embedder, "embed_documents", embed_meeting)
+    monkeypatch.setattr(brain.store, "open", open_meeting)
+    mem, _ = brain.memorize(*TOKEN_BUCKET)
+    assert [h.memory.id for h in brain.remember("token bucket rate limiting").hits] == [mem.id]
+
+
+def test_remember_embeds_its_query_while_the_mirror_catches_up(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    brain = make_brain()
+    mem, _ = brain.memorize(*TOKEN_BUCKET)
+    embedding, refreshing = threading.Event(), threading.Event()
+    embed, refresh = brain.embedder.embed_query, brain.retriever.corpus.refresh
+
+    def embed_meeting(queries: Any) -> Any:
+        _meets(embedding, refreshing)
+        return embed(queries)
+
+    def refresh_meeting() -> None:
+        _meets(refreshing, embedding)
+        refresh()
+
+    monkeypatch.setattr(brain.embedder, "embed_query", embed_meeting)
+    monkeypatch.setattr(brain.retriever.corpus, "refresh", refresh_meeting)
+    assert [h.memory.id for h in brain.remember("token bucket rate limiting").hits] == [mem.id]
+
+
+def test_an_embedding_that_fails_fails_the_call_and_stores_nothing(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Embedded on a thread of its own, the model's error is still the call's.
+    brain = make_brain()
+    brain.memorize(*POSTGRES)
+
+    def broken(_texts: Any) -> Any:
+        raise EmbeddingError("model unavailable: reinstall octobrain")
+
+    monkeypatch.setattr(brain.embedder, "embed_documents", broken)
+    monkeypatch.setattr(brain.embedder, "embed_query", broken)
+    with pytest.raises(EmbeddingError, match="model unavailable"):
+        brain.memorize(*TOKEN_BUCKET)
+    with pytest.raises(EmbeddingError, match="model unavailable"):
+        brain.remember("primary database")
+    assert brain.store.count() == 1

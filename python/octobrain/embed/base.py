@@ -16,17 +16,15 @@ its own); a model loads once per process and is shared by every embedder that us
 from __future__ import annotations
 
 import re
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from octobrain.errors import EmbeddingError, InvalidInput, Stopped
-
-if TYPE_CHECKING:
-    import threading
 
 __all__ = [
     "EMBED_BATCH",
@@ -35,6 +33,7 @@ __all__ = [
     "EmbedderView",
     "Kind",
     "Vectors",
+    "ahead",
     "in_batches",
     "model_prefixes",
 ]
@@ -196,6 +195,37 @@ class BaseEmbedder(ABC):
             one: Vectors = self._run([query], "query")[0]
             return one
         return self._run(_check_texts(query, "query"), "query")
+
+
+def ahead(embed: Callable[[], Vectors]) -> Callable[[], Vectors]:
+    """`embed` run from now on a thread of its own; the function returned waits for it and
+    returns its vectors, or raises its error.
+
+    A new process embeds a text or two while it also opens the store: onnxruntime runs a
+    model without holding the interpreter, while reading the snapshot or importing LanceDB
+    mostly holds it, so on two cores the two cost the longer of them, not their sum. (The
+    model's first run in a process is its slowest, 0.05-0.1 s for one short text.)"""
+    done = threading.Event()
+    vectors: list[Vectors] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            vectors.append(embed())
+        except BaseException as exc:  # raised where the vectors are asked for
+            failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="octobrain-embed-ahead", daemon=True).start()
+
+    def wait() -> Vectors:
+        done.wait()
+        if failed:
+            raise failed[0]
+        return vectors[0]
+
+    return wait
 
 
 def in_batches(

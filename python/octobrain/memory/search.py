@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from octobrain.config import Config
-from octobrain.embed.base import Embedder
+from octobrain.embed.base import Embedder, ahead
 from octobrain.kernels import decay, fusion
 from octobrain.kernels.hybrid import hybrid_rank
 from octobrain.memory.conversation import SPEAKER_PREFIX
@@ -147,16 +147,18 @@ class Retriever:
         min_relevance: float,
         now: datetime,
     ) -> list[Hit]:
-        self.embedder.prepare()  # a new process loads the model while the mirror catches up
+        # A new process loads the model and embeds the queries while the mirror catches up.
+        vectors = ahead(lambda: self.embedder.embed_query(list(queries)))
         self.corpus.refresh()
         scopes = visible_scopes(scope)
         allowed = self._allowed(scopes, filters)
         if not allowed.any():
             return []
-        vectors = self.embedder.embed_query(list(queries))
         where = filters.where(scope)
         seen = self.corpus.seen_by(scopes)  # what BM25 counts: nothing of another project
-        per_query = [self._one(q, vectors[i], where, allowed, seen) for i, q in enumerate(queries)]
+        per_query = [
+            self._one(q, v, where, allowed, seen) for q, v in zip(queries, vectors(), strict=True)
+        ]
         merged = per_query[0] if len(per_query) == 1 else self._merge(per_query)
         kept = [s for s in merged if s.relevance >= min_relevance]
         kept = self._lift_parents(kept, scopes, allowed)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
+from octobrain.embed.base import ahead
 from octobrain.errors import InvalidInput
 from octobrain.memory import goals, temporal
 from octobrain.memory.conversation import is_turn
@@ -88,6 +89,10 @@ class Writes(BrainBase):
             scope=self._write_scope(global_),
             git_commit=git_head(self.workdir),
         )
+        session = self._session_tag(memory)
+        # Embedded alongside what follows: the checks below read the mirror and the store opens.
+        text = memory.embedded_text()
+        vector = ahead(lambda: self.embedder.embed_documents([text]))
         policy = self.config.memory.secrets
         links = [
             replace(
@@ -117,7 +122,11 @@ class Writes(BrainBase):
         for link in links:
             unique.setdefault((link.target_id, link.relationship_type), link)
         links = list(unique.values())
-        previous = self._join_session(memory)
+        previous = (
+            temporal.previous_in_session(self.retriever.corpus, session, visible_scopes(self.scope))
+            if session
+            else None
+        )
         edges = [
             Relationship(
                 memory.id,
@@ -131,8 +140,7 @@ class Writes(BrainBase):
         ]
         if previous is not None:
             edges.append(temporal.same_session_link(memory, previous))
-        self.store.open()  # (if nothing above did) while the model loads
-        vector = self.embedder.embed_documents([memory.embedded_text()])
+        self.store.open()  # (if nothing above did) while the text is embedded
         closed = [
             targets[link.target_id]
             for link in links
@@ -140,8 +148,10 @@ class Writes(BrainBase):
             and targets[link.target_id].memory_type is MemoryType.GOAL
         ]
         if closed:
-            return goals.close_goal_with_new(self.consolidator, closed[0], memory, vector[0], edges)
-        self.store.add([memory], vector, edges)
+            return goals.close_goal_with_new(
+                self.consolidator, closed[0], memory, vector()[0], edges
+            )
+        self.store.add([memory], vector(), edges)
         return memory, edges
 
     def findings_left(self, edges: Sequence[Relationship]) -> int:
@@ -178,16 +188,13 @@ class Writes(BrainBase):
             embed_missing=embed_missing,
         )
 
-    def _join_session(self, memory: Memory) -> Memory | None:
-        """Tag `memory` with this Brain's session; return the session's previous memory."""
+    def _session_tag(self, memory: Memory) -> str:
+        """Tag `memory` with this Brain's session; the tag ("" when it has none)."""
         tag = temporal.session_tag(self.session_id)
         if not tag or len(memory.tags) >= MAX_TAGS:
-            return None  # a memory with a full tag list simply stays unlinked
-        previous = temporal.previous_in_session(
-            self.retriever.corpus, tag, visible_scopes(self.scope)
-        )
+            return ""  # a memory with a full tag list simply stays unlinked
         memory.tags.append(tag)
-        return previous
+        return tag
 
     def update(
         self,
