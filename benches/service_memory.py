@@ -8,7 +8,9 @@ command. Run it on two commits, alternated, to compare them:
     python benches/service_memory.py --memories 100000 [--store DIR] [--output FILE]
 
 `--store DIR` keeps the built store in DIR (built there if missing, copied from it otherwise),
-so each run starts from the same store without embedding it again.
+so each run starts from the same store without embedding it again. `--document FILE` then
+has one more hosted session index FILE through the `knowledge` tool (a `search` naming it),
+and one more answer a `remember`, the service's memory printed after each.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ def _memory(pid: int) -> dict[str, int]:
     return out
 
 
-def run(memories: int, runs: int, store: Path | None, model: str) -> list[dict[str, Any]]:
+def run(
+    memories: int, runs: int, store: Path | None, model: str, document: Path | None = None
+) -> list[dict[str, Any]]:
     with seen.scratch("octobrain-svcmem-") as tmp:  # (no mark of its store left behind)
         root, data = Path(tmp), Path(tmp) / "data"
         run_dir = Path(tempfile.mkdtemp(prefix="ob-", dir="/tmp"))  # AF_UNIX paths are short
@@ -76,6 +80,13 @@ def run(memories: int, runs: int, store: Path | None, model: str) -> list[dict[s
             for _ in range(runs):
                 cold._mcp_once(env, root, make_queries(1)[0])
             note("mcp")
+            if document is not None:
+                shutil.copy(document, root / document.name)
+                arguments = {"command": "search", "query": "results", "source": document.name}
+                cold._mcp_once(env, root, "", {"name": "knowledge", "arguments": arguments})
+                note(f"knowledge index of {document.name}")
+                cold._mcp_once(env, root, make_queries(1)[0])
+                note("mcp after it")
         finally:
             stop = [*cold._octobrain(), "service", "stop"]
             subprocess.run(stop, env=env, capture_output=True)
@@ -90,8 +101,9 @@ def main() -> None:
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--store", type=Path, help="keep (or reuse) the built store here")
     parser.add_argument("--output", type=Path, help="write the points as JSON here")
+    parser.add_argument("--document", type=Path, help="then index this file over MCP")
     args = parser.parse_args()
-    points = run(args.memories, args.runs, args.store, args.model)
+    points = run(args.memories, args.runs, args.store, args.model, args.document)
     if args.output is not None:
         args.output.write_text(json.dumps(points, indent=2) + "\n", encoding="utf-8")
 

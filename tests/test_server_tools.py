@@ -769,3 +769,21 @@ def test_what_a_refused_knowledge_call_read_is_let_go_after_it(
     finally:
         gc.enable()
     assert trims == [1]
+
+
+def test_an_ingest_embedding_that_grew_the_server_hands_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The model's activations for a transcript's long turns stayed with onnxruntime's arena
+    # for the server's life (`MeanPooledOnnx.give_back`, run by the heap trim).
+    import octobrain.server.pool as pool_module
+
+    pool = hash_pool(tmp_path / "db")
+    trims: list[int] = []
+    monkeypatch.setattr(pool_module, "trim_heap", lambda: trims.append(1))
+    grown = iter([0, 2 * pool_module.TRIM_AFTER, 0, 1 << 20])
+    monkeypatch.setattr(pool_module, "resident_bytes", lambda: next(grown))
+    assert pool.embed(lambda: "embedded") == "embedded"
+    assert trims == [1]
+    assert pool.embed(lambda: "embedded") == "embedded"  # grew by 1 MB: nothing to hand back
+    assert trims == [1]

@@ -6,12 +6,20 @@ import ctypes
 import gc
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["collect_later", "resident_bytes", "trim_heap"]
+__all__ = ["collect_later", "on_trim", "resident_bytes", "trim_heap"]
 
 _malloc_trim: Any = None
 _collect_due = False
+_holders: list[Callable[[], None]] = []  # what else keeps freed memory (`on_trim`)
+
+
+def on_trim(give_back: Callable[[], None]) -> None:
+    """Have every `trim_heap` call `give_back` first: a part of the process that keeps memory
+    it no longer needs in an allocator of its own (the bundled model's arena)."""
+    _holders.append(give_back)
 
 
 def collect_later() -> None:
@@ -31,6 +39,8 @@ def trim_heap() -> None:
     if _collect_due:
         _collect_due = False
         gc.collect()
+    for give_back in _holders:
+        give_back()
     if _malloc_trim is None:
         try:
             _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim

@@ -178,8 +178,10 @@ def _rpc(i: int, method: str, params: dict[str, Any] | None = None) -> bytes:
     return json.dumps(msg).encode() + b"\n"
 
 
-def _mcp_once(env: dict[str, str], cwd: Path, query: str) -> tuple[float, float]:
-    """Spawn → tools/list answer, and spawn → first remember answer, in ms."""
+def _mcp_once(
+    env: dict[str, str], cwd: Path, query: str, call: dict[str, Any] | None = None
+) -> tuple[float, float]:
+    """Spawn → tools/list answer, and spawn → first remember answer (or `call`'s), in ms."""
     from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
     start = time.perf_counter()
@@ -209,8 +211,7 @@ def _mcp_once(env: dict[str, str], cwd: Path, query: str) -> tuple[float, float]
         proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
         ask(_rpc(1, "tools/list"))
         listed = time.perf_counter()
-        call = {"name": "remember", "arguments": {"query": query}}
-        ask(_rpc(2, "tools/call", call))
+        ask(_rpc(2, "tools/call", call or {"name": "remember", "arguments": {"query": query}}))
         answered = time.perf_counter()
     finally:
         proc.stdin.close()

@@ -21,6 +21,7 @@ import numpy.typing as npt
 from octobrain.embed.base import BaseEmbedder, Kind, model_prefixes
 from octobrain.embed.onnx import MeanPooledOnnx
 from octobrain.errors import EmbeddingError, InvalidInput
+from octobrain.heap import on_trim
 from octobrain.modelspec import ModelSpec
 
 __all__ = ["LocalEmbedder", "bundled_model_dir", "bundled_onnx_path"]
@@ -199,7 +200,9 @@ def load_bundled() -> MeanPooledOnnx:
                 model_dir = bundled_model_dir()
             except OSError:  # a read-only data dir must not make the offline model unusable
                 model_dir = bundled_model_dir(Path(tempfile.mkdtemp(prefix="octobrain-")))
-            _BUNDLED.append(MeanPooledOnnx(model_dir, optimize=not _FEW_TEXTS.is_set()))
+            model = MeanPooledOnnx(model_dir, optimize=not _FEW_TEXTS.is_set())
+            on_trim(model.give_back)  # (a long-lived process trims after bulk work)
+            _BUNDLED.append(model)
         return _BUNDLED[0]
 
 

@@ -20,7 +20,11 @@ import numpy.typing as npt
 
 from octobrain.errors import EmbeddingError
 
-__all__ = ["MeanPooledOnnx"]
+__all__ = ["KEPT_TOKENS", "MeanPooledOnnx"]
+
+# What a run may need (texts × padded tokens) without its arena being handed back afterwards
+# (`MeanPooledOnnx.give_back`): a query's or a memory's, which the next call needs again.
+KEPT_TOKENS = 512
 
 
 class MeanPooledOnnx:
@@ -75,22 +79,41 @@ class MeanPooledOnnx:
         )
         self._inputs = {node.name for node in self._session.get_inputs()}
         self._tokenizer = tokenizer
+        self._release = ort.RunOptions()
+        self._release.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+        self._outgrown = False  # a run since the last `give_back` needed more than KEPT_TOKENS
 
     def embed(self, texts: list[str], run_texts: int) -> npt.NDArray[np.float32]:
         """One unit vector per text (at least one), `run_texts` texts per onnxruntime run."""
         runs = [self._run(texts[i : i + run_texts]) for i in range(0, len(texts), run_texts)]
         return runs[0] if len(runs) == 1 else np.concatenate(runs)
 
-    def _run(self, texts: list[str]) -> npt.NDArray[np.float32]:
+    def give_back(self) -> None:
+        """Hand back what onnxruntime's memory arena holds beyond a short text's needs.
+
+        The arena keeps, for the session's life, what its largest run needed, and a run's
+        attention grows with texts × tokens²: an MCP server or resident service that had
+        indexed a 105 KB document held 260-270 MB more for good. Called once a long-lived
+        process is done with such work (`heap.trim_heap`, which the server and the service
+        run after it), not after every run: a bulk embedding reuses what its first run took.
+        A run of one short text with onnxruntime's shrink option frees the rest (a few ms);
+        nothing is done when no run outgrew `KEPT_TOKENS` since the last time."""
+        if self._outgrown:
+            self._outgrown = False
+            self._run(["."], release=True)
+
+    def _run(self, texts: list[str], *, release: bool = False) -> npt.NDArray[np.float32]:
         encoded = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
+        if ids.size > KEPT_TOKENS:
+            self._outgrown = True
         mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
         feed: dict[str, Any] = {"input_ids": ids}
         if "attention_mask" in self._inputs:
             feed["attention_mask"] = mask
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feed)[0]
+        hidden = self._session.run(None, feed, self._release if release else None)[0]
         summed = np.sum(hidden, axis=1, where=mask[:, :, np.newaxis].astype(bool), dtype=np.float64)
         pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
         norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)

@@ -40,9 +40,10 @@ log = logging.getLogger(__name__)
 # call, so the least recently used beyond this are dropped (they share the root's model, store
 # and mirror, and hold nothing of their own that is not written: rebuilt when named again).
 SCOPES_KEPT = 64
-# A knowledge call that grew the process by more than this hands what it freed back to the
-# system after it (`heap.trim_heap`): a 45 MB file read, normalised and cut left the server 0.4
-# GB larger after each search naming it.
+# A knowledge call or an ingest's embedding that grew the process by more than this hands what
+# it freed back to the system after it (`heap.trim_heap`): a 45 MB file read, normalised and cut
+# left the server 0.4 GB larger after each search naming it, and the model's activations for a
+# 105 KB document 260-270 MB.
 TRIM_AFTER = 64 << 20
 
 
@@ -262,9 +263,16 @@ class BrainPool:
             finally:
                 knowledge.prefetched, knowledge.stop = None, None
                 self._note_own_tables()
-                after = resident_bytes()
-                if before is not None and after is not None and after - before > TRIM_AFTER:
-                    trim_heap()  # (a document read and cut: what it held stays with malloc)
+                self._trim_after(before)
+
+    @staticmethod
+    def _trim_after(before: int | None) -> None:
+        """Hand back what a call that grew the process by over `TRIM_AFTER` since `before`
+        freed: a document read and cut stays with malloc, the model's activations with
+        onnxruntime (`heap.trim_heap`)."""
+        after = resident_bytes()
+        if before is not None and after is not None and after - before > TRIM_AFTER:
+            trim_heap()
 
     def _note_own_tables(self) -> None:
         """After a knowledge call: the tables its first note or index made are its own, not
@@ -281,7 +289,11 @@ class BrainPool:
         """Run an `ingest`'s embedding (`IngestPlan.embed`) outside the pool lock, one at a
         time (blocking; call it from a worker thread)."""
         with self._embed_lock:
-            return work()
+            before = resident_bytes()
+            try:
+                return work()
+            finally:
+                self._trim_after(before)
 
     def warm_up(self, scope: str, workdir: Path | None) -> None:
         """Load the model, LanceDB and the mirror ahead of the first call (run in a thread).
