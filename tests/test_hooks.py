@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -419,6 +420,29 @@ def test_hook_install_writes_through_a_symlink_and_never_over_a_device(tmp_path:
     refused = cli("hook", "install", "--settings", str(device), "--command", "/opt/ob", "--yes")
     assert refused.exit_code == 2 and "is not a regular file" in refused.output, refused.output
     assert Path("/dev/null").is_char_device()
+
+
+def test_hook_install_without_octobrain_on_path_runs_this_interpreter_s_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `python -m octobrain hook install` from an interpreter whose scripts are not on PATH:
+    # the hooks run that interpreter, by its absolute path, with `-m octobrain`.
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    settings = tmp_path / "settings.json"
+    done = cli("hook", "install", "--settings", str(settings), "--yes")
+    assert done.exit_code == 0, done.output
+    entry = json.loads(settings.read_text())["hooks"]["SessionStart"][0]["hooks"][0]
+    assert entry["command"] == f"{shlex.quote(sys.executable)} -m octobrain hook session-start"
+    monkeypatch.undo()
+    (tmp_path / "repo").mkdir()
+    event = {"hook_event_name": "SessionStart", "session_id": "s1", "source": "startup"}
+    env = {**os.environ, "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"), "PATH": "/usr/bin:/bin",
+           "OCTOBRAIN_SERVICE_ENABLED": "0", "OCTOBRAIN_EMBEDDING_MODEL": "hash:64"}  # fmt: skip
+    ran = subprocess.run(
+        entry["command"], shell=True, input=json.dumps({**event, "cwd": str(tmp_path / "repo")}),
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
 
 
 def test_a_hook_given_endless_stdin_reads_a_bounded_amount_and_fails_open(tmp_path: Path) -> None:
