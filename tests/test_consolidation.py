@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -117,9 +117,13 @@ def test_decay_curve_halves_every_90_days_and_never_reaches_zero() -> None:
 
 
 def test_five_rate_limiting_notes_over_a_day_become_one_parent_on_next_startup(
-    make_brain: MakeBrain, tmp_path: Path
+    make_brain: MakeBrain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     brain = make_brain(model="minilm")
+
+    def markers() -> Iterator[Path]:
+        return (tmp_path / "markers").glob("*.json")
+
     now = utcnow()
     notes = [
         add_at(brain, f"Rate limiting note {i + 1}", text, now - timedelta(hours=5 * i))
@@ -127,11 +131,14 @@ def test_five_rate_limiting_notes_over_a_day_become_one_parent_on_next_startup(
     ]
     for title, content in OTHER:
         add_at(brain, title, content, now - timedelta(hours=2))
+    trims: list[int] = []  # (what the pass used is handed back once it is done)
+    monkeypatch.setattr(sleep_startup, "trim_heap", lambda: trims.append(len(list(markers()))))
     thread = sleep_startup.start_background_sleep(brain, marker_dir=tmp_path / "markers")
     assert thread is not None
     thread.join(timeout=120)
-    marker = json.loads(next((tmp_path / "markers").glob("*.json")).read_text())
+    marker = json.loads(next(markers()).read_text())
     assert marker["consolidated"] == 1
+    assert trims == [1]  # once, after the pass was recorded
     # A second startup in the same or another process within 24 h does nothing.
     assert sleep_startup.start_background_sleep(brain, marker_dir=tmp_path / "markers") is None
 

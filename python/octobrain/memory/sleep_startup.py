@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from octobrain.config import data_dir
 from octobrain.files import read_regular
+from octobrain.heap import trim_heap
 from octobrain.times import utcnow
 
 if TYPE_CHECKING:
@@ -121,13 +122,21 @@ def start_background_sleep(
         import concurrent.futures.thread  # noqa: F401
 
         thread = threading.Thread(
-            target=_lazy_pass, args=(brain, schedule), name="octobrain-sleep", daemon=False
+            target=_pass_then_trim, args=(brain, schedule), name="octobrain-sleep", daemon=False
         )
         thread.start()
         return thread
     except Exception:
         log.warning("could not start the sleep pass", exc_info=True)
         return None
+
+
+def _pass_then_trim(brain: Brain, schedule: _Schedule) -> None:
+    """`_lazy_pass`, then what it used handed back (`heap.trim_heap`): an MCP server kept the
+    pass's rows, vectors and clusters with malloc and Arrow for its life (a 10k scope: 371 MB
+    before the pass, 681 after it, 441 once trimmed)."""
+    _lazy_pass(brain, schedule)
+    trim_heap()  # (its own Brain and mirror are gone with the pass's frame)
 
 
 def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
