@@ -1123,3 +1123,49 @@ def test_an_embedding_that_fails_fails_the_call_and_stores_nothing(
     with pytest.raises(EmbeddingError, match="model unavailable"):
         brain.remember("primary database")
     assert brain.store.count() == 1
+
+
+def test_an_update_embeds_the_mirrored_memory_edited_while_the_store_opens(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A hook refreshing its session digest has just read it from the mirror: its edit is
+    # embedded while the store opens and the row is read under the write lock.
+    brain = make_brain()
+    mem, _ = brain.memorize(*TOKEN_BUCKET)
+    brain.retriever.corpus.refresh()  # (as the hook's look for its digest does)
+    assert brain.retriever.corpus.held(mem.id) is not None
+    embedding, locking = threading.Event(), threading.Event()
+    embed, write_lock = brain.embedder.embed_documents, brain.store.write_lock
+
+    def embed_meeting(texts: list[str]) -> Any:
+        _meets(embedding, locking)
+        return embed(texts)
+
+    def lock_meeting(**kwargs: Any) -> Any:
+        _meets(locking, embedding)
+        return write_lock(**kwargs)
+
+    monkeypatch.setattr(brain.embedder, "embed_documents", embed_meeting)
+    monkeypatch.setattr(brain.store, "write_lock", lock_meeting)
+    brain.update(mem.id, content="API keys are throttled by a leaky bucket: 50 requests a minute.")
+    monkeypatch.undo()
+    assert [h.memory.id for h in brain.remember("leaky bucket").hits] == [mem.id]
+
+
+def test_an_update_embeds_the_row_it_read_not_an_out_of_date_mirror(
+    make_brain: MakeBrain,
+) -> None:
+    brain = make_brain()
+    mem, _ = brain.memorize(*TOKEN_BUCKET)
+    brain.retriever.corpus.refresh()
+    stale = brain.retriever.corpus.held(mem.id)
+    assert stale is not None and stale.content == TOKEN_BUCKET[1]
+    other = make_brain()  # another process edits it; this one's mirror has not caught up
+    other.update(mem.id, content="API keys are throttled by a leaky bucket: 50 requests a minute.")
+    assert brain.retriever.corpus.held(mem.id) == stale
+    updated = brain.update(mem.id, title="Throttling decision")
+    assert updated.content.startswith("API keys are throttled by a leaky bucket")
+    stored = {
+        r["id"]: r["embedding"] for r in brain.store.scan("true", columns=["id", "embedding"])
+    }[mem.id]
+    assert np.allclose(stored, brain.embedder.embed_documents([updated.embedded_text()])[0])

@@ -464,6 +464,13 @@ class Corpus:
         back[order] = np.arange(len(order))
         return taken.take(pa.array(back, pa.int64()))
 
+    def held(self, memory_id: str) -> Memory | None:
+        """The memory `memory_id` (a full id) as the mirror holds it, without catching up:
+        None when it holds none (not loaded yet, or not there). It may be out of date."""
+        with self._lock:
+            pos = self.pos_of.get(memory_id)
+            return None if pos is None else self.memory(pos)
+
     def memory(self, pos: int) -> Memory:
         """The memory at a live position (made from the mirrored columns on first use)."""
         memory = self._cache.get(pos)

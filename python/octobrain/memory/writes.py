@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
-from octobrain.embed.base import ahead
+from octobrain.embed.base import Vectors, ahead
 from octobrain.errors import InvalidInput
 from octobrain.memory import goals, temporal
 from octobrain.memory.conversation import is_turn
@@ -21,6 +21,7 @@ from octobrain.models import (
     MemoryType,
     Relationship,
     RelationshipType,
+    check_id_ref,
     check_unit,
     clean_files,
     clean_tags,
@@ -215,22 +216,22 @@ class Writes(BrainBase):
         process's update, a consolidation) is never overwritten by this one.
         """
         self.embedder.prepare()  # loads while the store opens and the row is read
+        edit = self._edit(
+            title, content, memory_type, importance, add_tags, remove_tags, add_files, remove_files
+        )
+        early = self._embedded_early(memory_id, edit)
         with self.store.write_lock():
-            return self._update_locked(
-                memory_id,
-                title,
-                content,
-                memory_type,
-                importance,
-                add_tags,
-                remove_tags,
-                add_files,
-                remove_files,
-            )
+            current = self.get(memory_id)
+            updated = edit(current)
+            text = updated.embedded_text()
+            vector = early[1]() if early and early[0] == text else None
+            if vector is None:
+                vector = self.embedder.embed_documents([text])
+            self.store.replace(updated, vector[0], read=current)
+            return updated
 
-    def _update_locked(
+    def _edit(
         self,
-        memory_id: str,
         title: str | None,
         content: str | None,
         memory_type: str | None,
@@ -239,37 +240,51 @@ class Writes(BrainBase):
         remove_tags: Sequence[str],
         add_files: Sequence[str],
         remove_files: Sequence[str],
-    ) -> Memory:
+    ) -> Callable[[Memory], Memory]:
+        """An update's fields checked (a refusal names a field as given: `add_tags[0]`, not
+        its place among the memory's tags once merged), as a function of the memory read."""
         new_title = None if title is None else self._text("title", title, TITLE_BYTES)
         check_one_line("title", new_title)
         check_lines("add_tags", list(add_tags))
         check_lines("add_files", list(add_files))
-        # What is added is checked as given, so a refusal names it (`add_tags[0]`), not its
-        # place among the memory's tags once merged.
         clean_tags(add_tags, "add_tags")
         clean_files(add_files, "add_files")
-        current = self.get(memory_id)
-        tags = [t for t in current.tags if t not in set(remove_tags)] + list(add_tags)
-        files = [f for f in current.related_files if f not in set(remove_files)] + list(add_files)
-        updated = replace(
-            current,
-            title=current.title if new_title is None else new_title,
-            content=current.content
-            if content is None
-            else self._text("content", content, CONTENT_BYTES),
-            memory_type=current.memory_type
-            if memory_type is None
-            else parse_memory_type(memory_type),
-            importance=current.importance
-            if importance is None
-            else check_unit("importance", importance),
-            tags=self._each("tags", clean_tags(tags)),
-            related_files=self._each("related_files", clean_files(files)),
-            updated_at=utcnow(),
-        )
-        vector = self.embedder.embed_documents([updated.embedded_text()])
-        self.store.replace(updated, vector[0], read=current)
-        return updated
+        new_content = None if content is None else self._text("content", content, CONTENT_BYTES)
+        new_type = None if memory_type is None else parse_memory_type(memory_type)
+        new_importance = None if importance is None else check_unit("importance", importance)
+
+        def edit(current: Memory) -> Memory:
+            tags = [t for t in current.tags if t not in set(remove_tags)] + list(add_tags)
+            files = [f for f in current.related_files if f not in set(remove_files)]
+            return replace(
+                current,
+                title=current.title if new_title is None else new_title,
+                content=current.content if new_content is None else new_content,
+                memory_type=current.memory_type if new_type is None else new_type,
+                importance=current.importance if new_importance is None else new_importance,
+                tags=self._each("tags", clean_tags(tags)),
+                related_files=self._each("related_files", clean_files(files + list(add_files))),
+                updated_at=utcnow(),
+            )
+
+        return edit
+
+    def _embedded_early(
+        self, memory_id: str, edit: Callable[[Memory], Memory]
+    ) -> tuple[str, Callable[[], Vectors]] | None:
+        """The edit of the memory as this process's mirror holds it (a hook has just read it
+        there), embedded from now on while the store opens and the row is read: (its text,
+        its vectors), used only if the row read under the lock edits to the same text. None
+        when the mirror holds no such memory, or its edit is refused."""
+        full_id, full = check_id_ref(memory_id)  # (a prefix is looked up in the store)
+        held = self.retriever.corpus.held(full_id) if full else None
+        if held is None:
+            return None
+        try:
+            text = edit(held).embedded_text()
+        except InvalidInput:  # (the row read under the lock says why, if it is refused too)
+            return None
+        return text, ahead(lambda: self.embedder.embed_documents([text]))
 
     def relate(
         self,
