@@ -224,8 +224,9 @@ class Writes(BrainBase):
             current = self.get(memory_id)
             updated = edit(current)
             text = updated.embedded_text()
-            vector = early[1]() if early and early[0] == text else None
-            if vector is None:
+            if early is not None and early[0] == text:
+                vector = early[1]()
+            else:
                 vector = self.embedder.embed_documents([text])
             self.store.replace(updated, vector[0], read=current)
             return updated
