@@ -1055,11 +1055,23 @@ def test_a_restore_to_a_version_lost_in_the_middle_names_the_versions_kept(
         again.restore(lost, confirm=True)
 
 
-def _meets(first: threading.Event, second: threading.Event) -> None:
-    """Set `first`, then wait for `second`: two calls that each do this meet only when they
-    run at the same time (one after the other, the first waits in vain)."""
-    first.set()
-    assert second.wait(10), "ran one after the other, not side by side"
+def _side_by_side(
+    monkeypatch: pytest.MonkeyPatch, first: tuple[object, str], second: tuple[object, str]
+) -> None:
+    """Make two methods (an object and a name each) wait for each other before they run: they
+    run only when called at the same time (one after the other, the first waits in vain)."""
+    ready = threading.Event(), threading.Event()
+    for (owner, name), mine, other in ((first, *ready), (second, *reversed(ready))):
+        monkeypatch.setattr(owner, name, _meeting(getattr(owner, name), mine, other))
+
+
+def _meeting(run: Any, mine: threading.Event, other: threading.Event) -> Any:
+    def meeting(*args: Any, **kwargs: Any) -> Any:
+        mine.set()
+        assert other.wait(10), "ran one after the other, not side by side"
+        return run(*args, **kwargs)
+
+    return meeting
 
 
 def test_memorize_embeds_its_text_while_the_store_opens(
@@ -1068,19 +1080,7 @@ def test_memorize_embeds_its_text_while_the_store_opens(
     # A new process pays for the model's first run and for opening the store (LanceDB's
     # import): side by side on two cores they cost the longer of the two, not their sum.
     brain = make_brain()
-    embedding, opening = threading.Event(), threading.Event()
-    embed, open_store = brain.embedder.embed_documents, brain.store.open
-
-    def embed_meeting(texts: list[str]) -> Any:
-        _meets(embedding, opening)
-        return embed(texts)
-
-    def open_meeting() -> None:
-        _meets(opening, embedding)
-        open_store()
-
-    monkeypatch.setattr(brain.embedder, "embed_documents", embed_meeting)
-    monkeypatch.setattr(brain.store, "open", open_meeting)
+    _side_by_side(monkeypatch, (brain.embedder, "embed_documents"), (brain.store, "open"))
     mem, _ = brain.memorize(*TOKEN_BUCKET)
     assert [h.memory.id for h in brain.remember("token bucket rate limiting").hits] == [mem.id]
 
@@ -1090,19 +1090,8 @@ def test_remember_embeds_its_query_while_the_mirror_catches_up(
 ) -> None:
     brain = make_brain()
     mem, _ = brain.memorize(*TOKEN_BUCKET)
-    embedding, refreshing = threading.Event(), threading.Event()
-    embed, refresh = brain.embedder.embed_query, brain.retriever.corpus.refresh
-
-    def embed_meeting(queries: Any) -> Any:
-        _meets(embedding, refreshing)
-        return embed(queries)
-
-    def refresh_meeting() -> None:
-        _meets(refreshing, embedding)
-        refresh()
-
-    monkeypatch.setattr(brain.embedder, "embed_query", embed_meeting)
-    monkeypatch.setattr(brain.retriever.corpus, "refresh", refresh_meeting)
+    corpus = brain.retriever.corpus
+    _side_by_side(monkeypatch, (brain.embedder, "embed_query"), (corpus, "refresh"))
     assert [h.memory.id for h in brain.remember("token bucket rate limiting").hits] == [mem.id]
 
 
@@ -1134,19 +1123,7 @@ def test_an_update_embeds_the_mirrored_memory_edited_while_the_store_opens(
     mem, _ = brain.memorize(*TOKEN_BUCKET)
     brain.retriever.corpus.refresh()  # (as the hook's look for its digest does)
     assert brain.retriever.corpus.held(mem.id) is not None
-    embedding, locking = threading.Event(), threading.Event()
-    embed, write_lock = brain.embedder.embed_documents, brain.store.write_lock
-
-    def embed_meeting(texts: list[str]) -> Any:
-        _meets(embedding, locking)
-        return embed(texts)
-
-    def lock_meeting(**kwargs: Any) -> Any:
-        _meets(locking, embedding)
-        return write_lock(**kwargs)
-
-    monkeypatch.setattr(brain.embedder, "embed_documents", embed_meeting)
-    monkeypatch.setattr(brain.store, "write_lock", lock_meeting)
+    _side_by_side(monkeypatch, (brain.embedder, "embed_documents"), (brain.store, "write_lock"))
     brain.update(mem.id, content="API keys are throttled by a leaky bucket: 50 requests a minute.")
     monkeypatch.undo()
     assert [h.memory.id for h in brain.remember("leaky bucket").hits] == [mem.id]
