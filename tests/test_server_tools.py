@@ -741,14 +741,11 @@ def test_what_a_refused_knowledge_call_read_is_let_go_after_it(
     import gc
     import weakref
 
-    import octobrain.server.pool as pool_module
     from octobrain.errors import InvalidInput
+    from octobrain.server.pool import TRIM_AFTER
 
     pool = hash_pool(tmp_path / "db")
-    trims: list[int] = []
-    monkeypatch.setattr(pool_module, "trim_heap", lambda: trims.append(1))
-    grown = iter([0, 2 * pool_module.TRIM_AFTER])
-    monkeypatch.setattr(pool_module, "resident_bytes", lambda: next(grown))
+    trims = _trims_counted(monkeypatch, [0, 2 * TRIM_AFTER])
 
     class Document:
         text = "word " * 1000
@@ -776,14 +773,23 @@ def test_an_ingest_embedding_that_grew_the_server_hands_it_back(
 ) -> None:
     # The model's activations for a transcript's long turns stayed with onnxruntime's arena
     # for the server's life (`MeanPooledOnnx.give_back`, run by the heap trim).
-    import octobrain.server.pool as pool_module
+    from octobrain.server.pool import TRIM_AFTER
 
     pool = hash_pool(tmp_path / "db")
-    trims: list[int] = []
-    monkeypatch.setattr(pool_module, "trim_heap", lambda: trims.append(1))
-    grown = iter([0, 2 * pool_module.TRIM_AFTER, 0, 1 << 20])
-    monkeypatch.setattr(pool_module, "resident_bytes", lambda: next(grown))
+    trims = _trims_counted(monkeypatch, [0, 2 * TRIM_AFTER, 0, 1 << 20])
     assert pool.embed(lambda: "embedded") == "embedded"
     assert trims == [1]
     assert pool.embed(lambda: "embedded") == "embedded"  # grew by 1 MB: nothing to hand back
     assert trims == [1]
+
+
+def _trims_counted(monkeypatch: pytest.MonkeyPatch, sizes: list[int]) -> list[int]:
+    """The pool's heap trims, counted (not run), with the process's size read as `sizes` in
+    turn (before a call, after it, ...)."""
+    import octobrain.server.pool as pool_module
+
+    trims: list[int] = []
+    monkeypatch.setattr(pool_module, "trim_heap", lambda: trims.append(1))
+    size = iter(sizes)
+    monkeypatch.setattr(pool_module, "resident_bytes", lambda: next(size))
+    return trims
