@@ -261,10 +261,12 @@ def test_many_near_duplicates_do_not_crowd_out_the_rest_of_a_section(
             ]
         )
     ]
+    # Stored as an ingest stores turns (a `memorize` of the same text again is no new memory).
     noise = [
-        brain.memorize("Ack noted", "ok, done, sounds good to me.", memory_type="workflow")[0]
-        for i in range(40)
+        Memory("Ack noted", "ok, done, sounds good to me.", MemoryType.WORKFLOW, scope=API)
+        for _ in range(40)
     ]  # newer, so each outranks every distinct one
+    brain.store.add(noise, brain.embedder.embed_documents([m.embedded_text() for m in noise]))
     briefing = build_briefing(brain, count_tokens=COUNT, max_tokens=4000)
     shown = {i.memory.id for i in briefing.items}
     assert {m.id for m in distinct} <= shown, briefing_markdown(briefing)

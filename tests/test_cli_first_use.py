@@ -62,8 +62,8 @@ def test_a_person_is_trusted_and_told_what_was_stored(env: Path) -> None:
             "memorize", "-t", "Queue choice", "-c", "Jobs go through SQS.", "--format", "json"
         ).output
     )
-    assert set(machine) == {"id", "scope", "relationships", "findings_left"}
-    assert machine["scope"] == SCOPE
+    assert set(machine) == {"id", "scope", "relationships", "findings_left", "already_stored"}
+    assert machine["scope"] == SCOPE and machine["already_stored"] is None
 
 
 def test_scope_options_work_after_the_subcommand(env: Path) -> None:

@@ -153,7 +153,7 @@ def test_periodic_maintenance_compacts_and_indexes(
     for i in range(40):  # many one-row commits: the pattern of an agent memorizing
         store.add(_memories(1, "p/a"), _vectors(1, seed=i + 1))
     indexed = {ix.columns[0] for ix in store.memories.list_indices()}
-    assert {"id", "scope", "state", "embedding"} <= indexed
+    assert {"id", "title", "scope", "state", "embedding"} <= indexed
     assert store.memories.stats()["fragment_stats"]["num_fragments"] < 10
     assert store.count() == 340
 

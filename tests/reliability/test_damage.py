@@ -585,7 +585,8 @@ def _indexed(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
     ]
     brain.store.add(facts, brain.embedder.embed_documents([m.searchable_text() for m in facts]))
     brain.store.compact()
-    assert {ix.columns[0] for ix in brain.store.memories.list_indices()} == {"id", "scope", "state"}
+    indexed = {ix.columns[0] for ix in brain.store.memories.list_indices()}
+    assert indexed == {"id", "title", "scope", "state"}
     return [m.id for m in facts]
 
 
@@ -632,12 +633,12 @@ def test_a_lost_index_is_found_by_doctor_and_rebuilt_by_reindex(
     assert done.returncode == 1 and "octobrain doctor" in one_clear_line(done.stderr)
     rc, out, _ = run_cli(env, "doctor", "--format", "json")
     report = json.loads(out)
-    assert rc == 1 and len(report["problems"]) == (3 if damage == "indexes lost" else 1), report
+    assert rc == 1 and len(report["problems"]) == (4 if damage == "indexes lost" else 1), report
     for problem in report["problems"]:
         assert problem["problem"].startswith("index ") and "cannot be read" in problem["problem"]
         assert "`octobrain memory reindex`" in problem["repair"]
     done = octobrain(env, "reindex", scoped=False)
-    assert done.returncode == 0 and "dropped 3 indexes" in done.stdout, done.stderr
+    assert done.returncode == 0 and "dropped 4 indexes" in done.stdout, done.stderr
     assert run_cli(env, "doctor")[0] == 0
     assert octobrain(env, "get", ids[0]).returncode == 0
 
@@ -662,7 +663,7 @@ def test_a_cut_data_file_is_not_blamed_on_an_index(
     assert done.returncode == 1 and "octobrain doctor" in one_clear_line(done.stderr)
     assert "cannot be read" in done.stderr and "free space" not in done.stderr
     table = lancedb.connect(_store(env)).open_table("memories")
-    assert len(table.list_indices()) == 3, "the indexes were dropped"
+    assert len(table.list_indices()) == 4, "the indexes were dropped"
 
 
 def test_a_corrupt_table_manifest_is_damage_not_a_full_disk(env: dict[str, str]) -> None:

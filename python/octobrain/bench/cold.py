@@ -15,6 +15,7 @@ the service warm it relays its session to the service, disabled it serves in-pro
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -32,6 +33,8 @@ from octobrain.bench.scale_serve import SCOPE
 from octobrain.store import seen
 
 __all__ = ["cold_table", "run_cold", "target_ms"]
+
+_NOTES = itertools.count()  # the numbers of the notes `memorize` stores, one each
 
 COMMANDS = ("remember", "memorize", "session-start", "pre-compact", "session-end")
 TARGETS_MS = {
@@ -117,8 +120,10 @@ def _argv(command: str, i: int, transcript: Path, cwd: Path) -> tuple[list[str],
     if command == "remember":
         return ["memory", "--scope", SCOPE, "remember", make_queries(i + 1)[i]], b""
     if command == "memorize":
-        title = f"Cold start note {i}"
-        content = f"Measured whole-process latency, run {i}, for the cold start benchmark."
+        # (a new memory each time: the same one again is answered as already stored)
+        n = next(_NOTES)
+        title = f"Cold start note {n}"
+        content = f"Measured whole-process latency, run {n}, for the cold start benchmark."
         return ["memory", "--scope", SCOPE, "memorize", "-t", title, "-c", content], b""
     event = {"session-start": "SessionStart", "pre-compact": "PreCompact"}.get(
         command, "SessionEnd"

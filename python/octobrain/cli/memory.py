@@ -89,7 +89,7 @@ def memorize_cmd(
     links += [{"target_id": t, "relationship_type": "supersedes"} for t in supersedes]
     brain = command_brain(ctx)
     try:
-        mem, edges = brain.memorize(
+        stored = brain.memorize(
             title,
             content,
             memory_type=memory_type,
@@ -101,12 +101,22 @@ def memorize_cmd(
         )
     except InvalidInput as err:
         raise _named_as_given(err, len(related_to)) from None
+    mem, edges = stored
     left = brain.findings_left(edges)
-    emit(
-        fmt,
-        {"id": mem.id, "scope": mem.scope, "relationships": len(edges), "findings_left": left},
-        format_stored(mem, edges, left),
-    )
+    already = stored.already
+    data: dict[str, Any] = {
+        "id": mem.id,
+        "scope": mem.scope,
+        "relationships": len(edges),
+        "findings_left": left,
+        "already_stored": None  # (the memory was stored by this call)
+        if already is None
+        else {
+            "stored_at": already.stored_at.isoformat().replace("+00:00", "Z"),
+            "added": list(already.added),
+        },
+    }
+    emit(fmt, data, format_stored(mem, edges, left, already))
 
 
 def _named_as_given(err: InvalidInput, related: int) -> InvalidInput:

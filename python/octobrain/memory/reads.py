@@ -120,6 +120,11 @@ class Reads(BrainBase):
             self._access_queue().add(due, now, corpus)
         return Recall(hits, neighbours, self.scope)
 
+    def count_access(self, ids: Sequence[str], now: datetime) -> None:
+        """Count one access to each of `ids` (committed off the caller's path, as
+        `remember`'s are)."""
+        self._access_queue().add(ids, now, self.retriever.corpus)
+
     def flush(self, *, keep: bool = False) -> None:
         """Commit the access counts `remember` queued (`memory.access`) now, instead of
         within the next second; also done when the process exits. `keep`: leave them for the

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from octobrain.memory.consolidation import Consolidation
 from octobrain.memory.reads import Neighbour, Recall
 from octobrain.memory.search import Empty
 from octobrain.models import KEEP_VERSIONS_DAYS, Memory, Relationship, RelationshipType, to_plain
 from octobrain.safe_text import one_line, quoted
+
+if TYPE_CHECKING:
+    from octobrain.memory.copies import Already
 
 NO_RESULTS = (
     "No relevant memories found (nothing passed the relevance threshold). "
@@ -31,12 +34,25 @@ UNDO_NOTE = (
 LINKS_LISTED = 8  # links of one type listed one by one in `memorize`'s answer; more: counted
 
 
-def format_stored(memory: Memory, edges: list[Relationship], findings_left: int = 0) -> str:
-    """What `memorize` answers, on the CLI and over MCP: the id, then the memory in one line,
-    its links (a closed goal's findings counted, not listed) and, when closing a goal left
+def format_stored(
+    memory: Memory,
+    edges: list[Relationship],
+    findings_left: int = 0,
+    already: Already | None = None,
+) -> str:
+    """What `memorize` answers, on the CLI and over MCP: the id (or, for a memory `already`
+    held, that it was, and what the call added to it), then the memory in one line, its links
+    written (a closed goal's findings counted, not listed) and, when closing a goal left
     findings working, how many."""
+    first = f"Memory stored: {memory.id}"
+    if already is not None:
+        first = (
+            f"Memory already stored: {memory.id} (this scope holds a memory of the same type, "
+            f"title and content, stored {already.stored_at:%Y-%m-%d %H:%M} UTC): no copy made; "
+            + (f"added to it: {'; '.join(already.added)}" if already.added else "nothing added")
+        )
     lines = [
-        f"Memory stored: {memory.id}",
+        first,
         f"{memory.source.label} {one_line(memory.title)} | Type: {memory.memory_type.value} | "
         f"Importance: {memory.importance:.2f} | Scope: {memory.scope or '(global)'}",
     ]

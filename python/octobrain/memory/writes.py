@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, cast
 
 from octobrain.embed.base import Vectors, ahead
 from octobrain.errors import InvalidInput
-from octobrain.memory import goals, temporal
+from octobrain.memory import copies, goals, temporal
 from octobrain.memory.conversation import is_turn
+from octobrain.memory.copies import Stored
 from octobrain.memory.links import Link, link_description, parse_links
 from octobrain.models import (
     CONTENT_BYTES,
@@ -62,8 +63,10 @@ class Writes(BrainBase):
         source: str | None = None,
         related_to: Sequence[object] | None = None,
         global_: bool = False,
-    ) -> tuple[Memory, list[Relationship]]:
-        """Store a memory (and its links, all in the memory's scope). Returns both.
+    ) -> Stored:
+        """Store a memory (and its links, all in the memory's scope). Returns both (`Stored`).
+        A memory of this scope with the same type, title and content is not stored twice:
+        the answer is that memory, with what this call adds merged into it (`memory.copies`).
 
         A `closes` link to a `goal` closes it in the same call: the goal's working findings
         (memories that `achieves` it, in this memory's scope) become `consolidated` under this
@@ -149,11 +152,22 @@ class Writes(BrainBase):
             and targets[link.target_id].memory_type is MemoryType.GOAL
         ]
         if closed:
-            return goals.close_goal_with_new(
-                self.consolidator, closed[0], memory, vector()[0], edges
+            return Stored(
+                *goals.close_goal_with_new(self.consolidator, closed[0], memory, vector()[0], edges)
             )
-        self.store.add([memory], vector(), edges)
-        return memory, edges
+        embedding = vector()  # (before the write lock: other writers never wait for the model)
+        brain = cast("Brain", self)
+        with self.store.write_lock():
+            held = copies.held_copy(brain, memory)
+            if held is not None:
+                given = copies.Given(
+                    None if importance is None else memory.importance,
+                    None if source is None else memory.source,
+                    session,
+                )
+                return copies.merge_into(brain, held, memory, given, edges, embedding[0])
+            self.store.add([memory], embedding, edges)
+        return Stored(memory, edges)
 
     def findings_left(self, edges: Sequence[Relationship]) -> int:
         """How many working findings of the goal a memory closed are left (0 when it closed

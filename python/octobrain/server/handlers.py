@@ -103,7 +103,7 @@ def memorize(brain: Brain, arguments: dict[str, Any]) -> Reply:
                 f"related_to[{i}].relationship_type",
                 f"must be one of {', '.join(LINK_TYPES)}, got {kind!r}",
             )
-    memory, edges = brain.memorize(
+    stored = brain.memorize(
         _required(arguments, "title"),
         _required(arguments, "content"),
         memory_type=arguments.get("memory_type"),
@@ -116,7 +116,8 @@ def memorize(brain: Brain, arguments: dict[str, Any]) -> Reply:
     )
     from octobrain.memory.render import format_stored
 
-    return Reply(format_stored(memory, edges, brain.findings_left(edges)))
+    memory, edges = stored
+    return Reply(format_stored(memory, edges, brain.findings_left(edges), stored.already))
 
 
 # ---- ingest -------------------------------------------------------------------------------

@@ -127,7 +127,10 @@ MEMORIZE = ToolSpec(
         "contributes to it with relationship_type 'achieves' (target = the goal's id); when "
         "done, store a completion note with relationship_type 'closes' pointing at the goal, "
         "which consolidates the goal and its findings.\n\n"
-        "Title 5–200 bytes, content 10–10000 bytes. Returns the new memory's id."
+        "Title 5–200 bytes, content 10–10000 bytes. Returns the new memory's id. The same "
+        "memory_type, title and content sent again (a retry) stores no copy: the answer is the "
+        "memory already stored, given any tags, files, links, higher importance or trust the "
+        "call adds."
     ),
     properties={
         "title": _utf8(

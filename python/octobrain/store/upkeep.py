@@ -46,9 +46,11 @@ def compact(store: MemoryStore) -> None:
         rows = store.memories.count_rows()
         indexed = {ix.columns[0] for ix in store.memories.list_indices()}
         if rows >= SCALAR_INDEX_MIN_ROWS:
-            # id: point lookups, access bumps and deletes; scope/state: every read's filter.
-            if "id" not in indexed:
-                store.memories.create_index("id", config=BTree())
+            # id: point lookups, access bumps and deletes; title: `memorize`'s look for a copy
+            # of its memory (`memory.copies`); scope/state: every read's filter.
+            for column in ("id", "title"):
+                if column not in indexed:
+                    store.memories.create_index(column, config=BTree())
             for column in ("scope", "state"):
                 if column not in indexed:
                     store.memories.create_index(column, config=Bitmap())
