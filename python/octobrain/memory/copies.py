@@ -137,7 +137,7 @@ def merge_into(
             updated_at=now,
         )
         text = merged.embedded_text()
-        # (the call's own text embedded early: the same when only importance or trust rose)
+        # (the call's own vector, embedded early, serves when its text is the merged one's)
         same = text == memory.embedded_text()
         embedding = vector if same else brain.embedder.embed_documents([text])[0]
         brain.store.replace(merged, embedding, read=held)
