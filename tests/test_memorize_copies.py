@@ -231,3 +231,21 @@ def test_a_copy_is_found_in_an_indexed_table_and_in_rows_written_since(
     later, _ = brain.memorize("Fact 9", "Durable fact number 9.")  # not indexed yet
     assert brain.memorize("Fact 9", "Durable fact number 9.")[0].id == later.id
     assert brain.memorize("Fact 3", "Durable fact number 3!").already is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "It's the user's rule: never 'force push' to main.",
+        "Paths like C:\\temp\\new and \\n stay as typed; 100% of _cases_ match.",
+        "First line of the fact.\nSecond line, after a line break.\n\nThird.",
+        "Deploys 🚀 are frozen during the שבוע של השחרור (release week).",
+        "a' OR '1'='1'; DROP TABLE memories; -- an injection attempt",
+    ],
+)
+def test_any_text_sent_again_is_found_as_itself(tmp_path: Path, text: str) -> None:
+    brain = _brain(tmp_path / "db")
+    first, _ = brain.memorize("Odd text's title", text)
+    assert brain.memorize("Odd text's title", text)[0].id == first.id
+    assert brain.memorize("Odd text's title", text + " more").already is None
+    assert len(_rows(brain)) == 2
