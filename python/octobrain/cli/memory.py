@@ -75,7 +75,8 @@ def memorize_cmd(
     supersedes: tuple[str, ...],
     fmt: str,
 ) -> None:
-    """Store a memory; prints what was stored (`--format json`: its id)."""
+    """Store a memory; prints what was stored (`--format json`: its id). The same type, title
+    and content as a memory of the scope is not stored again: that memory is the answer."""
     from octobrain.memory.render import format_stored
 
     links: list[dict[str, Any]] = []
