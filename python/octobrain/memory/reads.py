@@ -117,7 +117,7 @@ class Reads(BrainBase):
             neighbours += self._session_neighbour(hits, edges, neighbours)
         due = corpus.due_for_access([h.memory.id for h in hits], now, ACCESS_WINDOW)
         if record_access and due:
-            self._access_queue().add(due, now, corpus)
+            self.count_access(due, now)
         return Recall(hits, neighbours, self.scope)
 
     def count_access(self, ids: Sequence[str], now: datetime) -> None:
