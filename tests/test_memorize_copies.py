@@ -249,3 +249,42 @@ def test_any_text_sent_again_is_found_as_itself(tmp_path: Path, text: str) -> No
     assert brain.memorize("Odd text's title", text)[0].id == first.id
     assert brain.memorize("Odd text's title", text + " more").already is None
     assert len(_rows(brain)) == 2
+
+
+def test_copies_stored_before_are_shown_once_and_the_next_memory_takes_their_place(
+    tmp_path: Path,
+) -> None:
+    from octobrain.memory.render import recall_to_dict
+    from octobrain.models import Memory
+
+    brain = _brain(tmp_path / "db")
+    # Written as a store written before memorize looked for copies holds them (or an import).
+    twins = [Memory(TITLE, TEXT, scope=SCOPE) for _ in range(3)]
+    other = Memory(
+        "Burst size", "The token bucket of each API key allows a burst of 20.", scope=SCOPE
+    )
+    rows = [*twins, other]
+    brain.store.add(rows, brain.embedder.embed_documents([m.embedded_text() for m in rows]))
+    recall = brain.remember("token bucket per key", limit=2, min_relevance=0.0)
+    shown = [h.memory.id for h in recall.hits]
+    assert len(shown) == 2 and other.id in shown
+    [first] = [h for h in recall.hits if h.memory.id != other.id]
+    assert sorted([first.memory.id, *first.copies]) == sorted(m.id for m in twins)
+    assert f"the same text is stored again as {', '.join(first.copies)}" in first.why
+    assert recall_to_dict(recall)["results"][shown.index(first.memory.id)]["copies"] == first.copies
+
+
+def test_the_same_words_said_twice_in_a_conversation_stay_two_turns(tmp_path: Path) -> None:
+    from octobrain.memory.conversation import parse_chat
+
+    brain = _brain(tmp_path / "db")
+    said = "Sounds good, ship the rate limiter on Friday."
+    turns = [
+        {"speaker": "Ana", "text": said, "session": "monday"},
+        {"speaker": "Bo", "text": "Are we sure the dashboards are ready?", "session": "monday"},
+        {"speaker": "Ana", "text": said, "session": "monday"},
+    ]
+    brain.ingest([parse_chat(turns, key="standup")])
+    hits = brain.remember("ship the rate limiter", min_relevance=0.0).hits
+    assert sum(h.memory.content == said for h in hits) == 2
+    assert all(h.copies == [] for h in hits)

@@ -1,6 +1,7 @@
 """Orderings the store knows, applied among the hits `remember` found: a consolidated memory
-ranks below its parent, and a memory a `conflicts` edge outranks ranks below the one stating
-the other value, unless the question asks for it by a word of its own."""
+ranks below its parent, a memory a `conflicts` edge outranks ranks below the one stating the
+other value, unless the question asks for it by a word of its own, and a memory stored twice
+is shown once."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from octobrain.memory import conflicts
+from octobrain.memory.conversation import is_turn
 from octobrain.models import Memory
 from octobrain.text import analyze
 
@@ -54,6 +56,27 @@ def rank_below(hits: list[Hit], conflicting: dict[str, list[str]], queries: Sequ
                 changed = True
         if not changed:
             break
+
+
+def copies_below(hits: Sequence[Hit]) -> set[int]:
+    """The places in `hits` (best first) of memories with the scope, type, title and content of
+    a better-ranked one: `memorize` stores such a copy no more, but a store written before it
+    did, and an import may bring one. Each is named in that one's `copies` and left out, so
+    an answer shows a fact once and the next memory takes its place. Turns of conversations
+    are kept: the same words said in two sessions (their context) are two things said."""
+    first: dict[tuple[str, str, str, str], Hit] = {}
+    below = set()
+    for place, hit in enumerate(hits):
+        m = hit.memory
+        if is_turn(m.tags):
+            continue
+        key = (m.scope, m.memory_type.value, m.title, m.content)
+        if key in first:
+            first[key].copies.append(m.id)
+            below.add(place)
+        else:
+            first[key] = hit
+    return below
 
 
 def asks_for(loser: Memory, winner: Memory, asked: set[str]) -> bool:

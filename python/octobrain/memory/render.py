@@ -100,6 +100,7 @@ def recall_to_dict(recall: Recall) -> dict[str, Any]:
                 "superseded_by": h.superseded_by,
                 "consolidated_into": h.consolidated_into,
                 "outranked_by": h.outranked_by,
+                "copies": h.copies,
                 "gist": h.gist or None,
                 "effective_importance": (
                     None if h.effective_importance is None else round(h.effective_importance, 4)

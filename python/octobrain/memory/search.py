@@ -29,7 +29,7 @@ from octobrain.kernels.hybrid import hybrid_rank
 from octobrain.memory.conversation import SPEAKER_PREFIX
 from octobrain.memory.corpus import Corpus
 from octobrain.memory.gist import gist_for
-from octobrain.memory.orderings import rank_below
+from octobrain.memory.orderings import copies_below, rank_below
 from octobrain.memory.page_check import SnapshotDamaged
 from octobrain.memory.query import Filters, named_periods
 from octobrain.models import (
@@ -99,6 +99,7 @@ class Hit:
     outranked_by: list[str] = field(default_factory=list)  # found memories stating another value
     gist: str = ""  # a faded episode's compressed text (the full content is still `memory`)
     effective_importance: float | None = None  # stored importance, decayed and access-boosted
+    copies: list[str] = field(default_factory=list)  # worse-ranked memories of the same text
 
 
 @dataclass
@@ -408,6 +409,8 @@ class Retriever:
             rows.append((hit, s, age_days, notes))
         rank_below([row[0] for row in rows], conflicting, queries)
         rows.sort(key=lambda row: (-row[0].score, -row[0].relevance, row[0].memory.id))
+        copies = copies_below([row[0] for row in rows])
+        rows = [row for place, row in enumerate(rows) if place not in copies]
         legs = f"{len(queries)} queries (RRF); " if len(queries) > 1 else ""
         hits = []
         for hit, s, age_days, notes in rows[:limit]:
@@ -422,6 +425,8 @@ class Retriever:
                 hit.why += f"; consolidated into {', '.join(hit.consolidated_into)}"
             if hit.outranked_by:
                 hit.why += f"; {', '.join(hit.outranked_by)} states another value and prevails"
+            if hit.copies:
+                hit.why += f"; the same text is stored again as {', '.join(hit.copies)}"
             # A copy: the mirror's objects change in place as accesses are recorded.
             hit.memory = copy.copy(m)
             hit.gist = gist_for(hit.memory, strength, now, self.config.brief)
