@@ -39,7 +39,7 @@ def test_session_words_score_a_turn_by_its_whole_session() -> None:
 
 
 @pytest.mark.parametrize(
-    "variant", ["session-words", "window-vector", "decompose", "dense-feedback"]
+    "variant", ["session-words", "window-vector", "decompose", "dense-feedback", "no-names"]
 )
 def test_bench_locomo_runs_each_variant(tmp_path: Path, variant: str) -> None:
     from octobrain.bench.locomo import locomo_table, run_locomo
@@ -167,3 +167,15 @@ def test_dense_feedback_moves_the_query_towards_its_top_turns(tmp_path: Path) ->
         pos = corpus.positions_of([hit.memory.id])
         assert hit.cosine == pytest.approx(float(corpus.vectors[pos][0] @ query), abs=1e-6)
         assert hit.relevance >= max(0.0, hit.cosine)
+
+
+def test_the_speakers_names_leave_a_question_for_the_vector_leg() -> None:
+    from octobrain.bench.locomo_variants import without_names
+
+    names = ["Caroline", "Mel", "Melanie"]
+    assert (
+        without_names("What did Caroline realize after Melanie's charity race?", names)
+        == "What did realize after charity race?"
+    )
+    assert without_names("Is Melody Caroline's cousin?", names) == "Is Melody cousin?"
+    assert without_names("Caroline?", names) == "Caroline?"  # nothing else left: as asked

@@ -269,6 +269,7 @@ def run_locomo(
         interleave,
         relevance_of,
         rerank,
+        without_names,
     )
     from octobrain.embed.cache import CachedEmbedder
     from octobrain.embed.factory import get_embedder
@@ -281,13 +282,14 @@ def run_locomo(
     conversations, questions = load_locomo(data)
     cached = CachedEmbedder(get_embedder(model, batch_size=64), cache_dir)
     memo = _QueryMemo(cached)
-    feedback = FeedbackEmbedder(memo) if variant == "dense-feedback" else None
+    feedback = FeedbackEmbedder(memo) if variant in ("dense-feedback", "no-names") else None
     embedder = feedback or memo
     base = config or Config()
     search = replace(base.search, max_results=DEPTH)
     base = replace(base, search=search)
     report = LocomoReport(cached.model_id, machine=f"{_cpus()} CPUs, shared")
     report.variant = variant or ""
+    names = sorted({t.speaker for c in conversations for t in c.turns})
     sessions = {c.key: SessionWords(c) for c in conversations} if variant == "session-words" else {}
     windows = WindowVectors(embedder) if variant == "window-vector" else None
     report.window = WINDOW if window is None else window
@@ -332,6 +334,8 @@ def run_locomo(
             if q.conversation not in brains or not (q.category == 5 or q.evidence):
                 continue
             brain = brains[q.conversation]
+            if feedback is not None and variant == "no-names":  # (the vector leg's query)
+                feedback.replaced[q.text] = memo.embed_query(without_names(q.text, names))
             embedder.embed_query(q.text)  # the query embedding is timed apart
             t0 = time.perf_counter()
             recall = brain.remember(q.text, limit=DEPTH, min_relevance=0.0, record_access=False)
@@ -348,7 +352,7 @@ def run_locomo(
                         for p in parts
                     ]
                 )
-            elif feedback is not None:
+            elif feedback is not None and variant == "dense-feedback":
                 corpus = brain.retriever.corpus
                 feedback.feedback(q.text, corpus, hits)
                 again = brain.remember(q.text, limit=DEPTH, min_relevance=0.0, record_access=False)

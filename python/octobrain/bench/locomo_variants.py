@@ -23,7 +23,12 @@ The other two ask `remember` again:
   returned turns' stored vectors (β = `FEEDBACK_BETA`, the textbook 10 documents and 0.75), and
   the question asked again with q' as its vector (`FeedbackEmbedder`), so the vector leg ranks
   by q' and can reach turns the first vector did not; relevance stays that of the question's
-  own vector (`relevance_of`).
+  own vector (`relevance_of`);
+- `no-names`: the vector leg asked without the names of the conversations' speakers
+  (`without_names`: "What did Caroline realize …" embedded as "What did realize …"). A turn's
+  vector carries who said it, so a name in the question pulls towards everything that person
+  said; the speaker preference (×2 after fusion) already does that. Relevance is the cosine
+  to the vector asked, as it would be in the product.
 """
 
 from __future__ import annotations
@@ -55,9 +60,10 @@ __all__ = [
     "interleave",
     "relevance_of",
     "rerank",
+    "without_names",
 ]
 
-VARIANTS = ("session-words", "window-vector", "decompose", "dense-feedback")
+VARIANTS = ("session-words", "window-vector", "decompose", "dense-feedback", "no-names")
 LEG_WEIGHT = 0.5
 FEEDBACK_TURNS = 10
 FEEDBACK_BETA = 0.75
@@ -292,3 +298,13 @@ def relevance_of(
         )
         for h, c, w in zip(hits, cos, cover, strict=True)
     ]
+
+
+def without_names(question: str, names: Sequence[str]) -> str:
+    """`question` without any of `names` (a possessive "'s" with it), spaces closed up; the
+    question itself when no word is left."""
+    if not names:
+        return question
+    spoken = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    left = " ".join(re.sub(rf"\b(?:{spoken})(?:'s)?\b", " ", question).split())
+    return left if re.search(r"\w", left) else question

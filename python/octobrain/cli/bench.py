@@ -356,7 +356,9 @@ def bench_scale_command(
 )
 @click.option(
     "--variant",
-    type=click.Choice(["session-words", "window-vector", "decompose", "dense-feedback"]),
+    type=click.Choice(
+        ["session-words", "window-vector", "decompose", "dense-feedback", "no-names"]
+    ),
     default=None,
     help="A mechanism measured against the shipped path (README; none is shipped).",
 )
