@@ -288,3 +288,14 @@ def test_the_same_words_said_twice_in_a_conversation_stay_two_turns(tmp_path: Pa
     hits = brain.remember("ship the rate limiter", min_relevance=0.0).hits
     assert sum(h.memory.content == said for h in hits) == 2
     assert all(h.copies == [] for h in hits)
+
+
+def test_many_copies_are_counted_past_the_first_three(tmp_path: Path) -> None:
+    from octobrain.models import Memory
+
+    brain = _brain(tmp_path / "db")
+    twins = [Memory(TITLE, TEXT, scope=SCOPE) for _ in range(6)]
+    brain.store.add(twins, brain.embedder.embed_documents([m.embedded_text() for m in twins]))
+    [hit] = brain.remember("token bucket per key", min_relevance=0.0).hits
+    assert len(hit.copies) == 5
+    assert hit.why.endswith(f"stored again as {', '.join(hit.copies[:3])} and 2 more")

@@ -63,7 +63,7 @@ def copies_below(hits: Sequence[Hit]) -> set[int]:
     a better-ranked one: `memorize` stores such a copy no more, but a store written before it
     did, and an import may bring one. Each is named in that one's `copies` and left out, so
     an answer shows a fact once and the next memory takes its place. Turns of conversations
-    are kept: the same words said in two sessions (their context) are two things said."""
+    are kept: the same words said twice are two things said."""
     first: dict[tuple[str, str, str, str], Hit] = {}
     below = set()
     for place, hit in enumerate(hits):

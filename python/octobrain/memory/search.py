@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 SUPERSEDED_FACTOR = 0.1
 LISTED_EDGES = 8  # superseding memories or parents listed per hit (the rest are not needed)
+COPIES_LISTED = 3  # copies of a hit's text named in its `Why:` line; more: counted
 # this share of that one's score
 # A turn said by a person the question names: worth about 0.7 standard deviation of match
 # (scores are exp(z - z_best)): on LoCoMo such a question is answered by that person's own
@@ -426,7 +427,9 @@ class Retriever:
             if hit.outranked_by:
                 hit.why += f"; {', '.join(hit.outranked_by)} states another value and prevails"
             if hit.copies:
-                hit.why += f"; the same text is stored again as {', '.join(hit.copies)}"
+                more = len(hit.copies) - COPIES_LISTED
+                listed = ", ".join(hit.copies[:COPIES_LISTED]) + (f" and {more} more" * (more > 0))
+                hit.why += f"; the same text is stored again as {listed}"
             # A copy: the mirror's objects change in place as accesses are recorded.
             hit.memory = copy.copy(m)
             hit.gist = gist_for(hit.memory, strength, now, self.config.brief)
