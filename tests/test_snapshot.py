@@ -37,12 +37,14 @@ def _brain(uri: Path, **search: Any) -> Brain:
     return Brain(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
 
 
-def _fill(brain: Brain, n: int = 40) -> list[str]:
+def _fill(brain: Brain, n: int = 40, batch: str = "") -> list[str]:
+    """`n` memories; a second fill of the same store names its `batch`, so that its memories
+    are new ones, not copies of the first fill's (shown once)."""
     from octobrain.models import Memory
 
     memories = [
         Memory(
-            title=f"Note {i} on {TOPICS[i % len(TOPICS)]}",
+            title=f"Note {i} on {TOPICS[i % len(TOPICS)]}{batch}",
             content=f"The {TOPICS[i % len(TOPICS)]} service uses setting zq{i} = {i * 7}.",
             scope=SCOPE,
             tags=[TOPICS[i % len(TOPICS)]],
@@ -108,7 +110,7 @@ def test_a_mirror_reads_the_snapshot_it_rewrote_not_the_one_it_opened(tmp_path: 
     reader = _brain(tmp_path / "db")
     assert _found(reader, "zq3 setting")[0] == ids[3] and _opened_from_snapshot(reader)
     opened = _current(reader)
-    more = _fill(_brain(tmp_path / "db", snapshot_min_rows=0), 300)  # a rewrite is due
+    more = _fill(_brain(tmp_path / "db", snapshot_min_rows=0), 300, " (more)")  # a rewrite is due
     assert _found(reader, "zq299 setting")[0] == more[299]  # caught up, then rewritten
     rewritten = _current(reader)
     assert rewritten != opened
@@ -125,7 +127,7 @@ def test_one_answer_mixes_the_snapshots_rows_and_the_rows_read_since(tmp_path: P
     assert _found(_brain(tmp_path / "db"), "zq3 setting")[0] == ids[3]  # the snapshot
     reader = _brain(tmp_path / "db")
     assert _found(reader, "zq3 setting")[0] == ids[3] and _opened_from_snapshot(reader)
-    later = _fill(_brain(tmp_path / "db", snapshot_min_rows=0), 10)  # too few for a rewrite
+    later = _fill(_brain(tmp_path / "db", snapshot_min_rows=0), 10, " (later)")  # no rewrite
     hits = reader.remember("setting", min_relevance=0.0, record_access=False, limit=50).hits
     number = {mid: i for i, mid in enumerate(ids)} | {mid: i for i, mid in enumerate(later)}
     assert len(hits) == 50 and {h.memory.id for h in hits} == set(number)
