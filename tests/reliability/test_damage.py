@@ -631,6 +631,11 @@ def test_a_lost_index_is_found_by_doctor_and_rebuilt_by_reindex(
         _cut_id_index(env)
     done = octobrain(env, "get", ids[0])
     assert done.returncode == 1 and "octobrain doctor" in one_clear_line(done.stderr)
+    if damage == "indexes lost":  # a memorize looks for a copy of itself through them too
+        done = octobrain(env, "memorize", "-t", "After the loss", "-c", "A fact written now.")
+        assert done.returncode == 1 and "Memory stored" not in done.stdout
+        line = one_clear_line(done.stderr)
+        assert "nothing was changed" in line and "octobrain doctor" in line, line
     rc, out, _ = run_cli(env, "doctor", "--format", "json")
     report = json.loads(out)
     assert rc == 1 and len(report["problems"]) == (4 if damage == "indexes lost" else 1), report
@@ -641,6 +646,7 @@ def test_a_lost_index_is_found_by_doctor_and_rebuilt_by_reindex(
     assert done.returncode == 0 and "dropped 4 indexes" in done.stdout, done.stderr
     assert run_cli(env, "doctor")[0] == 0
     assert octobrain(env, "get", ids[0]).returncode == 0
+    memorize(env, "After the repair", "A fact written once the indexes were rebuilt.")
 
 
 def test_a_cut_data_file_is_not_blamed_on_an_index(
