@@ -17,7 +17,7 @@ from typing import Any
 
 from octobrain.errors import InvalidInput
 from octobrain.safe_text import byte_len, plain_string
-from octobrain.times import utcnow
+from octobrain.times import iso_z, utcnow
 
 TITLE_BYTES = (5, 200)
 CONTENT_BYTES = (10, 10_000)
@@ -447,6 +447,6 @@ def to_plain(record: Memory | Relationship, *, iso_times: bool) -> dict[str, Any
         elif isinstance(value, list):
             value = list(value)
         elif isinstance(value, datetime) and iso_times:
-            value = value.isoformat().replace("+00:00", "Z")
+            value = iso_z(value)
         out[f.name] = value
     return out

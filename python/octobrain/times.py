@@ -77,6 +77,11 @@ def micros(moment: datetime) -> int:
     return int(moment.timestamp() * 1_000_000)
 
 
+def iso_z(moment: datetime, timespec: str = "auto") -> str:
+    """A UTC timestamp as ISO-8601 ending in Z (how JSON output writes times)."""
+    return moment.isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
 def utcnow() -> datetime:
     """Now, timezone-aware UTC, at microsecond precision (what Arrow timestamps keep)."""
     return datetime.now(timezone.utc)

@@ -78,6 +78,7 @@ def memorize_cmd(
     """Store a memory; prints what was stored (`--format json`: its id). The same type, title
     and content as a memory of the scope is not stored again: that memory is the answer."""
     from octobrain.memory.render import format_stored
+    from octobrain.times import iso_z
 
     links: list[dict[str, Any]] = []
     for spec in related_to:
@@ -113,7 +114,7 @@ def memorize_cmd(
         "already_stored": None  # (the memory was stored by this call)
         if already is None
         else {
-            "stored_at": already.stored_at.isoformat().replace("+00:00", "Z"),
+            "stored_at": iso_z(already.stored_at),
             "added": list(already.added),
         },
     }

@@ -17,6 +17,7 @@ from octobrain.knowledge.results import (
     StoredNote,
 )
 from octobrain.safe_text import one_line, quoted
+from octobrain.times import iso_z
 
 RULE = "=" * 50
 
@@ -36,7 +37,7 @@ def _scope(scope: str) -> str:
 
 
 def _ts(moment: datetime | None) -> str:
-    return "" if moment is None else moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+    return "" if moment is None else iso_z(moment, "seconds")
 
 
 def to_dict(result: Any) -> Any:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from octobrain.models import Source
 from octobrain.safe_text import one_line
+from octobrain.times import iso_z
 
 if TYPE_CHECKING:
     from octobrain.memory.briefing import Briefing, BriefItem
@@ -74,7 +75,7 @@ def briefing_to_dict(briefing: Briefing) -> dict[str, Any]:
     """The briefing as JSON-ready data (full memory text stays reachable by id)."""
     return {
         "scope": briefing.scope,
-        "generated_at": briefing.generated_at.isoformat().replace("+00:00", "Z"),
+        "generated_at": iso_z(briefing.generated_at),
         "max_tokens": briefing.max_tokens,
         "tokens": briefing.tokens,
         "candidates": briefing.candidates,
@@ -91,7 +92,7 @@ def briefing_to_dict(briefing: Briefing) -> dict[str, Any]:
                         "memory_type": i.memory.memory_type.value,
                         "scope": i.memory.scope,
                         "source": i.memory.source.value,
-                        "created_at": i.memory.created_at.isoformat().replace("+00:00", "Z"),
+                        "created_at": iso_z(i.memory.created_at),
                         "strength": round(i.strength, 4),
                         "score": round(i.score, 4),
                         "status": i.status or None,

@@ -44,7 +44,7 @@ from octobrain.store.failures import WriteFailed
 from octobrain.store.memories import MemoryStore, Pinned
 from octobrain.store.schema import CONSOLIDATIONS, MEMORIES
 from octobrain.store.sql import sql_in, visible_scopes, visible_where
-from octobrain.times import utcnow
+from octobrain.times import iso_z, utcnow
 
 FORMAT = "octobrain-export"
 FORMAT_VERSION = 1
@@ -132,7 +132,7 @@ def _journal(store: MemoryStore, where: str) -> list[ConsolidationRecord]:
 
 def _iso(value: object) -> object:
     if isinstance(value, datetime):
-        return value.isoformat().replace("+00:00", "Z")
+        return iso_z(value)
     if isinstance(value, list):
         return [_iso(v) for v in value]
     return value
