@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from octobrain.bench.locomo_variants import VARIANTS
 from octobrain.errors import InvalidInput
 from octobrain.memory.search import Hit
 from octobrain.models import Memory
@@ -38,9 +39,7 @@ def test_session_words_score_a_turn_by_its_whole_session() -> None:
     assert scores[1:] == [0.0, 0.0]
 
 
-@pytest.mark.parametrize(
-    "variant", ["session-words", "window-vector", "decompose", "dense-feedback", "no-names"]
-)
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_bench_locomo_runs_each_variant(tmp_path: Path, variant: str) -> None:
     from octobrain.bench.locomo import locomo_table, run_locomo
 
@@ -60,6 +59,13 @@ def test_bench_locomo_runs_each_variant(tmp_path: Path, variant: str) -> None:
     assert report["variant"] == variant and report["questions"] == 1
     assert report["overall"]["recall_at_5"] == 1.0
     assert f"variant `{variant}`" in locomo_table(report)
+
+
+def test_bench_locomo_offers_every_variant() -> None:
+    from octobrain.cli.bench import bench_locomo_command
+
+    (option,) = [p for p in bench_locomo_command.params if p.name == "variant"]
+    assert tuple(option.type.choices) == VARIANTS  # type: ignore[attr-defined]
 
 
 def test_missed_sessions_say_how_far_each_evidence_session_ranked() -> None:
@@ -179,3 +185,44 @@ def test_the_speakers_names_leave_a_question_for_the_vector_leg() -> None:
     )
     assert without_names("Is Melody Caroline's cousin?", names) == "Is Melody cousin?"
     assert without_names("Caroline?", names) == "Caroline?"  # nothing else left: as asked
+
+
+class _WordVectors:
+    """Vectors for a few words on known axes; any other word gets an axis of its own."""
+
+    def __init__(self) -> None:
+        self.axes: dict[str, list[float]] = {
+            "outdoor": [1.0, 0.0],
+            "hiking": [0.9, 0.44],
+            "outdoors": [0.95, 0.31],
+        }
+
+    def _one(self, text: str) -> np.ndarray:
+        v = np.zeros(64, dtype=np.float32)
+        known = self.axes.get(text)
+        if known is None:
+            v[2 + len(self.axes)] = 1.0
+            self.axes[text] = list(v)
+        else:
+            v[: len(known)] = known
+        return v / np.linalg.norm(v)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self._one(t) for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._one(text)
+
+
+def test_word_neighbours_add_the_conversations_related_words_at_half_weight() -> None:
+    from octobrain.bench.locomo_variants import WordNeighbours
+    from octobrain.memory.turns import Conversation, Turn
+
+    said = "I went hiking outdoors, then pottery with Caroline at the lake"
+    conv = Conversation("c", [Turn("Caroline", said, session="1", key="D1:1")])
+    expand = WordNeighbours(_WordVectors(), [conv])  # type: ignore[arg-type]
+    asked = "What outdoor things did Caroline do?"
+    # "hiking" (cosine 0.9) is added once; "outdoors" is the question's own word (same stem),
+    # "pottery" is unrelated, and a speaker's name or a closed-class word brings nothing.
+    assert expand(asked) == f"{asked} {asked} hiking"
+    assert expand("Caroline?") == "Caroline? Caroline?"

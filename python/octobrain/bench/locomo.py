@@ -265,6 +265,7 @@ def run_locomo(
         FeedbackEmbedder,
         SessionWords,
         WindowVectors,
+        WordNeighbours,
         decompose,
         interleave,
         relevance_of,
@@ -298,6 +299,8 @@ def run_locomo(
     halves = {c.key: "A" if i % 2 == 0 else "B" for i, c in enumerate(conversations)}
     with seen.scratch("octobrain-locomo-") as tmp:
         root = Brain("bench/locomo", config=base, embedder=embedder, uri=Path(tmp))
+        if variant == "word-neighbours":  # (every scope's Brain shares the root's retriever)
+            root.retriever.words_query = WordNeighbours(embedder, conversations)
         brains: dict[str, Brain] = {}
         dia_of: dict[str, str] = {}
         start = time.perf_counter()

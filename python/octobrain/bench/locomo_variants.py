@@ -29,6 +29,14 @@ The other two ask `remember` again:
   vector carries who said it, so a name in the question pulls towards everything that person
   said; the speaker preference (×2 after fusion) already does that. Relevance is the cosine
   to the vector asked, as it would be in the product.
+
+One asks the words leg for more words, inside `remember` (`Retriever.words_query`):
+
+- `word-neighbours`: each content word of the question brings the `NEIGHBOURS` words of the
+  conversations nearest to it by the model's vector of the word alone (cosine ≥
+  `NEIGHBOUR_COSINE`; "outdoor" → hiking, beach, camping), each weighing half a question word
+  (the question's words are counted twice), so a turn that says "surfing" can be found for
+  "outdoor activities" by its words too. Relevance (cosine, word coverage) stays the question's.
 """
 
 from __future__ import annotations
@@ -47,15 +55,19 @@ from octobrain.kernels.bm25 import BM25Index
 from octobrain.memory.conversation import Conversation
 from octobrain.memory.corpus import Corpus
 from octobrain.memory.search import Hit
+from octobrain.text import analyze
 
 __all__ = [
     "FEEDBACK_BETA",
     "FEEDBACK_TURNS",
     "LEG_WEIGHT",
+    "NEIGHBOURS",
+    "NEIGHBOUR_COSINE",
     "VARIANTS",
     "FeedbackEmbedder",
     "SessionWords",
     "WindowVectors",
+    "WordNeighbours",
     "decompose",
     "interleave",
     "relevance_of",
@@ -63,10 +75,19 @@ __all__ = [
     "without_names",
 ]
 
-VARIANTS = ("session-words", "window-vector", "decompose", "dense-feedback", "no-names")
+VARIANTS = (
+    "session-words",
+    "window-vector",
+    "decompose",
+    "dense-feedback",
+    "no-names",
+    "word-neighbours",
+)
 LEG_WEIGHT = 0.5
 FEEDBACK_TURNS = 10
 FEEDBACK_BETA = 0.75
+NEIGHBOURS = 3
+NEIGHBOUR_COSINE = 0.5
 
 
 def _z(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -308,3 +329,48 @@ def without_names(question: str, names: Sequence[str]) -> str:
     spoken = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     left = " ".join(re.sub(rf"\b(?:{spoken})(?:'s)?\b", " ", question).split())
     return left if re.search(r"\w", left) else question
+
+
+# ---- word-neighbours ------------------------------------------------------------------------
+
+_LETTERS = re.compile(r"[a-z]{3,}")
+
+
+class WordNeighbours:
+    """The question's words with the conversations' words nearest to each (module doc)."""
+
+    def __init__(self, embedder: Embedder, conversations: Sequence[Conversation]) -> None:
+        self._embedder = embedder
+        self._skip = (
+            _CLOSED
+            | _DETERMINERS
+            | {
+                n
+                for c in conversations
+                for t in c.turns
+                for n in _LETTERS.findall(t.speaker.lower())
+            }
+        )
+        said = {w for c in conversations for t in c.turns for w in _LETTERS.findall(t.text.lower())}
+        self._words = sorted(said - self._skip)
+        self._stems = [s[0] if s else "" for s in analyze(self._words)]
+        self._vectors = embedder.embed_documents(self._words)
+        self._index = {w: i for i, w in enumerate(self._words)}
+
+    def __call__(self, question: str) -> str:
+        asked = [w for w in _LETTERS.findall(question.lower()) if w not in self._skip]
+        stems = {s[0] for s in analyze(asked) if s}
+        added: list[str] = []
+        for word in dict.fromkeys(asked):
+            at = self._index.get(word)
+            vector = self._vectors[at] if at is not None else self._embedder.embed_query(word)
+            cosines = self._vectors @ vector
+            taken = 0
+            for j in np.argsort(-cosines):
+                if cosines[j] < NEIGHBOUR_COSINE or taken == NEIGHBOURS:
+                    break
+                if self._stems[j] and self._stems[j] not in stems:
+                    stems.add(self._stems[j])
+                    added.append(self._words[j])
+                    taken += 1
+        return " ".join([question, question, *added])

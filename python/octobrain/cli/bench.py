@@ -357,7 +357,14 @@ def bench_scale_command(
 @click.option(
     "--variant",
     type=click.Choice(
-        ["session-words", "window-vector", "decompose", "dense-feedback", "no-names"]
+        [
+            "session-words",
+            "window-vector",
+            "decompose",
+            "dense-feedback",
+            "no-names",
+            "word-neighbours",
+        ]
     ),
     default=None,
     help="A mechanism measured against the shipped path (README; none is shipped).",

@@ -14,7 +14,7 @@ import itertools
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import Enum
@@ -76,6 +76,10 @@ ANN_POSTFILTER_SHARE = 0.5
 UNKNOWN_COSINE = -2.0  # below any cosine: positions the ANN path did not score
 
 
+def _same(query: str) -> str:
+    return query
+
+
 class Empty(Enum):
     """What left a `remember` with no results."""
 
@@ -121,6 +125,9 @@ class Retriever:
         self.corpus = corpus
         self.embedder = embedder
         self.config = config
+        # What the words (BM25) leg is asked for a query: the query itself. `bench locomo
+        # --variant word-neighbours` measures it asked with related words added.
+        self.words_query: Callable[[str], str] = _same
 
     def search(
         self,
@@ -216,10 +223,11 @@ class Retriever:
         seen: npt.NDArray[np.bool_],
     ) -> list[_Scored]:
         cfg = self.config.search
+        words = self.words_query(query)
         if not self._use_ann():
             cos_all = self.corpus.vectors.cosines(qvec)
             ranking = hybrid_rank(
-                query,
+                words,
                 qvec,
                 embeddings=self.corpus.vectors,
                 cosines=cos_all,
@@ -241,12 +249,12 @@ class Retriever:
 
             near, near_cos = self._ann_scored(qvec, where, cfg.candidates, allowed)
             cos_all[near] = near_cos  # (already exact: not read again)
-            bm25 = self.corpus.index.search(query, cfg.candidates, allowed=allowed, seen=seen)
+            bm25 = self.corpus.index.search(words, cfg.candidates, allowed=allowed, seen=seen)
             first = near.tolist() if cfg.vector_weight > 0 else []
             bm25_pos = bm25[0][cos_all[bm25[0]] == UNKNOWN_COSINE]
             scored(bm25_pos.tolist())
             ranking = hybrid_rank(
-                query,
+                words,
                 qvec,
                 embeddings=self.corpus.vectors,
                 cosines=cos_all,
