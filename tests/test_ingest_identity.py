@@ -198,3 +198,37 @@ def test_a_speaker_stored_with_bidi_controls_gets_none_again(tmp_path: Path) -> 
         report = b.ingest([parse_chat(sent, key=key)])
         assert (report.added, report.skipped_existing) == (0, 4), key
     assert len(turns_held(b)) == 8
+
+
+def test_sessions_found_by_silence_are_numbered_across_calls_as_in_one(tmp_path: Path) -> None:
+    # Before: each call numbered its sessions from 1, so a later call's new session was
+    # tagged and indexed as "session 1" of the conversation, with the first day's turns.
+    def at(day: int, minute: int, text: str) -> dict[str, Any]:
+        return {"speaker": "ann", "text": text, "time": f"2024-03-{day:02d}T10:{minute:02d}:00Z"}
+
+    whole = [at(1, 0, "d1"), at(3, 0, "d3"), at(3, 30, "d3 later"), at(20, 0, "d20")]
+    server = server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)
+
+    async def body() -> None:
+        async with Client(server) as client:
+            for turns, added in (
+                (whole[:2], "2 turns added"),
+                (whole[2:], "2 turns added, 0 already present, 1 link"),
+                ([*whole, at(28, 0, "d28")], "1 turn added, 4 already present"),
+            ):
+                error, reply = await call(client, "ingest", conversation="c", turns=turns)
+                assert not error and added in reply, reply
+
+    run(body)
+    rows = brain_at(tmp_path / "db").store.scan("true", columns=["content", "tags", "context"])
+    sessions = {r["content"]: next(t for t in r["tags"] if t.startswith("session:")) for r in rows}
+    assert sessions == {
+        "d1": "session:c/1",
+        "d3": "session:c/2",
+        "d3 later": "session:c/2",  # said 30 minutes after: the session it continues
+        "d20": "session:c/3",
+        "d28": "session:c/4",
+    }
+    assert [r["context"] for r in rows if r["content"] == "d20"] == [
+        "Conversation between ann, session 3 on 20 March 2024"
+    ]

@@ -10,14 +10,23 @@ Two things, batch by batch (`Settler.settle`):
 - a turn that starts its session in this call, and is not stored yet, is linked to the latest
   turn of that session an earlier call stored up to its time (`Turn.follows`), so a transcript
   sent in windows is chained across them as one call would chain it.
+
+And before them, for a chat export whose sessions are found by silence (numbered in each call
+from 1), the number each session takes among those earlier calls stored
+(`continued_sessions`): the one it continues, or the next one free.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from octobrain.memory.conversation import SESSION_GAP
+from octobrain.memory.temporal import SESSION_PREFIX, session_tag
 from octobrain.models import Memory, RelationshipType
 from octobrain.store import forgotten
 from octobrain.store.sql import sql_in, sql_str
@@ -25,7 +34,7 @@ from octobrain.store.sql import sql_in, sql_str
 if TYPE_CHECKING:
     from octobrain.store.memories import MemoryStore
 
-__all__ = ["Earlier", "Settler"]
+__all__ = ["Earlier", "Settler", "continued_sessions"]
 
 
 @dataclass
@@ -126,3 +135,41 @@ def latest_up_to(
         followed = {r["target_id"] for r in edges.select(["target_id"]).limit(None).to_list()}
         tied = [i for i in tied if i not in followed] or tied
     return tied[-1]
+
+
+def continued_sessions(
+    store: MemoryStore, scope: str, tag: str, key: str, starts: Mapping[str, datetime]
+) -> dict[str, str]:
+    """The session number each of this call's sessions found by silence takes in the
+    conversation `key` (tagged `tag`) as earlier calls stored it; `starts`: each session's
+    number in this call → when its first turn was said, in order.
+
+    A session whose first turn was said within `SESSION_GAP` after a stored turn continues that
+    turn's session, as one call given both would have numbered it (a transcript sent again
+    finds its own turns); any other takes the lowest number no stored session and no session
+    before it in this call has (after the last when none were forgotten). Empty when the
+    conversation has no turn stored: this call's numbers stand."""
+    rows = store.scan_arrow(
+        f"scope = {sql_str(scope)} AND array_has(tags, {sql_str(tag)})",
+        columns=["created_at", "tags"],
+    )
+    if not rows.num_rows:
+        return {}
+    said = sorted(
+        (when, next((t for t in tags if t.startswith(SESSION_PREFIX)), ""))
+        for when, tags in zip(rows["created_at"].to_pylist(), rows["tags"].to_pylist(), strict=True)
+    )
+    taken = {t for _, t in said if t}
+    number_of = {session_tag(f"{key}/{n}"): str(n) for n in range(1, len(taken) + len(starts) + 2)}
+    times = [when for when, _ in said]
+    out: dict[str, str] = {}
+    for label, start in starts.items():
+        at = bisect.bisect_right(times, start)
+        before = said[at - 1] if at else None
+        if before is not None and start - before[0] <= SESSION_GAP and before[1] in number_of:
+            out[label] = number_of[before[1]]
+        else:
+            free = (n for n in itertools.count(1) if session_tag(f"{key}/{n}") not in taken)
+            out[label] = str(next(free))
+        taken.add(session_tag(f"{key}/{out[label]}"))
+    return out

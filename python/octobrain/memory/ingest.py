@@ -32,7 +32,7 @@ from octobrain.memory.conversation import (
     Conversation,
     Turn,
 )
-from octobrain.memory.earlier_turns import Earlier, Settler
+from octobrain.memory.earlier_turns import Earlier, Settler, continued_sessions
 from octobrain.models import (
     CONTENT_BYTES,
     CONTEXT_BYTES,
@@ -50,6 +50,8 @@ from octobrain.text import analyze
 from octobrain.times import utcnow
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from octobrain.memory.brain import Brain
 
 __all__ = ["IngestReport", "NotEmbedded", "ingest", "turn_id", "turn_memories", "unstored_texts"]
@@ -207,19 +209,29 @@ def _batches(
     held."""
     policy = brain.config.memory.secrets
 
+    numbers: dict[str, str] = {}  # a session's number in this call → in the conversation
+
     def screened() -> Iterator[Turn]:
-        return (_screened(t, f"turns[{i}]", policy) for i, t in enumerate(conv.turns))
+        for i, t in enumerate(conv.turns):
+            turn = _screened(t, f"turns[{i}]", policy)
+            number = numbers.get(turn.session, turn.session)
+            yield turn if number == turn.session else replace(turn, session=number)
 
     key = screen("conversation", conv.key, policy)
     speakers: dict[str, None] = {}
+    starts: dict[str, datetime] = {}  # sessions found by silence: when each began
     for turn in screened():  # (held one at a time: a file's turns are read again below)
         if len(speakers) < 4:
             speakers.setdefault(turn.speaker)
+        if turn.follows == "conversation" and turn.time is not None:
+            starts.setdefault(turn.session, turn.time)
+    conversation_tag = _tag(CONVERSATION_PREFIX, key)
+    if starts:  # (numbered from 1 in each call: they go on from those earlier calls stored)
+        numbers.update(continued_sessions(brain.store, scope, conversation_tag, key, starts))
     now = utcnow()
     # (the distinctive words weigh every turn of the conversation: held for them, when asked)
     topics = session_topics(list(screened()), topic_words) if topic_words > 0 else {}
     people = " and ".join(speakers)
-    conversation_tag = _tag(CONVERSATION_PREFIX, key)
     last: dict[str, str] = {}  # session → id of its latest turn so far
     batch: list[Memory] = []
     previous: dict[str, str] = {}
