@@ -232,3 +232,50 @@ def test_sessions_found_by_silence_are_numbered_across_calls_as_in_one(tmp_path:
     assert [r["context"] for r in rows if r["content"] == "d20"] == [
         "Conversation between ann, session 3 on 20 March 2024"
     ]
+
+
+def test_a_window_sent_before_the_one_it_precedes_is_chained_to_it(tmp_path: Path) -> None:
+    # Before: the later window's first turn, stored first in its session, was never linked
+    # to the turn said just before it once that turn came: a hit on turn 5 did not bring 4.
+    server = server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)
+
+    async def body() -> None:
+        async with Client(server) as client:
+            for conversation, labels in (("labelled", {"session": "s1"}), ("silence", {})):
+                for window, links in ((range(5, 9), 3), (range(1, 5), 4)):
+                    turns = [said(i, f"{conversation} {i}", **labels) for i in window]
+                    error, reply = await call(
+                        client, "ingest", conversation=conversation, turns=turns
+                    )
+                    assert not error and f"4 turns added, 0 already present, {links} links" in (
+                        reply
+                    ), reply
+                everything = [said(i, f"{conversation} {i}", **labels) for i in range(1, 9)]
+                error, reply = await call(
+                    client, "ingest", conversation=conversation, turns=everything
+                )
+                assert not error and "0 turns added, 8 already present, 0 links" in reply, reply
+
+    run(body)
+    b = brain_at(tmp_path / "db")
+    for conversation in ("labelled", "silence"):
+        assert {link for link in chain(b) if link[0].startswith(conversation)} == {
+            (f"{conversation} {i}", f"{conversation} {i - 1}") for i in range(2, 9)
+        }
+    tags = {r["content"]: r["tags"][1] for r in b.store.scan("true", columns=["content", "tags"])}
+    assert {tags[f"silence {i}"] for i in range(1, 9)} == {"session:silence/1"}
+
+
+def test_a_link_to_an_earlier_window_lost_to_a_kill_is_mended_by_sending_it_again(
+    tmp_path: Path,
+) -> None:
+    b = brain_at(tmp_path / "db")
+    first, second = (
+        parse_chat([said(i, f"t{i}") for i in window], key="k") for window in (range(3, 5), (1, 2))
+    )
+    b.ingest([first])
+    assert b.ingest([second]).links == 2  # t2 → t1, and t3 (stored first) → t2
+    b.store.delete_relationships("relationship_type = 'same_session'")  # the kill's state
+    again = b.ingest([second])
+    assert (again.added, again.links) == (0, 2)
+    assert ("t3", "t2") in chain(b) and b.ingest([second]).links == 0

@@ -9,7 +9,10 @@ Two things, batch by batch (`Settler.settle`):
   another turn;
 - a turn that starts its session in this call, and is not stored yet, is linked to the latest
   turn of that session an earlier call stored up to its time (`Turn.follows`), so a transcript
-  sent in windows is chained across them as one call would chain it.
+  sent in windows is chained across them as one call would chain it; and once the call's turns
+  are stored, the first turn an earlier call stored after the last of a session of this call,
+  linked to none before it, is linked to that last turn (`onward_links`: a window sent after
+  the one that follows it).
 
 And before them, for a chat export whose sessions are found by silence (numbered in each call
 from 1), the number each session takes among those earlier calls stored
@@ -26,15 +29,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from octobrain.memory.conversation import SESSION_GAP
-from octobrain.memory.temporal import SESSION_PREFIX, session_tag
-from octobrain.models import Memory, RelationshipType
+from octobrain.memory.temporal import SESSION_LINK_STRENGTH, SESSION_PREFIX, session_tag
+from octobrain.models import Memory, Relationship, RelationshipType
 from octobrain.store import forgotten
 from octobrain.store.sql import sql_in, sql_str
 
 if TYPE_CHECKING:
     from octobrain.store.memories import MemoryStore
 
-__all__ = ["Earlier", "Settler", "continued_sessions"]
+__all__ = ["SAID_NEXT", "Earlier", "Settler", "continued_sessions", "onward_links"]
+
+SAID_NEXT = "said next in the same session"  # what a link between two turns says
 
 
 @dataclass
@@ -138,17 +143,22 @@ def latest_up_to(
 
 
 def continued_sessions(
-    store: MemoryStore, scope: str, tag: str, key: str, starts: Mapping[str, datetime]
+    store: MemoryStore,
+    scope: str,
+    tag: str,
+    key: str,
+    spans: Mapping[str, tuple[datetime, datetime]],
 ) -> dict[str, str]:
     """The session number each of this call's sessions found by silence takes in the
-    conversation `key` (tagged `tag`) as earlier calls stored it; `starts`: each session's
-    number in this call → when its first turn was said, in order.
+    conversation `key` (tagged `tag`) as earlier calls stored it; `spans`: each session's
+    number in this call → when its first and its last turn were said, in order.
 
-    A session whose first turn was said within `SESSION_GAP` after a stored turn continues that
-    turn's session, as one call given both would have numbered it (a transcript sent again
-    finds its own turns); any other takes the lowest number no stored session and no session
-    before it in this call has (after the last when none were forgotten). Empty when the
-    conversation has no turn stored: this call's numbers stand."""
+    A session continues the session of a stored turn said within `SESSION_GAP` before its
+    first turn, else of one said from its first turn to `SESSION_GAP` after its last (a window
+    sent after the one that follows it), as one call given both would have numbered it (a
+    transcript sent again finds its own turns); any other takes the lowest number no stored
+    session and no session before it in this call has (after the last when none were
+    forgotten). Empty when the conversation has no turn stored: this call's numbers stand."""
     rows = store.scan_arrow(
         f"scope = {sql_str(scope)} AND array_has(tags, {sql_str(tag)})",
         columns=["created_at", "tags"],
@@ -160,16 +170,60 @@ def continued_sessions(
         for when, tags in zip(rows["created_at"].to_pylist(), rows["tags"].to_pylist(), strict=True)
     )
     taken = {t for _, t in said if t}
-    number_of = {session_tag(f"{key}/{n}"): str(n) for n in range(1, len(taken) + len(starts) + 2)}
+    number_of = {session_tag(f"{key}/{n}"): str(n) for n in range(1, len(taken) + len(spans) + 2)}
     times = [when for when, _ in said]
     out: dict[str, str] = {}
-    for label, start in starts.items():
-        at = bisect.bisect_right(times, start)
-        before = said[at - 1] if at else None
-        if before is not None and start - before[0] <= SESSION_GAP and before[1] in number_of:
-            out[label] = number_of[before[1]]
+    for label, (first, last) in spans.items():
+        at = bisect.bisect_right(times, first)
+        if at and first - times[at - 1] <= SESSION_GAP and said[at - 1][1] in number_of:
+            out[label] = number_of[said[at - 1][1]]
+        elif at < len(said) and times[at] - last <= SESSION_GAP and said[at][1] in number_of:
+            out[label] = number_of[said[at][1]]
         else:
             free = (n for n in itertools.count(1) if session_tag(f"{key}/{n}") not in taken)
             out[label] = str(next(free))
         taken.add(session_tag(f"{key}/{out[label]}"))
     return out
+
+
+def onward_links(
+    store: MemoryStore, scope: str, tag: str, ends: Mapping[str, Memory]
+) -> list[Relationship]:
+    """The links from each stored turn of the conversation tagged `tag` that was said first
+    after the last turn of one of this call's sessions (`ends`: session tag → that turn), in
+    the same session, and is linked to no turn before it (an earlier call stored it first in
+    its session), to that last turn."""
+    rows = store.scan_arrow(
+        f"scope = {sql_str(scope)} AND array_has(tags, {sql_str(tag)})",
+        columns=["id", "created_at", "tags"],
+    )
+    after: dict[str, tuple[datetime, str]] = {}  # session tag → the first turn after its end
+    for turn_id, when, tags in zip(
+        rows["id"].to_pylist(),
+        rows["created_at"].to_pylist(),
+        rows["tags"].to_pylist(),
+        strict=True,
+    ):
+        session = next((t for t in tags if t in ends), None)
+        if session is not None and when > ends[session].created_at:
+            after[session] = min(after.get(session, (when, turn_id)), (when, turn_id))
+    firsts = {turn_id: session for session, (_, turn_id) in after.items()}
+    if not firsts:
+        return []
+    kind = sql_str(RelationshipType.SAME_SESSION.value)
+    edges = store.relationships.search().where(
+        f"relationship_type = {kind} AND {sql_in('source_id', sorted(firsts))}"
+    )
+    linked = {r["source_id"] for r in edges.select(["source_id"]).limit(None).to_list()}
+    return [
+        Relationship(
+            turn_id,
+            ends[session].id,
+            RelationshipType.SAME_SESSION,
+            SESSION_LINK_STRENGTH,
+            SAID_NEXT,
+            scope,
+        )
+        for turn_id, session in firsts.items()
+        if turn_id not in linked
+    ]

@@ -32,7 +32,13 @@ from octobrain.memory.conversation import (
     Conversation,
     Turn,
 )
-from octobrain.memory.earlier_turns import Earlier, Settler, continued_sessions
+from octobrain.memory.earlier_turns import (
+    SAID_NEXT,
+    Earlier,
+    Settler,
+    continued_sessions,
+    onward_links,
+)
 from octobrain.models import (
     CONTENT_BYTES,
     CONTEXT_BYTES,
@@ -219,15 +225,15 @@ def _batches(
 
     key = screen("conversation", conv.key, policy)
     speakers: dict[str, None] = {}
-    starts: dict[str, datetime] = {}  # sessions found by silence: when each began
+    spans: dict[str, tuple[datetime, datetime]] = {}  # sessions found by silence: when said
     for turn in screened():  # (held one at a time: a file's turns are read again below)
         if len(speakers) < 4:
             speakers.setdefault(turn.speaker)
         if turn.follows == "conversation" and turn.time is not None:
-            starts.setdefault(turn.session, turn.time)
+            spans[turn.session] = (spans.get(turn.session, (turn.time,))[0], turn.time)
     conversation_tag = _tag(CONVERSATION_PREFIX, key)
-    if starts:  # (numbered from 1 in each call: they go on from those earlier calls stored)
-        numbers.update(continued_sessions(brain.store, scope, conversation_tag, key, starts))
+    if spans:  # (numbered from 1 in each call: they go on from those earlier calls stored)
+        numbers.update(continued_sessions(brain.store, scope, conversation_tag, key, spans))
     now = utcnow()
     # (the distinctive words weigh every turn of the conversation: held for them, when asked)
     topics = session_topics(list(screened()), topic_words) if topic_words > 0 else {}
@@ -333,6 +339,7 @@ def ingest(
                 raise NotEmbedded(missing)
         report.turns += len(conv.turns)
         report.blank += conv.blank
+        ends: dict[str, Memory] = {}  # session tag → its latest turn in this call
         for batch, previous, stored in _settled(brain, conv, scope, window, topic_words):
             if _unchanged(brain, batch, previous, stored):
                 report.skipped_existing += len(batch)
@@ -343,8 +350,31 @@ def ingest(
                 report.forgotten += gone
                 report.skipped_existing += len(batch) - added - other - gone
                 report.links += links
+            for m in batch:
+                end = ends.setdefault(m.tags[1], m)
+                if m.created_at >= end.created_at:
+                    ends[m.tags[1]] = m
             progress(len(batch))
+        if ends:  # (also when nothing was added: an ingest killed before it left it undone)
+            report.links += _link_onward(brain, scope, ends)
     return report
+
+
+def _link_onward(brain: Brain, scope: str, ends: dict[str, Memory]) -> int:
+    """Link the turns earlier calls stored first after this call's sessions to their last
+    turns (`earlier_turns.onward_links`), checked again under the write lock; the links
+    added."""
+    store = brain.store
+    conversation = next(iter(ends.values())).tags[0]
+    if not onward_links(store, scope, conversation, ends):
+        return 0
+    with store.write_lock():
+        edges = onward_links(store, scope, conversation, ends)
+        if not edges:
+            return 0
+        return store.add(
+            [], np.zeros((0, store.dim), dtype=np.float32), edges, drop_gone_links=True
+        )
 
 
 def _unchanged(
@@ -430,7 +460,7 @@ def _write(
                 previous[m.id],
                 RelationshipType.SAME_SESSION,
                 temporal.SESSION_LINK_STRENGTH,
-                "said next in the same session",
+                SAID_NEXT,
                 m.scope,
             )
             for m in batch
