@@ -172,6 +172,8 @@ def continued_sessions(
     taken = {t for _, t in said if t}
     number_of = {session_tag(f"{key}/{n}"): str(n) for n in range(1, len(taken) + len(spans) + 2)}
     times = [when for when, _ in said]
+    # (the lowest free number only grows as numbers are taken: looked for from the last one)
+    free = (n for n in itertools.count(1) if session_tag(f"{key}/{n}") not in taken)
     out: dict[str, str] = {}
     for label, (first, last) in spans.items():
         at = bisect.bisect_right(times, first)
@@ -180,7 +182,6 @@ def continued_sessions(
         elif at < len(said) and times[at] - last <= SESSION_GAP and said[at][1] in number_of:
             out[label] = number_of[said[at][1]]
         else:
-            free = (n for n in itertools.count(1) if session_tag(f"{key}/{n}") not in taken)
             out[label] = str(next(free))
         taken.add(session_tag(f"{key}/{out[label]}"))
     return out
