@@ -192,8 +192,8 @@ def onward_links(
 ) -> list[Relationship]:
     """The links from each stored turn of the conversation tagged `tag` that was said first
     after the last turn of one of this call's sessions (`ends`: session tag → that turn), in
-    the same session, and is linked to no turn before it (an earlier call stored it first in
-    its session), to that last turn."""
+    the same session, to that last turn: what it is linked to when it is linked to no turn
+    before it (an earlier call stored it first in its session)."""
     rows = store.scan_arrow(
         f"scope = {sql_str(scope)} AND array_has(tags, {sql_str(tag)})",
         columns=["id", "created_at", "tags"],
@@ -208,14 +208,6 @@ def onward_links(
         session = next((t for t in tags if t in ends), None)
         if session is not None and when > ends[session].created_at:
             after[session] = min(after.get(session, (when, turn_id)), (when, turn_id))
-    firsts = {turn_id: session for session, (_, turn_id) in after.items()}
-    if not firsts:
-        return []
-    kind = sql_str(RelationshipType.SAME_SESSION.value)
-    edges = store.relationships.search().where(
-        f"relationship_type = {kind} AND {sql_in('source_id', sorted(firsts))}"
-    )
-    linked = {r["source_id"] for r in edges.select(["source_id"]).limit(None).to_list()}
     return [
         Relationship(
             turn_id,
@@ -225,6 +217,5 @@ def onward_links(
             SAID_NEXT,
             scope,
         )
-        for turn_id, session in firsts.items()
-        if turn_id not in linked
+        for session, (_, turn_id) in after.items()
     ]

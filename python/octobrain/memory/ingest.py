@@ -361,19 +361,24 @@ def ingest(
 
 
 def _link_onward(brain: Brain, scope: str, ends: dict[str, Memory]) -> int:
-    """Link the turns earlier calls stored first after this call's sessions to their last
-    turns (`earlier_turns.onward_links`), checked again under the write lock; the links
+    """Link the turns earlier calls stored first after this call's sessions, and linked to
+    none before them, to the sessions' last turns (`earlier_turns.onward_links`); the links
     added."""
     store = brain.store
-    conversation = next(iter(ends.values())).tags[0]
-    if not onward_links(store, scope, conversation, ends):
+    links = onward_links(store, scope, next(iter(ends.values())).tags[0], ends)
+
+    def unlinked() -> list[Relationship]:
+        linked = _linked(brain, [e.source_id for e in links]) if links else set()
+        return [e for e in links if e.source_id not in linked]
+
+    if not unlinked():
         return 0
-    with store.write_lock():
-        edges = onward_links(store, scope, conversation, ends)
-        if not edges:
+    with store.write_lock():  # (looked at again: another ingest may have linked them)
+        links = unlinked()
+        if not links:
             return 0
         return store.add(
-            [], np.zeros((0, store.dim), dtype=np.float32), edges, drop_gone_links=True
+            [], np.zeros((0, store.dim), dtype=np.float32), links, drop_gone_links=True
         )
 
 
