@@ -279,3 +279,13 @@ def test_a_link_to_an_earlier_window_lost_to_a_kill_is_mended_by_sending_it_agai
     again = b.ingest([second])
     assert (again.added, again.links) == (0, 2)
     assert ("t3", "t2") in chain(b) and b.ingest([second]).links == 0
+
+
+def test_turns_said_in_the_first_hours_of_year_one_are_stored(tmp_path: Path) -> None:
+    # Before: the look for the turn before it (4 hours earlier) fell before year 1, and the
+    # ingest failed with an internal OverflowError.
+    b = brain_at(tmp_path / "db")
+    for time, text in (("0001-01-01T03:59:59Z", "first"), ("0001-01-01T00:00:00-05:00", "next")):
+        conv = parse_chat([{"speaker": "ann", "text": text, "time": time}], key="y1")
+        assert b.ingest([conv]).added == 1
+    assert chain(b) == {("next", "first")}

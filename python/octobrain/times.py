@@ -54,6 +54,17 @@ def from_unix(field_name: str, seconds: float | int) -> datetime:
         ) from None
 
 
+FIRST = datetime.min.replace(tzinfo=timezone.utc)  # the earliest time a datetime holds
+
+
+def earlier_by(moment: datetime, span: timedelta) -> datetime:
+    """`span` before `moment`, or the earliest time there is when that falls before year 1
+    (a turn said in the first hours of year 1 is a time as good as any other). In UTC: in
+    its own offset, 0001-01-01T00:00-05:00 less 4 hours falls before year 1."""
+    moment = moment.astimezone(timezone.utc)
+    return moment - span if moment - FIRST > span else FIRST
+
+
 FUTURE_SLACK = timedelta(days=1)  # clocks disagree; a time later than this is no time yet
 
 

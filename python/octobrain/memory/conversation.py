@@ -199,7 +199,7 @@ def _time(field_name: str, value: object) -> datetime | None:
     elif isinstance(value, str):
         moment = iso_time(field_name, value)
     else:
-        raise InvalidInput(field_name, "must be an ISO-8601 time string")
+        raise InvalidInput(field_name, "must be an ISO-8601 time string or Unix seconds")
     return not_ahead(field_name, moment)
 
 

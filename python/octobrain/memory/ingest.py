@@ -53,7 +53,7 @@ from octobrain.secrets import screen
 from octobrain.store import forgotten
 from octobrain.store.sql import sql_in, sql_str
 from octobrain.text import analyze
-from octobrain.times import utcnow
+from octobrain.times import earlier_by, utcnow
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -272,7 +272,7 @@ def _batches(
             earlier.firsts[memory.id] = (
                 conversation_tag if alone else session_tag,
                 turn.time,
-                turn.time - SESSION_GAP if alone else None,
+                earlier_by(turn.time, SESSION_GAP) if alone else None,
             )
         last[turn.session] = memory.id
         batch.append(memory)
