@@ -212,6 +212,11 @@ def test_forget_without_confirm_previews_and_deletes_nothing(locked: Any) -> Non
             assert all(i in preview for i in ids) and "Rate limiting" not in preview
             error, reply = await call(client, "forget", memory_id=ids[0])
             assert error and reply.startswith("confirm: required")
+            for name in ("tags", "memory_types"):  # (tags were named memory_types)
+                error, reply = await call(
+                    client, "forget", memory_id=ids[0], confirm=True, **{name: ["deploy"]}
+                )
+                assert error and reply.startswith(f"{name}: filters apply only with query")
             error, reply = await call(client, "remember", query="blue-green deploy", limit=10)
             assert all(i in reply for i in ids), "nothing was deleted by the previews"
 

@@ -271,8 +271,9 @@ def forget(brain: Brain, arguments: dict[str, Any]) -> Reply:
     if (memory_id is None) == (query is None):
         raise InvalidInput("memory_id", "give exactly one of memory_id or query")
     if memory_id is not None:
-        if _list(arguments, "memory_types") or _list(arguments, "tags", MAX_TAGS):
-            raise InvalidInput("memory_types", "filters apply only with query, not memory_id")
+        for name in ("memory_types", "tags"):  # (the field given is the one named)
+            if _list(arguments, name, MAX_TAGS):
+                raise InvalidInput(name, "filters apply only with query, not memory_id")
         targets, damaged = brain.forget_targets([memory_id])
     else:
         if not isinstance(query, str):
