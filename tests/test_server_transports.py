@@ -424,6 +424,28 @@ def test_messages_the_sdk_cannot_read_are_answered_and_never_stall_the_session(
     assert [a["id"] for a in refused] == expected
 
 
+def test_a_second_initialize_is_refused_and_the_first_scope_lock_holds(tmp_path: Path) -> None:
+    # Before: the SDK took it, and its capability moved the session to the scope it named.
+    def initialize(scope: str, request_id: int) -> str:
+        caps = {"experimental": {"session": {"scope": scope}}}
+        message = initialize_message(caps) | {"id": request_id}
+        return json.dumps(message)
+
+    with raw_stdio(tmp_path) as (send, answer):
+        send(initialize("github.com/acme/api", 1))
+        assert "result" in answer()
+        send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        send(initialize("evil/other", 2))
+        refused = answer()
+        assert refused["id"] == 2 and refused["error"]["code"] == -32600
+        assert refused["error"]["message"].startswith("initialize: this connection is init")
+        memo = {"title": "Lock check", "content": "Stored where the first initialize said."}
+        params = {"name": "memorize", "arguments": memo}
+        send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}))
+        stored = answer()["result"]["content"][0]["text"]
+    assert "github.com/acme/api" in stored and "evil" not in stored
+
+
 def test_http_closes_a_connection_whose_request_does_not_arrive_in_time(tmp_path: Path) -> None:
     # Before the token is even checked a client could open connections and never finish a
     # request: each one held, with its file descriptor, for as long as it liked.

@@ -317,3 +317,17 @@ async def known_method(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> 
             raise
         shown = client_text(exc.error.data)
         raise MCPError(code=METHOD_NOT_FOUND, message=exc.error.message, data=shown) from None
+
+
+async def one_initialize(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Server middleware: a second `initialize` on one connection is refused (-32600), as MCP
+    allows one. The SDK took it and put its capabilities in place of the first's, so a session
+    locked to one project's scope by its capability was, from the next call, in another's."""
+    from mcp.shared.exceptions import MCPError
+
+    if ctx.method == "initialize" and ctx.session.client_params is not None:
+        raise MCPError(
+            code=INVALID_REQUEST,
+            message="initialize: this connection is initialized already; open a new one",
+        )
+    return await call_next(ctx)
