@@ -410,6 +410,22 @@ def test_multi_query_fuses(make_brain: MakeBrain) -> None:
         brain.remember(["one query", "two"] * 3)
 
 
+def test_two_questions_at_once_each_get_their_best_first(make_brain: MakeBrain) -> None:
+    # Before: rankings were merged by rank (RRF), so notes each question found a little of
+    # (two words of each here) came before both questions' own answers.
+    brain = make_brain()
+    for i in range(40):
+        brain.memorize(f"Unrelated note {i}", f"Lunch menu item {i}: soup, bread and salad {i}.")
+    for i in range(3):
+        brain.memorize(f"Team upload postgres {i}", f"Upload team postgres read notes, part {i}.")
+    quota, _ = brain.memorize("Upload quota policy", "The upload quota is 5 GB per team.")
+    replicas, _ = brain.memorize("Replica count", "Postgres runs three read replicas.")
+    questions = ["upload quota per team", "postgres read replicas"]
+    hits = brain.remember(questions, min_relevance=0.0, limit=5).hits
+    assert {h.memory.id for h in hits[:2]} == {quota.id, replicas.id}
+    assert hits[0].why.startswith("2 queries (scores summed); ")
+
+
 def test_forget_needs_confirm_and_takes_edges(make_brain: MakeBrain) -> None:
     brain = make_brain()
     a, _ = brain.memorize(*TOKEN_BUCKET)
