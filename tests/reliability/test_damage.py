@@ -617,7 +617,17 @@ def test_a_lost_middle_version_is_named_by_doctor(env: dict[str, str]) -> None:
     assert done.returncode == 0 and "total: 3" in done.stdout, done.stderr
 
 
-@pytest.mark.parametrize("damage", ["indexes lost", "id index pages cut"])
+def _flip_bitmap_lookups(env: dict[str, str]) -> None:
+    """64 bytes in the middle of each bitmap index's page lookup inverted (on a larger store
+    LanceDB panics reading them: `test_a_lance_panic_is_one_line_naming_doctor`)."""
+    for lookup in (_store(env) / "memories.lance" / "_indices").glob("*/bitmap_page_lookup.lance"):
+        data = bytearray(lookup.read_bytes())
+        middle = len(data) // 2
+        data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
+        lookup.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["indexes lost", "id index pages cut", "bitmaps flipped"])
 def test_a_lost_index_is_found_by_doctor_and_rebuilt_by_reindex(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch, damage: str
 ) -> None:
@@ -627,9 +637,11 @@ def test_a_lost_index_is_found_by_doctor_and_rebuilt_by_reindex(
     ids = _indexed(env, monkeypatch)
     if damage == "indexes lost":
         shutil.rmtree(_store(env) / "memories.lance" / "_indices")
+    elif damage == "bitmaps flipped":
+        _flip_bitmap_lookups(env)
     else:
         _cut_id_index(env)
-    done = octobrain(env, "get", ids[0])
+    done = octobrain(env, *(("recent",) if damage == "bitmaps flipped" else ("get", ids[0])))
     assert done.returncode == 1 and "octobrain doctor" in one_clear_line(done.stderr)
     if damage == "indexes lost":  # a memorize looks for a copy of itself through them too
         done = octobrain(env, "memorize", "-t", "After the loss", "-c", "A fact written now.")
@@ -638,7 +650,8 @@ def test_a_lost_index_is_found_by_doctor_and_rebuilt_by_reindex(
         assert "nothing was changed" in line and "octobrain doctor" in line, line
     rc, out, _ = run_cli(env, "doctor", "--format", "json")
     report = json.loads(out)
-    assert rc == 1 and len(report["problems"]) == (4 if damage == "indexes lost" else 1), report
+    counts = {"indexes lost": 4, "id index pages cut": 1, "bitmaps flipped": 2}  # (scope, state)
+    assert rc == 1 and len(report["problems"]) == counts[damage], report
     for problem in report["problems"]:
         assert problem["problem"].startswith("index ") and "cannot be read" in problem["problem"]
         assert "`octobrain memory reindex`" in problem["repair"]
@@ -647,6 +660,25 @@ def test_a_lost_index_is_found_by_doctor_and_rebuilt_by_reindex(
     assert run_cli(env, "doctor")[0] == 0
     assert octobrain(env, "get", ids[0]).returncode == 0
     memorize(env, "After the repair", "A fact written once the indexes were rebuilt.")
+
+
+def test_a_lance_panic_or_an_overflowing_footer_is_one_line_naming_doctor() -> None:
+    # A bitmap index's lookup flipped on a store of 5,000 memories made LanceDB panic
+    # (`pyo3_async_runtimes.RustPanic`, no module exports the class), and a data file's
+    # footer flipped gave a ValueError: every command, and doctor, ended in a traceback.
+    from octobrain.store.manifest import read_failure
+
+    class RustPanic(Exception):  # (matched by its name, as the real one must be)
+        pass
+
+    for failure, said in (
+        (RustPanic("rust future panicked: unknown error"), "LanceDB panicked reading it"),
+        (ValueError("Invalid input, column metadata range overflows for column index 11"), "range"),
+    ):
+        line = read_failure(failure)
+        assert line is not None and line.startswith("store: a table cannot be read (")
+        assert said in line and "octobrain doctor" in line
+    assert read_failure(ValueError("Invalid input, something else")) is None
 
 
 def test_a_cut_data_file_is_not_blamed_on_an_index(

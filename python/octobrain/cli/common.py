@@ -65,7 +65,7 @@ class OctobrainGroup(click.Group):
             raise UserError(str(exc)) from exc
         except OctobrainError as exc:
             raise UserFailure(str(exc)) from exc
-        except (RuntimeError, OSError, ValueError) as exc:  # ValueError: a file not Lance's
+        except Exception as exc:  # ValueError: a file not Lance's; a panic: a damaged index
             from octobrain.store.manifest import read_failure
 
             if isinstance(exc, FileNotFoundError) and not _cwd_exists():

@@ -371,7 +371,11 @@ def _check_indexes(table: lancedb.table.Table, name: str, problems: list[Problem
                 table.search().where(f"{column} >= ''").select([column]).limit(1).to_arrow()
             else:
                 continue  # octobrain indexes only text and vectors
-        except (ValueError, RuntimeError, OSError) as exc:
+        except Exception as exc:  # (LanceDB panics on some damaged index files)
+            if not (
+                isinstance(exc, ValueError | RuntimeError | OSError) or manifest.lance_panic(exc)
+            ):
+                raise
             reason = manifest.short_reason(exc)
             problems.append(
                 Problem(name, f"index {index.name} on {column} cannot be read ({reason})", repair)

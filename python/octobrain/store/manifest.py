@@ -101,6 +101,8 @@ class TableDamaged(StorageError):
 def short_reason(exc: BaseException) -> str:
     """The first line of a LanceDB error, without its Rust source location."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if lance_panic(exc):
+        text = f"LanceDB panicked reading it: {text}"
     return text.split(", /")[0][:300]
 
 
@@ -132,16 +134,24 @@ def version_ranges(numbers: Sequence[int]) -> str:
 # the caller's input.
 _DAMAGED_FILE = re.compile(
     r"does not appear to be a Lance file|outside metadata region|corrupt file"
-    r"|failed to decode protobuf",
+    r"|failed to decode protobuf|metadata range overflows",
     re.I,
 )
+
+
+def lance_panic(exc: BaseException) -> bool:
+    """Whether `exc` is LanceDB's Rust side panicking (`pyo3_async_runtimes.RustPanic`, a class
+    no module exports): what reading a damaged index file can make it do."""
+    return type(exc).__name__ == "RustPanic"
 
 
 def read_failure(exc: BaseException, done: str = "nothing was changed") -> str | None:
     """One line for a LanceDB error that means a table's files cannot be read, else None
     (`done`: what the write it failed had done before)."""
     text = str(exc)
-    if isinstance(exc, ValueError) and not isinstance(exc, InvalidInput):
+    if lance_panic(exc):
+        pass  # (its text says only that it panicked)
+    elif isinstance(exc, ValueError) and not isinstance(exc, InvalidInput):
         if not _DAMAGED_FILE.search(text):
             return None
     elif not isinstance(exc, RuntimeError | OSError) or "lance error" not in text.lower():
