@@ -70,6 +70,29 @@ def test_a_lost_table_is_an_error_and_is_never_recreated(env: dict[str, str], da
     assert rc == 1 and "memories" in out and "repair:" in out, out
 
 
+def test_a_lost_consolidation_journal_is_started_over_not_restored_half_way(
+    env: dict[str, str],
+) -> None:
+    # Before: doctor sent the user to `memory restore`, which marked the store as restoring,
+    # failed on the table with no versions left, and left every command refused ("a `memory
+    # restore N` was cut short … run it again"), which failed the same way.
+    _three(env)
+    shutil.rmtree(_store(env) / "consolidations.lance")
+    rc, out, _ = run_cli(env, "doctor")
+    assert rc == 1 and "`octobrain doctor --recreate consolidations`" in out, out
+    version = octobrain(env, "history", scoped=False).stdout.splitlines()[1].split()[0]
+    done = octobrain(env, "restore", version, "--yes", scoped=False)
+    assert done.returncode == 1 and "nothing was changed" in one_clear_line(done.stderr)
+    done = octobrain(env, "stats")
+    assert done.returncode == 0 and "total: 3" in done.stdout, done.stderr
+    rc, _, err = run_cli(env, "doctor", "--recreate", "consolidations")
+    assert rc == 0 and "consolidations: started over, empty" in err, err
+    assert run_cli(env, "doctor")[0] == 0
+    memorize(env, "After the journal", "A fact written once the journal started over.")
+    done = octobrain(env, "restore", version, "--yes", scoped=False)  # (history kept)
+    assert done.returncode == 0, done.stderr
+
+
 def test_doctor_passes_a_healthy_store_and_reports_json(env: dict[str, str]) -> None:
     _three(env)
     rc, out, err = run_cli(env, "doctor", "--format", "json")

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 @click.command("doctor")
 @click.option(
     "--recreate",
-    type=click.Choice(["knowledge", "forgotten_turns"]),
+    type=click.Choice(["knowledge", "forgotten_turns", "consolidations"]),
     help="Start these damaged or lost tables over, empty (what they held is lost; the old "
     "directory is moved aside), then check again.",
 )

@@ -78,10 +78,21 @@ _FORGOTTEN_REPAIR = (
 )
 
 
+_JOURNAL_REPAIR = (
+    "`octobrain memory restore <version>` goes back to a kept version (`octobrain memory "
+    "history`) while the table's directory is there; else restore the store directory from "
+    "a backup, or `octobrain doctor --recreate consolidations` starts the consolidation "
+    "journal over, empty: every memory stays as it is, and a consolidation made before then "
+    "can no longer be undone (`memory unconsolidate`)"
+)
+
+
 def repair_hint(name: str) -> str:
     """What would bring table `name` back."""
     if name == "forgotten_turns":
         return _FORGOTTEN_REPAIR
+    if name == "consolidations":
+        return _JOURNAL_REPAIR
     return _KNOWLEDGE_REPAIR if name.startswith("knowledge_") else _MEMORY_REPAIR
 
 

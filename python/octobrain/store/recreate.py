@@ -1,6 +1,6 @@
 """`octobrain doctor --recreate`: tables whose loss loses no memory (the knowledge tables, the
-forgotten turns) started over, empty, their old directories moved aside and their names taken
-off the store's manifest.
+forgotten turns, the consolidation journal) started over, empty, their old directories moved
+aside and their names taken off the store's manifest.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 RECREATABLE = {
     "knowledge": ("knowledge_sources", "knowledge_chunks"),
     "forgotten_turns": ("forgotten_turns",),
+    # The journal of sleep consolidations, what `memory unconsolidate` reads: the memories
+    # stay as they are; a consolidation made before can no longer be undone.
+    "consolidations": ("consolidations",),
 }
 
 

@@ -126,6 +126,7 @@ def _restore(store: MemoryStore, version: int, settle: Callable[[], object] | No
         _check_version_model(store, version)
         at = numbers.index(version)
         _check_clock(store, version, versions[at:])
+        _check_companions(store)
         store.check_lease()
         manifest.mark_restore(store.location, version)
         store.note_changes(everything=True)
@@ -152,6 +153,23 @@ def _restore(store: MemoryStore, version: int, settle: Callable[[], object] | No
         manifest.mark_restore(store.location, None)
         store.drop_handles()
     return store.history(1)[0]
+
+
+def _check_companions(store: MemoryStore) -> None:
+    """Refuse, before anything changes, a restore of a store that lost a companion table
+    whole: a restore takes each table back to one of its versions, and a table whose
+    directory is gone has none. Marked as restoring, it failed there, and every command was
+    refused until a restore that could never finish was run again."""
+    listed = manifest.recorded(store.location) or set()
+    present = set(store.open_db().list_tables().tables)
+    for name in COMPANION_TABLES:
+        if name in listed and name not in present:
+            raise manifest.TableDamaged(
+                store.location,
+                name,
+                "its directory is gone, and a restore only goes back to versions a table "
+                "still has; nothing was changed",
+            )
 
 
 def _check_clock(store: MemoryStore, version: int, since: list[dict[str, Any]]) -> None:
