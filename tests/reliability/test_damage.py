@@ -93,6 +93,25 @@ def test_a_lost_consolidation_journal_is_started_over_not_restored_half_way(
     assert done.returncode == 0, done.stderr
 
 
+def test_a_restore_to_a_version_whose_file_is_gone_is_refused_not_done(
+    env: dict[str, str],
+) -> None:
+    # Before: "restored version 2: now version N", and every read after it failed on the
+    # data file only that version used, deleted after a compaction had moved its rows.
+    _three(env)
+    hashed = Config(embedding=EmbeddingConfig(model="hash:64"))
+    Brain("github.com/acme/api", config=hashed, uri=_store(env)).store.compact()
+    data = _store(env) / "memories.lance" / "data"
+    oldest = min(data.glob("*.lance"), key=lambda f: f.stat().st_mtime_ns)
+    oldest.unlink()  # (the compacted file holds its rows: the newest version reads whole)
+    done = octobrain(env, "restore", "2", "--yes", scoped=False)
+    assert done.returncode == 2, done.stdout
+    line = one_clear_line(done.stderr)
+    assert "version 2 cannot be read" in line and "nothing was changed" in line, line
+    done = octobrain(env, "stats")
+    assert done.returncode == 0 and "total: 3" in done.stdout, done.stderr
+
+
 def test_doctor_passes_a_healthy_store_and_reports_json(env: dict[str, str]) -> None:
     _three(env)
     rc, out, err = run_cli(env, "doctor", "--format", "json")

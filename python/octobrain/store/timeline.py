@@ -200,9 +200,22 @@ def _check_clock(store: MemoryStore, version: int, since: list[dict[str, Any]]) 
 
 
 def _check_version_model(store: MemoryStore, version: int) -> None:
-    """Refuse, before anything changes, a restore to a version another model embedded."""
+    """Refuse, before anything changes, a restore to a version another model embedded, or
+    one whose rows cannot all be read: a data file only older versions used, deleted since,
+    was restored "successfully", and every read failed after it."""
     probe = store.open_memories_unchecked()
     probe.checkout(version)
+    try:
+        probe.search().select(["id"]).limit(None).to_arrow()  # (every data file, one column)
+    except Exception as exc:
+        if manifest.read_failure(exc) is None:
+            raise
+        raise InvalidInput(
+            "version",
+            f"version {version} cannot be read ({manifest.short_reason(exc)}): a file it "
+            "uses is gone or damaged; restore a later version (`octobrain memory history`); "
+            "nothing was changed",
+        ) from None
     model, dim = schema.embedded_with(probe.schema)
     if model != store.model_id or dim != str(store.dim):
         raise InvalidInput(
