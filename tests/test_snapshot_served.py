@@ -5,6 +5,7 @@ the snapshot."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from datetime import datetime, timedelta, timezone
@@ -226,3 +227,21 @@ def test_kept_accesses_are_bounded_and_what_a_dead_writer_left_is_dropped(tmp_pa
     assert sorted(p.name for p in folder.iterdir()) == []
     store = _brain(tmp_path / "db")
     assert [store.get(mid).access_count for mid in (ids[0], ids[4], ids[7], ids[9])] == [1, 1, 1, 0]
+
+
+def test_a_file_in_place_of_the_kept_accesses_folder_leaves_searches_working(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: every `remember` ended in a NotADirectoryError traceback (the folder is read
+    # before a search, to show the accesses other processes kept).
+    ids = _store_with_snapshot(tmp_path / "db")
+    folder = tmp_path / "db" / "_octobrain" / accessed.FOLDER
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.write_text("x", encoding="utf-8")
+    reader = _brain(tmp_path / "db")
+    with caplog.at_level(logging.WARNING):
+        assert _hits(reader, "setting zq7", limit=1) == [ids[7]]
+        _exit_flush(reader)
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "is not a folder: move it aside to keep access counts" in said, said

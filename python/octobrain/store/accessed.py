@@ -63,9 +63,12 @@ def _folder(location: StoreLocation) -> Path | None:
 
 
 def _names(folder: Path) -> list[str]:
+    """The folder's entries; none when it is not there, or is not a folder (what a search
+    reads through `waiting`: an access count is a ranking signal, and a `remember` ended in
+    a traceback; writing there says what is wrong instead)."""
     try:
         return sorted(os.listdir(folder))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return []
 
 
@@ -75,6 +78,8 @@ def write(location: StoreLocation, ids: Sequence[str], at: datetime, window: tim
     folder = _folder(location)
     if folder is None or len(_names(folder)) >= MAX_FILES:
         return False
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is not a folder: move it aside to keep access counts")
     folder.mkdir(parents=True, exist_ok=True)
     record = {"at": at.isoformat(), "window_s": window.total_seconds(), "ids": list(ids)}
     name = f"{time.time_ns()}-{os.getpid()}-{secrets.token_hex(4)}{_SUFFIX}"
