@@ -299,3 +299,35 @@ def test_many_copies_are_counted_past_the_first_three(tmp_path: Path) -> None:
     [hit] = brain.remember("token bucket per key", min_relevance=0.0).hits
     assert len(hit.copies) == 5
     assert hit.why.endswith(f"stored again as {', '.join(hit.copies[:3])} and 2 more")
+
+
+def test_a_memory_cannot_supersede_one_that_supersedes_it(tmp_path: Path) -> None:
+    # Before: the link was stored, and both memories ranked as replaced (x0.1 each): a
+    # retry of the older one naming the newer as superseded made that cycle without a word.
+    from octobrain.errors import InvalidInput
+
+    brain = _brain(tmp_path / "db")
+    old, _ = brain.memorize("Cache TTL", "The cache TTL is 60 seconds.", memory_type="decision")
+    new, _ = brain.memorize(
+        "Cache TTL raised",
+        "The cache TTL is 300 seconds now.",
+        memory_type="decision",
+        related_to=[{"target_id": old.id, "relationship_type": "supersedes"}],
+    )
+    newest, _ = brain.memorize("Cache TTL final", "The cache TTL is 600 seconds.")
+    brain.relate(newest.id, new.id, "supersedes")
+    for source in (old.id, new.id):  # directly, and through the memory it supersedes
+        with pytest.raises(InvalidInput, match=r"^target_id: .* already supersedes .*"):
+            brain.relate(source, newest.id, "supersedes")
+    brain.relate(old.id, newest.id, "related_to")  # another type is no cycle
+    with pytest.raises(InvalidInput, match=r"^related_to\[0\]: .* already supersedes"):
+        brain.memorize(
+            "Cache TTL",
+            "The cache TTL is 60 seconds.",
+            memory_type="decision",
+            tags=["cache"],
+            related_to=[{"target_id": new.id, "relationship_type": "supersedes"}],
+        )
+    assert brain.get(old.id).tags == []  # refused before the copy took what the call added
+    hits = brain.remember("cache TTL seconds", min_relevance=0.0, limit=3).hits
+    assert hits[0].memory.id == newest.id

@@ -31,6 +31,7 @@ from octobrain.models import (
     State,
 )
 from octobrain.store import schema
+from octobrain.store.edges import check_no_supersede_cycle
 from octobrain.store.sql import sql_in, sql_str
 from octobrain.times import utcnow
 
@@ -107,6 +108,8 @@ def merge_into(
     into it what the call adds (`Given`; `edges`: the links the call asked for, from
     `memory`; `vector`: `memory`'s embedding) and queueing one access to it."""
     now = utcnow()
+    for i, edge in enumerate(edges):  # (refused before anything of the call is written)
+        check_no_supersede_cycle(brain.store, replace(edge, source_id=held.id), f"related_to[{i}]")
     tags = [t for t in memory.tags if t != given.session_tag and t not in held.tags]
     files = [f for f in memory.related_files if f not in held.related_files]
     tags = tags[: max(0, MAX_TAGS - len(held.tags))]
