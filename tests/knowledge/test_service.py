@@ -734,3 +734,23 @@ def test_reading_a_file_page_by_page_extracts_it_once_while_it_is_unchanged(
     assert len(reads) == 2
     with pytest.raises(InvalidInput, match="over the 10-byte cap"):  # other limits: read again
         make_knowledge(max_source_bytes=10).read("book.md")
+
+
+def test_an_argument_of_another_command_is_refused_not_ignored(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # Before: `search` with a `pattern` answered as a plain search, the pattern unused.
+    k = make_knowledge()
+    _guide(tmp_path)
+    k.index("guide.md")
+    for arguments, named in (
+        ({"command": "search", "query": "port", "pattern": "zzz"}, "pattern"),
+        ({"command": "read", "source": "guide.md", "key": "k"}, "key"),
+        ({"command": "store", "key": "k", "content": "note", "source": "guide.md"}, "source"),
+        ({"command": "match", "pattern": "port", "from_line": 99}, "from_line"),
+    ):
+        with pytest.raises(InvalidInput, match=rf"^{named}: is not an argument of command"):
+            run_command(k, arguments)
+    # What clients that send every property leave empty is no argument.
+    reply = run_command(k, {"command": "match", "pattern": "port", "from_line": 1, "key": ""})
+    assert "port" in reply.lower()

@@ -32,6 +32,32 @@ _NEEDS = {
 }
 
 
+# What each command may take beside what it needs (`scope` and `global` are the server's).
+_MAY_TAKE = {
+    "search": ("source",),
+    "read": ("from_line",),
+    "match": ("source",),
+    "store": (),
+    "delete": (),
+}
+_ANY_COMMAND = ("command", "scope", "global")
+
+
+def _check_taken(arguments: Mapping[str, Any], command: str) -> None:
+    """Refuse an argument of another command (`pattern` with `search`): it did nothing, and
+    the caller thought it did. One left empty (null, "", or `from_line` at its default 1, as
+    clients that send every property fill them) is no argument."""
+    takes = (*_NEEDS[command], *_MAY_TAKE[command])
+    for name, value in arguments.items():
+        if name in takes or name in _ANY_COMMAND or value is None or value == "":
+            continue
+        if name == "from_line" and value == 1 and not isinstance(value, bool):
+            continue
+        raise InvalidInput(
+            name, f"is not an argument of command {command!r} (it takes {', '.join(takes)})"
+        )
+
+
 def _arg(arguments: Mapping[str, Any], name: str, command: str) -> str:
     value = arguments.get(name)
     if value is None or (isinstance(value, str) and not value.strip()):
@@ -55,6 +81,7 @@ def run_command(knowledge: Knowledge, arguments: Mapping[str, Any]) -> str:
     command = arguments.get("command")
     if command not in COMMANDS:
         raise InvalidInput("command", f"must be one of {', '.join(COMMANDS)}, got {command!r}")
+    _check_taken(arguments, command)
     values = {name: _arg(arguments, name, command) for name in _NEEDS[command]}
     source = _optional(arguments, "source")
     if command == "search":
