@@ -90,5 +90,10 @@ def test_ids_and_links() -> None:
     assert links[0].strength == 0.8
     with pytest.raises(InvalidInput, match=r"^related_to\[0\]\.strength"):
         parse_links([{"target_id": uid, "strength": 2}])
+    # An optional key sent as null is left out, as memorize's importance is (it was refused:
+    # "strength: must be a number", "description: must be a string, got NoneType").
+    empty = {"relationship_type": None, "strength": None, "description": None}
+    [link] = parse_links([{"target_id": uid, **empty}])
+    assert (link.relationship_type, link.strength) == (RelationshipType.RELATED_TO, 0.8)
     with pytest.raises(InvalidInput, match=r"^related_to\[0\]\.relationship_type"):
         parse_links([{"target_id": uid, "relationship_type": "likes"}])

@@ -61,17 +61,20 @@ def parse_links(values: Sequence[object] | None) -> list[Link]:
         unknown = set(raw) - {"target_id", "relationship_type", "strength", "description"}
         if unknown:
             raise InvalidInput(name, f"unknown keys {sorted(unknown)}")
+        # An optional key sent as null is left out, as memorize's importance is: what a JSON
+        # client sends for a value it has none of (and the MCP SDK writes for a NaN).
+        given = {key: value for key, value in raw.items() if value is not None}
         description = link_description(
-            f"{name}.description", raw.get("description", Link.description)
+            f"{name}.description", given.get("description", Link.description)
         )
         links.append(
             Link(
                 target_id=check_id_ref(raw.get("target_id"), field_name=f"{name}.target_id")[0],
                 relationship_type=parse_link_type(
-                    raw.get("relationship_type", "related_to"),
+                    given.get("relationship_type", "related_to"),
                     field_name=f"{name}.relationship_type",
                 ),
-                strength=check_unit(f"{name}.strength", raw.get("strength", Link.strength)),
+                strength=check_unit(f"{name}.strength", given.get("strength", Link.strength)),
                 description=description or Link.description,
             )
         )
