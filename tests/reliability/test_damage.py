@@ -112,6 +112,20 @@ def test_a_restore_to_a_version_whose_file_is_gone_is_refused_not_done(
     assert done.returncode == 0 and "total: 3" in done.stdout, done.stderr
 
 
+def test_a_file_in_place_of_the_store_folder_is_one_line_saying_so(env: dict[str, str]) -> None:
+    # Before: "cannot write to …/db: File exists; nothing was changed (check free space and
+    # permissions)", and `doctor` ended in a FileExistsError traceback.
+    _three(env)
+    shutil.rmtree(_store(env))
+    _store(env).write_text("x", encoding="utf-8")
+    for args in (("stats",), ("memorize", "-t", "After the damage", "-c", "A new fact here.")):
+        done = octobrain(env, *args)
+        assert done.returncode == 1, (args, done.stdout)
+        assert "is not a folder (a store is one)" in one_clear_line(done.stderr)
+    done = subprocess.run([EXE, "doctor"], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 1 and "is not a folder" in one_clear_line(done.stderr)
+
+
 def test_doctor_passes_a_healthy_store_and_reports_json(env: dict[str, str]) -> None:
     _three(env)
     rc, out, err = run_cli(env, "doctor", "--format", "json")

@@ -117,6 +117,11 @@ class StoreLocation:
         import lancedb
 
         if self.path is not None:
+            if self.path.exists() and not self.path.is_dir():  # (mkdir: "File exists")
+                raise StorageError(
+                    f"store: {self.path} is not a folder (a store is one): move it aside and "
+                    "put the store back from a backup (`octobrain memory import` of an export)"
+                )
             self.path.mkdir(parents=True, exist_ok=True)
         try:
             return lancedb.connect(
