@@ -126,6 +126,22 @@ def test_a_file_in_place_of_the_store_folder_is_one_line_saying_so(env: dict[str
     assert done.returncode == 1 and "is not a folder" in one_clear_line(done.stderr)
 
 
+def test_a_folder_in_place_of_the_write_lock_file_is_named_not_blamed_on_space(
+    env: dict[str, str],
+) -> None:
+    # Before: "cannot write to …: Is a directory; nothing was changed (check free space and
+    # permissions)": the user looked at the disk.
+    _three(env)
+    lock = _store(env) / ".write.lock"
+    lock.unlink(missing_ok=True)
+    lock.mkdir()
+    done = octobrain(env, "memorize", "-t", "After the damage", "-c", "A new fact here.")
+    line = one_clear_line(done.stderr)
+    assert done.returncode == 1 and "nothing was changed" in line, line
+    assert "a folder where it keeps a file" in line and str(lock) in line, line
+    assert "free space" not in line
+
+
 def test_doctor_passes_a_healthy_store_and_reports_json(env: dict[str, str]) -> None:
     _three(env)
     rc, out, err = run_cli(env, "doctor", "--format", "json")

@@ -28,7 +28,18 @@ def io_failure(path: object, exc: BaseException, done: str = "nothing was change
     text = str(exc)
     found = re.search(r"LanceError\(IO\): ([^,\n]+)", text)
     reason = found.group(1) if found else (getattr(exc, "strerror", None) or text.splitlines()[0])
+    if _MISPLACED.search(text):  # (not space or permissions: a file where a folder belongs)
+        where = getattr(exc, "filename", None) or path
+        return (
+            f"store: cannot write to {path}: {reason}; {done} (a file stands where the store "
+            f"keeps a folder, or a folder where it keeps a file, under {where}: move it aside, "
+            "then run `octobrain doctor`)"
+        )
     return f"store: cannot write to {path}: {reason}; {done} (check free space and permissions)"
+
+
+# What a file or folder of the store replaced by the other kind makes a write fail with.
+_MISPLACED = re.compile(r"Is a directory|Not a directory|File exists|os error (?:17|20|21)\b")
 
 
 class WriteFailed(StorageError):
