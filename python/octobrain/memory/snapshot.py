@@ -188,7 +188,11 @@ class SnapshotDir:
         try:
             return self._load(self.path / name)
         except Exception as exc:  # damaged, foreign or half-deleted: never served
-            log.warning("memory snapshot %s not used (%s); rebuilding from the store", name, exc)
+            # (the first line only: numpy's refusal of a damaged .npy goes on to suggest
+            # loading it with allow_pickle, which no one should do with a damaged file)
+            said = (str(exc).splitlines() or [type(exc).__name__])[0]
+            said = said.split(" If you trust the file")[0]
+            log.warning("memory snapshot %s not used (%s); rebuilding from the store", name, said)
             return None
 
     def _load(self, where: Path) -> Snapshot:
