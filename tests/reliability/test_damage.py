@@ -142,6 +142,31 @@ def test_a_folder_in_place_of_the_write_lock_file_is_named_not_blamed_on_space(
     assert "free space" not in line
 
 
+def test_a_manifest_that_lost_table_names_gets_them_back_and_guards_them_again(
+    env: dict[str, str],
+) -> None:
+    # Before: the names stayed lost ("the next write records it" never did), and with the
+    # memories and edge directories deleted too, the store opened as a new, empty one
+    # ("total: 0"; memorize made a new table; doctor ok).
+    _three(env)
+    octobrain(env, "consolidate")  # (the journal table, made after the memories)
+    record = _store(env) / "_octobrain" / MANIFEST
+    record.write_text(json.dumps({"tables": ["consolidations"]}), encoding="utf-8")
+    done = octobrain(env, "stats")
+    assert done.returncode == 0 and "total: 3" in done.stdout, done.stderr
+    assert {"memories", "relationships"} <= set(json.loads(record.read_text())["tables"])
+    assert run_cli(env, "doctor")[0] == 0
+    record.write_text(json.dumps({"tables": ["consolidations"]}), encoding="utf-8")
+    for name in ("memories", "relationships"):
+        shutil.rmtree(_store(env) / f"{name}.lance")
+    for args in (("stats",), ("memorize", "-t", "After the loss", "-c", "A new fact here.")):
+        done = octobrain(env, *args)
+        assert done.returncode == 1 and "total: 0" not in done.stdout, (args, done.stdout)
+        line = one_clear_line(done.stderr)
+        assert "'memories'" in line and "consolidations, made after it, is here" in line, line
+    assert not (_store(env) / "memories.lance").exists()
+
+
 def test_doctor_passes_a_healthy_store_and_reports_json(env: dict[str, str]) -> None:
     _three(env)
     rc, out, err = run_cli(env, "doctor", "--format", "json")
@@ -614,7 +639,9 @@ def test_a_lost_companion_is_an_error_even_with_the_manifest_lost_too(
     done = octobrain(env, "graph", ids[0])
     assert done.returncode == 1, done.stdout
     line = one_clear_line(done.stderr)
-    assert "'relationships'" in line and "memories holds writes made after it" in line, line
+    assert "'relationships'" in line and "not re-created empty" in line, line
+    # (what shows it: memories holds writes made after it, and the journal was made after it)
+    assert "memories holds writes" in line or "consolidations, made after it" in line, line
     assert not (_store(env) / "relationships.lance").exists()
 
 

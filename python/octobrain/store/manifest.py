@@ -46,9 +46,15 @@ KNOWN_TABLES = (
 # Longer than a write lease takes to be taken over on an object store (watched unchanged for
 # its TTL), so a holder that crashed never makes the next command give up.
 LOCK_TIMEOUT_S = 2 * LEASE_TTL_S + 10
-# A table every store makes right after another (`MemoryStore` opens memories, then
-# relationships): finding the later one means the earlier one was made too.
-MADE_AFTER = {"memories": "relationships", "knowledge_sources": "knowledge_chunks"}
+# Tables a store makes only after another (`MemoryStore` makes memories, then relationships,
+# and the consolidation journal and forgotten turns later, on demand, from an open store):
+# finding a later one means the earlier one was made too. (A manifest that lost its names as
+# well let a store whose memories directory was deleted open as a new, empty one.)
+MADE_AFTER = {
+    "memories": ("relationships", "consolidations", "forgotten_turns"),
+    "relationships": ("consolidations", "forgotten_turns"),
+    "knowledge_sources": ("knowledge_chunks",),
+}
 # A table made before any write to another (both are made when their store first opens, this
 # one first or in the same step): that other one written (past its empty first version) shows
 # this one existed, whatever the manifest says.
@@ -346,8 +352,8 @@ def open_or_create(
 def existed(db: lancedb.DBConnection, name: str, present: set[str]) -> str | None:
     """What shows that table `name` was made, whatever the manifest says (`MADE_AFTER`,
     `WRITTEN_AFTER`, `STAMPED_ON`), or None."""
-    later = MADE_AFTER.get(name)
-    if later in present:
+    later = next((t for t in MADE_AFTER.get(name, ()) if t in present), None)
+    if later is not None:
         return f"{later}, made after it, is here"
     witness = WRITTEN_AFTER.get(name)
     if witness is not None and witness in present and _written(db, witness):
@@ -413,24 +419,26 @@ def _written(db: lancedb.DBConnection, name: str) -> bool:
 
 
 def adopt_if_new(db: lancedb.DBConnection, location: StoreLocation) -> dict[str, Any] | None:
-    """The manifest; a store made before it records the tables that open (best effort, so a
-    read-only store still opens; it is adopted once writable)."""
+    """The manifest; a store made before it records the tables that open, and a manifest that
+    lost the name of a table that opens gets it back (best effort, so a read-only store
+    still opens; it is recorded once writable). Listed, a table lost later is refused rather
+    than made again, empty."""
     current = read(location)
-    if current is not None:
+    listed = set() if current is None else set(current["tables"])
+    if {"memories", "relationships"} <= listed:  # (what every store has: no listing needed)
         return current
     present = set(db.list_tables().tables)
     found = []
     for name in KNOWN_TABLES:
-        if name in present:
+        if name in present and name not in listed:
             try:
                 db.open_table(name)
             except ValueError:
                 continue
             found.append(name)
-    if not found:
-        return None
-    try:
-        record(location, *found)
-    except Exception as exc:
-        log.info("could not record the store's tables in its manifest: %s", exc)
-    return None
+    if found:
+        try:
+            record(location, *found)
+        except Exception as exc:
+            log.info("could not record the store's tables in its manifest: %s", exc)
+    return current
