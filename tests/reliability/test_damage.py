@@ -167,6 +167,26 @@ def test_a_manifest_that_lost_table_names_gets_them_back_and_guards_them_again(
     assert not (_store(env) / "memories.lance").exists()
 
 
+def test_a_file_in_place_of_a_table_folder_is_named_by_doctor_with_its_way_out(
+    env: dict[str, str],
+) -> None:
+    # Before: `_transactions` a file failed every write ("a table cannot be read (… File
+    # exists (os error 17)) … Run `octobrain doctor`") while doctor said "ok: nothing is wrong".
+    _three(env)
+    folder = _store(env) / "memories.lance" / "_transactions"
+    shutil.rmtree(folder)
+    folder.write_text("x", encoding="utf-8")
+    done = octobrain(env, "memorize", "-t", "After the damage", "-c", "A new fact here.")
+    line = one_clear_line(done.stderr)
+    assert done.returncode == 1 and "_transactions is a file where Lance keeps a folder" in line
+    assert "move memories.lance/_transactions aside" in line, line
+    rc, out, _ = run_cli(env, "doctor")
+    assert rc == 1 and "memories.lance/_transactions is a file where Lance keeps a folder" in out
+    folder.unlink()
+    assert run_cli(env, "doctor")[0] == 0
+    memorize(env, "After the repair", "A fact written once the folder was moved aside.")
+
+
 def test_doctor_passes_a_healthy_store_and_reports_json(env: dict[str, str]) -> None:
     _three(env)
     rc, out, err = run_cli(env, "doctor", "--format", "json")

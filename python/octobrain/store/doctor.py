@@ -36,7 +36,7 @@ from octobrain.store.schema import (
     vector_matrix,
     verified,
 )
-from octobrain.store.table_files import not_regular
+from octobrain.store.table_files import NOT_REGULAR, not_regular
 from octobrain.store.upkeep import KEEP_VERSIONS_FOR
 from octobrain.store.versions import history_gap, lost_version
 
@@ -270,8 +270,12 @@ def _check_table(
         problems.append(
             Problem(
                 name,
-                f"{odd} is not a regular file (neither octobrain nor Lance makes one there; "
-                "every command that reads the table may wait on it)",
+                f"{odd} {odd.said} (neither octobrain nor Lance makes one there; "
+                + (
+                    "every command that reads the table may wait on it)"
+                    if odd.said == NOT_REGULAR
+                    else "every write to the table fails on it)"
+                ),
                 f"move {odd} aside, then run `octobrain doctor` again",
             )
         )

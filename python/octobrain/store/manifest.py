@@ -301,7 +301,7 @@ def open_or_create(
         raise TableDamaged(
             location,
             name,
-            f"{odd} is not a regular file, which neither octobrain nor Lance makes",
+            f"{odd} {odd.said}, which neither octobrain nor Lance makes",
             f"move {odd} aside, then run `octobrain doctor` again",
         )
     try:

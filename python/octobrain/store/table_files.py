@@ -17,25 +17,46 @@ if TYPE_CHECKING:
     from octobrain.store.location import StoreLocation
 
 
-def not_regular(location: StoreLocation, name: str) -> str | None:
+class Odd(str):
+    """A path under the store that is not what Lance keeps there (`said`: what it is)."""
+
+    said: str
+
+    def __new__(cls, path: str, said: str) -> Odd:
+        odd = super().__new__(cls, path)
+        odd.said = said
+        return odd
+
+
+NOT_REGULAR = "is not a regular file"
+NOT_A_FOLDER = "is a file where Lance keeps a folder"
+
+
+def not_regular(location: StoreLocation, name: str) -> Odd | None:
     """The first file of local table `name` (its versions, data, deletions, transactions and
-    each index's folder under `_indices`) that is not a regular file, as a path under the
-    store, else None: Lance opens such a file itself and, a FIFO, waits on it for a writer
-    for good. Listings, no `stat` (the type comes with the entry), so a table's open costs a
-    few directory reads."""
+    each index's folder under `_indices`) that is not a regular file, or the first of those
+    folders that is a file, as a path under the store, else None: Lance opens such a file
+    itself and, a FIFO, waits on it for a writer for good; and in place of a folder one
+    fails every write ("File exists") while reads go on. Listings, no `stat` (the type comes
+    with the entry), so a table's open costs a few directory reads."""
     if location.path is None:
         return None
     root = location.path / f"{name}.lance"
     for folder in ("_versions", "data", "_deletions", "_transactions"):
-        for entry in _entries(root / folder):
+        entries = _entries(root / folder)
+        if entries is None:
+            return Odd(f"{name}.lance/{folder}", NOT_A_FOLDER)
+        for entry in entries:
             if not entry.is_file():
-                return f"{name}.lance/{folder}/{entry.name}"
+                return Odd(f"{name}.lance/{folder}/{entry.name}", NOT_REGULAR)
     # One folder per index, its files in it (a folder in there is left to Lance).
-    indices = [e for e in _entries(root / "_indices") if e.is_dir()]
-    for index in indices:
-        for entry in _entries(Path(index.path)):
+    found = _entries(root / "_indices")
+    if found is None:
+        return Odd(f"{name}.lance/_indices", NOT_A_FOLDER)
+    for index in (e for e in found if e.is_dir()):
+        for entry in _entries(Path(index.path)) or ():
             if not entry.is_file() and not entry.is_dir():
-                return f"{name}.lance/_indices/{index.name}/{entry.name}"
+                return Odd(f"{name}.lance/_indices/{index.name}/{entry.name}", NOT_REGULAR)
     return None
 
 
@@ -126,8 +147,11 @@ def _odd(path: str) -> bool:
         return False
 
 
-def _entries(folder: Path) -> list[os.DirEntry[str]]:
+def _entries(folder: Path) -> list[os.DirEntry[str]] | None:
+    """The folder's entries; None when it is a file."""
     try:
         return list(os.scandir(folder))
+    except NotADirectoryError:
+        return None
     except OSError:
         return []  # absent, or not to be listed: opening the table says what is wrong
