@@ -17,6 +17,7 @@ from octobrain.cli.main import main
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
+from octobrain.memory.render import format_stored
 from octobrain.models import RelationshipType, Source, State
 from tests.server_support import PROJECT_A, call, hash_pool, memory_id, run, server_for
 
@@ -75,6 +76,14 @@ def test_a_copy_takes_what_the_call_adds_and_loses_nothing_it_had(tmp_path: Path
     hits = brain.remember("limits", min_relevance=0.0, tags=["limits"]).hits
     assert [h.memory.id for h in hits] == [first.id]
     assert len(_rows(brain)) == 1
+    # Past what a memory holds, what has no room is said, not dropped without a word.
+    full = brain.memorize(TITLE, TEXT, tags=[f"t{i}" for i in range(10)])
+    assert full.already is not None and full.already.left_out == (
+        "tags t8, t9 (a memory holds at most 10)",
+    )
+    assert "; not added: tags t8, t9 (a memory holds at most 10)" in format_stored(
+        full[0], full[1], 0, full.already
+    )
 
 
 def test_what_differs_in_type_text_or_scope_is_stored_apart(tmp_path: Path) -> None:

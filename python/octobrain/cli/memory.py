@@ -116,6 +116,7 @@ def memorize_cmd(
         else {
             "stored_at": iso_z(already.stored_at),
             "added": list(already.added),
+            "left_out": list(already.left_out),
         },
     }
     emit(fmt, data, format_stored(mem, edges, left, already))

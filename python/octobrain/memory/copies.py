@@ -49,6 +49,7 @@ class Already:
 
     stored_at: datetime
     added: tuple[str, ...]
+    left_out: tuple[str, ...] = ()  # what the call gave that the memory has no room for
 
 
 class Stored(tuple[Memory, list[Relationship]]):
@@ -112,8 +113,16 @@ def merge_into(
         check_no_supersede_cycle(brain.store, replace(edge, source_id=held.id), f"related_to[{i}]")
     tags = [t for t in memory.tags if t != given.session_tag and t not in held.tags]
     files = [f for f in memory.related_files if f not in held.related_files]
-    tags = tags[: max(0, MAX_TAGS - len(held.tags))]
-    files = files[: max(0, MAX_FILES - len(held.related_files))]
+    left_out = []  # (past what a memory holds: said, not dropped without a word)
+    room = max(0, MAX_TAGS - len(held.tags))
+    if len(tags) > room:
+        left_out.append(f"tags {', '.join(tags[room:])} (a memory holds at most {MAX_TAGS})")
+    room_files = max(0, MAX_FILES - len(held.related_files))
+    if len(files) > room_files:
+        left_out.append(
+            f"related files {', '.join(files[room_files:])} (a memory holds at most {MAX_FILES})"
+        )
+    tags, files = tags[:room], files[:room_files]
     importance = held.importance
     if given.importance is not None and given.importance > held.importance:
         importance = given.importance
@@ -154,4 +163,4 @@ def merge_into(
     if written:
         added.append(f"links {len(written)}")
     brain.count_access([held.id], now)
-    return Stored(merged, written, Already(held.created_at, tuple(added)))
+    return Stored(merged, written, Already(held.created_at, tuple(added), tuple(left_out)))

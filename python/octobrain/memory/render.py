@@ -50,6 +50,7 @@ def format_stored(
             f"Memory already stored: {memory.id} (this scope holds a memory of the same type, "
             f"title and content, stored {already.stored_at:%Y-%m-%d %H:%M} UTC): no copy made; "
             + (f"added to it: {'; '.join(already.added)}" if already.added else "nothing added")
+            + (f"; not added: {'; '.join(already.left_out)}" if already.left_out else "")
         )
     lines = [
         first,
