@@ -78,14 +78,15 @@ def test_read_returns_text_without_indexing(make_knowledge: MakeKnowledge, tmp_p
 
 def _pages(k: Knowledge, source: str, from_line: int = 1) -> list[str]:
     """Every reply of `read` from `from_line` on, following each reply's next page."""
-    replies = []
+    replies, from_byte = [], 0
     while True:
-        reply = run_command(k, {"command": "read", "source": source, "from_line": from_line})
+        asked = {"command": "read", "source": source, "from_line": from_line}
+        reply = run_command(k, asked | ({"from_byte": from_byte} if from_byte else {}))
         replies.append(reply)
-        found = re.search(r"Next page: from_line (\d+)\.$", reply)
+        found = re.search(r"Next page: from_line (\d+)(?:, from_byte (\d+))?\.$", reply)
         if found is None:
             return replies
-        from_line = int(found.group(1))
+        from_line, from_byte = int(found.group(1)), int(found.group(2) or 0)
 
 
 def _body(reply: str) -> str:
@@ -123,9 +124,24 @@ def test_a_text_that_fits_reads_whole_without_a_footer_and_a_long_line_is_cut_to
     )
     (tmp_path / "min.txt").write_text("first\n" + "x" * 5000 + "\nlast\n")
     replies = _pages(k, "min.txt", from_line=2)
-    assert [_body(r) for r in replies] == ["x" * 1024, "last"]
-    assert "Line 2 of 3 (its first 1,024 bytes: a page holds at most 1,024)" in replies[0]
-    assert replies[1].endswith("Line 3 of 3 (4 of 5,011 bytes). End of the text.")
+    # The line longer than a page is read on from where the page cut it (before: the next
+    # page was line 3, and the rest of line 2 could not be read).
+    assert [_body(r) for r in replies] == ["x" * 1024] * 4 + ["x" * 904 + "\nlast"]
+    assert replies[0].endswith(
+        "Line 2 of 3 (its first 1,024 bytes of 5,000: a page holds at most 1,024). "
+        "Next page: from_line 2, from_byte 1024."
+    )
+    assert "Line 2 of 3 (its bytes 1,025–2,048 of 5,000: a page" in replies[1]
+    assert replies[-1].endswith(
+        "Lines 2–3 of 3 (line 2 from byte 4,097; 909 of 5,011 bytes). End of the text."
+    )
+    # A page never starts inside a character: one asked there starts at the next.
+    (tmp_path / "wide.txt").write_text("é" * 600 + "\n")
+    reply = run_command(k, {"command": "read", "source": "wide.txt", "from_byte": 1023})
+    assert _body(reply) == "é" * 88 and "from byte 1,025;" in reply
+    for value, rule in ((-1, "must be an integer ≥ 0"), (1200, "is past the end of line 1")):
+        with pytest.raises(InvalidInput, match=f"^from_byte: {rule}"):
+            run_command(k, {"command": "read", "source": "wide.txt", "from_byte": value})
 
 
 def test_bad_from_line_names_the_field_before_anything_is_read(

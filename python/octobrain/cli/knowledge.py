@@ -147,6 +147,13 @@ def search_cmd(
     help="First line to print (line numbers as `match` prints them).",
 )
 @click.option(
+    "--from-byte",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Where in --from-line to start, in bytes (what a page that cut a long line names).",
+)
+@click.option(
     "--max-bytes",
     type=click.IntRange(min=1),
     default=None,
@@ -156,13 +163,18 @@ def search_cmd(
 @FORMAT_OPTION
 @click.pass_context
 def read_cmd(
-    ctx: click.Context, source: str, from_line: int, max_bytes: int | None, fmt: str
+    ctx: click.Context,
+    source: str,
+    from_line: int,
+    from_byte: int,
+    max_bytes: int | None,
+    fmt: str,
 ) -> None:
     """Print the extracted text of a file or URL (without indexing it): all of it, or a page."""
     from octobrain.knowledge.pages import page
     from octobrain.knowledge.render import render_read
 
-    shown = page(_knowledge(ctx).read(source), from_line, max_bytes)
+    shown = page(_knowledge(ctx).read(source), from_line, max_bytes, from_byte)
     _emit(fmt, shown, render_read(shown))
 
 

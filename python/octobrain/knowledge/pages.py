@@ -31,15 +31,29 @@ class ReadPage:
     total_bytes: int
     cut: bool
     max_bytes: int | None
+    first_byte: int = 0  # where in its first line the page starts (bytes of UTF-8)
+    line_bytes: int = 0  # when `cut`: the bytes of the line cut
 
     @property
     def whole(self) -> bool:
         """The page is the whole text."""
-        return self.first_line == 1 and self.last_line == self.total_lines and not self.cut
+        return (
+            self.first_line == 1
+            and self.first_byte == 0
+            and self.last_line == self.total_lines
+            and not self.cut
+        )
+
+    @property
+    def next_byte(self) -> int | None:
+        """Where in the line cut the next page starts, or None when no line was cut."""
+        return self.first_byte + self.shown_bytes if self.cut else None
 
     @property
     def next_line(self) -> int | None:
         """Where the next page starts, or None at the end."""
+        if self.cut:
+            return self.first_line
         return self.last_line + 1 if self.last_line < self.total_lines else None
 
 
@@ -58,13 +72,25 @@ def check_line(value: object) -> int:
     return value
 
 
-def page(doc: Document, from_line: object = 1, max_bytes: int | None = None) -> ReadPage:
+def check_byte(value: object) -> int:
+    """A `from_byte`: an integer from 0 (whether the line is that long is `page`'s check)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInput("from_byte", f"must be an integer ≥ 0, got {value!r}")
+    return value
+
+
+def page(
+    doc: Document, from_line: object = 1, max_bytes: int | None = None, from_byte: object = 0
+) -> ReadPage:
     """The page of `doc` that starts at line `from_line` and holds as many whole lines as fit
     in `max_bytes` of UTF-8, the newlines between them counted (None: no bound). The first
-    line always shows, cut at the bound when it alone is longer. Only the page's lines are
-    cut out of the text (the lines before it are counted in blocks): a list of every line
-    of a 50 MB file took 4 s for each 64 KiB page."""
+    line always shows, cut at the bound when it alone is longer; the rest of a line cut is
+    read from `from_byte` (its bytes shown so far, what the page cut names; a page never
+    starts inside a character). Only the page's lines are cut out of the text (the lines
+    before it are counted in blocks): a list of every line of a 50 MB file took 4 s for each
+    64 KiB page."""
     start = check_line(from_line)
+    skip = check_byte(from_byte)
     text = doc.text
     body = text[:-1] if text.endswith("\n") else text  # (as `split_lines` counts)
     total = body.count("\n") + 1 if text else 0
@@ -75,6 +101,7 @@ def page(doc: Document, from_line: object = 1, max_bytes: int | None = None) -> 
     shown: list[str] = []
     used = 0  # the UTF-8 bytes of the page so far, newlines between its lines included
     cut = False
+    line_bytes = 0
     at = _line_start(body, start - 1)
     for _ in range(total - start + 1):
         end = body.find("\n", at)
@@ -82,12 +109,22 @@ def page(doc: Document, from_line: object = 1, max_bytes: int | None = None) -> 
         line = body[at:end]
         line = line[:-1] if line.endswith("\r") else line
         at = end + 1
+        if skip and not shown:  # the rest of a line a page cut
+            raw = line.encode("utf-8")
+            if skip >= len(raw):
+                raise InvalidInput(
+                    "from_byte", f"is past the end of line {start}: it has {len(raw):,} bytes"
+                )
+            line_bytes = len(raw)
+            line = raw[skip:].decode("utf-8", "ignore")  # (a character's tail is dropped)
+            skip = line_bytes - len(line.encode("utf-8"))
         size = len(line.encode("utf-8")) + (1 if shown else 0)
         if max_bytes is not None and used + size > max_bytes:
             if not shown:  # one line longer than a page: its head, up to the bound
                 head = line.encode("utf-8")[:max_bytes].decode("utf-8", "ignore")
                 shown.append(head)
                 used = len(head.encode("utf-8"))
+                line_bytes = line_bytes or len(line.encode("utf-8"))
                 cut = True
             break
         shown.append(line)
@@ -104,6 +141,8 @@ def page(doc: Document, from_line: object = 1, max_bytes: int | None = None) -> 
         len(text.encode("utf-8")),
         cut,
         max_bytes,
+        skip,
+        line_bytes if cut else 0,
     )
 
 

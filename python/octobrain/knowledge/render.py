@@ -54,7 +54,9 @@ def to_dict(result: Any) -> Any:
             "shown_bytes": result.shown_bytes,
             "total_bytes": result.total_bytes,
             "cut": result.cut,
+            "first_byte": result.first_byte,
             "next_line": result.next_line,
+            "next_byte": result.next_byte,
         }
     if dataclasses.is_dataclass(result) and not isinstance(result, type):
         return {f.name: to_dict(getattr(result, f.name)) for f in dataclasses.fields(result)}
@@ -126,14 +128,24 @@ def render_read(page: ReadPage) -> str:
     else:
         shown = f"Line {page.first_line:,} of {page.total_lines:,}"
     if page.cut:
-        shown += f" (its first {page.shown_bytes:,} bytes: a page holds at most {page.max_bytes:,})"
+        last = page.first_byte + page.shown_bytes
+        part = (
+            f"its first {page.shown_bytes:,} bytes"
+            if page.first_byte == 0
+            else f"its bytes {page.first_byte + 1:,}–{last:,}"
+        )
+        shown += f" ({part} of {page.line_bytes:,}: a page holds at most {page.max_bytes:,})"
     else:
-        shown += f" ({page.shown_bytes:,} of {page.total_bytes:,} bytes)"
-    follow = (
-        f"Next page: from_line {page.next_line}."
-        if page.next_line is not None
-        else "End of the text."
-    )
+        since = f"line {page.first_line:,} from byte {page.first_byte + 1:,}; " * (
+            page.first_byte > 0
+        )
+        shown += f" ({since}{page.shown_bytes:,} of {page.total_bytes:,} bytes)"
+    if page.cut:
+        follow = f"Next page: from_line {page.first_line}, from_byte {page.next_byte}."
+    elif page.next_line is not None:
+        follow = f"Next page: from_line {page.next_line}."
+    else:
+        follow = "End of the text."
     return "\n".join([*parts, RULE, f"{shown}. {follow}"])
 
 

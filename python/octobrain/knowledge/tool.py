@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from octobrain.errors import InvalidInput
-from octobrain.knowledge.pages import check_line, page
+from octobrain.knowledge.pages import check_byte, check_line, page
 from octobrain.knowledge.render import (
     render_delete,
     render_match,
@@ -35,7 +35,7 @@ _NEEDS = {
 # What each command may take beside what it needs (`scope` and `global` are the server's).
 _MAY_TAKE = {
     "search": ("source",),
-    "read": ("from_line",),
+    "read": ("from_line", "from_byte"),
     "match": ("source",),
     "store": (),
     "delete": (),
@@ -51,7 +51,7 @@ def _check_taken(arguments: Mapping[str, Any], command: str) -> None:
     for name, value in arguments.items():
         if name in takes or name in _ANY_COMMAND or value is None or value == "":
             continue
-        if name == "from_line" and value == 1 and not isinstance(value, bool):
+        if (name, value) in (("from_line", 1), ("from_byte", 0)) and not isinstance(value, bool):
             continue
         raise InvalidInput(
             name, f"is not an argument of command {command!r} (it takes {', '.join(takes)})"
@@ -87,9 +87,11 @@ def run_command(knowledge: Knowledge, arguments: Mapping[str, Any]) -> str:
     if command == "search":
         return render_search(knowledge.search(values["query"], source=source))
     if command == "read":
-        from_line = check_line(arguments.get("from_line", 1))  # before any fetch
+        from_line = check_line(arguments.get("from_line", 1))  # (both before any fetch)
+        from_byte = check_byte(arguments.get("from_byte", 0))
         document = knowledge.read(values["source"])
-        return render_read(page(document, from_line, knowledge.config.knowledge.read_page_bytes))
+        bound = knowledge.config.knowledge.read_page_bytes
+        return render_read(page(document, from_line, bound, from_byte))
     if command == "match":
         return render_match(knowledge.match(values["pattern"], source=source))
     if command == "store":

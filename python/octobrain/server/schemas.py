@@ -342,9 +342,10 @@ KNOWLEDGE = ToolSpec(
         "- search (query; optional source): hybrid search over indexed sections, citing the "
         "source and section. Naming a source indexes it first (and re-indexes it when its "
         "content changed), so `search` with a source is the way to add a document.\n"
-        "- read (source; optional from_line): the extracted text, a page at a time: a reply "
-        "holds whole lines up to a size bound and ends by naming the from_line of the next "
-        "page (line numbers as `match` reports them).\n"
+        "- read (source; optional from_line, from_byte): the extracted text, a page at a "
+        "time: a reply holds whole lines up to a size bound and ends by naming the from_line "
+        "of the next page (line numbers as `match` reports them), and from_byte too when it "
+        "cut a line longer than a page.\n"
         "- match (pattern; optional source): regex over indexed text with absolute line "
         "numbers, capped.\n"
         "- store (key, content) / delete (key): a note for this session under a key "
@@ -366,6 +367,13 @@ KNOWLEDGE = ToolSpec(
             "minimum": 1,
             "default": 1,
             "description": "read: the line the page starts at (1 = the start).",
+        },
+        "from_byte": {
+            "type": "integer",
+            "minimum": 0,
+            "default": 0,
+            "description": "read: where in line from_line the page starts, in bytes: what a "
+            "reply that cut a line longer than a page names for its next page.",
         },
         "key": _str("store / delete: the note's key."),
         "content": _str(
