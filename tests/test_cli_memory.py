@@ -153,6 +153,23 @@ def test_forget_refuses_query_filters_with_ids_and_an_empty_query(env: dict[str,
     assert run("forget", mid, "-y").exit_code == 0
 
 
+def test_a_filter_given_only_blanks_is_refused_not_read_as_none(env: dict[str, str]) -> None:
+    # Before: `forget -q … --tags "$TAG" --yes` with TAG unset deleted every memory the query
+    # found, as if no tag filter had been given; `remember` answered unfiltered.
+    ids = [memorize(f"Deploy procedure {i}", f"Deploy procedure number {i}.") for i in range(3)]
+    for command, option in [
+        (("forget", "-q", "deploy procedure", "--yes"), ("--tags", "")),
+        (("forget", "-q", "deploy procedure", "--yes"), ("-m", " ")),
+        (("remember", "deploy procedure"), ("--files", " , ")),
+    ]:
+        result = run(*command, *option)
+        field = {"--tags": "tags", "-m": "memory_types", "--files": "files"}[option[0]]
+        assert result.exit_code == 2 and result.output == (
+            f"error: {field}: must hold at least one non-blank value; leave it out for no filter\n"
+        ), result.output
+    assert all(run("get", mid).exit_code == 0 for mid in ids)  # nothing was deleted
+
+
 def test_update_relate_graph_recent_stats(env: dict[str, str]) -> None:
     a = memorize("Goal: faster API", "Bring p95 latency of the API under 200 ms.", "-m", "goal")
     b = memorize("Cache hot endpoints", "Cache the /prices endpoint for 30 seconds.")

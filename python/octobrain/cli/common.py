@@ -364,9 +364,16 @@ def progress_bar(length: int, label: str) -> Iterator[Callable[[int], None]]:
             bar.__exit__(None, None, None)
 
 
-def split_values(values: Sequence[str]) -> list[str]:
-    """`--tags a,b --tags c` → [a, b, c]."""
-    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+def split_values(values: Sequence[str], filter_field: str = "") -> list[str]:
+    """`--tags a,b --tags c` → [a, b, c]. As a filter (`filter_field`, the name the error gives),
+    an option given only blanks (`--tags ""`, what an unset shell variable makes) is refused:
+    read as no filter, it made `forget --query … --tags "$TAG" --yes` delete every match."""
+    parts = [part.strip() for value in values for part in value.split(",") if part.strip()]
+    if filter_field and values and not parts:
+        raise InvalidInput(
+            filter_field, "must hold at least one non-blank value; leave it out for no filter"
+        )
+    return parts
 
 
 def emit(fmt: str, data: Any, text: str) -> None:

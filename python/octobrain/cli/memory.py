@@ -181,9 +181,9 @@ def remember_cmd(
     try:
         recall = brain.remember(
             list(queries) if len(queries) > 1 else queries[0],
-            memory_types=split_values(memory_types) or None,
-            tags=split_values(tags),
-            related_files=split_values(files),
+            memory_types=split_values(memory_types, "memory_types") or None,
+            tags=split_values(tags, "tags"),
+            related_files=split_values(files, "files"),
             created_after=created_after,
             created_before=created_before,
             min_relevance=min_relevance,
@@ -233,12 +233,12 @@ def forget_cmd(
     elif tags or memory_types:
         field = "tags" if tags else "memory_types"
         raise InvalidInput(field, "only with --query; ids name exactly what to delete")
+    types_given = split_values(memory_types, "memory_types") or None  # (before the store opens)
+    tags_given = split_values(tags, "tags")
     brain = command_brain(ctx)
     damaged: set[str] = set()
     if query is not None:
-        targets = brain.forget_preview(
-            query, memory_types=split_values(memory_types) or None, tags=split_values(tags)
-        )
+        targets = brain.forget_preview(query, memory_types=types_given, tags=tags_given)
     else:
         targets, damaged = brain.forget_targets(memory_ids)
     if not targets:

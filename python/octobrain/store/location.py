@@ -117,7 +117,7 @@ class StoreLocation:
         import lancedb
 
         if self.path is not None:
-            if self.path.exists() and not self.path.is_dir():  # (mkdir: "File exists")
+            if os.path.exists(self.path) and not os.path.isdir(self.path):  # (mkdir: "File exists")
                 raise StorageError(
                     f"store: {self.path} is not a folder (a store is one): move it aside and "
                     "put the store back from a backup (`octobrain memory import` of an export)"

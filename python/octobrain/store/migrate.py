@@ -8,6 +8,7 @@ the destination must hold no tables yet.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -98,6 +99,8 @@ def open_target(source: StoreLocation, target: StoreLocation) -> lancedb.DBConne
     """A connection to `target` (a local directory is made), refused (`InvalidInput`, field
     `to`) when it is the source, inside or around a local source, or cannot be made."""
     _check_target(source, target)
+    if target.path is not None and os.path.exists(target.path) and not target.path.is_dir():
+        raise InvalidInput("to", f"cannot create the directory {target}: a file is there")
     try:
         return target.connect()
     except OSError as exc:  # the destination directory cannot be made (a file, too long, ...)
