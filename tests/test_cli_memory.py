@@ -310,6 +310,19 @@ def test_an_export_that_fails_leaves_the_file_that_was_there(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl", "data"]
 
 
+def test_an_export_over_a_private_file_keeps_it_private(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Before: the file written beside it and moved over it came with the default mode, so a
+    # 0600 export made with --force was readable by everyone (0644).
+    memorize("Primary database", "Postgres 16 is the primary database.")
+    private = tmp_path / "private.jsonl"
+    private.write_text("x")
+    private.chmod(0o600)
+    assert run("export", "--force", str(private)).exit_code == 0
+    assert private.stat().st_mode & 0o777 == 0o600 and "Postgres" in private.read_text()
+
+
 def test_an_export_refuses_a_destination_that_is_not_a_regular_file(
     env: dict[str, str], tmp_path: Path
 ) -> None:

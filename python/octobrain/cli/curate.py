@@ -7,6 +7,7 @@ by `cli/memory.py`."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
@@ -49,6 +50,8 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
     try:
         fd = os.open(partial, flags, 0o666)
         made = True
+        with contextlib.suppress(FileNotFoundError):  # the file replaced keeps its mode
+            os.fchmod(fd, stat.S_IMODE(os.stat(target).st_mode))  # (a private one stays so)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             total = brain.store.count()
             label = f"exporting up to {plural(total, 'memory', 'memories')} to {output}"
