@@ -187,6 +187,25 @@ def test_a_file_in_place_of_a_table_folder_is_named_by_doctor_with_its_way_out(
     memorize(env, "After the repair", "A fact written once the folder was moved aside.")
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_an_answer_that_cannot_be_written_is_one_line_not_a_traceback(env: dict[str, str]) -> None:
+    # Before: `octobrain memory recent > /dev/full` ended in a 40-line OSError traceback.
+    _three(env)
+    for args in (("recent",), ("export", "-")):
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(
+                [EXE, "memory", "--scope", "github.com/acme/api", *args],
+                env=env,
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        assert done.returncode == 1, done.stderr
+        assert done.stderr == "error: output: cannot be written (No space left on device)\n"
+
+
 def test_doctor_passes_a_healthy_store_and_reports_json(env: dict[str, str]) -> None:
     _three(env)
     rc, out, err = run_cli(env, "doctor", "--format", "json")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import errno
 import os
 import signal
 import sys
@@ -22,6 +23,7 @@ from octobrain.cli.service_client import HOOK_INPUT_BYTES, load_settings
 from octobrain.cli.service_run import Fallback, run_remote
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from types import FrameType
     from typing import NoReturn
 
@@ -103,7 +105,7 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> NoRetur
         if settings is not None and settings.enabled:
             if argv[0] == "hook":  # hooks read their JSON on stdin
                 stdin = b"" if sys.stdin is None else sys.stdin.buffer.read(HOOK_INPUT_BYTES + 1)
-            with contextlib.suppress(Fallback):
+            with contextlib.suppress(Fallback), _output_failure_as_a_line():
                 sys.exit(run_remote(settings, argv, prog, stdin))
     if stdin is not None:
         import io
@@ -118,7 +120,8 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> NoRetur
 
     install()
     try:
-        cli_main(args=argv, prog_name=prog)
+        with _output_failure_as_a_line():
+            cli_main(args=argv, prog_name=prog)
     except SystemExit as done:
         exit_now(done.code)
     except Exception:  # (click leaves a bug's traceback to the interpreter: printed the same)
@@ -127,6 +130,27 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> NoRetur
         traceback.print_exc()
         exit_now(1)
     sys.exit(0)  # pragma: no cover - click's standalone mode always exits
+
+
+# A write to standard output that fails for good (a full disk, /dev/full, an I/O error): not a
+# bug of the command, whose own writes to the store say how they fail. (A closed pipe, `| head`,
+# is click's to end quietly.)
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EIO, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+@contextlib.contextmanager
+def _output_failure_as_a_line() -> Iterator[None]:
+    """An answer that cannot be written ends the command with one line on stderr (exit 1),
+    not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in _OUTPUT_ERRNOS:
+            raise
+        with contextlib.suppress(OSError):
+            sys.stderr.write(f"error: output: cannot be written ({exc.strerror or exc})\n")
+            sys.stderr.flush()
+        exit_now(1)
 
 
 _AHEAD = "octobrain-model-ahead"
