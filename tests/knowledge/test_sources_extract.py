@@ -223,6 +223,15 @@ def test_markdown_and_text_titles(tmp_path: Path) -> None:
     assert _extract(txt) == ("First line here", DocType.TEXT, "First line here\nsecond")
 
 
+def test_binary_content_named_as_text_is_refused_and_utf16_text_is_read(tmp_path: Path) -> None:
+    # Before: a program copied to `ls.txt` was indexed as 191 chunks of Latin-1 garbage.
+    program = _write(tmp_path / "ls.txt", b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)))
+    with pytest.raises(InvalidInput, match=r"^source: .*ls\.txt: holds NUL bytes: binary content"):
+        extract(Fetched(parse_source(str(program)), program.read_bytes()), 1_000_000)
+    wide = _write(tmp_path / "wide.md", "\ufeff# Titre\n\nTexte é.\n".encode("utf-16-le"))
+    assert _extract(wide)[:2] == ("Titre", DocType.MARKDOWN)
+
+
 def test_corrupt_pdf_is_a_clear_error(tmp_path: Path) -> None:
     bad = _write(tmp_path / "broken.pdf", b"%PDF-1.4\nthis is not really a pdf")
     with pytest.raises(InvalidInput, match=r"^source: .*cannot read this pdf document"):

@@ -152,6 +152,12 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
             title, text = docx_text.title_and_text(fetched.data, unpacked)
         else:
             title, text = "", _decode(fetched.data, fetched.charset)
+            if "\x00" in text:  # (UTF-16 with its BOM decodes to text without them)
+                raise InvalidInput(
+                    "source",
+                    f"{fetched.ref.uri}: holds NUL bytes: binary content, not {doc_type.value}"
+                    " (a program or an archive named as text is not indexed)",
+                )
     except InvalidInput:
         raise
     except Unpacked as exc:
