@@ -573,6 +573,12 @@ def test_secrets_are_screened_like_memorize(tmp_path: Path) -> None:
             r"^file\[0\]\.conversation\.session_1\[1\]: duplicate of "
             r"file\[0\]\.conversation\.session_1\[0\]\.dia_id \('D1:2'\)",
         ),
+        (  # (both read as session 1: one of them was read twice, the other lost)
+            '[{"conversation": {"session_1": [{"speaker": "A", "text": "one"}],'
+            ' "session_01": [{"speaker": "A", "text": "zero one"}]}}]',
+            "locomo",
+            r"^file\[0\]\.conversation\.session_1: names session 1 again \(as session_01",
+        ),
     ],
 )
 def test_bad_transcripts_name_the_field(text: str, fmt: str, rule: str) -> None:

@@ -11,6 +11,7 @@ store, no model.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -405,18 +406,23 @@ def _locomo(samples: Iterable[Any]) -> list[Conversation]:
             raise InvalidInput(f"{where}.conversation", "must be an object of sessions")
         key = str(sample.get("sample_id") or f"locomo-{i}")
         said: list[Turn] = []
-        numbers = sorted(int(m.group(1)) for k in body if (m := _LOCOMO_SESSION.match(k)))
         # (the pattern takes at most 9 digits: a longer number names no session)
-        for n in numbers:
-            date = str(body.get(f"session_{n}_date_time") or "")
+        named = sorted((int(m.group(1)), k) for k in body if (m := _LOCOMO_SESSION.match(k)))
+        for (n, name), (again, other) in itertools.pairwise(named):
+            if n == again:  # `session_1` and `session_01`: one of them read twice, one lost
+                raise InvalidInput(
+                    f"{where}.conversation.{other}", f"names session {n} again (as {name} does)"
+                )
+        for n, name in named:
+            date = str(body.get(f"{name}_date_time") or "")
             moment = _locomo_date(date) if date else None
             if moment is not None:
-                not_ahead(f"{where}.conversation.session_{n}_date_time", moment, repr(date))
-            turns = body[f"session_{n}"]
+                not_ahead(f"{where}.conversation.{name}_date_time", moment, repr(date))
+            turns = body[name]
             if not isinstance(turns, list):
-                raise InvalidInput(f"{where}.conversation.session_{n}", "must be a list of turns")
+                raise InvalidInput(f"{where}.conversation.{name}", "must be a list of turns")
             for j, turn in enumerate(turns):
-                twhere = f"{where}.conversation.session_{n}[{j}]"
+                twhere = f"{where}.conversation.{name}[{j}]"
                 if not isinstance(turn, dict):
                     raise InvalidInput(twhere, "must be an object with speaker and text")
                 speaker = _name(f"{twhere}.speaker", turn.get("speaker"), SPEAKER_CHARS)
