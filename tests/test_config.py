@@ -312,6 +312,19 @@ def test_a_location_whose_home_does_not_exist_names_the_variable(
         config_path()
 
 
+@pytest.mark.parametrize("name", ["OCTOBRAIN_DATA_DIR", "OCTOBRAIN_CONFIG_PATH"])
+def test_a_relative_location_is_refused_not_read_from_each_directory(
+    monkeypatch: pytest.MonkeyPatch, name: str
+):
+    # Before: `OCTOBRAIN_DATA_DIR=rel/dd` made a new, empty store under every directory a
+    # command ran from; a relative config path read another file (or none) in each.
+    from octobrain.config import config_path
+
+    monkeypatch.setenv(name, "rel/dd")
+    with pytest.raises(ConfigError, match=f"^{name}: must be an absolute path .*got 'rel/dd'"):
+        config_path()
+
+
 def test_a_storage_uri_with_a_nul_or_an_unknown_home_names_the_key(tmp_path: Path):
     from octobrain.config import resolve_storage_uri
 
@@ -319,6 +332,7 @@ def test_a_storage_uri_with_a_nul_or_an_unknown_home_names_the_key(tmp_path: Pat
         ("/tmp/a\x00b", "must not contain NUL"),
         ("~no-such-user-here/db", "its ~"),
         ("/tmp/caf\udcff", "must be valid UTF-8"),  # before: a traceback from the snapshot key
+        ("relative/dir", "must be an absolute path"),  # before: a store in every cwd
     ):
         config = dataclasses.replace(
             Config(), storage=dataclasses.replace(Config().storage, uri=uri)

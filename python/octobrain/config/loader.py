@@ -44,9 +44,17 @@ def _local_path(raw: str, key: str, source: str | None = None) -> Path:
     except UnicodeEncodeError:
         raise ConfigError(key, "must be valid UTF-8 (rename the directory)", source) from None
     try:
-        return Path(raw).expanduser()
+        path = Path(raw).expanduser()
     except RuntimeError:  # `~user` of no such user, or no home directory at all
         raise ConfigError(key, f"{raw!r}: its ~ names no home directory", source) from None
+    if not path.is_absolute():  # (read from each command's directory: a store in each)
+        raise ConfigError(
+            key,
+            f"must be an absolute path (or start with ~), got {raw!r}: a relative one names "
+            "another place in every directory a command runs from",
+            source,
+        )
+    return path
 
 
 MAX_CONFIG_BYTES = 1 << 20  # a config file is a few kB
