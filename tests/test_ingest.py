@@ -573,6 +573,12 @@ def test_secrets_are_screened_like_memorize(tmp_path: Path) -> None:
             r"^file\[0\]\.conversation\.session_1\[1\]: duplicate of "
             r"file\[0\]\.conversation\.session_1\[0\]\.dia_id \('D1:2'\)",
         ),
+        (  # (the chat record was skipped as something Claude Code keeps beside the talk)
+            '{"type": "user", "uuid": "u1", "sessionId": "s", "message": {"content": "hello"}}\n'
+            '{"speaker": "bob", "text": "a chat line", "time": "2026-01-01T10:01:00Z"}',
+            "auto",
+            r"^line 2: is a chat record \(\{speaker, text\}\) in a Claude Code transcript",
+        ),
         (  # (both read as session 1: one of them was read twice, the other lost)
             '[{"conversation": {"session_1": [{"speaker": "A", "text": "one"}],'
             ' "session_01": [{"speaker": "A", "text": "zero one"}]}}]',

@@ -355,7 +355,10 @@ def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Ite
 
     made = 0
     session_id = ""
+    chat_record = ""  # where the first chat record is ({speaker, text}: not Claude Code's)
     for where, entry in entries:
+        if isinstance(entry, dict) and "speaker" in entry and "message" not in entry:
+            chat_record = chat_record or where
         if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
             continue
         if entry.get("isMeta"):
@@ -381,6 +384,12 @@ def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Ite
             f"{where}.uuid" if own else where,
         )
         made += 1
+    if chat_record and made:  # (a mixed file: its chat records were skipped without a word)
+        raise InvalidInput(
+            chat_record,
+            "is a chat record ({speaker, text}) in a Claude Code transcript: ingest the two "
+            "formats from files of their own",
+        )
 
 
 _LOCOMO_DATE = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%d %B %Y")
