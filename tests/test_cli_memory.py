@@ -265,6 +265,15 @@ def test_export_import_files(env: dict[str, str], tmp_path: Path) -> None:
     assert other.exit_code == 0, other.output
     assert json.loads(other.stdout)["imported"] == 1
     assert json.loads(other.stdout)["scopes"] == {"github.com/acme/api": 1}
+    # Saved again with a byte order mark (as editors on Windows save UTF-8): read the same.
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b"\xef\xbb\xbf" + dump.read_bytes())
+    again = CliRunner().invoke(
+        main,
+        ["memory", "--scope", "github.com/acme/api", "import", str(marked), "--format", "json"],
+        env={"OCTOBRAIN_DATA_DIR": str(tmp_path / "third")},
+    )
+    assert again.exit_code == 0 and json.loads(again.stdout)["imported"] == 1, again.output
 
 
 def test_an_import_says_which_scopes_it_wrote_when_not_only_the_commands(

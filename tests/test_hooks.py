@@ -387,8 +387,10 @@ def test_hook_install_refuses_an_empty_command_rather_than_use_the_default(
         (lambda p: p.write_bytes(b"\xff\xfe{}"), "is not UTF-8 text"),
         (lambda p: p.write_text("[" * 200_000), "is nested too deeply"),
         (lambda p: p.write_bytes(b" " * (5 << 20)), "is over 4,194,304 bytes"),
+        # (before: written back as NaN, which Claude Code cannot read)
+        (lambda p: p.write_text('{"x": NaN}'), "holds NaN or Infinity, which JSON has not"),
     ],
-    ids=["fifo", "not-utf8", "deep", "huge"],
+    ids=["fifo", "not-utf8", "deep", "huge", "nan"],
 )
 def test_hook_install_reads_only_a_settings_file_it_can(
     tmp_path: Path, make: Any, rule: str
@@ -399,6 +401,21 @@ def test_hook_install_reads_only_a_settings_file_it_can(
     done = cli("hook", "install", "--settings", str(settings), "--command", "/opt/ob", "--yes")
     assert done.exit_code == 2 and "Traceback" not in done.output, done.output
     assert done.output.startswith("error: settings: ") and rule in done.output, done.output
+
+
+def test_files_saved_with_a_utf8_byte_order_mark_are_read(tmp_path: Path) -> None:
+    # Before: each was refused with Python's "Unexpected UTF-8 BOM (decode using utf-8-sig)".
+    from octobrain.memory.conversation import read_conversations
+
+    settings = tmp_path / "settings.json"
+    settings.write_bytes(b'\xef\xbb\xbf{"theme": "dark"}')
+    done = cli("hook", "install", "--settings", str(settings), "--command", "/opt/ob", "--yes")
+    assert done.exit_code == 0, done.output
+    assert json.loads(settings.read_text())["theme"] == "dark"
+    chat = tmp_path / "chat.json"
+    chat.write_bytes(b'\xef\xbb\xbf[{"speaker": "A", "text": "said with a mark"}]')
+    [conversation] = read_conversations(chat)
+    assert [t.text for t in conversation.turns] == ["said with a mark"]
 
 
 def test_hook_install_writes_through_a_symlink_and_never_over_a_device(tmp_path: Path) -> None:

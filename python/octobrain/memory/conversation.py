@@ -76,7 +76,7 @@ def read_conversations(path: str | Path, fmt: str = "auto") -> list[Conversation
         except TooLarge as exc:
             got = f", got {exc.size}" if exc.size is not None else ""
             raise InvalidInput("file", f"must be at most {MAX_FILE_BYTES >> 20} MiB{got}") from None
-    text = data.decode("utf-8", errors="replace")
+    text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")  # (a byte order mark)
     del data  # (up to 64 MiB, not needed beside its text)
     return parse_text(text, fmt, default_key=file.stem)
 

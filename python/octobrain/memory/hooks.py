@@ -422,13 +422,20 @@ def load_settings(path: Path) -> tuple[str, dict[str, Any]]:
             raise InvalidInput("settings", f"{path} is over {SETTINGS_BYTES:,} bytes") from None
     try:
         text = raw.decode("utf-8")
-        data = read_json(text) if text.strip() else {}
+        body = text.removeprefix("\ufeff")  # (a byte order mark: UTF-8 as Windows saves it)
+        data = read_json(body) if body.strip() else {}
     except UnicodeDecodeError:
         raise InvalidInput("settings", f"{path} is not UTF-8 text; fix it first") from None
     except UnreadableJSON as exc:
         raise InvalidInput("settings", f"{path} {exc.reason}; fix it first") from None
     if not isinstance(data, dict):
         raise InvalidInput("settings", f"{path} must hold a JSON object")
+    try:  # (Python reads NaN and Infinity; written back, Claude Code could not read the file)
+        json.dumps(data, allow_nan=False)
+    except ValueError:
+        raise InvalidInput(
+            "settings", f"{path} holds NaN or Infinity, which JSON has not; fix it first"
+        ) from None
     return text, data
 
 

@@ -180,6 +180,8 @@ def _lines(
             raise InvalidInput(
                 f"line {number}", f"is not UTF-8 text (byte {exc.start + 1} is not)"
             ) from None
+        if number == 1:  # (a byte order mark, as editors on Windows save UTF-8, is no text)
+            text = text.removeprefix("\ufeff")
         if text.strip():
             try:
                 obj = read_json(text)
