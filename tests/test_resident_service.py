@@ -519,6 +519,44 @@ def test_idle_service_exits(env: dict[str, str]) -> None:
     assert status.returncode == 0 and status.stdout.startswith(b"not running")
 
 
+def test_asking_its_status_does_not_keep_an_idle_service_alive(env: dict[str, str]) -> None:
+    # Before: each `service status` counted as a request: idle 0 s always, and a status bar
+    # asking every few seconds kept the service (hundreds of MB) from ever idling out.
+    env = {**env, "OCTOBRAIN_SERVICE_IDLE_SECONDS": "4"}
+    done = cli(env, "service", "start", "--wait", "90")
+    assert done.returncode == 0, done.stderr
+    settings = _settings()
+    idle = []
+    for _ in range(2):
+        time.sleep(1.5)
+        info = ask(settings, "status")
+        if info is not None:
+            idle.append(float(info["idle_for"]))
+    assert idle and idle[-1] >= 1.4, idle
+    assert _wait(lambda: not os.path.exists(settings.socket_path), 30), "kept alive by status"
+
+
+def test_a_stuck_service_is_named_with_its_pid_not_reported_absent(env: dict[str, str]) -> None:
+    # Before: a service that held its lock but did not answer (stopped with SIGSTOP, wedged)
+    # was "not running" to `service status` and `service stop`, which then did nothing.
+    import signal
+
+    _start(env)
+    pid = int(ask(_settings(), "status")["pid"])  # type: ignore[index]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        for command in ("status", "stop"):
+            done = cli(env, "service", command)
+            assert done.returncode == 1, done.stdout
+            assert done.stderr.decode() == (
+                f"error: service: the service (pid {pid}) holds the lock but gave no answer "
+                f"(stopped, or stuck); `kill {pid}` ends it\n"
+            )
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert cli(env, "service", "stop").stdout.decode() == f"stopped pid {pid}\n"
+
+
 def test_changed_config_file_retires_the_service(env: dict[str, str]) -> None:
     _start(env)
     config = Path(env["OCTOBRAIN_DATA_DIR"]) / "config.toml"

@@ -43,6 +43,19 @@ def _switched_off_by() -> str:
     return "service.enabled = false"
 
 
+def _stuck(settings: Settings) -> str | None:
+    """When a service holds the lock yet gave no answer: what to say of it (None: no service
+    holds it, or it answered)."""
+    from octobrain.cli.service_client import lock_holder, service_alive
+
+    if not service_alive(settings):
+        return None
+    pid = lock_holder(settings)
+    who = f"the service (pid {pid})" if pid else "a service"
+    ends = f"`kill {pid}` ends it" if pid else "its process must be ended"
+    return f"{who} holds the lock but gave no answer (stopped, or stuck); {ends}"
+
+
 @service.command("status")
 @FORMAT_OPTION
 def status_cmd(fmt: str) -> None:
@@ -51,12 +64,19 @@ def status_cmd(fmt: str) -> None:
 
     settings = _settings()
     info = ask(settings, "status")
+    stuck = _stuck(settings) if info is None else None
     data = {"running": info is not None, "enabled": settings.enabled, **(info or {})}
     data.setdefault("socket", str(settings.socket_path))
+    if stuck is not None:
+        data["stuck"] = stuck
     if fmt == "json":
         click.echo(json.dumps(data, indent=2))
+        if stuck is not None:
+            raise SystemExit(1)
         return
     state = "enabled" if settings.enabled else f"disabled ({_switched_off_by()})"
+    if stuck is not None:
+        raise UserFailure(f"service: {stuck}")
     if info is None:
         click.echo(f"not running ({state}); socket {settings.socket_path}")
         return
@@ -118,6 +138,9 @@ def stop_cmd() -> None:
     settings = _settings()
     info = ask(settings, "stop")
     if info is None:
+        stuck = _stuck(settings)
+        if stuck is not None:  # (it said "not running", and the process stayed)
+            raise UserFailure(f"service: {stuck}")
         click.echo("not running")
         return
     deadline = time.monotonic() + 10.0

@@ -301,6 +301,16 @@ def ask(settings: Settings, op: str, timeout: float = ASK_SECONDS) -> dict[str, 
         channel.sock.close()
 
 
+def lock_holder(settings: Settings) -> int | None:
+    """The pid the service holding the lock wrote in it (None: unknown)."""
+    try:
+        with open(settings.lock_path, "rb") as f:
+            text = f.read(32).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
 def service_alive(settings: Settings) -> bool:
     """Whether a service process holds this data dir's lock (it may still be starting)."""
     import fcntl

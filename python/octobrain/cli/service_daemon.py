@@ -191,8 +191,7 @@ class Service:
                 self.stopping.wait(ACCEPT_BACKOFF_SECONDS)
                 continue
             with self.state_lock:
-                self.active += 1
-                self.last_request = time.monotonic()
+                self.active += 1  # (idle again only once no connection is open)
             try:
                 threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
             except RuntimeError:  # no thread to be had: this client runs its command itself
@@ -226,8 +225,9 @@ class Service:
 
     def _handle(self, conn: socket.socket) -> None:
         channel = Channel(conn)
+        worked = [False]  # (a command or an MCP session: what keeps the service wanted)
         try:
-            self._exchange(channel)
+            self._exchange(channel, worked)
         except (OSError, ValueError):
             pass  # the client went away or spoke nonsense: nothing was run for it
         except Exception:  # a malformed request; the service itself carries on
@@ -236,7 +236,8 @@ class Service:
             conn.close()
             with self.state_lock:
                 self.active -= 1
-                self.last_request = time.monotonic()
+                if worked[0]:  # a `status` asked every few seconds kept it from idling out
+                    self.last_request = time.monotonic()
 
     def _refusal(self, request: dict[str, Any]) -> str | None:
         """Why this service must make room for a new one (None: it answers). Only a request
@@ -247,7 +248,7 @@ class Service:
             return "the config file changed"
         return None
 
-    def _exchange(self, channel: Channel) -> None:
+    def _exchange(self, channel: Channel, worked: list[bool]) -> None:
         request = channel.recv(REQUEST_SECONDS, REQUEST_BYTES)
         if not well_formed(request):
             log.warning("dropped a request that is not an octobrain client's")
@@ -261,6 +262,7 @@ class Service:
         op = request.get("op")
         if op in ("run", "mcp"):
             self.wanted.set()  # someone waits for this service: load now
+            worked[0] = True
         if op == "status":
             channel.send(self.status())
             return
@@ -379,6 +381,9 @@ def run_service(settings: Settings) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another service is alive (or starting): it answers
+    with contextlib.suppress(OSError):  # who holds it, for `service status|stop` to name
+        os.ftruncate(lock, 0)
+        os.pwrite(lock, str(os.getpid()).encode(), 0)
     path = settings.socket_path
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a stale socket of a dead service, or a stray listener (we hold the lock)
