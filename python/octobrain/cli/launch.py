@@ -132,10 +132,10 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> NoRetur
     sys.exit(0)  # pragma: no cover - click's standalone mode always exits
 
 
-# A write to standard output that fails for good (a full disk, /dev/full, an I/O error): not a
-# bug of the command, whose own writes to the store say how they fail. (A closed pipe, `| head`,
-# is click's to end quietly.)
-_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EIO, getattr(errno, "EDQUOT", errno.ENOSPC)}
+# A write to standard output that fails for good (a full disk, /dev/full): not a bug of the
+# command, whose own writes to the store say how they fail, wrapped. (A closed pipe, `| head`,
+# is click's to end quietly; an I/O error is left a traceback: a disk's, not the output's.)
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
 
 
 @contextlib.contextmanager
