@@ -147,10 +147,20 @@ def _output_failure_as_a_line() -> Iterator[None]:
     except OSError as exc:
         if exc.errno not in _OUTPUT_ERRNOS:
             raise
-        with contextlib.suppress(OSError):
-            sys.stderr.write(f"error: output: cannot be written ({exc.strerror or exc})\n")
-            sys.stderr.flush()
+        _say_output_failed(exc)
         exit_now(1)
+
+
+_OUTPUT_FAILED: list[bool] = []  # (said once: the buffer left fails its flush at exit again)
+
+
+def _say_output_failed(exc: OSError) -> None:
+    if _OUTPUT_FAILED:
+        return
+    _OUTPUT_FAILED.append(True)
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"error: output: cannot be written ({exc.strerror or exc})\n")
+        sys.stderr.flush()
 
 
 _AHEAD = "octobrain-model-ahead"
@@ -243,6 +253,12 @@ def exit_now(code: object) -> NoReturn:
         try:
             if stream is not None:
                 stream.flush()
-        except (OSError, ValueError):  # a closed pipe: the interpreter exits 120 then
+        except OSError as exc:
+            if stream is sys.stdout and exc.errno in _OUTPUT_ERRNOS:  # (what was left buffered)
+                _say_output_failed(exc)
+                status = status or 1
+            else:  # a closed pipe: the interpreter exits 120 then
+                status = status or 120
+        except ValueError:
             status = status or 120
     os._exit(status & 0xFF)
