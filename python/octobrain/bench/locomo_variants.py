@@ -50,6 +50,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from octobrain.bench.variant_names import VARIANTS
 from octobrain.embed.base import Embedder, EmbedderView
 from octobrain.kernels.bm25 import BM25Index
 from octobrain.memory.conversation import Conversation
@@ -75,14 +76,6 @@ __all__ = [
     "without_names",
 ]
 
-VARIANTS = (
-    "session-words",
-    "window-vector",
-    "decompose",
-    "dense-feedback",
-    "no-names",
-    "word-neighbours",
-)
 LEG_WEIGHT = 0.5
 FEEDBACK_TURNS = 10
 FEEDBACK_BETA = 0.75

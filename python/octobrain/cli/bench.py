@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
+from octobrain.bench.variant_names import VARIANTS
 from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup
 
 OUTPUT_OPTION = click.option(
@@ -356,16 +357,7 @@ def bench_scale_command(
 )
 @click.option(
     "--variant",
-    type=click.Choice(
-        [
-            "session-words",
-            "window-vector",
-            "decompose",
-            "dense-feedback",
-            "no-names",
-            "word-neighbours",
-        ]
-    ),
+    type=click.Choice(VARIANTS),
     default=None,
     help="A mechanism measured against the shipped path (README; none is shipped).",
 )
