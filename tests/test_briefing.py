@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from octobrain.config import Config
@@ -242,6 +243,31 @@ def test_near_duplicates_collapse_into_the_strongest(make_brain: MakeBrain) -> N
     data = briefing_to_dict(briefing)
     assert data["sections"][0]["items"][0]["merged_ids"] == [weak.id]
     assert "+1 similar" in briefing_markdown(briefing)
+
+
+def test_near_duplicates_that_disagree_are_not_collapsed(make_brain: MakeBrain) -> None:
+    # Vectors cannot tell "30 seconds" from "45 seconds", nor a rule from its negation: the
+    # briefing showed one of each pair "+1 similar", hiding that the other says the opposite.
+    brain = make_brain(API)
+    pairs = [
+        ("The payments API timeout is 30 seconds.", "The payments API timeout is 45 seconds."),
+        ("Use tabs for indentation in Go files.", "Do not use tabs for indentation in Go files."),
+        ("Deploys are approved by Dana.", "Deploys are approved by Dana, always."),
+    ]
+    ids = []
+    for one, other in pairs:
+        memories = [Memory("Rule", text, MemoryType.DECISION, scope=API) for text in (one, other)]
+        same = brain.embedder.embed_documents([one])  # one vector for both: cosine 1
+        brain.store.add(memories, np.concatenate([same, same]))
+        ids.append([m.id for m in memories])
+    items = {i.memory.id: i for i in build_briefing(brain, count_tokens=COUNT).items}
+    for first, second in ids[:2]:
+        assert first in items and second in items and not items[first].merged + items[second].merged
+    restated = ids[2]  # the same claim: one item, the other recorded on it
+    assert len(set(restated) & set(items)) == 1
+    assert sum((items[i].merged for i in restated if i in items), []) == list(
+        set(restated) - set(items)
+    )
 
 
 def test_many_near_duplicates_do_not_crowd_out_the_rest_of_a_section(

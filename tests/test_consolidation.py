@@ -572,6 +572,50 @@ def test_each_side_of_a_conflict_merges_with_its_own_restatements(
     assert contents == [f"The billing service request timeout is {v} seconds." for v in (30, 45)]
 
 
+def test_a_merged_memory_keeps_both_sides_of_what_its_members_disagree_on(
+    make_brain: MakeBrain,
+) -> None:
+    # The analyser drops "not" as a stopword, and two sentences a word apart each way looked
+    # like one fact reworded: the merged memory said only "Do not use tabs", and lost Bob.
+    brain = make_brain()
+    now = utcnow()
+    said = {
+        "Go indentation": [
+            "Use tabs for indentation in Go files.",
+            "Do not use tabs for indentation in Go files.",
+            "Use tabs for indentation in Go files, always.",
+        ],
+        "Flag owner": [
+            "The checkout_v2 feature flag for the web storefront is owned by Alice from payments.",
+            "The checkout_v2 feature flag for the web storefront is owned by Bob from payments.",
+            "The checkout_v2 feature flag for the web storefront is owned by Alice.",
+        ],
+    }
+    for title, texts in said.items():
+        for text in texts:
+            add_at(brain, title, text, now)
+    report = brain.sleep_consolidate(threshold=0.3, min_size=3)
+    parents = {c.parent.title: c.parent.content for c in report.consolidations}
+    assert parents["Go indentation"].splitlines() == [
+        "- Use tabs for indentation in Go files, always.",
+        "- Do not use tabs for indentation in Go files.",
+    ]
+    assert parents["Flag owner"].splitlines() == [f"- {t}" for t in said["Flag owner"][:2]]
+
+
+def test_a_summary_too_long_for_one_memory_says_how_many_sentences_it_left_out() -> None:
+    from octobrain.memory.summary import summarise
+
+    facts = [f"Appendix {i} says the service listens on port {8000 + i}." for i in range(300)]
+    text = summarise(facts, max_bytes=2_000)
+    lines = text.splitlines()
+    assert len(text.encode()) <= 2_000
+    assert lines[:-1] == [f"- {f}" for f in facts[: len(lines) - 1]]
+    left = 300 - (len(lines) - 1)
+    assert lines[-1] == f"- … and {left} more sentences, in the memories merged here"
+    assert summarise(facts[:3], max_bytes=2_000).count("\n") == 2  # all of it fits: no tail
+
+
 def test_parent_is_found_by_the_wording_of_a_member_it_absorbed(make_brain: MakeBrain) -> None:
     # The summary keeps the fullest sentence; the short one the query quotes was absorbed.
     brain = make_brain()

@@ -35,6 +35,7 @@ from octobrain.memory.render_brief import (
     item_line,
     section_header,
 )
+from octobrain.memory.summary import same_claims
 from octobrain.models import Memory, MemoryType, RelationshipType, Source, State
 from octobrain.store.sql import visible_scopes
 from octobrain.times import EPOCH, utcnow
@@ -244,8 +245,13 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     def vectors(at: list[int]) -> npt.NDArray[np.float32]:
         return np.asarray(corpus.vectors[[int(visible[i]) for i in at]], dtype=np.float32)
 
+    def text(row: int) -> str:  # asked only of two near-duplicates
+        return corpus.memory(int(visible[row])).content
+
     for key, (member, by) in sections.items():
-        chosen = _best(f["id"], rows, member, by, strengths, keep, vectors, cfg.duplicate_threshold)
+        chosen = _best(
+            f["id"], rows, member, by, strengths, keep, vectors, cfg.duplicate_threshold, text
+        )
         made = corpus.memories_at([int(visible[i]) for _, _, i, _ in chosen])
         pools[key] = [
             BriefItem(m, key, sc, s, "", merged=dups)
@@ -300,10 +306,12 @@ def _best(
     keep: int,
     vectors: Callable[[list[int]], npt.NDArray[np.float32]],
     threshold: float,
+    text: Callable[[int], str],
 ) -> list[tuple[float, float, int, list[str]]]:
     """The `keep` best (score, strength, row, near-duplicate ids) of the rows in `member`, by
-    score, ties by id, none `threshold`-similar to a better one (whose duplicates it lists);
-    only the best `SCAN_ROWS` are looked at, and only those are sorted."""
+    score, ties by id, none `threshold`-similar to a better one stating the same (whose
+    duplicates it lists; `summary.same_claims`, read by `text` of a row); only the best
+    `SCAN_ROWS` are looked at, and only those are sorted."""
     at = np.flatnonzero(member)
     if len(at) > SCAN_ROWS:
         floor = np.partition(score[at], len(at) - SCAN_ROWS)[len(at) - SCAN_ROWS]
@@ -317,10 +325,13 @@ def _best(
             more = vectors([int(rows[i]) for i in order[j : j + 4 * keep]])
             matrix = more if not len(matrix) else np.concatenate([matrix, more])
         if taken:
-            sims = matrix[taken] @ matrix[j]
-            best = int(np.argmax(sims))
-            if float(sims[best]) >= threshold:
-                chosen[best][3].append(ids[int(rows[k])])
+            at = _first_alike(
+                matrix[taken] @ matrix[j],
+                threshold,
+                lambda i, row=int(rows[k]): same_claims(text(chosen[i][2]), text(row)),
+            )
+            if at is not None:
+                chosen[at][3].append(ids[int(rows[k])])
                 continue
         if len(chosen) == keep:
             break
@@ -333,7 +344,8 @@ def _collapse(
     pools: dict[str, list[BriefItem]], brain: Brain, threshold: float
 ) -> dict[str, list[BriefItem]]:
     """Drop items whose stored embedding is ≥ `threshold` cosine-similar to a stronger one
-    (in any section), recording them on the survivor."""
+    (in any section) that states the same (`summary.same_claims`: a value changed, or the same
+    rule negated, stays its own item), recording them on the survivor."""
     corpus = brain.retriever.corpus
     ranked = sorted(
         (i for items in pools.values() for i in items), key=lambda i: (-i.score, i.memory.id)
@@ -344,15 +356,28 @@ def _collapse(
     for item in ranked:
         vector = corpus.vectors[[corpus.pos_of[item.memory.id]]][0]
         if kept_vectors and item.section != "goals":
-            sims = np.stack(kept_vectors) @ vector
-            best = int(np.argmax(sims))
-            if float(sims[best]) >= threshold and kept[best].section != "goals":
-                kept[best].merged.append(item.memory.id)
+            at = _first_alike(
+                np.stack(kept_vectors) @ vector,
+                threshold,
+                lambda i, mine=item.memory.content: (
+                    kept[i].section != "goals" and same_claims(kept[i].memory.content, mine)
+                ),
+            )
+            if at is not None:
+                kept[at].merged.append(item.memory.id)
                 dropped.add(item.memory.id)
                 continue
         kept.append(item)
         kept_vectors.append(vector)
     return {k: [i for i in items if i.memory.id not in dropped] for k, items in pools.items()}
+
+
+def _first_alike(sims: np.ndarray, threshold: float, alike: Callable[[int], bool]) -> int | None:
+    """The place of the most similar of `sims` ≥ `threshold` that is `alike`, or None."""
+    for at in sorted(np.flatnonzero(sims >= threshold).tolist(), key=lambda i: -sims[i]):
+        if alike(at):
+            return at
+    return None
 
 
 def _fit(

@@ -2,10 +2,13 @@
 
 No model writes anything: every sentence of a summary is a sentence some member said. Members'
 sentences are taken most-central member first; a sentence is dropped when an already kept one
-says the same thing — its analysed terms (stemmed, stopwords removed) are a subset of the kept
-sentence's, or the two overlap heavily and quote the same numbers. Numbers are compared apart on
-purpose: "100 requests per minute" and "120 requests per minute" are different facts, and both
-stay, so a summary never silently picks one side of a conflict.
+says all of it: its analysed terms (stemmed, stopwords removed) are a subset of the kept
+sentence's, its numbers too, and the two are negated alike. Numbers and negations are compared
+apart on purpose, since the analyser drops "not" and "no" as stopwords: "100 requests per
+minute" and "120 requests per minute", "use tabs" and "do not use tabs" are different facts,
+and both stay. Two sentences that differ by a word each way stay too ("owned by Alice" and
+"owned by Bob"): words cannot tell a rewording from a changed fact, so a summary never silently
+picks one side of a conflict.
 """
 
 from __future__ import annotations
@@ -15,12 +18,15 @@ from collections.abc import Sequence
 
 from octobrain.text import analyze
 
-__all__ = ["distinct_sentences", "split_sentences", "summarise"]
+__all__ = ["distinct_sentences", "negations", "same_claims", "split_sentences", "summarise"]
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`])|\n+")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
-OVERLAP = 0.7  # Jaccard of analysed terms above which same-number sentences are duplicates
+# Negation cues, besides every word ending in "n't" (the analyser keeps "don't" whole).
+_NEGATIONS = frozenset(
+    ["not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "cannot", "without"]
+)
 
 
 def split_sentences(text: str) -> list[str]:
@@ -33,45 +39,60 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
+def negations(words: Sequence[str]) -> int:
+    """How many negation cues are among `words` (analysed without stopwords removed)."""
+    return sum(1 for w in words if w in _NEGATIONS or w.endswith("n't"))
+
+
+def same_claims(one: str, other: str) -> bool:
+    """Whether two texts quote the same numbers and are negated alike: what tells "the timeout
+    is 30 s" from "… 45 s", and "use tabs" from "do not use tabs", when their vectors are
+    near-identical."""
+    if frozenset(_NUMBER.findall(one)) != frozenset(_NUMBER.findall(other)):
+        return False
+    said = analyze([one, other], stem=False, stopwords=False)
+    return negations(said[0]) == negations(said[1])
+
+
 def distinct_sentences(sentences: Sequence[str]) -> list[str]:
     """`sentences` in order without restatements; a later, fuller sentence replaces an earlier
     one it contains."""
     terms = analyze(list(sentences))
-    kept: list[tuple[str, frozenset[str], frozenset[str]]] = []
-    for sentence, words in zip(sentences, terms, strict=True):
-        t, n = frozenset(words), frozenset(_NUMBER.findall(sentence))
+    words = analyze(list(sentences), stem=False, stopwords=False)
+    kept: list[tuple[str, frozenset[str], frozenset[str], int]] = []
+    for sentence, analysed, said in zip(sentences, terms, words, strict=True):
+        t, n, neg = frozenset(analysed), frozenset(_NUMBER.findall(sentence)), negations(said)
         if not t:
             continue
-        duplicate = False
-        for i, (_, kt, kn) in enumerate(kept):
+        for i, (_, kt, kn, kneg) in enumerate(kept):
+            if neg != kneg:
+                continue
             if t <= kt and n <= kn:
-                duplicate = True
                 break
             if kt < t and kn <= n:  # the new sentence says all of the kept one, and more
-                kept[i] = (sentence, t, n)
-                duplicate = True
+                kept[i] = (sentence, t, n, neg)
                 break
-            if n == kn and len(t & kt) / len(t | kt) >= OVERLAP:
-                duplicate = True
-                break
-        if not duplicate:
-            kept.append((sentence, t, n))
+        else:
+            kept.append((sentence, t, n, neg))
     # A replacement can make two kept sentences identical; keep the first.
-    return list(dict.fromkeys(s for s, _, _ in kept))
+    return list(dict.fromkeys(s for s, _, _, _ in kept))
 
 
 def summarise(contents: Sequence[str], max_bytes: int = 10_000) -> str:
     """One readable text holding each distinct fact of `contents` once, in the given order,
-    as a bulleted list (a single fact is returned as plain text). At most `max_bytes`."""
+    as a bulleted list (a single fact is returned as plain text). At most `max_bytes`: facts
+    that do not fit are counted on a last line, which says where they are."""
     facts = distinct_sentences([s for text in contents for s in split_sentences(text)])
     if len(facts) == 1:
         return facts[0][:max_bytes]
-    lines: list[str] = []
-    size = 0
-    for fact in facts:
-        line = f"- {fact}"
-        size += len(line.encode()) + 1
-        if size > max_bytes:
-            break
-        lines.append(line)
-    return "\n".join(lines)
+    lines = [f"- {fact}" for fact in facts]
+    sizes = [len(line.encode()) + 1 for line in lines]
+    if sum(sizes) - 1 <= max_bytes:
+        return "\n".join(lines)
+    while lines:
+        tail = f"- … and {len(facts) - len(lines) + 1} more sentences, in the memories merged here"
+        if sum(sizes[:-1]) + len(tail.encode()) <= max_bytes:
+            return "\n".join([*lines[:-1], tail])
+        lines.pop()
+        sizes.pop()
+    return ""
