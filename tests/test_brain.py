@@ -436,7 +436,7 @@ def test_forget_needs_confirm_and_takes_edges(make_brain: MakeBrain) -> None:
     with pytest.raises(InvalidInput, match="^confirm: must be true"):
         brain.forget([a.id], confirm=False)
     assert brain.forget_preview("token bucket") == [brain.get(a.id)]
-    assert brain.forget([a.id], confirm=True) == 1
+    assert brain.forget([a.id], confirm=True).deleted == 1
     assert brain.store.relationships_of([b.id]) == []
     assert brain.remember("token bucket", min_relevance=0.0).hits[0].memory.id == b.id
 
@@ -726,7 +726,7 @@ def test_history_undoes_a_bulk_forget_and_a_restore_can_be_undone(make_brain: Ma
     gone = [
         m.id for m in brain.forget_preview("token bucket rate limiting postgres", min_relevance=0.0)
     ]
-    assert brain.forget(gone, confirm=True) == 2
+    assert brain.forget(gone, confirm=True).deleted == 2
     assert brain.remember("token bucket", min_relevance=0.0).hits == []
     with pytest.raises(InvalidInput, match="^confirm: must be true"):
         brain.restore(before.version, confirm=False)

@@ -66,6 +66,19 @@ def test_sleep_consolidate_dry_run_then_merge_then_unconsolidate(env: Path) -> N
     assert bad.exit_code == 2 and "min_size: must be an integer >= 2" in bad.output
 
 
+def test_forget_says_what_it_changed_in_a_merge(env: Path) -> None:
+    ids = [memorize("Deploy pipeline", text) for text in TWINS]
+    merged = ok("sleep-consolidate", "--threshold", "0.9", "--min-size", "4")
+    parent = merged["consolidations"][0]["parent"]["id"]  # type: ignore[index]
+    member = run("forget", ids[0], "--yes")
+    assert member.exit_code == 0, member.output
+    assert f"merged memories that held it): {parent}" in member.output
+    gone = ok("forget", parent, "--yes")
+    assert isinstance(gone, dict) and gone["deleted"] == 1 and gone["rewritten"] == []
+    assert sorted(gone["restored"]) == sorted(ids[1:])
+    assert {m["state"] for m in ok("recent")} == {"working"}  # type: ignore[attr-defined]
+
+
 def test_goal_close_over_the_cli(env: Path) -> None:
     goal = memorize("Ship rate limiting", "Goal: rate limit the public API.", "-m", "goal")
     finding = memorize(

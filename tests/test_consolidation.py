@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,6 +25,7 @@ from octobrain.errors import InvalidInput
 from octobrain.kernels import decay
 from octobrain.memory import goals, sleep, sleep_startup
 from octobrain.memory.brain import Brain
+from octobrain.memory.briefing import build_briefing
 from octobrain.memory.render import format_stored
 from octobrain.models import Memory, MemoryType, RelationshipType, Source
 from octobrain.store.schema import row_to_relationship
@@ -425,6 +426,78 @@ def test_unconsolidate_restores_every_row_and_edge_bit_for_bit(make_brain: MakeB
     assert all_edges(brain) == before_edges
     # Undone members are left alone by later passes.
     assert brain.sleep_consolidate().consolidations == []
+
+
+DEPLOY_NOTES = [
+    "Deploys happen on Tuesday afternoons after standup.",
+    "Deploys happen on Tuesday afternoons, after the standup, with the release checklist.",
+    "Deploys happen on Tuesday afternoons after standup, approved by Dana Whitfield.",
+]
+
+
+def merged(brain: Brain, texts: Sequence[str]) -> tuple[Memory, list[Memory]]:
+    """Store `texts` and merge them in one sleep pass: (the parent, the members)."""
+    now = utcnow()
+    notes = [add_at(brain, "Deploy day", text, now) for text in texts]
+    (done,) = brain.sleep_consolidate(threshold=0.3, min_size=2).consolidations
+    assert {m.id for m in done.members} == {n.id for n in notes}
+    return done.parent, notes
+
+
+def test_forgetting_a_merged_memory_gives_its_members_back(make_brain: MakeBrain) -> None:
+    # They stayed consolidated at importance 0.1 under a parent that no longer existed: out of
+    # the briefing, not undoable, skipped by every later pass.
+    brain = make_brain()
+    before = raw_rows(brain)
+    parent, notes = merged(brain, DEPLOY_NOTES)
+    forgotten = brain.forget([parent.id], confirm=True)
+    assert forgotten.deleted == 1 and forgotten.rewritten == []
+    assert set(forgotten.restored) == {n.id for n in notes}
+    rows = raw_rows(brain)
+    assert parent.id not in rows and set(rows) == set(before) | {n.id for n in notes}
+    assert {rows[n.id]["state"] for n in notes} == {"working"}
+    assert [rows[n.id]["importance"] for n in notes] == pytest.approx([0.5] * 3)
+    assert not [e for e in all_edges(brain).values() if parent.id in (e.source_id, e.target_id)]
+    shown = {i.memory.id for i in build_briefing(brain).items}
+    assert {n.id for n in notes} & shown
+
+
+def test_forgetting_a_member_takes_its_words_out_of_the_merged_memory(
+    make_brain: MakeBrain,
+) -> None:
+    # The merged memory still said "approved by Dana Whitfield", and answered for it.
+    brain = make_brain()
+    parent, notes = merged(brain, DEPLOY_NOTES)
+    assert "Dana Whitfield" in parent.content
+    forgotten = brain.forget([notes[2].id], confirm=True)
+    assert (forgotten.deleted, forgotten.restored, forgotten.rewritten) == (1, [], [parent.id])
+    rows = raw_rows(brain)
+    assert "Dana" not in rows[parent.id]["content"] and "checklist" in rows[parent.id]["content"]
+    assert {rows[n.id]["state"] for n in notes[:2]} == {"consolidated"}
+    hits = brain.remember("approved by Dana Whitfield", record_access=False).hits
+    assert not [h for h in hits if "Dana" in h.memory.content]
+    # The rewritten parent is still undoable, and gives back the members it has left.
+    assert set(brain.unconsolidate(parent.id).restored) == {n.id for n in notes[:2]}
+
+
+def test_forgetting_all_but_one_member_undoes_the_merge(make_brain: MakeBrain) -> None:
+    brain = make_brain()
+    parent, notes = merged(brain, DEPLOY_NOTES[1:])
+    forgotten = brain.forget([notes[1].id], confirm=True)
+    assert (forgotten.restored, forgotten.rewritten) == ([notes[0].id], [])
+    rows = raw_rows(brain)
+    assert parent.id not in rows and rows[notes[0].id]["state"] == "working"
+
+
+def test_editing_a_member_rewrites_the_merged_memory(make_brain: MakeBrain) -> None:
+    # The merged memory kept the old text and ranked above the corrected member.
+    brain = make_brain()
+    parent, notes = merged(brain, DEPLOY_NOTES)
+    brain.update(notes[2].id, content="Deploys happen on Tuesday afternoons, approved by Lee Chen.")
+    content = raw_rows(brain)[parent.id]["content"]
+    assert "Lee Chen" in content and "Dana" not in content
+    brain.update(notes[0].id, importance=0.9)  # no change of text: the parent is left as it is
+    assert raw_rows(brain)[parent.id]["content"] == content
 
 
 # ---- archive ------------------------------------------------------------------------------

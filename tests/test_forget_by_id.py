@@ -40,7 +40,7 @@ def test_forget_targets_of_many_ids_reads_the_store_a_bounded_number_of_times(
     assert [m.title for m in targets] == [f"Fact number {i}" for i in range(40)]
     assert len(scans) <= 2, len(scans)
     scans.clear()
-    assert brain.forget([m.id for m in targets], confirm=True) == 40
+    assert brain.forget([m.id for m in targets], confirm=True).deleted == 40
     assert len(scans) <= 1, len(scans)
 
 

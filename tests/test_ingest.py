@@ -784,7 +784,7 @@ def test_the_forgotten_record_lost_with_the_manifest_is_named_not_read_as_empty(
     b = brain(tmp_path)
     assert b.ingest(parse_text(json.dumps(records))).added == 2
     secret = stored(b)["The staging password is hunter2-orange-kettle."]
-    assert b.forget([secret.id], confirm=True) == 1
+    assert b.forget([secret.id], confirm=True).deleted == 1
     assert b.ingest(parse_text(json.dumps(records))).added == 0
     assert reembed(b) == 1  # rewrites the memories table: what shows the record existed stays
     # The record and the store's manifest both lost (the manifest alone is re-made from the

@@ -149,7 +149,7 @@ def test_a_second_machine_sees_the_first_ones_memories(machine: S3) -> None:
     assert laptop.remember("API rate limit").hits[0].memory.id == parent
     assert {m.id for m in dupes} <= {m.id for m in report.consolidations[0].members}
 
-    assert desktop.forget([note.id], confirm=True) == 1
+    assert desktop.forget([note.id], confirm=True).deleted == 1
     _catch_up()
     assert note.id not in {h.memory.id for h in laptop.remember("production deploys").hits}
     # Found from the store's change record (one object beside the tables), not every row.
@@ -1147,7 +1147,7 @@ def test_a_process_open_across_another_machines_recreate_of_forgotten_turns_writ
     assert fixed.exit_code == 0 and "ok: nothing is wrong" in fixed.output, fixed.output
 
     written, _ = server.memorize("Written after", "The server writes on after the recreate.")
-    assert server.forget([turns[said[2]]], confirm=True) == 1
+    assert server.forget([turns[said[2]]], confirm=True).deleted == 1
     assert runner.invoke(main, ["doctor"], env=env).exit_code == 0
     laptop = _brain(machine, uri)
     assert written.id in {m.id for m in laptop.recent()}

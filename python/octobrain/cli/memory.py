@@ -219,7 +219,7 @@ def forget_cmd(
     to a version before the delete while that version is kept (`octobrain memory history`).
     """
     from octobrain.memory.query import parse_queries
-    from octobrain.memory.render import UNDO_NOTE, memory_to_dict
+    from octobrain.memory.render import UNDO_NOTE, memory_to_dict, released_lines
     from octobrain.store.schema import DAMAGED_TITLE
 
     # An empty --query is a bad query, not "no query"; the query filters never widen or narrow
@@ -252,17 +252,24 @@ def forget_cmd(
         if not sys.stdin.isatty():
             raise InvalidInput("--yes", "required to delete without a terminal to confirm on")
         click.confirm("Delete them?", abort=True)
-    deleted = brain.forget([m.id for m in targets], confirm=True)
+    forgotten = brain.forget([m.id for m in targets], confirm=True)
     emit(
         fmt,
         {
-            "deleted": deleted,
+            "deleted": forgotten.deleted,
             "memories": [
                 {"id": m.id, "damaged": True} if m.id in damaged else memory_to_dict(m)
                 for m in targets
             ],
+            "restored": forgotten.restored,
+            "rewritten": forgotten.rewritten,
         },
-        f"Deleted {plural(deleted, 'memory', 'memories')}; {UNDO_NOTE}.",
+        "\n".join(
+            [
+                f"Deleted {plural(forgotten.deleted, 'memory', 'memories')}; {UNDO_NOTE}.",
+                *released_lines(forgotten),
+            ]
+        ),
     )
 
 

@@ -27,8 +27,8 @@ bit for bit (float32 as stored), so `unconsolidate` restores them exactly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -36,10 +36,18 @@ import numpy as np
 
 from octobrain.config import Config
 from octobrain.embed.base import Embedder
-from octobrain.models import Memory, Relationship, RelationshipType, State
+from octobrain.memory.summary import summarise
+from octobrain.models import MAX_FILES, MAX_TAGS, Memory, Relationship, RelationshipType, State
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
-from octobrain.store.schema import CONSOLIDATIONS, DONE, PENDING, REVERTED, REVERTING
+from octobrain.store.schema import (
+    CONSOLIDATIONS,
+    DONE,
+    PENDING,
+    REVERTED,
+    REVERTING,
+    row_to_memory,
+)
 from octobrain.store.sql import sql_in, sql_str
 from octobrain.times import utcnow
 
@@ -61,6 +69,20 @@ class Consolidation:
     synthesised: bool
     description: str
     record_id: str = ""
+
+
+@dataclass
+class Released:
+    """What a forget or an edit changed in the consolidations it touched."""
+
+    restored: list[str] = field(default_factory=list)  # members on their own again
+    rewritten: list[str] = field(default_factory=list)  # synthesised parents written again
+    removed: list[str] = field(default_factory=list)  # synthesised parents the undo deleted
+
+
+def first_of(lists: Iterable[Sequence[str]]) -> list[str]:
+    """The values of `lists` in order, each once (a merged memory's tags or files)."""
+    return list(dict.fromkeys(value for values in lists for value in values))
 
 
 @dataclass(frozen=True)
@@ -248,12 +270,72 @@ class Consolidator:
         restored: list[str] = []
         removed = False
         for record in reversed(records):
-            with self.store.write_lock():
-                self.log.set_status(REVERTING, record.id)
-                _checkpoint("reverting")
-                restored += self._revert(record, utcnow())
+            restored += self._undo(record)
             removed |= record.parent_synthesised
         return Unconsolidation(parent_id, restored, removed)
+
+    def _undo(self, record: ConsolidationRecord) -> list[str]:
+        """Undo one consolidation (journaled `reverting` first); the members restored."""
+        with self.store.write_lock():
+            self.log.set_status(REVERTING, record.id)
+            _checkpoint("reverting")
+            return self._revert(record, utcnow())
+
+    # ---- a member or a parent forgotten, a member edited ----------------------------------
+
+    def release(self, ids: Sequence[str]) -> Released:
+        """Before `ids` are deleted: the consolidations in force they take part in are made to
+        hold without them. One whose parent is among them is undone (its members are on their
+        own again, as `unconsolidate` leaves them), so no member stays consolidated into
+        nothing; a synthesised parent of some of them is written again from the members it
+        keeps, so a forgotten memory's words leave the merged one (undone when fewer than two
+        are left). Each is its own commit, made before the delete: a process killed between
+        leaves the memories to forget present and their words already out of every parent."""
+        self.repair()
+        gone = set(ids)
+        released = Released()
+        for record in self.log.in_force_with(ids):
+            if record.parent_id in gone:
+                released.restored += self._undo(record)
+                if record.parent_synthesised:
+                    released.removed.append(record.parent_id)
+            elif record.parent_synthesised:
+                self._rewrite(record, gone, released)
+        return released
+
+    def edited(self, member_id: str) -> Released:
+        """After a member's text was edited: the synthesised parents it is merged into say what
+        their members say now (the old words would otherwise still answer, above the edit)."""
+        released = Released()
+        for record in self.log.in_force_with([member_id]):
+            if record.parent_synthesised and member_id in record.member_ids:
+                self._rewrite(record, set(), released)
+        return released
+
+    def _rewrite(self, record: ConsolidationRecord, gone: set[str], released: Released) -> None:
+        """A synthesised parent made again from its members but `gone`, in the record's order
+        (most central first); undone instead when fewer than two are left."""
+        with self.store.write_lock():
+            kept = [m for m in record.member_ids if m not in gone]
+            rows = {r["id"]: r for r in self.store.scan(sql_in("id", [record.parent_id, *kept]))}
+            members = [row_to_memory(rows[m]) for m in kept if m in rows]
+            if record.parent_id not in rows:
+                return
+            if len(members) < 2:
+                released.restored += self._undo(record)
+                return
+            parent = row_to_memory(rows[record.parent_id])
+            new = replace(
+                parent,
+                title=members[0].title if record.kind == "sleep" else parent.title,
+                content=summarise([m.content for m in members]),
+                tags=first_of(m.tags for m in members)[:MAX_TAGS],
+                related_files=first_of(m.related_files for m in members)[:MAX_FILES],
+                updated_at=utcnow(),
+            )
+            vector = self.embedder.embed_documents([new.searchable_text()])[0]
+            self.store.replace(new, vector, read=parent)
+            released.rewritten.append(parent.id)
 
     def _revert(self, record: ConsolidationRecord, now: datetime) -> list[str]:
         """Restore members (and a promoted parent) from the record; idempotent."""
@@ -305,6 +387,8 @@ __all__ = [
     "REVERTING",
     "Consolidation",
     "Consolidator",
+    "Released",
     "Unconsolidation",
     "f32",
+    "first_of",
 ]

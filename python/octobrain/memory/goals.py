@@ -12,7 +12,7 @@ import numpy as np
 
 from octobrain.errors import InvalidInput
 from octobrain.memory import consolidation
-from octobrain.memory.consolidation import DONE, Consolidation, Consolidator, f32
+from octobrain.memory.consolidation import DONE, Consolidation, Consolidator, f32, first_of
 from octobrain.memory.summary import summarise
 from octobrain.models import MAX_TAGS, Memory, MemoryType, Relationship, RelationshipType, State
 from octobrain.store import NotFound
@@ -138,7 +138,7 @@ def close_goal(c: Consolidator, goal: Memory, scope: str, now: datetime) -> Cons
                 memory_type=MemoryType.INSIGHT,
                 scope=scope,
                 role=goal.role,
-                tags=list(dict.fromkeys(t for m in members for t in m.tags))[:MAX_TAGS],
+                tags=first_of(m.tags for m in members)[:MAX_TAGS],
                 importance=boosted,
                 # A summary is only as trustworthy as its least trusted source.
                 source=min((m.source for m in members), key=lambda s: s.trust),

@@ -12,6 +12,7 @@ from octobrain.safe_text import one_line, quoted
 
 if TYPE_CHECKING:
     from octobrain.memory.copies import Already
+    from octobrain.memory.writes import Forgotten
 
 NO_RESULTS = (
     "No relevant memories found (nothing passed the relevance threshold). "
@@ -22,6 +23,22 @@ ARCHIVED_CLI = "`--include-archived` searches them too."
 ARCHIVED_MCP = (
     "This tool leaves them out; `octobrain memory remember --include-archived` finds them."
 )
+
+
+def released_lines(forgotten: Forgotten) -> list[str]:
+    """What a forget changed in the consolidations it touched, one line each (none if none)."""
+    lines = []
+    if forgotten.restored:
+        lines.append(
+            f"On their own again (a merged memory deleted gave them back): "
+            f"{', '.join(forgotten.restored)}"
+        )
+    if forgotten.rewritten:
+        lines.append(
+            "Written again without what was deleted (merged memories that held it): "
+            + ", ".join(forgotten.rewritten)
+        )
+    return lines
 
 
 # What a delete leaves behind: the store's kept versions (`memory history` / `memory restore`).

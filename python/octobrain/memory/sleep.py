@@ -28,7 +28,7 @@ from octobrain.kernels import decay
 from octobrain.kernels.clustering import cosine_clusters, unit_rows
 from octobrain.memory import conflicts, sleep_conflicts, sweep
 from octobrain.memory.conflicts import Conflict, StatementPool
-from octobrain.memory.consolidation import Consolidation, Consolidator
+from octobrain.memory.consolidation import Consolidation, Consolidator, first_of
 from octobrain.memory.conversation import CONVERSATION_PREFIX
 from octobrain.memory.corpus_io import vectors_of
 from octobrain.memory.summary import summarise
@@ -222,8 +222,8 @@ def _plan_cluster(
         memory_type=max(types, key=lambda t: (types[t], t == lead.memory_type)),
         scope=lead.scope,
         role=lead.role,
-        tags=list(dict.fromkeys(t for m in ranked for t in m.tags))[:MAX_TAGS],
-        related_files=list(dict.fromkeys(f for m in ranked for f in m.related_files))[:MAX_FILES],
+        tags=first_of(m.tags for m in ranked)[:MAX_TAGS],
+        related_files=first_of(m.related_files for m in ranked)[:MAX_FILES],
         importance=engine.boosted([float(r["importance"]) for r in members]),
         source=lead.source,
         git_commit=lead.git_commit,

@@ -4,7 +4,7 @@ update, relate and forget. Every text passes the secrets policy; every id must b
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
 from octobrain.embed.base import Vectors, ahead
@@ -22,6 +22,7 @@ from octobrain.models import (
     MemoryType,
     Relationship,
     RelationshipType,
+    State,
     check_id_ref,
     check_unit,
     clean_files,
@@ -243,6 +244,8 @@ class Writes(BrainBase):
             else:
                 vector = self.embedder.embed_documents([text])
             self.store.replace(updated, vector[0], read=current)
+            if current.state is State.CONSOLIDATED and text != current.embedded_text():
+                self.consolidator.edited(updated.id)  # its merged memory says it as it is now
             return updated
 
     def _edit(
@@ -365,9 +368,12 @@ class Writes(BrainBase):
             raise InvalidInput("target_id", "must differ from source_id")
         return src, tgt, found[src].scope
 
-    def forget(self, memory_ids: Sequence[str], *, confirm: bool) -> int:
+    def forget(self, memory_ids: Sequence[str], *, confirm: bool) -> Forgotten:
         """Delete memories (and their edges). Needs `confirm=True`. They stay in the store's kept
-        versions (`history` / `restore`) for `KEEP_VERSIONS_DAYS`.
+        versions (`history` / `restore`) for `KEEP_VERSIONS_DAYS`. The consolidations they take
+        part in are made to hold without them first (`Consolidator.release`): a merged memory
+        forgotten gives its members back, one a forgotten member was merged into is written
+        again without its words.
 
         Every id must be visible from this scope (the read rule: own scope plus global); an
         invisible or unknown id is an error and nothing is deleted.
@@ -381,6 +387,22 @@ class Writes(BrainBase):
             if mid not in found:
                 raise NotFound(f"memory_id[{i}]", f"no memory {mid} is visible from this scope")
         turns = [(m.id, m.scope) for m in found.values() if is_turn(m.tags)]
+        released = self.consolidator.release(ids)
         with self.store.write_lock():  # recorded first: a turn forgotten stays forgotten
             forgotten.record(self.store, turns)
-            return self.store.delete(ids)
+            deleted = self.store.delete(ids)
+        gone = set(ids)
+        return Forgotten(
+            deleted + len(set(released.removed)),  # (merged memories the undo deleted)
+            [m for m in dict.fromkeys(released.restored) if m not in gone],
+            [m for m in dict.fromkeys(released.rewritten) if m not in gone],
+        )
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What a forget did: memories deleted, and what that changed in consolidations."""
+
+    deleted: int
+    restored: list[str]  # members of a forgotten merged memory, on their own again
+    rewritten: list[str]  # merged memories written again without the forgotten ones

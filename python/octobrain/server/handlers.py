@@ -288,7 +288,7 @@ def forget(brain: Brain, arguments: dict[str, Any]) -> Reply:
         )
     if not targets:
         return Reply("Nothing matches the query; nothing was deleted.")
-    from octobrain.memory.render import UNDO_NOTE
+    from octobrain.memory.render import UNDO_NOTE, released_lines
 
     if not confirm:
         return Reply(
@@ -297,10 +297,15 @@ def forget(brain: Brain, arguments: dict[str, Any]) -> Reply:
             f"{_plural(len(targets), 'memory', 'memories')}:\n{_listing(targets, damaged)}",
             error=True,
         )
-    deleted = brain.forget([m.id for m in targets], confirm=True)
+    forgotten = brain.forget([m.id for m in targets], confirm=True)
     return Reply(
-        f"Deleted {_plural(deleted, 'memory', 'memories')} ({UNDO_NOTE}):\n"
-        f"{_listing(targets, damaged)}"
+        "\n".join(
+            [
+                f"Deleted {_plural(forgotten.deleted, 'memory', 'memories')} ({UNDO_NOTE}):",
+                _listing(targets, damaged),
+                *released_lines(forgotten),
+            ]
+        )
     )
 
 

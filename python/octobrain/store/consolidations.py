@@ -16,6 +16,7 @@ or rolls back the next time anyone consolidates.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -117,6 +118,16 @@ class ConsolidationLog:
         records = [_to_record(r) for r in rows]
         records.sort(key=lambda r: (r.created_at, r.id))
         return records
+
+    def in_force_with(self, ids: Sequence[str]) -> list[ConsolidationRecord]:
+        """The consolidations in force (`done`) with any of `ids` as parent or member."""
+        if not ids or not self.store.made(CONSOLIDATIONS):
+            return []
+        listed = ", ".join(sql_str(i) for i in ids)
+        return self.find(
+            f"status = {sql_str(DONE)} AND "
+            f"({sql_in('parent_id', list(ids))} OR array_has_any(member_ids, [{listed}]))"
+        )
 
     def unfinished(self) -> list[ConsolidationRecord]:
         """Records a killed process left half-way (pending or reverting)."""
