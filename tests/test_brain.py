@@ -451,7 +451,7 @@ def test_export_import_round_trip_is_lossless(make_brain: MakeBrain, tmp_path: P
     )
     brain.remember("token bucket")  # an access, so the counts differ from defaults
     out = io.StringIO()
-    assert export_jsonl(brain, out, embeddings=True) == 2
+    assert export_jsonl(brain, out, embeddings=True).count == 2
     other = Brain(brain.scope, config=Config(), embedder=brain.embedder, uri=tmp_path / "other")
     report = import_jsonl(other, out.getvalue().splitlines())
     assert (report.imported, report.relationships, report.reembedded) == (2, 1, 0)
@@ -470,6 +470,31 @@ def test_export_import_round_trip_is_lossless(make_brain: MakeBrain, tmp_path: P
     row.update(created_at="9999-12-31T23:30:00-05:00")
     with pytest.raises(InvalidInput, match=r"^line 2\.created_at: must fall within years 1–9999"):
         import_jsonl(other, [json.dumps(header), json.dumps(row)])
+
+
+def test_export_writes_a_damaged_vector_as_none_and_says_so(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    # Bytes garbled on disk read back as `inf` / `nan`: the export wrote them bare, which is no
+    # JSON, said it succeeded, and the backup could not be imported ("line 60: is not JSON").
+    import pyarrow as pa
+
+    brain = make_brain()
+    hurt, _ = brain.memorize(*TOKEN_BUCKET)
+    brain.memorize(*POSTGRES)
+    row = brain.store.scan(f"id = '{hurt.id}'")[0]
+    row["embedding"] = [float("inf")] * brain.embedder.dim
+    table = pa.Table.from_pylist([row], schema=brain.store.memories.schema)
+    brain.store.memories.merge_insert("id").when_matched_update_all().execute(table)
+    out = io.StringIO()
+    done = export_jsonl(make_brain(), out, embeddings=True)
+    assert (done.count, done.vectors_left_out) == (2, [hurt.id])
+    assert done.warning().startswith("warning: 1 memory's stored vector is damaged")
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert ["embedding" in r for r in rows[1:3]] == [r["id"] != hurt.id for r in rows[1:3]]
+    other = Brain(brain.scope, config=Config(), embedder=brain.embedder, uri=tmp_path / "other")
+    assert import_jsonl(other, out.getvalue().splitlines()).imported == 2
+    assert other.remember("token bucket").hits[0].memory.id == hurt.id
 
 
 def _one_row_export(brain: Brain) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -32,7 +32,7 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
     from octobrain.memory.transfer import export_jsonl
 
     if output == "-":
-        export_jsonl(command_brain(ctx), sys.stdout, embeddings=embeddings)
+        _warn(export_jsonl(command_brain(ctx), sys.stdout, embeddings=embeddings).warning())
         return
     # A file is written beside OUTPUT and moved over it once complete: an export cut short
     # (killed, a full disk) leaves the file that was there, never a part of the new one.
@@ -56,7 +56,7 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
             total = brain.store.count()
             label = f"exporting up to {plural(total, 'memory', 'memories')} to {output}"
             with progress_bar(total, label) as progress:
-                n = export_jsonl(brain, out, embeddings=embeddings, progress=progress)
+                done = export_jsonl(brain, out, embeddings=embeddings, progress=progress)
             out.flush()
             os.fsync(out.fileno())
         os.replace(partial, target)
@@ -67,7 +67,13 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
     finally:
         if made:
             partial.unlink(missing_ok=True)
-    click.echo(f"exported {plural(n, 'memory', 'memories')} to {output}", err=True)
+    click.echo(f"exported {plural(done.count, 'memory', 'memories')} to {output}", err=True)
+    _warn(done.warning())
+
+
+def _warn(line: str) -> None:
+    if line:
+        click.echo(line, err=True)
 
 
 def _regular_or_absent(output: str, target: Path) -> None:

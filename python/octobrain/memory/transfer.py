@@ -58,10 +58,33 @@ def _noop(_: int) -> None:
     return None
 
 
+@dataclass(frozen=True)
+class Exported:
+    """What an export wrote: how many memories, and those written without their damaged
+    (non-finite) stored vector, which an import embeds again."""
+
+    count: int
+    vectors_left_out: list[str]
+
+    def warning(self) -> str:
+        """The line that names the vectors left out ("" when none were)."""
+        if not self.vectors_left_out:
+            return ""
+        shown = ", ".join(self.vectors_left_out[:5])
+        more = len(self.vectors_left_out) - 5
+        n = len(self.vectors_left_out)
+        whose = "1 memory's stored vector is" if n == 1 else f"{n:,} memories' stored vectors are"
+        return (
+            f"warning: {whose} damaged (not finite numbers), written without it, for `memory "
+            f"import` to embed again: {shown}{f' and {more:,} more' if more > 0 else ''}; "
+            "`octobrain doctor` checks the store"
+        )
+
+
 def export_jsonl(
     brain: Brain, out: IO[str], *, embeddings: bool = False, progress: Progress = _noop
-) -> int:
-    """Write every memory visible from the brain's scope (and their edges). Returns the count.
+) -> Exported:
+    """Write every memory visible from the brain's scope (and their edges).
 
     The memories are those of one committed version, oldest first, read `BATCH` at a time by
     their row addresses: a store of any size is written without being held, and a writer
@@ -89,13 +112,16 @@ def export_jsonl(
         "count": len(addrs),
     }
     out.write(json_printable(header) + "\n")
+    left_out: list[str] = []
     for start in range(0, len(addrs), BATCH):
         wanted = addrs[start : start + BATCH]
         by_addr = {r[ADDR]: r for r in pinned.take(wanted, [*columns, ADDR]).to_pylist()}
         for row in (by_addr[a] for a in wanted):
             line = json_printable({"kind": "memory", **memory_to_dict(schema.row_to_memory(row))})
-            if embeddings:
+            if embeddings and np.isfinite(np.asarray(row["embedding"], np.float32)).all():
                 line = f'{line[:-1]}, "embedding": [{_floats(row["embedding"])}]}}'
+            elif embeddings:  # `nan` is no JSON: the line would make the whole file unreadable
+                left_out.append(row["id"])
             out.write(line + "\n")
         progress(len(wanted))
     # The edges between them: the whole edge table read a batch at a time (asking for the edges
@@ -109,7 +135,7 @@ def export_jsonl(
     for record in _journal(store, sql_in("scope", visible_scopes(brain.scope))):
         entry = {"kind": "consolidation", "record": _journal_line(record)}
         out.write(json_printable(entry) + "\n")
-    return len(addrs)
+    return Exported(len(addrs), left_out)
 
 
 def _floats(vector: Sequence[float]) -> str:
@@ -477,6 +503,7 @@ def reembed(brain: Brain, *, progress: Progress = _noop) -> int:
 __all__ = [
     "MEMORIES",
     "Checked",
+    "Exported",
     "ImportReport",
     "check_import",
     "export_jsonl",
