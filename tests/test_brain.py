@@ -31,6 +31,7 @@ from octobrain.memory.transfer import BATCH, export_jsonl, import_jsonl, reembed
 from octobrain.models import Memory, MemoryType, Relationship, RelationshipType, Source, State
 from octobrain.store import ModelMismatch
 from octobrain.times import utcnow
+from tests.export_lines import ended
 
 MakeBrain = Callable[..., Brain]
 
@@ -497,6 +498,41 @@ def test_export_writes_a_damaged_vector_as_none_and_says_so(
     assert other.remember("token bucket").hits[0].memory.id == hurt.id
 
 
+def test_an_import_of_a_backup_cut_short_is_refused_whole(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    # A backup cut after 999 of its 3,005 memories imported "999 memories", exit 0; one cut
+    # in its edges or journal lost them without a word.
+    brain = make_brain()
+    a, _ = brain.memorize(*TOKEN_BUCKET)
+    brain.memorize(*POSTGRES, related_to=[{"target_id": a.id}])
+    out = io.StringIO()
+    export_jsonl(brain, out)
+    lines = out.getvalue().splitlines()
+    assert [json.loads(line)["kind"] for line in lines] == [
+        "header", "memory", "memory", "relationship", "end"
+    ]  # fmt: skip
+    other = Brain(brain.scope, config=Config(), embedder=brain.embedder, uri=tmp_path / "other")
+    cut = "it was cut short or edited; nothing was imported"
+    for part in (lines[:2], lines[:3], lines[:4]):
+        with pytest.raises(InvalidInput, match=rf"^file: ends without its end line: {cut}"):
+            import_jsonl(other, part)
+    no_edge = [*lines[:3], lines[4]]
+    with pytest.raises(InvalidInput, match="^file: holds 0 relationship lines where it counts 1"):
+        import_jsonl(other, no_edge)
+    with pytest.raises(InvalidInput, match="^line 6: follows the file's end line"):
+        import_jsonl(other, [*lines, lines[1]])
+    odd_end = json.dumps({**json.loads(lines[4]), "memory": "2"})
+    with pytest.raises(InvalidInput, match=r"^line 5\.memory: must be a whole number >= 0"):
+        import_jsonl(other, [*lines[:4], odd_end])
+    # A version 1 file (before the end line) is read, its memories checked by the header's count.
+    old = json.dumps({**json.loads(lines[0]), "version": 1})
+    with pytest.raises(InvalidInput, match="^file: holds 1 memory line where it counts 2"):
+        import_jsonl(other, [old, lines[1]])
+    assert other.store.count() == 0
+    assert import_jsonl(other, [old, *lines[1:4]]).imported == 2
+
+
 def _one_row_export(brain: Brain) -> tuple[dict[str, Any], dict[str, Any]]:
     brain.memorize(*TOKEN_BUCKET, tags=["api"])
     out = io.StringIO()
@@ -559,14 +595,15 @@ def test_an_import_of_many_batches_is_checked_whole_before_any_is_written(
         {**row, "id": str(uuid.UUID(int=i + 1)), "title": f"Imported note {i}"}
         for i in range(2 * BATCH + 5)
     ]
-    lines = [json.dumps(header), *map(json.dumps, rows)]
+    body = [json.dumps(header), *map(json.dumps, rows)]
+    lines = ended(body)
     other = Brain(header["scope"], config=Config(), embedder=make_brain().embedder,
                   uri=tmp_path / "other")  # fmt: skip
     bad = json.dumps({**rows[0], "id": str(uuid.UUID(int=10**6)), "importance": 2})
-    with pytest.raises(InvalidInput, match=rf"^line {len(lines) + 1}\.importance"):
-        import_jsonl(other, [*lines, bad])
+    with pytest.raises(InvalidInput, match=rf"^line {len(body) + 1}\.importance"):
+        import_jsonl(other, ended([*body, bad]))
     assert other.store.count() == 0
-    report = import_jsonl(other, lines[: BATCH + 1])  # a first part of the file
+    report = import_jsonl(other, ended(body[: BATCH + 1]))  # a first part of the file
     assert (report.imported, report.skipped_existing, report.reembedded) == (BATCH, 0, 0)
     report = import_jsonl(other, lines)  # the whole: the first part is skipped
     assert (report.imported, report.skipped_existing) == (BATCH + 5, BATCH)
@@ -619,10 +656,11 @@ def test_an_import_file_with_other_line_ends_imports_and_names_lines(
     # An export saved with lone CRs (old Mac) was one line: "line 1: is not JSON".
     brain = make_brain()
     header, row = _one_row_export(brain)
-    data = end.join(json.dumps(r).encode() for r in (header, row)) + end
+    data = end.join(line.encode() for line in ended([json.dumps(header), json.dumps(row)])) + end
     other = Brain(brain.scope, config=Config(), embedder=brain.embedder, uri=tmp_path / "other")
     with pytest.raises(InvalidInput, match=r"^line 4: is not JSON"):
-        import_jsonl(other, transfer.file_lines(io.BytesIO(data + end + b"{oops" + end)))
+        oops = data + b"{oops" + end  # after the end line, which it is not
+        import_jsonl(other, transfer.file_lines(io.BytesIO(oops)))
     assert import_jsonl(other, transfer.file_lines(io.BytesIO(data))).imported == 1
 
 
@@ -642,13 +680,13 @@ def test_an_import_file_that_is_not_plain_json_lines_is_named_by_line(
         with pytest.raises(InvalidInput, match=rule):
             import_jsonl(other, [first, bad])
     # One id twice in a file was stored as two rows of one id (and edited as one).
-    twice = [json.dumps(header), json.dumps(row), json.dumps({**row, "title": "Another title"})]
+    twice = ended([json.dumps(header), json.dumps(row), json.dumps({**row, "title": "Other"})])
     with pytest.raises(InvalidInput, match=r"^line 3\.id: repeats the memory id of line 2"):
         import_jsonl(other, twice)
     assert other.store.count() == 0
     # A stored vector of another length than one is kept at unit length.
     longer = {**row, "embedding": [3.0 * x for x in row["embedding"]]}
-    assert import_jsonl(other, [json.dumps(header), json.dumps(longer)]).reembedded == 0
+    assert import_jsonl(other, ended([json.dumps(header), json.dumps(longer)])).reembedded == 0
     assert other.remember(TOKEN_BUCKET[0], min_relevance=0.0).hits[0].cosine == pytest.approx(
         brain.remember(TOKEN_BUCKET[0], min_relevance=0.0).hits[0].cosine, abs=1e-5
     )
@@ -926,7 +964,7 @@ def test_an_imported_record_cannot_reach_memories_or_edges_the_file_did_not_brin
               "parent_synthesised": True}  # fmt: skip
     edge = next(o for o in lines if o["kind"] == "relationship")
     lines += [{"kind": "consolidation", "record": forged}, {**edge, "id": existing.id}]
-    report = import_jsonl(brain, [json.dumps(o) for o in lines])
+    report = import_jsonl(brain, ended([json.dumps(o) for o in lines]))
     assert (report.imported, report.consolidations, report.consolidations_not_brought) == (3, 1, 1)
     brain.sleep_consolidate()  # finishes or undoes what is left half-way
     assert brain.get(kept.id).content == POSTGRES[1]
@@ -987,7 +1025,7 @@ def test_an_imported_edge_never_joins_two_projects_and_one_not_stored_is_counted
         {**edge, "id": str(uuid.uuid4()), "source_id": ours.id, "target_id": str(uuid.uuid4()),
          "scope": "import/source"},
     ]  # fmt: skip
-    report = import_jsonl(target, [json.dumps(o) for o in lines])
+    report = import_jsonl(target, ended([json.dumps(o) for o in lines]))
     assert (report.imported, report.skipped_existing) == (2, 1)
     assert (report.relationships, report.relationships_not_stored) == (1, 2)
     assert [(r.source_id, r.target_id) for r in target.store.relationships_of([ours.id])] == [
@@ -1002,7 +1040,7 @@ def test_an_import_whose_temporary_file_cannot_be_written_says_so_in_one_line(
     brain = make_brain()
     header, row = _one_row_export(brain)
     with open("/dev/full", "wb", buffering=0) as full, pytest.raises(StorageError) as caught:
-        transfer.check_import(brain, [json.dumps(header), json.dumps(row)], full)
+        transfer.check_import(brain, ended([json.dumps(header), json.dumps(row)]), full)
     assert "cannot write its temporary file" in str(caught.value)
     assert "No space left on device" in str(caught.value) and "\n" not in str(caught.value)
 

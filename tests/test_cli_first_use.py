@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from octobrain.cli.main import main
+from tests.export_lines import ended
 
 SCOPE = "github.com/acme/api"
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -214,7 +215,7 @@ def test_short_ids_are_accepted_everywhere_and_ambiguity_lists_candidates(
         if i < 2:
             twins.append({**row, "id": f"abcdef12-0000-4000-8000-00000000000{i}"})
     other = tmp_path / "twins.jsonl"
-    other.write_text("\n".join(json.dumps(r) for r in [header, *twins]) + "\n")
+    other.write_text("\n".join(ended([json.dumps(r) for r in [header, *twins]])) + "\n")
     assert run("import", str(other)).exit_code == 0
     ambiguous = run("get", "abcdef12")
     assert ambiguous.exit_code == 2

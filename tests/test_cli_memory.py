@@ -256,7 +256,7 @@ def test_export_import_files(env: dict[str, str], tmp_path: Path) -> None:
     dump = tmp_path / "dump.jsonl"
     assert run("export", str(dump)).exit_code == 0
     lines = dump.read_text().splitlines()
-    assert json.loads(lines[0])["kind"] == "header" and len(lines) == 2
+    assert [json.loads(line)["kind"] for line in lines] == ["header", "memory", "end"]
     other = CliRunner().invoke(
         main,
         ["memory", "--scope", "github.com/acme/api", "import", str(dump), "--format", "json"],
@@ -358,7 +358,7 @@ def test_an_export_refuses_a_destination_that_is_not_a_regular_file(
     assert Path("/dev/null").is_char_device()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "device", "fifo"]
     fresh = tmp_path / "fresh.jsonl"  # a path not there yet is written as before
-    assert run("export", str(fresh)).exit_code == 0 and len(fresh.read_text().splitlines()) == 2
+    assert run("export", str(fresh)).exit_code == 0 and len(fresh.read_text().splitlines()) == 3
 
 
 def test_real_console_script(env: dict[str, str], tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ def memorize(title: str, content: str) -> None:
 def test_an_import_refused_at_its_first_line_prints_the_error_alone(env: Path) -> None:
     bad = env / "bad.jsonl"
     for text, line in [
-        ('{"kind": "bogus"}\n', "error: line 1.kind: must be header, memory, relationship or"),
+        ('{"kind": "bogus"}\n', "error: line 1.kind: must be header, memory, relationship,"),
         ("not json\n", "error: line 1: "),
         ("[1]\n", "error: line 1: must be a JSON object"),
     ]:
@@ -50,13 +50,14 @@ def test_an_import_refused_mid_way_puts_the_error_on_its_own_line(env: Path) -> 
     memorize("Primary database", "Postgres 16 is the primary database.")
     good = memory("--scope", "github.com/acme/api", "export").stdout
     bad = env / "bad.jsonl"
-    bad.write_text(good + '{"kind": "bogus"}\n')
+    *body, end = good.splitlines()
+    bad.write_text("\n".join([*body, '{"kind": "bogus"}', end]) + "\n")
     result = memory("import", str(bad))
     assert result.exit_code == 2
-    number = len(good.splitlines()) + 1
     assert result.stderr.splitlines() == [
         f"checking {bad}",
-        f"error: line {number}.kind: must be header, memory, relationship or consolidation",
+        f"error: line {len(body) + 1}.kind: must be header, memory, relationship, consolidation "
+        "or end",
     ]
 
 

@@ -30,6 +30,7 @@ from octobrain.memory.brain import Brain
 from octobrain.models import Memory, RelationshipType
 from octobrain.store import ModelMismatch, NotFound, upkeep
 from octobrain.times import utcnow
+from tests.export_lines import ended
 from tests.test_conflicts import conflict_edges, timeout
 from tests.test_consolidation import SCOPE, MakeBrain, add_at, all_edges, raw_rows, twins
 from tests.test_consolidation import make_brain as make_brain  # the fixture, shared
@@ -171,7 +172,7 @@ def test_an_import_of_a_link_the_store_holds_under_another_id_adds_no_second_edg
     transfer.export_jsonl(source, linked)
     lines = linked.getvalue().splitlines()
     edge = json.loads(next(line for line in lines if '"relationship"' in line))
-    lines.append(json.dumps({**edge, "id": str(uuid.uuid4())}))  # the link again, another id
+    lines = ended([*lines, json.dumps({**edge, "id": str(uuid.uuid4())})])  # again, another id
     brain, other = make_brain(), make_brain()
     transfer.import_jsonl(brain, plain.getvalue().splitlines())
     beside: list[Any] = []

@@ -9,6 +9,7 @@ file's embeddings only when they come from the same model.
 from __future__ import annotations
 
 import dataclasses
+import json
 import pickle
 import tempfile
 from collections import Counter
@@ -47,7 +48,11 @@ from octobrain.store.sql import sql_in, visible_scopes, visible_where
 from octobrain.times import iso_z, utcnow
 
 FORMAT = "octobrain-export"
-FORMAT_VERSION = 1
+# v2 ends with an `end` line counting each kind of line, so a file cut short anywhere (after
+# its memories, in its edges or its journal) is told from a whole one; v1 files are still read,
+# their memories checked against the header's count.
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 BATCH = 256
 LINE_BYTES = 16 << 20  # an import line longer than this is refused without being held
 
@@ -126,15 +131,20 @@ def export_jsonl(
         progress(len(wanted))
     # The edges between them: the whole edge table read a batch at a time (asking for the edges
     # of every exported id at once is one SQL string of all of them: 38 s to plan at 1M ids).
+    edges = 0
     for rels in store.relationship_batches(BATCH * 16):
         for rel in rels:
             if rel.source_id in ids and rel.target_id in ids:
                 line = json_printable({"kind": "relationship", **relationship_to_dict(rel)})
                 out.write(line + "\n")
+                edges += 1
     # The consolidation journal, so an imported store can still undo its consolidations.
-    for record in _journal(store, sql_in("scope", visible_scopes(brain.scope))):
+    journal = _journal(store, sql_in("scope", visible_scopes(brain.scope)))
+    for record in journal:
         entry = {"kind": "consolidation", "record": _journal_line(record)}
         out.write(json_printable(entry) + "\n")
+    end = {"kind": "end", "memory": len(addrs), "relationship": edges}
+    out.write(json.dumps({**end, "consolidation": len(journal)}) + "\n")
     return Exported(len(addrs), left_out)
 
 
@@ -310,11 +320,15 @@ def check_import(
         if first != number:  # two rows of one id would both be stored, and edited as one
             raise InvalidInput(f"line {number}.id", f"repeats the {kind} id of line {first}")
 
+    end: dict[str, Any] | None = None
     for number, obj in _lines(source, checked):
         kind = obj.get("kind")
+        if end is not None:
+            raise InvalidInput(f"line {number}", "follows the file's end line")
         if kind == "header":
-            if obj.get("format") != FORMAT or obj.get("version") != FORMAT_VERSION:
-                raise InvalidInput(f"line {number}", f"not an {FORMAT} v{FORMAT_VERSION} file")
+            if obj.get("format") != FORMAT or obj.get("version") not in READ_VERSIONS:
+                versions = " or ".join(f"v{v}" for v in READ_VERSIONS)
+                raise InvalidInput(f"line {number}", f"not an {FORMAT} {versions} file")
             header = obj
             given = obj.get("dim")
             dim = given if isinstance(given, int) and not isinstance(given, bool) else None
@@ -340,14 +354,38 @@ def check_import(
             once("consolidation", record.id, number)
             named.update([record.parent_id, *record.member_ids, *record.edge_ids])
             rows.add("consolidation", record)
+        elif kind == "end":
+            for counted in _KINDS:
+                value = obj.get(counted)
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise InvalidInput(f"line {number}.{counted}", "must be a whole number >= 0")
+            end = obj
         else:
             raise InvalidInput(
-                f"line {number}.kind", "must be header, memory, relationship or consolidation"
+                f"line {number}.kind", "must be header, memory, relationship, consolidation or end"
             )
     if header is None:
         raise InvalidInput("file", f"has no {FORMAT} header line")
+    _check_whole(header, end, rows.count)
     rows.close()
     return Checked(header, rows, frozenset(named))
+
+
+def _check_whole(header: dict[str, Any], end: dict[str, Any] | None, held: dict[str, int]) -> None:
+    """Refuse a file cut short (or edited) by what its header and end line count: the import
+    would otherwise report success for part of a backup."""
+    cut = "it was cut short or edited; nothing was imported"
+    if header.get("version", 1) >= 2 and end is None:
+        raise InvalidInput("file", f"ends without its end line: {cut}")
+    said = {"memory": header.get("count")} if end is None else end
+    for kind in _KINDS:
+        count = said.get(kind)
+        if isinstance(count, int) and not isinstance(count, bool) and count != held[kind]:
+            raise InvalidInput(
+                "file",
+                f"holds {held[kind]:,} {kind} line{'' if held[kind] == 1 else 's'} where it "
+                f"counts {count:,}: {cut}",
+            )
 
 
 def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) -> ImportReport:
