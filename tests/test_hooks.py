@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -248,6 +249,45 @@ def test_pre_compact_and_session_end_store_one_digest(env: Path, tmp_path: Path)
     assert "Files touched: src/export.py, tests/test_tz.py" in digest.content
     assert "normalise all timestamps to UTC" in digest.content
     assert digest.related_files == ["src/export.py", "tests/test_tz.py"]
+
+
+def test_two_hooks_of_one_session_at_once_store_one_digest(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A PreCompact and a SessionEnd fired together each looked for the session's digest, found
+    # none, and stored one: two digests, of which later hooks refreshed only the first.
+    import threading
+
+    from octobrain.memory import hooks
+
+    path = transcript(tmp_path / "session.jsonl", env)
+    both_looked = threading.Barrier(2)
+    looked = hooks._existing_digest
+
+    def look_then_wait(brain: Brain, tag: str) -> Any:
+        found = looked(brain, tag)
+        with contextlib.suppress(threading.BrokenBarrierError):  # the other one waits its turn
+            both_looked.wait(timeout=2)
+        return found
+
+    monkeypatch.setattr(hooks, "_existing_digest", look_then_wait)
+
+    def hook(event: str, more: list[str]) -> None:  # the later hook has seen more
+        given = hooks.HookInput(event, SESSION, str(path), str(env), {})
+        digest = digest_transcript(read_transcript(path), str(env))
+        digest.decisions += more
+        hooks.store_digest(brain_for(env, SESSION), given, digest)
+
+    threads = [
+        threading.Thread(target=hook, args=("PreCompact", [])),
+        threading.Thread(target=hook, args=("SessionEnd", ["We decided to keep the cron job."])),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    digests = [m for m in brain_for(env).recent(50) if DIGEST_TAG in m.tags]
+    assert len(digests) == 1
 
 
 def test_hooks_fail_open(env: Path) -> None:

@@ -304,27 +304,30 @@ def store_digest(brain: Brain, hook: HookInput, digest: Digest) -> Memory | None
     content = digest.text()[:9_000]
     sid = hook.session_id or "unknown"
     tag = session_tag(hook.session_id)
-    existing = _existing_digest(brain, tag) if tag else None
-    if existing is not None:
-        return brain.update(
-            existing.id,
-            content=content,
-            add_files=[f for f in digest.files if f not in existing.related_files][
-                : MAX_FILES - len(existing.related_files)
-            ],
-        )
-    from octobrain.times import utcnow
+    # Looked up and written under the write lock: a PreCompact and a SessionEnd of one session
+    # fired together each found no digest and stored one, and later hooks refreshed only one.
+    with brain.store.write_lock():
+        existing = _existing_digest(brain, tag) if tag else None
+        if existing is not None:
+            return brain.update(
+                existing.id,
+                content=content,
+                add_files=[f for f in digest.files if f not in existing.related_files][
+                    : MAX_FILES - len(existing.related_files)
+                ],
+            )
+        from octobrain.times import utcnow
 
-    memory, _ = brain.memorize(
-        f"Session digest {utcnow():%Y-%m-%d} ({''.join(filter(str.isalnum, sid))[:8]})",
-        content if len(content) >= 10 else content + " (digest)",
-        memory_type="workflow",
-        importance=DIGEST_IMPORTANCE,
-        tags=[DIGEST_TAG],
-        related_files=digest.files,
-        source="agent_inferred",
-    )
-    return memory
+        memory, _ = brain.memorize(
+            f"Session digest {utcnow():%Y-%m-%d} ({''.join(filter(str.isalnum, sid))[:8]})",
+            content if len(content) >= 10 else content + " (digest)",
+            memory_type="workflow",
+            importance=DIGEST_IMPORTANCE,
+            tags=[DIGEST_TAG],
+            related_files=digest.files,
+            source="agent_inferred",
+        )
+        return memory
 
 
 def _existing_digest(brain: Brain, tag: str) -> Memory | None:
