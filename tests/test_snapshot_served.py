@@ -245,3 +245,20 @@ def test_a_file_in_place_of_the_kept_accesses_folder_leaves_searches_working(
         _exit_flush(reader)
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "is not a folder: move it aside to keep access counts" in said, said
+
+
+def test_a_folder_among_the_kept_accesses_is_left_alone(tmp_path: Path) -> None:
+    # Before: a folder there was read as a damaged record and "removed" (unlink): every
+    # `remember` and `memorize` that counted the kept accesses ended in IsADirectoryError.
+    ids = _store_with_snapshot(tmp_path / "db")
+    location = _brain(tmp_path / "db").store.location
+    now, window = datetime.now(timezone.utc), timedelta(minutes=10)
+    assert accessed.write(location, [ids[3]], now, window)
+    folder = tmp_path / "db" / "_octobrain" / accessed.FOLDER
+    (folder / "1-2-3.json").mkdir()
+    reader = _brain(tmp_path / "db")
+    assert _hits(reader, "setting zq7", limit=1, record_access=False) == [ids[7]]
+    writer = _brain(tmp_path / "db")  # opens the tables: counts what was kept
+    assert writer.memorize("A later note", "Written while the folder is still there.")[0].id
+    assert sorted(p.name for p in folder.iterdir()) == ["1-2-3.json"]
+    assert _brain(tmp_path / "db").get(ids[3]).access_count == 1

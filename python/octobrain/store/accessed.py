@@ -63,11 +63,13 @@ def _folder(location: StoreLocation) -> Path | None:
 
 
 def _names(folder: Path) -> list[str]:
-    """The folder's entries; none when it is not there, or is not a folder (what a search
-    reads through `waiting`: an access count is a ranking signal, and a `remember` ended in
-    a traceback; writing there says what is wrong instead)."""
+    """The folder's entries but folders (no writer makes one; removing it failed the open with
+    a traceback); none when it is not there, or is not a folder (what a search reads through
+    `waiting`: an access count is a ranking signal, and a `remember` ended in a traceback;
+    writing there says what is wrong instead)."""
     try:
-        return sorted(os.listdir(folder))
+        with os.scandir(folder) as entries:
+            return sorted(e.name for e in entries if not e.is_dir(follow_symlinks=False))
     except (FileNotFoundError, NotADirectoryError):
         return []
 
@@ -143,9 +145,12 @@ def unclaim(paths: Sequence[Path]) -> None:
 
 
 def remove(paths: Sequence[Path]) -> None:
-    """Remove files whose accesses were committed."""
+    """Remove files whose accesses were committed (one that cannot be is left, said once)."""
     for path in paths:
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("access counts in %s stay: %s", path, exc)
 
 
 def read(paths: Sequence[Path]) -> Accessed | None:
