@@ -395,6 +395,18 @@ def test_doctor_names_a_fifo_in_a_table_instead_of_waiting_on_it(env: dict[str, 
     assert rc == 1 and f"memories.lance/data/{data.name} is not a regular file" in out, out
 
 
+def test_doctor_names_a_lock_file_that_is_a_folder(env: dict[str, str]) -> None:
+    # Every write failed "move it aside, then run `octobrain doctor`", and doctor said ok.
+    _three(env)
+    lock = _store(env) / ".write.lock"
+    lock.unlink(missing_ok=True)
+    lock.mkdir()
+    rc, out = run_cli(env, "doctor")[:2]
+    assert rc == 1 and ".write.lock: is a folder, not a lock file" in out, out
+    lock.rmdir()
+    assert run_cli(env, "doctor")[0] == 0
+
+
 def _each_refused_naming_one_of(
     env: dict[str, str], commands: list[tuple[str, ...]], named: list[str]
 ) -> None:

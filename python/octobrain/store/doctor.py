@@ -11,6 +11,7 @@ otherwise go past `_MAX_READS`. Nothing is written, so it runs on a read-only co
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -150,6 +151,7 @@ def diagnose(location: StoreLocation) -> Diagnosis:
                 "(a table that does not open is then no longer known to be missing)",
             )
         )
+    _check_locks(location, problems)
     db = location.connect()
     present = set(db.list_tables().tables)
     if not present & set(manifest.KNOWN_TABLES) and (why := seen.gone(location.uri)):
@@ -174,6 +176,27 @@ def diagnose(location: StoreLocation) -> Diagnosis:
         problems.append(Problem(CHUNKS, orphans.describe(), orphan_chunks.REPAIR, damage=False))
     unfinished = _unfinished(db, tables)
     return Diagnosis(str(location), state, tables, problems, unfinished, dangling, orphans.count)
+
+
+def _check_locks(location: StoreLocation, problems: list[Problem]) -> None:
+    """A store's lock files (`.write.lock`, …) that are something else: every write (or every
+    index build) fails on a folder or waits on a FIFO there, and says to run `doctor`."""
+    if location.path is None:
+        return
+    for path in sorted(location.path.glob(".*.lock")):
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            what = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+            problems.append(
+                Problem(
+                    path.name,
+                    f"is {what}, not a lock file: every write that takes it fails",
+                    f"move {path} aside; the next write makes the lock file again",
+                )
+            )
 
 
 def _gone(why: tuple[str, str]) -> Problem:
