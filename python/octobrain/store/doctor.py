@@ -284,9 +284,8 @@ def _check_table(
     check = TableCheck(name, listed is not None and name in listed)
     repair = manifest.repair_hint(name)
     if name not in present:
-        problems.append(
-            Problem(name, "missing: the store created it, its directory is gone", repair)
-        )
+        gone = "missing: the store created it, its directory is gone"
+        problems.append(Problem(name, gone, manifest.lost_repair(location, name)))
         return check
     odd = not_regular(location, name)
     if odd is not None:  # Lance would wait on a FIFO for a writer: never opened
@@ -308,7 +307,9 @@ def _check_table(
         check.rows_counted = int(table.count_rows())
     except (ValueError, RuntimeError, OSError) as exc:
         reason = manifest.short_reason(exc)
-        problems.append(Problem(name, f"cannot be opened ({reason})", repair))
+        problems.append(
+            Problem(name, f"cannot be opened ({reason})", manifest.lost_repair(location, name))
+        )
         return check
     check.opened = True
     lost = lost_version(location, name, table)

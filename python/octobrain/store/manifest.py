@@ -13,6 +13,7 @@ are recorded. A read-only store that cannot record them is simply not adopted ye
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from octobrain.errors import InvalidInput, StorageError
 from octobrain.store import seen
 from octobrain.store.lease import LEASE_TTL_S
 from octobrain.store.table_files import not_regular
-from octobrain.store.versions import Problem, lost_version
+from octobrain.store.versions import Problem, lost_version, versions_dir
 
 if TYPE_CHECKING:
     import lancedb
@@ -91,6 +92,28 @@ _JOURNAL_REPAIR = (
     "journal over, empty: every memory stays as it is, and a consolidation made before then "
     "can no longer be undone (`memory unconsolidate`)"
 )
+
+
+_NO_VERSION_LEFT = (
+    "no version of it is left on disk, so `octobrain memory restore` cannot go back to one: "
+    "restore the store directory from a backup, or import an export into a new data "
+    "directory (`OCTOBRAIN_DATA_DIR=<new dir> octobrain memory import <export.jsonl>`)"
+)
+
+
+def lost_repair(location: StoreLocation, name: str) -> str:
+    """What would bring back table `name` that does not open: `repair_hint`, unless that is
+    `memory restore` alone (the memories and their edges) and no version is left on disk (its
+    directory gone, or no version manifest in it), where pointing there went in a circle."""
+    hint = repair_hint(name)
+    folder = versions_dir(location, name)
+    if folder is None or hint is not _MEMORY_REPAIR:
+        return hint
+    try:
+        left = any(entry.name.endswith(".manifest") for entry in os.scandir(folder))
+    except OSError:
+        left = False
+    return hint if left else _NO_VERSION_LEFT
 
 
 def repair_hint(name: str) -> str:
@@ -323,13 +346,16 @@ def open_or_create(
             return db.open_table(name)  # another process created it meanwhile
         except ValueError as exc:
             if name in (recorded(location) or set()):
-                raise TableDamaged(location, name, short_reason(exc)) from exc
+                why = short_reason(exc)
+                raise TableDamaged(location, name, why, lost_repair(location, name)) from exc
         present = set(db.list_tables().tables)
         sign = existed(db, name, present)
         if sign is not None:
             # The manifest is gone too (or predates it), but another table shows this one
             # existed: it is lost, not new.
-            raise TableDamaged(location, name, f"its directory is gone, yet {sign}")
+            raise TableDamaged(
+                location, name, f"its directory is gone, yet {sign}", lost_repair(location, name)
+            )
         # The whole store gone: not made again, empty. (Listed again once the mark is found:
         # the other family's first open, under a lock of its own, may have made its table and
         # left the mark since the listing above; the mark is left only once a table is made.)
