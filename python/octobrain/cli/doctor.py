@@ -95,7 +95,8 @@ def doctor_cmd(
         if report.unfinished_consolidations:
             n = report.unfinished_consolidations
             click.echo(
-                f"consolidations: {n} left half-way by a killed process; searches never see "
+                f"consolidations: {n} left half-way (by a killed process, or a `memory "
+                "restore` to a version between a consolidation's commits); searches never see "
                 "one half-done, and the next sleep pass (`octobrain memory sleep-consolidate`) "
                 f"finishes or undoes {'it' if n == 1 else 'each'}"
             )
