@@ -19,7 +19,8 @@
 //! `pgbouncer`, `ini`; `path`, `join`), so the words a person says about code meet the
 //! identifier that holds them, and an identifier asked for whole still prefers the text that
 //! holds it whole. Parts are cut at underscores, and at a `.` or `:` unless digits stand on both
-//! sides (`3.14`, `v2.3.1` stay whole). A part shorter than [`MIN_PART_CHARS`] is left out: in
+//! sides (`3.14`, `v2.3.1` stay whole; a version's number follows it without its `v`, `2.3.1`,
+//! as people write it either way). A part shorter than [`MIN_PART_CHARS`] is left out: in
 //! prose those are abbreviations (`e.g.`, `U.S.`) whose letters alone would match unrelated
 //! text. Mixed case (`getConnectionPool`, `HeLa`, `mRNA`) is not cut: in scientific text it
 //! marks symbols, not words, and cutting it cost SciFact's nDCG@10 0.0017. Lucene's
@@ -327,9 +328,23 @@ fn identifier_parts<'t>(word: &'t str, f: &mut impl FnMut(&'t str)) {
     parts.retain(|part| {
         part.chars().count() >= MIN_PART_CHARS && part.chars().any(char::is_alphanumeric)
     });
-    if parts.len() > 1 || parts.first().is_some_and(|&part| part.len() < word.len()) {
-        parts.into_iter().for_each(f);
+    let cut = parts.len() > 1 || parts.first().is_some_and(|&part| part.len() < word.len());
+    for part in parts {
+        if cut {
+            f(part);
+        }
+        if let Some(number) = version_number(part) {
+            f(number);
+        }
     }
+}
+
+/// The number of a version written with its `v` (`v1.2.3` → `1.2.3`), which people write with
+/// or without it; None for any other word.
+fn version_number(part: &str) -> Option<&str> {
+    let number = part.strip_prefix(['v', 'V'])?;
+    let dotted = number.contains('.') && number.starts_with(|c: char| c.is_ascii_digit());
+    (dotted && number.chars().all(|c| c.is_ascii_digit() || c == '.')).then_some(number)
 }
 
 /// Emit a finished run of parts as a compound when it has more than one part.
@@ -492,7 +507,8 @@ mod tests {
                 "init"
             ]
         );
-        // Numbers, versions, abbreviations and mixed case stay one term.
+        // Numbers, abbreviations and mixed case stay one term; a version with its `v` is
+        // followed by its number alone.
         assert_eq!(
             run(
                 "3.14 v2.3.1 e.g. U.S. a_b getConnectionPool mRNA don't",
@@ -502,6 +518,7 @@ mod tests {
             [
                 "3.14",
                 "v2.3.1",
+                "2.3.1",
                 "e.g",
                 "u.s",
                 "a_b",

@@ -229,7 +229,17 @@ def identifier_parts(word: str) -> list[str]:
         else:
             parts[-1] += c
     kept = [p for p in parts if len(p) >= 3 and _is_word(p)]
-    return kept if kept != [word] else []
+    out = []
+    for part in kept:
+        if kept != [word]:
+            out.append(part)
+        number = part[1:] if part[:1] in ("v", "V") else ""  # a version's number, `v` apart
+        if "." in number and number[0] in _DIGITS and set(number) <= set(_DIGITS + "."):
+            out.append(number)
+    return out
+
+
+_DIGITS = "0123456789"
 
 
 def _segments(text: str) -> list[str]:

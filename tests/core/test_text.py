@@ -84,7 +84,16 @@ def test_words_about_code_meet_the_identifier_that_holds_them() -> None:
     doc = set(analyze(["Set max_connections in pgbouncer.ini for os.path.join"])[0])
     for query in ("pgbouncer", "max connections", "max_connections", "path join"):
         assert set(analyze([query])[0]) <= doc, query
-    assert analyze(["v2.3.1 3.14 e.g. U.S."], stem=False) == [["v2.3.1", "3.14", "e.g", "u.s"]]
+    assert analyze(["v2.3.1 3.14 e.g. U.S."], stem=False) == [
+        ["v2.3.1", "2.3.1", "3.14", "e.g", "u.s"]
+    ]
+
+
+def test_a_version_meets_its_number_with_or_without_its_v() -> None:
+    """`1.2.3` finds "Release v1.2.3", and `v1.2.3` finds "release 1.2.3"; `1.2.30` neither."""
+    with_v, without = (set(t) for t in analyze(["Release v1.2.3 shipped", "release 1.2.3"]))
+    assert set(analyze(["1.2.3"])[0]) <= with_v and set(analyze(["V1.2.3"])[0]) & without
+    assert not set(analyze(["1.2.30"])[0]) & (with_v | without)
 
 
 def test_greek_symbols_meet_their_spelled_names() -> None:
