@@ -55,6 +55,11 @@ class ChunkIndex:
         self._source = np.zeros(0, dtype=object)
         self._indexed = np.zeros(0, dtype=np.int64)
 
+    def clear(self) -> None:
+        """Empty the mirror; the next refresh reads the tables afresh."""
+        with self.lock:
+            self._reset()
+
     def refresh(self) -> None:
         """Catch up with the latest committed versions of both tables."""
         with self.lock:

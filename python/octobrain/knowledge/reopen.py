@@ -43,7 +43,8 @@ def reopening(
         except (OSError, RuntimeError, StorageError):
             if self._store is None or not self._store.started_over():
                 raise
-            self._index = None  # its catch-up read the tables that are gone
+            if self._index is not None:  # its catch-up read the tables that are gone (emptied
+                self._index.clear()  # in place: other facades may share it)
         return method(self, *args, **kwargs)
 
     return run

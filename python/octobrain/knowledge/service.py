@@ -100,7 +100,10 @@ class Knowledge:
         session_id: str = "",
         cwd: Path | None = None,
         local_roots: tuple[Path, ...] | None = None,
+        tables: tuple[KnowledgeStore, ChunkIndex] | None = None,
     ) -> None:
+        """`tables`: the store's knowledge tables and their mirror, open already and shared
+        with other facades of the same store and model (a server's sessions)."""
         self.scope = validate_scope(scope)
         self.config = config if config is not None else load_config()
         self.embedder = embedder if embedder is not None else embedder_from_config(self.config)
@@ -109,8 +112,8 @@ class Knowledge:
         self.cwd = cwd
         # Where local files may be read from (None: anywhere, as for the person at the CLI).
         self.local_roots = local_roots
-        self._store: KnowledgeStore | None = None
-        self._index: ChunkIndex | None = None
+        self._store: KnowledgeStore | None = None if tables is None else tables[0]
+        self._index: ChunkIndex | None = None if tables is None else tables[1]
         # URLs fetched before the call (the MCP server's; None: fetch inline): see prefetch.py.
         self.prefetched: dict[str, Fetched] | None = None
         self.stop: threading.Event | None = None  # set: embedding stops (`generation.Stopped`)

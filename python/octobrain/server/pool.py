@@ -30,7 +30,9 @@ from octobrain.heap import resident_bytes, trim_heap
 
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
+    from octobrain.knowledge.index import ChunkIndex
     from octobrain.knowledge.sources import Fetched
+    from octobrain.knowledge.store import KnowledgeStore
     from octobrain.memory.brain import Brain
     from octobrain.store.watch import StoreWatch
 
@@ -71,6 +73,10 @@ class BrainPool:
         self._knowledge: OrderedDict[tuple[str, str, tuple[Path, ...] | None], Knowledge] = (
             OrderedDict()
         )
+        # The knowledge tables and their mirror, shared by every facade: each session (and
+        # scope) built a mirror of every chunk of its own, 5 s and 10-30 MB a session, kept.
+        # A facade sees what its scope and session may (`ChunkIndex.allowed`).
+        self._knowledge_tables: tuple[KnowledgeStore, ChunkIndex] | None = None
         self._watch: StoreWatch | None = None
         self._odd_said: str | None = None  # the odd file background work was last skipped for
         # Session notes need a session; a client that names none gets one per server process.
@@ -109,6 +115,7 @@ class BrainPool:
         self._root, self._watch = None, None
         self._brains.clear()
         self._knowledge.clear()
+        self._knowledge_tables = None
 
     def shared_root(self) -> Brain:
         """The Brain every scope of this pool shares (model, store, mirror); hold the lock."""
@@ -248,7 +255,10 @@ class BrainPool:
                     session_id=sid,
                     cwd=workdir,
                     local_roots=local_roots,
+                    tables=self._knowledge_tables,
                 )
+                if self._knowledge_tables is None:
+                    self._knowledge_tables = (knowledge.kstore, knowledge.index_mirror)
                 _keep(self._knowledge, key, knowledge)
         with self._knowledge_lock:
             before = resident_bytes()
