@@ -351,6 +351,37 @@ def test_a_client_that_never_reads_its_answers_is_not_read_past_the_in_flight_ca
     assert (before, after) == (3 + MAX_IN_FLIGHT, 3 + MAX_IN_FLIGHT + 5)  # notes need no answer
 
 
+def test_a_request_reusing_the_id_of_one_in_flight_is_refused() -> None:
+    # Passed on, the second took the first's place: a cancel of that id reached neither (the
+    # first ran on, its answer still sent), and the in-flight cap counted the two as one.
+    import io
+
+    import anyio
+
+    from octobrain.server.wire import CappedStdin
+
+    lines = [
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":"1","method":"ping"}',  # the same id to the SDK
+        b'{"jsonrpc":"2.0","id":2,"method":"ping"}',
+    ]
+    stdin = CappedStdin(io.BytesIO(b"\n".join(lines) + b"\n"), on_end=lambda: None)
+    refused: list[dict[str, Any]] = []
+
+    async def refuse(answer: dict[str, Any]) -> None:
+        refused.append(answer)
+
+    stdin.refuse = refuse
+
+    async def body() -> list[str]:
+        return [line async for line in stdin]
+
+    passed = anyio.run(body)
+    assert [json.loads(line)["id"] for line in passed] == [1, 2]
+    assert [(a["id"], a["error"]["code"]) for a in refused] == [("1", -32600)]
+    assert "still being answered" in refused[0]["error"]["message"]
+
+
 @contextlib.contextmanager
 def raw_stdio(tmp_path: Path) -> Iterator[tuple[Callable[[str], None], Callable[[], Any]]]:
     """An in-process `octobrain mcp` over stdio driven line by line: (send a line, read the
@@ -561,6 +592,36 @@ def test_http_requests_past_the_in_flight_caps_are_refused_not_queued(tmp_path: 
                 assert (await first).status_code == 200
                 again = await client.post(url, json=ingest(10, "b"), headers=busy)
                 assert again.status_code == 200 and '"isError":false' in again.text, again.text
+
+        asyncio.run(body())
+
+
+def test_http_a_request_reusing_the_id_of_one_in_flight_is_refused(tmp_path: Path) -> None:
+    # The SDK matched answers to the id: the first call's answer never came, its stream held
+    # open with keep-alives, and no longer counted against the session's cap.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    headers = {"Accept": "application/json, text/event-stream"}
+    turns = [{"speaker": "Ann", "text": f"Turn {i}: " + "words said " * 150} for i in range(500)]
+    arguments = {"conversation": "a", "turns": turns, "scope": PROJECT_A}
+    slow = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+    slow["params"] = {"name": "ingest", "arguments": arguments}
+
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path):
+        session = _open_session(url, headers)
+
+        async def body() -> None:
+            async with httpx.AsyncClient(timeout=120) as client:
+                first = asyncio.ensure_future(client.post(url, json=slow, headers=session))
+                await asyncio.sleep(0.3)  # being answered (an ingest takes seconds)
+                ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+                refused = await client.post(url, json=ping, headers=session)
+                assert refused.status_code == 400, refused.text
+                assert refused.json()["id"] == 7 and refused.json()["error"]["code"] == -32600
+                answered = await first
+                assert answered.status_code == 200 and '"isError":false' in answered.text
+                again = await client.post(url, json=ping, headers=session)  # free once answered
+                assert again.status_code == 200, again.text
 
         asyncio.run(body())
 

@@ -121,6 +121,7 @@ class Guard:
         self.session_in_flight = max(1, max_in_flight // 8)
         self._in_flight = 0
         self._session_in_flight: dict[str, int] = {}
+        self._session_ids: dict[str, set[object]] = {}  # request ids being answered
         self._last_request: dict[str, float] = {}  # session id → when its last POST ended
 
     def _origin_ok(self, origin: str) -> bool:
@@ -180,6 +181,11 @@ class Guard:
                 receive = replay(body, receive)
         post = scope.get("method") == "POST"
         session = headers.get("mcp-session-id") if post else None
+        # (read only once the body passed its checks: a body nested too deep is not parsed)
+        request_id = _request_id(body) if post and response is None else None
+        key = wire.request_key(request_id) if request_id is not None and _is_request(body) else None
+        if key is not None and key in self._session_ids.get(session or "", ()):
+            response = JSONResponse(wire.duplicate_id(request_id), 400)
         if response is None and post:
             response = self._room_for_a_request(session, body)
         if response is None and _opens_a_session(scope, headers):
@@ -194,7 +200,8 @@ class Guard:
         self._in_flight += 1
         if session is not None:
             self._session_in_flight[session] = self._session_in_flight.get(session, 0) + 1
-        request_id = _request_id(body)
+            if key is not None:
+                self._session_ids.setdefault(session, set()).add(key)
         held = True
 
         def release() -> None:
@@ -207,6 +214,11 @@ class Guard:
                 left = self._session_in_flight.pop(session) - 1
                 if left:
                     self._session_in_flight[session] = left
+                ids = self._session_ids.get(session)
+                if ids is not None:
+                    ids.discard(key)
+                    if not ids:
+                        del self._session_ids[session]
                 if session in self.sessions():  # not a made-up id the SDK answered 404
                     self._last_request[session] = time.monotonic()
 

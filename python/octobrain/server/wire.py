@@ -135,13 +135,24 @@ def _as_sdk_reads(message: Any, text: str) -> tuple[dict[str, Any] | None, bool]
     return None, isinstance(read, types.JSONRPCRequest)
 
 
-def _request_key(request_id: object) -> object:
+def request_key(request_id: object) -> object:
     """A request id as the SDK matches it (a cancel may name 7 as "7")."""
     from mcp.shared.dispatcher import coerce_request_id
 
     if isinstance(request_id, bool) or not isinstance(request_id, str | int):
         return None
     return coerce_request_id(request_id)
+
+
+def duplicate_id(request_id: object) -> dict[str, Any]:
+    """The answer to a request whose id names one still being answered: MCP wants each id
+    once. Passed on, it took the first one's place: a cancel of that id reached neither, the
+    in-flight cap counted one, and over HTTP the first one's answer never came."""
+    return error(
+        INVALID_REQUEST,
+        "id: a request with this id is still being answered; send each request its own id",
+        request_id,
+    )
 
 
 def error(code: int, message: str, request_id: object = None) -> dict[str, Any]:
@@ -175,7 +186,7 @@ class CappedStdin:
         self._release(request_id)
 
     def _release(self, request_id: object) -> None:
-        key = _request_key(request_id)
+        key = request_key(request_id)
         held = self._pending.get(key, 0)
         if held:  # (an answer racing the cancel of its request comes once more)
             self._in_flight -= 1
@@ -187,7 +198,7 @@ class CappedStdin:
     def _passed_on(self, message: dict[str, Any], request: bool) -> None:
         """Count a request passed on to the SDK; a cancel frees its request's place."""
         if request:
-            key = _request_key(message["id"])
+            key = request_key(message["id"])
             self._pending[key] = self._pending.get(key, 0) + 1
             self._in_flight += 1
         elif message.get("method") == "notifications/cancelled":
@@ -228,6 +239,8 @@ class CappedStdin:
             request = False
             if answer is None:
                 answer, request = _as_sdk_reads(message, text)
+            if answer is None and request and request_key(message["id"]) in self._pending:
+                answer, request = duplicate_id(message["id"]), False
             if answer is None:
                 self._passed_on(message, request)
                 yield text
