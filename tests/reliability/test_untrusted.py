@@ -168,6 +168,36 @@ def test_allow_paths_opens_a_directory_and_roots_replace_the_cwd(
     assert cwd_refused and "knowledge.allow_paths" in reply
 
 
+def test_a_client_root_holding_octobrains_data_dir_reads_nothing_of_it(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # A client naming a root that holds the data directory (`/srv`, `/tmp`, the directory
+    # itself) read its files: `config.toml` there may hold `mcp.token` and storage credentials.
+    project = _project(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.toml").write_text("[mcp]\ntoken = 'a-secret-token-of-the-server'\n")
+    (data / "notes.txt").write_text("Private notes kept beside the store.\n")
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(data))
+    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+    monkeypatch.chdir(project)
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=tmp_path.as_uri())])  # type: ignore[arg-type]
+
+    server = build_server(pool_for(tmp_path / "db"), workspace(project))
+    calls = [
+        {"command": "read", "source": str(data / "config.toml")},
+        {"command": "read", "source": str(data / "notes.txt")},
+        {"command": "read", "source": str(project / "notes.md")},
+    ]
+    (config, said), (notes, _), (ok, text) = _knowledge_replies(
+        server, calls, list_roots_callback=roots
+    )
+    assert config and notes and "secret" not in said and "octobrain's own" in said, said
+    assert not ok and "deploy key" in text
+
+
 def test_a_client_naming_thousands_of_roots_is_read_from_its_first_64(
     tmp_path: Path, monkeypatch: Any
 ) -> None:

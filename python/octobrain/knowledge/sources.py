@@ -107,6 +107,13 @@ def confine(ref: SourceRef, roots: tuple[Path, ...] | None) -> SourceRef:
     if roots is None or ref.kind is not SourceKind.FILE:
         return ref
     assert ref.path is not None
+    for private in _own_files():
+        if ref.path == private or ref.path.is_relative_to(private):
+            raise InvalidInput(
+                "source",
+                f"{ref.path} is octobrain's own (its data directory or config file, which may "
+                "hold tokens and credentials): an MCP session never reads it",
+            )
     for root in roots:
         if ref.path.is_relative_to(os.path.realpath(root)):
             return ref
@@ -116,6 +123,14 @@ def confine(ref: SourceRef, roots: tuple[Path, ...] | None) -> SourceRef:
         f"{ref.path} is outside the directories this MCP session may read ({where}); "
         "add it to knowledge.allow_paths in the config to allow it",
     )
+
+
+def _own_files() -> list[Path]:
+    """Octobrain's data directory and config file, resolved: a client's roots may hold them
+    (a root of `/srv` or of the data directory itself), a session reads neither."""
+    from octobrain.config.loader import config_path, data_dir
+
+    return [Path(os.path.realpath(data_dir())), Path(os.path.realpath(config_path()))]
 
 
 def _normalise_url(url: str) -> str:
