@@ -550,6 +550,16 @@ def test_http_answers_an_overdeep_body_with_a_json_rpc_error(tmp_path: Path) -> 
         assert r.status_code == 400 and r.json()["error"]["code"] == -32600
         r = http.post("/mcp", content=b'{"pad": "' + b"x" * (2 << 20) + b'"}', headers=headers)
         assert r.status_code == 413 and "over 1048576 bytes" in r.json()["error"]["message"]
+        # A batch, or another jsonrpc version: the SDK's validator dump (four errors, the input
+        # echoed, documentation links) where stdio answers one line.
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        for body, answered_id in [([ping, ping], None), ({**ping, "jsonrpc": "1.0"}, 2)]:
+            r = http.post("/mcp", json=body, headers=headers)
+            error = r.json()["error"]
+            assert r.status_code == 400 and error["code"] == -32600, r.text
+            assert r.json()["id"] == answered_id, r.text
+            assert "not a JSON-RPC 2.0 message" in error["message"]
+            assert "pydantic" not in r.text and "\n" not in error["message"]
 
 
 def test_a_deeply_nested_config_file_is_one_line(tmp_path: Path) -> None:

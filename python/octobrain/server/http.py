@@ -177,6 +177,8 @@ class Guard:
             elif (depth := wire.nesting_depth(body)) > wire.MAX_DEPTH:
                 message = f"message nested {depth} deep, over {wire.MAX_DEPTH}"
                 response = JSONResponse(wire.error(wire.INVALID_REQUEST, message), 400)
+            elif (refused := wire.refusal(body)) is not None:
+                response = JSONResponse(refused, 400)
             else:
                 receive = replay(body, receive)
         post = scope.get("method") == "POST"

@@ -116,6 +116,16 @@ _NOT_JSONRPC = (
 )
 
 
+def refusal(raw: bytes) -> dict[str, Any] | None:
+    """The error answering one message (an HTTP body) the SDK would not read as JSON-RPC, as
+    stdio answers it; None for one it reads. Over HTTP the SDK answered a batch or another
+    jsonrpc version with its validator's multi-line dump, documentation links included."""
+    message, answer = _screened(raw)
+    if answer is None:
+        answer = _as_sdk_reads(message, raw.decode("utf-8", errors="replace"))[0]
+    return answer
+
+
 def _as_sdk_reads(message: Any, text: str) -> tuple[dict[str, Any] | None, bool]:
     """How the SDK reads a parsed message: the error answering one it would drop without a
     word (a lone surrogate, another jsonrpc version, a batch...) or take for a notification
