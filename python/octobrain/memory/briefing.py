@@ -325,13 +325,14 @@ def _best(
             more = vectors([int(rows[i]) for i in order[j : j + 4 * keep]])
             matrix = more if not len(matrix) else np.concatenate([matrix, more])
         if taken:
-            at = _first_alike(
-                matrix[taken] @ matrix[j],
-                threshold,
-                lambda i, row=int(rows[k]): same_claims(text(chosen[i][2]), text(row)),
-            )
-            if at is not None:
-                chosen[at][3].append(ids[int(rows[k])])
+            row = int(rows[k])
+
+            def restates(i: int, row: int = row) -> bool:
+                return same_claims(text(chosen[i][2]), text(row))
+
+            survivor = _first_alike(matrix[taken] @ matrix[j], threshold, restates)
+            if survivor is not None:
+                chosen[survivor][3].append(ids[row])
                 continue
         if len(chosen) == keep:
             break
@@ -356,15 +357,13 @@ def _collapse(
     for item in ranked:
         vector = corpus.vectors[[corpus.pos_of[item.memory.id]]][0]
         if kept_vectors and item.section != "goals":
-            at = _first_alike(
-                np.stack(kept_vectors) @ vector,
-                threshold,
-                lambda i, mine=item.memory.content: (
-                    kept[i].section != "goals" and same_claims(kept[i].memory.content, mine)
-                ),
-            )
-            if at is not None:
-                kept[at].merged.append(item.memory.id)
+
+            def restates(i: int, mine: str = item.memory.content) -> bool:
+                return kept[i].section != "goals" and same_claims(kept[i].memory.content, mine)
+
+            survivor = _first_alike(np.stack(kept_vectors) @ vector, threshold, restates)
+            if survivor is not None:
+                kept[survivor].merged.append(item.memory.id)
                 dropped.add(item.memory.id)
                 continue
         kept.append(item)
@@ -374,9 +373,10 @@ def _collapse(
 
 def _first_alike(sims: np.ndarray, threshold: float, alike: Callable[[int], bool]) -> int | None:
     """The place of the most similar of `sims` ≥ `threshold` that is `alike`, or None."""
-    for at in sorted(np.flatnonzero(sims >= threshold).tolist(), key=lambda i: -sims[i]):
-        if alike(at):
-            return at
+    places: list[int] = np.flatnonzero(sims >= threshold).tolist()
+    for place in sorted(places, key=lambda i: -float(sims[i])):
+        if alike(place):
+            return place
     return None
 
 

@@ -346,8 +346,8 @@ def open_or_create(
             return db.open_table(name)  # another process created it meanwhile
         except ValueError as exc:
             if name in (recorded(location) or set()):
-                why = short_reason(exc)
-                raise TableDamaged(location, name, why, lost_repair(location, name)) from exc
+                reason = short_reason(exc)
+                raise TableDamaged(location, name, reason, lost_repair(location, name)) from exc
         present = set(db.list_tables().tables)
         sign = existed(db, name, present)
         if sign is not None:
