@@ -149,6 +149,9 @@ def test_a_damaged_store_is_named_by_the_briefing_as_by_the_tools(
         async with Client(_stdio(tmp_path / "data", tmp_path)) as client:
             error, reply = await call(client, "remember", query=["release tagging"])
             assert error and "octobrain doctor" in reply, reply
+            # The table and its file, as `memorize` names them ("a table cannot be read
+            # (… failed to fill whole buffer)" named neither).
+            assert "table 'memories'" in reply and "not the" in reply, reply
             for read in (
                 lambda: client.read_resource("octobrain://brief"),
                 lambda: client.get_prompt("brief"),

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from octobrain.config import Config, load_config
+from octobrain.errors import OctobrainError
 from octobrain.heap import resident_bytes, trim_heap
 
 if TYPE_CHECKING:
@@ -216,8 +217,28 @@ class BrainPool:
                 )
             try:
                 return fn(brain)
+            except Exception as exc:
+                named = self._named(brain, exc)
+                if named is exc:
+                    raise
+                raise named from exc
             finally:
                 self.note_store()
+
+    @staticmethod
+    def _named(brain: Brain, exc: Exception) -> Exception:
+        """A failed read of the store as the data file and table that are damaged, when a look
+        at their sizes finds one (a truncated file read "a table cannot be read (failed to
+        fill whole buffer)", naming neither); `exc` itself otherwise."""
+        from octobrain.store.manifest import read_failure
+
+        if isinstance(exc, OctobrainError) or read_failure(exc) is None:
+            return exc
+        try:
+            damaged = brain.store.damaged_data()
+        except Exception:  # (the table itself does not open: the first error says enough)
+            return exc
+        return exc if damaged is None else damaged
 
     def call_knowledge(
         self,

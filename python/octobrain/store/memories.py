@@ -259,12 +259,21 @@ class MemoryStore:
         restore` of a version before the damage) would drop it. Both tables, as a write to
         one (a `forget`, a memory with links) is followed by one to the other."""
         self.check_lease()
+        damaged = self.damaged_data()
+        if damaged is not None:
+            raise damaged
+
+    def damaged_data(self, done: str = "nothing was changed") -> manifest.TableDamaged | None:
+        """The first data file `memories` or `relationships` reads (a local store's) that is
+        gone, not the size Lance wrote it at, or no longer ends in Lance's footer, as the error
+        naming it and its table; None when there is none (a stat of each file, no read)."""
         if self.location.path is None:
-            return
+            return None
         for name, table in ((MEMORIES, self.memories), (RELATIONSHIPS, self.relationships)):
             damage = operations.damaged_file(self.location, name, table.version)
             if damage is not None:
-                raise manifest.TableDamaged(self.location, name, f"{damage}; nothing was changed")
+                return manifest.TableDamaged(self.location, name, f"{damage}; {done}")
+        return None
 
     def refresh(self) -> None:
         """Move this store's table handles to their latest commit (object stores lag by
