@@ -480,6 +480,23 @@ def test_a_second_initialize_is_refused_and_the_first_scope_lock_holds(tmp_path:
     assert "github.com/acme/api" in stored and "evil" not in stored
 
 
+def test_a_request_before_initialize_is_told_to_initialize_first(tmp_path: Path) -> None:
+    # Before: -32602 "Invalid request parameters", data "": nothing said what was wrong.
+    with raw_stdio(tmp_path) as (send, answer):
+        send('{"jsonrpc":"2.0","id":1,"method":"tools/list"}')
+        refused = answer()
+        assert refused["id"] == 1 and refused["error"]["code"] == -32602
+        assert (
+            "tools/list: this connection is not initialized yet; send `initialize`"
+            in (refused["error"]["message"])
+        )
+        send(json.dumps(initialize_message() | {"id": 2}))
+        assert "result" in answer()
+        send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        send('{"jsonrpc":"2.0","id":3,"method":"tools/list"}')
+        assert "tools" in answer()["result"]
+
+
 def test_http_closes_a_connection_whose_request_does_not_arrive_in_time(tmp_path: Path) -> None:
     # Before the token is even checked a client could open connections and never finish a
     # request: each one held, with its file descriptor, for as long as it liked.

@@ -41,7 +41,7 @@ from octobrain.server.scoping import (
     scope_argument,
 )
 from octobrain.server.stoppable import in_thread
-from octobrain.server.wire import known_method, named_params, one_initialize
+from octobrain.server.wire import initialize_first, known_method, named_params, one_initialize
 from octobrain.store.manifest import read_failure
 
 if TYPE_CHECKING:
@@ -140,7 +140,9 @@ class OctobrainServer:
             on_list_resource_templates=self.list_resource_templates,
             on_read_resource=self.read_resource,
         )
-        self.server.middleware.extend((one_initialize, named_params, known_method))
+        self.server.middleware.extend(
+            (initialize_first, one_initialize, named_params, known_method)
+        )
 
     # ---- scope lock -----------------------------------------------------------------------
 

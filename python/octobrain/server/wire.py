@@ -342,6 +342,28 @@ async def known_method(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> 
         raise MCPError(code=METHOD_NOT_FOUND, message=exc.error.message, data=shown) from None
 
 
+async def initialize_first(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Server middleware: a request before `initialize` is refused saying so, where the SDK
+    (its code kept for compatibility) said only "Invalid request parameters", data ""."""
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        return await call_next(ctx)
+    except MCPError as exc:
+        sdk_gate = (exc.error.code, exc.error.message, exc.error.data) == (
+            INVALID_PARAMS,
+            "Invalid request parameters",
+            "",
+        )
+        if not sdk_gate or ctx.method == "initialize" or ctx.session.client_params is not None:
+            raise
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=f"{ctx.method}: this connection is not initialized yet; send `initialize` "
+            "(then `notifications/initialized`) first",
+        ) from None
+
+
 async def one_initialize(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
     """Server middleware: a second `initialize` on one connection is refused (-32600), as MCP
     allows one. The SDK took it and put its capabilities in place of the first's, so a session
