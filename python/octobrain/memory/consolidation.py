@@ -303,14 +303,12 @@ class Consolidator:
                 self._rewrite(record, gone, released)
         return released
 
-    def edited(self, member_id: str) -> Released:
+    def edited(self, member_id: str) -> None:
         """After a member's text was edited: the synthesised parents it is merged into say what
         their members say now (the old words would otherwise still answer, above the edit)."""
-        released = Released()
         for record in self.log.in_force_with([member_id]):
             if record.parent_synthesised and member_id in record.member_ids:
-                self._rewrite(record, set(), released)
-        return released
+                self._rewrite(record, set(), Released())
 
     def _rewrite(self, record: ConsolidationRecord, gone: set[str], released: Released) -> None:
         """A synthesised parent made again from its members but `gone`, in the record's order

@@ -73,11 +73,10 @@ class Exported:
 
     def warning(self) -> str:
         """The line that names the vectors left out ("" when none were)."""
-        if not self.vectors_left_out:
-            return ""
-        shown = ", ".join(self.vectors_left_out[:5])
-        more = len(self.vectors_left_out) - 5
         n = len(self.vectors_left_out)
+        if not n:
+            return ""
+        shown, more = ", ".join(self.vectors_left_out[:5]), n - 5
         whose = "1 memory's stored vector is" if n == 1 else f"{n:,} memories' stored vectors are"
         return (
             f"warning: {whose} damaged (not finite numbers), written without it, for `memory "
