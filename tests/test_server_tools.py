@@ -210,6 +210,8 @@ def test_forget_without_confirm_previews_and_deletes_nothing(locked: Any) -> Non
             assert error and preview.startswith("confirm: must be true")
             assert "Nothing was deleted" in preview
             assert all(i in preview for i in ids) and "Rate limiting" not in preview
+            # With the start of each one's text, which tells alike titles apart.
+            assert ": Deploys to staging go through the blue-green switch, step 2." in preview
             error, reply = await call(client, "forget", memory_id=ids[0])
             assert error and reply.startswith("confirm: required")
             for name in ("tags", "memory_types"):  # (tags were named memory_types)

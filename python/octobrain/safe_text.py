@@ -115,6 +115,13 @@ def client_text(text: str, chars: int = 100) -> str:
     return one_line(printable(cut_middle(text, chars)))
 
 
+def glimpse(text: str, chars: int = 80) -> str:
+    """The start of a stored text as a preview line shows it (which of several memories of one
+    title is which): on one line, printable, cut to `chars` with "…"."""
+    flat = one_line(printable(text)).strip()
+    return flat if len(flat) <= chars else flat[: chars - 1].rstrip() + "…"
+
+
 QUOTE = "   "  # before each line of stored text in an answer
 
 

@@ -24,7 +24,7 @@ from octobrain.cli.curate import CURATION_COMMANDS, WHOLE_STORE_COMMANDS
 from octobrain.cli.ingest import ingest_cmd
 from octobrain.cli.storage import migrate_cmd
 from octobrain.errors import InvalidInput
-from octobrain.safe_text import printable
+from octobrain.safe_text import glimpse, printable
 
 
 @click.group("memory", cls=OctobrainGroup)
@@ -247,7 +247,8 @@ def forget_cmd(
     if fmt == "text":
         click.echo(f"Will delete {plural(len(targets), 'memory', 'memories')}:")
         for m in targets:
-            click.echo(f"  {m.id}  {DAMAGED_TITLE if m.id in damaged else printable(m.title)}")
+            shown = f"{printable(m.title)}: {glimpse(m.content)}"
+            click.echo(f"  {m.id}  {DAMAGED_TITLE if m.id in damaged else shown}")
     if not yes:
         if not sys.stdin.isatty():
             raise InvalidInput("--yes", "required to delete without a terminal to confirm on")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput
 from octobrain.models import LINK_TYPES, MAX_FILES, MAX_TAGS
-from octobrain.safe_text import client_text, one_line
+from octobrain.safe_text import client_text, glimpse, one_line
 from octobrain.server.schemas import INGEST_BYTES, INGEST_TURNS, KNOWLEDGE_COMMANDS, SOURCES
 
 if TYPE_CHECKING:
@@ -257,7 +257,7 @@ def _listing(memories: Sequence[Memory], damaged: Set[str] = frozenset()) -> str
         f"- {m.id}  {DAMAGED_TITLE}"
         if m.id in damaged
         else f"- {m.id}  {m.source.label} {one_line(m.title)} ({m.memory_type.value}, "
-        f"scope {m.scope or '(global)'})"
+        f"scope {m.scope or '(global)'}): {glimpse(m.content)}"
         for m in memories
     )
 
