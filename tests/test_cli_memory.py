@@ -755,3 +755,21 @@ def test_history_says_which_versions_were_the_stores_upkeep(
         "2 memories (no memory changed: this version is the store's upkeep: the table's files "
         "compacted)"
     )
+
+
+def test_an_export_removes_what_killed_exports_to_its_file_left(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # A `memory export FILE` killed before its end left `.FILE.<pid>.partial` (6.5 MB in one
+    # run), and no later export took it away.
+    memorize("Primary database", "Postgres 16 is the primary database.")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    left = tmp_path / f".backup.jsonl.{dead}.partial"
+    left.write_text('{"kind": "header"}\n')
+    alive = tmp_path / f".backup.jsonl.{os.getppid()}.partial"  # (a process still running)
+    alive.write_text("")
+    other = tmp_path / f".other.jsonl.{dead}.partial"  # another file's
+    other.write_text("")
+    assert run("export", str(tmp_path / "backup.jsonl")).exit_code == 0
+    assert not left.exists() and alive.exists() and other.exists()
