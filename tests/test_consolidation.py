@@ -480,6 +480,16 @@ def test_forgetting_a_member_takes_its_words_out_of_the_merged_memory(
     assert set(brain.unconsolidate(parent.id).restored) == {n.id for n in notes[:2]}
 
 
+def test_a_forget_in_a_store_that_never_consolidated_makes_no_journal(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    # The check for consolidations a forget touches opened (so made) the journal table.
+    brain = make_brain()
+    note = add_at(brain, "Deploy day", DEPLOY_NOTES[0], utcnow())
+    assert brain.forget([note.id], confirm=True).deleted == 1
+    assert not (tmp_path / "consolidations.lance").exists()
+
+
 def test_forgetting_all_but_one_member_undoes_the_merge(make_brain: MakeBrain) -> None:
     brain = make_brain()
     parent, notes = merged(brain, DEPLOY_NOTES[1:])

@@ -290,7 +290,10 @@ class Consolidator:
         nothing; a synthesised parent of some of them is written again from the members it
         keeps, so a forgotten memory's words leave the merged one (undone when fewer than two
         are left). Each is its own commit, made before the delete: a process killed between
-        leaves the memories to forget present and their words already out of every parent."""
+        leaves the memories to forget present and their words already out of every parent.
+        A store that never consolidated is not asked (nor given a journal by the asking)."""
+        if not self.store.made(CONSOLIDATIONS):
+            return Released()
         self.repair()
         gone = set(ids)
         released = Released()
