@@ -148,6 +148,7 @@ class Guard:
         headers = Headers(scope=scope)
         response: Response | None = None
         body = b""
+        message: Any = None  # the body parsed, once it passed its checks
         if self._token and not self._token_ok(headers.get("authorization")):
             response = PlainTextResponse(
                 "401: missing or wrong bearer token",
@@ -175,21 +176,22 @@ class Guard:
                 closing = {"Retry-After": "1", "Connection": "close"}
                 response = JSONResponse(busy, 503, headers=closing)
             elif (depth := wire.nesting_depth(body)) > wire.MAX_DEPTH:
-                message = f"message nested {depth} deep, over {wire.MAX_DEPTH}"
-                response = JSONResponse(wire.error(wire.INVALID_REQUEST, message), 400)
-            elif (refused := wire.refusal(body)) is not None:
-                response = JSONResponse(refused, 400)
+                said = f"message nested {depth} deep, over {wire.MAX_DEPTH}"
+                response = JSONResponse(wire.error(wire.INVALID_REQUEST, said), 400)
             else:
-                receive = replay(body, receive)
+                message, refused = wire.read_body(body)
+                if refused is not None:
+                    response = JSONResponse(refused, 400)
+                else:
+                    receive = replay(body, receive)
         post = scope.get("method") == "POST"
         session = headers.get("mcp-session-id") if post else None
-        # (read only once the body passed its checks: a body nested too deep is not parsed)
-        request_id = _request_id(body) if post and response is None else None
-        key = wire.request_key(request_id) if request_id is not None and _is_request(body) else None
-        if key is not None and key in self._session_ids.get(session or "", ()):
+        request_id = _request_id(message)
+        key = wire.request_key(request_id) if _is_request(message) else None
+        if response is None and post and key in self._session_ids.get(session or "", ()):
             response = JSONResponse(wire.duplicate_id(request_id), 400)
         if response is None and post:
-            response = self._room_for_a_request(session, body)
+            response = self._room_for_a_request(session, message)
         if response is None and _opens_a_session(scope, headers):
             response = self._room_for_a_session()
         if response is not None:
@@ -240,14 +242,14 @@ class Guard:
         finally:
             release()
 
-    def _room_for_a_request(self, session: str | None, body: bytes) -> Response | None:
+    def _room_for_a_request(self, session: str | None, message: Any) -> Response | None:
         """Past `max_in_flight` POSTs being answered, 503; past `session_in_flight` of them on
         the request's session, 429: the caller retries after an answer, nothing is queued.
         Only a request is refused: a notification (a cancel) or the client's answer to the
         server's own request (`roots/list`, which the calls holding the places wait on) is
         taken at once, as it frees places rather than waiting for one."""
         if self._in_flight >= self.max_in_flight:
-            status, message = (
+            status, said = (
                 503,
                 (
                     f"the server is answering {self._in_flight} requests, its most "
@@ -257,7 +259,7 @@ class Guard:
         elif session is not None and (
             self._session_in_flight.get(session, 0) >= self.session_in_flight
         ):
-            status, message = (
+            status, said = (
                 429,
                 (
                     f"this session has {self.session_in_flight} requests being answered, its most; "
@@ -266,9 +268,9 @@ class Guard:
             )
         else:
             return None
-        if not _is_request(body):
+        if not _is_request(message):
             return None
-        answer = wire.error(wire.INTERNAL_ERROR, message, _request_id(body))
+        answer = wire.error(wire.INTERNAL_ERROR, said, _request_id(message))
         return JSONResponse(answer, status, headers={"Retry-After": "1"})
 
     def _room_for_a_session(self) -> Response | None:
@@ -305,17 +307,10 @@ class Guard:
         return JSONResponse(wire.error(wire.INVALID_REQUEST, message), 413)
 
 
-def _is_request(body: bytes) -> bool:
-    """Whether a body (read and depth-checked already) holds a request, which is answered
-    later, rather than a notification or a response, which are not; what does not parse is
-    taken for one (the SDK answers it with an error)."""
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return True
-    if not isinstance(message, dict):
-        return True
-    return "method" in message and message.get("id") is not None
+def _is_request(message: Any) -> bool:
+    """Whether a body (parsed, `wire.read_body`) holds a request, which is answered later,
+    rather than a notification or a response, which are not."""
+    return isinstance(message, dict) and "method" in message and message.get("id") is not None
 
 
 def _answers(chunk: bytes, request_id: object) -> bool:
@@ -341,12 +336,8 @@ def _answers(chunk: bytes, request_id: object) -> bool:
     return False
 
 
-def _request_id(body: bytes) -> object:
-    """The JSON-RPC id of a one-request body (read and depth-checked already), else None."""
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return None
+def _request_id(message: Any) -> object:
+    """The JSON-RPC id of a one-request body (parsed, `wire.read_body`), else None."""
     request_id = message.get("id") if isinstance(message, dict) else None
     usable = isinstance(request_id, str | int) and not isinstance(request_id, bool)
     return request_id if usable else None

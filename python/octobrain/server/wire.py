@@ -116,14 +116,15 @@ _NOT_JSONRPC = (
 )
 
 
-def refusal(raw: bytes) -> dict[str, Any] | None:
-    """The error answering one message (an HTTP body) the SDK would not read as JSON-RPC, as
-    stdio answers it; None for one it reads. Over HTTP the SDK answered a batch or another
-    jsonrpc version with its validator's multi-line dump, documentation links included."""
+def read_body(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
+    """One message (an HTTP body) parsed, and the error answering it when the SDK would not
+    read it as JSON-RPC, as stdio answers it (None: it reads it). Over HTTP the SDK answered a
+    batch or another jsonrpc version with its validator's multi-line dump, documentation links
+    included."""
     message, answer = _screened(raw)
     if answer is None:
         answer = _as_sdk_reads(message, raw.decode("utf-8", errors="replace"))[0]
-    return answer
+    return message, answer
 
 
 def _as_sdk_reads(message: Any, text: str) -> tuple[dict[str, Any] | None, bool]:
