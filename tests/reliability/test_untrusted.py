@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,15 @@ def pool_for(db: Path, **knowledge: Any) -> BrainPool:
         embedding=EmbeddingConfig(model="hash:64"), knowledge=KnowledgeConfig(**knowledge)
     )
     return BrainPool(config, uri=db)
+
+
+def _roots(*uris: str) -> Callable[[Any], Awaitable[types.ListRootsResult]]:
+    """A client's `roots/list` answer naming `uris`, as its callback."""
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=u) for u in uris])  # type: ignore[arg-type]
+
+    return roots
 
 
 def _project(tmp: Path) -> Path:
@@ -153,8 +162,7 @@ def test_allow_paths_opens_a_directory_and_roots_replace_the_cwd(
     other.mkdir()
     (other / "x.md").write_text("# X\n\nText in the client's root directory.\n")
 
-    async def roots(context: Any) -> types.ListRootsResult:
-        return types.ListRootsResult(roots=[types.Root(uri=other.as_uri())])  # type: ignore[arg-type]
+    roots = _roots(other.as_uri())
 
     server = build_server(pool, workspace(project))
     calls = [
@@ -182,8 +190,7 @@ def test_a_client_root_holding_octobrains_data_dir_reads_nothing_of_it(
     monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
     monkeypatch.chdir(project)
 
-    async def roots(context: Any) -> types.ListRootsResult:
-        return types.ListRootsResult(roots=[types.Root(uri=tmp_path.as_uri())])  # type: ignore[arg-type]
+    roots = _roots(tmp_path.as_uri())
 
     server = build_server(pool_for(tmp_path / "db"), workspace(project))
     calls = [
@@ -212,9 +219,7 @@ def test_a_client_naming_thousands_of_roots_is_read_from_its_first_64(
         dirs[i].mkdir(parents=True)
         (dirs[i] / "doc.md").write_text(f"# Doc\n\nRoot {i} of the client.\n")
 
-    async def roots(context: Any) -> types.ListRootsResult:
-        uris = [project.as_uri(), *(d.as_uri() for d in dirs)]
-        return types.ListRootsResult(roots=[types.Root(uri=u) for u in uris])  # type: ignore[arg-type]
+    roots = _roots(project.as_uri(), *(d.as_uri() for d in dirs))
 
     monkeypatch.chdir(project)
     server = build_server(pool_for(tmp_path / "db"), workspace(project))
@@ -302,8 +307,7 @@ def test_a_server_started_in_a_project_inside_a_system_directory_reads_it(
         assert not error and "rotates every quarter" in notes, notes
         assert etc and "root:" not in passwd, passwd
 
-        async def roots(context: Any) -> types.ListRootsResult:
-            return types.ListRootsResult(roots=[types.Root(uri=project.as_uri())])  # type: ignore[arg-type]
+        roots = _roots(project.as_uri())
 
         server = build_server(pool_for(tmp_path / "db2"), workspace(project))
         [(refused, _)] = _knowledge_replies(
@@ -604,10 +608,7 @@ def test_a_client_root_that_is_the_system_or_home_is_not_read_from(
         (tmp_path / "home" / hidden / "id.md").write_text("# Key\n\nthe private key text\n")
     uri = hostile.format(repo=project.as_posix(), home=(tmp_path / "home").as_posix())
 
-    async def roots(context: Any) -> types.ListRootsResult:
-        return types.ListRootsResult(
-            roots=[types.Root(uri=project.as_uri()), types.Root(uri=uri)]  # type: ignore[arg-type]
-        )
+    roots = _roots(project.as_uri(), uri)
 
     server = build_server(pool_for(tmp_path / "db"), workspace(project))
     calls = [
@@ -632,9 +633,7 @@ def test_a_root_with_a_nul_is_ignored_not_the_end_of_the_session(
     project = _project(tmp_path)
     monkeypatch.chdir(project)
 
-    async def roots(context: Any) -> types.ListRootsResult:
-        bad = project.as_uri() + "%00x"
-        return types.ListRootsResult(roots=[types.Root(uri=bad)])  # type: ignore[arg-type]
+    roots = _roots(project.as_uri() + "%00x")
 
     server = build_server(pool_for(tmp_path / "db"), workspace(project))
 
