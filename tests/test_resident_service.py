@@ -262,8 +262,9 @@ def test_a_command_sent_to_a_service_still_waiting_is_served_by_it(env: dict[str
 
 
 @contextmanager
-def _fake_service(path: str, answer: bytes | None) -> Iterator[None]:
-    """A listener that accepts and answers `answer` (None: never answers)."""
+def _fake_service(path: str, answer: bytes | None, *, hang_up: bool = False) -> Iterator[None]:
+    """A listener that accepts and answers `answer` (None: never answers), then holds the
+    connection open, or closes it at once (`hang_up`: a service that died there)."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(8)
@@ -281,6 +282,9 @@ def _fake_service(path: str, answer: bytes | None) -> Iterator[None]:
             conn.recv(65536)
             if answer is not None:
                 conn.sendall(answer)
+            if hang_up:
+                conn.recv(65536)  # its `go`: the command has begun
+                conn.close()
         for conn in held:
             conn.close()
 
@@ -323,6 +327,38 @@ def test_a_service_silent_during_a_command_is_reported_not_waited_for(
     result = json.dumps({"exit": 0, "stdout": "", "stderr": ""}).encode() + b"\n"
     with _fake_service(settings.socket_path, b"".join(lines + alive + [result])):
         assert service_run.run_remote(settings, ["memory", "recent"], "octobrain", None) == 0
+
+
+def test_a_hook_whose_service_died_under_it_runs_here_and_keeps_its_digest(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # The service closed its socket after it started the command (killed, crashed): a command
+    # that may run twice (a read, a hook: the digest is found and refreshed by its session) runs
+    # in this process; a SessionEnd does not fire again, and its digest was lost. Any other
+    # command is not run again and is reported as before.
+    from octobrain.cli import service_client, service_run
+
+    settings = _settings()
+    hello = {"protocol": service_client.PROTOCOL, "build": build_id(), "accepted": True}
+    started = b"".join(
+        json.dumps(m).encode() + b"\n" for m in [hello, {"ready": True}, {"running": True}]
+    )
+    with _fake_service(settings.socket_path, started, hang_up=True):
+        args = ["memory", "--scope", SCOPE, "memorize", "-t", "T", "-c", "Some content here"]
+        assert service_run.run_remote(settings, args, "octobrain", None, repeatable=False) == 1
+        with pytest.raises(service_run.Fallback):
+            service_run.run_remote(settings, ["hook", "session-end"], "o", b"{}", repeatable=True)
+        transcript = tmp_path / "t.jsonl"
+        said = "We decided to keep the retry budget at three attempts per request."
+        entry = {"type": "assistant", "message": {"content": [{"type": "text", "text": said}]}}
+        transcript.write_text(json.dumps(entry) + "\n")
+        hook = {"session_id": "died-1", "cwd": str(tmp_path), "transcript_path": str(transcript)}
+        done = cli(env, "hook", "session-end", "--scope", SCOPE, stdin=json.dumps(hook))
+    assert done.returncode == 0, done.stderr
+    assert b"the service stopped during the command; running it here" in done.stderr
+    shown = cli(env, "memory", "--scope", SCOPE, "recent", "--format", "json", service=False)
+    (digest,) = json.loads(shown.stdout)
+    assert "Session digest" in digest["title"] and said in digest["content"]
 
 
 def test_wedged_service_falls_back_in_bounded_time(env: dict[str, str]) -> None:

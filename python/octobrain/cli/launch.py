@@ -37,6 +37,14 @@ _HOOKS = {"session-start", "pre-compact", "session-end"}
 _EMBEDDING = {("memory", "remember"), ("memory", "memorize"), ("memory", "update"),
               ("hook", "pre-compact"), ("hook", "session-end")}  # fmt: skip
 
+# Of those, the ones this process runs itself when the service stops during them: they only
+# read (`remember` apart from its access counts), or find and refresh their session's one
+# digest under the write lock, so a second run changes nothing the first may have done. A
+# SessionEnd hook does not fire again: without this its digest was lost with the service.
+_REPEATABLE = {("brief", ""), ("hook", "session-start"), ("hook", "pre-compact"),
+               ("hook", "session-end"), ("memory", "remember"), ("memory", "get"),
+               ("memory", "recent"), ("memory", "stats"), ("memory", "graph")}  # fmt: skip
+
 
 def command_of(args: list[str]) -> tuple[str, str] | None:
     """`(group, command)` of a command line the service may answer (`("brief", "")`,
@@ -106,7 +114,8 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> NoRetur
             if argv[0] == "hook":  # hooks read their JSON on stdin
                 stdin = b"" if sys.stdin is None else sys.stdin.buffer.read(HOOK_INPUT_BYTES + 1)
             with contextlib.suppress(Fallback), _output_failure_as_a_line():
-                sys.exit(run_remote(settings, argv, prog, stdin))
+                repeatable = command_of(argv) in _REPEATABLE
+                sys.exit(run_remote(settings, argv, prog, stdin, repeatable=repeatable))
     if stdin is not None:
         import io
 

@@ -57,8 +57,11 @@ class Fallback(Exception):
     """The service cannot answer this command; run it in this process."""
 
 
-def run_remote(settings: Settings, args: list[str], prog: str, stdin: bytes | None) -> int:
-    """Run the command in the service; its exit code. Raises `Fallback` when it did not run."""
+def run_remote(
+    settings: Settings, args: list[str], prog: str, stdin: bytes | None, *, repeatable: bool = False
+) -> int:
+    """Run the command in the service; its exit code. Raises `Fallback` when it did not run,
+    and when a `repeatable` command (one that may run twice) lost the service that ran it."""
     channel = connect(settings)
     if channel is None:
         spawn_at_exit(settings)
@@ -118,6 +121,12 @@ def run_remote(settings: Settings, args: list[str], prog: str, stdin: bytes | No
         result = None
     finally:
         channel.sock.close()
+    if result is None and repeatable and not silent:
+        # It stopped (its socket closed), so it holds no lock and prints nothing more: the
+        # command runs here, and a service comes back as this process exits.
+        sys.stderr.write("octobrain: the service stopped during the command; running it here\n")
+        spawn_at_exit(settings)
+        raise Fallback
     if result is None or "exit" not in result:
         what = (
             f"gave no sign of life for {ALIVE_SECONDS:g} s during the command (stopped or stuck)"
