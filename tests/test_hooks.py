@@ -629,3 +629,39 @@ def test_a_credential_in_the_transcript_costs_its_sentence_not_the_digest(
     (digest,) = [m for m in brain_for(env).recent(50) if DIGEST_TAG in m.tags]
     assert "normalise all timestamps to UTC" in digest.content
     assert "AKIA" not in digest.content and "deploy with the key" not in digest.content
+
+
+def test_the_digest_keeps_the_session_s_words_not_what_the_client_injected(tmp_path: Path) -> None:
+    # CLAUDE.md comes back in a <system-reminder> every session: its "We decided …" lines took
+    # the five decision places of every digest, before the session's own decision. A subagent's
+    # turns and a compaction's summary are not the conversation either.
+    claude_md = "<system-reminder>\nContents of CLAUDE.md:\n" + "\n".join(
+        f"- We decided long ago on rule {i} for this repository." for i in range(6)
+    ) + "\n</system-reminder>"
+    user = {"type": "user", "message": {"content": [
+        {"type": "text", "text": claude_md},
+        {"type": "text", "text": "Please make the login page faster."},
+    ]}}  # fmt: skip
+    inline = _said("We decided to lazy-load the avatar images. <system-reminder>We decided on "
+                   "rule 9.</system-reminder>")  # fmt: skip
+    sidechain = {**_said("Search agent: I chose to grep for every caller first."),
+                 "isSidechain": True}  # fmt: skip
+    summary = {**_said("The user agreed to delete the legacy PayPal integration."),
+               "isCompactSummary": True}  # fmt: skip
+    digest = digest_transcript([user, inline, sidechain, summary])
+    assert digest.decisions == ["We decided to lazy-load the avatar images."]
+
+
+def test_the_digest_leaves_out_sentences_that_name_a_credential(tmp_path: Path) -> None:
+    # Nobody chose what a digest keeps: a password said in prose, or one assigned to a name,
+    # is not read back into every later session's briefing.
+    leaks = [
+        "We agreed the staging DB_PASSWORD=S3cr3tP@ssw0rd99 stays until Friday.",
+        "My sudo password is correcthorsebattery, we decided to share it with the team.",
+        "We decided to use the webhook https://hooks.slack.com/services/T0AAAA/B0BBBB/abcdefgh.",
+        "Going with the API key 9f8e7d6c5b4a39281706f5e4d3c2b1a0 for the staging account.",
+        "We decided the access token is kept for one more day.",
+    ]
+    kept = "We decided to cap the briefing at 1500 tokens per session."
+    digest = digest_transcript([_said(text) for text in [*leaks, kept]])
+    assert digest.decisions == [kept]

@@ -166,6 +166,34 @@ def test_claude_code_transcript_keeps_only_what_was_said(tmp_path: Path) -> None
     assert answer.title == "assistant, 02 March 2026"
 
 
+def test_pasted_markup_is_said_and_injected_text_subagents_and_summaries_are_not(
+    tmp_path: Path,
+) -> None:
+    # A turn starting with `<` was dropped whole, unsaid and uncounted: pasted HTML or PHP is
+    # ordinary in a frontend session. Only the elements the client injects are left out, and
+    # the entries nobody in the conversation said (a subagent's, a compaction's summary).
+    def entry(kind: str, uid: str, text: str, **flags: bool) -> dict[str, Any]:
+        return {"type": kind, "uuid": uid, "message": {"role": kind, "content": text}, **flags}
+
+    entries = [
+        entry("user", "u1", '<div class="card"> is not centered in the checkout page'),
+        entry("assistant", "a1", "<div> elements are block-level; use flexbox on the parent."),
+        entry("user", "u2", "<?php echo $total; ?> prints zero <system-reminder>CLAUDE.md "
+              "says: prefer pnpm</system-reminder> after the refund."),  # fmt: skip
+        entry("user", "u3", "<command-name>/clear</command-name><command-args></command-args>"),
+        entry("user", "u4", "Search every caller of drop_database", isSidechain=True),
+        entry("user", "u5", "This session is being continued from …", isCompactSummary=True),
+    ]
+    path = tmp_path / "markup.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in entries) + "\n")
+    (conv,) = read_conversations(path)
+    assert [t.text for t in conv.turns] == [
+        '<div class="card"> is not centered in the checkout page',
+        "<div> elements are block-level; use flexbox on the parent.",
+        "<?php echo $total; ?> prints zero  after the refund.",
+    ]
+
+
 def test_generic_chat_export_json_and_jsonl_split_sessions_on_silence(tmp_path: Path) -> None:
     records = [
         {

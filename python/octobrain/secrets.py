@@ -40,6 +40,26 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
     (
+        "webhook URL",  # its path is the credential: whoever has it posts to the channel
+        re.compile(
+            r"\bhttps://(?:hooks\.slack\.com/(?:services|workflows|triggers)|"
+            r"(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks)/[A-Za-z0-9/_-]{16,}"
+        ),
+    ),
+    (
+        # A password, secret or token given to a name (`DB_PASSWORD=…`, `"api_key": "…"`,
+        # `token: …`): only a literal value of 8 or more characters with a letter and a digit,
+        # so `password=$DB_PW`, `token=get_token()`, `max_tokens=4096` and prose are not it.
+        # Anchored on the keyword and bounded, so a long run of name characters is read once.
+        "named password or token",
+        re.compile(
+            r"(?i)(?:password|passwd|secret|token|api_?key|access_?key|private_?key)"
+            r"[a-z0-9_]{0,40}[\"']?[ \t]{0,5}(?::=|=>|[:=])[ \t]{0,5}[\"']?"
+            r"((?=[^\s\"']{0,199}[0-9])(?=[^\s\"']{0,199}[a-z])[a-z0-9_+/=@!#%^&~.-]{8,200})"
+            r"(?![a-z0-9_+/=@!#%^&~.\[(-])"
+        ),
+    ),
+    (
         "password in a URL",
         # A scheme is short: an unbounded one was scanned again from every word start of a
         # long run like "a.a.a.…" (quadratic: 3 s at 32 kB, with the GIL held).

@@ -64,7 +64,9 @@ def test_an_sk_key_is_found_in_every_shape_the_pattern_names(text: str, keys: li
     assert found == keys
 
 
-@pytest.mark.parametrize("unit", ["sk-", "a.", "glpat-", "xoxb-", "sk-a-", "eyJabcdefghi."])
+@pytest.mark.parametrize(
+    "unit", ["sk-", "a.", "glpat-", "xoxb-", "sk-a-", "eyJabcdefghi.", "token", "password=a1"]
+)
 def test_screening_32_kb_of_a_repeated_key_prefix_reads_it_once(unit: str) -> None:
     # "sk-sk-sk-…" took 3.2 s at 32 kB, and "a.a.a.…" scanned its whole run for a URL scheme
     # at every word start: quadratic, with the GIL held, under the MCP pool's lock (an ingest

@@ -237,6 +237,8 @@ CREDENTIALS = {
     "private key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIV",
     "password in a URL": "postgres://admin:hunter2@db.internal:5432/app",
     "Slack token": "xoxb-1234567890-abcdefghij",
+    "webhook URL": "https://hooks.slack.com/services/T0AAAAAAA/B0BBBBBBB/abcdefghijkl",
+    "named password or token": "DB_PASSWORD=S3cr3tP@ssw0rd99",
 }
 
 
@@ -281,7 +283,11 @@ def test_secrets_policy_is_a_checked_config_key(tmp_path: Path) -> None:
     "text",
     ["Use git@github.com:acme/api.git for pushes.", "The task-runner skips flaky tests.",
      "Release v1.2.3 shipped; see https://github.com/acme/api/pull/42.", "uuid 0b6f1c1e-..."
-     " and the sk- prefix is OpenAI's key format", "AKIA is the prefix of AWS key ids."],
+     " and the sk- prefix is OpenAI's key format", "AKIA is the prefix of AWS key ids.",
+     "Read it with password=os.environ['DB_PASSWORD2'] at start.", "token=get_token(2024)",
+     "Set max_tokens=4096 for the summariser.", "password: see the vault entry db-prod",
+     "DB_PASSWORD=$STAGING_PW2 in CI", "'password' + 'a' * 50_000"],
 )  # fmt: skip
 def test_ordinary_text_is_not_a_credential(text: str) -> None:
     assert find_secrets(text) == []
+

@@ -348,10 +348,11 @@ def once(conversation: Conversation) -> Conversation:
 
 def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Iterator[Turn]:
     """A Claude Code transcript's turns: the user's and the assistant's text blocks, in order
-    (tool calls, tool results and injected command/system text are left out). Each entry comes
+    (tool calls, tool results, injected command/system text, subagents' turns and compaction
+    summaries are left out: `hooks.said_in`, `hooks.said_texts`). Each entry comes
     with how errors name it: its line, or its place in a JSON array. The first session id met
     is added to `session` (the conversation's key; the file's name without one)."""
-    from octobrain.memory.hooks import transcript_text
+    from octobrain.memory.hooks import said_in, transcript_text
 
     made = 0
     session_id = ""
@@ -359,9 +360,7 @@ def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Ite
     for where, entry in entries:
         if isinstance(entry, dict) and "speaker" in entry and "message" not in entry:
             chat_record = chat_record or where
-        if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
-            continue
-        if entry.get("isMeta"):
+        if not isinstance(entry, dict) or not said_in(entry):
             continue
         text = transcript_text(entry).replace("\x00", "")  # a stray NUL (printed binary)
         if not text:

@@ -57,6 +57,16 @@ _DECISION = re.compile(
     r"instead of|switch(ed)? to|agreed|prefer)\b",
     re.IGNORECASE,
 )
+# A digest is written with nobody choosing what goes in, so it leaves out every sentence that
+# names a credential, not only the shapes `find_secrets` knows ("my sudo password is …").
+# ("DB_PASSWORD=…" too: a name's parts are words here, so no `\b`).
+_CREDENTIAL = re.compile(
+    r"(?<![a-z])(passwords?|passwd|passphrases?|pass ?codes?|secrets?|credentials?|"
+    r"api[ _-]?keys?|private[ _-]?keys?|access[ _-]?keys?|webhooks?|bearer|"
+    r"auth(?:entication)?[ _-]?tokens?|(?:access|refresh|api|session)[ _-]?tokens?|"
+    r"token\s*(?:[:=]|is\b|was\b))(?![a-z])",
+    re.IGNORECASE,
+)
 _FIX = re.compile(
     r"\b(fixed|the fix|fixes|root cause|was caused by|resolved|the bug was|now passes)\b",
     re.IGNORECASE,
@@ -186,15 +196,42 @@ def _blocks(entry: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
-def transcript_text(entry: dict[str, Any]) -> str:
-    """What a user or assistant entry of a transcript says in words: its text blocks, without
-    tool calls, tool results and the `<…>` command and system text the client injects."""
-    parts = []
+# What Claude Code writes into a conversation that nobody there said: reminders of its own,
+# CLAUDE.md included (`<system-reminder>`), a slash command and its output, a shell's. Known by
+# the element's name: a pasted `<div>`, `<?php` or JSX is said and kept (a text starting with
+# `<` was once dropped whole). An element never closed runs to the end of its text.
+_INJECTED = re.compile(
+    r"<(system-reminder|command-(?:name|message|args|contents)|"
+    r"local-command-(?:stdout|stderr|caveat)|bash-(?:input|stdout|stderr)|"
+    r"user-prompt-submit-hook|user-memory-input|task-notification|"
+    r"ide_(?:opened_file|selection|diagnostics))\b[^>]*>.*?(?:</\1\s*>|\Z)",
+    re.DOTALL,
+)
+
+
+def said_in(entry: dict[str, Any]) -> bool:
+    """Whether a transcript entry is the conversation's own: the user's or the assistant's,
+    not a subagent's (`isSidechain`), a compaction's summary (`isCompactSummary`) or a
+    message the client adds (`isMeta`)."""
+    return entry.get("type") in ("user", "assistant") and not any(
+        entry.get(flag) for flag in ("isMeta", "isSidechain", "isCompactSummary")
+    )
+
+
+def said_texts(entry: dict[str, Any]) -> list[str]:
+    """The words of an entry's text blocks, each without the text the client injected."""
+    texts = []
     for block in _blocks(entry):
         text = block.get("text") if block.get("type") == "text" else None
-        if isinstance(text, str) and text.strip() and not text.lstrip().startswith("<"):
-            parts.append(text.strip())
-    return "\n\n".join(parts)
+        if isinstance(text, str) and (text := _INJECTED.sub("", text).strip()):
+            texts.append(text)
+    return texts
+
+
+def transcript_text(entry: dict[str, Any]) -> str:
+    """What a user or assistant entry of a transcript says in words: its text blocks, without
+    tool calls, tool results and the command and system text the client injects."""
+    return "\n\n".join(said_texts(entry))
 
 
 def _short(sentence: str) -> str:
@@ -212,27 +249,26 @@ def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "") -> Diges
     seen: set[str] = set()
     root = cwd.rstrip("/") + "/" if cwd else ""
     for entry in entries:
-        if entry.get("type") not in ("user", "assistant"):
+        if not said_in(entry):
             continue
+        for sentence in (s for text in said_texts(entry) for s in split_sentences(printable(text))):
+            key = sentence.lower()
+            if key in seen or len(sentence) < 12 or sentence.startswith("<"):
+                continue
+            fix = _FIX.search(sentence) is not None
+            decision = _DECISION.search(sentence) is not None
+            # A sentence holding a credential, or naming one, is left out: one pasted key cost
+            # the whole digest (`memorize` refused it), and nobody chose to keep this one.
+            if not (fix or decision) or find_secrets(sentence) or _CREDENTIAL.search(sentence):
+                continue
+            if fix and len(digest.fixes) < MAX_POINTS:
+                digest.fixes.append(_short(sentence))
+                seen.add(key)
+            elif decision and len(digest.decisions) < MAX_POINTS:
+                digest.decisions.append(_short(sentence))
+                seen.add(key)
         for block in _blocks(entry):
-            if block.get("type") == "text" and isinstance(block.get("text"), str):
-                for sentence in split_sentences(printable(block["text"])):
-                    key = sentence.lower()
-                    if key in seen or len(sentence) < 12 or sentence.startswith("<"):
-                        continue
-                    fix = _FIX.search(sentence) is not None
-                    decision = _DECISION.search(sentence) is not None
-                    # A sentence holding a credential is left out: one pasted key cost the
-                    # whole digest (`memorize` refused it).
-                    if not (fix or decision) or find_secrets(sentence):
-                        continue
-                    if fix and len(digest.fixes) < MAX_POINTS:
-                        digest.fixes.append(_short(sentence))
-                        seen.add(key)
-                    elif decision and len(digest.decisions) < MAX_POINTS:
-                        digest.decisions.append(_short(sentence))
-                        seen.add(key)
-            elif block.get("type") == "tool_use" and block.get("name") in _EDIT_TOOLS:
+            if block.get("type") == "tool_use" and block.get("name") in _EDIT_TOOLS:
                 raw = block.get("input")
                 args: dict[str, Any] = raw if isinstance(raw, dict) else {}
                 path = args.get("file_path") or args.get("notebook_path")
