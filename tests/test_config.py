@@ -212,7 +212,6 @@ def test_invalid_values_name_file_key_and_rule(tmp_path: Path, text: str, key: s
         ("[knowledge]\nchunk_size = 5000\n", "knowledge.parent_size"),
         ("[search]\ndefault_limit = 60\n", "search.default_limit"),
         ("[search]\nvector_weight = 0\nbm25_weight = 0\n", "search.bm25_weight"),
-        ('[mcp]\nbind = "0.0.0.0:8765"\n', "mcp.token"),
         ("version = 2\n", "version"),
     ],
 )
@@ -235,7 +234,6 @@ def test_cross_key_rules(tmp_path: Path, text: str, key: str):
             "OCTOBRAIN_KNOWLEDGE_CHUNK_OVERLAP",
         ),
         ({"OCTOBRAIN_VERSION": "2"}, "", "version", "OCTOBRAIN_VERSION"),
-        ({"OCTOBRAIN_MCP_BIND": "0.0.0.0:8765"}, "", "mcp.token", "OCTOBRAIN_MCP_BIND"),
         # One key from each: both places are named.
         (
             {"OCTOBRAIN_KNOWLEDGE_CHUNK_SIZE": "400"},

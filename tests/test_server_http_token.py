@@ -4,11 +4,12 @@ to start."""
 from __future__ import annotations
 
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.server_support import free_port, refused_start
+from tests.server_support import free_port, octobrain_cmd, refused_start, server_env
 
 
 @pytest.mark.parametrize(
@@ -61,3 +62,27 @@ def test_a_bind_that_cannot_listen_is_refused_naming_it_before_serving(tmp_path:
             assert first.startswith(f"error: --bind: cannot listen on {bind.split(':')[0]}"), first
             assert reason in first
             assert "MCP server on" not in stderr
+
+
+def test_a_non_loopback_bind_in_the_config_asks_for_a_token_only_of_the_server(
+    tmp_path: Path,
+) -> None:
+    # The config's check refused `mcp.bind = "0.0.0.0:…"` without `mcp.token` for every
+    # command (memory ones too), though the token may come from OCTOBRAIN_TOKEN or --token
+    # and --bind may override the bind: the server checks it as it starts, with all three.
+    bind = {"OCTOBRAIN_MCP_BIND": f"0.0.0.0:{free_port()}"}
+    stats = subprocess.run(
+        octobrain_cmd("memory", "--scope", "acme/api", "stats"),
+        env=server_env(tmp_path / "data", **bind),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert stats.returncode == 0 and "total: 0" in stats.stdout, stats.stderr
+    first = refused_start(tmp_path, **bind).splitlines()[0]
+    assert first.startswith("error: --token: required to bind '0.0.0.0'"), first
+    assert "OCTOBRAIN_TOKEN" in first
+    # --bind wins over the config's: a loopback one needs no token (refused here for its port).
+    first = refused_start(tmp_path, "--bind", "127.0.0.1:²", **bind).splitlines()[0]
+    assert first.startswith("error: --bind: must be HOST:PORT"), first

@@ -308,9 +308,9 @@ def _check_cross(c: Config, origin: Mapping[str, str]) -> None:
             "cannot be 0 when search.vector_weight is 0",
             "search.vector_weight",
         )
-    host = c.mcp.bind.rpartition(":")[0]
-    if c.mcp.bind and host not in ("127.0.0.1", "localhost", "[::1]") and not c.mcp.token:
-        raise refuse("mcp.token", "is required when mcp.bind is not a loopback address", "mcp.bind")
+    # A non-loopback `mcp.bind` needs a token, but `octobrain mcp` checks that as it starts
+    # (`server.http.check_token`): the token may come from --token or OCTOBRAIN_TOKEN, and
+    # --bind may override the bind. Refused here, every command failed, memory ones too.
 
 
 # ---- rendering ---------------------------------------------------------------------------
