@@ -242,6 +242,11 @@ def test_a_turn_longer_than_a_memory_is_kept_whole_in_parts(tmp_path: Path) -> N
     assert (report.added, report.links) == (5, 4)  # the parts chained in order, in the session
     contents = {m.content for m in stored(b).values()}
     assert {t.text for t in parts} <= contents
+    # An id of its own ending like a part's was refused nowhere: "a/part-2" and the second part
+    # of "a" became one memory id, and forgetting one deleted both.
+    records.append({"speaker": "Ana", "text": "Another turn entirely.", "id": "a/part-2"})
+    with pytest.raises(InvalidInput, match=r"^turns\[3\]\.id: must not end in '/part-<n>'"):
+        parse_text(json.dumps(records))
 
 
 def test_turns_of_a_session_are_chained_in_order(tmp_path: Path) -> None:
@@ -562,8 +567,8 @@ def test_secrets_are_screened_like_memorize(tmp_path: Path) -> None:
         ),
         ("{\n{", "auto", "file: line 1 is not JSON"),
         # An array that is not JSON to its end is read as JSONL, as before it was read whole.
-        ('[{"speaker": "A", "text": "x"}] [', "auto", "file: line 1 is not JSON"),
-        ('[{"speaker": "A", "text": "x"},\n{"text": 1 2}]', "auto", "file: line 1 is not JSON"),
+        ('[{"speaker": "A", "text": "x"}] [', "auto", r"file: is not JSON \(Extra data: line 1, "),
+        ('[{"speaker": "A", "text": "x"},\n{"text": 1 2}]', "auto", r"JSON \(.*: line 2, column 12\)"),
         ("[]", "yaml", "format_in: must be one of"),
         # Parsers' own errors, once tracebacks: nesting past the interpreter's recursion, an
         # integer longer than it converts, a NUL taken into the session's tag.
@@ -638,6 +643,16 @@ def test_a_turn_given_twice_is_one_turn() -> None:
     assert [(t.key, t.text) for t in conversation.turns] == [("x", "one"), ("y", "two")]
 
 
+def test_a_broken_json_document_is_placed_where_it_broke() -> None:
+    # A pretty-printed export broken on line 3 was read again as JSONL and blamed "line 1".
+    broken = '[\n  {"speaker": "a", "text": "b"},\n  {"speaker": "a" "text": "b"}\n]'
+    with pytest.raises(InvalidInput, match=r"^file: is not JSON \(Expecting ',' delimiter: "
+                       r"line 3, column 19\)$"):  # fmt: skip
+        parse_text(broken)
+    with pytest.raises(InvalidInput, match=r"^file: line 2 is not JSON .*expected JSON or JSONL$"):
+        parse_text('{"speaker": "a", "text": "b"}\n{"speaker" 2}\n')  # JSONL keeps its lines
+
+
 # ---- CLI ------------------------------------------------------------------------------------
 
 
@@ -689,6 +704,46 @@ def test_cli_ingest_reports_and_errors_in_one_line(
         refused = cli("memory", "--scope", SCOPE, "ingest", special)
         assert refused.exit_code == 2
         assert refused.stderr == f"error: file: {special} is not a regular file\n"
+
+
+def test_cli_ingest_names_the_conversation_and_refuses_text_that_is_not_utf8(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two exports both called result.json were one conversation, "result": the second's turns
+    # chained into the first's sessions. The line names the conversation, --conversation
+    # gives another; a Latin-1 file was stored with U+FFFD in place of each accent.
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:64")
+    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+    chats = {
+        "family": [{"speaker": "Ann", "text": "Dinner is at the lobster place.", "time": "2024-06-01T18:00Z"}],
+        "work": [{"speaker": "Carl", "text": "The quarterly audit starts Monday.", "time": "2024-06-01T18:10Z"}],
+    }  # fmt: skip
+    for name, records in chats.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "result.json").write_text(json.dumps(records))
+    family = cli("memory", "--scope", SCOPE, "ingest", str(tmp_path / "family" / "result.json"))
+    assert "ingested 1 turns of conversation 'result' into" in family.stdout, family.output
+    work_file = str(tmp_path / "work" / "result.json")
+    work = cli("memory", "--scope", SCOPE, "ingest", work_file, "--conversation", " work ")
+    assert "ingested 1 turns of conversation 'work' into" in work.stdout, work.output
+    b = Brain(SCOPE, config=Config(embedding=EmbeddingConfig(model="hash:64")))
+    audit = stored(b)["The quarterly audit starts Monday."]
+    assert "conversation:work" in audit.tags and "lobster" not in audit.context
+    again = cli("memory", "--scope", SCOPE, "ingest", work_file, "--conversation", "work")
+    assert "0 added, 1 already present" in again.stdout
+    two = tmp_path / "two.json"
+    two.write_text(json.dumps([LOCOMO[0], {**LOCOMO[0], "sample_id": "other"}]))
+    refused = cli("memory", "--scope", SCOPE, "ingest", str(two), "--conversation", "x")
+    assert refused.stderr == f"error: conversation: names one conversation; {two} holds 2\n"
+    blank = cli("memory", "--scope", SCOPE, "ingest", work_file, "--conversation", "  ")
+    assert blank.stderr.startswith("error: conversation: must be a string of 1–")
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"speaker": "A", "text": "ok"}\n{"speaker": "Zo\xeb", "text": "caf\xe9"}\n')
+    refused = cli("memory", "--scope", SCOPE, "ingest", str(latin))
+    assert refused.exit_code == 2 and refused.stderr == (
+        "error: file: is not UTF-8 text (line 2: its byte 16 is not); save it as UTF-8\n"
+    )
 
 
 # ---- an old store -------------------------------------------------------------------------

@@ -35,14 +35,25 @@ class UnreadableJSON(ValueError):
     is the bare cause, and `syntax` tells text that is not JSON at all from JSON too deep or
     with too long a number to read."""
 
-    def __init__(self, reason: str, detail: str, *, syntax: bool = False) -> None:
+    def __init__(
+        self, reason: str, detail: str, *, syntax: bool = False, position: int | None = None
+    ) -> None:
         super().__init__(reason)
         self.reason, self.detail, self.syntax = reason, detail, syntax
+        self.position = position  # where in the text the syntax broke, when known
+
+    def placed(self, text: str) -> str:
+        """`reason` with the line and column of `position` in `text` (which was read)."""
+        if self.position is None:
+            return self.reason
+        line = text.count("\n", 0, self.position) + 1
+        column = self.position - text.rfind("\n", 0, self.position)
+        return f"is not JSON ({self.detail}: line {line}, column {column})"
 
 
-def not_json(message: str) -> UnreadableJSON:
+def not_json(message: str, position: int | None = None) -> UnreadableJSON:
     """What `read_json` raises for text that is not JSON (`message`: the decoder's)."""
-    return UnreadableJSON(f"is not JSON ({message})", message, syntax=True)
+    return UnreadableJSON(f"is not JSON ({message})", message, syntax=True, position=position)
 
 
 @contextmanager
@@ -50,7 +61,7 @@ def _read_as_json() -> Iterator[None]:
     try:
         yield
     except json.JSONDecodeError as exc:
-        raise not_json(exc.msg) from None
+        raise not_json(exc.msg, exc.pos) from None
     except RecursionError:
         raise UnreadableJSON("is nested too deeply", "nested too deeply") from None
     except ValueError:
@@ -106,6 +117,6 @@ def array_values(text: str, start: int, stop: int) -> Iterator[Any]:
                 continue
             if text.startswith("]", end, stop):
                 break
-            raise not_json("Expecting ',' delimiter" if end < stop else "Unterminated array")
+            raise not_json("Expecting ',' delimiter" if end < stop else "Unterminated array", end)
     if space(end + 1) != stop:
-        raise not_json("Extra data")
+        raise not_json("Extra data", space(end + 1))

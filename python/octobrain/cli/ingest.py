@@ -20,9 +20,18 @@ from octobrain.memory.conversation import FORMATS
     help="The transcript's format: a Claude Code JSONL session, a chat export of "
     "{speaker, text, time} records (JSON or JSONL), or LoCoMo; auto detects it.",
 )
+@click.option(
+    "--conversation",
+    "name",
+    default=None,
+    metavar="NAME",
+    help="Store the file's conversation under NAME (default: its own id, a Claude Code "
+    "session id or a LoCoMo sample_id, else the file's name without its extension). "
+    "Ingest a grown file again with the same NAME.",
+)
 @FORMAT_OPTION
 @click.pass_context
-def ingest_cmd(ctx: click.Context, file: str, format_in: str, fmt: str) -> None:
+def ingest_cmd(ctx: click.Context, file: str, format_in: str, name: str | None, fmt: str) -> None:
     """Store a conversation turn by turn (turns already stored are skipped).
 
     Each turn is one memory: shown as it was said, indexed with its speaker, its session's
@@ -31,7 +40,7 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, fmt: str) -> None:
     from octobrain.cli.common import command_brain
     from octobrain.memory.conversation import read_conversations
 
-    conversations = read_conversations(file, format_in)
+    conversations = read_conversations(file, format_in, name=name)
     brain = command_brain(ctx)
     total = sum(len(c.turns) for c in conversations)
     if total == 0:  # said, not refused: a transcript can hold no turn yet
@@ -46,7 +55,12 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps({"scope": brain.scope, **report.__dict__}, indent=2))
         return
+    named = (  # the name a file's turns are stored under: another file of that name adds to it
+        f"conversation {conversations[0].key!r}"
+        if len(conversations) == 1
+        else f"{len(conversations)} conversations"
+    )
     click.echo(
-        f"ingested {report.turns} turns of {report.conversations} conversation(s) into "
-        f"{brain.scope or '(global)'}: {report.summary(str(report.added))}, {report.links} links"
+        f"ingested {report.turns} turns of {named} into {brain.scope or '(global)'}: "
+        f"{report.summary(str(report.added))}, {report.links} links"
     )

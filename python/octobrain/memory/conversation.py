@@ -67,18 +67,50 @@ SESSION_GAP = timedelta(hours=4)
 _LOCOMO_SESSION = re.compile(r"^session_(\d{1,9})$")
 
 
-def read_conversations(path: str | Path, fmt: str = "auto") -> list[Conversation]:
-    """The conversations in a file; `fmt` one of `FORMATS` (auto: detected from the content)."""
+def read_conversations(
+    path: str | Path, fmt: str = "auto", *, name: str | None = None
+) -> list[Conversation]:
+    """The conversations in a file; `fmt` one of `FORMATS` (auto: detected from the content).
+
+    A conversation is stored under its own id (a Claude Code session id, a LoCoMo
+    `sample_id`), else under the file's name without its extension; `name` stores the file's
+    one conversation under that name instead (two exports both called `result.json` are two
+    conversations, not one)."""
     file = Path(path)
+    if name is not None:
+        name = conversation_name("conversation", name)
     with named_by("file", file, "is a directory, not a conversation file"):
         try:
             data, _ = read_regular(file, MAX_FILE_BYTES)
         except TooLarge as exc:
             got = f", got {exc.size}" if exc.size is not None else ""
             raise InvalidInput("file", f"must be at most {MAX_FILE_BYTES >> 20} MiB{got}") from None
-    text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")  # (a byte order mark)
+    try:  # (each turn was stored with U+FFFD for what was not UTF-8, and no word said)
+        text = data.decode("utf-8").removeprefix("\ufeff")  # (a byte order mark)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        raise InvalidInput(
+            "file",
+            f"is not UTF-8 text (line {line}: its byte {column} is not); save it as UTF-8",
+        ) from None
     del data  # (up to 64 MiB, not needed beside its text)
-    return parse_text(text, fmt, default_key=file.stem)
+    conversations = parse_text(text, fmt, default_key=name or file.stem)
+    if name is None:
+        return conversations
+    if len(conversations) != 1:
+        raise InvalidInput(
+            "conversation", f"names one conversation; {file} holds {len(conversations)}"
+        )
+    return [replace(conversations[0], key=name)]
+
+
+def conversation_name(field_name: str, value: object) -> str:
+    """A conversation's name as given (`ingest --conversation`, MCP `ingest`): a string of
+    1–`ID_CHARS` characters once trimmed, without NUL."""
+    if not isinstance(value, str) or not 1 <= len(value.strip()) <= ID_CHARS or "\x00" in value:
+        raise InvalidInput(field_name, f"must be a string of 1–{ID_CHARS} characters, without NUL")
+    return value.strip()
 
 
 def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> list[Conversation]:
@@ -150,6 +182,8 @@ def _load(text: str) -> tuple[Any, Iterator[tuple[str, Any]] | None]:
     except UnreadableJSON as exc:
         if not exc.syntax:
             raise InvalidInput("file", exc.reason) from None
+        if text.startswith("[", start):  # an array is no JSONL: where it broke, not "line 1"
+            raise InvalidInput("file", exc.placed(text)) from None
     return None, _jsonl(text)
 
 
@@ -237,7 +271,14 @@ def _turn_id(field_name: str, value: object) -> str:
     text = str(value)
     if len(text) > ID_CHARS or "\x00" in text:
         raise InvalidInput(field_name, f"must be 1–{ID_CHARS} characters, without NUL")
+    if _PART.search(text):  # ("x/part-2" and the second part of a long "x" were one memory)
+        raise InvalidInput(
+            field_name, "must not end in '/part-<n>', which names the parts of a long turn"
+        )
     return text
+
+
+_PART = re.compile(r"/part-[0-9]+\Z")
 
 
 def _digest(*parts: str) -> str:

@@ -149,16 +149,11 @@ class IngestPlan:
 
 def plan_ingest(brain: Brain, arguments: dict[str, Any]) -> IngestPlan:
     """Check an `ingest` call's arguments and find the turns it would embed."""
-    from octobrain.memory.conversation import parse_chat
+    from octobrain.memory.conversation import conversation_name, parse_chat
     from octobrain.memory.ingest import unstored_texts
-    from octobrain.models import CONTENT_BYTES, ID_CHARS
+    from octobrain.models import CONTENT_BYTES
 
-    key = _required(arguments, "conversation")
-    if not isinstance(key, str) or not 1 <= len(key.strip()) <= ID_CHARS or "\x00" in key:
-        raise InvalidInput(
-            "conversation", f"must be a string of 1–{ID_CHARS} characters, without NUL"
-        )
-    key = key.strip()
+    key = conversation_name("conversation", _required(arguments, "conversation"))
     turns = _list(arguments, "turns") or []
     if not 1 <= len(turns) <= INGEST_TURNS:
         raise InvalidInput("turns", f"give 1–{INGEST_TURNS} turns, got {len(turns)}")
