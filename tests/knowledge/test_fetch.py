@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gzip
 import re
 import time
@@ -13,13 +14,13 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from octobrain.config import Config, EmbeddingConfig, KnowledgeConfig
+from octobrain.config import Config, EmbeddingConfig, KnowledgeConfig, MemoryConfig
 from octobrain.errors import InvalidInput
 from octobrain.knowledge.fetch import FetchError, resolve_checked
 from octobrain.server import BrainPool
 from tests.server_support import PROJECT_A, call, run, server_for
 
-from .conftest import HTML_PAGE, MakeKnowledge, Server, write_pdf
+from .conftest import HTML_PAGE, MakeKnowledge, Server, config, write_pdf
 
 LOCAL = ("127.0.0.1",)
 
@@ -135,6 +136,28 @@ def test_the_charset_a_server_names_decodes_the_page(
         )
         doc = make_knowledge(allow_private_hosts=LOCAL).read(server.url(path))
         assert doc.text == "# Меню\n\nКофе и чай." and doc.title == "Меню"
+
+
+def test_a_url_holding_a_credential_is_refused_before_it_is_fetched(
+    make_knowledge: MakeKnowledge, server: Server
+) -> None:
+    # The address is stored and printed in every listing and search hit: a password or token
+    # in it went to every later session (`memorize` refused the same text).
+    page = "/page?access_token=ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+    server.routes[page] = (200, {"Content-Type": "text/plain"}, b"Runbook: restart the pods.")
+    k = make_knowledge(allow_private_hosts=LOCAL)
+    secret_urls = {
+        "password in a URL": server.url("/page").replace("//", "//admin:hunter2@"),
+        "GitHub token": server.url(page),
+    }
+    for kind, url in secret_urls.items():
+        with pytest.raises(InvalidInput, match=rf"^source: the URL holds a credential \({kind}\)"):
+            k.search("restart pods", source=url)
+    assert k.list_sources() == [] and server.hits == {}
+    allowing = make_knowledge(cfg=dataclasses.replace(
+        config(allow_private_hosts=LOCAL), memory=MemoryConfig(secrets="allow")
+    ))  # fmt: skip
+    assert allowing.search("restart pods", source=secret_urls["GitHub token"]).hits
 
 
 def test_unsupported_content_type_and_non_2xx_are_clear_errors(

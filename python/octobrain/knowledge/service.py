@@ -68,7 +68,7 @@ from octobrain.knowledge.store import KnowledgeStore
 from octobrain.models import NOTE_BYTES, QUERY_BYTES, check_limit
 from octobrain.safe_text import check_label, check_text, is_unicode
 from octobrain.scope import validate_scope
-from octobrain.secrets import screen
+from octobrain.secrets import find_secrets, screen
 from octobrain.store.location import StoreLocation
 from octobrain.store.schema import SOURCES, check_knowledge
 from octobrain.store.sql import sql_str, visible_scopes
@@ -253,6 +253,8 @@ class Knowledge:
     ) -> IndexReport:
         rows = [r for r in self._visible_rows(ref.uri) if r["session_id"] == ""]
         existing = rows[0] if rows else None
+        if existing is None:
+            self._screen_address(ref)
         now = utcnow()
         if existing is not None and lazy and not force and self._fresh(ref, existing, now):
             return IndexReport(SourceInfo.from_row(existing), "fresh", 0)
@@ -285,6 +287,21 @@ class Knowledge:
             _REFUSED.add(fetched, cut_settings(self.config.knowledge), exc.rule, len(exc.rule))
             raise
         return IndexReport(SourceInfo.from_row(row), status, embedded)
+
+    def _screen_address(self, ref: SourceRef) -> None:
+        """A new URL holding a credential (`https://user:pass@…`, `?access_token=ghp_…`) is
+        refused unless `memory.secrets` allows them: a source's address is stored and printed
+        in every listing and search hit, to every later session. (Not redacted: the address
+        is what is fetched again.) One already indexed is still read, refreshed and deleted."""
+        policy = self.config.memory.secrets
+        if ref.kind is SourceKind.URL and policy != "allow" and (found := find_secrets(ref.uri)):
+            kinds = ", ".join(dict.fromkeys(f.kind for f in found))
+            raise InvalidInput(
+                "source",
+                f"the URL holds a credential ({kinds}); a source's address is stored and shown "
+                "in every listing and search result. Index a URL without it, or set "
+                'memory.secrets = "allow" in the config',
+            )
 
     def _fresh(self, ref: SourceRef, row: dict[str, Any], now: datetime) -> bool:
         if ref.kind is SourceKind.FILE:
