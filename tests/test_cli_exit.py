@@ -202,3 +202,23 @@ def test_a_ctrl_c_in_the_import_system_waits_until_it_is_out(
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False,
     )  # fmt: skip
     assert ignored.stdout == "True\n", ignored.stderr
+
+
+def test_a_ctrl_c_while_a_command_starts_ends_it_in_one_line(env: dict[str, str]) -> None:
+    # Sent while the command's modules were imported (or the service asked), it printed a
+    # traceback of 20–50 lines of wherever it landed, and the process died of the signal.
+    import signal
+    import time
+
+    for delay in (0.15, 0.25, 0.35, 0.5):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "import octobrain.cli.launch as l; l.main(['memory', "
+             "'--scope', 'acme/api', 'remember', 'how do we deploy'])"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err, (delay, err)
+        assert proc.returncode in (0, 1), (delay, proc.returncode, err)  # (0: it was done)
+        assert err in ("", "\nAborted!\n") or proc.returncode == 0, (delay, err)

@@ -97,7 +97,20 @@ def mcp_routable(args: list[str]) -> bool:
 
 
 def main(args: list[str] | None = None, prog_name: str | None = None) -> NoReturn:
-    """Run one `octobrain` command line: through the service when it can, else in-process."""
+    """Run one `octobrain` command line: through the service when it can, else in-process.
+    A Ctrl-C ends it as click ends a command it interrupts ("Aborted!", exit 1), also before
+    click runs (while the service is asked, or the command's modules are imported), where it
+    printed the interpreter's traceback of wherever it landed."""
+    try:
+        _main(args, prog_name)
+    except KeyboardInterrupt:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write("\nAborted!\n")  # (as click writes it)
+            sys.stderr.flush()
+        exit_now(1)
+
+
+def _main(args: list[str] | None, prog_name: str | None) -> NoReturn:
     argv = list(sys.argv[1:] if args is None else args)
     prog = prog_name or os.path.basename(sys.argv[0])
     stdin: bytes | None = None
