@@ -1032,6 +1032,10 @@ def test_an_imported_edge_never_joins_two_projects_and_one_not_stored_is_counted
         (shared.id, ours.id)
     ]
     assert target.store.relationships_of([theirs.id]) == []
+    # A memory linked to itself, which `relate` refuses, was imported and shown by `graph`.
+    loop = {**edge, "id": str(uuid.uuid4()), "source_id": ours.id, "target_id": ours.id}
+    with pytest.raises(InvalidInput, match=r"^line \d+\.target_id: must differ from source_id$"):
+        import_jsonl(target, ended([json.dumps(o) for o in [*lines, loop]]))
 
 
 def test_an_import_whose_temporary_file_cannot_be_written_says_so_in_one_line(

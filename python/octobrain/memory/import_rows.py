@@ -225,10 +225,14 @@ def screened(memory: Memory, policy: str, where: str) -> Memory:
 
 
 def relationship_row(obj: dict[str, Any], where: str) -> Relationship:
+    source = check_id(obj.get("source_id"), field_name=f"{where}.source_id")
+    target = check_id(obj.get("target_id"), field_name=f"{where}.target_id")
+    if source == target:  # (as `relate` refuses it: a memory linked to itself)
+        raise InvalidInput(f"{where}.target_id", "must differ from source_id")
     return Relationship(
         id=check_id(obj.get("id"), field_name=f"{where}.id"),
-        source_id=check_id(obj.get("source_id"), field_name=f"{where}.source_id"),
-        target_id=check_id(obj.get("target_id"), field_name=f"{where}.target_id"),
+        source_id=source,
+        target_id=target,
         relationship_type=parse_relationship_type(
             obj.get("relationship_type", ""), field_name=f"{where}.relationship_type"
         ),
