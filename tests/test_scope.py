@@ -124,6 +124,20 @@ def test_plain_directory_is_local(tmp_path: Path):
     assert derive_scope(plain) != GLOBAL_SCOPE
 
 
+def test_a_name_spelt_decomposed_or_of_dots_is_its_own_scope(tmp_path: Path):
+    # macOS stores "café" decomposed (e + U+0301): it became `cafe-`, as "cafè" did (two
+    # projects, one scope), and `--scope` refused the same text; a folder `...` was dropped
+    # and shared its parent's scope.
+    acute, grave, composed = "cafe\u0301", "cafe\u0300", "caf\u00e9"
+    for name in (acute, grave, "...", "api"):
+        (tmp_path / "dirs" / name).mkdir(parents=True)
+    assert derive_scope(tmp_path / "dirs" / acute) == f"local/dirs/{composed}"
+    assert derive_scope(tmp_path / "dirs" / grave) == "local/dirs/caf\u00e8"
+    assert validate_scope(f"local/dirs/{acute}") == f"local/dirs/{composed}"
+    assert derive_scope(tmp_path / "dirs" / "...") == "local/dirs/..."
+    assert derive_scope(tmp_path / "dirs") != derive_scope(tmp_path / "dirs" / "...")
+
+
 def test_derive_defaults_to_cwd_without_changing_it(tmp_path: Path, monkeypatch):
     repo = make_repo(tmp_path / "cwdrepo", "https://example.com/a/b.git")
     monkeypatch.chdir(repo)

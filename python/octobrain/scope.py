@@ -14,6 +14,7 @@ import re
 import stat
 import subprocess
 import time
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -44,7 +45,10 @@ _SCP = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^@/:\[\]]+|\[[^\]]+\]):(?P<path>(?!/
 
 
 def _clean(text: str) -> str:
-    """Lowercase; map characters outside the scope alphabet to '-'; tidy slashes."""
+    """Lowercase; map characters outside the scope alphabet to '-'; tidy slashes. Composed
+    first (NFC): a name macOS stores decomposed (`cafe` + U+0301) is the `café` it shows, not
+    `cafe-`, which `cafe` + U+0300 became too (two projects, one scope)."""
+    text = unicodedata.normalize("NFC", text)
     out = "".join(c if c.isalnum() or c in _SAFE_PUNCT else "-" for c in text.lower())
     out = re.sub(r"/{2,}", "/", out).strip("/")
     return out
@@ -110,7 +114,7 @@ def _git(directory: Path, *args: str, deadline: float | None = None) -> str | No
 
 def _local_scope(path: Path) -> str:
     names = [_clean(p)[:90] for p in path.parts[1:]]
-    names = [n for n in names if n.strip(".")][-2:]
+    names = [n for n in names if n not in ("", ".", "..")][-2:]  # (a folder `...` is a name)
     return "local/" + ("/".join(names) if names else "unknown")
 
 
@@ -192,7 +196,7 @@ def validate_scope(scope: str, field: str = "scope") -> str:
         if url_scope is None:
             raise InvalidInput(field, f"{scope!r} is neither a scope nor a git remote URL")
         text = url_scope
-    text = text.strip("/").lower()
+    text = unicodedata.normalize("NFC", text.strip("/").lower())  # (as a derived scope is)
     if not text:
         return GLOBAL_SCOPE
     if len(text) > MAX_SCOPE_LENGTH:
