@@ -406,6 +406,36 @@ def test_hook_install_is_idempotent_and_keeps_other_settings(
     assert bad.exit_code == 2 and "is not JSON" in bad.output and broken.read_text() == "{oops"
 
 
+def test_hook_install_knows_its_hooks_with_options_and_quotes_a_path_with_spaces(
+    tmp_path: Path,
+) -> None:
+    # Hooks written with the documented options (or a redirection) were not recognised: a
+    # second entry of each was added, two briefings injected at every start. A --command
+    # naming a file in a folder with a space was written unquoted: `sh` ran `/opt/my`.
+    settings = tmp_path / "settings.json"
+    commands = {
+        "SessionStart": "octobrain hook session-start --max-tokens 800",
+        "PreCompact": "octobrain hook pre-compact --scope acme/api",
+        "SessionEnd": "octobrain hook session-end 2>>/tmp/ob.log",
+    }
+    hooks = {e: [{"hooks": [{"type": "command", "command": c}]}] for e, c in commands.items()}
+    settings.write_text(json.dumps({"hooks": hooks}))
+    again = cli("hook", "install", "--settings", str(settings), "--command", "octobrain", "--yes")
+    assert again.exit_code == 0 and "already installed" in again.output, again.output
+    assert json.loads(settings.read_text()) == {"hooks": hooks}
+    program = tmp_path / "my dir" / "octobrain"
+    program.parent.mkdir()
+    program.write_text("#!/bin/sh\necho ran \"$@\"\n")
+    program.chmod(0o755)
+    fresh = tmp_path / "fresh.json"
+    done = cli("hook", "install", "--settings", str(fresh), "--command", str(program), "--yes")
+    assert done.exit_code == 0, done.output
+    start = json.loads(fresh.read_text())["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+    assert start == f"{shlex.quote(str(program))} hook session-start"
+    ran = subprocess.run(["sh", "-c", start], capture_output=True, text=True, check=False)
+    assert ran.stdout == "ran hook session-start\n"
+
+
 def test_hook_install_refuses_an_empty_command_rather_than_use_the_default(
     tmp_path: Path,
 ) -> None:

@@ -161,6 +161,7 @@ def hook_install(settings_path: Path | None, project: bool, command: str | None,
     """Add octobrain's SessionStart, PreCompact and SessionEnd hooks (idempotent)."""
     from octobrain.memory.hooks import (
         default_command,
+        hook_command,
         install_hooks,
         load_settings,
         render_settings,
@@ -177,7 +178,9 @@ def hook_install(settings_path: Path | None, project: bool, command: str | None,
         base = Path.cwd() if project else Path.home()
         settings_path = base / ".claude" / "settings.json"
     old_text, settings = load_settings(settings_path)
-    new_settings, added = install_hooks(settings, command or default_command())
+    new_settings, added = install_hooks(
+        settings, hook_command(command) if command else default_command()
+    )
     if not added:
         click.echo(f"octobrain hooks are already installed in {settings_path}")
         return

@@ -391,6 +391,14 @@ HOOKS = (
 )
 
 
+def hook_command(given: str) -> str:
+    """`--command` as the shell must read it: a path to a file that holds a space (or another
+    character the shell parts words at) is quoted, as the default is (`/opt/my dir/octobrain`
+    ran `/opt/my`: exit 127 at every hook); anything else is a command line as written."""
+    text = given.strip()
+    return shlex.quote(text) if os.path.isfile(text) and shlex.quote(text) != text else text
+
+
 def default_command() -> str:
     """How Claude Code should run octobrain: the installed script, else this interpreter."""
     found = shutil.which("octobrain")
@@ -401,16 +409,27 @@ def default_command() -> str:
 
 def _installed(entries: list[Any], sub: str, prefix: str) -> dict[str, Any] | None:
     """The handler of an entry that already runs octobrain's `hook <sub>` (any install path of
-    it), or None."""
+    it, with options or a redirection after it: `… hook session-end --scope x 2>>log`), or
+    None. (Only a command ending in `hook <sub>` was known: one with the documented options
+    was installed again beside itself, and every session got two briefings.)"""
     for entry in entries:
         handlers = entry.get("hooks", []) if isinstance(entry, dict) else []
         for handler in handlers if isinstance(handlers, list) else []:
             command = handler.get("command", "") if isinstance(handler, dict) else ""
-            if not isinstance(command, str) or not command.strip().endswith(f"hook {sub}"):
+            if not isinstance(command, str) or not _runs_hook(command, sub):
                 continue
-            if "octobrain" in command or command.strip() == f"{prefix} hook {sub}":
+            if "octobrain" in command or command.strip().startswith(f"{prefix} hook {sub}"):
                 return handler  # type: ignore[no-any-return]
     return None
+
+
+def _runs_hook(command: str, sub: str) -> bool:
+    """Whether a shell command's words hold `hook <sub>` (`octobrain`'s, by `_installed`)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # (an unbalanced quote: the words as spaces part them)
+        words = command.split()
+    return any(words[i : i + 2] == ["hook", sub] for i in range(len(words) - 1))
 
 
 def install_hooks(settings: dict[str, Any], command: str) -> tuple[dict[str, Any], list[str]]:
