@@ -30,8 +30,10 @@ def is_episodic(memory: Memory) -> bool:
 
 
 def compress(text: str, max_chars: int) -> str:
-    """The first sentence and the most central others, in text order, within `max_chars`."""
-    sentences = split_sentences(text)
+    """The first sentence and the most central others, in text order, within `max_chars`. A
+    bare label ("Decisions:", a digest's) goes with the sentence after it: alone, the labels
+    were the shortest "sentences" and filled a gist with "Decisions: Errors fixed: …"."""
+    sentences = _labelled(split_sentences(text))
     if not sentences:
         return text[:max_chars]
     terms = analyze(sentences)
@@ -55,6 +57,19 @@ def compress(text: str, max_chars: int) -> str:
         cut = sentences[0][: max(1, max_chars - 1)].rsplit(" ", 1)[0]
         return cut + "…"
     return " ".join(sentences[i] for i in sorted(chosen))
+
+
+def _labelled(sentences: list[str]) -> list[str]:
+    """`sentences` with each bare label (a few words ending in ':') joined to the next one."""
+    out: list[str] = []
+    label = ""
+    for sentence in sentences:
+        if sentence.endswith(":") and len(sentence.split()) <= 4:
+            label = f"{label} {sentence}".strip()
+            continue
+        out.append(f"{label} {sentence}" if label else sentence)
+        label = ""
+    return out
 
 
 def gist_for(memory: Memory, strength: float, now: datetime, config: BriefConfig) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from octobrain.models import Source
@@ -27,6 +28,11 @@ SECTION_TITLES = {
 }
 
 EMPTY = "_No memories to brief on yet for this scope._"
+
+# What looks like the start of a markup element (`<system-reminder>`, `</instructions>`,
+# `<!--`): a stored memory's text goes into the model's context, where such a tag in it could
+# close or open the client's own blocks. Its `<` is written `&lt;`, which reads the same.
+_TAG_START = re.compile(r"<(?=/?[A-Za-z!?])")
 
 
 def briefing_header(briefing: Briefing) -> str:
@@ -57,13 +63,23 @@ def item_line(item: BriefItem) -> str:
     text = item.detail if item.status else item.text
     if item.status == "open" and not text:
         text = item.text
-    return f"- {box}**{one_line(m.title)}**{label} — {one_line(text)} _({', '.join(facets)})_"
+    title, said = _inert(one_line(m.title)), _inert(one_line(text))
+    return f"- {box}**{title}**{label} — {said} _({', '.join(facets)})_"
+
+
+def _inert(text: str) -> str:
+    return _TAG_START.sub("&lt;", text)
 
 
 def briefing_markdown(briefing: Briefing) -> str:
     """The briefing as Markdown: a header, then one section per non-empty group."""
     lines = [briefing_header(briefing)]
-    if not briefing.items:
+    if not briefing.items and briefing.candidates:  # (not "no memories": there are some)
+        lines.append(
+            f"_None of the {briefing.candidates} memories to brief on fits in "
+            f"{briefing.max_tokens} tokens (`--max-tokens`, `brief.max_tokens`)._"
+        )
+    elif not briefing.items:
         lines.append(EMPTY)
     for section in briefing.sections:
         lines.append(section_header(section.key))
