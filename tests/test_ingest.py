@@ -643,6 +643,28 @@ def test_a_turn_given_twice_is_one_turn() -> None:
     assert [(t.key, t.text) for t in conversation.turns] == [("x", "one"), ("y", "two")]
 
 
+def test_a_locomo_session_date_is_read_as_written_or_refused() -> None:
+    # A date neither form reads was dropped without a word (the turns dated at the ingest, so
+    # a question bounded by time never found them); a list or a dict was written out as text.
+    def sample(date: object, sample_id: object = "s1") -> str:
+        turns = [{"speaker": "Ann", "text": "I adopted a beagle.", "dia_id": "D1:1"}]
+        session = {"session_1": turns, "session_1_date_time": date}
+        return json.dumps([{"sample_id": sample_id, "conversation": session}])
+
+    (iso,) = parse_text(sample("2023-05-08T13:56:00Z"), "locomo")
+    assert iso.turns[0].time == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    for date, rule in [
+        ("next Tuesday", r"must be a date as LoCoMo writes it \('1:56 pm on 8 May, 2023'\) or "
+                         r"ISO-8601, got 'next Tuesday'"),
+        (["8:00 pm on 9 May, 2023"], r"must be a string, got list"),
+    ]:  # fmt: skip
+        with pytest.raises(InvalidInput, match=r"^file\[0\]\.conversation\.session_1_date_time: "
+                           + rule):  # fmt: skip
+            parse_text(sample(date), "locomo")
+    with pytest.raises(InvalidInput, match=r"^file\[0\]\.sample_id: must be a string or an int"):
+        parse_text(sample("2023-05-08T13:56:00Z", {"a": 1}), "locomo")
+
+
 def test_a_broken_json_document_is_placed_where_it_broke() -> None:
     # A pretty-printed export broken on line 3 was read again as JSONL and blamed "line 1".
     broken = '[\n  {"speaker": "a", "text": "b"},\n  {"speaker": "a" "text": "b"}\n]'

@@ -444,6 +444,28 @@ def _locomo_date(value: str) -> datetime | None:
     return None
 
 
+def _session_date(field_name: str, body: dict[str, Any]) -> tuple[str, datetime | None]:
+    """A LoCoMo session's date as written and when it was: LoCoMo's own form ("1:56 pm on 8
+    May, 2023") or ISO-8601. One neither reads is refused: its turns were stored dated at the
+    ingest, so a question bounded by time never found them."""
+    value = body.get(field_name.rsplit(".", 1)[1])
+    if value is None or value == "":
+        return "", None
+    if not isinstance(value, str):
+        raise InvalidInput(field_name, f"must be a string, got {type(value).__name__}")
+    moment = _locomo_date(value)
+    if moment is None:
+        try:
+            moment = iso_time(field_name, value)
+        except InvalidInput:
+            raise InvalidInput(
+                field_name,
+                f"must be a date as LoCoMo writes it ('1:56 pm on 8 May, 2023') or ISO-8601, "
+                f"got {value[:60]!r}",
+            ) from None
+    return value, not_ahead(field_name, moment, repr(value))
+
+
 def _locomo(samples: Iterable[Any]) -> list[Conversation]:
     """LoCoMo samples, one at a time: `conversation` holds `session_<n>` turn lists and their
     `session_<n>_date_time`; a shared photo's caption is kept with its turn."""
@@ -453,7 +475,7 @@ def _locomo(samples: Iterable[Any]) -> list[Conversation]:
         body = sample.get("conversation", sample) if isinstance(sample, dict) else None
         if not isinstance(body, dict):
             raise InvalidInput(f"{where}.conversation", "must be an object of sessions")
-        key = str(sample.get("sample_id") or f"locomo-{i}")
+        key = _turn_id(f"{where}.sample_id", sample.get("sample_id")) or f"locomo-{i}"
         said: list[Turn] = []
         # (the pattern takes at most 9 digits: a longer number names no session)
         named = sorted((int(m.group(1)), k) for k in body if (m := _LOCOMO_SESSION.match(k)))
@@ -463,10 +485,7 @@ def _locomo(samples: Iterable[Any]) -> list[Conversation]:
                     f"{where}.conversation.{other}", f"names session {n} again (as {name} does)"
                 )
         for n, name in named:
-            date = str(body.get(f"{name}_date_time") or "")
-            moment = _locomo_date(date) if date else None
-            if moment is not None:
-                not_ahead(f"{where}.conversation.{name}_date_time", moment, repr(date))
+            date, moment = _session_date(f"{where}.conversation.{name}_date_time", body)
             turns = body[name]
             if not isinstance(turns, list):
                 raise InvalidInput(f"{where}.conversation.{name}", "must be a list of turns")
