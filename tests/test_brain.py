@@ -1212,6 +1212,26 @@ def test_an_update_embeds_the_mirrored_memory_edited_while_the_store_opens(
     assert [h.memory.id for h in brain.remember("leaky bucket").hits] == [mem.id]
 
 
+def test_an_update_that_changes_nothing_writes_nothing_and_one_saying_nothing_is_refused(
+    make_brain: MakeBrain,
+) -> None:
+    brain = make_brain()
+    mem, _ = brain.memorize(*TOKEN_BUCKET, tags=["api"])
+    version = brain.store.version()
+    # The same title, a tag it has: no new version of the store, the memory as it was.
+    same = brain.update(mem.id, title=TOKEN_BUCKET[0], add_tags=["api"])
+    assert same == brain.get(mem.id) and brain.store.version() == version
+    with pytest.raises(InvalidInput, match=r"^update: nothing to change: give a title"):
+        brain.update(mem.id)
+    with pytest.raises(InvalidInput, match=r"^remove_tags: names 'api', which add_tags adds"):
+        brain.update(mem.id, add_tags=["api"], remove_tags=["api"])
+    with pytest.raises(InvalidInput, match=r"^remove_files: names 'a\.py', which add_files add"):
+        brain.update(mem.id, add_files=["a.py"], remove_files=["a.py"])
+    assert brain.store.version() == version
+    assert brain.update(mem.id, importance=0.9).importance == 0.9
+    assert brain.store.version() > version
+
+
 def test_an_update_embeds_the_row_it_read_not_an_out_of_date_mirror(
     make_brain: MakeBrain,
 ) -> None:

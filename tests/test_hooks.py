@@ -425,7 +425,7 @@ def test_hook_install_knows_its_hooks_with_options_and_quotes_a_path_with_spaces
     assert json.loads(settings.read_text()) == {"hooks": hooks}
     program = tmp_path / "my dir" / "octobrain"
     program.parent.mkdir()
-    program.write_text("#!/bin/sh\necho ran \"$@\"\n")
+    program.write_text('#!/bin/sh\necho ran "$@"\n')
     program.chmod(0o755)
     fresh = tmp_path / "fresh.json"
     done = cli("hook", "install", "--settings", str(fresh), "--command", str(program), "--yes")
@@ -665,9 +665,11 @@ def test_the_digest_keeps_the_session_s_words_not_what_the_client_injected(tmp_p
     # CLAUDE.md comes back in a <system-reminder> every session: its "We decided …" lines took
     # the five decision places of every digest, before the session's own decision. A subagent's
     # turns and a compaction's summary are not the conversation either.
-    claude_md = "<system-reminder>\nContents of CLAUDE.md:\n" + "\n".join(
-        f"- We decided long ago on rule {i} for this repository." for i in range(6)
-    ) + "\n</system-reminder>"
+    claude_md = (
+        "<system-reminder>\nContents of CLAUDE.md:\n"
+        + "\n".join(f"- We decided long ago on rule {i} for this repository." for i in range(6))
+        + "\n</system-reminder>"
+    )
     user = {"type": "user", "message": {"content": [
         {"type": "text", "text": claude_md},
         {"type": "text", "text": "Please make the login page faster."},

@@ -178,8 +178,12 @@ def test_pasted_markup_is_said_and_injected_text_subagents_and_summaries_are_not
     entries = [
         entry("user", "u1", '<div class="card"> is not centered in the checkout page'),
         entry("assistant", "a1", "<div> elements are block-level; use flexbox on the parent."),
-        entry("user", "u2", "<?php echo $total; ?> prints zero <system-reminder>CLAUDE.md "
-              "says: prefer pnpm</system-reminder> after the refund."),  # fmt: skip
+        entry(
+            "user",
+            "u2",
+            "<?php echo $total; ?> prints zero <system-reminder>CLAUDE.md "
+            "says: prefer pnpm</system-reminder> after the refund.",
+        ),  # fmt: skip
         entry("user", "u3", "<command-name>/clear</command-name><command-args></command-args>"),
         entry("user", "u4", "Search every caller of drop_database", isSidechain=True),
         entry("user", "u5", "This session is being continued from …", isCompactSummary=True),
@@ -568,7 +572,11 @@ def test_secrets_are_screened_like_memorize(tmp_path: Path) -> None:
         ("{\n{", "auto", "file: line 1 is not JSON"),
         # An array that is not JSON to its end is read as JSONL, as before it was read whole.
         ('[{"speaker": "A", "text": "x"}] [', "auto", r"file: is not JSON \(Extra data: line 1, "),
-        ('[{"speaker": "A", "text": "x"},\n{"text": 1 2}]', "auto", r"JSON \(.*: line 2, column 12\)"),
+        (
+            '[{"speaker": "A", "text": "x"},\n{"text": 1 2}]',
+            "auto",
+            r"JSON \(.*: line 2, column 12\)",
+        ),
         ("[]", "yaml", "format_in: must be one of"),
         # Parsers' own errors, once tracebacks: nesting past the interpreter's recursion, an
         # integer longer than it converts, a NUL taken into the session's tag.

@@ -290,4 +290,3 @@ def test_secrets_policy_is_a_checked_config_key(tmp_path: Path) -> None:
 )  # fmt: skip
 def test_ordinary_text_is_not_a_credential(text: str) -> None:
     assert find_secrets(text) == []
-

@@ -329,8 +329,8 @@ def get_cmd(ctx: click.Context, memory_id: str, fmt: str) -> None:
 
 
 @memory.command("recent")
-@click.option("-l", "--limit", type=int, default=20, show_default=True)
-@click.option("-m", "--memory-type", default=None)
+@click.option("-l", "--limit", type=int, default=20, show_default=True, help="How many (1–10000).")
+@click.option("-m", "--memory-type", default=None, help="Only memories of this type.")
 @FORMAT_OPTION
 @click.pass_context
 def recent_cmd(ctx: click.Context, limit: int, memory_type: str | None, fmt: str) -> None:
@@ -342,7 +342,8 @@ def recent_cmd(ctx: click.Context, limit: int, memory_type: str | None, fmt: str
         f"{m.created_at:%Y-%m-%d %H:%M}  {m.id}  {m.source.label} [{m.memory_type.value}] {m.title}"
         for m in mems
     )
-    emit(fmt, [memory_to_dict(m) for m in mems], text or "No memories yet.")
+    empty = f"No {memory_type} memories in this scope." if memory_type else "No memories yet."
+    emit(fmt, [memory_to_dict(m) for m in mems], text or empty)
 
 
 @memory.command("stats")
@@ -426,7 +427,7 @@ def unrelate_cmd(
 
 @memory.command("graph")
 @click.argument("memory_id")
-@click.option("-d", "--depth", type=int, default=2, show_default=True)
+@click.option("-d", "--depth", type=int, default=2, show_default=True, help="Edges away (1–5).")
 @FORMAT_OPTION
 @click.pass_context
 def graph_cmd(ctx: click.Context, memory_id: str, depth: int, fmt: str) -> None:

@@ -238,6 +238,8 @@ class Writes(BrainBase):
         with self.store.write_lock():
             current = self.get(memory_id)
             updated = edit(current)
+            if replace(updated, updated_at=current.updated_at) == current:
+                return current  # (it said all this already: no new version, no re-embedding)
             text = updated.embedded_text()
             if early is not None and early[0] == text:
                 vector = early[1]()
@@ -260,7 +262,25 @@ class Writes(BrainBase):
         remove_files: Sequence[str],
     ) -> Callable[[Memory], Memory]:
         """An update's fields checked (a refusal names a field as given: `add_tags[0]`, not
-        its place among the memory's tags once merged), as a function of the memory read."""
+        its place among the memory's tags once merged), as a function of the memory read. An
+        update that changes nothing, or adds and removes one tag or file, is refused (the first
+        wrote a version all the same, the second kept the tag without a word)."""
+        given = (title, content, memory_type, importance)
+        if all(v is None for v in given) and not (
+            add_tags or remove_tags or add_files or remove_files
+        ):
+            raise InvalidInput(
+                "update",
+                "nothing to change: give a title, content, memory type or importance, or tags "
+                "or files to add or remove",
+            )
+        for field_name, added, removed in (
+            ("remove_tags", add_tags, remove_tags),
+            ("remove_files", add_files, remove_files),
+        ):
+            if both := sorted(set(added) & set(removed)):
+                other = field_name.replace("remove", "add")
+                raise InvalidInput(field_name, f"names {both[0]!r}, which {other} adds; not both")
         new_title = None if title is None else self._text("title", title, TITLE_BYTES)
         check_one_line("title", new_title)
         check_lines("add_tags", list(add_tags))
