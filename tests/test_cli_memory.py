@@ -177,7 +177,8 @@ def test_a_filter_given_only_blanks_is_refused_not_read_as_none(env: dict[str, s
 def test_update_relate_graph_recent_stats(env: dict[str, str]) -> None:
     a = memorize("Goal: faster API", "Bring p95 latency of the API under 200 ms.", "-m", "goal")
     b = memorize("Cache hot endpoints", "Cache the /prices endpoint for 30 seconds.")
-    assert run("relate", b, a, "-t", "achieves").exit_code == 0
+    linked = run("relate", b, a, "-t", "achieves", "--format", "json")
+    assert json.loads(linked.output)["already_linked"] is False
     graph = json.loads(run("graph", a, "--format", "json").output)
     assert {m["id"] for m in graph["memories"]} == {a, b}
     assert graph["relationships"][0]["relationship_type"] == "achieves"
@@ -204,6 +205,10 @@ def test_unrelate_removes_a_wrong_link_and_keeps_the_memories(env: dict[str, str
         f"{a} depends_on {b} (already linked, with strength 0.8: kept; "
         "`memory unrelate` it first to link it anew)\n"
     )
+    shown = json.loads(
+        run("relate", a, b, "-t", "depends_on", "-s", "0.3", "--format", "json").output
+    )
+    assert (shown["strength"], shown["already_linked"]) == (0.8, True)
     done = run("unrelate", a[:8], b[:8], "-t", "depends_on")
     assert (done.exit_code, done.output) == (0, f"removed {a} depends_on {b}\n")
     graph = json.loads(run("graph", a, "--format", "json").output)

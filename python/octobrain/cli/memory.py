@@ -389,13 +389,15 @@ def relate_cmd(
         source_id, target_id, relationship_type, strength=strength, description=description
     )
     line = f"{rel.source_id} {rel.relationship_type.value} {rel.target_id}"
-    if rel.created_at < asked:  # the link was there: `relate` keeps it as it is
+    existed = rel.created_at < asked  # the link was there: `relate` keeps it as it is
+    if existed:
         line += (
             f" (already linked, with strength {rel.strength:g}"
             + (f" and description {rel.description!r}" if rel.description else "")
             + ": kept; `memory unrelate` it first to link it anew)"
         )
-    emit(fmt, relationship_to_dict(rel), line)
+    # (JSON said so too: a script saw the old strength come back and could not tell why.)
+    emit(fmt, {**relationship_to_dict(rel), "already_linked": existed}, line)
 
 
 @memory.command("unrelate")
