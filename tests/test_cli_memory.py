@@ -368,6 +368,15 @@ def test_an_export_refuses_a_destination_that_is_not_a_regular_file(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "device", "fifo"]
     fresh = tmp_path / "fresh.jsonl"  # a path not there yet is written as before
     assert run("export", str(fresh)).exit_code == 0 and len(fresh.read_text().splitlines()) == 3
+    # A folder that is not there (its trailing slash) was written as a file of its name; an
+    # empty name said "output:  is a directory".
+    missing = run("export", f"{tmp_path}/sub/")
+    assert missing.stderr == (
+        f"error: output: {tmp_path}/sub/ names a folder that does not exist; name a file\n"
+    )
+    blank = run("export", "")
+    assert blank.stderr == "error: output: must name a file to write, or - for stdout\n"
+    assert not (tmp_path / "sub").exists()
 
 
 def test_real_console_script(env: dict[str, str], tmp_path: Path) -> None:

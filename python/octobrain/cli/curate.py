@@ -35,6 +35,10 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
     if output == "-":
         _warn(export_jsonl(command_brain(ctx), sys.stdout, embeddings=embeddings).warning())
         return
+    if not output.strip():  # ("output:  is a directory", of the cwd it resolved to)
+        raise InvalidInput("output", "must name a file to write, or - for stdout")
+    if output.endswith(os.sep) and not os.path.isdir(output):  # (wrote a file named `sub`)
+        raise InvalidInput("output", f"{output} names a folder that does not exist; name a file")
     # A file is written beside OUTPUT and moved over it once complete: an export cut short
     # (killed, a full disk) leaves the file that was there, never a part of the new one.
     target = replaced_by_write(Path(output))  # a symlink stays one: its target is written
