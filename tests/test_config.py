@@ -146,6 +146,21 @@ def test_unknown_keys_warn_with_their_dotted_name(tmp_path: Path, caplog: pytest
     assert str(path) in text
 
 
+def test_a_config_path_named_but_missing_is_said_and_a_bom_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    # A typo in OCTOBRAIN_CONFIG_PATH lost every setting without a word; a file saved with a
+    # byte order mark (Notepad) was "invalid TOML … (at line 1, column 1)".
+    missing = tmp_path / "nope.toml"
+    monkeypatch.setenv("OCTOBRAIN_CONFIG_PATH", str(missing))
+    with caplog.at_level(logging.WARNING, logger="octobrain.config"):
+        assert load_config() == Config()
+    assert f"OCTOBRAIN_CONFIG_PATH: {missing} does not exist; the defaults apply" in caplog.text
+    marked = tmp_path / "bom.toml"
+    marked.write_bytes("\ufeff[search]\ndefault_limit = 7\n".encode())
+    assert load_config(marked).search.default_limit == 7
+
+
 def test_int_given_for_float_is_accepted(tmp_path: Path):
     cfg = load_config(write(tmp_path, "[memory]\ndecay_half_life_days = 30\n"))
     assert cfg.memory.decay_half_life_days == 30.0

@@ -192,7 +192,7 @@ def _parse_env(raw: str, typ: Any) -> tuple[Any, str | None]:
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         # A pipe would hold every command until something wrote to it; /dev/zero never ends.
-        text = read_regular(path, MAX_CONFIG_BYTES)[0].decode("utf-8")
+        text = read_regular(path, MAX_CONFIG_BYTES)[0].decode("utf-8-sig")  # (a BOM: Notepad)
     except FileNotFoundError:
         return {}
     except TooLarge:
@@ -243,6 +243,9 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     file = Path(path) if path is not None else config_path()
     source = str(file)
     data = _read_toml(file)
+    if path is None and os.environ.get("OCTOBRAIN_CONFIG_PATH", "").strip() and not file.exists():
+        # Named on purpose, so a typo in it is said rather than every setting quietly lost.
+        log.warning("OCTOBRAIN_CONFIG_PATH: %s does not exist; the defaults apply", file)
     _check_shape(data, Config, "", source)
 
     values: dict[str, Any] = {}
