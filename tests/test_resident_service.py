@@ -180,6 +180,21 @@ def test_absent_service_is_spawned_and_then_used(env: dict[str, str]) -> None:
     assert _served() == 1
 
 
+def test_a_command_refused_for_its_config_starts_no_service(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The service it started could not load that config either: it held 80–350 MB for its
+    # idle time, and `service status` called it "store loaded".
+    monkeypatch.setenv("OCTOBRAIN_SEARCH_MIN_RELEVANCE", "xyz")
+    bad = {**env, "OCTOBRAIN_SEARCH_MIN_RELEVANCE": "xyz"}
+    done = cli(bad, "memory", "--scope", SCOPE, "recent")
+    assert done.returncode == 2 and b"OCTOBRAIN_SEARCH_MIN_RELEVANCE: must be" in done.stderr
+    time.sleep(2)
+    settings = load_settings()
+    assert settings is not None and ask(settings, "status") is None
+    assert not os.path.exists(settings.socket_path)
+
+
 def test_a_command_that_finds_no_service_starts_one_once_it_is_done(
     env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -371,7 +371,21 @@ def spawn_at_exit(settings: Settings) -> None:
     import atexit
 
     if _take_spawn_lock(settings) and not service_alive(settings):
-        atexit.register(spawn, settings, load_now=True)
+        atexit.register(_spawn_if_configured, settings)
+
+
+def _spawn_if_configured(settings: Settings) -> None:
+    """`spawn` at exit, unless the config it would run with cannot be loaded: a command
+    refused for a bad value (`OCTOBRAIN_SEARCH_MIN_RELEVANCE=xyz`) started a service that
+    failed to warm up and held 80–350 MB for its idle time, reported "store loaded"."""
+    from octobrain.config import load_config
+    from octobrain.errors import InvalidInput
+
+    try:
+        load_config()
+    except (InvalidInput, OSError):
+        return
+    spawn(settings, load_now=True)
 
 
 def _take_spawn_lock(settings: Settings) -> bool:
