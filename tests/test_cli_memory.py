@@ -216,6 +216,10 @@ def test_unrelate_removes_a_wrong_link_and_keeps_the_memories(env: dict[str, str
     again = run("unrelate", a, b, "-t", "depends_on")
     assert again.exit_code == 2
     assert f"error: target_id: no depends_on link from {a} to {b} to remove" in again.output
+    # An unknown type offered the types octobrain writes itself, which `relate` then refuses.
+    bogus = run("relate", a, b, "-t", "bogus")
+    assert bogus.exit_code == 2 and "unknown relationship type 'bogus'; use one of" in bogus.output
+    assert "auto_linked" not in bogus.output and "same_session" not in bogus.output
     kept = run("unrelate", a, b, "-t", "same_session")
     assert kept.exit_code == 2 and "relationship_type: 'same_session' edges are kept" in kept.output
     every = json.loads(run("unrelate", a, b, "--format", "json").output)

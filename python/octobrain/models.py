@@ -242,7 +242,12 @@ def parse_relationship_type(
 def parse_link_type(value: object, *, field_name: str = "relationship_type") -> RelationshipType:
     """A relationship type a caller may give (`LINK_TYPES`: not one octobrain writes itself)."""
     kind = value if isinstance(value, str | RelationshipType) else str(value)
-    parsed = parse_relationship_type(kind, field_name=field_name)
+    try:
+        parsed = parse_relationship_type(kind, field_name=field_name)
+    except InvalidInput:  # (the list offered auto_linked & co., which this then refused)
+        raise InvalidInput(
+            field_name, f"unknown relationship type {kind!r}; use one of {', '.join(LINK_TYPES)}"
+        ) from None
     if parsed in RESERVED_LINKS:
         raise InvalidInput(
             field_name,

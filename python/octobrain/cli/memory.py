@@ -157,7 +157,13 @@ def _time_options_named(err: InvalidInput) -> InvalidInput:
     default=None,
     help="0–1 calibrated relevance (default: search.min_relevance, 0.3).",
 )
-@click.option("-l", "--limit", type=int, default=None, help="Results (default 5, max 50).")
+@click.option(
+    "-l",
+    "--limit",
+    type=int,
+    default=None,
+    help="Results (default: search.default_limit, 5; at most search.max_results, 50).",
+)
 @click.option("--include-archived", is_flag=True, help="Search archived memories too.")
 @FORMAT_OPTION
 @click.pass_context

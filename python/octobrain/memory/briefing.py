@@ -116,10 +116,12 @@ def build_briefing(
     """The briefing for `brain`'s scope (reads the mirror; records no access)."""
     cfg = brain.config.brief
     budget = cfg.max_tokens if max_tokens is None else max_tokens
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 50:
+    if isinstance(budget, bool) or not isinstance(budget, int) or not 50 <= budget <= 100_000:
         from octobrain.errors import InvalidInput
 
-        raise InvalidInput("max_tokens", f"must be an integer >= 50, got {budget!r}")
+        # (no upper bound was checked: `--max-tokens 100000000`, or an MCP client's, passed;
+        # the config's `brief.max_tokens` stops at 100,000 too)
+        raise InvalidInput("max_tokens", f"must be an integer in [50, 100000], got {budget!r}")
     now = now or utcnow()
     count = count_tokens or token_counter(brain.embedder.model_id)
     corpus = brain.retriever.corpus
