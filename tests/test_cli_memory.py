@@ -640,6 +640,7 @@ def test_migrate_refuses_a_destination_that_names_no_new_place(
         (str(store / "sub"), "must not be inside the current store's directory"),
         (str(store / ".." / "db"), "must differ from the current store location"),
         (str(store.parent), "must not be a directory holding the current store"),
+        ("ftp://x/y", "must be a local path or a URI with one of the schemes s3"),
     ]:
         result = whole_store("migrate", "--to", to)
         assert result.exit_code == 2, (to, result.output)

@@ -161,6 +161,14 @@ def test_a_config_path_named_but_missing_is_said_and_a_bom_is_read(
     assert load_config(marked).search.default_limit == 7
 
 
+def test_a_data_dir_that_is_a_file_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    (tmp_path / "data").write_text("")
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+    with pytest.raises(ConfigError, match=rf"cannot be read: {tmp_path}/data is a file, not a"):
+        load_config()
+
+
 def test_int_given_for_float_is_accepted(tmp_path: Path):
     cfg = load_config(write(tmp_path, "[memory]\ndecay_half_life_days = 30\n"))
     assert cfg.memory.decay_half_life_days == 30.0

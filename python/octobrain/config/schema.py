@@ -64,7 +64,7 @@ def _model_rule(v: Any) -> str | None:
 _STORE_SCHEMES = ("s3", "s3+ddb", "gs", "az", "abfs")
 
 
-def _storage_uri_rule(v: Any) -> str | None:
+def storage_uri_rule(v: Any) -> str | None:
     scheme, sep, _ = v.partition("://")
     if sep and scheme.lower() not in _STORE_SCHEMES:
         return f"must be a local path or a URI with one of the schemes {', '.join(_STORE_SCHEMES)}"
@@ -181,7 +181,7 @@ class StorageConfig:
         "",
         "LanceDB directory or object-store URI (s3://, s3+ddb://, gs://, az://); "
         "empty: <data dir>/db",
-        _storage_uri_rule,
+        storage_uri_rule,
     )
     options: tuple[str, ...] = _opt(
         (),
