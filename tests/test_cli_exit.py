@@ -218,7 +218,7 @@ def test_a_ctrl_c_while_a_command_starts_ends_it_in_one_line(env: dict[str, str]
         )  # fmt: skip
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
         assert "Traceback" not in err, (delay, err)
         assert proc.returncode in (0, 1), (delay, proc.returncode, err)  # (0: it was done)
         assert err in ("", "\nAborted!\n") or proc.returncode == 0, (delay, err)

@@ -183,7 +183,7 @@ def test_pasted_markup_is_said_and_injected_text_subagents_and_summaries_are_not
             "u2",
             "<?php echo $total; ?> prints zero <system-reminder>CLAUDE.md "
             "says: prefer pnpm</system-reminder> after the refund.",
-        ),  # fmt: skip
+        ),
         entry("user", "u3", "<command-name>/clear</command-name><command-args></command-args>"),
         entry("user", "u4", "Search every caller of drop_database", isSidechain=True),
         entry("user", "u5", "This session is being continued from …", isCompactSummary=True),
@@ -745,10 +745,11 @@ def test_cli_ingest_names_the_conversation_and_refuses_text_that_is_not_utf8(
     monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:64")
     monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
-    chats = {
-        "family": [{"speaker": "Ann", "text": "Dinner is at the lobster place.", "time": "2024-06-01T18:00Z"}],
-        "work": [{"speaker": "Carl", "text": "The quarterly audit starts Monday.", "time": "2024-06-01T18:10Z"}],
-    }  # fmt: skip
+    said = {
+        "family": ("Ann", "Dinner is at the lobster place.", "2024-06-01T18:00Z"),
+        "work": ("Carl", "The quarterly audit starts Monday.", "2024-06-01T18:10Z"),
+    }
+    chats = {k: [{"speaker": s, "text": t, "time": w}] for k, (s, t, w) in said.items()}
     for name, records in chats.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "result.json").write_text(json.dumps(records))

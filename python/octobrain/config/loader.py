@@ -201,7 +201,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError("", "is not a regular file", str(path)) from None
     except NotADirectoryError:  # (OCTOBRAIN_DATA_DIR naming a file: "[Errno 20] Not a …")
         above = next((p for p in path.parents if p.exists()), path.parent)
-        raise ConfigError("", f"cannot be read: {above} is a file, not a folder", str(path)) from None
+        reason = f"cannot be read: {above} is a file, not a folder"
+        raise ConfigError("", reason, str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError("", f"cannot read the file: {exc}", str(path)) from exc
     try:
