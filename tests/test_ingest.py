@@ -773,7 +773,7 @@ def test_cli_ingest_names_the_conversation_and_refuses_text_that_is_not_utf8(
     latin.write_bytes(b'{"speaker": "A", "text": "ok"}\n{"speaker": "Zo\xeb", "text": "caf\xe9"}\n')
     refused = cli("memory", "--scope", SCOPE, "ingest", str(latin))
     assert refused.exit_code == 2 and refused.stderr == (
-        "error: file: is not UTF-8 text (line 2: its byte 16 is not); save it as UTF-8\n"
+        "error: file: is not UTF-8 text (line 2, column 16); save it as UTF-8\n"
     )
 
 

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from octobrain.lines import place
+
 __all__ = [
     "UnreadableJSON",
     "array_values",
@@ -46,8 +48,7 @@ class UnreadableJSON(ValueError):
         """`reason` with the line and column of `position` in `text` (which was read)."""
         if self.position is None:
             return self.reason
-        line = text.count("\n", 0, self.position) + 1
-        column = self.position - text.rfind("\n", 0, self.position)
+        line, column = place(text, self.position)
         return f"is not JSON ({self.detail}: line {line}, column {column})"
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import IO
 
-__all__ = ["iter_lines", "split_lines", "stream_lines"]
+__all__ = ["iter_lines", "place", "split_lines", "stream_lines"]
 
 _END = re.compile(r"\r\n?|\n")
 _BLOCK = 1 << 16
@@ -22,6 +22,14 @@ _BLOCK = 1 << 16
 def split_lines(text: str) -> list[str]:
     """The lines of `text`, without their ends."""
     return _END.split(text)
+
+
+def place(text: str, at: int) -> tuple[int, int]:
+    """(line, column) of `text[at]`, both from 1, its lines cut as every reader cuts them."""
+    line, start = 1, 0
+    for end in _END.finditer(text, 0, at):
+        line, start = line + 1, end.end()
+    return line, at - start + 1
 
 
 def iter_lines(text: str) -> Iterator[str]:

@@ -24,7 +24,7 @@ from typing import Any
 from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, array_values, bounds, read_json
-from octobrain.lines import iter_lines
+from octobrain.lines import iter_lines, place
 from octobrain.memory.turn_keys import Occurrences, former_keys, said_key
 from octobrain.memory.turns import (
     Conversation,
@@ -88,11 +88,10 @@ def read_conversations(
     try:  # (each turn was stored with U+FFFD for what was not UTF-8, and no word said)
         text = data.decode("utf-8").removeprefix("\ufeff")  # (a byte order mark)
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        before = data[: exc.start].decode("utf-8")  # (all UTF-8 up to there)
+        line, column = place(before, len(before))
         raise InvalidInput(
-            "file",
-            f"is not UTF-8 text (line {line}: its byte {column} is not); save it as UTF-8",
+            "file", f"is not UTF-8 text (line {line}, column {column}); save it as UTF-8"
         ) from None
     del data  # (up to 64 MiB, not needed beside its text)
     conversations = parse_text(text, fmt, default_key=name or file.stem)
