@@ -230,6 +230,9 @@ def test_valid_scopes_are_normalised(given_scope: str, canonical: str):
         ("x" * (MAX_SCOPE_LENGTH + 1), f"at most {MAX_SCOPE_LENGTH}"),
         ("file:///srv/x.git", "neither a scope nor a git remote URL"),
         ("a:", "neither a scope nor a git remote URL"),
+        # (a project called "global", which no project reads: an agent's cross-project facts)
+        ("global", "'global' names no project; the global scope is \"\""),
+        (" Global/ ", "'global' names no project"),
     ],
 )
 def test_invalid_scopes_are_rejected_with_field_and_rule(bad: str, rule: str):

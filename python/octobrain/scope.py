@@ -201,6 +201,11 @@ def validate_scope(scope: str, field: str = "scope") -> str:
         return GLOBAL_SCOPE
     if len(text) > MAX_SCOPE_LENGTH:
         raise InvalidInput(field, f"must be at most {MAX_SCOPE_LENGTH} characters")
+    if text == "global":  # (stored as a project called "global", which no project reads)
+        raise InvalidInput(
+            field,
+            "'global' names no project; the global scope is \"\" (--global on the command line)",
+        )
     bad = sorted({c for c in text if not (c.isalnum() or c in _SAFE_PUNCT)})
     if bad:
         shown = " ".join(repr(c) for c in bad)
