@@ -152,6 +152,9 @@ def test_memorize_remember_forget_round_trip(locked: Any) -> None:
             assert "`octobrain memory restore` can bring them back for 7 days" in reply
             error, reply = await call(client, "remember", query="token bucket")
             assert first not in reply and second in reply
+            # 1.0 is an integer as JSON Schema reads one; it was refused ("got 1.0").
+            error, reply = await call(client, "remember", query="token bucket", limit=1.0)
+            assert not error and reply.startswith("MEMORIES (1 found") and second in reply
             # Empty because of a date filter: said so, not blamed on the relevance threshold.
             error, reply = await call(
                 client, "remember", query="token bucket", created_after="2099-01-01"
@@ -340,6 +343,7 @@ BAD = [
     ("remember", {"query": "abc", "limit": 0}, "limit: must be an integer in [1, 50]"),
     ("remember", {"query": "abc", "limit": 51}, "limit: must be an integer in [1, 50]"),
     ("remember", {"query": "abc", "limit": "5"}, "limit: must be an integer in [1, 50]"),
+    ("remember", {"query": "abc", "limit": 2.5}, "limit: must be an integer in [1, 50]"),
     ("forget", {"memory_id": UUID}, "confirm: required"),
     ("forget", {"memory_id": UUID, "confirm": "true"}, "confirm: must be a boolean"),
     ("forget", {"confirm": True}, "memory_id: give exactly one of memory_id or query"),

@@ -269,7 +269,10 @@ def check_unit(field_name: str, value: object) -> float:
 
 
 def check_limit(value: object, *, field_name: str = "limit", maximum: int = MAX_LIMIT) -> int:
-    """A result count in [1, maximum]."""
+    """A result count in [1, maximum]. A float with no fraction (`1.0`) is that integer, as
+    JSON Schema's "integer" takes it (an MCP client may send one)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(field_name, f"must be an integer in [1, {maximum}], got {value!r}")
     if not 1 <= value <= maximum:

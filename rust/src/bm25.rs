@@ -44,8 +44,12 @@ pub struct Bm25Params {
 impl Bm25Params {
     /// Validate `k1` and `b`.
     pub fn new(k1: f64, b: f64) -> CoreResult<Self> {
-        if !k1.is_finite() || k1 < 0.0 {
-            return Err(CoreError::invalid("k1", "must be a finite number >= 0"));
+        // (bounded: `tf · (k1 + 1)` overflowed to an infinite score at k1 = 1e308)
+        if !k1.is_finite() || !(0.0..=1000.0).contains(&k1) {
+            return Err(CoreError::invalid(
+                "k1",
+                "must be a finite number in [0, 1000]",
+            ));
         }
         if !b.is_finite() || !(0.0..=1.0).contains(&b) {
             return Err(CoreError::invalid("b", "must be a finite number in [0, 1]"));

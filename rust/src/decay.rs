@@ -130,7 +130,14 @@ pub fn decay_into(
         };
         let age = (params.now - seen).max(0.0);
         let fade = (-(age / half_life_seconds)).exp2();
-        *slot = (imp * fade * reinforcement).clamp(params.min_importance, 1.0);
+        // 0 × an infinite boost is NaN, which `clamp` passes through: a memory of no
+        // importance stays at the floor.
+        let decayed = imp * fade * reinforcement;
+        *slot = if decayed.is_nan() {
+            params.min_importance
+        } else {
+            decayed.clamp(params.min_importance, 1.0)
+        };
     }
     if valid {
         return Ok(());

@@ -175,10 +175,14 @@ pub fn score_fusion(
             ));
         }
     }
-    let weights = resolve_weights(weights, lists.len())?;
-    let mut total = 0.0;
-    for &w in &weights {
-        total += w;
+    let mut weights = resolve_weights(weights, lists.len())?;
+    let mut total: f64 = weights.iter().sum();
+    if total.is_infinite() {
+        // Finite weights whose sum overflows (two of 1e308) gave every `w / total` 0: the
+        // same proportions, read at the scale of the largest.
+        let largest = weights.iter().copied().fold(0.0_f64, f64::max);
+        weights.iter_mut().for_each(|w| *w /= largest);
+        total = weights.iter().sum();
     }
 
     // Each document gets a slot; `seen_in[slot]` is the last list it appeared in.

@@ -198,13 +198,15 @@ def words_and_compounds(text: str) -> list[str]:
     out: list[str] = []
     run: list[str] = []
     hyphen = False
+    end = 0
     for seg in _segments(text):
+        end += len(seg)
         if _is_word(seg):
             if not hyphen and run:
                 out += ["".join(run)] if len(run) > 1 else []
                 run = []
             run.append(seg)
-            out.append(seg)
+            out.append(seg + _language_mark(text, end, seg))
             out += identifier_parts(seg)
             hyphen = False
         elif not hyphen and run and len(seg) == 1 and seg in _HYPHENS:
@@ -214,6 +216,18 @@ def words_and_compounds(text: str) -> list[str]:
             run, hyphen = [], False
     out += ["".join(run)] if len(run) > 1 else []
     return out
+
+
+def _language_mark(text: str, end: int, word: str) -> str:
+    """The `++` or `#` after a word ending in a letter or digit (`C++`, `C#`), with no letter
+    or digit after the mark; else ""."""
+    if not _is_word(word[-1]):
+        return ""
+    for mark in ("++", "#"):
+        if text.startswith(mark, end):
+            after = text[end + len(mark) : end + len(mark) + 1]
+            return "" if after and _is_word(after) else mark
+    return ""
 
 
 def identifier_parts(word: str) -> list[str]:

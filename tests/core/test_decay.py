@@ -83,6 +83,11 @@ def test_access_boost_raises_importance() -> None:
     ]
 
 
+def test_no_importance_stays_at_the_floor_whatever_the_boost() -> None:
+    # 0 × an infinite boost was NaN, outside [floor, 1], and `clamp` let it through.
+    assert decay_days([0.0, 0.5], [0.0, 0.0], [10, 10], access_boost_factor=1e308) == [0.05, 1.0]
+
+
 def test_future_access_means_no_decay() -> None:
     assert decay_days([0.3, 0.3], [-20.0, 0.0], [0, 0]) == [0.3, 0.3]
 

@@ -84,6 +84,13 @@ def test_exact_ties_break_by_best_rank_then_id() -> None:
     assert fused.scores[2] == fused.scores[3] == 0.5
 
 
+def test_weights_too_large_to_sum_keep_their_proportions() -> None:
+    # Two weights of 1e308 summed to inf, and every `w / total` was 0: all scores 0.
+    lists, scores = [[1, 2, 3], [1, 2, 3]], [[3.0, 2.0, 1.0], [3.0, 2.0, 1.0]]
+    huge = score_fusion(lists, scores, [1e308, 1e308])
+    assert huge.scores == score_fusion(lists, scores, [1.0, 1.0]).scores == [1.0, 0.5, 0.0]
+
+
 def test_weights_shift_the_order() -> None:
     lists = [[1, 2, 3], [3, 2, 1]]
     assert rrf(lists, weights=[2.0, 1.0]).ids == [1, 2, 3]

@@ -21,13 +21,14 @@ from tests.core import reference as ref
 # CJK, Hiragana), and invisible format characters.
 ALPHABET = (
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-    " .,;:'_-/!?()\"\n\r\t"
+    " .,;:'_-/!?()\"\n\r\t+#"
     "éèêëàâäöüçñÉÀÖÜßæ\u0301\u0300\u0308\u0327"
     "αβγδεσςΣΟΔάέΑабвгдЖЗИ漢字中文ひらがな"
     "ﬁﬂＡＢａｂ１２\u2019\u2018·\u00a0\u200b\u200dⅫⅻ²µİ"
 )
 WORDS = ["the", "running", "cells", "café", "don't", "3.14", "is", "a_b", "Ελλάδα", "x"]
 WORDS += ["max_connections", "pgbouncer.ini", "os.path", "v2.3", "e.g.", "__init__", "été_été"]
+WORDS += ["C++", "C#", "F#", "g++", "c++11", "#rust", "A+", "issue#42"]
 texts = st.text(alphabet=ALPHABET, max_size=40) | st.lists(st.sampled_from(WORDS)).map(" ".join)
 
 
@@ -86,6 +87,13 @@ def test_words_about_code_meet_the_identifier_that_holds_them() -> None:
         assert set(analyze([query])[0]) <= doc, query
     assert analyze(["v2.3.1 3.14 e.g. U.S."], stem=False) == [
         ["v2.3.1", "2.3.1", "3.14", "e.g", "u.s"]
+    ]
+
+
+def test_language_names_keep_their_marks() -> None:
+    """`C++`, `C#` and `F#` were all the term `c` (or `f`): "Plan C" matched a C++ question."""
+    assert analyze(["C++ C# F# g++ Plan C, c++11 #rust A+ issue#42"], stem=False) == [
+        ["c++", "c#", "f#", "g++", "plan", "c", "c", "11", "rust", "issue", "42"]
     ]
 
 

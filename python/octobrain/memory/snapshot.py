@@ -65,10 +65,10 @@ from octobrain.memory.page_check import BLOCK, PageCheck, block_crcs, in_backgro
 
 log = logging.getLogger(__name__)
 
-# 7: a version's number without its `v` among the BM25 terms (6: identifier parts; 5: each
-# edge's checksum; 4: each row's; 3: row addresses and the edges; 2: the BM25 index as
-# memory-mapped arrays; 1: one file)
-FORMAT = 7
+# 8: `C++`, `C#` keep their marks among the BM25 terms (7: a version's number without its
+# `v`; 6: identifier parts; 5: each edge's checksum; 4: each row's; 3: row addresses and the
+# edges; 2: the BM25 index as memory-mapped arrays; 1: one file)
+FORMAT = 8
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 _CHUNK = 8 << 20
