@@ -360,6 +360,29 @@ def test_a_model_loaded_ahead_embeds_as_one_loaded_on_first_use(minilm: Embedder
 
 
 @pytest.mark.slow
+def test_a_query_the_model_cannot_read_is_answered_by_its_words_alone(
+    minilm: Embedder, tmp_path: Path
+):
+    # MiniLM reads emoji, Thai and Amharic as [UNK]: an emoji question was answered with an
+    # unrelated Japanese note at relevance 0.41 (cosine alone), the note holding the emoji
+    # not among the answers.
+    from octobrain.config import Config
+    from octobrain.embed.base import unreadable
+    from octobrain.embed.cache import CachedEmbedder
+    from octobrain.memory.brain import Brain
+
+    assert unreadable(minilm, "🚀🔥🚀") and unreadable(CachedEmbedder(minilm, tmp_path), "🚀")
+    assert not unreadable(minilm, "rate limiting") and not unreadable(HashEmbedder(64), "🚀")
+    brain = Brain("acme/app", config=Config(), embedder=minilm, uri=tmp_path / "db")
+    brain.memorize("Status markers", "We mark shipped items with 🚀 and blockers with 🔥.")
+    brain.memorize("接続プール", "データベースの接続プールは最大20です。")
+    friday, _ = brain.memorize("የመልቀቂያ ደንብ", "አርብ ቀን ምንም ነገር ወደ ምርት አንለቅም።")
+    assert brain.remember("🚀🔥🚀").hits == []  # nothing passes: no words of it, no meaning
+    (hit,) = brain.remember("አርብ ቀን ምንም").hits
+    assert hit.memory.id == friday.id and hit.relevance == pytest.approx(0.5)
+
+
+@pytest.mark.slow
 def test_minilm_vectors(minilm: Embedder):
     assert minilm.model_id == BUNDLED_MODEL_ID and minilm.dim == 384
     q = minilm.embed_query("rate limiting")

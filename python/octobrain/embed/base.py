@@ -197,6 +197,17 @@ class BaseEmbedder(ABC):
         return self._run(_check_texts(query, "query"), "query")
 
 
+def unreadable(embedder: object, text: str) -> bool:
+    """Whether `embedder`'s model cannot read most of `text` (its vocabulary lacks the words:
+    the bundled MiniLM reads Thai, Amharic and emoji as [UNK]), so a vector of it is no
+    evidence of meaning. Only an embedder that can tell says so (`unreadable(text)`, through
+    any views over it); any other: False."""
+    while isinstance(embedder, EmbedderView):
+        embedder = embedder.inner
+    tell = getattr(embedder, "unreadable", None)
+    return bool(tell(text)) if callable(tell) else False
+
+
 def ahead(embed: Callable[[], Vectors]) -> Callable[[], Vectors]:
     """`embed` run from now on a thread of its own; the function returned waits for it and
     returns its vectors, or raises its error.

@@ -268,6 +268,12 @@ class LocalEmbedder(BaseEmbedder):
                 ) from exc
         return self._dim
 
+    def unreadable(self, text: str) -> bool:
+        """Whether most of `text` is unknown to the bundled model (`embed.base.unreadable`);
+        asked once the query is embedded, so the model is loaded. Another model: False."""
+        model = self._model
+        return isinstance(model, MeanPooledOnnx) and model.unknown_share(text) > 0.5
+
     def _embed_batch(self, texts: list[str], kind: Kind) -> npt.NDArray[Any]:
         model = self._load()
         query = kind == "query"

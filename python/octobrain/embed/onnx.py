@@ -83,6 +83,13 @@ class MeanPooledOnnx:
         self._release.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         self._outgrown = False  # a run since the last `give_back` needed more than KEPT_TOKENS
 
+    def unknown_share(self, text: str) -> float:
+        """The share of `text`'s word pieces this model's vocabulary lacks ([UNK]): Thai,
+        Amharic or emoji are one unknown piece a word, so their vector says nothing of them."""
+        pieces = self._tokenizer.encode(text, add_special_tokens=False).ids
+        unknown = self._tokenizer.token_to_id("[UNK]")
+        return sum(p == unknown for p in pieces) / len(pieces) if pieces else 0.0
+
     def embed(self, texts: list[str], run_texts: int) -> npt.NDArray[np.float32]:
         """One unit vector per text (at least one), `run_texts` texts per onnxruntime run."""
         runs = [self._run(texts[i : i + run_texts]) for i in range(0, len(texts), run_texts)]

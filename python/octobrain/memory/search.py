@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from octobrain.config import Config
-from octobrain.embed.base import Embedder, ahead
+from octobrain.embed.base import Embedder, ahead, unreadable
 from octobrain.kernels import decay, fusion
 from octobrain.kernels.hybrid import hybrid_rank
 from octobrain.memory.conversation import SPEAKER_PREFIX
@@ -268,12 +268,17 @@ class Retriever:
                 seen=seen,
             )
         coverage = self.corpus.coverage(query, ranking.ids, seen)
+        # A query the model cannot read (emoji, Thai, Amharic: [UNK] pieces) has a vector that
+        # says nothing of it, so its cosines are no evidence: an emoji question was answered
+        # with a Japanese note at relevance 0.41. Its words alone count, at half weight.
+        blind = unreadable(self.embedder, query)
         out = []
         for i, pos in enumerate(ranking.ids):
             cos = float(cos_all[pos])
             # Exact words count as evidence of relevance, but never alone beyond the average of
             # the two: a shared common word must not make an unrelated memory "relevant".
-            relevance = max(0.0, cos, 0.5 * (cos + float(coverage[i])))
+            seen_cos = 0.0 if blind else cos
+            relevance = max(0.0, seen_cos, 0.5 * (seen_cos + float(coverage[i])))
             out.append(
                 _Scored(
                     pos, ranking.scores[i], relevance, cos, float(coverage[i]), ranking.legs[pos]
