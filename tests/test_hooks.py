@@ -684,6 +684,18 @@ def test_the_digest_keeps_the_session_s_words_not_what_the_client_injected(tmp_p
     assert digest.decisions == ["We decided to lazy-load the avatar images."]
 
 
+def test_injected_text_is_cut_in_one_pass_however_it_is_broken(tmp_path: Path) -> None:
+    # 20,000 "<command-name " with no ">" took 3.2 s: each scanned to the end for its ">".
+    import time
+
+    from octobrain.memory.hooks import transcript_text
+
+    entry = _said("<command-name " * 20_000 + "We decided to ship.")
+    started = time.process_time()
+    assert transcript_text(entry).endswith("We decided to ship.")
+    assert time.process_time() - started < 0.5
+
+
 def test_the_digest_leaves_out_sentences_that_name_a_credential(tmp_path: Path) -> None:
     # Nobody chose what a digest keeps: a password said in prose, or one assigned to a name,
     # is not read back into every later session's briefing.
