@@ -422,6 +422,13 @@ def test_the_service_hands_large_freed_blocks_back(
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1048576")
     assert "MALLOC_MMAP_THRESHOLD_" not in service_environment(_settings())
+    # The config file is named for the service only when the user named one or there is one:
+    # naming a missing default made every warm answer warn that it does not exist.
+    settings = _settings()
+    assert not os.path.exists(settings.config_file)
+    assert "OCTOBRAIN_CONFIG_PATH" not in service_environment(settings)
+    Path(settings.config_file).write_text("[search]\ndefault_limit = 5\n")
+    assert service_environment(settings)["OCTOBRAIN_CONFIG_PATH"] == settings.config_file
 
 
 def test_git_variables_of_a_caller_decide_its_scope_and_never_reach_the_service(

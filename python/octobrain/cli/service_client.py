@@ -342,7 +342,11 @@ def service_environment(settings: Settings) -> dict[str, str]:
     git's variables: it serves callers in many repositories (one that sets GIT_DIR and the
     like runs in-process, `launch.git_located`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env["OCTOBRAIN_CONFIG_PATH"] = settings.config_file
+    # Named for the service when the user named one, or when there is one to read: naming a
+    # missing default made the service warn "OCTOBRAIN_CONFIG_PATH: … does not exist" in
+    # every answer, a warning the same command run in-process does not give.
+    if os.environ.get("OCTOBRAIN_CONFIG_PATH", "").strip() or os.path.exists(settings.config_file):
+        env["OCTOBRAIN_CONFIG_PATH"] = settings.config_file
     if env.get("OCTOBRAIN_DATA_DIR", "").strip():
         env["OCTOBRAIN_DATA_DIR"] = _data_dir()
     if "malloc." not in env.get("GLIBC_TUNABLES", ""):
