@@ -195,6 +195,19 @@ def test_a_command_refused_for_its_config_starts_no_service(
     assert not os.path.exists(settings.socket_path)
 
 
+def test_a_command_that_starts_a_service_says_what_is_wrong_with_its_config_once(
+    env: dict[str, str],
+) -> None:
+    # Before it starts the service, as it exits, the command loads the config once more (not
+    # for a config it cannot load): its warnings were printed a second time.
+    config = Path(env["OCTOBRAIN_DATA_DIR"]) / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("colour = 1\n")
+    done = cli(env, "memory", "--scope", SCOPE, "stats")
+    assert done.returncode == 0 and done.stderr.count(b"unknown config key 'colour'") == 1
+    assert _wait(lambda: _status() is not None, 90), "no service was started"
+
+
 def test_a_command_that_finds_no_service_starts_one_once_it_is_done(
     env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -382,13 +382,19 @@ def _spawn_if_configured(settings: Settings) -> None:
     """`spawn` at exit, unless the config it would run with cannot be loaded: a command
     refused for a bad value (`OCTOBRAIN_SEARCH_MIN_RELEVANCE=xyz`) started a service that
     failed to warm up and held 80–350 MB for its idle time, reported "store loaded"."""
+    import logging
+
     from octobrain.config import load_config
     from octobrain.errors import InvalidInput
 
+    said = logging.getLogger("octobrain.config")  # (the command said what is wrong with it)
+    was, said.disabled = said.disabled, True
     try:
         load_config()
     except (InvalidInput, OSError):
         return
+    finally:
+        said.disabled = was
     spawn(settings, load_now=True)
 
 
