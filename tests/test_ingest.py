@@ -692,12 +692,16 @@ def cli(*args: str) -> Result:
     return CliRunner().invoke(main, list(args))
 
 
-def test_cli_ingest_reports_and_errors_in_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's store under `tmp_path/data`, with the hash embedder and no config file."""
     monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:64")
     monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+
+
+@pytest.mark.usefixtures("cli_env")
+def test_cli_ingest_reports_and_errors_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "locomo.json"
     path.write_text(json.dumps(LOCOMO))
     first = cli("memory", "--scope", SCOPE, "ingest", str(path), "--format", "json")
@@ -736,15 +740,13 @@ def test_cli_ingest_reports_and_errors_in_one_line(
         assert refused.stderr == f"error: file: {special} is not a regular file\n"
 
 
+@pytest.mark.usefixtures("cli_env")
 def test_cli_ingest_names_the_conversation_and_refuses_text_that_is_not_utf8(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     # Two exports both called result.json were one conversation, "result": the second's turns
     # chained into the first's sessions. The line names the conversation, --conversation
     # gives another; a Latin-1 file was stored with U+FFFD in place of each accent.
-    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:64")
-    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
     said = {
         "family": ("Ann", "Dinner is at the lobster place.", "2024-06-01T18:00Z"),
         "work": ("Carl", "The quarterly audit starts Monday.", "2024-06-01T18:10Z"),
