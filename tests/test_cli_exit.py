@@ -66,7 +66,7 @@ def test_long_output_reaches_a_pipe_whole(env: dict[str, str]) -> None:
 def test_a_usage_error_keeps_its_exit_code_and_message(env: dict[str, str]) -> None:
     done = octobrain("memory", "--scope", "github.com/acme/api", "remember", "x", env=env)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr == "error: query: must be 3–500 bytes of UTF-8 after trimming, got 1\n"
+    assert done.stderr == "error: query: must be 2–500 bytes of UTF-8 after trimming, got 1\n"
 
 
 def _exit_now(body: str, tmp_path: Path, **run: object) -> subprocess.CompletedProcess[str]:

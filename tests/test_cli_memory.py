@@ -63,6 +63,18 @@ def test_round_trip(env: dict[str, str]) -> None:
     assert "No relevant memories" in run("remember", "chocolate cake frosting").output
 
 
+@pytest.mark.parametrize(
+    ("query", "title"), [("Go", "Backend language"), ("S3", "Blob storage"), ("C#", "Editor plugin")]
+)
+def test_a_two_byte_name_is_a_question(env: dict[str, str], query: str, title: str) -> None:
+    memorize("Backend language", "Every backend service is written in Go, built with make.")
+    memorize("Blob storage", "Uploads are kept in S3 with a lifecycle rule after 30 days.")
+    memorize("Editor plugin", "The editor plugin is written in C# against the 2022 SDK.")
+    found = run("remember", query, "--format", "json")
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.output)["results"][0]["title"] == title
+
+
 def test_an_empty_remember_says_a_filter_left_nothing_not_the_threshold(
     env: dict[str, str],
 ) -> None:
@@ -143,14 +155,14 @@ def test_forget_refuses_query_filters_with_ids_and_an_empty_query(env: dict[str,
     for args, line in [
         (("--tags", "x"), "error: tags: only with --query; ids name exactly what to delete"),
         (("-m", "decision"), "error: memory_types: only with --query; ids name exactly what"),
-        (("--query", ""), "error: query: must be 3–500 bytes of UTF-8 after trimming, got 0"),
-        (("--query", "   "), "error: query: must be 3–500 bytes of UTF-8 after trimming, got 0"),
+        (("--query", ""), "error: query: must be 2–500 bytes of UTF-8 after trimming, got 0"),
+        (("--query", "   "), "error: query: must be 2–500 bytes of UTF-8 after trimming, got 0"),
     ]:
         result = run("forget", mid, "-y", *args)
         assert result.exit_code == 2 and result.output.startswith(line), (args, result.output)
         assert len(result.output.splitlines()) == 1
     alone = run("forget", "--query", "", "-y")  # named query, not memory_ids
-    assert alone.exit_code == 2 and alone.output.startswith("error: query: must be 3–500 bytes")
+    assert alone.exit_code == 2 and alone.output.startswith("error: query: must be 2–500 bytes")
     both = run("forget", mid, "-y", "--query", "token bucket")
     assert both.exit_code == 2 and both.output.startswith("error: memory_ids: give memory ids or")
     assert run("get", mid).exit_code == 0  # nothing was deleted

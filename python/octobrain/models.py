@@ -21,7 +21,9 @@ from octobrain.times import iso_z, utcnow
 
 TITLE_BYTES = (5, 200)
 CONTENT_BYTES = (10, 10_000)
-QUERY_BYTES = (3, 500)
+# two bytes: "Go", "S3", "C#", "UI" are real questions (the original refused under three)
+QUERY_BYTES = (2, 500)
+QUERY_RULE = f"{QUERY_BYTES[0]}–{QUERY_BYTES[1]} bytes"
 NOTE_BYTES = 32 * 1024  # one `knowledge store` note: ~30 chunks, seconds of embedding
 MAX_TAGS = 10
 TAG_CHARS = 50

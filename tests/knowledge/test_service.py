@@ -509,7 +509,7 @@ def test_errors_for_bad_sources_and_commands(make_knowledge: MakeKnowledge, tmp_
         run_command(k, {"command": "grep"})
     with pytest.raises(InvalidInput, match="^query: is required for command 'search'"):
         run_command(k, {"command": "search"})
-    with pytest.raises(InvalidInput, match="^query: must be 3–500 bytes"):
+    with pytest.raises(InvalidInput, match="^query: must be 2–500 bytes"):
         k.search("x")
 
 

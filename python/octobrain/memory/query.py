@@ -81,7 +81,7 @@ def parse_time(
 
 
 def parse_queries(query: str | Sequence[str]) -> list[str]:
-    """1–5 query strings, each 3–500 bytes after trimming."""
+    """1–5 query strings, each 2–500 bytes after trimming."""
     items = [query] if isinstance(query, str) else list(query)
     if not 1 <= len(items) <= MAX_QUERIES:
         raise InvalidInput("query", f"give 1–{MAX_QUERIES} query strings, got {len(items)}")

@@ -27,6 +27,7 @@ from octobrain.models import (
     MAX_TAGS,
     NOTE_BYTES,
     QUERY_BYTES,
+    QUERY_RULE,
     TAG_CHARS,
     TITLE_BYTES,
     MemoryType,
@@ -236,7 +237,7 @@ REMEMBER = ToolSpec(
     properties={
         "query": {
             "anyOf": [
-                _utf8("One query (3–500 bytes of UTF-8).", QUERY_BYTES[0], QUERY_BYTES[1]),
+                _utf8(f"One query ({QUERY_RULE} of UTF-8).", QUERY_BYTES[0], QUERY_BYTES[1]),
                 {
                     "type": "array",
                     "items": {
@@ -248,7 +249,7 @@ REMEMBER = ToolSpec(
                     "maxItems": MAX_QUERIES,
                 },
             ],
-            "description": f"A query (3–500 bytes) or a list of 1–{MAX_QUERIES} queries.",
+            "description": f"A query ({QUERY_RULE}) or a list of 1–{MAX_QUERIES} queries.",
         },
         "memory_types": {
             "type": "array",
@@ -309,7 +310,7 @@ FORGET = ToolSpec(
         },
         "memory_id": _str(ID_HELP.format(what="the one memory to delete"), 1, ID_CHARS),
         "query": _utf8(
-            "Delete the memories this query finds (3–500 bytes of UTF-8).",
+            f"Delete the memories this query finds ({QUERY_RULE} of UTF-8).",
             QUERY_BYTES[0],
             QUERY_BYTES[1],
         ),
@@ -358,7 +359,7 @@ KNOWLEDGE = ToolSpec(
     properties={
         "command": {"type": "string", "enum": KNOWLEDGE_COMMANDS},
         "query": _utf8(
-            "search: what to look for (3–500 bytes of UTF-8).", QUERY_BYTES[0], QUERY_BYTES[1]
+            f"search: what to look for ({QUERY_RULE} of UTF-8).", QUERY_BYTES[0], QUERY_BYTES[1]
         ),
         "source": _str("A single file path or http(s) URL.", 1),
         "pattern": _str("match: a regular expression."),
