@@ -627,6 +627,40 @@ def test_a_client_root_that_is_the_system_or_home_is_not_read_from(
     assert not ok and "rotates every quarter" in notes  # the project root still reads
 
 
+@pytest.mark.parametrize("root", ["named before it exists", "the project, replaced"])
+def test_a_root_swapped_for_a_link_to_the_home_later_is_not_read_from(
+    tmp_path: Path, monkeypatch: Any, root: str
+) -> None:
+    # Roots were checked once, when the session took them: a client writing in its own
+    # directory made a root it named a link to ~/.ssh afterwards, and the key was read.
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id.md").write_text("# Key\n\nthe private key text\n")
+    monkeypatch.setenv("HOME", str(home))
+    project = _project(tmp_path)
+    later = tmp_path / "later" if root == "named before it exists" else project
+    monkeypatch.chdir(tmp_path)
+    server = build_server(pool_for(tmp_path / "db"), workspace(tmp_path))
+    replies: list[tuple[bool, str]] = []
+
+    async def body() -> None:
+        roots = _roots(project.as_uri(), later.as_uri())
+        async with Client(server, mode="legacy", list_roots_callback=roots) as c:
+            replies.append(await call(c, "knowledge", command="read", source="notes.md"))
+            if later == project:
+                project.rename(tmp_path / "project.old")
+            later.symlink_to(home / ".ssh")
+            for source in (later / "id.md", home / ".ssh" / "id.md"):
+                replies.append(await call(c, "knowledge", command="read", source=str(source)))
+
+    run(body)
+    (first, notes), *swapped = replies
+    assert not first and "rotates every quarter" in notes, notes
+    for error, reply in swapped:
+        assert error and "private key" not in reply, reply
+        assert reply.startswith("source: ") and "knowledge.allow_paths" in reply, reply
+
+
 def test_a_root_with_a_nul_is_ignored_not_the_end_of_the_session(
     tmp_path: Path, monkeypatch: Any
 ) -> None:

@@ -102,7 +102,8 @@ def confine(ref: SourceRef, roots: tuple[Path, ...] | None) -> SourceRef:
     """Refuse a local file outside `roots` (None: no confinement, as for the CLI).
 
     `ref.path` is already resolved (symlinks and `..`), so a link inside a root that points
-    outside it is outside; the roots are resolved the same way before comparing.
+    outside it is outside; `roots` come resolved too (`Workspace.local_roots`, on each call),
+    and are not resolved again here: a root swapped for a link in between is not followed.
     """
     if roots is None or ref.kind is not SourceKind.FILE:
         return ref
@@ -115,7 +116,7 @@ def confine(ref: SourceRef, roots: tuple[Path, ...] | None) -> SourceRef:
                 "hold tokens and credentials): an MCP session never reads it",
             )
     for root in roots:
-        if ref.path.is_relative_to(os.path.realpath(root)):
+        if ref.path.is_relative_to(root):
             return ref
     where = ", ".join(str(r) for r in roots) if roots else "no local directory"
     raise InvalidInput(

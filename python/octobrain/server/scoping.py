@@ -119,6 +119,10 @@ _SYSTEM_DIRS = frozenset(
 _NEVER_DIRS = frozenset(["boot", "dev", "etc", "proc", "run", "sys"])
 
 
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
 def readable_root(path: Path, *, workdir: bool = False) -> bool:
     """Whether a client's root may be read from: a directory of a project, not `/`, a system
     directory, the home directory or one holding it (`~/.ssh` is in there), nor a hidden
@@ -128,8 +132,8 @@ def readable_root(path: Path, *, workdir: bool = False) -> bool:
     `workdir`: `path` is the directory the server was started in, which its user chose, not a
     client: one inside a system directory (a container's `/usr/src/app`, `/var/www/site`) is a
     project's too, the system directory itself and those of `_NEVER_DIRS` are not."""
-    real = Path(os.path.realpath(path))
-    home = Path(os.path.realpath(Path.home()))
+    real = _real(path)
+    home = _real(Path.home())
     if real == home or real in home.parents:
         return False
     if len(home.parts) > 1 and real.is_relative_to(home):
@@ -174,15 +178,17 @@ class Workspace:
         """Where this session's `knowledge` calls may read local files: the client's roots, else
         the working directory (stdio only) when it may be a project's (`readable_root`: a
         desktop client may start its servers in `/` or the home directory), plus
-        `knowledge.allow_paths`."""
+        `knowledge.allow_paths`. Resolved and checked on every call, not once: a root the
+        client names may be a directory it writes in, swapped later for a link to `~/.ssh`;
+        `knowledge.sources.confine` compares with these paths as they are."""
         base: tuple[Path, ...] = ()
         if not self.http:  # roots the client named replace the cwd, even when none is readable
             by_roots = lock is not None and lock.origin == "client roots"
             if by_roots and lock is not None:
-                base = lock.roots
+                base = tuple(filter(readable_root, map(_real, lock.roots)))
             elif readable_root(self.cwd, workdir=True):
-                base = (self.cwd,)
-        return base + tuple(Path(p).expanduser() for p in allow_paths)
+                base = (_real(self.cwd),)
+        return base + tuple(_real(Path(p).expanduser()) for p in allow_paths)
 
     @classmethod
     def scan(cls, cwd: str | os.PathLike[str] | None = None) -> Workspace:
