@@ -595,6 +595,12 @@ def test_byte_limits_are_stated_and_character_bounds_refuse_no_valid_string(
     assert (title["minLength"], title["maxLength"]) == (2, 200)  # ⌈5/4⌉ characters
     assert tools["memorize"]["related_files"]["items"]["maxLength"] == 500
     assert tools["forget"]["tags"]["items"]["maxLength"] == 50
+    # The server's other string bounds were missing from the schema: a client checking its
+    # arguments against it sent a 600-byte file filter, a 5,000-byte source, a 300-byte key.
+    assert tools["remember"]["related_files"]["items"]["maxLength"] == 500
+    knowledge = tools["knowledge"]
+    assert (knowledge["source"]["maxLength"], knowledge["key"]["maxLength"]) == (4096, 200)
+    assert "2–500 bytes" in tools["remember"]["query"]["description"]
 
     async def body() -> None:
         async with Client(locked) as client:

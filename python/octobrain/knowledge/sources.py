@@ -16,10 +16,10 @@ from urllib.parse import unquote, urlsplit
 
 from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, named_by, read_regular
+from octobrain.models import KEY_BYTES, SOURCE_BYTES
 from octobrain.safe_text import is_unicode
 
 STORED_PREFIX = "stored://"
-SOURCE_BYTES = 4096  # longest accepted source argument
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
@@ -142,9 +142,6 @@ def _normalise_url(url: str) -> str:
     netloc = parts.netloc.lower()
     query = f"?{parts.query}" if parts.query else ""
     return f"{parts.scheme.lower()}://{netloc}{path}{query}"
-
-
-KEY_BYTES = 200
 
 
 def check_key(key: str) -> str:

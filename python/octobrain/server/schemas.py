@@ -17,6 +17,7 @@ from octobrain.models import (
     CONTENT_BYTES,
     FILE_BYTES,
     ID_CHARS,
+    KEY_BYTES,
     KEEP_VERSIONS_DAYS,
     LINK_DESCRIPTION_CHARS,
     LINK_TYPES,
@@ -28,6 +29,7 @@ from octobrain.models import (
     NOTE_BYTES,
     QUERY_BYTES,
     QUERY_RULE,
+    SOURCE_BYTES,
     TAG_CHARS,
     TITLE_BYTES,
     MemoryType,
@@ -258,7 +260,11 @@ REMEMBER = ToolSpec(
             "description": "Only memories of these types.",
         },
         "tags": _str_list("Only memories having any of these tags.", MAX_TAGS, TAG_CHARS),
-        "related_files": _str_list("Only memories about any of these files.", MAX_FILES),
+        "related_files": _str_list(
+            f"Only memories about any of these files (each at most {FILE_BYTES} bytes of UTF-8).",
+            MAX_FILES,
+            FILE_BYTES,
+        ),
         # ("" is refused, not taken for no bound: leave the field out for that.)
         "created_after": _str("Only memories created at or after this time (ISO-8601).", 1),
         "created_before": _str(
@@ -361,7 +367,11 @@ KNOWLEDGE = ToolSpec(
         "query": _utf8(
             f"search: what to look for ({QUERY_RULE} of UTF-8).", QUERY_BYTES[0], QUERY_BYTES[1]
         ),
-        "source": _str("A single file path or http(s) URL.", 1),
+        "source": _utf8(
+            f"A single file path or http(s) URL (at most {SOURCE_BYTES} bytes of UTF-8).",
+            1,
+            SOURCE_BYTES,
+        ),
         "pattern": _str("match: a regular expression."),
         "from_line": {
             "type": "integer",
@@ -376,7 +386,9 @@ KNOWLEDGE = ToolSpec(
             "description": "read: where in line from_line the page starts, in bytes: what a "
             "reply that cut a line longer than a page names for its next page.",
         },
-        "key": _str("store / delete: the note's key."),
+        "key": _utf8(
+            f"store / delete: the note's key (1–{KEY_BYTES} bytes of UTF-8).", 1, KEY_BYTES
+        ),
         "content": _str(
             f"store: the note's text, at most {NOTE_BYTES} bytes of UTF-8.", 1, NOTE_BYTES
         ),
