@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 import socket
 from http.client import HTTPResponse
 from pathlib import Path
@@ -14,14 +16,15 @@ from tests.server_support import PROJECT_A, call, free_port, http_server, run
 FACT = {"title": "Release process", "content": "Releases are cut from main by tagging vX.Y.Z."}
 
 
-def _body_begun(port: int, size: int) -> socket.socket:
-    """A connection whose POST declares `size` bytes of body and sends all but the last 100."""
+def _body_begun(port: int, size: int, sent: int | None = None) -> socket.socket:
+    """A connection whose POST declares `size` bytes of body and sends `sent` of them (all but
+    the last 100 unless told)."""
     conn = socket.create_connection(("127.0.0.1", port), timeout=20)
     head = (
         f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
         f"Accept: application/json, text/event-stream\r\nContent-Length: {size}\r\n\r\n"
     )
-    conn.sendall(head.encode() + b" " * (size - 100))
+    conn.sendall(head.encode() + b" " * (size - 100 if sent is None else sent))
     return conn
 
 
@@ -42,7 +45,7 @@ def test_bodies_being_read_at_once_are_bounded_and_past_that_refused(tmp_path: P
             assert answer.status == 503 and answer.getheader("retry-after") == "1"
             assert answer.getheader("connection") == "close"  # its buffers go with it
             error = json.loads(answer.read())["error"]["message"]
-            assert "reading 2,000,000 bytes of requests, and at most 2,097,152" in error, error
+            assert re.search(r"reading [\d,]+ bytes of requests, and at most 2,097,152", error)
         for conn in held:
             conn.close()
 
@@ -52,3 +55,42 @@ def test_bodies_being_read_at_once_are_bounded_and_past_that_refused(tmp_path: P
                 assert not error, reply
 
         run(body)
+
+
+def _served(url: str) -> None:
+    async def body() -> None:
+        async with Client(url, mode="legacy") as client:
+            error, reply = await call(client, "memorize", **FACT, scope=PROJECT_A)
+            assert not error, reply
+
+    run(body)
+
+
+def test_connections_that_declare_a_body_and_send_none_hold_nothing(tmp_path: Path) -> None:
+    # A body's declared length was set aside before a byte of it came: 64 connections that
+    # each declared 1 MiB and sent one byte refused every other client 503 until the request
+    # deadline (30 s) closed them, and they could start again at once.
+    port = free_port()
+    env = {"OCTOBRAIN_MCP_MAX_IN_FLIGHT": "1"}  # bodies read at once: 1 MiB
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path, **env):
+        idle = [_body_begun(port, 1_048_576, sent=1) for _ in range(3)]
+        started = time.monotonic()
+        _served(f"http://127.0.0.1:{port}/mcp")
+        assert time.monotonic() - started < 20  # not at the deadline that closed the idle ones
+        for conn in idle:
+            conn.close()
+
+
+def test_a_body_that_stalls_gives_its_room_to_a_newer_one(tmp_path: Path) -> None:
+    # A client that sends a body and stops short holds its bytes until a newer body needs the
+    # room, once it is over a second old; its connection is then answered 503.
+    port = free_port()
+    env = {"OCTOBRAIN_MCP_MAX_IN_FLIGHT": "1"}
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path, **env):
+        with _body_begun(port, 1_048_576) as stalled:  # all but 100 bytes of the 1 MiB
+            time.sleep(1.5)
+            _served(f"http://127.0.0.1:{port}/mcp")
+            stalled.sendall(b" " * 100)
+            answer = HTTPResponse(stalled)
+            answer.begin()
+            assert answer.status == 503 and answer.getheader("connection") == "close"

@@ -4,17 +4,24 @@ A body is read whole before the MCP app sees it (its size and nesting are checke
 every connection may be sending one: 1,500 connections each sending 1 MB and stopping short
 took the server from 311 MB to 1.78 GB in two seconds, held until `mcp.request_seconds`
 closed them, with nothing stopping 20,000 of them. So the bytes of the bodies being read are
-counted together (`BodyBudget`): a body's declared length is set aside before a byte of it is
-read, a body of no declared length as it arrives, and a body that would take the count past
-the budget is refused 503 unread. Once read, a request's place among those answered
+counted together (`BodyBudget`), as they arrive, and a chunk that would take the count past
+the budget first drops the bodies that began over `OLD_SECONDS` ago and are still not whole,
+oldest first (their bytes let go at once, their connections answered 503), and is refused 503
+itself when that is not enough. Counting a body's declared length instead, before a byte
+arrived, let 64 connections that each declared 1 MiB and sent nothing lock every other
+client out until the request deadline closed them; a body that stalls holds the bytes it sent
+only until a newer one needs them. Once read, a request's place among those answered
 (`mcp.max_in_flight`) bounds what it holds.
 """
 
 from __future__ import annotations
 
+import time
 from enum import Enum
 
 from starlette.types import Message, Receive
+
+OLD_SECONDS = 1.0  # a body still arriving after this gives way to newer ones when room runs out
 
 
 class Read(Enum):
@@ -25,6 +32,18 @@ class Read(Enum):
     BUSY = "busy"  # past what the bodies being read may hold together
 
 
+class _Reading:
+    """One body being read: its chunks so far, the bytes they count, when it began."""
+
+    __slots__ = ("began", "chunks", "dropped", "held")
+
+    def __init__(self) -> None:
+        self.began = time.monotonic()
+        self.chunks: list[bytes] = []
+        self.held = 0
+        self.dropped = False
+
+
 class BodyBudget:
     """Bytes of request bodies being read at once, at most `budget`; one body at most
     `max_body`."""
@@ -33,6 +52,7 @@ class BodyBudget:
         self.budget = budget
         self.max_body = max_body
         self.held = 0
+        self._readings: list[_Reading] = []  # oldest first
 
     def busy_message(self) -> str:
         """Why a body was refused `Read.BUSY` (said right after, with nothing awaited)."""
@@ -41,41 +61,45 @@ class BodyBudget:
             f"{self.budget:,} at once (mcp.max_in_flight MiB); retry shortly"
         )
 
-    async def read(self, receive: Receive, declared: int) -> tuple[bytes, Read]:
-        """The whole body (`declared` bytes, or 0 when its length was not declared), or what
-        stopped it; what was set aside for it is given back either way."""
-        taken = 0
-
-        def take(size: int) -> bool:
-            nonlocal taken
-            if size <= taken:
-                return True
-            if self.held + size - taken > self.budget:
-                return False
-            self.held += size - taken
-            taken = size
-            return True
-
+    async def read(self, receive: Receive) -> tuple[bytes, Read]:
+        """The whole body, or what stopped it; what it counted is given back either way."""
+        reading = _Reading()
+        self._readings.append(reading)
         try:
-            if not take(declared):
-                return b"", Read.BUSY
-            chunks: list[bytes] = []
-            size = 0
             while True:
                 message = await receive()
-                if message["type"] != "http.request":
-                    return b"".join(chunks), Read.WHOLE  # disconnected: the app sees it empty
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > self.max_body:
-                    return b"", Read.TOO_LARGE
-                if not take(size):
+                if reading.dropped:
                     return b"", Read.BUSY
-                chunks.append(chunk)
+                if message["type"] != "http.request":
+                    return b"".join(reading.chunks), Read.WHOLE  # disconnected: seen empty
+                chunk = message.get("body", b"")
+                if reading.held + len(chunk) > self.max_body:
+                    return b"", Read.TOO_LARGE
+                if not self._take(reading, len(chunk)):
+                    return b"", Read.BUSY
+                reading.chunks.append(chunk)
                 if not message.get("more_body", False):
-                    return b"".join(chunks), Read.WHOLE
+                    return b"".join(reading.chunks), Read.WHOLE
         finally:
-            self.held -= taken
+            self._readings.remove(reading)
+            self.held -= reading.held
+
+    def _take(self, reading: _Reading, size: int) -> bool:
+        """Count `size` more bytes for `reading`, dropping old unfinished bodies for room."""
+        old = time.monotonic() - OLD_SECONDS
+        for other in list(self._readings):
+            if self.held + size <= self.budget or other.began > old:
+                break
+            if other is not reading and not other.dropped:
+                other.dropped = True  # its connection is answered when its next chunk comes
+                other.chunks.clear()
+                self.held -= other.held
+                other.held = 0
+        if self.held + size > self.budget:
+            return False
+        self.held += size
+        reading.held += size
+        return True
 
 
 def replay(body: bytes, receive: Receive) -> Receive:

@@ -167,7 +167,7 @@ class Guard:
         ):
             response = self._too_large()
         if response is None and scope.get("method") in ("POST", "PUT", "PATCH"):
-            body, read = await self.bodies.read(receive, int(declared))
+            body, read = await self.bodies.read(receive)
             if read is Read.TOO_LARGE:
                 response = self._too_large()
             elif read is Read.BUSY:
