@@ -808,6 +808,31 @@ def test_history_undoes_a_bulk_forget_and_a_restore_can_be_undone(make_brain: Ma
     assert make_brain().remember("token bucket", min_relevance=0.0).hits == []
 
 
+def test_a_link_made_or_removed_alone_is_a_version_restore_goes_back_to(
+    make_brain: MakeBrain,
+) -> None:
+    # `relate` and `unrelate` wrote edges only: no memories version, so `history` did not list
+    # them and a restore took the edges back to the next version, "now": a link removed with
+    # `unrelate` could not be got back.
+    brain = make_brain()
+    a, _ = brain.memorize(*TOKEN_BUCKET)
+    b, _ = brain.memorize(*POSTGRES)
+    before = brain.history(1)[0]
+    brain.relate(a.id, b.id, "depends_on", description="the limits live in Postgres")
+    linked = brain.history(1)[0]
+    brain.unrelate(a.id, b.id, "depends_on")
+    unlinked = brain.history(1)[0]
+    assert before.version < linked.version < unlinked.version
+    assert linked.note == f"links {a.id[:8]} → {b.id[:8]} (depends_on)"
+    assert unlinked.note == f"unlinks {a.id[:8]} → {b.id[:8]} (depends_on)"
+    brain.restore(linked.version, confirm=True)
+    [edge] = make_brain().store.relationships_of([a.id])
+    assert (edge.target_id, edge.description) == (b.id, "the limits live in Postgres")
+    brain.restore(before.version, confirm=True)
+    assert make_brain().store.relationships_of([a.id]) == []
+    assert make_brain().get(a.id) == brain.get(a.id)
+
+
 def test_a_restore_cut_short_is_refused_until_run_again(
     make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,11 +4,11 @@ batches), the edges of a type or touching some memories, and edges added and del
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput
 from octobrain.models import Relationship, RelationshipType
-from octobrain.store import schema
+from octobrain.store import manifest, schema
 from octobrain.store.scans import held, scan_arrow, scan_batches
 from octobrain.store.sql import sql_in, sql_str
 from octobrain.store.writes import append
@@ -138,6 +138,7 @@ def link_once(store: MemoryStore, rel: Relationship) -> Relationship:
         if there:
             return min(map(schema.row_to_relationship, there), key=lambda r: (r.created_at, r.id))
         check_no_supersede_cycle(store, rel, "target_id")
+        _stamp(store, "links", rel.source_id, rel.target_id, [rel.relationship_type.value])
         append(store, store.relationships, [schema.relationship_to_row(rel)])
     return rel
 
@@ -154,8 +155,18 @@ def unlink(
     with store.write_lock():
         rows = scan_arrow(store.relationships, where, store.relationships.schema.names, None)
         if rows.num_rows:
+            store.check_commit()
+            _stamp(store, "unlinks", source_id, target_id, rows.column("relationship_type"))
             _delete_found(store, where, rows.column("id").to_pylist())
     return sorted(map(schema.row_to_relationship, rows.to_pylist()), key=lambda r: r.created_at)
+
+
+def _stamp(store: MemoryStore, what: str, source: str, target: str, kinds: Any) -> None:
+    """A memories version for a link made or removed alone (`manifest.stamp_links`), so
+    `history` lists it and `restore` can go back to either side of it."""
+    types = ", ".join(sorted(set(map(str, kinds))))
+    manifest.stamp_links(store.memories, f"{what} {source[:8]} → {target[:8]} ({types})")
+    store.wrote(store.memories)
 
 
 def delete_relationships(store: MemoryStore, where: str) -> None:

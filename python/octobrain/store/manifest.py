@@ -16,6 +16,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, StorageError
@@ -414,25 +415,46 @@ _STAMP_NOTES = {
 }
 
 
+_LINKS = "octobrain.links"  # what the link-only write after a memories version did
+
+
+def stamp_links(table: lancedb.table.Table, what: str) -> None:
+    """A commit of the memories table's schema only, saying in words `what` the write of
+    edges about to follow does (call under the write lock, just before that write). A link
+    made or removed alone changed no memories version, and `restore` takes the edges back to
+    the moment of the next memories version: a link `unrelate` deleted could not be got back,
+    and `history` did not show it. Now its edges belong to this version, as memorize's edges
+    belong to the row they follow."""
+    table.update_field_metadata(
+        {"path": "id", "metadata": {_LINKS: f"{what} ({datetime.now(timezone.utc):%H:%M:%S.%f})"}}
+    )
+
+
 def stamp_note(probe: lancedb.table.Table, before: int, version: int) -> str:
     """What `version` of the table `probe` opens changed of its stamps since version `before`,
     in words ("" when none changed). `probe` is a handle of its own: it is moved to each."""
-    stamps = []
+    stamps, links = [], []
     for at in (before, version):
         probe.checkout(at)
         stamps.append({name for name in _STAMP_NOTES if stamped(probe, name)})
+        links.append(_field_metadata(probe).get(_LINKS.encode()))
     notes = [_STAMP_NOTES[n][0] for n in sorted(stamps[1] - stamps[0])]
     notes += [_STAMP_NOTES[n][1] for n in sorted(stamps[0] - stamps[1])]
+    if links[1] is not None and links[1] != links[0]:
+        notes.append(links[1].decode(errors="replace").rsplit(" (", 1)[0])
     return "; ".join(notes)
+
+
+def _field_metadata(table: lancedb.table.Table) -> dict[bytes, bytes]:
+    schema = table.schema
+    if schema.get_field_index("id") < 0:  # the version that opened has no columns (damage)
+        return {}
+    return dict(schema.field("id").metadata or {})
 
 
 def stamped(table: lancedb.table.Table, name: str) -> bool:
     """Whether `table` records that table `name` was made (`stamp_made`)."""
-    schema = table.schema
-    if schema.get_field_index("id") < 0:  # the version that opened has no columns (damage)
-        return False
-    metadata = schema.field("id").metadata or {}
-    return (_STAMP + name).encode() in metadata
+    return (_STAMP + name).encode() in _field_metadata(table)
 
 
 def _written(db: lancedb.DBConnection, name: str) -> bool:
