@@ -147,6 +147,25 @@ def test_a_lost_newest_commit_is_reported_not_served_from_the_snapshot(tmp_path:
         _hits(_brain(tmp_path / "db"), "setting zq2", record_access=False)
 
 
+@pytest.mark.parametrize("damage", ["cut", "gone"])
+def test_a_damaged_data_file_is_reported_not_hidden_by_the_snapshot(
+    tmp_path: Path, damage: str
+) -> None:
+    # The snapshot holds every row, so `remember` (and `brief`, the session hooks) answered
+    # from it as if nothing were wrong, while `stats` and every write said the store was
+    # damaged: the user learnt of it only when a write failed.
+    _store_with_snapshot(tmp_path / "db")
+    [data] = sorted((tmp_path / "db" / "memories.lance" / "data").glob("*.lance"))
+    if damage == "cut":
+        data.write_bytes(b"")
+    else:
+        data.unlink()
+    reader = _brain(tmp_path / "db")
+    with pytest.raises(StorageError, match=rf"table 'memories' .*\(data file {data.name}"):
+        _hits(reader, "setting zq2", record_access=False)
+    assert not reader.store.connected  # told from the files, LanceDB not imported for it
+
+
 def test_a_store_mid_restore_is_refused_though_its_snapshot_is_current(tmp_path: Path) -> None:
     _store_with_snapshot(tmp_path / "db")
     manifest.mark_restore(_brain(tmp_path / "db").store.location, 3)

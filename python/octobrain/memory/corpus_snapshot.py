@@ -42,8 +42,25 @@ def open_current(c: Corpus) -> bool:
         replay_tail(c, *on_disk)
     if (c._version, c._edges.version) != on_disk:
         return False
+    check_data_files(c, on_disk)
     c._apply_kept_access(c._store.kept_access())
     return True
+
+
+def check_data_files(c: Corpus, on_disk: tuple[int, int]) -> None:
+    """Refuse (`TableDamaged`) to answer from the snapshot when a data file of either table's
+    newest version is gone or cut (a stat and a footer read each, `operations.damaged_file`,
+    no LanceDB): the snapshot still held every row, so `remember`, `brief` and the session
+    hooks answered as if nothing were wrong, while `stats`, `get` and every write said the
+    store was damaged."""
+    from octobrain.store import manifest, operations
+    from octobrain.store.schema import MEMORIES, RELATIONSHIPS
+
+    location = c._store.location
+    for name, version in zip((MEMORIES, RELATIONSHIPS), on_disk, strict=True):
+        damage = operations.damaged_file(location, name, version)
+        if damage is not None:
+            raise manifest.TableDamaged(location, name, damage)
 
 
 def replay_tail(c: Corpus, version: int, edges_version: int) -> None:
