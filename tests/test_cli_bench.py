@@ -84,3 +84,43 @@ def test_bench_sizes_have_a_stated_maximum(
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"error: --sizes: {rule}"), result.stderr
     assert "1,000,000" in CliRunner().invoke(main, ["bench", command, "--help"]).output
+
+
+@pytest.mark.parametrize("command", ["scale", "cold", "beir", "locomo"])
+def test_a_readme_without_the_tables_markers_is_refused_before_the_benchmark_runs(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `--update` was read only once the benchmark was done: minutes of `bench beir` or the
+    # default `bench scale`, then "has no <!-- scale:start --> markers".
+    def never(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the benchmark ran")
+
+    for module, runner in (("scale", "run_scale"), ("cold", "run_cold"), ("locomo", "run_locomo")):
+        monkeypatch.setattr(f"octobrain.bench.{module}.{runner}", never)
+    monkeypatch.setattr("octobrain.bench.beir.run_beir", never)
+    readme = tmp_path / "README.md"
+    readme.write_text("# Notes\n\nno tables here\n")
+    result = CliRunner().invoke(main, ["bench", command, "--update", str(readme)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(
+        f"error: update: {readme} has no <!-- {command}:start --> … <!-- {command}:end --> markers"
+    ), result.stderr
+
+
+@pytest.mark.parametrize("text", ["{}", "[]", '[{"sample_id": "x", "qa": []}]'])
+def test_a_file_that_is_not_locomo_is_refused_and_the_readme_kept(
+    text: str, tmp_path: Path
+) -> None:
+    # `{}` ran as "1 conversations, 0 turns, 0 questions", exit 0, and `--update` replaced the
+    # README's LoCoMo table with an empty one.
+    data = tmp_path / "bad.json"
+    data.write_text(text)
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- locomo:start -->\n| the published table |\n<!-- locomo:end -->\n")
+    before = readme.read_text()
+    result = CliRunner().invoke(
+        main, ["bench", "locomo", "--data", str(data), "--update", str(readme)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "error: --data: " in result.stderr and "not LoCoMo data" in result.stderr
+    assert readme.read_text() == before

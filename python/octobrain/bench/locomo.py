@@ -240,6 +240,14 @@ def load_locomo(data: Path) -> tuple[list[Conversation], list[Question]]:
             questions.append(
                 Question(sample["sample_id"], str(qa["question"]), evidence, int(qa["category"]))
             )
+    turns = sum(len(c.turns) for c in conversations)
+    if not turns or not questions:
+        # (`{}` or `[]` measured nothing, exit 0, and `--update` emptied the README's table.)
+        raise InvalidInput(
+            "data",
+            f"{path} holds {turns} turns and {len(questions)} questions: not LoCoMo data "
+            "(a list of samples, each with its conversation and its qa)",
+        )
     return conversations, questions
 
 

@@ -7,22 +7,40 @@ from typing import Any
 
 from octobrain.errors import InvalidInput
 
-__all__ = ["beir_table", "replace_between", "scale_table", "update_readme"]
+__all__ = ["beir_table", "check_readme", "replace_between", "scale_table", "update_readme"]
 
 
-def replace_between(path: Path, start: str, end: str, text: str) -> None:
-    """Rewrite the part of `path` between two marker lines (both must be present)."""
-    content = path.read_text(encoding="utf-8")
+def _split(path: Path, start: str, end: str) -> tuple[str, str]:
+    """`path`'s text before `start` and from `end` on (both must be present, in that order)."""
+    try:
+        content = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput("update", f"{path} cannot be read as UTF-8 text ({exc})") from None
     head, found, rest = content.partition(start)
     _, found_end, tail = rest.partition(end)
     if not (found and found_end):
         raise InvalidInput("update", f"{path} has no {start} … {end} markers")
+    return head, tail
+
+
+def replace_between(path: Path, start: str, end: str, text: str) -> None:
+    """Rewrite the part of `path` between two marker lines (both must be present)."""
+    head, tail = _split(path, start, end)
     path.write_text(f"{head}{start}\n{text}\n{end}{tail}", encoding="utf-8")
+
+
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+
+
+def check_readme(path: Path, name: str) -> None:
+    """Refuse, before a benchmark runs, a README `update_readme` could not rewrite."""
+    _split(path, *_markers(name))
 
 
 def update_readme(path: Path, name: str, text: str) -> None:
     """Replace the block between `<!-- {name}:start -->` and `<!-- {name}:end -->`."""
-    replace_between(path, f"<!-- {name}:start -->", f"<!-- {name}:end -->", text)
+    replace_between(path, *_markers(name), text)
 
 
 def beir_table(report: dict[str, Any]) -> str:

@@ -22,10 +22,24 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def update_option(marker: str, what: str) -> Callable[[_F], _F]:
-    """`--update README`: rewrite the `marker` table of that README."""
+    """`--update README`: rewrite the `marker` table of that README (its markers checked
+    before the benchmark runs, not after minutes of it)."""
+
+    def checked(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+        from octobrain.bench.tables import check_readme
+        from octobrain.errors import InvalidInput
+
+        if value is not None:
+            try:
+                check_readme(value, marker)
+            except InvalidInput as err:
+                raise click.BadParameter(err.rule, ctx, param_hint="--update") from err
+        return value
+
     return click.option(
         "--update",
         type=click.Path(dir_okay=False, exists=True, path_type=Path),
+        callback=checked,
         help=f"Rewrite the {what} between <!-- {marker}:start/end --> in this README.",
     )
 
