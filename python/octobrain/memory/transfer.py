@@ -34,7 +34,7 @@ from octobrain.memory.import_rows import (
     screened,
 )
 from octobrain.memory.render import memory_to_dict, relationship_to_dict
-from octobrain.models import Memory, Relationship
+from octobrain.models import Memory, Relationship, RelationshipType
 from octobrain.safe_text import json_printable
 from octobrain.scope import GLOBAL_SCOPE
 from octobrain.secrets import screen
@@ -187,7 +187,9 @@ class ImportReport:
     reembedded: int
     consolidations: int = 0  # consolidation records stored
     consolidations_not_brought: int = 0  # records naming memories this import did not write
-    relationships_not_stored: int = 0  # new edges with an end the store lacks, or two projects
+    # new edges with an end the store lacks, or two projects, or a consolidation's without its
+    # record
+    relationships_not_stored: int = 0
     scopes: dict[str, int] = field(default_factory=dict)  # memories written, by their scope
 
 
@@ -289,11 +291,13 @@ _KINDS = ("memory", "relationship", "consolidation")
 @dataclass(frozen=True)
 class Checked:
     """A checked import file: its header and its rows, waiting in `spool`; `named`: the
-    memory and edge ids its consolidation records name."""
+    memory and edge ids its consolidation records name; `recorded`: for each edge id a record
+    names, the memories (parent first, then members) of each record naming it."""
 
     header: dict[str, Any]
     spool: Spool
     named: frozenset[str]
+    recorded: dict[str, list[tuple[str, ...]]]
 
     @property
     def count(self) -> int:
@@ -311,6 +315,8 @@ def check_import(
     dim: int | None = None  # the length the header gives the file's vectors
     rows = Spool(spool)
     named: set[str] = set()
+    recorded: dict[str, list[tuple[str, ...]]] = {}
+    kept: dict[str, tuple[str, str, int]] = {}  # a consolidation edge's id -> its ends, line
     policy = brain.config.memory.secrets  # imported rows are screened like memorized ones
     seen: dict[tuple[str, str], int] = {}  # (kind, id) -> the line that gave it
 
@@ -346,12 +352,17 @@ def check_import(
         elif kind == "relationship":
             rel = relationship_row(obj, f"line {number}")
             once("relationship", rel.id, number)
+            if rel.relationship_type in KEPT_BY_RECORDS:
+                kept[rel.id] = (rel.source_id, rel.target_id, number)
             text = screen(f"line {number}.description", rel.description, policy)
             rows.add("relationship", dataclasses.replace(rel, description=text))
         elif kind == "consolidation":
             record = journal_record(obj.get("record"), f"line {number}.record")
             once("consolidation", record.id, number)
             named.update([record.parent_id, *record.member_ids, *record.edge_ids])
+            ids = (record.parent_id, *record.member_ids)  # (one tuple shared by its edges)
+            for edge in record.edge_ids:
+                recorded.setdefault(edge, []).append(ids)
             rows.add("consolidation", record)
         elif kind == "end":
             for counted in _KINDS:
@@ -366,8 +377,27 @@ def check_import(
     if header is None:
         raise InvalidInput("file", f"has no {FORMAT} header line")
     _check_whole(header, end, rows.count)
+    for ident, (source, target, number) in kept.items():
+        if not any(_joins(ids, source, target) for ids in recorded.get(ident, ())):
+            raise InvalidInput(
+                f"line {number}.relationship_type",
+                f"{RelationshipType.CONSOLIDATED_FROM.value!r} edges are written by octobrain "
+                "itself: one is imported only with the consolidation record that names it (in "
+                "its edge_ids, from its parent to one of its members), which this file lacks",
+            )
     rows.close()
-    return Checked(header, rows, frozenset(named))
+    return Checked(header, rows, frozenset(named), recorded)
+
+
+# The edges a consolidation record accounts for (its undo removes them): made by hand, one would
+# lift an unrelated memory as a consolidated member, and nothing could remove it.
+KEPT_BY_RECORDS = frozenset({RelationshipType.CONSOLIDATED_FROM})
+
+
+def _joins(ids: tuple[str, ...], source: str, target: str) -> bool:
+    """Whether an edge from `source` to `target` joins a record's parent (`ids[0]`) to one of
+    its members (the rest)."""
+    return source == ids[0] and target != source and target in ids
 
 
 def _check_whole(header: dict[str, Any], end: dict[str, Any] | None, held: dict[str, int]) -> None:
@@ -452,7 +482,11 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
                     if r.id not in have and link not in linked:
                         linked.add(link)
                         unheld.append(r)
-                new = [r for r in unheld if _within_one_project(r, ends)]
+                new = [
+                    r
+                    for r in unheld
+                    if _within_one_project(r, ends) and _recorded(r, checked, wrote)
+                ]
                 store.add_relationships(new)
             edges += len(new)
             dropped += len(unheld) - len(new)
@@ -497,6 +531,16 @@ def _within_one_project(rel: Relationship, ends: dict[str, str]) -> bool:
     if rel.source_id not in ends or rel.target_id not in ends:
         return False
     return len({rel.scope, ends[rel.source_id], ends[rel.target_id]} - {GLOBAL_SCOPE}) <= 1
+
+
+def _recorded(rel: Relationship, checked: Checked, wrote: set[str]) -> bool:
+    """Whether `rel` is an edge octobrain keeps for a consolidation record (`KEPT_BY_RECORDS`)
+    only when a record naming it is stored by this import too: it wrote the record's parent and
+    every member. Otherwise the edge would stand without the record that undoes it (a file
+    bringing a consolidation of memories the store holds unconsolidated)."""
+    if rel.relationship_type not in KEPT_BY_RECORDS:
+        return True
+    return any(all(i in wrote for i in ids) for ids in checked.recorded.get(rel.id, ()))
 
 
 def _brought(record: ConsolidationRecord, wrote: set[str]) -> bool:

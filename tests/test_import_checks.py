@@ -1,0 +1,130 @@
+"""`memory import` refuses what an export never holds: links octobrain keeps for itself, fields
+it does not know, rows without a scope, times out of order, a second header."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from octobrain.config import Config
+from octobrain.embed.factory import get_embedder
+from octobrain.errors import InvalidInput
+from octobrain.memory.brain import Brain
+from octobrain.memory.transfer import export_jsonl, import_jsonl
+from octobrain.models import RelationshipType, State
+
+MakeBrain = Callable[..., Brain]
+SCOPE = "github.com/acme/api"
+
+
+@pytest.fixture
+def make_brain(tmp_path: Path) -> MakeBrain:
+    def make(name: str = "db", scope: str = SCOPE) -> Brain:
+        return Brain(scope, config=Config(), embedder=get_embedder("hash:64"), uri=tmp_path / name)
+
+    return make
+
+
+def _lines(brain: Brain, *, embeddings: bool = False) -> list[dict[str, Any]]:
+    out = io.StringIO()
+    export_jsonl(brain, out, embeddings=embeddings)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def _dumped(lines: list[dict[str, Any]]) -> list[str]:
+    return [json.dumps(o) for o in lines]
+
+
+def _closed_goal(brain: Brain) -> tuple[str, str, str]:
+    """A goal, a finding that achieves it and a note that closes it (a consolidation record):
+    the three ids."""
+    goal, _ = brain.memorize(
+        "Goal: faster API", "Bring p95 latency under 200 ms.", memory_type="goal"
+    )
+    finding, _ = brain.memorize(
+        "Rate limiting decision",
+        "API rate limiting uses a token bucket per key: 100 requests per minute, burst 20.",
+        related_to=[{"target_id": goal.id, "relationship_type": "achieves"}],
+    )
+    closing, _ = brain.memorize(
+        "Latency goal reached",
+        "p95 is 170 ms now that rate limiting sheds abusive clients.",
+        related_to=[{"target_id": goal.id, "relationship_type": "closes"}],
+    )
+    assert brain.get(finding.id).state is State.CONSOLIDATED
+    return goal.id, finding.id, closing.id
+
+
+def test_a_consolidated_from_link_is_imported_only_with_the_record_that_names_it(
+    make_brain: MakeBrain,
+) -> None:
+    # A depends_on row retyped consolidated_from was imported: the unrelated memory ranked
+    # first "via consolidated member", `unrelate` refused the type, `unconsolidate` found no
+    # consolidation and `doctor` said ok.
+    brain = make_brain("src")
+    _closed_goal(brain)
+    queue, _ = brain.memorize("Queue", "Billing events go through SQS FIFO.")
+    brain.memorize(
+        "Postgres primary",
+        "Postgres 16 is the primary database; Redis only caches sessions.",
+        related_to=[{"target_id": queue.id, "relationship_type": "depends_on"}],
+    )
+    lines = _lines(brain)
+    number, edge = next(
+        (i + 1, o) for i, o in enumerate(lines) if o.get("relationship_type") == "depends_on"
+    )
+    other = make_brain("other")
+    assert import_jsonl(other, _dumped(lines)).consolidations == 1  # the real ones are kept
+    forged = make_brain("forged")
+    lines[number - 1] = {**edge, "relationship_type": "consolidated_from"}
+    rule = (
+        rf"^line {number}\.relationship_type: 'consolidated_from' edges are written by "
+        "octobrain itself: one is imported only with the consolidation record that names it"
+    )
+    with pytest.raises(InvalidInput, match=rule):
+        import_jsonl(forged, _dumped(lines))
+    # One naming a record's edge id, but not from its parent to a member, is no better.
+    record = next(o["record"] for o in lines if o["kind"] == "consolidation")
+    at = next(i for i, o in enumerate(lines) if o.get("id") == record["edge_ids"][0])
+    lines[number - 1] = edge
+    lines[at] = {**lines[at], "source_id": edge["source_id"]}
+    with pytest.raises(InvalidInput, match=rf"^line {at + 1}\.relationship_type: 'consolidated_f"):
+        import_jsonl(forged, _dumped(lines))
+    assert forged.store.count() == 0
+    assert forged.store.relationships_of([edge["source_id"], edge["target_id"]]) == []
+
+
+def test_a_consolidation_s_links_are_not_stored_without_its_record(
+    make_brain: MakeBrain,
+) -> None:
+    # A store holding the goal and its finding from an earlier backup imported the later one:
+    # the members were skipped (held, unconsolidated) and their record not stored, but the
+    # consolidated_from links to them were, where nothing could remove them.
+    source = make_brain("src")
+    goal, _ = source.memorize(
+        "Goal: faster API", "Bring p95 latency under 200 ms.", memory_type="goal"
+    )
+    finding, _ = source.memorize(
+        "Rate limiting decision",
+        "API rate limiting uses a token bucket per key: 100 requests per minute, burst 20.",
+        related_to=[{"target_id": goal.id, "relationship_type": "achieves"}],
+    )
+    target = make_brain("target")
+    import_jsonl(target, _dumped(_lines(source)))
+    source.memorize(
+        "Latency goal reached",
+        "p95 is 170 ms now that rate limiting sheds abusive clients.",
+        related_to=[{"target_id": goal.id, "relationship_type": "closes"}],
+    )
+    report = import_jsonl(target, _dumped(_lines(source)))
+    assert (report.imported, report.consolidations, report.consolidations_not_brought) == (1, 0, 1)
+    assert report.relationships_not_stored >= 1
+    assert target.get(finding.id).state is State.WORKING
+    kinds = {r.relationship_type for r in target.store.relationships_of([finding.id, goal.id])}
+    assert RelationshipType.CONSOLIDATED_FROM not in kinds
+    assert RelationshipType.CLOSES in kinds  # the closing note's own link is kept
