@@ -209,6 +209,10 @@ def test_find_project_scopes_in_a_plain_dir(tmp_path: Path):
         ("git@github.com:Acme/Billing.git", "github.com/acme/billing"),
         ("https://user@github.com/acme/billing.git", "github.com/acme/billing"),
         ("local/données/app_v2.1~x", "local/données/app_v2.1~x"),
+        # a remote's spelling without its scheme: kept, it named a project no cwd derives
+        ("github.com/acme/billing.git", "github.com/acme/billing"),
+        ("GitHub.com/Acme/Billing.GIT/", "github.com/acme/billing"),
+        ("local/srv/mirror.git", "local/srv/mirror.git"),  # a folder's name is its own
     ],
 )
 def test_valid_scopes_are_normalised(given_scope: str, canonical: str):

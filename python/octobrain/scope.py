@@ -185,7 +185,8 @@ def validate_scope(scope: str, field: str = "scope") -> str:
     """Check and normalise a user-supplied scope; return its canonical form.
 
     `""` is the global scope. A remote URL (`git@github.com:Acme/Billing.git`) is accepted and
-    normalised; otherwise the scope is lowercased, outer slashes stripped, and must consist of
+    normalised; otherwise the scope is lowercased, outer slashes and a remote's `.git` stripped
+    (`github.com/acme/billing.git`; not from a `local/…` scope), and must consist of
     letters, digits and `._-~/`, with no empty, `.` or `..` segment, at most 200 characters.
     """
     if not isinstance(scope, str):
@@ -199,6 +200,10 @@ def validate_scope(scope: str, field: str = "scope") -> str:
     text = unicodedata.normalize("NFC", text.strip("/").lower())  # (as a derived scope is)
     if not text:
         return GLOBAL_SCOPE
+    if "/" in text and not text.startswith("local/"):
+        # `github.com/acme/api.git` is the remote's spelling: its derived scope never ends in
+        # .git, so kept it named an empty project (a local folder's name is kept whole).
+        text = _strip_git(text)
     if len(text) > MAX_SCOPE_LENGTH:
         raise InvalidInput(field, f"must be at most {MAX_SCOPE_LENGTH} characters")
     if text == "global":  # (stored as a project called "global", which no project reads)
