@@ -128,3 +128,59 @@ def test_a_consolidation_s_links_are_not_stored_without_its_record(
     kinds = {r.relationship_type for r in target.store.relationships_of([finding.id, goal.id])}
     assert RelationshipType.CONSOLIDATED_FROM not in kinds
     assert RelationshipType.CLOSES in kinds  # the closing note's own link is kept
+
+
+def _memories_and_link(brain: Brain) -> list[dict[str, Any]]:
+    """An export (with vectors) of a closed goal and two memories joined by a link."""
+    _closed_goal(brain)
+    queue, _ = brain.memorize("Queue", "Billing events go through SQS FIFO.", importance=0.8)
+    brain.memorize(
+        "Postgres primary",
+        "Postgres 16 is the primary database; Redis only caches sessions.",
+        related_to=[{"target_id": queue.id, "relationship_type": "depends_on"}],
+    )
+    return _lines(brain, embeddings=True)
+
+
+@pytest.mark.parametrize(
+    ("kind", "rename", "added", "rule"),
+    [
+        ("memory", "importance", "improtance", "unknown field of a memory row"),
+        ("memory", None, "foo", "unknown field of a memory row"),
+        ("relationship", "strength", "strenght", "unknown field of a relationship row"),
+        ("relationship", None, "foo", "unknown field of a relationship row"),
+    ],
+)
+def test_an_unknown_field_of_a_row_is_refused_not_read_as_its_default(
+    make_brain: MakeBrain, kind: str, rename: str | None, added: str, rule: str
+) -> None:
+    # `improtance` for `importance`: "imported 10 memories", exit 0, importance 0.5 for 0.8.
+    lines = _memories_and_link(make_brain("src"))
+    at = max(i for i, o in enumerate(lines) if o["kind"] == kind)
+    row = {k: v for k, v in lines[at].items() if k != rename}
+    lines[at] = {**row, added: lines[at].get(rename, 1) if rename else 1}
+    other = make_brain("other")
+    with pytest.raises(InvalidInput, match=rf"^line {at + 1}\.{added}: {rule}$"):
+        import_jsonl(other, _dumped(lines))
+    assert other.store.count() == 0
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_every_field_an_export_writes_is_read_back(make_brain: MakeBrain, version: int) -> None:
+    brain = make_brain("src")
+    lines = _memories_and_link(brain)
+    if version == 1:  # (before the end line)
+        lines = [{**lines[0], "version": 1}, *lines[1:-1]]
+    other = make_brain("other")
+    report = import_jsonl(other, _dumped(lines))
+    assert (report.imported, report.reembedded, report.consolidations) == (5, 0, 1)
+    assert report.relationships == sum(o["kind"] == "relationship" for o in lines)
+    assert _lines(other, embeddings=True)[1:] == _lines(brain, embeddings=True)[1:]
+
+
+def test_an_unknown_field_is_named_in_one_short_line(make_brain: MakeBrain) -> None:
+    lines = _memories_and_link(make_brain("src"))
+    lines[1] = {**lines[1], "\x1b[2J" + "x" * 100_000: 1}
+    with pytest.raises(InvalidInput) as caught:
+        import_jsonl(make_brain("other"), _dumped(lines))
+    assert str(caught.value).startswith('line 2."\\u001b[2J') and len(str(caught.value)) < 200
