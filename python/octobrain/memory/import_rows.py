@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, cut_middle
 from octobrain.models import (
     CONTENT_BYTES,
     CONTEXT_BYTES,
@@ -50,9 +51,7 @@ def journal_record(obj: object, where: str) -> ConsolidationRecord:
     def f(name: str) -> str:
         return f"{where}.{name}"
 
-    unknown = sorted(set(obj) - _RECORD_FIELDS)
-    if unknown:
-        raise InvalidInput(f(unknown[0]), "unknown field of a consolidation record")
+    _known(obj, _RECORD_FIELDS, where, "consolidation record")
     members = _ids(f("member_ids"), obj.get("member_ids"), least=1)
 
     def each(name: str, check: Callable[[str, object], Any]) -> list[Any]:
@@ -174,6 +173,7 @@ def memory_row(obj: dict[str, Any], where: str) -> Memory:
     def f(name: str) -> str:
         return f"{where}.{name}"
 
+    _known(obj, _MEMORY_FIELDS, where, "memory row")
     pre = obj.get("pre_consolidation_importance")
     context = _optional_text(f("context"), obj.get("context"), CONTEXT_BYTES)
     count = obj.get("access_count", 0)
@@ -210,6 +210,25 @@ def memory_row(obj: dict[str, Any], where: str) -> Memory:
     )
 
 
+# What an export writes on a row's line (every version: its fields are the record's), so a
+# misspelt field is refused rather than read as absent, its value lost to the default.
+_MEMORY_FIELDS = frozenset({"kind", "embedding", *(f.name for f in dataclasses.fields(Memory))})
+_LINK_FIELDS = frozenset({"kind", *(f.name for f in dataclasses.fields(Relationship))})
+
+
+def _known(obj: dict[str, Any], known: frozenset[str], where: str, what: str) -> None:
+    """Refuse the first (by name) field of `obj` that is not `known`: a name that is no plain
+    word is quoted as JSON, cut to a line (it may hold control characters, or a megabyte)."""
+    unknown = sorted(set(obj) - known)
+    if unknown:
+        name = unknown[0]
+        shown = name if name.isidentifier() else json.dumps(cut_middle(name, NAME_CHARS))
+        raise InvalidInput(f"{where}.{shown}", f"unknown field of a {what}")
+
+
+NAME_CHARS = 80  # an unknown field's name as an error shows it
+
+
 def screened(memory: Memory, policy: str, where: str) -> Memory:
     """`memory` after the `memory.secrets` policy on every text field it stores."""
     return dataclasses.replace(
@@ -225,6 +244,7 @@ def screened(memory: Memory, policy: str, where: str) -> Memory:
 
 
 def relationship_row(obj: dict[str, Any], where: str) -> Relationship:
+    _known(obj, _LINK_FIELDS, where, "relationship row")
     source = check_id(obj.get("source_id"), field_name=f"{where}.source_id")
     target = check_id(obj.get("target_id"), field_name=f"{where}.target_id")
     if source == target:  # (as `relate` refuses it: a memory linked to itself)
