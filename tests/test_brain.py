@@ -464,7 +464,7 @@ def test_export_import_round_trip_is_lossless(make_brain: MakeBrain, tmp_path: P
     again = import_jsonl(other, out.getvalue().splitlines())
     assert (again.imported, again.skipped_existing, again.relationships) == (0, 2, 0)
     with pytest.raises(InvalidInput, match=r"^line 2\.title: must be 5–200 bytes"):
-        bad = json.dumps({"kind": "memory", "id": a.id, "title": "x"})
+        bad = json.dumps({"kind": "memory", "id": a.id, "scope": "", "title": "x"})
         import_jsonl(other, [out.getvalue().splitlines()[0], bad])
     # A time UTC has no day for would be stored, then break every read that shows it.
     header, row = (json.loads(line) for line in out.getvalue().splitlines()[:2])

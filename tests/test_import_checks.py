@@ -168,12 +168,14 @@ def test_an_unknown_field_of_a_row_is_refused_not_read_as_its_default(
 @pytest.mark.parametrize("version", [1, 2])
 def test_every_field_an_export_writes_is_read_back(make_brain: MakeBrain, version: int) -> None:
     brain = make_brain("src")
+    brain.memorize("Team convention", "Every service logs JSON lines.", global_=True)
     lines = _memories_and_link(brain)
+    assert {o["scope"] for o in lines if o["kind"] == "memory"} == {SCOPE, ""}
     if version == 1:  # (before the end line)
         lines = [{**lines[0], "version": 1}, *lines[1:-1]]
     other = make_brain("other")
     report = import_jsonl(other, _dumped(lines))
-    assert (report.imported, report.reembedded, report.consolidations) == (5, 0, 1)
+    assert (report.imported, report.reembedded, report.consolidations) == (6, 0, 1)
     assert report.relationships == sum(o["kind"] == "relationship" for o in lines)
     assert _lines(other, embeddings=True)[1:] == _lines(brain, embeddings=True)[1:]
 
@@ -184,3 +186,21 @@ def test_an_unknown_field_is_named_in_one_short_line(make_brain: MakeBrain) -> N
     with pytest.raises(InvalidInput) as caught:
         import_jsonl(make_brain("other"), _dumped(lines))
     assert str(caught.value).startswith('line 2."\\u001b[2J') and len(str(caught.value)) < 200
+
+
+def test_a_memory_row_without_a_scope_is_refused_and_an_empty_one_is_global(
+    make_brain: MakeBrain,
+) -> None:
+    # A project's note without `scope` was imported global ("(1 global)"), seen by every
+    # project, though the header named the project.
+    lines = _memories_and_link(make_brain("src"))
+    assert lines[0]["scope"] == SCOPE and lines[1]["scope"] == SCOPE
+    row = {k: v for k, v in lines[1].items() if k != "scope"}
+    other = make_brain("other")
+    rule = r'^line 2\.scope: required: the memory\'s project, or "" for global$'
+    with pytest.raises(InvalidInput, match=rule):
+        import_jsonl(other, _dumped([lines[0], row, *lines[2:]]))
+    assert other.store.count() == 0
+    report = import_jsonl(other, _dumped([lines[0], {**row, "scope": ""}, *lines[2:]]))
+    assert report.scopes == {SCOPE: 4, "": 1}
+    assert other.get(row["id"]).scope == ""

@@ -174,6 +174,8 @@ def memory_row(obj: dict[str, Any], where: str) -> Memory:
         return f"{where}.{name}"
 
     _known(obj, _MEMORY_FIELDS, where, "memory row")
+    if "scope" not in obj:  # (read as global, a project's note reached every project)
+        raise InvalidInput(f("scope"), 'required: the memory\'s project, or "" for global')
     pre = obj.get("pre_consolidation_importance")
     context = _optional_text(f("context"), obj.get("context"), CONTEXT_BYTES)
     count = obj.get("access_count", 0)
@@ -182,7 +184,7 @@ def memory_row(obj: dict[str, Any], where: str) -> Memory:
     state = MemoryState(_state(f("state"), obj.get("state", "working")))
     return Memory(
         id=check_id(obj.get("id"), field_name=f("id")),
-        scope=validate_scope(obj.get("scope", ""), field=f("scope")),
+        scope=validate_scope(obj["scope"], field=f("scope")),
         role=_optional_text(f("role"), obj.get("role"), SHORT_BYTES),
         memory_type=parse_memory_type(obj.get("memory_type"), field_name=f("memory_type")),
         title=check_text(f("title"), obj.get("title"), TITLE_BYTES),
