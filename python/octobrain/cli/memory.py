@@ -270,6 +270,7 @@ def forget_cmd(
             ],
             "restored": forgotten.restored,
             "rewritten": forgotten.rewritten,
+            "kept": forgotten.kept,
         },
         "\n".join(
             [

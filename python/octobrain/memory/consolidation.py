@@ -22,7 +22,13 @@ with a `reverting` status and is idempotent, so a killed revert is simply finish
 
 Members keep their row, scope, embedding and text; only `state`, `importance`,
 `pre_consolidation_importance` and `updated_at` change, and the log keeps their previous values
-bit for bit (float32 as stored), so `unconsolidate` restores them exactly.
+bit for bit (float32 as stored), so `unconsolidate` restores them exactly; an importance the user
+set since (on a member or a promoted parent) stays.
+
+What a synthesised parent says is made from its members (`Consolidator.made`), so it is known
+which of its fields the user edited since: those are theirs, never written over when a member is
+edited or forgotten, and a parent the user edited is kept as an ordinary memory by
+`unconsolidate` instead of deleted (nothing is lost).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import numpy as np
 
 from octobrain.config import Config
 from octobrain.embed.base import Embedder
+from octobrain.kernels.clustering import unit_rows
 from octobrain.memory.summary import summarise
 from octobrain.models import MAX_FILES, MAX_TAGS, Memory, Relationship, RelationshipType, State
 from octobrain.store import MemoryStore, NotFound
@@ -47,6 +54,7 @@ from octobrain.store.schema import (
     REVERTED,
     REVERTING,
     row_to_memory,
+    stored_float,
 )
 from octobrain.store.sql import sql_in, sql_str
 from octobrain.times import utcnow
@@ -78,6 +86,9 @@ class Released:
     restored: list[str] = field(default_factory=list)  # members on their own again
     rewritten: list[str] = field(default_factory=list)  # synthesised parents written again
     removed: list[str] = field(default_factory=list)  # synthesised parents the undo deleted
+    # Synthesised parents whose words the user edited since the merge: left as the user wrote
+    # them (they may still say what an edited or forgotten member said).
+    kept: list[str] = field(default_factory=list)
 
 
 def first_of(lists: Iterable[Sequence[str]]) -> list[str]:
@@ -92,11 +103,37 @@ class Unconsolidation:
     parent_id: str
     restored: list[str]
     parent_removed: bool
+    # A synthesised parent the user edited since the merge: kept as an ordinary memory.
+    parent_kept: bool = False
 
 
 def f32(value: float) -> float:
     """`value` rounded to float32, as the store keeps it."""
     return float(np.float32(value))
+
+
+def same_importance(stored: float, given: float) -> bool:
+    """Whether a stored importance is still `given`: compared as read (`stored_float`), since an
+    edit of other fields writes the row back from its read value, whose float32 may differ in
+    the last bit (0.6 × 0.2 is 0.12000000477 as given, 0.11999999732 once written back)."""
+    return stored_float(stored) == stored_float(given)
+
+
+def cosines(vectors: np.ndarray) -> np.ndarray:
+    """The pairwise cosines of `vectors`' rows."""
+    unit = unit_rows(vectors)
+    sims: np.ndarray = unit @ unit.T
+    return sims
+
+
+def central_first(sims: np.ndarray) -> list[int]:
+    """Positions most central first (mean cosine to the cluster; ties by position): the order a
+    sleep pass summarises a cluster in."""
+    centrality = sims.mean(axis=1)
+    return sorted(range(len(sims)), key=lambda i: (-centrality[i], i))
+
+
+TEXT_FIELDS = ("title", "content", "tags", "related_files")  # what a parent says
 
 
 class Consolidator:
@@ -268,18 +305,78 @@ class Consolidator:
                 "parent_id", f"no consolidation in force has parent {parent_id} in this scope"
             )
         restored: list[str] = []
-        removed = False
+        removed = kept = False
         for record in reversed(records):
-            restored += self._undo(record)
-            removed |= record.parent_synthesised
-        return Unconsolidation(parent_id, restored, removed)
+            members, parent_kept = self._undo(record)
+            restored += members
+            kept |= parent_kept
+            removed |= record.parent_synthesised and not parent_kept
+        return Unconsolidation(parent_id, restored, removed, kept)
 
-    def _undo(self, record: ConsolidationRecord) -> list[str]:
-        """Undo one consolidation (journaled `reverting` first); the members restored."""
+    def _undo(self, record: ConsolidationRecord) -> tuple[list[str], bool]:
+        """Undo one consolidation (journaled `reverting` first): the members restored, and
+        whether its synthesised parent was kept (edited by the user since)."""
         with self.store.write_lock():
             self.log.set_status(REVERTING, record.id)
             _checkpoint("reverting")
             return self._revert(record, utcnow())
+
+    # ---- what a synthesised parent says ---------------------------------------------------
+
+    def made(self, record: ConsolidationRecord, members: Sequence[Memory]) -> dict[str, Any]:
+        """The fields a synthesised parent of `members` (in this order) is given: what a sleep
+        pass or a rewrite writes. A goal's parent keeps its title ("Goal reached: …")."""
+        given = dict(zip(record.member_ids, record.member_prev_importance, strict=True))
+        return {
+            "title": members[0].title if record.kind == "sleep" else None,
+            "content": summarise([m.content for m in members]),
+            "tags": first_of(m.tags for m in members)[:MAX_TAGS],
+            "related_files": first_of(m.related_files for m in members)[:MAX_FILES],
+            "importance": self.boosted([given[m.id] for m in members]),
+        }
+
+    def _said(
+        self, record: ConsolidationRecord, members: Sequence[Memory], rows: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """What the parent of `members` was made to say: in the record's order (a rewrite's),
+        and, for a parent a sleep pass wrote and nothing rewrote since, most central first by
+        their vectors in `rows` (passes recorded their members in cluster order)."""
+        out = [self.made(record, members)]
+        if record.kind == "sleep" and all(m.id in rows for m in members):
+            vectors = np.stack([np.asarray(rows[m.id]["embedding"], np.float32) for m in members])
+            ranked = [members[i] for i in central_first(cosines(vectors))]
+            if ranked != list(members):
+                out.append(self.made(record, ranked))
+        return out
+
+    def _theirs(
+        self, record: ConsolidationRecord, parent: Memory, said: list[dict[str, Any]]
+    ) -> set[str]:
+        """The fields of `parent` that say what no consolidation made it say: the user's."""
+        out = set()
+        for name in TEXT_FIELDS:
+            value = getattr(parent, name)
+            if name == "title" and record.kind == "goal":  # its own title, not a member's
+                mine = value.startswith("Goal reached: ")
+            elif name == "related_files" and record.kind == "goal" and not value:
+                mine = True  # (a goal's summary was made without files)
+            else:
+                mine = any(made[name] == value for made in said)
+            if not mine:
+                out.add(name)
+        if all(not same_importance(parent.importance, made["importance"]) for made in said):
+            out.add("importance")
+        return out
+
+    def _edited_by_user(self, record: ConsolidationRecord, rows: dict[str, dict[str, Any]]) -> bool:
+        """Whether the synthesised parent in `rows` says anything its members in `rows` did not
+        make it say (its title, content, tags or files: an importance alone is no words)."""
+        members = [row_to_memory(rows[m], checked=False) for m in record.member_ids if m in rows]
+        if not members:
+            return True  # nothing to tell its words by: keep them
+        parent = row_to_memory(rows[record.parent_id], checked=False)
+        theirs = self._theirs(record, parent, self._said(record, members, rows))
+        return bool(theirs & set(TEXT_FIELDS))
 
     # ---- a member or a parent forgotten, a member edited ----------------------------------
 
@@ -289,9 +386,11 @@ class Consolidator:
         own again, as `unconsolidate` leaves them), so no member stays consolidated into
         nothing; a synthesised parent of some of them is written again from the members it
         keeps, so a forgotten memory's words leave the merged one (undone when fewer than two
-        are left). Each is its own commit, made before the delete: a process killed between
-        leaves the memories to forget present and their words already out of every parent.
-        A store that never consolidated is not asked (nor given a journal by the asking)."""
+        are left), except the fields the user edited since the merge, which stay as written
+        (`Released.kept`). Each is its own commit, made before the delete: a process killed
+        between leaves the memories to forget present and their words already out of every
+        parent. A store that never consolidated is not asked (nor given a journal by the
+        asking)."""
         if not self.store.made(CONSOLIDATIONS):
             return Released()
         self.repair()
@@ -299,63 +398,106 @@ class Consolidator:
         released = Released()
         for record in self.log.in_force_with(ids):
             if record.parent_id in gone:
-                released.restored += self._undo(record)
-                if record.parent_synthesised:
+                restored, kept = self._undo(record)
+                released.restored += restored
+                if record.parent_synthesised and not kept:
                     released.removed.append(record.parent_id)
             elif record.parent_synthesised:
                 self._rewrite(record, gone, released)
         return released
 
-    def edited(self, member_id: str) -> None:
-        """After a member's text was edited: the synthesised parents it is merged into say what
-        their members say now (the old words would otherwise still answer, above the edit)."""
-        for record in self.log.in_force_with([member_id]):
-            if record.parent_synthesised and member_id in record.member_ids:
-                self._rewrite(record, set(), Released())
+    def edited(self, before: Memory) -> Released:
+        """After a member's text, tags or files were edited (`before`: as it was): the
+        synthesised parents it is merged into say what their members say now (the old words
+        would otherwise still answer, above the edit), in the fields the user has not edited
+        on the parent itself."""
+        released = Released()
+        for record in self.log.in_force_with([before.id]):
+            if record.parent_synthesised and before.id in record.member_ids:
+                self._rewrite(record, set(), released, before=before)
+        return released
 
-    def _rewrite(self, record: ConsolidationRecord, gone: set[str], released: Released) -> None:
-        """A synthesised parent made again from its members but `gone`, in the record's order
-        (most central first); undone instead when fewer than two are left."""
+    def _rewrite(
+        self,
+        record: ConsolidationRecord,
+        gone: set[str],
+        released: Released,
+        before: Memory | None = None,
+    ) -> None:
+        """A synthesised parent made again from its members but `gone`, in the record's order;
+        undone instead when fewer than two are left. A field says what the members make it say
+        now only when it said what they made it say before (`before`: an edited member as it
+        was); one the user edited since stays theirs."""
         with self.store.write_lock():
-            kept = [m for m in record.member_ids if m not in gone]
-            rows = {r["id"]: r for r in self.store.scan(sql_in("id", [record.parent_id, *kept]))}
-            members = [row_to_memory(rows[m]) for m in kept if m in rows]
+            rows = {
+                r["id"]: r
+                for r in self.store.scan(sql_in("id", [record.parent_id, *record.member_ids]))
+            }
             if record.parent_id not in rows:
                 return
+            present = [row_to_memory(rows[m]) for m in record.member_ids if m in rows]
+            members = [m for m in present if m.id not in gone]
             if len(members) < 2:
-                released.restored += self._undo(record)
+                restored, kept = self._undo(record)
+                released.restored += restored
+                if kept:
+                    released.kept.append(record.parent_id)
                 return
+            if before is not None:
+                present = [before if m.id == before.id else m for m in present]
             parent = row_to_memory(rows[record.parent_id])
-            new = replace(
-                parent,
-                title=members[0].title if record.kind == "sleep" else parent.title,
-                content=summarise([m.content for m in members]),
-                tags=first_of(m.tags for m in members)[:MAX_TAGS],
-                related_files=first_of(m.related_files for m in members)[:MAX_FILES],
-                updated_at=utcnow(),
-            )
+            theirs = self._theirs(record, parent, self._said(record, present, rows))
+            if theirs & set(TEXT_FIELDS):
+                released.kept.append(parent.id)
+            changes: dict[str, Any] = {
+                name: stored_float(value) if name == "importance" else value
+                for name, value in self.made(record, members).items()
+                if name not in theirs and value is not None
+            }
+            new = replace(parent, **changes)
+            if new == parent:
+                return
+            new = replace(new, updated_at=utcnow())
             vector = self.embedder.embed_documents([new.searchable_text()])[0]
             self.store.replace(new, vector, read=parent)
             released.rewritten.append(parent.id)
 
-    def _revert(self, record: ConsolidationRecord, now: datetime) -> list[str]:
-        """Restore members (and a promoted parent) from the record; idempotent."""
+    def _revert(self, record: ConsolidationRecord, now: datetime) -> tuple[list[str], bool]:
+        """Restore members (and a promoted parent) from the record; idempotent. Returns the
+        members restored and whether the synthesised parent was kept: one the user edited
+        since holds their words, so it stays, an ordinary memory, instead of being deleted."""
         index = {mid: i for i, mid in enumerate(record.member_ids)}
+        found = {
+            r["id"]: r
+            for r in self.store.scan(sql_in("id", [*record.member_ids, record.parent_id]))
+        }
+        keep = (
+            record.parent_synthesised
+            and record.parent_id in found
+            and self._edited_by_user(record, found)
+        )
         rows, read = [], []
-        for row in self.store.scan(sql_in("id", [*record.member_ids, record.parent_id])):
+        for row in found.values():
             new = dict(row)
             untouched = row["updated_at"] == record.stamp
             if row["id"] == record.parent_id:
-                if record.parent_synthesised or not untouched:
-                    continue  # deleted below, or edited since: leave the user's edit alone
+                if record.parent_synthesised:
+                    continue  # deleted below, or kept (the user's words)
                 assert record.parent_prev_importance is not None
+                given = max(
+                    record.parent_prev_importance, self.boosted(record.member_prev_importance)
+                )
+                if not (untouched or same_importance(row["importance"], given)):
+                    continue  # an importance the user set since: theirs
                 new["importance"] = record.parent_prev_importance
-                new["updated_at"] = record.parent_prev_updated_at or now
+                new["updated_at"] = (record.parent_prev_updated_at or now) if untouched else now
             elif row["state"] == State.CONSOLIDATED.value:
                 i = index[row["id"]]
                 # The importance the consolidation gave it goes back; one set since (an
                 # acknowledged `update`) stays.
-                if untouched or row["importance"] == self._damped(record.member_prev_importance[i]):
+                if untouched or same_importance(
+                    row["importance"], self._damped(record.member_prev_importance[i])
+                ):
                     new["importance"] = record.member_prev_importance[i]
                 new["pre_consolidation_importance"] = record.member_prev_pre[i]
                 new["state"] = record.member_prev_state[i]
@@ -366,18 +508,19 @@ class Consolidator:
                 continue
             rows.append(new)
             read.append(row)
-        delete = f"id = {sql_str(record.parent_id)}" if record.parent_synthesised else None
+        drop = record.parent_synthesised and not keep
+        delete = f"id = {sql_str(record.parent_id)}" if drop else None
         if rows or delete:
             self.store.merge_rows(rows, delete_where=delete, read=read)
         _checkpoint("restored")
         edges = sql_in("id", record.edge_ids)
-        if record.parent_synthesised:
+        if drop:
             pid = sql_str(record.parent_id)
             edges += f" OR source_id = {pid} OR target_id = {pid}"
         self.store.delete_relationships(edges)
         _checkpoint("edges_removed")
         self.log.set_status(REVERTED, record.id)
-        return [r["id"] for r in rows if r["id"] != record.parent_id]
+        return [r["id"] for r in rows if r["id"] != record.parent_id], keep
 
 
 __all__ = [
@@ -390,6 +533,9 @@ __all__ = [
     "Consolidator",
     "Released",
     "Unconsolidation",
+    "central_first",
+    "cosines",
     "f32",
     "first_of",
+    "same_importance",
 ]

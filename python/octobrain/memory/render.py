@@ -38,6 +38,11 @@ def released_lines(forgotten: Forgotten) -> list[str]:
             "Written again without what was deleted (merged memories that held it): "
             + ", ".join(forgotten.rewritten)
         )
+    if forgotten.kept:
+        lines.append(
+            "Left as you wrote them (merged memories you edited since the merge; they may still "
+            "say what was deleted): " + ", ".join(forgotten.kept)
+        )
     return lines
 
 

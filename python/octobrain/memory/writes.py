@@ -4,7 +4,7 @@ update, relate and forget. Every text passes the secrets policy; every id must b
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, cast
 
 from octobrain.embed.base import Vectors, ahead
@@ -247,7 +247,7 @@ class Writes(BrainBase):
                 vector = self.embedder.embed_documents([text])
             self.store.replace(updated, vector[0], read=current)
             if current.state is State.CONSOLIDATED and text != current.embedded_text():
-                self.consolidator.edited(updated.id)  # its merged memory says it as it is now
+                self.consolidator.edited(current)  # its merged memory says it as it is now
             return updated
 
     def _edit(
@@ -416,6 +416,7 @@ class Writes(BrainBase):
             deleted + len(set(released.removed)),  # (merged memories the undo deleted)
             [m for m in dict.fromkeys(released.restored) if m not in gone],
             [m for m in dict.fromkeys(released.rewritten) if m not in gone],
+            [m for m in dict.fromkeys(released.kept) if m not in gone],
         )
 
 
@@ -426,3 +427,6 @@ class Forgotten:
     deleted: int
     restored: list[str]  # members of a forgotten merged memory, on their own again
     rewritten: list[str]  # merged memories written again without the forgotten ones
+    # Merged memories the user edited since the merge: their words left as written (they may
+    # still say what was forgotten).
+    kept: list[str] = field(default_factory=list)
