@@ -70,12 +70,13 @@ def test_forget_says_what_it_changed_in_a_merge(env: Path) -> None:
     ids = [memorize("Deploy pipeline", text) for text in TWINS]
     merged = ok("sleep-consolidate", "--threshold", "0.9", "--min-size", "4")
     parent = merged["consolidations"][0]["parent"]["id"]  # type: ignore[index]
-    member = run("forget", ids[0], "--yes")
+    # (The fullest wording leads the merged memory: forgetting it changes what that says.)
+    member = run("forget", ids[3], "--yes")
     assert member.exit_code == 0, member.output
     assert f"merged memories that held it): {parent}" in member.output
     gone = ok("forget", parent, "--yes")
     assert isinstance(gone, dict) and gone["deleted"] == 1 and gone["rewritten"] == []
-    assert sorted(gone["restored"]) == sorted(ids[1:])
+    assert sorted(gone["restored"]) == sorted(ids[:3])
     assert {m["state"] for m in ok("recent")} == {"working"}  # type: ignore[attr-defined]
 
 
@@ -126,3 +127,36 @@ def test_sleep_consolidate_refuses_a_window_past_a_century(env: Path, days: str)
     assert result.exit_code == 2, result.output
     assert result.output.startswith("error: max_age_days: must be a positive number of days, at")
     assert "36,500" in result.output and "Traceback" not in result.output
+
+
+def test_unconsolidate_says_it_kept_a_merged_memory_the_user_edited(env: Path) -> None:
+    # It deleted the merged memory, and the fact the user had added to it, without a word.
+    ids = [memorize("Deploy pipeline", text) for text in TWINS]
+    merged = ok("sleep-consolidate", "--threshold", "0.9", "--min-size", "4")
+    parent = merged["consolidations"][0]["parent"]["id"]  # type: ignore[index]
+    mine = "Deploys go blue green with a smoke test. Also: the switch needs two approvals."
+    ok("update", parent, "-c", mine)
+    undone = run("unconsolidate", parent)
+    assert undone.exit_code == 0, undone.output
+    assert f"kept the merged memory {parent} as an ordinary memory" in undone.output
+    assert ok("get", parent)["content"] == mine  # type: ignore[index]
+    recent = {m["id"]: m["state"] for m in ok("recent")}  # type: ignore[attr-defined]
+    assert recent == dict.fromkeys([*ids, parent], "working")
+
+
+def test_sleep_consolidate_counts_the_memories_it_keeps_from_merging_again(env: Path) -> None:
+    # After an unconsolidate the dry run said "0 recent working memories" (there were 4), and
+    # the JSON gave the merged memory's importance as 0.7699999809265137 (`get`: 0.77).
+    for text in TWINS:
+        memorize("Deploy pipeline", text, "-i", "0.7")
+    merged = ok("sleep-consolidate", "--threshold", "0.9", "--min-size", "4")
+    parent = merged["consolidations"][0]["parent"]  # type: ignore[index]
+    assert parent["importance"] == ok("get", parent["id"])["importance"] == 0.77  # type: ignore[index]
+    ok("unconsolidate", parent["id"])
+    planned = run("sleep-consolidate", "--threshold", "0.9", "--min-size", "4", "--dry-run")
+    assert planned.exit_code == 0, planned.output
+    assert planned.output.startswith(
+        "4 recent working memories in scope github.com/acme/api (4 of them not merged again: "
+        "undone by `unconsolidate`"
+    )
+    assert "would merge 0 clusters" in planned.output

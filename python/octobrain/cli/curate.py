@@ -253,8 +253,14 @@ def sleep_consolidate_cmd(
     )
     verb = "would merge" if dry_run else "merged"
     lines = [
-        f"{report.candidates} recent working memories in scope {report.scope or '(global)'}; "
-        f"{verb} {plural(len(report.consolidations), 'cluster', 'clusters')}"
+        f"{report.candidates} recent working memories in scope {report.scope or '(global)'}"
+        + (
+            f" ({report.held_back} of them not merged again: undone by `unconsolidate`, "
+            "merged already, or findings of an open goal)"
+            if report.held_back
+            else ""
+        )
+        + f"; {verb} {plural(len(report.consolidations), 'cluster', 'clusters')}"
         + (f", {report.skipped} skipped (changed meanwhile)" if report.skipped else "")
         + f"; {'would archive' if dry_run else 'archived'} {len(report.archived)}"
         + f"; {'would record' if dry_run else 'recorded'} "
@@ -283,6 +289,7 @@ def sleep_consolidate_cmd(
         "scope": report.scope,
         "dry_run": dry_run,
         "candidates": report.candidates,
+        "held_back": report.held_back,
         "consolidations": [consolidation_to_dict(c) for c in report.consolidations],
         "skipped": report.skipped,
         "archived": report.archived,
@@ -313,10 +320,18 @@ def consolidate_cmd(ctx: click.Context, goal_id: str, fmt: str) -> None:
 @FORMAT_OPTION
 @click.pass_context
 def unconsolidate_cmd(ctx: click.Context, parent_id: str, fmt: str) -> None:
-    """Undo a consolidation: restore its members exactly, remove a synthesised parent."""
+    """Undo a consolidation: restore its members exactly, remove a synthesised parent (one you
+    edited since is kept, an ordinary memory)."""
     undone = command_brain(ctx, lazy_sleep=False).unconsolidate(parent_id)
-    text = f"restored {plural(len(undone.restored), 'memory', 'memories')}" + (
-        f"; removed the synthesised parent {undone.parent_id}" if undone.parent_removed else ""
+    text = (
+        f"restored {plural(len(undone.restored), 'memory', 'memories')}"
+        + (f"; removed the synthesised parent {undone.parent_id}" if undone.parent_removed else "")
+        + (
+            f"; kept the merged memory {undone.parent_id} as an ordinary memory: you edited it "
+            "since the merge, so it holds words of yours (`forget` it if it is no longer wanted)"
+            if undone.parent_kept
+            else ""
+        )
     )
     emit(fmt, undone.__dict__, text)
 

@@ -28,7 +28,13 @@ from octobrain.kernels import decay
 from octobrain.kernels.clustering import cosine_clusters, unit_rows
 from octobrain.memory import conflicts, sleep_conflicts, sweep
 from octobrain.memory.conflicts import Conflict, StatementPool
-from octobrain.memory.consolidation import Consolidation, Consolidator, first_of
+from octobrain.memory.consolidation import (
+    Consolidation,
+    Consolidator,
+    central_first,
+    cosines,
+    first_of,
+)
 from octobrain.memory.conversation import CONVERSATION_PREFIX
 from octobrain.memory.corpus_io import vectors_of
 from octobrain.memory.summary import summarise
@@ -43,7 +49,7 @@ from octobrain.models import (
 )
 from octobrain.store.addresses import ADDR
 from octobrain.store.consolidations import ConsolidationRecord
-from octobrain.store.schema import memories_schema, memory_to_row, row_to_memory
+from octobrain.store.schema import memories_schema, memory_to_row, row_to_memory, stored_float
 from octobrain.store.sql import sql_in, sql_str
 
 COMMIT_BATCH = 64  # clusters per commit set: a pass over thousands of clusters costs tens of
@@ -73,6 +79,9 @@ class SleepReport:
     # Recent rows quoting a number that the conflict check has yet to reach: over the pass's
     # budget, left to later passes (`memory.sweep`).
     unchecked: int = 0
+    # Of `candidates`, those never merged again: members of an undone consolidation (someone
+    # said no), parents of one in force, findings waiting for their goal to be closed.
+    held_back: int = 0
 
 
 def sleep_pass(
@@ -101,13 +110,14 @@ def sleep_pass(
         row["embedding"] = vector  # a row of one float32 matrix, not a list of Python floats
     # Findings of a goal wait for the goal to be closed.
     excluded = engine.log.not_to_cluster(scope) | _achievers(engine, [r["id"] for r in rows])
-    rows = [r for r in rows if r["id"] not in excluded]
     rows, late = before.past(rows, cutoff)  # those past the window: checked, never clustered
-    late = [r for r in late if conflicts.numbers(r["content"])]
+    held_back = sum(r["id"] in excluded for r in rows)
+    rows = [r for r in rows if r["id"] not in excluded]
+    late = [r for r in late if r["id"] not in excluded and conflicts.numbers(r["content"])]
     # Every working statement of the scope as it stands before this pass merges anything
     # (only when there is something recent to compare it with).
     pool = _statement_pool(engine, scope) if (rows or late) and detect else None
-    report = SleepReport(scope, len(rows), dry_run=dry_run)
+    report = SleepReport(scope, len(rows) + held_back, dry_run=dry_run, held_back=held_back)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: (r["created_at"], r["id"])):
         groups.setdefault((row["source"], row["role"]), []).append(row)  # never mix tiers
@@ -121,7 +131,7 @@ def sleep_pass(
             vectors = np.stack([np.asarray(r["embedding"], dtype=np.float32) for r in group])
             for cluster in _compatible_clusters(vectors, group, threshold, min_size, linkage):
                 members = [group[i] for i in cluster]
-                sims = _cosines(vectors[cluster])
+                sims = cosines(vectors[cluster])
                 planned.append((_plan_cluster(engine, members, sims, threshold, now), members))
     if dry_run:
         report.consolidations = [p for p, _ in planned]
@@ -206,9 +216,7 @@ def _plan_cluster(
     now: datetime,
 ) -> Consolidation:
     # Most central member first: its wording leads the summary and names the parent.
-    centrality = sims.mean(axis=1)
-    order = sorted(range(len(members)), key=lambda i: (-centrality[i], i))
-    ranked = [row_to_memory(members[i]) for i in order]
+    ranked = [row_to_memory(members[i]) for i in central_first(sims)]
     lead = ranked[0]
     types = Counter(m.memory_type for m in ranked)
     off_diagonal = sims[~np.eye(len(sims), dtype=bool)]
@@ -224,7 +232,7 @@ def _plan_cluster(
         role=lead.role,
         tags=first_of(m.tags for m in ranked)[:MAX_TAGS],
         related_files=first_of(m.related_files for m in ranked)[:MAX_FILES],
-        importance=engine.boosted([float(r["importance"]) for r in members]),
+        importance=stored_float(engine.boosted([float(r["importance"]) for r in members])),
         source=lead.source,
         git_commit=lead.git_commit,
         created_at=now,
@@ -249,7 +257,11 @@ def _commit_clusters(
         # Re-read under the lock: a member edited or consolidated meanwhile skips its
         # cluster (the next pass sees it afresh) instead of overwriting someone's write.
         current = {r["id"]: r for r in engine.store.scan(sql_in("id", wanted))}
-        for (planned, members), vector in zip(batch, vectors, strict=True):
+        for (planned, cluster), vector in zip(batch, vectors, strict=True):
+            # Recorded most central first, the order the parent's words were made in, so a
+            # rewrite (a member edited or forgotten) makes them the same way.
+            by_id = {m["id"]: m for m in cluster}
+            members = [by_id[m.id] for m in planned.members]
             ids = [m["id"] for m in members]
             fresh = [current.pop(i, None) for i in ids]  # popped: one cluster per member
             if any(
@@ -393,12 +405,6 @@ def _even_parts(items: list[int], most: int) -> list[list[int]]:
         out.append(items[at:end])
         at = end
     return out
-
-
-def _cosines(vectors: np.ndarray) -> np.ndarray:
-    unit = unit_rows(vectors)
-    sims: np.ndarray = unit @ unit.T
-    return sims
 
 
 def _check_sleep_args(threshold: float, min_size: int, max_age_days: float) -> None:
