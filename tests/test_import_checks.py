@@ -17,6 +17,7 @@ from octobrain.errors import InvalidInput
 from octobrain.memory.brain import Brain
 from octobrain.memory.transfer import export_jsonl, import_jsonl
 from octobrain.models import RelationshipType, State
+from tests.export_lines import ended
 
 MakeBrain = Callable[..., Brain]
 SCOPE = "github.com/acme/api"
@@ -204,3 +205,31 @@ def test_a_memory_row_without_a_scope_is_refused_and_an_empty_one_is_global(
     report = import_jsonl(other, _dumped([lines[0], {**row, "scope": ""}, *lines[2:]]))
     assert report.scopes == {SCOPE: 4, "": 1}
     assert other.get(row["id"]).scope == ""
+
+
+def test_a_link_dated_ahead_is_refused_as_a_memory_row_is(make_brain: MakeBrain) -> None:
+    lines = _memories_and_link(make_brain("src"))
+    at = max(i for i, o in enumerate(lines) if o["kind"] == "relationship")
+    lines[at] = {**lines[at], "created_at": "9999-01-01T00:00:00Z"}
+    other = make_brain("other")
+    rule = rf"^line {at + 1}\.created_at: must not be more than a day ahead of now"
+    with pytest.raises(InvalidInput, match=rule):
+        import_jsonl(other, _dumped(lines))
+    assert other.store.count() == 0
+
+
+def test_a_file_has_one_header_and_it_comes_first(make_brain: MakeBrain) -> None:
+    # A second header mid-file was taken silently, its model and dim ruling the rows after it.
+    lines = _dumped(_memories_and_link(make_brain("src")))
+    other = make_brain("other")
+    second = json.dumps({**json.loads(lines[0]), "embedding_model": "hash:32", "dim": 32})
+    with pytest.raises(
+        InvalidInput, match=r"^line 3: is a second header line \(the first is line 1\)$"
+    ):
+        import_jsonl(other, ended([*lines[:2], second, *lines[2:]]))
+    with pytest.raises(
+        InvalidInput, match=r"^line 1: comes before the file's octobrain-export header"
+    ):
+        import_jsonl(other, [lines[1], lines[0], *lines[2:]])
+    assert other.store.count() == 0
+    assert import_jsonl(other, ["", *lines]).imported == 5  # (a blank line is no line)

@@ -263,5 +263,7 @@ def relationship_row(obj: dict[str, Any], where: str) -> Relationship:
             f"{where}.description", obj.get("description"), LINK_DESCRIPTION_CHARS * 4
         ),
         scope=validate_scope(obj.get("scope", ""), field=f"{where}.scope"),
-        created_at=_time(f"{where}.created_at", obj.get("created_at")),
+        created_at=not_ahead(
+            f"{where}.created_at", _time(f"{where}.created_at", obj.get("created_at"))
+        ),
     )

@@ -326,11 +326,21 @@ def check_import(
             raise InvalidInput(f"line {number}.id", f"repeats the {kind} id of line {first}")
 
     end: dict[str, Any] | None = None
+    header_line = 0
     for number, obj in _lines(source, checked):
         kind = obj.get("kind")
         if end is not None:
             raise InvalidInput(f"line {number}", "follows the file's end line")
+        # One header, first: a second one (two files joined) changed the vectors' model and
+        # dim for the rows after it, and rows before it had their vectors checked by none.
+        if header_line and kind == "header":
+            raise InvalidInput(
+                f"line {number}", f"is a second header line (the first is line {header_line})"
+            )
+        if not header_line and kind in (*_KINDS, "end"):  # (an unknown kind is named below)
+            raise InvalidInput(f"line {number}", f"comes before the file's {FORMAT} header line")
         if kind == "header":
+            header_line = number
             if obj.get("format") != FORMAT or obj.get("version") not in READ_VERSIONS:
                 versions = " or ".join(f"v{v}" for v in READ_VERSIONS)
                 raise InvalidInput(f"line {number}", f"not an {FORMAT} {versions} file")
