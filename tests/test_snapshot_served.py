@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -164,6 +166,40 @@ def test_a_damaged_data_file_is_reported_not_hidden_by_the_snapshot(
     with pytest.raises(StorageError, match=rf"table 'memories' .*\(data file {data.name}"):
         _hits(reader, "setting zq2", record_access=False)
     assert not reader.store.connected  # told from the files, LanceDB not imported for it
+
+
+_CUT_WHILE_MAPPED = """
+import sys
+from pathlib import Path
+from tests.test_snapshot_served import _brain, _hits
+
+db = Path(sys.argv[1])
+reader = _brain(db)  # a long-lived process (the resident service) serving from the snapshot
+first = _hits(reader, "setting zq2", record_access=False)
+assert reader.retriever.corpus.reads_snapshot
+for path in reader.retriever.corpus._source.where.iterdir():
+    if path.suffix in (".arrow", ".npy"):
+        with path.open("r+b") as f:  # in place, as `truncate` or a copy over it does
+            f.truncate(0)
+assert _hits(reader, "setting zq2", record_access=False) == first
+print("answered")
+"""
+
+
+def test_a_snapshot_file_cut_while_mapped_is_dropped_not_a_crash(tmp_path: Path) -> None:
+    # The resident service maps the snapshot's files: one truncated in place (a backup copied
+    # over the cache) killed it with SIGBUS on its next read, and it logged nothing.
+    _store_with_snapshot(tmp_path / "db")
+    done = subprocess.run(
+        [sys.executable, "-c", _CUT_WHILE_MAPPED, str(tmp_path / "db")],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+        env={**os.environ, "OCTOBRAIN_DATA_DIR": str(tmp_path / "data")},
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "answered\n"), done.stderr
+    assert "changed while in use; rebuilding" in done.stderr
 
 
 def test_a_store_mid_restore_is_refused_though_its_snapshot_is_current(tmp_path: Path) -> None:

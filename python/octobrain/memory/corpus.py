@@ -165,7 +165,10 @@ class Corpus:
 
     def refresh(self) -> None:
         """Catch up with the store's latest committed version (a no-op when unchanged)."""
-        if self._damaged:
+        changed = self._source.changed_file() if self._source is not None else None
+        if changed is not None:
+            log.warning("memory snapshot file %s changed while in use; rebuilding", changed)
+        if self._damaged or changed is not None:
             self._damaged = False
             self.discard_snapshot()
         with self._lock:

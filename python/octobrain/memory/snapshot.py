@@ -123,6 +123,24 @@ class Snapshot:
     edges_version: int = -1
     edges_mark: int = -1
     where: Path | None = None  # its directory (what `load` opened)
+    # Each file's (inode, size, mtime) as `load` opened it: a file changed in place since
+    # (truncated, copied over) is what the maps read, and a page cut from under them
+    # killed the process with SIGBUS.
+    opened: dict[str, tuple[int, int, int]] | None = None
+
+    def changed_file(self) -> str | None:
+        """The first of its files changed in place since it was opened, or None. A file gone
+        or replaced by another (a newer snapshot's clean-up) is not: the maps keep the one
+        they opened."""
+        for file, (inode, size, mtime) in (self.opened or {}).items():
+            assert self.where is not None
+            try:
+                now = (self.where / file).stat()
+            except OSError:
+                continue
+            if now.st_ino == inode and (now.st_size, now.st_mtime_ns) != (size, mtime):
+                return file
+        return None
 
     def vector_rows(self, positions: npt.NDArray[np.int64] | None) -> None:
         """Verify the blocks of `vectors.npy` holding these rows (None: all of them)."""
@@ -203,10 +221,13 @@ class SnapshotDir:
             if manifest.get(key) != value:
                 raise ValueError(f"{key} is {manifest.get(key)!r}, expected {value!r}")
         blocks = manifest["blocks"]
+        opened = {}
         for file, (size, crc) in manifest["files"].items():
             path = where / file
-            if path.stat().st_size != size:
-                raise ValueError(f"{file} has {path.stat().st_size} bytes, expected {size}")
+            found = path.stat()
+            if found.st_size != size:
+                raise ValueError(f"{file} has {found.st_size} bytes, expected {size}")
+            opened[file] = (found.st_ino, found.st_size, found.st_mtime_ns)
             if file in (*LAZY, ROWS):
                 if len(blocks[file]) != -(-size // BLOCK):
                     raise ValueError(f"{file} has no checksum for each of its blocks")
@@ -251,6 +272,7 @@ class SnapshotDir:
             edges_version=int(manifest["edges_version"]) if edges is not None else -1,
             edges_mark=int(manifest["edges_mark"]) if edges is not None else -1,
             where=where,
+            opened=opened,
         )
 
     def discard(self, snap: Snapshot) -> None:
