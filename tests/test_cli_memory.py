@@ -64,7 +64,8 @@ def test_round_trip(env: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("query", "title"), [("Go", "Backend language"), ("S3", "Blob storage"), ("C#", "Editor plugin")]
+    ("query", "title"),
+    [("Go", "Backend language"), ("S3", "Blob storage"), ("C#", "Editor plugin")],
 )
 def test_a_two_byte_name_is_a_question(env: dict[str, str], query: str, title: str) -> None:
     memorize("Backend language", "Every backend service is written in Go, built with make.")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import socket
+import time
 from http.client import HTTPResponse
 from pathlib import Path
 
@@ -86,11 +86,13 @@ def test_a_body_that_stalls_gives_its_room_to_a_newer_one(tmp_path: Path) -> Non
     # room, once it is over a second old; its connection is then answered 503.
     port = free_port()
     env = {"OCTOBRAIN_MCP_MAX_IN_FLIGHT": "1"}
-    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path, **env):
-        with _body_begun(port, 1_048_576) as stalled:  # all but 100 bytes of the 1 MiB
-            time.sleep(1.5)
-            _served(f"http://127.0.0.1:{port}/mcp")
-            stalled.sendall(b" " * 100)
-            answer = HTTPResponse(stalled)
-            answer.begin()
-            assert answer.status == 503 and answer.getheader("connection") == "close"
+    with (
+        http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path, **env),
+        _body_begun(port, 1_048_576) as stalled,  # all but 100 bytes of the 1 MiB
+    ):
+        time.sleep(1.5)
+        _served(f"http://127.0.0.1:{port}/mcp")
+        stalled.sendall(b" " * 100)
+        answer = HTTPResponse(stalled)
+        answer.begin()
+        assert answer.status == 503 and answer.getheader("connection") == "close"
