@@ -334,7 +334,9 @@ def test_a_zeroed_newest_version_manifest_is_named_not_an_empty_table(
         assert "run `octobrain memory reembed`" not in line, line
         rc, out = run_cli(env, "doctor")[:2]
         assert rc == 1 and "reads as version 0" in out, out
-    newest.rename(newest.with_suffix(".aside"))  # the repair named: the last commit is lost
+    # The repair named: the last commit is lost (and octobrain's record of it let go).
+    newest.rename(newest.with_suffix(".aside"))
+    (_store(env) / "_octobrain" / "versions.json").unlink()
     done = octobrain(env, "stats")
     assert done.returncode == 0 and "total: 2" in done.stdout, (done.stdout, done.stderr)
 
@@ -715,6 +717,7 @@ def test_a_lost_newest_version_is_an_error_not_a_silent_rollback(env: dict[str, 
     assert rc == 1 and "memories: version 4 committed" in out, out
     # The way out the message names: accept the table as it was at version 3.
     (versions / "latest_version_hint.json").unlink()
+    (_store(env) / "_octobrain" / "versions.json").unlink()
     done = octobrain(env, "recent", "--format", "json")
     assert done.returncode == 0, done.stderr
     assert len({m["id"] for m in json.loads(done.stdout)} & facts) == 2

@@ -1,12 +1,16 @@
-"""The newest version of each table committed to a bucket store, as octobrain recorded it.
+"""The newest version of each table committed to a store, as octobrain recorded it.
 
 On a local disk Lance leaves `_versions/latest_version_hint.json` after each commit, so a lost
 newest version manifest shows (`versions.lost_version`). On `s3://` (and the other object
 stores) it writes no hint: a deleted newest manifest left the version before it served, and the
-next write buried the loss. So every write under the write lease records the versions it
-committed in one object per store, `_octobrain/versions.json` (`{"memories": 12, ...,
+next write buried the loss. So every write under the write lock records the versions it
+committed in one record per store, `_octobrain/versions.json` (`{"memories": 12, ...,
 "recorded_at": {"memories": <epoch seconds>, ...}}`): a table whose recorded version is above
-the newest that opens, and was recorded after that one was committed, has lost versions.
+the newest that opens, and was recorded after that one was committed, has lost versions. A
+local store keeps it too, for when the hint went with the manifest (a partial backup or sync,
+`rm` of both): read only then, so an open whose hint is there costs nothing more; written after
+each hold of the write lock that committed (a small file replaced whole, under its own lock
+`.versions.lock`, not synced: a mark lost in a crash stays lower, which is safe).
 
 One object for the whole store, so opening it costs one GET whatever the number of tables (kept
 for `storage.remote_refresh_ms`, as the other bucket reads are). The two write leases ("write",
@@ -39,6 +43,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -47,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from octobrain.errors import StorageError
+from octobrain.files import read_regular
 
 if TYPE_CHECKING:
     import lancedb
@@ -59,16 +65,18 @@ MARKS = "versions.json"  # under the store's `_octobrain/`
 RECORDED_AT = "recorded_at"  # the record's key for when each entry was set (no table's name)
 _clock = time.time  # when an entry is set: this machine's wall clock (tests move it)
 _CAS_TRIES = 8  # compare-and-swap attempts before giving up (the mark then stays lower: safe)
+_LOCAL_LOCK_S = 10.0  # the local record's lock is held for a read and a write: not long
+_MARK_BYTES = 1 << 20  # a record is a few hundred bytes; more is not one of ours
 
 
 class HighWater:
-    """The recorded newest versions of one bucket store's tables (see the module docstring).
-    Everything is a no-op on a local store and on `s3+ddb://`."""
+    """The recorded newest versions of one store's tables (see the module docstring).
+    Everything is a no-op on `s3+ddb://`."""
 
     def __init__(self, location: StoreLocation) -> None:
         self._location = location
         scheme = urlsplit(location.uri).scheme.lower()
-        self.applies = location.remote and scheme != "s3+ddb"
+        self.applies = not location.remote or scheme != "s3+ddb"
         self.key = f"_octobrain/{MARKS}"
         self._guard = threading.Lock()
         self._marks: dict[str, int] | None = None  # as last read or written (None: no object)
@@ -82,7 +90,8 @@ class HighWater:
 
     def recorded(self, name: str, *, fresh: bool = False) -> int | None:
         """The version recorded for table `name` (None: none, or not kept here). Read from the
-        bucket at most once per `storage.remote_refresh_ms`, unless `fresh`."""
+        bucket at most once per `storage.remote_refresh_ms`, unless `fresh` (from a local disk
+        every time)."""
         if not self.applies:
             return None
         with self._guard:
@@ -139,22 +148,32 @@ class HighWater:
             except Exception as exc:
                 log.warning("could not record the committed versions in %s: %s", self.key, exc)
 
+    def _merged(
+        self, versions: Mapping[str, int | None]
+    ) -> tuple[dict[str, int], dict[str, float]]:
+        """The record as last read, with `versions` set in it (None: an entry dropped)."""
+        marks, at = dict(self._marks or {}), dict(self._at)
+        for name, version in versions.items():
+            if version is None:
+                marks.pop(name, None)
+                at.pop(name, None)
+            else:
+                # Set again even at the same number: a table started over may reach the
+                # number of a stale entry, whose old time would pass its loss for staleness.
+                marks[name], at[name] = int(version), _clock()
+        return marks, at
+
     def _record(self, versions: Mapping[str, int | None]) -> None:
+        if self._location.path is not None:
+            self._record_locally(versions)
+            return
         import obstore
         from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
 
         if self._read_at is None:
             self._read()
         for _ in range(_CAS_TRIES):
-            marks, at = dict(self._marks or {}), dict(self._at)
-            for name, version in versions.items():
-                if version is None:
-                    marks.pop(name, None)
-                    at.pop(name, None)
-                else:
-                    # Set again even at the same number: a table started over may reach the
-                    # number of a stale entry, whose old time would pass its loss for staleness.
-                    marks[name], at[name] = int(version), _clock()
+            marks, at = self._merged(versions)
             if self._marks is not None and marks == self._marks and at == self._at:
                 return
             # Only while the lease holds: a holder paused past it would put its versions over
@@ -172,7 +191,33 @@ class HighWater:
             return
         log.warning("gave up recording the committed versions in %s (contended)", self.key)
 
+    def _record_locally(self, versions: Mapping[str, int | None]) -> None:
+        """`_record` on a local disk: read, merged and replaced whole under `.versions.lock`
+        (the two write locks' holders both update it)."""
+        from filelock import FileLock
+
+        assert self._location.path is not None
+        target = self._location.path / self.key
+        with FileLock(str(self._location.path / ".versions.lock"), timeout=_LOCAL_LOCK_S):
+            self._read()
+            marks, at = self._merged(versions)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(json.dumps({**marks, RECORDED_AT: at}, sort_keys=True).encode())
+            os.replace(tmp, target)
+            self._marks, self._at = marks, at
+            self._read_at = time.monotonic()
+
     def _read(self) -> None:
+        if self._location.path is not None:
+            try:  # (a FIFO in its place raises, not waits for a writer)
+                raw = read_regular(self._location.path / self.key, _MARK_BYTES)[0]
+            except FileNotFoundError:
+                self._marks, self._at = None, {}
+            else:
+                self._marks, self._at = _parse(raw)
+            self._read_at = time.monotonic()
+            return
         import obstore
 
         try:

@@ -45,13 +45,15 @@ def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table)
     above the newest version that opens means a committed manifest file is gone: opening
     would silently serve (and the next write would bury) the store as it was before those
     writes. A commit killed before its manifest leaves no hint, so it is not taken for this.
-    On a bucket Lance writes no hint: octobrain's own record of the versions committed under
-    the write lease stands in for it (`highwater`).
+    On a bucket Lance writes no hint, and on a disk the hint may be gone with the manifest:
+    octobrain's own record of the versions committed under the write lock stands in for it
+    then (`highwater`; on a disk read only when the hint is not there: a table copied back
+    from a backup, with its own hint, is its own word).
     """
     if int(table.version) == 0:
         return _blank_newest(location, name)
     if location.path is None:
-        return _lost_on_bucket(location, name, table)
+        return _lost_by_record(location, name, table)
     versions = versions_dir(location, name)
     if versions is None:
         return None
@@ -59,7 +61,9 @@ def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table)
         committed = hinted(versions)
     except (OSError, ValueError):
         committed = None
-    if committed is None or committed <= int(table.version):  # (no hint: an older Lance)
+    if committed is None:  # (gone, or an older Lance's store)
+        return _lost_by_record(location, name, table)
+    if committed <= int(table.version):
         return None
     # `table` may have opened before another process committed: look again, now that the
     # hint has been read (a version it names was committed before it was written).
@@ -72,7 +76,8 @@ def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table)
         f"{gone} committed, but the newest version that opens is {opened}: the manifest file "
         f"of {gone} in _versions/ is gone",
         f"put {name}.lance/_versions/ back from a backup; or, to keep the table as of version "
-        f"{opened} and lose what was written after it, delete {versions / HINT}",
+        f"{opened} and lose what was written after it, delete {versions / HINT} and "
+        f"{location.high_water.where()} (the next write records the versions again)",
     )
 
 
@@ -83,7 +88,11 @@ def _blank_newest(location: StoreLocation, name: str) -> Problem:
     files = sorted(versions.glob(f"*{VERSIONS[1]}")) if versions is not None else []
     newest = max(files, key=lambda f: version_of(f.name), default=None)
     where = f"{name}.lance/{VERSIONS[0]}/{newest.name}" if newest else f"{name}.lance/_versions"
-    hint = f"and delete {versions / HINT} " if versions is not None else ""
+    hint = (
+        f"and delete {versions / HINT} and {location.high_water.where()} "
+        if versions is not None
+        else ""
+    )
     return Problem(
         f"its newest version manifest ({where}) reads as version 0, with no columns and no "
         "rows: the file was zeroed or overwritten",
@@ -93,10 +102,11 @@ def _blank_newest(location: StoreLocation, name: str) -> Problem:
     )
 
 
-def _lost_on_bucket(
+def _lost_by_record(
     location: StoreLocation, name: str, table: lancedb.table.Table
 ) -> Problem | None:
-    """`lost_version` on an object store, from the versions recorded under the write lease."""
+    """`lost_version` from the versions recorded under the write lock: on an object store, and
+    on a disk whose hint is gone."""
     marks = location.high_water
     committed = marks.recorded(name)
     if committed is None or committed <= int(table.version):
@@ -111,6 +121,15 @@ def _lost_on_bucket(
     if committed <= opened or _started_over_since(marks.recorded_at(name), table, opened):
         return None
     gone = _gone(committed, opened)
+    if location.path is not None:
+        return Problem(
+            f"{gone} committed (recorded in {marks.key}), but the newest version that opens is "
+            f"{opened} and Lance's {HINT} is gone too: the manifest file of {gone} in "
+            "_versions/ is gone",
+            f"put {name}.lance/_versions/ back from a backup; or, to keep the table as of "
+            f"version {opened} and lose what was written after it, delete {marks.where()} "
+            "(the next write records the versions again)",
+        )
     return Problem(
         f"{gone} committed (recorded in {marks.key}), but the newest version that opens is "
         f"{opened}: the manifest object of {gone} in {name}.lance/_versions/ is gone",
@@ -191,7 +210,7 @@ def newest_on_disk(location: StoreLocation, name: str) -> int | None:
     folder without LanceDB (a listing and Lance's hint file): the version an open would find.
     None where only an open can tell: object storage, no manifest in the folder, a name that is
     not Lance's, or a hint above every manifest left (a lost commit, which the open reports,
-    `lost_version`)."""
+    `lost_version`), or with the hint gone, a version recorded above them (`highwater`)."""
     versions = versions_dir(location, name)
     if versions is None:
         return None
@@ -206,7 +225,8 @@ def newest_on_disk(location: StoreLocation, name: str) -> int | None:
         committed = hinted(versions)
     except (OSError, ValueError):
         return None
-    # (An older Lance writes no hint: nothing to compare, as in `lost_version`.)
+    if committed is None:  # (gone, or an older Lance's store): as in `lost_version`
+        committed = location.high_water.recorded(name)
     return newest if committed is None or committed <= newest else None
 
 
