@@ -95,6 +95,42 @@ def test_goal_close_over_the_cli(env: Path) -> None:
     assert run("remember", "token bucket", "--include-archived").exit_code == 0
 
 
+def test_a_closes_link_made_by_relate_closes_the_goal_and_only_a_goal(env: Path) -> None:
+    # `relate NOTE GOAL -t closes` stored the link and closed nothing (memorize with the same
+    # link closes the goal); a note could close a second goal that way, and a closes link to
+    # a memory that is no goal was stored, meaning nothing.
+    goal = memorize("Ship rate limiting", "Goal: rate limit the public API.", "-m", "goal")
+    other = memorize("Cut API costs", "Goal: halve the cost per request.", "-m", "goal")
+    finding = memorize(
+        "Token bucket",
+        "Token bucket per key for rate limiting.",
+        "--related-to",
+        f"{goal}:achieves",
+    )
+    note = memorize("Rate limiting shipped", "Every key is limited to 100 requests/min now.")
+    out = ok("relate", note, goal, "-t", "closes")
+    assert isinstance(out, dict) and (out["parent"], out["consolidated"]) == (note, [finding])
+    assert ok("get", finding)["state"] == "consolidated"  # type: ignore[index]
+    second = run("relate", note, other, "-t", "closes")
+    assert second.exit_code == 2 and f"already closes goal {goal}" in second.stderr
+    for refused in (
+        run("relate", note, finding, "-t", "closes"),
+        run(
+            "memorize",
+            "-t",
+            "Closing note",
+            "-c",
+            "Closes a finding.",
+            "--related-to",
+            f"{finding}:closes",
+        ),
+    ):
+        assert refused.exit_code == 2, refused.output
+        assert f"'closes' links a note to the goal it completes, and {finding} is a code" in (
+            refused.stderr
+        )
+
+
 def test_sleep_consolidate_reports_conflicts_and_disagreements(env: Path) -> None:
     def timeout(value: int) -> str:
         return f"The billing service request timeout is {value} seconds."

@@ -392,7 +392,7 @@ def relate_cmd(
     from octobrain.times import utcnow
 
     asked = utcnow()
-    rel = command_brain(ctx).relate(
+    rel, closed = command_brain(ctx).link(
         source_id, target_id, relationship_type, strength=strength, description=description
     )
     line = f"{rel.source_id} {rel.relationship_type.value} {rel.target_id}"
@@ -403,8 +403,12 @@ def relate_cmd(
             + (f" and description {rel.description!r}" if rel.description else "")
             + ": kept; `memory unrelate` it first to link it anew)"
         )
+    closing: dict[str, object] = {}
+    if closed is not None:  # (a `closes` link to a goal its findings still achieve)
+        line += f"\n{closed.description}, under {closed.parent.id}"
+        closing = {"consolidated": [m.id for m in closed.members], "parent": closed.parent.id}
     # (JSON said so too: a script saw the old strength come back and could not tell why.)
-    emit(fmt, {**relationship_to_dict(rel), "already_linked": existed}, line)
+    emit(fmt, {**relationship_to_dict(rel), "already_linked": existed, **closing}, line)
 
 
 @memory.command("unrelate")

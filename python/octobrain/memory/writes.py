@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from octobrain.memory.brain import Brain
+    from octobrain.memory.consolidation import Consolidation
     from octobrain.memory.conversation import Conversation
     from octobrain.memory.ingest import IngestReport
 
@@ -109,6 +110,9 @@ class Writes(BrainBase):
         ]
         # (Checked before duplicates go, so a refusal names the link by its place as given.)
         targets = self._require_visible([link.target_id for link in links], "related_to")
+        for i, link in enumerate(links):
+            if link.relationship_type is RelationshipType.CLOSES:
+                _closes_a_goal(targets[link.target_id], f"related_to[{i}].relationship_type")
         closing = [
             (i, link.target_id)
             for i, link in enumerate(links)
@@ -334,7 +338,25 @@ class Writes(BrainBase):
         description: str = "",
     ) -> Relationship:
         """Link two visible memories; the edge lives in the source memory's scope. A link of
-        this type between them already there is returned as it is (nothing is added)."""
+        this type between them already there is returned as it is (nothing is added). A
+        `closes` link closes its goal (`link`)."""
+        return self.link(
+            source_id, target_id, relationship_type, strength=strength, description=description
+        )[0]
+
+    def link(
+        self,
+        source_id: str,
+        target_id: str,
+        relationship_type: str = "related_to",
+        *,
+        strength: float = 0.8,
+        description: str = "",
+    ) -> tuple[Relationship, Consolidation | None]:
+        """`relate`, and the goal's consolidation when the link `closes` a goal that working
+        findings of the note's scope still achieve (as `memorize` with a `closes` link does:
+        the note becomes their parent); None when it closed nothing. A `closes` link goes
+        from a memory that closes no other goal to a goal, or is refused."""
         src, tgt, source_scope = self._pair(source_id, target_id)
         link = Link(
             tgt,
@@ -348,7 +370,22 @@ class Writes(BrainBase):
         rel = Relationship(
             src, tgt, link.relationship_type, link.strength, link.description, source_scope
         )
-        return self.store.link_once(rel)
+        if rel.relationship_type is not RelationshipType.CLOSES:
+            return self.store.link_once(rel), None
+        goal = self.store.get_many([tgt], self.scope)[tgt]
+        _closes_a_goal(goal, "relationship_type")
+        for edge in self.store.relationships_of([src]):
+            closes = edge.relationship_type is RelationshipType.CLOSES
+            if closes and edge.source_id == src and edge.target_id != tgt:
+                raise InvalidInput(
+                    "target_id",
+                    f"{src} already closes goal {edge.target_id}; a memory closes one (its "
+                    "findings are consolidated under it): store a closing note for each goal",
+                )
+        rel = self.store.link_once(rel)
+        if not goals.findings_left(self.consolidator, goal.id, source_scope):
+            return rel, None
+        return rel, goals.close_goal(self.consolidator, goal, source_scope, utcnow())
 
     def unrelate(
         self, source_id: str, target_id: str, relationship_type: str | None = None
@@ -430,3 +467,14 @@ class Forgotten:
     # Merged memories the user edited since the merge: their words left as written (they may
     # still say what was forgotten).
     kept: list[str] = field(default_factory=list)
+
+
+def _closes_a_goal(target: Memory, field: str) -> None:
+    """Refuse (`field`) a `closes` link to a memory that is no goal: it meant nothing."""
+    if target.memory_type is not MemoryType.GOAL:
+        raise InvalidInput(
+            field,
+            f"'closes' links a note to the goal it completes, and {target.id} is a "
+            f"{target.memory_type.value}, not a goal: use related_to (or achieves, for a "
+            "finding towards a goal)",
+        )
