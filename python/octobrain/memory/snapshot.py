@@ -195,6 +195,7 @@ class SnapshotDir:
     def __init__(self, root: Path, uri: str, model_id: str, dim: int) -> None:
         self.uri, self.model_id, self.dim = uri, model_id, dim
         self.path = root / store_key(uri, model_id, dim)
+        self._refused = ""  # the snapshot this process found unusable (said once, not again)
 
     # ---- reading --------------------------------------------------------------------------
 
@@ -204,6 +205,8 @@ class SnapshotDir:
             name = _small_text(self.path / CURRENT)
         except (OSError, UnicodeDecodeError):  # (a FIFO in its place is not waited on)
             return None
+        if name == self._refused:  # (a refresh asks twice: the warning was printed twice)
+            return None
         try:
             return self._load(self.path / name)
         except Exception as exc:  # damaged, foreign or half-deleted: never served
@@ -212,6 +215,7 @@ class SnapshotDir:
             said = (str(exc).splitlines() or [type(exc).__name__])[0]
             said = said.split(" If you trust the file")[0]
             log.warning("memory snapshot %s not used (%s); rebuilding from the store", name, said)
+            self._refused = name
             return None
 
     def _load(self, where: Path) -> Snapshot:
