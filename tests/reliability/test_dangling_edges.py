@@ -128,6 +128,11 @@ def test_edges_to_memories_of_lost_versions_are_named_apart_and_kept(env: dict[s
     min(versions.glob("*.manifest")).unlink()  # names count down: the smallest is the newest
     (versions / "latest_version_hint.json").unlink()
     rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    (problem,) = json.loads(out)["problems"]  # octobrain's version record names the loss
+    assert rc == 1 and "version 3 committed (recorded in" in problem["problem"], problem
+    # Without that record too (a store from before it), the edges are the sign of the loss.
+    (store / "_octobrain" / "versions.json").unlink()
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
     report = json.loads(out)
     assert rc == 1 and report["dangling_edges"] == 0, out
     (problem,) = report["problems"]
