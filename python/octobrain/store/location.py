@@ -4,7 +4,8 @@ LanceDB keeps tables on a local disk or on object storage (`s3://`, `s3+ddb://`,
 and makes every commit atomic on both. octobrain additionally serialises its read-modify-write
 steps (an update, a consolidation pass) under one write lock per store:
 
-- local directory: a lock file beside the tables (`filelock`), as fast as a syscall;
+- local directory: a lock file beside the tables (`filelock`), as fast as a syscall, naming
+  its holder to a writer that waits (`store.lock_file`);
 - object store: a *lease* object under `_octobrain/locks/` in the store itself, renewed while
   held and taken over once its holder stopped renewing it (`store.lease`).
 
@@ -159,9 +160,9 @@ class StoreLocation:
         """The cross-process (and, remotely, cross-machine) lock `name` of this store, re-entrant
         within a process. Use as a context manager; `timeout=0` fails at once when it is held."""
         if self.path is not None:
-            from filelock import FileLock
+            from octobrain.store.lock_file import LockFile
 
-            return FileLock(str(self.path / f".{name}.lock"), timeout=timeout)
+            return LockFile(self.path, name, timeout)
         with self._guard:
             lease = self._locks.get(name)
             if lease is None:
