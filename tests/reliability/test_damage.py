@@ -398,14 +398,24 @@ def test_doctor_names_a_fifo_in_a_table_instead_of_waiting_on_it(env: dict[str, 
     assert rc == 1 and f"memories.lance/data/{data.name} is not a regular file" in out, out
 
 
-def test_doctor_names_a_lock_file_that_is_a_folder(env: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("name", "fails"),
+    [
+        (".write.lock", "every write to the memories fails"),
+        # (memorize takes only the write lock: "every write … fails" was not true of this one)
+        (".manifest.lock", "a restore, a migrate and the first write of a table made on demand"),
+    ],
+)
+def test_doctor_names_a_lock_file_that_is_a_folder(
+    env: dict[str, str], name: str, fails: str
+) -> None:
     # Every write failed "move it aside, then run `octobrain doctor`", and doctor said ok.
     _three(env)
-    lock = _store(env) / ".write.lock"
+    lock = _store(env) / name
     lock.unlink(missing_ok=True)
     lock.mkdir()
     rc, out = run_cli(env, "doctor")[:2]
-    assert rc == 1 and ".write.lock: is a folder, not a lock file" in out, out
+    assert rc == 1 and f"{name}: is a folder, not a lock file: {fails}" in out, out
     lock.rmdir()
     assert run_cli(env, "doctor")[0] == 0
 

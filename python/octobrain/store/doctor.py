@@ -178,6 +178,15 @@ def diagnose(location: StoreLocation) -> Diagnosis:
     return Diagnosis(str(location), state, tables, problems, unfinished, dangling, orphans.count)
 
 
+# What fails while a lock file is something else, by lock (a memorize takes only `write`: a
+# folder at `.manifest.lock` was said to fail every write while memorize went on working).
+_LOCKED_OUT = {
+    ".write.lock": "every write to the memories fails",
+    ".manifest.lock": "a restore, a migrate and the first write of a table made on demand fail",
+    ".knowledge.lock": "every write to the knowledge index fails",
+}
+
+
 def _check_locks(location: StoreLocation, problems: list[Problem]) -> None:
     """A store's lock files (`.write.lock`, …) that are something else: every write (or every
     index build) fails on a folder or waits on a FIFO there, and says to run `doctor`."""
@@ -193,7 +202,8 @@ def _check_locks(location: StoreLocation, problems: list[Problem]) -> None:
             problems.append(
                 Problem(
                     path.name,
-                    f"is {what}, not a lock file: every write that takes it fails",
+                    f"is {what}, not a lock file: "
+                    + _LOCKED_OUT.get(path.name, "every write that takes it fails"),
                     f"move {path} aside; the next write makes the lock file again",
                 )
             )
