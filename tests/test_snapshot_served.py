@@ -149,7 +149,7 @@ def test_a_lost_newest_commit_is_reported_not_served_from_the_snapshot(tmp_path:
         _hits(_brain(tmp_path / "db"), "setting zq2", record_access=False)
 
 
-@pytest.mark.parametrize("damage", ["cut", "gone"])
+@pytest.mark.parametrize("damage", ["cut", "gone", "cut, after a write since"])
 def test_a_damaged_data_file_is_reported_not_hidden_by_the_snapshot(
     tmp_path: Path, damage: str
 ) -> None:
@@ -158,7 +158,9 @@ def test_a_damaged_data_file_is_reported_not_hidden_by_the_snapshot(
     # damaged: the user learnt of it only when a write failed.
     _store_with_snapshot(tmp_path / "db")
     [data] = sorted((tmp_path / "db" / "memories.lance" / "data").glob("*.lance"))
-    if damage == "cut":
+    if damage.endswith("since"):  # (the next process replays the tail left beside it)
+        _brain(tmp_path / "db").memorize("Fresh note", "The cache uses setting zqnew.")
+    if damage.startswith("cut"):
         data.write_bytes(b"")
     else:
         data.unlink()

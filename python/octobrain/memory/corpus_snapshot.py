@@ -38,29 +38,50 @@ def open_current(c: Corpus) -> bool:
     on_disk = c._store.versions_on_disk()
     if on_disk is None or not adopt_snapshot(c, on_disk[0]):
         return False
+    check_data_files(c, on_disk)
     if (c._version, c._edges.version) != on_disk:
         replay_tail(c, *on_disk)
     if (c._version, c._edges.version) != on_disk:
         return False
-    check_data_files(c, on_disk)
     c._apply_kept_access(c._store.kept_access())
     return True
 
 
 def check_data_files(c: Corpus, on_disk: tuple[int, int]) -> None:
-    """Refuse (`TableDamaged`) to answer from the snapshot when a data file of either table's
-    newest version is gone or cut (a stat and a footer read each, `operations.damaged_file`,
-    no LanceDB): the snapshot still held every row, so `remember`, `brief` and the session
-    hooks answered as if nothing were wrong, while `stats`, `get` and every write said the
-    store was damaged."""
+    """Refuse (`TableDamaged`) to answer from the snapshot when a data file the store's
+    newest versions read is gone or cut (a stat and a footer read each, no LanceDB): the
+    snapshot still held every row, so `remember`, `brief` and the session hooks answered as
+    if nothing were wrong, while `stats`, `get` and every write said the store was damaged.
+    The files are those the snapshot recorded for its versions; one gone counts only while
+    they are the newest (after a tail, a clean-up may have removed it since)."""
     from octobrain.store import manifest, operations
+
+    source = c._source
+    if source is None or source.data_files is None:
+        return
+    newest = (source.version, source.edges_version) == on_disk
+    location = c._store.location
+    for name, files in source.data_files.items():
+        damage = operations.damaged_among(location, name, files, gone=newest)
+        if damage is not None:
+            raise manifest.TableDamaged(location, name, damage)
+
+
+def _record_data_files(c: Corpus, snap: Snapshot) -> None:
+    """Record on `snap` the data files of its versions (read from the tables' manifests, on
+    the writer's thread: `check_data_files` reads them back without importing protobuf)."""
+    from octobrain.store import operations
     from octobrain.store.schema import MEMORIES, RELATIONSHIPS
 
     location = c._store.location
-    for name, version in zip((MEMORIES, RELATIONSHIPS), on_disk, strict=True):
-        damage = operations.damaged_file(location, name, version)
-        if damage is not None:
-            raise manifest.TableDamaged(location, name, damage)
+    if location.path is None or snap.edges_version < 0:
+        return
+    found = {
+        MEMORIES: operations.data_files(location, MEMORIES, snap.version),
+        RELATIONSHIPS: operations.data_files(location, RELATIONSHIPS, snap.edges_version),
+    }
+    if all(files is not None for files in found.values()):
+        snap.data_files = {name: list(files or ()) for name, files in found.items()}
 
 
 def replay_tail(c: Corpus, version: int, edges_version: int) -> None:
@@ -226,6 +247,7 @@ def _write_tail(where: Path, left: tail.Tail) -> None:
 
 def _write(c: Corpus, snapshots: SnapshotDir, snap: Snapshot, scratch: Path | None = None) -> None:
     try:
+        _record_data_files(c, snap)
         snapshots.write(snap)
     except OSError as exc:  # a full or read-only cache never fails a query
         log.warning("memory snapshot not written: %s", exc)

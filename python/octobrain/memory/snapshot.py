@@ -127,6 +127,9 @@ class Snapshot:
     # (truncated, copied over) is what the maps read, and a page cut from under them
     # killed the process with SIGBUS.
     opened: dict[str, tuple[int, int, int]] | None = None
+    # The store's data files its versions read, by table (path under `data/`, size written):
+    # what a new process checks before it answers from the snapshot. None: not recorded.
+    data_files: dict[str, list[tuple[str, int]]] | None = None
 
     def changed_file(self) -> str | None:
         """The first of its files changed in place since it was opened, or None. A file gone
@@ -170,6 +173,24 @@ def default_root() -> Path:
 def store_key(uri: str, model_id: str, dim: int) -> str:
     """The directory name of one store's snapshots (its URI, model and dimension)."""
     return hashlib.sha256(f"{uri}\0{model_id}\0{dim}".encode()).hexdigest()[:32]
+
+
+def _data_files(recorded: Any) -> dict[str, list[tuple[str, int]]] | None:
+    """The store's data files a snapshot's manifest records, or None (none recorded, or not in
+    the form written: then nothing is checked by them)."""
+    if not isinstance(recorded, dict):
+        return None
+    out = {}
+    for table, files in recorded.items():
+        if not isinstance(files, list):
+            return None
+        pairs = [tuple(f) for f in files if isinstance(f, list) and len(f) == 2]
+        if len(pairs) != len(files) or not all(
+            isinstance(path, str) and isinstance(size, int) for path, size in pairs
+        ):
+            return None
+        out[str(table)] = [(str(path), int(size)) for path, size in pairs]
+    return out
 
 
 def _crc(path: Path) -> int:
@@ -277,6 +298,7 @@ class SnapshotDir:
             edges_mark=int(manifest["edges_mark"]) if edges is not None else -1,
             where=where,
             opened=opened,
+            data_files=_data_files(manifest.get("data_files")),
         )
 
     def discard(self, snap: Snapshot) -> None:
@@ -329,6 +351,8 @@ class SnapshotDir:
                 "files": files,
                 "blocks": {file: block_crcs(tmp / file) for file in (*LAZY, ROWS)},
             }
+            if snap.data_files is not None:
+                manifest["data_files"] = snap.data_files
             _write_synced(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
             _fsync_dir(tmp)
             final = self.path / f"v{snap.version}-{secrets.token_hex(4)}"
