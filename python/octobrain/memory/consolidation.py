@@ -33,7 +33,7 @@ edited or forgotten, and a parent the user edited is kept as an ordinary memory 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -42,9 +42,9 @@ import numpy as np
 
 from octobrain.config import Config
 from octobrain.embed.base import Embedder
-from octobrain.kernels.clustering import unit_rows
-from octobrain.memory.summary import summarise
-from octobrain.models import MAX_FILES, MAX_TAGS, Memory, Relationship, RelationshipType, State
+from octobrain.memory import merged_words
+from octobrain.memory.merged_words import first_of
+from octobrain.models import Memory, Relationship, RelationshipType, State
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
 from octobrain.store.schema import (
@@ -91,11 +91,6 @@ class Released:
     kept: list[str] = field(default_factory=list)
 
 
-def first_of(lists: Iterable[Sequence[str]]) -> list[str]:
-    """The values of `lists` in order, each once (a merged memory's tags or files)."""
-    return list(dict.fromkeys(value for values in lists for value in values))
-
-
 @dataclass(frozen=True)
 class Unconsolidation:
     """What `unconsolidate` undid."""
@@ -110,30 +105,6 @@ class Unconsolidation:
 def f32(value: float) -> float:
     """`value` rounded to float32, as the store keeps it."""
     return float(np.float32(value))
-
-
-def same_importance(stored: float, given: float) -> bool:
-    """Whether a stored importance is still `given`: compared as read (`stored_float`), since an
-    edit of other fields writes the row back from its read value, whose float32 may differ in
-    the last bit (0.6 × 0.2 is 0.12000000477 as given, 0.11999999732 once written back)."""
-    return stored_float(stored) == stored_float(given)
-
-
-def cosines(vectors: np.ndarray) -> np.ndarray:
-    """The pairwise cosines of `vectors`' rows."""
-    unit = unit_rows(vectors)
-    sims: np.ndarray = unit @ unit.T
-    return sims
-
-
-def central_first(sims: np.ndarray) -> list[int]:
-    """Positions most central first (mean cosine to the cluster; ties by position): the order a
-    sleep pass summarises a cluster in."""
-    centrality = sims.mean(axis=1)
-    return sorted(range(len(sims)), key=lambda i: (-centrality[i], i))
-
-
-TEXT_FIELDS = ("title", "content", "tags", "related_files")  # what a parent says
 
 
 class Consolidator:
@@ -321,63 +292,6 @@ class Consolidator:
             _checkpoint("reverting")
             return self._revert(record, utcnow())
 
-    # ---- what a synthesised parent says ---------------------------------------------------
-
-    def made(self, record: ConsolidationRecord, members: Sequence[Memory]) -> dict[str, Any]:
-        """The fields a synthesised parent of `members` (in this order) is given: what a sleep
-        pass or a rewrite writes. A goal's parent keeps its title ("Goal reached: …")."""
-        given = dict(zip(record.member_ids, record.member_prev_importance, strict=True))
-        return {
-            "title": members[0].title if record.kind == "sleep" else None,
-            "content": summarise([m.content for m in members]),
-            "tags": first_of(m.tags for m in members)[:MAX_TAGS],
-            "related_files": first_of(m.related_files for m in members)[:MAX_FILES],
-            "importance": self.boosted([given[m.id] for m in members]),
-        }
-
-    def _said(
-        self, record: ConsolidationRecord, members: Sequence[Memory], rows: dict[str, Any]
-    ) -> list[dict[str, Any]]:
-        """What the parent of `members` was made to say: in the record's order (a rewrite's),
-        and, for a parent a sleep pass wrote and nothing rewrote since, most central first by
-        their vectors in `rows` (passes recorded their members in cluster order)."""
-        out = [self.made(record, members)]
-        if record.kind == "sleep" and all(m.id in rows for m in members):
-            vectors = np.stack([np.asarray(rows[m.id]["embedding"], np.float32) for m in members])
-            ranked = [members[i] for i in central_first(cosines(vectors))]
-            if ranked != list(members):
-                out.append(self.made(record, ranked))
-        return out
-
-    def _theirs(
-        self, record: ConsolidationRecord, parent: Memory, said: list[dict[str, Any]]
-    ) -> set[str]:
-        """The fields of `parent` that say what no consolidation made it say: the user's."""
-        out = set()
-        for name in TEXT_FIELDS:
-            value = getattr(parent, name)
-            if name == "title" and record.kind == "goal":  # its own title, not a member's
-                mine = value.startswith("Goal reached: ")
-            elif name == "related_files" and record.kind == "goal" and not value:
-                mine = True  # (a goal's summary was made without files)
-            else:
-                mine = any(made[name] == value for made in said)
-            if not mine:
-                out.add(name)
-        if all(not same_importance(parent.importance, made["importance"]) for made in said):
-            out.add("importance")
-        return out
-
-    def _edited_by_user(self, record: ConsolidationRecord, rows: dict[str, dict[str, Any]]) -> bool:
-        """Whether the synthesised parent in `rows` says anything its members in `rows` did not
-        make it say (its title, content, tags or files: an importance alone is no words)."""
-        members = [row_to_memory(rows[m], checked=False) for m in record.member_ids if m in rows]
-        if not members:
-            return True  # nothing to tell its words by: keep them
-        parent = row_to_memory(rows[record.parent_id], checked=False)
-        theirs = self._theirs(record, parent, self._said(record, members, rows))
-        return bool(theirs & set(TEXT_FIELDS))
-
     # ---- a member or a parent forgotten, a member edited ----------------------------------
 
     def release(self, ids: Sequence[str]) -> Released:
@@ -446,12 +360,14 @@ class Consolidator:
             if before is not None:
                 present = [before if m.id == before.id else m for m in present]
             parent = row_to_memory(rows[record.parent_id])
-            theirs = self._theirs(record, parent, self._said(record, present, rows))
-            if theirs & set(TEXT_FIELDS):
+            theirs = merged_words.users_fields(
+                record, parent, merged_words.said(record, present, rows, self.boosted)
+            )
+            if theirs & set(merged_words.TEXT_FIELDS):
                 released.kept.append(parent.id)
             changes: dict[str, Any] = {
                 name: stored_float(value) if name == "importance" else value
-                for name, value in self.made(record, members).items()
+                for name, value in merged_words.made(record, members, self.boosted).items()
                 if name not in theirs and value is not None
             }
             new = replace(parent, **changes)
@@ -474,7 +390,7 @@ class Consolidator:
         keep = (
             record.parent_synthesised
             and record.parent_id in found
-            and self._edited_by_user(record, found)
+            and merged_words.edited_by_user(record, found, self.boosted)
         )
         rows, read = [], []
         for row in found.values():
@@ -487,7 +403,7 @@ class Consolidator:
                 given = max(
                     record.parent_prev_importance, self.boosted(record.member_prev_importance)
                 )
-                if not (untouched or same_importance(row["importance"], given)):
+                if not (untouched or merged_words.same_importance(row["importance"], given)):
                     continue  # an importance the user set since: theirs
                 new["importance"] = record.parent_prev_importance
                 new["updated_at"] = (record.parent_prev_updated_at or now) if untouched else now
@@ -495,7 +411,7 @@ class Consolidator:
                 i = index[row["id"]]
                 # The importance the consolidation gave it goes back; one set since (an
                 # acknowledged `update`) stays.
-                if untouched or same_importance(
+                if untouched or merged_words.same_importance(
                     row["importance"], self._damped(record.member_prev_importance[i])
                 ):
                     new["importance"] = record.member_prev_importance[i]
@@ -533,9 +449,6 @@ __all__ = [
     "Consolidator",
     "Released",
     "Unconsolidation",
-    "central_first",
-    "cosines",
     "f32",
     "first_of",
-    "same_importance",
 ]

@@ -28,15 +28,10 @@ from octobrain.kernels import decay
 from octobrain.kernels.clustering import cosine_clusters, unit_rows
 from octobrain.memory import conflicts, sleep_conflicts, sweep
 from octobrain.memory.conflicts import Conflict, StatementPool
-from octobrain.memory.consolidation import (
-    Consolidation,
-    Consolidator,
-    central_first,
-    cosines,
-    first_of,
-)
+from octobrain.memory.consolidation import Consolidation, Consolidator, first_of
 from octobrain.memory.conversation import CONVERSATION_PREFIX
 from octobrain.memory.corpus_io import vectors_of
+from octobrain.memory.merged_words import central_first, cosines
 from octobrain.memory.summary import summarise
 from octobrain.models import (
     MAX_FILES,
