@@ -73,10 +73,12 @@ def _populate(brain: Brain, n: int, rng: random.Random) -> None:
         batch = memories[start : start + 1000]
         brain.store.add(batch, brain.embedder.embed_documents([m.searchable_text() for m in batch]))
     ids = [m.id for m in memories]
+    # Every link type a user or octobrain writes, but `consolidated_from`: octobrain writes
+    # those only with the consolidation record naming them (the sleep pass below), and an
+    # import refuses one without it.
+    kinds = [t for t in RelationshipType if t is not RelationshipType.CONSOLIDATED_FROM]
     edges = [
-        Relationship(
-            rng.choice(ids), rng.choice(ids), rng.choice(list(RelationshipType)), 0.5, "", SCOPE
-        )
+        Relationship(rng.choice(ids), rng.choice(ids), rng.choice(kinds), 0.5, "", SCOPE)
         for _ in range(n // 5)
     ]
     brain.store.add_relationships(edges)
