@@ -96,3 +96,4 @@ def test_a_body_that_stalls_gives_its_room_to_a_newer_one(tmp_path: Path) -> Non
         answer = HTTPResponse(stalled)
         answer.begin()
         assert answer.status == 503 and answer.getheader("connection") == "close"
+        answer.close()  # (its reader holds the socket open: left, it was a ResourceWarning later)
