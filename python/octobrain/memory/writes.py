@@ -123,8 +123,7 @@ class Writes(BrainBase):
             if goal_id != closing[0][1]:
                 raise InvalidInput(
                     f"related_to[{i}]",
-                    "closes a second goal; a memory closes one (its findings are consolidated "
-                    "under it): store a closing note for each goal",
+                    f"closes a second goal; {_ONE_GOAL}",
                 )
         # The same link named twice (by two id prefixes, say) is one edge, the first given.
         unique: dict[tuple[str, RelationshipType], Link] = {}
@@ -379,8 +378,7 @@ class Writes(BrainBase):
             if closes and edge.source_id == src and edge.target_id != tgt:
                 raise InvalidInput(
                     "target_id",
-                    f"{src} already closes goal {edge.target_id}; a memory closes one (its "
-                    "findings are consolidated under it): store a closing note for each goal",
+                    f"{src} already closes goal {edge.target_id}; {_ONE_GOAL}",
                 )
         rel = self.store.link_once(rel)
         if not goals.findings_left(self.consolidator, goal.id, source_scope):
@@ -467,6 +465,13 @@ class Forgotten:
     # Merged memories the user edited since the merge: their words left as written (they may
     # still say what was forgotten).
     kept: list[str] = field(default_factory=list)
+
+
+# Why a memory closes one goal, said by `memorize` and `relate` alike.
+_ONE_GOAL = (
+    "a memory closes one (its findings are consolidated under it): store a closing note for "
+    "each goal"
+)
 
 
 def _closes_a_goal(target: Memory, field: str) -> None:
