@@ -70,6 +70,8 @@ def test_bench_bm25_errors_name_the_option(tmp_path: Path, beir_dir: Path) -> No
         ("scale", "1000,1000001", "each size must be between 2 and 1,000,000"),
         ("scale", "1", "each size must be between 2 and 1,000,000"),
         ("cold", "99999999999999999999", "each size must be between 1 and 1,000,000"),
+        ("scale", "10,1000,10", "each size once; 10 given more than once"),
+        ("cold", "5000,5000", "each size once; 5,000 given more than once"),
     ],
 )
 def test_bench_sizes_have_a_stated_maximum(

@@ -149,7 +149,8 @@ MAX_SIZE = 1_000_000
 
 
 def _sizes(sizes: str, minimum: int) -> list[int]:
-    """`--sizes` as store sizes: comma-separated integers in [`minimum`, `MAX_SIZE`]."""
+    """`--sizes` as store sizes: comma-separated integers in [`minimum`, `MAX_SIZE`], each
+    once (a size given twice built and timed the same store twice, one table row each)."""
     try:
         counts = [int(s) for s in sizes.split(",") if s.strip()]
     except ValueError:
@@ -157,6 +158,12 @@ def _sizes(sizes: str, minimum: int) -> list[int]:
     if not counts or any(not minimum <= c <= MAX_SIZE for c in counts):
         raise click.BadParameter(
             f"each size must be between {minimum:,} and {MAX_SIZE:,}", param_hint="--sizes"
+        )
+    twice = sorted({c for c in counts if counts.count(c) > 1})
+    if twice:
+        raise click.BadParameter(
+            f"each size once; {', '.join(f'{c:,}' for c in twice)} given more than once",
+            param_hint="--sizes",
         )
     return counts
 
