@@ -289,3 +289,35 @@ def test_turns_said_in_the_first_hours_of_year_one_are_stored(tmp_path: Path) ->
         conv = parse_chat([{"speaker": "ann", "text": text, "time": time}], key="y1")
         assert b.ingest([conv]).added == 1
     assert chain(b) == {("next", "first")}
+
+
+def test_conversations_whose_tags_coincide_are_not_chained_into_each_other(
+    tmp_path: Path,
+) -> None:
+    # Before: a conversation's tag is its name lowercased, spaces made dashes and cut to 37
+    # characters, and its sessions' tags drop the spaces: "Standup" and "standup", or
+    # "team sync" and "teamsync" (or two exports named alike for 37 characters), were looked up
+    # as one conversation. A turn of one was linked as said next after a turn of the other
+    # ("same session as …" in `remember`), and a session was numbered anew because the other
+    # conversation had spoken last.
+    b = brain_at(tmp_path / "db")
+
+    def turns(key: str, *said: tuple[str, str], **labels: str) -> None:
+        records = [
+            {"speaker": "ann", "text": text, "time": f"2024-03-05T{at}:00Z", **labels}
+            for at, text in said
+        ]
+        b.ingest([parse_chat(records, key=key)])
+
+    turns("Standup", ("10:00", "x1"), ("10:01", "x2"))
+    turns("standup", ("10:30", "y1"))
+    turns("Standup", ("10:45", "x3"))
+    turns("standup", ("11:00", "y2"))
+    long = "slack-engineering-channel-export-2024"
+    turns(f"{long}-01", ("12:00", "m1"))
+    turns(f"{long}-02", ("12:10", "n1"))
+    turns("team sync", ("13:00", "t1"), session="s1")
+    turns("teamsync", ("13:10", "u1"), session="s1")
+    assert chain(b) == {("x2", "x1"), ("x3", "x2"), ("y2", "y1")}
+    tags = {r["content"]: r["tags"][1] for r in b.store.scan("true", columns=["content", "tags"])}
+    assert tags["y2"] == tags["y1"] == "session:standup/1"

@@ -9,10 +9,11 @@ Two things, batch by batch (`Settler.settle`):
   another turn;
 - a turn that starts its session in this call, and is not stored yet, is linked to the latest
   turn of that session an earlier call stored up to its time (`Turn.follows`), so a transcript
-  sent in windows is chained across them as one call would chain it; and once the call's turns
-  are stored, the first turn an earlier call stored after the last of a session of this call,
-  linked to none before it, is linked to that last turn (`onward_links`: a window sent after
-  the one that follows it).
+  sent in windows is chained across them as one call would chain it (a turn of another
+  conversation whose tags read alike, "Standup" and "standup", is no turn of it); and once the
+  call's turns are stored, the first turn an earlier call stored after the last of a session of
+  this call, linked to none before it, is linked to that last turn (`onward_links`: a window
+  sent after the one that follows it).
 
 And before them, for a chat export whose sessions are found by silence (numbered in each call
 from 1), the number each session takes among those earlier calls stored
@@ -46,7 +47,8 @@ SAID_NEXT = "said next in the same session"  # what a link between two turns say
 class Earlier:
     """Of a batch's turns (by memory id): the ids earlier versions gave each, with its time;
     and for each that starts its session in this call, how to find the turn before it (the
-    tag its session's turns carry, its time, and the earliest time that turn may have)."""
+    tag its session's turns carry, its time, and the earliest time that turn may have: a
+    session found by silence continues only within `SESSION_GAP`)."""
 
     former: dict[str, tuple[tuple[str, ...], datetime | None]] = field(default_factory=dict)
     firsts: dict[str, tuple[str, datetime, datetime | None]] = field(default_factory=dict)
@@ -83,7 +85,7 @@ class Settler:
             found = {}
             for turn_id in wanted:
                 if turn_id not in gone:
-                    before = latest_up_to(store, self._scope, *firsts[turn_id])
+                    before = latest_up_to(store, self._scope, self._tag, *firsts[turn_id])
                     if before is not None:
                         found[turn_id] = before
             if found:
@@ -115,13 +117,22 @@ class Settler:
 
 
 def latest_up_to(
-    store: MemoryStore, scope: str, tag: str, moment: datetime, since: datetime | None
+    store: MemoryStore,
+    scope: str,
+    conversation: str,
+    session: str,
+    moment: datetime,
+    since: datetime | None,
 ) -> str | None:
-    """The id of the latest turn of `scope` tagged `tag` said at `moment` or before (and at
-    `since` or after): of turns said at the same time, one no stored turn follows yet."""
+    """The id of the latest turn of `scope` tagged `conversation` and `session` said at
+    `moment` or before (and at `since` or after): of turns said at the same time, one no stored
+    turn follows yet. Both tags, as neither names a conversation alone: its tag is its name
+    lowercased and cut ("Standup" and "standup" have one), its sessions' tags drop the spaces
+    ("team sync" and "teamsync" have one)."""
     where = [
         f"scope = {sql_str(scope)}",
-        f"array_has(tags, {sql_str(tag)})",
+        f"array_has(tags, {sql_str(conversation)})",
+        f"array_has(tags, {sql_str(session)})",
         f"created_at <= timestamp {sql_str(moment.isoformat())}",
     ]
     if since is not None:
@@ -158,19 +169,22 @@ def continued_sessions(
     sent after the one that follows it), as one call given both would have numbered it (a
     transcript sent again finds its own turns); any other takes the lowest number no stored
     session and no session before it in this call has (after the last when none were
-    forgotten). Empty when the conversation has no turn stored: this call's numbers stand."""
+    forgotten). Empty when the conversation has no turn stored: this call's numbers stand.
+    Only turns of its own sessions found by silence count: another conversation whose tag
+    reads alike (`latest_up_to`) has sessions of its own, and so have labelled sessions."""
     rows = store.scan_arrow(
         f"scope = {sql_str(scope)} AND array_has(tags, {sql_str(tag)})",
         columns=["created_at", "tags"],
     )
     if not rows.num_rows:
         return {}
-    said = sorted(
+    every = [
         (when, next((t for t in tags if t.startswith(SESSION_PREFIX)), ""))
         for when, tags in zip(rows["created_at"].to_pylist(), rows["tags"].to_pylist(), strict=True)
-    )
-    taken = {t for _, t in said if t}
+    ]
+    taken = {t for _, t in every if t}
     number_of = {session_tag(f"{key}/{n}"): str(n) for n in range(1, len(taken) + len(spans) + 2)}
+    said = sorted((when, t) for when, t in every if t in number_of)
     times = [when for when, _ in said]
     # (the lowest free number only grows as numbers are taken: looked for from the last one)
     free = (n for n in itertools.count(1) if session_tag(f"{key}/{n}") not in taken)

@@ -268,9 +268,9 @@ def _batches(
         if turn.session in last:
             previous[memory.id] = last[turn.session]
         elif turn.follows and turn.time is not None:
-            alone = turn.follows == "conversation"  # (its session was found by silence)
+            alone = turn.follows == "conversation"  # (numbered by silence: `continued_sessions`)
             earlier.firsts[memory.id] = (
-                conversation_tag if alone else session_tag,
+                session_tag,
                 turn.time,
                 earlier_by(turn.time, SESSION_GAP) if alone else None,
             )
