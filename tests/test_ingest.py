@@ -779,6 +779,38 @@ def test_cli_ingest_names_the_conversation_and_refuses_text_that_is_not_utf8(
     )
 
 
+@pytest.mark.usefixtures("cli_env")
+def test_cli_ingest_reads_a_gzip_file_within_the_file_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: LoCoMo's own file is kept as .json.gz (and `bench locomo` reads it so), but
+    # `memory ingest` of it said "file: is not UTF-8 text (line 1, column 2); save it as UTF-8".
+    packed = tmp_path / "talk.jsonl.gz"
+    lines = [{"speaker": "A", "text": f"turn {i}", "time": f"2024-06-01T18:0{i}Z"} for i in (1, 2)]
+    # (two members, as `cat a.gz b.gz` makes: both read)
+    packed.write_bytes(b"".join(gzip.compress(json.dumps(r).encode() + b"\n") for r in lines))
+    done = cli("memory", "--scope", SCOPE, "ingest", str(packed))
+    assert done.exit_code == 0, done.output
+    assert "ingested 2 turns of conversation 'talk' into" in done.stdout  # not 'talk.jsonl'
+    locomo = tmp_path / "locomo.json.gz"
+    locomo.write_bytes(gzip.compress(json.dumps(LOCOMO).encode()))
+    assert "5 added" in cli("memory", "--scope", SCOPE, "ingest", str(locomo)).stdout
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(locomo.read_bytes()[:-20])
+    refused = cli("memory", "--scope", SCOPE, "ingest", str(cut))
+    assert refused.exit_code == 2 and refused.stderr.startswith(
+        "error: file: is gzip-compressed but cannot be inflated (it ends before its data does)"
+    ), refused.output
+    # Inflated, it is bound as a file is: read no further than the bound, then refused.
+    monkeypatch.setattr("octobrain.memory.conversation.MAX_FILE_BYTES", 1 << 20)
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * (8 << 20)))
+    assert bomb.stat().st_size < 10_000
+    refused = cli("memory", "--scope", SCOPE, "ingest", str(bomb))
+    assert refused.exit_code == 2
+    assert refused.stderr == "error: file: must be at most 1 MiB once inflated\n"
+
+
 # ---- an old store -------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, BinaryIO
@@ -27,6 +28,7 @@ __all__ = [
     "Moved",
     "NotARegularFile",
     "TooLarge",
+    "gunzipped",
     "named_by",
     "open_regular",
     "read_regular",
@@ -144,6 +146,29 @@ def named_by(field: str, path: str | Path, directory: str) -> Iterator[None]:
         ) from None
     except OSError as exc:
         raise InvalidInput(field, f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def gunzipped(field: str, data: bytes, max_bytes: int) -> bytes:
+    """The bytes of a gzip file (`data`) inflated, each member (as `cat a.gz b.gz` joins
+    them), to no more than `max_bytes`: a few kB can inflate to gigabytes. Refused as the
+    `InvalidInput` of `field` past the bound or when they cannot be inflated."""
+    out = bytearray()
+    while any(data):  # (what follows a member: another, or zeros of padding)
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out += inflater.decompress(data, max_bytes + 1 - len(out))
+        except zlib.error as exc:
+            raise InvalidInput(
+                field, f"is gzip-compressed but cannot be inflated ({exc})"
+            ) from None
+        if len(out) > max_bytes:
+            raise InvalidInput(field, f"must be at most {max_bytes >> 20} MiB once inflated")
+        if not inflater.eof:
+            raise InvalidInput(
+                field, "is gzip-compressed but cannot be inflated (it ends before its data does)"
+            )
+        data = inflater.unused_data
+    return bytes(out)
 
 
 def replaced_by_write(path: Path) -> Path:

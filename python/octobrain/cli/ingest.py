@@ -36,6 +36,7 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, name: str | None, 
 
     Each turn is one memory: shown as it was said, indexed with its speaker, its session's
     date and its neighbouring turns, and linked to the previous turn of its session.
+    FILE may be gzip-compressed (at most 64 MiB either way).
     """
     from octobrain.cli.common import command_brain
     from octobrain.memory.conversation import read_conversations

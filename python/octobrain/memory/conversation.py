@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from octobrain.errors import InvalidInput
-from octobrain.files import TooLarge, named_by, read_regular
+from octobrain.files import TooLarge, gunzipped, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, array_values, bounds, read_json
 from octobrain.lines import iter_lines, place
 from octobrain.memory.turn_keys import Occurrences, former_keys, said_key
@@ -85,6 +85,8 @@ def read_conversations(
         except TooLarge as exc:
             got = f", got {exc.size}" if exc.size is not None else ""
             raise InvalidInput("file", f"must be at most {MAX_FILE_BYTES >> 20} MiB{got}") from None
+    if data.startswith(b"\x1f\x8b"):  # gzip, as LoCoMo's own file is kept
+        data = gunzipped("file", data, MAX_FILE_BYTES)
     try:  # (each turn was stored with U+FFFD for what was not UTF-8, and no word said)
         text = data.decode("utf-8").removeprefix("\ufeff")  # (a byte order mark)
     except UnicodeDecodeError as exc:
@@ -94,7 +96,8 @@ def read_conversations(
             "file", f"is not UTF-8 text (line {line}, column {column}); save it as UTF-8"
         ) from None
     del data  # (up to 64 MiB, not needed beside its text)
-    conversations = parse_text(text, fmt, default_key=name or file.stem)
+    stem = Path(file.stem).stem if file.suffix == ".gz" else file.stem  # (talk.jsonl.gz: talk)
+    conversations = parse_text(text, fmt, default_key=name or stem)
     if name is None:
         return conversations
     if len(conversations) != 1:
