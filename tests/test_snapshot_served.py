@@ -5,9 +5,11 @@ the snapshot."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
+import struct
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -19,9 +21,10 @@ import pytest
 from octobrain.config import Config, SearchConfig
 from octobrain.embed.factory import get_embedder
 from octobrain.errors import StorageError
+from octobrain.memory import tail
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory
-from octobrain.store import accessed, manifest, versions
+from octobrain.store import accessed, manifest, operations, versions
 
 SCOPE = "github.com/acme/api"
 
@@ -168,6 +171,91 @@ def test_a_damaged_data_file_is_reported_not_hidden_by_the_snapshot(
     with pytest.raises(StorageError, match=rf"table 'memories' .*\(data file {data.name}"):
         _hits(reader, "setting zq2", record_access=False)
     assert not reader.store.connected  # told from the files, LanceDB not imported for it
+
+
+def _served_by_a_tail(uri: Path, *, forget: str | None = None) -> Memory:
+    """A write since the snapshot (and `forget` forgotten: a deletion file), then the first
+    process after it, which catches up through LanceDB and leaves a tail beside the snapshot
+    (what the next processes replay); the memory written."""
+    writer = _brain(uri)
+    added, _ = writer.memorize("Fresh note", "The cache uses setting zqnew.")
+    if forget is not None:
+        writer.forget([forget], confirm=True)
+    first = _brain(uri)
+    assert _hits(first, "setting zqnew", limit=1, record_access=False) == [added.id]
+    first.retriever.corpus.wait_for_snapshot()
+    assert list((uri.parent / "data" / "cache" / "snapshots").glob("*/v*/tail-*.bin"))
+    return added
+
+
+def _newest_files(uri: Path) -> set[Path]:
+    """The data files the newest memories version reads."""
+    store = _brain(uri).store
+    files = operations.data_files(store.location, "memories", store.version())
+    assert files
+    return {uri / "memories.lance" / "data" / path for path, _ in files}
+
+
+@pytest.mark.parametrize("damage", ["gone", "cut"])
+def test_a_data_file_damaged_after_a_tail_is_reported_not_replayed_over(
+    tmp_path: Path, damage: str
+) -> None:
+    # The tail's versions read files the snapshot's record does not name (the write added
+    # one, an access count rewrote the rest), and a file gone counted only while the
+    # snapshot's own versions were the newest: `remember` answered from snapshot and tail.
+    uri = tmp_path / "db"
+    _store_with_snapshot(uri)
+    before = set((uri / "memories.lance" / "data").glob("*.lance"))
+    _served_by_a_tail(uri)
+    [data] = sorted(_newest_files(uri) - before)
+    if damage == "cut":
+        data.write_bytes(b"")
+    else:
+        data.unlink()
+    reader = _brain(uri)
+    with pytest.raises(StorageError, match=rf"table 'memories' .*\(data file {data.name}"):
+        _hits(reader, "setting zq2", record_access=False)
+    assert not reader.store.connected  # told from the tail's record, LanceDB not imported
+
+
+def test_a_deletion_file_gone_after_a_tail_is_reported(tmp_path: Path) -> None:
+    # A forget leaves a deletion file (`_deletions/…`) that every read of the table needs:
+    # gone, `stats` failed on it while `remember` answered from the snapshot and its tail.
+    uri = tmp_path / "db"
+    ids = _store_with_snapshot(uri)
+    _served_by_a_tail(uri, forget=ids[4])
+    [deletion] = (uri / "memories.lance" / "_deletions").iterdir()
+    deletion.unlink()
+    reader = _brain(uri)
+    with pytest.raises(
+        StorageError,
+        match=rf"table 'memories' .*\(deletion file _deletions/{deletion.name} is gone",
+    ):
+        _hits(reader, "setting zq2", record_access=False)
+    assert not reader.store.connected
+
+
+def test_a_tail_that_names_no_data_files_is_not_replayed(tmp_path: Path) -> None:
+    # One an older octobrain left: what it would serve cannot be checked against the store's
+    # files, so the store is read (and a tail that names them is left for the next process).
+    uri = tmp_path / "db"
+    _store_with_snapshot(uri)
+    added = _served_by_a_tail(uri)
+    [left] = (tmp_path / "data" / "cache" / "snapshots").glob("*/v*/tail-*.bin")
+    data = left.read_bytes()
+    start = len(tail.MAGIC) + 8
+    (size,) = struct.unpack_from("<Q", data, len(tail.MAGIC))
+    header = json.loads(data[start : start + size])
+    del header["data_files"]
+    head = json.dumps(header).encode()
+    left.write_bytes(tail.MAGIC + struct.pack("<Q", len(head)) + head + data[start + size :])
+    reader = _brain(uri)
+    assert _hits(reader, "setting zqnew", limit=1, record_access=False) == [added.id]
+    assert reader.store.connected
+    reader.retriever.corpus.wait_for_snapshot()
+    again = _brain(uri)
+    assert _hits(again, "setting zqnew", limit=1, record_access=False) == [added.id]
+    assert not again.store.connected
 
 
 _CUT_WHILE_MAPPED = """

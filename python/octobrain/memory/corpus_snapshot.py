@@ -38,66 +38,80 @@ def open_current(c: Corpus) -> bool:
     on_disk = c._store.versions_on_disk()
     if on_disk is None or not adopt_snapshot(c, on_disk[0]):
         return False
-    check_data_files(c, on_disk)
-    if (c._version, c._edges.version) != on_disk:
-        replay_tail(c, *on_disk)
+    source = c._source
+    recorded = None if source is None else source.data_files
+    newest = (c._version, c._edges.version) == on_disk
+    if not newest:
+        replayed = replay_tail(c, *on_disk)
+        if replayed is not None:
+            recorded, newest = replayed.data_files, True
+    check_data_files(c, recorded, newest=newest)
     if (c._version, c._edges.version) != on_disk:
         return False
     c._apply_kept_access(c._store.kept_access())
     return True
 
 
-def check_data_files(c: Corpus, on_disk: tuple[int, int]) -> None:
-    """Refuse (`TableDamaged`) to answer from the snapshot when a data file the store's
-    newest versions read is gone or cut (a stat and a footer read each, no LanceDB): the
-    snapshot still held every row, so `remember`, `brief` and the session hooks answered as
-    if nothing were wrong, while `stats`, `get` and every write said the store was damaged.
-    The files are those the snapshot recorded for its versions; one gone counts only while
-    they are the newest (after a tail, a clean-up may have removed it since)."""
+def check_data_files(
+    c: Corpus, recorded: dict[str, list[tuple[str, int]]] | None, *, newest: bool
+) -> None:
+    """Refuse (`TableDamaged`) to answer from the snapshot when a data or deletion file the
+    store's newest versions read is gone or cut (a stat and a footer read each, no
+    LanceDB): the snapshot still held every row, so `remember`, `brief` and the session
+    hooks answered as if nothing were wrong, while `stats`, `get` and every write said the
+    store was damaged. `recorded` are the files the snapshot recorded for its versions, or
+    the tail replayed after it for its own (`newest`: they are the newest versions'); a file
+    gone counts only then (else a clean-up may have removed it since, and the catch-up
+    through LanceDB reads what the newest versions do)."""
     from octobrain.store import manifest, operations
 
-    source = c._source
-    if source is None or source.data_files is None:
+    if recorded is None:
         return
-    newest = (source.version, source.edges_version) == on_disk
     location = c._store.location
-    for name, files in source.data_files.items():
+    for name, files in recorded.items():
         damage = operations.damaged_among(location, name, files, gone=newest)
         if damage is not None:
             raise manifest.TableDamaged(location, name, damage)
 
 
-def _record_data_files(c: Corpus, snap: Snapshot) -> None:
-    """Record on `snap` the data files of its versions (read from the tables' manifests, on
-    the writer's thread: `check_data_files` reads them back without importing protobuf)."""
+def _data_files(
+    c: Corpus, version: int, edges_version: int
+) -> dict[str, list[tuple[str, int]]] | None:
+    """The data files `version` of `memories` and `edges_version` of `relationships` read,
+    from the tables' manifests (on a writer's thread: `check_data_files` reads them back
+    without importing protobuf); None when they cannot be told."""
     from octobrain.store import operations
     from octobrain.store.schema import MEMORIES, RELATIONSHIPS
 
     location = c._store.location
-    if location.path is None or snap.edges_version < 0:
-        return
+    if location.path is None or edges_version < 0:
+        return None
     found = {
-        MEMORIES: operations.data_files(location, MEMORIES, snap.version),
-        RELATIONSHIPS: operations.data_files(location, RELATIONSHIPS, snap.edges_version),
+        MEMORIES: operations.data_files(location, MEMORIES, version),
+        RELATIONSHIPS: operations.data_files(location, RELATIONSHIPS, edges_version),
     }
-    if all(files is not None for files in found.values()):
-        snap.data_files = {name: list(files or ()) for name, files in found.items()}
+    if any(files is None for files in found.values()):
+        return None
+    return {name: list(files or ()) for name, files in found.items()}
 
 
-def replay_tail(c: Corpus, version: int, edges_version: int) -> None:
+def replay_tail(c: Corpus, version: int, edges_version: int) -> tail.Tail | None:
     """Catch up from the snapshot just adopted to `version` by the tail a process that
     caught up before left beside it (`memory.tail`), if it is of exactly that store
-    version; else the mirror stays at the snapshot's version."""
+    version; else the mirror stays at the snapshot's version. The tail replayed, or None."""
     source = c._source
     if source is None or source.where is None:
-        return
+        return None
     found = tail.load(source.where, version)
     if found is None or found.fingerprint != c._store.version_fingerprint(version):
-        return
+        return None
     if (found.edges_version if found.edges is not None else source.edges_version) != (
         edges_version
     ):
-        return
+        return None
+    if not found.names_files:  # (an older octobrain's: the next catch-up leaves another)
+        log.info("memory snapshot tail names no data files; catching up from the store")
+        return None
     try:
         for step in found.steps:
             corpus_apply.apply(c, step)
@@ -105,10 +119,11 @@ def replay_tail(c: Corpus, version: int, edges_version: int) -> None:
         log.warning("memory snapshot tail not used (%s); catching up from the store", exc)
         c._reset()
         adopt_snapshot(c, -1)
-        return
+        return None
     if found.edges is not None:
         c._edges = EdgeMirror(found.edges, found.edges_version, found.edges_mark)
     c._steps, c._tail_at = list(found.steps), (version, edges_version)
+    return found
 
 
 def adopt_snapshot(c: Corpus, latest: int) -> bool:
@@ -233,13 +248,14 @@ def maybe_tail(c: Corpus) -> None:
     )
     c._tail_at = (c._version, edges.version)
     c._writer = threading.Thread(
-        target=_write_tail, args=(source.where, left), name="octobrain-snapshot"
+        target=_write_tail, args=(c, source.where, left), name="octobrain-snapshot"
     )
     c._writer.start()
 
 
-def _write_tail(where: Path, left: tail.Tail) -> None:
+def _write_tail(c: Corpus, where: Path, left: tail.Tail) -> None:
     try:
+        left.data_files = _data_files(c, left.version, left.edges_version)
         tail.write(where, left)
     except OSError as exc:  # a full or read-only cache, or the snapshot removed meanwhile
         log.info("memory snapshot tail not written: %s", exc)
@@ -247,7 +263,7 @@ def _write_tail(where: Path, left: tail.Tail) -> None:
 
 def _write(c: Corpus, snapshots: SnapshotDir, snap: Snapshot, scratch: Path | None = None) -> None:
     try:
-        _record_data_files(c, snap)
+        snap.data_files = _data_files(c, snap.version, snap.edges_version)
         snapshots.write(snap)
     except OSError as exc:  # a full or read-only cache never fails a query
         log.warning("memory snapshot not written: %s", exc)

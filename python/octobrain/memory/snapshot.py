@@ -127,8 +127,9 @@ class Snapshot:
     # (truncated, copied over) is what the maps read, and a page cut from under them
     # killed the process with SIGBUS.
     opened: dict[str, tuple[int, int, int]] | None = None
-    # The store's data files its versions read, by table (path under `data/`, size written):
-    # what a new process checks before it answers from the snapshot. None: not recorded.
+    # The store's data files its versions read, by table (path under `data/`, size written;
+    # deletion files as `_deletions/…`, `store.operations.data_files`): what a new process
+    # checks before it answers from the snapshot. None: not recorded.
     data_files: dict[str, list[tuple[str, int]]] | None = None
 
     def changed_file(self) -> str | None:
@@ -175,9 +176,9 @@ def store_key(uri: str, model_id: str, dim: int) -> str:
     return hashlib.sha256(f"{uri}\0{model_id}\0{dim}".encode()).hexdigest()[:32]
 
 
-def _data_files(recorded: Any) -> dict[str, list[tuple[str, int]]] | None:
-    """The store's data files a snapshot's manifest records, or None (none recorded, or not in
-    the form written: then nothing is checked by them)."""
+def read_data_files(recorded: Any) -> dict[str, list[tuple[str, int]]] | None:
+    """The store's data files a snapshot's manifest (or a tail's header) records, or None (none
+    recorded, or not in the form written: then nothing is checked by them)."""
     if not isinstance(recorded, dict):
         return None
     out = {}
@@ -298,7 +299,7 @@ class SnapshotDir:
             edges_mark=int(manifest["edges_mark"]) if edges is not None else -1,
             where=where,
             opened=opened,
-            data_files=_data_files(manifest.get("data_files")),
+            data_files=read_data_files(manifest.get("data_files")),
         )
 
     def discard(self, snap: Snapshot) -> None:

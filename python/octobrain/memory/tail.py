@@ -11,7 +11,9 @@ snapshot's directory: ``tail-<version>.bin``. A new process whose snapshot is ol
 store by exactly what a tail holds (the tail's version is the newest on disk, and that
 version's Lance manifest is the one the tail was made at, `MemoryStore.version_fingerprint`)
 replays the steps in order (the same code a catch-up runs, so positions come out the same) and
-is current. Anything else (no tail, another version, a checksum that fails, a step that does
+is current. The tail records the store's data files its versions read, as a snapshot does
+for its own (`corpus_snapshot.check_data_files`): a new process checks those before it
+answers. Anything else (no tail, another version, a checksum that fails, a step that does
 not apply) leaves the snapshot to be caught up through LanceDB as before.
 
 The file: ``OBTAIL1\\n``, the length of a JSON header (8 bytes, little-endian), the header
@@ -37,6 +39,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from octobrain.files import read_regular
+from octobrain.memory.snapshot import read_data_files
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,12 @@ class Tail:
     edges: pa.Table | None
     edges_version: int
     edges_mark: int
+    # The store's data files its versions read, by table (`Snapshot.data_files`; None: they
+    # could not be told). Written on the writer's thread, just before the tail is.
+    data_files: dict[str, list[tuple[str, int]]] | None = None
+    # Whether its header names them (a tail an older octobrain left does not: never replayed,
+    # as the damage it would hide cannot be told).
+    names_files: bool = True
 
 
 def _name(version: int) -> str:
@@ -112,6 +121,7 @@ def write(where: Path, tail: Tail) -> None:
             }
             for s in tail.steps
         ],
+        "data_files": tail.data_files,
         "rows_bytes": len(rows),
         "crc": zlib.crc32(edges, zlib.crc32(rows)),
     }
@@ -185,4 +195,6 @@ def _parse(data: bytes, version: int) -> Tail:
         edges=edges,
         edges_version=int(header["edges_version"]),
         edges_mark=int(header["edges_mark"]),
+        data_files=read_data_files(header.get("data_files")),
+        names_files="data_files" in header,
     )

@@ -7,8 +7,10 @@ says where the `Transaction` that made the version lies: inside the manifest fil
 `operation` is a oneof whose field number names the kind (Lance's `protos/transaction.proto`).
 `memory history` reads it to say why a version changed no memory: the store's upkeep.
 
-The manifest also names the data files the version reads, with the size Lance wrote each at:
-before a commit the store checks them on disk (`damaged_file`), since a commit never reads them.
+The manifest also names the data files the version reads, with the size Lance wrote each at,
+and each fragment's deletion file (`_deletions/{fragment}-{read version}-{id}.arrow|bin`, no
+size recorded): before a commit the store checks them on disk (`damaged_file`), since a commit
+never reads them.
 """
 
 from __future__ import annotations
@@ -34,9 +36,14 @@ _FOOTER = struct.Struct("<QHH4s")  # manifest position, format major and minor, 
 _LENGTH = struct.Struct("<I")  # before each message: its length
 _TRANSACTION_FILE, _TRANSACTION_SECTION = 12, 21  # `Manifest` fields
 _OPERATIONS = range(100, 200)  # `Transaction.operation`'s field numbers
-# `Manifest.fragments`, `DataFragment.files`, `DataFile.path` and `DataFile.file_size_bytes`
-# (Lance's `protos/table.proto`).
+# `Manifest.fragments`, `DataFragment.files`, `DataFile.path` and `DataFile.file_size_bytes`;
+# `DataFragment.id` and `.deletion_file`; `DeletionFile.file_type` (0: Arrow, 1: bitmap),
+# `.read_version` and `.id` (Lance's `protos/table.proto`).
 _FRAGMENTS, _FILES, _PATH, _SIZE = 2, 2, 1, 6
+_FRAGMENT_ID, _DELETION_FILE = 1, 3
+_DELETION_TYPE, _READ_VERSION, _DELETION_ID = 1, 2, 3
+# A deletion file's path in `data_files`: under the table's folder, not under `data/`.
+DELETIONS = "_deletions/"
 
 
 def operation(location: StoreLocation, name: str, version: int) -> int | None:
@@ -68,8 +75,10 @@ def operation(location: StoreLocation, name: str, version: int) -> int | None:
 
 def data_files(location: StoreLocation, name: str, version: int) -> list[tuple[str, int]] | None:
     """The data files `version` of table `name` reads: each one's path under the table's
-    `data/` and the size Lance recorded when it wrote it (0 when it recorded none); None when
-    that cannot be told (the manifest gone or in a format not known)."""
+    `data/` and the size Lance recorded when it wrote it (0 when it recorded none), and its
+    fragments' deletion files (`_deletions/…`, under the table's folder, size 0: Lance
+    records none; one gone fails every read as a data file does); None when that cannot be
+    told (the manifest gone or in a format not known)."""
     from google.protobuf.message import DecodeError
 
     try:
@@ -84,9 +93,27 @@ def data_files(location: StoreLocation, name: str, version: int) -> list[tuple[s
                 if not isinstance(path, bytes) or not isinstance(size, int):
                     return None
                 files.append((path.decode(), size))
+            deletion = _deletion_path(fragment)
+            if deletion is not None:
+                files.append((deletion, 0))
         return files
     except (OSError, ValueError, struct.error, UnicodeDecodeError, DecodeError):
         return None
+
+
+def _deletion_path(fragment: bytes) -> str | None:
+    """The path of a `DataFragment`'s deletion file under the table's folder, or None."""
+    fields = _fields(fragment)
+    deletion = fields.get(_DELETION_FILE)
+    if not isinstance(deletion, bytes):
+        return None
+    found = _fields(deletion)
+    kind = found.get(_DELETION_TYPE, 0)
+    read, number = found.get(_READ_VERSION, 0), found.get(_DELETION_ID, 0)
+    fragment_id = fields.get(_FRAGMENT_ID, 0)
+    if not all(isinstance(n, int) for n in (kind, read, number, fragment_id)):
+        raise ValueError("a deletion file not in the format known")
+    return f"{DELETIONS}{fragment_id}-{read}-{number}.{'bin' if kind == 1 else 'arrow'}"
 
 
 # The last bytes of every Lance data file, legacy and v2 formats alike. A file overwritten at
@@ -107,31 +134,39 @@ def _footer(path: Path, size: int) -> bytes:
 
 def damaged_file(location: StoreLocation, name: str, version: int) -> str | None:
     """The first data file that `version` of table `name` of a local store reads and that is
-    gone, not the size Lance wrote it at, or no longer ends in Lance's footer, in words."""
+    gone, not the size Lance wrote it at, or no longer ends in Lance's footer (or a deletion
+    file of it gone or emptied), in words."""
     return damaged_among(location, name, data_files(location, name, version) or ())
 
 
 def damaged_among(
     location: StoreLocation, name: str, files: Sequence[tuple[str, int]], *, gone: bool = True
 ) -> str | None:
-    """`damaged_file` of the data `files` (path under `data/`, size written) of table `name`,
-    known beforehand (a snapshot records those of its version: reading them from the
-    manifest imports protobuf, a tenth of a new process's time). Without `gone`, a file
-    that is not there is passed over (an older version's, which a clean-up may remove);
-    one there is still checked, as Lance never writes a data file again."""
+    """`damaged_file` of the data `files` (path under `data/`, or `_deletions/…` under the
+    table's folder, and the size written) of table `name`, known beforehand (a snapshot
+    records those of its version: reading them from the manifest imports protobuf, a tenth
+    of a new process's time). Without `gone`, a file that is not there is passed over (an
+    older version's, which a clean-up may remove); one there is still checked, as Lance
+    never writes a data file again."""
     assert location.path is not None
-    folder = location.path / f"{name}.lance" / "data"
+    table = location.path / f"{name}.lance"
     for path, size in files:
+        deletion = path.startswith(DELETIONS)
+        where = table / path if deletion else table / "data" / path
         try:
-            got = (folder / path).stat().st_size
-            if got == size and _footer(folder / path, size) == LANCE_MAGIC:
+            got = where.stat().st_size
+            if deletion and got:
+                continue  # (its size is not recorded: gone or emptied is what can be told)
+            if not deletion and got == size and _footer(where, size) == LANCE_MAGIC:
                 continue
         except FileNotFoundError:
             if not gone:
                 continue
-            return f"data file {path} is gone"
+            return f"{'deletion' if deletion else 'data'} file {path} is gone"
         except OSError:
             continue  # (access, not damage: the commit says so itself)
+        if deletion:
+            return f"deletion file {path} is empty"
         if not size:
             continue
         if got != size:
