@@ -113,6 +113,29 @@ def test_a_restore_to_a_version_whose_file_is_gone_is_refused_not_done(
     assert done.returncode == 0 and "total: 3" in done.stdout, done.stderr
 
 
+def test_history_marks_the_versions_whose_deletion_file_is_gone(env: dict[str, str]) -> None:
+    # Before: `memory history` listed them as any other version (the newest too, which every
+    # read failed on), and the restore the damage error sends the user to was refused on the
+    # one picked: "version 5 cannot be read".
+    ids = sorted(_three(env))
+    hashed = Config(embedding=EmbeddingConfig(model="hash:64"))
+    Brain("github.com/acme/api", config=hashed, uri=_store(env)).store.compact()  # one file
+    assert octobrain(env, "forget", "--yes", ids[0]).returncode == 0  # a deletion file in it
+    memorize(env, "After the forget", "A fact written after the forget.")
+    [deletion] = (_store(env) / "memories.lance" / "_deletions").iterdir()
+    deletion.unlink()
+    done = octobrain(env, "history", scoped=False)
+    newest = done.stdout.splitlines()[0]
+    said = f"(damaged: deletion file _deletions/{deletion.name} is gone; it cannot be read"
+    assert done.returncode == 0 and said in newest, done.stdout
+    rows = json.loads(octobrain(env, "history", "--format", "json", scoped=False).stdout)
+    assert [r["memories"] for r in rows if "damage" in r] == [3, 2]  # since the forget
+    sound = next(r["version"] for r in rows if "damage" not in r)
+    assert octobrain(env, "restore", str(sound), "--yes", scoped=False).returncode == 0
+    done = octobrain(env, "stats")
+    assert done.returncode == 0 and "total: 3" in done.stdout, done.stderr
+
+
 def test_a_file_in_place_of_the_store_folder_is_one_line_saying_so(env: dict[str, str]) -> None:
     # Before: "cannot write to …/db: File exists; nothing was changed (check free space and
     # permissions)", and `doctor` ended in a FileExistsError traceback.

@@ -346,12 +346,14 @@ def history_cmd(ctx: click.Context, limit: int, fmt: str) -> None:
     rows = [
         {"version": v.version, "timestamp": v.timestamp.isoformat(), "memories": v.rows}
         | ({"note": v.note} if v.note else {})
+        | ({"damage": v.damage} if v.damage else {})
         for v in versions
     ]
     text = "\n".join(
         f"{v.version:>6}  {v.timestamp:%Y-%m-%d %H:%M:%S} UTC  "
         + plural(v.rows, "memory", "memories")
         + (f" (no memory changed: this version {v.note})" if v.note else "")
+        + (f" (damaged: {v.damage}; it cannot be read or restored)" if v.damage else "")
         for v in versions
     )
     emit(fmt, rows, text or "No versions.")

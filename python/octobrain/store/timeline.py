@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, StorageError
-from octobrain.store import manifest, schema, versions
+from octobrain.store import manifest, operations, schema, versions
 from octobrain.store.operations import upkeep_note
 from octobrain.store.schema import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS
 
@@ -63,6 +63,9 @@ class StoreVersion:
     timestamp: datetime
     rows: int
     note: str = ""  # what a commit that changed no row did (`manifest.stamp_note`)
+    # A data or deletion file it reads that is gone or cut, in words (`damaged_files`): it
+    # cannot be read, nor restored.
+    damage: str = ""
 
 
 def history(store: MemoryStore, limit: int = 20) -> list[StoreVersion]:
@@ -70,6 +73,7 @@ def history(store: MemoryStore, limit: int = 20) -> list[StoreVersion]:
     versions = sorted(store.memories.list_versions(), key=lambda v: int(v["version"]))
     probe = None
     shown = []
+    checked: dict[tuple[str, int], str | None] = {}
     for at in range(len(versions) - 1, max(len(versions) - limit, 0) - 1, -1):
         v, note = versions[at], ""
         before = versions[at - 1]["metadata"] if at else None
@@ -89,9 +93,28 @@ def history(store: MemoryStore, limit: int = 20) -> list[StoreVersion]:
                 v["timestamp"].astimezone(timezone.utc),  # LanceDB's is naive local time
                 int(v["metadata"].get("total_rows", 0)),
                 note,
+                damaged_files(store, int(v["version"]), checked),
             )
         )
     return shown
+
+
+def damaged_files(
+    store: MemoryStore, version: int, checked: dict[tuple[str, int], str | None]
+) -> str:
+    """The first data or deletion file `version` of `memories` reads (a local store's) that
+    is gone or cut, in words, or "": history listed such a version as any other, and the
+    restore the damage error sends the user to was refused on it. `checked` holds what was
+    found of each file already (versions share most of theirs)."""
+    if store.location.path is None:
+        return ""
+    for file in operations.data_files(store.location, MEMORIES, version) or ():
+        if file not in checked:
+            checked[file] = operations.damaged_among(store.location, MEMORIES, [file])
+        damage = checked[file]
+        if damage:
+            return damage
+    return ""
 
 
 def restore(
@@ -213,8 +236,8 @@ def _check_version_model(store: MemoryStore, version: int) -> None:
         raise InvalidInput(
             "version",
             f"version {version} cannot be read ({manifest.short_reason(exc)}): a file it "
-            "uses is gone or damaged; restore a later version (`octobrain memory history`); "
-            "nothing was changed",
+            "uses is gone or damaged; restore a version `octobrain memory history` does not "
+            "mark damaged; nothing was changed",
         ) from None
     model, dim = schema.embedded_with(probe.schema)
     if model != store.model_id or dim != str(store.dim):
