@@ -633,6 +633,74 @@ def test_bad_transcripts_name_the_field(text: str, fmt: str, rule: str) -> None:
         parse_text(text, fmt)
 
 
+LONE = "\\ud800"  # a lone surrogate as JSON writes it (a JS string cut inside an emoji)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('{"speaker": "A", "text": "x%s"}\n{"speaker": "B", "text": "y"}', "line 1.text"),
+        ('{"speaker": "A%s", "text": "x"}\n{"speaker": "B", "text": "y"}', "line 1.speaker"),
+        ('[{"speaker": "A", "text": "x", "session": "s%s"}]', "turns[0].session"),
+        ('[{"speaker": "A", "text": "x", "id": "i%s"}]', "turns[0].id"),
+        (
+            '[{"sample_id": "s", "conversation": {"session_1": [{"speaker": "A", "text": "x", '
+            '"blip_caption": "a photo%s"}]}}]',
+            "file[0].conversation.session_1[0].blip_caption",
+        ),
+        (
+            '[{"sample_id": "s%s", '
+            '"conversation": {"session_1": [{"speaker": "A", "text": "x"}]}}]',
+            "file[0].sample_id",
+        ),
+    ],
+)
+def test_text_that_is_no_unicode_is_refused_naming_the_field(text: str, where: str) -> None:
+    # Before: a traceback (UnicodeEncodeError: surrogates not allowed), exit 1; over MCP
+    # "internal error".
+    with pytest.raises(InvalidInput) as refused:
+        parse_text(text % LONE)
+    assert str(refused.value) == (
+        f"{where}: must be valid Unicode (lone surrogates are not allowed)"
+    )
+
+
+def test_a_transcript_half_an_emoji_and_a_file_name_that_is_no_utf8_are_stored(
+    tmp_path: Path,
+) -> None:
+    # A Claude Code transcript is the client's own: a half emoji in it is said as U+FFFD, as
+    # a stray NUL is dropped; a file name's bytes that are not UTF-8 name the conversation so.
+    line = {"type": "user", "uuid": "u1", "message": {"content": "ok \ud83d"}}
+    path = tmp_path / os.fsdecode(b"caf\xe9.jsonl")
+    path.write_text(json.dumps(line) + "\n")
+    (conversation,) = read_conversations(path)
+    assert (conversation.key, conversation.turns[0].text) == ("caf\ufffd", "ok \ufffd")
+    assert brain(tmp_path).ingest([conversation]).added == 1
+    with pytest.raises(InvalidInput, match=r"^conversation: must be valid Unicode"):
+        read_conversations(path, name="x\udcff")
+
+
+def test_mcp_ingest_of_text_that_is_no_unicode_is_a_field_error(tmp_path: Path) -> None:
+    server = server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)
+
+    async def body() -> None:
+        async with Client(server) as client:
+            for args, where in (
+                (
+                    {"conversation": "c", "turns": [{"speaker": "a", "text": "x\ud800"}]},
+                    "turns[0].text",
+                ),
+                (
+                    {"conversation": "c\udc80", "turns": [{"speaker": "a", "text": "x"}]},
+                    "conversation",
+                ),
+            ):
+                error, reply = await call(client, "ingest", **args)
+                assert error and reply.startswith(f"{where}: must be valid Unicode"), reply
+
+    run(body)
+
+
 def test_a_turn_time_given_empty_is_not_known_as_the_schema_says() -> None:
     # Kept as absent on purpose (a time is data, not a filter: nothing is widened by it), so
     # the ingest tool's schema says so.

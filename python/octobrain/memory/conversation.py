@@ -97,6 +97,7 @@ def read_conversations(
         ) from None
     del data  # (up to 64 MiB, not needed beside its text)
     stem = Path(file.stem).stem if file.suffix == ".gz" else file.stem  # (talk.jsonl.gz: talk)
+    stem = _LONE.sub("\ufffd", stem)  # (a name's bytes that are not UTF-8, as Python reads them)
     conversations = parse_text(text, fmt, default_key=name or stem)
     if name is None:
         return conversations
@@ -112,7 +113,18 @@ def conversation_name(field_name: str, value: object) -> str:
     1–`ID_CHARS` characters once trimmed, without NUL."""
     if not isinstance(value, str) or not 1 <= len(value.strip()) <= ID_CHARS or "\x00" in value:
         raise InvalidInput(field_name, f"must be a string of 1–{ID_CHARS} characters, without NUL")
-    return value.strip()
+    return _unicode(field_name, value).strip()
+
+
+# A lone surrogate: what JSON's "\ud800" (a JS string cut inside an emoji) or a file name's
+# bytes that are not UTF-8 give. No row holding one can be stored.
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+def _unicode(field_name: str, value: str) -> str:
+    if _LONE.search(value):
+        raise InvalidInput(field_name, "must be valid Unicode (lone surrogates are not allowed)")
+    return value
 
 
 def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> list[Conversation]:
@@ -246,7 +258,7 @@ def _said(field_name: str, value: object) -> str:
         raise InvalidInput(field_name, "must be a string")
     if "\x00" in value:
         raise InvalidInput(field_name, "must not contain NUL characters")
-    return value
+    return _unicode(field_name, value)
 
 
 def _name(field_name: str, value: object, limit: int) -> str:
@@ -254,6 +266,7 @@ def _name(field_name: str, value: object, limit: int) -> str:
         raise InvalidInput(field_name, "must be a non-empty string")
     if "\x00" in value:
         raise InvalidInput(field_name, "must not contain NUL characters")
+    _unicode(field_name, value)
     # One line, and no bidirectional override: a speaker or session is in a turn's title and
     # tags, where "al\u202eice" would print as another name ("Trojan Source").
     name = " ".join(without_bidi(value).split())
@@ -273,6 +286,7 @@ def _turn_id(field_name: str, value: object) -> str:
     text = str(value)
     if len(text) > ID_CHARS or "\x00" in text:
         raise InvalidInput(field_name, f"must be 1–{ID_CHARS} characters, without NUL")
+    _unicode(field_name, text)
     if _PART.search(text):  # ("x/part-2" and the second part of a long "x" were one memory)
         raise InvalidInput(
             field_name, "must not end in '/part-<n>', which names the parts of a long turn"
@@ -405,7 +419,8 @@ def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Ite
             chat_record = chat_record or where
         if not isinstance(entry, dict) or not said_in(entry):
             continue
-        text = transcript_text(entry).replace("\x00", "")  # a stray NUL (printed binary)
+        # A stray NUL (printed binary) is dropped, half an emoji said as U+FFFD.
+        text = _LONE.sub("\ufffd", transcript_text(entry).replace("\x00", ""))
         if not text:
             continue
         if not session_id:
@@ -498,7 +513,7 @@ def _locomo(samples: Iterable[Any]) -> list[Conversation]:
                 speaker = _name(f"{twhere}.speaker", turn.get("speaker"), SPEAKER_CHARS)
                 text = _said(f"{twhere}.text", turn.get("text"))
                 caption = turn.get("blip_caption")
-                if isinstance(caption, str) and caption.strip():
+                if isinstance(caption, str) and _said(f"{twhere}.blip_caption", caption).strip():
                     text = f"{text} [shares {caption.strip()}]"
                 if not text.strip():
                     continue

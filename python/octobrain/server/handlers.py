@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput
 from octobrain.models import LINK_TYPES, MAX_FILES, MAX_TAGS
-from octobrain.safe_text import client_text, glimpse, one_line
+from octobrain.safe_text import byte_len, client_text, glimpse, one_line
 from octobrain.server.schemas import INGEST_BYTES, INGEST_TURNS, KNOWLEDGE_COMMANDS, SOURCES
 
 if TYPE_CHECKING:
@@ -157,10 +157,8 @@ def plan_ingest(brain: Brain, arguments: dict[str, Any]) -> IngestPlan:
     turns = _list(arguments, "turns") or []
     if not 1 <= len(turns) <= INGEST_TURNS:
         raise InvalidInput("turns", f"give 1–{INGEST_TURNS} turns, got {len(turns)}")
-    size = sum(
-        len(t.get("text", "").encode())
-        for t in turns
-        if isinstance(t, dict) and isinstance(t.get("text"), str)
+    size = sum(  # (a lone surrogate is `parse_chat`'s field error, not an internal one)
+        byte_len(t["text"]) for t in turns if isinstance(t, dict) and isinstance(t.get("text"), str)
     )
     if size > INGEST_BYTES:
         raise InvalidInput("turns", f"must hold at most {INGEST_BYTES} bytes of text, got {size}")
@@ -177,7 +175,7 @@ def plan_ingest(brain: Brain, arguments: dict[str, Any]) -> IngestPlan:
                 "unknown field; a turn takes speaker, text, time, session, id",
             )
         text = turn.get("text") if isinstance(turn, dict) else None
-        if isinstance(text, str) and len(text.encode()) > CONTENT_BYTES[1]:
+        if isinstance(text, str) and byte_len(text) > CONTENT_BYTES[1]:
             raise InvalidInput(
                 f"turns[{i}].text",
                 f"must be at most {CONTENT_BYTES[1]} bytes; send a longer turn as several turns",
