@@ -11,11 +11,9 @@ store, no model.
 from __future__ import annotations
 
 import hashlib
-import itertools
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from functools import partial
 from itertools import chain, islice
 from pathlib import Path
@@ -25,6 +23,17 @@ from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, gunzipped, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, array_values, bounds, read_json
 from octobrain.lines import iter_lines, place
+from octobrain.memory.conversation_locomo import locomo_conversations
+from octobrain.memory.turn_fields import (
+    LONE,
+    SESSION_CHARS,
+    SPEAKER_CHARS,
+    turn_id,
+    turn_name,
+    turn_text,
+    turn_time,
+    unicode_text,
+)
 from octobrain.memory.turn_keys import Occurrences, former_keys, said_key
 from octobrain.memory.turns import (
     Conversation,
@@ -34,8 +43,6 @@ from octobrain.memory.turns import (
     streamed,
 )
 from octobrain.models import ID_CHARS
-from octobrain.safe_text import without_bidi
-from octobrain.times import from_unix, iso_time, not_ahead
 
 __all__ = [
     "FORMATS",
@@ -60,11 +67,8 @@ def is_turn(tags: Sequence[str] | None) -> bool:
 
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
-SPEAKER_CHARS = 60
-SESSION_CHARS = 60
 # A generic export without session marks starts a new session after this long a silence.
 SESSION_GAP = timedelta(hours=4)
-_LOCOMO_SESSION = re.compile(r"^session_(\d{1,9})$")
 
 
 def read_conversations(
@@ -97,7 +101,7 @@ def read_conversations(
         ) from None
     del data  # (up to 64 MiB, not needed beside its text)
     stem = Path(file.stem).stem if file.suffix == ".gz" else file.stem  # (talk.jsonl.gz: talk)
-    stem = _LONE.sub("\ufffd", stem)  # (a name's bytes that are not UTF-8, as Python reads them)
+    stem = LONE.sub("\ufffd", stem)  # (a name's bytes that are not UTF-8, as Python reads them)
     conversations = parse_text(text, fmt, default_key=name or stem)
     if name is None:
         return conversations
@@ -113,18 +117,7 @@ def conversation_name(field_name: str, value: object) -> str:
     1–`ID_CHARS` characters once trimmed, without NUL."""
     if not isinstance(value, str) or not 1 <= len(value.strip()) <= ID_CHARS or "\x00" in value:
         raise InvalidInput(field_name, f"must be a string of 1–{ID_CHARS} characters, without NUL")
-    return _unicode(field_name, value).strip()
-
-
-# A lone surrogate: what JSON's "\ud800" (a JS string cut inside an emoji) or a file name's
-# bytes that are not UTF-8 give. No row holding one can be stored.
-_LONE = re.compile("[\ud800-\udfff]")
-
-
-def _unicode(field_name: str, value: str) -> str:
-    if _LONE.search(value):
-        raise InvalidInput(field_name, "must be valid Unicode (lone surrogates are not allowed)")
-    return value
+    return unicode_text(field_name, value).strip()
 
 
 def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> list[Conversation]:
@@ -152,7 +145,7 @@ def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> li
         samples = (r for _, r in chain(head, numbered))
         records = partial(_jsonl, text)
     if chosen == "locomo":
-        return [in_parts(once(c)) for c in _locomo(samples)]
+        return [in_parts(once(c)) for c in locomo_conversations(samples)]
     if chosen == "claude":
         session: list[str] = []  # (its id, found while the turns are checked)
         claude = streamed(lambda: _claude_turns(records(), session), default_key)
@@ -238,65 +231,6 @@ def _records(data: Any, fmt: str) -> list[Any]:
     return data
 
 
-def _time(field_name: str, value: object) -> datetime | None:
-    """When a turn was said: ISO-8601 or Unix seconds, and not ahead of now by more than a
-    day (a turn dated 9999 would head every briefing's recent memories until then)."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        moment = from_unix(field_name, value)
-    elif isinstance(value, str):
-        moment = iso_time(field_name, value)
-    else:
-        raise InvalidInput(field_name, "must be an ISO-8601 time string or Unix seconds")
-    return not_ahead(field_name, moment)
-
-
-def _said(field_name: str, value: object) -> str:
-    """A turn's text: a string without NUL characters (a memory cannot hold one)."""
-    if not isinstance(value, str):
-        raise InvalidInput(field_name, "must be a string")
-    if "\x00" in value:
-        raise InvalidInput(field_name, "must not contain NUL characters")
-    return _unicode(field_name, value)
-
-
-def _name(field_name: str, value: object, limit: int) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(field_name, "must be a non-empty string")
-    if "\x00" in value:
-        raise InvalidInput(field_name, "must not contain NUL characters")
-    _unicode(field_name, value)
-    # One line, and no bidirectional override: a speaker or session is in a turn's title and
-    # tags, where "al\u202eice" would print as another name ("Trojan Source").
-    name = " ".join(without_bidi(value).split())
-    if not name:
-        raise InvalidInput(field_name, "must hold visible text, not only bidirectional controls")
-    if len(name) > limit:
-        raise InvalidInput(field_name, f"must be at most {limit} characters")
-    return name
-
-
-def _turn_id(field_name: str, value: object) -> str:
-    """A turn's own id ("" when it has none): a string or an integer, 1–`ID_CHARS` characters."""
-    if value is None or value == "":
-        return ""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise InvalidInput(field_name, "must be a string or an integer")
-    text = str(value)
-    if len(text) > ID_CHARS or "\x00" in text:
-        raise InvalidInput(field_name, f"must be 1–{ID_CHARS} characters, without NUL")
-    _unicode(field_name, text)
-    if _PART.search(text):  # ("x/part-2" and the second part of a long "x" were one memory)
-        raise InvalidInput(
-            field_name, "must not end in '/part-<n>', which names the parts of a long turn"
-        )
-    return text
-
-
-_PART = re.compile(r"/part-[0-9]+\Z")
-
-
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
@@ -330,15 +264,15 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
     for where, record in records:
         if not isinstance(record, dict):
             raise InvalidInput(where, "must be an object with speaker and text")
-        text = _said(f"{where}.text", record.get("text"))
-        speaker = _name(f"{where}.speaker", record.get("speaker"), SPEAKER_CHARS)
+        text = turn_text(f"{where}.text", record.get("text"))
+        speaker = turn_name(f"{where}.speaker", record.get("speaker"), SPEAKER_CHARS)
         speaker = names.setdefault(speaker, speaker)
-        moment = _time(f"{where}.time", record.get("time"))
+        moment = turn_time(f"{where}.time", record.get("time"))
         given = record.get("session")
         if given is not None:
             if isinstance(given, bool) or not isinstance(given, (str, int)):
                 raise InvalidInput(f"{where}.session", "must be a string or an integer")
-            session = _name(f"{where}.session", str(given), SESSION_CHARS)
+            session = turn_name(f"{where}.session", str(given), SESSION_CHARS)
         else:
             gap = moment is not None and last_time is not None and moment - last_time > SESSION_GAP
             if gap:
@@ -349,7 +283,7 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
         if not text.strip():
             yield None
             continue
-        own = _turn_id(f"{where}.id", record.get("id"))
+        own = turn_id(f"{where}.id", record.get("id"))
         per_session += 1
         turn_key = own
         former: tuple[str, ...] = ()
@@ -420,17 +354,17 @@ def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Ite
         if not isinstance(entry, dict) or not said_in(entry):
             continue
         # A stray NUL (printed binary) is dropped, half an emoji said as U+FFFD.
-        text = _LONE.sub("\ufffd", transcript_text(entry).replace("\x00", ""))
+        text = LONE.sub("\ufffd", transcript_text(entry).replace("\x00", ""))
         if not text:
             continue
         if not session_id:
-            session_id = _turn_id(f"{where}.sessionId", entry.get("sessionId"))
+            session_id = turn_id(f"{where}.sessionId", entry.get("sessionId"))
             if session_id and not session:
                 session.append(session_id)
         stamp = entry.get("timestamp")
-        moment = _time(f"{where}.timestamp", stamp) if stamp else None
+        moment = turn_time(f"{where}.timestamp", stamp) if stamp else None
         speaker = str(entry["type"])
-        own = _turn_id(f"{where}.uuid", entry.get("uuid"))
+        own = turn_id(f"{where}.uuid", entry.get("uuid"))
         yield Turn(
             speaker,
             text,
@@ -447,88 +381,3 @@ def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Ite
             "is a chat record ({speaker, text}) in a Claude Code transcript: ingest the two "
             "formats from files of their own",
         )
-
-
-_LOCOMO_DATE = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%d %B %Y")
-
-
-def _locomo_date(value: str) -> datetime | None:
-    for pattern in _LOCOMO_DATE:
-        try:
-            return datetime.strptime(value.strip(), pattern).replace(tzinfo=timezone.utc)
-        except ValueError:
-            continue
-    return None
-
-
-def _session_date(field_name: str, body: dict[str, Any]) -> tuple[str, datetime | None]:
-    """A LoCoMo session's date as written and when it was: LoCoMo's own form ("1:56 pm on 8
-    May, 2023") or ISO-8601. One neither reads is refused: its turns were stored dated at the
-    ingest, so a question bounded by time never found them."""
-    value = body.get(field_name.rsplit(".", 1)[1])
-    if value is None or value == "":
-        return "", None
-    if not isinstance(value, str):
-        raise InvalidInput(field_name, f"must be a string, got {type(value).__name__}")
-    moment = _locomo_date(value)
-    if moment is None:
-        try:
-            moment = iso_time(field_name, value)
-        except InvalidInput:
-            raise InvalidInput(
-                field_name,
-                f"must be a date as LoCoMo writes it ('1:56 pm on 8 May, 2023') or ISO-8601, "
-                f"got {value[:60]!r}",
-            ) from None
-    return value, not_ahead(field_name, moment, repr(value))
-
-
-def _locomo(samples: Iterable[Any]) -> list[Conversation]:
-    """LoCoMo samples, one at a time: `conversation` holds `session_<n>` turn lists and their
-    `session_<n>_date_time`; a shared photo's caption is kept with its turn."""
-    out = []
-    for i, sample in enumerate(samples):
-        where = f"file[{i}]"
-        body = sample.get("conversation", sample) if isinstance(sample, dict) else None
-        if not isinstance(body, dict):
-            raise InvalidInput(f"{where}.conversation", "must be an object of sessions")
-        key = _turn_id(f"{where}.sample_id", sample.get("sample_id")) or f"locomo-{i}"
-        said: list[Turn] = []
-        # (the pattern takes at most 9 digits: a longer number names no session)
-        named = sorted((int(m.group(1)), k) for k in body if (m := _LOCOMO_SESSION.match(k)))
-        for (n, name), (again, other) in itertools.pairwise(named):
-            if n == again:  # `session_1` and `session_01`: one of them read twice, one lost
-                raise InvalidInput(
-                    f"{where}.conversation.{other}", f"names session {n} again (as {name} does)"
-                )
-        for n, name in named:
-            date, moment = _session_date(f"{where}.conversation.{name}_date_time", body)
-            turns = body[name]
-            if not isinstance(turns, list):
-                raise InvalidInput(f"{where}.conversation.{name}", "must be a list of turns")
-            for j, turn in enumerate(turns):
-                twhere = f"{where}.conversation.{name}[{j}]"
-                if not isinstance(turn, dict):
-                    raise InvalidInput(twhere, "must be an object with speaker and text")
-                speaker = _name(f"{twhere}.speaker", turn.get("speaker"), SPEAKER_CHARS)
-                text = _said(f"{twhere}.text", turn.get("text"))
-                caption = turn.get("blip_caption")
-                if isinstance(caption, str) and _said(f"{twhere}.blip_caption", caption).strip():
-                    text = f"{text} [shares {caption.strip()}]"
-                if not text.strip():
-                    continue
-                given = _turn_id(f"{twhere}.dia_id", turn.get("dia_id"))
-                origin = f"{twhere}.dia_id" if given else twhere
-                said.append(
-                    Turn(
-                        speaker,
-                        text.strip(),
-                        str(n),
-                        given or f"D{n}:{j + 1}",
-                        moment,
-                        date,
-                        origin,
-                    )
-                )
-        out.append(Conversation(key, said))
-    return out

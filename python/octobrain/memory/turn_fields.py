@@ -1,0 +1,86 @@
+"""The fields of a turn as every conversation format gives them, each checked the one way: its
+text, who said it, its session, its own id and when it was said. A value that breaks a rule is
+refused naming its field (`InvalidInput`); parsing a format is `conversation` and
+`conversation_locomo`."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from octobrain.errors import InvalidInput
+from octobrain.models import ID_CHARS
+from octobrain.safe_text import without_bidi
+from octobrain.times import from_unix, iso_time, not_ahead
+
+SPEAKER_CHARS = 60
+SESSION_CHARS = 60
+
+# A lone surrogate: what JSON's "\ud800" (a JS string cut inside an emoji) or a file name's
+# bytes that are not UTF-8 give. No row holding one can be stored.
+LONE = re.compile("[\ud800-\udfff]")
+
+
+def unicode_text(field_name: str, value: str) -> str:
+    if LONE.search(value):
+        raise InvalidInput(field_name, "must be valid Unicode (lone surrogates are not allowed)")
+    return value
+
+
+def turn_time(field_name: str, value: object) -> datetime | None:
+    """When a turn was said: ISO-8601 or Unix seconds, and not ahead of now by more than a
+    day (a turn dated 9999 would head every briefing's recent memories until then)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        moment = from_unix(field_name, value)
+    elif isinstance(value, str):
+        moment = iso_time(field_name, value)
+    else:
+        raise InvalidInput(field_name, "must be an ISO-8601 time string or Unix seconds")
+    return not_ahead(field_name, moment)
+
+
+def turn_text(field_name: str, value: object) -> str:
+    """A turn's text: a string without NUL characters (a memory cannot hold one)."""
+    if not isinstance(value, str):
+        raise InvalidInput(field_name, "must be a string")
+    if "\x00" in value:
+        raise InvalidInput(field_name, "must not contain NUL characters")
+    return unicode_text(field_name, value)
+
+
+def turn_name(field_name: str, value: object, limit: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(field_name, "must be a non-empty string")
+    if "\x00" in value:
+        raise InvalidInput(field_name, "must not contain NUL characters")
+    unicode_text(field_name, value)
+    # One line, and no bidirectional override: a speaker or session is in a turn's title and
+    # tags, where "al\u202eice" would print as another name ("Trojan Source").
+    name = " ".join(without_bidi(value).split())
+    if not name:
+        raise InvalidInput(field_name, "must hold visible text, not only bidirectional controls")
+    if len(name) > limit:
+        raise InvalidInput(field_name, f"must be at most {limit} characters")
+    return name
+
+
+def turn_id(field_name: str, value: object) -> str:
+    """A turn's own id ("" when it has none): a string or an integer, 1–`ID_CHARS` characters."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InvalidInput(field_name, "must be a string or an integer")
+    text = str(value)
+    if len(text) > ID_CHARS or "\x00" in text:
+        raise InvalidInput(field_name, f"must be 1–{ID_CHARS} characters, without NUL")
+    unicode_text(field_name, text)
+    if _PART.search(text):  # ("x/part-2" and the second part of a long "x" were one memory)
+        raise InvalidInput(
+            field_name, "must not end in '/part-<n>', which names the parts of a long turn"
+        )
+    return text
+
+
+_PART = re.compile(r"/part-[0-9]+\Z")
