@@ -1050,6 +1050,10 @@ def test_an_imported_edge_never_joins_two_projects_and_one_not_stored_is_counted
         {**edge, "id": str(uuid.uuid4()), "source_id": ours.id, "target_id": str(uuid.uuid4()),
          "scope": "import/source"},
     ]  # fmt: skip
+    at = len(lines) - 3  # (the other project's row; the export's end line left out)
+    with pytest.raises(InvalidInput, match=rf"^line {at}\.scope: is 'other/project', where the"):
+        import_jsonl(target, ended([json.dumps(o) for o in lines]))
+    lines[0] = {k: v for k, v in lines[0].items() if k != "scope"}  # (a header naming none)
     report = import_jsonl(target, ended([json.dumps(o) for o in lines]))
     assert (report.imported, report.skipped_existing) == (2, 1)
     assert (report.relationships, report.relationships_not_stored) == (1, 2)

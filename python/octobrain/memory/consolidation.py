@@ -48,6 +48,7 @@ from octobrain.models import Memory, Relationship, RelationshipType, State
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
 from octobrain.store.schema import (
+    ABANDONED,
     CONSOLIDATIONS,
     DONE,
     PENDING,
@@ -58,8 +59,6 @@ from octobrain.store.schema import (
 )
 from octobrain.store.sql import sql_in, sql_str
 from octobrain.times import utcnow
-
-ABANDONED = "abandoned"  # a pending record whose memory commit never landed, rolled back
 
 
 def _checkpoint(step: str) -> None:

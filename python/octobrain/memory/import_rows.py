@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,7 @@ from octobrain.scope import validate_scope
 from octobrain.secrets import screen, screen_each
 from octobrain.store.consolidations import RECORD_KINDS, ConsolidationRecord
 from octobrain.store.schema import RECORD_STATUSES
-from octobrain.times import iso_time, not_ahead
+from octobrain.times import iso_time, iso_z, not_ahead
 
 MAX_COUNT = 2**62  # an access count beyond the store's int64 column is no count
 SHORT_BYTES = 256  # a row's role or git commit (a commit id is 40 or 64 hex digits)
@@ -66,7 +66,7 @@ def journal_record(obj: object, where: str) -> ConsolidationRecord:
     goal = obj.get("goal_id", "")
     return ConsolidationRecord(
         kind=_one_of(f("kind"), obj.get("kind"), RECORD_KINDS),
-        scope=validate_scope(obj.get("scope", ""), field=f("scope")),
+        scope=_scope(obj, f("scope"), "consolidation's"),
         parent_id=check_id(obj.get("parent_id"), field_name=f("parent_id")),
         parent_synthesised=_flag(f("parent_synthesised"), obj.get("parent_synthesised")),
         member_ids=members,
@@ -174,17 +174,15 @@ def memory_row(obj: dict[str, Any], where: str) -> Memory:
         return f"{where}.{name}"
 
     _known(obj, _MEMORY_FIELDS, where, "memory row")
-    if "scope" not in obj:  # (read as global, a project's note reached every project)
-        raise InvalidInput(f("scope"), 'required: the memory\'s project, or "" for global')
     pre = obj.get("pre_consolidation_importance")
     context = _optional_text(f("context"), obj.get("context"), CONTEXT_BYTES)
     count = obj.get("access_count", 0)
     if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_COUNT:
         raise InvalidInput(f("access_count"), f"must be an integer in [0, {MAX_COUNT}]")
     state = MemoryState(_state(f("state"), obj.get("state", "working")))
-    return Memory(
+    memory = Memory(
         id=check_id(obj.get("id"), field_name=f("id")),
-        scope=validate_scope(obj["scope"], field=f("scope")),
+        scope=_scope(obj, f("scope"), "memory's"),
         role=_optional_text(f("role"), obj.get("role"), SHORT_BYTES),
         memory_type=parse_memory_type(obj.get("memory_type"), field_name=f("memory_type")),
         title=check_text(f("title"), obj.get("title"), TITLE_BYTES),
@@ -210,6 +208,28 @@ def memory_row(obj: dict[str, Any], where: str) -> Memory:
         git_commit=_optional_text(f("git_commit"), obj.get("git_commit"), SHORT_BYTES),
         context=context,
     )
+    if memory.updated_at < memory.created_at - EDITED_BEFORE_MADE:
+        raise InvalidInput(
+            f("updated_at"),
+            f"must not be more than a day earlier than created_at "
+            f"({iso_z(memory.created_at)}), got {iso_z(memory.updated_at)}: a memory is not "
+            "edited before it is made",
+        )
+    return memory
+
+
+# How much earlier than its creation a row's last edit may be: `memory ingest` dates a turn by
+# when it was said, up to a day ahead of the clock (`times.not_ahead`), and stamps its edit
+# with the ingest's time.
+EDITED_BEFORE_MADE = timedelta(days=1)
+
+
+def _scope(obj: dict[str, Any], field: str, whose: str) -> str:
+    """A row's `scope`, which it must give: read as global when left out, a project's row
+    reached every project though the header named the project."""
+    if "scope" not in obj:
+        raise InvalidInput(field, f'required: the {whose} project, or "" for global')
+    return validate_scope(obj["scope"], field=field)
 
 
 # What an export writes on a row's line (every version: its fields are the record's), so a
@@ -225,10 +245,54 @@ def _known(obj: dict[str, Any], known: frozenset[str], where: str, what: str) ->
     if unknown:
         name = unknown[0]
         shown = name if name.isidentifier() else json.dumps(cut_middle(name, NAME_CHARS))
-        raise InvalidInput(f"{where}.{shown}", f"unknown field of a {what}")
+        article = "an" if what[0] in "aeiou" else "a"
+        raise InvalidInput(f"{where}.{shown}", f"unknown field of {article} {what}")
 
 
 NAME_CHARS = 80  # an unknown field's name as an error shows it
+
+
+def header_row(obj: dict[str, Any], where: str) -> dict[str, Any]:
+    """An export's header line (its format and version checked by the caller): every field it
+    gives typed as an export writes it (`dim`, read as absent when it was no number, let
+    every vector length through), and none it does not know."""
+    _known(obj, _HEADER_FIELDS, where, "header line")
+    if "count" in obj:
+        _whole(f"{where}.count", obj["count"])
+    dim = obj.get("dim")
+    if "dim" in obj and (
+        isinstance(dim, bool) or not isinstance(dim, int) or not 0 < dim <= MAX_DIM
+    ):
+        raise InvalidInput(f"{where}.dim", f"must be an integer in [1, {MAX_DIM}]")
+    model = obj.get("embedding_model")
+    if "embedding_model" in obj and (
+        not isinstance(model, str) or not 0 < len(model) <= SHORT_BYTES
+    ):
+        raise InvalidInput(
+            f"{where}.embedding_model", f"must be a model name of 1–{SHORT_BYTES} characters"
+        )
+    if "scope" in obj:
+        validate_scope(obj["scope"], field=f"{where}.scope")
+    return obj
+
+
+def end_row(obj: dict[str, Any], where: str) -> dict[str, int]:
+    """An export's end line: how many lines of each kind the file holds."""
+    _known(obj, _END_FIELDS, where, "end line")
+    return {kind: _whole(f"{where}.{kind}", obj.get(kind)) for kind in ROW_KINDS}
+
+
+ROW_KINDS = ("memory", "relationship", "consolidation")
+_HEADER_FIELDS = frozenset(
+    {"kind", "format", "version", "embedding_model", "dim", "scope", "count"}
+)
+_END_FIELDS = frozenset({"kind", *ROW_KINDS})
+
+
+def _whole(field: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInput(field, "must be a whole number >= 0")
+    return value
 
 
 def screened(memory: Memory, policy: str, where: str) -> Memory:
@@ -262,7 +326,7 @@ def relationship_row(obj: dict[str, Any], where: str) -> Relationship:
         description=_optional_text(
             f"{where}.description", obj.get("description"), LINK_DESCRIPTION_CHARS * 4
         ),
-        scope=validate_scope(obj.get("scope", ""), field=f"{where}.scope"),
+        scope=_scope(obj, f"{where}.scope", "link's"),
         created_at=not_ahead(
             f"{where}.created_at", _time(f"{where}.created_at", obj.get("created_at"))
         ),

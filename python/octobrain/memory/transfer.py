@@ -27,12 +27,16 @@ from octobrain.lines import stream_lines
 from octobrain.memory import sweep
 from octobrain.memory.brain import Brain
 from octobrain.memory.import_rows import (
+    ROW_KINDS,
     embedding,
+    end_row,
+    header_row,
     journal_record,
     memory_row,
     relationship_row,
     screened,
 )
+from octobrain.memory.import_whole import Agreement
 from octobrain.memory.render import memory_to_dict, relationship_to_dict
 from octobrain.models import Memory, Relationship, RelationshipType
 from octobrain.safe_text import json_printable
@@ -43,7 +47,7 @@ from octobrain.store.addresses import ADDR
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
 from octobrain.store.failures import WriteFailed
 from octobrain.store.memories import MemoryStore, Pinned
-from octobrain.store.schema import CONSOLIDATIONS, MEMORIES
+from octobrain.store.schema import CONSOLIDATIONS, DONE, MEMORIES, PENDING, REVERTING, SETTLED
 from octobrain.store.sql import sql_in, visible_scopes, visible_where
 from octobrain.times import iso_z, utcnow
 
@@ -285,19 +289,20 @@ class Spool:
             ) from None
 
 
-_KINDS = ("memory", "relationship", "consolidation")
+_KINDS = ROW_KINDS
 
 
 @dataclass(frozen=True)
 class Checked:
     """A checked import file: its header and its rows, waiting in `spool`; `named`: the
     memory and edge ids its consolidation records name; `recorded`: for each edge id a record
-    names, the memories (parent first, then members) of each record naming it."""
+    not settled names, the status and memories (parent first, then members) of each record
+    naming it."""
 
     header: dict[str, Any]
     spool: Spool
     named: frozenset[str]
-    recorded: dict[str, list[tuple[str, ...]]]
+    recorded: dict[str, list[tuple[str, tuple[str, ...]]]]
 
     @property
     def count(self) -> int:
@@ -315,7 +320,7 @@ def check_import(
     dim: int | None = None  # the length the header gives the file's vectors
     rows = Spool(spool)
     named: set[str] = set()
-    recorded: dict[str, list[tuple[str, ...]]] = {}
+    recorded: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
     kept: dict[str, tuple[str, str, int]] = {}  # a consolidation edge's id -> its ends, line
     policy = brain.config.memory.secrets  # imported rows are screened like memorized ones
     seen: dict[tuple[str, str], int] = {}  # (kind, id) -> the line that gave it
@@ -325,8 +330,9 @@ def check_import(
         if first != number:  # two rows of one id would both be stored, and edited as one
             raise InvalidInput(f"line {number}.id", f"repeats the {kind} id of line {first}")
 
-    end: dict[str, Any] | None = None
+    end: dict[str, int] | None = None
     header_line = 0
+    agreement = Agreement({})  # (the header's, once read: no row comes before it)
     for number, obj in _lines(source, checked):
         kind = obj.get("kind")
         if end is not None:
@@ -344,9 +350,9 @@ def check_import(
             if obj.get("format") != FORMAT or obj.get("version") not in READ_VERSIONS:
                 versions = " or ".join(f"v{v}" for v in READ_VERSIONS)
                 raise InvalidInput(f"line {number}", f"not an {FORMAT} {versions} file")
-            header = obj
-            given = obj.get("dim")
-            dim = given if isinstance(given, int) and not isinstance(given, bool) else None
+            header = header_row(obj, f"line {number}")
+            dim = header.get("dim")
+            agreement = Agreement(header)
         elif kind == "memory":
             try:
                 parsed = memory_row(obj, f"line {number}")
@@ -355,6 +361,7 @@ def check_import(
                     raise
                 raise InvalidInput(f"line {number}.{exc.field}", exc.rule) from None
             once("memory", parsed.id, number)
+            agreement.memory(parsed, number)
             vector = embedding(f"line {number}.embedding", obj.get("embedding"), dim)
             memory = screened(parsed, policy, f"line {number}")
             # A redacted row's stored vector embeds the secret: embed it afresh.
@@ -362,6 +369,7 @@ def check_import(
         elif kind == "relationship":
             rel = relationship_row(obj, f"line {number}")
             once("relationship", rel.id, number)
+            agreement.link(rel, number)
             if rel.relationship_type in KEPT_BY_RECORDS:
                 kept[rel.id] = (rel.source_id, rel.target_id, number)
             text = screen(f"line {number}.description", rel.description, policy)
@@ -369,26 +377,24 @@ def check_import(
         elif kind == "consolidation":
             record = journal_record(obj.get("record"), f"line {number}.record")
             once("consolidation", record.id, number)
+            agreement.record(record, number)
             named.update([record.parent_id, *record.member_ids, *record.edge_ids])
             ids = (record.parent_id, *record.member_ids)  # (one tuple shared by its edges)
-            for edge in record.edge_ids:
-                recorded.setdefault(edge, []).append(ids)
+            # (an undone or rolled back record's edges are gone: it accounts for none)
+            for edge in () if record.status in SETTLED else record.edge_ids:
+                recorded.setdefault(edge, []).append((record.status, ids))
             rows.add("consolidation", record)
         elif kind == "end":
-            for counted in _KINDS:
-                value = obj.get(counted)
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise InvalidInput(f"line {number}.{counted}", "must be a whole number >= 0")
-            end = obj
+            end = end_row(obj, f"line {number}")
         else:
             raise InvalidInput(
                 f"line {number}.kind", "must be header, memory, relationship, consolidation or end"
             )
     if header is None:
         raise InvalidInput("file", f"has no {FORMAT} header line")
-    _check_whole(header, end, rows.count)
+    agreement.check(end, rows.count)
     for ident, (source, target, number) in kept.items():
-        if not any(_joins(ids, source, target) for ids in recorded.get(ident, ())):
+        if not any(_joins(ids, source, target) for _, ids in recorded.get(ident, ())):
             raise InvalidInput(
                 f"line {number}.relationship_type",
                 f"{RelationshipType.CONSOLIDATED_FROM.value!r} edges are written by octobrain "
@@ -408,23 +414,6 @@ def _joins(ids: tuple[str, ...], source: str, target: str) -> bool:
     """Whether an edge from `source` to `target` joins a record's parent (`ids[0]`) to one of
     its members (the rest)."""
     return source == ids[0] and target != source and target in ids
-
-
-def _check_whole(header: dict[str, Any], end: dict[str, Any] | None, held: dict[str, int]) -> None:
-    """Refuse a file cut short (or edited) by what its header and end line count: the import
-    would otherwise report success for part of a backup."""
-    cut = "it was cut short or edited; nothing was imported"
-    if header.get("version", 1) >= 2 and end is None:
-        raise InvalidInput("file", f"ends without its end line: {cut}")
-    said = {"memory": header.get("count")} if end is None else end
-    for kind in _KINDS:
-        count = said.get(kind)
-        if isinstance(count, int) and not isinstance(count, bool) and count != held[kind]:
-            raise InvalidInput(
-                "file",
-                f"holds {held[kind]:,} {kind} line{'' if held[kind] == 1 else 's'} where it "
-                f"counts {count:,}: {cut}",
-            )
 
 
 def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) -> ImportReport:
@@ -492,10 +481,11 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
                     if r.id not in have and link not in linked:
                         linked.add(link)
                         unheld.append(r)
+                gone = _members_gone(store, unheld, checked, wrote)
                 new = [
                     r
                     for r in unheld
-                    if _within_one_project(r, ends) and _recorded(r, checked, wrote)
+                    if _within_one_project(r, ends) and _recorded(r, checked, wrote, gone)
                 ]
                 store.add_relationships(new)
             edges += len(new)
@@ -505,7 +495,9 @@ def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) 
             with store.write_lock():
                 log = ConsolidationLog(store)
                 have = {r.id for r in log.find(sql_in("id", [r.id for r in journal]))}
-                new_records = [r for r in journal if r.id not in have and _brought(r, wrote)]
+                new_records = [r for r in journal if r.id not in have]
+                gone = _gone(store, new_records, wrote)
+                new_records = [r for r in new_records if _brought(r, wrote, gone)]
                 if new_records:
                     log.add(*new_records)
             records += len(new_records)
@@ -543,19 +535,61 @@ def _within_one_project(rel: Relationship, ends: dict[str, str]) -> bool:
     return len({rel.scope, ends[rel.source_id], ends[rel.target_id]} - {GLOBAL_SCOPE}) <= 1
 
 
-def _recorded(rel: Relationship, checked: Checked, wrote: set[str]) -> bool:
+def _members_gone(
+    store: MemoryStore, rels: list[Relationship], checked: Checked, wrote: set[str]
+) -> set[str]:
+    """The memories the records naming `rels` (those `KEPT_BY_RECORDS`) name that the store
+    does not hold."""
+    ids = {
+        i
+        for rel in rels
+        if rel.relationship_type in KEPT_BY_RECORDS
+        for _, named in checked.recorded.get(rel.id, ())
+        for i in named
+    } - wrote
+    return ids - store.held(sorted(ids))
+
+
+def _recorded(rel: Relationship, checked: Checked, wrote: set[str], gone: set[str]) -> bool:
     """Whether `rel` is an edge octobrain keeps for a consolidation record (`KEPT_BY_RECORDS`)
-    only when a record naming it is stored by this import too: it wrote the record's parent and
-    every member. Otherwise the edge would stand without the record that undoes it (a file
-    bringing a consolidation of memories the store holds unconsolidated)."""
+    only when a record naming it is stored by this import too (`_brought`): it wrote the
+    record's parent and every member (of one in force, every member the store holds: `gone`
+    are those it holds nowhere). Otherwise the edge would stand without the record that undoes
+    it (a file bringing a consolidation of memories the store holds unconsolidated)."""
     if rel.relationship_type not in KEPT_BY_RECORDS:
         return True
-    return any(all(i in wrote for i in ids) for ids in checked.recorded.get(rel.id, ()))
+    return any(
+        ids[0] in wrote and all(i in wrote or (status == DONE and i in gone) for i in ids[1:])
+        for status, ids in checked.recorded.get(rel.id, ())
+    )
 
 
-def _brought(record: ConsolidationRecord, wrote: set[str]) -> bool:
-    """Whether this import wrote every memory and edge `record` names."""
-    return all(i in wrote for i in (record.parent_id, *record.member_ids, *record.edge_ids))
+UNFINISHED_STATUSES = (PENDING, REVERTING)
+
+
+def _gone(store: MemoryStore, records: list[ConsolidationRecord], wrote: set[str]) -> set[str]:
+    """The memory and edge ids `records` name that the store does not hold (this import's
+    rows written): a member forgotten since its merge, with its edge; an undone merge's
+    edges and synthesised parent."""
+    memories = {i for r in records for i in (r.parent_id, *r.member_ids)} - wrote
+    edges = {i for r in records for i in r.edge_ids} - wrote
+    return (memories - store.held(sorted(memories))) | (
+        edges - store.held_relationships(sorted(edges))
+    )
+
+
+def _brought(record: ConsolidationRecord, wrote: set[str], gone: set[str]) -> bool:
+    """Whether this import wrote every memory and edge `record` names. A record in force or
+    settled (undone, rolled back: what keeps a sleep pass from merging again what the user
+    undid) may also name ones the store holds nowhere (`gone`), which the source had forgotten
+    or undone; its parent in force, never. A record left half-way is finished or undone by the
+    next pass: every id it names is this import's."""
+    named = (record.parent_id, *record.member_ids, *record.edge_ids)
+    if record.status in UNFINISHED_STATUSES:
+        return all(i in wrote for i in named)
+    if record.status == DONE and record.parent_id not in wrote:
+        return False
+    return all(i in wrote or i in gone for i in named)
 
 
 def _absent(

@@ -270,9 +270,13 @@ def check_row(row: Mapping[str, Any]) -> None:
 
 
 # The consolidation log's `status` values (`store.consolidations`); a killed process leaves a
-# record pending or reverting, which the next consolidation finishes or undoes.
+# record pending or reverting, which the next consolidation finishes or undoes (a pending one
+# whose memory commit never landed is rolled back: abandoned).
 PENDING, DONE, REVERTING, REVERTED = "pending", "done", "reverting", "reverted"
-RECORD_STATUSES = (PENDING, DONE, REVERTING, REVERTED)
+ABANDONED = "abandoned"
+RECORD_STATUSES = (PENDING, DONE, REVERTING, REVERTED, ABANDONED)
+# Records nothing acts on again: their edges are gone (a synthesised parent too, unless edited).
+SETTLED = (REVERTED, ABANDONED)
 UNFINISHED = sql_in("status", [PENDING, REVERTING])
 
 
