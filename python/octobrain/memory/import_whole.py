@@ -9,7 +9,6 @@ from typing import Any
 
 from octobrain.errors import InvalidInput
 from octobrain.memory.import_rows import ROW_KINDS
-from octobrain.memory.temporal import SESSION_PREFIX
 from octobrain.models import Memory, Relationship, RelationshipType
 from octobrain.scope import GLOBAL_SCOPE
 from octobrain.store.consolidations import ConsolidationRecord
@@ -24,23 +23,21 @@ class Agreement:
     An export is of one scope: its rows are that scope's or global (a row of another project
     in a file whose header names this one was put there by hand), and so are its links and
     records. A `same_session` link is written by octobrain between two memories of one
-    session, the later to the one before it, each carrying the session's `session:` tag (the
-    tag is how the next write of the session finds the one before it); made by hand, it would
-    bring an unrelated memory along with every recall ("same session as …") where `unrelate`
-    cannot remove it, and an export writes one only with both its memories."""
+    session, and an export writes one only with both its memories: one naming a memory the
+    file does not hold would join a memory of the importing store to the file's. Whether the
+    two still share a `session:` tag is not asked: `update --remove-tags` removes one and
+    keeps the link, and an export must import back."""
 
     def __init__(self, header: dict[str, Any]) -> None:
         scope = header.get("scope")
         self._scope = scope if isinstance(scope, str) else None
         self._header = header
-        self._memories: dict[str, tuple[int, frozenset[str]]] = {}  # id -> line, session tags
-        self._tags: dict[str, str] = {}  # one string per session tag, however many rows hold it
+        self._memories: set[str] = set()
         self._links: list[tuple[Relationship, int]] = []  # the file's same_session links
 
     def memory(self, memory: Memory, number: int) -> None:
         self._within(memory.scope, f"line {number}.scope")
-        tags = (self._tags.setdefault(t, t) for t in memory.tags if t.startswith(SESSION_PREFIX))
-        self._memories[memory.id] = (number, frozenset(tags))
+        self._memories.add(memory.id)
 
     def link(self, rel: Relationship, number: int) -> None:
         self._within(rel.scope, f"line {number}.scope")
@@ -52,7 +49,7 @@ class Agreement:
 
     def check(self, end: dict[str, int] | None, held: dict[str, int]) -> None:
         """Refuse the file if its counts are not its rows' (cut short, or edited) or a
-        `same_session` link does not join two memories of the file tagged with one session."""
+        `same_session` link does not join two memories of the file."""
         if self._header.get("version", 1) >= 2 and end is None:
             raise InvalidInput("file", f"ends without its end line: {CUT}")
         header: dict[str, object] = {"memory": self._header.get("count")}
@@ -80,7 +77,6 @@ class Agreement:
         raise InvalidInput(field, f"is {scope!r}, where the file's header scope is {said}")
 
     def _one_session(self, rel: Relationship, number: int) -> None:
-        ends = []
         for name, ident in (("source_id", rel.source_id), ("target_id", rel.target_id)):
             if ident not in self._memories:
                 raise InvalidInput(
@@ -88,12 +84,3 @@ class Agreement:
                     f"names {ident}, no memory of this file: a 'same_session' link is "
                     "imported only with the two memories it joins, as an export writes it",
                 )
-            ends.append(self._memories[ident])
-        (first, tags), (second, other) = ends
-        if not tags & other:
-            raise InvalidInput(
-                f"line {number}.relationship_type",
-                f"'same_session' links join two memories of one session, both tagged with "
-                f"it (session:<id>), and the memories of lines {first} and {second} share no "
-                "such tag; octobrain writes these links itself",
-            )
