@@ -257,6 +257,30 @@ def test_match_has_absolute_line_numbers_each_line_once_and_a_cap(
     assert len(k.match("filler").hits) == 100  # the default cap (knowledge.max_matches)
 
 
+def test_a_match_naming_a_file_greps_its_text_as_it_reads_now_and_embeds_nothing(
+    make_knowledge: MakeKnowledge, embedder: CountingEmbedder, tmp_path: Path
+) -> None:
+    # Before: a match naming a source not indexed yet indexed it first, embedding every chunk
+    # (up to knowledge.max_source_chunks, minutes of CPU with the bundled model) for a grep.
+    path = tmp_path / "notes.md"
+    path.write_text("# Notes\n\nfirst line\nthe NEEDLE is here\n")
+    k = make_knowledge()
+    found = k.match("NEEDLE", source="notes.md")
+    assert [(h.line_number, h.line, h.uri) for h in found.hits] == [
+        (4, "the NEEDLE is here", path.resolve().as_uri())
+    ]
+    assert (embedder.calls, k.list_sources(), found.sources_searched) == (0, [], 1)
+    k.index("notes.md")
+    path.write_text("# Notes\n\nthe NEEDLE moved up\n")  # changed since it was indexed
+    calls = embedder.calls
+    assert [(h.line_number, h.line) for h in k.match("NEEDLE", source="notes.md").hits] == [
+        (3, "the NEEDLE moved up")
+    ]
+    assert embedder.calls == calls
+    with pytest.raises(InvalidInput, match="^source: "):
+        k.match("NEEDLE", source="missing.md")
+
+
 def test_match_shows_a_long_line_as_a_window_around_its_match(
     make_knowledge: MakeKnowledge, tmp_path: Path
 ) -> None:

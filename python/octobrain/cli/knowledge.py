@@ -180,7 +180,7 @@ def read_cmd(
 
 @knowledge.command("match")
 @click.argument("pattern")
-@click.option("--source", help="Only this file or URL (indexed first if needed).")
+@click.option("--source", help="Only this file or URL, as it reads now (not indexed).")
 @click.option("-i", "--ignore-case", is_flag=True)
 @click.option(
     "-m",

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput
@@ -47,11 +48,13 @@ def match_sources(
     ignore_case: bool,
     cap: int,
     context: int,
+    texts_of: Callable[[Sequence[dict[str, Any]]], list[str]] | None = None,
 ) -> MatchReport:
     """The lines of the source `rows` (read without their texts) matching `pattern`, at most
     `cap` of them with `context` lines around each, the texts read `MATCH_BATCH` sources at a
-    time; a pattern that does not parse, or takes longer than `MATCH_SECONDS` in all, is
-    `InvalidInput` naming it."""
+    time (by `texts_of`, else from the index); a pattern that does not parse, or takes longer
+    than `MATCH_SECONDS` in all, is `InvalidInput` naming it."""
+    read = texts_of if texts_of is not None else partial(source_texts, kstore)
     deadline = time.monotonic() + MATCH_SECONDS
     hits: list[LineHit] = []
     truncated = False
@@ -59,7 +62,7 @@ def match_sources(
         batch = rows[at : at + MATCH_BATCH]
         # Once the cap is reached, a later batch is searched only for whether one more matches.
         want = cap - len(hits) or 1
-        texts = source_texts(kstore, batch) if batch else []  # let go before the next batch
+        texts = read(batch) if batch else []  # let go before the next batch
         found = _match(texts, pattern, ignore_case, want, context, deadline, at, len(rows))
         del texts
         if len(hits) == cap:

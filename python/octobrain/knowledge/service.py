@@ -397,13 +397,7 @@ class Knowledge:
     def _restrict(self, source: str | None) -> tuple[IndexReport | None, set[str] | None]:
         if source is None:
             return None, None
-        if not str(source).strip():  # meant some source: not taken for every one
-            raise InvalidInput(
-                "source",
-                "must name a file or an http(s) URL (leave it out for every source), "
-                f"got {source!r}",
-            )
-        ref = self._ref(source)
+        ref = self._named(source)
         report = None
         if ref.kind is not SourceKind.STORED:
             report = self._ensure(ref, lazy=True)
@@ -411,6 +405,16 @@ class Knowledge:
         if not ids:
             raise InvalidInput("source", f"no stored note {ref.key!r} in this session")
         return report, ids
+
+    def _named(self, source: str) -> SourceRef:
+        """The source a search or match is limited to."""
+        if not str(source).strip():  # meant some source: not taken for every one
+            raise InvalidInput(
+                "source",
+                "must name a file or an http(s) URL (leave it out for every source), "
+                f"got {source!r}",
+            )
+        return self._ref(source)
 
     @reopening
     def match(
@@ -432,11 +436,17 @@ class Knowledge:
         cap = check_limit(cap, field_name="max_matches", maximum=MAX_MATCH_CAP)
         if isinstance(context, bool) or not isinstance(context, int) or not 0 <= context <= 10:
             raise InvalidInput("context", f"must be an integer in [0, {MAX_CONTEXT}]")
+        grep = partial(match_sources, pattern=pattern, ignore_case=ignore_case, cap=cap)
+        if source is not None and self._named(source).kind is not SourceKind.STORED:
+            # The file or URL as it reads now, as `read` pages it, never indexed for a grep:
+            # indexing embedded the whole source first (up to max_source_chunks chunks, minutes
+            # of CPU) for a call that needs no vector.
+            document = self.read(source)
+            named = {"uri": document.uri, "title": document.title}
+            return grep(self.kstore, [named], context=context, texts_of=lambda _: [document.text])
         _, source_ids = self._restrict(source)  # (texts are read a batch at a time)
         rows = [r for r in self._visible_rows() if source_ids is None or r["id"] in source_ids]
-        return match_sources(
-            self.kstore, rows, pattern, ignore_case=ignore_case, cap=cap, context=context
-        )
+        return grep(self.kstore, rows, context=context)
 
     # ---- session notes --------------------------------------------------------------------
 

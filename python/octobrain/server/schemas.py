@@ -354,7 +354,7 @@ KNOWLEDGE = ToolSpec(
         "of the next page (line numbers as `match` reports them), and from_byte too when it "
         "cut a line longer than a page.\n"
         "- match (pattern; optional source): regex over indexed text with absolute line "
-        "numbers, capped.\n"
+        "numbers, capped; a named file or URL is grepped as it reads now, not indexed.\n"
         "- store (key, content) / delete (key): a note for this session under a key "
         "(stored://key), searchable like a document; store refuses an existing key.\n"
         "Local files are read only inside this session's project (its roots, else the "
