@@ -18,7 +18,8 @@ from typing import Any
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
-from octobrain.memory.transfer import export_jsonl, import_jsonl
+from octobrain.memory.export import export_jsonl
+from octobrain.memory.transfer import import_jsonl
 from octobrain.models import Memory, Relationship, RelationshipType, Source
 from octobrain.store import seen
 from octobrain.store.consolidations import ConsolidationLog

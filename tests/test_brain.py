@@ -25,9 +25,10 @@ from octobrain.embed.factory import get_embedder
 from octobrain.errors import EmbeddingError, InvalidInput, StorageError
 from octobrain.memory import transfer
 from octobrain.memory.brain import ACCESS_WINDOW, Brain
+from octobrain.memory.export import BATCH, export_jsonl
 from octobrain.memory.render import ARCHIVED_MCP, format_recall, memory_to_dict, recall_to_dict
 from octobrain.memory.search import Empty
-from octobrain.memory.transfer import BATCH, export_jsonl, import_jsonl, reembed
+from octobrain.memory.transfer import import_jsonl, reembed
 from octobrain.models import Memory, MemoryType, Relationship, RelationshipType, Source, State
 from octobrain.store import ModelMismatch
 from octobrain.times import utcnow

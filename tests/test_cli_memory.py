@@ -324,7 +324,7 @@ def test_an_import_says_which_scopes_it_wrote_when_not_only_the_commands(
 def test_an_export_that_fails_leaves_the_file_that_was_there(
     env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from octobrain.memory import transfer
+    from octobrain.memory import export
 
     memorize("Primary database", "Postgres 16 is the primary database.")
     backup = tmp_path / "backup.jsonl"
@@ -338,7 +338,7 @@ def test_an_export_that_fails_leaves_the_file_that_was_there(
         out.write('{"kind": "header"}\n')
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(transfer, "export_jsonl", full_disk)
+    monkeypatch.setattr(export, "export_jsonl", full_disk)
     failed = run("export", "--force", str(backup))
     assert failed.exit_code == 2 and "No space left on device" in failed.output
     assert backup.read_bytes() == kept  # (written in place, it was cut to the failed part)

@@ -612,7 +612,8 @@ def test_an_imported_row_dated_among_the_rows_checked_is_checked_too(
     # A guess imported after a pass, dated between the rows that pass checked, was taken for
     # one reached: not counted, and checked only when the check came round to it again.
     from octobrain.memory import conflicts
-    from octobrain.memory.transfer import export_jsonl, import_jsonl
+    from octobrain.memory.export import export_jsonl
+    from octobrain.memory.transfer import import_jsonl
 
     brain = make_brain()
     told, guesses = burst(brain, 12)
@@ -635,7 +636,8 @@ def test_an_import_during_a_pass_is_kept_in_the_record_that_pass_writes(
     # `memory import` starts the day's lazy pass as it starts: a pass that read the record
     # before the import marked its rows must not write over that mark.
     from octobrain.memory import conflicts
-    from octobrain.memory.transfer import export_jsonl, import_jsonl
+    from octobrain.memory.export import export_jsonl
+    from octobrain.memory.transfer import import_jsonl
 
     brain = make_brain()
     told, _ = burst(brain, 12)

@@ -915,7 +915,7 @@ def test_export_names_a_lost_consolidation_journal_instead_of_leaving_it_out(
     import io
 
     from octobrain.errors import StorageError
-    from octobrain.memory.transfer import export_jsonl
+    from octobrain.memory.export import export_jsonl
 
     brain = make_brain()
     twins(brain)

@@ -19,7 +19,8 @@ from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput
 from octobrain.memory import consolidation
 from octobrain.memory.brain import Brain
-from octobrain.memory.transfer import export_jsonl, import_jsonl
+from octobrain.memory.export import export_jsonl
+from octobrain.memory.transfer import import_jsonl
 from octobrain.models import RelationshipType, State
 from tests.export_lines import ended
 from tests.test_consolidation import twins

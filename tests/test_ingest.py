@@ -1378,7 +1378,8 @@ def test_a_secret_in_a_speaker_name_is_screened_too(tmp_path: Path) -> None:
 def test_export_and_import_keep_a_short_turn_and_its_context(tmp_path: Path) -> None:
     import io
 
-    from octobrain.memory.transfer import export_jsonl, import_jsonl
+    from octobrain.memory.export import export_jsonl
+    from octobrain.memory.transfer import import_jsonl
 
     source = brain(tmp_path / "a")
     source.ingest(parse_text(json.dumps(LOCOMO)))

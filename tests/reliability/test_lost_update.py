@@ -93,7 +93,7 @@ def test_one_file_imported_by_two_processes_at_once_stores_each_memory_once(
     # Each process found no id present before writing, and both wrote: every memory twice.
     import io
 
-    from octobrain.memory.transfer import BATCH, export_jsonl
+    from octobrain.memory.export import BATCH, export_jsonl
 
     source = brain_at(tmp_path / "source")
     source.store.add(

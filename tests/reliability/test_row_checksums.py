@@ -18,7 +18,8 @@ from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.memory.conversation import Conversation, Turn
-from octobrain.memory.transfer import export_jsonl, import_jsonl, reembed
+from octobrain.memory.export import export_jsonl
+from octobrain.memory.transfer import import_jsonl, reembed
 from octobrain.store import schema
 from octobrain.times import utcnow
 from tests.reliability.test_damage import _store, run_cli

@@ -18,7 +18,8 @@ from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput
 from octobrain.knowledge import Knowledge
 from octobrain.memory.brain import Brain
-from octobrain.memory.transfer import export_jsonl, import_jsonl
+from octobrain.memory.export import export_jsonl
+from octobrain.memory.transfer import import_jsonl
 from octobrain.secrets import find_secrets
 from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
 from tests.server_support import outside_env

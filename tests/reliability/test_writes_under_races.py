@@ -25,7 +25,7 @@ from lancedb.table import LanceTable
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput, StorageError
-from octobrain.memory import conflicts, transfer
+from octobrain.memory import conflicts, export, transfer
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory, RelationshipType
 from octobrain.store import ModelMismatch, NotFound, upkeep
@@ -166,10 +166,10 @@ def test_an_import_of_a_link_the_store_holds_under_another_id_adds_no_second_edg
     a, _ = source.memorize("Deploy freeze", "Deploys freeze on Fridays at noon.")
     b, _ = source.memorize("Release train", "Releases are cut on Tuesdays from main.")
     plain = io.StringIO()
-    transfer.export_jsonl(source, plain)
+    export.export_jsonl(source, plain)
     source.relate(a.id, b.id, "depends_on")
     linked = io.StringIO()
-    transfer.export_jsonl(source, linked)
+    export.export_jsonl(source, linked)
     lines = linked.getvalue().splitlines()
     edge = json.loads(next(line for line in lines if '"relationship"' in line))
     lines = ended([*lines, json.dumps({**edge, "id": str(uuid.uuid4())})])  # again, another id
@@ -183,7 +183,7 @@ def test_an_import_of_a_link_the_store_holds_under_another_id_adds_no_second_edg
     # A link the store does not hold is imported as before.
     source.relate(b.id, a.id, "related_to")
     again = io.StringIO()
-    transfer.export_jsonl(source, again)
+    export.export_jsonl(source, again)
     assert transfer.import_jsonl(brain, again.getvalue().splitlines()).relationships == 1
     assert len(all_edges(make_brain())) == 2
 
@@ -411,7 +411,7 @@ def test_a_full_disk_during_an_import_says_how_much_was_imported(
     for i in range(5):
         brain.memorize(f"Decision {i}", f"Small fact number {i} worth keeping.")
     out = io.StringIO()
-    transfer.export_jsonl(brain, out, embeddings=True)
+    export.export_jsonl(brain, out, embeddings=True)
     other = Brain(SCOPE, config=brain.config, embedder=brain.embedder, uri=tmp_path / "other")
     other.store.open()
     full_disk(monkeypatch, "memories", "add", after=1)

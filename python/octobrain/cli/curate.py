@@ -30,7 +30,7 @@ from octobrain.scope import GLOBAL_SCOPE
 @click.pass_context
 def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -> None:
     """Write visible memories and their links as JSONL (to OUTPUT or stdout)."""
-    from octobrain.memory.transfer import export_jsonl
+    from octobrain.memory.export import export_jsonl
 
     if output == "-":
         _warn(export_jsonl(command_brain(ctx), sys.stdout, embeddings=embeddings).warning())

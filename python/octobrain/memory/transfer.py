@@ -1,21 +1,20 @@
-"""Moving memories in and out: JSONL export/import and re-embedding a store with another model.
+"""Moving memories in: JSONL import of what `export.export_jsonl` writes, and re-embedding a
+store with another model.
 
-Export writes one JSON object per line: a header, then every visible memory (embedding
-optional), then the relationships among them. Import keeps every field (ids, scopes, times,
-access counts), skips ids the store already has (so importing twice is harmless) and reuses the
-file's embeddings only when they come from the same model.
+Import keeps every field (ids, scopes, times, access counts), skips ids the store already has
+(so importing twice is harmless) and reuses the file's embeddings only when they come from the
+same model. The whole file is checked before anything is written.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import pickle
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import IO, Any
 
 import numpy as np
@@ -26,6 +25,7 @@ from octobrain.json_values import UnreadableJSON, read_json
 from octobrain.lines import stream_lines
 from octobrain.memory import sweep
 from octobrain.memory.brain import Brain
+from octobrain.memory.export import BATCH, FORMAT, Progress, no_progress
 from octobrain.memory.import_rows import (
     ROW_KINDS,
     embedding,
@@ -37,148 +37,19 @@ from octobrain.memory.import_rows import (
     screened,
 )
 from octobrain.memory.import_whole import Agreement
-from octobrain.memory.render import memory_to_dict, relationship_to_dict
 from octobrain.models import Memory, Relationship, RelationshipType
-from octobrain.safe_text import json_printable
 from octobrain.scope import GLOBAL_SCOPE
 from octobrain.secrets import screen
 from octobrain.store import schema
-from octobrain.store.addresses import ADDR
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
 from octobrain.store.failures import WriteFailed
 from octobrain.store.memories import MemoryStore, Pinned
-from octobrain.store.schema import CONSOLIDATIONS, DONE, MEMORIES, PENDING, REVERTING, SETTLED
-from octobrain.store.sql import sql_in, visible_scopes, visible_where
-from octobrain.times import iso_z, utcnow
+from octobrain.store.schema import DONE, MEMORIES, PENDING, REVERTING, SETTLED
+from octobrain.store.sql import sql_in
+from octobrain.times import utcnow
 
-FORMAT = "octobrain-export"
-# v2 ends with an `end` line counting each kind of line, so a file cut short anywhere (after
-# its memories, in its edges or its journal) is told from a whole one; v1 files are still read,
-# their memories checked against the header's count.
-FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)
-BATCH = 256
 LINE_BYTES = 16 << 20  # an import line longer than this is refused without being held
-
-Progress = Callable[[int], None]
-
-
-def _noop(_: int) -> None:
-    return None
-
-
-@dataclass(frozen=True)
-class Exported:
-    """What an export wrote: how many memories, and those written without their damaged
-    (non-finite) stored vector, which an import embeds again."""
-
-    count: int
-    vectors_left_out: list[str]
-
-    def warning(self) -> str:
-        """The line that names the vectors left out ("" when none were)."""
-        n = len(self.vectors_left_out)
-        if not n:
-            return ""
-        shown, more = ", ".join(self.vectors_left_out[:5]), n - 5
-        whose = "1 memory's stored vector is" if n == 1 else f"{n:,} memories' stored vectors are"
-        return (
-            f"warning: {whose} damaged (not finite numbers), written without it, for `memory "
-            f"import` to embed again: {shown}{f' and {more:,} more' if more > 0 else ''}; "
-            "`octobrain doctor` checks the store"
-        )
-
-
-def export_jsonl(
-    brain: Brain, out: IO[str], *, embeddings: bool = False, progress: Progress = _noop
-) -> Exported:
-    """Write every memory visible from the brain's scope (and their edges).
-
-    The memories are those of one committed version, oldest first, read `BATCH` at a time by
-    their row addresses: a store of any size is written without being held, and a writer
-    committing meanwhile changes neither the rows nor their order."""
-    import pyarrow.compute as pc
-
-    store = brain.store
-    names = schema.memories_schema("", 1).names
-    columns = names if embeddings else [c for c in names if c != "embedding"]
-    pinned = store.snapshot(store.version())
-    keys = pinned.scan_arrow(
-        visible_where(brain.scope, include_archived=True), columns=["id", "created_at", ADDR]
-    )
-    order = pc.sort_indices(keys, sort_keys=[("created_at", "ascending"), ("id", "ascending")])
-    addrs = keys.column(ADDR).take(order).to_pylist()
-    ids = set(keys.column("id").to_pylist())
-    del keys, order
-    header = {
-        "kind": "header",
-        "format": FORMAT,
-        "version": FORMAT_VERSION,
-        "embedding_model": brain.embedder.model_id,
-        "dim": brain.embedder.dim,
-        "scope": brain.scope,
-        "count": len(addrs),
-    }
-    out.write(json_printable(header) + "\n")
-    left_out: list[str] = []
-    for start in range(0, len(addrs), BATCH):
-        wanted = addrs[start : start + BATCH]
-        by_addr = {r[ADDR]: r for r in pinned.take(wanted, [*columns, ADDR]).to_pylist()}
-        for row in (by_addr[a] for a in wanted):
-            line = json_printable({"kind": "memory", **memory_to_dict(schema.row_to_memory(row))})
-            if embeddings and np.isfinite(np.asarray(row["embedding"], np.float32)).all():
-                line = f'{line[:-1]}, "embedding": [{_floats(row["embedding"])}]}}'
-            elif embeddings:  # `nan` is no JSON: the line would make the whole file unreadable
-                left_out.append(row["id"])
-            out.write(line + "\n")
-        progress(len(wanted))
-    # The edges between them: the whole edge table read a batch at a time (asking for the edges
-    # of every exported id at once is one SQL string of all of them: 38 s to plan at 1M ids).
-    edges = 0
-    for rels in store.relationship_batches(BATCH * 16):
-        for rel in rels:
-            if rel.source_id in ids and rel.target_id in ids:
-                line = json_printable({"kind": "relationship", **relationship_to_dict(rel)})
-                out.write(line + "\n")
-                edges += 1
-    # The consolidation journal, so an imported store can still undo its consolidations.
-    journal = _journal(store, sql_in("scope", visible_scopes(brain.scope)))
-    for record in journal:
-        entry = {"kind": "consolidation", "record": _journal_line(record)}
-        out.write(json_printable(entry) + "\n")
-    end = {"kind": "end", "memory": len(addrs), "relationship": edges}
-    out.write(json.dumps({**end, "consolidation": len(journal)}) + "\n")
-    return Exported(len(addrs), left_out)
-
-
-def _floats(vector: Sequence[float]) -> str:
-    """A stored (float32) vector as JSON numbers: nine significant digits read back to the
-    same float32, where a float64's shortest form takes up to seventeen."""
-    return ", ".join(map(_FLOAT32.format, vector))
-
-
-_FLOAT32 = "{:.9g}"
-
-
-def _journal(store: MemoryStore, where: str) -> list[ConsolidationRecord]:
-    """Consolidation records matching `where`; none when the store never consolidated (and
-    without creating the table, so exporting a read-only store works). A journal the store
-    made and lost is `TableDamaged`: a backup without it would not say so."""
-    if not store.made(CONSOLIDATIONS):
-        return []
-    return ConsolidationLog(store).find(where)
-
-
-def _iso(value: object) -> object:
-    if isinstance(value, datetime):
-        return iso_z(value)
-    if isinstance(value, list):
-        return [_iso(v) for v in value]
-    return value
-
-
-def _journal_line(record: ConsolidationRecord) -> dict[str, Any]:
-    return {k: _iso(v) for k, v in record.__dict__.items()}
 
 
 @dataclass(frozen=True)
@@ -212,7 +83,7 @@ def file_lines(handle: IO[bytes], name: str = "the import file") -> Iterator[byt
 
 
 def _lines(
-    source: Iterable[str | bytes], checked: Progress = _noop
+    source: Iterable[str | bytes], checked: Progress = no_progress
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     for number, line in enumerate(source, 1):
         try:
@@ -237,7 +108,7 @@ def _lines(
 
 
 def import_jsonl(
-    brain: Brain, source: Iterable[str | bytes], *, progress: Progress = _noop
+    brain: Brain, source: Iterable[str | bytes], *, progress: Progress = no_progress
 ) -> ImportReport:
     """Check the whole file first (nothing is written if any line is bad), then import
     (`check_import`, then `write_import`)."""
@@ -311,7 +182,11 @@ class Checked:
 
 
 def check_import(
-    brain: Brain, source: Iterable[str | bytes], spool: IO[bytes], *, checked: Progress = _noop
+    brain: Brain,
+    source: Iterable[str | bytes],
+    spool: IO[bytes],
+    *,
+    checked: Progress = no_progress,
 ) -> Checked:
     """Read every line of `source` once and check it, raising `InvalidInput` naming the first
     bad line and field. The rows are kept in `spool` (a private temporary file). `checked` is
@@ -416,7 +291,9 @@ def _joins(ids: tuple[str, ...], source: str, target: str) -> bool:
     return source == ids[0] and target != source and target in ids
 
 
-def write_import(brain: Brain, checked: Checked, *, progress: Progress = _noop) -> ImportReport:
+def write_import(
+    brain: Brain, checked: Checked, *, progress: Progress = no_progress
+) -> ImportReport:
     """Store the checked memories batch by batch (those whose id the store has are skipped),
     then the edges between memories the store holds (those whose id or link it has are
     skipped), then the consolidation records whose memories and edges this import wrote.
@@ -600,7 +477,7 @@ def _absent(
     return [(m, e) for m, e in batch if m.id not in held]
 
 
-def reembed(brain: Brain, *, progress: Progress = _noop) -> int:
+def reembed(brain: Brain, *, progress: Progress = no_progress) -> int:
     """Re-embed every memory with the brain's configured model, in one atomic commit.
 
     The new table version replaces the old one in a single LanceDB overwrite commit (older
@@ -628,10 +505,8 @@ def reembed(brain: Brain, *, progress: Progress = _noop) -> int:
 __all__ = [
     "MEMORIES",
     "Checked",
-    "Exported",
     "ImportReport",
     "check_import",
-    "export_jsonl",
     "file_lines",
     "import_jsonl",
     "reembed",
