@@ -16,7 +16,7 @@ import pytest
 from octobrain.errors import InvalidInput
 from octobrain.knowledge import Knowledge, run_command
 from octobrain.knowledge.pages import LINE_CHARS
-from octobrain.knowledge.render import RULE, render_match
+from octobrain.knowledge.render import RULE, render_match, render_search
 from octobrain.store import ModelMismatch
 from octobrain.store.recreate import recreate
 from octobrain.times import utcnow
@@ -279,6 +279,31 @@ def test_a_match_naming_a_file_greps_its_text_as_it_reads_now_and_embeds_nothing
     assert embedder.calls == calls
     with pytest.raises(InvalidInput, match="^source: "):
         k.match("NEEDLE", source="missing.md")
+
+
+def test_a_search_over_every_source_marks_a_hit_whose_file_changed_or_is_gone(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # Before: a file edited or deleted after it was indexed was still cited as its old text,
+    # with nothing to tell it from a current one.
+    for name in ("kept", "edited", "deleted"):
+        (tmp_path / f"{name}.md").write_text(f"# {name}\n\nthe rollback runbook of {name}\n")
+    k = make_knowledge()
+    for name in ("kept", "edited", "deleted"):
+        k.index(f"{name}.md")
+    edited = tmp_path / "edited.md"
+    edited.write_text("# edited\n\nsomething else now\n")
+    os.utime(edited, (edited.stat().st_atime, edited.stat().st_mtime + 10))
+    (tmp_path / "deleted.md").unlink()
+    result = k.search("rollback runbook", limit=10)
+    stale = {Path(h.uri).name: h.stale for h in result.hits}
+    assert stale == {"kept.md": "", "edited.md": "changed", "deleted.md": "gone"}
+    reply = render_search(result)
+    assert reply.count("Stale: the file changed since it was indexed") == 1
+    assert reply.count("Stale: the file is gone since it was indexed") == 1
+    again = k.search("something else now", source="edited.md")  # indexed again: current
+    assert again.indexed is not None and again.indexed.status == "reindexed"
+    assert [h.stale for h in again.hits] == [""]
 
 
 def test_match_shows_a_long_line_as_a_window_around_its_match(

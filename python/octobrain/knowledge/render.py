@@ -97,6 +97,14 @@ def _empty(result: SearchResult) -> str:
     return NO_RESULTS
 
 
+_STALE = {
+    "changed": "Stale: the file changed since it was indexed; this is the indexed text "
+    "(search naming it as source indexes it again).",
+    "gone": "Stale: the file is gone since it was indexed; this is the indexed text "
+    "(`octobrain knowledge delete-source` removes it).",
+}
+
+
 def render_search(result: SearchResult) -> str:
     """Results with title, source, section path, the section text and its relevance."""
     lines: list[str] = []
@@ -113,6 +121,8 @@ def render_search(result: SearchResult) -> str:
             lines.append(path)
         # A document's text indented: its lines cannot pass for a rule and another result.
         lines += ["", quoted(hit.text), "", f"Relevance: {hit.relevance:.0%}"]
+        if hit.stale:
+            lines.append(_STALE[hit.stale])
     lines.append(RULE)
     return "\n".join(lines)
 

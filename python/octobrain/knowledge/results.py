@@ -73,6 +73,9 @@ class KnowledgeHit:
     session: bool
     scope: str
     why: str
+    # A local file's hit whose file changed ("changed") or is gone ("gone") since it was
+    # indexed: its text is the indexed one (`stale.mark_stale`).
+    stale: str = ""
 
 
 @dataclass(frozen=True)

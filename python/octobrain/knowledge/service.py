@@ -64,6 +64,7 @@ from octobrain.knowledge.sources import (
     parse_source,
     read_file,
 )
+from octobrain.knowledge.stale import mark_stale
 from octobrain.knowledge.store import KnowledgeStore
 from octobrain.models import NOTE_BYTES, QUERY_BYTES, check_limit
 from octobrain.safe_text import check_label, check_text, is_unicode
@@ -391,6 +392,7 @@ class Knowledge:
                 min_relevance=floor,
                 seen=seen,
             )
+        hits = mark_stale(self.kstore, hits, self._visible_where(now), self.local_roots)
         empty = None if hits else "min_relevance" if allowed.any() else "nothing_indexed"
         return SearchResult(query, hits, self.scope, report, empty)
 
