@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+import select
 import socket
+import threading
 import time
 from http.client import HTTPResponse
 from pathlib import Path
 
+import anyio
 from mcp import Client
 
 from tests.server_support import PROJECT_A, call, free_port, http_server, run
@@ -24,7 +27,11 @@ def _body_begun(port: int, size: int, sent: int | None = None) -> socket.socket:
         f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
         f"Accept: application/json, text/event-stream\r\nContent-Length: {size}\r\n\r\n"
     )
-    conn.sendall(head.encode() + b" " * (size - 100 if sent is None else sent))
+    try:
+        conn.sendall(head.encode() + b" " * (size - 100 if sent is None else sent))
+    except OSError:
+        conn.close()  # refused while sending, and closed
+        raise
     return conn
 
 
@@ -59,9 +66,10 @@ def test_bodies_being_read_at_once_are_bounded_and_past_that_refused(tmp_path: P
 
 def _served(url: str) -> None:
     async def body() -> None:
-        async with Client(url, mode="legacy") as client:
-            error, reply = await call(client, "memorize", **FACT, scope=PROJECT_A)
-            assert not error, reply
+        with anyio.fail_after(60):
+            async with Client(url, mode="legacy") as client:
+                error, reply = await call(client, "memorize", **FACT, scope=PROJECT_A)
+                assert not error, reply
 
     run(body)
 
@@ -97,3 +105,93 @@ def test_a_body_that_stalls_gives_its_room_to_a_newer_one(tmp_path: Path) -> Non
         answer.begin()
         assert answer.status == 503 and answer.getheader("connection") == "close"
         answer.close()  # (its reader holds the socket open: left, it was a ResourceWarning later)
+
+
+class _Flood:
+    """Threads that keep the bodies being read full of fresh ones: each opens a connection and
+    sends a quarter of the budget of a body it declares whole, and starts again on a new
+    connection when refused or after `life` seconds, before its body is old enough to give
+    way."""
+
+    def __init__(self, port: int, threads: int, *, sent: int, life: float = 0.9) -> None:
+        self.port, self.sent, self.life = port, sent, life
+        self.stop = threading.Event()
+        self.refusals: list[tuple[int, str]] = []
+        self.bodies = 0
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+
+    def __enter__(self) -> _Flood:
+        for thread in self._threads:
+            thread.start()
+        time.sleep(0.5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.bodies += 1
+            try:
+                conn = _body_begun(self.port, 1_048_576, sent=self.sent)
+            except OSError:
+                continue  # refused and closed while sending: its answer may be lost
+            with conn:
+                if select.select([conn], [], [], self.life)[0]:
+                    self._refused(conn)
+
+    def _refused(self, conn: socket.socket) -> None:
+        answer = HTTPResponse(conn)
+        try:
+            answer.begin()
+            self.refusals.append((answer.status, answer.read().decode()))
+        except (OSError, ValueError):
+            pass  # closed before its answer came whole
+        finally:
+            answer.close()
+
+
+def test_a_flood_of_fresh_bodies_refuses_the_flood_not_a_small_request(tmp_path: Path) -> None:
+    # Connections that each keep sending a large body, a new one as each is refused, kept the
+    # bodies being read full of fresh ones (none stalled long enough to give way): every other
+    # client's request was refused 503 "retry shortly" for as long as the flood went on.
+    port = free_port()
+    env = {"OCTOBRAIN_MCP_MAX_IN_FLIGHT": "1"}  # bodies read at once: 1 MiB
+    with (
+        http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path, **env),
+        _Flood(port, 12, sent=262_144) as flood,
+    ):
+        for _ in range(3):
+            _served(f"http://127.0.0.1:{port}/mcp")
+    assert flood.refusals, f"{flood.bodies} bodies sent, none refused"
+    for status, said in flood.refusals:
+        assert status == 503, (status, said)
+        assert "retry shortly" in json.loads(said)["error"]["message"]
+
+
+def test_a_flood_of_refused_requests_is_not_logged_line_by_line(tmp_path: Path) -> None:
+    # Each refused request wrote a warning line, with nothing bounding them: 2,000 refused in
+    # a few seconds filled the 64 kB pipe its launcher read stderr from, and the server,
+    # blocked writing the next line, answered nobody.
+    port = free_port()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {2**30}\r\n\r\n"
+    ).encode()
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path) as server:
+        for _ in range(2_000):
+            with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+                conn.sendall(head)
+                answer = HTTPResponse(conn)
+                answer.begin()
+                assert answer.status == 413
+                answer.close()
+        _served(f"http://127.0.0.1:{port}/mcp")
+        server.terminate()
+        _, stderr = server.communicate(timeout=30)
+    said = stderr.decode().splitlines()
+    refused = [line for line in said if "refused POST /mcp" in line]
+    assert 0 < len(refused) <= 20 * 2, len(refused)  # at most 20 in 10 s
+    assert any("over 20 requests refused in 10 s: more are counted, not logged" in x for x in said)

@@ -123,6 +123,7 @@ class Guard:
         self._session_in_flight: dict[str, int] = {}
         self._session_ids: dict[str, set[object]] = {}  # request ids being answered
         self._last_request: dict[str, float] = {}  # session id → when its last POST ended
+        self._refusals = _RefusalLog()
 
     def _origin_ok(self, origin: str) -> bool:
         value = origin.rstrip("/").lower()
@@ -167,11 +168,11 @@ class Guard:
         ):
             response = self._too_large()
         if response is None and scope.get("method") in ("POST", "PUT", "PATCH"):
-            body, read = await self.bodies.read(receive)
+            body, read, why = await self.bodies.read(receive)
             if read is Read.TOO_LARGE:
                 response = self._too_large()
             elif read is Read.BUSY:
-                busy = wire.error(wire.INTERNAL_ERROR, self.bodies.busy_message())
+                busy = wire.error(wire.INTERNAL_ERROR, self.bodies.busy_message(why))
                 # Closed after the answer: the unread body's buffers are let go with it.
                 closing = {"Retry-After": "1", "Connection": "close"}
                 response = JSONResponse(busy, 503, headers=closing)
@@ -195,7 +196,7 @@ class Guard:
         if response is None and _opens_a_session(scope, headers):
             response = self._room_for_a_session()
         if response is not None:
-            log.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), response.body)
+            self._refusals.log(scope.get("method"), scope.get("path"), response.body)
             await response(scope, receive, send)
             return
         if not post:
@@ -305,6 +306,40 @@ class Guard:
     def _too_large(self) -> Response:
         message = f"request body over {self.max_body} bytes; nothing was read"
         return JSONResponse(wire.error(wire.INVALID_REQUEST, message), 413)
+
+
+class _RefusalLog:
+    """The warning each refused request gets, at most `LINES` in `SECONDS`; past that one line
+    says so, the rest are counted, and the count is said with the next line logged. A flood of refused requests wrote a line
+    each, ~250 bytes, with nothing bounding it: to a log file, all the disk it was given; to a
+    pipe its reader did not drain, 64 kB, after which the server, writing, answered nobody."""
+
+    LINES = 20
+    SECONDS = 10.0
+
+    def __init__(self) -> None:
+        self._window = -self.SECONDS
+        self._lines = 0
+        self._unsaid = 0
+
+    def log(self, method: object, path: object, body: object) -> None:
+        now = time.monotonic()
+        if now - self._window >= self.SECONDS:
+            self._window, self._lines = now, 0
+        if self._lines >= self.LINES:
+            if not self._unsaid:
+                log.warning(
+                    "over %d requests refused in %g s: more are counted, not logged",
+                    self.LINES,
+                    self.SECONDS,
+                )
+            self._unsaid += 1
+            return
+        self._lines += 1
+        if self._unsaid:
+            log.warning("%d more requests were refused, not logged", self._unsaid)
+            self._unsaid = 0
+        log.warning("refused %s %s: %s", method, path, body)
 
 
 def _is_request(message: Any) -> bool:
