@@ -193,9 +193,9 @@ def test_odd_paths_and_control_characters_do_not_cost_the_digest(env: Path, tmp_
 def test_a_line_over_the_cap_is_skipped_unread_and_the_rest_digested(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from octobrain.memory import hooks
+    from octobrain.memory import transcript_file
 
-    monkeypatch.setattr(hooks, "LINE_BYTES", 1000)
+    monkeypatch.setattr(transcript_file, "LINE_BYTES", 1000)
     path = tmp_path / "t.jsonl"
     big = json.dumps(_said("We decided to skip this one. " + "x" * 5000))
     kept = json.dumps(_said("We decided to keep this one."))
@@ -258,7 +258,7 @@ def test_two_hooks_of_one_session_at_once_store_one_digest(
     # none, and stored one: two digests, of which later hooks refreshed only the first.
     import threading
 
-    from octobrain.memory import hooks
+    from octobrain.memory import hooks, transcript_file
 
     path = transcript(tmp_path / "session.jsonl", env)
     both_looked = threading.Barrier(2)
@@ -274,9 +274,9 @@ def test_two_hooks_of_one_session_at_once_store_one_digest(
 
     def hook(event: str, more: list[str]) -> None:  # the later hook has seen more
         given = hooks.HookInput(event, SESSION, str(path), str(env), {})
-        digest = digest_transcript(read_transcript(path), str(env))
-        digest.decisions += more
-        hooks.store_digest(brain_for(env, SESSION), given, digest)
+        part = transcript_file.transcript_part(path, str(env))
+        part.digest.decisions += more
+        hooks.store_digest(brain_for(env, SESSION), given, part)
 
     threads = [
         threading.Thread(target=hook, args=("PreCompact", [])),
@@ -611,7 +611,7 @@ def test_the_service_reads_a_transcript_before_it_waits_for_its_turn(
 
     from octobrain.cli.service_client import Settings
     from octobrain.cli.service_daemon import Service
-    from octobrain.memory import hooks
+    from octobrain.memory import transcript_file
 
     path = transcript(tmp_path / "session.jsonl", env)
     settings = Settings(True, 60.0, 5.0, "k", str(tmp_path), str(tmp_path / "none.toml"))
@@ -632,14 +632,14 @@ def test_the_service_reads_a_transcript_before_it_waits_for_its_turn(
     def unread(*_: object) -> None:
         raise AssertionError("read again")
 
-    monkeypatch.setattr(hooks, "read_transcript", unread)
+    monkeypatch.setattr(transcript_file, "_read_part", unread)
     monkeypatch.chdir(tmp_path)  # as the service runs the command: in the caller's cwd
-    read_first = hooks.transcript_digest(path.relative_to(tmp_path), str(env))
-    assert read_first == digest_transcript(hooks._entries(path.open("rb"), path), str(env))
+    read_first = transcript_file.transcript_part(path.relative_to(tmp_path), str(env)).digest
+    assert read_first == digest_transcript(read_transcript(path), str(env))
     assert read_first.decisions and read_first.files
     path.write_text(path.read_text() + "\n")  # a changed file is read afresh
     with pytest.raises(AssertionError, match="read again"):
-        hooks.transcript_digest(path, str(env))
+        transcript_file.transcript_part(path, str(env))
 
 
 def test_a_credential_in_the_transcript_costs_its_sentence_not_the_digest(

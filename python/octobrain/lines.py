@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import IO
 
-__all__ = ["iter_lines", "place", "split_lines", "stream_lines"]
+__all__ = ["iter_lines", "place", "placed_lines", "split_lines", "stream_lines"]
 
 _END = re.compile(r"\r\n?|\n")
 _BLOCK = 1 << 16
@@ -48,11 +48,23 @@ def stream_lines(
     before its end are more than `limit` is None, given as soon as it is over: what is left of
     it is read past, never held. With `most`, no line starting past the first `most` bytes is
     read (the one running on at that point is read to its end)."""
+    for _, line in placed_lines(handle, limit, most, block_bytes=block_bytes):
+        yield line
+
+
+def placed_lines(
+    handle: IO[bytes], limit: int, most: int | None = None, *, block_bytes: int = _BLOCK
+) -> Iterator[tuple[int, bytes | None]]:
+    """`stream_lines`, each line with how many bytes of `handle` lie before its end (its end
+    included): where a reader that stops after it reads on from. A line over `limit` (None)
+    is given as soon as it is over, before its end is read: with -1, as where it ends is not
+    known yet."""
     parts: list[bytes] = []  # the line read so far
     held = 0
     over = False  # the line being read was given as None: its rest is passed over
     carry = b""  # a CR that ended the block before: alone, or the first half of "\r\n"
     read = 0
+    at = 0  # the bytes before the next piece
     while True:
         finishing = most is not None and read >= most
         if finishing and not held and not carry:
@@ -68,23 +80,24 @@ def stream_lines(
             block, carry = block[:-1], b"\r"
         # `bytes.splitlines` cuts at exactly these three ends; the last piece may run on.
         for piece in block.splitlines(keepends=True):
+            at += len(piece)
             if not piece.endswith((b"\n", b"\r")):
                 if over:
                     continue
                 if held + len(piece) > limit:
                     parts, held, over = [], 0, True
-                    yield None
+                    yield -1, None
                 else:
                     parts.append(piece)
                     held += len(piece)
                 continue
             if not over:
                 if held + len(piece) - (2 if piece.endswith(b"\r\n") else 1) > limit:
-                    yield None
+                    yield -1, None
                 else:
-                    yield b"".join((*parts, piece)) if parts else piece
+                    yield at, b"".join((*parts, piece)) if parts else piece
             parts, held, over = [], 0, False
             if finishing:
                 return
     if (held or carry) and not over:
-        yield b"".join(parts) + carry
+        yield at + len(carry), b"".join(parts) + carry

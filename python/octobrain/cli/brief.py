@@ -105,21 +105,66 @@ def hook_session_start(scope: str | None, max_tokens: int | None) -> None:
 
 
 def _digest(scope: str | None, event: str) -> None:
-    from octobrain.memory.hooks import store_digest, transcript_digest
+    from octobrain.memory.hooks import store_digest
+    from octobrain.memory.temporal import session_tag
+    from octobrain.memory.transcript_file import start_of, transcript_part
 
     try:
         data = _read_hook()
         if not data.transcript_path:
             raise InvalidInput("stdin.transcript_path", "is missing; nothing to digest")
         cwd = Path(data.cwd) if data.cwd else Path.cwd()
-        digest = transcript_digest(data.transcript_path, data.cwd)
         brain = _brain(_scope(scope, False, cwd), cwd, data.session_id)
-        memory = store_digest(brain, data, digest)
+        tag = session_tag(data.session_id)
+        start = start_of(tag, data.transcript_path, brain.uri, brain.scope)
+        part = transcript_part(data.transcript_path, data.cwd, start)
+        memory = store_digest(brain, data, part)
     except Exception as exc:
         _fail_open(event, exc)
         return
     if memory is not None:
         click.echo(f"octobrain: session digest stored as {memory.id}", err=True)
+    if not part.done:
+        # One hook reads a bounded part, to end inside Claude Code's timeout; the rest is read
+        # by a process of its own, part by part, each recorded as it is stored.
+        left = f"{part.end / 2**20:,.0f} of its {part.size / 2**20:,.0f} MiB read"
+        try:
+            # (only on from a point recorded further than this one began: never round again)
+            on = start_of(tag, data.transcript_path, brain.uri, brain.scope) > part.start
+            pid = _read_on(data, scope, event) if on else None
+        except OSError as exc:
+            pid, left = None, f"{left}; {exc.strerror or exc}"
+        more = f"the rest is read by process {pid}" if pid else "the session's next hook reads on"
+        click.echo(f"octobrain {event}: the transcript is long ({left}); {more}", err=True)
+
+
+def _read_on(data: HookInput, scope: str | None, event: str) -> int:
+    """Start `octobrain hook <event>` again, on its own (not stopped with the hook that started
+    it), with the same hook JSON: it reads on from where this one stopped. Its stderr goes to
+    `<data dir>/hooks/read-on.log`."""
+    import json
+    import os
+    import subprocess
+    import tempfile
+
+    from octobrain.config.loader import data_dir
+
+    given = {**data.raw, "transcript_path": os.path.abspath(data.transcript_path)}
+    argv = [sys.executable, "-m", "octobrain", "hook", event]
+    argv += ["--scope", scope] if scope else []
+    log_dir = data_dir() / "hooks"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile() as stdin, open(log_dir / "read-on.log", "ab") as log:
+        stdin.write(json.dumps(given).encode("utf-8"))
+        stdin.seek(0)
+        process = subprocess.Popen(
+            argv,
+            stdin=stdin,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+        )
+    return process.pid
 
 
 @hook.command("pre-compact")

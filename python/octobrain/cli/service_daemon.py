@@ -294,15 +294,18 @@ class Service:
     @staticmethod
     def _prefetch(request: dict[str, Any]) -> None:
         """Read a digest hook's transcript before waiting for the run lock: reading is the
-        slow part (30 s for 200 MB) and touches no store, so it must not hold up the commands
-        and MCP calls queued behind it. The command finds the digest already read
-        (`hooks.transcript_digest`); a client that tires of waiting runs it itself."""
+        slow part (up to 3 s for the `READ_BYTES` one hook reads) and touches no store, so it
+        must not hold up the commands and MCP calls queued behind it. The command finds the
+        part already read (`transcript_file.transcript_part`, from where the session's last
+        hook stopped); a client that tires of waiting runs it itself."""
         argv = request.get("argv")
         if not isinstance(argv, list) or argv[:1] != ["hook"]:
             return
         if not set(argv[1:]) & {"pre-compact", "session-end"}:
             return
-        from octobrain.memory.hooks import parse_hook_input, transcript_digest
+        from octobrain.memory.hooks import parse_hook_input
+        from octobrain.memory.temporal import session_tag
+        from octobrain.memory.transcript_file import start_of, transcript_part
 
         try:
             stdin = base64.b64decode(request["stdin"]) if request.get("stdin") else b""
@@ -311,7 +314,8 @@ class Service:
             )
             if data.transcript_path:
                 where = os.path.join(str(request["cwd"]), data.transcript_path)
-                transcript_digest(where, data.cwd)
+                start = start_of(session_tag(data.session_id), where, None, None)
+                transcript_part(where, data.cwd, start)
         except Exception:  # the command itself reports what is wrong, as it would in-process
             log.debug("transcript prefetch failed", exc_info=True)
 

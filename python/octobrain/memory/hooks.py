@@ -4,38 +4,37 @@
   "SessionStart", "additionalContext": ...}}` — what Claude Code adds to the model's context.
 - PreCompact / SessionEnd: the hook input names the session's JSONL transcript; an extractive
   digest of it (decisions stated, errors fixed, files edited) is stored as one low-importance
-  `agent_inferred` memory per session (refreshed, not duplicated, when both hooks fire).
+  `agent_inferred` memory per session: each hook reads on from where the session's last one
+  stopped, a bounded part (`transcript_file`), and adds what it finds to the points held.
 - `hook install`: merges the three hook entries into a Claude Code settings file.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
 import shlex
 import shutil
 import sys
-import threading
-from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput
-from octobrain.files import TooLarge, named_by, open_regular, read_regular
+from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, read_json
-from octobrain.lines import stream_lines
 from octobrain.memory.gist import DIGEST_TAG
 from octobrain.memory.summary import split_sentences
+from octobrain.memory.transcript_file import read_transcript
 from octobrain.models import FILE_BYTES, MAX_FILES, Memory
 from octobrain.safe_text import check_one_line, json_printable, printable
 from octobrain.secrets import find_secrets
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
+    from octobrain.memory.transcript_file import Part
 
 __all__ = [
     "Digest",
@@ -43,9 +42,9 @@ __all__ = [
     "digest_transcript",
     "install_hooks",
     "parse_hook_input",
+    "read_transcript",
     "session_start_output",
     "store_digest",
-    "transcript_digest",
 ]
 
 DIGEST_IMPORTANCE = 0.3
@@ -132,12 +131,38 @@ class Digest:
     def __bool__(self) -> bool:
         return bool(self.decisions or self.fixes or self.files)
 
-    @property
-    def full(self) -> bool:
-        """Nothing more would be added."""
-        return min(len(self.decisions), len(self.fixes)) >= MAX_POINTS and (
-            len(self.files) >= MAX_FILES
+    def full_for(self, room: int = 1) -> bool:
+        """Nothing more would be added to a digest keeping `room` times the usual points."""
+        return min(len(self.decisions), len(self.fixes)) >= MAX_POINTS * room and (
+            len(self.files) >= MAX_FILES * room
         )
+
+    def merged(self, other: Digest) -> Digest:
+        """These points, then `other`'s that are new, as far as a digest keeps them: what a
+        later hook read is added to what an earlier one stored, never put in its place."""
+        out = Digest(list(self.decisions), list(self.fixes), list(self.files))
+        seen = {p.lower() for p in out.decisions + out.fixes}
+        for mine, theirs in ((out.decisions, other.decisions), (out.fixes, other.fixes)):
+            for point in theirs:
+                if point.lower() not in seen and len(mine) < MAX_POINTS:
+                    mine.append(point)
+                    seen.add(point.lower())
+        out.files += [f for f in other.files if f not in out.files][: MAX_FILES - len(out.files)]
+        return out
+
+    @classmethod
+    def of(cls, memory: Memory) -> Digest:
+        """The points a stored digest holds: its bulleted decisions and fixes, its files."""
+        out = cls(files=list(memory.related_files))
+        section: list[str] | None = None
+        for line in memory.content.splitlines():
+            if line in ("Decisions:", "Errors fixed:"):
+                section = out.decisions if line == "Decisions:" else out.fixes
+            elif section is not None and line.startswith("- "):
+                section.append(line[2:])
+            else:
+                section = None
+        return out
 
     def text(self) -> str:
         """The digest as the memory's content."""
@@ -148,44 +173,6 @@ class Digest:
         if self.files:
             parts.append("Files touched: " + ", ".join(self.files))
         return "\n\n".join(parts)
-
-
-TRANSCRIPT_BYTES = 512 << 20  # the most of one transcript a digest reads: its start
-LINE_BYTES = 16 << 20  # a longer line (one entry) is skipped unread
-
-
-def read_transcript(path: str | Path) -> Iterator[dict[str, Any]]:
-    """The entries of a JSONL transcript, one at a time: the file is opened now and read as
-    the entries are taken, holding at most one line. Lines over `LINE_BYTES` and lines JSON
-    cannot read are skipped; reading stops after `TRANSCRIPT_BYTES`. A path that is missing,
-    unreadable or not a regular file (a FIFO would hold the hook until a writer came,
-    `/dev/zero` never ends), or a file without one JSON line, is
-    `InvalidInput("transcript_path")`."""
-    where = Path(path)
-    with named_by("transcript_path", where, "is a directory, not a transcript"):
-        handle, _ = open_regular(where)
-    return _entries(handle, where)
-
-
-def _entries(handle: BinaryIO, where: Path) -> Iterator[dict[str, Any]]:
-    lines = entries = 0
-    with handle:
-        try:
-            for line in stream_lines(handle, LINE_BYTES, TRANSCRIPT_BYTES):
-                if line is None or not line.strip():
-                    continue
-                lines += 1
-                try:
-                    entry = read_json(line.decode("utf-8", errors="replace"))
-                except UnreadableJSON:  # one unreadable line: skipped
-                    continue
-                if isinstance(entry, dict):
-                    entries += 1
-                    yield entry
-        except OSError as exc:
-            raise InvalidInput("transcript_path", f"cannot read {where}: {exc.strerror}") from None
-    if lines and not entries:
-        raise InvalidInput("transcript_path", f"{where} has no JSON lines; not a transcript")
 
 
 def _blocks(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -240,12 +227,14 @@ def _short(sentence: str) -> str:
     return sentence if len(sentence) <= POINT_CHARS else sentence[: POINT_CHARS - 1] + "…"
 
 
-def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "") -> Digest:
+def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "", *, room: int = 1) -> Digest:
     """Decisions and fixes the conversation states (sentences matching the vocabulary, first
     occurrences, at most 5 each) and the files edit tools changed (relative to `cwd`; a path
-    that could not be stored as a related file is left out). Reading stops once all three
+    that could not be stored as a related file is left out); `room` times as many for a part
+    of a transcript, to be merged with the points already held. Reading stops once all three
     are full. Control characters are dropped: the digest is printed back in briefings. A
     sentence or path holding a credential is left out: `memorize` would refuse the digest."""
+    points, files = MAX_POINTS * room, MAX_FILES * room
     digest = Digest()
     seen: set[str] = set()
     root = cwd.rstrip("/") + "/" if cwd else ""
@@ -253,7 +242,7 @@ def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "") -> Diges
         if not said_in(entry):
             continue
         for sentence in (s for text in said_texts(entry) for s in split_sentences(printable(text))):
-            key = sentence.lower()
+            key = _short(sentence).lower()  # as a stored point is compared
             if key in seen or len(sentence) < 12 or sentence.startswith("<"):
                 continue
             fix = _FIX.search(sentence) is not None
@@ -262,10 +251,10 @@ def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "") -> Diges
             # the whole digest (`memorize` refused it), and nobody chose to keep this one.
             if not (fix or decision) or find_secrets(sentence) or _CREDENTIAL.search(sentence):
                 continue
-            if fix and len(digest.fixes) < MAX_POINTS:
+            if fix and len(digest.fixes) < points:
                 digest.fixes.append(_short(sentence))
                 seen.add(key)
-            elif decision and len(digest.decisions) < MAX_POINTS:
+            elif decision and len(digest.decisions) < points:
                 digest.decisions.append(_short(sentence))
                 seen.add(key)
         for block in _blocks(entry):
@@ -275,48 +264,11 @@ def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "") -> Diges
                 path = args.get("file_path") or args.get("notebook_path")
                 if isinstance(path, str) and path:
                     rel = (path[len(root) :] if root and path.startswith(root) else path).strip()
-                    fits = (
-                        len(digest.files) < MAX_FILES and _storable(rel) and not find_secrets(rel)
-                    )
+                    fits = len(digest.files) < files and _storable(rel) and not find_secrets(rel)
                     if rel and rel not in digest.files and fits:
                         digest.files.append(rel)
-        if digest.full:
+        if digest.full_for(room):
             break
-    return digest
-
-
-_READ: OrderedDict[tuple[object, ...], Digest] = OrderedDict()  # the last few digests read
-_READ_LOCK = threading.Lock()
-_READ_KEPT = 4
-
-
-def transcript_digest(path: str | Path, cwd: str = "") -> Digest:
-    """`digest_transcript(read_transcript(path), cwd)`, remembered for the file as it is now
-    (device, inode, size, modification time): the resident service reads a hook's transcript
-    before it waits for its turn to run commands (`service_daemon.Service._prefetch`), so a
-    200 MB transcript no longer holds every other caller for the 30 s it takes to read."""
-    try:
-        st = os.stat(path)
-        key: tuple[object, ...] | None = (
-            os.path.abspath(path),
-            cwd,
-            st.st_dev,
-            st.st_ino,
-            st.st_size,
-            st.st_mtime_ns,
-        )
-    except (OSError, ValueError):
-        key = None  # read_transcript names what is wrong with the path
-    if key is not None:
-        with _READ_LOCK:
-            if key in _READ:
-                return copy.deepcopy(_READ[key])
-    digest = digest_transcript(read_transcript(path), cwd)
-    if key is not None:
-        with _READ_LOCK:
-            _READ[key] = copy.deepcopy(digest)
-            while len(_READ) > _READ_KEPT:
-                _READ.popitem(last=False)
     return digest
 
 
@@ -330,41 +282,70 @@ def _storable(path: str) -> bool:
     return path == printable(path) and len(path.encode("utf-8")) <= FILE_BYTES
 
 
-def store_digest(brain: Brain, hook: HookInput, digest: Digest) -> Memory | None:
-    """Store (or refresh) the session's digest memory; None when the transcript showed nothing."""
-    if not digest:
-        return None
+def store_digest(brain: Brain, hook: HookInput, part: Part) -> Memory | None:
+    """Add what `part` of the session's transcript shows to the session's digest memory
+    (stored the first time; points it holds are kept, even when the transcript no longer
+    shows them), then record how far the transcript was read. The digest, or None when the
+    session has none."""
     from octobrain.memory.temporal import session_tag
 
-    brain.embedder.prepare()  # it is stored or updated either way: loads while the store opens
-
-    content = digest.text()[:9_000]
-    sid = hook.session_id or "unknown"
+    if part.digest:
+        brain.embedder.prepare()  # it may be stored or updated: loads while the store opens
     tag = session_tag(hook.session_id)
     # Looked up and written under the write lock: a PreCompact and a SessionEnd of one session
     # fired together each found no digest and stored one, and later hooks refreshed only one.
     with brain.store.write_lock():
         existing = _existing_digest(brain, tag) if tag else None
-        if existing is not None:
-            return brain.update(
-                existing.id,
-                content=content,
-                add_files=[f for f in digest.files if f not in existing.related_files][
-                    : MAX_FILES - len(existing.related_files)
-                ],
-            )
-        from octobrain.times import utcnow
+        held = Digest.of(existing) if existing is not None else Digest()
+        digest = held.merged(part.digest)
+        memory = existing
+        if digest and digest != held:
+            memory = _write(brain, hook, existing, digest)
+        if tag and part.check:  # after the digest: a kill between reads the part again
+            _record(brain, tag, hook.transcript_path, part)
+    return memory
 
-        memory, _ = brain.memorize(
-            f"Session digest {utcnow():%Y-%m-%d} ({''.join(filter(str.isalnum, sid))[:8]})",
-            content if len(content) >= 10 else content + " (digest)",
-            memory_type="workflow",
-            importance=DIGEST_IMPORTANCE,
-            tags=[DIGEST_TAG],
-            related_files=digest.files,
-            source="agent_inferred",
+
+def _write(brain: Brain, hook: HookInput, existing: Memory | None, digest: Digest) -> Memory:
+    content = digest.text()[:9_000]
+    if existing is not None:
+        return brain.update(
+            existing.id,
+            content=content,
+            add_files=[f for f in digest.files if f not in existing.related_files][
+                : MAX_FILES - len(existing.related_files)
+            ],
         )
-        return memory
+    from octobrain.times import utcnow
+
+    sid = hook.session_id or "unknown"
+    memory, _ = brain.memorize(
+        f"Session digest {utcnow():%Y-%m-%d} ({''.join(filter(str.isalnum, sid))[:8]})",
+        content if len(content) >= 10 else content + " (digest)",
+        memory_type="workflow",
+        importance=DIGEST_IMPORTANCE,
+        tags=[DIGEST_TAG],
+        related_files=digest.files,
+        source="agent_inferred",
+    )
+    return memory
+
+
+def _record(brain: Brain, tag: str, path: str, part: Part) -> None:
+    """Where the session's next hook reads on: the end of `part`, unless a hook that ran
+    meanwhile read this transcript further."""
+    from octobrain.memory.transcript_file import Progress
+
+    now = Progress.load(tag)
+    mine = (brain.uri, brain.scope)
+    if (
+        now is not None
+        and (now.uri, now.scope) == mine
+        and now.offset > part.end
+        and now.holds(path)
+    ):
+        return
+    Progress(brain.uri, brain.scope, part.end, part.check).save(tag)
 
 
 def _existing_digest(brain: Brain, tag: str) -> Memory | None:
