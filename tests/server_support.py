@@ -143,16 +143,25 @@ def free_port() -> int:
 
 @contextmanager
 def http_server(
-    data_dir: Path, bind: str, cwd: Path, **env: str
+    data_dir: Path, bind: str, cwd: Path, *, open_files: int | None = None, **env: str
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`octobrain mcp --bind` in a subprocess, up and accepting connections."""
+    """`octobrain mcp --bind` in a subprocess, up and accepting connections (`open_files`:
+    the descriptors it may open, its soft `RLIMIT_NOFILE`)."""
     port = int(bind.rsplit(":", 1)[1])
+
+    def limited() -> None:
+        import resource
+
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, hard))
+
     proc = subprocess.Popen(
         octobrain_cmd("mcp", "--bind", bind),
         env=server_env(data_dir, **env),
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=None if open_files is None else limited,
     )
     try:
         deadline = time.monotonic() + 30

@@ -24,7 +24,6 @@ No CORS headers are sent at all, so browsers keep their same-origin protection.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hmac
 import ipaddress
@@ -310,9 +309,10 @@ class Guard:
 
 class _RefusalLog:
     """The warning each refused request gets, at most `LINES` in `SECONDS`; past that one line
-    says so, the rest are counted, and the count is said with the next line logged. A flood of refused requests wrote a line
-    each, ~250 bytes, with nothing bounding it: to a log file, all the disk it was given; to a
-    pipe its reader did not drain, 64 kB, after which the server, writing, answered nobody."""
+    says so, the rest are counted, and the count is said with the next line logged. A flood
+    of refused requests wrote a line each, ~250 bytes, with nothing bounding it: to a log
+    file, all the disk it was given; to a pipe its reader did not drain, 64 kB, after which
+    the server, writing, answered nobody."""
 
     LINES = 20
     SECONDS = 10.0
@@ -456,6 +456,8 @@ def serve_http(
     """Serve on `listener` (`listen`) until interrupted (uvicorn; its logs go to stderr)."""
     import uvicorn
 
+    from octobrain.server.connections import BACKLOG, deadline_protocol
+
     app = http_app(
         server,
         host=host,
@@ -474,62 +476,10 @@ def serve_http(
         log_level="warning",
         lifespan="on",
         http=deadline_protocol(request_seconds),
+        backlog=BACKLOG,
     )
     serving = uvicorn.Server(config)
     with contextlib.suppress(KeyboardInterrupt):
         serving.run(sockets=[listener])
     if not serving.started:  # as `uvicorn.run` ends a server that never started
         raise SystemExit(3)
-
-
-def deadline_protocol(seconds: float) -> type[Any]:
-    """uvicorn's h11 protocol with a deadline on each request's arrival.
-
-    uvicorn waits for a request's headers and body for as long as the client likes, and the
-    token is checked only once the headers are complete: a client that opens connections and
-    never finishes a request would hold them, and their file descriptors, for good. Here the
-    headers and the whole body must arrive within `seconds` of the connection opening (or of
-    the previous answer, on a kept-alive connection); past that the connection is closed. The
-    answer itself (a long tool call, an event stream) has no deadline.
-    """
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class DeadlineProtocol(H11Protocol):
-        _deadline: asyncio.TimerHandle | None = None
-        _armed_cycle: object = None  # the request cycle there was when the deadline was set
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing():
-                self._arm()  # the next request on this connection gets its own deadline
-
-        def handle_events(self) -> None:
-            super().handle_events()
-            cycle = self.cycle
-            if cycle is not None and cycle is not self._armed_cycle and not cycle.more_body:
-                self._disarm()  # this request arrived whole: its answer may take its time
-
-        def _arm(self) -> None:
-            self._disarm()
-            self._armed_cycle = self.cycle
-            self._deadline = self.loop.call_later(seconds, self._expire)
-
-        def _disarm(self) -> None:
-            if self._deadline is not None:
-                self._deadline.cancel()
-                self._deadline = None
-
-        def _expire(self) -> None:
-            self._deadline = None
-            if not self.transport.is_closing():
-                self.transport.close()
-
-    return DeadlineProtocol

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from octobrain.memory.turn_fields import SESSION_CHARS, SPEAKER_CHARS
 from octobrain.memory.query import MAX_TYPE_FILTERS
+from octobrain.memory.turn_fields import SESSION_CHARS, SPEAKER_CHARS
 from octobrain.models import (
     CONTENT_BYTES,
     FILE_BYTES,

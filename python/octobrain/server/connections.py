@@ -1,0 +1,134 @@
+"""The HTTP server's connections: how long a request may take to arrive, and how many
+connections may be open at once.
+
+uvicorn waits for a request's headers and body for as long as the client likes, and the token
+is checked only once the headers are complete, so a client that opens connections and never
+finishes a request would hold them, and their file descriptors, for good. So each request must
+arrive within `mcp.request_seconds` (`deadline_protocol`). Within those seconds a client can
+still open connections faster than they expire: 19,000 half-sent requests from one local
+process took the server to 19,016 of its 20,000 descriptors, after which no client could
+connect and the store could not open its files. So connections are also capped below the
+descriptors the process may open (`connection_cap`), and a connection past the cap makes room
+by closing the one that has waited longest for its request (an idle kept-alive connection
+included), as the body budget drops the largest body (`bodies`): a flood of connections that
+send nothing cannot keep out a client that sends its request at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# Descriptors kept for everything else the server opens (the store's files, the model, the
+# log): a quarter of what it may open, and at least this many.
+RESERVED_FILES = 256
+# The listen queue, and so the most connections asyncio accepts in one go before any of them
+# is counted (uvicorn's default, 2,048, took a server allowed 512 descriptors past them): kept
+# free beside the reserve.
+BACKLOG = 128
+
+
+def connection_cap() -> int:
+    """How many connections may be open at once: the descriptors this process may open
+    (`RLIMIT_NOFILE`, soft), less what is kept for the rest (`RESERVED_FILES`) and for the
+    connections accepted in one go (`BACKLOG`)."""
+    try:
+        import resource
+    except ImportError:  # (no such limit to read: a platform without the module)
+        return 4096
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft > 1 << 20:
+        soft = 1 << 20
+    return max(16, soft - max(RESERVED_FILES, soft // 4) - BACKLOG)
+
+
+def deadline_protocol(seconds: float, cap: int | None = None) -> type[Any]:
+    """uvicorn's h11 protocol with a deadline on each request's arrival, and at most `cap`
+    connections (`connection_cap()` when None).
+
+    The headers and the whole body must arrive within `seconds` of the connection opening (or
+    of the previous answer, on a kept-alive connection); past that the connection is closed.
+    The answer itself (a long tool call, an event stream) has no deadline. A connection that
+    takes the count past `cap` closes the one waiting longest for its request, or itself when
+    every other is being answered.
+    """
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    most = connection_cap() if cap is None else cap
+    # The connections waiting for a request, the one waiting longest first (dicts keep their
+    # insertion order: `_arm` puts a connection last).
+    waiting: dict[Any, None] = {}
+    closed = _Closed()
+
+    class DeadlineProtocol(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+        _armed_cycle: object = None  # the request cycle there was when the deadline was set
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+            if len(self.connections) > most:
+                oldest = next((c for c in waiting if c is not self), self)
+                oldest._close()
+                closed.count(most)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()  # the next request on this connection gets its own deadline
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            cycle = self.cycle
+            if cycle is not None and cycle is not self._armed_cycle and not cycle.more_body:
+                self._disarm()  # this request arrived whole: its answer may take its time
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._armed_cycle = self.cycle
+            self._deadline = self.loop.call_later(seconds, self._close)
+            waiting[self] = None
+
+        def _disarm(self) -> None:
+            waiting.pop(self, None)
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _close(self) -> None:
+            self._disarm()
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return DeadlineProtocol
+
+
+class _Closed:
+    """The warning that connections were closed to make room: once, then once a minute at
+    most, with how many since (a flood of connections is not logged line by line)."""
+
+    SECONDS = 60.0
+
+    def __init__(self) -> None:
+        self._said_at: float | None = None
+        self._since = 0
+
+    def count(self, cap: int) -> None:
+        now = asyncio.get_running_loop().time()
+        self._since += 1
+        if self._said_at is None or now - self._said_at >= self.SECONDS:
+            log.warning(
+                "%d connection(s) waiting for their request closed to make room: at most %d "
+                "are open at once (of the descriptors the server may open, a quarter is kept "
+                "for its store and model)",
+                self._since,
+                cap,
+            )
+            self._said_at, self._since = now, 0
