@@ -7,13 +7,16 @@ by `cli/memory.py`."""
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import glob
+import io
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TextIO
 
 import click
 
@@ -33,7 +36,9 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
     from octobrain.memory.export import export_jsonl
 
     if output == "-":
-        _warn(export_jsonl(command_brain(ctx), sys.stdout, embeddings=embeddings).warning())
+        brain = command_brain(ctx)
+        with _utf8_stdout() as out:
+            _warn(export_jsonl(brain, out, embeddings=embeddings).warning())
         return
     if not output.strip():  # ("output:  is a directory", of the cwd it resolved to)
         raise InvalidInput("output", "must name a file to write, or - for stdout")
@@ -75,6 +80,24 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
             partial.unlink(missing_ok=True)
     click.echo(f"exported {plural(done.count, 'memory', 'memories')} to {output}", err=True)
     _warn(done.warning())
+
+
+@contextlib.contextmanager
+def _utf8_stdout() -> Iterator[TextIO]:
+    """Standard output as the export's text is written to it: UTF-8, what `memory import`
+    reads, whatever the locale's encoding (a Latin-1 one wrote `é` as a byte import refused,
+    and failed at the first character it lacked)."""
+    stdout = sys.stdout
+    if codecs.lookup(stdout.encoding or "utf-8").name == "utf-8":
+        yield stdout
+        return
+    stdout.flush()
+    out = io.TextIOWrapper(stdout.buffer, encoding="utf-8", write_through=True)
+    try:
+        yield out
+    finally:
+        out.flush()
+        out.detach()  # (stdout's buffer stays open)
 
 
 def _warn(line: str) -> None:

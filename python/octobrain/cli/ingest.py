@@ -7,11 +7,12 @@ import json
 import click
 
 from octobrain.cli.common import FORMAT_OPTION, progress_bar
+from octobrain.errors import InvalidInput
 from octobrain.memory.conversation import FORMATS
 
 
 @click.command("ingest")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
     "--format-in",
     type=click.Choice(FORMATS),
@@ -36,18 +37,27 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, name: str | None, 
 
     Each turn is one memory: shown as it was said, indexed with its speaker, its session's
     date and its neighbouring turns, and linked to the previous turn of its session.
-    FILE may be gzip-compressed (at most 64 MiB either way).
+    FILE may be gzip-compressed (at most 64 MiB either way); - reads standard input (a
+    chat export's turns then need --conversation NAME).
     """
-    from octobrain.cli.common import command_brain
-    from octobrain.memory.conversation import read_conversations
+    import sys
 
-    conversations = read_conversations(file, format_in, name=name)
+    from octobrain.cli.common import command_brain
+    from octobrain.memory.conversation import read_conversations, read_piped_conversations
+
+    if not file.strip():  # (read as the cwd: "file: . is a directory")
+        raise InvalidInput("file", "must name a conversation file, or - for standard input")
+    if file == "-":
+        conversations = read_piped_conversations(sys.stdin.buffer, format_in, name=name)
+    else:
+        conversations = read_conversations(file, format_in, name=name)
     brain = command_brain(ctx)
     total = sum(len(c.turns) for c in conversations)
     if total == 0:  # said, not refused: a transcript can hold no turn yet
         how = f"as {format_in}" if format_in != "auto" else "in the format detected"
+        where = "standard input" if file == "-" else file
         click.echo(
-            f"warning: {file}: no turns found in it {how}; --format-in "
+            f"warning: {where}: no turns found in it {how}; --format-in "
             f"{'|'.join(FORMATS[1:])} forces a format",
             err=True,
         )

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from octobrain.cli.mcp_relay import run_mcp
 from octobrain.cli.service_client import HOOK_INPUT_BYTES, load_settings
 from octobrain.cli.service_run import Fallback, run_remote
+from octobrain.cli.streams import escape_what_stdout_cannot_encode
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -113,6 +114,7 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> NoRetur
 def _main(args: list[str] | None, prog_name: str | None) -> NoReturn:
     argv = list(sys.argv[1:] if args is None else args)
     prog = prog_name or os.path.basename(sys.argv[0])
+    escape_what_stdout_cannot_encode()  # (before the service is told how to write for us)
     stdin: bytes | None = None
     if git_located():
         pass  # the scope depends on this environment's git settings: run here
@@ -140,6 +142,8 @@ def _main(args: list[str] | None, prog_name: str | None) -> NoReturn:
     from octobrain.cli.library_log import install
     from octobrain.cli.main import main as cli_main
 
+    if argv[:1] != ["mcp"]:  # (a server's stop is its own)
+        _terminate_as_an_exit()
     install()
     try:
         with _output_failure_as_a_line():
@@ -227,16 +231,46 @@ def _interrupt_outside_imports(signum: int, frame: FrameType | None) -> None:
     ahead, importing too, waited for it while holding the lock of a module this thread then
     waited for, and the process hung until a second Ctrl-C (2 of 8 Ctrl-Cs 0.15 s into
     `memory remember`)."""
-    code = None if frame is None else frame.f_code
-    if code is not None and (
-        code.co_filename.startswith("<frozen importlib.")
-        or code is _interrupt_outside_imports.__code__  # (sent again while this ran)
-    ):
-        again = threading.Timer(0.01, _interrupt_main, (signum,))
-        again.daemon = True
-        again.start()
+    if _again_outside_imports(signum, frame, _interrupt_outside_imports):
         return
     signal.default_int_handler(signum, frame)
+
+
+def _again_outside_imports(signum: int, frame: FrameType | None, handler: object) -> bool:
+    """Whether the signal landed in the import system's code (or in `handler` itself), and so
+    is sent again 10 ms later rather than raised there (`_interrupt_outside_imports`)."""
+    code = None if frame is None else frame.f_code
+    if code is None or not (
+        code.co_filename.startswith("<frozen importlib.")
+        or code is getattr(handler, "__code__", None)  # (sent again while this ran)
+    ):
+        return False
+    again = threading.Timer(0.01, _interrupt_main, (signum,))
+    again.daemon = True
+    again.start()
+    return True
+
+
+def _terminate_as_an_exit() -> None:
+    """Let SIGTERM (`kill`, `timeout`, a supervisor) end a command run in this process as a
+    Ctrl-C does: by an exception, so that what the command holds is let go on the way out
+    (an export's partial file removed, a lock released), then exit 143 (128 + SIGTERM), as a
+    process the signal killed. It killed the process where it stood: `memory export FILE`
+    left its partial file beside FILE. Only in place of the default: an ignored SIGTERM
+    stays ignored."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        with contextlib.suppress(ValueError):  # (not the main thread: its host's business)
+            signal.signal(signal.SIGTERM, _exit_outside_imports)
+
+
+_TERMINATED: list[bool] = []  # (once: a second SIGTERM does not cut the way out short)
+
+
+def _exit_outside_imports(signum: int, frame: FrameType | None) -> None:
+    if _TERMINATED or _again_outside_imports(signum, frame, _exit_outside_imports):
+        return
+    _TERMINATED.append(True)
+    raise SystemExit(128 + signum)
 
 
 def _interrupt_main(signum: int) -> None:

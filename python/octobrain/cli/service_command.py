@@ -17,6 +17,8 @@ import threading
 import traceback
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+# (registers the error handler a caller whose stdout lacks characters names: `streams`)
+from octobrain.cli import streams  # noqa: F401
 from octobrain.cli.service_client import ALIVE_EVERY_SECONDS, PROTOCOL, Channel
 
 if TYPE_CHECKING:

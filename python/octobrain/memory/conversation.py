@@ -17,7 +17,7 @@ from datetime import timedelta
 from functools import partial
 from itertools import chain, islice
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, gunzipped, named_by, read_regular
@@ -89,6 +89,47 @@ def read_conversations(
         except TooLarge as exc:
             got = f", got {exc.size}" if exc.size is not None else ""
             raise InvalidInput("file", f"must be at most {MAX_FILE_BYTES >> 20} MiB{got}") from None
+    stem = Path(file.stem).stem if file.suffix == ".gz" else file.stem  # (talk.jsonl.gz: talk)
+    stem = LONE.sub("\ufffd", stem)  # (a name's bytes that are not UTF-8, as Python reads them)
+    held = [data]
+    del data  # (up to 64 MiB: `_conversations` lets it go once decoded)
+    return _conversations(held, fmt, name, stem, str(file))
+
+
+_UNNAMED = "\x00"  # (no name given can hold a NUL)
+
+
+def read_piped_conversations(
+    stream: BinaryIO, fmt: str = "auto", *, name: str | None = None
+) -> list[Conversation]:
+    """The conversations `stream` (standard input: `memory ingest -`) holds, as
+    `read_conversations` reads a file's. A conversation without an id of its own (a chat
+    export's) needs `name`: there is no file name to store it under, and one default for
+    every piped chat would join them into one conversation."""
+    if name is not None:
+        name = conversation_name("conversation", name)
+    data = stream.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise InvalidInput("file", f"must be at most {MAX_FILE_BYTES >> 20} MiB")
+    held = [data]
+    del data
+    conversations = _conversations(held, fmt, name, _UNNAMED, "standard input")
+    if any(conversation.key == _UNNAMED for conversation in conversations):
+        raise InvalidInput(
+            "conversation",
+            "is required to ingest standard input (-) holding a conversation without an id of "
+            "its own (a chat export): --conversation NAME names what its turns are stored under",
+        )
+    return conversations
+
+
+def _conversations(
+    held: list[bytes], fmt: str, name: str | None, stem: str, file: str
+) -> list[Conversation]:
+    """The conversations a file's bytes hold (`read_conversations`; `held` holds them alone,
+    taken out here), `stem` the name of one without an id of its own, `file` what the file
+    is called in a message."""
+    data = held.pop()
     if data.startswith(b"\x1f\x8b"):  # gzip, as LoCoMo's own file is kept
         data = gunzipped("file", data, MAX_FILE_BYTES)
     try:  # (each turn was stored with U+FFFD for what was not UTF-8, and no word said)
@@ -100,8 +141,6 @@ def read_conversations(
             "file", f"is not UTF-8 text (line {line}, column {column}); save it as UTF-8"
         ) from None
     del data  # (up to 64 MiB, not needed beside its text)
-    stem = Path(file.stem).stem if file.suffix == ".gz" else file.stem  # (talk.jsonl.gz: talk)
-    stem = LONE.sub("\ufffd", stem)  # (a name's bytes that are not UTF-8, as Python reads them)
     conversations = parse_text(text, fmt, default_key=name or stem)
     if name is None:
         return conversations
