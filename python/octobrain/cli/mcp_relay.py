@@ -13,11 +13,11 @@ import sys
 import time
 
 from octobrain.cli.service_client import (
-    CONNECT_SECONDS,
     PROTOCOL,
     Settings,
     build_id,
     connect,
+    receive_hello,
     spawn,
 )
 from octobrain.cli.service_run import Fallback
@@ -34,11 +34,7 @@ def run_mcp(settings: Settings) -> int:
         raise Fallback
     try:
         channel.send({"op": "mcp", "protocol": PROTOCOL, "build": build_id(), "cwd": os.getcwd()})
-        try:
-            hello = channel.recv(CONNECT_SECONDS)
-        except TimeoutError:
-            spawn(settings)
-            raise
+        hello = receive_hello(channel, settings)
         if hello is None or not hello.get("accepted") or hello.get("build") != build_id():
             raise Fallback
         if channel.recv(settings.wait_seconds) != {"mcp": True}:

@@ -23,14 +23,11 @@ def service() -> None:
 
 
 def _settings() -> Settings:
-    from octobrain.cli.service_client import load_settings
+    from octobrain.cli.service_client import load_settings, why_unavailable
 
     settings = load_settings()
     if settings is None:
-        raise UserFailure(
-            "service: unavailable here (no Unix sockets, an unreadable config file, or an "
-            "unsafe runtime directory); commands run in-process"
-        )
+        raise UserFailure(f"service: unavailable: {why_unavailable()}; commands run in-process")
     return settings
 
 
@@ -56,13 +53,25 @@ def _stuck(settings: Settings) -> str | None:
     return f"{who} holds the lock but gave no answer (stopped, or stuck); {ends}"
 
 
+_ALL_OPTION = click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="Every service of yours (each data dir, config file and environment has its own).",
+)
+
+
 @service.command("status")
+@_ALL_OPTION
 @FORMAT_OPTION
-def status_cmd(fmt: str) -> None:
+def status_cmd(every: bool, fmt: str) -> None:
     """Whether the service runs, and what it holds."""
     from octobrain.cli.service_client import ask
 
     settings = _settings()
+    if every:
+        _status_all(settings, fmt)
+        return
     info = ask(settings, "status")
     stuck = _stuck(settings) if info is None else None
     data = {"running": info is not None, "enabled": settings.enabled, **(info or {})}
@@ -85,8 +94,86 @@ def status_cmd(fmt: str) -> None:
         f"served, {info.get('mcp_sessions', 0)} MCP sessions open, idle "
         f"{info['idle_for']:.0f} s of {info['idle_seconds']:.0f} s, "
         f"{info['rss_mb']:.0f} MB resident, store {_load_state(info)}"
-        f" ({state})\nsocket {info['socket']}"
+        f" ({state}){_stale(info)}\nsocket {info['socket']}"
     )
+
+
+def _stale(info: dict[str, Any], *, this: bool = True) -> str:
+    """What makes a running service give way at the next command ("" for nothing). (Another
+    environment's may be another install's, of its own build.)"""
+    from octobrain.cli.service_client import build_id
+
+    if this and info.get("build") not in (None, build_id()):
+        return "; of another build of octobrain: the next command replaces it"
+    if info.get("stale"):
+        return f"; {info['stale']}: the next command replaces it"
+    return ""
+
+
+def _every(settings: Settings) -> list[tuple[Settings, int | None]]:
+    """The services of this user in this runtime directory that hold their lock (alive, or
+    stuck), with the pid each wrote: one per data dir, config file and environment."""
+    from octobrain.cli.service_client import Settings, lock_holder, service_alive
+
+    found = []
+    for name in sorted(os.listdir(settings.runtime_dir)):
+        if not name.endswith(".lock"):
+            continue
+        other = Settings(
+            settings.enabled, settings.idle_seconds, settings.wait_seconds, name[:-5],
+            settings.runtime_dir, settings.config_file,
+        )  # fmt: skip
+        if service_alive(other):
+            found.append((other, lock_holder(other)))
+    return found
+
+
+def _status_all(settings: Settings, fmt: str) -> None:
+    """`service status --all`: one line (a JSON object) per service of this user."""
+    from octobrain.cli.service_client import ask
+
+    rows: list[dict[str, Any]] = []
+    for other, pid in _every(settings):
+        info = ask(other, "status")
+        if info is None:
+            rows.append({"running": False, "pid": pid, "stuck": _stuck(other) or "stopping"})
+        else:
+            rows.append({"running": True, **info, "this": other.key == settings.key})
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo(f"no service running (in {settings.runtime_dir})")
+    for row in rows:
+        if not row["running"]:
+            click.echo(f"pid {row['pid'] or '?'}: {row['stuck']}")
+            continue
+        click.echo(
+            f"pid {row['pid']}, octobrain {row['version']}, {row['rss_mb']:.0f} MB resident, "
+            f"idle {row['idle_for']:.0f} s of {row['idle_seconds']:.0f} s, "
+            f"{row['served']} commands served: data {row.get('data_dir', '?')}, config "
+            f"{row['config']}" + (" (this one)" if row["this"] else _differs(row))
+            + _stale(row, this=row["this"])
+        )  # fmt: skip
+
+
+def _differs(row: dict[str, Any]) -> str:
+    """Which of the variables that make a service of their own differ from this process's."""
+    from octobrain.cli.service_client import environment_marks
+
+    theirs = row.get("environment")
+    if not isinstance(theirs, dict):
+        return ""  # (an older service: it does not say)
+    ours = environment_marks()
+    said = []
+    for name in sorted(set(ours) | set(theirs)):
+        if name not in theirs:
+            said.append(f"{name} set only here")
+        elif name not in ours:
+            said.append(f"{name} not set here")
+        elif ours[name] != theirs[name]:
+            said.append(f"{name} set otherwise")
+    return f"; environment: {', '.join(said)}" if said else ""
 
 
 def _load_state(info: dict[str, Any]) -> str:
@@ -131,11 +218,15 @@ def start_cmd(wait: float) -> None:
 
 
 @service.command("stop")
-def stop_cmd() -> None:
+@_ALL_OPTION
+def stop_cmd(every: bool) -> None:
     """Stop the service (the next command runs in-process and starts a new one)."""
     from octobrain.cli.service_client import ask, service_alive
 
     settings = _settings()
+    if every:
+        _stop_all(settings)
+        return
     info = ask(settings, "stop")
     if info is None:
         stuck = _stuck(settings)
@@ -147,3 +238,25 @@ def stop_cmd() -> None:
     while service_alive(settings) and time.monotonic() < deadline:
         time.sleep(0.05)
     click.echo(f"stopped pid {info['pid']}")
+
+
+def _stop_all(settings: Settings) -> None:
+    """`service stop --all`: stop every service of this user (any build: one of another build
+    asked to stop stops too); a stuck one is named, and the exit is 1."""
+    from octobrain.cli.service_client import ask, service_alive
+
+    found = _every(settings)
+    asked = [(other, pid, ask(other, "stop")) for other, pid in found]
+    stuck = []
+    deadline = time.monotonic() + 10.0
+    for other, pid, info in asked:
+        while service_alive(other) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if service_alive(other):
+            stuck.append(_stuck(other) or f"the service (pid {pid}) did not stop")
+        else:
+            click.echo(f"stopped pid {(info or {}).get('pid', pid)}")
+    if not found:
+        click.echo("not running")
+    if stuck:
+        raise UserFailure("service: " + "; ".join(stuck))

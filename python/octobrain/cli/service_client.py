@@ -154,61 +154,120 @@ def _service_table(path: str) -> dict[str, Any] | None:
 
 def runtime_dir() -> str:
     """A per-user directory for sockets: `$XDG_RUNTIME_DIR/octobrain`, else
-    `/tmp/octobrain-<uid>`; created 0700 and refused if someone else owns it."""
+    `/tmp/octobrain-<uid>`; created 0700. Raises `PermissionError` naming what is wrong when
+    it is not a directory of this user's alone (another user's, a link, open to others, a
+    file): a socket there could be someone else's, handed every command line."""
     base = os.environ.get("XDG_RUNTIME_DIR", "").strip()
     if base and os.path.isdir(base):
         root = os.path.join(base, "octobrain")
     else:
         root = f"/tmp/octobrain-{os.getuid()}"
-    os.makedirs(root, mode=0o700, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # (a file there is named below)
+        os.makedirs(root, mode=0o700, exist_ok=True)
     info = os.lstat(root)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise PermissionError(f"{root} must be a directory of yours with mode 0700")
+    wrong = None
+    if stat.S_ISLNK(info.st_mode):
+        wrong = f"is a symbolic link (to {os.readlink(root)})"
+    elif not stat.S_ISDIR(info.st_mode):
+        wrong = "is not a directory"
+    elif info.st_uid != os.getuid():
+        wrong = f"belongs to uid {info.st_uid}, not to you (uid {os.getuid()})"
+    elif info.st_mode & 0o077:
+        wrong = f"has mode {stat.S_IMODE(info.st_mode):04o}, open to other users, not 0700"
+    if wrong is not None:
+        raise PermissionError(f"the runtime directory {root} {wrong}")
     return root
+
+
+def key_environment() -> list[str]:
+    """The names of the environment variables that, with their values, make a service of
+    their own (`service_key`)."""
+    return sorted(
+        k
+        for k in os.environ
+        if (k.startswith(_KEY_ENV_PREFIXES) or k.endswith("_API_KEY") or k in _KEY_ENV_NAMES)
+        and not k.startswith("OCTOBRAIN_SERVICE_")
+        and k not in ("OCTOBRAIN_DATA_DIR", "OCTOBRAIN_CONFIG_PATH")  # given resolved
+    )
+
+
+def environment_marks() -> dict[str, str]:
+    """Each of `key_environment()` with a short hash of its value: enough to tell which
+    differ between two processes, never the value (an API key's)."""
+    return {
+        k: hashlib.sha256(os.environ[k].encode("utf-8", "surrogateescape")).hexdigest()[:8]
+        for k in key_environment()
+    }
+
+
+def data_dir() -> str:
+    """The data directory this process's commands use (`config.data_dir`, not imported)."""
+    return _data_dir()
 
 
 def service_key(data_dir: str, config_file: str) -> str:
     """One service per user, interpreter, data dir, config file and relevant environment.
     (Values are hashed, so no credential is written anywhere in clear.)"""
-    env = sorted(
-        (k, v)
-        for k, v in os.environ.items()
-        if (k.startswith(_KEY_ENV_PREFIXES) or k.endswith("_API_KEY") or k in _KEY_ENV_NAMES)
-        and not k.startswith("OCTOBRAIN_SERVICE_")
-        and k not in ("OCTOBRAIN_DATA_DIR", "OCTOBRAIN_CONFIG_PATH")  # given resolved below
-    )
+    env = [(k, os.environ[k]) for k in key_environment()]
     material = [os.getuid(), sys.executable, data_dir, config_file, env]
     return hashlib.sha256(json.dumps(material).encode()).hexdigest()[:24]
 
 
 def load_settings() -> Settings | None:
     """This process's service settings; None where no service can be used (no AF_UNIX, an
-    unreadable config, an unsafe runtime dir)."""
+    unreadable config, an unsafe runtime dir, a socket path too long), and
+    `why_unavailable()` then says which."""
+    _unavailable.clear()
     if not hasattr(socket, "AF_UNIX") or not hasattr(os, "getuid"):
+        _unavailable.append("this system has no Unix sockets")
         return None
     try:
         config_file = _config_file()
         table = _service_table(config_file)
         if table is None:
+            _unavailable.append(f"the config file {config_file} cannot be read (commands say why)")
             return None
-        enabled = _flag(os.environ.get(ENABLED_VAR, table.get("enabled", True)))
-        idle = _seconds(
-            os.environ.get("OCTOBRAIN_SERVICE_IDLE_SECONDS", table.get("idle_seconds", 600))
-        )
-        wait = _seconds(
-            os.environ.get("OCTOBRAIN_SERVICE_WAIT_SECONDS", table.get("wait_seconds", 5))
-        )
-        if enabled is None or idle is None or wait is None:
-            return None
+        raw: dict[str, tuple[str, object]] = {}  # key: (where it was set, its value)
+        for key, var, default in _SETTINGS:
+            if var in os.environ:
+                raw[key] = (var, os.environ[var])
+            else:
+                raw[key] = (f"service.{key} in {config_file}", table.get(key, default))
+        enabled = _flag(raw["enabled"][1])
+        idle, wait = _seconds(raw["idle_seconds"][1]), _seconds(raw["wait_seconds"][1])
+        for key, value in (("enabled", enabled), ("idle_seconds", idle), ("wait_seconds", wait)):
+            if value is None:
+                what = "true or false" if key == "enabled" else "a number of seconds over 0"
+                where, given = raw[key]
+                _unavailable.append(f"{where} must be {what}, got {given!r}")
+                return None
+        assert enabled is not None and idle is not None and wait is not None  # (for mypy)
         directory = runtime_dir()
         settings = Settings(
             enabled, idle, wait, service_key(_data_dir(), config_file), directory, config_file
         )
-    except (OSError, ValueError):
+    except (OSError, ValueError) as exc:
+        _unavailable.append(str(exc))
         return None
-    if len(os.fsencode(settings.socket_path)) >= 104:  # AF_UNIX paths stop at 108 bytes
+    size = len(os.fsencode(settings.socket_path))
+    if size >= 104:  # AF_UNIX paths stop at 108 bytes (104 on the BSDs)
+        _unavailable.append(
+            f"its socket path {settings.socket_path} is {size} bytes, over the 103 a Unix "
+            "socket takes (a shorter XDG_RUNTIME_DIR)"
+        )
         return None
     return settings
+
+
+_unavailable: list[str] = []
+_SETTINGS = (("enabled", ENABLED_VAR, True),
+             ("idle_seconds", "OCTOBRAIN_SERVICE_IDLE_SECONDS", 600),
+             ("wait_seconds", "OCTOBRAIN_SERVICE_WAIT_SECONDS", 5))  # fmt: skip
+
+
+def why_unavailable() -> str:
+    """Why the last `load_settings()` gave None."""
+    return _unavailable[-1] if _unavailable else "unknown"
 
 
 _build: str | None = None
@@ -284,6 +343,26 @@ def connect(settings: Settings) -> Channel | None:
     return Channel(sock)
 
 
+# A service asked by another build steps aside: its last command and its snapshot take this long
+# at most (as `service stop` waits).
+STEP_ASIDE_SECONDS = 10.0
+# A service's hello is a line of some 80 bytes: a listener sending more is not a service.
+HELLO_BYTES = 1 << 16
+
+
+def receive_hello(channel: Channel, settings: Settings) -> dict[str, Any] | None:
+    """The service's first answer (None: it closed). A listener that is silent or answers what
+    no octobrain service says (another program's, a leftover) raises TimeoutError or
+    ValueError, and a service is started in its place unless a live one holds the lock: one
+    that answered garbage was kept for good, every command run in-process, and one streaming
+    bytes took the client 500 MB before its second was out."""
+    try:
+        return channel.recv(CONNECT_SECONDS, HELLO_BYTES)
+    except (TimeoutError, ValueError):
+        spawn(settings)
+        raise
+
+
 def ask(settings: Settings, op: str, timeout: float = ASK_SECONDS) -> dict[str, Any] | None:
     """A one-shot `status` or `stop` exchange; None when no compatible service answers."""
     channel = connect(settings)
@@ -291,8 +370,17 @@ def ask(settings: Settings, op: str, timeout: float = ASK_SECONDS) -> dict[str, 
         return None
     try:
         channel.send({"op": op, "protocol": PROTOCOL, "build": build_id()})
-        hello = channel.recv(timeout)
-        if hello is None or not hello.get("accepted"):
+        hello = channel.recv(timeout, HELLO_BYTES)
+        if hello is not None and not hello.get("accepted"):
+            # A service of another build (or config) makes room for this one: once it has
+            # let go of its lock it is not running. (It was said to be stuck, to be killed.)
+            channel.sock.close()
+            pid = lock_holder(settings)
+            deadline = time.monotonic() + STEP_ASIDE_SECONDS
+            while service_alive(settings) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return {"stopping": True, "pid": pid} if op == "stop" else None
+        if hello is None:
             return None
         return channel.recv(timeout)
     except (OSError, ValueError):

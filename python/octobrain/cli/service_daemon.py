@@ -36,6 +36,8 @@ from octobrain.cli.service_client import (
     Channel,
     Settings,
     build_id,
+    data_dir,
+    environment_marks,
     load_settings,
 )
 from octobrain.cli.service_command import alive, reader, run_command, well_formed
@@ -218,6 +220,9 @@ class Service:
                 "mcp_sessions": self.sessions,
                 "socket": str(self.settings.socket_path),
                 "config": str(self.settings.config_file),
+                "data_dir": data_dir(),
+                "environment": environment_marks(),  # (no values: they may be credentials)
+                "stale": self._refusal({"protocol": PROTOCOL, "build": self.build}),
                 "rss_mb": (resident_bytes() or 0) / (1 << 20),
             }
 
@@ -253,7 +258,9 @@ class Service:
         if not well_formed(request):
             log.warning("dropped a request that is not an octobrain client's")
             return
-        refusal = self._refusal(request)
+        # Asked what it is, it answers whoever asks (`service status --all` asks every service
+        # of the user): a status of another build or config made it step aside.
+        refusal = None if request.get("op") == "status" else self._refusal(request)
         channel.send({"protocol": PROTOCOL, "build": self.build, "accepted": refusal is None})
         if refusal is not None:  # a newer install or config wants a new service: make room
             log.info("stopping: %s", refusal)

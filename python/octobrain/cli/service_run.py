@@ -7,23 +7,26 @@ from __future__ import annotations
 import binascii
 import contextlib
 import os
+import signal
 import sys
 import time
 from typing import TYPE_CHECKING
 
 from octobrain.cli.service_client import (
     ALIVE_SECONDS,
-    CONNECT_SECONDS,
     PROTOCOL,
     RESULT_SECONDS,
+    Channel,
     Settings,
     build_id,
     connect,
-    spawn,
+    receive_hello,
     spawn_at_exit,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from types import FrameType
     from typing import Any
 
 
@@ -80,26 +83,31 @@ def run_remote(
                 **_encodings(),
             }
         )
-        try:
-            hello = channel.recv(CONNECT_SECONDS)
-        except TimeoutError:
-            spawn(settings)  # only if no live service holds the lock: a leftover listener
-            raise
+        hello = receive_hello(channel, settings)
         if hello is None or not hello.get("accepted") or hello.get("build") != build_id():
             raise Fallback
         if channel.recv(settings.wait_seconds) != {"ready": True}:
             raise Fallback
-        channel.send({"go": True})
     except (OSError, ValueError) as exc:  # TimeoutError is an OSError: a wedged service
         channel.sock.close()
         raise Fallback from exc
     except Fallback:
         channel.sock.close()
         raise
-    # From `go` on the command may run there: never run it here too.
+    with _interrupt_waits():  # (before `go`: a Ctrl-C from then on may find the command run)
+        return _run_started(settings, channel, args, repeatable)
+
+
+def _run_started(settings: Settings, channel: Channel, args: list[str], repeatable: bool) -> int:
+    """Say `go` and wait for the command's answer: from then on the command may run there,
+    so it is never run here too."""
     result: dict[str, Any] | None = None
     silent = False
     try:
+        try:
+            channel.send({"go": True})
+        except OSError as exc:
+            raise Fallback from exc  # (not said: nothing runs there)
         started = channel.recv(ALIVE_SECONDS)
         if started != {"running": True}:
             if started is None:
@@ -115,6 +123,13 @@ def run_remote(
     except Fallback:
         channel.sock.close()
         raise
+    except KeyboardInterrupt:  # the second Ctrl-C: the user leaves the command to the service
+        channel.sock.close()
+        sys.stderr.write(
+            "\nerror: service: stopped waiting; the octobrain service goes on with the command "
+            "and its effect is unknown (check with `octobrain memory recent`)\n"
+        )
+        return 1
     except TimeoutError:
         silent = True
     except (OSError, ValueError):
@@ -144,3 +159,39 @@ def run_remote(
     sys.stderr.buffer.write(binascii.a2b_base64(result["stderr"]))
     sys.stderr.flush()
     return int(result["exit"])
+
+
+_WAITING = (
+    "\noctobrain: the service is running this command and cannot stop it midway; waiting for "
+    "its answer (Ctrl-C again to stop waiting)\n"
+)
+
+
+@contextlib.contextmanager
+def _interrupt_waits() -> Iterator[None]:
+    """While the service runs the command, a first Ctrl-C says so and waits for the answer, a
+    second one stops waiting (`KeyboardInterrupt`). The command goes on there either way:
+    taking the first for "Aborted!" left a memory stored after the user was told it was not.
+    (Only in place of the interpreter's own handler: an ignored SIGINT stays ignored.)"""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    told: list[bool] = []
+
+    def interrupted(signum: int, frame: FrameType | None) -> None:
+        if told:
+            raise KeyboardInterrupt
+        told.append(True)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(_WAITING)
+            sys.stderr.flush()
+
+    try:
+        signal.signal(signal.SIGINT, interrupted)
+    except ValueError:  # (not the main thread: its host's business)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

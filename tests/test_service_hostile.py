@@ -1,0 +1,323 @@
+"""The resident service in a messy local environment: a Ctrl-C while it runs a command, a
+runtime directory or socket path it cannot use, something else listening on its socket, and
+the services of other environments (`service status --all`, `service stop --all`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from octobrain.cli.service_client import PROTOCOL, Channel, ask, load_settings
+
+SCOPE = "github.com/acme/hostile"
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    run_dir = tempfile.mkdtemp(prefix="ob-", dir="/tmp")  # short: AF_UNIX paths are short
+    values = {
+        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
+        "OCTOBRAIN_EMBEDDING_MODEL": "hash:256",
+        "OCTOBRAIN_SERVICE_ENABLED": "1",
+        "OCTOBRAIN_SERVICE_IDLE_SECONDS": "60",
+        "OCTOBRAIN_CONSOLIDATION_SLEEP_ENABLED": "false",
+        "XDG_RUNTIME_DIR": run_dir,
+    }
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+    yield {**os.environ, **values}
+    settings = load_settings()
+    if settings is not None:
+        ask(settings, "stop")
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "octobrain", *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=env["OCTOBRAIN_DATA_DIR"].rsplit("/", 1)[0],
+    )
+
+
+class _SlowService:
+    """A service that starts the command it is handed and answers only once told to."""
+
+    def __init__(self, path: str) -> None:
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(1)
+        self.running = threading.Event()
+        self.answer = threading.Event()
+        self.thread = threading.Thread(target=self._serve)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            channel = Channel(conn)
+            request = channel.recv(30) or {}  # (its build: this checkout may be edited meanwhile)
+            channel.send({"protocol": PROTOCOL, "build": request.get("build"), "accepted": True})
+            channel.send({"ready": True})
+            if channel.recv(30) != {"go": True}:
+                return
+            channel.send({"running": True})
+            self.running.set()
+            self.answer.wait(60)
+            stored = b"Memory stored: 1234\n"
+            with contextlib.suppress(OSError):  # (a client that stopped waiting is gone)
+                channel.send({"stdout": _b64(stored), "stderr": "", "exit": 0})
+
+    def close(self) -> None:
+        self.answer.set()
+        self.thread.join(60)
+        self.listener.close()
+
+
+def _end(client: subprocess.Popen[bytes]) -> None:
+    """Kill the client if a failed test left it running, and close its pipes."""
+    if client.poll() is None:
+        client.kill()
+    client.communicate()
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+def test_a_ctrl_c_while_the_service_runs_the_command_waits_for_its_answer(
+    env: dict[str, str],
+) -> None:
+    # Before: Ctrl-C said "Aborted!" (exit 1) while the service went on and stored the memory.
+    settings = load_settings()
+    assert settings is not None
+    service = _SlowService(settings.socket_path)
+    client = _cli(env, "memory", "--scope", SCOPE, "memorize", "-t", "Title", "-c", "Content")
+    try:
+        assert service.running.wait(60)
+        client.send_signal(signal.SIGINT)
+        assert client.stderr is not None
+        said = client.stderr.readline() + client.stderr.readline()
+        service.answer.set()
+        out, err = client.communicate(timeout=60)
+    finally:
+        _end(client)
+        service.close()
+    assert b"waiting for its answer (Ctrl-C again to stop waiting)" in said, said + err
+    assert (client.returncode, out) == (0, b"Memory stored: 1234\n")
+
+
+def test_a_second_ctrl_c_stops_waiting_and_says_the_effect_is_unknown(
+    env: dict[str, str],
+) -> None:
+    settings = load_settings()
+    assert settings is not None
+    service = _SlowService(settings.socket_path)
+    client = _cli(env, "memory", "--scope", SCOPE, "memorize", "-t", "Title", "-c", "Content")
+    try:
+        assert service.running.wait(60)
+        assert client.stderr is not None
+        client.send_signal(signal.SIGINT)
+        said = client.stderr.readline() + client.stderr.readline()
+        client.send_signal(signal.SIGINT)
+        out, err = client.communicate(timeout=60)
+    finally:
+        _end(client)
+        service.close()
+    assert b"waiting for its answer" in said, said + err
+    assert (client.returncode, out) == (1, b"")
+    assert err.decode().strip() == (
+        "error: service: stopped waiting; the octobrain service goes on with the command and "
+        "its effect is unknown (check with `octobrain memory recent`)"
+    )
+
+
+def _wait(cond: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_listener_answering_garbage_on_the_socket_is_replaced_by_a_service(
+    env: dict[str, str],
+) -> None:
+    # Before: a program answering what no service says was left on the socket for good, every
+    # command ran in-process and `service status` said "not running".
+    settings = load_settings()
+    assert settings is not None
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(settings.socket_path)
+    listener.listen(8)
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
+    def answer_garbage() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    thread = threading.Thread(target=answer_garbage)
+    thread.start()
+    try:
+        done = _cli(env, "memory", "--scope", SCOPE, "recent")
+        out, err = done.communicate(timeout=120)
+        assert (done.returncode, out) == (0, b"No memories yet.\n"), err
+        assert _wait(lambda: ask(settings, "status") is not None, 90), "garbage kept the socket"
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+
+
+def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "octobrain", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=env["OCTOBRAIN_DATA_DIR"].rsplit("/", 1)[0],
+    )
+
+
+def test_status_and_stop_all_find_the_services_of_other_environments(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Before: a service started with another data dir or OCTOBRAIN_* variable was invisible to
+    # `service status` and `stop`, holding its memory for its idle time; --all did not exist.
+    other = {**env, "OCTOBRAIN_DATA_DIR": str(tmp_path / "other")}
+    limited = {**env, "OCTOBRAIN_SEARCH_DEFAULT_LIMIT": "3"}
+    pids = []
+    for each in (env, other, limited):
+        started = _run(each, "service", "start", "--wait", "90")
+        assert started.returncode == 0, started.stderr
+        pids.append(int(started.stdout.split()[2].rstrip(",")))
+    listed = _run(env, "service", "status", "--all")
+    assert listed.returncode == 0, listed.stderr
+    lines = sorted(listed.stdout.splitlines(), key=lambda line: int(line.split()[1].rstrip(",")))
+    assert [int(line.split()[1].rstrip(",")) for line in lines] == sorted(pids)
+    by_pid = dict(zip(sorted(pids), lines, strict=True))
+    assert f"data {tmp_path / 'data'}, config" in by_pid[pids[0]]
+    assert "(this one)" in by_pid[pids[0]]
+    assert f"data {tmp_path / 'other'}, config" in by_pid[pids[1]]
+    assert "environment: OCTOBRAIN_SEARCH_DEFAULT_LIMIT not set here" in by_pid[pids[2]]
+    shown = json.loads(_run(other, "service", "status", "--all", "--format", "json").stdout)
+    assert sorted(row["pid"] for row in shown) == sorted(pids)
+    assert [row["pid"] for row in shown if row["this"]] == [pids[1]]
+    stopped = _run(env, "service", "stop", "--all")
+    assert stopped.returncode == 0, stopped.stderr
+    assert sorted(stopped.stdout.splitlines()) == sorted(f"stopped pid {pid}" for pid in pids)
+    assert _run(limited, "service", "status", "--all").stdout.startswith("no service running")
+
+
+def _unusable(kind: str, base: Path) -> None:
+    root = base / "octobrain"
+    if kind == "another user's":
+        root.mkdir(mode=0o700)
+        os.chown(root, 65534, 65534)
+    elif kind == "a link":
+        (base / "elsewhere").mkdir(mode=0o700)
+        root.symlink_to(base / "elsewhere")
+    elif kind == "open to others":
+        root.mkdir()
+        root.chmod(0o777)
+    else:
+        root.write_text("not a directory")
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("another user's", "belongs to uid 65534, not to you (uid {uid})"),
+        ("a link", "is a symbolic link (to {base}/elsewhere)"),
+        ("open to others", "has mode 0777, open to other users, not 0700"),
+        ("a file", "is not a directory"),
+    ],
+)
+def test_service_status_names_what_is_wrong_with_the_runtime_directory(
+    env: dict[str, str], kind: str, said: str
+) -> None:
+    # Before: "unavailable here (no Unix sockets, an unreadable config file, or an unsafe
+    # runtime directory)", whichever it was, and every command ran in-process unsaid.
+    if kind == "another user's" and os.getuid() != 0:
+        pytest.skip("needs root to give a directory away")
+    base = Path(tempfile.mkdtemp(prefix="ob-", dir="/tmp"))
+    try:
+        _unusable(kind, base)
+        done = _run({**env, "XDG_RUNTIME_DIR": str(base)}, "service", "status")
+        recent = _run({**env, "XDG_RUNTIME_DIR": str(base)}, "memory", "--scope", SCOPE, "recent")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    wrong = said.format(uid=os.getuid(), base=base)
+    assert (done.returncode, done.stderr) == (
+        1,
+        f"error: service: unavailable: the runtime directory {base}/octobrain {wrong}; "
+        "commands run in-process\n",
+    )
+    assert (recent.returncode, recent.stdout) == (0, "No memories yet.\n")
+
+
+def test_service_status_names_a_socket_path_too_long(env: dict[str, str]) -> None:
+    base = Path(tempfile.mkdtemp(prefix="ob-", dir="/tmp"))
+    deep = base / ("d" * 90)
+    deep.mkdir()
+    try:
+        done = _run({**env, "XDG_RUNTIME_DIR": str(deep)}, "service", "status")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"error: service: unavailable: its socket path {deep}/octobrain/")
+    assert "bytes, over the 103 a Unix socket takes (a shorter XDG_RUNTIME_DIR)" in done.stderr
+
+
+def test_status_and_stop_from_another_build_do_not_call_the_service_stuck(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Before: right after an upgrade, `service status` (and `stop`) made the old service step
+    # aside and, while it did, said it "holds the lock but gave no answer (stopped, or stuck);
+    # `kill PID` ends it", exit 1.
+    started = _run(env, "service", "start", "--wait", "90")
+    assert started.returncode == 0, started.stderr
+    pid = int(started.stdout.split()[2].rstrip(","))
+    script = tmp_path / "newer.py"
+    script.write_text(
+        "import sys\n"
+        "import octobrain.cli.service_client as client\n"
+        "client._build = 'f' * 24  # (an upgraded install)\n"
+        "from octobrain.cli.launch import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    newer = [sys.executable, str(script)]
+    status = subprocess.run([*newer, "service", "status"], env=env, capture_output=True, text=True)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.startswith(f"running: pid {pid}, ")
+    assert "; of another build of octobrain: the next command replaces it" in status.stdout
+    stop = subprocess.run([*newer, "service", "stop"], env=env, capture_output=True, text=True)
+    assert (stop.returncode, stop.stdout, stop.stderr) == (0, f"stopped pid {pid}\n", "")
