@@ -84,11 +84,13 @@ def open_regular(path: str | Path, *, resolved: bool = False) -> tuple[BinaryIO,
             raise NotARegularFile(f"{path} is not a regular file")
         if getattr(os, "O_NONBLOCK", 0):
             os.set_blocking(fd, True)
-        handle = os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
-    return handle, status
+    # (Made outside the `try`: a Ctrl-C landing once the file object held `fd`, before it was
+    # named, closed `fd` there and again as the object went, the second time another thread's
+    # file that had taken its number: "Bad file descriptor" reading the store's manifest.)
+    return os.fdopen(fd, "rb"), status
 
 
 def _opened_at(fd: int, status: os.stat_result, path: str) -> bool:
