@@ -19,7 +19,8 @@ from octobrain.config import load_config
 from octobrain.errors import InvalidInput
 from octobrain.memory.brain import Brain
 from octobrain.memory.gist import DIGEST_TAG
-from octobrain.memory.hooks import digest_transcript, read_transcript
+from octobrain.memory.hooks import digest_transcript
+from octobrain.memory.transcript_file import read_transcript
 from octobrain.models import Source
 from octobrain.scope import derive_scope
 from tests.server_support import PROJECT_A, briefed_pool, run, server_for
@@ -258,7 +259,7 @@ def test_two_hooks_of_one_session_at_once_store_one_digest(
     # none, and stored one: two digests, of which later hooks refreshed only the first.
     import threading
 
-    from octobrain.memory import hooks, transcript_file
+    from octobrain.memory import hooks, transcript_parts
 
     path = transcript(tmp_path / "session.jsonl", env)
     both_looked = threading.Barrier(2)
@@ -274,7 +275,7 @@ def test_two_hooks_of_one_session_at_once_store_one_digest(
 
     def hook(event: str, more: list[str]) -> None:  # the later hook has seen more
         given = hooks.HookInput(event, SESSION, str(path), str(env), {})
-        part = transcript_file.transcript_part(path, str(env))
+        part = transcript_parts.transcript_part(path, str(env))
         part.digest.decisions += more
         hooks.store_digest(brain_for(env, SESSION), given, part)
 
@@ -611,7 +612,7 @@ def test_the_service_reads_a_transcript_before_it_waits_for_its_turn(
 
     from octobrain.cli.service_client import Settings
     from octobrain.cli.service_daemon import Service
-    from octobrain.memory import transcript_file
+    from octobrain.memory import transcript_parts
 
     path = transcript(tmp_path / "session.jsonl", env)
     settings = Settings(True, 60.0, 5.0, "k", str(tmp_path), str(tmp_path / "none.toml"))
@@ -632,14 +633,14 @@ def test_the_service_reads_a_transcript_before_it_waits_for_its_turn(
     def unread(*_: object) -> None:
         raise AssertionError("read again")
 
-    monkeypatch.setattr(transcript_file, "_read_part", unread)
+    monkeypatch.setattr(transcript_parts, "_read_part", unread)
     monkeypatch.chdir(tmp_path)  # as the service runs the command: in the caller's cwd
-    read_first = transcript_file.transcript_part(path.relative_to(tmp_path), str(env)).digest
+    read_first = transcript_parts.transcript_part(path.relative_to(tmp_path), str(env)).digest
     assert read_first == digest_transcript(read_transcript(path), str(env))
     assert read_first.decisions and read_first.files
     path.write_text(path.read_text() + "\n")  # a changed file is read afresh
     with pytest.raises(AssertionError, match="read again"):
-        transcript_file.transcript_part(path, str(env))
+        transcript_parts.transcript_part(path, str(env))
 
 
 def test_a_credential_in_the_transcript_costs_its_sentence_not_the_digest(

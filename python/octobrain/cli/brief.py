@@ -107,7 +107,8 @@ def hook_session_start(scope: str | None, max_tokens: int | None) -> None:
 def _digest(scope: str | None, event: str) -> None:
     from octobrain.memory.hooks import store_digest
     from octobrain.memory.temporal import session_tag
-    from octobrain.memory.transcript_file import start_of, transcript_part
+    from octobrain.memory.transcript_file import start_of
+    from octobrain.memory.transcript_parts import transcript_part
 
     try:
         data = _read_hook()

@@ -303,7 +303,7 @@ class Service:
         """Read a digest hook's transcript before waiting for the run lock: reading is the
         slow part (up to 3 s for the `READ_BYTES` one hook reads) and touches no store, so it
         must not hold up the commands and MCP calls queued behind it. The command finds the
-        part already read (`transcript_file.transcript_part`, from where the session's last
+        part already read (`transcript_parts.transcript_part`, from where the session's last
         hook stopped); a client that tires of waiting runs it itself."""
         argv = request.get("argv")
         if not isinstance(argv, list) or argv[:1] != ["hook"]:
@@ -312,7 +312,8 @@ class Service:
             return
         from octobrain.memory.hooks import parse_hook_input
         from octobrain.memory.temporal import session_tag
-        from octobrain.memory.transcript_file import start_of, transcript_part
+        from octobrain.memory.transcript_file import start_of
+        from octobrain.memory.transcript_parts import transcript_part
 
         try:
             stdin = base64.b64decode(request["stdin"]) if request.get("stdin") else b""

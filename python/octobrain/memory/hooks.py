@@ -27,14 +27,13 @@ from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, read_json
 from octobrain.memory.gist import DIGEST_TAG
 from octobrain.memory.summary import split_sentences
-from octobrain.memory.transcript_file import read_transcript
 from octobrain.models import FILE_BYTES, MAX_FILES, Memory
 from octobrain.safe_text import check_one_line, json_printable, printable
 from octobrain.secrets import find_secrets
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
-    from octobrain.memory.transcript_file import Part
+    from octobrain.memory.transcript_parts import Part
 
 __all__ = [
     "Digest",
@@ -42,7 +41,6 @@ __all__ = [
     "digest_transcript",
     "install_hooks",
     "parse_hook_input",
-    "read_transcript",
     "session_start_output",
     "store_digest",
 ]

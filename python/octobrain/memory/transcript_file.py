@@ -5,7 +5,8 @@ a transcript only grows: 200 MB of conversation took 20 s to digest, the 512 MiB
 takes about 50, more on a loaded machine, and a hook killed at its timeout had stored nothing,
 so the next one started over. So one hook reads at most `READ_BYTES` from where the session's
 last hook stopped (`Progress`, a small file per session under `<data dir>/hooks/`) and says
-what it left; the CLI reads the rest in a process of its own (`cli.brief._read_on`).
+what it left (`transcript_parts`); the CLI reads the rest in a process of its own
+(`cli.brief._read_on`).
 
 Where a hook stopped is known by the bytes before that point (a hash of the last 4 KiB read),
 not by the file's path: a transcript moved or copied (a resumed session) reads on, one
@@ -16,26 +17,21 @@ merges what it finds with the points it holds (`hooks.store_digest`).
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
 import json
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from octobrain.errors import InvalidInput
 from octobrain.files import named_by, open_regular, read_regular
 from octobrain.json_values import UnreadableJSON, read_json
 from octobrain.lines import placed_lines
 
-if TYPE_CHECKING:
-    from octobrain.memory.hooks import Digest
-
-__all__ = ["Part", "Progress", "read_transcript", "transcript_part"]
+__all__ = ["Progress", "read_transcript", "start_of"]
 
 TRANSCRIPT_BYTES = 512 << 20  # the most of one transcript a session's digest reads: its start
 LINE_BYTES = 16 << 20  # a longer line (one entry) is skipped unread
@@ -50,18 +46,18 @@ def read_transcript(path: str | Path) -> Iterator[dict[str, Any]]:
     unreadable or not a regular file (a FIFO would hold the hook until a writer came,
     `/dev/zero` never ends), or a file without one JSON line, is
     `InvalidInput("transcript_path")`."""
-    handle = _open(path)
-    return (entry for _, entry in _entries(handle, Path(path), 0, TRANSCRIPT_BYTES))
+    handle = open_transcript(path)
+    return (entry for _, entry in entries_from(handle, Path(path), 0, TRANSCRIPT_BYTES))
 
 
-def _open(path: str | Path) -> BinaryIO:
+def open_transcript(path: str | Path) -> BinaryIO:
     where = Path(path)
     with named_by("transcript_path", where, "is a directory, not a transcript"):
         handle, _ = open_regular(where)
     return handle
 
 
-def _entries(
+def entries_from(
     handle: BinaryIO, where: Path, start: int, most: int, ends: list[int] | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """The entries from byte `start` on, each with where its line ends; `ends[0]` is kept at
@@ -91,7 +87,7 @@ def _entries(
         raise InvalidInput("transcript_path", f"{where} has no JSON lines; not a transcript")
 
 
-def _check(path: str | Path, end: int) -> str:
+def check_before(path: str | Path, end: int) -> str:
     """The hash of the bytes just before `end` ("" when the file holds fewer)."""
     if end <= 0:
         return ""
@@ -102,74 +98,6 @@ def _check(path: str | Path, end: int) -> str:
     except OSError:
         return ""
     return hashlib.sha256(data).hexdigest() if len(data) == min(end, _CHECK_BYTES) else ""
-
-
-@dataclass(frozen=True)
-class Part:
-    """What one hook read of a transcript: the digest of bytes `start` to `end` (up to twice
-    the points a digest keeps, so that merged with the points already held none is missed),
-    the file's size then, and whether anything is left to read (`done`: the file's end, the
-    `TRANSCRIPT_BYTES` bound, or every kind of point found)."""
-
-    digest: Digest
-    start: int
-    end: int
-    size: int
-    done: bool
-    check: str
-
-
-_READ: OrderedDict[tuple[object, ...], Part] = OrderedDict()  # the last few parts read
-_READ_LOCK = threading.Lock()
-_READ_KEPT = 4
-
-
-def transcript_part(path: str | Path, cwd: str = "", start: int = 0) -> Part:
-    """The digest of at most `READ_BYTES` of a transcript from byte `start` (a line boundary),
-    remembered for the file as it is now (device, inode, size, modification time): the
-    resident service reads a hook's transcript before it waits for its turn to run commands
-    (`service_daemon.Service._prefetch`), so a large one does not hold every other caller."""
-    try:
-        st = os.stat(path)
-        key: tuple[object, ...] | None = (
-            os.path.abspath(path),
-            cwd,
-            start,
-            READ_BYTES,
-            st.st_dev,
-            st.st_ino,
-            st.st_size,
-            st.st_mtime_ns,
-        )
-    except (OSError, ValueError):
-        key = None  # _open names what is wrong with the path
-    if key is not None:
-        with _READ_LOCK:
-            if key in _READ:
-                return copy.deepcopy(_READ[key])
-    part = _read_part(path, cwd, start)
-    if key is not None:
-        with _READ_LOCK:
-            _READ[key] = copy.deepcopy(part)
-            while len(_READ) > _READ_KEPT:
-                _READ.popitem(last=False)
-    return part
-
-
-def _read_part(path: str | Path, cwd: str, start: int) -> Part:
-    from octobrain.memory.hooks import digest_transcript
-
-    handle = _open(path)
-    size = os.fstat(handle.fileno()).st_size
-    most = min(READ_BYTES, TRANSCRIPT_BYTES - start)
-    ends = [start]
-    digest = digest_transcript(
-        (entry for _, entry in _entries(handle, Path(path), start, most, ends)), cwd, room=2
-    )
-    full = digest.full_for(2)
-    end = ends[0]
-    done = full or len(ends) == 1 or end >= TRANSCRIPT_BYTES
-    return Part(digest, start, end, size, done, _check(path, end))
 
 
 @dataclass(frozen=True)
@@ -203,7 +131,9 @@ class Progress:
 
     def holds(self, path: str | Path) -> bool:
         """Whether `path` starts with the bytes this record read (so reading on is right)."""
-        return self.offset > 0 and bool(self.check) and _check(path, self.offset) == self.check
+        return (
+            self.offset > 0 and bool(self.check) and check_before(path, self.offset) == self.check
+        )
 
     def save(self, session_tag: str) -> None:
         """Written whole or not at all (a new file moved over the old)."""
