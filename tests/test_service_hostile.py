@@ -47,6 +47,8 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, s
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    """The command as a terminal starts it: with Ctrl-C's default disposition (a test run
+    started in the background of a shell ignores SIGINT, and its children would too)."""
     return subprocess.Popen(
         [sys.executable, "-m", "octobrain", *args],
         env=env,
@@ -54,6 +56,7 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=env["OCTOBRAIN_DATA_DIR"].rsplit("/", 1)[0],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
