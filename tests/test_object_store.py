@@ -1181,3 +1181,65 @@ def test_a_process_open_across_another_machines_recreate_of_knowledge_searches_a
     server.index(str(doc))
     assert [h.title for h in server.search("replica").hits] == ["Runbook"]
     assert runner.invoke(main, ["doctor"], env=env).exit_code == 0
+
+
+class _Silent:
+    """An endpoint that accepts connections and never answers (a hung proxy or server)."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        try:
+            while True:
+                self.held.append(self.sock.accept()[0])
+        except OSError:
+            return
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+def test_an_endpoint_that_never_answers_is_one_clear_error_after_few_tries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The client retried each request for 3 minutes and LanceDB tried its open 6 times: a
+    # `remember` against a hung endpoint waited 20 minutes, then printed a Rust error dump.
+    for key, value in CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    silent = _Silent()
+    try:
+        options = {**S3(silent.endpoint).options, "timeout": "1s"}
+        location = StoreLocation("s3://team/octobrain", options)
+        from obstore.exceptions import GenericError
+
+        with pytest.raises(GenericError, match="Timeout"):  # the lease and records: 4 tries
+            location.read_json("versions.json")
+        assert len(silent.held) == 4
+
+        env = S3(silent.endpoint).env(
+            "s3://team/octobrain", tmp_path / "machine", timeout="1s", client_max_retries="0"
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "octobrain", "memory", "--scope", SCOPE, "remember", "anything"],
+            env={**os.environ, **CREDENTIALS, **env},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        silent.close()
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: store: cannot open s3://team/octobrain: no answer from the endpoint within "
+        "the request timeout (storage option timeout)"
+    )

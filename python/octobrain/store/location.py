@@ -49,6 +49,11 @@ _CLIENT_KEYS = {
     "user_agent",
 }
 _LANCE_ONLY = ("dynamodb_", "download_retry_count", "client_max_retries", "client_retry_timeout")
+# The object-store client retries one request for up to 3 minutes, and LanceDB tries its open
+# 6 times over: an endpoint that accepts and never answers held a command for 20 minutes. Three
+# retries within 20 s (as AWS's SDKs: 3 attempts) still ride out throttling and dropped
+# connections; a request that got no answer in its `timeout` (30 s) is not tried again.
+RETRY_DEFAULTS = {"client_max_retries": "3", "client_retry_timeout": "20"}
 
 
 def is_remote(uri: str) -> bool:
@@ -68,6 +73,8 @@ def redact(uri: str) -> str:
 def object_store_reason(exc: BaseException) -> str:
     """The human part of an object-store error (LanceDB nests the client's error in a dump)."""
     text = str(exc)
+    if re.search(r"kind: Timeout|TimedOut", text):
+        return "no answer from the endpoint within the request timeout (storage option timeout)"
     for pattern in (r'message: "([^"]+)"', r'ConnectError\("([^"]+)"', r"<Code>(\w+)</Code>"):
         found = re.search(pattern, text)
         if found:
@@ -88,8 +95,8 @@ class StoreLocation:
         remote_refresh_s: float = 1.0,
     ) -> None:
         self.uri = str(uri)
-        self.options = dict(options or {})
         self.remote = is_remote(self.uri)
+        self.options = {**(RETRY_DEFAULTS if self.remote else {}), **(options or {})}
         # A local version check is a stat; on a bucket it is a LIST request per table per read.
         self.refresh_s = remote_refresh_s if self.remote else 0.0
         self.path = None if self.remote else Path(self.uri)
@@ -223,5 +230,11 @@ class StoreLocation:
                 if k not in _CLIENT_KEYS and not k.startswith(_LANCE_ONLY)
             }
             client: Any = {k: v for k, v in self.options.items() if k in _CLIENT_KEYS}
-            self._objects = from_url(base, config=config or None, client_options=client or None)
+            retry: Any = {
+                "max_retries": int(self.options["client_max_retries"]),
+                "retry_timeout": timedelta(seconds=float(self.options["client_retry_timeout"])),
+            }
+            self._objects = from_url(
+                base, config=config or None, client_options=client or None, retry_config=retry
+            )
         return self._objects
