@@ -603,6 +603,27 @@ def test_storage_settings_are_checked(tmp_path: Path, monkeypatch: pytest.Monkey
         load_config(tmp_path / "none.toml")
 
 
+@pytest.mark.parametrize(
+    ("option", "rule"),
+    [
+        ("client_max_retries=abc", "client_max_retries must be a whole number of retries"),
+        ("client_max_retries=-1", "client_max_retries must be a whole number of retries"),
+        ("client_retry_timeout=20s", "client_retry_timeout must be a number of seconds"),
+    ],
+)
+def test_the_retry_options_octobrain_reads_are_checked_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str, rule: str
+) -> None:
+    # Taken as given, they were read with int()/float() at the first lease or record request:
+    # a traceback (ValueError) in the middle of a command.
+    monkeypatch.setenv("OCTOBRAIN_STORAGE_URI", "s3://bucket/octobrain")
+    monkeypatch.setenv("OCTOBRAIN_STORAGE_OPTIONS", f"region=us-east-1,{option}")
+    with pytest.raises(InvalidInput, match=rule):
+        load_config(tmp_path / "none.toml")
+    monkeypatch.setenv("OCTOBRAIN_STORAGE_OPTIONS", "client_max_retries=5,client_retry_timeout=2.5")
+    assert load_config(tmp_path / "none.toml").storage.options
+
+
 def test_an_unreachable_bucket_is_one_clear_error(tmp_path: Path) -> None:
     from tests.server_support import free_port
 

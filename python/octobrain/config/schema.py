@@ -71,11 +71,22 @@ def storage_uri_rule(v: Any) -> str | None:
     return None
 
 
+# The retry options octobrain reads itself (for the lease and records, besides LanceDB): a
+# value neither reads was a traceback at the first request (`int('abc')`).
+_RETRY_OPTIONS = {
+    "client_max_retries": (r"[0-9]{1,3}", "a whole number of retries, 0–999"),
+    "client_retry_timeout": (r"[0-9]{1,6}(\.[0-9]+)?", "a number of seconds, 0–999999"),
+}
+
+
 def _storage_options_rule(v: Any) -> str | None:
     for item in v:
-        key, sep, _ = item.partition("=")
+        key, sep, value = item.partition("=")
         if not sep or not key.strip():
             return f"each entry must be key=value; got {item!r}"
+        pattern, what = _RETRY_OPTIONS.get(key.strip(), ("", ""))
+        if pattern and not re.fullmatch(pattern, value.strip()):
+            return f"{key.strip()} must be {what}; got {value.strip()!r}"
     return None
 
 
