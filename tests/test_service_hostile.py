@@ -300,6 +300,27 @@ def test_service_status_names_a_socket_path_too_long(env: dict[str, str]) -> Non
     assert "bytes, over the 103 a Unix socket takes (a shorter XDG_RUNTIME_DIR)" in done.stderr
 
 
+def test_a_directory_at_the_socket_path_is_named_not_started_into(env: dict[str, str]) -> None:
+    # Each service started there crashed on it (IsADirectoryError removing a stale socket),
+    # `service start` waited its 30 s for an answer, and `status` said "not running".
+    settings = load_settings()
+    assert settings is not None
+    os.mkdir(settings.socket_path)
+    started = _run(
+        {**env, "OCTOBRAIN_SERVICE_WAIT_SECONDS": "5"}, "service", "start", "--wait", "20"
+    )
+    status = _run(env, "service", "status")
+    recent = _run(env, "memory", "--scope", SCOPE, "recent")
+    said = (
+        f"error: service: unavailable: its socket path {settings.socket_path} is a directory; "
+        "remove it (rmdir); commands run in-process\n"
+    )
+    assert (started.returncode, started.stderr) == (1, said)
+    assert (status.returncode, status.stderr) == (1, said)
+    assert (recent.returncode, recent.stdout) == (0, "No memories yet.\n")
+    assert os.path.isdir(settings.socket_path)  # (the user's to remove)
+
+
 def test_status_and_stop_from_another_build_do_not_call_the_service_stuck(
     env: dict[str, str], tmp_path: Path
 ) -> None:

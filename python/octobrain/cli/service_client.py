@@ -256,6 +256,14 @@ def load_settings() -> Settings | None:
             "socket takes (a shorter XDG_RUNTIME_DIR)"
         )
         return None
+    with contextlib.suppress(OSError):  # (nothing there: the usual case)
+        if stat.S_ISDIR(os.lstat(settings.socket_path).st_mode):
+            # A service cannot take its place (it removes a stale socket, not a directory):
+            # each one started crashed, and `service start` waited 30 s for it.
+            _unavailable.append(
+                f"its socket path {settings.socket_path} is a directory; remove it (rmdir)"
+            )
+            return None
     return settings
 
 
