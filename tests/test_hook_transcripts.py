@@ -162,3 +162,21 @@ def test_a_hook_killed_between_its_digest_and_its_record_is_finished_by_the_next
     assert digest.id == first.id and digest.content.count("shard the queue") == 1
     progress = transcript_file.Progress.load(f"session:{SESSION}")
     assert progress is not None and progress.offset == path.stat().st_size
+
+
+def test_a_session_s_transcript_path_that_is_now_a_fifo_is_refused_not_waited_on(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Once the session had a hook's record, the next hook checked the bytes it had read with a
+    # plain open: a FIFO in the transcript's place held the hook until Claude Code killed it.
+    path = tmp_path / "session.jsonl"
+    path.write_text(said("We decided to normalise timestamps to UTC.", "/src/tz.py"))
+    assert hook("session-end", path, env).returncode == 0
+    path.unlink()
+    os.mkfifo(path)
+    done = hook("session-end", path, env)  # (its timeout only guards against a hang)
+    assert done.returncode == 0 and done.stdout == "", done
+    assert "is not a regular file" in done.stderr, done.stderr
+    assert [d.content for d in digests()] == [
+        "Decisions:\n- We decided to normalise timestamps to UTC.\n\nFiles touched: src/tz.py"
+    ]

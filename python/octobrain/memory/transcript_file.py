@@ -88,11 +88,13 @@ def entries_from(
 
 
 def check_before(path: str | Path, end: int) -> str:
-    """The hash of the bytes just before `end` ("" when the file holds fewer)."""
+    """The hash of the bytes just before `end` ("" when the file holds fewer, or is not a
+    regular file: a FIFO opened plainly held the hook until a writer came)."""
     if end <= 0:
         return ""
     try:
-        with open(path, "rb") as handle:
+        handle, _ = open_regular(path)
+        with handle:
             handle.seek(max(0, end - _CHECK_BYTES))
             data = handle.read(min(end, _CHECK_BYTES))
     except OSError:
