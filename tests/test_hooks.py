@@ -296,6 +296,30 @@ def test_hooks_fail_open(env: Path) -> None:
     assert result.exit_code == 0 and "stdin: must be the hook's JSON object" in result.output
 
 
+def test_a_hook_cwd_removed_or_a_file_in_a_repository_is_the_repository_s_scope(
+    env: Path, tmp_path: Path
+) -> None:
+    # A cwd that was not a directory was a scope of its own, `local/<parent>/<name>`: a session
+    # that ended in a directory it had removed stored its digest where no briefing of the
+    # repository looked.
+    subprocess.run(["git", "init", "-q", str(env)], check=True)
+    subprocess.run(
+        ["git", "-C", str(env), "remote", "add", "origin", "https://github.com/acme/shop"]
+    )
+    (env / "README.md").write_text("shop\n")
+    path = transcript(tmp_path / "session.jsonl", env)
+    gone = env / "build" / "tmp"
+    for cwd in (gone, env / "README.md"):
+        given = json.loads(hook_json("SessionStart", cwd, path))
+        result = cli("hook", "session-start", input=json.dumps(given))
+        context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert context.startswith("# Memory briefing: github.com/acme/shop\n"), context
+    ended = cli("hook", "session-end", input=hook_json("SessionEnd", gone, path))
+    assert ended.exit_code == 0 and "digest stored" in ended.stderr, ended.output
+    brain = Brain("github.com/acme/shop", config=load_config())
+    assert [DIGEST_TAG in m.tags for m in brain.recent(10)] == [True]
+
+
 def test_session_start_prints_the_briefing_as_additional_context(env: Path) -> None:
     brain = brain_for(env)
     brain.memorize(

@@ -125,17 +125,22 @@ def derive_scope(
 
     `host/owner/repo` from `origin`; without one, `local/<parent>/<dir>` of the repository root
     (or of the directory itself when it is not in a git repository, or when git has not
-    answered by `deadline`).
+    answered by `deadline`). A path that is not a directory (a file, or a directory since
+    removed: a hook's `cwd` at the end of a session) is in the repository of the nearest
+    directory above it.
     """
     path = Path(directory if directory is not None else os.getcwd()).expanduser().resolve()
-    url = _git(path, "remote", "get-url", "origin", deadline=deadline)
+    at = path
+    while not at.is_dir() and at != at.parent:
+        at = at.parent
+    url = _git(at, "remote", "get-url", "origin", deadline=deadline)
     scope = normalize_remote_url(url) if url else None
     if scope:
         try:
             return validate_scope(scope)
         except InvalidInput:
             pass  # an exotic remote (too long, dot segments): identify the checkout instead
-    top = _git(path, "rev-parse", "--show-toplevel", deadline=deadline)
+    top = _git(at, "rev-parse", "--show-toplevel", deadline=deadline)
     return _local_scope(Path(top).resolve() if top else path)
 
 
