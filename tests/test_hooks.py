@@ -320,6 +320,38 @@ def test_a_hook_cwd_removed_or_a_file_in_a_repository_is_the_repository_s_scope(
     assert [DIGEST_TAG in m.tags for m in brain.recent(10)] == [True]
 
 
+def test_the_hook_json_is_read_as_utf8_whatever_stdin_decodes(tmp_path: Path) -> None:
+    # Decoded as the process's stdin decodes (PYTHONIOENCODING=latin-1, a Windows code page),
+    # the cwd `/…/josé` was `/…/josÃ©`: another scope, local/<parent>/josÃ©.
+    project = tmp_path / "josé"
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run(
+        ["git", "-C", str(project), "remote", "add", "origin", "https://github.com/acme/jose"]
+    )
+    env = {**os.environ, "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
+           "PYTHONIOENCODING": "latin-1", "OCTOBRAIN_SERVICE_ENABLED": "0",
+           "OCTOBRAIN_EMBEDDING_MODEL": "hash:64"}  # fmt: skip
+
+    def session_start(given: bytes) -> subprocess.CompletedProcess[bytes]:
+        argv = [sys.executable, "-m", "octobrain", "hook", "session-start"]
+        return subprocess.run(argv, input=given, capture_output=True, env=env, timeout=120)
+
+    given = {"hook_event_name": "SessionStart", "session_id": "s1", "cwd": str(project)}
+    done = session_start(json.dumps(given, ensure_ascii=False).encode("utf-8"))
+    assert done.returncode == 0, done.stderr
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("# Memory briefing: github.com/acme/jose\n"), context
+    # A byte that is not UTF-8 (a directory named in Latin-1) is the directory's byte, as a C
+    # locale read it: under a UTF-8 one it was a UnicodeDecodeError and no briefing.
+    latin = os.fsencode(tmp_path) + b"/caf\xe9"
+    os.rename(project, latin)
+    env.pop("PYTHONIOENCODING")
+    done = session_start(b'{"session_id": "s\xff1", "cwd": "' + latin + b'"}')
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("# Memory briefing: github.com/acme/jose\n"), context
+
+
 def test_session_start_prints_the_briefing_as_additional_context(env: Path) -> None:
     brain = brain_for(env)
     brain.memorize(
@@ -567,7 +599,7 @@ def test_a_hook_given_endless_stdin_reads_a_bounded_amount_and_fails_open(tmp_pa
         )  # fmt: skip
     # Before: read until memory ran out (6–7 GB in 10 s).
     assert done.returncode == 0, done.stderr
-    assert b"stdin: the hook's JSON must be at most 1,048,576 characters" in done.stderr
+    assert b"stdin: the hook's JSON must be at most 1,048,576 bytes" in done.stderr
 
 
 # ---- MCP prompt and resource ----------------------------------------------------------------

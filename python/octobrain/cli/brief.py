@@ -63,15 +63,15 @@ def hook() -> None:
 
 def _read_hook() -> HookInput:
     from octobrain.cli.service_client import HOOK_INPUT_BYTES
-    from octobrain.memory.hooks import parse_hook_input
+    from octobrain.memory.hooks import hook_text, parse_hook_input
 
-    # Decoded as this process's stdin decodes (the service hands it over the same way).
-    text = sys.stdin.read(HOOK_INPUT_BYTES + 1) if sys.stdin is not None else ""
-    if len(text) > HOOK_INPUT_BYTES:
-        raise InvalidInput(
-            "stdin", f"the hook's JSON must be at most {HOOK_INPUT_BYTES:,} characters"
-        )
-    return parse_hook_input(text)
+    # JSON is UTF-8, whatever this process's stdin decodes (a Windows code page,
+    # PYTHONIOENCODING=latin-1): decoded as that, `/home/josé` was `/home/josÃ©`, another scope.
+    stdin = getattr(sys.stdin, "buffer", None)
+    raw = stdin.read(HOOK_INPUT_BYTES + 1) if stdin is not None else b""
+    if len(raw) > HOOK_INPUT_BYTES:
+        raise InvalidInput("stdin", f"the hook's JSON must be at most {HOOK_INPUT_BYTES:,} bytes")
+    return parse_hook_input(hook_text(raw))
 
 
 def _fail_open(what: str, exc: Exception) -> None:

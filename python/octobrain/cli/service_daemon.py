@@ -40,7 +40,7 @@ from octobrain.cli.service_client import (
     environment_marks,
     load_settings,
 )
-from octobrain.cli.service_command import alive, reader, run_command, well_formed
+from octobrain.cli.service_command import alive, run_command, well_formed
 from octobrain.cli.service_stores import BrainCache
 from octobrain.heap import resident_bytes, trim_heap
 
@@ -310,16 +310,14 @@ class Service:
             return
         if not set(argv[1:]) & {"pre-compact", "session-end"}:
             return
-        from octobrain.memory.hooks import parse_hook_input
+        from octobrain.memory.hooks import hook_text, parse_hook_input
         from octobrain.memory.temporal import session_tag
         from octobrain.memory.transcript_file import start_of
         from octobrain.memory.transcript_parts import transcript_part
 
         try:
             stdin = base64.b64decode(request["stdin"]) if request.get("stdin") else b""
-            data = parse_hook_input(
-                reader(stdin, request.get("in_enc"), request.get("in_errors")).read()
-            )
+            data = parse_hook_input(hook_text(stdin))
             if data.transcript_path:
                 where = os.path.join(str(request["cwd"]), data.transcript_path)
                 start = start_of(session_tag(data.session_id), where, None, None)

@@ -39,6 +39,7 @@ __all__ = [
     "Digest",
     "HookInput",
     "digest_transcript",
+    "hook_text",
     "install_hooks",
     "parse_hook_input",
     "session_start_output",
@@ -79,6 +80,13 @@ class HookInput:
     transcript_path: str
     cwd: str
     raw: dict[str, Any]
+
+
+def hook_text(raw: bytes) -> str:
+    """A hook's stdin as text: JSON is UTF-8, whatever the process's stdin would decode (a
+    byte order mark is skipped); a byte that is not UTF-8 is kept as a path keeps one
+    (`surrogateescape`), as a C locale reads it."""
+    return raw.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
 
 
 def parse_hook_input(text: str) -> HookInput:
