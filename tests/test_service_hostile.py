@@ -14,36 +14,22 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from octobrain.cli.service_client import PROTOCOL, Channel, ask, load_settings
+from tests.test_resident_service import _wait
+from tests.test_resident_service import env as service_env  # noqa: F401  (the `env` fixture)
 
 SCOPE = "github.com/acme/hostile"
 
 
 @pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    run_dir = tempfile.mkdtemp(prefix="ob-", dir="/tmp")  # short: AF_UNIX paths are short
-    values = {
-        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
-        "OCTOBRAIN_EMBEDDING_MODEL": "hash:256",
-        "OCTOBRAIN_SERVICE_ENABLED": "1",
-        "OCTOBRAIN_SERVICE_IDLE_SECONDS": "60",
-        "OCTOBRAIN_CONSOLIDATION_SLEEP_ENABLED": "false",
-        "XDG_RUNTIME_DIR": run_dir,
-    }
-    for key, value in values.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
-    yield {**os.environ, **values}
-    settings = load_settings()
-    if settings is not None:
-        ask(settings, "stop")
-    shutil.rmtree(run_dir, ignore_errors=True)
+def env(service_env: dict[str, str]) -> dict[str, str]:  # noqa: F811
+    """A data dir with the service enabled, its service stopped at the end."""
+    return service_env
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
@@ -107,24 +93,33 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def test_a_ctrl_c_while_the_service_runs_the_command_waits_for_its_answer(
+@contextlib.contextmanager
+def _interrupted_once(
     env: dict[str, str],
-) -> None:
-    # Before: Ctrl-C said "Aborted!" (exit 1) while the service went on and stored the memory.
+) -> Iterator[tuple[_SlowService, subprocess.Popen[bytes], bytes]]:
+    """A `memorize` the (slow) service is running, sent one Ctrl-C: the service, the client and
+    what the client said to it; the client and the service are ended after."""
     settings = load_settings()
     assert settings is not None
     service = _SlowService(settings.socket_path)
     client = _cli(env, "memory", "--scope", SCOPE, "memorize", "-t", "Title", "-c", "Content")
     try:
         assert service.running.wait(60)
-        client.send_signal(signal.SIGINT)
         assert client.stderr is not None
-        said = client.stderr.readline() + client.stderr.readline()
-        service.answer.set()
-        out, err = client.communicate(timeout=60)
+        client.send_signal(signal.SIGINT)
+        yield service, client, client.stderr.readline() + client.stderr.readline()
     finally:
         _end(client)
         service.close()
+
+
+def test_a_ctrl_c_while_the_service_runs_the_command_waits_for_its_answer(
+    env: dict[str, str],
+) -> None:
+    # Before: Ctrl-C said "Aborted!" (exit 1) while the service went on and stored the memory.
+    with _interrupted_once(env) as (service, client, said):
+        service.answer.set()
+        out, err = client.communicate(timeout=60)
     assert b"waiting for its answer (Ctrl-C again to stop waiting)" in said, said + err
     assert (client.returncode, out) == (0, b"Memory stored: 1234\n")
 
@@ -132,35 +127,15 @@ def test_a_ctrl_c_while_the_service_runs_the_command_waits_for_its_answer(
 def test_a_second_ctrl_c_stops_waiting_and_says_the_effect_is_unknown(
     env: dict[str, str],
 ) -> None:
-    settings = load_settings()
-    assert settings is not None
-    service = _SlowService(settings.socket_path)
-    client = _cli(env, "memory", "--scope", SCOPE, "memorize", "-t", "Title", "-c", "Content")
-    try:
-        assert service.running.wait(60)
-        assert client.stderr is not None
-        client.send_signal(signal.SIGINT)
-        said = client.stderr.readline() + client.stderr.readline()
+    with _interrupted_once(env) as (_, client, said):
         client.send_signal(signal.SIGINT)
         out, err = client.communicate(timeout=60)
-    finally:
-        _end(client)
-        service.close()
     assert b"waiting for its answer" in said, said + err
     assert (client.returncode, out) == (1, b"")
     assert err.decode().strip() == (
         "error: service: stopped waiting; the octobrain service goes on with the command and "
         "its effect is unknown (check with `octobrain memory recent`)"
     )
-
-
-def _wait(cond: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_a_listener_answering_garbage_on_the_socket_is_replaced_by_a_service(
