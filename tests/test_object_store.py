@@ -624,19 +624,24 @@ def test_the_retry_options_octobrain_reads_are_checked_at_load(
     assert load_config(tmp_path / "none.toml").storage.options
 
 
+def _remember_in_a_process(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`octobrain memory remember` of the store `env` names, as a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "octobrain", "memory", "--scope", SCOPE, "remember", "anything"],
+        env={**os.environ, **CREDENTIALS, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def test_an_unreachable_bucket_is_one_clear_error(tmp_path: Path) -> None:
     from tests.server_support import free_port
 
     endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     env = S3(endpoint).env("s3://team/octobrain", tmp_path / "machine")
-    done = subprocess.run(
-        [sys.executable, "-m", "octobrain", "memory", "--scope", SCOPE, "remember", "anything"],
-        env={**os.environ, **CREDENTIALS, **env},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _remember_in_a_process(env, tmp_path)
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert last == "error: store: cannot open s3://team/octobrain: Connection refused"
@@ -1249,14 +1254,7 @@ def test_an_endpoint_that_never_answers_is_one_clear_error_after_few_tries(
         env = S3(silent.endpoint).env(
             "s3://team/octobrain", tmp_path / "machine", timeout="1s", client_max_retries="0"
         )
-        done = subprocess.run(
-            [sys.executable, "-m", "octobrain", "memory", "--scope", SCOPE, "remember", "anything"],
-            env={**os.environ, **CREDENTIALS, **env},
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = _remember_in_a_process(env, tmp_path)
     finally:
         silent.close()
     assert done.returncode == 1
