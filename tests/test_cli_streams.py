@@ -4,7 +4,6 @@ in the middle of a long command, and `-` for standard input."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_cli_exit import env as cli_env  # noqa: F401  (the `env` fixture)
 from tests.test_ingest import claude_transcript
 
 SCOPE = ["memory", "--scope", "github.com/acme/api"]
@@ -28,13 +28,9 @@ def octobrain(
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
-        "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
-        "OCTOBRAIN_SERVICE_ENABLED": "0",
-    }
+def env(cli_env: dict[str, str]) -> dict[str, str]:  # noqa: F811
+    """A data dir of its own, commands run in-process (the service off)."""
+    return cli_env
 
 
 def test_a_latin1_stdout_gets_what_it_cannot_spell_escaped(env: dict[str, str]) -> None:
