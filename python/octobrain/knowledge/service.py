@@ -392,7 +392,8 @@ class Knowledge:
                 min_relevance=floor,
                 seen=seen,
             )
-        hits = mark_stale(self.kstore, hits, self._visible_where(now), self.local_roots)
+            sources = mirror.sources  # (a refresh replaces it whole, never changes it)
+        hits = mark_stale(sources.values(), hits, self.local_roots)
         empty = None if hits else "min_relevance" if allowed.any() else "nothing_indexed"
         return SearchResult(query, hits, self.scope, report, empty)
 

@@ -8,36 +8,36 @@ as if current. Each file a reply cites is looked at once (a `stat`, at most one 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from octobrain.errors import InvalidInput
 from octobrain.knowledge.results import KnowledgeHit
 from octobrain.knowledge.sources import SourceKind, confine, file_mtime, parse_source
-from octobrain.store.sql import sql_in
-
-if TYPE_CHECKING:
-    from octobrain.knowledge.store import KnowledgeStore
 
 CHANGED = "changed"  # the file's modification time is not the one indexed
 GONE = "gone"  # the file cannot be read any more
 
 
 def mark_stale(
-    kstore: KnowledgeStore,
+    sources: Iterable[Mapping[str, Any]],
     hits: Sequence[KnowledgeHit],
-    where: str,
     roots: tuple[Path, ...] | None,
 ) -> list[KnowledgeHit]:
     """`hits` with `stale` set for those of a local file (outside session notes) whose file
-    changed or is gone since it was indexed; `where` selects the source rows the caller sees,
-    and a file outside `roots` (None: anywhere) is not looked at."""
+    changed or is gone since it was indexed. `sources`: the light source rows the index
+    mirror holds (`ChunkIndex.sources`), whose `mtime` is the one indexed: reading them from
+    the table instead cost a search 19 ms of its 20. A file outside `roots` (None: anywhere)
+    is not looked at."""
     files = {h.uri for h in hits if not h.session and h.uri.startswith("file://")}
     if not files:
         return list(hits)
-    rows = kstore.scan_sources(f"({where}) AND session_id = '' AND {sql_in('uri', sorted(files))}")
-    indexed = {(r["uri"], r["scope"]): float(r["mtime"]) for r in rows}
+    indexed = {
+        (r["uri"], r["scope"]): float(r["mtime"])
+        for r in sources
+        if r["uri"] in files and r["session_id"] == ""
+    }
     state: dict[tuple[str, str], str] = {}
     for key, mtime in indexed.items():
         try:
