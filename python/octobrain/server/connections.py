@@ -20,6 +20,8 @@ import asyncio
 import logging
 from typing import Any
 
+from octobrain.server.quiet import QuietWarning
+
 log = logging.getLogger(__name__)
 
 # Descriptors kept for everything else the server opens (the store's files, the model, the
@@ -61,7 +63,9 @@ def deadline_protocol(seconds: float, cap: int | None = None) -> type[Any]:
     # The connections waiting for a request, the one waiting longest first (dicts keep their
     # insertion order: `_arm` puts a connection last).
     waiting: dict[Any, None] = {}
-    closed = _Closed()
+    # Once, then once a minute at most, with how many since: a flood of connections is not
+    # logged line by line.
+    closed = QuietWarning(log, 1, 60.0, "", "%d more connection(s) were closed to make room")
 
     class DeadlineProtocol(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
@@ -73,7 +77,12 @@ def deadline_protocol(seconds: float, cap: int | None = None) -> type[Any]:
             if len(self.connections) > most:
                 oldest = next((c for c in waiting if c is not self), self)
                 oldest._close()
-                closed.count(most)
+                closed.warn(
+                    "a connection waiting for its request closed to make room: at most %d are "
+                    "open at once (of the descriptors the server may open, a quarter is kept "
+                    "for its store and model)",
+                    most,
+                )
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
@@ -108,27 +117,3 @@ def deadline_protocol(seconds: float, cap: int | None = None) -> type[Any]:
                 self.transport.close()
 
     return DeadlineProtocol
-
-
-class _Closed:
-    """The warning that connections were closed to make room: once, then once a minute at
-    most, with how many since (a flood of connections is not logged line by line)."""
-
-    SECONDS = 60.0
-
-    def __init__(self) -> None:
-        self._said_at: float | None = None
-        self._since = 0
-
-    def count(self, cap: int) -> None:
-        now = asyncio.get_running_loop().time()
-        self._since += 1
-        if self._said_at is None or now - self._said_at >= self.SECONDS:
-            log.warning(
-                "%d connection(s) waiting for their request closed to make room: at most %d "
-                "are open at once (of the descriptors the server may open, a quarter is kept "
-                "for its store and model)",
-                self._since,
-                cap,
-            )
-            self._said_at, self._since = now, 0

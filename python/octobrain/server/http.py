@@ -45,6 +45,7 @@ from octobrain.config.schema import BIND_RULE, MIN_TOKEN_CHARS, split_bind, toke
 from octobrain.errors import InvalidInput, cut_middle
 from octobrain.server import wire
 from octobrain.server.bodies import BodyBudget, Read, replay
+from octobrain.server.quiet import QuietWarning
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,9 @@ MAX_BODY_BYTES = wire.MAX_MESSAGE_BYTES
 MAX_SESSIONS = 1000  # open sessions (`mcp.max_sessions`); at the cap the longest idle makes room
 MAX_IN_FLIGHT = 64  # POSTs being answered at once (`mcp.max_in_flight`); an eighth per session
 SESSION_IDLE_SECONDS = 1800.0  # a session without a request for this long is ended
+# Refused requests are logged at most this many times in these seconds (`quiet`).
+REFUSALS_LOGGED = 20
+REFUSALS_SECONDS = 10.0
 # A Host header as RFC 9110 has it: a name or IPv4 address, or an IPv6 address in brackets, then
 # an optional port of ASCII digits; anything else (`127.0.0.1:1@evil.com`, `localhost:evil`) is
 # no loopback host, whatever precedes its last colon.
@@ -122,7 +126,14 @@ class Guard:
         self._session_in_flight: dict[str, int] = {}
         self._session_ids: dict[str, set[object]] = {}  # request ids being answered
         self._last_request: dict[str, float] = {}  # session id → when its last POST ended
-        self._refusals = _RefusalLog()
+        self._refusals = QuietWarning(
+            log,
+            REFUSALS_LOGGED,
+            REFUSALS_SECONDS,
+            f"over {REFUSALS_LOGGED} requests refused in {REFUSALS_SECONDS:g} s: "
+            "more are counted, not logged",
+            "%d more requests were refused, not logged",
+        )
 
     def _origin_ok(self, origin: str) -> bool:
         value = origin.rstrip("/").lower()
@@ -195,7 +206,9 @@ class Guard:
         if response is None and _opens_a_session(scope, headers):
             response = self._room_for_a_session()
         if response is not None:
-            self._refusals.log(scope.get("method"), scope.get("path"), response.body)
+            self._refusals.warn(
+                "refused %s %s: %s", scope.get("method"), scope.get("path"), response.body
+            )
             await response(scope, receive, send)
             return
         if not post:
@@ -305,41 +318,6 @@ class Guard:
     def _too_large(self) -> Response:
         message = f"request body over {self.max_body} bytes; nothing was read"
         return JSONResponse(wire.error(wire.INVALID_REQUEST, message), 413)
-
-
-class _RefusalLog:
-    """The warning each refused request gets, at most `LINES` in `SECONDS`; past that one line
-    says so, the rest are counted, and the count is said with the next line logged. A flood
-    of refused requests wrote a line each, ~250 bytes, with nothing bounding it: to a log
-    file, all the disk it was given; to a pipe its reader did not drain, 64 kB, after which
-    the server, writing, answered nobody."""
-
-    LINES = 20
-    SECONDS = 10.0
-
-    def __init__(self) -> None:
-        self._window = -self.SECONDS
-        self._lines = 0
-        self._unsaid = 0
-
-    def log(self, method: object, path: object, body: object) -> None:
-        now = time.monotonic()
-        if now - self._window >= self.SECONDS:
-            self._window, self._lines = now, 0
-        if self._lines >= self.LINES:
-            if not self._unsaid:
-                log.warning(
-                    "over %d requests refused in %g s: more are counted, not logged",
-                    self.LINES,
-                    self.SECONDS,
-                )
-            self._unsaid += 1
-            return
-        self._lines += 1
-        if self._unsaid:
-            log.warning("%d more requests were refused, not logged", self._unsaid)
-            self._unsaid = 0
-        log.warning("refused %s %s: %s", method, path, body)
 
 
 def _is_request(message: Any) -> bool:
