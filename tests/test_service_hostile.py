@@ -320,3 +320,35 @@ def test_status_and_stop_from_another_build_do_not_call_the_service_stuck(
     assert "; of another build of octobrain: the next command replaces it" in status.stdout
     stop = subprocess.run([*newer, "service", "stop"], env=env, capture_output=True, text=True)
     assert (stop.returncode, stop.stdout, stop.stderr) == (0, f"stopped pid {pid}\n", "")
+
+
+def test_stop_does_not_say_stopped_while_the_service_still_holds_its_lock(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: `service stop` waited 10 s for the service that had answered its stop to let go
+    # of its lock, then said "stopped pid N", exit 0, whether or not it had (one settling a
+    # large store, or wedged after answering).
+    import fcntl
+
+    from click.testing import CliRunner
+
+    import octobrain.cli.service as service_cli
+    import octobrain.cli.service_client as client
+    from octobrain.cli.main import main
+
+    settings = load_settings()
+    assert settings is not None
+    os.makedirs(os.path.dirname(settings.lock_path), exist_ok=True)
+    monkeypatch.setattr(client, "ask", lambda _settings, op, *a, **k: {"pid": 4242})
+    monkeypatch.setattr(service_cli, "STOP_SECONDS", 0.3)
+    with open(settings.lock_path, "a") as held:  # the service's lock, still held
+        fcntl.flock(held, fcntl.LOCK_EX)
+        done = CliRunner().invoke(main, ["service", "stop"])
+    assert done.exit_code == 1, done.output
+    assert "stopped" not in done.stdout
+    assert done.stderr == (
+        "error: service: the service (pid 4242) said it stops but still holds its lock "
+        "after 0.3 s; `kill 4242` ends it\n"
+    )
+    done = CliRunner().invoke(main, ["service", "stop"])  # the lock let go: stopped
+    assert (done.exit_code, done.stdout) == (0, "stopped pid 4242\n")

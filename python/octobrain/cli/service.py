@@ -53,6 +53,9 @@ def _stuck(settings: Settings) -> str | None:
     return f"{who} holds the lock but gave no answer (stopped, or stuck); {ends}"
 
 
+# How long `service stop` waits for the services it asked to let go of their locks.
+STOP_SECONDS = 10.0
+
 _ALL_OPTION = click.option(
     "--all",
     "every",
@@ -221,7 +224,7 @@ def start_cmd(wait: float) -> None:
 @_ALL_OPTION
 def stop_cmd(every: bool) -> None:
     """Stop the service (the next command runs in-process and starts a new one)."""
-    from octobrain.cli.service_client import ask, service_alive
+    from octobrain.cli.service_client import ask
 
     settings = _settings()
     if every:
@@ -234,29 +237,39 @@ def stop_cmd(every: bool) -> None:
             raise UserFailure(f"service: {stuck}")
         click.echo("not running")
         return
-    deadline = time.monotonic() + 10.0
-    while service_alive(settings) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    click.echo(f"stopped pid {info['pid']}")
+    _see_stopped([(settings, info.get("pid"), info)])
 
 
 def _stop_all(settings: Settings) -> None:
     """`service stop --all`: stop every service of this user (any build: one of another build
     asked to stop stops too); a stuck one is named, and the exit is 1."""
-    from octobrain.cli.service_client import ask, service_alive
+    from octobrain.cli.service_client import ask
 
     found = _every(settings)
-    asked = [(other, pid, ask(other, "stop")) for other, pid in found]
-    stuck = []
-    deadline = time.monotonic() + 10.0
-    for other, pid, info in asked:
-        while service_alive(other) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if service_alive(other):
-            stuck.append(_stuck(other) or f"the service (pid {pid}) did not stop")
-        else:
-            click.echo(f"stopped pid {(info or {}).get('pid', pid)}")
     if not found:
         click.echo("not running")
+        return
+    _see_stopped([(other, pid, ask(other, "stop")) for other, pid in found])
+
+
+def _see_stopped(asked: list[tuple[Settings, Any, dict[str, Any] | None]]) -> None:
+    """Wait (`STOP_SECONDS` in all) for each service asked to stop to let go of its lock: each
+    gone is said stopped; one still there is named, and the exit is 1 (before, `stop` said
+    "stopped" after its wait whether or not the service had gone)."""
+    from octobrain.cli.service_client import gone_by
+
+    deadline = time.monotonic() + STOP_SECONDS
+    stuck = []
+    for other, pid, info in asked:
+        pid = (info or {}).get("pid", pid)
+        if gone_by(other, deadline):
+            click.echo(f"stopped pid {pid}")
+        elif info is None:  # (it gave no answer to the stop)
+            stuck.append(_stuck(other) or f"the service (pid {pid}) did not stop")
+        else:
+            stuck.append(
+                f"the service (pid {pid}) said it stops but still holds its lock after "
+                f"{STOP_SECONDS:g} s; `kill {pid}` ends it"
+            )
     if stuck:
         raise UserFailure("service: " + "; ".join(stuck))

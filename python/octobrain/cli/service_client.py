@@ -384,9 +384,7 @@ def ask(settings: Settings, op: str, timeout: float = ASK_SECONDS) -> dict[str, 
             # let go of its lock it is not running. (It was said to be stuck, to be killed.)
             channel.sock.close()
             pid = lock_holder(settings)
-            deadline = time.monotonic() + STEP_ASIDE_SECONDS
-            while service_alive(settings) and time.monotonic() < deadline:
-                time.sleep(0.05)
+            gone_by(settings, time.monotonic() + STEP_ASIDE_SECONDS)
             return {"stopping": True, "pid": pid} if op == "stop" else None
         if hello is None:
             return None
@@ -422,6 +420,16 @@ def service_alive(settings: Settings) -> bool:
     finally:
         os.close(fd)  # closing drops a lock we may have taken
     return False
+
+
+def gone_by(settings: Settings, deadline: float) -> bool:
+    """Wait until no service holds this data dir's lock, or `deadline` (`time.monotonic`)
+    passes; whether it is gone."""
+    while service_alive(settings):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 # glibc's malloc raises its mmap threshold to the largest block freed (up to 32 MiB) and then
