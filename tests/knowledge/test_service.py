@@ -281,11 +281,8 @@ def test_a_match_naming_a_file_greps_its_text_as_it_reads_now_and_embeds_nothing
         k.match("NEEDLE", source="missing.md")
 
 
-def test_a_search_over_every_source_marks_a_hit_whose_file_changed_or_is_gone(
-    make_knowledge: MakeKnowledge, tmp_path: Path
-) -> None:
-    # Before: a file edited or deleted after it was indexed was still cited as its old text,
-    # with nothing to tell it from a current one.
+def _kept_edited_deleted(make_knowledge: MakeKnowledge, tmp_path: Path) -> Knowledge:
+    """Three files indexed, each with "the rollback runbook"; then one edited, one deleted."""
     for name in ("kept", "edited", "deleted"):
         (tmp_path / f"{name}.md").write_text(f"# {name}\n\nthe rollback runbook of {name}\n")
     k = make_knowledge()
@@ -295,6 +292,31 @@ def test_a_search_over_every_source_marks_a_hit_whose_file_changed_or_is_gone(
     edited.write_text("# edited\n\nsomething else now\n")
     os.utime(edited, (edited.stat().st_atime, edited.stat().st_mtime + 10))
     (tmp_path / "deleted.md").unlink()
+    return k
+
+
+def test_a_match_over_the_index_marks_the_lines_of_a_file_changed_or_gone(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # Before: `knowledge match` without a source showed the indexed lines of a file edited or
+    # deleted since as if current, while `search` marked the same hits stale.
+    k = _kept_edited_deleted(make_knowledge, tmp_path)
+    found = k.match("rollback runbook")
+    stale = {Path(h.uri).name: h.stale for h in found.hits}
+    assert stale == {"kept.md": "", "edited.md": "changed", "deleted.md": "gone"}
+    reply = render_match(found)
+    assert reply.count("Stale: the file changed since it was indexed") == 1
+    assert reply.count("Stale: the file is gone since it was indexed") == 1
+    # Named as the source, the file is read as it is now: nothing stale, no such line.
+    assert k.match("something else", source="edited.md").hits[0].stale == ""
+
+
+def test_a_search_over_every_source_marks_a_hit_whose_file_changed_or_is_gone(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # Before: a file edited or deleted after it was indexed was still cited as its old text,
+    # with nothing to tell it from a current one.
+    k = _kept_edited_deleted(make_knowledge, tmp_path)
     result = k.search("rollback runbook", limit=10)
     stale = {Path(h.uri).name: h.stale for h in result.hits}
     assert stale == {"kept.md": "", "edited.md": "changed", "deleted.md": "gone"}

@@ -105,6 +105,14 @@ _STALE = {
 }
 
 
+_STALE_LINES = {
+    "changed": "Stale: the file changed since it was indexed; these are lines of the indexed "
+    "text (match naming it as source reads it as it is now).",
+    "gone": "Stale: the file is gone since it was indexed; these are lines of the indexed text "
+    "(`octobrain knowledge delete-source` removes it).",
+}
+
+
 def render_search(result: SearchResult) -> str:
     """Results with title, source, section path, the section text and its relevance."""
     lines: list[str] = []
@@ -173,6 +181,7 @@ def render_match(report: MatchReport) -> str:
     with_context = any(hit.before or hit.after for hit in report.hits)
     lines: list[str] = []
     groups: dict[str, tuple[str, dict[int, tuple[str, str]]]] = {}
+    stale = {hit.uri: hit.stale for hit in report.hits}
     for hit in report.hits:  # in source order, so dict order keeps the sources' order
         shown = groups.setdefault(hit.uri, (hit.title, {}))[1]
         first = hit.line_number - len(hit.before)
@@ -183,6 +192,8 @@ def render_match(report: MatchReport) -> str:
                 shown[number] = ("-", text)
     for uri, (title, shown) in groups.items():
         lines += [RULE, f"{title} — {uri}"]
+        if stale.get(uri):
+            lines.append(_STALE_LINES[stale[uri]])
         previous = None
         for number in sorted(shown):
             if with_context and previous is not None and number > previous + 1:

@@ -103,6 +103,7 @@ class LineHit:
     end: int
     before: list[str] = field(default_factory=list)
     after: list[str] = field(default_factory=list)
+    stale: str = ""  # from the index: "changed" or "gone" since the file was indexed
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ URL is older than `outdating_days`, and re-embedded only when its content hash c
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -64,7 +65,7 @@ from octobrain.knowledge.sources import (
     parse_source,
     read_file,
 )
-from octobrain.knowledge.stale import mark_stale
+from octobrain.knowledge.stale import mark_stale, mark_stale_lines
 from octobrain.knowledge.store import KnowledgeStore
 from octobrain.models import NOTE_BYTES, QUERY_BYTES, check_limit
 from octobrain.safe_text import check_label, check_text, is_unicode
@@ -449,7 +450,12 @@ class Knowledge:
             return grep(self.kstore, [named], context=context, texts_of=lambda _: [document.text])
         _, source_ids = self._restrict(source)  # (texts are read a batch at a time)
         rows = [r for r in self._visible_rows() if source_ids is None or r["id"] in source_ids]
-        return grep(self.kstore, rows, context=context)
+        report = grep(self.kstore, rows, context=context)
+        if not report.hits:
+            return report
+        return dataclasses.replace(
+            report, hits=mark_stale_lines(rows, report.hits, self.local_roots)
+        )
 
     # ---- session notes --------------------------------------------------------------------
 

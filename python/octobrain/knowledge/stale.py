@@ -1,7 +1,8 @@
-"""`mark_stale`: search hits of local files that changed or went away since they were indexed.
+"""`mark_stale`, `mark_stale_lines`: search hits and matching lines of local files that changed
+or went away since they were indexed.
 
-A search over every source answers from the index, not the files (reading them all again
-would be unbounded work): a hit of a file edited or deleted since was shown as its text,
+A search or match over every source answers from the index, not the files (reading them all
+again would be unbounded work): a hit of a file edited or deleted since was shown as its text,
 as if current. Each file a reply cites is looked at once (a `stat`, at most one a hit).
 """
 
@@ -13,11 +14,35 @@ from pathlib import Path
 from typing import Any
 
 from octobrain.errors import InvalidInput
-from octobrain.knowledge.results import KnowledgeHit
+from octobrain.knowledge.results import KnowledgeHit, LineHit
 from octobrain.knowledge.sources import SourceKind, confine, file_mtime, parse_source
 
 CHANGED = "changed"  # the file's modification time is not the one indexed
 GONE = "gone"  # the file cannot be read any more
+
+
+def file_states(
+    sources: Iterable[Mapping[str, Any]], uris: set[str], roots: tuple[Path, ...] | None
+) -> dict[tuple[str, str], str]:
+    """For each persistent source row (uri, scope) whose uri is in `uris` and a local file
+    inside `roots` (None: anywhere): `CHANGED` or `GONE` when the file changed or went away
+    since it was indexed (the row's `mtime`), else "". One `stat` a file."""
+    indexed = {
+        (r["uri"], r["scope"]): float(r["mtime"])
+        for r in sources
+        if r["uri"] in uris and r["uri"].startswith("file://") and r["session_id"] == ""
+    }
+    state: dict[tuple[str, str], str] = {}
+    for key, mtime in indexed.items():
+        try:
+            ref = confine(parse_source(key[0]), roots)
+        except InvalidInput:
+            continue  # not this session's to look at
+        if ref.kind is not SourceKind.FILE:
+            continue
+        now = file_mtime(ref)
+        state[key] = GONE if now is None else CHANGED if now != mtime else ""
+    return state
 
 
 def mark_stale(
@@ -30,25 +55,23 @@ def mark_stale(
     mirror holds (`ChunkIndex.sources`), whose `mtime` is the one indexed: reading them from
     the table instead cost a search 19 ms of its 20. A file outside `roots` (None: anywhere)
     is not looked at."""
-    files = {h.uri for h in hits if not h.session and h.uri.startswith("file://")}
+    files = {h.uri for h in hits if not h.session}
     if not files:
         return list(hits)
-    indexed = {
-        (r["uri"], r["scope"]): float(r["mtime"])
-        for r in sources
-        if r["uri"] in files and r["session_id"] == ""
-    }
-    state: dict[tuple[str, str], str] = {}
-    for key, mtime in indexed.items():
-        try:
-            ref = confine(parse_source(key[0]), roots)
-        except InvalidInput:
-            continue  # not this session's to look at
-        if ref.kind is not SourceKind.FILE:
-            continue
-        now = file_mtime(ref)
-        state[key] = GONE if now is None else CHANGED if now != mtime else ""
+    state = file_states(sources, files, roots)
     return [
         dataclasses.replace(h, stale=state.get((h.uri, h.scope), "")) if not h.session else h
         for h in hits
     ]
+
+
+def mark_stale_lines(
+    rows: Sequence[Mapping[str, Any]], hits: Sequence[LineHit], roots: tuple[Path, ...] | None
+) -> list[LineHit]:
+    """Matching lines of indexed text (`knowledge match` over the index), `stale` set as
+    `mark_stale` sets it, from the source `rows` grepped. A file indexed in two scopes is
+    marked when either row is stale (its lines are shown once, under its uri)."""
+    state: dict[str, str] = {}
+    for (uri, _), said in file_states(rows, {h.uri for h in hits}, roots).items():
+        state[uri] = state.get(uri) or said
+    return [dataclasses.replace(h, stale=state.get(h.uri, "")) for h in hits]
