@@ -407,6 +407,12 @@ def test_a_memory_edited_before_it_was_made_is_refused(make_brain: MakeBrain) ->
     said = datetime.fromisoformat(row["created_at"]) + timedelta(hours=20)
     turn = {**row, "created_at": said.isoformat()}
     assert import_jsonl(other, _dumped([lines[0], turn, *lines[2:]])).imported == 5
+    # A row made in the first day of year 1 has no day before it to compare with (it was an
+    # OverflowError traceback, nothing imported).
+    first = dict.fromkeys(("created_at", "updated_at", "last_accessed"), "0001-01-01T03:00:00Z")
+    oldest = make_brain("oldest")
+    assert import_jsonl(oldest, _dumped([lines[0], {**row, **first}, *lines[2:]])).imported == 5
+    assert oldest.get(row["id"]).created_at.year == 1
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ from octobrain.scope import validate_scope
 from octobrain.secrets import screen, screen_each
 from octobrain.store.consolidations import RECORD_KINDS, ConsolidationRecord
 from octobrain.store.schema import RECORD_STATUSES
-from octobrain.times import iso_time, iso_z, not_ahead
+from octobrain.times import earlier_by, iso_time, iso_z, not_ahead
 
 MAX_COUNT = 2**62  # an access count beyond the store's int64 column is no count
 SHORT_BYTES = 256  # a row's role or git commit (a commit id is 40 or 64 hex digits)
@@ -208,7 +208,8 @@ def memory_row(obj: dict[str, Any], where: str) -> Memory:
         git_commit=_optional_text(f("git_commit"), obj.get("git_commit"), SHORT_BYTES),
         context=context,
     )
-    if memory.updated_at < memory.created_at - EDITED_BEFORE_MADE:
+    # (`earlier_by`: a row made in the first day of year 1 has no day before it)
+    if memory.updated_at < earlier_by(memory.created_at, EDITED_BEFORE_MADE):
         raise InvalidInput(
             f("updated_at"),
             f"must not be more than a day earlier than created_at "
