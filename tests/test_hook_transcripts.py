@@ -180,3 +180,19 @@ def test_a_session_s_transcript_path_that_is_now_a_fifo_is_refused_not_waited_on
     assert [d.content for d in digests()] == [
         "Decisions:\n- We decided to normalise timestamps to UTC.\n\nFiles touched: src/tz.py"
     ]
+
+
+def test_a_tool_call_named_by_an_object_or_a_list_costs_nothing_of_the_digest(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # A tool_use block whose `name` was no string failed the hook ("unhashable type: 'dict'"):
+    # exit 0, the session's digest lost.
+    odd = [{"type": "tool_use", "name": name, "input": {"file_path": "/odd.py"}}
+           for name in ({"x": 1}, ["Edit"], None, 7)]  # fmt: skip
+    entry = {"type": "assistant", "sessionId": SESSION, "message": {"content": odd}}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(entry) + "\n" + said("We decided to keep UTC.", "/src/a.py"))
+    done = hook("session-end", path, env)
+    assert done.returncode == 0 and "digest stored" in done.stderr, done.stderr
+    [digest] = digests()
+    assert "We decided to keep UTC." in digest.content and digest.related_files == ["src/a.py"]

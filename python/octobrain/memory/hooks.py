@@ -264,7 +264,8 @@ def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "", *, room:
                 digest.decisions.append(_short(sentence))
                 seen.add(key)
         for block in _blocks(entry):
-            if block.get("type") == "tool_use" and block.get("name") in _EDIT_TOOLS:
+            name = block.get("name")  # (any JSON value: a list or object is no tool's name)
+            if block.get("type") == "tool_use" and isinstance(name, str) and name in _EDIT_TOOLS:
                 raw = block.get("input")
                 args: dict[str, Any] = raw if isinstance(raw, dict) else {}
                 path = args.get("file_path") or args.get("notebook_path")
