@@ -628,6 +628,27 @@ def test_a_stuck_service_is_named_with_its_pid_not_reported_absent(env: dict[str
     assert cli(env, "service", "stop").stdout.decode() == f"stopped pid {pid}\n"
 
 
+def test_a_dependency_upgraded_beside_it_retires_the_service(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Before: the fingerprint a service answers for was octobrain's own files only, so after
+    # `pip install -U lancedb` (or any package octobrain imports) the running service went on
+    # answering every command with the old one loaded.
+    packages = tmp_path / "site-packages"  # (a package directory on the path, as pip's is)
+    (packages / "lancedb-0.21.0.dist-info").mkdir(parents=True)
+    env = {**env, "PYTHONPATH": str(packages)}
+    _start(env)
+    pid = int(ask(_settings(), "status")["pid"])  # type: ignore[index]
+    (packages / "lancedb-0.21.0.dist-info").rename(packages / "lancedb-0.22.0.dist-info")
+    done = cli(env, "memory", "--scope", SCOPE, "recent")
+    assert (done.returncode, done.stdout) == (0, b"No memories yet.\n")
+    settings = _settings()
+    assert _wait(lambda: not os.path.exists(settings.socket_path), 30), "old packages served"
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, 0)
+        assert _wait(lambda: not os.path.exists(f"/proc/{pid}"), 30), "old service kept"
+
+
 def test_changed_config_file_retires_the_service(env: dict[str, str]) -> None:
     _start(env)
     config = Path(env["OCTOBRAIN_DATA_DIR"]) / "config.toml"

@@ -282,8 +282,9 @@ _build: str | None = None
 
 
 def build_id() -> str:
-    """A fingerprint of the installed package files: a service of another install or of an
-    edited source tree never answers for this one."""
+    """A fingerprint of the installed package files and of the packages installed beside them:
+    a service of another install, of an edited source tree, or from before a dependency was
+    upgraded (`pip install -U lancedb`: it still ran the old one) never answers for this one."""
     global _build
     if _build is not None:
         return _build
@@ -294,8 +295,26 @@ def build_id() -> str:
             if name.endswith((".py", ".so", ".pyd")):
                 st = os.stat(os.path.join(root, name))
                 h.update(f"{root}/{name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    for packages in _installed():
+        h.update(f"{packages};".encode())
     _build = h.hexdigest()[:24]
     return _build
+
+
+def _installed() -> list[str]:
+    """The installed distributions' metadata directories (`lancedb-0.22.0.dist-info`) in each
+    package directory on the path: their names carry the versions, and an install, upgrade
+    or removal changes them (one directory listing each, about 0.2 ms)."""
+    names = []
+    for entry in sys.path:
+        if os.path.basename(entry) not in ("site-packages", "dist-packages"):
+            continue
+        try:
+            listed = os.listdir(entry)
+        except OSError:
+            continue
+        names += sorted(n for n in listed if n.endswith((".dist-info", ".egg-info")))
+    return names
 
 
 class Channel:
