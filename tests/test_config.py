@@ -118,11 +118,14 @@ def test_template_lists_every_key_and_loads_to_defaults(tmp_path: Path):
 def test_render_round_trips_non_default_values(tmp_path: Path):
     text = (
         '[embedding]\nmodel = "hash:64"\nbase_url = "http://127.0.0.1:9/v1"\n'
-        '[mcp]\nallowed_origins = ["https://a.example", "quote\\"d"]\n'
+        '[mcp]\nallowed_origins = ["https://a.example", "quote\\"d", "del\\u007f csi\\u009b"]\n'
         '[search]\nfusion = "zscore"\nvector_weight = 2.5\n'
     )
     cfg = load_config(write(tmp_path, text))
-    assert cfg.mcp.allowed_origins == ("https://a.example", 'quote"d')
+    assert cfg.mcp.allowed_origins == ("https://a.example", 'quote"d', "del\x7f csi\x9b")
+    # DEL was written raw, which TOML refuses ("Illegal character"): `config show` saved was
+    # no config; the C1 CSI went raw to the terminal.
+    assert not {"\x7f", "\x9b"} & set(render_toml(cfg))
     again = load_config(write(tmp_path, render_toml(cfg)))
     assert again == cfg
     assert tomllib.loads(render_toml(cfg))["search"]["fusion"] == "zscore"

@@ -10,7 +10,6 @@ the env var), the dotted key and the rule.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import sys
@@ -22,6 +21,7 @@ from typing import Any
 from octobrain.config.schema import CONFIG_VERSION, Config
 from octobrain.errors import ConfigError
 from octobrain.files import NotARegularFile, TooLarge, read_regular
+from octobrain.safe_text import json_printable
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -328,8 +328,8 @@ def _toml_value(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, (int, float)):
         return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)  # JSON string escapes are valid TOML
+    if isinstance(v, str):  # (JSON's string escapes are TOML's; DEL, which TOML refuses raw,
+        return json_printable(v)  # and the C1 codes a terminal acts on, escaped too)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     raise TypeError(f"cannot render {v!r} as TOML")
