@@ -352,7 +352,7 @@ def test_maintenance_runs_within_the_write_or_after_it_when_deferred(
 
 def test_a_lance_error_is_reported_without_its_rust_source_location() -> None:
     # The startup sleep pass's warning printed "…, /root/.cargo/registry/src/…/lance-….rs:123:45".
-    from octobrain.store.location import object_store_reason
+    from octobrain.store.endpoint import object_store_reason
 
     exc = RuntimeError(
         "lance error: Not found: /data/db/relationships.lance/data/x.lance, "

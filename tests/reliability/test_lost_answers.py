@@ -8,72 +8,20 @@ each request and, when told, drops the connection instead of relaying the answer
 
 from __future__ import annotations
 
-import http.client
-import http.server
 import logging
-import re
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pytest
 
 from octobrain.config import Config, StorageConfig
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
+from tests.relay import Relay
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 MANIFEST_PUT = r"memories\.lance/_versions/.*\.manifest"
-
-
-@dataclass
-class Relay:
-    """Forwards every request to `upstream`; the next request whose path matches `drop` is
-    forwarded, and its answer dropped (the connection is shut instead)."""
-
-    upstream: int
-    drop: str | None = None
-    dropped: list[str] = field(default_factory=list)
-
-    def start(self) -> int:
-        relay = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def forward(self) -> None:
-                size = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(size) if size else None
-                upstream = http.client.HTTPConnection("127.0.0.1", relay.upstream, timeout=30)
-                upstream.request(self.command, self.path, body, dict(self.headers.items()))
-                answer = upstream.getresponse()
-                data = answer.read()
-                if relay.drop and self.command == "PUT" and re.search(relay.drop, self.path):
-                    relay.drop = None
-                    relay.dropped.append(self.path)
-                    self.close_connection = True
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    return
-                self.send_response(answer.status)
-                for name, value in answer.getheaders():
-                    if name.lower() not in ("transfer-encoding", "connection", "content-length"):
-                        self.send_header(name, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = forward
-
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return int(server.server_address[1])
 
 
 @pytest.fixture()

@@ -144,7 +144,7 @@ def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
 
     from octobrain.store.failures import ModelMismatch
     from octobrain.store.lease import StoreBusy
-    from octobrain.store.location import object_store_reason as reason
+    from octobrain.store.endpoint import object_store_reason as reason
     from octobrain.store.sql import sql_str
     from octobrain.store.watch import odd_file
 

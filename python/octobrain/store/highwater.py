@@ -53,6 +53,7 @@ from urllib.parse import urlsplit
 
 from octobrain.errors import StorageError
 from octobrain.files import read_regular
+from octobrain.store.endpoint import object_store_reason
 
 if TYPE_CHECKING:
     import lancedb
@@ -145,8 +146,9 @@ class HighWater:
             except StorageError as exc:  # `LeaseLost`: its new holder may have made the table
                 # again, from version 1 (`location` imports this module: named by its base)
                 log.warning("did not record the committed versions in %s: %s", self.key, exc)
-            except Exception as exc:
-                log.warning("could not record the committed versions in %s: %s", self.key, exc)
+            except Exception as exc:  # (an object store's errors end in a Rust dump: its gist)
+                reason = object_store_reason(exc)
+                log.warning("could not record the committed versions in %s: %s", self.key, reason)
 
     def _merged(
         self, versions: Mapping[str, int | None]

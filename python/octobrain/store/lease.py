@@ -6,6 +6,7 @@ Every machine that can write the tables can see it; nothing local is involved.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -72,6 +73,42 @@ def _read_lease(raw: bytes) -> tuple[str | None, float | None, str | None]:
     return holder, float(expires), None
 
 
+@functools.cache
+def _this_kernel() -> str | None:
+    """Where a process id names one process: this boot of this machine's kernel and this
+    process's pid namespace (Linux); None where that cannot be told."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except (OSError, ValueError):
+        return None
+    return f"{boot}:{namespace}"
+
+
+def _ended_here(raw: bytes) -> bool:
+    """Whether the lease object `raw` was put by a process of this kernel and pid namespace
+    (`_this_kernel`) that no longer runs: a command that could not delete it on its way out
+    (the endpoint was down). A live process, or one elsewhere, is never taken for ended."""
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    kernel = _this_kernel()
+    if kernel is None or not isinstance(record, dict) or record.get("kernel") != kernel:
+        return False
+    pid = record.get("pid")
+    if type(pid) is not int or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # (PermissionError: it runs, as another user)
+        return False
+    return False
+
+
 class Waiting:
     """A reusable context manager: hold `lease`, waiting at most `timeout` seconds."""
 
@@ -126,9 +163,14 @@ class Lease:
             if self._depth == 0:
                 self._acquire(timeout if timeout >= 0 else float("inf"))
                 self._owner = threading.get_ident()
-        except BaseException:
+        except BaseException as exc:
             self._rlock.release()
-            raise
+            failure = self._location.request_failure(
+                f"cannot take the write lease {self._key}", exc
+            )
+            if failure is None:
+                raise
+            raise failure from exc
         self._depth += 1
 
     def exit(self) -> None:
@@ -163,6 +205,9 @@ class Lease:
 
     def _body(self) -> bytes:
         record = {"holder": self._holder, "expires": time.time() + LEASE_TTL_S}
+        kernel = _this_kernel()
+        if kernel is not None:  # so a command on this machine knows it ended (`_ended_here`)
+            record.update(kernel=kernel, pid=os.getpid())
         return json.dumps(record).encode()
 
     def _put(self, mode: Any) -> None:
@@ -204,16 +249,17 @@ class Lease:
                 break
             unchanged = seen - self._seen[1]
             long_dead = expires is not None and expires + CLOCK_TOLERANCE_S < time.time()
-            if unchanged >= LEASE_TTL_S or long_dead:
+            ended = _ended_here(raw)
+            if unchanged >= LEASE_TTL_S or long_dead or ended:
                 try:  # its holder stopped renewing it: take it over, unless another just did
                     self._put({"e_tag": etag})
                 except (PreconditionError, FileNotFoundError):
                     continue
                 log.warning(
-                    "took over the write lease %s of %s (unchanged for %.0f s)",
+                    "took over the write lease %s of %s (%s)",
                     self._key,
                     holder or "an unknown holder",
-                    unchanged,
+                    "its process ended" if ended else f"unchanged for {unchanged:.0f} s",
                 )
                 break
             if time.monotonic() >= deadline:

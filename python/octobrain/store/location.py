@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 from collections.abc import Mapping
 from datetime import timedelta
@@ -26,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from octobrain.errors import StorageError
 from octobrain.files import read_regular
+from octobrain.store.endpoint import object_store_reason
 from octobrain.store.highwater import HighWater
 from octobrain.store.lancedb_import import import_lancedb
 from octobrain.store.lease import Lease, Waiting
@@ -68,20 +68,6 @@ def redact(uri: str) -> str:
     if "@" not in parts.netloc:
         return uri
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-
-
-def object_store_reason(exc: BaseException) -> str:
-    """The human part of an object-store error (LanceDB nests the client's error in a dump)."""
-    text = str(exc)
-    if re.search(r"kind: Timeout|TimedOut", text):
-        return "no answer from the endpoint within the request timeout (storage option timeout)"
-    for pattern in (r'message: "([^"]+)"', r'ConnectError\("([^"]+)"', r"<Code>(\w+)</Code>"):
-        found = re.search(pattern, text)
-        if found:
-            return found.group(1)
-    line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    line = line.split(", /")[0]  # (LanceDB ends a line with the Rust source file it came from)
-    return line if len(line) <= 500 else line[:499] + "…"
 
 
 class StoreLocation:
@@ -157,6 +143,20 @@ class StoreLocation:
         listed = obstore.list(self.objects(), f"{name}.lance/_versions/", chunk_size=1)
         return not any(batch for batch in listed)
 
+    def request_failure(self, what: str, exc: BaseException) -> StorageError | None:
+        """The one line for a request to this store that failed (`what` could not be done):
+        the endpoint down, refusing or not answering; None when `exc` is no such failure (a
+        missing object, a refused condition: its caller's to handle)."""
+        from obstore.exceptions import BaseError
+
+        if not isinstance(exc, BaseError):
+            return None
+        return StorageError(
+            f"store: {self}: {what} ({object_store_reason(exc)}); nothing was changed: check "
+            "that the endpoint is up and reachable (storage.uri, storage.options), then run it "
+            "again"
+        )
+
     def check_held(self) -> None:
         """Refuse (`LeaseLost`), before a commit, a write whose lease this thread may have lost
         (object stores; a local lock file cannot be lost while its process lives)."""
@@ -193,6 +193,11 @@ class StoreLocation:
                 raw = bytes(obstore.get(self.objects(), f"{_META}/{name}").bytes())
             except FileNotFoundError:
                 return None
+            except Exception as exc:
+                failure = self.request_failure(f"cannot read {_META}/{name}", exc)
+                if failure is None:
+                    raise
+                raise failure from exc
         record = json.loads(raw)
         if not isinstance(record, dict):
             raise ValueError("not a JSON object")
@@ -205,7 +210,13 @@ class StoreLocation:
         if self.path is None:
             import obstore
 
-            obstore.put(self.objects(), f"{_META}/{name}", data)
+            try:
+                obstore.put(self.objects(), f"{_META}/{name}", data)
+            except Exception as exc:
+                failure = self.request_failure(f"cannot write {_META}/{name}", exc)
+                if failure is None:
+                    raise
+                raise failure from exc
             return
         target = self.path / _META / name
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,22 @@
+"""What an object-store endpoint's failure means, in a few words: LanceDB and the object-store
+client nest it in a Rust error dump of many lines."""
+
+from __future__ import annotations
+
+import re
+
+
+def object_store_reason(exc: BaseException) -> str:
+    """The human part of an object-store error (LanceDB nests the client's error in a dump)."""
+    text = str(exc)
+    if re.search(r"kind: Timeout|TimedOut", text):
+        return "no answer from the endpoint within the request timeout (storage option timeout)"
+    if "IncompleteMessage" in text:  # (hyper's name for a connection shut before an answer)
+        return "the endpoint closed the connection without answering"
+    for pattern in (r'message: "([^"]+)"', r'ConnectError\("([^"]+)"', r"<Code>(\w+)</Code>"):
+        found = re.search(pattern, text)
+        if found:
+            return found.group(1)
+    line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    line = line.split(", /")[0]  # (LanceDB ends a line with the Rust source file it came from)
+    return line if len(line) <= 500 else line[:499] + "…"

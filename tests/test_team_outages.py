@@ -1,0 +1,119 @@
+"""A team's store on S3 whose endpoint goes down in the middle of a command and comes back:
+every failure is one line naming the store and what to do, nothing needs repairing after, and
+a write lease the failed command could not let go does not hold up the next command.
+
+The loopback S3 endpoint of `test_object_store`, reached through a relay that can go down
+(`tests.relay`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from octobrain.errors import StorageError
+from octobrain.store import memories
+from octobrain.store.lease import StoreBusy
+from tests.relay import Relay
+from tests.test_object_store import (  # noqa: F401 (fixtures)
+    LEASE_KEY,
+    S3,
+    SCOPE,
+    _brain,
+    _lease,
+    _set_lease,
+    machine,
+    s3,
+)
+
+DOWN = "the endpoint closed the connection without answering"
+MEMORIZE = (sys.executable, "-m", "octobrain", "memory", "--scope", SCOPE, "memorize")
+
+
+@pytest.fixture()
+def relayed(machine: S3) -> tuple[Relay, S3, str]:  # noqa: F811
+    """(the relay, the endpoint through it, a fresh bucket's URI)."""
+    relay = Relay(int(machine.endpoint.rsplit(":", 1)[1]))
+    return relay, S3(f"http://127.0.0.1:{relay.start()}"), f"s3://{machine.bucket()}/octobrain"
+
+
+def test_the_endpoint_down_when_the_lease_is_taken_is_one_line(
+    relayed: tuple[Relay, S3, str],
+) -> None:
+    # Before: obstore's GenericError, a Python traceback and a 40-line Rust dump.
+    relay, via, uri = relayed
+    brain = _brain(via, uri)
+    brain.memorize("First", "Something to keep about deploys.")
+    relay.down_at = r"^PUT .*_octobrain/locks/"
+    with pytest.raises(StorageError) as down:
+        brain.memorize("Second", "Written while the endpoint is down.")
+    assert str(down.value) == (
+        f"store: {uri}: cannot take the write lease {LEASE_KEY} ({DOWN}); nothing was changed: "
+        "check that the endpoint is up and reachable (storage.uri, storage.options), then run "
+        "it again"
+    )
+    relay.down = False  # back: the same command works, nothing to repair
+    brain.memorize("Second", "Written while the endpoint is down.")
+    assert [m.title for m in _brain(via, uri).recent()] == ["Second", "First"]
+
+
+def test_a_record_the_endpoint_cannot_take_is_one_line(
+    relayed: tuple[Relay, S3, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    relay, via, uri = relayed
+    brain = _brain(via, uri)
+    brain.memorize("First", "Something to keep about deploys.")
+    # The commit landed; recording its version did not: acknowledged, and said in one line
+    # (before: the client's Rust error dump, 40 lines, in the warning).
+    relay.down_at = r"^PUT .*_octobrain/versions\.json"
+    with caplog.at_level(logging.WARNING):
+        second, _ = brain.memorize("Second", "Committed while the record cannot be written.")
+    relay.down = False
+    said = [r.getMessage() for r in caplog.records if "versions.json" in r.getMessage()]
+    assert said == [f"could not record the committed versions in _octobrain/versions.json: {DOWN}"]
+    assert _brain(via, uri).get(second.id).title == "Second"
+
+    # Reading a record with the endpoint down (before: a raw GenericError).
+    relay.down = True
+    with pytest.raises(
+        StorageError, match=rf"^store: {uri}: cannot read _octobrain/\S+ \({DOWN}\)"
+    ):
+        brain.store.location.read_json("versions.json")
+
+
+def test_a_lease_a_finished_command_could_not_let_go_does_not_hold_up_the_next(
+    relayed: tuple[Relay, S3, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The endpoint went down as `memorize` let go of the lease: the memory was stored, the
+    # lease object stayed. Back up, every write on this machine waited 60 s for it.
+    relay, via, uri = relayed
+    brain = _brain(via, uri)
+    brain.memorize("First", "Something to keep about deploys.")
+    relay.down_at = r"^HEAD .*_octobrain/locks/write\.json"
+    done = subprocess.run(
+        [*MEMORIZE, "-t", "Second", "-c", "Stored as the endpoint went down."],
+        env={**os.environ, **via.env(uri, tmp_path / "cli")},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and "could not release the write lease" in done.stderr
+    relay.down = False
+    left = _lease(brain.store.location)
+    monkeypatch.setattr(memories, "LOCK_TIMEOUT_S", 2.0)  # (read as a store opens)
+    later = _brain(via, uri)
+    later.memorize("Third", "Written as soon as the endpoint is back.")
+    assert [m.title for m in later.recent()] == ["Third", "Second", "First"]
+
+    # Only a holder known ended is: one alive (this process), or on another machine, waits.
+    for holder in ({**left, "pid": os.getpid()}, {**left, "kernel": "another-machine:1"}):
+        _set_lease(later.store.location, holder)
+        with pytest.raises(StoreBusy, match="is locked by"):
+            later.memorize("Fourth", "Written while a live holder has the lease.")
+        assert _lease(later.store.location) == holder
