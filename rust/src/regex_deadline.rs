@@ -52,10 +52,10 @@ pub struct Deadline {
 }
 
 impl Deadline {
-    /// The deadline `limit` from now (`None`: no deadline).
+    /// The deadline `limit` from now (`None`, or a limit past what the clock can hold: none).
     pub fn after(limit: Option<Duration>) -> Self {
         Self {
-            at: limit.map(|l| Instant::now() + l),
+            at: limit.and_then(|l| Instant::now().checked_add(l)),
             work: 0,
         }
     }

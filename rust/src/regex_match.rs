@@ -273,6 +273,13 @@ mod tests {
     }
 
     #[test]
+    fn a_limit_past_what_the_clock_holds_is_no_limit() {
+        // `Instant::now() + Duration::MAX` panicked: "overflow when adding duration to instant".
+        let r = match_lines_within(&texts(&["a"]), "a", false, 5, 0, Some(Duration::MAX));
+        assert_eq!(r.unwrap().matches.len(), 1);
+    }
+
+    #[test]
     fn an_empty_match_inside_a_character_costs_one_pass_not_one_per_byte() {
         // `regex` retried the search one byte later each time, from its start: 256 kB of
         // `a ` ending in `é` took 68 s under `(?-u:\B)`, which matches empty only inside `é`

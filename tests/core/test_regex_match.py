@@ -105,6 +105,12 @@ def test_a_hostile_pattern_in_one_long_line_stops_at_the_time_limit() -> None:
     assert 0.3 <= took < 5  # minutes without the bound; slack for a loaded machine
 
 
+@pytest.mark.parametrize("seconds", [1.5e19, 1e300])
+def test_a_time_limit_too_long_to_reach_is_no_limit(seconds: float) -> None:
+    # Both raised PanicException (a BaseException): too big for a Duration, or for the clock.
+    assert len(match_lines(["a"], "a", seconds=seconds).matches) == 1
+
+
 def test_invalid_pattern_names_pattern_with_engine_message() -> None:
     with pytest.raises(ValueError, match=r"^pattern: (?s:.*)unclosed group"):
         match_lines(["x"], "(abc")

@@ -47,7 +47,8 @@ pub(super) fn match_lines(
     let context =
         usize::try_from(context).map_err(|_| CoreError::invalid("context", "must be >= 0"))?;
     let limit = match seconds {
-        Some(s) if s.is_finite() && s >= 0.0 => Some(std::time::Duration::from_secs_f64(s)),
+        // A limit too long for a `Duration` (over 584 billion years) is never reached.
+        Some(s) if s.is_finite() && s >= 0.0 => std::time::Duration::try_from_secs_f64(s).ok(),
         Some(_) => return Err(CoreError::invalid("seconds", "must be a number >= 0").into()),
         None => None,
     };
