@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -225,3 +226,55 @@ def test_a_ctrl_c_while_a_command_starts_ends_it_in_one_line(env: dict[str, str]
         assert "Traceback" not in err, (delay, err)
         assert proc.returncode in (0, 1), (delay, proc.returncode, err)  # (0: it was done)
         assert err in ("", "\nAborted!\n") or proc.returncode == 0, (delay, err)
+
+
+def test_each_kind_of_failure_exits_with_the_code_help_gives(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Scripts tell a mistake (2) from a failure that is not theirs (1) by the code `--help`
+    # gives, whichever command it was: `memory migrate` of a damaged store was LanceDB's
+    # 30-line traceback (`ValueError: Table 'memories' was not found`).
+    from click.testing import CliRunner
+
+    from octobrain.cli.main import main
+
+    def run(*args: str) -> tuple[int, str]:
+        done = CliRunner().invoke(main, list(args), env=env)
+        assert isinstance(done.exception, SystemExit | None), done.exception  # no traceback
+        assert done.stderr.startswith("error: ") or done.exit_code == 0, done.stderr
+        return done.exit_code, done.stdout
+
+    helped = octobrain("--help", env=env).stdout
+    assert "Exit codes, the same for every command:" in helped
+    assert "\n    2    bad input" in helped and "\n    143  ended by SIGTERM" in helped
+    scope = ["--scope", "github.com/acme/api"]
+    missing = str(tmp_path / "missing.jsonl")
+    assert run("memory", *scope, "memorize", "-t", "Primary database", "-c", "Postgres 16.")[0] == 0
+    not_found = [
+        ("memory", *scope, "get", "deadbeef"),
+        ("memory", *scope, "update", "deadbeef", "-t", "A new title"),
+        ("memory", *scope, "graph", "deadbeef"),
+        ("memory", *scope, "relate", "deadbeef", "cafebabe"),
+        ("memory", *scope, "unconsolidate", "deadbeef"),
+        ("memory", *scope, "forget", "deadbeef", "--yes"),
+        ("memory", "restore", "999", "--yes"),
+        ("memory", *scope, "import", missing),
+        ("knowledge", *scope, "read", missing),
+        ("knowledge", *scope, "delete", "no-such-note"),
+        ("knowledge", *scope, "delete-source", missing),
+        ("no-such-command",),
+        ("memory", "recent", "--no-such-option"),
+    ]
+    for args in not_found:
+        assert run(*args, "--format", "json") == (2, ""), args
+    shutil.rmtree(Path(env["OCTOBRAIN_DATA_DIR"]) / "db" / "memories.lance" / "_versions")
+    damaged = [
+        ("memory", *scope, "stats"),
+        ("memory", *scope, "remember", "postgres"),
+        ("memory", "migrate", "--to", str(tmp_path / "copy")),
+        ("brief", *scope),
+    ]
+    for args in damaged:
+        assert run(*args, "--format", "json") == (1, ""), args
+    doctor = CliRunner().invoke(main, ["doctor", "--format", "json"], env=env)
+    assert doctor.exit_code == 1 and json.loads(doctor.stdout)["ok"] is False  # (a report)

@@ -4,10 +4,14 @@ in the middle of a long command, and `-` for standard input."""
 from __future__ import annotations
 
 import json
+import os
+import pty
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,3 +105,106 @@ def test_ingest_reads_standard_input(env: dict[str, str], tmp_path: Path) -> Non
     blank = octobrain(*SCOPE, "ingest", "", env=env)
     assert blank.returncode == 2
     assert blank.stderr.decode().startswith("error: file: must name a conversation file, or -")
+
+
+# Commands whose stdout is not an answer to parse, or is a format of its own.
+NOT_DATA = {
+    "memory export": "JSONL, the file `memory import` reads",
+    "mcp": "the MCP protocol",
+    "hook session-start": "Claude Code's hook protocol",
+    "hook pre-compact": "Claude Code's hook protocol",
+    "hook session-end": "Claude Code's hook protocol",
+    "hook install": "a diff of the settings file, and a question",
+    "service start": "one line (not yet: the service's commands are changed elsewhere)",
+    "service stop": "one line (not yet: the service's commands are changed elsewhere)",
+}
+
+
+def test_every_command_that_prints_data_takes_format_json() -> None:
+    import click
+
+    from octobrain.cli.main import main
+
+    def commands(group: click.Group, path: str) -> Iterator[tuple[str, click.Command]]:
+        for name, command in group.commands.items():
+            if isinstance(command, click.Group):
+                yield from commands(command, f"{path} {name}".strip())
+            else:
+                yield f"{path} {name}".strip(), command
+
+    lacking = [
+        name
+        for name, command in commands(main, "")
+        if name not in NOT_DATA
+        and not any(
+            p.name == "fmt" and p.type.to_info_dict()["choices"] == ("text", "json")
+            for p in command.params
+        )
+    ]
+    assert lacking == []
+
+
+def test_reports_of_whole_store_and_knowledge_commands_as_json(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # `reembed`, `reindex`, `restore`, `knowledge delete`, `delete-source`, `config path` and
+    # `config init` printed a sentence only: `--format json` was "no such option", exit 2.
+    def answer(*args: str) -> Any:
+        done = octobrain(*args, "--format", "json", env=env)
+        assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+        return json.loads(done.stdout)
+
+    first = answer(*SCOPE, "memorize", "-t", "Primary database", "-c", "Postgres 16 it is.")
+    assert answer("memory", "reembed") == {"reembedded": 1, "model": "hash:64"}
+    assert answer("memory", "reindex") == {"dropped": [], "built": []}
+    before = answer("memory", "history")[0]["version"]
+    answer(*SCOPE, "forget", first["id"], "--yes")
+    restored = answer("memory", "restore", str(before), "--yes")
+    assert restored["restored"] == before and restored["memories"] == 1
+    assert restored["version"] > before
+    doc = tmp_path / "deploy.md"
+    doc.write_text("# Deploys\n\nA build is promoted from staging to production.\n")
+    answer("knowledge", "--scope", "acme/api", "index", str(doc))
+    gone = answer("knowledge", "--scope", "acme/api", "delete-source", str(doc))
+    assert gone == {"deleted": doc.resolve().as_uri(), "chunks": 1}
+    answer("knowledge", "--scope", "acme/api", "store", "plan", "Freeze on Friday.")
+    assert answer("knowledge", "--scope", "acme/api", "delete", "plan") == {
+        "deleted": "stored://plan"
+    }
+    config = Path(env["OCTOBRAIN_DATA_DIR"]) / "config.toml"
+    assert answer("config", "path") == {"path": str(config), "exists": False}
+    assert answer("config", "init") == {"wrote": str(config)}
+    assert answer("config", "path")["exists"] is True
+
+
+def _answered_at_a_terminal(env: dict[str, str], *args: str) -> tuple[int, bytes, bytes]:
+    """`octobrain <args>` with a terminal for stdin, on which `y` is typed; stdout and stderr
+    pipes, as in `octobrain … --format json > answer.json`."""
+    keyboard, terminal = pty.openpty()
+    try:
+        with subprocess.Popen(
+            [sys.executable, "-m", "octobrain", *args],
+            stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        ) as proc:  # fmt: skip
+            os.write(keyboard, b"y\n")
+            out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(keyboard)
+        os.close(terminal)
+    return proc.returncode, out, err
+
+
+def test_a_question_asked_at_a_terminal_stays_out_of_the_answer(env: dict[str, str]) -> None:
+    # `forget` and `restore` asked on stdout: `Delete them? [y/N]: ` began the JSON a script
+    # read (and, redirected to a file, the person never saw the question).
+    made = octobrain(*SCOPE, "memorize", "-t", "Primary database", "-c", "Postgres 16 it is.",
+                     "--format", "json", env=env)  # fmt: skip
+    mid = json.loads(made.stdout)["id"]
+    version = json.loads(octobrain("memory", "history", "--format", "json", env=env).stdout)
+    code, out, err = _answered_at_a_terminal(env, *SCOPE, "forget", mid, "--format", "json")
+    assert (code, json.loads(out)["deleted"]) == (0, 1), err
+    assert err == b"Delete them? [y/N]: "
+    restore = ("memory", "restore", str(version[0]["version"]), "--format", "json")
+    code, out, err = _answered_at_a_terminal(env, *restore)
+    assert (code, json.loads(out)["memories"]) == (0, 1), err
+    assert err.startswith(b"Restore every scope of ") and err.endswith(b"? [y/N]: ")

@@ -224,8 +224,9 @@ def _regular_size(handle: BinaryIO) -> int | None:
 
 
 @click.command("reembed")
+@FORMAT_OPTION
 @click.pass_context
-def reembed_cmd(ctx: click.Context) -> None:
+def reembed_cmd(ctx: click.Context, fmt: str) -> None:
     """Re-embed every memory, of every scope, with the configured model (after changing
     embedding.model)."""
     from octobrain.memory.transfer import reembed
@@ -235,21 +236,28 @@ def reembed_cmd(ctx: click.Context) -> None:
     total = brain.store.open_memories_unchecked().count_rows()
     with progress_bar(total, f"re-embedding with {model}") as progress:
         n = reembed(brain, progress=progress)
-    click.echo(f"re-embedded {plural(n, 'memory', 'memories')} with {model}")
+    emit(
+        fmt,
+        {"reembedded": n, "model": model},
+        f"re-embedded {plural(n, 'memory', 'memories')} with {model}",
+    )
 
 
 @click.command("reindex")
+@FORMAT_OPTION
 @click.pass_context
-def reindex_cmd(ctx: click.Context) -> None:
+def reindex_cmd(ctx: click.Context, fmt: str) -> None:
     """Drop the memories table's indexes (every scope's) and build them again (when `doctor`
     finds one damaged)."""
     store = command_brain(ctx, lazy_sleep=False).store
     dropped, built = store.reindex()
-    click.echo(
+    emit(
+        fmt,
+        {"dropped": list(dropped), "built": list(built)},
         f"dropped {plural(len(dropped), 'index', 'indexes')}"
         + (f" ({', '.join(dropped)})" if dropped else "")
         + f", built {plural(len(built), 'index', 'indexes')}"
-        + (f" ({', '.join(built)})" if built else " (none pays at this size)")
+        + (f" ({', '.join(built)})" if built else " (none pays at this size)"),
     )
 
 
@@ -387,8 +395,9 @@ def history_cmd(ctx: click.Context, limit: int, fmt: str) -> None:
 @click.command("restore", context_settings={"ignore_unknown_options": True})
 @click.argument("version", type=int)
 @click.option("-y", "--yes", is_flag=True, help="Restore without asking.")
+@FORMAT_OPTION
 @click.pass_context
-def restore_cmd(ctx: click.Context, version: int, yes: bool) -> None:
+def restore_cmd(ctx: click.Context, version: int, yes: bool, fmt: str) -> None:
     """Return the whole store (all scopes) to VERSION; the restore itself can be undone."""
     from octobrain.memory.curation import check_version
 
@@ -397,11 +406,16 @@ def restore_cmd(ctx: click.Context, version: int, yes: bool) -> None:
     if not yes:
         if not sys.stdin.isatty():
             raise InvalidInput("--yes", "required to restore without a terminal to confirm on")
-        click.confirm(f"Restore every scope of {brain.uri} to version {version}?", abort=True)
+        # (The question on stderr: stdout is the answer's, which `--format json` keeps JSON.)
+        click.confirm(
+            f"Restore every scope of {brain.uri} to version {version}?", abort=True, err=True
+        )
     now = brain.restore(version, confirm=True)
-    click.echo(
+    emit(
+        fmt,
+        {"restored": version, "version": now.version, "memories": now.rows},
         f"restored version {version}: now version {now.version} with "
-        f"{plural(now.rows, 'memory', 'memories')}"
+        f"{plural(now.rows, 'memory', 'memories')}",
     )
 
 

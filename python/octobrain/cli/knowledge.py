@@ -236,22 +236,25 @@ def store_cmd(ctx: click.Context, key: str, content: str, session_id: str, fmt: 
 @knowledge.command("delete")
 @click.argument("key")
 @SESSION_OPTION
+@FORMAT_OPTION
 @click.pass_context
-def delete_cmd(ctx: click.Context, key: str, session_id: str) -> None:
+def delete_cmd(ctx: click.Context, key: str, session_id: str, fmt: str) -> None:
     """Delete the session note stored://KEY."""
     from octobrain.knowledge.render import render_delete
 
-    _knowledge(ctx, session_id).delete(key)
-    click.echo(printable(render_delete(key)))
+    uri = _knowledge(ctx, session_id).delete(key)
+    _emit(fmt, {"deleted": uri}, render_delete(key))
 
 
 @knowledge.command("delete-source")
 @click.argument("source")
+@FORMAT_OPTION
 @click.pass_context
-def delete_source_cmd(ctx: click.Context, source: str) -> None:
+def delete_source_cmd(ctx: click.Context, source: str, fmt: str) -> None:
     """Remove an indexed file or URL and all its chunks."""
     info = _knowledge(ctx).delete_source(source)
-    click.echo(f"Deleted {info.uri} ({info.chunk_count} chunk{'s' * (info.chunk_count != 1)})")
+    chunks = f"{info.chunk_count} chunk{'s' * (info.chunk_count != 1)}"
+    _emit(fmt, {"deleted": info.uri, "chunks": info.chunk_count}, f"Deleted {info.uri} ({chunks})")
 
 
 @knowledge.command("list")

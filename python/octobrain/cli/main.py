@@ -14,12 +14,29 @@ from pathlib import Path
 import click
 
 from octobrain import __version__
-from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, write_atomic_file
+from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, emit, write_atomic_file
 from octobrain.errors import InvalidInput
 from octobrain.safe_text import json_printable
 
+# What a script relies on, where `--help` shows it (`common.EXIT_BAD_INPUT`, `EXIT_FAILURE`).
+_EPILOG = """\b
+Output: a command that prints data takes --format text|json; its answer
+alone goes to stdout, progress lines and errors to stderr.
+\b
+Exit codes, the same for every command:
+  0    done (`doctor`: nothing is wrong)
+  1    a failure that is not the command line's: a damaged store (or
+       `doctor` found a problem), a model or the service that cannot
+       answer, an answer that cannot be written, Ctrl-C (Aborted!)
+  2    bad input, as `error: <field>: <rule>` on stderr: a usage mistake,
+       a value that breaks a rule, an id, file or note not found
+  143  ended by SIGTERM (its partial files removed)
+Hooks (`hook session-start|pre-compact|session-end`) fail open: exit 0."""
 
-@click.group(cls=OctobrainGroup, context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.group(
+    cls=OctobrainGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=_EPILOG
+)
 @click.version_option(__version__, "-V", "--version", prog_name="octobrain")
 def main() -> None:
     """octobrain: long-term memory for AI agents, served over MCP."""
@@ -79,16 +96,19 @@ def _hide_secret(option: str) -> str:
 
 
 @config_group.command("path")
-def config_path_cmd() -> None:
+@FORMAT_OPTION
+def config_path_cmd(fmt: str) -> None:
     """Print where the configuration file is (it may not exist yet)."""
     from octobrain.config import config_path
 
-    click.echo(str(config_path()))
+    path = config_path()
+    emit(fmt, {"path": str(path), "exists": path.exists()}, str(path))
 
 
 @config_group.command("init")
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
-def config_init(force: bool) -> None:
+@FORMAT_OPTION
+def config_init(force: bool, fmt: str) -> None:
     """Write a commented template with every key at its default."""
     from octobrain.config import config_path, default_config_toml
 
@@ -96,7 +116,7 @@ def config_init(force: bool) -> None:
     if path.exists() and not force:
         raise InvalidInput("config", f"{path} already exists; pass --force to overwrite it")
     _write_atomic(path, default_config_toml())
-    click.echo(f"wrote {path}")
+    emit(fmt, {"wrote": str(path)}, f"wrote {path}")
 
 
 def _write_atomic(path: Path, text: str) -> None:

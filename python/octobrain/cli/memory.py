@@ -258,7 +258,7 @@ def forget_cmd(
     if not yes:
         if not sys.stdin.isatty():
             raise InvalidInput("--yes", "required to delete without a terminal to confirm on")
-        click.confirm("Delete them?", abort=True)
+        click.confirm("Delete them?", abort=True, err=True)  # (stdout: the answer's only)
     forgotten = brain.forget([m.id for m in targets], confirm=True)
     emit(
         fmt,

@@ -33,9 +33,15 @@ class Copied:
 
 
 def plan(source: StoreLocation) -> dict[str, int]:
-    """The tables of `source` and their row counts, in copy order (for a progress total)."""
+    """The tables of `source` and their row counts, in copy order (for a progress total). A
+    table that cannot be opened is refused as `migrate` refuses a damaged source (it was
+    LanceDB's traceback)."""
     db = source.connect()
-    return {name: db.open_table(name).count_rows() for name in sorted(db.list_tables().tables)}
+    try:
+        return {name: db.open_table(name).count_rows() for name in sorted(db.list_tables().tables)}
+    except (ValueError, RuntimeError, OSError):
+        _check_source(source)  # (names the damage, when `doctor` finds it)
+        raise
 
 
 def migrate(
