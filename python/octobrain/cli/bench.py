@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -12,6 +11,7 @@ import click
 
 from octobrain.bench.variant_names import VARIANTS
 from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup
+from octobrain.cli.progress import progress_bar
 
 OUTPUT_OPTION = click.option(
     "--output", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here."
@@ -100,9 +100,7 @@ def bench_bm25_command(
         raise click.BadParameter(rule, param_hint=f"--{name}") from err
     try:
         dataset = load_beir(data, split)
-        with click.progressbar(
-            length=len(dataset.query_ids), label="queries", file=sys.stderr
-        ) as bar:
+        with progress_bar(len(dataset.query_ids), "queries") as bar:
             result = bench_bm25(
                 dataset, k1=k1, b=b, stem=stem, stopwords=stopwords, on_query=lambda: bar.update(1)
             )
@@ -255,10 +253,8 @@ def bench_beir_command(
                 query_texts=dataset.query_texts[:max_queries],
             )
         with (
-            click.progressbar(length=len(dataset.doc_ids), label="ingest", file=sys.stderr) as ib,
-            click.progressbar(
-                length=len(dataset.query_ids) * len(chosen), label="queries", file=sys.stderr
-            ) as qb,
+            progress_bar(len(dataset.doc_ids), "ingest") as ib,
+            progress_bar(len(dataset.query_ids) * len(chosen), "queries") as qb,
         ):
             report = run_beir(
                 dataset,
@@ -407,8 +403,8 @@ def bench_locomo_command(
         conversations, questions = load_locomo(data)
         turns = sum(len(c.turns) for c in conversations)
         with (
-            click.progressbar(length=turns, label="ingest", file=sys.stderr) as ib,
-            click.progressbar(length=len(questions), label="questions", file=sys.stderr) as qb,
+            progress_bar(turns, "ingest") as ib,
+            progress_bar(len(questions), "questions") as qb,
         ):
             report = run_locomo(
                 data,

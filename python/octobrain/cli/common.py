@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -340,28 +339,6 @@ def write_atomic_file(path: Path, text: str, field: str) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise InvalidInput(field, f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-@contextmanager
-def progress_bar(length: int, label: str) -> Iterator[Callable[[int], None]]:
-    """A progress callback for a bar on stderr that is drawn at the first unit of work done: a
-    refusal found before any (a bad first line, a destination that is not empty) is the only
-    line printed. Click ends a drawn bar with a line break, also when the work fails, so an
-    error raised mid-way gets its own line."""
-    bar: Any = None
-
-    def update(n: int) -> None:
-        nonlocal bar
-        if bar is None:
-            bar = click.progressbar(length=length, label=label, file=sys.stderr)
-            bar.__enter__()
-        bar.update(n)
-
-    try:
-        yield update
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
 
 
 def split_values(values: Sequence[str], filter_field: str = "") -> list[str]:

@@ -20,7 +20,8 @@ from typing import BinaryIO, TextIO
 
 import click
 
-from octobrain.cli.common import FORMAT_OPTION, command_brain, emit, plural, progress_bar
+from octobrain.cli.common import FORMAT_OPTION, command_brain, emit, plural
+from octobrain.cli.progress import progress_bar
 from octobrain.errors import InvalidInput
 from octobrain.files import replaced_by_write
 from octobrain.scope import GLOBAL_SCOPE

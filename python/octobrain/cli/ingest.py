@@ -6,7 +6,8 @@ import json
 
 import click
 
-from octobrain.cli.common import FORMAT_OPTION, progress_bar
+from octobrain.cli.common import FORMAT_OPTION
+from octobrain.cli.progress import progress_bar
 from octobrain.errors import InvalidInput
 from octobrain.memory.conversation import FORMATS
 

@@ -18,6 +18,7 @@ from octobrain.cli.common import (
     group_scope,
     scope_options,
 )
+from octobrain.cli.progress import progress_of_total
 from octobrain.safe_text import json_printable, printable
 
 if TYPE_CHECKING:
@@ -68,27 +69,6 @@ def _knowledge(ctx: click.Context, session_id: str = CLI_SESSION) -> Knowledge:
     return Knowledge(command_scope(ctx), session_id=session_id, cwd=Path.cwd())
 
 
-@contextmanager
-def _progress(label: str) -> Iterator[Any]:
-    """A progress callback that shows a bar (on stderr) once a document needs several batches."""
-    state: dict[str, Any] = {}
-
-    def update(done: int, total: int) -> None:
-        if "bar" not in state:
-            if done >= total:  # one batch: no bar worth drawing
-                return
-            state["bar"] = click.progressbar(length=total, label=label, file=sys.stderr)
-            state["bar"].__enter__()
-        state["bar"].update(done - state.get("done", 0))
-        state["done"] = done
-
-    try:
-        yield update
-    finally:
-        if "bar" in state:
-            state["bar"].__exit__(None, None, None)
-
-
 @knowledge.command("index")
 @click.argument("source")
 @click.option("--force", is_flag=True, help="Re-embed even when the content is unchanged.")
@@ -99,7 +79,7 @@ def index_cmd(ctx: click.Context, source: str, force: bool, fmt: str) -> None:
     from octobrain.knowledge.render import render_index
 
     k = _knowledge(ctx)
-    with _progress("embedding chunks") as progress:
+    with progress_of_total("embedding chunks") as progress:
         report = k.index(source, global_=k.scope == "", force=force, progress=progress)
     _emit(fmt, report, render_index(report))
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from octobrain.cli.common import FORMAT_OPTION, progress_bar
+from octobrain.cli.common import FORMAT_OPTION
+from octobrain.cli.progress import progress_bar
 
 
 @click.command("migrate")
