@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
+import zlib
 from pathlib import Path
 
 import pytest
 
-from octobrain.files import NotARegularFile, TooLarge, read_regular
+from octobrain.files import NotARegularFile, TooLarge, gunzipped, read_regular
 from tests.traced import traced
 
 
@@ -53,3 +55,28 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(NotARegularFile):
         read_regular(fifo, 1 << 20)
+
+
+def test_a_gzip_file_of_many_members_is_inflated_in_one_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each member's leftover (the whole rest of the file) was handed on as a copy: 8 MB of
+    # empty members (`memory ingest x.json.gz`) took 4 minutes, 64 MiB hours.
+    fed: list[int] = []
+    make = zlib.decompressobj
+
+    class Counted:
+        def __init__(self, wbits: int) -> None:
+            self._inflater = make(wbits)
+
+        def decompress(self, data: memoryview, max_length: int) -> bytes:
+            fed.append(len(data))
+            return self._inflater.decompress(data, max_length)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._inflater, name)
+
+    monkeypatch.setattr(zlib, "decompressobj", Counted)
+    data = gzip.compress(b"") * 20_000 + gzip.compress(b"[1]") + gzip.compress(b"\n") + b"\0" * 9
+    assert gunzipped("file", data, 1 << 20) == b"[1]\n"
+    assert sum(fed) < 4 * len(data)  # (before: 4 GB handed in for this 400 kB)
