@@ -408,6 +408,10 @@ def test_env_overrides_every_type_and_beats_the_file(
         ("OCTOBRAIN_SEARCH_FUSION", "sum", "must be one of rrf"),
         ("OCTOBRAIN_MCP_ALLOWED_ORIGINS", "[1, 2]", "or a TOML array of strings"),
         ("OCTOBRAIN_MCP_ALLOWED_ORIGINS", '["https://a"', "or a TOML array of strings"),
+        # Bytes that are not UTF-8: accepted, then every command failed opening the store with
+        # "'utf-8' codec can't encode character '\udcff'", naming no variable.
+        ("OCTOBRAIN_STORAGE_OPTIONS", "region=eu\udcff", "must be valid UTF-8"),
+        ("OCTOBRAIN_KNOWLEDGE_ALLOW_PATHS", "/srv/caf\udce9", "must be valid UTF-8"),
     ],
 )
 def test_bad_env_value_names_the_variable(

@@ -21,7 +21,7 @@ from typing import Any
 from octobrain.config.schema import CONFIG_VERSION, Config
 from octobrain.errors import ConfigError
 from octobrain.files import NotARegularFile, TooLarge, read_regular
-from octobrain.safe_text import json_printable
+from octobrain.safe_text import is_unicode, json_printable
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -158,6 +158,8 @@ def _coerce(value: Any, typ: Any) -> tuple[Any, str | None]:
 
 def _parse_env(raw: str, typ: Any) -> tuple[Any, str | None]:
     """Parse an env var's text into a field type; return (value, problem)."""
+    if not is_unicode(raw):  # (bytes that are not UTF-8 arrive as lone surrogates)
+        return raw, "must be valid UTF-8"
     text = raw.strip()
     if typ is bool:
         low = text.lower()
