@@ -470,6 +470,15 @@ _PAUSED = textwrap.dedent(
 )
 
 
+def until_paused(holder: subprocess.Popen[str], marker: Path) -> None:
+    """Wait until the process `holder` made `marker`, as it stops itself (SIGSTOP)."""
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert holder.poll() is None, holder.communicate()
+        assert time.monotonic() < deadline, "the holder never reached its pause"
+        time.sleep(0.05)
+
+
 def test_a_holder_paused_past_its_lease_does_not_overwrite_the_next_writers_edit(
     machine: S3, tmp_path: Path
 ) -> None:
@@ -495,11 +504,7 @@ def test_a_holder_paused_past_its_lease_does_not_overwrite_the_next_writers_edit
 
     holder = run("holder")
     try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            assert holder.poll() is None, holder.communicate()
-            assert time.monotonic() < deadline, "the holder never reached its pause"
-            time.sleep(0.05)
+        until_paused(holder, marker)
         time.sleep(0.3)
         taker = run("taker")
         out, err = taker.communicate(timeout=120)

@@ -1,6 +1,7 @@
 """A team's store on S3 whose endpoint goes down in the middle of a command and comes back:
 every failure is one line naming the store and what to do, nothing needs repairing after, and
-a write lease the failed command could not let go does not hold up the next command.
+a write lease the failed command could not let go does not hold up the next command. And a
+writer paused past its lease between its last check and its commit.
 
 The loopback S3 endpoint of `test_object_store`, reached through a relay that can go down
 (`tests.relay`).
@@ -10,15 +11,20 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from octobrain.errors import StorageError
+from octobrain.store import lease as lease_module
 from octobrain.store import memories
+from octobrain.store.doctor import diagnose
 from octobrain.store.lease import StoreBusy
+from octobrain.store.location import StoreLocation
 from tests.relay import Relay
 from tests.test_object_store import (  # noqa: F401 (fixtures)
     LEASE_KEY,
@@ -29,6 +35,7 @@ from tests.test_object_store import (  # noqa: F401 (fixtures)
     _set_lease,
     machine,
     s3,
+    until_paused,
 )
 
 DOWN = "the endpoint closed the connection without answering"
@@ -117,3 +124,77 @@ def test_a_lease_a_finished_command_could_not_let_go_does_not_hold_up_the_next(
         with pytest.raises(StoreBusy, match="is locked by"):
             later.memorize("Fourth", "Written while a live holder has the lease.")
         assert _lease(later.store.location) == holder
+
+
+_PAUSED_LINK = textwrap.dedent(
+    """
+    import os, signal, sys
+    import octobrain.store.lease as lease
+    lease.LEASE_TTL_S = float(sys.argv[1])  # the product's 60 s, shortened for the test
+    from octobrain.errors import OctobrainError
+    from octobrain.memory.brain import Brain
+    from octobrain.store.memories import MemoryStore
+    how, source, target, marker = sys.argv[2:6]
+    checked, calls = MemoryStore.check_commit, []
+    def paused(self):
+        checked(self)
+        calls.append(1)
+        if len(calls) == (1 if how == "relate" else 2):  # (a memorize first looks for a copy)
+            # its last check passed: stopped before the commit
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGSTOP)
+    MemoryStore.check_commit = paused
+    brain = Brain("github.com/acme/api")
+    try:
+        if how == "relate":
+            brain.relate(source, target, "depends_on")
+        else:
+            text = "Rollouts follow the deploy checklist."
+            brain.memorize("Rollout", text, related_to=[{"target_id": target}])
+    except OctobrainError as exc:
+        print(exc, flush=True)
+        sys.exit(3)
+    print("acknowledged", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["relate", "memorize"])
+def test_a_link_to_a_memory_forgotten_while_its_writer_was_paused_is_taken_back(
+    machine: S3,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
+    # Stopped (SIGSTOP) past its lease after its last check, the writer committed its link
+    # when resumed, though the machine that took the lease over had forgotten the target:
+    # acknowledged, an edge to nothing, `doctor` exit 1.
+    uri = f"s3://{machine.bucket()}/octobrain"
+    brain = _brain(machine, uri)
+    source, _ = brain.memorize("Checklist", "The deploy checklist lives in the wiki.")
+    target, _ = brain.memorize("Old runbook", "The old runbook covers manual deploys.")
+    marker = tmp_path / "paused"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _PAUSED_LINK, "2", how, source.id, target.id, str(marker)],
+        env={**os.environ, **machine.env(uri, tmp_path / "holder")},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        until_paused(holder, marker)
+        monkeypatch.setattr(lease_module, "LEASE_TTL_S", 2.0)
+        assert _brain(machine, uri).forget([target.id], confirm=True).deleted == 1
+    finally:
+        holder.send_signal(signal.SIGCONT)
+    out, err = holder.communicate(timeout=120)
+    assert holder.returncode == 3, (out, err[-2000:])
+    assert out == (
+        f"related_to: memory {target.id} was deleted by another writer while this write was "
+        "paused past its lease; nothing was stored\n"
+    )
+    reader = _brain(machine, uri)
+    assert reader.store.relationships.count_rows() == 0
+    assert [m.title for m in reader.recent()] == ["Checklist"]
+    assert diagnose(StoreLocation(uri, machine.options)).ok

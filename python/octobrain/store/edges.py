@@ -11,7 +11,7 @@ from octobrain.models import Relationship, RelationshipType
 from octobrain.store import manifest, schema
 from octobrain.store.scans import held, scan_arrow, scan_batches
 from octobrain.store.sql import sql_in, sql_str
-from octobrain.store.writes import append
+from octobrain.store.writes import append, ends_kept
 
 if TYPE_CHECKING:
     from octobrain.store.memories import MemoryStore
@@ -78,6 +78,8 @@ def add_relationships(
                 store.require_ends(rels, set())
             store.check_commit()
             append(store, store.relationships, [schema.relationship_to_row(r) for r in rels])
+            if ends_held:
+                ends_kept(store, rels, set())
 
 
 def links_held(store: MemoryStore, rels: Sequence[Relationship]) -> set[tuple[str, str, str]]:
@@ -140,6 +142,7 @@ def link_once(store: MemoryStore, rel: Relationship) -> Relationship:
         check_no_supersede_cycle(store, rel, "target_id")
         _stamp(store, "links", rel.source_id, rel.target_id, [rel.relationship_type.value])
         append(store, store.relationships, [schema.relationship_to_row(rel)])
+        ends_kept(store, [rel], set())
     return rel
 
 

@@ -93,6 +93,7 @@ def add(
             except (OSError, RuntimeError, StorageError) as exc:
                 _take_back(store, [m.id for m in memories], exc)
                 raise
+            ends_kept(store, links, {m.id for m in memories})
         upkeep.maybe_maintain(store)
     return len(links)
 
@@ -162,6 +163,34 @@ def require_ends(
             "nothing was stored",
         )
     return links
+
+
+def ends_kept(store: MemoryStore, links: Sequence[Relationship], adding: set[str]) -> None:
+    """Call right after committing `links` (with the rows `adding`) under the write lock. A
+    process paused past its lease after its last check commits anyway, and the writer that
+    took the lease over may have deleted an end meanwhile (its edges deleted before this one
+    landed): then the links and `adding` are taken back, and `NotFound` says so. Nothing is
+    read while the lease holds."""
+    try:
+        store.check_lease()
+        return
+    except LeaseLost:
+        pass
+    store.refresh()
+    ends = {e for r in links for e in (r.source_id, r.target_id)} - adding
+    missing = ends - store.held(sorted(ends)) if ends else set()
+    if not missing:
+        return
+    edges = [r.id for r in links]
+    store.note_changes(ids=sorted(adding), edges=edges)
+    store.relationships.delete(sql_in("id", edges))
+    if adding:
+        store.memories.delete(sql_in("id", sorted(adding)))
+    raise NotFound(
+        "related_to",
+        f"memory {min(missing)} was deleted by another writer while this write was paused past "
+        "its lease; nothing was stored",
+    )
 
 
 def replace(store: MemoryStore, memory: Memory, embedding: np.ndarray, *, read: Memory) -> None:
