@@ -614,6 +614,8 @@ def test_storage_settings_are_checked(tmp_path: Path, monkeypatch: pytest.Monkey
         ("client_max_retries=abc", "client_max_retries must be a whole number of retries"),
         ("client_max_retries=-1", "client_max_retries must be a whole number of retries"),
         ("client_retry_timeout=20s", "client_retry_timeout must be a number of seconds"),
+        # (before: read into a dict, the last one taken without a word)
+        ("REGION=eu-west-1", "_OPTIONS: names 'REGION' twice; give each key once"),
     ],
 )
 def test_the_retry_options_octobrain_reads_are_checked_at_load(

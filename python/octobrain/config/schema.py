@@ -80,10 +80,16 @@ _RETRY_OPTIONS = {
 
 
 def _storage_options_rule(v: Any) -> str | None:
+    given: set[str] = set()  # the keys read, in lower case
     for item in v:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             return f"each entry must be key=value; got {item!r}"
+        # (read into a dict, the last entry of a key won without a word; its values are not
+        # shown: an option may hold a credential)
+        if key.strip().lower() in given:
+            return f"names {key.strip()!r} twice; give each key once"
+        given.add(key.strip().lower())
         pattern, what = _RETRY_OPTIONS.get(key.strip(), ("", ""))
         if pattern and not re.fullmatch(pattern, value.strip()):
             return f"{key.strip()} must be {what}; got {value.strip()!r}"
