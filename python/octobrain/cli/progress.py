@@ -1,12 +1,14 @@
-"""Progress lines of long commands (export, import, re-embedding, migrate, indexing, benchmarks).
+"""Progress lines of long commands (export, import, re-embedding, migrate, indexing, benchmarks),
+drawn by tqdm.
 
 For people, never in a script's way: on stderr only (stdout carries the answer, `--format json`
 too). Where stderr is no terminal (a pipe, a log file) the label is written once, as a line, and
 nothing more. On a terminal one line is redrawn after a carriage return, which even a `TERM=dumb`
-terminal takes, and no escape sequence at all: click's bar hid the cursor with one, which a
-`TERM=dumb` terminal printed as garbage and a killed command left hidden. The line is cut to the
-terminal's width (its label in the middle, keeping the file name at its end): a line that
-wraps is redrawn below itself, a new screen line at every update.
+terminal takes, and no escape sequence at all (click's bar hid the cursor with one, which a
+`TERM=dumb` terminal printed as garbage and a killed command left hidden). The line stays
+narrower than the terminal (`COLUMNS` when set): one that wraps is redrawn below itself, a new
+screen line at every update. So the label is cut in its middle to leave the bar and the
+percentage room, keeping the file name at its end.
 """
 
 from __future__ import annotations
@@ -14,42 +16,17 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import Any, TextIO
 
 from octobrain.safe_text import one_line, printable
 
-_BAR = 30  # the widest bar drawn
-_NARROWEST_BAR = 10  # narrower than this, the bar is left out: the label and the percentage
-_CUT = "..."  # (ASCII: a stderr in any encoding can write it)
-
-
-def _cells(text: str) -> int:
-    """How many terminal columns `text` takes (a wide East Asian character takes two)."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
-
-def _head(text: str, cells: int) -> str:
-    """The longest start of `text` that fits in `cells` columns."""
-    used = 0
-    for i, ch in enumerate(text):
-        used += _cells(ch)
-        if used > cells:
-            return text[:i]
-    return text
-
-
-def _fit(label: str, cells: int) -> str:
-    """`label` in at most `cells` columns: cut in the middle, its start and its end kept."""
-    if _cells(label) <= cells:
-        return label
-    if cells <= len(_CUT):
-        return _head(label, cells)
-    room = cells - len(_CUT)
-    end = _head(label[::-1], room // 2)[::-1]
-    return _head(label, room - _cells(end)) + _CUT + end
+# `label  [#####     ]  42%`: the bar takes what the label leaves, at most this many columns,
+# and is left out below the least.
+_WIDEST_BAR = 30
+_NARROWEST_BAR = 10
+_AROUND_BAR = len("  []  100%")
 
 
 def terminal_columns(stream: TextIO) -> int:
@@ -63,59 +40,90 @@ def terminal_columns(stream: TextIO) -> int:
     return 80
 
 
-def progress_line(label: str, done: int, total: int, columns: int) -> str:
-    """The line drawn for `done` of `total`, `label  [#####     ]   42%`, in at most
-    `columns - 1` columns: a line that fills the last one wraps on some terminals."""
-    share = min(done, total) / total if total > 0 else 1.0
-    percent = f"{int(share * 100):>3}%"
-    room = columns - 1
-    bar = min(_BAR, room - _cells(label) - len(percent) - 6)  # (6: "  [", "]  ")
-    if bar >= _NARROWEST_BAR:
-        filled = int(bar * share)
-        return f"{label}  [{'#' * filled}{' ' * (bar - filled)}]  {percent}"
-    shown = _fit(label, room - len(percent) - 1)
-    return _head(f"{shown} {percent}" if shown else percent.lstrip(), room)
+def _cut(label: str, width: int) -> str:
+    """`label` in at most `width` characters: cut in the middle, its start and end kept (a
+    wide character overflowing is trimmed by tqdm with the line's end)."""
+    if len(label) <= width:
+        return label
+    if width <= len("..."):
+        return label[:width]
+    tail = (width - 3) // 2
+    return label[: width - 3 - tail] + "..." + label[len(label) - tail :]
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class Progress:
     """A progress line on stderr, drawn at the first unit of work done (a refusal found before
-    any is the only line printed). Called with a count of units done, as `update`."""
+    any is the only line printed) and ended once all is done. Called with a count of units
+    done, as `update`."""
 
     def __init__(self, length: int, label: str) -> None:
         self.length = length
         self.pos = 0
         self.label = one_line(printable(label))  # (it may quote a path holding an ESC)
         self._stream = sys.stderr
-        try:
-            self._terminal = self._stream.isatty()
-        except (AttributeError, ValueError):
-            self._terminal = False
-        self._drawn: str | None = None  # what the screen shows of this line; None: nothing yet
+        self._terminal = _is_terminal(self._stream)
+        self._bar: Any = None  # the tqdm line, once drawn
+        self._said = False
 
     def __call__(self, n: int) -> None:
         self.update(n)
 
     def update(self, n: int) -> None:
-        """Count `n` more units done, and redraw the line if what it shows changed."""
+        """Count `n` more units done, and redraw the line."""
         self.pos += n
         if not self._terminal:
-            if self._drawn is None:
-                self._drawn = self.label
+            if not self._said:
+                self._said = True
                 self._write(f"{self.label}\n")
             return
-        columns = terminal_columns(self._stream)
-        line = progress_line(self.label, self.pos, self.length, columns)
-        if line != self._drawn:
-            # Blanks over what the last line showed beyond this one, within the terminal.
-            left = min(_cells(self._drawn or ""), columns - 1) - _cells(line)
-            self._drawn = line
-            self._write(f"\r{line}{' ' * max(0, left)}")
+        if self._bar is None:
+            if self._said:
+                return  # (ended: all was done)
+            self._bar = self._draw()
+        self._bar.total = self.length
+        self._bar.update(n)
+        if self.pos >= self.length:
+            self.finish()  # all done: the next line (another bar's, the answer) is its own
+
+    def _draw(self) -> Any:
+        from tqdm import tqdm
+
+        tqdm.monitor_interval = 0  # (no monitor thread for one line)
+        room = terminal_columns(self._stream) - 1  # filling the last column wraps on some
+        if room - _AROUND_BAR - _NARROWEST_BAR > 0:
+            label = _cut(self.label, room - _AROUND_BAR - _NARROWEST_BAR)
+            bar = min(_WIDEST_BAR, room - len(label) - _AROUND_BAR)
+            shape = f"{{desc}}  [{{bar:{bar}}}]  {{percentage:3.0f}}%"
+        else:  # too narrow for a bar: the label and the percentage
+            label = _cut(self.label, max(room - len(" 100%"), 0))
+            shape = "{desc} {percentage:3.0f}%" if label else "{percentage:3.0f}%"
+        self._said = True
+        return tqdm(
+            total=self.length,
+            desc=label,
+            file=self._stream,
+            ncols=room,
+            ascii=" #",
+            bar_format=shape,
+            mininterval=0,
+            position=0,  # (one line: never moved to with escape sequences)
+            leave=True,
+        )
 
     def finish(self) -> None:
         """End a drawn line with a line break (also when the work failed or was interrupted:
         the error, or `Aborted!`, gets a line of its own)."""
-        if self._terminal and self._drawn is not None:
-            self._write("\n")
+        bar, self._bar = self._bar, None
+        if bar is not None:
+            with contextlib.suppress(OSError, ValueError):
+                bar.close()
 
     def _write(self, text: str) -> None:
         # A progress line that cannot be written (stderr closed, a full disk) fails no work.
