@@ -545,6 +545,17 @@ def test_files_saved_with_a_utf8_byte_order_mark_are_read(tmp_path: Path) -> Non
     assert [t.text for t in conversation.turns] == ["said with a mark"]
 
 
+def test_a_settings_string_utf8_cannot_write_is_kept_as_its_escape(tmp_path: Path) -> None:
+    # Before: a lone surrogate ("\\ud800", which JSON may hold) was a UnicodeEncodeError
+    # traceback as the change was shown; nothing installed.
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"env": {"X": "\\ud800"}}')
+    done = cli("hook", "install", "--settings", str(settings), "--command", "/opt/ob", "--yes")
+    assert done.exit_code == 0, done.output
+    assert '"X": "\\ud800"' in settings.read_text()
+    assert json.loads(settings.read_text())["env"]["X"] == "\ud800"
+
+
 def test_hook_install_writes_through_a_symlink_and_never_over_a_device(tmp_path: Path) -> None:
     real = tmp_path / "dotfiles" / "settings.json"
     real.parent.mkdir()

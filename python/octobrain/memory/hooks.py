@@ -487,5 +487,6 @@ def load_settings(path: Path) -> tuple[str, dict[str, Any]]:
 
 
 def render_settings(settings: dict[str, Any]) -> str:
-    """Settings as Claude Code writes them: 2-space JSON and a final newline."""
-    return json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+    """Settings as Claude Code writes them: 2-space JSON and a final newline. A string the file
+    held as a `\\u` escape that UTF-8 cannot write (a lone surrogate: "\\ud800") stays one."""
+    return json_printable(settings, indent=2) + "\n"
