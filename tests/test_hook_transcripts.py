@@ -196,3 +196,23 @@ def test_a_tool_call_named_by_an_object_or_a_list_costs_nothing_of_the_digest(
     assert done.returncode == 0 and "digest stored" in done.stderr, done.stderr
     [digest] = digests()
     assert "We decided to keep UTC." in digest.content and digest.related_files == ["src/a.py"]
+
+
+@pytest.mark.parametrize("offset", ["1e999", "-Infinity"])
+def test_a_damaged_record_of_how_far_a_hook_read_is_read_as_none(
+    env: dict[str, str], tmp_path: Path, offset: str
+) -> None:
+    # A record whose offset JSON read as a float infinity failed every later hook of
+    # the session ("cannot convert float infinity to integer"): exit 0, no digest.
+    from octobrain.memory.transcript_file import Progress
+
+    path = tmp_path / "session.jsonl"
+    path.write_text(said("We decided to normalise timestamps to UTC."))
+    assert hook("pre-compact", path, env).returncode == 0
+    record = Progress.path(f"session:{SESSION}")
+    record.write_text(re.sub(r'"offset": \d+', f'"offset": {offset}', record.read_text()))
+    path.write_text(path.read_text() + said("We decided to drop the v1 routes."))
+    done = hook("session-end", path, env)
+    assert done.returncode == 0 and "digest stored" in done.stderr, done.stderr
+    [digest] = digests()
+    assert "normalise timestamps" in digest.content and "v1 routes" in digest.content

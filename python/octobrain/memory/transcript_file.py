@@ -126,7 +126,7 @@ class Progress:
             raw, _ = read_regular(cls.path(session_tag), 1 << 12)
             data = json.loads(raw)
             progress = cls(data["uri"], data["scope"], int(data["offset"]), data["check"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, OverflowError):  # (1e999: inf)
             return None
         fields = (progress.uri, progress.scope, progress.check)
         return progress if all(isinstance(f, str) for f in fields) else None
