@@ -187,6 +187,8 @@ def test_int_given_for_float_is_accepted(tmp_path: Path):
         ('[search]\nmin_relevance = "high"\n', "search.min_relevance", "must be a number"),
         ("[search]\nmin_relevance = 1.5\n", "search.min_relevance", "between 0 and 1"),
         ("[search]\nmin_relevance = nan\n", "search.min_relevance", "finite"),
+        # (before: "OverflowError: int too large to convert to float", a traceback)
+        (f"[search]\nmin_relevance = 1{'0' * 400}\n", "search.min_relevance", "finite"),
         ("[search.hyde]\nenabled = 1\n", "search.hyde.enabled", "true or false"),
         ('[search]\nfusion = "max"\n', "search.fusion", "one of rrf, minmax, zscore"),
         ("[embedding]\nbatch_size = 0\n", "embedding.batch_size", "between 1 and 2048"),
@@ -301,6 +303,10 @@ def test_corrupt_toml_names_file_and_line(tmp_path: Path):
     message = str(info.value)
     assert message.startswith(f"{path}: invalid TOML")
     assert "line 3" in message
+    # An integer Python will not read (over 4,300 digits) was a ValueError traceback.
+    path = write(tmp_path, f"[search]\nmax_results = 1{'0' * 5000}\n")
+    with pytest.raises(ConfigError, match=r": invalid TOML: an integer too long to read"):
+        load_config(path)
 
 
 def test_unreadable_file_is_a_config_error(tmp_path: Path):

@@ -145,7 +145,10 @@ def _coerce(value: Any, typ: Any) -> tuple[Any, str | None]:
         return value, None if ok else "must be an integer"
     if typ is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value), None
+            try:
+                return float(value), None
+            except OverflowError:  # (an integer of 309 digits or more: no float holds it)
+                return value, "must be a finite number"
         return value, "must be a number"
     if typ is str:
         return value, None if isinstance(value, str) else "must be a string"
@@ -214,6 +217,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except RecursionError:  # the parser recurses once per nested array or inline table
         raise ConfigError(
             "", "invalid TOML: arrays or inline tables nested too deeply", str(path)
+        ) from None
+    except ValueError:  # Python reads no integer of over 4,300 digits (int_max_str_digits)
+        raise ConfigError(
+            "", "invalid TOML: an integer too long to read (TOML's are 64-bit)", str(path)
         ) from None
 
 
