@@ -198,3 +198,23 @@ def test_a_link_to_a_memory_forgotten_while_its_writer_was_paused_is_taken_back(
     assert reader.store.relationships.count_rows() == 0
     assert [m.title for m in reader.recent()] == ["Checklist"]
     assert diagnose(StoreLocation(uri, machine.options)).ok
+
+
+def test_an_upload_refused_before_any_commit_is_not_called_a_lost_answer(
+    relayed: tuple[Relay, S3, str],
+) -> None:
+    # Before: every object-store error's text holds `retry_timeout: …`, which the check for a
+    # lost answer took for a timeout, so an upload that failed before any commit was "the
+    # answer to a commit was lost …: the write may have landed".
+    relay, via, uri = relayed
+    brain = _brain(via, uri)
+    brain.memorize("First", "Something to keep about deploys.")
+    relay.down_at = r"^PUT .*memories\.lance/data/"
+    with pytest.raises(StorageError) as down:
+        brain.memorize("Second", "Written while the endpoint is down.")
+    assert str(down.value) == (
+        f"store: cannot write to {uri}: error sending request; nothing was changed (check that "
+        "the endpoint is up and reachable: storage.uri, storage.options)"
+    )
+    relay.down = False
+    assert [m.title for m in _brain(via, uri).recent()] == ["First"]

@@ -13,7 +13,8 @@ def object_store_reason(exc: BaseException) -> str:
         return "no answer from the endpoint within the request timeout (storage option timeout)"
     if "IncompleteMessage" in text:  # (hyper's name for a connection shut before an answer)
         return "the endpoint closed the connection without answering"
-    for pattern in (r'message: "([^"]+)"', r'ConnectError\("([^"]+)"', r"<Code>(\w+)</Code>"):
+    patterns = (r'message: "([^"]+)"', r'ConnectError\("([^"]+)"', r"<Code>(\w+)</Code>")
+    for pattern in (*patterns, r"HTTP error: ([^,\n]+)"):
         found = re.search(pattern, text)
         if found:
             return found.group(1)

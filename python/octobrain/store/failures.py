@@ -7,6 +7,7 @@ import re
 
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.store import manifest
+from octobrain.store.endpoint import object_store_reason
 
 
 class ModelMismatch(OctobrainError):
@@ -24,8 +25,14 @@ class RowChanged(StorageError):
 
 def io_failure(path: object, exc: BaseException, done: str = "nothing was changed") -> str:
     """One line for an I/O failure under `path` (LanceDB reports them as RuntimeError), and
-    what the write had `done` before it."""
+    what the write had `done` before it. On an object store, the endpoint's reason (LanceDB's
+    first line named the part upload, cut mid-parenthesis, and said to check free space)."""
     text = str(exc)
+    if re.match(r"[a-z][a-z0-9+.-]*://", str(path)) and not str(path).startswith("file://"):
+        return (
+            f"store: cannot write to {path}: {object_store_reason(exc)}; {done} (check that "
+            "the endpoint is up and reachable: storage.uri, storage.options)"
+        )
     found = re.search(r"LanceError\(IO\): ([^,\n]+)", text)
     reason = found.group(1) if found else (getattr(exc, "strerror", None) or text.splitlines()[0])
     if _MISPLACED.search(text):  # (not space or permissions: a file where a folder belongs)

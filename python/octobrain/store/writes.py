@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 # An object store that took a commit but whose answer was lost (a timeout, a reset): the
 # commit may or may not have landed.
 _UNKNOWN_OUTCOME = re.compile(
-    r"result for version \d+ is unknown|timed? ?out|connection (?:reset|closed|aborted)", re.I
+    r"result for version \d+ is unknown|\btimed? ?out\b|connection (?:reset|closed|aborted)", re.I
 )
 
 
