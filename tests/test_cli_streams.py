@@ -203,7 +203,13 @@ def test_a_question_asked_at_a_terminal_stays_out_of_the_answer(env: dict[str, s
     version = json.loads(octobrain("memory", "history", "--format", "json", env=env).stdout)
     code, out, err = _answered_at_a_terminal(env, *SCOPE, "forget", mid, "--format", "json")
     assert (code, json.loads(out)["deleted"]) == (0, 1), err
-    assert err == b"Delete them? [y/N]: "
+    # The preview before the question, on stderr too (a person asked with --format json
+    # confirmed without seeing what would go).
+    assert (
+        err
+        == f"Will delete 1 memory:\n  {mid}  Primary database: Postgres 16 it is.\n".encode()
+        + (b"Delete them? [y/N]: ")
+    )
     restore = ("memory", "restore", str(version[0]["version"]), "--format", "json")
     code, out, err = _answered_at_a_terminal(env, *restore)
     assert (code, json.loads(out)["memories"]) == (0, 1), err

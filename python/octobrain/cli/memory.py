@@ -250,14 +250,17 @@ def forget_cmd(
     if not targets:
         emit(fmt, {"deleted": 0, "memories": []}, "Nothing matches; nothing deleted.")
         return
-    if fmt == "text":
-        click.echo(f"Will delete {plural(len(targets), 'memory', 'memories')}:")
+    if not yes and not sys.stdin.isatty():
+        raise InvalidInput("--yes", "required to delete without a terminal to confirm on")
+    # The preview: part of the text answer; with JSON, shown on stderr before the question
+    # only (before, a person asked at a terminal confirmed without seeing what would go).
+    if fmt == "text" or not yes:
+        preview = [f"Will delete {plural(len(targets), 'memory', 'memories')}:"]
         for m in targets:
             shown = f"{printable(m.title)}: {glimpse(m.content)}"
-            click.echo(f"  {m.id}  {DAMAGED_TITLE if m.id in damaged else shown}")
+            preview.append(f"  {m.id}  {DAMAGED_TITLE if m.id in damaged else shown}")
+        click.echo("\n".join(preview), err=fmt != "text")
     if not yes:
-        if not sys.stdin.isatty():
-            raise InvalidInput("--yes", "required to delete without a terminal to confirm on")
         click.confirm("Delete them?", abort=True, err=True)  # (stdout: the answer's only)
     forgotten = brain.forget([m.id for m in targets], confirm=True)
     emit(
