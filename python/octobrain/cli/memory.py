@@ -250,8 +250,6 @@ def forget_cmd(
     if not targets:
         emit(fmt, {"deleted": 0, "memories": []}, "Nothing matches; nothing deleted.")
         return
-    if not yes and not sys.stdin.isatty():
-        raise InvalidInput("--yes", "required to delete without a terminal to confirm on")
     # The preview: part of the text answer; with JSON, shown on stderr before the question
     # only (before, a person asked at a terminal confirmed without seeing what would go).
     if fmt == "text" or not yes:
@@ -261,6 +259,8 @@ def forget_cmd(
             preview.append(f"  {m.id}  {DAMAGED_TITLE if m.id in damaged else shown}")
         click.echo("\n".join(preview), err=fmt != "text")
     if not yes:
+        if not sys.stdin.isatty():
+            raise InvalidInput("--yes", "required to delete without a terminal to confirm on")
         click.confirm("Delete them?", abort=True, err=True)  # (stdout: the answer's only)
     forgotten = brain.forget([m.id for m in targets], confirm=True)
     emit(
