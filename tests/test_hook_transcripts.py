@@ -216,3 +216,22 @@ def test_a_damaged_record_of_how_far_a_hook_read_is_read_as_none(
     assert done.returncode == 0 and "digest stored" in done.stderr, done.stderr
     [digest] = digests()
     assert "normalise timestamps" in digest.content and "v1 routes" in digest.content
+
+
+def test_what_follows_the_line_that_runs_past_a_part_s_end_is_read_on(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The line running past a part's bound was read to its end in a block that held the rest
+    # of the file: the part said the transcript was done, so nothing read on, and a session's
+    # last decisions (up to 64 KiB past its first 32 MiB) were never in its digest.
+    from octobrain.memory import transcript_file
+    from octobrain.memory.transcript_parts import transcript_part
+
+    monkeypatch.setattr(transcript_file, "READ_BYTES", 4096)
+    path = tmp_path / "session.jsonl"
+    first, last = "We decided to shard the queue.", "We decided to pin the client at 2.3."
+    path.write_text(said(first) + tool_output(8192) + said(last))
+    part = transcript_part(path, "/", 0)
+    assert not part.done and part.digest.decisions == [first]
+    rest = transcript_part(path, "/", part.end)
+    assert rest.done and rest.digest.decisions == [last]

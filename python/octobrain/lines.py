@@ -9,6 +9,7 @@ ends: JSON writers (`JSON.stringify`, `ensure_ascii=False`) leave them raw insid
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterator
 from typing import IO
@@ -79,8 +80,10 @@ def placed_lines(
         if block.endswith(b"\r"):
             block, carry = block[:-1], b"\r"
         # `bytes.splitlines` cuts at exactly these three ends; the last piece may run on.
+        unread = len(block) + len(carry)  # (of this block, what is not given yet)
         for piece in block.splitlines(keepends=True):
             at += len(piece)
+            unread -= len(piece)
             if not piece.endswith((b"\n", b"\r")):
                 if over:
                     continue
@@ -98,6 +101,10 @@ def placed_lines(
                     yield at, b"".join((*parts, piece)) if parts else piece
             parts, held, over = [], 0, False
             if finishing:
+                # The handle is left just past the last line given, not past the block read:
+                # a reader asking whether more follows (`transcript_file`) was told no when
+                # the rest of the file fit in that block, and those lines were never read.
+                handle.seek(-unread, io.SEEK_CUR)
                 return
     if (held or carry) and not over:
         yield at + len(carry), b"".join(parts) + carry
