@@ -115,8 +115,6 @@ NOT_DATA = {
     "hook pre-compact": "Claude Code's hook protocol",
     "hook session-end": "Claude Code's hook protocol",
     "hook install": "a diff of the settings file, and a question",
-    "service start": "one line (not yet: the service's commands are changed elsewhere)",
-    "service stop": "one line (not yet: the service's commands are changed elsewhere)",
 }
 
 

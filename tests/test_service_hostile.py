@@ -352,3 +352,15 @@ def test_stop_does_not_say_stopped_while_the_service_still_holds_its_lock(
     )
     done = CliRunner().invoke(main, ["service", "stop"])  # the lock let go: stopped
     assert (done.exit_code, done.stdout) == (0, "stopped pid 4242\n")
+
+
+def test_start_and_stop_answer_as_json(env: dict[str, str]) -> None:
+    # Before: `error: --format: no such option`, exit 2: a script could not read the pid.
+    started = _run(env, "service", "start", "--wait", "90", "--format", "json")
+    assert started.returncode == 0, started.stderr
+    running = json.loads(started.stdout)
+    assert set(running) == {"pid", "socket"} and running["socket"].endswith(".sock")
+    stopped = _run(env, "service", "stop", "--format", "json")
+    assert (stopped.returncode, json.loads(stopped.stdout)) == (0, {"stopped": [running["pid"]]})
+    again = _run(env, "service", "stop", "--all", "--format", "json")
+    assert (again.returncode, json.loads(again.stdout)) == (0, {"stopped": []})

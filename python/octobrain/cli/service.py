@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, UserFailure
+from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, UserFailure, emit
 from octobrain.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -196,7 +196,8 @@ def _load_state(info: dict[str, Any]) -> str:
     show_default=True,
     help="Seconds to wait for it to answer.",
 )
-def start_cmd(wait: float) -> None:
+@FORMAT_OPTION
+def start_cmd(wait: float, fmt: str) -> None:
     """Start the service now (commands otherwise start it on demand) and wait until it answers."""
     from octobrain.cli.service_client import ask, spawn
 
@@ -214,7 +215,8 @@ def start_cmd(wait: float) -> None:
             # (a no-op while a service, perhaps one of another build, is exiting)
             spawn(settings, load_now=True)
         elif info.get("loaded"):
-            click.echo(f"running: pid {info['pid']}, socket {info['socket']}")
+            said = {"pid": info["pid"], "socket": info["socket"]}
+            emit(fmt, said, f"running: pid {info['pid']}, socket {info['socket']}")
             return
         time.sleep(0.1)
     raise UserFailure(f"service: did not answer within {wait:g} s (see {settings.log_path})")
@@ -222,48 +224,51 @@ def start_cmd(wait: float) -> None:
 
 @service.command("stop")
 @_ALL_OPTION
-def stop_cmd(every: bool) -> None:
+@FORMAT_OPTION
+def stop_cmd(every: bool, fmt: str) -> None:
     """Stop the service (the next command runs in-process and starts a new one)."""
     from octobrain.cli.service_client import ask
 
     settings = _settings()
     if every:
-        _stop_all(settings)
+        _stop_all(settings, fmt)
         return
     info = ask(settings, "stop")
     if info is None:
         stuck = _stuck(settings)
         if stuck is not None:  # (it said "not running", and the process stayed)
             raise UserFailure(f"service: {stuck}")
-        click.echo("not running")
+        emit(fmt, {"stopped": []}, "not running")
         return
-    _see_stopped([(settings, info.get("pid"), info)])
+    _see_stopped([(settings, info.get("pid"), info)], fmt)
 
 
-def _stop_all(settings: Settings) -> None:
+def _stop_all(settings: Settings, fmt: str) -> None:
     """`service stop --all`: stop every service of this user (any build: one of another build
     asked to stop stops too); a stuck one is named, and the exit is 1."""
     from octobrain.cli.service_client import ask
 
     found = _every(settings)
     if not found:
-        click.echo("not running")
+        emit(fmt, {"stopped": []}, "not running")
         return
-    _see_stopped([(other, pid, ask(other, "stop")) for other, pid in found])
+    _see_stopped([(other, pid, ask(other, "stop")) for other, pid in found], fmt)
 
 
-def _see_stopped(asked: list[tuple[Settings, Any, dict[str, Any] | None]]) -> None:
+def _see_stopped(asked: list[tuple[Settings, Any, dict[str, Any] | None]], fmt: str) -> None:
     """Wait (`STOP_SECONDS` in all) for each service asked to stop to let go of its lock: each
     gone is said stopped; one still there is named, and the exit is 1 (before, `stop` said
     "stopped" after its wait whether or not the service had gone)."""
     from octobrain.cli.service_client import gone_by
 
     deadline = time.monotonic() + STOP_SECONDS
-    stuck = []
+    stopped, stuck = [], []
     for other, pid, info in asked:
         pid = (info or {}).get("pid", pid)
         if gone_by(other, deadline):
-            click.echo(f"stopped pid {pid}")
+            stopped.append(pid)
+            if fmt == "text":  # (said as each goes; JSON once all are known)
+                click.echo(f"stopped pid {pid}")
         elif info is None:  # (it gave no answer to the stop)
             stuck.append(_stuck(other) or f"the service (pid {pid}) did not stop")
         else:
@@ -273,3 +278,5 @@ def _see_stopped(asked: list[tuple[Settings, Any, dict[str, Any] | None]]) -> No
             )
     if stuck:
         raise UserFailure("service: " + "; ".join(stuck))
+    if fmt == "json":
+        emit(fmt, {"stopped": stopped}, "")
