@@ -185,4 +185,5 @@ def match_lines(
     max_matches: int,
     context: int,
     seconds: float | None = None,
+    context_chars: int | None = None,
 ) -> tuple[list[tuple[int, int, str, int, int, list[str], list[str]]], bool]: ...

@@ -34,7 +34,8 @@ pub struct LineMatch {
     /// Character span `[start, end)` of the first match in `line`.
     pub start: usize,
     pub end: usize,
-    /// Up to `context` lines before and after the match, from the same text.
+    /// Up to `context` lines before and after the match, from the same text (each cut to
+    /// `context_chars` characters when given).
     pub before: Vec<String>,
     pub after: Vec<String>,
 }
@@ -75,7 +76,15 @@ pub fn match_lines(
     max_matches: usize,
     context: usize,
 ) -> CoreResult<MatchResult> {
-    match_lines_within(texts, pattern, case_insensitive, max_matches, context, None)
+    match_lines_within(
+        texts,
+        pattern,
+        case_insensitive,
+        max_matches,
+        context,
+        None,
+        None,
+    )
 }
 
 /// Longest time a line may be estimated to take for it to go to the `regex` crate, which cannot
@@ -86,13 +95,16 @@ const FAST_PATH_MAX: Duration = Duration::from_secs(1);
 /// passed: a pattern that compiles within the size limit may still cost its program's size at
 /// every byte, which over megabytes of text is minutes. Lines whose worst case fits in the time
 /// left go to `regex`; others to a search that reads the clock as it goes (`regex_deadline.rs`),
-/// with the same results.
+/// with the same results. Context lines are cut to their first `context_chars` characters when
+/// given: a caller that shows only that much need not receive each long line twice per context
+/// (`2 × context` copies of a text whose every line matches).
 pub fn match_lines_within(
     texts: &[String],
     pattern: &str,
     case_insensitive: bool,
     max_matches: usize,
     context: usize,
+    context_chars: Option<usize>,
     limit: Option<Duration>,
 ) -> CoreResult<MatchResult> {
     if max_matches == 0 {
@@ -160,7 +172,8 @@ pub fn match_lines_within(
                 let (before, after) = if context > 0 {
                     let lo = idx.saturating_sub(context);
                     let hi = (idx + 1 + context).min(lines.len());
-                    (to_owned(&lines[lo..idx]), to_owned(&lines[idx + 1..hi]))
+                    let cut = |lines: &[&str]| clip_all(lines, context_chars);
+                    (cut(&lines[lo..idx]), cut(&lines[idx + 1..hi]))
                 } else {
                     (Vec::new(), Vec::new())
                 };
@@ -179,8 +192,13 @@ pub fn match_lines_within(
     Ok(result)
 }
 
-fn to_owned(lines: &[&str]) -> Vec<String> {
-    lines.iter().map(|l| (*l).to_owned()).collect()
+/// `lines` owned, each cut to its first `chars` characters when given.
+fn clip_all(lines: &[&str], chars: Option<usize>) -> Vec<String> {
+    let clip = |line: &str| match chars.and_then(|n| line.char_indices().nth(n)) {
+        Some((at, _)) => line[..at].to_owned(),
+        None => line.to_owned(),
+    };
+    lines.iter().map(|line| clip(line)).collect()
 }
 
 #[cfg(test)]
@@ -234,6 +252,15 @@ mod tests {
     }
 
     #[test]
+    fn context_lines_are_cut_to_context_chars() {
+        let t = texts(&["ééé\nab\nhit\nxyzw"]);
+        let r = match_lines_within(&t, "hit", false, 9, 2, Some(2), None).unwrap();
+        assert_eq!(r.matches[0].before, vec!["éé", "ab"]);
+        assert_eq!(r.matches[0].after, vec!["xy"]);
+        assert_eq!(r.matches[0].line, "hit");
+    }
+
+    #[test]
     fn case_and_anchors() {
         let t = texts(&["Foo\nxfoo"]);
         assert_eq!(
@@ -257,14 +284,14 @@ mod tests {
     fn a_pattern_past_its_time_is_an_error_naming_it() {
         let t = texts(&["a\n"; 1000]);
         let none = Some(Duration::ZERO);
-        let late = match_lines_within(&t, "a", false, 5, 0, none).unwrap_err();
+        let late = match_lines_within(&t, "a", false, 5, 0, None, none).unwrap_err();
         assert!(matches!(late, CoreError::TimeLimitExceeded { .. }));
         assert!(late
             .to_string()
             .starts_with("pattern: took more than 0 s, stopped in text 1"));
         let ample = Some(Duration::from_secs(60));
         assert_eq!(
-            match_lines_within(&t, "a", false, 5, 0, ample)
+            match_lines_within(&t, "a", false, 5, 0, None, ample)
                 .unwrap()
                 .matches
                 .len(),
@@ -275,7 +302,7 @@ mod tests {
     #[test]
     fn a_limit_past_what_the_clock_holds_is_no_limit() {
         // `Instant::now() + Duration::MAX` panicked: "overflow when adding duration to instant".
-        let r = match_lines_within(&texts(&["a"]), "a", false, 5, 0, Some(Duration::MAX));
+        let r = match_lines_within(&texts(&["a"]), "a", false, 5, 0, None, Some(Duration::MAX));
         assert_eq!(r.unwrap().matches.len(), 1);
     }
 
@@ -292,6 +319,7 @@ mod tests {
             false,
             5,
             0,
+            None,
             Some(Duration::from_secs(10)),
         )
         .unwrap();
@@ -313,7 +341,7 @@ mod tests {
         let line = vec![crate::regex_deadline::tests::random_ab(1_000_000)];
         let limit = Duration::from_millis(200);
         let started = std::time::Instant::now();
-        let late = match_lines_within(&line, "[ab]*a[ab]{3000}z", false, 5, 0, Some(limit));
+        let late = match_lines_within(&line, "[ab]*a[ab]{3000}z", false, 5, 0, None, Some(limit));
         let took = started.elapsed();
         let late = late.unwrap_err();
         assert!(matches!(late, CoreError::TimeLimitExceeded { .. }));

@@ -85,6 +85,13 @@ def test_context_lines_come_from_the_same_text() -> None:
     assert (m.before, m.after) == (["a", "b"], ["c"])
 
 
+def test_context_lines_are_cut_to_context_chars() -> None:
+    # `knowledge match` shows 400 characters of a context line, but each whole line came back
+    # once per match it surrounds: a text of 10 kB lines, all matching, took 21× its size.
+    (m,) = match_lines(["é" * 500 + "\nhit\nab"], "hit", context=1, context_chars=3).matches
+    assert (m.line, m.before, m.after) == ("hit", ["ééé"], ["ab"])
+
+
 def test_catastrophic_backtracking_pattern_is_answered_correctly() -> None:
     line = "a" * 100_000 + "b"
     assert match_lines([line, "aaaa"], "(a+)+$").matches == [LineMatch(1, 1, "aaaa", 0, 4, [], [])]
@@ -133,6 +140,8 @@ def test_oversized_pattern_is_refused() -> None:
         ({"max_matches": -1}, "max_matches"),
         ({"max_matches": 1.5}, "max_matches"),
         ({"context": -1}, "context"),
+        ({"context_chars": -1}, "context_chars"),
+        ({"context_chars": 1.5}, "context_chars"),
     ],
 )
 def test_errors_name_the_argument(kwargs: dict[str, object], field: str) -> None:

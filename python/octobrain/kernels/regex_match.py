@@ -45,13 +45,16 @@ def match_lines(
     max_matches: int = 100,
     context: int = 0,
     seconds: float | None = None,
+    context_chars: int | None = None,
 ) -> MatchResult:
     """Return the lines of `texts` that `pattern` matches, at most `max_matches` of them.
 
     Each text is split on "\\n" with a trailing "\\r" stripped from every line; a final "\\n"
     does not add an empty line. Line numbers are 1-based within their text. `start`/`end` are
     `str` indices of the first match in the line. `context` adds up to that many lines before
-    and after each match, from the same text. An invalid pattern raises `ValueError` naming
+    and after each match, from the same text, each cut to its first `context_chars` characters
+    when given (a caller showing no more need not receive long lines once per match they
+    surround). An invalid pattern raises `ValueError` naming
     `pattern`; a search still running after `seconds` raises `TimeLimitExceeded` (a
     `ValueError`) naming it, within about a millisecond of the limit even inside one long line.
     """
@@ -63,10 +66,13 @@ def match_lines(
             raise InvalidInput("texts", f"item {i} is {type(text).__name__}, expected str")
     if not isinstance(pattern, str):
         raise InvalidInput("pattern", "must be a str")
-    for name, value in (("max_matches", max_matches), ("context", context)):
+    integers = [("max_matches", max_matches), ("context", context)]
+    if context_chars is not None:
+        integers.append(("context_chars", context_chars))
+    for name, value in integers:
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidInput(name, "must be an integer")
     raw, truncated = _core.match_lines(
-        texts, pattern, bool(ignore_case), max_matches, context, seconds
+        texts, pattern, bool(ignore_case), max_matches, context, seconds, context_chars
     )
     return MatchResult([LineMatch(*m) for m in raw], truncated)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput
 from octobrain.kernels.regex_match import LineMatch, MatchResult, TimeLimitExceeded, match_lines
-from octobrain.knowledge.pages import clip, clip_context
+from octobrain.knowledge.pages import LINE_CHARS, clip, clip_context
 from octobrain.knowledge.results import LineHit, MatchReport
 from octobrain.store.schema import SOURCES, check_knowledge
 from octobrain.store.sql import sql_in
@@ -93,6 +93,7 @@ def _match(
             max_matches=cap,
             context=context,
             seconds=max(0.0, deadline - time.monotonic()),
+            context_chars=LINE_CHARS + 1,  # what `clip_context` shows, and whether it cut
         )
     except InvalidInput:
         raise

@@ -32,7 +32,8 @@ type LineMatchTuple = (usize, usize, String, usize, usize, Vec<String>, Vec<Stri
 /// Regex line matching over many texts; returns (matches, truncated) (see `regex_match.rs`).
 #[pyfunction]
 #[allow(clippy::needless_pass_by_value)] // pyo3 extracts arguments as owned values
-#[pyo3(signature = (texts, pattern, case_insensitive, max_matches, context, seconds = None))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (texts, pattern, case_insensitive, max_matches, context, seconds = None, context_chars = None))]
 pub(super) fn match_lines(
     py: Python<'_>,
     texts: Vec<String>,
@@ -41,11 +42,16 @@ pub(super) fn match_lines(
     max_matches: i64,
     context: i64,
     seconds: Option<f64>,
+    context_chars: Option<i64>,
 ) -> PyResult<(Vec<LineMatchTuple>, bool)> {
     let cap = usize::try_from(max_matches)
         .map_err(|_| CoreError::invalid("max_matches", "must be >= 1"))?;
     let context =
         usize::try_from(context).map_err(|_| CoreError::invalid("context", "must be >= 0"))?;
+    let context_chars = context_chars
+        .map(usize::try_from)
+        .transpose()
+        .map_err(|_| CoreError::invalid("context_chars", "must be >= 0"))?;
     let limit = match seconds {
         // A limit too long for a `Duration` (over 584 billion years) is never reached.
         Some(s) if s.is_finite() && s >= 0.0 => std::time::Duration::try_from_secs_f64(s).ok(),
@@ -53,7 +59,15 @@ pub(super) fn match_lines(
         None => None,
     };
     let result = detached(py, || {
-        regex_match::match_lines_within(&texts, pattern, case_insensitive, cap, context, limit)
+        regex_match::match_lines_within(
+            &texts,
+            pattern,
+            case_insensitive,
+            cap,
+            context,
+            context_chars,
+            limit,
+        )
     })?;
     let matches = result
         .matches
