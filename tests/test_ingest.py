@@ -729,10 +729,16 @@ def test_a_locomo_session_date_is_read_as_written_or_refused() -> None:
 
     (iso,) = parse_text(sample("2023-05-08T13:56:00Z"), "locomo")
     assert iso.turns[0].time == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    (broken,) = parse_text(sample("20230508\n135600Z"), "locomo")  # (one line, as a title is)
+    assert broken.turns[0].session_date == "20230508 135600Z"
     for date, rule in [
         ("next Tuesday", r"must be a date as LoCoMo writes it \('1:56 pm on 8 May, 2023'\) or "
                          r"ISO-8601, got 'next Tuesday'"),
         (["8:00 pm on 9 May, 2023"], r"must be a string, got list"),
+        # Python reads any character between an ISO date and its time, and the date as written
+        # is in the turns' titles: a UnicodeEncodeError traceback; a NUL stored in a title.
+        ("20230508\ud800135600Z", r"must be valid Unicode"),
+        ("20230508\x00135600Z", r"must not contain NUL characters"),
     ]:  # fmt: skip
         with pytest.raises(InvalidInput, match=r"^file\[0\]\.conversation\.session_1_date_time: "
                            + rule):  # fmt: skip

@@ -13,7 +13,7 @@ from typing import Any
 from octobrain.errors import InvalidInput
 from octobrain.memory.turn_fields import SPEAKER_CHARS, turn_id, turn_name, turn_text
 from octobrain.memory.turns import Conversation, Turn
-from octobrain.times import iso_time, not_ahead
+from octobrain.times import ISO_CHARS, iso_time, not_ahead
 
 _SESSION = re.compile(r"^session_(\d{1,9})$")
 
@@ -38,6 +38,9 @@ def _session_date(field_name: str, body: dict[str, Any]) -> tuple[str, datetime 
         return "", None
     if not isinstance(value, str):
         raise InvalidInput(field_name, f"must be a string, got {type(value).__name__}")
+    # Shown as written in its turns' titles, so held to what a title holds, as a speaker is:
+    # Python reads any character between an ISO date and its time ("20230508\x00135600Z").
+    value = turn_name(field_name, value, ISO_CHARS)
     moment = _locomo_date(value)
     if moment is None:
         try:
