@@ -24,7 +24,7 @@ from octobrain.models import Memory, Relationship, RelationshipType, Source
 from octobrain.store import seen
 from octobrain.store.consolidations import ConsolidationLog
 from octobrain.times import utcnow
-from report import replace_between
+from report import check_update, update_readme
 
 SCOPE = "github.com/acme/backup"
 WORDS = [
@@ -100,6 +100,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--update", type=Path, help="rewrite the backup block of this README")
     args = parser.parse_args()
+    check_update(parser, args.update, "backup")
     embedder = get_embedder("hash:64")
     with seen.scratch("octobrain-backup-") as tmp:  # (no mark of its stores left behind)
         source = Brain(SCOPE, config=Config(), embedder=embedder, uri=tmp / "a")
@@ -138,7 +139,7 @@ def main() -> None:
     )
     print(table)
     if args.update:
-        replace_between(args.update, "<!-- backup:start -->", "<!-- backup:end -->", table)
+        update_readme(args.update, "backup", table)
     sys.exit(1 if mismatches else 0)
 
 

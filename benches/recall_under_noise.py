@@ -70,7 +70,7 @@ from octobrain.store import seen
 
 sys.path.insert(0, str(Path(__file__).parent))
 from noise_stats import fmt_p, paired
-from report import publish
+from report import check_update, publish
 
 # The clock every run reads: the store is written relative to it, and the sleep pass and every
 # search take it as now, so a run does not depend on the day or on how long it took.
@@ -417,6 +417,7 @@ def main() -> None:
     parser.add_argument("--marker", default="noise", help="README markers <!-- MARKER:start -->")
     parser.add_argument("--json", type=Path, help="default: results/recall_under_<marker>.json")
     args = parser.parse_args()
+    check_update(parser, args.update, args.marker)
     results_dir = Path(__file__).parent / "results"
     args.json = args.json or results_dir / f"recall_under_{args.marker.replace('-', '_')}.json"
     embedder = get_embedder(args.model, batch_size=256)

@@ -17,7 +17,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from octobrain.bench.tables import replace_between
+from octobrain.bench.tables import check_readme, replace_between, update_readme
+from octobrain.errors import InvalidInput
+from octobrain.files import write_atomic_file
 
 START = "<!-- bench:start -->"
 END = "<!-- bench:end -->"
@@ -89,16 +91,26 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def check_update(parser: argparse.ArgumentParser, readme: Path | None, marker: str) -> None:
+    """Refuse at once, before anything is measured, a README (`--update`) whose `marker`
+    table could not be rewritten: it was found only once the run was done."""
+    if readme is not None:
+        try:
+            check_readme(readme, marker)
+        except InvalidInput as err:
+            parser.error(str(err))
+
+
 def publish(
     table: str, results: object, marker: str, readme: Path | None, json_path: Path | None
 ) -> None:
     """Print a bench script's table; put it between `<!-- marker:start/end -->` in `readme`
-    and its raw results in `json_path`, when given."""
+    and its raw results in `json_path`, when given, each written whole or not at all."""
     print(table)
     if json_path:  # first: a README without the markers must not cost a finished run
-        json_path.write_text(json.dumps(results, indent=2))
+        write_atomic_file(json_path, json.dumps(results, indent=2), "json")
     if readme:
-        replace_between(readme, f"<!-- {marker}:start -->", f"<!-- {marker}:end -->", table)
+        update_readme(readme, marker, table)
 
 
 def main() -> None:
@@ -106,6 +118,7 @@ def main() -> None:
     parser.add_argument("results", type=Path)
     parser.add_argument("--update", type=Path, help="rewrite the table between the bench markers")
     args = parser.parse_args()
+    check_update(parser, args.update, "bench")
     rendered = table(json.loads(args.results.read_text()))
     print(rendered)
     if args.update:

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from octobrain.bench.tables import update_readme
 from octobrain.store import seen
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from tests.reliability import kills  # noqa: E402
 from tests.reliability.load import Plan, http_load, run_mixed, verify  # noqa: E402
 
-START, END = "<!-- soak:start -->", "<!-- soak:end -->"
+from report import check_update  # noqa: E402
 
 
 def mixed(rounds: int, plan: Plan) -> dict[str, Any]:
@@ -144,7 +145,6 @@ def render(r: dict[str, Any]) -> str:
         f"| SIGKILL during {name} | {v['kills']} | {v['problems']} |" for name, v in k.items()
     )
     return "\n".join([
-        START,
         f"Soak run: `python benches/soak.py` ({r['seconds']:.0f} s on {os.cpu_count()} cores, "
         "hash embedder, loopback only).",
         "",
@@ -163,7 +163,6 @@ def render(r: dict[str, Any]) -> str:
         f"HTTP under load: {h['clients']} concurrent MCP clients, {h['calls']} tool calls "
         f"(1 memorize : 2 remember): **{h['calls_per_s']} calls/s**, p50 {h['p50_ms']} ms, "
         f"**p95 {h['p95_ms']} ms**, {h['errors']} errors.",
-        END,
     ])  # fmt: skip
 
 
@@ -179,6 +178,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--update", type=Path, help="rewrite the soak block of this README")
     args = ap.parse_args()
+    check_update(ap, args.update, "soak")
     plan = Plan(cli_workers=3, cli_ops=6, stdio_workers=2, http_workers=3, mcp_ops=15)
     start = time.perf_counter()
     report: dict[str, Any] = {"plan": plan.__dict__}
@@ -201,10 +201,7 @@ def main() -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     if args.update:
-        readme = args.update.read_text()
-        head, _, rest = readme.partition(START)
-        _, _, tail = rest.partition(END)
-        args.update.write_text(head + text + tail)
+        update_readme(args.update, "soak", text)
     bad = report["mixed"]["problems"] + report["http"]["errors"]
     bad += sum(v["problems"] for v in report["kills"].values()) + (not report["fuzz"]["passed"])
     return 1 if bad else 0

@@ -129,3 +129,24 @@ def test_a_bench_script_leaves_no_mark_of_its_throwaway_stores(tmp_path: Path) -
     )
     assert done.returncode == 0 and "| 40 / 8 / 0 |" in done.stdout, done.stderr
     assert list((data / seen.FOLDER).glob("*.json")) == []
+
+
+def test_a_bench_script_refuses_a_readme_without_its_markers_before_it_measures(
+    tmp_path: Path,
+) -> None:
+    # The scripts read `--update` once their run was done: a traceback then (soak.py wrote its
+    # table at the README's end, or over all that followed a lone start marker).
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- backup:start -->\nno end marker\n", encoding="utf-8")
+    script = [sys.executable, str(BENCHES / "backup_roundtrip.py"), "--memories", "40"]
+    done = subprocess.run(
+        [*script, "--update", str(readme)],
+        env={**os.environ, "OCTOBRAIN_DATA_DIR": str(tmp_path / "data")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert "error: update: " in done.stderr and "has no <!-- backup:start -->" in done.stderr
+    assert readme.read_text(encoding="utf-8") == "<!-- backup:start -->\nno end marker\n"

@@ -1,8 +1,11 @@
-"""`octobrain bench bm25` end to end on a tiny BEIR directory."""
+"""`octobrain bench …` option checks, and `bench bm25` end to end on a tiny BEIR directory."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,19 @@ from click.testing import CliRunner
 
 from octobrain.cli.main import main
 from tests.test_beir import write_beir
+from tests.test_ingest import LOCOMO
+
+
+def _never(*_args: object, **_kwargs: object) -> None:
+    raise AssertionError("the benchmark ran")
+
+
+@pytest.fixture
+def no_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every bench command's runner replaced by one that fails the test if it is reached."""
+    for module, runner in (("scale", "run_scale"), ("cold", "run_cold"), ("locomo", "run_locomo")):
+        monkeypatch.setattr(f"octobrain.bench.{module}.{runner}", _never)
+    monkeypatch.setattr("octobrain.bench.beir.run_beir", _never)
 
 
 @pytest.fixture
@@ -74,14 +90,8 @@ def test_bench_bm25_errors_name_the_option(tmp_path: Path, beir_dir: Path) -> No
         ("cold", "5000,5000", "each size once; 5,000 given more than once"),
     ],
 )
-def test_bench_sizes_have_a_stated_maximum(
-    command: str, sizes: str, rule: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def never(*_args: object, **_kwargs: object) -> None:
-        raise AssertionError("the benchmark ran")
-
-    monkeypatch.setattr("octobrain.bench.scale.run_scale", never)
-    monkeypatch.setattr("octobrain.bench.cold.run_cold", never)
+@pytest.mark.usefixtures("no_benchmark")
+def test_bench_sizes_have_a_stated_maximum(command: str, sizes: str, rule: str) -> None:
     result = CliRunner().invoke(main, ["bench", command, "--sizes", sizes])
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"error: --sizes: {rule}"), result.stderr
@@ -89,17 +99,12 @@ def test_bench_sizes_have_a_stated_maximum(
 
 
 @pytest.mark.parametrize("command", ["scale", "cold", "beir", "locomo"])
+@pytest.mark.usefixtures("no_benchmark")
 def test_a_readme_without_the_tables_markers_is_refused_before_the_benchmark_runs(
-    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    command: str, tmp_path: Path
 ) -> None:
     # `--update` was read only once the benchmark was done: minutes of `bench beir` or the
     # default `bench scale`, then "has no <!-- scale:start --> markers".
-    def never(*_args: object, **_kwargs: object) -> None:
-        raise AssertionError("the benchmark ran")
-
-    for module, runner in (("scale", "run_scale"), ("cold", "run_cold"), ("locomo", "run_locomo")):
-        monkeypatch.setattr(f"octobrain.bench.{module}.{runner}", never)
-    monkeypatch.setattr("octobrain.bench.beir.run_beir", never)
     readme = tmp_path / "README.md"
     readme.write_text("# Notes\n\nno tables here\n")
     result = CliRunner().invoke(main, ["bench", command, "--update", str(readme)])
@@ -126,3 +131,180 @@ def test_a_file_that_is_not_locomo_is_refused_and_the_readme_kept(
     assert result.exit_code == 2, result.output
     assert "error: --data: " in result.stderr and "not LoCoMo data" in result.stderr
     assert readme.read_text() == before
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        (
+            "<!-- beir:start -->\nold\n<!-- beir:end -->\n<!-- beir:start -->\nstale\n"
+            "<!-- beir:end -->\n",
+            "has <!-- beir:start --> on 2 lines; keep one pair of markers",
+        ),
+        ("<!-- beir:end -->\nprose\n<!-- beir:start -->\n", "has <!-- beir:end --> before"),
+        ("Quoted: `<!-- beir:start -->` … `<!-- beir:end -->`.\n", "has no <!-- beir:start -->"),
+    ],
+)
+@pytest.mark.usefixtures("no_benchmark")
+def test_a_readme_whose_markers_are_twice_or_out_of_order_is_refused_before_the_run(
+    text: str, rule: str, tmp_path: Path
+) -> None:
+    # A second pair kept its stale table silently; markers quoted in prose were taken for the
+    # table's, and the table written into the middle of that line.
+    readme = tmp_path / "README.md"
+    readme.write_text(text)
+    result = CliRunner().invoke(main, ["bench", "beir", "--update", str(readme)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: update: {readme} {rule}"), result.stderr
+    assert readme.read_text() == text
+
+
+def _outside(text: str) -> tuple[str, str]:
+    head, _, rest = text.partition("<!-- beir:start -->\n")
+    return head, rest.partition("<!-- beir:end -->")[2]
+
+
+def test_update_twice_rewrites_only_the_table_between_its_marker_lines(
+    beir_dir: Path, tmp_path: Path
+) -> None:
+    prose = "The table between `<!-- beir:start -->` and `<!-- beir:end -->` is generated.\n"
+    text = f"# Title\n{prose}\n<!-- beir:start -->\nold table\n<!-- beir:end -->\n\nmore {prose}"
+    readme = tmp_path / "README.md"
+    readme.write_text(text)
+    args = ["bench", "beir", "--data", str(beir_dir), "--model", "hash:64", "--modes", "bm25"]
+    args += ["--cache-dir", str(tmp_path / "cache"), "--update", str(readme)]
+    tables = []
+    for _ in range(2):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        now = readme.read_text()
+        assert _outside(now) == _outside(text)  # the prose quoting the markers kept as it was
+        assert now.count("<!-- beir:start -->\n") == 1 and "old table" not in now
+        tables.append(now.partition("<!-- beir:start -->\n")[2].partition("<!-- beir:end -->")[0])
+    assert "| bm25 | 0.930 |" in tables[0]
+    assert len(tables[0].splitlines()) == len(tables[1].splitlines())  # only numbers changed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "beir", "cache"]
+
+
+def test_a_readme_write_that_fails_leaves_the_readme_whole(beir_dir: Path, tmp_path: Path) -> None:
+    # The README was written in place: a table it could not encode (a data dir whose name is
+    # not UTF-8) truncated it to nothing, with a traceback.
+    data = tmp_path / os.fsdecode(b"beir-\xff")
+    beir_dir.rename(data)
+    readme = tmp_path / "README.md"
+    readme.write_text("top\n<!-- beir:start -->\nold\n<!-- beir:end -->\nbottom\n")
+    before = readme.read_text()
+    args = ["bench", "beir", "--data", str(data), "--model", "hash:64", "--modes", "bm25"]
+    result = CliRunner().invoke(main, [*args, "--update", str(readme), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[-1] == (
+        "error: update: must be valid Unicode; nothing written; the report is on standard output"
+    )
+    assert json.loads(result.stdout)["docs"] == 4  # the report is not lost
+    assert readme.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", data.name]
+
+
+def test_an_interrupted_write_leaves_the_old_file_and_no_partial_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from octobrain.files import write_atomic_file
+
+    target = tmp_path / "README.md"
+    target.write_text("old")
+
+    def interrupted(*_args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("octobrain.files.os.replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic_file(target, "new", "update")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["README.md"]  # (no .README.md.<pid>.tmp)
+
+
+@pytest.mark.parametrize("command", ["scale", "cold", "beir", "locomo"])
+@pytest.mark.parametrize("where", ["a-file/out.json", "fifo"])
+@pytest.mark.usefixtures("no_benchmark")
+def test_an_output_that_cannot_be_written_is_refused_before_the_benchmark_runs(
+    command: str, where: str, tmp_path: Path
+) -> None:
+    # `--output` was written only once the benchmark was done: minutes later a traceback
+    # (FileExistsError from making a file's "folder") and the results lost.
+    (tmp_path / "a-file").write_text("x")
+    os.mkfifo(tmp_path / "fifo")
+    output = tmp_path / where
+    expected = {
+        "a-file/out.json": f"{tmp_path / 'a-file'} is not a directory",
+        "fifo": f"{output} is not a regular file",
+    }[where]
+    result = CliRunner().invoke(main, ["bench", command, "--output", str(output)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: output: {expected}"), result.stderr
+
+
+def _locomo_text() -> str:
+    sample = json.loads(json.dumps(LOCOMO))
+    sample[0]["qa"] = [{"question": "Which class?", "evidence": ["D1:1"], "category": 4}]
+    return json.dumps(sample)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "rule"),
+    [
+        ("cut.json", lambda: _locomo_text()[:300].encode(), "cut.json: is not JSON ("),
+        ("cut.json.gz", lambda: gzip.compress(_locomo_text().encode())[:200], "cannot be infl"),
+        ("junk.json", lambda: b"garbage", "junk.json: line 1 is not JSON"),
+        (
+            "cat.json",
+            lambda: _locomo_text().replace('"category": 4', '"category": "four"').encode(),
+            "cat.json: sample 'conv-x': qa[0].category: must be an integer (1–5)",
+        ),
+        (
+            "qa.json",
+            lambda: _locomo_text().replace('"qa": [', '"qa": {"x": [').replace("}]}]", "}]}}]"),
+            "qa.json: sample 'conv-x': qa: must be a list of questions",
+        ),
+    ],
+)
+def test_a_damaged_locomo_file_is_one_line_naming_data(
+    name: str, content: Callable[[], bytes | str], rule: str, tmp_path: Path
+) -> None:
+    # A truncated or hand-broken file was a JSONDecodeError / KeyError traceback (exit 1); a
+    # truncated gzip "Aborted!" as if Ctrl-C had been pressed.
+    data = tmp_path / name
+    raw = content()
+    data.write_bytes(raw if isinstance(raw, bytes) else raw.encode())
+    result = CliRunner().invoke(main, ["bench", "locomo", "--data", str(data)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: --data: ") and rule in result.stderr, result.stderr
+    assert "Traceback" not in result.output and "Aborted" not in result.output
+
+
+def _cut_gzip(root: Path) -> None:
+    packed = gzip.compress((root / "corpus.jsonl").read_bytes())
+    (root / "corpus.jsonl").unlink()
+    (root / "corpus.jsonl.gz").write_bytes(packed[:40])
+
+
+@pytest.mark.parametrize(
+    ("damage", "rule"),
+    [
+        (_cut_gzip, "corpus.jsonl.gz cannot be read (it ends before its data does)"),
+        (lambda r: (r / "corpus.jsonl").write_text('{"_id": "d1", "ti'), "line 1 is not JSON"),
+        (lambda r: (r / "corpus.jsonl").write_text('{"title": "x"}\n'), "must be an object with"),
+        (lambda r: (r / "queries.jsonl").write_text("[1]\n"), "queries.jsonl line 1: must be"),
+        (lambda r: (r / "qrels" / "test.tsv").write_bytes(b"q1\td1\t\xff1\n"), "not UTF-8 text"),
+        (lambda r: (r / "qrels" / "test.tsv").write_text("q1\td1\t0\n"), "no query of its"),
+    ],
+)
+def test_a_damaged_beir_dataset_is_one_line_naming_data(
+    damage: Callable[[Path], object], rule: str, beir_dir: Path
+) -> None:
+    # Each was a traceback (EOFError as "Aborted!", JSONDecodeError, KeyError, TypeError,
+    # UnicodeDecodeError) or, with no judged query, "--qrels", an option there is not.
+    damage(beir_dir)
+    result = CliRunner().invoke(main, ["bench", "bm25", "--data", str(beir_dir)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: --data: {beir_dir}"), result.stderr
+    assert rule in result.stderr and "Traceback" not in result.output

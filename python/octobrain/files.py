@@ -11,6 +11,7 @@ not followed to another file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -33,6 +34,7 @@ __all__ = [
     "open_regular",
     "read_regular",
     "replaced_by_write",
+    "write_atomic_file",
 ]
 
 
@@ -191,3 +193,37 @@ def replaced_by_write(path: Path) -> Path:
     from pathlib import Path as _Path
 
     return _Path(os.path.realpath(path)) if os.path.islink(path) else path
+
+
+def write_atomic_file(path: Path, text: str, field: str) -> None:
+    """Write `text` to `path` atomically (a new file moved over it, keeping its mode; through
+    a symlink to its target); failures name `field` and leave nothing behind, a Ctrl-C or
+    SIGTERM during the write too (the new file removed, the old one whole). What is there and
+    not a regular file (a device, a pipe) is refused: moved over, `/dev/null` itself was
+    replaced."""
+    target = replaced_by_write(path)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise InvalidInput(field, f"cannot write {path}: {exc.strerror or exc}") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise InvalidInput(field, f"{path} is not a regular file; nothing written")
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(field, "must be valid Unicode; nothing written") from None
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        if mode is not None:
+            os.chmod(tmp, stat.S_IMODE(mode))
+        os.replace(tmp, target)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise InvalidInput(field, f"cannot write {path}: {exc.strerror or exc}") from None
+        raise

@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 import math
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from octobrain.errors import InvalidInput
+from octobrain.files import named_by, open_regular
 
 __all__ = [
     "BeirDataset",
@@ -50,23 +55,57 @@ class BeirDataset:
 
 
 def _jsonl(directory: Path, stem: str) -> Iterator[dict[str, object]]:
-    for name, opener in ((f"{stem}.jsonl", open), (f"{stem}.jsonl.gz", gzip.open)):
+    for name in (f"{stem}.jsonl", f"{stem}.jsonl.gz"):
         path = directory / name
         if path.exists():
-            with opener(path, "rt", encoding="utf-8") as f:
-                for line in f:
-                    if line.strip():
-                        yield json.loads(line)
+            yield from _records(path)
             return
     raise InvalidInput("data", f"{directory} has no {stem}.jsonl or {stem}.jsonl.gz")
+
+
+@contextmanager
+def _text(path: Path) -> Iterator[Iterator[str]]:
+    """The lines of a dataset file (gzip inflated when it is gzip); a file that is
+    not a regular one, cannot be read or inflated, or is not UTF-8, refused naming `data`."""
+    with named_by("data", path, "is a directory, not a dataset file"):
+        handle, _ = open_regular(path)
+    with handle:
+        packed = handle.read(2) == b"\x1f\x8b"  # (by its bytes: a name can be wrong)
+        handle.seek(0)
+        raw: BinaryIO | gzip.GzipFile = gzip.GzipFile(fileobj=handle) if packed else handle
+        try:
+            yield io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        except UnicodeDecodeError:
+            raise InvalidInput("data", f"{path} is not UTF-8 text") from None
+        except (OSError, EOFError, zlib.error) as exc:  # (gzip.BadGzipFile is an OSError)
+            why = "it ends before its data does" if isinstance(exc, EOFError) else exc
+            raise InvalidInput("data", f"{path} cannot be read ({why})") from None
+
+
+def _records(path: Path) -> Iterator[dict[str, object]]:
+    """The objects of a JSON-lines file, each with an `_id`; a line that is not one is
+    refused naming the file and the line."""
+    with _text(path) as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidInput(
+                    "data", f"{path} line {number} is not JSON ({exc.msg})"
+                ) from None
+            if not isinstance(record, dict) or not isinstance(record.get("_id"), (str, int)):
+                raise InvalidInput("data", f"{path} line {number}: must be an object with an _id")
+            yield record
 
 
 def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
     if not path.exists():
         raise InvalidInput("data", f"qrels file {path} not found")
     qrels: dict[str, dict[str, int]] = {}
-    with path.open(encoding="utf-8", newline="") as f:
-        for row in csv.reader(f, delimiter="\t"):
+    with _text(path) as lines:
+        for row in csv.reader(lines, delimiter="\t"):
             if len(row) < 3:
                 continue
             query_id, doc_id, grade = row[0], row[1], row[-1]
@@ -118,8 +157,16 @@ def load_beir(directory: str | Path, split: str | None = None) -> BeirDataset:
     query_texts: list[str] = []
     for query in _jsonl(root, "queries"):
         if str(query["_id"]) in judged:
+            if not isinstance(query.get("text"), str):
+                raise InvalidInput("data", f"query {query['_id']} in {root}: must have a text")
             query_ids.append(str(query["_id"]))
             query_texts.append(str(query["text"]))
+    if not query_ids:  # (every metric would divide by no query)
+        raise InvalidInput(
+            "data",
+            f"{root}: no query of its queries file has a document judged relevant in "
+            f"qrels/{split}.tsv",
+        )
     return BeirDataset(doc_ids, doc_texts, query_ids, query_texts, qrels, titles, bodies, split)
 
 

@@ -23,7 +23,6 @@ answerable question's best relevance beats an adversarial one's; 0.5 = no separa
 
 from __future__ import annotations
 
-import gzip
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -36,7 +35,7 @@ import numpy as np
 from octobrain.bench.datasets import ndcg_at_k, recall_at_k
 from octobrain.config import Config
 from octobrain.errors import InvalidInput
-from octobrain.memory.conversation import Conversation, parse_text
+from octobrain.memory.conversation import Conversation, parse_text, read_text
 from octobrain.store import seen
 
 __all__ = [
@@ -224,22 +223,26 @@ def locomo_file(data: Path) -> Path:
 
 
 def load_locomo(data: Path) -> tuple[list[Conversation], list[Question]]:
-    """The conversations and questions of the LoCoMo file `data` names (`locomo_file`)."""
+    """The conversations and questions of the LoCoMo file `data` names (`locomo_file`); a
+    file that cannot be read, or is not LoCoMo's, refused naming `data` and where it breaks."""
     path = locomo_file(data)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        text = handle.read()
-    samples = json.loads(text)
-    conversations = parse_text(text, "locomo")
-    questions = []
-    for sample in samples:
-        for qa in sample.get("qa", []):
-            # A few annotations hold several ids in one string ("D8:6; D9:17").
-            ids = [p.strip() for e in qa.get("evidence") or [] for p in str(e).split(";")]
-            evidence = tuple(dict.fromkeys(e for e in ids if e.startswith("D")))
-            questions.append(
-                Question(sample["sample_id"], str(qa["question"]), evidence, int(qa["category"]))
-            )
+    try:
+        text = read_text(path, "data")
+        conversations = parse_text(text, "locomo")
+    except InvalidInput as err:
+        where = "" if err.field in ("data", "file") else f" {err.field}:"
+        raise InvalidInput("data", f"{path}:{where} {err.rule}") from None
+    try:
+        samples = json.loads(text)
+    except json.JSONDecodeError:  # (JSON lines, one sample each, as `parse_text` read them)
+        samples = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if not isinstance(samples, list):  # (one sample alone, as `parse_text` read it)
+        samples = [samples]
+    questions = [
+        question
+        for conv, sample in zip(conversations, samples, strict=True)
+        for question in _questions(path, conv.key, sample)
+    ]
     turns = sum(len(c.turns) for c in conversations)
     if not turns or not questions:
         # (`{}` or `[]` measured nothing, exit 0, and `--update` emptied the README's table.)
@@ -249,6 +252,29 @@ def load_locomo(data: Path) -> tuple[list[Conversation], list[Question]]:
             "(a list of samples, each with its conversation and its qa)",
         )
     return conversations, questions
+
+
+def _questions(path: Path, key: str, sample: dict[str, Any]) -> list[Question]:
+    """The questions of one LoCoMo sample (its `qa`), refused naming where one breaks."""
+    qas = sample.get("qa", [])
+    where = f"{path}: sample {key!r}: qa"
+    if not isinstance(qas, list):
+        raise InvalidInput("data", f"{where}: must be a list of questions")
+    out = []
+    for i, qa in enumerate(qas):
+        if not isinstance(qa, dict) or not isinstance(qa.get("question"), str):
+            raise InvalidInput("data", f"{where}[{i}]: must be an object with a question string")
+        category = qa.get("category")
+        if not isinstance(category, int) or isinstance(category, bool):
+            raise InvalidInput("data", f"{where}[{i}].category: must be an integer (1–5)")
+        given = qa.get("evidence") or []
+        if not isinstance(given, list):
+            raise InvalidInput("data", f"{where}[{i}].evidence: must be a list of turn ids")
+        # A few annotations hold several ids in one string ("D8:6; D9:17").
+        ids = [p.strip() for e in given for p in str(e).split(";")]
+        evidence = tuple(dict.fromkeys(e for e in ids if e.startswith("D")))
+        out.append(Question(key, qa["question"], evidence, category))
+    return out
 
 
 def run_locomo(

@@ -11,22 +11,52 @@ __all__ = ["beir_table", "check_readme", "replace_between", "scale_table", "upda
 
 
 def _split(path: Path, start: str, end: str) -> tuple[str, str]:
-    """`path`'s text before `start` and from `end` on (both must be present, in that order)."""
+    """`path`'s text up to the line `start` and from the line `end` on. Each marker must be a
+    line of its own (one quoted in prose or a table is not one), there once, `start` first:
+    with a pair twice, the second kept its stale table; with `end` before `start`, the text
+    between them was not the table's."""
+    from octobrain.files import TooLarge, named_by, read_regular
+
+    with named_by("update", path, "is a directory, not a README"):
+        try:
+            data = read_regular(path, _MAX_README)[0]
+        except TooLarge:
+            raise InvalidInput("update", f"{path} is over {_MAX_README >> 20} MiB") from None
     try:
-        content = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput("update", f"{path} cannot be read as UTF-8 text ({exc})") from None
-    head, found, rest = content.partition(start)
-    _, found_end, tail = rest.partition(end)
-    if not (found and found_end):
-        raise InvalidInput("update", f"{path} has no {start} … {end} markers")
-    return head, tail
+        content = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput("update", f"{path} is not UTF-8 text") from None
+    lines = content.splitlines(keepends=True)
+    at = {m: [i for i, line in enumerate(lines) if line.strip() == m] for m in (start, end)}
+    if not (at[start] and at[end]):
+        raise InvalidInput(
+            "update", f"{path} has no {start} … {end} markers (each on a line of its own)"
+        )
+    twice = [m for m in (start, end) if len(at[m]) > 1]
+    if twice:
+        raise InvalidInput(
+            "update",
+            f"{path} has {twice[0]} on {len(at[twice[0]])} lines; keep one pair of markers",
+        )
+    first, last = at[start][0], at[end][0]
+    if last < first:
+        raise InvalidInput("update", f"{path} has {end} before {start}; put the table between")
+    return "".join(lines[: first + 1]), "".join(lines[last:])
+
+
+_MAX_README = 64 << 20  # (a README is text: a bound keeps a wrong path from filling memory)
 
 
 def replace_between(path: Path, start: str, end: str, text: str) -> None:
-    """Rewrite the part of `path` between two marker lines (both must be present)."""
+    """Rewrite the lines of `path` between two marker lines (see `_split`) with `text`,
+    atomically: a new file moved over it (through a symlink to its target), so a failed or
+    interrupted write leaves the old README whole."""
+    from octobrain.files import write_atomic_file
+
     head, tail = _split(path, start, end)
-    path.write_text(f"{head}{start}\n{text}\n{end}{tail}", encoding="utf-8")
+    if not head.endswith("\n"):
+        head += "\n"
+    write_atomic_file(path, f"{head}{text}\n{tail}", "update")
 
 
 def _markers(name: str) -> tuple[str, str]:

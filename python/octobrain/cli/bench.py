@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -13,8 +14,40 @@ from octobrain.bench.variant_names import VARIANTS
 from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup
 from octobrain.cli.progress import progress_bar
 
+
+def _writable(path: Path, param_hint: str) -> None:
+    """Refuse, before a benchmark runs, a file its report could not be written to at the end:
+    one that is there and not a regular file (a device, a FIFO), or in a folder that cannot
+    be made or written (its file is written beside it, then moved over it)."""
+    import os
+    import stat
+
+    from octobrain.files import replaced_by_write
+
+    target = replaced_by_write(path)
+    with contextlib.suppress(OSError):  # (not there: made at the end)
+        if not stat.S_ISREG(target.stat().st_mode):
+            raise click.BadParameter(f"{path} is not a regular file", param_hint=param_hint)
+    folder = target.absolute().parent
+    while not folder.exists() and folder != folder.parent:  # (made at the end: --output)
+        folder = folder.parent
+    if not folder.is_dir():
+        raise click.BadParameter(f"{folder} is not a directory", param_hint=param_hint)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"{folder} is not writable", param_hint=param_hint)
+
+
+def _output_checked(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None:
+        _writable(value, "--output")
+    return value
+
+
 OUTPUT_OPTION = click.option(
-    "--output", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here."
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    callback=_output_checked,
+    help="Also write JSON here.",
 )
 
 
@@ -34,6 +67,7 @@ def update_option(marker: str, what: str) -> Callable[[_F], _F]:
                 check_readme(value, marker)
             except InvalidInput as err:
                 raise click.BadParameter(err.rule, ctx, param_hint="--update") from err
+            _writable(value, "--update")
         return value
 
     return click.option(
@@ -130,15 +164,23 @@ def _publish(
     update: Path | None,
 ) -> None:
     """A bench command's ending: the raw results to --output first, then the README table
-    between its markers (--update), then the report itself on stdout."""
+    between its markers (--update), each written whole or not at all, then the report itself
+    on stdout; a write that fails still prints the report, then ends the command (exit 1)."""
     from octobrain.bench.tables import update_readme
+    from octobrain.errors import InvalidInput, OctobrainError
+    from octobrain.files import write_atomic_file
 
-    if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    if update is not None:
-        update_readme(update, marker, table)
+    failed = None
+    try:
+        if output is not None:
+            write_atomic_file(output, json.dumps(payload, indent=2) + "\n", "output")
+        if update is not None:
+            update_readme(update, marker, table)
+    except InvalidInput as err:
+        failed = err
     click.echo(json.dumps(payload, indent=2) if fmt == "json" else table)
+    if failed is not None:  # (the options were checked before the run: not the input's fault)
+        raise OctobrainError(f"{failed}; the report is on standard output") from None
 
 
 # The largest store the README's tables were measured at (1M memories: ~4 GB on disk, ~30 s

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import click
 
 from octobrain.errors import InvalidInput, OctobrainError
+from octobrain.files import write_atomic_file as write_atomic_file
 from octobrain.safe_text import json_printable, one_line, printable
 
 if TYPE_CHECKING:
@@ -307,38 +307,6 @@ def command_scope(ctx: click.Context) -> str:
         return chosen_scope(scope, global_)
     found: str = (ctx.find_object(dict) or {"scope": chosen_scope(None, False)})["scope"]
     return found
-
-
-def write_atomic_file(path: Path, text: str, field: str) -> None:
-    """Write `text` to `path` atomically (a new file moved over it, keeping its mode; through
-    a symlink to its target); failures name `field` and leave nothing behind. What is there
-    and not a regular file (a device, a pipe) is refused: moved over, `/dev/null` itself was
-    replaced."""
-    from octobrain.files import replaced_by_write
-
-    target = replaced_by_write(path)
-    try:
-        mode = os.stat(target).st_mode
-    except FileNotFoundError:
-        mode = None
-    except OSError as exc:
-        raise InvalidInput(field, f"cannot write {path}: {exc.strerror or exc}") from None
-    if mode is not None and not stat.S_ISREG(mode):
-        raise InvalidInput(field, f"{path} is not a regular file; nothing written")
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(field, "must be valid Unicode; nothing written") from None
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(data)
-        if mode is not None:
-            os.chmod(tmp, stat.S_IMODE(mode))
-        os.replace(tmp, target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InvalidInput(field, f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def split_values(values: Sequence[str], filter_field: str = "") -> list[str]:

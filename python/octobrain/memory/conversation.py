@@ -83,17 +83,24 @@ def read_conversations(
     file = Path(path)
     if name is not None:
         name = conversation_name("conversation", name)
-    with named_by("file", file, "is a directory, not a conversation file"):
+    text = read_text(file)
+    stem = Path(file.stem).stem if file.suffix == ".gz" else file.stem  # (talk.jsonl.gz: talk)
+    stem = LONE.sub("\ufffd", stem)  # (a name's bytes that are not UTF-8, as Python reads them)
+    return _conversations(text, fmt, name, stem, str(file))
+
+
+def read_text(file: Path, field: str = "file") -> str:
+    """The text of a conversation file (gzip inflated) of at most `MAX_FILE_BYTES`; what
+    cannot be read, or is not UTF-8, refused naming `field`."""
+    with named_by(field, file, "is a directory, not a conversation file"):
         try:
             data, _ = read_regular(file, MAX_FILE_BYTES)
         except TooLarge as exc:
             got = f", got {exc.size}" if exc.size is not None else ""
-            raise InvalidInput("file", f"must be at most {MAX_FILE_BYTES >> 20} MiB{got}") from None
-    stem = Path(file.stem).stem if file.suffix == ".gz" else file.stem  # (talk.jsonl.gz: talk)
-    stem = LONE.sub("\ufffd", stem)  # (a name's bytes that are not UTF-8, as Python reads them)
+            raise InvalidInput(field, f"must be at most {MAX_FILE_BYTES >> 20} MiB{got}") from None
     held = [data]
-    del data  # (up to 64 MiB: `_conversations` lets it go once decoded)
-    return _conversations(held, fmt, name, stem, str(file))
+    del data  # (up to 64 MiB: `_decoded` lets it go once decoded)
+    return _decoded(held, field)
 
 
 _UNNAMED = "\x00"  # (no name given can hold a NUL)
@@ -113,7 +120,7 @@ def read_piped_conversations(
         raise InvalidInput("file", f"must be at most {MAX_FILE_BYTES >> 20} MiB")
     held = [data]
     del data
-    conversations = _conversations(held, fmt, name, _UNNAMED, "standard input")
+    conversations = _conversations(_decoded(held, "file"), fmt, name, _UNNAMED, "standard input")
     if any(conversation.key == _UNNAMED for conversation in conversations):
         raise InvalidInput(
             "conversation",
@@ -123,24 +130,27 @@ def read_piped_conversations(
     return conversations
 
 
-def _conversations(
-    held: list[bytes], fmt: str, name: str | None, stem: str, file: str
-) -> list[Conversation]:
-    """The conversations a file's bytes hold (`read_conversations`; `held` holds them alone,
-    taken out here), `stem` the name of one without an id of its own, `file` what the file
-    is called in a message."""
+def _decoded(held: list[bytes], field: str) -> str:
+    """The text of a file's bytes (`held` holds them alone, taken out here): gzip inflated,
+    UTF-8 decoded, a byte order mark dropped; refusals name `field`."""
     data = held.pop()
     if data.startswith(b"\x1f\x8b"):  # gzip, as LoCoMo's own file is kept
-        data = gunzipped("file", data, MAX_FILE_BYTES)
+        data = gunzipped(field, data, MAX_FILE_BYTES)
     try:  # (each turn was stored with U+FFFD for what was not UTF-8, and no word said)
-        text = data.decode("utf-8").removeprefix("\ufeff")  # (a byte order mark)
+        return data.decode("utf-8").removeprefix("\ufeff")  # (a byte order mark)
     except UnicodeDecodeError as exc:
         before = data[: exc.start].decode("utf-8")  # (all UTF-8 up to there)
         line, column = place(before, len(before))
         raise InvalidInput(
-            "file", f"is not UTF-8 text (line {line}, column {column}); save it as UTF-8"
+            field, f"is not UTF-8 text (line {line}, column {column}); save it as UTF-8"
         ) from None
-    del data  # (up to 64 MiB, not needed beside its text)
+
+
+def _conversations(
+    text: str, fmt: str, name: str | None, stem: str, file: str
+) -> list[Conversation]:
+    """The conversations a file's text holds (`read_conversations`), `stem` the name of one
+    without an id of its own, `file` what the file is called in a message."""
     conversations = parse_text(text, fmt, default_key=name or stem)
     if name is None:
         return conversations
