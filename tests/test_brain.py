@@ -382,6 +382,10 @@ def test_filters(make_brain: MakeBrain) -> None:
     assert brain.remember("rate limiting", created_after=tomorrow, min_relevance=0.0).hits == []
     with pytest.raises(InvalidInput, match="^created_after: must be ISO-8601"):
         brain.remember("rate limiting", created_after="last tuesday")
+    # RFC 3339's lowercase `t` and `z` (what some tools write) are the same time: they were
+    # refused as not ISO-8601.
+    lower = f"{tomorrow}t00:00:00z"
+    assert brain.remember("rate limiting", created_after=lower, min_relevance=0.0).hits == []
     # Python reads any number of fraction digits: a time is refused past 64 characters, and
     # the error names its length rather than echoing it back.
     padded = "2026-05-01T12:00:00." + "0" * 1_000_000

@@ -36,7 +36,8 @@ def iso_time(field_name: str, text: str, example: str = "2026-05-01T12:00:00Z") 
     try:
         if len(text) > ISO_CHARS:  # Python reads any number of fraction digits
             raise ValueError(text)
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        zulu = text.endswith(("Z", "z"))  # (RFC 3339 allows the lowercase `z`, and `t`)
+        moment = datetime.fromisoformat(text[:-1] + "+00:00" if zulu else text)
     except ValueError:
         shown = repr(text) if len(text) <= ISO_CHARS else f"{len(text):,} characters"
         raise InvalidInput(field_name, f"must be ISO-8601 (e.g. {example}), got {shown}") from None
