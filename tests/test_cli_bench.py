@@ -308,3 +308,15 @@ def test_a_damaged_beir_dataset_is_one_line_naming_data(
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"error: --data: {beir_dir}"), result.stderr
     assert rule in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", ["scale", "cold", "beir", "locomo"])
+@pytest.mark.usefixtures("no_benchmark")
+def test_a_bad_model_is_refused_naming_model_before_the_benchmark_runs(command: str) -> None:
+    # It was named `--embedding.model` (beir, locomo), an option there is not, or
+    # `embedding.model` (scale, cold), and `bench locomo` read its data first.
+    result = CliRunner().invoke(main, ["bench", command, "--model", "bogus"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: model: must be 'minilm' or PROVIDER:MODEL"), (
+        result.stderr
+    )

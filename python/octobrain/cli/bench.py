@@ -2,81 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
 from octobrain.bench.variant_names import VARIANTS
+from octobrain.cli.bench_options import OUTPUT_OPTION, model_option, update_option
 from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup
 from octobrain.cli.progress import progress_bar
-
-
-def _writable(path: Path, param_hint: str) -> None:
-    """Refuse, before a benchmark runs, a file its report could not be written to at the end:
-    one that is there and not a regular file (a device, a FIFO), or in a folder that cannot
-    be made or written (its file is written beside it, then moved over it)."""
-    import os
-    import stat
-
-    from octobrain.files import replaced_by_write
-
-    target = replaced_by_write(path)
-    with contextlib.suppress(OSError):  # (not there: made at the end)
-        if not stat.S_ISREG(target.stat().st_mode):
-            raise click.BadParameter(f"{path} is not a regular file", param_hint=param_hint)
-    folder = target.absolute().parent
-    while not folder.exists() and folder != folder.parent:  # (made at the end: --output)
-        folder = folder.parent
-    if not folder.is_dir():
-        raise click.BadParameter(f"{folder} is not a directory", param_hint=param_hint)
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise click.BadParameter(f"{folder} is not writable", param_hint=param_hint)
-
-
-def _output_checked(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
-    if value is not None:
-        _writable(value, "--output")
-    return value
-
-
-OUTPUT_OPTION = click.option(
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    callback=_output_checked,
-    help="Also write JSON here.",
-)
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def update_option(marker: str, what: str) -> Callable[[_F], _F]:
-    """`--update README`: rewrite the `marker` table of that README (its markers checked
-    before the benchmark runs, not after minutes of it)."""
-
-    def checked(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
-        from octobrain.bench.tables import check_readme
-        from octobrain.errors import InvalidInput
-
-        if value is not None:
-            try:
-                check_readme(value, marker)
-            except InvalidInput as err:
-                raise click.BadParameter(err.rule, ctx, param_hint="--update") from err
-            _writable(value, "--update")
-        return value
-
-    return click.option(
-        "--update",
-        type=click.Path(dir_okay=False, exists=True, path_type=Path),
-        callback=checked,
-        help=f"Rewrite the {what} between <!-- {marker}:start/end --> in this README.",
-    )
-
 
 SCIFACT = Path("../shared/data/scifact")
 SCIFACT_OPTION = click.option(
@@ -227,7 +161,7 @@ def _sizes(sizes: str, minimum: int) -> list[int]:
     "also with +hyde: dense+hyde, …) and default (the shipped settings).",
 )
 @click.option("--max-queries", type=click.IntRange(min=1), help="Evaluate only the first N.")
-@click.option("--model", default="minilm", show_default=True, help="Embedding model string.")
+@model_option("Embedding model string.")
 @click.option(
     "--cache-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -328,12 +262,7 @@ def bench_beir_command(
 @click.option(
     "--queries", type=click.IntRange(min=2), default=200, show_default=True, help="Per size."
 )
-@click.option(
-    "--model",
-    default="minilm",
-    show_default=True,
-    help="Model whose query-embedding cost is measured and reported beside the search.",
-)
+@model_option("Model whose query-embedding cost is measured and reported beside the search.")
 @click.option(
     "--ann-min-rows",
     type=click.IntRange(min=0),
@@ -396,7 +325,7 @@ def bench_scale_command(
     help="LoCoMo's file, or a directory holding it (locomo-dev.json.gz, locomo10.json or one"
     " *.json[.gz]), or $OCTOBRAIN_LOCOMO; read, never copied.",
 )
-@click.option("--model", default="minilm", show_default=True, help="Embedding model string.")
+@model_option("Embedding model string.")
 @click.option(
     "--cache-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -472,7 +401,7 @@ def bench_locomo_command(
     help="Comma-separated store sizes (memories), each 1 to 1,000,000.",
 )
 @click.option("--runs", type=click.IntRange(min=1), default=7, show_default=True)
-@click.option("--model", default="minilm", show_default=True, help="Embedding model of the store.")
+@model_option("Embedding model of the store.")
 @click.option(
     "--commands",
     default="remember,memorize,session-start,pre-compact,session-end,mcp",
