@@ -661,6 +661,17 @@ def test_migrate_refuses_a_destination_that_names_no_new_place(
         assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.output
     assert sorted(p.name for p in work.iterdir()) == ["file"]  # nothing copied into the cwd
     assert not (store / "sub").exists()
+    # `--option` follows storage.options' rules: a key given twice took the last value
+    # without a word, and the retry options were not checked.
+    for options, rule in [
+        (["region=us-east-1", "REGION=eu-west-1"], "names 'REGION' twice; give each key once"),
+        (["client_max_retries=abc"], "client_max_retries must be"),
+        (["region"], "each entry must be key=value"),
+    ]:
+        given = [a for o in options for a in ("--option", o)]
+        result = whole_store("migrate", "--to", "s3://bucket/copy", *given)
+        assert result.exit_code == 2, (options, result.output)
+        assert result.stderr.startswith(f"error: --option: {rule}"), (options, result.stderr)
     done = whole_store("migrate", "--to", "elsewhere")
     assert done.exit_code == 0, done.output
     assert (work / "elsewhere" / "memories.lance").is_dir() and run("get", mid).exit_code == 0

@@ -34,6 +34,7 @@ def migrate_cmd(target: str, options: tuple[str, ...], fmt: str) -> None:
     from pathlib import Path
 
     from octobrain.config import load_config, resolve_storage_uri, storage_options
+    from octobrain.config.schema import storage_options_problem
     from octobrain.errors import InvalidInput
     from octobrain.store.location import StoreLocation, is_remote
     from octobrain.store.migrate import check_target_text, migrate, open_target, plan
@@ -41,11 +42,12 @@ def migrate_cmd(target: str, options: tuple[str, ...], fmt: str) -> None:
     check_target_text(target)
     config = load_config()
     configured = storage_options(config)
+    problem = storage_options_problem(list(options))  # (the rules of storage.options)
+    if problem:
+        raise InvalidInput("--option", problem)
     target_options = dict(configured)
     for item in options:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise InvalidInput("--option", f"must be KEY=VALUE; got {item!r}")
+        key, _, value = item.partition("=")
         target_options[key.strip()] = value.strip()
     uri = target if is_remote(target) else str(Path(target).expanduser().resolve())
     source = StoreLocation(resolve_storage_uri(config), configured)

@@ -79,7 +79,9 @@ _RETRY_OPTIONS = {
 }
 
 
-def _storage_options_rule(v: Any) -> str | None:
+def storage_options_problem(v: Any) -> str | None:
+    """What is wrong with a list of storage options (`key=value` each, a key once, the retry
+    options numbers), or None."""
     given: set[str] = set()  # the keys read, in lower case
     for item in v:
         key, sep, value = item.partition("=")
@@ -204,7 +206,7 @@ class StorageConfig:
         (),
         "object-store options as key=value (e.g. region=eu-west-1, aws_endpoint=https://...); "
         "credentials are best left to the standard environment variables",
-        _storage_options_rule,
+        storage_options_problem,
     )
     remote_refresh_ms: int = _opt(
         1000,
