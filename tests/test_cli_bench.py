@@ -320,3 +320,18 @@ def test_a_bad_model_is_refused_naming_model_before_the_benchmark_runs(command: 
     assert result.stderr.startswith("error: model: must be 'minilm' or PROVIDER:MODEL"), (
         result.stderr
     )
+
+
+@pytest.mark.parametrize("first", ["--output", "--update"])
+@pytest.mark.usefixtures("no_benchmark")
+def test_output_naming_the_readme_to_update_is_refused(first: str, tmp_path: Path) -> None:
+    # The JSON replaced the README, then its table could not be found: the README lost.
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- scale:start -->\n<!-- scale:end -->\n")
+    second = "--update" if first == "--output" else "--output"
+    args = ["bench", "scale", first, str(readme), second, str(tmp_path / "." / "README.md")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    said = f"{second[2:]}: --output and --update name one file ({readme}); write the JSON"
+    assert result.stderr.startswith(f"error: {said}"), result.stderr
+    assert readme.read_text() == "<!-- scale:start -->\n<!-- scale:end -->\n"

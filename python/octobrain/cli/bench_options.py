@@ -37,9 +37,23 @@ def _writable(path: Path, param_hint: str) -> None:
         raise click.BadParameter(f"{folder} is not writable", param_hint=param_hint)
 
 
+def _apart(output: Path | None, update: Path | None) -> None:
+    """Refuse `--output` naming the README `--update` rewrites (whichever click read first):
+    the JSON replaced the README, whose markers were then gone."""
+    import os
+
+    if output is None or update is None:
+        return
+    if os.path.realpath(output) == os.path.realpath(update):
+        raise click.BadParameter(
+            f"--output and --update name one file ({update}); write the JSON elsewhere"
+        )
+
+
 def _output_checked(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
     if value is not None:
         _writable(value, "--output")
+        _apart(value, ctx.params.get("update"))
     return value
 
 
@@ -85,6 +99,7 @@ def update_option(marker: str, what: str) -> Callable[[_F], _F]:
             except InvalidInput as err:
                 raise click.BadParameter(err.rule, ctx, param_hint="--update") from err
             _writable(value, "--update")
+            _apart(ctx.params.get("output"), value)
         return value
 
     return click.option(
