@@ -34,7 +34,10 @@
 //! (NFKD) minus combining marks is all ASCII becomes that ASCII text (`é`→`e`, `ﬁ`→`fi`,
 //! fullwidth `ａ`→`a`); curly single quotes become `'`; a combining mark that follows ASCII
 //! output (or starts the word) is dropped; everything else (Greek, Cyrillic, CJK, `ß`) is kept
-//! as it is.
+//! as it is. Invisible format characters are dropped first (`is_invisible`: the soft hyphen of
+//! HTML's `&shy;` and hyphenated PDF text, zero-width spaces and joiners, direction marks, the
+//! byte order mark): UAX #29 keeps them inside a word, so `infor\u{ad}mation` was a term of its
+//! own that a search for "information" never met.
 
 use std::borrow::Cow;
 
@@ -387,6 +390,25 @@ pub fn is_stopword(word: &str) -> bool {
     ENGLISH_STOPWORDS.binary_search(&word).is_ok()
 }
 
+/// Whether `c` is an invisible format character that the analyser drops (module docs): the
+/// soft hyphen, the Arabic letter mark, the Mongolian vowel separator, zero-width spaces and
+/// (non-)joiners, direction marks, embeddings and isolates, the word joiner and invisible
+/// operators, the byte order mark, shorthand format controls and tag characters.
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{61c}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{feff}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{e0000}'..='\u{e0fff}'
+    )
+}
+
 /// ASCII-fold a lowercased word (see the module docs for the exact rule).
 pub fn fold(word: &str) -> String {
     if word.is_ascii() {
@@ -401,6 +423,9 @@ pub fn fold(word: &str) -> String {
         }
         if c == '\u{2018}' || c == '\u{2019}' {
             out.push('\'');
+            continue;
+        }
+        if is_invisible(c) {
             continue;
         }
         parts.clear();
@@ -595,6 +620,22 @@ mod tests {
         assert_eq!(fold("α\u{301}"), "α\u{301}");
         assert_eq!(fold("straße"), "straße");
         assert_eq!(fold("it\u{2019}s"), "it's");
+    }
+
+    #[test]
+    fn invisible_format_characters_are_dropped_inside_a_word() {
+        // Before: `infor\u{ad}mation` (a soft hyphen) stayed one term of its own.
+        assert_eq!(
+            run("infor\u{ad}mation", true, true),
+            run("information", true, true)
+        );
+        assert_eq!(
+            fold("zero\u{200b}\u{200d}width\u{2060}\u{feff}"),
+            "zerowidth"
+        );
+        assert_eq!(fold("\u{200f}\u{202e}rtl"), "rtl");
+        assert!(run("\u{93f}\u{200d}", true, true).is_empty()); // (was the term "\u{200d}")
+        assert_eq!(fold("na\u{ad}\u{ef}ve"), "naive");
     }
 
     #[test]

@@ -331,14 +331,25 @@ def spell_greek(word: str) -> str:
     return "".join(_GREEK.get(c, c) for c in word)
 
 
+# Invisible format characters the analyser drops (the soft hyphen, zero-width spaces and
+# joiners, direction marks, the word joiner, the byte order mark, tag characters, …).
+_INVISIBLE = (
+    (0xAD, 0xAD), (0x61C, 0x61C), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x206F), (0xFEFF, 0xFEFF), (0x1BCA0, 0x1BCA3), (0xE0000, 0xE0FFF),
+)  # fmt: skip
+
+
 def fold(word: str) -> str:
-    """ASCII folding, per character: NFKD minus marks if that is all ASCII, else unchanged."""
+    """ASCII folding, per character: invisible format characters dropped, then NFKD minus
+    marks if that is all ASCII, else unchanged."""
     out = ""
     for c in word:
         if c.isascii():
             out += c
         elif c in "\u2018\u2019":
             out += "'"
+        elif any(lo <= ord(c) <= hi for lo, hi in _INVISIBLE):
+            continue
         else:
             base = "".join(
                 d for d in unicodedata.normalize("NFKD", c) if unicodedata.category(d)[0] != "M"

@@ -331,3 +331,17 @@ def test_an_index_reopened_from_its_parts_answers_like_the_original_after_update
     bad = {**parts, "offsets": parts["offsets"][:-1]}
     with pytest.raises(ValueError, match="offsets"):
         BM25Index.open_parts(bad, owned.params())
+
+
+def test_a_word_broken_by_an_invisible_character_is_found_by_its_letters() -> None:
+    # A soft hyphen (HTML's `&shy;`, hyphenated PDF text), a zero-width joiner or a word joiner
+    # stays inside a UAX #29 word: "infor\u00admation" was a term of its own, and a search for
+    # "information" never found the one document that held it.
+    texts = [
+        "The infor\u00admation sheet lists every rollout step.",
+        "Deploys go out on Tuesdays.",
+        "Rate\u2060limiting uses a token bucket per key.",
+    ]
+    index = BM25Index.build(texts)
+    assert list(index.search("information", 3)[0]) == [0]
+    assert list(index.search("ratelimiting", 3)[0]) == [2]

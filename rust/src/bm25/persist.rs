@@ -17,10 +17,10 @@ use crate::error::{CoreError, CoreResult};
 use crate::tokenize::{Analyzer, AnalyzerOptions};
 
 const MAGIC: &[u8; 8] = b"OCTOBM25";
-// 5: `C++`, `C#` keep their marks (`c++`, `c#`; all were `c`); 4: the analyser adds a
+// 6: invisible format characters (a soft hyphen) dropped inside words; 5: `C++`, `C#` keep their marks (`c++`, `c#`; all were `c`); 4: the analyser adds a
 // version's number without its `v`; 3: identifiers' parts; 2: joined hyphenated compounds (an
 // index of an older version holds none of those terms).
-const FORMAT_VERSION: u32 = 5;
+const FORMAT_VERSION: u32 = 6;
 const HEADER_LEN: usize = 8 + 4 + 8 + 8;
 
 /// What `to_bytes` stores; everything else is derived on load.
