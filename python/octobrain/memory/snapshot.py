@@ -65,10 +65,11 @@ from octobrain.memory.page_check import BLOCK, PageCheck, block_crcs, in_backgro
 
 log = logging.getLogger(__name__)
 
-# 8: `C++`, `C#` keep their marks among the BM25 terms (7: a version's number without its
+# 9: invisible format characters (a soft hyphen) dropped from the BM25 terms (8: `C++`, `C#`
+# keep their marks among them; 7: a version's number without its
 # `v`; 6: identifier parts; 5: each edge's checksum; 4: each row's; 3: row addresses and the
 # edges; 2: the BM25 index as memory-mapped arrays; 1: one file)
-FORMAT = 8
+FORMAT = 9
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 _CHUNK = 8 << 20
