@@ -81,18 +81,28 @@ def make_knowledge(tmp_path: Path, embedder: CountingEmbedder) -> MakeKnowledge:
 # ---- real documents ---------------------------------------------------------------------------
 
 
+# The ligatures a typesetter draws, as glyph codes 1 and 2 of the font (as TeX's fonts do).
+_LIGATURE_CODES = str.maketrans({"\ufb01": "\x01", "\ufb02": "\x02"})
+
+
 def _pdf_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+    text = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+    return text.translate(_LIGATURE_CODES)
 
 
 def write_pdf(path: Path, pages: Sequence[Sequence[str]], title: str = "") -> Path:
-    """A real PDF (Helvetica text, one content stream per page), built object by object."""
+    """A real PDF (Helvetica text, one content stream per page), built object by object;
+    `ﬁ` and `ﬂ` in a line are drawn as the font's ligature glyphs."""
     objects: list[bytes] = []
     n_pages = len(pages)
     kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(n_pages))
     objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
     objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {n_pages} >>".encode())
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    objects.append(
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica"
+        b" /Encoding << /Type /Encoding /BaseEncoding /WinAnsiEncoding /Differences [1 /fi /fl] >>"
+        b" >>"
+    )
     for i, lines in enumerate(pages):
         body = (
             "BT /F1 11 Tf 14 TL 72 760 Td "

@@ -145,8 +145,9 @@ def test_bad_input_is_one_line_and_exit_2(workdir: Path) -> None:
 
 
 def test_large_document_shows_progress_on_stderr(workdir: Path) -> None:
-    line = "Page {} line {} talks about turbine maintenance."
-    pages = [[line.format(p, i) for i in range(40)] for p in range(30)]
+    # (not a page number in each line: the line at a page's edge would be a running header)
+    line = "Line {} of the manual talks about turbine maintenance."
+    pages = [[line.format(40 * p + i) for i in range(40)] for p in range(30)]
     write_pdf(workdir / "manual.pdf", pages)
     result = CliRunner().invoke(
         main, ["knowledge", "--global", "index", "manual.pdf", "--format", "json"]

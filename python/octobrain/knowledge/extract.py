@@ -3,9 +3,10 @@
 The type comes from the HTTP Content-Type, else the file extension, else a look at the bytes.
 HTML is decoded as a browser would (`charset.py`), goes through readability (the main article,
 no navigation chrome) and is rendered with its headings as markdown `#` lines, so the chunker
-can keep section paths (`html_text.py`). PDF text comes from pypdf (here), DOCX paragraphs,
-headings and tables from python-docx's XML elements (`docx_text.py`); what a document unpacks
-to is bounded (`unpacked.py`). Parsers are imported lazily.
+can keep section paths (`html_text.py`). PDF text comes from pypdf (here), read as its pages
+show it (`pdf_text.py`: no running headers, no line-end hyphens, headings from its outline);
+DOCX paragraphs, headings and tables from python-docx's XML elements (`docx_text.py`); what a
+document unpacks to is bounded (`unpacked.py`). Parsers are imported lazily.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
 from octobrain.errors import InvalidInput
-from octobrain.knowledge import docx_text, html_text
+from octobrain.knowledge import docx_text, html_text, pdf_text
 from octobrain.knowledge.charset import decode_named, decode_page
 from octobrain.knowledge.chunk import heading_text
 from octobrain.knowledge.sources import Fetched, SourceKind
@@ -303,4 +304,4 @@ def _pdf_text(data: bytes, max_bytes: int) -> tuple[str, str]:
         )
     meta = reader.metadata
     title = str(meta.title) if meta is not None and meta.title else ""
-    return title, "\n\n".join(p.strip() for p in pages if p.strip())
+    return title, pdf_text.tidy(reader, pages)

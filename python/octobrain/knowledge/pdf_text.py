@@ -1,0 +1,127 @@
+"""PDF text: what pypdf extracts from a PDF's pages, made to read as the pages do.
+
+What a typeset page adds to its text is taken back out: the running header and footer repeated
+on every page (`_drop_running_lines`), the hyphen that breaks a word at a line end
+(`_join_hyphenated`), ligature characters (`ﬁ` → `fi`); and the document's bookmarks (its
+outline) mark their headings as `#` lines, so its chunks get section paths (`_mark_outline`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from collections import Counter
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def tidy(reader: Any, pages: list[str]) -> str:
+    """The text of a PDF's pages (pypdf's `PdfReader` and each page's extracted text), as
+    its pages read, apart by a blank line."""
+    lines = _drop_running_lines([page.translate(_LIGATURES).splitlines() for page in pages])
+    _mark_outline(reader, lines)
+    texts = ("\n".join(page).strip() for page in lines)
+    return _join_hyphenated("\n\n".join(text for text in texts if text))
+
+
+# The Latin ligatures of Unicode's presentation forms (ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ), as their letters: a
+# typeset PDF maps its ligature glyphs to them, and `match 'office'` did not find `ofﬁce`.
+_LIGATURES = {code: unicodedata.normalize("NFKC", chr(code)) for code in range(0xFB00, 0xFB07)}
+
+# How many lines at the top and at the bottom of a page may be its running header or footer.
+_EDGE_LINES = 2
+_NUMBER = re.compile(r"\d+")
+
+
+def _edge_keys(line: str, index: int) -> frozenset[str]:
+    """What makes `line` the same on another page: its words, or its words with a number that
+    counts the pages (the page's index plus the same offset on each page: `Page 3 of 9` on
+    the third page is `Page 4 of 9` on the fourth, `Line 51` and `Line 101` are not)."""
+    words = " ".join(line.split())
+    keys = {words}
+    for number in list(_NUMBER.finditer(words))[:3]:
+        offset = int(number.group()) - index if len(number.group()) < 6 else None
+        keys.add(f"{words[: number.start()]}#{words[number.end() :]}\0{offset}")
+    return frozenset(keys)
+
+
+def _drop_running_lines(pages: list[list[str]]) -> list[list[str]]:
+    """The pages' lines without their running header and footer: a line among the first or
+    last `_EDGE_LINES` of a page, the same (its page number aside) on at least 3 pages and on
+    half of those with text. A page's only line is its text, not a header."""
+    edges = [_edge_lines(page, index) for index, page in enumerate(pages)]
+    counts = Counter(key for edge in edges for key in frozenset().union(*edge.values()))
+    with_text = sum(1 for page in pages if any(line.strip() for line in page))
+    running = {key for key, n in counts.items() if n >= 3 and 2 * n >= with_text}
+    if not running:
+        return pages
+    return [
+        [line for at, line in enumerate(page) if not edge.get(at, frozenset()) & running]
+        for page, edge in zip(pages, edges, strict=True)
+    ]
+
+
+def _edge_lines(page: list[str], index: int) -> dict[int, frozenset[str]]:
+    """The keys of the first and last `_EDGE_LINES` lines of a page with text, by place."""
+    places = [at for at, line in enumerate(page) if line.strip()]
+    if len(places) < 2:
+        return {}
+    edge = places[:_EDGE_LINES] + places[-_EDGE_LINES:]
+    return {at: _edge_keys(page[at], index) for at in edge}
+
+
+def _mark_outline(reader: Any, pages: list[list[str]]) -> None:
+    """Make each bookmark's heading a `#` line (one `#` per outline level) where a line of its
+    page reads as the bookmark's title. A broken outline marks nothing."""
+    try:
+        entries = list(_outline(reader, reader.outline, 1))
+    except Exception as exc:  # a damaged outline: the text is still good
+        log.info("the PDF's outline is not read: %s", exc)
+        return
+    for title, level, number in entries:
+        if number is None or not 0 <= number < len(pages) or not title:
+            continue
+        page = pages[number]
+        for at, line in enumerate(page):
+            if " ".join(line.split()) == title:
+                page[at] = "#" * level + " " + title
+                break
+
+
+def _outline(reader: Any, outline: list[Any], level: int) -> Any:
+    """(title, level, page index or None) of each bookmark in `outline`, depth first."""
+    for entry in outline:
+        if isinstance(entry, list):
+            yield from _outline(reader, entry, min(level + 1, 6))
+        else:
+            title = " ".join(str(entry.title or "").translate(_LIGATURES).split())
+            yield title, level, reader.get_destination_page_number(entry)
+
+
+# A word cut at a line end: letters, a hyphen (or a soft hyphen), the line break, and on the
+# next line the word's lowercase rest and what sticks to it (`ments.`).
+_CUT_WORD = re.compile(r"([^\W\d_]+)([-\u2010\u00ad])\n([^\W\d_]+)(\S*)(?:[ \t]+|(?=\n)|\Z)")
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def _join_hyphenated(text: str) -> str:
+    """Join the words a line end breaks with a hyphen: `infor-` and `mation` become
+    `information` when the document spells that word elsewhere, else `infor-mation` (a
+    compound such as `well-known` keeps its hyphen; search finds both the parts and the word
+    joined). The rest of the word moves up to the line it starts on."""
+    if "\n" not in text or not _CUT_WORD.search(text):
+        return text
+    words = {word.lower() for word in _WORD.findall(text)}
+
+    def join(cut: re.Match[str]) -> str:
+        head, hyphen, tail, rest = cut.groups()
+        if not tail[0].islower():
+            return cut.group(0)
+        joined = head + tail
+        word = joined if joined.lower() in words else head + hyphen + tail
+        more = cut.end() < len(text) and text[cut.end()] != "\n"
+        return word + rest + ("\n" if more else "")
+
+    return _CUT_WORD.sub(join, text)

@@ -1,0 +1,111 @@
+"""PDF text as its pages read: words a line end hyphenates, running headers and footers,
+ligatures, headings from the outline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from octobrain.knowledge.extract import extract
+from octobrain.knowledge.sources import parse_source, read_file
+
+from .conftest import MakeKnowledge, write_pdf
+
+
+def _text(path: Path) -> str:
+    return extract(read_file(parse_source(str(path)), 1 << 20), 1 << 20).text
+
+
+def test_a_word_hyphenated_at_a_line_end_is_found_and_reads_whole(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # Justified text breaks words at line ends: `misunder-` / `stand` was two terms and two
+    # lines, so neither a search nor a match for the word found it.
+    write_pdf(
+        tmp_path / "ops.pdf",
+        [
+            [
+                "Operators occasionally misunder-",
+                "stand the quaran-",
+                "tine rota. A well-",
+                "known fix: never misunderstand alerts.",
+                "Pages are Lists-",
+                "Of-Things, kept as they are.",
+            ]
+        ],
+    )
+    text = _text(tmp_path / "ops.pdf")
+    assert text.splitlines()[:4] == [
+        "Operators occasionally misunderstand",  # spelled so elsewhere: the word, whole
+        "the quaran-tine",  # not: its parts and the word joined are both searchable
+        "rota. A well-known",
+        "fix: never misunderstand alerts.",
+    ]
+    assert "Lists-\nOf-Things" in text  # a capital after the hyphen: not a word cut
+    k = make_knowledge()
+    assert [h.line_number for h in k.match("misunderstand", source="ops.pdf").hits] == [1, 4]
+    k.index("ops.pdf")
+    (tmp_path / "other.md").write_text("# Other\n\nThe rota for the quarter is on the wall.\n")
+    k.index("other.md")
+    hits = k.search("quarantine").hits
+    assert hits and hits[0].uri == (tmp_path / "ops.pdf").as_uri()
+
+
+def test_running_headers_and_footers_are_left_out_of_the_text(tmp_path: Path) -> None:
+    # Each page's header and footer were text of their own, repeated in every section and
+    # found by every match for their words.
+    steps = ["Rotate the keys.", "Renew the certificates.", "Drain the queue.", "Ship it."]
+    pages = [
+        [
+            "ACME handbook - confidential",
+            f"Step {n}: {step}",
+            "ACME handbook - confidential",  # the body's own line: kept
+            f"Then check the {step.split()[0].lower()} dashboard.",
+            f"Row {10 * n}: {7 * n} kg",  # numbers that do not count the pages: kept
+            f"Page {n} of 4",
+        ]
+        for n, step in enumerate(steps, 1)
+    ]
+    text = _text(write_pdf(tmp_path / "book.pdf", pages))
+    assert text.count("ACME handbook - confidential") == 4 and "Page " not in text
+    assert text.startswith("Step 1: Rotate the keys.\nACME handbook - confidential\nThen")
+    assert text.endswith("Then check the ship dashboard.\nRow 40: 28 kg")
+
+
+def test_ligatures_read_as_their_letters(make_knowledge: MakeKnowledge, tmp_path: Path) -> None:
+    # A typeset PDF draws `fi` and `fl` as one glyph each; `match 'office'` missed `ofﬁce`.
+    write_pdf(tmp_path / "memo.pdf", [["Our ofﬁce ﬂoor is closed on Friday."]])
+    assert _text(tmp_path / "memo.pdf") == "Our office floor is closed on Friday."
+    hits = make_knowledge().match("office floor", source="memo.pdf").hits
+    assert [h.line for h in hits] == ["Our office floor is closed on Friday."]
+
+
+def test_the_outline_gives_the_sections_their_heading_paths(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # A PDF's bookmarks name its headings; its chunks had no section path at all.
+    from pypdf import PdfWriter
+
+    path = write_pdf(
+        tmp_path / "guide.pdf",
+        [
+            ["Guide", "This guide covers the service from start to end."],
+            ["Install", "Unpack the archive into the opt directory and run the installer."],
+            ["Upgrade", "Stop the service, swap the binaries, then start it again."],
+        ],
+    )
+    writer = PdfWriter(clone_from=path)
+    top = writer.add_outline_item(title="Guide", page_number=0)
+    writer.add_outline_item(title="Install", page_number=1, parent=top)
+    writer.add_outline_item(title="Upgrade", page_number=2, parent=top)
+    writer.add_outline_item(title="Not in the text", page_number=2, parent=top)
+    writer.write(path)
+    text = _text(path)
+    assert [line for line in text.splitlines() if line.startswith("#")] == [
+        "# Guide",
+        "## Install",
+        "## Upgrade",
+    ]
+    k = make_knowledge()
+    k.index("guide.pdf")
+    hits = k.search("swap the binaries").hits
+    assert hits and hits[0].section_path == ("Guide", "Upgrade")
