@@ -71,7 +71,7 @@ class BlocksByElement:
         self.buf: list[str] = []
 
     def flush(self, prefix: str = "") -> None:
-        lines = [" ".join(part.split()) for part in "".join(self.buf).split("\n")]
+        lines = [" ".join(part.split()) for part in "".join(self.buf).split(html_text._BR)]
         text = "\n".join(line for line in lines if line)
         if text:
             self.blocks.append(prefix + text)
@@ -88,17 +88,23 @@ class BlocksByElement:
             self.flush()
             self.blocks.append(el.text_content().strip("\n"))
         elif tag == "br":
-            self.buf.append("\n")
-        elif tag in html_text._BLOCKS or tag in ("td", "th"):
-            if tag not in ("td", "th"):
-                self.flush()
+            self.buf.append(html_text._BR)
+        elif tag in ("td", "th"):
+            cell = BlocksByElement()
+            cell.buf.append(el.text or "")
+            for child in el:
+                cell.walk(child)
+            cell.flush()
+            self.buf.append(" ".join(" ".join(cell.blocks).split()) + " | ")
+        elif tag in html_text._BLOCKS:
+            self.flush()
+            first = len(self.blocks)
             self.buf.append(el.text or "")
             for child in el:
                 self.walk(child)
-            if tag in ("td", "th"):
-                self.buf.append(" | ")
-            else:
-                self.flush("- " if tag == "li" else "")
+            self.flush()
+            if tag == "li" and len(self.blocks) > first:
+                self.blocks[first] = "- " + self.blocks[first]
         elif tag:
             self.buf.append(el.text or "")
             for child in el:
@@ -228,4 +234,5 @@ def test_html_text_is_the_element_walks(markup: str) -> None:
 def test_html_text_of_a_varied_page() -> None:
     text = html_text._html_text(_root(VARIED_PAGE))
     assert text == html_text_by_element(_root(VARIED_PAGE))
-    assert "- two x" in text and "a | b\nc" in text and "  code\n   here" in text
+    assert "- two x" in text and "a | b c" in text and "  code\n   here" in text
+    assert "Some bold text\nnext line" in text and "multi line" in text

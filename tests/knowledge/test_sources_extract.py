@@ -89,12 +89,45 @@ def test_html_keeps_the_article_and_its_headings_without_chrome(tmp_path: Path) 
         assert chrome not in text
 
 
+def test_html_exported_by_a_word_processor_reads_a_line_a_paragraph_item_and_row(
+    tmp_path: Path,
+) -> None:
+    # As LibreOffice and Word save a page: source lines wrapped inside a `<p>`, list items and
+    # table cells holding `<p>`s. Each wrap was a line break ("The\ninformation …", so a
+    # match for a phrase across it failed), items lost their "- ", and each cell was a
+    # paragraph of its own, the table's rows unreadable.
+    page = """<html><head><title>Runbook</title></head><body>
+<h1>Runbook</h1>
+<p align="justify">The
+information retrieval service answers
+within two seconds.<br>Escalate after that.</p>
+<ol>
+  <li><p>Download the
+  release archive.</p></li>
+  <li><p>Verify the checksum.</p></li>
+</ol>
+<table><tr><td><p>Error code</p></td><td><p>Meaning</p></td></tr>
+<tr><td><p>E429</p></td><td><p>Quota</p><p>exceeded</p></td></tr></table>
+<p>That is all there is to the runbook; the rest is in the wiki, with its history.</p>
+</body></html>"""
+    _, _, text = _extract(_write(tmp_path / "runbook.html", page.encode()))
+    assert text.split("\n\n") == [
+        "# Runbook",
+        "The information retrieval service answers within two seconds.\nEscalate after that.",
+        "- Download the release archive.",
+        "- Verify the checksum.",
+        "Error code | Meaning",
+        "E429 | Quota exceeded",
+        "That is all there is to the runbook; the rest is in the wiki, with its history.",
+    ]
+
+
 def test_html_nested_deeper_than_a_tree_still_gives_its_text(tmp_path: Path) -> None:
     # libxml2 stops 256 elements deep: such a page extracted to nothing at all.
     depth = 5_000
     page = (
         "<html><head><title>Generated report</title></head><body><nav>Site menu</nav>"
-        + "<div>" * depth + "<p>Quarterly revenue grew 12%.</p>" + "</div>" * depth
+        + "<div>" * depth + "<p>Quarterly revenue\ngrew 12%.</p>" + "</div>" * depth
         + "<p>Figures are unaudited.</p><script>track()</script></body></html>"
     )  # fmt: skip
     title, kind, text = _extract(_write(tmp_path / "deep.html", page.encode()))

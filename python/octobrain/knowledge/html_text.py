@@ -113,6 +113,12 @@ def _html_title(root: Any) -> str:
     return ""
 
 
+# A `<br>` (or a block's end) in the text being gathered: a line break, where the page's own
+# line breaks are spaces. A NUL: libxml2 drops it from a page (in the flat reader, a NUL in
+# the page breaks a line, which does no harm).
+_BR = "\x00"
+
+
 class _Blocks:
     """Collects block texts: inline text accumulates in `buf`, a block boundary flushes it.
 
@@ -131,9 +137,11 @@ class _Blocks:
         self.buf = []
         if not joined or joined.isspace():  # `str.split` blanks: no line would be left
             return
-        if "\n" in joined:
-            lines = (" ".join(part.split()) for part in joined.split("\n"))
-            self.blocks.append(prefix + "\n".join(line for line in lines if line))
+        if _BR in joined:
+            lines = (" ".join(part.split()) for part in joined.split(_BR))
+            joined = "\n".join(line for line in lines if line)
+            if joined:
+                self.blocks.append(prefix + joined)
         else:
             self.blocks.append(prefix + " ".join(joined.split()))
 
@@ -150,20 +158,25 @@ class _Blocks:
             self.flush()
             self.blocks.append(el.text_content().strip("\n"))
         elif tag == "br":
-            buf.append("\n")
+            buf.append(_BR)
         elif tag in _BLOCKS:
             self.flush()
+            first = len(self.blocks)
             if el.text:
                 self.buf.append(el.text)
             for child in el:
                 self.walk(child)
-            self.flush("- " if tag == "li" else "")
-        elif tag in _CELLS:
+            self.flush()
+            if tag == "li" and len(self.blocks) > first:  # (its text may be in a `<p>`)
+                self.blocks[first] = "- " + self.blocks[first]
+        elif tag in _CELLS:  # one line a row: the blocks of a cell (its `<p>`s) on it
+            cell = _Blocks()
             if el.text:
-                buf.append(el.text)
+                cell.buf.append(el.text)
             for child in el:
-                self.walk(child)
-            self.buf.append(" | ")
+                cell.walk(child)
+            cell.flush()
+            buf.append(" ".join(" ".join(block.split()) for block in cell.blocks) + " | ")
         elif tag:  # inline
             if el.text:
                 buf.append(el.text)
@@ -203,7 +216,7 @@ def _flat_html(markup: str) -> tuple[str, str]:
             elif tag == "title":
                 self.in_title = not self.chrome  # an <svg>'s title names a picture
             elif tag in _BLOCKS or tag in _HEADINGS or tag == "br":
-                self.parts.append("\n")
+                self.parts.append(_BR)
 
         def handle_endtag(self, tag: str) -> None:
             if tag in _CHROME:
@@ -211,7 +224,7 @@ def _flat_html(markup: str) -> tuple[str, str]:
             elif tag == "title":
                 self.in_title = False
             elif tag in _BLOCKS or tag in _HEADINGS:
-                self.parts.append("\n")
+                self.parts.append(_BR)
 
         def parse_marked_section(self, i: int, report: bool = True) -> int:
             try:
@@ -234,5 +247,5 @@ def _flat_html(markup: str) -> tuple[str, str]:
     # browser reads that rest as part of the tag or comment. A complete comment fed last
     # hands over any text still held back.
     flat.feed("<!---->")
-    lines = (" ".join(line.split()) for line in "".join(flat.parts).split("\n"))
+    lines = (" ".join(line.split()) for line in "".join(flat.parts).split(_BR))
     return " ".join("".join(flat.title).split()), "\n\n".join(line for line in lines if line)
