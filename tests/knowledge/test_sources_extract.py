@@ -200,6 +200,24 @@ def test_docx_headings_lists_and_tables(tmp_path: Path) -> None:
     assert "eu-west | platform team" in text
 
 
+def test_docx_code_keeps_its_indentation(tmp_path: Path) -> None:
+    # Each paragraph was stripped: a code sample lost the indentation that is its meaning.
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Rotation", level=1)
+    for line in ("def rotate(keys):", "    for key in keys:", "\tkey.rotate()  # monthly"):
+        document.add_paragraph(line)
+    document.save(str(tmp_path / "code.docx"))
+    _, _, text = _extract(tmp_path / "code.docx")
+    assert text.split("\n\n") == [
+        "# Rotation",
+        "def rotate(keys):",
+        "    for key in keys:",
+        "\tkey.rotate()  # monthly",
+    ]
+
+
 def test_docx_text_in_controls_nested_tables_and_tracked_changes_is_read(tmp_path: Path) -> None:
     # Word templates and forms keep text in content controls; review copies carry tracked
     # changes; tables nest. Their text was left out of the index, without a word said.
@@ -247,6 +265,33 @@ def test_docx_text_in_controls_nested_tables_and_tracked_changes_is_read(tmp_pat
     assert "daily" not in text  # deleted
     assert text.count("Escalate to the lead.") == 1 and text.count("Boxed note.") == 1, text
     assert text.index("Service") < text.index("on-call rota") < text.index("Owner")
+
+
+@pytest.mark.parametrize(
+    "relationship",
+    [  # As LibreOffice names the part (as the standard's first edition did), or any name.
+        b"http://schemas.openxmlformats.org/officedocument/2006/relationships/metadata/"
+        b"core-properties",
+        b"urn:x-unknown",
+    ],
+)
+def test_docx_title_is_its_own_not_a_made_up_one(tmp_path: Path, relationship: bytes) -> None:
+    # python-docx made up core properties titled "Word Document" for a DOCX saved by
+    # LibreOffice: the title every chunk of it was indexed under.
+    import docx
+
+    plain = write_docx(tmp_path / "plain.docx")
+    saved = tmp_path / "saved.docx"
+    standard = (
+        b"http://schemas.openxmlformats.org/package/2006/relationships/metadata/core-properties"
+    )
+    with zipfile.ZipFile(plain) as src, zipfile.ZipFile(saved, "w") as out:
+        for part in src.infolist():
+            body = src.read(part)
+            body = body.replace(b">Deployment handbook</dc:title>", b">Ops handbook</dc:title>")
+            out.writestr(part, body.replace(standard, relationship))
+    assert docx.Document(str(saved)).core_properties.title == "Word Document"  # (the cause)
+    assert _extract(saved)[0] == "Ops handbook"
 
 
 def test_markdown_and_text_titles(tmp_path: Path) -> None:

@@ -44,7 +44,8 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
         if item.tag == _W_TBL:
             cells = _docx_rows(item, blocks, cells)
             continue
-        text = _docx_text(item).strip()
+        shown = _docx_text(item).rstrip()
+        text = shown.strip()
         if not text:
             continue
         style_element = item.find(f"{_W_PPR}/{_W_PSTYLE}")
@@ -58,9 +59,22 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
         elif style.startswith("List"):
             blocks.append("- " + text)
         else:
-            blocks.append(text)
-    title = document.core_properties.title or ""
-    return title, "\n\n".join(blocks)
+            blocks.append(shown.lstrip("\n"))  # indented as it shows (a line of code)
+    return _core_title(document), "\n\n".join(blocks)
+
+
+def _core_title(document: Any) -> str:
+    """The title in the DOCX's core properties, their part found by its content type.
+
+    Not `document.core_properties`: python-docx looks the part up by the relationship type of
+    the standard's later editions only, and when it finds none (LibreOffice names it as the
+    first edition did) makes one up titled "Word Document", the title of every chunk."""
+    from docx.opc.parts.coreprops import CorePropertiesPart
+
+    for part in document.part.package.iter_parts():
+        if isinstance(part, CorePropertiesPart):
+            return str(part.core_properties.title or "")
+    return ""
 
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
