@@ -122,6 +122,23 @@ within two seconds.<br>Escalate after that.</p>
     ]
 
 
+def test_html_that_is_all_article_keeps_its_bulleted_list_and_leaves_out_its_title(
+    tmp_path: Path,
+) -> None:
+    # Readability drops a list of short items from the article it finds; on a page that is
+    # nothing but its article (as a word processor saves one) the list was lost, unsaid.
+    prose = "The retrieval service talks to the authentication service, as documented. " * 4
+    page = (
+        "<html><head><title>Handbook</title></head><body><h1>Handbook</h1>"
+        f"<p>{prose}</p><p>{prose}</p><ul><li><p>Bullets are fine.</p></li>"
+        "<li><p>Another bullet about throttling.</p></li><li><p>Третий пункт: кириллица.</p>"
+        f"</li></ul><h2>Next</h2><p>{prose}</p></body></html>"
+    )
+    title, _, text = _extract(_write(tmp_path / "handbook.html", page.encode()))
+    assert title == "Handbook" and text.startswith("# Handbook\n\nThe retrieval service")
+    assert "- Another bullet about throttling.\n\n- Третий пункт: кириллица." in text
+
+
 def test_html_nested_deeper_than_a_tree_still_gives_its_text(tmp_path: Path) -> None:
     # libxml2 stops 256 elements deep: such a page extracted to nothing at all.
     depth = 5_000

@@ -47,7 +47,7 @@ def title_and_text(markup: str) -> tuple[str, str]:
         return _flat_html(markup)
     title = _html_title(root)
     heavy = _too_heavy(root)  # before the chrome goes: readability reads the page as it came
-    for bad in root.xpath("|".join(f"//{tag}" for tag in _CHROME)):
+    for bad in root.xpath("|".join(f"//{tag}" for tag in (*_CHROME, "head"))):  # (its title)
         bad.drop_tree()
     full = _html_text(root)
     if heavy:
@@ -60,10 +60,16 @@ def title_and_text(markup: str) -> tuple[str, str]:
     except Exception:  # readability gives up on some pages; the cleaned body is still good
         article = ""
     # Readability is built for articles; on a reference page (lists, short sections) it can
-    # keep a sliver. Then the chrome-free body is the better text.
-    text = article if len(article) >= 0.5 * len(full) else full
+    # keep a sliver. Then the chrome-free body is the better text. It is too when readability
+    # keeps nearly all of it: the page is the article, and readability drops short lists and
+    # footnotes from an article (a page a word processor saved lost its bulleted lists).
+    text = article if 0.5 * len(full) <= len(article) < ARTICLE_SHARE * len(full) else full
     return title, text
 
+
+# Over this share of the chrome-free text, readability's article is not taken: what it left
+# out is more likely the article's own lists than the page's chrome.
+ARTICLE_SHARE = 0.9
 
 # The most elements of a page in which readability looks for the article. It cleans every
 # element in Python three times and scores it twice: 30–45 µs an element here, 16–31 s for a
@@ -176,7 +182,7 @@ class _Blocks:
             for child in el:
                 cell.walk(child)
             cell.flush()
-            buf.append(" ".join(" ".join(block.split()) for block in cell.blocks) + " | ")
+            buf.append(" ".join(" ".join(cell.blocks).split()) + " | ")
         elif tag:  # inline
             if el.text:
                 buf.append(el.text)
