@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import OctobrainError, StorageError
-from octobrain.store import manifest
+from octobrain.store import forked, manifest
 from octobrain.store.failures import ModelMismatch, io_failure
 from octobrain.store.highwater import Commits
 from octobrain.store.location import StoreLocation
@@ -163,6 +163,7 @@ class KnowledgeStore:
 
     @property
     def sources(self) -> lancedb.table.Table:
+        forked.check(self.location)
         if self._sources is None:
             self._connect()
         assert self._sources is not None
@@ -170,6 +171,7 @@ class KnowledgeStore:
 
     @property
     def chunks(self) -> lancedb.table.Table:
+        forked.check(self.location)
         if self._chunks is None:
             self._connect()
         assert self._chunks is not None

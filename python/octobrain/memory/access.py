@@ -54,7 +54,7 @@ class AccessQueue:
         self._lock = threading.Lock()
         self._committing = threading.Lock()  # held by a flush while it commits
         self._thread: threading.Thread | None = None
-        atexit.register(self.flush, keep=True)
+        _LIVE.add(self)
 
     def add(self, ids: Sequence[str], now: datetime, mirror: Mirror | None = None) -> None:
         """Queue one access for each id (queued twice within an interval, it counts once —
@@ -116,3 +116,15 @@ class AccessQueue:
                 if not self._pending:
                     self._thread = None
                     return
+
+
+# The queues alive, flushed as the process exits. Weakly: a queue lives as long as its store
+# and, while bumps are pending, its thread (a strong `atexit` entry per queue kept every store
+# a process ever opened, and its LanceDB connection, until exit).
+_LIVE: weakref.WeakSet[AccessQueue] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_live() -> None:
+    for queue in list(_LIVE):
+        queue.flush(keep=True)

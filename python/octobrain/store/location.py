@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from octobrain.errors import StorageError
 from octobrain.files import read_regular
+from octobrain.store import forked
 from octobrain.store.endpoint import object_store_reason
 from octobrain.store.highwater import HighWater
 from octobrain.store.lancedb_import import import_lancedb
@@ -107,6 +108,7 @@ class StoreLocation:
     def connect(self) -> lancedb.DBConnection:
         """A LanceDB connection: a local one sees every commit as soon as it lands, a remote one
         within `refresh_s` (writes first move to the latest commit: `to_latest`)."""
+        forked.connecting(self)
         import_lancedb()
         import lancedb
 

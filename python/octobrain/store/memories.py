@@ -33,6 +33,7 @@ from octobrain.store import (
     changes,
     dangling,
     edges,
+    forked,
     manifest,
     operations,
     scans,
@@ -120,6 +121,7 @@ class MemoryStore:
 
     def _open_db(self) -> lancedb.DBConnection:
         """Connect and create missing tables; no model check (see `_connect`)."""
+        forked.check(self.location)
         if self._db is not None:
             return self._db
         self._lock = self.location.lock("write", LOCK_TIMEOUT_S)
@@ -183,6 +185,7 @@ class MemoryStore:
 
     @property
     def memories(self) -> lancedb.table.Table:
+        forked.check(self.location)
         if self._memories is None:
             self._connect()
         assert self._memories is not None
@@ -190,6 +193,7 @@ class MemoryStore:
 
     @property
     def relationships(self) -> lancedb.table.Table:
+        forked.check(self.location)
         if self._relationships is None:
             self._connect()
         assert self._relationships is not None
