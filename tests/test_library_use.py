@@ -1,19 +1,27 @@
-"""octobrain as a library, as README's "From Python" shows it: a Brain in forked children and
-in test suites that make many. Real LanceDB in temp dirs, the hash embedder."""
+"""octobrain as a library, as README's "From Python" shows it: the exported names typed and
+documented, wrong arguments refused by name, and a Brain in threads, event loops, forked
+children and test suites that make many. Real LanceDB in temp dirs, the hash embedder."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import multiprocessing
 import os
+import pydoc
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from octobrain import Brain, Config, StorageError, get_embedder
+import octobrain
+from octobrain import Brain, Config, InvalidInput, StorageError, get_embedder
 from octobrain.store import MemoryStore
 
 SCOPE = "github.com/acme/api"
@@ -29,8 +37,161 @@ def make_brain(tmp_path: Path) -> MakeBrain:
     return make
 
 
+def test_every_exported_name_is_documented_and_brain_says_what_it_takes() -> None:
+    for name in octobrain.__all__:
+        if name != "__version__":
+            assert (getattr(octobrain, name).__doc__ or "").strip(), name
+    shown = pydoc.render_doc(octobrain, renderer=pydoc.plaintext)
+    for name in ("class Brain(", "class Knowledge(", "derive_scope(", "get_embedder("):
+        assert name in shown, name
+    brain_doc = pydoc.render_doc(Brain, renderer=pydoc.plaintext)
+    for argument in ("scope", "config", "embedder", "uri", "workdir", "session_id"):
+        assert f"`{argument}`" in brain_doc, argument
+
+
+def test_a_client_program_type_checks_strictly(tmp_path: Path) -> None:
+    """py.typed holds: a program using the README's calls passes `mypy --strict`."""
+    client = tmp_path / "client.py"
+    client.write_text(
+        textwrap.dedent(
+            """
+            import octobrain
+            from octobrain import Brain, InvalidInput, Memory, Recall, derive_scope
+
+            def version() -> str:
+                return octobrain.__version__
+
+            def titles(brain: Brain, query: str) -> list[str]:
+                recall: Recall = brain.remember(query, limit=3)
+                return [hit.memory.title for hit in recall.hits]
+
+            def store(brain: Brain) -> Memory:
+                memory, links = brain.memorize("Rate limits", "A token bucket per key.")
+                return memory
+
+            try:
+                titles(Brain(derive_scope()), "how do we throttle clients")
+            except InvalidInput as exc:
+                print(exc.field, exc.rule)
+            """
+        )
+    )
+    mypy = [sys.executable, "-m", "mypy", "--strict", "--no-error-summary"]
+    out = subprocess.run(
+        [*mypy, "--cache-dir", str(tmp_path / "cache"), str(client)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_readme_example_runs_as_written(tmp_path: Path) -> None:
+    """README's "From Python" block, on the bundled model, in a project of its own."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### From Python", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    env = {k: v for k, v in os.environ.items() if k != "OCTOBRAIN_EMBEDDING_MODEL"}
+    env |= {"OCTOBRAIN_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    relevance, title = out.stdout.strip().split(" ", 1)
+    assert title == "Rate limits" and 0 < float(relevance) <= 1
+
+
 def _memory(brain: Brain, i: int) -> str:
     return brain.memorize(f"note number {i}", f"the content of note number {i}")[0].id
+
+
+# Each call is refused by name; before, each raised a TypeError or AttributeError from deep
+# inside (or, for the flags, did what a truthy string says: `global_="no"` wrote globally).
+WRONG: dict[str, tuple[str, Callable[[Any, str], object]]] = {
+    "remember(None)": ("query", lambda b, m: b.remember(None)),
+    "remember(1)": ("query", lambda b, m: b.remember(1)),
+    "memory_types=1": ("memory_types", lambda b, m: b.remember("qq", memory_types=1)),
+    "record_access": ("record_access", lambda b, m: b.remember("qq", record_access="no")),
+    "include_archived": (
+        "include_archived",
+        lambda b, m: b.remember("qq", include_archived="no"),
+    ),
+    "global_": ("global_", lambda b, m: b.memorize("a title", "some content", global_="no")),
+    "add_tags=1": ("add_tags", lambda b, m: b.update(m, add_tags=1)),
+    "remove_tags=[[]]": ("remove_tags[0]", lambda b, m: b.update(m, remove_tags=[["x"]])),
+    "add_files=None": ("add_files", lambda b, m: b.update(m, add_files=None)),
+    "remove_files=1": ("remove_files", lambda b, m: b.update(m, remove_files=1)),
+    "forget(one id)": ("memory_ids", lambda b, m: b.forget(m, confirm=True)),
+    "forget(None)": ("memory_ids", lambda b, m: b.forget(None, confirm=True)),
+    "forget_preview(1)": ("query", lambda b, m: b.forget_preview(1)),
+    "dry_run": ("dry_run", lambda b, m: b.sleep_consolidate(dry_run="no")),
+    "config": ("config", lambda b, m: octobrain.Brain(SCOPE, config="x")),
+    "embedder": ("embedder", lambda b, m: Brain(SCOPE, embedder="hash:64")),
+    "uri": ("uri", lambda b, m: Brain(SCOPE, embedder=b.embedder, uri=1)),
+    "session_id": ("session_id", lambda b, m: Brain(SCOPE, session_id=1)),
+    "workdir": ("workdir", lambda b, m: Brain(SCOPE, workdir=1)),
+    "knowledge config": ("config", lambda b, m: octobrain.Knowledge(SCOPE, config={})),
+    "knowledge cwd": ("cwd", lambda b, m: octobrain.Knowledge(SCOPE, embedder=b.embedder, cwd=1)),
+    "derive_scope(1)": ("directory", lambda b, m: octobrain.derive_scope(1)),
+    "load_config(1)": ("path", lambda b, m: octobrain.load_config(1)),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG))
+def test_a_wrong_argument_is_refused_by_its_name(make_brain: MakeBrain, case: str) -> None:
+    field, call = WRONG[case]
+    brain = make_brain()
+    memory_id = _memory(brain, 0)
+    before = brain.stats()["total"]
+    with pytest.raises(InvalidInput) as refused:
+        call(brain, memory_id)
+    assert refused.value.field == field, refused.value
+    assert brain.stats()["total"] == before  # (nothing written, nothing forgotten)
+
+
+def test_two_brains_on_one_store_in_one_process_see_each_others_writes(
+    make_brain: MakeBrain,
+) -> None:
+    first, second = make_brain(), make_brain()
+    first.memorize("Rate limiting decision", "A token bucket per API key, 100 a minute.")
+    second.memorize("Primary database", "Postgres 16 is the primary database.")
+    assert first.remember("primary database postgres").hits[0].memory.title == "Primary database"
+    assert second.remember("token bucket rate").hits[0].memory.title == "Rate limiting decision"
+
+
+def test_one_brain_shared_by_threads_keeps_every_acknowledged_write(
+    make_brain: MakeBrain,
+) -> None:
+    brain = make_brain()
+    doomed = [_memory(brain, i) for i in range(8)]
+
+    def work(i: int) -> str:
+        written = _memory(brain, 100 + i)
+        brain.remember(f"note number {i}")
+        if i < len(doomed):
+            brain.forget([doomed[i]], confirm=True)
+        if i % 3 == 0:
+            brain.update(written, add_tags=[f"t{i}"])
+        return written
+
+    with ThreadPoolExecutor(8) as pool:
+        acknowledged = set(pool.map(work, range(24)))
+    held = {m.id for m in make_brain().recent(1000)}  # (read through a Brain of its own)
+    assert held == acknowledged
+
+
+def test_a_brain_answers_inside_a_running_event_loop(make_brain: MakeBrain) -> None:
+    async def main() -> list[str]:
+        brain = make_brain()
+        brain.memorize("Rate limiting decision", "A token bucket per API key, 100 a minute.")
+        return [h.memory.title for h in brain.remember("token bucket").hits]
+
+    assert asyncio.run(main()) == ["Rate limiting decision"]
 
 
 def _in_forked_child(brain: Brain, fresh: bool, answer: Any) -> None:

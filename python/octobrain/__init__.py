@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from octobrain.models import Memory, MemoryType, Relationship, RelationshipType, Source, State
     from octobrain.scope import derive_scope
 
+    __version__: str
+
 # name -> the module that defines it
 _PUBLIC = {
     "Brain": "octobrain.memory.brain",

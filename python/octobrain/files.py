@@ -18,17 +18,16 @@ import stat
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, BinaryIO
+from pathlib import Path
+from typing import BinaryIO
 
 from octobrain.errors import InvalidInput
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 __all__ = [
     "Moved",
     "NotARegularFile",
     "TooLarge",
+    "check_path",
     "gunzipped",
     "named_by",
     "open_regular",
@@ -36,6 +35,17 @@ __all__ = [
     "replaced_by_write",
     "write_atomic_file",
 ]
+
+
+def check_path(field: str, value: object) -> Path:
+    """`value` as a `Path` when it is a string or an `os.PathLike` of one, else `InvalidInput`
+    naming `field` (pathlib's TypeError named nothing)."""
+    path = os.fspath(value) if isinstance(value, str | os.PathLike) else None
+    if not isinstance(path, str):
+        raise InvalidInput(field, f"must be a path (str or PathLike), got {type(value).__name__}")
+    if "\x00" in path:
+        raise InvalidInput(field, "must not contain NUL characters")
+    return Path(path)
 
 
 class NotARegularFile(OSError):

@@ -261,6 +261,34 @@ def parse_link_type(value: object, *, field_name: str = "relationship_type") -> 
     return parsed
 
 
+def check_flag(field_name: str, value: object) -> bool:
+    """`value` when it is True or False: a string such as "false" is truthy, and read as
+    true it did the opposite of what it said (`global_="no"` wrote a global memory)."""
+    if not isinstance(value, bool):
+        raise InvalidInput(field_name, f"must be a boolean, got {value!r}")
+    return value
+
+
+def check_list(field_name: str, values: object) -> list[Any]:
+    """`values` when it is a list or tuple, as a list. One string is refused (it would be read
+    as its characters), as is anything else (an int had no `len`, a `None` was not iterable).
+    Its items are the caller's to check."""
+    if isinstance(values, str):
+        raise InvalidInput(field_name, "must be a list of strings, not one string")
+    if not isinstance(values, list | tuple):
+        raise InvalidInput(field_name, f"must be a list of strings, got {type(values).__name__}")
+    return list(values)
+
+
+def check_strings(field_name: str, values: object) -> list[str]:
+    """`check_list`, each item a string (named by its place: `remove_tags[1]`)."""
+    items = check_list(field_name, values)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise InvalidInput(f"{field_name}[{i}]", f"must be a string, got {type(item).__name__}")
+    return items
+
+
 def check_unit(field_name: str, value: object) -> float:
     """A finite number in [0, 1]; -0.0 is 0.0 (stored and shown as "-0.00" otherwise)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -362,10 +390,7 @@ def _clean_list(
 ) -> list[str]:
     if values is None:
         return []
-    if isinstance(values, str):
-        raise InvalidInput(field_name, "must be a list of strings, not one string")
-    if not isinstance(values, list | tuple):
-        raise InvalidInput(field_name, f"must be a list of strings, got {type(values).__name__}")
+    values = check_list(field_name, values)
     out: list[str] = []
     seen: set[str] = set()  # (`in out` made 100,000 distinct tags a minute under the pool lock)
     for i, raw in enumerate(values):

@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from octobrain.errors import InvalidInput
+from octobrain.files import check_path
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,8 @@ def derive_scope(
     removed: a hook's `cwd` at the end of a session) is in the repository of the nearest
     directory above it.
     """
-    path = Path(directory if directory is not None else os.getcwd()).expanduser().resolve()
+    given = os.getcwd() if directory is None else check_path("directory", directory)
+    path = Path(given).expanduser().resolve()
     at = path
     while not at.is_dir() and at != at.parent:
         at = at.parent

@@ -20,7 +20,7 @@ from typing import Any
 
 from octobrain.config.schema import CONFIG_VERSION, Config
 from octobrain.errors import ConfigError
-from octobrain.files import NotARegularFile, TooLarge, read_regular
+from octobrain.files import NotARegularFile, TooLarge, check_path, read_regular
 from octobrain.safe_text import is_unicode, json_printable
 
 if sys.version_info >= (3, 11):
@@ -253,7 +253,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     A missing file gives the defaults. Raises `ConfigError` (an `InvalidInput`) on a corrupt
     file, a wrongly typed or out-of-range value, or a bad env override.
     """
-    file = Path(path) if path is not None else config_path()
+    file = check_path("path", path) if path is not None else config_path()
     source = str(file)
     data = _read_toml(file)
     if path is None and os.environ.get("OCTOBRAIN_CONFIG_PATH", "").strip() and not file.exists():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +12,7 @@ from octobrain.modelspec import parse_model_spec
 if TYPE_CHECKING:
     from octobrain.config import Config, EmbeddingConfig
 
-__all__ = ["embedder_from_config", "get_embedder"]
+__all__ = ["embedder_from_config", "facade_parts", "get_embedder"]
 
 _CACHE_LOCK = threading.Lock()
 _EMBEDDERS: dict[tuple[Any, ...], Embedder] = {}
@@ -71,3 +72,34 @@ def embedder_from_config(config: Config | EmbeddingConfig) -> Embedder:
         timeout_secs=emb.timeout_secs,
         base_url=emb.base_url,
     )
+
+
+def facade_parts(config: object, embedder: object, uri: object) -> tuple[Config, Embedder, str]:
+    """What a facade (`Brain`, `Knowledge`) is built from, checked when it is built: `config`
+    a `Config` (None: `load_config()`), `embedder` an `Embedder` (None: the one the config
+    names), `uri` a path or URI (None: the config's store). A wrong one is `InvalidInput`
+    naming it (it was an AttributeError from deep inside, or a store at `str(uri)`)."""
+    from octobrain.config import Config, load_config, resolve_storage_uri
+    from octobrain.errors import InvalidInput
+
+    if config is None:
+        config = load_config()
+    elif not isinstance(config, Config):
+        raise InvalidInput(
+            "config", f"must be an octobrain.Config (or None), got {type(config).__name__}"
+        )
+    if embedder is None:
+        embedder = embedder_from_config(config)
+    elif not isinstance(embedder, Embedder):
+        named = f" (by name: get_embedder({embedder!r}))" if isinstance(embedder, str) else ""
+        raise InvalidInput(
+            "embedder",
+            f"must be an octobrain.Embedder (or None), got {type(embedder).__name__}{named}",
+        )
+    if uri is None:
+        uri = resolve_storage_uri(config)
+    elif not isinstance(uri, str | os.PathLike):
+        raise InvalidInput(
+            "uri", f"must be a path or a storage URI (or None), got {type(uri).__name__}"
+        )
+    return config, embedder, str(uri)

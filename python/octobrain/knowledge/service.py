@@ -17,11 +17,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from octobrain.config import Config, load_config, resolve_storage_uri
+from octobrain.config import Config
 from octobrain.embed.base import Embedder
-from octobrain.embed.factory import embedder_from_config
+from octobrain.embed.factory import facade_parts
 from octobrain.embed.tokens import TokenCounter, input_window
 from octobrain.errors import InvalidInput
+from octobrain.files import check_path
 from octobrain.knowledge.by_file import ByFile
 from octobrain.knowledge.by_url import ByUrl
 from octobrain.knowledge.extract import (
@@ -107,11 +108,9 @@ class Knowledge:
         """`tables`: the store's knowledge tables and their mirror, open already and shared
         with other facades of the same store and model (a server's sessions)."""
         self.scope = validate_scope(scope)
-        self.config = config if config is not None else load_config()
-        self.embedder = embedder if embedder is not None else embedder_from_config(self.config)
-        self.uri = str(uri) if uri is not None else resolve_storage_uri(self.config)
+        self.config, self.embedder, self.uri = facade_parts(config, embedder, uri)
         self.session_id = check_label("session_id", session_id)
-        self.cwd = cwd
+        self.cwd = None if cwd is None else check_path("cwd", cwd)
         # Where local files may be read from (None: anywhere, as for the person at the CLI).
         self.local_roots = local_roots
         self._store: KnowledgeStore | None = None if tables is None else tables[0]

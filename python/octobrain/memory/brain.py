@@ -17,6 +17,23 @@ __all__ = ["ACCESS_WINDOW", "Brain", "Neighbour", "Recall"]
 class Brain(Writes, Reads, Curation):
     """Memories of one scope (plus the global ones it can see).
 
+    `Brain(scope, *, config=None, embedder=None, uri=None, workdir=None, session_id="")`:
+    `scope` as `derive_scope()` gives it ("" is global); `config` a `Config` (None:
+    `load_config()`, the file and `OCTOBRAIN_*` variables); `embedder` an `Embedder` (None: the
+    one the config names; `get_embedder("hash:256")` for tests); `uri` the store's folder or
+    object-store URI (None: the config's, under the data dir); `workdir` the git checkout whose
+    HEAD commit is recorded on new memories; `session_id` links what this Brain memorizes to
+    its session's earlier memories. A wrong argument is `InvalidInput` naming it.
+
+    Nothing opens until first used; the store and model stay open while the Brain lives and
+    need no closing (access counts are committed within a second, and as the process exits:
+    `flush()` commits them now). Brains of one store may be used at once, from threads and
+    processes; a process forked from one that had opened a store opens none (`StorageError`:
+    start it with 'spawn' or 'forkserver'). Failures are `OctobrainError`s: `InvalidInput` (a
+    `ValueError`) for an argument or an id not visible from the scope, `StorageError` when the
+    store cannot be opened, read or written, `EmbeddingError` when the model cannot load or
+    answer, and the base class itself for a store embedded with another model.
+
     One class in four files: the write path (`memory.writes`), the read path (`memory.reads`)
     and curation (`memory.curation`), over the shared state and checks of `memory.core`.
     """

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from octobrain.config import Config, load_config, resolve_storage_uri
+from octobrain.config import Config
 from octobrain.embed.base import Embedder
-from octobrain.embed.factory import embedder_from_config
+from octobrain.embed.factory import facade_parts
 from octobrain.errors import InvalidInput
+from octobrain.files import check_path
 from octobrain.memory.consolidation import Consolidator
 from octobrain.memory.corpus import Corpus
 from octobrain.memory.search import Retriever
@@ -44,11 +45,11 @@ class BrainBase:
     ) -> None:
         self.scope = validate_scope(scope)
         # Memories written through this Brain are linked to the session's earlier ones.
+        if not isinstance(session_id, str):  # (any text: `temporal.session_tag` cleans it)
+            raise InvalidInput("session_id", f"must be a string, got {type(session_id).__name__}")
         self.session_id = session_id
-        self.config = config if config is not None else load_config()
-        self.embedder = embedder if embedder is not None else embedder_from_config(self.config)
-        self.uri = str(uri) if uri is not None else resolve_storage_uri(self.config)
-        self.workdir = workdir
+        self.config, self.embedder, self.uri = facade_parts(config, embedder, uri)
+        self.workdir = None if workdir is None else check_path("workdir", workdir)
         self._store: MemoryStore | None = None
         self._retriever: Retriever | None = None
         self._consolidator: Consolidator | None = None

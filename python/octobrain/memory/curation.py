@@ -9,7 +9,7 @@ from octobrain.errors import InvalidInput
 from octobrain.memory import goals, sweep
 from octobrain.memory.consolidation import Consolidation, Unconsolidation
 from octobrain.memory.sleep import SleepReport, archive_faded, sleep_pass
-from octobrain.models import MemoryType, check_limit
+from octobrain.models import MemoryType, check_flag, check_limit
 from octobrain.store.sql import visible_scopes
 from octobrain.store.timeline import StoreVersion
 from octobrain.times import utcnow
@@ -36,6 +36,7 @@ class Curation(BrainBase):
         linkage, one trust tier each), then archive long-faded memories. Defaults come from
         `[consolidation]`. `dry_run` reports what would change and writes nothing."""
         cfg = self.config.consolidation
+        dry_run = check_flag("dry_run", dry_run)
         now = utcnow()
         report = sleep_pass(
             self.consolidator,

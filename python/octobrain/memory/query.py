@@ -15,6 +15,7 @@ from octobrain.models import (
     MAX_QUERIES,
     QUERY_BYTES,
     MemoryType,
+    check_list,
     clean_files,
     clean_tags,
     parse_memory_type,
@@ -82,6 +83,10 @@ def parse_time(
 
 def parse_queries(query: str | Sequence[str]) -> list[str]:
     """1–5 query strings, each 2–500 bytes after trimming."""
+    if not isinstance(query, str | list | tuple):
+        raise InvalidInput(
+            "query", f"must be a string or a list of strings, got {type(query).__name__}"
+        )
     items = [query] if isinstance(query, str) else list(query)
     if not 1 <= len(items) <= MAX_QUERIES:
         raise InvalidInput("query", f"give 1–{MAX_QUERIES} query strings, got {len(items)}")
@@ -103,14 +108,14 @@ def parse_filters(
         raise InvalidInput("created_before", "must be later than created_after")
     if isinstance(memory_types, str):
         raise InvalidInput("memory_types", "must be a list of memory types")
-    if memory_types is not None and len(memory_types) > MAX_TYPE_FILTERS:
+    named = [] if memory_types is None else check_list("memory_types", memory_types)
+    if len(named) > MAX_TYPE_FILTERS:
         raise InvalidInput(
-            "memory_types", f"give at most {MAX_TYPE_FILTERS} types, got {len(memory_types):,}"
+            "memory_types", f"give at most {MAX_TYPE_FILTERS} types, got {len(named):,}"
         )
     types = tuple(
         dict.fromkeys(
-            parse_memory_type(t, field_name=f"memory_types[{i}]")
-            for i, t in enumerate(memory_types or [])
+            parse_memory_type(t, field_name=f"memory_types[{i}]") for i, t in enumerate(named)
         )
     )
     tag_filter, file_filter = clean_tags(tags), clean_files(related_files)

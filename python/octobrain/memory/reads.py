@@ -23,6 +23,7 @@ from octobrain.models import (
     Relationship,
     RelationshipType,
     State,
+    check_flag,
     check_id_ref,
     check_limit,
     check_unit,
@@ -90,7 +91,9 @@ class Reads(BrainBase):
         Archived memories are searched only with `include_archived=True`."""
         queries = parse_queries(query)
         filters = parse_filters(memory_types, tags, related_files, created_after, created_before)
-        filters = replace(filters, include_archived=bool(include_archived))
+        archived = check_flag("include_archived", include_archived)
+        filters = replace(filters, include_archived=archived)
+        record_access = check_flag("record_access", record_access)
         limit = check_limit(
             self.config.search.default_limit if limit is None else limit,
             maximum=self.config.search.max_results,

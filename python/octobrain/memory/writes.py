@@ -23,7 +23,10 @@ from octobrain.models import (
     Relationship,
     RelationshipType,
     State,
+    check_flag,
     check_id_ref,
+    check_list,
+    check_strings,
     check_unit,
     clean_files,
     clean_tags,
@@ -92,7 +95,7 @@ class Writes(BrainBase):
             tags=self._each("tags", clean_tags(tags)),
             related_files=self._each("related_files", clean_files(related_files)),
             source=parse_source(source),
-            scope=self._write_scope(global_),
+            scope=self._write_scope(check_flag("global_", global_)),
             git_commit=git_head(self.workdir),
         )
         session = self._session_tag(memory)
@@ -269,6 +272,15 @@ class Writes(BrainBase):
         update that changes nothing, or adds and removes one tag or file, is refused (the first
         wrote a version all the same, the second kept the tag without a word)."""
         given = (title, content, memory_type, importance)
+        add_tags, remove_tags, add_files, remove_files = (
+            check_strings(name, values)
+            for name, values in (
+                ("add_tags", add_tags),
+                ("remove_tags", remove_tags),
+                ("add_files", add_files),
+                ("remove_files", remove_files),
+            )
+        )
         if all(v is None for v in given) and not (
             add_tags or remove_tags or add_files or remove_files
         ):
@@ -435,7 +447,8 @@ class Writes(BrainBase):
         """
         if confirm is not True:
             raise InvalidInput("confirm", "must be true to delete (nothing was deleted)")
-        ids = [self.resolve_id(m, f"memory_id[{i}]") for i, m in enumerate(memory_ids)]
+        given = check_list("memory_ids", memory_ids)
+        ids = [self.resolve_id(m, f"memory_id[{i}]") for i, m in enumerate(given)]
         # Unchecked: forgetting a memory that no longer matches its checksum is its repair.
         found = self.store.get_many(ids, self.scope, checked=False)
         for i, mid in enumerate(ids):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput
-from octobrain.models import LINK_TYPES, MAX_FILES, MAX_TAGS
+from octobrain.models import LINK_TYPES, MAX_FILES, MAX_TAGS, check_flag
 from octobrain.safe_text import byte_len, client_text, glimpse, one_line
 from octobrain.server.schemas import INGEST_BYTES, INGEST_TURNS, KNOWLEDGE_COMMANDS, SOURCES
 
@@ -77,10 +77,7 @@ def _list(arguments: dict[str, Any], name: str, max_items: int | None = None) ->
 
 
 def _bool(arguments: dict[str, Any], name: str, default: bool) -> bool:
-    value = arguments.get(name, default)
-    if not isinstance(value, bool):
-        raise InvalidInput(name, f"must be a boolean, got {value!r}")
-    return value
+    return check_flag(name, arguments.get(name, default))
 
 
 def _plural(n: int, word: str, plural: str) -> str:
