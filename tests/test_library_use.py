@@ -9,6 +9,7 @@ import gc
 import multiprocessing
 import os
 import pydoc
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -266,3 +267,27 @@ def test_many_brains_made_and_dropped_leave_no_store_open(tmp_path: Path) -> Non
             thread.join()
     assert stores() <= held
     assert len(os.listdir("/proc/self/fd")) <= descriptors
+
+
+def test_a_store_deleted_under_a_brain_is_a_storage_error_on_every_call(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    """Before, a read raised LanceDB's RuntimeError ("lance error: Not found: …/_versions,
+    /root/.cargo/registry/src/…/commit.rs:653:26"), which `except OctobrainError` missed."""
+    brain = make_brain()
+    memory_id = _memory(brain, 0)
+    brain.remember("note number")
+    brain.flush()
+    shutil.rmtree(tmp_path / "db")
+    calls: list[Callable[[], object]] = [
+        lambda: brain.remember("note number"),
+        lambda: brain.recent(),
+        lambda: brain.get(memory_id),
+        lambda: brain.stats(),
+        lambda: brain.history(),
+        lambda: brain.forget([memory_id], confirm=True),
+        lambda: _memory(brain, 1),
+    ]
+    for call in calls:
+        with pytest.raises(StorageError, match=r"^store: "):
+            call()

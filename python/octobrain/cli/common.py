@@ -63,6 +63,10 @@ class OctobrainGroup(click.Group):
         except InvalidInput as exc:
             raise UserError(str(exc)) from exc
         except OctobrainError as exc:
+            from octobrain.store.failures import TableUnreadable
+
+            if isinstance(exc, TableUnreadable):  # (a Brain's read of LanceDB: as below)
+                raise UserFailure(_damage_detail(str(exc))) from exc
             raise UserFailure(str(exc)) from exc
         except Exception as exc:  # ValueError: a file not Lance's; a panic: a damaged index
             from octobrain.store.manifest import read_failure

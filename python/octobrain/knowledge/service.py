@@ -72,6 +72,7 @@ from octobrain.models import NOTE_BYTES, QUERY_BYTES, check_limit
 from octobrain.safe_text import check_label, check_text, is_unicode
 from octobrain.scope import validate_scope
 from octobrain.secrets import find_secrets, screen
+from octobrain.store.failures import failures_named
 from octobrain.store.location import StoreLocation
 from octobrain.store.schema import SOURCES, check_knowledge
 from octobrain.store.sql import sql_str, visible_scopes
@@ -90,6 +91,7 @@ _EXTRACTED: ByFile[Document] = ByFile(kept=8, budget=64 << 20)
 _FETCHED: ByUrl[Document] = ByUrl(kept=8, budget=32 << 20, seconds=300)
 
 
+@failures_named
 class Knowledge:
     """External documents and session notes, seen from one scope (and one session)."""
 

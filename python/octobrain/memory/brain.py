@@ -10,10 +10,12 @@ from __future__ import annotations
 from octobrain.memory.curation import Curation
 from octobrain.memory.reads import ACCESS_WINDOW, Neighbour, Reads, Recall
 from octobrain.memory.writes import Writes
+from octobrain.store.failures import failures_named
 
 __all__ = ["ACCESS_WINDOW", "Brain", "Neighbour", "Recall"]
 
 
+@failures_named
 class Brain(Writes, Reads, Curation):
     """Memories of one scope (plus the global ones it can see).
 

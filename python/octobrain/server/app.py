@@ -42,6 +42,7 @@ from octobrain.server.scoping import (
 )
 from octobrain.server.stoppable import in_thread
 from octobrain.server.wire import initialize_first, known_method, named_params, one_initialize
+from octobrain.store.failures import TableUnreadable
 from octobrain.store.manifest import read_failure
 
 if TYPE_CHECKING:
@@ -417,10 +418,11 @@ def _failure(exc: Exception, what: str) -> str:
     """What a client is told of a call that failed for a reason other than its arguments
     (call within the `except`): octobrain's own error as it reads, a table that cannot be
     read as the one line `doctor` follows up, anything else as itself, logged whole."""
-    if isinstance(exc, OctobrainError):
+    unreadable = isinstance(exc, TableUnreadable)  # (a Brain's read of LanceDB: as below)
+    if isinstance(exc, OctobrainError) and not unreadable:
         return f"error: {exc}"
     log.exception("%s failed", what)
-    damage = read_failure(exc)
+    damage = str(exc) if unreadable else read_failure(exc)
     return damage or f"internal error ({type(exc).__name__}: {exc}); see the server log"
 
 

@@ -230,9 +230,11 @@ class BrainPool:
         """A failed read of the store as the data file and table that are damaged, when a look
         at their sizes finds one (a truncated file read "a table cannot be read (failed to
         fill whole buffer)", naming neither); `exc` itself otherwise."""
+        from octobrain.store.failures import TableUnreadable
         from octobrain.store.manifest import read_failure
 
-        if isinstance(exc, OctobrainError) or read_failure(exc) is None:
+        cause = exc.cause if isinstance(exc, TableUnreadable) else exc  # (as LanceDB raised it)
+        if isinstance(cause, OctobrainError) or read_failure(cause) is None:
             return exc
         try:
             damaged = brain.store.damaged_data()

@@ -3,11 +3,19 @@ visible, a row changed under a read-modify-write, a failed commit, each in one l
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.store import manifest
 from octobrain.store.endpoint import object_store_reason
+
+P = ParamSpec("P")
+T = TypeVar("T")
+C = TypeVar("C", bound=type)
 
 
 class ModelMismatch(OctobrainError):
@@ -47,6 +55,44 @@ def io_failure(path: object, exc: BaseException, done: str = "nothing was change
 
 # What a file or folder of the store replaced by the other kind makes a write fail with.
 _MISPLACED = re.compile(r"Is a directory|Not a directory|File exists|os error (?:17|20|21)\b")
+
+
+class TableUnreadable(StorageError):
+    """A call of a facade (`Brain`) failed in LanceDB for a reason that means a table cannot
+    be read (its files gone or damaged: a store deleted under a running process): the line
+    `manifest.read_failure` gives, and LanceDB's error as `cause`. A library caller catches an
+    `OctobrainError`, not a RuntimeError quoting a Rust source path; the CLI and the MCP server
+    still name the damaged file from `cause` (`cli.common`, `server.pool`)."""
+
+    def __init__(self, line: str, cause: BaseException) -> None:
+        super().__init__(line)
+        self.cause = cause
+
+
+def failures_named(cls: C) -> C:
+    """A facade class (`Brain`, `Knowledge`) with each public method through `named_failures`."""
+    for name, method in inspect.getmembers(cls, inspect.isfunction):
+        if not name.startswith("_"):
+            setattr(cls, name, named_failures(method))
+    return cls
+
+
+def named_failures(fn: Callable[P, T]) -> Callable[P, T]:
+    """`fn`, its LanceDB errors that mean a table cannot be read raised as `TableUnreadable`."""
+
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except OctobrainError:
+            raise
+        except Exception as exc:
+            line = manifest.read_failure(exc)
+            if line is None:
+                raise
+            raise TableUnreadable(line, exc) from exc
+
+    return call
 
 
 class WriteFailed(StorageError):
