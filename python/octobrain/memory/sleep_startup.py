@@ -142,9 +142,9 @@ def _pass_then_trim(brain: Brain, schedule: _Schedule) -> None:
 def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
     from filelock import Timeout
 
+    from octobrain.store.endpoint import object_store_reason as reason
     from octobrain.store.failures import ModelMismatch
     from octobrain.store.lease import StoreBusy
-    from octobrain.store.endpoint import object_store_reason as reason
     from octobrain.store.sql import sql_str
     from octobrain.store.watch import odd_file
 
