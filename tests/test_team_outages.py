@@ -49,22 +49,39 @@ def relayed(machine: S3) -> tuple[Relay, S3, str]:  # noqa: F811
     return relay, S3(f"http://127.0.0.1:{relay.start()}"), f"s3://{machine.bucket()}/octobrain"
 
 
-def test_the_endpoint_down_when_the_lease_is_taken_is_one_line(
-    relayed: tuple[Relay, S3, str],
+@pytest.mark.parametrize(
+    ("down_at", "said"),
+    [
+        # Before: obstore's GenericError, a Python traceback and a 40-line Rust dump.
+        (
+            r"^PUT .*_octobrain/locks/",
+            "store: {uri}: cannot take the write lease {lease} ({down}); nothing was changed: "
+            "check that the endpoint is up and reachable (storage.uri, storage.options), then "
+            "run it again",
+        ),
+        # The memory's data upload, before any commit. Before: every object-store error's text
+        # holds `retry_timeout: …`, which the check for a lost answer took for a timeout: "the
+        # answer to a commit was lost …: the write may have landed".
+        (
+            r"^PUT .*memories\.lance/data/",
+            "store: cannot write to {uri}: error sending request; nothing was changed (check "
+            "that the endpoint is up and reachable: storage.uri, storage.options)",
+        ),
+    ],
+    ids=["lease", "upload"],
+)
+def test_the_endpoint_down_before_a_write_commits_is_one_line_and_nothing_to_repair(
+    relayed: tuple[Relay, S3, str], down_at: str, said: str
 ) -> None:
-    # Before: obstore's GenericError, a Python traceback and a 40-line Rust dump.
     relay, via, uri = relayed
     brain = _brain(via, uri)
     brain.memorize("First", "Something to keep about deploys.")
-    relay.down_at = r"^PUT .*_octobrain/locks/"
+    relay.down_at = down_at
     with pytest.raises(StorageError) as down:
         brain.memorize("Second", "Written while the endpoint is down.")
-    assert str(down.value) == (
-        f"store: {uri}: cannot take the write lease {LEASE_KEY} ({DOWN}); nothing was changed: "
-        "check that the endpoint is up and reachable (storage.uri, storage.options), then run "
-        "it again"
-    )
-    relay.down = False  # back: the same command works, nothing to repair
+    assert str(down.value) == said.format(uri=uri, lease=LEASE_KEY, down=DOWN)
+    relay.down = False  # back: nothing stored, the same command works, nothing to repair
+    assert [m.title for m in _brain(via, uri).recent()] == ["First"]
     brain.memorize("Second", "Written while the endpoint is down.")
     assert [m.title for m in _brain(via, uri).recent()] == ["Second", "First"]
 
@@ -198,23 +215,3 @@ def test_a_link_to_a_memory_forgotten_while_its_writer_was_paused_is_taken_back(
     assert reader.store.relationships.count_rows() == 0
     assert [m.title for m in reader.recent()] == ["Checklist"]
     assert diagnose(StoreLocation(uri, machine.options)).ok
-
-
-def test_an_upload_refused_before_any_commit_is_not_called_a_lost_answer(
-    relayed: tuple[Relay, S3, str],
-) -> None:
-    # Before: every object-store error's text holds `retry_timeout: …`, which the check for a
-    # lost answer took for a timeout, so an upload that failed before any commit was "the
-    # answer to a commit was lost …: the write may have landed".
-    relay, via, uri = relayed
-    brain = _brain(via, uri)
-    brain.memorize("First", "Something to keep about deploys.")
-    relay.down_at = r"^PUT .*memories\.lance/data/"
-    with pytest.raises(StorageError) as down:
-        brain.memorize("Second", "Written while the endpoint is down.")
-    assert str(down.value) == (
-        f"store: cannot write to {uri}: error sending request; nothing was changed (check that "
-        "the endpoint is up and reachable: storage.uri, storage.options)"
-    )
-    relay.down = False
-    assert [m.title for m in _brain(via, uri).recent()] == ["First"]
