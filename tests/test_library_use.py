@@ -57,7 +57,18 @@ def test_a_client_program_type_checks_strictly(tmp_path: Path) -> None:
         textwrap.dedent(
             """
             import octobrain
-            from octobrain import Brain, InvalidInput, Memory, Recall, derive_scope
+            from octobrain import (
+                Brain,
+                Forgotten,
+                InvalidInput,
+                Knowledge,
+                Memory,
+                NotFound,
+                Recall,
+                SearchResult,
+                Stored,
+                derive_scope,
+            )
 
             def version() -> str:
                 return octobrain.__version__
@@ -69,6 +80,21 @@ def test_a_client_program_type_checks_strictly(tmp_path: Path) -> None:
             def store(brain: Brain) -> Memory:
                 memory, links = brain.memorize("Rate limits", "A token bucket per key.")
                 return memory
+
+            # What the methods return and raise, by their exported names (they lived at
+            # private paths only: `octobrain.memory.copies.Stored`, …).
+            def kept(brain: Brain) -> Stored:
+                return brain.memorize("Rate limits", "A token bucket per key.")
+
+            def gone(brain: Brain, ids: list[str]) -> int:
+                try:
+                    done: Forgotten = brain.forget(ids, confirm=True)
+                except NotFound:
+                    return 0
+                return done.deleted
+
+            def found(knowledge: Knowledge) -> SearchResult:
+                return knowledge.search("rollback")
 
             try:
                 titles(Brain(derive_scope()), "how do we throttle clients")

@@ -33,10 +33,28 @@ if TYPE_CHECKING:
         StorageError,
     )
     from octobrain.knowledge import Knowledge
+    from octobrain.knowledge.extract import Document
+    from octobrain.knowledge.results import (
+        IndexReport,
+        KnowledgeHit,
+        KnowledgeStats,
+        LineHit,
+        MatchReport,
+        SearchResult,
+        SourceInfo,
+        StoredNote,
+    )
     from octobrain.memory.brain import Brain, Neighbour, Recall
-    from octobrain.memory.search import Hit
+    from octobrain.memory.consolidation import Consolidation, Unconsolidation
+    from octobrain.memory.copies import Stored
+    from octobrain.memory.ingest import IngestReport
+    from octobrain.memory.search import Empty, Hit
+    from octobrain.memory.sleep import SleepReport
+    from octobrain.memory.writes import Forgotten
     from octobrain.models import Memory, MemoryType, Relationship, RelationshipType, Source, State
     from octobrain.scope import derive_scope
+    from octobrain.store.failures import ModelMismatch, NotFound
+    from octobrain.store.timeline import StoreVersion
 
     __version__: str
 
@@ -63,27 +81,67 @@ _PUBLIC = {
     "ConfigError": "octobrain.errors",
     "EmbeddingError": "octobrain.errors",
     "StorageError": "octobrain.errors",
+    # What the methods of `Brain` and `Knowledge` return, and the errors below `InvalidInput`
+    # and `OctobrainError` they raise, for annotating a caller's code.
+    "Stored": "octobrain.memory.copies",
+    "Forgotten": "octobrain.memory.writes",
+    "IngestReport": "octobrain.memory.ingest",
+    "SleepReport": "octobrain.memory.sleep",
+    "Consolidation": "octobrain.memory.consolidation",
+    "Unconsolidation": "octobrain.memory.consolidation",
+    "StoreVersion": "octobrain.store.timeline",
+    "Empty": "octobrain.memory.search",
+    "Document": "octobrain.knowledge.extract",
+    "IndexReport": "octobrain.knowledge.results",
+    "SearchResult": "octobrain.knowledge.results",
+    "KnowledgeHit": "octobrain.knowledge.results",
+    "MatchReport": "octobrain.knowledge.results",
+    "LineHit": "octobrain.knowledge.results",
+    "StoredNote": "octobrain.knowledge.results",
+    "SourceInfo": "octobrain.knowledge.results",
+    "KnowledgeStats": "octobrain.knowledge.results",
+    "NotFound": "octobrain.store.failures",
+    "ModelMismatch": "octobrain.store.failures",
 }
 
 __all__ = [
     "Brain",
     "Config",
     "ConfigError",
+    "Consolidation",
+    "Document",
     "Embedder",
     "EmbeddingError",
+    "Empty",
+    "Forgotten",
     "Hit",
+    "IndexReport",
+    "IngestReport",
     "InvalidInput",
     "Knowledge",
+    "KnowledgeHit",
+    "KnowledgeStats",
+    "LineHit",
+    "MatchReport",
     "Memory",
     "MemoryType",
+    "ModelMismatch",
     "Neighbour",
+    "NotFound",
     "OctobrainError",
     "Recall",
     "Relationship",
     "RelationshipType",
+    "SearchResult",
+    "SleepReport",
     "Source",
+    "SourceInfo",
     "State",
     "StorageError",
+    "StoreVersion",
+    "Stored",
+    "StoredNote",
+    "Unconsolidation",
     "__version__",
     "derive_scope",
     "get_embedder",
