@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,55 @@ def test_a_lease_a_finished_command_could_not_let_go_does_not_hold_up_the_next(
         with pytest.raises(StoreBusy, match="is locked by"):
             later.memorize("Fourth", "Written while a live holder has the lease.")
         assert _lease(later.store.location) == holder
+
+
+def test_a_lease_this_process_could_not_let_go_is_written_again_before_it_is_held(
+    relayed: tuple[Relay, S3, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A long-running process (an MCP server) could not let go of the lease (the endpoint was
+    # down). Its next write found its own name in the object and held it without writing it
+    # again: a machine that had seen the object unchanged for 60 s took it over, and both held
+    # it until the server's next renewal (up to 15 s).
+    import obstore
+
+    relay, via, uri = relayed
+    clock = [1000.0]  # both machines' boot-time clocks (`_elapsed`), moved by hand
+    monkeypatch.setattr(lease_module, "_elapsed", lambda: clock[0])
+    server, other = StoreLocation(uri, via.options), StoreLocation(uri, via.options)
+    relay.down_at = r"^HEAD .*_octobrain/locks/write\.json"
+    with server.lock("write", 5):
+        pass
+    relay.down = False
+    left = _lease(server)
+    with pytest.raises(StoreBusy), other.lock("write", 0.1):
+        pass  # the other machine reads the object left behind, and waits
+    clock[0] += lease_module.LEASE_TTL_S - 1
+    with server.lock("write", 5):
+        clock[0] += 2  # the object the other machine first read is 61 s old by now
+        with pytest.raises(StoreBusy, match=left["holder"]), other.lock("write", 0.1):
+            pass
+        server.check_held()  # (the server still holds it)
+    with other.lock("write", 0.1):  # let go: the other machine takes it at once
+        assert _lease(other)["holder"] != left["holder"]
+
+    # Taken over between the server's read of its own object and its write: it waits.
+    relay.down_at = r"^HEAD .*_octobrain/locks/write\.json"
+    with server.lock("write", 5):
+        pass
+    relay.down = False
+    taker = {"holder": "desktop:7:taker", "expires": time.time() + 60}
+    read = obstore.get
+
+    def taken_after(store: object, key: str) -> object:
+        got = read(store, key)  # type: ignore[arg-type]
+        _set_lease(other, taker)
+        return got
+
+    monkeypatch.setattr(obstore, "get", taken_after)
+    with pytest.raises(StoreBusy, match=taker["holder"]), server.lock("write", 0.3):
+        pass
+    monkeypatch.setattr(obstore, "get", read)
+    assert _lease(server) == taker
 
 
 _PAUSED_LINK = textwrap.dedent(

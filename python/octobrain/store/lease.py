@@ -125,11 +125,12 @@ class Waiting:
 class Lease:
     """A write lease held as one object in the store (see the module docstring).
 
-    Holder: each put (create or renewal) is sent at a moment of this machine's boot-time
-    clock; the lease is good until one TTL after it, less a quarter TTL for the commit under
-    way (`_valid_until`). The heartbeat renews it every quarter TTL by compare-and-swap on its
-    ETag; a renewal refused means another writer took it over. `check` (every commit under the
-    lease, via `StoreLocation.check_held`) refuses once either happened, so a holder paused
+    Holder: each put (a create, a renewal, or the rewrite of an object still naming this holder:
+    a create whose answer was lost, a release that failed) is sent at a moment of this machine's
+    boot-time clock; the lease is good until one TTL after it, less a quarter TTL for the commit
+    under way (`_valid_until`). The heartbeat renews it every quarter TTL by compare-and-swap on
+    its ETag; a renewal refused means another writer took it over. `check` (every commit under
+    the lease, via `StoreLocation.check_held`) refuses once either happened, so a holder paused
     past the TTL never commits what it read before.
 
     Taker: a lease is taken over (compare-and-swap on the ETag read) when the object stayed the
@@ -228,7 +229,6 @@ class Lease:
         deadline = time.monotonic() + timeout
         pause = 0.02
         while True:
-            sent = _elapsed()
             try:
                 self._put("create")
                 break
@@ -244,8 +244,11 @@ class Lease:
             if self._seen is None or self._seen[0] != etag:
                 self._seen = (etag, seen)
             holder, expires, problem = _read_lease(raw)
-            if holder == self._holder:  # our create landed, its answer was lost (a retry)
-                self._etag, self._valid_until = etag, sent + LEASE_TTL_S * 3 / 4
+            if holder == self._holder:  # our create whose answer was lost, or a failed release:
+                try:  # written again, so its time runs from now (a taker's wait starts over)
+                    self._put({"e_tag": etag})
+                except (PreconditionError, FileNotFoundError):
+                    continue  # another writer took it over meanwhile
                 break
             unchanged = seen - self._seen[1]
             long_dead = expires is not None and expires + CLOCK_TOLERANCE_S < time.time()
