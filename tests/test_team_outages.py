@@ -9,6 +9,7 @@ The loopback S3 endpoint of `test_object_store`, reached through a relay that ca
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -24,7 +25,7 @@ from octobrain.errors import StorageError
 from octobrain.store import lease as lease_module
 from octobrain.store import memories
 from octobrain.store.doctor import diagnose
-from octobrain.store.lease import StoreBusy
+from octobrain.store.lease import LeaseLost, StoreBusy
 from octobrain.store.location import StoreLocation
 from tests.relay import Relay
 from tests.test_object_store import (  # noqa: F401 (fixtures)
@@ -191,6 +192,39 @@ def test_a_lease_this_process_could_not_let_go_is_written_again_before_it_is_hel
         pass
     monkeypatch.setattr(obstore, "get", read)
     assert _lease(server) == taker
+
+
+def test_a_lease_that_lapsed_while_held_is_left_to_expire_not_deleted(
+    relayed: tuple[Relay, S3, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Letting go is a read of the object then a delete (obstore has no conditional delete): a
+    # holder past its time (paused, or cut off from the endpoint) whose lease was taken over in
+    # between deleted the taker's lease, and a third machine could then take it too.
+    import obstore
+
+    _, via, uri = relayed
+    clock = [1000.0]
+    monkeypatch.setattr(lease_module, "_elapsed", lambda: clock[0])
+    server, other = StoreLocation(uri, via.options), StoreLocation(uri, via.options)
+    taker = {"holder": "desktop:7:taker", "expires": time.time() + 60}
+    read = obstore.head
+
+    def taken_after(store: object, key: str) -> object:
+        seen = read(store, key)  # type: ignore[arg-type]
+        _set_lease(other, taker)  # the takeover lands between the read and the delete
+        return seen
+
+    held = server.lock("write", 5)
+    held.__enter__()
+    ours = _lease(server)["holder"]
+    clock[0] += lease_module.LEASE_TTL_S  # past what its last renewal held it for
+    monkeypatch.setattr(obstore, "head", taken_after)
+    with contextlib.suppress(LeaseLost):
+        held.__exit__(None, None, None)
+    monkeypatch.setattr(obstore, "head", read)
+    # Not deleted (before: FileNotFoundError, the taker's lease gone): it expires, or the
+    # taker's stands.
+    assert _lease(other)["holder"] in (taker["holder"], ours)
 
 
 _PAUSED_LINK = textwrap.dedent(

@@ -334,6 +334,12 @@ class Lease:
             self._beat = None
         if self._lost is not None:
             return  # another writer's lease now
+        if _elapsed() >= self._valid_until:
+            # Past what its last renewal held it for, another may have taken it over, and the
+            # head-then-delete below (obstore has no conditional delete) could delete that
+            # writer's lease in between: left to expire instead.
+            log.warning("the write lease %s lapsed before it was let go; it expires", self._key)
+            return
         store = self._location.objects()
         try:
             if obstore.head(store, self._key)["e_tag"] == self._etag:
