@@ -9,6 +9,7 @@ import gc
 import multiprocessing
 import os
 import pydoc
+import re
 import shutil
 import subprocess
 import sys
@@ -317,3 +318,30 @@ def test_a_store_deleted_under_a_brain_is_a_storage_error_on_every_call(
     for call in calls:
         with pytest.raises(StorageError, match=r"^store: "):
             call()
+
+
+def test_a_config_or_embedder_setting_made_in_python_is_checked_as_a_file_is(
+    tmp_path: Path,
+) -> None:
+    # A `Config` made in Python was never checked (only one read from the file or the
+    # environment was): `default_limit=0` or a limit over `max_results` went on to fail deep
+    # inside, or to be used; `get_embedder(batch_size=0)` or `"32"` failed at the first text.
+    from octobrain import ConfigError, Knowledge, get_embedder
+    from octobrain.config import Config, SearchConfig
+
+    hashed = get_embedder("hash:64")
+    for search, said in [
+        (SearchConfig(default_limit=0), "search.default_limit: must be between 1 and 1000"),
+        (SearchConfig(default_limit=80), "search.default_limit: must be <= search.max_results"),
+    ]:
+        for make in (Brain, Knowledge):
+            with pytest.raises(ConfigError, match=f"^{re.escape(said)}$"):
+                make("acme/api", config=Config(search=search), embedder=hashed, uri=tmp_path)
+    for setting, said in [
+        ({"batch_size": 0}, "embedding.batch_size: must be between 1 and 2048"),
+        ({"batch_size": "32"}, "embedding.batch_size: must be an integer"),
+        ({"allow_download": "no"}, "embedding.allow_download: must be true or false"),
+    ]:
+        with pytest.raises(ConfigError, match=f"^{re.escape(said)}$"):
+            get_embedder("hash:64", **setting)
+    assert Brain("acme/api", config=Config(), embedder=hashed, uri=tmp_path).scope == "acme/api"

@@ -7,6 +7,7 @@ here.
 """
 
 from octobrain.config.loader import (
+    check_config,
     config_path,
     data_dir,
     default_config_toml,
@@ -47,6 +48,7 @@ __all__ = [
     "SearchConfig",
     "ServiceConfig",
     "StorageConfig",
+    "check_config",
     "config_path",
     "data_dir",
     "default_config_toml",

@@ -9,11 +9,14 @@ the env var), the dotted key and the rule.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import sys
 import typing
+import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -95,6 +98,7 @@ def resolve_storage_uri(config: Config) -> str:
 # ---- loading -----------------------------------------------------------------------------
 
 
+@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -288,10 +292,44 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
 
     config: Config = _build(Config, values)
     _check_cross(config, origin)
+    with contextlib.suppress(TypeError):  # (`check_config` need not check it again)
+        _CHECKED.add(config)
     return config
 
 
 _MISSING = object()
+
+
+# Configs known to hold every rule (what `load_config` built, or `check_config` checked): a
+# config is frozen, and one equal to a checked one holds them too.
+_CHECKED: weakref.WeakSet[Config] = weakref.WeakSet()
+
+
+def check_config(config: Config) -> Config:
+    """`config` when each of its values holds its key's type and rule and the rules between
+    keys, as `load_config` checks them in a file; else the `ConfigError` naming the key. For a
+    `Config` made in Python (`Config(search=SearchConfig(default_limit=0))`), which nothing
+    checked: a wrong value failed deep inside, or was used."""
+    try:
+        if config in _CHECKED:
+            return config
+    except TypeError:  # (unhashable: a list where a tuple belongs, checked below)
+        pass
+    for dotted, typ, f in _leaves(Config):
+        value: Any = config
+        for part in dotted.split("."):
+            value = getattr(value, part)
+        if typing.get_origin(typ) is tuple and isinstance(value, tuple):
+            value = list(value)  # (what `_coerce` reads from a file)
+        value, problem = _coerce(value, typ)
+        rule = f.metadata.get("rule")
+        problem = problem or (rule(value) if rule is not None else None)
+        if problem:
+            raise ConfigError(dotted, problem)
+    _check_cross(config, {})
+    with contextlib.suppress(TypeError):
+        _CHECKED.add(config)
+    return config
 
 
 def _check_cross(c: Config, origin: Mapping[str, str]) -> None:

@@ -32,7 +32,18 @@ def get_embedder(
     the bundled model, `prepare` is called). A cloud
     provider whose API key env var is unset fails here, with the variable's name.
     """
+    from octobrain.config import Config, EmbeddingConfig, check_config
+
     spec = parse_model_spec(model)
+    # The rules of the `[embedding]` keys these are (a batch size of 0 or "32" failed later).
+    settings = EmbeddingConfig(
+        model=model,
+        batch_size=batch_size,
+        timeout_secs=timeout_secs,
+        allow_download=allow_download,
+        base_url=base_url,
+    )
+    check_config(Config(embedding=settings))
     key = (spec.model_id, batch_size, allow_download, timeout_secs, base_url)
     with _CACHE_LOCK:
         if key in _EMBEDDERS:
@@ -79,7 +90,7 @@ def facade_parts(config: object, embedder: object, uri: object) -> tuple[Config,
     a `Config` (None: `load_config()`), `embedder` an `Embedder` (None: the one the config
     names), `uri` a path or URI (None: the config's store). A wrong one is `InvalidInput`
     naming it (it was an AttributeError from deep inside, or a store at `str(uri)`)."""
-    from octobrain.config import Config, load_config, resolve_storage_uri
+    from octobrain.config import Config, check_config, load_config, resolve_storage_uri
     from octobrain.errors import InvalidInput
 
     if config is None:
@@ -88,6 +99,8 @@ def facade_parts(config: object, embedder: object, uri: object) -> tuple[Config,
         raise InvalidInput(
             "config", f"must be an octobrain.Config (or None), got {type(config).__name__}"
         )
+    else:
+        check_config(config)
     if embedder is None:
         embedder = embedder_from_config(config)
     elif not isinstance(embedder, Embedder):
