@@ -335,3 +335,11 @@ def test_output_naming_the_readme_to_update_is_refused(first: str, tmp_path: Pat
     said = f"{second[2:]}: --output and --update name one file ({readme}); write the JSON"
     assert result.stderr.startswith(f"error: {said}"), result.stderr
     assert readme.read_text() == "<!-- scale:start -->\n<!-- scale:end -->\n"
+
+
+def test_a_locomo_data_path_that_does_not_exist_is_said_so(tmp_path: Path) -> None:
+    # It said "holds no LoCoMo file", as of an empty folder, for a mistyped path.
+    missing = tmp_path / "locomo-dve"
+    result = CliRunner().invoke(main, ["bench", "locomo", "--data", str(missing)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: --data: {missing}: no such file or directory")

@@ -204,6 +204,8 @@ def locomo_file(data: Path) -> Path:
     files, or none, is an error naming them."""
     if data.is_file():
         return data
+    if not data.exists():  # (it said "holds no LoCoMo file", as of an empty folder)
+        raise InvalidInput("data", f"{data}: no such file or directory")
     for name in _KNOWN_NAMES:
         if (data / name).is_file():
             return data / name
