@@ -17,6 +17,7 @@ import textwrap
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,9 @@ def _memory(brain: Brain, i: int) -> str:
 # inside (or, for the flags, did what a truthy string says: `global_="no"` wrote globally).
 WRONG: dict[str, tuple[str, Callable[[Any, str], object]]] = {
     "remember(None)": ("query", lambda b, m: b.remember(None)),
+    "count_access(1)": ("ids", lambda b, m: b.count_access(1, datetime.now(timezone.utc))),
+    "count_access(naive)": ("now", lambda b, m: b.count_access([m], datetime(2026, 1, 1))),
+    "flush(keep)": ("keep", lambda b, m: b.flush(keep="x")),
     "remember(1)": ("query", lambda b, m: b.remember(1)),
     "memory_types=1": ("memory_types", lambda b, m: b.remember("qq", memory_types=1)),
     "record_access": ("record_access", lambda b, m: b.remember("qq", record_access="no")),

@@ -26,6 +26,7 @@ from octobrain.models import (
     check_flag,
     check_id_ref,
     check_limit,
+    check_strings,
     check_unit,
     parse_memory_type,
 )
@@ -125,13 +126,17 @@ class Reads(BrainBase):
 
     def count_access(self, ids: Sequence[str], now: datetime) -> None:
         """Count one access to each of `ids` (committed off the caller's path, as
-        `remember`'s are)."""
+        `remember`'s are) at `now`, a timezone-aware time."""
+        ids = check_strings("ids", ids)
+        if not isinstance(now, datetime) or now.tzinfo is None:
+            raise InvalidInput("now", f"must be a timezone-aware datetime, got {now!r}")
         self._access_queue().add(ids, now, self.retriever.corpus)
 
     def flush(self, *, keep: bool = False) -> None:
         """Commit the access counts `remember` queued (`memory.access`) now, instead of
         within the next second; also done when the process exits. `keep`: leave them for the
         next process that opens the tables instead, where this one may (`AccessQueue.flush`)."""
+        keep = check_flag("keep", keep)
         with _QUEUES_LOCK:
             queue = _QUEUES.get(self.store)
         if queue is not None:
