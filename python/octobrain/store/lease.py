@@ -162,16 +162,12 @@ class Lease:
             raise StoreBusy(f"store: {self._location}: lock {self._key} busy in this process")
         try:
             if self._depth == 0:
-                self._acquire(timeout if timeout >= 0 else float("inf"))
+                with self._location.requesting(f"cannot take the write lease {self._key}"):
+                    self._acquire(timeout if timeout >= 0 else float("inf"))
                 self._owner = threading.get_ident()
-        except BaseException as exc:
+        except BaseException:
             self._rlock.release()
-            failure = self._location.request_failure(
-                f"cannot take the write lease {self._key}", exc
-            )
-            if failure is None:
-                raise
-            raise failure from exc
+            raise
         self._depth += 1
 
     def exit(self) -> None:

@@ -14,10 +14,11 @@ Small shared records (the last sleep pass of a scope) live under `_octobrain/` t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,19 +146,21 @@ class StoreLocation:
         listed = obstore.list(self.objects(), f"{name}.lance/_versions/", chunk_size=1)
         return not any(batch for batch in listed)
 
-    def request_failure(self, what: str, exc: BaseException) -> StorageError | None:
-        """The one line for a request to this store that failed (`what` could not be done):
-        the endpoint down, refusing or not answering; None when `exc` is no such failure (a
-        missing object, a refused condition: its caller's to handle)."""
+    @contextlib.contextmanager
+    def requesting(self, what: str) -> Iterator[None]:
+        """Requests to this store under it that fail (the endpoint down, refusing or not
+        answering) raise the one line saying `what` could not be done; anything else (a missing
+        object, a refused condition: its caller's to handle) goes through as it was raised."""
         from obstore.exceptions import BaseError
 
-        if not isinstance(exc, BaseError):
-            return None
-        return StorageError(
-            f"store: {self}: {what} ({object_store_reason(exc)}); nothing was changed: check "
-            "that the endpoint is up and reachable (storage.uri, storage.options), then run it "
-            "again"
-        )
+        try:
+            yield
+        except BaseError as exc:
+            raise StorageError(
+                f"store: {self}: {what} ({object_store_reason(exc)}); nothing was changed: "
+                "check that the endpoint is up and reachable (storage.uri, storage.options), "
+                "then run it again"
+            ) from exc
 
     def check_held(self) -> None:
         """Refuse (`LeaseLost`), before a commit, a write whose lease this thread may have lost
@@ -192,14 +195,10 @@ class StoreLocation:
             import obstore
 
             try:
-                raw = bytes(obstore.get(self.objects(), f"{_META}/{name}").bytes())
+                with self.requesting(f"cannot read {_META}/{name}"):
+                    raw = bytes(obstore.get(self.objects(), f"{_META}/{name}").bytes())
             except FileNotFoundError:
                 return None
-            except Exception as exc:
-                failure = self.request_failure(f"cannot read {_META}/{name}", exc)
-                if failure is None:
-                    raise
-                raise failure from exc
         record = json.loads(raw)
         if not isinstance(record, dict):
             raise ValueError("not a JSON object")
@@ -212,13 +211,8 @@ class StoreLocation:
         if self.path is None:
             import obstore
 
-            try:
+            with self.requesting(f"cannot write {_META}/{name}"):
                 obstore.put(self.objects(), f"{_META}/{name}", data)
-            except Exception as exc:
-                failure = self.request_failure(f"cannot write {_META}/{name}", exc)
-                if failure is None:
-                    raise
-                raise failure from exc
             return
         target = self.path / _META / name
         target.parent.mkdir(parents=True, exist_ok=True)
