@@ -15,6 +15,16 @@ import os
 from octobrain.errors import StorageError
 
 _OPENER: int | None = None  # the process that first connected to LanceDB
+_FORKED_FROM: int | None = None  # in a child forked after that: the process that connected
+
+
+def _after_fork_in_child() -> None:
+    global _FORKED_FROM
+    if _OPENER is not None and _FORKED_FROM is None:
+        _FORKED_FROM = _OPENER
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)  # (not a `getpid` at every check)
 
 
 def connecting(where: object) -> None:
@@ -26,10 +36,11 @@ def connecting(where: object) -> None:
 
 def check(where: object) -> None:
     """`StorageError` when this process was forked from one that had opened a store."""
-    if _OPENER is not None and os.getpid() != _OPENER:
+    if _FORKED_FROM is not None:
         raise StorageError(
-            f"store: {where}: this process (pid {os.getpid()}) was forked from pid {_OPENER} "
-            "after it had opened a store, and LanceDB does not run reliably in a forked child "
-            "(it crashes or hangs); start child processes with the 'spawn' or 'forkserver' "
-            "method (multiprocessing.get_context('spawn')), or fork before opening a store"
+            f"store: {where}: this process (pid {os.getpid()}) was forked from pid "
+            f"{_FORKED_FROM} after it had opened a store, and LanceDB does not run reliably in a "
+            "forked child (it crashes or hangs); start child processes with the 'spawn' or "
+            "'forkserver' method (multiprocessing.get_context('spawn')), or fork before opening "
+            "a store"
         )
