@@ -235,20 +235,25 @@ def test_a_deletion_file_gone_after_a_tail_is_reported(tmp_path: Path) -> None:
     assert not reader.store.connected
 
 
-def test_a_tail_that_names_no_data_files_is_not_replayed(tmp_path: Path) -> None:
-    # One an older octobrain left: what it would serve cannot be checked against the store's
-    # files, so the store is read (and a tail that names them is left for the next process).
+def _left_tail(tmp_path: Path) -> tuple[Path, dict[str, Any], bytes]:
+    """The tail left beside the snapshot: its path, its header and what follows the header."""
+    [left] = (tmp_path / "data" / "cache" / "snapshots").glob("*/v*/tail-*.bin")
+    data = left.read_bytes()
+    start = len(tail.MAGIC) + 12
+    (size,) = struct.unpack_from("<Q", data, len(tail.MAGIC))
+    return left, json.loads(data[start : start + size]), data[start + size :]
+
+
+def test_a_tail_an_older_octobrain_left_is_not_replayed(tmp_path: Path) -> None:
+    # Its header has no checksum (and, older still, names no data files): what it would
+    # serve cannot be checked, so the store is read, and a tail of this octobrain's is left
+    # for the next process.
     uri = tmp_path / "db"
     _store_with_snapshot(uri)
     added = _served_by_a_tail(uri)
-    [left] = (tmp_path / "data" / "cache" / "snapshots").glob("*/v*/tail-*.bin")
-    data = left.read_bytes()
-    start = len(tail.MAGIC) + 8
-    (size,) = struct.unpack_from("<Q", data, len(tail.MAGIC))
-    header = json.loads(data[start : start + size])
-    del header["data_files"]
+    left, header, body = _left_tail(tmp_path)
     head = json.dumps(header).encode()
-    left.write_bytes(tail.MAGIC + struct.pack("<Q", len(head)) + head + data[start + size :])
+    left.write_bytes(b"OBTAIL1\n" + struct.pack("<Q", len(head)) + head + body)
     reader = _brain(uri)
     assert _hits(reader, "setting zqnew", limit=1, record_access=False) == [added.id]
     assert reader.store.connected
@@ -256,6 +261,25 @@ def test_a_tail_that_names_no_data_files_is_not_replayed(tmp_path: Path) -> None
     again = _brain(uri)
     assert _hits(again, "setting zqnew", limit=1, record_access=False) == [added.id]
     assert not again.store.connected
+
+
+def test_a_tail_whose_header_changed_on_disk_is_not_replayed(tmp_path: Path) -> None:
+    # The header's arrays are positions in the mirror: one digit of the forgotten memory's
+    # position changed on disk (the body's checksum still held) and the replay dropped
+    # another memory, served the forgotten one again, and said nothing.
+    uri = tmp_path / "db"
+    ids = _store_with_snapshot(uri)
+    _served_by_a_tail(uri, forget=ids[4])
+    left, header, _ = _left_tail(tmp_path)
+    [step] = [s for s in header["steps"] if s["gone"]]
+    assert step["gone"] == [4]
+    data = left.read_bytes()
+    at = data.index(b'"gone": [4]') + len(b'"gone": [')
+    left.write_bytes(data[:at] + b"7" + data[at + 1 :])  # [4] → [7], the length unchanged
+    reader = _brain(uri)
+    hits = _hits(reader, "setting zq7 zq4", record_access=False)
+    assert ids[7] in hits and ids[4] not in hits
+    assert reader.store.connected  # caught up from the store, the tail not trusted
 
 
 _CUT_WHILE_MAPPED = """

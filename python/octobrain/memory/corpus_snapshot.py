@@ -109,9 +109,6 @@ def replay_tail(c: Corpus, version: int, edges_version: int) -> tail.Tail | None
         edges_version
     ):
         return None
-    if not found.names_files:  # (an older octobrain's: the next catch-up leaves another)
-        log.info("memory snapshot tail names no data files; catching up from the store")
-        return None
     try:
         for step in found.steps:
             corpus_apply.apply(c, step)

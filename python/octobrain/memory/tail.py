@@ -16,9 +16,11 @@ for its own (`corpus_snapshot.check_data_files`): a new process checks those bef
 answers. Anything else (no tail, another version, a checksum that fails, a step that does
 not apply) leaves the snapshot to be caught up through LanceDB as before.
 
-The file: ``OBTAIL1\\n``, the length of a JSON header (8 bytes, little-endian), the header
-(versions, fingerprint, each step's arrays and row count, the CRC-32 of what follows), then
-the rows of every step and the edges as two Arrow IPC streams. Written beside its name and
+The file: ``OBTAIL2\\n``, the length of a JSON header (8 bytes, little-endian), the header's
+CRC-32 (4 bytes), the header (versions, fingerprint, each step's arrays and row count, the
+CRC-32 of what follows), then the rows of every step and the edges as two Arrow IPC streams.
+The header is checked as the rows are: its arrays are positions in the mirror, and one digit
+changed on disk would drop or move another memory than the step did. Written beside its name and
 renamed to it; a tail that replaces it, or the snapshot's next rewrite, removes it.
 """
 
@@ -43,7 +45,11 @@ from octobrain.memory.snapshot import read_data_files
 
 log = logging.getLogger(__name__)
 
-MAGIC = b"OBTAIL1\n"
+MAGIC = b"OBTAIL2\n"
+# What an older octobrain left: its header had no checksum of its own, nor (before that) the
+# data files its versions read. Not replayed; the next catch-up leaves a tail of this one's.
+_OLDER = b"OBTAIL1\n"
+_FRAME = struct.Struct("<QI")  # the header's length and CRC-32
 MAX_BYTES = 256 << 20  # a tail holds at most a few hundred rows and the edges
 # The edges go into a tail whole when they changed: past this size (some 100,000 of them) a
 # tail is not left, since each write would copy them all once more.
@@ -79,9 +85,6 @@ class Tail:
     # The store's data files its versions read, by table (`Snapshot.data_files`; None: they
     # could not be told). Written on the writer's thread, just before the tail is.
     data_files: dict[str, list[tuple[str, int]]] | None = None
-    # Whether its header names them (a tail an older octobrain left does not: never replayed,
-    # as the damage it would hide cannot be told).
-    names_files: bool = True
 
 
 def _name(version: int) -> str:
@@ -128,7 +131,7 @@ def write(where: Path, tail: Tail) -> None:
     head = json.dumps(header).encode()
     tmp = where / f".tail-{os.getpid()}-{secrets.token_hex(4)}.tmp"
     with tmp.open("wb") as f:
-        f.write(MAGIC + struct.pack("<Q", len(head)) + head)
+        f.write(MAGIC + _FRAME.pack(len(head), zlib.crc32(head)) + head)
         f.write(rows)
         f.write(edges)
     os.replace(tmp, where / _name(tail.version))
@@ -148,6 +151,10 @@ def load(where: Path, version: int) -> Tail | None:
     except OSError as exc:
         log.warning("memory snapshot tail %s not used: %s", path.name, exc)
         return None
+    if data.startswith(_OLDER):
+        log.info("memory snapshot tail %s is an older octobrain's; removed", path.name)
+        path.unlink(missing_ok=True)
+        return None
     try:
         return _parse(data, version)
     except (ValueError, KeyError, TypeError, struct.error, pa.ArrowException) as exc:
@@ -159,9 +166,12 @@ def load(where: Path, version: int) -> Tail | None:
 def _parse(data: bytes, version: int) -> Tail:
     if not data.startswith(MAGIC):
         raise ValueError("not a snapshot tail")
-    (size,) = struct.unpack_from("<Q", data, len(MAGIC))
-    start = len(MAGIC) + 8 + size
-    header = json.loads(data[len(MAGIC) + 8 : start])
+    size, crc = _FRAME.unpack_from(data, len(MAGIC))
+    start = len(MAGIC) + _FRAME.size + size
+    head = data[len(MAGIC) + _FRAME.size : start]
+    if len(head) != size or zlib.crc32(head) != crc:
+        raise ValueError("its header fails its checksum")
+    header = json.loads(head)
     body = data[start:]
     if zlib.crc32(body) != header["crc"]:
         raise ValueError("it fails its checksum")
@@ -195,6 +205,5 @@ def _parse(data: bytes, version: int) -> Tail:
         edges=edges,
         edges_version=int(header["edges_version"]),
         edges_mark=int(header["edges_mark"]),
-        data_files=read_data_files(header.get("data_files")),
-        names_files="data_files" in header,
+        data_files=read_data_files(header["data_files"]),
     )
