@@ -239,6 +239,14 @@ def _wrong_positions(path: Path) -> None:
     path.write_text(json.dumps(manifest), encoding="utf-8")
 
 
+def _scope_renamed(path: Path) -> None:
+    # One letter of the scope's name in the manifest's codes, as a bit flipped on disk does
+    # (the file stays JSON, every other check holds).
+    text = path.read_text(encoding="utf-8")
+    assert text.count(f'"{SCOPE}"') == 1
+    path.write_text(text.replace(f'"{SCOPE}"', f'"{SCOPE[:-1]}j"'), encoding="utf-8")
+
+
 @pytest.mark.parametrize(
     ("file", "damage"),
     [
@@ -251,6 +259,7 @@ def _wrong_positions(path: Path) -> None:
         ("ids.npy", _truncate),
         ("manifest.json", _wrong_format),
         ("manifest.json", _wrong_positions),
+        ("manifest.json", _scope_renamed),  # (served: the project's memories found by none)
     ],
 )
 def test_a_damaged_snapshot_is_detected_rebuilt_and_never_served(

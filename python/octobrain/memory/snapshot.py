@@ -65,11 +65,11 @@ from octobrain.memory.page_check import BLOCK, PageCheck, block_crcs, in_backgro
 
 log = logging.getLogger(__name__)
 
-# 9: invisible format characters (a soft hyphen) dropped from the BM25 terms (8: `C++`, `C#`
-# keep their marks among them; 7: a version's number without its
-# `v`; 6: identifier parts; 5: each edge's checksum; 4: each row's; 3: row addresses and the
-# edges; 2: the BM25 index as memory-mapped arrays; 1: one file)
-FORMAT = 9
+# 10: the manifest's own checksum; 9: invisible format characters (a soft hyphen) dropped
+# from the BM25 terms; 8: `C++`, `C#` keep their marks among them; 7: a version's number
+# without its `v`; 6: identifier parts; 5: each edge's checksum; 4: each row's; 3: row
+# addresses and the edges; 2: the BM25 index as memory-mapped arrays; 1: one file
+FORMAT = 10
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 _CHUNK = 8 << 20
@@ -96,6 +96,11 @@ def _small_text(path: Path) -> str:
     """The text of `CURRENT` or a snapshot's manifest, stripped; `OSError` when it is not a
     regular file (a FIFO in its place is refused, not waited on) or is past 64 MiB."""
     return read_regular(path, 64 << 20)[0].decode("utf-8").strip()
+
+
+def _manifest_crc(manifest: dict[str, Any]) -> int:
+    """The CRC-32 of a manifest (without its own), over one spelling of its JSON."""
+    return zlib.crc32(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode())
 
 
 @dataclass
@@ -243,6 +248,10 @@ class SnapshotDir:
 
     def _load(self, where: Path) -> Snapshot:
         manifest = json.loads(_small_text(where / MANIFEST))
+        if not isinstance(manifest, dict) or manifest.pop("crc", None) != _manifest_crc(manifest):
+            # (its codes name each row's scope, state and type: one letter changed on disk
+            # and a project's every memory was out of its own searches)
+            raise ValueError(f"{MANIFEST} fails its checksum")
         expect = {"format": FORMAT, "uri": self.uri, "model_id": self.model_id, "dim": self.dim}
         for key, value in expect.items():
             if manifest.get(key) != value:
@@ -355,6 +364,7 @@ class SnapshotDir:
             }
             if snap.data_files is not None:
                 manifest["data_files"] = snap.data_files
+            manifest["crc"] = _manifest_crc(manifest)
             _write_synced(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
             _fsync_dir(tmp)
             final = self.path / f"v{snap.version}-{secrets.token_hex(4)}"
