@@ -40,12 +40,20 @@ _BLANK_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Mn", "Me"})
 _BLANK_LETTERS = frozenset("\u115f\u1160\u2800\u3164\uffa0")
 
 
+def shows_something(text: str) -> bool:
+    """Whether `text` holds a character that shows (not only spaces, zero-width or format
+    characters, combining marks or blank filler letters)."""
+    return any(
+        ch not in _BLANK_LETTERS and unicodedata.category(ch) not in _BLANK_CATEGORIES
+        for ch in text
+    )
+
+
 def check_visible(field_name: str, text: str) -> str:
     """Refuse a required text that shows nothing: "\u200b\u200b" is 6 bytes of UTF-8, past a
     title's minimum, and prints as an empty title."""
-    for ch in text:
-        if ch not in _BLANK_LETTERS and unicodedata.category(ch) not in _BLANK_CATEGORIES:
-            return text
+    if shows_something(text):
+        return text
     raise InvalidInput(
         field_name, "must hold visible text, not only spaces, zero-width or format characters"
     )

@@ -43,6 +43,7 @@ from octobrain.memory.turns import (
     streamed,
 )
 from octobrain.models import ID_CHARS
+from octobrain.safe_text import shows_something
 
 __all__ = [
     "FORMATS",
@@ -288,7 +289,8 @@ def parse_chat(records: list[Any], *, key: str = "chat", field_name: str = "turn
     """A generic chat export: `{speaker, text, time?, session?, id?}` records in order.
 
     Without `session` fields a new session starts after a silence longer than 4 hours (or
-    never, when no turn has a time). Records with blank text are skipped. Errors name a record
+    never, when no turn has a time). Records with blank text (or only invisible characters) are
+    skipped, and counted. Errors name a record
     `<field_name>[i]`.
     """
     if not isinstance(records, list):
@@ -306,7 +308,8 @@ def parse_chat(records: list[Any], *, key: str = "chat", field_name: str = "turn
 
 def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
     """`parse_chat`'s turns, of records each given with how errors name it (`turns[3]`,
-    `line 7`), one at a time; None for a record whose text is blank (skipped, and counted)."""
+    `line 7`), one at a time; None for a record whose text shows nothing (skipped, and
+    counted)."""
     session_no, last_time, per_session = 1, None, 0
     names: dict[str, str] = {}  # one string per speaker and session, not one per turn
     said = Occurrences()
@@ -334,6 +337,9 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
             continue
         own = turn_id(f"{where}.id", record.get("id"))
         per_session += 1
+        if not shows_something(text):  # (zero-width or format characters: no word to find)
+            yield None  # (its place still counted: the turns after it were keyed so)
+            continue
         turn_key = own
         former: tuple[str, ...] = ()
         if not own:

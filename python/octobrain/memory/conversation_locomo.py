@@ -13,6 +13,7 @@ from typing import Any
 from octobrain.errors import InvalidInput
 from octobrain.memory.turn_fields import SPEAKER_CHARS, turn_id, turn_name, turn_text
 from octobrain.memory.turns import Conversation, Turn
+from octobrain.safe_text import shows_something
 from octobrain.times import ISO_CHARS, iso_time, not_ahead
 
 _SESSION = re.compile(r"^session_(\d{1,9})$")
@@ -65,6 +66,7 @@ def locomo_conversations(samples: Iterable[Any]) -> list[Conversation]:
             raise InvalidInput(f"{where}.conversation", "must be an object of sessions")
         key = turn_id(f"{where}.sample_id", sample.get("sample_id")) or f"locomo-{i}"
         said: list[Turn] = []
+        blank = 0
         # (the pattern takes at most 9 digits: a longer number names no session)
         named = sorted((int(m.group(1)), k) for k in body if (m := _SESSION.match(k)))
         for (n, name), (again, other) in itertools.pairwise(named):
@@ -87,7 +89,8 @@ def locomo_conversations(samples: Iterable[Any]) -> list[Conversation]:
                 shared = caption if isinstance(caption, str) else ""
                 if turn_text(f"{twhere}.blip_caption", shared).strip():
                     text = f"{text} [shares {shared.strip()}]"
-                if not text.strip():
+                if not shows_something(text):  # (blank, or zero-width characters only)
+                    blank += 1
                     continue
                 given = turn_id(f"{twhere}.dia_id", turn.get("dia_id"))
                 origin = f"{twhere}.dia_id" if given else twhere
@@ -102,5 +105,5 @@ def locomo_conversations(samples: Iterable[Any]) -> list[Conversation]:
                         origin,
                     )
                 )
-        out.append(Conversation(key, said))
+        out.append(Conversation(key, said, blank))
     return out

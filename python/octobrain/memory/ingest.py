@@ -98,7 +98,7 @@ class IngestReport:
         if self.forgotten:
             text += f", {self.forgotten} forgotten earlier (`forget`), not stored again"
         if self.blank:
-            text += f", {self.blank} with blank text skipped"
+            text += f", {self.blank} with blank text skipped (no visible character)"
         if self.other_words:
             text += (
                 f", {self.other_words} not stored: their id names a stored turn with other "
