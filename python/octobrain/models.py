@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import Enum
@@ -270,13 +271,24 @@ def check_flag(field_name: str, value: object) -> bool:
 
 
 def check_list(field_name: str, values: object) -> list[Any]:
-    """`values` when it is a list or tuple, as a list. One string is refused (it would be read
-    as its characters), as is anything else (an int had no `len`, a `None` was not iterable).
-    Its items are the caller's to check."""
+    """`values` as a list: a list, a tuple or any other iterable (a generator, a deque) in
+    its own order, a set sorted (it has no order, and what is stored or answered must not
+    change from one run to the next). One string is refused (it would be read as its
+    characters), as are bytes and a mapping (a dict is not a list of its keys by intent) and
+    anything that is not iterable (an int had no `len`, a `None` was not iterable). Its items
+    are the caller's to check."""
     if isinstance(values, str):
         raise InvalidInput(field_name, "must be a list of strings, not one string")
-    if not isinstance(values, list | tuple):
+    if isinstance(values, list | tuple):
+        return list(values)
+    if isinstance(values, bytes | bytearray | memoryview | Mapping) or not isinstance(
+        values, Iterable
+    ):
         raise InvalidInput(field_name, f"must be a list of strings, got {type(values).__name__}")
+    if isinstance(values, AbstractSet):
+        items = list(values)
+        # (items of other types are left unsorted, for the caller to refuse by their place)
+        return sorted(items) if all(isinstance(v, str) for v in items) else items
     return list(values)
 
 

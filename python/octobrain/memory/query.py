@@ -6,7 +6,7 @@ prefers without filtering by them."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta, timezone
 
@@ -81,13 +81,14 @@ def parse_time(
     return checked_time(field, moment)
 
 
-def parse_queries(query: str | Sequence[str]) -> list[str]:
+def parse_queries(query: str | Iterable[str]) -> list[str]:
     """1–5 query strings, each 2–500 bytes after trimming."""
-    if not isinstance(query, str | list | tuple):
+    try:
+        items = [query] if isinstance(query, str) else check_list("query", query)
+    except InvalidInput:
         raise InvalidInput(
             "query", f"must be a string or a list of strings, got {type(query).__name__}"
-        )
-    items = [query] if isinstance(query, str) else list(query)
+        ) from None
     if not 1 <= len(items) <= MAX_QUERIES:
         raise InvalidInput("query", f"give 1–{MAX_QUERIES} query strings, got {len(items)}")
     name = "query" if isinstance(query, str) else "query[{}]"
@@ -95,9 +96,9 @@ def parse_queries(query: str | Sequence[str]) -> list[str]:
 
 
 def parse_filters(
-    memory_types: Sequence[str] | None,
-    tags: Sequence[str] | None,
-    related_files: Sequence[str] | None,
+    memory_types: Iterable[str] | None,
+    tags: Iterable[str] | None,
+    related_files: Iterable[str] | None,
     created_after: str | datetime | None,
     created_before: str | datetime | None,
 ) -> Filters:

@@ -7,7 +7,7 @@ import copy
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -76,11 +76,11 @@ class Reads(BrainBase):
 
     def remember(
         self,
-        query: str | Sequence[str],
+        query: str | Iterable[str],
         *,
-        memory_types: Sequence[str] | None = None,
-        tags: Sequence[str] | None = None,
-        related_files: Sequence[str] | None = None,
+        memory_types: Iterable[str] | None = None,
+        tags: Iterable[str] | None = None,
+        related_files: Iterable[str] | None = None,
         created_after: str | datetime | None = None,
         created_before: str | datetime | None = None,
         min_relevance: float | None = None,
@@ -124,7 +124,7 @@ class Reads(BrainBase):
             self.count_access(due, now)
         return Recall(hits, neighbours, self.scope)
 
-    def count_access(self, ids: Sequence[str], now: datetime) -> None:
+    def count_access(self, ids: Iterable[str], now: datetime) -> None:
         """Count one access to each of `ids` (committed off the caller's path, as
         `remember`'s are) at `now`, a timezone-aware time."""
         ids = check_strings("ids", ids)
@@ -253,10 +253,10 @@ class Reads(BrainBase):
 
     def forget_preview(
         self,
-        query: str | Sequence[str],
+        query: str | Iterable[str],
         *,
-        memory_types: Sequence[str] | None = None,
-        tags: Sequence[str] | None = None,
+        memory_types: Iterable[str] | None = None,
+        tags: Iterable[str] | None = None,
         limit: int | None = None,
         min_relevance: float | None = None,
     ) -> list[Memory]:

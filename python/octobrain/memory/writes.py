@@ -3,7 +3,7 @@ update, relate and forget. Every text passes the secrets policy; every id must b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, cast
 
@@ -63,8 +63,8 @@ class Writes(BrainBase):
         *,
         memory_type: str | MemoryType | None = None,
         importance: float | None = None,
-        tags: Sequence[str] | None = None,
-        related_files: Sequence[str] | None = None,
+        tags: Iterable[str] | None = None,
+        related_files: Iterable[str] | None = None,
         source: str | None = None,
         related_to: Sequence[object] | None = None,
         global_: bool = False,
@@ -81,6 +81,11 @@ class Writes(BrainBase):
         self.embedder.prepare()  # loads while the checks below open the store
         checked_title = self._text("title", title, TITLE_BYTES)  # (a credential named first)
         check_one_line("title", checked_title)
+        # (a set or a generator as a list first: each item is checked, a set's in sorted order)
+        tags = None if tags is None else check_list("tags", tags)
+        related_files = (
+            None if related_files is None else check_list("related_files", related_files)
+        )
         check_lines("tags", tags)
         check_lines("related_files", related_files)
         memory = Memory(
@@ -226,10 +231,10 @@ class Writes(BrainBase):
         content: str | None = None,
         memory_type: str | None = None,
         importance: float | None = None,
-        add_tags: Sequence[str] = (),
-        remove_tags: Sequence[str] = (),
-        add_files: Sequence[str] = (),
-        remove_files: Sequence[str] = (),
+        add_tags: Iterable[str] = (),
+        remove_tags: Iterable[str] = (),
+        add_files: Iterable[str] = (),
+        remove_files: Iterable[str] = (),
     ) -> Memory:
         """Edit a memory in place. Its scope never changes; text edits re-embed it.
 
@@ -262,10 +267,10 @@ class Writes(BrainBase):
         content: str | None,
         memory_type: str | None,
         importance: float | None,
-        add_tags: Sequence[str],
-        remove_tags: Sequence[str],
-        add_files: Sequence[str],
-        remove_files: Sequence[str],
+        add_tags: Iterable[str],
+        remove_tags: Iterable[str],
+        add_files: Iterable[str],
+        remove_files: Iterable[str],
     ) -> Callable[[Memory], Memory]:
         """An update's fields checked (a refusal names a field as given: `add_tags[0]`, not
         its place among the memory's tags once merged), as a function of the memory read. An
@@ -435,7 +440,7 @@ class Writes(BrainBase):
             raise InvalidInput("target_id", "must differ from source_id")
         return src, tgt, found[src].scope
 
-    def forget(self, memory_ids: Sequence[str], *, confirm: bool) -> Forgotten:
+    def forget(self, memory_ids: Iterable[str], *, confirm: bool) -> Forgotten:
         """Delete memories (and their edges). Needs `confirm=True`. They stay in the store's kept
         versions (`history` / `restore`) for `KEEP_VERSIONS_DAYS`. The consolidations they take
         part in are made to hold without them first (`Consolidator.release`): a merged memory
