@@ -4,8 +4,12 @@ nothing, a long speaker name, a time in milliseconds, a turn without a time, `24
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
+from octobrain.errors import InvalidInput
 from octobrain.memory.conversation import parse_text
 from tests.test_ingest import brain, stored
 
@@ -28,3 +32,34 @@ def test_a_turn_of_only_invisible_characters_is_skipped_and_counted(tmp_path: Pa
     locomo = {"conversation": {"session_1": [{"speaker": "A", "text": INVISIBLE}]}}
     (conversation,) = parse_text(json.dumps([locomo]), "locomo")
     assert (len(conversation.turns), conversation.blank) == (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("time", "said"),
+    [
+        (1733400000000, datetime(2024, 12, 5, 12, 0, tzinfo=UTC)),  # Slack, Discord, Date.now()
+        (1733400000123.0, datetime(2024, 12, 5, 12, 0, 0, 123000, tzinfo=UTC)),
+        (1733400000, datetime(2024, 12, 5, 12, 0, tzinfo=UTC)),  # seconds, as before
+        (99999999999, datetime(5138, 11, 16, 9, 46, 39, tzinfo=UTC)),  # (refused: ahead)
+    ],
+)
+def test_a_time_in_milliseconds_is_read_as_milliseconds(time: float, said: datetime) -> None:
+    # Before: `turns[0].time: must be Unix seconds within years 1–9999 in UTC, got
+    # 1733400000000`, the whole export refused.
+    records = json.dumps([{"speaker": "Ann", "text": "hello", "time": time}])
+    if said.year > 3000:
+        with pytest.raises(InvalidInput, match=r"^turns\[0\]\.time: must not be more than a day"):
+            parse_text(records)
+        return
+    (conversation,) = parse_text(records)
+    assert conversation.turns[0].time == said
+
+
+def test_a_time_neither_seconds_nor_milliseconds_read_names_both() -> None:
+    records = json.dumps([{"speaker": "Ann", "text": "hello", "time": 1733400000000000}])  # µs
+    with pytest.raises(InvalidInput) as refused:
+        parse_text(records)
+    assert str(refused.value) == (
+        "turns[0].time: must be Unix seconds, or milliseconds (a number of 12 digits or more), "
+        "within years 1–9999 in UTC, got 1733400000000000"
+    )

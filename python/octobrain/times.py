@@ -1,5 +1,5 @@
 """Times as octobrain takes and keeps them: aware UTC datetimes within years 1–9999, read from
-what a caller gives (ISO-8601 text, Unix seconds) and checked (not more than a day ahead),
+what a caller gives (ISO-8601 text, Unix seconds or milliseconds) and checked (not more than a day ahead),
 and converted to and from the integer microseconds Arrow stores.
 
 Each check fails with `InvalidInput`, naming the field and the rule it broke.
@@ -44,14 +44,23 @@ def iso_time(field_name: str, text: str, example: str = "2026-05-01T12:00:00Z") 
     return checked_time(field_name, moment)
 
 
-def from_unix(field_name: str, seconds: float | int) -> datetime:
-    """Unix seconds as an aware UTC datetime, or a field error (not finite, or outside years
+# A number of seconds from here up is past year 5138, never a time said: such a number is read
+# as milliseconds (from 3 March 1973 on), as chat exports and JavaScript's Date.now() give them.
+MILLIS_FROM = 10**11
+
+
+def from_unix(field_name: str, number: float | int) -> datetime:
+    """Unix seconds, or milliseconds when the number is `MILLIS_FROM` or more (13 digits
+    today), as an aware UTC datetime; or a field error (not finite, or outside years
     1–9999)."""
     try:
+        seconds = number / 1000 if abs(number) >= MILLIS_FROM else number
         return datetime.fromtimestamp(seconds, tz=timezone.utc)
     except (OverflowError, OSError, ValueError):
         raise InvalidInput(
-            field_name, f"must be Unix seconds within years 1–9999 in UTC, got {seconds!r}"
+            field_name,
+            "must be Unix seconds, or milliseconds (a number of 12 digits or more), within "
+            f"years 1–9999 in UTC, got {number!r}",
         ) from None
 
 

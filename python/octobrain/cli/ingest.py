@@ -20,7 +20,8 @@ from octobrain.memory.conversation import FORMATS
     default="auto",
     show_default=True,
     help="The transcript's format: a Claude Code JSONL session, a chat export of "
-    "{speaker, text, time} records (JSON or JSONL), or LoCoMo; auto detects it.",
+    "{speaker, text, time} records (JSON or JSONL; time ISO-8601, or Unix seconds or "
+    "milliseconds), or LoCoMo; auto detects it.",
 )
 @click.option(
     "--conversation",

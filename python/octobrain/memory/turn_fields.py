@@ -28,8 +28,9 @@ def unicode_text(field_name: str, value: str) -> str:
 
 
 def turn_time(field_name: str, value: object) -> datetime | None:
-    """When a turn was said: ISO-8601 or Unix seconds, and not ahead of now by more than a
-    day (a turn dated 9999 would head every briefing's recent memories until then)."""
+    """When a turn was said: ISO-8601, or Unix seconds or milliseconds (`from_unix`), and not
+    ahead of now by more than a day (a turn dated 9999 would head every briefing's recent
+    memories until then)."""
     if value is None or value == "":
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -37,7 +38,9 @@ def turn_time(field_name: str, value: object) -> datetime | None:
     elif isinstance(value, str):
         moment = iso_time(field_name, value)
     else:
-        raise InvalidInput(field_name, "must be an ISO-8601 time string or Unix seconds")
+        raise InvalidInput(
+            field_name, "must be an ISO-8601 time string, or Unix seconds or milliseconds"
+        )
     return not_ahead(field_name, moment)
 
 
