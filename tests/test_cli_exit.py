@@ -4,12 +4,14 @@ what it queued for its exit is still done, and what it printed still arrives who
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -283,3 +285,74 @@ def test_each_kind_of_failure_exits_with_the_code_help_gives(
         assert run(*args, "--format", "json") == (1, ""), args
     doctor = CliRunner().invoke(main, ["doctor", "--format", "json"], env=env)
     assert doctor.exit_code == 1 and json.loads(doctor.stdout)["ok"] is False  # (a report)
+
+
+def test_a_failure_that_is_not_the_command_lines_exits_1_and_a_mistake_2(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `--help`: 1 for "a failure that is not the command line's", 2 for bad input. An export
+    # onto a full disk and a URL whose server failed or is down exited 2, as mistakes.
+    import errno
+    import http.server
+    import threading
+
+    from click.testing import CliRunner
+
+    from octobrain.cli.main import main
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(503 if self.path == "/down" else 404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    env = {**env, "OCTOBRAIN_KNOWLEDGE_ALLOW_PRIVATE_HOSTS": "127.0.0.1"}
+
+    def run(*args: str) -> tuple[int, str]:
+        done = CliRunner().invoke(main, list(args), env=env)
+        assert isinstance(done.exception, SystemExit | None), done.exception  # no traceback
+        last = done.stderr.splitlines()[-1]  # (after a progress line)
+        assert done.stdout == "" and last.startswith("error: "), done.stderr
+        return done.exit_code, last
+
+    scope = ("--scope", "github.com/acme/api")
+    assert CliRunner().invoke(main, ["memory", *scope, "memorize", "-t", "Primary database",
+                                     "-c", "Postgres 16."], env=env).exit_code == 0  # fmt: skip
+    try:
+        assert run("knowledge", *scope, "index", f"{base}/down")[0] == 1
+        assert run("knowledge", *scope, "index", f"{base}/missing")[0] == 2  # (a 404: not found)
+        with socket_closed() as port:
+            assert run("knowledge", *scope, "index", f"http://127.0.0.1:{port}/")[0] == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    out = tmp_path / "out.jsonl"
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "fsync", full)
+        code, said = run("memory", *scope, "export", str(out))
+    assert (code, said) == (
+        1, f"error: output: cannot write {out}: No space left on device; nothing was written"
+    )  # fmt: skip
+    assert not out.exists()
+    assert run("memory", *scope, "export", str(tmp_path / "no-such-dir" / "out.jsonl"))[0] == 2
+
+
+@contextlib.contextmanager
+def socket_closed() -> Iterator[int]:
+    """A loopback port nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    yield port

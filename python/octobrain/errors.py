@@ -25,6 +25,11 @@ class InvalidInput(OctobrainError, ValueError):
     A rule that quotes the argument it refuses stays short however long that argument is: its
     middle is cut, so the reply to a hostile megabyte is a line, not the megabyte again."""
 
+    # False on an error about an argument that is well formed but could not be served (a URL
+    # whose server does not answer): not the caller's mistake, so the command line exits 1
+    # for it, as for any failure, not 2.
+    input_fault = True
+
     def __init__(self, field: str, rule: str) -> None:
         rule = cut_middle(rule, RULE_CHARS)
         super().__init__(f"{field}: {rule}")

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, BinaryIO
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, OctobrainError, StorageError
 
 if TYPE_CHECKING:  # (pathlib costs the resident service's client 3 ms to import)
     from pathlib import Path
@@ -29,6 +29,7 @@ __all__ = [
     "Moved",
     "NotARegularFile",
     "TooLarge",
+    "cannot_write",
     "check_path",
     "gunzipped",
     "named_by",
@@ -209,6 +210,21 @@ def replaced_by_write(path: Path) -> Path:
     return _Path(os.path.realpath(path)) if os.path.islink(path) else path
 
 
+# Write failures that are the disk's, not the path's (full, over quota, failing).
+_DISK_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG})
+
+
+def cannot_write(field: str, path: object, exc: OSError, done: str = "") -> OctobrainError:
+    """The error for a write of `path` that failed with `exc` (`done`: what was left, said
+    after it): `InvalidInput` naming `field` when the path is at fault (no such folder, no
+    permission), a `StorageError` when the disk is: the command line gives it is a failure
+    (exit 1), not a mistake (exit 2)."""
+    rule = f"cannot write {path}: {exc.strerror or exc}{done}"
+    if exc.errno in _DISK_FAULTS:
+        return StorageError(f"{field}: {rule}")
+    return InvalidInput(field, rule)
+
+
 def write_atomic_file(path: Path, text: str, field: str) -> None:
     """Write `text` to `path` atomically (a new file moved over it, keeping its mode; through
     a symlink to its target); failures name `field` and leave nothing behind, a Ctrl-C or
@@ -221,7 +237,7 @@ def write_atomic_file(path: Path, text: str, field: str) -> None:
     except FileNotFoundError:
         mode = None
     except OSError as exc:
-        raise InvalidInput(field, f"cannot write {path}: {exc.strerror or exc}") from None
+        raise cannot_write(field, path, exc) from None
     if mode is not None and not stat.S_ISREG(mode):
         raise InvalidInput(field, f"{path} is not a regular file; nothing written")
     try:
@@ -239,5 +255,5 @@ def write_atomic_file(path: Path, text: str, field: str) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise InvalidInput(field, f"cannot write {path}: {exc.strerror or exc}") from None
+            raise cannot_write(field, path, exc) from None
         raise

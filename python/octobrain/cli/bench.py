@@ -101,7 +101,7 @@ def _publish(
     between its markers (--update), each written whole or not at all, then the report itself
     on stdout; a write that fails still prints the report, then ends the command (exit 1)."""
     from octobrain.bench.tables import update_readme
-    from octobrain.errors import InvalidInput, OctobrainError
+    from octobrain.errors import OctobrainError
     from octobrain.files import write_atomic_file
 
     failed = None
@@ -110,7 +110,7 @@ def _publish(
             write_atomic_file(output, json.dumps(payload, indent=2) + "\n", "output")
         if update is not None:
             update_readme(update, marker, table)
-    except InvalidInput as err:
+    except OctobrainError as err:  # (a path refused, or a full disk)
         failed = err
     click.echo(json.dumps(payload, indent=2) if fmt == "json" else table)
     if failed is not None:  # (the options were checked before the run: not the input's fault)

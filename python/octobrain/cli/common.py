@@ -61,6 +61,8 @@ class OctobrainGroup(click.Group):
         try:
             return super().invoke(ctx)
         except InvalidInput as exc:
+            if not exc.input_fault:  # (a URL whose server does not answer: not a mistake)
+                raise UserFailure(str(exc)) from exc
             raise UserError(str(exc)) from exc
         except OctobrainError as exc:
             from octobrain.store.failures import TableUnreadable

@@ -23,7 +23,7 @@ import click
 from octobrain.cli.common import FORMAT_OPTION, command_brain, emit, plural
 from octobrain.cli.progress import progress_bar
 from octobrain.errors import InvalidInput
-from octobrain.files import replaced_by_write
+from octobrain.files import cannot_write, replaced_by_write
 from octobrain.scope import GLOBAL_SCOPE
 
 
@@ -73,9 +73,7 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
             os.fsync(out.fileno())
         os.replace(partial, target)
     except OSError as exc:
-        raise InvalidInput(
-            "output", f"cannot write {output}: {exc.strerror or exc}; nothing was written"
-        ) from None
+        raise cannot_write("output", output, exc, "; nothing was written") from None
     finally:
         if made:
             partial.unlink(missing_ok=True)
@@ -132,9 +130,7 @@ def _regular_or_absent(output: str, target: Path) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise InvalidInput(
-            "output", f"cannot write {output}: {exc.strerror or exc}; nothing was written"
-        ) from None
+        raise cannot_write("output", output, exc, "; nothing was written") from None
     if stat.S_ISDIR(mode):
         raise InvalidInput("output", f"{output} is a directory; nothing was written")
     if not stat.S_ISREG(mode):

@@ -26,8 +26,9 @@ alone goes to stdout, progress lines and errors to stderr.
 Exit codes, the same for every command:
   0    done (`doctor`: nothing is wrong)
   1    a failure that is not the command line's: a damaged store (or
-       `doctor` found a problem), a model or the service that cannot
-       answer, an answer that cannot be written, Ctrl-C (Aborted!)
+       `doctor` found a problem), a model, the service or a URL's server
+       that cannot answer, an answer or output file that cannot be
+       written (a full disk), Ctrl-C (Aborted!)
   2    bad input, as `error: <field>: <rule>` on stderr: a usage mistake,
        a value that breaks a rule, an id, file or note not found
   143  ended by SIGTERM (its partial files removed)

@@ -45,12 +45,21 @@ _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate":
 
 
 class FetchError(InvalidInput):
-    """A URL that could not be fetched (refused, unreachable, non-2xx, too large)."""
+    """A URL that could not be fetched (refused, unreachable, non-2xx, too large). `failed`:
+    through no fault of the URL (a timeout, a server that is down or answers garbage), so
+    not `input_fault`: the command line exits 1 for it, 2 for the others."""
 
-    def __init__(self, rule: str) -> None:
+    def __init__(self, rule: str, *, failed: bool = False) -> None:
         super().__init__("source", rule)
+        self.input_fault = not failed
 
 
+# Answers that are the server's state, not the URL's: asked again later, it may serve it.
+_TRY_AGAIN = frozenset({408, 425, 429})
+# Resolver answers that say the name does not exist (any other: it could not answer now).
+_NO_SUCH_NAME = frozenset(
+    getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)
+)
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 _IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765
@@ -119,7 +128,9 @@ def resolve_checked(
     try:
         infos = _getaddrinfo(host, port, seconds)
     except (socket.gaierror, UnicodeError) as exc:
-        raise FetchError(f"cannot resolve host {host!r}: {exc}") from None
+        # (no such name is the URL's; a resolver that cannot answer now is not)
+        failed = isinstance(exc, socket.gaierror) and exc.errno not in _NO_SUCH_NAME
+        raise FetchError(f"cannot resolve host {host!r}: {exc}", failed=failed) from None
     addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
     if not addresses:
         raise FetchError(f"cannot resolve host {host!r}")
@@ -153,7 +164,9 @@ def _getaddrinfo(host: str, port: int, seconds: float | None) -> list[Any]:
     lookup.start()
     lookup.join(max(seconds, 0.0))
     if lookup.is_alive():
-        raise FetchError(f"cannot resolve host {host!r} within the time left to fetch it")
+        raise FetchError(
+            f"cannot resolve host {host!r} within the time left to fetch it", failed=True
+        )
     if failure:
         raise failure[0]
     return answer
@@ -178,7 +191,7 @@ def fetch_url(
     except httpx.InvalidURL as exc:
         raise FetchError(f"{ref.uri}: not a valid URL ({exc})") from None
     timed_out = FetchError(
-        f"{ref.uri}: timed out after {timeout:g} s (knowledge.fetch_timeout_secs)"
+        f"{ref.uri}: timed out after {timeout:g} s (knowledge.fetch_timeout_secs)", failed=True
     )
     with httpx.Client(follow_redirects=False, trust_env=False) as client, _cut_at(deadline, client):
         for _hop in range(max_redirects + 1):
@@ -248,8 +261,8 @@ def _failed(
         return timed_out
     what = _in_words(exc)
     if what is None:
-        return FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}")
-    return FetchError(f"{ref.uri}: {what}" + (f" ({exc})" if str(exc) else ""))
+        return FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}", failed=True)
+    return FetchError(f"{ref.uri}: {what}" + (f" ({exc})" if str(exc) else ""), failed=True)
 
 
 def _in_words(exc: BaseException) -> str | None:
@@ -282,7 +295,10 @@ def _body(
     import httpx
 
     if not 200 <= response.status_code < 300:
-        raise FetchError(f"{ref.uri}: HTTP {response.status_code} {response.reason_phrase}")
+        raise FetchError(
+            f"{ref.uri}: HTTP {response.status_code} {response.reason_phrase}",
+            failed=response.status_code >= 500 or response.status_code in _TRY_AGAIN,
+        )
     too_big = FetchError(
         f"{ref.uri}: larger than the {max_bytes}-byte cap (knowledge.max_source_bytes)"
     )
@@ -308,7 +324,9 @@ def _body(
     except (httpx.HTTPError, OSError, RuntimeError) as exc:
         raise _failed(ref, exc, deadline, timed_out) from None
     except zlib.error as exc:
-        raise FetchError(f"{ref.uri}: the body is not valid compressed data ({exc})") from None
+        raise FetchError(
+            f"{ref.uri}: the body is not valid compressed data ({exc})", failed=True
+        ) from None
     content_type, charset = media_type(response.headers.get("content-type", ""))
     return Fetched(ref, b"".join(chunks), content_type=content_type, charset=charset)
 
@@ -353,6 +371,7 @@ def _decoder(ref: SourceRef, header: str) -> _Inflate | None:
     if len(codings) > 1 or codings[0] not in _WBITS:
         raise FetchError(
             f"{ref.uri}: unsupported Content-Encoding {header.strip()!r} "
-            f"(asked for one of {ACCEPT_ENCODING})"
+            f"(asked for one of {ACCEPT_ENCODING})",
+            failed=True,
         )
     return _Inflate(codings[0])
