@@ -3,15 +3,21 @@ nothing, a long speaker name, a time in milliseconds, a turn without a time, `24
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from octobrain.errors import InvalidInput
+from octobrain.memory.brain import Brain
 from octobrain.memory.conversation import parse_text
-from tests.test_ingest import brain, stored
+from octobrain.memory.export import export_jsonl
+from octobrain.memory.query import parse_time
+from octobrain.memory.transfer import import_jsonl
+from tests.test_ingest import SCOPE, brain, cli, stored
 
 INVISIBLE = "\u200b\u00ad\u2060\ufeff"  # zero-width space, soft hyphen, word joiner, BOM
 
@@ -63,3 +69,36 @@ def test_a_time_neither_seconds_nor_milliseconds_read_names_both() -> None:
         "turns[0].time: must be Unix seconds, or milliseconds (a number of 12 digits or more), "
         "within years 1–9999 in UTC, got 1733400000000000"
     )
+
+
+def test_24_00_is_the_end_of_the_day_for_ingest_import_and_the_time_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ISO 8601's end of a day, which Python's `fromisoformat` refuses. Before: `must be
+    # ISO-8601 (e.g. …), got '2024-01-01T24:00:00Z'` from ingest, import, --after/--before.
+    end = "2024-01-01T24:00:00Z"
+    next_day = datetime(2024, 1, 2, tzinfo=UTC)
+    (conversation,) = parse_text(json.dumps([{"speaker": "Ann", "text": "hi", "time": end}]))
+    assert conversation.turns[0].time == next_day
+    b = brain(tmp_path)
+    b.ingest([conversation])
+    lines = [{**o, "created_at": end} if o["kind"] == "memory" else o for o in _exported(b)]
+    other = brain(tmp_path / "other")
+    import_jsonl(other, [json.dumps(line) for line in lines])
+    (imported,) = other.recent()
+    assert imported.created_at == next_day
+    assert parse_time("--before", "2024-01-01T24:00") == next_day
+    with pytest.raises(InvalidInput, match=r"^--after: must fall within years 1–9999 in UTC$"):
+        parse_time("--after", "9999-12-31T24:00:00Z")
+    with pytest.raises(InvalidInput, match=r"^--after: must be ISO-8601 .*, got '2024-01-01T24:"):
+        parse_time("--after", "2024-01-01T24:00:01Z")  # (only 24:00 itself ends a day)
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:64")
+    listed = cli("memory", "--scope", SCOPE, "remember", "hi", "--before", "2024-01-01T24:00Z")
+    assert listed.exit_code == 0, listed.output
+
+
+def _exported(b: Brain) -> list[dict[str, Any]]:
+    out = io.StringIO()
+    export_jsonl(b, out)
+    return [json.loads(line) for line in out.getvalue().splitlines()]

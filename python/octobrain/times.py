@@ -1,12 +1,14 @@
 """Times as octobrain takes and keeps them: aware UTC datetimes within years 1–9999, read from
-what a caller gives (ISO-8601 text, Unix seconds or milliseconds) and checked (not more than a day ahead),
-and converted to and from the integer microseconds Arrow stores.
+what a caller gives (ISO-8601 text, `24:00` as the day's end; Unix seconds or milliseconds) and
+checked (not more than a day ahead), and converted to and from the integer microseconds Arrow
+stores.
 
 Each check fails with `InvalidInput`, naming the field and the rule it broke.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 from octobrain.errors import InvalidInput
@@ -37,11 +39,23 @@ def iso_time(field_name: str, text: str, example: str = "2026-05-01T12:00:00Z") 
         if len(text) > ISO_CHARS:  # Python reads any number of fraction digits
             raise ValueError(text)
         zulu = text.endswith(("Z", "z"))  # (RFC 3339 allows the lowercase `z`, and `t`)
-        moment = datetime.fromisoformat(text[:-1] + "+00:00" if zulu else text)
+        given = text[:-1] + "+00:00" if zulu else text
+        end = _END_OF_DAY.match(given)  # ISO 8601's 24:00, which Python does not read
+        moment = datetime.fromisoformat(end.expand(r"\g<1>00\g<2>") if end else given)
     except ValueError:
         shown = repr(text) if len(text) <= ISO_CHARS else f"{len(text):,} characters"
         raise InvalidInput(field_name, f"must be ISO-8601 (e.g. {example}), got {shown}") from None
+    if end:
+        try:
+            moment += timedelta(days=1)
+        except OverflowError:
+            raise InvalidInput(field_name, "must fall within years 1–9999 in UTC") from None
     return checked_time(field_name, moment)
+
+
+# `<date>T24:00[:00[.000]]`: the end of that day, the next day's 00:00 (ISO 8601; RFC 3339 has
+# no 24:00, and `datetime` refuses it).
+_END_OF_DAY = re.compile(r"(.+[Tt ])24((?::00){1,2}(?:[.,]0+)?(?:[+-].*)?)\Z")
 
 
 # A number of seconds from here up is past year 5138, never a time said: such a number is read
