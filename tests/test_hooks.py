@@ -296,6 +296,17 @@ def test_hooks_fail_open(env: Path) -> None:
     assert result.exit_code == 0 and "stdin: must be the hook's JSON object" in result.output
 
 
+@pytest.mark.parametrize("hook", ["session-start", "pre-compact", "session-end"])
+def test_a_nul_in_a_hook_s_cwd_or_transcript_path_is_named(env: Path, hook: str) -> None:
+    # Before: a cwd holding one was "directory: must not contain NUL characters", a field the
+    # hook's JSON has not.
+    for key in ("cwd", "transcript_path"):
+        given = {"session_id": "s1", "cwd": str(env), "transcript_path": "t.jsonl", key: "a\x00b"}
+        result = cli("hook", hook, input=json.dumps(given))
+        assert result.exit_code == 0, result.output  # (a hook fails open)
+        assert f"stdin.{key}: must not contain NUL characters" in result.stderr, result.stderr
+
+
 def test_a_hook_cwd_removed_or_a_file_in_a_repository_is_the_repository_s_scope(
     env: Path, tmp_path: Path
 ) -> None:

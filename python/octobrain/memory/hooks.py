@@ -102,6 +102,8 @@ def parse_hook_input(text: str) -> HookInput:
         value = data.get(key, "")
         if not isinstance(value, str):
             raise InvalidInput(f"stdin.{key}", f"must be a string, got {type(value).__name__}")
+        if "\x00" in value:  # (a path holding one was refused as "directory: …", unnamed)
+            raise InvalidInput(f"stdin.{key}", "must not contain NUL characters")
         values[key] = value
     return HookInput(
         values["hook_event_name"],
