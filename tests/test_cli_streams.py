@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import shutil
 import signal
 import subprocess
 import sys
@@ -212,3 +213,42 @@ def test_a_question_asked_at_a_terminal_stays_out_of_the_answer(env: dict[str, s
     code, out, err = _answered_at_a_terminal(env, *restore)
     assert (code, json.loads(out)["memories"]) == (0, 1), err
     assert err.startswith(b"Restore every scope of ") and err.endswith(b"? [y/N]: ")
+
+
+def test_every_json_answer_prints_text_as_itself(env: dict[str, str], tmp_path: Path) -> None:
+    # `doctor`, `service status`, `memory ingest`, `memory migrate` and the `bench` reports
+    # printed JSON of their own (`json.dumps`): a path or name in any language as `\u00e9`
+    # escapes, where every other `--format json` answer prints it as written.
+    import tempfile
+
+    run_dir = tempfile.mkdtemp(prefix="é")  # (short: a socket path has 107 bytes at most)
+    env = {
+        **env,
+        "OCTOBRAIN_DATA_DIR": str(tmp_path / "données"),
+        "XDG_RUNTIME_DIR": run_dir,
+    }
+    chat = '{"speaker": "anne", "text": "Le cache garde le locataire.", "time": "2026-03-02"}\n'
+    ingest = [
+        "memory",
+        "--scope",
+        "github.com/acme/café",
+        "ingest",
+        "-",
+        "--conversation",
+        "réunion",
+    ]
+    migrate = ["memory", "migrate", "--to", str(tmp_path / "copié")]
+    try:
+        answers = [
+            octobrain("doctor", "--format", "json", env=env),
+            octobrain("service", "status", "--format", "json", env=env),
+            octobrain(*ingest, "--format", "json", env=env, stdin=chat.encode()),
+            octobrain(*migrate, "--format", "json", env=env),
+        ]
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    for done in answers:
+        assert done.returncode == 0, done.stderr
+        assert b"\\u00e9" not in done.stdout and "é".encode() in done.stdout, done.stdout
+        assert done.stdout.endswith(b"}\n")
+        json.loads(done.stdout)

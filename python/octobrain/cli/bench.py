@@ -9,7 +9,7 @@ import click
 
 from octobrain.bench.variant_names import VARIANTS
 from octobrain.cli.bench_options import OUTPUT_OPTION, model_option, update_option
-from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup
+from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, emit_json
 from octobrain.cli.progress import progress_bar
 
 SCIFACT = Path("../shared/data/scifact")
@@ -75,7 +75,7 @@ def bench_bm25_command(
     except InvalidInput as err:
         raise click.BadParameter(err.rule, param_hint=f"--{err.field}") from err
     if fmt == "json":
-        click.echo(json.dumps(result.as_dict(), indent=2))
+        emit_json(result.as_dict())
         return
     click.echo(f"dataset      {data} ({result.docs} docs, {result.queries} queries)")
     click.echo(f"params       k1={result.k1} b={result.b} stem={stem} stopwords={stopwords}")
@@ -112,7 +112,10 @@ def _publish(
             update_readme(update, marker, table)
     except OctobrainError as err:  # (a path refused, or a full disk)
         failed = err
-    click.echo(json.dumps(payload, indent=2) if fmt == "json" else table)
+    if fmt == "json":
+        emit_json(payload)
+    else:
+        click.echo(table)
     if failed is not None:  # (the options were checked before the run: not the input's fault)
         raise OctobrainError(f"{failed}; the report is on standard output") from None
 

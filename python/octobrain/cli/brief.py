@@ -14,11 +14,12 @@ from octobrain.cli.common import (
     FORMAT_OPTION,
     OctobrainGroup,
     chosen_scope,
+    emit_json,
     open_brain,
     write_atomic_file,
 )
 from octobrain.errors import InvalidInput
-from octobrain.safe_text import json_printable, printable
+from octobrain.safe_text import printable
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
@@ -51,7 +52,7 @@ def brief(scope: str | None, global_: bool, max_tokens: int | None, fmt: str) ->
         _brain(_scope(scope, global_, Path.cwd()), Path.cwd()), max_tokens=max_tokens
     )
     if fmt == "json":
-        click.echo(json_printable(briefing_to_dict(briefing), indent=2))
+        emit_json(briefing_to_dict(briefing))
     else:
         click.echo(printable(briefing_markdown(briefing)), nl=False)
 

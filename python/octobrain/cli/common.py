@@ -330,9 +330,15 @@ def split_values(values: Sequence[str], filter_field: str = "") -> list[str]:
 def emit(fmt: str, data: Any, text: str) -> None:
     """Print `data` as JSON under `--format json`, else `text`."""
     if fmt == "json":
-        click.echo(json_printable(data, indent=2))
+        emit_json(data)
     else:
         click.echo(printable(text))  # stored text may hold terminal escapes
+
+
+def emit_json(data: Any) -> None:
+    """Print `data` as every `--format json` answer is printed: indented, non-ASCII text as
+    itself (a path or title in any language reads as written), nothing a terminal acts on."""
+    click.echo(json_printable(data, indent=2))
 
 
 def command_brain(ctx: click.Context, *, lazy_sleep: bool = True) -> Brain:

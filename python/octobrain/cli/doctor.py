@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 import click
 
-from octobrain.cli.common import FORMAT_OPTION
+from octobrain.cli.common import FORMAT_OPTION, emit_json
 
 if TYPE_CHECKING:
     from octobrain.store.doctor import Diagnosis
@@ -82,7 +81,7 @@ def doctor_cmd(
                 click.echo(f"memories: forgot {memory_id} (damaged, not shown)", err=True)
     report = diagnose(location)
     if fmt == "json":
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        emit_json(report.to_dict())
     else:
         click.echo(f"store: {report.store}")
         click.echo(f"manifest: {report.manifest}")

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from octobrain.cli.common import FORMAT_OPTION
+from octobrain.cli.common import FORMAT_OPTION, emit_json
 from octobrain.cli.progress import progress_bar
 from octobrain.errors import InvalidInput
 from octobrain.memory.conversation import FORMATS
@@ -66,7 +64,7 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, name: str | None, 
     with progress_bar(total, "ingesting") as progress:
         report = brain.ingest(conversations, progress=progress)
     if fmt == "json":
-        click.echo(json.dumps({"scope": brain.scope, **report.__dict__}, indent=2))
+        emit_json({"scope": brain.scope, **report.__dict__})
         return
     named = (  # the name a file's turns are stored under: another file of that name adds to it
         f"conversation {conversations[0].key!r}"

@@ -15,11 +15,12 @@ from octobrain.cli.common import (
     OctobrainGroup,
     add_scope_options,
     command_scope,
+    emit_json,
     group_scope,
     scope_options,
 )
 from octobrain.cli.progress import progress_of_total
-from octobrain.safe_text import json_printable, printable
+from octobrain.safe_text import printable
 
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
@@ -50,7 +51,7 @@ def _emit(fmt: str, result: Any, text: str) -> None:
     if fmt == "json":
         from octobrain.knowledge.render import to_dict
 
-        click.echo(json_printable(to_dict(result), indent=2))
+        emit_json(to_dict(result))
     else:
         click.echo(printable(text))
 

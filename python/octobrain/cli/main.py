@@ -14,9 +14,14 @@ from pathlib import Path
 import click
 
 from octobrain import __version__
-from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, emit, write_atomic_file
+from octobrain.cli.common import (
+    FORMAT_OPTION,
+    OctobrainGroup,
+    emit,
+    emit_json,
+    write_atomic_file,
+)
 from octobrain.errors import InvalidInput
-from octobrain.safe_text import json_printable
 
 # What a script relies on, where `--help` shows it (`common.EXIT_BAD_INPUT`, `EXIT_FAILURE`).
 _EPILOG = """\b
@@ -69,7 +74,7 @@ def config_show(fmt: str) -> None:
     ignored = ignored_env(os.environ)
     if fmt == "json":
         payload = {"path": str(path), "exists": path.exists(), "config": config.to_dict()}
-        click.echo(json_printable({**payload, "ignored_environment": ignored}, indent=2))
+        emit_json({**payload, "ignored_environment": ignored})
         return
     state = "" if path.exists() else " (missing: defaults apply)"
     overrides = sorted(k for k in os.environ if k.startswith("OCTOBRAIN_") and k not in ignored)

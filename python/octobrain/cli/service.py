@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, UserFailure, emit
+from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, UserFailure, emit, emit_json
 from octobrain.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -82,7 +81,7 @@ def status_cmd(every: bool, fmt: str) -> None:
     if stuck is not None:
         data["stuck"] = stuck
     if fmt == "json":
-        click.echo(json.dumps(data, indent=2))
+        emit_json(data)
         if stuck is not None:
             raise SystemExit(1)
         return
@@ -143,7 +142,7 @@ def _status_all(settings: Settings, fmt: str) -> None:
         else:
             rows.append({"running": True, **info, "this": other.key == settings.key})
     if fmt == "json":
-        click.echo(json.dumps(rows, indent=2))
+        emit_json(rows)
         return
     if not rows:
         click.echo(f"no service running (in {settings.runtime_dir})")

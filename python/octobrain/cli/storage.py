@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from octobrain.cli.common import FORMAT_OPTION
+from octobrain.cli.common import FORMAT_OPTION, emit_json
 from octobrain.cli.progress import progress_bar
 
 
@@ -30,7 +30,6 @@ def migrate_cmd(target: str, options: tuple[str, ...], fmt: str) -> None:
     Writers are held off the source while it is copied. Afterwards set `storage.uri` (or
     OCTOBRAIN_STORAGE_URI) to URI on every machine; the source is left as it was.
     """
-    import json
     from pathlib import Path
 
     from octobrain.config import load_config, resolve_storage_uri, storage_options
@@ -59,7 +58,7 @@ def migrate_cmd(target: str, options: tuple[str, ...], fmt: str) -> None:
     if fmt == "json":
         tables = {c.table: c.rows for c in copied}
         payload = {"from": str(source), "to": str(destination), "tables": tables}
-        click.echo(json.dumps(payload, indent=2))
+        emit_json(payload)
         return
     for c in copied:
         click.echo(f"{c.table:<16} {c.rows:>8} rows  verified")
