@@ -102,3 +102,26 @@ def _exported(b: Brain) -> list[dict[str, Any]]:
     out = io.StringIO()
     export_jsonl(b, out)
     return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_a_speaker_name_over_60_characters_is_cut_and_said(tmp_path: Path) -> None:
+    # Before: `turns[1].speaker: must be at most 60 characters`, the whole export refused for
+    # one display name.
+    long = "Dr. Annabel Catherine Montgomery-Fitzgerald (Platform Infrastructure, EMEA)"
+    records = [
+        {"speaker": "Bob", "text": "Who owns the ingress?", "time": "2024-01-01T10:00:00Z"},
+        {"speaker": long, "text": "My team does.", "time": "2024-01-01T10:01:00Z"},
+        {"speaker": long, "text": "Since March.", "time": "2024-01-01T10:02:00Z"},
+    ]
+    b = brain(tmp_path)
+    report = b.ingest(parse_text(json.dumps(records)))
+    assert report.added == 3
+    said = stored(b)["My team does."]
+    assert said.title.startswith(long[:59].rstrip() + "…, ")
+    assert "with the speaker's name cut to 60 characters" in report.summary("3")
+    assert report.summary("3").endswith("the most a name holds (first: turns[1].speaker)")
+    again = b.ingest(parse_text(json.dumps(records)))
+    assert (again.added, again.skipped_existing) == (0, 3)
+    locomo = {"conversation": {"session_1": [{"speaker": long, "text": "hi"}]}}
+    (conversation,) = parse_text(json.dumps([locomo]), "locomo")
+    assert conversation.cut_at == "file[0].conversation.session_1[0].speaker"

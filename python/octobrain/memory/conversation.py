@@ -28,6 +28,7 @@ from octobrain.memory.turn_fields import (
     LONE,
     SESSION_CHARS,
     SPEAKER_CHARS,
+    speaker_name,
     turn_id,
     turn_name,
     turn_text,
@@ -40,6 +41,7 @@ from octobrain.memory.turns import (
     Turn,
     duplicate,
     in_parts,
+    listed,
     streamed,
 )
 from octobrain.models import ID_CHARS
@@ -303,7 +305,7 @@ def parse_chat(records: list[Any], *, key: str = "chat", field_name: str = "turn
             blank += 1
         else:
             turns.append(turn)
-    return once(Conversation(key, turns, blank))
+    return once(listed(key, turns, blank))
 
 
 def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
@@ -317,8 +319,8 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
         if not isinstance(record, dict):
             raise InvalidInput(where, "must be an object with speaker and text")
         text = turn_text(f"{where}.text", record.get("text"))
-        speaker = turn_name(f"{where}.speaker", record.get("speaker"), SPEAKER_CHARS)
-        speaker = names.setdefault(speaker, speaker)
+        full = turn_name(f"{where}.speaker", record.get("speaker"), None)
+        speaker = names.setdefault(full, speaker_name(full))
         moment = turn_time(f"{where}.time", record.get("time"))
         given = record.get("session")
         if given is not None:
@@ -344,7 +346,7 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
         former: tuple[str, ...] = ()
         if not own:
             named = None if given is None else session
-            raw = _before_bidi(record["speaker"], given, speaker, session)
+            raw = _before_bidi(record["speaker"], given, full, session)
             former = former_keys(session, per_session, speaker, text, raw)
             if moment is None:  # (its place is all there is to tell it by)
                 turn_key, former = former[0], former[1:]
@@ -361,6 +363,7 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
             f"{where}.id" if own else where,
             former,
             ("session" if given is not None else "conversation") if moment else "",
+            f"{where}.speaker" if len(full) > SPEAKER_CHARS else "",
         )
 
 
@@ -389,7 +392,7 @@ def once(conversation: Conversation) -> Conversation:
             turns.append(turn)
         elif (first[1].speaker, first[1].text) != (turn.speaker, turn.text):
             raise duplicate(i, turn, *first)
-    return Conversation(conversation.key, turns, conversation.blank)
+    return replace(conversation, turns=turns)
 
 
 def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Iterator[Turn]:

@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from octobrain.errors import InvalidInput
-from octobrain.memory.turn_fields import SPEAKER_CHARS, turn_id, turn_name, turn_text
-from octobrain.memory.turns import Conversation, Turn
+from octobrain.memory.turn_fields import speaker_name, turn_id, turn_name, turn_text
+from octobrain.memory.turns import Conversation, Turn, listed
 from octobrain.safe_text import shows_something
 from octobrain.times import ISO_CHARS, iso_time, not_ahead
 
@@ -83,7 +83,8 @@ def locomo_conversations(samples: Iterable[Any]) -> list[Conversation]:
                 twhere = f"{where}.conversation.{name}[{j}]"
                 if not isinstance(turn, dict):
                     raise InvalidInput(twhere, "must be an object with speaker and text")
-                speaker = turn_name(f"{twhere}.speaker", turn.get("speaker"), SPEAKER_CHARS)
+                full = turn_name(f"{twhere}.speaker", turn.get("speaker"), None)
+                speaker = speaker_name(full)
                 text = turn_text(f"{twhere}.text", turn.get("text"))
                 caption = turn.get("blip_caption")
                 shared = caption if isinstance(caption, str) else ""
@@ -103,7 +104,8 @@ def locomo_conversations(samples: Iterable[Any]) -> list[Conversation]:
                         moment,
                         date,
                         origin,
+                        cut=f"{twhere}.speaker" if speaker is not full else "",
                     )
                 )
-        out.append(Conversation(key, said, blank))
+        out.append(listed(key, said, blank))
     return out

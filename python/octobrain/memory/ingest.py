@@ -39,6 +39,7 @@ from octobrain.memory.earlier_turns import (
     continued_sessions,
     onward_links,
 )
+from octobrain.memory.turn_fields import SPEAKER_CHARS
 from octobrain.models import (
     CONTENT_BYTES,
     CONTEXT_BYTES,
@@ -91,6 +92,8 @@ class IngestReport:
     other_words: int = 0
     forgotten: int = 0  # turns the user forgot (`forget`): not stored again
     blank: int = 0  # records with blank text: nothing to store
+    cut: int = 0  # turns whose speaker's name was cut to fit, and the first one's field
+    cut_at: str = ""
 
     def summary(self, added: str) -> str:
         """`<added> added, M already present[, K forgotten …][, K not stored: …]`."""
@@ -99,6 +102,11 @@ class IngestReport:
             text += f", {self.forgotten} forgotten earlier (`forget`), not stored again"
         if self.blank:
             text += f", {self.blank} with blank text skipped (no visible character)"
+        if self.cut:
+            text += (
+                f", {self.cut} with the speaker's name cut to {SPEAKER_CHARS} characters, the "
+                f"most a name holds (first: {self.cut_at})"
+            )
         if self.other_words:
             text += (
                 f", {self.other_words} not stored: their id names a stored turn with other "
@@ -339,6 +347,7 @@ def ingest(
                 raise NotEmbedded(missing)
         report.turns += len(conv.turns)
         report.blank += conv.blank
+        report.cut, report.cut_at = report.cut + conv.cut, report.cut_at or conv.cut_at
         ends: dict[str, Memory] = {}  # session tag → its latest turn in this call
         for batch, previous, stored in _settled(brain, conv, scope, window, topic_words):
             if _unchanged(brain, batch, previous, stored):

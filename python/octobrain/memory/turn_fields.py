@@ -53,7 +53,9 @@ def turn_text(field_name: str, value: object) -> str:
     return unicode_text(field_name, value)
 
 
-def turn_name(field_name: str, value: object, limit: int) -> str:
+def turn_name(field_name: str, value: object, limit: int | None) -> str:
+    """A speaker's or session's name: one line of visible text of at most `limit` characters
+    (None: any)."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field_name, "must be a non-empty string")
     if "\x00" in value:
@@ -64,9 +66,18 @@ def turn_name(field_name: str, value: object, limit: int) -> str:
     name = " ".join(without_bidi(value).split())
     if not name:
         raise InvalidInput(field_name, "must hold visible text, not only bidirectional controls")
-    if len(name) > limit:
+    if limit is not None and len(name) > limit:
         raise InvalidInput(field_name, f"must be at most {limit} characters")
     return name
+
+
+def speaker_name(name: str) -> str:
+    """Who said a turn (`turn_name`, of any length) in at most `SPEAKER_CHARS` characters: a
+    longer name (a display name with a title and a team) is cut to them, ending in "…", rather
+    than refusing the whole export; the ingest report names the first turn cut."""
+    if len(name) <= SPEAKER_CHARS:
+        return name
+    return name[: SPEAKER_CHARS - 1].rstrip() + "…"
 
 
 def turn_id(field_name: str, value: object) -> str:

@@ -17,7 +17,16 @@ from octobrain.errors import InvalidInput
 from octobrain.models import CONTENT_BYTES
 from octobrain.spans import split_text
 
-__all__ = ["Conversation", "Reread", "Turn", "duplicate", "in_parts", "parts", "streamed"]
+__all__ = [
+    "Conversation",
+    "Reread",
+    "Turn",
+    "duplicate",
+    "in_parts",
+    "listed",
+    "parts",
+    "streamed",
+]
 
 
 @dataclass(frozen=True, slots=True)  # (a file holds up to millions of them)
@@ -39,6 +48,8 @@ class Turn:
     # this call: "session" (the latest of its session up to its time), "conversation" (of
     # its conversation, within a silence that starts no session), or "" (not looked for).
     follows: str = field(default="", compare=False)
+    # The field of a name cut to fit (`turns[3].speaker`: `turn_fields.speaker_name`), or "".
+    cut: str = field(default="", compare=False)
 
 
 @dataclass
@@ -50,6 +61,8 @@ class Conversation:
     # turns are gone through (`Reread`): a 64 MiB file of tiny turns held them as 0.5 GB.
     turns: Sequence[Turn] = field(default_factory=list)
     blank: int = 0  # records of a chat export whose text was blank: skipped, and counted
+    cut: int = 0  # turns whose speaker's name was cut to fit (`Turn.cut`), and the first one's
+    cut_at: str = ""
 
     @property
     def speakers(self) -> list[str]:
@@ -86,6 +99,12 @@ class Reread(Sequence[Turn]):
         return list(self)[index]  # (a caller's lookup; ingest goes through them in order)
 
 
+def listed(key: str, turns: list[Turn], blank: int = 0) -> Conversation:
+    """A conversation of turns held in a list, its names cut to fit counted."""
+    cut = [turn.cut for turn in turns if turn.cut]
+    return Conversation(key, turns, blank, len(cut), cut[0] if cut else "")
+
+
 def streamed(make: Callable[[], Iterator[Turn | None]], key: str) -> Conversation:
     """The conversation whose records `make` reads (a turn, or None for a blank record), each
     checked once now and read again when its turns are gone through: a turn id given to two
@@ -93,11 +112,13 @@ def streamed(make: Callable[[], Iterator[Turn | None]], key: str) -> Conversatio
     longer than a memory holds is said in parts (`in_parts`). Only two digests and a count a
     turn are held (32 bytes, not the turn's 270 or more)."""
     keys, said, pieces = bytearray(), bytearray(), array("I")
-    blank = 0
+    blank, cut, cut_at = 0, 0, ""
     for turn in make():
         if turn is None:
             blank += 1
             continue
+        if turn.cut:
+            cut, cut_at = cut + 1, cut_at or turn.cut
         keys += _digest16(turn.key)
         said += _digest16(turn.speaker, turn.text)
         pieces.append(len(split_text(turn.text, CONTENT_BYTES[1])))
@@ -111,7 +132,7 @@ def streamed(make: Callable[[], Iterator[Turn | None]], key: str) -> Conversatio
             if i not in drop:
                 yield from parts(turn)
 
-    return Conversation(key, Reread(turns, count), blank)
+    return Conversation(key, Reread(turns, count), blank, cut, cut_at)
 
 
 def _digest16(*parts: str) -> bytes:
@@ -160,7 +181,7 @@ def in_parts(conversation: Conversation) -> Conversation:
     several turns of its speaker, cut at natural breaks, so none of it is lost: the first part
     keeps the turn's key, part n is `<key>/part-<n>`."""
     turns = [part for turn in conversation.turns for part in parts(turn)]
-    return Conversation(conversation.key, turns, conversation.blank)
+    return replace(conversation, turns=turns)
 
 
 def parts(turn: Turn) -> Iterator[Turn]:
