@@ -180,6 +180,28 @@ def test_unconsolidate_says_it_kept_a_merged_memory_the_user_edited(env: Path) -
     assert recent == dict.fromkeys([*ids, parent], "working")
 
 
+def test_update_of_a_member_says_its_merged_memory_was_left_as_the_user_wrote_it(
+    env: Path,
+) -> None:
+    # It printed the member alone: the merged memory, edited by the user, still said the old
+    # wording and ranked above the correction, unsaid.
+    ids = [memorize("Deploy pipeline", text) for text in TWINS]
+    merged = ok("sleep-consolidate", "--threshold", "0.9", "--min-size", "4")
+    parent = merged["consolidations"][0]["parent"]["id"]  # type: ignore[index]
+    fixed = "Deploys run through the canary pipeline with a smoke test before the switch."
+    rewritten = ok("update", ids[0], "-c", fixed)
+    assert (rewritten["merged_rewritten"], rewritten["merged_kept"]) == ([parent], [])  # type: ignore[index]
+    ok("update", parent, "-c", "Deploys go blue green. Also: the switch needs two approvals.")
+    said = run("update", ids[1], "-c", fixed)
+    assert said.exit_code == 0, said.output
+    assert said.output.endswith(
+        "Left as you wrote them (merged memories you edited since the merge; they may still say "
+        f"what this memory said before): {parent}\n"
+    )
+    plain = run("update", ids[1], "-i", "0.9")  # no new words: nothing to say
+    assert plain.exit_code == 0 and "merged" not in plain.output, plain.output
+
+
 def test_sleep_consolidate_counts_the_memories_it_keeps_from_merging_again(env: Path) -> None:
     # After an unconsolidate the dry run said "0 recent working memories" (there were 4), and
     # the JSON gave the merged memory's importance as 0.7699999809265137 (`get`: 0.77).

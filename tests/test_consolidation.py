@@ -585,6 +585,22 @@ def test_a_tag_added_to_a_member_leaves_what_the_user_wrote_in_the_merged_memory
     assert forgotten.kept == [parent.id] and brain.get(parent.id).content == mine
 
 
+def test_an_edit_of_a_member_says_what_became_of_its_merged_memory(make_brain: MakeBrain) -> None:
+    # `update` of a member said nothing of a merged memory left saying the member's old words
+    # (the user had edited it), which `remember` still ranks above the corrected member.
+    brain = make_brain()
+    parent, notes = merged(brain, DEPLOY_NOTES)
+    done = brain.edit(notes[2].id, content="Deploys happen on Tuesday afternoons, approved by Lee.")
+    assert (done.rewritten, done.kept) == ([parent.id], [])
+    assert done.memory == brain.get(notes[2].id)
+    mine = "Deploys happen on Tuesday afternoons. Also: freezes start the week before launch."
+    assert brain.edit(parent.id, content=mine).kept == []  # (the merged memory itself)
+    done = brain.edit(notes[0].id, content="Deploys happen on Wednesday mornings now.")
+    assert (done.rewritten, done.kept) == ([], [parent.id])
+    assert brain.get(parent.id).content == mine
+    assert brain.edit(notes[0].id, importance=0.9).kept == []  # no new words: nothing to say
+
+
 def test_unconsolidate_keeps_a_merged_memory_the_user_edited(make_brain: MakeBrain) -> None:
     # It was deleted, the fact the user added to it with it (only `restore` got it back).
     brain = make_brain()

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from octobrain.memory.brain import Brain, Neighbour, Recall
     from octobrain.memory.consolidation import Consolidation, Unconsolidation
     from octobrain.memory.copies import Stored
+    from octobrain.memory.edits import Edited
     from octobrain.memory.ingest import IngestReport
     from octobrain.memory.search import Empty, Hit
     from octobrain.memory.sleep import SleepReport
@@ -85,6 +86,7 @@ _PUBLIC = {
     # and `OctobrainError` they raise, for annotating a caller's code.
     "Stored": "octobrain.memory.copies",
     "Forgotten": "octobrain.memory.writes",
+    "Edited": "octobrain.memory.edits",
     "IngestReport": "octobrain.memory.ingest",
     "SleepReport": "octobrain.memory.sleep",
     "Consolidation": "octobrain.memory.consolidation",
@@ -110,6 +112,7 @@ __all__ = [
     "ConfigError",
     "Consolidation",
     "Document",
+    "Edited",
     "Embedder",
     "EmbeddingError",
     "Empty",

@@ -310,9 +310,9 @@ def update_cmd(
     fmt: str,
 ) -> None:
     """Edit a memory in place (its scope never changes)."""
-    from octobrain.memory.render import format_memory, memory_to_dict
+    from octobrain.memory.render import edited_lines, format_memory, memory_to_dict
 
-    mem = command_brain(ctx).update(
+    done = command_brain(ctx).edit(
         memory_id,
         title=title,
         content=content,
@@ -323,7 +323,15 @@ def update_cmd(
         add_files=split_values(add_files),
         remove_files=split_values(remove_files),
     )
-    emit(fmt, memory_to_dict(mem), format_memory(mem))
+    emit(
+        fmt,
+        {
+            **memory_to_dict(done.memory),
+            "merged_rewritten": done.rewritten,
+            "merged_kept": done.kept,
+        },
+        "\n".join([format_memory(done.memory), *edited_lines(done)]),
+    )
 
 
 @memory.command("get")

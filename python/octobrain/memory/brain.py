@@ -8,6 +8,7 @@ hybrid retrieval pipeline. Heavy objects (LanceDB, the model) load on first use.
 from __future__ import annotations
 
 from octobrain.memory.curation import Curation
+from octobrain.memory.edits import Edits
 from octobrain.memory.reads import ACCESS_WINDOW, Neighbour, Reads, Recall
 from octobrain.memory.writes import Writes
 from octobrain.store.failures import failures_named
@@ -16,7 +17,7 @@ __all__ = ["ACCESS_WINDOW", "Brain", "Neighbour", "Recall"]
 
 
 @failures_named
-class Brain(Writes, Reads, Curation):
+class Brain(Writes, Edits, Reads, Curation):
     """Memories of one scope (plus the global ones it can see).
 
     `Brain(scope, *, config=None, embedder=None, uri=None, workdir=None, session_id="")`:
@@ -36,6 +37,7 @@ class Brain(Writes, Reads, Curation):
     store cannot be opened, read or written, `EmbeddingError` when the model cannot load or
     answer, and the base class itself for a store embedded with another model.
 
-    One class in four files: the write path (`memory.writes`), the read path (`memory.reads`)
-    and curation (`memory.curation`), over the shared state and checks of `memory.core`.
+    One class in five files: the write path (`memory.writes`), edits (`memory.edits`), the read
+    path (`memory.reads`) and curation (`memory.curation`), over the shared state and checks of
+    `memory.core`.
     """

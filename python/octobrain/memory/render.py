@@ -12,6 +12,7 @@ from octobrain.safe_text import one_line, quoted
 
 if TYPE_CHECKING:
     from octobrain.memory.copies import Already
+    from octobrain.memory.edits import Edited
     from octobrain.memory.writes import Forgotten
 
 NO_RESULTS = (
@@ -42,6 +43,19 @@ def released_lines(forgotten: Forgotten) -> list[str]:
         lines.append(
             "Left as you wrote them (merged memories you edited since the merge; they may still "
             "say what was deleted): " + ", ".join(forgotten.kept)
+        )
+    return lines
+
+
+def edited_lines(edited: Edited) -> list[str]:
+    """What an edit of a merged memory's member changed in it, one line each (none if none)."""
+    lines = []
+    if edited.rewritten:
+        lines.append("Merged memories written again with this edit: " + ", ".join(edited.rewritten))
+    if edited.kept:
+        lines.append(
+            "Left as you wrote them (merged memories you edited since the merge; they may still "
+            "say what this memory said before): " + ", ".join(edited.kept)
         )
     return lines
 
