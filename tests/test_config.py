@@ -220,6 +220,9 @@ def test_int_given_for_float_is_accepted(tmp_path: Path):
             "'bad host!' is neither an IP address, a CIDR network nor a host name",
         ),
         ("[knowledge]\nmax_redirects = -1\n", "knowledge.max_redirects", "must be between 0"),
+        # Accepted: 5e-324 put every memory at the decay floor at once, 1e300 stopped decay.
+        ("[memory]\ndecay_half_life_days = 5e-324\n", "memory.decay_half_life_days", "an hour"),
+        ("[memory]\ndecay_half_life_days = 1e300\n", "memory.decay_half_life_days", "century"),
     ],
 )
 def test_invalid_values_name_file_key_and_rule(tmp_path: Path, text: str, key: str, rule: str):

@@ -156,6 +156,16 @@ def test_errors_name_the_argument(kwargs: dict[str, object], argument: str) -> N
         decayed_importance(**args)  # type: ignore[arg-type]
 
 
+def test_access_counts_at_the_integer_limits_neither_wrap_nor_misreport() -> None:
+    # An unsigned count of 2**64 - 1 was cast to int64 as -1 and refused as "got -1".
+    top = np.iinfo(np.int64).max
+    for count in ([top], np.array([top], dtype=np.uint64)):
+        assert decayed_importance([0.5], [NOW], count, NOW)[0] == 1.0  # full boost, capped
+    for count in ([2**64 - 1], np.array([2**63], dtype=np.uint64)):
+        with pytest.raises(InvalidInput, match=rf"^access_count: must be at most {top}, got "):
+            decayed_importance([0.5], [NOW], count, NOW)
+
+
 def test_wrong_dtype_is_invalid_input() -> None:
     with pytest.raises(InvalidInput) as info:
         decayed_importance([0.5], [NOW], np.array(["3"]), NOW)

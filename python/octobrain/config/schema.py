@@ -268,6 +268,20 @@ class SearchConfig:
     hyde: HydeConfig = field(default_factory=HydeConfig)
 
 
+MIN_HALF_LIFE_DAYS = 1 / 24  # an hour: anything shorter puts every memory at the floor at once
+
+
+def _half_life_rule(v: Any) -> str | None:
+    """A half-life of an hour to a century: 5e-324 put every memory at the decay floor a
+    microsecond after its last access, and 1e300 (86,400 x it is inf) disabled decay unsaid."""
+    if math.isfinite(v) and MIN_HALF_LIFE_DAYS <= v <= MAX_DAYS:
+        return None
+    return (
+        f"must be a number of days from 1/24 (an hour) to {MAX_DAYS:,} (a century), got {v}; "
+        "to turn decay off, set decay_enabled = false"
+    )
+
+
 @dataclass(frozen=True)
 class MemoryConfig:
     """`[memory]`: importance, decay and links."""
@@ -275,7 +289,7 @@ class MemoryConfig:
     default_importance: float = _opt(0.5, "importance of a new memory", _range(0, 1))
     decay_enabled: bool = _opt(True, "let unused memories fade in the ranking (never deleted)")
     decay_half_life_days: float = _opt(
-        90.0, "days for importance to halve without access", _range(0, None, lo_open=True)
+        90.0, "days for importance to halve without access", _half_life_rule
     )
     access_boost_factor: float = _opt(1.2, "reinforcement per access (log-scaled)", _range(1, 10))
     min_importance_threshold: float = _opt(0.05, "floor of decayed importance", _range(0, 1))

@@ -66,7 +66,7 @@ def decayed_importance(
     if not enabled:
         return np.array(base, dtype=np.float64)
     seen = _timestamps(last_accessed)
-    counts = _column(access_count, "access_count", "iu", np.int64)
+    counts = _counts(access_count)
     return _core.decayed_importance(
         base,
         seen,
@@ -87,6 +87,18 @@ def _column(values: Any, arg: str, kinds: str, dtype: type[np.generic]) -> npt.N
         wanted = "integers" if kinds == "iu" else "real numbers"
         raise InvalidInput(arg, f"must hold {wanted}, got dtype {array.dtype}")
     return np.ascontiguousarray(array, dtype=dtype)
+
+
+def _counts(values: Any) -> npt.NDArray[np.int64]:
+    """Access counts as int64, the kernel's and the store's type: an unsigned count past its
+    largest value is refused by name (cast, 2**64 - 1 wrapped to -1 and was refused as that)."""
+    array = np.asarray(values)
+    if array.dtype.kind == "u" and array.size and int(array.max()) > np.iinfo(np.int64).max:
+        raise InvalidInput(
+            "access_count",
+            f"must be at most {np.iinfo(np.int64).max}, got {int(array.max())}",
+        )
+    return _column(array, "access_count", "iu", np.int64)
 
 
 def _timestamps(values: Any) -> npt.NDArray[np.float64]:
