@@ -125,3 +125,27 @@ def test_a_speaker_name_over_60_characters_is_cut_and_said(tmp_path: Path) -> No
     locomo = {"conversation": {"session_1": [{"speaker": long, "text": "hi"}]}}
     (conversation,) = parse_text(json.dumps([locomo]), "locomo")
     assert conversation.cut_at == "file[0].conversation.session_1[0].speaker"
+
+
+def test_turns_without_a_time_are_said_to_be_dated_at_the_ingest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: an old export without times was stored as said today, unsaid (the README: each
+    # turn "created at the time it was said").
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:64")
+    path = tmp_path / "old.json"
+    records = [
+        {"speaker": "Ann", "text": "We picked Postgres.", "time": "2019-03-01T10:00:00Z"},
+        {"speaker": "Bob", "text": "And Redis for the queue."},
+        {"speaker": "Ann", "text": "Agreed."},
+    ]
+    path.write_text(json.dumps(records))
+    done = cli("memory", "--scope", SCOPE, "ingest", str(path))
+    assert done.exit_code == 0, done.output
+    (warning,) = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    assert warning.startswith(
+        "warning: 2 turns have no time: each is dated when first ingested, not when it was said"
+    )
+    dated = cli("memory", "--scope", SCOPE, "ingest", str(path), "--format", "json")
+    assert json.loads(dated.stdout)["undated"] == 2

@@ -63,6 +63,13 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, name: str | None, 
         )
     with progress_bar(total, "ingesting") as progress:
         report = brain.ingest(conversations, progress=progress)
+    if report.undated:  # (an old export stored as said today, unsaid, misled every date asked)
+        click.echo(
+            f"warning: {report.undated} turns have no time: each is dated when first ingested, "
+            "not when it was said (--after, --before and a question naming a date read it so); "
+            "a time on each turn dates it",
+            err=True,
+        )
     if fmt == "json":
         emit_json({"scope": brain.scope, **report.__dict__})
         return

@@ -94,6 +94,9 @@ class IngestReport:
     blank: int = 0  # records with blank text: nothing to store
     cut: int = 0  # turns whose speaker's name was cut to fit, and the first one's field
     cut_at: str = ""
+    # Turns without a time: created when first ingested (what `--after`, `--before` and a
+    # question naming a date read); `memory ingest` says so.
+    undated: int = 0
 
     def summary(self, added: str) -> str:
         """`<added> added, M already present[, K forgotten …][, K not stored: …]`."""
@@ -348,6 +351,7 @@ def ingest(
         report.turns += len(conv.turns)
         report.blank += conv.blank
         report.cut, report.cut_at = report.cut + conv.cut, report.cut_at or conv.cut_at
+        report.undated += conv.undated
         ends: dict[str, Memory] = {}  # session tag → its latest turn in this call
         for batch, previous, stored in _settled(brain, conv, scope, window, topic_words):
             if _unchanged(brain, batch, previous, stored):

@@ -63,6 +63,7 @@ class Conversation:
     blank: int = 0  # records of a chat export whose text was blank: skipped, and counted
     cut: int = 0  # turns whose speaker's name was cut to fit (`Turn.cut`), and the first one's
     cut_at: str = ""
+    undated: int = 0  # turns without a time: stored as of the ingest
 
     @property
     def speakers(self) -> list[str]:
@@ -100,9 +101,11 @@ class Reread(Sequence[Turn]):
 
 
 def listed(key: str, turns: list[Turn], blank: int = 0) -> Conversation:
-    """A conversation of turns held in a list, its names cut to fit counted."""
+    """A conversation of turns held in a list, its names cut to fit and its turns without a
+    time counted."""
     cut = [turn.cut for turn in turns if turn.cut]
-    return Conversation(key, turns, blank, len(cut), cut[0] if cut else "")
+    undated = sum(turn.time is None for turn in turns)
+    return Conversation(key, turns, blank, len(cut), cut[0] if cut else "", undated)
 
 
 def streamed(make: Callable[[], Iterator[Turn | None]], key: str) -> Conversation:
@@ -112,11 +115,12 @@ def streamed(make: Callable[[], Iterator[Turn | None]], key: str) -> Conversatio
     longer than a memory holds is said in parts (`in_parts`). Only two digests and a count a
     turn are held (32 bytes, not the turn's 270 or more)."""
     keys, said, pieces = bytearray(), bytearray(), array("I")
-    blank, cut, cut_at = 0, 0, ""
+    blank, cut, cut_at, undated = 0, 0, "", 0
     for turn in make():
         if turn is None:
             blank += 1
             continue
+        undated += turn.time is None
         if turn.cut:
             cut, cut_at = cut + 1, cut_at or turn.cut
         keys += _digest16(turn.key)
@@ -132,7 +136,7 @@ def streamed(make: Callable[[], Iterator[Turn | None]], key: str) -> Conversatio
             if i not in drop:
                 yield from parts(turn)
 
-    return Conversation(key, Reread(turns, count), blank, cut, cut_at)
+    return Conversation(key, Reread(turns, count), blank, cut, cut_at, undated)
 
 
 def _digest16(*parts: str) -> bytes:
