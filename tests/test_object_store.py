@@ -609,6 +609,40 @@ def test_storage_settings_are_checked(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 @pytest.mark.parametrize(
+    ("uri", "typo", "like"),
+    [
+        ("s3://bucket/octobrain", "aws_acess_key_id", "aws_access_key_id, region, aws_endpoint"),
+        ("s3+ddb://bucket/octobrain?ddbTableName=t", "regoin", "aws_access_key_id, region"),
+        ("gs://bucket/octobrain", "google_service_acount", "google_service_account, google_"),
+        ("az://container/octobrain", "azure_storage_acount_name", "azure_storage_account_name"),
+    ],
+)
+def test_a_storage_option_the_object_store_does_not_take_is_named(
+    uri: str, typo: str, like: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: LanceDB ignored it without a word (the bucket then refused the requests as
+    # unsigned), and the lease and records failed later on "Configuration key: … is not valid".
+    scheme = uri.split("://")[0].split("+")[0]
+    location = StoreLocation(uri, {"allow_http": "true", typo: "x", "client_max_retries": "1"})
+    with pytest.raises(InvalidInput) as refused:
+        location.connect()
+    assert str(refused.value).startswith(
+        f"storage.options.{typo}: is not an option of {scheme}:// stores (the object_store "
+        f"crate's keys, such as {like}"
+    )
+    assert str(refused.value).endswith("); check its spelling")
+    # Keys LanceDB or the HTTP client take, and the object store's own, are not refused.
+    taken = {"region": "eu-west-1", "dynamodb_endpoint": "http://x", "timeout": "5s"}
+    StoreLocation("s3://bucket/octobrain", {**taken, "AWS_ENDPOINT": "http://x"}).objects()
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OCTOBRAIN_STORAGE_URI", uri)
+    monkeypatch.setenv("OCTOBRAIN_STORAGE_OPTIONS", f"{typo}=x")
+    done = CliRunner().invoke(main, ["memory", "--scope", SCOPE, "recent"])
+    assert done.exit_code == 2
+    assert done.stderr.splitlines()[-1].startswith(f"error: storage.options.{typo}: is not")
+
+
+@pytest.mark.parametrize(
     ("option", "rule"),
     [
         ("client_max_retries=abc", "client_max_retries must be a whole number of retries"),

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from octobrain.errors import StorageError
+from octobrain.errors import InvalidInput, StorageError
 from octobrain.files import read_regular
 from octobrain.store import forked
 from octobrain.store.endpoint import object_store_reason
@@ -120,6 +120,8 @@ class StoreLocation:
                     "put the store back from a backup (`octobrain memory import` of an export)"
                 )
             self.path.mkdir(parents=True, exist_ok=True)
+        else:  # (an option the object store does not know: LanceDB ignores it without a word)
+            self.objects()
         try:
             return lancedb.connect(
                 self.uri,
@@ -226,6 +228,7 @@ class StoreLocation:
     def objects(self) -> Any:
         """The obstore handle for this store's prefix (object stores only)."""
         if self._objects is None:
+            from obstore.exceptions import UnknownConfigurationKeyError
             from obstore.store import from_url
 
             parts = urlsplit(self.uri)
@@ -241,7 +244,39 @@ class StoreLocation:
                 "max_retries": int(self.options["client_max_retries"]),
                 "retry_timeout": timedelta(seconds=float(self.options["client_retry_timeout"])),
             }
-            self._objects = from_url(
-                base, config=config or None, client_options=client or None, retry_config=retry
-            )
+            try:
+                self._objects = from_url(
+                    base, config=config or None, client_options=client or None, retry_config=retry
+                )
+            except UnknownConfigurationKeyError:
+                raise _unknown_option(base, config) from None
         return self._objects
+
+
+_KEYS_LIKE = {
+    "s3": "aws_access_key_id, region, aws_endpoint",
+    "gs": "google_service_account, google_application_credentials",
+    "az": "azure_storage_account_name, azure_storage_account_key",
+    "abfs": "azure_storage_account_name, azure_storage_account_key",
+}
+
+
+def _unknown_option(base: str, config: Mapping[str, str]) -> InvalidInput:
+    """The error naming the first key of `config` the object store at `base` does not take (a
+    typo such as `aws_acess_key_id` was left to the first request, or never said)."""
+    from obstore.exceptions import UnknownConfigurationKeyError
+    from obstore.store import from_url
+
+    scheme = urlsplit(base).scheme
+    for key, value in config.items():
+        try:
+            from_url(base, config={key: value})  # type: ignore[call-overload]
+        except UnknownConfigurationKeyError:
+            return InvalidInput(
+                f"storage.options.{key}",
+                f"is not an option of {scheme}:// stores (the object_store crate's keys, such "
+                f"as {_KEYS_LIKE.get(scheme, 'region')}); check its spelling",
+            )
+        except Exception:  # (a key it takes: its value, or the keys it needs beside, are not ours)
+            continue
+    return InvalidInput("storage.options", f"holds a key {scheme}:// stores do not take")
