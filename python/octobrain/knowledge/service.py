@@ -72,6 +72,7 @@ from octobrain.models import NOTE_BYTES, QUERY_BYTES, check_limit
 from octobrain.safe_text import check_label, check_text, is_unicode
 from octobrain.scope import validate_scope
 from octobrain.secrets import find_secrets, screen
+from octobrain.store.closing import Closable
 from octobrain.store.failures import failures_named
 from octobrain.store.location import StoreLocation
 from octobrain.store.schema import SOURCES, check_knowledge
@@ -92,8 +93,10 @@ _FETCHED: ByUrl[Document] = ByUrl(kept=8, budget=32 << 20, seconds=300)
 
 
 @failures_named
-class Knowledge:
-    """External documents and session notes, seen from one scope (and one session)."""
+class Knowledge(Closable):
+    """External documents and session notes, seen from one scope (and one session). The store
+    opens on first use; `close()` (or the end of a `with Knowledge(...) as knowledge:` block)
+    lets go of it, and later calls are refused (`InvalidInput`: is closed)."""
 
     def __init__(
         self,
@@ -123,6 +126,7 @@ class Knowledge:
 
     @property
     def kstore(self) -> KnowledgeStore:
+        self._check_open()
         if self._store is None:
             location = StoreLocation.from_config(self.config, self.uri)
             self._store = KnowledgeStore(location, self.embedder.model_id, self.embedder.dim)
@@ -130,6 +134,7 @@ class Knowledge:
 
     @property
     def index_mirror(self) -> ChunkIndex:
+        self._check_open()
         if self._index is None:
             self._index = ChunkIndex(self.kstore)
         return self._index
@@ -180,7 +185,11 @@ class Knowledge:
         rows.sort(key=lambda r: (r["scope"] != self.scope, r["session_id"] == "", r["uri"]))
         return rows
 
+    def _let_go(self) -> None:  # (LanceDB's handles go with them, unless a server shares them)
+        self._store = self._index = None
+
     def _ref(self, source: str) -> SourceRef:
+        self._check_open()
         return confine(parse_source(source, cwd=self.cwd), self.local_roots)
 
     # ---- fetching -------------------------------------------------------------------------

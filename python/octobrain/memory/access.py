@@ -21,7 +21,6 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-import time
 import weakref
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -54,6 +53,7 @@ class AccessQueue:
         self._lock = threading.Lock()
         self._committing = threading.Lock()  # held by a flush while it commits
         self._thread: threading.Thread | None = None
+        self._wake = threading.Event()  # set by `stop`: commit now and end the thread
         _LIVE.add(self)
 
     def add(self, ids: Sequence[str], now: datetime, mirror: Mirror | None = None) -> None:
@@ -107,13 +107,24 @@ class AccessQueue:
         for mirror in mirrors:
             mirror.note_own_access(ids, when, version)
 
+    def stop(self) -> None:
+        """Commit every queued bump now and end the background thread (`Brain.close`); a
+        later `add` starts another."""
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            self._wake.set()
+            thread.join()
+            self._wake.clear()
+        self.flush()  # (what was queued while the thread ended)
+
     def _run(self) -> None:
         # Runs while there is something to count; the next `add` starts a new one.
         while True:
-            time.sleep(self._interval)
+            stopping = self._wake.wait(self._interval)
             self.flush()
             with self._lock:
-                if not self._pending:
+                if stopping or not self._pending:
                     self._thread = None
                     return
 

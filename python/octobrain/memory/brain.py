@@ -30,9 +30,13 @@ class Brain(Writes, Edits, Reads, Curation):
 
     Nothing opens until first used; the store and model stay open while the Brain lives and
     need no closing (access counts are committed within a second, and as the process exits:
-    `flush()` commits them now). Brains of one store may be used at once, from threads and
-    processes; a process forked from one that had opened a store opens none (`StorageError`:
-    start it with 'spawn' or 'forkserver'). Failures are `OctobrainError`s: `InvalidInput` (a
+    `flush()` commits them now). `close()`, or the end of a `with Brain(...) as brain:` block,
+    lets go at once: the access counts queued committed, background work finished, the
+    store's handles dropped (the model stays, shared by the process); later calls are refused
+    (`InvalidInput`: is closed). A Brain made by `for_scope` shares the store, closed apart.
+    Brains of one store may be used at once, from threads and processes; a process forked
+    from one that had opened a store opens none (`StorageError`: start it with 'spawn' or
+    'forkserver'). Failures are `OctobrainError`s: `InvalidInput` (a
     `ValueError`) for an argument or an id not visible from the scope, `StorageError` when the
     store cannot be opened, read or written, `EmbeddingError` when the model cannot load or
     answer, and the base class itself for a store embedded with another model.

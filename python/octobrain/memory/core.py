@@ -23,6 +23,7 @@ from octobrain.safe_text import check_text, check_visible
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen, screen_each
 from octobrain.store import MemoryStore, NotFound
+from octobrain.store.closing import Closable
 from octobrain.store.location import StoreLocation, is_remote, redact
 from octobrain.store.sql import visible_scopes
 
@@ -30,7 +31,7 @@ _B = TypeVar("_B", bound="BrainBase")
 MAX_PREFIX_CANDIDATES = 10  # listed when an id prefix is ambiguous
 
 
-class BrainBase:
+class BrainBase(Closable):
     """Memories of one scope (plus the global ones it can see): state and shared checks."""
 
     def __init__(
@@ -56,6 +57,7 @@ class BrainBase:
 
     @property
     def store(self) -> MemoryStore:
+        self._check_open()
         if self._store is None:
             location = StoreLocation.from_config(self.config, self.uri)
             self._store = MemoryStore(location, self.embedder.model_id, self.embedder.dim)
@@ -63,6 +65,7 @@ class BrainBase:
 
     @property
     def retriever(self) -> Retriever:
+        self._check_open()
         if self._retriever is None:
             corpus = Corpus(
                 self.store,
@@ -83,9 +86,19 @@ class BrainBase:
 
     @property
     def consolidator(self) -> Consolidator:
+        self._check_open()
         if self._consolidator is None:
             self._consolidator = Consolidator(self.store, self.embedder, self.config)
         return self._consolidator
+
+    def _let_go(self) -> None:
+        """(`Closable`) The snapshot being written finished, then the store, mirror and
+        consolidator dropped: with them LanceDB's handles and the snapshot's memory maps, once
+        no other Brain (`for_scope`) shares them."""
+        retriever = self._retriever
+        self._store = self._retriever = self._consolidator = None
+        if retriever is not None:
+            retriever.corpus.wait_for_snapshot()
 
     def for_scope(
         self: _B, scope: str, *, workdir: Path | None = None, session_id: str | None = None

@@ -11,6 +11,7 @@ re-sorts a million addresses, and every answer is checked against the row's curr
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,9 @@ class Positions:
     added since (no Python object per row)."""
 
     def __init__(self, corpus: Corpus) -> None:
-        self._c = corpus
+        # A proxy, not a reference: a cycle kept a dropped mirror (and its snapshot's memory
+        # maps) until the garbage collector's next pass (`Brain.close`).
+        self._c: Corpus = weakref.proxy(corpus)
 
     def get(self, memory_id: str, default: int | None = None) -> int | None:
         c = self._c

@@ -142,6 +142,15 @@ class Reads(BrainBase):
         if queue is not None:
             queue.flush(keep=keep)
 
+    def _let_go(self) -> None:
+        """(`Closable`) The access counts queued committed and the queue's thread ended first."""
+        if self._store is not None:
+            with _QUEUES_LOCK:
+                queue = _QUEUES.get(self._store)
+            if queue is not None:
+                queue.stop()
+        super()._let_go()
+
     def _access_queue(self) -> AccessQueue:
         with _QUEUES_LOCK:  # one queue per store, shared by every scope's Brain on it
             queue = _QUEUES.get(self.store)
