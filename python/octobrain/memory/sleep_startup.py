@@ -9,6 +9,7 @@ start, under the same lock, at most one an hour; once none are left the interval
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -83,8 +84,28 @@ class _Schedule:
         self._marker.parent.mkdir(parents=True, exist_ok=True)
         return FileLock(str(self._marker.with_suffix(".lock")), timeout=0)
 
+    def failed_anew(self, reason: str) -> bool:
+        """Note on this machine that a pass failed for `reason`; whether that is news, not
+        the reason the last pass failed for too (a read-only store failed every command's
+        pass, each adding the same line to the command's stderr)."""
+        failed = self._marker.with_suffix(".failed")
+        try:
+            before = json.loads(read_regular(failed, 1 << 16)[0]).get("reason")
+        except (OSError, ValueError, AttributeError):
+            before = None
+        try:
+            failed.parent.mkdir(parents=True, exist_ok=True)
+            tmp = failed.with_name(f"{failed.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"reason": reason, "failed_at": utcnow().isoformat()}))
+            os.replace(tmp, failed)
+        except OSError:
+            return True  # (nowhere to note it: said every time)
+        return before != reason
+
     def record(self, record: dict[str, Any]) -> None:
         """Record a successful pass (atomically: whole or absent)."""
+        with contextlib.suppress(OSError):  # a failure noted since is over
+            self._marker.with_suffix(".failed").unlink(missing_ok=True)
         if self._location.remote:
             self._location.write_json(self._name, record)
             return
@@ -197,6 +218,9 @@ def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
             # The command ended before the pass could; it is not a store fault.
             log.info("sleep pass for %r cut short by the process exiting", brain.scope)
             return
-        # One line for the user's log (the command itself reports an unreachable store).
-        log.warning("sleep pass for %r failed, retried next start: %s", brain.scope, reason(exc))
+        # One line for the user's log (the command itself reports an unreachable store), said
+        # again only when the reason changes: the pass is retried at every start meanwhile.
+        said = reason(exc)
+        level = logging.WARNING if schedule.failed_anew(said) else logging.INFO
+        log.log(level, "sleep pass for %r failed, retried next start: %s", brain.scope, said)
         log.debug("sleep pass failure", exc_info=True)
