@@ -303,8 +303,8 @@ def test_a_document_over_the_chunk_cap_is_refused_before_it_is_all_read(
     read: list[int] = []
     sections = chunk._sections
 
-    def counted(data: bytes) -> Iterator[Any]:
-        for section in sections(data):
+    def counted(data: bytes, setext: bool = False) -> Iterator[Any]:
+        for section in sections(data, setext):
             read.append(1)
             yield section
 
@@ -349,3 +349,62 @@ def test_one_section_over_the_chunk_cap_is_refused_at_the_cap(
         text[:20_000], "Big", chunk_size=200, overlap=20, parent_size=800, max_chunks=len(whole)
     )
     assert capped == whole and len(whole) > 100  # at the cap: accepted, the same chunks
+
+
+SETEXT_README = """---
+title: Operations
+tags: [ops]
+---
+
+Operations Guide
+================
+
+What the service does and who runs it, in a few sentences.
+
+Install
+-------
+
+Run the installer as root, then check that the service listens.
+
+---
+
+After a thematic break, still under Install: the config lives in /etc.
+
+- a list item
+- another item
+---
+
+Rolling
+deploys
+---
+The pipeline deploys; never by hand from a laptop, whatever the hour.
+
+```
+not a heading
+-------------
+```
+"""
+
+
+def test_setext_headings_make_section_paths_in_markdown() -> None:
+    # A README written with underlined headings had no section paths, and its title was the
+    # first `#` heading further down (or the front matter's `---`).
+    chunks = chunk_text(
+        SETEXT_README, "Operations Guide", chunk_size=200, overlap=20, parent_size=800, setext=True
+    )
+    assert [c.section_path for c in chunks] == [
+        (),  # the front matter: its `---` lines close no heading
+        ("Operations Guide",),
+        ("Operations Guide", "Install"),
+        ("Operations Guide", "Rolling deploys"),
+    ]
+    install = chunks[2].body
+    assert "After a thematic break" in install and "- another item\n---" in install
+    assert "not a heading\n-------------" in chunks[3].body
+    assert first_title(SETEXT_README, markdown=True) == "Operations Guide"
+    assert first_title("---\ntitle: x\n---\n\nNo heading here.\n", markdown=True) == (
+        "No heading here."
+    )
+    # Outside markdown (a log, a PDF's text), an underline is text, as before.
+    plain = chunk_text(SETEXT_README, "T", chunk_size=200, overlap=20, parent_size=800)
+    assert {c.section_path for c in plain} == {()}

@@ -203,7 +203,7 @@ def test_docx_paragraph_styles_as_python_docx_names_them(tmp_path: Path) -> None
         style_id = paragraph._p.style
         assert (names.get(style_id, default) if style_id else default) == expected
     text = _text(_save(document, tmp_path / "styles.docx"))
-    assert text.startswith("# Runbook\n\n## Failover\n\n- Promote the replica.\n\nStyled Chr")
+    assert text.startswith("# Runbook\n\n## Failover\n\n1. Promote the replica.\n\nStyled Chr")
     assert text.endswith("Styled Nope\n\n# Styled Heading1\n\nStyled")
 
 

@@ -18,14 +18,17 @@ from hypothesis import strategies as st
 
 from octobrain.knowledge import chunk, extract, html_text
 from octobrain.knowledge.chunk import _Section, chunk_text, heading_text
+from octobrain.safe_text import shows_something
 
 # ---- references ------------------------------------------------------------------------------
 
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n|[\r\n])|[^\r\n]+")  # as `bytes.splitlines(keepends=True)`
 
 
-def sections_by_line(data: bytes) -> Iterator[_Section]:
-    """Every line read: a fence line toggles, an unfenced heading with text starts a section."""
+def sections_by_line(data: bytes, setext: bool = False) -> Iterator[_Section]:
+    """Every line read: a fence line toggles, an unfenced heading whose text shows something
+    starts a section (`#` headings only: no `setext`)."""
+    assert not setext
     path: list[str] = []
     body_start = head_start = pos = 0
     head = b""
@@ -37,7 +40,7 @@ def sections_by_line(data: bytes) -> Iterator[_Section]:
         bare = line.rstrip(b"\r\n")
         match = None if fenced else chunk._HEADING.match(bare)
         heading = heading_text(match.group(2)) if match else b""
-        if match and heading:
+        if match and shows_something(heading.decode("utf-8", "replace")):
             yield _Section(tuple(path), body_start, data[body_start:pos], head_start, head)
             path = [*path[: len(match.group(1)) - 1], heading.decode("utf-8", "replace").strip()]
             body_start, head_start, head = pos + len(line), pos, bare
@@ -57,9 +60,10 @@ def first_title_by_line(text: str) -> str:
     for line in text.split("\n"):
         heading = extract._ATX.match(line)
         title = heading_text(heading.group(1).encode()).decode().strip() if heading else ""
-        if title:
+        if shows_something(title):
             return title[:100]
-        first = first or line.strip()[:100]
+        if not title and shows_something(line):
+            first = first or line.strip()[:100]
     return first or "Untitled"
 
 

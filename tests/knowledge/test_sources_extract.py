@@ -114,8 +114,8 @@ within two seconds.<br>Escalate after that.</p>
     assert text.split("\n\n") == [
         "# Runbook",
         "The information retrieval service answers within two seconds.\nEscalate after that.",
-        "- Download the release archive.",
-        "- Verify the checksum.",
+        "1. Download the release archive.",
+        "2. Verify the checksum.",
         "Error code | Meaning",
         "E429 | Quota exceeded",
         "That is all there is to the runbook; the rest is in the wiki, with its history.",

@@ -1,9 +1,11 @@
 """Heading-aware parent/child chunking.
 
 1. The text is split into sections at markdown headings (`#`…`######` at a line start, outside
-   fenced code), keeping the heading path (`Guide > Install > Linux`). A heading with no text
-   under it lives on in the headers of the sections nested under it; with none, the heading
-   line is the section's text (a note or a checklist made only of headings is not lost).
+   fenced code; in a markdown document also a paragraph underlined with `===` or `---`, as
+   CommonMark reads a setext heading), keeping the heading path (`Guide > Install > Linux`).
+   A heading with no text under it lives on in the headers of the sections nested under it;
+   with none, the heading line is the section's text (a note or a checklist made only of
+   headings is not lost).
    Sections with less text than 32 bytes, or than their heading path, are packed with their
    small neighbours, so the embedding work follows the text, however many headings it has.
 2. A section body that fits in `chunk_size` bytes is one chunk (no parent).
@@ -29,6 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from octobrain.errors import InvalidInput
+from octobrain.safe_text import shows_something
 from octobrain.spans import Fits, split_spans
 
 # One pass over the line; the closing hashes are stripped in Python (`heading_text`). A lazy
@@ -39,6 +42,23 @@ _EOL = re.compile(rb"\r\n|[\r\n]")
 # A line ending before a line that may be a fence or a heading (a pattern that starts with
 # a line ending is searched for in C; one that starts with `^` is tried at every byte).
 _MARKED = re.compile(rb"[\r\n](?=#|[ \t]*(?:```|~~~))")
+# Setext headings (CommonMark): a paragraph, then a line of only `=` (level 1) or only `-`
+# (level 2), indented at most 3 spaces. In a markdown document the underlines are marked too.
+_UNDERLINE = re.compile(rb" {0,3}(=+|-+)[ \t]*")
+_MARKED_SETEXT = re.compile(rb"[\r\n](?=#|[ \t]*(?:```|~~~)| {0,3}(?:=+|-+)[ \t]*(?:[\r\n]|\Z))")
+# A blank line (its line ending before it): the last one before an underline starts its
+# paragraph.
+_BLANK = re.compile(rb"(?:\r\n|\r(?!\n)|\n)[ \t]*(?=[\r\n])")
+# A line that opens a container (a list item, a block quote) or an indented code block: an
+# underline after a paragraph in one is a thematic break, not a heading (CommonMark).
+_NOT_PARAGRAPH = re.compile(rb" {0,3}(?:[-+*]|\d{1,9}[.)])(?:[ \t\r\n]|\Z)| {0,3}>| {4}|\t")
+_CONTAINER_LINE = re.compile(rb"[\r\n] {0,3}(?:(?:[-+*]|\d{1,9}[.)])[ \t\r\n]|>)")
+# YAML front matter (Jekyll, Hugo, MkDocs): a `---` first line, up to a `---` or `...` line.
+_FRONT_MATTER = re.compile(
+    rb"---[ \t]*(?:\r\n|\r|\n)[A-Za-z0-9_][\w .-]*:.*?(?:\r\n|\r|\n)(?:---|\.\.\.)[ \t]*"
+    rb"(?:\r\n|\r|\n|\Z)",
+    re.DOTALL,
+)
 
 
 class TooManyChunks(Exception):
@@ -96,38 +116,87 @@ def check_sizes(chunk_size: int, overlap: int, parent_size: int) -> None:
         raise InvalidInput("parent_size", "must be >= chunk_size")
 
 
-def _sections(data: bytes) -> Iterator[_Section]:
+def _sections(data: bytes, setext: bool = False) -> Iterator[_Section]:
     """The sections of `data`, one at a time (a 50 MB file of heading lines was 13 million
     line objects and sections before the first chunk). Only the lines that may open or close
     a fence or be a heading are read: the 250,000 short lines of a 6 MB log were each read
-    and matched twice in Python for none."""
+    and matched twice in Python for none. With `setext` (a markdown document), a paragraph
+    underlined with `=` or `-` is a heading too, and front matter holds none."""
     path: list[str] = []
     body_start = head_start = 0
     head = b""
     fenced = False
-    for pos in _marked_lines(data):
+    floor = front_matter_end(data) if setext else 0  # where the next paragraph may start
+    for pos in _marked_lines(data, setext):
+        if pos < floor:
+            continue
         eol = _EOL.search(data, pos)
-        end = len(data) if eol is None else eol.start()
-        bare = data[pos:end]
+        end = len(data) if eol is None else eol.end()
+        bare = data[pos : end if eol is None else eol.start()]
         if _FENCE.match(bare):
             fenced = not fenced
-        match = None if fenced else _HEADING.match(bare)
-        heading = heading_text(match.group(2)) if match else b""
-        if match and heading:
-            yield _Section(tuple(path), body_start, data[body_start:pos], head_start, head)
-            level = len(match.group(1))
+            floor = end
+        if fenced:
+            continue
+        level, heading, start = _heading(data, bare, floor, pos, setext)
+        if heading:
+            yield _Section(tuple(path), body_start, data[body_start:start], head_start, head)
             path = [*path[: level - 1], heading.decode("utf-8", "replace").strip()]
-            body_start = end if eol is None else eol.end()
-            head_start, head = pos, bare
+            body_start = end
+            head_start, head = start, data[start : pos + len(bare)]
+        if heading or level:
+            floor = end
     yield _Section(tuple(path), body_start, data[body_start:], head_start, head)
 
 
-def _marked_lines(data: bytes) -> Iterator[int]:
+def _heading(
+    data: bytes, bare: bytes, floor: int, pos: int, setext: bool
+) -> tuple[int, bytes, int]:
+    """The heading the line `bare` at `pos` ends: its level, its text (b"" when the line ends
+    none) and where it starts. A setext underline's level is given even when no paragraph
+    precedes it (a thematic break), so the next paragraph starts after it."""
+    match = _HEADING.match(bare)
+    if match:
+        heading = heading_text(match.group(2))
+        if not shows_something(heading.decode("utf-8", "replace")):
+            heading = b""  # `# ` and a zero-width space: no heading, as `#` alone is none
+        return (len(match.group(1)) if heading else 0), heading, pos
+    underline = _UNDERLINE.fullmatch(bare) if setext else None
+    if underline is None:
+        return 0, b"", pos
+    level = 1 if underline.group(1)[:1] == b"=" else 2
+    start = floor
+    for blank in _BLANK.finditer(data, max(floor - 1, 0), pos):  # (once: the floor moves on)
+        start = blank.end() + (2 if data[blank.end() : blank.end() + 2] == b"\r\n" else 1)
+    inside = _NOT_PARAGRAPH.match(data, start) or _CONTAINER_LINE.search(data, start, pos)
+    heading = b" ".join(data[start:pos].split())
+    if start >= pos or inside or not shows_something(heading.decode("utf-8", "replace")):
+        return level, b"", pos
+    return level, heading, start
+
+
+def front_matter_end(data: bytes) -> int:
+    """Where a markdown document's YAML front matter ends (0 when it has none)."""
+    if not data.startswith(b"---"):
+        return 0
+    found = _FRONT_MATTER.match(data)
+    return 0 if found is None else found.end()
+
+
+def first_heading(data: bytes, setext: bool = False) -> str:
+    """The text of the first heading of `data` ("" when it has none)."""
+    for section in _sections(data, setext):
+        if section.head:
+            return section.path[-1]
+    return ""
+
+
+def _marked_lines(data: bytes, setext: bool) -> Iterator[int]:
     """The offsets of the lines that may be a fence (blanks, then ``` or ~~~) or a heading
-    (a `#` first), and of the first line: the only lines `_sections` reads. Lines end as
-    `bytes.splitlines` ends them: at "\r\n", "\r" or "\n"."""
+    (a `#` first; with `setext`, an underline too), and of the first line: the only lines
+    `_sections` reads. Lines end as `bytes.splitlines` ends them: at "\r\n", "\r" or "\n"."""
     yield 0
-    for found in _MARKED.finditer(data):
+    for found in (_MARKED_SETEXT if setext else _MARKED).finditer(data):
         yield found.end()
 
 
@@ -152,6 +221,7 @@ def chunk_text(
     max_tokens: int = 0,
     count_tokens: Callable[[str], int] | None = None,
     max_chunks: int | None = None,
+    setext: bool = False,
 ) -> list[Chunk]:
     """Chunk a document's text (see the module docstring). A section without text is skipped
     when a section nested under it follows (its header names the heading); otherwise its
@@ -163,12 +233,13 @@ def chunk_text(
     half of it, and a chunk's text is cut short (never below a sixteenth of `chunk_size`).
 
     With `max_chunks`, a document that makes more raises `TooManyChunks` as soon as it does,
-    so a refused document costs about what the accepted part would."""
+    so a refused document costs about what the accepted part would. With `setext` (a markdown
+    document), underlined paragraphs are headings too, and its front matter holds none."""
     check_sizes(chunk_size, overlap, parent_size)
     budget = count_tokens if max_tokens > 0 else None
     data = text.encode("utf-8")
     chunks: list[Chunk] = []
-    for path, own_start, own in _units(data, _sections(data), chunk_size):
+    for path, own_start, own in _units(data, _sections(data, setext), chunk_size):
         if max_chunks is not None and len(chunks) > max_chunks:
             raise TooManyChunks(max_chunks)
         lead = len(own) - len(own.lstrip())

@@ -1,5 +1,6 @@
 """DOCX documents: the text of a Word file's paragraphs, headings, lists and tables, read
-from python-docx's XML elements within the bounds on what the package unpacks to."""
+from python-docx's XML elements within the bounds on what the package unpacks to; with its
+list numbers (`docx_numbering.py`), notes, headers and footers (`docx_notes.py`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from octobrain.errors import InvalidInput
+from octobrain.knowledge.docx_notes import (
+    ENDNOTE,
+    FOOTNOTE,
+    Notes,
+    page_count_only,
+    running_parts,
+)
+from octobrain.knowledge.docx_numbering import Numbering
 from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked
+from octobrain.safe_text import shows_something
 
 # The most table rows and cells read from one DOCX (a row counts as one besides its cells):
 # reading one costs little, this bounds what the XML cap still lets through (6 MiB of bare
@@ -19,9 +29,10 @@ DOCX_TABLE_CELLS = 200_000
 
 
 def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
-    """The title and text of a DOCX: its paragraphs, headings as `#` lines, list items as `- `
-    lines and tables a line a row; `Unpacked` when its parts would unpack past `max_bytes` or its
-    XML past `MARKUP_BYTES`."""
+    """The title and text of a DOCX: its paragraphs, headings as `#` lines, list items as
+    `- ` or numbered (`2. `) lines, tables a line a row, each section's footnotes after it,
+    endnotes at the end, and its headers' and footers' lines once each, first and last;
+    `Unpacked` when its parts would unpack past `max_bytes` or its XML past `MARKUP_BYTES`."""
     import zipfile
 
     import docx
@@ -36,31 +47,77 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
         raise Unpacked("the DOCX's XML", markup, MARKUP_BYTES)
     document = docx.Document(io.BytesIO(data))
     styles, default = _paragraph_styles(document.styles.element)
+    numbering = Numbering(document, document.styles.element)
+    notes = Notes(document)
     body = document.element.body
     _drop_shadow_text(body)
-    blocks: list[str] = []
+    blocks = _running_lines(document, "headerReference")
     cells = 0
+    code: list[str] = []  # the lines of the code block being read
     for item in _docx_content(body):
         if item.tag == _W_TBL:
-            cells = _docx_rows(item, blocks, cells)
+            _end_code(blocks, code)
+            cells = _docx_rows(item, blocks, cells, notes)
             continue
-        shown = _docx_text(item).rstrip()
-        text = shown.strip()
-        if not text:
-            continue
+        shown = _docx_text(item, notes).rstrip()
         style_element = item.find(f"{_W_PPR}/{_W_PSTYLE}")
         style_id = None if style_element is None else style_element.get(_W_VAL)
         style = styles.get(style_id, default) if style_id else default
+        if _CODE_STYLE.search(style):  # a line of a code sample: its blank lines kept
+            code.append(shown)
+            continue
+        _end_code(blocks, code)
+        text = shown.strip()
+        if not shows_something(text):  # (nor one of zero-width spaces: no heading of none)
+            continue
         level = re.fullmatch(r"Heading (\d)", style)
-        if level:
-            blocks.append("#" * min(6, int(level.group(1))) + " " + text)
-        elif style == "Title":
-            blocks.append("# " + text)
+        if level or style == "Title":
+            _add_notes(blocks, notes, FOOTNOTE)  # a section's footnotes end it
+            blocks.append("#" * (min(6, int(level.group(1))) if level else 1) + " " + text)
+        elif (marker := numbering.marker(item, style_id)) is not None:
+            blocks.append(marker + text)
         elif style.startswith("List"):
             blocks.append("- " + text)
         else:
             blocks.append(shown.lstrip("\n"))  # indented as it shows (a line of code)
+    _end_code(blocks, code)
+    _add_notes(blocks, notes, FOOTNOTE)
+    _add_notes(blocks, notes, ENDNOTE)
+    blocks.extend(_running_lines(document, "footerReference"))
     return _core_title(document), "\n\n".join(blocks)
+
+
+# The paragraph styles of code samples (Word's "HTML Preformatted", "Macro Text" and "Plain
+# Text", LibreOffice's "Preformatted Text", a template's "Code" or "Source Code"): their
+# paragraphs are the lines of one block, their empty ones its blank lines.
+_CODE_STYLE = re.compile(r"(?i)\b(?:code|preformatted|macro text|plain text)\b")
+
+
+def _end_code(blocks: list[str], code: list[str]) -> None:
+    """The code block read so far (`code`, its lines) as one block; `code` emptied."""
+    text = "\n".join(code).strip("\n")
+    if shows_something(text):
+        blocks.append(text)
+    code.clear()
+
+
+def _add_notes(blocks: list[str], notes: Notes, tag: str) -> None:
+    """The notes of kind `tag` cited since the last call, a line each: `[^1]: its text`."""
+    for marker, note in notes.take(tag):
+        text = " ".join(_docx_text(p, notes) for p in _docx_content(note, (_W_P,)))
+        blocks.append(f"{marker}: {' '.join(text.split())}")
+
+
+def _running_lines(document: Any, reference: str) -> list[str]:
+    """The distinct lines of the document's headers or footers (`reference`), page counts
+    left out."""
+    lines: dict[str, None] = {}
+    for root in running_parts(document, reference):
+        for paragraph in root.iter(_W_P):
+            text = " ".join(_docx_text(paragraph).split())
+            if text and not page_count_only(text):
+                lines.setdefault(text)
+    return list(lines)
 
 
 def _core_title(document: Any) -> str:
@@ -93,9 +150,11 @@ _SHADOWS = (
     f"{_W}moveFrom",
     "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback",
 )
-# A run's characters (`w:t`) and what Word shows for its other marks.
+# A run's characters (`w:t`) and what Word shows for its other marks (a note's reference:
+# its marker, `Notes.cite`).
 _W_CHARS = {f"{_W}t": None, f"{_W}tab": "\t", f"{_W}ptab": "\t", f"{_W}br": "\n",
-            f"{_W}cr": "\n", f"{_W}noBreakHyphen": "-"}  # fmt: skip
+            f"{_W}cr": "\n", f"{_W}noBreakHyphen": "-", FOOTNOTE: None, ENDNOTE: None}  # fmt: skip
+_NOTE_REFERENCES = (FOOTNOTE, ENDNOTE)
 
 
 def _drop_shadow_text(body: Any) -> None:
@@ -117,13 +176,17 @@ def _docx_content(element: Any, kinds: tuple[str, ...] = (_W_P, _W_TBL)) -> Iter
             pending.extend(reversed(child))
 
 
-def _docx_text(paragraph: Any) -> str:
+def _docx_text(paragraph: Any, notes: Notes | None = None) -> str:
     """What a paragraph shows: every run's text, in a hyperlink, a field's result, a content
-    control, a tracked insertion or a text box anchored in it."""
+    control, a tracked insertion or a text box anchored in it; the markers of the notes it
+    cites, counted by `notes`."""
     out = []
     for element in paragraph.iter(*_W_CHARS):
         mark = _W_CHARS[element.tag]
-        out.append(element.text or "" if mark is None else mark)
+        if element.tag in _NOTE_REFERENCES:
+            out.append("" if notes is None else notes.cite(element))
+        else:
+            out.append(element.text or "" if mark is None else mark)
     return "".join(out)
 
 
@@ -187,7 +250,7 @@ def _paragraph_styles(styles: Any) -> tuple[dict[str, str], str]:
     return names, default
 
 
-def _docx_rows(table: Any, blocks: list[str], cells: int) -> int:
+def _docx_rows(table: Any, blocks: list[str], cells: int, notes: Notes) -> int:
     """A line per row of `table`, its cells' texts joined by ` | `; the rows and cells read
     so far, `cells` included.
 
@@ -206,12 +269,12 @@ def _docx_rows(table: Any, blocks: list[str], cells: int) -> int:
                 if item.tag == _W_TBL:
                     nested.append(item)
                 else:
-                    paragraphs.append(_docx_text(item))
+                    paragraphs.append(_docx_text(item, notes))
             texts.append(" ".join("\n".join(paragraphs).split()))
         if any(texts):  # a row of empty (or vertically merged) cells says nothing
             blocks.append(" | ".join(texts))
         for inner in nested:
-            cells = _docx_rows(inner, blocks, cells)
+            cells = _docx_rows(inner, blocks, cells, notes)
     return cells
 
 

@@ -24,9 +24,10 @@ from urllib.parse import urlsplit
 from octobrain.errors import InvalidInput
 from octobrain.knowledge import docx_text, html_text, pdf_text
 from octobrain.knowledge.charset import decode_named, decode_page
-from octobrain.knowledge.chunk import heading_text
+from octobrain.knowledge.chunk import first_heading, front_matter_end, heading_text
 from octobrain.knowledge.sources import Fetched, SourceKind
 from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked
+from octobrain.safe_text import shows_something
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +177,10 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
         ) from exc
     text = normalise(text)
     title = " ".join(title.split())[:200]  # one line: it leads every chunk header
-    return Document(fetched.ref.uri, title or first_title(text), doc_type, text)
+    if not shows_something(title):  # only zero-width or format characters: no title
+        title = ""
+    markdown = doc_type is DocType.MARKDOWN
+    return Document(fetched.ref.uri, title or first_title(text, markdown), doc_type, text)
 
 
 def document_from_text(uri: str, text: str) -> Document:
@@ -210,18 +214,30 @@ _ATX = re.compile(r"#{1,6}[ \t]+(.*)")
 _HASH_LINE = re.compile(r"\n(?=#)")  # the line ending before a line that starts with `#`
 
 
-def first_title(text: str) -> str:
-    """The first markdown heading, else the first non-empty line (≤ 100 chars), else Untitled."""
+def first_title(text: str, markdown: bool = False) -> str:
+    """The first markdown heading, else the first non-empty line (≤ 100 chars), else Untitled.
+
+    In a `markdown` document, the first heading may be a setext one (`Title` over `=====`),
+    and its front matter is not its first line."""
+    if markdown:
+        data = text.encode()
+        first = first_heading(data, setext=True)
+        if first:
+            return first[:100]
+        text = data[front_matter_end(data) :].decode()
     # Only lines that start with `#` are read for the heading: a pattern over the text was
     # quadratic, and a line loop read every line of a 6 MB file without one.
     for start in _hash_lines(text):
         end = text.find("\n", start)
         heading = _ATX.match(text[start:] if end < 0 else text[start:end])
         title = heading_text(heading.group(1).encode()).decode().strip() if heading else ""
-        if title:
+        if shows_something(title):
             return title[:100]
     for line in _each_line(text):
-        if line.strip():
+        heading = _ATX.match(line)
+        if heading and heading.group(1).strip() and not shows_something(heading.group(1)):
+            continue  # a heading that shows nothing is no title either
+        if line.strip() and shows_something(line):
             return line.strip()[:100]
     return "Untitled"
 

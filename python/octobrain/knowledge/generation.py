@@ -15,7 +15,7 @@ from octobrain.embed.base import Embedder, in_batches
 from octobrain.embed.tokens import TokenCounter
 from octobrain.errors import InvalidInput, Stopped
 from octobrain.knowledge.chunk import TooManyChunks, chunk_text
-from octobrain.knowledge.extract import Document
+from octobrain.knowledge.extract import DocType, Document
 from octobrain.knowledge.store import source_id
 from octobrain.times import utcnow
 
@@ -87,6 +87,7 @@ def new_rows(
             max_tokens=window[0] if window is not None else 0,
             count_tokens=window[1] if window is not None else None,
             max_chunks=k.max_source_chunks,
+            setext=document.doc_type is DocType.MARKDOWN,
         )
     except TooManyChunks as exc:
         raise ChunkCapExceeded(

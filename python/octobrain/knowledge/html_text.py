@@ -11,6 +11,8 @@ import logging
 import re
 from typing import Any
 
+from octobrain.safe_text import shows_something
+
 log = logging.getLogger(__name__)
 
 _CHROME = ("script", "style", "noscript", "template", "nav", "header", "footer", "aside",
@@ -114,7 +116,7 @@ def _html_title(root: Any) -> str:
         found = root.xpath(path)
         if found:
             text = " ".join(found[0].text_content().split())
-            if text:
+            if shows_something(text):
                 return text
     return ""
 
@@ -135,6 +137,9 @@ class _Blocks:
     def __init__(self) -> None:
         self.blocks: list[str] = []
         self.buf: list[str] = []
+        # The lists being walked, innermost last: the next item's number and the step
+        # (-1 in an `<ol reversed>`), or None in a bulleted list.
+        self.lists: list[tuple[int, int] | None] = []
 
     def flush(self, prefix: str = "") -> None:
         if not self.buf:
@@ -158,7 +163,7 @@ class _Blocks:
         if tag in _HEADINGS:
             self.flush()
             text = " ".join(el.text_content().split())
-            if text:
+            if shows_something(text):
                 self.blocks.append("#" * _HEADINGS[tag] + " " + text)
         elif tag == "pre":
             self.flush()
@@ -168,13 +173,18 @@ class _Blocks:
         elif tag in _BLOCKS:
             self.flush()
             first = len(self.blocks)
+            marker = self._marker(el) if tag == "li" else ""
+            if tag in ("ol", "ul"):
+                self.lists.append(_numbered(el) if tag == "ol" else None)
             if el.text:
                 self.buf.append(el.text)
             for child in el:
                 self.walk(child)
             self.flush()
-            if tag == "li" and len(self.blocks) > first:  # (its text may be in a `<p>`)
-                self.blocks[first] = "- " + self.blocks[first]
+            if tag in ("ol", "ul"):
+                self.lists.pop()
+            if marker and len(self.blocks) > first:  # (its text may be in a `<p>`)
+                self.blocks[first] = marker + self.blocks[first]
         elif tag in _CELLS:  # one line a row: the blocks of a cell (its `<p>`s) on it
             cell = _Blocks()
             if el.text:
@@ -191,6 +201,33 @@ class _Blocks:
         tail = el.tail
         if tail:
             self.buf.append(tail)
+
+    def _marker(self, item: Any) -> str:
+        """An `<li>`'s marker: its number in an `<ol>` (its `value`, else the count), else
+        `- `. Counts it."""
+        numbered = self.lists[-1] if self.lists else None
+        if numbered is None:
+            return "- "
+        number, step = numbered
+        number = _int_attribute(item, "value", number)
+        self.lists[-1] = (number + step, step)
+        return f"{number}. "
+
+
+def _numbered(ol: Any) -> tuple[int, int]:
+    """The first number and the step of an `<ol>` (`start`; `reversed` counts down from its
+    number of items)."""
+    if ol.get("reversed") is None:
+        return _int_attribute(ol, "start", 1), 1
+    items = sum(1 for child in ol if isinstance(child.tag, str) and child.tag.lower() == "li")
+    return _int_attribute(ol, "start", items), -1
+
+
+def _int_attribute(el: Any, name: str, default: int) -> int:
+    try:
+        return int(str(el.get(name, "")).strip())
+    except ValueError:
+        return default
 
 
 def _html_text(root: Any) -> str:

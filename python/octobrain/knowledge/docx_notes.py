@@ -1,0 +1,91 @@
+"""DOCX footnotes, endnotes and running headers and footers: text Word keeps outside the body.
+
+python-docx reads none of the notes (their parts are plain parts to it); their XML is parsed
+from the part python-docx holds, with its own parser. A note is cited where its reference
+stands (`[^1]`, endnotes `[^i]`, as Word numbers them: in the order they are cited) and its
+text follows the section that cites it (`[^1]: …`), endnotes at the end. Headers and footers
+repeat on every page: each distinct line is read once, headers first and footers last.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from octobrain.knowledge.docx_numbering import roman
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+FOOTNOTE, ENDNOTE = f"{_W}footnoteReference", f"{_W}endnoteReference"
+# A footer line that only counts pages ("3", "Page 3 of 9") says nothing worth finding.
+_PAGE_COUNT = re.compile(r"(?i)(?:page)?\s*\d*\s*(?:(?:of|/)\s*\d+)?")
+
+
+class Notes:
+    """The footnotes and endnotes of one DOCX, numbered as they are cited."""
+
+    def __init__(self, document: Any) -> None:
+        from docx.opc.constants import RELATIONSHIP_TYPE as RT
+
+        self._texts: dict[str, dict[str, Any]] = {}
+        for tag, reltype, name in ((FOOTNOTE, RT.FOOTNOTES, "footnote"),
+                                   (ENDNOTE, RT.ENDNOTES, "endnote")):  # fmt: skip
+            self._texts[tag] = {
+                str(note.get(f"{_W}id")): note for note in _part_root(document, reltype, name)
+            }
+        self._cited: dict[str, list[tuple[str, Any]]] = {FOOTNOTE: [], ENDNOTE: []}
+        self._taken = {FOOTNOTE: 0, ENDNOTE: 0}
+
+    def cite(self, reference: Any) -> str:
+        """The marker of the note `reference` (a `w:footnoteReference` or `w:endnoteReference`)
+        cites, counted; "" for a note the document does not hold."""
+        tag = reference.tag
+        note = self._texts[tag].get(str(reference.get(f"{_W}id")))
+        if note is None:
+            return ""
+        cited = self._cited[tag]
+        number = len(cited) + 1
+        marker = f"[^{number}]" if tag == FOOTNOTE else f"[^{roman(number)}]"
+        cited.append((marker, note))
+        return marker
+
+    def take(self, tag: str) -> Iterator[tuple[str, Any]]:
+        """The notes of kind `tag` cited since the last `take` of it: (marker, `w:footnote`)."""
+        cited = self._cited[tag]
+        start, self._taken[tag] = self._taken[tag], len(cited)
+        yield from cited[start:]
+
+
+def _part_root(document: Any, reltype: str, name: str) -> Iterator[Any]:
+    """The note elements (`w:footnote`, `w:endnote`) of the document's part of `reltype`."""
+    from docx.oxml import parse_xml
+
+    try:
+        part = document.part.part_related_by(reltype)
+    except KeyError:
+        return
+    root = parse_xml(part.blob)
+    for note in root.iterchildren(f"{_W}{name}"):
+        if note.get(f"{_W}type") in (None, "normal"):  # not the separator lines
+            yield note
+
+
+def running_parts(document: Any, reference: str) -> Iterator[Any]:
+    """The root elements of the headers (`reference` "headerReference") or footers
+    ("footerReference") the document's sections name, each once, in order."""
+    seen: set[str] = set()
+    related = document.part.related_parts
+    for section in document.element.body.iter(f"{_W}sectPr"):
+        for ref in section.iterchildren(f"{_W}{reference}"):
+            rid = str(ref.get(_R_ID))
+            root = getattr(related.get(rid), "element", None)  # (a part of another type: none)
+            if rid in seen or root is None:
+                continue
+            seen.add(rid)
+            yield root
+
+
+def page_count_only(text: str) -> bool:
+    """Whether a header or footer line only counts pages."""
+    return _PAGE_COUNT.fullmatch(text.strip()) is not None

@@ -1,0 +1,187 @@
+"""What a document's structure keeps in its text: list numbers, notes, running headers and
+footers, and titles that show something."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from octobrain.knowledge.chunk import chunk_text
+from octobrain.knowledge.extract import DocType, extract
+from octobrain.knowledge.sources import parse_source, read_file
+from octobrain.safe_text import shows_something
+
+_W_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+
+
+def _extract(path: Path) -> tuple[str, str]:
+    document = extract(read_file(parse_source(str(path)), 10**7), 10**7)
+    return document.title, document.text
+
+
+def _saved(document: Any, path: Path) -> str:
+    """The text of a python-docx `document` saved at `path`."""
+    document.save(str(path))
+    return _extract(path)[1]
+
+
+def test_html_numbered_lists_keep_their_numbers(tmp_path: Path) -> None:
+    # Every item was `- `: "step 3 of the runbook" was not in the text.
+    page = tmp_path / "runbook.html"
+    page.write_text(
+        "<html><body><h1>Runbook</h1><p>Follow the steps in order, every time.</p>"
+        "<ol><li>Drain the node.</li><li><p>Cordon it.</p><ol><li>Check pods.</li></ol></li>"
+        '<li value="7">Reboot it.</li><li>Uncordon it.</li></ol>'
+        '<ol start="3"><li>Third.</li></ol><ol reversed><li>Two.</li><li>One.</li></ol>'
+        "<ul><li>A bullet.</li></ul></body></html>"
+    )
+    _, text = _extract(page)
+    assert text.split("\n\n")[2:] == [
+        "1. Drain the node.",
+        "2. Cordon it.",
+        "1. Check pods.",
+        "7. Reboot it.",
+        "8. Uncordon it.",
+        "3. Third.",
+        "2. Two.",
+        "1. One.",
+        "- A bullet.",
+    ]
+
+
+def test_docx_numbered_lists_keep_their_numbers(tmp_path: Path) -> None:
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Runbook", level=1)
+    for step in ("Drain the node.", "Cordon it.", "Reboot it."):
+        document.add_paragraph(step, style="List Number")
+    document.add_paragraph("Mind the pager.", style="List Bullet")
+    assert _saved(document, tmp_path / "runbook.docx").split("\n\n") == [
+        "# Runbook",
+        "1. Drain the node.",
+        "2. Cordon it.",
+        "3. Reboot it.",
+        "- Mind the pager.",
+    ]
+
+
+def _with_notes(path: Path) -> Path:
+    """`path`, a python-docx file, given a footnote and an endnote, cited in the paragraphs
+    that say `(footnote)` and `(endnote)` (python-docx writes no notes)."""
+    notes = {
+        "footnotes": "The staging cluster runs on spot instances.",
+        "endnotes": "Runbook reviewed by the platform team in March.",
+    }
+    with zipfile.ZipFile(path) as package:
+        parts = {name: package.read(name) for name in package.namelist()}
+    for kind, note in notes.items():
+        one = kind[:-1]
+        parts[f"word/{kind}.xml"] = (
+            f'<w:{kind} {_W_NS}><w:{one} w:type="separator" w:id="-1"><w:p><w:r><w:t>sep</w:t>'
+            f'</w:r></w:p></w:{one}><w:{one} w:id="1"><w:p><w:r><w:t>{note}</w:t></w:r></w:p>'
+            f"</w:{one}></w:{kind}>"
+        ).encode()
+        parts["[Content_Types].xml"] = parts["[Content_Types].xml"].replace(
+            b"</Types>",
+            f'<Override PartName="/word/{kind}.xml" ContentType="application/vnd.'
+            f'openxmlformats-officedocument.wordprocessingml.{kind}+xml"/></Types>'.encode(),
+        )
+        parts["word/_rels/document.xml.rels"] = parts["word/_rels/document.xml.rels"].replace(
+            b"</Relationships>",
+            f'<Relationship Id="rId{kind}" Type="http://schemas.openxmlformats.org/'
+            f'officeDocument/2006/relationships/{kind}" Target="{kind}.xml"/>'
+            "</Relationships>".encode(),
+        )
+        parts["word/document.xml"] = parts["word/document.xml"].replace(
+            f"({one})</w:t></w:r>".encode(),
+            f'</w:t></w:r><w:r><w:{one}Reference w:id="1"/></w:r>'.encode(),
+        )
+    with zipfile.ZipFile(path, "w") as package:
+        for name, data in parts.items():
+            package.writestr(name, data)
+    return path
+
+
+def test_docx_notes_headers_and_footers_are_read_once(tmp_path: Path) -> None:
+    # Footnotes, endnotes, headers and footers were not indexed: `spot instances` in a
+    # footnote, or the document number in its running header, found nothing.
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Staging", level=1)
+    document.add_paragraph("Deploys go to staging first.(footnote)")
+    document.add_heading("Production", level=1)
+    document.add_paragraph("Production deploys need a second reviewer.(endnote)")
+    document.sections[0].header.paragraphs[0].text = "OPS-114 Deployment runbook"
+    footer = document.sections[0].footer
+    footer.paragraphs[0].text = "ACME internal"
+    footer.add_paragraph("Page 3 of 9")
+    document.save(str(tmp_path / "notes.docx"))
+    _, text = _extract(_with_notes(tmp_path / "notes.docx"))
+    assert text.split("\n\n") == [
+        "OPS-114 Deployment runbook",
+        "# Staging",
+        "Deploys go to staging first.[^1]",
+        "[^1]: The staging cluster runs on spot instances.",  # at the end of its section
+        "# Production",
+        "Production deploys need a second reviewer.[^i]",
+        "[^i]: Runbook reviewed by the platform team in March.",
+        "ACME internal",  # once, and no page count
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "title"),
+    [
+        ("page.html", "<html><head><title>\u200b</title></head><body><h1>\u200b</h1>"
+         "<h2>Rotation policy</h2><p>Keys rotate monthly.</p></body></html>", "Rotation policy"),
+        ("note.md", "# \u200b\u200d\n\nKeys rotate monthly.\n", "Keys rotate monthly."),
+        ("blank.txt", "\u2060\n\u200b\n", "Untitled"),
+    ],
+)  # fmt: skip
+def test_a_title_that_shows_nothing_falls_back_as_an_empty_one(
+    tmp_path: Path, name: str, data: str, title: str
+) -> None:
+    # A `<title>` of a zero-width space was the title printed before every hit: nothing.
+    (tmp_path / name).write_text(data)
+    got, text = _extract(tmp_path / name)
+    assert got == title
+    chunks = chunk_text(text, got, setext=name.endswith(".md"))
+    assert all(shows_something(part) for c in chunks for part in c.section_path)
+
+
+def test_a_docx_titled_with_a_zero_width_space_is_titled_by_its_heading(tmp_path: Path) -> None:
+    import docx
+
+    document = docx.Document()
+    document.core_properties.title = "\u200b"
+    document.add_heading("Key rotation", level=1)
+    document.save(str(tmp_path / "keys.docx"))
+    doc = extract(read_file(parse_source(str(tmp_path / "keys.docx")), 10**7), 10**7)
+    assert (doc.title, doc.doc_type) == ("Key rotation", DocType.DOCX)
+
+
+def test_docx_code_keeps_its_lines_together_and_its_blank_lines(tmp_path: Path) -> None:
+    # Each line of a code sample was a paragraph of its own and its empty lines were dropped:
+    # the blank line between two functions read as any line break.
+    import docx
+    from docx.enum.style import WD_STYLE_TYPE
+
+    document = docx.Document()
+    document.styles.add_style("Code", WD_STYLE_TYPE.PARAGRAPH)
+    document.add_paragraph("Two helpers:")
+    for line in ("def one():", "    return 1", "", "def two():", "    return 2", ""):
+        document.add_paragraph(line, style="Code")
+    document.add_paragraph("Both are pure.")
+    text = _saved(document, tmp_path / "code.docx")
+    assert text.split("\n\n") == [
+        "Two helpers:",
+        "def one():\n    return 1",
+        "def two():\n    return 2",
+        "Both are pure.",
+    ]
+    assert "    return 1\n\ndef two():" in text  # one block, its blank line kept
