@@ -89,10 +89,9 @@ class _Schedule:
         the reason the last pass failed for too (a read-only store failed every command's
         pass, each adding the same line to the command's stderr)."""
         failed = self._marker.with_suffix(".failed")
-        try:
+        before: object = None
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             before = json.loads(read_regular(failed, 1 << 16)[0]).get("reason")
-        except (OSError, ValueError, AttributeError):
-            before = None
         try:
             failed.parent.mkdir(parents=True, exist_ok=True)
             tmp = failed.with_name(f"{failed.name}.{os.getpid()}.tmp")
