@@ -473,6 +473,22 @@ def test_an_ingest_speaker_or_session_is_stored_without_bidi_overrides(locked: A
     run(body)
 
 
+def test_an_ingest_speaker_past_the_names_length_is_cut_as_the_schema_says(locked: Any) -> None:
+    # The schema advertised `maxLength: 60` for a speaker the server cuts to 60 and stores:
+    # a client validating by the schema refused what the server takes (as a file's does).
+    [ingest] = [t for t in _listing(locked) if t["name"] == "ingest"]
+    speaker = ingest["inputSchema"]["properties"]["turns"]["items"]["properties"]["speaker"]
+    assert "maxLength" not in speaker and "cut to 60" in speaker["description"]
+
+    async def body() -> None:
+        async with Client(locked) as client:
+            turn = {"speaker": "A" * 80, "text": "we talked of deploys"}
+            error, reply = await call(client, "ingest", conversation="chat", turns=[turn])
+            assert not error and "1 with the speaker's name cut to 60 characters" in reply, reply
+
+    run(body)
+
+
 def test_tools_list_loads_neither_model_nor_store(tmp_path: Path) -> None:
     code = f"""
 import anyio, json, sys

@@ -433,7 +433,9 @@ INGEST = ToolSpec(
             "items": {
                 "type": "object",
                 "properties": {
-                    "speaker": _str("Who said it.", 1, SPEAKER_CHARS),
+                    "speaker": _str(
+                        f"Who said it (a longer name is cut to {SPEAKER_CHARS} characters).", 1
+                    ),
                     "text": _str("What was said.", None, CONTENT_BYTES[1]),
                     "time": _str('When it was said (ISO-8601); "" or left out when not known.'),
                     "session": _str(
