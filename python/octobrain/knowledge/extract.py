@@ -69,6 +69,33 @@ MIME_TYPES = {
     "application/pdf": DocType.PDF,
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": DocType.DOCX,
 }
+# Each format's extraction, by version: bumped when what it makes of a document (its text,
+# title or headings, as the chunker reads them) changes, so that the sources of that format
+# indexed before are read and cut again by `knowledge index` and by a search naming one,
+# though their bytes did not change. 1: as before versions were recorded. (HTML 2: numbered
+# lists; Markdown 2: setext headings; PDF 2: running lines and hyphens; DOCX 2: list numbers,
+# notes, headers and footers.)
+EXTRACTOR_VERSIONS = {
+    DocType.HTML: 2,
+    DocType.MARKDOWN: 2,
+    DocType.TEXT: 1,
+    DocType.PDF: 2,
+    DocType.DOCX: 2,
+}
+
+
+def extracted_by(doc_type: str) -> str:
+    """The mark a source row's `chunker` holds for the extraction of its format (a `DocType`
+    or its value): "" at version 1, so a source indexed before versions were recorded is not
+    indexed again for that alone."""
+    name = doc_type.value if isinstance(doc_type, DocType) else doc_type
+    version = EXTRACTOR_VERSIONS.get(DocType(name), 1) if name in _TYPE_NAMES else 1
+    return f"/{name}{version}" if version > 1 else ""
+
+
+_TYPE_NAMES = frozenset(t.value for t in DocType)
+
+
 _UNTYPED = ("", "application/octet-stream", "binary/octet-stream")
 SUPPORTED = ".html, .htm, .md, .markdown, .txt (or other UTF-8 text), .pdf, .docx"
 

@@ -234,6 +234,11 @@ def render_sources(sources: list[SourceInfo]) -> str:
             f"{s.uri}{note}\n    {s.title} · {s.doc_type} · {_chunks(s.chunk_count)} · "
             f"scope {_scope(s.scope)} · checked {_ts(s.last_checked)}"
         )
+        if s.outdated:
+            out.append(
+                "    read by an older extractor (or other chunk settings): "
+                "`knowledge index` reads it again"
+            )
     return "\n".join(out)
 
 

@@ -26,6 +26,9 @@ class SourceInfo:
     size_bytes: int
     indexed_at: datetime
     last_checked: datetime
+    # Read or cut otherwise than this octobrain would (an older extractor of its format, other
+    # chunk settings): `knowledge index` reads it again. Set by the listing only.
+    outdated: bool = False
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SourceInfo:

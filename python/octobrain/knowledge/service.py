@@ -2,8 +2,10 @@
 
 Bound to a scope (reads see that scope plus global) and optionally to a session (whose notes
 only it sees). Validates input (errors name the field and the rule), fetches, extracts, chunks,
-embeds, and keeps the index cache: a source is re-fetched when its file's mtime changed or its
-URL is older than `outdating_days`, and re-embedded only when its content hash changed.
+embeds, and keeps the index cache: a source is re-fetched when its file's mtime changed, its
+URL is older than `outdating_days`, or it was read or cut otherwise than now (its format's
+`extract.EXTRACTOR_VERSIONS`, the chunk settings), and re-embedded only when its content hash
+or that reading changed.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from octobrain.knowledge.extract import (
     Document,
     document_from_text,
     extract,
+    extracted_by,
     normalise,
 )
 from octobrain.knowledge.fetch import fetch_url
@@ -139,12 +142,14 @@ class Knowledge(Closable):
             self._index = ChunkIndex(self.kstore)
         return self._index
 
-    @property
-    def _chunker(self) -> str:
+    def _chunker(self, doc_type: str) -> str:
+        """How a source of `doc_type` is read and cut: its extractor's version and the chunk
+        settings (a source indexed otherwise is indexed again, its bytes unchanged)."""
         k = self.config.knowledge
         window = self._window
         fit = f"/fit{window[0]}" if window is not None else ""
-        return f"v2:{k.chunk_size}/{k.chunk_overlap}/{k.parent_size}{fit}"
+        cut = f"v2:{k.chunk_size}/{k.chunk_overlap}/{k.parent_size}{fit}"
+        return cut + extracted_by(doc_type)
 
     @property
     def _window(self) -> tuple[int, TokenCounter] | None:
@@ -157,8 +162,8 @@ class Knowledge(Closable):
         self, document: Document, scope: str, session_id: str, digest: str, mtime: float, size: int
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The rows of a new generation of `document` under this instance's settings."""
-        k, window = self.config.knowledge, self._window
-        return new_rows(document, k, window, self._chunker, scope, session_id, digest, mtime, size)
+        k, window, chunker = self.config.knowledge, self._window, self._chunker(document.doc_type)
+        return new_rows(document, k, window, chunker, scope, session_id, digest, mtime, size)
 
     def _session_cutoff(self, now: datetime) -> datetime:
         return now - timedelta(hours=self.config.knowledge.session_ttl_hours)
@@ -280,7 +285,7 @@ class Knowledge(Closable):
             existing is not None
             and not force
             and existing["content_hash"] == digest
-            and existing["chunker"] == self._chunker
+            and existing["chunker"] == self._chunker(document.doc_type)
             # Before headings alone made chunks, a note of only headings indexed as none.
             and (existing["chunk_count"] > 0 or not document.text.strip())
         )
@@ -316,6 +321,8 @@ class Knowledge(Closable):
             )
 
     def _fresh(self, ref: SourceRef, row: dict[str, Any], now: datetime) -> bool:
+        if row["chunker"] != self._chunker(row["doc_type"]):  # read or cut another way since
+            return False
         if ref.kind is SourceKind.FILE:
             return file_mtime(ref) == float(row["mtime"])
         age: timedelta = now - row["last_checked"]
@@ -536,7 +543,13 @@ class Knowledge(Closable):
         limit = check_limit(limit, maximum=100_000)
         rows = sorted(self._visible_rows(), key=lambda r: r["last_checked"], reverse=True)
         self.kstore.check_sources([r["id"] for r in rows[:limit]])
-        return [SourceInfo.from_row(r) for r in rows[:limit]]
+        return [
+            dataclasses.replace(
+                SourceInfo.from_row(r),
+                outdated=not r["session_id"] and r["chunker"] != self._chunker(r["doc_type"]),
+            )
+            for r in rows[:limit]
+        ]
 
     @reopening
     def stats(self) -> KnowledgeStats:
