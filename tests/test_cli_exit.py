@@ -356,3 +356,17 @@ def socket_closed() -> Iterator[int]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     yield port
+
+
+def test_knowledge_tables_that_cannot_be_made_are_one_line_not_a_traceback(
+    env: dict[str, str],
+) -> None:
+    # Their lock file could not be made (a read-only store, or a folder in its place): the
+    # first `knowledge` command on the store was a traceback ending in IsADirectoryError.
+    (Path(env["OCTOBRAIN_DATA_DIR"]) / "db" / ".knowledge.lock").mkdir(parents=True)
+    done = octobrain("knowledge", "--scope", "github.com/acme/api", "search", "deploys", env=env)
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    assert (
+        done.stderr.startswith("error: store: cannot write to ") and "Traceback" not in done.stderr
+    )
+    assert done.stderr.count("\n") == 1

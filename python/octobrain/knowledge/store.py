@@ -146,11 +146,20 @@ class KnowledgeStore:
     def _connect(self) -> None:
         self._lock = self.location.lock("knowledge", LOCK_TIMEOUT_S)
         db = self.location.connect()
-        manifest.adopt_if_new(db, self.location)
-        sources = manifest.open_or_create(db, self.location, SOURCES, sources_schema, self._lock)
-        chunks = manifest.open_or_create(
-            db, self.location, CHUNKS, lambda: chunks_schema(self.model_id, self.dim), self._lock
-        )
+        try:  # (creating the tables on a read-only disk was a traceback from the lock file)
+            manifest.adopt_if_new(db, self.location)
+            sources = manifest.open_or_create(
+                db, self.location, SOURCES, sources_schema, self._lock
+            )
+            chunks = manifest.open_or_create(
+                db,
+                self.location,
+                CHUNKS,
+                lambda: chunks_schema(self.model_id, self.dim),
+                self._lock,
+            )
+        except OSError as exc:  # (a damaged table, LanceDB's RuntimeError, is said as one)
+            raise StorageError(io_failure(self.location, exc)) from exc
         stored_model, stored_dim = embedded_with(chunks.schema)
         if stored_model != self.model_id or stored_dim != str(self.dim):
             raise ModelMismatch(
