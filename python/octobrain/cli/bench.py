@@ -403,7 +403,9 @@ def bench_locomo_command(
     show_default=True,
     help="Comma-separated store sizes (memories), each 1 to 1,000,000.",
 )
-@click.option("--runs", type=click.IntRange(min=1), default=7, show_default=True)
+@click.option(
+    "--runs", type=click.IntRange(min=1), default=7, show_default=True, help="Runs per table cell."
+)
 @model_option("Embedding model of the store.")
 @click.option(
     "--commands",

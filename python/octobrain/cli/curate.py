@@ -365,7 +365,9 @@ def unconsolidate_cmd(ctx: click.Context, parent_id: str, fmt: str) -> None:
 
 
 @click.command("history")
-@click.option("-l", "--limit", type=int, default=20, show_default=True)
+@click.option(
+    "-l", "--limit", type=int, default=20, show_default=True, help="Versions shown (1–10000)."
+)
 @FORMAT_OPTION
 @click.pass_context
 def history_cmd(ctx: click.Context, limit: int, fmt: str) -> None:

@@ -162,7 +162,7 @@ def read_cmd(
 @knowledge.command("match")
 @click.argument("pattern")
 @click.option("--source", help="Only this file or URL, as it reads now (not indexed).")
-@click.option("-i", "--ignore-case", is_flag=True)
+@click.option("-i", "--ignore-case", is_flag=True, help="Match letters in either case.")
 @click.option(
     "-m",
     "--max-matches",
@@ -239,7 +239,9 @@ def delete_source_cmd(ctx: click.Context, source: str, fmt: str) -> None:
 
 
 @knowledge.command("list")
-@click.option("-l", "--limit", type=int, default=20, show_default=True)
+@click.option(
+    "-l", "--limit", type=int, default=20, show_default=True, help="Sources shown (1–100000)."
+)
 @FORMAT_OPTION
 @click.pass_context
 def list_cmd(ctx: click.Context, limit: int, fmt: str) -> None:

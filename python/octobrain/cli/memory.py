@@ -24,6 +24,7 @@ from octobrain.cli.curate import CURATION_COMMANDS, WHOLE_STORE_COMMANDS
 from octobrain.cli.ingest import ingest_cmd
 from octobrain.cli.storage import migrate_cmd
 from octobrain.errors import InvalidInput
+from octobrain.models import LINK_DESCRIPTION_CHARS, LINK_TYPES, MemoryType
 from octobrain.safe_text import glimpse, printable
 
 
@@ -45,7 +46,7 @@ def memory(ctx: click.Context, scope: str | None, global_: bool) -> None:
     "-m",
     "--memory-type",
     default=None,
-    help="Type, e.g. decision, bug_fix, goal (default: code, as the original's).",
+    help=f"One of {', '.join(t.value for t in MemoryType)} (default: code, as the original's).",
 )
 @click.option("-i", "--importance", type=float, default=None, help="0–1 (default 0.5).")
 @click.option("--tags", multiple=True, help="Comma-separated tags (repeatable).")
@@ -384,9 +385,20 @@ def stats_cmd(ctx: click.Context, fmt: str) -> None:
 @memory.command("relate")
 @click.argument("source_id")
 @click.argument("target_id")
-@click.option("-t", "--relationship-type", default="related_to", show_default=True)
-@click.option("-s", "--strength", type=float, default=0.8, show_default=True)
-@click.option("-d", "--description", default="")
+@click.option(
+    "-t",
+    "--relationship-type",
+    default="related_to",
+    show_default=True,
+    help=f"One of {', '.join(LINK_TYPES)}.",
+)
+@click.option("-s", "--strength", type=float, default=0.8, show_default=True, help="0–1.")
+@click.option(
+    "-d",
+    "--description",
+    default="",
+    help=f"Why they are linked (at most {LINK_DESCRIPTION_CHARS} characters).",
+)
 @FORMAT_OPTION
 @click.pass_context
 def relate_cmd(
