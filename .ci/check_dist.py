@@ -83,9 +83,9 @@ def check_wheel_tag(filename: str) -> list[str]:
     found = WHEEL_NAME.match(filename)
     if found is None:
         raise DistProblem(f"{filename}: not a wheel file name octobrain-V-PY-ABI-PLATFORM.whl")
-    if found["abi"] != "abi3" or found["python"] != "cp310":
+    if found["abi"] != "abi3" or found["python"] != "cp311":
         raise DistProblem(
-            f"{filename}: want one cp310-abi3 wheel, got {found['python']}-{found['abi']}"
+            f"{filename}: want one cp311-abi3 wheel, got {found['python']}-{found['abi']}"
         )
     platforms = found["platform"].split(".")
     if any(p.startswith("linux_") for p in platforms):

@@ -56,7 +56,7 @@ import uuid
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -74,7 +74,7 @@ from report import check_update, publish
 
 # The clock every run reads: the store is written relative to it, and the sleep pass and every
 # search take it as now, so a run does not depend on the day or on how long it took.
-NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 PER_TOPIC = 9  # 1 fact + 3 restatements + 3 copies of a wrong guess + 2 old-value memories
 

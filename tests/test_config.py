@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -20,11 +21,6 @@ from octobrain.config import (
     resolve_storage_uri,
 )
 from octobrain.errors import ConfigError, InvalidInput
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
 
 
 @pytest.fixture(autouse=True)

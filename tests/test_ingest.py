@@ -910,9 +910,9 @@ def test_a_store_made_before_the_context_column_gains_it_on_first_write(tmp_path
         "git_commit": "",
         "embedding": b.embedder.embed_documents(["Ledger database We use Postgres."])[0],
     }
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     row |= {"created_at": now, "updated_at": now, "last_accessed": now}
     db.create_table("memories", data=pa.Table.from_pylist([row], schema=old), schema=old)
     hits = b.remember("ledger database postgres").hits

@@ -17,7 +17,7 @@ import textwrap
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +143,7 @@ def _memory(brain: Brain, i: int) -> str:
 # inside (or, for the flags, did what a truthy string says: `global_="no"` wrote globally).
 WRONG: dict[str, tuple[str, Callable[[Any, str], object]]] = {
     "remember(None)": ("query", lambda b, m: b.remember(None)),
-    "count_access(1)": ("ids", lambda b, m: b.count_access(1, datetime.now(timezone.utc))),
+    "count_access(1)": ("ids", lambda b, m: b.count_access(1, datetime.now(UTC))),
     "count_access(naive)": ("now", lambda b, m: b.count_access([m], datetime(2026, 1, 1))),
     "flush(keep)": ("keep", lambda b, m: b.flush(keep="x")),
     "remember(1)": ("query", lambda b, m: b.remember(1)),

@@ -12,7 +12,7 @@ import shutil
 import struct
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -381,7 +381,7 @@ def test_a_damaged_tail_is_not_replayed_and_the_store_answers(tmp_path: Path) ->
 def test_kept_accesses_are_bounded_and_what_a_dead_writer_left_is_dropped(tmp_path: Path) -> None:
     ids = _store_with_snapshot(tmp_path / "db")
     location = _brain(tmp_path / "db").store.location
-    now, window = datetime.now(timezone.utc), timedelta(minutes=10)
+    now, window = datetime.now(UTC), timedelta(minutes=10)
     for i in range(accessed.MAX_FILES):
         assert accessed.write(location, [ids[i % 5]], now, window)
     assert not accessed.write(location, [ids[9]], now, window)  # full: the caller commits
@@ -421,7 +421,7 @@ def test_a_folder_among_the_kept_accesses_is_left_alone(tmp_path: Path) -> None:
     # `remember` and `memorize` that counted the kept accesses ended in IsADirectoryError.
     ids = _store_with_snapshot(tmp_path / "db")
     location = _brain(tmp_path / "db").store.location
-    now, window = datetime.now(timezone.utc), timedelta(minutes=10)
+    now, window = datetime.now(UTC), timedelta(minutes=10)
     assert accessed.write(location, [ids[3]], now, window)
     folder = tmp_path / "db" / "_octobrain" / accessed.FOLDER
     (folder / "1-2-3.json").mkdir()

@@ -9,20 +9,20 @@ Each check fails with `InvalidInput`, naming the field and the rule it broke.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from octobrain.errors import InvalidInput
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def checked_time(field_name: str, moment: datetime) -> datetime:
     """`moment` (naive means UTC; its own offset is kept), or a field error when it falls
     outside years 1–9999 in UTC: such a time would be stored, then break every read of it."""
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     try:
-        moment.astimezone(timezone.utc)
+        moment.astimezone(UTC)
     except OverflowError:
         raise InvalidInput(field_name, "must fall within years 1–9999 in UTC") from None
     return moment
@@ -69,7 +69,7 @@ def from_unix(field_name: str, number: float | int) -> datetime:
     1–9999)."""
     try:
         seconds = number / 1000 if abs(number) >= MILLIS_FROM else number
-        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+        return datetime.fromtimestamp(seconds, tz=UTC)
     except (OverflowError, OSError, ValueError):
         raise InvalidInput(
             field_name,
@@ -78,14 +78,14 @@ def from_unix(field_name: str, number: float | int) -> datetime:
         ) from None
 
 
-FIRST = datetime.min.replace(tzinfo=timezone.utc)  # the earliest time a datetime holds
+FIRST = datetime.min.replace(tzinfo=UTC)  # the earliest time a datetime holds
 
 
 def earlier_by(moment: datetime, span: timedelta) -> datetime:
     """`span` before `moment`, or the earliest time there is when that falls before year 1
     (a turn said in the first hours of year 1 is a time as good as any other). In UTC: in
     its own offset, 0001-01-01T00:00-05:00 less 4 hours falls before year 1."""
-    moment = moment.astimezone(timezone.utc)
+    moment = moment.astimezone(UTC)
     return moment - span if moment - FIRST > span else FIRST
 
 
@@ -119,4 +119,4 @@ def iso_z(moment: datetime, timespec: str = "auto") -> str:
 
 def utcnow() -> datetime:
     """Now, timezone-aware UTC, at microsecond precision (what Arrow timestamps keep)."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -100,7 +100,7 @@ def test_defaults_match_the_design() -> None:
 
 def test_accepts_sequences_other_dtypes_and_datetimes() -> None:
     expected = decay_days([0.5, 0.25], [1.0, 2.0], [1, 0])
-    now = datetime.fromtimestamp(NOW, tz=timezone.utc)
+    now = datetime.fromtimestamp(NOW, tz=UTC)
     seen = [now - timedelta(days=1), now - timedelta(days=2)]
     assert decayed_importance([0.5, 0.25], seen, [1, 0], now).tolist() == pytest.approx(expected)
     stamps = np.array([NOW - DAY, NOW - 2 * DAY]).astype("datetime64[s]")

@@ -141,10 +141,8 @@ def _service_table(path: str) -> dict[str, Any] | None:
         return None
     if "service" not in text:
         return {}
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised only on 3.10
-        import tomli as tomllib
+    import tomllib
+
     try:
         table = tomllib.loads(text).get("service", {})
     except tomllib.TOMLDecodeError:

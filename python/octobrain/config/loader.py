@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import logging
 import os
-import sys
+import tomllib
 import typing
 import weakref
 from collections.abc import Iterable, Mapping
@@ -25,11 +25,6 @@ from octobrain.config.schema import CONFIG_VERSION, Config
 from octobrain.errors import ConfigError
 from octobrain.files import NotARegularFile, TooLarge, check_path, read_regular
 from octobrain.safe_text import is_unicode, json_printable
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised only on 3.10
-    import tomli as tomllib
 
 # The name users and tests filter on: the package, not this module.
 log = logging.getLogger("octobrain.config")

@@ -9,6 +9,7 @@ returns exactly the rows that hold one of the ids.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +29,7 @@ def string_layout(
     array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     if array.null_count:
         array = pc.fill_null(array, "")
+    width: type[np.signedinteger[Any]]
     if pa.types.is_string(array.type):
         width = np.int32
     elif pa.types.is_large_string(array.type):

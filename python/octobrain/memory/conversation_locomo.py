@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from octobrain.errors import InvalidInput
@@ -24,7 +24,7 @@ _LOCOMO_DATE = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "
 def _locomo_date(value: str) -> datetime | None:
     for pattern in _LOCOMO_DATE:
         try:
-            return datetime.strptime(value.strip(), pattern).replace(tzinfo=timezone.utc)
+            return datetime.strptime(value.strip(), pattern).replace(tzinfo=UTC)
         except ValueError:
             continue
     return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, time, timedelta
 
 from octobrain.errors import InvalidInput
 from octobrain.models import (
@@ -176,7 +176,7 @@ class Period:
 
     def holds(self, moment: datetime) -> bool:
         """Whether `moment` (compared in UTC) falls within the period."""
-        moment = moment.astimezone(timezone.utc) if moment.tzinfo else moment
+        moment = moment.astimezone(UTC) if moment.tzinfo else moment
         return (
             (self.year is None or moment.year == self.year)
             and (self.month is None or moment.month == self.month)

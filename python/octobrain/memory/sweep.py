@@ -42,7 +42,7 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +59,7 @@ MAX_GAPS = 32  # each pass leaves at most one more; past this the two oldest bec
 Key = tuple[int, str]
 Gap = tuple[Key | None, Key]  # rows with low < key < high (low None: no lower end)
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -67,7 +67,7 @@ def key_of(row: Mapping[str, Any]) -> Key:
     """A recent row's place in the sweep: newer rows have larger keys, ties by id."""
     created: datetime = row["created_at"]
     if created.tzinfo is None:
-        created = created.replace(tzinfo=timezone.utc)
+        created = created.replace(tzinfo=UTC)
     return (created - _EPOCH) // _MICROSECOND, str(row["id"])
 
 
@@ -236,7 +236,7 @@ class Sweep:
 def floor_of(start: datetime) -> Key:
     """The key below every row written at or after `start` (a pass's window's start)."""
     if start.tzinfo is None:
-        start = start.replace(tzinfo=timezone.utc)
+        start = start.replace(tzinfo=UTC)
     return (start - _EPOCH) // _MICROSECOND, ""  # (a row's id is never empty)
 
 

@@ -16,7 +16,7 @@ holds turns under them gets none of them a second time.
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 __all__ = ["Occurrences", "former_keys", "placed_key", "said_key"]
 
@@ -34,7 +34,7 @@ def placed_key(session: str, place: int, speaker: str, text: str) -> str:
 def said_key(session: str, moment: datetime, speaker: str, text: str, occurrence: int) -> str:
     """The key of what `speaker` said at `moment` in `session` ("" for a session found by
     silence): the `occurrence`-th time (1-based) the same was said then."""
-    when = moment.astimezone(timezone.utc).isoformat()
+    when = moment.astimezone(UTC).isoformat()
     return f"said:{_digest(session, when, speaker, text, str(occurrence))}"
 
 

@@ -12,7 +12,7 @@ them, so they are not counted here.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from octobrain.store.schema import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS, UNFINISHED
@@ -99,7 +99,7 @@ def after_newest(
     # LanceDB gives version times as naive local times; edges carry UTC. An edge dated after
     # now came with its time from elsewhere (an import from a clock running ahead): no sign.
     newest = max(v["timestamp"] for v in memories.list_versions()).astimezone()
-    now = datetime.now(timezone.utc) + timedelta(minutes=1)
+    now = datetime.now(UTC) + timedelta(minutes=1)
     later: set[str] = set()
     for at in range(0, len(edges), 4096):
         rows = (

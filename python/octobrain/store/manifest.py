@@ -16,7 +16,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, StorageError
@@ -426,7 +426,7 @@ def stamp_links(table: lancedb.table.Table, what: str) -> None:
     and `history` did not show it. Now its edges belong to this version, as memorize's edges
     belong to the row they follow."""
     table.update_field_metadata(
-        {"path": "id", "metadata": {_LINKS: f"{what} ({datetime.now(timezone.utc):%H:%M:%S.%f})"}}
+        {"path": "id", "metadata": {_LINKS: f"{what} ({datetime.now(UTC):%H:%M:%S.%f})"}}
     )
 
 

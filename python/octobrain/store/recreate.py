@@ -5,7 +5,7 @@ aside and their names taken off the store's manifest.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from octobrain.errors import InvalidInput
@@ -45,7 +45,7 @@ def recreate(location: StoreLocation, what: str, damaged: set[str]) -> list[str]
     done: list[str] = []
     with location.lock(family, LOCK_TIMEOUT_S):
         db = location.connect()
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         # Made again, a table counts its versions from 1: its recorded newest goes first.
         location.high_water.record(dict.fromkeys(tables))
         for name in tables:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -99,7 +99,7 @@ _LATER = {
     CHECKSUM: pa.field(CHECKSUM, pa.int64(), nullable=True),
 }
 CHECKSUM_FIELD = _LATER[CHECKSUM]
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 _STAMP_BITS = 0x7FFFFFFF
 # The way out of a row that no longer matches its checksum: every version since it was written
@@ -163,7 +163,7 @@ def describe_garbled(
 
 def _micros(value: datetime) -> int:
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return (value - _EPOCH) // _MICRO
 
 

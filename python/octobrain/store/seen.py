@@ -28,7 +28,7 @@ import re
 import tempfile
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -78,7 +78,7 @@ def _first_used(path: Path) -> float | None:
     """When the mark at `path` says its store was first used (None: no mark, or no date)."""
     with contextlib.suppress(OSError, ValueError, TypeError, KeyError, OverflowError):
         first = float(json.loads(path.read_text(encoding="utf-8"))["first_used"])
-        datetime.fromtimestamp(first, timezone.utc)  # (a date it can name)
+        datetime.fromtimestamp(first, UTC)  # (a date it can name)
         return first
     return None
 
@@ -136,7 +136,7 @@ def gone(uri: str) -> tuple[str, str] | None:
     if not found:
         return None
     dates = [d for d in map(_first_used, found) if d is not None]
-    day = datetime.fromtimestamp(min(dates), timezone.utc) if dates else None
+    day = datetime.fromtimestamp(min(dates), UTC) if dates else None
     when = "before" if day is None else f"since {day:%Y-%m-%d}"
     return (
         f"{redact(uri)} holds no store, yet this machine used one there ({when}): is its disk "

@@ -10,7 +10,7 @@ import itertools
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, StorageError
@@ -90,7 +90,7 @@ def history(store: MemoryStore, limit: int = 20) -> list[StoreVersion]:
         shown.append(
             StoreVersion(
                 int(v["version"]),
-                v["timestamp"].astimezone(timezone.utc),  # LanceDB's is naive local time
+                v["timestamp"].astimezone(UTC),  # LanceDB's is naive local time
                 int(v["metadata"].get("total_rows", 0)),
                 note,
                 damaged_files(store, int(v["version"]), checked),
