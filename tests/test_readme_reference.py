@@ -186,3 +186,12 @@ def test_every_option_says_in_its_help_what_it_takes() -> None:
     ]:
         (param,) = [p for p in command_at(tuple(command.split())).params if option in p.opts]  # type: ignore[union-attr]
         assert all(value in (param.help or "") for value in values), (command, param.help)
+
+
+def test_from_python_names_every_name_octobrain_exports() -> None:
+    import octobrain
+
+    text = readme()
+    section = text[text.index("### From Python") : text.index("### Knowledge: documents")]
+    named = set(re.findall(r"`(\w+)`", section))
+    assert sorted(set(octobrain.__all__) - named) == []
