@@ -830,10 +830,10 @@ def test_cli_ingest_names_the_conversation_and_refuses_text_that_is_not_utf8(
         (tmp_path / name).mkdir()
         (tmp_path / name / "result.json").write_text(json.dumps(records))
     family = cli("memory", "--scope", SCOPE, "ingest", str(tmp_path / "family" / "result.json"))
-    assert "ingested 1 turns of conversation 'result' into" in family.stdout, family.output
+    assert "ingested 1 turn of conversation 'result' into" in family.stdout, family.output
     work_file = str(tmp_path / "work" / "result.json")
     work = cli("memory", "--scope", SCOPE, "ingest", work_file, "--conversation", " work ")
-    assert "ingested 1 turns of conversation 'work' into" in work.stdout, work.output
+    assert "ingested 1 turn of conversation 'work' into" in work.stdout, work.output
     b = Brain(SCOPE, config=Config(embedding=EmbeddingConfig(model="hash:64")))
     audit = stored(b)["The quarterly audit starts Monday."]
     assert "conversation:work" in audit.tags and "lobster" not in audit.context

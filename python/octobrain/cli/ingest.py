@@ -79,6 +79,7 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, name: str | None, 
         else f"{len(conversations)} conversations"
     )
     click.echo(
-        f"ingested {report.turns} turns of {named} into {brain.scope or '(global)'}: "
+        f"ingested {report.turns} turn{'' if report.turns == 1 else 's'} of {named} into "
+        f"{brain.scope or '(global)'}: "
         f"{report.summary(str(report.added))}, {report.links} links"
     )
