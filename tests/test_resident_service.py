@@ -660,6 +660,34 @@ def test_changed_config_file_retires_the_service(env: dict[str, str]) -> None:
     assert _wait(lambda: not os.path.exists(settings.socket_path), 30), "stale config served"
 
 
+def test_a_config_edit_that_keeps_its_size_and_mtime_retires_the_service(
+    env: dict[str, str],
+) -> None:
+    # The service compared the config file's mtime and size: an edit of the same length whose
+    # mtime was put back (`touch -d`, `cp -p`, a same-tick edit on a coarse clock) was never
+    # seen, and the service answered with the old config for the rest of its life.
+    config = Path(env["OCTOBRAIN_DATA_DIR"]) / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[search]\ndefault_limit = 1\n", encoding="utf-8")
+    for n in range(3):
+        _memorize(
+            env, f"Deploy note {n}", f"We deploy the api with blue green, step {n}.", service=False
+        )
+    _start(env)
+    before = os.stat(config)
+    config.write_text("[search]\ndefault_limit = 3\n", encoding="utf-8")
+    os.utime(config, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (os.stat(config).st_mtime_ns, os.stat(config).st_size) == (
+        before.st_mtime_ns,
+        before.st_size,
+    )
+    done = cli(env, "memory", "--scope", SCOPE, "remember", "deploy api", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)["results"]) == 3
+    settings = _settings()
+    assert _wait(lambda: not os.path.exists(settings.socket_path), 30), "the old config served"
+
+
 def test_starting_a_disabled_service_says_so_at_once(env: dict[str, str], tmp_path: Path) -> None:
     # It waited the whole --wait (30 s) and then said the service "did not answer", pointing
     # to an empty log.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import logging
 import os
 import socket
@@ -42,6 +43,8 @@ from octobrain.cli.service_client import (
 )
 from octobrain.cli.service_command import alive, run_command, well_formed
 from octobrain.cli.service_stores import BrainCache
+from octobrain.config.loader import MAX_CONFIG_BYTES
+from octobrain.files import read_regular
 from octobrain.heap import resident_bytes, trim_heap
 
 log = logging.getLogger("octobrain.cli.service_daemon")
@@ -53,12 +56,17 @@ ACCEPT_BACKOFF_SECONDS = 0.2  # after a failed accept (no descriptor left) befor
 GO_SECONDS = 10.0
 
 
-def _config_stamp(path: str) -> tuple[int, int] | None:
+def _config_stamp(path: str) -> str | None:
+    """A digest of the config file's content (None: absent). Its mtime and size missed an
+    edit of the same length whose mtime was put back (`touch -d`, `cp -p`, a coarse clock):
+    the service answered with the old config. A config is a few kB: reading it costs ~20 µs."""
     try:
-        st = os.stat(path)
-    except OSError:
+        data = read_regular(path, MAX_CONFIG_BYTES)[0]
+    except FileNotFoundError:
         return None
-    return (st.st_mtime_ns, st.st_size)
+    except OSError as exc:  # (unreadable, or too large: the next command says why)
+        return f"{type(exc).__name__}: {exc}"
+    return hashlib.sha256(data).hexdigest()
 
 
 class Service:
