@@ -52,13 +52,16 @@ def tool_output(size: int) -> str:
     return json.dumps(entry) + "\n"
 
 
-def hook(event: str, path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def hook(
+    event: str, path: Path, env: dict[str, str], **fields: str
+) -> subprocess.CompletedProcess[str]:
     name = {"pre-compact": "PreCompact", "session-end": "SessionEnd"}[event]
     given = {
         "session_id": SESSION,
         "transcript_path": str(path),
         "cwd": "/",
         "hook_event_name": name,
+        **fields,
     }
     return subprocess.run(
         [sys.executable, "-m", "octobrain", "hook", event, "--scope", SCOPE],
@@ -235,3 +238,73 @@ def test_what_follows_the_line_that_runs_past_a_part_s_end_is_read_on(
     assert not part.done and part.digest.decisions == [first]
     rest = transcript_part(path, "/", part.end)
     assert rest.done and rest.digest.decisions == [last]
+
+
+def test_a_digest_the_user_edited_is_kept_and_what_follows_extends_it(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # The next hook wrote the session's points over the digest's content: the words the user
+    # had put in its place with `memory update -c` were gone.
+    path = tmp_path / "session.jsonl"
+    path.write_text(said("We decided to normalise timestamps to UTC.", "/src/tz.py"))
+    assert hook("pre-compact", path, env).returncode == 0
+    [first] = digests()
+    mine = "We decided to normalise timestamps to UTC. Ask Dana before changing src/tz.py."
+    Brain(SCOPE, config=load_config()).update(first.id, content=mine)
+    path.write_text(path.read_text() + said("We decided to keep the nightly export job."))
+    for event in ("session-end", "session-end"):  # the second finds nothing new
+        assert hook(event, path, env).returncode == 0
+    kept, added = sorted(digests(), key=lambda m: m.id != first.id)
+    assert kept.content == mine
+    assert added.title.endswith(", continued") and "nightly export" in added.content
+    _, links = Brain(SCOPE, config=load_config()).graph(added.id, depth=1)
+    assert (added.id, first.id) in {
+        (e.source_id, e.target_id) for e in links if e.relationship_type.value == "extends"
+    }
+    path.write_text(said("We decided to normalise timestamps to UTC."))  # cut, read again
+    path.write_text(path.read_text() + said("Fixed: the root cause was a stale cache."))
+    assert hook("session-end", path, env).returncode == 0
+    [_, added] = sorted(digests(), key=lambda m: m.id != first.id)
+    assert "stale cache" in added.content and "normalise" not in added.content
+
+
+def test_a_hook_json_without_a_session_id_reads_on_into_one_digest(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # No record of how far a hook read was kept without a session id: each hook read the
+    # transcript from its start and stored a digest of its own, the same points twice.
+    path = tmp_path / "session.jsonl"
+    path.write_text(said("We decided to normalise timestamps to UTC."))
+    assert hook("pre-compact", path, env, session_id="").returncode == 0
+    path.write_text(path.read_text() + said("We decided to drop the v1 routes."))
+    assert hook("session-end", path, env, session_id="").returncode == 0
+    [digest] = digests()
+    assert digest.content.count("normalise timestamps") == 1 and "v1 routes" in digest.content
+    other = tmp_path / "other.jsonl"
+    other.write_text(said("We decided to shard the queue."))
+    assert hook("session-end", other, env, session_id="").returncode == 0
+    assert len(digests()) == 2  # another transcript, another session
+
+
+def test_a_repository_moved_mid_session_keeps_its_digest_and_relative_files(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Read from a new cwd, an edit made before the move was named by its old absolute path,
+    # beside the same file's relative one.
+    old, new = tmp_path / "old", tmp_path / "new"
+    path = tmp_path / "session.jsonl"
+
+    def at(where: Path, text: str, edited: str) -> str:
+        entry = json.loads(said(text, str(where / edited)))
+        return json.dumps({**entry, "cwd": str(where)}) + "\n"
+
+    path.write_text(at(old, "We decided to normalise timestamps to UTC.", "src/tz.py"))
+    assert hook("pre-compact", path, env, cwd=str(old)).returncode == 0
+    path.write_text(path.read_text() + at(new, "We decided to drop the v1 routes.", "src/api.py"))
+    assert hook("session-end", path, env, cwd=str(new)).returncode == 0
+    [digest] = digests()
+    assert digest.related_files == ["src/tz.py", "src/api.py"]
+    resumed = tmp_path / "resumed.jsonl"  # the whole conversation again, in a new file
+    resumed.write_text(path.read_text())
+    assert hook("session-end", resumed, env, cwd=str(new), session_id="s-2").returncode == 0
+    assert all(m.related_files == ["src/tz.py", "src/api.py"] for m in digests())

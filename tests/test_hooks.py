@@ -259,11 +259,11 @@ def test_two_hooks_of_one_session_at_once_store_one_digest(
     # none, and stored one: two digests, of which later hooks refreshed only the first.
     import threading
 
-    from octobrain.memory import hooks, transcript_parts
+    from octobrain.memory import hooks, session_digest, transcript_parts
 
     path = transcript(tmp_path / "session.jsonl", env)
     both_looked = threading.Barrier(2)
-    looked = hooks._existing_digest
+    looked = session_digest._session_digests
 
     def look_then_wait(brain: Brain, tag: str) -> Any:
         found = looked(brain, tag)
@@ -271,13 +271,13 @@ def test_two_hooks_of_one_session_at_once_store_one_digest(
             both_looked.wait(timeout=2)
         return found
 
-    monkeypatch.setattr(hooks, "_existing_digest", look_then_wait)
+    monkeypatch.setattr(session_digest, "_session_digests", look_then_wait)
 
     def hook(event: str, more: list[str]) -> None:  # the later hook has seen more
         given = hooks.HookInput(event, SESSION, str(path), str(env), {})
         part = transcript_parts.transcript_part(path, str(env))
         part.digest.decisions += more
-        hooks.store_digest(brain_for(env, SESSION), given, part)
+        session_digest.store_digest(brain_for(env, SESSION), given, part)
 
     threads = [
         threading.Thread(target=hook, args=("PreCompact", [])),

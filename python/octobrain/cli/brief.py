@@ -106,8 +106,7 @@ def hook_session_start(scope: str | None, max_tokens: int | None) -> None:
 
 
 def _digest(scope: str | None, event: str) -> None:
-    from octobrain.memory.hooks import store_digest
-    from octobrain.memory.temporal import session_tag
+    from octobrain.memory.session_digest import store_digest
     from octobrain.memory.transcript_file import start_of
     from octobrain.memory.transcript_parts import transcript_part
 
@@ -117,7 +116,7 @@ def _digest(scope: str | None, event: str) -> None:
             raise InvalidInput("stdin.transcript_path", "is missing; nothing to digest")
         cwd = Path(data.cwd) if data.cwd else Path.cwd()
         brain = _brain(_scope(scope, False, cwd), cwd, data.session_id)
-        tag = session_tag(data.session_id)
+        tag = data.tag
         start = start_of(tag, data.transcript_path, brain.uri, brain.scope)
         part = transcript_part(data.transcript_path, data.cwd, start)
         memory = store_digest(brain, data, part)

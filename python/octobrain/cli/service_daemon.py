@@ -319,7 +319,6 @@ class Service:
         if not set(argv[1:]) & {"pre-compact", "session-end"}:
             return
         from octobrain.memory.hooks import hook_text, parse_hook_input
-        from octobrain.memory.temporal import session_tag
         from octobrain.memory.transcript_file import start_of
         from octobrain.memory.transcript_parts import transcript_part
 
@@ -328,7 +327,7 @@ class Service:
             data = parse_hook_input(hook_text(stdin))
             if data.transcript_path:
                 where = os.path.join(str(request["cwd"]), data.transcript_path)
-                start = start_of(session_tag(data.session_id), where, None, None)
+                start = start_of(data.tag, where, None, None)
                 transcript_part(where, data.cwd, start)
         except Exception:  # the command itself reports what is wrong, as it would in-process
             log.debug("transcript prefetch failed", exc_info=True)

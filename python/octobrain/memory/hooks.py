@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -20,20 +21,15 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, read_json
-from octobrain.memory.gist import DIGEST_TAG
 from octobrain.memory.summary import split_sentences
 from octobrain.models import FILE_BYTES, MAX_FILES, Memory
 from octobrain.safe_text import check_one_line, json_printable, printable
 from octobrain.secrets import find_secrets
-
-if TYPE_CHECKING:
-    from octobrain.memory.brain import Brain
-    from octobrain.memory.transcript_parts import Part
 
 __all__ = [
     "Digest",
@@ -43,7 +39,6 @@ __all__ = [
     "install_hooks",
     "parse_hook_input",
     "session_start_output",
-    "store_digest",
 ]
 
 DIGEST_IMPORTANCE = 0.3
@@ -80,6 +75,20 @@ class HookInput:
     transcript_path: str
     cwd: str
     raw: dict[str, Any]
+
+    @property
+    def tag(self) -> str:
+        """The tag of the session's digest and of its record of how far it was read. A hook
+        JSON without a session id (Claude Code always gives one) is known by its transcript,
+        `session:file-` and a hash of the file's real path: without one, each hook read the
+        transcript from its start and stored a digest of its own."""
+        from octobrain.memory.temporal import session_tag
+
+        tag = session_tag(self.session_id)
+        if tag or not self.transcript_path:
+            return tag
+        where = os.fsencode(os.path.realpath(self.transcript_path))
+        return session_tag("file-" + hashlib.sha256(where).hexdigest()[:16])
 
 
 def hook_text(raw: bytes) -> str:
@@ -159,17 +168,21 @@ class Digest:
         return out
 
     @classmethod
-    def of(cls, memory: Memory) -> Digest:
-        """The points a stored digest holds: its bulleted decisions and fixes, its files."""
+    def of(cls, memory: Memory) -> Digest | None:
+        """The points a stored digest holds (its bulleted decisions and fixes, its files), or
+        None when its content is not all in the form a hook writes: someone edited words of
+        their own into it, which a hook must not write over (`session_digest`)."""
         out = cls(files=list(memory.related_files))
-        section: list[str] | None = None
-        for line in memory.content.splitlines():
-            if line in ("Decisions:", "Errors fixed:"):
-                section = out.decisions if line == "Decisions:" else out.fixes
-            elif section is not None and line.startswith("- "):
-                section.append(line[2:])
-            else:
-                section = None
+        sections = {"Decisions:": out.decisions, "Errors fixed:": out.fixes}
+        for block in memory.content.removesuffix(" (digest)").split("\n\n"):
+            if block.startswith("Files touched: ") and "\n" not in block:
+                continue
+            head, _, rest = block.partition("\n")
+            lines = rest.split("\n")
+            section = sections.get(head)
+            if section is None or not all(line.startswith("- ") for line in lines):
+                return None
+            section.extend(line[2:] for line in lines)
         return out
 
     def text(self) -> str:
@@ -237,15 +250,15 @@ def _short(sentence: str) -> str:
 
 def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "", *, room: int = 1) -> Digest:
     """Decisions and fixes the conversation states (sentences matching the vocabulary, first
-    occurrences, at most 5 each) and the files edit tools changed (relative to `cwd`; a path
-    that could not be stored as a related file is left out); `room` times as many for a part
-    of a transcript, to be merged with the points already held. Reading stops once all three
-    are full. Control characters are dropped: the digest is printed back in briefings. A
-    sentence or path holding a credential is left out: `memorize` would refuse the digest."""
+    occurrences, at most 5 each) and the files edit tools changed (relative to `cwd`, else to
+    the entry's own `cwd`, where the session was then; a path that could not be stored as a
+    related file is left out); `room` times as many for a part of a transcript, to be merged
+    with the points already held. Reading stops once all three are full. Control characters
+    are dropped: the digest is printed back in briefings. A sentence or path holding a
+    credential is left out: `memorize` would refuse the digest."""
     points, files = MAX_POINTS * room, MAX_FILES * room
     digest = Digest()
     seen: set[str] = set()
-    root = cwd.rstrip("/") + "/" if cwd else ""
     for entry in entries:
         if not said_in(entry):
             continue
@@ -272,13 +285,25 @@ def digest_transcript(entries: Iterable[dict[str, Any]], cwd: str = "", *, room:
                 args: dict[str, Any] = raw if isinstance(raw, dict) else {}
                 path = args.get("file_path") or args.get("notebook_path")
                 if isinstance(path, str) and path:
-                    rel = (path[len(root) :] if root and path.startswith(root) else path).strip()
+                    rel = _relative(path, cwd, entry.get("cwd")).strip()
                     fits = len(digest.files) < files and _storable(rel) and not find_secrets(rel)
                     if rel and rel not in digest.files and fits:
                         digest.files.append(rel)
         if digest.full_for(room):
             break
     return digest
+
+
+def _relative(path: str, *roots: object) -> str:
+    """`path` relative to the first of `roots` (the hook's cwd, then the transcript entry's
+    own) it is under: a repository moved since the edit (same remote, same scope) named the
+    file by its old absolute path, a second entry beside the relative one."""
+    for root in roots:
+        if isinstance(root, str) and root:
+            prefix = root.rstrip("/") + "/"
+            if path.startswith(prefix):
+                return path[len(prefix) :]
+    return path
 
 
 def _storable(path: str) -> bool:
@@ -289,88 +314,6 @@ def _storable(path: str) -> bool:
     except InvalidInput:
         return False
     return path == printable(path) and len(path.encode("utf-8")) <= FILE_BYTES
-
-
-def store_digest(brain: Brain, hook: HookInput, part: Part) -> Memory | None:
-    """Add what `part` of the session's transcript shows to the session's digest memory
-    (stored the first time; points it holds are kept, even when the transcript no longer
-    shows them), then record how far the transcript was read. The digest, or None when the
-    session has none."""
-    from octobrain.memory.temporal import session_tag
-
-    if part.digest:
-        brain.embedder.prepare()  # it may be stored or updated: loads while the store opens
-    tag = session_tag(hook.session_id)
-    # Looked up and written under the write lock: a PreCompact and a SessionEnd of one session
-    # fired together each found no digest and stored one, and later hooks refreshed only one.
-    with brain.store.write_lock():
-        existing = _existing_digest(brain, tag) if tag else None
-        held = Digest.of(existing) if existing is not None else Digest()
-        digest = held.merged(part.digest)
-        memory = existing
-        if digest and digest != held:
-            memory = _write(brain, hook, existing, digest)
-        if tag and part.check:  # after the digest: a kill between reads the part again
-            _record(brain, tag, hook.transcript_path, part)
-    return memory
-
-
-def _write(brain: Brain, hook: HookInput, existing: Memory | None, digest: Digest) -> Memory:
-    content = digest.text()[:9_000]
-    if existing is not None:
-        return brain.update(
-            existing.id,
-            content=content,
-            add_files=[f for f in digest.files if f not in existing.related_files][
-                : MAX_FILES - len(existing.related_files)
-            ],
-        )
-    from octobrain.times import utcnow
-
-    sid = hook.session_id or "unknown"
-    memory, _ = brain.memorize(
-        f"Session digest {utcnow():%Y-%m-%d} ({''.join(filter(str.isalnum, sid))[:8]})",
-        content if len(content) >= 10 else content + " (digest)",
-        memory_type="workflow",
-        importance=DIGEST_IMPORTANCE,
-        tags=[DIGEST_TAG],
-        related_files=digest.files,
-        source="agent_inferred",
-    )
-    return memory
-
-
-def _record(brain: Brain, tag: str, path: str, part: Part) -> None:
-    """Where the session's next hook reads on: the end of `part`, unless a hook that ran
-    meanwhile read this transcript further."""
-    from octobrain.memory.transcript_file import Progress
-
-    now = Progress.load(tag)
-    mine = (brain.uri, brain.scope)
-    if (
-        now is not None
-        and (now.uri, now.scope) == mine
-        and now.offset > part.end
-        and now.holds(path)
-    ):
-        return
-    Progress(brain.uri, brain.scope, part.end, part.check).save(tag)
-
-
-def _existing_digest(brain: Brain, tag: str) -> Memory | None:
-    import numpy as np
-
-    corpus = brain.retriever.corpus
-    corpus.refresh()
-    if not len(corpus):
-        return None
-    scopes = sorted(set(brain.visible_scopes()))
-    # The session's rows by the mirror's tag mask, not a loop over every memory.
-    for pos in np.flatnonzero(corpus.allowed(scopes, tags=[tag], include_archived=True)):
-        m = corpus.memory(int(pos))
-        if DIGEST_TAG in m.tags:
-            return m
-    return None
 
 
 # ---- install ---------------------------------------------------------------------------------

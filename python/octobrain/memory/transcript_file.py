@@ -11,7 +11,7 @@ what it left (`transcript_parts`); the CLI reads the rest in a process of its ow
 Where a hook stopped is known by the bytes before that point (a hash of the last 4 KiB read),
 not by the file's path: a transcript moved or copied (a resumed session) reads on, one
 rewritten or cut (pruned after a compaction) is read again from its start, and the digest
-merges what it finds with the points it holds (`hooks.store_digest`).
+merges what it finds with the points it holds (`session_digest.store_digest`).
 """
 
 from __future__ import annotations
