@@ -205,6 +205,40 @@ def test_a_client_root_holding_octobrains_data_dir_reads_nothing_of_it(
     assert not ok and "deploy key" in text
 
 
+def test_a_hard_link_to_octobrains_config_in_the_project_is_not_read(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # `confine` compares paths: a hard link in the project to the config file (which may hold
+    # `mcp.token` and storage credentials) was read as a project file. A hard link to any
+    # other file is that file, read as a copy would be (pnpm's node_modules are such links).
+    project = _project(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.toml").write_text("[mcp]\ntoken = 'a-secret-token-of-the-server'\n")
+    (project / "settings.md").hardlink_to(data / "config.toml")
+    elsewhere = Path(tempfile.mkdtemp(dir=tmp_path))
+    (elsewhere / "shared.md").write_text("# Shared\n\nA guide kept in a package store.\n")
+    (project / "shared.md").hardlink_to(elsewhere / "shared.md")
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(data))
+    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+    monkeypatch.chdir(project)
+    server = build_server(pool_for(tmp_path / "db"), workspace(project, PROJECT_A))
+    calls = [
+        {"command": "read", "source": "settings.md"},
+        {"command": "search", "query": "token secret", "source": "settings.md"},
+        {"command": "match", "pattern": "token", "source": "settings.md"},
+        {"command": "read", "source": "shared.md"},
+    ]
+    *refused, (error, shared) = _knowledge_replies(server, calls)
+    for refusal, reply in refused:
+        assert refusal and "secret-token" not in reply, reply
+        assert reply == (
+            f"source: {project / 'settings.md'} is octobrain's config file under another name "
+            "(a hard link; it may hold tokens and credentials): an MCP session never reads it"
+        )
+    assert not error and "package store" in shared, shared
+
+
 def test_a_client_naming_thousands_of_roots_is_read_from_its_first_64(
     tmp_path: Path, monkeypatch: Any
 ) -> None:

@@ -68,6 +68,7 @@ from octobrain.knowledge.sources import (
     file_mtime,
     parse_source,
     read_file,
+    refuse_own,
 )
 from octobrain.knowledge.stale import mark_stale, mark_stale_lines
 from octobrain.knowledge.store import KnowledgeStore
@@ -215,7 +216,10 @@ class Knowledge(Closable):
             if ref.uri not in self.prefetched:
                 raise FetchFirst(ref, fetch)
             return self.prefetched[ref.uri]
-        return read_file(ref, k.max_source_bytes)
+        fetched = read_file(ref, k.max_source_bytes)
+        if self.local_roots is not None:
+            refuse_own(fetched)
+        return fetched
 
     @reopening
     def read(self, source: str) -> Document:
@@ -228,7 +232,9 @@ class Knowledge(Closable):
             check_knowledge(rows[0], SOURCES)  # never a changed text shown as the note's
             return document_from_text(ref.uri, rows[0]["text"])
         k = self.config.knowledge
-        limit = (k.max_source_bytes, k.max_redirects, k.allow_private_hosts)
+        # (Kept apart for a confined session: a file read by the CLI may be one it may not.)
+        confined = self.local_roots is not None
+        limit = (k.max_source_bytes, k.max_redirects, k.allow_private_hosts, confined)
         # The same file, unchanged, or the same URL fetched a moment ago: the text as before.
         known = _EXTRACTED.get(ref, limit) or _FETCHED.get(ref, limit)
         if known is not None:

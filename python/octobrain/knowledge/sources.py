@@ -126,6 +126,29 @@ def confine(ref: SourceRef, roots: tuple[Path, ...] | None) -> SourceRef:
     )
 
 
+def refuse_own(fetched: Fetched) -> None:
+    """Refuse, for a confined session, a file read that is octobrain's config file under
+    another name: a hard link to it in the project, which `confine`, comparing paths, let
+    through. Compared by the opened file's identity (device, inode), not by a path.
+
+    Any other hard link is read as the file it is: once made, a link is that file, as much
+    the project's as a copy would be, and making one takes a process that can reach the
+    file already (pnpm's `node_modules` are hard links into its store, outside the project)."""
+    from octobrain.config.loader import config_path
+
+    status = fetched.stat
+    try:
+        own = os.stat(config_path())
+    except OSError:
+        return
+    if status is not None and (own.st_dev, own.st_ino) == (status.st_dev, status.st_ino):
+        raise InvalidInput(
+            "source",
+            f"{fetched.ref.path} is octobrain's config file under another name (a hard link; "
+            "it may hold tokens and credentials): an MCP session never reads it",
+        )
+
+
 def _own_files() -> list[Path]:
     """Octobrain's data directory and config file, resolved: a client's roots may hold them
     (a root of `/srv` or of the data directory itself), a session reads neither."""
