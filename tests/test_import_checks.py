@@ -391,19 +391,27 @@ def test_a_link_or_record_without_a_scope_is_refused(make_brain: MakeBrain, kind
     assert other.store.count() == 0
 
 
-def test_a_memory_edited_before_it_was_made_is_refused(make_brain: MakeBrain) -> None:
+@pytest.mark.parametrize(
+    ("field", "done"), [("updated_at", "edited"), ("last_accessed", "recalled")]
+)
+def test_a_memory_edited_or_recalled_before_it_was_made_is_refused(
+    make_brain: MakeBrain, field: str, done: str
+) -> None:
+    # A last access years before the memory was made (an edited file) was imported as it was:
+    # the memory ranked as one unused all that time, at the decay floor.
     lines = _memories_and_link(make_brain("src"))
     row = lines[1]
     other = make_brain("other")
     rule = (
-        r"^line 2\.updated_at: must not be more than a day earlier than created_at "
-        r"\(.+\), got 2001-01-01T00:00:00Z: a memory is not edited before it is made$"
+        rf"^line 2\.{field}: must not be more than a day earlier than created_at "
+        rf"\(.+\), got 2001-01-01T00:00:00Z: a memory is not {done} before it is made$"
     )
     with pytest.raises(InvalidInput, match=rule):
-        import_jsonl(other, _dumped([lines[0], {**row, "updated_at": "2001-01-01T00:00:00Z"},
+        import_jsonl(other, _dumped([lines[0], {**row, field: "2001-01-01T00:00:00Z"},
                                      *lines[2:]]))  # fmt: skip
     assert other.store.count() == 0
-    # An ingested turn said ahead of the clock (a day at most) is edited "before" it was said.
+    # An ingested turn said ahead of the clock (a day at most) is edited and recalled "before"
+    # it was said.
     said = datetime.fromisoformat(row["created_at"]) + timedelta(hours=20)
     turn = {**row, "created_at": said.isoformat()}
     assert import_jsonl(other, _dumped([lines[0], turn, *lines[2:]])).imported == 5

@@ -208,20 +208,24 @@ def memory_row(obj: dict[str, Any], where: str) -> Memory:
         git_commit=_optional_text(f("git_commit"), obj.get("git_commit"), SHORT_BYTES),
         context=context,
     )
-    # (`earlier_by`: a row made in the first day of year 1 has no day before it)
-    if memory.updated_at < earlier_by(memory.created_at, EDITED_BEFORE_MADE):
-        raise InvalidInput(
-            f("updated_at"),
-            f"must not be more than a day earlier than created_at "
-            f"({iso_z(memory.created_at)}), got {iso_z(memory.updated_at)}: a memory is not "
-            "edited before it is made",
-        )
+    # (`earlier_by`: a row made in the first day of year 1 has no day before it). A last access
+    # long before the row was made (an edited file) was kept: the memory ranked as one unused
+    # for that long, at the decay floor.
+    for name, done in (("updated_at", "edited"), ("last_accessed", "recalled")):
+        when = getattr(memory, name)
+        if when < earlier_by(memory.created_at, EDITED_BEFORE_MADE):
+            raise InvalidInput(
+                f(name),
+                f"must not be more than a day earlier than created_at "
+                f"({iso_z(memory.created_at)}), got {iso_z(when)}: a memory is not "
+                f"{done} before it is made",
+            )
     return memory
 
 
-# How much earlier than its creation a row's last edit may be: `memory ingest` dates a turn by
-# when it was said, up to a day ahead of the clock (`times.not_ahead`), and stamps its edit
-# with the ingest's time.
+# How much earlier than its creation a row's last edit or access may be: `memory ingest` dates
+# a turn by when it was said, up to a day ahead of the clock (`times.not_ahead`), and stamps its
+# edit and access with the ingest's time.
 EDITED_BEFORE_MADE = timedelta(days=1)
 
 
