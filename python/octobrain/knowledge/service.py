@@ -2,10 +2,10 @@
 
 Bound to a scope (reads see that scope plus global) and optionally to a session (whose notes
 only it sees). Validates input (errors name the field and the rule), fetches, extracts, chunks,
-embeds, and keeps the index cache: a source is re-fetched when its file's mtime changed, its
-URL is older than `outdating_days`, or it was read or cut otherwise than now (its format's
-`extract.EXTRACTOR_VERSIONS`, the chunk settings), and re-embedded only when its content hash
-or that reading changed.
+embeds, and keeps the index cache: a source is re-fetched when its file's mtime or size
+changed, its URL is older than `outdating_days`, or it was read or cut otherwise than now (its
+format's `extract.EXTRACTOR_VERSIONS`, the chunk settings), and re-embedded only when its
+content hash or that reading changed.
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ from octobrain.knowledge.sources import (
     SourceRef,
     check_key,
     confine,
-    file_mtime,
+    file_version,
+    indexed_version,
     parse_source,
     read_file,
     refuse_own,
@@ -297,7 +298,7 @@ class Knowledge(Closable):
         )
         # What is stored no longer matching its checksum is not what was indexed: indexed again.
         if existing is not None and unchanged and not self.kstore.damaged(existing):
-            self.kstore.touch(existing["id"], now, fetched.mtime)
+            self.kstore.touch(existing["id"], now, fetched.mtime, len(fetched.data))
             return IndexReport(SourceInfo.from_row(existing), "unchanged", 0)
         scope = existing["scope"] if existing is not None else ("" if global_ else self.scope)
         status: IndexStatus = (
@@ -330,7 +331,7 @@ class Knowledge(Closable):
         if row["chunker"] != self._chunker(row["doc_type"]):  # read or cut another way since
             return False
         if ref.kind is SourceKind.FILE:
-            return file_mtime(ref) == float(row["mtime"])
+            return file_version(ref) == indexed_version(row)
         age: timedelta = now - row["last_checked"]
         return age <= timedelta(days=self.config.knowledge.outdating_days)
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from octobrain.errors import InvalidInput
@@ -199,11 +201,19 @@ def read_file(ref: SourceRef, max_bytes: int) -> Fetched:
     return Fetched(ref, data, mtime=st.st_mtime, stat=st)
 
 
-def file_mtime(ref: SourceRef) -> float | None:
-    """The modification time of a local source, or None when it cannot be read."""
+def file_version(ref: SourceRef) -> tuple[float, int] | None:
+    """The modification time and size of a local source, or None when it cannot be read. The
+    size too: a write landing in the clock tick of the one before leaves the time as it was
+    (a file appended to as it was indexed read as fresh, the index holding part of it)."""
     if ref.path is None:
         return None
     try:
-        return ref.path.stat().st_mtime
+        status = ref.path.stat()
     except OSError:
         return None
+    return status.st_mtime, status.st_size
+
+
+def indexed_version(row: Mapping[str, Any]) -> tuple[float, int]:
+    """What `file_version` was for the bytes a source row was made from."""
+    return float(row["mtime"]), int(row["size_bytes"])

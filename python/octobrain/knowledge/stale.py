@@ -15,9 +15,15 @@ from typing import Any
 
 from octobrain.errors import InvalidInput
 from octobrain.knowledge.results import KnowledgeHit, LineHit
-from octobrain.knowledge.sources import SourceKind, confine, file_mtime, parse_source
+from octobrain.knowledge.sources import (
+    SourceKind,
+    confine,
+    file_version,
+    indexed_version,
+    parse_source,
+)
 
-CHANGED = "changed"  # the file's modification time is not the one indexed
+CHANGED = "changed"  # the file's modification time or size is not the one indexed
 GONE = "gone"  # the file cannot be read any more
 
 
@@ -26,22 +32,22 @@ def file_states(
 ) -> dict[tuple[str, str], str]:
     """For each persistent source row (uri, scope) whose uri is in `uris` and a local file
     inside `roots` (None: anywhere): `CHANGED` or `GONE` when the file changed or went away
-    since it was indexed (the row's `mtime`), else "". One `stat` a file."""
+    since it was indexed (the row's `mtime` and `size_bytes`), else "". One `stat` a file."""
     indexed = {
-        (r["uri"], r["scope"]): float(r["mtime"])
+        (r["uri"], r["scope"]): indexed_version(r)
         for r in sources
         if r["uri"] in uris and r["uri"].startswith("file://") and r["session_id"] == ""
     }
     state: dict[tuple[str, str], str] = {}
-    for key, mtime in indexed.items():
+    for key, version in indexed.items():
         try:
             ref = confine(parse_source(key[0]), roots)
         except InvalidInput:
             continue  # not this session's to look at
         if ref.kind is not SourceKind.FILE:
             continue
-        now = file_mtime(ref)
-        state[key] = GONE if now is None else CHANGED if now != mtime else ""
+        now = file_version(ref)
+        state[key] = GONE if now is None else CHANGED if now != version else ""
     return state
 
 
@@ -52,9 +58,9 @@ def mark_stale(
 ) -> list[KnowledgeHit]:
     """`hits` with `stale` set for those of a local file (outside session notes) whose file
     changed or is gone since it was indexed. `sources`: the light source rows the index
-    mirror holds (`ChunkIndex.sources`), whose `mtime` is the one indexed: reading them from
-    the table instead cost a search 19 ms of its 20. A file outside `roots` (None: anywhere)
-    is not looked at."""
+    mirror holds (`ChunkIndex.sources`), whose `mtime` and size are the ones indexed: reading
+    them from the table instead cost a search 19 ms of its 20. A file outside `roots` (None:
+    anywhere) is not looked at."""
     files = {h.uri for h in hits if not h.session}
     if not files:
         return list(hits)

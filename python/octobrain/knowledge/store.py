@@ -380,13 +380,14 @@ class KnowledgeStore:
         )
         self._commits.wrote(self.sources)
 
-    def touch(self, sid: str, last_checked: datetime, mtime: float) -> None:
-        """Record a check that found the content unchanged (no re-embedding)."""
+    def touch(self, sid: str, last_checked: datetime, mtime: float, size: int) -> None:
+        """Record a check that found the content unchanged (no re-embedding), of `size` bytes
+        (the same text may be other bytes: a BOM, line ends)."""
         with self.write_lock():
             self.location.check_held()
             self.sources.update(
                 where=f"id = {sql_str(sid)}",
-                values={"last_checked": last_checked, "mtime": float(mtime)},
+                values={"last_checked": last_checked, "mtime": float(mtime), "size_bytes": size},
             )
             self._commits.wrote(self.sources)
 
