@@ -454,3 +454,41 @@ def test_a_header_that_contradicts_its_rows_is_refused(
     with pytest.raises(InvalidInput, match=rule):
         import_jsonl(other, _dumped([{**lines[0], **change}, *lines[1:]]))
     assert other.store.count() == 0
+
+
+def test_an_ingested_conversation_imported_back_keeps_its_turns_chained_in_order(
+    make_brain: MakeBrain,
+) -> None:
+    # Ingested turns are found with their neighbours by the `same_session` chain: an export
+    # imported elsewhere keeps it, and the grown conversation ingested there continues it.
+    from octobrain.memory.conversation import parse_text
+
+    said = ["I moved to Lisbon in March.", "What made you choose it?", "The surfing at Ericeira."]
+    records = [
+        {"speaker": ("Ana", "Bo")[i % 2], "text": t, "time": f"2023-05-01T10:0{i}:00Z"}
+        for i, t in enumerate([*said, "Do you surf every weekend?"])
+    ]
+    source = make_brain("src")
+    source.ingest(parse_text(json.dumps(records[:3])))
+    copy = make_brain("copy")
+    assert import_jsonl(copy, _dumped(_lines(source))).relationships == 2
+
+    def chain(brain: Brain) -> list[str]:
+        """The turns' words, each linked to the one said before it."""
+        turns = {m.id: m for m in brain.recent(10)}
+        links = {r.source_id: r.target_id for r in brain.store.relationships_of(list(turns))}
+        last = max(turns.values(), key=lambda m: m.created_at).id
+        words = [turns[last].content]
+        while last in links:
+            last = links[last]
+            words.insert(0, turns[last].content)
+        return words
+
+    assert chain(copy) == said
+    shown = [
+        [(n.memory.id, n.relationship_type.value, n.via) for n in b.remember("Ericeira").neighbours]
+        for b in (source, copy)
+    ]
+    assert shown[0] == shown[1] and any(kind == "same_session" for _, kind, _ in shown[1])
+    assert copy.ingest(parse_text(json.dumps(records))).links == 1
+    assert chain(copy) == [*said, "Do you surf every weekend?"]
