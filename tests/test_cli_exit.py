@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -233,6 +234,49 @@ def test_a_ctrl_c_while_a_command_starts_ends_it_in_one_line(env: dict[str, str]
         assert "Traceback" not in err, (delay, err)
         assert proc.returncode in (0, 1), (delay, proc.returncode, err)  # (0: it was done)
         assert err in ("", "\nAborted!\n") or proc.returncode == 0, (delay, err)
+
+
+# Sends the process a Ctrl-C as the launcher's own modules are imported: a finder that the
+# interpreter asks before its own, once, for `octobrain.cli.service_client`.
+_CTRL_C_AS_LAUNCH_IMPORTS = """
+import os, signal, sys
+
+class CtrlC:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "octobrain.cli.service_client":
+            sys.meta_path.remove(CtrlC)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, CtrlC)
+"""
+
+
+@pytest.mark.parametrize("how", ["script", "-m"])
+def test_a_ctrl_c_while_the_launcher_is_imported_ends_it_in_one_line(
+    env: dict[str, str], tmp_path: Path, how: str
+) -> None:
+    # The first ~30 ms: the launcher's imports, before its `main` can catch anything. A
+    # Ctrl-C there printed a traceback of the import and the process died of the signal
+    # (exit 130): 39 of 60 Ctrl-Cs sent 0-30 ms into `memory remember`.
+    (tmp_path / "sitecustomize.py").write_text(_CTRL_C_AS_LAUNCH_IMPORTS, encoding="utf-8")
+    script = Path(sys.executable).with_name("octobrain")
+    command = [str(script)] if how == "script" else [sys.executable, "-m", "octobrain"]
+    done = subprocess.run(
+        [*command, "memory", "--scope", "acme/api", "remember", "how do we deploy"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**env, "PYTHONPATH": str(tmp_path)},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", "\nAborted!\n")
+    # `import octobrain` in a program of its own keeps the interpreter's Ctrl-C.
+    kept = subprocess.run(
+        [sys.executable, "-c", "import signal, octobrain; "
+         "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert kept.stdout == "True\n", kept.stderr
 
 
 def test_each_kind_of_failure_exits_with_the_code_help_gives(

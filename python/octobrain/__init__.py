@@ -18,8 +18,52 @@ embedder is first used, so the command-line launcher pays for none of them.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+_interrupts: list[int] = []  # Ctrl-Cs noted as the command line started (`_hold_interrupts`)
+
+
+def _note_interrupt(signum: int, frame: object) -> None:
+    _interrupts.append(signum)
+
+
+def _hold_interrupts() -> None:
+    """In the `octobrain` command's process (its script, or `python -m octobrain`), note a
+    Ctrl-C rather than raise it until `cli.launch.main` takes it (`_release_interrupts`) and
+    ends the command as click does ("Aborted!", exit 1). Raised as the launcher's modules were
+    imported (its first ~30 ms), it printed a traceback of the import and the process died of
+    the signal: 39 of 60 Ctrl-Cs sent 0-30 ms into `memory remember`. A program importing
+    octobrain keeps the interpreter's handler; an ignored SIGINT stays ignored."""
+    import os
+    import sys
+
+    script = os.path.splitext(os.path.basename(sys.argv[0] if sys.argv else ""))[0]
+    argv = list(getattr(sys, "orig_argv", []))
+    module = argv[argv.index("-m") + 1 :][:1] if "-m" in argv else []
+    if script != "octobrain" and module != ["octobrain"]:
+        return
+    # (built in: `signal` takes milliseconds to import, a window of its own; no stub)
+    import _signal  # type: ignore[import-not-found]
+
+    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        try:
+            _signal.signal(_signal.SIGINT, _note_interrupt)
+        except ValueError:  # (imported off the main thread: its host's business)
+            return
+
+
+def _release_interrupts() -> bool:
+    """The interpreter's Ctrl-C handler back, if `_hold_interrupts` replaced it; whether a
+    Ctrl-C was noted meanwhile."""
+    import _signal
+
+    if _signal.getsignal(_signal.SIGINT) is _note_interrupt:
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    return bool(_interrupts)
+
+
+_hold_interrupts()  # first of all: a Ctrl-C as the command line starts is its own
+
+from importlib import import_module  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 if TYPE_CHECKING:
     from octobrain.config import Config, load_config

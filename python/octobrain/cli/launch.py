@@ -18,6 +18,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+import octobrain
 from octobrain.cli.mcp_relay import run_mcp
 from octobrain.cli.service_client import HOOK_INPUT_BYTES, load_settings
 from octobrain.cli.service_run import Fallback, run_remote
@@ -100,9 +101,12 @@ def mcp_routable(args: list[str]) -> bool:
 def main(args: list[str] | None = None, prog_name: str | None = None) -> NoReturn:
     """Run one `octobrain` command line: through the service when it can, else in-process.
     A Ctrl-C ends it as click ends a command it interrupts ("Aborted!", exit 1), also before
-    click runs (while the service is asked, or the command's modules are imported), where it
-    printed the interpreter's traceback of wherever it landed."""
+    click runs (while the service is asked, or the command's modules are imported, this one
+    too: `octobrain._hold_interrupts`), where it printed the interpreter's traceback of
+    wherever it landed."""
     try:
+        if octobrain._release_interrupts():  # (pressed as this process imported the launcher)
+            raise KeyboardInterrupt
         _main(args, prog_name)
     except KeyboardInterrupt:
         with contextlib.suppress(OSError, ValueError):
