@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -49,7 +50,8 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
 class _SlowService:
     """A service that starts the command it is handed and answers only once told to."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, stdout: bytes = b"Memory stored: 1234\n") -> None:
+        self.stdout = stdout
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(path)
         self.listener.listen(1)
@@ -70,9 +72,8 @@ class _SlowService:
             channel.send({"running": True})
             self.running.set()
             self.answer.wait(60)
-            stored = b"Memory stored: 1234\n"
             with contextlib.suppress(OSError):  # (a client that stopped waiting is gone)
-                channel.send({"stdout": _b64(stored), "stderr": "", "exit": 0})
+                channel.send({"stdout": _b64(self.stdout), "stderr": "", "exit": 0})
 
     def close(self) -> None:
         self.answer.set()
@@ -136,6 +137,31 @@ def test_a_second_ctrl_c_stops_waiting_and_says_the_effect_is_unknown(
         "error: service: stopped waiting; the octobrain service goes on with the command and "
         "its effect is unknown (check with `octobrain memory recent`)"
     )
+
+
+def test_a_ctrl_c_once_the_answer_is_in_leaves_the_answer_and_its_exit_code(
+    env: dict[str, str],
+) -> None:
+    # The service had answered; a Ctrl-C as the client wrote that answer out said "waiting for
+    # its answer" and, pressed twice, "Aborted!" (exit 1) with the answer cut, for a command
+    # done; one as the client exited killed it (exit 130 after "Memory stored").
+    settings = load_settings()
+    assert settings is not None
+    answer = b"Memory stored: 1234\n" * (1 << 16)  # (more than a pipe holds: written in a while)
+    service = _SlowService(settings.socket_path, answer)
+    service.answer.set()
+    client = _cli(env, "memory", "--scope", SCOPE, "memorize", "-t", "Title", "-c", "Content")
+    try:
+        # Its first bytes are out: the client holds the answer and waits for the pipe to drain.
+        assert select.select([client.stdout], [], [], 60)[0]
+        client.send_signal(signal.SIGINT)
+        client.send_signal(signal.SIGINT)
+        out, err = client.communicate(timeout=60)
+    finally:
+        _end(client)
+        service.close()
+    assert (client.returncode, err) == (0, b"")
+    assert out == answer
 
 
 def test_a_listener_answering_garbage_on_the_socket_is_replaced_by_a_service(

@@ -25,7 +25,7 @@ from octobrain.cli.service_client import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from types import FrameType
     from typing import Any
 
@@ -94,13 +94,19 @@ def run_remote(
     except Fallback:
         channel.sock.close()
         raise
-    with _interrupt_waits():  # (before `go`: a Ctrl-C from then on may find the command run)
-        return _run_started(settings, channel, args, repeatable)
+    with _interrupt_waits() as answered:  # (before `go`: from then on the command may be run)
+        return _run_started(settings, channel, args, repeatable, answered)
 
 
-def _run_started(settings: Settings, channel: Channel, args: list[str], repeatable: bool) -> int:
+def _run_started(
+    settings: Settings,
+    channel: Channel,
+    args: list[str],
+    repeatable: bool,
+    answered: Callable[[], None],
+) -> int:
     """Say `go` and wait for the command's answer: from then on the command may run there,
-    so it is never run here too."""
+    so it is never run here too. Once the answer is in, `answered()`."""
     result: dict[str, Any] | None = None
     silent = False
     try:
@@ -153,6 +159,7 @@ def _run_started(settings: Settings, channel: Channel, args: list[str], repeatab
             "`octobrain memory recent`)\n"
         )
         return 0 if args[:1] == ["hook"] else 1  # a hook fails open, as it does in-process
+    answered()
     sys.stdout.flush()
     sys.stdout.buffer.write(binascii.a2b_base64(result["stdout"]))
     sys.stdout.flush()
@@ -168,13 +175,16 @@ _WAITING = (
 
 
 @contextlib.contextmanager
-def _interrupt_waits() -> Iterator[None]:
+def _interrupt_waits() -> Iterator[Callable[[], None]]:
     """While the service runs the command, a first Ctrl-C says so and waits for the answer, a
     second one stops waiting (`KeyboardInterrupt`). The command goes on there either way:
     taking the first for "Aborted!" left a memory stored after the user was told it was not.
+    The function it gives is called once the answer is in: the command is done, and a Ctrl-C
+    from then on is ignored (pressed as the answer was written out it said "waiting", or
+    "Aborted!", exit 1, with the answer cut; as the process exited, it killed it: exit 130).
     (Only in place of the interpreter's own handler: an ignored SIGINT stays ignored.)"""
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        yield
+        yield lambda: None
         return
     told: list[bool] = []
 
@@ -186,12 +196,16 @@ def _interrupt_waits() -> Iterator[None]:
             sys.stderr.write(_WAITING)
             sys.stderr.flush()
 
+    def answered() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     try:
         signal.signal(signal.SIGINT, interrupted)
     except ValueError:  # (not the main thread: its host's business)
-        yield
+        yield lambda: None
         return
     try:
-        yield
+        yield answered
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if signal.getsignal(signal.SIGINT) is interrupted:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
