@@ -501,6 +501,24 @@ def test_a_request_no_octobrain_client_sends_is_dropped_and_the_service_stays(
     assert status is not None and status["pid"] == pid
 
 
+def test_a_client_gone_before_asking_is_not_logged_as_a_stranger(env: dict[str, str]) -> None:
+    # A client killed (or interrupted) as it connected was logged "dropped a request that is
+    # not an octobrain client's", as a stranger's request is: 4 lines in the log of 150
+    # clients killed 20-90 ms in.
+    _start(env)
+    for _ in range(3):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(_settings().socket_path)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(_settings().socket_path)
+        sock.sendall(b'{"op": "nonsense"}\n')
+        assert sock.recv(100) == b""
+    assert ask(_settings(), "status") is not None
+    logged = Path(_settings().log_path).read_text(encoding="utf-8")
+    assert logged.count("dropped a request that is not an octobrain client's") == 1, logged
+
+
 def test_a_request_past_the_size_bound_is_dropped_unanswered(env: dict[str, str]) -> None:
     # A line without end was kept whole in memory, and grown by copying (quadratic).
     from octobrain.cli.service_daemon import REQUEST_BYTES

@@ -262,6 +262,9 @@ class Service:
         return None
 
     def _exchange(self, channel: Channel, worked: list[bool]) -> None:
+        channel.sock.settimeout(REQUEST_SECONDS)
+        if not channel.sock.recv(1, socket.MSG_PEEK):
+            return  # the client left before asking (killed, or a Ctrl-C as it connected)
         request = channel.recv(REQUEST_SECONDS, REQUEST_BYTES)
         if not well_formed(request):
             log.warning("dropped a request that is not an octobrain client's")
