@@ -35,7 +35,8 @@ import numpy as np
 
 from octobrain.bench.beir import DEPTH, _memory, _QueryMemo
 from octobrain.bench.datasets import load_beir, ndcg_at_k, recall_at_k
-from octobrain.bench.locomo import SCOPE_PREFIX, load_locomo
+from octobrain.bench.locomo import SCOPE_PREFIX
+from octobrain.bench.locomo_data import load_locomo
 from octobrain.config import Config
 from octobrain.embed.cache import CachedEmbedder
 from octobrain.embed.factory import get_embedder

@@ -1344,7 +1344,7 @@ def test_bench_locomo_without_the_data_names_the_option(tmp_path: Path) -> None:
 def test_bench_locomo_reads_a_held_out_file_by_any_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from octobrain.bench.locomo import load_locomo
+    from octobrain.bench.locomo_data import load_locomo
 
     held_out = tmp_path / "locomo-test"
     held_out.mkdir()

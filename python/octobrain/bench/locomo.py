@@ -23,7 +23,6 @@ answerable question's best relevance beats an adversarial one's; 0.5 = no separa
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from octobrain.bench.datasets import ndcg_at_k, recall_at_k
+from octobrain.bench.locomo_data import load_locomo
 from octobrain.config import Config
 from octobrain.errors import InvalidInput
-from octobrain.memory.conversation import Conversation, parse_text, read_text
 from octobrain.store import seen
 
 __all__ = [
@@ -53,14 +52,6 @@ LEG_MODES = ("bm25", "dense")  # `bench beir` modes: one retrieval leg each
 HIGH_RELEVANCE = 0.6
 SCOPE_PREFIX = "bench/locomo/"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-
-
-@dataclass(frozen=True)
-class Question:
-    conversation: str
-    text: str
-    evidence: tuple[str, ...]  # dia ids ("D3:5")
-    category: int
 
 
 @dataclass
@@ -191,91 +182,6 @@ def _mean(rows: Sequence[dict[str, float]]) -> dict[str, float]:
         return {}
     out = {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
     out["questions"] = float(len(rows))
-    return out
-
-
-_KNOWN_NAMES = ("locomo-dev.json.gz", "locomo10.json", "locomo.json")
-
-
-def locomo_file(data: Path) -> Path:
-    """The LoCoMo file `data` names: the file itself, or in a directory the file of a known
-    name (`locomo-dev.json.gz`, `locomo10.json`, `locomo.json`), else its one `*.json` or
-    `*.json.gz` file (a held-out half named after itself, `locomo-test.json.gz`). Several such
-    files, or none, is an error naming them."""
-    if data.is_file():
-        return data
-    if not data.exists():  # (it said "holds no LoCoMo file", as of an empty folder)
-        raise InvalidInput("data", f"{data}: no such file or directory")
-    for name in _KNOWN_NAMES:
-        if (data / name).is_file():
-            return data / name
-    found = (
-        sorted(p for p in data.iterdir() if p.name.endswith((".json", ".json.gz")) and p.is_file())
-        if data.is_dir()
-        else []
-    )
-    if len(found) == 1:
-        return found[0]
-    if found:
-        names = ", ".join(p.name for p in found)
-        raise InvalidInput("data", f"{data} holds several LoCoMo files ({names}): name one")
-    raise InvalidInput(
-        "data", f"{data} holds no LoCoMo file (locomo-dev.json.gz, locomo10.json or one *.json)"
-    )
-
-
-def load_locomo(data: Path) -> tuple[list[Conversation], list[Question]]:
-    """The conversations and questions of the LoCoMo file `data` names (`locomo_file`); a
-    file that cannot be read, or is not LoCoMo's, refused naming `data` and where it breaks."""
-    path = locomo_file(data)
-    try:
-        text = read_text(path, "data")
-        conversations = parse_text(text, "locomo")
-    except InvalidInput as err:
-        where = "" if err.field in ("data", "file") else f" {err.field}:"
-        raise InvalidInput("data", f"{path}:{where} {err.rule}") from None
-    try:
-        samples = json.loads(text)
-    except json.JSONDecodeError:  # (JSON lines, one sample each, as `parse_text` read them)
-        samples = [json.loads(line) for line in text.splitlines() if line.strip()]
-    if not isinstance(samples, list):  # (one sample alone, as `parse_text` read it)
-        samples = [samples]
-    questions = [
-        question
-        for conv, sample in zip(conversations, samples, strict=True)
-        for question in _questions(path, conv.key, sample)
-    ]
-    turns = sum(len(c.turns) for c in conversations)
-    if not turns or not questions:
-        # (`{}` or `[]` measured nothing, exit 0, and `--update` emptied the README's table.)
-        raise InvalidInput(
-            "data",
-            f"{path} holds {turns} turns and {len(questions)} questions: not LoCoMo data "
-            "(a list of samples, each with its conversation and its qa)",
-        )
-    return conversations, questions
-
-
-def _questions(path: Path, key: str, sample: dict[str, Any]) -> list[Question]:
-    """The questions of one LoCoMo sample (its `qa`), refused naming where one breaks."""
-    qas = sample.get("qa", [])
-    where = f"{path}: sample {key!r}: qa"
-    if not isinstance(qas, list):
-        raise InvalidInput("data", f"{where}: must be a list of questions")
-    out = []
-    for i, qa in enumerate(qas):
-        if not isinstance(qa, dict) or not isinstance(qa.get("question"), str):
-            raise InvalidInput("data", f"{where}[{i}]: must be an object with a question string")
-        category = qa.get("category")
-        if not isinstance(category, int) or isinstance(category, bool):
-            raise InvalidInput("data", f"{where}[{i}].category: must be an integer (1–5)")
-        given = qa.get("evidence") or []
-        if not isinstance(given, list):
-            raise InvalidInput("data", f"{where}[{i}].evidence: must be a list of turn ids")
-        # A few annotations hold several ids in one string ("D8:6; D9:17").
-        ids = [p.strip() for e in given for p in str(e).split(";")]
-        evidence = tuple(dict.fromkeys(e for e in ids if e.startswith("D")))
-        out.append(Question(key, qa["question"], evidence, category))
     return out
 
 

@@ -370,7 +370,8 @@ def bench_locomo_command(
     scope, every question asked through `remember`; turn-level nDCG@10, Recall@5/10,
     session-level Recall@5, per category and per half, the adversarial questions' answer rate,
     ingest throughput and search latency."""
-    from octobrain.bench.locomo import load_locomo, locomo_table, run_locomo
+    from octobrain.bench.locomo import locomo_table, run_locomo
+    from octobrain.bench.locomo_data import load_locomo
     from octobrain.errors import InvalidInput
 
     try:
