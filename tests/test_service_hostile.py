@@ -288,6 +288,23 @@ def test_service_status_names_what_is_wrong_with_the_runtime_directory(
     assert (recent.returncode, recent.stdout) == (0, "No memories yet.\n")
 
 
+def test_an_xdg_runtime_dir_of_another_user_is_left_alone(env: dict[str, str]) -> None:
+    # `sudo -E octobrain …` (root, with the user's XDG_RUNTIME_DIR) made a root-owned
+    # `octobrain` folder in the user's /run/user/<uid>: from then on every command of the
+    # user's own found "belongs to uid 0, not to you", and no service, until they removed it.
+    if os.getuid() != 0:
+        pytest.skip("needs root to give a directory away")
+    base = Path(tempfile.mkdtemp(prefix="ob-", dir="/tmp"))
+    try:
+        os.chown(base, 12345, -1)
+        done = _run({**env, "XDG_RUNTIME_DIR": str(base)}, "service", "status")
+        assert list(base.iterdir()) == []
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    assert f"socket /tmp/octobrain-{os.getuid()}/" in done.stdout
+
+
 def test_service_status_names_a_socket_path_too_long(env: dict[str, str]) -> None:
     base = Path(tempfile.mkdtemp(prefix="ob-", dir="/tmp"))
     deep = base / ("d" * 90)

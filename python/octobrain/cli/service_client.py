@@ -151,15 +151,18 @@ def _service_table(path: str) -> dict[str, Any] | None:
 
 
 def runtime_dir() -> str:
-    """A per-user directory for sockets: `$XDG_RUNTIME_DIR/octobrain`, else
-    `/tmp/octobrain-<uid>`; created 0700. Raises `PermissionError` naming what is wrong when
-    it is not a directory of this user's alone (another user's, a link, open to others, a
-    file): a socket there could be someone else's, handed every command line."""
+    """A per-user directory for sockets: `$XDG_RUNTIME_DIR/octobrain` when that directory is
+    this user's, else `/tmp/octobrain-<uid>`; created 0700. Raises `PermissionError` naming
+    what is wrong when it is not a directory of this user's alone (another user's, a link, open
+    to others, a file): a socket there could be someone else's, handed every command line.
+    (Another user's XDG_RUNTIME_DIR, kept by `sudo -E`: root's folder made in it barred that
+    user's own commands from their service.)"""
     base = os.environ.get("XDG_RUNTIME_DIR", "").strip()
-    if base and os.path.isdir(base):
-        root = os.path.join(base, "octobrain")
-    else:
-        root = f"/tmp/octobrain-{os.getuid()}"
+    try:
+        own = bool(base) and os.stat(base).st_uid == os.getuid() and os.path.isdir(base)
+    except OSError:
+        own = False
+    root = os.path.join(base, "octobrain") if own else f"/tmp/octobrain-{os.getuid()}"
     with contextlib.suppress(FileExistsError):  # (a file there is named below)
         os.makedirs(root, mode=0o700, exist_ok=True)
     info = os.lstat(root)
