@@ -31,10 +31,12 @@ __all__ = [
     "TooLarge",
     "cannot_write",
     "check_path",
+    "drop_dead_leftovers",
     "gunzipped",
     "named_by",
     "open_regular",
     "read_regular",
+    "replace_whole",
     "replaced_by_write",
     "write_atomic_file",
 ]
@@ -256,4 +258,45 @@ def write_atomic_file(path: Path, text: str, field: str) -> None:
             tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise cannot_write(field, path, exc) from None
+        raise
+
+
+def drop_dead_leftovers(target: Path, suffix: str) -> None:
+    """Remove what writers of `target` killed before their end left beside it
+    (`.<name>.<pid><suffix>`, or `.<name>.<pid>.<more><suffix>`, of a process that is gone):
+    nothing else ever removes it. POSIX
+    only: elsewhere a signal 0 is no question of whether a process is alive."""
+    if os.name != "posix":
+        return
+    import glob
+
+    for left in target.parent.glob(f".{glob.escape(target.name)}.*{glob.escape(suffix)}"):
+        pid = left.name[len(target.name) + 2 : -len(suffix)].split(".", 1)[0]
+        if not pid.isdigit() or pid == str(os.getpid()):
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:  # gone: its write never finished
+            with contextlib.suppress(OSError):
+                left.unlink()
+        except (OSError, OverflowError):
+            continue  # alive (another user's), or no such number: left alone
+
+
+def replace_whole(target: Path, data: bytes, *, sync: bool = False) -> None:
+    """Write `data` to `target` whole or not at all: to `.<name>.<pid>.tmp` beside it, then
+    moved over it (`sync`: made durable first). The new file is removed when the write fails
+    or is interrupted, and what writers killed mid-write left is removed first."""
+    drop_dead_leftovers(target, ".tmp")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("wb") as f:
+            f.write(data)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
         raise

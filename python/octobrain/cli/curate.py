@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import glob
 import io
 import os
 import stat
@@ -23,7 +22,7 @@ import click
 from octobrain.cli.common import FORMAT_OPTION, command_brain, emit, plural
 from octobrain.cli.progress import progress_bar
 from octobrain.errors import InvalidInput
-from octobrain.files import cannot_write, replaced_by_write
+from octobrain.files import cannot_write, drop_dead_leftovers, replaced_by_write
 from octobrain.scope import GLOBAL_SCOPE
 
 
@@ -52,7 +51,7 @@ def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -
     if Path(output).exists() and not force:
         raise InvalidInput("output", f"{output} already exists; pass --force to overwrite it")
     brain = command_brain(ctx)
-    _drop_dead_partials(target)
+    drop_dead_leftovers(target, ".partial")
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     # A new file of our own, opened without waiting: whatever took its name (a FIFO would
     # block the open until a reader came) is refused.
@@ -102,24 +101,6 @@ def _utf8_stdout() -> Iterator[TextIO]:
 def _warn(line: str) -> None:
     if line:
         click.echo(line, err=True)
-
-
-def _drop_dead_partials(target: Path) -> None:
-    """Remove what exports to `target` killed before their end left beside it
-    (`.<name>.<pid>.partial` of a process that is gone): each held up to a whole export.
-    POSIX only: elsewhere a signal 0 is no question of whether a process is alive."""
-    if os.name != "posix":
-        return
-    for left in target.parent.glob(f".{glob.escape(target.name)}.*.partial"):
-        pid = left.name[len(target.name) + 2 : -len(".partial")]
-        if not pid.isdigit() or pid == str(os.getpid()):
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:  # gone: its export never finished
-            left.unlink(missing_ok=True)
-        except (OSError, OverflowError):
-            continue  # alive (another user's), or no such number: left alone
 
 
 def _regular_or_absent(output: str, target: Path) -> None:

@@ -43,7 +43,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -52,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from octobrain.errors import StorageError
-from octobrain.files import read_regular
+from octobrain.files import read_regular, replace_whole
 from octobrain.store.endpoint import object_store_reason
 
 if TYPE_CHECKING:
@@ -204,9 +203,7 @@ class HighWater:
             self._read()
             marks, at = self._merged(versions)
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(json.dumps({**marks, RECORDED_AT: at}, sort_keys=True).encode())
-            os.replace(tmp, target)
+            replace_whole(target, json.dumps({**marks, RECORDED_AT: at}, sort_keys=True).encode())
             self._marks, self._at = marks, at
             self._read_at = time.monotonic()
 

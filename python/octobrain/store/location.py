@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from octobrain.errors import InvalidInput, StorageError
-from octobrain.files import read_regular
+from octobrain.files import read_regular, replace_whole
 from octobrain.store import forked
 from octobrain.store.endpoint import object_store_reason
 from octobrain.store.highwater import HighWater
@@ -218,12 +218,7 @@ class StoreLocation:
             return
         target = self.path / _META / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        with tmp.open("wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
+        replace_whole(target, data, sync=True)
 
     def objects(self) -> Any:
         """The obstore handle for this store's prefix (object stores only)."""

@@ -17,7 +17,7 @@ import sys
 import threading
 from pathlib import Path
 
-from octobrain.files import read_regular
+from octobrain.files import read_regular, replace_whole
 from octobrain.store.lease import StoreBusy
 
 log = logging.getLogger(__name__)
@@ -95,10 +95,8 @@ class LockFile:
         """Name this process beside the lock (best effort: a store on a read-only disk, or a
         record that cannot be written, only leaves a waiter without a name)."""
         record = {"pid": os.getpid(), "command": _command(sys.argv)}
-        tmp = self._holder.with_name(f"{self._holder.name}.{os.getpid()}.tmp")
         try:
-            tmp.write_text(json.dumps(record))
-            os.replace(tmp, self._holder)
+            replace_whole(self._holder, json.dumps(record).encode())
         except OSError as exc:
             log.debug("could not name the holder of %s: %s", self._holder, exc)
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from octobrain.config import data_dir
+from octobrain.files import drop_dead_leftovers
 from octobrain.store.location import is_remote, redact
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,10 @@ def _first_used(path: Path) -> float | None:
 def _write(path: Path, uri: str, first: float) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # (Threads of one process open stores at once: each writes a file of its own.)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    drop_dead_leftovers(path, ".tmp")
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
+    )
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump({"uri": redact(_key(uri)), "first_used": first}, f)
