@@ -1,8 +1,12 @@
-"""Bulk commands killed part-way. Any command killed while it replaces one of its small
-records: the file it was writing is removed by the next write of that record."""
+"""Bulk commands killed part-way. A `memory import`: what it wrote stays, `doctor` names the
+import cut short, and running the same import again finishes it (consolidation records
+included) without duplicates. Any command killed while it replaces one of its small records:
+the file it was writing is removed by the next write of that record."""
 
 from __future__ import annotations
 
+import io
+import json
 import re
 import signal
 import subprocess
@@ -10,9 +14,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
+from octobrain.memory.export import export_jsonl
+from octobrain.models import State
 from tests.reliability.test_damage import run_cli
 
 SCOPE = "github.com/acme/api"
@@ -58,6 +66,55 @@ def killed_at(env: dict[str, str], where: str, word: str, *args: str) -> None:
 
 def brain_at(store: Path) -> Brain:
     return Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=store)
+
+
+@pytest.fixture
+def closed_goal(tmp_path: Path) -> tuple[Path, str, str]:
+    """An export of a goal closed by a note (a consolidation: the finding under the closing
+    note); returns it, the closing note's id and the finding's."""
+    brain = brain_at(tmp_path / "source")
+    goal, _ = brain.memorize("Goal: faster API", "Bring p95 under 200 ms.", memory_type="goal")
+    achieves = [{"target_id": goal.id, "relationship_type": "achieves"}]
+    finding, _ = brain.memorize("Token bucket", "Rate limits shed abuse.", related_to=achieves)
+    closes = [{"target_id": goal.id, "relationship_type": "closes"}]
+    closing, _ = brain.memorize("Goal reached", "p95 is 170 ms now.", related_to=closes)
+    assert brain.get(finding.id).state is State.CONSOLIDATED
+    out = io.StringIO()
+    export_jsonl(brain, out)
+    path = tmp_path / "export.jsonl"
+    path.write_text(out.getvalue())
+    return path, closing.id, finding.id
+
+
+def test_an_import_killed_before_its_records_is_named_and_finished_by_running_it_again(
+    env: dict[str, str], closed_goal: tuple[Path, str, str]
+) -> None:
+    # The run again took the memories the killed run had written for the store's own and
+    # stored no record naming them: the finding stayed consolidated for good, `unconsolidate`
+    # answered "no consolidation in force has parent …", and `doctor` said ok.
+    export, closing, finding = closed_goal
+    store = Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
+    import_args = ("memory", "--scope", SCOPE, "import", str(export))
+    # (its memories and edges committed, its consolidation records not)
+    killed_at(env, "octobrain.store.consolidations:ConsolidationLog.add", "", *import_args)
+    assert brain_at(store).get(finding).state is State.CONSOLIDATED  # its memories landed
+
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    (problem,) = json.loads(out)["problems"]
+    assert rc == 1 and f"a `memory import` of {export} (3 memories)" in problem["problem"]
+    assert f"run `octobrain memory import {export}` again" in problem["repair"], problem
+
+    rc, out, err = run_cli(env, *import_args, "--format", "json")
+    assert rc == 0, err
+    report = json.loads(out)
+    assert (report["imported"], report["consolidations"]) == (0, 1), report
+    assert report["consolidations_not_brought"] == 0, report
+    brain = brain_at(store)
+    assert brain.store.count() == 3  # nothing twice
+    assert brain.unconsolidate(closing).restored == [finding]
+    assert brain.get(finding).state is State.WORKING
+    rc, out, _ = run_cli(env, "doctor")
+    assert rc == 0 and "ok: nothing is wrong" in out, out
 
 
 def test_a_record_write_killed_before_its_move_leaves_nothing_once_written_again(

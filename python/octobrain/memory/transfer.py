@@ -9,6 +9,7 @@ same model. The whole file is checked before anything is written.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import pickle
 import tempfile
 from collections import Counter
@@ -40,7 +41,7 @@ from octobrain.memory.import_whole import Agreement
 from octobrain.models import Memory, Relationship, RelationshipType
 from octobrain.scope import GLOBAL_SCOPE
 from octobrain.secrets import screen
-from octobrain.store import schema
+from octobrain.store import import_marks, schema
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
 from octobrain.store.failures import WriteFailed
 from octobrain.store.memories import MemoryStore, Pinned
@@ -168,12 +169,14 @@ class Checked:
     """A checked import file: its header and its rows, waiting in `spool`; `named`: the
     memory and edge ids its consolidation records name; `recorded`: for each edge id a record
     not settled names, the status and memories (parent first, then members) of each record
-    naming it."""
+    naming it; `key`: a digest of its row ids, which names the file's import on the store
+    (`import_marks`)."""
 
     header: dict[str, Any]
     spool: Spool
     named: frozenset[str]
     recorded: dict[str, list[tuple[str, tuple[str, ...]]]]
+    key: str = ""
 
     @property
     def count(self) -> int:
@@ -199,8 +202,10 @@ def check_import(
     kept: dict[str, tuple[str, str, int]] = {}  # a consolidation edge's id -> its ends, line
     policy = brain.config.memory.secrets  # imported rows are screened like memorized ones
     seen: dict[tuple[str, str], int] = {}  # (kind, id) -> the line that gave it
+    digest = hashlib.sha256()
 
     def once(kind: str, ident: str, number: int) -> None:
+        digest.update(f"{kind} {ident}\n".encode())
         first = seen.setdefault((kind, ident), number)
         if first != number:  # two rows of one id would both be stored, and edited as one
             raise InvalidInput(f"line {number}.id", f"repeats the {kind} id of line {first}")
@@ -277,7 +282,7 @@ def check_import(
                 "its edge_ids, from its parent to one of its members), which this file lacks",
             )
     rows.close()
-    return Checked(header, rows, frozenset(named), recorded)
+    return Checked(header, rows, frozenset(named), recorded, digest.hexdigest()[:32])
 
 
 # The edges a consolidation record accounts for (its undo removes them): made by hand, one would
@@ -292,7 +297,11 @@ def _joins(ids: tuple[str, ...], source: str, target: str) -> bool:
 
 
 def write_import(
-    brain: Brain, checked: Checked, *, progress: Progress = no_progress
+    brain: Brain,
+    checked: Checked,
+    *,
+    progress: Progress = no_progress,
+    name: str = "the file",
 ) -> ImportReport:
     """Store the checked memories batch by batch (those whose id the store has are skipped),
     then the edges between memories the store holds (those whose id or link it has are
@@ -301,13 +310,17 @@ def write_import(
 
     A record names memories and edges that a sleep pass or an undo will change or delete, so
     one that names any the store held before (or that the file does not hold) is not stored:
-    a file cannot reach, through its journal, what it did not bring."""
+    a file cannot reach, through its journal, what it did not bring. What a run of the same
+    file cut short wrote counts as this import's (`import_marks`: the store records an import
+    until it ends), so running it again finishes it, records included."""
     store = brain.store
+    mark = import_marks.begin(store, checked.key, name, checked.count)
     same_model = (
         checked.header.get("embedding_model") == brain.embedder.model_id
         and checked.header.get("dim") == brain.embedder.dim
     )
-    wrote: set[str] = set()  # ids of this import's memories and edges that records name
+    # ids of this import's memories and edges that records name (a cut-short run's included)
+    wrote = import_marks.written_before(store, mark, sorted(checked.named))
     imported = reembedded = 0
     scopes: Counter[str] = Counter()
     keys: dict[str, list[sweep.Key]] = {}  # the oldest and newest row imported, per scope
@@ -385,11 +398,11 @@ def write_import(
         # Each batch is a commit of its own: the store keeps what was imported before.
         done = (
             f"{imported} of {checked.spool.count['memory']} memories, {edges} edges and "
-            f"{records} consolidation records were imported before it (running the import "
-            "again adds the memories and edges that are not, but no record naming a memory "
-            "already imported)"
+            f"{records} consolidation records were imported before it (running the same import "
+            "again finishes it)"
         )
         raise failed.after(done) from failed
+    import_marks.finish(store, mark)
     return ImportReport(
         imported,
         checked.count - imported,

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import StorageError
-from octobrain.store import manifest, orphan_chunks, seen
+from octobrain.store import import_marks, manifest, orphan_chunks, seen
 from octobrain.store.schema import (
     CHECKED,
     CHECKSUM,
@@ -123,6 +123,17 @@ class Diagnosis:
         }
 
 
+def _import_cut_short(mark: import_marks.ImportMark) -> Problem:
+    return Problem(
+        f"_octobrain/{import_marks.RECORD}",
+        f"a `memory import` of {mark.name} ({mark.count:,} memories) begun {mark.began} was "
+        "cut short (or is running now): what it wrote is stored, the rest is not",
+        f"run `octobrain memory import {mark.name}` again to finish it (without that file, "
+        f"delete _octobrain/{import_marks.RECORD} to leave the store as it is)",
+        damage=False,
+    )
+
+
 def diagnose(location: StoreLocation) -> Diagnosis:
     """Check the store at `location` without changing it."""
     problems: list[Problem] = []
@@ -151,6 +162,7 @@ def diagnose(location: StoreLocation) -> Diagnosis:
                 "(a table that does not open is then no longer known to be missing)",
             )
         )
+    problems += [_import_cut_short(mark) for mark in import_marks.cut_short(location)]
     _check_locks(location, problems)
     db = location.connect()
     present = set(db.list_tables().tables)
