@@ -688,7 +688,7 @@ def test_an_unreachable_bucket_is_one_clear_error(tmp_path: Path) -> None:
     assert last == "error: store: cannot open s3://team/octobrain: Connection refused"
 
 
-def test_a_migrate_cut_short_leaves_a_store_that_refuses_to_open(
+def test_a_migrate_cut_short_leaves_a_store_that_refuses_to_open_until_run_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Killed after its first table: the copy holds part of the store. Pointed at it, every
@@ -718,13 +718,16 @@ def test_a_migrate_cut_short_leaves_a_store_that_refuses_to_open(
     with pytest.raises(StorageError, match="`memory migrate` from .* was cut short"):
         copy.recent()
     assert any("was cut short" in p.problem for p in diagnose(target).problems)
+    other = tmp_path / "other" / "db"
+    Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=other).memorize(
+        "Other store", "Another fact."
+    )
     with pytest.raises(InvalidInput, match="must be an empty location.*was cut short"):
-        migrate_module.migrate(StoreLocation(str(source)), target)
-    # A finished migrate leaves a store that opens, its tables recorded.
-    done = StoreLocation(str(tmp_path / "done"))
-    migrate_module.migrate(StoreLocation(str(source)), done)
-    assert diagnose(done).ok and diagnose(done).manifest == "ok"
-    whole = Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=tmp_path / "done")
+        migrate_module.migrate(StoreLocation(str(other)), target)  # (another store's copy)
+    # The same migrate again starts the copy over: a store that opens, its tables recorded.
+    migrate_module.migrate(StoreLocation(str(source)), target)
+    assert diagnose(target).ok and diagnose(target).manifest == "ok"
+    whole = Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=tmp_path / "there")
     assert len(whole.recent()) == 2
 
 

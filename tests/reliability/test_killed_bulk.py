@@ -1,6 +1,7 @@
 """Bulk commands killed part-way. A `memory import`: what it wrote stays, `doctor` names the
 import cut short, and running the same import again finishes it (consolidation records
-included) without duplicates. Any command killed while it replaces one of its small records:
+included) without duplicates. A `memory migrate`: the copy refuses to open, and running the
+migrate again starts it over. Any command killed while it replaces one of its small records:
 the file it was writing is removed by the next write of that record."""
 
 from __future__ import annotations
@@ -135,3 +136,28 @@ def test_a_record_write_killed_before_its_move_leaves_nothing_once_written_again
     assert rc == 0, err
     assert list(data.rglob("*.tmp")) == []
     assert [m.title for m in brain_at(data / "db").recent(10)] == ["Auth uses JWT"]
+
+
+def test_a_migrate_killed_part_way_is_finished_by_running_it_again(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # The copy refused to open, as it should, and so did the migrate run again ("must be an
+    # empty location"): only deleting the copy by hand went on.
+    data = Path(env["OCTOBRAIN_DATA_DIR"])
+    brain = brain_at(data / "db")
+    first, _ = brain.memorize("Auth uses JWT", "The API signs 15 minute JWT access tokens.")
+    link = [{"target_id": first.id, "relationship_type": "related_to"}]
+    brain.memorize("Key storage", "Signing keys live in the vault.", related_to=link)
+    copy = tmp_path / "copy"
+    migrate = ("memory", "migrate", "--to", str(copy))
+    killed_at(env, "lancedb.table:LanceTable.add", "", *migrate)  # (its first table's rows)
+    at_copy = {**env, "OCTOBRAIN_STORAGE_URI": str(copy)}
+    rc, _, err = run_cli(at_copy, "memory", "--scope", SCOPE, "stats")
+    assert rc == 1 and "was cut short" in err and "run that migrate again" in err, err
+
+    rc, _, err = run_cli(env, *migrate)
+    assert rc == 0, err
+    rc, out, _ = run_cli(at_copy, "doctor")
+    assert rc == 0 and "ok: nothing is wrong" in out, out
+    copied = brain_at(copy)
+    assert copied.store.count() == 2 and len(copied.store.relationships_of([first.id])) == 1

@@ -298,7 +298,8 @@ def interrupted(record: dict[str, Any] | None) -> Problem | None:
         return Problem(
             f"a `memory migrate` from {record[MIGRATING]} into this store was cut short, so it "
             "holds only part of the copy",
-            "delete this store's location and run the migrate again (the source is unchanged)",
+            "run that migrate again: it starts the copy over (the source is unchanged); or "
+            "delete this store's location",
         )
     version = record.get(RESTORING)
     if version is None:

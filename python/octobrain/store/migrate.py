@@ -53,21 +53,18 @@ def migrate(
     """Copy every table of `source` into `target` and verify it; `progress(n)` per batch of rows.
 
     Raises `InvalidInput` (field `to`) when the target already holds tables or is the source,
-    and `StorageError` when a copied table does not match its source.
+    and `StorageError` when a copied table does not match its source. A target that holds a
+    copy of `source` a migrate left cut short (marked as such, so no command has used it) is
+    started over: running the migrate again finishes it.
     """
     src_db, dst_db = source.connect(), open_target(source, target)
-    existing = sorted(dst_db.list_tables().tables)
-    if existing:
-        cut_short = manifest.interrupted(target.read_json(manifest.MANIFEST))
-        raise InvalidInput(
-            "to",
-            f"must be an empty location; {target} already holds {', '.join(existing)}"
-            + (f" ({cut_short.reason}: {cut_short.repair})" if cut_short else ""),
-        )
+    _check_empty(source, target, dst_db)
     copied = []
     # The source's write locks keep octobrain writers out while it is read, so the copy is one
     # consistent state; the target's keeps a second migration out.
     with source.lock("write", -1), source.lock("knowledge", -1), target.lock("write", -1):
+        for name in _check_empty(source, target, dst_db):  # (again, under the lock)
+            dst_db.drop_table(name)
         _check_source(source)
         names = sorted(src_db.list_tables().tables)
         manifest.mark_migrating(target, str(source), names)  # until the last table is verified
@@ -86,6 +83,25 @@ def migrate(
         target.high_water.record(versions)
         manifest.mark_migrating(target, None, names)
     return copied
+
+
+def _check_empty(
+    source: StoreLocation, target: StoreLocation, dst_db: lancedb.DBConnection
+) -> list[str]:
+    """The tables of `target` a cut-short migrate from `source` left (to drop); `InvalidInput`
+    when it holds any other."""
+    existing = sorted(dst_db.list_tables().tables)
+    if not existing:
+        return []
+    record = target.read_json(manifest.MANIFEST)
+    if (record or {}).get(manifest.MIGRATING) == str(source):
+        return existing
+    cut_short = manifest.interrupted(record)
+    raise InvalidInput(
+        "to",
+        f"must be an empty location; {target} already holds {', '.join(existing)}"
+        + (f" ({cut_short.reason}: {cut_short.repair})" if cut_short else ""),
+    )
 
 
 def check_target_text(target: str) -> None:
