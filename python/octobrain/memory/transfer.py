@@ -314,13 +314,13 @@ def write_import(
     file cut short wrote counts as this import's (`import_marks`: the store records an import
     until it ends), so running it again finishes it, records included."""
     store = brain.store
-    mark = import_marks.begin(store, checked.key, name, checked.count)
+    mark, again = import_marks.begin(store, checked.key, name, checked.count)
     same_model = (
         checked.header.get("embedding_model") == brain.embedder.model_id
         and checked.header.get("dim") == brain.embedder.dim
     )
     # ids of this import's memories and edges that records name (a cut-short run's included)
-    wrote = import_marks.written_before(store, mark, sorted(checked.named))
+    wrote = import_marks.written_before(store, mark, sorted(checked.named)) if again else set()
     imported = reembedded = 0
     scopes: Counter[str] = Counter()
     keys: dict[str, list[sweep.Key]] = {}  # the oldest and newest row imported, per scope

@@ -48,15 +48,16 @@ class ImportMark:
     relationships: int
 
 
-def begin(store: MemoryStore, key: str, name: str, count: int) -> ImportMark:
-    """The mark of the import of the file `key`: the one a run of it cut short left (whose
-    versions come from before that run), else a new one recorded now."""
+def begin(store: MemoryStore, key: str, name: str, count: int) -> tuple[ImportMark, bool]:
+    """The mark of the import of the file `key`, and whether an earlier run left it: the one
+    a run of it cut short (or running beside) left, whose versions come from before that run,
+    else a new one recorded now."""
     location = store.location
     # (the write lock first: on a store this process cannot write it is the one that says so)
     with store.write_lock(), location.lock("imports", _LOCK_S):
         marks = _read(location)
         if key in marks:
-            return marks[key]
+            return marks[key], True
         mark = ImportMark(  # (the latest versions, under the lock: none of this import's rows)
             key,
             name,
@@ -72,7 +73,7 @@ def begin(store: MemoryStore, key: str, name: str, count: int) -> ImportMark:
                 f"import: cannot write {location}/_octobrain/{RECORD} ({short_reason(exc)}), "
                 "where an import is recorded until it ends; nothing was imported"
             ) from None
-    return mark
+    return mark, False
 
 
 def written_before(store: MemoryStore, mark: ImportMark, ids: Sequence[str]) -> set[str]:
