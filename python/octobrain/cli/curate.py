@@ -154,7 +154,8 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
                     checked = check_import(brain, file_lines(handle, name), spool, checked=progress)
             label = f"importing {plural(checked.count, 'memory', 'memories')} from {source}"
             with progress_bar(checked.count, label) as progress:
-                report = write_import(brain, checked, progress=progress, name=name)
+                whole = "-" if source == "-" else os.path.abspath(source)  # (for `doctor`)
+                report = write_import(brain, checked, progress=progress, name=whole)
     finally:
         if handle is not sys.stdin.buffer:
             handle.close()

@@ -124,12 +124,15 @@ class Diagnosis:
 
 
 def _import_cut_short(mark: import_marks.ImportMark) -> Problem:
+    named = "standard input" if mark.name == "-" else mark.name
     return Problem(
         f"_octobrain/{import_marks.RECORD}",
-        f"a `memory import` of {mark.name} ({mark.count:,} memories) begun {mark.began} was "
+        f"a `memory import` of {named} ({mark.count:,} memories) begun {mark.began} was "
         "cut short (or is running now): what it wrote is stored, the rest is not",
-        f"run `octobrain memory import {mark.name}` again to finish it (without that file, "
-        f"delete _octobrain/{import_marks.RECORD} to leave the store as it is)",
+        f"run `octobrain memory import {mark.name}` again"
+        + " with the same input" * (mark.name == "-")
+        + f" to finish it (without that file, delete _octobrain/{import_marks.RECORD} to "
+        "leave the store as it is)",
         damage=False,
     )
 
