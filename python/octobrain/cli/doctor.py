@@ -9,7 +9,7 @@ import click
 from octobrain.cli.common import FORMAT_OPTION, emit_json
 
 if TYPE_CHECKING:
-    from octobrain.store.doctor import Diagnosis
+    from octobrain.store.doctor_report import Diagnosis
     from octobrain.store.location import StoreLocation
 
 

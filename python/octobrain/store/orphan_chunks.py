@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     import lancedb
 
-    from octobrain.store.doctor import TableCheck
+    from octobrain.store.doctor_report import TableCheck
 
 _NAMED = 5  # sources a problem names (then a count)
 _CHECK_BATCH = 256  # orphan rows (each with its parent text) checked at a time

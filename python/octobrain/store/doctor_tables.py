@@ -1,0 +1,304 @@
+"""`octobrain doctor`'s check of one table: it opens, its history is whole, every fragment
+reads, its row count, vectors, checksums and indexes agree with what was written.
+
+Reading is done by row-address ranges (`_rowid` = fragment id << 32 | offset), split in halves
+until a damaged range is one fragment, so a store with one bad file costs a few dozen reads
+beyond one full scan. A file that is gone or cut short fails every read, whatever its range
+(the scan opens each fragment's file before it filters): that is found by reading a range no
+fragment can be in, and reported once for the table, as is a search that would otherwise go
+past `_MAX_READS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from octobrain.store import manifest
+from octobrain.store.doctor_report import Problem, TableCheck
+from octobrain.store.schema import (
+    CHECKED,
+    CHECKSUM,
+    CHUNK_CHECKED,
+    CHUNKS,
+    EDGE_CHECKED,
+    GARBLED_REPAIR,
+    REEMBED,
+    SOURCE_CHECKED,
+    SOURCES,
+    chunk_verified,
+    describe_garbled,
+    describe_unsound,
+    edge_verified,
+    source_verified,
+    unsound,
+    vector_matrix,
+    verified,
+)
+from octobrain.store.table_files import NOT_REGULAR, not_regular
+from octobrain.store.upkeep import KEEP_VERSIONS_FOR
+from octobrain.store.versions import history_gap, lost_version
+
+if TYPE_CHECKING:
+    import lancedb
+
+    from octobrain.store.location import StoreLocation
+
+_FRAGMENT_BITS = 32
+_MAX_FRAGMENTS = 1 << 31  # keeps every _rowid bound below 2**63
+_NAMED_GARBLED = 5  # ids of damaged rows a problem names (then a count)
+_MAX_READS = 256  # a bisection finds up to ~8 damaged fragments among 2**31 within this
+
+
+def check_table(
+    db: lancedb.DBConnection,
+    location: StoreLocation,
+    name: str,
+    listed: set[str] | None,
+    present: set[str],
+    problems: list[Problem],
+) -> TableCheck:
+    """Check table `name` (`listed`: the manifest's tables, None when it cannot say; `present`:
+    the tables the store holds), adding what is wrong to `problems`."""
+    check = TableCheck(name, listed is not None and name in listed)
+    repair = manifest.repair_hint(name)
+    if name not in present:
+        gone = "missing: the store created it, its directory is gone"
+        problems.append(Problem(name, gone, manifest.lost_repair(location, name)))
+        return check
+    odd = not_regular(location, name)
+    if odd is not None:  # Lance would wait on a FIFO for a writer: never opened
+        problems.append(
+            Problem(
+                name,
+                f"{odd} {odd.said} (neither octobrain nor Lance makes one there; "
+                + (
+                    "every command that reads the table may wait on it)"
+                    if odd.said == NOT_REGULAR
+                    else "every write to the table fails on it)"
+                ),
+                f"move {odd} aside, then run `octobrain doctor` again",
+            )
+        )
+        return check
+    try:
+        table = db.open_table(name)
+        check.rows_counted = int(table.count_rows())
+    except (ValueError, RuntimeError, OSError) as exc:
+        reason = manifest.short_reason(exc)
+        problems.append(
+            Problem(name, f"cannot be opened ({reason})", manifest.lost_repair(location, name))
+        )
+        return check
+    check.opened = True
+    lost = lost_version(location, name, table)
+    if lost is not None:
+        problems.append(Problem(name, lost.reason, lost.repair))
+    gap = history_gap(table, KEEP_VERSIONS_FOR)
+    if gap:
+        one = len(gap) == 1
+        problems.append(
+            Problem(
+                name,
+                f"version{'' if one else 's'} {manifest.version_ranges(gap)} of its history "
+                f"{'is' if one else 'are'} gone while the versions around "
+                f"{'it' if one else 'them'} are kept (a file of _versions/ deleted, not the "
+                "cleanup, which removes only the oldest): `memory restore` cannot go back "
+                f"to {'it' if one else 'them'}",
+                f"put the files of {name}.lance/_versions/ back from a backup; reads and "
+                "writes use the newest version, which is whole",
+                damage=False,
+            )
+        )
+    failure = _read(table, 0, _MAX_FRAGMENTS, check)
+    if failure is not None:
+        # A range no fragment is in: failing too, the damage is not in one fragment's rows.
+        unplaced = _read(table, _MAX_FRAGMENTS - 1, _MAX_FRAGMENTS, check)
+        if unplaced is not None:
+            problems.append(Problem(name, f"cannot be read ({unplaced})", repair))
+            return check
+        reads = [_MAX_READS]
+        _bisect(table, 0, _MAX_FRAGMENTS, check, problems, repair, reads)
+    if (
+        not check.damaged_fragments
+        and check.unread is None
+        and check.rows_read != check.rows_counted
+    ):
+        problems.append(
+            Problem(
+                name,
+                f"its metadata counts {check.rows_counted} rows but {check.rows_read} were read",
+                repair,
+            )
+        )
+    if check.first_unsound is not None:
+        problems.append(Problem(name, _unsound_problem(check), _REEMBED.get(name, repair)))
+    if check.garbled:
+        garbled = describe_garbled(check.garbled, check.garbled_rows, name, len(check.garbled_of))
+        problems.append(Problem(name, garbled, _GARBLED_REPAIR[name]))
+    if failure is None:
+        # Only over rows that read: an index read over a cut data file fails too, and
+        # rebuilding the index (which reads those rows) is then not the repair.
+        _check_indexes(table, name, problems)
+    if listed is not None and name not in listed:
+        problems.append(
+            Problem(name, "not in the manifest", "none needed: the next write records it")
+        )
+    return check
+
+
+def _check_indexes(table: lancedb.table.Table, name: str, problems: list[Problem]) -> None:
+    """Read each index of `table` whole: a damaged or lost index file fails the reads that
+    would use it (a lookup by id, a scope filter) while a full scan reads every row fine.
+    A text index is asked for every value (`>= ''`): a lookup of one value reads only the
+    page that would hold it, so a cut page of an id index went unnoticed."""
+    import numpy as np
+    import pyarrow as pa
+
+    repair = (
+        "`octobrain memory reindex` drops the indexes and builds them again"
+        if name == "memories"
+        else manifest.repair_hint(name)
+    )
+    try:
+        indexes = list(table.list_indices())
+    except (ValueError, RuntimeError, OSError) as exc:
+        problems.append(
+            Problem(name, f"its indexes cannot be listed ({manifest.short_reason(exc)})", repair)
+        )
+        return
+    for index in indexes:
+        column = index.columns[0]
+        kind = table.schema.field(column).type
+        try:
+            if pa.types.is_fixed_size_list(kind):  # a vector index: one nearest neighbour
+                probe = np.zeros(kind.list_size, dtype=np.float32)
+                table.search(probe, vector_column_name=column).limit(1).to_arrow()
+            elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+                table.search().where(f"{column} >= ''").select([column]).limit(1).to_arrow()
+            else:
+                continue  # octobrain indexes only text and vectors
+        except Exception as exc:  # (LanceDB panics on some damaged index files)
+            if not (
+                isinstance(exc, ValueError | RuntimeError | OSError) or manifest.lance_panic(exc)
+            ):
+                raise
+            reason = manifest.short_reason(exc)
+            problems.append(
+                Problem(name, f"index {index.name} on {column} cannot be read ({reason})", repair)
+            )
+
+
+# What writes every embedding of a table again (the tables with an `embedding` column).
+_REEMBED = {
+    "memories": REEMBED,
+    "knowledge_chunks": "index the source again: `octobrain knowledge index --force SOURCE`",
+}
+# The column naming a row of each such table in the report (a chunk by its source).
+_NAMED_BY = {
+    "memories": ("id", "memory"),
+    "knowledge_chunks": ("uri", "a chunk of"),
+    "knowledge_sources": ("uri", "source"),
+}
+
+
+# A source and every chunk of it are written again from the source (a new generation).
+_KNOWLEDGE_REPAIR = (
+    "index the source again: `octobrain knowledge index --force SOURCE` (a stored:// note: "
+    "`octobrain knowledge delete KEY`, then store it again)"
+)
+# The checksummed tables: the columns a row's check reads, and the check.
+_CHECKED_BY: dict[str, tuple[Sequence[str], Callable[[Any], bool | None]]] = {
+    "memories": (CHECKED, verified),
+    "relationships": (EDGE_CHECKED, edge_verified),
+    CHUNKS: (CHUNK_CHECKED, chunk_verified),
+    SOURCES: (SOURCE_CHECKED, source_verified),
+}
+_GARBLED_REPAIR = {
+    "memories": GARBLED_REPAIR,
+    "relationships": (
+        "`octobrain memory forget <id> --yes` of the memory at either end deletes the link "
+        "with it, and `octobrain memory import` of an export made before the damage stores both "
+        "again (a link whose end reads as no memory: `octobrain doctor --drop-dangling-edges`); "
+        "otherwise restore the store directory from a backup"
+    ),
+    CHUNKS: _KNOWLEDGE_REPAIR,
+    SOURCES: _KNOWLEDGE_REPAIR,
+}
+
+
+def _unsound_problem(check: TableCheck) -> str:
+    assert check.first_unsound is not None
+    first, length = check.first_unsound
+    row = _NAMED_BY.get(check.name, ("id", "row"))[1]
+    return describe_unsound(first, length, check.unsound_vectors, row)
+
+
+_CHECK_BATCH = 256  # rows made Python objects at a time to check their checksums
+
+
+def _read(table: lancedb.table.Table, lo: int, hi: int, check: TableCheck) -> str | None:
+    """Read fragments [lo, hi) into `check.rows_read`, counting the rows whose embedding is
+    not unit length (every embedder stores unit vectors: Lance keeps no checksum of its data
+    pages, so a changed byte there reads back fine); the reason when the read fails."""
+    where = f"_rowid >= {lo << _FRAGMENT_BITS} AND _rowid < {hi << _FRAGMENT_BITS}"
+    try:
+        rows = table.search().where(where).limit(None).to_arrow()
+    except (ValueError, RuntimeError, OSError) as exc:
+        return manifest.short_reason(exc)
+    check.rows_read += rows.num_rows
+    named_by = _NAMED_BY.get(check.name, ("id", ""))[0]
+    if "embedding" in rows.column_names and named_by in rows.column_names and rows.num_rows:
+        found = unsound(vector_matrix(rows.column("embedding"), rows.num_rows))
+        if found is not None:
+            count, at, length = found
+            if check.first_unsound is None:
+                check.first_unsound = (str(rows.column(named_by)[at]), length)
+            check.unsound_vectors += count
+    checked = _CHECKED_BY.get(check.name)
+    if checked is not None and CHECKSUM in rows.column_names:
+        columns, check_row = checked
+        # A batch at a time: as Python objects all at once, the texts of every chunk and
+        # source were held twice over (8,459 chunks and an 8 MB source: 53 MB more).
+        for batch in rows.select([*columns, CHECKSUM]).to_batches(_CHECK_BATCH):
+            for row in batch.to_pylist():
+                if check_row(row) is False:
+                    check.garbled_rows += 1
+                    name = str(row[named_by])  # (a chunk by its source: several to one)
+                    if check.name == CHUNKS:
+                        check.garbled_of.add(name)
+                    if len(check.garbled) < _NAMED_GARBLED and name not in check.garbled:
+                        check.garbled.append(name)
+    return None
+
+
+def _bisect(
+    table: lancedb.table.Table,
+    lo: int,
+    hi: int,
+    check: TableCheck,
+    problems: list[Problem],
+    repair: str,
+    reads: list[int],
+) -> None:
+    """Split the failing range [lo, hi) until each damaged fragment is found, within the reads
+    left in `reads[0]`; past them the rest of the range is reported unread, once."""
+    mid = (lo + hi) // 2
+    for a, b in ((lo, mid), (mid, hi)):
+        if check.unread is not None:
+            return
+        if reads[0] <= 0:
+            check.unread = (a, hi)
+            problems.append(
+                Problem(check.name, f"fragments {a}–{hi - 1} hold damage not narrowed down", repair)
+            )
+            return
+        reads[0] -= 1
+        reason = _read(table, a, b, check)
+        if reason is None:
+            continue
+        if b - a > 1:
+            _bisect(table, a, b, check, problems, repair, reads)
+        else:
+            check.damaged_fragments.append(a)
+            problems.append(Problem(check.name, f"fragment {a} cannot be read ({reason})", repair))
