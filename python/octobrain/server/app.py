@@ -24,9 +24,9 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from octobrain import __version__
-from octobrain.errors import InvalidInput, OctobrainError, cut_middle
+from octobrain.errors import RULE_CHARS, InvalidInput, OctobrainError, cut_middle
 from octobrain.knowledge.prefetch import FetchFirst
-from octobrain.safe_text import one_line, printable
+from octobrain.safe_text import client_text, one_line, printable
 from octobrain.server import handlers
 from octobrain.server.brief_listing import BRIEF_PROMPT, BRIEF_RESOURCE, BRIEF_URI, brief_template
 from octobrain.server.pool import BrainPool
@@ -423,7 +423,9 @@ def _failure(exc: Exception, what: str) -> str:
         return f"error: {exc}"
     log.exception("%s failed", what)
     damage = str(exc) if unreadable else read_failure(exc)
-    return damage or f"internal error ({type(exc).__name__}: {exc}); see the server log"
+    # An unforeseen error's text may quote what the client sent (a path of kilobytes): cut.
+    said = client_text(str(exc), RULE_CHARS)
+    return damage or f"internal error ({type(exc).__name__}: {said}); see the server log"
 
 
 def _max_tokens(value: object) -> int | None:

@@ -19,8 +19,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from octobrain.errors import InvalidInput, cut_middle
-from octobrain.safe_text import check_label
+from octobrain.safe_text import check_label, client_text
 from octobrain.scope import ProjectScope, derive_scope, find_project_scopes, validate_scope
+from octobrain.server.quiet import QuietWarning
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,36 @@ def root_path(uri: str) -> Path | None:
     path = unquote(parts.path)
     if not path.startswith("/") or "\x00" in path:  # a NUL made every call of the session fail
         return None
-    return Path(os.path.normpath(path))  # `/repo/../../etc` is `/etc`
+    normal = os.path.normpath(path)  # `/repo/../../etc` is `/etc`
+    if not _nameable(normal):  # as a NUL did: every call failed, quoting the whole path
+        _too_long.warn(
+            "client root %s is not read from: longer than the system opens (a path of %d "
+            "bytes, a name of %d)",
+            client_text(normal),
+            *_LIMITS,
+        )
+        return None
+    return Path(normal)
+
+
+def _nameable(path: str) -> bool:
+    """Whether the system can open a path this long, each name in it too (`PATH_MAX`,
+    `NAME_MAX`): a longer one fails any look-up with ENAMETOOLONG."""
+    most_path, most_name = _LIMITS
+    data = path.encode(errors="surrogatepass")
+    return len(data) < most_path and all(len(name) <= most_name for name in data.split(b"/"))
+
+
+def _path_limits() -> tuple[int, int]:
+    try:
+        return os.pathconf("/", "PC_PATH_MAX"), os.pathconf("/", "PC_NAME_MAX")
+    except (AttributeError, OSError, ValueError):  # (no pathconf: Windows)
+        return 4096, 255
+
+
+_LIMITS = _path_limits()
+# A roots answer of 1 MiB names thousands: a few lines a minute, the rest counted.
+_too_long = QuietWarning(log, 4, 60.0, "", "%d more client roots too long to open were ignored")
 
 
 # Top-level directories of the system, never a project: a root naming one (or `/`, or the home
