@@ -28,6 +28,12 @@ MAX_DEPTH = 64  # the deepest tool call (related_to entries) nests 6 levels
 # answer goes out: a client that writes without ever reading its answers would otherwise make
 # the server hold a task and an answer for every request it sent (in the shared service too).
 MAX_IN_FLIGHT = 32
+# An `initialize` is kept for the whole session (the SDK holds its params): a 1 MiB one of
+# small objects held 19.5 MB, and HTTP keeps up to `mcp.max_sessions` (1,000) sessions. A
+# client's capabilities and info are one or two kB, a few dozen values; at these bounds a
+# session holds at most about 0.2 MB (0.15 MB for an SDK client's).
+MAX_INITIALIZE_BYTES = 16 << 10
+MAX_INITIALIZE_VALUES = 256
 EXIT_GRACE_S = 0.8
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -107,7 +113,39 @@ def _screened(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
         return None, error(PARSE_ERROR, f"not JSON: {exc}")
     if not isinstance(message, dict | list):
         return None, error(INVALID_REQUEST, "a message must be a JSON object")
+    if isinstance(message, dict) and message.get("method") == "initialize":
+        return message, _initialize_refused(message, len(raw))
     return message, None
+
+
+def _initialize_refused(message: dict[str, Any], size: int) -> dict[str, Any] | None:
+    """The error answering an `initialize` of `size` bytes past what a session keeps, else None."""
+    values = _count_values(message, MAX_INITIALIZE_VALUES)
+    if size <= MAX_INITIALIZE_BYTES and values <= MAX_INITIALIZE_VALUES:
+        return None
+    counted = f"over {MAX_INITIALIZE_VALUES:,}" if values > MAX_INITIALIZE_VALUES else f"{values:,}"
+    said = (
+        "initialize: its capabilities and client info are kept for the whole session, so it "
+        f"may be at most {MAX_INITIALIZE_BYTES:,} bytes as JSON holding at most "
+        f"{MAX_INITIALIZE_VALUES:,} values; got {size:,} bytes, {counted} values"
+    )
+    ident = message.get("id")
+    usable = isinstance(ident, str | int) and not isinstance(ident, bool)
+    return error(INVALID_REQUEST, said, ident if usable else None)
+
+
+def _count_values(message: Any, most: int) -> int:
+    """How many JSON values (objects, arrays, strings, numbers…) `message` holds, counted up
+    to `most` + 1."""
+    count, todo = 0, [message]
+    while todo and count <= most:
+        value = todo.pop()
+        count += 1
+        if isinstance(value, dict):
+            todo.extend(value.values())
+        elif isinstance(value, list):
+            todo.extend(value)
+    return count
 
 
 _NOT_JSONRPC = (

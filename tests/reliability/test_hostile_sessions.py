@@ -1,0 +1,110 @@
+"""What one MCP session may make the server keep, and what its errors quote back: an
+`initialize` is kept for the session's life, a root is kept and opened on every call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp_types as types
+from mcp import Client
+
+from octobrain.server import build_server
+from octobrain.server.wire import MAX_INITIALIZE_BYTES, MAX_INITIALIZE_VALUES
+from tests.server_support import (
+    PROJECT_A,
+    call,
+    free_port,
+    hash_pool,
+    http_server,
+    initialize_message,
+    run,
+    workspace,
+)
+
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def _initialize(experimental: dict[str, Any]) -> bytes:
+    return json.dumps(initialize_message({"experimental": experimental})).encode()
+
+
+def test_an_initialize_a_session_would_keep_past_its_bound_is_refused_over_http(
+    tmp_path: Path,
+) -> None:
+    # The SDK keeps each session's initialize params: 1 MiB of small objects held 19.5 MB a
+    # session, and HTTP keeps up to mcp.max_sessions (1,000) of them (20 GB).
+    many = _initialize({f"k{i}": {} for i in range(MAX_INITIALIZE_VALUES)})
+    large = _initialize({"x": {"pad": "p" * MAX_INITIALIZE_BYTES}})
+    port = free_port()
+    with (
+        http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path),
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http,
+    ):
+        for body, said in [
+            (many, f"over {MAX_INITIALIZE_VALUES:,} values"),
+            (large, f"{len(large):,} bytes"),
+        ]:
+            r = http.post("/mcp", content=body, headers=HEADERS)
+            error = r.json()["error"]
+            assert r.status_code == 400 and r.json()["id"] == 1, r.text
+            assert error["code"] == -32600 and error["message"].startswith("initialize: "), r.text
+            assert said in error["message"], error["message"]
+            assert "mcp-session-id" not in r.headers  # no session was opened
+        # An ordinary client still connects (the SDK's initialize is a few dozen values).
+        r = http.post(
+            "/mcp", content=_initialize({"session": {"scope": PROJECT_A}}), headers=HEADERS
+        )
+        assert r.status_code == 200 and "mcp-session-id" in r.headers, r.text
+
+
+def test_a_root_too_long_to_open_is_ignored_not_the_end_of_the_session(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    too_long = [
+        "file:///home/someone" + "/a" * 3000,  # past PATH_MAX
+        "file:///home/" + "b" * 300,  # a name past NAME_MAX
+    ]
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        uris = [*too_long, project.as_uri()]
+        return types.ListRootsResult(roots=[types.Root(uri=u) for u in uris])  # type: ignore[arg-type]
+
+    server = build_server(hash_pool(tmp_path / "db"), workspace(project))
+
+    async def body() -> None:
+        async with Client(server, mode="legacy", list_roots_callback=roots) as c:
+            # Before: every call "internal error (OSError: [Errno 36] File name too long:
+            # '/home/someone/a/a/a…')", the whole 6 kB path quoted back, tools/list failing too.
+            assert {t.name for t in (await c.list_tools()).tools} >= {"memorize", "remember"}
+            error, reply = await call(c, "memorize", title="Plain fact", content="x" * 20)
+            assert not error, reply
+            error, reply = await call(c, "remember", query="plain fact", min_relevance=0)
+            assert not error and "Plain fact" in reply, reply
+
+    run(body)
+
+
+def test_an_unforeseen_error_quotes_what_it_carries_cut_to_one_line(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # An error octobrain did not foresee is answered as itself: its text may hold what the
+    # client sent (a path of kilobytes, escapes), which was quoted back whole.
+    import octobrain.server.app as app
+
+    def fails(brain: Any, arguments: dict[str, Any]) -> Any:
+        raise OSError(36, "File name too long", "/home/x" + "/a\x1b]0;title\x07" * 2000)
+
+    monkeypatch.setitem(app._BRAIN_TOOLS, "remember", fails)
+    server = build_server(hash_pool(tmp_path / "db"), workspace(tmp_path, PROJECT_A))
+
+    async def body() -> None:
+        async with Client(server, mode="legacy") as c:
+            error, reply = await call(c, "remember", query="anything")
+            assert error and reply.startswith("internal error (OSError: [Errno 36] File name")
+            assert len(reply) < 1_200 and "characters cut" in reply, reply
+            assert "\x1b" not in reply and "\n" not in reply, reply
+
+    run(body)
