@@ -23,7 +23,7 @@ import pytest
 from octobrain.config import Config, SearchConfig
 from octobrain.embed.factory import get_embedder
 from octobrain.errors import EmbeddingError, InvalidInput, StorageError
-from octobrain.memory import transfer
+from octobrain.memory import import_check
 from octobrain.memory.brain import ACCESS_WINDOW, Brain
 from octobrain.memory.export import BATCH, export_jsonl
 from octobrain.memory.render import ARCHIVED_MCP, format_recall, memory_to_dict, recall_to_dict
@@ -647,8 +647,8 @@ def test_an_exported_vector_reads_back_to_the_stored_one_bit_for_bit(
 def test_an_import_line_too_long_to_hold_is_refused_by_its_number(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(transfer, "LINE_BYTES", 64)
-    lines = transfer.file_lines(io.BytesIO(b"{}\n" + b"x" * 63 + b"\n" + b"y" * 65 + b"\n"))
+    monkeypatch.setattr(import_check, "LINE_BYTES", 64)
+    lines = import_check.file_lines(io.BytesIO(b"{}\n" + b"x" * 63 + b"\n" + b"y" * 65 + b"\n"))
     assert next(lines) == b"{}\n" and next(lines) == b"x" * 63 + b"\n"
     with pytest.raises(InvalidInput, match=r"^line 3: must be at most 64 bytes long"):
         next(lines)
@@ -665,8 +665,8 @@ def test_an_import_file_with_other_line_ends_imports_and_names_lines(
     other = Brain(brain.scope, config=Config(), embedder=brain.embedder, uri=tmp_path / "other")
     with pytest.raises(InvalidInput, match=r"^line 4: is not JSON"):
         oops = data + b"{oops" + end  # after the end line, which it is not
-        import_jsonl(other, transfer.file_lines(io.BytesIO(oops)))
-    assert import_jsonl(other, transfer.file_lines(io.BytesIO(data))).imported == 1
+        import_jsonl(other, import_check.file_lines(io.BytesIO(oops)))
+    assert import_jsonl(other, import_check.file_lines(io.BytesIO(data))).imported == 1
 
 
 def test_an_import_file_that_is_not_plain_json_lines_is_named_by_line(
@@ -1008,7 +1008,7 @@ def test_an_imported_record_cannot_reach_memories_or_edges_the_file_did_not_brin
 def test_export_writes_every_edge_between_its_memories_however_many_batches_they_fill(
     make_brain: MakeBrain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(transfer, "BATCH", 1)  # edges are read 16 at a time
+    monkeypatch.setattr(import_check, "BATCH", 1)  # edges are read 16 at a time
     brain = make_brain()
     mine = [brain.memorize(f"Decision number {i}", f"We chose option {i}.")[0] for i in range(8)]
     theirs, _ = make_brain("other/project").memorize(*POSTGRES)
@@ -1078,7 +1078,7 @@ def test_an_import_whose_temporary_file_cannot_be_written_says_so_in_one_line(
     brain = make_brain()
     header, row = _one_row_export(brain)
     with open("/dev/full", "wb", buffering=0) as full, pytest.raises(StorageError) as caught:
-        transfer.check_import(brain, ended([json.dumps(header), json.dumps(row)]), full)
+        import_check.check_import(brain, ended([json.dumps(header), json.dumps(row)]), full)
     assert "cannot write its temporary file" in str(caught.value)
     assert "No space left on device" in str(caught.value) and "\n" not in str(caught.value)
 

@@ -25,7 +25,7 @@ from lancedb.table import LanceTable
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput, StorageError
-from octobrain.memory import conflicts, export, transfer
+from octobrain.memory import conflicts, export, import_check, transfer
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory, RelationshipType
 from octobrain.store import ModelMismatch, NotFound, upkeep
@@ -406,7 +406,7 @@ def test_a_full_disk_during_an_import_says_how_much_was_imported(
 ) -> None:
     # Before: a failure in the second batch said "nothing was changed" over the first batch
     # it had stored. Now it says how many were imported before it.
-    monkeypatch.setattr(transfer, "BATCH", 2)
+    monkeypatch.setattr(import_check, "BATCH", 2)
     brain = make_brain()
     for i in range(5):
         brain.memorize(f"Decision {i}", f"Small fact number {i} worth keeping.")

@@ -133,7 +133,8 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
     import tempfile
 
     from octobrain.files import named_by, open_regular
-    from octobrain.memory.transfer import check_import, file_lines, write_import
+    from octobrain.memory.import_check import check_import, file_lines
+    from octobrain.memory.transfer import write_import
 
     brain = command_brain(ctx)
     # Lines as bytes: each is decoded on its own, so a line that is not UTF-8 is named. A named
