@@ -112,12 +112,12 @@ def test_a_symlink_swapped_in_after_the_check_is_not_followed(
     # The path is confined first and opened after: a client that can write in the project (a
     # checkout it controls) may put a link in the way in between. The swap runs right after
     # the check here, so the race is won every time.
-    import octobrain.knowledge.service as service
+    import octobrain.knowledge.core as core
 
     project = _project(tmp_path)
     (project / "docs").mkdir()
     (project / "docs" / "passwd").write_text("# Passwd\n\nNothing secret in this project.\n")
-    checked = service.confine
+    checked = core.confine
 
     def swap_after_check(ref: Any, roots: Any) -> Any:
         checked_ref = checked(ref, roots)
@@ -129,7 +129,7 @@ def test_a_symlink_swapped_in_after_the_check_is_not_followed(
             (project / "docs").symlink_to(OUTSIDE.parent)
         return checked_ref
 
-    monkeypatch.setattr(service, "confine", swap_after_check)
+    monkeypatch.setattr(core, "confine", swap_after_check)
     monkeypatch.chdir(project)
     server = build_server(pool_for(tmp_path / "db"), workspace(project, PROJECT_A))
     [(error, reply)] = _knowledge_replies(server, [{"command": "read", "source": "docs/passwd"}])

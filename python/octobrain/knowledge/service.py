@@ -6,35 +6,24 @@ embeds, and keeps the index cache: a source is re-fetched when its file's mtime 
 changed, its URL is older than `outdating_days`, or it was read or cut otherwise than now (its
 format's `extract.EXTRACTOR_VERSIONS`, the chunk settings), and re-embedded only when its
 content hash or that reading changed.
+
+One class in three files: reading, indexing, search and match here, session notes and
+housekeeping (`knowledge.housekeeping`), over the shared state of `knowledge.core`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from functools import partial
-from pathlib import Path
 from typing import Any
 
-from octobrain.config import Config
-from octobrain.embed.base import Embedder
-from octobrain.embed.factory import facade_parts
-from octobrain.embed.tokens import TokenCounter, input_window
 from octobrain.errors import InvalidInput
-from octobrain.files import check_path
 from octobrain.knowledge.by_file import ByFile
 from octobrain.knowledge.by_url import ByUrl
-from octobrain.knowledge.extract import (
-    DocType,
-    Document,
-    document_from_text,
-    extract,
-    extracted_by,
-    normalise,
-)
+from octobrain.knowledge.extract import DocType, Document, document_from_text, extract, normalise
 from octobrain.knowledge.fetch import fetch_url
 from octobrain.knowledge.generation import (
     ChunkCapExceeded,
@@ -42,46 +31,35 @@ from octobrain.knowledge.generation import (
     content_hash,
     cut_settings,
     embed_rows,
-    new_rows,
 )
 from octobrain.knowledge.grep import MAX_CONTEXT, MAX_MATCH_CAP, match_sources
-from octobrain.knowledge.index import ChunkIndex
-from octobrain.knowledge.note_room import check_room
+from octobrain.knowledge.housekeeping import Housekeeping
 from octobrain.knowledge.prefetch import FetchFirst
 from octobrain.knowledge.reopen import reopening
 from octobrain.knowledge.results import (
     IndexReport,
     IndexStatus,
-    KnowledgeStats,
     MatchReport,
     SearchResult,
     SourceInfo,
-    StoredNote,
 )
 from octobrain.knowledge.search import search_chunks
 from octobrain.knowledge.sources import (
     Fetched,
     SourceKind,
     SourceRef,
-    check_key,
-    confine,
     file_version,
     indexed_version,
-    parse_source,
     read_file,
     refuse_own,
 )
 from octobrain.knowledge.stale import mark_stale, mark_stale_lines
-from octobrain.knowledge.store import KnowledgeStore
-from octobrain.models import NOTE_BYTES, QUERY_BYTES, check_limit
-from octobrain.safe_text import check_label, check_text, is_unicode
-from octobrain.scope import validate_scope
-from octobrain.secrets import find_secrets, screen
-from octobrain.store.closing import Closable
+from octobrain.models import QUERY_BYTES, check_limit
+from octobrain.safe_text import check_text
+from octobrain.secrets import find_secrets
 from octobrain.store.failures import failures_named
-from octobrain.store.location import StoreLocation
 from octobrain.store.schema import SOURCES, check_knowledge
-from octobrain.store.sql import sql_str, visible_scopes
+from octobrain.store.sql import visible_scopes
 from octobrain.times import utcnow
 
 # Local files refused for their chunk count: naming one again, unchanged, is refused after a
@@ -98,106 +76,10 @@ _FETCHED: ByUrl[Document] = ByUrl(kept=8, budget=32 << 20, seconds=300)
 
 
 @failures_named
-class Knowledge(Closable):
+class Knowledge(Housekeeping):
     """External documents and session notes, seen from one scope (and one session). The store
     opens on first use; `close()` (or the end of a `with Knowledge(...) as knowledge:` block)
     lets go of it, and later calls are refused (`InvalidInput`: is closed)."""
-
-    def __init__(
-        self,
-        scope: str,
-        *,
-        config: Config | None = None,
-        embedder: Embedder | None = None,
-        uri: str | Path | None = None,
-        session_id: str = "",
-        cwd: Path | None = None,
-        local_roots: tuple[Path, ...] | None = None,
-        tables: tuple[KnowledgeStore, ChunkIndex] | None = None,
-    ) -> None:
-        """`tables`: the store's knowledge tables and their mirror, open already and shared
-        with other facades of the same store and model (a server's sessions)."""
-        self.scope = validate_scope(scope)
-        self.config, self.embedder, self.uri = facade_parts(config, embedder, uri)
-        self.session_id = check_label("session_id", session_id)
-        self.cwd = None if cwd is None else check_path("cwd", cwd)
-        # Where local files may be read from (None: anywhere, as for the person at the CLI).
-        self.local_roots = local_roots
-        self._store: KnowledgeStore | None = None if tables is None else tables[0]
-        self._index: ChunkIndex | None = None if tables is None else tables[1]
-        # URLs fetched before the call (the MCP server's; None: fetch inline): see prefetch.py.
-        self.prefetched: dict[str, Fetched] | None = None
-        self.stop: threading.Event | None = None  # set: embedding stops (`generation.Stopped`)
-
-    @property
-    def kstore(self) -> KnowledgeStore:
-        self._check_open()
-        if self._store is None:
-            location = StoreLocation.from_config(self.config, self.uri)
-            self._store = KnowledgeStore(location, self.embedder.model_id, self.embedder.dim)
-        return self._store
-
-    @property
-    def index_mirror(self) -> ChunkIndex:
-        self._check_open()
-        if self._index is None:
-            self._index = ChunkIndex(self.kstore)
-        return self._index
-
-    def _chunker(self, doc_type: str) -> str:
-        """How a source of `doc_type` is read and cut: its extractor's version and the chunk
-        settings (a source indexed otherwise is indexed again, its bytes unchanged)."""
-        k = self.config.knowledge
-        window = self._window
-        fit = f"/fit{window[0]}" if window is not None else ""
-        cut = f"v2:{k.chunk_size}/{k.chunk_overlap}/{k.parent_size}{fit}"
-        return cut + extracted_by(doc_type)
-
-    @property
-    def _window(self) -> tuple[int, TokenCounter] | None:
-        """The embedder's input window, when chunks are cut to fit it (`chunk_fit_model`)."""
-        if not self.config.knowledge.chunk_fit_model:
-            return None
-        return input_window(self.embedder.model_id)
-
-    def _new_rows(
-        self, document: Document, scope: str, session_id: str, digest: str, mtime: float, size: int
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """The rows of a new generation of `document` under this instance's settings."""
-        k, window, chunker = self.config.knowledge, self._window, self._chunker(document.doc_type)
-        return new_rows(document, k, window, chunker, scope, session_id, digest, mtime, size)
-
-    def _session_cutoff(self, now: datetime) -> datetime:
-        return now - timedelta(hours=self.config.knowledge.session_ttl_hours)
-
-    def _visible_where(self, now: datetime) -> str:
-        scopes = ", ".join(sql_str(s) for s in visible_scopes(self.scope))
-        where = f"scope IN ({scopes}) AND (session_id = ''"
-        if self.session_id:
-            cutoff = self._session_cutoff(now).isoformat()
-            where += (
-                f" OR (session_id = {sql_str(self.session_id)}"
-                f" AND indexed_at >= timestamp {sql_str(cutoff)})"
-            )
-        return where + ")"
-
-    def _visible_rows(
-        self, uri: str | None = None, *, with_text: bool = False
-    ) -> list[dict[str, Any]]:
-        where = self._visible_where(utcnow())
-        if uri is not None:
-            where += f" AND uri = {sql_str(uri)}"
-        rows = self.kstore.scan_sources(where, with_text=with_text)
-        # Own scope before global, then session rows before persistent ones.
-        rows.sort(key=lambda r: (r["scope"] != self.scope, r["session_id"] == "", r["uri"]))
-        return rows
-
-    def _let_go(self) -> None:  # (LanceDB's handles go with them, unless a server shares them)
-        self._store = self._index = None
-
-    def _ref(self, source: str) -> SourceRef:
-        self._check_open()
-        return confine(parse_source(source, cwd=self.cwd), self.local_roots)
 
     # ---- fetching -------------------------------------------------------------------------
 
@@ -335,22 +217,6 @@ class Knowledge(Closable):
         age: timedelta = now - row["last_checked"]
         return age <= timedelta(days=self.config.knowledge.outdating_days)
 
-    def _write(
-        self,
-        document: Document,
-        scope: str,
-        session_id: str,
-        digest: str,
-        mtime: float,
-        size: int,
-        progress: Progress | None,
-        check: Callable[[], None] | None = None,
-    ) -> tuple[dict[str, Any], int]:
-        source_row, chunk_rows = self._new_rows(document, scope, session_id, digest, mtime, size)
-        embed_rows(self.embedder, chunk_rows, progress, self.stop)
-        self.kstore.replace_source(source_row, chunk_rows, check)
-        return source_row, len(chunk_rows)
-
     @reopening
     def index_texts(
         self,
@@ -480,88 +346,3 @@ class Knowledge(Closable):
         return dataclasses.replace(
             report, hits=mark_stale_lines(rows, report.hits, self.local_roots)
         )
-
-    # ---- session notes --------------------------------------------------------------------
-
-    def _require_session(self) -> str:
-        if not self.session_id:
-            raise InvalidInput(
-                "session_id",
-                "session notes need a session, and this client has none (an HTTP client "
-                "outside an MCP session): name one in experimental.session.session_id",
-            )
-        return self.session_id
-
-    @reopening
-    def store(self, key: str, content: str) -> StoredNote:
-        """Keep `content` as `stored://<key>`, visible to this session only, until deleted or
-        `session_ttl_hours` pass. A key already used in this session must be deleted first."""
-        session = self._require_session()
-        key = check_key(key)
-        if not isinstance(content, str) or not content.replace("\x00", "").strip():
-            raise InvalidInput("content", "must not be empty")  # (NULs are dropped from notes)
-        if not is_unicode(content):
-            raise InvalidInput("content", "must be valid Unicode (lone surrogates are not allowed)")
-        size = len(content.encode())
-        if size > NOTE_BYTES:
-            raise InvalidInput(
-                "content",
-                f"must be at most {NOTE_BYTES} bytes of UTF-8, got {size}; a longer text is a "
-                "document: save it to a file and index that",
-            )
-        # A note is read back into later calls like a memory: the same secrets policy.
-        content = screen("content", content, self.config.memory.secrets)
-        self.kstore.purge_sessions(self._session_cutoff(utcnow()))
-        uri, size = f"stored://{key}", len(content.encode())
-        room = partial(
-            check_room, self.kstore, self.scope, session, uri, size, self.config.knowledge
-        )
-        room()  # before embedding, and again under the lock of the commit (`replace_source`)
-        document = document_from_text(uri, content)
-        digest = content_hash(document.text)
-        _, chunks = self._write(document, self.scope, session, digest, 0.0, size, None, room)
-        return StoredNote(key, uri, chunks, session)
-
-    @reopening
-    def delete(self, key: str) -> str:
-        """Delete this session's note `key`; returns its uri. A missing key is an error."""
-        session = self._require_session()
-        uri = f"stored://{check_key(key)}"
-        ids = [r["id"] for r in self._visible_rows(uri) if r["session_id"] == session]
-        if not ids or not self.kstore.delete_sources(ids):
-            raise InvalidInput("key", f"no stored note {key!r} in this session")
-        return uri
-
-    # ---- housekeeping ---------------------------------------------------------------------
-
-    @reopening
-    def delete_source(self, source: str) -> SourceInfo:
-        """Remove an indexed source (the one this scope sees: its own before global)."""
-        ref = self._ref(source)
-        rows = [r for r in self._visible_rows(ref.uri) if r["session_id"] == ""]
-        if not rows or not self.kstore.delete_sources([rows[0]["id"]]):
-            raise InvalidInput("source", f"{ref.uri} is not indexed in this scope")
-        return SourceInfo.from_row(rows[0])
-
-    @reopening
-    def list_sources(self, limit: int = 20) -> list[SourceInfo]:
-        """Visible sources, most recently checked first (`RowDamaged` when one of them no
-        longer matches its checksum: never a changed title listed)."""
-        limit = check_limit(limit, maximum=100_000)
-        rows = sorted(self._visible_rows(), key=lambda r: r["last_checked"], reverse=True)
-        self.kstore.check_sources([r["id"] for r in rows[:limit]])
-        return [
-            dataclasses.replace(
-                SourceInfo.from_row(r),
-                outdated=not r["session_id"] and r["chunker"] != self._chunker(r["doc_type"]),
-            )
-            for r in rows[:limit]
-        ]
-
-    @reopening
-    def stats(self) -> KnowledgeStats:
-        """Counts over the visible sources (one that no longer matches its checksum counted
-        as damaged, not by what it reads as)."""
-        rows = self._visible_rows()
-        damaged = self.kstore.damaged_sources(self._visible_where(utcnow()))
-        return KnowledgeStats.from_rows(rows, damaged, self.scope)
