@@ -688,8 +688,8 @@ def test_the_service_reads_a_transcript_before_it_waits_for_its_turn(
     import base64
     import threading
 
-    from octobrain.cli.service_client import Settings
     from octobrain.cli.service_daemon import Service
+    from octobrain.cli.service_settings import Settings
     from octobrain.memory import transcript_parts
 
     path = transcript(tmp_path / "session.jsonl", env)

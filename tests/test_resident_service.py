@@ -21,14 +21,8 @@ from pathlib import Path
 import pytest
 
 from octobrain.cli.launch import routable
-from octobrain.cli.service_client import (
-    PROTOCOL,
-    Settings,
-    ask,
-    build_id,
-    load_settings,
-    service_environment,
-)
+from octobrain.cli.service_client import PROTOCOL, ask, build_id, service_environment
+from octobrain.cli.service_settings import Settings, load_settings
 
 SCOPE = "github.com/acme/svc"
 
@@ -234,7 +228,8 @@ def test_a_command_that_finds_no_service_starts_one_once_it_is_done(
 # until its stdin closes (as the command runs in-process meanwhile).
 _SPAWNER = """
 import sys
-from octobrain.cli.service_client import load_settings, spawn
+from octobrain.cli.service_settings import load_settings
+from octobrain.cli.service_client import spawn
 assert spawn(load_settings())
 print("spawned", flush=True)
 sys.stdin.read()

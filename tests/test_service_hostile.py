@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from octobrain.cli.service_client import PROTOCOL, Channel, ask, load_settings
+from octobrain.cli.service_client import PROTOCOL, Channel, ask
+from octobrain.cli.service_settings import load_settings
 from tests.test_resident_service import _wait
 from tests.test_resident_service import env as service_env  # noqa: F401  (the `env` fixture)
 

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 
 import octobrain
 from octobrain.cli.mcp_relay import run_mcp
-from octobrain.cli.service_client import HOOK_INPUT_BYTES, load_settings
+from octobrain.cli.service_client import HOOK_INPUT_BYTES
 from octobrain.cli.service_run import Fallback, run_remote
+from octobrain.cli.service_settings import load_settings
 from octobrain.cli.streams import escape_what_stdout_cannot_encode
 
 if TYPE_CHECKING:

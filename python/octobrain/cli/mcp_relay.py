@@ -12,15 +12,9 @@ import socket
 import sys
 import time
 
-from octobrain.cli.service_client import (
-    PROTOCOL,
-    Settings,
-    build_id,
-    connect,
-    receive_hello,
-    spawn,
-)
+from octobrain.cli.service_client import PROTOCOL, build_id, connect, receive_hello, spawn
 from octobrain.cli.service_run import Fallback
+from octobrain.cli.service_settings import Settings
 
 EXIT_GRACE_S = 0.8  # as the stdio server's (octobrain.server.wire), without importing it
 

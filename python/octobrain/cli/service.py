@@ -13,7 +13,7 @@ from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, UserFailure, emi
 from octobrain.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from octobrain.cli.service_client import Settings
+    from octobrain.cli.service_settings import Settings
 
 
 @click.group("service", cls=OctobrainGroup)
@@ -22,7 +22,7 @@ def service() -> None:
 
 
 def _settings() -> Settings:
-    from octobrain.cli.service_client import load_settings, why_unavailable
+    from octobrain.cli.service_settings import load_settings, why_unavailable
 
     settings = load_settings()
     if settings is None:
@@ -32,7 +32,7 @@ def _settings() -> Settings:
 
 def _switched_off_by() -> str:
     """What turned the service off: the environment variable if set, else the config key."""
-    from octobrain.cli.service_client import ENABLED_VAR
+    from octobrain.cli.service_settings import ENABLED_VAR
 
     if ENABLED_VAR in os.environ:
         return f"{ENABLED_VAR}={os.environ[ENABLED_VAR]}"
@@ -115,7 +115,8 @@ def _stale(info: dict[str, Any], *, this: bool = True) -> str:
 def _every(settings: Settings) -> list[tuple[Settings, int | None]]:
     """The services of this user in this runtime directory that hold their lock (alive, or
     stuck), with the pid each wrote: one per data dir, config file and environment."""
-    from octobrain.cli.service_client import Settings, lock_holder, service_alive
+    from octobrain.cli.service_client import lock_holder, service_alive
+    from octobrain.cli.service_settings import Settings
 
     found = []
     for name in sorted(os.listdir(settings.runtime_dir)):
@@ -161,7 +162,7 @@ def _status_all(settings: Settings, fmt: str) -> None:
 
 def _differs(row: dict[str, Any]) -> str:
     """Which of the variables that make a service of their own differ from this process's."""
-    from octobrain.cli.service_client import environment_marks
+    from octobrain.cli.service_settings import environment_marks
 
     theirs = row.get("environment")
     if not isinstance(theirs, dict):

@@ -35,13 +35,10 @@ from octobrain.cli.service_client import (
     SPAWNER_FD_VAR,
     SPAWNER_WAIT_SECONDS,
     Channel,
-    Settings,
     build_id,
-    data_dir,
-    environment_marks,
-    load_settings,
 )
 from octobrain.cli.service_command import alive, run_command, well_formed
+from octobrain.cli.service_settings import Settings, data_dir, environment_marks, load_settings
 from octobrain.cli.service_stores import BrainCache
 from octobrain.config.loader import MAX_CONFIG_BYTES
 from octobrain.files import read_regular

@@ -17,12 +17,12 @@ from octobrain.cli.service_client import (
     PROTOCOL,
     RESULT_SECONDS,
     Channel,
-    Settings,
     build_id,
     connect,
     receive_hello,
     spawn_at_exit,
 )
+from octobrain.cli.service_settings import Settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
