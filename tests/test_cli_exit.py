@@ -275,6 +275,7 @@ def test_a_ctrl_c_while_the_launcher_is_imported_ends_it_in_one_line(
         [sys.executable, "-c", "import signal, octobrain; "
          "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"],
         capture_output=True, text=True, env=env, timeout=60, check=False,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # (pytest run with &)
     )  # fmt: skip
     assert kept.stdout == "True\n", kept.stderr
 
