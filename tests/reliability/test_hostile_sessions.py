@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import mcp_types as types
 from mcp import Client
 
 from octobrain.server import build_server
-from octobrain.server.wire import MAX_INITIALIZE_BYTES, MAX_INITIALIZE_VALUES
+from octobrain.server.wire import MAX_INITIALIZE_BYTES, MAX_INITIALIZE_VALUES, REFUSALS_LOGGED
 from tests.server_support import (
     PROJECT_A,
     call,
@@ -20,7 +21,9 @@ from tests.server_support import (
     hash_pool,
     http_server,
     initialize_message,
+    octobrain_cmd,
     run,
+    server_env,
     workspace,
 )
 
@@ -108,3 +111,25 @@ def test_an_unforeseen_error_quotes_what_it_carries_cut_to_one_line(
             assert "\x1b" not in reply and "\n" not in reply, reply
 
     run(body)
+
+
+def test_a_stdio_client_sending_garbage_gets_every_answer_and_a_few_log_lines(
+    tmp_path: Path,
+) -> None:
+    # Each refused line was a log line (in the resident service's log file when it hosts the
+    # session): 2 bytes in, 72 bytes of log out, as long as the client liked.
+    sent = 1_000
+    done = subprocess.run(
+        octobrain_cmd("mcp"),
+        input=json.dumps(initialize_message()).encode() + b"\n" + b"x\n" * sent,
+        env=server_env(tmp_path / "data"),
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert answers[0]["id"] == 1 and "result" in answers[0]
+    assert [a["error"]["code"] for a in answers[1:]] == [-32700] * sent
+    logged = done.stderr.decode().count("refused a message")
+    assert logged <= 2 * REFUSALS_LOGGED, done.stderr.decode()[-500:]
+    assert "more are counted, not logged" in done.stderr.decode()

@@ -54,9 +54,6 @@ MAX_BODY_BYTES = wire.MAX_MESSAGE_BYTES
 MAX_SESSIONS = 1000  # open sessions (`mcp.max_sessions`); at the cap the longest idle makes room
 MAX_IN_FLIGHT = 64  # POSTs being answered at once (`mcp.max_in_flight`); an eighth per session
 SESSION_IDLE_SECONDS = 1800.0  # a session without a request for this long is ended
-# Refused requests are logged at most this many times in these seconds (`quiet`).
-REFUSALS_LOGGED = 20
-REFUSALS_SECONDS = 10.0
 # A Host header as RFC 9110 has it: a name or IPv4 address, or an IPv6 address in brackets, then
 # an optional port of ASCII digits; anything else (`127.0.0.1:1@evil.com`, `localhost:evil`) is
 # no loopback host, whatever precedes its last colon.
@@ -128,9 +125,9 @@ class Guard:
         self._last_request: dict[str, float] = {}  # session id → when its last POST ended
         self._refusals = QuietWarning(
             log,
-            REFUSALS_LOGGED,
-            REFUSALS_SECONDS,
-            f"over {REFUSALS_LOGGED} requests refused in {REFUSALS_SECONDS:g} s: "
+            wire.REFUSALS_LOGGED,
+            wire.REFUSALS_SECONDS,
+            f"over {wire.REFUSALS_LOGGED} requests refused in {wire.REFUSALS_SECONDS:g} s: "
             "more are counted, not logged",
             "%d more requests were refused, not logged",
         )

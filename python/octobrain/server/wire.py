@@ -20,6 +20,8 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import IO, Any
 
+from octobrain.server.quiet import QuietWarning
+
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 1 << 20  # the largest tool call (10 kB content, 20 links) is far below this
@@ -35,11 +37,24 @@ MAX_IN_FLIGHT = 32
 MAX_INITIALIZE_BYTES = 16 << 10
 MAX_INITIALIZE_VALUES = 256
 EXIT_GRACE_S = 0.8
+# Refused messages are logged at most this many times in these seconds (`quiet`; on stdio over
+# every session of the process): a line a refusal let a client write 72 bytes of log (the
+# resident service's file) for each 2-byte line it sent, 31.7 MB for 440 kB, without end.
+REFUSALS_LOGGED = 20
+REFUSALS_SECONDS = 10.0
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+_refusals = QuietWarning(
+    log,
+    REFUSALS_LOGGED,
+    REFUSALS_SECONDS,
+    f"over {REFUSALS_LOGGED} messages refused in {REFUSALS_SECONDS:g} s: more are counted, "
+    "not logged",
+    "%d more messages were refused, not logged",
+)
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _OTHER = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
@@ -294,7 +309,7 @@ class CappedStdin:
                 self._passed_on(message, request)
                 yield text
                 continue
-            log.warning("refused a message: %s", answer["error"]["message"])
+            _refusals.warn("refused a message: %s", answer["error"]["message"])
             if self.refuse is not None:
                 await self.refuse(answer)
 
