@@ -28,6 +28,9 @@ QUERY_RULE = f"{QUERY_BYTES[0]}–{QUERY_BYTES[1]} bytes"
 NOTE_BYTES = 32 * 1024  # one `knowledge store` note: ~30 chunks, seconds of embedding
 SOURCE_BYTES = 4096  # longest `knowledge` source argument (a path or URL)
 KEY_BYTES = 200  # longest `knowledge store` note key
+# longest `knowledge match` pattern: the regex parser holds ~300 bytes a byte of a class
+# (`[aaa…]` of 900 kB peaked at 291 MB); a grep pattern is a few hundred bytes
+PATTERN_BYTES = 16 * 1024
 MAX_TAGS = 10
 TAG_CHARS = 50
 MAX_FILES = 20

@@ -12,6 +12,7 @@ import httpx
 import mcp_types as types
 from mcp import Client
 
+from octobrain.models import PATTERN_BYTES
 from octobrain.server import build_server
 from octobrain.server.wire import MAX_INITIALIZE_BYTES, MAX_INITIALIZE_VALUES, REFUSALS_LOGGED
 from tests.server_support import (
@@ -133,3 +134,24 @@ def test_a_stdio_client_sending_garbage_gets_every_answer_and_a_few_log_lines(
     logged = done.stderr.decode().count("refused a message")
     assert logged <= 2 * REFUSALS_LOGGED, done.stderr.decode()[-500:]
     assert "more are counted, not logged" in done.stderr.decode()
+
+
+def test_a_match_pattern_is_bounded_before_it_is_parsed(tmp_path: Path) -> None:
+    # The regex parser holds ~300 bytes for each byte of a character class: `[aaa…]` of
+    # 900 kB (within the 1 MiB message) peaked at 291 MB for one call.
+    server = build_server(hash_pool(tmp_path / "db"), workspace(tmp_path, PROJECT_A))
+    note = {"command": "store", "key": "plan", "content": "alpha beta gamma"}
+
+    async def body() -> None:
+        async with Client(server, mode="legacy") as c:
+            assert not (await call(c, "knowledge", **note))[0]
+            widest = "[" + "a" * (PATTERN_BYTES - 8) + "lph]pha"
+            error, reply = await call(c, "knowledge", command="match", pattern=widest)
+            assert not error and "alpha beta gamma" in reply, reply
+            error, reply = await call(c, "knowledge", command="match", pattern=widest + "a")
+            assert error and reply == (
+                f"pattern: must be at most {PATTERN_BYTES:,} bytes of UTF-8, "
+                f"got {PATTERN_BYTES + 1:,}"
+            ), reply
+
+    run(body)

@@ -13,6 +13,8 @@ from octobrain.errors import InvalidInput
 from octobrain.kernels.regex_match import LineMatch, MatchResult, TimeLimitExceeded, match_lines
 from octobrain.knowledge.pages import LINE_CHARS, clip, clip_context
 from octobrain.knowledge.results import LineHit, MatchReport
+from octobrain.models import PATTERN_BYTES
+from octobrain.safe_text import byte_len
 from octobrain.store.schema import SOURCES, check_knowledge
 from octobrain.store.sql import sql_in
 
@@ -52,8 +54,13 @@ def match_sources(
 ) -> MatchReport:
     """The lines of the source `rows` (read without their texts) matching `pattern`, at most
     `cap` of them with `context` lines around each, the texts read `MATCH_BATCH` sources at a
-    time (by `texts_of`, else from the index); a pattern that does not parse, or takes longer
-    than `MATCH_SECONDS` in all, is `InvalidInput` naming it."""
+    time (by `texts_of`, else from the index); a pattern over `PATTERN_BYTES`, one that does
+    not parse, or one taking longer than `MATCH_SECONDS` in all, is `InvalidInput` naming it."""
+    size = byte_len(pattern)
+    if size > PATTERN_BYTES:  # before it is parsed: the parse's memory grows with it
+        raise InvalidInput(
+            "pattern", f"must be at most {PATTERN_BYTES:,} bytes of UTF-8, got {size:,}"
+        )
     read = texts_of if texts_of is not None else partial(source_texts, kstore)
     deadline = time.monotonic() + MATCH_SECONDS
     hits: list[LineHit] = []

@@ -27,6 +27,7 @@ from octobrain.models import (
     MAX_QUERIES,
     MAX_TAGS,
     NOTE_BYTES,
+    PATTERN_BYTES,
     QUERY_BYTES,
     QUERY_RULE,
     SOURCE_BYTES,
@@ -372,7 +373,11 @@ KNOWLEDGE = ToolSpec(
             1,
             SOURCE_BYTES,
         ),
-        "pattern": _str("match: a regular expression."),
+        "pattern": _utf8(
+            f"match: a regular expression (at most {PATTERN_BYTES} bytes of UTF-8).",
+            1,
+            PATTERN_BYTES,
+        ),
         "from_line": {
             "type": "integer",
             "minimum": 1,
