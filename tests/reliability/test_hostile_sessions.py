@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from octobrain.server import build_server
 from octobrain.server.wire import MAX_INITIALIZE_BYTES, MAX_INITIALIZE_VALUES, REFUSALS_LOGGED
 from tests.server_support import (
     PROJECT_A,
+    advertise_session,
     call,
     free_port,
     hash_pool,
@@ -155,3 +157,28 @@ def test_a_match_pattern_is_bounded_before_it_is_parsed(tmp_path: Path) -> None:
             ), reply
 
     run(body)
+
+
+def test_warnings_a_client_can_repeat_at_each_call_are_a_few_lines(
+    tmp_path: Path, monkeypatch: Any, caplog: Any
+) -> None:
+    # A malformed session capability was a log line at every tools/list, and each refused
+    # root one at every session (a 2026-07-28 client sends its roots with every call): as
+    # many lines as a client liked, in the resident service's log file when it hosts them.
+    from octobrain.server.scoping import lock_from_roots
+
+    advertise_session(monkeypatch, {"scope": 5})
+    server = build_server(hash_pool(tmp_path / "db"), workspace(tmp_path))
+
+    async def body() -> None:
+        async with Client(server, mode="legacy") as c:
+            for _ in range(30):
+                assert (await c.list_tools()).tools
+
+    with caplog.at_level(logging.WARNING):
+        run(body)
+        for _ in range(30):
+            lock_from_roots(["file:///", "file:///etc", "file:///" + "b" * 300])
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("session capability" in m for m in said) <= 4, said
+    assert sum("is not read from" in m for m in said) <= 4, said

@@ -30,6 +30,7 @@ from octobrain.safe_text import client_text, one_line, printable
 from octobrain.server import handlers
 from octobrain.server.brief_listing import BRIEF_PROMPT, BRIEF_RESOURCE, BRIEF_URI, brief_template
 from octobrain.server.pool import BrainPool
+from octobrain.server.quiet import QuietWarning
 from octobrain.server.schemas import TOOLS, TOOLS_BY_NAME, allowed_arguments
 from octobrain.server.scoping import (
     ScopeLock,
@@ -57,6 +58,10 @@ log = logging.getLogger(__name__)
 
 ROOTS_TIMEOUT_SECS = 5.0
 _ROOTS_KEY = "octobrain.roots_lock"
+# Said at each tools/list of such a session: a few lines a minute, the rest counted.
+_capability_ignored = QuietWarning(
+    log, 4, 60.0, "", "%d more warnings on session capabilities were not logged"
+)
 ROOTS_INPUT = "octobrain.roots"  # our key in a 2026-07-28 InputRequiredResult
 # Worker threads per event loop and kind of work, apart from anyio's shared default (40): calls
 # waiting their turn (on the pool lock, the knowledge lock, the one ingest embedding at a time)
@@ -233,7 +238,7 @@ class OctobrainServer:
         try:
             locked: bool | None = await self.session_lock(ctx) is not None
         except InvalidInput as exc:  # a malformed session capability: show the unlocked form
-            log.warning("ignoring the client's session capability: %s", exc)
+            _capability_ignored.warn("ignoring the client's session capability: %s", exc)
             locked = False
         caps = ctx.session.client_capabilities
         roots_per_call = caps is not None and caps.roots is not None

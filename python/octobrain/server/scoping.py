@@ -90,7 +90,7 @@ def root_path(uri: str) -> Path | None:
         return None
     normal = os.path.normpath(path)  # `/repo/../../etc` is `/etc`
     if not _nameable(normal):  # as a NUL did: every call failed, quoting the whole path
-        _too_long.warn(
+        _roots_refused.warn(
             "client root %s is not read from: longer than the system opens (a path of %d "
             "bytes, a name of %d)",
             client_text(normal),
@@ -116,8 +116,9 @@ def _path_limits() -> tuple[int, int]:
 
 
 _LIMITS = _path_limits()
-# A roots answer of 1 MiB names thousands: a few lines a minute, the rest counted.
-_too_long = QuietWarning(log, 4, 60.0, "", "%d more client roots too long to open were ignored")
+# Roots refused, logged a few times a minute, the rest counted: a roots answer of 1 MiB names
+# thousands, and a 2026-07-28 client sends its roots with every call.
+_roots_refused = QuietWarning(log, 4, 60.0, "", "%d more warnings on client roots were not logged")
 
 
 # Top-level directories of the system, never a project: a root naming one (or `/`, or the home
@@ -187,11 +188,15 @@ def lock_from_roots(uris: list[str]) -> ScopeLock | None:
     if not paths:
         return None
     if len(paths) > MAX_ROOTS:
-        log.warning("the client names over %d roots; only the first are read from", MAX_ROOTS)
+        _roots_refused.warn(
+            "the client names over %d roots; only the first are read from", MAX_ROOTS
+        )
         paths = paths[:MAX_ROOTS]
     readable = tuple(path for path in paths if readable_root(path))
     for refused in set(paths) - set(readable):
-        log.warning("client root %s is not read from: not a project's directory", refused)
+        _roots_refused.warn(
+            "client root %s is not read from: not a project's directory", client_text(str(refused))
+        )
     return ScopeLock(derive_scope(paths[0]), "client roots", workdir=paths[0], roots=readable)
 
 
