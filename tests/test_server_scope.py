@@ -214,6 +214,38 @@ def test_roots_lock_the_scope_under_the_current_protocol(tmp_path: Path) -> None
     run(body)
 
 
+def test_a_roots_scope_is_asked_of_git_once_a_minute_not_at_every_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under 2026-07-28 the roots come with every call, and each call ran git (one or two
+    # processes) to derive the same scope again. A remote changed is seen within the minute.
+    from octobrain.server import scoping
+
+    repo = _git_repo(tmp_path / "web", "https://github.com/Acme/Web.git")
+    asked: list[Path] = []
+    derive = scoping.derive_scope
+
+    def counted(path: Path) -> str:
+        asked.append(path)
+        return derive(path)
+
+    monkeypatch.setattr(scoping, "derive_scope", counted)
+    monkeypatch.setattr(scoping, "_root_scopes", type(scoping._root_scopes)())
+    clock = [1000.0]
+    monkeypatch.setattr(scoping, "_clock", lambda: clock[0])
+    for _ in range(5):
+        lock = scoping.lock_from_roots([repo.as_uri()])
+        assert lock is not None and lock.scope == PROJECT_B
+    assert asked == [repo]
+    subprocess.run(
+        ["git", "-C", str(repo), "remote", "set-url", "origin", "https://github.com/acme/api.git"],
+        check=True,
+    )
+    clock[0] += scoping.ROOT_SCOPE_SECS
+    lock = scoping.lock_from_roots([repo.as_uri()])
+    assert lock is not None and lock.scope == PROJECT_A and asked == [repo, repo]
+
+
 def test_a_client_whose_calls_may_be_locked_by_roots_is_shown_a_way_to_store_globally(
     tmp_path: Path,
 ) -> None:

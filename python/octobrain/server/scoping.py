@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -178,6 +181,31 @@ def readable_root(path: Path, *, workdir: bool = False) -> bool:
 
 
 MAX_ROOTS = 64  # local roots a session reads from: each is resolved again on every file read
+# The scope of a root is git's answer (`derive_scope`: one or two `git` runs, 3-10 ms) kept for
+# this long: under 2026-07-28 a client sends its roots with every call, and each call ran git
+# again. A remote changed meanwhile is seen within the time, as a new session would see it.
+ROOT_SCOPE_SECS = 60.0
+_ROOT_SCOPES_KEPT = 256
+_root_scopes: OrderedDict[Path, tuple[float, str]] = OrderedDict()
+_root_scopes_lock = threading.Lock()
+_clock = time.monotonic
+
+
+def _root_scope(path: Path) -> str:
+    """`derive_scope(path)`, asked of git at most once per `ROOT_SCOPE_SECS` for a path."""
+    now = _clock()
+    with _root_scopes_lock:
+        kept = _root_scopes.get(path)
+        if kept is not None and now - kept[0] < ROOT_SCOPE_SECS:
+            _root_scopes.move_to_end(path)
+            return kept[1]
+    scope = derive_scope(path)
+    with _root_scopes_lock:
+        _root_scopes[path] = (now, scope)
+        _root_scopes.move_to_end(path)
+        while len(_root_scopes) > _ROOT_SCOPES_KEPT:
+            _root_scopes.popitem(last=False)
+    return scope
 
 
 def lock_from_roots(uris: list[str]) -> ScopeLock | None:
@@ -197,7 +225,7 @@ def lock_from_roots(uris: list[str]) -> ScopeLock | None:
         _roots_refused.warn(
             "client root %s is not read from: not a project's directory", client_text(str(refused))
         )
-    return ScopeLock(derive_scope(paths[0]), "client roots", workdir=paths[0], roots=readable)
+    return ScopeLock(_root_scope(paths[0]), "client roots", workdir=paths[0], roots=readable)
 
 
 @dataclass(frozen=True)
