@@ -23,7 +23,7 @@ import pytest
 from octobrain.config import Config, SearchConfig
 from octobrain.embed.factory import get_embedder
 from octobrain.errors import EmbeddingError, InvalidInput, StorageError
-from octobrain.memory import import_check
+from octobrain.memory import export, import_check
 from octobrain.memory.brain import ACCESS_WINDOW, Brain
 from octobrain.memory.export import BATCH, export_jsonl
 from octobrain.memory.render import ARCHIVED_MCP, format_recall, memory_to_dict, recall_to_dict
@@ -1008,7 +1008,8 @@ def test_an_imported_record_cannot_reach_memories_or_edges_the_file_did_not_brin
 def test_export_writes_every_edge_between_its_memories_however_many_batches_they_fill(
     make_brain: MakeBrain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(import_check, "BATCH", 1)  # edges are read 16 at a time
+    monkeypatch.setattr(export, "BATCH", 1)  # edges are read 16 at a time
+    monkeypatch.setattr(import_check, "BATCH", 1)  # and spooled one at a time as imported
     brain = make_brain()
     mine = [brain.memorize(f"Decision number {i}", f"We chose option {i}.")[0] for i in range(8)]
     theirs, _ = make_brain("other/project").memorize(*POSTGRES)
