@@ -62,7 +62,7 @@ def sdist(tmp_path: Path, members: list[str]) -> Path:
 
 
 # A macOS tag: the content rules apply, auditwheel (Linux only) is not consulted.
-MAC = "octobrain-0.1.0-cp310-abi3-macosx_10_12_x86_64.macosx_11_0_arm64.macosx_10_12_universal2.whl"
+MAC = "octobrain-0.1.0-cp311-abi3-macosx_10_12_x86_64.macosx_11_0_arm64.macosx_10_12_universal2.whl"
 
 
 def test_a_clean_wheel_and_sdist_pass(checker: ModuleType, tmp_path: Path) -> None:
@@ -73,8 +73,8 @@ def test_a_clean_wheel_and_sdist_pass(checker: ModuleType, tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("name", "extra", "problem"),
     [
-        ("octobrain-0.1.0-cp310-abi3-linux_x86_64.whl", [], "plain linux tag"),
-        ("octobrain-0.1.0-cp312-cp312-macosx_11_0_arm64.whl", [], "want one cp310-abi3 wheel"),
+        ("octobrain-0.1.0-cp311-abi3-linux_x86_64.whl", [], "plain linux tag"),
+        ("octobrain-0.1.0-cp312-cp312-macosx_11_0_arm64.whl", [], "want one cp311-abi3 wheel"),
         (MAC, ["tests/test_brain.py"], "outside the octobrain package"),
         (MAC, ["octobrain/__pycache__/brain.cpython-311.pyc"], "does not belong in a wheel"),
         (MAC, ["octobrain/benches/bench_bm25.py"], "does not belong in a wheel"),
