@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from octobrain.cli.library_log import CallerStderr, PrintableFormatter, install
+from octobrain.cli.library_log import CallerStderr, CappedLog, PrintableFormatter, install
 
 HOSTILE = "could not read /F\x1b]0;owned\x07\x1b[2J font\x9b31m"
 
@@ -72,3 +74,27 @@ def test_log_lines_carry_no_escape_sequences() -> None:
         out.getvalue()
         == "WARNING octobrain.test_library_log: could not read /F]0;owned[2J font31m\n"
     )
+
+
+def test_the_services_log_starts_again_past_its_bound(tmp_path: Path) -> None:
+    # A service lives as long as its clients keep it busy and logs what they cause; nothing
+    # shortened its log file (a refusal a second for a day is some 15 MB, tracebacks more).
+    path = tmp_path / "service.log"
+    # As the service's client opens it: written from its start, not appended to.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    stream = os.fdopen(fd, "w", buffering=1)
+    handler = CappedLog(stream, limit=4096)
+    logger = logging.getLogger("octobrain.test_library_log.capped")
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        for i in range(1000):
+            logger.warning("refused request %04d %s", i, "x" * 80)
+    finally:
+        logger.removeHandler(handler)
+        stream.close()
+    text = path.read_text(encoding="utf-8")
+    assert len(text) < 4096 + 200, len(text)
+    assert text.startswith("(log cut at 4,096 bytes; what follows is newer)\n")
+    assert "refused request 0999" in text and "refused request 0000" not in text
+    assert "\0" not in text  # written from the start after a cut, not after a hole

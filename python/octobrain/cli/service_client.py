@@ -317,7 +317,7 @@ def spawn(settings: Settings, *, load_now: bool = False) -> bool:
         with contextlib.suppress(OSError):
             ends = os.pipe()  # (neither end is inherited by this process's other children)
             env[SPAWNER_FD_VAR] = str(ends[0])
-    log = os.open(settings.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    log = os.open(settings.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     try:
         subprocess.Popen(
             [sys.executable, "-m", "octobrain.cli.service_daemon"],

@@ -440,7 +440,7 @@ def main() -> int:
     # sessions and the shared pool log goes to the log file: a CLI command running at the same
     # time must not get another session's warnings on its stderr (`library_log`).
     global _LIBRARY_LOG
-    handler = logging.StreamHandler(sys.stderr)
+    handler = library_log.CappedLog(sys.stderr)  # (within library_log.LOG_BYTES)
     handler.setFormatter(  # a log read with `tail -f` must not carry a PDF's escape sequences
         library_log.PrintableFormatter(
             "%(asctime)s octobrain-service %(levelname)s %(name)s: %(message)s"
