@@ -246,19 +246,11 @@ def write_atomic_file(path: Path, text: str, field: str) -> None:
         data = text.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput(field, "must be valid Unicode; nothing written") from None
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(data)
-        if mode is not None:
-            os.chmod(tmp, stat.S_IMODE(mode))
-        os.replace(tmp, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise cannot_write(field, path, exc) from None
-        raise
+        _write_then_move(target, data, mode=None if mode is None else stat.S_IMODE(mode))
+    except OSError as exc:
+        raise cannot_write(field, path, exc) from None
 
 
 def drop_dead_leftovers(target: Path, suffix: str) -> None:
@@ -288,6 +280,15 @@ def replace_whole(target: Path, data: bytes, *, sync: bool = False) -> None:
     moved over it (`sync`: made durable first). The new file is removed when the write fails
     or is interrupted, and what writers killed mid-write left is removed first."""
     drop_dead_leftovers(target, ".tmp")
+    _write_then_move(target, data, sync=sync)
+
+
+def _write_then_move(
+    target: Path, data: bytes, *, sync: bool = False, mode: int | None = None
+) -> None:
+    """`data` to `.<name>.<pid>.tmp` beside `target` (`mode`: its permission bits; `sync`:
+    made durable), then moved over `target`; the new file removed when anything fails or
+    interrupts the write, and the exception raised as it was."""
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("wb") as f:
@@ -295,8 +296,10 @@ def replace_whole(target: Path, data: bytes, *, sync: bool = False) -> None:
             if sync:
                 f.flush()
                 os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
-            tmp.unlink()
+            tmp.unlink(missing_ok=True)
         raise

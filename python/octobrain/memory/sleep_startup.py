@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import sys
 import threading
 from datetime import datetime, timedelta
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from octobrain.config import data_dir
-from octobrain.files import read_regular
+from octobrain.files import read_regular, replace_whole
 from octobrain.heap import trim_heap
 from octobrain.times import utcnow
 
@@ -92,11 +91,10 @@ class _Schedule:
         before: object = None
         with contextlib.suppress(OSError, ValueError, AttributeError):
             before = json.loads(read_regular(failed, 1 << 16)[0]).get("reason")
+        noted = {"reason": reason, "failed_at": utcnow().isoformat()}
         try:
             failed.parent.mkdir(parents=True, exist_ok=True)
-            tmp = failed.with_name(f"{failed.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"reason": reason, "failed_at": utcnow().isoformat()}))
-            os.replace(tmp, failed)
+            replace_whole(failed, json.dumps(noted).encode())
         except OSError:
             return True  # (nowhere to note it: said every time)
         return before != reason
@@ -108,9 +106,7 @@ class _Schedule:
         if self._location.remote:
             self._location.write_json(self._name, record)
             return
-        tmp = self._marker.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, self._marker)
+        replace_whole(self._marker, json.dumps(record).encode())
 
 
 def start_background_sleep(
