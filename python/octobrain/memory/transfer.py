@@ -28,7 +28,7 @@ from octobrain.store import import_marks, schema
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
 from octobrain.store.failures import WriteFailed
 from octobrain.store.memories import MemoryStore, Pinned
-from octobrain.store.schema import DONE, MEMORIES, PENDING, REVERTING
+from octobrain.store.schema import DONE, PENDING, REVERTING
 from octobrain.store.sql import sql_in
 from octobrain.times import utcnow
 
@@ -278,7 +278,6 @@ def reembed(brain: Brain, *, progress: Progress = no_progress) -> int:
 
 
 __all__ = [
-    "MEMORIES",
     "ImportReport",
     "import_jsonl",
     "reembed",
