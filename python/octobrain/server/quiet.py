@@ -7,7 +7,10 @@ after which the server, writing, answered nobody."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
+
+_Line = tuple[str, tuple[object, ...]]  # a format and its arguments
 
 
 class QuietWarning:
@@ -25,18 +28,30 @@ class QuietWarning:
         self._window = -seconds
         self._said = 0
         self._unsaid = 0
+        self._lock = threading.Lock()
 
     def warn(self, message: str, *args: object) -> None:
+        # Counted under a lock, logged after it: the MCP server warns from its worker threads,
+        # and a count read, logged and then reset lost or repeated what others counted meanwhile.
+        with self._lock:
+            lines = self._count(message, args)
+        for line, line_args in lines:
+            self._log.warning(line, *line_args)
+
+    def _count(self, message: str, args: tuple[object, ...]) -> list[_Line]:
+        """The lines this warning logs (none when it is counted instead)."""
         now = time.monotonic()
         if now - self._window >= self._seconds:
             self._window, self._said = now, 0
         if self._said >= self._lines:
-            if not self._unsaid and self._unsaid_line:
-                self._log.warning(self._unsaid_line)
             self._unsaid += 1
-            return
+            if self._unsaid == 1 and self._unsaid_line:
+                return [(self._unsaid_line, ())]
+            return []
         self._said += 1
+        lines: list[_Line] = []
         if self._unsaid:
-            self._log.warning(self._since_line, self._unsaid)
+            lines.append((self._since_line, (self._unsaid,)))
             self._unsaid = 0
-        self._log.warning(message, *args)
+        lines.append((message, args))
+        return lines
