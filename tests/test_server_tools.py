@@ -329,6 +329,13 @@ BAD = [
     ("remember", {"query": "abc", "memory_types": "code"}, "memory_types: must be an array"),
     ("remember", {"query": "abc", "memory_types": ["nope"]}, "memory_types[0]: unknown memory"),
     ("remember", {"query": "abc", "memory_types": ["code"] * 65}, "memory_types: give at most 64"),
+    # (a null item was read as the default type: the call filtered by `code`, unasked)
+    ("remember", {"query": "abc", "memory_types": [None]}, "memory_types[0]: must be a string"),
+    (
+        "forget",
+        {"confirm": True, "query": "abc", "memory_types": ["decision", None]},
+        "memory_types[1]: must be a string, got NoneType",
+    ),
     ("remember", {"query": "abc", "tags": "api"}, "tags: must be an array"),
     ("remember", {"query": "abc", "created_after": "yesterday"}, "created_after: must be ISO"),
     ("remember", {"query": "abc", "created_before": 20260101}, "created_before: must be an ISO"),

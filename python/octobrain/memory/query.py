@@ -16,6 +16,7 @@ from octobrain.models import (
     QUERY_BYTES,
     MemoryType,
     check_list,
+    check_strings,
     clean_files,
     clean_tags,
     parse_memory_type,
@@ -109,7 +110,8 @@ def parse_filters(
         raise InvalidInput("created_before", "must be later than created_after")
     if isinstance(memory_types, str):
         raise InvalidInput("memory_types", "must be a list of memory types")
-    named = [] if memory_types is None else check_list("memory_types", memory_types)
+    # Each a string: a null item was read as the default type, `code`, a filter nobody asked for.
+    named = [] if memory_types is None else check_strings("memory_types", memory_types)
     if len(named) > MAX_TYPE_FILTERS:
         raise InvalidInput(
             "memory_types", f"give at most {MAX_TYPE_FILTERS} types, got {len(named):,}"
