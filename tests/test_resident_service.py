@@ -284,6 +284,31 @@ def test_a_command_sent_to_a_service_still_waiting_is_served_by_it(env: dict[str
         assert _served() == 1  # the service loaded for it rather than leave it in-process
 
 
+def test_a_config_edited_before_the_service_loaded_it_is_served_without_a_restart(
+    env: dict[str, str],
+) -> None:
+    # The service took its config's digest as it started and read the config only once the
+    # command that started it was done (up to 3 s later): an edit in between was read, yet the
+    # next command found the digest changed and retired the service, and ran in-process.
+    for n in range(3):
+        _memorize(
+            env, f"Deploy note {n}", f"We deploy the api blue green, step {n}.", service=False
+        )
+    config = Path(env["OCTOBRAIN_DATA_DIR"]) / "config.toml"
+    with _spawner(env) as spawner:
+        assert _wait(lambda: _status() is not None, 30)
+        config.write_text("[search]\ndefault_limit = 2\n", encoding="utf-8")
+        assert (_status() or {}).get("waiting") is True  # (the edit came before the load)
+        assert spawner.stdin is not None
+        spawner.stdin.close()
+        spawner.wait(30)
+    assert _wait(lambda: (_status() or {}).get("loaded") is True, 90), _status()
+    done = cli(env, "memory", "--scope", SCOPE, "remember", "deploy api", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)["results"]) == 2  # the edited config answered
+    assert _served() == 1  # by the service that loaded it
+
+
 @contextmanager
 def _fake_service(path: str, answer: bytes | None, *, hang_up: bool = False) -> Iterator[None]:
     """A listener that accepts and answers `answer` (None: never answers), then holds the

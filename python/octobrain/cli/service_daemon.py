@@ -125,9 +125,11 @@ class Service:
         MemoryStore.defer_maintenance = True  # run after answers (`_maintain`), not within them
         Corpus.leave_tails = False  # (a whole snapshot as it exits: `settle`)
         MemoryStore.keeps_access = False  # (its calls' access counts: committed after each)
+        stamp = _config_stamp(self.settings.config_file)
         try:
             try:
                 cache = BrainCache(load_config(), self.run_lock)
+                self._loaded_stamp(stamp)
                 use_brain_factory(cache.brain)
                 self.cache = cache
             finally:
@@ -144,6 +146,18 @@ class Service:
             log.warning("warm-up failed", exc_info=True)
         finally:
             self.loaded = True
+
+    def _loaded_stamp(self, stamp: str | None) -> None:
+        """Take `stamp` (the config's digest read just before the config was loaded) as this
+        service's config: the digest taken as it started missed an edit made before the load,
+        up to `SPAWNER_WAIT_SECONDS` later, and retired the service at its first command for
+        the config it had read. An edit after `stamp` was read still retires it. Not when the
+        edit changed the service's own settings (its idle time): it retires for those."""
+        settings = load_settings()
+        if settings is not None and all(
+            getattr(settings, name) == getattr(self.settings, name) for name in Settings.__slots__
+        ):
+            self.config_stamp = stamp
 
     def serve(self, listener: socket.socket, release: Callable[[], None] | None = None) -> None:
         """Accept until idle or stopped; then `release` the socket and the lock (a new service
