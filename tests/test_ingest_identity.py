@@ -4,13 +4,16 @@ turn without an id of its own is what was said when and by whom, not its place i
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from mcp import Client
 
 from octobrain.config import Config, EmbeddingConfig
+from octobrain.errors import InvalidInput
 from octobrain.memory.brain import Brain
 from octobrain.memory.conversation import Conversation, Turn, parse_chat
 from octobrain.memory.turn_keys import placed_key
@@ -321,3 +324,29 @@ def test_conversations_whose_tags_coincide_are_not_chained_into_each_other(
     assert chain(b) == {("x2", "x1"), ("x3", "x2"), ("y2", "y1")}
     tags = {r["content"]: r["tags"][1] for r in b.store.scan("true", columns=["content", "tags"])}
     assert tags["y2"] == tags["y1"] == "session:standup/1"
+
+
+def test_a_turn_id_respelled_with_spaces_or_decomposed_is_the_same_turn(tmp_path: Path) -> None:
+    # Before: ids "a" and "a " (or "é1" composed and decomposed) were two turns: an export that
+    # wrote its ids another way stored every turn again.
+    b = brain_at(tmp_path / "db")
+    nfd = unicodedata.normalize("NFD", "é1")
+    first = [said(1, id="a"), said(2, id="é1")]
+    respelled = [said(1, id=" a\t"), said(2, id=nfd)]
+    assert b.ingest([parse_chat(first, key="w")]).added == 2
+    report = b.ingest([parse_chat(respelled, key="w")])
+    assert (report.added, report.skipped_existing) == (0, 2)
+    with pytest.raises(InvalidInput, match=r"^turns\[1\]\.id: .*'a'"):
+        parse_chat([said(1, id="a"), said(2, id="a ")])  # one id, two turns
+
+
+def test_turns_stored_under_an_id_as_spelled_before_get_none_again(tmp_path: Path) -> None:
+    # A store of an earlier version holds a turn under "a " as written: ingesting it again
+    # (now named "a") finds it.
+    b = brain_at(tmp_path / "db")
+    t = said(1, id="a ")
+    old = Turn(t["speaker"], t["text"], "1", "a ", parse_chat([t]).turns[0].time)
+    b.ingest([Conversation("w", [old])])
+    report = b.ingest([parse_chat([t, said(2, id="b")], key="w")])
+    assert (report.added, report.skipped_existing) == (1, 1)
+    assert turns_held(b) == sorted([said(1)["text"], said(2)["text"]])

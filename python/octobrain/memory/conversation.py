@@ -28,6 +28,7 @@ from octobrain.memory.turn_fields import (
     LONE,
     SESSION_CHARS,
     SPEAKER_CHARS,
+    same_id,
     speaker_name,
     turn_id,
     turn_name,
@@ -337,22 +338,23 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
         if not text.strip():
             yield None
             continue
-        own = turn_id(f"{where}.id", record.get("id"))
+        written = turn_id(f"{where}.id", record.get("id"))
+        own, former = same_id(written)
         per_session += 1
         if not shows_something(text):  # (zero-width or format characters: no word to find)
             yield None  # (its place still counted: the turns after it were keyed so)
             continue
         turn_key = own
-        former: tuple[str, ...] = ()
         if not own:
             named = None if given is None else session
             raw = _before_bidi(record["speaker"], given, full, session)
-            former = former_keys(session, per_session, speaker, text, raw)
+            placed = former_keys(session, per_session, speaker, text, raw)
             if moment is None:  # (its place is all there is to tell it by)
-                turn_key, former = former[0], former[1:]
+                turn_key, placed = placed[0], placed[1:]
             else:
                 spoken = (named or "", moment, speaker, text.strip())
                 turn_key = said_key(*spoken, said.next(*spoken))
+            former = (*placed, *former)
         yield Turn(
             speaker,
             text.strip(),
@@ -422,7 +424,7 @@ def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Ite
         stamp = entry.get("timestamp")
         moment = turn_time(f"{where}.timestamp", stamp) if stamp else None
         speaker = str(entry["type"])
-        own = turn_id(f"{where}.uuid", entry.get("uuid"))
+        own, former = same_id(turn_id(f"{where}.uuid", entry.get("uuid")))
         yield Turn(
             speaker,
             text,
@@ -431,6 +433,7 @@ def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Ite
             moment,
             f"{moment:%d %B %Y}" if moment else "",
             f"{where}.uuid" if own else where,
+            former,
         )
         made += 1
     if chat_record and made:  # (a mixed file: its chat records were skipped without a word)

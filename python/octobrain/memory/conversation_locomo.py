@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from octobrain.errors import InvalidInput
-from octobrain.memory.turn_fields import speaker_name, turn_id, turn_name, turn_text
+from octobrain.memory.turn_fields import same_id, speaker_name, turn_id, turn_name, turn_text
 from octobrain.memory.turns import Conversation, Turn, listed
 from octobrain.safe_text import shows_something
 from octobrain.times import ISO_CHARS, iso_time, not_ahead
@@ -93,7 +93,7 @@ def locomo_conversations(samples: Iterable[Any]) -> list[Conversation]:
                 if not shows_something(text):  # (blank, or zero-width characters only)
                     blank += 1
                     continue
-                given = turn_id(f"{twhere}.dia_id", turn.get("dia_id"))
+                given, former = same_id(turn_id(f"{twhere}.dia_id", turn.get("dia_id")))
                 origin = f"{twhere}.dia_id" if given else twhere
                 said.append(
                     Turn(
@@ -104,6 +104,7 @@ def locomo_conversations(samples: Iterable[Any]) -> list[Conversation]:
                         moment,
                         date,
                         origin,
+                        former,
                         cut=f"{twhere}.speaker" if speaker is not full else "",
                     )
                 )

@@ -6,6 +6,7 @@ refused naming its field (`InvalidInput`); parsing a format is `conversation` an
 from __future__ import annotations
 
 import re
+import unicodedata
 from datetime import datetime
 
 from octobrain.errors import InvalidInput
@@ -81,7 +82,8 @@ def speaker_name(name: str) -> str:
 
 
 def turn_id(field_name: str, value: object) -> str:
-    """A turn's own id ("" when it has none): a string or an integer, 1–`ID_CHARS` characters."""
+    """A turn's own id ("" when it has none): a string or an integer, 1–`ID_CHARS` characters,
+    as written (`same_id` is the one it names)."""
     if value is None or value == "":
         return ""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -90,11 +92,20 @@ def turn_id(field_name: str, value: object) -> str:
     if len(text) > ID_CHARS or "\x00" in text:
         raise InvalidInput(field_name, f"must be 1–{ID_CHARS} characters, without NUL")
     unicode_text(field_name, text)
-    if _PART.search(text):  # ("x/part-2" and the second part of a long "x" were one memory)
+    # ("x/part-2" and the second part of a long "x" were one memory)
+    if _PART.search(same_id(text)[0]):
         raise InvalidInput(
             field_name, "must not end in '/part-<n>', which names the parts of a long turn"
         )
     return text
+
+
+def same_id(given: str) -> tuple[str, tuple[str, ...]]:
+    """The id a turn's own id `given` names, trimmed and in NFC (an export that writes "a " or
+    a decomposed "é" once names the turn "a" or "é" of another), and the id as written when it
+    differs: the key an earlier version stored the turn under."""
+    named = unicodedata.normalize("NFC", given.strip())
+    return named, (given,) if given and named != given else ()
 
 
 _PART = re.compile(r"/part-[0-9]+\Z")
