@@ -17,9 +17,11 @@ import os
 import re
 import sys
 import threading
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import IO, Any
 
+from octobrain.safe_text import client_text
 from octobrain.server.quiet import QuietWarning
 
 log = logging.getLogger(__name__)
@@ -109,6 +111,24 @@ def _bounded_int(digits: str) -> int:
     return int(digits)
 
 
+class _RepeatedKey(ValueError):
+    """A JSON object naming one key twice."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """One JSON object, each key once. JSON leaves a repeated key to the reader: this server
+    (and the SDK) kept the last, so `{"name": "remember", "name": "forget"}` ran `forget`
+    while a client, proxy or approval prompt that keeps the first showed `remember`."""
+    read = dict(pairs)
+    if len(read) == len(pairs):
+        return read
+    key = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+    raise _RepeatedKey(
+        f"message names the key {client_text(key)!r} twice in one object (JSON leaves which "
+        "one counts to the reader); send each key once; nothing was done"
+    )
+
+
 def _screened(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
     """`raw` parsed, and the error answering it (None when it is within the caps and parses)."""
     if len(raw) > MAX_MESSAGE_BYTES:
@@ -121,8 +141,8 @@ def _screened(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
         message = f"message nested {depth} deep, over {MAX_DEPTH}"
         return None, error(INVALID_REQUEST, message, leading_id(raw))
     try:
-        message = json.loads(raw, parse_int=_bounded_int)
-    except _TooManyDigits as exc:  # JSON, but not what Python reads: answered to its call
+        message = json.loads(raw, parse_int=_bounded_int, object_pairs_hook=_unique_keys)
+    except (_TooManyDigits, _RepeatedKey) as exc:  # JSON, but not one reading: to its call
         return None, error(INVALID_REQUEST, str(exc), leading_id(raw))
     except (ValueError, RecursionError) as exc:
         return None, error(PARSE_ERROR, f"not JSON: {exc}")
