@@ -3,7 +3,12 @@ ligatures, headings from the outline."""
 
 from __future__ import annotations
 
+import io
+import logging
+import sys
 from pathlib import Path
+
+import pytest
 
 from octobrain.knowledge.extract import extract
 from octobrain.knowledge.sources import parse_source, read_file
@@ -109,3 +114,25 @@ def test_the_outline_gives_the_sections_their_heading_paths(
     k.index("guide.pdf")
     hits = k.search("swap the binaries").hits
     assert hits and hits[0].section_path == ("Guide", "Upgrade")
+
+
+def test_a_damaged_pdf_is_one_warning_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pypdf logged a line for each fault it read around (`incorrect startxref pointer(2)`,
+    # `parsing for Object Streams`), naming no file, onto the terminal or the server's stderr.
+    from octobrain.cli.library_log import install
+
+    path = write_pdf(tmp_path / "scan.pdf", [["The vault opens at dawn."]])
+    data = path.read_bytes()
+    path.write_bytes(data[: data.rindex(b"startxref")] + b"startxref\n999999\n%%EOF\n")
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    install()  # as the CLI and the server do: library warnings on stderr
+    assert _text(path) == "The vault opens at dawn."
+    assert err.getvalue() == (
+        f"{path.as_uri()}: the PDF is damaged and was read around its faults (pypdf reported 2;"
+        " the first: incorrect startxref pointer(2))\n"
+    )

@@ -22,7 +22,7 @@ from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
 from octobrain.errors import InvalidInput
-from octobrain.knowledge import docx_text, html_text, pdf_text
+from octobrain.knowledge import docx_text, html_text, pdf_notices, pdf_text
 from octobrain.knowledge.charset import decode_named, decode_page
 from octobrain.knowledge.chunk import first_heading, front_matter_end, heading_text
 from octobrain.knowledge.sources import Fetched, SourceKind
@@ -176,7 +176,7 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
                 raise Unpacked("the HTML", len(fetched.data), MARKUP_BYTES)
             title, text = html_text.title_and_text(decode_page(fetched.data, fetched.charset))
         elif doc_type is DocType.PDF:
-            title, text = _pdf(fetched.data, unpacked)
+            title, text = _pdf(fetched.data, unpacked, fetched.ref.uri)
         elif doc_type is DocType.DOCX:
             title, text = docx_text.title_and_text(fetched.data, unpacked)
         else:
@@ -302,10 +302,13 @@ def _decode(data: bytes, charset: str = "") -> str:
 # ---- PDF ------------------------------------------------------------------------------------
 
 
-def _pdf(data: bytes, max_bytes: int) -> tuple[str, str]:
+def _pdf(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     from pypdf import apply_configuration
 
-    with apply_configuration(stream_parsing_work_maximum_count=PDF_PAGE_TOKENS):
+    with (
+        pdf_notices.gathered(uri),
+        apply_configuration(stream_parsing_work_maximum_count=PDF_PAGE_TOKENS),
+    ):
         return _pdf_text(data, max_bytes)
 
 
