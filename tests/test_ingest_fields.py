@@ -40,6 +40,20 @@ def test_a_turn_of_only_invisible_characters_is_skipped_and_counted(tmp_path: Pa
     assert (len(conversation.turns), conversation.blank) == (0, 1)
 
 
+def test_a_claude_code_turn_of_only_invisible_characters_is_not_stored(tmp_path: Path) -> None:
+    # Before: the transcript reader the hooks and ingest share kept a turn (or a text block)
+    # of zero-width characters: a memory shown as empty, or words led by one.
+    def entry(uid: str, *texts: str) -> dict[str, Any]:
+        blocks = [{"type": "text", "text": t} for t in texts]
+        return {"type": "user", "uuid": uid, "message": {"role": "user", "content": blocks}}
+
+    lines = [entry("u1", INVISIBLE), entry("u2", INVISIBLE, "Ship it on Friday."), entry("u3", " ")]
+    b = brain(tmp_path)
+    report = b.ingest(parse_text("\n".join(json.dumps(e) for e in lines), "claude"))
+    assert list(stored(b)) == ["Ship it on Friday."]
+    assert report.added == 1
+
+
 @pytest.mark.parametrize(
     ("time", "said"),
     [

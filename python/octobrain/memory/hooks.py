@@ -28,7 +28,7 @@ from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, read_json
 from octobrain.memory.summary import split_sentences
 from octobrain.models import FILE_BYTES, MAX_FILES, Memory
-from octobrain.safe_text import check_one_line, json_printable, printable
+from octobrain.safe_text import check_one_line, json_printable, printable, shows_something
 from octobrain.secrets import find_secrets
 
 __all__ = [
@@ -228,11 +228,12 @@ def said_in(entry: dict[str, Any]) -> bool:
 
 
 def said_texts(entry: dict[str, Any]) -> list[str]:
-    """The words of an entry's text blocks, each without the text the client injected."""
+    """The words of an entry's text blocks, each without the text the client injected; a
+    block that shows nothing (only spaces or zero-width characters) says nothing."""
     texts = []
     for block in _blocks(entry):
         text = block.get("text") if block.get("type") == "text" else None
-        if isinstance(text, str) and (text := _INJECTED.sub("", text).strip()):
+        if isinstance(text, str) and shows_something(text := _INJECTED.sub("", text).strip()):
             texts.append(text)
     return texts
 
