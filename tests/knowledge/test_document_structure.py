@@ -14,6 +14,8 @@ from octobrain.knowledge.extract import DocType, extract
 from octobrain.knowledge.sources import parse_source, read_file
 from octobrain.safe_text import shows_something
 
+from .conftest import MakeKnowledge
+
 _W_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
 
 
@@ -132,6 +134,36 @@ def test_docx_notes_headers_and_footers_are_read_once(tmp_path: Path) -> None:
         "[^i]: Runbook reviewed by the platform team in March.",
         "ACME internal",  # once, and no page count
     ]
+
+
+def test_docx_reviewers_comments_follow_their_section(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # A reviewer's comment (often the point of a reviewed document) was not indexed at all:
+    # `storage team` in a comment found nothing.
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Capacity", level=1)
+    paragraph = document.add_paragraph("Each region holds 400 nodes.")
+    document.add_comment(paragraph.runs, "Wrong for us-east: ask the storage team.", "Ann Lee")
+    document.add_heading("Rollout", level=1)
+    table = document.add_table(rows=1, cols=1)
+    table.cell(0, 0).text = "canary first"
+    document.add_comment(table.cell(0, 0).paragraphs[0].runs, "And watch the error budget.")
+    document.save(str(tmp_path / "review.docx"))
+    assert _extract(tmp_path / "review.docx")[1].split("\n\n") == [
+        "# Capacity",
+        "Each region holds 400 nodes.",  # no marker: Word prints none
+        "Comment (Ann Lee): Wrong for us-east: ask the storage team.",
+        "# Rollout",
+        "canary first",
+        "Comment: And watch the error budget.",
+    ]
+    k = make_knowledge()
+    k.index("review.docx")
+    hits = k.search("storage team us-east").hits
+    assert hits and hits[0].section_path == ("Capacity",)
 
 
 @pytest.mark.parametrize(

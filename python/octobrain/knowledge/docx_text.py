@@ -11,6 +11,7 @@ from typing import Any
 
 from octobrain.errors import InvalidInput
 from octobrain.knowledge.docx_notes import (
+    COMMENT,
     ENDNOTE,
     FOOTNOTE,
     Notes,
@@ -30,8 +31,9 @@ DOCX_TABLE_CELLS = 200_000
 
 def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
     """The title and text of a DOCX: its paragraphs, headings as `#` lines, list items as
-    `- ` or numbered (`2. `) lines, tables a line a row, each section's footnotes after it,
-    endnotes at the end, and its headers' and footers' lines once each, first and last;
+    `- ` or numbered (`2. `) lines, tables a line a row, each section's footnotes and
+    reviewers' comments after it, endnotes at the end, and its headers' and footers' lines
+    once each, first and last;
     `Unpacked` when its parts would unpack past `max_bytes` or its XML past `MARKUP_BYTES`."""
     import zipfile
 
@@ -72,7 +74,8 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
             continue
         level = re.fullmatch(r"Heading (\d)", style)
         if level or style == "Title":
-            _add_notes(blocks, notes, FOOTNOTE)  # a section's footnotes end it
+            _add_notes(blocks, notes, FOOTNOTE)  # a section's footnotes end it, then comments
+            _add_notes(blocks, notes, COMMENT)
             blocks.append("#" * (min(6, int(level.group(1))) if level else 1) + " " + text)
         elif (marker := numbering.marker(item, style_id)) is not None:
             blocks.append(marker + text)
@@ -82,6 +85,7 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
             blocks.append(shown.lstrip("\n"))  # indented as it shows (a line of code)
     _end_code(blocks, code)
     _add_notes(blocks, notes, FOOTNOTE)
+    _add_notes(blocks, notes, COMMENT)
     _add_notes(blocks, notes, ENDNOTE)
     blocks.extend(_running_lines(document, "footerReference"))
     return _core_title(document), "\n\n".join(blocks)
@@ -153,8 +157,9 @@ _SHADOWS = (
 # A run's characters (`w:t`) and what Word shows for its other marks (a note's reference:
 # its marker, `Notes.cite`).
 _W_CHARS = {f"{_W}t": None, f"{_W}tab": "\t", f"{_W}ptab": "\t", f"{_W}br": "\n",
-            f"{_W}cr": "\n", f"{_W}noBreakHyphen": "-", FOOTNOTE: None, ENDNOTE: None}  # fmt: skip
-_NOTE_REFERENCES = (FOOTNOTE, ENDNOTE)
+            f"{_W}cr": "\n", f"{_W}noBreakHyphen": "-", FOOTNOTE: None, ENDNOTE: None,
+            COMMENT: None}  # fmt: skip
+_NOTE_REFERENCES = (FOOTNOTE, ENDNOTE, COMMENT)
 
 
 def _drop_shadow_text(body: Any) -> None:
