@@ -205,6 +205,19 @@ def test_update_relate_graph_recent_stats(env: dict[str, str]) -> None:
     assert stats["total"] == 2 and stats["by_type"] == {"goal": 1, "code": 1}
 
 
+def test_a_person_rewriting_an_inferred_memory_makes_it_confirmed(env: dict[str, str]) -> None:
+    # Before: `update -c` kept [INFERRED] (and the inferred tier's lower trust) on words the
+    # person had just typed; a tag or importance edit vouches for no words and keeps it.
+    mid = memorize("Cache hot endpoints", "Cache /prices for 30 s.", "--source", "agent_inferred")
+    tagged = json.loads(run("update", mid, "--add-tags", "perf", "--format", "json").output)
+    assert tagged["source"] == "agent_inferred"
+    rewritten = run("update", mid, "-c", "Cache /prices for 60 seconds.")
+    assert rewritten.exit_code == 0, rewritten.output
+    assert rewritten.output.startswith("[CONFIRMED] Cache hot endpoints")
+    back = run("update", mid, "--source", "agent_inferred", "--format", "json")
+    assert json.loads(back.output)["source"] == "agent_inferred"
+
+
 def test_unrelate_removes_a_wrong_link_and_keeps_the_memories(env: dict[str, str]) -> None:
     # A link made by mistake (`relate`, or `memorize --related-to`) had no way out short of
     # forgetting a memory: every `remember` kept bringing the wrong neighbour along.

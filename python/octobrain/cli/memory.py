@@ -295,6 +295,13 @@ def forget_cmd(
 @click.option("--remove-tags", multiple=True, help="Comma-separated tags to remove (repeatable).")
 @click.option("--add-files", multiple=True, help="Comma-separated related files to add.")
 @click.option("--remove-files", multiple=True, help="Comma-separated related files to remove.")
+@click.option(
+    "--source",
+    type=click.Choice(["user_confirmed", "agent_inferred"]),
+    default=None,
+    help="Who vouches for it now (default: user_confirmed when the title or content is "
+    "rewritten, as `memorize` stores what a person types; else as it was).",
+)
 @FORMAT_OPTION
 @click.pass_context
 def update_cmd(
@@ -308,9 +315,11 @@ def update_cmd(
     remove_tags: tuple[str, ...],
     add_files: tuple[str, ...],
     remove_files: tuple[str, ...],
+    source: str | None,
     fmt: str,
 ) -> None:
-    """Edit a memory in place (its scope never changes)."""
+    """Edit a memory in place (its scope never changes). Words a person rewrites are theirs:
+    an [INFERRED] memory whose title or content is given becomes [CONFIRMED]."""
     from octobrain.memory.render import edited_lines, format_memory, memory_to_dict
 
     done = command_brain(ctx).edit(
@@ -323,6 +332,7 @@ def update_cmd(
         remove_tags=split_values(remove_tags),
         add_files=split_values(add_files),
         remove_files=split_values(remove_files),
+        source=source or ("user_confirmed" if title is not None or content is not None else None),
     )
     emit(
         fmt,

@@ -13,6 +13,7 @@ from octobrain.models import (
     CONTENT_BYTES,
     TITLE_BYTES,
     Memory,
+    Source,
     State,
     check_id_ref,
     check_strings,
@@ -20,6 +21,7 @@ from octobrain.models import (
     clean_files,
     clean_tags,
     parse_memory_type,
+    parse_source,
 )
 from octobrain.safe_text import check_lines, check_one_line
 from octobrain.times import utcnow
@@ -52,10 +54,11 @@ class Edits(BrainBase):
         remove_tags: Iterable[str] = (),
         add_files: Iterable[str] = (),
         remove_files: Iterable[str] = (),
+        source: str | Source | None = None,
     ) -> Memory:
         """Edit a memory in place; the memory as written (`edit` says also what the edit
         changed in merged memories that hold it). Its scope never changes; text edits
-        re-embed it."""
+        re-embed it. `source`: who vouches for it now (None: as before)."""
         return self.edit(
             memory_id,
             title=title,
@@ -66,6 +69,7 @@ class Edits(BrainBase):
             remove_tags=remove_tags,
             add_files=add_files,
             remove_files=remove_files,
+            source=source,
         ).memory
 
     def edit(
@@ -80,6 +84,7 @@ class Edits(BrainBase):
         remove_tags: Iterable[str] = (),
         add_files: Iterable[str] = (),
         remove_files: Iterable[str] = (),
+        source: str | Source | None = None,
     ) -> Edited:
         """`update`, saying too what became of the merged memories a member's new words
         reach (`Edited`): written again with them, or, one whose words the user edited since
@@ -89,8 +94,13 @@ class Edits(BrainBase):
         process's update, a consolidation) is never overwritten by this one.
         """
         self.embedder.prepare()  # loads while the store opens and the row is read
+        vouched = None if source is None else parse_source(source)
         edit = self._edit(
-            title, content, memory_type, importance, add_tags, remove_tags, add_files, remove_files
+            (title, content, memory_type, importance, vouched),
+            add_tags,
+            remove_tags,
+            add_files,
+            remove_files,
         )
         early = self._embedded_early(memory_id, edit)
         with self.store.write_lock():
@@ -111,10 +121,7 @@ class Edits(BrainBase):
 
     def _edit(
         self,
-        title: str | None,
-        content: str | None,
-        memory_type: str | None,
-        importance: float | None,
+        given: tuple[str | None, str | None, str | None, float | None, Source | None],
         add_tags: Iterable[str],
         remove_tags: Iterable[str],
         add_files: Iterable[str],
@@ -124,7 +131,7 @@ class Edits(BrainBase):
         its place among the memory's tags once merged), as a function of the memory read. An
         update that changes nothing, or adds and removes one tag or file, is refused (the first
         wrote a version all the same, the second kept the tag without a word)."""
-        given = (title, content, memory_type, importance)
+        title, content, memory_type, importance, source = given
         add_tags, remove_tags, add_files, remove_files = (
             check_strings(name, values)
             for name, values in (
@@ -139,8 +146,8 @@ class Edits(BrainBase):
         ):
             raise InvalidInput(
                 "update",
-                "nothing to change: give a title, content, memory type or importance, or tags "
-                "or files to add or remove",
+                "nothing to change: give a title, content, memory type, importance or source, "
+                "or tags or files to add or remove",
             )
         for field_name, added, removed in (
             ("remove_tags", add_tags, remove_tags),
@@ -168,6 +175,7 @@ class Edits(BrainBase):
                 content=current.content if new_content is None else new_content,
                 memory_type=current.memory_type if new_type is None else new_type,
                 importance=current.importance if new_importance is None else new_importance,
+                source=current.source if source is None else source,
                 tags=self._each("tags", clean_tags(tags)),
                 related_files=self._each("related_files", clean_files(files + list(add_files))),
                 updated_at=utcnow(),
