@@ -218,6 +218,20 @@ def test_a_person_rewriting_an_inferred_memory_makes_it_confirmed(env: dict[str,
     assert json.loads(back.output)["source"] == "agent_inferred"
 
 
+def test_a_memory_that_supersedes_another_is_not_also_in_conflict_with_it(
+    env: dict[str, str],
+) -> None:
+    # Before: `--supersedes X --related-to X:conflicts` stored both edges and the answer listed
+    # both: X ranked as replaced and was reported as disputed. The supersession holds.
+    old = memorize("API timeout", "The API timeout is 30 seconds.")
+    new = run("memorize", "-t", "API timeout now", "-c", "The API timeout is 45 seconds.",
+              "--supersedes", old, "--related-to", f"{old}:conflicts")  # fmt: skip
+    assert new.exit_code == 0, new.output
+    assert f"this supersedes → {old}" in new.output and "conflicts" not in new.output
+    graph = json.loads(run("graph", old, "--format", "json").output)
+    assert [r["relationship_type"] for r in graph["relationships"]] == ["supersedes"]
+
+
 def test_unrelate_removes_a_wrong_link_and_keeps_the_memories(env: dict[str, str]) -> None:
     # A link made by mistake (`relate`, or `memorize --related-to`) had no way out short of
     # forgetting a memory: every `remember` kept bringing the wrong neighbour along.

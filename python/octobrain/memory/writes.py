@@ -135,7 +135,14 @@ class Writes(BrainBase):
         unique: dict[tuple[str, RelationshipType], Link] = {}
         for link in links:
             unique.setdefault((link.target_id, link.relationship_type), link)
-        links = list(unique.values())
+        # A memory this one supersedes is settled, not in conflict with it: the two edges
+        # said both (ranked as replaced, reported as disputed).
+        replaced = {t for t, kind in unique if kind is RelationshipType.SUPERSEDES}
+        links = [
+            link
+            for (target, kind), link in unique.items()
+            if not (kind is RelationshipType.CONFLICTS and target in replaced)
+        ]
         previous = (
             temporal.previous_in_session(self.retriever.corpus, session, visible_scopes(self.scope))
             if session
