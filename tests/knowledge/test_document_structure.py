@@ -54,6 +54,31 @@ def test_html_numbered_lists_keep_their_numbers(tmp_path: Path) -> None:
     ]
 
 
+def test_html_too_deep_for_a_tree_keeps_its_list_markers_and_headings(tmp_path: Path) -> None:
+    # A page nested past libxml2's 256 levels is read flat: its list items lost their `- `
+    # and numbers, its headings their `#` (no section paths), which the tree's reading keeps.
+    body = (
+        "<h1>Runbook</h1><h2>Steps</h2><ol><li>Drain the node.</li><li><p>Cordon it.</p>"
+        '<ol><li>Check pods.</li></ol></li><li value="7">Reboot it.</li></ol>'
+        '<ol start="3"><li>Third.</li></ol><ol reversed start="2"><li>Two.</li><li>One.</li>'
+        "</ol><ul><li>A bullet.</li></ul>"
+    )
+    deep = tmp_path / "deep.html"
+    deep.write_text(f"<html><body>{body}{'<div>' * 300}{'</div>' * 300}</body></html>")
+    assert _extract(deep)[1].split("\n\n") == [
+        "# Runbook",
+        "## Steps",
+        "1. Drain the node.",
+        "2. Cordon it.",
+        "1. Check pods.",
+        "7. Reboot it.",
+        "3. Third.",
+        "2. Two.",
+        "1. One.",
+        "- A bullet.",
+    ]
+
+
 def test_docx_numbered_lists_keep_their_numbers(tmp_path: Path) -> None:
     import docx
 

@@ -74,9 +74,10 @@ MIME_TYPES = {
 # indexed before are read and cut again by `knowledge index` and by a search naming one,
 # though their bytes did not change. 1: as before versions were recorded. (HTML 2: numbered
 # lists; Markdown 2: setext headings; PDF 2: running lines and hyphens; DOCX 2: list numbers,
-# notes, headers and footers; DOCX 3: reviewers' comments.)
+# notes, headers and footers; DOCX 3: reviewers' comments; HTML 3: list markers and headings
+# in a page too deep or crowded for a tree.)
 EXTRACTOR_VERSIONS = {
-    DocType.HTML: 2,
+    DocType.HTML: 3,
     DocType.MARKDOWN: 2,
     DocType.TEXT: 1,
     DocType.PDF: 2,

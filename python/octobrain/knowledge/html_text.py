@@ -173,7 +173,7 @@ class _Blocks:
         elif tag in _BLOCKS:
             self.flush()
             first = len(self.blocks)
-            marker = self._marker(el) if tag == "li" else ""
+            marker = _list_marker(self.lists, el) if tag == "li" else ""
             if tag in ("ol", "ul"):
                 self.lists.append(_numbered(el) if tag == "ol" else None)
             if el.text:
@@ -202,16 +202,18 @@ class _Blocks:
         if tail:
             self.buf.append(tail)
 
-    def _marker(self, item: Any) -> str:
-        """An `<li>`'s marker: its number in an `<ol>` (its `value`, else the count), else
-        `- `. Counts it."""
-        numbered = self.lists[-1] if self.lists else None
-        if numbered is None:
-            return "- "
-        number, step = numbered
-        number = _int_attribute(item, "value", number)
-        self.lists[-1] = (number + step, step)
-        return f"{number}. "
+
+def _list_marker(lists: list[tuple[int, int] | None], item: Any) -> str:
+    """An `<li>`'s marker (`item`: its element or its attributes), in the lists being read
+    (`lists`, innermost last): its number in an `<ol>` (its `value`, else the count), else
+    `- `. Counts it."""
+    numbered = lists[-1] if lists else None
+    if numbered is None:
+        return "- "
+    number, step = numbered
+    number = _int_attribute(item, "value", number)
+    lists[-1] = (number + step, step)
+    return f"{number}. "
 
 
 def _numbered(ol: Any) -> tuple[int, int]:
@@ -221,6 +223,15 @@ def _numbered(ol: Any) -> tuple[int, int]:
         return _int_attribute(ol, "start", 1), 1
     items = sum(1 for child in ol if isinstance(child.tag, str) and child.tag.lower() == "li")
     return _int_attribute(ol, "start", items), -1
+
+
+def _numbered_flat(attrs: dict[str, str | None]) -> tuple[int, int] | None:
+    """`_numbered` from an `<ol>`'s attributes alone: a `reversed` list without its `start`
+    counts down from its number of items, not known yet, so its items are bullets."""
+    if "reversed" in attrs and "start" not in attrs:
+        return None
+    step = -1 if "reversed" in attrs else 1
+    return _int_attribute(attrs, "start", 1), step
 
 
 def _int_attribute(el: Any, name: str, default: int) -> int:
@@ -242,7 +253,8 @@ _FEED_CHARS = 1 << 20  # an unclosed tag is rescanned once a chunk: at most 7 ti
 
 def _flat_html(markup: str) -> tuple[str, str]:
     """Title and text of a page nested too deeply for a tree: every text outside the chrome
-    tags, a line for each block (the stdlib's event parser keeps no tree, so any depth reads)."""
+    tags, a line for each block, list items and headings marked as `_Blocks` marks them (the
+    stdlib's event parser keeps no tree, so any depth reads)."""
     from html.parser import HTMLParser
 
     class Flat(HTMLParser):
@@ -252,6 +264,10 @@ def _flat_html(markup: str) -> tuple[str, str]:
             self.title: list[str] = []
             self.chrome = 0  # depth inside chrome tags
             self.in_title = False
+            # The lists being read, as `_Blocks.lists`, and the marker of the list item or
+            # heading just begun, put before its first text (its text may be in a `<p>`).
+            self.lists: list[tuple[int, int] | None] = []
+            self.marker = ""
 
         def handle_starttag(self, tag: str, attrs: Any) -> None:
             if tag in _CHROME:
@@ -260,6 +276,12 @@ def _flat_html(markup: str) -> tuple[str, str]:
                 self.in_title = not self.chrome  # an <svg>'s title names a picture
             elif tag in _BLOCKS or tag in _HEADINGS or tag == "br":
                 self.parts.append(_BR)
+                if tag in ("ol", "ul"):
+                    self.lists.append(_numbered_flat(dict(attrs)) if tag == "ol" else None)
+                elif tag == "li":
+                    self.marker = _list_marker(self.lists, dict(attrs))
+                elif tag in _HEADINGS:
+                    self.marker = "#" * _HEADINGS[tag] + " "
 
         def handle_endtag(self, tag: str) -> None:
             if tag in _CHROME:
@@ -268,6 +290,9 @@ def _flat_html(markup: str) -> tuple[str, str]:
                 self.in_title = False
             elif tag in _BLOCKS or tag in _HEADINGS:
                 self.parts.append(_BR)
+                if tag in ("ol", "ul") and self.lists:
+                    self.lists.pop()
+                self.marker = ""  # (an item or heading without text has no line)
 
         def parse_marked_section(self, i: int, report: bool = True) -> int:
             try:
@@ -280,6 +305,9 @@ def _flat_html(markup: str) -> tuple[str, str]:
             if self.in_title:
                 self.title.append(data)
             elif not self.chrome:
+                if self.marker and not data.isspace():
+                    self.parts.append(self.marker)
+                    self.marker = ""
                 self.parts.append(data)
 
     flat = Flat()
