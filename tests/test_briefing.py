@@ -372,6 +372,18 @@ def test_a_briefing_with_nothing_that_fits_says_so_and_tags_in_memories_are_iner
     assert "&lt;!-- comment --> 2 < 3" in shown
 
 
+def test_a_briefing_of_memories_no_section_shows_does_not_blame_the_budget(
+    make_brain: MakeBrain,
+) -> None:
+    # An old `code` memory (or a conversation's turn) is in no section: the briefing said
+    # "None of the 1 memories to brief on fits in 100000 tokens", and a larger budget is refused.
+    brain = make_brain(API)
+    add_at(brain, "Parser uses a table", "The parser is table driven.", utcnow() - timedelta(400))
+    shown = briefing_markdown(build_briefing(brain, max_tokens=100_000, count_tokens=COUNT))
+    assert "fits in" not in shown, shown
+    assert "None of the 1 memories is of a kind a briefing shows" in shown, shown
+
+
 def test_faded_old_episode_shows_its_gist_and_keeps_its_full_text(make_brain: MakeBrain) -> None:
     brain = make_brain(API)
     when = utcnow() - timedelta(days=10)

@@ -99,6 +99,7 @@ class Briefing:
     sections: list[BriefSection]
     candidates: int  # memories considered
     tokens: int = 0  # tokens of the Markdown rendering
+    pooled: int = 0  # of them, those a section would show were the budget no bound
 
     @property
     def items(self) -> list[BriefItem]:
@@ -128,7 +129,8 @@ def build_briefing(
     corpus.refresh()
     pools, considered = _candidates(brain, now)
     collapsed = _collapse(pools, brain, cfg.duplicate_threshold)
-    briefing = Briefing(brain.scope, now, budget, [], considered)
+    pooled = sum(len(items) for items in pools.values())
+    briefing = Briefing(brain.scope, now, budget, [], considered, pooled=pooled)
     chosen = _fit(collapsed, briefing, cfg.max_items_per_section, count)
     briefing.sections = [
         BriefSection(key, SECTION_TITLES[key], items) for key, items in chosen.items() if items

@@ -74,10 +74,17 @@ def _inert(text: str) -> str:
 def briefing_markdown(briefing: Briefing) -> str:
     """The briefing as Markdown: a header, then one section per non-empty group."""
     lines = [briefing_header(briefing)]
-    if not briefing.items and briefing.candidates:  # (not "no memories": there are some)
+    if not briefing.items and briefing.pooled:  # (not "no memories": there are some)
         lines.append(
             f"_None of the {briefing.candidates} memories to brief on fits in "
             f"{briefing.max_tokens} tokens (`--max-tokens`, `brief.max_tokens`)._"
+        )
+    elif not briefing.items and briefing.candidates:  # (no budget would show them)
+        lines.append(
+            f"_None of the {briefing.candidates} memories is of a kind a briefing shows: a "
+            "preference, a project truth (a decision, architecture, requirement, design, "
+            "configuration…), a goal, or something from the last `brief.recent_days` days; "
+            "`remember` finds the rest._"
         )
     elif not briefing.items:
         lines.append(EMPTY)
