@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -492,3 +493,40 @@ def test_an_ingested_conversation_imported_back_keeps_its_turns_chained_in_order
     assert shown[0] == shown[1] and any(kind == "same_session" for _, kind, _ in shown[1])
     assert copy.ingest(parse_text(json.dumps(records))).links == 1
     assert chain(copy) == [*said, "Do you surf every weekend?"]
+
+
+def test_an_import_says_why_each_relationship_was_not_stored(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    # Before: "2 relationships not stored: an end the store does not hold, or ends in two
+    # projects", one count for two reasons, and an edge the store held counted nowhere.
+    from click.testing import CliRunner
+
+    from octobrain.cli.main import main
+
+    target = make_brain("data/db")
+    theirs, _ = make_brain("data/db", "other/project").memorize("Their service", "Runs Go 1.22.")
+    ours, _ = target.memorize("Token bucket", "Rate limits use a token bucket per key.")
+    target.memorize("Team convention", "Every service logs JSON lines.",
+                    related_to=[{"target_id": ours.id}])  # fmt: skip
+    lines = _lines(target)
+    edge = next(o for o in lines if o["kind"] == "relationship")
+    lines += [
+        {**edge, "id": str(uuid.uuid4()), "target_id": theirs.id},
+        {**edge, "id": str(uuid.uuid4()), "target_id": str(uuid.uuid4())},
+    ]
+    path = tmp_path / "file.jsonl"
+    path.write_text("\n".join(ended(_dumped(lines))) + "\n")
+    env = {"OCTOBRAIN_DATA_DIR": str(tmp_path / "data"), "OCTOBRAIN_EMBEDDING_MODEL": "hash:64"}
+    text = CliRunner().invoke(main, ["memory", "--scope", SCOPE, "import", str(path)], env=env)
+    assert text.exit_code == 0, text.output
+    assert text.stdout.strip() == (
+        "imported 0 memories, skipped 2 already present, 0 relationships (1 already present), "
+        "0 re-embedded; 2 relationships not stored: 1 with an end the store does not hold, "
+        "1 joining two projects"
+    )
+    args = ["memory", "--scope", SCOPE, "import", str(path), "--format", "json"]
+    report = json.loads(CliRunner().invoke(main, args, env=env).stdout)
+    assert report["relationships_not_stored"] == 2  # (as before: the sum of the three)
+    assert (report["relationships_existing"], report["relationships_missing_end"]) == (1, 1)
+    assert (report["relationships_across_projects"], report["relationships_unrecorded"]) == (1, 0)

@@ -15,7 +15,7 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 import click
 
@@ -24,6 +24,9 @@ from octobrain.cli.progress import progress_bar
 from octobrain.errors import InvalidInput
 from octobrain.files import cannot_write, drop_dead_leftovers, replaced_by_write
 from octobrain.scope import GLOBAL_SCOPE
+
+if TYPE_CHECKING:
+    from octobrain.memory.transfer import ImportReport
 
 
 @click.command("export")
@@ -167,21 +170,38 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
         + _by_scope(report.scopes, brain.scope)
         + ", skipped "
         f"{report.skipped_existing} already present, "
-        f"{plural(report.relationships, 'relationship', 'relationships')}, "
-        f"{report.reembedded:,} re-embedded"
+        f"{plural(report.relationships, 'relationship', 'relationships')}"
+        + f" ({report.relationships_existing:,} already present)"
+        * bool(report.relationships_existing)
+        + f", {report.reembedded:,} re-embedded"
         + f", {plural(report.consolidations, 'consolidation record', 'consolidation records')}"
         * bool(report.consolidations)
+        + f" ({report.consolidations_existing:,} already present)"
+        * bool(report.consolidations_existing)
         + (
             f"; {plural(report.consolidations_not_brought, 'consolidation record', 'records')} "
             "not stored: they name memories or edges this import did not write"
         )
         * bool(report.consolidations_not_brought)
-        + (
-            f"; {plural(report.relationships_not_stored, 'relationship', 'relationships')} "
-            "not stored: an end the store does not hold, or ends in two projects"
-        )
-        * bool(report.relationships_not_stored),
+        + _edges_refused(report),
     )
+
+
+def _edges_refused(report: ImportReport) -> str:
+    """`; N relationships not stored: …`, each reason with its count, or ""."""
+    reasons = [
+        f"{n:,} {why}"
+        for n, why in (
+            (report.relationships_missing_end, "with an end the store does not hold"),
+            (report.relationships_across_projects, "joining two projects"),
+            (report.relationships_unrecorded, "of a consolidation whose record is not stored"),
+        )
+        if n
+    ]
+    if not reasons:
+        return ""
+    edges = plural(report.relationships_not_stored, "relationship", "relationships")
+    return f"; {edges} not stored: {', '.join(reasons)}"
 
 
 def _by_scope(scopes: dict[str, int], own: str, shown: int = 5) -> str:

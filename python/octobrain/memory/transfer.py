@@ -43,10 +43,14 @@ class ImportReport:
     reembedded: int
     consolidations: int = 0  # consolidation records stored
     consolidations_not_brought: int = 0  # records naming memories this import did not write
-    # new edges with an end the store lacks, or two projects, or a consolidation's without its
-    # record
+    # new edges not stored, for one of three reasons (the next three, which add up to it)
     relationships_not_stored: int = 0
     scopes: dict[str, int] = field(default_factory=dict)  # memories written, by their scope
+    relationships_existing: int = 0  # edges the store held (by id, or the same link)
+    consolidations_existing: int = 0  # records the store held
+    relationships_missing_end: int = 0  # an end the store does not hold
+    relationships_across_projects: int = 0  # ends in two projects
+    relationships_unrecorded: int = 0  # a consolidation's edge without its record stored
 
 
 def import_jsonl(
@@ -86,7 +90,9 @@ def write_import(
     imported = reembedded = 0
     scopes: Counter[str] = Counter()
     keys: dict[str, list[sweep.Key]] = {}  # the oldest and newest row imported, per scope
-    edges = dropped = records = skipped = 0
+    edges = records = skipped = 0
+    held = Counter[str]()  # edges and records the store held
+    refused = Counter[str]()  # edges not stored, by why (`_refusal`)
     try:
         for batch in checked.spool.batches("memory"):
             fresh = _absent(store, batch)
@@ -134,14 +140,15 @@ def write_import(
                         linked.add(link)
                         unheld.append(r)
                 gone = _members_gone(store, unheld, checked, wrote)
-                new = [
-                    r
-                    for r in unheld
-                    if _within_one_project(r, ends) and _recorded(r, checked, wrote, gone)
-                ]
+                new = []
+                for r in unheld:
+                    why = _refusal(r, ends) or ("" if _recorded(r, checked, wrote, gone) else UNREC)
+                    refused[why] += bool(why)
+                    if not why:
+                        new.append(r)
                 store.add_relationships(new)
             edges += len(new)
-            dropped += len(unheld) - len(new)
+            held["relationships"] += len(rels) - len(unheld)
             wrote.update(r.id for r in new if r.id in checked.named)
         for journal in checked.spool.batches("consolidation"):
             with store.write_lock():
@@ -153,6 +160,7 @@ def write_import(
                 if new_records:
                     log.add(*new_records)
             records += len(new_records)
+            held["consolidations"] += len(have)
             skipped += sum(r.id not in have for r in journal) - len(new_records)
     except WriteFailed as failed:
         if not (imported or edges or records):
@@ -172,19 +180,29 @@ def write_import(
         reembedded,
         records,
         skipped,
-        dropped,
+        refused.total(),
         dict(scopes.most_common()),
+        held["relationships"],
+        held["consolidations"],
+        refused[MISSING_END],
+        refused[ACROSS],
+        refused[UNREC],
     )
 
 
-def _within_one_project(rel: Relationship, ends: dict[str, str]) -> bool:
-    """Whether the store holds both ends of `rel` and the edge stays within one project (its
-    own scope and its ends' are that project's or global), as every edge `relate` and the
-    store's own passes make; an edge joining two projects would hand one project's memories
-    to the other's graph."""
+MISSING_END, ACROSS, UNREC = "missing_end", "across_projects", "unrecorded"  # why not stored
+
+
+def _refusal(rel: Relationship, ends: dict[str, str]) -> str:
+    """Why `rel` is not stored ("" when it may be): the store lacks an end (`MISSING_END`), or
+    the edge joins two projects (`ACROSS`: its own scope and its ends' are not one project's
+    or global), which no edge `relate` and the store's own passes make does; it would hand one
+    project's memories to the other's graph."""
     if rel.source_id not in ends or rel.target_id not in ends:
-        return False
-    return len({rel.scope, ends[rel.source_id], ends[rel.target_id]} - {GLOBAL_SCOPE}) <= 1
+        return MISSING_END
+    if len({rel.scope, ends[rel.source_id], ends[rel.target_id]} - {GLOBAL_SCOPE}) > 1:
+        return ACROSS
+    return ""
 
 
 def _members_gone(
