@@ -93,8 +93,19 @@ def _pdf_escape(text: str) -> str:
 def write_pdf(path: Path, pages: Sequence[Sequence[str]], title: str = "") -> Path:
     """A real PDF (Helvetica text, one content stream per page), built object by object;
     `ﬁ` and `ﬂ` in a line are drawn as the font's ligature glyphs."""
+    bodies = [
+        "BT /F1 11 Tf 14 TL 72 760 Td "
+        + " ".join(f"({_pdf_escape(line)}) Tj T*" for line in lines)
+        + " ET"
+        for lines in pages
+    ]
+    return write_pdf_pages(path, bodies, title)
+
+
+def write_pdf_pages(path: Path, bodies: Sequence[str], title: str = "") -> Path:
+    """A real PDF whose pages draw `bodies` (content streams, Latin-1; font /F1 Helvetica)."""
     objects: list[bytes] = []
-    n_pages = len(pages)
+    n_pages = len(bodies)
     kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(n_pages))
     objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
     objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {n_pages} >>".encode())
@@ -103,12 +114,7 @@ def write_pdf(path: Path, pages: Sequence[Sequence[str]], title: str = "") -> Pa
         b" /Encoding << /Type /Encoding /BaseEncoding /WinAnsiEncoding /Differences [1 /fi /fl] >>"
         b" >>"
     )
-    for i, lines in enumerate(pages):
-        body = (
-            "BT /F1 11 Tf 14 TL 72 760 Td "
-            + " ".join(f"({_pdf_escape(line)}) Tj T*" for line in lines)
-            + " ET"
-        )
+    for i, body in enumerate(bodies):
         stream = body.encode("latin-1")
         objects.append(
             f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {5 + 2 * i} 0 R "

@@ -13,7 +13,7 @@ import pytest
 from octobrain.knowledge.extract import extract
 from octobrain.knowledge.sources import parse_source, read_file
 
-from .conftest import MakeKnowledge, write_pdf
+from .conftest import MakeKnowledge, write_pdf, write_pdf_pages
 
 
 def _text(path: Path) -> str:
@@ -135,4 +135,47 @@ def test_a_damaged_pdf_is_one_warning_naming_it(
     assert err.getvalue() == (
         f"{path.as_uri()}: the PDF is damaged and was read around its faults (pypdf reported 2;"
         " the first: incorrect startxref pointer(2))\n"
+    )
+
+
+def test_a_raised_note_number_is_a_marker_apart_from_its_word(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # A footnote's number, raised and smaller (Tm-placed, as LibreOffice and Word draw it),
+    # was glued to its word, `budget1`, and the space after it doubled: neither `budget` nor
+    # `budget closely` matched. A power stays as it was; so do the note's own line and a
+    # number of the line's size.
+    body = (
+        "BT /F1 11 Tf 1 0 0 1 72 760 Tm (The error budget) Tj"
+        " /F1 7 Tf 1 0 0 1 154 765 Tm (1) Tj"
+        " /F1 11 Tf 1 0 0 1 160 760 Tm ( closely tracks rollouts.) Tj"
+        " 1 0 0 1 72 740 Tm (The site covers 12 km) Tj"
+        " /F1 7 Tf 1 0 0 1 179.7 745 Tm (2) Tj"
+        " /F1 11 Tf 1 0 0 1 183.6 740 Tm ( of land, see table 3.) Tj"
+        " /F1 9 Tf 1 0 0 1 72 100 Tm (1 The budget resets monthly.) Tj ET"
+    )
+    path = write_pdf_pages(tmp_path / "notes.pdf", [body])
+    assert _text(path).splitlines() == [
+        "The error budget[^1] closely tracks rollouts.",
+        "The site covers 12 km2 of land, see table 3.",
+        "1 The budget resets monthly.",
+    ]
+    hits = make_knowledge().match(r"budget\b", source="notes.pdf").hits
+    assert [h.line_number for h in hits] == [1, 3]
+
+
+def test_a_word_hyphenated_across_a_page_break_reads_whole(tmp_path: Path) -> None:
+    # Within a page `infor-` / `mation` was joined; at a page's end the two halves stayed
+    # pages apart, and neither a search nor a match for the word found it.
+    path = write_pdf(
+        tmp_path / "long.pdf",
+        [
+            ["Keep the information current.", "Every release note carries infor-"],
+            ["mation for operators.", "A well-"],
+            ["Known section starts here."],
+        ],
+    )
+    assert _text(path) == (
+        "Keep the information current.\nEvery release note carries information\n"
+        "for operators.\nA well-\n\nKnown section starts here."
     )

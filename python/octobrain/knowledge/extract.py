@@ -4,9 +4,10 @@ The type comes from the HTTP Content-Type, else the file extension, else a look 
 HTML is decoded as a browser would (`charset.py`), goes through readability (the main article,
 no navigation chrome) and is rendered with its headings as markdown `#` lines, so the chunker
 can keep section paths (`html_text.py`). PDF text comes from pypdf (here), read as its pages
-show it (`pdf_text.py`: no running headers, no line-end hyphens, headings from its outline);
-DOCX paragraphs, headings and tables from python-docx's XML elements (`docx_text.py`); what a
-document unpacks to is bounded (`unpacked.py`). Parsers are imported lazily.
+show it (`pdf_text.py`: no running headers, no line-end hyphens, note numbers apart from their
+words, headings from its outline); DOCX paragraphs, headings and tables from python-docx's XML
+elements (`docx_text.py`); what a document unpacks to is bounded (`unpacked.py`). Parsers are
+imported lazily.
 """
 
 from __future__ import annotations
@@ -75,12 +76,13 @@ MIME_TYPES = {
 # though their bytes did not change. 1: as before versions were recorded. (HTML 2: numbered
 # lists; Markdown 2: setext headings; PDF 2: running lines and hyphens; DOCX 2: list numbers,
 # notes, headers and footers; DOCX 3: reviewers' comments; HTML 3: list markers and headings
-# in a page too deep or crowded for a tree.)
+# in a page too deep or crowded for a tree; PDF 3: note numbers, doubled spaces, words broken
+# across pages.)
 EXTRACTOR_VERSIONS = {
     DocType.HTML: 3,
     DocType.MARKDOWN: 2,
     DocType.TEXT: 1,
-    DocType.PDF: 2,
+    DocType.PDF: 3,
     DocType.DOCX: 3,
 }
 
@@ -325,7 +327,8 @@ def _pdf_text(data: bytes, max_bytes: int) -> tuple[str, str]:
     deadline = time.monotonic() + PDF_SECONDS
     for number, page in enumerate(reader.pages, 1):  # pypdf bounds each stream it inflates
         try:
-            pages.append(page.extract_text() or "")
+            visitor = pdf_text.PageText()
+            pages.append(visitor.text(page.extract_text(visitor_text=visitor) or ""))
         except LimitReachedError:
             log.warning(
                 "page %d of the PDF has over %d drawing tokens: its text is left out",
