@@ -21,6 +21,7 @@ from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.memory.export import export_jsonl
+from octobrain.memory.transfer import import_jsonl
 from octobrain.models import State
 from tests.reliability.test_damage import run_cli
 
@@ -161,3 +162,41 @@ def test_a_migrate_killed_part_way_is_finished_by_running_it_again(
     assert rc == 0 and "ok: nothing is wrong" in out, out
     copied = brain_at(copy)
     assert copied.store.count() == 2 and len(copied.store.relationships_of([first.id])) == 1
+
+
+def test_two_imports_of_one_file_at_once_store_its_records_when_the_second_is_killed(
+    closed_goal: tuple[Path, str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first run counted as its own only the rows it wrote: a second run of the same file,
+    # started beside it and killed before its records, had written the closing note and the
+    # finding, so neither run stored the record. The first lifted the import's mark: `doctor`
+    # said ok, the finding stayed consolidated for good, and running the import again (a new
+    # mark) stored nothing either.
+    from octobrain.memory import import_check
+    from octobrain.store.consolidations import ConsolidationLog
+    from octobrain.store.doctor import diagnose
+    from octobrain.store.location import StoreLocation
+
+    export, closing, finding = closed_goal
+    store = tmp_path / "db"
+    lines = export.read_text().splitlines()
+    monkeypatch.setattr(import_check, "BATCH", 1)  # (a batch, a commit, per memory)
+    second: list[str] = []
+
+    def beside(_n: int) -> None:  # after the first run's first memory
+        if second:
+            return
+        second.append("started")
+        with monkeypatch.context() as killed:
+            killed.setattr(ConsolidationLog, "add", _killed)
+            with pytest.raises(KeyboardInterrupt):
+                import_jsonl(brain_at(store), lines)
+
+    report = import_jsonl(brain_at(store), lines, progress=beside)
+    assert (report.imported, report.consolidations) == (1, 1), report
+    assert brain_at(store).unconsolidate(closing).restored == [finding]
+    assert diagnose(StoreLocation(store)).problems == []
+
+
+def _killed(*_args: object) -> None:
+    raise KeyboardInterrupt  # (as a kill: nothing after it runs)

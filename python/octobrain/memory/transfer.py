@@ -125,6 +125,7 @@ def write_import(
         floor = sweep.floor_of(utcnow() - timedelta(days=brain.config.consolidation.max_age_days))
         for scope, (low, high) in keys.items():
             sweep.reopen(store.location, scope, low, high, floor)
+        wrote |= _written_beside(store, mark, checked, wrote)
         for rels in checked.spool.batches("relationship"):
             # The edges and memories present are read where edges are added.
             with store.write_lock():
@@ -150,6 +151,7 @@ def write_import(
             edges += len(new)
             held["relationships"] += len(rels) - len(unheld)
             wrote.update(r.id for r in new if r.id in checked.named)
+        wrote |= _written_beside(store, mark, checked, wrote)
         for journal in checked.spool.batches("consolidation"):
             with store.write_lock():
                 log = ConsolidationLog(store)
@@ -188,6 +190,16 @@ def write_import(
         refused[ACROSS],
         refused[UNREC],
     )
+
+
+def _written_beside(
+    store: MemoryStore, mark: import_marks.ImportMark, checked: Checked, wrote: set[str]
+) -> set[str]:
+    """The ids records name that another run of this import wrote since the mark (one running
+    beside this one, killed or not): this import's, as the rows this run wrote. Counted only
+    as its own, a record naming rows of both runs was stored by neither."""
+    others = sorted(checked.named - wrote)
+    return import_marks.written_before(store, mark, others) if others else set()
 
 
 MISSING_END, ACROSS, UNREC = "missing_end", "across_projects", "unrecorded"  # why not stored
