@@ -125,6 +125,28 @@ def test_invalid_pattern_names_pattern_with_engine_message() -> None:
         match_lines(["x"], "(?=x)")
 
 
+@pytest.mark.parametrize(
+    ("pattern", "named"),
+    [
+        ("(?P<x>a)(?P=x)", "(?P=x)"),  # Python's
+        (r"(?<x>a)\k<x>", r"\k<x>"),
+        (r"(a)\g{1}", r"\g{1}"),
+        (r"(a)\1", None),  # the engine says so itself
+    ],
+)
+def test_a_backreference_is_refused_as_one(pattern: str, named: str | None) -> None:
+    # `(?P=x)` was "unrecognized flag" and `\k<x>` "unrecognized escape sequence": nothing
+    # told a Python user that the engine has no backreferences.
+    with pytest.raises(ValueError, match=r"^pattern: (?s:.*)backreferences are not supported") as e:
+        match_lines(["aa"], pattern)
+    assert named is None or f"({named} matches what a group matched" in str(e.value)
+
+
+def test_an_escaped_backslash_is_no_backreference() -> None:
+    with pytest.raises(ValueError, match=r"^pattern: (?s:.*)unrecognized flag"):
+        match_lines(["x"], r"\\k<x>(?#)")
+
+
 def test_oversized_pattern_is_refused() -> None:
     with pytest.raises(ValueError, match=r"^pattern: (?s:.*)size limit"):
         match_lines(["x"], r"\w{1000}{1000}")

@@ -8,14 +8,21 @@ searched by an engine that reads the clock as it goes, with the same results.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from octobrain import _core
 from octobrain._core import TimeLimitExceeded
 from octobrain.errors import InvalidInput
+from octobrain.safe_text import client_text
 
 __all__ = ["LineMatch", "MatchResult", "TimeLimitExceeded", "match_lines"]
+
+# A group referred to again by name or number, as backtracking engines spell it: the `regex`
+# crate reads `(?P=x)` as an unknown flag and `\k<x>` as an unknown escape, which told a
+# Python user nothing. An escaped character is consumed whole, so `\\k<x>` is no reference.
+_BACKREFERENCE = re.compile(r"\\[kg](?:<[^>]*>|'[^']*'|\{[^}]*\}|-?[0-9]+)|\(\?P=[^)]*\)|\\.", re.S)
 
 
 class LineMatch(NamedTuple):
@@ -72,7 +79,29 @@ def match_lines(
     for name, value in integers:
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidInput(name, "must be an integer")
-    raw, truncated = _core.match_lines(
-        texts, pattern, bool(ignore_case), max_matches, context, seconds, context_chars
-    )
+    try:
+        raw, truncated = _core.match_lines(
+            texts, pattern, bool(ignore_case), max_matches, context, seconds, context_chars
+        )
+    except TimeLimitExceeded:
+        raise
+    except ValueError as exc:
+        said = str(exc).rsplit("error: ", 1)[-1]
+        reference = _backreference(pattern) if said.startswith("unrecognized ") else None
+        if reference is None:
+            raise
+        raise InvalidInput(
+            "pattern",
+            "invalid regular expression: backreferences are not supported "
+            f"({client_text(reference, 40)} "
+            "matches what a group matched; this engine runs in linear time without them)",
+        ) from None
     return MatchResult([LineMatch(*m) for m in raw], truncated)
+
+
+def _backreference(pattern: str) -> str | None:
+    """The first backreference `pattern` spells (`(?P=x)`, `\\k<x>`, `\\g{1}`...), else None."""
+    for found in _BACKREFERENCE.finditer(pattern):
+        if len(found[0]) > 2:  # (an escaped character is two)
+            return found[0]
+    return None
