@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from tests.server_support import PROJECT_A, briefed_pool, run, server_for
 
@@ -37,6 +39,22 @@ def test_an_unlocked_session_lists_the_scope_the_read_needs(tmp_path: Path) -> N
             assert "scope" in (template.description or "")
             # The template expanded as RFC 6570 expands it.
             read = await client.read_resource(f"octobrain://brief?scope={PROJECT_A}&max_tokens=300")
+            assert "Use ruff" in read.contents[0].text  # type: ignore[union-attr]
+
+    run(body)
+
+
+def test_a_parameter_named_twice_in_the_query_is_refused_naming_it(tmp_path: Path) -> None:
+    # The last one counted: `max_tokens=5&max_tokens=6` read 6 where whatever keeps the first
+    # (a proxy, an approval prompt) read 5, as with a key named twice in a JSON message.
+    server = server_for(briefed_pool(tmp_path / "db"), tmp_path, PROJECT_A)
+
+    async def body() -> None:
+        async with Client(server) as client:
+            with pytest.raises(MCPError, match="^uri: the query names 'max_tokens' twice") as e:
+                await client.read_resource("octobrain://brief?max_tokens=5&max_tokens=100000")
+            assert e.value.error.code == -32602
+            read = await client.read_resource("octobrain://brief?max_tokens=100000")
             assert "Use ruff" in read.contents[0].text  # type: ignore[union-attr]
 
     run(body)

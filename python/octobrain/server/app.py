@@ -372,7 +372,16 @@ class OctobrainServer:
         if f"{parts.scheme}://{parts.netloc}{parts.path}" != BRIEF_URI:
             uri = cut_middle(repr(str(params.uri)), 100)
             raise MCPError(INVALID_PARAMS, f"uri: unknown resource {uri}; use {BRIEF_URI}")
-        arguments = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        query = parse_qs(parts.query, keep_blank_values=True)
+        if repeated := next((k for k, v in query.items() if len(v) > 1), None):
+            # The last one counted: `max_tokens=5&max_tokens=6` read 6 where a client, proxy
+            # or approval prompt that keeps the first reads 5 (as a repeated JSON key, `wire`).
+            raise MCPError(
+                INVALID_PARAMS,
+                f"uri: the query names {client_text(repeated)!r} twice (a URI leaves which one "
+                "counts to the reader); give each parameter once",
+            )
+        arguments = {k: v[0] for k, v in query.items()}
         try:
             text = await self._briefing(ctx, arguments, params.input_responses)
         except _RootsRequired:
