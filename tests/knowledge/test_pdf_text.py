@@ -179,3 +179,41 @@ def test_a_word_hyphenated_across_a_page_break_reads_whole(tmp_path: Path) -> No
         "Keep the information current.\nEvery release note carries information\n"
         "for operators.\nA well-\n\nKnown section starts here."
     )
+
+
+def _cells(rows: list[tuple[float, list[tuple[float, str]]]]) -> str:
+    """A content stream drawing each (x, text) of each (height, row) in a text object of its
+    own, as LibreOffice and Word draw a table's cells."""
+    return " ".join(
+        f"BT /F1 11 Tf 1 0 0 1 {x} {y} Tm ({text}) Tj ET" for y, row in rows for x, text in row
+    )
+
+
+def test_table_cells_are_apart_and_prose_is_not(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # A table's row read as one run of words, `eu-west platform team 400`: which words were
+    # one cell (and which owner went with which region) was lost.
+    table = [
+        (760, [(72, "region"), (200, "owner"), (350, "capacity")]),
+        (746, [(72, "eu-west"), (200, "platform team"), (350, "400")]),
+        (732, [(72, "us-east"), (200, "storage team"), (350, "250")]),
+    ]
+    prose = [  # words spread as a justified line spreads them: in no columns
+        (700, [(72, "Incomprehensibly"), (200, "wide"), (330, "words")]),
+        (686, [(72, "administrators"), (260, "reconsidered"), (350, "it")]),
+    ]
+    notes = [(120, [(72, "1"), (80, "The budget is reset monthly.")]),
+             (108, [(72, "2"), (80, "A second note.")])]  # fmt: skip
+    path = write_pdf_pages(tmp_path / "capacity.pdf", [_cells(table + prose + notes)])
+    assert _text(path).splitlines() == [
+        "region | owner | capacity",
+        "eu-west | platform team | 400",
+        "us-east | storage team | 250",
+        "Incomprehensibly wide words",
+        "administrators reconsidered it",
+        "1 The budget is reset monthly.",
+        "2 A second note.",
+    ]
+    hits = make_knowledge().match(r"\| storage team \|", source="capacity.pdf").hits
+    assert [h.line for h in hits] == ["us-east | storage team | 250"]

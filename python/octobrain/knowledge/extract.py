@@ -4,10 +4,10 @@ The type comes from the HTTP Content-Type, else the file extension, else a look 
 HTML is decoded as a browser would (`charset.py`), goes through readability (the main article,
 no navigation chrome) and is rendered with its headings as markdown `#` lines, so the chunker
 can keep section paths (`html_text.py`). PDF text comes from pypdf (here), read as its pages
-show it (`pdf_text.py`: no running headers, no line-end hyphens, note numbers apart from their
-words, headings from its outline); DOCX paragraphs, headings and tables from python-docx's XML
-elements (`docx_text.py`); what a document unpacks to is bounded (`unpacked.py`). Parsers are
-imported lazily.
+show it (`pdf_pieces.py`: note numbers apart from their words, table cells apart;
+`pdf_text.py`: no running headers, no line-end hyphens, headings from its outline); DOCX
+paragraphs, headings and tables from python-docx's XML elements (`docx_text.py`); what a
+document unpacks to is bounded (`unpacked.py`). Parsers are imported lazily.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
 from octobrain.errors import InvalidInput
-from octobrain.knowledge import docx_text, html_text, pdf_notices, pdf_text
+from octobrain.knowledge import docx_text, html_text, pdf_notices, pdf_pieces, pdf_text
 from octobrain.knowledge.charset import decode_named, decode_page
 from octobrain.knowledge.chunk import first_heading, front_matter_end, heading_text
 from octobrain.knowledge.sources import Fetched, SourceKind
@@ -327,7 +327,7 @@ def _pdf_text(data: bytes, max_bytes: int) -> tuple[str, str]:
     deadline = time.monotonic() + PDF_SECONDS
     for number, page in enumerate(reader.pages, 1):  # pypdf bounds each stream it inflates
         try:
-            visitor = pdf_text.PageText()
+            visitor = pdf_pieces.PageText()
             pages.append(visitor.text(page.extract_text(visitor_text=visitor) or ""))
         except LimitReachedError:
             log.warning(

@@ -3,16 +3,14 @@
 What a typeset page adds to its text is taken back out: the running header and footer repeated
 on every page (`_drop_running_lines`), the hyphen that breaks a word at a line end or at a
 page's end (`_join_hyphenated`), ligature characters (`ﬁ` → `fi`), the second space pypdf
-puts where the text moves off its baseline and back; a footnote's raised number reads as a
-marker apart from its word (`budget¹` was `budget1`: `PageText`); and the document's bookmarks
-(its outline) mark their headings as `#` lines, so its chunks get section paths
-(`_mark_outline`).
+puts where the text moves off its baseline and back; and the document's bookmarks (its
+outline) mark their headings as `#` lines, so its chunks get section paths (`_mark_outline`).
+Each page's own text, its footnote numbers and table cells, is read in `pdf_pieces.py`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import re
 import unicodedata
 from collections import Counter
@@ -39,56 +37,6 @@ def tidy(reader: Any, pages: list[str]) -> str:
 _SPACES = re.compile(r"(?<=\S) {2,}(?=\S)")
 # A page that ends in a word broken by a hyphen: the next page holds the rest of the word.
 _RUNS_ON = re.compile(r"[^\W\d_][-\u2010\u00ad]\Z")
-
-
-class PageText:
-    """A visitor for pypdf's `extract_text` (`visitor_text`): the pieces of text it gives,
-    each with its baseline's height and its size on the page, to tell a raised footnote
-    number from the word it follows."""
-
-    def __init__(self) -> None:
-        self.pieces: list[tuple[str, float, float]] = []
-
-    def __call__(self, text: str, cm: Any, tm: Any, font: Any, size: float) -> None:
-        if text:
-            # The text matrix times the page's (`cm`): where the piece stands, how tall.
-            height = tm[4] * cm[1] + tm[5] * cm[3] + cm[5]
-            scale = math.hypot(tm[2] * cm[0] + tm[3] * cm[2], tm[2] * cm[1] + tm[3] * cm[3])
-            self.pieces.append((text, height, abs(size * scale)))
-
-    def text(self, extracted: str) -> str:
-        """`extracted` (what `extract_text` returned with this visitor) with each footnote
-        number raised and smaller after a word (`budget¹`) as a marker: `budget[^1]`. Not a
-        power (`km²`, `CO₂`: a word of fewer than 3 letters before it). As it is when the
-        pieces do not add up to it."""
-        pieces = self.pieces
-        if "".join(piece[0] for piece in pieces) != extracted:
-            return extracted
-        out: list[str] = []
-        body: tuple[float, float] | None = None  # the height and size of the line's text
-        for at, (text, height, size) in enumerate(pieces):
-            after = pieces[at + 1][0][:1] if at + 1 < len(pieces) else ""
-            if (
-                body is not None
-                and _NOTE_MARK.fullmatch(text)
-                and size <= 0.85 * body[1]
-                and height >= body[0] - 0.05 * body[1]
-                and _NOTED.search(out[-1] if out else "")
-                and not after.isalnum()
-            ):
-                out.append(f"[^{text}]")
-                continue
-            out.append(text)
-            if "\n" in text:
-                body = None
-            elif text.strip():
-                body = (height, size)
-        return "".join(out)
-
-
-_NOTE_MARK = re.compile(r"\d{1,3}|[*\u2020\u2021\u00a7\u00b6]{1,3}")  # 1, *, †, ‡, §, ¶
-# What a note's number follows: the end of a word of 3 letters or more, or of a sentence.
-_NOTED = re.compile(r"(?:[^\W\d_]{3}|[.,;:)\]\u201d\"'])\Z")
 
 
 # The Latin ligatures of Unicode's presentation forms (ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ), as their letters: a

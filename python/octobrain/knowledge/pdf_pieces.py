@@ -1,0 +1,121 @@
+"""A PDF page's text from the pieces pypdf reads it in: footnote numbers and table cells.
+
+pypdf's `extract_text` gives a page's text as one string; its `visitor_text` hands over each
+piece of it with where it stands and how large it is drawn. From those, two things pypdf's
+text lost are put back: a raised, smaller footnote number after a word is a marker
+(`budget[^1]`, where the text read `budget1`), and the cells of a table row, which pypdf
+parts by a space like any two words, are parted by ` | ` (`eu-west | platform team | 400`).
+Nothing is measured that pypdf did not measure: a row's cells are the pieces that start
+with the space pypdf put before them for the gap, and a line is a row only when the line
+above or below has as many, at the same places (justified prose spreads its words as
+widely, never in columns).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+# Where two lines' cells may start apart and still be one column, in points.
+_COLUMN_SLACK = 1.0
+
+
+class PageText:
+    """A visitor for pypdf's `extract_text` (`visitor_text`): the pieces of text it gives, each
+    with where its baseline starts and its size on the page (`text` reads them)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[tuple[str, float, float, float]] = []  # text, x, height, size
+
+    def __call__(self, text: str, cm: Any, tm: Any, font: Any, size: float) -> None:
+        if text:
+            # The text matrix times the page's (`cm`): where the piece stands, how tall.
+            x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]
+            height = tm[4] * cm[1] + tm[5] * cm[3] + cm[5]
+            scale = math.hypot(tm[2] * cm[0] + tm[3] * cm[2], tm[2] * cm[1] + tm[3] * cm[3])
+            self.pieces.append((text, x, height, abs(size * scale)))
+
+    def text(self, extracted: str) -> str:
+        """`extracted` (what `extract_text` returned with this visitor) with its footnote
+        markers and table cells (see above); as it is when the pieces do not add up to it."""
+        pieces = self.pieces
+        if "".join(piece[0] for piece in pieces) != extracted:
+            return extracted
+        out = _marked(pieces)
+        for line in _rows(pieces):
+            for at in line:
+                out[at] = " | " + out[at][1:]
+        return "".join(out)
+
+
+def _marked(pieces: list[tuple[str, float, float, float]]) -> list[str]:
+    """The pieces' texts, each footnote number raised and smaller after a word (`budget¹`)
+    as a marker: `budget[^1]`. Not a power (`km²`, `CO₂`: a word of fewer than 3 letters
+    before it)."""
+    out: list[str] = []
+    body: tuple[float, float] | None = None  # the height and size of the line's text
+    for at, (text, _, height, size) in enumerate(pieces):
+        after = pieces[at + 1][0][:1] if at + 1 < len(pieces) else ""
+        if (
+            body is not None
+            and _NOTE_MARK.fullmatch(text)
+            and size <= 0.85 * body[1]
+            and height >= body[0] - 0.05 * body[1]
+            and _NOTED.search(out[-1] if out else "")
+            and not after.isalnum()
+        ):
+            out.append(f"[^{text}]")
+            continue
+        out.append(text)
+        if "\n" in text:
+            body = None
+        elif text.strip():
+            body = (height, size)
+    return out
+
+
+_NOTE_MARK = re.compile(r"\d{1,3}|[*\u2020\u2021\u00a7\u00b6]{1,3}")  # 1, *, †, ‡, §, ¶
+# What a note's number follows: the end of a word of 3 letters or more, or of a sentence.
+_NOTED = re.compile(r"(?:[^\W\d_]{3}|[.,;:)\]\u201d\"'])\Z")
+
+
+def _rows(pieces: list[tuple[str, float, float, float]]) -> list[list[int]]:
+    """For each table row among the page's lines, the places of the pieces that start its
+    cells after the first, with the space pypdf put before each (alone, or leading it)."""
+    lines: list[tuple[list[int], list[float], str]] = []  # parting pieces, cell starts, text
+    parts: list[int] = []
+    starts: list[float] = []
+    first = ""
+    for at, (text, x, _, _) in enumerate(pieces):
+        if text[:1] == " " and starts:
+            parts.append(at)
+            starts.append(x)  # (a bare space stands where the next cell starts)
+        elif text.strip() and not starts:
+            starts.append(x)
+            first = text
+        if "\n" in text:
+            lines.append((parts, starts, first))
+            parts, starts, first = [], [], ""
+    lines.append((parts, starts, first))
+    rows = []
+    for at, (parts, starts, first) in enumerate(lines):
+        if not parts or (len(parts) == 1 and _LABEL.fullmatch(first.strip())):
+            continue  # one cell, or a numbered or bulleted item (a note, a list) and its text
+        if any(
+            0 <= near < len(lines) and _same_columns(lines[near][1], starts)
+            for near in (at - 1, at + 1)
+        ):
+            rows.append(parts)
+    return rows
+
+
+def _same_columns(starts: list[float], others: list[float]) -> bool:
+    return len(starts) == len(others) and all(
+        abs(a - b) <= _COLUMN_SLACK for a, b in zip(starts, others, strict=True)
+    )
+
+
+# What numbers or bullets an item (a footnote at a page's foot, a list's item) with its text
+# beside it: `1`, `2.`, `iv)`, `a.`, a symbol (`*`, `•`, `–`, a symbol font's private glyph).
+_LABEL = re.compile(r"(?i)(?:\d{1,3}|[ivxlc]{1,5}|[a-z])[.)]?|[^\w\s]{1,2}")
