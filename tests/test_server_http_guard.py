@@ -18,23 +18,40 @@ async def _app(scope: Any, receive: Any, send: Any) -> None:
 
 def _get(headers: dict[str, str], *, loopback: bool = True) -> tuple[int, bytes]:
     """The status and body the guard answers a GET with these headers."""
+    status, _headers, body = _ask("GET", list(headers.items()), loopback=loopback)
+    return status, body
+
+
+def _ask(
+    method: str,
+    headers: list[tuple[str, str]],
+    *,
+    loopback: bool = True,
+    read: list[str] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    """The status, headers and body the guard answers a request (a header may repeat); each
+    time the request's body is read, "read" is added to `read`."""
     guard = Guard(_app, token="", loopback=loopback, allowed_origins=())
     scope = {
         "type": "http",
-        "method": "GET",
+        "method": method,
         "path": "/mcp",
-        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers],
     }
     sent: list[dict[str, Any]] = []
 
     async def receive() -> Any:
+        if read is not None:
+            read.append("read")
+            return {"type": "http.request", "body": b"not json", "more_body": False}
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
     asyncio.run(guard(scope, receive, send))
-    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+    answered = {k.decode().lower(): v.decode() for k, v in sent[0].get("headers", [])}
+    return sent[0]["status"], answered, b"".join(m.get("body", b"") for m in sent[1:])
 
 
 @pytest.mark.parametrize(
@@ -78,3 +95,27 @@ def test_a_refused_origin_is_quoted_cut_in_the_answer_and_the_log(
     assert len(said) < 300 and "\n" not in said
     logged = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert len(logged) == 1 and len(logged[0]) < 400, logged
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH", "OPTIONS", "TRACE"])
+def test_a_method_the_server_does_not_serve_is_405_before_its_body_is_read(method: str) -> None:
+    # A PUT or PATCH was read whole (up to 1 MiB, from the bodies' budget), then answered
+    # 400 "not JSON"; the SDK itself answers other methods 405 with Allow.
+    read: list[str] = []
+    headers = [("host", "127.0.0.1"), ("content-length", "8")]
+    status, answered, body = _ask(method, headers, read=read)
+    assert (status, answered.get("allow")) == (405, "GET, POST, DELETE"), body
+    assert f"{method} is not served at /mcp" in body.decode()
+    assert read == []
+
+
+def test_a_request_naming_two_sessions_is_refused() -> None:
+    # The first header was used (by the guard and the SDK alike): a proxy or log reading the
+    # last saw another session than the one the request acted on (a DELETE ended it).
+    two = [("host", "127.0.0.1"), ("mcp-session-id", "aaaa"), ("mcp-session-id", "bbbb")]
+    for method in ("GET", "DELETE"):
+        status, _headers, body = _ask(method, two)
+        assert status == 400, body
+        assert b"mcp-session-id: the request names more than one session" in body
+    same = [("host", "127.0.0.1"), ("mcp-session-id", "aaaa"), ("mcp-session-id", "aaaa")]
+    assert _ask("GET", same)[0] == 200

@@ -6,15 +6,17 @@ One ASGI guard in front of the SDK's app does every check, in this order:
    page elsewhere cannot drive the server (DNS rebinding);
 3. Host (loopback binds): must be a loopback name or address (IPv6 in brackets) and an optional
    port of ASCII digits, nothing else; else 421;
-4. body size: a request body over `MAX_BODY_BYTES` (declared or streamed) gets 413 before the
+4. method and session: at `/mcp` only GET, POST and DELETE, else 405 (with `Allow`) before any
+   body is read; two different `mcp-session-id` headers, 400;
+5. body size: a request body over `MAX_BODY_BYTES` (declared or streamed) gets 413 before the
    MCP app reads any of it; past `mcp.max_in_flight` MiB of bodies being read at once, 503
    (`bodies.py`);
-5. nesting: a body nested deeper than `wire.MAX_DEPTH` gets 400. Both answer with a JSON-RPC
+6. nesting: a body nested deeper than `wire.MAX_DEPTH` gets 400. Both answer with a JSON-RPC
    error body, the same caps and answers as stdio (`wire.py`);
-6. sessions: a request that opens one, with `mcp.max_sessions` open, first ends the session
+7. sessions: a request that opens one, with `mcp.max_sessions` open, first ends the session
    whose last request is the oldest (an open GET stream does not count: 503 only when every
    session has a request being answered);
-7. requests in flight: past `mcp.max_in_flight` POSTs being answered, 503; past an eighth of
+8. requests in flight: past `mcp.max_in_flight` POSTs being answered, 503; past an eighth of
    them on one session, 429 — each waiting call holds its parsed arguments, and one client
    with 120 ingests at once took 1 GB and kept every other client waiting for a minute. A
    notification or an answer to the server's own request is never refused: the calls holding
@@ -43,6 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from octobrain.config.schema import BIND_RULE, MIN_TOKEN_CHARS, split_bind, token_problem
 from octobrain.errors import InvalidInput, cut_middle
+from octobrain.safe_text import client_text
 from octobrain.server import wire
 from octobrain.server.bodies import BodyBudget, Read, replay
 from octobrain.server.quiet import QuietWarning
@@ -50,6 +53,8 @@ from octobrain.server.quiet import QuietWarning
 log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+MCP_PATH = "/mcp"
+MCP_METHODS = ("GET", "POST", "DELETE")  # what the SDK serves there; anything else is 405
 MAX_BODY_BYTES = wire.MAX_MESSAGE_BYTES
 MAX_SESSIONS = 1000  # open sessions (`mcp.max_sessions`); at the cap the longest idle makes room
 MAX_IN_FLIGHT = 64  # POSTs being answered at once (`mcp.max_in_flight`); an eighth per session
@@ -170,11 +175,20 @@ class Guard:
             response = PlainTextResponse(f"403: Origin {shown} is not allowed", 403)
         elif self._loopback and not self._host_ok(headers.get("host")):
             response = PlainTextResponse("421: Host must be a loopback name", 421)
+        elif scope.get("path") == MCP_PATH and scope.get("method") not in MCP_METHODS:
+            # Before the body is read: a PUT was read, then answered 400 "not JSON".
+            said = f"{client_text(str(scope.get('method')))} is not served at {MCP_PATH}"
+            allow = {"Allow": ", ".join(MCP_METHODS)}
+            response = JSONResponse(wire.error(wire.INVALID_REQUEST, said), 405, headers=allow)
+        elif len(set(headers.getlist("mcp-session-id"))) > 1:
+            # The SDK and this guard read the first; whatever is in between may read another.
+            said = "mcp-session-id: the request names more than one session; send the header once"
+            response = JSONResponse(wire.error(wire.INVALID_REQUEST, said), 400)
         elif not (declared := headers.get("content-length", "0")).isdigit() or (
             int(declared) > self.max_body
         ):
             response = self._too_large()
-        if response is None and scope.get("method") in ("POST", "PUT", "PATCH"):
+        if response is None and scope.get("method") == "POST":
             body, read, why = await self.bodies.read(receive)
             if read is Read.TOO_LARGE:
                 response = self._too_large()
@@ -379,7 +393,7 @@ def http_app(
 
     check_token(host, token)
     inner = server.streamable_http_app(
-        streamable_http_path="/mcp",
+        streamable_http_path=MCP_PATH,
         host=host,
         # The guard does the Host/Origin checks (with the configured extra origins).
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
