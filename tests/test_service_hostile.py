@@ -408,3 +408,61 @@ def test_start_and_stop_answer_as_json(env: dict[str, str]) -> None:
     assert (stopped.returncode, json.loads(stopped.stdout)) == (0, {"stopped": [running["pid"]]})
     again = _run(env, "service", "stop", "--all", "--format", "json")
     assert (again.returncode, json.loads(again.stdout)) == (0, {"stopped": []})
+
+
+# A client stopped (Ctrl-Z) as the service said `ready`, before it could say `go`.
+_STOPPED_CLIENT = """
+import os, signal, sys
+from octobrain.cli import service_run
+from octobrain.cli.service_client import Channel
+from octobrain.cli.service_settings import load_settings
+
+send = Channel.send
+
+def stop_before_go(channel, message):
+    if message == {"go": True}:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    send(channel, message)
+
+Channel.send = stop_before_go
+try:
+    code = service_run.run_remote(load_settings(), sys.argv[1:], "octobrain", None)
+    print("run by the service", code)
+except service_run.Fallback:
+    print("runs it here")
+"""
+
+
+def _state(pid: int) -> bytes:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read()
+    return stat[stat.rfind(b")") + 2 :][:1]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc/PID/stat")
+def test_a_client_stopped_while_it_holds_the_service_does_not_hold_up_the_others(
+    env: dict[str, str],
+) -> None:
+    # The service, holding its run lock for the stopped client, waited 10 s for its `go`: every
+    # command meanwhile waited 5 s and then ran in-process (a cold start). Now the service sees
+    # the client stopped and lets it go; resumed, that client runs its command itself.
+    assert _run(env, "service", "start", "--wait", "90").returncode == 0
+    args = ["memory", "--scope", SCOPE, "recent"]
+    stopped = subprocess.Popen(
+        [sys.executable, "-c", _STOPPED_CLIENT, *args], env=env, stdout=subprocess.PIPE
+    )
+    try:
+        assert _wait(lambda: _state(stopped.pid) == b"T", 60), "the client never stopped"
+        other = _run(env, *args)
+        assert (other.returncode, other.stdout) == (0, "No memories yet.\n"), other.stderr
+        settings = load_settings()
+        assert settings is not None
+        assert (ask(settings, "status") or {}).get("served") == 1  # the service answered it
+        stopped.send_signal(signal.SIGCONT)
+        out, _ = stopped.communicate(timeout=60)
+        assert out == b"runs it here\n"
+    finally:
+        if stopped.poll() is None:
+            stopped.send_signal(signal.SIGCONT)
+            stopped.kill()
+            stopped.wait()

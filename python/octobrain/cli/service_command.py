@@ -1,7 +1,7 @@
 """One command line run in the resident service as `octobrain` would run it in a new process:
 the request checked for an octobrain client's form (`well_formed`), the command run with the
-caller's stdin, stdout, stderr, working directory and terminal width (`run_command`), and the
-beats that tell the client it still runs (`alive`).
+caller's stdin, stdout, stderr, working directory and terminal width (`run_command`), the
+beats that tell the client it still runs (`alive`), and the wait for its `go` (`await_go`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ import contextlib
 import io
 import os
 import re
+import socket
+import struct
 import sys
 import threading
+import time
 import traceback
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -47,6 +50,50 @@ def alive(channel: Channel) -> Any:
     finally:
         done.set()
         beating.join()
+
+
+# How often the service, holding the run lock for a client that has not said `go`, looks
+# whether that client was stopped.
+GO_LOOK_SECONDS = 0.05
+
+
+def await_go(channel: Channel, seconds: float, limit: int) -> dict[str, Any] | None:
+    """The client's answer to `ready` (it holds the run lock meanwhile) within `seconds`, or
+    None at once when the client is stopped (Ctrl-Z, SIGSTOP, a debugger): every command
+    behind it waited out the whole wait, and went in-process. Resumed, it finds the
+    connection closed and runs its command itself, as one that tired of waiting does."""
+    pid = _peer_pid(channel.sock)
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return channel.recv(seconds if pid is None else GO_LOOK_SECONDS, limit)
+        except TimeoutError:
+            if time.monotonic() >= deadline or (pid is not None and _stopped(pid)):
+                return None
+
+
+def _peer_pid(sock: socket.socket) -> int | None:
+    """The pid of the process that connected `sock` (Linux's SO_PEERCRED), else None."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    try:
+        pid: int = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, 12))[0]
+    except (OSError, struct.error):
+        return None
+    return pid if pid > 0 else None  # (0: a process of another pid namespace)
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped: state T (a stop signal) or t (a debugger) in
+    /proc/PID/stat, after its name in parentheses (which may hold any character)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read(4096)
+    except OSError:
+        return False
+    at = stat.rfind(b")")
+    return at >= 0 and stat[at + 2 : at + 3] in (b"T", b"t")
 
 
 _OPS = ("run", "status", "stop", "mcp")

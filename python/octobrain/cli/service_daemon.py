@@ -37,7 +37,7 @@ from octobrain.cli.service_client import (
     Channel,
     build_id,
 )
-from octobrain.cli.service_command import alive, run_command, well_formed
+from octobrain.cli.service_command import alive, await_go, run_command, well_formed
 from octobrain.cli.service_settings import Settings, data_dir, environment_marks, load_settings
 from octobrain.cli.service_stores import BrainCache
 from octobrain.config.loader import MAX_CONFIG_BYTES
@@ -309,8 +309,8 @@ class Service:
             if self.stopping.is_set():
                 return
             channel.send({"ready": True})
-            if channel.recv(GO_SECONDS, REQUEST_BYTES) != {"go": True}:
-                return  # the client gave up waiting and runs the command itself
+            if await_go(channel, GO_SECONDS, REQUEST_BYTES) != {"go": True}:
+                return  # the client gave up waiting, or is stopped: it runs the command itself
             channel.send({"running": True})
             with alive(channel):
                 result = run_command(request, self.cache, _LIBRARY_LOG)
