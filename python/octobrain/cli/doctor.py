@@ -35,6 +35,14 @@ if TYPE_CHECKING:
     "two commits leaves), then check again.",
 )
 @click.option(
+    "--drop-temporary-files",
+    "drop_temps",
+    is_flag=True,
+    help="Delete the temporary files over an hour old that LanceDB writes killed half-way "
+    "left in the tables' folders (it never removes them), under the store's write locks, "
+    "then check again.",
+)
+@click.option(
     "--forget-damaged",
     "forget_damaged",
     is_flag=True,
@@ -44,14 +52,19 @@ if TYPE_CHECKING:
 )
 @FORMAT_OPTION
 def doctor_cmd(
-    recreate: str | None, drop_dangling: bool, drop_orphans: bool, forget_damaged: bool, fmt: str
+    recreate: str | None,
+    drop_dangling: bool,
+    drop_orphans: bool,
+    drop_temps: bool,
+    forget_damaged: bool,
+    fmt: str,
 ) -> None:
     """Open every table, read every fragment, check the manifest and row counts.
 
     Prints what is wrong and what would repair it; exits 1 when anything is wrong. Changes
     nothing (so it also runs on a read-only copy of a store), unless `--recreate` names
-    tables to start over, or `--drop-dangling-edges`, `--drop-orphan-chunks` or
-    `--forget-damaged` is given.
+    tables to start over, or `--drop-dangling-edges`, `--drop-orphan-chunks`,
+    `--drop-temporary-files` or `--forget-damaged` is given.
     """
     from octobrain.config import load_config, resolve_storage_uri
     from octobrain.store.doctor import diagnose
@@ -65,6 +78,11 @@ def doctor_cmd(
         for moved in start_over(location, recreate, damaged):
             click.echo(f"moved aside: {moved}", err=True)
         click.echo(f"{recreate}: started over, empty", err=True)
+    if drop_temps:
+        from octobrain.store import leftover_temps
+
+        count, size = leftover_temps.remove(location)
+        click.echo(f"{count} temporary file(s) of {size:,} bytes deleted", err=True)
     if drop_orphans or drop_dangling or forget_damaged:
         # One check serves every repair: deleting a damaged memory with its links leaves no
         # dangling edge, dropping dangling edges changes no memory, and neither touches the

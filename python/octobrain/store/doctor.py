@@ -2,8 +2,9 @@
 
 Each problem is reported with the table (and fragment) it is in, what is wrong and what would
 repair it. The checks of one table are `doctor_tables`'s; this module holds the store's: its
-manifest, lock files, an import cut short, edges to memories that are gone and consolidations
-left half-way. Nothing is written, so it runs on a read-only copy.
+manifest, lock files, temporary files killed writes left, an import cut short, edges to
+memories that are gone and consolidations left half-way. Nothing is written, so it runs on a
+read-only copy.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import stat
 from typing import TYPE_CHECKING
 
 from octobrain.errors import StorageError
-from octobrain.store import import_marks, manifest, orphan_chunks, seen
+from octobrain.store import import_marks, leftover_temps, manifest, orphan_chunks, seen
 from octobrain.store.doctor_report import Diagnosis, Problem, TableCheck
 from octobrain.store.doctor_tables import check_table
 from octobrain.store.schema import CHUNKS
@@ -67,6 +68,7 @@ def diagnose(location: StoreLocation) -> Diagnosis:
         )
     problems += [_import_cut_short(mark) for mark in import_marks.cut_short(location)]
     _check_locks(location, problems)
+    problems += leftover_temps.problems(location)
     db = location.connect()
     present = set(db.list_tables().tables)
     if not present & set(manifest.KNOWN_TABLES) and (why := seen.gone(location.uri)):
