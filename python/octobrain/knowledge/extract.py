@@ -76,8 +76,8 @@ MIME_TYPES = {
 # though their bytes did not change. 1: as before versions were recorded. (HTML 2: numbered
 # lists; Markdown 2: setext headings; PDF 2: running lines and hyphens; DOCX 2: list numbers,
 # notes, headers and footers; DOCX 3: reviewers' comments; HTML 3: list markers and headings
-# in a page too deep or crowded for a tree; PDF 3: note numbers, doubled spaces, words broken
-# across pages.)
+# in a page too deep or crowded for a tree; PDF 3: note numbers, table cells, doubled spaces,
+# words broken across pages.)
 EXTRACTOR_VERSIONS = {
     DocType.HTML: 3,
     DocType.MARKDOWN: 2,
