@@ -24,12 +24,12 @@ _installed = False
 
 
 class _Gather(logging.Handler):
-    """On the `pypdf` logger (which no longer propagates): a record of a thread reading a PDF
-    is kept for its notice; any other goes to the root logger's handlers, as it did."""
+    """On the `pypdf` logger (which no longer propagates): a warning of a thread reading a PDF
+    is kept for its notice; any other record goes to the root logger's handlers, as it did."""
 
     def emit(self, record: logging.LogRecord) -> None:
         records = getattr(_reading, "records", None)
-        if records is None:
+        if records is None or record.levelno < logging.WARNING:
             logging.getLogger().handle(record)
         else:
             records.append(record)
