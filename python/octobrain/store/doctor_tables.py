@@ -35,7 +35,7 @@ from octobrain.store.schema import (
     vector_matrix,
     verified,
 )
-from octobrain.store.table_files import NOT_REGULAR, not_regular
+from octobrain.store.table_files import NOT_REGULAR, not_regular, unreadable
 from octobrain.store.upkeep import KEEP_VERSIONS_FOR
 from octobrain.store.versions import history_gap, lost_version
 
@@ -78,6 +78,18 @@ def check_table(
                     else "every write to the table fails on it)"
                 ),
                 f"move {odd} aside, then run `octobrain doctor` again",
+            )
+        )
+        return check
+    locked = unreadable(location, name)
+    if locked is not None:  # Lance says "Permission denied", naming no file
+        problems.append(
+            Problem(
+                name,
+                f"{locked} cannot be read by this user (its mode or owner); every command "
+                "that reads the table fails on it",
+                f"give the user running octobrain read and write access to {locked} "
+                "(`chmod`, `chown`), then run `octobrain doctor` again",
             )
         )
         return check

@@ -87,7 +87,7 @@ def named_failures(fn: Callable[P, T]) -> Callable[P, T]:
         except OctobrainError:
             raise
         except Exception as exc:
-            line = manifest.read_failure(exc)
+            line = manifest.read_failure(exc) or manifest.denied_failure(exc)
             if line is None:
                 raise
             raise TableUnreadable(line, exc) from exc

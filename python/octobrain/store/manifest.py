@@ -205,6 +205,25 @@ def read_failure(exc: BaseException, done: str = "nothing was changed") -> str |
     )
 
 
+def denied_failure(exc: BaseException) -> str | None:
+    """One line for a LanceDB read this user may not make (a file or folder of a table it may
+    not read: its mode or owner), else None. A write says so itself (`failures.io_failure`);
+    a read raised LanceDB's error, a traceback."""
+    text = str(exc)
+    if not isinstance(exc, RuntimeError | OSError) or "lance error" not in text.lower():
+        return None
+    if not _DENIED.search(text):
+        return None
+    return (
+        f"store: a file of the store cannot be read by this user ({short_reason(exc)}); "
+        "nothing was changed. Run `octobrain doctor` to find it, then give the user running "
+        "octobrain read and write access to it"
+    )
+
+
+_DENIED = re.compile(r"permission denied|not permitted|os error 13\b", re.I)
+
+
 def check_versions(location: StoreLocation, name: str, table: lancedb.table.Table) -> None:
     """Refuse a table that lost committed versions (`lost_version`): `TableDamaged`."""
     lost = lost_version(location, name, table)

@@ -47,20 +47,39 @@ def not_regular(location: StoreLocation, name: str) -> Odd | None:
         if entries is None:
             return Odd(f"{name}.lance/{folder}", NOT_A_FOLDER)
         for entry in entries:
-            if not entry.is_file():
+            if not _is_file(entry):
                 return Odd(f"{name}.lance/{folder}/{entry.name}", NOT_REGULAR)
     # One folder per index, its files in it (a folder in there is left to Lance).
     found = _entries(root / "_indices")
     if found is None:
         return Odd(f"{name}.lance/_indices", NOT_A_FOLDER)
-    for index in (e for e in found if e.is_dir()):
+    for index in (e for e in found if _is_dir(e)):
         for entry in _entries(Path(index.path)) or ():
-            if not entry.is_file() and not entry.is_dir():
+            if not _is_file(entry) and not _is_dir(entry):
                 return Odd(f"{name}.lance/_indices/{index.name}/{entry.name}", NOT_REGULAR)
     return None
 
 
 _FOLDERS = ("_versions", "data", "_deletions")  # what a read of a newer version opens
+
+
+def unreadable(location: StoreLocation, name: str) -> str | None:
+    """The first folder or file that a read of local table `name` opens (its folder, versions,
+    data, deletions, each index's files) and this user may not read (`os.access`: its mode or
+    owner; a copy made by another user, a `chmod`), as a path under the store, else None.
+    Lance reports only "Permission denied", naming no file."""
+    if location.path is None:
+        return None
+    root = location.path / f"{name}.lance"
+    folders = [root, *(root / f for f in _FOLDERS), root / "_indices"]
+    folders += [Path(e.path) for e in _entries(root / "_indices") or () if _is_dir(e)]
+    for folder in folders:
+        if folder.is_dir() and not os.access(folder, os.R_OK | os.X_OK):
+            return str(folder.relative_to(location.path))
+        for entry in _entries(folder) or ():
+            if _is_file(entry) and not os.access(entry.path, os.R_OK):
+                return str(Path(entry.path).relative_to(location.path))
+    return None
 
 
 class NewOdd:
@@ -87,13 +106,13 @@ class NewOdd:
         store), else None."""
         for indices in self._indices:
             for entry in self._new(indices):  # one folder per index, watched from then on
-                if entry.is_dir():
+                if _is_dir(entry):
                     self._folders.append(os.path.join(indices, entry.name))
-                elif not entry.is_file():
+                elif not _is_file(entry):
                     return os.path.join(indices, entry.name)
         for folder in self._folders:
             for entry in self._new(folder):
-                if not entry.is_file() and not (entry.is_dir() and "_indices" in folder):
+                if not _is_file(entry) and not (_is_dir(entry) and "_indices" in folder):
                     return os.path.join(folder, entry.name)
         return None
 
@@ -143,6 +162,24 @@ def _odd(path: str) -> bool:
     """Whether `path` is there and not a regular file (`lstat`: nothing is opened)."""
     try:
         return not stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    """Whether `entry` is a regular file or a link to one; False for a link that cannot be
+    followed (a loop raises ELOOP: `doctor` printed its traceback, every command blamed it on
+    free space)."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    """Whether `entry` is a folder or a link to one (False for a link that cannot be followed)."""
+    try:
+        return entry.is_dir()
     except OSError:
         return False
 
