@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -69,29 +69,43 @@ def as_other_user() -> Iterator[tuple[dict[str, str], list[str]]]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-@pytest.mark.parametrize("what", ["data file", "data folder"])
-def test_a_table_file_this_user_may_not_read_is_named_with_the_way_out(
-    as_other_user: tuple[dict[str, str], list[str]], what: str
-) -> None:
-    # Lance says only "Permission denied (os error 13)": `recent` and `stats` (and `knowledge
-    # search`) printed its RuntimeError as a traceback, and `doctor`'s repair was `memory
-    # restore`, which reads the same file.
+def _three_then_locked(
+    as_other_user: tuple[dict[str, str], list[str]], locked: Callable[[Path], Path]
+) -> tuple[Callable[..., subprocess.CompletedProcess[str]], str]:
+    """Three memories, then the path `locked` gives (from the store) made unreadable: a run
+    of `octobrain` as a user the mode binds, and that path as named under the store."""
     env, prefix = as_other_user
     for i in range(3):
         memorize(env, f"Fact {i}", f"Durable fact number {i} about the API.")
-    home = Path(env["HOME"])
+    path = locked(_store(env))
     if prefix:
-        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(home)], check=True)
-    folder = _store(env) / "memories.lance" / "data"
-    path = _newest(folder, "*.lance") if what == "data file" else folder
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", env["HOME"]], check=True)
     path.chmod(0)
-    named = str(path.relative_to(_store(env)))
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [*prefix, EXE, *args], env=env, capture_output=True, text=True, timeout=120
         )
 
+    return run, str(path.relative_to(_store(env)))
+
+
+def _data_file(store: Path) -> Path:
+    return _newest(store / "memories.lance" / "data", "*.lance")
+
+
+def _data_folder(store: Path) -> Path:
+    return store / "memories.lance" / "data"
+
+
+@pytest.mark.parametrize("locked", [_data_file, _data_folder])
+def test_a_table_file_this_user_may_not_read_is_named_with_the_way_out(
+    as_other_user: tuple[dict[str, str], list[str]], locked: Callable[[Path], Path]
+) -> None:
+    # Lance says only "Permission denied (os error 13)": `recent` and `stats` (and `knowledge
+    # search`) printed its RuntimeError as a traceback, and `doctor`'s repair was `memory
+    # restore`, which reads the same file.
+    run, named = _three_then_locked(as_other_user, locked)
     for args in (("stats",), ("recent",)):
         done = run("memory", "--scope", "github.com/acme/api", *args)
         assert done.returncode == 1, (args, done.stdout, done.stderr)
@@ -102,3 +116,22 @@ def test_a_table_file_this_user_may_not_read_is_named_with_the_way_out(
     assert "Traceback" not in doctor.stderr, doctor.stderr
     assert doctor.returncode == 1 and f"{named} cannot be read by this user" in doctor.stdout
     assert "memory restore" not in doctor.stdout, doctor.stdout
+
+
+def test_a_folder_of_access_records_this_user_may_not_read_is_named(
+    as_other_user: tuple[dict[str, str], list[str]],
+) -> None:
+    # `remember` lists `_octobrain/accessed` (the access counts processes left for the next
+    # one to commit): a traceback (`PermissionError`), and over MCP "internal error"; `doctor`
+    # said "ok: nothing is wrong".
+    def accessed(store: Path) -> Path:
+        (store / "_octobrain" / "accessed").mkdir(exist_ok=True)
+        return store / "_octobrain" / "accessed"
+
+    run, named = _three_then_locked(as_other_user, accessed)
+    done = run("memory", "--scope", "github.com/acme/api", "remember", "durable fact")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    line = one_clear_line(done.stderr)
+    assert f"{named} cannot be read by this user" in line and "read and write access" in line
+    doctor = run("doctor")
+    assert doctor.returncode == 1 and f"{named}: cannot be read by this user" in doctor.stdout

@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from octobrain.errors import StorageError
 from octobrain.files import read_regular
 from octobrain.store.location import StoreLocation
 
@@ -72,6 +73,14 @@ def _names(folder: Path) -> list[str]:
             return sorted(e.name for e in entries if not e.is_dir(follow_symlinks=False))
     except (FileNotFoundError, NotADirectoryError):
         return []
+    except PermissionError as exc:  # (another user's folder, a chmod: `remember`'s traceback)
+        raise StorageError(
+            f"store: {folder.parent.parent}: _octobrain/{FOLDER} cannot be read by this user "
+            f"({exc.strerror}); {REPAIR}"
+        ) from exc
+
+
+REPAIR = "give the user running octobrain read and write access to it (`chmod`, `chown`)"
 
 
 def write(location: StoreLocation, ids: Sequence[str], at: datetime, window: timedelta) -> bool:

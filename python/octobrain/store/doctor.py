@@ -13,7 +13,7 @@ import stat
 from typing import TYPE_CHECKING
 
 from octobrain.errors import StorageError
-from octobrain.store import import_marks, leftover_temps, manifest, orphan_chunks, seen
+from octobrain.store import accessed, import_marks, leftover_temps, manifest, orphan_chunks, seen
 from octobrain.store.doctor_report import Diagnosis, Problem, TableCheck
 from octobrain.store.doctor_tables import check_table
 from octobrain.store.schema import CHUNKS
@@ -68,6 +68,11 @@ def diagnose(location: StoreLocation) -> Diagnosis:
         )
     problems += [_import_cut_short(mark) for mark in import_marks.cut_short(location)]
     _check_locks(location, problems)
+    try:
+        accessed.waiting(location)
+    except StorageError:
+        unreadable = "cannot be read by this user: every command that reads the store fails on it"
+        problems.append(Problem(f"_octobrain/{accessed.FOLDER}", unreadable, accessed.REPAIR))
     problems += leftover_temps.problems(location)
     db = location.connect()
     present = set(db.list_tables().tables)
