@@ -216,6 +216,11 @@ def test_int_given_for_float_is_accepted(tmp_path: Path):
             "'bad host!' is neither an IP address, a CIDR network nor a host name",
         ),
         ("[knowledge]\nmax_redirects = -1\n", "knowledge.max_redirects", "must be between 0"),
+        (
+            "[knowledge]\nmcp_max_source_chunks = 0\n",
+            "knowledge.mcp_max_source_chunks",
+            "must be between 1",
+        ),
         # Accepted: 5e-324 put every memory at the decay floor at once, 1e300 stopped decay.
         ("[memory]\ndecay_half_life_days = 5e-324\n", "memory.decay_half_life_days", "an hour"),
         ("[memory]\ndecay_half_life_days = 1e300\n", "memory.decay_half_life_days", "century"),

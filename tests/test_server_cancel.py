@@ -41,7 +41,8 @@ def test_a_cancelled_index_stops_and_writes_nothing(tmp_path: Path) -> None:
     data = tmp_path / "data"
     log = tmp_path / "server.log"
     cmd = octobrain_cmd("mcp", "-v")
-    params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=server_env(data), cwd=project)
+    env = server_env(data, OCTOBRAIN_KNOWLEDGE_MCP_MAX_SOURCE_CHUNKS="10000")  # (4,000 chunks)
+    params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=env, cwd=project)
 
     async def body() -> None:
         with log.open("w") as errlog:

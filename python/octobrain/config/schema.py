@@ -423,6 +423,14 @@ class KnowledgeConfig:
         "source that would make more is refused before any is embedded",
         _range(1, 10_000_000),
     )
+    mcp_max_source_chunks: int = _opt(
+        1_000,
+        "most chunks one MCP call embeds (a search naming a file or URL, a note; about 50 ms "
+        "of CPU each with the bundled model, every other client's knowledge call waiting): a "
+        "source over it is refused before any is embedded, and indexed at the command line "
+        "instead, up to max_source_chunks",
+        _range(1, 10_000_000),
+    )
     fetch_timeout_secs: float = _opt(
         30.0,
         "time allowed for fetching one URL (every redirect hop and the whole body), seconds",

@@ -5,6 +5,7 @@ settings)."""
 
 from __future__ import annotations
 
+import shlex
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -17,9 +18,15 @@ from octobrain.embed.factory import facade_parts
 from octobrain.embed.tokens import TokenCounter, input_window
 from octobrain.files import check_path
 from octobrain.knowledge.extract import Document, extracted_by
-from octobrain.knowledge.generation import Progress, embed_rows, new_rows
+from octobrain.knowledge.generation import ChunkCap, Progress, embed_rows, new_rows
 from octobrain.knowledge.index import ChunkIndex
-from octobrain.knowledge.sources import Fetched, SourceRef, confine, parse_source
+from octobrain.knowledge.sources import (
+    STORED_PREFIX,
+    Fetched,
+    SourceRef,
+    confine,
+    parse_source,
+)
 from octobrain.knowledge.store import KnowledgeStore
 from octobrain.safe_text import check_label
 from octobrain.scope import validate_scope
@@ -95,7 +102,31 @@ class KnowledgeBase(Closable):
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The rows of a new generation of `document` under this instance's settings."""
         k, window, chunker = self.config.knowledge, self._window, self._chunker(document.doc_type)
-        return new_rows(document, k, window, chunker, scope, session_id, digest, mtime, size)
+        cap = self._chunk_cap(document.uri)
+        return new_rows(document, k, window, cap, chunker, scope, session_id, digest, mtime, size)
+
+    def _chunk_cap(self, uri: str) -> ChunkCap:
+        """The most chunks one call may make of the source `uri`. A session confined to local
+        roots is an MCP client's: its call embeds holding the server's knowledge lock (about
+        50 ms of CPU a chunk with the bundled model, every other client's knowledge call
+        waiting), so at most `mcp_max_source_chunks`, and a longer source is indexed at the
+        command line instead, where the person waits for their own, up to `max_source_chunks`."""
+        k = self.config.knowledge
+        cli = ChunkCap(k.max_source_chunks, "knowledge.max_source_chunks")
+        if self.local_roots is None or k.max_source_chunks <= k.mcp_max_source_chunks:
+            return cli
+        setting = "most one MCP call embeds (knowledge.mcp_max_source_chunks)"
+        if uri.startswith(STORED_PREFIX):
+            instead = "nothing was stored (keep it as shorter notes, or raise the setting)"
+            return ChunkCap(k.mcp_max_source_chunks, setting, "content", instead)
+        where = "--global" if self.scope == "" else f"--scope {shlex.quote(self.scope)}"
+        instead = (
+            "nothing was indexed. Index it at the command line (up to "
+            f"{cli.limit:,} chunks, knowledge.max_source_chunks): `octobrain knowledge {where} "
+            f"index {shlex.quote(uri)}`; a search naming it then embeds nothing while it is "
+            "unchanged"
+        )
+        return ChunkCap(k.mcp_max_source_chunks, setting, "source", instead)
 
     def _session_cutoff(self, now: datetime) -> datetime:
         return now - timedelta(hours=self.config.knowledge.session_ttl_hours)

@@ -8,6 +8,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from octobrain.config import KnowledgeConfig
@@ -24,16 +25,24 @@ Progress = Callable[[int, int], None]
 
 
 class ChunkCapExceeded(InvalidInput):
-    """A document that makes more chunks than `knowledge.max_source_chunks` (nothing indexed)."""
-
-    def __init__(self, rule: str) -> None:
-        super().__init__("source", rule)
+    """A document that makes more chunks than its `ChunkCap` (nothing indexed)."""
 
 
-def cut_settings(k: KnowledgeConfig) -> tuple[int, ...]:
-    """The settings that decide how a document is cut into chunks (and so a refusal for
-    their number)."""
-    return (k.chunk_size, k.chunk_overlap, k.parent_size, k.max_source_chunks)
+@dataclass(frozen=True)
+class ChunkCap:
+    """The most chunks one call may make of a source (each is embedded in the call), the
+    setting that says so, and what a refusal names: its field and what to do instead."""
+
+    limit: int
+    setting: str
+    field: str = "source"
+    instead: str = "nothing was indexed (index a part of it, or raise the setting)"
+
+
+def cut_settings(k: KnowledgeConfig, cap: ChunkCap) -> tuple[Any, ...]:
+    """The settings that decide how a document is cut into chunks, and the cap on their
+    number (and so a refusal for it)."""
+    return (k.chunk_size, k.chunk_overlap, k.parent_size, cap)
 
 
 def content_hash(text: str) -> str:
@@ -68,6 +77,7 @@ def new_rows(
     document: Document,
     k: KnowledgeConfig,
     window: tuple[int, TokenCounter] | None,
+    cap: ChunkCap,
     chunker: str,
     scope: str,
     session_id: str,
@@ -76,7 +86,8 @@ def new_rows(
     size: int,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The source row and its chunk rows (without embeddings) for a new generation of
-    `document`, cut by the `k` settings (to fit `window`, when given) and named `chunker`."""
+    `document`, cut by the `k` settings (to fit `window`, when given) and named `chunker`;
+    `ChunkCapExceeded` past `cap`, before any is embedded."""
     try:  # bounds one call's work: the cutting stops at the cap, the embedding never starts
         chunks = chunk_text(
             document.text,
@@ -86,14 +97,14 @@ def new_rows(
             parent_size=k.parent_size,
             max_tokens=window[0] if window is not None else 0,
             count_tokens=window[1] if window is not None else None,
-            max_chunks=k.max_source_chunks,
+            max_chunks=cap.limit,
             setext=document.doc_type is DocType.MARKDOWN,
         )
     except TooManyChunks as exc:
         raise ChunkCapExceeded(
-            f"{document.uri} makes more than {exc.limit:,} chunks, the "
-            "knowledge.max_source_chunks; nothing was indexed (index a part of it, or "
-            "raise the setting)"
+            cap.field,
+            f"{document.uri} makes more than {exc.limit:,} chunks, the {cap.setting}; "
+            + cap.instead,
         ) from None
     now = utcnow()
     sid = source_id(document.uri, scope, session_id)

@@ -164,7 +164,8 @@ class Knowledge(Housekeeping):
         now = utcnow()
         if existing is not None and lazy and not force and self._fresh(ref, existing, now):
             return IndexReport(SourceInfo.from_row(existing), "fresh", 0)
-        known = _REFUSED.get(ref, cut_settings(self.config.knowledge))
+        cut = cut_settings(self.config.knowledge, self._chunk_cap(ref.uri))
+        known = _REFUSED.get(ref, cut)
         if known is not None:  # the same file, unchanged: refused again without reading it
             raise InvalidInput("source", known)
         fetched = self._fetch(ref)
@@ -190,7 +191,7 @@ class Knowledge(Housekeeping):
         try:
             row, embedded = self._write(document, scope, "", digest, fetched.mtime, size, progress)
         except ChunkCapExceeded as exc:
-            _REFUSED.add(fetched, cut_settings(self.config.knowledge), exc.rule, len(exc.rule))
+            _REFUSED.add(fetched, cut, exc.rule, len(exc.rule))
             raise
         return IndexReport(SourceInfo.from_row(row), status, embedded)
 

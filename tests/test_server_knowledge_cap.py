@@ -1,0 +1,85 @@
+"""What one MCP knowledge call may embed: at most `knowledge.mcp_max_source_chunks` chunks of a
+source (the rest is indexed at the command line). The real server over stdio, the SDK's own
+client."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.server_support import PROJECT_A, call, octobrain_cmd, run, server_env
+
+EMBEDDED = "chunks (the first of"  # the server's log line as it starts embedding a source
+
+
+def _document(path: Path, sections: int) -> Path:
+    """Markdown of `sections` sections, each about one chunk."""
+    body = "Workers restart after the deploy and report their health to the monitor. " * 12
+    path.write_text("".join(f"## Part {i}\n\n{body}\n\n" for i in range(sections)))
+    return path
+
+
+def _server(data: Path, project: Path, **env: str) -> StdioServerParameters:
+    cmd = octobrain_cmd("mcp", "-v")  # (-v: the log says when a source is embedded)
+    return StdioServerParameters(
+        command=cmd[0], args=cmd[1:], env=server_env(data, **env), cwd=project
+    )
+
+
+def test_an_mcp_call_embeds_at_most_its_cap_and_the_cli_indexes_the_rest(tmp_path: Path) -> None:
+    # One MCP search naming a project file embedded every chunk of it (up to
+    # knowledge.max_source_chunks, 10,000: 9 minutes of CPU with the bundled model), holding
+    # the server's knowledge lock: every other client's knowledge call waited.
+    project = tmp_path / "project"
+    project.mkdir()
+    doc = _document(project / "handbook.md", sections=8)
+    data, log = tmp_path / "data", tmp_path / "server.log"
+    params = _server(data, project, OCTOBRAIN_KNOWLEDGE_MCP_MAX_SOURCE_CHUNKS="3")
+    search = {"command": "search", "query": "worker health", "source": doc.name}
+    note = {"command": "store", "key": "long", "content": doc.read_text()}
+
+    replies: list[str] = []
+
+    async def refused() -> None:
+        with log.open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                for arguments in (search, note, {**note, "content": "Restart the worker."}):
+                    error, reply = await call(client, "knowledge", **arguments, scope=PROJECT_A)
+                    replies.append(("error: " if error else "") + reply)
+
+    run(refused)
+    reply, long_note, short_note = replies
+    assert reply.startswith(f"error: source: {doc.as_uri()} makes more than 3 chunks, the "), reply
+    assert "knowledge.mcp_max_source_chunks" in reply and "nothing was indexed" in reply
+    assert long_note.startswith("error: content: stored://long makes more than 3 chunks"), long_note
+    assert "nothing was stored" in long_note and not short_note.startswith("error"), short_note
+    assert f"{EMBEDDED} {doc.as_uri()}" not in log.read_text()  # refused before any embedding
+    # The way out the refusal names, run as it says: the command line's cap is 10,000.
+    command = re.search(r"`(octobrain knowledge [^`]+)`", reply)
+    assert command is not None, reply
+    argv = shlex.split(command.group(1))
+    assert argv[:4] == ["octobrain", "knowledge", "--scope", PROJECT_A], argv
+    indexed = subprocess.run(
+        octobrain_cmd(*argv[1:]),
+        env=server_env(data),
+        cwd=tmp_path,  # (anywhere: the command names the file and the scope)
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert indexed.returncode == 0 and "(8 chunks created" in indexed.stdout, indexed.stderr
+
+    async def again() -> None:
+        with log.open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                error, hits = await call(client, "knowledge", **search, scope=PROJECT_A)
+                assert not error and "Workers restart after the deploy" in hits, hits
+
+    run(again)
+    assert EMBEDDED not in log.read_text()  # the source as the command line indexed it
+
