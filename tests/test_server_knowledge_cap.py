@@ -1,6 +1,6 @@
 """What one MCP knowledge call may embed: at most `knowledge.mcp_max_source_chunks` chunks of a
-source (the rest is indexed at the command line). The real server over stdio, the SDK's own
-client."""
+source (the rest is indexed at the command line), and its client told the progress of what it
+does embed. The real server over stdio, the SDK's own client."""
 
 from __future__ import annotations
 
@@ -83,3 +83,35 @@ def test_an_mcp_call_embeds_at_most_its_cap_and_the_cli_indexes_the_rest(tmp_pat
     run(again)
     assert EMBEDDED not in log.read_text()  # the source as the command line indexed it
 
+
+def test_an_mcp_client_asking_for_progress_is_told_the_chunks_embedded(tmp_path: Path) -> None:
+    # A search naming a long source answered only at the end: a client that sent a
+    # progressToken heard nothing for the whole embedding (minutes with the bundled model).
+    project = tmp_path / "project"
+    project.mkdir()
+    doc = _document(project / "handbook.md", sections=150)
+    told: list[tuple[float, float | None]] = []
+
+    async def note(progress: float, total: float | None, message: str | None) -> None:
+        told.append((progress, total))
+
+    async def body() -> None:
+        async with Client(stdio_client(_server(tmp_path / "data", project))) as client:
+            search = {"command": "search", "query": "worker health", "source": doc.name}
+            result = await client.call_tool(
+                "knowledge", {**search, "scope": PROJECT_A}, progress_callback=note
+            )
+            assert not result.is_error, result
+            assert told, "no progress before the answer"
+            told.append((-1.0, None))  # the answer's place among them
+            again = await client.call_tool(
+                "knowledge", {**search, "scope": PROJECT_A}, progress_callback=note
+            )
+            assert not again.is_error, again  # (indexed already: nothing embedded, no progress)
+
+    run(body)
+    assert told[-1] == (-1.0, None), told
+    done = [p for p, _ in told[:-1]]
+    total = told[0][1]
+    assert total is not None and total >= 150 and {t for _, t in told[:-1]} == {total}, told
+    assert len(done) >= 2 and done == sorted(set(done)) and done[-1] == total, told

@@ -65,6 +65,7 @@ class KnowledgeBase(Closable):
         # URLs fetched before the call (the MCP server's; None: fetch inline): see prefetch.py.
         self.prefetched: dict[str, Fetched] | None = None
         self.stop: threading.Event | None = None  # set: embedding stops (`generation.Stopped`)
+        self.progress: Progress | None = None  # told the chunks embedded, when none is given
 
     @property
     def kstore(self) -> KnowledgeStore:
@@ -172,6 +173,6 @@ class KnowledgeBase(Closable):
         check: Callable[[], None] | None = None,
     ) -> tuple[dict[str, Any], int]:
         source_row, chunk_rows = self._new_rows(document, scope, session_id, digest, mtime, size)
-        embed_rows(self.embedder, chunk_rows, progress, self.stop)
+        embed_rows(self.embedder, chunk_rows, progress or self.progress, self.stop)
         self.kstore.replace_source(source_row, chunk_rows, check)
         return source_row, len(chunk_rows)

@@ -30,6 +30,7 @@ from octobrain.safe_text import client_text, one_line, printable
 from octobrain.server import handlers
 from octobrain.server.brief_listing import BRIEF_PROMPT, BRIEF_RESOURCE, BRIEF_URI, brief_template
 from octobrain.server.pool import BrainPool
+from octobrain.server.progress import progress_of
 from octobrain.server.quiet import QuietWarning
 from octobrain.server.schemas import TOOLS, TOOLS_BY_NAME, allowed_arguments
 from octobrain.server.scoping import (
@@ -293,7 +294,8 @@ class OctobrainServer:
             session_id = (lock.session_id if lock is not None else "") or self._session_of(ctx)
             work = partial(handlers.knowledge, arguments=arguments)
             roots = self.workspace.local_roots(lock, self.pool.config.knowledge.allow_paths)
-            knowledge = partial(self.pool.call_knowledge, scope, workdir, session_id, work, roots)
+            call = partial(self.pool.call_knowledge, scope, workdir, session_id, work, roots)
+            knowledge = partial(call, progress=progress_of(ctx))  # (as its embedding goes)
             try:  # (stopped between batches when the client cancels the call or is gone)
                 return await in_thread(partial(knowledge, {}), _limiter("knowledge"))
             except FetchFirst as first:  # a URL is fetched holding no lock (prefetch.py)

@@ -31,6 +31,7 @@ from octobrain.heap import resident_bytes, trim_heap
 
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
+    from octobrain.knowledge.generation import Progress
     from octobrain.knowledge.index import ChunkIndex
     from octobrain.knowledge.sources import Fetched
     from octobrain.knowledge.store import KnowledgeStore
@@ -251,13 +252,15 @@ class BrainPool:
         local_roots: tuple[Path, ...] | None = None,
         prefetched: dict[str, Fetched] | None = None,
         stop: threading.Event | None = None,
+        *,
+        progress: Progress | None = None,
     ) -> T:
         """Run `fn` with the knowledge facade of (scope, session), sharing the model and store:
         "" is the pool's default session, None none (a facade without session notes). Local
         files are read only under `local_roots` (None: anywhere). Given `prefetched`, the call
         fetches no URL under the lock: one it needs and the map lacks raises `FetchFirst`.
         Once `stop` is set (its client cancelled the call or is gone), its embedding stops at
-        the next batch, nothing written (`Stopped`).
+        the next batch, nothing written (`Stopped`); `progress` is told the chunks embedded.
 
         Only finding the facade holds the pool lock: indexing a long document runs under the
         knowledge lock, so memory calls (`remember`, `memorize`) keep answering meanwhile."""
@@ -285,7 +288,7 @@ class BrainPool:
                 _keep(self._knowledge, key, knowledge)
         with self._knowledge_lock:
             before = resident_bytes()
-            knowledge.prefetched, knowledge.stop = prefetched, stop
+            knowledge.prefetched, knowledge.stop, knowledge.progress = prefetched, stop, progress
             try:
                 return fn(knowledge)
             except Exception as exc:
@@ -294,7 +297,7 @@ class BrainPool:
                 traceback.clear_frames(exc.__traceback__)
                 raise
             finally:
-                knowledge.prefetched, knowledge.stop = None, None
+                knowledge.prefetched, knowledge.stop, knowledge.progress = None, None, None
                 self._note_own_tables()
                 self._trim_after(before)
 
