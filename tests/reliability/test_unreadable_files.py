@@ -135,3 +135,19 @@ def test_a_folder_of_access_records_this_user_may_not_read_is_named(
     assert f"{named} cannot be read by this user" in line and "read and write access" in line
     doctor = run("doctor")
     assert doctor.returncode == 1 and f"{named}: cannot be read by this user" in doctor.stdout
+
+
+def test_a_lock_file_this_user_may_not_write_is_named_by_doctor(
+    as_other_user: tuple[dict[str, str], list[str]],
+) -> None:
+    # Every `memorize` failed ("cannot write to …: Permission denied; nothing was changed
+    # (check free space and permissions)") while `doctor` said "ok: nothing is wrong".
+    run, named = _three_then_locked(as_other_user, lambda store: store / ".write.lock")
+    done = run(
+        "memory", "--scope", "github.com/acme/api", "memorize", "-t", "Fact 4", "-c", "x" * 20
+    )
+    assert done.returncode == 1 and "Permission denied" in one_clear_line(done.stderr)
+    doctor = run("doctor")
+    assert doctor.returncode == 1, doctor.stdout
+    assert f"{named}: cannot be opened for writing by this user" in doctor.stdout
+    assert "every write to the memories fails" in doctor.stdout

@@ -9,6 +9,7 @@ read-only copy.
 
 from __future__ import annotations
 
+import os
 import stat
 from typing import TYPE_CHECKING
 
@@ -119,14 +120,24 @@ def _check_locks(location: StoreLocation, problems: list[Problem]) -> None:
             mode = path.stat().st_mode
         except OSError:
             continue
+        fails = _LOCKED_OUT.get(path.name, "every write that takes it fails")
         if not stat.S_ISREG(mode):
             what = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
             problems.append(
                 Problem(
                     path.name,
-                    f"is {what}, not a lock file: "
-                    + _LOCKED_OUT.get(path.name, "every write that takes it fails"),
+                    f"is {what}, not a lock file: {fails}",
                     f"move {path} aside; the next write makes the lock file again",
+                )
+            )
+        # (a store this user may not write at all, a read-only copy, is not told so lock by lock)
+        elif not os.access(path, os.R_OK | os.W_OK) and os.access(location.path, os.W_OK):
+            problems.append(
+                Problem(
+                    path.name,
+                    f"cannot be opened for writing by this user (its mode or owner): {fails}",
+                    f"give the user running octobrain read and write access to {path} "
+                    "(`chmod`, `chown`)",
                 )
             )
 
