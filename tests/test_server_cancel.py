@@ -3,12 +3,15 @@ nothing: the real server process over stdio, the SDK's own client sending the ca
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -17,8 +20,18 @@ from octobrain.embed.base import EMBED_BATCH
 from octobrain.embed.factory import get_embedder
 from octobrain.errors import Stopped
 from octobrain.knowledge.store import KnowledgeStore
-from octobrain.server import handlers
-from tests.server_support import PROJECT_A, call, hash_pool, octobrain_cmd, run, server_env
+from octobrain.server import handlers, wire
+from octobrain.server.app import serve_stdio
+from tests.server_support import (
+    PROJECT_A,
+    call,
+    hash_pool,
+    initialize_message,
+    octobrain_cmd,
+    run,
+    server_env,
+    server_for,
+)
 
 
 def _long_document(path: Path, sections: int = 400) -> Path:
@@ -94,3 +107,118 @@ def test_a_cancelled_ingest_stops_embedding_between_batches(tmp_path: Path) -> N
         pool.embed(partial(plan.embed, stop))
     assert calls == [EMBED_BATCH]
     assert pool.call(PROJECT_A, None, lambda brain: brain.recent(10)) == []
+
+
+class _HeldPool:
+    """A pool whose calls wait until `release` is set, each noted in `events` as it ends."""
+
+    default_session_id = "held"
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+        self.entered = threading.Semaphore(0)
+        self.release = threading.Event()
+
+    def call(self, *args: Any, **kwargs: Any) -> str:
+        self.entered.release()
+        self.release.wait(60)
+        self.events.append("work ended")
+        return "briefing"
+
+
+def _briefing_read(request_id: int, cancel: bool = True) -> list[dict[str, Any]]:
+    """A `resources/read` of the briefing, then (`cancel`) its cancel."""
+    read = {"jsonrpc": "2.0", "id": request_id, "method": "resources/read",
+            "params": {"uri": "octobrain://brief"}}  # fmt: skip
+    cancelled = {"requestId": request_id}
+    return [read] + cancel * [
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancelled}
+    ]
+
+
+class _HeldSession:
+    """An in-process stdio session of a server over `_HeldPool`, sent `messages` up front; it
+    notes in `events` when the ping (id 99) is answered."""
+
+    def __init__(self, tmp: Path, messages: list[dict[str, Any]]) -> None:
+        self.events: list[str] = []
+        self.pool = _HeldPool(self.events)
+        self._server = server_for(self.pool, tmp, PROJECT_A)  # type: ignore[arg-type]
+        read_end, self._write_end = os.pipe()
+        self._reader = os.fdopen(read_end, "rb")
+        opened = [initialize_message(), {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+        os.write(self._write_end, b"".join(json.dumps(m).encode() + b"\n" for m in opened))
+        os.write(self._write_end, b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+
+    def start(self, group: anyio.abc.TaskGroup) -> None:
+        self.pinged = anyio.Event()
+        stdin = wire.CappedStdin(self._reader, on_end=lambda: None)
+        group.start_soon(partial(serve_stdio, self._server, stdin=stdin, stdout=self))
+
+    async def write(self, text: str) -> None:  # (the session's stdout)
+        if json.loads(text).get("id") == 99:
+            self.events.append("ping answered")
+            self.pinged.set()
+
+    async def flush(self) -> None:
+        pass
+
+    def end(self) -> None:
+        """The client closes its input; once the session has ended, the server's end too."""
+        os.close(self._write_end)
+
+    def close(self) -> None:
+        self._reader.close()
+
+
+def test_a_cancelled_call_keeps_its_place_in_flight_until_its_work_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cancel freed its call's place at once, while the call's worker thread ran on (a thread
+    # cannot be stopped): a client sending read, cancel, read, cancel… had as many briefings
+    # going as threads would take (40), past the 32 a session may have in flight.
+    monkeypatch.setattr(wire, "MAX_IN_FLIGHT", 2)
+    ping = {"jsonrpc": "2.0", "id": 99, "method": "ping"}
+    session = _HeldSession(tmp_path, [*_briefing_read(2), *_briefing_read(3), ping])
+
+    async def body() -> None:
+        async with anyio.create_task_group() as group:
+            session.start(group)
+            for _ in range(2):  # both briefings are at work, both cancelled
+                await anyio.to_thread.run_sync(session.pool.entered.acquire)
+            with anyio.move_on_after(2):  # (the ping was answered at once)
+                await session.pinged.wait()
+            session.pool.release.set()
+            with anyio.fail_after(60):
+                await session.pinged.wait()
+            session.end()
+
+    run(body)
+    session.close()
+    events = session.events
+    assert events[0] == "work ended", events  # the ping waited for a place
+    assert events.count("work ended") == 2 and "ping answered" in events
+
+
+def test_briefings_being_read_take_a_memory_calls_threads_not_stdins(tmp_path: Path) -> None:
+    # A briefing ran in anyio's shared threads, where stdin is read: 40 reads of it waiting on
+    # the store took them all (and ran, cancelled or not), and the session read nothing more.
+    reads = [m for i in range(10) for m in _briefing_read(10 + i, cancel=False)]
+    session = _HeldSession(tmp_path, reads)
+    entered = 0
+
+    async def body() -> None:
+        nonlocal entered
+        async with anyio.create_task_group() as group:
+            session.start(group)
+            with anyio.move_on_after(2):  # (all ten at once, each in a thread of its own)
+                while entered < 10:
+                    taken = session.pool.entered.acquire
+                    await anyio.to_thread.run_sync(taken, abandon_on_cancel=True)
+                    entered += 1
+            session.pool.release.set()
+            session.end()
+
+    run(body)
+    session.close()
+    assert entered == 4  # the memory calls' threads (app._THREADS)

@@ -420,8 +420,10 @@ class OctobrainServer:
             return briefing_markdown(build_briefing(brain, max_tokens=max_tokens))
 
         try:
+            # Among the memory calls' threads: in anyio's shared ones a briefing left waiting
+            # on the pool lock took a thread stdin is read by, 40 of them every one.
             text: str = await anyio.to_thread.run_sync(
-                self.pool.call, scope, workdir, work, session_id
+                self.pool.call, scope, workdir, work, session_id, limiter=_limiter("memory")
             )
         except InvalidInput as exc:
             raise MCPError(INVALID_PARAMS, one_line(str(exc))) from exc
@@ -487,7 +489,7 @@ async def serve_stdio(
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
 
-    from octobrain.server.wire import CappedStdin, CountedWrites
+    from octobrain.server.wire import CappedStdin, CountedReads, CountedWrites
 
     if stdin is None:
         stdin = CappedStdin()  # the size and depth caps; closing it ends the process promptly
@@ -497,5 +499,5 @@ async def serve_stdio(
             await write_stream.send(SessionMessage(types.JSONRPCError.model_validate(answer)))
 
         stdin.refuse = refuse
-        writes = CountedWrites(write_stream, stdin)
-        await server.run(read_stream, writes, server.create_initialization_options())
+        reads, writes = CountedReads(read_stream, stdin), CountedWrites(write_stream, stdin)
+        await server.run(reads, writes, server.create_initialization_options())

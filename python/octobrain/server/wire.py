@@ -19,10 +19,13 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, Self
 
 from octobrain.safe_text import client_text
 from octobrain.server.quiet import QuietWarning
+
+if TYPE_CHECKING:
+    from mcp.shared.message import SessionMessage
 
 log = logging.getLogger(__name__)
 
@@ -258,37 +261,32 @@ class CappedStdin:
         self._stream = stream if stream is not None else sys.stdin.buffer
         self._on_end = on_end if on_end is not None else exit_soon
         self.refuse: Callable[[dict[str, Any]], Awaitable[None]] | None = None
-        # Requests passed on and not yet answered (`answered`) or cancelled, by id (a client
-        # may reuse one): the SDK never answers a request its client cancelled, so a count of
-        # answers alone kept a place for each, and 31 cancels left the session one at a time.
+        # Requests passed on and not yet answered or settled unanswered (`answered`), by id:
+        # the SDK never answers a request its client cancelled, so a count of answers alone
+        # kept a place for each, and 31 cancels left the session one at a time. A cancel does
+        # not free the place itself: the call's worker thread runs on until its work ends, and
+        # a client sending call, cancel, call, cancel… had 40 briefings running at once.
         self._pending: dict[object, int] = {}
         self._in_flight = 0
 
     def answered(self, request_id: object) -> None:
         """The answer to `request_id` went out (called by the session's writes,
-        `CountedWrites`)."""
-        self._release(request_id)
-
-    def _release(self, request_id: object) -> None:
+        `CountedWrites`), or it settled with none, its client having cancelled it: its
+        handler, and so the thread it waited on, has ended (`CountedReads`)."""
         key = request_key(request_id)
         held = self._pending.get(key, 0)
-        if held:  # (an answer racing the cancel of its request comes once more)
+        if held:  # (not a request it passed on: nothing to free)
             self._in_flight -= 1
             if held == 1:
                 del self._pending[key]
             else:
                 self._pending[key] = held - 1
 
-    def _passed_on(self, message: dict[str, Any], request: bool) -> None:
-        """Count a request passed on to the SDK; a cancel frees its request's place."""
-        if request:
-            key = request_key(message["id"])
-            self._pending[key] = self._pending.get(key, 0) + 1
-            self._in_flight += 1
-        elif message.get("method") == "notifications/cancelled":
-            params = message.get("params")
-            if isinstance(params, dict) and "requestId" in params:
-                self._release(params["requestId"])
+    def _passed_on(self, message: dict[str, Any]) -> None:
+        """Count a request passed on to the SDK."""
+        key = request_key(message["id"])
+        self._pending[key] = self._pending.get(key, 0) + 1
+        self._in_flight += 1
 
     def _read_line(self) -> bytes | None:
         """One line, at most a byte over the cap (the rest of a longer one is discarded)."""
@@ -326,7 +324,8 @@ class CappedStdin:
             if answer is None and request and request_key(message["id"]) in self._pending:
                 answer, request = duplicate_id(message["id"]), False
             if answer is None:
-                self._passed_on(message, request)
+                if request:
+                    self._passed_on(message)
                 yield text
                 continue
             _refusals.warn("refused a message: %s", answer["error"]["message"])
@@ -334,15 +333,67 @@ class CappedStdin:
                 await self.refuse(answer)
 
 
-class CountedWrites:
-    """The session's outgoing stream, telling `stdin` of each answer sent (an object with an id
-    and no method: a result or an error; the server's own requests and notifications have a
-    method). A send returns once the writer took the message, which it does only after
-    writing the one before: a client that stops reading holds them here."""
+class _Counted:
+    """One of the session's streams, wrapped to tell `stdin` when a request's place is free."""
 
     def __init__(self, stream: Any, stdin: CappedStdin) -> None:
         self._stream = stream
         self._stdin = stdin
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> Self:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        result: bool | None = await self._stream.__aexit__(*exc)
+        return result
+
+
+class CountedReads(_Counted):
+    """The session's incoming stream, each request in it carrying a hook the SDK runs when the
+    request settles without an answer (its client cancelled it): its handler has returned, the
+    work it waited on ended, and `stdin` frees its place among those in flight then."""
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's context of the last item, as the SDK's stream has it."""
+        return getattr(self._stream, "last_context", None)
+
+    def __aiter__(self) -> CountedReads:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        return self._hooked(await self._stream.__anext__())
+
+    async def receive(self) -> SessionMessage | Exception:
+        """The next item, a request carrying the hook."""
+        return self._hooked(await self._stream.receive())
+
+    def _hooked(self, item: SessionMessage | Exception) -> SessionMessage | Exception:
+        from mcp.shared.message import ServerMessageMetadata, SessionMessage
+        from mcp_types import JSONRPCRequest
+
+        if (
+            isinstance(item, SessionMessage)
+            and isinstance(item.message, JSONRPCRequest)
+            and item.metadata is None
+        ):
+
+            async def settled(request_id: object = item.message.id) -> None:
+                self._stdin.answered(request_id)
+
+            item.metadata = ServerMessageMetadata(on_request_unanswered=settled)
+        return item
+
+
+class CountedWrites(_Counted):
+    """The session's outgoing stream, telling `stdin` of each answer sent (an object with an id
+    and no method: a result or an error; the server's own requests and notifications have a
+    method). A send returns once the writer took the message, which it does only after
+    writing the one before: a client that stops reading holds them here."""
 
     async def send(self, item: Any, /) -> None:
         await self._stream.send(item)
@@ -350,17 +401,6 @@ class CountedWrites:
         request_id = getattr(message, "id", None)
         if request_id is not None and not hasattr(message, "method"):
             self._stdin.answered(request_id)
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def __aenter__(self) -> CountedWrites:
-        await self._stream.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        result: bool | None = await self._stream.__aexit__(*exc)
-        return result
 
 
 def exit_soon(grace: float = EXIT_GRACE_S) -> None:
