@@ -4,10 +4,14 @@ Origin checks, and the refusal's size, in front of a stand-in MCP app."""
 from __future__ import annotations
 
 import asyncio
+import json
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from mcp.shared.exceptions import MCPError
 
+from octobrain.server.abandoned import SCOPE_KEY, Work, held_until_done
 from octobrain.server.http import Guard
 
 
@@ -119,3 +123,80 @@ def test_a_request_naming_two_sessions_is_refused() -> None:
         assert b"mcp-session-id: the request names more than one session" in body
     same = [("host", "127.0.0.1"), ("mcp-session-id", "aaaa"), ("mcp-session-id", "aaaa")]
     assert _ask("GET", same)[0] == 200
+
+
+def test_a_call_whose_client_went_away_keeps_its_place_until_its_work_ends() -> None:
+    # The place was freed when the POST ended, and a POST whose client hangs up ends at once
+    # while the SDK runs its call on: posting a call and hanging up, again and again, had
+    # every one queued and run (40 briefings for 40 hang-ups), none counted.
+    release = asyncio.Event()
+    ran: list[int] = []
+    handlers: list[asyncio.Future[Any]] = []
+    hung_up: list[int] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:  # the SDK, its client gone
+        started = asyncio.Event()
+
+        async def handler(ctx: Any) -> dict[str, Any]:
+            started.set()
+            await release.wait()
+            ran.append(1)
+            return {}
+
+        ctx = SimpleNamespace(request=SimpleNamespace(scope=scope))
+        handlers.append(asyncio.ensure_future(held_until_done(ctx, handler)))
+        await started.wait()
+        hung_up.append(1)  # the POST ends unanswered, its call running
+
+    guard = Guard(app, token="", loopback=True, allowed_origins=(), max_in_flight=8)
+
+    async def post(request_id: int) -> int:
+        body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call"}).encode()
+        headers = [(b"host", b"127.0.0.1"), (b"mcp-session-id", b"s1"),
+                   (b"content-length", str(len(body)).encode())]  # fmt: skip
+        scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
+        messages = iter([{"type": "http.request", "body": body, "more_body": False}])
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> Any:
+            return next(messages, {"type": "http.disconnect"})
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await guard(scope, receive, send)
+        return int(sent[0]["status"]) if sent else 0
+
+    async def body() -> None:
+        first = asyncio.ensure_future(post(1))  # one place a session (an eighth of 8)
+        while not hung_up:
+            await asyncio.sleep(0)
+        for _ in range(3):  # the guard past the POST's end (it was freed there)
+            await asyncio.sleep(0)
+        assert await post(2) == 429  # the first call's work still holds the place
+        release.set()
+        await first
+        await post(3)
+        await asyncio.gather(*handlers)
+        assert ran == [1, 1]
+
+    asyncio.run(body())
+
+
+def test_a_call_whose_client_went_away_before_it_started_is_not_run() -> None:
+    work = Work()
+    scope = {SCOPE_KEY: work}
+    ctx = SimpleNamespace(request=SimpleNamespace(scope=scope))
+    ran: list[int] = []
+
+    async def handler(ctx: Any) -> dict[str, Any]:
+        ran.append(1)
+        return {}
+
+    async def body() -> None:
+        await work.done()  # its POST ended: the client closed the connection
+        with pytest.raises(MCPError, match="closed the connection first; nothing was done"):
+            await held_until_done(ctx, handler)
+
+    asyncio.run(body())
+    assert ran == []

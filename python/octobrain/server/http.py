@@ -19,6 +19,7 @@ One ASGI guard in front of the SDK's app does every check, in this order:
 8. requests in flight: past `mcp.max_in_flight` POSTs being answered, 503; past an eighth of
    them on one session, 429 — each waiting call holds its parsed arguments, and one client
    with 120 ingests at once took 1 GB and kept every other client waiting for a minute. A
+   call whose client went away holds its place until its work ends (`abandoned.py`). A
    notification or an answer to the server's own request is never refused: the calls holding
    the places may be waiting for it.
 No CORS headers are sent at all, so browsers keep their same-origin protection.
@@ -47,6 +48,7 @@ from octobrain.config.schema import BIND_RULE, MIN_TOKEN_CHARS, split_bind, toke
 from octobrain.errors import InvalidInput, cut_middle
 from octobrain.safe_text import client_text
 from octobrain.server import wire
+from octobrain.server.abandoned import SCOPE_KEY, Work, held_until_done
 from octobrain.server.bodies import BodyBudget, Read, replay
 from octobrain.server.quiet import QuietWarning
 
@@ -231,6 +233,9 @@ class Guard:
             if key is not None:
                 self._session_ids.setdefault(session, set()).add(key)
         held = True
+        work = Work() if key is not None else None
+        if work is not None:
+            scope[SCOPE_KEY] = work  # (the SDK's Request, and so the handler, shares `scope`)
 
         def release() -> None:
             nonlocal held
@@ -263,6 +268,8 @@ class Guard:
 
         try:
             await self.app(scope, receive, answering)
+            if work is not None:  # a client that went away: its call's place until it ends
+                await work.done()
         finally:
             release()
 
@@ -402,6 +409,7 @@ def http_app(
         # for opens that pass the guard together.
         max_sessions=2 * max_sessions,
     )
+    server.middleware.insert(0, held_until_done)
     manager = server.session_manager
     return Guard(
         inner,
