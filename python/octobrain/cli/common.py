@@ -71,7 +71,8 @@ class OctobrainGroup(click.Group):
                 raise UserFailure(_damage_detail(str(exc))) from exc
             raise UserFailure(str(exc)) from exc
         except Exception as exc:  # ValueError: a file not Lance's; a panic: a damaged index
-            from octobrain.store.manifest import denied_failure, read_failure
+            from octobrain.store.failures import denied_failure
+            from octobrain.store.manifest import read_failure
 
             if isinstance(exc, FileNotFoundError) and not _cwd_exists():
                 raise UserError(

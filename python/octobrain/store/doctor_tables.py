@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from octobrain.store import manifest
+from octobrain.store.columns import renamed_since
 from octobrain.store.doctor_report import Problem, TableCheck
 from octobrain.store.schema import (
     CHECKED,
@@ -103,6 +104,13 @@ def check_table(
         )
         return check
     check.opened = True
+    try:
+        changed = renamed_since(table)
+    except (ValueError, RuntimeError, OSError):
+        changed = None  # (a version before it that does not open: the checks below say why)
+    if changed is not None:  # every read naming the column fails, these checks too
+        problems.append(Problem(name, changed, repair))
+        return check
     lost = lost_version(location, name, table)
     if lost is not None:
         problems.append(Problem(name, lost.reason, lost.repair))

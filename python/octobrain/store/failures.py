@@ -53,6 +53,25 @@ def io_failure(path: object, exc: BaseException, done: str = "nothing was change
     return f"store: cannot write to {path}: {reason}; {done} (check free space and permissions)"
 
 
+def denied_failure(exc: BaseException) -> str | None:
+    """One line for a LanceDB read this user may not make (a file or folder of a table it may
+    not read: its mode or owner), else None. A write says so itself (`io_failure`);
+    a read raised LanceDB's error, a traceback."""
+    text = str(exc)
+    if not isinstance(exc, RuntimeError | OSError) or "lance error" not in text.lower():
+        return None
+    if not _DENIED.search(text):
+        return None
+    return (
+        f"store: a file of the store cannot be read by this user ({manifest.short_reason(exc)}); "
+        "nothing was changed. Run `octobrain doctor` to find it, then give the user running "
+        "octobrain read and write access to it"
+    )
+
+
+_DENIED = re.compile(r"permission denied|not permitted|os error 13\b", re.I)
+
+
 # What a file or folder of the store replaced by the other kind makes a write fail with.
 _MISPLACED = re.compile(r"Is a directory|Not a directory|File exists|os error (?:17|20|21)\b")
 
@@ -87,7 +106,7 @@ def named_failures(fn: Callable[P, T]) -> Callable[P, T]:
         except OctobrainError:
             raise
         except Exception as exc:
-            line = manifest.read_failure(exc) or manifest.denied_failure(exc)
+            line = manifest.read_failure(exc) or denied_failure(exc)
             if line is None:
                 raise
             raise TableUnreadable(line, exc) from exc

@@ -175,7 +175,9 @@ def version_ranges(numbers: Sequence[int]) -> str:
 # the caller's input.
 _DAMAGED_FILE = re.compile(
     r"does not appear to be a Lance file|outside metadata region|corrupt file"
-    r"|failed to decode protobuf|metadata range overflows",
+    r"|failed to decode protobuf|metadata range overflows"
+    # a column's name changed in a version manifest (`columns.renamed_since`)
+    r"|Schema error: No field named|does not exist in table schema",
     re.I,
 )
 
@@ -203,25 +205,6 @@ def read_failure(exc: BaseException, done: str = "nothing was changed") -> str |
         f"store: a table cannot be read ({short_reason(exc)}); {done}. "
         "Run `octobrain doctor` to find the damaged table and what would repair it"
     )
-
-
-def denied_failure(exc: BaseException) -> str | None:
-    """One line for a LanceDB read this user may not make (a file or folder of a table it may
-    not read: its mode or owner), else None. A write says so itself (`failures.io_failure`);
-    a read raised LanceDB's error, a traceback."""
-    text = str(exc)
-    if not isinstance(exc, RuntimeError | OSError) or "lance error" not in text.lower():
-        return None
-    if not _DENIED.search(text):
-        return None
-    return (
-        f"store: a file of the store cannot be read by this user ({short_reason(exc)}); "
-        "nothing was changed. Run `octobrain doctor` to find it, then give the user running "
-        "octobrain read and write access to it"
-    )
-
-
-_DENIED = re.compile(r"permission denied|not permitted|os error 13\b", re.I)
 
 
 def check_versions(location: StoreLocation, name: str, table: lancedb.table.Table) -> None:
