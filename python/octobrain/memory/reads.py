@@ -286,9 +286,13 @@ class Reads(BrainBase):
         where = visible_where(self.scope)
         if memory_type is not None:
             where += f" AND memory_type = {sql_str(parse_memory_type(memory_type).value)}"
-        memories = [row_to_memory(r) for r in self.store.scan(where, columns=LIGHT_COLUMNS)]
-        memories.sort(key=lambda m: (m.created_at, m.id), reverse=True)
-        return memories[:limit]
+        # Ordered in Arrow, and only the rows listed made into memories (and checked): making
+        # and checking all 10,000 of a scope took a new process 0.3 s of its 0.85 s of CPU.
+        import pyarrow.compute as pc
+
+        rows = self.store.scan_arrow(where, columns=LIGHT_COLUMNS)
+        newest = pc.sort_indices(rows, [("created_at", "descending"), ("id", "descending")])
+        return [row_to_memory(r) for r in rows.take(newest[:limit]).to_pylist()]
 
     def stats(self) -> dict[str, object]:
         """Counts of the visible memories by scope, type, state and trust tier."""

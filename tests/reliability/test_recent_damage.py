@@ -1,0 +1,30 @@
+"""`memory recent` checks the memories it lists (`schema.row_to_memory`), as `get` and
+`remember` do: a damaged one is named, never shown; one it does not list does not stop it."""
+
+from __future__ import annotations
+
+import json
+
+from tests.reliability.test_row_checksums import _flip
+from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
+
+
+def test_recent_lists_the_newest_and_names_damage_only_in_what_it_lists(
+    env: dict[str, str],
+) -> None:
+    # Before: every visible row was made into a memory and checked, so one damaged memory
+    # anywhere in the scope made `recent -l 2` fail, whichever it listed.
+    old, *newer = (
+        memorize(env, f"Fact number {i}", f"Durable fact number {i} about the API.")
+        for i in (50, 70, 90)
+    )
+    assert _flip(env, b"Fact number 50", 8 * 13) >= 1  # the title now reads "Fact number 51"
+
+    done = octobrain(env, "recent", "-l", "2", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert [m["id"] for m in json.loads(done.stdout)] == newer[::-1]  # newest first
+
+    done = octobrain(env, "recent", "--format", "json")  # it lists the damaged one too
+    assert done.returncode == 1 and "Fact number 51" not in done.stdout
+    line = one_clear_line(done.stderr)
+    assert old in line and "no longer matches the checksum" in line, line
