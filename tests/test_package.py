@@ -10,6 +10,8 @@ import subprocess
 import sys
 import sysconfig
 
+import pytest
+
 import octobrain
 from octobrain import _core
 
@@ -40,11 +42,16 @@ def test_importing_every_module_stays_light() -> None:
     assert json.loads(out.stdout) == [], f"heavy modules imported at import time: {out.stdout}"
 
 
-def test_help_does_not_load_heavy_dependencies() -> None:
+@pytest.mark.parametrize(
+    "args",
+    # (a group's or command's help too: it ended in the error handling, which loaded the store)
+    [["--help"], ["memory", "--help"], ["hook", "session-end", "--help"]],
+)
+def test_help_does_not_load_heavy_dependencies(args: list[str]) -> None:
     code = (
         "import json, sys\n"
         "from octobrain.cli.main import main\n"
-        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
         f"sys.stderr.write(json.dumps(sorted(m for m in {HEAVY_FOR_HELP!r} if m in sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

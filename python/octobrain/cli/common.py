@@ -60,6 +60,8 @@ class OctobrainGroup(click.Group):
     def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # (click's own, `--help` too: not the store's, so no need to import it)
         except InvalidInput as exc:
             if not exc.input_fault:  # (a URL whose server does not answer: not a mistake)
                 raise UserFailure(str(exc)) from exc
