@@ -13,7 +13,6 @@ from pathlib import Path
 
 import click
 
-from octobrain import __version__
 from octobrain.cli.common import (
     FORMAT_OPTION,
     OctobrainGroup,
@@ -40,10 +39,29 @@ Exit codes, the same for every command:
 Hooks (`hook session-start|pre-compact|session-end`) fail open: exit 0."""
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, asked: bool) -> None:
+    """`--version`, as click's `version_option` prints it; the version is looked up only then
+    (reading the installed distribution's metadata cost every command 40 ms of CPU)."""
+    if not asked or ctx.resilient_parsing:
+        return
+    from octobrain import __version__
+
+    click.echo(f"octobrain, version {__version__}", color=ctx.color)
+    ctx.exit()
+
+
 @click.group(
     cls=OctobrainGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=_EPILOG
 )
-@click.version_option(__version__, "-V", "--version", prog_name="octobrain")
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="Show the version and exit.",
+)
 def main() -> None:
     """octobrain: long-term memory for AI agents, served over MCP."""
 
