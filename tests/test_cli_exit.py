@@ -136,9 +136,11 @@ def test_the_config_is_read_ahead_without_a_second_warning_or_error(
     config = tmp_path / "config.toml"
     env = {**env, "OCTOBRAIN_CONFIG_PATH": str(config)}
     config.write_text("[search]\nbogus_key = 1\n")
-    warned = octobrain("memory", "--scope", "github.com/acme/api", "remember", "postgres", env=env)
-    assert warned.returncode == 0, warned.stderr
-    assert warned.stderr == f"{config}: unknown config key 'search.bogus_key' is ignored\n"
+    for group in ("memory", "knowledge"):  # (`knowledge search` loads the model ahead too)
+        command = "remember" if group == "memory" else "search"
+        warned = octobrain(group, "--scope", "github.com/acme/api", command, "postgres", env=env)
+        assert warned.returncode == 0, warned.stderr
+        assert warned.stderr == f"{config}: unknown config key 'search.bogus_key' is ignored\n"
     config.write_text("[search\n")
     broken = octobrain("memory", "--scope", "github.com/acme/api", "remember", "postgres", env=env)
     assert broken.returncode == 2 and broken.stderr.count("\n") == 1, broken.stderr

@@ -61,14 +61,33 @@ def command_of(args: list[str]) -> tuple[str, str] | None:
         return (head, rest[0]) if rest and rest[0] in _HOOKS else None
     if head != "memory":
         return None
+    command = _subcommand(rest)
+    return (head, command) if command in _MEMORY else None
+
+
+def _subcommand(rest: list[str]) -> str | None:
+    """The subcommand after a group's options (--scope S / --global), None for anything else."""
     i = 0
-    while i < len(rest) and rest[i].startswith("-"):  # the group's --scope S / --global
+    while i < len(rest) and rest[i].startswith("-"):
         if rest[i] == "--scope":
             i += 1
         elif not (rest[i].startswith("--scope=") or rest[i] == "--global"):
             return None
         i += 1
-    return (head, rest[i]) if i < len(rest) and rest[i] in _MEMORY else None
+    return rest[i] if i < len(rest) else None
+
+
+def _embeds_at_once(args: list[str]) -> bool:
+    """Whether this command line embeds a text or two as soon as it runs (`_EMBEDDING`), or
+    a `knowledge search` of what is indexed, which embeds its query alone (one naming a
+    `--source` may index it first: many texts, for the optimised session)."""
+    if command_of(args) in _EMBEDDING:
+        return True
+    return (
+        args[:1] == ["knowledge"]
+        and _subcommand(args[1:]) == "search"
+        and not any(a in ("-h", "--help") or a.startswith("--source") for a in args)
+    )
 
 
 def routable(args: list[str]) -> bool:
@@ -142,7 +161,7 @@ def _main(args: list[str] | None, prog_name: str | None) -> NoReturn:
         encoding = sys.stdin.encoding if sys.stdin is not None else "utf-8"
         errors = sys.stdin.errors if sys.stdin is not None else "strict"
         sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding=encoding, errors=errors)
-    if command_of(argv) in _EMBEDDING:
+    if _embeds_at_once(argv):
         _load_model_ahead()
     from octobrain.cli.library_log import install
     from octobrain.cli.main import main as cli_main
