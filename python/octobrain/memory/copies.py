@@ -2,15 +2,16 @@
 
 An agent sends a `memorize` again when its first answer was lost (a timeout, a dropped
 connection) or when it learns the same fact again in a later session. Stored twice, the fact
-comes back twice from every `remember`, each copy fading on its own, until a sleep pass
-merges them. So a memorize whose type, title and content are exactly those of a working
-memory of the same scope stores no row: its answer is that memory, into which the call's
-additions are merged (tags and related files it lacks, room permitting; a higher importance
-or a more trusted source, when the call gives one; links it lacks), and the call counts as an
-access to it. Looked for under the store's write lock, so two processes that send one memory
-at the same moment store it once. A memorize that closes a goal is always stored: the note is
-what consolidates the goal's findings. A copy that is consolidated or archived does not count:
-the new memory is stored and the old one stays as it is.
+comes back twice from every `remember`, each copy fading on its own, until a sleep pass merges
+them. So a memorize whose type, title and content are exactly those of a working memory of the
+same scope stores no row: its answer is that memory, into which the call's additions are merged
+(tags and related files it lacks, room permitting; a higher importance or a more trusted
+source, when the call gives one; links it lacks, by the store's rules for links:
+`store.link_rules`), and the call counts as an access to it. Looked for under the store's write
+lock, so two processes that send one memory at the same moment store it once. A memorize that
+closes a goal is always stored: the note is what consolidates the goal's findings. A copy that
+is consolidated or archived does not count: the new memory is stored and the old one stays as
+it is.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from octobrain.models import (
     State,
 )
 from octobrain.store import schema
-from octobrain.store.edges import check_no_supersede_cycle
+from octobrain.store.link_rules import Settled, check_link
 from octobrain.store.sql import sql_in, sql_str
 from octobrain.times import utcnow
 
@@ -109,8 +110,16 @@ def merge_into(
     into it what the call adds (`Given`; `edges`: the links the call asked for, from
     `memory`; `vector`: `memory`'s embedding) and queueing one access to it."""
     now = utcnow()
+    links = []
     for i, edge in enumerate(edges):  # (refused before anything of the call is written)
-        check_no_supersede_cycle(brain.store, replace(edge, source_id=held.id), f"related_to[{i}]")
+        if edge.relationship_type is RelationshipType.SAME_SESSION or edge.target_id == held.id:
+            continue  # (the held memory has its own place in its session)
+        link = replace(edge, source_id=held.id)
+        try:
+            check_link(brain.store, link, f"related_to[{i}]")
+        except Settled:  # (left out, as in one call that supersedes and conflicts one memory)
+            continue
+        links.append(link)
     tags = [t for t in memory.tags if t != given.session_tag and t not in held.tags]
     files = [f for f in memory.related_files if f not in held.related_files]
     left_out = []  # (past what a memory holds: said, not dropped without a word)
@@ -154,12 +163,10 @@ def merge_into(
         embedding = vector if same else brain.embedder.embed_documents([text])[0]
         brain.store.replace(merged, embedding, read=held)
     written = []
-    for edge in edges:
-        if edge.relationship_type is RelationshipType.SAME_SESSION or edge.target_id == held.id:
-            continue  # (the held memory has its own place in its session)
-        link = brain.store.link_once(replace(edge, source_id=held.id))
-        if link.id == edge.id:  # (a link it already had is the one returned, not written)
-            written.append(link)
+    for link in links:
+        made = brain.store.link_once(link)
+        if made.id == link.id:  # (a link it already had is the one returned, not written)
+            written.append(made)
     if written:
         added.append(f"links {len(written)}")
     brain.count_access([held.id], now)

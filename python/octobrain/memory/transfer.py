@@ -24,7 +24,7 @@ from octobrain.memory.export import BATCH, Progress, no_progress
 from octobrain.memory.import_check import KEPT_BY_RECORDS, Checked, check_import
 from octobrain.models import Memory, Relationship
 from octobrain.scope import GLOBAL_SCOPE
-from octobrain.store import import_marks, schema
+from octobrain.store import import_marks, link_rules, schema
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
 from octobrain.store.failures import WriteFailed
 from octobrain.store.memories import MemoryStore, Pinned
@@ -43,7 +43,7 @@ class ImportReport:
     reembedded: int
     consolidations: int = 0  # consolidation records stored
     consolidations_not_brought: int = 0  # records naming memories this import did not write
-    # new edges not stored, for one of three reasons (the next three, which add up to it)
+    # new edges not stored, for one of four reasons (the next four, which add up to it)
     relationships_not_stored: int = 0
     scopes: dict[str, int] = field(default_factory=dict)  # memories written, by their scope
     relationships_existing: int = 0  # edges the store held (by id, or the same link)
@@ -51,6 +51,9 @@ class ImportReport:
     relationships_missing_end: int = 0  # an end the store does not hold
     relationships_across_projects: int = 0  # ends in two projects
     relationships_unrecorded: int = 0  # a consolidation's edge without its record stored
+    # against the links between its two memories (`store.link_rules`): a `supersedes` cycle,
+    # a `conflicts` link beside a `supersedes`, a one-way link backwards
+    relationships_contradicting: int = 0
 
 
 def import_jsonl(
@@ -147,7 +150,11 @@ def write_import(
                     refused[why] += bool(why)
                     if not why:
                         new.append(r)
+                new, ruled, replaced = link_rules.sift(store, new)
+                refused[RULED] += ruled
                 store.add_relationships(new)
+                if replaced:  # (the conflicts a supersession written settles)
+                    store.delete_relationships(sql_in("id", replaced))
             edges += len(new)
             held["relationships"] += len(rels) - len(unheld)
             wrote.update(r.id for r in new if r.id in checked.named)
@@ -189,6 +196,7 @@ def write_import(
         refused[MISSING_END],
         refused[ACROSS],
         refused[UNREC],
+        refused[RULED],
     )
 
 
@@ -202,7 +210,8 @@ def _written_beside(
     return import_marks.written_before(store, mark, others) if others else set()
 
 
-MISSING_END, ACROSS, UNREC = "missing_end", "across_projects", "unrecorded"  # why not stored
+# why not stored
+MISSING_END, ACROSS, UNREC, RULED = "missing_end", "across_projects", "unrecorded", "ruled_out"
 
 
 def _refusal(rel: Relationship, ends: dict[str, str]) -> str:

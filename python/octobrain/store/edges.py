@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from octobrain.errors import InvalidInput
 from octobrain.models import Relationship, RelationshipType
 from octobrain.store import manifest, schema
+from octobrain.store.link_rules import between, check_link
 from octobrain.store.scans import held, scan_arrow, scan_batches
 from octobrain.store.sql import sql_in, sql_str
 from octobrain.store.writes import append, ends_kept
@@ -95,39 +95,14 @@ def links_held(store: MemoryStore, rels: Sequence[Relationship]) -> set[tuple[st
     return held_links
 
 
-MAX_SUPERSEDE_STEPS = 64  # how far a chain of `supersedes` links is followed for a cycle
-
-
-def check_no_supersede_cycle(store: MemoryStore, rel: Relationship, field: str) -> None:
-    """Refuse (`field`) a `supersedes` link from a memory to one that supersedes it, directly or
-    through memories it supersedes: both would rank as replaced (×0.1 each), whichever is the
-    newer. Other links pass."""
-    if rel.relationship_type is not RelationshipType.SUPERSEDES or rel.source_id == rel.target_id:
-        return
-    kind = sql_str(RelationshipType.SUPERSEDES.value)
-    frontier, reached = {rel.target_id}, {rel.target_id}
-    for _ in range(MAX_SUPERSEDE_STEPS):
-        where = f"relationship_type = {kind} AND {sql_in('source_id', sorted(frontier))}"
-        found = scan_arrow(store.relationships, where, ["target_id"], None)
-        replaced = set(found.column("target_id").to_pylist())
-        if rel.source_id in replaced:
-            raise InvalidInput(
-                field,
-                f"{rel.target_id} already supersedes {rel.source_id} (directly or through "
-                "memories it supersedes): a memory cannot supersede one that supersedes it; "
-                "remove that link first (`unrelate`), or use another relationship type",
-            )
-        frontier = replaced - reached
-        if not frontier:
-            return
-        reached |= frontier
-
-
-def link_once(store: MemoryStore, rel: Relationship) -> Relationship:
+def link_once(store: MemoryStore, rel: Relationship, field: str = "target_id") -> Relationship:
     """Add the edge `rel` while both its ends are held (`NotFound` otherwise), unless the
     store already links them with its type: then that edge (the first made) is the answer and
     nothing is written. Looked for under the write lock, so a link made again (a retry after
-    an unknown outcome) or by two processes at once is one edge, as in one `memorize`."""
+    an unknown outcome) or by two processes at once is one edge, as in one `memorize`. A link
+    that contradicts those between the two memories is refused (`check_link`, naming
+    `field`); a `supersedes` link replaces the `conflicts` edges between them (either way),
+    deleted once it is written."""
     same = (
         f"source_id = {sql_str(rel.source_id)} AND target_id = {sql_str(rel.target_id)} "
         f"AND relationship_type = {sql_str(rel.relationship_type.value)}"
@@ -139,10 +114,18 @@ def link_once(store: MemoryStore, rel: Relationship) -> Relationship:
         there = scan_arrow(store.relationships, same, columns, None).to_pylist()
         if there:
             return min(map(schema.row_to_relationship, there), key=lambda r: (r.created_at, r.id))
-        check_no_supersede_cycle(store, rel, "target_id")
+        check_link(store, rel, field)
         _stamp(store, "links", rel.source_id, rel.target_id, [rel.relationship_type.value])
         append(store, store.relationships, [schema.relationship_to_row(rel)])
         ends_kept(store, [rel], set())
+        if rel.relationship_type is RelationshipType.SUPERSEDES:
+            disputes = [
+                e.id
+                for e in between(store, rel.source_id, rel.target_id)
+                if e.relationship_type is RelationshipType.CONFLICTS
+            ]
+            if disputes:  # (after the supersession is written: a crash between keeps both)
+                _delete_found(store, sql_in("id", disputes), disputes)
     return rel
 
 

@@ -1,0 +1,162 @@
+"""Links between two memories that say opposite things, made across calls: the store keeps one
+rule (`store.edges.check_link`), whichever call (`relate`, a memorize answered by a copy) or
+order made them."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from octobrain.config import Config
+from octobrain.embed.factory import get_embedder
+from octobrain.errors import InvalidInput
+from octobrain.memory.brain import Brain
+from octobrain.memory.export import export_jsonl
+from octobrain.memory.transfer import import_jsonl
+from octobrain.models import Memory
+
+SCOPE = "github.com/acme/api"
+OLD = ("API timeout", "The API timeout is 30 seconds.")
+NEW = ("API timeout now", "The API timeout is 45 seconds.")
+
+
+@pytest.fixture
+def brain(tmp_path: Path) -> Brain:
+    return Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=tmp_path / "db")
+
+
+def _pair(brain: Brain, kind: str = "supersedes") -> tuple[Memory, Memory]:
+    old, _ = brain.memorize(*OLD)
+    new, _ = brain.memorize(*NEW, related_to=[{"target_id": old.id, "relationship_type": kind}])
+    return old, new
+
+
+def _links(brain: Brain, memory_id: str) -> list[tuple[str, str, str]]:
+    _, edges = brain.graph(memory_id)
+    return sorted((e.source_id, e.relationship_type.value, e.target_id) for e in edges)
+
+
+def _seen(brain: Brain, old: Memory) -> tuple[list[str], list[str]]:
+    """What `remember` says of `old`: by what it is superseded, by what outranked."""
+    hits = brain.remember("API timeout seconds", min_relevance=0.0).hits
+    (hit,) = [h for h in hits if h.memory.id == old.id]
+    return hit.superseded_by, hit.outranked_by
+
+
+def test_a_copy_sent_again_as_in_conflict_keeps_the_supersession(brain: Brain) -> None:
+    # Before: the second memorize (answered by the copy held) added `conflicts` beside the
+    # `supersedes` the first made: the old memory ranked as replaced and as outranked.
+    old, new = _pair(brain)
+    again = brain.memorize(
+        *NEW, related_to=[{"target_id": old.id, "relationship_type": "conflicts"}]
+    )
+    assert again[0].id == new.id and again[1] == [] and again.already is not None
+    assert _links(brain, old.id) == [(new.id, "supersedes", old.id)]
+    assert _seen(brain, old) == ([new.id], [])
+
+
+@pytest.mark.parametrize("backwards", [False, True])
+def test_a_memory_and_one_it_supersedes_are_not_linked_as_in_conflict(
+    brain: Brain, backwards: bool
+) -> None:
+    # Before: `relate` stored the conflicts link (either way) beside the supersession.
+    old, new = _pair(brain)
+    source, target = (old, new) if backwards else (new, old)
+    with pytest.raises(InvalidInput, match=r"^target_id: .* supersedes .*settled.*unrelate"):
+        brain.relate(source.id, target.id, "conflicts")
+    assert _links(brain, old.id) == [(new.id, "supersedes", old.id)]
+
+
+@pytest.mark.parametrize("backwards", [False, True])
+def test_a_supersession_replaces_the_conflict_it_settles(brain: Brain, backwards: bool) -> None:
+    # Before: conflicts first, supersedes later kept both edges; the dispute now is settled.
+    old, new = _pair(brain, "conflicts")
+    if backwards:  # the old statement said to prevail over the new one
+        brain.unrelate(new.id, old.id)
+        brain.relate(old.id, new.id, "conflicts")
+    brain.relate(new.id, old.id, "supersedes")
+    assert _links(brain, old.id) == [(new.id, "supersedes", old.id)]
+    assert _seen(brain, old) == ([new.id], [])
+
+
+def test_a_copy_that_supersedes_replaces_its_conflict(brain: Brain) -> None:
+    old, new = _pair(brain, "conflicts")
+    brain.memorize(*NEW, related_to=[{"target_id": old.id, "relationship_type": "supersedes"}])
+    assert _links(brain, old.id) == [(new.id, "supersedes", old.id)]
+
+
+@pytest.mark.parametrize("kind", ["conflicts", "extends", "implements"])
+def test_a_one_way_link_is_refused_backwards(brain: Brain, kind: str) -> None:
+    # Before: A extends B and B extends A were both stored (each built on the other).
+    old, new = _pair(brain, kind)
+    with pytest.raises(InvalidInput, match=rf"^target_id: {new.id} already {kind} {old.id}: "):
+        brain.relate(old.id, new.id, kind)
+    with pytest.raises(InvalidInput, match=rf"^related_to\[0\]: {new.id} already {kind}"):
+        brain.memorize(*OLD, related_to=[{"target_id": new.id, "relationship_type": kind}])
+    assert _links(brain, old.id) == [(new.id, kind, old.id)]
+
+
+@pytest.mark.parametrize("kind", ["related_to", "similar", "depends_on"])
+def test_links_that_hold_both_ways_are_kept_both_ways(brain: Brain, kind: str) -> None:
+    old, new = _pair(brain, kind)
+    brain.relate(old.id, new.id, kind)
+    assert _links(brain, old.id) == sorted([(new.id, kind, old.id), (old.id, kind, new.id)])
+
+
+def _with_links(brain: Brain, *links: tuple[str, str, str]) -> list[str]:
+    """An export of `brain` with `links` (source, type, target) added after its own, in order."""
+    out = io.StringIO()
+    export_jsonl(brain, out)
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    *body, end = rows
+    fields = {
+        "scope": SCOPE,
+        "strength": 0.8,
+        "description": "",
+        "created_at": "2026-01-01T00:00:00Z",
+    }
+    made = [
+        {"kind": "relationship", "id": str(uuid.uuid4()), "source_id": s, "target_id": t,
+         "relationship_type": k, **fields}
+        for s, k, t in links
+    ]  # fmt: skip
+    end["relationship"] += len(made)
+    return [json.dumps(r) for r in (*body, *made, end)]
+
+
+def test_an_import_keeps_the_rule_for_the_links_it_brings(brain: Brain) -> None:
+    # Before: every link of the file was stored: a supersedes cycle (both memories ranked as
+    # replaced), a conflicts link beside the supersession, an extends link backwards.
+    old, new = _pair(brain)
+    brain.relate(new.id, old.id, "extends")
+    lines = _with_links(
+        brain,
+        (old.id, "supersedes", new.id),
+        (new.id, "conflicts", old.id),
+        (old.id, "extends", new.id),
+    )
+    report = import_jsonl(brain, lines)
+    assert (report.relationships, report.relationships_existing) == (0, 2)
+    assert (report.relationships_not_stored, report.relationships_contradicting) == (3, 3)
+    assert _links(brain, old.id) == sorted(
+        [(new.id, "supersedes", old.id), (new.id, "extends", old.id)]
+    )
+
+
+def test_a_supersession_imported_replaces_the_conflict_it_settles(brain: Brain) -> None:
+    old, new = _pair(brain, "conflicts")
+    other, _ = brain.memorize("Cache size", "The cache holds 100 entries.")
+    # the store's conflict, and one the same file brings before its supersession
+    lines = _with_links(
+        brain, (old.id, "conflicts", other.id), (new.id, "supersedes", old.id),
+        (other.id, "supersedes", old.id),
+    )  # fmt: skip
+    report = import_jsonl(brain, lines)
+    assert (report.relationships, report.relationships_contradicting) == (2, 1)
+    assert _links(brain, old.id) == sorted(
+        [(new.id, "supersedes", old.id), (other.id, "supersedes", old.id)]
+    )
