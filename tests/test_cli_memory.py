@@ -137,11 +137,14 @@ def test_forget_previews_then_deletes_exactly_that(env: dict[str, str]) -> None:
     keep = memorize("Primary database", "Postgres 16 is the primary database.")
     gone = memorize("Rate limiting decision", "API rate limiting uses a token bucket per key.")
     refused = run("forget", "--query", "token bucket")  # no terminal, no --yes
-    assert refused.exit_code == 2 and "--yes" in refused.output
+    # A failed command leaves stdout empty: the preview of what it refused to delete went
+    # there, then the error, as if it had been the answer.
+    assert (refused.exit_code, refused.stdout) == (2, ""), refused.output
+    assert "--yes" in refused.stderr
     # Each memory previewed by its title and the start of its text: memories of one title
     # (a merged one and its members) were told apart by nothing.
     line = f"  {gone}  Rate limiting decision: API rate limiting uses a token bucket per key."
-    assert line in refused.output.splitlines(), refused.output
+    assert line in refused.stderr.splitlines(), refused.output
     assert run("get", gone).exit_code == 0
     done = run("forget", "--query", "token bucket", "--yes", "--format", "json")
     assert done.exit_code == 0

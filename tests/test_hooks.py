@@ -419,8 +419,11 @@ def test_hook_install_is_idempotent_and_keeps_other_settings(
     }
     settings.write_text(json.dumps(original, indent=2) + "\n")
     refused = cli("hook", "install", "--settings", str(settings), "--command", "ob")
-    assert refused.exit_code == 2 and "+" in refused.output, refused.output
-    assert "error: --yes: required to write without a terminal" in refused.output
+    # The diff it would have written is shown on stderr: a failed command's stdout is empty.
+    assert (refused.exit_code, refused.stdout) == (2, ""), refused.output
+    assert "+" in refused.stderr and "error: --yes: required to write without a terminal" in (
+        refused.stderr
+    )
     assert "Aborted" not in refused.output and json.loads(settings.read_text()) == original
     monkeypatch.setattr("octobrain.cli.brief._stdin_is_terminal", lambda: True)
     declined = cli("hook", "install", "--settings", str(settings), "--command", "ob", input="n\n")

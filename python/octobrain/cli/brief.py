@@ -237,9 +237,11 @@ def hook_install(settings_path: Path | None, project: bool, command: str | None,
         fromfile=f"{settings_path} (as it is)",
         tofile=f"{settings_path} (with the octobrain hooks)",
     )
-    click.echo("".join(diff), nl=False)
+    # Refused for want of a terminal, the diff is shown on stderr: stdout stays empty.
+    refused = not yes and not _stdin_is_terminal()
+    click.echo("".join(diff), nl=False, err=refused)
     if not yes:
-        if not _stdin_is_terminal():  # the rule `memory forget` follows
+        if refused:  # the rule `memory forget` follows
             raise InvalidInput(
                 "--yes", "required to write without a terminal to confirm on (nothing written)"
             )

@@ -253,14 +253,16 @@ def forget_cmd(
         return
     # The preview: part of the text answer; with JSON, shown on stderr before the question
     # only (before, a person asked at a terminal confirmed without seeing what would go).
+    # Refused for want of a terminal, it goes to stderr too: a failed command's stdout is empty.
+    refused = not yes and not sys.stdin.isatty()
     if fmt == "text" or not yes:
         preview = [f"Will delete {plural(len(targets), 'memory', 'memories')}:"]
         for m in targets:
             shown = f"{printable(m.title)}: {glimpse(m.content)}"
             preview.append(f"  {m.id}  {DAMAGED_TITLE if m.id in damaged else shown}")
-        click.echo("\n".join(preview), err=fmt != "text")
+        click.echo("\n".join(preview), err=fmt != "text" or refused)
     if not yes:
-        if not sys.stdin.isatty():
+        if refused:
             raise InvalidInput("--yes", "required to delete without a terminal to confirm on")
         click.confirm("Delete them?", abort=True, err=True)  # (stdout: the answer's only)
     forgotten = brain.forget([m.id for m in targets], confirm=True)
