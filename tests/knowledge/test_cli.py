@@ -69,7 +69,11 @@ def test_read_prints_the_whole_text_or_a_page_of_it(workdir: Path) -> None:
     paged = run("read", "ops.md", "--from-line", "5", "--max-bytes", "40")
     assert paged.exit_code == 0, paged.output
     assert "\nBackups run nightly to cold storage.\n\n=" in paged.output
-    assert paged.output.endswith("Lines 5–6 of 9 (37 of 104 bytes). Next page: from_line 7.\n")
+    # The next page named as this command takes it (it said `from_line 7`, the MCP tool's
+    # argument, and `--from_line 7` is no option).
+    assert paged.output.endswith("Lines 5–6 of 9 (37 of 104 bytes). Next page: --from-line 7.\n")
+    cut = run("read", "ops.md", "--from-line", "5", "--max-bytes", "10")  # a line longer
+    assert cut.output.endswith("Next page: --from-line 5 --from-byte 10.\n"), cut.output
     data = json.loads(run("read", "ops.md", "--from-line", "7", "--format", "json").output)
     assert data["text"] == "## Paging\n\nThe on-call rota changes on Mondays."
     assert (data["first_line"], data["last_line"], data["next_line"]) == (7, 9, None)

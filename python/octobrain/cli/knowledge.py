@@ -153,10 +153,10 @@ def read_cmd(
 ) -> None:
     """Print the extracted text of a file or URL (without indexing it): all of it, or a page."""
     from octobrain.knowledge.pages import page
-    from octobrain.knowledge.render import render_read
+    from octobrain.knowledge.render import CLI_PAGING, render_read
 
     shown = page(_knowledge(ctx).read(source), from_line, max_bytes, from_byte)
-    _emit(fmt, shown, render_read(shown))
+    _emit(fmt, shown, render_read(shown, CLI_PAGING))
 
 
 @knowledge.command("match")

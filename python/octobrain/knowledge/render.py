@@ -135,9 +135,15 @@ def render_search(result: SearchResult) -> str:
     return "\n".join(lines)
 
 
-def render_read(page: ReadPage) -> str:
+# How a caller asks for the next page: the MCP tool's arguments, or the CLI's options.
+TOOL_PAGING = ("from_line {line}", ", from_byte {byte}")
+CLI_PAGING = ("--from-line {line}", " --from-byte {byte}")
+
+
+def render_read(page: ReadPage, paging: tuple[str, str] = TOOL_PAGING) -> str:
     """The header block, then the page's text; when the page is not the whole text, a rule
-    and a line saying which lines these are and where the next page starts."""
+    and a line saying which lines these are and where the next page starts, in `paging`'s
+    words (the tool's arguments, or the command line's options)."""
     parts = [page.title, page.uri, f"Type: {page.doc_type}", RULE, page.text]
     if page.whole:
         return "\n".join(parts)
@@ -158,10 +164,11 @@ def render_read(page: ReadPage) -> str:
             page.first_byte > 0
         )
         shown += f" ({since}{page.shown_bytes:,} of {page.total_bytes:,} bytes)"
+    line, byte = paging
     if page.cut:
-        follow = f"Next page: from_line {page.first_line}, from_byte {page.next_byte}."
+        follow = f"Next page: {line}{byte}.".format(line=page.first_line, byte=page.next_byte)
     elif page.next_line is not None:
-        follow = f"Next page: from_line {page.next_line}."
+        follow = f"Next page: {line}.".format(line=page.next_line)
     else:
         follow = "End of the text."
     return "\n".join([*parts, RULE, f"{shown}. {follow}"])
