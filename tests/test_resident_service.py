@@ -817,3 +817,19 @@ def test_after_the_service_leaves_the_next_command_is_served_by_its_snapshot(
     assert " lancedb" not in cold.stderr  # (`-X importtime` names every module it imports)
     got = cli(env, "memory", "--scope", SCOPE, "get", mids[3], "--format", "json", service=False)
     assert json.loads(got.stdout)["access_count"] == 1
+
+
+def test_status_counts_one_command_and_one_session_in_the_singular(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: "1 commands served, 1 MCP sessions open".
+    from click.testing import CliRunner
+
+    from octobrain.cli.main import main
+
+    info = {"pid": 7, "version": "0", "served": 1, "mcp_sessions": 1, "idle_for": 2.0,
+            "idle_seconds": 600.0, "rss_mb": 300.0, "loaded": True, "socket": "s"}  # fmt: skip
+    monkeypatch.setattr("octobrain.cli.service_client.ask", lambda settings, what: info)
+    shown = CliRunner().invoke(main, ["service", "status"])
+    assert shown.exit_code == 0, shown.output
+    assert ", 1 command served, 1 MCP session open, idle 2 s" in shown.output, shown.output

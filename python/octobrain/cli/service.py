@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, UserFailure, emit, emit_json
+from octobrain.cli.common import (
+    FORMAT_OPTION,
+    OctobrainGroup,
+    UserFailure,
+    emit,
+    emit_json,
+    plural,
+)
 from octobrain.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -92,8 +99,9 @@ def status_cmd(every: bool, fmt: str) -> None:
         click.echo(f"not running ({state}); socket {settings.socket_path}")
         return
     click.echo(
-        f"running: pid {info['pid']}, octobrain {info['version']}, {info['served']} commands "
-        f"served, {info.get('mcp_sessions', 0)} MCP sessions open, idle "
+        f"running: pid {info['pid']}, octobrain {info['version']}, "
+        f"{plural(info['served'], 'command', 'commands')} served, "
+        f"{plural(info.get('mcp_sessions', 0), 'MCP session', 'MCP sessions')} open, idle "
         f"{info['idle_for']:.0f} s of {info['idle_seconds']:.0f} s, "
         f"{info['rss_mb']:.0f} MB resident, store {_load_state(info)}"
         f" ({state}){_stale(info)}\nsocket {info['socket']}"
@@ -154,7 +162,8 @@ def _status_all(settings: Settings, fmt: str) -> None:
         click.echo(
             f"pid {row['pid']}, octobrain {row['version']}, {row['rss_mb']:.0f} MB resident, "
             f"idle {row['idle_for']:.0f} s of {row['idle_seconds']:.0f} s, "
-            f"{row['served']} commands served: data {row.get('data_dir', '?')}, config "
+            f"{plural(row['served'], 'command', 'commands')} served: data "
+            f"{row.get('data_dir', '?')}, config "
             f"{row['config']}" + (" (this one)" if row["this"] else _differs(row))
             + _stale(row, this=row["this"])
         )  # fmt: skip
