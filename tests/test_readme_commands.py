@@ -168,6 +168,10 @@ SETTING_DEFAULTS = [
     ("knowledge match", "--max-matches", "knowledge.max_matches"),
     ("hook session-start", "--max-tokens", "brief.max_tokens"),
     ("brief", "--max-tokens", "brief.max_tokens"),
+    # (these said "default 0.85", "3", "7": a changed setting's value was not the one shown)
+    ("memory sleep-consolidate", "--threshold", "consolidation.threshold"),
+    ("memory sleep-consolidate", "--min-size", "consolidation.min_cluster_size"),
+    ("memory sleep-consolidate", "--max-age-days", "consolidation.max_age_days"),
 ]
 
 

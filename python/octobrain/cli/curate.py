@@ -267,9 +267,24 @@ def reindex_cmd(ctx: click.Context, fmt: str) -> None:
 
 
 @click.command("sleep-consolidate")
-@click.option("--threshold", type=float, default=None, help="Cosine similarity (default 0.85).")
-@click.option("--min-size", type=int, default=None, help="Smallest cluster merged (default 3).")
-@click.option("--max-age-days", type=float, default=None, help="Only newer memories (default 7).")
+@click.option(
+    "--threshold",
+    type=float,
+    default=None,
+    help="Cosine similarity (default: consolidation.threshold, 0.85).",
+)
+@click.option(
+    "--min-size",
+    type=int,
+    default=None,
+    help="Smallest cluster merged (default: consolidation.min_cluster_size, 3).",
+)
+@click.option(
+    "--max-age-days",
+    type=float,
+    default=None,
+    help="Only newer memories (default: consolidation.max_age_days, 7.0).",
+)
 @click.option("--dry-run", is_flag=True, help="Show what would be merged; change nothing.")
 @FORMAT_OPTION
 @click.pass_context
