@@ -195,3 +195,23 @@ def test_a_flood_of_refused_requests_is_not_logged_line_by_line(tmp_path: Path) 
     refused = [line for line in said if "refused POST /mcp" in line]
     assert 0 < len(refused) <= 20 * 2, len(refused)  # at most 20 in 10 s
     assert any("over 20 requests refused in 10 s: more are counted, not logged" in x for x in said)
+
+
+def test_a_refusal_is_logged_as_its_text(tmp_path: Path) -> None:
+    # The log line quoted the answer's bytes: `refused POST /mcp: b'{"jsonrpc": …}'`.
+    port = free_port()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {2**30}\r\n\r\n"
+    ).encode()
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path) as server:
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+            conn.sendall(head)
+            answer = HTTPResponse(conn)
+            answer.begin()
+            assert answer.status == 413
+            answer.close()
+        server.terminate()
+        _, stderr = server.communicate(timeout=30)
+    (line,) = [x for x in stderr.decode().splitlines() if "refused POST /mcp" in x]
+    assert "refused POST /mcp: {" in line and "b'" not in line, line

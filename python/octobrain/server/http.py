@@ -219,9 +219,8 @@ class Guard:
         if response is None and _opens_a_session(scope, headers):
             response = self._room_for_a_session()
         if response is not None:
-            self._refusals.warn(
-                "refused %s %s: %s", scope.get("method"), scope.get("path"), response.body
-            )
+            said = bytes(response.body).decode("utf-8", "replace")  # (not its b'…' repr)
+            self._refusals.warn("refused %s %s: %s", scope.get("method"), scope.get("path"), said)
             await response(scope, receive, send)
             return
         if not post:
