@@ -702,8 +702,14 @@ def test_migrate_refuses_a_destination_that_names_no_new_place(
         result = whole_store("migrate", "--to", "s3://bucket/copy", *given)
         assert result.exit_code == 2, (options, result.output)
         assert result.stderr.startswith(f"error: --option: {rule}"), (options, result.stderr)
+    note = ["knowledge", "--scope", "github.com/acme/api", "store", "plan", "Ship it in May."]
+    assert CliRunner().invoke(main, note).exit_code == 0  # (the knowledge tables too)
     done = whole_store("migrate", "--to", "elsewhere")
     assert done.exit_code == 0, done.output
+    # One line per table, the counts in one column (knowledge_sources' pushed its own over).
+    counted = [line for line in done.stdout.splitlines() if line.endswith(" rows  verified")]
+    assert any(line.startswith("knowledge_sources ") for line in counted), counted
+    assert len({line.index(" rows") for line in counted}) == 1, counted
     assert (work / "elsewhere" / "memories.lance").is_dir() and run("get", mid).exit_code == 0
 
 

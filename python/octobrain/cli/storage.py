@@ -60,6 +60,7 @@ def migrate_cmd(target: str, options: tuple[str, ...], fmt: str) -> None:
         payload = {"from": str(source), "to": str(destination), "tables": tables}
         emit_json(payload)
         return
+    width = max((len(c.table) for c in copied), default=0)
     for c in copied:
-        click.echo(f"{c.table:<16} {c.rows:>8} rows  verified")
+        click.echo(f"{c.table:<{width}} {c.rows:>8} rows  verified")
     click.echo(f"copied {source} -> {destination}; set storage.uri = {uri!r} to use it")
