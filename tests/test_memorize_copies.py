@@ -340,3 +340,24 @@ def test_a_memory_cannot_supersede_one_that_supersedes_it(tmp_path: Path) -> Non
     assert brain.get(old.id).tags == []  # refused before the copy took what the call added
     hits = brain.remember("cache TTL seconds", min_relevance=0.0, limit=3).hits
     assert hits[0].memory.id == newest.id
+
+
+@pytest.mark.parametrize(
+    ("first", "again"),
+    [
+        ("Deploy plan", "Deploy\u200b plan"),
+        ("Deploy plan", "\ufeffDeploy plan\u2060"),
+        ("Caf\u00e9 deploy plan", "Cafe\u0301 deploy plan"),
+        ("Cafe\u0301 deploy plan", "Caf\u00e9 deploy plan"),
+    ],
+)
+def test_a_title_spelled_with_invisible_characters_is_the_same_memory(
+    tmp_path: Path, first: str, again: str
+) -> None:
+    # Before: a zero-width space, a BOM or a decomposed accent made the same title another one,
+    # and a retry stored a second copy that printed exactly as the first.
+    brain = _brain(tmp_path / "db")
+    held, _ = brain.memorize(first, TEXT)
+    copy = brain.memorize(again, TEXT.replace("token", "to\u00adken"))
+    assert copy[0].id == held.id and copy.already is not None
+    assert [r["title"] for r in _rows(brain)] == [first]  # kept as first spelled

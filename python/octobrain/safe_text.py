@@ -59,6 +59,23 @@ def check_visible(field_name: str, text: str) -> str:
     )
 
 
+def same_text_key(text: str) -> str:
+    """`text` as two spellings of one text compare: without format characters (zero-width
+    space and joiners, word joiner, BOM, soft hyphen, bidi marks), in NFC, trimmed: "Deploy",
+    a zero-width space and " plan" is "Deploy plan"; "café" composed and decomposed is one."""
+    seen = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    return unicodedata.normalize("NFC", seen).strip()
+
+
+def spellings(text: str) -> list[str]:
+    """The spellings of `text` a lookup by equality tries: as given, in NFC and NFD, and its
+    `same_text_key` in both. (A stored spelling with invisible characters `text` lacks is not
+    among them.)"""
+    key = same_text_key(text)
+    forms = (text, key, *(unicodedata.normalize(f, t) for f in ("NFC", "NFD") for t in (text, key)))
+    return list(dict.fromkeys(forms))
+
+
 LABEL_BYTES = 256  # a session's role or id (a UUID is 36)
 
 

@@ -31,6 +31,7 @@ from octobrain.models import (
     Source,
     State,
 )
+from octobrain.safe_text import same_text_key, spellings
 from octobrain.store import schema
 from octobrain.store.link_rules import Settled, check_link
 from octobrain.store.sql import sql_in, sql_str
@@ -79,19 +80,24 @@ class Given:
 
 def held_copy(brain: Brain, memory: Memory) -> Memory | None:
     """Under the write lock: the working memory of `memory`'s scope with its type, title and
-    content (the first stored, if several), when there is one that reads back whole."""
+    content (the first stored, if several), when there is one that reads back whole. Texts
+    that differ only by format characters or Unicode normalisation are the same
+    (`same_text_key`): the look tries their `spellings`, so a copy stored with an invisible
+    character the call's text lacks stays unfound."""
     brain.store.check_commit()  # (a damaged table is named before the look reads it)
     where = (
         f"scope = {sql_str(memory.scope)} AND memory_type = {sql_str(memory.memory_type.value)} "
-        f"AND state = {sql_str(State.WORKING.value)} AND title = {sql_str(memory.title)} "
-        f"AND content = {sql_str(memory.content)}"
+        f"AND state = {sql_str(State.WORKING.value)} "
+        f"AND {sql_in('title', spellings(memory.title))} "
+        f"AND {sql_in('content', spellings(memory.content))}"
     )
     # Ids first (a narrow read is the cheaper first query of a new process); whole rows only
     # of a copy found.
+    title, content = same_text_key(memory.title), same_text_key(memory.content)
     found = [
         row["id"]
         for row in brain.store.scan(where, columns=["id", "title", "content"])
-        if row["title"] == memory.title and row["content"] == memory.content
+        if same_text_key(row["title"]) == title and same_text_key(row["content"]) == content
     ]
     rows = brain.store.scan(sql_in("id", found), columns=LIGHT_COLUMNS) if found else []
     copies = [schema.row_to_memory(row) for row in rows if schema.verified(row) is not False]
