@@ -530,3 +530,22 @@ def test_an_import_says_why_each_relationship_was_not_stored(
     assert report["relationships_not_stored"] == 2  # (as before: the sum of the three)
     assert (report["relationships_existing"], report["relationships_missing_end"]) == (1, 1)
     assert (report["relationships_across_projects"], report["relationships_unrecorded"]) == (1, 0)
+
+
+def test_a_json_array_is_refused_saying_what_an_import_file_is(make_brain: MakeBrain) -> None:
+    # Before: "line 1: is not JSON (Expecting value)" for an indented array, "line 1: must be a
+    # JSON object" for one on a line: nothing said the file is to be JSON Lines.
+    brain = make_brain()
+    brain.memorize("Deploy plan", "Blue green deploys, one region at a time.")
+    lines = _lines(brain)
+    jsonl = "import reads an octobrain export: JSON Lines, one JSON object per line"
+    for given, what in (
+        (lines, "an export's lines"),
+        ([o for o in lines if o["kind"] == "memory"], "memory objects"),
+        ([{"title": "Deploy plan", "content": "Blue green."}], "memory objects"),
+    ):
+        for text in (json.dumps(given, indent=2), json.dumps(given)):
+            with pytest.raises(InvalidInput, match=rf"^line 1: starts a JSON array of {what}; "):
+                import_jsonl(brain, text.splitlines())
+    with pytest.raises(InvalidInput, match=rf"^line 1: starts a JSON array; {jsonl}"):
+        import_jsonl(brain, ["[1,", "2]"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import pickle
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -55,7 +56,8 @@ def file_lines(handle: IO[bytes], name: str = "the import file") -> Iterator[byt
 def _lines(
     source: Iterable[str | bytes], checked: Progress = no_progress
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in enumerate(source, 1):
+    lines = iter(source)
+    for number, line in enumerate(lines, 1):
         try:
             text = line.decode("utf-8") if isinstance(line, bytes) else line
         except UnicodeDecodeError as exc:
@@ -64,6 +66,8 @@ def _lines(
             ) from None
         if number == 1:  # (a byte order mark, as editors on Windows save UTF-8, is no text)
             text = text.removeprefix("\ufeff")
+            if text.lstrip().startswith("["):
+                raise _an_array(text, lines)
         if text.strip():
             try:
                 obj = read_json(text)
@@ -75,6 +79,41 @@ def _lines(
         # Counted once the caller has checked it too: a file refused at its first line shows
         # no progress before the error.
         checked(len(line))
+
+
+ARRAY_PEEK_BYTES = 1 << 20  # read of a JSON array to tell what its first element is
+_JSONL = (
+    "import reads an octobrain export: JSON Lines, one JSON object per line, as `octobrain "
+    "memory export` writes them (a header line, then a line per memory and per link)"
+)
+
+
+def _an_array(first: str, rest: Iterator[str | bytes]) -> InvalidInput:
+    """The error for a file that opens a JSON array (`[…]`, what other tools export): what
+    import reads instead, and, when the array's first element is an export's header or a
+    memory, how to write the array as an import file."""
+    text, size = first.lstrip()[1:], len(first)
+    for line in rest:
+        if size > ARRAY_PEEK_BYTES:
+            break
+        piece = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+        text, size = text + piece, size + len(piece)
+    try:
+        item = json.JSONDecoder().raw_decode(text.lstrip())[0]
+    except (ValueError, RecursionError):
+        item = None
+    kind = item.get("kind") if isinstance(item, dict) else None
+    if kind == "header":
+        what, how = "an export's lines", "write each element on a line of its own"
+    elif kind == "memory" or (isinstance(item, dict) and {"title", "content"} <= item.keys()):
+        what = "memory objects"
+        how = (
+            'write each object on a line of its own, with "kind": "memory", after a header '
+            'line {"kind": "header", "format": "octobrain-export", "version": 1}'
+        )
+    else:
+        return InvalidInput("line 1", f"starts a JSON array; {_JSONL}")
+    return InvalidInput("line 1", f"starts a JSON array of {what}; {_JSONL}: {how}")
 
 
 class Spool:
