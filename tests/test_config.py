@@ -168,6 +168,20 @@ def test_a_data_dir_that_is_a_file_is_named(tmp_path: Path, monkeypatch: pytest.
         load_config()
 
 
+def test_a_briefing_budget_a_call_takes_is_one_the_setting_takes(tmp_path: Path):
+    # `brief --max-tokens 60` briefed, while `brief.max_tokens = 60` was refused ("between
+    # 100 and 100000"): the setting's floor was not the one every call is held to.
+    from octobrain.config import BRIEF_TOKENS
+
+    low, high = BRIEF_TOKENS
+    for budget in (low, 60, high):
+        given = write(tmp_path, f"[brief]\nmax_tokens = {budget}\n")
+        assert load_config(given).brief.max_tokens == budget
+    for budget in (low - 1, high + 1):
+        with pytest.raises(ConfigError, match=f"brief.max_tokens: must be between {low} and"):
+            load_config(write(tmp_path, f"[brief]\nmax_tokens = {budget}\n"))
+
+
 def test_int_given_for_float_is_accepted(tmp_path: Path):
     cfg = load_config(write(tmp_path, "[memory]\ndecay_half_life_days = 30\n"))
     assert cfg.memory.decay_half_life_days == 30.0

@@ -19,6 +19,7 @@ from octobrain.config.loader import (
     storage_options,
 )
 from octobrain.config.schema import (
+    BRIEF_TOKENS,
     CONFIG_VERSION,
     MAX_DAYS,
     BriefConfig,
@@ -35,6 +36,7 @@ from octobrain.config.schema import (
 )
 
 __all__ = [
+    "BRIEF_TOKENS",
     "CONFIG_VERSION",
     "MAX_DAYS",
     "BriefConfig",

@@ -19,6 +19,8 @@ CONFIG_VERSION = 1
 # A window of days reaching further back than a century is a typo, not a window, and a large
 # enough one overflows the date arithmetic (`now - timedelta(days=...)`).
 MAX_DAYS = 36_500
+# A briefing's token budget, the setting's and any one call's (`--max-tokens`, MCP).
+BRIEF_TOKENS = (50, 100_000)
 
 # A rule returns None when the value is fine, else the rule the value broke.
 Rule = Callable[[Any], "str | None"]
@@ -341,7 +343,7 @@ class BriefConfig:
     """`[brief]`: the session briefing (`octobrain brief`, the SessionStart hook, MCP prompt)."""
 
     max_tokens: int = _opt(
-        1500, "token budget of a briefing (the embedder's tokenizer)", _range(100, 100_000)
+        1500, "token budget of a briefing (the embedder's tokenizer)", _range(*BRIEF_TOKENS)
     )
     recent_days: float = _opt(
         14.0, "what happened this recently may appear under Recent", _range(0, None, lo_open=True)

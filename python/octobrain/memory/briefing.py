@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from octobrain.config import BRIEF_TOKENS
 from octobrain.embed.tokens import TokenCounter, token_counter
 from octobrain.kernels import decay
 from octobrain.memory import conflicts
@@ -117,12 +118,12 @@ def build_briefing(
     """The briefing for `brain`'s scope (reads the mirror; records no access)."""
     cfg = brain.config.brief
     budget = cfg.max_tokens if max_tokens is None else max_tokens
-    if isinstance(budget, bool) or not isinstance(budget, int) or not 50 <= budget <= 100_000:
+    low, high = BRIEF_TOKENS  # (the setting's bounds too: 60 was refused there, not here)
+    if isinstance(budget, bool) or not isinstance(budget, int) or not low <= budget <= high:
         from octobrain.errors import InvalidInput
 
-        # (no upper bound was checked: `--max-tokens 100000000`, or an MCP client's, passed;
-        # the config's `brief.max_tokens` stops at 100,000 too)
-        raise InvalidInput("max_tokens", f"must be an integer in [50, 100000], got {budget!r}")
+        # (no upper bound was checked: `--max-tokens 100000000`, or an MCP client's, passed)
+        raise InvalidInput("max_tokens", f"must be an integer in [{low}, {high}], got {budget!r}")
     now = now or utcnow()
     count = count_tokens or token_counter(brain.embedder.model_id)
     corpus = brain.retriever.corpus
