@@ -1,6 +1,7 @@
 """A byte of a table's newest version manifest changed on disk inside a column's name
-("importance" reads "impnrtance"): every command is one line sending the user to `doctor`,
-which names the table and the way back, never a traceback."""
+("importance" reads "impnrtance") or the embedding dimension it records ("64" reads "24"):
+every command is one line naming the damage or sending the user to `doctor`, which names
+the table and the way back; never a traceback, never another model blamed."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from pathlib import Path
 from tests.reliability.test_storage_faults import EXE, memorize, octobrain, one_clear_line
 
 
-def _rename_in_newest_manifest(env: dict[str, str], column: bytes) -> None:
+def _flip_in_newest_manifest(env: dict[str, str], after: bytes, shift: int, bit: int) -> None:
+    """Flip `bit` of the byte `shift` bytes into the first `after` of the newest manifest."""
     versions = Path(env["OCTOBRAIN_DATA_DIR"]) / "db" / "memories.lance" / "_versions"
     newest = max(versions.glob("*.manifest"), key=lambda f: (f.stat().st_mtime_ns, f.name))
     data = bytearray(newest.read_bytes())
-    at = data.index(column)
-    data[at + 3] ^= 0x01  # "importance" -> "impnrtance"
+    data[data.index(after) + shift] ^= bit
     newest.write_bytes(bytes(data))
 
 
@@ -31,7 +32,7 @@ def test_a_column_renamed_by_a_changed_byte_is_named_and_restored(env: dict[str,
     # importance") as a traceback, and `doctor` its own KeyError.
     for i in range(3):
         memorize(env, f"Fact {i}", f"Durable fact number {i} about the API.")
-    _rename_in_newest_manifest(env, b"importance")
+    _flip_in_newest_manifest(env, b"importance", 3, 0x01)  # "importance" -> "impnrtance"
     for args in (
         ("recent",),
         ("remember", "durable fact"),
@@ -48,5 +49,25 @@ def test_a_column_renamed_by_a_changed_byte_is_named_and_restored(env: dict[str,
     assert history.returncode == 0, history.stderr
     before = sorted(v["version"] for v in json.loads(history.stdout))[-2]
     assert octobrain(env, "restore", str(before), "--yes", scoped=False).returncode == 0
+    assert _doctor(env).returncode == 0
+    assert octobrain(env, "recent").returncode == 0
+
+
+def test_a_recorded_dimension_changed_by_a_byte_is_damage_not_another_model(
+    env: dict[str, str],
+) -> None:
+    # Every command said "embedded with 'hash:64' (dim 24), but the configured model is
+    # 'hash:64' (dim 64)", the same model on both sides, and `history` too; `doctor` said ok.
+    for i in range(3):
+        memorize(env, f"Fact {i}", f"Durable fact number {i} about the API.")
+    _flip_in_newest_manifest(env, b"embedding_dim\x12\x0264", 15, 0x04)  # "64" -> "24"
+    done = octobrain(env, "recent")
+    assert done.returncode == 1, done.stdout
+    line = one_clear_line(done.stderr)
+    assert "table 'memories'" in line and "is damaged" in line and "dimension '24'" in line
+    assert "memory reembed" in line and "configured model" not in line, line
+    doctor = _doctor(env)
+    assert doctor.returncode == 1 and "dimension '24' while its vectors hold 64" in doctor.stdout
+    assert octobrain(env, "reembed", scoped=False).returncode == 0
     assert _doctor(env).returncode == 0
     assert octobrain(env, "recent").returncode == 0

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from octobrain.store.schema import embedded_with
+
 if TYPE_CHECKING:
     import lancedb
+    import pyarrow as pa
 
 
 def renamed_since(table: lancedb.table.Table) -> str | None:
@@ -41,4 +44,23 @@ def renamed_since(table: lancedb.table.Table) -> str | None:
         f"its newest version names column(s) {', '.join(map(repr, new))} in place of "
         f"{', '.join(map(repr, gone))}, which version {numbers[-2]} had: a byte of its "
         "version manifest changed on disk"
+    )
+
+
+def dim_unlike_vectors(table_schema: pa.Schema, column: str = "embedding") -> str | None:
+    """Why a table's metadata is damaged, when the embedding dimension it records is not the
+    width of its vectors' column (a byte of the version manifest changed on disk: "64" reads
+    "24"; every command then said the store was embedded with the configured model at
+    another dimension); else None."""
+    if column not in table_schema.names:
+        return None
+    kind = table_schema.field(column).type
+    width = getattr(kind, "list_size", None)
+    model, dim = embedded_with(table_schema)
+    if width is None or dim == str(width) or not model:  # (no model recorded: a bare table)
+        return None
+    records = f"embedding dimension {dim!r}" if dim != "0" else "no embedding dimension"
+    return (
+        f"its metadata records {records} while its vectors hold {width} numbers: a byte of "
+        "its version manifest changed on disk"
     )

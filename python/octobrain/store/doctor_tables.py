@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from octobrain.store import manifest
-from octobrain.store.columns import renamed_since
+from octobrain.store.columns import dim_unlike_vectors, renamed_since
 from octobrain.store.doctor_report import Problem, TableCheck
 from octobrain.store.schema import (
     CHECKED,
@@ -111,6 +111,9 @@ def check_table(
     if changed is not None:  # every read naming the column fails, these checks too
         problems.append(Problem(name, changed, repair))
         return check
+    unlike = dim_unlike_vectors(table.schema)
+    if unlike is not None:  # every command refuses the store as embedded at another size
+        problems.append(Problem(name, unlike, REEMBED if name == "memories" else repair))
     lost = lost_version(location, name, table)
     if lost is not None:
         problems.append(Problem(name, lost.reason, lost.repair))
