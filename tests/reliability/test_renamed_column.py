@@ -12,9 +12,11 @@ from pathlib import Path
 from tests.reliability.test_storage_faults import EXE, memorize, octobrain, one_clear_line
 
 
-def _flip_in_newest_manifest(env: dict[str, str], after: bytes, shift: int, bit: int) -> None:
-    """Flip `bit` of the byte `shift` bytes into the first `after` of the newest manifest."""
-    versions = Path(env["OCTOBRAIN_DATA_DIR"]) / "db" / "memories.lance" / "_versions"
+def _flip_in_newest_manifest(
+    env: dict[str, str], after: bytes, shift: int, bit: int, table: str = "memories"
+) -> None:
+    """Flip `bit` of the byte `shift` bytes into the first `after` of `table`'s newest manifest."""
+    versions = Path(env["OCTOBRAIN_DATA_DIR"]) / "db" / f"{table}.lance" / "_versions"
     newest = max(versions.glob("*.manifest"), key=lambda f: (f.stat().st_mtime_ns, f.name))
     data = bytearray(newest.read_bytes())
     data[data.index(after) + shift] ^= bit
@@ -71,3 +73,26 @@ def test_a_recorded_dimension_changed_by_a_byte_is_damage_not_another_model(
     assert octobrain(env, "reembed", scoped=False).returncode == 0
     assert _doctor(env).returncode == 0
     assert octobrain(env, "recent").returncode == 0
+
+
+def test_a_chunks_recorded_dimension_changed_by_a_byte_is_damage_not_another_model(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # `knowledge search` said "embedded with 'hash:64' (dim 24) … delete its sources … and
+    # index them again": deleting and indexing fail on the same check, only `doctor` named it.
+    doc = tmp_path / "deploy.md"
+    doc.write_text("# Deploy\n\nThe deploy runs on Fridays with a canary.\n")
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    _flip_in_newest_manifest(env, b"embedding_dim\x12\x0264", 15, 0x04, "knowledge_chunks")
+    done = octobrain(env, "search", "deploy", group="knowledge")
+    assert done.returncode == 1, done.stdout
+    line = one_clear_line(done.stderr)
+    assert "table 'knowledge_chunks'" in line and "is damaged" in line, line
+    assert "dimension '24'" in line and "--recreate knowledge" in line, line
+    assert "configured model" not in line and "delete-source" not in line, line
+    recreated = subprocess.run(
+        [EXE, "doctor", "--recreate", "knowledge"], env=env, capture_output=True, text=True
+    )
+    assert recreated.returncode == 0, recreated.stdout
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    assert "Deploy" in octobrain(env, "search", "deploy", group="knowledge").stdout

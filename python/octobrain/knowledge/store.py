@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import OctobrainError, StorageError
 from octobrain.store import forked, manifest
+from octobrain.store.columns import dim_damage
 from octobrain.store.failures import ModelMismatch, io_failure
 from octobrain.store.highwater import Commits
 from octobrain.store.location import StoreLocation
@@ -161,6 +162,9 @@ class KnowledgeStore:
         except OSError as exc:  # (a damaged table, LanceDB's RuntimeError, is said as one)
             raise StorageError(io_failure(self.location, exc)) from exc
         stored_model, stored_dim = embedded_with(chunks.schema)
+        damaged = dim_damage(self.location, CHUNKS, chunks.schema, manifest.repair_hint(CHUNKS))
+        if damaged is not None:  # (not another model: deleting the sources would not help)
+            raise ModelMismatch(damaged)
         if stored_model != self.model_id or stored_dim != str(self.dim):
             raise ModelMismatch(
                 f"the knowledge index at {self.location} was embedded with {stored_model!r} "

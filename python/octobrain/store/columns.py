@@ -64,3 +64,13 @@ def dim_unlike_vectors(table_schema: pa.Schema, column: str = "embedding") -> st
         f"its metadata records {records} while its vectors hold {width} numbers: a byte of "
         "its version manifest changed on disk"
     )
+
+
+def dim_damage(location: object, name: str, table_schema: pa.Schema, repair: str) -> str | None:
+    """The one line a command refuses table `name` of the store at `location` with when its
+    recorded embedding dimension is damaged (`dim_unlike_vectors`: not another model, which
+    the advice for would be wrong), with `repair`; else None."""
+    damaged = dim_unlike_vectors(table_schema)
+    if damaged is None:
+        return None
+    return f"store: table {name!r} in {location} is damaged ({damaged}); to repair: {repair}"

@@ -42,7 +42,7 @@ from octobrain.store import (
     upkeep,
     writes,
 )
-from octobrain.store.columns import dim_unlike_vectors
+from octobrain.store.columns import dim_damage
 from octobrain.store.failures import ModelMismatch, NotFound, WriteFailed, io_failure
 from octobrain.store.highwater import Commits
 from octobrain.store.location import StoreLocation
@@ -166,9 +166,9 @@ class MemoryStore:
 
     def _check_model(self, table_schema: pa.Schema) -> None:
         stored_model, stored_dim = schema.embedded_with(table_schema)
-        if (damaged := dim_unlike_vectors(table_schema)) is not None:  # (not another model)
-            where = f"store: table 'memories' in {self.location}"
-            raise ModelMismatch(f"{where} is damaged ({damaged}); to repair: {schema.REEMBED}")
+        damaged = dim_damage(self.location, "memories", table_schema, schema.REEMBED)
+        if damaged is not None:  # (not another model)
+            raise ModelMismatch(damaged)
         if stored_model != self.model_id or stored_dim != str(self.dim):
             raise ModelMismatch(
                 f"the memory store at {self.location} was embedded with {stored_model!r} "
