@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+import warnings
+from datetime import timedelta
 from pathlib import Path
+
+import lancedb
 
 from tests.reliability.test_storage_faults import EXE, memorize, octobrain, one_clear_line
 
@@ -53,6 +57,27 @@ def test_a_column_renamed_by_a_changed_byte_is_named_and_restored(env: dict[str,
     assert octobrain(env, "restore", str(before), "--yes", scoped=False).returncode == 0
     assert _doctor(env).returncode == 0
     assert octobrain(env, "recent").returncode == 0
+
+
+def test_a_column_renamed_in_the_only_kept_version_is_named_not_a_traceback(
+    env: dict[str, str],
+) -> None:
+    # With no version before the newest kept (the cleanup removed them) to compare with,
+    # `doctor` read the column and printed pyarrow's KeyError ('Field "importance" does not
+    # exist in schema') as a traceback; its repair cannot be `memory restore`.
+    for i in range(3):
+        memorize(env, f"Fact {i}", f"Durable fact number {i} about the API.")
+    table = lancedb.connect(Path(env["OCTOBRAIN_DATA_DIR"]) / "db").open_table("memories")
+    with warnings.catch_warnings():  # (that it drops every version but the newest)
+        warnings.simplefilter("ignore", UserWarning)
+        table.optimize(cleanup_older_than=timedelta(0))
+    assert len(table.list_versions()) == 1
+    _flip_in_newest_manifest(env, b"importance", 3, 0x01)  # "importance" -> "impnrtance"
+    doctor = _doctor(env)
+    assert doctor.returncode == 1, doctor.stdout
+    assert "memories: its newest version has no column 'importance'" in doctor.stdout
+    assert "(it names 'impnrtance' instead)" in doctor.stdout
+    assert "from a backup" in doctor.stdout and "memory restore" not in doctor.stdout
 
 
 def test_a_recorded_dimension_changed_by_a_byte_is_damage_not_another_model(

@@ -11,6 +11,8 @@ columns gone while others appeared, at once, is damage.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from octobrain.store.schema import embedded_with
@@ -44,6 +46,24 @@ def renamed_since(table: lancedb.table.Table) -> str | None:
         f"its newest version names column(s) {', '.join(map(repr, new))} in place of "
         f"{', '.join(map(repr, gone))}, which version {numbers[-2]} had: a byte of its "
         "version manifest changed on disk"
+    )
+
+
+def lacks_read_columns(table_schema: pa.Schema, read: Sequence[str]) -> str | None:
+    """Why a table is damaged when its newest version lacks columns that reading it names
+    (`read`), with the names it holds instead that are a changed byte away from them; else
+    None. `renamed_since` needs a version before it kept; with one version alone, the
+    `doctor` read that names the column was a KeyError traceback."""
+    names = table_schema.names
+    gone = [c for c in read if c not in names]
+    if not gone:
+        return None
+    unknown = [n for n in names if n not in read]
+    near = [m for c in gone for m in difflib.get_close_matches(c, unknown, n=1, cutoff=0.75)]
+    instead = f" (it names {', '.join(map(repr, near))} instead)" if near else ""
+    return (
+        f"its newest version has no column {', '.join(map(repr, gone))}{instead}, which "
+        "every read of it names: a byte of its version manifest changed on disk"
     )
 
 

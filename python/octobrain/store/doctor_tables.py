@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from octobrain.store import manifest
-from octobrain.store.columns import dim_unlike_vectors, renamed_since
+from octobrain.store.columns import dim_unlike_vectors, lacks_read_columns, renamed_since
 from octobrain.store.doctor_report import Problem, TableCheck
 from octobrain.store.schema import (
     CHECKED,
@@ -110,6 +110,13 @@ def check_table(
         changed = None  # (a version before it that does not open: the checks below say why)
     if changed is not None:  # every read naming the column fails, these checks too
         problems.append(Problem(name, changed, repair))
+        return check
+    checked = _CHECKED_BY.get(name)
+    lacks = None
+    if checked is not None and CHECKSUM in table.schema.names:  # (no version before it kept)
+        lacks = lacks_read_columns(table.schema, checked[0])
+    if lacks is not None:  # (the reads below were a KeyError traceback)
+        problems.append(Problem(name, lacks, _NO_VERSION_BEFORE.get(name, repair)))
         return check
     unlike = dim_unlike_vectors(table.schema)
     if unlike is not None:  # every command refuses the store as embedded at another size
@@ -225,6 +232,12 @@ _NAMED_BY = {
 }
 
 
+# A table whose only kept version is damaged: no `memory restore` goes back before it.
+_ONLY_A_BACKUP = (
+    "restore the store directory from a backup, or `octobrain memory import` an export made "
+    "before the damage into a new store (no version before this one is kept to restore)"
+)
+_NO_VERSION_BEFORE = {"memories": _ONLY_A_BACKUP, "relationships": _ONLY_A_BACKUP}
 # A source and every chunk of it are written again from the source (a new generation).
 _KNOWLEDGE_REPAIR = (
     "index the source again: `octobrain knowledge index --force SOURCE` (a stored:// note: "
