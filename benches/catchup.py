@@ -144,7 +144,8 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     results = {}
     if args.clone_from is not None:
-        assert args.store_dir is not None, "--clone-from needs --store-dir"
+        if args.store_dir is None:
+            parser.error("--clone-from needs --store-dir (the clone is made there)")
         results["clone"] = run(0, args.rounds, args.store_dir, args.model, args.clone_from)
         sizes = []
     for n in sizes:
@@ -154,7 +155,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="octobrain-catchup-") as tmp:
                 results[str(n)] = run(n, args.rounds, Path(tmp), args.model)
     load = os.getloadavg()
-    payload = {"model": MODEL, "rounds": args.rounds, "loadavg": load, "median_ms": results}
+    payload = {"model": args.model, "rounds": args.rounds, "loadavg": load, "median_ms": results}
     text = json.dumps(payload, indent=1)
     print(text)
     if args.output is not None:

@@ -23,7 +23,7 @@ from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory
 from octobrain.store import seen
-from report import publish
+from report import check_update, publish
 
 CACHE = Path(__file__).parent / ".cache"
 
@@ -114,6 +114,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--update", type=Path, help="rewrite the table in this README")
     args = parser.parse_args()
+    check_update(parser, args.update, "remember")
     dataset = load_beir(args.data)
     queries = dataset.query_texts[: args.queries]
     results = [run(args.data, n, queries, args.model) for n in args.sizes]

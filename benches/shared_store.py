@@ -30,7 +30,7 @@ from octobrain.memory.brain import Brain
 from octobrain.models import Memory
 from octobrain.store import seen
 from remember_latency import _memories, _vectors
-from report import publish
+from report import check_update, publish
 
 
 def _free_port() -> int:
@@ -105,6 +105,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--update", type=Path, help="rewrite the table in this README")
     args = parser.parse_args()
+    check_update(parser, args.update, "team")
 
     import boto3
 

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import subprocess
 import sys
 import time
@@ -145,7 +146,7 @@ def render(r: dict[str, Any]) -> str:
         f"| SIGKILL during {name} | {v['kills']} | {v['problems']} |" for name, v in k.items()
     )
     return "\n".join([
-        f"Soak run: `python benches/soak.py` ({r['seconds']:.0f} s on {os.cpu_count()} cores, "
+        f"Soak run: `{r['command']}` ({r['seconds']:.0f} s on {os.cpu_count()} cores, "
         "hash embedder, loopback only).",
         "",
         "| scenario | count | problems |",
@@ -166,7 +167,17 @@ def render(r: dict[str, Any]) -> str:
     ])  # fmt: skip
 
 
-def main() -> int:
+def command_line(ap: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """The command that repeats the run: the table's counts follow the options set away from
+    their defaults (where its output went, `--json` and `--update`, changes none of them)."""
+    words = ["python", "benches/soak.py"]
+    for name in ("rounds", "kills", "fuzz", "clients", "requests", "budget", "seed"):
+        if getattr(args, name) != ap.get_default(name):
+            words += [f"--{name}", f"{getattr(args, name):g}"]
+    return shlex.join(words)
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3, help="mixed-writer rounds")
     ap.add_argument("--kills", type=int, default=10, help="SIGKILLs per operation")
@@ -177,11 +188,16 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--update", type=Path, help="rewrite the soak block of this README")
+    return ap
+
+
+def main() -> int:
+    ap = parser()
     args = ap.parse_args()
     check_update(ap, args.update, "soak")
     plan = Plan(cli_workers=3, cli_ops=6, stdio_workers=2, http_workers=3, mcp_ops=15)
     start = time.perf_counter()
-    report: dict[str, Any] = {"plan": plan.__dict__}
+    report: dict[str, Any] = {"command": command_line(ap, args), "plan": plan.__dict__}
     print("mixed writers …", file=sys.stderr)
     report["mixed"] = mixed(args.rounds, plan)
     print("HTTP load …", file=sys.stderr)

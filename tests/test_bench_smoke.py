@@ -131,14 +131,29 @@ def test_a_bench_script_leaves_no_mark_of_its_throwaway_stores(tmp_path: Path) -
     assert list((data / seen.FOLDER).glob("*.json")) == []
 
 
+@pytest.mark.parametrize(
+    ("name", "marker", "options"),
+    [
+        ("backup_roundtrip.py", "backup", ["--memories", "40"]),
+        # (These two measured, then gave a traceback: `make bench-remember` / `bench-team`.)
+        (
+            "remember_latency.py",
+            "remember",
+            ["--sizes", "2", "--queries", "2", "--model", "hash:4"],
+        ),
+        ("shared_store.py", "team", ["--size", "2", "--queries", "2", "--model", "hash:4"]),
+    ],
+)
 def test_a_bench_script_refuses_a_readme_without_its_markers_before_it_measures(
-    tmp_path: Path,
+    tmp_path: Path, beir_dir: Path, name: str, marker: str, options: list[str]
 ) -> None:
     # The scripts read `--update` once their run was done: a traceback then (soak.py wrote its
     # table at the README's end, or over all that followed a lone start marker).
     readme = tmp_path / "README.md"
-    readme.write_text("<!-- backup:start -->\nno end marker\n", encoding="utf-8")
-    script = [sys.executable, str(BENCHES / "backup_roundtrip.py"), "--memories", "40"]
+    readme.write_text(f"<!-- {marker}:start -->\nno end marker\n", encoding="utf-8")
+    script = [sys.executable, str(BENCHES / name), *options]
+    if name != "backup_roundtrip.py":
+        script += ["--data", str(beir_dir)]
     done = subprocess.run(
         [*script, "--update", str(readme)],
         env={**os.environ, "OCTOBRAIN_DATA_DIR": str(tmp_path / "data")},
@@ -148,5 +163,48 @@ def test_a_bench_script_refuses_a_readme_without_its_markers_before_it_measures(
         check=False,
     )
     assert done.returncode == 2 and done.stdout == "", done.stderr
-    assert "error: update: " in done.stderr and "has no <!-- backup:start -->" in done.stderr
-    assert readme.read_text(encoding="utf-8") == "<!-- backup:start -->\nno end marker\n"
+    assert "error: update: " in done.stderr and f"has no <!-- {marker}:start -->" in done.stderr
+    assert readme.read_text(encoding="utf-8") == f"<!-- {marker}:start -->\nno end marker\n"
+
+
+def test_the_soak_table_names_the_options_it_ran_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    # It said `python benches/soak.py` whatever the options: the README's table (1 round, 5
+    # kills a scenario, 120 HTTP calls) is not what that command runs (3, 10 and 240).
+    monkeypatch.syspath_prepend(str(BENCHES))
+    import soak
+
+    ap = soak.parser()
+    args = ap.parse_args(["--rounds", "1", "--kills", "5", "--budget", "60", "--json", "s.json"])
+    line = soak.command_line(ap, args)
+    assert line == "python benches/soak.py --rounds 1 --kills 5 --budget 60"
+    assert soak.command_line(ap, ap.parse_args(["--update", "README.md"])) == (
+        "python benches/soak.py"
+    )
+    report = json.loads((BENCHES / "results" / "soak.json").read_text(encoding="utf-8"))
+    assert f"Soak run: `{line}` (" in soak.render({**report, "command": line})
+
+
+def test_catchup_records_the_model_it_ran_with_and_refuses_a_clone_without_a_place(
+    tmp_path: Path,
+) -> None:
+    # Its JSON said `hash:256` (the default) for a `--model hash:384` run (the README's 1M
+    # clone), and `--clone-from` without `--store-dir` ended in an AssertionError traceback.
+    env = {**os.environ, "OCTOBRAIN_DATA_DIR": str(tmp_path / "data")}
+    script = [sys.executable, str(BENCHES / "catchup.py")]
+    out = tmp_path / "catchup.json"
+    options = ["--sizes", "20", "--rounds", "1", "--model", "hash:16", "--output", str(out)]
+    done = subprocess.run(
+        [*script, *options], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text(encoding="utf-8"))["model"] == "hash:16"
+    done = subprocess.run(
+        [*script, "--clone-from", str(tmp_path / "db")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "error: --clone-from needs --store-dir" in done.stderr
