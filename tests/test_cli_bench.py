@@ -343,3 +343,21 @@ def test_a_locomo_data_path_that_does_not_exist_is_said_so(tmp_path: Path) -> No
     result = CliRunner().invoke(main, ["bench", "locomo", "--data", str(missing)])
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"error: --data: {missing}: no such file or directory")
+
+
+def test_bench_locomo_keeps_its_embedding_cache_where_its_help_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its help said "Default: the user cache directory" (~/.cache), while the vectors went to
+    # <data dir>/cache/embeddings, as `bench beir`'s help says of its own.
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    for command in ("beir", "locomo"):
+        shown = CliRunner().invoke(main, ["bench", command, "--help"]).output
+        assert "Embedding cache. Default: <data dir>/cache/embeddings." in " ".join(shown.split())
+    data = tmp_path / "locomo.json"
+    data.write_text(_locomo_text(), encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["bench", "locomo", "--data", str(data), "--model", "hash:32", "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert list((tmp_path / "data" / "cache" / "embeddings").glob("*.sqlite"))

@@ -8,7 +8,12 @@ from pathlib import Path
 import click
 
 from octobrain.bench.variant_names import VARIANTS
-from octobrain.cli.bench_options import OUTPUT_OPTION, model_option, update_option
+from octobrain.cli.bench_options import (
+    CACHE_DIR_OPTION,
+    OUTPUT_OPTION,
+    model_option,
+    update_option,
+)
 from octobrain.cli.common import FORMAT_OPTION, OctobrainGroup, emit_json
 from octobrain.cli.progress import progress_bar
 
@@ -165,11 +170,7 @@ def _sizes(sizes: str, minimum: int) -> list[int]:
 )
 @click.option("--max-queries", type=click.IntRange(min=1), help="Evaluate only the first N.")
 @model_option("Embedding model string.")
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Embedding cache. Default: <data dir>/cache/embeddings.",
-)
+@CACHE_DIR_OPTION
 @click.option(
     "--whole-passages",
     is_flag=True,
@@ -329,11 +330,7 @@ def bench_scale_command(
     " *.json[.gz]), or $OCTOBRAIN_LOCOMO; read, never copied.",
 )
 @model_option("Embedding model string.")
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Embedding cache. Default: the user cache directory.",
-)
+@CACHE_DIR_OPTION
 @click.option(
     "--window",
     type=click.IntRange(min=0, max=5),

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-__all__ = ["OUTPUT_OPTION", "model_option", "update_option"]
+__all__ = ["CACHE_DIR_OPTION", "OUTPUT_OPTION", "model_option", "update_option"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -76,6 +76,13 @@ def model_option(help_text: str) -> Callable[[_F], _F]:
         "--model", default="minilm", show_default=True, callback=_model_checked, help=help_text
     )
 
+
+# Where `CachedEmbedder` keeps the corpus vectors when none is named (`embed.cache`).
+CACHE_DIR_OPTION = click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Embedding cache. Default: <data dir>/cache/embeddings.",
+)
 
 OUTPUT_OPTION = click.option(
     "--output",
