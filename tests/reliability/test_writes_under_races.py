@@ -418,3 +418,21 @@ def test_a_full_disk_during_an_import_says_how_much_was_imported(
     with pytest.raises(StorageError, match="2 of 5 memories.* were imported before it"):
         transfer.import_jsonl(other, out.getvalue().splitlines())
     assert len(raw_rows(other)) == 2
+
+
+def test_a_memory_closes_one_goal_when_two_closes_race(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: each `relate NOTE GOAL -t closes` looked for the note's other goal before the
+    # write lock, so two run at once (4 CLI processes: 2 or 3 of 4 stored) left one note
+    # closing two goals. Now the look is under the lock: the second is refused.
+    brain, other = make_brain(), make_brain()
+    g1, _ = brain.memorize("Ship rate limiting", "Goal: rate limit the API.", memory_type="goal")
+    g2, _ = brain.memorize("Ship audit log", "Goal: log every admin action.", memory_type="goal")
+    note, _ = brain.memorize("Both shipped", "Rate limits and the audit log are live.")
+    before_lock(monkeypatch, brain, lambda: other.relate(note.id, g2.id, "closes"))
+    with pytest.raises(InvalidInput, match=f"^target_id: {note.id} already closes goal {g2.id}"):
+        brain.relate(note.id, g1.id, "closes")
+    edges = all_edges(make_brain()).values()
+    closes = [e for e in edges if e.relationship_type is RelationshipType.CLOSES]
+    assert [(e.source_id, e.target_id) for e in closes] == [(note.id, g2.id)]

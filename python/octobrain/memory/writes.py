@@ -37,6 +37,7 @@ from octobrain.safe_text import check_lines, check_one_line
 from octobrain.scope import git_head
 from octobrain.secrets import screen
 from octobrain.store import NotFound, forgotten
+from octobrain.store.link_rules import ONE_GOAL
 from octobrain.store.sql import visible_scopes
 from octobrain.times import utcnow
 
@@ -129,7 +130,7 @@ class Writes(BrainBase):
             if goal_id != closing[0][1]:
                 raise InvalidInput(
                     f"related_to[{i}]",
-                    f"closes a second goal; {_ONE_GOAL}",
+                    f"closes a second goal; {ONE_GOAL}",
                 )
         # The same link named twice (by two id prefixes, say) is one edge, the first given.
         unique: dict[tuple[str, RelationshipType], Link] = {}
@@ -274,14 +275,7 @@ class Writes(BrainBase):
             return self.store.link_once(rel), None
         goal = self.store.get_many([tgt], self.scope)[tgt]
         _closes_a_goal(goal, "relationship_type")
-        for edge in self.store.relationships_of([src]):
-            closes = edge.relationship_type is RelationshipType.CLOSES
-            if closes and edge.source_id == src and edge.target_id != tgt:
-                raise InvalidInput(
-                    "target_id",
-                    f"{src} already closes goal {edge.target_id}; {_ONE_GOAL}",
-                )
-        rel = self.store.link_once(rel)
+        rel = self.store.link_once(rel)  # (a second goal the note closes refused under the lock)
         if not goals.findings_left(self.consolidator, goal.id, source_scope):
             return rel, None
         return rel, goals.close_goal(self.consolidator, goal, source_scope, utcnow())
@@ -367,13 +361,6 @@ class Forgotten:
     # Merged memories the user edited since the merge: their words left as written (they may
     # still say what was forgotten).
     kept: list[str] = field(default_factory=list)
-
-
-# Why a memory closes one goal, said by `memorize` and `relate` alike.
-_ONE_GOAL = (
-    "a memory closes one (its findings are consolidated under it): store a closing note for "
-    "each goal"
-)
 
 
 def _closes_a_goal(target: Memory, field: str) -> None:

@@ -5,7 +5,9 @@
 - `supersedes` settles a pair: no `conflicts` edge stands beside it, either way. One asked for
   is left out (`Settled`); one already there is replaced by the supersession;
 - a one-way link (`conflicts`, `extends`, `implements`, `achieves`) is not made backwards
-  beside itself (each memory would prevail over, or build on, the other).
+  beside itself (each memory would prevail over, or build on, the other);
+- a memory `closes` one goal: a second is refused (`check_link`, so `relate`; one `memorize`
+  closes one by its own check).
 
 Links that hold both ways (`related_to`, `similar`, `depends_on`) pass.
 """
@@ -34,6 +36,10 @@ _ONE_WAY_WHY = {
     RelationshipType.ACHIEVES: "an 'achieves' link runs from a finding to the goal it serves",
 }
 RULED = frozenset({SUPERSEDES, *_ONE_WAY_WHY})  # the types these rules concern
+ONE_GOAL = (
+    "a memory closes one (its findings are consolidated under it): store a closing note for "
+    "each goal"
+)
 MAX_SUPERSEDE_STEPS = 64  # how far a chain of `supersedes` links is followed for a cycle
 
 Edge = tuple[str, str, RelationshipType]  # source id, target id, type
@@ -107,10 +113,26 @@ def check_no_supersede_cycle(store: MemoryStore, rel: Relationship, field: str) 
         reached |= frontier
 
 
+def check_one_goal(store: MemoryStore, rel: Relationship, field: str) -> None:
+    """Refuse (`field`) a `closes` link from a memory that closes another goal. Other links
+    pass."""
+    if rel.relationship_type is not RelationshipType.CLOSES:
+        return
+    where = (
+        f"source_id = {sql_str(rel.source_id)} AND target_id != {sql_str(rel.target_id)} "
+        f"AND relationship_type = {sql_str(RelationshipType.CLOSES.value)}"
+    )
+    other = scan_arrow(store.relationships, where, ["target_id"], None)["target_id"].to_pylist()
+    if other:
+        raise InvalidInput(field, f"{rel.source_id} already closes goal {other[0]}; {ONE_GOAL}")
+
+
 def check_link(store: MemoryStore, rel: Relationship, field: str) -> None:
     """Refuse (`field`) a link that breaks a rule beside what the store holds between its two
-    memories (`Settled` for a `conflicts` link a supersession settles)."""
+    memories (`Settled` for a `conflicts` link a supersession settles), or a second goal its
+    source closes. Run under the write lock, as the write is."""
     check_no_supersede_cycle(store, rel, field)
+    check_one_goal(store, rel, field)
     pair = [(e.source_id, e.target_id, e.relationship_type) for e in between(store, *_ends(rel))]
     error = _against(rel, pair)
     if error is not None:
