@@ -50,6 +50,30 @@ def test_a_link_that_loops_in_a_table_is_named_not_a_traceback(
     assert doctor.returncode == 1 and f"{named} is not a regular file" in doctor.stdout
 
 
+def test_a_lock_file_that_is_a_link_that_loops_is_named_with_the_way_out(
+    env: dict[str, str],
+) -> None:
+    # `memorize` said "cannot write to …/db: Too many levels of symbolic links; nothing was
+    # changed (check free space and permissions)", and `doctor` "a table cannot be read (…
+    # Unable to walk dir … .write.lock …)": Lance lists the tables by walking the folder.
+    memorize(env, "Fact 0", "Durable fact number 0 about the API.")
+    lock = _store(env) / ".write.lock"
+    lock.unlink()
+    lock.symlink_to(lock.name)
+    done = octobrain(env, "memorize", "-t", "Fact 1", "-c", "x" * 20)
+    assert done.returncode == 1, done.stdout
+    line = one_clear_line(done.stderr)
+    assert f"({lock} is a link that loops" in line and "move it aside" in line, line
+    assert "free space" not in line, line
+    doctor = subprocess.run([EXE, "doctor"], env=env, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in doctor.stderr and not doctor.stderr, doctor.stderr
+    assert doctor.returncode == 1, doctor.stdout
+    assert ".write.lock: is a link that cannot be followed" in doctor.stdout, doctor.stdout
+    assert f"move {lock} aside" in doctor.stdout, doctor.stdout
+    lock.unlink()
+    assert octobrain(env, "memorize", "-t", "Fact 1", "-c", "x" * 20).returncode == 0
+
+
 @pytest.fixture
 def as_other_user() -> Iterator[tuple[dict[str, str], list[str]]]:
     """A data dir, and the command prefix that runs `octobrain` as a user file modes bind:

@@ -76,7 +76,12 @@ def diagnose(location: StoreLocation) -> Diagnosis:
         problems.append(Problem(f"_octobrain/{accessed.FOLDER}", unreadable, accessed.REPAIR))
     problems += leftover_temps.problems(location)
     db = location.connect()
-    present = set(db.list_tables().tables)
+    try:
+        present = set(db.list_tables().tables)
+    except (OSError, RuntimeError):  # (Lance walks the folder: a lock file's link that loops)
+        if not any(p.table.endswith(".lock") for p in problems):
+            raise
+        return Diagnosis(str(location), state, [], problems)
     if not present & set(manifest.KNOWN_TABLES) and (why := seen.gone(location.uri)):
         problems.append(_gone(why))
     names = sorted(
@@ -116,11 +121,20 @@ def _check_locks(location: StoreLocation, problems: list[Problem]) -> None:
     if location.path is None:
         return
     for path in sorted(location.path.glob(".*.lock")):
+        fails = _LOCKED_OUT.get(path.name, "every write that takes it fails")
         try:
             mode = path.stat().st_mode
-        except OSError:
+        except OSError as exc:  # (a link that loops: was "a table cannot be read")
+            if path.is_symlink():
+                problems.append(
+                    Problem(
+                        path.name,
+                        f"is a link that cannot be followed ({exc.strerror}), not a lock "
+                        f"file: {fails}, and listing the store's tables fails on it",
+                        f"move {path} aside; the next write makes the lock file again",
+                    )
+                )
             continue
-        fails = _LOCKED_OUT.get(path.name, "every write that takes it fails")
         if not stat.S_ISREG(mode):
             what = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
             problems.append(

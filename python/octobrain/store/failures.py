@@ -50,7 +50,21 @@ def io_failure(path: object, exc: BaseException, done: str = "nothing was change
             f"keeps a folder, or a folder where it keeps a file, under {where}: move it aside, "
             "then run `octobrain doctor`)"
         )
+    if _LOOPS.search(text):  # (a link that loops where a file belongs: not space either)
+        where = str(getattr(exc, "filename", None) or _looped_path(text) or path)
+        again = " (the next write makes the lock file again)" if where.endswith(".lock") else ""
+        return (
+            f"store: cannot write to {path}: {reason}; {done} ({where} is a link that loops, "
+            f"where the store keeps a file or folder: move it aside{again}, then run "
+            "`octobrain doctor`)"
+        )
     return f"store: cannot write to {path}: {reason}; {done} (check free space and permissions)"
+
+
+def _looped_path(text: str) -> str | None:
+    """The path a LanceDB error names for a link that loops ("operation on PATH: Too many")."""
+    found = re.search(r"operation on (\S+?):? Too many levels", text)
+    return found.group(1) if found else None
 
 
 def denied_failure(exc: BaseException) -> str | None:
@@ -72,6 +86,7 @@ def denied_failure(exc: BaseException) -> str | None:
 _DENIED = re.compile(r"permission denied|not permitted|os error 13\b", re.I)
 
 
+_LOOPS = re.compile(r"Too many levels of symbolic links|os error 40\b")
 # What a file or folder of the store replaced by the other kind makes a write fail with.
 _MISPLACED = re.compile(r"Is a directory|Not a directory|File exists|os error (?:17|20|21)\b")
 
