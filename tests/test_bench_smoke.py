@@ -114,6 +114,23 @@ def test_bench_scale_smoke(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "--sizes" in bad.output
 
 
+def test_bench_scale_writes_a_bulk_store_whose_rows_match_their_checksums(tmp_path: Path) -> None:
+    # The bulk writer (every size from --bulk-from, 200,000 by default: the README's 100k and
+    # 1M rows) gave a pyarrow KeyError traceback once rows carried a checksum column.
+    import lancedb
+
+    from octobrain.store.schema import verified
+
+    args = ["bench", "scale", "--sizes", "40", "--bulk-from", "40", "--queries", "3"]
+    args += ["--model", "hash:384", "--store-dir", str(tmp_path / "kept"), "--format", "json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["sizes"][0]["bulk_import_per_s"] > 0
+    rows = lancedb.connect(tmp_path / "kept" / "40" / "db").open_table("memories").to_arrow()
+    assert rows.num_rows == 40
+    assert all(verified(row) for row in rows.to_pylist())
+
+
 def test_a_bench_script_leaves_no_mark_of_its_throwaway_stores(tmp_path: Path) -> None:
     # Every store opened leaves a mark in the data dir, so that one gone whole is refused
     # (`store.seen`): the scripts under benches/ made their stores in a temporary directory

@@ -268,7 +268,7 @@ def _bulk_store(uri: Path, n: int, *, progress: Callable[[str], None]) -> None:
 
     from octobrain.models import Source, State
     from octobrain.store import MemoryStore
-    from octobrain.store.schema import memories_schema
+    from octobrain.store.schema import CHECKED, CHECKSUM, checksum, memories_schema
 
     dim = get_embedder(STORE_MODEL).dim
     words = _Words(random.Random(7))
@@ -313,30 +313,31 @@ def _bulk_store(uri: Path, n: int, *, progress: Callable[[str], None]) -> None:
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         created = now_us - (rng.random(m) * 365 * 86400e6).astype(np.int64)
         stamps = pa.array(created, pa.timestamp("us", tz="UTC"))
-        table = pa.Table.from_pydict(
-            {
-                "id": [str(uuid.UUID(bytes=rng.bytes(16), version=4)) for _ in range(m)],
-                "scope": [SCOPE] * m,
-                "role": [""] * m,
-                "memory_type": types[rng.integers(0, len(types), m)].tolist(),
-                "title": titles,
-                "content": contents,
-                "tags": [[_TAGS[t] for t in row] for row in tags],
-                "related_files": [[] for _ in range(m)],
-                "importance": np.full(m, 0.5, dtype=np.float32),
-                "pre_consolidation_importance": pa.nulls(m, pa.float32()),
-                "source": [Source.AGENT_INFERRED.value] * m,
-                "state": [State.WORKING.value] * m,
-                "created_at": stamps,
-                "updated_at": stamps,
-                "last_accessed": stamps,
-                "access_count": np.zeros(m, dtype=np.int64),
-                "git_commit": [""] * m,
-                "context": [""] * m,
-                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
-            },
-            schema=schema,
-        )
+        columns: dict[str, Any] = {
+            "id": [str(uuid.UUID(bytes=rng.bytes(16), version=4)) for _ in range(m)],
+            "scope": [SCOPE] * m,
+            "role": [""] * m,
+            "memory_type": types[rng.integers(0, len(types), m)].tolist(),
+            "title": titles,
+            "content": contents,
+            "tags": [[_TAGS[t] for t in row] for row in tags],
+            "related_files": [[] for _ in range(m)],
+            "importance": np.full(m, 0.5, dtype=np.float32),
+            "pre_consolidation_importance": pa.nulls(m, pa.float32()),
+            "source": [Source.AGENT_INFERRED.value] * m,
+            "state": [State.WORKING.value] * m,
+            "created_at": stamps,
+            "updated_at": stamps,
+            "last_accessed": stamps,
+            "access_count": np.zeros(m, dtype=np.int64),
+            "git_commit": [""] * m,
+            "context": [""] * m,
+        }
+        # Stamped as every write path stamps a row (a store without them is read unverified).
+        checked = pa.table({name: columns[name] for name in CHECKED}).to_pylist()
+        columns[CHECKSUM] = [checksum(row) for row in checked]
+        columns["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim)
+        table = pa.Table.from_pydict(columns, schema=schema)
         store.memories.add(table)
         progress(f"written {done + m:,}")
     progress("indexes (IVF-PQ)")
