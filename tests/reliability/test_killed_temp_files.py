@@ -101,3 +101,65 @@ def test_doctor_names_the_temporary_files_of_killed_writes_and_drops_only_those(
     assert _files(store) == before  # every data file as it was
     rc, out, _ = run_cli(env, "memory", "--scope", SCOPE, "recent", "--format", "json")
     assert rc == 0 and len(json.loads(out)) == 2
+
+
+# A LanceDB write (of a program that takes no octobrain lock) paused once its temporary
+# file is made: LanceDB holds the rows in memory, so the file keeps its creation's time.
+PAUSED = textwrap.dedent(
+    """
+    import sys
+    import lancedb, pyarrow as pa
+
+    from pathlib import Path
+
+    table = lancedb.connect(sys.argv[1]).create_table("scratch", pa.table({"v": [0.0]}))
+    data = Path(sys.argv[1]) / "scratch.lance" / "data"
+    sent = []
+
+    def batches():
+        for i in range(1000):
+            sent.append(i)
+            yield pa.RecordBatch.from_pydict({"v": [float(i)]}, schema=table.schema)
+            if any(p.name.startswith(".tmp") for p in data.iterdir()):
+                print("paused", flush=True)
+                sys.stdin.readline()
+                return
+
+    try:
+        table.add(pa.RecordBatchReader.from_batches(table.schema, batches()))
+    except Exception as exc:
+        print(f"failed: {exc}", flush=True)
+    else:
+        print("landed" if table.count_rows() == 1 + len(sent) else "lost rows", flush=True)
+    """
+)
+
+
+def test_drop_temporary_files_leaves_one_a_paused_write_holds_open(
+    env: dict[str, str],
+) -> None:
+    # Before: a write paused over an hour by a program that takes no octobrain lock had its
+    # file named and deleted, and failed on resuming ('failed to persist temp file'). Now a
+    # file a process holds open is neither, and the write lands.
+    memorize = ("memorize", "-t", "Kept note", "-c", "A fact that stays.")
+    assert run_cli(env, "memory", "--scope", SCOPE, *memorize)[0] == 0
+    store = Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
+    with subprocess.Popen(
+        [sys.executable, "-c", PAUSED, str(store)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as writer:
+        assert writer.stdin is not None and writer.stdout is not None
+        assert writer.stdout.readline() == "paused\n"
+        (held,) = _temporary(store / "scratch.lance" / "data")
+        hour_ago = time.time() - 3700
+        os.utime(held, (hour_ago, hour_ago))
+        rc, out, _ = run_cli(env, "doctor", "--format", "json")
+        assert rc == 0 and json.loads(out)["problems"] == [], out
+        rc, _, err = run_cli(env, "doctor", "--drop-temporary-files")
+        assert rc == 0 and "0 temporary file(s)" in err, err
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+        assert writer.stdout.readline() == "landed\n"
+    assert not held.exists()  # (renamed into place)

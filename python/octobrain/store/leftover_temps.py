@@ -8,8 +8,10 @@ and no version names, never these. One is left per write cut short, from empty t
 the batch (20 MB for 20,000 rows), in `<table>.lance/data/`.
 
 `doctor` names those over `AGE_S` old (a younger one may be a write under way, of any
-process); `doctor --drop-temporary-files` removes them under the store's write locks, so that
-no octobrain write is under way, and only those still that old. Nothing else is touched: a
+process) that no process holds open (a write paused longer, by a program that takes no
+octobrain lock: LanceDB keeps what it writes in memory, so the file's time stays its
+creation's); `doctor --drop-temporary-files` removes them under the store's write locks, so
+that no octobrain write is under way, and only those still left so. Nothing else is touched: a
 data file is named for the fragment it holds, never `.tmp…`. Object stores have none (their
 writes are whole objects or multipart uploads).
 """
@@ -44,12 +46,13 @@ class Leftover:
 
 
 def find(location: StoreLocation, now: float | None = None) -> list[Leftover]:
-    """The temporary files over `AGE_S` old in the store's table folders (none remote)."""
+    """The temporary files over `AGE_S` old in the store's table folders that no process
+    holds open (none remote)."""
     if location.path is None:
         return []
     root = str(location.path)
     cutoff = (time.time() if now is None else now) - AGE_S
-    found = []
+    found: list[tuple[Leftover, tuple[int, int]]] = []
     for folder in _table_folders(root):
         try:
             entries = list(os.scandir(folder))
@@ -63,8 +66,32 @@ def find(location: StoreLocation, now: float | None = None) -> list[Leftover]:
             except OSError:
                 continue
             if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
-                found.append(Leftover(os.path.relpath(entry.path, root), st.st_size))
-    return found
+                leftover = Leftover(os.path.relpath(entry.path, root), st.st_size)
+                found.append((leftover, (st.st_dev, st.st_ino)))
+    held = _held_open() if found else set()
+    return [leftover for leftover, file in found if file not in held]
+
+
+def _held_open() -> set[tuple[int, int]]:
+    """The files (device, inode) that the processes this user may look at hold open (read
+    in Linux's /proc; none where it is not mounted)."""
+    held: set[tuple[int, int]] = set()
+    try:
+        pids = [e.path for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return held
+    for pid in pids:
+        try:
+            fds = list(os.scandir(os.path.join(pid, "fd")))
+        except OSError:
+            continue  # gone, or another user's
+        for fd in fds:
+            try:
+                st = os.stat(fd.path)
+            except OSError:
+                continue
+            held.add((st.st_dev, st.st_ino))
+    return held
 
 
 def _table_folders(root: str) -> Iterator[str]:
