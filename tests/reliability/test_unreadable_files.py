@@ -128,9 +128,10 @@ def test_a_table_file_this_user_may_not_read_is_named_with_the_way_out(
 ) -> None:
     # Lance says only "Permission denied (os error 13)": `recent` and `stats` (and `knowledge
     # search`) printed its RuntimeError as a traceback, and `doctor`'s repair was `memory
-    # restore`, which reads the same file.
+    # restore`, which reads the same file; `memorize` said "Permission denied (os error 13);
+    # nothing was changed (check free space and permissions)", naming no file.
     run, named = _three_then_locked(as_other_user, locked)
-    for args in (("stats",), ("recent",)):
+    for args in (("stats",), ("recent",), ("memorize", "-t", "Fact 4", "-c", "x" * 20)):
         done = run("memory", "--scope", "github.com/acme/api", *args)
         assert done.returncode == 1, (args, done.stdout, done.stderr)
         line = one_clear_line(done.stderr)

@@ -12,6 +12,8 @@ from typing import ParamSpec, TypeVar
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.store import manifest
 from octobrain.store.endpoint import object_store_reason
+from octobrain.store.location import StoreLocation
+from octobrain.store.table_files import unreadable
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -58,7 +60,23 @@ def io_failure(path: object, exc: BaseException, done: str = "nothing was change
             f"where the store keeps a file or folder: move it aside{again}, then run "
             "`octobrain doctor`)"
         )
+    locked = _unreadable_file(path) if _DENIED.search(text) else None
+    if locked is not None:  # (Lance says "Permission denied", naming no file)
+        return (
+            f"store: cannot write to {path}: {reason}; {done} ({locked} cannot be read by "
+            "this user, its mode or owner: give the user running octobrain read and write "
+            f"access to {locked} (`chmod`, `chown`))"
+        )
     return f"store: cannot write to {path}: {reason}; {done} (check free space and permissions)"
+
+
+def _unreadable_file(path: object) -> str | None:
+    """The first file or folder of a table of the local store at `path` this user may not
+    read (`table_files.unreadable`), as a path under the store, else None."""
+    if not isinstance(path, StoreLocation):
+        return None
+    found = (unreadable(path, name) for name in manifest.KNOWN_TABLES)
+    return next((f for f in found if f is not None), None)
 
 
 def _looped_path(text: str) -> str | None:
