@@ -160,3 +160,24 @@ def test_a_supersession_imported_replaces_the_conflict_it_settles(brain: Brain) 
     assert _links(brain, old.id) == sorted(
         [(new.id, "supersedes", old.id), (other.id, "supersedes", old.id)]
     )
+
+
+def test_a_global_export_holds_no_projects_link_and_imports_back(
+    brain: Brain, tmp_path: Path
+) -> None:
+    # A project's link between two global memories (which an import of that project's file
+    # stores) was written into the global export too, whose import then refused the whole
+    # file: 'line 4.scope: is 'github.com/acme/api', where the file's header scope is global'.
+    a, _ = brain.memorize("Tab width", "Tabs are four spaces wide.", global_=True)
+    b, _ = brain.memorize("Commits", "Commit messages use the imperative mood.", global_=True)
+    assert import_jsonl(brain, _with_links(brain, (a.id, "related_to", b.id))).relationships == 1
+    hash64 = get_embedder("hash:64")
+    everyone = Brain("", config=Config(), embedder=hash64, uri=tmp_path / "db")
+    out = io.StringIO()
+    export_jsonl(everyone, out)
+    assert '"kind": "relationship"' not in out.getvalue()
+    elsewhere = Brain("", config=Config(), embedder=hash64, uri=tmp_path / "copy")
+    assert import_jsonl(elsewhere, out.getvalue().splitlines()).imported == 2
+    project = io.StringIO()
+    export_jsonl(brain, project)  # the link stays in its project's export
+    assert project.getvalue().count('"kind": "relationship"') == 1

@@ -107,10 +107,12 @@ def export_jsonl(
         progress(len(wanted))
     # The edges between them: the whole edge table read a batch at a time (asking for the edges
     # of every exported id at once is one SQL string of all of them: 38 s to plan at 1M ids).
-    edges = 0
+    # Only those of a scope the export holds: a project's link between two global memories
+    # (one an import stored) is that project's, and an import refuses it in another's file.
+    edges, scopes = 0, set(visible_scopes(brain.scope))
     for rels in store.relationship_batches(BATCH * 16):
         for rel in rels:
-            if rel.source_id in ids and rel.target_id in ids:
+            if rel.source_id in ids and rel.target_id in ids and rel.scope in scopes:
                 line = json_printable({"kind": "relationship", **relationship_to_dict(rel)})
                 out.write(line + "\n")
                 edges += 1
