@@ -162,6 +162,21 @@ def test_a_folder_of_access_records_this_user_may_not_read_is_named(
     assert doctor.returncode == 1 and f"{named}: cannot be read by this user" in doctor.stdout
 
 
+def test_a_store_folder_this_user_may_not_read_is_named_not_a_folder_in_it(
+    as_other_user: tuple[dict[str, str], list[str]],
+) -> None:
+    # `remember` named `_octobrain/accessed`, the folder it lists first, inside the `db/` it
+    # may not enter; the other commands said "cannot open …/db: Permission denied", no repair.
+    run, _ = _three_then_locked(as_other_user, lambda store: store)
+    store = _store(as_other_user[0])
+    for args in (("memory", "--scope", "github.com/acme/api", "remember", "fact"), ("doctor",)):
+        done = run(*args)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        line = one_clear_line(done.stderr)
+        assert f"{store} cannot be read by this user" in line and "_octobrain" not in line, line
+        assert f"read and write access to {store}" in line, line
+
+
 def test_a_lock_file_this_user_may_not_write_is_named_by_doctor(
     as_other_user: tuple[dict[str, str], list[str]],
 ) -> None:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from octobrain.errors import StorageError
 from octobrain.files import read_regular
 from octobrain.store.location import StoreLocation
+from octobrain.store.table_files import denied_said, outermost_unreadable
 
 if TYPE_CHECKING:
     from octobrain.store.memories import MemoryStore
@@ -74,6 +75,9 @@ def _names(folder: Path) -> list[str]:
     except (FileNotFoundError, NotADirectoryError):
         return []
     except PermissionError as exc:  # (another user's folder, a chmod: `remember`'s traceback)
+        outer = outermost_unreadable(folder)
+        if outer not in (None, folder):  # (the store's folder, say: not a folder inside it)
+            raise StorageError(f"store: {denied_said(outer)}") from exc
         raise StorageError(
             f"store: {folder.parent.parent}: _octobrain/{FOLDER} cannot be read by this user "
             f"({exc.strerror}); {REPAIR}"

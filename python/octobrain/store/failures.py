@@ -13,7 +13,7 @@ from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.store import manifest
 from octobrain.store.endpoint import object_store_reason
 from octobrain.store.location import StoreLocation
-from octobrain.store.table_files import unreadable
+from octobrain.store.table_files import denied_said, unreadable
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -62,11 +62,7 @@ def io_failure(path: object, exc: BaseException, done: str = "nothing was change
         )
     locked = _unreadable_file(path) if _DENIED.search(text) else None
     if locked is not None:  # (Lance says "Permission denied", naming no file)
-        return (
-            f"store: cannot write to {path}: {reason}; {done} ({locked} cannot be read by "
-            "this user, its mode or owner: give the user running octobrain read and write "
-            f"access to {locked} (`chmod`, `chown`))"
-        )
+        return f"store: cannot write to {path}: {reason}; {done} ({denied_said(locked)})"
     return f"store: cannot write to {path}: {reason}; {done} (check free space and permissions)"
 
 

@@ -129,7 +129,16 @@ class StoreLocation:
                 storage_options=self.options or None,
             )
         except (ValueError, RuntimeError) as exc:  # LanceDB's wrapping of object-store errors
-            raise StorageError(f"store: cannot open {self}: {object_store_reason(exc)}") from exc
+            said = f"store: cannot open {self}: {object_store_reason(exc)}"
+            raise StorageError(said + self._unreadable_said()) from exc
+
+    def _unreadable_said(self) -> str:
+        """The folder of the local store (or on the way to it) this user may not read, and the
+        repair, as the end of a line ("cannot open …: Permission denied" said neither)."""
+        from octobrain.store.table_files import denied_said, outermost_unreadable
+
+        outer = None if self.path is None else outermost_unreadable(self.path)
+        return "" if outer is None else f" ({denied_said(outer)})"
 
     def to_latest(self, *tables: lancedb.table.Table | None) -> None:
         """Move table handles to their latest commit (a no-op when every read already is)."""

@@ -82,6 +82,25 @@ def unreadable(location: StoreLocation, name: str) -> str | None:
     return None
 
 
+def outermost_unreadable(folder: Path) -> Path | None:
+    """The outermost folder on the way to `folder` that this user may not enter, or `folder`
+    itself when it may not list it (its mode or owner), else None: a store folder another
+    user's was named by the innermost folder a read listed, inside it."""
+    for step in [*reversed(folder.parents), folder]:
+        need = os.R_OK | os.X_OK if step == folder else os.X_OK
+        if step.is_dir() and not os.access(step, need):
+            return step
+    return None
+
+
+def denied_said(path: object) -> str:
+    """`path` named as one this user may not read, with the repair."""
+    return (
+        f"{path} cannot be read by this user, its mode or owner: give the user running "
+        f"octobrain read and write access to {path} (`chmod`, `chown`)"
+    )
+
+
 class NewOdd:
     """The files that appeared in the local store `root`'s tables since the last look, the
     first that is not regular: a commit of another process that a long-lived process reads
