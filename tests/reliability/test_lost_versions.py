@@ -171,3 +171,20 @@ def test_writers_restores_reembeds_compactions_recreates_and_backups_never_look_
     migrate(StoreLocation(db), StoreLocation(target))
     assert _marks(target)["memories"] == _newest(target, "memories")
     assert diagnose(StoreLocation(target)).ok
+
+
+@pytest.mark.parametrize("garbage", [b'{"memories": 3, "rel', b"[1, 2]", b'{"memories": "3"}'])
+def test_a_damaged_version_record_is_named_by_doctor_and_written_again(
+    env: dict[str, str], garbage: bytes
+) -> None:
+    # Commands read it as no record and say nothing (so a lost newest version with its hint
+    # goes unnoticed meanwhile), and `doctor` said "ok: nothing is wrong".
+    memorize(env, "Fact 0", "Durable fact number 0 about the API.")
+    record = Path(env["OCTOBRAIN_DATA_DIR"]) / "db" / "_octobrain" / MARKS
+    record.write_bytes(garbage)
+    code, out, _ = run_cli(env, "doctor")
+    assert code == 1, out
+    assert f"_octobrain/{MARKS}: " in out and "would go unnoticed" in out, out
+    assert "the next write to each table records its version again" in out, out
+    memorize(env, "Fact 1", "Durable fact number 1 about the API.")
+    assert run_cli(env, "doctor")[0] == 0

@@ -14,7 +14,15 @@ import stat
 from typing import TYPE_CHECKING
 
 from octobrain.errors import StorageError
-from octobrain.store import accessed, import_marks, leftover_temps, manifest, orphan_chunks, seen
+from octobrain.store import (
+    accessed,
+    highwater,
+    import_marks,
+    leftover_temps,
+    manifest,
+    orphan_chunks,
+    seen,
+)
 from octobrain.store.doctor_report import Diagnosis, Problem, TableCheck
 from octobrain.store.doctor_tables import check_table
 from octobrain.store.schema import CHUNKS
@@ -75,6 +83,18 @@ def diagnose(location: StoreLocation) -> Diagnosis:
         unreadable = "cannot be read by this user: every command that reads the store fails on it"
         problems.append(Problem(f"_octobrain/{accessed.FOLDER}", unreadable, accessed.REPAIR))
     problems += leftover_temps.problems(location)
+    marks = highwater.damaged_record(location)
+    if marks is not None:
+        problems.append(
+            Problem(
+                f"_octobrain/{highwater.MARKS}",
+                f"{marks}: read as no record, so a table's newest version lost together with "
+                "its latest_version_hint.json would go unnoticed",
+                "none needed: the next write to each table records its version again (a "
+                "folder or a link in its place: move it aside first)",
+                damage=False,
+            )
+        )
     db = location.connect()
     try:
         present = set(db.list_tables().tables)

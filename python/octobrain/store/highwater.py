@@ -231,6 +231,33 @@ class HighWater:
         self._read_at = time.monotonic()
 
 
+def damaged_record(location: StoreLocation) -> str | None:
+    """Why the local store's record of committed versions is not one (a byte changed, cut
+    short, a folder or a link that loops in its place), else None (also when there is none).
+    Commands read it as empty, never failing on it: a newest version manifest lost together
+    with its hint then goes unnoticed, until the next write to each table records it again."""
+    if location.path is None:
+        return None
+    path = location.path / "_octobrain" / MARKS
+    try:
+        raw = read_regular(path, _MARK_BYTES)[0]
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # (`TooLarge` too)
+        return f"cannot be read ({exc.strerror or exc})"
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError):
+        return "is not JSON"
+    if not isinstance(record, dict) or not all(
+        isinstance(v, int) and not isinstance(v, bool)
+        for k, v in record.items()
+        if k != RECORDED_AT
+    ):
+        return "is not a record of table versions"
+    return None
+
+
 def _parse(raw: bytes) -> tuple[dict[str, int], dict[str, float]]:
     """The table → version entries of a mark object, and when each was set (where it says);
     anything else in it is ignored (an object that is no mark guards nothing, and the next
