@@ -6,14 +6,17 @@ the table and the way back; never a traceback, never another model blamed."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import warnings
 from datetime import timedelta
 from pathlib import Path
 
 import lancedb
+import pytest
 
 from tests.reliability.test_storage_faults import EXE, memorize, octobrain, one_clear_line
+from tests.server_support import hash_pool
 
 
 def _flip_in_newest_manifest(
@@ -57,6 +60,21 @@ def test_a_column_renamed_by_a_changed_byte_is_named_and_restored(env: dict[str,
     assert octobrain(env, "restore", str(before), "--yes", scoped=False).returncode == 0
     assert _doctor(env).returncode == 0
     assert octobrain(env, "recent").returncode == 0
+
+
+def test_the_servers_warm_up_on_a_damaged_store_logs_one_line(
+    env: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The MCP server's background warm-up logged the damage as a Python traceback on stderr,
+    # while every tool call answers with the one line.
+    for i in range(3):
+        memorize(env, f"Fact {i}", f"Durable fact number {i} about the API.")
+    _flip_in_newest_manifest(env, b"importance", 3, 0x01)
+    pool = hash_pool(Path(env["OCTOBRAIN_DATA_DIR"]) / "db")
+    with caplog.at_level(logging.WARNING, logger="octobrain.server.pool"):
+        pool.warm_up("github.com/acme/api", None)
+    (record,) = [r for r in caplog.records if "warm-up" in r.getMessage()]
+    assert record.exc_info is None and "octobrain doctor" in record.getMessage(), record
 
 
 def test_a_column_renamed_in_the_only_kept_version_is_named_not_a_traceback(

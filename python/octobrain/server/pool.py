@@ -339,6 +339,8 @@ class BrainPool:
         """
         try:
             self.call(scope, workdir, lambda brain: brain.warm_up())
+        except OctobrainError as exc:  # a damaged store: the first real call answers with it
+            log.warning("background warm-up failed: %s", exc)  # (its line, not a traceback)
         except Exception:  # a store that cannot open is reported by the first real call
             log.warning("background warm-up failed", exc_info=True)
 
