@@ -32,6 +32,11 @@ from tests.reliability.load import Plan, http_load, run_mixed, verify  # noqa: E
 
 from report import check_update  # noqa: E402
 
+# Its CLI writers are processes of their own, as in tests/reliability (`tests/conftest.py`): with
+# the resident service on, one served them and outlived the run (its data directory deleted)
+# for `service.idle_seconds`, one a round.
+os.environ["OCTOBRAIN_SERVICE_ENABLED"] = "0"
+
 
 def mixed(rounds: int, plan: Plan) -> dict[str, Any]:
     totals = {"rounds": 0, "writes": 0, "deletes": 0, "links": 0, "tag_updates": 0, "ops": 0,

@@ -4,11 +4,14 @@ the README."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -225,3 +228,35 @@ def test_catchup_records_the_model_it_ran_with_and_refuses_a_clone_without_a_pla
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "error: --clone-from needs --store-dir" in done.stderr
+
+
+def test_the_soaks_cli_writers_leave_no_resident_service_behind() -> None:
+    # Its CLI writers started a resident service (tests/conftest.py turns it off, the soak did
+    # not), which outlived the round, its data directory deleted, for service.idle_seconds.
+    mark = f"soak-{uuid.uuid4().hex}"
+    env = {k: v for k, v in os.environ.items() if k != "OCTOBRAIN_SERVICE_ENABLED"}
+    code = (  # (benches/ on sys.path as when the script runs: no PYTHONPATH for its writers)
+        f"import sys\nsys.path.insert(0, {str(BENCHES)!r})\nimport soak\n"
+        "from tests.reliability.load import Plan\n"
+        "plan = Plan(cli_workers=1, cli_ops=1, stdio_workers=0, http_workers=0, mcp_ops=0)\n"
+        "assert soak.mixed(1, plan)['problems'] == 0\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "SOAK_TEST_MARK": mark},
+        cwd=BENCHES.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    left = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        with contextlib.suppress(OSError):
+            if f"SOAK_TEST_MARK={mark}".encode() in environ.read_bytes().split(b"\0"):
+                left.append(environ.parent.name)
+    for pid in left:  # (a failed run's: not left to linger)
+        with contextlib.suppress(OSError):
+            os.kill(int(pid), signal.SIGTERM)
+    assert left == []
