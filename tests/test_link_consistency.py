@@ -181,3 +181,21 @@ def test_a_global_export_holds_no_projects_link_and_imports_back(
     project = io.StringIO()
     export_jsonl(brain, project)  # the link stays in its project's export
     assert project.getvalue().count('"kind": "relationship"') == 1
+
+
+def test_an_import_closes_one_goal_per_memory(brain: Brain) -> None:
+    # Before: the one-goal rule was left to `relate` and `memorize`; an import stored a second
+    # `closes` link from a note (the store's goal and the file's, or two the file brings).
+    goals = [brain.memorize(f"Goal {n}", f"Ship step {n}.", memory_type="goal")[0] for n in "abc"]
+    note, _ = brain.memorize("Shipped", "Steps a and b are out.")
+    other, _ = brain.memorize("Shipped too", "Step c is out.")
+    brain.relate(note.id, goals[0].id, "closes")
+    lines = _with_links(
+        brain, (note.id, "closes", goals[1].id), (other.id, "closes", goals[2].id),
+        (other.id, "closes", goals[1].id), (note.id, "closes", goals[0].id),
+    )  # fmt: skip
+    report = import_jsonl(brain, lines)
+    assert (report.relationships, report.relationships_existing) == (1, 2)
+    assert (report.relationships_not_stored, report.relationships_contradicting) == (2, 2)
+    assert _links(brain, note.id) == [(note.id, "closes", goals[0].id)]
+    assert _links(brain, other.id) == [(other.id, "closes", goals[2].id)]

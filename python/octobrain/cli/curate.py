@@ -198,7 +198,8 @@ def _edges_refused(report: ImportReport) -> str:
             (
                 report.relationships_contradicting,
                 "contradicting the links between their memories (a supersedes cycle, a "
-                "conflicts link beside a supersedes, a one-way link backwards)",
+                "conflicts link beside a supersedes, a one-way link backwards, a second goal "
+                "one memory closes)",
             ),
         )
         if n

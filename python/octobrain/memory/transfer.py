@@ -52,7 +52,7 @@ class ImportReport:
     relationships_across_projects: int = 0  # ends in two projects
     relationships_unrecorded: int = 0  # a consolidation's edge without its record stored
     # against the links between its two memories (`store.link_rules`): a `supersedes` cycle,
-    # a `conflicts` link beside a `supersedes`, a one-way link backwards
+    # a `conflicts` link beside a `supersedes`, a one-way link backwards, a second goal closed
     relationships_contradicting: int = 0
 
 

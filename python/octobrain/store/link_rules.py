@@ -7,7 +7,7 @@
 - a one-way link (`conflicts`, `extends`, `implements`, `achieves`) is not made backwards
   beside itself (each memory would prevail over, or build on, the other);
 - a memory `closes` one goal: a second is refused (`check_link`, so `relate`; one `memorize`
-  closes one by its own check).
+  closes one by its own check), and left out of an import (`sift`).
 
 Links that hold both ways (`related_to`, `similar`, `depends_on`) pass.
 """
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from octobrain.store.memories import MemoryStore
 
 SUPERSEDES, CONFLICTS = RelationshipType.SUPERSEDES, RelationshipType.CONFLICTS
+CLOSES = RelationshipType.CLOSES
 # Links whose reverse between the same two memories says the opposite, and which way each runs.
 _ONE_WAY_WHY = {
     CONFLICTS: "a 'conflicts' link runs from the statement that prevails to the one it outranks",
@@ -116,11 +117,11 @@ def check_no_supersede_cycle(store: MemoryStore, rel: Relationship, field: str) 
 def check_one_goal(store: MemoryStore, rel: Relationship, field: str) -> None:
     """Refuse (`field`) a `closes` link from a memory that closes another goal. Other links
     pass."""
-    if rel.relationship_type is not RelationshipType.CLOSES:
+    if rel.relationship_type is not CLOSES:
         return
     where = (
         f"source_id = {sql_str(rel.source_id)} AND target_id != {sql_str(rel.target_id)} "
-        f"AND relationship_type = {sql_str(RelationshipType.CLOSES.value)}"
+        f"AND relationship_type = {sql_str(CLOSES.value)}"
     )
     other = scan_arrow(store.relationships, where, ["target_id"], None)["target_id"].to_pylist()
     if other:
@@ -150,8 +151,10 @@ def sift(
     written (in order: each weighed beside the store's links and the batch's kept before
     it), how many were left out for a rule, and the ids of the store's `conflicts` edges the
     kept `supersedes` ones replace (to delete once they are written)."""
+    given = len(rels)
+    rels = _one_goal_each(store, rels)
     if not any(r.relationship_type in RULED for r in rels):
-        return list(rels), 0, []
+        return rels, given - len(rels), []
     ends = sorted({i for r in rels if r.relationship_type in RULED for i in _ends(r)})
     pairs: dict[frozenset[str], list[tuple[Edge, str]]] = {}  # (edge, its id: "" for the batch's)
     kinds = sql_in("relationship_type", sorted(k.value for k in RULED))
@@ -191,7 +194,30 @@ def sift(
             here[:] = [(e, i) for e, i in here if e[2] is not CONFLICTS]
         here.append(((rel.source_id, rel.target_id, rel.relationship_type), ""))
         kept.append(rel)
-    return kept, len(rels) - len(kept), replaced
+    return kept, given - len(kept), replaced
+
+
+def _one_goal_each(store: MemoryStore, rels: Sequence[Relationship]) -> list[Relationship]:
+    """`rels` without the `closes` edges from a memory that closes another goal: in the
+    store, or by an edge of `rels` kept before it."""
+    sources = sorted({r.source_id for r in rels if r.relationship_type is CLOSES})
+    closes: dict[str, str] = {}  # source → the goal it closes
+    for i in range(0, len(sources), 256):
+        where = f"relationship_type = {sql_str(CLOSES.value)} AND "
+        found = scan_arrow(
+            store.relationships,
+            where + sql_in("source_id", sources[i : i + 256]),
+            ["source_id", "target_id"],
+            None,
+        )
+        for source, goal in zip(*found.to_pydict().values(), strict=True):
+            closes.setdefault(source, goal)
+    return [
+        r
+        for r in rels
+        if r.relationship_type is not CLOSES
+        or closes.setdefault(r.source_id, r.target_id) == r.target_id
+    ]
 
 
 def _is_dispute(rel: Relationship, key: frozenset[str], disputes: set[Edge]) -> bool:
