@@ -361,3 +361,26 @@ def test_a_lance_error_is_reported_without_its_rust_source_location() -> None:
     assert object_store_reason(exc) == (
         "lance error: Not found: /data/db/relationships.lance/data/x.lance"
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [  # LanceDB's open, then octobrain's own request (obstore), with no keys in the environment
+        'Invalid input, Failed to connect to namespace: IO { source: Generic { store: "N/A", '
+        'source: IO { source: "Failed to get AWS credentials: ProviderError(ProviderError { '
+        "source: FailedToLoadToken(FailedToLoadToken { source: ServiceError(ServiceError { "
+        "source: TokenError { kind: Forbidden }, raw: Response { status: StatusCode(403) } }",
+        "Generic S3 error: Error performing PUT http://169.254.169.254/latest/api/token in "
+        "1.49ms - Server returned non-2xx status code: 403 Forbidden: resolve_deny: denied "
+        'destination\n\nDebug source:\nGeneric {\n    store: "S3",\n}',
+    ],
+)
+def test_a_bucket_without_credentials_is_said_so_in_a_few_words(text: str) -> None:
+    # A new machine without AWS keys: 'store: cannot open s3://…: Invalid input, Failed to
+    # connect to namespace: IO { source: Generic { … 500 characters of a Rust dump …'.
+    from octobrain.store.endpoint import object_store_reason
+
+    assert object_store_reason(RuntimeError(text)) == (
+        "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and "
+        "AWS_SESSION_TOKEN) in the environment, or run where an instance role provides them"
+    )

@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import re
 
+NO_CREDENTIALS = (
+    "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) "
+    "in the environment, or run where an instance role provides them"
+)
+
 
 def object_store_reason(exc: BaseException) -> str:
     """The human part of an object-store error (LanceDB nests the client's error in a dump)."""
     text = str(exc)
+    # No keys in the environment: the clients then ask the instance metadata service, whose
+    # refusal (or silence, off a cloud machine) is what they report. (AWS_PROFILE is not read.)
+    if "Failed to get AWS credentials" in text or "169.254.169.254/latest/api/token" in text:
+        return NO_CREDENTIALS
     if re.search(r"kind: Timeout|TimedOut", text):
         return "no answer from the endpoint within the request timeout (storage option timeout)"
     if "IncompleteMessage" in text:  # (hyper's name for a connection shut before an answer)
