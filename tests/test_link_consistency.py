@@ -7,10 +7,13 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from octobrain.cli.main import main
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput
@@ -87,6 +90,46 @@ def test_a_copy_that_supersedes_replaces_its_conflict(brain: Brain) -> None:
     old, new = _pair(brain, "conflicts")
     brain.memorize(*NEW, related_to=[{"target_id": old.id, "relationship_type": "supersedes"}])
     assert _links(brain, old.id) == [(new.id, "supersedes", old.id)]
+
+
+def _cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., str]:
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:64")
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(main, ["memory", "--scope", SCOPE, *args])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    return run
+
+
+def test_the_answer_says_which_dispute_a_supersession_settled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: relate (or a memorize answered by its copy) deleted the conflicts edge between
+    # the two memories without a word, in text and JSON: a recorded dispute gone unseen.
+    run = _cli(tmp_path, monkeypatch)
+    old = json.loads(run("memorize", "-t", OLD[0], "-c", OLD[1], "--format", "json"))["id"]
+    new = json.loads(run("memorize", "-t", NEW[0], "-c", NEW[1], "--format", "json"))["id"]
+    settled = f"Dispute settled: {old} conflicts {new} removed (a memory replaced is not in"
+    run("relate", old, new, "-t", "conflicts")
+    assert settled in run("relate", new, old, "-t", "supersedes")
+    run("unrelate", new, old)
+    dispute = json.loads(run("relate", old, new, "-t", "conflicts", "--format", "json"))
+    again = json.loads(run("memorize", "-t", NEW[0], "-c", NEW[1], "--supersedes", old,
+                           "--format", "json"))  # fmt: skip
+    del dispute["already_linked"], dispute["settled"]
+    assert again["already_stored"]["settled"] == [dispute]
+    run("unrelate", new, old)
+    run("relate", old, new, "-t", "conflicts")
+    assert settled in run("memorize", "-t", NEW[0], "-c", NEW[1], "--supersedes", old)
+    run("unrelate", new, old)
+    run("relate", old, new, "-t", "conflicts")
+    answer = json.loads(run("relate", new, old, "-t", "supersedes", "--format", "json"))
+    assert [(e["source_id"], e["relationship_type"]) for e in answer["settled"]] == [
+        (old, "conflicts")
+    ]
 
 
 @pytest.mark.parametrize("kind", ["conflicts", "extends", "implements"])

@@ -141,6 +141,20 @@ def test_a_retry_in_the_same_session_neither_copies_nor_links_to_itself(tmp_path
     assert later[0].id == first.id and brain.get(first.id).tags == first.tags
 
 
+def test_a_copy_asked_to_link_to_itself_says_it_does_not(tmp_path: Path) -> None:
+    # Before: the link was skipped without a word ('nothing added'), where relate refuses it.
+    brain = _brain(tmp_path / "db")
+    first, _ = brain.memorize(TITLE, TEXT)
+    again = brain.memorize(TITLE, TEXT, related_to=[{"target_id": first.id[:8]}])
+    assert again[1] == [] and again.already is not None
+    assert again.already.left_out == (
+        f"the related_to link to {first.id} (a memory does not link to itself)",
+    )
+    text = format_stored(again[0], again[1], 0, again.already)
+    assert f"not added: the related_to link to {first.id} (a memory does not" in text
+    assert brain.store.relationships_of([first.id]) == []
+
+
 WRITER = textwrap.dedent(
     """
     import sys

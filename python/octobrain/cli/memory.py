@@ -78,7 +78,7 @@ def memorize_cmd(
 ) -> None:
     """Store a memory; prints what was stored (`--format json`: its id). The same type, title
     and content as a memory of the scope is not stored again: that memory is the answer."""
-    from octobrain.memory.render import format_stored
+    from octobrain.memory.render import format_stored, relationship_to_dict
     from octobrain.times import iso_z
 
     links: list[dict[str, Any]] = []
@@ -118,6 +118,7 @@ def memorize_cmd(
             "stored_at": iso_z(already.stored_at),
             "added": list(already.added),
             "left_out": list(already.left_out),
+            "settled": [relationship_to_dict(e) for e in already.settled],
         },
     }
     emit(fmt, data, format_stored(mem, edges, left, already))
@@ -423,11 +424,11 @@ def relate_cmd(
     fmt: str,
 ) -> None:
     """Link two memories: SOURCE --type--> TARGET."""
-    from octobrain.memory.render import relationship_to_dict
+    from octobrain.memory.render import relationship_to_dict, settled_lines
     from octobrain.times import utcnow
 
     asked = utcnow()
-    rel, closed = command_brain(ctx).link(
+    rel, settled, closed = command_brain(ctx).link(
         source_id, target_id, relationship_type, strength=strength, description=description
     )
     line = f"{rel.source_id} {rel.relationship_type.value} {rel.target_id}"
@@ -438,12 +439,14 @@ def relate_cmd(
             + (f" and description {rel.description!r}" if rel.description else "")
             + ": kept; `memory unrelate` it first to link it anew)"
         )
+    line = "\n".join([line, *settled_lines(settled)])
     closing: dict[str, object] = {}
     if closed is not None:  # (a `closes` link to a goal its findings still achieve)
         line += f"\n{closed.description}, under {closed.parent.id}"
         closing = {"consolidated": [m.id for m in closed.members], "parent": closed.parent.id}
     # (JSON said so too: a script saw the old strength come back and could not tell why.)
-    emit(fmt, {**relationship_to_dict(rel), "already_linked": existed, **closing}, line)
+    data = {**relationship_to_dict(rel), "already_linked": existed, **closing}
+    emit(fmt, {**data, "settled": [relationship_to_dict(e) for e in settled]}, line)
 
 
 @memory.command("unrelate")

@@ -52,6 +52,7 @@ class Already:
     stored_at: datetime
     added: tuple[str, ...]
     left_out: tuple[str, ...] = ()  # what the call gave that the memory has no room for
+    settled: tuple[Relationship, ...] = ()  # `conflicts` edges a `supersedes` link replaced
 
 
 class Stored(tuple[Memory, list[Relationship]]):
@@ -117,9 +118,14 @@ def merge_into(
     `memory`; `vector`: `memory`'s embedding) and queueing one access to it."""
     now = utcnow()
     links = []
+    left_out = []  # (past what a memory holds, or a link to itself: said, not dropped)
     for i, edge in enumerate(edges):  # (refused before anything of the call is written)
-        if edge.relationship_type is RelationshipType.SAME_SESSION or edge.target_id == held.id:
+        if edge.relationship_type is RelationshipType.SAME_SESSION:
             continue  # (the held memory has its own place in its session)
+        if edge.target_id == held.id:
+            kind = edge.relationship_type.value
+            left_out.append(f"the {kind} link to {held.id} (a memory does not link to itself)")
+            continue
         link = replace(edge, source_id=held.id)
         try:
             check_link(brain.store, link, f"related_to[{i}]")
@@ -128,7 +134,6 @@ def merge_into(
         links.append(link)
     tags = [t for t in memory.tags if t != given.session_tag and t not in held.tags]
     files = [f for f in memory.related_files if f not in held.related_files]
-    left_out = []  # (past what a memory holds: said, not dropped without a word)
     room = max(0, MAX_TAGS - len(held.tags))
     if len(tags) > room:
         left_out.append(f"tags {', '.join(tags[room:])} (a memory holds at most {MAX_TAGS})")
@@ -168,12 +173,14 @@ def merge_into(
         same = text == memory.embedded_text()
         embedding = vector if same else brain.embedder.embed_documents([text])[0]
         brain.store.replace(merged, embedding, read=held)
-    written = []
+    written, settled = [], []
     for link in links:
-        made = brain.store.link_once(link)
+        made, replaced = brain.store.link_once(link)
+        settled += replaced
         if made.id == link.id:  # (a link it already had is the one returned, not written)
             written.append(made)
     if written:
         added.append(f"links {len(written)}")
     brain.count_access([held.id], now)
-    return Stored(merged, written, Already(held.created_at, tuple(added), tuple(left_out)))
+    already = Already(held.created_at, tuple(added), tuple(left_out), tuple(settled))
+    return Stored(merged, written, already)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from octobrain.memory.consolidation import Consolidation
@@ -103,6 +104,7 @@ def format_stored(
                 lines.append(f"  this {kind} → {len(group)} memories")
             else:
                 lines += [f"  this {kind} → {e.target_id}" for e in group]
+    lines += settled_lines(already.settled if already is not None else ())
     if findings_left:
         goal = next(e.target_id for e in edges if e.relationship_type is RelationshipType.CLOSES)
         taken = sum(e.relationship_type is RelationshipType.CONSOLIDATED_FROM for e in edges)
@@ -111,6 +113,15 @@ def format_stored(
             f"{taken}; close it again (`octobrain memory consolidate {goal}`) for the next."
         )
     return "\n".join(lines)
+
+
+def settled_lines(settled: Sequence[Relationship]) -> list[str]:
+    """A line for each `conflicts` edge a supersession replaced (`relate`, `memorize`)."""
+    return [
+        f"Dispute settled: {e.source_id} conflicts {e.target_id} removed (a memory replaced is "
+        "not in conflict with its replacement)"
+        for e in settled
+    ]
 
 
 def memory_to_dict(memory: Memory) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from octobrain.embed.base import ahead
 from octobrain.errors import InvalidInput
@@ -50,6 +50,16 @@ if TYPE_CHECKING:
     from octobrain.memory.ingest import IngestReport
 
 from octobrain.memory.core import BrainBase
+
+
+class Linked(NamedTuple):
+    """What `link` did: the edge (made, or the one already there), the `conflicts` edges
+    between its two memories a `supersedes` link replaced (a dispute it settled), and the
+    goal's consolidation a `closes` link made (None when it closed nothing)."""
+
+    edge: Relationship
+    settled: tuple[Relationship, ...] = ()
+    closed: Consolidation | None = None
 
 
 class Writes(BrainBase):
@@ -243,7 +253,7 @@ class Writes(BrainBase):
         `closes` link closes its goal (`link`)."""
         return self.link(
             source_id, target_id, relationship_type, strength=strength, description=description
-        )[0]
+        ).edge
 
     def link(
         self,
@@ -253,11 +263,12 @@ class Writes(BrainBase):
         *,
         strength: float = 0.8,
         description: str = "",
-    ) -> tuple[Relationship, Consolidation | None]:
-        """`relate`, and the goal's consolidation when the link `closes` a goal that working
-        findings of the note's scope still achieve (as `memorize` with a `closes` link does:
-        the note becomes their parent); None when it closed nothing. A `closes` link goes
-        from a memory that closes no other goal to a goal, or is refused."""
+    ) -> Linked:
+        """`relate`, with what else the link did (`Linked`): the `conflicts` edges between the
+        two memories a `supersedes` link replaced, and the goal's consolidation when the link
+        `closes` a goal that working findings of the note's scope still achieve (as `memorize`
+        with a `closes` link does: the note becomes their parent). A `closes` link goes from
+        a memory that closes no other goal to a goal, or is refused."""
         src, tgt, source_scope = self._pair(source_id, target_id)
         link = Link(
             tgt,
@@ -272,13 +283,14 @@ class Writes(BrainBase):
             src, tgt, link.relationship_type, link.strength, link.description, source_scope
         )
         if rel.relationship_type is not RelationshipType.CLOSES:
-            return self.store.link_once(rel), None
+            made, settled = self.store.link_once(rel)
+            return Linked(made, tuple(settled))
         goal = self.store.get_many([tgt], self.scope)[tgt]
         _closes_a_goal(goal, "relationship_type")
-        rel = self.store.link_once(rel)  # (a second goal the note closes refused under the lock)
+        rel, _ = self.store.link_once(rel)  # (a second goal the note closes refused under the lock)
         if not goals.findings_left(self.consolidator, goal.id, source_scope):
-            return rel, None
-        return rel, goals.close_goal(self.consolidator, goal, source_scope, utcnow())
+            return Linked(rel)
+        return Linked(rel, closed=goals.close_goal(self.consolidator, goal, source_scope, utcnow()))
 
     def unrelate(
         self, source_id: str, target_id: str, relationship_type: str | None = None

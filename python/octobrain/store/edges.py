@@ -95,14 +95,17 @@ def links_held(store: MemoryStore, rels: Sequence[Relationship]) -> set[tuple[st
     return held_links
 
 
-def link_once(store: MemoryStore, rel: Relationship, field: str = "target_id") -> Relationship:
+def link_once(
+    store: MemoryStore, rel: Relationship, field: str = "target_id"
+) -> tuple[Relationship, list[Relationship]]:
     """Add the edge `rel` while both its ends are held (`NotFound` otherwise), unless the
     store already links them with its type: then that edge (the first made) is the answer and
     nothing is written. Looked for under the write lock, so a link made again (a retry after
     an unknown outcome) or by two processes at once is one edge, as in one `memorize`. A link
     that contradicts those between the two memories is refused (`check_link`, naming
     `field`); a `supersedes` link replaces the `conflicts` edges between them (either way),
-    deleted once it is written."""
+    deleted once it is written. Returns the edge and the `conflicts` edges it replaced (a
+    dispute it settled: the caller says so)."""
     same = (
         f"source_id = {sql_str(rel.source_id)} AND target_id = {sql_str(rel.target_id)} "
         f"AND relationship_type = {sql_str(rel.relationship_type.value)}"
@@ -113,20 +116,23 @@ def link_once(store: MemoryStore, rel: Relationship, field: str = "target_id") -
         columns = store.relationships.schema.names
         there = scan_arrow(store.relationships, same, columns, None).to_pylist()
         if there:
-            return min(map(schema.row_to_relationship, there), key=lambda r: (r.created_at, r.id))
+            first = min(map(schema.row_to_relationship, there), key=lambda r: (r.created_at, r.id))
+            return first, []
         check_link(store, rel, field)
         _stamp(store, "links", rel.source_id, rel.target_id, [rel.relationship_type.value])
         append(store, store.relationships, [schema.relationship_to_row(rel)])
         ends_kept(store, [rel], set())
+        disputes = []
         if rel.relationship_type is RelationshipType.SUPERSEDES:
             disputes = [
-                e.id
+                e
                 for e in between(store, rel.source_id, rel.target_id)
                 if e.relationship_type is RelationshipType.CONFLICTS
             ]
             if disputes:  # (after the supersession is written: a crash between keeps both)
-                _delete_found(store, sql_in("id", disputes), disputes)
-    return rel
+                ids = [e.id for e in disputes]
+                _delete_found(store, sql_in("id", ids), ids)
+    return rel, disputes
 
 
 def unlink(
