@@ -134,6 +134,13 @@ def test_service_output_is_byte_identical(env: dict[str, str]) -> None:
     # A first recall counts an access (which raises the memory's decayed importance); the
     # access window then counts repeats once, so both paths below see the same state.
     cli(env, "memory", "--scope", SCOPE, "remember", "token bucket", service=False)
+    assert_same_output(env, commands)
+    assert _served() == len(commands)
+
+
+def assert_same_output(env: dict[str, str], commands: list[tuple[list[str], str]]) -> None:
+    """Each command line (with its stdin) prints the same bytes and exits with the same code
+    through the service as in a process of its own."""
     for args, stdin in commands:
         warm = cli(env, *args, stdin=stdin)
         cold = cli(env, *args, stdin=stdin, service=False)
@@ -142,7 +149,6 @@ def test_service_output_is_byte_identical(env: dict[str, str]) -> None:
             cold.stderr,
             cold.returncode,
         ), args
-    assert _served() == len(commands)
 
 
 def test_writes_are_visible_both_ways(env: dict[str, str]) -> None:

@@ -15,6 +15,7 @@ from octobrain.files import write_atomic_file as write_atomic_file
 from octobrain.safe_text import json_printable, one_line, printable
 
 if TYPE_CHECKING:
+    from octobrain.knowledge import Knowledge
     from octobrain.memory.brain import Brain
 
 EXIT_BAD_INPUT = 2
@@ -223,22 +224,33 @@ def chosen_scope(scope: str | None, global_: bool, cwd: Path | None = None) -> s
 
 
 BrainFactory = Callable[[str, Path, str], "Brain"]
-_brain_factory: BrainFactory | None = None
+KnowledgeFactory = Callable[[str, str, Path], "Knowledge"]
+
+
+class Warm:
+    """What the resident service hands its commands in place of new objects: its pool's
+    Brains and knowledge facades (`BrainCache`); None in a process of its own."""
+
+    brain: BrainFactory | None = None
+    knowledge: KnowledgeFactory | None = None
 
 
 def open_brain(scope: str, workdir: Path, session_id: str = "") -> Brain:
     """The Brain a command works with: a new one, or the resident service's warm one."""
-    if _brain_factory is not None:
-        return _brain_factory(scope, workdir, session_id)
+    if Warm.brain is not None:
+        return Warm.brain(scope, workdir, session_id)
     from octobrain.memory.brain import Brain
 
     return Brain(scope, workdir=workdir, session_id=session_id)
 
 
-def use_brain_factory(factory: BrainFactory | None) -> None:
-    """Make `open_brain` hand out Brains from `factory` (the resident service's pool)."""
-    global _brain_factory
-    _brain_factory = factory
+def open_knowledge(scope: str, session_id: str, cwd: Path) -> Knowledge:
+    """The knowledge facade a command works with: a new one, or the resident service's."""
+    if Warm.knowledge is not None:
+        return Warm.knowledge(scope, session_id, cwd)
+    from octobrain.knowledge import Knowledge
+
+    return Knowledge(scope, session_id=session_id, cwd=cwd)
 
 
 def _note_command_scope(ctx: click.Context, param: click.Parameter, value: Any) -> None:

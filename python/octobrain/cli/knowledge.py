@@ -17,6 +17,7 @@ from octobrain.cli.common import (
     command_scope,
     emit_json,
     group_scope,
+    open_knowledge,
     scope_options,
 )
 from octobrain.cli.progress import progress_of_total
@@ -65,9 +66,7 @@ def knowledge(ctx: click.Context, scope: str | None, global_: bool) -> None:
 
 
 def _knowledge(ctx: click.Context, session_id: str = CLI_SESSION) -> Knowledge:
-    from octobrain.knowledge import Knowledge
-
-    return Knowledge(command_scope(ctx), session_id=session_id, cwd=Path.cwd())
+    return open_knowledge(command_scope(ctx), session_id, Path.cwd())
 
 
 @knowledge.command("index")

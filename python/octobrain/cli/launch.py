@@ -1,6 +1,7 @@
 """The `octobrain` entry point: hand a command to the resident service, if any, else run it here.
 
-A warm service (`octobrain.cli.service_daemon`) answers `memory …`, `hook …` and `brief`, and
+A warm service (`octobrain.cli.service_daemon`) answers `memory …`, `knowledge …` (not those
+that fetch a URL, index a file or read stdin), `hook …` and `brief`, and
 hosts `octobrain mcp` sessions, without this process importing LanceDB, numpy, the MCP SDK or
 the model, so this module and the two it uses import the standard library only. Anything it is
 unsure about — the service is off, absent, refuses, is wedged, or is of another build — runs in
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 _MEMORY = {"memorize", "remember", "get", "recent", "stats", "relate", "unrelate", "graph",
            "update", "forget"}  # fmt: skip
 _HOOKS = {"session-start", "pre-compact", "session-end"}
+# `index` runs here, as `memory ingest` does: a progress bar on this terminal, and a Ctrl-C
+# that stops it (the service cannot stop a command midway). See `_knowledge_routable` too.
+_KNOWLEDGE = {"search", "read", "match", "list", "stats", "store", "delete", "delete-source"}
 
 
 # Of those, the ones that embed text as soon as they run (`_load_model_ahead`).
@@ -46,12 +50,14 @@ _EMBEDDING = {("memory", "remember"), ("memory", "memorize"), ("memory", "update
 # SessionEnd hook does not fire again: without this its digest was lost with the service.
 _REPEATABLE = {("brief", ""), ("hook", "session-start"), ("hook", "pre-compact"),
                ("hook", "session-end"), ("memory", "remember"), ("memory", "get"),
-               ("memory", "recent"), ("memory", "stats"), ("memory", "graph")}  # fmt: skip
+               ("memory", "recent"), ("memory", "stats"), ("memory", "graph"),
+               ("knowledge", "search"), ("knowledge", "read"), ("knowledge", "match"),
+               ("knowledge", "list"), ("knowledge", "stats")}  # fmt: skip
 
 
 def command_of(args: list[str]) -> tuple[str, str] | None:
     """`(group, command)` of a command line the service may answer (`("brief", "")`,
-    `("hook", event)`, `("memory", command)`), None for any other."""
+    `("hook", event)`, `("memory", command)`, `("knowledge", command)`), None for any other."""
     if any(a in ("-h", "--help", "--version", "-V") for a in args) or not args:
         return None
     head, rest = args[0], args[1:]
@@ -59,10 +65,30 @@ def command_of(args: list[str]) -> tuple[str, str] | None:
         return head, ""
     if head == "hook":
         return (head, rest[0]) if rest and rest[0] in _HOOKS else None
-    if head != "memory":
-        return None
     command = _subcommand(rest)
-    return (head, command) if command in _MEMORY else None
+    if head == "memory" and command in _MEMORY:
+        return head, command
+    if head == "knowledge" and command in _KNOWLEDGE and _knowledge_routable(command, rest):
+        return head, command
+    return None
+
+
+def _knowledge_routable(command: str, rest: list[str]) -> bool:
+    """Whether the service may run this `knowledge` command (`rest`: its words after the
+    group's name). Not one that may fetch a URL (the service keeps a page it fetched for 5
+    minutes, `knowledge.service._FETCHED`, where a new process fetches it again), nor a
+    `search --source FILE`, which may index the whole file first (as `index` does: minutes of
+    CPU, no Ctrl-C to stop them in the service), nor `store KEY -`, which reads stdin."""
+    values = [a.removeprefix("--source=") for a in rest]
+    if any("://" in v and not v.lower().startswith("stored://") for v in values):
+        return False
+    if command == "store":
+        return "-" not in rest
+    if command != "search":
+        return True
+    named = [v for a, v in zip(rest, values, strict=True) if a.startswith("--source=")]
+    named += [rest[i + 1] for i, a in enumerate(rest[:-1]) if a == "--source"]
+    return rest[-1] != "--source" and all(v.lower().startswith("stored://") for v in named)
 
 
 def _subcommand(rest: list[str]) -> str | None:

@@ -1,6 +1,7 @@
-"""The resident service: one warm process per data directory answering CLI memory commands,
-`brief` and the hooks over a Unix socket (`cli.service_client` is the client), and hosting the
-MCP sessions `octobrain mcp` relays to it (`octobrain.server.hosted`) on the same Brains.
+"""The resident service: one warm process per data directory answering CLI memory and
+knowledge commands, `brief` and the hooks over a Unix socket (`cli.service_client` is the
+client), and hosting the MCP sessions `octobrain mcp` relays to it (`octobrain.server.hosted`)
+on the same Brains.
 
 It runs the very same click commands as a new process would, with stdin, stdout, stderr, the
 working directory and the terminal width of the caller, so the output is the same byte for
@@ -117,7 +118,7 @@ class Service:
         self.wanted.set()
 
     def _load(self) -> None:
-        from octobrain.cli.common import use_brain_factory
+        from octobrain.cli.common import Warm
         from octobrain.config import load_config
         from octobrain.memory.corpus import Corpus
         from octobrain.store.memories import MemoryStore
@@ -130,7 +131,7 @@ class Service:
             try:
                 cache = BrainCache(load_config(), self.run_lock)
                 self._loaded_stamp(stamp)
-                use_brain_factory(cache.brain)
+                Warm.brain, Warm.knowledge = cache.brain, cache.knowledge
                 self.cache = cache
             finally:
                 self.configured.set()

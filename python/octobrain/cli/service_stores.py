@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from octobrain.config import Config
+    from octobrain.knowledge import Knowledge
     from octobrain.memory.brain import Brain
     from octobrain.server.pool import BrainPool
 
@@ -29,6 +30,7 @@ class BrainCache:
         self._lock = lock
         self._pools: dict[str, BrainPool] = {}
         self._pools_lock = threading.Lock()  # MCP sessions look pools up outside the run lock
+        self._knowledge_held: list[threading.Lock] = []  # (by the command running: `knowledge`)
 
     def pool(self, cwd: str) -> BrainPool:
         """The pool of the store a process started in `cwd` opens."""
@@ -48,9 +50,23 @@ class BrainCache:
         root = self.pool(os.getcwd()).shared_root()
         return root.for_scope(scope, workdir=workdir, session_id=session_id)
 
+    def knowledge(self, scope: str, session_id: str, cwd: Path) -> Knowledge:
+        """The warm knowledge facade a command run in `cwd` works with (`BrainPool.knowledge`:
+        the model and the knowledge tables shared with the MCP sessions). The command holds
+        its pool's knowledge lock until it ends (`flush`): a hosted session's knowledge call
+        runs under that lock alone, on the same tables."""
+        pool = self.pool(os.getcwd())
+        knowledge = pool.knowledge(scope, cwd, session_id)
+        if not self._knowledge_held:
+            pool.knowledge_lock.acquire()
+            self._knowledge_held.append(pool.knowledge_lock)
+        return knowledge
+
     def flush(self) -> None:
-        """Commit queued access counts (a new process would at exit), and note the store's
-        files as the command left them."""
+        """Let go of the knowledge lock a command took, commit queued access counts (a new
+        process would at exit), and note the store's files as the command left them."""
+        while self._knowledge_held:
+            self._knowledge_held.pop().release()
         for pool in self._all():
             pool.flush()
             pool.note_store()

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from octobrain.store.watch import StoreWatch
 
 T = TypeVar("T")
+# What a knowledge facade is kept by: scope, session, local roots, working directory.
+_FacadeKey = tuple[str, str, "tuple[Path, ...] | None", "Path | None"]
 log = logging.getLogger(__name__)
 # Scopes (and knowledge facades) kept ready; an unlocked client may name a new scope on every
 # call, so the least recently used beyond this are dropped (they share the root's model, store
@@ -66,15 +68,13 @@ class BrainPool:
         # The resident service passes its command lock: CLI commands and MCP calls then take
         # turns on the same Brains.
         self._lock = lock if lock is not None else threading.Lock()
-        self._knowledge_lock = threading.Lock()  # knowledge calls, apart from memory calls
+        self.knowledge_lock = threading.Lock()  # knowledge calls, apart from memory calls
         # One `ingest` embedding at a time, whoever asks: each holds its conversation's turns
         # and the model's working memory (40 at once reached 8.6 GB and starved every call).
         self._embed_lock = threading.Lock()
         self._root: Brain | None = None
         self._brains: OrderedDict[str, Brain] = OrderedDict()
-        self._knowledge: OrderedDict[tuple[str, str, tuple[Path, ...] | None], Knowledge] = (
-            OrderedDict()
-        )
+        self._knowledge: OrderedDict[_FacadeKey, Knowledge] = OrderedDict()
         # The knowledge tables and their mirror, shared by every facade: each session (and
         # scope) built a mirror of every chunk of its own, 5 s and 10-30 MB a session, kept.
         # A facade sees what its scope and session may (`ChunkIndex.allowed`).
@@ -265,28 +265,9 @@ class BrainPool:
         Only finding the facade holds the pool lock: indexing a long document runs under the
         knowledge lock, so memory calls (`remember`, `memorize`) keep answering meanwhile."""
         with self._lock:
-            self._check_store()  # (a facade kept reads the knowledge tables as they are now)
             sid = self.default_session_id if session_id == "" else (session_id or "")
-            key = (scope, sid, local_roots)
-            knowledge = _recent(self._knowledge, key)
-            if knowledge is None:
-                from octobrain.knowledge import Knowledge
-
-                brain = self._brain(scope, workdir)
-                knowledge = Knowledge(
-                    scope,
-                    config=brain.config,
-                    embedder=brain.embedder,
-                    uri=brain.uri,
-                    session_id=sid,
-                    cwd=workdir,
-                    local_roots=local_roots,
-                    tables=self._knowledge_tables,
-                )
-                if self._knowledge_tables is None:
-                    self._knowledge_tables = (knowledge.kstore, knowledge.index_mirror)
-                _keep(self._knowledge, key, knowledge)
-        with self._knowledge_lock:
+            knowledge = self.knowledge(scope, workdir, sid, local_roots, sleep=True)
+        with self.knowledge_lock:
             before = resident_bytes()
             knowledge.prefetched, knowledge.stop, knowledge.progress = prefetched, stop, progress
             try:
@@ -300,6 +281,43 @@ class BrainPool:
                 knowledge.prefetched, knowledge.stop, knowledge.progress = None, None, None
                 self._note_own_tables()
                 self._trim_after(before)
+
+    def knowledge(
+        self,
+        scope: str,
+        workdir: Path | None,
+        session_id: str,
+        local_roots: tuple[Path, ...] | None = None,
+        *,
+        sleep: bool = False,
+    ) -> Knowledge:
+        """The kept knowledge facade of (scope, session, local roots, workdir), built on the
+        shared model, store and knowledge tables, after the store's files were looked at (a
+        facade kept reads the tables as they are now); hold the pool lock, and use it under
+        `knowledge_lock` (the resident service's commands, `call_knowledge`). `sleep`: a new
+        facade starts its scope's background sleep pass, as a memory call does (an MCP
+        server's; a knowledge command run in a new process starts none)."""
+        self._check_store()
+        key = (scope, session_id, local_roots, workdir)
+        knowledge = _recent(self._knowledge, key)
+        if knowledge is None:
+            from octobrain.knowledge import Knowledge
+
+            root = self._brain(scope, workdir) if sleep else self.shared_root()
+            knowledge = Knowledge(
+                scope,
+                config=root.config,
+                embedder=root.embedder,
+                uri=root.uri,
+                session_id=session_id,
+                cwd=workdir,
+                local_roots=local_roots,
+                tables=self._knowledge_tables,
+            )
+            if self._knowledge_tables is None:
+                self._knowledge_tables = (knowledge.kstore, knowledge.index_mirror)
+            _keep(self._knowledge, key, knowledge)
+        return knowledge
 
     @staticmethod
     def _trim_after(before: int | None) -> None:

@@ -42,11 +42,12 @@ def odd_file(location: StoreLocation) -> str | None:
 class StoreWatch:
     """Whether a local store's files changed underneath a long-lived process since it last
     looked: the store manifest rewritten, a known table's directory or version folder deleted
-    or replaced, a file of the memories table (its data files and version manifests, which
-    LanceDB writes once and never again) rewritten in place or a data file of it gone (a
-    compaction's cleanup removes old ones: the reopen costs little then), or the newest version
-    manifest it saw gone (LanceDB's cleanup never removes the newest: that is a lost commit,
-    which the reopen then reports, `lost_version`), or a file that is not regular (a FIFO) among
+    or replaced, a file of a table a warm process keeps in memory (`MIRRORED`: its data files
+    and version manifests, which LanceDB writes once and never again) rewritten in place or a
+    data file of it gone (a compaction's cleanup removes old ones: the reopen costs little
+    then), or the newest version manifest of one it saw gone (LanceDB's cleanup never removes
+    the newest: that is a lost commit, which the reopen then reports, `lost_version`), or a
+    file that is not regular (a FIFO) among
     those any table's commits added (`NewOdd`: Lance would open it at the next read and wait on
     it for good; the reopen refuses the table, naming it). An ordinary commit, which only adds
     files, is no change.
@@ -60,13 +61,17 @@ class StoreWatch:
     """
 
     RESTAT = 256
+    # The tables whose rows a warm process answers from memory (the memories mirror, the
+    # knowledge chunks' index and the sources it names): a data file of one damaged under it
+    # was answered from memory where a new process fails (a knowledge search in the service).
+    MIRRORED = ("memories", "knowledge_chunks", "knowledge_sources")
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.root = os.fspath(path)
         self._ident: tuple[tuple[int, ...], ...] | None = None
         self._files: dict[str, tuple[int, int]] = {}
         self._folders: dict[str, tuple[int, int, int]] = {}  # folder -> its own stat, listed at
-        self._newest: str | None = None  # the newest version manifest seen
+        self._newest: set[str] = set()  # the newest version manifest seen of each table
         self._order: list[str] = []  # `_files`' names, in the order they are looked at again
         self._turn = 0  # where the next look at known files starts
         self._gone = False  # a known data file is gone (since `changed` last said so)
@@ -88,18 +93,17 @@ class StoreWatch:
 
     def _file(self, name: str) -> tuple[int, int] | None:
         try:
-            st = os.stat(os.path.join(self.root, "memories.lance", name))
+            st = os.stat(os.path.join(self.root, name))
         except OSError:
             return None
         return (st.st_size, st.st_mtime_ns)
 
     def _list(self) -> bool:
-        """Bring `_files` to the memories table's files now: a folder whose `stat` changed is
+        """Bring `_files` to the `MIRRORED` tables' files now: a folder whose `stat` changed is
         listed again (files gone dropped, new ones looked at). Whether any folder was."""
-        table = os.path.join(self.root, "memories.lance")
         relisted = False
-        for folder, suffix in (("data", ".lance"), VERSIONS):
-            where = os.path.join(table, folder)
+        for folder, suffix in _folders(self.MIRRORED):
+            where = os.path.join(self.root, folder)
             try:
                 st = os.stat(where)
                 stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
@@ -119,7 +123,7 @@ class StoreWatch:
                 del self._files[name]
                 # A compaction's cleanup removes old data files; a hand, current ones. Either
                 # way the process reopens, and reads of a current file gone then fail.
-                self._gone |= folder == "data"
+                self._gone |= folder.endswith("/data")
             for name in names - self._files.keys():
                 seen = self._file(name)
                 if seen is not None:
@@ -149,15 +153,14 @@ class StoreWatch:
         ident = self._ident_now()
         before = self._newest
         relisted = self._list()
-        lost = before is not None and before not in self._files
+        lost = not before <= self._files.keys()
         # Files known before this call, looked at again (new ones were just looked at).
         again = self._order
         if len(again) > self.RESTAT:
             start = self._turn % len(again)
             self._turn = start + self.RESTAT
             again = (again[start : start + self.RESTAT] + again[: self.RESTAT])[: self.RESTAT]
-        if before is not None and before in self._files:
-            again = [*again, before]
+        again = [*again, *(name for name in before if name in self._files)]
         rewritten = False
         for name in again:
             seen, now = self._files.get(name), self._file(name)
@@ -177,7 +180,22 @@ class StoreWatch:
         return changed
 
 
-def _newest(files: dict[str, tuple[int, int]]) -> str | None:
-    """The newest version manifest among `files` (`StoreWatch._files`'s keys)."""
-    versions = [name for name in files if name.startswith("_versions/")]
-    return max(versions, key=version_of) if versions else None
+def _folders(tables: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(folder, suffix) of the data files and version manifests of `tables`."""
+    return [
+        (f"{table}.lance/{folder}", suffix)
+        for table in tables
+        for folder, suffix in (("data", ".lance"), VERSIONS)
+    ]
+
+
+def _newest(files: dict[str, tuple[int, int]]) -> set[str]:
+    """The newest version manifest of each table among `files` (`StoreWatch._files`'s keys)."""
+    newest: dict[str, str] = {}
+    for name in files:
+        table, folder, _ = name.split("/", 2)
+        if folder == VERSIONS[0] and (
+            table not in newest or version_of(name) > version_of(newest[table])
+        ):
+            newest[table] = name
+    return set(newest.values())

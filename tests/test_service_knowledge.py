@@ -1,0 +1,134 @@
+"""`octobrain knowledge …` answered by the resident service: the same bytes and exit codes as
+a process of its own, other processes' writes seen, a damaged table reported as such a
+process reports it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from octobrain.cli.launch import routable
+from tests.test_resident_service import SCOPE, _served, _start, assert_same_output, cli
+from tests.test_resident_service import env as service_env  # noqa: F401  (the `env` fixture)
+
+PORTS = "# Ports\n\nThe API listens on port 8443.\n\n## Cache\n\nRedis caches sessions.\n"
+
+
+@pytest.fixture
+def env(service_env: dict[str, str]) -> dict[str, str]:  # noqa: F811
+    """The service's environment, with ports.md indexed (in-process) in the commands' cwd."""
+    (_cwd(service_env) / "ports.md").write_text(PORTS)
+    done = knowledge(service_env, "index", "ports.md", service=False)
+    assert done.returncode == 0, done.stderr
+    return service_env
+
+
+def _cwd(env: dict[str, str]) -> Path:
+    return Path(env["OCTOBRAIN_DATA_DIR"]).parent  # (where `cli` runs its commands)
+
+
+def _db(env: dict[str, str]) -> Path:
+    return Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
+
+
+def knowledge(
+    env: dict[str, str], *args: str, service: bool = True
+) -> subprocess.CompletedProcess[bytes]:
+    return cli(env, "knowledge", "--scope", SCOPE, *args, service=service)
+
+
+def _k(*args: str) -> tuple[list[str], str]:
+    return ["knowledge", "--scope", SCOPE, *args], ""
+
+
+def test_knowledge_commands_that_fetch_index_or_read_stdin_run_in_process() -> None:
+    assert routable(["knowledge", "--global", "search", "q"]) and routable(["knowledge", "list"])
+    assert routable(["knowledge", "search", "q", "--source", "stored://notes"])
+    assert routable(["knowledge", "store", "k", "text"]) and routable(["knowledge", "stats"])
+    assert not routable(["knowledge", "index", "f.md"])  # a progress bar; Ctrl-C stops it here
+    assert not routable(["knowledge", "search", "q", "--source", "f.md"])  # may index f.md
+    assert not routable(["knowledge", "search", "q", "--source=f.md"])
+    assert not routable(["knowledge", "read", "https://example.com/a"])  # fetched anew here
+    assert not routable(["knowledge", "store", "k", "-"])  # reads stdin
+    assert not routable(["knowledge", "search", "--help"])
+
+
+def test_knowledge_output_through_the_service_is_byte_identical(env: dict[str, str]) -> None:
+    assert knowledge(env, "store", "runbook", "Restart the worker first.", service=False).stdout
+    _start(env)
+    commands = [
+        _k("search", "which port does the API listen on"),
+        _k("search", "redis cache", "--format", "json", "--limit", "1"),
+        _k("search", "restart", "--source", "stored://runbook"),
+        _k("search", "q", "--limit", "0"),  # refused: exit 2
+        _k("list"),
+        _k("list", "--format", "json"),
+        _k("stats", "--format", "json"),
+        _k("read", "ports.md", "--max-bytes", "30"),
+        _k("read", "stored://runbook"),
+        _k("read", "missing.md"),  # an error naming the source
+        _k("match", r"port \d+", "-C", "1"),
+        _k("match", "redis", "-i", "--source", "ports.md"),
+        _k("match", "("),  # a bad pattern
+        _k("store", "runbook", "Again."),  # exists already: refused both ways
+        _k("delete", "no-such-note"),
+        _k("delete-source", "missing.md"),
+    ]
+    assert_same_output(env, commands)
+    assert _served() == len(commands)
+
+
+def test_writes_of_other_processes_are_seen_by_the_service_and_its_own_by_them(
+    env: dict[str, str],
+) -> None:
+    _start(env)
+    assert b"8443" in knowledge(env, "search", "which port").stdout  # (its index now warm)
+    (_cwd(env) / "deploy.md").write_text("# Deploys\n\nDeploys happen on Tuesday mornings.\n")
+    assert knowledge(env, "index", "deploy.md", service=False).returncode == 0
+    assert b"Tuesday" in knowledge(env, "search", "when do deploys happen").stdout
+    assert knowledge(env, "delete-source", "ports.md", service=False).returncode == 0
+    listed = knowledge(env, "list").stdout
+    assert b"deploy.md" in listed and b"ports.md" not in listed
+    assert knowledge(env, "store", "plan", "Ship on Friday.").returncode == 0
+    assert b"Ship on Friday." in knowledge(env, "read", "stored://plan", service=False).stdout
+    # A file changed since it was indexed is flagged in a hit as a new process flags it.
+    (_cwd(env) / "deploy.md").write_text("# Deploys\n\nDeploys happen on Tuesday evenings.\n")
+    assert_same_output(env, [_k("search", "when do deploys happen"), _k("match", "Tuesday")])
+    assert _served() == 6
+
+
+def _rewrite_chunks(db: Path) -> None:
+    [data] = (db / "knowledge_chunks.lance" / "data").glob("*.lance")
+    raw = bytearray(data.read_bytes())
+    raw[100:-200] = bytes(b ^ 0x5A for b in raw[100:-200])
+    data.write_bytes(bytes(raw))
+
+
+def _lose_newest_chunks_version(db: Path) -> None:
+    newest = min((db / "knowledge_chunks.lance" / "_versions").glob("*.manifest"))
+    newest.unlink()  # (names count down: the smallest is the newest)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _rewrite_chunks,
+        lambda db: shutil.rmtree(db / "knowledge_sources.lance"),
+        _lose_newest_chunks_version,
+    ],
+    ids=["chunk data rewritten", "sources table deleted", "newest chunks version lost"],
+)
+def test_a_knowledge_table_damaged_under_the_service_is_reported_as_a_new_process_does(
+    env: dict[str, str], damage: object
+) -> None:
+    # Its index of the chunks in memory, the service answered a search from it after the
+    # table's data file was rewritten underneath, where a new process fails to read it.
+    _start(env)
+    assert knowledge(env, "search", "which port").returncode == 0
+    damage(_db(env))  # type: ignore[operator]
+    assert_same_output(env, [_k("search", "which port"), _k("list"), _k("stats")])
+    assert knowledge(env, "search", "which port", service=False).returncode == 1
+    assert _served() == 4
