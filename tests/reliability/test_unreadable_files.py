@@ -181,12 +181,24 @@ def test_a_lock_file_this_user_may_not_write_is_named_by_doctor(
     as_other_user: tuple[dict[str, str], list[str]],
 ) -> None:
     # Every `memorize` failed ("cannot write to …: Permission denied; nothing was changed
-    # (check free space and permissions)") while `doctor` said "ok: nothing is wrong".
+    # (check free space and permissions)", naming no file) while `doctor` said "ok: nothing is
+    # wrong"; both now name the lock and the repair.
     run, named = _three_then_locked(as_other_user, lambda store: store / ".write.lock")
-    done = run(
-        "memory", "--scope", "github.com/acme/api", "memorize", "-t", "Fact 4", "-c", "x" * 20
-    )
-    assert done.returncode == 1 and "Permission denied" in one_clear_line(done.stderr)
+    memorize = ("memory", "--scope", "github.com/acme/api", "memorize", "-t", "Fact 4")
+    done = run(*memorize, "-c", "x" * 20)
+    line = one_clear_line(done.stderr)
+    assert done.returncode == 1 and "Permission denied" in line, line
+    lock = _store(as_other_user[0]) / named
+    assert f"({lock} cannot be opened for writing by this user (its mode or owner)" in line
+    assert f"read and write access to {lock}" in line and "free space" not in line, line
+    # A store this user may not write at all (a read-only copy): the lock is not to blame.
+    lock.chmod(0o444)
+    _store(as_other_user[0]).chmod(0o555)
+    done = run(*memorize, "-c", "x" * 20)
+    line = one_clear_line(done.stderr)
+    assert done.returncode == 1 and "Permission denied" in line and ".lock" not in line, line
+    _store(as_other_user[0]).chmod(0o755)
+    lock.chmod(0)
     doctor = run("doctor")
     assert doctor.returncode == 1, doctor.stdout
     assert f"{named}: cannot be opened for writing by this user" in doctor.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import re
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
@@ -60,10 +61,35 @@ def io_failure(path: object, exc: BaseException, done: str = "nothing was change
             f"where the store keeps a file or folder: move it aside{again}, then run "
             "`octobrain doctor`)"
         )
-    locked = _unreadable_file(path) if _DENIED.search(text) else None
+    denied = _DENIED.search(text) is not None
+    lock = _lock_denied(path, exc) if denied else None
+    if lock is not None:  # (as `doctor` names it)
+        return f"store: cannot write to {path}: {reason}; {done} ({lock_denied_said(lock)})"
+    locked = _unreadable_file(path) if denied else None
     if locked is not None:  # (Lance says "Permission denied", naming no file)
         return f"store: cannot write to {path}: {reason}; {done} ({denied_said(locked)})"
     return f"store: cannot write to {path}: {reason}; {done} (check free space and permissions)"
+
+
+def lock_denied_said(lock: object) -> str:
+    """A store's lock file this user may not open for writing, and the repair."""
+    return (
+        f"{lock} cannot be opened for writing by this user (its mode or owner): give the user "
+        f"running octobrain read and write access to {lock} (`chmod`, `chown`)"
+    )
+
+
+def _lock_denied(path: object, exc: BaseException) -> str | None:
+    """The lock file of the local store at `path` a write was refused (`exc`) for opening,
+    when the store's folder is one this user may write (else a read-only copy, or another
+    user's store: the lock is not to blame), else None."""
+    lock = getattr(exc, "filename", None)
+    if not isinstance(path, StoreLocation) or path.path is None or not isinstance(lock, str):
+        return None
+    where = os.path.dirname(lock)
+    if not lock.endswith(".lock") or os.path.realpath(where) != os.path.realpath(path.path):
+        return None
+    return lock if os.access(where, os.W_OK) else None
 
 
 def _unreadable_file(path: object) -> str | None:
