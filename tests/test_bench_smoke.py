@@ -260,3 +260,23 @@ def test_the_soaks_cli_writers_leave_no_resident_service_behind() -> None:
         with contextlib.suppress(OSError):
             os.kill(int(pid), signal.SIGTERM)
     assert left == []
+
+
+def test_the_noise_tables_command_names_its_seed_and_question_count(tmp_path: Path) -> None:
+    # It left out --seed and --min-questions whatever they were: a table of 1,332 questions
+    # named a command that asks 3,000 (README: "two runs of --sizes 1000 --min-questions 1000").
+    script = [sys.executable, str(BENCHES / "recall_under_noise.py"), "--sizes", "100"]
+    options = ["--min-questions", "10", "--seed", "3", "--json", str(tmp_path / "noise.json")]
+    done = subprocess.run(
+        [*script, *options],
+        env={**os.environ, "OCTOBRAIN_DATA_DIR": str(tmp_path / "data")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        "`python benches/recall_under_noise.py --sizes 100 --model hash:256 --seed 3 "
+        "--min-questions 10 --update README.md`"
+    ) in done.stdout
