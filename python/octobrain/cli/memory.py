@@ -356,7 +356,7 @@ def get_cmd(ctx: click.Context, memory_id: str, fmt: str) -> None:
     """Show one memory."""
     from octobrain.memory.render import format_memory, memory_to_dict
 
-    mem = command_brain(ctx).get(memory_id)
+    mem = command_brain(ctx).show(memory_id)
     emit(fmt, memory_to_dict(mem), format_memory(mem))
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from octobrain.errors import OctobrainError
 from octobrain.heap import collect_later
 from octobrain.memory import build, corpus_apply, tail
 from octobrain.memory.edges import EdgeMirror
@@ -50,6 +51,23 @@ def open_current(c: Corpus) -> bool:
         return False
     c._apply_kept_access(c._store.kept_access())
     return True
+
+
+def serve_current(c: Corpus) -> bool:
+    """Open a mirror not opened yet from a current snapshot (`open_current`), for a read the
+    store answers otherwise (`memory.snapshot_reads`); whether it is served so. Damage found
+    in the snapshot, or in the files it names, leaves the mirror empty: the caller's read of
+    the store then says what it finds, as before."""
+    with c._lock:
+        if c._version != -1 or c._snapshots is None:
+            return False
+        try:
+            return open_current(c)
+        except SnapshotDamaged:
+            discard(c)
+        except OctobrainError:
+            c._reset()
+        return False
 
 
 def check_data_files(

@@ -70,6 +70,19 @@ class Positions:
                     out[i] = added
         return out
 
+    def starting_with(self, prefix: str) -> list[int]:
+        """The live positions whose id starts with `prefix`, in id order."""
+        c = self._c
+        key, ids = prefix.encode(), c._sorted_ids
+        found: dict[str, int] = {}
+        if len(ids) and len(key) <= ids.dtype.itemsize:
+            # Every id starting with `key` sorts between it and it followed by the largest byte.
+            lo, hi = np.searchsorted(ids, [key, key + b"\xff" * (ids.dtype.itemsize - len(key))])
+            for i in range(int(lo), int(hi)):
+                found[ids[i].decode()] = int(c._id_order[i])
+        found.update((m, p) for m, p in c._added.items() if m.startswith(prefix))
+        return [found[m] for m in sorted(found) if c._live[found[m]]]
+
     def __getitem__(self, memory_id: str) -> int:
         pos = self.get(memory_id)
         if pos is None:

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from octobrain.errors import InvalidInput, OctobrainError
-from octobrain.memory import temporal
+from octobrain.memory import snapshot_reads, temporal
 from octobrain.memory.access import AccessQueue
 from octobrain.memory.corpus_io import LIGHT_COLUMNS
 from octobrain.memory.query import parse_filters, parse_queries
@@ -37,9 +37,9 @@ from octobrain.store.sql import sql_str, visible_scopes, visible_where
 from octobrain.times import utcnow
 
 if TYPE_CHECKING:
-    pass
+    from octobrain.memory.corpus import Corpus
 
-from octobrain.memory.core import BrainBase
+from octobrain.memory.core import MAX_PREFIX_CANDIDATES, BrainBase
 
 ACCESS_WINDOW = timedelta(minutes=10)
 _QUEUES: weakref.WeakKeyDictionary[MemoryStore, AccessQueue] = weakref.WeakKeyDictionary()
@@ -296,17 +296,21 @@ class Reads(BrainBase):
 
     def stats(self) -> dict[str, object]:
         """Counts of the visible memories by scope, type, state and trust tier."""
-        rows = self.store.scan(
-            visible_where(self.scope, include_archived=True),
-            columns=["scope", "memory_type", "state", "source"],
+        names = ["scope", "memory_type", "state", "source"]
+        rows = snapshot_reads.served(
+            self.retriever.corpus, lambda c: snapshot_reads.columns(c, self.scope, names)
         )
+        if rows is None:
+            rows = self.store.scan_arrow(
+                visible_where(self.scope, include_archived=True), columns=names
+            )
 
         def tally(key: str) -> dict[str, int]:
-            return dict(Counter(str(r[key]) for r in rows).most_common())
+            return dict(Counter(str(v) for v in rows.column(key).to_pylist()).most_common())
 
         return {
             "scope": self.scope,
-            "total": len(rows),
+            "total": rows.num_rows,
             "by_scope": tally("scope"),
             "by_type": tally("memory_type"),
             "by_state": tally("state"),
@@ -314,6 +318,29 @@ class Reads(BrainBase):
             "embedding_model": self.embedder.model_id,
             "store": self.uri,
         }
+
+    def show(self, memory_id: str) -> Memory:
+        """`get` (checked), in a process that has not opened LanceDB answered from the
+        mirror when a current snapshot serves it (`memory.snapshot_reads`), as the store
+        would answer it."""
+        value, full = check_id_ref(memory_id)
+
+        def read(corpus: Corpus) -> Memory | None:
+            found = value
+            if not full:
+                listed = snapshot_reads.with_prefix(
+                    corpus, value, self.scope, MAX_PREFIX_CANDIDATES + 1
+                )
+                if listed is None:
+                    return None
+                found = self.one_candidate(value, listed, "memory_id")
+            shown = snapshot_reads.memory(corpus, found, self.scope)
+            if shown is None:
+                raise NotFound("memory_id", invisible(found, self.scope))
+            return shown
+
+        shown = snapshot_reads.served(self.retriever.corpus, read)
+        return self.get(memory_id) if shown is None else shown
 
     def graph(self, memory_id: str, depth: int = 2) -> tuple[list[Memory], list[Relationship]]:
         """Memories reachable from `memory_id` within `depth` edges (either direction)."""

@@ -1,0 +1,92 @@
+"""`memory get` and `memory stats` in a process that has not opened LanceDB, answered from the
+mirror when a current snapshot serves it (`corpus_snapshot.serve_current`), as `remember`'s
+are: importing LanceDB to read one row or four columns was a third of such a process.
+
+They answer as the store's reads do: the same rows (the snapshot is of the versions the
+tables' newest manifests name), visible from the scope and global ones (archived included),
+each shown row checked against its checksum, an id prefix's candidates with the titles the
+store lists (`schema.shown_title`), and the rows counted in the order a scan of the store reads
+them, so that tied counts come in the same order. Where the mirror cannot tell what the store
+would say, None: the caller reads the store.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from octobrain.memory import corpus_snapshot
+from octobrain.memory.page_check import SnapshotDamaged
+from octobrain.models import Memory
+from octobrain.store import operations
+from octobrain.store.schema import CHECKED, CHECKSUM, MEMORIES, shown_title
+from octobrain.store.sql import visible_scopes
+
+if TYPE_CHECKING:
+    from octobrain.memory.corpus import Corpus
+
+_T = TypeVar("_T")
+
+
+def served(corpus: Corpus, read: Callable[[Corpus], _T | None]) -> _T | None:
+    """`read` of the mirror, when its store has not opened LanceDB and a current snapshot
+    serves it; None (the caller reads the store) otherwise, or when `read` says None. A
+    snapshot whose rows fail their check is discarded (the next process rebuilds it)."""
+    if corpus._store.connected or not corpus_snapshot.serve_current(corpus):
+        return None
+    try:
+        return read(corpus)
+    except SnapshotDamaged:
+        corpus.discard_snapshot()
+        return None
+
+
+def _visible(c: Corpus, positions: Sequence[int], scope: str) -> npt.NDArray[np.int64]:
+    at = np.asarray(positions, dtype=np.int64)
+    return at[c.in_scopes(at, visible_scopes(scope))]
+
+
+def memory(c: Corpus, memory_id: str, scope: str) -> Memory | None:
+    """The memory `memory_id` (a full id) visible from `scope` as `MemoryStore.get` makes
+    it (checked: `RowDamaged`), or None when there is none."""
+    pos = c.pos_of.get(memory_id)
+    if pos is None or not len(_visible(c, [pos], scope)):
+        return None
+    return copy.copy(c.memory(pos))  # (the mirror's own is cached)
+
+
+def with_prefix(c: Corpus, prefix: str, scope: str, limit: int) -> list[tuple[str, str]] | None:
+    """`MemoryStore.ids_with_prefix`: `(id, shown title)` of the memories visible from
+    `scope` whose id starts with `prefix`, sorted; None when more than `limit` do (which of
+    them the store's read takes depends on the order it reads them in)."""
+    at = _visible(c, c.pos_of.starting_with(prefix), scope)
+    if len(at) > limit:
+        return None
+    rows = c._take(at, [*CHECKED, CHECKSUM]).to_pylist()
+    return sorted((str(row["id"]), shown_title(row)) for row in rows)
+
+
+def columns(c: Corpus, scope: str, names: Sequence[str]) -> pa.Table | None:
+    """`names` of every memory visible from `scope` (archived included), in the order a scan
+    of the store reads them: its fragments in the order of its manifest, each one's rows by
+    offset. None when that order cannot be told (a manifest not read, a row's fragment not
+    in it)."""
+    positions = np.flatnonzero(c.seen_by(visible_scopes(scope)))
+    fragments = operations.fragment_ids(c._store.location, MEMORIES, c._version)
+    if fragments is None or (len(positions) and not fragments):
+        return None
+    addr = c._addr[positions]
+    if len(positions):
+        listed = np.asarray(fragments, dtype=np.int64)
+        sorter = np.argsort(listed, kind="stable")
+        found = np.searchsorted(listed, addr >> 32, sorter=sorter)
+        rank = sorter[np.minimum(found, len(listed) - 1)]  # each row's fragment's place
+        if (listed[rank] != addr >> 32).any():
+            return None
+        positions = positions[np.lexsort((addr & 0xFFFFFFFF, rank))]
+    return c._take(positions, list(names))

@@ -1,0 +1,194 @@
+"""`memory get` and `memory stats` in a new process are answered from a current snapshot without
+importing LanceDB, byte for byte as the store answers them (read with the snapshot off), and
+from the store whenever the snapshot is not current."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import pytest
+
+from octobrain.config import Config, SearchConfig
+from octobrain.embed.factory import get_embedder
+from octobrain.memory.brain import Brain
+from octobrain.models import Memory, MemoryType, Source, State
+from octobrain.times import utcnow
+from tests.server_support import server_env
+
+SCOPE = "github.com/acme/api"
+SHARED = "abcdef12"  # the first 8 hex digits of two memories' ids
+# Runs the CLI in this process and says, in the file $IMPORTED, whether LanceDB was imported.
+_RUN = (
+    "import os, sys\n"
+    "from octobrain.cli.main import main\n"
+    "try:\n    main(sys.argv[1:])\n"
+    "finally:\n"
+    "    open(os.environ['IMPORTED'], 'w').write(str('lancedb' in sys.modules))\n"
+)
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.toml").write_text("[search]\nsnapshot_min_rows = 1\n")
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(data))  # (where this process's snapshots go)
+    return server_env(
+        data,
+        OCTOBRAIN_SERVICE_ENABLED="0",
+        OCTOBRAIN_CONSOLIDATION_SLEEP_ENABLED="false",
+        IMPORTED=str(tmp_path / "imported"),
+    )
+
+
+def _brain(env: dict[str, str]) -> Brain:
+    """A Brain as a new process opens the CLI's store (nothing connected yet)."""
+    config = Config(search=SearchConfig(snapshot_min_rows=1))
+    uri = Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
+    return Brain(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
+
+
+def _snapshot(env: dict[str, str]) -> None:
+    """A process catches up with the store and leaves its snapshot (or tail) current."""
+    corpus = _brain(env).retriever.corpus
+    corpus.refresh()
+    corpus.wait_for_snapshot()
+
+
+Answer = tuple[int, str, str]  # exit code, stdout, stderr
+
+
+def _run(env: dict[str, str], *args: str, snapshot: bool = True) -> tuple[Answer, bool]:
+    """What `octobrain memory --scope SCOPE ARGS` prints (exit code, stdout, stderr), and
+    whether it imported LanceDB; with `snapshot` off, as the store answers it."""
+    run_env = {**env} if snapshot else {**env, "OCTOBRAIN_SEARCH_SNAPSHOT_MIN_ROWS": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN, "memory", "--scope", SCOPE, *args],
+        env=run_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    imported = Path(env["IMPORTED"]).read_text() == "True"
+    return (done.returncode, done.stdout, done.stderr), imported
+
+
+def _same_as_the_store(env: dict[str, str], *args: str) -> Answer:
+    """`args`' answer, from the snapshot without LanceDB, asserted equal to the store's."""
+    served, imported = _run(env, *args)
+    assert not imported, f"{args}: LanceDB imported"
+    assert served == _run(env, *args, snapshot=False)[0], args
+    return served
+
+
+def _memory(i: int, **fields: Any) -> Memory:
+    fields.setdefault("scope", SCOPE)
+    return Memory(title=f"Note {i}", content=f"The service uses setting zq{i}.", **fields)
+
+
+def _store(env: dict[str, str]) -> dict[str, str]:
+    """A store of every case (ids by name), its snapshot current: memories of this scope, of
+    the global one and of another project, archived, forgotten and damaged ones, two ids
+    sharing their first 8 digits, and types whose counts tie."""
+    brain = _brain(env)
+    memories = {
+        "first": _memory(0, memory_type=MemoryType.DECISION),
+        "twin1": _memory(1, id=f"{SHARED}-1111-4111-8111-111111111111"),
+        "twin2": _memory(2, id=f"{SHARED}-2222-4222-8222-222222222222"),
+        "global": _memory(3, scope="", source=Source.USER_CONFIRMED),
+        "archived": _memory(4, state=State.ARCHIVED, memory_type=MemoryType.DECISION),
+        "other": _memory(5, scope="github.com/acme/web"),
+        "forgotten": _memory(6),
+        "damaged": _memory(7, memory_type=MemoryType.BUG_FIX),
+        "fix": _memory(8, memory_type=MemoryType.BUG_FIX),
+    }
+    brain.store.add(
+        list(memories.values()),
+        brain.embedder.embed_documents([m.content for m in memories.values()]),
+    )
+    brain.forget([memories["forgotten"].id], confirm=True)
+    # A row that no longer matches its checksum (as a bit flipped on disk reads back).
+    table = lancedb.connect(str(brain.store.location.path)).open_table("memories")
+    table.update(where=f"id = '{memories['damaged'].id}'", values={"title": "Note 7, garbled"})
+    _snapshot(env)
+    return {name: m.id for name, m in memories.items()}
+
+
+def test_get_and_stats_are_served_by_the_snapshot_as_the_store_answers_them(
+    env: dict[str, str],
+) -> None:
+    ids = _store(env)
+    answers = {
+        args: _same_as_the_store(env, *args)
+        for args in [
+            ("stats",),
+            ("stats", "--format", "json"),
+            ("get", ids["first"]),
+            ("get", ids["first"][:13], "--format", "json"),  # a prefix, hyphen kept
+            ("get", ids["global"].replace("-", "")[:10]),
+            ("get", ids["archived"], "--format", "json"),
+            ("get", ids["other"]),  # another project's: not visible
+            ("get", ids["forgotten"]),
+            ("get", ids["damaged"]),
+            ("get", ids["damaged"][:8]),
+            ("get", SHARED),  # ambiguous
+            ("get", f"{SHARED}-1"),
+            ("get", "0123456789"),  # no such prefix
+            ("get", "abc"),  # too short: refused before any read
+        ]
+    }
+    assert json.loads(answers["stats", "--format", "json"][1])["total"] == 7
+    assert "is ambiguous, 2 memories start with it" in answers["get", SHARED][2]
+    assert "no longer matches the checksum" in answers["get", ids["damaged"]][2]
+    assert "garbled" not in str(answers["get", ids["damaged"][:8]])
+    forgotten = answers["get", ids["forgotten"]]
+    assert forgotten[0] != 0 and f"no memory {ids['forgotten']} is visible" in forgotten[2]
+
+
+def test_tied_counts_come_in_the_store_s_order_after_rows_moved(env: dict[str, str]) -> None:
+    # An access commit rewrites its rows at the end of the table; a mirror that caught up
+    # with it keeps them where they were, so its own order put the types' tie the other way.
+    ids = _store(env)
+    brain = _brain(env)
+    brain.count_access([ids["first"], ids["archived"]], utcnow() - timedelta(hours=1))
+    brain.flush()  # committed: both decisions now after both bug fixes
+    _snapshot(env)  # (the next process replays the tail this one leaves)
+    stats = _same_as_the_store(env, "stats")[1]
+    assert "by_type: code 3, bug_fix 2, decision 2" in stats, stats
+    shown = _same_as_the_store(env, "get", ids["first"], "--format", "json")
+    assert json.loads(shown[1])["access_count"] == 1
+
+
+def test_a_write_since_the_snapshot_is_read_from_the_store(env: dict[str, str]) -> None:
+    ids = _store(env)
+    added, _ = _brain(env).memorize("Fresh note", "The cache uses setting zqnew.")
+    for args in (("get", added.id[:8]), ("get", ids["first"]), ("stats",)):
+        served, imported = _run(env, *args)
+        assert imported, args  # (a snapshot not current is not read)
+        assert served == _run(env, *args, snapshot=False)[0], args
+    assert "Fresh note" in _run(env, "get", added.id[:8])[0][1]
+
+
+def test_an_access_kept_by_remember_shows_in_get_as_the_store_commits_it(
+    env: dict[str, str],
+) -> None:
+    ids = _store(env)
+    done = subprocess.run(
+        [sys.executable, "-m", "octobrain", "memory", "--scope", SCOPE, "remember", "zq0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "Note 0" in done.stdout
+    served = _same_as_the_store(env, "get", ids["first"], "--format", "json")
+    assert json.loads(served[1])["access_count"] == 1
