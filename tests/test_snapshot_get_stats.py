@@ -1,4 +1,4 @@
-"""`memory get` and `memory stats` in a new process are answered from a current snapshot without
+"""`memory get`, `recent` and `stats` in a new process are answered from a current snapshot without
 importing LanceDB, byte for byte as the store answers them (read with the snapshot off), and
 from the store whenever the snapshot is not current."""
 
@@ -122,7 +122,7 @@ def _store(env: dict[str, str]) -> dict[str, str]:
     return {name: m.id for name, m in memories.items()}
 
 
-def test_get_and_stats_are_served_by_the_snapshot_as_the_store_answers_them(
+def test_get_recent_and_stats_are_served_by_the_snapshot_as_the_store_answers_them(
     env: dict[str, str],
 ) -> None:
     ids = _store(env)
@@ -143,12 +143,19 @@ def test_get_and_stats_are_served_by_the_snapshot_as_the_store_answers_them(
             ("get", f"{SHARED}-1"),
             ("get", "0123456789"),  # no such prefix
             ("get", "abc"),  # too short: refused before any read
+            ("recent", "--format", "json"),  # the damaged one among them: named, not shown
+            ("recent", "-l", "3"),
+            ("recent", "-m", "decision", "--format", "json"),
+            ("recent", "-m", "goal"),
         ]
     }
     assert json.loads(answers["stats", "--format", "json"][1])["total"] == 7
     assert "is ambiguous, 2 memories start with it" in answers["get", SHARED][2]
     assert "no longer matches the checksum" in answers["get", ids["damaged"]][2]
     assert "garbled" not in str(answers["get", ids["damaged"][:8]])
+    assert "no longer matches the checksum" in answers["recent", "--format", "json"][2]
+    [decision] = json.loads(answers["recent", "-m", "decision", "--format", "json"][1])
+    assert decision["id"] == ids["first"]  # (not the archived one)
     forgotten = answers["get", ids["forgotten"]]
     assert forgotten[0] != 0 and f"no memory {ids['forgotten']} is visible" in forgotten[2]
 
@@ -170,7 +177,7 @@ def test_tied_counts_come_in_the_store_s_order_after_rows_moved(env: dict[str, s
 def test_a_write_since_the_snapshot_is_read_from_the_store(env: dict[str, str]) -> None:
     ids = _store(env)
     added, _ = _brain(env).memorize("Fresh note", "The cache uses setting zqnew.")
-    for args in (("get", added.id[:8]), ("get", ids["first"]), ("stats",)):
+    for args in (("get", added.id[:8]), ("get", ids["first"]), ("recent",), ("stats",)):
         served, imported = _run(env, *args)
         assert imported, args  # (a snapshot not current is not read)
         assert served == _run(env, *args, snapshot=False)[0], args

@@ -1,13 +1,13 @@
-"""`memory get` and `memory stats` in a process that has not opened LanceDB, answered from the
+"""`memory get`, `recent` and `stats` in a process that has not opened LanceDB, answered from the
 mirror when a current snapshot serves it (`corpus_snapshot.serve_current`), as `remember`'s
 are: importing LanceDB to read one row or four columns was a third of such a process.
 
 They answer as the store's reads do: the same rows (the snapshot is of the versions the
-tables' newest manifests name), visible from the scope and global ones (archived included),
-each shown row checked against its checksum, an id prefix's candidates with the titles the
-store lists (`schema.shown_title`), and the rows counted in the order a scan of the store reads
-them, so that tied counts come in the same order. Where the mirror cannot tell what the store
-would say, None: the caller reads the store.
+tables' newest manifests name), visible from the scope and global ones (archived ones too, but
+to `recent`), each shown row checked against its checksum, an id prefix's candidates with the
+titles the store lists (`schema.shown_title`), the newest in the same order, and the rows
+counted in the order a scan of the store reads them, so that tied counts come in the same
+order. Where the mirror cannot tell what the store would say, None: the caller reads the store.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from octobrain.memory import corpus_snapshot
 from octobrain.memory.page_check import SnapshotDamaged
-from octobrain.models import Memory
+from octobrain.models import Memory, State
 from octobrain.store import operations
 from octobrain.store.schema import CHECKED, CHECKSUM, MEMORIES, shown_title
 from octobrain.store.sql import visible_scopes
@@ -69,6 +70,19 @@ def with_prefix(c: Corpus, prefix: str, scope: str, limit: int) -> list[tuple[st
         return None
     rows = c._take(at, [*CHECKED, CHECKSUM]).to_pylist()
     return sorted((str(row["id"]), shown_title(row)) for row in rows)
+
+
+def newest(c: Corpus, scope: str, memory_type: str | None, limit: int) -> list[Memory]:
+    """`Brain.recent`: the `limit` newest memories visible from `scope`, not archived (of
+    `memory_type`, when given), newest first, ties by id (the last first)."""
+    mask = c.seen_by(visible_scopes(scope)) & ~c._coded_in("state", [State.ARCHIVED.value])
+    if memory_type is not None:
+        mask &= c._coded_in("type", [memory_type])
+    positions = np.flatnonzero(mask)
+    rows = c._take(positions, ["created_at", "id"])
+    order = pc.sort_indices(rows, [("created_at", "descending"), ("id", "descending")])
+    listed = positions[order[:limit].to_numpy()].tolist()
+    return [copy.copy(m) for m in c.memories_at(listed)]  # (the mirror's own are cached)
 
 
 def columns(c: Corpus, scope: str, names: Sequence[str]) -> pa.Table | None:
