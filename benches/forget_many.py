@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import statistics
@@ -24,6 +23,8 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from child_env import child_env
 
 SCOPE = "github.com/acme/api"
 
@@ -58,8 +59,9 @@ def _export(path: Path, size: int) -> list[str]:
     return ids
 
 
-def _octobrain(env: dict[str, str], *args: str) -> None:
+def _octobrain(data: Path, *args: str) -> None:
     command = [sys.executable, "-m", "octobrain", "memory", "--scope", SCOPE, *args]
+    env = child_env(data, "hash:64")  # (not the user's store, config or resident service)
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(args[:2])} failed: {done.stderr.strip()}")
@@ -91,10 +93,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as root:
-        env = dict(os.environ, OCTOBRAIN_EMBEDDING_MODEL="hash:64", OCTOBRAIN_SERVICE_ENABLED="0")
         base = Path(root) / "base"
         ids = _export(Path(root) / "export.jsonl", args.size)
-        _octobrain(env | {"OCTOBRAIN_DATA_DIR": str(base)}, "import", f"{root}/export.jsonl")
+        _octobrain(base, "import", f"{root}/export.jsonl")
         chosen = random.Random(8).sample(ids, args.ids)
         _in_process(base, ids, args)
         for label, given in (("full ids", chosen), ("8-digit prefixes", [i[:8] for i in chosen])):
@@ -104,7 +105,7 @@ def main() -> None:
                 shutil.rmtree(data, ignore_errors=True)
                 shutil.copytree(base, data)
                 start = time.perf_counter()
-                _octobrain(env | {"OCTOBRAIN_DATA_DIR": str(data)}, "forget", *given, "--yes")
+                _octobrain(data, "forget", *given, "--yes")
                 times.append(time.perf_counter() - start)
             shown = ", ".join(f"{t:.2f}" for t in times)
             print(

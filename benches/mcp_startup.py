@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
+
+from child_env import child_env
 
 FACTS = [
     ("Release process", "Releases are cut from main by tagging vX.Y.Z; CI publishes wheels."),
@@ -100,12 +101,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OCTOBRAIN_")}
-        env.update(
-            OCTOBRAIN_DATA_DIR=tmp,
-            OCTOBRAIN_EMBEDDING_MODEL=args.model,
-            OCTOBRAIN_SERVICE_ENABLED="0",  # no service left behind by the benchmark
-        )
+        env = child_env(Path(tmp), args.model)  # (no service left behind by the benchmark)
         seed = Session(env, Path(tmp))
         for i, (title, content) in enumerate(FACTS, 1):
             seed.ask(call(i, "memorize", {"title": title, "content": content}))

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from child_env import child_env
 from octobrain.bench import cold
 from octobrain.bench.scale import make_queries
 from octobrain.store import seen
@@ -53,12 +53,11 @@ def run(
             cold.build_store(data, memories, model, print)
         else:
             shutil.copytree(store, data, symlinks=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OCTOBRAIN_")}
-        env.update(
-            OCTOBRAIN_DATA_DIR=str(data),
-            OCTOBRAIN_EMBEDDING_MODEL=model,
+        env = child_env(
+            data,
+            model,
+            service=True,
             OCTOBRAIN_CONSOLIDATION_SLEEP_ENABLED="false",
-            OCTOBRAIN_SERVICE_ENABLED="1",
             XDG_RUNTIME_DIR=str(run_dir),
         )
         points: list[dict[str, Any]] = []

@@ -251,15 +251,21 @@ def test_the_soaks_cli_writers_leave_no_resident_service_behind() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    assert _left_behind(mark) == []
+
+
+def _left_behind(mark: str) -> list[str]:
+    """The processes still running with `SOAK_TEST_MARK=mark` in their environment (each is
+    sent SIGTERM: a failed run's are not left to linger)."""
     left = []
     for environ in Path("/proc").glob("[0-9]*/environ"):
         with contextlib.suppress(OSError):
             if f"SOAK_TEST_MARK={mark}".encode() in environ.read_bytes().split(b"\0"):
                 left.append(environ.parent.name)
-    for pid in left:  # (a failed run's: not left to linger)
+    for pid in left:
         with contextlib.suppress(OSError):
             os.kill(int(pid), signal.SIGTERM)
-    assert left == []
+    return left
 
 
 def test_the_noise_tables_command_names_its_seed_and_question_count(tmp_path: Path) -> None:
@@ -280,3 +286,25 @@ def test_the_noise_tables_command_names_its_seed_and_question_count(tmp_path: Pa
         "`python benches/recall_under_noise.py --sizes 100 --model hash:256 --seed 3 "
         "--min-questions 10 --update README.md`"
     ) in done.stdout
+
+
+def test_forget_many_keeps_to_its_own_store_whatever_the_users_settings(tmp_path: Path) -> None:
+    # Its `memory import` and `memory forget` processes kept the user's OCTOBRAIN_* settings:
+    # a storage URI (or a config file naming one) had them import its synthetic memories
+    # into the user's own store and forget them there (then a traceback). Its timed processes
+    # are new ones, whatever the user's service setting: none is left behind.
+    own, mark = tmp_path / "users-store", f"forget-{uuid.uuid4().hex}"
+    env = {**os.environ, "OCTOBRAIN_STORAGE_URI": str(own), "OCTOBRAIN_SERVICE_ENABLED": "1"}
+    done = subprocess.run(
+        [sys.executable, str(BENCHES / "forget_many.py"), "--size", "20", "--ids", "2"],
+        env={**env, "SOAK_TEST_MARK": mark},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "forget 2 8-digit prefixes of 20: median" in done.stdout
+    assert not own.exists()
+    assert _left_behind(mark) == []
+
