@@ -308,3 +308,23 @@ def test_forget_many_keeps_to_its_own_store_whatever_the_users_settings(tmp_path
     assert not own.exists()
     assert _left_behind(mark) == []
 
+
+def test_ingest_alongside_reports_an_ingest_that_answered_before_any_remember(
+    tmp_path: Path,
+) -> None:
+    # An ingest that answered within its 0.2 s head start (a few turns, the hash embedder)
+    # left no `remember` during it: a traceback (no median for empty data) after the run.
+    output = tmp_path / "alongside.json"
+    options = ["--model", "hash:64", "--turns", "2", "--bytes", "50", "--json", str(output)]
+    done = subprocess.run(
+        [sys.executable, str(BENCHES / "ingest_alongside.py"), *options],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(output.read_text(encoding="utf-8"))
+    assert result["turns"] == 2 and result["remember_before_p50_ms"] > 0
+    assert (result["remember_during"] == 0) == (result["remember_during_p50_ms"] is None)
+
