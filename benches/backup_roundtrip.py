@@ -21,7 +21,7 @@ from octobrain.memory.brain import Brain
 from octobrain.memory.export import export_jsonl
 from octobrain.memory.transfer import import_jsonl
 from octobrain.models import Memory, Relationship, RelationshipType, Source
-from octobrain.store import seen
+from octobrain.store import link_rules, seen
 from octobrain.store.consolidations import ConsolidationLog
 from octobrain.times import utcnow
 from report import check_update, update_readme
@@ -79,10 +79,12 @@ def _populate(brain: Brain, n: int, rng: random.Random) -> None:
     # import refuses one without it.
     kinds = [t for t in RelationshipType if t is not RelationshipType.CONSOLIDATED_FROM]
     edges = [
-        Relationship(rng.choice(ids), rng.choice(ids), rng.choice(kinds), 0.5, "", SCOPE)
-        for _ in range(n // 5)
+        Relationship(*rng.sample(ids, 2), rng.choice(kinds), 0.5, "", SCOPE) for _ in range(n // 5)
     ]
-    brain.store.add_relationships(edges)
+    # Only links `memory relate` writes (two memories; one goal a note closes, no supersedes
+    # cycle, …): an import refuses a file holding a link of a memory to itself, and leaves
+    # the others out, so they never came back.
+    brain.store.add_relationships(link_rules.sift(brain.store, edges)[0])
     brain.sleep_consolidate(threshold=0.95, min_size=3, max_age_days=1)
 
 
