@@ -375,12 +375,36 @@ def test_a_lance_error_is_reported_without_its_rust_source_location() -> None:
         'destination\n\nDebug source:\nGeneric {\n    store: "S3",\n}',
     ],
 )
-def test_a_bucket_without_credentials_is_said_so_in_a_few_words(text: str) -> None:
+def test_a_bucket_without_credentials_is_said_so_in_a_few_words(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A new machine without AWS keys: 'store: cannot open s3://…: Invalid input, Failed to
     # connect to namespace: IO { source: Generic { … 500 characters of a Rust dump …'.
+    from octobrain.errors import StorageError
     from octobrain.store.endpoint import object_store_reason
+    from octobrain.store.failures import io_failure
 
-    assert object_store_reason(RuntimeError(text)) == (
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    said = (
         "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and "
-        "AWS_SESSION_TOKEN) in the environment, or run where an instance role provides them"
+        "AWS_SESSION_TOKEN) in the environment, name a profile of ~/.aws/credentials in "
+        "AWS_PROFILE, or run where an instance role provides them"
+    )
+    assert object_store_reason(RuntimeError(text)) == said
+    # A write: no '(check that the endpoint is up and reachable …)' (it was never asked).
+    assert io_failure("s3://team/api", RuntimeError(text)) == (
+        f"store: cannot write to s3://team/api: {said}; nothing was changed"
+    )
+    # Nor in octobrain's own requests (the lease, the records).
+    from obstore.exceptions import GenericError
+
+    from octobrain.store.location import StoreLocation
+
+    with (
+        pytest.raises(StorageError) as raised,
+        StoreLocation("s3://team/api").requesting("cannot read _octobrain/versions.json"),
+    ):
+        raise GenericError(text)
+    assert str(raised.value) == (
+        f"store: s3://team/api: cannot read _octobrain/versions.json ({said}); nothing was changed"
     )

@@ -12,7 +12,7 @@ from typing import ParamSpec, TypeVar
 
 from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.store import manifest
-from octobrain.store.endpoint import object_store_reason
+from octobrain.store.endpoint import lacks_credentials, no_credentials, object_store_reason
 from octobrain.store.location import StoreLocation
 from octobrain.store.table_files import denied_said, unreadable
 
@@ -40,6 +40,8 @@ def io_failure(path: object, exc: BaseException, done: str = "nothing was change
     first line named the part upload, cut mid-parenthesis, and said to check free space)."""
     text = str(exc)
     if re.match(r"[a-z][a-z0-9+.-]*://", str(path)) and not str(path).startswith("file://"):
+        if lacks_credentials(exc):  # (the endpoint is up: it was never asked)
+            return f"store: cannot write to {path}: {no_credentials()}; {done}"
         return (
             f"store: cannot write to {path}: {object_store_reason(exc)}; {done} (check that "
             "the endpoint is up and reachable: storage.uri, storage.options)"

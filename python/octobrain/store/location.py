@@ -27,7 +27,8 @@ from urllib.parse import urlsplit, urlunsplit
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.files import read_regular, replace_whole
 from octobrain.store import forked
-from octobrain.store.endpoint import object_store_reason
+from octobrain.store.aws_profile import s3_settings
+from octobrain.store.endpoint import lacks_credentials, object_store_reason
 from octobrain.store.highwater import HighWater
 from octobrain.store.lancedb_import import import_lancedb
 from octobrain.store.lease import Lease, Waiting
@@ -167,11 +168,13 @@ class StoreLocation:
         try:
             yield
         except BaseError as exc:
-            raise StorageError(
-                f"store: {self}: {what} ({object_store_reason(exc)}); nothing was changed: "
-                "check that the endpoint is up and reachable (storage.uri, storage.options), "
-                "then run it again"
-            ) from exc
+            said = f"store: {self}: {what} ({object_store_reason(exc)}); nothing was changed"
+            if not lacks_credentials(exc):  # (then the endpoint was never asked)
+                said += (
+                    ": check that the endpoint is up and reachable (storage.uri, "
+                    "storage.options), then run it again"
+                )
+            raise StorageError(said) from exc
 
     def check_held(self) -> None:
         """Refuse (`LeaseLost`), before a commit, a write whose lease this thread may have lost
@@ -248,9 +251,17 @@ class StoreLocation:
                 "max_retries": int(self.options["client_max_retries"]),
                 "retry_timeout": timedelta(seconds=float(self.options["client_retry_timeout"])),
             }
+            provider = None
+            if scheme.lower() == "s3":
+                added, provider = s3_settings(self, config)
+                config.update(added)
             try:
                 self._objects = from_url(
-                    base, config=config or None, client_options=client or None, retry_config=retry
+                    base,
+                    config=config or None,
+                    client_options=client or None,
+                    retry_config=retry,
+                    credential_provider=provider,
                 )
             except UnknownConfigurationKeyError:
                 raise _unknown_option(base, config) from None
