@@ -242,6 +242,36 @@ def test_status_and_stop_all_find_the_services_of_other_environments(
     assert _run(limited, "service", "status", "--all").stdout.startswith("no service running")
 
 
+def test_status_and_stop_in_another_environment_name_the_service_of_this_data_dir(
+    env: dict[str, str],
+) -> None:
+    # Before: from a shell without the AWS keys a service was started with (one service per
+    # environment), `service status` said "not running (enabled); socket …" and `service stop`
+    # "not running", while it ran on that data dir.
+    keyed = {**env, "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE"}
+    started = _run(keyed, "service", "start", "--wait", "90")
+    assert started.returncode == 0, started.stderr
+    pid = started.stdout.split()[2].rstrip(",")
+    there = (
+        f"a service of this data directory and config file runs under another environment "
+        f"(pid {pid}: AWS_ACCESS_KEY_ID not set here): `octobrain service"
+    )
+    status = _run(env, "service", "status")
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.startswith("not running in this environment (enabled); socket ")
+    assert status.stdout.splitlines()[1] == f"{there} status --all` lists it"
+    shown = json.loads(_run(env, "service", "status", "--format", "json").stdout)
+    assert shown["other_environments"] == [
+        {"pid": int(pid), "environment": ["AWS_ACCESS_KEY_ID not set here"]}
+    ]
+    stop = _run(env, "service", "stop")
+    assert (stop.returncode, stop.stdout) == (
+        0,
+        f"not running in this environment; {there} stop --all` stops it\n",
+    )
+    assert _run(keyed, "service", "stop").stdout == f"stopped pid {pid}\n"
+
+
 def _unusable(kind: str, base: Path) -> None:
     root = base / "octobrain"
     if kind == "another user's":

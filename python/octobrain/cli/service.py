@@ -87,6 +87,9 @@ def status_cmd(every: bool, fmt: str) -> None:
     data.setdefault("socket", str(settings.socket_path))
     if stuck is not None:
         data["stuck"] = stuck
+    others = _other_environments(settings) if info is None and stuck is None else []
+    if others:
+        data["other_environments"] = [_elsewhere(row) for row in others]
     if fmt == "json":
         emit_json(data)
         if stuck is not None:
@@ -96,7 +99,11 @@ def status_cmd(every: bool, fmt: str) -> None:
     if stuck is not None:
         raise UserFailure(f"service: {stuck}")
     if info is None:
-        click.echo(f"not running ({state}); socket {settings.socket_path}")
+        elsewhere = _elsewhere_said(others, "status")
+        here = " in this environment" if elsewhere else ""
+        click.echo(f"not running{here} ({state}); socket {settings.socket_path}")
+        if elsewhere:
+            click.echo(elsewhere)
         return
     click.echo(
         f"running: pid {info['pid']}, octobrain {info['version']}, "
@@ -169,13 +176,59 @@ def _status_all(settings: Settings, fmt: str) -> None:
         )  # fmt: skip
 
 
+def _other_environments(settings: Settings) -> list[dict[str, Any]]:
+    """The status of each service of this data dir and config file that runs under another
+    environment (started from a shell with other AWS_* or OCTOBRAIN_* variables): one per
+    environment, so this one's says "not running" while it runs."""
+    from octobrain.cli.service_client import ask
+    from octobrain.cli.service_settings import data_dir
+
+    found = []
+    for other, _pid in _every(settings):
+        info = ask(other, "status") if other.key != settings.key else None
+        if info and (info.get("data_dir"), info.get("config")) == (
+            data_dir(),
+            str(settings.config_file),
+        ):
+            found.append(info)
+    return found
+
+
+def _elsewhere(row: dict[str, Any]) -> dict[str, Any]:
+    return {"pid": row["pid"], "environment": _differing(row)}
+
+
+def _elsewhere_said(rows: list[dict[str, Any]], command: str) -> str:
+    """The line naming the services `_other_environments` found ("" for none)."""
+    if not rows:
+        return ""
+    each = "; ".join(
+        f"pid {row['pid']}" + (f": {', '.join(_differing(row))}" if _differing(row) else "")
+        for row in rows
+    )
+    one = len(rows) == 1
+    does = {"status": "lists", "stop": "stops"}[command]
+    return (
+        f"{'a service' if one else 'services'} of this data directory and config file "
+        f"{'runs' if one else 'run'} under another environment ({each}): `octobrain service "
+        f"{command} --all` {does} {'it' if one else 'them'}"
+    )
+
+
 def _differs(row: dict[str, Any]) -> str:
     """Which of the variables that make a service of their own differ from this process's."""
+    said = _differing(row)
+    return f"; environment: {', '.join(said)}" if said else ""
+
+
+def _differing(row: dict[str, Any]) -> list[str]:
+    """The variables that make a service of their own and differ from this process's ones
+    (names only: their values may be credentials)."""
     from octobrain.cli.service_settings import environment_marks
 
     theirs = row.get("environment")
     if not isinstance(theirs, dict):
-        return ""  # (an older service: it does not say)
+        return []  # (an older service: it does not say)
     ours = environment_marks()
     said = []
     for name in sorted(set(ours) | set(theirs)):
@@ -185,7 +238,7 @@ def _differs(row: dict[str, Any]) -> str:
             said.append(f"{name} not set here")
         elif ours[name] != theirs[name]:
             said.append(f"{name} set otherwise")
-    return f"; environment: {', '.join(said)}" if said else ""
+    return said
 
 
 def _load_state(info: dict[str, Any]) -> str:
@@ -247,7 +300,14 @@ def stop_cmd(every: bool, fmt: str) -> None:
         stuck = _stuck(settings)
         if stuck is not None:  # (it said "not running", and the process stayed)
             raise UserFailure(f"service: {stuck}")
-        emit(fmt, {"stopped": []}, "not running")
+        others = _other_environments(settings)
+        said = "not running" + (
+            f" in this environment; {_elsewhere_said(others, 'stop')}" if others else ""
+        )
+        data: dict[str, Any] = {"stopped": []}
+        if others:
+            data["other_environments"] = [_elsewhere(row) for row in others]
+        emit(fmt, data, said)
         return
     _see_stopped([(settings, info.get("pid"), info)], fmt)
 
