@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from octobrain.errors import StorageError
 from octobrain.files import read_regular
 from octobrain.store.location import StoreLocation
-from octobrain.store.table_files import denied_said, outermost_unreadable
+from octobrain.store.table_files import access_repair, denied_said, outermost_unreadable
 
 if TYPE_CHECKING:
     from octobrain.store.memories import MemoryStore
@@ -84,7 +84,7 @@ def _names(folder: Path) -> list[str]:
         ) from exc
 
 
-REPAIR = "give the user running octobrain read and write access to it (`chmod`, `chown`)"
+REPAIR = access_repair("it")
 
 
 def write(location: StoreLocation, ids: Sequence[str], at: datetime, window: timedelta) -> bool:

@@ -14,7 +14,7 @@ from octobrain.errors import InvalidInput, OctobrainError, StorageError
 from octobrain.store import manifest
 from octobrain.store.endpoint import lacks_credentials, no_credentials, object_store_reason
 from octobrain.store.location import StoreLocation
-from octobrain.store.table_files import denied_said, unreadable
+from octobrain.store.table_files import access_repair, denied_said, unreadable
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -75,10 +75,8 @@ def io_failure(path: object, exc: BaseException, done: str = "nothing was change
 
 def lock_denied_said(lock: object) -> str:
     """A store's lock file this user may not open for writing, and the repair."""
-    return (
-        f"{lock} cannot be opened for writing by this user (its mode or owner): give the user "
-        f"running octobrain read and write access to {lock} (`chmod`, `chown`)"
-    )
+    said = f"{lock} cannot be opened for writing by this user (its mode or owner)"
+    return f"{said}: {access_repair(lock)}"
 
 
 def _lock_denied(path: object, exc: BaseException) -> str | None:

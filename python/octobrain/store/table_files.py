@@ -95,10 +95,13 @@ def outermost_unreadable(folder: Path) -> Path | None:
 
 def denied_said(path: object) -> str:
     """`path` named as one this user may not read, with the repair."""
-    return (
-        f"{path} cannot be read by this user, its mode or owner: give the user running "
-        f"octobrain read and write access to {path} (`chmod`, `chown`)"
-    )
+    return f"{path} cannot be read by this user, its mode or owner: {access_repair(path)}"
+
+
+def access_repair(path: object) -> str:
+    """The repair of a file or folder of the store this user may not read or write (`path`:
+    its name, or "it"), said alike by every command and by `doctor`."""
+    return f"give the user running octobrain read and write access to {path} (`chmod`, `chown`)"
 
 
 class NewOdd:
