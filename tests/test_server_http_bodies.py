@@ -171,17 +171,16 @@ def test_a_flood_of_fresh_bodies_refuses_the_flood_not_a_small_request(tmp_path:
         assert "retry shortly" in json.loads(said)["error"]["message"]
 
 
-def test_a_flood_of_refused_requests_is_not_logged_line_by_line(tmp_path: Path) -> None:
-    # Each refused request wrote a warning line, with nothing bounding them: 2,000 refused in
-    # a few seconds filled the 64 kB pipe its launcher read stderr from, and the server,
-    # blocked writing the next line, answered nobody.
+def _refused_huge_bodies(tmp_path: Path, requests: int) -> list[str]:
+    """The server's stderr lines after `requests` POSTs declaring a 1 GiB body (each 413)
+    and one request served."""
     port = free_port()
     head = (
         f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {2**30}\r\n\r\n"
     ).encode()
     with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path) as server:
-        for _ in range(2_000):
+        for _ in range(requests):
             with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
                 conn.sendall(head)
                 answer = HTTPResponse(conn)
@@ -191,7 +190,14 @@ def test_a_flood_of_refused_requests_is_not_logged_line_by_line(tmp_path: Path) 
         _served(f"http://127.0.0.1:{port}/mcp")
         server.terminate()
         _, stderr = server.communicate(timeout=30)
-    said = stderr.decode().splitlines()
+    return stderr.decode().splitlines()
+
+
+def test_a_flood_of_refused_requests_is_not_logged_line_by_line(tmp_path: Path) -> None:
+    # Each refused request wrote a warning line, with nothing bounding them: 2,000 refused in
+    # a few seconds filled the 64 kB pipe its launcher read stderr from, and the server,
+    # blocked writing the next line, answered nobody.
+    said = _refused_huge_bodies(tmp_path, 2_000)
     refused = [line for line in said if "refused POST /mcp" in line]
     assert 0 < len(refused) <= 20 * 2, len(refused)  # at most 20 in 10 s
     assert any("over 20 requests refused in 10 s: more are counted, not logged" in x for x in said)
@@ -199,19 +205,6 @@ def test_a_flood_of_refused_requests_is_not_logged_line_by_line(tmp_path: Path) 
 
 def test_a_refusal_is_logged_as_its_text(tmp_path: Path) -> None:
     # The log line quoted the answer's bytes: `refused POST /mcp: b'{"jsonrpc": …}'`.
-    port = free_port()
-    head = (
-        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {2**30}\r\n\r\n"
-    ).encode()
-    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path) as server:
-        with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
-            conn.sendall(head)
-            answer = HTTPResponse(conn)
-            answer.begin()
-            assert answer.status == 413
-            answer.close()
-        server.terminate()
-        _, stderr = server.communicate(timeout=30)
-    (line,) = [x for x in stderr.decode().splitlines() if "refused POST /mcp" in x]
+    said = _refused_huge_bodies(tmp_path, 1)
+    (line,) = [x for x in said if "refused POST /mcp" in x]
     assert "refused POST /mcp: {" in line and "b'" not in line, line
