@@ -85,17 +85,43 @@ def test_a_column_renamed_in_the_only_kept_version_is_named_not_a_traceback(
     # exist in schema') as a traceback; its repair cannot be `memory restore`.
     for i in range(3):
         memorize(env, f"Fact {i}", f"Durable fact number {i} about the API.")
-    table = lancedb.connect(Path(env["OCTOBRAIN_DATA_DIR"]) / "db").open_table("memories")
-    with warnings.catch_warnings():  # (that it drops every version but the newest)
-        warnings.simplefilter("ignore", UserWarning)
-        table.optimize(cleanup_older_than=timedelta(0))
-    assert len(table.list_versions()) == 1
+    _only_the_newest_version(env, "memories")
     _flip_in_newest_manifest(env, b"importance", 3, 0x01)  # "importance" -> "impnrtance"
     doctor = _doctor(env)
     assert doctor.returncode == 1, doctor.stdout
     assert "memories: its newest version has no column 'importance'" in doctor.stdout
     assert "(it names 'impnrtance' instead)" in doctor.stdout
     assert "from a backup" in doctor.stdout and "memory restore" not in doctor.stdout
+
+
+def _only_the_newest_version(env: dict[str, str], name: str) -> None:
+    table = lancedb.connect(Path(env["OCTOBRAIN_DATA_DIR"]) / "db").open_table(name)
+    with warnings.catch_warnings():  # (that it drops every version but the newest)
+        warnings.simplefilter("ignore", UserWarning)
+        table.optimize(cleanup_older_than=timedelta(0))
+    assert len(table.list_versions()) == 1
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "changed"),
+    [("memories", "last_accessed", "lapt_accessed"), ("memories", "embedding", "emaedding"),
+     ("knowledge_chunks", "byte_start", "bywe_start")],
+)  # fmt: skip
+def test_a_column_no_row_check_reads_renamed_in_the_only_version_is_named(
+    env: dict[str, str], tmp_path: Path, table: str, column: str, changed: str
+) -> None:
+    # `doctor` held the table only to the columns its row checks read: 'ok: nothing is wrong'
+    # while every command reading it failed 'a table cannot be read (No field named …)'.
+    memorize(env, "Fact 0", "Durable fact number 0 about the API.")
+    doc = tmp_path / "deploy.md"
+    doc.write_text("# Deploy\n\nThe deploy runs on Fridays with a canary.\n")
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    _only_the_newest_version(env, table)
+    _flip_in_newest_manifest(env, column.encode(), 2, 0x03, table)
+    doctor = _doctor(env)
+    assert doctor.returncode == 1, doctor.stdout
+    assert f"{table}: its newest version has no column {column!r}" in doctor.stdout
+    assert f"(it names {changed!r} instead)" in doctor.stdout
 
 
 def test_a_recorded_dimension_changed_by_a_byte_is_damage_not_another_model(

@@ -146,11 +146,13 @@ def _damage_detail(line: str) -> str:
     """`line`, with the damaged table and fragment named when `doctor` can find them."""
     try:
         from octobrain.config import load_config, resolve_storage_uri
+        from octobrain.knowledge.store import table_schemas
         from octobrain.store.doctor import diagnose
         from octobrain.store.location import StoreLocation
 
         config = load_config()
-        report = diagnose(StoreLocation.from_config(config, resolve_storage_uri(config)))
+        location = StoreLocation.from_config(config, resolve_storage_uri(config))
+        report = diagnose(location, table_schemas())
     except Exception:  # the generic line already says to run `octobrain doctor`
         return line
     damage = [p for p in report.problems if p.damage]

@@ -67,14 +67,16 @@ def doctor_cmd(
     `--drop-temporary-files` or `--forget-damaged` is given.
     """
     from octobrain.config import load_config, resolve_storage_uri
+    from octobrain.knowledge.store import table_schemas
     from octobrain.store.doctor import diagnose
     from octobrain.store.location import StoreLocation
     from octobrain.store.recreate import recreate as start_over
 
     config = load_config()
     location = StoreLocation.from_config(config, resolve_storage_uri(config))
+    schemas = table_schemas()  # (the knowledge tables', held to theirs too)
     if recreate is not None:
-        damaged = {p.table for p in diagnose(location).problems}
+        damaged = {p.table for p in diagnose(location, schemas).problems}
         for moved in start_over(location, recreate, damaged):
             click.echo(f"moved aside: {moved}", err=True)
         click.echo(f"{recreate}: started over, empty", err=True)
@@ -87,7 +89,7 @@ def doctor_cmd(
         # One check serves every repair: deleting a damaged memory with its links leaves no
         # dangling edge, dropping dangling edges changes no memory, and neither touches the
         # knowledge tables, which dropping orphan chunks alone changes.
-        found = diagnose(location)
+        found = diagnose(location, schemas)
         if drop_orphans:
             dropped = _drop_orphans(location, found)
             click.echo(f"knowledge_chunks: {dropped} orphan chunk(s) deleted", err=True)
@@ -97,7 +99,7 @@ def doctor_cmd(
         if forget_damaged:
             for memory_id in _forget_damaged(location, found):
                 click.echo(f"memories: forgot {memory_id} (damaged, not shown)", err=True)
-    report = diagnose(location)
+    report = diagnose(location, schemas)
     if fmt == "json":
         emit_json(report.to_dict())
     else:

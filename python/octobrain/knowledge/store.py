@@ -131,6 +131,12 @@ def chunks_schema(model_id: str, dim: int) -> pa.Schema:
     )
 
 
+def table_schemas() -> dict[str, pa.Schema]:
+    """The knowledge tables' schemas, by name (what `octobrain doctor` holds them to: the
+    store's own layer does not know them)."""
+    return {SOURCES: sources_schema(), CHUNKS: chunks_schema("", 1)}
+
+
 class KnowledgeStore:
     """The two knowledge tables of the LanceDB database at `uri`."""
 

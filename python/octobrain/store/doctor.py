@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from octobrain.errors import StorageError
@@ -25,10 +26,19 @@ from octobrain.store import (
 )
 from octobrain.store.doctor_report import Diagnosis, Problem, TableCheck
 from octobrain.store.doctor_tables import check_table
-from octobrain.store.schema import CHUNKS
+from octobrain.store.schema import (
+    CHUNKS,
+    CONSOLIDATIONS,
+    MEMORIES,
+    RELATIONSHIPS,
+    first_columns,
+    memories_schema,
+    relationships_schema,
+)
 
 if TYPE_CHECKING:
     import lancedb
+    import pyarrow as pa
 
     from octobrain.store.location import StoreLocation
 
@@ -47,8 +57,10 @@ def _import_cut_short(mark: import_marks.ImportMark) -> Problem:
     )
 
 
-def diagnose(location: StoreLocation) -> Diagnosis:
-    """Check the store at `location` without changing it."""
+def diagnose(location: StoreLocation, schemas: Mapping[str, pa.Schema] | None = None) -> Diagnosis:
+    """Check the store at `location` without changing it: each table against its schema (the
+    store's own tables', and those of `schemas`: the knowledge tables', which this layer does
+    not know; without them, their columns that row checks read)."""
     problems: list[Problem] = []
     interrupted = None
     if location.path is not None and not location.path.exists():
@@ -109,7 +121,14 @@ def diagnose(location: StoreLocation) -> Diagnosis:
         | (present & set(manifest.KNOWN_TABLES))
         | {name for name in manifest.KNOWN_TABLES if manifest.existed(db, name, present)}
     )
-    tables = [check_table(db, location, name, listed, present, problems) for name in names]
+    columns = {
+        name: first_columns(schema)
+        for name, schema in {**_own_schemas(), **(schemas or {})}.items()
+    }
+    tables = [
+        check_table(db, location, name, listed, present, problems, columns.get(name, ()))
+        for name in names
+    ]
     if listed is None and state == "absent" and present:
         problems.append(
             Problem(
@@ -133,6 +152,19 @@ _LOCKED_OUT = {
     ".manifest.lock": "a restore, a migrate and the first write of a table made on demand fail",
     ".knowledge.lock": "every write to the knowledge index fails",
 }
+
+
+def _own_schemas() -> dict[str, pa.Schema]:
+    """The schemas of the tables this layer writes, by name."""
+    from octobrain.store.consolidations import consolidations_schema
+    from octobrain.store.forgotten import FORGOTTEN, forgotten_schema
+
+    return {
+        MEMORIES: memories_schema("", 1),
+        RELATIONSHIPS: relationships_schema(),
+        CONSOLIDATIONS: consolidations_schema(),
+        FORGOTTEN: forgotten_schema(),
+    }
 
 
 def _check_locks(location: StoreLocation, problems: list[Problem]) -> None:

@@ -58,9 +58,11 @@ def check_table(
     listed: set[str] | None,
     present: set[str],
     problems: list[Problem],
+    columns: Sequence[str] = (),
 ) -> TableCheck:
     """Check table `name` (`listed`: the manifest's tables, None when it cannot say; `present`:
-    the tables the store holds), adding what is wrong to `problems`."""
+    the tables the store holds; `columns`: those every version of it has), adding what is
+    wrong to `problems`."""
     check = TableCheck(name, listed is not None and name in listed)
     repair = manifest.repair_hint(name)
     if name not in present:
@@ -111,11 +113,13 @@ def check_table(
     if changed is not None:  # every read naming the column fails, these checks too
         problems.append(Problem(name, changed, repair))
         return check
+    # (No version before it kept to compare with: each column the table's reads name.)
+    need = list(columns) if table.schema.names else []  # (none: version 0, said below)
     checked = _CHECKED_BY.get(name)
-    lacks = None
-    if checked is not None and CHECKSUM in table.schema.names:  # (no version before it kept)
-        lacks = lacks_read_columns(table.schema, checked[0])
-    if lacks is not None:  # (the reads below were a KeyError traceback)
+    if checked is not None and CHECKSUM in table.schema.names:  # (the later ones too)
+        need += [c for c in checked[0] if c not in need]
+    lacks = lacks_read_columns(table.schema, need)
+    if lacks is not None:  # (the reads below were a KeyError traceback; one no check reads: ok)
         problems.append(Problem(name, lacks, _NO_VERSION_BEFORE.get(name, repair)))
         return check
     unlike = dim_unlike_vectors(table.schema)

@@ -372,6 +372,13 @@ def row_to_memory(row: dict[str, Any], *, checked: bool = True) -> Memory:
     )
 
 
+def first_columns(table_schema: pa.Schema) -> list[str]:
+    """The columns of `table_schema` (a table's, as octobrain writes it) that a table of any
+    age holds: not those added since schema 1 shipped, which a store made before them gains
+    with its next write (`missing_columns`)."""
+    return [name for name in table_schema.names if name not in _LATER]
+
+
 def missing_columns(table_schema: pa.Schema) -> list[pa.Field]:
     """Columns a `memories` table made by an older version lacks (nullable, added on open)."""
     return [field for name, field in _LATER.items() if name not in table_schema.names]
