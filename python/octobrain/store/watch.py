@@ -47,17 +47,16 @@ class StoreWatch:
     data file of it gone (a compaction's cleanup removes old ones: the reopen costs little
     then), or the newest version manifest of one it saw gone (LanceDB's cleanup never removes
     the newest: that is a lost commit, which the reopen then reports, `lost_version`), or a
-    file that is not regular (a FIFO) among
-    those any table's commits added (`NewOdd`: Lance would open it at the next read and wait on
-    it for good; the reopen refuses the table, naming it). An ordinary commit, which only adds
-    files, is no change.
+    file that is not regular (a FIFO) among those any table's commits added (`NewOdd`: Lance
+    would open it at the next read and wait on it for good; the reopen refuses the table,
+    naming it). An ordinary commit, which only adds files, is no change.
 
     Cheap enough for every request, whatever the store's history (a week of versions can be
     tens of thousands of files): a folder is listed again only when its own `stat` changed (a
-    file added or removed), a new file is looked at once, and of the files already known the
-    newest manifest and `RESTAT` others in turn are looked at again; a store of up to `RESTAT`
-    files has every one looked at on every call, a larger one each within a few calls. (It
-    listed and looked at every file on every call: 0.3 s a call at 10,000 versions.)
+    file added or removed), a new file is looked at once, and of the files already known each
+    table's newest manifest and `RESTAT` others in turn are looked at again; a store of up to
+    `RESTAT` files has every one looked at on every call, a larger one each within a few
+    calls. (It listed and looked at every file on every call: 0.3 s a call at 10,000 versions.)
     """
 
     RESTAT = 256
