@@ -327,12 +327,13 @@ def test_conversations_whose_tags_coincide_are_not_chained_into_each_other(
 
 
 def test_a_turn_id_respelled_with_spaces_or_decomposed_is_the_same_turn(tmp_path: Path) -> None:
-    # Before: ids "a" and "a " (or "é1" composed and decomposed) were two turns: an export that
-    # wrote its ids another way stored every turn again.
+    # Before: ids "a" and "a " (or "a" with a zero-width space, or "é1" composed and
+    # decomposed) were two turns: an export that wrote its ids another way stored every turn
+    # again.
     b = brain_at(tmp_path / "db")
     nfd = unicodedata.normalize("NFD", "é1")
     first = [said(1, id="a"), said(2, id="é1")]
-    respelled = [said(1, id=" a\t"), said(2, id=nfd)]
+    respelled = [said(1, id=" a\u200b\t"), said(2, id=nfd)]
     assert b.ingest([parse_chat(first, key="w")]).added == 2
     report = b.ingest([parse_chat(respelled, key="w")])
     assert (report.added, report.skipped_existing) == (0, 2)

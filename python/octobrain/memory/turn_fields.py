@@ -6,12 +6,11 @@ refused naming its field (`InvalidInput`); parsing a format is `conversation` an
 from __future__ import annotations
 
 import re
-import unicodedata
 from datetime import datetime
 
 from octobrain.errors import InvalidInput
 from octobrain.models import ID_CHARS
-from octobrain.safe_text import without_bidi
+from octobrain.safe_text import same_text_key, without_bidi
 from octobrain.times import from_unix, iso_time, not_ahead
 
 SPEAKER_CHARS = 60
@@ -101,10 +100,12 @@ def turn_id(field_name: str, value: object) -> str:
 
 
 def same_id(given: str) -> tuple[str, tuple[str, ...]]:
-    """The id a turn's own id `given` names, trimmed and in NFC (an export that writes "a " or
-    a decomposed "é" once names the turn "a" or "é" of another), and the id as written when it
-    differs: the key an earlier version stored the turn under."""
-    named = unicodedata.normalize("NFC", given.strip())
+    """The id a turn's own id `given` names, as two spellings of one text compare
+    (`safe_text.same_text_key`: trimmed, in NFC, without zero-width or other format
+    characters; an export that writes "a ", "a\u200b" or a decomposed "é" once names the
+    turn "a" or "é" of another; an id of only such characters stays as written), and the id
+    as written when it differs: the key an earlier version stored the turn under."""
+    named = same_text_key(given) or given
     return named, (given,) if given and named != given else ()
 
 
