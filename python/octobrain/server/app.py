@@ -295,15 +295,16 @@ class OctobrainServer:
             work = partial(handlers.knowledge, arguments=arguments)
             roots = self.workspace.local_roots(lock, self.pool.config.knowledge.allow_paths)
             call = partial(self.pool.call_knowledge, scope, workdir, session_id, work, roots)
-            knowledge = partial(call, progress=progress_of(ctx))  # (as its embedding goes)
-            try:  # (stopped between batches when the client cancels the call or is gone)
-                return await in_thread(partial(knowledge, {}), _limiter("knowledge"))
-            except FetchFirst as first:  # a URL is fetched holding no lock (prefetch.py)
-                ref, fetch = first.ref, first.fetch
-            async with _limiter("fetch"):  # its body kept until the call has used it
-                fetched = await anyio.to_thread.run_sync(fetch)
-                got = partial(knowledge, {ref.uri: fetched})
-                return await in_thread(got, _limiter("knowledge"))
+            async with progress_of(ctx) as progress:  # (told as its embedding goes)
+                knowledge = partial(call, progress=progress)
+                try:  # (stopped between batches when the client cancels the call or is gone)
+                    return await in_thread(partial(knowledge, {}), _limiter("knowledge"))
+                except FetchFirst as first:  # a URL is fetched holding no lock (prefetch.py)
+                    ref, fetch = first.ref, first.fetch
+                async with _limiter("fetch"):  # its body kept until the call has used it
+                    fetched = await anyio.to_thread.run_sync(fetch)
+                    got = partial(knowledge, {ref.uri: fetched})
+                    return await in_thread(got, _limiter("knowledge"))
         session_id = lock.session_id if lock is not None else ""
 
         async def in_pool(body: Callable[[Brain], T]) -> T:
