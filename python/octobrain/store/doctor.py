@@ -9,7 +9,6 @@ read-only copy.
 
 from __future__ import annotations
 
-import os
 import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -26,6 +25,7 @@ from octobrain.store import (
 )
 from octobrain.store.doctor_report import Diagnosis, Problem, TableCheck
 from octobrain.store.doctor_tables import check_table
+from octobrain.store.failures import LOCK_REFUSED, lock_refused
 from octobrain.store.schema import (
     CHUNKS,
     CONSOLIDATIONS,
@@ -35,6 +35,7 @@ from octobrain.store.schema import (
     memories_schema,
     relationships_schema,
 )
+from octobrain.store.table_files import access_repair
 
 if TYPE_CHECKING:
     import lancedb
@@ -197,15 +198,8 @@ def _check_locks(location: StoreLocation, problems: list[Problem]) -> None:
                 )
             )
         # (a store this user may not write at all, a read-only copy, is not told so lock by lock)
-        elif not os.access(path, os.R_OK | os.W_OK) and os.access(location.path, os.W_OK):
-            problems.append(
-                Problem(
-                    path.name,
-                    f"cannot be opened for writing by this user (its mode or owner): {fails}",
-                    f"give the user running octobrain read and write access to {path} "
-                    "(`chmod`, `chown`)",
-                )
-            )
+        elif lock_refused(path, location.path):
+            problems.append(Problem(path.name, f"{LOCK_REFUSED}: {fails}", access_repair(path)))
 
 
 def _gone(why: tuple[str, str]) -> Problem:

@@ -36,7 +36,7 @@ from octobrain.store.schema import (
     vector_matrix,
     verified,
 )
-from octobrain.store.table_files import NOT_REGULAR, not_regular, unreadable
+from octobrain.store.table_files import NOT_REGULAR, access_repair, not_regular, unreadable
 from octobrain.store.upkeep import KEEP_VERSIONS_FOR
 from octobrain.store.versions import history_gap, lost_version
 
@@ -91,8 +91,7 @@ def check_table(
                 name,
                 f"{locked} cannot be read by this user (its mode or owner); every command "
                 "that reads the table fails on it",
-                f"give the user running octobrain read and write access to {locked} "
-                "(`chmod`, `chown`), then run `octobrain doctor` again",
+                f"{access_repair(locked)}, then run `octobrain doctor` again",
             )
         )
         return check

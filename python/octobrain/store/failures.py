@@ -73,23 +73,31 @@ def io_failure(path: object, exc: BaseException, done: str = "nothing was change
     return f"store: cannot write to {path}: {reason}; {done} (check free space and permissions)"
 
 
+LOCK_REFUSED = "cannot be opened for writing by this user (its mode or owner)"
+
+
 def lock_denied_said(lock: object) -> str:
     """A store's lock file this user may not open for writing, and the repair."""
-    said = f"{lock} cannot be opened for writing by this user (its mode or owner)"
-    return f"{said}: {access_repair(lock)}"
+    return f"{lock} {LOCK_REFUSED}: {access_repair(lock)}"
+
+
+def lock_refused(lock: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool:
+    """Whether this user may not open the lock file `lock` for writing while it may write its
+    store's `folder` (else a read-only copy, or another user's store: the lock is not to
+    blame), said alike by a write (`io_failure`) and by `doctor`."""
+    return not os.access(lock, os.R_OK | os.W_OK) and os.access(folder, os.W_OK)
 
 
 def _lock_denied(path: object, exc: BaseException) -> str | None:
     """The lock file of the local store at `path` a write was refused (`exc`) for opening,
-    when the store's folder is one this user may write (else a read-only copy, or another
-    user's store: the lock is not to blame), else None."""
+    when `lock_refused` blames it, else None."""
     lock = getattr(exc, "filename", None)
     if not isinstance(path, StoreLocation) or path.path is None or not isinstance(lock, str):
         return None
     where = os.path.dirname(lock)
     if not lock.endswith(".lock") or os.path.realpath(where) != os.path.realpath(path.path):
         return None
-    return lock if os.access(where, os.W_OK) else None
+    return lock if lock_refused(lock, where) else None
 
 
 def _unreadable_file(path: object) -> str | None:
