@@ -176,16 +176,18 @@ def test_reports_of_whole_store_and_knowledge_commands_as_json(
     assert answer("config", "path")["exists"] is True
 
 
-def _answered_at_a_terminal(env: dict[str, str], *args: str) -> tuple[int, bytes, bytes]:
-    """`octobrain <args>` with a terminal for stdin, on which `y` is typed; stdout and stderr
-    pipes, as in `octobrain … --format json > answer.json`."""
+def _answered_at_a_terminal(
+    env: dict[str, str], *args: str, typed: bytes = b"y\n"
+) -> tuple[int, bytes, bytes]:
+    """`octobrain <args>` with a terminal for stdin, on which `typed` is typed; stdout and
+    stderr pipes, as in `octobrain … --format json > answer.json`."""
     keyboard, terminal = pty.openpty()
     try:
         with subprocess.Popen(
             [sys.executable, "-m", "octobrain", *args],
             stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
         ) as proc:  # fmt: skip
-            os.write(keyboard, b"y\n")
+            os.write(keyboard, typed)
             out, err = proc.communicate(timeout=120)
     finally:
         os.close(keyboard)
@@ -213,6 +215,31 @@ def test_a_question_asked_at_a_terminal_stays_out_of_the_answer(env: dict[str, s
     code, out, err = _answered_at_a_terminal(env, *restore)
     assert (code, json.loads(out)["memories"]) == (0, 1), err
     assert err.startswith(b"Restore every scope of ") and err.endswith(b"? [y/N]: ")
+
+
+def test_a_person_declining_at_a_terminal_is_told_nothing_changed(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # `forget` and `restore` answered "n" said "Aborted!" and exited 1 (a failure, after the
+    # preview was on stdout) where `hook install` said "nothing written" and exited 0.
+    made = octobrain(*SCOPE, "memorize", "-t", "Primary database", "-c", "Postgres 16 it is.",
+                     "--format", "json", env=env)  # fmt: skip
+    mid = json.loads(made.stdout)["id"]
+    version = json.loads(octobrain("memory", "history", "--format", "json", env=env).stdout)
+    restore = ("memory", "restore", str(version[0]["version"]))
+    settings = tmp_path / "settings.json"
+    for args, said in [
+        ((*SCOPE, "forget", mid), b"Nothing deleted.\n"),
+        ((*SCOPE, "forget", mid, "--format", "json"), b'"deleted": 0'),
+        (restore, b"Nothing restored.\n"),
+        ((*restore, "--format", "json"), b'"restored": null'),
+        (("hook", "install", "--settings", str(settings)), b"nothing written\n"),
+    ]:
+        code, out, err = _answered_at_a_terminal(env, *args, typed=b"n\n")
+        assert (code, said in out, b"Aborted" in err) == (0, True, False), (args, out, err)
+    assert not settings.exists()
+    left = octobrain(*SCOPE, "get", mid, "--format", "json", env=env)
+    assert left.returncode == 0 and json.loads(left.stdout)["id"] == mid
 
 
 def test_every_json_answer_prints_text_as_itself(env: dict[str, str], tmp_path: Path) -> None:

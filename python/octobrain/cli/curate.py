@@ -430,9 +430,9 @@ def restore_cmd(ctx: click.Context, version: int, yes: bool, fmt: str) -> None:
         if not sys.stdin.isatty():
             raise InvalidInput("--yes", "required to restore without a terminal to confirm on")
         # (The question on stderr: stdout is the answer's, which `--format json` keeps JSON.)
-        click.confirm(
-            f"Restore every scope of {brain.uri} to version {version}?", abort=True, err=True
-        )
+        if not click.confirm(f"Restore every scope of {brain.uri} to version {version}?", err=True):
+            emit(fmt, {"restored": None}, "Nothing restored.")  # a person declining: no error
+            return
     now = brain.restore(version, confirm=True)
     emit(
         fmt,

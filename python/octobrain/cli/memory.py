@@ -266,7 +266,10 @@ def forget_cmd(
     if not yes:
         if refused:
             raise InvalidInput("--yes", "required to delete without a terminal to confirm on")
-        click.confirm("Delete them?", abort=True, err=True)  # (stdout: the answer's only)
+        # (The question on stderr: stdout is the answer's.) A person declining is no error.
+        if not click.confirm("Delete them?", err=True):
+            emit(fmt, {"deleted": 0, "memories": []}, "Nothing deleted.")
+            return
     forgotten = brain.forget([m.id for m in targets], confirm=True)
     emit(
         fmt,
