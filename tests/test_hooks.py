@@ -668,20 +668,6 @@ def test_mcp_prompt_and_resource_brief_the_locked_scope(tmp_path: Path) -> None:
     run(body)
 
 
-def test_mcp_resource_unlocked_needs_a_scope(tmp_path: Path) -> None:
-    pool = briefed_pool(tmp_path / "db")
-    server = server_for(pool, tmp_path)
-
-    async def body() -> None:
-        async with Client(server) as client:
-            with pytest.raises(Exception, match="scope: required"):
-                await client.read_resource("octobrain://brief")
-            read = await client.read_resource(f"octobrain://brief?scope={PROJECT_A}")
-            assert "Use ruff" in read.contents[0].text  # type: ignore[union-attr]
-
-    run(body)
-
-
 def test_the_service_reads_a_transcript_before_it_waits_for_its_turn(
     env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -44,6 +44,24 @@ def test_an_unlocked_session_lists_the_scope_the_read_needs(tmp_path: Path) -> N
     run(body)
 
 
+def test_an_unlocked_session_reads_the_briefing_it_lists(tmp_path: Path) -> None:
+    # `resources/list` named `octobrain://brief`, and reading it as listed was an error
+    # ("scope: required"): a client that shows listed resources could not open it.
+    pool = briefed_pool(tmp_path / "db")
+    pool.call("", None, lambda b: b.memorize("Answer tersely", "The user wants short answers."))
+    server = server_for(pool, tmp_path)
+
+    async def body() -> None:
+        async with Client(server) as client:
+            (listed,) = (await client.list_resources()).resources
+            text = (await client.read_resource(str(listed.uri))).contents[0].text  # type: ignore[union-attr]
+            assert "Answer tersely" in text and "Use ruff" not in text  # the global scope's
+            prompt = await client.get_prompt("brief")
+            assert prompt.messages[0].content.text == text  # type: ignore[union-attr]
+
+    run(body)
+
+
 def test_a_parameter_named_twice_in_the_query_is_refused_naming_it(tmp_path: Path) -> None:
     # The last one counted: `max_tokens=5&max_tokens=6` read 6 where whatever keeps the first
     # (a proxy, an approval prompt) read 5, as with a key named twice in a JSON message.

@@ -44,8 +44,7 @@ from octobrain.server.scoping import (
 )
 from octobrain.server.stoppable import in_thread
 from octobrain.server.wire import initialize_first, known_method, named_params, one_initialize
-from octobrain.store.failures import TableUnreadable
-from octobrain.store.manifest import read_failure
+from octobrain.store.failures import TableUnreadable, unreadable_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -407,6 +406,8 @@ class OctobrainServer:
             lock = await self.session_lock(ctx, responses, can_ask=True)
             max_tokens = _max_tokens(arguments.pop("max_tokens", None))
             allowed = frozenset({"scope"}) if lock is None else frozenset()
+            if lock is None:  # the listed `octobrain://brief`, read as listed: the global scope
+                arguments.setdefault("scope", "")
             shown = allowed | {"max_tokens"}
             handlers.check_arguments(arguments, allowed, "the briefing", shown)
             scope, workdir = scope_argument(arguments, lock)
@@ -441,7 +442,7 @@ def _failure(exc: Exception, what: str) -> str:
     if isinstance(exc, OctobrainError) and not unreadable:
         return f"error: {exc}"
     log.exception("%s failed", what)
-    damage = str(exc) if unreadable else read_failure(exc)
+    damage = str(exc) if unreadable else unreadable_line(exc)
     # An unforeseen error's text may quote what the client sent (a path of kilobytes): cut.
     said = client_text(str(exc), RULE_CHARS)
     return damage or f"internal error ({type(exc).__name__}: {said}); see the server log"

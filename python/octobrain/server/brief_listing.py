@@ -19,7 +19,8 @@ BRIEF_PROMPT = types.Prompt(
     arguments=[
         types.PromptArgument(
             name="scope",
-            description="Project scope (only when the session is not locked to a project)",
+            description="Project scope, left out for global (only when the session is not "
+            "locked to a project)",
             required=False,
         ),
         types.PromptArgument(
@@ -31,7 +32,7 @@ BRIEF_RESOURCE = types.Resource(
     uri=BRIEF_URI,
     name="brief",
     title="Session briefing",
-    description=_WHAT,
+    description=f"{_WHAT}; the global scope's where the session is not locked to a project",
     mime_type="text/markdown",
 )
 
@@ -43,7 +44,9 @@ def brief_template(locked: bool | None) -> types.ResourceTemplate:
         query, scope = "{?max_tokens}", ""
     else:
         query = "{?scope,max_tokens}"
-        scope = " scope: a project scope, or empty for global (not in a locked session);"
+        scope = (
+            " scope: a project scope, or empty or left out for global (not in a locked session);"
+        )
     return types.ResourceTemplate(
         uri_template=BRIEF_URI + query,
         name="brief",
