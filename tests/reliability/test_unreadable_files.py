@@ -203,3 +203,15 @@ def test_a_lock_file_this_user_may_not_write_is_named_by_doctor(
     assert doctor.returncode == 1, doctor.stdout
     assert f"{named}: cannot be opened for writing by this user" in doctor.stdout
     assert "every write to the memories fails" in doctor.stdout
+
+
+def test_a_raw_lancedb_permission_error_reaching_the_server_is_the_one_line_the_cli_says() -> None:
+    # The facades (`Brain`, `Knowledge`) name it; one reaching the server past them was told
+    # to the client as "internal error (RuntimeError: lance error: …)" while the CLI said the
+    # line below: the server now says the CLI's line.
+    from octobrain.server.app import _failure
+
+    raw = RuntimeError("lance error: LanceError(IO): Permission denied (os error 13)")
+    told = _failure(raw, "tool remember")
+    assert told.startswith("store: a file of the store cannot be read by this user"), told
+    assert "read and write access to it" in told and "internal error" not in told, told

@@ -74,14 +74,13 @@ class OctobrainGroup(click.Group):
                 raise UserFailure(_damage_detail(str(exc))) from exc
             raise UserFailure(str(exc)) from exc
         except Exception as exc:  # ValueError: a file not Lance's; a panic: a damaged index
-            from octobrain.store.failures import denied_failure
-            from octobrain.store.manifest import read_failure
+            from octobrain.store.failures import unreadable_line
 
             if isinstance(exc, FileNotFoundError) and not _cwd_exists():
                 raise UserError(
                     "cwd: the current directory no longer exists; run from one that does"
                 ) from None
-            line = read_failure(exc) or denied_failure(exc)
+            line = unreadable_line(exc)
             if line is None:
                 raise
             raise UserFailure(_damage_detail(line)) from exc

@@ -131,6 +131,13 @@ def denied_failure(exc: BaseException) -> str | None:
     )
 
 
+def unreadable_line(exc: BaseException) -> str | None:
+    """One line for a LanceDB error that means the store cannot be read: a damaged table
+    (`manifest.read_failure`) or a file this user may not read (`denied_failure`), else None.
+    Said alike by the facades, the CLI and the MCP server."""
+    return manifest.read_failure(exc) or denied_failure(exc)
+
+
 _DENIED = re.compile(r"permission denied|not permitted|os error 13\b", re.I)
 
 
@@ -169,7 +176,7 @@ def named_failures(fn: Callable[P, T]) -> Callable[P, T]:
         except OctobrainError:
             raise
         except Exception as exc:
-            line = manifest.read_failure(exc) or denied_failure(exc)
+            line = unreadable_line(exc)
             if line is None:
                 raise
             raise TableUnreadable(line, exc) from exc
