@@ -185,7 +185,9 @@ MEMORIZE = ToolSpec(
             "`remember`). 'supersedes' replaces an outdated memory; 'conflicts' says the "
             "target states another value of the same thing and this one holds (the target then "
             "ranks just below it, unless the target is more trusted); 'achieves' contributes "
-            "to a goal; 'closes' completes a goal.",
+            "to a goal; 'closes' completes a goal. 'supersedes' settles a dispute (no "
+            "'conflicts' link stands beside it); supersedes, conflicts, extends, implements "
+            "and achieves run one way between two memories; a memory closes one goal.",
             "items": {
                 "type": "object",
                 "properties": {
