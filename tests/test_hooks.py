@@ -425,7 +425,7 @@ def test_hook_install_is_idempotent_and_keeps_other_settings(
         refused.stderr
     )
     assert "Aborted" not in refused.output and json.loads(settings.read_text()) == original
-    monkeypatch.setattr("octobrain.cli.brief._stdin_is_terminal", lambda: True)
+    monkeypatch.setattr("octobrain.cli.common.stdin_is_terminal", lambda: True)
     declined = cli("hook", "install", "--settings", str(settings), "--command", "ob", input="n\n")
     assert (
         declined.exit_code == 0 and "+" in declined.output and "nothing written" in declined.output

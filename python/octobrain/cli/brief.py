@@ -13,10 +13,12 @@ import click
 from octobrain.cli.common import (
     FORMAT_OPTION,
     OctobrainGroup,
+    cannot_ask,
     chosen_scope,
     emit_json,
     open_brain,
     write_atomic_file,
+    yes_required,
 )
 from octobrain.errors import InvalidInput
 from octobrain.safe_text import printable
@@ -182,10 +184,6 @@ def hook_session_end(scope: str | None) -> None:
     _digest(scope, "session-end")
 
 
-def _stdin_is_terminal() -> bool:
-    return sys.stdin.isatty()
-
-
 @hook.command("install")
 @click.option(
     "--settings",
@@ -238,13 +236,11 @@ def hook_install(settings_path: Path | None, project: bool, command: str | None,
         tofile=f"{settings_path} (with the octobrain hooks)",
     )
     # Refused for want of a terminal, the diff is shown on stderr: stdout stays empty.
-    refused = not yes and not _stdin_is_terminal()
+    refused = cannot_ask(yes)
     click.echo("".join(diff), nl=False, err=refused)
     if not yes:
         if refused:  # the rule `memory forget` follows
-            raise InvalidInput(
-                "--yes", "required to write without a terminal to confirm on (nothing written)"
-            )
+            raise yes_required("write", " (nothing written)")
         if not click.confirm(f"Write {settings_path}?", default=True):
             click.echo("nothing written")
             return

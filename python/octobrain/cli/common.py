@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -367,3 +368,19 @@ def command_brain(ctx: click.Context, *, lazy_sleep: bool = True) -> Brain:
     if lazy_sleep:  # a due sleep pass runs in the background; it never fails this command
         start_background_sleep(brain)
     return brain
+
+
+def stdin_is_terminal() -> bool:
+    """Whether a person at a terminal can answer a question on stdin."""
+    return sys.stdin.isatty()
+
+
+def cannot_ask(yes: bool) -> bool:
+    """Whether a command that asks before it acts must refuse: no `--yes`, and no terminal to
+    ask on (a script, a pipe). Such a command raises `yes_required`."""
+    return not yes and not stdin_is_terminal()
+
+
+def yes_required(doing: str, note: str = "") -> InvalidInput:
+    """The refusal of a command that cannot ask before `doing` (`cannot_ask`)."""
+    return InvalidInput("--yes", f"required to {doing} without a terminal to confirm on{note}")

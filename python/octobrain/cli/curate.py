@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 import click
 
-from octobrain.cli.common import FORMAT_OPTION, command_brain, emit, plural
+from octobrain.cli.common import (
+    FORMAT_OPTION,
+    cannot_ask,
+    command_brain,
+    emit,
+    plural,
+    yes_required,
+)
 from octobrain.cli.progress import progress_bar
 from octobrain.errors import InvalidInput
 from octobrain.files import cannot_write, drop_dead_leftovers, replaced_by_write
@@ -426,13 +433,13 @@ def restore_cmd(ctx: click.Context, version: int, yes: bool, fmt: str) -> None:
 
     check_version(version)  # before asking to confirm a restore that cannot be
     brain = command_brain(ctx, lazy_sleep=False)
-    if not yes:
-        if not sys.stdin.isatty():
-            raise InvalidInput("--yes", "required to restore without a terminal to confirm on")
-        # (The question on stderr: stdout is the answer's, which `--format json` keeps JSON.)
-        if not click.confirm(f"Restore every scope of {brain.uri} to version {version}?", err=True):
-            emit(fmt, {"restored": None}, "Nothing restored.")  # a person declining: no error
-            return
+    if cannot_ask(yes):
+        raise yes_required("restore")
+    # (The question on stderr: stdout is the answer's, which `--format json` keeps JSON.)
+    asked = f"Restore every scope of {brain.uri} to version {version}?"
+    if not yes and not click.confirm(asked, err=True):
+        emit(fmt, {"restored": None}, "Nothing restored.")  # a person declining: no error
+        return
     now = brain.restore(version, confirm=True)
     emit(
         fmt,

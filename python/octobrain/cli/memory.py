@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from typing import Any
 
 import click
@@ -12,6 +11,7 @@ from octobrain.cli.common import (
     FORMAT_OPTION,
     OctobrainGroup,
     add_scope_options,
+    cannot_ask,
     command_brain,
     emit,
     group_scope,
@@ -19,6 +19,7 @@ from octobrain.cli.common import (
     scope_options,
     split_values,
     whole_store_refusal,
+    yes_required,
 )
 from octobrain.cli.curate import CURATION_COMMANDS, WHOLE_STORE_COMMANDS
 from octobrain.cli.ingest import ingest_cmd
@@ -256,7 +257,7 @@ def forget_cmd(
     # The preview: part of the text answer; with JSON, shown on stderr before the question
     # only (before, a person asked at a terminal confirmed without seeing what would go).
     # Refused for want of a terminal, it goes to stderr too: a failed command's stdout is empty.
-    refused = not yes and not sys.stdin.isatty()
+    refused = cannot_ask(yes)
     if fmt == "text" or not yes:
         preview = [f"Will delete {plural(len(targets), 'memory', 'memories')}:"]
         for m in targets:
@@ -265,7 +266,7 @@ def forget_cmd(
         click.echo("\n".join(preview), err=fmt != "text" or refused)
     if not yes:
         if refused:
-            raise InvalidInput("--yes", "required to delete without a terminal to confirm on")
+            raise yes_required("delete")
         # (The question on stderr: stdout is the answer's.) A person declining is no error.
         if not click.confirm("Delete them?", err=True):
             emit(fmt, {"deleted": 0, "memories": []}, "Nothing deleted.")
