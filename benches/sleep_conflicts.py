@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from child_env import child_env
 
 MODEL = "hash:64"  # restatements keep cosine ~0.9 with it, above the 0.85 threshold
 SCOPE = "bench/conflicts"
@@ -115,7 +116,7 @@ def build(db: Path, rows: int) -> None:
 
 
 def measure(src: Path, db: Path, mode: str = "dry", days_on: float = 0.0) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(src), "OCTOBRAIN_SERVICE_ENABLED": "0"}
+    env = child_env(db.parent, MODEL, PYTHONPATH=str(src))  # (not the user's config or service)
     out = subprocess.run(
         [sys.executable, "-c", _CHILD, str(db), SCOPE, MODEL, mode, str(days_on)],
         env=env,
