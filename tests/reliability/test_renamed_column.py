@@ -124,6 +124,24 @@ def test_a_column_no_row_check_reads_renamed_in_the_only_version_is_named(
     assert f"(it names {changed!r} instead)" in doctor.stdout
 
 
+def test_a_knowledge_column_renamed_in_the_only_version_is_not_migrated(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # `memory migrate` checked the source without the knowledge tables' schemas (`doctor`
+    # has them): it copied the damaged table and said "verified".
+    doc = tmp_path / "deploy.md"
+    doc.write_text("# Deploy\n\nThe deploy runs on Fridays with a canary.\n")
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    _only_the_newest_version(env, "knowledge_chunks")
+    _flip_in_newest_manifest(env, b"byte_start", 2, 0x03, "knowledge_chunks")
+    copy = tmp_path / "copy"
+    done = octobrain(env, "migrate", "--to", str(copy), scoped=False)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    line = one_clear_line(done.stderr)
+    assert "is damaged: knowledge_chunks: its newest version has no column 'byte_start'" in line
+    assert "nothing was copied" in line and not list(copy.glob("*.lance")), line
+
+
 def test_a_recorded_dimension_changed_by_a_byte_is_damage_not_another_model(
     env: dict[str, str],
 ) -> None:

@@ -35,6 +35,7 @@ def migrate_cmd(target: str, options: tuple[str, ...], fmt: str) -> None:
     from octobrain.config import load_config, resolve_storage_uri, storage_options
     from octobrain.config.schema import storage_options_problem
     from octobrain.errors import InvalidInput
+    from octobrain.knowledge.store import table_schemas
     from octobrain.store.location import StoreLocation, is_remote
     from octobrain.store.migrate import check_target_text, migrate, open_target, plan
 
@@ -52,9 +53,10 @@ def migrate_cmd(target: str, options: tuple[str, ...], fmt: str) -> None:
     source = StoreLocation(resolve_storage_uri(config), configured)
     destination = StoreLocation(uri, target_options)
     open_target(source, destination)  # refused before the progress bar starts
-    total = sum(plan(source).values())
+    schemas = table_schemas()  # (the knowledge tables', which the store layer does not know)
+    total = sum(plan(source, schemas).values())
     with progress_bar(total, f"copying to {destination}") as progress:
-        copied = migrate(source, destination, progress=progress)
+        copied = migrate(source, destination, schemas=schemas, progress=progress)
     if fmt == "json":
         tables = {c.table: c.rows for c in copied}
         payload = {"from": str(source), "to": str(destination), "tables": tables}

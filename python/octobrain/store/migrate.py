@@ -9,7 +9,7 @@ the destination must hold no tables yet.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,15 +32,15 @@ class Copied:
     rows: int
 
 
-def plan(source: StoreLocation) -> dict[str, int]:
+def plan(source: StoreLocation, schemas: Mapping[str, pa.Schema] | None = None) -> dict[str, int]:
     """The tables of `source` and their row counts, in copy order (for a progress total). A
     table that cannot be opened is refused as `migrate` refuses a damaged source (it was
-    LanceDB's traceback)."""
+    LanceDB's traceback); `schemas` as `migrate` takes them."""
     db = source.connect()
     try:
         return {name: db.open_table(name).count_rows() for name in sorted(db.list_tables().tables)}
     except (ValueError, RuntimeError, OSError):
-        _check_source(source)  # (names the damage, when `doctor` finds it)
+        _check_source(source, schemas)  # (names the damage, when `doctor` finds it)
         raise
 
 
@@ -48,9 +48,12 @@ def migrate(
     source: StoreLocation,
     target: StoreLocation,
     *,
+    schemas: Mapping[str, pa.Schema] | None = None,
     progress: Callable[[int], None] = lambda _n: None,
 ) -> list[Copied]:
     """Copy every table of `source` into `target` and verify it; `progress(n)` per batch of rows.
+    The source is first checked as `doctor` checks it, each table against its schema: this
+    layer's own, and `schemas` (the knowledge tables', which this layer does not know).
 
     Raises `InvalidInput` (field `to`) when the target already holds tables or is the source,
     and `StorageError` when a copied table does not match its source. A target that holds a
@@ -65,7 +68,7 @@ def migrate(
     with source.lock("write", -1), source.lock("knowledge", -1), target.lock("write", -1):
         for name in _check_empty(source, target, dst_db):  # (again, under the lock)
             dst_db.drop_table(name)
-        _check_source(source)
+        _check_source(source, schemas)
         names = sorted(src_db.list_tables().tables)
         manifest.mark_migrating(target, str(source), names)  # until the last table is verified
         versions = {}
@@ -154,13 +157,13 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
-def _check_source(source: StoreLocation) -> None:
+def _check_source(source: StoreLocation, schemas: Mapping[str, pa.Schema] | None) -> None:
     """Refuse a damaged source: its tables, listed and read as they are, would make a copy
     that `doctor` finds healthy (a lost table simply absent, a lost newest version replaced by
     the one before it: forgotten rows and edges back)."""
     from octobrain.store.doctor import diagnose
 
-    problems = [p for p in diagnose(source).problems if p.damage]
+    problems = [p for p in diagnose(source, schemas).problems if p.damage]
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise StorageError(
