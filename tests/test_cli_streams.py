@@ -217,6 +217,16 @@ def test_a_question_asked_at_a_terminal_stays_out_of_the_answer(env: dict[str, s
     assert err.startswith(b"Restore every scope of ") and err.endswith(b"? [y/N]: ")
 
 
+def test_hook_install_asks_on_stderr(env: dict[str, str], tmp_path: Path) -> None:
+    # `hook install` asked `Write …? [Y/n]: ` on stdout, into a pipe the person reading the
+    # diff there never saw it in; `forget` and `restore` ask on stderr.
+    settings = tmp_path / "settings.json"
+    code, out, err = _answered_at_a_terminal(env, "hook", "install", "--settings", str(settings))
+    assert code == 0 and settings.exists(), err
+    assert err == f"Write {settings}? [Y/n]: ".encode()
+    assert out.startswith(b"--- ") and f"hooks written to {settings}".encode() in out
+
+
 def test_a_person_declining_at_a_terminal_is_told_nothing_changed(
     env: dict[str, str], tmp_path: Path
 ) -> None:

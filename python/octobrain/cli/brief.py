@@ -241,7 +241,8 @@ def hook_install(settings_path: Path | None, project: bool, command: str | None,
     if not yes:
         if refused:  # the rule `memory forget` follows
             raise yes_required("write", " (nothing written)")
-        if not click.confirm(f"Write {settings_path}?", default=True):
+        # (The question on stderr, as `memory forget` asks: stdout is the answer's.)
+        if not click.confirm(f"Write {settings_path}?", default=True, err=True):
             click.echo("nothing written")
             return
     write_atomic_file(settings_path, new_text, "settings")
