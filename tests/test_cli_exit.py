@@ -301,6 +301,8 @@ def test_each_kind_of_failure_exits_with_the_code_help_gives(
     helped = octobrain("--help", env=env).stdout
     assert "Exit codes, the same for every command:" in helped
     assert "\n    2    bad input" in helped and "\n    143  ended by SIGTERM" in helped
+    # Declining at a terminal is no failure (test_cli_streams: exit 0, nothing changed).
+    assert 'or a question answered "no"\n' in helped and ": nothing changed\n" in helped
     scope = ["--scope", "github.com/acme/api"]
     missing = str(tmp_path / "missing.jsonl")
     assert run("memory", *scope, "memorize", "-t", "Primary database", "-c", "Postgres 16.")[0] == 0

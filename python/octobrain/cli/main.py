@@ -28,7 +28,8 @@ Output: a command that prints data takes --format text|json; its answer
 alone goes to stdout, progress lines and errors to stderr.
 \b
 Exit codes, the same for every command:
-  0    done (`doctor`: nothing is wrong)
+  0    done (`doctor`: nothing is wrong), or a question answered "no"
+       at a terminal (`forget`, `restore`, `hook install`): nothing changed
   1    a failure that is not the command line's: a damaged store (or
        `doctor` found a problem), a model, the service or a URL's server
        that cannot answer, an answer or output file that cannot be
