@@ -316,7 +316,8 @@ def test_a_client_that_never_reads_its_answers_is_not_read_past_the_in_flight_ca
 
     import anyio
 
-    from octobrain.server.wire import MAX_IN_FLIGHT, CappedStdin, CountedWrites
+    from octobrain.server.counted import CountedWrites
+    from octobrain.server.wire import MAX_IN_FLIGHT, CappedStdin
 
     requests = b"".join(
         b'{"jsonrpc":"2.0","id":%d,"method":"tools/list"}\n' % i for i in range(100)

@@ -491,7 +491,8 @@ async def serve_stdio(
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
 
-    from octobrain.server.wire import CappedStdin, CountedReads, CountedWrites
+    from octobrain.server.counted import CountedReads, CountedWrites
+    from octobrain.server.wire import CappedStdin
 
     if stdin is None:
         stdin = CappedStdin()  # the size and depth caps; closing it ends the process promptly
