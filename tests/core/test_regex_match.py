@@ -142,6 +142,34 @@ def test_a_backreference_is_refused_as_one(pattern: str, named: str | None) -> N
     assert named is None or f"({named} matches what a group matched" in str(e.value)
 
 
+@pytest.mark.parametrize(
+    ("pattern", "said"),
+    [
+        (
+            "(?>a*)a",
+            "atomic groups are not supported ((?>…) keeps what it first matched; write (?:…)",
+        ),
+        ("(a)?(?(1)b|c)", "conditionals are not supported ((?(1)…) picks a branch"),
+        (r"\((?:[^()]|(?R))*\)", "recursion is not supported ((?R) matches a pattern inside"),
+        ("(?<x>a(?&x)?b)", "recursion is not supported ((?&x) matches"),
+        (r"ab\Kc", r"\K is not supported (\K leaves what matched before it out of the match"),
+        ("a*+a", "possessive quantifiers are not supported (*+ gives nothing back; write *:"),
+        ("a{2}+", "possessive quantifiers are not supported ({2}+ gives nothing back; write {2}:"),
+    ],
+)
+def test_a_construct_that_needs_backtracking_is_refused_by_name(pattern: str, said: str) -> None:
+    # Each was "unrecognized flag" or "unrecognized escape sequence", or (`(?R)`, `a*+`)
+    # accepted as something else: `a*+a` matched "aa", which Python's `re` never matches.
+    with pytest.raises(ValueError, match=r"^pattern: invalid regular expression: ") as e:
+        match_lines(["aa", "(ab)", "abc", "ac"], pattern)
+    assert said in str(e.value)
+
+
+@pytest.mark.parametrize("pattern", [r"[*+]+", r"\*+", r"\x{2A}+", r"[[:punct:]*+]", r"\\K"])
+def test_an_escaped_or_bracketed_quantifier_is_no_construct(pattern: str) -> None:
+    assert match_lines(["a*+ \\K"], pattern).matches
+
+
 def test_an_escaped_backslash_is_no_backreference() -> None:
     with pytest.raises(ValueError, match=r"^pattern: (?s:.*)unrecognized flag"):
         match_lines(["x"], r"\\k<x>(?#)")

@@ -2,8 +2,9 @@
 
 Runs the Rust `regex` engine (finite automata: linear time, no catastrophic backtracking, a
 bounded compiled size). Syntax is the `regex` crate's, close to Python's `re` minus
-backreferences and look-around. Under a time limit, a line whose worst case could outlast it is
-searched by an engine that reads the clock as it goes, with the same results.
+backreferences, look-around and the other constructs that need backtracking (`_UNSUPPORTED`).
+Under a time limit, a line whose worst case could outlast it is searched by an engine that reads
+the clock as it goes, with the same results.
 """
 
 from __future__ import annotations
@@ -19,10 +20,34 @@ from octobrain.safe_text import client_text
 
 __all__ = ["LineMatch", "MatchResult", "TimeLimitExceeded", "match_lines"]
 
-# A group referred to again by name or number, as backtracking engines spell it: the `regex`
-# crate reads `(?P=x)` as an unknown flag and `\k<x>` as an unknown escape, which told a
-# Python user nothing. An escaped character is consumed whole, so `\\k<x>` is no reference.
-_BACKREFERENCE = re.compile(r"\\[kg](?:<[^>]*>|'[^']*'|\{[^}]*\}|-?[0-9]+)|\(\?P=[^)]*\)|\\.", re.S)
+# Constructs of backtracking engines (Python's `re`, PCRE) that this engine lacks, each with
+# what it says instead: the `regex` crate read most as an unknown flag or escape, which told a
+# Python user nothing, and `a*+` as `(?:a*)+`, which matches where Python's never would.
+# `{spelled}` is the construct as written; `{plain}` is it without its last character.
+_UNSUPPORTED = {
+    r"\\[kg](?:<[^>]*>|'[^']*'|\{[^}]*\}|-?[0-9]+)|\(\?P=[^)]*\)": "backreferences are not "
+    "supported ({spelled} matches what a group matched; this engine runs in linear time "
+    "without them)",
+    r"\(\?>": "atomic groups are not supported ({spelled}…) keeps what it first matched; write "
+    "(?:…): this engine never backtracks, so it needs none to stay fast)",
+    r"(?:[*+?]|\{[0-9]+(?:,[0-9]*)?\})\+": "possessive quantifiers are not supported ({spelled} "
+    "gives nothing back; write {plain}: this engine never backtracks, so it needs none to stay "
+    "fast)",
+    r"\(\?\([^)]*\)": "conditionals are not supported ({spelled}…) picks a branch by what matched "
+    "before; there is no equivalent: match either branch with (?:…|…))",
+    r"\(\?(?:R|[+-]?[0-9]+|&\w+|P>\w+)\)": "recursion is not supported ({spelled} matches a "
+    "pattern inside itself; spell out each level of nesting to match, as (?:[^()]|\\([^()]*\\))*)",
+    r"\\K": "\\K is not supported ({spelled} leaves what matched before it out of the match; "
+    "write the pattern without it: the same lines match)",
+}
+# One group per construct, then escapes (`\\x{41}` whole) and character classes: consumed
+# whole, `\\k<x>`, `\\x{41}+` or `[*+]` spells none of them.
+_SCAN = re.compile(
+    "|".join(f"({construct})" for construct in _UNSUPPORTED)
+    + r"|\\[xuUpP]\{[^}]*\}|\\.|\[\^?\]?(?:\[:\^?\w+:\]|\\.|[^\]\\])*\]",
+    re.S,
+)
+_MESSAGES = list(_UNSUPPORTED.values())
 
 
 class LineMatch(NamedTuple):
@@ -79,29 +104,20 @@ def match_lines(
     for name, value in integers:
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidInput(name, "must be an integer")
-    try:
-        raw, truncated = _core.match_lines(
-            texts, pattern, bool(ignore_case), max_matches, context, seconds, context_chars
-        )
-    except TimeLimitExceeded:
-        raise
-    except ValueError as exc:
-        said = str(exc).rsplit("error: ", 1)[-1]
-        reference = _backreference(pattern) if said.startswith("unrecognized ") else None
-        if reference is None:
-            raise
-        raise InvalidInput(
-            "pattern",
-            "invalid regular expression: backreferences are not supported "
-            f"({client_text(reference, 40)} "
-            "matches what a group matched; this engine runs in linear time without them)",
-        ) from None
+    unsupported = _unsupported(pattern)
+    if unsupported is not None:
+        raise InvalidInput("pattern", f"invalid regular expression: {unsupported}")
+    raw, truncated = _core.match_lines(
+        texts, pattern, bool(ignore_case), max_matches, context, seconds, context_chars
+    )
     return MatchResult([LineMatch(*m) for m in raw], truncated)
 
 
-def _backreference(pattern: str) -> str | None:
-    """The first backreference `pattern` spells (`(?P=x)`, `\\k<x>`, `\\g{1}`...), else None."""
-    for found in _BACKREFERENCE.finditer(pattern):
-        if len(found[0]) > 2:  # (an escaped character is two)
-            return found[0]
+def _unsupported(pattern: str) -> str | None:
+    """What is said of the first construct in `_UNSUPPORTED` that `pattern` spells, else None."""
+    for found in _SCAN.finditer(pattern):
+        if found.lastindex is not None:
+            spelled = client_text(found[0], 40)
+            plain = client_text(found[0][:-1], 40)
+            return _MESSAGES[found.lastindex - 1].format(spelled=spelled, plain=plain)
     return None
