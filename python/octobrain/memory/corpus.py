@@ -37,8 +37,11 @@ from octobrain.memory import build, corpus_apply, corpus_snapshot, tail
 from octobrain.memory.corpus_io import (
     CODED,
     LIGHT_COLUMNS,
+    ListCodes,
     latest_versions,
+    list_holds,
     sorted_ids,
+    take_rows,
 )
 from octobrain.memory.edges import EdgeMirror
 from octobrain.memory.page_check import SnapshotDamaged
@@ -126,7 +129,7 @@ class Corpus:
         self._added: dict[str, int] = {}  # ids appended after the sorted part
         self._buffers: dict[str, tuple[npt.NDArray[Any], npt.NDArray[Any]]] = {}  # (`corpus_apply`)
         self._cache: dict[int, Memory] = {}
-        self._lists: dict[tuple[str, int], tuple[npt.NDArray[np.int32], list[str]]] = {}
+        self._lists: ListCodes = {}  # (`list_holds`; `corpus_apply.add` clears it)
         # The version of the snapshot this mirror last matched (opened, written or tried).
         self._snap_version = None if snap is None else snap.version
         self.opened_snapshot = snap is not None  # whether it started from a snapshot
@@ -149,6 +152,20 @@ class Corpus:
         """Whether the mirror reads a snapshot's mapped files (opened one, or adopted the one
         it wrote) rather than only what it read from the store itself."""
         return self._source is not None
+
+    @property
+    def store(self) -> MemoryStore:
+        """The store the mirror follows."""
+        return self._store
+
+    @property
+    def version(self) -> int:
+        """The memories table's version the mirror is at (-1: nothing loaded yet)."""
+        return self._version
+
+    def addresses(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The Lance row address of each row at `positions`."""
+        return self._addr[positions]
 
     def rows(self) -> pa.Table:
         """The mirrored rows, once they are verified (a snapshot's are checked meanwhile)."""
@@ -308,7 +325,7 @@ class Corpus:
     def _codes_for(self, name: str, values: Sequence[str]) -> list[int]:
         return [self._code_of[name][v] for v in values if v in self._code_of[name]]
 
-    def _coded_in(self, name: str, values: Sequence[str]) -> npt.NDArray[np.bool_]:
+    def coded_in(self, name: str, values: Sequence[str]) -> npt.NDArray[np.bool_]:
         """Positions whose coded column `name` holds one of `values`: one comparison per
         value (a filter names a few), several times faster than `np.isin` at a million rows."""
         column = self._coded[name]
@@ -333,7 +350,7 @@ class Corpus:
         words a search from those scopes is scored by (`BM25Index.search`'s `seen`), so that
         how rare a word is counts only what the asker may see, and no other project's rows
         move its ranking or its relevance."""
-        return self._live & self._coded_in("scope", scopes)
+        return self._live & self.coded_in("scope", scopes)
 
     def allowed(
         self,
@@ -348,42 +365,18 @@ class Corpus:
     ) -> npt.NDArray[np.bool_]:
         """A mask over positions of the live, searchable rows a query may return."""
         states = (*_SEARCHABLE, State.ARCHIVED.value) if include_archived else _SEARCHABLE
-        mask = self._live & self._coded_in("scope", scopes)
-        mask &= self._coded_in("state", states)
+        mask = self._live & self.coded_in("scope", scopes)
+        mask &= self.coded_in("state", states)
         if memory_types:
-            mask &= self._coded_in("type", memory_types)
+            mask &= self.coded_in("type", memory_types)
         if created_after is not None:
             mask &= self._created >= micros(created_after)
         if created_before is not None:
             mask &= self._created < micros(created_before)
         for wanted, column in ((tags, "tags"), (related_files, "related_files")):
             if wanted:  # any of the wanted values
-                mask &= self._any_of(column, set(wanted))
+                mask &= list_holds(self.rows(), column, set(wanted), len(self._live), self._lists)
         return mask
-
-    def _any_of(self, column: str, wanted: set[str]) -> npt.NDArray[np.bool_]:
-        """Positions whose list `column` holds any of `wanted` (from cached encodings of the
-        list values, one per Arrow chunk)."""
-        hit = np.zeros(len(self._live), dtype=bool)
-        start = 0
-        for i, chunk in enumerate(self.rows().column(column).chunks):
-            if not pa.types.is_list(chunk.type):  # an empty store's column has no type yet
-                start += len(chunk)
-                continue
-            key = (column, i)
-            if key not in self._lists:  # (the rows change only in `corpus_apply.add`: it clears it)
-                encoded = pc.dictionary_encode(pc.list_flatten(chunk))
-                values = encoded.dictionary.to_pylist()
-                parents = np.asarray(pc.list_parent_indices(chunk), dtype=np.int32)
-                codes = np.asarray(encoded.indices, dtype=np.int32)
-                self._lists[key] = (np.stack([codes, parents]), values)
-            codes_parents, values = self._lists[key]
-            want = [j for j, v in enumerate(values) if v in wanted]
-            if want:
-                sel = np.isin(codes_parents[0], want)
-                hit[start + codes_parents[1][sel]] = True
-            start += len(chunk)
-        return hit
 
     def nearest(
         self, vector: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_], k: int
@@ -427,7 +420,7 @@ class Corpus:
         the ids (a list), and one array each of state, type, scope and source (strings),
         importance (as `row_to_memory` rounds it), created and last-accessed time (integer
         microseconds) and access count."""
-        rows = self._take(positions, ["id", "source", "importance"])
+        rows = self.take(positions, ["id", "source", "importance"])
         out: dict[str, Any] = {"id": rows.column("id").to_pylist()}
         source = pc.dictionary_encode(rows.column("source")).combine_chunks()
         names = np.asarray(source.dictionary.to_pylist(), dtype=object)
@@ -443,29 +436,12 @@ class Corpus:
         out["access_count"] = self._access[positions]
         return out
 
-    def _take(
+    def take(
         self, positions: Sequence[int] | npt.NDArray[np.int64], columns: Sequence[str] | None = None
     ) -> pa.Table:
-        """The rows at `positions`, in order, taken chunk by chunk. Arrow's take on a table of
-        several chunks (the snapshot's rows, then the rows read since) first copies every
-        chunk into one: at 100k memories, 83 MB copied by each query of a resident service
-        that had caught up, and every page of the snapshot's mapped rows made resident."""
+        """The rows at `positions` (their `columns`, else all), in order (`take_rows`)."""
         rows = self.rows() if columns is None else self.rows().select(list(columns))
-        at = np.asarray(positions, dtype=np.int64)
-        batches = rows.to_batches()
-        if len(batches) <= 1:
-            return rows.take(pa.array(at, pa.int64()))
-        starts = np.cumsum([0, *(b.num_rows for b in batches)])
-        chunk = np.searchsorted(starts, at, side="right") - 1
-        order = np.argsort(chunk, kind="stable")
-        parts = [
-            batches[c].take(pa.array(at[order][chunk[order] == c] - starts[c], pa.int64()))
-            for c in np.unique(chunk).tolist()
-        ]
-        taken = pa.Table.from_batches(parts, schema=rows.schema).combine_chunks()  # (few rows)
-        back = np.empty_like(order)
-        back[order] = np.arange(len(order))
-        return taken.take(pa.array(back, pa.int64()))
+        return take_rows(rows, positions)
 
     def held(self, memory_id: str) -> Memory | None:
         """The memory `memory_id` (a full id) as the mirror holds it, without catching up:
@@ -487,7 +463,7 @@ class Corpus:
             if len(self._cache) + len(missing) > _MAX_CACHED:
                 self._cache.clear()  # (then every asked position is made again)
                 missing = list(dict.fromkeys(positions))
-            rows = self._take(missing).to_pylist()
+            rows = self.take(missing).to_pylist()
             for pos, row in zip(missing, rows, strict=True):
                 memory = row_to_memory(row)
                 memory.access_count = int(self._access[pos])

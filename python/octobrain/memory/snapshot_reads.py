@@ -38,7 +38,7 @@ def served(corpus: Corpus, read: Callable[[Corpus], _T | None]) -> _T | None:
     """`read` of the mirror, when its store has not opened LanceDB and a current snapshot
     serves it; None (the caller reads the store) otherwise, or when `read` says None. A
     snapshot whose rows fail their check is discarded (the next process rebuilds it)."""
-    if corpus._store.connected or not corpus_snapshot.serve_current(corpus):
+    if corpus.store.connected or not corpus_snapshot.serve_current(corpus):
         return None
     try:
         return read(corpus)
@@ -68,18 +68,18 @@ def with_prefix(c: Corpus, prefix: str, scope: str, limit: int) -> list[tuple[st
     at = _visible(c, c.pos_of.starting_with(prefix), scope)
     if len(at) > limit:
         return None
-    rows = c._take(at, [*CHECKED, CHECKSUM]).to_pylist()
+    rows = c.take(at, [*CHECKED, CHECKSUM]).to_pylist()
     return sorted((str(row["id"]), shown_title(row)) for row in rows)
 
 
 def newest(c: Corpus, scope: str, memory_type: str | None, limit: int) -> list[Memory]:
     """`Brain.recent`: the `limit` newest memories visible from `scope`, not archived (of
     `memory_type`, when given), newest first, ties by id (the last first)."""
-    mask = c.seen_by(visible_scopes(scope)) & ~c._coded_in("state", [State.ARCHIVED.value])
+    mask = c.seen_by(visible_scopes(scope)) & ~c.coded_in("state", [State.ARCHIVED.value])
     if memory_type is not None:
-        mask &= c._coded_in("type", [memory_type])
+        mask &= c.coded_in("type", [memory_type])
     positions = np.flatnonzero(mask)
-    rows = c._take(positions, ["created_at", "id"])
+    rows = c.take(positions, ["created_at", "id"])
     order = pc.sort_indices(rows, [("created_at", "descending"), ("id", "descending")])
     listed = positions[order[:limit].to_numpy()].tolist()
     return [copy.copy(m) for m in c.memories_at(listed)]  # (the mirror's own are cached)
@@ -91,10 +91,10 @@ def columns(c: Corpus, scope: str, names: Sequence[str]) -> pa.Table | None:
     offset. None when that order cannot be told (a manifest not read, a row's fragment not
     in it)."""
     positions = np.flatnonzero(c.seen_by(visible_scopes(scope)))
-    fragments = operations.fragment_ids(c._store.location, MEMORIES, c._version)
+    fragments = operations.fragment_ids(c.store.location, MEMORIES, c.version)
     if fragments is None or (len(positions) and not fragments):
         return None
-    addr = c._addr[positions]
+    addr = c.addresses(positions)
     if len(positions):
         listed = np.asarray(fragments, dtype=np.int64)
         sorter = np.argsort(listed, kind="stable")
@@ -103,4 +103,4 @@ def columns(c: Corpus, scope: str, names: Sequence[str]) -> pa.Table | None:
         if (listed[rank] != addr >> 32).any():
             return None
         positions = positions[np.lexsort((addr & 0xFFFFFFFF, rank))]
-    return c._take(positions, list(names))
+    return c.take(positions, list(names))
