@@ -48,7 +48,7 @@ from octobrain.memory.corpus_io import (
 )
 from octobrain.memory.snapshot import Snapshot
 from octobrain.store.memories import Pinned
-from octobrain.store.schema import vector_matrix
+from octobrain.store.unit_vectors import vector_matrix
 
 __all__ = ["BATCH_ROWS", "build", "remove_scratch"]
 

@@ -16,8 +16,9 @@ from octobrain.errors import StorageError
 from octobrain.store import MemoryStore, addresses
 from octobrain.store.lancedb_import import lancedb_loop
 from octobrain.store.memories import Pinned
-from octobrain.store.schema import REEMBED, describe_unsound, unsound, vector_matrix
+from octobrain.store.schema import REEMBED
 from octobrain.store.sql import sql_in
+from octobrain.store.unit_vectors import describe_unsound, unsound, vector_matrix
 
 LIGHT_COLUMNS = [
     "id",
@@ -109,7 +110,7 @@ def vectors_of(rows: pa.Table) -> npt.NDArray[np.float32]:
 
 
 class DamagedVectors(StorageError):
-    """Stored embeddings that are not unit length (`schema.unsound`): a damaged data file of
+    """Stored embeddings that are not unit length (`unit_vectors.unsound`): a damaged data file of
     `memories`, never searched (it would outrank every other memory for any query)."""
 
     def __init__(self, first: str, length: float, count: int) -> None:

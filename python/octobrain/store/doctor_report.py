@@ -33,7 +33,7 @@ class TableCheck:
     rows_read: int = 0  # what reading every fragment gave
     damaged_fragments: list[int] = field(default_factory=list)
     unread: tuple[int, int] | None = None  # fragments [lo, hi) left unread (too much damage)
-    # Rows read whose embedding is not unit length (`schema.unsound`), the first of them
+    # Rows read whose embedding is not unit length (`unit_vectors.unsound`), the first of them
     # (its id) and that one's length.
     unsound_vectors: int = 0
     first_unsound: tuple[str, float] | None = None

@@ -29,14 +29,12 @@ from octobrain.store.schema import (
     SOURCES,
     chunk_verified,
     describe_garbled,
-    describe_unsound,
     edge_verified,
     source_verified,
-    unsound,
-    vector_matrix,
     verified,
 )
 from octobrain.store.table_files import NOT_REGULAR, access_repair, not_regular, unreadable
+from octobrain.store.unit_vectors import describe_unsound, unsound, vector_matrix
 from octobrain.store.upkeep import KEEP_VERSIONS_FOR
 from octobrain.store.versions import history_gap, lost_version
 
