@@ -18,7 +18,7 @@ from octobrain.embed.factory import get_embedder
 from octobrain.memory import corpus_apply
 from octobrain.memory.brain import Brain
 from octobrain.memory.corpus import Corpus
-from octobrain.store.memories import Pinned
+from octobrain.store.pinned import Pinned
 
 SCOPE = "github.com/acme/api"
 

@@ -344,7 +344,8 @@ def test_a_sleep_pass_reads_the_words_and_vectors_of_no_turn(
     row of the scope whole, turns included, with their words and vectors, before dropping the
     turns: a store of 200,000 turns and one note read them all. Only the tags are read of a
     turn now."""
-    from octobrain.store.memories import MemoryStore, Pinned
+    from octobrain.store.memories import MemoryStore
+    from octobrain.store.pinned import Pinned
 
     b = brain(tmp_path)
     b.ingest(parse_text(json.dumps([{"speaker": "Ana", "text": f"turn {i}"} for i in range(600)])))

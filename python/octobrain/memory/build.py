@@ -47,7 +47,7 @@ from octobrain.memory.corpus_io import (
     texts_of,
 )
 from octobrain.memory.snapshot import Snapshot
-from octobrain.store.memories import Pinned
+from octobrain.store.pinned import Pinned
 from octobrain.store.unit_vectors import vector_matrix
 
 __all__ = ["BATCH_ROWS", "build", "remove_scratch"]

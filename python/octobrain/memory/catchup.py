@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from octobrain.memory.corpus_io import READ, int64s
 from octobrain.store import addresses
-from octobrain.store.memories import Pinned
+from octobrain.store.pinned import Pinned
 
 if TYPE_CHECKING:
     from octobrain.memory.corpus import Corpus

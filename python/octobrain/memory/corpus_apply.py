@@ -26,7 +26,7 @@ from octobrain.memory.corpus_io import (
     texts_of,
     vectors_of,
 )
-from octobrain.store.memories import Pinned
+from octobrain.store.pinned import Pinned
 from octobrain.times import from_micros
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from octobrain.errors import StorageError
 from octobrain.store import MemoryStore, addresses
 from octobrain.store.lancedb_import import lancedb_loop
-from octobrain.store.memories import Pinned
+from octobrain.store.pinned import Pinned
 from octobrain.store.schema import REEMBED
 from octobrain.store.sql import sql_in
 from octobrain.store.unit_vectors import describe_unsound, unsound, vector_matrix

@@ -25,7 +25,7 @@ from octobrain.memory.catchup import ADDR, above, fragment_mark
 from octobrain.memory.corpus_io import int64s
 from octobrain.models import Relationship
 from octobrain.store import MemoryStore
-from octobrain.store.memories import Pinned
+from octobrain.store.pinned import Pinned
 from octobrain.store.schema import relationships_schema, row_to_relationship
 
 COLUMNS = [*relationships_schema().names, ADDR]

@@ -27,7 +27,8 @@ from octobrain.scope import GLOBAL_SCOPE
 from octobrain.store import import_marks, link_rules, schema
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
 from octobrain.store.failures import WriteFailed
-from octobrain.store.memories import MemoryStore, Pinned
+from octobrain.store.memories import MemoryStore
+from octobrain.store.pinned import Pinned
 from octobrain.store.schema import DONE, PENDING, REVERTING
 from octobrain.store.sql import sql_in
 from octobrain.times import utcnow

@@ -25,7 +25,8 @@ from octobrain.times import utcnow
 
 if TYPE_CHECKING:
     from octobrain.store.location import StoreLocation
-    from octobrain.store.memories import MemoryStore, Pinned
+    from octobrain.store.memories import MemoryStore
+    from octobrain.store.pinned import Pinned
 
 log = logging.getLogger(__name__)
 

@@ -46,6 +46,7 @@ from octobrain.store.columns import dim_damage
 from octobrain.store.failures import ModelMismatch, NotFound, WriteFailed, io_failure
 from octobrain.store.highwater import Commits
 from octobrain.store.location import StoreLocation
+from octobrain.store.pinned import Pinned
 from octobrain.store.schema import MEMORIES, RELATIONSHIPS
 from octobrain.store.sql import sql_in, sql_str, visible_where
 
@@ -61,38 +62,6 @@ LOCK_TIMEOUT_S = 120.0
 def invisible(memory_id: str, scope: str) -> str:
     """What a read by id says of a memory not visible from `scope`."""
     return f"no memory {memory_id} is visible from scope {scope or '(global)'!r}"
-
-
-class Pinned:
-    """Read-only `memories` as of one committed version (see `MemoryStore.pinned`)."""
-
-    def __init__(self, table: lancedb.table.Table) -> None:
-        self._table = table
-
-    def scan_arrow(self, where: str, *, columns: Sequence[str]) -> pa.Table:
-        return scans.scan_arrow(self._table, where, columns, None)
-
-    def scan_batches(
-        self, where: str, *, columns: Sequence[str], batch_rows: int
-    ) -> Iterator[pa.RecordBatch]:
-        """`scan_arrow` as batches of at most `batch_rows` rows, read as they are consumed
-        (in the same order), so a reader of the whole table never holds all of it."""
-        return scans.scan_batches(self._table, where, columns, batch_rows)
-
-    def count(self) -> int:
-        """Rows at this version (from the manifest: no data is read)."""
-        return int(self._table.count_rows())
-
-    def changes(
-        self, where: str, *, ids: Sequence[str] = (), addrs: Sequence[int] = ()
-    ) -> tuple[list[int], int, set[str], dict[int, str]]:
-        """The row addresses matching `where`, the row count, which of `ids` the table holds and
-        the id at each of the row addresses `addrs` (`store.addresses.changes`)."""
-        return addresses.changes(self._table, where, sql_in("id", ids) if ids else None, addrs)
-
-    def take(self, addrs: Sequence[int], columns: Sequence[str]) -> pa.Table:
-        """`columns` of the rows at these row addresses (`store.addresses.take`)."""
-        return addresses.take(self._table, addrs, columns)
 
 
 class MemoryStore:
