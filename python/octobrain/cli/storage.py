@@ -33,7 +33,7 @@ def migrate_cmd(target: str, options: tuple[str, ...], fmt: str) -> None:
     from pathlib import Path
 
     from octobrain.config import load_config, resolve_storage_uri, storage_options
-    from octobrain.config.schema import storage_options_problem
+    from octobrain.config.rules import storage_options_problem
     from octobrain.errors import InvalidInput
     from octobrain.knowledge.store import table_schemas
     from octobrain.store.location import StoreLocation, is_remote

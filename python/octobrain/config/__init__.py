@@ -1,9 +1,9 @@
 """Configuration: one TOML file, typed frozen dataclasses, every key with a default.
 
 `schema` holds the keys (sections as frozen dataclasses, each key with its default, doc and
-rule); `loader` finds the file and the data root, applies the environment overrides, checks
-every rule and renders a config back as TOML. Everything a caller needs is importable from
-here.
+rule; the rules are in `rules`); `loader` finds the file and the data root, applies the
+environment overrides, checks every rule and renders a config back as TOML. Everything a
+caller needs is importable from here.
 """
 
 from octobrain.config.loader import (

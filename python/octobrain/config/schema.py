@@ -8,12 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from octobrain.modelspec import parse_model_spec
+from octobrain.config.rules import (
+    Rule,
+    allow_hosts_rule,
+    base_url_rule,
+    bind_rule,
+    in_range,
+    model_rule,
+    one_of,
+    storage_options_problem,
+    storage_uri_rule,
+    token_rule,
+)
 
 CONFIG_VERSION = 1
 # A window of days reaching further back than a century is a typo, not a window, and a large
@@ -22,154 +31,12 @@ MAX_DAYS = 36_500
 # A briefing's token budget, the setting's and any one call's (`--max-tokens`, MCP).
 BRIEF_TOKENS = (50, 100_000)
 
-# A rule returns None when the value is fine, else the rule the value broke.
-Rule = Callable[[Any], "str | None"]
-
-
-def _range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> Rule:
-    def check(v: Any) -> str | None:
-        if isinstance(v, float) and not math.isfinite(v):
-            return "must be a finite number"
-        if lo is not None and (v <= lo if lo_open else v < lo):
-            if hi is None:
-                return f"must be {'>' if lo_open else '>='} {lo}"
-            return f"must be between {lo} and {hi}" + (" (exclusive of the lower bound)" * lo_open)
-        if hi is not None and v > hi:
-            return f"must be <= {hi}" if lo is None else f"must be between {lo} and {hi}"
-        return None
-
-    return check
-
-
-def _choice(*allowed: str) -> Rule:
-    def check(v: Any) -> str | None:
-        return None if v in allowed else f"must be one of {', '.join(allowed)}"
-
-    return check
-
 
 def _opt(default: Any, doc: str, rule: Rule | None = None) -> Any:
     """A config key: its default, a one-line doc (the template's comment) and a rule."""
     if isinstance(default, tuple):
         return field(default_factory=lambda: default, metadata={"doc": doc, "rule": rule})
     return field(default=default, metadata={"doc": doc, "rule": rule})
-
-
-def _model_rule(v: Any) -> str | None:
-    try:
-        parse_model_spec(v)
-    except ValueError as exc:
-        return str(exc).split(": ", 1)[-1]
-    return None
-
-
-_STORE_SCHEMES = ("s3", "s3+ddb", "gs", "az", "abfs")
-
-
-def storage_uri_rule(v: Any) -> str | None:
-    scheme, sep, _ = v.partition("://")
-    if sep and scheme.lower() not in _STORE_SCHEMES:
-        return f"must be a local path or a URI with one of the schemes {', '.join(_STORE_SCHEMES)}"
-    return None
-
-
-# The retry options octobrain reads itself (for the lease and records, besides LanceDB): a
-# value neither reads was a traceback at the first request (`int('abc')`).
-_RETRY_OPTIONS = {
-    "client_max_retries": (r"[0-9]{1,3}", "a whole number of retries, 0–999"),
-    "client_retry_timeout": (r"[0-9]{1,6}(\.[0-9]+)?", "a number of seconds, 0–999999"),
-}
-
-
-def storage_options_problem(v: Any) -> str | None:
-    """What is wrong with a list of storage options (`key=value` each, a key once, the retry
-    options numbers), or None."""
-    given: set[str] = set()  # the keys read, in lower case
-    for item in v:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            return f"each entry must be key=value; got {item!r}"
-        # (read into a dict, the last entry of a key won without a word; its values are not
-        # shown: an option may hold a credential)
-        if key.strip().lower() in given:
-            return f"names {key.strip()!r} twice; give each key once"
-        given.add(key.strip().lower())
-        pattern, what = _RETRY_OPTIONS.get(key.strip(), ("", ""))
-        if pattern and not re.fullmatch(pattern, value.strip()):
-            return f"{key.strip()} must be {what}; got {value.strip()!r}"
-    return None
-
-
-def _base_url_rule(v: Any) -> str | None:
-    if v == "":
-        return None
-    m = re.match(r"^(https?)://([^/:]+|\[[^\]]+\])(:[0-9]{1,5})?(/.*)?$", v)  # ASCII digits
-    if not m:
-        return "must be an http(s) URL such as https://api.example.com/v1"
-    loopback = m.group(2) in ("localhost", "127.0.0.1", "[::1]")
-    if m.group(1) == "http" and not loopback:
-        return "must use https unless the host is loopback (API keys travel in headers)"
-    return None
-
-
-BIND_RULE = "must be HOST:PORT with a port of ASCII digits in 1..65535"
-MIN_TOKEN_CHARS = 16  # a bearer token's least length (`mcp.token`, `--token`)
-
-
-def split_bind(bind: str) -> tuple[str, int] | None:
-    """`HOST:PORT` as (host as given, port), or None when it breaks `BIND_RULE`. ASCII digits
-    only: `isdigit` takes full-width digits (`０８０`, read by int as 80) and superscripts (`²`,
-    which int refuses)."""
-    host, _, port = bind.rpartition(":")
-    if not host or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
-        return None
-    return host, int(port)
-
-
-def _bind_rule(v: Any) -> str | None:
-    if v == "" or split_bind(v) is not None:
-        return None
-    return f"{BIND_RULE}, e.g. 127.0.0.1:8765"
-
-
-def _allow_hosts_rule(v: Any) -> str | None:
-    import ipaddress
-
-    for item in v:
-        try:
-            ipaddress.ip_network(item, strict=False)
-            continue
-        except ValueError:
-            pass
-        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?", item):
-            return f"{item!r} is neither an IP address, a CIDR network nor a host name"
-    return None
-
-
-def _token_rule(v: Any) -> str | None:
-    if v == "":
-        return None
-    if len(v) < MIN_TOKEN_CHARS:
-        return f"must be empty or at least {MIN_TOKEN_CHARS} characters"
-    return token_problem(v)
-
-
-def token_problem(token: str) -> str | None:
-    """Why clients could never send `token` in `Authorization: Bearer <token>`, or None: a
-    header carries printable ASCII, and a server reads it without spaces at either end. The
-    token itself is not quoted (it is a secret)."""
-    if token != token.strip(" \t"):
-        held = "a space at its start or end"
-    elif any(ord(c) > 126 for c in token):
-        held = "a character outside ASCII"
-    elif any(ord(c) < 32 or ord(c) == 127 for c in token):
-        held = "a control character"
-    else:
-        return None
-    return (
-        "must be printable ASCII with no space at either end, as clients send it in "
-        f"'Authorization: Bearer <token>'; this one holds {held}"
-    )
 
 
 @dataclass(frozen=True)
@@ -180,17 +47,17 @@ class EmbeddingConfig:
         "minilm",
         "minilm (bundled all-MiniLM-L6-v2, offline) | fastembed:<name> | openai:<model> | "
         "voyage:<model> | jina:<model> | hash:<dim> (tests)",
-        _model_rule,
+        model_rule,
     )
-    batch_size: int = _opt(32, "texts per model call when embedding in bulk", _range(1, 2048))
+    batch_size: int = _opt(32, "texts per model call when embedding in bulk", in_range(1, 2048))
     timeout_secs: float = _opt(
-        30.0, "timeout of one cloud embedding request, seconds", _range(0, 600, lo_open=True)
+        30.0, "timeout of one cloud embedding request, seconds", in_range(0, 600, lo_open=True)
     )
     allow_download: bool = _opt(
         False, "let fastembed download a model that is not cached (network access)"
     )
     base_url: str = _opt(
-        "", "override the cloud provider's API base URL (empty: the provider's)", _base_url_rule
+        "", "override the cloud provider's API base URL (empty: the provider's)", base_url_rule
     )
 
 
@@ -214,7 +81,7 @@ class StorageConfig:
         1000,
         "on object storage, how old a read may be: another machine's writes show within this "
         "time (0: ask the bucket on every read); writes always start from the latest version",
-        _range(0, 60000),
+        in_range(0, 60000),
     )
 
 
@@ -225,9 +92,9 @@ class HydeConfig:
     enabled: bool = _opt(
         False, "blend the query vector with the centroid of the top results (measured: no gain)"
     )
-    top_k: int = _opt(3, "results in the centroid", _range(1, 50))
-    alpha: float = _opt(0.5, "weight kept on the original query vector", _range(0, 1))
-    min_results: int = _opt(2, "results needed before blending", _range(1, 50))
+    top_k: int = _opt(3, "results in the centroid", in_range(1, 50))
+    alpha: float = _opt(0.5, "weight kept on the original query vector", in_range(0, 1))
+    min_results: int = _opt(2, "results needed before blending", in_range(1, 50))
 
 
 @dataclass(frozen=True)
@@ -235,37 +102,39 @@ class SearchConfig:
     """`[search]`: the hybrid retrieval pipeline."""
 
     min_relevance: float = _opt(
-        0.3, "default threshold on calibrated relevance (cosine similarity)", _range(0, 1)
+        0.3, "default threshold on calibrated relevance (cosine similarity)", in_range(0, 1)
     )
-    default_limit: int = _opt(5, "results when the caller gives no limit", _range(1, 1000))
-    max_results: int = _opt(50, "hard ceiling on results per search", _range(1, 1000))
-    candidates: int = _opt(100, "candidates per leg (vector, BM25) before fusion", _range(1, 10000))
+    default_limit: int = _opt(5, "results when the caller gives no limit", in_range(1, 1000))
+    max_results: int = _opt(50, "hard ceiling on results per search", in_range(1, 1000))
+    candidates: int = _opt(
+        100, "candidates per leg (vector, BM25) before fusion", in_range(1, 10000)
+    )
     fusion: str = _opt(
         "zscore",
         "zscore | minmax (score fusion over both legs' candidates) | rrf (ranks only)",
-        _choice("rrf", "minmax", "zscore"),
+        one_of("rrf", "minmax", "zscore"),
     )
-    rrf_k: int = _opt(60, "k of reciprocal-rank fusion", _range(1, 100000))
-    vector_weight: float = _opt(1.0, "weight of the vector leg in fusion", _range(0, 100))
-    bm25_weight: float = _opt(1.0, "weight of the BM25 leg in fusion", _range(0, 100))
+    rrf_k: int = _opt(60, "k of reciprocal-rank fusion", in_range(1, 100000))
+    vector_weight: float = _opt(1.0, "weight of the vector leg in fusion", in_range(0, 100))
+    bm25_weight: float = _opt(1.0, "weight of the BM25 leg in fusion", in_range(0, 100))
     importance_weight: float = _opt(
-        0.1, "bounded boost from decayed importance (0 = off)", _range(0, 1)
+        0.1, "bounded boost from decayed importance (0 = off)", in_range(0, 1)
     )
-    recency_weight: float = _opt(0.1, "bounded boost from recency (0 = off)", _range(0, 1))
+    recency_weight: float = _opt(0.1, "bounded boost from recency (0 = off)", in_range(0, 1))
     recency_decay_days: float = _opt(
-        30.0, "recency = exp(-age_days / this)", _range(0, None, lo_open=True)
+        30.0, "recency = exp(-age_days / this)", in_range(0, None, lo_open=True)
     )
     ann_min_rows: int = _opt(
         200_000,
         "from this many memories the first vector pass is LanceDB's ANN index, re-scored "
         "exactly (0: always exact)",
-        _range(0, None),
+        in_range(0, None),
     )
     snapshot_min_rows: int = _opt(
         5_000,
         "from this many memories a memory-mapped snapshot of the search mirror is kept on this "
         "machine, so a new process opens it instead of reading the whole store (0: never)",
-        _range(0, None),
+        in_range(0, None),
     )
     hyde: HydeConfig = field(default_factory=HydeConfig)
 
@@ -288,21 +157,21 @@ def _half_life_rule(v: Any) -> str | None:
 class MemoryConfig:
     """`[memory]`: importance, decay and links."""
 
-    default_importance: float = _opt(0.5, "importance of a new memory", _range(0, 1))
+    default_importance: float = _opt(0.5, "importance of a new memory", in_range(0, 1))
     decay_enabled: bool = _opt(True, "let unused memories fade in the ranking (never deleted)")
     decay_half_life_days: float = _opt(
         90.0, "days for importance to halve without access", _half_life_rule
     )
-    access_boost_factor: float = _opt(1.2, "reinforcement per access (log-scaled)", _range(1, 10))
-    min_importance_threshold: float = _opt(0.05, "floor of decayed importance", _range(0, 1))
+    access_boost_factor: float = _opt(1.2, "reinforcement per access (log-scaled)", in_range(1, 10))
+    min_importance_threshold: float = _opt(0.05, "floor of decayed importance", in_range(0, 1))
     auto_linking_enabled: bool = _opt(True, "link a new memory to its nearest neighbours")
-    auto_link_threshold: float = _opt(0.78, "cosine similarity needed to auto-link", _range(0, 1))
-    max_auto_links_per_memory: int = _opt(5, "at most this many auto links", _range(0, 100))
+    auto_link_threshold: float = _opt(0.78, "cosine similarity needed to auto-link", in_range(0, 1))
+    max_auto_links_per_memory: int = _opt(5, "at most this many auto links", in_range(0, 100))
     bidirectional_links: bool = _opt(True, "auto links go both ways")
     secrets: str = _opt(
         "refuse",
         "credentials (API keys, tokens, private keys) in title/content: refuse | redact | allow",
-        _choice("refuse", "redact", "allow"),
+        one_of("refuse", "redact", "allow"),
     )
 
 
@@ -311,19 +180,19 @@ class ConsolidationConfig:
     """`[consolidation]`: sleep consolidation of near-duplicates and goal closing."""
 
     sleep_enabled: bool = _opt(True, "cluster recent near-duplicates lazily at startup")
-    interval_hours: float = _opt(24.0, "minimum hours between passes per scope", _range(1, None))
-    threshold: float = _opt(0.85, "cosine similarity within a cluster", _range(0, 1))
-    min_cluster_size: int = _opt(3, "smallest cluster that is merged", _range(2, 1000))
+    interval_hours: float = _opt(24.0, "minimum hours between passes per scope", in_range(1, None))
+    threshold: float = _opt(0.85, "cosine similarity within a cluster", in_range(0, 1))
+    min_cluster_size: int = _opt(3, "smallest cluster that is merged", in_range(2, 1000))
     max_age_days: float = _opt(
-        7.0, "only memories younger than this", _range(0, MAX_DAYS, lo_open=True)
+        7.0, "only memories younger than this", in_range(0, MAX_DAYS, lo_open=True)
     )
     # Complete linkage: every pair in a cluster is at least `threshold` similar (no chaining).
-    linkage: str = _opt("complete", "complete | average", _choice("average", "complete"))
+    linkage: str = _opt("complete", "complete | average", one_of("average", "complete"))
     member_importance_factor: float = _opt(
-        0.2, "importance multiplier of consolidated members", _range(0, 1)
+        0.2, "importance multiplier of consolidated members", in_range(0, 1)
     )
     goal_parent_boost: float = _opt(
-        1.1, "parent importance = max(sources) x this, capped at 1", _range(1, 2)
+        1.1, "parent importance = max(sources) x this, capped at 1", in_range(1, 2)
     )
     detect_conflicts: bool = _opt(
         True,
@@ -334,7 +203,7 @@ class ConsolidationConfig:
     archive_after_days: float = _opt(
         90.0,
         "archive once decayed importance sat at the floor, untouched, this long",
-        _range(0, MAX_DAYS, lo_open=True),
+        in_range(0, MAX_DAYS, lo_open=True),
     )
 
 
@@ -343,25 +212,25 @@ class BriefConfig:
     """`[brief]`: the session briefing (`octobrain brief`, the SessionStart hook, MCP prompt)."""
 
     max_tokens: int = _opt(
-        1500, "token budget of a briefing (the embedder's tokenizer)", _range(*BRIEF_TOKENS)
+        1500, "token budget of a briefing (the embedder's tokenizer)", in_range(*BRIEF_TOKENS)
     )
     recent_days: float = _opt(
-        14.0, "what happened this recently may appear under Recent", _range(0, None, lo_open=True)
+        14.0, "what happened this recently may appear under Recent", in_range(0, None, lo_open=True)
     )
     achieved_days: float = _opt(
-        30.0, "goals closed this recently appear as achieved", _range(0, None, lo_open=True)
+        30.0, "goals closed this recently appear as achieved", in_range(0, None, lo_open=True)
     )
     duplicate_threshold: float = _opt(
-        0.9, "cosine similarity at which two items collapse into one", _range(0, 1)
+        0.9, "cosine similarity at which two items collapse into one", in_range(0, 1)
     )
-    max_items_per_section: int = _opt(12, "at most this many items per section", _range(1, 200))
+    max_items_per_section: int = _opt(12, "at most this many items per section", in_range(1, 200))
     gist_after_days: float = _opt(
-        7.0, "episodic memories older than this may be shown as a gist", _range(0, None)
+        7.0, "episodic memories older than this may be shown as a gist", in_range(0, None)
     )
     gist_strength: float = _opt(
-        0.3, "and only when their decayed importance fell below this", _range(0, 1)
+        0.3, "and only when their decayed importance fell below this", in_range(0, 1)
     )
-    gist_max_chars: int = _opt(240, "longest gist, characters", _range(40, 10_000))
+    gist_max_chars: int = _opt(240, "longest gist, characters", in_range(40, 10_000))
     session_neighbour: bool = _opt(
         True, "remember brings one memory of the same session along (labelled)"
     )
@@ -371,59 +240,59 @@ class BriefConfig:
 class KnowledgeConfig:
     """`[knowledge]`: external documents."""
 
-    chunk_size: int = _opt(1200, "bytes per child chunk", _range(100, 1_000_000))
-    chunk_overlap: int = _opt(300, "bytes shared by neighbouring chunks", _range(0, 1_000_000))
-    parent_size: int = _opt(4800, "bytes per parent section", _range(100, 10_000_000))
+    chunk_size: int = _opt(1200, "bytes per child chunk", in_range(100, 1_000_000))
+    chunk_overlap: int = _opt(300, "bytes shared by neighbouring chunks", in_range(0, 1_000_000))
+    parent_size: int = _opt(4800, "bytes per parent section", in_range(100, 10_000_000))
     chunk_fit_model: bool = _opt(
         True,
         "also cut each chunk (with its title header) to the embedding model's input window, "
         "counted with its tokenizer (the bundled MiniLM reads 256 tokens)",
     )
-    outdating_days: float = _opt(15.0, "a URL older than this is re-fetched", _range(0, None))
-    max_results: int = _opt(5, "results per knowledge search", _range(1, 1000))
+    outdating_days: float = _opt(15.0, "a URL older than this is re-fetched", in_range(0, None))
+    max_results: int = _opt(5, "results per knowledge search", in_range(1, 1000))
     session_ttl_hours: float = _opt(
-        120.0, "session notes older than this are removed", _range(0, None, lo_open=True)
+        120.0, "session notes older than this are removed", in_range(0, None, lo_open=True)
     )
     min_relevance: float = _opt(
         0.3,
         "results below this calibrated relevance (cosine / word coverage) are dropped",
-        _range(0, 1),
+        in_range(0, 1),
     )
     max_matches: int = _opt(
-        100, "default cap on lines returned by `knowledge match`", _range(1, 10000)
+        100, "default cap on lines returned by `knowledge match`", in_range(1, 10000)
     )
     read_page_bytes: int = _opt(
         64 * 1024,
         "most text one MCP `knowledge read` reply holds, bytes (whole lines; the reply says "
         "where the next page starts)",
-        _range(1024, 2**30),
+        in_range(1024, 2**30),
     )
     max_session_notes: int = _opt(
         1_000,
         "most `knowledge store` notes one session keeps at a time (a note past it is refused "
         "until the session deletes one, or they expire after session_ttl_hours)",
-        _range(1, 10_000_000),
+        in_range(1, 10_000_000),
     )
     max_session_note_bytes: int = _opt(
         32 * 1024 * 1024,
         "most bytes of UTF-8 text one session's notes hold together (each note is at most 32,768)",
-        _range(1, 2**40),
+        in_range(1, 2**40),
     )
     max_scope_notes: int = _opt(
         10_000,
         "most `knowledge store` notes all sessions of one project keep together (a client "
         "naming a new session for each batch gets no new room; they expire after "
         "session_ttl_hours)",
-        _range(1, 10_000_000),
+        in_range(1, 10_000_000),
     )
     max_source_bytes: int = _opt(
-        50 * 1024 * 1024, "largest file or download accepted, bytes", _range(1, 2**40)
+        50 * 1024 * 1024, "largest file or download accepted, bytes", in_range(1, 2**40)
     )
     max_source_chunks: int = _opt(
         10_000,
         "most chunks one source may make (each is embedded: 10,000 is about 9 MB of prose); a "
         "source that would make more is refused before any is embedded",
-        _range(1, 10_000_000),
+        in_range(1, 10_000_000),
     )
     mcp_max_source_chunks: int = _opt(
         1_000,
@@ -431,19 +300,19 @@ class KnowledgeConfig:
         "of CPU each with the bundled model, every other client's knowledge call waiting): a "
         "source over it is refused before any is embedded, and indexed at the command line "
         "instead, up to max_source_chunks",
-        _range(1, 10_000_000),
+        in_range(1, 10_000_000),
     )
     fetch_timeout_secs: float = _opt(
         30.0,
         "time allowed for fetching one URL (every redirect hop and the whole body), seconds",
-        _range(0, 600, lo_open=True),
+        in_range(0, 600, lo_open=True),
     )
-    max_redirects: int = _opt(5, "redirects followed per URL", _range(0, 50))
+    max_redirects: int = _opt(5, "redirects followed per URL", in_range(0, 50))
     allow_private_hosts: tuple[str, ...] = _opt(
         (),
         "hosts, IPs or CIDR networks (e.g. 127.0.0.1, 10.0.0.0/8, docs.internal) that URLs may "
         "reach although private, loopback or link-local (refused by default)",
-        _allow_hosts_rule,
+        allow_hosts_rule,
     )
     allow_paths: tuple[str, ...] = _opt(
         (),
@@ -456,25 +325,25 @@ class KnowledgeConfig:
 class McpConfig:
     """`[mcp]`: the MCP server."""
 
-    bind: str = _opt("", "HOST:PORT for streamable HTTP (empty: stdio)", _bind_rule)
-    token: str = _opt("", "bearer token; required for a non-loopback bind", _token_rule)
+    bind: str = _opt("", "HOST:PORT for streamable HTTP (empty: stdio)", bind_rule)
+    token: str = _opt("", "bearer token; required for a non-loopback bind", token_rule)
     allowed_origins: tuple[str, ...] = _opt((), "extra Origin values accepted over HTTP")
     request_seconds: float = _opt(
         30.0,
         "over HTTP, the time a request's headers and body have to arrive (the connection is "
         "closed past it)",
-        _range(0, 3600, lo_open=True),
+        in_range(0, 3600, lo_open=True),
     )
     max_sessions: int = _opt(
         1000,
         "over HTTP, open sessions kept; past it a new session ends the one idle the longest",
-        _range(1, 1_000_000),
+        in_range(1, 1_000_000),
     )
     max_in_flight: int = _opt(
         64,
         "over HTTP, requests answered at once; past it 503, past an eighth of it on one "
         "session 429",
-        _range(1, 100_000),
+        in_range(1, 100_000),
     )
     warm_up: bool = _opt(
         True, "load the model and the store in the background at startup (never blocks a reply)"
@@ -489,12 +358,14 @@ class ServiceConfig:
         True, "hand `memory` commands, `brief` and hooks to a warm background process"
     )
     idle_seconds: float = _opt(
-        600.0, "the service exits after this long without a request", _range(0, None, lo_open=True)
+        600.0,
+        "the service exits after this long without a request",
+        in_range(0, None, lo_open=True),
     )
     wait_seconds: float = _opt(
         5.0,
         "how long a command waits for a busy or loading service before running in-process",
-        _range(0, None, lo_open=True),
+        in_range(0, None, lo_open=True),
     )
 
 
@@ -502,7 +373,7 @@ class ServiceConfig:
 class Config:
     """The whole configuration. Every field has a default: `Config()` is valid."""
 
-    version: int = _opt(CONFIG_VERSION, "schema version of this file", _range(1, None))
+    version: int = _opt(CONFIG_VERSION, "schema version of this file", in_range(1, None))
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
     search: SearchConfig = field(default_factory=SearchConfig)

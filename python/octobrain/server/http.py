@@ -44,7 +44,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from octobrain.config.schema import BIND_RULE, MIN_TOKEN_CHARS, split_bind, token_problem
+from octobrain.config.rules import BIND_RULE, MIN_TOKEN_CHARS, split_bind, token_problem
 from octobrain.errors import InvalidInput, cut_middle
 from octobrain.safe_text import client_text
 from octobrain.server import wire

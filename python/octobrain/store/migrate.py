@@ -118,7 +118,7 @@ def check_target_text(target: str) -> None:
         target.encode("utf-8")
     except UnicodeEncodeError:  # bytes that are not UTF-8, passed through by the shell
         raise InvalidInput("to", "must be valid UTF-8") from None
-    from octobrain.config.schema import storage_uri_rule
+    from octobrain.config.rules import storage_uri_rule
 
     # (as `storage.uri` is checked: `ftp://…` failed in LanceDB, exit 1, "No object store …")
     if (problem := storage_uri_rule(target)) is not None:
