@@ -405,9 +405,9 @@ def test_roots_answered_late_once_lock_the_sessions_later_calls(
 ) -> None:
     # One `roots/list` answered after the timeout (a busy client) was kept as "no roots" for
     # the whole connection: every later call ran unlocked (or in the server's cwd project).
-    import octobrain.server.app as app
+    from octobrain.server import roots as roots_asked
 
-    monkeypatch.setattr(app, "ROOTS_TIMEOUT_SECS", 0.5)
+    monkeypatch.setattr(roots_asked, "ROOTS_TIMEOUT_SECS", 0.5)
     repo = _git_repo(tmp_path / "web", "https://github.com/Acme/Web.git")
     pool = hash_pool(tmp_path / "db")
     slow = [True]

@@ -20,8 +20,7 @@ from anyio.lowlevel import RunVar
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from mcp.shared.message import ServerMessageMetadata
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from octobrain import __version__
 from octobrain.errors import RULE_CHARS, InvalidInput, OctobrainError, cut_middle
@@ -32,14 +31,13 @@ from octobrain.server.brief_listing import BRIEF_PROMPT, BRIEF_RESOURCE, BRIEF_U
 from octobrain.server.pool import BrainPool
 from octobrain.server.progress import progress_of
 from octobrain.server.quiet import QuietWarning
+from octobrain.server.roots import RootsRequired, ask_for_roots, session_scope_lock
 from octobrain.server.schemas import TOOLS, TOOLS_BY_NAME, allowed_arguments
 from octobrain.server.scoping import (
     ScopeLock,
     Workspace,
     global_argument,
     instructions,
-    lock_from_capability,
-    lock_from_roots,
     scope_argument,
 )
 from octobrain.server.stoppable import in_thread
@@ -56,13 +54,10 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-ROOTS_TIMEOUT_SECS = 5.0
-_ROOTS_KEY = "octobrain.roots_lock"
 # Said at each tools/list of such a session: a few lines a minute, the rest counted.
 _capability_ignored = QuietWarning(
     log, 4, 60.0, "", "%d more warnings on session capabilities were not logged"
 )
-ROOTS_INPUT = "octobrain.roots"  # our key in a 2026-07-28 InputRequiredResult
 # Worker threads per event loop and kind of work, apart from anyio's shared default (40): calls
 # waiting their turn (on the pool lock, the knowledge lock, the one ingest embedding at a time)
 # wait here, holding no thread, so no kind of call can take every thread from the others.
@@ -83,42 +78,11 @@ def _limiter(kind: str) -> anyio.CapacityLimiter:
     return limiters[kind]
 
 
-class _RootsRequired(Exception):
-    """A 2026-07-28 request from a client with the roots capability, before it sent them."""
-
-
-class _RootsLate(Exception):
-    """`roots/list` was not answered in time: the call goes on unlocked by roots, but the
-    session is not settled so (kept, one slow answer left it unlocked for good)."""
-
-
-def _ask_for_roots() -> types.InputRequiredResult:
-    """Current-protocol roots: the call returns this, the client answers `roots/list` and
-    retries the same call carrying the answer in `input_responses`."""
-    return types.InputRequiredResult(input_requests={ROOTS_INPUT: types.ListRootsRequest()})
-
-
-def _roots_answer(responses: types.InputResponses | None) -> types.ListRootsResult | None:
-    answer = (responses or {}).get(ROOTS_INPUT)
-    return answer if isinstance(answer, types.ListRootsResult) else None
-
-
 _BRAIN_TOOLS = {
     "memorize": handlers.memorize,
     "remember": handlers.remember,
     "forget": handlers.forget,
 }
-
-
-def _connection_state(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any] | None:
-    """Per-connection scratch space (`Connection.state`), None when the SDK hides it.
-
-    `ServerRequestContext` exposes the connection only through its session; on the 2026 path
-    every request gets a fresh connection, so this caches only on handshake connections.
-    """
-    connection = getattr(ctx.session, "_connection", None)
-    state = getattr(connection, "state", None)
-    return state if isinstance(state, dict) else None
 
 
 class OctobrainServer:
@@ -159,68 +123,8 @@ class OctobrainServer:
         *,
         can_ask: bool = False,
     ) -> ScopeLock | None:
-        """The scope this request's session is locked to, or None (capability, roots, cwd).
-
-        Roots: a handshake-era connection is sent `roots/list` once; a 2026-07-28 request
-        (stateless, so every call) raises `_RootsRequired` when `can_ask` (the caller answers
-        with an InputRequiredResult) and reads the roots from the retry's `responses`.
-        """
-        caps = ctx.session.client_capabilities
-        lock = lock_from_capability(caps.experimental if caps else None)
-        if lock is not None:
-            return lock
-        state = _connection_state(ctx)
-        if state is not None and _ROOTS_KEY in state:
-            roots_lock: ScopeLock | None = state[_ROOTS_KEY]
-        else:
-            try:
-                roots_lock = await self._roots_lock(ctx, responses, can_ask=can_ask)
-            except _RootsLate:  # not kept: the next call asks again
-                roots_lock = None
-            else:
-                if state is not None:
-                    state[_ROOTS_KEY] = roots_lock  # asked once per connection; the lock holds
-        return roots_lock or self.workspace.cwd_lock
-
-    async def _roots_lock(
-        self,
-        ctx: ServerRequestContext[Any, Any],
-        responses: types.InputResponses | None,
-        *,
-        can_ask: bool,
-    ) -> ScopeLock | None:
-        caps = ctx.session.client_capabilities
-        if caps is None or caps.roots is None:
-            return None
-        if not ctx.session.can_send_request:  # 2026-07-28: no server-to-client requests
-            answer = _roots_answer(responses)
-            if answer is None:
-                if can_ask:
-                    raise _RootsRequired
-                return None  # tools/list and the like cannot ask
-            return await anyio.to_thread.run_sync(
-                lock_from_roots, [str(root.uri) for root in answer.roots]
-            )
-        try:
-            # Sent on this request's own stream, so it also works before an HTTP client has
-            # opened the standalone GET stream. (ServerSession.list_roots is this, deprecated.)
-            result = await ctx.session.send_request(
-                types.ListRootsRequest(),
-                types.ListRootsResult,
-                request_read_timeout_seconds=ROOTS_TIMEOUT_SECS,
-                metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
-            )
-        except MCPError as exc:
-            if exc.code == REQUEST_TIMEOUT:  # a client slow to answer, not one that cannot
-                log.warning("roots/list not answered in time; this call is not locked by roots")
-                raise _RootsLate from exc
-            log.warning("roots/list failed, not locking by roots: %s", exc)
-            return None
-        except Exception as exc:  # a client that cannot answer roots is simply not locked by them
-            log.warning("roots/list failed, not locking by roots: %s", exc)
-            return None
-        uris = [str(root.uri) for root in result.roots]
-        return await anyio.to_thread.run_sync(lock_from_roots, uris)  # runs git
+        """The scope this request's session is locked to, or None (`session_scope_lock`)."""
+        return await session_scope_lock(ctx, self.workspace, responses, can_ask=can_ask)
 
     # ---- handlers -------------------------------------------------------------------------
 
@@ -253,8 +157,8 @@ class OctobrainServer:
         arguments = dict(params.arguments or {})
         try:
             reply = await self._dispatch(ctx, params.name, arguments, params.input_responses)
-        except _RootsRequired:
-            return _ask_for_roots()
+        except RootsRequired:
+            return ask_for_roots()
         except InvalidInput as exc:  # one line: it may quote a path or value with line breaks
             reply = handlers.Reply(one_line(str(exc)), error=True)
         except Exception as exc:  # never crash the server over one call
@@ -344,8 +248,8 @@ class OctobrainServer:
         arguments = dict(params.arguments or {})
         try:
             text = await self._briefing(ctx, arguments, params.input_responses)
-        except _RootsRequired:
-            return _ask_for_roots()
+        except RootsRequired:
+            return ask_for_roots()
         return types.GetPromptResult(
             description="What octobrain remembers that matters for this session",
             messages=[
@@ -386,8 +290,8 @@ class OctobrainServer:
         arguments = {k: v[0] for k, v in query.items()}
         try:
             text = await self._briefing(ctx, arguments, params.input_responses)
-        except _RootsRequired:
-            return _ask_for_roots()
+        except RootsRequired:
+            return ask_for_roots()
         return types.ReadResourceResult(
             contents=[
                 types.TextResourceContents(
