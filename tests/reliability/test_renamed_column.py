@@ -30,6 +30,13 @@ def _flip_in_newest_manifest(
     newest.write_bytes(bytes(data))
 
 
+def _index_a_document(env: dict[str, str], tmp_path: Path) -> None:
+    """One short Markdown document indexed: the knowledge tables made, with a version."""
+    doc = tmp_path / "deploy.md"
+    doc.write_text("# Deploy\n\nThe deploy runs on Fridays with a canary.\n")
+    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+
+
 def _doctor(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([EXE, "doctor"], env=env, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in done.stderr, done.stderr
@@ -113,9 +120,7 @@ def test_a_column_no_row_check_reads_renamed_in_the_only_version_is_named(
     # `doctor` held the table only to the columns its row checks read: 'ok: nothing is wrong'
     # while every command reading it failed 'a table cannot be read (No field named …)'.
     memorize(env, "Fact 0", "Durable fact number 0 about the API.")
-    doc = tmp_path / "deploy.md"
-    doc.write_text("# Deploy\n\nThe deploy runs on Fridays with a canary.\n")
-    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    _index_a_document(env, tmp_path)
     _only_the_newest_version(env, table)
     _flip_in_newest_manifest(env, column.encode(), 2, 0x03, table)
     doctor = _doctor(env)
@@ -129,9 +134,7 @@ def test_a_knowledge_column_renamed_in_the_only_version_is_not_migrated(
 ) -> None:
     # `memory migrate` checked the source without the knowledge tables' schemas (`doctor`
     # has them): it copied the damaged table and said "verified".
-    doc = tmp_path / "deploy.md"
-    doc.write_text("# Deploy\n\nThe deploy runs on Fridays with a canary.\n")
-    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    _index_a_document(env, tmp_path)
     _only_the_newest_version(env, "knowledge_chunks")
     _flip_in_newest_manifest(env, b"byte_start", 2, 0x03, "knowledge_chunks")
     copy = tmp_path / "copy"
@@ -167,9 +170,7 @@ def test_a_chunks_recorded_dimension_changed_by_a_byte_is_damage_not_another_mod
 ) -> None:
     # `knowledge search` said "embedded with 'hash:64' (dim 24) … delete its sources … and
     # index them again": deleting and indexing fail on the same check, only `doctor` named it.
-    doc = tmp_path / "deploy.md"
-    doc.write_text("# Deploy\n\nThe deploy runs on Fridays with a canary.\n")
-    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    _index_a_document(env, tmp_path)
     _flip_in_newest_manifest(env, b"embedding_dim\x12\x0264", 15, 0x04, "knowledge_chunks")
     done = octobrain(env, "search", "deploy", group="knowledge")
     assert done.returncode == 1, done.stdout
@@ -181,5 +182,5 @@ def test_a_chunks_recorded_dimension_changed_by_a_byte_is_damage_not_another_mod
         [EXE, "doctor", "--recreate", "knowledge"], env=env, capture_output=True, text=True
     )
     assert recreated.returncode == 0, recreated.stdout
-    assert octobrain(env, "index", str(doc), group="knowledge").returncode == 0
+    assert octobrain(env, "index", str(tmp_path / "deploy.md"), group="knowledge").returncode == 0
     assert "Deploy" in octobrain(env, "search", "deploy", group="knowledge").stdout
