@@ -48,7 +48,7 @@ def test_an_import_refused_at_its_first_line_prints_the_error_alone(env: Path) -
     for text, line in [
         ('{"kind": "bogus"}\n', "error: line 1.kind: must be header, memory, relationship,"),
         ("not json\n", "error: line 1: "),
-        ("[1]\n", "error: line 1: must be a JSON object"),
+        ("[1]\n", "error: line 1: starts a JSON array"),
     ]:
         bad.write_text(text)
         result = memory("import", str(bad))
