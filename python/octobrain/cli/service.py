@@ -195,17 +195,21 @@ def _other_environments(settings: Settings) -> list[dict[str, Any]]:
 
 
 def _elsewhere(row: dict[str, Any]) -> dict[str, Any]:
+    """A service `_other_environments` found, as JSON: its pid and what differs."""
     return {"pid": row["pid"], "environment": _differing(row)}
+
+
+def _pid_differing(row: dict[str, Any]) -> str:
+    """A service `_other_environments` found, said: its pid and what differs."""
+    said = _differing(row)
+    return f"pid {row['pid']}" + (f": {', '.join(said)}" if said else "")
 
 
 def _elsewhere_said(rows: list[dict[str, Any]], command: str) -> str:
     """The line naming the services `_other_environments` found ("" for none)."""
     if not rows:
         return ""
-    each = "; ".join(
-        f"pid {row['pid']}" + (f": {', '.join(_differing(row))}" if _differing(row) else "")
-        for row in rows
-    )
+    each = "; ".join(_pid_differing(row) for row in rows)
     one = len(rows) == 1
     does = {"status": "lists", "stop": "stops"}[command]
     return (
