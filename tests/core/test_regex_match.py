@@ -155,6 +155,8 @@ def test_a_backreference_is_refused_as_one(pattern: str, named: str | None) -> N
         (r"ab\Kc", r"\K is not supported (\K leaves what matched before it out of the match"),
         ("a*+a", "possessive quantifiers are not supported (*+ gives nothing back; write *:"),
         ("a{2}+", "possessive quantifiers are not supported ({2}+ gives nothing back; write {2}:"),
+        ("a(?#note)b", "comment groups are not supported ((?#…); leave the comment out, or "),
+        ("(?|a(b)|c(d))", "branch reset groups are not supported ((?|…) numbers each branch's"),
     ],
 )
 def test_a_construct_that_needs_backtracking_is_refused_by_name(pattern: str, said: str) -> None:
@@ -165,14 +167,19 @@ def test_a_construct_that_needs_backtracking_is_refused_by_name(pattern: str, sa
     assert said in str(e.value)
 
 
-@pytest.mark.parametrize("pattern", [r"[*+]+", r"\*+", r"\x{2A}+", r"[[:punct:]*+]", r"\\K"])
+@pytest.mark.parametrize(
+    "pattern",
+    [r"[*+]+", r"\*+", r"\x{2A}+", r"[[:punct:]*+]", r"\\K", "[x[y]*+]", "[x[^]*+]]", "[]*+]"],
+)
 def test_an_escaped_or_bracketed_quantifier_is_no_construct(pattern: str) -> None:
+    # A nested class (`[x[y]*+]`) is one class to the engine: its `*+` was refused as a
+    # possessive quantifier.
     assert match_lines(["a*+ \\K"], pattern).matches
 
 
 def test_an_escaped_backslash_is_no_backreference() -> None:
     with pytest.raises(ValueError, match=r"^pattern: (?s:.*)unrecognized flag"):
-        match_lines(["x"], r"\\k<x>(?#)")
+        match_lines(["x"], r"\\k<x>(?y)")
 
 
 def test_oversized_pattern_is_refused() -> None:

@@ -39,14 +39,17 @@ _UNSUPPORTED = {
     "pattern inside itself; spell out each level of nesting to match, as (?:[^()]|\\([^()]*\\))*)",
     r"\\K": "\\K is not supported ({spelled} leaves what matched before it out of the match; "
     "write the pattern without it: the same lines match)",
+    r"\(\?#": "comment groups are not supported ({spelled}…); leave the comment out, or start the "
+    "pattern with (?x), where # comments to the end of the line and spaces are ignored)",
+    r"\(\?\|": "branch reset groups are not supported ({spelled}…) numbers each branch's groups "
+    "alike; write (?:…|…): the same lines match)",
 }
-# One group per construct, then escapes (`\\x{41}` whole) and character classes: consumed
-# whole, `\\k<x>`, `\\x{41}+` or `[*+]` spells none of them.
-_SCAN = re.compile(
-    "|".join(f"({construct})" for construct in _UNSUPPORTED)
-    + r"|\\[xuUpP]\{[^}]*\}|\\.|\[\^?\]?(?:\[:\^?\w+:\]|\\.|[^\]\\])*\]",
-    re.S,
-)
+# One group per construct, then escapes (`\\x{41}` whole): consumed whole, `\\k<x>` or
+# `\\x{41}+` spells none of them. Character classes are skipped whole by `_class_end`.
+_ESCAPE = r"\\[xuUpP]\{[^}]*\}|\\."
+_SCAN = re.compile("|".join(f"({construct})" for construct in _UNSUPPORTED) + "|" + _ESCAPE, re.S)
+# In a class: an escape, or an ASCII class (`[:alpha:]`), which is no nested class.
+_IN_CLASS = re.compile(_ESCAPE + r"|\[:\^?[a-z]+:\]", re.S)
 _MESSAGES = list(_UNSUPPORTED.values())
 
 
@@ -115,9 +118,42 @@ def match_lines(
 
 def _unsupported(pattern: str) -> str | None:
     """What is said of the first construct in `_UNSUPPORTED` that `pattern` spells, else None."""
-    for found in _SCAN.finditer(pattern):
+    at = 0
+    while at < len(pattern):
+        if pattern[at] == "[":
+            at = _class_end(pattern, at)
+            continue
+        found = _SCAN.match(pattern, at)
+        if found is None:
+            at += 1
+            continue
         if found.lastindex is not None:
             spelled = client_text(found[0], 40)
             plain = client_text(found[0][:-1], 40)
             return _MESSAGES[found.lastindex - 1].format(spelled=spelled, plain=plain)
+        at = found.end()
     return None
+
+
+def _class_end(pattern: str, at: int) -> int:
+    """Where the character class opening at `pattern[at]` ends, nested classes in it included
+    (`[a[b]*+]` is one class, as the engine reads it: its `*+` is no quantifier); a `]` first
+    in a class, after an optional `^`, is a literal. The end of `pattern` if it never closes."""
+    depth = 0
+    while at < len(pattern):
+        # A class opens here: `[`, an optional `^`, and a `]` that is a literal.
+        depth += 1
+        at += 1
+        at += pattern.startswith("^", at)
+        at += pattern.startswith("]", at)
+        while at < len(pattern):
+            char = pattern[at]
+            found = _IN_CLASS.match(pattern, at) if char in "[\\" else None
+            if char == "[" and found is None:
+                break  # a nested class opens
+            at = found.end() if found is not None else at + 1
+            if char == "]":
+                depth -= 1
+                if depth == 0:
+                    return at
+    return at
