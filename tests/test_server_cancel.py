@@ -12,25 +12,29 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from octobrain.embed.base import EMBED_BATCH
 from octobrain.embed.factory import get_embedder
-from octobrain.errors import Stopped
+from octobrain.errors import NotStarted, Stopped
 from octobrain.knowledge.store import KnowledgeStore
 from octobrain.server import handlers, wire
-from octobrain.server.app import serve_stdio
+from octobrain.server.app import OctobrainServer, _limiter, serve_stdio
 from tests.server_support import (
     PROJECT_A,
     call,
+    free_port,
     hash_pool,
+    http_server,
     initialize_message,
     octobrain_cmd,
     run,
     server_env,
     server_for,
+    workspace,
 )
 
 
@@ -222,3 +226,90 @@ def test_briefings_being_read_take_a_memory_calls_threads_not_stdins(tmp_path: P
     run(body)
     session.close()
     assert entered == 4  # the memory calls' threads (app._THREADS)
+
+
+@pytest.mark.parametrize(("read", "runs"), [(True, []), (False, ["ran"])])
+def test_a_read_cancelled_while_it_waits_for_the_pool_lock_is_not_run(
+    tmp_path: Path, read: bool, runs: list[str]
+) -> None:
+    # A `remember` or briefing waiting behind a long call ran once the lock was free, for a
+    # client that had cancelled it or gone (over HTTP, hung up), recording accesses to the
+    # memories nobody was shown. A write, once sent, still runs to its end.
+    lock, ran = threading.Lock(), []
+
+    class LockedPool:
+        default_session_id = "locked"
+
+        def call(self, scope: str, workdir: Any, fn: Any, session_id: str) -> Any:
+            with lock:
+                return fn("brain")
+
+    server = OctobrainServer(LockedPool(), workspace(tmp_path, PROJECT_A))  # type: ignore[arg-type]
+
+    async def body() -> None:
+        lock.acquire()  # a long call holds the pool
+        async with anyio.create_task_group() as group:
+            work = partial(server._in_pool, PROJECT_A, None, lambda brain: ran.append("ran"))
+            group.start_soon(partial(work, "", read=read))
+            while _limiter("memory").borrowed_tokens == 0:  # its thread waits for the lock
+                await anyio.sleep(0)
+            group.cancel_scope.cancel()  # the client cancels, or the guard: its client is gone
+            with anyio.CancelScope(shield=True):
+                for _ in range(5):  # (the call sees its cancel)
+                    await anyio.sleep(0)
+            lock.release()
+
+    run(body)
+    assert ran == runs
+
+
+def test_an_index_whose_http_client_hung_up_stops_and_writes_nothing(tmp_path: Path) -> None:
+    # A POST whose client closed the connection ended, but its call ran on to its end: the
+    # whole document embedded and committed for no one, the knowledge lock held meanwhile.
+    project = tmp_path / "project"
+    project.mkdir()
+    big = _long_document(project / "handbook.md")
+    data, port = tmp_path / "data", free_port()
+    env = {"OCTOBRAIN_KNOWLEDGE_ALLOW_PATHS": str(project),
+           "OCTOBRAIN_KNOWLEDGE_MCP_MAX_SOURCE_CHUNKS": "10000"}  # fmt: skip
+    url = f"http://127.0.0.1:{port}/mcp"
+    headers = {"accept": "application/json, text/event-stream", "host": f"127.0.0.1:{port}"}
+    with http_server(data, f"127.0.0.1:{port}", project, **env):
+        opened = httpx.post(url, json=initialize_message(), headers=headers, timeout=30)
+        headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        httpx.post(url, json=ready, headers=headers, timeout=30)
+        search = {"command": "search", "query": "worker health", "source": str(big)}
+        params = {"name": "knowledge", "arguments": {**search, "scope": PROJECT_A},
+                  "_meta": {"progressToken": "p"}}  # fmt: skip
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+        with (
+            httpx.Client(timeout=120) as client,
+            client.stream("POST", url, json=call, headers=headers) as answer,
+        ):
+            next(line for line in answer.iter_lines() if "notifications/progress" in line)
+        # the client hung up mid-embedding; a note waits for the knowledge lock the index held
+        note = {"command": "store", "key": "after", "content": "Hung up on the index."}
+        params = {"name": "knowledge", "arguments": {**note, "scope": PROJECT_A}}
+        stored = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}
+        said = httpx.post(url, json=stored, headers=headers, timeout=120).text
+        assert '"isError":false' in said.replace(" ", ""), said
+    embedder = get_embedder("hash:64")
+    store = KnowledgeStore(data / "db", embedder.model_id, embedder.dim)
+    assert [row["uri"] for row in store.scan_sources()] == ["stored://after"]
+    assert store.count_chunks() == 1  # the note's: no chunk of the document
+
+
+def test_a_knowledge_read_whose_client_went_while_it_waited_for_the_lock_is_not_run(
+    tmp_path: Path,
+) -> None:
+    pool, gone = hash_pool(tmp_path / "db"), threading.Event()
+    gone.set()  # its client cancelled it, or hung up, while it waited for the knowledge lock
+
+    def command(**arguments: Any) -> Any:
+        work = partial(handlers.knowledge, arguments=arguments)
+        return pool.call_knowledge(PROJECT_A, None, "", work, stop=gone)
+
+    for read in ({"command": "match", "pattern": "deploy"}, {"command": "search", "query": "x"}):
+        with pytest.raises(NotStarted):
+            command(**read)

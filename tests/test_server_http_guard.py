@@ -8,6 +8,7 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -125,12 +126,12 @@ def test_a_request_naming_two_sessions_is_refused() -> None:
     assert _ask("GET", same)[0] == 200
 
 
-def test_a_call_whose_client_went_away_keeps_its_place_until_its_work_ends() -> None:
-    # The place was freed when the POST ended, and a POST whose client hangs up ends at once
-    # while the SDK runs its call on: posting a call and hanging up, again and again, had
-    # every one queued and run (40 briefings for 40 hang-ups), none counted.
-    release = asyncio.Event()
-    ran: list[int] = []
+def _hung_up_guard(
+    release: asyncio.Event, ran: list[int], *, writing: bool
+) -> tuple[list[asyncio.Future[Any]], list[int], Any]:
+    """A guard in front of a stand-in SDK whose calls wait for `release` (`writing`: unless
+    cancelled, as a write in its worker thread does) and whose clients hang up while they
+    run; the handlers' futures, the hang-ups, and `post(request_id)` → status (0: none)."""
     handlers: list[asyncio.Future[Any]] = []
     hung_up: list[int] = []
 
@@ -139,8 +140,9 @@ def test_a_call_whose_client_went_away_keeps_its_place_until_its_work_ends() -> 
 
         async def handler(ctx: Any) -> dict[str, Any]:
             started.set()
-            await release.wait()
-            ran.append(1)
+            with anyio.CancelScope(shield=writing):
+                await release.wait()
+                ran.append(1)
             return {}
 
         ctx = SimpleNamespace(request=SimpleNamespace(scope=scope))
@@ -167,6 +169,17 @@ def test_a_call_whose_client_went_away_keeps_its_place_until_its_work_ends() -> 
         await guard(scope, receive, send)
         return int(sent[0]["status"]) if sent else 0
 
+    return handlers, hung_up, post
+
+
+def test_a_call_whose_client_went_away_keeps_its_place_until_its_work_ends() -> None:
+    # The place was freed when the POST ended, and a POST whose client hangs up ends at once
+    # while the SDK runs its call on: posting a call and hanging up, again and again, had
+    # every one queued and run (40 briefings for 40 hang-ups), none counted. A write under
+    # way is finished.
+    release, ran = asyncio.Event(), []
+    handlers, hung_up, post = _hung_up_guard(release, ran, writing=True)
+
     async def body() -> None:
         first = asyncio.ensure_future(post(1))  # one place a session (an eighth of 8)
         while not hung_up:
@@ -179,6 +192,27 @@ def test_a_call_whose_client_went_away_keeps_its_place_until_its_work_ends() -> 
         await post(3)
         await asyncio.gather(*handlers)
         assert ran == [1, 1]
+
+    asyncio.run(body())
+
+
+def test_a_call_whose_client_went_away_is_cancelled_where_it_waits() -> None:
+    # Its work ran to its end for no one, holding its place meanwhile: a read waiting for the
+    # store's lock, then read it. It is cancelled as a client's cancel would, its place free.
+    release, ran = asyncio.Event(), []
+    handlers, hung_up, post = _hung_up_guard(release, ran, writing=False)
+
+    async def body() -> None:
+        first = asyncio.ensure_future(post(1))
+        while not hung_up:
+            await asyncio.sleep(0)
+        await first
+        with pytest.raises(MCPError, match="the client closed the connection; the call was stop"):
+            await handlers[0]
+        assert await post(2) == 0  # its place is free: taken, not refused 429
+        release.set()
+        await asyncio.gather(*handlers[1:], return_exceptions=True)
+        assert ran == []  # neither ran: the second's client went too
 
     asyncio.run(body())
 

@@ -47,6 +47,15 @@ class Stopped(OctobrainError):
         )
 
 
+class NotStarted(Stopped):
+    """A read whose client cancelled it or went away while it waited for its lock: not run."""
+
+    def __init__(self) -> None:
+        OctobrainError.__init__(
+            self, "stopped: the call was cancelled or its client is gone; it had not begun"
+        )
+
+
 class ConfigError(InvalidInput):
     """A configuration value broke a rule. The message names the file (or env var) and the key.
 

@@ -7,7 +7,10 @@ thread nothing stops: a client that posted a call and hung up, again and again, 
 one of them queued and run, none counted. So the guard hands each request it passes on a
 `Work` in the ASGI scope, the `held_until_done` middleware marks it started and ended around
 the request's handler, and the guard keeps the place until then. A request whose client was
-gone before its handler started is not run at all.
+gone before its handler started is not run at all; one whose client goes while it runs is
+cancelled, as a client's `notifications/cancelled` cancels it: a read waiting for its lock is
+not run, an embedding stops at its next batch, nothing written, and a write under way (in its
+worker thread, which cancelling does not stop) is finished (`stoppable`).
 """
 
 from __future__ import annotations
@@ -23,16 +26,19 @@ SCOPE_KEY = "octobrain.work"
 
 @dataclass
 class Work:
-    """A request the guard passed on: whether its handler started, and when it ended."""
+    """A request the guard passed on: its handler's cancel scope once it started, and when
+    it ended."""
 
-    started: bool = False
     gone: bool = False  # its POST ended (answered, or its client went away)
     ended: anyio.Event = field(default_factory=anyio.Event)
+    handler: anyio.CancelScope | None = None  # its handler's, once that started
 
     async def done(self) -> None:
-        """Its POST ended: wait until the work its handler started has ended."""
+        """Its POST ended: cancel its handler if it still runs (the client went away before
+        its answer), and wait until the work it started has ended."""
         self.gone = True
-        if self.started:
+        if self.handler is not None:
+            self.handler.cancel()  # (one that ended, its answer sent, is not touched)
             await self.ended.wait()
 
 
@@ -48,8 +54,9 @@ async def held_until_done(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) 
         return await call_next(ctx)
     if work.gone:
         raise MCPError(INTERNAL_ERROR, "the client closed the connection first; nothing was done")
-    work.started = True
     try:
-        return await call_next(ctx)
+        with anyio.CancelScope() as work.handler:
+            return await call_next(ctx)
+        raise MCPError(INTERNAL_ERROR, "the client closed the connection; the call was stopped")
     finally:
         work.ended.set()

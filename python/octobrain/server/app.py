@@ -40,12 +40,14 @@ from octobrain.server.scoping import (
     instructions,
     scope_argument,
 )
-from octobrain.server.stoppable import in_thread
+from octobrain.server.stoppable import in_thread, unless_stopped
 from octobrain.server.wire import initialize_first, known_method, named_params, one_initialize
 from octobrain.store.failures import TableUnreadable, unreadable_line
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    import threading
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
 
     from octobrain.memory.brain import Brain
     from octobrain.server.wire import CappedStdin
@@ -210,13 +212,12 @@ class OctobrainServer:
                     return await in_thread(got, _limiter("knowledge"))
         session_id = lock.session_id if lock is not None else ""
 
-        async def in_pool(body: Callable[[Brain], T]) -> T:
-            return await anyio.to_thread.run_sync(
-                self.pool.call, scope, workdir, body, session_id, limiter=_limiter("memory")
-            )
+        def in_pool(body: Callable[[Brain], T], *, read: bool = False) -> Awaitable[T]:
+            return self._in_pool(scope, workdir, body, session_id, read=read)
 
         if name != "ingest":
-            return await in_pool(partial(_BRAIN_TOOLS[name], arguments=arguments))
+            body = partial(_BRAIN_TOOLS[name], arguments=arguments)
+            return await in_pool(body, read=name == "remember")
         # Checked under the pool lock, embedded without it (other calls go on meanwhile), one
         # ingest at a time, written under it again; turns that went missing in between (a
         # `forget`) are embedded the same way, never under the lock.
@@ -300,6 +301,25 @@ class OctobrainServer:
             ]
         )
 
+    async def _in_pool(
+        self,
+        scope: str,
+        workdir: Path | None,
+        body: Callable[[Brain], T],
+        session_id: str,
+        *,
+        read: bool,
+    ) -> T:
+        """`body` with the Brain of `scope`, in a memory worker thread. A `read` whose client
+        cancelled it or went away while it waited for the pool lock is not run (`NotStarted`);
+        a write, once the client sent it, runs to its end: nothing half-written."""
+
+        def work(stop: threading.Event) -> T:
+            run = unless_stopped(body, stop) if read else body
+            return self.pool.call(scope, workdir, run, session_id)
+
+        return await in_thread(work, _limiter("memory"))
+
     async def _briefing(
         self,
         ctx: ServerRequestContext[Any, Any],
@@ -328,9 +348,7 @@ class OctobrainServer:
         try:
             # Among the memory calls' threads: in anyio's shared ones a briefing left waiting
             # on the pool lock took a thread stdin is read by, 40 of them every one.
-            text: str = await anyio.to_thread.run_sync(
-                self.pool.call, scope, workdir, work, session_id, limiter=_limiter("memory")
-            )
+            text: str = await self._in_pool(scope, workdir, work, session_id, read=True)
         except InvalidInput as exc:
             raise MCPError(INVALID_PARAMS, one_line(str(exc))) from exc
         except Exception as exc:  # a damaged store is named, as a tool call names it

@@ -12,7 +12,7 @@ from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, NotStarted
 from octobrain.models import LINK_TYPES, MAX_FILES, MAX_TAGS, check_flag
 from octobrain.safe_text import byte_len, client_text, glimpse, one_line
 from octobrain.server.schemas import INGEST_BYTES, INGEST_TURNS, KNOWLEDGE_COMMANDS, SOURCES
@@ -302,6 +302,12 @@ def forget(brain: Brain, arguments: dict[str, Any]) -> Reply:
 # ---- knowledge ----------------------------------------------------------------------------
 
 
+# Knowledge commands that only read (a search may index its source, stopped between batches):
+# not begun once their client is gone. A `delete`, once sent, is done; a `store` stops only
+# in its embedding, nothing written.
+_KNOWLEDGE_READS = frozenset({"search", "read", "match"})
+
+
 def knowledge(knowledge: Knowledge, arguments: dict[str, Any]) -> Reply:
     """One knowledge command (search | read | match | store | delete) as text."""
     from octobrain.knowledge import run_command
@@ -311,4 +317,7 @@ def knowledge(knowledge: Knowledge, arguments: dict[str, Any]) -> Reply:
         raise InvalidInput(
             "command", f"must be one of {', '.join(KNOWLEDGE_COMMANDS)}, got {command!r}"
         )
+    stop = knowledge.stop
+    if command in _KNOWLEDGE_READS and stop is not None and stop.is_set():
+        raise NotStarted  # its client is gone (or cancelled it) while it waited for the lock
     return Reply(run_command(knowledge, arguments))

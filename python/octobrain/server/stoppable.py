@@ -7,7 +7,8 @@ its end for no one (an index of a large file embedded every chunk and committed 
 the knowledge lock). `in_thread` hands the work an event set when the handler is cancelled;
 work that loops over batches looks at it between batches and stops before writing anything
 (`errors.Stopped`). The handler still waits for the thread, so the call's place
-among the worker threads is held until the work has stopped.
+among the worker threads is held until the work has stopped. A read that waited for its lock
+meanwhile is not run at all (`unless_stopped`); a write runs to its end, nothing half-written.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
+from octobrain.errors import NotStarted
+
+A = TypeVar("A")
 T = TypeVar("T")
 
 
@@ -48,3 +52,16 @@ async def in_thread(work: Callable[[threading.Event], T], limiter: anyio.Capacit
     if failed:
         raise failed[0]
     return done[0]
+
+
+def unless_stopped(read: Callable[[A], T], stop: threading.Event) -> Callable[[A], T]:
+    """`read`, not run (`NotStarted`) if `stop` was set by the time it runs: a read called
+    under a lock it waited for, whose client cancelled it or went away meanwhile, would have
+    run for no one (recording accesses to memories nobody was shown)."""
+
+    def run(argument: A) -> T:
+        if stop.is_set():
+            raise NotStarted
+        return read(argument)
+
+    return run
