@@ -97,7 +97,7 @@ def _memory(i: int, **fields: Any) -> Memory:
 def _store(env: dict[str, str]) -> dict[str, str]:
     """A store of every case (ids by name), its snapshot current: memories of this scope, of
     the global one and of another project, archived, forgotten and damaged ones, two ids
-    sharing their first 8 digits, and types whose counts tie."""
+    sharing their first 8 digits, and types whose counts tie (a decision read first)."""
     brain = _brain(env)
     memories = {
         "first": _memory(0, memory_type=MemoryType.DECISION),
@@ -149,7 +149,11 @@ def test_get_recent_and_stats_are_served_by_the_snapshot_as_the_store_answers_th
             ("recent", "-m", "goal"),
         ]
     }
-    assert json.loads(answers["stats", "--format", "json"][1])["total"] == 7
+    counted = json.loads(answers["stats", "--format", "json"][1])
+    assert counted["total"] == 7
+    # Tied counts by name: the store reads a decision first, and printed "decision 2, bug_fix 2".
+    assert list(counted["by_type"].items()) == [("code", 3), ("bug_fix", 2), ("decision", 2)]
+    assert "by_type: code 3, bug_fix 2, decision 2" in answers["stats",][1]
     assert "is ambiguous, 2 memories start with it" in answers["get", SHARED][2]
     assert "no longer matches the checksum" in answers["get", ids["damaged"]][2]
     assert "garbled" not in str(answers["get", ids["damaged"][:8]])
@@ -160,9 +164,10 @@ def test_get_recent_and_stats_are_served_by_the_snapshot_as_the_store_answers_th
     assert forgotten[0] != 0 and f"no memory {ids['forgotten']} is visible" in forgotten[2]
 
 
-def test_tied_counts_come_in_the_store_s_order_after_rows_moved(env: dict[str, str]) -> None:
+def test_tied_counts_come_by_name_after_rows_moved(env: dict[str, str]) -> None:
     # An access commit rewrites its rows at the end of the table; a mirror that caught up
-    # with it keeps them where they were, so its own order put the types' tie the other way.
+    # with it keeps them where they were: the two read the rows in other orders, and the
+    # counts come in one, ties by name.
     ids = _store(env)
     brain = _brain(env)
     brain.count_access([ids["first"], ids["archived"]], utcnow() - timedelta(hours=1))

@@ -5,9 +5,9 @@ are: importing LanceDB to read one row or four columns was a third of such a pro
 They answer as the store's reads do: the same rows (the snapshot is of the versions the
 tables' newest manifests name), visible from the scope and global ones (archived ones too, but
 to `recent`), each shown row checked against its checksum, an id prefix's candidates with the
-titles the store lists (`schema.shown_title`), the newest in the same order, and the rows
-counted in the order a scan of the store reads them, so that tied counts come in the same
-order. Where the mirror cannot tell what the store would say, None: the caller reads the store.
+titles the store lists (`schema.shown_title`), the newest in the same order (`newest_first`),
+and the same rows counted (the caller orders the counts, ties by name, whichever read it made).
+Where the mirror cannot tell what the store would say, None: the caller reads the store.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ import pyarrow.compute as pc
 from octobrain.memory import corpus_snapshot
 from octobrain.memory.page_check import SnapshotDamaged
 from octobrain.models import Memory, State
-from octobrain.store import operations
-from octobrain.store.schema import CHECKED, CHECKSUM, MEMORIES, shown_title
+from octobrain.store.schema import CHECKED, CHECKSUM, shown_title
 from octobrain.store.sql import visible_scopes
 
 if TYPE_CHECKING:
@@ -72,35 +71,26 @@ def with_prefix(c: Corpus, prefix: str, scope: str, limit: int) -> list[tuple[st
     return sorted((str(row["id"]), shown_title(row)) for row in rows)
 
 
+def newest_first(rows: pa.Table, limit: int) -> pa.Array:
+    """The indices in `rows` (`created_at` and `id` among their columns) of the `limit`
+    newest, newest first, ties by id (the last first): `recent`'s order, whether the store or
+    the mirror read them."""
+    return pc.sort_indices(rows, [("created_at", "descending"), ("id", "descending")])[:limit]
+
+
 def newest(c: Corpus, scope: str, memory_type: str | None, limit: int) -> list[Memory]:
     """`Brain.recent`: the `limit` newest memories visible from `scope`, not archived (of
-    `memory_type`, when given), newest first, ties by id (the last first)."""
+    `memory_type`, when given), in `newest_first`'s order."""
     mask = c.seen_by(visible_scopes(scope)) & ~c.coded_in("state", [State.ARCHIVED.value])
     if memory_type is not None:
         mask &= c.coded_in("type", [memory_type])
     positions = np.flatnonzero(mask)
-    rows = c.take(positions, ["created_at", "id"])
-    order = pc.sort_indices(rows, [("created_at", "descending"), ("id", "descending")])
-    listed = positions[order[:limit].to_numpy()].tolist()
+    order = newest_first(c.take(positions, ["created_at", "id"]), limit)
+    listed = positions[order.to_numpy()].tolist()
     return [copy.copy(m) for m in c.memories_at(listed)]  # (the mirror's own are cached)
 
 
-def columns(c: Corpus, scope: str, names: Sequence[str]) -> pa.Table | None:
-    """`names` of every memory visible from `scope` (archived included), in the order a scan
-    of the store reads them: its fragments in the order of its manifest, each one's rows by
-    offset. None when that order cannot be told (a manifest not read, a row's fragment not
-    in it)."""
-    positions = np.flatnonzero(c.seen_by(visible_scopes(scope)))
-    fragments = operations.fragment_ids(c.store.location, MEMORIES, c.version)
-    if fragments is None or (len(positions) and not fragments):
-        return None
-    addr = c.addresses(positions)
-    if len(positions):
-        listed = np.asarray(fragments, dtype=np.int64)
-        sorter = np.argsort(listed, kind="stable")
-        found = np.searchsorted(listed, addr >> 32, sorter=sorter)
-        rank = sorter[np.minimum(found, len(listed) - 1)]  # each row's fragment's place
-        if (listed[rank] != addr >> 32).any():
-            return None
-        positions = positions[np.lexsort((addr & 0xFFFFFFFF, rank))]
-    return c.take(positions, list(names))
+def columns(c: Corpus, scope: str, names: Sequence[str]) -> pa.Table:
+    """`names` of every memory visible from `scope` (archived included), in the mirror's
+    order (not a scan's: a caller that needs an order makes its own)."""
+    return c.take(np.flatnonzero(c.seen_by(visible_scopes(scope))), list(names))

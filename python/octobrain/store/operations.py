@@ -23,7 +23,7 @@ from typing import Any
 
 from octobrain.store.location import StoreLocation
 
-__all__ = ["UPKEEP", "damaged_file", "data_files", "fragment_ids", "operation", "upkeep_note"]
+__all__ = ["UPKEEP", "damaged_file", "data_files", "operation", "upkeep_note"]
 
 # `Transaction.operation` field numbers of the commits that rearrange a table without changing
 # a row, and what `memory history` says of them ("this version …").
@@ -99,22 +99,6 @@ def data_files(location: StoreLocation, name: str, version: int) -> list[tuple[s
         return files
     except (OSError, ValueError, struct.error, UnicodeDecodeError, DecodeError):
         return None
-
-
-def fragment_ids(location: StoreLocation, name: str, version: int) -> list[int] | None:
-    """The ids of the fragments `version` of table `name` reads, in the manifest's order (the
-    order a scan reads them in, which compaction may set apart from the ids' own); None when
-    that cannot be told."""
-    from google.protobuf.message import DecodeError
-
-    try:
-        read = _manifest(location, name, version)
-        if read is None:
-            return None
-        ids = [_fields(f).get(_FRAGMENT_ID, 0) for f in _repeated(read[1], _FRAGMENTS)]
-    except (OSError, ValueError, struct.error, DecodeError):
-        return None
-    return ids if all(isinstance(i, int) for i in ids) else None
 
 
 def _deletion_path(fragment: bytes) -> str | None:
