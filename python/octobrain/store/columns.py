@@ -1,12 +1,11 @@
-"""A table whose newest version names a column in place of one the version before it had: a
-byte of the version manifest changed on disk ("importance" reads "impnrtance"; Lance keeps no
-checksum of a manifest's schema). Every read naming the column fails (`No field named
-importance`: one line sending the user to `doctor`, `manifest.read_failure`), and `doctor`
-names the table and the way back, `memory restore` of an earlier version.
+"""A table whose newest version lacks a column its reads name: a byte of the version manifest
+changed on disk ("importance" reads "impnrtance"; Lance keeps no checksum of a manifest's
+schema). Every read naming the column fails (`No field named importance`: one line sending
+the user to `doctor`, `manifest.read_failure`), and `doctor` names the table and the way back,
+`memory restore` of the newest kept version that had the column (or a backup, when none did).
 
 Columns are only ever added (a store made before one gains it with its next write), never
-renamed or dropped, and a restore goes back to a version with fewer columns, none new: so
-columns gone while others appeared, at once, is damage.
+renamed or dropped: so a column its reads name gone is damage, whatever the versions before.
 """
 
 from __future__ import annotations
@@ -22,49 +21,66 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-def renamed_since(table: lancedb.table.Table) -> str | None:
-    """Why `table` is damaged, when its newest version lacks columns the version before it
-    had while naming columns neither of the two versions before it had (a restore over a
-    damaged version brings back the names the one before that had); else None (also when no
-    version before it is kept to compare with)."""
-    numbers = sorted(int(v["version"]) for v in table.list_versions())
-    if len(numbers) < 2:
-        return None
-    newest = table.schema
-    earlier = []
-    try:
-        for number in reversed(numbers[-3:-1]):
-            table.checkout(number)
-            earlier.append(table.schema.names)
-    finally:
-        table.checkout_latest()  # type: ignore[no-untyped-call]
-    gone = [n for n in earlier[0] if n not in newest.names]
-    new = [n for n in newest.names if not any(n in names for names in earlier)]
-    if not gone or not new:
-        return None
-    return (
-        f"its newest version names column(s) {', '.join(map(repr, new))} in place of "
-        f"{', '.join(map(repr, gone))}, which version {numbers[-2]} had: a byte of its "
-        "version manifest changed on disk"
-    )
-
-
-def lacks_read_columns(table_schema: pa.Schema, read: Sequence[str]) -> str | None:
-    """Why a table is damaged when its newest version lacks columns that reading it names
-    (`read`), with the names it holds instead that are a changed byte away from them; else
-    None. `renamed_since` needs a version before it kept; with one version alone, the
-    `doctor` read that names the column was a KeyError traceback."""
-    names = table_schema.names
+def lacks_read_columns(
+    table: lancedb.table.Table, read: Sequence[str], later: Sequence[str] = ()
+) -> tuple[str, int | None] | None:
+    """Why `table` is damaged when its newest version lacks columns that reading it names
+    (`read`; of `later`, columns a table made before them lacks, those with a name a changed
+    byte away from them in their place), and the newest kept version before it that had them,
+    which `memory restore` goes back to (None when no version kept had them); else None."""
+    names = table.schema.names
+    unknown = [n for n in names if n not in read and n not in later]
     gone = [c for c in read if c not in names]
+    gone += [c for c in later if c not in names and _near(c, unknown)]
     if not gone:
         return None
-    unknown = [n for n in names if n not in read]
-    near = [m for c in gone for m in difflib.get_close_matches(c, unknown, n=1, cutoff=0.75)]
-    instead = f" (it names {', '.join(map(repr, near))} instead)" if near else ""
+    had = _kept_with(table, gone)
+    if had is None:
+        near = [m for c in gone for m in _near(c, unknown)]
+        instead = f" (it names {', '.join(map(repr, near))} instead)" if near else ""
+        said = f"has no column {_listed(gone)}{instead}, which every read of it names"
+    else:
+        number, earlier = had
+        new = [n for n in names if n not in earlier]
+        said = (
+            f"names column(s) {_listed(new)} in place of {_listed(gone)}"
+            if new
+            else f"has no column {_listed(gone)}"
+        ) + f", which version {number} had"
     return (
-        f"its newest version has no column {', '.join(map(repr, gone))}{instead}, which "
-        "every read of it names: a byte of its version manifest changed on disk"
+        f"its newest version {said}: a byte of its version manifest changed on disk",
+        None if had is None else had[0],
     )
+
+
+def _near(column: str, names: Sequence[str]) -> list[str]:
+    """The name among `names` a changed byte or two away from `column`, if any."""
+    return difflib.get_close_matches(column, names, n=1, cutoff=0.75)
+
+
+def _listed(names: Sequence[str]) -> str:
+    return ", ".join(map(repr, names))
+
+
+def _kept_with(table: lancedb.table.Table, columns: Sequence[str]) -> tuple[int, list[str]] | None:
+    """The number and column names of the newest version before `table`'s newest that has
+    every one of `columns`, or None (a version that does not open is passed over)."""
+    try:
+        numbers = sorted(int(v["version"]) for v in table.list_versions())
+    except (ValueError, RuntimeError, OSError):
+        return None
+    try:
+        for number in reversed(numbers[:-1]):
+            try:
+                table.checkout(number)
+            except (ValueError, RuntimeError, OSError):
+                continue
+            names = table.schema.names
+            if all(c in names for c in columns):
+                return number, names
+    finally:
+        table.checkout_latest()  # type: ignore[no-untyped-call]
+    return None
 
 
 def dim_unlike_vectors(table_schema: pa.Schema, column: str = "embedding") -> str | None:

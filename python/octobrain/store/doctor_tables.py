@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from octobrain.store import manifest
-from octobrain.store.columns import dim_unlike_vectors, lacks_read_columns, renamed_since
+from octobrain.store.columns import dim_unlike_vectors, lacks_read_columns
 from octobrain.store.doctor_report import Problem, TableCheck
 from octobrain.store.schema import (
     CHECKED,
@@ -103,21 +103,18 @@ def check_table(
         )
         return check
     check.opened = True
-    try:
-        changed = renamed_since(table)
-    except (ValueError, RuntimeError, OSError):
-        changed = None  # (a version before it that does not open: the checks below say why)
-    if changed is not None:  # every read naming the column fails, these checks too
-        problems.append(Problem(name, changed, repair))
-        return check
-    # (No version before it kept to compare with: each column the table's reads name.)
     need = list(columns) if table.schema.names else []  # (none: version 0, said below)
     checked = _CHECKED_BY.get(name)
-    if checked is not None and CHECKSUM in table.schema.names:  # (the later ones too)
-        need += [c for c in checked[0] if c not in need]
-    lacks = lacks_read_columns(table.schema, need)
-    if lacks is not None:  # (the reads below were a KeyError traceback; one no check reads: ok)
-        problems.append(Problem(name, lacks, _NO_VERSION_BEFORE.get(name, repair)))
+    later: list[str] = []  # (columns a table made before them lacks, its checksum's)
+    if checked is not None:
+        later = [c for c in (*checked[0], CHECKSUM) if c not in need]
+        if CHECKSUM in table.schema.names:  # (the later ones too)
+            need, later = need + later, []
+    lacks = lacks_read_columns(table, need, later)
+    if lacks is not None:  # every read naming the column fails, the checks below too
+        said, kept = lacks  # (kept: the version that had them, which a restore goes back to)
+        fix = repair if kept is not None else _NO_VERSION_BEFORE.get(name, repair)
+        problems.append(Problem(name, said, fix))
         return check
     unlike = dim_unlike_vectors(table.schema)
     if unlike is not None:  # every command refuses the store as embedded at another size

@@ -176,7 +176,7 @@ def version_ranges(numbers: Sequence[int]) -> str:
 _DAMAGED_FILE = re.compile(
     r"does not appear to be a Lance file|outside metadata region|corrupt file"
     r"|failed to decode protobuf|metadata range overflows"
-    # a column's name changed in a version manifest (`columns.renamed_since`)
+    # a column's name changed in a version manifest (`columns.lacks_read_columns`)
     r"|Schema error: No field named|does not exist in table schema",
     re.I,
 )
