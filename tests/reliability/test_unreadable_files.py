@@ -214,4 +214,5 @@ def test_a_raw_lancedb_permission_error_reaching_the_server_is_the_one_line_the_
     raw = RuntimeError("lance error: LanceError(IO): Permission denied (os error 13)")
     told = _failure(raw, "tool remember")
     assert told.startswith("store: a file of the store cannot be read by this user"), told
-    assert "read and write access to it" in told and "internal error" not in told, told
+    assert "read and write access to it (`chmod`, `chown`)" in told, told  # (as doctor says)
+    assert "internal error" not in told, told

@@ -126,8 +126,7 @@ def denied_failure(exc: BaseException) -> str | None:
         return None
     return (
         f"store: a file of the store cannot be read by this user ({manifest.short_reason(exc)}); "
-        "nothing was changed. Run `octobrain doctor` to find it, then give the user running "
-        "octobrain read and write access to it"
+        f"nothing was changed. Run `octobrain doctor` to find it, then {access_repair('it')}"
     )
 
 
