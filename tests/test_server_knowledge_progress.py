@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 
 from octobrain.knowledge import generation
-from octobrain.server import BrainPool
+from octobrain.server import BrainPool, hosted
 from octobrain.server.hosted import host_session, prepare_session
 from tests.server_support import (
     PROJECT_A,
@@ -101,6 +101,32 @@ def _hosted(pool: BrainPool, cwd: Path) -> Iterator[socket.socket]:
         theirs.close()
 
 
+@contextmanager
+def _logged(name: str, text: str) -> Iterator[threading.Event]:
+    """An event set once logger `name` logs a line (INFO or above) holding `text`."""
+    seen = threading.Event()
+
+    class Seen(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if text in record.getMessage():
+                seen.set()
+
+    logger, handler = logging.getLogger(name), Seen()
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        yield seen
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _listings(count: int) -> list[dict[str, Any]]:
+    """`tools/list` requests, ids 2 on: answers of tens of kB each."""
+    return [{"jsonrpc": "2.0", "id": i, "method": "tools/list"} for i in range(2, 2 + count)]
+
+
 def test_a_client_that_stops_reading_while_told_progress_holds_no_other_sessions_call(
     tmp_path: Path,
 ) -> None:
@@ -111,29 +137,35 @@ def test_a_client_that_stops_reading_while_told_progress_holds_no_other_sessions
     project = tmp_path / "project"
     project.mkdir()
     long, short = _document(project / "handbook.md", 150), _document(project / "short.md", 2)
-    embedding = threading.Event()
-
-    class Seen(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if long.as_uri() in record.getMessage():  # its embedding under way, the lock held
-                embedding.set()
-
-    logger, seen = logging.getLogger(generation.__name__), Seen()
-    logger.addHandler(seen)
-    level = logger.level
-    logger.setLevel(logging.INFO)
     pool = hash_pool(tmp_path / "db")
-    try:
-        with _hosted(pool, project) as stalled, _hosted(pool, project) as other:
-            # Answers it never reads (tens of kB each) fill its socket before its search starts.
-            listings = [{"jsonrpc": "2.0", "id": i, "method": "tools/list"} for i in range(2, 22)]
-            _lines(stalled, *listings, _search(22, long.name, progress="handbook"))
-            assert embedding.wait(60)  # (its answers, and so its progress, unread from here)
-            _lines(other, _search(2, short.name))
-            with other.makefile("rb") as reader:
-                answer = _answer(reader, 2)
-            assert answer["result"]["isError"] is False, answer
-            assert "Workers restart after the deploy" in answer["result"]["content"][0]["text"]
-    finally:
-        logger.removeHandler(seen)
-        logger.setLevel(level)
+    # (logged once its embedding is under way, the lock held)
+    with (
+        _logged(generation.__name__, long.as_uri()) as embedding,
+        _hosted(pool, project) as stalled,
+        _hosted(pool, project) as other,
+    ):
+        # Answers it never reads (tens of kB each) fill its socket before its search starts.
+        _lines(stalled, *_listings(20), _search(22, long.name, progress="handbook"))
+        assert embedding.wait(60)  # (its answers, and so its progress, unread from here)
+        _lines(other, _search(2, short.name))
+        with other.makefile("rb") as reader:
+            answer = _answer(reader, 2)
+        assert answer["result"]["isError"] is False, answer
+        assert "Workers restart after the deploy" in answer["result"]["content"][0]["text"]
+
+
+def test_a_hosted_client_that_reads_none_of_its_answers_has_its_session_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its answers waited for it as long as it stayed connected: the session's places in
+    # flight taken, so nothing more of its input read, and a thread of the service blocked
+    # in each write, for good.
+    monkeypatch.setattr(hosted, "UNREAD_SECONDS", 0.5)
+    with (
+        _logged(hosted.__name__, "left it unread for 0.5 s") as dropped,
+        _hosted(hash_pool(tmp_path / "db"), tmp_path) as stalled,
+    ):
+        _lines(stalled, *_listings(40))
+        assert dropped.wait(60)
+        while stalled.recv(1 << 16):  # what was sent, then the end: its session ended
+            pass

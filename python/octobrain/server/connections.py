@@ -12,6 +12,14 @@ descriptors the process may open (`connection_cap`), and a connection past the c
 by closing the one that has waited longest for its request (an idle kept-alive connection
 included), as the body budget drops the largest body (`bodies`): a flood of connections that
 send nothing cannot keep out a client that sends its request at once.
+
+An answer has no deadline, but its client must read it: uvicorn waits for a client that reads
+nothing for as long as it stays connected (it has no write timeout), holding the connection,
+its task and the answer's unsent bytes, and a connection being answered is never closed to make
+room, so clients that sent requests (pipelined on one connection, so the answers pile up past
+the kernel's buffers) and read none of the answers held every connection the server may open.
+So an answer that has not moved for `mcp.request_seconds` is dropped: its connection is
+closed, one line in the log.
 """
 
 from __future__ import annotations
@@ -66,10 +74,18 @@ def deadline_protocol(seconds: float, cap: int | None = None) -> type[Any]:
     # Once, then once a minute at most, with how many since: a flood of connections is not
     # logged line by line.
     closed = QuietWarning(log, 1, 60.0, "", "%d more connection(s) were closed to make room")
+    dropped = QuietWarning(
+        log,
+        20,
+        60.0,
+        "over 20 answers dropped in 60 s: more are counted, not logged",
+        "%d more answers were dropped, not logged",
+    )
 
     class DeadlineProtocol(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
         _armed_cycle: object = None  # the request cycle there was when the deadline was set
+        _stalled: asyncio.TimerHandle | None = None  # set while the answer cannot be written
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -86,7 +102,33 @@ def deadline_protocol(seconds: float, cap: int | None = None) -> type[Any]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            self._moved()
             super().connection_lost(exc)
+
+        def pause_writing(self) -> None:
+            super().pause_writing()  # the client has not read what was written so far
+            if self._stalled is None:
+                self._stalled = self.loop.call_later(seconds, self._drop_answer)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            self._moved()
+
+        def _moved(self) -> None:
+            if self._stalled is not None:
+                self._stalled.cancel()
+                self._stalled = None
+
+        def _drop_answer(self) -> None:
+            self._moved()
+            peer = self.client
+            dropped.warn(
+                "an answer to %s was dropped and its connection closed: its client left it "
+                "unread for %g s (mcp.request_seconds)",
+                f"{peer[0]}:{peer[1]}" if peer else "a client",
+                seconds,
+            )
+            self.transport.abort()  # (`close` would wait for the unread bytes to be written)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -113,7 +155,9 @@ def deadline_protocol(seconds: float, cap: int | None = None) -> type[Any]:
 
         def _close(self) -> None:
             self._disarm()
-            if not self.transport.is_closing():
+            if self.transport.get_write_buffer_size():
+                self._drop_answer()  # its last answer unread: `close` waits to write it all
+            elif not self.transport.is_closing():
                 self.transport.close()
 
     return DeadlineProtocol

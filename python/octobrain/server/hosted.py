@@ -5,12 +5,16 @@ Each connection is one session with its own event loop (in its own thread), the 
 for the client's working directory (its scope lock, its project list, where local files may be
 read) and the caps of the stdio server; the Brains are the service's, shared with the CLI
 commands it runs. A client closing its stdin ends its session only: a call still running gets
-`EXIT_GRACE_S`, then the session is cancelled and the connection closed.
+`EXIT_GRACE_S`, then the session is cancelled and the connection closed. A client that leaves
+a line of output unread for `UNREAD_SECONDS` has it dropped and its session ended: it held the
+session's places, and a thread of the service, for as long as it stayed connected.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import select
 import socket
 import uuid
 from typing import TYPE_CHECKING
@@ -26,16 +30,39 @@ if TYPE_CHECKING:
     from octobrain.server.pool import BrainPool
 
 log = logging.getLogger(__name__)
+UNREAD_SECONDS = 30.0  # how long a line of output may wait for its client to read on
 
 
 class _SocketOut:
-    """The session's stdout: each protocol line sent whole to the relaying client."""
+    """The session's stdout: each protocol line sent whole to the relaying client, or, when
+    the client reads none of it for `UNREAD_SECONDS`, dropped and the session ended."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
+        self._dropped = False
 
     async def write(self, text: str) -> None:
-        await anyio.to_thread.run_sync(self._sock.sendall, text.encode("utf-8"))
+        if not self._dropped:
+            await anyio.to_thread.run_sync(self._send, text.encode("utf-8"))
+
+    def _send(self, data: bytes) -> None:
+        # Without waiting in `send` (the socket blocks, for the session's reads): each wait
+        # for room is bounded, and a line cut there cannot be finished, so the session ends.
+        ready = select.poll()
+        ready.register(self._sock, select.POLLOUT)
+        view = memoryview(data)
+        while view:
+            if not ready.poll(UNREAD_SECONDS * 1000):
+                log.warning(
+                    "an answer was dropped and its MCP session ended: its client left it unread "
+                    "for %g s",
+                    UNREAD_SECONDS,
+                )
+                self._dropped = True
+                self._sock.shutdown(socket.SHUT_RDWR)  # (its reads end: the session ends)
+                return
+            with contextlib.suppress(BlockingIOError):
+                view = view[self._sock.send(view, socket.MSG_DONTWAIT) :]
 
     async def flush(self) -> None:
         """Nothing buffered: `write` sends."""
