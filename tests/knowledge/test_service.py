@@ -841,3 +841,7 @@ def test_an_argument_of_another_command_is_refused_not_ignored(
     # What clients that send every property leave empty is no argument.
     reply = run_command(k, {"command": "match", "pattern": "port", "from_line": 1, "key": ""})
     assert "port" in reply.lower()
+    # ... and for `read` itself: its page arguments sent null were "must be an integer, got None".
+    for empty in ({"from_line": None}, {"from_byte": None}):
+        shown = run_command(k, {"command": "read", "source": "guide.md", **empty})
+        assert shown == run_command(k, {"command": "read", "source": "guide.md"})

@@ -76,6 +76,11 @@ def _optional(arguments: Mapping[str, Any], name: str) -> str | None:
     return value
 
 
+def _given(arguments: Mapping[str, Any], name: str, default: int) -> Any:
+    value = arguments.get(name)
+    return default if value is None else value
+
+
 def run_command(knowledge: Knowledge, arguments: Mapping[str, Any]) -> str:
     """Run one `knowledge` tool call and return its text output."""
     command = arguments.get("command")
@@ -87,8 +92,9 @@ def run_command(knowledge: Knowledge, arguments: Mapping[str, Any]) -> str:
     if command == "search":
         return render_search(knowledge.search(values["query"], source=source))
     if command == "read":
-        from_line = check_line(arguments.get("from_line", 1))  # (both before any fetch)
-        from_byte = check_byte(arguments.get("from_byte", 0))
+        # (both before any fetch; null is left out, as clients sending every property send it)
+        from_line = check_line(_given(arguments, "from_line", 1))
+        from_byte = check_byte(_given(arguments, "from_byte", 0))
         document = knowledge.read(values["source"])
         bound = knowledge.config.knowledge.read_page_bytes
         return render_read(page(document, from_line, bound, from_byte))
