@@ -4,15 +4,31 @@ process reports it."""
 
 from __future__ import annotations
 
+import base64
 import shutil
+import socket
 import subprocess
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from octobrain.cli.launch import routable
-from tests.test_resident_service import SCOPE, _served, _start, assert_same_output, cli
+from octobrain.cli.service_client import PROTOCOL, Channel, build_id
+from octobrain.cli.service_settings import Settings
+from tests.test_resident_service import (
+    SCOPE,
+    _served,
+    _settings,
+    _start,
+    assert_same_output,
+    cli,
+)
 from tests.test_resident_service import env as service_env  # noqa: F401  (the `env` fixture)
+
+if TYPE_CHECKING:
+    from octobrain.cli.service_daemon import Service
 
 PORTS = "# Ports\n\nThe API listens on port 8443.\n\n## Cache\n\nRedis caches sessions.\n"
 
@@ -132,3 +148,83 @@ def test_a_knowledge_table_damaged_under_the_service_is_reported_as_a_new_proces
     assert_same_output(env, [_k("search", "which port"), _k("list"), _k("stats")])
     assert knowledge(env, "search", "which port", service=False).returncode == 1
     assert _served() == 4
+
+
+class _Watched:
+    """A lock that tells when someone waits for it (`asked`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.asked = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._lock.acquire(blocking=False):
+            return True
+        self.asked.set()
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *_: object) -> None:
+        self.release()
+
+
+def _hand(service: Service, env: dict[str, str], argv: list[str]) -> Channel:
+    """A command line handed to `service` as a client hands it, up to its `hello`."""
+    ours, theirs = socket.socketpair()
+    threading.Thread(target=service._handle, args=(theirs,), daemon=True).start()
+    channel = Channel(ours)
+    channel.send(
+        {"op": "run", "protocol": PROTOCOL, "build": build_id(), "argv": argv,
+         "prog": "octobrain", "cwd": str(_cwd(env)), "stdin": None, "columns": 80}
+    )  # fmt: skip
+    assert (channel.recv(30) or {}).get("accepted")
+    return channel
+
+
+def _answer(channel: Channel, out: list[bytes]) -> None:
+    """Wait for `ready` (20 s at most), say `go`, and add the command's stdout to `out`."""
+    with channel.sock:
+        assert channel.recv(20) == {"ready": True}
+        channel.send({"go": True})
+        answer = channel.recv(30)
+        while answer in ({"running": True}, {"alive": True}):
+            answer = channel.recv(30)
+    assert answer is not None and answer["exit"] == 0, answer
+    out.append(base64.b64decode(answer["stdout"]))
+
+
+def test_a_knowledge_command_waiting_for_a_hosted_index_holds_up_no_memory_command(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A hosted MCP session's `index` holds the store's knowledge lock for minutes. A knowledge
+    # command took its turn first and waited for that lock within it: every memory command
+    # behind it waited too and ran in-process after `service.wait_seconds` (6.9 s, not 0.2).
+    from octobrain.cli.common import Warm
+    from octobrain.cli.service_daemon import Service
+    from octobrain.cli.service_stores import BrainCache
+    from octobrain.config import load_config
+
+    settings = _settings()
+    service = Service(Settings(True, 60.0, 60.0, "k", settings.runtime_dir, settings.config_file))
+    service.cache = cache = BrainCache(load_config(), service.run_lock)
+    service.configured.set()
+    monkeypatch.setattr(Warm, "brain", cache.brain)
+    monkeypatch.setattr(Warm, "knowledge", cache.knowledge)
+    cache.pool(str(_cwd(env))).knowledge_lock = index = _Watched()  # type: ignore[assignment]
+    listed: list[bytes] = []
+    recent: list[bytes] = []
+    with index:  # the hosted session's index
+        listing = _hand(service, env, ["knowledge", "--scope", SCOPE, "list"])
+        lister = threading.Thread(target=_answer, args=(listing, listed), daemon=True)
+        lister.start()
+        assert index.asked.wait(30)  # the knowledge command waits for the index
+        _answer(_hand(service, env, ["memory", "--scope", SCOPE, "recent"]), recent)
+        assert recent == [b"No memories yet.\n"] and not listed
+    lister.join(60)
+    assert b"ports.md" in listed[0]  # run once, after the index
+    assert service.served == 2

@@ -306,20 +306,39 @@ class Service:
         if op != "run":
             return
         self._prefetch(request)
+        with self._knowledge_turn(request) as had:
+            result = self._run(channel, request) if had else None
+        if result is None:
+            return  # the client gave up waiting, or is stopped: it runs the command itself
+        channel.send(result)
+        self._maintain()
+        trim_heap()
+
+    def _knowledge_turn(self, request: dict[str, Any]) -> contextlib.AbstractContextManager[bool]:
+        """For a knowledge command, its store's knowledge lock, taken before the run lock
+        (`BrainCache.knowledge_turn`): whether it was had in time; for any other, nothing."""
+        if request["argv"][:1] != ["knowledge"]:
+            return contextlib.nullcontext(True)
+        cache = self.cache if self.configured.wait(self.settings.wait_seconds) else None
+        if cache is None:  # (not loaded in time, or a bad config: no knowledge lock to take)
+            return contextlib.nullcontext(True)
+        return cache.knowledge_turn(str(request["cwd"]), self.settings.wait_seconds)
+
+    def _run(self, channel: Channel, request: dict[str, Any]) -> dict[str, Any] | None:
+        """Take the run lock, say `ready`, and run the command once the client says `go`; its
+        result (None: not run)."""
         with self.run_lock:
             if self.stopping.is_set():
-                return
+                return None
             channel.send({"ready": True})
             if await_go(channel, GO_SECONDS, REQUEST_BYTES) != {"go": True}:
-                return  # the client gave up waiting, or is stopped: it runs the command itself
+                return None
             channel.send({"running": True})
             with alive(channel):
                 result = run_command(request, self.cache, _LIBRARY_LOG)
             with self.state_lock:
                 self.served += 1
-        channel.send(result)
-        self._maintain()
-        trim_heap()
+        return result
 
     @staticmethod
     def _prefetch(request: dict[str, Any]) -> None:

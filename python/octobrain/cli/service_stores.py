@@ -6,6 +6,7 @@ settled before the service exits.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from octobrain.config import Config
     from octobrain.knowledge import Knowledge
     from octobrain.memory.brain import Brain
@@ -31,6 +34,7 @@ class BrainCache:
         self._pools: dict[str, BrainPool] = {}
         self._pools_lock = threading.Lock()  # MCP sessions look pools up outside the run lock
         self._knowledge_held: list[threading.Lock] = []  # (by the command running: `knowledge`)
+        self._turn = threading.local()  # `.pool`: whose knowledge lock this thread holds
 
     def pool(self, cwd: str) -> BrainPool:
         """The pool of the store a process started in `cwd` opens."""
@@ -53,14 +57,33 @@ class BrainCache:
     def knowledge(self, scope: str, session_id: str, cwd: Path) -> Knowledge:
         """The warm knowledge facade a command run in `cwd` works with (`BrainPool.knowledge`:
         the model and the knowledge tables shared with the MCP sessions). The command holds
-        its pool's knowledge lock until it ends (`flush`): a hosted session's knowledge call
-        runs under that lock alone, on the same tables."""
-        pool = self.pool(os.getcwd())
+        its pool's knowledge lock until it ends (`flush`), unless it took it before its turn
+        (`knowledge_turn`): a hosted session's knowledge call runs under that lock alone, on
+        the same tables."""
+        ahead: BrainPool | None = getattr(self._turn, "pool", None)
+        pool = ahead or self.pool(os.getcwd())
         knowledge = pool.knowledge(scope, cwd, session_id)
-        if not self._knowledge_held:
+        if ahead is None and not self._knowledge_held:
             pool.knowledge_lock.acquire()
             self._knowledge_held.append(pool.knowledge_lock)
         return knowledge
+
+    @contextlib.contextmanager
+    def knowledge_turn(self, cwd: str, seconds: float) -> Iterator[bool]:
+        """Hold the knowledge lock of the store a knowledge command run in `cwd` works on,
+        taken before the run lock, for the command's whole turn; whether it was had within
+        `seconds`. Taken inside the run lock, a hosted session's `index` held every memory
+        command behind it, each falling back in-process after `service.wait_seconds`."""
+        pool = self.pool(os.path.realpath(cwd))
+        if not pool.knowledge_lock.acquire(timeout=seconds):
+            yield False
+            return
+        self._turn.pool = pool
+        try:
+            yield True
+        finally:
+            self._turn.pool = None
+            pool.knowledge_lock.release()
 
     def flush(self) -> None:
         """Let go of the knowledge lock a command took, commit queued access counts (a new
