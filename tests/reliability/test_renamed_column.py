@@ -207,3 +207,31 @@ def test_a_chunks_recorded_dimension_changed_by_a_byte_is_damage_not_another_mod
     assert recreated.returncode == 0, recreated.stdout
     assert octobrain(env, "index", str(tmp_path / "deploy.md"), group="knowledge").returncode == 0
     assert "Deploy" in octobrain(env, "search", "deploy", group="knowledge").stdout
+
+
+@pytest.mark.parametrize(
+    ("table", "column"), [("memories", "checksum"), ("knowledge_chunks", "checksum")]
+)
+def test_a_write_after_the_checksum_column_was_renamed_is_refused(
+    env: dict[str, str], tmp_path: Path, table: str, column: str
+) -> None:
+    # The next write took the table for one made before the column: it added a fresh
+    # `checksum` column and stamped every row as it read then, damaged ones included, and
+    # `doctor` said ok from then on, the stray 'chfcksum' column left in the table.
+    memorize(env, "Fact 0", "Durable fact number 0 about the API.")
+    _index_a_document(env, tmp_path)
+    _only_the_newest_version(env, table)
+    _flip_in_newest_manifest(env, column.encode(), 2, 0x03, table)
+    before = lancedb.connect(Path(env["OCTOBRAIN_DATA_DIR"]) / "db").open_table(table).version
+    if table == "memories":
+        done = octobrain(env, "memorize", "-t", "Fact 1", "-c", "Another durable fact here.")
+    else:
+        (tmp_path / "more.md").write_text("# More\n\nAnother document about releases.\n")
+        done = octobrain(env, "index", str(tmp_path / "more.md"), group="knowledge")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    line = one_clear_line(done.stderr)
+    assert f"{table}" in line and "no column 'checksum'" in line, line
+    assert "'chfcksum'" in line and "octobrain doctor" in line, line
+    after = lancedb.connect(Path(env["OCTOBRAIN_DATA_DIR"]) / "db").open_table(table)
+    assert after.version == before and "checksum" not in after.schema.names
+    assert _doctor(env).returncode == 1

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import OctobrainError, StorageError
 from octobrain.store import forked, manifest
-from octobrain.store.columns import dim_damage
+from octobrain.store.columns import check_later_columns, dim_damage
 from octobrain.store.failures import ModelMismatch, io_failure
 from octobrain.store.highwater import Commits
 from octobrain.store.location import StoreLocation
@@ -235,6 +235,7 @@ class KnowledgeStore:
         checked, sum_of = _CHECKED_BY[table.name]
         self.location.check_held()
         if CHECKSUM not in table.schema.names:
+            check_later_columns(self.location, table, [CHECKSUM])
             table.add_columns([CHECKSUM_FIELD])
             self._commits.wrote(table)
         query = table.search().where(f"{CHECKSUM} IS NULL").select(list(checked))

@@ -14,6 +14,7 @@ import difflib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from octobrain.store.manifest import TableDamaged
 from octobrain.store.schema import embedded_with
 
 if TYPE_CHECKING:
@@ -51,6 +52,16 @@ def lacks_read_columns(
         f"its newest version {said}: a byte of its version manifest changed on disk",
         None if had is None else had[0],
     )
+
+
+def check_later_columns(location: object, table: lancedb.table.Table, later: Sequence[str]) -> None:
+    """Refuse (`TableDamaged`, nothing changed) to add columns `later` to `table` as to one
+    made before them when one has a name a changed byte away in its place (`chfcksum`):
+    added, a fresh checksum column stamped every row as it read then, damaged ones
+    included, and `doctor` said ok from then on."""
+    lacks = lacks_read_columns(table, (), later)
+    if lacks is not None:
+        raise TableDamaged(location, table.name, f"{lacks[0]}; nothing was changed")
 
 
 def _near(column: str, names: Sequence[str]) -> list[str]:

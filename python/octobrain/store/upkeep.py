@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from octobrain.errors import StorageError
 from octobrain.models import KEEP_VERSIONS_DAYS
 from octobrain.store import manifest, schema
+from octobrain.store.columns import check_later_columns
 from octobrain.store.failures import io_failure
 from octobrain.store.lancedb_import import import_lancedb
 from octobrain.store.scans import scan_arrow, scan_batches
@@ -155,6 +156,7 @@ def add_later_columns(
             store.location.to_latest(table)
             missing = missing_of(table.schema)
             if missing:  # another process may have added them while we waited
+                check_later_columns(store.location, table, [f.name for f in missing])
                 store.check_lease()
                 table.add_columns(missing)
                 store.wrote(table)
