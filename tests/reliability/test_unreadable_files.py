@@ -216,3 +216,24 @@ def test_a_raw_lancedb_permission_error_reaching_the_server_is_the_one_line_the_
     assert told.startswith("store: a file of the store cannot be read by this user"), told
     assert "read and write access to it (`chmod`, `chown`)" in told, told  # (as doctor says)
     assert "internal error" not in told, told
+
+
+@pytest.mark.parametrize("name", ["stray", "notes.lance"])
+def test_a_link_that_loops_beside_the_tables_is_named(env: dict[str, str], name: str) -> None:
+    # `forget`, `export`, `migrate` and `knowledge index` said "a table cannot be read (…
+    # Unable to walk dir … Too many levels of symbolic links …); … Run `octobrain doctor`",
+    # and `doctor` printed that same line as its own error, naming nothing to move.
+    memorize(env, "Fact 0", "Durable fact number 0 about the API.")
+    link = _store(env) / name
+    link.symlink_to(name)
+    done = octobrain(env, "export", "-")
+    assert done.returncode == 1, done.stdout
+    line = one_clear_line(done.stderr)
+    assert f"{name}: is a link that cannot be followed" in line, line
+    assert f"move {link} aside" in line, line
+    doctor = subprocess.run([EXE, "doctor"], env=env, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in doctor.stderr and not doctor.stderr, doctor.stderr
+    assert doctor.returncode == 1, doctor.stdout
+    assert f"{name}: is a link that cannot be followed" in doctor.stdout, doctor.stdout
+    link.unlink()
+    assert octobrain(env, "export", "-").returncode == 0

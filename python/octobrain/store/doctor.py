@@ -89,6 +89,7 @@ def diagnose(location: StoreLocation, schemas: Mapping[str, pa.Schema] | None = 
             )
         )
     problems += [_import_cut_short(mark) for mark in import_marks.cut_short(location)]
+    looping = _check_links(location, problems)
     _check_locks(location, problems)
     try:
         accessed.waiting(location)
@@ -111,8 +112,8 @@ def diagnose(location: StoreLocation, schemas: Mapping[str, pa.Schema] | None = 
     db = location.connect()
     try:
         present = set(db.list_tables().tables)
-    except (OSError, RuntimeError):  # (Lance walks the folder: a lock file's link that loops)
-        if not any(p.table.endswith(".lock") for p in problems):
+    except (OSError, RuntimeError):  # (Lance walks the folder: a link in it that loops)
+        if not any(p.table in looping for p in problems):
             raise
         return Diagnosis(str(location), state, [], problems)
     if not present & set(manifest.KNOWN_TABLES) and (why := seen.gone(location.uri)):
@@ -168,6 +169,43 @@ def _own_schemas() -> dict[str, pa.Schema]:
     }
 
 
+def _check_links(location: StoreLocation, problems: list[Problem]) -> set[str]:
+    """The names of links in the store's folder that cannot be followed (one that loops):
+    Lance lists the tables by walking the folder, so every command that lists them (an
+    export, a forget, `doctor`) failed on it, "a table cannot be read", naming no file."""
+    if location.path is None:
+        return set()
+    named: set[str] = set()
+    try:
+        paths = sorted(location.path.iterdir())
+    except OSError:  # (a folder this user may not list: the tables' checks say so)
+        return named
+    for path in paths:
+        try:
+            path.stat()
+        except OSError as exc:
+            if not path.is_symlink():
+                continue
+            named.add(path.name)
+            lock = path.name.startswith(".") and path.name.endswith(".lock")
+            fails = _LOCKED_OUT.get(path.name, "every write that takes it fails")
+            problems.append(
+                Problem(
+                    path.name,
+                    f"is a link that cannot be followed ({exc.strerror})"
+                    + (
+                        f", not a lock file: {fails}, and listing the store's tables fails on it"
+                        if lock
+                        else ": every command that lists the store's tables (an export, a "
+                        "forget, a knowledge index) fails on it"
+                    ),
+                    f"move {path} aside"
+                    + ("; the next write makes the lock file again" if lock else ""),
+                )
+            )
+    return named
+
+
 def _check_locks(location: StoreLocation, problems: list[Problem]) -> None:
     """A store's lock files (`.write.lock`, …) that are something else: every write (or every
     index build) fails on a folder or waits on a FIFO there, and says to run `doctor`."""
@@ -177,16 +215,7 @@ def _check_locks(location: StoreLocation, problems: list[Problem]) -> None:
         fails = _LOCKED_OUT.get(path.name, "every write that takes it fails")
         try:
             mode = path.stat().st_mode
-        except OSError as exc:  # (a link that loops: was "a table cannot be read")
-            if path.is_symlink():
-                problems.append(
-                    Problem(
-                        path.name,
-                        f"is a link that cannot be followed ({exc.strerror}), not a lock "
-                        f"file: {fails}, and listing the store's tables fails on it",
-                        f"move {path} aside; the next write makes the lock file again",
-                    )
-                )
+        except OSError:  # (a link that cannot be followed: `_check_links`)
             continue
         if not stat.S_ISREG(mode):
             what = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
