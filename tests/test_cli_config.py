@@ -165,3 +165,24 @@ def test_real_process_help_is_cheap_and_errors_have_no_traceback(tmp_path: Path)
     assert done.returncode == 2
     assert done.stderr.startswith(f"error: {tmp_path / 'config.toml'}: invalid TOML")
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("text", ["", "# comments only\n\n"])
+def test_a_config_file_that_holds_no_setting_is_named_by_show_and_doctor(
+    runner: CliRunner, tmp_path: Path, text: str
+):
+    # An emptied config.toml (a crash, a `> config.toml`) fell back to every default without
+    # a word: a `storage.uri` it held pointed every command at the default store, empty, and
+    # `config show` and `doctor` said nothing of the file.
+    path = tmp_path / "data" / "config.toml"
+    path.parent.mkdir()
+    path.write_text(text)
+    shown = runner.invoke(main, ["config", "show"])
+    assert shown.exit_code == 0, shown.output
+    said = f"{path} (holds no setting: defaults apply)"
+    assert f"# file: {said}" in shown.stdout, shown.stdout
+    doctor = runner.invoke(main, ["doctor"])
+    assert doctor.exit_code == 0, doctor.output
+    assert f"config: {said}" in doctor.stdout, doctor.stdout
+    as_json = json.loads(runner.invoke(main, ["doctor", "--format", "json"]).stdout)
+    assert as_json["config"] == {"path": str(path), "state": "holds no setting"}, as_json

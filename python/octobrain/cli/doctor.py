@@ -66,7 +66,13 @@ def doctor_cmd(
     tables to start over, or `--drop-dangling-edges`, `--drop-orphan-chunks`,
     `--drop-temporary-files` or `--forget-damaged` is given.
     """
-    from octobrain.config import load_config, resolve_storage_uri
+    from octobrain.config import (
+        config_path,
+        file_said,
+        file_state,
+        load_config,
+        resolve_storage_uri,
+    )
     from octobrain.knowledge.store import table_schemas
     from octobrain.store.doctor import diagnose
     from octobrain.store.location import StoreLocation
@@ -100,9 +106,11 @@ def doctor_cmd(
             for memory_id in _forget_damaged(location, found):
                 click.echo(f"memories: forgot {memory_id} (damaged, not shown)", err=True)
     report = diagnose(location, schemas)
+    path = config_path()  # (named: one that holds no setting points at the default store)
     if fmt == "json":
-        emit_json(report.to_dict())
+        emit_json({"config": {"path": str(path), "state": file_state(path)}, **report.to_dict()})
     else:
+        click.echo(f"config: {path}{file_said(path)}")
         click.echo(f"store: {report.store}")
         click.echo(f"manifest: {report.manifest}")
         for t in report.tables:

@@ -78,7 +78,7 @@ def config_show(fmt: str) -> None:
     """Print the effective configuration (file + OCTOBRAIN_* env overrides)."""
     import dataclasses
 
-    from octobrain.config import config_path, ignored_env, load_config, render_toml
+    from octobrain.config import config_path, file_said, ignored_env, load_config, render_toml
 
     path = config_path()
     config = load_config(path)
@@ -95,7 +95,7 @@ def config_show(fmt: str) -> None:
         payload = {"path": str(path), "exists": path.exists(), "config": config.to_dict()}
         emit_json({**payload, "ignored_environment": ignored})
         return
-    state = "" if path.exists() else " (missing: defaults apply)"
+    state = file_said(path)
     overrides = sorted(k for k in os.environ if k.startswith("OCTOBRAIN_") and k not in ignored)
     click.echo(f"# file: {path}{state}")
     if overrides:

@@ -193,6 +193,22 @@ def _parse_env(raw: str, typ: Any) -> tuple[Any, str | None]:
     return raw, None
 
 
+def file_state(path: Path) -> str:
+    """How the config file at `path` (one `load_config` read) stands: "missing", "holds no
+    setting" (empty or comments only, as a crash or a `> config.toml` leaves it: every
+    default applies, a `storage.uri` it held no longer), else "read"."""
+    if not path.exists():
+        return "missing"
+    return "read" if _read_toml(path) else "holds no setting"
+
+
+def file_said(path: Path) -> str:
+    """What `config show` and `doctor` say after the config file's path when its settings are
+    not what it holds (`file_state`): " (missing: defaults apply)", else nothing."""
+    state = file_state(path)
+    return "" if state == "read" else f" ({state}: defaults apply)"
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         # A pipe would hold every command until something wrote to it; /dev/zero never ends.
