@@ -677,6 +677,7 @@ def test_the_service_reads_a_transcript_before_it_waits_for_its_turn(
     import base64
     import threading
 
+    from octobrain.cli.service_command import prefetch
     from octobrain.cli.service_daemon import Service
     from octobrain.cli.service_settings import Settings
     from octobrain.memory import transcript_parts
@@ -692,7 +693,7 @@ def test_the_service_reads_a_transcript_before_it_waits_for_its_turn(
         ).decode(),
     }
     with service.run_lock:  # another command runs meanwhile
-        reader = threading.Thread(target=service._prefetch, args=(request,))
+        reader = threading.Thread(target=prefetch, args=(request,))
         reader.start()
         reader.join(30)
         assert not reader.is_alive()

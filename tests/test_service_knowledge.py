@@ -5,6 +5,8 @@ process reports it."""
 from __future__ import annotations
 
 import base64
+import logging
+import os
 import shutil
 import socket
 import subprocess
@@ -22,6 +24,7 @@ from tests.test_resident_service import (
     _served,
     _settings,
     _start,
+    _wait,
     assert_same_output,
     cli,
 )
@@ -228,3 +231,48 @@ def test_a_knowledge_command_waiting_for_a_hosted_index_holds_up_no_memory_comma
     lister.join(60)
     assert b"ports.md" in listed[0]  # run once, after the index
     assert service.served == 2
+
+
+@pytest.fixture
+def quiet_service(monkeypatch: pytest.MonkeyPatch) -> Service:
+    """A service object of this environment, the class settings its load changes put back."""
+    from octobrain.cli.common import Warm
+    from octobrain.cli.service_daemon import Service
+    from octobrain.memory.corpus import Corpus
+    from octobrain.store.memories import MemoryStore
+
+    kept = [(Warm, "brain"), (Warm, "knowledge"), (Corpus, "leave_tails")]
+    kept += [(MemoryStore, "defer_maintenance"), (MemoryStore, "keeps_access")]
+    for owner, name in kept:
+        monkeypatch.setattr(owner, name, getattr(owner, name))
+    return Service(_settings())
+
+
+def test_the_service_reads_the_knowledge_tables_in_once_it_is_quiet(
+    env: dict[str, str], quiet_service: Service, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Its first `knowledge search` opened the tables and read every chunk in (0.39 s at 4,500
+    # chunks, then 0.07 s); memory was warmed as the service started, knowledge was not.
+    caplog.set_level(logging.INFO, "octobrain.cli.service_daemon")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(_settings().socket_path)
+    listener.listen(4)
+    serving = threading.Thread(target=quiet_service.serve, args=(listener,))
+    serving.start()
+    try:
+        assert _wait(lambda: "knowledge tables read in, chunks: 1" in caplog.text, 60), caplog.text
+    finally:
+        quiet_service.stopping.set()
+        serving.join(60)
+        os.unlink(_settings().socket_path)
+
+
+def test_the_knowledge_warm_up_makes_no_knowledge_tables(service_env: dict[str, str]) -> None:  # noqa: F811
+    from octobrain.cli.service_stores import BrainCache
+    from octobrain.config import load_config
+
+    cache = BrainCache(load_config(), threading.Lock())
+    with cache._lock:
+        cache.brain("", Path("/")).warm_up()
+    cache.warm_knowledge()
+    assert not list(_db(service_env).glob("knowledge_*"))

@@ -1,7 +1,8 @@
 """One command line run in the resident service as `octobrain` would run it in a new process:
 the request checked for an octobrain client's form (`well_formed`), the command run with the
 caller's stdin, stdout, stderr, working directory and terminal width (`run_command`), the
-beats that tell the client it still runs (`alive`), and the wait for its `go` (`await_go`).
+beats that tell the client it still runs (`alive`), the wait for its `go` (`await_go`), and a
+digest hook's transcript read before the command's turn (`prefetch`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import base64
 import codecs
 import contextlib
 import io
+import logging
 import os
 import re
 import socket
@@ -27,6 +29,8 @@ from octobrain.cli.service_client import ALIVE_EVERY_SECONDS, PROTOCOL, Channel
 if TYPE_CHECKING:
     from octobrain.cli import library_log
     from octobrain.cli.service_stores import BrainCache
+
+log = logging.getLogger("octobrain.cli.service_daemon")  # the service's own log (its log file)
 
 
 @contextlib.contextmanager
@@ -132,6 +136,32 @@ def well_formed(request: object) -> TypeGuard[dict[str, Any]]:
     except (LookupError, TypeError):
         return False
     return True
+
+
+def prefetch(request: dict[str, Any]) -> None:
+    """Read a digest hook's transcript before waiting for the run lock: reading is the
+    slow part (up to 3 s for the `READ_BYTES` one hook reads) and touches no store, so it
+    must not hold up the commands and MCP calls queued behind it. The command finds the
+    part already read (`transcript_parts.transcript_part`, from where the session's last
+    hook stopped); a client that tires of waiting runs it itself."""
+    argv = request.get("argv")
+    if not isinstance(argv, list) or argv[:1] != ["hook"]:
+        return
+    if not set(argv[1:]) & {"pre-compact", "session-end"}:
+        return
+    from octobrain.memory.hooks import hook_text, parse_hook_input
+    from octobrain.memory.transcript_file import start_of
+    from octobrain.memory.transcript_parts import transcript_part
+
+    try:
+        stdin = base64.b64decode(request["stdin"]) if request.get("stdin") else b""
+        data = parse_hook_input(hook_text(stdin))
+        if data.transcript_path:
+            where = os.path.join(str(request["cwd"]), data.transcript_path)
+            start = start_of(data.tag, where, None, None)
+            transcript_part(where, data.cwd, start)
+    except Exception:  # the command itself reports what is wrong, as it would in-process
+        log.debug("transcript prefetch failed", exc_info=True)
 
 
 def run_command(

@@ -17,7 +17,6 @@ file changes, or when a client of another build asks (the newer install then sta
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import logging
@@ -38,7 +37,7 @@ from octobrain.cli.service_client import (
     Channel,
     build_id,
 )
-from octobrain.cli.service_command import alive, await_go, run_command, well_formed
+from octobrain.cli.service_command import alive, await_go, prefetch, run_command, well_formed
 from octobrain.cli.service_settings import Settings, data_dir, environment_marks, load_settings
 from octobrain.cli.service_stores import BrainCache
 from octobrain.config.loader import MAX_CONFIG_BYTES
@@ -52,6 +51,7 @@ REQUEST_SECONDS = 5.0
 REQUEST_BYTES = 16 << 20
 ACCEPT_BACKOFF_SECONDS = 0.2  # after a failed accept (no descriptor left) before the next
 GO_SECONDS = 10.0
+QUIET_SECONDS = 1.0  # without a request after the load, before the knowledge tables are read in
 
 
 def _config_stamp(path: str) -> str | None:
@@ -84,6 +84,8 @@ class Service:
         self.cache: BrainCache | None = None
         self.configured = threading.Event()  # the config was read (self.cache set if valid)
         self.loaded = False  # warm-up done: the model, the store and its mirror are in memory
+        self.loaded_at = float("inf")
+        self.knowledge_warmed = False  # (started)
         # Set: load now (no process started this one and waits, it is done, or a client asks).
         self.wanted = threading.Event()
         if spawner_fd is None:
@@ -146,7 +148,15 @@ class Service:
         except Exception:  # a bad config or store is reported by the first command
             log.warning("warm-up failed", exc_info=True)
         finally:
-            self.loaded = True
+            self.loaded, self.loaded_at = True, time.monotonic()
+
+    def _quiet(self) -> bool:
+        """Whether no command has run for `QUIET_SECONDS`, nor runs, since the load: when the
+        knowledge tables are read in (`BrainCache.warm_knowledge`). Beside a command, that
+        took half of its turns at the interpreter (a first `memory remember` 0.08 → 0.3 s)."""
+        with self.state_lock:
+            since = time.monotonic() - max(self.last_request, self.loaded_at)
+        return since >= QUIET_SECONDS and not self.run_lock.locked()
 
     def _loaded_stamp(self, stamp: str | None) -> None:
         """Take `stamp` (the config's digest read just before the config was loaded) as this
@@ -207,6 +217,9 @@ class Service:
                 cache = self.cache
                 if cache is not None and cache.maintenance_due():  # e.g. after MCP calls
                     threading.Thread(target=self._maintain, daemon=True).start()
+                if cache is not None and not self.knowledge_warmed and self._quiet():
+                    self.knowledge_warmed = True
+                    threading.Thread(target=cache.warm_knowledge, daemon=True).start()
                 continue
             except OSError as exc:  # out of descriptors (a flood of connections): wait them out
                 log.warning("cannot accept a connection now: %s", exc)
@@ -305,7 +318,7 @@ class Service:
             return
         if op != "run":
             return
-        self._prefetch(request)
+        prefetch(request)
         with self._knowledge_turn(request) as had:
             result = self._run(channel, request) if had else None
         if result is None:
@@ -339,32 +352,6 @@ class Service:
             with self.state_lock:
                 self.served += 1
         return result
-
-    @staticmethod
-    def _prefetch(request: dict[str, Any]) -> None:
-        """Read a digest hook's transcript before waiting for the run lock: reading is the
-        slow part (up to 3 s for the `READ_BYTES` one hook reads) and touches no store, so it
-        must not hold up the commands and MCP calls queued behind it. The command finds the
-        part already read (`transcript_parts.transcript_part`, from where the session's last
-        hook stopped); a client that tires of waiting runs it itself."""
-        argv = request.get("argv")
-        if not isinstance(argv, list) or argv[:1] != ["hook"]:
-            return
-        if not set(argv[1:]) & {"pre-compact", "session-end"}:
-            return
-        from octobrain.memory.hooks import hook_text, parse_hook_input
-        from octobrain.memory.transcript_file import start_of
-        from octobrain.memory.transcript_parts import transcript_part
-
-        try:
-            stdin = base64.b64decode(request["stdin"]) if request.get("stdin") else b""
-            data = parse_hook_input(hook_text(stdin))
-            if data.transcript_path:
-                where = os.path.join(str(request["cwd"]), data.transcript_path)
-                start = start_of(data.tag, where, None, None)
-                transcript_part(where, data.cwd, start)
-        except Exception:  # the command itself reports what is wrong, as it would in-process
-            log.debug("transcript prefetch failed", exc_info=True)
 
     def _maintain(self) -> None:
         """Store maintenance that a write fell due for, run once the answer is out and no

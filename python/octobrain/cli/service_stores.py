@@ -85,6 +85,25 @@ class BrainCache:
             self._turn.pool = None
             pool.knowledge_lock.release()
 
+    def warm_knowledge(self) -> None:
+        """Open the knowledge tables of the store the service warmed up and read them into
+        their mirror, as its first knowledge command did (0.5 s of a first `knowledge search`
+        at 4,500 chunks, 0.09 s warm), when it has them (none are made). The run lock is held
+        only to find them: memory commands go on meanwhile."""
+        from octobrain.store.schema import CHUNKS
+
+        pool = self.pool(os.getcwd())
+        try:
+            with self._lock:
+                if not pool.loaded or pool.shared_root().store.location.table_gone(CHUNKS):
+                    return
+                knowledge = pool.knowledge("", Path("/"), "")
+            with pool.knowledge_lock:
+                knowledge.index_mirror.refresh()
+            log.info("knowledge tables read in, chunks: %d", len(knowledge.index_mirror.rows))
+        except Exception:  # a damaged knowledge table is reported by its first command
+            log.warning("knowledge warm-up failed", exc_info=True)
+
     def flush(self) -> None:
         """Let go of the knowledge lock a command took, commit queued access counts (a new
         process would at exit), and note the store's files as the command left them."""
