@@ -19,7 +19,7 @@ import numpy as np
 
 from octobrain.errors import OctobrainError
 from octobrain.heap import collect_later
-from octobrain.memory import build, corpus_apply, tail
+from octobrain.memory import build, corpus_apply, data_times, tail
 from octobrain.memory.edges import EdgeMirror
 from octobrain.memory.page_check import SnapshotDamaged
 from octobrain.memory.snapshot import Snapshot, SnapshotDir
@@ -47,6 +47,9 @@ def open_current(c: Corpus) -> bool:
         if replayed is not None:
             recorded, newest = replayed.data_files, True
     check_data_files(c, recorded, newest=newest)
+    changed = data_times.changed(c._store.location, None if source is None else source.data_times)
+    if changed is not None:  # (its copy of the rows is not the store's now)
+        raise SnapshotDamaged(changed)
     if (c._version, c._edges.version) != on_disk:
         return False
     c._apply_kept_access(c._store.kept_access())
@@ -279,6 +282,7 @@ def _write_tail(c: Corpus, where: Path, left: tail.Tail) -> None:
 def _write(c: Corpus, snapshots: SnapshotDir, snap: Snapshot, scratch: Path | None = None) -> None:
     try:
         snap.data_files = _data_files(c, snap.version, snap.edges_version)
+        snap.data_times = data_times.stamp(c._store.location, snap.data_files)
         snapshots.write(snap)
     except OSError as exc:  # a full or read-only cache never fails a query
         log.warning("memory snapshot not written: %s", exc)

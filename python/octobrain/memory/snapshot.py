@@ -61,6 +61,7 @@ import pyarrow as pa
 
 from octobrain.files import read_regular
 from octobrain.kernels.bm25 import PARTS, BM25Index
+from octobrain.memory import data_times
 from octobrain.memory.page_check import BLOCK, PageCheck, block_crcs, in_background
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,7 @@ class Snapshot:
     # deletion files as `_deletions/…`, `store.operations.data_files`): what a new process
     # checks before it answers from the snapshot. None: not recorded.
     data_files: dict[str, list[tuple[str, int]]] | None = None
+    data_times: dict[str, dict[str, int]] | None = None  # theirs when recorded (`data_times`)
 
     def changed_file(self) -> str | None:
         """The first of its files changed in place since it was opened, or None. A file gone
@@ -310,6 +312,7 @@ class SnapshotDir:
             where=where,
             opened=opened,
             data_files=read_data_files(manifest.get("data_files")),
+            data_times=data_times.read(manifest.get("data_times")),
         )
 
     def discard(self, snap: Snapshot) -> None:
@@ -364,6 +367,7 @@ class SnapshotDir:
             }
             if snap.data_files is not None:
                 manifest["data_files"] = snap.data_files
+                manifest["data_times"] = snap.data_times
             manifest["crc"] = _manifest_crc(manifest)
             _write_synced(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
             _fsync_dir(tmp)

@@ -132,6 +132,13 @@ def _footer(path: Path, size: int) -> bytes:
         os.close(fd)
 
 
+def file_path(store: Path, name: str, path: str) -> Path:
+    """Where the data or deletion file `path` (as `data_files` names it) of table `name` of
+    the local store at `store` lies."""
+    table = store / f"{name}.lance"
+    return table / path if path.startswith(DELETIONS) else table / "data" / path
+
+
 def damaged_file(location: StoreLocation, name: str, version: int) -> str | None:
     """The first data file that `version` of table `name` of a local store reads and that is
     gone, not the size Lance wrote it at, or no longer ends in Lance's footer (or a deletion
@@ -149,10 +156,9 @@ def damaged_among(
     older version's, which a clean-up may remove); one there is still checked, as Lance
     never writes a data file again."""
     assert location.path is not None
-    table = location.path / f"{name}.lance"
     for path, size in files:
         deletion = path.startswith(DELETIONS)
-        where = table / path if deletion else table / "data" / path
+        where = file_path(location.path, name, path)
         try:
             got = where.stat().st_size
             if deletion and got:
