@@ -839,3 +839,15 @@ def test_status_counts_one_command_and_one_session_in_the_singular(
     shown = CliRunner().invoke(main, ["service", "status"])
     assert shown.exit_code == 0, shown.output
     assert ", 1 command served, 1 MCP session open, idle 2 s" in shown.output, shown.output
+
+
+@pytest.mark.parametrize("name", ["HOME", "AWS_PROFILE", "XDG_CONFIG_HOME"])
+def test_a_client_of_another_home_or_profile_has_a_service_of_its_own(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # The same data dir and config file, but ~/.aws, ~/.gitconfig (the scope) and the
+    # credentials another user's: its commands must not be answered with this one's.
+    monkeypatch.setenv(name, "/tmp/one")
+    one = _settings().socket_path
+    monkeypatch.setenv(name, "/tmp/other")
+    assert _settings().socket_path != one
