@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -18,6 +19,8 @@ from octobrain.safe_text import json_printable, one_line, printable
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
     from octobrain.memory.brain import Brain
+
+log = logging.getLogger(__name__)
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
@@ -237,13 +240,36 @@ class Warm:
     knowledge: KnowledgeFactory | None = None
 
 
+class OwnProcess:
+    """The Brains a process of its own (`cli.launch`) opened for its command; None in any
+    other (the service, a command run in a test's process)."""
+
+    brains: list[Brain] | None = None
+
+    @classmethod
+    def finish(cls) -> None:
+        """Once the command is done (its answer written, its commits made): each Brain that
+        committed leaves the next new process a snapshot it reads without LanceDB
+        (`Brain.leave_tail`). Never fails the command: what goes wrong is logged, and the
+        next process reads the store."""
+        for brain in cls.brains or ():
+            try:
+                brain.leave_tail()
+            except Exception as exc:
+                log.info("memory snapshot tail not left: %s", exc)
+        cls.brains = None
+
+
 def open_brain(scope: str, workdir: Path, session_id: str = "") -> Brain:
     """The Brain a command works with: a new one, or the resident service's warm one."""
     if Warm.brain is not None:
         return Warm.brain(scope, workdir, session_id)
     from octobrain.memory.brain import Brain
 
-    return Brain(scope, workdir=workdir, session_id=session_id)
+    brain = Brain(scope, workdir=workdir, session_id=session_id)
+    if OwnProcess.brains is not None:
+        OwnProcess.brains.append(brain)
+    return brain
 
 
 def open_knowledge(scope: str, session_id: str, cwd: Path) -> Knowledge:

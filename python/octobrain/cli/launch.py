@@ -189,16 +189,20 @@ def _main(args: list[str] | None, prog_name: str | None) -> NoReturn:
         sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding=encoding, errors=errors)
     if _embeds_at_once(argv):
         _load_model_ahead()
+    from octobrain.cli.common import OwnProcess
     from octobrain.cli.library_log import install
     from octobrain.cli.main import main as cli_main
 
     if argv[:1] != ["mcp"]:  # (a server's stop is its own)
         _terminate_as_an_exit()
     install()
+    OwnProcess.brains = []
     try:
         with _output_failure_as_a_line():
             cli_main(args=argv, prog_name=prog)
     except SystemExit as done:
+        with contextlib.suppress(KeyboardInterrupt):  # (the command's answer stands)
+            OwnProcess.finish()
         exit_now(done.code)
     except Exception:  # (click leaves a bug's traceback to the interpreter: printed the same)
         import traceback

@@ -13,6 +13,7 @@ from octobrain.embed.base import Embedder
 from octobrain.embed.factory import facade_parts
 from octobrain.errors import InvalidInput
 from octobrain.files import check_path
+from octobrain.memory import corpus_snapshot
 from octobrain.memory.consolidation import Consolidator
 from octobrain.memory.corpus import Corpus
 from octobrain.memory.search import Retriever
@@ -99,6 +100,14 @@ class BrainBase(Closable):
         self._store = self._retriever = self._consolidator = None
         if retriever is not None:
             retriever.corpus.wait_for_snapshot()
+
+    def leave_tail(self) -> None:
+        """Once this process committed through this Brain's store, leave the next new process
+        a snapshot it reads without LanceDB (`corpus_snapshot.leave_tail`): run as a process
+        of its own ends, its command done (`cli.common.OwnProcess`)."""
+        if self._closed or self._store is None or not self._store.committed:
+            return
+        corpus_snapshot.leave_tail(self.retriever.corpus)
 
     def for_scope(
         self: _B, scope: str, *, workdir: Path | None = None, session_id: str | None = None

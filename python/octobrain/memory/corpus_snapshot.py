@@ -1,8 +1,9 @@
 """The mirror's snapshot (`Corpus`, `memory.snapshot`), as the mirror uses it: a new process
 opens it, and replays the tail an earlier process left beside it (`memory.tail`), instead of
 reading and indexing the whole store; a process that caught up far enough writes it anew off
-the request path, or leaves a tail of its catch-ups beside it; a mirror adopts the snapshot it
-wrote once it is in place; a damaged one is discarded, and the mirror rebuilt from the store.
+the request path, or leaves a tail of its catch-ups beside it (a process that wrote, as it
+ends: `leave_tail`); a mirror adopts the snapshot it wrote once it is in place; a damaged one
+is discarded, and the mirror rebuilt from the store.
 
 These functions take the `Corpus` whose state they read and change, under its lock (`save`
 takes it).
@@ -71,6 +72,21 @@ def serve_current(c: Corpus) -> bool:
         except OctobrainError:
             c._reset()
         return False
+
+
+def leave_tail(c: Corpus) -> None:
+    """After this process committed to the store: catch a mirror a snapshot keeps up with
+    the store and leave what it applied beside the snapshot (`maybe_tail`, or the whole
+    snapshot when due), and wait for it. The first new process after a write caught up
+    through LanceDB itself, importing it (a third of such a process), where the writer had it
+    open already. Nothing when no snapshot keeps the mirror (none is built for this), or it
+    is current already."""
+    if not c.leave_tails or c._snapshots is None:
+        return
+    if serve_current(c) or not c.reads_snapshot:
+        return
+    c.refresh()
+    c.wait_for_snapshot()
 
 
 def check_data_files(

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import secrets
 import struct
 import zlib
 from dataclasses import dataclass
@@ -40,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from octobrain.files import read_regular
+from octobrain.files import read_regular, replace_whole
 from octobrain.memory.snapshot import read_data_files
 
 log = logging.getLogger(__name__)
@@ -105,7 +103,8 @@ def _table(data: bytes) -> pa.Table | None:
 
 
 def write(where: Path, tail: Tail) -> None:
-    """Leave `tail` in the snapshot directory `where`, replacing the tails before it."""
+    """Leave `tail` in the snapshot directory `where`, replacing the tails of versions before
+    it."""
     with_rows = [s.rows for s in tail.steps if s.rows is not None and len(s.rows)]
     rows = _stream(pa.concat_tables(with_rows, promote_options="default") if with_rows else None)
     edges = _stream(tail.edges)
@@ -129,15 +128,20 @@ def write(where: Path, tail: Tail) -> None:
         "crc": zlib.crc32(edges, zlib.crc32(rows)),
     }
     head = json.dumps(header).encode()
-    tmp = where / f".tail-{os.getpid()}-{secrets.token_hex(4)}.tmp"
-    with tmp.open("wb") as f:
-        f.write(MAGIC + _FRAME.pack(len(head), zlib.crc32(head)) + head)
-        f.write(rows)
-        f.write(edges)
-    os.replace(tmp, where / _name(tail.version))
+    # Whole or not at all: a write that fails (a full cache) leaves nothing beside the snapshot.
+    frame = MAGIC + _FRAME.pack(len(head), zlib.crc32(head))
+    replace_whole(where / _name(tail.version), b"".join((frame, head, rows, edges)))
     for other in where.glob("tail-*.bin"):
-        if other.name != _name(tail.version):
+        # (Not a newer one: a writer that committed after this one caught up left it, and
+        # only it can serve the next process.)
+        if _version_of(other) < tail.version:
             other.unlink(missing_ok=True)
+
+
+def _version_of(path: Path) -> int:
+    """The version a tail's file name says it ends at (-1: not a tail's name)."""
+    number = path.name.removeprefix("tail-").removesuffix(".bin")
+    return int(number) if number.isdigit() else -1
 
 
 def load(where: Path, version: int) -> Tail | None:

@@ -88,6 +88,7 @@ class MemoryStore:
         self._pinned_tables: dict[str, lancedb.table.Table] = {}  # (`pinned`)
         self._finishing_restore = False  # `restore` opens a store another restore left marked
         self._commits = Commits(self.location.high_water)  # versions recorded per `write_lock`
+        self.committed = False  # whether this handle committed (`wrote`): `Brain.leave_tail`
 
     def _open_db(self) -> lancedb.DBConnection:
         """Connect and create missing tables; no model check (see `_connect`)."""
@@ -220,6 +221,7 @@ class MemoryStore:
     def wrote(self, *tables: lancedb.table.Table) -> None:
         """Call right after a commit to `tables` under `write_lock`: the versions reached are
         recorded when the lock is let go (`highwater`)."""
+        self.committed = True
         self._commits.wrote(*tables)
 
     def check_lease(self) -> None:

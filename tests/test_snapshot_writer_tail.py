@@ -1,0 +1,199 @@
+"""A new process that wrote leaves the tail beside the snapshot as it ends, so the next new
+process reads without importing LanceDB and answers as the store does; a tail that a racing
+writer made stale is never replayed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from octobrain.config import Config, SearchConfig
+from octobrain.memory import tail
+from octobrain.memory.brain import Brain
+from octobrain.models import Memory
+from tests.test_hook_transcripts import SESSION, said
+from tests.test_snapshot_get_stats import SCOPE, _brain, _snapshot
+from tests.test_snapshot_get_stats import env as snapshot_env
+
+env = snapshot_env  # (a CLI's store, the service off, a snapshot from one memory on)
+
+
+def _store(env: dict[str, str], n: int = 12) -> list[str]:
+    """`n` memories, and a snapshot of them current. Each of its own length: rows a query
+    scores alike by words are told apart by their place in the mirror, which differs
+    between two mirrors of one version caught up along different paths."""
+    brain = _brain(env)
+    memories = [
+        Memory(
+            title=f"Note {i}", content=f"The service uses setting zq{i}.{' More.' * i}", scope=SCOPE
+        )
+        for i in range(n)
+    ]
+    brain.store.add(memories, brain.embedder.embed_documents([m.content for m in memories]))
+    _snapshot(env)
+    return [m.id for m in memories]
+
+
+def _octobrain(env: dict[str, str], *args: str, stdin: str | None = None) -> tuple[str, bool]:
+    """What a new process of its own prints for `octobrain ARGS` (exit 0 asserted), and
+    whether it imported LanceDB (`-X importtime` names every module it imports)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "octobrain", *args],
+        input=stdin,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    return done.stdout, " lancedb" in done.stderr
+
+
+def _as_the_store(env: dict[str, str], tmp_path: Path, *args: str) -> str:
+    """`args`' answer from a copy of the store read with the snapshot off (what that reader
+    counts lands nowhere the test goes on with)."""
+    copy = tmp_path / "copy"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(Path(env["OCTOBRAIN_DATA_DIR"]) / "db", copy / "db")
+    (copy / "config.toml").write_text("[search]\nsnapshot_min_rows = 0\n")
+    return _octobrain({**env, "OCTOBRAIN_DATA_DIR": str(copy)}, *args)[0]
+
+
+def test_after_each_write_in_a_new_process_the_next_one_reads_without_lancedb(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Before: the writer left nothing, so the first reader after it imported LanceDB (a third
+    # of such a process) to catch up, and only the one after that read the snapshot alone.
+    ids = _store(env)
+    memory = ("memory", "--scope", SCOPE)
+    added, _ = _octobrain(
+        env, *memory, "memorize", "-t", "Fresh note", "-c", "The cache uses setting zqnew.",
+        "--format", "json",
+    )  # fmt: skip
+    new_id = json.loads(added)["id"]
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text(said("We decided to keep the nightly export job.", "/src/export.py"))
+    ended = {"session_id": SESSION, "transcript_path": str(transcript), "cwd": "/",
+             "hook_event_name": "SessionEnd"}  # fmt: skip
+    writes = [
+        ((), None),  # the memorize above
+        ((*memory, "update", ids[5], "-c", "The service now uses setting zqedited."), None),
+        ((*memory, "relate", ids[1], ids[2]), None),
+        ((*memory, "forget", ids[3], "--yes"), None),
+        (("hook", "session-end", "--scope", SCOPE), json.dumps(ended)),
+    ]
+    for write, stdin in writes:
+        if write:
+            assert _octobrain(env, *write, stdin=stdin)[1]  # (a writer imports LanceDB)
+        for read in [
+            ("get", new_id, "--format", "json"),
+            ("remember", "setting zqnew zqedited zq1 zq3", "--format", "json"),
+            ("remember", "nightly export job", "--format", "json"),
+        ]:
+            expected = _as_the_store(env, tmp_path, *memory, *read)
+            answer, imported = _octobrain(env, *memory, *read)
+            assert not imported, (write, read)
+            assert answer == expected, (write, read)
+    assert "nightly export" in answer  # (the session's digest)
+
+
+def test_a_tail_that_cannot_be_written_fails_no_write(env: dict[str, str], tmp_path: Path) -> None:
+    ids = _store(env)
+    version = _brain(env).store.version()
+    where = next((Path(env["OCTOBRAIN_DATA_DIR"]) / "cache" / "snapshots").glob("*/v*"))
+    for after in range(1, 4):  # (where the tail of each next version goes: taken)
+        (where / f"tail-{version + after}.bin").mkdir()
+    memory = ("memory", "--scope", SCOPE)
+    done, _ = _octobrain(env, *memory, "update", ids[2], "-c", "The service now uses zqedited.")
+    assert "The service now uses zqedited." in done  # (exit 0 and no traceback: asserted)
+    assert not list(where.glob(".tail-*"))  # (nor the file it was written to first)
+    # The next process catches up through LanceDB, as before, and answers as the store does.
+    read = ("remember", "zqedited", "--format", "json")
+    expected = _as_the_store(env, tmp_path, *memory, *read)
+    assert _octobrain(env, *memory, *read) == (expected, True)
+
+
+def _race(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, *, theirs_left: bool
+) -> tuple[str, str, int]:
+    """Two writers: the second commits (and leaves its tail, `theirs_left`) after the first
+    caught up, before the first's tail lands. Their memories' ids, and the first's version."""
+    _store(env)
+    first, second = _brain(env), _brain(env)
+    theirs: list[str] = []
+    write = tail.write
+
+    def late(where: Path, left: tail.Tail) -> None:
+        if not theirs:
+            theirs.append(second.memorize("Racing note", "The cache uses setting zqrace.")[0].id)
+            if theirs_left:
+                second.leave_tail()
+        write(where, left)
+
+    monkeypatch.setattr(tail, "write", late)
+    mine = first.memorize("Fresh note", "The cache uses setting zqnew.")[0].id
+    version = first.store.version()
+    first.leave_tail()
+    monkeypatch.setattr(tail, "write", write)
+    return mine, theirs[0], version
+
+
+def _found(brain: Brain) -> list[tuple[str, str]]:
+    recall = brain.remember("setting zqrace zqnew", min_relevance=0.0, record_access=False)
+    return [(h.memory.id, h.why) for h in recall.hits]
+
+
+def _as_the_store_finds(env: dict[str, str]) -> list[tuple[str, str]]:
+    config = Config(search=SearchConfig(snapshot_min_rows=0))
+    uri = Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
+    return _found(Brain(SCOPE, config=config, embedder=_brain(env).embedder, uri=uri))
+
+
+def test_a_tail_a_racing_writer_made_stale_is_not_replayed(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine, theirs, version = _race(env, monkeypatch, theirs_left=False)
+    left = list((Path(env["OCTOBRAIN_DATA_DIR"]) / "cache").rglob("tail-*.bin"))
+    assert [p.name for p in left] == [f"tail-{version}.bin"]
+    assert _brain(env).store.version() == version + 1
+    # Of a version the store is past: not replayed; the store answers, both notes in it.
+    reader = _brain(env)
+    found = _found(reader)
+    assert reader.store.connected
+    assert found == _as_the_store_finds(env)
+    assert {mine, theirs} <= {mid for mid, _ in found}
+
+
+def test_a_tail_landing_late_leaves_the_newer_one_in_place(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the first writer's tail, landing after the second writer had committed and left
+    # its own, removed that one, and the next process read the store through LanceDB.
+    mine, theirs, _ = _race(env, monkeypatch, theirs_left=True)
+    reader = _brain(env)
+    found = _found(reader)
+    assert not reader.store.connected
+    assert found == _as_the_store_finds(env)
+    assert {mine, theirs} <= {mid for mid, _ in found}
+
+
+def test_a_writer_that_caught_up_past_another_writer_leaves_a_tail_of_both(
+    env: dict[str, str],
+) -> None:
+    _store(env)
+    first, second = _brain(env), _brain(env)
+    mine = first.memorize("Fresh note", "The cache uses setting zqnew.")[0].id
+    theirs = second.memorize("Racing note", "The cache uses setting zqrace.")[0].id
+    first.leave_tail()  # (caught up to the second's commit too)
+    second.leave_tail()  # (the tail is current: nothing more)
+    reader = _brain(env)
+    found = _found(reader)
+    assert not reader.store.connected
+    assert found == _as_the_store_finds(env)
+    assert {mine, theirs} <= {mid for mid, _ in found}
