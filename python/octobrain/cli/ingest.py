@@ -19,7 +19,9 @@ from octobrain.memory.conversation import FORMATS
     show_default=True,
     help="The transcript's format: a Claude Code JSONL session, a chat export of "
     "{speaker, text, time} records (JSON or JSONL; time ISO-8601, or Unix seconds or "
-    "milliseconds), or LoCoMo; auto detects it.",
+    "milliseconds; also as exports spell them: {role, content} of an OpenAI messages list, "
+    "Slack's {user, text, ts}, Discord's {author, content, timestamp}), or LoCoMo; auto "
+    "detects it.",
 )
 @click.option(
     "--conversation",

@@ -23,6 +23,7 @@ from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, gunzipped, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, array_values, bounds, read_json
 from octobrain.lines import iter_lines, place
+from octobrain.memory.chat_keys import chat_fields, looks_like_chat, nested_export
 from octobrain.memory.conversation_locomo import locomo_conversations
 from octobrain.memory.turn_fields import (
     LONE,
@@ -187,6 +188,8 @@ def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> li
         where = "file" if chosen == "claude" else "turns"
         records = partial(_named, where, data.values)
     elif numbered is None:  # a JSON document of one value
+        if isinstance(data, dict) and isinstance(data.get("messages"), list):
+            data = data["messages"]  # (DiscordChatExporter's, an OpenAI request's)
         chosen = detect_format(data) if fmt == "auto" else fmt
         samples = [data]
         if chosen != "locomo":
@@ -267,12 +270,16 @@ def detect_format(data: Any) -> str:
         return "locomo"
     if any("sessionId" in r or isinstance(r.get("message"), dict) for r in dicts):
         return "claude"
-    if dicts and all("speaker" in r or "text" in r for r in dicts):
+    nested = next((n for n in map(nested_export, dicts) if n), None)
+    if nested:
+        raise InvalidInput("file", f"holds {nested}")
+    if dicts and all(looks_like_chat(r) for r in dicts):
         return "chat"
     raise InvalidInput(
         "file",
         "is not a known conversation format (a Claude Code transcript, a chat export of "
-        "{speaker, text, time} records, or LoCoMo); pass --format-in to choose one",
+        "{speaker, text, time} records, also spelled {role, content} or {author, message, "
+        "timestamp}, alone or under 'messages', or LoCoMo); pass --format-in to choose one",
     )
 
 
@@ -319,15 +326,16 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
     for where, record in records:
         if not isinstance(record, dict):
             raise InvalidInput(where, "must be an object with speaker and text")
-        text = turn_text(f"{where}.text", record.get("text"))
-        full = turn_name(f"{where}.speaker", record.get("speaker"), None)
+        fields, keys = chat_fields(where, record)
+        text = turn_text(f"{where}.{keys['text']}", fields["text"])
+        full = turn_name(f"{where}.{keys['speaker']}", fields["speaker"], None)
         speaker = names.setdefault(full, speaker_name(full))
-        moment = turn_time(f"{where}.time", record.get("time"))
-        given = record.get("session")
+        moment = turn_time(f"{where}.{keys.get('time', 'time')}", fields.get("time"))
+        given = fields.get("session")
         if given is not None:
             if isinstance(given, bool) or not isinstance(given, (str, int)):
-                raise InvalidInput(f"{where}.session", "must be a string or an integer")
-            session = turn_name(f"{where}.session", str(given), SESSION_CHARS)
+                raise InvalidInput(f"{where}.{keys['session']}", "must be a string or an integer")
+            session = turn_name(f"{where}.{keys['session']}", str(given), SESSION_CHARS)
         else:
             gap = moment is not None and last_time is not None and moment - last_time > SESSION_GAP
             if gap:
@@ -338,7 +346,8 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
         if not text.strip():
             yield None
             continue
-        written = turn_id(f"{where}.id", record.get("id"))
+        id_name = f"{where}.{keys.get('id', 'id')}"
+        written = turn_id(id_name, fields.get("id"))
         own, former = same_id(written)
         per_session += 1
         if not shows_something(text):  # (zero-width or format characters: no word to find)
@@ -347,7 +356,7 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
         turn_key = own
         if not own:
             named = None if given is None else session
-            raw = _before_bidi(record["speaker"], given, full, session)
+            raw = _before_bidi(fields["speaker"], given, full, session)
             placed = former_keys(session, per_session, speaker, text, raw)
             if moment is None:  # (its place is all there is to tell it by)
                 turn_key, placed = placed[0], placed[1:]
@@ -362,10 +371,10 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
             turn_key,
             moment,
             f"{moment:%d %B %Y}" if moment else "",
-            f"{where}.id" if own else where,
+            id_name if own else where,
             former,
             ("session" if given is not None else "conversation") if moment else "",
-            f"{where}.speaker" if len(full) > SPEAKER_CHARS else "",
+            f"{where}.{keys['speaker']}" if len(full) > SPEAKER_CHARS else "",
         )
 
 

@@ -19,6 +19,7 @@ SESSION_CHARS = 60
 # A lone surrogate: what JSON's "\ud800" (a JS string cut inside an emoji) or a file name's
 # bytes that are not UTF-8 give. No row holding one can be stored.
 LONE = re.compile("[\ud800-\udfff]")
+_SECONDS = re.compile(r"[0-9]{9,}(?:\.[0-9]+)?")  # Unix seconds (or milliseconds) as a string
 
 
 def unicode_text(field_name: str, value: str) -> str:
@@ -28,13 +29,15 @@ def unicode_text(field_name: str, value: str) -> str:
 
 
 def turn_time(field_name: str, value: object) -> datetime | None:
-    """When a turn was said: ISO-8601, or Unix seconds or milliseconds (`from_unix`), and not
-    ahead of now by more than a day (a turn dated 9999 would head every briefing's recent
-    memories until then)."""
+    """When a turn was said: ISO-8601, or Unix seconds or milliseconds (`from_unix`; also as a
+    string of digits, as Slack writes `ts`), and not ahead of now by more than a day (a turn
+    dated 9999 would head every briefing's recent memories until then)."""
     if value is None or value == "":
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         moment = from_unix(field_name, value)
+    elif isinstance(value, str) and _SECONDS.fullmatch(value.strip()):
+        moment = from_unix(field_name, float(value))  # (Slack's ts: "1709640000.000200")
     elif isinstance(value, str):
         moment = iso_time(field_name, value)
     else:
