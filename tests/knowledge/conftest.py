@@ -81,8 +81,9 @@ def make_knowledge(tmp_path: Path, embedder: CountingEmbedder) -> MakeKnowledge:
 # ---- real documents ---------------------------------------------------------------------------
 
 
-# The ligatures a typesetter draws, as glyph codes 1 and 2 of the font (as TeX's fonts do).
-_LIGATURE_CODES = str.maketrans({"\ufb01": "\x01", "\ufb02": "\x02"})
+# The ligatures a typesetter draws, as glyph codes 1 and 2 of the font (as TeX's fonts do), and
+# a symbol font's private bullet (U+F0B7, as Word's Symbol bullets read) as code 3.
+_LIGATURE_CODES = str.maketrans({"\ufb01": "\x01", "\ufb02": "\x02", "\uf0b7": "\x03"})
 
 
 def _pdf_escape(text: str) -> str:
@@ -111,8 +112,8 @@ def write_pdf_pages(path: Path, bodies: Sequence[str], title: str = "") -> Path:
     objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {n_pages} >>".encode())
     objects.append(
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica"
-        b" /Encoding << /Type /Encoding /BaseEncoding /WinAnsiEncoding /Differences [1 /fi /fl] >>"
-        b" >>"
+        b" /Encoding << /Type /Encoding /BaseEncoding /WinAnsiEncoding"
+        b" /Differences [1 /fi /fl /uniF0B7] >> >>"
     )
     for i, body in enumerate(bodies):
         stream = body.encode("latin-1")

@@ -242,3 +242,43 @@ def test_docx_code_keeps_its_lines_together_and_its_blank_lines(tmp_path: Path) 
         "Both are pure.",
     ]
     assert "    return 1\n\ndef two():" in text  # one block, its blank line kept
+
+
+def test_docx_tab_stops_are_not_tabs_of_the_paragraph(tmp_path: Path) -> None:
+    # A paragraph with tab stops set (columns laid out with tabs, as LibreOffice saves them)
+    # read a tab for each stop before its text: `\t\t\tregion\towner`.
+    import docx
+    from docx.shared import Cm
+
+    document = docx.Document()
+    for row in ("region\towner\tcapacity", "eu-west\tplatform team\t400"):
+        paragraph = document.add_paragraph(row)
+        for at in (5, 10, 15):
+            paragraph.paragraph_format.tab_stops.add_tab_stop(Cm(at))
+    text = _saved(document, tmp_path / "columns.docx")
+    assert text.split("\n\n") == ["region\towner\tcapacity", "eu-west\tplatform team\t400"]
+
+
+@pytest.mark.parametrize("kind", ["pdf", "docx"])
+def test_a_title_holding_an_invisible_character_is_held_without_it(
+    tmp_path: Path, kind: str
+) -> None:
+    # A title saved with a zero-width space inside (`Capacity\u200b Plan`) led every chunk
+    # with it: it printed as `Capacity Plan` and a search or match for that missed it.
+    import docx
+
+    from .conftest import write_pdf
+
+    path = tmp_path / f"plan.{kind}"
+    if kind == "pdf":
+        from pypdf import PdfWriter
+
+        writer = PdfWriter(clone_from=write_pdf(path, [["Body text."]]))
+        writer.add_metadata({"/Title": "Capacity\u200b Plan\u00ad"})
+        writer.write(path)
+    else:
+        document = docx.Document()
+        document.core_properties.title = "Capacity\u200b Plan\u2060"
+        document.add_paragraph("Body text.")
+        document.save(str(path))
+    assert _extract(path)[0] == "Capacity Plan"

@@ -217,3 +217,22 @@ def test_table_cells_are_apart_and_prose_is_not(
     ]
     hits = make_knowledge().match(r"\| storage team \|", source="capacity.pdf").hits
     assert [h.line for h in hits] == ["us-east | storage team | 250"]
+
+
+def test_a_code_sample_keeps_its_spaces_and_a_private_bullet_reads_as_one(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # The spaces inside a code line were squeezed to one (`wait(30) # seconds`), and a list's
+    # bullet drawn from a symbol font read as a glyph of no meaning (U+F0B7) before each item.
+    lines = ["def restart(host):", "    wait(30)   # seconds", "\uf0b7 Rotate the keys.",
+             "  \uf0b7 Drain the queue.", "See \uf0b7 here."]  # fmt: skip
+    path = write_pdf(tmp_path / "code.pdf", [lines])
+    assert _text(path).splitlines() == [
+        "def restart(host):",
+        "    wait(30)   # seconds",
+        "\u2022 Rotate the keys.",
+        "  \u2022 Drain the queue.",
+        "See \uf0b7 here.",  # not before an item's text: as it is
+    ]
+    hits = make_knowledge().match(r"\)   #", source="code.pdf").hits
+    assert [h.line_number for h in hits] == [2]

@@ -160,6 +160,8 @@ _W_CHARS = {f"{_W}t": None, f"{_W}tab": "\t", f"{_W}ptab": "\t", f"{_W}br": "\n"
             f"{_W}cr": "\n", f"{_W}noBreakHyphen": "-", FOOTNOTE: None, ENDNOTE: None,
             COMMENT: None}  # fmt: skip
 _NOTE_REFERENCES = (FOOTNOTE, ENDNOTE, COMMENT)
+# A paragraph's tab stops (`w:pPr/w:tabs/w:tab`): where its tabs go, not tabs of its own.
+_W_TAB_STOPS = f"{_W}tabs"
 
 
 def _drop_shadow_text(body: Any) -> None:
@@ -188,6 +190,8 @@ def _docx_text(paragraph: Any, notes: Notes | None = None) -> str:
     out = []
     for element in paragraph.iter(*_W_CHARS):
         mark = _W_CHARS[element.tag]
+        if element.getparent().tag == _W_TAB_STOPS:
+            continue
         if element.tag in _NOTE_REFERENCES:
             out.append("" if notes is None else notes.cite(element))
         else:

@@ -28,7 +28,7 @@ from octobrain.knowledge.charset import decode_named, decode_page
 from octobrain.knowledge.chunk import first_heading, front_matter_end, heading_text
 from octobrain.knowledge.sources import Fetched, SourceKind
 from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked
-from octobrain.safe_text import shows_something
+from octobrain.safe_text import same_text_key, shows_something
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +77,14 @@ MIME_TYPES = {
 # lists; Markdown 2: setext headings; PDF 2: running lines and hyphens; DOCX 2: list numbers,
 # notes, headers and footers; DOCX 3: reviewers' comments; HTML 3: list markers and headings
 # in a page too deep or crowded for a tree; PDF 3: note numbers, table cells, doubled spaces,
-# words broken across pages.)
+# words broken across pages; DOCX 4: tab stops are not tabs; PDF 4: a code line's spaces,
+# private bullets.)
 EXTRACTOR_VERSIONS = {
     DocType.HTML: 3,
     DocType.MARKDOWN: 2,
     DocType.TEXT: 1,
-    DocType.PDF: 3,
-    DocType.DOCX: 3,
+    DocType.PDF: 4,
+    DocType.DOCX: 4,
 }
 
 
@@ -206,11 +207,16 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
             "source", f"{fetched.ref.uri}: cannot read this {doc_type.value} document: {exc}"
         ) from exc
     text = normalise(text)
-    title = " ".join(title.split())[:200]  # one line: it leads every chunk header
-    if not shows_something(title):  # only zero-width or format characters: no title
-        title = ""
     markdown = doc_type is DocType.MARKDOWN
-    return Document(fetched.ref.uri, title or first_title(text, markdown), doc_type, text)
+    return Document(fetched.ref.uri, _title(title) or first_title(text, markdown), doc_type, text)
+
+
+def _title(title: str) -> str:
+    """A document's own title as one line that leads every chunk header: without the format
+    characters a word processor's metadata holds unseen (`Capacity\u200b Plan` printed as
+    `Capacity Plan` and matched no search for it); "" when nothing of it shows."""
+    title = " ".join(same_text_key(title).split())[:200]
+    return title if shows_something(title) else ""
 
 
 def document_from_text(uri: str, text: str) -> Document:

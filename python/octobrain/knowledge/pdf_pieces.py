@@ -52,7 +52,8 @@ class PageText:
 def _marked(pieces: list[tuple[str, float, float, float]]) -> list[str]:
     """The pieces' texts, each footnote number raised and smaller after a word (`budget¹`)
     as a marker: `budget[^1]`. Not a power (`km²`, `CO₂`: a word of fewer than 3 letters
-    before it)."""
+    before it). The space pypdf adds where the text comes back to its baseline after one is
+    taken back out; the text's own runs of spaces (a code sample's) are kept."""
     out: list[str] = []
     body: tuple[float, float] | None = None  # the height and size of the line's text
     for at, (text, _, height, size) in enumerate(pieces):
@@ -67,6 +68,9 @@ def _marked(pieces: list[tuple[str, float, float, float]]) -> list[str]:
         ):
             out.append(f"[^{text}]")
             continue
+        before = pieces[at - 1] if at else None
+        if text.startswith("  ") and before and "\n" not in before[0] and before[2] != height:
+            text = text[1:]  # pypdf's space for coming back to the baseline, besides the text's
         out.append(text)
         if "\n" in text:
             body = None

@@ -2,8 +2,8 @@
 
 What a typeset page adds to its text is taken back out: the running header and footer repeated
 on every page (`_drop_running_lines`), the hyphen that breaks a word at a line end or at a
-page's end (`_join_hyphenated`), ligature characters (`ﬁ` → `fi`), the second space pypdf
-puts where the text moves off its baseline and back; and the document's bookmarks (its
+page's end (`_join_hyphenated`), ligature characters (`ﬁ` → `fi`), a symbol font's private
+bullet glyph (`\uf0b7`) read as the bullet it shows (`•`); and the document's bookmarks (its
 outline) mark their headings as `#` lines, so its chunks get section paths (`_mark_outline`).
 Each page's own text, its footnote numbers and table cells, is read in `pdf_pieces.py`.
 """
@@ -22,9 +22,14 @@ log = logging.getLogger(__name__)
 def tidy(reader: Any, pages: list[str]) -> str:
     """The text of a PDF's pages (pypdf's `PdfReader` and each page's extracted text), as
     its pages read, apart by a blank line (a line break, where a word runs on to the next)."""
-    lines = _drop_running_lines([page.translate(_LIGATURES).splitlines() for page in pages])
+    lines = _drop_running_lines(
+        [
+            _PRIVATE_BULLET.sub("\\1\u2022", page.translate(_LIGATURES)).splitlines()
+            for page in pages
+        ]
+    )
     _mark_outline(reader, lines)
-    texts = [text for page in lines if (text := _SPACES.sub(" ", "\n".join(page)).strip())]
+    texts = [text for page in lines if (text := "\n".join(page).strip())]
     joined = "".join(
         text + ("\n" if _RUNS_ON.search(text) and nxt[:1].islower() else "\n\n")
         for text, nxt in zip(texts, [*texts[1:], ""], strict=True)
@@ -32,9 +37,9 @@ def tidy(reader: Any, pages: list[str]) -> str:
     return _join_hyphenated(joined.rstrip("\n"))
 
 
-# Spaces in a row inside a line (not its indent): pypdf adds one where the text leaves its
-# baseline and comes back (a raised note number), besides the text's own.
-_SPACES = re.compile(r"(?<=\S) {2,}(?=\S)")
+# A character of Unicode's private use area before a list item's text: the bullet of a symbol
+# font (Symbol's U+F0B7, OpenSymbol's U+F095, …) that its font maps to no Unicode bullet.
+_PRIVATE_BULLET = re.compile(r"(?<![^\n])([ \t]*)[\ue000-\uf8ff](?=[ \t])")
 # A page that ends in a word broken by a hyphen: the next page holds the rest of the word.
 _RUNS_ON = re.compile(r"[^\W\d_][-\u2010\u00ad]\Z")
 
