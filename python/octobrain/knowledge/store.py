@@ -235,7 +235,8 @@ class KnowledgeStore:
         checked, sum_of = _CHECKED_BY[table.name]
         self.location.check_held()
         if CHECKSUM not in table.schema.names:
-            check_later_columns(self.location, table, [CHECKSUM])
+            known = table_schemas()[table.name].names
+            check_later_columns(self.location, table, [CHECKSUM], known)
             table.add_columns([CHECKSUM_FIELD])
             self._commits.wrote(table)
         query = table.search().where(f"{CHECKSUM} IS NULL").select(list(checked))

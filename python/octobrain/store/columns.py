@@ -54,12 +54,16 @@ def lacks_read_columns(
     )
 
 
-def check_later_columns(location: object, table: lancedb.table.Table, later: Sequence[str]) -> None:
+def check_later_columns(
+    location: object, table: lancedb.table.Table, later: Sequence[str], known: Sequence[str]
+) -> None:
     """Refuse (`TableDamaged`, nothing changed) to add columns `later` to `table` as to one
-    made before them when one has a name a changed byte away in its place (`chfcksum`):
-    added, a fresh checksum column stamped every row as it read then, damaged ones
-    included, and `doctor` said ok from then on."""
-    lacks = lacks_read_columns(table, (), later)
+    made before them when a column not among `known` (the table's columns as octobrain
+    writes it) has a name a changed byte away in one's place (`chfcksum`): added, a fresh
+    checksum column stamped every row as it read then, damaged ones included, and `doctor`
+    said ok from then on."""
+    read = [n for n in table.schema.names if n in known]
+    lacks = lacks_read_columns(table, read, later)
     if lacks is not None:
         raise TableDamaged(location, table.name, f"{lacks[0]}; nothing was changed")
 

@@ -156,7 +156,8 @@ def add_later_columns(
             store.location.to_latest(table)
             missing = missing_of(table.schema)
             if missing:  # another process may have added them while we waited
-                check_later_columns(store.location, table, [f.name for f in missing])
+                known = _OWN_SCHEMAS[name]().names
+                check_later_columns(store.location, table, [f.name for f in missing], known)
                 store.check_lease()
                 table.add_columns(missing)
                 store.wrote(table)
@@ -166,6 +167,13 @@ def add_later_columns(
     except (OSError, RuntimeError) as exc:
         raise StorageError(io_failure(store.location, exc)) from exc
     return db.open_table(name)
+
+
+# The tables `add_later_columns` brings up to date: their columns as octobrain writes them.
+_OWN_SCHEMAS: dict[str, Callable[[], pa.Schema]] = {
+    schema.MEMORIES: lambda: schema.memories_schema("", 1),
+    schema.RELATIONSHIPS: schema.relationships_schema,
+}
 
 
 def stamp(
