@@ -158,10 +158,36 @@ def test_a_raised_note_number_is_a_marker_apart_from_its_word(
     assert _text(path).splitlines() == [
         "The error budget[^1] closely tracks rollouts.",
         "The site covers 12 km2 of land, see table 3.",
-        "1 The budget resets monthly.",
+        "",
+        "[^1]: The budget resets monthly.",
     ]
     hits = make_knowledge().match(r"budget\b", source="notes.pdf").hits
-    assert [h.line_number for h in hits] == [1, 3]
+    assert [h.line_number for h in hits] == [1, 4]
+
+
+def test_a_footnote_at_a_page_foot_follows_the_sentence_its_page_break_cut(
+    tmp_path: Path,
+) -> None:
+    # The notes at a page's foot came between the page's last line and the next page's first
+    # (`keeps the` / `1 The budget resets` / `monthly at midnight.` / blank / `budget honest.`):
+    # the sentence the page break cut read as two paragraphs with a note between.
+    footer = " /F1 9 Tf 1 0 0 1 300 60 Tm (Ops handbook) Tj ET"  # under the note, no note's
+    first = (
+        "BT /F1 11 Tf 1 0 0 1 72 760 Tm (The error budget) Tj"
+        " /F1 7 Tf 1 0 0 1 154 765 Tm (1) Tj"
+        " /F1 11 Tf 1 0 0 1 160 760 Tm ( tracks rollouts, and the on-call rota keeps the) Tj"
+        " /F1 9 Tf 1 0 0 1 72 100 Tm (1) Tj 1 0 0 1 84 100 Tm (The budget resets) Tj"
+        " 1 0 0 1 84 89 Tm (monthly at midnight.) Tj" + footer
+    )
+    second = "BT /F1 11 Tf 14 TL 72 760 Td (budget honest.) Tj T* (The queue drains.) Tj" + footer
+    third = "BT /F1 11 Tf 72 760 Td (The third page.) Tj" + footer
+    path = write_pdf_pages(tmp_path / "budget.pdf", [first, second, third])
+    assert _text(path).split("\n\n") == [
+        "The error budget[^1] tracks rollouts, and the on-call rota keeps the\nbudget honest.",
+        "[^1]: The budget resets monthly at midnight.",
+        "The queue drains.",
+        "The third page.",
+    ]
 
 
 def test_a_word_hyphenated_across_a_page_break_reads_whole(tmp_path: Path) -> None:

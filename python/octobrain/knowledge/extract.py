@@ -78,12 +78,12 @@ MIME_TYPES = {
 # notes, headers and footers; DOCX 3: reviewers' comments; HTML 3: list markers and headings
 # in a page too deep or crowded for a tree; PDF 3: note numbers, table cells, doubled spaces,
 # words broken across pages; DOCX 4: tab stops are not tabs; PDF 4: a code line's spaces,
-# private bullets.)
+# private bullets; PDF 5: a page's footnotes after its text, a sentence across pages one.)
 EXTRACTOR_VERSIONS = {
     DocType.HTML: 3,
     DocType.MARKDOWN: 2,
     DocType.TEXT: 1,
-    DocType.PDF: 4,
+    DocType.PDF: 5,
     DocType.DOCX: 4,
 }
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from typing import Any
 
 # Where two lines' cells may start apart and still be one column, in points.
@@ -46,7 +47,7 @@ class PageText:
         for line in _rows(pieces):
             for at in line:
                 out[at] = " | " + out[at][1:]
-        return "".join(out)
+        return _with_notes_last(pieces, out)
 
 
 def _marked(pieces: list[tuple[str, float, float, float]]) -> list[str]:
@@ -82,6 +83,60 @@ def _marked(pieces: list[tuple[str, float, float, float]]) -> list[str]:
 _NOTE_MARK = re.compile(r"\d{1,3}|[*\u2020\u2021\u00a7\u00b6]{1,3}")  # 1, *, †, ‡, §, ¶
 # What a note's number follows: the end of a word of 3 letters or more, or of a sentence.
 _NOTED = re.compile(r"(?:[^\W\d_]{3}|[.,;:)\]\u201d\"'])\Z")
+
+
+def _with_notes_last(pieces: list[tuple[str, float, float, float]], out: list[str]) -> str:
+    """The page's text, the footnotes at its foot as `[^1]: …` lines after the rest of it.
+
+    A footnote is a line among the page's last ones drawn smaller than its text, that starts
+    with the number of a marker the page cites (`1 The budget resets.` after `budget[^1]`),
+    and the lines under it that start where it or its text does. Without them, a sentence that
+    runs on to the next page was cut by the page's notes."""
+    cited = {text[2:-1] for text in out if text.startswith("[^") and text.endswith("]")}
+    if not cited:
+        return "".join(out)
+    sizes: Counter[float] = Counter()
+    for text, _, _, size in pieces:
+        sizes[size] += len(text.strip())
+    small = 0.95 * sizes.most_common(1)[0][0]
+    lines = _lines(pieces)
+    foot = len(lines)
+    while foot and all(pieces[at][3] <= small for at in lines[foot - 1] if pieces[at][0].strip()):
+        foot -= 1
+    notes: list[list[str]] = []  # marker, text
+    column: tuple[float, float] | None = None  # where the last note's lines may start
+    kept = [at for line in lines[:foot] for at in line]
+    for line in lines[foot:]:
+        text = "".join(out[at] for at in line).strip()
+        first = next((pieces[at] for at in line if pieces[at][0].strip()), None)
+        label = _NOTE_LINE.fullmatch(text)
+        if first and label and label.group(1) in cited:
+            notes.append([label.group(1), label.group(2)])
+            # its next lines start under its number or its text (a hanging indent)
+            column = (first[1] - _COLUMN_SLACK, first[1] + 2 * first[3])
+        elif first and column and column[0] <= first[1] <= column[1]:
+            notes[-1][1] += " " + text
+        else:
+            kept.extend(line)  # (a footer under the notes)
+            column = column if first is None else None
+    if not notes:
+        return "".join(out)
+    body = "".join(out[at] for at in kept).rstrip()
+    return body + "".join(f"\n[^{mark}]: {text}" for mark, text in notes)
+
+
+# A note's line at a page's foot: its number (or symbol), a space, its text.
+_NOTE_LINE = re.compile(rf"({_NOTE_MARK.pattern})\s+(\S.*)", re.DOTALL)
+
+
+def _lines(pieces: list[tuple[str, float, float, float]]) -> list[list[int]]:
+    """The places of the pieces of each line of the page, a line's break with it."""
+    lines: list[list[int]] = [[]]
+    for at, (text, _, _, _) in enumerate(pieces):
+        lines[-1].append(at)
+        if "\n" in text:
+            lines.append([])
+    return lines
 
 
 def _rows(pieces: list[tuple[str, float, float, float]]) -> list[list[int]]:

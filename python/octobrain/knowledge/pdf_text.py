@@ -21,20 +21,61 @@ log = logging.getLogger(__name__)
 
 def tidy(reader: Any, pages: list[str]) -> str:
     """The text of a PDF's pages (pypdf's `PdfReader` and each page's extracted text), as
-    its pages read, apart by a blank line (a line break, where a word runs on to the next)."""
-    lines = _drop_running_lines(
-        [
-            _PRIVATE_BULLET.sub("\\1\u2022", page.translate(_LIGATURES)).splitlines()
-            for page in pages
-        ]
-    )
+    its pages read, apart by a blank line (a line break, where a sentence runs on to the
+    next); a page's footnotes (`[^1]: …`, `pdf_pieces.py`) after its text, or after the
+    sentence its page break cut."""
+    apart = [
+        _notes_apart(_PRIVATE_BULLET.sub("\\1\u2022", page.translate(_LIGATURES))) for page in pages
+    ]
+    lines = _drop_running_lines([body for body, _ in apart])
     _mark_outline(reader, lines)
-    texts = [text for page in lines if (text := "\n".join(page).strip())]
-    joined = "".join(
-        text + ("\n" if _RUNS_ON.search(text) and nxt[:1].islower() else "\n\n")
-        for text, nxt in zip(texts, [*texts[1:], ""], strict=True)
-    )
-    return _join_hyphenated(joined.rstrip("\n"))
+    texts: list[str] = []
+    notes: list[list[str]] = []
+    for page, (_, page_notes) in zip(lines, apart, strict=True):
+        if text := "\n".join(page).strip():
+            texts.append(text)
+            notes.append(page_notes)
+        elif notes:
+            notes[-1].extend(page_notes)
+        else:
+            texts.append("")
+            notes.append(page_notes)
+    out: list[str] = []
+    held: list[str] = []
+    for text, page_notes, nxt in zip(texts, notes, [*texts[1:], ""], strict=True):
+        if held:
+            text, held = _after_sentence(text, held)
+        held += page_notes
+        if nxt[:1].islower():  # a sentence runs on to the next page
+            out.append(text + "\n")
+        else:
+            out.append("\n\n".join(part for part in (text, "\n".join(held)) if part) + "\n\n")
+            held = []
+    return _join_hyphenated("".join(out).strip("\n"))
+
+
+# The footnote lines `pdf_pieces` puts after a page's text.
+_NOTE_LINES = re.compile(r"(?:\n\[\^[^\]\s]{1,3}\]: [^\n]*)+\Z")
+# A line that ends a sentence (its closing quote or bracket with it).
+_SENTENCE_END = re.compile(r"[.!?][\"')\]\u201d\u2019]*[ \t]*$", re.MULTILINE)
+
+
+def _notes_apart(page: str) -> tuple[list[str], list[str]]:
+    """A page's lines and its footnote lines, apart."""
+    found = _NOTE_LINES.search(page)
+    if found is None:
+        return page.splitlines(), []
+    return page[: found.start()].splitlines(), found.group().split("\n")[1:]
+
+
+def _after_sentence(text: str, notes: list[str]) -> tuple[str, list[str]]:
+    """`text` with `notes` after its first line that ends a sentence, and the notes left
+    over (all of them, when no line of it ends one)."""
+    end = _SENTENCE_END.search(text)
+    if end is None:
+        return text, notes
+    rest = text[end.end() :].strip("\n")
+    return "\n\n".join(part for part in (text[: end.end()], "\n".join(notes), rest) if part), []
 
 
 # A character of Unicode's private use area before a list item's text: the bullet of a symbol
