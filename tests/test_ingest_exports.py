@@ -1,6 +1,6 @@
 """`memory ingest` of chat exports as products write them: an OpenAI messages list, Slack's
 channel file, DiscordChatExporter's JSON, hand-made keys (`Speaker`, `timestamp`), and the
-exports that nest their turns (Claude.ai, ChatGPT), refused saying what to give."""
+data exports that nest whole conversations (Claude.ai's, ChatGPT's conversations.json)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from octobrain.errors import InvalidInput
-from octobrain.memory.conversation import parse_text
+from octobrain.memory.conversation import parse_text, read_conversations
 from tests.test_ingest import brain, stored
 
 SAID = "2024-03-05T10:00:00Z"
@@ -123,18 +123,121 @@ def test_a_field_refused_is_named_as_the_export_spells_it(
     assert str(refused.value).startswith(refusal)
 
 
-@pytest.mark.parametrize(
-    ("conversation", "named"),
-    [
-        ({"uuid": "c1", "name": "Trip", "chat_messages": []}, "jq '.[0].chat_messages'"),
-        ({"title": "Trip", "mapping": {}, "create_time": 1.0}, "ChatGPT export"),
-    ],
-)
-def test_an_export_of_whole_conversations_is_refused_saying_what_to_give(
-    conversation: dict[str, Any], named: str
+CLAUDE_AI = [
+    {
+        "uuid": "c-trip",
+        "name": "Lisbon trip",
+        "created_at": "2024-03-05T09:59:00Z",
+        "chat_messages": [
+            {
+                "uuid": "m1",
+                "sender": "human",
+                "text": "Book the hotel near Alfama.",
+                "content": [{"type": "text", "text": "Book the hotel near Alfama."}],
+                "created_at": SAID,
+            },
+            {
+                "uuid": "m2",
+                "sender": "assistant",
+                "text": "",
+                "content": [
+                    {"type": "thinking", "thinking": "They want Alfama."},
+                    {"type": "tool_use", "name": "web_search", "input": {"q": "hotel"}},
+                    {"type": "text", "text": "Booked Memmo Alfama for 12 March."},
+                ],
+                "created_at": "2024-03-05T10:00:30Z",
+            },
+            {"uuid": "m3", "sender": "human", "text": " ", "content": [], "created_at": SAID},
+        ],
+    },
+    {"uuid": "c-empty", "name": "", "created_at": SAID, "chat_messages": []},
+]
+
+
+def chatgpt_node(
+    node: str, parent: str | None, children: list[str], role: str, text: str, **more: Any
+) -> dict[str, Any]:
+    message = {
+        "id": node,
+        "author": {"role": role},
+        "content": {"content_type": more.pop("content_type", "text"), "parts": [text]},
+        "create_time": 1709632800.0,
+        **more,
+    }
+    return {"id": node, "message": message, "parent": parent, "children": children}
+
+
+CHATGPT = [
+    {
+        "title": "Garden",
+        "create_time": 1709632800.0,
+        "conversation_id": "g-1",
+        "current_node": "a2",
+        "mapping": {
+            "root": {"id": "root", "message": None, "parent": None, "children": ["sys"]},
+            "sys": chatgpt_node("sys", "root", ["q1"], "system", "You are ChatGPT."),
+            "q1": chatgpt_node("q1", "sys", ["a1", "t1"], "user", "When do I plant garlic?"),
+            "a1": chatgpt_node("a1", "q1", [], "assistant", "Plant it in spring."),  # (dropped)
+            "t1": chatgpt_node(
+                "t1",
+                "q1",
+                ["r1"],
+                "assistant",
+                "search('garlic')",
+                recipient="browser",
+                content_type="code",
+            ),
+            "r1": chatgpt_node("r1", "t1", ["a2"], "tool", "Garlic: plant in autumn."),
+            "a2": chatgpt_node("a2", "r1", [], "assistant", "Plant garlic in October."),
+        },
+    }
+]
+
+
+def test_a_claude_ai_export_is_one_conversation_each_keyed_to_add_only_what_is_new(
+    tmp_path: Path,
 ) -> None:
-    # Before: a Claude.ai export read as a chat (its `name` taken for a speaker): "text:
-    # must be a string"; ChatGPT's "not a known conversation format".
+    # Before: "file: holds a Claude.ai export's conversations ... jq '.[0].chat_messages'".
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(CLAUDE_AI))
+    trip, empty = read_conversations(path)
+    assert (trip.key, empty.key) == ("c-trip", "c-empty")
+    assert [(t.speaker, t.text, t.key) for t in trip.turns] == [
+        ("user", "Book the hotel near Alfama.", "m1"),
+        ("assistant", "Booked Memmo Alfama for 12 March.", "m2"),  # (no tool use, no thinking)
+    ]
+    assert trip.blank == 1 and trip.turns[0].time == MARCH_5
+    b = brain(tmp_path)
+    assert b.ingest([trip, empty]).added == 2
+    later = json.loads(path.read_text())
+    later[0]["chat_messages"].append(
+        {"uuid": "m4", "sender": "human", "text": "Thanks!", "created_at": SAID}
+    )
+    path.write_text(json.dumps(later))
+    assert b.ingest(read_conversations(path)).added == 1
+
+
+def test_a_chatgpt_export_follows_the_branch_kept_and_leaves_out_system_and_tools(
+    tmp_path: Path,
+) -> None:
+    # Before: "file: holds a ChatGPT export's conversations (turns in a tree under mapping)".
+    (garden,) = parse_text(json.dumps(CHATGPT))
+    assert garden.key == "g-1"
+    assert [(t.speaker, t.text, t.key, t.time) for t in garden.turns] == [
+        ("user", "When do I plant garlic?", "q1", MARCH_5),
+        ("assistant", "Plant garlic in October.", "a2", MARCH_5),
+    ]
+    assert parse_text(json.dumps(CHATGPT), "chatgpt") == [garden]
+    broken = json.loads(json.dumps(CHATGPT))
+    broken[0]["current_node"] = "gone"
     with pytest.raises(InvalidInput) as refused:
-        parse_text(json.dumps([conversation]))
-    assert named in str(refused.value)
+        parse_text(json.dumps(broken))
+    assert str(refused.value).startswith("file[0].mapping: has no node 'gone'")
+
+
+def test_a_turn_dated_0_is_undated_as_a_transcript_s_is() -> None:
+    # Before: a chat turn of `time: 0` was stored dated 1 January 1970 (a Claude Code entry
+    # of timestamp 0 was undated, and said so).
+    (conversation,) = parse_text(json.dumps([{"speaker": "Ann", "text": "hi", "time": 0}]))
+    assert conversation.turns[0].time is None
+    assert conversation.undated == 1

@@ -20,8 +20,9 @@ from octobrain.memory.conversation import FORMATS
     help="The transcript's format: a Claude Code JSONL session, a chat export of "
     "{speaker, text, time} records (JSON or JSONL; time ISO-8601, or Unix seconds or "
     "milliseconds; also as exports spell them: {role, content} of an OpenAI messages list, "
-    "Slack's {user, text, ts}, Discord's {author, content, timestamp}), or LoCoMo; auto "
-    "detects it.",
+    "Slack's {user, text, ts}, Discord's {author, content, timestamp}), LoCoMo, or a "
+    "Claude.ai (claude-ai) or ChatGPT (chatgpt) data export's conversations.json, each "
+    "conversation stored under its id; auto detects it.",
 )
 @click.option(
     "--conversation",

@@ -16,7 +16,7 @@ from typing import Any
 
 from octobrain.errors import InvalidInput
 
-__all__ = ["SPELLINGS", "accepted", "chat_fields", "looks_like_chat", "nested_export"]
+__all__ = ["SPELLINGS", "accepted", "chat_fields", "looks_like_chat", "parts_text"]
 
 SPELLINGS: dict[str, tuple[str, ...]] = {
     "speaker": ("speaker", "name", "author", "sender", "from", "user_profile", "user", "role"),
@@ -75,11 +75,11 @@ def chat_fields(where: str, record: dict[Any, Any]) -> tuple[dict[str, Any], dic
         shown = (speaker.get(k) for k in _AUTHOR_NAMES)
         values["speaker"] = next((s for s in shown if isinstance(s, str) and s.strip()), None)
     if isinstance(values["text"], list):
-        values["text"] = _parts_text(f"{where}.{names['text']}", values["text"])
+        values["text"] = parts_text(f"{where}.{names['text']}", values["text"])
     return values, names
 
 
-def _parts_text(field_name: str, parts: list[Any]) -> str:
+def parts_text(field_name: str, parts: list[Any]) -> str:
     """The text of a message given in parts (OpenAI's `[{type: text, text}]`, ChatGPT's
     strings): its text parts joined by a blank line; others (an image) left out."""
     texts = []
@@ -91,18 +91,3 @@ def _parts_text(field_name: str, parts: list[Any]) -> str:
         elif not isinstance(part, dict):
             raise InvalidInput(field_name, "must be a string or a list of text parts")
     return "\n\n".join(t for t in texts if t.strip())
-
-
-# Exports that hold whole conversations, each with its turns inside: what to give instead.
-_NESTED = {
-    "chat_messages": "a Claude.ai export's conversations (turns under chat_messages): ingest "
-    "one conversation's turns, e.g. jq '.[0].chat_messages' conversations.json > talk.json",
-    "mapping": "a ChatGPT export's conversations (turns in a tree under mapping): ingest one "
-    "conversation's turns as a list of {role, content, time} records",
-}
-
-
-def nested_export(record: dict[Any, Any]) -> str | None:
-    """What `record` is when it is a conversation of an export that nests its turns (Claude.ai,
-    ChatGPT), else None."""
-    return next((what for key, what in _NESTED.items() if key in record), None)

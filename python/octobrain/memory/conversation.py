@@ -1,5 +1,6 @@
 """Conversations read from transcripts: a Claude Code session (JSONL), a generic chat export
-(`[{speaker, text, time}]` as JSON or JSONL) and LoCoMo's format, all to one shape.
+(`[{speaker, text, time}]` as JSON or JSONL), LoCoMo's format and Claude.ai's and ChatGPT's
+data exports (`chat_exports`), all to one shape.
 
 A `Conversation` is a list of `Turn`s grouped in sessions; each turn has a key that is stable
 across re-reads of the same file (its own id where the format has one; else, for a chat turn
@@ -23,7 +24,8 @@ from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, gunzipped, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, array_values, bounds, read_json
 from octobrain.lines import iter_lines, place
-from octobrain.memory.chat_keys import chat_fields, looks_like_chat, nested_export
+from octobrain.memory.chat_exports import EXPORTS, export_conversations, export_of
+from octobrain.memory.chat_keys import chat_fields, looks_like_chat
 from octobrain.memory.conversation_locomo import locomo_conversations
 from octobrain.memory.turn_fields import (
     LONE,
@@ -61,7 +63,7 @@ __all__ = [
     "read_conversations",
 ]
 
-FORMATS = ("auto", "claude", "chat", "locomo")
+FORMATS = ("auto", "claude", "chat", "locomo", *EXPORTS)
 SPEAKER_PREFIX = "speaker:"  # the tag naming who said an ingested turn
 CONVERSATION_PREFIX = "conversation:"  # the tag naming the conversation a turn belongs to
 
@@ -185,8 +187,7 @@ def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> li
     if isinstance(data, _Array):  # each value read as its turns are made, not all first
         chosen = detect_format(list(islice(data.values(), 20))) if fmt == "auto" else fmt
         samples: Iterable[Any] = data.values()
-        where = "file" if chosen == "claude" else "turns"
-        records = partial(_named, where, data.values)
+        records = partial(_named, "turns" if chosen == "chat" else "file", data.values)
     elif numbered is None:  # a JSON document of one value
         if isinstance(data, dict) and isinstance(data.get("messages"), list):
             data = data["messages"]  # (DiscordChatExporter's, an OpenAI request's)
@@ -194,12 +195,15 @@ def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> li
         samples = [data]
         if chosen != "locomo":
             entries = _records(data, chosen)
-            records = partial(_named, "file" if chosen == "claude" else "turns", lambda: entries)
+            where = "turns" if chosen == "chat" else "file"
+            records = partial(_named, where, lambda: entries)
     else:  # JSONL: each line read as its turn is made, not every line's object first
         head = list(islice(numbered, 20))
         chosen = detect_format([r for _, r in head]) if fmt == "auto" else fmt
         samples = (r for _, r in chain(head, numbered))
         records = partial(_jsonl, text)
+    if chosen in EXPORTS:  # (Claude.ai's, ChatGPT's conversations.json)
+        return export_conversations(chosen, records(), once)
     if chosen == "locomo":
         return [in_parts(once(c)) for c in locomo_conversations(samples)]
     if chosen == "claude":
@@ -263,23 +267,25 @@ def _jsonl(text: str) -> Iterator[tuple[str, Any]]:
 
 
 def detect_format(data: Any) -> str:
-    """`locomo`, `claude` or `chat`, from the shape of the first records."""
+    """`locomo`, `claude`, `chat` or a product's export (`EXPORTS`), from the shape of the
+    first records."""
     records = data[:20] if isinstance(data, list) else [data]
     dicts = [r for r in records if isinstance(r, dict)]
     if any(isinstance(r.get("conversation"), dict) or "speaker_a" in r for r in dicts):
         return "locomo"
     if any("sessionId" in r or isinstance(r.get("message"), dict) for r in dicts):
         return "claude"
-    nested = next((n for n in map(nested_export, dicts) if n), None)
-    if nested:
-        raise InvalidInput("file", f"holds {nested}")
+    export = next((e for e in map(export_of, dicts) if e), None)
+    if export:
+        return export
     if dicts and all(looks_like_chat(r) for r in dicts):
         return "chat"
     raise InvalidInput(
         "file",
         "is not a known conversation format (a Claude Code transcript, a chat export of "
         "{speaker, text, time} records, also spelled {role, content} or {author, message, "
-        "timestamp}, alone or under 'messages', or LoCoMo); pass --format-in to choose one",
+        "timestamp}, alone or under 'messages', LoCoMo, or a Claude.ai or ChatGPT export's "
+        "conversations.json); pass --format-in to choose one",
     )
 
 
@@ -430,8 +436,7 @@ def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Ite
             session_id = turn_id(f"{where}.sessionId", entry.get("sessionId"))
             if session_id and not session:
                 session.append(session_id)
-        stamp = entry.get("timestamp")
-        moment = turn_time(f"{where}.timestamp", stamp) if stamp else None
+        moment = turn_time(f"{where}.timestamp", entry.get("timestamp"))
         speaker = str(entry["type"])
         own, former = same_id(turn_id(f"{where}.uuid", entry.get("uuid")))
         yield Turn(

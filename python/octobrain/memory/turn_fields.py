@@ -31,8 +31,9 @@ def unicode_text(field_name: str, value: str) -> str:
 def turn_time(field_name: str, value: object) -> datetime | None:
     """When a turn was said: ISO-8601, or Unix seconds or milliseconds (`from_unix`; also as a
     string of digits, as Slack writes `ts`), and not ahead of now by more than a day (a turn
-    dated 9999 would head every briefing's recent memories until then)."""
-    if value is None or value == "":
+    dated 9999 would head every briefing's recent memories until then). None, "" and 0 are
+    not known: a turn dated 1 January 1970 is an export's placeholder, not a day it was said."""
+    if value is None or value == "" or (value == 0 and not isinstance(value, bool)):
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         moment = from_unix(field_name, value)
