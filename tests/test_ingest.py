@@ -803,8 +803,8 @@ def test_cli_ingest_reports_and_errors_in_one_line(tmp_path: Path) -> None:
     wrong = cli("memory", "--scope", SCOPE, "ingest", str(chat), "--format-in", "claude")
     assert wrong.exit_code == 0 and "ingested 0 turns" in wrong.stdout
     assert wrong.stderr.startswith(
-        f"warning: {chat}: no turns found in it as claude; --format-in "
-        "claude|chat|locomo|claude-ai|chatgpt forces a format\n"
+        f"warning: {chat}: no turns found in it as claude; --format-in claude|chat|locomo|"
+        "claude-ai|chatgpt|whatsapp|whatsapp-dmy|whatsapp-mdy forces a format\n"
     )
     # A device never ends and a FIFO waits for a writer: refused at once, not read.
     fifo = tmp_path / "turns.fifo"

@@ -241,3 +241,55 @@ def test_a_turn_dated_0_is_undated_as_a_transcript_s_is() -> None:
     (conversation,) = parse_text(json.dumps([{"speaker": "Ann", "text": "hi", "time": 0}]))
     assert conversation.turns[0].time is None
     assert conversation.undated == 1
+
+
+ANDROID = """13/03/2024, 09:00 - Messages and calls are end-to-end encrypted. No one outside of \
+this chat, not even WhatsApp, can read or listen to them.
+13/03/2024, 14:02 - Ana: The boat leaves at 6.
+Bring the blue tent: the green one leaks.
+13/03/2024, 14:03 - Ben: <Media omitted>
+13/03/2024, 14:05 - Ana added Cy
+13/03/2024, 14:07 - Ben: Got it
+"""
+IPHONE = (
+    "[03/13/24, 2:02:11\u202fPM] Ana: The boat leaves at 6.\n"
+    "[03/13/24, 2:03:00\u202fPM] Ben: \u200eimage omitted\n"
+    "[03/13/24, 2:07:00\u202fPM] Ben: Got it\n"
+)
+
+
+def local(*when: int) -> datetime:
+    return datetime(*when).astimezone()  # (a phone's wall clock, read in this time zone)
+
+
+def test_a_whatsapp_text_export_is_read_as_its_messages(tmp_path: Path) -> None:
+    # Before: "file: line 1 is not JSON; expected JSON or JSONL".
+    said = [
+        ("Ana", "The boat leaves at 6.\nBring the blue tent: the green one leaks."),
+        ("Ben", "Got it"),
+    ]
+    (android,) = parse_text(ANDROID)  # (13 first: day first)
+    assert [(t.speaker, t.text) for t in android.turns] == said
+    assert [t.time for t in android.turns] == [local(2024, 3, 13, 14, 2), local(2024, 3, 13, 14, 7)]
+    (iphone,) = parse_text(IPHONE)  # (13 second: month first; a 12-hour clock)
+    assert [(t.speaker, t.text) for t in iphone.turns] == [("Ana", said[0][1][:21]), said[1]]
+    assert iphone.turns[0].time == local(2024, 3, 13, 14, 2, 11)
+    path = tmp_path / "WhatsApp Chat with Ana.txt"
+    path.write_text(ANDROID)
+    b = brain(tmp_path)
+    assert b.ingest(read_conversations(path)).added == 2
+    path.write_text(ANDROID + "14/03/2024, 08:00 - Ana: On the pier now\n")
+    assert b.ingest(read_conversations(path)).added == 1
+
+
+def test_a_whatsapp_export_of_dates_either_way_asks_which() -> None:
+    ambiguous = "05/03/2024, 14:02 - Ana: Kiln at 1200.\n"
+    with pytest.raises(InvalidInput) as refused:
+        parse_text(ambiguous)
+    assert "--format-in whatsapp-dmy (05/03 is 5 March) or whatsapp-mdy" in str(refused.value)
+    (march,) = parse_text(ambiguous, "whatsapp-dmy")
+    (may,) = parse_text(ambiguous, "whatsapp-mdy")
+    assert (march.turns[0].time, may.turns[0].time) == (
+        local(2024, 3, 5, 14, 2),
+        local(2024, 5, 3, 14, 2),
+    )

@@ -22,7 +22,8 @@ from octobrain.memory.conversation import FORMATS
     "milliseconds; also as exports spell them: {role, content} of an OpenAI messages list, "
     "Slack's {user, text, ts}, Discord's {author, content, timestamp}), LoCoMo, or a "
     "Claude.ai (claude-ai) or ChatGPT (chatgpt) data export's conversations.json, each "
-    "conversation stored under its id; auto detects it.",
+    "conversation stored under its id, or a WhatsApp chat's text export (whatsapp; "
+    "whatsapp-dmy or whatsapp-mdy: its dates day or month first); auto detects it.",
 )
 @click.option(
     "--conversation",

@@ -1,6 +1,6 @@
 """Conversations read from transcripts: a Claude Code session (JSONL), a generic chat export
 (`[{speaker, text, time}]` as JSON or JSONL), LoCoMo's format and Claude.ai's and ChatGPT's
-data exports (`chat_exports`), all to one shape.
+data exports (`chat_exports`) and WhatsApp's text export (`whatsapp_text`), all to one shape.
 
 A `Conversation` is a list of `Turn`s grouped in sessions; each turn has a key that is stable
 across re-reads of the same file (its own id where the format has one; else, for a chat turn
@@ -48,6 +48,7 @@ from octobrain.memory.turns import (
     listed,
     streamed,
 )
+from octobrain.memory.whatsapp_text import WHATSAPP, is_whatsapp, whatsapp_records
 from octobrain.models import ID_CHARS
 from octobrain.safe_text import shows_something
 
@@ -63,7 +64,7 @@ __all__ = [
     "read_conversations",
 ]
 
-FORMATS = ("auto", "claude", "chat", "locomo", *EXPORTS)
+FORMATS = ("auto", "claude", "chat", "locomo", *EXPORTS, *WHATSAPP)
 SPEAKER_PREFIX = "speaker:"  # the tag naming who said an ingested turn
 CONVERSATION_PREFIX = "conversation:"  # the tag naming the conversation a turn belongs to
 
@@ -182,6 +183,9 @@ def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> li
     through (`Reread`), so they are never all held; LoCoMo's are held."""
     if fmt not in FORMATS:
         raise InvalidInput("format_in", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt in WHATSAPP or (fmt == "auto" and is_whatsapp(text)):
+        messages = whatsapp_records(text, fmt if fmt in WHATSAPP else "whatsapp")
+        return [streamed(lambda: _chat_turns(messages()), default_key)]
     data, numbered = _load(text)
     records: Callable[[], Iterator[tuple[str, Any]]]
     if isinstance(data, _Array):  # each value read as its turns are made, not all first
