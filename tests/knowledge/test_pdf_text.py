@@ -262,3 +262,28 @@ def test_a_code_sample_keeps_its_spaces_and_a_private_bullet_reads_as_one(
     ]
     hits = make_knowledge().match(r"\)   #", source="code.pdf").hits
     assert [h.line_number for h in hits] == [2]
+
+
+def test_table_rows_drawn_as_one_text_object_have_their_cells_apart(tmp_path: Path) -> None:
+    # TeX and ReportLab draw a row in one text object, moving from cell to cell: the row read
+    # as one run of words (`eu-west platform team 400`), which owner went with which region lost.
+    rows = [("region", "owner", "capacity"), ("eu-west", "platform team", "400"),
+            ("us-east", "storage team", "250")]  # fmt: skip
+    body = "BT /F1 11 Tf " + "".join(
+        f"1 0 0 1 72 {760 - 14 * at} Tm ({a}) Tj 128 0 Td ({b}) Tj 150 0 Td ({c}) Tj "
+        for at, (a, b, c) in enumerate(rows)
+    )
+    body += (
+        "1 0 0 1 72 600 Tm (- Rotate the keys) Tj 0 -14 Td (- Drain the queue) Tj"
+        " 0 -14 Td (Short prose, one line) Tj 0 -14 Td (and a second short one.) Tj ET"
+    )
+    path = write_pdf_pages(tmp_path / "rows.pdf", [body])
+    assert _text(path).splitlines() == [
+        "region | owner | capacity",
+        "eu-west | platform team | 400",
+        "us-east | storage team | 250",
+        "- Rotate the keys",
+        "- Drain the queue",
+        "Short prose, one line",
+        "and a second short one.",
+    ]

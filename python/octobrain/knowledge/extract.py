@@ -23,7 +23,14 @@ from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
 from octobrain.errors import InvalidInput
-from octobrain.knowledge import docx_text, html_text, pdf_notices, pdf_pieces, pdf_text
+from octobrain.knowledge import (
+    docx_text,
+    html_text,
+    pdf_columns,
+    pdf_notices,
+    pdf_pieces,
+    pdf_text,
+)
 from octobrain.knowledge.charset import decode_named, decode_page
 from octobrain.knowledge.chunk import first_heading, front_matter_end, heading_text
 from octobrain.knowledge.sources import Fetched, SourceKind
@@ -78,12 +85,13 @@ MIME_TYPES = {
 # notes, headers and footers; DOCX 3: reviewers' comments; HTML 3: list markers and headings
 # in a page too deep or crowded for a tree; PDF 3: note numbers, table cells, doubled spaces,
 # words broken across pages; DOCX 4: tab stops are not tabs; PDF 4: a code line's spaces,
-# private bullets; PDF 5: a page's footnotes after its text, a sentence across pages one.)
+# private bullets; PDF 5: a page's footnotes after its text, a sentence across pages one;
+# PDF 6: cells of rows drawn in one text object.)
 EXTRACTOR_VERSIONS = {
     DocType.HTML: 3,
     DocType.MARKDOWN: 2,
     DocType.TEXT: 1,
-    DocType.PDF: 5,
+    DocType.PDF: 6,
     DocType.DOCX: 4,
 }
 
@@ -334,7 +342,8 @@ def _pdf_text(data: bytes, max_bytes: int) -> tuple[str, str]:
     for number, page in enumerate(reader.pages, 1):  # pypdf bounds each stream it inflates
         try:
             visitor = pdf_pieces.PageText()
-            pages.append(visitor.text(page.extract_text(visitor_text=visitor) or ""))
+            text = visitor.text(page.extract_text(visitor_text=visitor) or "")
+            pages.append(pdf_columns.with_cells(page, text, visitor.whole_lines()))
         except LimitReachedError:
             log.warning(
                 "page %d of the PDF has over %d drawing tokens: its text is left out",

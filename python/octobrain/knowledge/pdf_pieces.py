@@ -37,6 +37,16 @@ class PageText:
             scale = math.hypot(tm[2] * cm[0] + tm[3] * cm[2], tm[2] * cm[1] + tm[3] * cm[3])
             self.pieces.append((text, x, height, abs(size * scale)))
 
+    def whole_lines(self) -> set[str]:
+        """The lines pypdf gave as one piece (their words one by one, spaces evened): where a
+        row's cells drawn in one text object are not told apart (`pdf_columns.py`)."""
+        wholes = set()
+        for line in _lines(self.pieces):
+            texts = [self.pieces[at][0] for at in line if self.pieces[at][0].strip()]
+            if len(texts) == 1:
+                wholes.add(" ".join(texts[0].split()))
+        return wholes
+
     def text(self, extracted: str) -> str:
         """`extracted` (what `extract_text` returned with this visitor) with its footnote
         markers and table cells (see above); as it is when the pieces do not add up to it."""
@@ -159,7 +169,7 @@ def _rows(pieces: list[tuple[str, float, float, float]]) -> list[list[int]]:
     lines.append((parts, starts, first))
     rows = []
     for at, (parts, starts, first) in enumerate(lines):
-        if not parts or (len(parts) == 1 and _LABEL.fullmatch(first.strip())):
+        if not parts or (len(parts) == 1 and LABEL.fullmatch(first.strip())):
             continue  # one cell, or a numbered or bulleted item (a note, a list) and its text
         if any(
             0 <= near < len(lines) and _same_columns(lines[near][1], starts)
@@ -177,4 +187,4 @@ def _same_columns(starts: list[float], others: list[float]) -> bool:
 
 # What numbers or bullets an item (a footnote at a page's foot, a list's item) with its text
 # beside it: `1`, `2.`, `iv)`, `a.`, a symbol (`*`, `•`, `–`, a symbol font's private glyph).
-_LABEL = re.compile(r"(?i)(?:\d{1,3}|[ivxlc]{1,5}|[a-z])[.)]?|[^\w\s]{1,2}")
+LABEL = re.compile(r"(?i)(?:\d{1,3}|[ivxlc]{1,5}|[a-z])[.)]?|[^\w\s]{1,2}")
