@@ -323,6 +323,12 @@ def test_binary_content_named_as_text_is_refused_and_utf16_text_is_read(tmp_path
     program = _write(tmp_path / "ls.txt", b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)))
     with pytest.raises(InvalidInput, match=r"^source: .*ls\.txt: holds NUL bytes: binary content"):
         extract(Fetched(parse_source(str(program)), program.read_bytes()), 1_000_000)
+    # An RTF file (LibreOffice's, Word's) was indexed as text: its font table and control
+    # words, titled `{\rtf1\ansi\deff3`.
+    for name in ("notes.rtf", "notes.txt"):
+        rtf = _write(tmp_path / name, b"{\\rtf1\\ansi\\deff3{\\fonttbl{\\f0 Arial;}}\\f0 Hello}")
+        with pytest.raises(InvalidInput, match=rf"^source: .*{name}: an RTF document is not read"):
+            extract(Fetched(parse_source(str(rtf)), rtf.read_bytes()), 1_000_000)
     wide = _write(tmp_path / "wide.md", "\ufeff# Titre\n\nTexte é.\n".encode("utf-16-le"))
     assert _extract(wide)[:2] == ("Titre", DocType.MARKDOWN)
 
@@ -331,6 +337,27 @@ def test_corrupt_pdf_is_a_clear_error(tmp_path: Path) -> None:
     bad = _write(tmp_path / "broken.pdf", b"%PDF-1.4\nthis is not really a pdf")
     with pytest.raises(InvalidInput, match=r"^source: .*cannot read this pdf document"):
         extract(Fetched(parse_source(str(bad)), bad.read_bytes()), 1_000_000)
+
+
+def test_a_pdf_of_images_only_or_locked_is_refused_naming_it(tmp_path: Path) -> None:
+    # A scan's PDF (pages of images, no text) was indexed as 0 chunks with a ✓; a locked
+    # PDF's error did not name the file among several indexed.
+    from pypdf import PdfWriter
+
+    from .conftest import write_pdf_pages
+
+    scan = write_pdf_pages(tmp_path / "scan.pdf", ["0 0 0 rg 72 72 400 600 re f", "q Q"])
+    with pytest.raises(
+        InvalidInput,
+        match=r"^source: .*scan\.pdf: the PDF's 2 page\(s\) hold no text \(only images, as a "
+        r"scan's pages are: make its text searchable first, e\.g\. `ocrmypdf`\); nothing was",
+    ):
+        _extract(scan)
+    writer = PdfWriter(clone_from=write_pdf(tmp_path / "locked.pdf", [["Secret plans."]]))
+    writer.encrypt("hunter2")
+    writer.write(tmp_path / "locked.pdf")
+    with pytest.raises(InvalidInput, match=r"^source: .*locked\.pdf: the PDF is encrypted"):
+        _extract(tmp_path / "locked.pdf")
 
 
 def _png(side: int = 1) -> bytes:

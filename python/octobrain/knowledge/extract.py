@@ -136,7 +136,14 @@ def _sniff(data: bytes) -> DocType | None:
 
 
 def detect_type(fetched: Fetched) -> DocType:
-    """Content-Type first (URLs), then the extension, then the bytes themselves."""
+    """Content-Type first (URLs), then the extension, then the bytes themselves. RTF, which
+    is ASCII and read as text gave its control words, is refused whatever its name or type."""
+    if fetched.data[:16].lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{\\rtf"):
+        raise InvalidInput(
+            "source",
+            f"{fetched.ref.uri}: an RTF document is not read (save it as .docx or .pdf); "
+            f"supported: {SUPPORTED}",
+        )
     ext = _extension(fetched)
     ct = fetched.content_type
     if fetched.ref.kind is SourceKind.URL and ct not in _UNTYPED:
@@ -326,16 +333,16 @@ def _pdf(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
         pdf_notices.gathered(uri),
         apply_configuration(stream_parsing_work_maximum_count=PDF_PAGE_TOKENS),
     ):
-        return _pdf_text(data, max_bytes)
+        return _pdf_text(data, max_bytes, uri)
 
 
-def _pdf_text(data: bytes, max_bytes: int) -> tuple[str, str]:
+def _pdf_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     from pypdf import PdfReader
     from pypdf.errors import LimitReachedError
 
     reader = PdfReader(io.BytesIO(data))
     if reader.is_encrypted and not reader.decrypt(""):
-        raise InvalidInput("source", "the PDF is encrypted with a password")
+        raise InvalidInput("source", f"{uri}: the PDF is encrypted with a password")
     pages: list[str] = []
     size = left_out = 0
     deadline = time.monotonic() + PDF_SECONDS
@@ -358,14 +365,20 @@ def _pdf_text(data: bytes, max_bytes: int) -> tuple[str, str]:
         if time.monotonic() > deadline:
             raise InvalidInput(
                 "source",
-                f"the PDF's text was not out within {PDF_SECONDS:g} s ({len(pages)} of "
+                f"{uri}: the PDF's text was not out within {PDF_SECONDS:g} s ({len(pages)} of "
                 f"{len(reader.pages)} pages read); nothing was indexed",
             )
     if left_out and not any(p.strip() for p in pages):
         raise InvalidInput(
             "source",
-            f"every page of the PDF with text has over {PDF_PAGE_TOKENS} drawing tokens "
+            f"{uri}: every page of the PDF with text has over {PDF_PAGE_TOKENS} drawing tokens "
             f"({left_out} of {len(pages)}); nothing was indexed",
+        )
+    if not any(p.strip() for p in pages):
+        raise InvalidInput(
+            "source",
+            f"{uri}: the PDF's {len(pages)} page(s) hold no text (only images, as a scan's "
+            "pages are: make its text searchable first, e.g. `ocrmypdf`); nothing was indexed",
         )
     meta = reader.metadata
     title = str(meta.title) if meta is not None and meta.title else ""
