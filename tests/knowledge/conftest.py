@@ -86,7 +86,7 @@ def make_knowledge(tmp_path: Path, embedder: CountingEmbedder) -> MakeKnowledge:
 _LIGATURE_CODES = str.maketrans({"\ufb01": "\x01", "\ufb02": "\x02", "\uf0b7": "\x03"})
 
 
-def _pdf_escape(text: str) -> str:
+def pdf_escape(text: str) -> str:
     text = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
     return text.translate(_LIGATURE_CODES)
 
@@ -96,7 +96,7 @@ def write_pdf(path: Path, pages: Sequence[Sequence[str]], title: str = "") -> Pa
     `ﬁ` and `ﬂ` in a line are drawn as the font's ligature glyphs."""
     bodies = [
         "BT /F1 11 Tf 14 TL 72 760 Td "
-        + " ".join(f"({_pdf_escape(line)}) Tj T*" for line in lines)
+        + " ".join(f"({pdf_escape(line)}) Tj T*" for line in lines)
         + " ET"
         for lines in pages
     ]
@@ -104,7 +104,8 @@ def write_pdf(path: Path, pages: Sequence[Sequence[str]], title: str = "") -> Pa
 
 
 def write_pdf_pages(path: Path, bodies: Sequence[str], title: str = "") -> Path:
-    """A real PDF whose pages draw `bodies` (content streams, Latin-1; font /F1 Helvetica)."""
+    """A real PDF whose pages draw `bodies` (content streams, Latin-1; fonts /F1 Helvetica,
+    /F2 Courier)."""
     objects: list[bytes] = []
     n_pages = len(bodies)
     kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(n_pages))
@@ -119,12 +120,13 @@ def write_pdf_pages(path: Path, bodies: Sequence[str], title: str = "") -> Path:
         stream = body.encode("latin-1")
         objects.append(
             f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {5 + 2 * i} 0 R "
-            "/Resources << /Font << /F1 3 0 R >> >> >>".encode()
+            f"/Resources << /Font << /F1 3 0 R /F2 {4 + 2 * n_pages} 0 R >> >> >>".encode()
         )
         objects.append(f"<< /Length {len(stream)} >>\nstream\n".encode() + stream + b"\nendstream")
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier >>")
     info = None
     if title:
-        objects.append(f"<< /Title ({_pdf_escape(title)}) >>".encode())
+        objects.append(f"<< /Title ({pdf_escape(title)}) >>".encode())
         info = len(objects)
     out = bytearray(b"%PDF-1.4\n")
     offsets = []

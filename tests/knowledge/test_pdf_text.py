@@ -13,7 +13,7 @@ import pytest
 from octobrain.knowledge.extract import extract
 from octobrain.knowledge.sources import parse_source, read_file
 
-from .conftest import MakeKnowledge, write_pdf, write_pdf_pages
+from .conftest import MakeKnowledge, pdf_escape, write_pdf, write_pdf_pages
 
 
 def _text(path: Path) -> str:
@@ -250,12 +250,24 @@ def test_a_code_sample_keeps_its_spaces_and_a_private_bullet_reads_as_one(
 ) -> None:
     # The spaces inside a code line were squeezed to one (`wait(30) # seconds`), and a list's
     # bullet drawn from a symbol font read as a glyph of no meaning (U+F0B7) before each item.
-    lines = ["def restart(host):", "    wait(30)   # seconds", "\uf0b7 Rotate the keys.",
-             "  \uf0b7 Drain the queue.", "See \uf0b7 here."]  # fmt: skip
-    path = write_pdf(tmp_path / "code.pdf", [lines])
+    # Justified text's doubled spaces (in a proportional font) are still one.
+    lines = ["\uf0b7 Rotate the keys.", "  \uf0b7 Drain the queue.", "See \uf0b7 here."]
+    code = " ".join(
+        f"({line}) Tj T*" for line in ["def restart(host):", "    wait(30)   # seconds"]
+    )
+    justified = "(spread  as  justified  text) Tj T*"  # pypdf's space for each gap, besides
+    path = write_pdf_pages(
+        tmp_path / "code.pdf",
+        [
+            f"BT /F2 11 Tf 14 TL 72 760 Td {code} /F1 11 Tf {justified} "
+            + " ".join(f"({pdf_escape(line)}) Tj T*" for line in lines)
+            + " ET"
+        ],
+    )
     assert _text(path).splitlines() == [
         "def restart(host):",
         "    wait(30)   # seconds",
+        "spread as justified text",
         "\u2022 Rotate the keys.",
         "  \u2022 Drain the queue.",
         "See \uf0b7 here.",  # not before an item's text: as it is

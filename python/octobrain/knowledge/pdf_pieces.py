@@ -28,9 +28,14 @@ class PageText:
 
     def __init__(self) -> None:
         self.pieces: list[tuple[str, float, float, float]] = []  # text, x, height, size
+        self.fixed: list[bool] = []  # whether each piece is drawn in a fixed-pitch font
+        self._fonts: dict[int, bool] = {}
 
     def __call__(self, text: str, cm: Any, tm: Any, font: Any, size: float) -> None:
         if text:
+            if id(font) not in self._fonts:
+                self._fonts[id(font)] = _fixed_pitch(font)
+            self.fixed.append(self._fonts[id(font)])
             # The text matrix times the page's (`cm`): where the piece stands, how tall.
             x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]
             height = tm[4] * cm[1] + tm[5] * cm[3] + cm[5]
@@ -57,7 +62,30 @@ class PageText:
         for line in _rows(pieces):
             for at in line:
                 out[at] = " | " + out[at][1:]
+        for at, fixed in enumerate(self.fixed):
+            if not fixed and "  " in out[at]:
+                out[at] = _SPACES.sub(" ", out[at])
         return _with_notes_last(pieces, out)
+
+
+# Spaces in a row inside a line, not its indent: in a proportional font, pypdf's space for a
+# wide gap (justified text's word spacing) besides the text's own. In a fixed-pitch font (a code
+# sample's) they are the text's own, and kept.
+_SPACES = re.compile(r"(?<=\S) {2,}(?=\S)")
+
+
+def _fixed_pitch(font: Any) -> bool:
+    """Whether a PDF font (its dictionary) is fixed-pitch: its descriptor says so, or it is a
+    Courier or a Mono by name (the standard fonts have no descriptor)."""
+    try:
+        if font.get("/Subtype") == "/Type0":
+            font = font["/DescendantFonts"][0].get_object()
+        descriptor = font.get("/FontDescriptor")
+        flags = int(descriptor.get_object().get("/Flags", 0)) if descriptor is not None else 0
+        name = str(font.get("/BaseFont", ""))
+    except Exception:  # a font dictionary missing what it should hold: read as proportional
+        return False
+    return bool(flags & 1) or "Courier" in name or "Mono" in name
 
 
 def _marked(pieces: list[tuple[str, float, float, float]]) -> list[str]:
