@@ -190,3 +190,22 @@ def test_a_file_name_or_key_that_is_not_utf8_is_one_line(workdir: Path) -> None:
         assert result.exit_code == 2, result.output
         assert result.output.startswith(f"error: {field}: must be valid Unicode")
         assert result.output.count("\n") == 1
+
+
+def test_index_takes_several_sources_and_goes_on_past_one_that_fails(workdir: Path) -> None:
+    # Before, a folder's documents were one command each: `index docs/*.md` was refused
+    # ("got unexpected extra argument"), and a folder said only "give one file".
+    (workdir / "docs").mkdir()
+    (workdir / "docs" / "b.md").write_text("# Paging\n\nThe rota changes on Mondays.\n")
+    out = run("index", "ops.md", "missing.md", "docs/b.md")
+    assert out.exit_code == 2, out.output
+    assert out.output.count("✓ Indexed") == 2, out.output
+    assert "error: source: no such file" in out.output
+    assert "1 of 3 sources not indexed" in out.output
+    data = json.loads(run("index", "ops.md", "docs/b.md", "--format", "json").stdout)
+    assert [r["status"] for r in data] == ["unchanged", "unchanged"]
+    folder = run("index", "docs")
+    assert folder.exit_code == 2
+    assert "docs is a directory; name its files (octobrain knowledge index docs/*.md)" in (
+        folder.output
+    )

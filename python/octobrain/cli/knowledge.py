@@ -13,6 +13,8 @@ import click
 from octobrain.cli.common import (
     FORMAT_OPTION,
     OctobrainGroup,
+    UserError,
+    UserFailure,
     add_scope_options,
     command_scope,
     emit_json,
@@ -70,18 +72,49 @@ def _knowledge(ctx: click.Context, session_id: str = CLI_SESSION) -> Knowledge:
 
 
 @knowledge.command("index")
-@click.argument("source")
+@click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
 @click.option("--force", is_flag=True, help="Re-embed even when the content is unchanged.")
 @FORMAT_OPTION
 @click.pass_context
-def index_cmd(ctx: click.Context, source: str, force: bool, fmt: str) -> None:
-    """Index one file or URL (re-indexed only when its content changed)."""
-    from octobrain.knowledge.render import render_index
+def index_cmd(ctx: click.Context, sources: tuple[str, ...], force: bool, fmt: str) -> None:
+    """Index files or URLs, one after another (each re-indexed only when its content changed).
+    A folder's documents are named by the shell: `octobrain knowledge index docs/*.md`. Given
+    several, one that fails is named on stderr and the others are still indexed (exit 2, or 1
+    when a server could not answer); `--format json` then prints a list."""
+    from octobrain.errors import InvalidInput
+    from octobrain.knowledge.render import render_index, to_dict
 
+    for source in sources:  # before anything is embedded: a folder is a mistake, not a source
+        if "://" not in source and Path(source).is_dir():
+            raise InvalidInput(
+                "source",
+                f"{source} is a directory; name its files "
+                f"(octobrain knowledge index {source.rstrip('/')}/*.md)",
+            )
     k = _knowledge(ctx)
-    with progress_of_total("embedding chunks") as progress:
-        report = k.index(source, global_=k.scope == "", force=force, progress=progress)
-    _emit(fmt, report, render_index(report))
+    reports, failed = [], []
+    for source in sources:
+        try:
+            with progress_of_total(f"embedding chunks of {source}") as progress:
+                report = k.index(source, global_=k.scope == "", force=force, progress=progress)
+        except InvalidInput as exc:
+            if len(sources) == 1:
+                raise
+            failed.append(exc)
+            (UserError if exc.input_fault else UserFailure)(str(exc)).show()
+            continue
+        reports.append(report)
+        if fmt != "json":
+            click.echo(printable(render_index(report)))
+    if fmt == "json":
+        data = [to_dict(r) for r in reports]
+        emit_json(data[0] if len(sources) == 1 else data)
+    if failed:
+        error = UserFailure if any(not e.input_fault for e in failed) else UserError
+        raise error(
+            f"source: {len(failed)} of {len(sources)} sources not indexed (named above); "
+            "the others are"
+        )
 
 
 @knowledge.command("search")
