@@ -6,7 +6,8 @@ no navigation chrome) and is rendered with its headings as markdown `#` lines, s
 can keep section paths (`html_text.py`). PDF text comes from pypdf (here), read as its pages
 show it (`pdf_pieces.py`: note numbers apart from their words, table cells apart;
 `pdf_text.py`: no running headers, no line-end hyphens, headings from its outline); DOCX
-paragraphs, headings and tables from python-docx's XML elements (`docx_text.py`); what a
+paragraphs, headings and tables from python-docx's XML elements (`docx_text.py`); an EPUB's
+spine documents by the HTML reader, a section each (`epub_text.py`); what a
 document unpacks to is bounded (`unpacked.py`). Parsers are imported lazily.
 """
 
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit
 from octobrain.errors import InvalidInput
 from octobrain.knowledge import (
     docx_text,
+    epub_text,
     html_text,
     pdf_columns,
     pdf_notices,
@@ -48,6 +50,7 @@ class DocType(str, Enum):
     TEXT = "text"
     PDF = "pdf"
     DOCX = "docx"
+    EPUB = "epub"
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ EXTENSIONS = {
     ".tsv": DocType.TEXT, ".rst": DocType.TEXT,
     ".pdf": DocType.PDF,
     ".docx": DocType.DOCX,
+    ".epub": DocType.EPUB,
 }  # fmt: skip
 MIME_TYPES = {
     "text/html": DocType.HTML,
@@ -76,6 +80,7 @@ MIME_TYPES = {
     "text/plain": DocType.TEXT,
     "application/pdf": DocType.PDF,
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": DocType.DOCX,
+    "application/epub+zip": DocType.EPUB,
 }
 # Each format's extraction, by version: bumped when what it makes of a document (its text,
 # title or headings, as the chunker reads them) changes, so that the sources of that format
@@ -93,6 +98,7 @@ EXTRACTOR_VERSIONS = {
     DocType.TEXT: 1,
     DocType.PDF: 7,
     DocType.DOCX: 4,
+    DocType.EPUB: 1,
 }
 
 
@@ -109,7 +115,7 @@ _TYPE_NAMES = frozenset(t.value for t in DocType)
 
 
 _UNTYPED = ("", "application/octet-stream", "binary/octet-stream")
-SUPPORTED = ".html, .htm, .md, .markdown, .txt (or other UTF-8 text), .pdf, .docx"
+SUPPORTED = ".html, .htm, .md, .markdown, .txt (or other UTF-8 text), .pdf, .docx, .epub"
 
 
 def _extension(fetched: Fetched) -> str:
@@ -122,6 +128,8 @@ def _sniff(data: bytes) -> DocType | None:
     if data.startswith(b"%PDF-"):
         return DocType.PDF
     if data.startswith(b"PK\x03\x04"):
+        if data[30:38] == b"mimetype" and b"application/epub+zip" in data[38:128]:  # (its first)
+            return DocType.EPUB
         return DocType.DOCX if b"word/" in data[:4096] else None
     head = data[:4096].lstrip().lower()
     if head.startswith((b"<!doctype html", b"<html")):
@@ -183,10 +191,10 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
     """Extract the text of fetched bytes. Unreadable documents raise InvalidInput(source).
 
     What a compressed document unpacks to is bounded too, at `UNPACK_FACTOR` × `max_bytes`
-    (`knowledge.max_source_bytes`): a DOCX's parts together, a PDF's extracted text. A DOCX of
-    a megabyte can hold a part that inflates to gigabytes, and python-docx reads every part
-    whole; an ordinary one unpacks to 5–25 times its size (the bare template: 36 kB to 830 kB),
-    so the bound is on the whole, not on the ratio."""
+    (`knowledge.max_source_bytes`): a DOCX's or an EPUB's parts together, a PDF's extracted
+    text. A DOCX of a megabyte can hold a part that inflates to gigabytes, and python-docx
+    reads every part whole; an ordinary one unpacks to 5–25 times its size (the bare
+    template: 36 kB to 830 kB), so the bound is on the whole, not on the ratio."""
     doc_type = detect_type(fetched)
     unpacked = UNPACK_FACTOR * max_bytes
     try:
@@ -198,6 +206,8 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
             title, text = _pdf(fetched.data, unpacked, fetched.ref.uri)
         elif doc_type is DocType.DOCX:
             title, text = docx_text.title_and_text(fetched.data, unpacked)
+        elif doc_type is DocType.EPUB:
+            title, text = epub_text.title_and_text(fetched.data, unpacked, fetched.ref.uri)
         else:
             title, text = "", _decode(fetched.data, fetched.charset)
             if "\x00" in text:  # (UTF-16 with its BOM decodes to text without them)

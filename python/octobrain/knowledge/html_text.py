@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 
 _CHROME = ("script", "style", "noscript", "template", "nav", "header", "footer", "aside",
            "form", "svg", "iframe", "button")  # fmt: skip
+_NOT_TEXT = ("script", "style", "noscript", "template", "svg", "iframe", "button")
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _BLOCKS = frozenset(("p", "div", "section", "article", "main", "ul", "ol", "li", "blockquote",
                      "table", "thead", "tbody", "tr", "dl", "dt", "dd", "figure", "figcaption",
@@ -31,9 +32,11 @@ _CELLS = frozenset(("td", "th"))
 _NOT_XML = re.compile("[\x01-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
-def title_and_text(markup: str) -> tuple[str, str]:
+def title_and_text(markup: str, *, whole: bool = False) -> tuple[str, str]:
     """The title and text of an HTML page: readability's article, or the page without its
-    chrome when that is the better text (or readability would take too long)."""
+    chrome when that is the better text (or readability would take too long). A `whole`
+    document (a book's chapter: no site around it) is read all but its scripts and styles,
+    its `<header>`, `<footer>` and `<aside>` (a chapter's title, its notes) kept."""
     import lxml.html
     from readability import Document as Readable
 
@@ -49,9 +52,12 @@ def title_and_text(markup: str) -> tuple[str, str]:
         return _flat_html(markup)
     title = _html_title(root)
     heavy = _too_heavy(root)  # before the chrome goes: readability reads the page as it came
-    for bad in root.xpath("|".join(f"//{tag}" for tag in (*_CHROME, "head"))):  # (its title)
+    chrome = _NOT_TEXT if whole else _CHROME
+    for bad in root.xpath("|".join(f"//{tag}" for tag in (*chrome, "head"))):  # (its title)
         bad.drop_tree()
     full = _html_text(root)
+    if whole:
+        return title, full
     if heavy:
         log.info("%s: read whole, without looking for its article", heavy)
         return title, full

@@ -1,0 +1,168 @@
+"""EPUB books: the text of the documents a book's spine orders, a section each, titled as its
+package's metadata says, read within the bounds on what the zip unpacks to.
+
+An EPUB is a zip: `META-INF/container.xml` names the package (OPF) file, whose `<spine>`
+orders the XHTML documents of its `<manifest>`, and whose `<metadata>` holds `dc:title`. Each
+document is read by the HTML reader (`html_text.py`), whole; the navigation document, the
+spine's non-linear items (`linear="no"`: notes, pop-ups) and images are left out."""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import zipfile
+from typing import Any
+from urllib.parse import unquote
+
+from octobrain.errors import InvalidInput
+from octobrain.knowledge import html_text
+from octobrain.knowledge.charset import decode_page
+from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked
+from octobrain.safe_text import shows_something
+
+# The most entries an EPUB's zip may list: a long illustrated book has a few thousand (a
+# document per chapter, an image per plate); each costs a lookup, and a zip of millions of
+# empty entries is no book.
+EPUB_ENTRIES = 20_000
+# The most XHTML the spine's documents hold together: each is parsed into its own tree (at
+# most `MARKUP_BYTES`), at about 3 s a megabyte. War and Peace is 5 MB of XHTML.
+EPUB_MARKUP_BYTES = 4 * MARKUP_BYTES
+
+_CONTAINER = "META-INF/container.xml"
+_ENCRYPTION = "META-INF/encryption.xml"
+_DOCUMENT_TYPES = ("application/xhtml+xml", "text/html")
+_DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
+
+
+def title_and_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
+    """The title (`dc:title`) and text of an EPUB: its spine's linear documents in order, each
+    a section (`#` lines for its headings; its `<title>` as one when it has none);
+    `Unpacked` when the zip would unpack past `max_bytes`; InvalidInput, naming `uri`, for
+    a book that cannot be read or whose documents hold over `EPUB_MARKUP_BYTES`."""
+    with zipfile.ZipFile(io.BytesIO(data)) as book:  # an entry never inflates past its size
+        entries = book.infolist()
+        if len(entries) > EPUB_ENTRIES:
+            raise _unread(uri, f"its zip lists {len(entries)} entries, over {EPUB_ENTRIES}")
+        size = sum(entry.file_size for entry in entries)
+        if size > max_bytes:
+            raise Unpacked("the EPUB package", size)
+        named = {entry.filename: entry for entry in entries}
+        package = _package_path(uri, _xml(book, named, _CONTAINER, uri))
+        opf = _xml(book, named, package, uri)
+        documents = _spine_documents(uri, opf, posixpath.dirname(package), named)
+        _refuse_encrypted(book, named, documents, uri)
+        markup = sum(named[name].file_size for name in documents)
+        if markup > EPUB_MARKUP_BYTES:
+            raise InvalidInput(
+                "source",
+                f"{uri}: the EPUB's documents hold {markup} bytes of XHTML, over the "
+                f"{EPUB_MARKUP_BYTES}-byte bound (knowledge/epub_text.EPUB_MARKUP_BYTES); "
+                "nothing was indexed",
+            )
+        title = _book_title(opf)
+        sections = [_section(book.read(named[name]), title) for name in documents]
+    text = "\n\n".join(s for s in sections if s)
+    if not shows_something(text):
+        raise _unread(uri, f"its {len(documents)} document(s) hold no text; nothing was indexed")
+    return title, text
+
+
+def _unread(uri: str, why: str) -> InvalidInput:
+    return InvalidInput("source", f"{uri}: cannot read this EPUB: {why}")
+
+
+def _xml(book: zipfile.ZipFile, named: dict[str, zipfile.ZipInfo], name: str, uri: str) -> Any:
+    """The root of the XML entry `name`, parsed without entities or the network."""
+    import lxml.etree
+
+    entry = named.get(name)
+    if entry is None:
+        raise _unread(uri, f"it has no {name}")
+    if entry.file_size > MARKUP_BYTES:
+        raise Unpacked(f"the EPUB's {name}", entry.file_size, MARKUP_BYTES)
+    parser = lxml.etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+    try:
+        return lxml.etree.fromstring(book.read(entry), parser=parser)
+    except lxml.etree.XMLSyntaxError as exc:
+        raise _unread(uri, f"its {name} is not well-formed XML ({exc})") from None
+
+
+def _inside(uri: str, base: str, href: str) -> str:
+    """The zip entry `href` (relative to the folder `base`) names; refused when it leads out
+    of the zip (`..` past its root, or an absolute path)."""
+    path = unquote(href.split("#", 1)[0])
+    joined = posixpath.normpath(posixpath.join(base, path)) if path else ""
+    if not joined or path.startswith("/") or joined == ".." or joined.startswith("../"):
+        raise _unread(uri, f"the path {href!r} leads out of the book")
+    return joined
+
+
+def _package_path(uri: str, container: Any) -> str:
+    for rootfile in container.iter("{*}rootfile"):
+        if rootfile.get("full-path"):
+            return _inside(uri, "", str(rootfile.get("full-path")))
+    raise _unread(uri, f"its {_CONTAINER} names no package (rootfile full-path)")
+
+
+def _spine_documents(uri: str, opf: Any, base: str, named: dict[str, zipfile.ZipInfo]) -> list[str]:
+    """The entries of the spine's linear XHTML documents, in order, the navigation document
+    left out."""
+    items = {}
+    for item in opf.iterfind("{*}manifest/{*}item"):
+        properties = str(item.get("properties", "")).split()
+        media = str(item.get("media-type", ""))
+        if item.get("id") and item.get("href") and "nav" not in properties:
+            items[str(item.get("id"))] = (str(item.get("href")), media)
+    spine = opf.find("{*}spine")
+    if spine is None:
+        raise _unread(uri, "its package has no <spine>")
+    documents: list[str] = []
+    for itemref in spine.iterfind("{*}itemref"):
+        found = items.get(str(itemref.get("idref", "")))
+        if found is None or itemref.get("linear") == "no" or found[1] not in _DOCUMENT_TYPES:
+            continue
+        name = _inside(uri, base, found[0])
+        if name not in named:
+            raise _unread(uri, f"its spine names {found[0]!r}, which the zip does not hold")
+        if name not in documents:
+            documents.append(name)
+    if not documents:
+        raise _unread(uri, "its spine names no XHTML document")
+    return documents
+
+
+def _refuse_encrypted(
+    book: zipfile.ZipFile, named: dict[str, zipfile.ZipInfo], documents: list[str], uri: str
+) -> None:
+    """Refuse a book whose documents are encrypted (DRM); fonts obfuscated as the standard
+    allows are no matter."""
+    if _ENCRYPTION not in named:
+        return
+    encryption = _xml(book, named, _ENCRYPTION, uri)
+    wanted = set(documents)
+    for reference in encryption.iter("{*}CipherReference"):
+        if _inside(uri, "", str(reference.get("URI", ""))) in wanted:
+            raise InvalidInput(
+                "source",
+                f"{uri}: the EPUB's documents are encrypted (DRM, {_ENCRYPTION}); it cannot "
+                "be read: nothing was indexed",
+            )
+
+
+def _book_title(opf: Any) -> str:
+    for element in opf.iterfind(f"{{*}}metadata/{_DC_TITLE}"):
+        title = " ".join("".join(element.itertext()).split())
+        if shows_something(title):
+            return title
+    return ""
+
+
+def _section(markup: bytes, book_title: str) -> str:
+    """One document's text, led by a `#` line: its own first heading, else its `<title>`
+    (unless that is only the book's)."""
+    title, text = html_text.title_and_text(decode_page(markup), whole=True)
+    if text.startswith("#") or not shows_something(text):
+        return text
+    if title and title != book_title:
+        return f"# {title}\n\n{text}"
+    return text
