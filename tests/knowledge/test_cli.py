@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from click.testing import CliRunner, Result
 
 from octobrain.cli.main import main
 
-from .conftest import write_pdf
+from .conftest import HTML_PAGE, Server, write_pdf
 
 DOC = (
     "# Ops\n\n## Backups\n\nBackups run nightly to cold storage.\n\n"
@@ -209,3 +210,18 @@ def test_index_takes_several_sources_and_goes_on_past_one_that_fails(workdir: Pa
     assert "docs is a directory; name its files (octobrain knowledge index docs/*.md)" in (
         folder.output
     )
+
+
+def test_a_refused_local_server_says_where_to_allow_it(
+    workdir: Path, server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: "add it to knowledge.allow_private_hosts", with no word of where that is set.
+    server.routes["/guide.html"] = (200, {"Content-Type": "text/html"}, HTML_PAGE)
+    refused = run("index", server.url("/guide.html"))
+    assert refused.exit_code == 2
+    told = re.search(
+        r"(OCTOBRAIN_KNOWLEDGE_ALLOW_PRIVATE_HOSTS)=(\S+) in the environment", refused.output
+    )
+    assert told is not None and "`octobrain config path`" in refused.output, refused.output
+    monkeypatch.setenv(told[1], told[2])  # doing as it says indexes the page
+    assert "✓ Indexed" in run("index", server.url("/guide.html")).output

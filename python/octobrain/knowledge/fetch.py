@@ -140,7 +140,9 @@ def resolve_checked(
             continue
         raise FetchError(
             f"refusing {host} ({addr}): it is a private, loopback or link-local address; "
-            "add it to knowledge.allow_private_hosts to index your own local documents"
+            "add it to knowledge.allow_private_hosts to index your own local documents (in "
+            "the file `octobrain config path` names, or "
+            f"OCTOBRAIN_KNOWLEDGE_ALLOW_PRIVATE_HOSTS={host} in the environment)"
         )
     return str(addresses[0])
 
