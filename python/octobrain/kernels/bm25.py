@@ -119,9 +119,12 @@ class BM25Index:
         k: int = 10,
         allowed: Positions | None = None,
         seen: npt.NDArray[np.bool_] | None = None,
+        ties: npt.NDArray[np.int64] | None = None,
     ) -> Hits:
         """Top-`k` documents for `query`: (positions, scores), score descending, ties by
-        position ascending. Only documents sharing a term with the query are returned.
+        position ascending, or by `ties[position]` ascending when given (a key per position
+        that does not depend on where a row happens to sit, e.g. its id's rank). Only
+        documents sharing a term with the query are returned.
 
         `seen`, a bool mask over positions: the documents whose statistics (N, df, avgdl)
         score the query, the live ones it marks, so that the scores of what one asker may see
@@ -131,13 +134,33 @@ class BM25Index:
             raise InvalidInput("query", f"must be a str, got {type(query).__name__}")
         self._checked([query])
         mask = self._seen(seen)
+        k = _k(k)
+        if ties is None:
+            return self._top(query, k, allowed, mask)
+        # One more than asked shows whether a tie straddles the cut; only then ask for more.
+        want = k + 1
+        while True:
+            pos, scores = self._top(query, want, allowed, mask)
+            if len(pos) < want or scores[-1] != scores[k - 1]:
+                break
+            want *= 2
+        order = np.lexsort((ties[pos], -scores))[:k]
+        return pos[order], scores[order]
+
+    def _top(
+        self,
+        query: str,
+        k: int,
+        allowed: Positions | None,
+        mask: npt.NDArray[np.bool_] | None,
+    ) -> Hits:
         if isinstance(allowed, np.ndarray) and allowed.dtype == np.bool_:
             if allowed.shape != (self.position_count,):
                 raise InvalidInput(
                     "allowed", f"a bool mask must have shape ({self.position_count},)"
                 )
-            return self._index.search_masked(query, _k(k), np.ascontiguousarray(allowed), mask)
-        return self._index.search(query, _k(k), self._allowed(allowed), mask)
+            return self._index.search_masked(query, k, np.ascontiguousarray(allowed), mask)
+        return self._index.search(query, k, self._allowed(allowed), mask)
 
     def scores_at(
         self, query: str, positions: Positions, seen: npt.NDArray[np.bool_] | None = None

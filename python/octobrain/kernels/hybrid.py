@@ -36,8 +36,11 @@ if TYPE_CHECKING:
     from octobrain.kernels.vectors import VectorBlocks
 
 Nearest = Callable[[npt.NDArray[np.float32], int], list[int]]
+Ties = npt.NDArray[np.int64] | None
+"""A key per position for breaking equal scores (e.g. the rank of the row's id), so that
+mirrors holding the same rows at other positions rank them alike; None: by position."""
 
-__all__ = ["Nearest", "Ranking", "cosines", "exact_top", "hybrid_rank", "unit"]
+__all__ = ["Nearest", "Ranking", "Ties", "cosines", "exact_top", "hybrid_rank", "unit"]
 
 
 @dataclass(frozen=True)
@@ -75,22 +78,33 @@ def exact_nearest(
     vector: npt.NDArray[np.float32],
     allowed: npt.NDArray[np.bool_],
     k: int,
+    ties: Ties = None,
 ) -> list[int]:
     """Exact top-`k` allowed positions by cosine (rows and `vector` are unit vectors)."""
     # One contiguous matrix-vector product beats gathering the allowed rows first.
-    return exact_top(cosines(embeddings, vector), allowed, k)
+    return exact_top(cosines(embeddings, vector), allowed, k, ties)
 
 
 def exact_top(
-    cosines: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_], k: int
+    cosines: npt.NDArray[np.float32],
+    allowed: npt.NDArray[np.bool_],
+    k: int,
+    ties: Ties = None,
 ) -> list[int]:
-    """Top-`k` allowed positions by the scores (cosines) the caller already computed."""
+    """Top-`k` allowed positions by the scores (cosines) the caller already computed; equal
+    scores by `ties[position]` (by position without it), also where they straddle the cut."""
     candidates = np.flatnonzero(allowed)
     scores = cosines[candidates]
     if len(candidates) > k:
-        top = np.argpartition(-scores, k - 1)[:k]
-        candidates, scores = candidates[top], scores[top]
-    return [int(p) for p in candidates[np.lexsort((candidates, -scores))]]
+        kth = -np.partition(-scores, k - 1)[k - 1]
+        keep = scores >= kth
+        candidates, scores = candidates[keep], scores[keep]
+    order = np.lexsort((_keys(candidates, ties), -scores))[:k]
+    return [int(p) for p in candidates[order]]
+
+
+def _keys(positions: npt.NDArray[np.int64], ties: Ties) -> npt.NDArray[np.int64]:
+    return positions if ties is None else ties[positions]
 
 
 def _vector_leg(
@@ -101,11 +115,12 @@ def _vector_leg(
     nearest: Nearest,
     cfg: SearchConfig,
     first: list[int] | None,
+    ties: Ties,
 ) -> list[int]:
     # The caller computes every cosine anyway (for calibrated relevance), so the first pass is
     # an exact top-k over them: cheaper than any index, and never approximate. A caller past
     # the ANN threshold hands over its own first pass (ANN candidates re-scored exactly).
-    found = exact_top(cosines, allowed, cfg.candidates) if first is None else first
+    found = exact_top(cosines, allowed, cfg.candidates, ties) if first is None else first
     hyde = cfg.hyde
     if not hyde.enabled or len(found) < hyde.min_results or hyde.alpha >= 1.0:
         return found
@@ -122,6 +137,7 @@ def _complete_scores(
     index: BM25Index,
     allowed: npt.NDArray[np.bool_],
     seen: npt.NDArray[np.bool_] | None,
+    ties: Ties,
 ) -> tuple[list[int], list[float], list[int], list[float]]:
     """Both legs scored over the union of their candidates (see the module docstring)."""
     union = list(dict.fromkeys(vector_pos + bm_pos))
@@ -133,8 +149,9 @@ def _complete_scores(
             (p, s) for p, s in zip(missing, extra.tolist(), strict=True) if s > 0 and allowed[p]
         )
     # A document sharing no term with the query scores 0, as BM25 defines it.
-    v_ids = sorted(union, key=lambda p: (-float(cosines[p]), p))
-    b_ids = sorted(union, key=lambda p: (-have.get(p, 0.0), p))
+    key = dict(zip(union, _keys(np.asarray(union, dtype=np.int64), ties).tolist(), strict=True))
+    v_ids = sorted(union, key=lambda p: (-float(cosines[p]), key[p]))
+    b_ids = sorted(union, key=lambda p: (-have.get(p, 0.0), key[p]))
     return (
         v_ids,
         [float(cosines[p]) for p in v_ids],
@@ -156,6 +173,7 @@ def hybrid_rank(
     vector_first: list[int] | None = None,
     bm25_hits: Hits | None = None,
     seen: npt.NDArray[np.bool_] | None = None,
+    ties: Ties = None,
 ) -> Ranking:
     """Fuse the vector and BM25 legs for one query (see the module docstring).
 
@@ -165,16 +183,18 @@ def hybrid_rank(
     itself passes its result: `vector_first` (the first vector pass, best first) and
     `bm25_hits`; `cosines` must then be known at least at those positions. `seen`: the
     positions whose statistics BM25 scores with (`BM25Index.search`; all when None).
+    `ties` breaks equal scores in each leg and in the fusion (see `Ties`); a caller passing
+    `vector_first` or `bm25_hits` broke them so already.
     """
     vector_pos = (
-        _vector_leg(qvec, embeddings, cosines, allowed, nearest, cfg, vector_first)
+        _vector_leg(qvec, embeddings, cosines, allowed, nearest, cfg, vector_first, ties)
         if cfg.vector_weight > 0
         else []
     )
     if cfg.bm25_weight <= 0:
         bm25_hits = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
     elif bm25_hits is None:
-        bm25_hits = index.search(query, cfg.candidates, allowed=allowed, seen=seen)
+        bm25_hits = index.search(query, cfg.candidates, allowed=allowed, seen=seen, ties=ties)
     bm_pos_arr, bm_scores_arr = bm25_hits
     bm_pos = [int(p) for p in bm_pos_arr]
     bm_scores = [float(s) for s in bm_scores_arr]
@@ -189,7 +209,7 @@ def hybrid_rank(
     weights: list[float] = []
     if cfg.fusion != "rrf" and vector_pos and bm_pos:
         v_ids, v_scores, b_ids, b_scores = _complete_scores(
-            query, vector_pos, bm_pos, bm_scores, cosines, index, allowed, seen
+            query, vector_pos, bm_pos, bm_scores, cosines, index, allowed, seen, ties
         )
         lists, scores, weights = (
             [v_ids, b_ids],
@@ -208,12 +228,18 @@ def hybrid_rank(
             lists.append(bm_pos)
             scores.append(bm_scores)
             weights.append(cfg.bm25_weight)
+    # The fusion breaks its ties by key: hand it the tie keys, and read positions back.
+    keyed = [_keys(np.asarray(ids, dtype=np.int64), ties).tolist() for ids in lists]
+    position_of = {
+        k: p for ids, keys in zip(lists, keyed, strict=True) for p, k in zip(ids, keys, strict=True)
+    }
     if cfg.fusion == "rrf":
-        fused = fusion.rrf(lists, weights, k=cfg.rrf_k)
+        fused = fusion.rrf(keyed, weights, k=cfg.rrf_k)
     else:
-        fused = fusion.score_fusion(lists, scores, weights, method=cfg.fusion)  # type: ignore[arg-type]
+        fused = fusion.score_fusion(keyed, scores, weights, method=cfg.fusion)  # type: ignore[arg-type]
     unit_scores = _to_unit_range(fused.scores, zscore=cfg.fusion == "zscore")
-    return Ranking(fused.ids, unit_scores, {p: ", ".join(legs[p]) for p in legs})
+    ids = [position_of[k] for k in fused.ids]
+    return Ranking(ids, unit_scores, {p: ", ".join(legs[p]) for p in legs})
 
 
 def _to_unit_range(values: list[float], *, zscore: bool) -> list[float]:

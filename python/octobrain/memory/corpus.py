@@ -384,7 +384,7 @@ class Corpus:
         """Exact top-`k` positions by cosine among `allowed`."""
         from octobrain.kernels.hybrid import exact_top
 
-        return exact_top(self.vectors.cosines(vector), allowed, k)
+        return exact_top(self.vectors.cosines(vector), allowed, k, self.pos_of.tie_keys())
 
     def exact_cosines(
         self, vector: npt.NDArray[np.float32], positions: npt.NDArray[np.int64]

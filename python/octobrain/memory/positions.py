@@ -33,6 +33,29 @@ class Positions:
         # A proxy, not a reference: a cycle kept a dropped mirror (and its snapshot's memory
         # maps) until the garbage collector's next pass (`Brain.close`).
         self._c: Corpus = weakref.proxy(corpus)
+        self._ties: tuple[tuple[int, int, int], npt.NDArray[np.int64]] | None = None
+
+    def tie_keys(self) -> npt.NDArray[np.int64]:
+        """Each position's rank in id order (positions without a live id last): equal scores
+        in a ranking break by it, so mirrors holding the same rows at other positions (a
+        snapshot with its tail replayed, a fresh build) rank them alike. Kept until a row
+        is added or the ids are sorted again."""
+        c = self._c
+        stamp = (len(c._live), id(c._id_order), len(c._added))
+        if self._ties is not None and self._ties[0] == stamp:
+            return self._ties[1]
+        ranks = np.arange(len(c._sorted_ids), dtype=np.int64)
+        keys = np.full(len(c._live), len(ranks) + len(c._added), dtype=np.int64)
+        if c._added:  # merged in, not sorted with the rest: a few thousand among a million
+            added = np.asarray([m.encode() for m in c._added])
+            order = np.argsort(added, kind="stable")
+            before = np.searchsorted(c._sorted_ids, added[order]) if len(ranks) else order * 0
+            ranks += np.searchsorted(before, ranks, side="right")
+            at = np.fromiter(c._added.values(), np.int64, len(added))[order]
+            keys[at] = before + np.arange(len(added), dtype=np.int64)
+        keys[np.asarray(c._id_order, dtype=np.int64)] = ranks
+        self._ties = (stamp, keys)
+        return keys
 
     def get(self, memory_id: str, default: int | None = None) -> int | None:
         c = self._c

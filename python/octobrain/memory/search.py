@@ -225,6 +225,7 @@ class Retriever:
     ) -> list[_Scored]:
         cfg = self.config.search
         words = self.words_query(query)
+        ties = self.corpus.pos_of.tie_keys()
         if not self._use_ann():
             cos_all = self.corpus.vectors.cosines(qvec)
             ranking = hybrid_rank(
@@ -237,6 +238,7 @@ class Retriever:
                 allowed=allowed,
                 cfg=cfg,
                 seen=seen,
+                ties=ties,
             )
         else:
             # Only the candidates' cosines are computed: the index proposes the vector leg's,
@@ -250,7 +252,9 @@ class Retriever:
 
             near, near_cos = self._ann_scored(qvec, where, cfg.candidates, allowed)
             cos_all[near] = near_cos  # (already exact: not read again)
-            bm25 = self.corpus.index.search(words, cfg.candidates, allowed=allowed, seen=seen)
+            bm25 = self.corpus.index.search(
+                words, cfg.candidates, allowed=allowed, seen=seen, ties=ties
+            )
             first = near.tolist() if cfg.vector_weight > 0 else []
             bm25_pos = bm25[0][cos_all[bm25[0]] == UNKNOWN_COSINE]
             scored(bm25_pos.tolist())
@@ -266,6 +270,7 @@ class Retriever:
                 vector_first=first,
                 bm25_hits=bm25,
                 seen=seen,
+                ties=ties,
             )
         coverage = self.corpus.coverage(query, ranking.ids, seen)
         # A query the model cannot read (emoji, Thai, Amharic: [UNK] pieces) has a vector that
@@ -314,7 +319,7 @@ class Retriever:
             if len(pos) < min(want, count):  # the filter kept too few of them
                 pos = self._ann_positions(vector, where, wanted, allowed)
         exact = self.corpus.exact_cosines(vector, pos)
-        order = np.lexsort((pos, -exact))[:want]
+        order = np.lexsort((self.corpus.pos_of.tie_keys()[pos], -exact))[:want]
         return pos[order].astype(np.int64), exact[order]
 
     def _ann_positions(
@@ -344,16 +349,18 @@ class Retriever:
         # 0.29 / 0.31 on LoCoMo, 0.73 / 0.79 on SciFact, against 0.68 / 0.65 and 0.82 / 0.85
         # so; `benches/multi_query.py`, README).
         lists = [scored for scored in per_query if scored]
+        ties = self.corpus.pos_of.tie_keys()  # (fusion breaks ties by key: keyed by id rank)
         fused = fusion.score_fusion(
-            [[s.pos for s in scored] for scored in lists],
+            [[int(ties[s.pos]) for s in scored] for scored in lists],
             [[s.fused for s in scored] for scored in lists],
             method="minmax",
         )
+        position_of = {int(ties[pos]): pos for pos in best}
         top = max(fused.scores) if fused.scores else 1.0
         out = []
-        for pos, score in zip(fused.ids, fused.scores, strict=True):
-            s = best[pos]
-            out.append(_Scored(pos, score / top, s.relevance, s.cosine, s.coverage, s.legs))
+        for key, score in zip(fused.ids, fused.scores, strict=True):
+            s = best[position_of[key]]
+            out.append(_Scored(s.pos, score / top, s.relevance, s.cosine, s.coverage, s.legs))
         return out
 
     def _lift_parents(
