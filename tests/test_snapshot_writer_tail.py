@@ -162,7 +162,7 @@ def test_a_tail_a_racing_writer_made_stale_is_not_replayed(
     left = list((Path(env["OCTOBRAIN_DATA_DIR"]) / "cache").rglob("tail-*.bin"))
     assert [p.name for p in left] == [f"tail-{version}.bin"]
     assert _brain(env).store.version() == version + 1
-    # Of a version the store is past: not replayed; the store answers, both notes in it.
+    # Of a version the store is past: replayed, the rest read through LanceDB; both notes.
     reader = _brain(env)
     found = _found(reader)
     assert reader.store.connected
@@ -197,3 +197,33 @@ def test_a_writer_that_caught_up_past_another_writer_leaves_a_tail_of_both(
     assert not reader.store.connected
     assert found == _as_the_store_finds(env)
     assert {mine, theirs} <= {mid for mid, _ in found}
+
+
+def test_each_writer_replays_the_tail_left_and_reads_only_its_own_write(
+    env: dict[str, str],
+) -> None:
+    # Before: a writer in a new process started from the snapshot, so its catch-up through
+    # LanceDB read every write since the snapshot was rewritten (the 200th read 200 rows).
+    _store(env)
+    ids = []
+    for i in range(3):
+        writer = _brain(env)
+        ids.append(writer.memorize(f"Fresh note {i}", f"The cache uses setting zqnew{i}.")[0].id)
+        writer.leave_tail()
+        steps = writer.retriever.corpus._steps or []
+        assert len(steps) == i + 1 and [len(s.rows or []) for s in steps[-1:]] == [1], i
+    reader = _brain(env)
+    found = [
+        (h.memory.id, h.why)
+        for h in reader.remember(
+            "setting zqnew0 zqnew1 zqnew2", min_relevance=0.0, record_access=False
+        ).hits
+    ]
+    assert not reader.store.connected
+    config = Config(search=SearchConfig(snapshot_min_rows=0))
+    store = Brain(SCOPE, config=config, embedder=reader.embedder, uri=reader.uri)
+    hits = store.remember(
+        "setting zqnew0 zqnew1 zqnew2", min_relevance=0.0, record_access=False
+    ).hits
+    assert found == [(h.memory.id, h.why) for h in hits]
+    assert set(ids) <= {mid for mid, _ in found}

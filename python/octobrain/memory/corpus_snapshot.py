@@ -46,7 +46,8 @@ def open_current(c: Corpus) -> bool:
     if not newest:
         replayed = replay_tail(c, *on_disk)
         if replayed is not None:
-            recorded, newest = replayed.data_files, True
+            recorded = replayed.data_files
+            newest = (c._version, c._edges.version) == on_disk
     check_data_files(c, recorded, newest=newest)
     changed = data_times.changed(c._store.location, None if source is None else source.data_times)
     if changed is not None:  # (its copy of the rows is not the store's now)
@@ -133,22 +134,22 @@ def _data_files(
 
 
 def replay_tail(c: Corpus, version: int, edges_version: int) -> tail.Tail | None:
-    """Catch up from the snapshot just adopted to `version` by the tail a process that
-    caught up before left beside it (`memory.tail`), if it is of exactly that store
-    version; else the mirror stays at the snapshot's version. The tail replayed, or None."""
+    """Catch up from the snapshot just adopted towards `version` by the tail a process that
+    caught up before left beside it (`memory.tail`): of exactly that store version, or an
+    older one (the caller then catches up the rest through LanceDB, rather than every write
+    since the snapshot again); else the mirror stays at the snapshot's version. The tail
+    replayed, or None."""
     source = c._source
     if source is None or source.where is None:
         return None
-    found = tail.load(source.where, version)
-    if found is None or found.fingerprint != c._store.version_fingerprint(version):
+    found = tail.newest(source.where, version)
+    if found is None or found.fingerprint != c._store.version_fingerprint(found.version):
         return None
-    if (found.edges_version if found.edges is not None else source.edges_version) != (
-        edges_version
-    ):
+    edges_at = found.edges_version if found.edges is not None else source.edges_version
+    if edges_at != edges_version and (found.version == version or edges_at > edges_version):
         return None
     try:
-        for step in found.steps:
-            corpus_apply.apply(c, step)
+        corpus_apply.replay(c, found.steps)
     except Exception as exc:  # (checked, yet it does not fit: start again from the snapshot)
         log.warning("memory snapshot tail not used (%s); catching up from the store", exc)
         c._reset()
@@ -156,7 +157,7 @@ def replay_tail(c: Corpus, version: int, edges_version: int) -> tail.Tail | None
         return None
     if found.edges is not None:
         c._edges = EdgeMirror(found.edges, found.edges_version, found.edges_mark)
-    c._steps, c._tail_at = list(found.steps), (version, edges_version)
+    c._steps, c._tail_at = list(found.steps), (found.version, edges_at)
     return found
 
 

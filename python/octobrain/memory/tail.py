@@ -11,10 +11,12 @@ snapshot's directory: ``tail-<version>.bin``. A new process whose snapshot is ol
 store by exactly what a tail holds (the tail's version is the newest on disk, and that
 version's Lance manifest is the one the tail was made at, `MemoryStore.version_fingerprint`)
 replays the steps in order (the same code a catch-up runs, so positions come out the same) and
-is current. The tail records the store's data files its versions read, as a snapshot does
-for its own (`corpus_snapshot.check_data_files`): a new process checks those before it
-answers. Anything else (no tail, another version, a checksum that fails, a step that does
-not apply) leaves the snapshot to be caught up through LanceDB as before.
+is current. A tail of an older version (its version's manifest still the one it was made
+at) is replayed too, and only the versions after it are caught up through LanceDB: a writer
+reads its own write, not every write since the snapshot. The tail records the store's data
+files its versions read, as a snapshot does for its own (`corpus_snapshot.check_data_files`):
+a new process checks those before it answers. Anything else (no tail, a checksum that
+fails, a step that does not apply) leaves the snapshot to be caught up through LanceDB.
 
 The file: ``OBTAIL2\\n``, the length of a JSON header (8 bytes, little-endian), the header's
 CRC-32 (4 bytes), the header (versions, fingerprint, each step's arrays and row count, the
@@ -142,6 +144,12 @@ def _version_of(path: Path) -> int:
     """The version a tail's file name says it ends at (-1: not a tail's name)."""
     number = path.name.removeprefix("tail-").removesuffix(".bin")
     return int(number) if number.isdigit() else -1
+
+
+def newest(where: Path, at_most: int) -> Tail | None:
+    """The newest tail in `where` that ends at `at_most` or before, checked (`load`)."""
+    versions = [v for p in where.glob("tail-*.bin") if 0 <= (v := _version_of(p)) <= at_most]
+    return load(where, max(versions)) if versions else None
 
 
 def load(where: Path, version: int) -> Tail | None:
