@@ -104,14 +104,14 @@ def test_bad_input_is_one_line_and_exit_2(env: dict[str, str]) -> None:
 
 def test_an_empty_time_bound_is_refused_not_taken_for_no_bound(env: dict[str, str]) -> None:
     memorize("Rate limiting decision", "API rate limiting uses a token bucket per key.")
-    form = "must be ISO-8601 (e.g. 2026-05-01 or 2026-05-01T12:00:00Z), got ''"
+    form = 'must be ISO-8601 (e.g. 2026-05-01 or 2026-05-01T12:00:00Z), got ""'
     for args, line in [
         (("--after", ""), f"error: --after: {form}"),
         (("--before", ""), f"error: --before: {form}"),
         (("--after", "2026-05-02", "--before", "2026-05-01"), "error: --before: must be later"
          " than --after"),
         # The value is quoted as given, even one that reads like a field's name.
-        (("--after", "created_before"), f"error: --after: {form[:-2]}'created_before'"),
+        (("--after", "created_before"), f'error: --after: {form[:-2]}"created_before"'),
     ]:  # fmt: skip
         result = run("remember", "token bucket", *args)
         assert (result.exit_code, result.stdout) == (2, ""), (args, result.output)
@@ -261,7 +261,7 @@ def test_unrelate_removes_a_wrong_link_and_keeps_the_memories(env: dict[str, str
     assert f"error: target_id: no depends_on link from {a} to {b} to remove" in again.output
     # An unknown type offered the types octobrain writes itself, which `relate` then refuses.
     bogus = run("relate", a, b, "-t", "bogus")
-    assert bogus.exit_code == 2 and "unknown relationship type 'bogus'; use one of" in bogus.output
+    assert bogus.exit_code == 2 and 'unknown relationship type "bogus"; use one of' in bogus.output
     assert "auto_linked" not in bogus.output and "same_session" not in bogus.output
     kept = run("unrelate", a, b, "-t", "same_session")
     assert kept.exit_code == 2 and "relationship_type: 'same_session' edges are kept" in kept.output

@@ -734,8 +734,8 @@ def test_a_locomo_session_date_is_read_as_written_or_refused() -> None:
     assert broken.turns[0].session_date == "20230508 135600Z"
     for date, rule in [
         ("next Tuesday", r"must be a date as LoCoMo writes it \('1:56 pm on 8 May, 2023'\) or "
-                         r"ISO-8601, got 'next Tuesday'"),
-        (["8:00 pm on 9 May, 2023"], r"must be a string, got list"),
+                         r'ISO-8601, got "next Tuesday"'),
+        (["8:00 pm on 9 May, 2023"], r"must be a string, got array"),
         # Python reads any character between an ISO date and its time, and the date as written
         # is in the turns' titles: a UnicodeEncodeError traceback; a NUL stored in a title.
         ("20230508\ud800135600Z", r"must be valid Unicode"),

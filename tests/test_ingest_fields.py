@@ -104,7 +104,7 @@ def test_24_00_is_the_end_of_the_day_for_ingest_import_and_the_time_options(
     assert parse_time("--before", "2024-01-01T24:00") == next_day
     with pytest.raises(InvalidInput, match=r"^--after: must fall within years 1–9999 in UTC$"):
         parse_time("--after", "9999-12-31T24:00:00Z")
-    with pytest.raises(InvalidInput, match=r"^--after: must be ISO-8601 .*, got '2024-01-01T24:"):
+    with pytest.raises(InvalidInput, match=r'^--after: must be ISO-8601 .*, got "2024-01-01T24:'):
         parse_time("--after", "2024-01-01T24:00:01Z")  # (only 24:00 itself ends a day)
     monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:64")

@@ -50,8 +50,8 @@ def test_a_set_or_generator_of_strings_is_taken_as_a_list(tmp_path: Path) -> Non
     [
         ("db", "must be a list of strings, not one string"),
         (b"db", "must be a list of strings, got bytes"),
-        ({"db": 1}, "must be a list of strings, got dict"),
-        (1, "must be a list of strings, got int"),
+        ({"db": 1}, "must be a list of strings, got object"),
+        (1, "must be a list of strings, got integer"),
         ({"db", "a\nb"}, "must be one line"),
     ],
 )

@@ -27,7 +27,7 @@ def test_memory_type_aliases_and_goal() -> None:
     assert parse_memory_type("objective") is MemoryType.GOAL
     assert parse_memory_type("goal") is MemoryType.GOAL
     assert parse_memory_type(None) is MemoryType.CODE
-    with pytest.raises(InvalidInput, match=r"^memory_type: unknown memory type 'decsion'"):
+    with pytest.raises(InvalidInput, match=r'^memory_type: unknown memory type "decsion"'):
         parse_memory_type("decsion")
 
 

@@ -359,16 +359,19 @@ def test_a_session_id_or_role_a_client_names_is_checked_like_any_argument(
     run(body)
 
 
-@pytest.mark.parametrize("scope", [[PROJECT_B], {"name": PROJECT_B}, 7, True])
+@pytest.mark.parametrize(
+    ("scope", "got"),
+    [([PROJECT_B], "array"), ({"name": PROJECT_B}, "object"), (7, "integer"), (True, "boolean")],
+)
 def test_a_scope_capability_not_a_string_is_refused_not_the_cwds_project(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scope: Any
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scope: Any, got: str
 ) -> None:
     # The server runs in PROJECT_A's checkout; the client names its project in a shape the
     # server cannot read. Its writes went to PROJECT_A as if it had named none.
     pool = hash_pool(tmp_path / "db")
     server = server_for(pool, tmp_path, locked_to=PROJECT_A)
     advertise_session(monkeypatch, {"scope": scope, "session_id": "s1"})
-    rule = f"experimental.session.scope: must be a string, got {type(scope).__name__}"
+    rule = f"experimental.session.scope: must be a string, got {got}"  # (JSON's names)
 
     async def body() -> None:
         async with Client(server, mode="legacy") as client:
@@ -382,8 +385,13 @@ def test_a_scope_capability_not_a_string_is_refused_not_the_cwds_project(
     assert not found.hits
 
 
-@pytest.mark.parametrize("session", [PROJECT_B, ["scope", PROJECT_B], 7, True])
-def test_a_session_capability_not_an_object_is_refused_not_the_cwds_project(session: Any) -> None:
+@pytest.mark.parametrize(
+    ("session", "got"),
+    [(PROJECT_B, "string"), (["scope", PROJECT_B], "array"), (7, "integer"), (True, "boolean")],
+)
+def test_a_session_capability_not_an_object_is_refused_not_the_cwds_project(
+    session: Any, got: str
+) -> None:
     # `experimental.session` given as the scope itself (or another shape, sent raw: the SDK
     # client will not): it was taken as naming nothing, and the session's writes went to the
     # server's working-directory project. Every call of such a session is refused so, as one
@@ -394,8 +402,7 @@ def test_a_session_capability_not_an_object_is_refused_not_the_cwds_project(sess
     with pytest.raises(InvalidInput) as refused:
         lock_from_capability({"session": session})
     assert str(refused.value) == (
-        "experimental.session: must be an object ({scope, role, session_id, git}), "
-        f"got {type(session).__name__}"
+        f"experimental.session: must be an object ({{scope, role, session_id, git}}), got {got}"
     )
     assert lock_from_capability({"other": PROJECT_B}) is None  # (another capability)
 

@@ -334,7 +334,7 @@ BAD = [
     (
         "forget",
         {"confirm": True, "query": "abc", "memory_types": ["decision", None]},
-        "memory_types[1]: must be a string, got NoneType",
+        "memory_types[1]: must be a string, got null",
     ),
     ("remember", {"query": "abc", "tags": "api"}, "tags: must be an array"),
     ("remember", {"query": "abc", "created_after": "yesterday"}, "created_after: must be ISO"),
@@ -376,7 +376,7 @@ BAD = [
     (
         "knowledge",
         {"command": "search", "query": "token bucket", "source": ""},
-        "source: must name a file or an http(s) URL (leave it out for every source), got ''",
+        'source: must name a file or an http(s) URL (leave it out for every source), got ""',
     ),
     ("knowledge", {"command": "match", "pattern": "token", "source": ""}, "source: must name a"),
 ]
@@ -400,6 +400,58 @@ def test_every_validation_rule_is_a_tool_error_naming_the_field(locked: Any) -> 
             assert reply.startswith("No memories found: none are stored in ")
             error, reply = await call(client, "nonexistent_tool")
             assert error and reply.startswith("name: unknown tool")
+
+    run(body)
+
+
+# A wrong value as the client wrote it: JSON's spelling (Python's was `got True`, `got None`,
+# `got '5'`, `got ['x']`, `got NoneType`, `got dict`).
+AS_SENT = [
+    ("memorize", {"memory_type": True}, "memory_type: unknown memory type true; use one of"),
+    ("memorize", {"memory_type": ["x"]}, 'memory_type: unknown memory type ["x"]; use one'),
+    (
+        "memorize",
+        {"source": False},
+        "source: must be one of user_confirmed, agent_inferred, got false",
+    ),
+    ("memorize", {"global": None}, "global: must be a boolean, got null"),
+    ("memorize", {"importance": True}, "importance: must be a number in [0, 1], got true"),
+    ("memorize", {"tags": {"a": 1}}, "tags: must be an array, got object"),
+    ("memorize", {"tags": [None]}, "tags[0]: must be a string, got null"),
+    (
+        "memorize",
+        {"related_to": [{"target_id": UUID, "relationship_type": True}]},
+        "related_to[0].relationship_type: must be one of related_to, depends_on, supersedes, "
+        "similar, conflicts, implements, extends, achieves, closes, got true",
+    ),
+    ("remember", {"query": True}, "query: must be a string or an array of strings, got true"),
+    ("remember", {"query": "abc", "limit": "5"}, 'limit: must be an integer in [1, 50], got "5"'),
+    (
+        "remember",
+        {"query": "abc", "created_after": False},
+        "created_after: must be an ISO-8601 string, got false",
+    ),
+    (
+        "remember",
+        {"query": "abc", "created_after": "soon"},
+        'created_after: must be ISO-8601 (e.g. 2026-05-01 or 2026-05-01T12:00:00Z), got "soon"',
+    ),
+    ("forget", {"memory_id": UUID, "confirm": None}, "confirm: must be a boolean, got null"),
+    ("forget", {"confirm": True, "query": 5}, "query: must be a string, got integer"),
+    (
+        "knowledge",
+        {"command": True},
+        "command: must be one of search, read, match, store, delete, got true",
+    ),
+]
+
+
+def test_a_wrong_value_is_quoted_as_json_writes_it(locked: Any) -> None:
+    async def body() -> None:
+        async with Client(locked) as client:
+            for tool, arguments, expected in AS_SENT:
+                error, reply = await call(client, tool, **_filled(tool, arguments))
+                assert error and reply.startswith(expected), f"{tool} {arguments}: {reply}"
 
     run(body)
 
@@ -446,10 +498,10 @@ def test_an_unknown_prompt_or_resource_is_named_on_a_short_line(locked: Any) -> 
     async def body() -> None:
         async with Client(locked) as client:
             for ask, expected in (
-                (lambda: client.get_prompt("brie" + "f" * 500_000), "name: unknown prompt 'brie"),
+                (lambda: client.get_prompt("brie" + "f" * 500_000), 'name: unknown prompt "brie'),
                 (
                     lambda: client.read_resource("octobrain://" + "x" * 500_000),
-                    "uri: unknown resource 'octobrain://",
+                    'uri: unknown resource "octobrain://',
                 ),
             ):
                 with pytest.raises(MCPError) as refused:

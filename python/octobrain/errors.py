@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
+from typing import Any
+
 
 class OctobrainError(Exception):
     """Base class of every error octobrain raises on purpose."""
@@ -17,6 +21,44 @@ def cut_middle(text: str, limit: int) -> str:
         return text
     head, tail = limit * 6 // 10, limit * 3 // 10  # the end kept too: it often says the most
     return f"{text[:head]} … [{len(text) - head - tail:,} characters cut] … {text[-tail:]}"
+
+
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff]")
+
+
+def json_printable(value: Any, *, indent: int | None = None) -> str:
+    """`value` as JSON, non-ASCII text as itself but DEL, the C1 codes (a terminal acts on
+    them as on ESC, which JSON escapes with the rest below U+0020) and lone surrogates
+    (which cannot be written as UTF-8) as `\\u` escapes: the same JSON, safe to print."""
+    text = json.dumps(value, indent=indent, ensure_ascii=False)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def as_json(value: object, chars: int = 100) -> str:
+    """`value` as a client wrote it in JSON (`true`, `null`, `"5"`, `["x"]`), cut in the
+    middle to `chars`: what a rule's "got …" quotes, since clients speak JSON, not Python
+    (`True`, `None`, `'5'`). A value JSON cannot hold is shown as Python writes it."""
+    try:
+        text = json_printable(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return cut_middle(text, chars)
+
+
+_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"))
+
+
+def json_type(value: object) -> str:
+    """The JSON name of `value`'s type (`null`, `boolean`, `array`, `object`, …), where a
+    rule says what it got instead of the value itself."""
+    if value is None:
+        return "null"
+    for kind, name in _JSON_TYPES:
+        if isinstance(value, kind):
+            return name
+    if isinstance(value, list | tuple):
+        return "array"
+    return "object" if isinstance(value, dict) else type(value).__name__
 
 
 class InvalidInput(OctobrainError, ValueError):

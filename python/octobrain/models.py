@@ -16,7 +16,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json, json_type
 from octobrain.safe_text import byte_len, plain_string
 from octobrain.times import iso_z, utcnow
 
@@ -213,7 +213,7 @@ def parse_memory_type(
         return MemoryType(key)
     except ValueError:
         raise InvalidInput(
-            field_name, f"unknown memory type {value!r}; use one of {_choices(MemoryType)}"
+            field_name, f"unknown memory type {as_json(value)}; use one of {_choices(MemoryType)}"
         ) from None
 
 
@@ -228,7 +228,9 @@ def parse_source(value: str | Source | None) -> Source:
     try:
         return Source(key)
     except ValueError:
-        raise InvalidInput("source", f"must be one of {_choices(Source)}, got {value!r}") from None
+        raise InvalidInput(
+            "source", f"must be one of {_choices(Source)}, got {as_json(value)}"
+        ) from None
 
 
 def parse_relationship_type(
@@ -243,7 +245,7 @@ def parse_relationship_type(
     except ValueError:
         raise InvalidInput(
             field_name,
-            f"unknown relationship type {value!r}; use one of {_choices(RelationshipType)}",
+            f"unknown relationship type {as_json(value)}; use one of {_choices(RelationshipType)}",
         ) from None
 
 
@@ -254,7 +256,8 @@ def parse_link_type(value: object, *, field_name: str = "relationship_type") -> 
         parsed = parse_relationship_type(kind, field_name=field_name)
     except InvalidInput:  # (the list offered auto_linked & co., which this then refused)
         raise InvalidInput(
-            field_name, f"unknown relationship type {kind!r}; use one of {', '.join(LINK_TYPES)}"
+            field_name,
+            f"unknown relationship type {as_json(value)}; use one of {', '.join(LINK_TYPES)}",
         ) from None
     if parsed in RESERVED_LINKS:
         raise InvalidInput(
@@ -269,7 +272,7 @@ def check_flag(field_name: str, value: object) -> bool:
     """`value` when it is True or False: a string such as "false" is truthy, and read as
     true it did the opposite of what it said (`global_="no"` wrote a global memory)."""
     if not isinstance(value, bool):
-        raise InvalidInput(field_name, f"must be a boolean, got {value!r}")
+        raise InvalidInput(field_name, f"must be a boolean, got {as_json(value)}")
     return value
 
 
@@ -287,7 +290,7 @@ def check_list(field_name: str, values: object) -> list[Any]:
     if isinstance(values, bytes | bytearray | memoryview | Mapping) or not isinstance(
         values, Iterable
     ):
-        raise InvalidInput(field_name, f"must be a list of strings, got {type(values).__name__}")
+        raise InvalidInput(field_name, f"must be a list of strings, got {json_type(values)}")
     if isinstance(values, AbstractSet):
         items = list(values)
         # (items of other types are left unsorted, for the caller to refuse by their place)
@@ -300,18 +303,18 @@ def check_strings(field_name: str, values: object) -> list[str]:
     items = check_list(field_name, values)
     for i, item in enumerate(items):
         if not isinstance(item, str):
-            raise InvalidInput(f"{field_name}[{i}]", f"must be a string, got {type(item).__name__}")
+            raise InvalidInput(f"{field_name}[{i}]", f"must be a string, got {json_type(item)}")
     return items
 
 
 def check_unit(field_name: str, value: object) -> float:
     """A finite number in [0, 1]; -0.0 is 0.0 (stored and shown as "-0.00" otherwise)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput(field_name, f"must be a number in [0, 1], got {type(value).__name__}")
+        raise InvalidInput(field_name, f"must be a number in [0, 1], got {as_json(value)}")
     # (an integer past a float's range, 10**400, is not one either: float() overflows on it)
     number = float(value) if isinstance(value, float) or -2 < value < 2 else math.inf
     if not math.isfinite(number) or not 0.0 <= number <= 1.0:
-        raise InvalidInput(field_name, f"must be a number in [0, 1], got {value!r}")
+        raise InvalidInput(field_name, f"must be a number in [0, 1], got {as_json(value)}")
     return number + 0.0  # -0.0 + 0.0 is 0.0
 
 
@@ -321,7 +324,9 @@ def check_limit(value: object, *, field_name: str = "limit", maximum: int = MAX_
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(field_name, f"must be an integer in [1, {maximum}], got {value!r}")
+        raise InvalidInput(
+            field_name, f"must be an integer in [1, {maximum}], got {as_json(value)}"
+        )
     if not 1 <= value <= maximum:
         raise InvalidInput(field_name, f"must be an integer in [1, {maximum}], got {value}")
     return value
@@ -336,7 +341,9 @@ def check_id(value: object, *, field_name: str = "memory_id") -> str:
     try:
         return str(uuid.UUID(value.strip()))
     except ValueError:
-        raise InvalidInput(field_name, f"must be a memory id (a UUID), got {value!r}") from None
+        raise InvalidInput(
+            field_name, f"must be a memory id (a UUID), got {as_json(value)}"
+        ) from None
 
 
 ID_PREFIX_HEX = 8  # the short ids the briefing prints
@@ -361,7 +368,7 @@ def check_id_ref(value: object, *, field_name: str = "memory_id") -> tuple[str, 
         raise InvalidInput(
             field_name,
             f"must be a memory id (a UUID) or a unique prefix of at least {ID_PREFIX_HEX} "
-            f"hex digits, got {value!r}",
+            f"hex digits, got {as_json(value)}",
         )
     groups, start = [], 0
     for size in _UUID_GROUPS:

@@ -8,12 +8,11 @@ Each check fails with `InvalidInput`, naming the field and the rule it broke.
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
-from typing import Any
 
-from octobrain.errors import InvalidInput, cut_middle
+from octobrain.errors import InvalidInput, cut_middle, json_type
+from octobrain.errors import json_printable as json_printable  # (imported from here too)
 
 
 def byte_len(text: str) -> int:
@@ -91,7 +90,7 @@ def check_label(field_name: str, value: object) -> str:
 def plain_string(field_name: str, value: object) -> str:
     """A trimmed string without NUL or lone surrogates (neither survives storage intact)."""
     if not isinstance(value, str):
-        raise InvalidInput(field_name, f"must be a string, got {type(value).__name__}")
+        raise InvalidInput(field_name, f"must be a string, got {json_type(value)}")
     if "\x00" in value:
         raise InvalidInput(field_name, "must not contain NUL characters")
     if not is_unicode(value):
@@ -189,14 +188,3 @@ def check_lines(field_name: str, values: object) -> None:
     if isinstance(values, list | tuple):
         for i, value in enumerate(values):
             check_one_line(f"{field_name}[{i}]", value)
-
-
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff]")
-
-
-def json_printable(value: Any, *, indent: int | None = None) -> str:
-    """`value` as JSON, non-ASCII text as itself but DEL, the C1 codes (a terminal acts on
-    them as on ESC, which JSON escapes with the rest below U+0020) and lone surrogates
-    (which cannot be written as UTF-8) as `\\u` escapes: the same JSON, safe to print."""
-    text = json.dumps(value, indent=indent, ensure_ascii=False)
-    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -43,7 +43,7 @@ def iso_time(field_name: str, text: str, example: str = "2026-05-01T12:00:00Z") 
         end = _END_OF_DAY.match(given)  # ISO 8601's 24:00, which Python does not read
         moment = datetime.fromisoformat(end.expand(r"\g<1>00\g<2>") if end else given)
     except ValueError:
-        shown = repr(text) if len(text) <= ISO_CHARS else f"{len(text):,} characters"
+        shown = as_json(text) if len(text) <= ISO_CHARS else f"{len(text):,} characters"
         raise InvalidInput(field_name, f"must be ISO-8601 (e.g. {example}), got {shown}") from None
     if end:
         try:
@@ -74,7 +74,7 @@ def from_unix(field_name: str, number: float | int) -> datetime:
         raise InvalidInput(
             field_name,
             "must be Unix seconds, or milliseconds (a number of 12 digits or more), within "
-            f"years 1–9999 in UTC, got {number!r}",
+            f"years 1–9999 in UTC, got {as_json(number)}",
         ) from None
 
 

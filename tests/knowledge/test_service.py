@@ -151,8 +151,8 @@ def test_bad_from_line_names_the_field_before_anything_is_read(
     _guide(tmp_path)
     for value, rule in [
         (0, "must be an integer ≥ 1, got 0"),
-        ("2", "must be an integer ≥ 1, got '2'"),
-        (True, "must be an integer ≥ 1, got True"),
+        ("2", 'must be an integer ≥ 1, got "2"'),
+        (True, "must be an integer ≥ 1, got true"),
         (12, "is past the end: the text has 11 lines"),
     ]:
         with pytest.raises(InvalidInput, match=f"^from_line: {re.escape(rule)}$"):

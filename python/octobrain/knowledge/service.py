@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.knowledge.by_file import ByFile
 from octobrain.knowledge.by_url import ByUrl
 from octobrain.knowledge.extract import DocType, Document, document_from_text, extract, normalise
@@ -307,7 +307,7 @@ class Knowledge(Housekeeping):
             raise InvalidInput(
                 "source",
                 "must name a file or an http(s) URL (leave it out for every source), "
-                f"got {source!r}",
+                f"got {as_json(source)}",
             )
         return self._ref(source)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json, json_type
 from octobrain.knowledge.pages import check_byte, check_line, page
 from octobrain.knowledge.render import (
     render_delete,
@@ -63,7 +63,7 @@ def _arg(arguments: Mapping[str, Any], name: str, command: str) -> str:
     if value is None or (isinstance(value, str) and not value.strip()):
         raise InvalidInput(name, f"is required for command {command!r}")
     if not isinstance(value, str):
-        raise InvalidInput(name, f"must be a string, got {type(value).__name__}")
+        raise InvalidInput(name, f"must be a string, got {json_type(value)}")
     return value
 
 
@@ -72,7 +72,7 @@ def _optional(arguments: Mapping[str, Any], name: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise InvalidInput(name, f"must be a string, got {type(value).__name__}")
+        raise InvalidInput(name, f"must be a string, got {json_type(value)}")
     return value
 
 
@@ -85,7 +85,9 @@ def run_command(knowledge: Knowledge, arguments: Mapping[str, Any]) -> str:
     """Run one `knowledge` tool call and return its text output."""
     command = arguments.get("command")
     if command not in COMMANDS:
-        raise InvalidInput("command", f"must be one of {', '.join(COMMANDS)}, got {command!r}")
+        raise InvalidInput(
+            "command", f"must be one of {', '.join(COMMANDS)}, got {as_json(command)}"
+        )
     _check_taken(arguments, command)
     values = {name: _arg(arguments, name, command) for name in _NEEDS[command]}
     source = _optional(arguments, "source")

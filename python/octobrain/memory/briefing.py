@@ -120,10 +120,12 @@ def build_briefing(
     budget = cfg.max_tokens if max_tokens is None else max_tokens
     low, high = BRIEF_TOKENS  # (the setting's bounds too: 60 was refused there, not here)
     if isinstance(budget, bool) or not isinstance(budget, int) or not low <= budget <= high:
-        from octobrain.errors import InvalidInput
+        from octobrain.errors import InvalidInput, as_json
 
         # (no upper bound was checked: `--max-tokens 100000000`, or an MCP client's, passed)
-        raise InvalidInput("max_tokens", f"must be an integer in [{low}, {high}], got {budget!r}")
+        raise InvalidInput(
+            "max_tokens", f"must be an integer in [{low}, {high}], got {as_json(budget)}"
+        )
     now = now or utcnow()
     count = count_tokens or token_counter(brain.embedder.model_id)
     corpus = brain.retriever.corpus

@@ -20,7 +20,7 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.files import TooLarge, gunzipped, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, array_values, bounds, read_json
 from octobrain.lines import iter_lines, place
@@ -182,7 +182,7 @@ def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> li
     transcript's turns are checked here, then read from `text` again each time they are gone
     through (`Reread`), so they are never all held; LoCoMo's are held."""
     if fmt not in FORMATS:
-        raise InvalidInput("format_in", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        raise InvalidInput("format_in", f"must be one of {', '.join(FORMATS)}, got {as_json(fmt)}")
     if fmt in WHATSAPP or (fmt == "auto" and is_whatsapp(text)):
         messages = whatsapp_records(text, fmt if fmt in WHATSAPP else "whatsapp")
         return [streamed(lambda: _chat_turns(messages()), default_key)]

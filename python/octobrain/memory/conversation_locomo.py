@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json, json_type
 from octobrain.memory.turn_fields import same_id, speaker_name, turn_id, turn_name, turn_text
 from octobrain.memory.turns import Conversation, Turn, listed
 from octobrain.safe_text import shows_something
@@ -38,7 +38,7 @@ def _session_date(field_name: str, body: dict[str, Any]) -> tuple[str, datetime 
     if value is None or value == "":
         return "", None
     if not isinstance(value, str):
-        raise InvalidInput(field_name, f"must be a string, got {type(value).__name__}")
+        raise InvalidInput(field_name, f"must be a string, got {json_type(value)}")
     # Shown as written in its turns' titles, so held to what a title holds, as a speaker is:
     # Python reads any character between an ISO date and its time ("20230508\x00135600Z").
     value = turn_name(field_name, value, ISO_CHARS)
@@ -50,7 +50,7 @@ def _session_date(field_name: str, body: dict[str, Any]) -> tuple[str, datetime 
             raise InvalidInput(
                 field_name,
                 f"must be a date as LoCoMo writes it ('1:56 pm on 8 May, 2023') or ISO-8601, "
-                f"got {value[:60]!r}",
+                f"got {as_json(value[:60])}",
             ) from None
     return value, not_ahead(field_name, moment, repr(value))
 

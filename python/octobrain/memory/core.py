@@ -11,7 +11,7 @@ from typing import TypeVar
 from octobrain.config import Config
 from octobrain.embed.base import Embedder
 from octobrain.embed.factory import facade_parts
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, json_type
 from octobrain.files import check_path
 from octobrain.memory import corpus_snapshot
 from octobrain.memory.consolidation import Consolidator
@@ -48,7 +48,7 @@ class BrainBase(Closable):
         self.scope = validate_scope(scope)
         # Memories written through this Brain are linked to the session's earlier ones.
         if not isinstance(session_id, str):  # (any text: `temporal.session_tag` cleans it)
-            raise InvalidInput("session_id", f"must be a string, got {type(session_id).__name__}")
+            raise InvalidInput("session_id", f"must be a string, got {json_type(session_id)}")
         self.session_id = session_id
         self.config, self.embedder, self.uri = facade_parts(config, embedder, uri)
         self.workdir = None if workdir is None else check_path("workdir", workdir)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.memory import goals, sweep
 from octobrain.memory.consolidation import Consolidation, Unconsolidation
 from octobrain.memory.sleep import SleepReport, archive_faded, sleep_pass
@@ -88,5 +88,5 @@ class Curation(BrainBase):
 def check_version(version: int) -> int:
     """`version` when it can name a store version (an integer >= 1), else `InvalidInput`."""
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise InvalidInput("version", f"must be a version number >= 1, got {version!r}")
+        raise InvalidInput("version", f"must be a version number >= 1, got {as_json(version)}")
     return version

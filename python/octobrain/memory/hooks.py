@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, json_type
 from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, read_json
 from octobrain.memory.summary import split_sentences
@@ -110,7 +110,7 @@ def parse_hook_input(text: str) -> HookInput:
     for key in ("hook_event_name", "session_id", "transcript_path", "cwd"):
         value = data.get(key, "")
         if not isinstance(value, str):
-            raise InvalidInput(f"stdin.{key}", f"must be a string, got {type(value).__name__}")
+            raise InvalidInput(f"stdin.{key}", f"must be a string, got {json_type(value)}")
         if "\x00" in value:  # (a path holding one was refused as "directory: …", unnamed)
             raise InvalidInput(f"stdin.{key}", "must not contain NUL characters")
         values[key] = value

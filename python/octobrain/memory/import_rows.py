@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from octobrain.errors import InvalidInput, cut_middle
+from octobrain.errors import InvalidInput, as_json, cut_middle
 from octobrain.models import (
     CONTENT_BYTES,
     CONTEXT_BYTES,
@@ -103,7 +103,7 @@ def _ids(field: str, value: object, *, least: int) -> list[str]:
 
 def _one_of(field: str, value: object, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
-        raise InvalidInput(field, f"must be one of {', '.join(allowed)}, got {value!r}")
+        raise InvalidInput(field, f"must be one of {', '.join(allowed)}, got {as_json(value)}")
     return str(value)
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, json_type
 from octobrain.models import (
     MAX_QUERIES,
     QUERY_BYTES,
@@ -88,7 +88,7 @@ def parse_queries(query: str | Iterable[str]) -> list[str]:
         items = [query] if isinstance(query, str) else check_list("query", query)
     except InvalidInput:
         raise InvalidInput(
-            "query", f"must be a string or a list of strings, got {type(query).__name__}"
+            "query", f"must be a string or a list of strings, got {json_type(query)}"
         ) from None
     if not 1 <= len(items) <= MAX_QUERIES:
         raise InvalidInput("query", f"give 1–{MAX_QUERIES} query strings, got {len(items)}")

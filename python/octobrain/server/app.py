@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from octobrain import __version__
-from octobrain.errors import RULE_CHARS, InvalidInput, OctobrainError, cut_middle
+from octobrain.errors import RULE_CHARS, InvalidInput, OctobrainError, as_json
 from octobrain.knowledge.prefetch import FetchFirst
 from octobrain.safe_text import client_text, one_line, printable
 from octobrain.server import handlers
@@ -244,7 +244,7 @@ class OctobrainServer:
     ) -> types.GetPromptResult | types.InputRequiredResult:
         """The session briefing as one user message."""
         if params.name != BRIEF_PROMPT.name:
-            name = cut_middle(repr(params.name), 100)  # the client's: a line however long
+            name = as_json(params.name)  # the client's: a line however long
             raise MCPError(INVALID_PARAMS, f"name: unknown prompt {name}; use 'brief'")
         arguments = dict(params.arguments or {})
         try:
@@ -277,7 +277,7 @@ class OctobrainServer:
         """The briefing as Markdown. Unlocked sessions may add `?scope=<scope>`."""
         parts = urlsplit(str(params.uri))
         if f"{parts.scheme}://{parts.netloc}{parts.path}" != BRIEF_URI:
-            uri = cut_middle(repr(str(params.uri)), 100)
+            uri = as_json(str(params.uri))
             raise MCPError(INVALID_PARAMS, f"uri: unknown resource {uri}; use {BRIEF_URI}")
         query = parse_qs(parts.query, keep_blank_values=True)
         if repeated := next((k for k, v in query.items() if len(v) > 1), None):
@@ -375,7 +375,7 @@ def _max_tokens(value: object) -> int | None:
         return None
     text = str(value)
     if not re.fullmatch(r"[+-]?[0-9]{1,30}", text):  # int() takes any script's digits
-        raise InvalidInput("max_tokens", f"must be an integer, got {cut_middle(repr(text), 100)}")
+        raise InvalidInput("max_tokens", f"must be an integer, got {as_json(value)}")
     return int(text)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from octobrain.errors import InvalidInput, NotStarted
+from octobrain.errors import InvalidInput, NotStarted, as_json, json_type
 from octobrain.models import LINK_TYPES, MAX_FILES, MAX_TAGS, check_flag
 from octobrain.safe_text import byte_len, client_text, glimpse, one_line
 from octobrain.server.schemas import INGEST_BYTES, INGEST_TURNS, KNOWLEDGE_COMMANDS, SOURCES
@@ -70,7 +70,7 @@ def _list(arguments: dict[str, Any], name: str, max_items: int | None = None) ->
     if value is None:
         return None
     if not isinstance(value, list):
-        raise InvalidInput(name, f"must be an array, got {type(value).__name__}")
+        raise InvalidInput(name, f"must be an array, got {json_type(value)}")
     if max_items is not None and len(value) > max_items:
         raise InvalidInput(name, f"at most {max_items} items, got {len(value)}")
     return value
@@ -91,14 +91,14 @@ def memorize(brain: Brain, arguments: dict[str, Any]) -> Reply:
     """Store one memory (and its links)."""
     source = arguments.get("source")
     if source is not None and source not in SOURCES:
-        raise InvalidInput("source", f"must be one of {', '.join(SOURCES)}, got {source!r}")
+        raise InvalidInput("source", f"must be one of {', '.join(SOURCES)}, got {as_json(source)}")
     links = _list(arguments, "related_to")
     for i, link in enumerate(links or []):
         kind = link.get("relationship_type", "related_to") if isinstance(link, dict) else None
         if isinstance(link, dict) and kind not in LINK_TYPES:
             raise InvalidInput(
                 f"related_to[{i}].relationship_type",
-                f"must be one of {', '.join(LINK_TYPES)}, got {kind!r}",
+                f"must be one of {', '.join(LINK_TYPES)}, got {as_json(kind)}",
             )
     stored = brain.memorize(
         _required(arguments, "title"),
@@ -215,7 +215,9 @@ def remember(brain: Brain, arguments: dict[str, Any]) -> Reply:
 
     query = _required(arguments, "query")
     if not isinstance(query, str | list):
-        raise InvalidInput("query", f"must be a string or an array of strings, got {query!r}")
+        raise InvalidInput(
+            "query", f"must be a string or an array of strings, got {as_json(query)}"
+        )
     recall = brain.remember(
         query,
         memory_types=_list(arguments, "memory_types"),
@@ -232,7 +234,7 @@ def remember(brain: Brain, arguments: dict[str, Any]) -> Reply:
 def _time(arguments: dict[str, Any], name: str) -> str | None:
     value = arguments.get(name)
     if value is not None and not isinstance(value, str):
-        raise InvalidInput(name, f"must be an ISO-8601 string, got {value!r}")
+        raise InvalidInput(name, f"must be an ISO-8601 string, got {as_json(value)}")
     return value
 
 
@@ -267,7 +269,7 @@ def forget(brain: Brain, arguments: dict[str, Any]) -> Reply:
         targets, damaged = brain.forget_targets([memory_id])
     else:
         if not isinstance(query, str):
-            raise InvalidInput("query", f"must be a string, got {type(query).__name__}")
+            raise InvalidInput("query", f"must be a string, got {json_type(query)}")
         targets, damaged = (
             brain.forget_preview(
                 query,
@@ -315,7 +317,7 @@ def knowledge(knowledge: Knowledge, arguments: dict[str, Any]) -> Reply:
     command = _required(arguments, "command")
     if command not in KNOWLEDGE_COMMANDS:
         raise InvalidInput(
-            "command", f"must be one of {', '.join(KNOWLEDGE_COMMANDS)}, got {command!r}"
+            "command", f"must be one of {', '.join(KNOWLEDGE_COMMANDS)}, got {as_json(command)}"
         )
     stop = knowledge.stop
     if command in _KNOWLEDGE_READS and stop is not None and stop.is_set():

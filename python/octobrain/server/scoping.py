@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from octobrain.errors import InvalidInput, cut_middle
+from octobrain.errors import InvalidInput, cut_middle, json_type
 from octobrain.safe_text import check_label, client_text
 from octobrain.scope import ProjectScope, derive_scope, find_project_scopes, validate_scope
 from octobrain.server.quiet import QuietWarning
@@ -56,12 +56,12 @@ def lock_from_capability(experimental: dict[str, Any] | None) -> ScopeLock | Non
     if not isinstance(session, dict):  # (a scope sent as the value fell back to the cwd's)
         raise InvalidInput(
             "experimental.session",
-            f"must be an object ({{scope, role, session_id, git}}), got {type(session).__name__}",
+            f"must be an object ({{scope, role, session_id, git}}), got {json_type(session)}",
         )
     scope = session.get("scope")
     if scope is not None and not isinstance(scope, str):  # (it fell back to the cwd's project)
         raise InvalidInput(
-            "experimental.session.scope", f"must be a string, got {type(scope).__name__}"
+            "experimental.session.scope", f"must be a string, got {json_type(scope)}"
         )
     if scope is None or not scope.strip():
         return None
