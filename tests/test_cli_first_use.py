@@ -233,12 +233,12 @@ def test_forget_says_what_is_true_about_undo(env: Path) -> None:
     done = run("forget", gone[:8], "--yes")
     assert done.exit_code == 0, done.output
     assert "permanently" not in done.output and "Will delete 1 memory:" in done.output
-    assert "Deleted 1 memory; `octobrain memory restore` can bring them back for 7 days" in (
-        done.output
-    )
-    versions = json.loads(whole_store("history", "--format", "json").output)
-    before = next(v["version"] for v in versions if v["memories"] == 1)
-    assert whole_store("restore", str(before), "--yes").exit_code == 0
+    # The version to go back to is named (before: "see `octobrain memory history`", which
+    # lists versions by time and count, leaving the person to work out which was before).
+    told = re.search(r"Deleted 1 memory; `octobrain memory restore (\d+) --yes` brings it back "
+                     r"for 7 days", done.output)  # fmt: skip
+    assert told is not None, done.output
+    assert whole_store("restore", told[1], "--yes").exit_code == 0
     assert run("get", gone).exit_code == 0, "what the message promised"
 
 

@@ -229,7 +229,7 @@ def forget_cmd(
     to a version before the delete while that version is kept (`octobrain memory history`).
     """
     from octobrain.memory.query import parse_queries
-    from octobrain.memory.render import UNDO_NOTE, memory_to_dict, released_lines
+    from octobrain.memory.render import memory_to_dict, released_lines, undo_line
     from octobrain.store.schema import DAMAGED_TITLE
 
     # An empty --query is a bad query, not "no query"; the query filters never widen or narrow
@@ -283,10 +283,11 @@ def forget_cmd(
             "restored": forgotten.restored,
             "rewritten": forgotten.rewritten,
             "kept": forgotten.kept,
+            "undo_version": forgotten.undo_version,
         },
         "\n".join(
             [
-                f"Deleted {plural(forgotten.deleted, 'memory', 'memories')}; {UNDO_NOTE}.",
+                undo_line(forgotten.deleted, forgotten.undo_version),
                 *released_lines(forgotten),
             ]
         ),

@@ -68,6 +68,19 @@ UNDO_NOTE = (
 )
 
 
+def undo_line(deleted: int, version: int | None) -> str:
+    """What a person types to undo a delete: the version it went back to, named."""
+    gone = f"{deleted} {'memory' if deleted == 1 else 'memories'}"
+    if version is None:
+        return f"Deleted {gone}; {UNDO_NOTE}."
+    return (
+        f"Deleted {gone}; `octobrain memory restore {version} --yes` brings "
+        f"{'it' if deleted == 1 else 'them'} back for {KEEP_VERSIONS_DAYS} days (it also "
+        "undoes any memory write made since; see "
+        "`octobrain memory history`)."
+    )
+
+
 LINKS_LISTED = 8  # links of one type listed one by one in `memorize`'s answer; more: counted
 
 

@@ -350,6 +350,7 @@ class Writes(BrainBase):
             if mid not in found:
                 raise NotFound(f"memory_id[{i}]", f"no memory {mid} is visible from this scope")
         turns = [(m.id, m.scope) for m in found.values() if is_turn(m.tags)]
+        before = self.store.version()  # what `memory restore` goes back to, to undo this
         released = self.consolidator.release(ids)
         with self.store.write_lock():  # recorded first: a turn forgotten stays forgotten
             forgotten.record(self.store, turns)
@@ -360,6 +361,7 @@ class Writes(BrainBase):
             [m for m in dict.fromkeys(released.restored) if m not in gone],
             [m for m in dict.fromkeys(released.rewritten) if m not in gone],
             [m for m in dict.fromkeys(released.kept) if m not in gone],
+            before,
         )
 
 
@@ -373,6 +375,7 @@ class Forgotten:
     # Merged memories the user edited since the merge: their words left as written (they may
     # still say what was forgotten).
     kept: list[str] = field(default_factory=list)
+    undo_version: int | None = None  # the store's version before the delete (`memory restore`)
 
 
 def _closes_a_goal(target: Memory, field: str) -> None:
