@@ -33,7 +33,8 @@ class Positions:
         # A proxy, not a reference: a cycle kept a dropped mirror (and its snapshot's memory
         # maps) until the garbage collector's next pass (`Brain.close`).
         self._c: Corpus = weakref.proxy(corpus)
-        self._ties: tuple[tuple[int, int, int], npt.NDArray[np.int64]] | None = None
+        # (the sorted part, the positions and ids added after it: what the keys were made of)
+        self._ties: tuple[npt.NDArray[np.int64], int, int, npt.NDArray[np.int64]] | None = None
 
     def tie_keys(self) -> npt.NDArray[np.int64]:
         """Each position's rank in id order (positions without a live id last): equal scores
@@ -41,9 +42,13 @@ class Positions:
         snapshot with its tail replayed, a fresh build) rank them alike. Kept until a row
         is added or the ids are sorted again."""
         c = self._c
-        stamp = (len(c._live), id(c._id_order), len(c._added))
-        if self._ties is not None and self._ties[0] == stamp:
-            return self._ties[1]
+        held = self._ties
+        if (
+            held is not None
+            and held[0] is c._id_order
+            and held[1:3] == (len(c._live), len(c._added))
+        ):
+            return held[3]
         ranks = np.arange(len(c._sorted_ids), dtype=np.int64)
         keys = np.full(len(c._live), len(ranks) + len(c._added), dtype=np.int64)
         if c._added:  # merged in, not sorted with the rest: a few thousand among a million
@@ -54,7 +59,7 @@ class Positions:
             at = np.fromiter(c._added.values(), np.int64, len(added))[order]
             keys[at] = before + np.arange(len(added), dtype=np.int64)
         keys[np.asarray(c._id_order, dtype=np.int64)] = ranks
-        self._ties = (stamp, keys)
+        self._ties = (c._id_order, len(c._live), len(c._added), keys)
         return keys
 
     def get(self, memory_id: str, default: int | None = None) -> int | None:
