@@ -5,6 +5,7 @@ writer made stale is never replayed."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -117,6 +118,27 @@ def test_a_tail_that_cannot_be_written_fails_no_write(env: dict[str, str], tmp_p
     read = ("remember", "zqedited", "--format", "json")
     expected = _as_the_store(env, tmp_path, *memory, *read)
     assert _octobrain(env, *memory, *read) == (expected, True)
+
+
+def test_a_writer_killed_while_leaving_its_tail_leaves_no_temp_file_for_long(
+    env: dict[str, str],
+) -> None:
+    # A writer SIGKILLed as it wrote its tail (after its answer) left `.tail-N.bin.PID.tmp`
+    # beside the snapshot, and no later writer took it away (each dropped only what was left
+    # for the version it wrote): they gathered until the snapshot was written anew.
+    ids = _store(env)
+    version = _brain(env).store.version()
+    where = next((Path(env["OCTOBRAIN_DATA_DIR"]) / "cache" / "snapshots").glob("*/v*"))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    left = where / f".tail-{version}.bin.{dead}.tmp"  # (a version no writer writes again)
+    left.write_bytes(b"half a tail")
+    writing = where / f".tail-{version}.bin.{os.getppid()}.tmp"  # (a writer still running)
+    writing.write_bytes(b"")
+    memory = ("memory", "--scope", SCOPE)
+    _octobrain(env, *memory, "update", ids[2], "-c", "The service now uses zqedited.")
+    assert [p.name for p in where.glob(".tail-*")] == [writing.name]
+    assert list(where.glob("tail-*.bin"))  # (and its own tail left)
 
 
 def _race(

@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from octobrain.files import read_regular, replace_whole
+from octobrain.files import drop_dead_leftovers, read_regular, replace_whole
 from octobrain.memory.snapshot import read_data_files
 
 log = logging.getLogger(__name__)
@@ -130,6 +130,10 @@ def write(where: Path, tail: Tail) -> None:
         "crc": zlib.crc32(edges, zlib.crc32(rows)),
     }
     head = json.dumps(header).encode()
+    # What writers killed mid-write left for other versions (`replace_whole` drops this one's):
+    # no writer writes those versions' tails again.
+    for left in where.glob(".tail-*.bin.*.tmp"):
+        drop_dead_leftovers(where / f"{left.name[1:].partition('.bin.')[0]}.bin", ".tmp")
     # Whole or not at all: a write that fails (a full cache) leaves nothing beside the snapshot.
     frame = MAGIC + _FRAME.pack(len(head), zlib.crc32(head))
     replace_whole(where / _name(tail.version), b"".join((frame, head, rows, edges)))
