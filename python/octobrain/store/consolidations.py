@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
+from octobrain.store.journal_rows import check_record, consolidations_schema, record_checksum
 from octobrain.store.memories import MemoryStore
-from octobrain.store.schema import CONSOLIDATIONS, DONE, PENDING, REVERTED, UNFINISHED
+from octobrain.store.schema import CHECKSUM, CONSOLIDATIONS, DONE, PENDING, REVERTED, UNFINISHED
 from octobrain.store.sql import sql_in, sql_str
 from octobrain.times import utcnow
 
@@ -32,33 +31,6 @@ if TYPE_CHECKING:
     import lancedb
 
 RECORD_KINDS = ("sleep", "goal")
-_TS = pa.timestamp("us", tz="UTC")
-
-
-def consolidations_schema() -> pa.Schema:
-    """Schema of the `consolidations` table."""
-    return pa.schema(
-        [
-            pa.field("id", pa.string(), nullable=False),
-            pa.field("kind", pa.string(), nullable=False),  # sleep | goal
-            pa.field("status", pa.string(), nullable=False),
-            pa.field("scope", pa.string(), nullable=False),
-            pa.field("parent_id", pa.string(), nullable=False),
-            pa.field("parent_synthesised", pa.bool_(), nullable=False),
-            pa.field("parent_prev_importance", pa.float32(), nullable=True),
-            pa.field("parent_prev_updated_at", _TS, nullable=True),
-            pa.field("goal_id", pa.string(), nullable=False),
-            pa.field("member_ids", pa.list_(pa.string()), nullable=False),
-            pa.field("member_prev_importance", pa.list_(pa.float32()), nullable=False),
-            pa.field("member_prev_pre", pa.list_(pa.float32()), nullable=False),
-            pa.field("member_prev_state", pa.list_(pa.string()), nullable=False),
-            pa.field("member_prev_updated_at", pa.list_(_TS), nullable=False),
-            pa.field("edge_ids", pa.list_(pa.string()), nullable=False),
-            pa.field("stamp", _TS, nullable=False),  # updated_at this consolidation wrote
-            pa.field("description", pa.string(), nullable=False),
-            pa.field("created_at", _TS, nullable=False),
-        ]
-    )
 
 
 @dataclass
@@ -90,19 +62,22 @@ class ConsolidationLog:
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
-        self._table: lancedb.table.Table | None = None
 
     @property
     def table(self) -> lancedb.table.Table:
-        if self._table is None:
-            self._table = self.store.open_table(CONSOLIDATIONS, consolidations_schema())
-        return self._table
+        # The store keeps the handle: its write lock brings a journal made before the checksum
+        # up to the current columns, and opens again one another process started over.
+        return self.store.open_table(CONSOLIDATIONS, consolidations_schema())
 
     def add(self, *records: ConsolidationRecord) -> None:
-        """Append records (one commit)."""
+        """Append records, each with its checksum (one commit)."""
+        _ = self.table  # (opened first, so that the write lock brings it up to date)
         with self.store.write_lock():
             self.store.check_commit()
-            self.table.add([record.__dict__ for record in records])
+            rows = [{**record.__dict__} for record in records]
+            for row in rows:
+                row[CHECKSUM] = record_checksum(row)
+            self.table.add(rows)
             self.store.wrote(self.table)
 
     def set_status(self, status: str, *record_ids: str) -> None:
@@ -150,4 +125,9 @@ class ConsolidationLog:
 
 
 def _to_record(row: dict[str, Any]) -> ConsolidationRecord:
-    return ConsolidationRecord(**{k: row[k] for k in consolidations_schema().names})
+    """A journal row back to its record; `RowDamaged` when it no longer matches its checksum."""
+    check_record(row)
+    return ConsolidationRecord(**{k: row[k] for k in _RECORD_NAMES})
+
+
+_RECORD_NAMES = [name for name in consolidations_schema().names if name != CHECKSUM]

@@ -158,8 +158,8 @@ _LOCKED_OUT = {
 
 def _own_schemas() -> dict[str, pa.Schema]:
     """The schemas of the tables this layer writes, by name."""
-    from octobrain.store.consolidations import consolidations_schema
     from octobrain.store.forgotten import FORGOTTEN, forgotten_schema
+    from octobrain.store.journal_rows import consolidations_schema
 
     return {
         MEMORIES: memories_schema("", 1),

@@ -17,11 +17,14 @@ from typing import TYPE_CHECKING, Any
 from octobrain.store import manifest
 from octobrain.store.columns import dim_unlike_vectors, lacks_read_columns
 from octobrain.store.doctor_report import Problem, TableCheck
+from octobrain.store.forgotten import FORGOTTEN, FORGOTTEN_CHECKED, forgotten_verified
+from octobrain.store.journal_rows import RECORD_CHECKED, record_verified
 from octobrain.store.schema import (
     CHECKED,
     CHECKSUM,
     CHUNK_CHECKED,
     CHUNKS,
+    CONSOLIDATIONS,
     EDGE_CHECKED,
     GARBLED_REPAIR,
     REEMBED,
@@ -247,6 +250,8 @@ _CHECKED_BY: dict[str, tuple[Sequence[str], Callable[[Any], bool | None]]] = {
     "relationships": (EDGE_CHECKED, edge_verified),
     CHUNKS: (CHUNK_CHECKED, chunk_verified),
     SOURCES: (SOURCE_CHECKED, source_verified),
+    CONSOLIDATIONS: (RECORD_CHECKED, record_verified),
+    FORGOTTEN: (FORGOTTEN_CHECKED, forgotten_verified),
 }
 _GARBLED_REPAIR = {
     "memories": GARBLED_REPAIR,
@@ -258,6 +263,14 @@ _GARBLED_REPAIR = {
     ),
     CHUNKS: _KNOWLEDGE_REPAIR,
     SOURCES: _KNOWLEDGE_REPAIR,
+    # (every version since it was written reads the same data file: no restore brings it back)
+    CONSOLIDATIONS: (
+        "restore the store directory from a backup, or `octobrain memory import` an export "
+        "made before the damage into a new store; otherwise `octobrain doctor --recreate "
+        "consolidations` starts the journal over (the memories stay as they are; no "
+        "consolidation made before can be undone)"
+    ),
+    FORGOTTEN: manifest.repair_hint(FORGOTTEN),
 }
 
 

@@ -11,18 +11,21 @@ recorded id as forgotten instead of storing it. `memory restore` brings a forgot
 as it brings back any row; the record then names a held row, which ingest already skips.
 
 The table is made by the first forget of a turn; reading never makes it (a store that never
-forgot a turn has none).
+forgot a turn has none). Each row carries the CRC-32 of its fields (as an edge's: a row is never
+rewritten): Lance keeps no checksum of its pages, and an id read changed brings the turn back
+with the next ingest while `doctor` said ok. A table made before the column gains it with the
+next write (`upkeep.LATER_COLUMNS`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from octobrain.store import manifest
-from octobrain.store.sql import sql_in
+from octobrain.store.schema import CHECKSUM, CHECKSUM_FIELD, RowDamaged, checksum
 from octobrain.times import utcnow
 
 if TYPE_CHECKING:
@@ -38,8 +41,30 @@ def forgotten_schema() -> pa.Schema:
             pa.field("id", pa.string(), nullable=False),
             pa.field("scope", pa.string(), nullable=False),
             pa.field("forgotten_at", pa.timestamp("us", tz="UTC"), nullable=False),
+            CHECKSUM_FIELD,  # (added later: a table made before it gains it with a write)
         ]
     )
+
+
+_FIELDS = (("id", "scope"), (), (), ("forgotten_at",))
+FORGOTTEN_CHECKED = ("id", "scope", "forgotten_at")
+
+
+def forgotten_checksum(row: Mapping[str, Any]) -> int:
+    """The `checksum` of a `forgotten_turns` row: the CRC-32 of its fields."""
+    return checksum(row, _FIELDS, "forgotten_at")
+
+
+def forgotten_verified(row: Mapping[str, Any]) -> bool | None:
+    """Whether a `forgotten_turns` row matches its checksum; None when it has none (recorded
+    before the column, or by an older octobrain)."""
+    stored = row.get(CHECKSUM)
+    return None if stored is None else stored == forgotten_checksum(row)
+
+
+def missing_forgotten_columns(table_schema: pa.Schema) -> list[pa.Field]:
+    """Columns a `forgotten_turns` table made by an older version lacks."""
+    return [] if CHECKSUM in table_schema.names else [CHECKSUM_FIELD]
 
 
 def record(store: MemoryStore, turns: Sequence[tuple[str, str]]) -> None:
@@ -47,13 +72,20 @@ def record(store: MemoryStore, turns: Sequence[tuple[str, str]]) -> None:
     before deleting them)."""
     if not turns:
         return
-    table = _table(store)
+    _table(store)  # opened first: the write lock, taken again, brings it up to the columns
+    with store.write_lock():
+        _record(store, _table(store), turns)
+
+
+def _record(store: MemoryStore, table: Any, turns: Sequence[tuple[str, str]]) -> None:
     # Should the table be lost together with the store's manifest, memories still shows that
     # it existed (`manifest.existed`): read as "none forgotten", every turn would come back.
     manifest.stamp_made(store.memories, FORGOTTEN)
     now = utcnow()
     held = _among(table, [turn_id for turn_id, _ in turns])
     rows = [{"id": i, "scope": s, "forgotten_at": now} for i, s in turns if i not in held]
+    for row in rows:
+        row[CHECKSUM] = forgotten_checksum(row)
     if rows:
         table.add(pa.Table.from_pylist(rows, schema=forgotten_schema()))
         store.wrote(table)
@@ -75,5 +107,16 @@ def _table(store: MemoryStore) -> Any:
 
 
 def _among(table: Any, ids: Sequence[str]) -> set[str]:
-    query = table.search().where(sql_in("id", list(ids))).select(["id"]).limit(None)
-    return set(query.to_arrow().column("id").to_pylist())
+    """Which of `ids` `table` records; `RowDamaged` when a row no longer matches its checksum.
+    Every row is checked (a few bytes each): one whose id read changed matches no id asked
+    for, and its turn would come back with this ingest without a word."""
+    names = [c for c in (*FORGOTTEN_CHECKED, CHECKSUM) if c in table.schema.names]
+    asked = set(ids)
+    held: set[str] = set()
+    for batch in table.search().select(names).limit(None).to_batches():
+        for row in batch.to_pylist():
+            if forgotten_verified(row) is False:
+                raise RowDamaged(str(row["id"]), FORGOTTEN)
+            if row["id"] in asked:
+                held.add(str(row["id"]))
+    return held

@@ -208,6 +208,11 @@ class MemoryStore:
                             schema.EDGE_CHECKED,
                             schema.edge_checksum,
                         )
+                    for name, table in list(self._tables.items()):
+                        later = upkeep.LATER_COLUMNS.get(name)
+                        if later is not None and later[0](table.schema):
+                            db = self._open_db()
+                            self._tables[name] = upkeep.add_later_columns(self, db, name, *later)
                     if check_model and self._memories is not None:
                         # Another process may have re-embedded the store since this one opened
                         # it: a vector of the old model written now would be found by neither.

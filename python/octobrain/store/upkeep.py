@@ -16,6 +16,19 @@ from octobrain.models import KEEP_VERSIONS_DAYS
 from octobrain.store import manifest, schema
 from octobrain.store.columns import check_later_columns
 from octobrain.store.failures import io_failure
+from octobrain.store.forgotten import (
+    FORGOTTEN,
+    FORGOTTEN_CHECKED,
+    forgotten_checksum,
+    forgotten_schema,
+    missing_forgotten_columns,
+)
+from octobrain.store.journal_rows import (
+    RECORD_CHECKED,
+    consolidations_schema,
+    missing_record_columns,
+    record_checksum,
+)
 from octobrain.store.lancedb_import import import_lancedb
 from octobrain.store.scans import scan_arrow, scan_batches
 from octobrain.store.sql import DELETE_BATCH, sql_in
@@ -173,6 +186,17 @@ def add_later_columns(
 _OWN_SCHEMAS: dict[str, Callable[[], pa.Schema]] = {
     schema.MEMORIES: lambda: schema.memories_schema("", 1),
     schema.RELATIONSHIPS: schema.relationships_schema,
+    schema.CONSOLIDATIONS: consolidations_schema,
+    FORGOTTEN: forgotten_schema,
+}
+# The other tables `MemoryStore.write_lock` brings up to date once a process opened them: what
+# `add_later_columns` takes of each (the columns it lacks, those its checksum reads, the sum).
+LATER_COLUMNS: dict[
+    str,
+    tuple[Callable[[pa.Schema], list[pa.Field]], Sequence[str], Callable[[Mapping[str, Any]], int]],
+] = {
+    schema.CONSOLIDATIONS: (missing_record_columns, RECORD_CHECKED, record_checksum),
+    FORGOTTEN: (missing_forgotten_columns, FORGOTTEN_CHECKED, forgotten_checksum),
 }
 
 

@@ -1,0 +1,97 @@
+"""The rows of the consolidation journal (`store.consolidations`) and their checksum.
+
+Lance keeps no checksum of its data pages, so a bit flipped in a record's member id read back
+as another id: `unconsolidate` restored the members it still found and called the group
+undone, leaving the other consolidated for good. Each record therefore carries the CRC-32 of
+what it was written with (`schema.checksum`'s encoding, field by field), checked wherever a
+record is read and by `doctor`. Not its status, which each step of the journal sets by SQL
+(an older octobrain too): a status is checked against the statuses there are instead. A
+record is never rewritten, so its checksum needs no stamp (as an edge's); a journal made
+before the column gains it, each record's computed, with the next write (`upkeep`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from octobrain.store.schema import (
+    CHECKSUM,
+    CHECKSUM_FIELD,
+    CONSOLIDATIONS,
+    RECORD_STATUSES,
+    RowDamaged,
+    checksum,
+)
+
+_TS = pa.timestamp("us", tz="UTC")
+
+
+def consolidations_schema() -> pa.Schema:
+    """Schema of the `consolidations` table."""
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("kind", pa.string(), nullable=False),  # sleep | goal
+            pa.field("status", pa.string(), nullable=False),
+            pa.field("scope", pa.string(), nullable=False),
+            pa.field("parent_id", pa.string(), nullable=False),
+            pa.field("parent_synthesised", pa.bool_(), nullable=False),
+            pa.field("parent_prev_importance", pa.float32(), nullable=True),
+            pa.field("parent_prev_updated_at", _TS, nullable=True),
+            pa.field("goal_id", pa.string(), nullable=False),
+            pa.field("member_ids", pa.list_(pa.string()), nullable=False),
+            pa.field("member_prev_importance", pa.list_(pa.float32()), nullable=False),
+            pa.field("member_prev_pre", pa.list_(pa.float32()), nullable=False),
+            pa.field("member_prev_state", pa.list_(pa.string()), nullable=False),
+            pa.field("member_prev_updated_at", pa.list_(_TS), nullable=False),
+            pa.field("edge_ids", pa.list_(pa.string()), nullable=False),
+            pa.field("stamp", _TS, nullable=False),  # updated_at this consolidation wrote
+            pa.field("description", pa.string(), nullable=False),
+            pa.field("created_at", _TS, nullable=False),
+            # Added later: a journal made before it gains it with its next write.
+            CHECKSUM_FIELD,
+        ]
+    )
+
+
+# What a record's checksum covers: everything it was written with but its status.
+_RECORD_FIELDS = (
+    ("id", "kind", "scope", "parent_id", "goal_id", "description"),
+    ("member_ids", "member_prev_importance", "member_prev_pre", "member_prev_state",
+     "member_prev_updated_at", "edge_ids"),
+    ("parent_synthesised", "parent_prev_importance"),
+    ("parent_prev_updated_at", "stamp", "created_at"),
+)  # fmt: skip
+RECORD_CHECKED = (*(name for group in _RECORD_FIELDS for name in group), "status")
+
+
+def record_checksum(row: Mapping[str, Any]) -> int:
+    """The `checksum` of a `consolidations` row: the CRC-32 of its `RECORD_CHECKED` fields but
+    its status (a record is never rewritten, so it needs no stamp)."""
+    return checksum(row, _RECORD_FIELDS, "created_at")
+
+
+def record_verified(row: Mapping[str, Any]) -> bool | None:
+    """Whether a `consolidations` row matches its checksum and holds a status there is; None
+    when it has no checksum (written before the column, or by an older octobrain)."""
+    stored = row.get(CHECKSUM)
+    if stored is None:
+        return None
+    return row["status"] in RECORD_STATUSES and stored == record_checksum(row)
+
+
+def missing_record_columns(table_schema: pa.Schema) -> list[pa.Field]:
+    """Columns a `consolidations` table made by an older version lacks (added, each record's
+    checksum computed, by the next write)."""
+    return [] if CHECKSUM in table_schema.names else [CHECKSUM_FIELD]
+
+
+def check_record(row: Mapping[str, Any]) -> None:
+    """`RowDamaged` (naming the record) when a journal row about to be acted on or shown does
+    not match its checksum: a member id read changed would be restored as no memory, and the
+    group called undone with a member left consolidated."""
+    if record_verified(row) is False:
+        raise RowDamaged(str(row["id"]), CONSOLIDATIONS)

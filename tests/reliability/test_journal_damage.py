@@ -1,0 +1,107 @@
+"""A consolidation record carries a checksum (`store.journal_rows`): a bit flipped on disk in a
+member id read back as another id, and `unconsolidate` restored the members it still found,
+called the group undone and left the other consolidated for good; `doctor` said ok. A forgotten
+turn's record too (`store.forgotten`): its id read changed, the next ingest brought it back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lancedb
+
+from octobrain.store import schema
+from octobrain.store.journal_rows import record_verified
+from tests.reliability.test_damage import _store, run_cli
+from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
+from tests.test_consolidation import TWINS
+
+
+def _merged(env: dict[str, str]) -> tuple[str, list[str]]:
+    """Two near-copies merged by a sleep pass: the parent's id and the members'."""
+    ids = [memorize(env, "Deploy pipeline", text) for text in TWINS[:2]]
+    done = octobrain(
+        env, "sleep-consolidate", "--threshold", "0.9", "--min-size", "2", "--format", "json"
+    )
+    assert done.returncode == 0, done.stderr
+    [merge] = json.loads(done.stdout)["consolidations"]
+    assert sorted(m["id"] for m in merge["members"]) == sorted(ids)
+    return str(merge["parent"]["id"]), ids
+
+
+def _flip_in_journal(env: dict[str, str], found: str, table: str = "consolidations") -> None:
+    """Flip the low bit of the last byte of `found` in every data file of `table` holding it."""
+    held = 0
+    for path in (_store(env) / f"{table}.lance" / "data").glob("*.lance"):
+        raw = bytearray(path.read_bytes())
+        at = raw.find(found.encode())
+        if at >= 0:
+            raw[at + len(found) - 1] ^= 0x01
+            path.write_bytes(bytes(raw))
+            held += 1
+    assert held >= 1
+
+
+def _states(env: dict[str, str], ids: list[str]) -> list[str]:
+    table = lancedb.connect(str(_store(env))).open_table("memories")
+    rows = {r["id"]: r["state"] for r in table.to_arrow().select(["id", "state"]).to_pylist()}
+    return [rows[i] for i in ids]
+
+
+def test_a_damaged_record_is_named_and_never_undone_in_part(env: dict[str, str]) -> None:
+    parent, ids = _merged(env)
+    _flip_in_journal(env, ids[1])
+    done = octobrain(env, "unconsolidate", parent)
+    assert done.returncode == 1, done.stdout  # was: "restored 1 memory", exit 0
+    line = one_clear_line(done.stderr)
+    assert "'consolidations' is damaged" in line and "consolidation record" in line, line
+    assert "octobrain doctor" in line, line
+    assert _states(env, ids) == ["consolidated", "consolidated"]  # nothing undone in part
+
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    report = json.loads(out)
+    assert rc == 1 and not report["ok"]
+    [problem] = report["problems"]
+    assert problem["table"] == "consolidations" and "no longer matches" in problem["problem"]
+    assert "--recreate consolidations" in problem["repair"], problem
+    # The repair doctor names: the journal started over; the memories stay as they are.
+    assert run_cli(env, "doctor", "--recreate", "consolidations")[0] == 0
+    assert run_cli(env, "doctor")[0] == 0
+
+
+def test_an_old_journal_gains_checksums_with_the_next_write(env: dict[str, str]) -> None:
+    # A journal made before the column is read unchecked; the next write adds the column and
+    # computes each record's as it is then, after which a flipped bit is named.
+    parent, ids = _merged(env)
+    lancedb.connect(str(_store(env))).open_table("consolidations").drop_columns([schema.CHECKSUM])
+    assert run_cli(env, "doctor")[0] == 0
+    memorize(env, "Primary database", "Postgres 16 is the primary database.")
+    assert octobrain(env, "unconsolidate", parent).returncode == 0  # (reads it, then writes)
+    journal = lancedb.connect(str(_store(env))).open_table("consolidations")
+    [row] = journal.to_arrow().to_pylist()
+    assert record_verified(row) is True and row["status"] == "reverted"
+    _flip_in_journal(env, ids[0])
+    assert run_cli(env, "doctor")[0] == 1
+
+
+def test_a_damaged_forgotten_turn_is_named_not_brought_back(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    chat = tmp_path / "chat.json"
+    said = [{"speaker": "A", "text": "The staging password is hunter2-orange-kettle."}]
+    chat.write_text(json.dumps(said))
+    assert octobrain(env, "ingest", str(chat)).returncode == 0
+    done = octobrain(env, "recent", "--format", "json")
+    [turn] = [m["id"] for m in json.loads(done.stdout)]
+    assert octobrain(env, "forget", turn, "--yes").returncode == 0
+    _flip_in_journal(env, turn, "forgotten_turns")
+
+    done = octobrain(env, "ingest", str(chat))  # was: "1 turn added", the password back
+    assert done.returncode == 1, done.stdout
+    line = one_clear_line(done.stderr)
+    assert "'forgotten_turns' is damaged" in line and "octobrain doctor" in line, line
+    assert "hunter2" not in octobrain(env, "recent").stdout
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    [problem] = json.loads(out)["problems"]
+    assert rc == 1 and problem["table"] == "forgotten_turns", problem
+    assert "forgotten turn" in problem["problem"] and "--recreate" in problem["repair"]
