@@ -18,6 +18,7 @@ from octobrain.config import Config, SearchConfig
 from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory, MemoryType, Source, State
+from octobrain.store.schema import DAMAGED_TITLE
 from octobrain.times import utcnow
 from tests.server_support import server_env
 
@@ -109,6 +110,7 @@ def _store(env: dict[str, str]) -> dict[str, str]:
         "forgotten": _memory(6),
         "damaged": _memory(7, memory_type=MemoryType.BUG_FIX),
         "fix": _memory(8, memory_type=MemoryType.BUG_FIX),
+        "fix2": _memory(9, memory_type=MemoryType.BUG_FIX),
     }
     brain.store.add(
         list(memories.values()),
@@ -149,10 +151,19 @@ def test_get_recent_and_stats_are_served_by_the_snapshot_as_the_store_answers_th
             ("recent", "-m", "goal"),
         ]
     }
-    counted = json.loads(answers["stats", "--format", "json"][1])
-    assert counted["total"] == 7
+    done, out, err = answers["stats", "--format", "json"]
+    counted = json.loads(out)
+    assert counted["total"] == 8
     # Tied counts by name: the store reads a decision first, and printed "decision 2, bug_fix 2".
-    assert list(counted["by_type"].items()) == [("code", 3), ("bug_fix", 2), ("decision", 2)]
+    # The damaged memory is counted as damaged, not as the bug fix it reads as, and said.
+    assert list(counted["by_type"].items()) == [
+        ("code", 3),
+        ("bug_fix", 2),
+        ("decision", 2),
+        (DAMAGED_TITLE, 1),
+    ]
+    assert counted["damaged"] == 1 and counted["damaged_ids"] == [ids["damaged"]]
+    assert done == 1 and ids["damaged"] in err and "octobrain doctor" in err
     assert "by_type: code 3, bug_fix 2, decision 2" in answers["stats",][1]
     assert "is ambiguous, 2 memories start with it" in answers["get", SHARED][2]
     assert "no longer matches the checksum" in answers["get", ids["damaged"]][2]

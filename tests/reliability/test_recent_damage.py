@@ -1,10 +1,12 @@
 """`memory recent` checks the memories it lists (`schema.row_to_memory`), as `get` and
-`remember` do: a damaged one is named, never shown; one it does not list does not stop it."""
+`remember` do: a damaged one is named, never shown; one it does not list does not stop it.
+`memory stats` counts a damaged one as damaged and names it."""
 
 from __future__ import annotations
 
 import json
 
+from octobrain.store.schema import DAMAGED_TITLE
 from tests.reliability.test_row_checksums import _flip
 from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
 
@@ -28,3 +30,21 @@ def test_recent_lists_the_newest_and_names_damage_only_in_what_it_lists(
     assert done.returncode == 1 and "Fact number 51" not in done.stdout
     line = one_clear_line(done.stderr)
     assert old in line and "no longer matches the checksum" in line, line
+
+
+def test_stats_counts_a_damaged_memory_as_damaged_and_says_so(env: dict[str, str]) -> None:
+    # Before: counted by the type, state and scope it read as, exit 0, nothing said, where
+    # `get`, `recent` and `remember` name it.
+    old, *_ = (
+        memorize(env, f"Fact number {i}", f"Durable fact number {i} about the API.")
+        for i in (50, 70, 90)
+    )
+    assert _flip(env, b"Fact number 50", 8 * 13) >= 1
+    done = octobrain(env, "stats", "--format", "json")
+    assert done.returncode == 1, done.stdout
+    line = one_clear_line(done.stderr)
+    assert old in line and "no longer matches the checksum" in line, line
+    assert "octobrain doctor" in line, line
+    counted = json.loads(done.stdout)
+    assert counted["total"] == 3 and counted["damaged"] == 1 and counted["damaged_ids"] == [old]
+    assert counted["by_state"] == {"working": 2, DAMAGED_TITLE: 1}, counted

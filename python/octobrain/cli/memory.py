@@ -389,9 +389,14 @@ def recent_cmd(ctx: click.Context, limit: int, memory_type: str | None, fmt: str
 @click.pass_context
 def stats_cmd(ctx: click.Context, fmt: str) -> None:
     """Counts by scope, type, state and trust tier."""
+    from octobrain.errors import StorageError
+    from octobrain.store.schema import DAMAGED_TITLE, describe_garbled
+
     stats = command_brain(ctx).stats()
     lines = []
     for key, value in stats.items():
+        if key == "damaged_ids":
+            continue
         if isinstance(value, dict):
             lines.append(
                 f"{key}: " + (", ".join(f"{k or '(global)'} {v}" for k, v in value.items()) or "-")
@@ -399,6 +404,14 @@ def stats_cmd(ctx: click.Context, fmt: str) -> None:
         else:
             lines.append(f"{key}: {value if value != '' else '(global)'}")
     emit(fmt, stats, "\n".join(lines))
+    damaged, listed = stats["damaged"], stats["damaged_ids"]
+    if isinstance(damaged, int) and damaged and isinstance(listed, list):
+        # Counted, then said as `get` and `recent` say it: one line, exit 1.
+        ids = [str(i) for i in listed]
+        raise StorageError(
+            f"store: table 'memories' is damaged: {describe_garbled(ids, damaged)}; counted "
+            f"under {DAMAGED_TITLE!r}. Run `octobrain doctor` for details"
+        )
 
 
 for _command in (*LINK_COMMANDS, *CURATION_COMMANDS, ingest_cmd, migrate_cmd):

@@ -32,7 +32,7 @@ from octobrain.models import (
 )
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.memories import invisible
-from octobrain.store.schema import row_to_memory
+from octobrain.store.schema import CHECKED, CHECKSUM, DAMAGED_TITLE, row_to_memory
 from octobrain.store.sql import sql_str, visible_scopes, visible_where
 from octobrain.times import utcnow
 
@@ -303,7 +303,7 @@ class Reads(BrainBase):
         """Counts of the visible memories by scope, type, state and trust tier, each the
         most first, ties by name (the same whichever order the store or the mirror read them
         in)."""
-        names = ["scope", "memory_type", "state", "source"]
+        names = list(dict.fromkeys(["scope", "memory_type", "state", "source", *CHECKED, CHECKSUM]))
         rows = snapshot_reads.served(
             self.retriever.corpus, lambda c: snapshot_reads.columns(c, self.scope, names)
         )
@@ -311,9 +311,15 @@ class Reads(BrainBase):
             rows = self.store.scan_arrow(
                 visible_where(self.scope, include_archived=True), columns=names
             )
+        # A memory that no longer matches its checksum is counted as damaged, never by what
+        # its type or scope reads as (the caller says so and where to look: `doctor`).
+        garbled = snapshot_reads.garbled(rows)
 
         def tally(key: str) -> dict[str, int]:
-            counts = Counter(str(v) for v in rows.column(key).to_pylist())
+            values = rows.column(key).to_pylist()
+            counts = Counter(
+                DAMAGED_TITLE if i in garbled else str(v) for i, v in enumerate(values)
+            )
             return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
         return {
@@ -325,6 +331,8 @@ class Reads(BrainBase):
             "by_source": tally("source"),
             "embedding_model": self.embedder.model_id,
             "store": self.uri,
+            "damaged": len(garbled),
+            "damaged_ids": sorted(str(rows.column("id")[i]) for i in garbled)[:5],
         }
 
     def show(self, memory_id: str) -> Memory:
