@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from octobrain.config import Config, SearchConfig
-from octobrain.memory import tail
+from octobrain.memory import corpus_apply, tail
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory
 from tests.test_hook_transcripts import SESSION, said
@@ -139,6 +139,23 @@ def test_a_writer_killed_while_leaving_its_tail_leaves_no_temp_file_for_long(
     _octobrain(env, *memory, "update", ids[2], "-c", "The service now uses zqedited.")
     assert [p.name for p in where.glob(".tail-*")] == [writing.name]
     assert list(where.glob("tail-*.bin"))  # (and its own tail left)
+
+
+def test_a_writer_killed_before_it_moved_its_pointer_in_leaves_no_file_behind(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A snapshot writer killed between writing its pointer and moving it over CURRENT left
+    # `.CURRENT.<hex>` beside the snapshots, which no later write removed (only directories).
+    ids = _store(env)
+    snapshots = Path(env["OCTOBRAIN_DATA_DIR"]) / "cache" / "snapshots"
+    [home] = [p for p in snapshots.iterdir() if p.is_dir()]
+    (home / ".CURRENT.0badf00d").write_text("v2-0badf00d")
+    before = (home / "CURRENT").read_text()
+    monkeypatch.setattr(corpus_apply, "SNAPSHOT_STALE_ROWS", 1)  # (a snapshot, not a tail)
+    _brain(env).update(ids[4], content="The cache service uses setting zqrewritten.")
+    _snapshot(env)
+    assert (home / "CURRENT").read_text() != before
+    assert sorted(p.name for p in home.glob(".*")) == [".lock"]
 
 
 def _race(

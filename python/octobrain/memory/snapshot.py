@@ -440,10 +440,14 @@ class SnapshotDir:
             os.fsync(f.fileno())
 
     def _clean(self, keep: str) -> None:
-        """Drop every other snapshot (a reader that mapped one keeps its pages) and the
-        temporary directories of writers that died."""
+        """Drop every other snapshot (a reader that mapped one keeps its pages), the
+        temporary directories of writers that died, and the pointers of writers killed before
+        they moved theirs over `CURRENT` (written under the lock this one holds)."""
         now = time.time()
         for entry in self.path.iterdir():
+            if entry.name.startswith(f".{CURRENT}.") and entry.is_file():
+                entry.unlink(missing_ok=True)
+                continue
             if entry.name == keep or not entry.is_dir():
                 continue
             if entry.name.startswith(".tmp-"):
