@@ -31,6 +31,24 @@ def test_memory_type_aliases_and_goal() -> None:
         parse_memory_type("decsion")
 
 
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [("decisoin", "decision"), ("Archtecture", "architecture"), ("bugfx", "bug_fix")],
+)
+def test_memory_type_near_miss_says_did_you_mean(given: str, meant: str) -> None:
+    with pytest.raises(
+        InvalidInput,
+        match=rf'unknown memory type "{given}" \(did you mean "{meant}"\?\); use one of',
+    ):
+        parse_memory_type(given)
+
+
+def test_memory_type_far_from_any_offers_no_guess() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        parse_memory_type("nonsense")
+    assert "did you mean" not in str(caught.value)
+
+
 def test_sources_and_trust_order() -> None:
     assert parse_source(None) is Source.AGENT_INFERRED
     assert parse_source("confirmed") is Source.USER_CONFIRMED

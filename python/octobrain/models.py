@@ -213,8 +213,19 @@ def parse_memory_type(
         return MemoryType(key)
     except ValueError:
         raise InvalidInput(
-            field_name, f"unknown memory type {as_json(value)}; use one of {_choices(MemoryType)}"
+            field_name,
+            f"unknown memory type {as_json(value)}{_did_you_mean(key)}; "
+            f"use one of {_choices(MemoryType)}",
         ) from None
+
+
+def _did_you_mean(key: str) -> str:
+    """` (did you mean "decision"?)` for a near miss of a type or alias, else ""."""
+    import difflib
+
+    names = [m.value for m in MemoryType] + list(_TYPE_ALIASES)
+    near = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
+    return f" (did you mean {as_json(_TYPE_ALIASES.get(near[0], near[0]))}?)" if near else ""
 
 
 def parse_source(value: str | Source | None) -> Source:
