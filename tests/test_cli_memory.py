@@ -216,7 +216,8 @@ def test_a_person_rewriting_an_inferred_memory_makes_it_confirmed(env: dict[str,
     assert tagged["source"] == "agent_inferred"
     rewritten = run("update", mid, "-c", "Cache /prices for 60 seconds.")
     assert rewritten.exit_code == 0, rewritten.output
-    assert rewritten.output.startswith("[CONFIRMED] Cache hot endpoints")
+    # Before: the memory alone, no line saying it was updated (`memorize` says "Memory stored:").
+    assert rewritten.output.startswith(f"Memory updated: {mid}\n[CONFIRMED] Cache hot endpoints")
     back = run("update", mid, "--source", "agent_inferred", "--format", "json")
     assert json.loads(back.output)["source"] == "agent_inferred"
 

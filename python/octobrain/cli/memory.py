@@ -350,7 +350,9 @@ def update_cmd(
             "merged_rewritten": done.rewritten,
             "merged_kept": done.kept,
         },
-        "\n".join([format_memory(done.memory), *edited_lines(done)]),
+        "\n".join(
+            [f"Memory updated: {done.memory.id}", format_memory(done.memory), *edited_lines(done)]
+        ),
     )
 
 
