@@ -56,6 +56,8 @@ def test_a_damaged_record_is_named_and_never_undone_in_part(env: dict[str, str])
     line = one_clear_line(done.stderr)
     assert "'consolidations' is damaged" in line and "consolidation record" in line, line
     assert "octobrain doctor" in line, line
+    # was: "…; it is not shown", the wording of a read: an undo refused changed nothing
+    assert "nothing was changed" in line and "not shown" not in line, line
     assert _states(env, ids) == ["consolidated", "consolidated"]  # nothing undone in part
 
     rc, out, _ = run_cli(env, "doctor", "--format", "json")
@@ -100,6 +102,7 @@ def test_a_damaged_forgotten_turn_is_named_not_brought_back(
     assert done.returncode == 1, done.stdout
     line = one_clear_line(done.stderr)
     assert "'forgotten_turns' is damaged" in line and "octobrain doctor" in line, line
+    assert "nothing was changed" in line and "not shown" not in line, line
     assert "hunter2" not in octobrain(env, "recent").stdout
     rc, out, _ = run_cli(env, "doctor", "--format", "json")
     [problem] = json.loads(out)["problems"]

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from octobrain.store import manifest
-from octobrain.store.schema import CHECKSUM, CHECKSUM_FIELD, RowDamaged, checksum
+from octobrain.store.journal_rows import journal_damaged
+from octobrain.store.schema import CHECKSUM, CHECKSUM_FIELD, checksum
 from octobrain.times import utcnow
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def _among(table: Any, ids: Sequence[str]) -> set[str]:
     for batch in table.search().select(names).limit(None).to_batches():
         for row in batch.to_pylist():
             if forgotten_verified(row) is False:
-                raise RowDamaged(str(row["id"]), FORGOTTEN)
+                raise journal_damaged(str(row["id"]), FORGOTTEN)
             if row["id"] in asked:
                 held.add(str(row["id"]))
     return held

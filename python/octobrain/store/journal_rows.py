@@ -24,6 +24,7 @@ from octobrain.store.schema import (
     RECORD_STATUSES,
     RowDamaged,
     checksum,
+    describe_garbled,
 )
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -94,4 +95,16 @@ def check_record(row: Mapping[str, Any]) -> None:
     not match its checksum: a member id read changed would be restored as no memory, and the
     group called undone with a member left consolidated."""
     if record_verified(row) is False:
-        raise RowDamaged(str(row["id"]), CONSOLIDATIONS)
+        raise journal_damaged(str(row["id"]), CONSOLIDATIONS)
+
+
+def journal_damaged(row_id: str, table: str) -> RowDamaged:
+    """`RowDamaged` for a journal row (a consolidation record, a forgotten turn): one is read
+    only by a write or an undo, which it stops before anything is written, so the line says
+    so rather than a read's "it is not shown"."""
+    damaged = RowDamaged(row_id, table)
+    damaged.args = (
+        f"store: table {table!r} is damaged: {describe_garbled([row_id], 1, table)}; nothing "
+        "was changed. Run `octobrain doctor` for details",
+    )
+    return damaged
