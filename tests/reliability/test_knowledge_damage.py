@@ -12,7 +12,7 @@ import pytest
 from octobrain.store import schema
 from tests.reliability.test_damage import run_cli
 from tests.reliability.test_row_checksums import _flip_chunks, _indexed
-from tests.reliability.test_storage_faults import octobrain
+from tests.reliability.test_storage_faults import octobrain, one_clear_line
 
 
 @pytest.mark.parametrize("table", ["knowledge_chunks", "knowledge_sources"])
@@ -64,7 +64,8 @@ def test_knowledge_stats_counts_a_damaged_source_as_damaged_not_as_its_type(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     # A bit flipped in a source row's type: `knowledge stats` counted it as "texu", the value
-    # as it read back, beside the sound ones, exit 0.
+    # as it read back, beside the sound ones, exit 0; then counted it as damaged and still
+    # exited 0, saying nothing, where `memory stats` names a damaged memory and exits 1.
     _indexed(env, tmp_path, "cache", 6370)
     doc = tmp_path / "api.txt"
     doc.write_text("Ports\n\nThe api service listens on port 8440.\n")
@@ -72,10 +73,14 @@ def test_knowledge_stats_counts_a_damaged_source_as_damaged_not_as_its_type(
     # The type column's value after its offsets ("text" alone is a column name too).
     assert _flip_chunks(env, b"\x04\x00\x00\x00text", "knowledge_sources") == 1  # "texu"
     done = octobrain(env, "stats", "--format", "json", group="knowledge")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     stats = json.loads(done.stdout)
     assert stats["by_type"] == {"markdown": 1, schema.DAMAGED_TITLE: 1}, stats
     assert stats["sources"] == 2 and stats["chunks"] == 2, stats
+    assert stats["damaged"] == 1 and len(stats["damaged_ids"]) == 1, stats
+    line = one_clear_line(done.stderr)
+    assert f"source {stats['damaged_ids'][0]} no longer matches the checksum" in line, line
+    assert "'knowledge_sources' is damaged" in line and "octobrain doctor" in line, line
     shown = octobrain(env, "stats", group="knowledge")
-    assert shown.returncode == 0 and "texu" not in shown.stdout, shown.stdout
+    assert shown.returncode == 1 and "texu" not in shown.stdout, shown.stdout
     assert f"{schema.DAMAGED_TITLE} 1" in shown.stdout, shown.stdout

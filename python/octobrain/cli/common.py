@@ -410,3 +410,16 @@ def cannot_ask(yes: bool) -> bool:
 def yes_required(doing: str, note: str = "") -> InvalidInput:
     """The refusal of a command that cannot ask before `doing` (`cannot_ask`)."""
     return InvalidInput("--yes", f"required to {doing} without a terminal to confirm on{note}")
+
+
+def counted_damaged(table: str, ids: Sequence[str], count: int) -> OctobrainError:
+    """The line a `stats` command ends with, exit 1, when it counted `count` rows of `table`
+    that no longer match their checksum (the first of them `ids`): named, as a read of one
+    names it, and where they were counted."""
+    from octobrain.errors import StorageError
+    from octobrain.store.schema import DAMAGED_TITLE, describe_garbled
+
+    return StorageError(
+        f"store: table {table!r} is damaged: {describe_garbled(ids, count, table)}; counted "
+        f"under {DAMAGED_TITLE!r}. Run `octobrain doctor` for details"
+    )

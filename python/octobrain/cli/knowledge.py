@@ -17,6 +17,7 @@ from octobrain.cli.common import (
     UserFailure,
     add_scope_options,
     command_scope,
+    counted_damaged,
     emit_json,
     group_scope,
     open_knowledge,
@@ -293,6 +294,10 @@ def stats_cmd(ctx: click.Context, fmt: str) -> None:
 
     stats = _knowledge(ctx).stats()
     _emit(fmt, stats, render_stats(stats))
+    if stats.damaged:  # counted, then said as `memory stats` says it: one line, exit 1
+        from octobrain.store.schema import SOURCES
+
+        raise counted_damaged(SOURCES, stats.damaged_ids, stats.damaged)
 
 
 # Every knowledge command reads or writes what one scope sees: `--scope` / `--global` work after

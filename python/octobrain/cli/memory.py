@@ -13,6 +13,7 @@ from octobrain.cli.common import (
     add_scope_options,
     cannot_ask,
     command_brain,
+    counted_damaged,
     emit,
     group_scope,
     plural,
@@ -391,9 +392,6 @@ def recent_cmd(ctx: click.Context, limit: int, memory_type: str | None, fmt: str
 @click.pass_context
 def stats_cmd(ctx: click.Context, fmt: str) -> None:
     """Counts by scope, type, state and trust tier."""
-    from octobrain.errors import StorageError
-    from octobrain.store.schema import DAMAGED_TITLE, describe_garbled
-
     stats = command_brain(ctx).stats()
     lines = []
     for key, value in stats.items():
@@ -409,11 +407,7 @@ def stats_cmd(ctx: click.Context, fmt: str) -> None:
     damaged, listed = stats["damaged"], stats["damaged_ids"]
     if isinstance(damaged, int) and damaged and isinstance(listed, list):
         # Counted, then said as `get` and `recent` say it: one line, exit 1.
-        ids = [str(i) for i in listed]
-        raise StorageError(
-            f"store: table 'memories' is damaged: {describe_garbled(ids, damaged)}; counted "
-            f"under {DAMAGED_TITLE!r}. Run `octobrain doctor` for details"
-        )
+        raise counted_damaged("memories", [str(i) for i in listed], damaged)
 
 
 for _command in (*LINK_COMMANDS, *CURATION_COMMANDS, ingest_cmd, migrate_cmd):

@@ -142,6 +142,8 @@ class KnowledgeStats:
     oldest: datetime | None
     newest: datetime | None
     scope: str
+    damaged: int = 0  # sources that no longer match their checksum (counted under DAMAGED_TITLE)
+    damaged_ids: list[str] = field(default_factory=list)  # the first five of them
 
     @classmethod
     def from_rows(cls, rows: list[dict[str, Any]], damaged: set[str], scope: str) -> KnowledgeStats:
@@ -162,4 +164,6 @@ class KnowledgeStats:
             oldest=min(stamps) if stamps else None,
             newest=max(stamps) if stamps else None,
             scope=scope,
+            damaged=sum(1 for r in rows if r["id"] in damaged),
+            damaged_ids=sorted(str(r["id"]) for r in rows if r["id"] in damaged)[:5],
         )
