@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -225,3 +228,41 @@ def test_a_refused_local_server_says_where_to_allow_it(
     assert told is not None and "`octobrain config path`" in refused.output, refused.output
     monkeypatch.setenv(told[1], told[2])  # doing as it says indexes the page
     assert "✓ Indexed" in run("index", server.url("/guide.html")).output
+
+
+def test_ctrl_c_in_index_of_several_sources_says_which_were_indexed(workdir: Path) -> None:
+    # Before: "Aborted!" alone, exit 1: which of the sources were indexed, and whether the one
+    # cut kept half of itself, was for the user to find out.
+    for name in ("a", "b", "d"):
+        (workdir / f"{name}.md").write_text(
+            f"# {name}\n\nThe {name} service listens on 84{ord(name)}.\n"
+        )
+    (workdir / "c.md").write_text(
+        "".join(f"## Part {i}\n\n{'cache deploy queue ' * 40}\n\n" for i in range(3000))
+    )
+    args = ["knowledge", "--scope", "github.com/acme/ops", "index", "a.md", "b.md", "c.md", "d.md"]
+    with subprocess.Popen(
+        [sys.executable, "-m", "octobrain", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    ) as proc:  # fmt: skip
+        assert proc.stderr is not None and proc.stdout is not None
+        said = b""
+        while b"of c.md" not in said:  # its progress label: c.md under way
+            line = proc.stderr.readline()
+            assert line, said
+            said += line
+        proc.send_signal(signal.SIGSTOP)  # (held there while the Ctrl-C is sent)
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGCONT)
+        said += proc.stderr.read()
+        assert proc.wait(60) == 1
+    lines = [line for line in said.decode().splitlines() if line]
+    assert lines[-4:] == [
+        "interrupted: c.md not indexed (nothing of it kept: an earlier index of it, if any, "
+        "stands)",
+        "indexed: a.md, b.md",
+        "not reached: d.md",
+        "Aborted!",
+    ], lines
+    listed = run("list", "--format", "json")
+    assert sorted(Path(s["uri"]).name for s in json.loads(listed.output)) == ["a.md", "b.md"]

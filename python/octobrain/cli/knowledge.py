@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,11 +93,14 @@ def index_cmd(ctx: click.Context, sources: tuple[str, ...], force: bool, fmt: st
                 f"(octobrain knowledge index {source.rstrip('/')}/*.md)",
             )
     k = _knowledge(ctx)
-    reports, failed = [], []
-    for source in sources:
+    reports, failed, indexed = [], [], []
+    for at, source in enumerate(sources):
         try:
             with progress_of_total(f"embedding chunks of {source}") as progress:
                 report = k.index(source, global_=k.scope == "", force=force, progress=progress)
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM (`launch`): say where
+            _interrupted(source, indexed, sources[at + 1 :])
+            raise
         except InvalidInput as exc:
             if len(sources) == 1:
                 raise
@@ -105,6 +108,7 @@ def index_cmd(ctx: click.Context, sources: tuple[str, ...], force: bool, fmt: st
             (UserError if exc.input_fault else UserFailure)(str(exc)).show()
             continue
         reports.append(report)
+        indexed.append(source)
         if fmt != "json":
             click.echo(printable(render_index(report)))
     if fmt == "json":
@@ -116,6 +120,21 @@ def index_cmd(ctx: click.Context, sources: tuple[str, ...], force: bool, fmt: st
             f"source: {len(failed)} of {len(sources)} sources not indexed (named above); "
             "the others are"
         )
+
+
+def _interrupted(source: str, indexed: list[str], left: tuple[str, ...]) -> None:
+    """What a Ctrl-C during `index` of `source` leaves, on stderr before `Aborted!`. New chunks
+    become visible only with the source row's switch to them, the last step (`knowledge.store`):
+    cut before it, the source keeps what it had."""
+    lines = [
+        f"interrupted: {source} not indexed (nothing of it kept: an earlier index of it, if "
+        "any, stands)",
+        "indexed: " + (", ".join(indexed) or "none"),
+    ]
+    if left:
+        lines.append("not reached: " + ", ".join(left))
+    with suppress(OSError, ValueError):  # (stderr gone: the exit code still says it)
+        click.echo(printable("\n".join(lines)), err=True)
 
 
 @knowledge.command("search")
