@@ -336,18 +336,28 @@ def test_export_import_files(env: dict[str, str], tmp_path: Path) -> None:
 def test_an_import_says_which_scopes_it_wrote_when_not_only_the_commands(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    # The file's scopes are kept: `memory --global import` of a project's export wrote
-    # project memories and said only "imported 2 memories".
+    # The file's scopes are kept: an import run elsewhere (its scope derived from another
+    # cwd) wrote project memories and said only "imported 2 memories".
     memorize("Primary database", "Postgres 16 is the primary database.")
     editor = ["memorize", "-t", "Editor preference", "-c", "The user prefers vim keybindings."]
     assert CliRunner().invoke(main, ["memory", *editor, "--global"]).exit_code == 0
     dump = tmp_path / "dump.jsonl"
     assert run("export", str(dump)).exit_code == 0
-    done = CliRunner().invoke(
-        main,
-        ["memory", "--global", "import", str(dump)],
-        env={"OCTOBRAIN_DATA_DIR": str(tmp_path / "other")},
-    )
+    other = {"OCTOBRAIN_DATA_DIR": str(tmp_path / "other")}
+    # A scope given for it is another project's, or global: the import wrote the memories in
+    # their own project all the same, exit 0, and `recent` there showed none of them.
+    for given in (["--global"], ["--scope", "github.com/acme/web"]):
+        refused = CliRunner().invoke(main, ["memory", *given, "import", str(dump)], env=other)
+        assert refused.exit_code == 2, refused.output
+        assert refused.stderr.endswith(
+            f"error: {given[0]}: "
+            + ("given" if len(given) == 1 else "is 'github.com/acme/web'")
+            + ", but the file holds memories of 'github.com/acme/api': an import keeps each "
+            "memory's scope and moves none into another project; nothing was imported. Leave "
+            f"{given[0]} out to import them as they are (then seen with --scope "
+            "github.com/acme/api)\n"
+        ), refused.stderr
+    done = CliRunner().invoke(main, ["memory", "import", str(dump)], env=other)
     assert done.exit_code == 0, done.output
     assert done.stdout.startswith("imported 2 memories (1 in github.com/acme/api, 1 global), ")
 

@@ -358,6 +358,17 @@ def command_scope(ctx: click.Context) -> str:
     return found
 
 
+def scope_given(ctx: click.Context) -> str:
+    """The scope option the command line gave (`--scope S` or `--global`, before or after the
+    subcommand), or "" when the scope is derived from the cwd."""
+    if ctx.meta.get("octobrain.command_global_"):
+        return "--global"
+    scope = ctx.meta.get("octobrain.command_scope")
+    if scope is not None:
+        return f"--scope {scope}"
+    return str((ctx.find_object(dict) or {}).get("given", ""))
+
+
 def split_values(values: Sequence[str], filter_field: str = "") -> list[str]:
     """`--tags a,b --tags c` → [a, b, c]. As a filter (`filter_field`, the name the error gives),
     an option given only blanks (`--tags ""`, what an unset shell variable makes) is refused:

@@ -25,6 +25,7 @@ from octobrain.cli.common import (
     command_brain,
     emit,
     plural,
+    scope_given,
     yes_required,
 )
 from octobrain.cli.progress import progress_bar
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
 @click.pass_context
 def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -> None:
-    """Write visible memories and their links as JSONL (to OUTPUT or stdout)."""
+    """Write visible memories (this scope's and the global ones) and their links as JSONL (to
+    OUTPUT or stdout); `memory import` brings them back in those scopes."""
     from octobrain.memory.export import export_jsonl
 
     if output == "-":
@@ -138,8 +140,9 @@ def _regular_or_absent(output: str, target: Path) -> None:
 def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
     """Import a JSONL export (ids already present are skipped). The whole file is checked
     before anything is written. Memories keep the scopes the file gives them (an export
-    holds its scope's memories and the global ones): `--scope` does not move them, and what
-    was written is counted by scope."""
+    holds its scope's memories and the global ones), and what was written is counted by
+    scope: an import moves no memory into another project, so a `--scope` or `--global`
+    given for a file holding another project's memories is refused."""
     import tempfile
 
     from octobrain.files import named_by, open_regular
@@ -163,6 +166,7 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
                 label = f"checking {source}"
                 with progress_bar(size, label) as progress:
                     checked = check_import(brain, file_lines(handle, name), spool, checked=progress)
+            _into_its_own_scopes(scope_given(ctx), brain.scope, checked.projects)
             label = f"importing {plural(checked.count, 'memory', 'memories')} from {source}"
             with progress_bar(checked.count, label) as progress:
                 whole = "-" if source == "-" else os.path.abspath(source)  # (for `doctor`)
@@ -191,6 +195,24 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
         )
         * bool(report.consolidations_not_brought)
         + _edges_refused(report),
+    )
+
+
+def _into_its_own_scopes(given: str, scope: str, projects: frozenset[str]) -> None:
+    """Refuse an import told a scope (`given`: `--scope S` or `--global`, "" when derived from
+    the cwd) other than the project scopes its memories are of: they would be written in
+    theirs, and not be seen where the import was told to put them."""
+    other = sorted(projects - {scope})
+    if not given or not other:
+        return
+    option, _, value = given.partition(" ")
+    named = ", ".join(repr(p) for p in other)
+    raise InvalidInput(
+        option,
+        f"{f'is {value!r}' if value else 'given'}, but the file holds memories of {named}: an "
+        "import keeps each memory's scope and moves none into another project; nothing was "
+        f"imported. Leave {option} out to import them as they are (then seen with "
+        f"--scope {other[0]})",
     )
 
 

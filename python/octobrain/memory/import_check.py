@@ -176,6 +176,7 @@ class Checked:
     named: frozenset[str]
     recorded: dict[str, list[tuple[str, tuple[str, ...]]]]
     key: str = ""
+    projects: frozenset[str] = frozenset()  # the project scopes of its memories
 
     @property
     def count(self) -> int:
@@ -281,7 +282,8 @@ def check_import(
                 "its edge_ids, from its parent to one of its members), which this file lacks",
             )
     rows.close()
-    return Checked(header, rows, frozenset(named), recorded, digest.hexdigest()[:32])
+    key = digest.hexdigest()[:32]
+    return Checked(header, rows, frozenset(named), recorded, key, frozenset(agreement.projects))
 
 
 # The edges a consolidation record accounts for (its undo removes them): made by hand, one would

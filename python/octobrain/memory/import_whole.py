@@ -33,11 +33,14 @@ class Agreement:
         self._scope = scope if isinstance(scope, str) else None
         self._header = header
         self._memories: set[str] = set()
+        self.projects: set[str] = set()  # the project scopes its memories are of
         self._links: list[tuple[Relationship, int]] = []  # the file's same_session links
 
     def memory(self, memory: Memory, number: int) -> None:
         self._within(memory.scope, f"line {number}.scope")
         self._memories.add(memory.id)
+        if memory.scope != GLOBAL_SCOPE:
+            self.projects.add(memory.scope)
 
     def link(self, rel: Relationship, number: int) -> None:
         self._within(rel.scope, f"line {number}.scope")
