@@ -93,7 +93,8 @@ def index_cmd(ctx: click.Context, sources: tuple[str, ...], force: bool, fmt: st
                 f"(octobrain knowledge index {source.rstrip('/')}/*.md)",
             )
     k = _knowledge(ctx)
-    reports, failed, indexed = [], [], []
+    reports, failed = [], []
+    indexed: list[str] = []  # the sources indexed, for a Ctrl-C to name
     for at, source in enumerate(sources):
         try:
             with progress_of_total(f"embedding chunks of {source}") as progress:
