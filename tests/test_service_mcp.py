@@ -378,3 +378,21 @@ def test_a_session_the_client_closes_ends_cleanly_however_the_threads_interleave
         stdin.close()
         stdout.close()
         os.close(out_read)
+
+
+def test_the_service_loads_its_store_pool_without_the_mcp_sdk() -> None:
+    # `octobrain.server`'s package imported the SDK for any of its modules: the service's
+    # `server.pool` took it in as it loaded (0.8 s of 2.3 s on a busy 2-core machine), and
+    # the commands sent to a loading service waited for it. A session imports it when it comes.
+    code = (
+        "import sys; import octobrain.cli.service_stores, octobrain.server.pool; "
+        "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.'))); "
+        "from octobrain.server import BrainPool, Workspace, build_server; "
+        "print(build_server.__module__, BrainPool.__module__, Workspace.__module__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "[]",
+        "octobrain.server.app octobrain.server.pool octobrain.server.scoping",
+    ]
