@@ -251,9 +251,10 @@ sys.stdin.read()
 
 
 @contextmanager
-def _spawner(env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+def _spawner(env: dict[str, str], code: str = _SPAWNER) -> Iterator[subprocess.Popen[str]]:
+    """A process running `code`, which prints "spawned" and lives on until its stdin closes."""
     with subprocess.Popen(
-        [sys.executable, "-c", _SPAWNER], env=env, text=True,
+        [sys.executable, "-c", code], env=env, text=True,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
     ) as proc:  # fmt: skip
         try:

@@ -242,7 +242,6 @@ def service_environment(settings: Settings) -> dict[str, str]:
     return env
 
 
-_spawn_lock: int | None = None
 # The service a command starts waits to load until that command's process has exited (this end
 # of a pipe closes with it), at most `SPAWNER_WAIT_SECONDS`, or until a client asks it for a
 # command or a session. Loading at once cost the command that found no service about 0.4 s of
@@ -265,10 +264,11 @@ def spawn_at_exit(settings: Settings) -> None:
         atexit.register(_spawn_if_configured, settings)
 
 
-def _spawn_if_configured(settings: Settings) -> None:
-    """`spawn` at exit, unless the config it would run with cannot be loaded: a command
-    refused for a bad value (`OCTOBRAIN_SEARCH_MIN_RELEVANCE=xyz`) started a service that
-    failed to warm up and held 80–350 MB for its idle time, reported "store loaded"."""
+def _spawn_if_configured(settings: Settings, lock: str | None = None) -> bool:
+    """`spawn` at exit (or now, for a burst: `connect_starting`), unless the config it would
+    run with cannot be loaded: a command refused for a bad value
+    (`OCTOBRAIN_SEARCH_MIN_RELEVANCE=xyz`) started a service that failed to warm up and held
+    80–350 MB for its idle time, reported "store loaded"."""
     import logging
 
     from octobrain.config import load_config
@@ -279,36 +279,48 @@ def _spawn_if_configured(settings: Settings) -> None:
     try:
         load_config()
     except (InvalidInput, OSError):
-        return
+        return False
     finally:
         said.disabled = was
-    spawn(settings, load_now=True)
+    return spawn(settings, load_now=True, lock=lock)
 
 
 def _take_spawn_lock(settings: Settings) -> bool:
     """Hold the spawn lock until this process exits (a second client will not spawn too);
     False when another process holds it."""
-    global _spawn_lock
+    return _hold(settings.spawn_lock_path)
+
+
+_held: dict[str, int] = {}  # lock file → its descriptor, held until this process exits
+
+
+def _hold(path: str) -> bool:
+    """Hold the lock at `path` until this process exits; False when another process holds it."""
     import fcntl
 
-    if _spawn_lock is None:
+    if path not in _held:
         try:
-            fd = os.open(settings.spawn_lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError:
             return False
-        _spawn_lock = fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        _held[path] = fd
     return True
 
 
-def spawn(settings: Settings, *, load_now: bool = False) -> bool:
-    """Start the service detached unless one is alive or another process is starting one.
-    It loads once this process exits (see `SPAWNER_WAIT_SECONDS`), or at once with `load_now`
-    (`service start`, which waits for it; `spawn_at_exit`, whose process is ending)."""
+def spawn(settings: Settings, *, load_now: bool = False, lock: str | None = None) -> bool:
+    """Start the service detached unless one is alive or another process is starting one
+    (holds the spawn lock, or `lock`). It loads once this process exits (see
+    `SPAWNER_WAIT_SECONDS`), or at once with `load_now` (`service start`, which waits for it;
+    `spawn_at_exit`, whose process is ending; `connect_starting`, which waits for it)."""
     global _spawner_end
     import subprocess
 
-    if not _take_spawn_lock(settings) or service_alive(settings):
+    if not _hold(lock or settings.spawn_lock_path) or service_alive(settings):
         return False
     env = service_environment(settings)
     env.pop(SPAWNER_FD_VAR, None)
@@ -340,3 +352,41 @@ def spawn(settings: Settings, *, load_now: bool = False) -> bool:
     if ends is not None:
         _spawner_end = ends[1]  # held until this process exits: then the service loads
     return True
+
+
+# A command that finds no service while one is being started waits this long for its socket
+# (then the usual handshake, `service.wait_seconds` for `ready`), about what the command takes
+# run in-process on its own, rather than loading the model and the store beside that service.
+STARTING_SECONDS = 1.0
+
+
+def connect_starting(settings: Settings) -> Channel | None:
+    """A channel to a service being started, for a command that found no socket answering
+    (None: run in-process). A service that holds the lock and has not bound its socket yet
+    is waited for. So is one started now when another command holds the spawn lock: a burst
+    of hooks after the service went away (SessionStart, UserPromptSubmit, PostToolUse within
+    a second) loaded the model and the store once per command, side by side on the same
+    cores, where the first command alone runs in-process and starts the service as it exits.
+    Not a service whose socket refuses (it is stopping, or died), nor for longer than
+    `STARTING_SECONDS`."""
+    if not service_alive(settings):
+        if _take_spawn_lock(settings):
+            return None  # the first: it runs here and starts the service as it exits
+        # One of the burst starts it (the start lock); the others wait for its socket too.
+        start = settings.start_lock_path
+        if (
+            _hold(start)
+            and not _spawn_if_configured(settings, start)
+            and not service_alive(settings)
+        ):
+            return None  # none could be started (a config it cannot run with: the command says)
+    deadline = time.monotonic() + STARTING_SECONDS
+    refused = 0
+    while True:
+        channel = connect(settings)
+        if channel is not None:
+            return channel
+        refused = refused + 1 if os.path.exists(settings.socket_path) else 0
+        if refused > 1 or time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)

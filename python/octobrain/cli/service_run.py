@@ -19,6 +19,7 @@ from octobrain.cli.service_client import (
     Channel,
     build_id,
     connect,
+    connect_starting,
     receive_hello,
     spawn_at_exit,
 )
@@ -65,7 +66,7 @@ def run_remote(
 ) -> int:
     """Run the command in the service; its exit code. Raises `Fallback` when it did not run,
     and when a `repeatable` command (one that may run twice) lost the service that ran it."""
-    channel = connect(settings)
+    channel = connect(settings) or connect_starting(settings)
     if channel is None:
         spawn_at_exit(settings)
         raise Fallback

@@ -62,6 +62,10 @@ class Settings:
         return self._file(".spawn")
 
     @property
+    def start_lock_path(self) -> str:
+        return self._file(".start")
+
+    @property
     def log_path(self) -> str:
         return self._file(".log")
 
