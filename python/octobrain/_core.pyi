@@ -16,6 +16,7 @@ __all__ = [
     "decayed_importance",
     "match_lines",
     "rrf",
+    "row_crcs",
     "rrf_batch",
     "score_fusion",
 ]
@@ -168,6 +169,21 @@ class IdIndex:
     ) -> npt.NDArray[np.uint32]: ...
     @property
     def row_count(self) -> int: ...
+
+# ---- row checksums
+def row_crcs(
+    rows: int,
+    columns: list[
+        tuple[
+            npt.NDArray[np.int64] | None,
+            npt.NDArray[np.uint8],
+            int,
+            npt.NDArray[np.bool_] | None,
+            npt.NDArray[np.int64] | None,
+            npt.NDArray[np.bool_] | None,
+        ]
+    ],
+) -> npt.NDArray[np.uint32]: ...
 
 # ---- clustering
 def cosine_clusters(

@@ -58,7 +58,7 @@ impl<'a> Strings<'a> {
         self.len() == 0
     }
 
-    fn get(&self, i: usize) -> &'a [u8] {
+    pub(crate) fn get(&self, i: usize) -> &'a [u8] {
         // In bounds by `checked`: offsets are non-negative, ordered and end within `data`.
         let start = usize::try_from(self.offsets[i]).unwrap_or_default();
         let end = usize::try_from(self.offsets[i + 1]).unwrap_or_default();

@@ -14,6 +14,7 @@ pub mod regex_deadline;
 mod regex_dfa;
 pub mod regex_match;
 mod regex_nfa;
+pub mod rowcrc;
 pub mod tokenize;
 pub mod topk;
 

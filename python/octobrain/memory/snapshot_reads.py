@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 from octobrain.memory import corpus_snapshot
 from octobrain.memory.page_check import SnapshotDamaged
 from octobrain.models import Memory, State
-from octobrain.store.schema import CHECKED, CHECKSUM, shown_title, verified
+from octobrain.store import row_sums
+from octobrain.store.schema import CHECKED, CHECKSUM, shown_title
 from octobrain.store.sql import visible_scopes
 
 if TYPE_CHECKING:
@@ -98,11 +99,6 @@ def columns(c: Corpus, scope: str, names: Sequence[str]) -> pa.Table:
 
 def garbled(rows: pa.Table) -> set[int]:
     """The positions in `rows` (holding the `CHECKED` fields and the checksum) of the memories
-    that no longer match their checksum, whether the store or the mirror read them; a batch
-    at a time made Python objects (`doctor`'s way)."""
-    out: set[int] = set()
-    at = 0
-    for batch in rows.select([*CHECKED, CHECKSUM]).to_batches(256):
-        out.update(at + i for i, row in enumerate(batch.to_pylist()) if verified(row) is False)
-        at += batch.num_rows
-    return out
+    that no longer match their checksum, whether the store or the mirror read them: every row
+    at once, in Rust (`row_sums`; a row as a Python object cost ~25 µs)."""
+    return set(np.flatnonzero(row_sums.damaged(rows, at="updated_at", restamped=True)).tolist())

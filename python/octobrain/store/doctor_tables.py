@@ -12,29 +12,31 @@ past `_MAX_READS`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING
 
-from octobrain.store import manifest
+import numpy as np
+
+from octobrain.store import manifest, row_sums
 from octobrain.store.columns import dim_unlike_vectors, lacks_read_columns
 from octobrain.store.doctor_report import Problem, TableCheck
-from octobrain.store.forgotten import FORGOTTEN, FORGOTTEN_CHECKED, forgotten_verified
-from octobrain.store.journal_rows import RECORD_CHECKED, record_verified
+from octobrain.store.forgotten import FORGOTTEN, FORGOTTEN_CHECKED, FORGOTTEN_FIELDS
+from octobrain.store.journal_rows import RECORD_CHECKED, records_damaged
 from octobrain.store.schema import (
     CHECKED,
     CHECKSUM,
     CHUNK_CHECKED,
+    CHUNK_FIELDS,
     CHUNKS,
     CONSOLIDATIONS,
     EDGE_CHECKED,
+    EDGE_FIELDS,
     GARBLED_REPAIR,
     REEMBED,
     SOURCE_CHECKED,
+    SOURCE_FIELDS,
     SOURCES,
-    chunk_verified,
     describe_garbled,
-    edge_verified,
-    source_verified,
-    verified,
 )
 from octobrain.store.table_files import NOT_REGULAR, access_repair, not_regular, unreadable
 from octobrain.store.unit_vectors import describe_unsound, unsound, vector_matrix
@@ -43,6 +45,8 @@ from octobrain.store.versions import history_gap, lost_version
 
 if TYPE_CHECKING:
     import lancedb
+    import numpy.typing as npt
+    import pyarrow as pa
 
     from octobrain.store.location import StoreLocation
 
@@ -244,14 +248,21 @@ _KNOWLEDGE_REPAIR = (
     "index the source again: `octobrain knowledge index --force SOURCE` (a stored:// note: "
     "`octobrain knowledge delete KEY`, then store it again)"
 )
-# The checksummed tables: the columns a row's check reads, and the check.
-_CHECKED_BY: dict[str, tuple[Sequence[str], Callable[[Any], bool | None]]] = {
-    "memories": (CHECKED, verified),
-    "relationships": (EDGE_CHECKED, edge_verified),
-    CHUNKS: (CHUNK_CHECKED, chunk_verified),
-    SOURCES: (SOURCE_CHECKED, source_verified),
-    CONSOLIDATIONS: (RECORD_CHECKED, record_verified),
-    FORGOTTEN: (FORGOTTEN_CHECKED, forgotten_verified),
+# The checksummed tables: the columns a row's check reads, and the check (which rows of a
+# table of them no longer match their checksum: every row at once, `row_sums`).
+_CHECKED_BY: dict[str, tuple[Sequence[str], Callable[[pa.Table], npt.NDArray[np.bool_]]]] = {
+    "memories": (CHECKED, partial(row_sums.damaged, at="updated_at", restamped=True)),
+    "relationships": (EDGE_CHECKED, partial(row_sums.damaged, fields=EDGE_FIELDS)),
+    CHUNKS: (CHUNK_CHECKED, partial(row_sums.damaged, fields=CHUNK_FIELDS)),
+    SOURCES: (
+        SOURCE_CHECKED,
+        partial(row_sums.damaged, fields=SOURCE_FIELDS, at="indexed_at", restamped=True),
+    ),
+    CONSOLIDATIONS: (RECORD_CHECKED, records_damaged),
+    FORGOTTEN: (
+        FORGOTTEN_CHECKED,
+        partial(row_sums.damaged, fields=FORGOTTEN_FIELDS, at="forgotten_at"),
+    ),
 }
 _GARBLED_REPAIR = {
     "memories": GARBLED_REPAIR,
@@ -281,9 +292,6 @@ def _unsound_problem(check: TableCheck) -> str:
     return describe_unsound(first, length, check.unsound_vectors, row)
 
 
-_CHECK_BATCH = 256  # rows made Python objects at a time to check their checksums
-
-
 def _read(table: lancedb.table.Table, lo: int, hi: int, check: TableCheck) -> str | None:
     """Read fragments [lo, hi) into `check.rows_read`, counting the rows whose embedding is
     not unit length (every embedder stores unit vectors: Lance keeps no checksum of its data
@@ -304,18 +312,14 @@ def _read(table: lancedb.table.Table, lo: int, hi: int, check: TableCheck) -> st
             check.unsound_vectors += count
     checked = _CHECKED_BY.get(check.name)
     if checked is not None and CHECKSUM in rows.column_names:
-        columns, check_row = checked
-        # A batch at a time: as Python objects all at once, the texts of every chunk and
-        # source were held twice over (8,459 chunks and an 8 MB source: 53 MB more).
-        for batch in rows.select([*columns, CHECKSUM]).to_batches(_CHECK_BATCH):
-            for row in batch.to_pylist():
-                if check_row(row) is False:
-                    check.garbled_rows += 1
-                    name = str(row[named_by])  # (a chunk by its source: several to one)
-                    if check.name == CHUNKS:
-                        check.garbled_of.add(name)
-                    if len(check.garbled) < _NAMED_GARBLED and name not in check.garbled:
-                        check.garbled.append(name)
+        columns, damaged = checked
+        for at in np.flatnonzero(damaged(rows.select([*columns, CHECKSUM]))).tolist():
+            check.garbled_rows += 1
+            name = str(rows.column(named_by)[at])  # (a chunk by its source: several to one)
+            if check.name == CHUNKS:
+                check.garbled_of.add(name)
+            if len(check.garbled) < _NAMED_GARBLED and name not in check.garbled:
+                check.garbled.append(name)
     return None
 
 

@@ -47,13 +47,13 @@ def forgotten_schema() -> pa.Schema:
     )
 
 
-_FIELDS = (("id", "scope"), (), (), ("forgotten_at",))
+FORGOTTEN_FIELDS = (("id", "scope"), (), (), ("forgotten_at",))
 FORGOTTEN_CHECKED = ("id", "scope", "forgotten_at")
 
 
 def forgotten_checksum(row: Mapping[str, Any]) -> int:
     """The `checksum` of a `forgotten_turns` row: the CRC-32 of its fields."""
-    return checksum(row, _FIELDS, "forgotten_at")
+    return checksum(row, FORGOTTEN_FIELDS, "forgotten_at")
 
 
 def forgotten_verified(row: Mapping[str, Any]) -> bool | None:

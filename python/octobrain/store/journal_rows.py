@@ -15,8 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from octobrain.store import row_sums
 from octobrain.store.schema import (
     CHECKSUM,
     CHECKSUM_FIELD,
@@ -59,20 +63,20 @@ def consolidations_schema() -> pa.Schema:
 
 
 # What a record's checksum covers: everything it was written with but its status.
-_RECORD_FIELDS = (
+RECORD_FIELDS = (
     ("id", "kind", "scope", "parent_id", "goal_id", "description"),
     ("member_ids", "member_prev_importance", "member_prev_pre", "member_prev_state",
      "member_prev_updated_at", "edge_ids"),
     ("parent_synthesised", "parent_prev_importance"),
     ("parent_prev_updated_at", "stamp", "created_at"),
 )  # fmt: skip
-RECORD_CHECKED = (*(name for group in _RECORD_FIELDS for name in group), "status")
+RECORD_CHECKED = (*(name for group in RECORD_FIELDS for name in group), "status")
 
 
 def record_checksum(row: Mapping[str, Any]) -> int:
     """The `checksum` of a `consolidations` row: the CRC-32 of its `RECORD_CHECKED` fields but
     its status (a record is never rewritten, so it needs no stamp)."""
-    return checksum(row, _RECORD_FIELDS, "created_at")
+    return checksum(row, RECORD_FIELDS, "created_at")
 
 
 def record_verified(row: Mapping[str, Any]) -> bool | None:
@@ -82,6 +86,14 @@ def record_verified(row: Mapping[str, Any]) -> bool | None:
     if stored is None:
         return None
     return row["status"] in RECORD_STATUSES and stored == record_checksum(row)
+
+
+def records_damaged(rows: pa.Table) -> npt.NDArray[np.bool_]:
+    """Of each row of `rows` (its `RECORD_CHECKED` fields and checksum), whether
+    `record_verified` is False, every row at once."""
+    stamped = row_sums.flags(rows.column(CHECKSUM).is_valid())
+    known = row_sums.flags(pc.is_in(rows.column("status"), pa.array(RECORD_STATUSES)))
+    return row_sums.damaged(rows, RECORD_FIELDS, "created_at") | (stamped & ~known)
 
 
 def missing_record_columns(table_schema: pa.Schema) -> list[pa.Field]:

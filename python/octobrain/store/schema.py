@@ -364,18 +364,18 @@ def missing_columns(table_schema: pa.Schema) -> list[pa.Field]:
     return [field for name, field in _LATER.items() if name not in table_schema.names]
 
 
-_EDGE_FIELDS = (
+EDGE_FIELDS = (
     ("id", "source_id", "target_id", "relationship_type", "description", "scope"),
     (),
     ("strength",),
     ("created_at",),
 )
-EDGE_CHECKED = tuple(name for group in _EDGE_FIELDS for name in group)  # (every field)
+EDGE_CHECKED = tuple(name for group in EDGE_FIELDS for name in group)  # (every field)
 
 
 def edge_checksum(row: Mapping[str, Any]) -> int:
     """The `checksum` of a `relationships` row: the CRC-32 of all its fields."""
-    return _crc(row, _EDGE_FIELDS)
+    return _crc(row, EDGE_FIELDS)
 
 
 def missing_edge_columns(table_schema: pa.Schema) -> list[pa.Field]:
@@ -425,25 +425,25 @@ def row_to_relationship(row: dict[str, Any]) -> Relationship:
 # section path, title and source) and what decides who sees it (scope, session, generation).
 # Not its embedding (`doctor` checks it for unit length) nor its position in the document
 # (chunk index and byte range), which nothing shows.
-_CHUNK_FIELDS = (
+CHUNK_FIELDS = (
     ("id", "source_id", "generation", "uri", "scope", "session_id", "title", "content",
      "parent_content"),
     ("section_path",),
     (),
     ("indexed_at",),
 )  # fmt: skip
-CHUNK_CHECKED = tuple(name for group in _CHUNK_FIELDS for name in group)
+CHUNK_CHECKED = tuple(name for group in CHUNK_FIELDS for name in group)
 # What a knowledge source's checksum covers: its extracted text (`match` and `read` show it)
 # and what names and finds it. Not the check times and counts (`last_checked` and `mtime` are
 # updated by SQL when a check finds it unchanged; the counts and size are shown, not read).
-_SOURCE_FIELDS = (
+SOURCE_FIELDS = (
     ("id", "uri", "scope", "session_id", "title", "doc_type", "content_hash", "chunker", "text",
      "generation"),
     (),
     (),
     ("indexed_at",),
 )  # fmt: skip
-SOURCE_CHECKED = tuple(name for group in _SOURCE_FIELDS for name in group)
+SOURCE_CHECKED = tuple(name for group in SOURCE_FIELDS for name in group)
 # What a knowledge source's id is made of, and its chunks carry too: a row whose id changed on
 # disk is still that source's by them.
 SOURCE_NAMING = ("uri", "scope", "session_id")
@@ -452,7 +452,7 @@ SOURCE_NAMING = ("uri", "scope", "session_id")
 def chunk_checksum(row: Mapping[str, Any]) -> int:
     """The `checksum` of a `knowledge_chunks` row: the CRC-32 of its `CHUNK_CHECKED` fields (a
     chunk is never rewritten, so it needs no stamp)."""
-    return _crc(row, _CHUNK_FIELDS)
+    return _crc(row, CHUNK_FIELDS)
 
 
 def source_checksum(row: Mapping[str, Any]) -> int:
@@ -460,7 +460,7 @@ def source_checksum(row: Mapping[str, Any]) -> int:
     beside the `indexed_at` it was made for (a memory's way, `checksum`): a source an older
     octobrain indexed again keeps the checksum it had beside another `indexed_at`, and reads
     unchecked."""
-    return checksum(row, _SOURCE_FIELDS, "indexed_at")
+    return checksum(row, SOURCE_FIELDS, "indexed_at")
 
 
 def chunk_verified(row: Mapping[str, Any]) -> bool | None:
@@ -472,7 +472,7 @@ def chunk_verified(row: Mapping[str, Any]) -> bool | None:
 def source_verified(row: Mapping[str, Any]) -> bool | None:
     """Whether a `knowledge_sources` row (with its text) matches its checksum; None when it
     has none made for it."""
-    return verified(row, _SOURCE_FIELDS, "indexed_at")
+    return verified(row, SOURCE_FIELDS, "indexed_at")
 
 
 _KNOWLEDGE_VERIFIED = {CHUNKS: chunk_verified, SOURCES: source_verified}

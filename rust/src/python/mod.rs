@@ -1,6 +1,6 @@
 //! PyO3 bindings: the only files that know about Python, one per family of kernels
 //! (`text`: analysis and regex matching; `bm25`; `ranking`: fusion, decay, clustering;
-//! `idindex`), registered as `octobrain._core` here.
+//! `idindex`; `rowcrc`: row checksums), registered as `octobrain._core` here.
 //!
 //! Every binding converts its arguments to owned Rust data, runs the kernel through
 //! [`detached`] (GIL released, errors converted in one place) and returns Python objects.
@@ -8,6 +8,7 @@
 mod bm25;
 mod idindex;
 mod ranking;
+mod rowcrc;
 mod text;
 
 use numpy::PyReadonlyArray1;
@@ -80,6 +81,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ranking::cosine_clusters, m)?)?;
     // ---- register: id index
     m.add_class::<idindex::PyIdIndex>()?;
+    // ---- register: row checksums
+    m.add_function(wrap_pyfunction!(rowcrc::row_crcs, m)?)?;
     // ---- register: regex matching
     m.add_function(wrap_pyfunction!(text::match_lines, m)?)?;
     Ok(())
