@@ -63,11 +63,6 @@ def forgotten_verified(row: Mapping[str, Any]) -> bool | None:
     return None if stored is None else stored == forgotten_checksum(row)
 
 
-def missing_forgotten_columns(table_schema: pa.Schema) -> list[pa.Field]:
-    """Columns a `forgotten_turns` table made by an older version lacks."""
-    return [] if CHECKSUM in table_schema.names else [CHECKSUM_FIELD]
-
-
 def record(store: MemoryStore, turns: Sequence[tuple[str, str]]) -> None:
     """Record the turns `(id, scope)` as forgotten (one commit; call under the write lock,
     before deleting them)."""

@@ -96,12 +96,6 @@ def records_damaged(rows: pa.Table) -> npt.NDArray[np.bool_]:
     return row_sums.damaged(rows, RECORD_FIELDS, "created_at") | (stamped & ~known)
 
 
-def missing_record_columns(table_schema: pa.Schema) -> list[pa.Field]:
-    """Columns a `consolidations` table made by an older version lacks (added, each record's
-    checksum computed, by the next write)."""
-    return [] if CHECKSUM in table_schema.names else [CHECKSUM_FIELD]
-
-
 def check_record(row: Mapping[str, Any]) -> None:
     """`RowDamaged` (naming the record) when a journal row about to be acted on or shown does
     not match its checksum: a member id read changed would be restored as no memory, and the

@@ -199,12 +199,12 @@ class MemoryStore:
                             schema.checksum,
                         )
                     edges = self._relationships
-                    if edges is not None and schema.missing_edge_columns(edges.schema):
+                    if edges is not None and schema.missing_checksum_column(edges.schema):
                         self._relationships = upkeep.add_later_columns(
                             self,
                             self._open_db(),
                             RELATIONSHIPS,
-                            schema.missing_edge_columns,
+                            schema.missing_checksum_column,
                             schema.EDGE_CHECKED,
                             schema.edge_checksum,
                         )

@@ -306,7 +306,7 @@ def relationships_schema() -> pa.Schema:
             pa.field("description", pa.string(), nullable=False),
             pa.field("scope", pa.string(), nullable=False),
             pa.field("created_at", _TS, nullable=False),
-            # Added after schema 1 shipped (`missing_edge_columns`): the CRC-32 of every field
+            # Added after schema 1 shipped (`missing_checksum_column`): the CRC-32 of every field
             # (`edge_checksum`; an edge is never rewritten, so it needs no stamp).
             _LATER[CHECKSUM],
         ],
@@ -378,10 +378,11 @@ def edge_checksum(row: Mapping[str, Any]) -> int:
     return _crc(row, EDGE_FIELDS)
 
 
-def missing_edge_columns(table_schema: pa.Schema) -> list[pa.Field]:
-    """Columns a `relationships` table made by an older version lacks (added, each row's
-    checksum computed, by the first write)."""
-    return [] if CHECKSUM in table_schema.names else [_LATER[CHECKSUM]]
+def missing_checksum_column(table_schema: pa.Schema) -> list[pa.Field]:
+    """The column a table whose rows are never rewritten (`relationships`, `consolidations`,
+    `forgotten_turns`) lacks when an older version made it: its checksum (added, each row's
+    computed, by the first write)."""
+    return [] if CHECKSUM in table_schema.names else [CHECKSUM_FIELD]
 
 
 def relationship_to_row(rel: Relationship) -> dict[str, Any]:

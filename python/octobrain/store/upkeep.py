@@ -21,12 +21,10 @@ from octobrain.store.forgotten import (
     FORGOTTEN_CHECKED,
     forgotten_checksum,
     forgotten_schema,
-    missing_forgotten_columns,
 )
 from octobrain.store.journal_rows import (
     RECORD_CHECKED,
     consolidations_schema,
-    missing_record_columns,
     record_checksum,
 )
 from octobrain.store.lancedb_import import import_lancedb
@@ -195,8 +193,8 @@ LATER_COLUMNS: dict[
     str,
     tuple[Callable[[pa.Schema], list[pa.Field]], Sequence[str], Callable[[Mapping[str, Any]], int]],
 ] = {
-    schema.CONSOLIDATIONS: (missing_record_columns, RECORD_CHECKED, record_checksum),
-    FORGOTTEN: (missing_forgotten_columns, FORGOTTEN_CHECKED, forgotten_checksum),
+    schema.CONSOLIDATIONS: (schema.missing_checksum_column, RECORD_CHECKED, record_checksum),
+    FORGOTTEN: (schema.missing_checksum_column, FORGOTTEN_CHECKED, forgotten_checksum),
 }
 
 
