@@ -11,10 +11,10 @@ recorded id as forgotten instead of storing it. `memory restore` brings a forgot
 as it brings back any row; the record then names a held row, which ingest already skips.
 
 The table is made by the first forget of a turn; reading never makes it (a store that never
-forgot a turn has none). Each row carries the CRC-32 of its fields (as an edge's: a row is never
-rewritten): Lance keeps no checksum of its pages, and an id read changed brings the turn back
-with the next ingest while `doctor` said ok. A table made before the column gains it with the
-next write (`upkeep.LATER_COLUMNS`).
+forgot a turn has none). Each row carries the CRC-32 of its fields beside its `forgotten_at`
+(`schema.checksum`; a row is never rewritten): Lance keeps no checksum of its pages, and an
+id read changed brings the turn back with the next ingest while `doctor` said ok. A table made
+before the column gains it with the next write (`upkeep.LATER_COLUMNS`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ FORGOTTEN_CHECKED = ("id", "scope", "forgotten_at")
 
 
 def forgotten_checksum(row: Mapping[str, Any]) -> int:
-    """The `checksum` of a `forgotten_turns` row: the CRC-32 of its fields."""
+    """The `checksum` of a `forgotten_turns` row: the CRC-32 of its fields, beside its
+    `forgotten_at` (`schema.checksum`)."""
     return checksum(row, FORGOTTEN_FIELDS, "forgotten_at")
 
 

@@ -6,8 +6,9 @@ undone, leaving the other consolidated for good. Each record therefore carries t
 what it was written with (`schema.checksum`'s encoding, field by field), checked wherever a
 record is read and by `doctor`. Not its status, which each step of the journal sets by SQL
 (an older octobrain too): a status is checked against the statuses there are instead. A
-record is never rewritten, so its checksum needs no stamp (as an edge's); a journal made
-before the column gains it, each record's computed, with the next write (`upkeep`).
+record is never rewritten, so all 64 bits of its checksum (the CRC beside its `created_at`, a
+memory's layout) must match; a journal made before the column gains it, each record's
+computed, with the next write (`upkeep`).
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ RECORD_CHECKED = (*(name for group in RECORD_FIELDS for name in group), "status"
 
 def record_checksum(row: Mapping[str, Any]) -> int:
     """The `checksum` of a `consolidations` row: the CRC-32 of its `RECORD_CHECKED` fields but
-    its status (a record is never rewritten, so it needs no stamp)."""
+    its status, beside its `created_at` (`schema.checksum`; never rewritten, so never
+    restamped: `record_verified` compares the whole value)."""
     return checksum(row, RECORD_FIELDS, "created_at")
 
 
