@@ -12,7 +12,6 @@ import re
 import unicodedata
 
 from octobrain.errors import InvalidInput, cut_middle, json_type
-from octobrain.errors import json_printable as json_printable  # (imported from here too)
 
 
 def byte_len(text: str) -> int:

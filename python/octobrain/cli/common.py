@@ -12,9 +12,9 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from octobrain.errors import InvalidInput, OctobrainError
+from octobrain.errors import InvalidInput, OctobrainError, json_printable
 from octobrain.files import write_atomic_file as write_atomic_file
-from octobrain.safe_text import json_printable, one_line, printable
+from octobrain.safe_text import one_line, printable
 
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge

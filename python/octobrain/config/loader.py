@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from octobrain.config.schema import CONFIG_VERSION, Config
-from octobrain.errors import ConfigError
+from octobrain.errors import ConfigError, json_printable
 from octobrain.files import NotARegularFile, TooLarge, check_path, read_regular
-from octobrain.safe_text import is_unicode, json_printable
+from octobrain.safe_text import is_unicode
 
 # The name users and tests filter on: the package, not this module.
 log = logging.getLogger("octobrain.config")

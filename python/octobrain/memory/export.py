@@ -14,9 +14,9 @@ from typing import IO, Any
 
 import numpy as np
 
+from octobrain.errors import json_printable
 from octobrain.memory.brain import Brain
 from octobrain.memory.render import memory_to_dict, relationship_to_dict
-from octobrain.safe_text import json_printable
 from octobrain.store import schema
 from octobrain.store.addresses import ADDR
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord

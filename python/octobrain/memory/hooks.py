@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from octobrain.errors import InvalidInput, json_type
+from octobrain.errors import InvalidInput, json_printable, json_type
 from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, read_json
 from octobrain.memory.summary import split_sentences
 from octobrain.models import FILE_BYTES, MAX_FILES, Memory
-from octobrain.safe_text import check_one_line, json_printable, printable, shows_something
+from octobrain.safe_text import check_one_line, printable, shows_something
 from octobrain.secrets import find_secrets
 
 __all__ = [
