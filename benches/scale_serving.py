@@ -29,7 +29,7 @@ from octobrain.bench.scale_serve import SCOPE, STORE_MODEL
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.kernels.hybrid import exact_top
-from octobrain.memory import search
+from octobrain.memory import ann, search
 from octobrain.memory.brain import Brain
 from octobrain.store.lancedb_import import import_lancedb
 from octobrain.store.sql import visible_scopes
@@ -75,14 +75,14 @@ def probes(store: str, combos: str) -> None:
     allowed = corpus.allowed(visible_scopes(SCOPE))
     where = search.Filters().where(SCOPE)
     want = brain.config.search.candidates
-    share = search.ANN_POSTFILTER_SHARE
+    share = ann.ANN_POSTFILTER_SHARE
     for seed in (11, 23):
         vectors = [brain.embedder.embed_query([q])[0] for q in make_queries(60, seed=seed)]
         exact = [exact_top(corpus.vectors.cosines(v), allowed, 10) for v in vectors]
         for combo in combos.split(","):
             # A trailing "p" (e.g. 128x5p): always LanceDB's prefilter, never the mirror's mask.
-            search.ANN_POSTFILTER_SHARE = math.inf if combo.endswith("p") else share
-            search.ANN_NPROBES, search.ANN_REFINE = (int(x) for x in combo.rstrip("p").split("x"))
+            ann.ANN_POSTFILTER_SHARE = math.inf if combo.endswith("p") else share
+            ann.ANN_NPROBES, ann.ANN_REFINE = (int(x) for x in combo.rstrip("p").split("x"))
             times, recalls = [], []
             for vector, best in zip(vectors, exact, strict=True):
                 start = time.perf_counter()

@@ -765,7 +765,7 @@ def test_lancedb_vector_leg_agrees_with_the_exact_mirror(
         )
     query = {"query": "cache entries seconds", "limit": 10, "record_access": False}
     exact = brain.remember(**query).hits  # type: ignore[arg-type]
-    monkeypatch.setattr("octobrain.memory.search.ANN_EXACT_BELOW", 0)  # force the LanceDB path
+    monkeypatch.setattr("octobrain.memory.ann.ANN_EXACT_BELOW", 0)  # force the LanceDB path
     lance = Config(search=SearchConfig(ann_min_rows=1))
     via_lance = Brain(brain.scope, config=lance, embedder=brain.embedder, uri=brain.uri)
     hits = via_lance.remember(**query).hits  # type: ignore[arg-type]

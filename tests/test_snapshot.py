@@ -354,7 +354,7 @@ def test_the_ann_path_returns_the_exact_top_results(
     monkeypatch.setattr(upkeep, "VECTOR_INDEX_MIN_ROWS", 300)
     exact.store.compact()  # builds the IVF-PQ index the ANN path searches
     assert "embedding" in {ix.columns[0] for ix in exact.store.memories.list_indices()}
-    monkeypatch.setattr("octobrain.memory.search.ANN_EXACT_BELOW", 0)
+    monkeypatch.setattr("octobrain.memory.ann.ANN_EXACT_BELOW", 0)
     ann = _brain(tmp_path / "db", ann_min_rows=100, snapshot_min_rows=0)
     for query in ["zq17 setting", "billing service setting", "deploy zq301", "metrics backup"]:
         want = _found(exact, query, limit=10)
@@ -370,7 +370,7 @@ def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
     # allowed ones; a narrow filter, or one the unfiltered nearest rows hardly meet, is
     # handed to LanceDB as a prefilter. Either way only allowed rows come back, the exact best.
     from octobrain.kernels.hybrid import exact_top
-    from octobrain.memory import search as search_module
+    from octobrain.memory import ann as ann_module
     from octobrain.memory.query import Filters
     from octobrain.models import Memory, MemoryType
     from octobrain.store import memories as store_module
@@ -399,7 +399,7 @@ def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
     exact.store.add(more, exact.embedder.embed_documents([m.searchable_text() for m in more]))
     monkeypatch.setattr(upkeep, "VECTOR_INDEX_MIN_ROWS", 300)
     exact.store.compact()
-    monkeypatch.setattr(search_module, "ANN_EXACT_BELOW", 0)
+    monkeypatch.setattr(ann_module, "ANN_EXACT_BELOW", 0)
     wheres: list[str | None] = []
     search_index = store_module.MemoryStore.vector_search
 
@@ -421,13 +421,13 @@ def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
         assert got[:5] == want[:5], query
         assert len(set(got) & set(want)) >= 9, query
     # Unfiltered first, as if most rows were allowed, where the query's nearest rows are not:
-    monkeypatch.setattr(search_module, "ANN_POSTFILTER_SHARE", 0.0)
+    monkeypatch.setattr(ann_module, "ANN_POSTFILTER_SHARE", 0.0)
     corpus = ann.retriever.corpus
     allowed = corpus.allowed(visible_scopes(SCOPE), memory_types=["decision"])
     vector = ann.embedder.embed_query(["the billing service uses setting"])[0]
     everything = np.ones(corpus.position_count, dtype=bool)
     # (5 × ANN_REFINE / (200 / 1,200) nearest rows: notes, not one garden bed)
-    nearest = 5 * search_module.ANN_REFINE * 6
+    nearest = 5 * ann_module.ANN_REFINE * 6
     assert not allowed[exact_top(corpus.vectors.cosines(vector), everything, nearest)].any()
 
     def index_as_exact(self: Any, vector: Any, where: str | None, k: int, **kw: Any) -> Any:
@@ -447,7 +447,7 @@ def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
     got = ann.retriever._ann(vector, filters.where(SCOPE), 5, allowed)
     assert ["prefilter" if w else w for w in wheres] == [None, "prefilter"]
     assert allowed[got].all() and len(got) == 5
-    monkeypatch.setattr(search_module, "ANN_POSTFILTER_SHARE", 1.0)  # the prefilter alone
+    monkeypatch.setattr(ann_module, "ANN_POSTFILTER_SHARE", 1.0)  # the prefilter alone
     assert ann.retriever._ann(vector, filters.where(SCOPE), 5, allowed) == got
     # A tag only 20 garden beds carry, asked with a query about billing: the prefilter holds
     # the tag too, so the index's nearest rows meeting it are found (not 50 billing notes the

@@ -21,7 +21,7 @@ Stages, each a `[search]` setting (the README's ablation table measures every on
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -40,7 +40,16 @@ Ties = npt.NDArray[np.int64] | None
 """A key per position for breaking equal scores (e.g. the rank of the row's id), so that
 mirrors holding the same rows at other positions rank them alike; None: by position."""
 
-__all__ = ["Nearest", "Ranking", "Ties", "cosines", "exact_top", "hybrid_rank", "unit"]
+__all__ = [
+    "Nearest",
+    "Ranking",
+    "Ties",
+    "cosines",
+    "exact_top",
+    "fuse",
+    "hybrid_rank",
+    "unit",
+]
 
 
 @dataclass(frozen=True)
@@ -228,18 +237,32 @@ def hybrid_rank(
             lists.append(bm_pos)
             scores.append(bm_scores)
             weights.append(cfg.bm25_weight)
-    # The fusion breaks its ties by key: hand it the tie keys, and read positions back.
+    fused = fuse(lists, scores, weights, method=cfg.fusion, ties=ties, rrf_k=cfg.rrf_k)
+    unit_scores = _to_unit_range(fused.scores, zscore=cfg.fusion == "zscore")
+    return Ranking(fused.ids, unit_scores, {p: ", ".join(legs[p]) for p in legs})
+
+
+def fuse(
+    lists: Sequence[Sequence[int]],
+    scores: Sequence[Sequence[float]],
+    weights: Sequence[float] | None = None,
+    *,
+    method: str,
+    ties: Ties,
+    rrf_k: float = 60.0,
+) -> fusion.Fused:
+    """`fusion.rrf` (method ``"rrf"``, `scores` unused) or `fusion.score_fusion` of lists of
+    positions, equal fused scores broken by `ties[position]` rather than by position."""
+    # The fusion breaks its ties by id: hand it the tie keys, and read positions back.
     keyed = [_keys(np.asarray(ids, dtype=np.int64), ties).tolist() for ids in lists]
     position_of = {
         k: p for ids, keys in zip(lists, keyed, strict=True) for p, k in zip(ids, keys, strict=True)
     }
-    if cfg.fusion == "rrf":
-        fused = fusion.rrf(keyed, weights, k=cfg.rrf_k)
+    if method == "rrf":
+        fused = fusion.rrf(keyed, weights, k=rrf_k)
     else:
-        fused = fusion.score_fusion(keyed, scores, weights, method=cfg.fusion)  # type: ignore[arg-type]
-    unit_scores = _to_unit_range(fused.scores, zscore=cfg.fusion == "zscore")
-    ids = [position_of[k] for k in fused.ids]
-    return Ranking(ids, unit_scores, {p: ", ".join(legs[p]) for p in legs})
+        fused = fusion.score_fusion(keyed, scores, weights, method=method)  # type: ignore[arg-type]
+    return fusion.Fused([position_of[k] for k in fused.ids], fused.scores)
 
 
 def _to_unit_range(values: list[float], *, zscore: bool) -> list[float]:

@@ -25,8 +25,9 @@ import numpy.typing as npt
 
 from octobrain.config import Config
 from octobrain.embed.base import Embedder, ahead, unreadable
-from octobrain.kernels import decay, fusion
-from octobrain.kernels.hybrid import hybrid_rank
+from octobrain.kernels import decay
+from octobrain.kernels.hybrid import fuse, hybrid_rank
+from octobrain.memory.ann import ann_scored
 from octobrain.memory.conversation import SPEAKER_PREFIX
 from octobrain.memory.corpus import Corpus
 from octobrain.memory.gist import gist_for
@@ -62,18 +63,6 @@ OTHER_SPEAKER_RELEVANCE = 1.0 / SPEAKER_FACTOR
 # constraint the question states, as a turn of the person it names does, and weighs the same.
 # On LoCoMo a question naming a date is answered in a session within it 9 times in 10.
 PERIOD_FACTOR = SPEAKER_FACTOR
-# Past `search.ann_min_rows`, LanceDB's ANN index proposes ANN_REFINE × the wanted candidates
-# (partitions probed: ANN_NPROBES), and their exact cosines from the mirror's vectors decide.
-# ×8 rather than ×5: the index is trained afresh on every store, and on one of two 1M stores
-# ×5 fell to recall@10 0.978 / 0.977 (two query sets) where ×8 held 0.990 / 0.985 (README).
-ANN_REFINE = 8
-ANN_NPROBES = 128
-ANN_EXACT_BELOW = 10_000  # fewer allowed rows than this are scored exactly
-# From this share of the mirror's rows allowed, the index is searched unfiltered for
-# 1/share × as many candidates and the allowed ones kept: LanceDB's prefilter evaluates the
-# SQL filter over every row per query (~45 ms of 75 at 1M rows, README "Scale"), and the
-# mirror's mask says the same thing for free. A filter that keeps fewer falls back to it.
-ANN_POSTFILTER_SHARE = 0.5
 UNKNOWN_COSINE = -2.0  # below any cosine: positions the ANN path did not score
 
 
@@ -250,7 +239,9 @@ class Retriever:
                 cos_all[at] = self.corpus.exact_cosines(qvec, at)
                 return positions
 
-            near, near_cos = self._ann_scored(qvec, where, cfg.candidates, allowed)
+            near, near_cos = ann_scored(
+                self.store, self.corpus, qvec, where, cfg.candidates, allowed
+            )
             cos_all[near] = near_cos  # (already exact: not read again)
             bm25 = self.corpus.index.search(
                 words, cfg.candidates, allowed=allowed, seen=seen, ties=ties
@@ -301,40 +292,9 @@ class Retriever:
     ) -> list[int]:
         """Top-`want` allowed positions: the ANN index's `ANN_REFINE`×`want` nearest
         (prefiltered by `where`), re-ranked by their exact cosines to `vector`."""
-        return [int(p) for p in self._ann_scored(vector, where, want, allowed)[0]]
-
-    def _ann_scored(
-        self, vector: npt.NDArray[np.float32], where: str, want: int, allowed: npt.NDArray[np.bool_]
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """`_ann`'s positions, best first, with their exact cosines."""
-        count = int(np.count_nonzero(allowed))
-        if count <= ANN_EXACT_BELOW:  # a narrow filter is scored exactly, index or not
-            pos = np.flatnonzero(allowed)
-        else:
-            wanted = want * ANN_REFINE
-            share = count / max(1, len(self.corpus))
-            pos = np.zeros(0, dtype=np.int64)
-            if share >= ANN_POSTFILTER_SHARE:
-                pos = self._ann_positions(vector, None, math.ceil(wanted / share), allowed)
-            if len(pos) < min(want, count):  # the filter kept too few of them
-                pos = self._ann_positions(vector, where, wanted, allowed)
-        exact = self.corpus.exact_cosines(vector, pos)
-        order = np.lexsort((self.corpus.pos_of.tie_keys()[pos], -exact))[:want]
-        return pos[order].astype(np.int64), exact[order]
-
-    def _ann_positions(
-        self,
-        vector: npt.NDArray[np.float32],
-        where: str | None,
-        k: int,
-        allowed: npt.NDArray[np.bool_],
-    ) -> npt.NDArray[np.int64]:
-        """The allowed mirror positions among the index's `k` nearest rows (matching `where`,
-        or unfiltered when None), each once."""
-        addrs, _ = self.store.vector_search(vector, where, k, nprobes=ANN_NPROBES)
-        pos = self.corpus.positions_at(addrs)
-        pos = pos[pos >= 0]
-        return np.unique(pos[allowed[pos]])
+        return [
+            int(p) for p in ann_scored(self.store, self.corpus, vector, where, want, allowed)[0]
+        ]
 
     # ---- several queries, adjustments -----------------------------------------------------
 
@@ -349,17 +309,16 @@ class Retriever:
         # 0.29 / 0.31 on LoCoMo, 0.73 / 0.79 on SciFact, against 0.68 / 0.65 and 0.82 / 0.85
         # so; `benches/multi_query.py`, README).
         lists = [scored for scored in per_query if scored]
-        ties = self.corpus.pos_of.tie_keys()  # (fusion breaks ties by key: keyed by id rank)
-        fused = fusion.score_fusion(
-            [[int(ties[s.pos]) for s in scored] for scored in lists],
+        fused = fuse(
+            [[s.pos for s in scored] for scored in lists],
             [[s.fused for s in scored] for scored in lists],
             method="minmax",
+            ties=self.corpus.pos_of.tie_keys(),
         )
-        position_of = {int(ties[pos]): pos for pos in best}
         top = max(fused.scores) if fused.scores else 1.0
         out = []
-        for key, score in zip(fused.ids, fused.scores, strict=True):
-            s = best[position_of[key]]
+        for pos, score in zip(fused.ids, fused.scores, strict=True):
+            s = best[pos]
             out.append(_Scored(s.pos, score / top, s.relevance, s.cosine, s.coverage, s.legs))
         return out
 
