@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from octobrain.store.schema import DAMAGED_TITLE
+from octobrain.store.schema import DAMAGED_TITLE, first_damaged
 
 IndexStatus = Literal["indexed", "reindexed", "repaired", "unchanged", "fresh"]
 
@@ -143,7 +143,7 @@ class KnowledgeStats:
     newest: datetime | None
     scope: str
     damaged: int = 0  # sources that no longer match their checksum (counted under DAMAGED_TITLE)
-    damaged_ids: list[str] = field(default_factory=list)  # the first five of them
+    damaged_ids: list[str] = field(default_factory=list)  # the first of them (`first_damaged`)
 
     @classmethod
     def from_rows(cls, rows: list[dict[str, Any]], damaged: set[str], scope: str) -> KnowledgeStats:
@@ -165,5 +165,5 @@ class KnowledgeStats:
             newest=max(stamps) if stamps else None,
             scope=scope,
             damaged=sum(1 for r in rows if r["id"] in damaged),
-            damaged_ids=sorted(str(r["id"]) for r in rows if r["id"] in damaged)[:5],
+            damaged_ids=first_damaged(str(r["id"]) for r in rows if r["id"] in damaged),
         )

@@ -32,7 +32,7 @@ from octobrain.models import (
 )
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.memories import invisible
-from octobrain.store.schema import CHECKED, CHECKSUM, DAMAGED_TITLE, row_to_memory
+from octobrain.store.schema import CHECKED, CHECKSUM, DAMAGED_TITLE, first_damaged, row_to_memory
 from octobrain.store.sql import sql_str, visible_scopes, visible_where
 from octobrain.times import utcnow
 
@@ -332,7 +332,7 @@ class Reads(BrainBase):
             "embedding_model": self.embedder.model_id,
             "store": self.uri,
             "damaged": len(garbled),
-            "damaged_ids": sorted(str(rows.column("id")[i]) for i in garbled)[:5],
+            "damaged_ids": first_damaged(str(rows.column("id")[i]) for i in garbled),
         }
 
     def show(self, memory_id: str) -> Memory:

@@ -80,6 +80,12 @@ GARBLED_REPAIR = (
 # What a listing shows for a memory whose row no longer matches its checksum, in place of its
 # title (`Brain.forget_targets`, an ambiguous id prefix's candidates).
 DAMAGED_TITLE = "(damaged: no longer matches its checksum; not shown)"
+DAMAGED_NAMED = 5  # damaged rows a `stats` answer names by id (the rest: counted)
+
+
+def first_damaged(ids: Iterable[str]) -> list[str]:
+    """The damaged rows' ids a `stats` answer names: the first `DAMAGED_NAMED` in id order."""
+    return sorted(ids)[:DAMAGED_NAMED]
 
 
 class RowDamaged(StorageError):
