@@ -7,13 +7,12 @@ import math
 import pytest
 
 from octobrain.errors import InvalidInput
+from octobrain.field_checks import check_id, check_unit
 from octobrain.memory.links import parse_links
 from octobrain.models import (
     MemoryType,
     RelationshipType,
     Source,
-    check_id,
-    check_unit,
     clean_files,
     clean_tags,
     parse_memory_type,

@@ -7,6 +7,7 @@ import dataclasses
 from functools import partial
 
 from octobrain.errors import InvalidInput
+from octobrain.field_checks import check_limit
 from octobrain.knowledge.core import KnowledgeBase
 from octobrain.knowledge.extract import document_from_text
 from octobrain.knowledge.generation import content_hash
@@ -14,7 +15,7 @@ from octobrain.knowledge.note_room import check_room
 from octobrain.knowledge.reopen import reopening
 from octobrain.knowledge.results import KnowledgeStats, SourceInfo, StoredNote
 from octobrain.knowledge.sources import check_key
-from octobrain.models import NOTE_BYTES, check_limit
+from octobrain.models import NOTE_BYTES
 from octobrain.safe_text import is_unicode
 from octobrain.secrets import screen
 from octobrain.times import utcnow

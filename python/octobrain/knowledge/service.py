@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from octobrain.errors import InvalidInput, as_json
+from octobrain.field_checks import check_limit
 from octobrain.knowledge.by_file import ByFile
 from octobrain.knowledge.by_url import ByUrl
 from octobrain.knowledge.extract import DocType, Document, document_from_text, extract, normalise
@@ -54,7 +55,7 @@ from octobrain.knowledge.sources import (
     refuse_own,
 )
 from octobrain.knowledge.stale import mark_stale, mark_stale_lines
-from octobrain.models import QUERY_BYTES, check_limit
+from octobrain.models import QUERY_BYTES
 from octobrain.safe_text import check_text
 from octobrain.secrets import find_secrets
 from octobrain.store.failures import failures_named

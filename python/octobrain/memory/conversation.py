@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from octobrain.errors import InvalidInput, as_json
+from octobrain.field_checks import ID_CHARS
 from octobrain.files import TooLarge, gunzipped, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, array_values, bounds, read_json
 from octobrain.lines import iter_lines, place
@@ -49,7 +50,6 @@ from octobrain.memory.turns import (
     streamed,
 )
 from octobrain.memory.whatsapp_text import WHATSAPP, is_whatsapp, whatsapp_records
-from octobrain.models import ID_CHARS
 from octobrain.safe_text import shows_something
 
 __all__ = [

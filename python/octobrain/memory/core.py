@@ -12,6 +12,7 @@ from octobrain.config import Config
 from octobrain.embed.base import Embedder
 from octobrain.embed.factory import facade_parts
 from octobrain.errors import InvalidInput, json_type
+from octobrain.field_checks import check_id_ref
 from octobrain.files import check_path
 from octobrain.memory import corpus_snapshot
 from octobrain.memory.consolidation import Consolidator
@@ -19,7 +20,7 @@ from octobrain.memory.corpus import Corpus
 from octobrain.memory.search import Retriever
 from octobrain.memory.snapshot import SnapshotDir
 from octobrain.memory.snapshot import default_root as snapshot_root
-from octobrain.models import Memory, check_id_ref
+from octobrain.models import Memory
 from octobrain.safe_text import check_text, check_visible
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen, screen_each

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from octobrain.errors import InvalidInput, as_json
+from octobrain.field_checks import check_flag, check_limit
 from octobrain.memory import goals, sweep
 from octobrain.memory.consolidation import Consolidation, Unconsolidation
 from octobrain.memory.sleep import SleepReport, archive_faded, sleep_pass
-from octobrain.models import MemoryType, check_flag, check_limit
+from octobrain.models import MemoryType
 from octobrain.store.sql import visible_scopes
 from octobrain.store.timeline import StoreVersion
 from octobrain.times import utcnow

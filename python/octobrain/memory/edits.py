@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from octobrain.embed.base import Vectors, ahead
 from octobrain.errors import InvalidInput
+from octobrain.field_checks import check_id_ref, check_strings, check_unit
 from octobrain.memory.core import BrainBase
 from octobrain.models import (
     CONTENT_BYTES,
@@ -15,9 +16,6 @@ from octobrain.models import (
     Memory,
     Source,
     State,
-    check_id_ref,
-    check_strings,
-    check_unit,
     clean_files,
     clean_tags,
     parse_memory_type,

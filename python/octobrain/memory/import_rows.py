@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from octobrain.errors import InvalidInput, as_json, cut_middle
+from octobrain.field_checks import check_id, check_unit
 from octobrain.models import (
     CONTENT_BYTES,
     CONTEXT_BYTES,
@@ -21,8 +22,6 @@ from octobrain.models import (
     TITLE_BYTES,
     Memory,
     Relationship,
-    check_id,
-    check_unit,
     clean_files,
     clean_tags,
     parse_memory_type,

@@ -7,14 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from octobrain.errors import InvalidInput
-from octobrain.models import (
-    LINK_DESCRIPTION_CHARS,
-    MAX_LINKS,
-    RelationshipType,
-    check_id_ref,
-    check_unit,
-    parse_link_type,
-)
+from octobrain.field_checks import check_id_ref, check_unit
+from octobrain.models import LINK_DESCRIPTION_CHARS, MAX_LINKS, RelationshipType, parse_link_type
 from octobrain.safe_text import plain_string
 
 

@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 
 from octobrain.errors import InvalidInput, json_type
+from octobrain.field_checks import check_list, check_strings
 from octobrain.models import (
     MAX_QUERIES,
     QUERY_BYTES,
     MemoryType,
-    check_list,
-    check_strings,
     clean_files,
     clean_tags,
     parse_memory_type,

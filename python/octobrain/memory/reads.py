@@ -13,23 +13,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from octobrain.errors import InvalidInput, OctobrainError
+from octobrain.field_checks import check_flag, check_id_ref, check_limit, check_strings, check_unit
 from octobrain.memory import snapshot_reads, temporal
 from octobrain.memory.access import AccessQueue
 from octobrain.memory.corpus_io import LIGHT_COLUMNS
 from octobrain.memory.query import parse_filters, parse_queries
 from octobrain.memory.search import Empty, Hit
-from octobrain.models import (
-    Memory,
-    Relationship,
-    RelationshipType,
-    State,
-    check_flag,
-    check_id_ref,
-    check_limit,
-    check_strings,
-    check_unit,
-    parse_memory_type,
-)
+from octobrain.models import Memory, Relationship, RelationshipType, State, parse_memory_type
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.memories import invisible
 from octobrain.store.schema import CHECKED, CHECKSUM, DAMAGED_TITLE, first_damaged, row_to_memory

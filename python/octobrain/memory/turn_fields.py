@@ -9,7 +9,7 @@ import re
 from datetime import datetime
 
 from octobrain.errors import InvalidInput
-from octobrain.models import ID_CHARS
+from octobrain.field_checks import ID_CHARS
 from octobrain.safe_text import same_text_key, without_bidi
 from octobrain.times import from_unix, iso_time, not_ahead
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 
 from octobrain.embed.base import ahead
 from octobrain.errors import InvalidInput
+from octobrain.field_checks import check_flag, check_list, check_unit
 from octobrain.memory import copies, goals, temporal
 from octobrain.memory.conversation import is_turn
 from octobrain.memory.copies import Stored
@@ -23,9 +24,6 @@ from octobrain.models import (
     MemoryType,
     Relationship,
     RelationshipType,
-    check_flag,
-    check_list,
-    check_unit,
     clean_files,
     clean_tags,
     parse_link_type,

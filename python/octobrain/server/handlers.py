@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, NotStarted, as_json, json_type
-from octobrain.models import LINK_TYPES, MAX_FILES, MAX_TAGS, check_flag
+from octobrain.field_checks import check_flag
+from octobrain.models import LINK_TYPES, MAX_FILES, MAX_TAGS
 from octobrain.safe_text import byte_len, client_text, glimpse, one_line
 from octobrain.server.schemas import INGEST_BYTES, INGEST_TURNS, KNOWLEDGE_COMMANDS, SOURCES
 

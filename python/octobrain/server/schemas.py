@@ -11,18 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from octobrain.field_checks import ID_CHARS, MAX_LIMIT
 from octobrain.memory.query import MAX_TYPE_FILTERS
 from octobrain.memory.turn_fields import SESSION_CHARS, SPEAKER_CHARS
 from octobrain.models import (
     CONTENT_BYTES,
     FILE_BYTES,
-    ID_CHARS,
     KEEP_VERSIONS_DAYS,
     KEY_BYTES,
     LINK_DESCRIPTION_CHARS,
     LINK_TYPES,
     MAX_FILES,
-    MAX_LIMIT,
     MAX_LINKS,
     MAX_QUERIES,
     MAX_TAGS,
