@@ -260,7 +260,7 @@ def spawn_at_exit(settings: Settings) -> None:
     started meanwhile runs in-process rather than starting a second service."""
     import atexit
 
-    if _take_spawn_lock(settings) and not service_alive(settings):
+    if _hold(settings.spawn_lock_path) and not service_alive(settings):
         atexit.register(_spawn_if_configured, settings)
 
 
@@ -283,12 +283,6 @@ def _spawn_if_configured(settings: Settings, lock: str | None = None) -> bool:
     finally:
         said.disabled = was
     return spawn(settings, load_now=True, lock=lock)
-
-
-def _take_spawn_lock(settings: Settings) -> bool:
-    """Hold the spawn lock until this process exits (a second client will not spawn too);
-    False when another process holds it."""
-    return _hold(settings.spawn_lock_path)
 
 
 _held: dict[str, int] = {}  # lock file → its descriptor, held until this process exits
@@ -370,7 +364,7 @@ def connect_starting(settings: Settings) -> Channel | None:
     Not a service whose socket refuses (it is stopping, or died), nor for longer than
     `STARTING_SECONDS`."""
     if not service_alive(settings):
-        if _take_spawn_lock(settings):
+        if _hold(settings.spawn_lock_path):
             return None  # the first: it runs here and starts the service as it exits
         # One of the burst starts it (the start lock); the others wait for its socket too.
         start = settings.start_lock_path

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from octobrain.cli import library_log
     from octobrain.cli.service_stores import BrainCache
 
-log = logging.getLogger("octobrain.cli.service_daemon")  # the service's own log (its log file)
+log = logging.getLogger(__name__)  # to the service's log file (`service_daemon.main`)
 
 
 @contextlib.contextmanager

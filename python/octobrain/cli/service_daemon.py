@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from octobrain.cli import library_log
+from octobrain.cli import library_log, service_command
 from octobrain.cli.service_client import (
     PROTOCOL,
     SPAWNER_FD_VAR,
@@ -476,11 +476,17 @@ def main() -> int:
             "%(asctime)s octobrain-service %(levelname)s %(name)s: %(message)s"
         )
     )
-    for name in ("octobrain.cli.service_daemon", "octobrain.server", "mcp"):
+    for name in (
+        "octobrain.cli.service_daemon",
+        "octobrain.server",
+        "mcp",
+        service_command.__name__,
+    ):
         logger = logging.getLogger(name)
         logger.addHandler(handler)
         logger.propagate = False
-    log.setLevel(logging.INFO)
+    for own in (log, service_command.log):
+        own.setLevel(logging.INFO)
     _LIBRARY_LOG = library_log.install(elsewhere=handler)
     settings = load_settings()
     if settings is None or not settings.enabled:
