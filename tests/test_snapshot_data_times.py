@@ -46,6 +46,22 @@ def _store_with_snapshot(env: dict[str, str]) -> dict[str, str]:
     return {m["title"]: m["id"] for m in json.loads(listed.stdout)}
 
 
+def _flip(env: dict[str, str], text: bytes) -> None:
+    """Change one byte of `text` in the memories data file holding it, in place (its size and
+    footer kept)."""
+    data = Path(env["OCTOBRAIN_DATA_DIR"]) / "db" / "memories.lance" / "data"
+    [file] = [f for f in data.glob("*.lance") if text in f.read_bytes()]
+    with file.open("r+b") as f:
+        f.seek(file.read_bytes().index(text) + 7)
+        f.write(b"5")
+
+
+def _refused(done: subprocess.CompletedProcess[str], memory: str) -> None:
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert f"memory {memory} no longer matches the checksum" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("command", [("recent",), ("remember", "durable"), ("get", "{id}")])
 def test_a_data_file_changed_in_place_is_not_answered_from_the_snapshot(
     env: dict[str, str], command: tuple[str, ...]
@@ -54,25 +70,41 @@ def test_a_data_file_changed_in_place_is_not_answered_from_the_snapshot(
     # answered from its copy, exit 0, while `doctor` and every read of the store said the
     # memory no longer matched its checksum.
     ids = _store_with_snapshot(env)
-    data = Path(env["OCTOBRAIN_DATA_DIR"]) / "db" / "memories.lance" / "data"
-    [file] = [f for f in data.glob("*.lance") if b"number 4 here" in f.read_bytes()]
-    with file.open("r+b") as f:  # one byte of the content, in place: size and footer kept
-        at = file.read_bytes().index(b"number 4 here")
-        f.seek(at + 7)
-        f.write(b"5")
-    done = _run(env, *(arg.format(id=ids["Fact 4"]) for arg in command))
-    assert done.returncode == 1, (done.stdout, done.stderr)
-    assert f"memory {ids['Fact 4']} no longer matches the checksum" in done.stderr, done.stderr
-    assert "Traceback" not in done.stderr, done.stderr
+    _flip(env, b"number 4 here")
+    _refused(_run(env, *(arg.format(id=ids["Fact 4"]) for arg in command)), ids["Fact 4"])
 
 
-def test_a_snapshot_written_before_the_times_were_recorded_is_still_served(
+def test_a_data_file_a_tail_recorded_changed_in_place_is_not_answered_from_the_tail(
     env: dict[str, str],
 ) -> None:
+    # A memory written after the snapshot is replayed from the tail its writer left: its
+    # file's size and footer were checked, not its time, and `get` answered from the tail.
+    _store_with_snapshot(env)
+    done = _run(env, "memorize", "-t", "Fact 6", "-c", "Durable fact number 6 here.")
+    assert done.returncode == 0, done.stderr
+    assert list((Path(env["OCTOBRAIN_DATA_DIR"]) / "cache" / "snapshots").glob("*/v*/tail-*"))
+    [memory] = [
+        m["id"]
+        for m in json.loads(_run(env, "recent", "--format", "json").stdout)
+        if m["title"] == "Fact 6"
+    ]
+    _flip(env, b"number 6 here")
+    _refused(_run(env, "get", memory), memory)
+
+
+@pytest.mark.parametrize("written", ["without times", "with data_times beside"])
+def test_a_snapshot_written_before_the_times_were_recorded_is_still_served(
+    env: dict[str, str], written: str
+) -> None:
+    # Recorded as (path, size) pairs, and (for an hour) their times under `data_times`.
     ids = _store_with_snapshot(env)
     [where] = (Path(env["OCTOBRAIN_DATA_DIR"]) / "cache" / "snapshots").glob("*/v*/manifest.json")
     manifest = json.loads(where.read_text())
-    del manifest["data_times"], manifest["crc"]
+    del manifest["crc"]
+    files = manifest["data_files"]
+    manifest["data_files"] = {name: [f[:2] for f in listed] for name, listed in files.items()}
+    if written == "with data_times beside":
+        manifest["data_times"] = {name: {f[0]: 1 for f in listed} for name, listed in files.items()}
     manifest["crc"] = _manifest_crc(manifest)
     where.write_text(json.dumps(manifest))
     done = _run(env, "get", ids["Fact 4"])

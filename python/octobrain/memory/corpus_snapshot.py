@@ -20,10 +20,11 @@ import numpy as np
 
 from octobrain.errors import OctobrainError
 from octobrain.heap import collect_later
-from octobrain.memory import build, corpus_apply, data_times, tail
+from octobrain.memory import build, corpus_apply, tail
 from octobrain.memory.edges import EdgeMirror
 from octobrain.memory.page_check import SnapshotDamaged
 from octobrain.memory.snapshot import Snapshot, SnapshotDir
+from octobrain.store import operations
 
 if TYPE_CHECKING:
     from octobrain.memory.corpus import Corpus
@@ -49,9 +50,6 @@ def open_current(c: Corpus) -> bool:
             recorded = replayed.data_files
             newest = (c._version, c._edges.version) == on_disk
     check_data_files(c, recorded, newest=newest)
-    changed = data_times.changed(c._store.location, None if source is None else source.data_times)
-    if changed is not None:  # (its copy of the rows is not the store's now)
-        raise SnapshotDamaged(changed)
     if (c._version, c._edges.version) != on_disk:
         return False
     c._apply_kept_access(c._store.kept_access())
@@ -91,7 +89,7 @@ def leave_tail(c: Corpus) -> None:
 
 
 def check_data_files(
-    c: Corpus, recorded: dict[str, list[tuple[str, int]]] | None, *, newest: bool
+    c: Corpus, recorded: dict[str, list[operations.DataFile]] | None, *, newest: bool
 ) -> None:
     """Refuse (`TableDamaged`) to answer from the snapshot when a data or deletion file the
     store's newest versions read is gone or cut (a stat and a footer read each, no
@@ -100,25 +98,34 @@ def check_data_files(
     store was damaged. `recorded` are the files the snapshot recorded for its versions, or
     the tail replayed after it for its own (`newest`: they are the newest versions'); a file
     gone counts only then (else a clean-up may have removed it since, and the catch-up
-    through LanceDB reads what the newest versions do)."""
-    from octobrain.store import manifest, operations
+    through LanceDB reads what the newest versions do). A file written since its time was
+    recorded (changed in place, its size and footer intact) is `SnapshotDamaged`: its copy of
+    the rows is not the store's now, and the store's read says what it finds."""
+    from octobrain.store import manifest
 
     if recorded is None:
         return
     location = c._store.location
+    written = None
     for name, files in recorded.items():
-        damage = operations.damaged_among(location, name, files, gone=newest)
+        damage, since = operations.checked_among(location, name, files, gone=newest)
         if damage is not None:
             raise manifest.TableDamaged(location, name, damage)
+        written = written or since
+    if written is not None:
+        raise SnapshotDamaged(written)
 
 
 def _data_files(
-    c: Corpus, version: int, edges_version: int
-) -> dict[str, list[tuple[str, int]]] | None:
+    c: Corpus,
+    version: int,
+    edges_version: int,
+    recorded: dict[str, list[operations.DataFile]] | None = None,
+) -> dict[str, list[operations.DataFile]] | None:
     """The data files `version` of `memories` and `edges_version` of `relationships` read,
     from the tables' manifests (on a writer's thread: `check_data_files` reads them back
-    without importing protobuf); None when they cannot be told."""
-    from octobrain.store import operations
+    without importing protobuf), each with its time as it is now, or as `recorded` (the
+    snapshot a tail follows) holds it; None when they cannot be told."""
     from octobrain.store.schema import MEMORIES, RELATIONSHIPS
 
     location = c._store.location
@@ -130,7 +137,16 @@ def _data_files(
     }
     if any(files is None for files in found.values()):
         return None
-    return {name: list(files or ()) for name, files in found.items()}
+    times = {
+        (name, f[0]): f[2] for name, files in (recorded or {}).items() for f in files if len(f) > 2
+    }
+    return {
+        name: [
+            (f[0], f[1], times[name, f[0]]) if (name, f[0]) in times else f
+            for f in operations.stamped(location, name, files or ())
+        ]
+        for name, files in found.items()
+    }
 
 
 def replay_tail(c: Corpus, version: int, edges_version: int) -> tail.Tail | None:
@@ -283,14 +299,19 @@ def maybe_tail(c: Corpus) -> None:
     )
     c._tail_at = (c._version, edges.version)
     c._writer = threading.Thread(
-        target=_write_tail, args=(c, source.where, left), name="octobrain-snapshot"
+        target=_write_tail,
+        args=(c, source.where, left, source.data_files),
+        name="octobrain-snapshot",
     )
     c._writer.start()
 
 
-def _write_tail(c: Corpus, where: Path, left: tail.Tail) -> None:
+def _write_tail(
+    c: Corpus, where: Path, left: tail.Tail, recorded: dict[str, list[operations.DataFile]] | None
+) -> None:
     try:
-        left.data_files = _data_files(c, left.version, left.edges_version)
+        # (a file the snapshot recorded keeps its time then: its rows are the snapshot's copy)
+        left.data_files = _data_files(c, left.version, left.edges_version, recorded)
         tail.write(where, left)
     except OSError as exc:  # a full or read-only cache, or the snapshot removed meanwhile
         log.info("memory snapshot tail not written: %s", exc)
@@ -299,7 +320,6 @@ def _write_tail(c: Corpus, where: Path, left: tail.Tail) -> None:
 def _write(c: Corpus, snapshots: SnapshotDir, snap: Snapshot, scratch: Path | None = None) -> None:
     try:
         snap.data_files = _data_files(c, snap.version, snap.edges_version)
-        snap.data_times = data_times.stamp(c._store.location, snap.data_files)
         snapshots.write(snap)
     except OSError as exc:  # a full or read-only cache never fails a query
         log.warning("memory snapshot not written: %s", exc)

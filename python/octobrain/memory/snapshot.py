@@ -61,8 +61,8 @@ import pyarrow as pa
 
 from octobrain.files import read_regular
 from octobrain.kernels.bm25 import PARTS, BM25Index
-from octobrain.memory import data_times
 from octobrain.memory.page_check import BLOCK, PageCheck, block_crcs, in_background
+from octobrain.store.operations import DataFile, recorded_files
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +134,10 @@ class Snapshot:
     # (truncated, copied over) is what the maps read, and a page cut from under them
     # killed the process with SIGBUS.
     opened: dict[str, tuple[int, int, int]] | None = None
-    # The store's data files its versions read, by table (path under `data/`, size written;
-    # deletion files as `_deletions/…`, `store.operations.data_files`): what a new process
-    # checks before it answers from the snapshot. None: not recorded.
-    data_files: dict[str, list[tuple[str, int]]] | None = None
-    data_times: dict[str, dict[str, int]] | None = None  # theirs when recorded (`data_times`)
+    # The store's data files its versions read, by table (path under `data/`, size written,
+    # mtime_ns then; deletion files as `_deletions/…`, `store.operations.DataFile`): what a
+    # new process checks before it answers from the snapshot. None: not recorded.
+    data_files: dict[str, list[DataFile]] | None = None
 
     def changed_file(self) -> str | None:
         """The first of its files changed in place since it was opened, or None. A file gone
@@ -182,24 +181,6 @@ def default_root() -> Path:
 def store_key(uri: str, model_id: str, dim: int) -> str:
     """The directory name of one store's snapshots (its URI, model and dimension)."""
     return hashlib.sha256(f"{uri}\0{model_id}\0{dim}".encode()).hexdigest()[:32]
-
-
-def read_data_files(recorded: Any) -> dict[str, list[tuple[str, int]]] | None:
-    """The store's data files a snapshot's manifest (or a tail's header) records, or None (none
-    recorded, or not in the form written: then nothing is checked by them)."""
-    if not isinstance(recorded, dict):
-        return None
-    out = {}
-    for table, files in recorded.items():
-        if not isinstance(files, list):
-            return None
-        pairs = [tuple(f) for f in files if isinstance(f, list) and len(f) == 2]
-        if len(pairs) != len(files) or not all(
-            isinstance(path, str) and isinstance(size, int) for path, size in pairs
-        ):
-            return None
-        out[str(table)] = [(str(path), int(size)) for path, size in pairs]
-    return out
 
 
 def _crc(path: Path) -> int:
@@ -311,8 +292,7 @@ class SnapshotDir:
             edges_mark=int(manifest["edges_mark"]) if edges is not None else -1,
             where=where,
             opened=opened,
-            data_files=read_data_files(manifest.get("data_files")),
-            data_times=data_times.read(manifest.get("data_times")),
+            data_files=recorded_files(manifest.get("data_files")),
         )
 
     def discard(self, snap: Snapshot) -> None:
@@ -367,7 +347,6 @@ class SnapshotDir:
             }
             if snap.data_files is not None:
                 manifest["data_files"] = snap.data_files
-                manifest["data_times"] = snap.data_times
             manifest["crc"] = _manifest_crc(manifest)
             _write_synced(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
             _fsync_dir(tmp)

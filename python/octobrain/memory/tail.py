@@ -41,7 +41,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from octobrain.files import drop_dead_leftovers, read_regular, replace_whole
-from octobrain.memory.snapshot import read_data_files
+from octobrain.store.operations import DataFile, recorded_files
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class Tail:
     edges_mark: int
     # The store's data files its versions read, by table (`Snapshot.data_files`; None: they
     # could not be told). Written on the writer's thread, just before the tail is.
-    data_files: dict[str, list[tuple[str, int]]] | None = None
+    data_files: dict[str, list[DataFile]] | None = None
 
 
 def _name(version: int) -> str:
@@ -221,5 +221,5 @@ def _parse(data: bytes, version: int) -> Tail:
         edges=edges,
         edges_version=int(header["edges_version"]),
         edges_mark=int(header["edges_mark"]),
-        data_files=read_data_files(header["data_files"]),
+        data_files=recorded_files(header["data_files"]),
     )

@@ -146,21 +146,71 @@ def damaged_file(location: StoreLocation, name: str, version: int) -> str | None
     return damaged_among(location, name, data_files(location, name, version) or ())
 
 
-def damaged_among(
-    location: StoreLocation, name: str, files: Sequence[tuple[str, int]], *, gone: bool = True
-) -> str | None:
-    """`damaged_file` of the data `files` (path under `data/`, or `_deletions/…` under the
-    table's folder, and the size written) of table `name`, known beforehand (a snapshot
-    records those of its version: reading them from the manifest imports protobuf, a tenth
-    of a new process's time). Without `gone`, a file that is not there is passed over (an
-    older version's, which a clean-up may remove); one there is still checked, as Lance
-    never writes a data file again."""
+# A data or deletion file as `data_files` names it, the size Lance wrote it at and, once a
+# snapshot or tail recorded it, its mtime_ns then (`stamped`).
+DataFile = tuple[str, int] | tuple[str, int, int]
+
+
+def stamped(location: StoreLocation, name: str, files: Sequence[DataFile]) -> list[DataFile]:
+    """`files` of table `name` each with its mtime_ns as it is now (a file gone, without)."""
     assert location.path is not None
-    for path, size in files:
+    out: list[DataFile] = []
+    for path, size, *_ in files:
+        try:
+            out.append((path, size, file_path(location.path, name, path).stat().st_mtime_ns))
+        except OSError:
+            out.append((path, size))
+    return out
+
+
+def recorded_files(recorded: Any) -> dict[str, list[DataFile]] | None:
+    """The data files a snapshot's manifest (or a tail's header) records by table, or None
+    (none recorded, or not in the form written: then nothing is checked by them)."""
+    if not isinstance(recorded, dict):
+        return None
+    out: dict[str, list[DataFile]] = {}
+    for table, files in recorded.items():
+        if not isinstance(files, list) or not all(
+            isinstance(f, list)
+            and len(f) in (2, 3)
+            and isinstance(f[0], str)
+            and all(type(n) is int for n in f[1:])
+            for f in files
+        ):
+            return None
+        out[str(table)] = [(f[0], f[1], f[2]) if len(f) == 3 else (f[0], f[1]) for f in files]
+    return out
+
+
+def damaged_among(
+    location: StoreLocation, name: str, files: Sequence[DataFile], *, gone: bool = True
+) -> str | None:
+    """`damaged_file` of the data `files` of table `name`, known beforehand (`checked_among`)."""
+    return checked_among(location, name, files, gone=gone)[0]
+
+
+def checked_among(
+    location: StoreLocation, name: str, files: Sequence[DataFile], *, gone: bool = True
+) -> tuple[str | None, str | None]:
+    """The first of the data `files` (path under `data/`, or `_deletions/…` under the
+    table's folder, the size written, and its time when recorded) of table `name` that is
+    damaged as `damaged_file` tells, and the first whose time is not the one recorded with
+    it, in words (one stat each). They are known beforehand (a snapshot records those of its
+    version: reading them from the manifest imports protobuf, a tenth of a new process's
+    time). As Lance never writes a data file again, one written since was changed in place
+    (a byte flipped inside a page, its size and footer intact). Without `gone`, a file that
+    is not there is passed over (an older version's, which a clean-up may remove); one there
+    is still checked."""
+    assert location.path is not None
+    written = None
+    for path, size, *recorded in files:
         deletion = path.startswith(DELETIONS)
         where = file_path(location.path, name, path)
         try:
-            got = where.stat().st_size
+            found = where.stat()
+            got = found.st_size
+            if written is None and recorded and found.st_mtime_ns != recorded[0]:
+                written = f"{name}: data file {path} was written since the snapshot recorded it"
             if deletion and got:
                 continue  # (its size is not recorded: gone or emptied is what can be told)
             if not deletion and got == size and _footer(where, size) == LANCE_MAGIC:
@@ -168,17 +218,20 @@ def damaged_among(
         except FileNotFoundError:
             if not gone:
                 continue
-            return f"{'deletion' if deletion else 'data'} file {path} is gone"
+            return f"{'deletion' if deletion else 'data'} file {path} is gone", written
         except OSError:
             continue  # (access, not damage: the commit says so itself)
         if deletion:
-            return f"deletion file {path} is empty"
+            return f"deletion file {path} is empty", written
         if not size:
             continue
         if got != size:
-            return f"data file {path} holds {got:,} bytes, not the {size:,} written"
-        return f"data file {path} no longer ends in Lance's footer (overwritten at its size)"
-    return None
+            return f"data file {path} holds {got:,} bytes, not the {size:,} written", written
+        return (
+            f"data file {path} no longer ends in Lance's footer (overwritten at its size)",
+            written,
+        )
+    return None, written
 
 
 def upkeep_note(location: StoreLocation, name: str, version: int) -> str:
