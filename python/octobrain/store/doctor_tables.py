@@ -102,6 +102,8 @@ def check_table(
         return check
     try:
         table = db.open_table(name)
+        lost = lost_version(location, name, table)  # (it may move `table` to a later commit)
+        _pin(table)
         check.rows_counted = int(table.count_rows())
     except (ValueError, RuntimeError, OSError) as exc:
         reason = manifest.short_reason(exc)
@@ -126,7 +128,6 @@ def check_table(
     unlike = dim_unlike_vectors(table.schema)
     if unlike is not None:  # every command refuses the store as embedded at another size
         problems.append(Problem(name, unlike, REEMBED if name == "memories" else repair))
-    lost = lost_version(location, name, table)
     if lost is not None:
         problems.append(Problem(name, lost.reason, lost.repair))
     gap = history_gap(table, KEEP_VERSIONS_FOR)
@@ -180,6 +181,15 @@ def check_table(
             Problem(name, "not in the manifest", "none needed: the next write records it")
         )
     return check
+
+
+def _pin(table: lancedb.table.Table) -> None:
+    """Read `table` at the version it is at from here on: a local store's connection sees each
+    commit as it lands, so a write of another process (the resident service indexing a
+    document) landing between the row count and the scan was reported as damage, with a
+    repair that empties the table. (Version 0 is no commit: `lost_version` names it.)"""
+    if int(table.version):
+        table.checkout(int(table.version))
 
 
 def _check_indexes(table: lancedb.table.Table, name: str, problems: list[Problem]) -> None:
