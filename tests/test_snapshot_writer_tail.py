@@ -194,6 +194,16 @@ def _as_the_store_finds(env: dict[str, str]) -> list[tuple[str, str]]:
     return _found(Brain(SCOPE, config=config, embedder=_brain(env).embedder, uri=uri))
 
 
+def _finds_as_the_store(env: dict[str, str], ids: list[str], *, through_lancedb: bool) -> None:
+    """A new reader finds `ids` and answers as the store does, reading it through LanceDB or
+    from the snapshot and tail alone (`through_lancedb`)."""
+    reader = _brain(env)
+    found = _found(reader)
+    assert reader.store.connected is through_lancedb
+    assert found == _as_the_store_finds(env)
+    assert set(ids) <= {mid for mid, _ in found}
+
+
 def test_a_tail_a_racing_writer_made_stale_is_not_replayed(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -202,11 +212,7 @@ def test_a_tail_a_racing_writer_made_stale_is_not_replayed(
     assert [p.name for p in left] == [f"tail-{version}.bin"]
     assert _brain(env).store.version() == version + 1
     # Of a version the store is past: replayed, the rest read through LanceDB; both notes.
-    reader = _brain(env)
-    found = _found(reader)
-    assert reader.store.connected
-    assert found == _as_the_store_finds(env)
-    assert {mine, theirs} <= {mid for mid, _ in found}
+    _finds_as_the_store(env, [mine, theirs], through_lancedb=True)
 
 
 def test_a_tail_landing_late_leaves_the_newer_one_in_place(
@@ -215,11 +221,7 @@ def test_a_tail_landing_late_leaves_the_newer_one_in_place(
     # Before: the first writer's tail, landing after the second writer had committed and left
     # its own, removed that one, and the next process read the store through LanceDB.
     mine, theirs, _ = _race(env, monkeypatch, theirs_left=True)
-    reader = _brain(env)
-    found = _found(reader)
-    assert not reader.store.connected
-    assert found == _as_the_store_finds(env)
-    assert {mine, theirs} <= {mid for mid, _ in found}
+    _finds_as_the_store(env, [mine, theirs], through_lancedb=False)
 
 
 def test_a_writer_that_caught_up_past_another_writer_leaves_a_tail_of_both(
@@ -231,11 +233,7 @@ def test_a_writer_that_caught_up_past_another_writer_leaves_a_tail_of_both(
     theirs = second.memorize("Racing note", "The cache uses setting zqrace.")[0].id
     first.leave_tail()  # (caught up to the second's commit too)
     second.leave_tail()  # (the tail is current: nothing more)
-    reader = _brain(env)
-    found = _found(reader)
-    assert not reader.store.connected
-    assert found == _as_the_store_finds(env)
-    assert {mine, theirs} <= {mid for mid, _ in found}
+    _finds_as_the_store(env, [mine, theirs], through_lancedb=False)
 
 
 def test_each_writer_replays_the_tail_left_and_reads_only_its_own_write(
