@@ -15,8 +15,8 @@ __all__ = [
     "cosine_clusters",
     "decayed_importance",
     "match_lines",
-    "rrf",
     "row_crcs",
+    "rrf",
     "rrf_batch",
     "score_fusion",
 ]
