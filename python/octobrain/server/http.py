@@ -192,6 +192,7 @@ class Guard:
             response = self._too_large()
         if response is None and scope.get("method") == "POST":
             body, read, why = await self.bodies.read(receive)
+            body = wire.without_bom(body)  # (what the SDK reads is the replayed body)
             if read is Read.TOO_LARGE:
                 response = self._too_large()
             elif read is Read.BUSY:

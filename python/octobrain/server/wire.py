@@ -10,6 +10,8 @@ atomic, so stopping mid-call loses nothing acknowledged).
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import itertools
 import json
 import logging
@@ -57,6 +59,10 @@ _refusals = QuietWarning(
     "not logged",
     "%d more messages were refused, not logged",
 )
+# RFC 8259 (8.1) lets a JSON reader ignore a UTF-8 byte order mark, and some Windows tools
+# write one before their first line; the SDK's readers took it for part of the message.
+UTF8_BOM = b"\xef\xbb\xbf"
+_NOT_UTF8 = "MCP messages are UTF-8 text (a UTF-8 byte order mark is allowed); nothing was done"
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _OTHER = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
@@ -140,6 +146,8 @@ def _screened(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
     if depth > MAX_DEPTH:
         message = f"message nested {depth} deep, over {MAX_DEPTH}"
         return None, error(INVALID_REQUEST, message, leading_id(raw))
+    if (refused := _encoding_refused(raw)) is not None:
+        return None, refused
     try:
         message = json.loads(raw, parse_int=_bounded_int, object_pairs_hook=_unique_keys)
     except (_TooManyDigits, _RepeatedKey) as exc:  # JSON, but not one reading: to its call
@@ -151,6 +159,36 @@ def _screened(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
     if isinstance(message, dict) and message.get("method") == "initialize":
         return message, _initialize_refused(message, len(raw))
     return message, None
+
+
+def without_bom(raw: bytes) -> bytes:
+    """A message without the UTF-8 byte order mark it may start with (`UTF8_BOM`)."""
+    return raw.removeprefix(UTF8_BOM)
+
+
+def _encoding_refused(raw: bytes) -> dict[str, Any] | None:
+    """The error answering a message that is not UTF-8 (UTF-16 or UTF-32, which Python's
+    `json` would read, or other bytes), else None. Answered with its id when that can be read,
+    where the SDK's "not a JSON-RPC message" or Python's codec error said nothing of the
+    encoding. A NUL byte is never in UTF-8 JSON text (JSON escapes it in a string)."""
+    if b"\x00" in raw or raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        said = "message is UTF-16 or UTF-32 text"
+    else:
+        try:
+            raw.decode("utf-8")
+            return None
+        except UnicodeDecodeError as exc:
+            bad = f"{raw[exc.start]:#04x}"
+            said = (
+                f"message is not UTF-8: its byte {exc.start + 1:,} ({bad}) cannot be read as UTF-8"
+            )
+    ident = leading_id(raw)
+    if ident is None:
+        with contextlib.suppress(ValueError, RecursionError):
+            read = json.loads(raw.strip(), parse_int=_bounded_int)  # (UTF-16, -32 read)
+            ident = read.get("id") if isinstance(read, dict) else None
+    usable = isinstance(ident, str | int) and not isinstance(ident, bool)
+    return error(PARSE_ERROR, f"{said}; {_NOT_UTF8}", ident if usable else None)
 
 
 def _initialize_refused(message: dict[str, Any], size: int) -> dict[str, Any] | None:
@@ -311,6 +349,7 @@ class CappedStdin:
             if line is None:
                 self._on_end()
                 return
+            line = without_bom(line)
             if not line.strip():
                 continue
             message, answer = _screened(line)
