@@ -1,13 +1,20 @@
 """`doctor` run while another process writes (the resident service indexing a document, an
-agent memorizing): a commit landing between its reads of one table is no damage. Each table is
-read at the version it opened at, so its row count and the rows read agree."""
+agent memorizing) or cleans up (its maintenance pass compacting a table and removing old
+versions): a commit landing between its reads of one table is no damage. Each table is read at
+the version it opened at, so its row count and the rows read agree; a read failing because
+that version was cleaned up meanwhile is done again at the newest version."""
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import lancedb
 import pytest
+from lancedb.index import BTree
 
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
@@ -20,33 +27,78 @@ from octobrain.store.schema import CHUNKS, MEMORIES, SOURCES
 from tests.reliability.kills import SCOPE, guide, knowledge_at
 
 
-@pytest.mark.parametrize("table", [MEMORIES, CHUNKS, SOURCES])
-@pytest.mark.parametrize("hook", ["lost_version", "history_gap"])  # (before and after the count)
-def test_a_commit_between_doctors_reads_of_a_table_is_no_damage(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: str, hook: str
-) -> None:
+def _writes(tmp_path: Path) -> dict[str, Callable[[], Any]]:
+    """A store at `tmp_path / "db"` holding a memory and a document, and a write to each of
+    its tables that another process might commit."""
     store = tmp_path / "db"
     brain = Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=store)
     brain.memorize("Lease", "The write lease is renewed every 20 seconds.")
     knowledge = knowledge_at(store)
     knowledge.index(str(guide(tmp_path / "old.md", "bluegreen", 3)))
-    writes = {
+    index = lambda: knowledge.index(str(guide(tmp_path / "new.md", "rainbow", 3)))  # noqa: E731
+    return {
         MEMORIES: lambda: brain.memorize("Canary", "Releases go out behind a canary first."),
-        CHUNKS: lambda: knowledge.index(str(guide(tmp_path / "new.md", "rainbow", 3))),
+        CHUNKS: index,
+        SOURCES: index,
     }
-    writes[SOURCES] = writes[CHUNKS]
+
+
+def _doctor_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook: str, table: str, meanwhile: Any
+) -> None:
+    """Run `doctor` with `meanwhile()` done when it reaches `hook` for `table`; it says ok."""
     real, pending = getattr(doctor_tables, hook), [table]
 
-    def meanwhile(*args: Any) -> Any:
-        """Another process commits to `table` after doctor opened it."""
+    def hooked(*args: Any) -> Any:
         opened = args[-1] if hook == "lost_version" else args[0]
         if opened.name in pending:
             pending.remove(opened.name)
-            writes[opened.name]()
+            meanwhile()
         return real(*args)
 
-    monkeypatch.setattr(doctor_tables, hook, meanwhile)
-    report = diagnose(StoreLocation(store), table_schemas())
+    monkeypatch.setattr(doctor_tables, hook, hooked)
+    report = diagnose(StoreLocation(tmp_path / "db"), table_schemas())
     assert not pending
     assert report.ok, [p.line() for p in report.problems]
-    assert diagnose(StoreLocation(store), table_schemas()).ok  # (and the write is whole)
+    assert diagnose(StoreLocation(tmp_path / "db"), table_schemas()).ok  # (and the write is whole)
+
+
+@pytest.mark.parametrize("table", [MEMORIES, CHUNKS, SOURCES])
+@pytest.mark.parametrize("hook", ["lost_version", "history_gap"])  # (before and after the count)
+def test_a_commit_between_doctors_reads_of_a_table_is_no_damage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: str, hook: str
+) -> None:
+    writes = _writes(tmp_path)
+    _doctor_with(tmp_path, monkeypatch, hook, table, writes[table])
+
+
+@pytest.mark.parametrize(  # (before and after the rows are read)
+    ("hook", "table"),
+    [
+        ("history_gap", MEMORIES),
+        ("history_gap", CHUNKS),
+        ("history_gap", SOURCES),
+        ("_check_indexes", MEMORIES),
+        ("_check_indexes", CHUNKS),
+    ],
+)
+def test_the_version_doctor_reads_cleaned_up_meanwhile_is_no_damage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: str, hook: str
+) -> None:
+    """Before: `memories: cannot be read (… Not found: …/data/<file>.lance)` (or `index id_idx
+    on id cannot be read`), exit 1, with a restore as the repair, when the service compacted
+    the table and cleaned up the version doctor had pinned (a week old: past
+    `KEEP_VERSIONS_FOR`, here made so by cleaning up everything older than now)."""
+    writes = _writes(tmp_path)
+    if hook == "_check_indexes":
+        writes[table]()  # (a table of one fragment and an index is not compacted)
+        lancedb.connect(tmp_path / "db").open_table(table).create_index("id", config=BTree())
+
+    def compacted() -> None:
+        writes[table]()
+        with warnings.catch_warnings():  # (LanceDB warns of what this test is about)
+            warnings.simplefilter("ignore", UserWarning)
+            other = lancedb.connect(tmp_path / "db").open_table(table)
+            other.optimize(cleanup_older_than=timedelta(0))
+
+    _doctor_with(tmp_path, monkeypatch, hook, table, compacted)
