@@ -108,3 +108,17 @@ def test_a_damaged_forgotten_turn_is_named_not_brought_back(
     [problem] = json.loads(out)["problems"]
     assert rc == 1 and problem["table"] == "forgotten_turns", problem
     assert "forgotten turn" in problem["problem"] and "--recreate" in problem["repair"]
+
+
+def test_sleep_never_merges_again_what_a_damaged_record_kept_apart(env: dict[str, str]) -> None:
+    # An undone consolidation keeps its members apart (`not_to_cluster`); its record's status
+    # changed on disk ("reverted" → "revertee") was not selected, and the next sleep pass
+    # merged them again, exit 0, against the undo.
+    parent, ids = _merged(env)
+    assert octobrain(env, "unconsolidate", parent).returncode == 0
+    _flip_in_journal(env, "reverted")
+    done = octobrain(env, "sleep-consolidate", "--threshold", "0.9", "--min-size", "2")
+    assert done.returncode == 1, done.stdout
+    line = one_clear_line(done.stderr)
+    assert "'consolidations' is damaged" in line and "octobrain doctor" in line, line
+    assert _states(env, ids) == ["working", "working"]  # nothing merged

@@ -21,7 +21,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from octobrain.store.journal_rows import check_record, consolidations_schema, record_checksum
+import numpy as np
+
+from octobrain.store.journal_rows import (
+    RECORD_CHECKED,
+    check_record,
+    consolidations_schema,
+    journal_damaged,
+    record_checksum,
+    records_damaged,
+)
 from octobrain.store.memories import MemoryStore
 from octobrain.store.schema import CHECKSUM, CONSOLIDATIONS, DONE, PENDING, REVERTED, UNFINISHED
 from octobrain.store.sql import sql_in, sql_str
@@ -110,17 +119,27 @@ class ConsolidationLog:
 
     def not_to_cluster(self, scope: str) -> set[str]:
         """Ids a sleep pass must leave alone in `scope`: parents of consolidations in force (a
-        record stays undoable on its own) and members of undone ones (someone said no)."""
-        where = f"scope = {sql_str(scope)} AND {sql_in('status', [DONE, REVERTED])}"
-        rows = (
-            self.table.search()
-            .where(where)
-            .select(["status", "parent_id", "member_ids"])
-            .limit(None)
-            .to_list()
+        record stays undoable on its own) and members of undone ones (someone said no).
+        Every record is read and checked first (`RowDamaged` naming the first damaged one,
+        nothing merged): one whose status or scope changed on disk was not selected, and
+        the members someone had separated were merged again without a word."""
+        import pyarrow.compute as pc
+
+        table = self.table
+        checked = CHECKSUM in table.schema.names
+        columns = (
+            [*RECORD_CHECKED, CHECKSUM]
+            if checked
+            else ["scope", "status", "parent_id", "member_ids"]
         )
-        out = {r["parent_id"] for r in rows if r["status"] == DONE}
-        out.update(m for r in rows if r["status"] == REVERTED for m in r["member_ids"])
+        rows = table.search().select(columns).limit(None).to_arrow()
+        if checked:
+            damaged = np.flatnonzero(records_damaged(rows))
+            if damaged.size:
+                raise journal_damaged(str(rows.column("id")[int(damaged[0])]), CONSOLIDATIONS)
+        records = rows.filter(pc.equal(rows.column("scope"), scope)).to_pylist()
+        out = {r["parent_id"] for r in records if r["status"] == DONE}
+        out.update(m for r in records if r["status"] == REVERTED for m in r["member_ids"])
         return out
 
 
