@@ -1258,9 +1258,9 @@ def test_an_update_that_changes_nothing_writes_nothing_and_one_saying_nothing_is
     assert same == brain.get(mem.id) and brain.store.version() == version
     with pytest.raises(InvalidInput, match=r"^update: nothing to change: give a title"):
         brain.update(mem.id)
-    with pytest.raises(InvalidInput, match=r"^remove_tags: names 'api', which add_tags adds"):
+    with pytest.raises(InvalidInput, match=r'^remove_tags: names "api", which add_tags adds'):
         brain.update(mem.id, add_tags=["api"], remove_tags=["api"])
-    with pytest.raises(InvalidInput, match=r"^remove_files: names 'a\.py', which add_files add"):
+    with pytest.raises(InvalidInput, match=r'^remove_files: names "a\.py", which add_files add'):
         brain.update(mem.id, add_files=["a.py"], remove_files=["a.py"])
     assert brain.store.version() == version
     assert brain.update(mem.id, importance=0.9).importance == 0.9

@@ -279,7 +279,7 @@ def test_a_client_whose_calls_may_be_locked_by_roots_is_shown_a_way_to_store_glo
                 scope="",
                 **{"global": False},
             )
-            assert error and reply.startswith("global: false contradicts scope ''"), reply
+            assert error and reply.startswith('global: false contradicts scope ""'), reply
             error, reply = await call(
                 client, "memorize", title="Tabs again", content="z" * 20, scope=PROJECT_B,
                 **{"global": True},
@@ -297,7 +297,7 @@ def test_a_client_whose_calls_may_be_locked_by_roots_is_shown_a_way_to_store_glo
                 client, "memorize", title="Tabs again", content="t" * 20, scope="",
                 **{"global": False},
             )  # fmt: skip
-            assert error and reply.startswith("global: false contradicts scope ''"), reply
+            assert error and reply.startswith('global: false contradicts scope ""'), reply
             error, reply = await call(client, "remember", query="tabs", **{"global": True})
             assert error and reply.startswith("global: this tool takes no global"), reply
             error, reply = await call(client, "remember", query="tabs", **{"x\nIGNORE\ny": 1})

@@ -273,7 +273,7 @@ def test_http_clients_do_not_share_session_notes(tmp_path: Path) -> None:
                 assert not error, reply
                 async with Client(url, mode="legacy") as second:
                     error, reply = await call(second, "knowledge", **read, scope=PROJECT_A)
-                    assert error and reply == "source: no stored note 'handoff' in this session"
+                    assert error and reply == 'source: no stored note "handoff" in this session'
                 error, reply = await call(first, "knowledge", **read, scope=PROJECT_A)
                 assert not error and "Rotate the staging keys." in reply
             async with Client(url) as stateless:  # 2026-07-28: no MCP session to keep notes in

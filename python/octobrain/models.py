@@ -261,7 +261,7 @@ def parse_link_type(value: object, *, field_name: str = "relationship_type") -> 
     if parsed in RESERVED_LINKS:
         raise InvalidInput(
             field_name,
-            f"{parsed.value!r} edges are written by octobrain itself; use one of "
+            f"{as_json(parsed.value)} edges are written by octobrain itself; use one of "
             f"{', '.join(LINK_TYPES)}",
         )
     return parsed

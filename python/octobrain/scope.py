@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.files import check_path
 
 log = logging.getLogger(__name__)
@@ -202,7 +202,7 @@ def validate_scope(scope: str, field: str = "scope") -> str:
     if ":" in text:
         url_scope = normalize_remote_url(text)
         if url_scope is None:
-            raise InvalidInput(field, f"{scope!r} is neither a scope nor a git remote URL")
+            raise InvalidInput(field, f"{as_json(scope)} is neither a scope nor a git remote URL")
         text = url_scope
     text = unicodedata.normalize("NFC", text.strip("/").lower())  # (as a derived scope is)
     if not text:

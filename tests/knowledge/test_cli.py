@@ -140,7 +140,7 @@ def test_bad_input_is_one_line_and_exit_2(workdir: Path) -> None:
         (("index", str(workdir)), "error: source: "),
         (("match", "("), "error: pattern: invalid regular expression: unclosed group"),
         (("match", "a{9999}{9999}"), "error: pattern: invalid regular expression: Compiled"),
-        (("delete", "missing"), "error: key: no stored note 'missing'"),
+        (("delete", "missing"), 'error: key: no stored note "missing"'),
         (("search", "x"), "error: query: "),
         # An empty --source meant some source: it was taken for every one.
         (("search", "rollback steps", "--source", ""), "error: --source: must name a file or"),

@@ -51,7 +51,7 @@ def test_a_host_that_does_not_resolve_in_the_time_left_is_given_up(
 
     monkeypatch.setattr(socket, "getaddrinfo", slow)
     try:
-        with pytest.raises(FetchError, match=r"cannot resolve host 'docs\.example' within the"):
+        with pytest.raises(FetchError, match=r'cannot resolve host "docs\.example" within the'):
             resolve_checked("docs.example", 80, (), 0.2)
     finally:
         release.set()

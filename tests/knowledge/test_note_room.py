@@ -124,7 +124,7 @@ def _at_once(stores: list[Callable[[], object]]) -> tuple[int, list[str]]:
         ({"max_session_notes": 2}, ["s1"] * 4, "n{i}", "knowledge.max_session_notes (2)"),
         ({"max_session_note_bytes": 110}, ["s1"] * 4, "n{i}", "max_session_note_bytes (110)"),
         ({"max_scope_notes": 2}, ["a", "b", "c", "d"], "n{i}", "knowledge.max_scope_notes (2)"),
-        ({}, ["s1"] * 4, "plan", "'plan' already exists in this session"),
+        ({}, ["s1"] * 4, "plan", '"plan" already exists in this session'),
     ],
 )
 def test_notes_stored_at_once_keep_within_the_caps(

@@ -473,9 +473,9 @@ def test_session_notes_are_private_unique_deletable_and_expire(
     assert "[SESSION]" in run_command(mine, {"command": "search", "query": "flux capacitor"})
     assert other.search("flux capacitor Tuesday").hits == []
     assert make_knowledge(session_id="").search("flux capacitor Tuesday").hits == []
-    with pytest.raises(InvalidInput, match="^key: 'plan' already exists in this session"):
+    with pytest.raises(InvalidInput, match='^key: "plan" already exists in this session'):
         mine.store("plan", "again")
-    with pytest.raises(InvalidInput, match="^key: no stored note 'plan' in this session"):
+    with pytest.raises(InvalidInput, match='^key: no stored note "plan" in this session'):
         other.delete("plan")
     with pytest.raises(InvalidInput, match="^content: must not be empty"):
         mine.store("empty", "   ")

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from octobrain import __version__
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.knowledge.sources import Fetched, SourceRef
 
 if TYPE_CHECKING:
@@ -130,10 +130,10 @@ def resolve_checked(
     except (socket.gaierror, UnicodeError) as exc:
         # (no such name is the URL's; a resolver that cannot answer now is not)
         failed = isinstance(exc, socket.gaierror) and exc.errno not in _NO_SUCH_NAME
-        raise FetchError(f"cannot resolve host {host!r}: {exc}", failed=failed) from None
+        raise FetchError(f"cannot resolve host {as_json(host)}: {exc}", failed=failed) from None
     addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
     if not addresses:
-        raise FetchError(f"cannot resolve host {host!r}")
+        raise FetchError(f"cannot resolve host {as_json(host)}")
     for addr in addresses:
         forms = _judged_as(addr)
         if any(_allowed(host, a, allow) for a in forms) or not any(map(_forbidden, forms)):
@@ -167,7 +167,7 @@ def _getaddrinfo(host: str, port: int, seconds: float | None) -> list[Any]:
     lookup.join(max(seconds, 0.0))
     if lookup.is_alive():
         raise FetchError(
-            f"cannot resolve host {host!r} within the time left to fetch it", failed=True
+            f"cannot resolve host {as_json(host)} within the time left to fetch it", failed=True
         )
     if failure:
         raise failure[0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from functools import partial
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.field_checks import check_limit
 from octobrain.knowledge.core import KnowledgeBase
 from octobrain.knowledge.extract import document_from_text
@@ -72,7 +72,7 @@ class Housekeeping(KnowledgeBase):
         uri = f"stored://{check_key(key)}"
         ids = [r["id"] for r in self._visible_rows(uri) if r["session_id"] == session]
         if not ids or not self.kstore.delete_sources(ids):
-            raise InvalidInput("key", f"no stored note {key!r} in this session")
+            raise InvalidInput("key", f"no stored note {as_json(key)} in this session")
         return uri
 
     # ---- housekeeping ---------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.knowledge.sources import STORED_PREFIX
 from octobrain.store.sql import sql_str, visible_scopes
 
@@ -33,7 +33,7 @@ def check_room(
     rows = kstore.scan_sources(f"session_id = {sql_str(session)}")
     if any(row["uri"] == uri and row["scope"] in visible_scopes(scope) for row in rows):
         key = uri.removeprefix(STORED_PREFIX)
-        raise InvalidInput("key", f"{key!r} already exists in this session; delete it first")
+        raise InvalidInput("key", f"{as_json(key)} already exists in this session; delete it first")
     held = sum(int(row["size_bytes"]) for row in rows)
     delete = (
         "delete notes this session no longer needs (the knowledge command `delete` with their "

@@ -112,7 +112,7 @@ class Knowledge(Housekeeping):
         if ref.kind is SourceKind.STORED:
             rows = self._visible_rows(ref.uri, with_text=True)
             if not rows:
-                raise InvalidInput("source", f"no stored note {ref.key!r} in this session")
+                raise InvalidInput("source", f"no stored note {as_json(ref.key)} in this session")
             check_knowledge(rows[0], SOURCES)  # never a changed text shown as the note's
             return document_from_text(ref.uri, rows[0]["text"])
         k = self.config.knowledge

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.models import KEY_BYTES, SOURCE_BYTES
 from octobrain.safe_text import is_unicode
@@ -84,7 +84,8 @@ def parse_source(source: str, *, cwd: Path | None = None) -> SourceRef:
     if scheme_match and not lower.startswith("file://"):
         scheme = scheme_match.group(1)
         raise InvalidInput(
-            "source", f"unsupported scheme {scheme!r}: use a file path, file:// or http(s)://"
+            "source",
+            f"unsupported scheme {as_json(scheme)}: use a file path, file:// or http(s)://",
         )
     if lower.startswith("file://"):
         parts = urlsplit(text)
@@ -162,7 +163,7 @@ def _own_files() -> list[Path]:
 def _normalise_url(url: str) -> str:
     parts = urlsplit(url)
     if not parts.hostname:
-        raise InvalidInput("source", f"URL {url!r} has no host")
+        raise InvalidInput("source", f"URL {as_json(url)} has no host")
     path = parts.path.rstrip("/")
     netloc = parts.netloc.lower()
     query = f"?{parts.query}" if parts.query else ""

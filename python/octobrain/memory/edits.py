@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from octobrain.embed.base import Vectors, ahead
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.field_checks import check_id_ref, check_strings, check_unit
 from octobrain.memory.core import BrainBase
 from octobrain.models import (
@@ -153,7 +153,9 @@ class Edits(BrainBase):
         ):
             if both := sorted(set(added) & set(removed)):
                 other = field_name.replace("remove", "add")
-                raise InvalidInput(field_name, f"names {both[0]!r}, which {other} adds; not both")
+                raise InvalidInput(
+                    field_name, f"names {as_json(both[0])}, which {other} adds; not both"
+                )
         new_title = None if title is None else self._text("title", title, TITLE_BYTES)
         check_one_line("title", new_title)
         check_lines("add_tags", list(add_tags))

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from octobrain.embed.base import ahead
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.field_checks import check_flag, check_list, check_unit
 from octobrain.memory import copies, goals, temporal
 from octobrain.memory.conversation import is_turn
@@ -306,7 +306,7 @@ class Writes(BrainBase):
             if kind.value not in UNLINKABLE:
                 raise InvalidInput(
                     "relationship_type",
-                    f"{kind.value!r} edges are kept by octobrain itself (a consolidation's "
+                    f"{as_json(kind.value)} edges are kept by octobrain itself (a consolidation's "
                     "members, a session's order); use one of " + ", ".join(UNLINKABLE),
                 )
             kinds = [kind.value]

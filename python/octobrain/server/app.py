@@ -189,7 +189,8 @@ class OctobrainServer:
         responses: types.InputResponses | None = None,
     ) -> handlers.Reply:
         if name not in TOOLS_BY_NAME:
-            raise InvalidInput("name", f"unknown tool {name!r}; use one of {sorted(TOOLS_BY_NAME)}")
+            known = ", ".join(sorted(TOOLS_BY_NAME))
+            raise InvalidInput("name", f"unknown tool {as_json(name)}; use one of {known}")
         lock = await self.session_lock(ctx, responses, can_ask=True)
         global_argument(arguments, lock, "global" in TOOLS_BY_NAME[name].properties)
         handlers.check_arguments(arguments, allowed_arguments(name, locked=lock is not None))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from octobrain.errors import InvalidInput, cut_middle, json_type
+from octobrain.errors import InvalidInput, as_json, json_type
 from octobrain.safe_text import check_label, client_text
 from octobrain.scope import ProjectScope, derive_scope, find_project_scopes, validate_scope
 from octobrain.server.quiet import QuietWarning
@@ -280,9 +280,9 @@ def global_argument(arguments: dict[str, Any], lock: ScopeLock | None, stores: b
         return
     scope, flag = arguments.get("scope"), arguments.get("global")
     if flag is True and scope not in (None, ""):
-        raise InvalidInput("global", f"true contradicts scope {cut_middle(str(scope), 100)!r}")
+        raise InvalidInput("global", f"true contradicts scope {as_json(scope)}")
     if flag is False and scope == "":
-        raise InvalidInput("global", "false contradicts scope '' (the global scope)")
+        raise InvalidInput("global", 'false contradicts scope "" (the global scope)')
     if lock is not None and scope == "":
         del arguments["scope"]
         arguments["global"] = True
@@ -301,7 +301,8 @@ def scope_argument(arguments: dict[str, Any], lock: ScopeLock | None) -> tuple[s
         if "scope" in arguments and not _names_scope(arguments["scope"], lock.scope):
             raise InvalidInput(
                 "scope",
-                f"this session is locked to {lock.scope or '(global)'!r} ({lock.origin}); "
+                f"this session is locked to {as_json(lock.scope) if lock.scope else '(global)'} "
+                f"({lock.origin}); "
                 "other projects' memories are not reachable from it",
             )
         return lock.scope, lock.workdir
