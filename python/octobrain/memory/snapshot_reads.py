@@ -91,14 +91,18 @@ def newest(c: Corpus, scope: str, memory_type: str | None, limit: int) -> list[M
     return [copy.copy(m) for m in c.memories_at(listed)]  # (the mirror's own are cached)
 
 
-def columns(c: Corpus, scope: str, names: Sequence[str]) -> pa.Table:
+def counted(c: Corpus, scope: str, names: Sequence[str]) -> tuple[pa.Table, set[int]]:
     """`names` of every memory visible from `scope` (archived included), in the mirror's
-    order (not a scan's: a caller that needs an order makes its own)."""
-    return c.take(np.flatnonzero(c.seen_by(visible_scopes(scope))), list(names))
+    order (not a scan's: a caller that needs an order makes its own), and the positions among
+    them of those that fail their check (`garbled`): every mirrored row checked where it lies,
+    no checked column taken out (taking them cost `memory stats` 95 ms at 10,000 memories)."""
+    at = np.flatnonzero(c.seen_by(visible_scopes(scope)))
+    damaged = row_sums.damaged(c.rows(), at="updated_at", restamped=True)[at]
+    return c.take(at, list(names)), set(np.flatnonzero(damaged).tolist())
 
 
 def garbled(rows: pa.Table) -> set[int]:
     """The positions in `rows` (holding the `CHECKED` fields and the checksum) of the memories
     that no longer match their checksum, whether the store or the mirror read them: every row
     at once, in Rust (`row_sums`; a row as a Python object cost ~25 µs)."""
-    return set(np.flatnonzero(row_sums.damaged(rows, at="updated_at", restamped=True)).tolist())
+    return set(np.flatnonzero(row_sums.memories_damaged(rows)).tolist())

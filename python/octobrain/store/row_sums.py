@@ -61,8 +61,7 @@ def _values(array: pa.Array) -> tuple[Any, npt.NDArray[np.uint8], int]:
     return None, raw[array.offset * size : (array.offset + len(array)) * size], size
 
 
-def _column(values: pa.ChunkedArray | pa.Array) -> _Arrays:
-    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+def _column(array: pa.Array) -> _Arrays:
     if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
         lists = np.asarray(array.offsets).astype(np.int64)
         items = array.values  # (the whole child: the offsets point into it)
@@ -76,15 +75,23 @@ def crcs(rows: pa.Table, fields: Fields | None = None) -> npt.NDArray[np.uint32]
     time (KeyError, as there)."""
     text, lists, floats, times = fields or _MEMORY
     empty = {**dict.fromkeys(text, pa.string()), **dict.fromkeys(lists, pa.list_(pa.string()))}
-    columns: list[_Arrays] = []
-    for name in (*text, *lists, *floats, *times):
-        if name in rows.column_names:
-            columns.append(_column(rows.column(name)))
-        elif name in times:
-            raise KeyError(name)
-        else:
-            columns.append(_column(pa.nulls(rows.num_rows, empty.get(name, pa.float32()))))
-    return _core.row_crcs(rows.num_rows, columns)
+    names = (*text, *lists, *floats, *times)
+    if missing := [n for n in times if n not in rows.column_names]:
+        raise KeyError(missing[0])
+    # Batch by batch, each column where it lies: joining a column's chunks into one copied it
+    # (a mirror of a snapshot's mapped rows and those read since holds two).
+    out = [np.zeros(0, np.uint32)]
+    for batch in rows.select([n for n in names if n in rows.column_names]).to_batches():
+        columns = [
+            _column(
+                batch.column(name)
+                if name in batch.schema.names
+                else pa.nulls(batch.num_rows, empty.get(name, pa.float32()))
+            )
+            for name in names
+        ]
+        out.append(_core.row_crcs(batch.num_rows, columns))
+    return np.concatenate(out)
 
 
 def sums(
@@ -119,3 +126,10 @@ def damaged(
         checked &= (stored >> 32) == (expected >> 32)
     out: npt.NDArray[np.bool_] = checked & (stored != expected)
     return out
+
+
+def memories_damaged(rows: pa.Table) -> npt.NDArray[np.bool_]:
+    """`damaged` of memories (`rows` holding the `CHECKED` fields, `updated_at` and the
+    checksum): each stamped with its `updated_at`, and one re-stamped by an older octobrain
+    (its checksum made for another time) not damaged (`schema.verified`)."""
+    return damaged(rows, at="updated_at", restamped=True)
