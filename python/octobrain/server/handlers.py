@@ -8,15 +8,17 @@ tool-level rules (which trust tiers and link types an agent may set).
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from octobrain.errors import InvalidInput, NotStarted, as_json, json_type
+from octobrain.errors import InvalidInput, as_json, json_type
 from octobrain.field_checks import check_flag
 from octobrain.models import LINK_TYPES, MAX_FILES, MAX_TAGS
 from octobrain.safe_text import byte_len, client_text, glimpse, one_line
 from octobrain.server.schemas import INGEST_BYTES, INGEST_TURNS, KNOWLEDGE_COMMANDS, SOURCES
+from octobrain.server.stoppable import unless_stopped
 
 if TYPE_CHECKING:
     import threading
@@ -320,7 +322,7 @@ def knowledge(knowledge: Knowledge, arguments: dict[str, Any]) -> Reply:
         raise InvalidInput(
             "command", f"must be one of {', '.join(KNOWLEDGE_COMMANDS)}, got {as_json(command)}"
         )
-    stop = knowledge.stop
-    if command in _KNOWLEDGE_READS and stop is not None and stop.is_set():
-        raise NotStarted  # its client is gone (or cancelled it) while it waited for the lock
-    return Reply(run_command(knowledge, arguments))
+    run: Callable[[Knowledge], str] = partial(run_command, arguments=arguments)
+    if command in _KNOWLEDGE_READS:  # (its client gone while it waited for the lock: not run)
+        run = unless_stopped(run, knowledge.stop)
+    return Reply(run(knowledge))

@@ -54,13 +54,14 @@ async def in_thread(work: Callable[[threading.Event], T], limiter: anyio.Capacit
     return done[0]
 
 
-def unless_stopped(read: Callable[[A], T], stop: threading.Event) -> Callable[[A], T]:
+def unless_stopped(read: Callable[[A], T], stop: threading.Event | None) -> Callable[[A], T]:
     """`read`, not run (`NotStarted`) if `stop` was set by the time it runs: a read called
     under a lock it waited for, whose client cancelled it or went away meanwhile, would have
-    run for no one (recording accesses to memories nobody was shown)."""
+    run for no one (recording accesses to memories nobody was shown). `stop` None: a call
+    that cannot be stopped (run as it is)."""
 
     def run(argument: A) -> T:
-        if stop.is_set():
+        if stop is not None and stop.is_set():
             raise NotStarted
         return read(argument)
 
