@@ -28,7 +28,6 @@ from octobrain.store.schema import (
     RECORD_STATUSES,
     RowDamaged,
     checksum,
-    describe_garbled,
 )
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -111,9 +110,4 @@ def journal_damaged(row_id: str, table: str) -> RowDamaged:
     """`RowDamaged` for a journal row (a consolidation record, a forgotten turn): one is read
     only by a write or an undo, which it stops before anything is written, so the line says
     so rather than a read's "it is not shown"."""
-    damaged = RowDamaged(row_id, table)
-    damaged.args = (
-        f"store: table {table!r} is damaged: {describe_garbled([row_id], 1, table)}; nothing "
-        "was changed. Run `octobrain doctor` for details",
-    )
-    return damaged
+    return RowDamaged(row_id, table, "nothing was changed")

@@ -91,12 +91,15 @@ def first_damaged(ids: Iterable[str]) -> list[str]:
 class RowDamaged(StorageError):
     """A memory row (or an edge) no longer matches the checksum written with it: a data file
     changed on disk (Lance keeps no checksum of its pages, so a flipped bit reads back as other
-    text)."""
+    text). `outcome`: what became of the call that read it (a read's row is not shown; a
+    journal row, read only by a write or an undo, stops it before anything is written)."""
 
-    def __init__(self, row_id: str, table: str = "memories") -> None:
+    def __init__(
+        self, row_id: str, table: str = "memories", outcome: str = "it is not shown"
+    ) -> None:
         super().__init__(
-            f"store: table {table!r} is damaged: {describe_garbled([row_id], 1, table)}; it is "
-            "not shown. Run `octobrain doctor` for details"
+            f"store: table {table!r} is damaged: {describe_garbled([row_id], 1, table)}; "
+            f"{outcome}. Run `octobrain doctor` for details"
         )
         self.row_id, self.table = row_id, table
 
