@@ -189,30 +189,12 @@ class MemoryStore:
                     self.location, self._memories, self._relationships, *self._tables.values()
                 )
                 with self._commits.held():
-                    if self._memories is not None and schema.missing_columns(self._memories.schema):
-                        self._memories = upkeep.add_later_columns(
-                            self,
-                            self._open_db(),
-                            MEMORIES,
-                            schema.missing_columns,
-                            schema.CHECKED,
-                            schema.checksum,
-                        )
-                    edges = self._relationships
-                    if edges is not None and schema.missing_checksum_column(edges.schema):
-                        self._relationships = upkeep.add_later_columns(
-                            self,
-                            self._open_db(),
-                            RELATIONSHIPS,
-                            schema.missing_checksum_column,
-                            schema.EDGE_CHECKED,
-                            schema.edge_checksum,
-                        )
+                    if self._memories is not None:
+                        self._memories = self._up_to_date(MEMORIES, self._memories)
+                    if self._relationships is not None:
+                        self._relationships = self._up_to_date(RELATIONSHIPS, self._relationships)
                     for name, table in list(self._tables.items()):
-                        later = upkeep.LATER_COLUMNS.get(name)
-                        if later is not None and later[0](table.schema):
-                            db = self._open_db()
-                            self._tables[name] = upkeep.add_later_columns(self, db, name, *later)
+                        self._tables[name] = self._up_to_date(name, table)
                     if check_model and self._memories is not None:
                         # Another process may have re-embedded the store since this one opened
                         # it: a vector of the old model written now would be found by neither.
@@ -222,6 +204,14 @@ class MemoryStore:
             raise
         except (OSError, RuntimeError) as exc:
             raise WriteFailed(self.location, exc) from exc
+
+    def _up_to_date(self, name: str, table: lancedb.table.Table) -> lancedb.table.Table:
+        """`table`, or, when it lacks columns a later octobrain added, the table `name` with
+        them (`upkeep.LATER_COLUMNS`); under the write lock."""
+        later = upkeep.LATER_COLUMNS.get(name)
+        if later is None or not later[0](table.schema):
+            return table
+        return upkeep.add_later_columns(self, self._open_db(), name, *later)
 
     def wrote(self, *tables: lancedb.table.Table) -> None:
         """Call right after a commit to `tables` under `write_lock`: the versions reached are

@@ -187,12 +187,18 @@ _OWN_SCHEMAS: dict[str, Callable[[], pa.Schema]] = {
     schema.CONSOLIDATIONS: consolidations_schema,
     FORGOTTEN: forgotten_schema,
 }
-# The other tables `MemoryStore.write_lock` brings up to date once a process opened them: what
+# The tables `MemoryStore.write_lock` brings up to date once a process opened them: what
 # `add_later_columns` takes of each (the columns it lacks, those its checksum reads, the sum).
 LATER_COLUMNS: dict[
     str,
     tuple[Callable[[pa.Schema], list[pa.Field]], Sequence[str], Callable[[Mapping[str, Any]], int]],
 ] = {
+    schema.MEMORIES: (schema.missing_columns, schema.CHECKED, schema.checksum),
+    schema.RELATIONSHIPS: (
+        schema.missing_checksum_column,
+        schema.EDGE_CHECKED,
+        schema.edge_checksum,
+    ),
     schema.CONSOLIDATIONS: (schema.missing_checksum_column, RECORD_CHECKED, record_checksum),
     FORGOTTEN: (schema.missing_checksum_column, FORGOTTEN_CHECKED, forgotten_checksum),
 }
