@@ -423,3 +423,23 @@ def test_a_json_array_is_refused_saying_what_an_import_file_is(make_brain: MakeB
                 import_jsonl(brain, text.splitlines())
     with pytest.raises(InvalidInput, match=rf"^line 1: starts a JSON array; {jsonl}"):
         import_jsonl(brain, ["[1,", "2]"])
+
+
+def test_a_library_import_told_another_projects_scope_is_refused_as_the_cli_refuses_it(
+    make_brain: MakeBrain,
+) -> None:
+    # Before, the rule lived in `memory import` alone: a library caller that chose the global
+    # scope (or another project's) for a file of SCOPE's memories had them written in SCOPE,
+    # where it did not look.
+    source = make_brain()
+    source.memorize("Primary database", "Postgres 16 is the primary database.")
+    lines = _dumped(_lines(source))
+    for scope, given in (("", "--global"), ("github.com/acme/web", "--scope github.com/acme/web")):
+        told = make_brain("copy", scope=scope)
+        option = given.partition(" ")[0]
+        with pytest.raises(InvalidInput, match=rf"^{option}: .* holds memories of '{SCOPE}'"):
+            import_jsonl(told, lines, given=given)
+        assert told.store.count() == 0  # nothing was imported
+    # Its own project's scope, or none chosen: imported, each memory in its own scope.
+    assert import_jsonl(make_brain("own"), lines, given=f"--scope {SCOPE}").imported == 1
+    assert import_jsonl(make_brain("any", scope=""), lines).scopes == {SCOPE: 1}

@@ -149,7 +149,7 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
     from octobrain.memory.import_check import check_import, file_lines
     from octobrain.memory.transfer import write_import
 
-    brain = command_brain(ctx)
+    brain, given = command_brain(ctx), scope_given(ctx)
     # Lines as bytes: each is decoded on its own, so a line that is not UTF-8 is named. A named
     # file must be a regular one: a FIFO would wait for a writer, /dev/zero never ends.
     handle: BinaryIO = sys.stdin.buffer
@@ -161,12 +161,11 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
         with tempfile.TemporaryFile(prefix="octobrain-import-") as spool:
             size = _regular_size(handle)
             if not size:  # a pipe, or a file whose size says nothing (/proc): no bar
-                checked = check_import(brain, file_lines(handle, name), spool)
+                checked = check_import(brain, file_lines(handle, name), spool, given=given)
             else:
-                label = f"checking {source}"
-                with progress_bar(size, label) as progress:
-                    checked = check_import(brain, file_lines(handle, name), spool, checked=progress)
-            _into_its_own_scopes(scope_given(ctx), brain.scope, checked.projects)
+                with progress_bar(size, f"checking {source}") as progress:
+                    lines = file_lines(handle, name)
+                    checked = check_import(brain, lines, spool, checked=progress, given=given)
             label = f"importing {plural(checked.count, 'memory', 'memories')} from {source}"
             with progress_bar(checked.count, label) as progress:
                 whole = "-" if source == "-" else os.path.abspath(source)  # (for `doctor`)
@@ -195,24 +194,6 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
         )
         * bool(report.consolidations_not_brought)
         + _edges_refused(report),
-    )
-
-
-def _into_its_own_scopes(given: str, scope: str, projects: frozenset[str]) -> None:
-    """Refuse an import told a scope (`given`: `--scope S` or `--global`, "" when derived from
-    the cwd) other than the project scopes its memories are of: they would be written in
-    theirs, and not be seen where the import was told to put them."""
-    other = sorted(projects - {scope})
-    if not given or not other:
-        return
-    option, _, value = given.partition(" ")
-    named = ", ".join(repr(p) for p in other)
-    raise InvalidInput(
-        option,
-        f"{f'is {value!r}' if value else 'given'}, but the file holds memories of {named}: an "
-        "import keeps each memory's scope and moves none into another project; nothing was "
-        f"imported. Leave {option} out to import them as they are (then seen with "
-        f"--scope {other[0]})",
     )
 
 

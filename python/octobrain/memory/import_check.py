@@ -11,7 +11,7 @@ import hashlib
 import json
 import pickle
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Set
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -176,7 +176,6 @@ class Checked:
     named: frozenset[str]
     recorded: dict[str, list[tuple[str, tuple[str, ...]]]]
     key: str = ""
-    projects: frozenset[str] = frozenset()  # the project scopes of its memories
 
     @property
     def count(self) -> int:
@@ -190,10 +189,13 @@ def check_import(
     spool: IO[bytes],
     *,
     checked: Progress = no_progress,
+    given: str = "",
 ) -> Checked:
     """Read every line of `source` once and check it, raising `InvalidInput` naming the first
     bad line and field. The rows are kept in `spool` (a private temporary file). `checked` is
-    told each line's length."""
+    told each line's length. `given`: how the caller chose `brain`'s scope for the import
+    (`--scope S`, `--global`; "" when it did not, as a scope derived from the cwd), which a
+    file holding another project's memories refuses (`into_its_own_scopes`)."""
     header: dict[str, Any] | None = None
     dim: int | None = None  # the length the header gives the file's vectors
     rows = Spool(spool)
@@ -282,8 +284,26 @@ def check_import(
                 "its edge_ids, from its parent to one of its members), which this file lacks",
             )
     rows.close()
-    key = digest.hexdigest()[:32]
-    return Checked(header, rows, frozenset(named), recorded, key, frozenset(agreement.projects))
+    into_its_own_scopes(given, brain.scope, agreement.projects)
+    return Checked(header, rows, frozenset(named), recorded, digest.hexdigest()[:32])
+
+
+def into_its_own_scopes(given: str, scope: str, projects: Set[str]) -> None:
+    """Refuse an import told a scope (`given`: `--scope S` or `--global`, "" when derived from
+    the cwd) other than the project scopes its memories are of: they would be written in
+    theirs, and not be seen where the import was told to put them."""
+    other = sorted(projects - {scope})
+    if not given or not other:
+        return
+    option, _, value = given.partition(" ")
+    named = ", ".join(repr(p) for p in other)
+    raise InvalidInput(
+        option,
+        f"{f'is {value!r}' if value else 'given'}, but the file holds memories of {named}: an "
+        "import keeps each memory's scope and moves none into another project; nothing was "
+        f"imported. Leave {option} out to import them as they are (then seen with "
+        f"--scope {other[0]})",
+    )
 
 
 # The edges a consolidation record accounts for (its undo removes them): made by hand, one would

@@ -58,12 +58,18 @@ class ImportReport:
 
 
 def import_jsonl(
-    brain: Brain, source: Iterable[str | bytes], *, progress: Progress = no_progress
+    brain: Brain,
+    source: Iterable[str | bytes],
+    *,
+    progress: Progress = no_progress,
+    given: str = "",
 ) -> ImportReport:
-    """Check the whole file first (nothing is written if any line is bad), then import
-    (`check_import`, then `write_import`)."""
+    """Check the whole file first (nothing is written if any line is bad, or if `given`, the
+    scope the caller chose, is not the file's project), then import (`check_import`, then
+    `write_import`)."""
     with tempfile.TemporaryFile(prefix="octobrain-import-") as spool:
-        return write_import(brain, check_import(brain, source, spool), progress=progress)
+        checked = check_import(brain, source, spool, given=given)
+        return write_import(brain, checked, progress=progress)
 
 
 def write_import(
