@@ -215,6 +215,20 @@ def test_index_takes_several_sources_and_goes_on_past_one_that_fails(workdir: Pa
     )
 
 
+def test_a_folder_named_by_uri_among_sources_is_refused_before_any_is_indexed(
+    workdir: Path,
+) -> None:
+    # Before: only a plain path was looked at first; `index ops.md file:///…/docs` indexed
+    # ops.md, then refused the folder ("1 of 2 sources not indexed"), exit 2.
+    (workdir / "docs").mkdir()
+    folder = (workdir / "docs").as_uri()
+    refused = run("index", "ops.md", folder)
+    assert refused.exit_code == 2, refused.output
+    said = f"error: source: {folder} is a directory; give one file (index each file separately)"
+    assert said in refused.output, refused.output
+    assert "Sources: 0" in run("stats").output  # nothing of ops.md was embedded
+
+
 def test_a_refused_local_server_says_where_to_allow_it(
     workdir: Path, server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -84,14 +84,11 @@ def index_cmd(ctx: click.Context, sources: tuple[str, ...], force: bool, fmt: st
     when a server could not answer); `--format json` then prints a list."""
     from octobrain.errors import InvalidInput
     from octobrain.knowledge.render import render_index, to_dict
+    from octobrain.knowledge.sources import ONE_FILE, refuse_directory
 
     for source in sources:  # before anything is embedded: a folder is a mistake, not a source
-        if "://" not in source and Path(source).is_dir():
-            raise InvalidInput(
-                "source",
-                f"{source} is a directory; name its files "
-                f"(octobrain knowledge index {source.rstrip('/')}/*.md)",
-            )
+        glob = f"name its files (octobrain knowledge index {source.rstrip('/')}/*.md)"
+        refuse_directory(source, ONE_FILE if "://" in source else glob, Path.cwd())
     k = _knowledge(ctx)
     reports, failed = [], []
     indexed: list[str] = []  # the sources indexed, for a Ctrl-C to name

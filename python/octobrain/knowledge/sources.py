@@ -101,6 +101,23 @@ def parse_source(source: str, *, cwd: Path | None = None) -> SourceRef:
     return SourceRef(path.as_uri(), SourceKind.FILE, path)
 
 
+IS_A_DIRECTORY = "is a directory"
+ONE_FILE = "give one file (index each file separately)"  # what to give instead of a directory
+
+
+def refuse_directory(source: str, instead: str = ONE_FILE, cwd: Path | None = None) -> None:
+    """Refuse `source` when it names a local directory, before anything is read or embedded
+    (`InvalidInput`: "source: <source> is a directory; <instead>"), as reading it would: a
+    command given several sources refuses a folder among them before it indexes any. A source
+    that does not parse is left to the reading of it, which says why."""
+    try:
+        ref = parse_source(source, cwd=cwd)
+    except InvalidInput:
+        return
+    if ref.path is not None and ref.path.is_dir():
+        raise InvalidInput("source", f"{source} {IS_A_DIRECTORY}; {instead}")
+
+
 def confine(ref: SourceRef, roots: tuple[Path, ...] | None) -> SourceRef:
     """Refuse a local file outside `roots` (None: no confinement, as for the CLI).
 
@@ -191,7 +208,7 @@ def read_file(ref: SourceRef, max_bytes: int) -> Fetched:
     put in its place, or in place of a directory above it, after that check is refused."""
     assert ref.path is not None
     path = ref.path
-    with named_by("source", path, "is a directory; give one file (index each file separately)"):
+    with named_by("source", path, f"{IS_A_DIRECTORY}; {ONE_FILE}"):
         try:
             data, st = read_regular(path, max_bytes, resolved=True)
         except TooLarge as exc:
