@@ -293,17 +293,19 @@ class Reads(BrainBase):
         """Counts of the visible memories by scope, type, state and trust tier, each the
         most first, ties by name (the same whichever order the store or the mirror read them
         in)."""
-        names = list(dict.fromkeys(["scope", "memory_type", "state", "source", *CHECKED, CHECKSUM]))
-        rows = snapshot_reads.served(
-            self.retriever.corpus, lambda c: snapshot_reads.columns(c, self.scope, names)
-        )
-        if rows is None:
-            rows = self.store.scan_arrow(
-                visible_where(self.scope, include_archived=True), columns=names
-            )
         # A memory that no longer matches its checksum is counted as damaged, never by what
         # its type or scope reads as (the caller says so and where to look: `doctor`).
-        garbled = snapshot_reads.garbled(rows)
+        names = ["id", "scope", "memory_type", "state", "source"]
+        counted = snapshot_reads.served(
+            self.retriever.corpus, lambda c: snapshot_reads.counted(c, self.scope, names)
+        )
+        if counted is None:
+            read = self.store.scan_arrow(
+                visible_where(self.scope, include_archived=True),
+                columns=list(dict.fromkeys([*names, *CHECKED, CHECKSUM])),
+            )
+            counted = read, snapshot_reads.garbled(read)
+        rows, garbled = counted
 
         def tally(key: str) -> dict[str, int]:
             values = rows.column(key).to_pylist()
