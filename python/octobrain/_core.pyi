@@ -87,6 +87,7 @@ class Bm25Index:
         k: int,
         allowed: npt.NDArray[np.int64] | None = None,
         seen: npt.NDArray[np.bool_] | None = None,
+        ties: npt.NDArray[np.int64] | None = None,
     ) -> _Hits: ...
     def coverage(
         self,
@@ -100,6 +101,7 @@ class Bm25Index:
         k: int,
         mask: npt.NDArray[np.bool_],
         seen: npt.NDArray[np.bool_] | None = None,
+        ties: npt.NDArray[np.int64] | None = None,
     ) -> _Hits: ...
     def scores_at(
         self,

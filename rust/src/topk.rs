@@ -1,13 +1,15 @@
-//! Partial top-k selection with deterministic ties: score descending, then position
-//! ascending. Shared by every kernel that ranks positions.
+//! Partial top-k selection with deterministic ties: score descending, then a tie key
+//! ascending (the position, or one the caller gives each position, e.g. its id's rank).
+//! Shared by every kernel that ranks positions.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-/// A hit ordered so that "greater" means "worse": lower score, then higher position.
+/// A hit ordered so that "greater" means "worse": lower score, then higher tie key.
 #[derive(Debug, PartialEq)]
 struct Hit {
     score: f32,
+    key: i64,
     position: u32,
 }
 
@@ -18,6 +20,7 @@ impl Ord for Hit {
         other
             .score
             .total_cmp(&self.score)
+            .then_with(|| self.key.cmp(&other.key))
             .then_with(|| self.position.cmp(&other.position))
     }
 }
@@ -29,7 +32,7 @@ impl PartialOrd for Hit {
 }
 
 /// Partial top-k selection: a heap of the best `k` so far whose root is the worst kept hit,
-/// so most candidates cost one comparison. Output: score descending, position ascending.
+/// so most candidates cost one comparison. Output: score descending, tie key ascending.
 #[derive(Debug)]
 pub struct TopK {
     k: usize,
@@ -47,8 +50,18 @@ impl TopK {
         }
     }
 
+    /// Offer `position`, its ties broken by the position itself.
     pub fn offer(&mut self, position: u32, score: f32) {
-        let hit = Hit { score, position };
+        self.offer_keyed(position, i64::from(position), score);
+    }
+
+    /// Offer `position`, equal scores ordered by `key` (ascending), then by position.
+    pub fn offer_keyed(&mut self, position: u32, key: i64, score: f32) {
+        let hit = Hit {
+            score,
+            key,
+            position,
+        };
         if self.heap.len() < self.k {
             self.heap.push(hit);
         } else if let Some(mut worst) = self.heap.peek_mut() {
@@ -78,6 +91,17 @@ mod tests {
             best.offer(position, score);
         }
         assert_eq!(best.into_sorted(), [(4, 3.0), (1, 2.0), (2, 2.0)]);
+    }
+
+    #[test]
+    fn ties_go_by_the_key_given_also_across_the_cut() {
+        // Keys the reverse of positions: of four equal scores, the two highest positions win.
+        let mut best = TopK::new(3);
+        for position in 0..4 {
+            best.offer_keyed(position, 10 - i64::from(position), 1.0);
+        }
+        best.offer_keyed(9, 0, 5.0);
+        assert_eq!(best.into_sorted(), [(9, 5.0), (3, 1.0), (2, 1.0)]);
     }
 
     #[test]

@@ -68,6 +68,25 @@ def test_sparse_search_equals_reference(texts: list[str], q: str) -> None:
     assert_matches(positions, scores, expected, 5, allowed=set(range(0, len(texts), 2)))
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(corpus, sparse_corpus), st.data())
+def test_ties_go_by_the_keys_given_as_a_sort_of_every_hit_would_order_them(
+    texts: list[str], data: st.DataObject
+) -> None:
+    # Few words, so that many documents score alike; keys a random order of the positions.
+    index = BM25Index.build(texts)
+    q = data.draw(st.sampled_from([*VOCAB, *RARE[:3]]))
+    k = data.draw(st.integers(1, len(texts)))
+    ties = np.asarray(data.draw(st.permutations(range(len(texts)))), dtype=np.int64)
+    mask = np.asarray(data.draw(st.lists(st.booleans(), min_size=len(texts), max_size=len(texts))))
+    every, scores = index.search(q, len(texts), allowed=mask)
+    order = np.lexsort((ties[every], -scores))[:k]
+    for allowed in (mask, np.flatnonzero(mask)):
+        positions, got = index.search(q, k, allowed=allowed, ties=ties)
+        assert positions.tolist() == every[order].tolist()
+        np.testing.assert_array_equal(got, scores[order])
+
+
 @settings(max_examples=100, deadline=None)
 @given(corpus, st.lists(query, max_size=6), st.integers(1, 10))
 def test_batch_equals_single(texts: list[str], queries: list[str], k: int) -> None:
@@ -258,6 +277,7 @@ def test_analyser_is_shared_by_documents_and_queries() -> None:
         (lambda i: i.scores_at(b"x", [0]), r"^query: must be a str"),
         (lambda i: i.add("text"), r"^texts: must be a sequence of strings"),
         (lambda i: i.search("x", 3, seen=np.ones(2, bool)), r"^seen: a bool mask must have"),
+        (lambda i: i.search("x", 3, ties=np.arange(2)), r"^ties: must hold one key per position"),
         (lambda i: i.coverage("x", [0], seen=[True] * 3), r"^seen: must be a bool mask"),
     ],
 )

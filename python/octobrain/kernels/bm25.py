@@ -133,34 +133,20 @@ class BM25Index:
         if not isinstance(query, str):
             raise InvalidInput("query", f"must be a str, got {type(query).__name__}")
         self._checked([query])
-        mask = self._seen(seen)
-        k = _k(k)
-        if ties is None:
-            return self._top(query, k, allowed, mask)
-        # One more than asked shows whether a tie straddles the cut; only then ask for more.
-        want = k + 1
-        while True:
-            pos, scores = self._top(query, want, allowed, mask)
-            if len(pos) < want or scores[-1] != scores[k - 1]:
-                break
-            want *= 2
-        order = np.lexsort((ties[pos], -scores))[:k]
-        return pos[order], scores[order]
-
-    def _top(
-        self,
-        query: str,
-        k: int,
-        allowed: Positions | None,
-        mask: npt.NDArray[np.bool_] | None,
-    ) -> Hits:
+        mask, k = self._seen(seen), _k(k)
+        if ties is not None:  # (broken in Rust, also where a tie straddles the cut)
+            ties = np.asarray(ties, dtype=np.int64)
+            if ties.shape != (self.position_count,):
+                raise InvalidInput(
+                    "ties", f"must hold one key per position ({self.position_count})"
+                )
         if isinstance(allowed, np.ndarray) and allowed.dtype == np.bool_:
             if allowed.shape != (self.position_count,):
                 raise InvalidInput(
                     "allowed", f"a bool mask must have shape ({self.position_count},)"
                 )
-            return self._index.search_masked(query, k, np.ascontiguousarray(allowed), mask)
-        return self._index.search(query, k, self._allowed(allowed), mask)
+            return self._index.search_masked(query, k, np.ascontiguousarray(allowed), mask, ties)
+        return self._index.search(query, k, self._allowed(allowed), mask, ties)
 
     def scores_at(
         self, query: str, positions: Positions, seen: npt.NDArray[np.bool_] | None = None

@@ -84,6 +84,7 @@ impl Bm25Index {
         query: &str,
         k: usize,
         allowed: Option<&[bool]>,
+        ties: Option<&[i64]>,
         stats: &Stats<'_>,
         scratch: &mut Scratch,
     ) -> Vec<(u32, f32)> {
@@ -118,6 +119,7 @@ impl Bm25Index {
             );
         }
         let keep = |d: usize| allowed.is_none_or(|mask| mask[d]);
+        let key = |d: usize| ties.map_or(d as i64, |keys| keys[d]);
         let mut best = TopK::new(k);
         if dense {
             // Skip whole blocks where no score is positive and >= the current floor; the
@@ -130,7 +132,7 @@ impl Bm25Index {
                 for (i, &score) in chunk.iter().enumerate() {
                     let d = block * BLOCK + i;
                     if score > 0.0 && score >= best.floor && keep(d) {
-                        best.offer(d as u32, score);
+                        best.offer_keyed(d as u32, key(d), score);
                     }
                 }
             }
@@ -139,7 +141,7 @@ impl Bm25Index {
             for &d in touched.iter() {
                 let score = std::mem::take(&mut scores[d as usize]);
                 if score >= best.floor && keep(d as usize) {
-                    best.offer(d, score);
+                    best.offer_keyed(d, key(d as usize), score);
                 }
             }
             touched.clear();
@@ -159,11 +161,27 @@ impl Bm25Index {
         allowed: Option<&[i64]>,
         seen: Option<&[bool]>,
     ) -> CoreResult<Vec<(u32, f32)>> {
+        self.search_keyed(base, query, k, allowed, seen, None)
+    }
+
+    /// [`Bm25Index::search`], equal scores ordered by `ties` (one key per position,
+    /// ascending: e.g. the rank of the row's id, so that indexes holding the same rows at
+    /// other positions rank them alike) rather than by position, also across the cut.
+    pub fn search_keyed(
+        &self,
+        base: &Base<'_>,
+        query: &str,
+        k: usize,
+        allowed: Option<&[i64]>,
+        seen: Option<&[bool]>,
+        ties: Option<&[i64]>,
+    ) -> CoreResult<Vec<(u32, f32)>> {
         check_k(k)?;
+        self.check_ties(ties)?;
         let mask = self.allowed_mask(allowed)?;
         let stats = self.stats(seen)?;
         Ok(SCRATCH.with_borrow_mut(|scratch| {
-            self.search_with(base, query, k, mask.as_deref(), &stats, scratch)
+            self.search_with(base, query, k, mask.as_deref(), ties, &stats, scratch)
         }))
     }
 
@@ -218,8 +236,10 @@ impl Bm25Index {
         k: usize,
         mask: &[bool],
         seen: Option<&[bool]>,
+        ties: Option<&[i64]>,
     ) -> CoreResult<Vec<(u32, f32)>> {
         check_k(k)?;
+        self.check_ties(ties)?;
         if mask.len() != self.doc_len.len() {
             return Err(CoreError::invalid(
                 "allowed",
@@ -228,7 +248,7 @@ impl Bm25Index {
         }
         let stats = self.stats(seen)?;
         Ok(SCRATCH.with_borrow_mut(|scratch| {
-            self.search_with(base, query, k, Some(mask), &stats, scratch)
+            self.search_with(base, query, k, Some(mask), ties, &stats, scratch)
         }))
     }
 
@@ -256,12 +276,19 @@ impl Bm25Index {
                 part.iter()
                     .map(|q| {
                         let mask = mask.as_deref();
-                        self.search_with(base, q.as_ref(), k, mask, &stats, &mut scratch)
+                        self.search_with(base, q.as_ref(), k, mask, None, &stats, &mut scratch)
                     })
                     .collect()
             })
             .collect();
         Ok(per_chunk.into_iter().flatten().collect())
+    }
+
+    fn check_ties(&self, ties: Option<&[i64]>) -> CoreResult<()> {
+        if ties.is_some_and(|keys| keys.len() != self.doc_len.len()) {
+            return Err(CoreError::invalid("ties", "must hold one key per position"));
+        }
+        Ok(())
     }
 
     fn allowed_mask(&self, allowed: Option<&[i64]>) -> CoreResult<Option<Vec<bool>>> {
@@ -341,6 +368,31 @@ mod tests {
             .search(&Base::EMPTY, "nothing", 5, None, None)
             .unwrap()
             .is_empty());
+    }
+
+    #[test]
+    fn ties_break_by_the_keys_given_in_dense_and_sparse_scans() {
+        // Equal scores at 5, 17 and 30 among 4 documents (a dense scan) and among 40 (sparse).
+        for n in [4_usize, 40] {
+            let at = if n == 4 { [0, 1, 2] } else { [5, 17, 30] };
+            let texts: Vec<&str> = (0..n)
+                .map(|i| if at.contains(&i) { "x y" } else { "z w" })
+                .collect();
+            let index = Bm25Index::build(&texts, Bm25Params::default(), plain()).unwrap();
+            let ties: Vec<i64> = (0..n as i64).rev().collect(); // the last position first
+            let keyed = index
+                .search_keyed(&Base::EMPTY, "x", 2, None, None, Some(&ties))
+                .unwrap();
+            let want = [at[2] as u32, at[1] as u32];
+            assert_eq!(keyed.iter().map(|h| h.0).collect::<Vec<_>>(), want);
+            let masked = index
+                .search_masked(&Base::EMPTY, "x", 2, &vec![true; n], None, Some(&ties))
+                .unwrap();
+            assert_eq!(masked, keyed);
+        }
+        let index = Bm25Index::build(&docs(), Bm25Params::default(), plain()).unwrap();
+        let short = index.search_keyed(&Base::EMPTY, "apple", 2, None, None, Some(&[0, 1]));
+        assert!(short.is_err());
     }
 
     #[test]

@@ -148,7 +148,7 @@ impl PyBm25Index {
         detached(py, || inner.remove(&positions, base_positions))
     }
 
-    #[pyo3(signature = (query, k, allowed = None, seen = None))]
+    #[pyo3(signature = (query, k, allowed = None, seen = None, ties = None))]
     fn search<'py>(
         &self,
         py: Python<'py>,
@@ -156,11 +156,20 @@ impl PyBm25Index {
         k: i64,
         allowed: Option<PyReadonlyArray1<'py, i64>>,
         seen: Option<PyReadonlyArray1<'py, bool>>,
+        ties: Option<PyReadonlyArray1<'py, i64>>,
     ) -> PyResult<Hits<'py>> {
         let allowed = owned_positions(allowed);
         let seen = owned_mask(seen);
+        let ties = owned_positions(ties);
         let hits = self.with_base(py, move |inner, base| {
-            inner.search(base, &query, k_arg(k)?, allowed.as_deref(), seen.as_deref())
+            inner.search_keyed(
+                base,
+                &query,
+                k_arg(k)?,
+                allowed.as_deref(),
+                seen.as_deref(),
+                ties.as_deref(),
+            )
         })?;
         Ok(hits_to_numpy(py, hits))
     }
@@ -193,7 +202,7 @@ impl PyBm25Index {
     }
 
     #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
-    #[pyo3(signature = (query, k, mask, seen = None))]
+    #[pyo3(signature = (query, k, mask, seen = None, ties = None))]
     fn search_masked<'py>(
         &self,
         py: Python<'py>,
@@ -201,11 +210,14 @@ impl PyBm25Index {
         k: i64,
         mask: PyReadonlyArray1<'py, bool>,
         seen: Option<PyReadonlyArray1<'py, bool>>,
+        ties: Option<PyReadonlyArray1<'py, i64>>,
     ) -> PyResult<Hits<'py>> {
         let mask = mask.as_array().to_vec();
         let seen = owned_mask(seen);
+        let ties = owned_positions(ties);
         let hits = self.with_base(py, move |inner, base| {
-            inner.search_masked(base, &query, k_arg(k)?, &mask, seen.as_deref())
+            let k = k_arg(k)?;
+            inner.search_masked(base, &query, k, &mask, seen.as_deref(), ties.as_deref())
         })?;
         Ok(hits_to_numpy(py, hits))
     }
