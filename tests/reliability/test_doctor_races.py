@@ -6,8 +6,10 @@ that version was cleaned up meanwhile is done again at the newest version."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,15 +17,16 @@ from typing import Any
 import lancedb
 import pytest
 from lancedb.index import BTree
+from lancedb.table import LanceTable
 
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
-from octobrain.knowledge.store import table_schemas
+from octobrain.knowledge.store import KnowledgeStore, table_schemas
 from octobrain.memory.brain import Brain
-from octobrain.store import doctor_tables
+from octobrain.store import doctor, doctor_tables
 from octobrain.store.doctor import diagnose
 from octobrain.store.location import StoreLocation
-from octobrain.store.schema import CHUNKS, MEMORIES, SOURCES
+from octobrain.store.schema import CHUNKS, MEMORIES, RELATIONSHIPS, SOURCES
 from tests.reliability.kills import SCOPE, guide, knowledge_at
 
 
@@ -102,3 +105,58 @@ def test_the_version_doctor_reads_cleaned_up_meanwhile_is_no_damage(
             other.optimize(cleanup_older_than=timedelta(0))
 
     _doctor_with(tmp_path, monkeypatch, hook, table, compacted)
+
+
+@pytest.mark.parametrize("writer", ["forget", "index"])
+def test_a_writer_between_its_two_commits_is_waited_for_not_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    """Before: `relationships: 1 edge(s) point at a memory that no longer exists (a forget
+    killed between its two commits)` (an index: `knowledge_chunks: 3 chunk(s) … that no source
+    row names`), exit 1, of a `forget` (an index) still running, paused between its commits
+    for as long as doctor's two reads took. Now doctor reads again holding the writer's lock
+    shared, which it takes once that writer is done."""
+    store = tmp_path / "db"
+    brain = Brain(SCOPE, config=Config(), embedder=get_embedder("hash:64"), uri=store)
+    hub, _ = brain.memorize("Auth uses JWT", "The API signs 15 minute JWT access tokens.")
+    link = [{"target_id": hub.id, "relationship_type": "related_to"}]
+    brain.memorize("Refresh rotation", "Refresh tokens rotate on use.", related_to=link)
+    knowledge = knowledge_at(store)
+    knowledge.index(str(guide(tmp_path / "old.md", "bluegreen", 3)))
+    between, asked = threading.Event(), threading.Event()
+
+    def paused(second: Callable[..., Any]) -> Callable[..., Any]:
+        def commit(table: Any, *args: Any) -> Any:
+            if writer == "index" or table.name == RELATIONSHIPS:
+                between.set()
+                asked.wait(60)  # (until doctor asks for the lock; a bound if it never does)
+            return second(table, *args)
+
+        return commit
+
+    if writer == "forget":
+        monkeypatch.setattr(LanceTable, "delete", paused(LanceTable.delete))
+        run: Callable[[], Any] = lambda: brain.forget([hub.id], confirm=True)  # noqa: E731
+    else:
+        monkeypatch.setattr(KnowledgeStore, "_flip", paused(KnowledgeStore._flip))
+        run = lambda: knowledge.index(str(guide(tmp_path / "new.md", "rainbow", 3)))  # noqa: E731
+    real = getattr(doctor, "held_shared", None)
+
+    @contextlib.contextmanager
+    def asking(*args: Any) -> Iterator[bool]:
+        asked.set()
+        assert real is not None
+        with real(*args) as held:
+            yield held
+
+    monkeypatch.setattr(doctor, "held_shared", asking, raising=False)
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        between.wait(60)
+        report = diagnose(StoreLocation(store), table_schemas())
+    finally:
+        asked.set()
+        thread.join()
+    assert report.ok, [p.line() for p in report.problems]
+    assert (report.dangling_edges, report.orphan_chunks) == (0, 0)

@@ -26,6 +26,7 @@ from octobrain.store import (
 from octobrain.store.doctor_report import Diagnosis, Problem, TableCheck
 from octobrain.store.doctor_tables import check_table
 from octobrain.store.failures import LOCK_REFUSED, lock_refused
+from octobrain.store.lock_file import held_shared
 from octobrain.store.schema import (
     CHUNKS,
     CONSOLIDATIONS,
@@ -42,6 +43,11 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from octobrain.store.location import StoreLocation
+
+
+# How long `doctor` waits for a writer between two commits (a `forget`, a knowledge index)
+# before it names what it found: they hold their lock milliseconds; an import, minutes.
+WRITER_WAIT_S = 10.0
 
 
 def _import_cut_short(mark: import_marks.ImportMark) -> Problem:
@@ -139,8 +145,12 @@ def diagnose(location: StoreLocation, schemas: Mapping[str, pa.Schema] | None = 
                 "run any octobrain command on a writable copy; it records the tables that open",
             )
         )
-    dangling = _check_edge_ends(db, tables, problems, interrupted is not None)
+    dangling = _check_edge_ends(location, db, tables, problems, interrupted is not None)
     orphans = orphan_chunks.doctor_check(db, tables)
+    if orphans.count and location.path is not None:  # (an index between its two commits?)
+        with held_shared(location.path, "knowledge", WRITER_WAIT_S) as held:
+            if held:
+                orphans = orphan_chunks.doctor_check(db, tables)
     if orphans.count:
         problems.append(Problem(CHUNKS, orphans.describe(), orphan_chunks.REPAIR, damage=False))
     unfinished = _unfinished(db, tables)
@@ -237,12 +247,18 @@ def _gone(why: tuple[str, str]) -> Problem:
 
 
 def _check_edge_ends(
-    db: lancedb.DBConnection, tables: list[TableCheck], problems: list[Problem], cut_short: bool
+    location: StoreLocation,
+    db: lancedb.DBConnection,
+    tables: list[TableCheck],
+    problems: list[Problem],
+    cut_short: bool,
 ) -> int:
     """Name the edges to memories that are gone (`store.dangling`) and count them, when the
     memories, the edges and the consolidation log (if made) all read whole: over a damaged
     table the count would be wrong, and that damage is named already. Not after a restore or
-    migrate `cut_short`: it leaves such edges, and running it again is their repair."""
+    migrate `cut_short`: it leaves such edges, and running it again is their repair. Edges
+    found are read again holding the write lock shared (`lock_file.held_shared`): a `forget`
+    running between its two commits was named as one killed there."""
     from octobrain.store.dangling import sweepable
     from octobrain.store.schema import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS
 
@@ -253,9 +269,17 @@ def _check_edge_ends(
         name not in checked or not checked[name].opened or name in damaged for name in needed
     ):
         return 0
-    try:
+
+    def read() -> tuple[list[str], set[str]]:
         log = db.open_table(CONSOLIDATIONS) if CONSOLIDATIONS in checked else None
-        found, later = sweepable(db.open_table(MEMORIES), db.open_table(RELATIONSHIPS), log)
+        return sweepable(db.open_table(MEMORIES), db.open_table(RELATIONSHIPS), log)
+
+    try:
+        found, later = read()
+        if (found or later) and location.path is not None:
+            with held_shared(location.path, "write", WRITER_WAIT_S) as held:
+                if held:
+                    found, later = read()
     except (ValueError, RuntimeError, OSError) as exc:
         reason = manifest.short_reason(exc)
         problems.append(

@@ -13,8 +13,11 @@ import contextlib
 import json
 import logging
 import os
+import stat
 import sys
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from octobrain.files import read_regular, replace_whole
@@ -129,6 +132,37 @@ class LockFile:
             f"({self._lock.lock_file}){waited}; nothing was changed. Try again once that "
             "process has finished (a process stopped with Ctrl-Z holds it until resumed: `fg`)"
         )
+
+
+@contextlib.contextmanager
+def held_shared(root: Path, name: str, timeout: float) -> Iterator[bool]:
+    """The lock `.<name>.lock` of the store at `root` held shared (`flock`, the file opened
+    read only: nothing is written) by a reader, such as `doctor`, of what a writer commits in
+    two steps under that lock: a writer holding it is waited for, up to `timeout` seconds,
+    and none takes it meanwhile. Yields whether it is held (not when there is no lock file,
+    which no writer then holds, or it is something else, or the wait ran out)."""
+    import fcntl
+
+    try:
+        fd = os.open(root / f".{name}.lock", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        yield False
+        return
+    try:
+        held = stat.S_ISREG(os.fstat(fd).st_mode)
+        deadline = time.monotonic() + timeout
+        while held:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                held = time.monotonic() < deadline
+                time.sleep(0.02)
+            except OSError:  # (a file system without locks)
+                held = False
+        yield held
+    finally:
+        os.close(fd)  # (lets go of the lock)
 
 
 def _command(argv: list[str]) -> str:
