@@ -53,6 +53,7 @@ import numpy.typing as npt
 from octobrain.bench.variant_names import VARIANTS
 from octobrain.embed.base import Embedder, EmbedderView
 from octobrain.kernels.bm25 import BM25Index
+from octobrain.kernels.hybrid import calibrated_relevance
 from octobrain.memory.conversation import Conversation
 from octobrain.memory.corpus import Corpus
 from octobrain.memory.search import Hit
@@ -307,9 +308,7 @@ def relevance_of(
     cos = corpus.exact_cosines(query, pos)
     cover = corpus.coverage(question, pos.tolist())
     return [
-        dataclasses.replace(
-            h, relevance=max(0.0, float(c), 0.5 * (float(c) + float(w))), cosine=float(c)
-        )
+        dataclasses.replace(h, relevance=calibrated_relevance(float(c), float(w)), cosine=float(c))
         for h, c, w in zip(hits, cos, cover, strict=True)
     ]
 

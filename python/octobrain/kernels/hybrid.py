@@ -2,8 +2,9 @@
 
 Both pipelines hand over their candidate sources (an exact or ANN `nearest` function over unit
 vectors, the Rust BM25 index, the embedding matrix and the visible-position mask) and get back
-positions in fused order with scores in [0, 1] and which leg found each one. What the caller
-does next (relevance floor, bounded multipliers, grouping by section) stays with the caller.
+positions in fused order with scores in [0, 1] and which leg found each one, and score each
+candidate's calibrated relevance alike (`calibrated_relevance`, `Scored`). What the caller does next
+(relevance floor, bounded multipliers, grouping by section) stays with the caller.
 
 Stages, each a `[search]` setting (the README's ablation table measures every one):
 
@@ -43,7 +44,9 @@ mirrors holding the same rows at other positions rank them alike; None: by posit
 __all__ = [
     "Nearest",
     "Ranking",
+    "Scored",
     "Ties",
+    "calibrated_relevance",
     "cosines",
     "exact_top",
     "fuse",
@@ -60,6 +63,26 @@ class Ranking:
     ids: list[int]
     scores: list[float]
     legs: dict[int, str]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One candidate of a ranking, scored: its position, fused score, calibrated relevance
+    (`calibrated_relevance`), cosine, word coverage and how each leg ranked it."""
+
+    pos: int
+    fused: float
+    relevance: float
+    cosine: float
+    coverage: float
+    legs: str
+
+
+def calibrated_relevance(cosine: float, coverage: float) -> float:
+    """A candidate's calibrated relevance: its cosine, or the mean of its cosine and its
+    query-word coverage when higher. Exact words are evidence, but never alone beyond that
+    mean, so one shared common word does not make an unrelated text "relevant"."""
+    return max(0.0, cosine, 0.5 * (cosine + coverage))
 
 
 def unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:

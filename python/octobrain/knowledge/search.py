@@ -9,28 +9,22 @@ floor. The hit shows the parent, or its best chunk when the parent is too long t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import numpy.typing as npt
 
 from octobrain.config import Config
-from octobrain.kernels.hybrid import cosines, exact_top, hybrid_rank
+from octobrain.kernels.hybrid import (
+    Scored,
+    calibrated_relevance,
+    cosines,
+    exact_top,
+    hybrid_rank,
+)
 from octobrain.knowledge.index import ChunkIndex
 from octobrain.knowledge.results import KnowledgeHit
 from octobrain.store.schema import CHUNKS, check_knowledge
 
 DISPLAY_CHARS = 2000  # a parent longer than this is shown as its matching chunk instead
-
-
-@dataclass(frozen=True)
-class _Scored:
-    pos: int
-    fused: float
-    relevance: float
-    cosine: float
-    coverage: float
-    legs: str
 
 
 def search_chunks(
@@ -70,28 +64,17 @@ def search_chunks(
         seen=counted,
     )
     coverage = sections.coverage(query, ranking.ids, counted)
-    scored: list[_Scored] = []
+    scored: list[Scored] = []
     for i, pos in enumerate(ranking.ids):
-        cos = float(view.cosine[pos])
-        # As for memories: exact words are evidence, but never alone beyond their average
-        # with the cosine, so one shared common word does not make a chunk "relevant".
-        relevance = max(0.0, cos, 0.5 * (cos + float(coverage[i])))
-        if relevance < min_relevance:
+        cos, covered = float(view.cosine[pos]), float(coverage[i])
+        if (relevant := calibrated_relevance(cos, covered)) < min_relevance:  # (as for memories)
             continue
-        scored.append(
-            _Scored(
-                int(view.best[pos]),
-                ranking.scores[i],
-                relevance,
-                cos,
-                float(coverage[i]),
-                ranking.legs[pos],
-            )
-        )
+        best = int(view.best[pos])
+        scored.append(Scored(best, ranking.scores[i], relevant, cos, covered, ranking.legs[pos]))
     return _group(index, scored, limit)
 
 
-def _group(index: ChunkIndex, scored: list[_Scored], limit: int) -> list[KnowledgeHit]:
+def _group(index: ChunkIndex, scored: list[Scored], limit: int) -> list[KnowledgeHit]:
     """One hit per parent section (or per chunk without a parent), in fused order."""
     hits: list[KnowledgeHit] = []
     seen: dict[tuple[str, str], int] = {}

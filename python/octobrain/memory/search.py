@@ -26,7 +26,7 @@ import numpy.typing as npt
 from octobrain.config import Config
 from octobrain.embed.base import Embedder, ahead, unreadable
 from octobrain.kernels import decay
-from octobrain.kernels.hybrid import fuse, hybrid_rank
+from octobrain.kernels.hybrid import Scored, calibrated_relevance, fuse, hybrid_rank
 from octobrain.memory.ann import ann_scored
 from octobrain.memory.conversation import SPEAKER_PREFIX
 from octobrain.memory.corpus import Corpus
@@ -95,16 +95,6 @@ class Hit:
     gist: str = ""  # a faded episode's compressed text (the full content is still `memory`)
     effective_importance: float | None = None  # stored importance, decayed and access-boosted
     copies: list[str] = field(default_factory=list)  # worse-ranked memories of the same text
-
-
-@dataclass
-class _Scored:
-    pos: int
-    fused: float
-    relevance: float
-    cosine: float
-    coverage: float
-    legs: str
 
 
 class Retriever:
@@ -211,7 +201,7 @@ class Retriever:
         where: str,
         allowed: npt.NDArray[np.bool_],
         seen: npt.NDArray[np.bool_],
-    ) -> list[_Scored]:
+    ) -> list[Scored]:
         cfg = self.config.search
         words = self.words_query(query)
         ties = self.corpus.pos_of.tie_keys()
@@ -270,16 +260,9 @@ class Retriever:
         blind = unreadable(self.embedder, query)
         out = []
         for i, pos in enumerate(ranking.ids):
-            cos = float(cos_all[pos])
-            # Exact words count as evidence of relevance, but never alone beyond the average of
-            # the two: a shared common word must not make an unrelated memory "relevant".
-            seen_cos = 0.0 if blind else cos
-            relevance = max(0.0, seen_cos, 0.5 * (seen_cos + float(coverage[i])))
-            out.append(
-                _Scored(
-                    pos, ranking.scores[i], relevance, cos, float(coverage[i]), ranking.legs[pos]
-                )
-            )
+            cos, covered = float(cos_all[pos]), float(coverage[i])
+            relevant = calibrated_relevance(0.0 if blind else cos, covered)
+            out.append(Scored(pos, ranking.scores[i], relevant, cos, covered, ranking.legs[pos]))
         return out
 
     def _use_ann(self) -> bool:
@@ -298,8 +281,8 @@ class Retriever:
 
     # ---- several queries, adjustments -----------------------------------------------------
 
-    def _merge(self, per_query: list[list[_Scored]]) -> list[_Scored]:
-        best: dict[int, _Scored] = {}
+    def _merge(self, per_query: list[list[Scored]]) -> list[Scored]:
+        best: dict[int, Scored] = {}
         for scored in per_query:
             for s in scored:
                 if s.pos not in best or s.relevance > best[s.pos].relevance:
@@ -319,12 +302,12 @@ class Retriever:
         out = []
         for pos, score in zip(fused.ids, fused.scores, strict=True):
             s = best[pos]
-            out.append(_Scored(s.pos, score / top, s.relevance, s.cosine, s.coverage, s.legs))
+            out.append(Scored(s.pos, score / top, s.relevance, s.cosine, s.coverage, s.legs))
         return out
 
     def _lift_parents(
-        self, kept: list[_Scored], scopes: list[str], allowed: npt.NDArray[np.bool_]
-    ) -> list[_Scored]:
+        self, kept: list[Scored], scopes: list[str], allowed: npt.NDArray[np.bool_]
+    ) -> list[Scored]:
         """A consolidation parent matches at least as well as its best-matching member found.
 
         A sleep parent's text keeps each distinct fact once, in its most central member's
@@ -343,12 +326,12 @@ class Retriever:
                 have = best.get(pos)
                 if have is None or have.fused < s.fused:
                     legs = f"{s.legs} via consolidated member"
-                    best[pos] = _Scored(pos, s.fused, s.relevance, s.cosine, s.coverage, legs)
+                    best[pos] = Scored(pos, s.fused, s.relevance, s.cosine, s.coverage, legs)
         return list(best.values())
 
     def _rank(
         self,
-        kept: list[_Scored],
+        kept: list[Scored],
         limit: int,
         now: datetime,
         queries: Sequence[str],
@@ -366,7 +349,7 @@ class Retriever:
         # topic but is not that person's word (LoCoMo's adversarial questions swap the person).
         asks_about = bool(named) and any(named.intersection(m.tags) for m in mems)
         # Each candidate's score is needed to rank it; its `Why:` line only if it is returned.
-        rows: list[tuple[Hit, _Scored, float, str]] = []  # hit, its match, age (days), notes
+        rows: list[tuple[Hit, Scored, float, str]] = []  # hit, its match, age (days), notes
         for s, m, imp in zip(kept, mems, importance, strict=True):
             age_days = max(0.0, (now - m.created_at).total_seconds() / 86400.0)
             recency = math.exp(-age_days / scfg.recency_decay_days)
