@@ -317,7 +317,7 @@ def test_a_bad_model_is_refused_naming_model_before_the_benchmark_runs(command: 
     # `embedding.model` (scale, cold), and `bench locomo` read its data first.
     result = CliRunner().invoke(main, ["bench", command, "--model", "bogus"])
     assert result.exit_code == 2, result.output
-    assert result.stderr.startswith("error: model: must be 'minilm' or PROVIDER:MODEL"), (
+    assert result.stderr.startswith('error: model: must be "minilm" or PROVIDER:MODEL'), (
         result.stderr
     )
 

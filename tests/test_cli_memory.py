@@ -125,7 +125,7 @@ def test_a_related_to_with_a_colon_and_no_type_is_refused(env: dict[str, str]) -
                      "--related-to", spec)  # fmt: skip
         assert (result.exit_code, result.stdout) == (2, ""), result.output
         assert result.stderr == (
-            f"error: --related-to: must be ID or ID:TYPE, a type after the colon; got {spec!r}\n"
+            f'error: --related-to: must be ID or ID:TYPE, a type after the colon; got "{spec}"\n'
         )
     assert "Replica lag" not in run("recent").output  # nothing stored
     done = run("memorize", "-t", "Replica lag", "-c", "Replicas lag by 2 s.", "--related-to",
@@ -265,7 +265,7 @@ def test_unrelate_removes_a_wrong_link_and_keeps_the_memories(env: dict[str, str
     assert bogus.exit_code == 2 and 'unknown relationship type "bogus"; use one of' in bogus.output
     assert "auto_linked" not in bogus.output and "same_session" not in bogus.output
     kept = run("unrelate", a, b, "-t", "same_session")
-    assert kept.exit_code == 2 and "relationship_type: 'same_session' edges are kept" in kept.output
+    assert kept.exit_code == 2 and 'relationship_type: "same_session" edges are kept' in kept.output
     every = json.loads(run("unrelate", a, b, "--format", "json").output)
     assert [r["relationship_type"] for r in every["removed"]] == ["related_to"]
     assert run("graph", a).output == "No relationships.\n"
@@ -705,7 +705,7 @@ def test_migrate_refuses_a_destination_that_names_no_new_place(
     # `--option` follows storage.options' rules: a key given twice took the last value
     # without a word, and the retry options were not checked.
     for options, rule in [
-        (["region=us-east-1", "REGION=eu-west-1"], "names 'REGION' twice; give each key once"),
+        (["region=us-east-1", "REGION=eu-west-1"], 'names "REGION" twice; give each key once'),
         (["client_max_retries=abc"], "client_max_retries must be"),
         (["region"], "each entry must be key=value"),
     ]:

@@ -227,7 +227,7 @@ def test_int_given_for_float_is_accepted(tmp_path: Path):
         (
             '[knowledge]\nallow_private_hosts = ["10.0.0.0/8", "bad host!"]\n',
             "knowledge.allow_private_hosts",
-            "'bad host!' is neither an IP address, a CIDR network nor a host name",
+            '"bad host!" is neither an IP address, a CIDR network nor a host name',
         ),
         ("[knowledge]\nmax_redirects = -1\n", "knowledge.max_redirects", "must be between 0"),
         (
@@ -356,7 +356,7 @@ def test_a_location_whose_home_does_not_exist_names_the_variable(
     from octobrain.config import config_path
 
     monkeypatch.setenv(name, "~no-such-user-here/octobrain")
-    with pytest.raises(ConfigError, match=f"^{name}: '~no-such-user-here/octobrain': its ~ names"):
+    with pytest.raises(ConfigError, match=f'^{name}: "~no-such-user-here/octobrain": its ~ names'):
         config_path()
 
 
@@ -369,7 +369,7 @@ def test_a_relative_location_is_refused_not_read_from_each_directory(
     from octobrain.config import config_path
 
     monkeypatch.setenv(name, "rel/dd")
-    with pytest.raises(ConfigError, match=f"^{name}: must be an absolute path .*got 'rel/dd'"):
+    with pytest.raises(ConfigError, match=f'^{name}: must be an absolute path .*got "rel/dd"'):
         config_path()
 
 

@@ -72,10 +72,10 @@ def test_model_ids_are_canonical(spec: str, model_id: str):
 @pytest.mark.parametrize(
     ("spec", "rule"),
     [
-        ("", "must be 'minilm' or PROVIDER:MODEL"),
-        ("bge-small", "must be 'minilm' or PROVIDER:MODEL"),
-        ("openai:", "must be 'minilm' or PROVIDER:MODEL"),
-        ("word2vec:google-news", "unknown provider 'word2vec'"),
+        ("", 'must be "minilm" or PROVIDER:MODEL'),
+        ("bge-small", 'must be "minilm" or PROVIDER:MODEL'),
+        ("openai:", 'must be "minilm" or PROVIDER:MODEL'),
+        ("word2vec:google-news", 'unknown provider "word2vec"'),
         ("hash:7", "8..4096"),
         ("hash:abc", "8..4096"),
         ("fastembed:two words", "no spaces"),

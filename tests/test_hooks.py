@@ -516,7 +516,7 @@ def test_hook_install_refuses_an_empty_command_rather_than_use_the_default(
         assert (done.exit_code, done.stdout) == (2, ""), done.output
         assert done.stderr == (
             "error: --command: must be how to run octobrain (e.g. /usr/local/bin/octobrain), "
-            f"got {given!r}\n"
+            f'got "{given}"\n'
         )
         assert not settings.exists()
 

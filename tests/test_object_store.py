@@ -649,7 +649,7 @@ def test_a_storage_option_the_object_store_does_not_take_is_named(
         ("client_max_retries=-1", "client_max_retries must be a whole number of retries"),
         ("client_retry_timeout=20s", "client_retry_timeout must be a number of seconds"),
         # (before: read into a dict, the last one taken without a word)
-        ("REGION=eu-west-1", "_OPTIONS: names 'REGION' twice; give each key once"),
+        ("REGION=eu-west-1", '_OPTIONS: names "REGION" twice; give each key once'),
     ],
 )
 def test_the_retry_options_octobrain_reads_are_checked_at_load(

@@ -43,7 +43,7 @@ def test_a_port_of_digits_other_than_ascii_is_refused_before_serving(
     stderr = refused_start(tmp_path, "--bind", f"127.0.0.1:{port}")
     assert stderr.splitlines()[0] == (
         "error: --bind: must be HOST:PORT with a port of ASCII digits in 1..65535, "
-        f"got '127.0.0.1:{port}'"
+        f'got "127.0.0.1:{port}"'
     ), stderr
 
 
@@ -81,7 +81,7 @@ def test_a_non_loopback_bind_in_the_config_asks_for_a_token_only_of_the_server(
     )
     assert stats.returncode == 0 and "total: 0" in stats.stdout, stats.stderr
     first = refused_start(tmp_path, **bind).splitlines()[0]
-    assert first.startswith("error: --token: required to bind '0.0.0.0'"), first
+    assert first.startswith('error: --token: required to bind "0.0.0.0"'), first
     assert "OCTOBRAIN_TOKEN" in first
     # --bind wins over the config's: a loopback one needs no token (refused here for its port).
     first = refused_start(tmp_path, "--bind", "127.0.0.1:²", **bind).splitlines()[0]

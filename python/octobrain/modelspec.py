@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 
 __all__ = ["BUNDLED_MODEL_ID", "CLOUD_PROVIDERS", "ModelSpec", "parse_model_spec"]
 
@@ -55,20 +55,22 @@ def parse_model_spec(spec: str) -> ModelSpec:
     if not sep or not name:
         raise InvalidInput(
             "embedding.model",
-            "must be 'minilm' or PROVIDER:MODEL with PROVIDER one of fastembed, openai, voyage, "
-            f"jina, hash (got {spec!r})",
+            'must be "minilm" or PROVIDER:MODEL with PROVIDER one of fastembed, openai, voyage, '
+            f"jina, hash (got {as_json(spec)})",
         )
     if provider == "hash":
         if not name.isdigit() or not 8 <= int(name) <= 4096:
             raise InvalidInput(
-                "embedding.model", f"hash:<dim> needs a dim in 8..4096 (got {spec!r})"
+                "embedding.model", f"hash:<dim> needs a dim in 8..4096 (got {as_json(spec)})"
             )
         return ModelSpec("hash", str(int(name)))
     if provider == "fastembed" or provider in CLOUD_PROVIDERS:
         if any(c.isspace() for c in name):
-            raise InvalidInput("embedding.model", f"a model name has no spaces (got {spec!r})")
+            raise InvalidInput(
+                "embedding.model", f"a model name has no spaces (got {as_json(spec)})"
+            )
         return ModelSpec(provider, name)  # type: ignore[arg-type]
     raise InvalidInput(
         "embedding.model",
-        f"unknown provider {provider!r}: use fastembed, openai, voyage, jina or hash",
+        f"unknown provider {as_json(provider)}: use fastembed, openai, voyage, jina or hash",
     )

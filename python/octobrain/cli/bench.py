@@ -427,14 +427,16 @@ def bench_cold_command(
     resident service warm, as the first command with none running (it starts one), and with
     it disabled (p50 / p90 of --runs)."""
     from octobrain.bench.cold import COMMANDS, cold_table, run_cold
-    from octobrain.errors import InvalidInput
+    from octobrain.errors import InvalidInput, as_json
 
     counts = _sizes(sizes, 1)
     chosen = [c.strip() for c in commands.split(",") if c.strip()]
     known = (*COMMANDS, "mcp")
     unknown = sorted(set(chosen) - set(known))
     if unknown or not chosen:
-        raise InvalidInput("--commands", f"must name some of {', '.join(known)}; got {commands!r}")
+        raise InvalidInput(
+            "--commands", f"must name some of {', '.join(known)}; got {as_json(commands)}"
+        )
     reports = [
         run_cold(
             n,

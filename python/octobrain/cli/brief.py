@@ -20,7 +20,7 @@ from octobrain.cli.common import (
     write_atomic_file,
     yes_required,
 )
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.safe_text import printable
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ def hook_install(settings_path: Path | None, project: bool, command: str | None,
     if command is not None and not command.strip():  # given empty: a mistake, not the default
         raise InvalidInput(
             "--command",
-            f"must be how to run octobrain (e.g. /usr/local/bin/octobrain), got {command!r}",
+            f"must be how to run octobrain (e.g. /usr/local/bin/octobrain), got {as_json(command)}",
         )
     if settings_path is None:
         base = Path.cwd() if project else Path.home()

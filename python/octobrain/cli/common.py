@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from octobrain.errors import InvalidInput, OctobrainError, json_printable
+from octobrain.errors import InvalidInput, OctobrainError, as_json, json_printable
 from octobrain.files import write_atomic_file as write_atomic_file
 from octobrain.safe_text import one_line, printable
 
@@ -199,7 +199,8 @@ def _one_scope(ctx: click.Context, param: click.Parameter, given: tuple[str, ...
     named = list(dict.fromkeys(given))
     if len(named) > 1:
         raise InvalidInput(
-            "--scope", f"given as {named[0]!r} and as {named[1]!r}; give the scope once"
+            "--scope",
+            f"given as {as_json(named[0])} and as {as_json(named[1])}; give the scope once",
         )
     return named[0] if named else None
 

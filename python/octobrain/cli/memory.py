@@ -26,7 +26,7 @@ from octobrain.cli.curate import CURATION_COMMANDS, WHOLE_STORE_COMMANDS
 from octobrain.cli.ingest import ingest_cmd
 from octobrain.cli.links import LINK_COMMANDS
 from octobrain.cli.storage import migrate_cmd
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.models import MemoryType
 from octobrain.safe_text import glimpse, printable
 
@@ -89,7 +89,8 @@ def memorize_cmd(
         target, colon, kind = spec.partition(":")
         if colon and not kind.strip():  # `ID:` meant some type, not the default one
             raise InvalidInput(
-                "--related-to", f"must be ID or ID:TYPE, a type after the colon; got {spec!r}"
+                "--related-to",
+                f"must be ID or ID:TYPE, a type after the colon; got {as_json(spec)}",
             )
         links.append({"target_id": target, "relationship_type": kind or "related_to"})
     links += [{"target_id": t, "relationship_type": "supersedes"} for t in supersedes]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from octobrain.config.schema import CONFIG_VERSION, Config
-from octobrain.errors import ConfigError, json_printable
+from octobrain.errors import ConfigError, as_json, json_printable
 from octobrain.files import NotARegularFile, TooLarge, check_path, read_regular
 from octobrain.safe_text import is_unicode
 
@@ -44,11 +44,11 @@ def _local_path(raw: str, key: str, source: str | None = None) -> Path:
     try:
         path = Path(raw).expanduser()
     except RuntimeError:  # `~user` of no such user, or no home directory at all
-        raise ConfigError(key, f"{raw!r}: its ~ names no home directory", source) from None
+        raise ConfigError(key, f"{as_json(raw)}: its ~ names no home directory", source) from None
     if not path.is_absolute():  # (read from each command's directory: a store in each)
         raise ConfigError(
             key,
-            f"must be an absolute path (or start with ~), got {raw!r}: a relative one names "
+            f"must be an absolute path (or start with ~), got {as_json(raw)}: a relative one names "
             "another place in every directory a command runs from",
             source,
         )

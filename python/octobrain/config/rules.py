@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from octobrain.errors import as_json
 from octobrain.modelspec import parse_model_spec
 
 # A rule returns None when the value is fine, else the rule the value broke.
@@ -74,15 +75,15 @@ def storage_options_problem(v: Any) -> str | None:
     for item in v:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            return f"each entry must be key=value; got {item!r}"
+            return f"each entry must be key=value; got {as_json(item)}"
         # (read into a dict, the last entry of a key won without a word; its values are not
         # shown: an option may hold a credential)
         if key.strip().lower() in given:
-            return f"names {key.strip()!r} twice; give each key once"
+            return f"names {as_json(key.strip())} twice; give each key once"
         given.add(key.strip().lower())
         pattern, what = _RETRY_OPTIONS.get(key.strip(), ("", ""))
         if pattern and not re.fullmatch(pattern, value.strip()):
-            return f"{key.strip()} must be {what}; got {value.strip()!r}"
+            return f"{key.strip()} must be {what}; got {as_json(value.strip())}"
     return None
 
 
@@ -128,7 +129,7 @@ def allow_hosts_rule(v: Any) -> str | None:
         except ValueError:
             pass
         if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?", item):
-            return f"{item!r} is neither an IP address, a CIDR network nor a host name"
+            return f"{as_json(item)} is neither an IP address, a CIDR network nor a host name"
     return None
 
 

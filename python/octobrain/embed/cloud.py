@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from octobrain.embed.base import BaseEmbedder, Kind
-from octobrain.errors import EmbeddingError, InvalidInput
+from octobrain.errors import EmbeddingError, InvalidInput, as_json
 
 __all__ = ["PROVIDERS", "CloudEmbedder", "Provider"]
 
@@ -76,7 +76,7 @@ class CloudEmbedder(BaseEmbedder):
         base_url: str = "",
     ) -> None:
         if provider not in PROVIDERS:
-            raise InvalidInput("embedding.model", f"unknown cloud provider {provider!r}")
+            raise InvalidInput("embedding.model", f"unknown cloud provider {as_json(provider)}")
         if not timeout_secs > 0:
             raise InvalidInput("embedding.timeout_secs", "must be > 0")
         self._provider = PROVIDERS[provider]

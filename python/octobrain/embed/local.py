@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from octobrain.embed.base import BaseEmbedder, Kind, model_prefixes
 from octobrain.embed.onnx import MeanPooledOnnx
-from octobrain.errors import EmbeddingError, InvalidInput
+from octobrain.errors import EmbeddingError, InvalidInput, as_json
 from octobrain.heap import on_trim
 from octobrain.modelspec import ModelSpec
 
@@ -150,7 +150,8 @@ def _load_fastembed(name: str, allow_download: bool) -> Any:
         if name.lower() not in known:
             raise InvalidInput(
                 "embedding.model",
-                f"fastembed has no model {name!r}; see TextEmbedding.list_supported_models()",
+                f"fastembed has no model {as_json(name)}; see "
+                "TextEmbedding.list_supported_models()",
             )
         canonical = known[name.lower()]
         if canonical in _LOADED:
@@ -264,7 +265,7 @@ class LocalEmbedder(BaseEmbedder):
                 self._dim = TextEmbedding.get_embedding_size(self._spec.name)
             except ValueError as exc:
                 raise InvalidInput(
-                    "embedding.model", f"fastembed has no model {self._spec.name!r}"
+                    "embedding.model", f"fastembed has no model {as_json(self._spec.name)}"
                 ) from exc
         return self._dim
 

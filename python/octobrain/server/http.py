@@ -45,7 +45,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from octobrain.config.rules import BIND_RULE, MIN_TOKEN_CHARS, split_bind, token_problem
-from octobrain.errors import InvalidInput, cut_middle
+from octobrain.errors import InvalidInput, as_json, cut_middle
 from octobrain.safe_text import client_text
 from octobrain.server import wire
 from octobrain.server.abandoned import SCOPE_KEY, Work, held_until_done
@@ -82,7 +82,7 @@ def parse_bind(bind: str) -> tuple[str, int]:
     """`HOST:PORT` (IPv6 in brackets) → (host, port)."""
     found = split_bind(bind.strip())
     if found is None:
-        raise InvalidInput("--bind", f"{BIND_RULE}, got {cut_middle(repr(bind), 100)}")
+        raise InvalidInput("--bind", f"{BIND_RULE}, got {as_json(bind)}")
     host, port = found
     return host.strip("[]"), port
 
@@ -97,7 +97,7 @@ def check_token(host: str, token: str) -> None:
     if not token and not is_loopback(host):
         raise InvalidInput(
             "--token",
-            f"required to bind {host!r}, which is not a loopback address "
+            f"required to bind {as_json(host)}, which is not a loopback address "
             "(pass --token or set OCTOBRAIN_TOKEN; clients send 'Authorization: Bearer <token>')",
         )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.store import seen
 from octobrain.store.manifest import KNOWN_TABLES, LOCK_TIMEOUT_S, STAMPED_ON, retable, stamp_made
 
@@ -35,7 +35,9 @@ def recreate(location: StoreLocation, what: str, damaged: set[str]) -> list[str]
     what was moved aside or dropped."""
     tables = RECREATABLE.get(what)
     if tables is None:
-        raise InvalidInput("--recreate", f"must be one of {', '.join(RECREATABLE)}, got {what!r}")
+        raise InvalidInput(
+            "--recreate", f"must be one of {', '.join(RECREATABLE)}, got {as_json(what)}"
+        )
     if not damaged & set(tables):
         raise InvalidInput(
             "--recreate",
