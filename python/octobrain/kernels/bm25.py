@@ -135,7 +135,7 @@ class BM25Index:
         self._checked([query])
         mask, k = self._seen(seen), _k(k)
         if ties is not None:  # (broken in Rust, also where a tie straddles the cut)
-            ties = np.asarray(ties, dtype=np.int64)
+            ties = np.ascontiguousarray(ties, dtype=np.int64)
             if ties.shape != (self.position_count,):
                 raise InvalidInput(
                     "ties", f"must hold one key per position ({self.position_count})"

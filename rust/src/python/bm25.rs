@@ -148,6 +148,7 @@ impl PyBm25Index {
         detached(py, || inner.remove(&positions, base_positions))
     }
 
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
     #[pyo3(signature = (query, k, allowed = None, seen = None, ties = None))]
     fn search<'py>(
         &self,
@@ -160,7 +161,8 @@ impl PyBm25Index {
     ) -> PyResult<Hits<'py>> {
         let allowed = owned_positions(allowed);
         let seen = owned_mask(seen);
-        let ties = owned_positions(ties);
+        // (read where they lie, as the base's postings are: a million keys are 8 MB a query)
+        let ties = ties.as_ref().map(|t| contiguous(t, "ties")).transpose()?;
         let hits = self.with_base(py, move |inner, base| {
             inner.search_keyed(
                 base,
@@ -168,7 +170,7 @@ impl PyBm25Index {
                 k_arg(k)?,
                 allowed.as_deref(),
                 seen.as_deref(),
-                ties.as_deref(),
+                ties,
             )
         })?;
         Ok(hits_to_numpy(py, hits))
@@ -214,10 +216,9 @@ impl PyBm25Index {
     ) -> PyResult<Hits<'py>> {
         let mask = mask.as_array().to_vec();
         let seen = owned_mask(seen);
-        let ties = owned_positions(ties);
+        let ties = ties.as_ref().map(|t| contiguous(t, "ties")).transpose()?;
         let hits = self.with_base(py, move |inner, base| {
-            let k = k_arg(k)?;
-            inner.search_masked(base, &query, k, &mask, seen.as_deref(), ties.as_deref())
+            inner.search_masked(base, &query, k_arg(k)?, &mask, seen.as_deref(), ties)
         })?;
         Ok(hits_to_numpy(py, hits))
     }
