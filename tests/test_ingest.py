@@ -594,26 +594,26 @@ def test_secrets_are_screened_like_memorize(tmp_path: Path) -> None:
             '[{"speaker": "A", "text": "one", "id": "x"},'
             ' {"speaker": "A", "text": "two", "id": "x"}]',
             "chat",
-            r"^turns\[1\]\.id: duplicate of turns\[0\]\.id \('x'\), which is a different turn",
+            r'^turns\[1\]\.id: duplicate of turns\[0\]\.id \("x"\), which is a different turn',
         ),
         (  # a JSONL file: a record is named by its line
             '{"speaker": "A", "text": "one", "id": 7}\n\n{"speaker": "B", "text": "ok"}\n'
             '{"speaker": "A", "text": "two", "id": 7}',
             "chat",
-            r"^line 4\.id: duplicate of line 1\.id \('7'\), which is a different turn",
+            r'^line 4\.id: duplicate of line 1\.id \("7"\), which is a different turn',
         ),
         (
             '\n{"type": "user", "uuid": "u1", "message": {"content": "hello"}}\n'
             '{"type": "assistant", "uuid": "u1", "message": {"content": "hi there"}}',
             "claude",
-            r"^line 3\.uuid: duplicate of line 2\.uuid \('u1'\)",
+            r'^line 3\.uuid: duplicate of line 2\.uuid \("u1"\)',
         ),
         (
             '[{"conversation": {"session_1": [{"speaker": "A", "text": "one", "dia_id": "D1:2"},'
             ' {"speaker": "B", "text": "two"}]}}]',
             "locomo",
             r"^file\[0\]\.conversation\.session_1\[1\]: duplicate of "
-            r"file\[0\]\.conversation\.session_1\[0\]\.dia_id \('D1:2'\)",
+            r'file\[0\]\.conversation\.session_1\[0\]\.dia_id \("D1:2"\)',
         ),
         (  # (the chat record was skipped as something Claude Code keeps beside the talk)
             '{"type": "user", "uuid": "u1", "sessionId": "s", "message": {"content": "hello"}}\n'
@@ -795,7 +795,7 @@ def test_cli_ingest_reports_and_errors_in_one_line(tmp_path: Path) -> None:
     dup = cli("memory", "--scope", SCOPE, "ingest", str(twice))
     assert (dup.exit_code, dup.stdout) == (2, "")
     assert dup.stderr == (
-        "error: turns[1].id: duplicate of turns[0].id ('x'), which is a different turn; "
+        'error: turns[1].id: duplicate of turns[0].id ("x"), which is a different turn; '
         "a turn id must name one turn\n"
     )
     chat = tmp_path / "chat.jsonl"

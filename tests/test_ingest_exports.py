@@ -232,7 +232,7 @@ def test_a_chatgpt_export_follows_the_branch_kept_and_leaves_out_system_and_tool
     broken[0]["current_node"] = "gone"
     with pytest.raises(InvalidInput) as refused:
         parse_text(json.dumps(broken))
-    assert str(refused.value).startswith("file[0].mapping: has no node 'gone'")
+    assert str(refused.value).startswith('file[0].mapping: has no node "gone"')
 
 
 def test_a_turn_dated_0_is_undated_as_a_transcript_s_is() -> None:

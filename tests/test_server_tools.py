@@ -369,7 +369,7 @@ BAD = [
                 {"speaker": "A", "text": "two", "id": "x"},
             ],
         },
-        "turns[2].id: duplicate of turns[0].id ('x'), which is a different turn",
+        'turns[2].id: duplicate of turns[0].id ("x"), which is a different turn',
     ),
     ("knowledge", {}, "command: required"),
     ("knowledge", {"command": "index"}, "command: must be one of search"),

@@ -496,3 +496,11 @@ def test_a_client_stopped_while_it_holds_the_service_does_not_hold_up_the_others
             stopped.send_signal(signal.SIGCONT)
             stopped.kill()
             stopped.wait()
+
+
+def test_service_status_quotes_a_bad_setting_as_written(env: dict[str, str]) -> None:
+    done = _run({**env, "OCTOBRAIN_SERVICE_ENABLED": "maybe"}, "service", "status")
+    assert done.returncode == 1
+    assert done.stderr.startswith(  # (was got 'maybe', as Python writes it)
+        'error: service: unavailable: OCTOBRAIN_SERVICE_ENABLED must be true or false, got "maybe"'
+    ), done.stderr

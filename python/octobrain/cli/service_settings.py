@@ -14,6 +14,7 @@ import stat
 import sys
 from typing import TYPE_CHECKING
 
+from octobrain.errors import as_json
 from octobrain.files import read_regular
 
 if TYPE_CHECKING:
@@ -221,7 +222,7 @@ def load_settings() -> Settings | None:
             if value is None:
                 what = "true or false" if key == "enabled" else "a number of seconds over 0"
                 where, given = raw[key]
-                _unavailable.append(f"{where} must be {what}, got {given!r}")
+                _unavailable.append(f"{where} must be {what}, got {as_json(given)}")
                 return None
         assert enabled is not None and idle is not None and wait is not None  # (for mypy)
         directory = runtime_dir()

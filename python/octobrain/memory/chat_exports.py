@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.memory.chat_keys import parts_text
 from octobrain.memory.turn_fields import same_id, turn_id, turn_text, turn_time
 from octobrain.memory.turns import Conversation, Turn, in_parts, listed
@@ -155,9 +155,9 @@ def _branch(where: str, mapping: dict[Any, Any], leaf: object) -> list[str]:
     node = leaf
     while node is not None and node != "":
         if not isinstance(node, str) or not isinstance(mapping.get(node), dict):
-            raise InvalidInput(where, f"has no node {node!r}, which the branch read passes")
+            raise InvalidInput(where, f"has no node {as_json(node)}, which the branch read passes")
         if len(ids) > len(mapping):
-            raise InvalidInput(where, f"has a cycle of parents through {node!r}")
+            raise InvalidInput(where, f"has a cycle of parents through {as_json(node)}")
         ids.append(node)
         node = mapping[node].get("parent")
     return ids[::-1]

@@ -13,7 +13,7 @@ from datetime import datetime
 from itertools import islice
 from typing import overload
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.models import CONTENT_BYTES
 from octobrain.spans import split_text
 
@@ -175,7 +175,7 @@ def _repeats(
 def duplicate(i: int, turn: Turn, j: int, first: Turn) -> InvalidInput:
     return InvalidInput(
         turn.origin or f"turn {i + 1}",
-        f"duplicate of {first.origin or f'turn {j + 1}'} ({turn.key!r}), "
+        f"duplicate of {first.origin or f'turn {j + 1}'} ({as_json(turn.key)}), "
         "which is a different turn; a turn id must name one turn",
     )
 
