@@ -237,3 +237,39 @@ def test_a_link_that_loops_beside_the_tables_is_named(env: dict[str, str], name:
     assert f"{name}: is a link that cannot be followed" in doctor.stdout, doctor.stdout
     link.unlink()
     assert octobrain(env, "export", "-").returncode == 0
+
+
+@pytest.mark.parametrize("newer", ["all", "one"])
+def test_a_manifest_of_the_other_naming_scheme_is_named_with_the_way_out(
+    env: dict[str, str], newer: str
+) -> None:
+    # A version manifest named as Lance named them before (`5.manifest`) among a table's
+    # newer-named ones: every command said "damaged or missing (lance error: Encountered
+    # internal error … Found multiple manifest naming schemes …)" with `memory restore` as
+    # the repair, which failed the same way, and `doctor` named no file.
+    for i in range(3):
+        memorize(env, f"Fact {i}", f"Durable fact number {i} about the API.")
+    versions = _store(env) / "memories.lance" / "_versions"
+    (versions / "5.manifest").write_bytes(b"copied in")
+    if newer == "one":  # (one of each scheme: the older scheme's is named) the newest kept
+        newer = sorted(versions.glob("?" * 20 + ".manifest"))
+        for path in newer[1:]:
+            path.unlink()
+    named = "memories.lance/_versions/5.manifest"
+    for args in (
+        ("stats",),
+        ("remember", "durable fact"),
+        ("memorize", "-t", "Fact 4", "-c", "Another fact."),
+    ):
+        done = octobrain(env, *args)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        line = one_clear_line(done.stderr)
+        assert f"{named} is a version manifest named in another" in line, line
+        assert f"move {named} aside" in line, line
+    doctor = subprocess.run([EXE, "doctor"], env=env, capture_output=True, text=True, timeout=120)
+    assert doctor.returncode == 1 and f"move {named} aside" in doctor.stdout, doctor.stdout
+    (versions / "5.manifest").rename(_store(env) / "5.manifest.aside")
+    assert (
+        subprocess.run([EXE, "doctor"], env=env, capture_output=True, timeout=120).returncode == 0
+    )
+    assert octobrain(env, "stats").returncode == 0

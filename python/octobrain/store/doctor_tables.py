@@ -38,7 +38,13 @@ from octobrain.store.schema import (
     SOURCES,
     describe_garbled,
 )
-from octobrain.store.table_files import NOT_REGULAR, access_repair, not_regular, unreadable
+from octobrain.store.table_files import (
+    NOT_A_FOLDER,
+    NOT_REGULAR,
+    access_repair,
+    not_regular,
+    unreadable,
+)
 from octobrain.store.unit_vectors import describe_unsound, unsound, vector_matrix
 from octobrain.store.upkeep import KEEP_VERSIONS_FOR
 from octobrain.store.versions import history_gap, lost_version
@@ -54,6 +60,13 @@ _FRAGMENT_BITS = 32
 _MAX_FRAGMENTS = 1 << 31  # keeps every _rowid bound below 2**63
 _NAMED_GARBLED = 5  # ids of damaged rows a problem names (then a count)
 _MAX_READS = 256  # a bisection finds up to ~8 damaged fragments among 2**31 within this
+# What a table's file that Lance does not make there does (`table_files.not_regular`).
+_ODD_EFFECT = {
+    NOT_REGULAR: " (neither octobrain nor Lance makes one there; every command that reads the "
+    "table may wait on it)",
+    NOT_A_FOLDER: " (neither octobrain nor Lance makes one there; every write to the table "
+    "fails on it)",
+}
 
 
 def check_table(
@@ -79,12 +92,7 @@ def check_table(
         problems.append(
             Problem(
                 name,
-                f"{odd} {odd.said} (neither octobrain nor Lance makes one there; "
-                + (
-                    "every command that reads the table may wait on it)"
-                    if odd.said == NOT_REGULAR
-                    else "every write to the table fails on it)"
-                ),
+                f"{odd} {odd.said}" + _ODD_EFFECT.get(odd.said, ""),
                 f"move {odd} aside, then run `octobrain doctor` again",
             )
         )

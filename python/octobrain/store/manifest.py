@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.store import seen
 from octobrain.store.lease import LEASE_TTL_S
-from octobrain.store.table_files import not_regular
+from octobrain.store.table_files import OTHER_SCHEME, not_regular
 from octobrain.store.versions import Problem, lost_version, versions_dir
 
 if TYPE_CHECKING:
@@ -328,7 +328,8 @@ def open_or_create(
         raise TableDamaged(
             location,
             name,
-            f"{odd} {odd.said}, which neither octobrain nor Lance makes",
+            f"{odd} {odd.said}"
+            + ", which neither octobrain nor Lance makes" * (odd.said != OTHER_SCHEME),
             f"move {odd} aside, then run `octobrain doctor` again",
         )
     try:

@@ -2,12 +2,14 @@
 such a file itself and, a FIFO, waits on it for good, so a table holding one is refused before
 it is opened (`not_regular`), by listing its folders; and one that appears after the open, under
 a long-lived process that would read it at its next call (`NewOdd`) or in its background work
-(`OddGuard`).
+(`OddGuard`). So is a version manifest of the other naming scheme than the table's others,
+which Lance refuses to open the table beside, naming no file.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import threading
 from pathlib import Path
@@ -30,6 +32,14 @@ class Odd(str):
 
 NOT_REGULAR = "is not a regular file"
 NOT_A_FOLDER = "is a file where Lance keeps a folder"
+OTHER_SCHEME = (
+    "is a version manifest named in another of Lance's naming schemes than the table's other "
+    "manifests (a file copied from another copy of the table): Lance opens no table holding "
+    "both, so every command that reads the table fails on it"
+)
+# A version manifest's name: `<version>.manifest` (V1), or 20 digits counting down (V2).
+_MANIFEST = re.compile(r"(\d+)\.manifest")
+_V2_DIGITS = 20
 
 
 def not_regular(location: StoreLocation, name: str) -> Odd | None:
@@ -49,6 +59,9 @@ def not_regular(location: StoreLocation, name: str) -> Odd | None:
         for entry in entries:
             if not _is_file(entry):
                 return Odd(f"{name}.lance/{folder}/{entry.name}", NOT_REGULAR)
+        other = _other_scheme(entries) if folder == "_versions" else None
+        if other is not None:
+            return Odd(f"{name}.lance/{folder}/{other}", OTHER_SCHEME)
     # One folder per index, its files in it (a folder in there is left to Lance).
     found = _entries(root / "_indices")
     if found is None:
@@ -58,6 +71,21 @@ def not_regular(location: StoreLocation, name: str) -> Odd | None:
             if not _is_file(entry) and not _is_dir(entry):
                 return Odd(f"{name}.lance/_indices/{index.name}/{entry.name}", NOT_REGULAR)
     return None
+
+
+def _other_scheme(entries: list[os.DirEntry[str]]) -> str | None:
+    """The first version manifest among `entries` named in the scheme fewer of them are (the
+    older one, V1, when as many), when both are there: Lance refuses to open the table
+    ("Found multiple manifest naming schemes"), and the repair it names cannot run."""
+    by_scheme: dict[bool, list[str]] = {False: [], True: []}
+    for entry in entries:
+        found = _MANIFEST.fullmatch(entry.name)
+        if found is not None:
+            by_scheme[len(found.group(1)) == _V2_DIGITS].append(entry.name)
+    older, newer = by_scheme[False], by_scheme[True]
+    if not older or not newer:
+        return None
+    return min(newer if len(newer) < len(older) else older)
 
 
 _FOLDERS = ("_versions", "data", "_deletions")  # what a read of a newer version opens
