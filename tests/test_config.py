@@ -222,6 +222,8 @@ def test_int_given_for_float_is_accepted(tmp_path: Path):
         ('[mcp]\ntoken = "0123456789abcdef\\r"\n', "mcp.token", "printable ASCII with no"),
         ('[mcp]\ntoken = "0123456789abcdef "\n', "mcp.token", "holds a space at its"),
         ("[mcp]\nallowed_origins = [1]\n", "mcp.allowed_origins", "list of strings"),
+        ("[mcp]\nunread_seconds = 0\n", "mcp.unread_seconds", "must be between 0"),
+        ('[mcp]\nunread_seconds = "long"\n', "mcp.unread_seconds", "must be a number"),
         ("search = 3\n", "search", "must be a table"),
         ("[search]\nhyde = 1\n", "search.hyde", "must be a table"),
         (
@@ -430,6 +432,7 @@ def test_env_overrides_every_type_and_beats_the_file(
         ("OCTOBRAIN_SEARCH_HYDE_ALPHA", "2", "between 0 and 1"),
         ("OCTOBRAIN_MEMORY_DECAY_ENABLED", "maybe", "must be one of 1, 0, true"),
         ("OCTOBRAIN_SEARCH_FUSION", "sum", "must be one of rrf"),
+        ("OCTOBRAIN_MCP_UNREAD_SECONDS", "forever", "must be a number"),
         ("OCTOBRAIN_MCP_ALLOWED_ORIGINS", "[1, 2]", "or a TOML array of strings"),
         ("OCTOBRAIN_MCP_ALLOWED_ORIGINS", '["https://a"', "or a TOML array of strings"),
         # Bytes that are not UTF-8: accepted, then every command failed opening the store with

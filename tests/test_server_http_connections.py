@@ -3,8 +3,11 @@ its client does not read is held."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
+import select
 import socket
 import threading
 from pathlib import Path
@@ -17,6 +20,7 @@ from mcp import Client
 
 from octobrain.server.connections import deadline_protocol
 from tests.server_support import PROJECT_A, call, free_port, http_server, run
+from tests.test_server_transports import _open_session
 
 FACT = {"title": "Release process", "content": "Releases are cut from main by tagging vX.Y.Z."}
 
@@ -83,7 +87,9 @@ def test_an_answer_its_client_does_not_read_is_dropped_and_its_connection_closed
 
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", http=deadline_protocol(0.5))
+    # (a request's own deadline, `mcp.request_seconds`, is another setting: 30 s here)
+    http = deadline_protocol(30.0, unread=0.5)
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", http=http)
     server = uvicorn.Server(config)
     serving = threading.Thread(target=server.run, kwargs={"sockets": [listener]})
     serving.start()
@@ -95,8 +101,38 @@ def test_an_answer_its_client_does_not_read_is_dropped_and_its_connection_closed
             reader.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
             assert ended.wait(60)  # the answer's task ended: the client read none of it
         said = [r.getMessage() for r in caplog.records if "was dropped" in r.getMessage()]
-        assert len(said) == 1 and "its client left it unread for 0.5 s" in said[0], said
+        assert len(said) == 1 and "left it unread for 0.5 s (mcp.unread_seconds)" in said[0], said
     finally:
         reader.close()
         server.should_exit = True
         serving.join(30)
+
+
+def test_the_server_drops_an_unread_answer_after_its_own_setting(tmp_path: Path) -> None:
+    # `mcp.unread_seconds` (0.5 here) apart from `mcp.request_seconds` (30): the unread answer
+    # was held for the request's deadline, the one setting for both.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    accept = {"Accept": "application/json, text/event-stream"}
+    env = {"OCTOBRAIN_MCP_UNREAD_SECONDS": "0.5"}
+    with (
+        http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path, **env) as proc,
+        socket.socket() as reader,
+    ):
+        headers = {**_open_session(url, accept), "Content-Type": "application/json"}
+        body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        request = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}"
+        request += f"Content-Length: {len(body)}\r\n\r\n{body}"
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        reader.connect(("127.0.0.1", port))
+        reader.settimeout(20)
+        with contextlib.suppress(OSError):  # (closed once an answer is dropped)
+            for _ in range(400):  # pipelined, and none of the answers read
+                reader.sendall(request.encode())
+        assert proc.stderr is not None
+        logged = b""
+        while b"unread for" not in logged:
+            assert select.select([proc.stderr], [], [], 20)[0], logged
+            logged += os.read(proc.stderr.fileno(), 1 << 16)
+        assert b"its client left it unread for 0.5 s (mcp.unread_seconds)" in logged, logged

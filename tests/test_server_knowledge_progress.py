@@ -16,6 +16,7 @@ from typing import IO, Any, cast
 import pytest
 from mcp import Client
 
+from octobrain.config import Config, EmbeddingConfig, McpConfig
 from octobrain.knowledge import generation
 from octobrain.server import BrainPool, hosted
 from octobrain.server.hosted import host_session, prepare_session
@@ -155,15 +156,16 @@ def test_a_client_that_stops_reading_while_told_progress_holds_no_other_sessions
 
 
 def test_a_hosted_client_that_reads_none_of_its_answers_has_its_session_ended(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     # Its answers waited for it as long as it stayed connected: the session's places in
     # flight taken, so nothing more of its input read, and a thread of the service blocked
-    # in each write, for good.
-    monkeypatch.setattr(hosted, "UNREAD_SECONDS", 0.5)
+    # in each write, for good. How long, `mcp.unread_seconds`, is the user's setting (it was a
+    # constant of 30 s).
+    config = Config(embedding=EmbeddingConfig(model="hash:64"), mcp=McpConfig(unread_seconds=0.5))
     with (
-        _logged(hosted.__name__, "left it unread for 0.5 s") as dropped,
-        _hosted(hash_pool(tmp_path / "db"), tmp_path) as stalled,
+        _logged(hosted.__name__, "left it unread for 0.5 s (mcp.unread_seconds)") as dropped,
+        _hosted(BrainPool(config, uri=tmp_path / "db"), tmp_path) as stalled,
     ):
         _lines(stalled, *_listings(40))
         assert dropped.wait(60)

@@ -70,6 +70,7 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
             token=secret,
             allowed_origins=pool.config.mcp.allowed_origins,
             request_seconds=pool.config.mcp.request_seconds,
+            unread_seconds=pool.config.mcp.unread_seconds,
             max_sessions=pool.config.mcp.max_sessions,
             max_in_flight=pool.config.mcp.max_in_flight,
         )

@@ -330,8 +330,15 @@ class McpConfig:
     allowed_origins: tuple[str, ...] = _opt((), "extra Origin values accepted over HTTP")
     request_seconds: float = _opt(
         30.0,
-        "over HTTP, the time a request's headers and body have to arrive, and an answer may "
-        "wait unread by its client (the connection is closed past it)",
+        "over HTTP, the time a request's headers and body have to arrive (the connection is "
+        "closed past it)",
+        in_range(0, 3600, lo_open=True),
+    )
+    unread_seconds: float = _opt(
+        30.0,
+        "the time an answer may wait unread by its client, over HTTP and in the MCP sessions "
+        "the resident service hosts; past it the answer is dropped and the connection or "
+        "session closed",
         in_range(0, 3600, lo_open=True),
     )
     max_sessions: int = _opt(

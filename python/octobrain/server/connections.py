@@ -18,7 +18,7 @@ nothing for as long as it stays connected (it has no write timeout), holding the
 its task and the answer's unsent bytes, and a connection being answered is never closed to make
 room, so clients that sent requests (pipelined on one connection, so the answers pile up past
 the kernel's buffers) and read none of the answers held every connection the server may open.
-So an answer that has not moved for `mcp.request_seconds` is dropped: its connection is
+So an answer that has not moved for `mcp.unread_seconds` is dropped: its connection is
 closed, one line in the log.
 """
 
@@ -55,13 +55,14 @@ def connection_cap() -> int:
     return max(16, soft - max(RESERVED_FILES, soft // 4) - BACKLOG)
 
 
-def deadline_protocol(seconds: float, cap: int | None = None) -> type[Any]:
+def deadline_protocol(seconds: float, unread: float, cap: int | None = None) -> type[Any]:
     """uvicorn's h11 protocol with a deadline on each request's arrival, and at most `cap`
     connections (`connection_cap()` when None).
 
     The headers and the whole body must arrive within `seconds` of the connection opening (or
     of the previous answer, on a kept-alive connection); past that the connection is closed.
-    The answer itself (a long tool call, an event stream) has no deadline. A connection that
+    The answer itself (a long tool call, an event stream) has no deadline, but one its client
+    leaves unread for `unread` seconds is dropped and its connection closed. A connection that
     takes the count past `cap` closes the one waiting longest for its request, or itself when
     every other is being answered.
     """
@@ -108,7 +109,7 @@ def deadline_protocol(seconds: float, cap: int | None = None) -> type[Any]:
         def pause_writing(self) -> None:
             super().pause_writing()  # the client has not read what was written so far
             if self._stalled is None:
-                self._stalled = self.loop.call_later(seconds, self._drop_answer)
+                self._stalled = self.loop.call_later(unread, self._drop_answer)
 
         def resume_writing(self) -> None:
             super().resume_writing()
@@ -124,9 +125,9 @@ def deadline_protocol(seconds: float, cap: int | None = None) -> type[Any]:
             peer = self.client
             dropped.warn(
                 "an answer to %s was dropped and its connection closed: its client left it "
-                "unread for %g s (mcp.request_seconds)",
+                "unread for %g s (mcp.unread_seconds)",
                 f"{peer[0]}:{peer[1]}" if peer else "a client",
-                seconds,
+                unread,
             )
             self.transport.abort()  # (`close` would wait for the unread bytes to be written)
 

@@ -6,7 +6,7 @@ for the client's working directory (its scope lock, its project list, where loca
 read) and the caps of the stdio server; the Brains are the service's, shared with the CLI
 commands it runs. A client closing its stdin ends its session only: a call still running gets
 `EXIT_GRACE_S`, then the session is cancelled and the connection closed. A client that leaves
-a line of output unread for `UNREAD_SECONDS` has it dropped and its session ended: it held the
+a line of output unread for `mcp.unread_seconds` has it dropped and its session ended: it held the
 session's places, and a thread of the service, for as long as it stayed connected.
 """
 
@@ -30,15 +30,15 @@ if TYPE_CHECKING:
     from octobrain.server.pool import BrainPool
 
 log = logging.getLogger(__name__)
-UNREAD_SECONDS = 30.0  # how long a line of output may wait for its client to read on
 
 
 class _SocketOut:
     """The session's stdout: each protocol line sent whole to the relaying client, or, when
-    the client reads none of it for `UNREAD_SECONDS`, dropped and the session ended."""
+    the client reads none of it for `unread` seconds, dropped and the session ended."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, unread: float) -> None:
         self._sock = sock
+        self._unread = unread
         self._dropped = False
 
     async def write(self, text: str) -> None:
@@ -52,11 +52,11 @@ class _SocketOut:
         ready.register(self._sock, select.POLLOUT)
         view = memoryview(data)
         while view:
-            if not ready.poll(UNREAD_SECONDS * 1000):
+            if not ready.poll(self._unread * 1000):
                 log.warning(
                     "an answer was dropped and its MCP session ended: its client left it unread "
-                    "for %g s",
-                    UNREAD_SECONDS,
+                    "for %g s (mcp.unread_seconds)",
+                    self._unread,
                 )
                 self._dropped = True
                 self._sock.shutdown(socket.SHUT_RDWR)  # (its reads end: the session ends)
@@ -86,7 +86,8 @@ def host_session(octo: OctobrainServer, sock: socket.socket) -> None:
                 scope.deadline = anyio.current_time() + EXIT_GRACE_S
 
             stdin = CappedStdin(reader, on_end=end)
-            await serve_stdio(octo.server, stdin=stdin, stdout=_SocketOut(sock))
+            unread = octo.pool.config.mcp.unread_seconds
+            await serve_stdio(octo.server, stdin=stdin, stdout=_SocketOut(sock, unread))
 
     try:
         anyio.run(main)

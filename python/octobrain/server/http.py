@@ -447,6 +447,7 @@ def serve_http(
     token: str,
     allowed_origins: Sequence[str] = (),
     request_seconds: float = 30.0,
+    unread_seconds: float = 30.0,
     max_sessions: int = MAX_SESSIONS,
     max_in_flight: int = MAX_IN_FLIGHT,
 ) -> None:
@@ -472,7 +473,7 @@ def serve_http(
         port=port,
         log_level="warning",
         lifespan="on",
-        http=deadline_protocol(request_seconds),
+        http=deadline_protocol(request_seconds, unread_seconds),
         backlog=BACKLOG,
     )
     serving = uvicorn.Server(config)
