@@ -15,6 +15,8 @@ UNLOCKED = "a/b"  # (the server's directory is no repository: each call names it
 REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ("remember", {"query": "deploys", "scope": "git@:x"},
      'scope: "git@:x" is neither a scope nor a git remote URL'),
+    ("remember", {"query": "deploys", "scope": "acme billing"},
+     'scope: may contain only letters, digits and . _ - ~ / (found " ")'),
     ("memorize", {"title": "t", "content": "c", "scope": UNLOCKED, "global": True},
      'global: true contradicts scope "a/b"'),
     ("memorize", {"title": "t", "content": "c", "scope": "", "global": False},

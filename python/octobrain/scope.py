@@ -216,11 +216,11 @@ def validate_scope(scope: str, field: str = "scope") -> str:
     if text == "global":  # (stored as a project called "global", which no project reads)
         raise InvalidInput(
             field,
-            "'global' names no project; the global scope is \"\" (--global on the command line)",
+            '"global" names no project; the global scope is "" (--global on the command line)',
         )
     bad = sorted({c for c in text if not (c.isalnum() or c in _SAFE_PUNCT)})
     if bad:
-        shown = " ".join(repr(c) for c in bad)
+        shown = " ".join(as_json(c) for c in bad)
         raise InvalidInput(field, f"may contain only letters, digits and . _ - ~ / (found {shown})")
     if any(seg in ("", ".", "..") for seg in text.split("/")):
         raise InvalidInput(field, "must not contain empty, '.' or '..' path segments")
