@@ -38,10 +38,10 @@ def test_a_repeated_key_over_stdio_is_refused_to_its_call_and_deletes_nothing(
         send(_call(3, f'{{"name": "remember", "name": "forget", {forget}}}'))
         refused = answer()
         assert refused["id"] == 3 and refused["error"]["code"] == -32600, refused
-        assert f"the key 'name' {REFUSED}" in refused["error"]["message"]
+        assert f'the key "name" {REFUSED}' in refused["error"]["message"]
         preview = f'{{"memory_id": "{memory}", "confirm": false, "confirm": true}}'
         send(_call(4, f'{{"name": "forget", "arguments": {preview}}}'))
-        assert f"the key 'confirm' {REFUSED}" in answer()["error"]["message"]
+        assert f'the key "confirm" {REFUSED}' in answer()["error"]["message"]
         send(_call(5, '{"name": "remember", "arguments": {"query": "ruff linting"}}'))
         assert memory in answer()["result"]["content"][0]["text"]  # still there
 
@@ -55,6 +55,9 @@ def test_a_repeated_key_over_http_is_refused_to_its_call(tmp_path: Path) -> None
         body = _call(2, '{"name": "remember", "arguments": {"query": "ab", "query": "ruff"}}')
         refused = httpx.post(url, content=body, headers=session, timeout=60)
         assert refused.status_code == 400, refused.text
-        assert refused.json()["id"] == 2 and f"the key 'query' {REFUSED}" in refused.text
+        assert (
+            refused.json()["id"] == 2
+            and f'the key "query" {REFUSED}' in refused.json()["error"]["message"]
+        )
         ping = httpx.post(url, json={"jsonrpc": "2.0", "id": 3, "method": "ping"}, headers=session)
         assert ping.status_code == 200 and '"id":3' in ping.text  # the session goes on

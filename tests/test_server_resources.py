@@ -69,7 +69,7 @@ def test_a_parameter_named_twice_in_the_query_is_refused_naming_it(tmp_path: Pat
 
     async def body() -> None:
         async with Client(server) as client:
-            with pytest.raises(MCPError, match="^uri: the query names 'max_tokens' twice") as e:
+            with pytest.raises(MCPError, match='^uri: the query names "max_tokens" twice') as e:
                 await client.read_resource("octobrain://brief?max_tokens=5&max_tokens=100000")
             assert e.value.error.code == -32602
             read = await client.read_resource("octobrain://brief?max_tokens=100000")

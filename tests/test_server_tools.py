@@ -508,7 +508,7 @@ def test_an_unknown_prompt_or_resource_is_named_on_a_short_line(locked: Any) -> 
                     await ask()
                 message = refused.value.error.message
                 assert message.startswith(expected) and len(message) < 300, message[:400]
-                assert message.endswith(("use 'brief'", "use octobrain://brief")), message[-200:]
+                assert message.endswith(('use "brief"', "use octobrain://brief")), message[-200:]
 
     run(body)
 

@@ -246,7 +246,7 @@ class OctobrainServer:
         """The session briefing as one user message."""
         if params.name != BRIEF_PROMPT.name:
             name = as_json(params.name)  # the client's: a line however long
-            raise MCPError(INVALID_PARAMS, f"name: unknown prompt {name}; use 'brief'")
+            raise MCPError(INVALID_PARAMS, f'name: unknown prompt {name}; use "brief"')
         arguments = dict(params.arguments or {})
         try:
             text = await self._briefing(ctx, arguments, params.input_responses)
@@ -286,7 +286,7 @@ class OctobrainServer:
             # or approval prompt that keeps the first reads 5 (as a repeated JSON key, `wire`).
             raise MCPError(
                 INVALID_PARAMS,
-                f"uri: the query names {client_text(repeated)!r} twice (a URI leaves which one "
+                f"uri: the query names {as_json(repeated)} twice (a URI leaves which one "
                 "counts to the reader); give each parameter once",
             )
         arguments = {k: v[0] for k, v in query.items()}

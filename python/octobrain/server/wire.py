@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import IO, Any
 
-from octobrain.safe_text import client_text
+from octobrain.errors import as_json
 from octobrain.server.quiet import QuietWarning
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         return read
     key = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
     raise _RepeatedKey(
-        f"message names the key {client_text(key)!r} twice in one object (JSON leaves which "
+        f"message names the key {as_json(key)} twice in one object (JSON leaves which "
         "one counts to the reader); send each key once; nothing was done"
     )
 
