@@ -3,7 +3,8 @@ a list of whole conversations with their turns inside.
 
 Each conversation is one `Conversation` stored under its own id (Claude.ai's `uuid`,
 ChatGPT's `conversation_id` or `id`), each turn under its message's id, so a later export of
-the same account ingested again adds only what was said since. Only what the user and the
+the same account ingested again adds only what was said since; its title (`name`, `title`)
+goes with its turns, shown and indexed, not in what keys them. Only what the user and the
 assistant said is read: ChatGPT's system, tool and hidden messages, its tool calls, Claude.ai's
 tool and thinking blocks, and messages left empty are skipped. ChatGPT keeps every regenerated
 answer and edited question in a tree; the branch read is the one the user kept, from
@@ -17,8 +18,8 @@ from typing import Any
 
 from octobrain.errors import InvalidInput, as_json
 from octobrain.memory.chat_keys import parts_text
-from octobrain.memory.turn_fields import same_id, turn_id, turn_text, turn_time
-from octobrain.memory.turns import Conversation, Turn, in_parts, listed
+from octobrain.memory.turn_fields import same_id, turn_id, turn_name, turn_text, turn_time
+from octobrain.memory.turns import Conversation, Turn, collected, in_parts
 
 __all__ = ["EXPORTS", "export_conversations", "export_of"]
 
@@ -43,30 +44,38 @@ def export_conversations(
     """The conversations of an export in format `fmt` (one of `EXPORTS`), each given with how
     errors name it (`file[3]`); `once` drops a turn repeated (`conversation.once`)."""
     read = _claude_ai if fmt == "claude-ai" else _chatgpt
+    title_key = _KEYS[fmt][3]
     out = []
     for where, record in conversations:
         if not isinstance(record, dict):
             raise InvalidInput(where, f"must be a conversation object of a {fmt} export")
         key, messages = read(where, record)
-        turns: list[Turn] = []
-        blank = 0
-        for turn in _turns(messages, _KEYS[fmt]):
-            if turn is None:
-                blank += 1
-            else:
-                turns.append(turn)
-        out.append(in_parts(once(listed(key, turns, blank))))
+        title = _title(f"{where}.{title_key}", record.get(title_key))
+        out.append(in_parts(once(collected(key, _turns(messages, _KEYS[fmt]), title))))
     return out
+
+
+def _title(field_name: str, value: object) -> str:
+    """A conversation's title as the product shows it, "" when it has none, cut to
+    `TITLE_CHARS` characters (a turn's title holds it beside its speaker and date)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ""
+    name = turn_name(field_name, value, None)
+    return name if len(name) <= TITLE_CHARS else name[: TITLE_CHARS - 1].rstrip() + "…"
 
 
 # A message as both exports are read: where it is, its id, who said it, its text, its time.
 _Message = tuple[str, object, str, object, object]
-# The keys a format writes a message's id, text and time under, as its errors name them.
-_KEYS = {"claude-ai": ("uuid", "text", "created_at"), "chatgpt": ("id", "content", "create_time")}
+# The keys a format writes a message's id, text and time, and a conversation's title, under.
+_KEYS = {
+    "claude-ai": ("uuid", "text", "created_at", "name"),
+    "chatgpt": ("id", "content", "create_time", "title"),
+}
+TITLE_CHARS = 100
 
 
-def _turns(messages: Iterable[_Message], keys: tuple[str, str, str]) -> Iterator[Turn | None]:
-    id_key, text_key, time_key = keys
+def _turns(messages: Iterable[_Message], keys: tuple[str, ...]) -> Iterator[Turn | None]:
+    id_key, text_key, time_key, _ = keys
     for where, given_id, speaker, raw, stamp in messages:
         text = turn_text(f"{where}.{text_key}", raw).strip()
         if not text:

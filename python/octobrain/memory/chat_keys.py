@@ -16,7 +16,15 @@ from typing import Any
 
 from octobrain.errors import InvalidInput
 
-__all__ = ["SPELLINGS", "accepted", "chat_fields", "looks_like_chat", "parts_text"]
+__all__ = [
+    "SPELLINGS",
+    "accepted",
+    "chat_fields",
+    "looks_like_chat",
+    "parts_text",
+    "read_as",
+    "unsaid",
+]
 
 SPELLINGS: dict[str, tuple[str, ...]] = {
     "speaker": ("speaker", "name", "author", "sender", "from", "user_profile", "user", "role"),
@@ -43,11 +51,42 @@ def accepted(field: str) -> str:
     return ", ".join(SPELLINGS[field])
 
 
+def read_as(key: str) -> str | None:
+    """The field a file's chat export reads under `key` (`timestamp`: time), else None: what
+    MCP's `ingest`, whose schema names each field one way, says to write instead."""
+    return _FIELD_OF.get(_folded(key))
+
+
 def looks_like_chat(record: dict[Any, Any]) -> bool:
     """Whether `record` holds a speaker or a text under any spelling."""
     return any(
         _FIELD_OF.get(_folded(k)) in ("speaker", "text") for k in record if isinstance(k, str)
     )
+
+
+# An OpenAI message's roles that say nothing in the conversation: its instructions (`system`,
+# `developer`) and a tool's result (`tool`, `function`).
+_UNSAID_ROLES = frozenset(("system", "developer", "tool", "function"))
+# Slack's notices, written as messages of a subtype: someone joined, left, set the topic.
+_NOTICES = frozenset(
+    f"{kind}_{what}"
+    for kind in ("channel", "group")
+    for what in ("join", "leave", "topic", "purpose", "name", "archive", "unarchive")
+)
+
+
+def unsaid(record: dict[Any, Any]) -> bool:
+    """Whether a chat record holds nothing said in the conversation: an OpenAI system or
+    developer prompt, a tool's result, an assistant's call to a tool without text, or a Slack
+    notice (`channel_join` …)."""
+    folded = {_folded(k): v for k, v in record.items() if isinstance(k, str)}
+    role, subtype = folded.get("role"), folded.get("subtype")
+    if isinstance(role, str) and role.strip().lower() in _UNSAID_ROLES:
+        return True
+    if isinstance(subtype, str) and subtype in _NOTICES:
+        return True
+    calling = folded.get("toolcalls") or folded.get("functioncall")
+    return bool(calling) and not folded.get("content")
 
 
 def chat_fields(where: str, record: dict[Any, Any]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -12,7 +12,7 @@ store, no model.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
@@ -26,8 +26,9 @@ from octobrain.files import TooLarge, gunzipped, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, array_values, bounds, read_json
 from octobrain.lines import iter_lines, place
 from octobrain.memory.chat_exports import EXPORTS, export_conversations, export_of
-from octobrain.memory.chat_keys import chat_fields, looks_like_chat
+from octobrain.memory.chat_keys import chat_fields, looks_like_chat, unsaid
 from octobrain.memory.conversation_locomo import locomo_conversations
+from octobrain.memory.slack_users import USERS_FILE, member_names, users_file
 from octobrain.memory.turn_fields import (
     LONE,
     SESSION_CHARS,
@@ -42,11 +43,13 @@ from octobrain.memory.turn_fields import (
 )
 from octobrain.memory.turn_keys import Occurrences, former_keys, said_key
 from octobrain.memory.turns import (
+    UNSAID,
     Conversation,
+    Read,
     Turn,
+    collected,
     duplicate,
     in_parts,
-    listed,
     streamed,
 )
 from octobrain.memory.whatsapp_text import WHATSAPP, is_whatsapp, whatsapp_records
@@ -94,7 +97,9 @@ def read_conversations(
     text = read_text(file)
     stem = Path(file.stem).stem if file.suffix == ".gz" else file.stem  # (talk.jsonl.gz: talk)
     stem = LONE.sub("\ufffd", stem)  # (a name's bytes that are not UTF-8, as Python reads them)
-    return _conversations(text, fmt, name, stem, str(file))
+    users = users_file(file) if file.name != USERS_FILE else None
+    people = member_names(str(users), read_text(users, str(users))) if users else None
+    return _conversations(text, fmt, name, stem, str(file), people)
 
 
 def read_text(file: Path, field: str = "file") -> str:
@@ -155,11 +160,17 @@ def _decoded(held: list[bytes], field: str) -> str:
 
 
 def _conversations(
-    text: str, fmt: str, name: str | None, stem: str, file: str
+    text: str,
+    fmt: str,
+    name: str | None,
+    stem: str,
+    file: str,
+    people: Mapping[str, str] | None = None,
 ) -> list[Conversation]:
     """The conversations a file's text holds (`read_conversations`), `stem` the name of one
-    without an id of its own, `file` what the file is called in a message."""
-    conversations = parse_text(text, fmt, default_key=name or stem)
+    without an id of its own, `file` what the file is called in a message, `people` the
+    names of a Slack export's members."""
+    conversations = parse_text(text, fmt, default_key=name or stem, people=people)
     if name is None:
         return conversations
     if len(conversations) != 1:
@@ -177,10 +188,17 @@ def conversation_name(field_name: str, value: object) -> str:
     return unicode_text(field_name, value).strip()
 
 
-def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> list[Conversation]:
+def parse_text(
+    text: str,
+    fmt: str = "auto",
+    *,
+    default_key: str = "chat",
+    people: Mapping[str, str] | None = None,
+) -> list[Conversation]:
     """Conversations from a file's text (see `read_conversations`). A chat export's or a
     transcript's turns are checked here, then read from `text` again each time they are gone
-    through (`Reread`), so they are never all held; LoCoMo's are held."""
+    through (`Reread`), so they are never all held; LoCoMo's are held. `people` names a chat
+    export's speakers given by Slack user id."""
     if fmt not in FORMATS:
         raise InvalidInput("format_in", f"must be one of {', '.join(FORMATS)}, got {as_json(fmt)}")
     if fmt in WHATSAPP or (fmt == "auto" and is_whatsapp(text)):
@@ -214,7 +232,7 @@ def parse_text(text: str, fmt: str = "auto", *, default_key: str = "chat") -> li
         session: list[str] = []  # (its id, found while the turns are checked)
         claude = streamed(lambda: _claude_turns(records(), session), default_key)
         return [replace(claude, key=session[0]) if session else claude]
-    return [streamed(lambda: _chat_turns(records()), default_key)]
+    return [streamed(lambda: _chat_turns(records(), people), default_key)]
 
 
 def _named(where: str, values: Callable[[], Iterable[Any]]) -> Iterator[tuple[str, Any]]:
@@ -315,28 +333,33 @@ def parse_chat(records: list[Any], *, key: str = "chat", field_name: str = "turn
     """
     if not isinstance(records, list):
         raise InvalidInput(field_name, "must be a list of {speaker, text, time} objects")
-    made = _chat_turns((f"{field_name}[{i}]", r) for i, r in enumerate(records))
-    turns: list[Turn] = []
-    blank = 0
-    for turn in made:
-        if turn is None:
-            blank += 1
-        else:
-            turns.append(turn)
-    return once(listed(key, turns, blank))
+    named = ((f"{field_name}[{i}]", r) for i, r in enumerate(records))
+    return once(collected(key, _chat_turns(named)))
 
 
-def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
+def _chat_turns(
+    records: Iterable[tuple[str, Any]], people: Mapping[str, str] | None = None
+) -> Iterator[Read]:
     """`parse_chat`'s turns, of records each given with how errors name it (`turns[3]`,
-    `line 7`), one at a time; None for a record whose text shows nothing (skipped, and
-    counted)."""
+    `line 7`), one at a time; None for a record whose text shows nothing, UNSAID for one that
+    holds nothing said (`chat_keys.unsaid`: a system prompt, a tool call): skipped, and
+    counted. `people` names the speakers a Slack export gives by user id (`slack_users`)."""
+    people = people or {}
     session_no, last_time, per_session = 1, None, 0
     names: dict[str, str] = {}  # one string per speaker and session, not one per turn
     said = Occurrences()
     for where, record in records:
         if not isinstance(record, dict):
             raise InvalidInput(where, "must be an object with speaker and text")
+        if unsaid(record):
+            yield UNSAID
+            continue
         fields, keys = chat_fields(where, record)
+        by_id = fields["speaker"] if keys["speaker"].lower() == "user" else None
+        if isinstance(by_id, str) and by_id in people:  # (Slack's user id: its name)
+            fields["speaker"] = people[by_id]
+        else:
+            by_id = None
         text = turn_text(f"{where}.{keys['text']}", fields["text"])
         full = turn_name(f"{where}.{keys['speaker']}", fields["speaker"], None)
         speaker = names.setdefault(full, speaker_name(full))
@@ -366,13 +389,18 @@ def _chat_turns(records: Iterable[tuple[str, Any]]) -> Iterator[Turn | None]:
         turn_key = own
         if not own:
             named = None if given is None else session
-            raw = _before_bidi(fields["speaker"], given, full, session)
+            # (named by its id, as before its `users.json` was read: the same turn)
+            raw = _before_bidi(by_id or fields["speaker"], given, full, session)
             placed = former_keys(session, per_session, speaker, text, raw)
             if moment is None:  # (its place is all there is to tell it by)
                 turn_key, placed = placed[0], placed[1:]
             else:
                 spoken = (named or "", moment, speaker, text.strip())
-                turn_key = said_key(*spoken, said.next(*spoken))
+                occurrence = said.next(*spoken)
+                turn_key = said_key(*spoken, occurrence)
+                if by_id:
+                    by_id_key = said_key(named or "", moment, by_id, text.strip(), occurrence)
+                    placed = (by_id_key, *placed)
             former = (*placed, *former)
         yield Turn(
             speaker,

@@ -92,6 +92,7 @@ class IngestReport:
     other_words: int = 0
     forgotten: int = 0  # turns the user forgot (`forget`): not stored again
     blank: int = 0  # records with blank text: nothing to store
+    unsaid: int = 0  # records that hold nothing said (a system prompt, a tool call, a notice)
     cut: int = 0  # turns whose speaker's name was cut to fit, and the first one's field
     cut_at: str = ""
     # Turns without a time: created when first ingested (what `--after`, `--before` and a
@@ -105,6 +106,11 @@ class IngestReport:
             text += f", {self.forgotten} forgotten earlier (`forget`), not stored again"
         if self.blank:
             text += f", {self.blank} with blank text skipped (no visible character)"
+        if self.unsaid:
+            text += (
+                f", {self.unsaid} not said in the conversation skipped (system prompts, tool "
+                "calls and results, notices)"
+            )
         if self.cut:
             text += (
                 f", {self.cut} with the speaker's name cut to {SPEAKER_CHARS} characters, the "
@@ -141,9 +147,12 @@ def _fit(text: str, max_bytes: int) -> str:
     return text if len(data) <= max_bytes else data[:max_bytes].decode(errors="ignore")
 
 
-def _title(turn: Turn) -> str:
+def _title(turn: Turn, conversation: str) -> str:
+    """`<speaker>, <session date>`, and the conversation's title where its export gives one
+    (`Conversation.title`: what a hit shows of which chat it is from; its tags name its id)."""
     when = turn.session_date or f"session {turn.session}"
-    return _fit(f"{turn.speaker}, {when}", 200)
+    named = f" — {conversation}" if conversation else ""
+    return _fit(f"{turn.speaker}, {when}{named}", 200)
 
 
 def session_topics(turns: Sequence[Turn], n: int) -> dict[str, list[str]]:
@@ -235,6 +244,7 @@ def _batches(
             yield turn if number == turn.session else replace(turn, session=number)
 
     key = screen("conversation", conv.key, policy)
+    title = screen("conversation title", conv.title, policy) if conv.title else ""
     speakers: dict[str, None] = {}
     spans: dict[str, tuple[datetime, datetime]] = {}  # sessions found by silence: when said
     for turn in screened():  # (held one at a time: a file's turns are read again below)
@@ -257,7 +267,7 @@ def _batches(
         session_tag = temporal.session_tag(f"{key}/{turn.session}")
         memory = Memory(
             id=turn_id(scope, key, turn.key),
-            title=_title(turn),
+            title=_title(turn, title),
             content=_fit(turn.text, CONTENT_BYTES[1]),
             context=_context(turn, before, after, topics, people),
             memory_type=MemoryType.COMMUNICATION,
@@ -350,6 +360,7 @@ def ingest(
                 raise NotEmbedded(missing)
         report.turns += len(conv.turns)
         report.blank += conv.blank
+        report.unsaid += conv.unsaid
         report.cut, report.cut_at = report.cut + conv.cut, report.cut_at or conv.cut_at
         report.undated += conv.undated
         ends: dict[str, Memory] = {}  # session tag → its latest turn in this call

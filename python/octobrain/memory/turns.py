@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import islice
@@ -18,9 +18,12 @@ from octobrain.models import CONTENT_BYTES
 from octobrain.spans import split_text
 
 __all__ = [
+    "UNSAID",
     "Conversation",
+    "Read",
     "Reread",
     "Turn",
+    "collected",
     "duplicate",
     "in_parts",
     "listed",
@@ -64,11 +67,26 @@ class Conversation:
     cut: int = 0  # turns whose speaker's name was cut to fit (`Turn.cut`), and the first one's
     cut_at: str = ""
     undated: int = 0  # turns without a time: stored as of the ingest
+    # Records that hold nothing said in the conversation (a system prompt, a tool call or its
+    # result, a notice): skipped, and counted.
+    unsaid: int = 0
+    # The conversation's title where its export gives one (Claude.ai's `name`, ChatGPT's
+    # `title`): shown and indexed with each turn; its key stays its id.
+    title: str = ""
 
     @property
     def speakers(self) -> list[str]:
         """Distinct speakers in order of first appearance."""
         return list(dict.fromkeys(t.speaker for t in self.turns))
+
+
+class _Unsaid:
+    """What a reader yields for a record that holds nothing said in the conversation."""
+
+
+UNSAID = _Unsaid()
+# What a reader of records yields for each: a turn, None for one whose text is blank, or UNSAID.
+Read = Turn | None | _Unsaid
 
 
 class Reread(Sequence[Turn]):
@@ -108,17 +126,32 @@ def listed(key: str, turns: list[Turn], blank: int = 0) -> Conversation:
     return Conversation(key, turns, blank, len(cut), cut[0] if cut else "", undated)
 
 
-def streamed(make: Callable[[], Iterator[Turn | None]], key: str) -> Conversation:
-    """The conversation whose records `make` reads (a turn, or None for a blank record), each
+def collected(key: str, reads: Iterable[Read], title: str = "") -> Conversation:
+    """`listed`, of the turns a reader yields, its blank and unsaid records counted."""
+    turns: list[Turn] = []
+    blank = unsaid = 0
+    for read in reads:
+        if isinstance(read, Turn):
+            turns.append(read)
+        else:
+            blank += read is None
+            unsaid += read is UNSAID
+    return replace(listed(key, turns, blank), unsaid=unsaid, title=title)
+
+
+def streamed(make: Callable[[], Iterator[Read]], key: str) -> Conversation:
+    """The conversation whose records `make` reads (a turn, None for a blank record or UNSAID for
+    one that holds nothing said), each
     checked once now and read again when its turns are gone through: a turn id given to two
     different turns is the field error `once` raises, a repeated turn is dropped, and a turn
     longer than a memory holds is said in parts (`in_parts`). Only two digests and a count a
     turn are held (32 bytes, not the turn's 270 or more)."""
     keys, said, pieces = bytearray(), bytearray(), array("I")
-    blank, cut, cut_at, undated = 0, 0, "", 0
+    blank, cut, cut_at, undated, unsaid = 0, 0, "", 0, 0
     for turn in make():
-        if turn is None:
-            blank += 1
+        if not isinstance(turn, Turn):
+            blank += turn is None
+            unsaid += turn is UNSAID
             continue
         undated += turn.time is None
         if turn.cut:
@@ -131,21 +164,19 @@ def streamed(make: Callable[[], Iterator[Turn | None]], key: str) -> Conversatio
     del keys, said, pieces
 
     def turns() -> Iterator[Turn]:
-        said = (t for t in make() if t is not None)
+        said = (t for t in make() if isinstance(t, Turn))
         for i, turn in enumerate(said):
             if i not in drop:
                 yield from parts(turn)
 
-    return Conversation(key, Reread(turns, count), blank, cut, cut_at, undated)
+    return Conversation(key, Reread(turns, count), blank, cut, cut_at, undated, unsaid)
 
 
 def _digest16(*parts: str) -> bytes:
     return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).digest()
 
 
-def _repeats(
-    keys: bytearray, said: bytearray, make: Callable[[], Iterator[Turn | None]]
-) -> set[int]:
+def _repeats(keys: bytearray, said: bytearray, make: Callable[[], Iterator[Read]]) -> set[int]:
     """The places of the turns that repeat an earlier turn (its key, speaker and words), from
     each turn's key and words digested (`_digest16`); a key given to two different turns is
     `once`'s field error, at the first turn where `once` meets it."""
@@ -167,7 +198,7 @@ def _repeats(
     if other.any():
         at = int(np.argmin(np.where(other, later, len(order))))
         bad, given = int(later[at]), int(first[at])
-        turns = list(islice((t for t in make() if t is not None), bad + 1))
+        turns = list(islice((t for t in make() if isinstance(t, Turn)), bad + 1))
         raise duplicate(bad, turns[bad], given, turns[given])
     return {int(i) for i in later}
 

@@ -3,9 +3,12 @@
 Each message starts a line with its date and time, as the phone writes them: iPhone
 `[05/03/2024, 14:02:11] Ana: text`, Android `05/03/2024, 14:02 - Ana: text`, either with a
 12-hour clock (`2:02 PM`), a two-digit year, or `.` or `-` between the date's numbers; a
-line without one goes on the message before it. Lines without a speaker (`Ana added Ben`),
-iPhone's marked ones (a U+200E mark before the text: its notices, `image omitted`,
-`<attached: …>`) and Android's `<Media omitted>` say nothing said, and are left out.
+line without one goes on the message before it. Lines without a speaker (`Ana added Ben`,
+or a notice whose `: ` falls inside the group name it quotes: `Ana created group "Trip:
+Lisbon"`), iPhone's marked ones (a U+200E mark before the text: its notices, `image omitted`,
+`<attached: …>`, `Missed voice call`) and Android's placeholders (`<Media omitted>`, `This
+message was deleted`, `null` for a view-once photo) say nothing said, and are left out; the
+`<This message was edited>` WhatsApp adds after an edited message's text is not part of it.
 
 A date is written day first or month first as the phone's language has it, and not said in
 the file: a day over 12 tells which; a file where none is asks for `whatsapp-dmy` or
@@ -21,7 +24,6 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-# import datetime
 from octobrain.errors import InvalidInput
 from octobrain.lines import iter_lines
 
@@ -39,8 +41,21 @@ def _stamp(n: str) -> str:
 
 # iPhone's `[date, time] rest`, Android's `date, time - rest`.
 _LINE = re.compile(rf"\u200e?(?:\[{_stamp('')}\] |{_stamp('2')} - )(?P<rest>.*)")
-_MEDIA = "<Media omitted>"
 _MARK = "\u200e"  # (iPhone's mark before a notice or an attachment)
+# What Android writes as a message's text where nothing was said (iPhone marks its own).
+_PLACEHOLDERS = frozenset(
+    (
+        "<Media omitted>",
+        "This message was deleted",
+        "You deleted this message",
+        "null",  # (a view-once photo or video)
+        "Waiting for this message. This may take a while.",
+        "Missed voice call",
+        "Missed video call",
+    )
+)
+_EDITED = re.compile(r"\s*\u200e?<This message was edited>$")
+_QUOTES = '"\u201c\u201d\u201e\u00ab\u00bb'  # (the marks a notice quotes a group's name in)
 
 
 def _fields(match: re.Match[str]) -> dict[str, str | None]:
@@ -123,13 +138,20 @@ def _records(text: str, order: str) -> Iterator[tuple[str, dict[str, Any]]]:
                 held[1]["text"] += "\n" + line
             continue
         if held is not None:
-            yield held
+            yield _said(held)
         held = None
         speaker, colon, said = match.group("rest").partition(": ")
-        if not colon or said.startswith(_MARK) or said.strip() == _MEDIA:
+        quoting = sum(speaker.count(q) for q in _QUOTES) % 2  # (": " inside a quoted name)
+        if not colon or quoting or said.startswith(_MARK) or said.strip() in _PLACEHOLDERS:
             continue  # (a notice, or media: nothing said)
         where = f"line {number}"
         moment = _time(where, _fields(match), order)
         held = (where, {"speaker": speaker.strip(_MARK), "text": said, "time": moment})
     if held is not None:
-        yield held
+        yield _said(held)
+
+
+def _said(message: tuple[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """A message read to its last line, without the mark WhatsApp adds after an edited one."""
+    message[1]["text"] = _EDITED.sub("", message[1]["text"])
+    return message

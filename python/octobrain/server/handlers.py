@@ -149,6 +149,7 @@ class IngestPlan:
 
 def plan_ingest(brain: Brain, arguments: dict[str, Any]) -> IngestPlan:
     """Check an `ingest` call's arguments and find the turns it would embed."""
+    from octobrain.memory.chat_keys import read_as
     from octobrain.memory.conversation import conversation_name, parse_chat
     from octobrain.memory.ingest import unstored_texts
     from octobrain.models import CONTENT_BYTES
@@ -170,9 +171,11 @@ def plan_ingest(brain: Brain, arguments: dict[str, Any]) -> IngestPlan:
         )
         if extra:  # the name is the client's: cut, one line, as `check_arguments` shows it
             shown_name = client_text(extra[0])
+            meant = read_as(extra[0])  # (a file's export may spell it so; the schema does not)
             raise InvalidInput(
                 f"turns[{i}].{shown_name}",
-                "unknown field; a turn takes speaker, text, time, session, id",
+                "unknown field; a turn takes speaker, text, time, session, id"
+                + (f" (write it as {meant})" if meant else ""),
             )
         text = turn.get("text") if isinstance(turn, dict) else None
         if isinstance(text, str) and byte_len(text) > CONTENT_BYTES[1]:

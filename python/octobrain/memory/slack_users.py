@@ -1,0 +1,54 @@
+"""The names of a Slack export's members, which its messages give only as user ids.
+
+Slack's export is a folder: `users.json` (every member: `{id, name, real_name, profile:
+{display_name, real_name}}`), `channels.json`, and a folder per channel of a file per day. A
+message written before Slack added `user_profile` to each (and a bot's) names its speaker
+only by id (`U012AB3CD`); ingesting a day's file with `users.json` in its folder or the one
+above names the speaker as Slack shows them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from octobrain.errors import InvalidInput
+from octobrain.json_values import UnreadableJSON, read_json
+from octobrain.memory.turn_fields import turn_name
+
+__all__ = ["USERS_FILE", "member_names", "users_file"]
+
+USERS_FILE = "users.json"
+_NAMES = ("display_name", "real_name")  # a profile's, as Slack shows a member
+
+
+def users_file(export: Path) -> Path | None:
+    """The `users.json` of the Slack export `export` (a channel's day file) is part of: in its
+    folder, or the folder above (the export's root, beside the channel folders)."""
+    for folder in (export.parent, export.parent.parent):
+        path = folder / USERS_FILE
+        if path.is_file():
+            return path
+    return None
+
+
+def member_names(field_name: str, text: str) -> dict[str, str]:
+    """User id → the name Slack shows, from a `users.json`'s text; refusals name
+    `field_name`."""
+    try:
+        members: Any = read_json(text)
+    except UnreadableJSON as exc:
+        raise InvalidInput(field_name, f"{exc.reason}; expected Slack's list of members") from None
+    if not isinstance(members, list):
+        raise InvalidInput(field_name, "must be Slack's list of members ({id, name, profile})")
+    names: dict[str, str] = {}
+    for i, member in enumerate(members):
+        if not isinstance(member, dict) or not isinstance(member.get("id"), str):
+            continue  # (not a member: nothing to name)
+        profile = member.get("profile")
+        found = [profile.get(k) for k in _NAMES] if isinstance(profile, dict) else []
+        found += [member.get("real_name"), member.get("name")]
+        name = next((n for n in found if isinstance(n, str) and n.strip()), None)
+        if name is not None:  # (a NUL or a lone surrogate named here, not in a turn)
+            names[member["id"]] = turn_name(f"{field_name}[{i}]", name, None)
+    return names
