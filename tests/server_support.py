@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientSession
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
@@ -132,6 +132,14 @@ def refused_start(tmp: Path, *args: str, **env: str) -> str:
     )
     assert refused.returncode == 2, refused.stderr
     return refused.stderr
+
+
+def stdio_params(tmp: Path, **env: str) -> StdioServerParameters:
+    """`octobrain mcp` over stdio in `tmp` (data under `tmp/data`, served in-process) for the
+    SDK's `stdio_client`."""
+    cmd = octobrain_cmd("mcp")
+    env = server_env(tmp / "data", OCTOBRAIN_SERVICE_ENABLED="0", **env)
+    return StdioServerParameters(command=cmd[0], args=cmd[1:], env=env, cwd=tmp)
 
 
 def free_port() -> int:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.stdio import stdio_client
 
-from tests.server_support import octobrain_cmd, run, server_env, text
+from tests.server_support import run, stdio_params, text
 
 UNLOCKED = "a/b"  # (the server's directory is no repository: each call names its scope)
 REFUSED: list[tuple[str, dict[str, Any], str]] = [
@@ -37,14 +37,38 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
 
 
 def test_refusals_quote_the_clients_values_as_json(tmp_path: Path) -> None:
-    cmd = octobrain_cmd("mcp")
-    env = server_env(tmp_path / "data", OCTOBRAIN_SERVICE_ENABLED="0")
-    params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=env, cwd=tmp_path)
-
     async def body() -> None:
-        async with Client(stdio_client(params)) as client:
+        async with Client(stdio_client(stdio_params(tmp_path))) as client:
             for tool, arguments, said in REFUSED:
                 result = await client.call_tool(tool, arguments)
                 assert result.is_error and text(result) == said, (tool, text(result))
+
+    run(body)
+
+
+def test_a_note_key_is_one_key_however_its_accents_are_composed(tmp_path: Path) -> None:
+    # "plán" with its accent composed (NFC) and as a + U+0301 (NFD, as macOS file names are):
+    # two notes that print alike, and deleting the one spelling left the other.
+    composed, decomposed = "plán", "pla\u0301n"
+    note = {"command": "store", "content": "Release plan: cut from main on Tuesday."}
+
+    async def body() -> None:
+        async with Client(stdio_client(stdio_params(tmp_path))) as client:
+            stored = await client.call_tool(
+                "knowledge", {**note, "key": decomposed, "scope": "a/b"}
+            )
+            assert not stored.is_error, text(stored)
+            again = await client.call_tool("knowledge", {**note, "key": composed, "scope": "a/b"})
+            assert again.is_error and text(again) == (
+                'key: "plán" already exists in this session; delete it first'
+            )
+            read = {"command": "read", "source": f"stored://{composed}", "scope": "a/b"}
+            assert "cut from main" in text(await client.call_tool("knowledge", read))
+            gone = {"command": "delete", "key": composed, "scope": "a/b"}
+            assert not (await client.call_tool("knowledge", gone)).is_error
+            left = {**read, "source": f"stored://{decomposed}"}
+            assert text(await client.call_tool("knowledge", left)) == (
+                'source: no stored note "plán" in this session'
+            )
 
     run(body)

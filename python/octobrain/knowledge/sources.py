@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -188,7 +189,8 @@ def _normalise_url(url: str) -> str:
 
 
 def check_key(key: str) -> str:
-    """A note key: 1–200 bytes, no whitespace or control characters."""
+    """A note key: 1–200 bytes, no whitespace or control characters, in NFC: an accent
+    composed or not ("plán" typed, or from a macOS file name) is one key, as a scope is."""
     if not isinstance(key, str) or not key:
         raise InvalidInput("key", "must be a non-empty string")
     if not is_unicode(key):
@@ -197,7 +199,7 @@ def check_key(key: str) -> str:
         raise InvalidInput("key", f"must be at most {KEY_BYTES} bytes")
     if any(ch.isspace() or not ch.isprintable() for ch in key):
         raise InvalidInput("key", "must not contain whitespace or control characters")
-    return key
+    return unicodedata.normalize("NFC", key)
 
 
 def read_file(ref: SourceRef, max_bytes: int) -> Fetched:
