@@ -19,9 +19,15 @@ from octobrain.store.schema import (
     CHECKED_LISTS,
     CHECKED_TEXT,
     CHECKSUM,
+    CHUNK_FIELDS,
+    SOURCE_FIELDS,
     _crc,
     checksum,
+    chunk_checksum,
+    chunk_verified,
     memories_schema,
+    source_checksum,
+    source_verified,
 )
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -124,3 +130,26 @@ def test_a_record_with_a_status_there_is_not_is_damaged() -> None:
     sums = [checksum(row, RECORD_FIELDS, "created_at")] * 2 + [None]
     table = pa.Table.from_pylist([r | {CHECKSUM: s} for r, s in zip(rows, sums, strict=True)])
     assert np.flatnonzero(records_damaged(table)).tolist() == [1]
+
+
+def test_knowledge_rows_are_damaged_as_their_readable_checks_say() -> None:
+    at = datetime(2026, 1, 2, tzinfo=UTC)
+    source = {name: f"{name} value" for name in SOURCE_FIELDS[0]} | {"indexed_at": at}
+    chunk = {name: f"{name} value" for name in CHUNK_FIELDS[0]}
+    chunk |= {"section_path": ["Intro", None], "indexed_at": at}
+    # Sound, changed since, unstamped, and (a source only) stamped for another time.
+    sources = [source | {CHECKSUM: source_checksum(source)} for _ in range(4)]
+    sources[1]["title"] = "changed"
+    sources[2][CHECKSUM] = None
+    sources[3][CHECKSUM] ^= 1 << 40
+    chunks = [chunk | {CHECKSUM: chunk_checksum(chunk)} for _ in range(3)]
+    chunks[1]["content"] = "changed"
+    chunks[2][CHECKSUM] = None
+    for rows, check, verified in (
+        (sources, row_sums.sources_damaged, source_verified),
+        (chunks, row_sums.chunks_damaged, chunk_verified),
+    ):
+        table = pa.Table.from_pylist(rows)
+        assert check(table).tolist() == [verified(row) is False for row in rows]
+        batches = pa.concat_tables([table.slice(0, 2), table.slice(2)]).to_batches()
+        assert row_sums.damaged_ids(batches, check) == [rows[1]["id"]]

@@ -48,10 +48,8 @@ from octobrain.store.schema import (
     SOURCES,
     check_knowledge,
     chunk_checksum,
-    chunk_verified,
     embedded_with,
     source_checksum,
-    source_verified,
     stamps,
 )
 from octobrain.store.sql import DELETE_BATCH, sql_in, sql_str
@@ -278,20 +276,19 @@ class KnowledgeStore:
         in one pass with their texts, which it covers, `CHECK_BATCH` rows at a time."""
         if CHECKSUM not in self.sources.schema.names:
             return set()
+        from octobrain.store import row_sums  # (every row of a batch at once)
+
         query = self.sources.search().where(where).select([*SOURCE_CHECKED, CHECKSUM])
         batches = query.limit(None).to_batches(CHECK_BATCH)
-        return {
-            row["id"]
-            for batch in batches
-            for row in batch.to_pylist()
-            if source_verified(row) is False
-        }
+        return set(row_sums.damaged_ids(batches, row_sums.sources_damaged))
 
     def damaged(self, source: Mapping[str, Any]) -> bool:
         """Whether the source row `source` (as listed, its text not read) or any chunk of it,
         of any generation, no longer matches its checksum, read with what the checksums cover:
         an unchanged source is checked before it is left as it is, so that `knowledge index`
         repairs what `doctor` names."""
+        from octobrain.store import row_sums  # (every row of a batch at once)
+
         sid = sql_str(source["id"])
         if self.damaged_sources(f"id = {sid}"):
             return True
@@ -300,7 +297,7 @@ class KnowledgeStore:
         # A chunk whose source id changed on disk is still this source's by what names it.
         query = self.chunks.search().where(f"source_id = {sid} OR ({_named_as(source)})")
         batches = query.select([*CHUNK_CHECKED, CHECKSUM]).limit(None).to_batches(CHUNK_CHECK_BATCH)
-        return any(chunk_verified(row) is False for batch in batches for row in batch.to_pylist())
+        return bool(row_sums.damaged_ids(batches, row_sums.chunks_damaged))
 
     def scan_chunks(self, where: str, columns: Sequence[str] = CHUNK_LIGHT) -> list[dict[str, Any]]:
         """Chunk rows matching `where` (a table made before the checksum column: without it)."""

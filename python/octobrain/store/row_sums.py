@@ -5,6 +5,7 @@ CPU of every `memory stats` and `doctor`; at once, 4 ms)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,8 @@ from octobrain.store.schema import (
     CHECKED_TEXT,
     CHECKED_TIMES,
     CHECKSUM,
+    CHUNK_FIELDS,
+    SOURCE_FIELDS,
 )
 
 Fields = tuple[tuple[str, ...], ...]
@@ -133,3 +136,26 @@ def memories_damaged(rows: pa.Table) -> npt.NDArray[np.bool_]:
     checksum): each stamped with its `updated_at`, and one re-stamped by an older octobrain
     (its checksum made for another time) not damaged (`schema.verified`)."""
     return damaged(rows, at="updated_at", restamped=True)
+
+
+def chunks_damaged(rows: pa.Table) -> npt.NDArray[np.bool_]:
+    """`damaged` of knowledge chunks (never rewritten: no stamp; `schema.chunk_verified`)."""
+    return damaged(rows, CHUNK_FIELDS)
+
+
+def sources_damaged(rows: pa.Table) -> npt.NDArray[np.bool_]:
+    """`damaged` of knowledge sources, stamped with their `indexed_at` as memories are with
+    their `updated_at` (`schema.source_verified`)."""
+    return damaged(rows, SOURCE_FIELDS, "indexed_at", restamped=True)
+
+
+def damaged_ids(
+    batches: Iterable[pa.RecordBatch], check: Callable[[pa.Table], npt.NDArray[np.bool_]]
+) -> list[str]:
+    """The ids of the rows of `batches` (each holding `id` and what `check` reads) that
+    `check` finds damaged, in order: a batch at once, no Python object made per row."""
+    out: list[str] = []
+    for batch in batches:
+        rows = pa.Table.from_batches([batch])
+        out += rows.column("id").filter(check(rows)).to_pylist()
+    return out

@@ -335,15 +335,11 @@ def forget_damaged(store: MemoryStore) -> list[str]:
     as (a bit flipped in its scope hides it from `memory forget` in its own), with the edges
     touching it; their ids. The store's owner's repair (`octobrain doctor --forget-damaged`),
     never a client's: their text is not read out, and `memory restore` brings them back."""
-    import pyarrow as pa
-
-    from octobrain.store.row_sums import memories_damaged
+    from octobrain.store import row_sums  # (as `doctor` finds them: every row at once)
 
     columns = list(dict.fromkeys(["id", *schema.CHECKED, schema.CHECKSUM]))
-    damaged: list[str] = []
-    for batch in scan_batches(store.memories, "true", columns, DELETE_BATCH):
-        rows = pa.Table.from_batches([batch])  # (checked as `doctor` finds them: every row at once)
-        damaged += rows.column("id").filter(memories_damaged(rows)).to_pylist()
+    batches = scan_batches(store.memories, "true", columns, DELETE_BATCH)
+    damaged = row_sums.damaged_ids(batches, row_sums.memories_damaged)
     if damaged:
         delete(store, damaged)
     return damaged
