@@ -195,11 +195,12 @@ def check_key(key: str) -> str:
         raise InvalidInput("key", "must be a non-empty string")
     if not is_unicode(key):
         raise InvalidInput("key", "must be valid Unicode")
+    key = unicodedata.normalize("NFC", key)  # (then measured: a few characters grow in NFC)
     if len(key.encode()) > KEY_BYTES:
         raise InvalidInput("key", f"must be at most {KEY_BYTES} bytes")
     if any(ch.isspace() or not ch.isprintable() for ch in key):
         raise InvalidInput("key", "must not contain whitespace or control characters")
-    return unicodedata.normalize("NFC", key)
+    return key
 
 
 def read_file(ref: SourceRef, max_bytes: int) -> Fetched:
