@@ -324,11 +324,7 @@ def test_binary_content_named_as_text_is_refused_and_utf16_text_is_read(tmp_path
     with pytest.raises(InvalidInput, match=r"^source: .*ls\.txt: holds NUL bytes: binary content"):
         extract(Fetched(parse_source(str(program)), program.read_bytes()), 1_000_000)
     # An RTF file (LibreOffice's, Word's) was indexed as text: its font table and control
-    # words, titled `{\rtf1\ansi\deff3`.
-    for name in ("notes.rtf", "notes.txt"):
-        rtf = _write(tmp_path / name, b"{\\rtf1\\ansi\\deff3{\\fonttbl{\\f0 Arial;}}\\f0 Hello}")
-        with pytest.raises(InvalidInput, match=rf"^source: .*{name}: an RTF document is not read"):
-            extract(Fetched(parse_source(str(rtf)), rtf.read_bytes()), 1_000_000)
+    # words, titled `{\rtf1\ansi\deff3`; it is read as RTF (`test_odt_rtf.py`).
     wide = _write(tmp_path / "wide.md", "\ufeff# Titre\n\nTexte é.\n".encode("utf-16-le"))
     assert _extract(wide)[:2] == ("Titre", DocType.MARKDOWN)
 

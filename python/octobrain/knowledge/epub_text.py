@@ -17,7 +17,7 @@ from urllib.parse import unquote
 from octobrain.errors import InvalidInput
 from octobrain.knowledge import html_text
 from octobrain.knowledge.charset import decode_page
-from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked
+from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked, package_xml
 from octobrain.safe_text import shows_something
 
 # The most entries an EPUB's zip may list: a long illustrated book has a few thousand (a
@@ -73,18 +73,7 @@ def _unread(uri: str, why: str) -> InvalidInput:
 
 def _xml(book: zipfile.ZipFile, named: dict[str, zipfile.ZipInfo], name: str, uri: str) -> Any:
     """The root of the XML entry `name`, parsed without entities or the network."""
-    import lxml.etree
-
-    entry = named.get(name)
-    if entry is None:
-        raise _unread(uri, f"it has no {name}")
-    if entry.file_size > MARKUP_BYTES:
-        raise Unpacked(f"the EPUB's {name}", entry.file_size, MARKUP_BYTES)
-    parser = lxml.etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
-    try:
-        return lxml.etree.fromstring(book.read(entry), parser=parser)
-    except lxml.etree.XMLSyntaxError as exc:
-        raise _unread(uri, f"its {name} is not well-formed XML ({exc})") from None
+    return package_xml(book, named, name, uri, "EPUB")
 
 
 def _inside(uri: str, base: str, href: str) -> str:

@@ -6,8 +6,9 @@ no navigation chrome) and is rendered with its headings as markdown `#` lines, s
 can keep section paths (`html_text.py`). PDF text comes from pypdf (here), read as its pages
 show it (`pdf_pieces.py`: note numbers apart from their words, table cells apart;
 `pdf_text.py`: no running headers, no line-end hyphens, headings from its outline); DOCX
-paragraphs, headings and tables from python-docx's XML elements (`docx_text.py`); an EPUB's
-spine documents by the HTML reader, a section each (`epub_text.py`); what a
+paragraphs, headings and tables from python-docx's XML elements (`docx_text.py`), an ODT's
+from its `content.xml` (`odt_text.py`); an EPUB's spine documents by the HTML reader, a
+section each (`epub_text.py`); RTF's text by striprtf, its paragraphs kept; what a
 document unpacks to is bounded (`unpacked.py`). Parsers are imported lazily.
 """
 
@@ -28,6 +29,7 @@ from octobrain.knowledge import (
     docx_text,
     epub_text,
     html_text,
+    odt_text,
     pdf_columns,
     pdf_notices,
     pdf_pieces,
@@ -51,6 +53,8 @@ class DocType(str, Enum):
     PDF = "pdf"
     DOCX = "docx"
     EPUB = "epub"
+    ODT = "odt"
+    RTF = "rtf"
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,8 @@ EXTENSIONS = {
     ".pdf": DocType.PDF,
     ".docx": DocType.DOCX,
     ".epub": DocType.EPUB,
+    ".odt": DocType.ODT, ".ott": DocType.ODT,
+    ".rtf": DocType.RTF,
 }  # fmt: skip
 MIME_TYPES = {
     "text/html": DocType.HTML,
@@ -81,6 +87,9 @@ MIME_TYPES = {
     "application/pdf": DocType.PDF,
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": DocType.DOCX,
     "application/epub+zip": DocType.EPUB,
+    "application/vnd.oasis.opendocument.text": DocType.ODT,
+    "application/rtf": DocType.RTF,
+    "text/rtf": DocType.RTF,
 }
 # Each format's extraction, by version: bumped when what it makes of a document (its text,
 # title or headings, as the chunker reads them) changes, so that the sources of that format
@@ -99,6 +108,8 @@ EXTRACTOR_VERSIONS = {
     DocType.PDF: 7,
     DocType.DOCX: 4,
     DocType.EPUB: 1,
+    DocType.ODT: 1,
+    DocType.RTF: 1,
 }
 
 
@@ -115,7 +126,9 @@ _TYPE_NAMES = frozenset(t.value for t in DocType)
 
 
 _UNTYPED = ("", "application/octet-stream", "binary/octet-stream")
-SUPPORTED = ".html, .htm, .md, .markdown, .txt (or other UTF-8 text), .pdf, .docx, .epub"
+SUPPORTED = (
+    ".html, .htm, .md, .markdown, .txt (or other UTF-8 text), .pdf, .docx, .odt, .epub, .rtf"
+)
 
 
 def _extension(fetched: Fetched) -> str:
@@ -128,8 +141,11 @@ def _sniff(data: bytes) -> DocType | None:
     if data.startswith(b"%PDF-"):
         return DocType.PDF
     if data.startswith(b"PK\x03\x04"):
-        if data[30:38] == b"mimetype" and b"application/epub+zip" in data[38:128]:  # (its first)
-            return DocType.EPUB
+        if data[30:38] == b"mimetype":  # (its first entry, stored: the package's type)
+            if b"application/epub+zip" in data[38:128]:
+                return DocType.EPUB
+            if b"application/vnd.oasis.opendocument.text" in data[38:128]:
+                return DocType.ODT
         return DocType.DOCX if b"word/" in data[:4096] else None
     head = data[:4096].lstrip().lower()
     if head.startswith((b"<!doctype html", b"<html")):
@@ -145,13 +161,9 @@ def _sniff(data: bytes) -> DocType | None:
 
 def detect_type(fetched: Fetched) -> DocType:
     """Content-Type first (URLs), then the extension, then the bytes themselves. RTF, which
-    is ASCII and read as text gave its control words, is refused whatever its name or type."""
+    is ASCII and read as text gave its control words, is RTF whatever its name or type."""
     if fetched.data[:16].lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{\\rtf"):
-        raise InvalidInput(
-            "source",
-            f"{fetched.ref.uri}: an RTF document is not read (save it as .docx or .pdf); "
-            f"supported: {SUPPORTED}",
-        )
+        return DocType.RTF
     ext = _extension(fetched)
     ct = fetched.content_type
     if fetched.ref.kind is SourceKind.URL and ct not in _UNTYPED:
@@ -208,6 +220,10 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
             title, text = docx_text.title_and_text(fetched.data, unpacked)
         elif doc_type is DocType.EPUB:
             title, text = epub_text.title_and_text(fetched.data, unpacked, fetched.ref.uri)
+        elif doc_type is DocType.ODT:
+            title, text = odt_text.title_and_text(fetched.data, unpacked, fetched.ref.uri)
+        elif doc_type is DocType.RTF:
+            title, text = "", _rtf(fetched.data)
         else:
             title, text = "", _decode(fetched.data, fetched.charset)
             if "\x00" in text:  # (UTF-16 with its BOM decodes to text without them)
@@ -331,6 +347,14 @@ def _decode(data: bytes, charset: str = "") -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return data.decode("latin-1")
+
+
+def _rtf(data: bytes) -> str:
+    """RTF's text (striprtf: its control words read, `\\par` a line break, a blank line
+    between paragraphs kept); its own code page decodes its `\\'hh` characters."""
+    from striprtf.striprtf import rtf_to_text
+
+    return str(rtf_to_text(data.decode("latin-1"), errors="replace"))  # type: ignore[no-untyped-call]
 
 
 # ---- PDF ------------------------------------------------------------------------------------

@@ -1,0 +1,351 @@
+"""ODT documents (OpenDocument Text: LibreOffice, Google Docs' export): the text of its
+`content.xml` in document order, read as the DOCX reader reads a Word file, within the bounds
+on what the zip unpacks to.
+
+An ODT says what each paragraph is in its XML: `text:h` is a heading of `text:outline-level`,
+`text:list` a list whose style (`text:list-style`, among the automatic styles or in
+`styles.xml`) numbers its items or bullets them, `table:table` a table, `text:note` a footnote
+or endnote with its text where it is cited, `office:annotation` a reviewer's comment. Read with
+the zip and the XML parser the EPUB reader uses (no entities, no network): odfdo, the
+maintained ODF library, parses with lxml's defaults and renders notes and tables otherwise."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from octobrain.knowledge.docx_numbering import roman
+from octobrain.knowledge.unpacked import Unpacked, package_xml
+from octobrain.safe_text import shows_something
+
+_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+_TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
+_OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
+_STYLE = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}"
+_DC = "{http://purl.org/dc/elements/1.1/}"
+_MANIFEST = "{urn:oasis:names:tc:opendocument:xmlns:manifest:1.0}"
+_H, _P, _LIST, _ITEM = f"{_TEXT}h", f"{_TEXT}p", f"{_TEXT}list", f"{_TEXT}list-item"
+_LIST_HEADER, _NOTE = f"{_TEXT}list-header", f"{_TEXT}note"
+_TBL, _ROW, _CELL = f"{_TABLE}table", f"{_TABLE}table-row", f"{_TABLE}table-cell"
+_ANNOTATION = f"{_OFFICE}annotation"
+# What holds blocks without being one: a section, a table's groups of rows, a change of text
+# a reviewer accepted (`text:tracked-changes` holds the deleted text: not read).
+_WRAPPERS = {f"{_TEXT}section", f"{_TABLE}table-header-rows", f"{_TABLE}table-rows",
+             f"{_TABLE}table-row-group", f"{_TEXT}soft-page-break"}  # fmt: skip
+# Inside a paragraph, text that is not the paragraph's: deleted text of a tracked change, an
+# image's bytes and descriptions, a note (cited by its marker) and a comment (read after its
+# section), the end marker of a comment's range.
+_NOT_INLINE = {f"{_TEXT}tracked-changes", f"{_OFFICE}binary-data", _NOTE, _ANNOTATION,
+               f"{_OFFICE}annotation-end"}  # fmt: skip
+_INLINE = {f"{_TEXT}tab": "\t", f"{_TEXT}line-break": "\n"}
+_SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"
+
+
+class _Notes:
+    """The notes and comments cited since the last section break, numbered as cited."""
+
+    def __init__(self) -> None:
+        self.footnotes: list[str] = []
+        self.endnotes: list[str] = []
+        self.comments: list[str] = []
+        self._counts = {"footnote": 0, "endnote": 0}
+
+    def cite(self, note: Any) -> str:
+        kind = "endnote" if note.get(f"{_TEXT}note-class") == "endnote" else "footnote"
+        self._counts[kind] += 1
+        number = self._counts[kind]
+        marker = f"[^{number}]" if kind == "footnote" else f"[^{roman(number)}]"
+        body = note.find(f"{_TEXT}note-body")
+        parts: list[str] = []
+        if body is not None:
+            _read_blocks(body, parts, self, _Styles({}, {}))
+        text = " ".join(" ".join(parts).split())
+        (self.footnotes if kind == "footnote" else self.endnotes).append(f"{marker}: {text}")
+        return marker
+
+    def comment(self, annotation: Any) -> None:
+        creator = annotation.find(f"{_DC}creator")
+        author = " ".join("".join(creator.itertext()).split())[:80] if creator is not None else ""
+        paragraphs = [_inline(p, self) for p in annotation.iter(_P)]
+        text = " ".join(" ".join(paragraphs).split())
+        if text:
+            self.comments.append(f"Comment ({author}): {text}" if author else f"Comment: {text}")
+
+    def section_end(self, blocks: list[str]) -> None:
+        """The footnotes then the comments cited since the last call, after `blocks`."""
+        blocks.extend(self.footnotes + self.comments)
+        self.footnotes.clear()
+        self.comments.clear()
+
+
+def title_and_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
+    """The title (`dc:title` of `meta.xml`) and text of an ODT: headings as `#` lines, list
+    items as `- ` or numbered (`2. `) lines, tables a line a row (`a | b`), footnotes
+    (`[^1]: …`) and comments (`Comment (author): …`) after the section citing them, endnotes
+    (`[^i]: …`) at the end; `Unpacked` past `max_bytes` (the zip) or `MARKUP_BYTES` (one
+    part's XML)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as package:  # an entry never inflates past its size
+        entries = package.infolist()
+        size = sum(entry.file_size for entry in entries)
+        if size > max_bytes:
+            raise Unpacked("the ODT package", size)
+        named = {entry.filename: entry for entry in entries}
+        _refuse_encrypted(package, named, uri)
+        content = package_xml(package, named, "content.xml", uri, "ODT")
+        meta = styles = None
+        if "meta.xml" in named:
+            meta = package_xml(package, named, "meta.xml", uri, "ODT")
+        if "styles.xml" in named:
+            styles = package_xml(package, named, "styles.xml", uri, "ODT")
+    styling = _Styles(_list_styles(content, styles), _heading_styles(content, styles))
+    body = content.find(f"{_OFFICE}body/{_OFFICE}text")
+    blocks: list[str] = []
+    notes = _Notes()
+    if body is not None:
+        _read_blocks(body, blocks, notes, styling)
+    notes.section_end(blocks)
+    blocks.extend(notes.endnotes)
+    return _title(meta), "\n\n".join(blocks)
+
+
+def _refuse_encrypted(package: zipfile.ZipFile, named: dict[str, Any], uri: str) -> None:
+    """A password-protected ODT keeps `content.xml` encrypted, as its manifest says."""
+    from octobrain.errors import InvalidInput
+
+    if "META-INF/manifest.xml" not in named:
+        return
+    manifest = package_xml(package, named, "META-INF/manifest.xml", uri, "ODT")
+    for entry in manifest.iter(f"{_MANIFEST}file-entry"):
+        if entry.get(f"{_MANIFEST}full-path") == "content.xml" and len(entry):
+            raise InvalidInput(
+                "source", f"{uri}: the ODT is encrypted with a password; nothing was indexed"
+            )
+
+
+def _title(meta: Any) -> str:
+    if meta is None:
+        return ""
+    for element in meta.iter(f"{_DC}title"):
+        title = " ".join("".join(element.itertext()).split())
+        if shows_something(title):
+            return title
+    return ""
+
+
+def _list_styles(content: Any, styles: Any) -> dict[str, Any]:
+    """The list styles by name: the automatic ones (`content.xml`) and the named ones
+    (`styles.xml`)."""
+    found: dict[str, Any] = {}
+    for root in (styles, content):
+        if root is not None:
+            for style in root.iter(f"{_TEXT}list-style"):
+                found.setdefault(str(style.get(f"{_STYLE}name", "")), style)
+    return found
+
+
+class _Styles(NamedTuple):
+    """The styles the text is read by: list styles by name, and the levels of the paragraph
+    styles that make a heading."""
+
+    lists: dict[str, Any]
+    headings: dict[str, int]
+
+
+def _heading_styles(content: Any, styles: Any) -> dict[str, int]:
+    """The paragraph styles that make a heading, by name: their level, as
+    their own `style:default-outline-level`, or a parent's, says (or their name: `Heading 2`,
+    `Title`). LibreOffice writes a heading that starts a page as a `text:p` of such a style."""
+    import re
+
+    parents: dict[str, str] = {}
+    levels: dict[str, int] = {}
+    for root in (styles, content):
+        if root is None:
+            continue
+        for style in root.iter(f"{_STYLE}style"):
+            if style.get(f"{_STYLE}family") != "paragraph":
+                continue
+            name = str(style.get(f"{_STYLE}name", ""))
+            parents[name] = str(style.get(f"{_STYLE}parent-style-name", ""))
+            shown = str(style.get(f"{_STYLE}display-name") or name.replace("_20_", " "))
+            named = re.fullmatch(r"(?i)heading (\d)", shown)
+            if style.get(f"{_STYLE}default-outline-level"):
+                levels[name] = _level(style.get(f"{_STYLE}default-outline-level"))
+            elif named or shown.lower() == "title":
+                levels[name] = _level(named.group(1) if named else 1)
+    found: dict[str, int] = {}
+    for name in parents:
+        seen: set[str] = set()
+        at = name
+        while at and at not in levels and at not in seen and len(seen) < 32:
+            seen.add(at)
+            at = parents.get(at, "")
+        if at in levels:
+            found[name] = levels[at]
+    return found
+
+
+def _read_blocks(
+    element: Any, blocks: list[str], notes: _Notes, styling: _Styles, tables: bool = True
+) -> None:
+    """The blocks among the children of `element`, in order, onto `blocks` (its tables too
+    unless `tables` is false: a cell's come after its row)."""
+    for child in element:
+        tag = child.tag
+        if tag == _H:
+            notes.section_end(blocks)  # (before its text: a comment on it is of its section)
+            text = " ".join(_inline(child, notes).split())
+            if shows_something(text):
+                blocks.append("#" * _level(child.get(f"{_TEXT}outline-level")) + " " + text)
+        elif tag == _P and str(child.get(f"{_TEXT}style-name")) in styling.headings:
+            notes.section_end(blocks)  # a paragraph in a heading's style (LibreOffice's first)
+            text = " ".join(_inline(child, notes).split())
+            if shows_something(text):
+                level = styling.headings[str(child.get(f"{_TEXT}style-name"))]
+                blocks.append("#" * level + " " + text)
+        elif tag == _P:
+            text = _inline(child, notes).strip()
+            if shows_something(text):
+                blocks.append(text)
+        elif tag == _LIST:
+            _read_list(child, blocks, notes, styling, 1, "")
+        elif tag == _TBL:
+            if tables:
+                _read_table(child, blocks, notes, styling)
+        elif tag in _WRAPPERS:
+            _read_blocks(child, blocks, notes, styling, tables)
+
+
+def _level(value: Any) -> int:
+    try:
+        return min(6, max(1, int(value)))
+    except (TypeError, ValueError):
+        return 1
+
+
+def _read_list(
+    element: Any, blocks: list[str], notes: _Notes, styling: _Styles, depth: int, style: str
+) -> None:
+    """A list's items, a line each, its marker as the list's style gives it at `depth`;
+    nested lists after their item's line."""
+    style = str(element.get(f"{_TEXT}style-name") or style)
+    number_style = _number_style(styling.lists.get(style), depth)
+    number = _start(number_style)
+    for item in element:
+        if item.tag not in (_ITEM, _LIST_HEADER):
+            continue
+        if item.get(f"{_TEXT}start-value"):
+            number = _level_number(item.get(f"{_TEXT}start-value"))
+        marker = "" if item.tag == _LIST_HEADER else _marker(number_style, number)
+        first = True
+        for child in item:
+            if child.tag == _LIST:
+                _read_list(child, blocks, notes, styling, depth + 1, style)
+            elif child.tag in (_P, _H):
+                text = " ".join(_inline(child, notes).split())
+                if shows_something(text):
+                    blocks.append((marker if first else "  ") + text)
+                    first = False
+            elif child.tag == _TBL:
+                _read_table(child, blocks, notes, styling)
+        if item.tag == _ITEM:
+            number += 1
+
+
+def _number_style(list_style: Any, depth: int) -> Any:
+    """The numbering of `depth` in `list_style`, or None for bullets."""
+    if list_style is None:
+        return None
+    for level in list_style:
+        if _level_number(level.get(f"{_TEXT}level")) == depth:
+            return level if level.tag == f"{_TEXT}list-level-style-number" else None
+    return None
+
+
+def _start(number_style: Any) -> int:
+    return 1 if number_style is None else _level_number(number_style.get(f"{_TEXT}start-value"))
+
+
+def _level_number(value: Any) -> int:
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 1
+
+
+def _marker(number_style: Any, number: int) -> str:
+    """`- `, or the item's number as the style prints it (`1.`, `a)`, `iv.`)."""
+    if number_style is None:
+        return "- "
+    form = str(number_style.get(f"{_STYLE}num-format", "1"))
+    if form == "":  # a numbered style that shows no number
+        return "- "
+    shown = {
+        "a": _letters(number),
+        "A": _letters(number).upper(),
+        "i": roman(number),
+        "I": roman(number).upper(),
+    }.get(form, str(number))
+    prefix = str(number_style.get(f"{_STYLE}num-prefix", ""))
+    suffix = str(number_style.get(f"{_STYLE}num-suffix", ""))
+    return f"{prefix}{shown}{suffix} "
+
+
+def _letters(number: int) -> str:
+    """a, b, …, z, aa, bb (as office suites letter past z)."""
+    if number < 1:
+        return str(number)
+    return chr(ord("a") + (number - 1) % 26) * ((number - 1) // 26 + 1)
+
+
+def _read_table(table: Any, blocks: list[str], notes: _Notes, styling: _Styles) -> None:
+    """A line per row, its cells' texts joined by ` | ` (a repeated row or cell once: a
+    repeat count is how a sheet says "and so on", not text); the rows of a table nested in a
+    cell after its row's line."""
+    for row in _children(table, _ROW):
+        texts: list[str] = []
+        nested: list[Any] = []
+        for cell in _children(row, _CELL):
+            parts: list[str] = []
+            _read_blocks(cell, parts, notes, styling, tables=False)
+            nested.extend(_children(cell, _TBL))
+            texts.append(" ".join(" ".join(parts).split()))
+        if any(texts):
+            blocks.append(" | ".join(texts))
+        for inner in nested:
+            _read_table(inner, blocks, notes, styling)
+
+
+def _children(element: Any, tag: str) -> Iterator[Any]:
+    """The children of `element` of `tag`, those in wrappers (`_WRAPPERS`) where they stand."""
+    for child in element:
+        if child.tag == tag:
+            yield child
+        elif child.tag in _WRAPPERS:
+            yield from _children(child, tag)
+
+
+def _inline(paragraph: Any, notes: _Notes) -> str:
+    """What a paragraph shows: its characters, `text:s` spaces, tabs and line breaks, the
+    text of a frame anchored in it; a note's marker where it is cited; a comment counted for
+    after its section."""
+    out: list[str] = [paragraph.text or ""]
+    for child in paragraph:
+        tag = child.tag
+        if tag == f"{_TEXT}s":
+            out.append(" " * _level_number(child.get(f"{_TEXT}c") or 1))
+        elif tag in _INLINE:
+            out.append(_INLINE[tag])
+        elif tag == _NOTE:
+            out.append(notes.cite(child))
+        elif tag == _ANNOTATION:
+            notes.comment(child)
+        elif tag in _NOT_INLINE or not isinstance(tag, str) or tag.startswith(_SVG):
+            pass
+        else:
+            inner = _inline(child, notes)
+            out.append(f" {inner} " if tag in (_P, _H) else inner)
+        out.append(child.tail or "")
+    return "".join(out)

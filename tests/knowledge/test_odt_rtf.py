@@ -1,0 +1,146 @@
+"""ODT (OpenDocument Text) and RTF documents: read as their word processors show them."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from octobrain.errors import InvalidInput
+from octobrain.knowledge.extract import DocType, extract
+from octobrain.knowledge.sources import Fetched, parse_source, read_file
+
+_NS = (
+    'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+    'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
+    'xmlns:dc="http://purl.org/dc/elements/1.1/" '
+    'xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0"'
+)
+# What LibreOffice writes for a handbook: a heading per section, a numbered and a bulleted
+# list, a footnote, a reviewer's comment, an endnote, a table with a nested table.
+BODY = (
+    '<text:h text:outline-level="1">Operations</text:h>'
+    '<text:p>Backups run<text:s text:c="3"/>nightly.<text:note text:note-class="footnote">'
+    "<text:note-citation>1</text:note-citation><text:note-body><text:p>Except on holidays."
+    "</text:p></text:note-body></text:note></text:p>"
+    '<text:list text:style-name="L1"><text:list-item><text:p>Stop the writers</text:p>'
+    "<text:list><text:list-item><text:p>and the readers</text:p></text:list-item></text:list>"
+    "</text:list-item><text:list-item><text:p>Snapshot the volume</text:p></text:list-item>"
+    "</text:list>"
+    '<text:h text:outline-level="2">Paging<office:annotation><dc:creator>Ana</dc:creator>'
+    "<text:p>Check the rota.</text:p></office:annotation></text:h>"
+    '<text:p>The rota changes on Mondays.<text:note text:note-class="endnote">'
+    "<text:note-citation>i</text:note-citation><text:note-body><text:p>Since 2024.</text:p>"
+    "</text:note-body></text:note></text:p>"
+    "<text:list><text:list-item><text:p>page once</text:p></text:list-item></text:list>"
+    "<table:table><table:table-header-rows><table:table-row><table:table-cell><text:p>region"
+    "</text:p></table:table-cell><table:table-cell><text:p>quota</text:p></table:table-cell>"
+    "</table:table-row></table:table-header-rows><table:table-row><table:table-cell><text:p>"
+    "eu-west</text:p><table:table><table:table-row><table:table-cell><text:p>inner</text:p>"
+    "</table:table-cell></table:table-row></table:table></table:table-cell><table:table-cell>"
+    "<text:p>400</text:p></table:table-cell></table:table-row></table:table>"
+)
+LIST_STYLE = (
+    '<office:automatic-styles><text:list-style style:name="L1"><text:list-level-style-number '
+    'text:level="1" style:num-suffix="." style:num-format="1"/><text:list-level-style-number '
+    'text:level="2" style:num-suffix=")" style:num-format="a"/></text:list-style>'
+    '<style:style style:name="P1" style:family="paragraph" style:parent-style-name='
+    '"Heading_20_1"/></office:automatic-styles>'
+)
+
+
+def write_odt(path: Path, body: str = BODY, title: str = "Ops Handbook", styles: str = "") -> Path:
+    """An ODT as LibreOffice lays one out: `mimetype` first and stored, then its parts."""
+    content = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {_NS}>{LIST_STYLE}'
+        f"<office:body><office:text>{body}</office:text></office:body></office:document-content>"
+    )
+    meta = (
+        f'<?xml version="1.0"?><office:document-meta {_NS}><office:meta><dc:title>{title}'
+        "</dc:title></office:meta></office:document-meta>"
+    )
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as package:
+        package.writestr("mimetype", "application/vnd.oasis.opendocument.text", zipfile.ZIP_STORED)
+        package.writestr("content.xml", content)
+        package.writestr("meta.xml", meta)
+        if styles:
+            package.writestr(
+                "styles.xml", f"<office:document-styles {_NS}>{styles}</office:document-styles>"
+            )
+    return path
+
+
+def _read(path: Path, max_bytes: int = 1 << 20) -> tuple[str, str, DocType]:
+    document = extract(read_file(parse_source(str(path)), max_bytes), max_bytes)
+    return document.title, document.text, document.doc_type
+
+
+def test_an_odt_reads_its_headings_lists_tables_and_notes_as_a_docx_does(tmp_path: Path) -> None:
+    # Before: "unsupported file type '.odt'"; named otherwise, refused as not UTF-8 text.
+    title, text, doc_type = _read(write_odt(tmp_path / "ops.odt"))
+    assert (title, doc_type) == ("Ops Handbook", DocType.ODT)
+    assert text == (
+        "# Operations\n\nBackups run   nightly.[^1]\n\n"
+        "1. Stop the writers\n\na) and the readers\n\n2. Snapshot the volume\n\n"
+        "[^1]: Except on holidays.\n\n"
+        "## Paging\n\nThe rota changes on Mondays.[^i]\n\n- page once\n\n"
+        "region | quota\n\neu-west | 400\n\ninner\n\n"
+        "Comment (Ana): Check the rota.\n\n[^i]: Since 2024."
+    )
+    renamed = tmp_path / "ops.bin"  # no extension: known by its first entry
+    renamed.write_bytes((tmp_path / "ops.odt").read_bytes())
+    assert _read(renamed)[2] is DocType.ODT
+
+
+def test_an_odt_past_its_bounds_or_broken_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    big = write_odt(tmp_path / "big.odt", "<text:p>x</text:p>" * 20_000)
+    with pytest.raises(InvalidInput, match=r"big\.odt: the ODT package unpacks to \d+ bytes"):
+        _read(big, max_bytes=20_000)
+    entity = '<!DOCTYPE x [<!ENTITY e "boom">]>'
+    broken = tmp_path / "broken.odt"
+    with zipfile.ZipFile(broken, "w") as package:
+        package.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        package.writestr("content.xml", f"{entity}<office:document-content {_NS}>&e;")
+    with pytest.raises(InvalidInput, match=r"broken\.odt: cannot read this ODT: its content\.xml"):
+        _read(broken)
+    locked = tmp_path / "locked.odt"
+    manifest = (
+        '<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0">'
+        '<manifest:file-entry manifest:full-path="content.xml"><manifest:encryption-data/>'
+        "</manifest:file-entry></manifest:manifest>"
+    )
+    with zipfile.ZipFile(locked, "w") as package:
+        package.writestr("META-INF/manifest.xml", manifest)
+        package.writestr("content.xml", b"\x8f\x01 encrypted")
+    with pytest.raises(InvalidInput, match=r"locked\.odt: the ODT is encrypted with a password"):
+        _read(locked)
+
+
+def test_rtf_is_read_with_its_paragraphs_whatever_its_name(tmp_path: Path) -> None:
+    # Before: refused ("an RTF document is not read (save it as .docx or .pdf)").
+    rtf = (
+        b"{\\rtf1\\ansi\\ansicpg1252\\deff0{\\fonttbl{\\f0 Arial;}}{\\info{\\title Ops}}"
+        b"\\f0\\pard Backups run nightly.\\par\\par The caf\\'e9 opens at \\u8364? 9.\\par}"
+    )
+    for name in ("notes.rtf", "notes.txt", "notes"):
+        path = tmp_path / name
+        path.write_bytes(rtf)
+        document = extract(Fetched(parse_source(str(path)), path.read_bytes()), 1_000_000)
+        assert document.doc_type is DocType.RTF
+        assert document.text == "Backups run nightly.\n\nThe café opens at € 9."
+        assert document.title == "Backups run nightly."
+
+
+def test_an_odt_paragraph_in_a_heading_style_is_a_heading(tmp_path: Path) -> None:
+    # LibreOffice writes a heading that starts a page (its first, often) as a `text:p` of an
+    # automatic style whose parent is "Heading 1".
+    styles = (
+        '<office:styles><style:style style:name="Heading_20_1" style:display-name="Heading 1" '
+        'style:family="paragraph" style:default-outline-level="1"/></office:styles>'
+    )
+    body = '<text:p text:style-name="P1">Install</text:p><text:p>Run it twice.</text:p>'
+    text = _read(write_odt(tmp_path / "install.odt", body, styles=styles))[1]
+    assert text == "# Install\n\nRun it twice."
