@@ -191,3 +191,23 @@ def test_an_epub_of_documents_past_the_markup_bound_is_refused(
     monkeypatch.setattr(epub_text, "EPUB_MARKUP_BYTES", 300)
     with pytest.raises(InvalidInput, match=r"long\.epub: the EPUB's documents hold \d+ bytes of"):
         _read(write_epub(tmp_path / "long.epub"))
+
+
+def test_a_chapter_titled_only_by_the_book_is_a_section_of_its_own(tmp_path: Path) -> None:
+    # Before: a chapter with no heading whose <title> is the book's (as Calibre and many
+    # converters write them) was read as more of the chapter before it: "Threshing" under
+    # "Spring Sowing". Now its table of contents entry heads it, else the book's title.
+    chapters = {
+        "nav.xhtml": ("Contents", '<nav><ol><li><a href="ch2.xhtml#top">Harvest Home</a>'
+                                  "</li></ol></nav>"),
+        "ch1.xhtml": ("Spring Sowing", "<p>Barley went in after the thaw.</p>"),
+        "ch2.xhtml": ("The Farm Year", "<p>Threshing took the whole of October.</p>"),
+        "ch3.xhtml": ("The Farm Year", "<p>Snow closed the lane.</p>"),
+    }  # fmt: skip
+    spine = '<itemref idref="ch1"/><itemref idref="ch2"/><itemref idref="ch3"/>'
+    text = _read(write_epub(tmp_path / "farm.epub", spine=spine, chapters=chapters))[1]
+    assert text == (
+        "# Spring Sowing\n\nBarley went in after the thaw.\n\n"
+        "# Harvest Home\n\nThreshing took the whole of October.\n\n"
+        "# The Farm Year\n\nSnow closed the lane."
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import posixpath
 import zipfile
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
 
@@ -60,7 +61,11 @@ def title_and_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
                 "nothing was indexed",
             )
         title = _book_title(opf)
-        sections = [_section(book.read(named[name]), title) for name in documents]
+        labels = _toc_labels(book, named, opf, posixpath.dirname(package), uri)
+        sections = [
+            _section(book.read(named[name]), title, labels.get(name, ""), at > 0)
+            for at, name in enumerate(documents)
+        ]
     text = "\n\n".join(s for s in sections if s)
     if not shows_something(text):
         raise _unread(uri, f"its {len(documents)} document(s) hold no text; nothing was indexed")
@@ -146,12 +151,52 @@ def _book_title(opf: Any) -> str:
     return ""
 
 
-def _section(markup: bytes, book_title: str) -> str:
+def _section(markup: bytes, book_title: str, label: str, after: bool) -> str:
     """One document's text, led by a `#` line: its own first heading, else its `<title>`
-    (unless that is only the book's)."""
+    unless that is only the book's, else its entry in the table of contents (`label`), else,
+    `after` another document, the book's title: a chapter titled only by the book's title
+    was read as more of the chapter before it."""
     title, text = html_text.title_and_text(decode_page(markup), whole=True)
     if text.startswith("#") or not shows_something(text):
         return text
-    if title and title != book_title:
-        return f"# {title}\n\n{text}"
-    return text
+    heading = title if title and title != book_title else label or (book_title if after else "")
+    return f"# {heading}\n\n{text}" if heading else text
+
+
+def _toc_labels(
+    book: zipfile.ZipFile, named: dict[str, zipfile.ZipInfo], opf: Any, base: str, uri: str
+) -> dict[str, str]:
+    """The first label the table of contents gives each document (entry name → label): the
+    navigation document's links (EPUB 3), else the NCX's nav points (EPUB 2); none from a
+    table of contents that cannot be read (the text does not need it)."""
+    items = {str(i.get("id")): i for i in opf.iterfind("{*}manifest/{*}item")}
+    spine = opf.find("{*}spine")
+    ncx = items.get(str(spine.get("toc"))) if spine is not None else None
+    navs = [i for i in items.values() if "nav" in str(i.get("properties", "")).split()]
+    labels: dict[str, str] = {}
+    for item, links in [*((n, _nav_links) for n in navs), *(((ncx, _ncx_links),) if ncx else ())]:
+        try:
+            path = _inside(uri, base, str(item.get("href", "")))
+            root = _xml(book, named, path, uri)
+            for label, href in links(root):
+                target = _inside(uri, posixpath.dirname(path), href)
+                if shows_something(label):
+                    labels.setdefault(target, " ".join(label.split()))
+        except (InvalidInput, Unpacked):
+            continue
+        if labels:
+            break
+    return labels
+
+
+def _nav_links(root: Any) -> Iterator[tuple[str, str]]:
+    for link in root.iter("{*}a"):
+        if link.get("href"):
+            yield "".join(link.itertext()), str(link.get("href"))
+
+
+def _ncx_links(root: Any) -> Iterator[tuple[str, str]]:
+    for point in root.iter("{*}navPoint"):
+        text, content = point.find("{*}navLabel/{*}text"), point.find("{*}content")
+        if text is not None and content is not None and content.get("src"):
+            yield "".join(text.itertext()), str(content.get("src"))
