@@ -229,7 +229,7 @@ def test_int_given_for_float_is_accepted(tmp_path: Path):
         (
             '[knowledge]\nallow_private_hosts = ["10.0.0.0/8", "bad host!"]\n',
             "knowledge.allow_private_hosts",
-            '"bad host!" is neither an IP address, a CIDR network nor a host name',
+            '"bad host!" is not a host name, an IP address or a CIDR network, alone',
         ),
         ("[knowledge]\nmax_redirects = -1\n", "knowledge.max_redirects", "must be between 0"),
         (
@@ -452,8 +452,8 @@ def test_bad_env_value_names_the_variable(
 
 
 def test_knowledge_allow_list_accepts_addresses_networks_and_hosts(tmp_path: Path):
-    text = (
-        '[knowledge]\nallow_private_hosts = ["127.0.0.1", "10.0.0.0/8", "::1", "docs.internal"]\n'
-    )
+    entries = ("127.0.0.1", "10.0.0.0/8", "::1", "docs.internal", "127.0.0.1:8000",
+               "[::1]:8000", "[fd00::/8]:443", "10.0.0.0/8:443", "docs.internal:8080")  # fmt: skip
+    text = f"[knowledge]\nallow_private_hosts = {list(entries)!r}\n".replace("'", '"')
     cfg = load_config(write(tmp_path, text))
-    assert cfg.knowledge.allow_private_hosts == ("127.0.0.1", "10.0.0.0/8", "::1", "docs.internal")
+    assert cfg.knowledge.allow_private_hosts == entries

@@ -4,6 +4,7 @@ real LanceDB in temp dirs, and the hash embedder (wrapped to count what it embed
 from __future__ import annotations
 
 import dataclasses
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -190,10 +191,15 @@ header giving the seconds to wait before trying again.</p>
 Route = tuple[int, dict[str, str], bytes | tuple[float, list[bytes]]]
 
 
-class Server:
-    """Routes served by a real HTTP server on 127.0.0.1; `hits` counts requests per path."""
+class _HTTPServer6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
 
-    def __init__(self) -> None:
+
+class Server:
+    """Routes served by a real HTTP server on 127.0.0.1 (or `host`); `hits` counts requests per
+    path."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.routes: dict[str, Route] = {}
         self.hits: dict[str, int] = {}
         routes, hits = self.routes, self.hits
@@ -224,13 +230,14 @@ class Server:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = (_HTTPServer6 if ":" in host else ThreadingHTTPServer)((host, 0), Handler)
+        self.host = f"[{host}]" if ":" in host else host
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"http://{self.host}:{self.port}{path}"
 
     def close(self) -> None:
         self._httpd.shutdown()

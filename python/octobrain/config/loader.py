@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import logging
 import os
+import re
 import tomllib
 import typing
 import weakref
@@ -56,6 +57,7 @@ def _local_path(raw: str, key: str, source: str | None = None) -> Path:
 
 
 MAX_CONFIG_BYTES = 1 << 20  # a config file is a few kB
+_IPV6_FIRST = re.compile(r"\[[0-9A-Fa-f.]*:")
 
 
 def data_dir() -> Path:
@@ -181,7 +183,9 @@ def _parse_env(raw: str, typ: Any) -> tuple[Any, str | None]:
         except ValueError:
             return raw, "must be a number"
     if typing.get_origin(typ) is tuple:
-        if text.startswith("["):  # as the config file writes it: ["127.0.0.1", "10.0.0.0/8"]
+        # As the config file writes it: ["127.0.0.1", "10.0.0.0/8"]; not "[::1]:8000,…", an
+        # IPv6 address in brackets (a hex digit or a colon, then a colon, before any quote).
+        if text.startswith("[") and not _IPV6_FIRST.match(text):
             try:
                 items = tomllib.loads(f"v = {text}")["v"]
             except tomllib.TOMLDecodeError:

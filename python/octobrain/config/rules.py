@@ -120,16 +120,11 @@ def bind_rule(v: Any) -> str | None:
 
 
 def allow_hosts_rule(v: Any) -> str | None:
-    import ipaddress
+    from octobrain.config.private_hosts import ENTRY_RULE, parse_entry
 
     for item in v:
-        try:
-            ipaddress.ip_network(item, strict=False)
-            continue
-        except ValueError:
-            pass
-        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?", item):
-            return f"{as_json(item)} is neither an IP address, a CIDR network nor a host name"
+        if parse_entry(item) is None:
+            return f"{as_json(item)} is not {ENTRY_RULE}"
     return None
 
 

@@ -310,8 +310,9 @@ class KnowledgeConfig:
     max_redirects: int = _opt(5, "redirects followed per URL", in_range(0, 50))
     allow_private_hosts: tuple[str, ...] = _opt(
         (),
-        "hosts, IPs or CIDR networks (e.g. 127.0.0.1, 10.0.0.0/8, docs.internal) that URLs may "
-        "reach although private, loopback or link-local (refused by default)",
+        "hosts, IPs or CIDR networks that URLs may reach although private, loopback or "
+        "link-local (refused by default); HOST:PORT allows that port only, a plain HOST every "
+        "port (e.g. 127.0.0.1:8000, [::1]:8000, 10.0.0.0/8, docs.internal)",
         allow_hosts_rule,
     )
     allow_paths: tuple[str, ...] = _opt(

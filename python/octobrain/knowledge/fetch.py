@@ -4,7 +4,8 @@ An agent can be steered (by a prompt injection in a page it read) into asking fo
 `http://169.254.169.254/` or `http://localhost:8080/admin`. So before every connection — the
 first request and each redirect hop — the host is resolved, and any address that is not
 globally routable (loopback, private, link-local, carrier-grade NAT, multicast, reserved) is
-refused unless `knowledge.allow_private_hosts` lists the host or a network holding it. The
+refused unless `knowledge.allow_private_hosts` lists the host or a network holding it, alone or
+with the port the URL names (`127.0.0.1:8000` opens that port, not the machine). The
 connection then goes to the address that was checked (the URL's host is kept for the Host
 header, TLS SNI and certificate checks), so a second DNS answer cannot swap in another address.
 Proxies from the environment are ignored for the same reason.
@@ -28,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from octobrain import __version__
+from octobrain.config.private_hosts import entry_for, parse_entry
 from octobrain.errors import InvalidInput, as_json
 from octobrain.knowledge.sources import Fetched, SourceRef
 
@@ -105,15 +107,9 @@ def _forbidden(addr: IPAddress) -> bool:
     return not addr.is_global or addr.is_multicast or special
 
 
-def _allowed(host: str, addr: IPAddress, allow: Sequence[str]) -> bool:
-    for item in allow:
-        try:
-            if addr in ipaddress.ip_network(item, strict=False):
-                return True
-        except ValueError:
-            if item.lower().rstrip(".") == host.lower().rstrip("."):
-                return True
-    return False
+def _allowed(host: str, addr: IPAddress, port: int, allow: Sequence[str]) -> bool:
+    entries = (parse_entry(item) for item in allow)
+    return any(entry is not None and entry.admits(host, addr, port) for entry in entries)
 
 
 def resolve_checked(
@@ -122,7 +118,7 @@ def resolve_checked(
     """Resolve `host` and return one address to connect to, after checking every address.
 
     Raises FetchError when the host does not resolve (within `seconds`, when given), or when
-    any of its addresses is not globally routable and not allowed by `allow`
+    any of its addresses is not globally routable and not allowed on `port` by `allow`
     (`knowledge.allow_private_hosts`).
     """
     try:
@@ -136,13 +132,17 @@ def resolve_checked(
         raise FetchError(f"cannot resolve host {as_json(host)}")
     for addr in addresses:
         forms = _judged_as(addr)
-        if any(_allowed(host, a, allow) for a in forms) or not any(map(_forbidden, forms)):
+        # (`::1` is checked as the IPv4 it would carry, 0.0.0.1, but allowed as listed)
+        listed = any(_allowed(host, a, port, allow) for a in {addr, *forms})
+        if listed or not any(map(_forbidden, forms)):
             continue
+        entry = entry_for(host, port)
         raise FetchError(
             f"refusing {host} ({addr}): it is a private, loopback or link-local address; "
-            "add it to knowledge.allow_private_hosts to index your own local documents (in "
-            "the file `octobrain config path` names, or "
-            f"OCTOBRAIN_KNOWLEDGE_ALLOW_PRIVATE_HOSTS={host} in the environment)"
+            f"add {entry} to knowledge.allow_private_hosts to index your own local documents "
+            "(HOST:PORT allows that port only, a plain HOST every port; in the file "
+            "`octobrain config path` names, or "
+            f"OCTOBRAIN_KNOWLEDGE_ALLOW_PRIVATE_HOSTS={entry} in the environment)"
         )
     return str(addresses[0])
 
