@@ -203,9 +203,14 @@ def test_index_takes_several_sources_and_goes_on_past_one_that_fails(workdir: Pa
     (workdir / "docs" / "b.md").write_text("# Paging\n\nThe rota changes on Mondays.\n")
     out = run("index", "ops.md", "missing.md", "docs/b.md")
     assert out.exit_code == 2, out.output
-    assert out.output.count("✓ Indexed") == 2, out.output
-    assert "error: source: no such file" in out.output
-    assert "1 of 3 sources not indexed" in out.output
+    # A failed command leaves stdout empty: what was indexed is said on stderr, with the
+    # error (before, on stdout, then the error).
+    assert out.stdout == "", out.stdout
+    assert out.stderr.count("✓ Indexed") == 2, out.stderr
+    assert "error: source: no such file" in out.stderr
+    assert out.stderr.splitlines()[-1].startswith("error: source: 1 of 3 sources not indexed")
+    failed_json = run("index", "ops.md", "missing.md", "--format", "json")
+    assert failed_json.exit_code == 2 and failed_json.stdout == "", failed_json.stdout
     data = json.loads(run("index", "ops.md", "docs/b.md", "--format", "json").stdout)
     assert [r["status"] for r in data] == ["unchanged", "unchanged"]
     folder = run("index", "docs")
@@ -280,3 +285,32 @@ def test_ctrl_c_in_index_of_several_sources_says_which_were_indexed(workdir: Pat
     ], lines
     listed = run("list", "--format", "json")
     assert sorted(Path(s["uri"]).name for s in json.loads(listed.output)) == ["a.md", "b.md"]
+
+
+def test_ctrl_c_after_a_source_is_switched_to_its_new_chunks_says_it_stands(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: a Ctrl-C after the commit that makes a source's new chunks its own (while its
+    # old ones were dropped, or its report made) said "ops.md not indexed (nothing of it
+    # kept …)", though a search found it.
+    from octobrain.knowledge.store import KnowledgeStore
+
+    switch = KnowledgeStore._flip
+
+    def switch_then_stop(self: KnowledgeStore, source_row: dict[str, object]) -> None:
+        switch(self, source_row)
+        raise KeyboardInterrupt  # (right after the commit)
+
+    (workdir / "b.md").write_text("# Paging\n\nThe rota changes on Mondays.\n")
+    with monkeypatch.context() as patched:
+        patched.setattr(KnowledgeStore, "_flip", switch_then_stop)
+        cut = run("index", "ops.md", "b.md")
+    assert cut.exit_code == 1 and cut.stdout == "", cut.output
+    assert [line for line in cut.stderr.splitlines() if line][-4:] == [
+        "interrupted: after ops.md was indexed (it stands)",
+        "indexed: ops.md",
+        "not reached: b.md",
+        "Aborted!",
+    ], cut.stderr
+    listed = run("list", "--format", "json")
+    assert [Path(s["uri"]).name for s in json.loads(listed.stdout)] == ["ops.md"]

@@ -81,7 +81,8 @@ def index_cmd(ctx: click.Context, sources: tuple[str, ...], force: bool, fmt: st
     """Index files or URLs, one after another (each re-indexed only when its content changed).
     A folder's documents are named by the shell: `octobrain knowledge index docs/*.md`. Given
     several, one that fails is named on stderr and the others are still indexed (exit 2, or 1
-    when a server could not answer); `--format json` then prints a list."""
+    when a server could not answer), what was indexed then said on stderr too: a failed
+    command leaves stdout empty; `--format json` prints a list."""
     from octobrain.errors import InvalidInput
     from octobrain.knowledge.render import render_index, to_dict
     from octobrain.knowledge.sources import ONE_FILE, refuse_directory
@@ -97,7 +98,7 @@ def index_cmd(ctx: click.Context, sources: tuple[str, ...], force: bool, fmt: st
             with progress_of_total(f"embedding chunks of {source}") as progress:
                 report = k.index(source, global_=k.scope == "", force=force, progress=progress)
         except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM (`launch`): say where
-            _interrupted(source, indexed, sources[at + 1 :])
+            _interrupted(k, source, indexed, sources[at + 1 :])
             raise
         except InvalidInput as exc:
             if len(sources) == 1:
@@ -107,28 +108,40 @@ def index_cmd(ctx: click.Context, sources: tuple[str, ...], force: bool, fmt: st
             continue
         reports.append(report)
         indexed.append(source)
-        if fmt != "json":
-            click.echo(printable(render_index(report)))
-    if fmt == "json":
-        data = [to_dict(r) for r in reports]
-        emit_json(data[0] if len(sources) == 1 else data)
+    # Said once all are done: a failure after them leaves stdout empty, as every failed
+    # command does (before, the sources indexed were printed, then the error, exit 2).
     if failed:
+        for report in reports:
+            click.echo(printable(render_index(report)), err=True)
         error = UserFailure if any(not e.input_fault for e in failed) else UserError
         raise error(
             f"source: {len(failed)} of {len(sources)} sources not indexed (named above); "
             "the others are"
         )
+    if fmt == "json":
+        data = [to_dict(r) for r in reports]
+        emit_json(data[0] if len(sources) == 1 else data)
+    else:
+        click.echo(printable("\n".join(render_index(r) for r in reports)))
 
 
-def _interrupted(source: str, indexed: list[str], left: tuple[str, ...]) -> None:
+def _interrupted(k: Knowledge, source: str, indexed: list[str], left: tuple[str, ...]) -> None:
     """What a Ctrl-C during `index` of `source` leaves, on stderr before `Aborted!`. New chunks
-    become visible only with the source row's switch to them, the last step (`knowledge.store`):
-    cut before it, the source keeps what it had."""
-    lines = [
-        f"interrupted: {source} not indexed (nothing of it kept: an earlier index of it, if "
-        "any, stands)",
-        "indexed: " + (", ".join(indexed) or "none"),
-    ]
+    become visible only with the source row's switch to them (`knowledge.store`): cut before
+    it, the source keeps what it had; cut after it (its old chunks being dropped, its report
+    being made), it stands, and is said to."""
+    stands = False
+    with suppress(Exception):  # (the store unreadable now: the switch is not known to be made)
+        stands = k.switched(source)
+    if stands:
+        cut = f"interrupted: after {source} was indexed (it stands)"
+        indexed = [*indexed, source]
+    else:
+        cut = (
+            f"interrupted: {source} not indexed (nothing of it kept: an earlier index of it, if "
+            "any, stands)"
+        )
+    lines = [cut, "indexed: " + (", ".join(indexed) or "none")]
     if left:
         lines.append("not reached: " + ", ".join(left))
     with suppress(OSError, ValueError):  # (stderr gone: the exit code still says it)

@@ -66,6 +66,9 @@ class KnowledgeBase(Closable):
         self.prefetched: dict[str, Fetched] | None = None
         self.stop: threading.Event | None = None  # set: embedding stops (`generation.Stopped`)
         self.progress: Progress | None = None  # told the chunks embedded, when none is given
+        # The generation of each source (by uri) whose write began last: `switched` tells,
+        # after an interruption, whether it stands.
+        self._begun: dict[str, str] = {}
 
     @property
     def kstore(self) -> KnowledgeStore:
@@ -174,5 +177,15 @@ class KnowledgeBase(Closable):
     ) -> tuple[dict[str, Any], int]:
         source_row, chunk_rows = self._new_rows(document, scope, session_id, digest, mtime, size)
         embed_rows(self.embedder, chunk_rows, progress or self.progress, self.stop)
+        self._begun[source_row["uri"]] = source_row["generation"]
         self.kstore.replace_source(source_row, chunk_rows, check)
         return source_row, len(chunk_rows)
+
+    def switched(self, source: str) -> bool:
+        """Whether the last write this instance began of `source` switched it to its new
+        chunks: an index interrupted after that commit (cleaning up, reporting) stands."""
+        uri = self._ref(source).uri
+        generation = self._begun.get(uri)
+        return generation is not None and any(
+            row["generation"] == generation for row in self._visible_rows(uri)
+        )

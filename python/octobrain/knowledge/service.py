@@ -158,6 +158,7 @@ class Knowledge(Housekeeping):
         lazy: bool,
         progress: Progress | None = None,
     ) -> IndexReport:
+        self._begun.pop(ref.uri, None)  # (`switched`: of this call's write only)
         rows = [r for r in self._visible_rows(ref.uri) if r["session_id"] == ""]
         existing = rows[0] if rows else None
         if existing is None:
