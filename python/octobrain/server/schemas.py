@@ -346,7 +346,7 @@ KNOWLEDGE = ToolSpec(
         "What you READ, as opposed to what you conclude (that goes to `memorize`): index, "
         "search, read and grep external documents — design docs, API docs, papers, web pages. "
         "A source is ONE local file (absolute, relative, ~/ or file://) or ONE http(s) URL, "
-        "never a directory; types .md .txt .html .pdf .docx .epub.\n"
+        "never a directory; types .md .txt .html .pdf .docx .epub .odt .rtf.\n"
         "command:\n"
         "- search (query; optional source): hybrid search over indexed sections, citing the "
         "source and section. Naming a source indexes it first (and re-indexes it when its "
