@@ -3,7 +3,8 @@
 Every `octobrain …` line of the shell blocks in "Quickstart", "Using it" and "Knowledge" runs
 against a fresh store (hash embedder, in-process), in the order the README gives them, and so
 do the refusals the prose quotes with their exact error line: a flag renamed, an output
-reshaped or an example that stopped working fails here instead of on a reader.
+reshaped or an example that stopped working fails here instead of on a reader. So does a test
+file, repository path or `make` target the README names that is not there.
 """
 
 from __future__ import annotations
@@ -162,6 +163,7 @@ def test_every_error_line_the_prose_quotes_is_the_one_given(user: Path) -> None:
 # Options whose default is a setting: `--help` names the setting and its default value, as the
 # README says every option's help does (these named neither).
 SETTING_DEFAULTS = [
+    ("memory memorize", "--importance", "memory.default_importance"),  # said "default 0.5"
     ("memory remember", "--min-relevance", "search.min_relevance"),
     ("knowledge search", "--min-relevance", "knowledge.min_relevance"),
     ("knowledge search", "--limit", "knowledge.max_results"),
@@ -186,3 +188,53 @@ def test_help_names_the_setting_an_option_defaults_to(
     help_text = " ".join(octobrain(f"{command} --help").output.split())
     said = help_text[help_text.index(option) :].split(" -", 1)[0]
     assert f"(default: {setting}, {default})" in said, said
+
+
+# The files, make targets and code names the README points a reader to, checked to exist: a
+# file renamed or a constant moved fails here instead of sending a reader to nothing.
+REPO = README.parent
+PACKAGE = REPO / "python" / "octobrain"
+
+
+def readme_spans() -> list[str]:
+    """Every `inline code` span of the README, and every line of its ```sh blocks."""
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)```", text, flags=re.S)
+    return re.findall(r"`([^`\n]+)`", text) + [line for b in blocks for line in b.splitlines()]
+
+
+def test_every_test_file_the_readme_names_exists() -> None:
+    """`(test_ingest.py)`, `(reliability/test_doctor_races.py)`: each names a file of tests/."""
+    text = README.read_text(encoding="utf-8")
+    files = {p.relative_to(REPO).as_posix() for p in (REPO / "tests").rglob("test_*.py")}
+    named = set(re.findall(r"(?<![\w/.-])((?:[\w-]+/)*test_\w+\.py)", text))
+    missing = sorted(n for n in named if not any(f == n or f.endswith("/" + n) for f in files))
+    assert not missing, missing
+
+
+def test_every_repo_path_the_readme_names_exists() -> None:
+    """`benches/edge_lookup.py`, `.ci/run`, `memory/snapshot.py` and `octobrain/memory/access.py`
+    (in python/); a path with a glob or a placeholder (`benches/results/locomo*.json`) is not."""
+    subpackages = "|".join(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+    repo_path = re.compile(
+        r"(?<![\w/.])(?:python|tests|benches|rust|\.ci|octobrain)/[\w./*<>…-]*[\w/*>]"
+    )
+    module_path = re.compile(rf"(?<![\w/.])(?:{subpackages})/(?!test_)\w+\.py")
+    missing = [
+        path
+        for span in readme_spans()
+        for path in repo_path.findall(span) + module_path.findall(span)
+        if not any(c in path for c in "*<…")
+        and not (REPO / path).exists()
+        and not (PACKAGE / path).exists()
+        and not (PACKAGE.parent / path).exists()
+    ]
+    assert not missing, missing
+
+
+def test_every_make_target_the_readme_names_exists() -> None:
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([\w-]+):", makefile, flags=re.M))
+    named = {t for s in readme_spans() for t in re.findall(r"^make ([\w -]+?)\s*(?:#|$)", s)}
+    missing = sorted(t for group in named for t in group.split() if t not in targets)
+    assert named and not missing, missing

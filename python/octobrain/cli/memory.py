@@ -51,7 +51,13 @@ def memory(ctx: click.Context, scope: str | None, global_: bool) -> None:
     default=None,
     help=f"One of {', '.join(t.value for t in MemoryType)} (default: code, as the original's).",
 )
-@click.option("-i", "--importance", type=float, default=None, help="0–1 (default 0.5).")
+@click.option(
+    "-i",
+    "--importance",
+    type=float,
+    default=None,
+    help="0–1 (default: memory.default_importance, 0.5).",
+)
 @click.option("--tags", multiple=True, help="Comma-separated tags (repeatable).")
 @click.option("--files", multiple=True, help="Comma-separated related files (repeatable).")
 @click.option(
