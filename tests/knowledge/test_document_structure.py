@@ -282,3 +282,17 @@ def test_a_title_holding_an_invisible_character_is_held_without_it(
         document.add_paragraph("Body text.")
         document.save(str(path))
     assert _extract(path)[0] == "Capacity Plan"
+
+
+def test_a_docx_lettered_list_past_zz_is_numbered_in_digits(tmp_path: Path) -> None:
+    # Before: a list lettered from 10**7 was 385,000 letters an item (10**12: 38 billion,
+    # the process killed); past ten of one letter (260), digits say it as well.
+    import docx
+    from docx.oxml.ns import qn
+
+    document = docx.Document()
+    document.add_paragraph("Drain the node.", style="List Number")
+    for level in document.part.numbering_part.element.iter(qn("w:lvl")):
+        level.find(qn("w:numFmt")).set(qn("w:val"), "lowerLetter")
+        level.find(qn("w:start")).set(qn("w:val"), "10000000")
+    assert _saved(document, tmp_path / "lettered.docx") == "10000000. Drain the node."

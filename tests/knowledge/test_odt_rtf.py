@@ -144,3 +144,20 @@ def test_an_odt_paragraph_in_a_heading_style_is_a_heading(tmp_path: Path) -> Non
     body = '<text:p text:style-name="P1">Install</text:p><text:p>Run it twice.</text:p>'
     text = _read(write_odt(tmp_path / "install.odt", body, styles=styles))[1]
     assert text == "# Install\n\nRun it twice."
+
+
+def test_an_odt_s_counts_do_not_inflate_its_text(tmp_path: Path) -> None:
+    # A run of spaces is stored as a count (`text:s text:c`), a list's numbers as a start.
+    # Before, each was made as counted: these 20 runs were 40 MB of text from a 1 kB file
+    # (200 runs of a billion spaces: 200 GB asked for, the process killed), and a lettered
+    # list starting at 10**7 made 385,000 letters an item (10**12: 38 billion).
+    spaces = '<text:p>a<text:s text:c="2000000"/>b</text:p>' * 20
+    lettered = (
+        '<text:list text:style-name="L1"><text:list-item><text:list><text:list-item '
+        'text:start-value="10000000"><text:p>deep</text:p></text:list-item></text:list>'
+        "</text:list-item></text:list>"
+    )
+    text = _read(write_odt(tmp_path / "bomb.odt", spaces + lettered))[1]
+    assert len(text) < 100_000
+    assert text.splitlines()[0].startswith("a ") and text.splitlines()[0].endswith(" b")
+    assert text.endswith("10000000) deep")

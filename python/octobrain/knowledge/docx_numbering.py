@@ -124,11 +124,23 @@ def roman(number: int) -> str:
     return "".join(out)
 
 
+# The most times a list's letter is repeated (`zzzzzzzzzz` is 260); past it, digits: a
+# lettered list starting at 10**12 was 38 billion letters an item.
+_MOST_REPEATS = 10
+
+
+def letters(number: int) -> str:
+    """`number` as office suites letter a list: a, b, …, z, aa, bb, … (1–260; others as
+    digits)."""
+    if not 0 < number <= 26 * _MOST_REPEATS:
+        return str(number)
+    return chr(ord("a") + (number - 1) % 26) * ((number - 1) // 26 + 1)
+
+
 def _format(fmt: str, number: int) -> str:
     """A counter as the level's format shows it (formats not listed: as digits)."""
-    if fmt in ("lowerLetter", "upperLetter") and number > 0:
-        letter = chr(ord("a") + (number - 1) % 26) * ((number - 1) // 26 + 1)
-        return letter.upper() if fmt == "upperLetter" else letter
+    if fmt in ("lowerLetter", "upperLetter"):
+        return letters(number).upper() if fmt == "upperLetter" else letters(number)
     if fmt in ("lowerRoman", "upperRoman"):
         return roman(number).upper() if fmt == "upperRoman" else roman(number)
     if fmt == "decimalZero" and 0 <= number < 10:

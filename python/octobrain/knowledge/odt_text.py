@@ -16,7 +16,7 @@ import zipfile
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from octobrain.knowledge.docx_numbering import roman
+from octobrain.knowledge.docx_numbering import letters, roman
 from octobrain.knowledge.unpacked import Unpacked, package_xml
 from octobrain.safe_text import shows_something
 
@@ -41,6 +41,9 @@ _NOT_INLINE = {f"{_TEXT}tracked-changes", f"{_OFFICE}binary-data", _NOTE, _ANNOT
                f"{_OFFICE}annotation-end"}  # fmt: skip
 _INLINE = {f"{_TEXT}tab": "\t", f"{_TEXT}line-break": "\n"}
 _SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"
+# The longest run of spaces a `text:s` makes: an indent or a gap in a line, never a page of
+# them (200 counts of a billion, in a 2 kB file, asked for 200 GB).
+_MOST_SPACES = 100
 
 
 class _Notes:
@@ -283,21 +286,14 @@ def _marker(number_style: Any, number: int) -> str:
     if form == "":  # a numbered style that shows no number
         return "- "
     shown = {
-        "a": _letters(number),
-        "A": _letters(number).upper(),
+        "a": letters(number),
+        "A": letters(number).upper(),
         "i": roman(number),
         "I": roman(number).upper(),
     }.get(form, str(number))
     prefix = str(number_style.get(f"{_STYLE}num-prefix", ""))
     suffix = str(number_style.get(f"{_STYLE}num-suffix", ""))
     return f"{prefix}{shown}{suffix} "
-
-
-def _letters(number: int) -> str:
-    """a, b, …, z, aa, bb (as office suites letter past z)."""
-    if number < 1:
-        return str(number)
-    return chr(ord("a") + (number - 1) % 26) * ((number - 1) // 26 + 1)
 
 
 def _read_table(table: Any, blocks: list[str], notes: _Notes, styling: _Styles) -> None:
@@ -335,7 +331,7 @@ def _inline(paragraph: Any, notes: _Notes) -> str:
     for child in paragraph:
         tag = child.tag
         if tag == f"{_TEXT}s":
-            out.append(" " * _level_number(child.get(f"{_TEXT}c") or 1))
+            out.append(" " * min(_level_number(child.get(f"{_TEXT}c") or 1), _MOST_SPACES))
         elif tag in _INLINE:
             out.append(_INLINE[tag])
         elif tag == _NOTE:
