@@ -143,6 +143,23 @@ def test_a_slack_day_file_is_said_by_the_names_in_its_export_s_users_json(
     assert stored(fresh)["Deploy is done"].title == "Ana Lopez, 05 March 2024"
 
 
+def test_a_users_json_of_another_program_beside_a_chat_file_is_not_read_as_slack_s(
+    tmp_path: Path,
+) -> None:
+    # Before: any file ingested from a folder (or below one) holding a `users.json` that is
+    # not Slack's list of members was refused: "users.json: must be Slack's list of members".
+    (tmp_path / "users.json").write_text('{"users": [{"id": 1}]}')
+    (tmp_path / "logs" / "app").mkdir(parents=True)
+    talk = tmp_path / "logs" / "talk.jsonl"
+    talk.write_text(json.dumps({"speaker": "Ana", "text": "Deploy is done"}) + "\n")
+    (beside := tmp_path / "logs" / "app" / "users.json").write_bytes(b"\xff not UTF-8")
+    (chat,) = read_conversations(talk)
+    assert [t.text for t in chat.turns] == ["Deploy is done"]
+    other = beside.parent / "talk.jsonl"
+    other.write_text(talk.read_text())
+    assert [t.speaker for t in read_conversations(other)[0].turns] == ["Ana"]
+
+
 def test_mcp_ingest_keeps_its_schema_s_keys_and_names_the_one_meant(tmp_path: Path) -> None:
     # MCP's `ingest` reads the fields its schema names, one way each (a file's export is read
     # under any spelling); before, `timestamp` was only "unknown field".

@@ -28,7 +28,7 @@ from octobrain.lines import iter_lines, place
 from octobrain.memory.chat_exports import EXPORTS, export_conversations, export_of
 from octobrain.memory.chat_keys import chat_fields, looks_like_chat, unsaid
 from octobrain.memory.conversation_locomo import locomo_conversations
-from octobrain.memory.slack_users import USERS_FILE, member_names, users_file
+from octobrain.memory.slack_users import export_members
 from octobrain.memory.turn_fields import (
     LONE,
     SESSION_CHARS,
@@ -97,8 +97,7 @@ def read_conversations(
     text = read_text(file)
     stem = Path(file.stem).stem if file.suffix == ".gz" else file.stem  # (talk.jsonl.gz: talk)
     stem = LONE.sub("\ufffd", stem)  # (a name's bytes that are not UTF-8, as Python reads them)
-    users = users_file(file) if file.name != USERS_FILE else None
-    people = member_names(str(users), read_text(users, str(users))) if users else None
+    people = export_members(file, lambda users: read_text(users, str(users)))
     return _conversations(text, fmt, name, stem, str(file), people)
 
 

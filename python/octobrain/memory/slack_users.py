@@ -9,6 +9,7 @@ above names the speaker as Slack shows them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from octobrain.errors import InvalidInput
 from octobrain.json_values import UnreadableJSON, read_json
 from octobrain.memory.turn_fields import turn_name
 
-__all__ = ["USERS_FILE", "member_names", "users_file"]
+__all__ = ["USERS_FILE", "export_members", "member_names", "users_file"]
 
 USERS_FILE = "users.json"
 _NAMES = ("display_name", "real_name")  # a profile's, as Slack shows a member
@@ -30,6 +31,20 @@ def users_file(export: Path) -> Path | None:
         if path.is_file():
             return path
     return None
+
+
+def export_members(export: Path, read: Callable[[Path], str]) -> dict[str, str] | None:
+    """The names of the members of the Slack export `export` is a day file of, from the
+    `users.json` `users_file` finds (its text read by `read`); None without one, or when the
+    one found is not Slack's list of members: another program's file of that name, in the
+    folder of any file ingested or the one above, refused the ingest of that file."""
+    users = users_file(export) if export.name != USERS_FILE else None
+    if users is None:
+        return None
+    try:
+        return member_names(str(users), read(users))
+    except InvalidInput:
+        return None
 
 
 def member_names(field_name: str, text: str) -> dict[str, str]:
