@@ -337,7 +337,7 @@ def test_a_turn_id_respelled_with_spaces_or_decomposed_is_the_same_turn(tmp_path
     assert b.ingest([parse_chat(first, key="w")]).added == 2
     report = b.ingest([parse_chat(respelled, key="w")])
     assert (report.added, report.skipped_existing) == (0, 2)
-    with pytest.raises(InvalidInput, match=r"^turns\[1\]\.id: .*'a'"):
+    with pytest.raises(InvalidInput, match=r"^turns\[1\]\.id: .*\"a\""):
         parse_chat([said(1, id="a"), said(2, id="a ")])  # one id, two turns
 
 
