@@ -1,4 +1,4 @@
-# One entry point for people and CI. `make ci` is exactly what .ci/run executes.
+# One entry point for people and CI. `make ci` is what .ci/run executes after deleting .venv.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip

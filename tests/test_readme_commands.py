@@ -9,6 +9,7 @@ file, repository path or `make` target the README names that is not there.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shlex
@@ -238,3 +239,44 @@ def test_every_make_target_the_readme_names_exists() -> None:
     named = {t for s in readme_spans() for t in re.findall(r"^make ([\w -]+?)\s*(?:#|$)", s)}
     missing = sorted(t for group in named for t in group.split() if t not in targets)
     assert named and not missing, missing
+
+
+# `vectors.npy`, `memories.lance`: file names, not a module's attribute.
+FILE_SUFFIXES = {"py", "rs", "json", "jsonl", "toml", "md", "txt", "npy", "lance", "arrow"}
+
+
+def _defines(module: Path, name: str) -> bool:
+    source = module.read_text(encoding="utf-8") if module.is_file() else ""
+    return re.search(rf"^\s*(?:def|class)\s+{name}\b|^\s*{name}\s*[:=]", source, re.M) is not None
+
+
+def test_every_code_name_the_readme_places_is_there() -> None:
+    """`cli.launch.exit_now`, `models.link_description`, `knowledge/docx_text.title_and_text`
+    and "`ANN_POSTFILTER_SHARE` in `memory/ann.py`" each name a module that defines the name
+    (a setting, `search.min_relevance`, is no module)."""
+    from octobrain.config import Config
+
+    settings = {f.name for f in dataclasses.fields(Config)}
+    modules: dict[str, list[Path]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        modules.setdefault(path.stem, []).append(path)
+    wrong = []
+    for span in readme_spans():
+        dotted = re.fullmatch(r"((?:\w+[./])*\w+)\.([A-Za-z_]\w*)", span)
+        if dotted and dotted[2] not in FILE_SUFFIXES:
+            where, name = dotted[1].replace(".", "/"), dotted[2]
+            first = where.split("/")[0]
+            if "/" in where and (PACKAGE / where).with_suffix(".py").is_file():
+                places = [(PACKAGE / where).with_suffix(".py")]
+            elif "/" not in where and first not in settings and len(modules.get(first, [])) == 1:
+                places = modules[first]
+            else:
+                continue
+            if not any(_defines(p, name) for p in places):
+                wrong.append(span)
+    text = README.read_text(encoding="utf-8")
+    for name, path in re.findall(r"`(\w+)` in `([\w/]+\.py)`", text):
+        module = PACKAGE / path if (PACKAGE / path).exists() else REPO / path
+        if not _defines(module, name):
+            wrong.append(f"{name} in {path}")
+    assert not wrong, wrong
