@@ -123,19 +123,19 @@ def test_index_read_and_search_an_epub(tmp_path: Path, monkeypatch: pytest.Monke
     [
         ({"leave_out": ["META-INF/container.xml"]}, "it has no META-INF/container.xml"),
         ({"leave_out": ["OEBPS/content.opf"]}, "it has no OEBPS/content.opf"),
-        ({"opf_path": "../content.opf"}, "the path '../content.opf' leads out of the book"),
+        ({"opf_path": "../content.opf"}, 'the path "../content.opf" leads out of the book'),
         (
             {
                 "spine": '<itemref idref="ch1"/><itemref idref="gone"/>',
                 "chapters": {"ch1.xhtml": ("One", "<p>x</p>"), "gone.xhtml": ("Gone", "<p>y</p>")},
                 "leave_out": ["OEBPS/gone.xhtml"],
             },
-            "its spine names 'gone.xhtml', which the zip does",
+            'its spine names "gone.xhtml", which the zip does',
         ),
         ({"spine": ""}, "its spine names no XHTML document"),
         (
             {"replace": ('href="ch1.xhtml"', 'href="../../ch1.xhtml"')},
-            "the path '../../ch1.xhtml' leads out of the book",
+            'the path "../../ch1.xhtml" leads out of the book',
         ),
         ({"replace": ("<spine>", "<spin>")}, "is not well-formed XML"),
         ({"extra": [("OEBPS/evil.opf", b"<package><spine>")]}, None),

@@ -165,7 +165,7 @@ def test_unsupported_content_type_and_non_2xx_are_clear_errors(
 ) -> None:
     k = make_knowledge(allow_private_hosts=LOCAL)
     server.routes["/img"] = (200, {"Content-Type": "image/png"}, b"\x89PNG....")
-    with pytest.raises(InvalidInput, match=r"^source: .*unsupported content type 'image/png'"):
+    with pytest.raises(InvalidInput, match=r'^source: .*unsupported content type "image/png"'):
         k.read(server.url("/img"))
     with pytest.raises(InvalidInput, match=r"^source: .*/missing: HTTP 404 Not Found"):
         k.read(server.url("/missing"))
@@ -247,7 +247,7 @@ def test_compressed_bodies_are_decoded_and_inflate_at_most_to_the_cap(
     finally:
         tracemalloc.stop()
     assert peak < 8 << 20, peak
-    for path, coding in (("/nested", "'gzip, gzip'"), ("/br", "'br'")):
+    for path, coding in (("/nested", '"gzip, gzip"'), ("/br", '"br"')):
         with pytest.raises(InvalidInput, match=f"unsupported Content-Encoding {coding}"):
             k.read(server.url(path))
 

@@ -68,7 +68,7 @@ def test_local_file_errors_name_the_source(tmp_path: Path, monkeypatch: pytest.M
         read_file(parse_source(str(big)), 1000)
     binary = tmp_path / "blob.bin"
     binary.write_bytes(bytes(range(256)) * 4)
-    with pytest.raises(InvalidInput, match=r"^source: .* unsupported file type '\.bin'"):
+    with pytest.raises(InvalidInput, match=r'^source: .* unsupported file type "\.bin"'):
         extract(read_file(parse_source(str(binary)), 10_000), 10_000)
     other = tmp_path / "settings.conf"
     other.write_text("timeout = 30\n")

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.knowledge import html_text
 from octobrain.knowledge.charset import decode_page
 from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked, package_xml
@@ -87,7 +87,7 @@ def _inside(uri: str, base: str, href: str) -> str:
     path = unquote(href.split("#", 1)[0])
     joined = posixpath.normpath(posixpath.join(base, path)) if path else ""
     if not joined or path.startswith("/") or joined == ".." or joined.startswith("../"):
-        raise _unread(uri, f"the path {href!r} leads out of the book")
+        raise _unread(uri, f"the path {as_json(href)} leads out of the book")
     return joined
 
 
@@ -117,7 +117,7 @@ def _spine_documents(uri: str, opf: Any, base: str, named: dict[str, zipfile.Zip
             continue
         name = _inside(uri, base, found[0])
         if name not in named:
-            raise _unread(uri, f"its spine names {found[0]!r}, which the zip does not hold")
+            raise _unread(uri, f"its spine names {as_json(found[0])}, which the zip does not hold")
         if name not in documents:
             documents.append(name)
     if not documents:

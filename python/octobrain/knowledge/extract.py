@@ -24,7 +24,7 @@ from enum import Enum
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.knowledge import (
     docx_text,
     epub_text,
@@ -176,13 +176,14 @@ def detect_type(fetched: Fetched) -> DocType:
         if ct.startswith("text/"):
             return DocType.TEXT
         raise InvalidInput(
-            "source", f"{fetched.ref.uri}: unsupported content type {ct!r} (supported: {SUPPORTED})"
+            "source",
+            f"{fetched.ref.uri}: unsupported content type {as_json(ct)} (supported: {SUPPORTED})",
         )
     if ext in EXTENSIONS:
         return EXTENSIONS[ext]
     sniffed = _sniff(fetched.data)
     if sniffed is None:
-        what = f"file type {ext!r}" if ext else "file type (no extension, not UTF-8 text)"
+        what = f"file type {as_json(ext)}" if ext else "file type (no extension, not UTF-8 text)"
         raise InvalidInput(
             "source", f"{fetched.ref.uri}: unsupported {what}; supported: {SUPPORTED}"
         )

@@ -372,7 +372,7 @@ def _decoder(ref: SourceRef, header: str) -> _Inflate | None:
         return None
     if len(codings) > 1 or codings[0] not in _WBITS:
         raise FetchError(
-            f"{ref.uri}: unsupported Content-Encoding {header.strip()!r} "
+            f"{ref.uri}: unsupported Content-Encoding {as_json(header.strip())} "
             f"(asked for one of {ACCEPT_ENCODING})",
             failed=True,
         )

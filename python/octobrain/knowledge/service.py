@@ -300,7 +300,7 @@ class Knowledge(Housekeeping):
             report = self._ensure(ref, lazy=True)
         ids = {r["id"] for r in self._visible_rows(ref.uri)}
         if not ids:
-            raise InvalidInput("source", f"no stored note {ref.key!r} in this session")
+            raise InvalidInput("source", f"no stored note {as_json(ref.key)} in this session")
         return report, ids
 
     def _named(self, source: str) -> SourceRef:
