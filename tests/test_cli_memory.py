@@ -351,8 +351,8 @@ def test_an_import_says_which_scopes_it_wrote_when_not_only_the_commands(
         assert refused.exit_code == 2, refused.output
         assert refused.stderr.endswith(
             f"error: {given[0]}: "
-            + ("given" if len(given) == 1 else "is 'github.com/acme/web'")
-            + ", but the file holds memories of 'github.com/acme/api': an import keeps each "
+            + ("given" if len(given) == 1 else 'is "github.com/acme/web"')
+            + ', but the file holds memories of "github.com/acme/api": an import keeps each '
             "memory's scope and moves none into another project; nothing was imported. Leave "
             f"{given[0]} out to import them as they are (then seen with --scope "
             "github.com/acme/api)\n"

@@ -96,7 +96,7 @@ def test_a_consolidated_from_link_is_imported_only_with_the_record_that_names_it
     forged = make_brain("forged")
     lines[number - 1] = {**edge, "relationship_type": "consolidated_from"}
     rule = (
-        rf"^line {number}\.relationship_type: 'consolidated_from' edges are written by "
+        rf'^line {number}\.relationship_type: "consolidated_from" edges are written by '
         "octobrain itself: one is imported only with the consolidation record that names it"
     )
     with pytest.raises(InvalidInput, match=rule):
@@ -106,7 +106,7 @@ def test_a_consolidated_from_link_is_imported_only_with_the_record_that_names_it
     at = next(i for i, o in enumerate(lines) if o.get("id") == record["edge_ids"][0])
     lines[number - 1] = edge
     lines[at] = {**lines[at], "source_id": edge["source_id"]}
-    with pytest.raises(InvalidInput, match=rf"^line {at + 1}\.relationship_type: 'consolidated_f"):
+    with pytest.raises(InvalidInput, match=rf'^line {at + 1}\.relationship_type: "consolidated_f'):
         import_jsonl(forged, _dumped(lines))
     assert forged.store.count() == 0
     assert forged.store.relationships_of([edge["source_id"], edge["target_id"]]) == []
@@ -382,13 +382,12 @@ def test_a_memory_edited_or_recalled_before_it_was_made_is_refused(
         ({"embedding_model": 7}, r"^line 1\.embedding_model: must be a model name of 1–256"),
         (
             {"scope": "github.com/acme/web"},
-            r"^line 2\.scope: is 'github.com/acme/api', where the "
-            r"file's header scope is 'github.com/acme/web': an export holds the rows of its scope "
-            "and global ones$",
+            r'^line 2\.scope: is "github.com/acme/api", where the file.s header scope is '
+            r'"github.com/acme/web": an export holds the rows of its scope and global ones$',
         ),
         (
             {"scope": ""},
-            r"^line 2\.scope: is 'github.com/acme/api', where the file's header "
+            r'^line 2\.scope: is "github.com/acme/api", where the file.s header '
             r"scope is global \(\"\"\): an export of the global scope holds global rows only$",
         ),
         ({"scope": "git@github.com:"}, r"^line 1\.scope: "),
@@ -437,7 +436,7 @@ def test_a_library_import_told_another_projects_scope_is_refused_as_the_cli_refu
     for scope, given in (("", "--global"), ("github.com/acme/web", "--scope github.com/acme/web")):
         told = make_brain("copy", scope=scope)
         option = given.partition(" ")[0]
-        with pytest.raises(InvalidInput, match=rf"^{option}: .* holds memories of '{SCOPE}'"):
+        with pytest.raises(InvalidInput, match=rf'^{option}: .* holds memories of "{SCOPE}"'):
             import_jsonl(told, lines, given=given)
         assert told.store.count() == 0  # nothing was imported
     # Its own project's scope, or none chosen: imported, each memory in its own scope.

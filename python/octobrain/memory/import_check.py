@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Set
 from dataclasses import dataclass
 from typing import IO, Any
 
-from octobrain.errors import InvalidInput, StorageError
+from octobrain.errors import InvalidInput, StorageError, as_json
 from octobrain.json_values import UnreadableJSON, read_json
 from octobrain.lines import stream_lines
 from octobrain.memory.brain import Brain
@@ -279,9 +279,10 @@ def check_import(
         if not any(_joins(ids, source, target) for _, ids in recorded.get(ident, ())):
             raise InvalidInput(
                 f"line {number}.relationship_type",
-                f"{RelationshipType.CONSOLIDATED_FROM.value!r} edges are written by octobrain "
-                "itself: one is imported only with the consolidation record that names it (in "
-                "its edge_ids, from its parent to one of its members), which this file lacks",
+                f"{as_json(RelationshipType.CONSOLIDATED_FROM.value)} edges are written by "
+                "octobrain itself: one is imported only with the consolidation record that names "
+                "it (in its edge_ids, from its parent to one of its members), which this file "
+                "lacks",
             )
     rows.close()
     into_its_own_scopes(given, brain.scope, agreement.projects)
@@ -296,12 +297,12 @@ def into_its_own_scopes(given: str, scope: str, projects: Set[str]) -> None:
     if not given or not other:
         return
     option, _, value = given.partition(" ")
-    named = ", ".join(repr(p) for p in other)
+    named = ", ".join(as_json(p) for p in other)
     raise InvalidInput(
         option,
-        f"{f'is {value!r}' if value else 'given'}, but the file holds memories of {named}: an "
-        "import keeps each memory's scope and moves none into another project; nothing was "
-        f"imported. Leave {option} out to import them as they are (then seen with "
+        f"{f'is {as_json(value)}' if value else 'given'}, but the file holds memories of "
+        f"{named}: an import keeps each memory's scope and moves none into another project; "
+        f"nothing was imported. Leave {option} out to import them as they are (then seen with "
         f"--scope {other[0]})",
     )
 

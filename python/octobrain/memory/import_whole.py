@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.memory.import_rows import ROW_KINDS
 from octobrain.models import Memory, Relationship, RelationshipType
 from octobrain.scope import GLOBAL_SCOPE
@@ -73,11 +73,11 @@ class Agreement:
         if self._scope is None or scope in (self._scope, GLOBAL_SCOPE):
             return
         said = (
-            f"{self._scope!r}: an export holds the rows of its scope and global ones"
+            f"{as_json(self._scope)}: an export holds the rows of its scope and global ones"
             if self._scope
             else 'global (""): an export of the global scope holds global rows only'
         )
-        raise InvalidInput(field, f"is {scope!r}, where the file's header scope is {said}")
+        raise InvalidInput(field, f"is {as_json(scope)}, where the file's header scope is {said}")
 
     def _one_session(self, rel: Relationship, number: int) -> None:
         for name, ident in (("source_id", rel.source_id), ("target_id", rel.target_id)):
