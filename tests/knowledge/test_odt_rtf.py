@@ -161,3 +161,16 @@ def test_an_odt_s_counts_do_not_inflate_its_text(tmp_path: Path) -> None:
     assert len(text) < 100_000
     assert text.splitlines()[0].startswith("a ") and text.splitlines()[0].endswith(" b")
     assert text.endswith("10000000) deep")
+
+
+def test_an_rtf_nested_past_any_document_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    # Before: read, a group level at a time, ~85 bytes each: 2 MB of `{` took 190 MB, the
+    # 50 MB a source may be 4 GB. A document's groups nest a few levels deep; braces written
+    # as text (`\{`) open none.
+    path = tmp_path / "deep.rtf"
+    path.write_bytes(b"{\\rtf1\\ansi " + b"{" * 2_000_000 + b"x}")
+    with pytest.raises(InvalidInput, match=r"deep\.rtf: its groups nest more than 1000 deep"):
+        _read(path, max_bytes=4_000_000)
+    braces = tmp_path / "braces.rtf"
+    braces.write_bytes(b"{\\rtf1\\ansi {\\b " + b"\\{" * 5000 + b"}}")
+    assert _read(braces)[1] == "{" * 5000

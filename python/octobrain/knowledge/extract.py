@@ -225,7 +225,7 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
         elif doc_type is DocType.ODT:
             title, text = odt_text.title_and_text(fetched.data, unpacked, fetched.ref.uri)
         elif doc_type is DocType.RTF:
-            title, text = "", _rtf(fetched.data)
+            title, text = "", _rtf(fetched.data, fetched.ref.uri)
         else:
             title, text = "", _decode(fetched.data, fetched.charset)
             if "\x00" in text:  # (UTF-16 with its BOM decodes to text without them)
@@ -351,11 +351,29 @@ def _decode(data: bytes, charset: str = "") -> str:
         return data.decode("latin-1")
 
 
-def _rtf(data: bytes) -> str:
+# The deepest an RTF's groups may nest: a document's are a few levels deep (a field's result
+# in a table cell, ten or so); striprtf keeps ~85 bytes a level, so 50 MB of `{` took 4 GB.
+RTF_DEPTH = 1000
+_RTF_BRACE = re.compile(rb"\\[\\{}]|[{}]")  # (an escaped brace or backslash is text)
+
+
+def _rtf(data: bytes, uri: str) -> str:
     """RTF's text (striprtf: its control words read, `\\par` a line break, a blank line
-    between paragraphs kept); its own code page decodes its `\\'hh` characters."""
+    between paragraphs kept); its own code page decodes its `\\'hh` characters. Groups
+    nested past `RTF_DEPTH` are refused before it is read."""
     from striprtf.striprtf import rtf_to_text
 
+    if data.count(b"{") > RTF_DEPTH:  # (only then can they nest that deep)
+        depth = 0
+        for found in _RTF_BRACE.finditer(data):
+            brace = found.group()
+            depth += 1 if brace == b"{" else -(brace == b"}")
+            if depth > RTF_DEPTH:
+                raise InvalidInput(
+                    "source",
+                    f"{uri}: its groups nest more than {RTF_DEPTH} deep, which no document's "
+                    "do; nothing was indexed",
+                )
     return str(rtf_to_text(data.decode("latin-1"), errors="replace"))  # type: ignore[no-untyped-call]
 
 
