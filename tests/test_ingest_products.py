@@ -104,6 +104,17 @@ def test_an_openai_list_s_system_prompt_and_tool_calls_are_not_turns(tmp_path: P
     )
 
 
+def test_a_role_beside_a_speaker_is_the_speaker_s_role_not_an_openai_one() -> None:
+    # Before: a team chat's export naming each member's role skipped every turn of its
+    # developers as "not said in the conversation" (an OpenAI developer prompt).
+    said = [
+        {"speaker": "Ana", "role": "developer", "text": "Deploy is done"},
+        {"author": "Ben", "role": "system", "text": "Thanks!"},
+    ]
+    (chat,) = parse_text("\n".join(json.dumps(r) for r in said), "chat")
+    assert ([t.speaker for t in chat.turns], chat.unsaid) == (["Ana", "Ben"], 0)
+
+
 def slack_day(folder: Path) -> Path:
     day = folder / "general" / "2024-03-05.json"
     day.parent.mkdir(parents=True)

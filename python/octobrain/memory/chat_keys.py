@@ -81,7 +81,9 @@ def unsaid(record: dict[Any, Any]) -> bool:
     notice (`channel_join` …)."""
     folded = {_folded(k): v for k, v in record.items() if isinstance(k, str)}
     role, subtype = folded.get("role"), folded.get("subtype")
-    if isinstance(role, str) and role.strip().lower() in _UNSAID_ROLES:
+    # (OpenAI's where it names the speaker: beside a `speaker` or `author`, a member's role)
+    said_by = next(k for k in map(_folded, SPELLINGS["speaker"]) if k in folded or k == "role")
+    if said_by == "role" and isinstance(role, str) and role.strip().lower() in _UNSAID_ROLES:
         return True
     if isinstance(subtype, str) and subtype in _NOTICES:
         return True
