@@ -183,3 +183,14 @@ def test_mcp_ingest_keeps_its_schema_s_keys_and_names_the_one_meant(tmp_path: Pa
         "turns[0].timestamp: unknown field; a turn takes speaker, text, time, session, id "
         "(write it as time)"
     )
+
+
+def test_mcp_ingest_s_reply_quotes_the_conversation_as_json(tmp_path: Path) -> None:
+    # Before: Conversation 'kiln log' stored … (Python's quoting; the client's key, as it
+    # sent it in JSON).
+    from octobrain.server.handlers import ingest, plan_ingest
+
+    b = brain(tmp_path)
+    turn = {"speaker": "Ann", "text": "Kiln at 1200.", "time": "2024-03-05T10:00:00Z"}
+    reply = ingest(b, plan_ingest(b, {"conversation": "kiln log", "turns": [turn]}))
+    assert reply is not None and reply.text.startswith('Conversation "kiln log" stored in ')

@@ -206,7 +206,7 @@ def ingest(brain: Brain, plan: IngestPlan, *, last: bool = True) -> Reply | None
         return None
     scope = "" if plan.global_ else brain.scope
     return Reply(
-        f"Conversation {plan.key!r} stored in {scope or '(global)'}: "
+        f"Conversation {as_json(plan.key)} stored in {scope or '(global)'}: "
         f"{report.summary(_plural(report.added, 'turn', 'turns'))}, "
         f"{_plural(report.links, 'link', 'links')}."
     )

@@ -172,8 +172,8 @@ class Guard:
             )
         elif (origin := headers.get("origin")) is not None and not self._origin_ok(origin):
             # The client's header, up to the ~100 kB a request's headers may hold: quoted cut
-            # (repr keeps it one line), in the answer and so in the log line below.
-            shown = cut_middle(repr(origin), 100)
+            # (JSON keeps it one line), in the answer and so in the log line below.
+            shown = as_json(origin)
             response = PlainTextResponse(f"403: Origin {shown} is not allowed", 403)
         elif self._loopback and not self._host_ok(headers.get("host")):
             response = PlainTextResponse("421: Host must be a loopback name", 421)
