@@ -11,7 +11,6 @@ from typing import Any
 
 from octobrain.errors import InvalidInput, as_json, json_type
 
-MAX_LIMIT = 50
 ID_CHARS = 100
 ID_PREFIX_HEX = 8  # the short ids the briefing prints
 _UUID_GROUPS = (8, 4, 4, 4, 12)
@@ -77,9 +76,10 @@ def check_unit(field_name: str, value: object) -> float:
     return number + 0.0  # -0.0 + 0.0 is 0.0
 
 
-def check_limit(value: object, *, field_name: str = "limit", maximum: int = MAX_LIMIT) -> int:
-    """A result count in [1, maximum]. A float with no fraction (`1.0`) is that integer, as
-    JSON Schema's "integer" takes it (an MCP client may send one)."""
+def check_limit(value: object, *, field_name: str = "limit", maximum: int) -> int:
+    """A result count in [1, maximum] (the caller's ceiling: `search.max_results` for a
+    search, which the MCP schema states too). A float with no fraction (`1.0`) is that
+    integer, as JSON Schema's "integer" takes it (an MCP client may send one)."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):

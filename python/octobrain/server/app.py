@@ -32,7 +32,7 @@ from octobrain.server.pool import BrainPool
 from octobrain.server.progress import progress_of
 from octobrain.server.quiet import QuietWarning
 from octobrain.server.roots import RootsRequired, ask_for_roots, session_scope_lock
-from octobrain.server.schemas import TOOLS, TOOLS_BY_NAME, allowed_arguments
+from octobrain.server.schemas import TOOLS_BY_NAME, ToolSpec, allowed_arguments, tools_for
 from octobrain.server.scoping import (
     ScopeLock,
     Workspace,
@@ -98,6 +98,8 @@ class OctobrainServer:
         # Knowledge notes of a client that names no session: one session per server (or, in
         # the resident service, per hosted connection).
         self.default_session_id = default_session_id or pool.default_session_id
+        # As listed: the defaults and bounds of the config the pool's Brains apply.
+        self.tools = tools_for(pool.config)
         self.server: Server[Any] = Server(
             "octobrain",
             version=__version__,
@@ -136,7 +138,7 @@ class OctobrainServer:
         """The tools; `scope` only in unlocked sessions, `global` only in locked ones, both
         when each call may be locked by the roots sent with it (2026-07-28)."""
         locked = await self._locked_form(ctx)
-        return types.ListToolsResult(tools=[tool_definition(spec.name, locked) for spec in TOOLS])
+        return types.ListToolsResult(tools=[tool_definition(spec, locked) for spec in self.tools])
 
     async def _locked_form(self, ctx: ServerRequestContext[Any, Any]) -> bool | None:
         """Whether a listing shows the locked form: None when each call may be locked by the
@@ -380,9 +382,8 @@ def _max_tokens(value: object) -> int | None:
     return int(text)
 
 
-def tool_definition(name: str, locked: bool | None) -> types.Tool:
+def tool_definition(spec: ToolSpec, locked: bool | None) -> types.Tool:
     """One tool as `tools/list` shows it."""
-    spec = TOOLS_BY_NAME[name]
     return types.Tool(
         name=spec.name,
         title=spec.title,

@@ -2,8 +2,10 @@
 
 Schemas are plain JSON Schema with no `$ref`/`$defs` and no nullable unions (some inference
 backends return empty generations on those). Limits come from `octobrain.models`, the same
-constants the facade enforces, so the schema never promises what the server then rejects.
-Importing this module is cheap: it needs only the enums and limits.
+constants the facade enforces, so the schema never promises what the server then rejects; the
+defaults and bounds a user sets (`memory.default_importance`, `search.*`) come from the config
+the server runs with (`tools_for`). Importing this module is cheap: it needs only the enums and
+limits.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from octobrain.field_checks import ID_CHARS, MAX_LIMIT
+from octobrain.config import Config, MemoryConfig, SearchConfig
+from octobrain.field_checks import ID_CHARS
 from octobrain.memory.query import MAX_TYPE_FILTERS
 from octobrain.memory.turn_fields import SESSION_CHARS, SPEAKER_CHARS
 from octobrain.models import (
@@ -100,6 +103,10 @@ def _str_list(description: str, max_items: int, item_max: int | None = None) -> 
     return {"type": "array", "items": item, "maxItems": max_items, "description": description}
 
 
+def _global(description: str) -> dict[str, Any]:
+    return {"type": "boolean", "default": False, "description": description}
+
+
 ID_HELP = "Id of {what}: the full id, or a unique prefix of at least 8 hex digits."
 SCOPE = _str(
     "Project scope this call works in, e.g. 'github.com/acme/api' (see the server instructions "
@@ -109,190 +116,214 @@ SCOPE = _str(
     "or '' for storing in the global scope, is accepted."
 )
 
-MEMORIZE = ToolSpec(
-    name="memorize",
-    title="Store a memory",
-    description=(
-        "Store one durable insight so future sessions can recall it.\n\n"
-        "ALWAYS call `remember` first: if a memory already says this, do not store a duplicate; "
-        "if your new fact replaces an old one, store it with related_to "
-        "[{target_id: <old id>, relationship_type: 'supersedes'}] (the old one then ranks far "
-        "below the new one but stays retrievable).\n\n"
-        "Store: decisions and their reasons, user preferences, conventions, non-obvious bug "
-        "causes and fixes, architecture facts, gotchas that cost time. Do NOT store: transient "
-        "state (what you are doing right now), things trivially re-derived from the code or "
-        "git log, secrets or credentials, or a restatement of the conversation.\n\n"
-        "source: 'user_confirmed' for facts the user stated or approved (importance 0.8–1.0); "
-        "'agent_inferred' (default) for your own conclusions (importance 0.3–0.6). Importance "
-        "anchors: 1.0 critical, must never be forgotten; 0.8 an important decision or "
-        "preference; 0.5 normal useful knowledge (default); 0.3 minor detail.\n\n"
-        "Goal workflow: store the objective as memory_type 'goal'; link each finding that "
-        "contributes to it with relationship_type 'achieves' (target = the goal's id); when "
-        "done, store a completion note with relationship_type 'closes' pointing at the goal, "
-        "which consolidates the goal and its findings.\n\n"
-        "Title 5–200 bytes, content 10–10000 bytes. Returns the new memory's id. The same "
-        "memory_type, title and content sent again (a retry) stores no copy: the answer is the "
-        "memory already stored, given any tags, files, links, higher importance or trust the "
-        "call adds."
-    ),
-    properties={
-        "title": _utf8(
-            "Short, specific title (5–200 bytes of UTF-8).", TITLE_BYTES[0], TITLE_BYTES[1]
-        ),
-        "content": _utf8(
-            "The memory itself, self-contained: what, why, and where it applies "
-            "(10–10000 bytes of UTF-8).",
-            CONTENT_BYTES[0],
-            CONTENT_BYTES[1],
-        ),
-        "memory_type": {
-            "type": "string",
-            "enum": MEMORY_TYPES,
-            "default": "code",
-            "description": "Kind of knowledge. Use 'goal' for an objective that findings "
-            "'achieve' and a completion note 'closes'.",
-        },
-        "importance": {
-            "type": "number",
-            "minimum": 0,
-            "maximum": 1,
-            "default": 0.5,
-            "description": "0–1. Anchors: 1.0 critical, 0.8 important, 0.5 normal, 0.3 minor.",
-        },
-        "tags": _str_list(
-            f"Up to {MAX_TAGS} short tags (each at most {TAG_CHARS} characters).",
-            MAX_TAGS,
-            TAG_CHARS,
-        ),
-        "related_files": _str_list(
-            f"Up to {MAX_FILES} repository-relative file paths this memory is about "
-            f"(each at most {FILE_BYTES} bytes of UTF-8).",
-            MAX_FILES,
-            FILE_BYTES,
-        ),
-        "source": {
-            "type": "string",
-            "enum": SOURCES,
-            "default": "agent_inferred",
-            "description": "'user_confirmed': the user stated or approved it. "
-            "'agent_inferred': your own conclusion.",
-        },
-        "related_to": {
-            "type": "array",
-            "maxItems": MAX_LINKS,
-            "description": "Typed links from this new memory to existing ones (ids from "
-            "`remember`). 'supersedes' replaces an outdated memory; 'conflicts' says the "
-            "target states another value of the same thing and this one holds (the target then "
-            "ranks just below it, unless the target is more trusted); 'achieves' contributes "
-            "to a goal; 'closes' completes a goal. 'supersedes' settles a dispute (no "
-            "'conflicts' link stands beside it); supersedes, conflicts, extends, implements "
-            "and achieves run one way between two memories; a memory closes one goal.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "target_id": _str(ID_HELP.format(what="an existing memory"), 1, ID_CHARS),
-                    "relationship_type": {
-                        "type": "string",
-                        "enum": LINK_TYPES,
-                        "default": "related_to",
-                    },
-                    "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.8},
-                    "description": _str("Why they are linked.", None, LINK_DESCRIPTION_CHARS),
-                },
-                "required": ["target_id"],
-                "additionalProperties": False,
-            },
-        },
-        "global": {
-            "type": "boolean",
-            "default": False,
-            "description": "Store in the global scope (visible from every project) instead of "
-            "this session's project (the same as scope ''). Only for facts that hold "
-            "everywhere, e.g. the user's general preferences.",
-        },
-        "scope": SCOPE,
-    },
-    required=["title", "content"],
-    read_only=False,
-    destructive=False,
-    idempotent=False,
+# Importance anchors the memorize description teaches; the configured default is marked.
+_ANCHORS = (
+    ("1.0", "critical, must never be forgotten"),
+    ("0.8", "an important decision or preference"),
+    ("0.5", "normal useful knowledge"),
+    ("0.3", "minor detail"),
 )
 
-REMEMBER = ToolSpec(
-    name="remember",
-    title="Recall memories",
-    description=(
-        "Search stored memories by meaning and by exact words (hybrid BM25 + vector).\n\n"
-        "Call it at the start of every task and before every `memorize`. Give 2–5 different "
-        "phrasings or key terms as a list for better recall (they are searched separately and "
-        "fused). Only memories above `min_relevance` come back, so 'nothing found' is a real "
-        "answer, not an error.\n\n"
-        "Each result shows a trust label ([CONFIRMED] the user stated it, [INFERRED] an agent "
-        "concluded it, [IMPORTED], [AUTO]), score and relevance, type, importance, creation "
-        "time, tags and files, its id, the content and a `Why:` line; then up to 3 related "
-        "memories one graph edge away, with the edge's type and direction. Prefer [CONFIRMED] "
-        "over [INFERRED] when they disagree.\n\n"
-        "For questions about time ('what did we decide last week'), set created_after / "
-        "created_before: you know today's date, so compute the bounds (ISO-8601 or YYYY-MM-DD; "
-        "a bare date in created_before includes that day). A day, month or year named in the "
-        "query itself ('on 3 June 2026', 'in March') makes memories created then rank higher "
-        "without filtering out the others."
-    ),
-    properties={
-        "query": {
-            "anyOf": [
-                _utf8(f"One query ({QUERY_RULE} of UTF-8).", QUERY_BYTES[0], QUERY_BYTES[1]),
-                {
-                    "type": "array",
-                    "items": {
-                        "type": "string",
-                        "minLength": -(-QUERY_BYTES[0] // 4),
-                        "maxLength": QUERY_BYTES[1],
+
+def _anchors(default: float) -> str:
+    """The anchors, "(default)" after the one `memory.default_importance` is, else that
+    default named after them."""
+    marked = [f"{v} {what}{' (default)' if float(v) == default else ''}" for v, what in _ANCHORS]
+    if all(float(v) != default for v, _ in _ANCHORS):
+        marked.append(f"default {default:g} (memory.default_importance)")
+    return "; ".join(marked)
+
+
+def _memorize(memory: MemoryConfig) -> ToolSpec:
+    """`memorize`, its default importance the configured one."""
+    return ToolSpec(
+        name="memorize",
+        title="Store a memory",
+        description=(
+            "Store one durable insight so future sessions can recall it.\n\n"
+            "ALWAYS call `remember` first: if a memory already says this, do not store a "
+            "duplicate; if your new fact replaces an old one, store it with related_to "
+            "[{target_id: <old id>, relationship_type: 'supersedes'}] (the old one then ranks far "
+            "below the new one but stays retrievable).\n\n"
+            "Store: decisions and their reasons, user preferences, conventions, non-obvious bug "
+            "causes and fixes, architecture facts, gotchas that cost time. Do NOT store: transient "
+            "state (what you are doing right now), things trivially re-derived from the code or "
+            "git log, secrets or credentials, or a restatement of the conversation.\n\n"
+            "source: 'user_confirmed' for facts the user stated or approved (importance 0.8–1.0); "
+            "'agent_inferred' (default) for your own conclusions (importance 0.3–0.6). Importance "
+            f"anchors: {_anchors(memory.default_importance)}.\n\n"
+            "Goal workflow: store the objective as memory_type 'goal'; link each finding that "
+            "contributes to it with relationship_type 'achieves' (target = the goal's id); when "
+            "done, store a completion note with relationship_type 'closes' pointing at the goal, "
+            "which consolidates the goal and its findings.\n\n"
+            "Title 5–200 bytes, content 10–10000 bytes. Returns the new memory's id. The same "
+            "memory_type, title and content sent again (a retry) stores no copy: the answer is the "
+            "memory already stored, given any tags, files, links, higher importance or trust the "
+            "call adds."
+        ),
+        properties={
+            "title": _utf8(
+                "Short, specific title (5–200 bytes of UTF-8).", TITLE_BYTES[0], TITLE_BYTES[1]
+            ),
+            "content": _utf8(
+                "The memory itself, self-contained: what, why, and where it applies "
+                "(10–10000 bytes of UTF-8).",
+                CONTENT_BYTES[0],
+                CONTENT_BYTES[1],
+            ),
+            "memory_type": {
+                "type": "string",
+                "enum": MEMORY_TYPES,
+                "default": "code",
+                "description": "Kind of knowledge. Use 'goal' for an objective that findings "
+                "'achieve' and a completion note 'closes'.",
+            },
+            "importance": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "default": memory.default_importance,
+                "description": "0–1. Anchors: 1.0 critical, 0.8 important, 0.5 normal, 0.3 minor.",
+            },
+            "tags": _str_list(
+                f"Up to {MAX_TAGS} short tags (each at most {TAG_CHARS} characters).",
+                MAX_TAGS,
+                TAG_CHARS,
+            ),
+            "related_files": _str_list(
+                f"Up to {MAX_FILES} repository-relative file paths this memory is about "
+                f"(each at most {FILE_BYTES} bytes of UTF-8).",
+                MAX_FILES,
+                FILE_BYTES,
+            ),
+            "source": {
+                "type": "string",
+                "enum": SOURCES,
+                "default": "agent_inferred",
+                "description": "'user_confirmed': the user stated or approved it. "
+                "'agent_inferred': your own conclusion.",
+            },
+            "related_to": {
+                "type": "array",
+                "maxItems": MAX_LINKS,
+                "description": "Typed links from this new memory to existing ones (ids from "
+                "`remember`). 'supersedes' replaces an outdated memory; 'conflicts' says the "
+                "target states another value of the same thing and this one holds (the target then "
+                "ranks just below it, unless the target is more trusted); 'achieves' contributes "
+                "to a goal; 'closes' completes a goal. 'supersedes' settles a dispute (no "
+                "'conflicts' link stands beside it); supersedes, conflicts, extends, implements "
+                "and achieves run one way between two memories; a memory closes one goal.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "target_id": _str(ID_HELP.format(what="an existing memory"), 1, ID_CHARS),
+                        "relationship_type": {
+                            "type": "string",
+                            "enum": LINK_TYPES,
+                            "default": "related_to",
+                        },
+                        "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.8},
+                        "description": _str("Why they are linked.", None, LINK_DESCRIPTION_CHARS),
                     },
-                    "minItems": 1,
-                    "maxItems": MAX_QUERIES,
+                    "required": ["target_id"],
+                    "additionalProperties": False,
                 },
-            ],
-            "description": f"A query ({QUERY_RULE}) or a list of 1–{MAX_QUERIES} queries.",
+            },
+            "global": _global(
+                "Store in the global scope (visible from every project) instead of this "
+                "session's project (the same as scope ''). Only for facts that hold everywhere, "
+                "e.g. the user's general preferences."
+            ),
+            "scope": SCOPE,
         },
-        "memory_types": {
-            "type": "array",
-            "items": {"type": "string", "enum": MEMORY_TYPES},
-            "maxItems": MAX_TYPE_FILTERS,
-            "description": "Only memories of these types.",
-        },
-        "tags": _str_list("Only memories having any of these tags.", MAX_TAGS, TAG_CHARS),
-        "related_files": _str_list(
-            f"Only memories about any of these files (each at most {FILE_BYTES} bytes of UTF-8).",
-            MAX_FILES,
-            FILE_BYTES,
+        required=["title", "content"],
+        read_only=False,
+        destructive=False,
+        idempotent=False,
+    )
+
+
+def _remember(search: SearchConfig) -> ToolSpec:
+    """`remember`, its threshold, limit and ceiling the configured ones (the facade refuses a
+    limit past `search.max_results`)."""
+    return ToolSpec(
+        name="remember",
+        title="Recall memories",
+        description=(
+            "Search stored memories by meaning and by exact words (hybrid BM25 + vector).\n\n"
+            "Call it at the start of every task and before every `memorize`. Give 2–5 different "
+            "phrasings or key terms as a list for better recall (they are searched separately and "
+            "fused). Only memories above `min_relevance` come back, so 'nothing found' is a real "
+            "answer, not an error.\n\n"
+            "Each result shows a trust label ([CONFIRMED] the user stated it, [INFERRED] an agent "
+            "concluded it, [IMPORTED], [AUTO]), score and relevance, type, importance, creation "
+            "time, tags and files, its id, the content and a `Why:` line; then up to 3 related "
+            "memories one graph edge away, with the edge's type and direction. Prefer [CONFIRMED] "
+            "over [INFERRED] when they disagree.\n\n"
+            "For questions about time ('what did we decide last week'), set created_after / "
+            "created_before: you know today's date, so compute the bounds (ISO-8601 or YYYY-MM-DD; "
+            "a bare date in created_before includes that day). A day, month or year named in the "
+            "query itself ('on 3 June 2026', 'in March') makes memories created then rank higher "
+            "without filtering out the others."
         ),
-        # ("" is refused, not taken for no bound: leave the field out for that.)
-        "created_after": _str("Only memories created at or after this time (ISO-8601).", 1),
-        "created_before": _str(
-            "Only memories created before this time (ISO-8601; a bare date includes the day).", 1
-        ),
-        "min_relevance": {
-            "type": "number",
-            "minimum": 0,
-            "maximum": 1,
-            "default": 0.3,
-            "description": "Calibrated relevance threshold (cosine-like, 0–1).",
+        properties={
+            "query": {
+                "anyOf": [
+                    _utf8(f"One query ({QUERY_RULE} of UTF-8).", QUERY_BYTES[0], QUERY_BYTES[1]),
+                    {
+                        "type": "array",
+                        "items": {
+                            "type": "string",
+                            "minLength": -(-QUERY_BYTES[0] // 4),
+                            "maxLength": QUERY_BYTES[1],
+                        },
+                        "minItems": 1,
+                        "maxItems": MAX_QUERIES,
+                    },
+                ],
+                "description": f"A query ({QUERY_RULE}) or a list of 1–{MAX_QUERIES} queries.",
+            },
+            "memory_types": {
+                "type": "array",
+                "items": {"type": "string", "enum": MEMORY_TYPES},
+                "maxItems": MAX_TYPE_FILTERS,
+                "description": "Only memories of these types.",
+            },
+            "tags": _str_list("Only memories having any of these tags.", MAX_TAGS, TAG_CHARS),
+            "related_files": _str_list(
+                f"Only memories about any of these files (each at most {FILE_BYTES} bytes of "
+                "UTF-8).",
+                MAX_FILES,
+                FILE_BYTES,
+            ),
+            # ("" is refused, not taken for no bound: leave the field out for that.)
+            "created_after": _str("Only memories created at or after this time (ISO-8601).", 1),
+            "created_before": _str(
+                "Only memories created before this time (ISO-8601; a bare date includes the day).",
+                1,
+            ),
+            "min_relevance": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "default": search.min_relevance,
+                "description": "Calibrated relevance threshold (cosine-like, 0–1).",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": search.max_results,
+                "default": search.default_limit,
+                "description": "Maximum results.",
+            },
+            "scope": SCOPE,
         },
-        "limit": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_LIMIT,
-            "default": 5,
-            "description": "Maximum results.",
-        },
-        "scope": SCOPE,
-    },
-    required=["query"],
-    read_only=True,
-    destructive=False,
-    idempotent=True,
-)
+        required=["query"],
+        read_only=True,
+        destructive=False,
+        idempotent=True,
+    )
+
 
 FORGET = ToolSpec(
     name="forget",
@@ -455,12 +486,9 @@ INGEST = ToolSpec(
                 "additionalProperties": False,
             },
         },
-        "global": {
-            "type": "boolean",
-            "default": False,
-            "description": "Store in the global scope instead of this session's project (the "
-            "same as scope '').",
-        },
+        "global": _global(
+            "Store in the global scope instead of this session's project (the same as scope '')."
+        ),
         "scope": SCOPE,
     },
     required=["conversation", "turns"],
@@ -469,7 +497,15 @@ INGEST = ToolSpec(
     idempotent=True,
 )
 
-TOOLS = (MEMORIZE, REMEMBER, FORGET, KNOWLEDGE, INGEST)
+
+def tools_for(config: Config) -> tuple[ToolSpec, ...]:
+    """The tools as a server running with `config` lists them: the defaults and bounds it
+    applies to an argument left out or sent."""
+    return (_memorize(config.memory), _remember(config.search), FORGET, KNOWLEDGE, INGEST)
+
+
+# With the default config: for what does not depend on it (names, arguments, annotations).
+TOOLS = tools_for(Config())
 TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 
 
