@@ -25,6 +25,7 @@ from octobrain.memory import tail
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory
 from octobrain.store import accessed, manifest, operations, versions
+from tests.reliability.test_deletion_files import flip_offset
 
 SCOPE = "github.com/acme/api"
 
@@ -233,6 +234,22 @@ def test_a_deletion_file_gone_after_a_tail_is_reported(tmp_path: Path) -> None:
     ):
         _hits(reader, "setting zq2", record_access=False)
     assert not reader.store.connected
+
+
+def test_a_deletion_file_changed_after_a_tail_is_reported(tmp_path: Path) -> None:
+    # Its time changed, the snapshot was set aside and the store read: a bit flipped in an
+    # offset showed the forgotten memory again, and hid another, without a word.
+    uri = tmp_path / "db"
+    ids = _store_with_snapshot(uri)
+    _served_by_a_tail(uri, forget=ids[4])
+    [deletion] = (uri / "memories.lance" / "_deletions").iterdir()
+    flip_offset(deletion, keep_times=False)
+    reader = _brain(uri)
+    with pytest.raises(
+        StorageError,
+        match=rf"table 'memories' .*\(deletion file _deletions/{deletion.name} is not as it was",
+    ):
+        _hits(reader, "setting zq4", record_access=False)
 
 
 def _left_tail(tmp_path: Path) -> tuple[Path, dict[str, Any], bytes]:

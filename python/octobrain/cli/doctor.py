@@ -119,6 +119,14 @@ def doctor_cmd(
                 continue
             bad = f", {len(t.damaged_fragments)} damaged fragments" * bool(t.damaged_fragments)
             click.echo(f"{t.name}: {t.rows_read} of {t.rows_counted} rows read{bad}")
+            if t.unchecked_deletions:
+                n = t.unchecked_deletions
+                click.echo(
+                    f"{t.name}: {n} deletion file{'s' * (n > 1)} with no checksum recorded "
+                    "(written by an earlier octobrain, or by a write stopped before it recorded "
+                    f"{'them' if n > 1 else 'it'}): not checked; the next write to the table "
+                    "records them"
+                )
         if report.unfinished_consolidations:
             n = report.unfinished_consolidations
             click.echo(

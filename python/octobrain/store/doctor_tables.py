@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from octobrain.store import manifest, row_sums
+from octobrain.store import deletion_sums, manifest, operations, row_sums
 from octobrain.store.columns import dim_unlike_vectors, lacks_read_columns
 from octobrain.store.doctor_report import Problem, TableCheck
 from octobrain.store.forgotten import FORGOTTEN, FORGOTTEN_CHECKED, FORGOTTEN_FIELDS
@@ -178,6 +178,7 @@ def check_table(
                 repair,
             )
         )
+    _check_deletions(location, table, name, check, problems)
     if check.first_unsound is not None:
         problems.append(Problem(name, _unsound_problem(check), _REEMBED.get(name, repair)))
     if check.garbled:
@@ -325,6 +326,27 @@ _GARBLED_REPAIR = {
     ),
     FORGOTTEN: manifest.repair_hint(FORGOTTEN),
 }
+
+
+def _check_deletions(
+    location: StoreLocation,
+    table: lancedb.table.Table,
+    name: str,
+    check: TableCheck,
+    problems: list[Problem],
+) -> None:
+    """Name a deletion file of the table's version that is not as its commit recorded it
+    (`deletion_sums`): its rows read and count as before, the wrong ones. Those with no
+    record are counted as unchecked (written by an octobrain before it, or a write killed
+    before its record): not damage."""
+    if location.path is None:
+        return
+    files = operations.data_files(location, name, int(table.version)) or ()
+    found = deletion_sums.verify(location, name, files)
+    check.unchecked_deletions = found.unchecked
+    if found.damage is not None:
+        fix = deletion_sums.repair(name, found, manifest.repair_hint(name))
+        problems.append(Problem(name, found.damage, fix))
 
 
 def _unsound_problem(check: TableCheck) -> str:

@@ -84,6 +84,11 @@ class HighWater:
         self._etag: str | None = None
         self._read_at: float | None = None  # `time.monotonic` of the last read or write
 
+    @property
+    def location(self) -> StoreLocation:
+        """The store whose versions these are."""
+        return self._location
+
     def where(self) -> str:
         """The mark object's full address, for messages."""
         return f"{str(self._location).rstrip('/')}/{self.key}"
@@ -288,7 +293,8 @@ def _parse(raw: bytes) -> tuple[dict[str, int], dict[str, float]]:
 class Commits:
     """The versions one store's handles commit under its write lock, recorded (`HighWater.record`)
     once when the outermost hold of the lock ends, still under the lease: one request however
-    many commits the hold made. Used under that lock only (holds nest in one thread)."""
+    many commits the hold made, with the checksums of the deletion files they read
+    (`deletion_sums`). Used under that lock only (holds nest in one thread)."""
 
     def __init__(self, marks: HighWater) -> None:
         self._marks = marks
@@ -307,6 +313,10 @@ class Commits:
             if outermost:
                 written, self._written = self._written, {}
                 self._marks.record(written)
+                if written:
+                    from octobrain.store import deletion_sums  # (it imports `location`)
+
+                    deletion_sums.record(self._marks.location, written)
 
     def wrote(self, *tables: lancedb.table.Table) -> None:
         """Call right after a commit to `tables` under the lock (`HighWater.note`)."""

@@ -32,6 +32,7 @@ from octobrain.store import (
     by_id,
     changes,
     dangling,
+    deletion_sums,
     edges,
     forked,
     manifest,
@@ -130,8 +131,11 @@ class MemoryStore:
         self._check_model(memories.schema)
         # Columns a newer version added are added by the first write (`write_lock`), not here:
         # a reader may have no write access (reads treat them as null meanwhile).
+        relationships = db.open_table(RELATIONSHIPS)
+        # (rows a flipped offset in a deletion file hides or shows read as any others)
+        self.check_deletions(memories, relationships, read_manifest=False, done="")
         self._memories = memories
-        self._relationships = db.open_table(RELATIONSHIPS)
+        self._relationships = relationships
         self.count_kept_access()
 
     def _check_model(self, table_schema: pa.Schema) -> None:
@@ -237,6 +241,32 @@ class MemoryStore:
         if damaged is not None:
             raise damaged
 
+    def check_deletions(
+        self,
+        *tables: lancedb.table.Table,
+        read_manifest: bool = True,
+        done: str = "; nothing was changed",
+    ) -> None:
+        """Refuse (`TableDamaged`) when a deletion file `tables` (else both) read is not as
+        its commit recorded it: a write that calls no `check_commit` (an access count, a
+        compaction) would carry its wrong offsets on, or fold them into the rows for good."""
+        for table in tables or (self.memories, self.relationships):
+            found = deletion_sums.check_version(
+                self.location, table.name, int(table.version), manifest=read_manifest
+            )
+            refused = self._deletion_damage(table.name, found, done)
+            if refused is not None:
+                raise refused
+
+    def _deletion_damage(
+        self, name: str, found: deletion_sums.Verdict, done: str = ""
+    ) -> manifest.TableDamaged | None:
+        """The error naming the damaged deletion file `found` names, and the way back."""
+        if found.damage is None:
+            return None
+        repair = deletion_sums.repair(name, found, manifest.repair_hint(name))
+        return manifest.TableDamaged(self.location, name, f"{found.damage}{done}", repair)
+
     def damaged_data(self, done: str = "nothing was changed") -> manifest.TableDamaged | None:
         """The first data file `memories` or `relationships` reads (a local store's) that is
         gone, not the size Lance wrote it at, or no longer ends in Lance's footer, as the error
@@ -244,9 +274,15 @@ class MemoryStore:
         if self.location.path is None:
             return None
         for name, table in ((MEMORIES, self.memories), (RELATIONSHIPS, self.relationships)):
-            damage = operations.damaged_file(self.location, name, table.version)
+            files = operations.data_files(self.location, name, table.version) or ()
+            damage = operations.damaged_among(self.location, name, files)
             if damage is not None:
                 return manifest.TableDamaged(self.location, name, f"{damage}; {done}")
+            # (a write over it would carry its wrong offsets into the next deletion file)
+            found = deletion_sums.verify(self.location, name, files)
+            refused = self._deletion_damage(name, found, f"; {done}")
+            if refused is not None:
+                return refused
         return None
 
     def refresh(self) -> None:

@@ -19,9 +19,10 @@ import os
 import struct
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from octobrain.store.location import StoreLocation
+if TYPE_CHECKING:
+    from octobrain.store.location import StoreLocation
 
 __all__ = ["UPKEEP", "damaged_file", "data_files", "operation", "upkeep_note"]
 

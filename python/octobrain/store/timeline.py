@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, StorageError
-from octobrain.store import manifest, operations, schema, versions
+from octobrain.store import deletion_sums, manifest, operations, schema, versions
 from octobrain.store.operations import upkeep_note
 from octobrain.store.schema import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS
 
@@ -70,7 +70,10 @@ class StoreVersion:
 
 def history(store: MemoryStore, limit: int = 20) -> list[StoreVersion]:
     """The newest `limit` kept versions of the memories table, newest first."""
-    versions = sorted(store.memories.list_versions(), key=lambda v: int(v["version"]))
+    # (unchecked: the versions of a store whose newest is damaged are what its repair picks from)
+    versions = sorted(
+        store.open_memories_unchecked().list_versions(), key=lambda v: int(v["version"])
+    )
     probe = None
     shown = []
     checked: dict[tuple[str, int], str | None] = {}
@@ -103,14 +106,17 @@ def damaged_files(
     store: MemoryStore, version: int, checked: dict[tuple[str, int], str | None]
 ) -> str:
     """The first data or deletion file `version` of `memories` reads (a local store's) that
-    is gone or cut, in words, or "": history listed such a version as any other, and the
-    restore the damage error sends the user to was refused on it. `checked` holds what was
-    found of each file already (versions share most of theirs)."""
+    is gone or cut (a deletion file: or not as written, `deletion_sums`), in words, or "":
+    history listed such a version as any other, and the restore the damage error sends the
+    user to was refused on it. `checked` holds what was found of each file already
+    (versions share most of theirs)."""
     if store.location.path is None:
         return ""
     for file in operations.data_files(store.location, MEMORIES, version) or ():
         if file not in checked:
-            checked[file] = operations.damaged_among(store.location, MEMORIES, [file])
+            checked[file] = operations.damaged_among(
+                store.location, MEMORIES, [file]
+            ) or deletion_sums.damaged(store.location, MEMORIES, [file])
         damage = checked[file]
         if damage:
             return damage

@@ -55,6 +55,7 @@ def compact(store: MemoryStore) -> None:
 
     with store.write_lock():
         store.check_lease()
+        store.check_deletions()  # (a compaction folds the deleted rows into its files)
         rows = store.memories.count_rows()
         indexed = {ix.columns[0] for ix in store.memories.list_indices()}
         if rows >= SCALAR_INDEX_MIN_ROWS:

@@ -318,6 +318,7 @@ def record_access(
     where = f"{sql_in('id', ids)} AND (access_count = 0 OR {recent})"
     with store.write_lock():
         store.check_lease()
+        store.check_deletions()
         result = store.memories.update(
             where=where,
             values_sql={

@@ -1,0 +1,199 @@
+"""Checksums of the deletion files each table's newest version reads, recorded at its commit.
+
+A fragment's deletion file (`_deletions/…`) lists the offsets of its deleted rows; Lance
+records no checksum of it, only how many rows it deletes. One flipped bit in an offset swaps
+which rows are visible (a forgotten memory shown again, another hidden) while every row's own
+checksum still matches and the row counts still agree. Lance writes a new deletion file for
+every change and never writes one again, so after each hold of a table's write lock that
+committed (`highwater.Commits`), the SHA-256 of every deletion file the new version reads is
+recorded in `_octobrain/deletions/<table>.json` (`{"format": 1, "version": V, "files":
+{path: sha256}, "sum": …}`, the last the record's own): a file already recorded keeps its
+entry (hashed once, at the commit that made it), entries of files the version no longer reads
+are dropped (bounded by the table's fragments).
+
+The record is written after the commit, under the lock that orders the table's writers, and
+replaced whole, not synced: a process killed in between, or a record lost or changed, leaves
+files with no entry, which are unchecked (said so), never damage; the next write to the table
+records them. A command's first open of the tables (when the record is of their version),
+`doctor`, the check before each commit, `memory history`, and the access counts' and
+compaction's writes verify the files against it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from octobrain.files import read_regular, replace_whole
+from octobrain.store import operations
+
+if TYPE_CHECKING:
+    from octobrain.store.location import StoreLocation
+
+__all__ = ["Verdict", "check_version", "damaged", "record", "repair", "verify"]
+
+log = logging.getLogger(__name__)
+
+FOLDER = "deletions"  # under the store's `_octobrain/`
+FORMAT = 1
+_FILE_BYTES = 1 << 30  # a bitmap of 2**32 offsets is 512 MiB; more is not Lance's
+_RECORD_BYTES = 16 << 20  # ~100 bytes an entry, one per fragment with deletions
+
+
+def record(location: StoreLocation, versions: Mapping[str, int]) -> None:
+    """Record the checksums of the deletion files that `versions` (each table's version just
+    committed) read. Call under the lock the tables' writers take, after the commits. Never
+    raises: a record not written leaves those files unchecked, which is safe."""
+    if location.path is None:
+        return  # (an object store: a GET a file; not kept there)
+    for name, version in versions.items():
+        try:
+            _record(location, name, version)
+        except Exception as exc:  # never fail a commit that landed
+            log.warning("could not record %s's deletion files: %s", name, exc)
+
+
+def _record(location: StoreLocation, name: str, version: int) -> None:
+    files = operations.data_files(location, name, version)
+    if files is None:
+        return
+    at, kept = _read(location, name)
+    sums = {}
+    for path in _deletions(files):
+        digest = (kept or {}).get(path) or _digest(location, name, path)
+        if digest is not None:
+            sums[path] = digest
+    if (sums == kept and at == version) or not (sums or kept):
+        return  # (nothing new; or no deletion file, and no record to empty)
+    assert location.path is not None
+    target = location.path / "_octobrain" / FOLDER / f"{name}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    record = {"format": FORMAT, "version": version, "files": sums}
+    record["sum"] = _own_sum(record)
+    replace_whole(target, json.dumps(record, sort_keys=True).encode())
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What `verify` found of a table's deletion files: the first not as written (in words,
+    with the version to go back to), and how many have no recorded checksum."""
+
+    damage: str | None = None
+    before: int = 0  # the version the write that made the damaged file started from
+    unchecked: int = 0
+
+
+def verify(location: StoreLocation, name: str, files: Sequence[operations.DataFile]) -> Verdict:
+    """Check the deletion files among `files` (`operations.data_files` of a version of table
+    `name`) against their recorded checksums. A file gone or unreadable is passed over: that
+    is `operations.checked_among`'s to say."""
+    if location.path is None:
+        return Verdict()
+    kept = _read(location, name)[1]
+    deletions = _deletions(files)
+    if kept is None:
+        return Verdict(unchecked=len(deletions))
+    unchecked = 0
+    for path in deletions:
+        expected = kept.get(path)
+        if expected is None:
+            unchecked += 1
+            continue
+        got = _digest(location, name, path)
+        if got is not None and got != expected:
+            return Verdict(
+                f"deletion file {path} is not as it was written (its checksum is not the one "
+                "recorded at its commit): which rows it deletes cannot be trusted, a forgotten "
+                "row may show again and another be hidden",
+                _read_version(path),
+                unchecked,
+            )
+    return Verdict(unchecked=unchecked)
+
+
+def check_version(
+    location: StoreLocation, name: str, version: int, *, manifest: bool = True
+) -> Verdict:
+    """`verify` of the deletion files `version` of table `name` reads: as its record lists
+    them when it was made at that version (a few small reads), else as the version's
+    manifest names them (`manifest`; protobuf imported, a tenth of a new process: not on a
+    command's first read, where nothing is told then)."""
+    if location.path is None:
+        return Verdict()
+    at, kept = _read(location, name)
+    if kept is None:
+        return Verdict()  # (no record: nothing to check them against, nor any worth parsing)
+    if at == version:
+        return verify(location, name, [(path, 0) for path in kept])
+    if not manifest:
+        return Verdict()
+    return verify(location, name, operations.data_files(location, name, version) or ())
+
+
+def damaged(location: StoreLocation, name: str, files: Sequence[operations.DataFile]) -> str | None:
+    """`verify`'s damage alone, in words (None: none found)."""
+    return verify(location, name, files).damage
+
+
+def repair(name: str, found: Verdict, otherwise: str) -> str:
+    """The way back from the damaged deletion file `found` names in table `name`: the
+    version before the write that made it, else `otherwise` (the table's own repair)."""
+    if name != "memories" or found.before < 1:
+        return otherwise
+    return (
+        f"`octobrain memory restore {found.before} --yes` goes back to version {found.before}, "
+        "the one before the write that made that file (it undoes that write and every one "
+        f"since: make them again); otherwise {otherwise}"
+    )
+
+
+def _deletions(files: Sequence[operations.DataFile]) -> list[str]:
+    return [f[0] for f in files if f[0].startswith(operations.DELETIONS)]
+
+
+def _read_version(path: str) -> int:
+    """The version the write that made deletion file `path` read (`{fragment}-{read}-{id}`)."""
+    try:
+        return int(path.removeprefix(operations.DELETIONS).split("-")[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def _digest(location: StoreLocation, name: str, path: str) -> str | None:
+    """The SHA-256 of deletion file `path` of table `name`, or None when it cannot be read."""
+    assert location.path is not None
+    try:
+        raw = read_regular(operations.file_path(location.path, name, path), _FILE_BYTES)[0]
+    except OSError:
+        return None
+    return hashlib.sha256(raw).hexdigest()
+
+
+def _read(location: StoreLocation, name: str) -> tuple[int | None, dict[str, str] | None]:
+    """The version table `name`'s record was made at, and its checksums by path; None for
+    both when there is no record it can read (none, or not in the form written: its files
+    are then unchecked, and rewritten)."""
+    assert location.path is not None
+    try:
+        raw = read_regular(location.path / "_octobrain" / FOLDER / f"{name}.json", _RECORD_BYTES)
+        found: Any = json.loads(raw[0])
+    except (OSError, ValueError, RecursionError):
+        return None, None
+    if not isinstance(found, dict) or found.get("format") != FORMAT:
+        return None, None
+    files, version = found.get("files"), found.get("version")
+    # (a record changed since it was written says nothing: its files are unchecked, not
+    # called damaged on its word)
+    if not isinstance(files, dict) or found.pop("sum", None) != _own_sum(found):
+        return None, None
+    at = version if type(version) is int else None
+    return at, {str(k): v for k, v in files.items() if isinstance(v, str)}
+
+
+def _own_sum(record: Mapping[str, Any]) -> str:
+    """The SHA-256 of `record` (without its own sum) as written."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
