@@ -44,23 +44,31 @@ class Notes:
             }
         self._cited: dict[str, list[tuple[str, Any]]] = {FOOTNOTE: [], ENDNOTE: [], COMMENT: []}
         self._taken = {FOOTNOTE: 0, ENDNOTE: 0, COMMENT: 0}
+        # The marker of each note cited, by (kind, id). A note citing itself twice, read anew
+        # at each citation, was read 2**n times after n headings (30 headings: a billion).
+        self._markers: dict[tuple[str, str], str] = {}
 
     def cite(self, reference: Any) -> str:
         """The marker the text shows where `reference` (a `w:footnoteReference`,
         `w:endnoteReference` or `w:commentReference`) stands, its note counted; "" for a note
         the document does not hold, and for a comment."""
         tag = reference.tag
-        note = self._texts[tag].get(str(reference.get(f"{_W}id")))
+        key = str(reference.get(f"{_W}id"))
+        note = self._texts[tag].get(key)
         if note is None:
             return ""
+        if (tag, key) in self._markers:  # read once, as Word cites it once
+            return self._markers[tag, key]
         cited = self._cited[tag]
         number = len(cited) + 1
         if tag == COMMENT:
             author = " ".join(str(note.get(f"{_W}author") or "").split())[:_AUTHOR_CHARS]
             cited.append((f"Comment ({author})" if author else "Comment", note))
+            self._markers[tag, key] = ""
             return ""
         marker = f"[^{number}]" if tag == FOOTNOTE else f"[^{roman(number)}]"
         cited.append((marker, note))
+        self._markers[tag, key] = marker
         return marker
 
     def take(self, tag: str) -> Iterator[tuple[str, Any]]:

@@ -13,6 +13,12 @@ from typing import Any
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _VAL = f"{_W}val"
 _LEVELS = 9  # w:ilvl 0–8
+# What a level prints before each of its paragraphs: its text (`%1.%2.`, `Article %1 –`) at
+# most 60 characters, its start at most 9 digits (Word's dialog stops at 32,767). A 1 MB
+# `w:lvlText`, or a `%1%1…` over a 4,000-digit `w:start`, was printed again before every
+# paragraph of the list: a megabyte or more a 90-byte paragraph.
+_LEVEL_TEXT_CHARS = 60
+_NUMBER_DIGITS = 9
 
 
 class Numbering:
@@ -78,7 +84,7 @@ def _level_defs(abstract: Any) -> dict[int, tuple[str, str, int]]:
         fmt, text, start = (lvl.find(f"{_W}{name}") for name in ("numFmt", "lvlText", "start"))
         levels[level] = (
             "decimal" if fmt is None else str(fmt.get(_VAL, "decimal")),
-            "" if text is None else str(text.get(_VAL, "")),
+            "" if text is None else str(text.get(_VAL, ""))[:_LEVEL_TEXT_CHARS],
             1 if start is None else _int(start.get(_VAL), 1),
         )
     return {level: d for level, d in levels.items() if 0 <= level < _LEVELS}
@@ -103,9 +109,12 @@ def _style_numbering(styles: Any) -> dict[str, tuple[str | None, int]]:
 
 
 def _int(value: Any, default: int = 0) -> int:
+    """A level or a start: at most `_NUMBER_DIGITS` digits, else `default`."""
+    if value is None or len(str(value)) > _NUMBER_DIGITS:
+        return default
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return default
 
 

@@ -118,6 +118,8 @@ def _running_lines(document: Any, reference: str) -> list[str]:
     lines: dict[str, None] = {}
     for root in running_parts(document, reference):
         for paragraph in root.iter(_W_P):
+            if next(paragraph.iterancestors(_W_P), None) is not None:
+                continue  # (read with the paragraph holding it: a text box's)
             text = " ".join(_docx_text(paragraph).split())
             if text and not page_count_only(text):
                 lines.setdefault(text)

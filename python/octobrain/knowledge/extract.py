@@ -101,13 +101,14 @@ MIME_TYPES = {
 # words broken across pages; DOCX 4: tab stops are not tabs; PDF 4: a code line's spaces,
 # private bullets; PDF 5: a page's footnotes after its text, a sentence across pages one;
 # PDF 6: cells of rows drawn in one text object; PDF 7: spaces squeezed but in fixed pitch;
-# EPUB 2: a chapter titled only by the book's title a section of its own.)
+# EPUB 2: a chapter titled only by the book's title a section of its own; DOCX 5: a
+# header's text box read once, with its paragraph.)
 EXTRACTOR_VERSIONS = {
     DocType.HTML: 3,
     DocType.MARKDOWN: 2,
     DocType.TEXT: 1,
     DocType.PDF: 7,
-    DocType.DOCX: 4,
+    DocType.DOCX: 5,
     DocType.EPUB: 2,
     DocType.ODT: 1,
     DocType.RTF: 1,

@@ -241,10 +241,13 @@ def _numbered_flat(attrs: dict[str, str | None]) -> tuple[int, int] | None:
 
 
 def _int_attribute(el: Any, name: str, default: int) -> int:
+    """An integer attribute (`start`, `value`), `default` when it is none or, as browsers
+    read it, past a 32-bit integer: a 4,000-digit `start` was printed before each item."""
     try:
-        return int(str(el.get(name, "")).strip())
+        number = int(str(el.get(name, "")).strip()[:12])
     except ValueError:
         return default
+    return number if -(2**31) <= number < 2**31 else default
 
 
 def _html_text(root: Any) -> str:

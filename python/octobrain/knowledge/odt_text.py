@@ -44,6 +44,12 @@ _SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"
 # The longest run of spaces a `text:s` makes: an indent or a gap in a line, never a page of
 # them (200 counts of a billion, in a 2 kB file, asked for 200 GB).
 _MOST_SPACES = 100
+# A list style's number is printed before each of its items: its start at most 9 digits
+# (LibreOffice's dialog stops at 65,535, Word's at 32,767), the text around it (`Step `,
+# `)`) at most 40 characters each. A 4,000-digit start, or a 1 MB `num-prefix`, was printed
+# again before every item: 80 to 20,000 times the bytes of the item.
+_NUMBER_DIGITS = 9
+_AFFIX_CHARS = 40
 
 
 class _Notes:
@@ -71,7 +77,7 @@ class _Notes:
     def comment(self, annotation: Any) -> None:
         creator = annotation.find(f"{_DC}creator")
         author = " ".join("".join(creator.itertext()).split())[:80] if creator is not None else ""
-        paragraphs = [_inline(p, self) for p in annotation.iter(_P)]
+        paragraphs = [_inline(p, self) for p in _own_paragraphs(annotation)]
         text = " ".join(" ".join(paragraphs).split())
         if text:
             self.comments.append(f"Comment ({author}): {text}" if author else f"Comment: {text}")
@@ -81,6 +87,19 @@ class _Notes:
         blocks.extend(self.footnotes + self.comments)
         self.footnotes.clear()
         self.comments.clear()
+
+
+def _own_paragraphs(annotation: Any) -> Iterator[Any]:
+    """The paragraphs of a comment that are not inside another of its paragraphs or another
+    comment (which `_inline` reads with theirs): each read once. Read every one, a comment in
+    a comment's paragraph was read again by each comment around it, 2**depth times (18 deep,
+    1 kB: 2.6 MB of text; 30 deep, gigabytes)."""
+    for paragraph in annotation.iter(_P):
+        holder = paragraph.getparent()
+        while holder is not annotation and holder.tag not in (_P, _H, _ANNOTATION):
+            holder = holder.getparent()
+        if holder is annotation:
+            yield paragraph
 
 
 def title_and_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
@@ -272,9 +291,13 @@ def _start(number_style: Any) -> int:
 
 
 def _level_number(value: Any) -> int:
+    """A start value or a level: a count of at most `_NUMBER_DIGITS` digits, else 1."""
+    text = str(value)
+    if len(text) > _NUMBER_DIGITS:
+        return 1
     try:
-        return max(0, int(value))
-    except (TypeError, ValueError):
+        return max(0, int(text))
+    except ValueError:
         return 1
 
 
@@ -291,8 +314,8 @@ def _marker(number_style: Any, number: int) -> str:
         "i": roman(number),
         "I": roman(number).upper(),
     }.get(form, str(number))
-    prefix = str(number_style.get(f"{_STYLE}num-prefix", ""))
-    suffix = str(number_style.get(f"{_STYLE}num-suffix", ""))
+    prefix = str(number_style.get(f"{_STYLE}num-prefix", ""))[:_AFFIX_CHARS]
+    suffix = str(number_style.get(f"{_STYLE}num-suffix", ""))[:_AFFIX_CHARS]
     return f"{prefix}{shown}{suffix} "
 
 

@@ -1,0 +1,134 @@
+"""Hostile office documents whose text was read again and again: every part of a document is
+read a bounded number of times, so its text stays about as large as its markup.
+
+Sizes are small enough that the code before each fix ran them in seconds and megabytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from octobrain.knowledge.extract import extract
+from octobrain.knowledge.sources import parse_source, read_file
+
+from .test_odt_rtf import write_odt
+
+
+def _text(path: Path) -> str:
+    return extract(read_file(parse_source(str(path)), 10**7), 10**7).text
+
+
+def test_an_odt_comment_nested_in_comments_is_read_once(tmp_path: Path) -> None:
+    # Before: each comment read the paragraphs of every comment inside it, and each of
+    # those again: 2**depth readings, 655,000 characters from these 1 kB (30 deep: gigabytes).
+    depth = 16
+    body = (
+        "<text:p>Rotate keys."
+        + "<office:annotation><text:p>note" * depth
+        + "</text:p></office:annotation>" * depth
+        + "</text:p>"
+    )
+    text = _text(write_odt(tmp_path / "nested.odt", body))
+    assert len(text) < 2_000
+    assert text.startswith("Rotate keys.\n\nComment: note")
+    assert text.count("Comment: ") == depth
+
+
+def test_an_odt_list_style_prints_a_bounded_number_before_each_item(tmp_path: Path) -> None:
+    # Before: a 20 kB `num-prefix` was printed before each of 100 items (2 MB of text from a
+    # 30 kB file), a 4,000-digit start before each of its items.
+    styles = (
+        '<office:styles><text:list-style style:name="Long"><text:list-level-style-number '
+        f'text:level="1" style:num-prefix="{"Step " * 4_000}" style:num-suffix="." '
+        'style:num-format="1"/></text:list-style><text:list-style style:name="Huge">'
+        f'<text:list-level-style-number text:level="1" text:start-value="{"9" * 4_000}" '
+        'style:num-format="1"/></text:list-style></office:styles>'
+    )
+    items = "<text:list-item><text:p>drain</text:p></text:list-item>" * 100
+    body = (
+        f'<text:list text:style-name="Long">{items}</text:list>'
+        f'<text:list text:style-name="Huge">{items}</text:list>'
+    )
+    text = _text(write_odt(tmp_path / "prefix.odt", body, styles=styles))
+    assert len(text) < 20_000
+    lines = text.split("\n\n")
+    assert lines[0].startswith("Step Step ") and lines[0].endswith(" 1. drain")
+    assert lines[1].endswith(" 2. drain")
+    assert lines[100] == "1 drain"  # a start no list counts from is read as none
+
+
+def _docx(path: Path, build: Any) -> Path:
+    import docx
+
+    document = docx.Document()
+    build(document)
+    document.save(str(path))
+    return path
+
+
+def test_a_docx_level_text_is_printed_bounded_before_each_paragraph(tmp_path: Path) -> None:
+    # Before: a 20 kB `w:lvlText` of `%1`, counted from a 4,000-digit `w:start`, was printed
+    # before each of 50 paragraphs: 40 million characters an item asked for. Now 60
+    # characters of it, the start read as none past 9 digits.
+    from docx.oxml.ns import qn
+
+    def build(document: Any) -> None:
+        for _ in range(50):
+            document.add_paragraph("Drain the node.", style="List Number")
+        for level in document.part.numbering_part.element.iter(qn("w:lvl")):
+            level.find(qn("w:lvlText")).set(qn("w:val"), "%1" * 10_000)
+            level.find(qn("w:start")).set(qn("w:val"), "9" * 40)
+
+    text = _text(_docx(tmp_path / "levels.docx", build))
+    assert len(text) < 5_000
+    assert text.split("\n\n")[1] == "2" * 30 + " Drain the node."
+
+
+def test_a_docx_comment_citing_itself_is_read_once(tmp_path: Path) -> None:
+    # Before: a comment whose text cites it twice was read anew at each citation, after each
+    # heading: 2**12 = 4,096 copies after 12 headings (30: a billion).
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import nsdecls
+
+    def build(document: Any) -> None:
+        paragraph = document.add_paragraph("Each region holds 400 nodes.")
+        comment = document.add_comment(paragraph.runs, "Ask the storage team.", "Ann")
+        runs = f'<w:r><w:commentReference w:id="{comment.comment_id}"/></w:r>' * 2
+        comment.paragraphs[0]._p.extend(list(parse_xml(f"<w:p {nsdecls('w')}>{runs}</w:p>")))
+        for number in range(12):
+            document.add_heading(f"Part {number}", level=1)
+
+    text = _text(_docx(tmp_path / "cites.docx", build))
+    assert text.count("Comment (Ann): Ask the storage team.") == 1
+
+
+def test_a_docx_header_paragraph_nested_in_paragraphs_is_read_once(tmp_path: Path) -> None:
+    # Before: each header paragraph was read with all those nested in it, then each of those
+    # again: 150 nested, 1 kB of text each, made 11 MB of header lines from 170 kB.
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import nsdecls
+
+    def build(document: Any) -> None:
+        document.add_paragraph("Body.")
+        depth, words = 150, "word " * 200
+        chain = f"<w:p><w:r><w:t>{words}</w:t></w:r>" * depth + "</w:p>" * depth
+        header = document.sections[0].header
+        header._element.append(parse_xml(f"<w:hdr {nsdecls('w')}>{chain}</w:hdr>")[0])
+
+    text = _text(_docx(tmp_path / "header.docx", build))
+    assert len(text) < 200_000
+    assert text.endswith("Body.")
+
+
+def test_an_html_list_start_past_a_browser_s_integer_is_none(tmp_path: Path) -> None:
+    # Before: a 4,000-digit `start` was printed before each `<li>`: 4 MB of text from 9 kB.
+    # Browsers read a number past 32 bits as none; so does the flat reader of a deep page.
+    items = "<li>drain" * 1_000
+    page = tmp_path / "list.html"
+    page.write_text(f'<html><body><ol start="{"9" * 4_000}">{items}</ol></body></html>')
+    text = _text(page)
+    assert len(text) < 20_000
+    assert text.startswith("1. drain\n\n2. drain")
+    deep = tmp_path / "deep.html"
+    deep.write_text(f'<html><body>{"<div>" * 300}<ol start="{"9" * 4_000}">{items}</ol>')
+    assert _text(deep).startswith("1. drain\n\n2. drain")
