@@ -8,9 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from octobrain.errors import InvalidInput
 from octobrain.knowledge.extract import extract
 from octobrain.knowledge.sources import parse_source, read_file
 
+from .test_epub import write_epub
 from .test_odt_rtf import write_odt
 
 
@@ -132,3 +136,41 @@ def test_an_html_list_start_past_a_browser_s_integer_is_none(tmp_path: Path) -> 
     deep = tmp_path / "deep.html"
     deep.write_text(f'<html><body>{"<div>" * 300}<ol start="{"9" * 4_000}">{items}</ol>')
     assert _text(deep).startswith("1. drain\n\n2. drain")
+
+
+def test_a_heading_line_of_a_megabyte_heads_its_chunks_cut_short() -> None:
+    # Before: each chunk of the section repeated its 300 kB heading in its header: 52 MB of
+    # chunk contents from 500 kB (a 5 MB heading over 5 MB of text: the process killed).
+    from octobrain.knowledge.chunk import HEADING_CHARS, chunk_text
+
+    text = "# Runbook " + "x" * 300_000 + "\n\n" + "Drain the node first. " * 10_000
+    chunks = chunk_text(text, "Ops")
+    assert sum(len(chunk.content) for chunk in chunks) < 3 * len(text)
+    (heading,) = chunks[-1].section_path
+    assert len(heading) == HEADING_CHARS and heading.startswith("Runbook xx")
+    assert heading.endswith("x…")
+    assert "Drain the node first." in chunks[-1].body
+
+
+def test_an_epub_spine_past_its_entries_is_refused(tmp_path: Path) -> None:
+    # Before: each of a spine's items was looked up among the documents found so far: 150,000
+    # items naming 15,000 documents (a 3 MB book) took 50 s. A spine names each document once.
+    spine = '<itemref idref="ch1"/>' * 20_001
+    book = write_epub(tmp_path / "spine.epub", spine=spine)
+    with pytest.raises(InvalidInput, match=r"spine\.epub: .*its spine lists 20001 items, over"):
+        _text(book)
+
+
+def test_an_epub_navigation_link_nested_in_links_is_read_once() -> None:
+    # Before: each link's label held the text of every link nested in it: 200 links nested,
+    # 1 kB each, were 20 MB of labels from 200 kB (6 MB of navigation: gigabytes).
+    import lxml.etree
+
+    from octobrain.knowledge.epub_text import _nav_links
+
+    nav = '<a href="c.xhtml">Chapter words words</a>'.replace("words", "words " * 100)
+    depth = 200
+    markup = nav.replace("</a>", "") * depth + "</a>" * depth
+    links = list(_nav_links(lxml.etree.fromstring(f"<nav>{markup}</nav>")))
+    assert sum(len(label) for label, _ in links) < 2 * len(markup)
+    assert links[0][0].startswith("Chapter words")

@@ -141,12 +141,26 @@ def _sections(data: bytes, setext: bool = False) -> Iterator[_Section]:
         level, heading, start = _heading(data, bare, floor, pos, setext)
         if heading:
             yield _Section(tuple(path), body_start, data[body_start:start], head_start, head)
-            path = [*path[: level - 1], heading.decode("utf-8", "replace").strip()]
+            path = [*path[: level - 1], _path_name(heading)]
             body_start = end
             head_start, head = start, data[start : pos + len(bare)]
         if heading or level:
             floor = end
     yield _Section(tuple(path), body_start, data[body_start:], head_start, head)
+
+
+# The most characters of a heading in a section path, as of a title (`extract._title`): a
+# heading is a line of a few words. The path heads each of its section's chunks, so a heading
+# line of 300 kB over 2 MB of text was 500 MB of chunk headers to embed and store (5 MB:
+# gigabytes, the process killed); its text is still the line itself.
+HEADING_CHARS = 200
+
+
+def _path_name(heading: bytes) -> str:
+    """A heading's name in a section path: at most `HEADING_CHARS` characters, `…` ending
+    one cut short."""
+    name = heading[: 4 * HEADING_CHARS + 4].decode("utf-8", "replace").strip()
+    return name if len(name) <= HEADING_CHARS else name[: HEADING_CHARS - 1].rstrip() + "…"
 
 
 def _heading(
