@@ -141,3 +141,27 @@ def test_concurrent_forgets_keep_every_record(env: dict[str, str], tmp_path: Pat
     assert set(recorded) <= on_disk and len(recorded) == 1, recorded
     doctor = _doctor(env)
     assert doctor.returncode == 0 and "no checksum recorded" not in doctor.stdout, doctor.stdout
+
+
+def test_a_deletion_file_only_an_older_version_reads_is_checked(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # A second forget in the fragment replaces its deletion file: the record dropped the
+    # first one, still read by the version before. Flipped, history listed that version as
+    # sound, `restore` to it succeeded and recorded the file as it now is: the forgotten
+    # memory shown again, another hidden, doctor ok.
+    first, second, kept = _in_one_fragment(env, tmp_path, 3)
+    assert octobrain(env, "forget", first, "--yes").returncode == 0
+    folder = _db(env) / "memories.lance" / "_deletions"
+    (older,) = folder.iterdir()
+    assert octobrain(env, "forget", second, "--yes").returncode == 0
+    flip_offset(older)
+    named = f"deletion file _deletions/{older.name} is not as it was written"
+    history = octobrain(env, "history", "--format", "json", scoped=False)
+    marked = {v["version"]: v.get("damage", "") for v in json.loads(history.stdout)}
+    assert named in marked[3] and not marked[4], marked
+    refused = octobrain(env, "restore", "3", "--yes", scoped=False)
+    assert refused.returncode == 2 and named in one_clear_line(refused.stderr), refused.stderr
+    shown = octobrain(env, "recent", "--format", "json")
+    assert [m["id"] for m in json.loads(shown.stdout)] == [kept], shown.stderr
+    assert _doctor(env).returncode == 0

@@ -153,6 +153,7 @@ def _restore(store: MemoryStore, version: int, settle: Callable[[], object] | No
                 "see `octobrain memory history`",
             )
         _check_version_model(store, version)
+        _check_version_deletions(store, version)
         at = numbers.index(version)
         _check_clock(store, version, versions[at:])
         _check_companions(store)
@@ -226,6 +227,19 @@ def _check_clock(store: MemoryStore, version: int, since: list[dict[str, Any]]) 
                     "bring the store back from an export (`memory import`); nothing was "
                     "changed",
                 )
+
+
+def _check_version_deletions(store: MemoryStore, version: int) -> None:
+    """Refuse a restore to a version that reads a deletion file not as its commit recorded
+    it (`deletion_sums`): the restore recorded it as it is now, and its wrong rows were
+    served from then on, with nothing said."""
+    damage = deletion_sums.check_version(store.location, MEMORIES, version).damage
+    if damage is not None:
+        raise InvalidInput(
+            "version",
+            f"version {version} cannot be restored: its {damage}; restore a version "
+            "`octobrain memory history` does not mark damaged; nothing was changed",
+        )
 
 
 def _check_version_model(store: MemoryStore, version: int) -> None:
