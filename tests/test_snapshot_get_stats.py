@@ -215,3 +215,24 @@ def test_an_access_kept_by_remember_shows_in_get_as_the_store_commits_it(
     assert "Note 0" in done.stdout
     served = _same_as_the_store(env, "get", ids["first"], "--format", "json")
     assert json.loads(served[1])["access_count"] == 1
+
+
+def test_recent_cut_through_memories_made_at_one_moment_is_the_store_s(
+    env: dict[str, str],
+) -> None:
+    # `recent` takes and sorts only the rows as new as its `limit`-th newest: the ties on that
+    # moment must all be there for the ids to order them as the store's sort does.
+    brain = _brain(env)
+    moment = utcnow() - timedelta(days=1)
+    tied = [_memory(i, created_at=moment) for i in range(6)]
+    older = [_memory(10 + i, created_at=moment - timedelta(hours=i + 1)) for i in range(4)]
+    newest = _memory(20)
+    made = [*older, *tied, newest]
+    brain.store.add(made, brain.embedder.embed_documents([m.content for m in made]))
+    _snapshot(env)
+    listed = _same_as_the_store(env, "recent", "-l", "4", "--format", "json")[1]
+    expected = [newest.id, *sorted((m.id for m in tied), reverse=True)[:3]]
+    assert [m["id"] for m in json.loads(listed)] == expected
+    assert (
+        len(json.loads(_same_as_the_store(env, "recent", "-l", "50", "--format", "json")[1])) == 11
+    )

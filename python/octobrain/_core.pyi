@@ -12,7 +12,9 @@ __all__ = [
     "TimeLimitExceeded",
     "__version__",
     "analyze",
+    "block_crcs",
     "cosine_clusters",
+    "crc32",
     "decayed_importance",
     "match_lines",
     "row_crcs",
@@ -186,6 +188,8 @@ def row_crcs(
         ]
     ],
 ) -> npt.NDArray[np.uint32]: ...
+def block_crcs(data: npt.NDArray[np.uint8], block: int) -> npt.NDArray[np.uint32]: ...
+def crc32(data: npt.NDArray[np.uint8], value: int = 0) -> int: ...
 
 # ---- clustering
 def cosine_clusters(

@@ -156,6 +156,23 @@ pub fn row_crcs(rows: usize, columns: &[Column<'_>]) -> CoreResult<Vec<u32>> {
         .collect())
 }
 
+/// The CRC-32 (zlib's) of each `block` bytes of `data`, the last block possibly shorter: a
+/// snapshot file's block sums, as `zlib.crc32` gives them one block at a time.
+pub fn block_crcs(data: &[u8], block: usize) -> CoreResult<Vec<u32>> {
+    if block == 0 {
+        return Err(CoreError::invalid("block", "must be at least one byte"));
+    }
+    Ok(data.par_chunks(block).map(crc32fast::hash).collect())
+}
+
+/// The CRC-32 of `data` continued from `value` (the sum of what came before it), as
+/// `zlib.crc32(data, value)`: a large file summed piece by piece.
+pub fn crc32(data: &[u8], value: u32) -> u32 {
+    let mut hasher = crc32fast::Hasher::new_with_initial(value);
+    hasher.update(data);
+    hasher.finalize()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,5 +234,19 @@ mod tests {
             lists: None,
         };
         assert!(row_crcs(2, &[short]).is_err());
+    }
+
+    #[test]
+    fn blocks_sum_each_slice_the_last_one_shorter() {
+        let data: Vec<u8> = (0..=255).cycle().take(10).collect();
+        let sums = block_crcs(&data, 4).unwrap();
+        let expected: Vec<u32> = data.chunks(4).map(crc32fast::hash).collect();
+        assert_eq!(sums, expected);
+        assert!(block_crcs(&[], 4).unwrap().is_empty());
+        assert!(block_crcs(&data, 0).is_err());
+        assert_eq!(
+            crc32(&data[4..], crc32(&data[..4], 0)),
+            crc32fast::hash(&data)
+        );
     }
 }

@@ -436,6 +436,10 @@ class Corpus:
         out["access_count"] = self._access[positions]
         return out
 
+    def created(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The `created_at` of the rows at `positions`, in microseconds (a mirrored column)."""
+        return self._created[positions]
+
     def take(
         self, positions: Sequence[int] | npt.NDArray[np.int64], columns: Sequence[str] | None = None
     ) -> pa.Table:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import threading
 import weakref
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -22,7 +21,7 @@ from octobrain.memory.search import Empty, Hit
 from octobrain.models import Memory, Relationship, RelationshipType, State, parse_memory_type
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.memories import invisible
-from octobrain.store.schema import CHECKED, CHECKSUM, DAMAGED_TITLE, first_damaged, row_to_memory
+from octobrain.store.schema import CHECKED, CHECKSUM, first_damaged, row_to_memory
 from octobrain.store.sql import sql_str, visible_scopes, visible_where
 from octobrain.times import utcnow
 
@@ -306,21 +305,14 @@ class Reads(BrainBase):
             )
             counted = read, snapshot_reads.garbled(read)
         rows, garbled = counted
-
-        def tally(key: str) -> dict[str, int]:
-            values = rows.column(key).to_pylist()
-            counts = Counter(
-                DAMAGED_TITLE if i in garbled else str(v) for i, v in enumerate(values)
-            )
-            return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-
+        tally = snapshot_reads.tallied
         return {
             "scope": self.scope,
             "total": rows.num_rows,
-            "by_scope": tally("scope"),
-            "by_type": tally("memory_type"),
-            "by_state": tally("state"),
-            "by_source": tally("source"),
+            "by_scope": tally(rows, "scope", garbled),
+            "by_type": tally(rows, "memory_type", garbled),
+            "by_state": tally(rows, "state", garbled),
+            "by_source": tally(rows, "source", garbled),
             "embedding_model": self.embedder.model_id,
             "store": self.uri,
             "damaged": len(garbled),

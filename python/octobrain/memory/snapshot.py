@@ -61,7 +61,7 @@ import pyarrow as pa
 
 from octobrain.files import read_regular
 from octobrain.kernels.bm25 import PARTS, BM25Index
-from octobrain.memory.page_check import BLOCK, PageCheck, block_crcs, in_background
+from octobrain.memory.page_check import BLOCK, PageCheck, block_crcs, file_crc, in_background
 from octobrain.store.operations import DataFile, recorded_files
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,6 @@ log = logging.getLogger(__name__)
 FORMAT = 10
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
-_CHUNK = 8 << 20
 LAZY = ("vectors.npy", "bm25.docs.npy", "bm25.tfs.npy")  # checked as their blocks are read
 ROWS = "rows.arrow"  # checked by a thread while the first query runs, before any row is read
 _STALE_TMP_S = 3600.0  # a temporary directory this old belongs to a writer that died
@@ -183,15 +182,6 @@ def store_key(uri: str, model_id: str, dim: int) -> str:
     return hashlib.sha256(f"{uri}\0{model_id}\0{dim}".encode()).hexdigest()[:32]
 
 
-def _crc(path: Path) -> int:
-    """CRC-32 of a file, streamed (so verifying a memory-mapped file does not map it)."""
-    crc = 0
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            crc = zlib.crc32(chunk, crc)
-    return crc
-
-
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -250,7 +240,7 @@ class SnapshotDir:
             if file in (*LAZY, ROWS):
                 if len(blocks[file]) != -(-size // BLOCK):
                     raise ValueError(f"{file} has no checksum for each of its blocks")
-            elif _crc(path) != crc:
+            elif file_crc(path) != crc:
                 raise ValueError(f"{file} fails its checksum")
         checks = {file: PageCheck(where / file, blocks[file]) for file in (*LAZY, ROWS)}
         rows_ready = in_background(checks[ROWS].everything)
@@ -394,7 +384,7 @@ class SnapshotDir:
                     writer.write_table(snap.edges)
                 f.flush()
                 os.fsync(f.fileno())
-        return {p.name: [p.stat().st_size, _crc(p)] for p in sorted(tmp.iterdir())}
+        return {p.name: [p.stat().st_size, file_crc(p)] for p in sorted(tmp.iterdir())}
 
     def _write_vectors(self, path: Path, blocks: list[npt.NDArray[np.float32]]) -> None:
         """The vectors as ``.npy``. When they are one whole ``.npy`` file already (mapped: an

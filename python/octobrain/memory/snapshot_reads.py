@@ -13,6 +13,7 @@ Where the mirror cannot tell what the store would say, None: the caller reads th
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -25,7 +26,7 @@ from octobrain.memory import corpus_snapshot
 from octobrain.memory.page_check import SnapshotDamaged
 from octobrain.models import Memory, State
 from octobrain.store import row_sums
-from octobrain.store.schema import CHECKED, CHECKSUM, shown_title
+from octobrain.store.schema import CHECKED, CHECKSUM, DAMAGED_TITLE, shown_title
 from octobrain.store.sql import visible_scopes
 
 if TYPE_CHECKING:
@@ -81,11 +82,16 @@ def newest_first(rows: pa.Table, limit: int) -> pa.Array:
 
 def newest(c: Corpus, scope: str, memory_type: str | None, limit: int) -> list[Memory]:
     """`Brain.recent`: the `limit` newest memories visible from `scope`, not archived (of
-    `memory_type`, when given), in `newest_first`'s order."""
+    `memory_type`, when given), in `newest_first`'s order. Only the rows that can be among
+    them are taken and sorted (sorting every visible row's time and id was O(store))."""
     mask = c.seen_by(visible_scopes(scope)) & ~c.coded_in("state", [State.ARCHIVED.value])
     if memory_type is not None:
         mask &= c.coded_in("type", [memory_type])
     positions = np.flatnonzero(mask)
+    if 0 < limit < len(positions):  # only rows at least as new as the `limit`-th newest
+        created = c.created(positions)
+        floor = np.partition(created, len(created) - limit)[len(created) - limit]
+        positions = positions[created >= floor]  # (ties on it kept: the ids order them)
     order = newest_first(c.take(positions, ["created_at", "id"]), limit)
     listed = positions[order.to_numpy()].tolist()
     return [copy.copy(m) for m in c.memories_at(listed)]  # (the mirror's own are cached)
@@ -99,6 +105,22 @@ def counted(c: Corpus, scope: str, names: Sequence[str]) -> tuple[pa.Table, set[
     at = np.flatnonzero(c.seen_by(visible_scopes(scope)))
     damaged = row_sums.memories_damaged(c.rows())[at]
     return c.take(at, list(names)), set(np.flatnonzero(damaged).tolist())
+
+
+def tallied(rows: pa.Table, key: str, garbled: set[int]) -> dict[str, int]:
+    """How many of `rows` hold each value of `key` (as `str` gives it), the most first, ties
+    by name; a row at a position in `garbled` counts as damaged, never by what it reads as.
+    Counted in Arrow: a Python string per row and column took 34 ms at 50,000 memories (3.5)."""
+    column = rows.column(key)
+    counts: Counter[str] = Counter()
+    if garbled:
+        kept = np.ones(len(column), dtype=bool)
+        kept[sorted(garbled)] = False
+        column = column.filter(pa.array(kept))
+        counts[DAMAGED_TITLE] = len(garbled)
+    for found in pc.value_counts(column).to_pylist():
+        counts[str(found["values"])] += found["counts"]
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def garbled(rows: pa.Table) -> set[int]:

@@ -83,6 +83,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<idindex::PyIdIndex>()?;
     // ---- register: row checksums
     m.add_function(wrap_pyfunction!(rowcrc::row_crcs, m)?)?;
+    m.add_function(wrap_pyfunction!(rowcrc::block_crcs, m)?)?;
+    m.add_function(wrap_pyfunction!(rowcrc::crc32, m)?)?;
     // ---- register: regex matching
     m.add_function(wrap_pyfunction!(text::match_lines, m)?)?;
     Ok(())

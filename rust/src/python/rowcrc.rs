@@ -61,3 +61,25 @@ pub(super) fn row_crcs<'py>(
     let sums = detached(py, || rowcrc::row_crcs(rows, &columns))?;
     Ok(sums.into_pyarray(py))
 }
+
+/// The CRC-32 of each `block` bytes of `data` (the last block may be shorter).
+#[pyfunction]
+#[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+pub(super) fn block_crcs<'py>(
+    py: Python<'py>,
+    data: PyReadonlyArray1<'py, u8>,
+    block: usize,
+) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    let data = contiguous(&data, "data")?;
+    let sums = detached(py, || rowcrc::block_crcs(data, block))?;
+    Ok(sums.into_pyarray(py))
+}
+
+/// The CRC-32 of `data` continued from `value`, as `zlib.crc32(data, value)`.
+#[pyfunction]
+#[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+#[pyo3(signature = (data, value = 0))]
+pub(super) fn crc32(py: Python<'_>, data: PyReadonlyArray1<'_, u8>, value: u32) -> PyResult<u32> {
+    let data = contiguous(&data, "data")?;
+    detached(py, || Ok(rowcrc::crc32(data, value)))
+}
