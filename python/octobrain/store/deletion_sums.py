@@ -7,10 +7,10 @@ checksum still matches and the row counts still agree. Lance writes a new deleti
 every change and never writes one again, so after each hold of a table's write lock that
 committed (`highwater.Commits`), the SHA-256 of every deletion file the new version reads is
 recorded in `_octobrain/deletions/<table>.json` (`{"format": 1, "version": V, "files":
-{path: sha256}, "older": {path: sha256}, "sum": …}`, the last the record's own): a file
-already recorded keeps its entry (hashed once, at the commit that made it); a file the version
-no longer reads moves to `older` while it is on disk (older versions still read it: `memory
-history` and `restore` check it; bounded by version clean-up and `_OLDER`).
+{path: sha256}, "sum": …}`, the last the record's own): a file already recorded keeps its
+entry (hashed once, at the commit that made it); a file the version no longer reads moves to
+`<table>.older.json` while it is on disk (older versions still read it: `memory history` and
+`restore` check it; bounded by version clean-up and `_OLDER`).
 
 The record is written after the commit, under the lock that orders the table's writers, and
 replaced whole, not synced: a process killed in between, or a record lost or changed, leaves
@@ -43,7 +43,8 @@ FOLDER = "deletions"  # under the store's `_octobrain/`
 FORMAT = 1
 _FILE_BYTES = 1 << 30  # a bitmap of 2**32 offsets is 512 MiB; more is not Lance's
 _RECORD_BYTES = 16 << 20  # ~100 bytes an entry, one per fragment with deletions
-_OLDER = 20_000  # files only older versions read, kept in the record (~2 MB)
+_OLDER = 20_000  # files only older versions read, kept apart (~2 MB)
+_OLDER_SUFFIX = ".older.json"
 
 
 def record(location: StoreLocation, versions: Mapping[str, int]) -> None:
@@ -63,19 +64,27 @@ def _record(location: StoreLocation, name: str, version: int) -> None:
     files = operations.data_files(location, name, version)
     if files is None:
         return
-    at, kept, known = _read_all(location, name)
+    at, kept = _read(location, name)
+    older = _read_older(location, name)
+    known = {**(older or {}), **(kept or {})}
     sums = {}
     for path in _deletions(files):
-        digest = (known or {}).get(path) or _digest(location, name, path)
+        digest = known.get(path) or _digest(location, name, path)
         if digest is not None:
             sums[path] = digest
-    older = _older(location, name, {p: d for p, d in (known or {}).items() if p not in sums})
-    if (sums == kept and at == version and older == _older_of(known, kept)) or not (sums or known):
+    moved = _on_disk(location, name, {p: d for p, d in known.items() if p not in sums})
+    if moved != (older or {}):
+        _write(location, f"{name}{_OLDER_SUFFIX}", {"format": FORMAT, "files": moved})
+    if (sums == kept and at == version) or not (sums or kept):
         return  # (nothing new; or no deletion file, and no record to empty)
+    _write(location, f"{name}.json", {"format": FORMAT, "version": version, "files": sums})
+
+
+def _write(location: StoreLocation, file: str, record: dict[str, Any]) -> None:
+    """`record` with its own sum, whole, to `file` in the records' folder."""
     assert location.path is not None
-    target = location.path / "_octobrain" / FOLDER / f"{name}.json"
+    target = location.path / "_octobrain" / FOLDER / file
     target.parent.mkdir(parents=True, exist_ok=True)
-    record = {"format": FORMAT, "version": version, "files": sums, "older": older}
     record["sum"] = _own_sum(record)
     replace_whole(target, json.dumps(record, sort_keys=True).encode())
 
@@ -96,10 +105,14 @@ def verify(location: StoreLocation, name: str, files: Sequence[operations.DataFi
     is `operations.checked_among`'s to say."""
     if location.path is None:
         return Verdict()
-    kept = _read_all(location, name)[2]
     deletions = _deletions(files)
-    if kept is None:
-        return Verdict(unchecked=len(deletions))
+    kept = _read(location, name)[1]
+    if kept is None or not kept.keys() >= set(deletions):
+        # (a version before the newest: its files may be among those only older ones read)
+        older = _read_older(location, name)
+        if kept is None and older is None:
+            return Verdict(unchecked=len(deletions))
+        kept = {**(older or {}), **(kept or {})}
     unchecked = 0
     for path in deletions:
         expected = kept.get(path)
@@ -176,7 +189,7 @@ def _digest(location: StoreLocation, name: str, path: str) -> str | None:
     return hashlib.sha256(raw).hexdigest()
 
 
-def _older(location: StoreLocation, name: str, entries: Mapping[str, str]) -> dict[str, str]:
+def _on_disk(location: StoreLocation, name: str, entries: Mapping[str, str]) -> dict[str, str]:
     """Those of `entries` (files the newest version no longer reads) still on disk, the
     newest `_OLDER` of them (by the version their write read)."""
     assert location.path is not None
@@ -186,44 +199,42 @@ def _older(location: StoreLocation, name: str, entries: Mapping[str, str]) -> di
     return {p: entries[p] for p in there[:_OLDER]}
 
 
-def _older_of(known: Mapping[str, str] | None, kept: Mapping[str, str] | None) -> dict[str, str]:
-    return {p: d for p, d in (known or {}).items() if p not in (kept or {})}
-
-
 def _read(location: StoreLocation, name: str) -> tuple[int | None, dict[str, str] | None]:
-    """The version table `name`'s record was made at, and the checksums by path of the
-    files that version reads (`_read_all`)."""
-    return _read_all(location, name)[:2]
+    """The version table `name`'s record was made at, and its checksums by path; None for
+    both when there is no record it can read (none, or not in the form written: its files
+    are then unchecked, and rewritten)."""
+    found = _load(location, f"{name}.json")
+    if found is None:
+        return None, None
+    version = found.get("version")
+    return (version if type(version) is int else None), found["files"]
 
 
-def _read_all(
-    location: StoreLocation, name: str
-) -> tuple[int | None, dict[str, str] | None, dict[str, str] | None]:
-    """The version table `name`'s record was made at, the checksums by path of the files it
-    reads, and those with the older versions' files too; None for all when there is no
-    record it can read (none, or not in the form written: its files are then unchecked, and
-    rewritten)."""
+def _read_older(location: StoreLocation, name: str) -> dict[str, str] | None:
+    """The checksums by path of the deletion files only versions before table `name`'s
+    newest read (`<name>.older.json`, apart: a command's first open reads the record alone)."""
+    found = _load(location, f"{name}{_OLDER_SUFFIX}")
+    return None if found is None else found["files"]
+
+
+def _load(location: StoreLocation, file: str) -> dict[str, Any] | None:
+    """Record `file` of the records' folder, its "files" keeping only checksums; None when
+    it cannot be read or is not as written."""
     assert location.path is not None
     try:
-        raw = read_regular(location.path / "_octobrain" / FOLDER / f"{name}.json", _RECORD_BYTES)
+        raw = read_regular(location.path / "_octobrain" / FOLDER / file, _RECORD_BYTES)
         found: Any = json.loads(raw[0])
     except (OSError, ValueError, RecursionError):
-        return None, None, None
+        return None
     if not isinstance(found, dict) or found.get("format") != FORMAT:
-        return None, None, None
-    files, version = found.get("files"), found.get("version")
+        return None
+    files = found.get("files")
     # (a record changed since it was written says nothing: its files are unchecked, not
     # called damaged on its word)
-    older = found.get("older", {})  # (none in a record an octobrain before it wrote)
-    if (
-        not isinstance(files, dict)
-        or not isinstance(older, dict)
-        or found.pop("sum", None) != _own_sum(found)
-    ):
-        return None, None, None
-    at = version if type(version) is int else None
-    kept = {str(k): v for k, v in files.items() if isinstance(v, str)}
-    return at, kept, {**{str(k): v for k, v in older.items() if isinstance(v, str)}, **kept}
+    if not isinstance(files, dict) or found.pop("sum", None) != _own_sum(found):
+        return None
+    found["files"] = {str(k): v for k, v in files.items() if isinstance(v, str)}
+    return found
 
 
 def _own_sum(record: Mapping[str, Any]) -> str:
