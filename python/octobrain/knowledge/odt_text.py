@@ -156,22 +156,35 @@ def _title(meta: Any) -> str:
     return ""
 
 
-def _list_styles(content: Any, styles: Any) -> dict[str, Any]:
+def _list_styles(content: Any, styles: Any) -> dict[str, dict[int, Any]]:
     """The list styles by name: the automatic ones (`content.xml`) and the named ones
-    (`styles.xml`)."""
-    found: dict[str, Any] = {}
+    (`styles.xml`), each as its levels' numbering (None: bullets), read once. Looked up
+    among a style's levels for each list, 20,000 levels and 1,000 lists (1 MB) took 24 s."""
+    found: dict[str, dict[int, Any]] = {}
     for root in (styles, content):
         if root is not None:
             for style in root.iter(f"{_TEXT}list-style"):
-                found.setdefault(str(style.get(f"{_STYLE}name", "")), style)
+                name = str(style.get(f"{_STYLE}name", ""))
+                if name not in found:
+                    found[name] = _levels(style)
     return found
+
+
+def _levels(list_style: Any) -> dict[int, Any]:
+    """The numbering of each level of `list_style`, None for bullets (its first definition
+    of a level counts)."""
+    levels: dict[int, Any] = {}
+    for level in list_style:
+        number = level.tag == f"{_TEXT}list-level-style-number"
+        levels.setdefault(_level_number(level.get(f"{_TEXT}level")), level if number else None)
+    return levels
 
 
 class _Styles(NamedTuple):
     """The styles the text is read by: list styles by name, and the levels of the paragraph
     styles that make a heading."""
 
-    lists: dict[str, Any]
+    lists: dict[str, dict[int, Any]]
     headings: dict[str, int]
 
 
@@ -253,7 +266,7 @@ def _read_list(
     """A list's items, a line each, its marker as the list's style gives it at `depth`;
     nested lists after their item's line."""
     style = str(element.get(f"{_TEXT}style-name") or style)
-    number_style = _number_style(styling.lists.get(style), depth)
+    number_style = styling.lists.get(style, {}).get(depth)
     number = _start(number_style)
     for item in element:
         if item.tag not in (_ITEM, _LIST_HEADER):
@@ -274,16 +287,6 @@ def _read_list(
                 _read_table(child, blocks, notes, styling)
         if item.tag == _ITEM:
             number += 1
-
-
-def _number_style(list_style: Any, depth: int) -> Any:
-    """The numbering of `depth` in `list_style`, or None for bullets."""
-    if list_style is None:
-        return None
-    for level in list_style:
-        if _level_number(level.get(f"{_TEXT}level")) == depth:
-            return level if level.tag == f"{_TEXT}list-level-style-number" else None
-    return None
 
 
 def _start(number_style: Any) -> int:
