@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -139,14 +139,19 @@ def _mark_outline(reader: Any, pages: list[list[str]]) -> None:
     except Exception as exc:  # a damaged outline: the text is still good
         log.info("the PDF's outline is not read: %s", exc)
         return
+    # Each page's lines by their words, read once: looked for line by line for each
+    # bookmark, 10,000 bookmarks of a page of 10,000 lines (1.2 MB) took 19 s.
+    places: dict[int, dict[str, deque[int]]] = {}
     for title, level, number in entries:
         if number is None or not 0 <= number < len(pages) or not title:
             continue
-        page = pages[number]
-        for at, line in enumerate(page):
-            if " ".join(line.split()) == title:
-                page[at] = "#" * level + " " + title
-                break
+        if number not in places:
+            places[number] = {}
+            for at, line in enumerate(pages[number]):
+                places[number].setdefault(" ".join(line.split()), deque()).append(at)
+        found = places[number].get(title)
+        if found:  # (the first line of its title not yet a bookmark's)
+            pages[number][found.popleft()] = "#" * level + " " + title
 
 
 def _outline(reader: Any, outline: list[Any], level: int) -> Any:
