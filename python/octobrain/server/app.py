@@ -32,7 +32,7 @@ from octobrain.server.pool import BrainPool
 from octobrain.server.progress import progress_of
 from octobrain.server.quiet import QuietWarning
 from octobrain.server.roots import RootsRequired, ask_for_roots, session_scope_lock
-from octobrain.server.schemas import TOOLS_BY_NAME, ToolSpec, allowed_arguments, tools_for
+from octobrain.server.schemas import TOOLS_BY_NAME, allowed_arguments, tools_for
 from octobrain.server.scoping import (
     ScopeLock,
     Workspace,
@@ -41,6 +41,7 @@ from octobrain.server.scoping import (
     scope_argument,
 )
 from octobrain.server.stoppable import in_thread, unless_stopped
+from octobrain.server.tool_spec import ToolSpec
 from octobrain.server.wire import initialize_first, known_method, named_params, one_initialize
 from octobrain.store.failures import TableUnreadable, unreadable_line
 

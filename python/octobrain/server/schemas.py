@@ -1,7 +1,7 @@
 """The MCP tools: names, descriptions that teach the discipline, flat input schemas.
 
-Schemas are plain JSON Schema with no `$ref`/`$defs` and no nullable unions (some inference
-backends return empty generations on those). Limits come from `octobrain.models`, the same
+Schemas are plain JSON Schema, made of `server.tool_spec`'s pieces (no `$ref`/`$defs`, no
+nullable unions). Limits come from `octobrain.models`, the same
 constants the facade enforces, so the schema never promises what the server then rejects; the
 defaults and bounds a user sets (`memory.default_importance`, `search.*`) come from the config
 the server runs with (`tools_for`). Importing this module is cheap: it needs only the enums and
@@ -9,9 +9,6 @@ limits.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any
 
 from octobrain.config import Config, MemoryConfig, SearchConfig
 from octobrain.field_checks import ID_CHARS
@@ -37,6 +34,7 @@ from octobrain.models import (
     TITLE_BYTES,
     MemoryType,
 )
+from octobrain.server.tool_spec import ToolSpec, flag, string, string_list, utf8_string
 
 MEMORY_TYPES = [t.value for t in MemoryType]
 SOURCES = ["user_confirmed", "agent_inferred"]
@@ -45,70 +43,8 @@ INGEST_TURNS = 500
 INGEST_BYTES = 1_000_000
 
 
-@dataclass(frozen=True)
-class ToolSpec:
-    """One tool as advertised: the schema depends on whether the session's scope is locked."""
-
-    name: str
-    title: str
-    description: str
-    properties: dict[str, Any]
-    required: list[str]
-    read_only: bool
-    destructive: bool
-    idempotent: bool
-    open_world: bool = False
-
-    def input_schema(self, *, locked: bool | None) -> dict[str, Any]:
-        """Flat JSON Schema: `scope` only when unlocked, `global` only when locked; both, with
-        `scope` optional, when `tools/list` cannot tell (`None`: each call may be locked by
-        roots the client sends with it)."""
-        props = dict(self.properties)
-        required = list(self.required)
-        if locked:
-            props.pop("scope", None)
-        elif locked is not None:
-            props.pop("global", None)
-            if "scope" in props:
-                required.append("scope")
-        return {
-            "type": "object",
-            "properties": props,
-            "required": required,
-            "additionalProperties": False,
-        }
-
-
-def _str(description: str, low: int | None = None, high: int | None = None) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "string", "description": description}
-    if low is not None:
-        schema["minLength"] = low
-    if high is not None:
-        schema["maxLength"] = high
-    return schema
-
-
-def _utf8(description: str, low_bytes: int, high_bytes: int) -> dict[str, Any]:
-    """A string whose limits are UTF-8 bytes (the description says so). JSON Schema counts
-    characters, so the bounds are the loosest that no valid string breaks: a character is
-    1–4 bytes, so ≥ `low_bytes` bytes means ≥ ⌈low/4⌉ characters, and ≤ `high_bytes` bytes
-    means ≤ `high_bytes` characters; the server checks the bytes exactly."""
-    return _str(description, -(-low_bytes // 4), high_bytes)
-
-
-def _str_list(description: str, max_items: int, item_max: int | None = None) -> dict[str, Any]:
-    item: dict[str, Any] = {"type": "string"}
-    if item_max is not None:
-        item["maxLength"] = item_max
-    return {"type": "array", "items": item, "maxItems": max_items, "description": description}
-
-
-def _global(description: str) -> dict[str, Any]:
-    return {"type": "boolean", "default": False, "description": description}
-
-
 ID_HELP = "Id of {what}: the full id, or a unique prefix of at least 8 hex digits."
-SCOPE = _str(
+SCOPE = string(
     "Project scope this call works in, e.g. 'github.com/acme/api' (see the server instructions "
     "for the scopes found on this machine). Use '' for the global scope, which every project "
     "can read. A project scope reads its own memories plus global ones. Not needed when the "
@@ -162,10 +98,10 @@ def _memorize(memory: MemoryConfig) -> ToolSpec:
             "call adds."
         ),
         properties={
-            "title": _utf8(
+            "title": utf8_string(
                 "Short, specific title (5–200 bytes of UTF-8).", TITLE_BYTES[0], TITLE_BYTES[1]
             ),
-            "content": _utf8(
+            "content": utf8_string(
                 "The memory itself, self-contained: what, why, and where it applies "
                 "(10–10000 bytes of UTF-8).",
                 CONTENT_BYTES[0],
@@ -185,12 +121,12 @@ def _memorize(memory: MemoryConfig) -> ToolSpec:
                 "default": memory.default_importance,
                 "description": "0–1. Anchors: 1.0 critical, 0.8 important, 0.5 normal, 0.3 minor.",
             },
-            "tags": _str_list(
+            "tags": string_list(
                 f"Up to {MAX_TAGS} short tags (each at most {TAG_CHARS} characters).",
                 MAX_TAGS,
                 TAG_CHARS,
             ),
-            "related_files": _str_list(
+            "related_files": string_list(
                 f"Up to {MAX_FILES} repository-relative file paths this memory is about "
                 f"(each at most {FILE_BYTES} bytes of UTF-8).",
                 MAX_FILES,
@@ -216,20 +152,20 @@ def _memorize(memory: MemoryConfig) -> ToolSpec:
                 "items": {
                     "type": "object",
                     "properties": {
-                        "target_id": _str(ID_HELP.format(what="an existing memory"), 1, ID_CHARS),
+                        "target_id": string(ID_HELP.format(what="an existing memory"), 1, ID_CHARS),
                         "relationship_type": {
                             "type": "string",
                             "enum": LINK_TYPES,
                             "default": "related_to",
                         },
                         "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.8},
-                        "description": _str("Why they are linked.", None, LINK_DESCRIPTION_CHARS),
+                        "description": string("Why they are linked.", None, LINK_DESCRIPTION_CHARS),
                     },
                     "required": ["target_id"],
                     "additionalProperties": False,
                 },
             },
-            "global": _global(
+            "global": flag(
                 "Store in the global scope (visible from every project) instead of this "
                 "session's project (the same as scope ''). Only for facts that hold everywhere, "
                 "e.g. the user's general preferences."
@@ -269,7 +205,9 @@ def _remember(search: SearchConfig) -> ToolSpec:
         properties={
             "query": {
                 "anyOf": [
-                    _utf8(f"One query ({QUERY_RULE} of UTF-8).", QUERY_BYTES[0], QUERY_BYTES[1]),
+                    utf8_string(
+                        f"One query ({QUERY_RULE} of UTF-8).", QUERY_BYTES[0], QUERY_BYTES[1]
+                    ),
                     {
                         "type": "array",
                         "items": {
@@ -289,16 +227,16 @@ def _remember(search: SearchConfig) -> ToolSpec:
                 "maxItems": MAX_TYPE_FILTERS,
                 "description": "Only memories of these types.",
             },
-            "tags": _str_list("Only memories having any of these tags.", MAX_TAGS, TAG_CHARS),
-            "related_files": _str_list(
+            "tags": string_list("Only memories having any of these tags.", MAX_TAGS, TAG_CHARS),
+            "related_files": string_list(
                 f"Only memories about any of these files (each at most {FILE_BYTES} bytes of "
                 "UTF-8).",
                 MAX_FILES,
                 FILE_BYTES,
             ),
             # ("" is refused, not taken for no bound: leave the field out for that.)
-            "created_after": _str("Only memories created at or after this time (ISO-8601).", 1),
-            "created_before": _str(
+            "created_after": string("Only memories created at or after this time (ISO-8601).", 1),
+            "created_before": string(
                 "Only memories created before this time (ISO-8601; a bare date includes the day).",
                 1,
             ),
@@ -347,8 +285,8 @@ FORGET = ToolSpec(
             "type": "boolean",
             "description": "Must be true to delete. false: preview only, nothing is deleted.",
         },
-        "memory_id": _str(ID_HELP.format(what="the one memory to delete"), 1, ID_CHARS),
-        "query": _utf8(
+        "memory_id": string(ID_HELP.format(what="the one memory to delete"), 1, ID_CHARS),
+        "query": utf8_string(
             f"Delete the memories this query finds ({QUERY_RULE} of UTF-8).",
             QUERY_BYTES[0],
             QUERY_BYTES[1],
@@ -359,7 +297,7 @@ FORGET = ToolSpec(
             "maxItems": MAX_TYPE_FILTERS,
             "description": "Query mode: only memories of these types.",
         },
-        "tags": _str_list(
+        "tags": string_list(
             "Query mode: only memories having any of these tags.", MAX_TAGS, TAG_CHARS
         ),
         "scope": SCOPE,
@@ -397,15 +335,15 @@ KNOWLEDGE = ToolSpec(
     ),
     properties={
         "command": {"type": "string", "enum": KNOWLEDGE_COMMANDS},
-        "query": _utf8(
+        "query": utf8_string(
             f"search: what to look for ({QUERY_RULE} of UTF-8).", QUERY_BYTES[0], QUERY_BYTES[1]
         ),
-        "source": _utf8(
+        "source": utf8_string(
             f"A single file path or http(s) URL (at most {SOURCE_BYTES} bytes of UTF-8).",
             1,
             SOURCE_BYTES,
         ),
-        "pattern": _utf8(
+        "pattern": utf8_string(
             f"match: a regular expression (at most {PATTERN_BYTES} bytes of UTF-8).",
             1,
             PATTERN_BYTES,
@@ -423,10 +361,10 @@ KNOWLEDGE = ToolSpec(
             "description": "read: where in line from_line the page starts, in bytes: what a "
             "reply that cut a line longer than a page names for its next page.",
         },
-        "key": _utf8(
+        "key": utf8_string(
             f"store / delete: the note's key (1–{KEY_BYTES} bytes of UTF-8).", 1, KEY_BYTES
         ),
-        "content": _str(
+        "content": string(
             f"store: the note's text, at most {NOTE_BYTES} bytes of UTF-8.", 1, NOTE_BYTES
         ),
         "scope": SCOPE,
@@ -456,7 +394,7 @@ INGEST = ToolSpec(
         "screened for secrets like `memorize`."
     ),
     properties={
-        "conversation": _str(
+        "conversation": string(
             "A stable name for the conversation (e.g. its session id); turns are stored "
             f"under it (1–{ID_CHARS} characters).",
             1,
@@ -470,23 +408,23 @@ INGEST = ToolSpec(
             "items": {
                 "type": "object",
                 "properties": {
-                    "speaker": _str(
+                    "speaker": string(
                         f"Who said it (a longer name is cut to {SPEAKER_CHARS} characters).", 1
                     ),
-                    "text": _str("What was said.", None, CONTENT_BYTES[1]),
-                    "time": _str('When it was said (ISO-8601); "" or left out when not known.'),
-                    "session": _str(
+                    "text": string("What was said.", None, CONTENT_BYTES[1]),
+                    "time": string('When it was said (ISO-8601); "" or left out when not known.'),
+                    "session": string(
                         "Session label; without it a new session starts after 4 hours of silence.",
                         1,
                         SESSION_CHARS,
                     ),
-                    "id": _str("A stable id of the turn.", 1, ID_CHARS),
+                    "id": string("A stable id of the turn.", 1, ID_CHARS),
                 },
                 "required": ["speaker", "text"],
                 "additionalProperties": False,
             },
         },
-        "global": _global(
+        "global": flag(
             "Store in the global scope instead of this session's project (the same as scope '')."
         ),
         "scope": SCOPE,
