@@ -28,9 +28,9 @@ class SnapshotDamaged(ValueError):
 
 class PageCheck:
     """The per-block CRC-32 of one snapshot file, each block verified the first time a read
-    covers it (read with `os.pread`, so checking maps nothing into the process). The file is
-    opened at once and kept open: a snapshot deleted or replaced meanwhile stays checkable,
-    as its mapped pages stay readable."""
+    covers it (read with `os.preadv`, `RUN` blocks at most into one buffer, so checking maps
+    nothing into the process). The file is opened at once and kept open: a snapshot deleted
+    or replaced meanwhile stays checkable, as its mapped pages stay readable."""
 
     def __init__(self, path: Path, crcs: list[int], block: int = BLOCK) -> None:
         self.path, self.block = path, block
