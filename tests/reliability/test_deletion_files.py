@@ -38,7 +38,9 @@ def _in_one_fragment(env: dict[str, str], tmp_path: Path, n: int = 2) -> list[st
 def _flip_offset(env: dict[str, str]) -> Path:
     """Swap the one deleted offset in the memories' deletion file (0 <-> 1)."""
     folder = _db(env) / "memories.lance" / "_deletions"
-    path = max(folder.iterdir(), key=lambda p: p.stat().st_mtime_ns)  # the newest version's
+    # The newest version's: its name holds the version its write read (`{fragment}-{read}-{id}`),
+    # which orders them where modification times may tie (kept to the second on some file systems).
+    path = max(folder.iterdir(), key=lambda p: int(p.name.split("-")[1]))
     flip_offset(path)
     return path
 
