@@ -117,6 +117,7 @@ def test_a_deletion_file_with_no_record_is_unchecked_not_damage(
         doctor = _doctor(env)
         assert doctor.returncode == 0, doctor.stdout
         assert "memories: 1 deletion file with no checksum recorded" in doctor.stdout
+        assert "the next write to the table records it\n" in doctor.stdout  # (said "them")
         shown = octobrain(env, "recent", "--format", "json")
         assert [m["id"] for m in json.loads(shown.stdout)] == [kept], shown.stderr
     memorize(env, "Next note", "A later write records the deletion file it reads.")

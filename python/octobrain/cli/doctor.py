@@ -121,11 +121,11 @@ def doctor_cmd(
             click.echo(f"{t.name}: {t.rows_read} of {t.rows_counted} rows read{bad}")
             if t.unchecked_deletions:
                 n = t.unchecked_deletions
+                them = "them" if n > 1 else "it"
                 click.echo(
                     f"{t.name}: {n} deletion file{'s' * (n > 1)} with no checksum recorded "
                     "(written by an earlier octobrain, or by a write stopped before it recorded "
-                    f"{'them' if n > 1 else 'it'}): not checked; the next write to the table "
-                    "records them"
+                    f"{them}): not checked; the next write to the table records {them}"
                 )
         if report.unfinished_consolidations:
             n = report.unfinished_consolidations
