@@ -517,3 +517,29 @@ def test_many_goals_show_the_strongest_open_ones_then_the_recently_achieved(
     ]
     # Room for 8: the 8 strongest open goals.
     assert goal_lines(8) == [(t, "open") for t in strongest_open[:8]]
+
+
+def test_a_near_duplicate_rewritten_to_another_value_shows_on_the_next_briefing(
+    make_brain: MakeBrain,
+) -> None:
+    # One process briefs again and again (the resident service), keeping each text's analysed
+    # claims: what it kept of the old text must not fold the rewritten one. (A second Brain:
+    # this one's mirror is not told of a write made under it.)
+    from dataclasses import replace
+
+    from octobrain.store import writes
+
+    brain = make_brain(API)
+    texts = ["Deploys are approved by Dana.", "Deploys are approved by Dana, always."]
+    memories = [Memory("Rule", text, MemoryType.DECISION, scope=API) for text in texts]
+    same = brain.embedder.embed_documents(texts[:1])  # one vector for both: cosine 1
+    brain.store.add(memories, np.concatenate([same, same]))
+    items = {i.memory.id: i for i in build_briefing(brain, count_tokens=COUNT).items}
+    (survivor,) = set(items) & {m.id for m in memories}
+    (folded,) = items[survivor].merged
+    read = brain.get(folded)
+    writes.replace(
+        brain.store, replace(read, content="Deploys are approved by 2 people."), same[0], read=read
+    )
+    items = {i.memory.id: i for i in build_briefing(make_brain(API), count_tokens=COUNT).items}
+    assert {survivor, folded} <= set(items) and not items[survivor].merged

@@ -36,7 +36,7 @@ from octobrain.memory.render_brief import (
     item_line,
     section_header,
 )
-from octobrain.memory.summary import same_claims
+from octobrain.memory.summary import Claims, claims
 from octobrain.models import Memory, MemoryType, RelationshipType, Source, State
 from octobrain.store.sql import visible_scopes
 from octobrain.times import EPOCH, utcnow
@@ -249,15 +249,19 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
         "recent": (recent, recent_scores),
     }
 
-    def vectors(at: list[int]) -> npt.NDArray[np.float32]:
-        return np.asarray(corpus.vectors[[int(visible[i]) for i in at]], dtype=np.float32)
+    texts: dict[int, str] = {}  # by row, of the rows `vectors` read: one column, no memory
 
-    def text(row: int) -> str:  # asked only of two near-duplicates
-        return corpus.memory(int(visible[row])).content
+    def vectors(at: list[int]) -> npt.NDArray[np.float32]:
+        positions = [int(visible[i]) for i in at]
+        texts.update(zip(at, corpus.take(positions, ["content"])[0].to_pylist(), strict=True))
+        return np.asarray(corpus.vectors[positions], dtype=np.float32)
+
+    def claims_at(row: int) -> Claims:  # asked only of near-duplicates
+        return claims(texts[row])
 
     for key, (member, by) in sections.items():
         chosen = _best(
-            f["id"], rows, member, by, strengths, keep, vectors, cfg.duplicate_threshold, text
+            f["id"], rows, member, by, strengths, keep, vectors, cfg.duplicate_threshold, claims_at
         )
         made = corpus.memories_at([int(visible[i]) for _, _, i, _ in chosen])
         pools[key] = [
@@ -313,11 +317,11 @@ def _best(
     keep: int,
     vectors: Callable[[list[int]], npt.NDArray[np.float32]],
     threshold: float,
-    text: Callable[[int], str],
+    claims_at: Callable[[int], Claims],
 ) -> list[tuple[float, float, int, list[str]]]:
     """The `keep` best (score, strength, row, near-duplicate ids) of the rows in `member`, by
     score, ties by id, none `threshold`-similar to a better one stating the same (whose
-    duplicates it lists; `summary.same_claims`, read by `text` of a row); only the best
+    duplicates it lists; `summary.same_claims`, by `claims_at` of a row); only the best
     `SCAN_ROWS` are looked at, and only those are sorted."""
     at = np.flatnonzero(member)
     if len(at) > SCAN_ROWS:
@@ -335,7 +339,7 @@ def _best(
             row = int(rows[k])
 
             def restates(i: int, row: int = row) -> bool:
-                return same_claims(text(chosen[i][2]), text(row))
+                return claims_at(chosen[i][2]).same_as(claims_at(row))
 
             survivor = _first_alike(matrix[taken] @ matrix[j], threshold, restates)
             if survivor is not None:
@@ -358,23 +362,26 @@ def _collapse(
     ranked = sorted(
         (i for items in pools.values() for i in items), key=lambda i: (-i.score, i.memory.id)
     )
-    kept: list[BriefItem] = []
-    kept_vectors: list[np.ndarray] = []
+    if not ranked:
+        return pools
+    vectors = corpus.vectors[[corpus.pos_of[item.memory.id] for item in ranked]]  # one read
+    kept: list[int] = []  # places in `ranked`
     dropped: set[str] = set()
-    for item in ranked:
-        vector = corpus.vectors[[corpus.pos_of[item.memory.id]]][0]
-        if kept_vectors and item.section != "goals":
+    for j, item in enumerate(ranked):
+        if kept and item.section != "goals":
 
             def restates(i: int, mine: str = item.memory.content) -> bool:
-                return kept[i].section != "goals" and same_claims(kept[i].memory.content, mine)
+                theirs = ranked[kept[i]]
+                return theirs.section != "goals" and claims(theirs.memory.content).same_as(
+                    claims(mine)
+                )
 
-            survivor = _first_alike(np.stack(kept_vectors) @ vector, threshold, restates)
+            survivor = _first_alike(vectors[kept] @ vectors[j], threshold, restates)
             if survivor is not None:
-                kept[survivor].merged.append(item.memory.id)
+                ranked[kept[survivor]].merged.append(item.memory.id)
                 dropped.add(item.memory.id)
                 continue
-        kept.append(item)
-        kept_vectors.append(vector)
+        kept.append(j)
     return {k: [i for i in items if i.memory.id not in dropped] for k, items in pools.items()}
 
 

@@ -15,10 +15,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 
 from octobrain.text import analyze
 
-__all__ = ["distinct_sentences", "negations", "same_claims", "split_sentences", "summarise"]
+__all__ = [
+    "Claims",
+    "claims",
+    "distinct_sentences",
+    "negations",
+    "same_claims",
+    "split_sentences",
+    "summarise",
+]
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`])|\n+")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -44,19 +54,41 @@ def negations(words: Sequence[str]) -> int:
     return sum(1 for w in words if w in _NEGATIONS or w.endswith("n't"))
 
 
+@dataclass(frozen=True)
+class Claims:
+    """What `same_claims` compares of a text: its numbers, its negation cues and its terms."""
+
+    numbers: frozenset[str]
+    negated: int
+    terms: frozenset[str]
+
+    def same_as(self, other: Claims) -> bool:
+        """Whether the two texts state the same (`same_claims`)."""
+        return (
+            self.numbers == other.numbers
+            and self.negated == other.negated
+            and not self.terms.isdisjoint(other.terms)
+        )
+
+
+@lru_cache(maxsize=1_024)
+def claims(text: str) -> Claims:
+    """A text's `Claims`, kept for the last 1,024 texts asked (at most 10 kB each): a briefing
+    compares a near-duplicate with each chosen item like it and a chosen item with each of its
+    near-duplicates, and the resident service briefs on the same memories session after
+    session."""
+    (said,) = analyze([text], stem=False, stopwords=False)
+    (terms,) = analyze([text])
+    return Claims(frozenset(_NUMBER.findall(text)), negations(said), frozenset(terms))
+
+
 def same_claims(one: str, other: str) -> bool:
     """Whether two texts quote the same numbers, are negated alike and share a word: what tells
     "the timeout is 30 s" from "… 45 s", and "use tabs" from "do not use tabs", when their
     vectors are near-identical. The shared word is for text the model cannot read: it maps
     Amharic, Thai or emoji to one unknown token, so three unrelated rules in Amharic had
     near-identical vectors, and the briefing showed one of them "+2 similar"."""
-    if frozenset(_NUMBER.findall(one)) != frozenset(_NUMBER.findall(other)):
-        return False
-    said = analyze([one, other], stem=False, stopwords=False)
-    if negations(said[0]) != negations(said[1]):
-        return False
-    terms = analyze([one, other])
-    return not set(terms[0]).isdisjoint(terms[1])
+    return claims(one).same_as(claims(other))
 
 
 def distinct_sentences(sentences: Sequence[str]) -> list[str]:
