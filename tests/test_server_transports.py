@@ -288,7 +288,7 @@ def test_http_clients_do_not_share_session_notes(tmp_path: Path) -> None:
 def test_non_loopback_bind_needs_a_token(tmp_path: Path) -> None:
     port = free_port()
     stderr = refused_start(tmp_path, "--bind", f"0.0.0.0:{port}")
-    assert stderr.startswith("error: --token: required to bind \"0.0.0.0\"")
+    assert stderr.startswith('error: --token: required to bind "0.0.0.0"')
 
     url = f"http://127.0.0.1:{port}/mcp"
     with http_server(tmp_path / "data", f"0.0.0.0:{port}", tmp_path, OCTOBRAIN_TOKEN=TOKEN):
