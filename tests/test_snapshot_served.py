@@ -322,7 +322,8 @@ def test_a_snapshot_file_cut_while_mapped_is_dropped_not_a_crash(tmp_path: Path)
     # over the cache) killed it with SIGBUS on its next read, and it logged nothing.
     _store_with_snapshot(tmp_path / "db")
     done = subprocess.run(
-        [sys.executable, "-c", _CUT_WHILE_MAPPED, str(tmp_path / "db")],
+        # (faulthandler: a child killed by a signal leaves every thread's stack in stderr)
+        [sys.executable, "-X", "faulthandler", "-c", _CUT_WHILE_MAPPED, str(tmp_path / "db")],
         capture_output=True,
         text=True,
         cwd=Path(__file__).parent.parent,
