@@ -22,6 +22,7 @@ compaction's writes verify the files against it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -35,7 +36,7 @@ from octobrain.store import operations
 if TYPE_CHECKING:
     from octobrain.store.location import StoreLocation
 
-__all__ = ["Verdict", "check_version", "damaged", "record", "repair", "verify"]
+__all__ = ["Records", "Verdict", "check_version", "damaged", "record", "repair", "verify"]
 
 log = logging.getLogger(__name__)
 
@@ -99,20 +100,45 @@ class Verdict:
     unchecked: int = 0
 
 
-def verify(location: StoreLocation, name: str, files: Sequence[operations.DataFile]) -> Verdict:
+class Records:
+    """Table `name`'s record and the older files' (read when first needed), each read once:
+    what one call's checks go by, however many files it checks."""
+
+    def __init__(self, location: StoreLocation, name: str) -> None:
+        self._location, self._name = location, name
+        found = (None, None) if location.path is None else _read(location, name)
+        self.version, self.kept = found
+
+    @functools.cached_property
+    def older(self) -> dict[str, str] | None:
+        """The checksums of the files only versions before the newest read."""
+        return None if self._location.path is None else _read_older(self._location, self._name)
+
+    @functools.cached_property
+    def every(self) -> dict[str, str]:
+        """The checksums of every file recorded, the newest version's and the older ones'."""
+        return {**(self.older or {}), **(self.kept or {})}
+
+
+def verify(
+    location: StoreLocation,
+    name: str,
+    files: Sequence[operations.DataFile],
+    records: Records | None = None,
+) -> Verdict:
     """Check the deletion files among `files` (`operations.data_files` of a version of table
-    `name`) against their recorded checksums. A file gone or unreadable is passed over: that
-    is `operations.checked_among`'s to say."""
-    if location.path is None:
-        return Verdict()
+    `name`) against their recorded checksums (`records`, else read now). A file gone or
+    unreadable is passed over: that is `operations.checked_among`'s to say."""
     deletions = _deletions(files)
-    kept = _read(location, name)[1]
+    if location.path is None or not deletions:
+        return Verdict()
+    records = records or Records(location, name)
+    kept = records.kept
     if kept is None or not kept.keys() >= set(deletions):
         # (a version before the newest: its files may be among those only older ones read)
-        older = _read_older(location, name)
-        if kept is None and older is None:
+        if kept is None and records.older is None:
             return Verdict(unchecked=len(deletions))
-        kept = {**(older or {}), **(kept or {})}
+        kept = records.every
     unchecked = 0
     for path in deletions:
         expected = kept.get(path)
@@ -140,19 +166,24 @@ def check_version(
     command's first read, where nothing is told then)."""
     if location.path is None:
         return Verdict()
-    at, kept = _read(location, name)
-    if kept is None:
+    records = Records(location, name)
+    if records.kept is None:
         return Verdict()  # (no record: nothing to check them against, nor any worth parsing)
-    if at == version:
-        return verify(location, name, [(path, 0) for path in kept])
+    if records.version == version:
+        return verify(location, name, [(path, 0) for path in records.kept], records)
     if not manifest:
         return Verdict()
-    return verify(location, name, operations.data_files(location, name, version) or ())
+    return verify(location, name, operations.data_files(location, name, version) or (), records)
 
 
-def damaged(location: StoreLocation, name: str, files: Sequence[operations.DataFile]) -> str | None:
+def damaged(
+    location: StoreLocation,
+    name: str,
+    files: Sequence[operations.DataFile],
+    records: Records | None = None,
+) -> str | None:
     """`verify`'s damage alone, in words (None: none found)."""
-    return verify(location, name, files).damage
+    return verify(location, name, files, records).damage
 
 
 def repair(name: str, found: Verdict, otherwise: str) -> str:

@@ -77,6 +77,7 @@ def history(store: MemoryStore, limit: int = 20) -> list[StoreVersion]:
     probe = None
     shown = []
     checked: dict[tuple[str, int], str | None] = {}
+    records = deletion_sums.Records(store.location, MEMORIES)  # (read once, not per file)
     for at in range(len(versions) - 1, max(len(versions) - limit, 0) - 1, -1):
         v, note = versions[at], ""
         before = versions[at - 1]["metadata"] if at else None
@@ -96,27 +97,30 @@ def history(store: MemoryStore, limit: int = 20) -> list[StoreVersion]:
                 v["timestamp"].astimezone(UTC),  # LanceDB's is naive local time
                 int(v["metadata"].get("total_rows", 0)),
                 note,
-                damaged_files(store, int(v["version"]), checked),
+                damaged_files(store, int(v["version"]), checked, records),
             )
         )
     return shown
 
 
 def damaged_files(
-    store: MemoryStore, version: int, checked: dict[tuple[str, int], str | None]
+    store: MemoryStore,
+    version: int,
+    checked: dict[tuple[str, int], str | None],
+    records: deletion_sums.Records,
 ) -> str:
     """The first data or deletion file `version` of `memories` reads (a local store's) that
     is gone or cut (a deletion file: or not as written, `deletion_sums`), in words, or "":
     history listed such a version as any other, and the restore the damage error sends the
     user to was refused on it. `checked` holds what was found of each file already
-    (versions share most of theirs)."""
+    (versions share most of theirs); `records`, the deletion files' checksums."""
     if store.location.path is None:
         return ""
     for file in operations.data_files(store.location, MEMORIES, version) or ():
         if file not in checked:
             checked[file] = operations.damaged_among(
                 store.location, MEMORIES, [file]
-            ) or deletion_sums.damaged(store.location, MEMORIES, [file])
+            ) or deletion_sums.damaged(store.location, MEMORIES, [file], records)
         damage = checked[file]
         if damage:
             return damage
