@@ -52,6 +52,7 @@ from urllib.parse import urlsplit
 
 from octobrain.errors import StorageError
 from octobrain.files import read_regular, replace_whole
+from octobrain.store import deletion_sums
 from octobrain.store.endpoint import object_store_reason
 
 if TYPE_CHECKING:
@@ -314,8 +315,6 @@ class Commits:
                 written, self._written = self._written, {}
                 self._marks.record(written)
                 if written:
-                    from octobrain.store import deletion_sums  # (it imports `location`)
-
                     deletion_sums.record(self._marks.location, written)
 
     def wrote(self, *tables: lancedb.table.Table) -> None:
