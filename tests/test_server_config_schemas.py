@@ -4,6 +4,8 @@ the SDK's own client."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from mcp.client.stdio import stdio_client
 from octobrain.config import Config, EmbeddingConfig, MemoryConfig, SearchConfig
 from octobrain.server.hosted import prepare_session
 from octobrain.server.pool import BrainPool
-from tests.server_support import PROJECT_A, call, run, stdio_params
+from tests.server_support import PROJECT_A, call, outside_env, run, stdio_params
 
 SETTINGS = """\
 [memory]
@@ -81,3 +83,16 @@ def test_a_hosted_session_lists_its_services_config(tmp_path: Path) -> None:
             _assert_configured(_listed(await client.list_tools()))
 
     run(body)
+
+
+def test_importing_the_tool_schemas_loads_no_array_library() -> None:
+    # Before: a limit imported from `memory.query` loaded numpy and pyarrow with it (~220 ms),
+    # though the module says its import is cheap.
+    probe = (
+        "import sys, octobrain.server.schemas\n"
+        "print('HEAVY', [m for m in ('numpy', 'pyarrow', 'lancedb') if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=outside_env(), capture_output=True, text=True
+    )
+    assert "HEAVY []" in out.stdout, out.stdout + out.stderr

@@ -37,6 +37,8 @@ FILE_BYTES = 500
 MAX_LINKS = 20
 LINK_DESCRIPTION_CHARS = 200
 MAX_QUERIES = 5
+# A list of types to filter by: each of the ~20 types once, and the aliases, fits well within.
+MAX_TYPE_FILTERS = 64
 CONTEXT_BYTES = 4_000  # what a conversation turn's indexed context may add to it
 # Every write is a store version kept this long: `memory history` / `memory restore` undo.
 KEEP_VERSIONS_DAYS = 7

@@ -14,6 +14,7 @@ from octobrain.errors import InvalidInput, json_type
 from octobrain.field_checks import check_list, check_strings
 from octobrain.models import (
     MAX_QUERIES,
+    MAX_TYPE_FILTERS,
     QUERY_BYTES,
     MemoryType,
     clean_files,
@@ -23,9 +24,6 @@ from octobrain.models import (
 from octobrain.safe_text import check_text
 from octobrain.store.sql import sql_in, sql_str, visible_where
 from octobrain.times import checked_time, iso_time
-
-# A list of types to filter by: each of the ~20 types once, and the aliases, fits well within.
-MAX_TYPE_FILTERS = 64
 
 
 @dataclass(frozen=True)

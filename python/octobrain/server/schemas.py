@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from octobrain.config import Config, MemoryConfig, SearchConfig
 from octobrain.field_checks import ID_CHARS
-from octobrain.memory.query import MAX_TYPE_FILTERS
 from octobrain.memory.turn_fields import SESSION_CHARS, SPEAKER_CHARS
 from octobrain.models import (
     CONTENT_BYTES,
@@ -25,6 +24,7 @@ from octobrain.models import (
     MAX_LINKS,
     MAX_QUERIES,
     MAX_TAGS,
+    MAX_TYPE_FILTERS,
     NOTE_BYTES,
     PATTERN_BYTES,
     QUERY_BYTES,
