@@ -174,3 +174,14 @@ def test_an_rtf_nested_past_any_document_is_refused_before_it_is_read(tmp_path: 
     braces = tmp_path / "braces.rtf"
     braces.write_bytes(b"{\\rtf1\\ansi {\\b " + b"\\{" * 5000 + b"}}")
     assert _read(braces)[1] == "{" * 5000
+
+
+def test_an_rtf_whose_binary_picture_holds_braces_is_read(tmp_path: Path) -> None:
+    # A picture's raw bytes after `\binN` open no group; before, their `{` bytes counted as
+    # groups and a real document was refused as nested past any document.
+    path = tmp_path / "picture.rtf"
+    picture = b"{" * 5000
+    path.write_bytes(
+        b"{\\rtf1\\ansi {\\pict\\wmetafile8\\bin5000 " + picture + b"}\\par Real text after it.}"
+    )
+    assert _read(path)[1].strip() == "Real text after it."

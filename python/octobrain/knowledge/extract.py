@@ -355,7 +355,9 @@ def _decode(data: bytes, charset: str = "") -> str:
 # The deepest an RTF's groups may nest: a document's are a few levels deep (a field's result
 # in a table cell, ten or so); striprtf keeps ~85 bytes a level, so 50 MB of `{` took 4 GB.
 RTF_DEPTH = 1000
-_RTF_BRACE = re.compile(rb"\\[\\{}]|[{}]")  # (an escaped brace or backslash is text)
+# An escaped brace or backslash is text; `\binN` is followed by N raw bytes (a picture's),
+# whose braces open no group.
+_RTF_BRACE = re.compile(rb"\\bin(\d{1,10}) ?|\\[\\{}]|[{}]")
 
 
 def _rtf(data: bytes, uri: str) -> str:
@@ -365,17 +367,25 @@ def _rtf(data: bytes, uri: str) -> str:
     from striprtf.striprtf import rtf_to_text
 
     if data.count(b"{") > RTF_DEPTH:  # (only then can they nest that deep)
-        depth = 0
-        for found in _RTF_BRACE.finditer(data):
-            brace = found.group()
-            depth += 1 if brace == b"{" else -(brace == b"}")
-            if depth > RTF_DEPTH:
-                raise InvalidInput(
-                    "source",
-                    f"{uri}: its groups nest more than {RTF_DEPTH} deep, which no document's "
-                    "do; nothing was indexed",
-                )
+        _check_rtf_depth(data, uri)
     return str(rtf_to_text(data.decode("latin-1"), errors="replace"))  # type: ignore[no-untyped-call]
+
+
+def _check_rtf_depth(data: bytes, uri: str) -> None:
+    """Refuse RTF `data` whose groups nest past `RTF_DEPTH`."""
+    depth, at = 0, 0
+    while (found := _RTF_BRACE.search(data, at)) is not None:
+        at = found.end()
+        if found.group(1) is not None:
+            at += int(found.group(1))  # (a picture's raw bytes, skipped)
+            continue
+        depth += 1 if found.group() == b"{" else -(found.group() == b"}")
+        if depth > RTF_DEPTH:
+            raise InvalidInput(
+                "source",
+                f"{uri}: its groups nest more than {RTF_DEPTH} deep, which no document's "
+                "do; nothing was indexed",
+            )
 
 
 # ---- PDF ------------------------------------------------------------------------------------
