@@ -5,12 +5,12 @@ file lock per store and is a single LanceDB commit, so writers never race each o
 read-modify-write and a killed process leaves either the whole commit or none of it. Readers
 take no lock and always see the latest committed version (`read_consistency_interval=0`).
 
-Here: opening the tables, the write lock and what every commit checks first, and the reads
-(through `store.scans`). The store's other sides are modules of functions taking the store,
-bound below as its methods: the writes (`store.writes`), the edges (`store.edges`, and
-`store.dangling` for those left dangling), kept access counts (`store.accessed`), upkeep and
-the columns a later octobrain added (`store.upkeep`), the versions on disk and the undo
-history (`store.timeline`).
+Here: opening the tables, the write lock, and the reads (through `store.scans`). The store's
+other sides are modules of functions taking the store, bound below as its methods: what every
+commit checks first (`store.commit_checks`), the writes (`store.writes`), the edges
+(`store.edges`, and `store.dangling` for those left dangling), kept access counts
+(`store.accessed`), upkeep and the columns a later octobrain added (`store.upkeep`), the
+versions on disk and the undo history (`store.timeline`).
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ from octobrain.store import (
     addresses,
     by_id,
     changes,
+    commit_checks,
     dangling,
-    deletion_sums,
     edges,
     forked,
     manifest,
-    operations,
     scans,
     schema,
     timeline,
@@ -229,62 +228,6 @@ class MemoryStore:
         (paused, or cut off from the store, past the lease's time); nothing when it holds."""
         self.location.check_held()
 
-    def check_commit(self) -> None:
-        """`check_lease`, and on a local store, refuse the commit (`TableDamaged`, nothing
-        changed) when a data file `memories` or `relationships` reads is gone, not the size
-        Lance wrote it at, or no longer ends in Lance's footer: a commit never reads the old
-        files, so a write into a damaged table was acknowledged, and the repair (`memory
-        restore` of a version before the damage) would drop it. Both tables, as a write to
-        one (a `forget`, a memory with links) is followed by one to the other."""
-        self.check_lease()
-        damaged = self.damaged_data()
-        if damaged is not None:
-            raise damaged
-
-    def check_deletions(
-        self,
-        *tables: lancedb.table.Table,
-        read_manifest: bool = True,
-        done: str = "; nothing was changed",
-    ) -> None:
-        """Refuse (`TableDamaged`) when a deletion file `tables` (else both) read is not as
-        its commit recorded it: a write that calls no `check_commit` (an access count, a
-        compaction) would carry its wrong offsets on, or fold them into the rows for good."""
-        for table in tables or (self.memories, self.relationships):
-            found = deletion_sums.check_version(
-                self.location, table.name, int(table.version), manifest=read_manifest
-            )
-            refused = self._deletion_damage(table.name, found, done)
-            if refused is not None:
-                raise refused
-
-    def _deletion_damage(
-        self, name: str, found: deletion_sums.Verdict, done: str = ""
-    ) -> manifest.TableDamaged | None:
-        """The error naming the damaged deletion file `found` names, and the way back."""
-        if found.damage is None:
-            return None
-        repair = deletion_sums.repair(name, found, manifest.repair_hint(name))
-        return manifest.TableDamaged(self.location, name, f"{found.damage}{done}", repair)
-
-    def damaged_data(self, done: str = "nothing was changed") -> manifest.TableDamaged | None:
-        """The first data file `memories` or `relationships` reads (a local store's) that is
-        gone, not the size Lance wrote it at, or no longer ends in Lance's footer, as the error
-        naming it and its table; None when there is none (a stat of each file, no read)."""
-        if self.location.path is None:
-            return None
-        for name, table in ((MEMORIES, self.memories), (RELATIONSHIPS, self.relationships)):
-            files = operations.data_files(self.location, name, table.version) or ()
-            damage = operations.damaged_among(self.location, name, files)
-            if damage is not None:
-                return manifest.TableDamaged(self.location, name, f"{damage}; {done}")
-            # (a write over it would carry its wrong offsets into the next deletion file)
-            found = deletion_sums.verify(self.location, name, files)
-            refused = self._deletion_damage(name, found, f"; {done}")
-            if refused is not None:
-                return refused
-        return None
-
     def refresh(self) -> None:
         """Move this store's table handles to their latest commit (object stores lag by
         `remote_refresh_ms` otherwise); a pass that reads before it locks starts here."""
@@ -467,6 +410,9 @@ class MemoryStore:
         self._pinned_tables = {}
 
     # The store's other sides, each a module of functions taking the store, as its methods.
+    check_commit = commit_checks.check_commit
+    check_deletions = commit_checks.check_deletions
+    damaged_data = commit_checks.damaged_data
     rows_by_id = by_id.rows_by_id
     get_many = by_id.get_many
     ids_with_prefixes = by_id.ids_with_prefixes
