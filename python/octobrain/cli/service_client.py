@@ -326,7 +326,9 @@ def spawn(settings: Settings, *, load_now: bool = False, lock: str | None = None
     log = os.open(settings.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     try:
         subprocess.Popen(
-            [sys.executable, "-m", "octobrain.cli.service_daemon"],
+            # (faulthandler: killed by a signal, a SIGBUS from a mapped snapshot file cut
+            # in place, it leaves every thread's stack in its log, not nothing)
+            [sys.executable, "-X", "faulthandler", "-m", "octobrain.cli.service_daemon"],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
