@@ -236,3 +236,31 @@ def test_recent_cut_through_memories_made_at_one_moment_is_the_store_s(
     assert (
         len(json.loads(_same_as_the_store(env, "recent", "-l", "50", "--format", "json")[1])) == 11
     )
+
+
+def test_a_damaged_block_of_the_rows_is_named_and_only_the_rows_in_it_are_refused(
+    env: dict[str, str],
+) -> None:
+    # Only the blocks of `rows.arrow` a read takes are checked: a memory whose bytes lie in
+    # sound blocks is served from the snapshot while another block is damaged; reading a
+    # memory in the damaged block names it, and the answer is the store's.
+    brain = _brain(env)
+    made = [
+        Memory(title=f"Note {i}", content=f"zqmark{i:03d} " + "x" * 3000, scope=SCOPE)
+        for i in range(80)
+    ]
+    brain.store.add(made, brain.embedder.embed_documents([m.content for m in made]))
+    _snapshot(env)
+    rows = next(Path(env["OCTOBRAIN_DATA_DIR"]).glob("cache/snapshots/*/v*/rows.arrow"))
+    data = bytearray(rows.read_bytes())
+    at = {i: data.index(f"zqmark{i:03d}".encode()) for i in (0, 40)}
+    damaged_block = at[40] // (1 << 16)
+    assert len(data) > 3 << 16 and at[0] // (1 << 16) != damaged_block
+    data[at[40] + 100] ^= 0xFF
+    rows.write_bytes(bytes(data))
+    sound = _same_as_the_store(env, "get", made[0].id)  # (from the snapshot: no LanceDB)
+    assert "zqmark000" in sound[1]
+    (done, out, err), imported = _run(env, "get", made[40].id)
+    assert imported and (done, out) == _run(env, "get", made[40].id, snapshot=False)[0][:2]
+    assert "x" * 200 in out and "zqmark040" in out  # the store's content, not the flipped one
+    assert f"rows.arrow fails its checksum at block {damaged_block}" in err

@@ -105,7 +105,7 @@ class Corpus:
             dim, None if snap is None else snap.vectors, None if snap is None else snap.vector_rows
         )
         self._source = snap  # the snapshot whose files the mirror still reads, if any
-        self._rows_ready = None if snap is None else snap.rows_ready
+        self._rows_check = None if snap is None else snap.rows_check
         cols = snap.columns if snap is not None else {}
 
         def col(name: str, dtype: Any) -> npt.NDArray[Any]:
@@ -168,15 +168,31 @@ class Corpus:
         return self._addr[positions]
 
     def rows(self) -> pa.Table:
-        """The mirrored rows, once they are verified (a snapshot's are checked meanwhile)."""
-        if self._rows_ready is not None:
-            try:
-                self._rows_ready()
-            except SnapshotDamaged:
-                self._damaged = True  # never read: the next refresh discards and rebuilds
-                raise
-            self._rows_ready = None
+        """The mirrored rows, every one verified (a snapshot's blocks, those not yet)."""
+        self._verify_rows(None, None)
+        self._rows_check = None
         return self._rows
+
+    def columns(self, names: Sequence[str]) -> pa.Table:
+        """The mirrored rows' columns `names`, every row of them verified (not the others)."""
+        self._verify_rows(None, names)
+        return self._rows.select(list(names))
+
+    def _verify_rows(self, positions: Any, columns: Sequence[str] | None) -> None:
+        """Verify the snapshot's blocks holding `columns` (None: all) of the rows at
+        `positions` (None: every row)."""
+        if self._rows_check is None or self._rows_check.done:
+            return
+        try:
+            if positions is not None:
+                self._rows_check.rows(positions, columns or self._rows.column_names)
+            elif columns is not None:
+                self._rows_check.columns(columns)
+            else:
+                self._rows_check.everything()
+        except SnapshotDamaged:
+            self._damaged = True  # never read: the next refresh discards and rebuilds
+            raise
 
     # ---- keeping up with the store ----------------------------------------------------------
 
@@ -242,7 +258,7 @@ class Corpus:
         """The live position of each id, -1 for ids the mirror does not hold."""
         if not len(self._live):
             return np.full(len(ids), -1, dtype=np.int64)
-        held = pc.if_else(pa.array(self._live), self.rows().column("id"), None)
+        held = pc.if_else(pa.array(self._live), self.columns(["id"]).column("id"), None)
         found = pc.fill_null(pc.index_in(ids, value_set=held.combine_chunks()), -1)
         return np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int64)
 
@@ -375,7 +391,8 @@ class Corpus:
             mask &= self._created < micros(created_before)
         for wanted, column in ((tags, "tags"), (related_files, "related_files")):
             if wanted:  # any of the wanted values
-                mask &= list_holds(self.rows(), column, set(wanted), len(self._live), self._lists)
+                rows = self.columns([column])
+                mask &= list_holds(rows, column, set(wanted), len(self._live), self._lists)
         return mask
 
     def nearest(
@@ -443,8 +460,10 @@ class Corpus:
     def take(
         self, positions: Sequence[int] | npt.NDArray[np.int64], columns: Sequence[str] | None = None
     ) -> pa.Table:
-        """The rows at `positions` (their `columns`, else all), in order (`take_rows`)."""
-        rows = self.rows() if columns is None else self.rows().select(list(columns))
+        """The rows at `positions` (their `columns`, else all), in order (`take_rows`); of a
+        snapshot's rows, only the blocks they are read from are verified."""
+        self._verify_rows(positions, columns)
+        rows = self._rows if columns is None else self._rows.select(list(columns))
         return take_rows(rows, positions)
 
     def held(self, memory_id: str) -> Memory | None:

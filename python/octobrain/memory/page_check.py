@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,7 @@ from octobrain import _core
 BLOCK = 1 << 16  # the unit of the large files' checksums (64 KiB: a scattered read checks little)
 # Blocks read and summed at once (4 MiB, into one reused buffer): one `preadv` and one Rust call
 # for a run of blocks, not a `pread` and a `zlib.crc32` per block (the whole vectors file is
-# checked by every process that scans them all, `rows.arrow` by every one that opens it).
+# checked by every process that scans them all, `rows.arrow` by every one that reads every row).
 RUN = 64
 
 
@@ -40,8 +40,19 @@ class PageCheck:
         self.done = not len(crcs)
         self._lock = threading.Lock()
 
-    def ranges(self, starts: npt.NDArray[np.int64], stops: npt.NDArray[np.int64]) -> None:
-        """Verify the blocks covering the byte ranges [starts[i], stops[i])."""
+    @property
+    def size(self) -> int:
+        """The size of the file it checks (the one opened, even if since replaced)."""
+        return os.fstat(self._fd).st_size
+
+    def ranges(
+        self,
+        starts: npt.NDArray[np.int64],
+        stops: npt.NDArray[np.int64],
+        mapped: memoryview | None = None,
+    ) -> None:
+        """Verify the blocks covering the byte ranges [starts[i], stops[i]), summed from
+        `mapped` (the whole file, mapped) when given, else read."""
         if self.done or not len(starts):
             return
         keep = stops > starts
@@ -59,10 +70,16 @@ class PageCheck:
         if not len(todo):
             return
         with self._lock:
-            buffer = memoryview(bytearray(min(len(todo), RUN) * self.block))  # (reused)
+            if mapped is None:
+                buffer = memoryview(bytearray(min(len(todo), RUN) * self.block))  # (reused)
             for run, count in _runs(todo[~self.ok[todo]]):
-                got = os.preadv(self._fd, [buffer[: count * self.block]], run * self.block)
-                sums = sums_of(buffer[:got], self.block)
+                if mapped is None:
+                    got = os.preadv(self._fd, [buffer[: count * self.block]], run * self.block)
+                    sums = sums_of(buffer[:got], self.block)
+                else:
+                    sums = sums_of(
+                        mapped[run * self.block : (run + count) * self.block], self.block
+                    )
                 wrong = np.flatnonzero(sums != self.crcs[run : run + len(sums)])
                 if len(sums) < count:  # (a file cut short: its missing blocks fail)
                     wrong = np.append(wrong, len(sums))
@@ -76,31 +93,11 @@ class PageCheck:
         with contextlib.suppress(OSError, AttributeError):
             os.close(self._fd)
 
-    def everything(self) -> None:
-        """Verify every block not verified yet."""
+    def everything(self, mapped: memoryview | None = None) -> None:
+        """Verify every block not verified yet (through `mapped`, as `ranges`)."""
         n = len(self.ok)
-        self.ranges(np.zeros(1, dtype=np.int64), np.full(1, n * self.block, dtype=np.int64))
-
-
-def in_background(check: Callable[[], None]) -> Callable[[], None]:
-    """Run `check` in a thread now; the returned callable waits for it and re-raises."""
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            check()
-        except BaseException as exc:  # (re-raised in the caller's thread)
-            failed.append(exc)
-
-    thread = threading.Thread(target=run, name="octobrain-snapshot-check", daemon=True)
-    thread.start()
-
-    def wait() -> None:
-        thread.join()
-        if failed:
-            raise SnapshotDamaged(str(failed[0])) from failed[0]
-
-    return wait
+        whole = np.zeros(1, dtype=np.int64), np.full(1, n * self.block, dtype=np.int64)
+        self.ranges(*whole, mapped)
 
 
 def _runs(blocks: npt.NDArray[np.int64]) -> Iterator[tuple[int, int]]:

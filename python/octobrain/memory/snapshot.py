@@ -30,9 +30,9 @@ A reader checks the manifest (format, model, dim, store), every file's size, and
 of every small file before using anything. The large ones carry a CRC-32 per 64 KiB block:
 ``vectors.npy``, ``bm25.docs.npy`` and ``bm25.tfs.npy`` are checked the first time a read
 covers a block (`PageCheck`): a vector's rows before they are scored, a term's postings before
-a query reads them, everything before the mirror is written out again; ``rows.arrow`` is
-checked in full by a thread started at open, which the mirror waits for before it reads any
-row (so the check overlaps the first query's search). A damaged block raises
+a query reads them, everything before the mirror is written out again; ``rows.arrow`` the
+same way (`RowsCheck`): the blocks of the rows and columns a read takes, every block before
+a read of every row, and its headers at open. A damaged block raises
 `SnapshotDamaged` instead of being used; the caller discards the snapshot and rebuilds from
 the store. Any other mismatch makes `load` return None and the caller rebuilds from the store.
 The table version is the caller's to compare: it
@@ -45,12 +45,12 @@ import contextlib
 import hashlib
 import json
 import logging
+import mmap
 import os
 import secrets
 import shutil
 import time
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,8 @@ import pyarrow as pa
 
 from octobrain.files import read_regular
 from octobrain.kernels.bm25 import PARTS, BM25Index
-from octobrain.memory.page_check import BLOCK, PageCheck, block_crcs, file_crc, in_background
+from octobrain.memory.page_check import BLOCK, PageCheck, block_crcs, file_crc
+from octobrain.memory.rows_check import RowsCheck
 from octobrain.store.operations import DataFile, recorded_files
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ FORMAT = 10
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 LAZY = ("vectors.npy", "bm25.docs.npy", "bm25.tfs.npy")  # checked as their blocks are read
-ROWS = "rows.arrow"  # checked by a thread while the first query runs, before any row is read
+ROWS = "rows.arrow"  # checked where rows are taken (`RowsCheck`)
 _STALE_TMP_S = 3600.0  # a temporary directory this old belongs to a writer that died
 
 # Per-position numpy columns, name → dtype ("ids" is a fixed-width bytes dtype, sized on write).
@@ -117,8 +118,8 @@ class Snapshot:
     index: BM25Index
     # The lazily checked files this snapshot reads from (what `load` opened), by name.
     checks: dict[str, PageCheck] | None = None
-    # Blocks until `rows.arrow` is verified (raising `SnapshotDamaged` if it is not sound).
-    rows_ready: Callable[[], None] | None = None
+    # Verifies the blocks of `rows.arrow` a read takes (raising `SnapshotDamaged`).
+    rows_check: RowsCheck | None = None
     # For writing: the vectors as consecutive blocks (written one after the other, never
     # concatenated in memory), in place of `vectors`.
     vector_blocks: list[npt.NDArray[np.float32]] | None = None
@@ -157,8 +158,13 @@ class Snapshot:
         check = (self.checks or {}).get("vectors.npy")
         if check is None:
             return
-        if positions is None:
-            check.everything()
+        if positions is None:  # (a scan of every row: summed through the mapping it reads,
+            # whose pages it makes resident anyway; read into a buffer, it cost twice the time)
+            mapped: object = self.vectors.base  # (numpy's memmap: the file from its first byte)
+            if isinstance(mapped, mmap.mmap) and len(mapped) == check.size:
+                check.everything(memoryview(mapped))
+            else:
+                check.everything()
             return
         row = self.vectors.shape[1] * 4
         starts = int(getattr(self.vectors, "offset", 0)) + positions.astype(np.int64) * row
@@ -243,7 +249,6 @@ class SnapshotDir:
             elif file_crc(path) != crc:
                 raise ValueError(f"{file} fails its checksum")
         checks = {file: PageCheck(where / file, blocks[file]) for file in (*LAZY, ROWS)}
-        rows_ready = in_background(checks[ROWS].everything)
         parts = {name: np.load(where / f"bm25.{name}.npy", mmap_mode="r") for name in PARTS}
         index = BM25Index.open_parts(parts, manifest["bm25"])
         index.check_postings(_postings_check(parts, checks))
@@ -254,7 +259,9 @@ class SnapshotDir:
         vectors = np.load(where / "vectors.npy", mmap_mode="r")
         sorted_ids = np.load(where / "ids.npy", mmap_mode="r")
         id_order = np.load(where / "id_order.npy", mmap_mode="r")
-        rows = pa.ipc.open_file(pa.memory_map(str(where / "rows.arrow"))).read_all()
+        mapped = pa.memory_map(str(where / ROWS))
+        rows = pa.ipc.open_file(mapped).read_all()
+        rows_check = RowsCheck(checks[ROWS], rows, mapped)
         edges = None
         if EDGES in manifest["files"]:
             edges = pa.ipc.open_file(pa.memory_map(str(where / EDGES))).read_all()
@@ -274,7 +281,7 @@ class SnapshotDir:
             id_order=id_order,
             index=index,
             checks=checks,
-            rows_ready=rows_ready,
+            rows_check=rows_check,
             mark=int(manifest["mark"]),
             fingerprint=manifest.get("fingerprint"),
             edges=edges,

@@ -13,6 +13,7 @@ Where the mirror cannot tell what the store would say, None: the caller reads th
 from __future__ import annotations
 
 import copy
+import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from octobrain.memory.corpus import Corpus
 
 _T = TypeVar("_T")
+log = logging.getLogger(__name__)
 
 
 def served(corpus: Corpus, read: Callable[[Corpus], _T | None]) -> _T | None:
@@ -43,7 +45,8 @@ def served(corpus: Corpus, read: Callable[[Corpus], _T | None]) -> _T | None:
         return None
     try:
         return read(corpus)
-    except SnapshotDamaged:
+    except SnapshotDamaged as exc:  # found as it was read: never served, rebuilt
+        log.warning("memory snapshot damaged (%s); reading the store", exc)
         corpus.discard_snapshot()
         return None
 

@@ -1,0 +1,134 @@
+"""Checking a snapshot's memory-mapped `rows.arrow` only where a read takes rows: the blocks
+holding the bytes of the rows and columns it takes (a validity bit, an offset pair, a string's
+bytes, a list's items), each verified once per process (`PageCheck`), so `memory get` and
+`recent` check a few blocks, not the whole file (837 MB at 1M memories). What the mapped
+buffers are found from (the IPC file's schema, batch headers and footer, outside every buffer)
+is verified at open; a read of every row (`Corpus.rows`) verifies every block."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from octobrain.memory.page_check import PageCheck
+
+_PADDING = 64  # (Arrow pads buffers to at most 64 bytes: a longer gap holds a header)
+_Ints = npt.NDArray[np.int64]
+
+
+class RowsCheck:
+    """The block check of the rows of `table`, read from the file `mapped` maps (`check`)."""
+
+    def __init__(self, check: PageCheck, table: pa.Table, mapped: pa.MemoryMappedFile) -> None:
+        self.check, self.table = check, table
+        mapped.seek(0)
+        self._base, size = mapped.read_buffer(1).address, mapped.size()
+        spans = sorted(
+            (b.address - self._base, b.address - self._base + b.size)
+            for chunks in table.columns
+            for chunk in chunks.chunks
+            for b in chunk.buffers()
+            if b is not None and b.size
+        )
+        if any(start < 0 or stop > size for start, stop in spans):  # (not the file's bytes)
+            check.everything()
+            return
+        ends = np.asarray([0, *(stop for _, stop in spans)], dtype=np.int64)
+        starts = np.asarray([*(start for start, _ in spans), size], dtype=np.int64)
+        headers = starts - ends > _PADDING
+        check.ranges(ends[headers], starts[headers])
+        self._chunk_starts = np.cumsum([0, *(len(c) for c in table.column(0).chunks)])
+
+    @property
+    def done(self) -> bool:
+        """Whether every block is verified."""
+        return self.check.done
+
+    def rows(self, positions: Sequence[int] | _Ints, columns: Iterable[str]) -> None:
+        """Verify the blocks the `columns` of the rows at `positions` are read from (positions
+        past the table's rows are not the file's: rows read since, left alone)."""
+        if self.check.done:
+            return
+        at = np.unique(np.asarray(positions, dtype=np.int64))
+        at = at[at < len(self.table)]
+        chunk = np.searchsorted(self._chunk_starts, at, side="right") - 1
+        todo = [
+            (self.table.column(name).chunk(c), at[chunk == c] - self._chunk_starts[c])
+            for name in columns
+            for c in np.unique(chunk).tolist()
+        ]
+        spans: list[tuple[_Ints, _Ints]] = []
+        while todo or spans:  # (a level at a time: offsets verified before they are read)
+            later = [step for array, at in todo for step in self._array(array, at, spans)]
+            if spans:
+                starts, stops = zip(*spans, strict=True)
+                self.check.ranges(np.concatenate(starts), np.concatenate(stops))
+                spans = []
+            todo = [nested for step in later for nested in step(spans)]
+
+    def columns(self, names: Iterable[str]) -> None:
+        """Verify the blocks of every row of the columns `names` (their buffers, whole)."""
+        spans = [
+            (np.asarray([b.address - self._base]), np.asarray([b.address - self._base + b.size]))
+            for name in names
+            for chunk in self.table.column(name).chunks
+            for b in chunk.buffers()
+            if b is not None and b.size
+        ]
+        if spans and not self.check.done:
+            starts, stops = zip(*spans, strict=True)
+            self.check.ranges(np.concatenate(starts), np.concatenate(stops))
+
+    def everything(self) -> None:
+        """Verify every block not verified yet."""
+        self.check.everything()
+
+    def _span(
+        self, spans: list[tuple[_Ints, _Ints]], buffer: pa.Buffer, start: _Ints, stop: _Ints
+    ) -> None:
+        shift = buffer.address - self._base
+        spans.append((start + shift, stop + shift))
+
+    def _array(
+        self, array: pa.Array, at: _Ints, spans: list[tuple[_Ints, _Ints]]
+    ) -> list[Callable[[list[tuple[_Ints, _Ints]]], list[tuple[pa.Array, _Ints]]]]:
+        """Add to `spans` what reading the items `at` (sorted) of `array` reads first; return
+        what reads the rest once those are verified (the bytes or items its offsets point at)."""
+        if not len(at):
+            return []
+        kind, buffers, at = array.type, array.buffers(), at + array.offset
+        if buffers[0] is not None:  # validity bits
+            self._span(spans, buffers[0], at // 8, at // 8 + 1)
+        large = pa.types.is_large_string(kind) or pa.types.is_large_list(kind)
+        if large or pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_list(kind):
+            offsets = np.int64 if large else np.int32
+            width = np.dtype(offsets).itemsize
+            self._span(spans, buffers[1], at * width, (at + 2) * width)
+            return [lambda out: self._pointed(array, np.frombuffer(buffers[1], offsets), at, out)]
+        if kind.num_buffers == 2 and kind.num_fields == 0:  # fixed width
+            bits = kind.bit_width
+            self._span(spans, buffers[1], at * bits // 8, ((at + 1) * bits + 7) // 8)
+        else:  # (no other type is mirrored: every block, rather than a guess)
+            self.check.everything()
+        return []
+
+    def _pointed(
+        self,
+        array: pa.Array,
+        offsets: npt.NDArray[Any],
+        at: _Ints,
+        spans: list[tuple[_Ints, _Ints]],
+    ) -> list[tuple[pa.Array, _Ints]]:
+        """The bytes (added to `spans`) or the list items (returned) the offsets of `at` point
+        at."""
+        first, last = offsets[at].astype(np.int64), offsets[at + 1].astype(np.int64)
+        if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
+            items = [np.arange(a, b) for a, b in zip(first, last, strict=True)]
+            # (the values not sliced: the offsets index them as they are)
+            return [(array.values, np.unique(np.concatenate([np.zeros(0, np.int64), *items])))]
+        self._span(spans, array.buffers()[2], first, last)
+        return []

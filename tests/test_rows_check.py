@@ -1,0 +1,61 @@
+"""`RowsCheck`: only the blocks of a mapped Arrow file that the rows a read takes lie in are
+verified, offsets before the bytes they point at, and a damaged one is never read past."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from octobrain.memory.page_check import PageCheck, SnapshotDamaged, block_crcs
+from octobrain.memory.rows_check import RowsCheck
+
+BLOCK = 512
+
+
+def _written(path: Path) -> pa.Table:
+    table = pa.table(
+        {
+            "id": [f"id-{i:04d}" for i in range(400)],
+            "tags": [[f"tagmark{i:04d}", "x" * 20] for i in range(400)],
+            "importance": [i / 400 for i in range(400)],
+        }
+    )
+    with path.open("wb") as f, pa.ipc.new_file(f, table.schema) as writer:
+        writer.write_table(table)
+    return table
+
+
+def _opened(path: Path, crcs: list[int]) -> RowsCheck:
+    mapped = pa.memory_map(str(path))
+    return RowsCheck(PageCheck(path, crcs, BLOCK), pa.ipc.open_file(mapped).read_all(), mapped)
+
+
+def test_only_the_blocks_a_read_takes_are_verified(tmp_path: Path) -> None:
+    path = tmp_path / "rows.arrow"
+    _written(path)
+    crcs = block_crcs(path, BLOCK)
+    data = bytearray(path.read_bytes())
+    hit = data.index(b"tagmark0300")  # a list item's bytes, two levels below the row
+    data[hit + 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    check = _opened(path, crcs)
+    check.rows([10], ["id", "tags", "importance"])  # sound blocks: read
+    assert 0 < check.check.ok.sum() < len(crcs) / 2
+    check.rows([300], ["id", "importance"])  # the damaged block holds none of these
+    with pytest.raises(SnapshotDamaged, match=f"block {hit // BLOCK}"):
+        check.rows([300], ["tags"])
+    with pytest.raises(SnapshotDamaged):
+        check.everything()
+
+
+def test_damaged_headers_are_found_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "rows.arrow"
+    _written(path)
+    crcs = block_crcs(path, BLOCK)
+    data = bytearray(path.read_bytes())
+    data[data.index(b"importance") + 3] ^= 0x01  # the schema at the head: still parses
+    path.write_bytes(bytes(data))
+    with pytest.raises(SnapshotDamaged, match="block 0"):
+        _opened(path, crcs)
