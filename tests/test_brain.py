@@ -1057,7 +1057,7 @@ def test_an_imported_edge_never_joins_two_projects_and_one_not_stored_is_counted
          "scope": "import/source"},
     ]  # fmt: skip
     at = len(lines) - 3  # (the other project's row; the export's end line left out)
-    with pytest.raises(InvalidInput, match=rf"^line {at}\.scope: is 'other/project', where the"):
+    with pytest.raises(InvalidInput, match=rf"^line {at}\.scope: is \"other/project\", where the"):
         import_jsonl(target, ended([json.dumps(o) for o in lines]))
     lines[0] = {k: v for k, v in lines[0].items() if k != "scope"}  # (a header naming none)
     report = import_jsonl(target, ended([json.dumps(o) for o in lines]))

@@ -17,6 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from octobrain.config import Config
 from octobrain.embed.base import EMBED_BATCH
 from octobrain.embed.factory import get_embedder
 from octobrain.errors import NotStarted, Stopped
@@ -117,6 +118,7 @@ class _HeldPool:
     """A pool whose calls wait until `release` is set, each noted in `events` as it ends."""
 
     default_session_id = "held"
+    config = Config()
 
     def __init__(self, events: list[str]) -> None:
         self.events = events
@@ -239,6 +241,7 @@ def test_a_read_cancelled_while_it_waits_for_the_pool_lock_is_not_run(
 
     class LockedPool:
         default_session_id = "locked"
+        config = Config()
 
         def call(self, scope: str, workdir: Any, fn: Any, session_id: str) -> Any:
             with lock:

@@ -250,7 +250,14 @@ class MemoryStore:
     def open_memories_unchecked(self) -> lancedb.table.Table:
         """The memories table whatever model embedded it (`reembed`, a restore's model check,
         `doctor --forget-damaged`)."""
-        return self._open_db().open_table(MEMORIES)
+        try:
+            return self._open_db().open_table(MEMORIES)
+        except (
+            ValueError
+        ) as exc:  # (gone since this handle opened the store: LanceDB's "not found")
+            raise manifest.TableDamaged(
+                self.location, MEMORIES, manifest.short_reason(exc)
+            ) from exc
 
     def version(self) -> int:
         """The latest committed version of `memories` (changes on every write by anyone)."""
