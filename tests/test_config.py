@@ -218,6 +218,8 @@ def test_int_given_for_float_is_accepted(tmp_path: Path):
         ('[mcp]\nbind = "127.0.0.1:70000"\n', "mcp.bind", "HOST:PORT"),
         ('[mcp]\nbind = "127.0.0.1:\uff10\uff18\uff10"\n', "mcp.bind", "port of ASCII digits"),
         ('[mcp]\nbind = "127.0.0.1:\u00b2"\n', "mcp.bind", "port of ASCII digits"),
+        # (before: int's "Exceeds the limit (4300 digits)" ValueError, a traceback)
+        (f'[mcp]\nbind = "127.0.0.1:{"9" * 5000}"\n', "mcp.bind", "port of ASCII digits"),
         ('[mcp]\ntoken = "short"\n', "mcp.token", "at least 16"),
         ('[mcp]\ntoken = "0123456789abcdef\\r"\n', "mcp.token", "printable ASCII with no"),
         ('[mcp]\ntoken = "0123456789abcdef "\n', "mcp.token", "holds a space at its"),

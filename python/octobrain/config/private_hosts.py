@@ -8,6 +8,10 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
+from typing import Any
+
+from octobrain.config.rules import port_of
+from octobrain.errors import as_json
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -18,7 +22,6 @@ ENTRY_RULE = (
     "e.g. [::1]:8000"
 )
 _NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?")
-_PORT = re.compile(r"[0-9]{1,5}")  # ASCII digits: `isdigit` takes `８０` and `²`
 
 
 @dataclass(frozen=True)
@@ -50,9 +53,9 @@ def parse_entry(item: str) -> AllowedHost | None:
         host, _, port_text = item.partition(":")
     port = None
     if port_text is not None:
-        if not _PORT.fullmatch(port_text) or not 1 <= int(port_text) <= 65535:
+        port = port_of(port_text)
+        if port is None:
             return None
-        port = int(port_text)
     try:
         network: IPNetwork | None = ipaddress.ip_network(host, strict=False)
     except ValueError:
@@ -62,6 +65,14 @@ def parse_entry(item: str) -> AllowedHost | None:
     if bracketed and (network is None or network.version != 6):
         return None
     return AllowedHost(host.lower().rstrip("."), network, port)
+
+
+def allow_hosts_rule(v: Any) -> str | None:
+    """The config rule of `knowledge.allow_private_hosts`: every entry keeps `ENTRY_RULE`."""
+    for item in v:
+        if parse_entry(item) is None:
+            return f"{as_json(item)} is not {ENTRY_RULE}"
+    return None
 
 
 def entry_for(host: str, port: int) -> str:

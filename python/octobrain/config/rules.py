@@ -103,29 +103,31 @@ BIND_RULE = "must be HOST:PORT with a port of ASCII digits in 1..65535"
 MIN_TOKEN_CHARS = 16  # a bearer token's least length (`mcp.token`, `--token`)
 
 
-def split_bind(bind: str) -> tuple[str, int] | None:
-    """`HOST:PORT` as (host as given, port), or None when it breaks `BIND_RULE`. ASCII digits
-    only: `isdigit` takes full-width digits (`０８０`, read by int as 80) and superscripts (`²`,
-    which int refuses)."""
-    host, _, port = bind.rpartition(":")
-    if not host or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+_PORT = re.compile(r"[0-9]{1,5}")
+
+
+def port_of(text: str) -> int | None:
+    """A port written as ASCII digits, 1..65535, or None. `isdigit` takes full-width digits
+    (`０８０`, read by int as 80) and superscripts (`²`, which int refuses); five digits at most,
+    so int never reads a number past its 4,300-digit limit (a ValueError)."""
+    if not _PORT.fullmatch(text) or not 1 <= int(text) <= 65535:
         return None
-    return host, int(port)
+    return int(text)
+
+
+def split_bind(bind: str) -> tuple[str, int] | None:
+    """`HOST:PORT` as (host as given, port), or None when it breaks `BIND_RULE`."""
+    host, _, port_text = bind.rpartition(":")
+    port = port_of(port_text)
+    if not host or port is None:
+        return None
+    return host, port
 
 
 def bind_rule(v: Any) -> str | None:
     if v == "" or split_bind(v) is not None:
         return None
     return f"{BIND_RULE}, e.g. 127.0.0.1:8765"
-
-
-def allow_hosts_rule(v: Any) -> str | None:
-    from octobrain.config.private_hosts import ENTRY_RULE, parse_entry
-
-    for item in v:
-        if parse_entry(item) is None:
-            return f"{as_json(item)} is not {ENTRY_RULE}"
-    return None
 
 
 def token_rule(v: Any) -> str | None:

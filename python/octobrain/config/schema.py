@@ -11,9 +11,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from octobrain.config.private_hosts import allow_hosts_rule
 from octobrain.config.rules import (
     Rule,
-    allow_hosts_rule,
     base_url_rule,
     bind_rule,
     in_range,
