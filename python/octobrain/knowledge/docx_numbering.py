@@ -42,10 +42,13 @@ class Numbering:
             base = num.find(f"{_W}abstractNumId")
             levels = dict(abstract.get(None if base is None else base.get(_VAL), {}))
             for override in num.iter(f"{_W}lvlOverride"):
-                level, start = _int(override.get(f"{_W}ilvl")), override.find(f"{_W}startOverride")
+                level, start = (
+                    counter(override.get(f"{_W}ilvl")),
+                    override.find(f"{_W}startOverride"),
+                )
                 if level in levels and start is not None:
                     fmt, text, _ = levels[level]
-                    levels[level] = (fmt, text, _int(start.get(_VAL)))
+                    levels[level] = (fmt, text, counter(start.get(_VAL)))
             for level, definition in levels.items():
                 self._levels[(str(num.get(f"{_W}numId")), level)] = definition
 
@@ -57,7 +60,7 @@ class Numbering:
         if num_pr is not None:
             found_id, found_level = num_pr.find(f"{_W}numId"), num_pr.find(f"{_W}ilvl")
             num_id = num_id if found_id is None else found_id.get(_VAL)
-            level = level if found_level is None else _int(found_level.get(_VAL))
+            level = level if found_level is None else counter(found_level.get(_VAL))
         definition = self._levels.get((str(num_id), level))
         if definition is None:  # numId 0 (numbering taken off) or an unknown list
             return None
@@ -80,12 +83,12 @@ class Numbering:
 def _level_defs(abstract: Any) -> dict[int, tuple[str, str, int]]:
     levels = {}
     for lvl in abstract.iter(f"{_W}lvl"):
-        level = _int(lvl.get(f"{_W}ilvl"))
+        level = counter(lvl.get(f"{_W}ilvl"))
         fmt, text, start = (lvl.find(f"{_W}{name}") for name in ("numFmt", "lvlText", "start"))
         levels[level] = (
             "decimal" if fmt is None else str(fmt.get(_VAL, "decimal")),
             "" if text is None else str(text.get(_VAL, ""))[:_LEVEL_TEXT_CHARS],
-            1 if start is None else _int(start.get(_VAL), 1),
+            1 if start is None else counter(start.get(_VAL), 1),
         )
     return {level: d for level, d in levels.items() if 0 <= level < _LEVELS}
 
@@ -102,14 +105,14 @@ def _style_numbering(styles: Any) -> dict[str, tuple[str | None, int]]:
             str(style.get(f"{_W}styleId")),
             (
                 None if num_id is None else num_id.get(_VAL),
-                0 if level is None else _int(level.get(_VAL)),
+                0 if level is None else counter(level.get(_VAL)),
             ),
         )
     return found
 
 
-def _int(value: Any, default: int = 0) -> int:
-    """A level or a start: at most `_NUMBER_DIGITS` digits, else `default`."""
+def counter(value: Any, default: int = 0) -> int:
+    """A level or a start (DOCX's or ODT's): at most `_NUMBER_DIGITS` digits, else `default`."""
     if value is None or len(str(value)) > _NUMBER_DIGITS:
         return default
     try:

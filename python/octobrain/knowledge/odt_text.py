@@ -16,7 +16,7 @@ import zipfile
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from octobrain.knowledge.docx_numbering import letters, roman
+from octobrain.knowledge.docx_numbering import counter, letters, roman
 from octobrain.knowledge.unpacked import Unpacked, package_xml
 from octobrain.safe_text import shows_something
 
@@ -45,10 +45,9 @@ _SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"
 # them (200 counts of a billion, in a 2 kB file, asked for 200 GB).
 _MOST_SPACES = 100
 # A list style's number is printed before each of its items: its start at most 9 digits
-# (LibreOffice's dialog stops at 65,535, Word's at 32,767), the text around it (`Step `,
-# `)`) at most 40 characters each. A 4,000-digit start, or a 1 MB `num-prefix`, was printed
-# again before every item: 80 to 20,000 times the bytes of the item.
-_NUMBER_DIGITS = 9
+# (`docx_numbering.counter`; LibreOffice's dialog stops at 65,535, Word's at 32,767), the
+# text around it (`Step `, `)`) at most 40 characters each. A 4,000-digit start, or a 1 MB
+# `num-prefix`, was printed again before every item: 80 to 20,000 times the bytes of the item.
 _AFFIX_CHARS = 40
 
 
@@ -294,14 +293,8 @@ def _start(number_style: Any) -> int:
 
 
 def _level_number(value: Any) -> int:
-    """A start value or a level: a count of at most `_NUMBER_DIGITS` digits, else 1."""
-    text = str(value)
-    if len(text) > _NUMBER_DIGITS:
-        return 1
-    try:
-        return max(0, int(text))
-    except ValueError:
-        return 1
+    """A start value or a level: a count (`counter`'s bound), else 1."""
+    return max(0, counter(value, 1))
 
 
 def _marker(number_style: Any, number: int) -> str:
