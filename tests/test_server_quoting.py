@@ -36,6 +36,8 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ("knowledge", {"command": "search", "query": "deploys", "source": "http:///a.md",
                    "scope": UNLOCKED},
      'source: URL "http:///a.md" has no host'),
+    ("forget", {"memory_id": "abcd1234", "confirm": True, "scope": UNLOCKED},
+     'memory_id: no memory id starting with abcd1234 is visible from scope "a/b"'),
 ]  # fmt: skip
 
 

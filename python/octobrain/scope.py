@@ -188,6 +188,12 @@ def find_project_scopes(directory: str | os.PathLike[str] | None = None) -> list
     return found
 
 
+def scope_named(scope: str) -> str:
+    """A scope as a message names it: `(global)` for the global scope, any other quoted as
+    JSON, as a client wrote it."""
+    return as_json(scope) if scope else "(global)"
+
+
 def validate_scope(scope: str, field: str = "scope") -> str:
     """Check and normalise a user-supplied scope; return its canonical form.
 

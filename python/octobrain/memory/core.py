@@ -22,7 +22,7 @@ from octobrain.memory.snapshot import SnapshotDir
 from octobrain.memory.snapshot import default_root as snapshot_root
 from octobrain.models import Memory
 from octobrain.safe_text import check_text, check_visible
-from octobrain.scope import validate_scope
+from octobrain.scope import scope_named, validate_scope
 from octobrain.secrets import screen, screen_each
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.closing import Closable
@@ -178,7 +178,7 @@ class BrainBase(Closable):
             raise NotFound(
                 field_name,
                 f"no memory id starting with {prefix} is visible from scope "
-                f"{self.scope or '(global)'!r}",
+                f"{scope_named(self.scope)}",
             )
         if len(found) > 1:
             shown = "; ".join(f"{mid} {title}" for mid, title in found[:MAX_PREFIX_CANDIDATES])

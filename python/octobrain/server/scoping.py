@@ -23,7 +23,13 @@ from urllib.parse import unquote, urlsplit
 
 from octobrain.errors import InvalidInput, as_json, json_type
 from octobrain.safe_text import check_label, client_text
-from octobrain.scope import ProjectScope, derive_scope, find_project_scopes, validate_scope
+from octobrain.scope import (
+    ProjectScope,
+    derive_scope,
+    find_project_scopes,
+    scope_named,
+    validate_scope,
+)
 from octobrain.server.quiet import QuietWarning
 
 log = logging.getLogger(__name__)
@@ -301,7 +307,7 @@ def scope_argument(arguments: dict[str, Any], lock: ScopeLock | None) -> tuple[s
         if "scope" in arguments and not _names_scope(arguments["scope"], lock.scope):
             raise InvalidInput(
                 "scope",
-                f"this session is locked to {as_json(lock.scope) if lock.scope else '(global)'} "
+                f"this session is locked to {scope_named(lock.scope)} "
                 f"({lock.origin}); "
                 "other projects' memories are not reachable from it",
             )
@@ -336,8 +342,8 @@ def instructions(workspace: Workspace) -> str:
         return (
             f"{text}\n\nThis session works in one project scope: the client's own project when "
             "it names one (its MCP roots or a session capability), otherwise "
-            f"{workspace.cwd_lock.scope!r} (the server's working directory). Tools take no "
-            "`scope`; every `memorize` reply shows the scope it wrote to."
+            f"{scope_named(workspace.cwd_lock.scope)} (the server's working directory). Tools "
+            "take no `scope`; every `memorize` reply shows the scope it wrote to."
         )
     text += (
         "\n\nWhen a session is locked to a project (the client sent a session capability or "

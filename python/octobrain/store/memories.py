@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from octobrain.errors import OctobrainError, StorageError
 from octobrain.models import Memory
+from octobrain.scope import scope_named
 from octobrain.store import (
     accessed,
     addresses,
@@ -61,7 +62,7 @@ LOCK_TIMEOUT_S = 120.0
 
 def invisible(memory_id: str, scope: str) -> str:
     """What a read by id says of a memory not visible from `scope`."""
-    return f"no memory {memory_id} is visible from scope {scope or '(global)'!r}"
+    return f"no memory {memory_id} is visible from scope {scope_named(scope)}"
 
 
 class MemoryStore:
