@@ -10,7 +10,9 @@ recorded in `_octobrain/deletions/<table>.json` (`{"format": 1, "version": V, "f
 {path: sha256}, "sum": …}`, the last the record's own): a file already recorded keeps its
 entry (hashed once, at the commit that made it); a file the version no longer reads moves to
 `<table>.older.json` while it is on disk (older versions still read it: `memory history` and
-`restore` check it; bounded by version clean-up and `_OLDER`).
+`restore` check it; bounded by version clean-up and `_OLDER`). That list is redone, files gone
+from disk dropped, at a commit that changes which files the newest version reads, not at one
+that only adds rows (which reads neither it nor the disk: a commit costs its own files).
 
 The record is written after the commit, under the lock that orders the table's writers, and
 replaced whole, not synced: a process killed in between, or a record lost or changed, leaves
@@ -65,18 +67,22 @@ def _record(location: StoreLocation, name: str, version: int) -> None:
     files = operations.data_files(location, name, version)
     if files is None:
         return
-    at, kept = _read(location, name)
-    older = _read_older(location, name)
-    known = {**(older or {}), **(kept or {})}
+    records = Records(location, name)
+    kept = records.kept or {}
     sums = {}
     for path in _deletions(files):
-        digest = known.get(path) or _digest(location, name, path)
+        # (the older files' record is read only for a file the record does not list)
+        digest = kept.get(path) or records.every.get(path) or _digest(location, name, path)
         if digest is not None:
             sums[path] = digest
-    moved = _on_disk(location, name, {p: d for p, d in known.items() if p not in sums})
-    if moved != (older or {}):
-        _write(location, f"{name}{_OLDER_SUFFIX}", {"format": FORMAT, "files": moved})
-    if (sums == kept and at == version) or not (sums or kept):
+    if sums.keys() != kept.keys():
+        # A file left the newest version or came back to it: the older files' list is redone
+        # (one look on disk a file). Not at a commit that only added rows: its cost stays its
+        # own files', not the older ones' (thousands after a week of access counts).
+        moved = _on_disk(location, name, {p: d for p, d in records.every.items() if p not in sums})
+        if moved != (records.older or {}):
+            _write(location, f"{name}{_OLDER_SUFFIX}", {"format": FORMAT, "files": moved})
+    if (sums == records.kept and records.version == version) or not (sums or kept):
         return  # (nothing new; or no deletion file, and no record to empty)
     _write(location, f"{name}.json", {"format": FORMAT, "version": version, "files": sums})
 
