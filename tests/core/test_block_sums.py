@@ -76,3 +76,17 @@ def test_counts_by_value_are_the_rows_python_counts() -> None:
     # a damaged row counts as damaged, never as what it reads as
     damaged = [(DAMAGED_TITLE, 2), ("a", 2), ("b", 2), ("None", 1)]
     assert list(tallied(rows, "k", {0, 4}).items()) == damaged
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1300), st.integers(0, 400)), max_size=40))
+def test_a_read_verifies_exactly_the_blocks_its_ranges_cover(
+    tmp_path_factory: pytest.TempPathFactory, spans: list[tuple[int, int]]
+) -> None:
+    path = tmp_path_factory.mktemp("covered") / "f"
+    path.write_bytes(np.random.default_rng(11).bytes(20 * 64 + 9))
+    check = PageCheck(path, page_check.block_crcs(path, 64), block=64)
+    starts = np.array([s for s, _ in spans], dtype=np.int64)
+    check.ranges(starts, starts + np.array([n for _, n in spans], dtype=np.int64))
+    covered = {b for s, n in spans for b in range(s // 64, (s + n - 1) // 64 + 1) if n}
+    assert set(np.flatnonzero(check.ok).tolist()) == {b for b in covered if b < 21}
