@@ -10,7 +10,6 @@ the other.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +50,8 @@ def changes(
         )
 
     async def together() -> Listed:
+        import asyncio  # (only here: a process reading its snapshot never loads it)
+
         reads = [inner.query().where(where).select([ADDR]).to_arrow(), inner.count_rows()]
         if ids_where:
             reads.append(inner.query().where(ids_where).select(["id"]).to_arrow())
