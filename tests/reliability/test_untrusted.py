@@ -119,8 +119,8 @@ def test_a_symlink_swapped_in_after_the_check_is_not_followed(
     (project / "docs" / "passwd").write_text("# Passwd\n\nNothing secret in this project.\n")
     checked = core.confine
 
-    def swap_after_check(ref: Any, roots: Any) -> Any:
-        checked_ref = checked(ref, roots)
+    def swap_after_check(ref: Any, roots: Any, store: Any) -> Any:
+        checked_ref = checked(ref, roots, store)
         if swapped == "the file":
             (project / "docs" / "passwd").unlink()
             (project / "docs" / "passwd").symlink_to(OUTSIDE)
@@ -203,6 +203,26 @@ def test_a_client_root_holding_octobrains_data_dir_reads_nothing_of_it(
     )
     assert config and notes and "secret" not in said and "octobrain's own" in said, said
     assert not ok and "deploy key" in text
+
+
+def test_a_client_root_holding_the_store_reads_nothing_of_it(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # The store may live outside the data directory (`storage.uri`, a team's under `/srv`): a
+    # root holding it read the store's files (its records, of every project's memories).
+    project = _project(tmp_path)
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(project)
+    pool = pool_for(tmp_path / "store")
+    pool.call(PROJECT_A, None, lambda b: b.remember("anything at all"))
+    records = sorted((tmp_path / "store" / "_octobrain").rglob("*.json"))
+    assert records
+    server = build_server(pool, workspace(project))
+    calls = [{"command": "read", "source": str(record)} for record in records]
+    calls.append({"command": "match", "pattern": "scope", "source": str(records[0])})
+    replies = _knowledge_replies(server, calls, list_roots_callback=_roots(tmp_path.as_uri()))
+    for refused, said in replies:
+        assert refused and "octobrain's own" in said and "tables" not in said, said
 
 
 def test_a_hard_link_to_octobrains_config_in_the_project_is_not_read(

@@ -31,7 +31,7 @@ from octobrain.knowledge.store import KnowledgeStore
 from octobrain.safe_text import check_label
 from octobrain.scope import validate_scope
 from octobrain.store.closing import Closable
-from octobrain.store.location import StoreLocation
+from octobrain.store.location import StoreLocation, is_remote
 from octobrain.store.sql import sql_str, visible_scopes
 from octobrain.times import utcnow
 
@@ -162,7 +162,11 @@ class KnowledgeBase(Closable):
 
     def _ref(self, source: str) -> SourceRef:
         self._check_open()
-        return confine(parse_source(source, cwd=self.cwd), self.local_roots)
+        return confine(parse_source(source, cwd=self.cwd), self.local_roots, self._store_path())
+
+    def _store_path(self) -> Path | None:
+        """The store's directory when it is on this machine's disks, else None."""
+        return None if is_remote(self.uri) else Path(self.uri.removeprefix("file://"))
 
     def _write(
         self,

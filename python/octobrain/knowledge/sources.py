@@ -119,8 +119,9 @@ def refuse_directory(source: str, instead: str = ONE_FILE, cwd: Path | None = No
         raise InvalidInput("source", f"{source} {IS_A_DIRECTORY}; {instead}")
 
 
-def confine(ref: SourceRef, roots: tuple[Path, ...] | None) -> SourceRef:
-    """Refuse a local file outside `roots` (None: no confinement, as for the CLI).
+def confine(ref: SourceRef, roots: tuple[Path, ...] | None, store: Path | None = None) -> SourceRef:
+    """Refuse a local file outside `roots` (None: no confinement, as for the CLI), and one of
+    octobrain's own: its data directory, config file and `store` (a local store's directory).
 
     `ref.path` is already resolved (symlinks and `..`), so a link inside a root that points
     outside it is outside; `roots` come resolved too (`Workspace.local_roots`, on each call),
@@ -129,12 +130,13 @@ def confine(ref: SourceRef, roots: tuple[Path, ...] | None) -> SourceRef:
     if roots is None or ref.kind is not SourceKind.FILE:
         return ref
     assert ref.path is not None
-    for private in _own_files():
+    for private in _own_files(store):
         if ref.path == private or ref.path.is_relative_to(private):
             raise InvalidInput(
                 "source",
-                f"{ref.path} is octobrain's own (its data directory or config file, which may "
-                "hold tokens and credentials): an MCP session never reads it",
+                f"{ref.path} is octobrain's own (its data directory, config file or store, "
+                "which may hold tokens, credentials and every project's memories): an MCP "
+                "session never reads it",
             )
     for root in roots:
         if ref.path.is_relative_to(root):
@@ -170,12 +172,14 @@ def refuse_own(fetched: Fetched) -> None:
         )
 
 
-def _own_files() -> list[Path]:
-    """Octobrain's data directory and config file, resolved: a client's roots may hold them
-    (a root of `/srv` or of the data directory itself), a session reads neither."""
+def _own_files(store: Path | None = None) -> list[Path]:
+    """Octobrain's data directory and config file, and `store` (which `storage.uri` may put
+    elsewhere, a team's under `/srv`), resolved: a client's roots may hold them (a root of
+    `/srv` or of the data directory itself), a session reads none of them."""
     from octobrain.config.loader import config_path, data_dir
 
-    return [Path(os.path.realpath(data_dir())), Path(os.path.realpath(config_path()))]
+    own = [data_dir(), config_path(), *([store] if store is not None else [])]
+    return [Path(os.path.realpath(path)) for path in own]
 
 
 def _normalise_url(url: str) -> str:
