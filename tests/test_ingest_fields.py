@@ -85,6 +85,21 @@ def test_a_time_neither_seconds_nor_milliseconds_read_names_both() -> None:
     )
 
 
+@pytest.mark.parametrize("sent", ["1733400000000000", "9" * 400])
+def test_a_time_of_digits_too_large_is_quoted_as_sent(sent: str) -> None:
+    # Before: the number it was read as, `got 1733400000000000.0` (µs as a string, as Slack
+    # writes `ts`), and `got Infinity` for 400 digits (an MCP `ingest` of 800,000 too).
+    records = json.dumps([{"speaker": "Ann", "text": "hello", "time": sent}])
+    with pytest.raises(InvalidInput) as refused:
+        parse_text(records)
+    said = str(refused.value)
+    assert said.startswith("turns[0].time: must be Unix seconds, or milliseconds"), said
+    got = said.split("within years 1–9999 in UTC, got ", 1)[1]
+    whole = len(sent) < 100  # (a longer one is cut in the middle, as every quoted value is)
+    assert got == f'"{sent}"' if whole else got.startswith(f'"{sent[:40]}'), said
+    assert "Infinity" not in said and ".0" not in said, said
+
+
 def test_24_00_is_the_end_of_the_day_for_ingest_import_and_the_time_options(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

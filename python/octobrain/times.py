@@ -63,10 +63,10 @@ _END_OF_DAY = re.compile(r"(.+[Tt ])24((?::00){1,2}(?:[.,]0+)?(?:[+-].*)?)\Z")
 MILLIS_FROM = 10**11
 
 
-def from_unix(field_name: str, number: float | int) -> datetime:
+def from_unix(field_name: str, number: float | int, sent: object = None) -> datetime:
     """Unix seconds, or milliseconds when the number is `MILLIS_FROM` or more (13 digits
     today), as an aware UTC datetime; or a field error (not finite, or outside years
-    1–9999)."""
+    1–9999) quoting `sent`, what `number` was read from (by default `number` itself)."""
     try:
         seconds = number / 1000 if abs(number) >= MILLIS_FROM else number
         return datetime.fromtimestamp(seconds, tz=UTC)
@@ -74,7 +74,7 @@ def from_unix(field_name: str, number: float | int) -> datetime:
         raise InvalidInput(
             field_name,
             "must be Unix seconds, or milliseconds (a number of 12 digits or more), within "
-            f"years 1–9999 in UTC, got {as_json(number)}",
+            f"years 1–9999 in UTC, got {as_json(number if sent is None else sent)}",
         ) from None
 
 

@@ -38,7 +38,8 @@ def turn_time(field_name: str, value: object) -> datetime | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         moment = from_unix(field_name, value)
     elif isinstance(value, str) and _SECONDS.fullmatch(value.strip()):
-        moment = from_unix(field_name, float(value))  # (Slack's ts: "1709640000.000200")
+        # (Slack's ts: "1709640000.000200"; a refusal quotes the string, not the float.)
+        moment = from_unix(field_name, float(value), value)
     elif isinstance(value, str):
         moment = iso_time(field_name, value)
     else:
