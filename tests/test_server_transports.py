@@ -355,21 +355,15 @@ def test_a_client_that_never_reads_its_answers_is_not_read_past_the_in_flight_ca
     assert (before, after) == (3 + MAX_IN_FLIGHT, 3 + MAX_IN_FLIGHT + 5)  # notes need no answer
 
 
-def test_a_request_reusing_the_id_of_one_in_flight_is_refused() -> None:
-    # Passed on, the second took the first's place: a cancel of that id reached neither (the
-    # first ran on, its answer still sent), and the in-flight cap counted the two as one.
+def _read_through(data: bytes) -> tuple[list[str], list[dict[str, Any]]]:
+    """The lines stdio input `data` passes on to the SDK, and the error answers it refuses."""
     import io
 
     import anyio
 
     from octobrain.server.wire import CappedStdin
 
-    lines = [
-        b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
-        b'{"jsonrpc":"2.0","id":"1","method":"ping"}',  # the same id to the SDK
-        b'{"jsonrpc":"2.0","id":2,"method":"ping"}',
-    ]
-    stdin = CappedStdin(io.BytesIO(b"\n".join(lines) + b"\n"), on_end=lambda: None)
+    stdin = CappedStdin(io.BytesIO(data), on_end=lambda: None)
     refused: list[dict[str, Any]] = []
 
     async def refuse(answer: dict[str, Any]) -> None:
@@ -380,10 +374,44 @@ def test_a_request_reusing_the_id_of_one_in_flight_is_refused() -> None:
     async def body() -> list[str]:
         return [line async for line in stdin]
 
-    passed = anyio.run(body)
+    return anyio.run(body), refused
+
+
+def test_a_request_reusing_the_id_of_one_in_flight_is_refused() -> None:
+    # Passed on, the second took the first's place: a cancel of that id reached neither (the
+    # first ran on, its answer still sent), and the in-flight cap counted the two as one.
+    lines = [
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":"1","method":"ping"}',  # the same id to the SDK
+        b'{"jsonrpc":"2.0","id":2,"method":"ping"}',
+    ]
+    passed, refused = _read_through(b"\n".join(lines) + b"\n")
     assert [json.loads(line)["id"] for line in passed] == [1, 2]
     assert [(a["id"], a["error"]["code"]) for a in refused] == [("1", -32600)]
     assert "still being answered" in refused[0]["error"]["message"]
+
+
+def test_a_stdio_message_of_exactly_the_cap_is_read() -> None:
+    # The cap is on the message: its line ending was counted too, so a message of exactly
+    # 1 MiB was refused over stdio "over 1,048,576 bytes" (HTTP read it).
+    from octobrain.server.wire import MAX_MESSAGE_BYTES
+
+    def ping(request_id: int, size: int) -> bytes:
+        start = b'{"jsonrpc":"2.0","id":%d,"method":"ping","params":{"_meta":{"pad":"' % request_id
+        end = b'"}}}'
+        return start + b"x" * (size - len(start) - len(end)) + end
+
+    data = (
+        ping(1, MAX_MESSAGE_BYTES)
+        + b"\n"
+        + ping(2, MAX_MESSAGE_BYTES)
+        + b"\r\n"
+        + ping(3, MAX_MESSAGE_BYTES + 1)
+        + b"\n"
+    )
+    passed, refused = _read_through(data)
+    assert [json.loads(line)["id"] for line in passed] == [1, 2]
+    assert [(a["id"], a["error"]["code"]) for a in refused] == [(3, -32600)]
 
 
 @contextlib.contextmanager

@@ -324,8 +324,9 @@ class CappedStdin:
         self._in_flight += 1
 
     def _read_line(self) -> bytes | None:
-        """One line, at most a byte over the cap (the rest of a longer one is discarded)."""
-        line = self._stream.readline(MAX_MESSAGE_BYTES + 1)
+        """One line, its message at most a byte over the cap (the rest of a longer one is
+        discarded); its ending (`\n` or `\r\n`) is not the message's, so not counted."""
+        line = self._stream.readline(MAX_MESSAGE_BYTES + 2)
         if not line:
             return None
         if len(line) > MAX_MESSAGE_BYTES and not line.endswith(b"\n"):
@@ -352,7 +353,7 @@ class CappedStdin:
             line = without_bom(line)
             if not line.strip():
                 continue
-            message, answer = _screened(line)
+            message, answer = _screened(line.removesuffix(b"\n").removesuffix(b"\r"))
             text = line.decode("utf-8", errors="replace")
             request = False
             if answer is None:
