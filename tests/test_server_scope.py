@@ -435,3 +435,28 @@ def test_roots_answered_late_once_lock_the_sessions_later_calls(
             assert not error and f"Scope: {PROJECT_B}" in reply, reply
 
     run(body)
+
+
+@pytest.mark.parametrize("remote", [False, True])
+def test_roots_of_a_client_on_another_machine_are_not_looked_up_here(
+    tmp_path: Path, remote: bool
+) -> None:
+    # Over a non-loopback bind a client's roots are paths on its own machine. The server ran
+    # git in the directory the root named on its own disk and told the client that
+    # directory's remote (`Scope: github.com/acme/web`): any of its repositories, by path.
+    repo = _git_repo(tmp_path / "srv" / "web", "https://github.com/Acme/Web.git")
+    server = build_server(
+        hash_pool(tmp_path / "db"), Workspace(tmp_path, None, [], http=True, remote=remote)
+    )
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=repo.as_uri())])  # type: ignore[arg-type]
+
+    async def body() -> str:
+        async with Client(server, mode="legacy", list_roots_callback=roots) as client:
+            error, reply = await call(client, "memorize", **SECRET)
+            assert not error, reply
+            return reply
+
+    reply = anyio.run(body)
+    assert reply.endswith("Scope: local/srv/web" if remote else f"Scope: {PROJECT_B}"), reply

@@ -113,7 +113,9 @@ def _git(directory: Path, *args: str, deadline: float | None = None) -> str | No
     return out if done.returncode == 0 and out else None
 
 
-def _local_scope(path: Path) -> str:
+def local_scope(path: Path) -> str:
+    """`local/<parent>/<dir>`: the scope of a checkout without a remote, read from its path
+    alone."""
     names = [_clean(p)[:90] for p in path.parts[1:]]
     names = [n for n in names if n not in ("", ".", "..")][-2:]  # (a folder `...` is a name)
     return "local/" + ("/".join(names) if names else "unknown")
@@ -143,7 +145,7 @@ def derive_scope(
         except InvalidInput:
             pass  # an exotic remote (too long, dot segments): identify the checkout instead
     top = _git(at, "rev-parse", "--show-toplevel", deadline=deadline)
-    return _local_scope(Path(top).resolve() if top else path)
+    return local_scope(Path(top).resolve() if top else path)
 
 
 @dataclass(frozen=True)

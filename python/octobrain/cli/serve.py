@@ -44,8 +44,9 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
     pool = BrainPool()
     bind = bind if bind is not None else pool.config.mcp.bind
     host, port, secret = "", 0, ""
+    remote = False  # clients on other machines (a non-loopback bind)
     if bind:
-        from octobrain.server.http import check_token, listen, parse_bind
+        from octobrain.server.http import check_token, is_loopback, listen, parse_bind
 
         # Bad flags are refused before anything starts: a warm-up thread still inside native
         # code (ONNX, Arrow) while the interpreter shuts down can crash the process.
@@ -53,7 +54,8 @@ def mcp_cmd(bind: str | None, token: str | None, verbose: bool) -> None:
         secret = token or os.environ.get("OCTOBRAIN_TOKEN") or pool.config.mcp.token
         check_token(host, secret)
         listener = listen(host, port)
-    workspace = dataclasses.replace(Workspace.scan(), http=bool(bind))
+        remote = not is_loopback(host)
+    workspace = dataclasses.replace(Workspace.scan(), http=bool(bind), remote=remote)
     server = build_server(pool, workspace)
     warm = _start_warm_up(pool, workspace) if pool.config.mcp.warm_up else None
     if not bind:

@@ -5,6 +5,7 @@ answered with an `InputRequiredResult` asking for them and read from its retry."
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 import anyio.to_thread
@@ -76,7 +77,9 @@ async def session_scope_lock(
         roots_lock: ScopeLock | None = state[_ROOTS_KEY]
     else:
         try:
-            roots_lock = await _roots_lock(ctx, responses, can_ask=can_ask)
+            roots_lock = await _roots_lock(
+                ctx, responses, can_ask=can_ask, here=not workspace.remote
+            )
         except _RootsLate:  # not kept: the next call asks again
             roots_lock = None
         else:
@@ -90,7 +93,10 @@ async def _roots_lock(
     responses: types.InputResponses | None,
     *,
     can_ask: bool,
+    here: bool,
 ) -> ScopeLock | None:
+    """The lock the client's roots give (`lock_from_roots`; `here`: the client is on this
+    machine)."""
     caps = ctx.session.client_capabilities
     if caps is None or caps.roots is None:
         return None
@@ -100,9 +106,8 @@ async def _roots_lock(
             if can_ask:
                 raise RootsRequired
             return None  # tools/list and the like cannot ask
-        return await anyio.to_thread.run_sync(
-            lock_from_roots, [str(root.uri) for root in answer.roots]
-        )
+        uris = [str(root.uri) for root in answer.roots]
+        return await anyio.to_thread.run_sync(partial(lock_from_roots, uris, here=here))
     try:
         # Sent on this request's own stream, so it also works before an HTTP client has
         # opened the standalone GET stream. (ServerSession.list_roots is this, deprecated.)
@@ -122,4 +127,4 @@ async def _roots_lock(
         log.warning("roots/list failed, not locking by roots: %s", exc)
         return None
     uris = [str(root.uri) for root in result.roots]
-    return await anyio.to_thread.run_sync(lock_from_roots, uris)  # runs git
+    return await anyio.to_thread.run_sync(partial(lock_from_roots, uris, here=here))  # (git)

@@ -27,6 +27,7 @@ from octobrain.scope import (
     ProjectScope,
     derive_scope,
     find_project_scopes,
+    local_scope,
     scope_named,
     validate_scope,
 )
@@ -214,10 +215,13 @@ def _root_scope(path: Path) -> str:
     return scope
 
 
-def lock_from_roots(uris: list[str]) -> ScopeLock | None:
+def lock_from_roots(uris: list[str], *, here: bool = True) -> ScopeLock | None:
     """(b) The first `file://` root decides the scope; every local root that is not the
     whole system or home (`readable_root`) may be read from, the first `MAX_ROOTS` of them
-    (a client naming 15,000 made each call of its session cost 1.4 s resolving them)."""
+    (a client naming 15,000 made each call of its session cost 1.4 s resolving them).
+    `here`: the client is on this machine; else its roots are paths on its own, and the
+    scope is read from the first one's path alone (`local_scope`), this machine's disk not
+    looked at (git there told a client the remote of any repository it named)."""
     paths = list(islice((p for p in map(root_path, uris) if p is not None), MAX_ROOTS + 1))
     if not paths:
         return None
@@ -226,6 +230,8 @@ def lock_from_roots(uris: list[str]) -> ScopeLock | None:
             "the client names over %d roots; only the first are read from", MAX_ROOTS
         )
         paths = paths[:MAX_ROOTS]
+    if not here:  # (nor its commit read there, nor files: an HTTP session reads none)
+        return ScopeLock(local_scope(paths[0]), "client roots")
     readable = tuple(path for path in paths if readable_root(path))
     for refused in set(paths) - set(readable):
         _roots_refused.warn(
@@ -242,6 +248,7 @@ class Workspace:
     cwd_lock: ScopeLock | None  # (c): the cwd is inside a git repository
     projects: list[ProjectScope]
     http: bool = False  # served over HTTP: clients may be elsewhere, so no local files by default
+    remote: bool = False  # served on a non-loopback address: its clients' roots are theirs
 
     def local_roots(self, lock: ScopeLock | None, allow_paths: tuple[str, ...]) -> tuple[Path, ...]:
         """Where this session's `knowledge` calls may read local files: the client's roots, else
