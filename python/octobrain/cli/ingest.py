@@ -7,7 +7,7 @@ import click
 from octobrain.cli.common import FORMAT_OPTION, emit_json
 from octobrain.cli.progress import progress_bar
 from octobrain.errors import InvalidInput
-from octobrain.memory.conversation import FORMATS
+from octobrain.memory.conversation_formats import FORMATS
 
 
 @click.command("ingest")

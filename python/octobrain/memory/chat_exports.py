@@ -18,12 +18,12 @@ from typing import Any
 
 from octobrain.errors import InvalidInput, as_json
 from octobrain.memory.chat_keys import parts_text
+from octobrain.memory.conversation_formats import EXPORTS
 from octobrain.memory.turn_fields import same_id, turn_id, turn_name, turn_text, turn_time
 from octobrain.memory.turns import Conversation, Turn, collected, in_parts
 
 __all__ = ["EXPORTS", "export_conversations", "export_of"]
 
-EXPORTS = ("claude-ai", "chatgpt")  # formats named as `memory ingest --format-in` takes them
 _SPEAKERS = {"human": "user", "user": "user", "assistant": "assistant"}  # (as Claude Code's)
 
 

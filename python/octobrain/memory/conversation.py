@@ -27,6 +27,7 @@ from octobrain.json_values import UnreadableJSON, array_values, bounds, read_jso
 from octobrain.lines import iter_lines, place
 from octobrain.memory.chat_exports import EXPORTS, export_conversations, export_of
 from octobrain.memory.chat_keys import chat_fields, looks_like_chat, unsaid
+from octobrain.memory.conversation_formats import FORMATS
 from octobrain.memory.conversation_locomo import locomo_conversations
 from octobrain.memory.slack_users import export_members
 from octobrain.memory.turn_fields import (
@@ -67,7 +68,6 @@ __all__ = [
     "read_conversations",
 ]
 
-FORMATS = ("auto", "claude", "chat", "locomo", *EXPORTS, *WHATSAPP)
 SPEAKER_PREFIX = "speaker:"  # the tag naming who said an ingested turn
 CONVERSATION_PREFIX = "conversation:"  # the tag naming the conversation a turn belongs to
 

@@ -26,10 +26,9 @@ from typing import Any
 
 from octobrain.errors import InvalidInput
 from octobrain.lines import iter_lines
+from octobrain.memory.conversation_formats import WHATSAPP
 
 __all__ = ["WHATSAPP", "is_whatsapp", "whatsapp_records"]
-
-WHATSAPP = ("whatsapp", "whatsapp-dmy", "whatsapp-mdy")  # formats; `whatsapp` tells the order
 
 
 def _stamp(n: str) -> str:
