@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from octobrain.knowledge import chunk, extract, html_text
+from octobrain.knowledge import chunk, extract, html_text, pdf_columns
 from octobrain.knowledge.chunk import _Section, chunk_text, heading_text
 from octobrain.safe_text import shows_something
 
@@ -240,3 +240,31 @@ def test_html_text_of_a_varied_page() -> None:
     assert text == html_text_by_element(_root(VARIED_PAGE))
     assert "- two x" in text and "a | b c" in text and "  code\n   here" in text
     assert "Some bold text\nnext line" in text and "multi line" in text
+
+
+# ---- a PDF line's cells (layout mode) ---------------------------------------------------------
+
+
+def cells_by_search(line: str) -> tuple[list[int], list[str]]:
+    """Each cell looked for in the line after the last, the spaces after it skipped."""
+    starts: list[int] = []
+    texts: list[str] = []
+    at = len(line) - len(line.lstrip())
+    for part in pdf_columns._GAP.split(line.strip()):
+        starts.append(at)
+        texts.append(" ".join(part.split()))
+        at = line.index(part, at) + len(part)
+        at += len(line[at:]) - len(line[at:].lstrip(" "))
+    return starts, texts
+
+
+LAYOUT_LINES = st.lists(
+    st.sampled_from([" ", "  ", "   ", "    ", "\t", "\u00a0", "\n", "x", "ab", "é", "|"]),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(LAYOUT_LINES)
+def test_a_layout_line_s_cells_are_those_the_search_found(line: str) -> None:
+    assert pdf_columns._cells(line) == cells_by_search(line)

@@ -79,16 +79,17 @@ def _rows(lines: list[str]) -> dict[str, str]:
 
 
 def _cells(line: str) -> tuple[list[int], list[str]]:
-    """Where each cell of a layout mode line starts, and its text."""
-    starts: list[int] = []
-    texts: list[str] = []
-    at = len(line) - len(line.lstrip())
-    for part in _GAP.split(line.strip()):
-        starts.append(at)
-        texts.append(" ".join(part.split()))
-        at = line.index(part, at) + len(part)
-        at += len(line[at:]) - len(line[at:].lstrip(" "))
-    return starts, texts
+    """Where each cell of a layout mode line starts, and its text. (Each cell is found once,
+    by its gap: looking for it in the rest of the line, cut anew for each, took 2 s for a
+    line of 80,000 cells.)"""
+    text = line.strip()
+    indent = len(line) - len(line.lstrip())
+    gaps = list(_GAP.finditer(text))
+    begins = [0, *(gap.end() for gap in gaps)]
+    ends = [*(gap.start() for gap in gaps), len(text)]
+    return [indent + begin for begin in begins], [
+        " ".join(text[begin:end].split()) for begin, end in zip(begins, ends, strict=True)
+    ]
 
 
 def _same_columns(starts: list[int], others: list[int]) -> bool:
