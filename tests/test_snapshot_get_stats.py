@@ -267,3 +267,25 @@ def test_a_damaged_block_of_the_rows_is_named_and_only_the_rows_in_it_are_refuse
     assert (done, out) == _run(env, "get", made[40].id, snapshot=False)[0][:2]
     assert "x" * 200 in out and "zqmark040" in out  # the store's content, not the flipped one
     assert f"rows.arrow fails its checksum at block {damaged_block}" in err
+
+
+def test_stats_names_a_damaged_link_from_the_snapshot_as_from_the_store(
+    env: dict[str, str],
+) -> None:
+    # `stats` checked the memories alone: a link that no longer matched its checksum, which
+    # `remember`, `export` and `doctor` name, was counted as sound, exit 0, nothing said.
+    brain = _brain(env)
+    made = [_memory(i) for i in range(2)]
+    brain.store.add(made, brain.embedder.embed_documents([m.content for m in made]))
+    edge = brain.relate(made[0].id, made[1].id, description="Zero rests on one")
+    # A row that no longer matches its checksum (as a bit flipped on disk reads back).
+    table = lancedb.connect(str(brain.store.location.path)).open_table("relationships")
+    table.update(where=f"id = '{edge.id}'", values={"description": "Zero rests on oqe"})
+    _snapshot(env)
+    done, out, err = _same_as_the_store(env, "stats", "--format", "json")
+    counted = json.loads(out)
+    assert counted["damaged"] == 0 and counted["total"] == 2, counted
+    assert counted["damaged_links"] == 1 and counted["damaged_link_ids"] == [edge.id], counted
+    assert done == 1 and f"table 'relationships' is damaged: link {edge.id} no longer" in err
+    assert "octobrain doctor" in err
+    assert "damaged_links: 1" in _same_as_the_store(env, "stats")[1]

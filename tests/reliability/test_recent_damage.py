@@ -1,12 +1,15 @@
 """`memory recent` checks the memories it lists (`schema.row_to_memory`), as `get` and
 `remember` do: a damaged one is named, never shown; one it does not list does not stop it.
-`memory stats` counts a damaged one as damaged and names it."""
+`memory stats` counts a damaged one as damaged and names it, and names damage in the links."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
 from octobrain.store.schema import DAMAGED_TITLE
+from tests.reliability.test_damage import _related
 from tests.reliability.test_row_checksums import _flip
 from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
 
@@ -48,3 +51,26 @@ def test_stats_counts_a_damaged_memory_as_damaged_and_says_so(env: dict[str, str
     counted = json.loads(done.stdout)
     assert counted["total"] == 3 and counted["damaged"] == 1 and counted["damaged_ids"] == [old]
     assert counted["by_state"] == {"working": 2, DAMAGED_TITLE: 1}, counted
+
+
+@pytest.mark.parametrize("damage", ["flipped", "cut"])
+def test_stats_names_damage_in_the_links_too(env: dict[str, str], damage: str) -> None:
+    # Before: `stats` read the memories alone: a link flipped on disk, or the links' data file
+    # cut, which `remember`, `export` and `doctor` name, and `stats` said nothing, exit 0.
+    ids, data = _related(env)
+    raw = bytearray(data.read_bytes())
+    if damage == "cut":
+        data.write_bytes(bytes(raw[:100]))
+    else:
+        raw[raw.index(b"related_to")] ^= 0x02  # "related_to" -> "pelated_to"
+        data.write_bytes(bytes(raw))
+    done = octobrain(env, "stats", "--format", "json")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    line = one_clear_line(done.stderr)
+    assert "relationships" in line and "octobrain doctor" in line, line
+    if damage == "flipped":
+        assert "table 'relationships' is damaged: link " in line, line
+        counted = json.loads(done.stdout)
+        assert counted["total"] == len(ids) and counted["damaged_links"] == 1, counted
+    else:
+        assert "cannot be read" in line, line

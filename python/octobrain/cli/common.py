@@ -424,14 +424,18 @@ def yes_required(doing: str, note: str = "") -> InvalidInput:
     return InvalidInput("--yes", f"required to {doing} without a terminal to confirm on{note}")
 
 
-def counted_damaged(table: str, ids: Sequence[str], count: int) -> OctobrainError:
-    """The line a `stats` command ends with, exit 1, when it counted `count` rows of `table`
-    that no longer match their checksum (the first of them `ids`): named, as a read of one
-    names it, and where they were counted."""
+def counted_damaged(*found: tuple[str, Sequence[str], int, str | None]) -> OctobrainError:
+    """The line a `stats` command ends with, exit 1, when it counted rows that no longer
+    match their checksum: of each `(table, the first of them, how many, where they were
+    counted)` with any, named as a read of one names them, and where they were counted
+    (None: under `DAMAGED_TITLE`, among the counts by value)."""
     from octobrain.errors import StorageError
     from octobrain.store.schema import DAMAGED_TITLE, describe_garbled
 
-    return StorageError(
-        f"store: table {table!r} is damaged: {describe_garbled(ids, count, table)}; counted "
-        f"under {DAMAGED_TITLE!r}. Run `octobrain doctor` for details"
+    said = "; ".join(
+        f"table {table!r} is damaged: {describe_garbled(ids, count, table)}; counted "
+        f"{where or f'under {DAMAGED_TITLE!r}'}"
+        for table, ids, count, where in found
+        if count
     )
+    return StorageError(f"store: {said}. Run `octobrain doctor` for details")

@@ -327,7 +327,7 @@ def stats_cmd(ctx: click.Context, fmt: str) -> None:
     if stats.damaged:  # counted, then said as `memory stats` says it: one line, exit 1
         from octobrain.store.schema import SOURCES
 
-        raise counted_damaged(SOURCES, stats.damaged_ids, stats.damaged)
+        raise counted_damaged((SOURCES, stats.damaged_ids, stats.damaged, None))
 
 
 # Every knowledge command reads or writes what one scope sees: `--scope` / `--global` work after

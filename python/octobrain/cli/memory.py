@@ -398,11 +398,11 @@ def recent_cmd(ctx: click.Context, limit: int, memory_type: str | None, fmt: str
 @FORMAT_OPTION
 @click.pass_context
 def stats_cmd(ctx: click.Context, fmt: str) -> None:
-    """Counts by scope, type, state and trust tier."""
+    """Counts by scope, type, state and trust tier; damaged memories and links."""
     stats = command_brain(ctx).stats()
     lines = []
     for key, value in stats.items():
-        if key == "damaged_ids":
+        if key in ("damaged_ids", "damaged_link_ids"):
             continue
         if isinstance(value, dict):
             lines.append(
@@ -411,10 +411,17 @@ def stats_cmd(ctx: click.Context, fmt: str) -> None:
         else:
             lines.append(f"{key}: {value if value != '' else '(global)'}")
     emit(fmt, stats, "\n".join(lines))
-    damaged, listed = stats["damaged"], stats["damaged_ids"]
-    if isinstance(damaged, int) and damaged and isinstance(listed, list):
-        # Counted, then said as `get` and `recent` say it: one line, exit 1.
-        raise counted_damaged("memories", [str(i) for i in listed], damaged)
+    # Counted, then said as `get`, `recent` and `remember` say it: one line, exit 1.
+    found = []
+    for table, key, ids, where in (
+        ("memories", "damaged", "damaged_ids", None),
+        ("relationships", "damaged_links", "damaged_link_ids", "as damaged_links"),
+    ):
+        count, listed = stats[key], stats[ids]
+        if isinstance(count, int) and count and isinstance(listed, list):
+            found.append((table, [str(i) for i in listed], count, where))
+    if found:
+        raise counted_damaged(*found)
 
 
 for _command in (*LINK_COMMANDS, *CURATION_COMMANDS, ingest_cmd, migrate_cmd):

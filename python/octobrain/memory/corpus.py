@@ -326,6 +326,10 @@ class Corpus:
         """The edges touching each of `ids` (`EdgeMirror.by_node`): one pass for them all."""
         return self._edges.by_node(ids, per_kind)
 
+    def damaged_links(self) -> list[str]:
+        """The ids of the mirrored edges that no longer match their checksum."""
+        return self._edges.damaged()
+
     def edges_of_kinds(self, kinds: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
         """Sources, targets and types of every edge of the types `kinds`
         (`EdgeMirror.of_kinds`)."""

@@ -24,7 +24,7 @@ from octobrain.kernels.idindex import IdIndex, rows_holding
 from octobrain.memory.catchup import ADDR, above, fragment_mark
 from octobrain.memory.corpus_io import int64s
 from octobrain.models import Relationship
-from octobrain.store import MemoryStore
+from octobrain.store import MemoryStore, row_sums
 from octobrain.store.pinned import Pinned
 from octobrain.store.schema import relationships_schema, row_to_relationship
 
@@ -153,6 +153,14 @@ class EdgeMirror:
         wanted = pa.array(list(kinds), pa.string())
         found = table.filter(pc.is_in(table.column("relationship_type"), value_set=wanted))
         return _columns(found)
+
+    def damaged(self) -> list[str]:
+        """The ids of the edges that no longer match their checksum (`store.edges.
+        damaged_links`, of the edges held here)."""
+        table = self.table
+        if table is None:
+            return []
+        return row_sums.damaged_ids(table.to_batches(), row_sums.edges_damaged)
 
     def _of_kinds(
         self, ids: Sequence[str], kinds: Sequence[str], end: str

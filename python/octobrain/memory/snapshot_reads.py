@@ -100,14 +100,15 @@ def newest(c: Corpus, scope: str, memory_type: str | None, limit: int) -> list[M
     return [copy.copy(m) for m in c.memories_at(listed)]  # (the mirror's own are cached)
 
 
-def counted(c: Corpus, scope: str, names: Sequence[str]) -> tuple[pa.Table, set[int]]:
+def counted(c: Corpus, scope: str, names: Sequence[str]) -> tuple[pa.Table, set[int], list[str]]:
     """`names` of every memory visible from `scope` (archived included), in the mirror's
-    order (not a scan's: a caller that needs an order makes its own), and the positions among
+    order (not a scan's: a caller that needs an order makes its own), the positions among
     them of those that fail their check (`garbled`): every mirrored row checked where it lies,
-    no checked column taken out (taking them cost `memory stats` 95 ms at 10,000 memories)."""
+    no checked column taken out (taking them cost `memory stats` 95 ms at 10,000 memories),
+    and the ids of the edges that fail theirs (every one, as `MemoryStore.damaged_links`)."""
     at = np.flatnonzero(c.seen_by(visible_scopes(scope)))
     damaged = row_sums.memories_damaged(c.rows())[at]
-    return c.take(at, list(names)), set(np.flatnonzero(damaged).tolist())
+    return c.take(at, list(names)), set(np.flatnonzero(damaged).tolist()), c.damaged_links()
 
 
 def tallied(rows: pa.Table, key: str, garbled: set[int]) -> dict[str, int]:

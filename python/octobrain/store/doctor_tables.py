@@ -30,7 +30,6 @@ from octobrain.store.schema import (
     CHUNKS,
     CONSOLIDATIONS,
     EDGE_CHECKED,
-    EDGE_FIELDS,
     GARBLED_REPAIR,
     REEMBED,
     SOURCE_CHECKED,
@@ -295,7 +294,7 @@ _KNOWLEDGE_REPAIR = (
 # table of them no longer match their checksum: every row at once, `row_sums`).
 _CHECKED_BY: dict[str, tuple[Sequence[str], Callable[[pa.Table], npt.NDArray[np.bool_]]]] = {
     "memories": (CHECKED, row_sums.memories_damaged),
-    "relationships": (EDGE_CHECKED, partial(row_sums.damaged, fields=EDGE_FIELDS)),
+    "relationships": (EDGE_CHECKED, row_sums.edges_damaged),
     CHUNKS: (CHUNK_CHECKED, partial(row_sums.damaged, fields=CHUNK_FIELDS)),
     SOURCES: (
         SOURCE_CHECKED,

@@ -1,5 +1,6 @@
 """The relationships table's side of the store: which edges it holds, every edge (whole or in
-batches), the edges of a type or touching some memories, and edges added and deleted."""
+batches), those damaged, the edges of a type or touching some memories, and edges added and
+deleted."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from octobrain.models import Relationship, RelationshipType
-from octobrain.store import manifest, schema
+from octobrain.store import manifest, row_sums, schema
 from octobrain.store.link_rules import between, check_link
 from octobrain.store.scans import held, scan_arrow, scan_batches
 from octobrain.store.sql import sql_in, sql_str
@@ -41,6 +42,14 @@ def relationship_batches(store: MemoryStore, batch_rows: int) -> Iterator[list[R
     columns = store.relationships.schema.names
     for batch in scan_batches(store.relationships, "true", columns, batch_rows):
         yield [schema.row_to_relationship(r) for r in batch.to_pylist()]
+
+
+def damaged_links(store: MemoryStore) -> list[str]:
+    """The ids of the edges that no longer match their checksum: every row checked, what
+    its checksum covers read a batch at a time (`row_sums`)."""
+    columns = [*schema.EDGE_CHECKED, schema.CHECKSUM]
+    batches = scan_batches(store.relationships, "true", columns, 1 << 16)
+    return row_sums.damaged_ids(batches, row_sums.edges_damaged)
 
 
 def sources_to(store: MemoryStore, target_id: str, relationship_type: str) -> list[str]:

@@ -441,6 +441,7 @@ class MemoryStore:
     relationships_version = edges.relationships_version
     all_relationships = edges.all_relationships
     relationship_batches = edges.relationship_batches
+    damaged_links = edges.damaged_links
     sources_to = edges.sources_to
     sources_of = edges.sources_of
     relationships_of = edges.relationships_of

@@ -20,6 +20,7 @@ from octobrain.store.schema import (
     CHECKED_TIMES,
     CHECKSUM,
     CHUNK_FIELDS,
+    EDGE_FIELDS,
     SOURCE_FIELDS,
 )
 
@@ -138,6 +139,11 @@ def memories_damaged(rows: pa.Table) -> npt.NDArray[np.bool_]:
     return damaged(rows, at="updated_at", restamped=True)
 
 
+def edges_damaged(rows: pa.Table) -> npt.NDArray[np.bool_]:
+    """`damaged` of links (never rewritten: no stamp; `schema.edge_verified`)."""
+    return damaged(rows, EDGE_FIELDS)
+
+
 def chunks_damaged(rows: pa.Table) -> npt.NDArray[np.bool_]:
     """`damaged` of knowledge chunks (never rewritten: no stamp; `schema.chunk_verified`)."""
     return damaged(rows, CHUNK_FIELDS)
@@ -153,9 +159,12 @@ def damaged_ids(
     batches: Iterable[pa.RecordBatch], check: Callable[[pa.Table], npt.NDArray[np.bool_]]
 ) -> list[str]:
     """The ids of the rows of `batches` (each holding `id` and what `check` reads) that
-    `check` finds damaged, in order: a batch at once, no Python object made per row."""
+    `check` finds damaged, in order: a batch at once, a Python object made only per damaged
+    row."""
     out: list[str] = []
     for batch in batches:
         rows = pa.Table.from_batches([batch])
-        out += rows.column("id").filter(check(rows)).to_pylist()
+        ids = rows.column("id")
+        # (by position: a numpy mask made into Arrow imports numpy.ma, 13 ms of a process)
+        out += [ids[int(at)].as_py() for at in np.flatnonzero(check(rows))]
     return out
