@@ -317,13 +317,12 @@ print("answered")
 """
 
 
-def test_a_snapshot_file_cut_while_mapped_is_dropped_not_a_crash(tmp_path: Path) -> None:
-    # The resident service maps the snapshot's files: one truncated in place (a backup copied
-    # over the cache) killed it with SIGBUS on its next read, and it logged nothing.
-    _store_with_snapshot(tmp_path / "db")
+def answered_in_child(tmp_path: Path, script: str, *args: str) -> str:
+    """The stderr of `script` run in a process of its own on the store at `tmp_path / "db"`
+    (its first argument, then `args`), which must exit 0 having printed "answered"."""
     done = subprocess.run(
         # (faulthandler: a child killed by a signal leaves every thread's stack in stderr)
-        [sys.executable, "-X", "faulthandler", "-c", _CUT_WHILE_MAPPED, str(tmp_path / "db")],
+        [sys.executable, "-X", "faulthandler", "-c", script, str(tmp_path / "db"), *args],
         capture_output=True,
         text=True,
         cwd=Path(__file__).parent.parent,
@@ -331,7 +330,15 @@ def test_a_snapshot_file_cut_while_mapped_is_dropped_not_a_crash(tmp_path: Path)
         check=False,
     )
     assert (done.returncode, done.stdout) == (0, "answered\n"), done.stderr
-    assert "changed while in use; rebuilding" in done.stderr
+    return done.stderr
+
+
+def test_a_snapshot_file_cut_while_mapped_is_dropped_not_a_crash(tmp_path: Path) -> None:
+    # The resident service maps the snapshot's files: one truncated in place (a backup copied
+    # over the cache) killed it with SIGBUS on its next read, and it logged nothing.
+    _store_with_snapshot(tmp_path / "db")
+    stderr = answered_in_child(tmp_path, _CUT_WHILE_MAPPED)
+    assert "changed while in use; rebuilding" in stderr
 
 
 def test_a_store_mid_restore_is_refused_though_its_snapshot_is_current(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from octobrain.memory.page_check import PageCheck
+from octobrain.memory.page_check import CheckedFile, PageCheck
 
 _PADDING = 64  # (Arrow pads buffers to at most 64 bytes: a longer gap holds a header)
 _Ints = npt.NDArray[np.int64]
@@ -132,3 +132,41 @@ class RowsCheck:
             return [(array.values, np.unique(np.concatenate([np.zeros(0, np.int64), *items])))]
         self._span(spans, array.buffers()[2], first, last)
         return []
+
+
+def merged_rows(rows: pa.Table, check: PageCheck | None) -> pa.Table:
+    """`rows` with one chunk a column (for writing a snapshot), its first rows (those of the
+    file `check` checks, which `rows` maps) taken from that file's bytes read and verified
+    block by block (`CheckedFile`), never through the mapping: a file cut in place meanwhile
+    killed the writing process with SIGBUS (it is `SnapshotDamaged` now). Read a few columns
+    at a time, none more bytes than the largest column: the file is never held twice."""
+    if check is None:
+        return rows.combine_chunks()
+    source = pa.PythonFile(CheckedFile(check), mode="r")
+
+    def group(fields: list[int]) -> list[pa.Array]:  # (what it read dropped on return)
+        only = pa.ipc.IpcReadOptions(included_fields=fields)
+        old = pa.ipc.open_file(source, footer_offset=check.length, options=only).read_all()
+        merged = []
+        for got, i in zip(old.columns, fields, strict=True):
+            chunks = [*got.chunks, *rows.column(i).slice(len(old)).chunks]
+            merged.append(chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks))
+        return merged
+
+    columns = [array for fields in _groups(rows) for array in group(fields)]
+    return pa.Table.from_arrays(columns, schema=rows.schema)
+
+
+def _groups(rows: pa.Table) -> list[list[int]]:
+    """The columns of `rows` in runs of adjacent ones, each run's first chunks (as mapped,
+    their buffers' sizes only) no more bytes together than the largest one's."""
+    sizes = [c.chunk(0).get_total_buffer_size() if c.num_chunks else 0 for c in rows.columns]
+    runs: list[list[int]] = [[]]
+    total = 0
+    for i, size in enumerate(sizes):
+        if runs[-1] and total + size > max(sizes):
+            runs.append([])
+            total = 0
+        runs[-1].append(i)
+        total += size
+    return runs

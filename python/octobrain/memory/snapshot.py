@@ -32,7 +32,8 @@ of every small file before using anything. The large ones carry a CRC-32 per 64 
 covers a block (`PageCheck`): a vector's rows before they are scored, a term's postings before
 a query reads them, everything before the mirror is written out again; ``rows.arrow`` the
 same way (`RowsCheck`): the blocks of the rows and columns a read takes, every block before
-a read of every row, and its headers at open. A damaged block raises
+a read of every row, and its headers at open; a writer reads the rows it keeps from
+an older snapshot that way too, never through the mapping. A damaged block raises
 `SnapshotDamaged` instead of being used; the caller discards the snapshot and rebuilds from
 the store. Any other mismatch makes `load` return None and the caller rebuilds from the store.
 The table version is the caller's to compare: it
@@ -62,7 +63,7 @@ import pyarrow as pa
 from octobrain.files import read_regular
 from octobrain.kernels.bm25 import PARTS, BM25Index
 from octobrain.memory.page_check import BLOCK, PageCheck, block_crcs, file_crc
-from octobrain.memory.rows_check import RowsCheck
+from octobrain.memory.rows_check import RowsCheck, merged_rows
 from octobrain.store.operations import DataFile, recorded_files
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,8 @@ class Snapshot:
     sorted_ids: npt.NDArray[np.bytes_]
     id_order: npt.NDArray[np.int64]
     index: BM25Index
-    # The lazily checked files this snapshot reads from (what `load` opened), by name.
+    # The lazily checked files this snapshot reads from (what `load` opened), by name; its
+    # first rows are those of the `rows.arrow` named here (what a writer reads them from).
     checks: dict[str, PageCheck] | None = None
     # Verifies the blocks of `rows.arrow` a read takes (raising `SnapshotDamaged`).
     rows_check: RowsCheck | None = None
@@ -248,7 +250,10 @@ class SnapshotDir:
                     raise ValueError(f"{file} has no checksum for each of its blocks")
             elif file_crc(path) != crc:
                 raise ValueError(f"{file} fails its checksum")
-        checks = {file: PageCheck(where / file, blocks[file]) for file in (*LAZY, ROWS)}
+        checks = {
+            file: PageCheck(where / file, blocks[file], size=manifest["files"][file][0])
+            for file in (*LAZY, ROWS)
+        }
         parts = {name: np.load(where / f"bm25.{name}.npy", mmap_mode="r") for name in PARTS}
         index = BM25Index.open_parts(parts, manifest["bm25"])
         index.check_postings(_postings_check(parts, checks))
@@ -375,14 +380,7 @@ class SnapshotDir:
         self._write_vectors(tmp / "vectors.npy", blocks)
         npy("ids", snap.sorted_ids)
         npy("id_order", np.asarray(snap.id_order, dtype=np.int64))
-        with (tmp / "rows.arrow").open("wb") as f:
-            with pa.ipc.new_file(f, snap.rows.schema) as writer:
-                # One record batch: a take across several chunks concatenates them first (the
-                # process serving a 100k snapshot of two batches held 74 MiB more after one
-                # query). Merged here, in the writer's thread, not on the request path.
-                writer.write_table(snap.rows.combine_chunks())
-            f.flush()
-            os.fsync(f.fileno())
+        _write_rows(tmp / ROWS, snap)
         for name, array in snap.index.to_parts().items():
             npy(f"bm25.{name}", array)
         if snap.edges is not None:
@@ -475,6 +473,19 @@ def _whole_file(blocks: list[npt.NDArray[np.float32]]) -> str | None:
     if not whole or block.offset != header or size != header + block.nbytes:
         return None
     return str(filename)
+
+
+def _write_rows(path: Path, snap: Snapshot) -> None:
+    """`snap`'s rows as ``rows.arrow``, one record batch (a take across several chunks
+    concatenates them first: the process serving a 100k snapshot of two batches held 74 MiB
+    more after one query; merged here, in the writer's thread, not on the request path),
+    those of the older snapshot it read taken from bytes read and verified (`merged_rows`)."""
+    rows = merged_rows(snap.rows, (snap.checks or {}).get(ROWS))
+    with path.open("wb") as f:
+        with pa.ipc.new_file(f, rows.schema) as writer:
+            writer.write_table(rows)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _write_synced(path: Path, data: bytes) -> None:

@@ -1,0 +1,75 @@
+"""A snapshot writer copies the rows of the snapshot it read from bytes it read and checked
+block by block, never through that file's mapping: the file cut or changed in place
+meanwhile is a damaged snapshot (rebuilt from the store), not a process killed by SIGBUS nor
+a new snapshot holding the changed bytes under fresh checksums."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_snapshot_served import _brain, _hits, _store_with_snapshot, answered_in_child
+from tests.test_snapshot_served import data_dir as data_dir  # (the autouse fixture)
+
+_CHANGED_AS_WRITTEN = """
+import sys
+from pathlib import Path
+from octobrain.memory.snapshot import SnapshotDir
+from tests.test_snapshot_served import _brain, _hits
+
+db, change = Path(sys.argv[1]), sys.argv[2]
+writer = _brain(db)  # a long-lived process (the resident service) serving from the snapshot
+_hits(writer, "setting zq2", record_access=False)
+corpus = writer.retriever.corpus
+assert corpus.reads_snapshot
+rows = corpus._source.where / "rows.arrow"
+write = SnapshotDir.write
+
+def change_then_write(self, snap):  # its rows verified (`take`), then changed in place
+    at = rows.read_bytes().index(b"setting zq17")
+    with rows.open("r+b") as f:  # in place, as `truncate` or a copy over it does
+        if change == "cut":
+            f.truncate(rows.stat().st_size // 2)
+        else:  # one byte of a memory's text: "zq17" → "zQ17"
+            f.seek(at + len("setting z"))
+            f.write(b"Q")
+    return write(self, snap)
+
+SnapshotDir.write = change_then_write
+added, _ = writer.memorize("Fresh note", "The cache uses setting zqnew.")
+_hits(writer, "setting zqnew", record_access=False)  # caught up: the mirror holds it
+corpus.save_snapshot()  # written now (the old rows and the new one), waited for
+SnapshotDir.write = write
+assert _hits(writer, "setting zqnew", record_access=False)[0] == added.id
+print("answered")
+"""
+
+
+def _write_while_changed(tmp_path: Path, change: str) -> list[str]:
+    """A long-lived process (the resident service) that opened the snapshot writes it anew
+    after one write, its `rows.arrow` changed in place (`change`) just as it is copied: exit 0
+    and "answered" asserted; the store's ids."""
+    ids = _store_with_snapshot(tmp_path / "db")
+    stderr = answered_in_child(tmp_path, _CHANGED_AS_WRITTEN, change)
+    assert "rows.arrow fails its checksum at block" in stderr
+    return ids
+
+
+def test_a_snapshot_cut_while_its_writer_copies_it_is_rebuilt_not_a_crash(tmp_path: Path) -> None:
+    # Before: the writer's thread copied the old rows through their mapping, and the process
+    # (the resident service) died of SIGBUS at the first page past the cut.
+    _write_while_changed(tmp_path, "cut")
+    # What it rebuilt from the store left a sound snapshot: the next process is served by it.
+    reader = _brain(tmp_path / "db")
+    assert _hits(reader, "setting zqnew", record_access=False)
+    assert reader.retriever.corpus.opened_snapshot and not reader.store.connected
+
+
+def test_a_snapshot_changed_while_its_writer_copies_it_is_not_copied(tmp_path: Path) -> None:
+    # Before: the changed byte went into the new snapshot under fresh block checksums; the
+    # writing process adopted it, and its next query's row check called the store damaged
+    # ("Run `octobrain doctor`"), though only the snapshot had changed.
+    ids = _write_while_changed(tmp_path, "flip")
+    reader = _brain(tmp_path / "db")
+    recall = reader.remember("setting zq17", min_relevance=0.0, record_access=False)
+    assert recall.hits[0].memory.id == ids[17]
+    assert recall.hits[0].memory.content == "The service uses setting zq17."
