@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from octobrain.errors import as_json
 from octobrain.files import read_regular
+from octobrain.runtime_dir import runtime_dir_path
 
 if TYPE_CHECKING:
     from typing import Any
@@ -139,12 +140,7 @@ def runtime_dir() -> str:
     to others, a file): a socket there could be someone else's, handed every command line.
     (Another user's XDG_RUNTIME_DIR, kept by `sudo -E`: root's folder made in it barred that
     user's own commands from their service.)"""
-    base = os.environ.get("XDG_RUNTIME_DIR", "").strip()
-    try:
-        own = bool(base) and os.stat(base).st_uid == os.getuid() and os.path.isdir(base)
-    except OSError:
-        own = False
-    root = os.path.join(base, "octobrain") if own else f"/tmp/octobrain-{os.getuid()}"
+    root = runtime_dir_path()
     with contextlib.suppress(FileExistsError):  # (a file there is named below)
         os.makedirs(root, mode=0o700, exist_ok=True)
     info = os.lstat(root)

@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 from octobrain.errors import InvalidInput, as_json
 from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.models import KEY_BYTES, SOURCE_BYTES
+from octobrain.runtime_dir import runtime_dirs
 from octobrain.safe_text import is_unicode
 
 STORED_PREFIX = "stored://"
@@ -121,7 +122,8 @@ def refuse_directory(source: str, instead: str = ONE_FILE, cwd: Path | None = No
 
 def confine(ref: SourceRef, roots: tuple[Path, ...] | None, store: Path | None = None) -> SourceRef:
     """Refuse a local file outside `roots` (None: no confinement, as for the CLI), and one of
-    octobrain's own: its data directory, config file and `store` (a local store's directory).
+    octobrain's own: its data directory, config file, `store` (a local store's directory) and
+    runtime directory (the resident service's logs, of every session).
 
     `ref.path` is already resolved (symlinks and `..`), so a link inside a root that points
     outside it is outside; `roots` come resolved too (`Workspace.local_roots`, on each call),
@@ -134,9 +136,9 @@ def confine(ref: SourceRef, roots: tuple[Path, ...] | None, store: Path | None =
         if ref.path == private or ref.path.is_relative_to(private):
             raise InvalidInput(
                 "source",
-                f"{ref.path} is octobrain's own (its data directory, config file or store, "
-                "which may hold tokens, credentials and every project's memories): an MCP "
-                "session never reads it",
+                f"{ref.path} is octobrain's own (its data directory, config file, store or "
+                "runtime directory, which may hold tokens, credentials, every project's "
+                "memories and other sessions' logs): an MCP session never reads it",
             )
     for root in roots:
         if ref.path.is_relative_to(root):
@@ -173,13 +175,14 @@ def refuse_own(fetched: Fetched) -> None:
 
 
 def _own_files(store: Path | None = None) -> list[Path]:
-    """Octobrain's data directory and config file, and `store` (which `storage.uri` may put
-    elsewhere, a team's under `/srv`), resolved: a client's roots may hold them (a root of
-    `/srv` or of the data directory itself), a session reads none of them."""
+    """Octobrain's data directory and config file, `store` (which `storage.uri` may put
+    elsewhere, a team's under `/srv`) and its runtime directories (`/tmp/octobrain-<uid>`
+    without `XDG_RUNTIME_DIR`), resolved: a client's roots may hold them (a root of `/srv`,
+    `/tmp` or of the data directory itself), a session reads none of them."""
     from octobrain.config.loader import config_path, data_dir
 
     own = [data_dir(), config_path(), *([store] if store is not None else [])]
-    return [Path(os.path.realpath(path)) for path in own]
+    return [Path(os.path.realpath(path)) for path in [*own, *map(Path, runtime_dirs())]]
 
 
 def _normalise_url(url: str) -> str:
