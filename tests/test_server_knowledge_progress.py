@@ -20,6 +20,7 @@ from octobrain.config import Config, EmbeddingConfig, McpConfig
 from octobrain.knowledge import generation
 from octobrain.server import BrainPool, hosted
 from octobrain.server.hosted import host_session, prepare_session
+from octobrain.server.progress import PROGRESS_TOKEN_BYTES
 from tests.server_support import (
     PROJECT_A,
     free_port,
@@ -171,3 +172,28 @@ def test_a_hosted_client_that_reads_none_of_its_answers_has_its_session_ended(
         assert dropped.wait(60)
         while stalled.recv(1 << 16):  # what was sent, then the end: its session ended
             pass
+
+
+def test_an_over_long_progress_token_is_refused_not_sent_back_in_each_notification(
+    tmp_path: Path,
+) -> None:
+    # A 900 kB progressToken came back in every progress notification of the call (up to ~17:
+    # 15 MB sent to the client for a request of 1 MB).
+    doc = _document(tmp_path / "handbook.md", 150)
+    with _hosted(hash_pool(tmp_path / "db"), tmp_path) as client:
+        _lines(client, _search(2, doc.name, progress="t" * 900_000))
+        _lines(client, _search(3, doc.name, progress="t" * PROGRESS_TOKEN_BYTES))
+        with client.makefile("rb") as reader:
+            lines = [reader.readline()]
+            while len([m for m in map(json.loads, lines) if "id" in m]) < 2:
+                lines.append(reader.readline())
+    messages = [json.loads(line) for line in lines]
+    answers = {m["id"]: m["result"] for m in messages if "id" in m}
+    assert answers[2]["isError"] and answers[2]["content"][0]["text"] == (
+        "_meta.progressToken: 900,000 bytes, over the 256 this server sends back in each "
+        "progress notification; send a shorter token, or none for no progress"
+    )
+    told = [m["params"]["progressToken"] for m in messages if "id" not in m]
+    assert told and set(told) == {"t" * PROGRESS_TOKEN_BYTES}, len(told)
+    assert answers[3]["isError"] is False, answers[3]
+    assert sum(map(len, lines)) < 100_000

@@ -8,6 +8,9 @@ so a client that stopped reading its output (a full pipe) held the lock for good
 other session's knowledge call with it. A count reported while the one before is still being
 written replaces any not yet sent, so the notifications arrive in order, their `progress`
 increasing, and the last is sent before the answer.
+
+Each notification carries the token back: a token over `PROGRESS_TOKEN_BYTES` is refused (MCP
+lets a token be any string or integer; a 900 kB one came back in every notification).
 """
 
 from __future__ import annotations
@@ -21,12 +24,16 @@ import anyio
 import anyio.from_thread
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 
+from octobrain.errors import InvalidInput
+
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
     from octobrain.knowledge.generation import Progress
 
 log = logging.getLogger(__name__)
+
+PROGRESS_TOKEN_BYTES = 256  # a request id or a UUID is tens of bytes
 
 
 class _Told:
@@ -74,9 +81,17 @@ async def progress_of(ctx: ServerRequestContext[Any, Any]) -> AsyncIterator[Prog
     """A `progress(done, total)` for work of this request in a worker thread of its event loop
     that tells the client, or None when the client asked for no progress. On leaving, the
     last count is sent (a client not reading holds this request, not the work's locks)."""
-    if progress_token_from_params(ctx.params) is None:
+    token = progress_token_from_params(ctx.params)
+    if token is None:
         yield None
         return
+    size = len(str(token).encode("utf-8", "surrogatepass"))
+    if size > PROGRESS_TOKEN_BYTES:
+        raise InvalidInput(
+            "_meta.progressToken",
+            f"{size:,} bytes, over the {PROGRESS_TOKEN_BYTES} this server sends back in each "
+            "progress notification; send a shorter token, or none for no progress",
+        )
     told = _Told(ctx)
     async with anyio.create_task_group() as group:
         group.start_soon(told.send_all)
