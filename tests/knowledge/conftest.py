@@ -104,11 +104,13 @@ def write_pdf(path: Path, pages: Sequence[Sequence[str]], title: str = "") -> Pa
     return write_pdf_pages(path, bodies, title)
 
 
-def write_pdf_pages(path: Path, bodies: Sequence[str], title: str = "") -> Path:
+def write_pdf_pages(path: Path, bodies: Sequence[str], title: str = "", form: str = "") -> Path:
     """A real PDF whose pages draw `bodies` (content streams, Latin-1; fonts /F1 Helvetica,
-    /F2 Courier)."""
+    /F2 Courier; `form`, if any, the content of a form XObject /Fm1 they may draw)."""
     objects: list[bytes] = []
     n_pages = len(bodies)
+    fonts = f"/Font << /F1 3 0 R /F2 {4 + 2 * n_pages} 0 R >>"
+    xobjects = f" /XObject << /Fm1 {5 + 2 * n_pages} 0 R >>" if form else ""
     kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(n_pages))
     objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
     objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {n_pages} >>".encode())
@@ -121,10 +123,17 @@ def write_pdf_pages(path: Path, bodies: Sequence[str], title: str = "") -> Path:
         stream = body.encode("latin-1")
         objects.append(
             f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {5 + 2 * i} 0 R "
-            f"/Resources << /Font << /F1 3 0 R /F2 {4 + 2 * n_pages} 0 R >> >> >>".encode()
+            f"/Resources << {fonts}{xobjects} >> >>".encode()
         )
         objects.append(f"<< /Length {len(stream)} >>\nstream\n".encode() + stream + b"\nendstream")
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier >>")
+    if form:
+        objects.append(
+            b"<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << /Font << /F1 3 0 R"
+            + f" >> >> /Length {len(form)} >>\nstream\n".encode()
+            + form.encode("latin-1")
+            + b"\nendstream"
+        )
     info = None
     if title:
         objects.append(f"<< /Title ({pdf_escape(title)}) >>".encode())

@@ -458,7 +458,31 @@ def test_a_pdf_whose_pages_take_too_long_is_refused(
     pdf = write_pdf(tmp_path / "long.pdf", [[f"page {i} of the handbook"] for i in range(40)])
     assert "page 39" in extract(read_file(parse_source(str(pdf)), 1 << 20), 1 << 20).text
     monkeypatch.setattr(extraction, "PDF_SECONDS", 0.0)
-    with pytest.raises(InvalidInput, match=r"text was not out within 0 s \(1 of 40 pages read\)"):
+    with pytest.raises(InvalidInput, match=r"text was not out within 0 s \(0 of 40 pages read\)"):
+        extract(read_file(parse_source(str(pdf)), 1 << 20), 1 << 20)
+
+
+def test_a_pdf_page_that_takes_too_long_is_stopped_within_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The time bound was read between pages: one page drawing a form of 10 MB of whitespace
+    # (10 kB compressed) 200 times took 156 s, parsed anew at each; 5,000 times, an hour.
+    from octobrain.knowledge import extract as extraction
+
+    from .conftest import write_pdf_pages
+
+    class Clock:  # a second passes each time the time is read
+        now = 0.0
+
+        def monotonic(self) -> float:
+            self.now += 1.0
+            return self.now
+
+    form = "BT /F1 11 Tf 72 700 Td (Drawn by the form.) Tj ET"
+    pdf = write_pdf_pages(tmp_path / "forms.pdf", ["/Fm1 Do " * 100], form=form)
+    assert extract(read_file(parse_source(str(pdf)), 1 << 20), 1 << 20).text.count("form.") == 100
+    monkeypatch.setattr(extraction, "time", Clock())  # 60 s: 60 reads of the time
+    with pytest.raises(InvalidInput, match=r"not out within 60 s \(0 of 1 pages read\); nothing"):
         extract(read_file(parse_source(str(pdf)), 1 << 20), 1 << 20)
 
 

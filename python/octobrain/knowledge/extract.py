@@ -193,11 +193,14 @@ def detect_type(fetched: Fetched) -> DocType:
 
 UNPACK_FACTOR = 10
 # How long a PDF's pages may take to give their text: pages that share one content stream of
-# millions of operators cost pypdf 0.2 s each however little text they hold.
+# millions of operators cost pypdf 0.2 s each however little text they hold. Read before each
+# operator too: one page drawing a form of 10 MB of whitespace (10 kB compressed) 200 times
+# made pypdf parse it 200 times, 156 s in one page. A page may still run past it by the parse
+# of one content stream (at most 75 MB inflated, pypdf's bound: about 5 s of whitespace).
 PDF_SECONDS = 60.0
 # The most tokens (operators and operands) pypdf parses in one content stream: about 7 s of
-# parsing on a 2-core machine. The limit is checked between pages; one page of 990,000 `Tj`
-# operators, 10.7 kB compressed, took 27.5 s and 372 MB. A page of text is a few thousand; a
+# parsing on a 2-core machine. One page of 990,000 `Tj` operators, 10.7 kB compressed, took
+# 27.5 s and 372 MB (the time then read between pages only). A page of text is a few thousand; a
 # page past it (a dense drawing) is left out of the text, with a warning.
 PDF_PAGE_TOKENS = 500_000
 
@@ -401,6 +404,11 @@ def _pdf(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
         return _pdf_text(data, max_bytes, uri)
 
 
+class _OutOfTime(BaseException):
+    """`PDF_SECONDS` passed while pypdf read a page. (Not an `Exception`: pypdf reads on past
+    any `Exception` raised inside a form, as a form it cannot decode.)"""
+
+
 def _pdf_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     from pypdf import PdfReader
     from pypdf.errors import LimitReachedError
@@ -411,28 +419,37 @@ def _pdf_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     pages: list[str] = []
     size = left_out = 0
     deadline = time.monotonic() + PDF_SECONDS
-    for number, page in enumerate(reader.pages, 1):  # pypdf bounds each stream it inflates
-        try:
-            visitor = pdf_pieces.PageText()
-            text = visitor.text(page.extract_text(visitor_text=visitor) or "")
-            pages.append(pdf_columns.with_cells(page, text, visitor.whole_lines()))
-        except LimitReachedError:
-            log.warning(
-                "page %d of the PDF has over %d drawing tokens: its text is left out",
-                number,
-                PDF_PAGE_TOKENS,
-            )
-            left_out += 1
-            pages.append("")
-        size += len(pages[-1])
-        if size > max_bytes:
-            raise Unpacked("its text", size)
+
+    def in_time(*_: object) -> None:  # before each operator pypdf reads, a form's too
         if time.monotonic() > deadline:
-            raise InvalidInput(
-                "source",
-                f"{uri}: the PDF's text was not out within {PDF_SECONDS:g} s ({len(pages)} of "
-                f"{len(reader.pages)} pages read); nothing was indexed",
-            )
+            raise _OutOfTime
+
+    try:
+        for number, page in enumerate(reader.pages, 1):  # pypdf bounds each stream it inflates
+            try:
+                visitor = pdf_pieces.PageText()
+                text = page.extract_text(visitor_text=visitor, visitor_operand_before=in_time)
+                in_time()  # (before layout mode reads the page again)
+                text = visitor.text(text or "")
+                pages.append(pdf_columns.with_cells(page, text, visitor.whole_lines()))
+            except LimitReachedError:
+                log.warning(
+                    "page %d of the PDF has over %d drawing tokens: its text is left out",
+                    number,
+                    PDF_PAGE_TOKENS,
+                )
+                left_out += 1
+                pages.append("")
+            size += len(pages[-1])
+            if size > max_bytes:
+                raise Unpacked("its text", size)
+            in_time()
+    except _OutOfTime:
+        raise InvalidInput(
+            "source",
+            f"{uri}: the PDF's text was not out within {PDF_SECONDS:g} s ({len(pages)} of "
+            f"{len(reader.pages)} pages read); nothing was indexed",
+        ) from None
     if left_out and not any(p.strip() for p in pages):
         raise InvalidInput(
             "source",
