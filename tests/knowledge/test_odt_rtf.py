@@ -11,6 +11,8 @@ from octobrain.errors import InvalidInput
 from octobrain.knowledge.extract import DocType, extract
 from octobrain.knowledge.sources import Fetched, parse_source, read_file
 
+from .conftest import MakeKnowledge
+
 _NS = (
     'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
     'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
@@ -131,7 +133,33 @@ def test_rtf_is_read_with_its_paragraphs_whatever_its_name(tmp_path: Path) -> No
         document = extract(Fetched(parse_source(str(path)), path.read_bytes()), 1_000_000)
         assert document.doc_type is DocType.RTF
         assert document.text == "Backups run nightly.\n\nThe café opens at € 9."
-        assert document.title == "Backups run nightly."
+        assert document.title == "Ops"
+
+
+def test_an_rtf_is_read_in_its_code_page_and_titled_by_its_info(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # Before: bytes written as they are (not `\'hh`) were read as Latin-1 whatever the code
+    # page (`\ansicpg1251`: `Привет` read `Ïðèâåò`, a UTF-8 `Grüße` read `GrÃ¼Ãe`), and the
+    # `\info` group's `\title` was left out: titled by its first line, as a document without.
+    cyrillic = (
+        b"{\\rtf1\\ansi\\ansicpg1251\\deff0{\\info{\\title \\'cf\\'eb\\'e0\\'ed "
+        + "работ".encode("cp1251")
+        + b"}}\\pard "
+        + "Привет, смена.".encode("cp1251")
+        + b"\\par}"
+    )
+    (tmp_path / "plan.rtf").write_bytes(cyrillic)
+    assert _read(tmp_path / "plan.rtf")[:2] == ("План работ", "Привет, смена.")
+    hits = make_knowledge().match("смена", source="plan.rtf").hits
+    assert [h.line for h in hits] == ["Привет, смена."]
+    utf8 = "{\\rtf1\\ansi\\ansicpg1252\\pard Grüße aus Köln, \\'e9t\\'e9.\\par}".encode()
+    (tmp_path / "gruss.rtf").write_bytes(utf8)
+    assert _read(tmp_path / "gruss.rtf")[:2] == ("Grüße aus Köln, été.", "Grüße aus Köln, été.")
+    # No code page named: RTF's default, Windows-1252 (its quotes, not Latin-1's controls).
+    quoted = b"{\\rtf1\\ansi\\pard \x93Quoted\x94 \xe9t\xe9.\\par}"
+    (tmp_path / "quoted.rtf").write_bytes(quoted)
+    assert _read(tmp_path / "quoted.rtf")[1] == "\u201cQuoted\u201d été."
 
 
 def test_an_odt_paragraph_in_a_heading_style_is_a_heading(tmp_path: Path) -> None:

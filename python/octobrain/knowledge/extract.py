@@ -8,8 +8,9 @@ show it (`pdf_pieces.py`: note numbers apart from their words, table cells apart
 `pdf_text.py`: no running headers, no line-end hyphens, headings from its outline); DOCX
 paragraphs, headings and tables from python-docx's XML elements (`docx_text.py`), an ODT's
 from its `content.xml` (`odt_text.py`); an EPUB's spine documents by the HTML reader, a
-section each (`epub_text.py`); RTF's text by striprtf, its paragraphs kept; what a
-document unpacks to is bounded (`unpacked.py`). Parsers are imported lazily.
+section each (`epub_text.py`); RTF's text and title by striprtf, its paragraphs kept, in
+its code page (`rtf_text.py`); what a document unpacks to is bounded (`unpacked.py`).
+Parsers are imported lazily.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from octobrain.knowledge import (
     pdf_notices,
     pdf_pieces,
     pdf_text,
+    rtf_text,
 )
 from octobrain.knowledge.charset import decode_named, decode_page
 from octobrain.knowledge.chunk import first_heading, front_matter_end, heading_text
@@ -102,7 +104,8 @@ MIME_TYPES = {
 # private bullets; PDF 5: a page's footnotes after its text, a sentence across pages one;
 # PDF 6: cells of rows drawn in one text object; PDF 7: spaces squeezed but in fixed pitch;
 # EPUB 2: a chapter titled only by the book's title a section of its own; DOCX 5: a
-# header's text box read once, with its paragraph.)
+# header's text box read once, with its paragraph; RTF 2: its `\\title`, raw bytes in its
+# code page.)
 EXTRACTOR_VERSIONS = {
     DocType.HTML: 3,
     DocType.MARKDOWN: 2,
@@ -111,7 +114,7 @@ EXTRACTOR_VERSIONS = {
     DocType.DOCX: 5,
     DocType.EPUB: 2,
     DocType.ODT: 1,
-    DocType.RTF: 1,
+    DocType.RTF: 2,
 }
 
 
@@ -229,7 +232,7 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
         elif doc_type is DocType.ODT:
             title, text = odt_text.title_and_text(fetched.data, unpacked, fetched.ref.uri)
         elif doc_type is DocType.RTF:
-            title, text = "", _rtf(fetched.data, fetched.ref.uri)
+            title, text = rtf_text.title_and_text(fetched.data, fetched.ref.uri)
         else:
             title, text = "", _decode(fetched.data, fetched.charset)
             if "\x00" in text:  # (UTF-16 with its BOM decodes to text without them)
@@ -353,42 +356,6 @@ def _decode(data: bytes, charset: str = "") -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return data.decode("latin-1")
-
-
-# The deepest an RTF's groups may nest: a document's are a few levels deep (a field's result
-# in a table cell, ten or so); striprtf keeps ~85 bytes a level, so 50 MB of `{` took 4 GB.
-RTF_DEPTH = 1000
-# An escaped brace or backslash is text; `\binN` is followed by N raw bytes (a picture's),
-# whose braces open no group.
-_RTF_BRACE = re.compile(rb"\\bin(\d{1,10}) ?|\\[\\{}]|[{}]")
-
-
-def _rtf(data: bytes, uri: str) -> str:
-    """RTF's text (striprtf: its control words read, `\\par` a line break, a blank line
-    between paragraphs kept); its own code page decodes its `\\'hh` characters. Groups
-    nested past `RTF_DEPTH` are refused before it is read."""
-    from striprtf.striprtf import rtf_to_text
-
-    if data.count(b"{") > RTF_DEPTH:  # (only then can they nest that deep)
-        _check_rtf_depth(data, uri)
-    return str(rtf_to_text(data.decode("latin-1"), errors="replace"))  # type: ignore[no-untyped-call]
-
-
-def _check_rtf_depth(data: bytes, uri: str) -> None:
-    """Refuse RTF `data` whose groups nest past `RTF_DEPTH`."""
-    depth, at = 0, 0
-    while (found := _RTF_BRACE.search(data, at)) is not None:
-        at = found.end()
-        if found.group(1) is not None:
-            at += int(found.group(1))  # (a picture's raw bytes, skipped)
-            continue
-        depth += 1 if found.group() == b"{" else -(found.group() == b"}")
-        if depth > RTF_DEPTH:
-            raise InvalidInput(
-                "source",
-                f"{uri}: its groups nest more than {RTF_DEPTH} deep, which no document's "
-                "do; nothing was indexed",
-            )
 
 
 # ---- PDF ------------------------------------------------------------------------------------
