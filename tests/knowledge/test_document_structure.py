@@ -161,6 +161,56 @@ def test_docx_notes_headers_and_footers_are_read_once(tmp_path: Path) -> None:
     ]
 
 
+def _text_box(text: str) -> str:
+    """A run holding a text box as Word writes one: in `mc:Choice`, and again in the
+    `mc:Fallback` kept for readers of older versions."""
+    box = f"<w:txbxContent><w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:txbxContent>"
+    return (
+        '<w:r><mc:AlternateContent xmlns:mc="http://schemas.openxmlformats.org/markup-'
+        'compatibility/2006"><mc:Choice Requires="wps"><w:drawing><wps:txbx xmlns:wps="http:'
+        f'//schemas.microsoft.com/office/word/2010/wordprocessingShape">{box}</wps:txbx>'
+        '</w:drawing></mc:Choice><mc:Fallback><w:pict><v:shape xmlns:v="urn:schemas-microsoft-'
+        f'com:vml"><v:textbox>{box}</v:textbox></v:shape></w:pict></mc:Fallback>'
+        "</mc:AlternateContent></w:r>"
+    )
+
+
+def test_a_docx_text_box_in_a_header_footer_or_note_is_read_once(
+    make_knowledge: MakeKnowledge, tmp_path: Path
+) -> None:
+    # Before: a text box's fallback copy was left out of the body only: a header's box read
+    # `DRAFTDRAFT OPS-114 runbook`, and `match DRAFT` found no word `DRAFT` in it.
+    import docx
+    from docx.oxml import parse_xml
+
+    document = docx.Document()
+    document.add_paragraph("Deploys go to staging first.(footnote)")
+    document.add_paragraph("Production needs a reviewer.(endnote)")
+    for part, box, text in (
+        (document.sections[0].header, "DRAFT", " OPS-114 runbook"),
+        (document.sections[0].footer, "ACME", " internal"),
+    ):
+        runs = _text_box(box) + f"<w:r><w:t xml:space='preserve'>{text}</w:t></w:r>"
+        part._element.append(parse_xml(f"<w:p {_W_NS}>{runs}</w:p>"))
+    path = tmp_path / "boxed.docx"
+    document.save(str(path))
+    _with_notes(path)
+    with zipfile.ZipFile(path) as package:
+        parts = {name: package.read(name) for name in package.namelist()}
+    parts["word/footnotes.xml"] = parts["word/footnotes.xml"].replace(
+        b"<w:r><w:t>The staging", _text_box("Spot").encode() + b"<w:r><w:t> The staging", 1
+    )
+    with zipfile.ZipFile(path, "w") as package:
+        for name, data in parts.items():
+            package.writestr(name, data)
+    text = _extract(path)[1]
+    assert text.split("\n\n")[0] == "DRAFT OPS-114 runbook"
+    assert text.split("\n\n")[-1] == "ACME internal"
+    assert "[^1]: Spot The staging cluster runs on spot instances." in text
+    hits = make_knowledge().match(r"\bDRAFT\b", source="boxed.docx").hits
+    assert [h.line for h in hits] == ["DRAFT OPS-114 runbook"]
+
+
 def test_docx_reviewers_comments_follow_their_section(
     make_knowledge: MakeKnowledge, tmp_path: Path
 ) -> None:

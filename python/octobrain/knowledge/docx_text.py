@@ -108,6 +108,7 @@ def _end_code(blocks: list[str], code: list[str]) -> None:
 def _add_notes(blocks: list[str], notes: Notes, tag: str) -> None:
     """The notes of kind `tag` cited since the last call, a line each: `[^1]: its text`."""
     for marker, note in notes.take(tag):
+        _drop_shadow_text(note)
         text = " ".join(_docx_text(p, notes) for p in _docx_content(note, (_W_P,)))
         blocks.append(f"{marker}: {' '.join(text.split())}")
 
@@ -117,6 +118,7 @@ def _running_lines(document: Any, reference: str) -> list[str]:
     left out."""
     lines: dict[str, None] = {}
     for root in running_parts(document, reference):
+        _drop_shadow_text(root)
         for paragraph in root.iter(_W_P):
             if next(paragraph.iterancestors(_W_P), None) is not None:
                 continue  # (read with the paragraph holding it: a text box's)
@@ -166,8 +168,11 @@ _NOTE_REFERENCES = (FOOTNOTE, ENDNOTE, COMMENT)
 _W_TAB_STOPS = f"{_W}tabs"
 
 
-def _drop_shadow_text(body: Any) -> None:
-    for shadow in list(body.iter(*_SHADOWS)):
+def _drop_shadow_text(element: Any) -> None:
+    """Take the text a reader does not see (`_SHADOWS`) out of `element`: the body, a header
+    or footer, a note (in a header's text box, its `mc:Fallback` copy was read too:
+    `DRAFTDRAFT`)."""
+    for shadow in list(element.iter(*_SHADOWS)):
         parent = shadow.getparent()
         if parent is not None:
             parent.remove(shadow)
