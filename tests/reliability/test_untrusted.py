@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import ipaddress
 import json
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -223,6 +224,40 @@ def test_a_client_root_holding_the_store_reads_nothing_of_it(
     replies = _knowledge_replies(server, calls, list_roots_callback=_roots(tmp_path.as_uri()))
     for refused, said in replies:
         assert refused and "octobrain's own" in said and "tables" not in said, said
+
+
+def test_a_hit_whose_file_is_now_in_the_store_is_not_looked_at(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # A hit's file is looked at (a `stat`) to mark it stale; the store was not left out there:
+    # a client that indexed `d/<name of a store record>` and then made `d` a link into the
+    # store learned from the mark whether that record exists and changed.
+    project = _project(tmp_path)
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(project)
+    pool = pool_for(tmp_path / "store")
+    pool.call(PROJECT_A, None, lambda b: b.remember("anything at all"))
+    record = sorted((tmp_path / "store" / "_octobrain").rglob("*.json"))[0]
+    decoy = project / "d" / record.name
+    decoy.parent.mkdir()
+    decoy.write_text("# Decoy\n\nA page about lighthouses.\n")
+    roots = _roots(tmp_path.as_uri())
+    indexed = {"command": "search", "query": "lighthouses", "source": str(decoy)}
+    [(error, _)] = _knowledge_replies(
+        build_server(pool, workspace(project)), [indexed], list_roots_callback=roots
+    )
+    assert not error
+    shutil.rmtree(decoy.parent)
+    decoy.parent.symlink_to(record.parent)
+    calls = [
+        {"command": "search", "query": "lighthouses"},
+        {"command": "match", "pattern": "lighth"},
+    ]
+    replies = _knowledge_replies(
+        build_server(pool, workspace(project)), calls, list_roots_callback=roots
+    )
+    for error, said in replies:
+        assert not error and "lighthouses" in said and "Stale" not in said, said
 
 
 def test_a_hard_link_to_octobrains_config_in_the_project_is_not_read(

@@ -162,7 +162,12 @@ class KnowledgeBase(Closable):
 
     def _ref(self, source: str) -> SourceRef:
         self._check_open()
-        return confine(parse_source(source, cwd=self.cwd), self.local_roots, self._store_path())
+        return self._confined(parse_source(source, cwd=self.cwd))
+
+    def _confined(self, ref: SourceRef) -> SourceRef:
+        """`ref` if this session may read it (`confine`): inside its roots, and none of
+        octobrain's own files, this store's among them."""
+        return confine(ref, self.local_roots, self._store_path())
 
     def _store_path(self) -> Path | None:
         """The store's directory when it is on this machine's disks, else None."""

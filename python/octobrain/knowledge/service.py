@@ -287,7 +287,7 @@ class Knowledge(Housekeeping):
                 seen=seen,
             )
             sources = mirror.sources  # (a refresh replaces it whole, never changes it)
-        hits = mark_stale(sources.values(), hits, self.local_roots)
+        hits = mark_stale(sources.values(), hits, self._confined)
         empty = None if hits else "min_relevance" if allowed.any() else "nothing_indexed"
         return SearchResult(query, hits, self.scope, report, empty)
 
@@ -346,6 +346,4 @@ class Knowledge(Housekeeping):
         report = grep(self.kstore, rows, context=context)
         if not report.hits:
             return report
-        return dataclasses.replace(
-            report, hits=mark_stale_lines(rows, report.hits, self.local_roots)
-        )
+        return dataclasses.replace(report, hits=mark_stale_lines(rows, report.hits, self._confined))

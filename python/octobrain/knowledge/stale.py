@@ -9,15 +9,14 @@ as if current. Each file a reply cites is looked at once (a `stat`, at most one 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from octobrain.errors import InvalidInput
 from octobrain.knowledge.results import KnowledgeHit, LineHit
 from octobrain.knowledge.sources import (
     SourceKind,
-    confine,
+    SourceRef,
     file_version,
     indexed_version,
     parse_source,
@@ -26,12 +25,16 @@ from octobrain.knowledge.sources import (
 CHANGED = "changed"  # the file's modification time or size is not the one indexed
 GONE = "gone"  # the file cannot be read any more
 
+# The session's check of a local file it may look at (`KnowledgeBase._confined`): the file,
+# or `InvalidInput` when it is outside the session's roots or one of octobrain's own.
+Confine = Callable[[SourceRef], SourceRef]
+
 
 def file_states(
-    sources: Iterable[Mapping[str, Any]], uris: set[str], roots: tuple[Path, ...] | None
+    sources: Iterable[Mapping[str, Any]], uris: set[str], confine: Confine
 ) -> dict[tuple[str, str], str]:
     """For each persistent source row (uri, scope) whose uri is in `uris` and a local file
-    inside `roots` (None: anywhere): `CHANGED` or `GONE` when the file changed or went away
+    `confine` lets the session look at: `CHANGED` or `GONE` when the file changed or went away
     since it was indexed (the row's `mtime` and `size_bytes`), else "". One `stat` a file."""
     indexed = {
         (r["uri"], r["scope"]): indexed_version(r)
@@ -41,7 +44,7 @@ def file_states(
     state: dict[tuple[str, str], str] = {}
     for key, version in indexed.items():
         try:
-            ref = confine(parse_source(key[0]), roots)
+            ref = confine(parse_source(key[0]))
         except InvalidInput:
             continue  # not this session's to look at
         if ref.kind is not SourceKind.FILE:
@@ -54,17 +57,17 @@ def file_states(
 def mark_stale(
     sources: Iterable[Mapping[str, Any]],
     hits: Sequence[KnowledgeHit],
-    roots: tuple[Path, ...] | None,
+    confine: Confine,
 ) -> list[KnowledgeHit]:
     """`hits` with `stale` set for those of a local file (outside session notes) whose file
     changed or is gone since it was indexed. `sources`: the light source rows the index
     mirror holds (`ChunkIndex.sources`), whose `mtime` and size are the ones indexed: reading
-    them from the table instead cost a search 19 ms of its 20. A file outside `roots` (None:
-    anywhere) is not looked at."""
+    them from the table instead cost a search 19 ms of its 20. A file `confine` refuses
+    (outside the session's roots, or octobrain's own) is not looked at."""
     files = {h.uri for h in hits if not h.session}
     if not files:
         return list(hits)
-    state = file_states(sources, files, roots)
+    state = file_states(sources, files, confine)
     return [
         dataclasses.replace(h, stale=state.get((h.uri, h.scope), "")) if not h.session else h
         for h in hits
@@ -72,12 +75,12 @@ def mark_stale(
 
 
 def mark_stale_lines(
-    rows: Sequence[Mapping[str, Any]], hits: Sequence[LineHit], roots: tuple[Path, ...] | None
+    rows: Sequence[Mapping[str, Any]], hits: Sequence[LineHit], confine: Confine
 ) -> list[LineHit]:
     """Matching lines of indexed text (`knowledge match` over the index), `stale` set as
     `mark_stale` sets it, from the source `rows` grepped. A file indexed in two scopes is
     marked when either row is stale (its lines are shown once, under its uri)."""
     state: dict[str, str] = {}
-    for (uri, _), said in file_states(rows, {h.uri for h in hits}, roots).items():
+    for (uri, _), said in file_states(rows, {h.uri for h in hits}, confine).items():
         state[uri] = state.get(uri) or said
     return [dataclasses.replace(h, stale=state.get(h.uri, "")) for h in hits]
