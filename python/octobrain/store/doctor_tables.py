@@ -26,14 +26,12 @@ from octobrain.store.schema import (
     CHECKED,
     CHECKSUM,
     CHUNK_CHECKED,
-    CHUNK_FIELDS,
     CHUNKS,
     CONSOLIDATIONS,
     EDGE_CHECKED,
     GARBLED_REPAIR,
     REEMBED,
     SOURCE_CHECKED,
-    SOURCE_FIELDS,
     SOURCES,
     describe_garbled,
 )
@@ -295,11 +293,8 @@ _KNOWLEDGE_REPAIR = (
 _CHECKED_BY: dict[str, tuple[Sequence[str], Callable[[pa.Table], npt.NDArray[np.bool_]]]] = {
     "memories": (CHECKED, row_sums.memories_damaged),
     "relationships": (EDGE_CHECKED, row_sums.edges_damaged),
-    CHUNKS: (CHUNK_CHECKED, partial(row_sums.damaged, fields=CHUNK_FIELDS)),
-    SOURCES: (
-        SOURCE_CHECKED,
-        partial(row_sums.damaged, fields=SOURCE_FIELDS, at="indexed_at", restamped=True),
-    ),
+    CHUNKS: (CHUNK_CHECKED, row_sums.chunks_damaged),
+    SOURCES: (SOURCE_CHECKED, row_sums.sources_damaged),
     CONSOLIDATIONS: (RECORD_CHECKED, records_damaged),
     FORGOTTEN: (
         FORGOTTEN_CHECKED,
