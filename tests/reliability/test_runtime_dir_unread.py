@@ -11,7 +11,7 @@ import pytest
 
 from octobrain.cli.service_settings import runtime_dir
 from octobrain.server import build_server
-from tests.reliability.test_untrusted import _knowledge_replies, _roots, pool_for
+from tests.reliability.untrusted_client import client_roots, knowledge_replies, pool_for
 from tests.server_support import workspace
 
 
@@ -37,6 +37,6 @@ def test_a_client_root_holding_the_services_log_reads_nothing_of_it(
             {"command": "read", "source": log.name},
             {"command": "match", "pattern": "secret", "source": log.name},
         ]
-        replies = _knowledge_replies(server, calls, list_roots_callback=_roots(root.as_uri()))
+        replies = knowledge_replies(server, calls, list_roots_callback=client_roots(root.as_uri()))
     for refused, said in replies:
         assert refused and "octobrain's own" in said and "secret-plans" not in said, said
