@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from octobrain.server import build_server
+from octobrain.server import BrainPool, build_server
 from tests.reliability.untrusted_client import (
     OUTSIDE,
     client_roots,
@@ -145,17 +145,25 @@ def test_a_client_root_holding_octobrains_data_dir_reads_nothing_of_it(
     assert not ok and "deploy key" in text
 
 
-def test_a_client_root_holding_the_store_reads_nothing_of_it(
+def _a_store_beside_the_project(
     tmp_path: Path, monkeypatch: Any
-) -> None:
-    # The store may live outside the data directory (`storage.uri`, a team's under `/srv`): a
-    # root holding it read the store's files (its records, of every project's memories).
+) -> tuple[Path, BrainPool, list[Path]]:
+    """The project (the cwd) and, beside it, a store kept outside the data directory holding a
+    memory: the store's pool and its records (`_octobrain/**.json`)."""
     project = project_with_notes(tmp_path)
     monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.chdir(project)
     pool = pool_for(tmp_path / "store")
     pool.call(PROJECT_A, None, lambda b: b.remember("anything at all"))
-    records = sorted((tmp_path / "store" / "_octobrain").rglob("*.json"))
+    return project, pool, sorted((tmp_path / "store" / "_octobrain").rglob("*.json"))
+
+
+def test_a_client_root_holding_the_store_reads_nothing_of_it(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # The store may live outside the data directory (`storage.uri`, a team's under `/srv`): a
+    # root holding it read the store's files (its records, of every project's memories).
+    project, pool, records = _a_store_beside_the_project(tmp_path, monkeypatch)
     assert records
     server = build_server(pool, workspace(project))
     calls = [{"command": "read", "source": str(record)} for record in records]
@@ -171,12 +179,7 @@ def test_a_hit_whose_file_is_now_in_the_store_is_not_looked_at(
     # A hit's file is looked at (a `stat`) to mark it stale; the store was not left out there:
     # a client that indexed `d/<name of a store record>` and then made `d` a link into the
     # store learned from the mark whether that record exists and changed.
-    project = project_with_notes(tmp_path)
-    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.chdir(project)
-    pool = pool_for(tmp_path / "store")
-    pool.call(PROJECT_A, None, lambda b: b.remember("anything at all"))
-    record = sorted((tmp_path / "store" / "_octobrain").rglob("*.json"))[0]
+    project, pool, (record, *_) = _a_store_beside_the_project(tmp_path, monkeypatch)
     decoy = project / "d" / record.name
     decoy.parent.mkdir()
     decoy.write_text("# Decoy\n\nA page about lighthouses.\n")
