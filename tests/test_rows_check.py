@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from octobrain.memory.page_check import PageCheck, SnapshotDamaged, block_crcs
-from octobrain.memory.rows_check import RowsCheck
+from octobrain.memory.rows_check import RowsCheck, merged_rows
 
 BLOCK = 512
 
@@ -59,3 +59,22 @@ def test_damaged_headers_are_found_at_open(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(SnapshotDamaged, match="block 0"):
         _opened(path, crcs)
+
+
+def test_the_rows_a_mirror_keeps_are_read_verified_and_damage_is_named(tmp_path: Path) -> None:
+    # A mirror dropping its deleted rows (and a snapshot's writer) reads the snapshot's rows
+    # from bytes it checked, not through the mapping; damage in them is the snapshot's
+    # (`SnapshotDamaged`, which pyarrow's reader raised as an OSError of its own).
+    path = tmp_path / "rows.arrow"
+    table = _written(path)
+    crcs = block_crcs(path, BLOCK)
+    held = pa.concat_tables([pa.ipc.open_file(pa.memory_map(str(path))).read_all(), table[:5]])
+    kept = [0, 17, 399, 400, 404]  # (the last two: rows appended since the snapshot)
+    got = merged_rows(held, PageCheck(path, crcs, BLOCK), kept)
+    assert got.equals(held.take(kept))
+    data = bytearray(path.read_bytes())
+    hit = data.index(b"tagmark0300")
+    data[hit + 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(SnapshotDamaged, match=f"block {hit // BLOCK}"):
+        merged_rows(held, PageCheck(path, crcs, BLOCK), kept)

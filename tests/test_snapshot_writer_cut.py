@@ -1,13 +1,19 @@
 """A snapshot writer copies the rows of the snapshot it read from bytes it read and checked
 block by block, never through that file's mapping: the file cut or changed in place
 meanwhile is a damaged snapshot (rebuilt from the store), not a process killed by SIGBUS nor
-a new snapshot holding the changed bytes under fresh checksums."""
+a new snapshot holding the changed bytes under fresh checksums. That copy is the whole-file
+check: the request that makes the write checks only the rows it reads."""
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 
-from tests.test_snapshot_served import _brain, _hits, _store_with_snapshot, answered_in_child
+import pytest
+
+from octobrain.models import Memory
+from tests.test_snapshot_served import SCOPE, _brain, _hits, _store_with_snapshot, answered_in_child
 from tests.test_snapshot_served import data_dir as data_dir  # (the autouse fixture)
 
 _CHANGED_AS_WRITTEN = """
@@ -24,7 +30,7 @@ assert corpus.reads_snapshot
 rows = corpus._source.where / "rows.arrow"
 write = SnapshotDir.write
 
-def change_then_write(self, snap):  # its rows verified (`take`), then changed in place
+def change_then_write(self, snap):  # taken for the writer, then changed in place
     at = rows.read_bytes().index(b"setting zq17")
     with rows.open("r+b") as f:  # in place, as `truncate` or a copy over it does
         if change == "cut":
@@ -73,3 +79,47 @@ def test_a_snapshot_changed_while_its_writer_copies_it_is_not_copied(tmp_path: P
     recall = reader.remember("setting zq17", min_relevance=0.0, record_access=False)
     assert recall.hits[0].memory.id == ids[17]
     assert recall.hits[0].memory.content == "The service uses setting zq17."
+
+
+def test_a_damaged_block_no_read_took_is_found_by_the_writer_and_the_snapshot_dropped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: taking the mirror for the writer read and checked all of `rows.arrow` on the
+    # request path, under the mirror's lock (40-60 ms at 100k), though the writer checks every
+    # block it copies; damage there was raised to the caller (the resident service leaving
+    # its snapshot as it exits: "store not settled"). Now the writer names it, and drops the
+    # snapshot: no process opens it again, and the next one rebuilds from the store.
+    writer = _brain(tmp_path / "db")
+    made = [
+        Memory(title=f"Note {i}", content=f"zqmark{i:03d} " + "x" * 3000, scope=SCOPE)
+        for i in range(80)
+    ]
+    writer.store.add(made, writer.embedder.embed_documents([m.content for m in made]))
+    writer.remember("zqmark001", record_access=False)
+    writer.retriever.corpus.wait_for_snapshot()
+    process = _brain(tmp_path / "db")  # (a long-lived one: the resident service)
+    corpus = process.retriever.corpus
+    corpus.refresh()  # opened: no row read yet
+    assert corpus.reads_snapshot and corpus._source is not None
+    where = corpus._source.where
+    rows = where / "rows.arrow"
+    data = bytearray(rows.read_bytes())
+    damaged = data.index(b"zqmark040") // (1 << 16)
+    ids = {data.index(m.id.encode()) // (1 << 16) for m in (made[0], made[-1])}
+    assert damaged not in ids  # (the id column, which the write's request reads, is sound)
+    data[data.index(b"zqmark040") + 100] ^= 0xFF
+    before = rows.stat()
+    rows.write_bytes(bytes(data))
+    os.utime(rows, ns=(before.st_atime_ns, before.st_mtime_ns))  # (rot: its time unchanged)
+    added = Memory(title="Fresh", content="The cache uses setting zqnew.", scope=SCOPE)
+    process.store.add([added], process.embedder.embed_documents([added.content]))
+    corpus.refresh()
+    with caplog.at_level(logging.WARNING):
+        corpus.save_snapshot()  # (the resident service, as it exits)
+    assert f"rows.arrow fails its checksum at block {damaged}" in caplog.text
+    assert not where.exists()
+    reader = _brain(tmp_path / "db")
+    recall = reader.remember("zqmark040", min_relevance=0.0, record_access=False)
+    assert recall.hits[0].memory.id == made[40].id
+    assert recall.hits[0].memory.content == made[40].content  # the store's, not the flipped
+    assert _hits(reader, "setting zqnew", record_access=False)[0] == added.id

@@ -336,8 +336,8 @@ class Corpus:
         return self._edges.of_kinds(kinds)
 
     def _index_ids(self) -> None:
-        """Sort the live ids (id → position by binary search); empties `_added`."""
-        self._sorted_ids, self._id_order = sorted_ids(self.rows().column("id"), self._live)
+        """Sort the live ids (their column alone verified) for binary search; empties `_added`."""
+        self._sorted_ids, self._id_order = sorted_ids(self.columns(["id"]).column("id"), self._live)
         self._added = {}
 
     # ---- queries --------------------------------------------------------------------------

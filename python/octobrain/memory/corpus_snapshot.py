@@ -325,6 +325,8 @@ def _write(c: Corpus, snapshots: SnapshotDir, snap: Snapshot, scratch: Path | No
         log.warning("memory snapshot not written: %s", exc)
     except SnapshotDamaged as exc:  # what it was made from: the next query rebuilds
         log.warning("memory snapshot damaged (%s); rebuilding from the store", exc)
+        # No process opens it again (this one may exit first: a CLI command's writer).
+        snapshots.discard(snap)
         c._damaged = True
     else:
         c._written = True  # the next refresh may read it instead of what it holds
@@ -338,7 +340,10 @@ def take(c: Corpus) -> Snapshot:
     c._index_ids()
     return Snapshot(
         version=c._version,
-        rows=c.rows(),  # (immutable: written as its chunks, by the writer's thread)
+        # (immutable: written as its chunks, by the writer's thread, which reads what it keeps
+        # of an older snapshot's rows verified block by block: not checked here as well, on
+        # the request path, 40-60 ms at 100k)
+        rows=c._rows,
         vectors=c.vectors.blocks()[0],
         vector_blocks=c.vectors.blocks(),
         columns={

@@ -127,11 +127,14 @@ class PageCheck:
 
 class CheckedFile(io.RawIOBase):
     """The file a `PageCheck` checks, read-only, each read verified as `PageCheck.read`: for
-    pyarrow's readers (`pa.PythonFile`), which read only the byte ranges they need."""
+    pyarrow's readers (`pa.PythonFile`), which read only the byte ranges they need. They
+    raise the `SnapshotDamaged` a read raised as an `OSError` of their own ("Failed to read
+    message body"): it is kept as `damage`."""
 
     def __init__(self, check: PageCheck) -> None:
         super().__init__()
         self._check, self._at = check, 0
+        self.damage: SnapshotDamaged | None = None
 
     def readable(self) -> bool:
         return True
@@ -149,7 +152,11 @@ class CheckedFile(io.RawIOBase):
 
     def read(self, size: int | None = -1) -> memoryview:
         wanted = self._check.length - self._at if size is None or size < 0 else size
-        data = self._check.read(self._at, wanted)
+        try:
+            data = self._check.read(self._at, wanted)
+        except SnapshotDamaged as exc:
+            self.damage = exc
+            raise
         self._at += len(data)
         return data
 

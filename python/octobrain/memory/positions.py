@@ -124,7 +124,7 @@ class Positions:
         return [int(p) for p in np.flatnonzero(self._c._live)]
 
     def __iter__(self) -> Iterator[str]:
-        ids = self._c.rows().column("id")
+        ids = self._c.columns(["id"]).column("id")
         return iter(ids.take(pa.array(self.values(), pa.int64())).to_pylist())
 
     def __len__(self) -> int:

@@ -134,15 +134,20 @@ class RowsCheck:
         return []
 
 
-def merged_rows(rows: pa.Table, check: PageCheck | None) -> pa.Table:
+def merged_rows(
+    rows: pa.Table, check: PageCheck | None, positions: _Ints | None = None
+) -> pa.Table:
     """`rows` with one chunk a column (for writing a snapshot), its first rows (those of the
     file `check` checks, which `rows` maps) taken from that file's bytes read and verified
     block by block (`CheckedFile`), never through the mapping: a file cut in place meanwhile
     killed the writing process with SIGBUS (it is `SnapshotDamaged` now). Read a few columns
-    at a time, none more bytes than the largest column: the file is never held twice."""
+    at a time, none more bytes than the largest column: the file is never held twice.
+    `positions`: only the rows at these, in their order (taken group by group)."""
+    at = None if positions is None else pa.array(positions, pa.int64())
     if check is None:
-        return rows.combine_chunks()
-    source = pa.PythonFile(CheckedFile(check), mode="r")
+        return rows.combine_chunks() if at is None else rows.take(at)
+    read = CheckedFile(check)
+    source = pa.PythonFile(read, mode="r")
 
     def group(fields: list[int]) -> list[pa.Array]:  # (what it read dropped on return)
         only = pa.ipc.IpcReadOptions(included_fields=fields)
@@ -150,10 +155,16 @@ def merged_rows(rows: pa.Table, check: PageCheck | None) -> pa.Table:
         merged = []
         for got, i in zip(old.columns, fields, strict=True):
             chunks = [*got.chunks, *rows.column(i).slice(len(old)).chunks]
-            merged.append(chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks))
+            array = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
+            merged.append(array if at is None else array.take(at))
         return merged
 
-    columns = [array for fields in _groups(rows) for array in group(fields)]
+    try:
+        columns = [array for fields in _groups(rows) for array in group(fields)]
+    except OSError:
+        if read.damage is not None:  # (not a failed read: named as the snapshot's damage)
+            raise read.damage from None
+        raise
     return pa.Table.from_arrays(columns, schema=rows.schema)
 
 

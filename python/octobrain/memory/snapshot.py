@@ -173,9 +173,11 @@ class Snapshot:
         check.ranges(starts, starts + row)
 
     def verify_all(self) -> None:
-        """Verify every block not verified yet (before the mirror is written out again)."""
-        for check in (self.checks or {}).values():
-            check.everything()
+        """Verify every block not verified yet (before the mirror is written out again), but
+        ``rows.arrow``'s: what is kept of it is read verified as it is written (`merged_rows`)."""
+        for name, check in (self.checks or {}).items():
+            if name != ROWS:
+                check.everything()
 
 
 def default_root() -> Path:
