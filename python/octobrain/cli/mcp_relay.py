@@ -29,6 +29,8 @@ def run_mcp(settings: Settings) -> int:
     try:
         channel.send({"op": "mcp", "protocol": PROTOCOL, "build": build_id(), "cwd": os.getcwd()})
         hello = receive_hello(channel, settings)
+        if hello is not None and hello.get("accepted") is False:
+            spawn(settings, successor=True)  # it steps aside: this build's takes over
         if hello is None or not hello.get("accepted") or hello.get("build") != build_id():
             raise Fallback
         if channel.recv(settings.wait_seconds) != {"mcp": True}:

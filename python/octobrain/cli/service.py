@@ -275,9 +275,16 @@ def start_cmd(wait: float, fmt: str) -> None:
             f"service: disabled ({_switched_off_by()}); every command runs in-process"
         )
     deadline = time.monotonic() + wait
+    replacing = False
     while time.monotonic() < deadline:
         info = ask(settings, "status")
-        if info is None:
+        if info is not None and _stale(info):
+            # Of another build (an upgrade) or config: it was said to be running, and stayed.
+            if not replacing:
+                replacing = True
+                ask(settings, "stop")  # (refused: it steps aside for this build)
+                spawn(settings, load_now=True, successor=True)
+        elif info is None:
             # (a no-op while a service, perhaps one of another build, is exiting)
             spawn(settings, load_now=True)
         elif info.get("loaded"):

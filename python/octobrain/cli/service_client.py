@@ -135,8 +135,10 @@ def connect(settings: Settings) -> Channel | None:
 
 
 # A service asked by another build steps aside: its last command and its snapshot take this long
-# at most (as `service stop` waits).
+# at most (as `service stop` waits); the service started in its place waits this long for its lock.
 STEP_ASIDE_SECONDS = 10.0
+# The service's argument for that: it takes over from one stepping aside (`spawn`, `successor`).
+SUCCEED_ARG = "--succeed"
 # A service's hello is a line of some 80 bytes: a listener sending more is not a service.
 HELLO_BYTES = 1 << 16
 
@@ -163,12 +165,11 @@ def ask(settings: Settings, op: str, timeout: float = ASK_SECONDS) -> dict[str, 
         channel.send({"op": op, "protocol": PROTOCOL, "build": build_id()})
         hello = channel.recv(timeout, HELLO_BYTES)
         if hello is not None and not hello.get("accepted"):
-            # A service of another build (or config) makes room for this one: once it has
-            # let go of its lock it is not running. (It was said to be stuck, to be killed.)
-            channel.sock.close()
-            pid = lock_holder(settings)
-            gone_by(settings, time.monotonic() + STEP_ASIDE_SECONDS)
-            return {"stopping": True, "pid": pid} if op == "stop" else None
+            # A service of another build (or config) makes room for this one (only a `stop`
+            # is refused: a `status` is answered by any build). `service stop` waits for it to
+            # let go of its lock, once: this waited `STEP_ASIDE_SECONDS` first, and `stop` its
+            # own ten seconds after that, 20 s for a service slow to go.
+            return {"stopping": True, "pid": lock_holder(settings)} if op == "stop" else None
         if hello is None:
             return None
         return channel.recv(timeout)
@@ -190,19 +191,29 @@ def lock_holder(settings: Settings) -> int | None:
 
 def service_alive(settings: Settings) -> bool:
     """Whether a service process holds this data dir's lock (it may still be starting)."""
-    import fcntl
-
     try:
         fd = os.open(settings.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError:
         return True  # cannot tell: do not spawn
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
+        return not take_lock(fd, 0.0)
     finally:
         os.close(fd)  # closing drops a lock we may have taken
-    return False
+
+
+def take_lock(fd: int, seconds: float) -> bool:
+    """Whether this process took the lock on `fd` within `seconds` (0: at once or not)."""
+    import fcntl
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+        time.sleep(0.05)
 
 
 def gone_by(settings: Settings, deadline: float) -> bool:
@@ -251,20 +262,26 @@ SPAWNER_WAIT_SECONDS = 3.0
 _spawner_end: int | None = None
 
 
-def spawn_at_exit(settings: Settings) -> None:
+def spawn_at_exit(settings: Settings, *, successor: bool = False) -> None:
     """Start the service as this process ends, its command done (an `atexit` handler, run by
     `launch.exit_now` once the output is out), unless one is alive or another process is
     starting one. Its start then takes nothing from the command's: a service started with
     the command, even one waiting to load, cost it its interpreter's start and imports on the
     second core (0.1 s of the first command's 0.7 s). The spawn lock is taken now, so a command
-    started meanwhile runs in-process rather than starting a second service."""
+    started meanwhile runs in-process rather than starting a second service. A `successor`
+    takes over from the service that refused this command and is stepping aside (another
+    build, a changed config): it waits for that one's lock. The command that found the old
+    one started none, nor did the next if the old one still held its lock: after an upgrade,
+    the first two commands ran in-process, the old service's step-aside between them."""
     import atexit
 
-    if _hold(settings.spawn_lock_path) and not service_alive(settings):
-        atexit.register(_spawn_if_configured, settings)
+    if _hold(settings.spawn_lock_path) and (successor or not service_alive(settings)):
+        atexit.register(_spawn_if_configured, settings, successor=successor)
 
 
-def _spawn_if_configured(settings: Settings, lock: str | None = None) -> bool:
+def _spawn_if_configured(
+    settings: Settings, lock: str | None = None, *, successor: bool = False
+) -> bool:
     """`spawn` at exit (or now, for a burst: `connect_starting`), unless the config it would
     run with cannot be loaded: a command refused for a bad value
     (`OCTOBRAIN_SEARCH_MIN_RELEVANCE=xyz`) started a service that failed to warm up and held
@@ -282,7 +299,7 @@ def _spawn_if_configured(settings: Settings, lock: str | None = None) -> bool:
         return False
     finally:
         said.disabled = was
-    return spawn(settings, load_now=True, lock=lock)
+    return spawn(settings, load_now=True, lock=lock, successor=successor)
 
 
 _held: dict[str, int] = {}  # lock file → its descriptor, held until this process exits
@@ -306,15 +323,23 @@ def _hold(path: str) -> bool:
     return True
 
 
-def spawn(settings: Settings, *, load_now: bool = False, lock: str | None = None) -> bool:
+def spawn(
+    settings: Settings,
+    *,
+    load_now: bool = False,
+    lock: str | None = None,
+    successor: bool = False,
+) -> bool:
     """Start the service detached unless one is alive or another process is starting one
     (holds the spawn lock, or `lock`). It loads once this process exits (see
     `SPAWNER_WAIT_SECONDS`), or at once with `load_now` (`service start`, which waits for it;
-    `spawn_at_exit`, whose process is ending; `connect_starting`, which waits for it)."""
+    `spawn_at_exit`, whose process is ending; `connect_starting`, which waits for it). A
+    `successor` is started while one is alive: it waits for that one, stepping aside, to let go
+    of the lock (`STEP_ASIDE_SECONDS` at most), then serves."""
     global _spawner_end
     import subprocess
 
-    if not _hold(lock or settings.spawn_lock_path) or service_alive(settings):
+    if not _hold(lock or settings.spawn_lock_path) or (not successor and service_alive(settings)):
         return False
     env = service_environment(settings)
     env.pop(SPAWNER_FD_VAR, None)
@@ -323,12 +348,15 @@ def spawn(settings: Settings, *, load_now: bool = False, lock: str | None = None
         with contextlib.suppress(OSError):
             ends = os.pipe()  # (neither end is inherited by this process's other children)
             env[SPAWNER_FD_VAR] = str(ends[0])
-    log = os.open(settings.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+    # (a successor's lines follow those of the service it replaces, still being written)
+    fresh = 0 if successor else os.O_TRUNC
+    log = os.open(settings.log_path, os.O_WRONLY | os.O_CREAT | fresh | os.O_APPEND, 0o600)
+    # (faulthandler: killed by a signal, a SIGBUS from a mapped snapshot file cut in place, it
+    # leaves every thread's stack in its log, not nothing)
+    argv = [sys.executable, "-X", "faulthandler", "-m", "octobrain.cli.service_daemon"]
     try:
         subprocess.Popen(
-            # (faulthandler: killed by a signal, a SIGBUS from a mapped snapshot file cut
-            # in place, it leaves every thread's stack in its log, not nothing)
-            [sys.executable, "-X", "faulthandler", "-m", "octobrain.cli.service_daemon"],
+            [*argv, SUCCEED_ARG] if successor else argv,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

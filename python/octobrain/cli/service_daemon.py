@@ -34,8 +34,11 @@ from octobrain.cli.service_client import (
     PROTOCOL,
     SPAWNER_FD_VAR,
     SPAWNER_WAIT_SECONDS,
+    STEP_ASIDE_SECONDS,
+    SUCCEED_ARG,
     Channel,
     build_id,
+    take_lock,
 )
 from octobrain.cli.service_command import alive, await_go, prefetch, run_command, well_formed
 from octobrain.cli.service_settings import Settings, data_dir, environment_marks, load_settings
@@ -419,15 +422,14 @@ def _spawner_fd() -> int | None:
     return fd
 
 
-def run_service(settings: Settings) -> int:
-    """Serve until idle; 0 also when another service already holds the lock."""
-    import fcntl
-
+def run_service(settings: Settings, *, succeed: bool = False) -> int:
+    """Serve until idle; 0 also when another service already holds the lock (one started to
+    `succeed` a service stepping aside waits for it, `STEP_ASIDE_SECONDS` at most)."""
     lock = os.open(settings.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    if not take_lock(lock, STEP_ASIDE_SECONDS if succeed else 0.0):
         return 0  # another service is alive (or starting): it answers
+    if succeed:
+        log.info("took over from the service that stepped aside")
     with contextlib.suppress(OSError):  # who holds it, for `service status|stop` to name
         os.ftruncate(lock, 0)
         os.pwrite(lock, str(os.getpid()).encode(), 0)
@@ -491,7 +493,7 @@ def main() -> int:
     settings = load_settings()
     if settings is None or not settings.enabled:
         return 0
-    return run_service(settings)
+    return run_service(settings, succeed=SUCCEED_ARG in sys.argv[1:])
 
 
 if __name__ == "__main__":

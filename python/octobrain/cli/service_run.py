@@ -85,6 +85,10 @@ def run_remote(
             }
         )
         hello = receive_hello(channel, settings)
+        if hello is not None and hello.get("accepted") is False:
+            # It steps aside (another build: an upgrade; a changed config): this command runs
+            # here, and a service of this build takes over as it ends.
+            spawn_at_exit(settings, successor=True)
         if hello is None or not hello.get("accepted") or hello.get("build") != build_id():
             raise Fallback
         if channel.recv(settings.wait_seconds) != {"ready": True}:

@@ -1,0 +1,118 @@
+"""The resident service after an upgrade (another build of octobrain, or of a package beside it,
+installed while it runs): the next command is answered in-process and a service of the new build
+takes over as it ends; `service start` replaces the old one rather than reporting it; `service
+stop` waits for a service stepping aside once."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.test_resident_service import SCOPE, _exited, _fake_service, _settings, _wait, cli
+from tests.test_resident_service import env as env  # (the `env` fixture)
+
+
+def _status(env: dict[str, str]) -> dict[str, object]:
+    done = cli(env, "service", "status", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def _started(env: dict[str, str]) -> dict[str, object]:
+    done = cli(env, "service", "start", "--wait", "90", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    return _status(env)
+
+
+def _upgraded(env: dict[str, str], tmp_path: Path) -> tuple[dict[str, str], dict[str, object]]:
+    """A service started, then a distribution beside octobrain upgraded (its metadata renamed
+    in a package directory on the path, as pip's is: the build a service answers for takes
+    it in): the environment, and the old service's status."""
+    packages = tmp_path / "site-packages"
+    (packages / "lancedb-0.21.0.dist-info").mkdir(parents=True)
+    path = os.pathsep.join(p for p in (str(packages), env.get("PYTHONPATH", "")) if p)
+    env = {**env, "PYTHONPATH": path}
+    old = _started(env)
+    (packages / "lancedb-0.21.0.dist-info").rename(packages / "lancedb-0.22.0.dist-info")
+    return env, old
+
+
+def _retired(old: dict[str, object]) -> bool:
+    """Whether the service `old` (its status) exits within 30 s."""
+    pid = int(old["pid"])  # type: ignore[call-overload]
+    return _wait(lambda: _exited(pid), 30)
+
+
+def test_the_first_command_after_an_upgrade_starts_this_builds_service(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Before: the command the old service refused ran in-process and started none, and so did
+    # the next one while the old service still held its lock: the first two commands after an
+    # upgrade loaded the model and the store themselves, and a service came only with the
+    # third. Now the first starts one as it ends, which waits for the old one to step aside.
+    env, old = _upgraded(env, tmp_path)
+    done = cli(env, "memory", "--scope", SCOPE, "recent")
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"No memories yet.\n", b"")
+    assert _retired(old), "the old service kept running"
+
+    def replaced() -> bool:
+        info = _status(env)
+        return info["running"] is True and info["pid"] != old["pid"] and bool(info["loaded"])
+
+    assert _wait(replaced, 60), "no service of this build came after the command"
+    new = _status(env)
+    assert new["build"] != old["build"] and new["served"] == 0
+    again = cli(env, "memory", "--scope", SCOPE, "recent")
+    assert (again.returncode, again.stdout) == (0, b"No memories yet.\n")
+    assert _status(env)["served"] == 1  # answered by it
+    log = Path(_settings().log_path).read_text()
+    assert "stopping: another build of octobrain" in log  # (the old one's, kept)
+    assert "took over from the service that stepped aside" in log
+
+
+def test_service_start_after_an_upgrade_replaces_the_old_service(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Before: `service start` asked the status, which any build answers, and said "running:
+    # pid N" of the old build's service, which stayed until a command came.
+    env, old = _upgraded(env, tmp_path)
+    new = _started(env)
+    assert new["pid"] != old["pid"] and new["build"] != old["build"]
+    assert "stale" not in new or not new["stale"]
+    assert _retired(old), "the old service kept running"
+
+
+def test_service_stop_waits_once_for_a_service_of_another_build(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A service of another build refuses a `stop` and steps aside. Before: `stop` waited up to
+    # 10 s for it to let go of its lock, then another 10 s (20 s for one slow to go).
+    from octobrain.cli import service, service_client
+
+    settings = _settings()
+    waits: list[float] = []
+    gone_by = service_client.gone_by
+
+    def counted(settings_: object, deadline: float) -> bool:
+        waits.append(deadline)
+        return gone_by(settings_, deadline)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(service_client, "gone_by", counted)
+    monkeypatch.setattr(service_client, "STEP_ASIDE_SECONDS", 0.2)
+    monkeypatch.setattr(service, "STOP_SECONDS", 0.2)
+    refused = {"protocol": service_client.PROTOCOL, "build": "0" * 24, "accepted": False}
+    lock = os.open(settings.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # (the old one, still going)
+        os.write(lock, b"4242")
+        with _fake_service(settings.socket_path, json.dumps(refused).encode() + b"\n"):
+            done = CliRunner().invoke(service.service, ["stop"])
+    finally:
+        os.close(lock)
+    assert done.exit_code == 1 and len(waits) == 1, (done.output, waits)
+    assert "the service (pid 4242) said it stops but still holds its lock" in done.output
