@@ -289,3 +289,48 @@ def test_stats_names_a_damaged_link_from_the_snapshot_as_from_the_store(
     assert done == 1 and f"table 'relationships' is damaged: link {edge.id} no longer" in err
     assert "octobrain doctor" in err
     assert "damaged_links: 1" in _same_as_the_store(env, "stats")[1]
+
+
+def test_recent_in_a_process_holding_the_mirror_lists_it_as_the_store_without_a_scan(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The resident service holds the mirror and has LanceDB open: its `recent` scanned the
+    # store (38 ms at 10,000 memories) for rows the mirror held. Now listed from the mirror,
+    # caught up first: the same memories in the same order, ties on a moment by id, the same
+    # refusal of a damaged row, and a write by another process seen.
+    from octobrain.memory.render import memory_to_dict
+    from octobrain.store import MemoryStore
+
+    ids = _store(env)
+    brain, moment = _brain(env), utcnow() - timedelta(days=1)
+    tied = [_memory(30 + i, created_at=moment, memory_type=MemoryType.DECISION) for i in range(4)]
+    brain.store.add(tied, brain.embedder.embed_documents([m.content for m in tied]))
+    warm = _brain(env)
+    warm.warm_up()  # (as the service loads: LanceDB open, the mirror built)
+    scans: list[str] = []
+    scan = MemoryStore.scan_arrow
+    monkeypatch.setattr(
+        MemoryStore, "scan_arrow", lambda self, *a, **k: scans.append("scan") or scan(self, *a, **k)
+    )
+
+    def listed(b: Brain, *args: Any) -> object:
+        try:
+            return [memory_to_dict(m) for m in b.recent(*args)]
+        except Exception as exc:  # (the damaged row: named as the store names it)
+            return type(exc).__name__, str(exc)
+
+    cases = [(20,), (3,), (3, "decision"), (5, "goal"), (10_000,)]
+    from_mirror = [listed(warm, *case) for case in cases]
+    assert not scans
+    store = Brain(
+        SCOPE,
+        config=Config(search=SearchConfig(snapshot_min_rows=0)),  # (no snapshot: the store)
+        embedder=warm.embedder,
+        uri=warm.store.location.path,
+    )
+    assert from_mirror == [listed(store, *case) for case in cases]
+    assert from_mirror[0][0] == "RowDamaged" and ids["damaged"] in from_mirror[0][1]
+    newest = [ids["first"], *sorted((m.id for m in tied), reverse=True)[:2]]
+    assert [m["id"] for m in from_mirror[2]] == newest
+    added, _ = _brain(env).memorize("Fresh note", "The cache uses setting zqnew.")
+    assert listed(warm, 1) == [memory_to_dict(added)]

@@ -271,12 +271,18 @@ class Reads(BrainBase):
 
     def recent(self, limit: int = 20, memory_type: str | None = None) -> list[Memory]:
         """The newest visible memories, newest first (in a process that has not opened
-        LanceDB, from the mirror when a current snapshot serves it: `memory.snapshot_reads`)."""
+        LanceDB, from the mirror when a current snapshot serves it; in one that holds the
+        mirror, from it: `memory.snapshot_reads`)."""
         limit = check_limit(limit, maximum=10_000)
         kind = None if memory_type is None else parse_memory_type(memory_type).value
-        served = snapshot_reads.served(
-            self.retriever.corpus, lambda c: snapshot_reads.newest(c, self.scope, kind, limit)
-        )
+
+        def newest(c: Corpus) -> list[Memory]:
+            return snapshot_reads.newest(c, self.scope, kind, limit)
+
+        corpus = self.retriever.corpus
+        served = snapshot_reads.served(corpus, newest)
+        if served is None:
+            served = snapshot_reads.warm(corpus, newest)
         if served is not None:
             return served
         where = visible_where(self.scope)
