@@ -25,6 +25,7 @@ import anyio.from_thread
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 
 from octobrain.errors import InvalidInput
+from octobrain.safe_text import byte_len
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -85,7 +86,7 @@ async def progress_of(ctx: ServerRequestContext[Any, Any]) -> AsyncIterator[Prog
     if token is None:
         yield None
         return
-    size = len(str(token).encode("utf-8", "surrogatepass"))
+    size = byte_len(str(token))
     if size > PROGRESS_TOKEN_BYTES:
         raise InvalidInput(
             "_meta.progressToken",
