@@ -43,12 +43,7 @@ def served(corpus: Corpus, read: Callable[[Corpus], _T | None]) -> _T | None:
     snapshot whose rows fail their check is discarded (the next process rebuilds it)."""
     if corpus.store.connected or not corpus_snapshot.serve_current(corpus):
         return None
-    try:
-        return read(corpus)
-    except SnapshotDamaged as exc:  # found as it was read: never served, rebuilt
-        log.warning("memory snapshot damaged (%s); reading the store", exc)
-        corpus.discard_snapshot()
-        return None
+    return _undamaged(corpus, read)
 
 
 def warm(corpus: Corpus, read: Callable[[Corpus], _T | None]) -> _T | None:
@@ -60,8 +55,18 @@ def warm(corpus: Corpus, read: Callable[[Corpus], _T | None]) -> _T | None:
     is loaded, or when the snapshot it reads is found damaged (discarded)."""
     if not corpus.store.connected or corpus.version == -1:
         return None
+    return _undamaged(corpus, read, catch_up=True)
+
+
+def _undamaged(
+    corpus: Corpus, read: Callable[[Corpus], _T | None], *, catch_up: bool = False
+) -> _T | None:
+    """`read` of the mirror (caught up first with `catch_up`), or None when the snapshot it
+    reads is found damaged as it is read: discarded, never served (the next refresh or
+    process rebuilds it), the caller reads the store."""
     try:
-        corpus.refresh()
+        if catch_up:
+            corpus.refresh()
         return read(corpus)
     except SnapshotDamaged as exc:
         log.warning("memory snapshot damaged (%s); reading the store", exc)
