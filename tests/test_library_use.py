@@ -165,6 +165,12 @@ WRONG: dict[str, tuple[str, Callable[[Any, str], object]]] = {
     "config": ("config", lambda b, m: octobrain.Brain(SCOPE, config="x")),
     "embedder": ("embedder", lambda b, m: Brain(SCOPE, embedder="hash:64")),
     "uri": ("uri", lambda b, m: Brain(SCOPE, embedder=b.embedder, uri=1)),
+    # (storage.uri's rule: a file:// store put its write lock and records under ./file:/…)
+    "uri=file://": ("uri", lambda b, m: Brain(SCOPE, embedder=b.embedder, uri=f"file://{b.uri}")),
+    "knowledge uri=file://": (
+        "uri",
+        lambda b, m: octobrain.Knowledge(SCOPE, embedder=b.embedder, uri=f"file://{b.uri}"),
+    ),
     "session_id": ("session_id", lambda b, m: Brain(SCOPE, session_id=1)),
     "workdir": ("workdir", lambda b, m: Brain(SCOPE, workdir=1)),
     "knowledge config": ("config", lambda b, m: octobrain.Knowledge(SCOPE, config={})),

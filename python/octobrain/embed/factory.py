@@ -91,6 +91,7 @@ def facade_parts(config: object, embedder: object, uri: object) -> tuple[Config,
     names), `uri` a path or URI (None: the config's store). A wrong one is `InvalidInput`
     naming it (it was an AttributeError from deep inside, or a store at `str(uri)`)."""
     from octobrain.config import Config, check_config, load_config, resolve_storage_uri
+    from octobrain.config.rules import storage_uri_rule
     from octobrain.errors import InvalidInput
 
     if config is None:
@@ -115,4 +116,8 @@ def facade_parts(config: object, embedder: object, uri: object) -> tuple[Config,
         raise InvalidInput(
             "uri", f"must be a path or a storage URI (or None), got {type(uri).__name__}"
         )
+    elif (problem := storage_uri_rule(str(uri))) is not None:
+        # (as `storage.uri` is checked: a `file://` one opened its tables where it named, and
+        # its write lock and records under `./file:/…`, another in each working directory)
+        raise InvalidInput("uri", problem)
     return config, embedder, str(uri)
