@@ -31,7 +31,7 @@ from octobrain.knowledge.store import KnowledgeStore
 from octobrain.safe_text import check_label
 from octobrain.scope import validate_scope
 from octobrain.store.closing import Closable
-from octobrain.store.location import StoreLocation, is_remote
+from octobrain.store.location import StoreLocation, local_path
 from octobrain.store.sql import sql_str, visible_scopes
 from octobrain.times import utcnow
 
@@ -167,11 +167,7 @@ class KnowledgeBase(Closable):
     def _confined(self, ref: SourceRef) -> SourceRef:
         """`ref` if this session may read it (`confine`): inside its roots, and none of
         octobrain's own files, this store's among them."""
-        return confine(ref, self.local_roots, self._store_path())
-
-    def _store_path(self) -> Path | None:
-        """The store's directory when it is on this machine's disks, else None."""
-        return None if is_remote(self.uri) else Path(self.uri.removeprefix("file://"))
+        return confine(ref, self.local_roots, local_path(self.uri))
 
     def _write(
         self,

@@ -91,13 +91,14 @@ class BrainPool:
 
     def _store_changed(self) -> bool:
         """Whether the open store's files changed underneath since the last look."""
-        from octobrain.store.location import is_remote
+        from octobrain.store.location import local_path
         from octobrain.store.watch import StoreWatch
 
-        if self._root is None or is_remote(self._root.uri):
+        path = None if self._root is None else local_path(self._root.uri)
+        if path is None:
             return False
         if self._watch is None:
-            self._watch = StoreWatch(self._root.uri.removeprefix("file://"))
+            self._watch = StoreWatch(path)
         return self._watch.changed()
 
     def _check_store(self) -> None:

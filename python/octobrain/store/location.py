@@ -65,6 +65,11 @@ def is_remote(uri: str) -> bool:
     return bool(scheme) and scheme != "file" and "://" in uri
 
 
+def local_path(uri: str) -> Path | None:
+    """The directory of the store at `uri` on this machine's disks; None for an object store."""
+    return None if is_remote(uri) else Path(uri)
+
+
 def redact(uri: str) -> str:
     """`uri` without any user:password part, for messages."""
     parts = urlsplit(uri)
@@ -88,7 +93,7 @@ class StoreLocation:
         self.options = {**(RETRY_DEFAULTS if self.remote else {}), **(options or {})}
         # A local version check is a stat; on a bucket it is a LIST request per table per read.
         self.refresh_s = remote_refresh_s if self.remote else 0.0
-        self.path = None if self.remote else Path(self.uri)
+        self.path = local_path(self.uri)
         self._objects: Any = None  # the obstore handle, made on first use
         self._locks: dict[str, Lease] = {}
         self._guard = threading.Lock()
