@@ -5,14 +5,18 @@ stop` waits for a service stepping aside once."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from octobrain.cli import service, service_client
+from octobrain.cli.service_settings import Settings
 from tests.test_resident_service import SCOPE, _exited, _fake_service, _settings, _wait, cli
 from tests.test_resident_service import env as env  # (the `env` fixture)
 
@@ -87,32 +91,64 @@ def test_service_start_after_an_upgrade_replaces_the_old_service(
     assert _retired(old), "the old service kept running"
 
 
+@contextlib.contextmanager
+def _stepping_aside(settings: Settings) -> Iterator[list[int]]:
+    """A service of another build, pid 4242, that refuses every request (it steps aside) and
+    holds the lock until the caller closes the descriptor it is given (the list's one item)."""
+    refused = {"protocol": service_client.PROTOCOL, "build": "0" * 24, "accepted": False}
+    held = [os.open(settings.lock_path, os.O_RDWR | os.O_CREAT, 0o600)]
+    try:
+        fcntl.flock(held[0], fcntl.LOCK_EX)  # (the old one, still going)
+        os.write(held[0], b"4242")
+        with _fake_service(settings.socket_path, json.dumps(refused).encode() + b"\n"):
+            yield held
+    finally:
+        for fd in held:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 def test_service_stop_waits_once_for_a_service_of_another_build(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A service of another build refuses a `stop` and steps aside. Before: `stop` waited up to
     # 10 s for it to let go of its lock, then another 10 s (20 s for one slow to go).
-    from octobrain.cli import service, service_client
-
-    settings = _settings()
     waits: list[float] = []
     gone_by = service_client.gone_by
 
-    def counted(settings_: object, deadline: float) -> bool:
+    def counted(settings_: Settings, deadline: float, pid: int | None = None) -> bool:
         waits.append(deadline)
-        return gone_by(settings_, deadline)  # type: ignore[arg-type]
+        return gone_by(settings_, deadline, pid)
 
     monkeypatch.setattr(service_client, "gone_by", counted)
     monkeypatch.setattr(service_client, "STEP_ASIDE_SECONDS", 0.2)
     monkeypatch.setattr(service, "STOP_SECONDS", 0.2)
-    refused = {"protocol": service_client.PROTOCOL, "build": "0" * 24, "accepted": False}
-    lock = os.open(settings.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # (the old one, still going)
-        os.write(lock, b"4242")
-        with _fake_service(settings.socket_path, json.dumps(refused).encode() + b"\n"):
-            done = CliRunner().invoke(service.service, ["stop"])
-    finally:
-        os.close(lock)
+    with _stepping_aside(_settings()):
+        done = CliRunner().invoke(service.service, ["stop"])
     assert done.exit_code == 1 and len(waits) == 1, (done.output, waits)
     assert "the service (pid 4242) said it stops but still holds its lock" in done.output
+
+
+def test_service_stop_of_a_service_a_successor_took_over_from_says_it_stopped(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The old build's service steps aside and the new build's successor, waiting for the lock
+    # (started by a command it refused, an MCP relay or `service start`), takes it at once.
+    # Before: `stop` waited for a free lock, STOP_SECONDS, then said the old one (gone) still
+    # held it: "the service (pid 4242) said it stops but still holds its lock", exit 1.
+    settings = _settings()
+    gone_by = service_client.gone_by
+    monkeypatch.setattr(service, "STOP_SECONDS", 0.2)
+    with _stepping_aside(settings) as held:
+
+        def taken_over(settings_: Settings, deadline: float, pid: int | None = None) -> bool:
+            os.close(held.pop())  # the old one lets go ...
+            held.append(os.open(settings.lock_path, os.O_RDWR))
+            fcntl.flock(held[0], fcntl.LOCK_EX)  # ... and its successor takes the lock
+            os.ftruncate(held[0], 0)
+            os.pwrite(held[0], b"4343", 0)
+            return gone_by(settings_, deadline, pid)
+
+        monkeypatch.setattr(service_client, "gone_by", taken_over)
+        done = CliRunner().invoke(service.service, ["stop"])
+    assert (done.exit_code, done.output) == (0, "stopped pid 4242\n")

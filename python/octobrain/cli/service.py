@@ -345,7 +345,7 @@ def _see_stopped(asked: list[tuple[Settings, Any, dict[str, Any] | None]], fmt: 
     stopped, stuck = [], []
     for other, pid, info in asked:
         pid = (info or {}).get("pid", pid)
-        if gone_by(other, deadline):
+        if gone_by(other, deadline, pid if isinstance(pid, int) else None):
             stopped.append(pid)
             if fmt == "text":  # (said as each goes; JSON once all are known)
                 click.echo(f"stopped pid {pid}")

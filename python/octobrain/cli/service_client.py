@@ -216,10 +216,15 @@ def take_lock(fd: int, seconds: float) -> bool:
         time.sleep(0.05)
 
 
-def gone_by(settings: Settings, deadline: float) -> bool:
-    """Wait until no service holds this data dir's lock, or `deadline` (`time.monotonic`)
-    passes; whether it is gone."""
+def gone_by(settings: Settings, deadline: float, pid: int | None = None) -> bool:
+    """Wait until the service `pid` (None: any) no longer holds this data dir's lock, or
+    `deadline` (`time.monotonic`) passes; whether it is gone. The lock held under another pid
+    is a successor's (`spawn`, `successor`), taken as soon as `pid` let go: waiting for a free
+    lock, `service stop` called a service of another build stuck once it had stepped aside."""
     while service_alive(settings):
+        holder = lock_holder(settings)
+        if pid is not None and holder is not None and holder != pid:
+            return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
