@@ -590,3 +590,40 @@ def test_a_snapshot_of_another_store_at_the_same_location_is_never_served(tmp_pa
     again = _brain(tmp_path / "db")
     assert set(_found(again, "setting zq3")) <= set(new_ids)
     assert _opened_from_snapshot(again)
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_a_rewritten_snapshot_holds_every_rows_own_vector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernel_copy: bool
+) -> None:
+    # The older snapshot's vectors go to the rewritten one from file to file (the kernel's
+    # copy), or through the mapping where the kernel cannot copy them: the same bytes.
+    import os
+
+    copies: list[int] = []
+    real = getattr(os, "copy_file_range", None)
+
+    def copy(*args: Any) -> int:
+        copies.append(args[2])
+        if real is None or not kernel_copy:
+            raise OSError("no copy here")
+        return int(real(*args))
+
+    monkeypatch.setattr("os.copy_file_range", copy, raising=False)
+    ids = _fill(_brain(tmp_path / "db"))
+    assert _found(_brain(tmp_path / "db"), "zq3 setting")[0] == ids[3]
+    reader = _brain(tmp_path / "db")
+    assert _found(reader, "zq3 setting")[0] == ids[3] and _opened_from_snapshot(reader)
+    opened = _current(reader)
+    more = _fill(_brain(tmp_path / "db", snapshot_min_rows=0), 300, " (more)")
+    assert _found(reader, "zq299 setting")[0] == more[299]
+    rewritten = _current(reader)
+    assert rewritten != opened
+    assert copies  # (the older snapshot's rows were copied, or tried)
+    stored = reader.store.memories.to_arrow().select(["id", "embedding"]).to_pylist()
+    want = {row["id"]: row["embedding"] for row in stored}
+    snap = _snap_dir(reader).load()
+    assert snap is not None and snap.where == rewritten
+    held = snap.rows.column("id").to_pylist()
+    assert sorted(held) == sorted(ids + more)
+    assert np.array_equal(np.asarray(snap.vectors), np.asarray([want[m] for m in held], np.float32))

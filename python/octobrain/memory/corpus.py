@@ -40,6 +40,7 @@ from octobrain.memory.corpus_io import (
     ListCodes,
     latest_versions,
     list_holds,
+    merged_ids,
     sorted_ids,
     take_rows,
 )
@@ -127,6 +128,7 @@ class Corpus:
         self._sorted_ids = snap.sorted_ids if snap else np.zeros(0, dtype="S1")
         self._id_order = snap.id_order if snap else np.zeros(0, dtype=np.int64)
         self._added: dict[str, int] = {}  # ids appended after the sorted part
+        self._ids_upto = len(self._live)  # the positions the sorted part was sorted from
         self._buffers: dict[str, tuple[npt.NDArray[Any], npt.NDArray[Any]]] = {}  # (`corpus_apply`)
         self._cache: dict[int, Memory] = {}
         self._lists: ListCodes = {}  # (`list_holds`; `corpus_apply.add` clears it)
@@ -336,8 +338,21 @@ class Corpus:
         return self._edges.of_kinds(kinds)
 
     def _index_ids(self) -> None:
-        """Sort the live ids (their column alone verified) for binary search; empties `_added`."""
-        self._sorted_ids, self._id_order = sorted_ids(self.columns(["id"]).column("id"), self._live)
+        """Sort the live ids for binary search (those added since merged into the ids sorted
+        before, `merged_ids`; else all of them, their column alone verified); empties
+        `_added`."""
+        start = self._ids_upto
+        merged = merged_ids(
+            self._sorted_ids,
+            self._id_order,
+            self._rows.column("id").slice(start),
+            self._live,
+            start,
+        )
+        if merged is None:
+            merged = sorted_ids(self.columns(["id"]).column("id"), self._live)
+        self._sorted_ids, self._id_order = merged
+        self._ids_upto = len(self._live)
         self._added = {}
 
     # ---- queries --------------------------------------------------------------------------

@@ -148,6 +148,38 @@ def sorted_ids(
     return held, order
 
 
+def merged_ids(
+    held: npt.NDArray[np.bytes_],
+    order: npt.NDArray[np.int64],
+    ids: pa.ChunkedArray,
+    live: npt.NDArray[np.bool_],
+    start: int,
+) -> tuple[npt.NDArray[np.bytes_], npt.NDArray[np.int64]] | None:
+    """`sorted_ids` of every position, from `held` and `order` (`sorted_ids` of the positions
+    before `start`, some removed since) and `ids` (the rows' from `start` on): only those
+    are sorted, and merged in, in linear time (re-sorting 100k ids was 30-90 ms of a snapshot
+    write's request path). `live` is over every position. None when the merge could differ
+    from a sort of them all (ids not all of one length): the caller sorts them all."""
+    kept = live[order]
+    old_ids, old_order = held[kept], np.asarray(order[kept], dtype=np.int64)
+    new_ids, new_order = sorted_ids(ids, live[start:])
+    width = held.dtype.itemsize
+    if not len(old_ids) or (len(new_ids) and new_ids.dtype.itemsize != width):
+        return None
+    for part in (old_ids, new_ids):  # (a shorter id ends in the padding's zero byte)
+        if len(part) and not part.view(np.uint8).reshape(-1, width)[:, -1].all():
+            return None
+    # Each new id after the equal ones held (positions before `start`), as a stable sort puts it.
+    at = np.searchsorted(old_ids, new_ids, side="right") + np.arange(len(new_ids))
+    out_ids = np.empty(len(old_ids) + len(new_ids), dtype=held.dtype)
+    out_order = np.empty(len(out_ids), dtype=np.int64)
+    rest = np.ones(len(out_ids), dtype=bool)
+    rest[at] = False
+    out_ids[at], out_ids[rest] = new_ids, old_ids
+    out_order[at], out_order[rest] = new_order + start, old_order
+    return out_ids, out_order
+
+
 def take_rows(rows: pa.Table, positions: Sequence[int] | npt.NDArray[np.int64]) -> pa.Table:
     """The rows at `positions`, in order, taken chunk by chunk. Arrow's take on a table of
     several chunks (the snapshot's rows, then the rows read since) first copies every

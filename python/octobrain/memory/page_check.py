@@ -206,8 +206,16 @@ def file_crc(path: Path, chunk: int = BLOCK * RUN) -> int:
 
 def block_crcs(path: Path, block: int = BLOCK) -> list[int]:
     """The CRC-32 of each `block` bytes of the file at `path`."""
+    return file_sums(path, block)[1]
+
+
+def file_sums(path: Path, block: int = BLOCK) -> tuple[int, list[int]]:
+    """The CRC-32 of the file at `path` (as `file_crc`) and of each `block` bytes of it, in
+    one read (a snapshot writer read each large file twice, once for each)."""
     out: list[int] = []
+    crc = 0
     with path.open("rb") as f:
         while data := f.read(block * RUN):
             out.extend(sums_of(data, block).tolist())
-    return out
+            crc = _core.crc32(np.frombuffer(data, dtype=np.uint8), crc)
+    return crc, out

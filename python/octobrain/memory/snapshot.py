@@ -62,8 +62,9 @@ import pyarrow as pa
 
 from octobrain.files import read_regular
 from octobrain.kernels.bm25 import PARTS, BM25Index
-from octobrain.memory.page_check import BLOCK, PageCheck, block_crcs, file_crc
+from octobrain.memory.page_check import BLOCK, PageCheck, file_crc
 from octobrain.memory.rows_check import RowsCheck, merged_rows
+from octobrain.memory.snapshot_files import sums, write_vectors
 from octobrain.store.operations import DataFile, recorded_files
 
 log = logging.getLogger(__name__)
@@ -330,7 +331,8 @@ class SnapshotDir:
         snap.verify_all()
         tmp = self.scratch()
         try:
-            files = self._fill(tmp, snap)
+            self._fill(tmp, snap)
+            files, blocks = sums(tmp, (*LAZY, ROWS))
             manifest = {
                 "format": FORMAT,
                 "uri": self.uri,
@@ -347,7 +349,7 @@ class SnapshotDir:
                 "edges_mark": snap.edges_mark,
                 "written_at": time.time(),
                 "files": files,
-                "blocks": {file: block_crcs(tmp / file) for file in (*LAZY, ROWS)},
+                "blocks": blocks,
             }
             if snap.data_files is not None:
                 manifest["data_files"] = snap.data_files
@@ -369,7 +371,7 @@ class SnapshotDir:
             raise
         return final
 
-    def _fill(self, tmp: Path, snap: Snapshot) -> dict[str, list[int]]:
+    def _fill(self, tmp: Path, snap: Snapshot) -> None:
         def npy(name: str, array: npt.NDArray[Any]) -> None:
             with (tmp / f"{name}.npy").open("wb") as f:
                 np.save(f, np.ascontiguousarray(array))
@@ -379,7 +381,7 @@ class SnapshotDir:
         for name, dtype in COLUMNS.items():
             npy(name, np.asarray(snap.columns[name], dtype=dtype))
         blocks = snap.vector_blocks or [np.asarray(snap.vectors, dtype=np.float32)]
-        self._write_vectors(tmp / "vectors.npy", blocks)
+        write_vectors(tmp / "vectors.npy", blocks, self.dim)
         npy("ids", snap.sorted_ids)
         npy("id_order", np.asarray(snap.id_order, dtype=np.int64))
         _write_rows(tmp / ROWS, snap)
@@ -391,29 +393,6 @@ class SnapshotDir:
                     writer.write_table(snap.edges)
                 f.flush()
                 os.fsync(f.fileno())
-        return {p.name: [p.stat().st_size, file_crc(p)] for p in sorted(tmp.iterdir())}
-
-    def _write_vectors(self, path: Path, blocks: list[npt.NDArray[np.float32]]) -> None:
-        """The vectors as ``.npy``. When they are one whole ``.npy`` file already (mapped: an
-        older snapshot's, or a build's scratch file), that file is linked (or copied from file
-        to file), not read through its mapping into this process."""
-        source = _whole_file(blocks)
-        if source is not None:
-            try:
-                os.link(source, path)
-            except OSError:
-                shutil.copyfile(source, path)
-            with path.open("rb+") as f:
-                os.fsync(f.fileno())
-            return
-        with path.open("wb") as f:
-            rows = sum(len(b) for b in blocks)
-            header = {"descr": "<f4", "fortran_order": False, "shape": (rows, self.dim)}
-            np.lib.format.write_array_header_1_0(f, header)
-            for block in blocks:
-                f.write(np.ascontiguousarray(block, dtype="<f4").data.cast("B"))
-            f.flush()
-            os.fsync(f.fileno())
 
     def _clean(self, keep: str) -> None:
         """Drop every other snapshot (a reader that mapped one keeps its pages), the
@@ -451,30 +430,6 @@ def _postings_check(parts: dict[str, npt.NDArray[Any]], checks: dict[str, PageCh
             page.ranges(base + lo * 4, base + hi * 4)
 
     return check
-
-
-def _whole_file(blocks: list[npt.NDArray[np.float32]]) -> str | None:
-    """The file of `blocks` when they are one memory-mapped float32 ``.npy`` file, all of it
-    (its header's shape is theirs); else None."""
-    if len(blocks) != 1 or not isinstance(blocks[0], np.memmap):
-        return None
-    block = blocks[0]
-    filename = getattr(block, "filename", None)
-    if not filename or not block.flags.c_contiguous:
-        return None
-    try:
-        with open(filename, "rb") as f:
-            if np.lib.format.read_magic(f) != (1, 0):
-                return None
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-            header = f.tell()
-            size = os.fstat(f.fileno()).st_size
-    except (OSError, ValueError):
-        return None
-    whole = shape == block.shape and not fortran and dtype == np.dtype("<f4")
-    if not whole or block.offset != header or size != header + block.nbytes:
-        return None
-    return str(filename)
 
 
 def _write_rows(path: Path, snap: Snapshot) -> None:
