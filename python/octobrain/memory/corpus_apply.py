@@ -28,7 +28,6 @@ from octobrain.memory.corpus_io import (
     vectors_of,
 )
 from octobrain.memory.rows_check import merged_rows
-from octobrain.memory.snapshot import ROWS
 from octobrain.store.pinned import Pinned
 from octobrain.times import from_micros
 
@@ -239,8 +238,7 @@ def _rebuild(c: Corpus) -> None:
     """Drop tombstones: re-index the live rows at fresh, dense positions."""
     live = np.flatnonzero(c._live)
     # (a snapshot's rows read verified, not through the mapping: `merged_rows`)
-    checks = (c._source.checks if c._source is not None else None) or {}
-    rows = merged_rows(c._rows, checks.get(ROWS), live)
+    rows = merged_rows(c._rows, c._source.rows_file if c._source is not None else None, live)
     vectors = c.vectors[live]
     kept = c._version, c._mark, c._edges
     access, seen, addrs = c._access[live], c._seen[live], c._addr[live]

@@ -156,6 +156,12 @@ class Snapshot:
                 return file
         return None
 
+    @property
+    def rows_file(self) -> PageCheck | None:
+        """The check of the ``rows.arrow`` its first rows are read from (what a writer or a
+        rebuild reads them from, verified, never through the mapping); None: built in memory."""
+        return (self.checks or {}).get(ROWS)
+
     def vector_rows(self, positions: npt.NDArray[np.int64] | None) -> None:
         """Verify the blocks of `vectors.npy` holding these rows (None: all of them)."""
         check = (self.checks or {}).get("vectors.npy")
@@ -437,7 +443,7 @@ def _write_rows(path: Path, snap: Snapshot) -> None:
     concatenates them first: the process serving a 100k snapshot of two batches held 74 MiB
     more after one query; merged here, in the writer's thread, not on the request path),
     those of the older snapshot it read taken from bytes read and verified (`merged_rows`)."""
-    rows = merged_rows(snap.rows, (snap.checks or {}).get(ROWS))
+    rows = merged_rows(snap.rows, snap.rows_file)
     with path.open("wb") as f:
         with pa.ipc.new_file(f, rows.schema) as writer:
             writer.write_table(rows)
