@@ -12,8 +12,8 @@ import socket
 import sys
 import time
 
-from octobrain.cli.service_client import PROTOCOL, build_id, connect, receive_hello, spawn
-from octobrain.cli.service_run import Fallback
+from octobrain.cli.service_client import PROTOCOL, build_id, connect, spawn
+from octobrain.cli.service_run import Fallback, handed_over
 from octobrain.cli.service_settings import Settings
 
 EXIT_GRACE_S = 0.8  # as the stdio server's (octobrain.server.wire), without importing it
@@ -28,11 +28,7 @@ def run_mcp(settings: Settings) -> int:
         raise Fallback
     try:
         channel.send({"op": "mcp", "protocol": PROTOCOL, "build": build_id(), "cwd": os.getcwd()})
-        hello = receive_hello(channel, settings)
-        if hello is not None and hello.get("accepted") is False:
-            spawn(settings, successor=True)  # it steps aside: this build's takes over
-        if hello is None or not hello.get("accepted") or hello.get("build") != build_id():
-            raise Fallback
+        handed_over(channel, settings, lambda: spawn(settings, successor=True))
         if channel.recv(settings.wait_seconds) != {"mcp": True}:
             raise Fallback
     except (OSError, ValueError) as exc:

@@ -61,6 +61,17 @@ class Fallback(Exception):
     """The service cannot answer this command; run it in this process."""
 
 
+def handed_over(channel: Channel, settings: Settings, successor: Callable[[], object]) -> None:
+    """Read the service's hello; raise `Fallback` unless it took the request and is of this
+    build. A service that refused steps aside (another build: an upgrade; a changed config):
+    `successor` starts this build's, which takes over once it has gone."""
+    hello = receive_hello(channel, settings)
+    if hello is not None and hello.get("accepted") is False:
+        successor()
+    if hello is None or not hello.get("accepted") or hello.get("build") != build_id():
+        raise Fallback
+
+
 def run_remote(
     settings: Settings, args: list[str], prog: str, stdin: bytes | None, *, repeatable: bool = False
 ) -> int:
@@ -84,13 +95,8 @@ def run_remote(
                 **_encodings(),
             }
         )
-        hello = receive_hello(channel, settings)
-        if hello is not None and hello.get("accepted") is False:
-            # It steps aside (another build: an upgrade; a changed config): this command runs
-            # here, and a service of this build takes over as it ends.
-            spawn_at_exit(settings, successor=True)
-        if hello is None or not hello.get("accepted") or hello.get("build") != build_id():
-            raise Fallback
+        # Refused, this command runs here, and a service of this build takes over as it ends.
+        handed_over(channel, settings, lambda: spawn_at_exit(settings, successor=True))
         if channel.recv(settings.wait_seconds) != {"ready": True}:
             raise Fallback
     except (OSError, ValueError) as exc:  # TimeoutError is an OSError: a wedged service
