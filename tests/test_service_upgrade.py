@@ -9,6 +9,7 @@ import contextlib
 import fcntl
 import json
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,20 +93,27 @@ def test_service_start_after_an_upgrade_replaces_the_old_service(
 
 
 @contextlib.contextmanager
-def _stepping_aside(settings: Settings) -> Iterator[list[int]]:
-    """A service of another build, pid 4242, that refuses every request (it steps aside) and
-    holds the lock until the caller closes the descriptor it is given (the list's one item)."""
-    refused = {"protocol": service_client.PROTOCOL, "build": "0" * 24, "accepted": False}
+def _holding_lock(settings: Settings) -> Iterator[list[int]]:
+    """The lock held by a service, pid 4242, until the caller closes the descriptor it is
+    given (the list's one item)."""
     held = [os.open(settings.lock_path, os.O_RDWR | os.O_CREAT, 0o600)]
     try:
         fcntl.flock(held[0], fcntl.LOCK_EX)  # (the old one, still going)
         os.write(held[0], b"4242")
-        with _fake_service(settings.socket_path, json.dumps(refused).encode() + b"\n"):
-            yield held
+        yield held
     finally:
         for fd in held:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+@contextlib.contextmanager
+def _stepping_aside(settings: Settings) -> Iterator[list[int]]:
+    """A service of another build (`_holding_lock`) that refuses every request: it steps aside."""
+    refused = {"protocol": service_client.PROTOCOL, "build": "0" * 24, "accepted": False}
+    answer = json.dumps(refused).encode() + b"\n"
+    with _holding_lock(settings) as held, _fake_service(settings.socket_path, answer):
+        yield held
 
 
 def test_service_stop_waits_once_for_a_service_of_another_build(
@@ -150,5 +158,28 @@ def test_service_stop_of_a_service_a_successor_took_over_from_says_it_stopped(
             return gone_by(settings_, deadline, pid)
 
         monkeypatch.setattr(service_client, "gone_by", taken_over)
+        done = CliRunner().invoke(service.service, ["stop"])
+    assert (done.exit_code, done.output) == (0, "stopped pid 4242\n")
+
+
+def test_service_stop_of_a_service_settling_as_it_exits_waits_for_it(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A service exiting (another `stop` at once, a step-aside for another build, idle) closes
+    # its listener and settles its stores before it lets go of its lock. Before: `stop` then
+    # said "the service (pid 4242) holds the lock but gave no answer (stopped, or stuck);
+    # `kill 4242` ends it", exit 1 (1 of 4 pairs of `service stop` at once, 10,000 memories).
+    settings = _settings()
+    gone_by = service_client.gone_by
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(settings.socket_path)
+    listener.close()  # (its socket file stays: nothing listens on it)
+    with _holding_lock(settings) as held:
+
+        def settled(settings_: Settings, deadline: float, pid: int | None = None) -> bool:
+            os.close(held.pop())  # it has settled, and lets go
+            return gone_by(settings_, deadline, pid)
+
+        monkeypatch.setattr(service_client, "gone_by", settled)
         done = CliRunner().invoke(service.service, ["stop"])
     assert (done.exit_code, done.output) == (0, "stopped pid 4242\n")

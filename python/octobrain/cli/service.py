@@ -48,15 +48,23 @@ def _switched_off_by() -> str:
 
 def _stuck(settings: Settings) -> str | None:
     """When a service holds the lock yet gave no answer: what to say of it (None: no service
-    holds it, or it answered)."""
+    holds it, it answered, or it is exiting: nothing listens, `_exiting`)."""
     from octobrain.cli.service_client import lock_holder, service_alive
 
-    if not service_alive(settings):
+    if not service_alive(settings) or _exiting(settings):
         return None
     pid = lock_holder(settings)
     who = f"the service (pid {pid})" if pid else "a service"
     ends = f"`kill {pid}` ends it" if pid else "its process must be ended"
     return f"{who} holds the lock but gave no answer (stopped, or stuck); {ends}"
+
+
+def _exiting(settings: Settings) -> bool:
+    """Whether the service holding the lock has closed its listener: it exits, settling its
+    stores (asked to stop by another `stop`, stepping aside for another build, or idle)."""
+    from octobrain.cli.service_client import listening, service_alive
+
+    return service_alive(settings) and not listening(settings)
 
 
 # How long `service stop` waits for the services it asked to let go of their locks.
@@ -300,13 +308,17 @@ def start_cmd(wait: float, fmt: str) -> None:
 @FORMAT_OPTION
 def stop_cmd(every: bool, fmt: str) -> None:
     """Stop the service (the next command runs in-process and starts a new one)."""
-    from octobrain.cli.service_client import ask
+    from octobrain.cli.service_client import ask, lock_holder
 
     settings = _settings()
     if every:
         _stop_all(settings, fmt)
         return
     info = ask(settings, "stop")
+    if info is None and _exiting(settings):
+        # Before: "the service (pid N) holds the lock but gave no answer (stopped, or stuck);
+        # `kill N` ends it", exit 1, of one exiting (a second `stop` at once, a step-aside).
+        info = {"stopping": True, "pid": lock_holder(settings)}
     if info is None:
         stuck = _stuck(settings)
         if stuck is not None:  # (it said "not running", and the process stayed)

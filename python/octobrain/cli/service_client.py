@@ -189,6 +189,17 @@ def lock_holder(settings: Settings) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def listening(settings: Settings) -> bool:
+    """Whether anything accepts connections on the service's socket. A service exiting closes
+    its listener first and lets go of its lock only once it has settled its stores; one stopped
+    (SIGSTOP) or wedged keeps its listener, on which connections queue unanswered."""
+    channel = connect(settings)
+    if channel is None:
+        return False
+    channel.sock.close()
+    return True
+
+
 def service_alive(settings: Settings) -> bool:
     """Whether a service process holds this data dir's lock (it may still be starting)."""
     try:
