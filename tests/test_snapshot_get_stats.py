@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -50,11 +51,11 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     )
 
 
-def _brain(env: dict[str, str]) -> Brain:
+def _brain(env: dict[str, str], scope: str = SCOPE) -> Brain:
     """A Brain as a new process opens the CLI's store (nothing connected yet)."""
     config = Config(search=SearchConfig(snapshot_min_rows=1))
     uri = Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
-    return Brain(SCOPE, config=config, embedder=get_embedder("hash:64"), uri=uri)
+    return Brain(scope, config=config, embedder=get_embedder("hash:64"), uri=uri)
 
 
 def _snapshot(env: dict[str, str]) -> None:
@@ -291,6 +292,53 @@ def test_stats_names_a_damaged_link_from_the_snapshot_as_from_the_store(
     assert "damaged_links: 1" in _same_as_the_store(env, "stats")[1]
 
 
+def _answer(read: Callable[[], object]) -> object:
+    """What `read` returns, or the error it raises (a damaged row: named as the store names it;
+    the CLI's exit code and line follow from its type and text)."""
+    try:
+        return read()
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+
+
+def _reads_of_the_store(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The LanceDB reads `get`, `recent` and `stats` make, by name, from now on."""
+    from octobrain.store import MemoryStore
+
+    reads: list[str] = []
+    for name in ("scan", "scan_arrow", "ids_with_prefix", "damaged_links"):
+        real = getattr(MemoryStore, name)
+
+        def counted(
+            self: MemoryStore, *a: Any, _name: str = name, _real: Any = real, **k: Any
+        ) -> Any:
+            reads.append(_name)
+            return _real(self, *a, **k)
+
+        monkeypatch.setattr(MemoryStore, name, counted)
+    return reads
+
+
+def _warm(env: dict[str, str], scope: str = SCOPE) -> Brain:
+    """A Brain as the resident service loads it (`service_daemon`): the mirror built and
+    LanceDB open (a current snapshot opens without it; the search's catch-up opens it)."""
+    brain = _brain(env, scope)
+    brain.warm_up()
+    brain.remember("warm up", record_access=False)
+    assert brain.store.connected
+    return brain
+
+
+def _the_store(warm: Brain) -> Brain:
+    """A Brain of `warm`'s scope and store that reads the store (no snapshot)."""
+    return Brain(
+        warm.scope,
+        config=Config(search=SearchConfig(snapshot_min_rows=0)),
+        embedder=warm.embedder,
+        uri=warm.store.location.path,
+    )
+
+
 def test_recent_in_a_process_holding_the_mirror_lists_it_as_the_store_without_a_scan(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -299,38 +347,90 @@ def test_recent_in_a_process_holding_the_mirror_lists_it_as_the_store_without_a_
     # caught up first: the same memories in the same order, ties on a moment by id, the same
     # refusal of a damaged row, and a write by another process seen.
     from octobrain.memory.render import memory_to_dict
-    from octobrain.store import MemoryStore
 
     ids = _store(env)
     brain, moment = _brain(env), utcnow() - timedelta(days=1)
     tied = [_memory(30 + i, created_at=moment, memory_type=MemoryType.DECISION) for i in range(4)]
     brain.store.add(tied, brain.embedder.embed_documents([m.content for m in tied]))
-    warm = _brain(env)
-    warm.warm_up()  # (as the service loads: LanceDB open, the mirror built)
-    scans: list[str] = []
-    scan = MemoryStore.scan_arrow
-    monkeypatch.setattr(
-        MemoryStore, "scan_arrow", lambda self, *a, **k: scans.append("scan") or scan(self, *a, **k)
-    )
+    warm = _warm(env)
+    scans = _reads_of_the_store(monkeypatch)
 
     def listed(b: Brain, *args: Any) -> object:
-        try:
-            return [memory_to_dict(m) for m in b.recent(*args)]
-        except Exception as exc:  # (the damaged row: named as the store names it)
-            return type(exc).__name__, str(exc)
+        return _answer(lambda: [memory_to_dict(m) for m in b.recent(*args)])
 
     cases = [(20,), (3,), (3, "decision"), (5, "goal"), (10_000,)]
     from_mirror = [listed(warm, *case) for case in cases]
     assert not scans
-    store = Brain(
-        SCOPE,
-        config=Config(search=SearchConfig(snapshot_min_rows=0)),  # (no snapshot: the store)
-        embedder=warm.embedder,
-        uri=warm.store.location.path,
-    )
-    assert from_mirror == [listed(store, *case) for case in cases]
+    assert from_mirror == [listed(_the_store(warm), *case) for case in cases]
     assert from_mirror[0][0] == "RowDamaged" and ids["damaged"] in from_mirror[0][1]
     newest = [ids["first"], *sorted((m.id for m in tied), reverse=True)[:2]]
     assert [m["id"] for m in from_mirror[2]] == newest
     added, _ = _brain(env).memorize("Fresh note", "The cache uses setting zqnew.")
     assert listed(warm, 1) == [memory_to_dict(added)]
+
+
+def test_get_and_stats_in_a_process_holding_the_mirror_answer_as_the_store_without_a_read(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The resident service's `get` and `stats` read LanceDB for rows its mirror held. Now
+    # answered from the mirror, caught up first, as the store answers them, in the project's
+    # scope and the global one: prefixes, an ambiguous one, another project's id refused,
+    # archived, forgotten and damaged memories, the counts and the damage named.
+    from octobrain.memory.render import memory_to_dict
+
+    ids = _store(env)
+    refs = [
+        *(ids[name] for name in ("first", "global", "archived", "other", "forgotten")),
+        *(ids[name] for name in ("damaged", "fix")),
+        ids["first"][:13],  # a prefix, hyphen kept
+        ids["global"].replace("-", "")[:10],
+        ids["damaged"][:8],
+        SHARED,  # ambiguous
+        f"{SHARED}-1",
+        "0123456789",  # no such prefix
+        "abc",  # too short: refused before any read
+    ]
+
+    def answers(b: Brain) -> list[object]:
+        shown = [_answer(lambda ref=ref: memory_to_dict(b.show(ref))) for ref in refs]
+        return [*shown, _answer(b.stats)]
+
+    reads = _reads_of_the_store(monkeypatch)
+    found, warm = {}, {scope: _warm(env, scope) for scope in (SCOPE, "")}
+    for scope, brain in warm.items():
+        reads.clear()
+        found[scope] = answers(brain)
+        assert not reads, scope
+        assert found[scope] == answers(_the_store(brain)), scope
+    assert [type(a).__name__ for a in found[SCOPE][:4]] == ["dict", "dict", "dict", "tuple"]
+    assert found[SCOPE][-1]["total"] == 8 and found[SCOPE][-1]["damaged_ids"] == [ids["damaged"]]
+    assert found[SCOPE][5][0] == "RowDamaged" and "ambiguous" in found[SCOPE][10][1]
+    assert found[""][0][0] == "NotFound" and found[""][1]["id"] == ids["global"]
+    assert found[""][-1]["total"] == 1 and found[""][-1]["damaged"] == 0
+    added, _ = _brain(env).memorize("Fresh note", "The cache uses setting zqnew.")
+    assert memory_to_dict(warm[SCOPE].show(added.id[:8])) == memory_to_dict(added)
+    assert warm[SCOPE].stats()["total"] == 9 and warm[""].stats()["total"] == 1
+
+
+def test_get_in_a_process_holding_the_mirror_shows_each_access_once(
+    env: dict[str, str],
+) -> None:
+    # `get` counts no access; it shows the count the store holds. The service's own (queued,
+    # then committed and applied to its mirror) and one another process kept for the next
+    # opener (applied as the mirror catches up, then committed by that opener) each count once.
+    ids = _store(env)
+    warm, first = _warm(env), ids["first"]
+
+    def counts() -> tuple[int, int]:
+        return warm.show(first).access_count, _the_store(warm).show(first).access_count
+
+    warm.count_access([first], utcnow() - timedelta(hours=1))
+    assert counts() == (0, 0)  # queued: not committed
+    warm.flush()
+    assert counts() == (1, 1) and warm.show(first).access_count == 1  # (a get is no access)
+    other = _brain(env)  # a process of its own keeps its access for the next opener
+    other.count_access([first], utcnow())
+    other.flush(keep=True)
+    assert warm.show(first).access_count == 2  # shown at once, as a search ranks it
+    assert counts() == (2, 2)  # the store's opener committed it; the mirror read it once
+    assert warm.show(first).access_count == 2

@@ -270,19 +270,15 @@ class Reads(BrainBase):
         return [h.memory for h in recall.hits]
 
     def recent(self, limit: int = 20, memory_type: str | None = None) -> list[Memory]:
-        """The newest visible memories, newest first (in a process that has not opened
-        LanceDB, from the mirror when a current snapshot serves it; in one that holds the
-        mirror, from it: `memory.snapshot_reads`)."""
+        """The newest visible memories, newest first (from the mirror where it serves them:
+        `memory.snapshot_reads.mirrored`)."""
         limit = check_limit(limit, maximum=10_000)
         kind = None if memory_type is None else parse_memory_type(memory_type).value
 
         def newest(c: Corpus) -> list[Memory]:
             return snapshot_reads.newest(c, self.scope, kind, limit)
 
-        corpus = self.retriever.corpus
-        served = snapshot_reads.served(corpus, newest)
-        if served is None:
-            served = snapshot_reads.warm(corpus, newest)
+        served = snapshot_reads.mirrored(self.retriever.corpus, newest)
         if served is not None:
             return served
         where = visible_where(self.scope)
@@ -303,7 +299,7 @@ class Reads(BrainBase):
         # links are checked whole, every scope's (from the store ~5 ms at 10,000 memories, from
         # the snapshot under 1); a file of theirs gone or cut fails the read, which names it.
         names = ["id", "scope", "memory_type", "state", "source"]
-        counted = snapshot_reads.served(
+        counted = snapshot_reads.mirrored(
             self.retriever.corpus, lambda c: snapshot_reads.counted(c, self.scope, names)
         )
         if counted is None:
@@ -330,9 +326,9 @@ class Reads(BrainBase):
         }
 
     def show(self, memory_id: str) -> Memory:
-        """`get` (checked), in a process that has not opened LanceDB answered from the
-        mirror when a current snapshot serves it (`memory.snapshot_reads`), as the store
-        would answer it."""
+        """`get` (checked), answered from the mirror as the store would answer it, in a
+        process that has not opened LanceDB when a current snapshot serves it, and in one that
+        holds the mirror (`memory.snapshot_reads`). Not an access (nor is `recent`)."""
         value, full = check_id_ref(memory_id)
 
         def read(corpus: Corpus) -> Memory | None:
@@ -349,7 +345,7 @@ class Reads(BrainBase):
                 raise NotFound("memory_id", invisible(found, self.scope))
             return shown
 
-        shown = snapshot_reads.served(self.retriever.corpus, read)
+        shown = snapshot_reads.mirrored(self.retriever.corpus, read)
         return self.get(memory_id) if shown is None else shown
 
     def graph(self, memory_id: str, depth: int = 2) -> tuple[list[Memory], list[Relationship]]:

@@ -46,10 +46,20 @@ def served(corpus: Corpus, read: Callable[[Corpus], _T | None]) -> _T | None:
     return _undamaged(corpus, read)
 
 
+def mirrored(corpus: Corpus, read: Callable[[Corpus], _T | None]) -> _T | None:
+    """`read` of the mirror, where either serves it: `served` in a process that has not
+    opened LanceDB, `warm` in one that holds the mirror; None: the caller reads the store."""
+    found = served(corpus, read)
+    return warm(corpus, read) if found is None else found
+
+
 def warm(corpus: Corpus, read: Callable[[Corpus], _T | None]) -> _T | None:
     """`read` of a mirror this process holds already (the resident service's, an MCP
     server's), caught up with the store first, as a search is (`Corpus.refresh`): `memory
-    recent` through the service scanned LanceDB, 38 ms at 10,000 memories, for rows it held.
+    recent`, `get` and `stats` through the service read LanceDB for rows it held (`recent`
+    38 ms at 10,000 memories). Access counts are the store's: the service commits those kept
+    by other processes before each call and its own in the background, each applied to the
+    mirror once (`Corpus.note_own_access`, or the catch-up reading the rows committed).
     None in a new process, which has not opened LanceDB yet (a snapshot not current, which it
     may have adopted, is caught up with later: its one read is the store's), where no mirror
     is loaded, or when the snapshot it reads is found damaged (discarded)."""
