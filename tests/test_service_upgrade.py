@@ -10,13 +10,14 @@ import fcntl
 import json
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from octobrain.cli import service, service_client
+from octobrain.cli import service, service_client, service_daemon
 from octobrain.cli.service_settings import Settings
 from tests.test_resident_service import SCOPE, _exited, _fake_service, _settings, _wait, cli
 from tests.test_resident_service import env as env  # (the `env` fixture)
@@ -183,3 +184,33 @@ def test_service_stop_of_a_service_settling_as_it_exits_waits_for_it(
         monkeypatch.setattr(service_client, "gone_by", settled)
         done = CliRunner().invoke(service.service, ["stop"])
     assert (done.exit_code, done.output) == (0, "stopped pid 4242\n")
+
+
+def test_service_stop_leaves_no_successor_waiting_to_take_over(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After an upgrade, a hook the old build's service refused started the new build's, which
+    # waits for the old one's lock; then `service stop`. Before: once the old one let go, the
+    # successor took the lock and served on, and loaded the model and the store, though the
+    # user had asked for no service ("not running" or "stopped pid N", then a service again).
+    settings = _settings()
+    served: list[service_daemon.Service] = []
+    monkeypatch.setattr(service_daemon.Service, "serve", lambda self, *_: served.append(self))
+    gone_by = service_client.gone_by
+    with _stepping_aside(settings) as held:
+        successor = threading.Thread(
+            target=service_daemon.run_service, args=(settings,), kwargs={"succeed": True}
+        )
+
+        def let_go(settings_: Settings, deadline: float, pid: int | None = None) -> bool:
+            os.close(held.pop())  # the old one lets go: the successor takes its lock
+            successor.join(60)
+            return gone_by(settings_, deadline, pid)
+
+        monkeypatch.setattr(service_client, "gone_by", let_go)
+        successor.start()
+        done = CliRunner().invoke(service.service, ["stop"])
+    assert (done.exit_code, done.output) == (0, "stopped pid 4242\n")
+    assert not successor.is_alive() and served == [], "the successor took over after the stop"
+    assert not service_client.service_alive(settings)
+

@@ -308,12 +308,13 @@ def start_cmd(wait: float, fmt: str) -> None:
 @FORMAT_OPTION
 def stop_cmd(every: bool, fmt: str) -> None:
     """Stop the service (the next command runs in-process and starts a new one)."""
-    from octobrain.cli.service_client import ask, lock_holder
+    from octobrain.cli.service_client import ask, lock_holder, mark_stopped
 
     settings = _settings()
     if every:
         _stop_all(settings, fmt)
         return
+    mark_stopped(settings)  # (a successor waiting for it does not take over)
     info = ask(settings, "stop")
     if info is None and _exiting(settings):
         # Before: "the service (pid N) holds the lock but gave no answer (stopped, or stuck);
@@ -338,9 +339,11 @@ def stop_cmd(every: bool, fmt: str) -> None:
 def _stop_all(settings: Settings, fmt: str) -> None:
     """`service stop --all`: stop every service of this user (any build: one of another build
     asked to stop stops too); a stuck one is named, and the exit is 1."""
-    from octobrain.cli.service_client import ask
+    from octobrain.cli.service_client import ask, mark_stopped
 
     found = _every(settings)
+    for other, _pid in found:
+        mark_stopped(other)  # (a successor waiting for it does not take over)
     if not found:
         emit(fmt, {"stopped": []}, "not running")
         return

@@ -227,6 +227,16 @@ def take_lock(fd: int, seconds: float) -> bool:
         time.sleep(0.05)
 
 
+def took_lock(settings: Settings, fd: int, *, succeed: bool = False) -> bool:
+    """Whether this service took the lock on `fd`: at once, or, to `succeed` the service
+    stepping aside, within `STEP_ASIDE_SECONDS`, unless `service stop` asked that one to stop
+    (`stop_asked`: the lock goes with this process, which serves nothing)."""
+    waited = lock_holder(settings) if succeed else None
+    if not take_lock(fd, STEP_ASIDE_SECONDS if succeed else 0.0):
+        return False
+    return not (succeed and stop_asked(settings, waited))
+
+
 def gone_by(settings: Settings, deadline: float, pid: int | None = None) -> bool:
     """Wait until the service `pid` (None: any) no longer holds this data dir's lock, or
     `deadline` (`time.monotonic`) passes; whether it is gone. The lock held under another pid
@@ -240,6 +250,40 @@ def gone_by(settings: Settings, deadline: float, pid: int | None = None) -> bool
             return False
         time.sleep(0.05)
     return True
+
+
+# A successor takes `service stop`'s word only this fresh (a stale one, from before, names a
+# pid since reused): it waited `STEP_ASIDE_SECONDS` at most, after its start.
+STOP_WORD_SECONDS = 60.0
+
+
+def mark_stopped(settings: Settings) -> None:
+    """Leave word, before `service stop` asks, of the service it stops (the pid in the lock):
+    a successor of a new build waiting for that one (`spawn`, `successor`) then does not take
+    over (`stop_asked`). It did, once the old one let go, and ran on: the user asked for no
+    service, and no command came after the stop (after an upgrade: a hook, then `service
+    stop`, said "not running" or "stopped pid N", and the new build's service loaded)."""
+    from pathlib import Path
+
+    from octobrain.files import replace_whole
+
+    pid = lock_holder(settings)
+    if pid is not None:
+        with contextlib.suppress(OSError):  # (then a successor may run on, as before)
+            replace_whole(Path(settings.stop_path), str(pid).encode())
+
+
+def stop_asked(settings: Settings, pid: int | None) -> bool:
+    """Whether `service stop` asked the service `pid`, which a successor waited for, to stop
+    (`mark_stopped`, `STOP_WORD_SECONDS` ago at most); the word is taken either way."""
+    try:
+        with open(settings.stop_path, "rb") as f:
+            text, made = f.read(32).decode("ascii", "replace"), os.fstat(f.fileno()).st_mtime
+        os.unlink(settings.stop_path)
+    except OSError:
+        return False
+    fresh = abs(time.time() - made) <= STOP_WORD_SECONDS
+    return pid is not None and fresh and text.strip() == str(pid)
 
 
 # glibc's malloc raises its mmap threshold to the largest block freed (up to 32 MiB) and then

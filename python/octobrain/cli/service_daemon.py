@@ -34,11 +34,10 @@ from octobrain.cli.service_client import (
     PROTOCOL,
     SPAWNER_FD_VAR,
     SPAWNER_WAIT_SECONDS,
-    STEP_ASIDE_SECONDS,
     SUCCEED_ARG,
     Channel,
     build_id,
-    take_lock,
+    took_lock,
 )
 from octobrain.cli.service_command import alive, await_go, prefetch, run_command, well_formed
 from octobrain.cli.service_settings import Settings, data_dir, environment_marks, load_settings
@@ -426,7 +425,8 @@ def run_service(settings: Settings, *, succeed: bool = False) -> int:
     """Serve until idle; 0 also when another service already holds the lock (one started to
     `succeed` a service stepping aside waits for it, `STEP_ASIDE_SECONDS` at most)."""
     lock = os.open(settings.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    if not take_lock(lock, STEP_ASIDE_SECONDS if succeed else 0.0):
+    if not took_lock(settings, lock, succeed=succeed):
+        os.close(lock)  # (one taken for a successor a `service stop` came for)
         return 0  # another service is alive (or starting): it answers
     if succeed:
         log.info("took over from the service that stepped aside")

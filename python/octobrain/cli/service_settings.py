@@ -71,6 +71,11 @@ class Settings:
     def log_path(self) -> str:
         return self._file(".log")
 
+    @property
+    def stop_path(self) -> str:
+        """Word from `service stop` to a successor waiting (`service_client.mark_stopped`)."""
+        return self._file(".stopped")
+
 
 def _data_dir() -> str:
     """What `config.data_dir` answers, without importing it."""
