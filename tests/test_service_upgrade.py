@@ -214,3 +214,36 @@ def test_service_stop_leaves_no_successor_waiting_to_take_over(
     assert not successor.is_alive() and served == [], "the successor took over after the stop"
     assert not service_client.service_alive(settings)
 
+
+def test_a_service_asked_to_stop_before_it_loads_skips_the_load(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A service started by a command loads once that command ends. Asked to stop (or to step
+    # aside for another build) before then, it went on to load the model and the store when
+    # the command ended, seconds of CPU, and only then let go of its lock (its successor
+    # waiting). Now it skips the load.
+    settings = _settings()
+    loads: list[service_daemon.Service] = []
+    prepared = threading.Event()
+    prepare = service_daemon.Service.prepare
+
+    def prepare_once(self: service_daemon.Service) -> None:
+        prepare(self)
+        prepared.set()
+
+    monkeypatch.setattr(service_daemon.Service, "_load", lambda self: loads.append(self))
+    monkeypatch.setattr(service_daemon.Service, "prepare", prepare_once)
+    spawner, command = os.pipe()  # the command that started it, still running
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(settings.socket_path)
+    listener.listen(8)
+    runner = service_daemon.Service(settings, spawner)
+    serving = threading.Thread(target=runner.serve, args=(listener,))
+    serving.start()
+    try:
+        assert service_client.ask(settings, "stop") is not None
+    finally:
+        serving.join(60)
+        os.close(command)  # the command ends
+        os.unlink(settings.socket_path)
+    assert prepared.wait(60) and loads == [], "it loaded as it stopped"

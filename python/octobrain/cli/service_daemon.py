@@ -110,7 +110,9 @@ class Service:
         with self.run_lock:  # (commands wait for the load, as always)
             self.wanted.wait(SPAWNER_WAIT_SECONDS)
             self.wanted.set()
-            self._load()
+            if not self.stopping.is_set():  # (asked to stop or step aside first: no load)
+                self._load()
+            self.configured.set()
 
     def _watch_spawner(self, fd: int) -> None:
         """Let the load begin when the process that started this one exits (its end of the
