@@ -128,6 +128,30 @@ def test_a_new_process_answers_with_the_bundled_model_it_loaded_ahead(env: dict[
     assert [r["id"] for r in json.loads(found.stdout)["results"]] == [json.loads(made.stdout)["id"]]
 
 
+def test_a_hook_with_no_transcript_to_digest_does_not_load_the_model_ahead(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Before: `hook session-end` (and `pre-compact`) loaded the bundled model ahead whatever
+    # its input, 75 MB and CPU for nothing when its transcript is gone (nothing to embed).
+    script = (
+        "import sys; from octobrain.cli import launch; "
+        "launch._load_model_ahead = lambda: print('loads ahead', file=sys.stderr); "
+        "launch.main(['hook', 'session-end'], prog_name='octobrain')"
+    )
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text("")
+    said = []
+    for path in (tmp_path / "gone.jsonl", transcript):
+        hook = {"session_id": "s1", "transcript_path": str(path), "cwd": str(tmp_path)}
+        done = subprocess.run(
+            [sys.executable, "-c", script], input=json.dumps(hook), capture_output=True,
+            text=True, env=env, cwd=tmp_path, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        said.append("loads ahead" in done.stderr)
+    assert said == [False, True]  # (a transcript there: it embeds its digest)
+
+
 def test_the_config_is_read_ahead_without_a_second_warning_or_error(
     env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -116,6 +116,27 @@ def _embeds_at_once(args: list[str]) -> bool:
     )
 
 
+def _hook_input(args: list[str], stdin: bytes | None) -> bytes | None:
+    """A hook's JSON, read here if the service was not asked for it (None: not a hook, or its
+    stdin is a terminal, read by the hook itself)."""
+    if stdin is not None or args[:1] != ["hook"] or sys.stdin is None or sys.stdin.isatty():
+        return stdin
+    return sys.stdin.buffer.read(HOOK_INPUT_BYTES + 1)
+
+
+def _names_a_transcript(stdin: bytes) -> bool:
+    """Whether a hook's JSON names a transcript file that is there: a `hook session-end` or
+    `pre-compact` without one embeds nothing, and loaded the bundled model ahead for nothing
+    (75 MB and a share of the second core, in-process: the service off, or refused)."""
+    import json
+
+    try:
+        path = json.loads(stdin).get("transcript_path")
+    except (ValueError, AttributeError):  # (the hook says what is wrong with its input)
+        return False
+    return isinstance(path, str) and os.path.isfile(path)
+
+
 def routable(args: list[str]) -> bool:
     """Whether the service may answer this command line (else it runs in-process)."""
     command = command_of(args)
@@ -181,14 +202,16 @@ def _main(args: list[str] | None, prog_name: str | None) -> NoReturn:
             with contextlib.suppress(Fallback), _output_failure_as_a_line():
                 repeatable = command_of(argv) in _REPEATABLE
                 sys.exit(run_remote(settings, argv, prog, stdin, repeatable=repeatable))
+    if _embeds_at_once(argv):
+        stdin = _hook_input(argv, stdin)
+        if stdin is None or _names_a_transcript(stdin):
+            _load_model_ahead()
     if stdin is not None:
         import io
 
         encoding = sys.stdin.encoding if sys.stdin is not None else "utf-8"
         errors = sys.stdin.errors if sys.stdin is not None else "strict"
         sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding=encoding, errors=errors)
-    if _embeds_at_once(argv):
-        _load_model_ahead()
     from octobrain.cli.common import OwnProcess
     from octobrain.cli.library_log import install
     from octobrain.cli.main import main as cli_main
