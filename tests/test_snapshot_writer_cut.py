@@ -22,41 +22,52 @@ from pathlib import Path
 from octobrain.memory.snapshot import SnapshotDir
 from tests.test_snapshot_served import _brain, _hits
 
-db, change = Path(sys.argv[1]), sys.argv[2]
+db, change, file, update = Path(sys.argv[1]), *sys.argv[2:]
 writer = _brain(db)  # a long-lived process (the resident service) serving from the snapshot
 _hits(writer, "setting zq2", record_access=False)
 corpus = writer.retriever.corpus
 assert corpus.reads_snapshot
-rows = corpus._source.where / "rows.arrow"
-write = SnapshotDir.write
+path = corpus._source.where / file
+fill = SnapshotDir._fill
 
-def change_then_write(self, snap):  # taken for the writer, then changed in place
-    at = rows.read_bytes().index(b"setting zq17")
-    with rows.open("r+b") as f:  # in place, as `truncate` or a copy over it does
+def change_then_fill(self, tmp, snap):  # taken for the writer, then changed in place
+    data = path.read_bytes()
+    at = data.index(b"setting zq17") + len("setting z") if file == "rows.arrow" else 0
+    at = at or len(data) * 3 // 4  # (a vector's or a posting's byte)
+    with path.open("r+b") as f:  # in place, as `truncate` or a copy over it does
         if change == "cut":
-            f.truncate(rows.stat().st_size // 2)
-        else:  # one byte of a memory's text: "zq17" → "zQ17"
-            f.seek(at + len("setting z"))
-            f.write(b"Q")
-    return write(self, snap)
+            f.truncate(len(data) // 2)
+        else:  # one byte: in rows.arrow, of a memory's text ("zq17" → "zQ17")
+            f.seek(at)
+            f.write(b"Q" if file == "rows.arrow" else bytes([data[at] ^ 0xFF]))
+    return fill(self, tmp, snap)
 
-SnapshotDir.write = change_then_write
-added, _ = writer.memorize("Fresh note", "The cache uses setting zqnew.")
-_hits(writer, "setting zqnew", record_access=False)  # caught up: the mirror holds it
-corpus.save_snapshot()  # written now (the old rows and the new one), waited for
-SnapshotDir.write = write
-assert _hits(writer, "setting zqnew", record_access=False)[0] == added.id
+SnapshotDir._fill = change_then_fill
+if update == "add":
+    writer.memorize("Fresh note", "The cache uses setting zqnew.")
+else:  # only an access counted: the index, vectors and edges are the snapshot's still
+    _hits(writer, "setting zq5")
+    writer._access_queue().flush()
+_hits(writer, "setting zq3", record_access=False)  # caught up: the mirror holds it
+corpus.save_snapshot()  # written now, waited for
+SnapshotDir._fill = fill
+hit = writer.remember("setting zq7", min_relevance=0.0, record_access=False).hits[0]
+assert hit.memory.content == "The service uses setting zq7."
 print("answered")
 """
 
 
-def _write_while_changed(tmp_path: Path, change: str) -> list[str]:
+def _write_while_changed(
+    tmp_path: Path, change: str, file: str = "rows.arrow", update: str = "add", n: int = 30
+) -> list[str]:
     """A long-lived process (the resident service) that opened the snapshot writes it anew
-    after one write, its `rows.arrow` changed in place (`change`) just as it is copied: exit 0
-    and "answered" asserted; the store's ids."""
-    ids = _store_with_snapshot(tmp_path / "db")
-    stderr = answered_in_child(tmp_path, _CHANGED_AS_WRITTEN, change)
-    assert "rows.arrow fails its checksum at block" in stderr
+    after `update` (a memory added, or an access counted), its `file` changed in place
+    (`change`) just as the writer copies it: exit 0 and "answered" asserted, the damage
+    named and the snapshot dropped; the store's ids."""
+    ids = _store_with_snapshot(tmp_path / "db", n)
+    stderr = answered_in_child(tmp_path, _CHANGED_AS_WRITTEN, change, file, update)
+    assert f"memory snapshot damaged ({file} fails its checksum at block" in stderr
+    assert "; rebuilding from the store" in stderr
     return ids
 
 
@@ -123,3 +134,21 @@ def test_a_damaged_block_no_read_took_is_found_by_the_writer_and_the_snapshot_dr
     assert recall.hits[0].memory.id == made[40].id
     assert recall.hits[0].memory.content == made[40].content  # the store's, not the flipped
     assert _hits(reader, "setting zqnew", record_access=False)[0] == added.id
+
+
+def test_edges_cut_while_the_writer_copies_them_are_written_whole(tmp_path: Path) -> None:
+    # Before: the writer wrote the edges from edges.arrow's mapping, and the process (the
+    # resident service) died of SIGBUS at the first page past the cut. The edges are read
+    # whole as the snapshot opens (the bytes their checksum was taken over), never mapped.
+    ids = _store_with_snapshot(tmp_path / "db")
+    brain = _brain(tmp_path / "db")
+    for i in range(0, 20, 2):
+        brain.relate(ids[i], ids[i + 1])
+    brain.remember("setting", record_access=False)
+    brain.retriever.corpus.save_snapshot()
+    answered_in_child(tmp_path, _CHANGED_AS_WRITTEN, "cut", "edges.arrow", "add")
+    reader = _brain(tmp_path / "db")
+    assert _hits(reader, "setting zqnew", record_access=False)
+    assert reader.retriever.corpus.opened_snapshot
+    snap = reader._snapshots().load()
+    assert snap is not None and snap.edges is not None and snap.edges.num_rows == 10

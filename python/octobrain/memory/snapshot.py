@@ -9,7 +9,8 @@ needs, as the mirror held it at one committed version of `memories`:
   memmap (copy-on-write: an access count patched in place never reaches the file);
 - ``ids.npy`` / ``id_order.npy``: the ids sorted, for id → position lookups without a dict;
 - ``rowaddr.npy``: each row's Lance row address, from which a catch-up finds what changed;
-- ``edges.arrow``: every relationship, at its own table version, memory-mapped;
+- ``edges.arrow``: every relationship, at its own table version, read whole (the bytes its
+  checksum was taken over: never mapped, so none can be cut from under a reader or writer);
 - ``bm25.<part>.npy``: the Rust BM25 index as flat arrays (`BM25Index.to_parts`); its postings
   stay memory-mapped, so a query makes resident only the postings of its terms;
 - ``manifest.json``: format version, the table version, positions, live rows, dim, model id,
@@ -247,7 +248,7 @@ class SnapshotDir:
             if manifest.get(key) != value:
                 raise ValueError(f"{key} is {manifest.get(key)!r}, expected {value!r}")
         blocks = manifest["blocks"]
-        opened = {}
+        opened, edges = {}, None
         for file, (size, crc) in manifest["files"].items():
             path = where / file
             found = path.stat()
@@ -257,6 +258,11 @@ class SnapshotDir:
             if file in (*LAZY, ROWS):
                 if len(blocks[file]) != -(-size // BLOCK):
                     raise ValueError(f"{file} has no checksum for each of its blocks")
+            elif file == EDGES:  # (read once: the bytes checked are the bytes used)
+                data = read_regular(path, size)[0]
+                if zlib.crc32(data) != crc:
+                    raise ValueError(f"{file} fails its checksum")
+                edges = pa.ipc.open_file(pa.py_buffer(data)).read_all()
             elif file_crc(path) != crc:
                 raise ValueError(f"{file} fails its checksum")
         checks = {
@@ -276,9 +282,6 @@ class SnapshotDir:
         mapped = pa.memory_map(str(where / ROWS))
         rows = pa.ipc.open_file(mapped).read_all()
         rows_check = RowsCheck(checks[ROWS], rows, mapped)
-        edges = None
-        if EDGES in manifest["files"]:
-            edges = pa.ipc.open_file(pa.memory_map(str(where / EDGES))).read_all()
         lengths = {len(a) for a in columns.values()}
         lengths |= {len(rows), len(vectors), index.position_count}
         if lengths != {positions} or vectors.shape[1:] != (self.dim,):
