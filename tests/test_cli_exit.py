@@ -150,6 +150,14 @@ def test_a_hook_with_no_transcript_to_digest_does_not_load_the_model_ahead(
         assert done.returncode == 0, done.stderr
         said.append("loads ahead" in done.stderr)
     assert said == [False, True]  # (a transcript there: it embeds its digest)
+    # Read as the hook reads it: JSON nested past the recursion limit was a RecursionError
+    # traceback from the launcher, exit 1, before the hook could say what is wrong.
+    nested = subprocess.run(
+        [sys.executable, "-c", script], input="[" * 200_000, capture_output=True, text=True,
+        env=env, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    assert nested.returncode == 0 and "Traceback" not in nested.stderr, nested.stderr
+    assert "nested too deeply" in nested.stderr
 
 
 def test_the_config_is_read_ahead_without_a_second_warning_or_error(

@@ -128,10 +128,10 @@ def _names_a_transcript(stdin: bytes) -> bool:
     """Whether a hook's JSON names a transcript file that is there: a `hook session-end` or
     `pre-compact` without one embeds nothing, and loaded the bundled model ahead for nothing
     (75 MB and a share of the second core, in-process: the service off, or refused)."""
-    import json
+    from octobrain.json_values import read_json
 
-    try:
-        path = json.loads(stdin).get("transcript_path")
+    try:  # (read as the hook reads it: nested past the recursion limit too is unreadable)
+        path = read_json(stdin).get("transcript_path")
     except (ValueError, AttributeError):  # (the hook says what is wrong with its input)
         return False
     return isinstance(path, str) and os.path.isfile(path)
