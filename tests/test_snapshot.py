@@ -597,7 +597,8 @@ def test_a_rewritten_snapshot_holds_every_rows_own_vector(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernel_copy: bool
 ) -> None:
     # The older snapshot's vectors go to the rewritten one from file to file (the kernel's
-    # copy), or through the mapping where the kernel cannot copy them: the same bytes.
+    # copy of their whole blocks), or read verified where the kernel cannot copy them, never
+    # through the mapping: the same bytes.
     import os
 
     copies: list[int] = []
@@ -610,13 +611,13 @@ def test_a_rewritten_snapshot_holds_every_rows_own_vector(
         return int(real(*args))
 
     monkeypatch.setattr("os.copy_file_range", copy, raising=False)
-    ids = _fill(_brain(tmp_path / "db"))
+    ids = _fill(_brain(tmp_path / "db"), 600)  # (vectors past two 64 KiB blocks)
     assert _found(_brain(tmp_path / "db"), "zq3 setting")[0] == ids[3]
     reader = _brain(tmp_path / "db")
     assert _found(reader, "zq3 setting")[0] == ids[3] and _opened_from_snapshot(reader)
     opened = _current(reader)
-    more = _fill(_brain(tmp_path / "db", snapshot_min_rows=0), 300, " (more)")
-    assert _found(reader, "zq299 setting")[0] == more[299]
+    more = _fill(_brain(tmp_path / "db", snapshot_min_rows=0), 700, " (more)")
+    assert _found(reader, "zq699 setting")[0] == more[699]
     rewritten = _current(reader)
     assert rewritten != opened
     assert copies  # (the older snapshot's rows were copied, or tried)

@@ -136,6 +136,30 @@ def test_a_damaged_block_no_read_took_is_found_by_the_writer_and_the_snapshot_dr
     assert _hits(reader, "setting zqnew", record_access=False)[0] == added.id
 
 
+@pytest.mark.parametrize(
+    ("file", "update", "n"),
+    [
+        ("vectors.npy", "add", 30),  # the older rows' vectors, before the one added
+        ("vectors.npy", "add", 600),  # (past two blocks: copied in the kernel)
+        ("vectors.npy", "access", 30),  # the vectors unchanged: the file kept whole
+        ("bm25.docs.npy", "access", 30),  # the postings unchanged: the file kept whole
+    ],
+)
+@pytest.mark.parametrize("change", ["cut", "flip"])
+def test_a_large_file_changed_while_its_writer_copies_it_is_named_not_written(
+    tmp_path: Path, change: str, file: str, update: str, n: int
+) -> None:
+    # Before, a cut: the writer wrote from the file's mapping, and the kernel refused the
+    # pages past the cut ("memory snapshot not written: [Errno 14] Bad address", "1800
+    # requested and 992 written", as a full cache: the cut snapshot left as it was); a byte
+    # changed: it went into the new snapshot under fresh checksums (a memory's vector, or a
+    # term's postings, silently other than the store's).
+    ids = _write_while_changed(tmp_path, change, file, update, n)
+    reader = _brain(tmp_path / "db")
+    recall = reader.remember("setting zq17", min_relevance=0.0, record_access=False)
+    assert recall.hits[0].memory.id == ids[17]
+
+
 def test_edges_cut_while_the_writer_copies_them_are_written_whole(tmp_path: Path) -> None:
     # Before: the writer wrote the edges from edges.arrow's mapping, and the process (the
     # resident service) died of SIGBUS at the first page past the cut. The edges are read

@@ -31,10 +31,13 @@ A reader checks the manifest (format, model, dim, store), every file's size, and
 of every small file before using anything. The large ones carry a CRC-32 per 64 KiB block:
 ``vectors.npy``, ``bm25.docs.npy`` and ``bm25.tfs.npy`` are checked the first time a read
 covers a block (`PageCheck`): a vector's rows before they are scored, a term's postings before
-a query reads them, everything before the mirror is written out again; ``rows.arrow`` the
+a query reads them, everything before an index is merged; ``rows.arrow`` the
 same way (`RowsCheck`): the blocks of the rows and columns a read takes, every block before
-a read of every row, and its headers at open; a writer reads the rows it keeps from
-an older snapshot that way too, never through the mapping. A damaged block raises
+a read of every row, and its headers at open. A writer reads what it keeps of an older
+snapshot's large files that way too, never through their mappings (one cut in place killed
+it with SIGBUS): the rows read verified; a file kept whole (vectors, postings unchanged since)
+linked and its block checksums compared with the older ones; the older vectors before those
+added since copied in the kernel and compared, or read verified. A damaged block raises
 `SnapshotDamaged` instead of being used; the caller discards the snapshot and rebuilds from
 the store. Any other mismatch makes `load` return None and the caller rebuilds from the store.
 The table version is the caller's to compare: it
@@ -65,7 +68,7 @@ from octobrain.files import read_regular
 from octobrain.kernels.bm25 import PARTS, BM25Index
 from octobrain.memory.page_check import BLOCK, PageCheck, file_crc
 from octobrain.memory.rows_check import RowsCheck, merged_rows
-from octobrain.memory.snapshot_files import sums, write_vectors
+from octobrain.memory.snapshot_files import link_older, sums, unchanged, write_vectors
 from octobrain.store.operations import DataFile, recorded_files
 
 log = logging.getLogger(__name__)
@@ -179,13 +182,6 @@ class Snapshot:
         row = self.vectors.shape[1] * 4
         starts = int(getattr(self.vectors, "offset", 0)) + positions.astype(np.int64) * row
         check.ranges(starts, starts + row)
-
-    def verify_all(self) -> None:
-        """Verify every block not verified yet (before the mirror is written out again), but
-        ``rows.arrow``'s: what is kept of it is read verified as it is written (`merged_rows`)."""
-        for name, check in (self.checks or {}).items():
-            if name != ROWS:
-                check.everything()
 
 
 def default_root() -> Path:
@@ -336,12 +332,14 @@ class SnapshotDir:
 
     def write(self, snap: Snapshot) -> Path:
         """Write `snap` and make it the current snapshot (atomically; see the module doc).
-        What `snap` reads from an older snapshot is verified first (`SnapshotDamaged`)."""
-        snap.verify_all()
+        What it keeps of an older snapshot's large files is verified as it is copied
+        (`SnapshotDamaged`), never read through their mappings (`snapshot_files`)."""
         tmp = self.scratch()
         try:
-            self._fill(tmp, snap)
+            kept = self._fill(tmp, snap)
             files, blocks = sums(tmp, (*LAZY, ROWS))
+            for name, older in kept.items():  # (copied unread: compared with the older sums)
+                unchanged(name, blocks[name], *older)
             manifest = {
                 "format": FORMAT,
                 "uri": self.uri,
@@ -380,8 +378,19 @@ class SnapshotDir:
             raise
         return final
 
-    def _fill(self, tmp: Path, snap: Snapshot) -> None:
+    def _fill(self, tmp: Path, snap: Snapshot) -> dict[str, tuple[PageCheck, range]]:
+        """Write `snap`'s files into `tmp`; what of them was copied unread from an older
+        snapshot's files, by name: the check of the file it came from, and its blocks."""
+        older = snap.checks or {}
+        kept: dict[str, tuple[PageCheck, range]] = {}
+
         def npy(name: str, array: npt.NDArray[Any]) -> None:
+            check = older.get(f"{name}.npy")
+            if check is not None:  # (the older snapshot's file, mapped: never read through it)
+                blocks = link_older(tmp / f"{name}.npy", array, check)
+                if blocks is not None:
+                    kept[f"{name}.npy"] = (check, blocks)
+                    return
             with (tmp / f"{name}.npy").open("wb") as f:
                 np.save(f, np.ascontiguousarray(array))
                 f.flush()
@@ -390,7 +399,10 @@ class SnapshotDir:
         for name, dtype in COLUMNS.items():
             npy(name, np.asarray(snap.columns[name], dtype=dtype))
         blocks = snap.vector_blocks or [np.asarray(snap.vectors, dtype=np.float32)]
-        write_vectors(tmp / "vectors.npy", blocks, self.dim)
+        vectors = older.get("vectors.npy")
+        copied = write_vectors(tmp / "vectors.npy", blocks, self.dim, vectors)
+        if vectors is not None:
+            kept["vectors.npy"] = (vectors, copied)
         npy("ids", snap.sorted_ids)
         npy("id_order", np.asarray(snap.id_order, dtype=np.int64))
         _write_rows(tmp / ROWS, snap)
@@ -402,6 +414,7 @@ class SnapshotDir:
                     writer.write_table(snap.edges)
                 f.flush()
                 os.fsync(f.fileno())
+        return kept
 
     def _clean(self, keep: str) -> None:
         """Drop every other snapshot (a reader that mapped one keeps its pages), the
