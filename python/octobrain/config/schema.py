@@ -302,6 +302,13 @@ class KnowledgeConfig:
         "instead, up to max_source_chunks",
         in_range(1, 10_000_000),
     )
+    max_sources: int = _opt(
+        5_000,
+        "most files and URLs one project's knowledge index holds (and the global one): a new "
+        "source past it is refused until sources are deleted (`knowledge delete-source`); one "
+        "already indexed is always indexed again. Session notes are not counted",
+        in_range(1, 10_000_000),
+    )
     fetch_timeout_secs: float = _opt(
         30.0,
         "time allowed for fetching one URL (every redirect hop and the whole body), seconds",

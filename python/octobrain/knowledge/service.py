@@ -45,6 +45,7 @@ from octobrain.knowledge.results import (
     SourceInfo,
 )
 from octobrain.knowledge.search import search_chunks
+from octobrain.knowledge.source_room import check_source_room
 from octobrain.knowledge.sources import (
     Fetched,
     SourceKind,
@@ -161,8 +162,12 @@ class Knowledge(Housekeeping):
         self._begun.pop(ref.uri, None)  # (`switched`: of this call's write only)
         rows = [r for r in self._visible_rows(ref.uri) if r["session_id"] == ""]
         existing = rows[0] if rows else None
+        scope = existing["scope"] if existing is not None else ("" if global_ else self.scope)
+        # A new source needs room, before it is fetched, and again under the commit's lock.
+        room = partial(check_source_room, self.kstore, scope, ref.uri, self.config.knowledge)
         if existing is None:
             self._screen_address(ref)
+            room()
         now = utcnow()
         if existing is not None and lazy and not force and self._fresh(ref, existing, now):
             return IndexReport(SourceInfo.from_row(existing), "fresh", 0)
@@ -185,13 +190,14 @@ class Knowledge(Housekeeping):
         if existing is not None and unchanged and not self.kstore.damaged(existing):
             self.kstore.touch(existing["id"], now, fetched.mtime, len(fetched.data))
             return IndexReport(SourceInfo.from_row(existing), "unchanged", 0)
-        scope = existing["scope"] if existing is not None else ("" if global_ else self.scope)
         status: IndexStatus = (
             "indexed" if existing is None else "repaired" if unchanged else "reindexed"
         )
         size = len(fetched.data)
         try:
-            row, embedded = self._write(document, scope, "", digest, fetched.mtime, size, progress)
+            row, embedded = self._write(
+                document, scope, "", digest, fetched.mtime, size, progress, room
+            )
         except ChunkCapExceeded as exc:
             _REFUSED.add(fetched, cut, exc.rule, len(exc.rule))
             raise
