@@ -30,6 +30,8 @@ def test_sources_normalise_to_one_uri(tmp_path: Path, monkeypatch: pytest.Monkey
         parse_source(str(doc)).uri,
         parse_source("~/guide.md").uri,
         parse_source(doc.as_uri()).uri,
+        parse_source(f"file:{doc}").uri,  # (RFC 8089's one slash: read as a relative path)
+        parse_source(f"FILE://localhost{doc}").uri,
     }
     assert uris == {doc.resolve().as_uri()}
     url = parse_source("https://Docs.Example.com/api/?v=2#frag")
@@ -41,6 +43,7 @@ def test_sources_normalise_to_one_uri(tmp_path: Path, monkeypatch: pytest.Monkey
         ("stored://a b", "key"),
         ("notes\x00.md", "source"),
         ("file:///tmp/notes%00.md", "source"),
+        ("file:notes.md", "source"),  # (not ./file:notes.md: a file: URI is absolute)
     ]:
         with pytest.raises(InvalidInput, match=f"^{field}: "):
             parse_source(bad)

@@ -27,6 +27,7 @@ ESCAPES = [
     {"command": "read", "source": "../../../../../../etc/hostname"},
     {"command": "read", "source": "link.md"},
     {"command": "read", "source": OUTSIDE.as_uri()},
+    {"command": "read", "source": f"file:{OUTSIDE}"},  # (RFC 8089: one slash, absolute)
     {"command": "search", "query": "root", "source": str(OUTSIDE)},
     {"command": "match", "pattern": "root", "source": "link.md"},
 ]

@@ -89,10 +89,16 @@ def parse_source(source: str, *, cwd: Path | None = None) -> SourceRef:
             "source",
             f"unsupported scheme {as_json(scheme)}: use a file path, file:// or http(s)://",
         )
-    if lower.startswith("file://"):
+    if lower.startswith("file:"):  # file:///abs, file://localhost/abs and file:/abs (RFC 8089)
         parts = urlsplit(text)
         if parts.netloc not in ("", "localhost"):
             raise InvalidInput("source", "a file:// URI must name a local path (file:///abs/path)")
+        if not parts.path.startswith("/"):  # (file:notes.md was read as ./file:notes.md)
+            raise InvalidInput(
+                "source",
+                f"a file: URI names an absolute path (file:///abs/path), got {as_json(text)}; "
+                "give a relative path without file:",
+            )
         raw = Path(unquote(parts.path))
     else:
         raw = Path(text).expanduser()
