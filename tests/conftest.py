@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 # Commands that tests run as subprocesses stay in-process, so no test leaves a resident service
-# behind; tests/test_resident_service.py turns it on for itself.
+# behind; the service tests turn it on for themselves (`env` in tests/service_support.py).
 os.environ["OCTOBRAIN_SERVICE_ENABLED"] = "0"
 # What a test writes beside a store (embedding cache, mirror snapshots, sleep records) goes to a
 # directory of this run's, never the user's own data dir. Tests that need their own set it.

@@ -7,12 +7,9 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,88 +20,21 @@ import pytest
 from octobrain.cli.launch import routable
 from octobrain.cli.service_client import PROTOCOL, ask, build_id, service_environment
 from octobrain.cli.service_settings import Settings, load_settings
-
-SCOPE = "github.com/acme/svc"
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    run_dir = tempfile.mkdtemp(prefix="ob-", dir="/tmp")  # short: AF_UNIX paths are short
-    values = {
-        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
-        "OCTOBRAIN_EMBEDDING_MODEL": "hash:256",
-        "OCTOBRAIN_SERVICE_ENABLED": "1",
-        "OCTOBRAIN_SERVICE_IDLE_SECONDS": "60",
-        "OCTOBRAIN_CONSOLIDATION_SLEEP_ENABLED": "false",
-        "XDG_RUNTIME_DIR": run_dir,
-    }
-    for key, value in values.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
-    full = {**os.environ, **values}
-    yield full
-    settings = load_settings()
-    if settings is not None:
-        ask(settings, "stop")
-        _wait(lambda: not os.path.exists(settings.socket_path), 15)
-    shutil.rmtree(run_dir, ignore_errors=True)
-
-
-# `octobrain` waiting a minute, not a second, for the service's first answer: a test's fake
-# service (a thread of the test's process) may not be run within a second on a loaded machine.
-_PATIENT = (
-    "from octobrain.cli import service_client; service_client.CONNECT_SECONDS = 60.0; "
-    "from octobrain.cli.launch import main; main(prog_name='octobrain')"
+from tests.service_support import (
+    SCOPE,
+    assert_same_output,
+    cli,
+    current_settings,
+    exited,
+    fake_service,
+    memorize,
+    served_count,
+    spawner_process,
+    start_service,
+    status_now,
+    wait_for,
 )
-
-
-def cli(
-    env: dict[str, str], *args: str, stdin: str = "", service: bool = True, patient: bool = False
-) -> subprocess.CompletedProcess[bytes]:
-    run_env = {**env, "OCTOBRAIN_SERVICE_ENABLED": "1" if service else "0"}
-    return subprocess.run(
-        [sys.executable, *(["-c", _PATIENT] if patient else ["-m", "octobrain"]), *args],
-        env=run_env,
-        input=stdin.encode(),
-        capture_output=True,
-        timeout=120,
-        cwd=env["OCTOBRAIN_DATA_DIR"].rsplit("/", 1)[0],
-    )
-
-
-def _wait(cond: object, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if cond():  # type: ignore[operator]
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def _settings() -> Settings:
-    settings = load_settings()
-    assert settings is not None
-    return settings
-
-
-def _served() -> int:
-    info = ask(_settings(), "status")
-    return -1 if info is None else int(info["served"])
-
-
-def _start(env: dict[str, str]) -> None:
-    done = cli(env, "service", "start", "--wait", "90")
-    assert done.returncode == 0, done.stderr
-    assert _served() == 0
-
-
-def _memorize(env: dict[str, str], title: str, content: str, *, service: bool) -> str:
-    done = cli(
-        env, "memory", "--scope", SCOPE, "memorize", "-t", title, "-c", content,
-        "--format", "json", service=service,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return str(json.loads(done.stdout)["id"])
+from tests.service_support import env as env  # (the `env` fixture)
 
 
 def test_routable_commands() -> None:
@@ -117,8 +47,8 @@ def test_routable_commands() -> None:
 
 
 def test_service_output_is_byte_identical(env: dict[str, str]) -> None:
-    mid = _memorize(env, "Rate limiting", "The API uses a token bucket per key.", service=False)
-    _start(env)
+    mid = memorize(env, "Rate limiting", "The API uses a token bucket per key.", service=False)
+    start_service(env)
     hook_input = json.dumps({"hook_event_name": "SessionStart", "session_id": "s1", "cwd": "/"})
     commands: list[tuple[list[str], str]] = [
         (["memory", "--scope", SCOPE, "get", mid, "--format", "json"], ""),
@@ -135,31 +65,18 @@ def test_service_output_is_byte_identical(env: dict[str, str]) -> None:
     # access window then counts repeats once, so both paths below see the same state.
     cli(env, "memory", "--scope", SCOPE, "remember", "token bucket", service=False)
     assert_same_output(env, commands)
-    assert _served() == len(commands)
-
-
-def assert_same_output(env: dict[str, str], commands: list[tuple[list[str], str]]) -> None:
-    """Each command line (with its stdin) prints the same bytes and exits with the same code
-    through the service as in a process of its own."""
-    for args, stdin in commands:
-        warm = cli(env, *args, stdin=stdin)
-        cold = cli(env, *args, stdin=stdin, service=False)
-        assert (warm.stdout, warm.stderr, warm.returncode) == (
-            cold.stdout,
-            cold.stderr,
-            cold.returncode,
-        ), args
+    assert served_count() == len(commands)
 
 
 def test_writes_are_visible_both_ways(env: dict[str, str]) -> None:
-    _start(env)
-    through_service = _memorize(env, "Deploy window", "Deploys happen on Tuesday.", service=True)
-    in_process = _memorize(env, "Cache policy", "Sessions are cached in Redis.", service=False)
+    start_service(env)
+    through_service = memorize(env, "Deploy window", "Deploys happen on Tuesday.", service=True)
+    in_process = memorize(env, "Cache policy", "Sessions are cached in Redis.", service=False)
     got = cli(env, "memory", "--scope", SCOPE, "get", through_service, service=False)
     assert got.returncode == 0 and b"Deploy window" in got.stdout
     got = cli(env, "memory", "--scope", SCOPE, "get", in_process)
     assert got.returncode == 0 and b"Cache policy" in got.stdout
-    assert _served() == 2
+    assert served_count() == 2
 
 
 def test_a_version_lost_under_a_running_service_is_an_error_not_a_rollback(
@@ -167,25 +84,25 @@ def test_a_version_lost_under_a_running_service_is_an_error_not_a_rollback(
 ) -> None:
     # The newest version's manifest lost while the service holds the store open: it must
     # not answer from the version before, nor write on top of it (burying the lost one).
-    _start(env)
-    _memorize(env, "Deploy window", "Deploys happen on Tuesday.", service=True)
-    _memorize(env, "Cache policy", "Sessions are cached in Redis.", service=True)
+    start_service(env)
+    memorize(env, "Deploy window", "Deploys happen on Tuesday.", service=True)
+    memorize(env, "Cache policy", "Sessions are cached in Redis.", service=True)
     versions = Path(env["OCTOBRAIN_DATA_DIR"]) / "db" / "memories.lance" / "_versions"
     sorted(versions.glob("*.manifest"))[0].unlink()  # the newest (names count down)
     for args in (["stats"], ["memorize", "-t", "After the loss", "-c", "Must not be written."]):
         done = cli(env, "memory", "--scope", SCOPE, *args)
         assert done.returncode == 1, (args, done.stdout)
         assert b"committed, but the newest version that opens is" in done.stderr, done.stderr
-    assert _served() == 4
+    assert served_count() == 4
 
 
 def test_absent_service_is_spawned_and_then_used(env: dict[str, str]) -> None:
-    assert ask(_settings(), "status") is None
+    assert ask(current_settings(), "status") is None
     first = cli(env, "memory", "--scope", SCOPE, "recent")
     assert first.returncode == 0 and first.stdout == b"No memories yet.\n"
-    assert _wait(lambda: _served() == 0, 90), "the first command did not start a service"
+    assert wait_for(lambda: served_count() == 0, 90), "the first command did not start a service"
     assert cli(env, "memory", "--scope", SCOPE, "recent").stdout == b"No memories yet.\n"
-    assert _served() == 1
+    assert served_count() == 1
 
 
 def test_a_command_refused_for_its_config_starts_no_service(
@@ -213,7 +130,7 @@ def test_a_command_that_starts_a_service_says_what_is_wrong_with_its_config_once
     config.write_text("colour = 1\n")
     done = cli(env, "memory", "--scope", SCOPE, "stats")
     assert done.returncode == 0 and done.stderr.count(b"unknown config key 'colour'") == 1
-    assert _wait(lambda: _status() is not None, 90), "no service was started"
+    assert wait_for(lambda: status_now() is not None, 90), "no service was started"
 
 
 def test_a_command_that_finds_no_service_starts_one_once_it_is_done(
@@ -224,7 +141,7 @@ def test_a_command_that_finds_no_service_starts_one_once_it_is_done(
     # held at its output (a pipe nobody reads): no service may be running yet.
     body = "The deploy pipeline promotes a build from staging to production. " * 60
     for i in range(24):
-        _memorize(env, f"Deploy step {i}", f"{body} Step {i}.", service=False)
+        memorize(env, f"Deploy step {i}", f"{body} Step {i}.", service=False)
     argv = [sys.executable, "-m", "octobrain", "memory", "--scope", SCOPE, "recent",
             "--limit", "50", "--format", "json"]  # fmt: skip
     with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, cwd=tmp_path) as proc:
@@ -232,41 +149,10 @@ def test_a_command_that_finds_no_service_starts_one_once_it_is_done(
         first = proc.stdout.read(1)  # its output began: the rest waits for this pipe
         assert first == b"["
         time.sleep(0.5)
-        assert proc.poll() is None and _status() is None
+        assert proc.poll() is None and status_now() is None
         assert len(first + proc.stdout.read()) > 96 * 1024
         assert proc.wait(60) == 0
-    assert _wait(lambda: (_status() or {}).get("loaded") is True, 90), _status()
-
-
-# A process that starts the service the way a command that found none does, then lives on
-# until its stdin closes (as the command runs in-process meanwhile).
-_SPAWNER = """
-import sys
-from octobrain.cli.service_settings import load_settings
-from octobrain.cli.service_client import spawn
-assert spawn(load_settings())
-print("spawned", flush=True)
-sys.stdin.read()
-"""
-
-
-@contextmanager
-def _spawner(env: dict[str, str], code: str = _SPAWNER) -> Iterator[subprocess.Popen[str]]:
-    """A process running `code`, which prints "spawned" and lives on until its stdin closes."""
-    with subprocess.Popen(
-        [sys.executable, "-c", code], env=env, text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-    ) as proc:  # fmt: skip
-        try:
-            assert proc.stdout is not None and proc.stdout.readline() == "spawned\n"
-            yield proc
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-
-
-def _status() -> dict[str, object] | None:
-    return ask(_settings(), "status", timeout=5)  # (a loaded machine answers late, not never)
+    assert wait_for(lambda: (status_now() or {}).get("loaded") is True, 90), status_now()
 
 
 def test_a_started_service_loads_once_the_command_that_started_it_ends(
@@ -275,9 +161,9 @@ def test_a_started_service_loads_once_the_command_that_started_it_ends(
     # The command that finds no service runs in-process and starts one: loading the same
     # model and store side by side on two cores slowed that command, so the service waits
     # until it has exited (at most a few seconds) before it loads.
-    with _spawner(env) as spawner:
-        assert _wait(lambda: _status() is not None, 30)
-        info = _status()
+    with spawner_process(env) as spawner:
+        assert wait_for(lambda: status_now() is not None, 30)
+        info = status_now()
         assert info is not None and info["waiting"] is True and info["loaded"] is False, info
         shown = cli(env, "service", "status")
         assert b"store not loaded yet (it loads when the command that started it ends" in (
@@ -286,17 +172,17 @@ def test_a_started_service_loads_once_the_command_that_started_it_ends(
         assert spawner.stdin is not None
         spawner.stdin.close()  # the command is done
         spawner.wait(30)
-    assert _wait(lambda: (_status() or {}).get("loaded") is True, 90), _status()
-    assert (_status() or {}).get("waiting") is False
+    assert wait_for(lambda: (status_now() or {}).get("loaded") is True, 90), status_now()
+    assert (status_now() or {}).get("waiting") is False
 
 
 def test_a_command_sent_to_a_service_still_waiting_is_served_by_it(env: dict[str, str]) -> None:
-    with _spawner(env) as spawner:
-        assert _wait(lambda: _status() is not None, 30)
+    with spawner_process(env) as spawner:
+        assert wait_for(lambda: status_now() is not None, 30)
         done = cli(env, "memory", "--scope", SCOPE, "recent")
         assert done.returncode == 0 and done.stdout == b"No memories yet.\n", done.stderr
         assert spawner.poll() is None  # (its starter still runs)
-        assert _served() == 1  # the service loaded for it rather than leave it in-process
+        assert served_count() == 1  # the service loaded for it rather than leave it in-process
 
 
 def test_a_config_edited_before_the_service_loaded_it_is_served_without_a_restart(
@@ -306,63 +192,20 @@ def test_a_config_edited_before_the_service_loaded_it_is_served_without_a_restar
     # command that started it was done (up to 3 s later): an edit in between was read, yet the
     # next command found the digest changed and retired the service, and ran in-process.
     for n in range(3):
-        _memorize(
-            env, f"Deploy note {n}", f"We deploy the api blue green, step {n}.", service=False
-        )
+        memorize(env, f"Deploy note {n}", f"We deploy the api blue green, step {n}.", service=False)
     config = Path(env["OCTOBRAIN_DATA_DIR"]) / "config.toml"
-    with _spawner(env) as spawner:
-        assert _wait(lambda: _status() is not None, 30)
+    with spawner_process(env) as spawner:
+        assert wait_for(lambda: status_now() is not None, 30)
         config.write_text("[search]\ndefault_limit = 2\n", encoding="utf-8")
-        assert (_status() or {}).get("waiting") is True  # (the edit came before the load)
+        assert (status_now() or {}).get("waiting") is True  # (the edit came before the load)
         assert spawner.stdin is not None
         spawner.stdin.close()
         spawner.wait(30)
-    assert _wait(lambda: (_status() or {}).get("loaded") is True, 90), _status()
+    assert wait_for(lambda: (status_now() or {}).get("loaded") is True, 90), status_now()
     done = cli(env, "memory", "--scope", SCOPE, "remember", "deploy api", "--format", "json")
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)["results"]) == 2  # the edited config answered
-    assert _served() == 1  # by the service that loaded it
-
-
-@contextmanager
-def _fake_service(path: str, answer: bytes | None, *, hang_up: bool = False) -> Iterator[None]:
-    """A listener that accepts and answers `answer` (None: never answers), then holds the
-    connection open, or closes it at once (`hang_up`: a service that died there)."""
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(8)
-    listener.settimeout(0.1)
-    stop = threading.Event()
-
-    def serve() -> None:
-        held: list[socket.socket] = []
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            held.append(conn)
-            with contextlib.suppress(OSError):  # (a client that gave up has closed its end)
-                conn.recv(65536)
-                if answer is not None:
-                    conn.sendall(answer)
-                if hang_up:
-                    conn.recv(65536)  # its `go`: the command has begun
-            if hang_up:
-                conn.close()
-        for conn in held:
-            conn.close()
-
-    thread = threading.Thread(target=serve)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-        listener.close()
-        if os.path.exists(path):
-            os.unlink(path)
+    assert served_count() == 1  # by the service that loaded it
 
 
 def test_a_service_silent_during_a_command_is_reported_not_waited_for(
@@ -374,23 +217,23 @@ def test_a_service_silent_during_a_command_is_reported_not_waited_for(
     from octobrain.cli import service_client, service_run
 
     monkeypatch.setattr(service_run, "ALIVE_SECONDS", 1.0)
-    settings = _settings()
+    settings = current_settings()
     hello = {"protocol": service_client.PROTOCOL, "build": build_id(), "accepted": True}
     started = [hello, {"ready": True}, {"running": True}]
     lines = [json.dumps(m).encode() + b"\n" for m in started]
-    with _fake_service(settings.socket_path, b"".join(lines)):
+    with fake_service(settings.socket_path, b"".join(lines)):
         began = time.monotonic()
         code = service_run.run_remote(settings, ["memory", "recent"], "octobrain", None)
         assert code == 1 and time.monotonic() - began < 10
     err = capsys.readouterr().err
     assert "gave no sign of life for 1 s during the command" in err and "effect is unknown" in err
-    with _fake_service(settings.socket_path, b"".join(lines)):  # a hook fails open: exit 0
+    with fake_service(settings.socket_path, b"".join(lines)):  # a hook fails open: exit 0
         hook = ["hook", "session-end"]
         assert service_run.run_remote(settings, hook, "octobrain", b"{}") == 0
     assert "effect is unknown" in capsys.readouterr().err
     alive = [json.dumps({"alive": True}).encode() + b"\n"] * 3
     result = json.dumps({"exit": 0, "stdout": "", "stderr": ""}).encode() + b"\n"
-    with _fake_service(settings.socket_path, b"".join(lines + alive + [result])):
+    with fake_service(settings.socket_path, b"".join(lines + alive + [result])):
         assert service_run.run_remote(settings, ["memory", "recent"], "octobrain", None) == 0
 
 
@@ -407,12 +250,12 @@ def test_a_hook_whose_service_died_under_it_runs_here_and_keeps_its_digest(
     # ran the command here, started a real service, and that one took the fake's socket. The
     # clients wait longer for the first answer, and the fake holds the service's lock.
     monkeypatch.setattr(service_client, "CONNECT_SECONDS", 60.0)
-    settings = _settings()
+    settings = current_settings()
     hello = {"protocol": service_client.PROTOCOL, "build": build_id(), "accepted": True}
     started = b"".join(
         json.dumps(m).encode() + b"\n" for m in [hello, {"ready": True}, {"running": True}]
     )
-    with _service_lock(settings), _fake_service(settings.socket_path, started, hang_up=True):
+    with _service_lock(settings), fake_service(settings.socket_path, started, hang_up=True):
         args = ["memory", "--scope", SCOPE, "memorize", "-t", "T", "-c", "Some content here"]
         assert service_run.run_remote(settings, args, "octobrain", None, repeatable=False) == 1
         with pytest.raises(service_run.Fallback):
@@ -444,8 +287,8 @@ def _service_lock(settings: Settings) -> Iterator[None]:
 
 
 def test_wedged_service_falls_back_in_bounded_time(env: dict[str, str]) -> None:
-    settings = _settings()
-    with _service_lock(settings), _fake_service(settings.socket_path, None):
+    settings = current_settings()
+    with _service_lock(settings), fake_service(settings.socket_path, None):
         start = time.monotonic()
         done = cli(env, "memory", "--scope", SCOPE, "recent")
         elapsed = time.monotonic() - start
@@ -454,14 +297,14 @@ def test_wedged_service_falls_back_in_bounded_time(env: dict[str, str]) -> None:
 
 
 def test_stale_socket_file_falls_back_and_is_replaced(env: dict[str, str]) -> None:
-    settings = _settings()
+    settings = current_settings()
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stale.bind(settings.socket_path)
     stale.close()  # the file stays; nothing listens
     assert os.path.exists(settings.socket_path)
     done = cli(env, "memory", "--scope", SCOPE, "recent")
     assert done.returncode == 0 and done.stdout == b"No memories yet.\n"
-    assert _wait(lambda: _served() == 0, 90), "no new service replaced the stale socket"
+    assert wait_for(lambda: served_count() == 0, 90), "no new service replaced the stale socket"
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc/PID/environ")
@@ -473,20 +316,20 @@ def test_the_service_hands_large_freed_blocks_back(
     for key in ("MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES"):
         monkeypatch.delenv(key, raising=False)
         env.pop(key, None)
-    _start(env)
-    info = ask(_settings(), "status")
+    start_service(env)
+    info = ask(current_settings(), "status")
     assert info is not None
     environ = Path(f"/proc/{info['pid']}/environ").read_bytes().split(b"\0")
     assert b"MALLOC_MMAP_THRESHOLD_=131072" in environ
     # A user's own allocator settings stand.
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
-    assert service_environment(_settings())["MALLOC_MMAP_THRESHOLD_"] == "65536"
+    assert service_environment(current_settings())["MALLOC_MMAP_THRESHOLD_"] == "65536"
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1048576")
-    assert "MALLOC_MMAP_THRESHOLD_" not in service_environment(_settings())
+    assert "MALLOC_MMAP_THRESHOLD_" not in service_environment(current_settings())
     # The config file is named for the service only when the user named one or there is one:
     # naming a missing default made every warm answer warn that it does not exist.
-    settings = _settings()
+    settings = current_settings()
     assert not os.path.exists(settings.config_file)
     assert "OCTOBRAIN_CONFIG_PATH" not in service_environment(settings)
     Path(settings.config_file).write_text("[search]\ndefault_limit = 5\n")
@@ -517,16 +360,16 @@ def test_git_variables_of_a_caller_decide_its_scope_and_never_reach_the_service(
         assert done.returncode == 0, done.stderr
         return done.stdout.splitlines()[0]
 
-    _start(env)
+    start_service(env)
     assert scope() == "scope: github.com/acme/web"
-    served = _served()
+    served = served_count()
     assert scope(GIT_DIR=str(repos["api"] / ".git")) == "scope: github.com/acme/api"
-    assert _served() == served  # run in-process
+    assert served_count() == served  # run in-process
     assert scope() == "scope: github.com/acme/web"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("GIT_DIR", str(repos["api"] / ".git"))
         patch.setenv("GIT_EDITOR", "vi")
-        assert not any(k.startswith("GIT_") for k in service_environment(_settings()))
+        assert not any(k.startswith("GIT_") for k in service_environment(current_settings()))
 
 
 @pytest.mark.parametrize(
@@ -539,14 +382,14 @@ def test_a_request_no_octobrain_client_sends_is_dropped_and_the_service_stays(
 ) -> None:
     # Any such request used to read as "another build": the service stepped aside, and the
     # next commands ran cold.
-    _start(env)
-    pid = ask(_settings(), "status")["pid"]  # type: ignore[index]
+    start_service(env)
+    pid = ask(current_settings(), "status")["pid"]  # type: ignore[index]
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(10)
-        sock.connect(_settings().socket_path)
+        sock.connect(current_settings().socket_path)
         sock.sendall(line + b"\n")
         assert sock.recv(100) == b""  # closed without an answer
-    status = ask(_settings(), "status")
+    status = ask(current_settings(), "status")
     assert status is not None and status["pid"] == pid
 
 
@@ -554,17 +397,17 @@ def test_a_client_gone_before_asking_is_not_logged_as_a_stranger(env: dict[str, 
     # A client killed (or interrupted) as it connected was logged "dropped a request that is
     # not an octobrain client's", as a stranger's request is: 4 lines in the log of 150
     # clients killed 20-90 ms in.
-    _start(env)
+    start_service(env)
     for _ in range(3):
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.connect(_settings().socket_path)
+            sock.connect(current_settings().socket_path)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(10)
-        sock.connect(_settings().socket_path)
+        sock.connect(current_settings().socket_path)
         sock.sendall(b'{"op": "nonsense"}\n')
         assert sock.recv(100) == b""
-    assert ask(_settings(), "status") is not None
-    logged = Path(_settings().log_path).read_text(encoding="utf-8")
+    assert ask(current_settings(), "status") is not None
+    logged = Path(current_settings().log_path).read_text(encoding="utf-8")
     assert logged.count("dropped a request that is not an octobrain client's") == 1, logged
 
 
@@ -572,17 +415,17 @@ def test_a_request_past_the_size_bound_is_dropped_unanswered(env: dict[str, str]
     # A line without end was kept whole in memory, and grown by copying (quadratic).
     from octobrain.cli.service_daemon import REQUEST_BYTES
 
-    _start(env)
-    pid = ask(_settings(), "status")["pid"]  # type: ignore[index]
+    start_service(env)
+    pid = ask(current_settings(), "status")["pid"]  # type: ignore[index]
     padded = {"op": "status", "protocol": PROTOCOL, "build": build_id(), "pad": "x" * REQUEST_BYTES}
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(10)
-        sock.connect(_settings().socket_path)
+        sock.connect(current_settings().socket_path)
         with contextlib.suppress(OSError):  # the service may close while this is sent
             sock.sendall(json.dumps(padded).encode() + b"\n")
         with contextlib.suppress(ConnectionResetError):
             assert sock.recv(100) == b""  # closed without an answer
-    status = ask(_settings(), "status")
+    status = ask(current_settings(), "status")
     assert status is not None and status["pid"] == pid
 
 
@@ -598,25 +441,25 @@ def test_a_service_out_of_descriptors_waits_and_serves_again(env: dict[str, str]
         env=env, capture_output=True, timeout=120, preexec_fn=few_descriptors,
     )  # fmt: skip
     assert started.returncode == 0, started.stderr
-    pid = ask(_settings(), "status")["pid"]  # type: ignore[index]
+    pid = ask(current_settings(), "status")["pid"]  # type: ignore[index]
     held = []
     try:
         for _ in range(120):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.connect(_settings().socket_path)
+            sock.connect(current_settings().socket_path)
             held.append(sock)
         time.sleep(1.0)
     finally:
         for sock in held:
             sock.close()
-    assert _wait(lambda: (ask(_settings(), "status") or {}).get("pid") == pid, 30)
+    assert wait_for(lambda: (ask(current_settings(), "status") or {}).get("pid") == pid, 30)
 
 
 def test_hook_input_is_decoded_as_the_callers_own_stdin_would_be(env: dict[str, str]) -> None:
     # Under a C locale stdin decodes with surrogateescape: a byte that is not UTF-8 in the
     # hook's JSON gave a briefing in-process but an error through the service.
     hook_input = b'{"hook_event_name": "SessionStart", "session_id": "s\xff1", "cwd": "/"}'
-    _start(env)
+    start_service(env)
     runs = []
     for service in (False, True):
         done = subprocess.run(
@@ -630,7 +473,7 @@ def test_hook_input_is_decoded_as_the_callers_own_stdin_would_be(env: dict[str, 
 
 
 def test_service_of_another_build_is_not_used(env: dict[str, str]) -> None:
-    settings = _settings()
+    settings = current_settings()
     lines = [
         {"protocol": 1, "build": "0" * 24, "accepted": True},
         {"ready": True},
@@ -639,7 +482,7 @@ def test_service_of_another_build_is_not_used(env: dict[str, str]) -> None:
     ]
     answer = b"".join(json.dumps(m).encode() + b"\n" for m in lines)
     assert build_id() != "0" * 24
-    with _fake_service(settings.socket_path, answer):
+    with fake_service(settings.socket_path, answer):
         done = cli(env, "memory", "--scope", SCOPE, "recent")
     assert (done.returncode, done.stdout) == (0, b"No memories yet.\n")
 
@@ -648,8 +491,8 @@ def test_idle_service_exits(env: dict[str, str]) -> None:
     env = {**env, "OCTOBRAIN_SERVICE_IDLE_SECONDS": "1"}
     done = cli(env, "service", "start", "--wait", "90")
     assert done.returncode == 0, done.stderr
-    settings = _settings()
-    assert _wait(lambda: not os.path.exists(settings.socket_path), 30), (
+    settings = current_settings()
+    assert wait_for(lambda: not os.path.exists(settings.socket_path), 30), (
         "the idle service kept running"
     )
     assert ask(settings, "status") is None
@@ -663,7 +506,7 @@ def test_asking_its_status_does_not_keep_an_idle_service_alive(env: dict[str, st
     env = {**env, "OCTOBRAIN_SERVICE_IDLE_SECONDS": "4"}
     done = cli(env, "service", "start", "--wait", "90")
     assert done.returncode == 0, done.stderr
-    settings = _settings()
+    settings = current_settings()
     idle = []
     for _ in range(2):
         time.sleep(1.5)
@@ -671,7 +514,7 @@ def test_asking_its_status_does_not_keep_an_idle_service_alive(env: dict[str, st
         if info is not None:
             idle.append(float(info["idle_for"]))
     assert idle and idle[-1] >= 1.4, idle
-    assert _wait(lambda: not os.path.exists(settings.socket_path), 30), "kept alive by status"
+    assert wait_for(lambda: not os.path.exists(settings.socket_path), 30), "kept alive by status"
 
 
 def test_a_stuck_service_is_named_with_its_pid_not_reported_absent(env: dict[str, str]) -> None:
@@ -679,8 +522,8 @@ def test_a_stuck_service_is_named_with_its_pid_not_reported_absent(env: dict[str
     # was "not running" to `service status` and `service stop`, which then did nothing.
     import signal
 
-    _start(env)
-    pid = int(ask(_settings(), "status")["pid"])  # type: ignore[index]
+    start_service(env)
+    pid = int(ask(current_settings(), "status")["pid"])  # type: ignore[index]
     os.kill(pid, signal.SIGSTOP)
     try:
         for command in ("status", "stop"):
@@ -704,27 +547,27 @@ def test_a_dependency_upgraded_beside_it_retires_the_service(
     packages = tmp_path / "site-packages"  # (a package directory on the path, as pip's is)
     (packages / "lancedb-0.21.0.dist-info").mkdir(parents=True)
     env = {**env, "PYTHONPATH": str(packages)}
-    _start(env)
-    pid = int(ask(_settings(), "status")["pid"])  # type: ignore[index]
+    start_service(env)
+    pid = int(ask(current_settings(), "status")["pid"])  # type: ignore[index]
     (packages / "lancedb-0.21.0.dist-info").rename(packages / "lancedb-0.22.0.dist-info")
     done = cli(env, "memory", "--scope", SCOPE, "recent")
     assert (done.returncode, done.stdout) == (0, b"No memories yet.\n")
-    settings = _settings()
-    assert _wait(lambda: not os.path.exists(settings.socket_path), 30), "old packages served"
+    settings = current_settings()
+    assert wait_for(lambda: not os.path.exists(settings.socket_path), 30), "old packages served"
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, 0)
-        assert _wait(lambda: not os.path.exists(f"/proc/{pid}"), 30), "old service kept"
+        assert wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 30), "old service kept"
 
 
 def test_changed_config_file_retires_the_service(env: dict[str, str]) -> None:
-    _start(env)
+    start_service(env)
     config = Path(env["OCTOBRAIN_DATA_DIR"]) / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text("[search]\ndefault_limit = 3\n", encoding="utf-8")
     done = cli(env, "memory", "--scope", SCOPE, "recent")
     assert (done.returncode, done.stdout) == (0, b"No memories yet.\n")
-    settings = _settings()
-    assert _wait(lambda: not os.path.exists(settings.socket_path), 30), "stale config served"
+    settings = current_settings()
+    assert wait_for(lambda: not os.path.exists(settings.socket_path), 30), "stale config served"
 
 
 def test_a_config_edit_that_keeps_its_size_and_mtime_retires_the_service(
@@ -737,10 +580,10 @@ def test_a_config_edit_that_keeps_its_size_and_mtime_retires_the_service(
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text("[search]\ndefault_limit = 1\n", encoding="utf-8")
     for n in range(3):
-        _memorize(
+        memorize(
             env, f"Deploy note {n}", f"We deploy the api with blue green, step {n}.", service=False
         )
-    _start(env)
+    start_service(env)
     before = os.stat(config)
     config.write_text("[search]\ndefault_limit = 3\n", encoding="utf-8")
     os.utime(config, ns=(before.st_atime_ns, before.st_mtime_ns))
@@ -751,8 +594,8 @@ def test_a_config_edit_that_keeps_its_size_and_mtime_retires_the_service(
     done = cli(env, "memory", "--scope", SCOPE, "remember", "deploy api", "--format", "json")
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)["results"]) == 3
-    settings = _settings()
-    assert _wait(lambda: not os.path.exists(settings.socket_path), 30), "the old config served"
+    settings = current_settings()
+    assert wait_for(lambda: not os.path.exists(settings.socket_path), 30), "the old config served"
 
 
 def test_starting_a_disabled_service_says_so_at_once(env: dict[str, str], tmp_path: Path) -> None:
@@ -789,14 +632,6 @@ def test_service_start_takes_only_a_bounded_number_of_seconds(
     assert b"Traceback" not in done.stderr
 
 
-def _exited(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return True
-    return state in ("Z", "X")
-
-
 def test_after_the_service_leaves_the_next_command_is_served_by_its_snapshot(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -805,14 +640,14 @@ def test_after_the_service_leaves_the_next_command_is_served_by_its_snapshot(
     # without importing LanceDB; the access it counts shows in the next process.
     monkeypatch.setenv("OCTOBRAIN_SEARCH_SNAPSHOT_MIN_ROWS", "1")  # (the service's key too)
     env = {**env, "OCTOBRAIN_SEARCH_SNAPSHOT_MIN_ROWS": "1"}
-    _start(env)
-    mids = [_memorize(env, f"Note {i}", f"The cache uses setting zq{i}.", service=True)
+    start_service(env)
+    mids = [memorize(env, f"Note {i}", f"The cache uses setting zq{i}.", service=True)
             for i in range(4)]  # fmt: skip
     assert cli(env, "memory", "--scope", SCOPE, "remember", "setting zq2").returncode == 0
-    info = ask(_settings(), "status")
+    info = ask(current_settings(), "status")
     assert info is not None and int(info["served"]) == 5
     assert cli(env, "service", "stop").returncode == 0
-    assert _wait(lambda: _exited(int(info["pid"])), 60)
+    assert wait_for(lambda: exited(int(info["pid"])), 60)
     cold = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "octobrain", "memory", "--scope", SCOPE,
          "remember", "setting zq3", "--format", "json"],
@@ -849,6 +684,6 @@ def test_a_client_of_another_home_or_profile_has_a_service_of_its_own(
     # The same data dir and config file, but ~/.aws, ~/.gitconfig (the scope) and the
     # credentials another user's: its commands must not be answered with this one's.
     monkeypatch.setenv(name, "/tmp/one")
-    one = _settings().socket_path
+    one = current_settings().socket_path
     monkeypatch.setenv(name, "/tmp/other")
-    assert _settings().socket_path != one
+    assert current_settings().socket_path != one

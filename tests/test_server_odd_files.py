@@ -12,8 +12,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.server_support import call, octobrain_cmd, run
-from tests.test_resident_service import SCOPE, _memorize
-from tests.test_resident_service import env as service_env  # noqa: F401 (a fixture)
+from tests.service_support import SCOPE, memorize
+from tests.service_support import env as service_env  # noqa: F401 (a fixture)
 
 FACT = {
     "title": "Release process",
@@ -44,7 +44,7 @@ def test_a_fifo_in_place_of_a_new_file_under_the_resident_service_is_named(
             error, reply = await call(client, "memorize", scope=SCOPE, **FACT)
             assert not error, reply
             before = _files(where)
-            _memorize(env, OTHER["title"], OTHER["content"], service=False)  # another process
+            memorize(env, OTHER["title"], OTHER["content"], service=False)  # another process
             new = sorted(n for n in _files(where) - before if not n.startswith("_latest"))
             assert new, f"the other process's commit left no new file in {folder}/"
             for name in new:

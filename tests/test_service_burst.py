@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 from octobrain.cli.service_settings import load_settings
-from tests.test_resident_service import SCOPE, _memorize, _served, _spawner, _status, cli
-from tests.test_resident_service import env as env  # (the `env` fixture)
+from tests.service_support import SCOPE, cli, memorize, served_count, spawner_process, status_now
+from tests.service_support import env as env  # (the `env` fixture)
 
 # A command that finds no service, runs in-process and will start one as it exits: it holds
 # the spawn lock until its stdin closes.
@@ -38,12 +38,12 @@ def test_a_command_while_another_runs_in_process_is_answered_by_a_service(
 ) -> None:
     # It ran in-process too: four hooks 0.2 s apart each loaded the model and the store, side
     # by side on two cores (2.3-3.4 s each, against 0.9 s alone).
-    _memorize(env, "Rate limiting", "The API uses a token bucket per key.", service=False)
+    memorize(env, "Rate limiting", "The API uses a token bucket per key.", service=False)
     remember = ["memory", "--scope", SCOPE, "remember", "token bucket"]
     cli(env, *remember, service=False)  # (a first recall counts an access: see assert_same_output)
     alone = cli(env, *remember, service=False)
-    with _spawner(env, _FIRST) as first:
-        assert _status() is None
+    with spawner_process(env, _FIRST) as first:
+        assert status_now() is None
         done = subprocess.run(
             [sys.executable, "-c", _PATIENT, *remember],
             env=env, capture_output=True, timeout=120,
@@ -55,7 +55,7 @@ def test_a_command_while_another_runs_in_process_is_answered_by_a_service(
             alone.returncode,
         )
         assert first.poll() is None  # (the first command still runs)
-        assert _served() == 1  # answered by the service it started, not in-process
+        assert served_count() == 1  # answered by the service it started, not in-process
 
 
 def test_a_service_that_never_comes_up_holds_a_command_only_so_long(
@@ -63,7 +63,7 @@ def test_a_service_that_never_comes_up_holds_a_command_only_so_long(
 ) -> None:
     # A service that took the lock and never binds its socket (stopped, stuck in its imports):
     # the command waits `STARTING_SECONDS` for it, then runs in-process.
-    _memorize(env, "Rate limiting", "The API uses a token bucket per key.", service=False)
+    memorize(env, "Rate limiting", "The API uses a token bucket per key.", service=False)
     settings = load_settings()
     assert settings is not None
     remember = ["memory", "--scope", SCOPE, "remember", "token bucket"]

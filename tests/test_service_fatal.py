@@ -7,16 +7,17 @@ import os
 import signal
 from pathlib import Path
 
-from tests.test_resident_service import _exited, _settings, _start, _wait, ask
-from tests.test_resident_service import env as env  # (the `env` fixture)
+from octobrain.cli.service_client import ask
+from tests.service_support import current_settings, exited, start_service, wait_for
+from tests.service_support import env as env  # (the `env` fixture)
 
 
 def test_a_service_killed_by_sigbus_logs_every_threads_stack(env: dict[str, str]) -> None:
     # Before: the service died and its log said nothing; the next command ran in-process.
-    _start(env)
-    pid = int(ask(_settings(), "status")["pid"])  # type: ignore[index]
+    start_service(env)
+    pid = int(ask(current_settings(), "status")["pid"])  # type: ignore[index]
     os.kill(pid, signal.SIGBUS)  # (what a read of a page past a cut file's end raises)
-    assert _wait(lambda: _exited(pid), 30)
-    logged = Path(_settings().log_path).read_text(encoding="utf-8", errors="replace")
+    assert wait_for(lambda: exited(pid), 30)
+    logged = Path(current_settings().log_path).read_text(encoding="utf-8", errors="replace")
     assert "Fatal Python error: Bus error" in logged, logged
     assert "run_service" in logged  # (the main thread's stack, as far as the service's loop)

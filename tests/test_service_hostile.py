@@ -22,8 +22,8 @@ import pytest
 
 from octobrain.cli.service_client import PROTOCOL, Channel, ask
 from octobrain.cli.service_settings import load_settings
-from tests.test_resident_service import _wait
-from tests.test_resident_service import env as service_env  # noqa: F401  (the `env` fixture)
+from tests.service_support import env as service_env  # noqa: F401  (the `env` fixture)
+from tests.service_support import wait_for
 
 SCOPE = "github.com/acme/hostile"
 
@@ -194,7 +194,7 @@ def test_a_listener_answering_garbage_on_the_socket_is_replaced_by_a_service(
         done = _cli(env, "memory", "--scope", SCOPE, "recent")
         out, err = done.communicate(timeout=120)
         assert (done.returncode, out) == (0, b"No memories yet.\n"), err
-        assert _wait(lambda: ask(settings, "status") is not None, 90), "garbage kept the socket"
+        assert wait_for(lambda: ask(settings, "status") is not None, 90), "garbage kept the socket"
     finally:
         stop.set()
         thread.join()
@@ -413,7 +413,7 @@ def test_stop_does_not_say_stopped_while_the_service_still_holds_its_lock(
     settings = load_settings()
     assert settings is not None
     os.makedirs(os.path.dirname(settings.lock_path), exist_ok=True)
-    monkeypatch.setattr(client, "ask", lambda _settings, op, *a, **k: {"pid": 4242})
+    monkeypatch.setattr(client, "ask", lambda current_settings, op, *a, **k: {"pid": 4242})
     monkeypatch.setattr(service_cli, "STOP_SECONDS", 0.3)
     with open(settings.lock_path, "a") as held:  # the service's lock, still held
         fcntl.flock(held, fcntl.LOCK_EX)
@@ -482,7 +482,7 @@ def test_a_client_stopped_while_it_holds_the_service_does_not_hold_up_the_others
         [sys.executable, "-c", _STOPPED_CLIENT, *args], env=env, stdout=subprocess.PIPE
     )
     try:
-        assert _wait(lambda: _state(stopped.pid) == b"T", 60), "the client never stopped"
+        assert wait_for(lambda: _state(stopped.pid) == b"T", 60), "the client never stopped"
         other = _run(env, *args)
         assert (other.returncode, other.stdout) == (0, "No memories yet.\n"), other.stderr
         settings = load_settings()

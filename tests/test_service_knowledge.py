@@ -19,16 +19,16 @@ import pytest
 from octobrain.cli.launch import routable
 from octobrain.cli.service_client import PROTOCOL, Channel, build_id
 from octobrain.cli.service_settings import Settings
-from tests.test_resident_service import (
+from tests.service_support import (
     SCOPE,
-    _served,
-    _settings,
-    _start,
-    _wait,
     assert_same_output,
     cli,
+    current_settings,
+    served_count,
+    start_service,
+    wait_for,
 )
-from tests.test_resident_service import env as service_env  # noqa: F401  (the `env` fixture)
+from tests.service_support import env as service_env  # noqa: F401  (the `env` fixture)
 
 if TYPE_CHECKING:
     from octobrain.cli.service_daemon import Service
@@ -77,7 +77,7 @@ def test_knowledge_commands_that_fetch_index_or_read_stdin_run_in_process() -> N
 
 def test_knowledge_output_through_the_service_is_byte_identical(env: dict[str, str]) -> None:
     assert knowledge(env, "store", "runbook", "Restart the worker first.", service=False).stdout
-    _start(env)
+    start_service(env)
     commands = [
         _k("search", "which port does the API listen on"),
         _k("search", "redis cache", "--format", "json", "--limit", "1"),
@@ -97,13 +97,13 @@ def test_knowledge_output_through_the_service_is_byte_identical(env: dict[str, s
         _k("delete-source", "missing.md"),
     ]
     assert_same_output(env, commands)
-    assert _served() == len(commands)
+    assert served_count() == len(commands)
 
 
 def test_writes_of_other_processes_are_seen_by_the_service_and_its_own_by_them(
     env: dict[str, str],
 ) -> None:
-    _start(env)
+    start_service(env)
     assert b"8443" in knowledge(env, "search", "which port").stdout  # (its index now warm)
     (_cwd(env) / "deploy.md").write_text("# Deploys\n\nDeploys happen on Tuesday mornings.\n")
     assert knowledge(env, "index", "deploy.md", service=False).returncode == 0
@@ -116,7 +116,7 @@ def test_writes_of_other_processes_are_seen_by_the_service_and_its_own_by_them(
     # A file changed since it was indexed is flagged in a hit as a new process flags it.
     (_cwd(env) / "deploy.md").write_text("# Deploys\n\nDeploys happen on Tuesday evenings.\n")
     assert_same_output(env, [_k("search", "when do deploys happen"), _k("match", "Tuesday")])
-    assert _served() == 6
+    assert served_count() == 6
 
 
 def _rewrite_chunks(db: Path) -> None:
@@ -145,12 +145,12 @@ def test_a_knowledge_table_damaged_under_the_service_is_reported_as_a_new_proces
 ) -> None:
     # Its index of the chunks in memory, the service answered a search from it after the
     # table's data file was rewritten underneath, where a new process fails to read it.
-    _start(env)
+    start_service(env)
     assert knowledge(env, "search", "which port").returncode == 0
     damage(_db(env))  # type: ignore[operator]
     assert_same_output(env, [_k("search", "which port"), _k("list"), _k("stats")])
     assert knowledge(env, "search", "which port", service=False).returncode == 1
-    assert _served() == 4
+    assert served_count() == 4
 
 
 class _Watched:
@@ -212,7 +212,7 @@ def test_a_knowledge_command_waiting_for_a_hosted_index_holds_up_no_memory_comma
     from octobrain.cli.service_stores import BrainCache
     from octobrain.config import load_config
 
-    settings = _settings()
+    settings = current_settings()
     service = Service(Settings(True, 60.0, 60.0, "k", settings.runtime_dir, settings.config_file))
     service.cache = cache = BrainCache(load_config(), service.run_lock)
     service.configured.set()
@@ -245,7 +245,7 @@ def quiet_service(monkeypatch: pytest.MonkeyPatch) -> Service:
     kept += [(MemoryStore, "defer_maintenance"), (MemoryStore, "keeps_access")]
     for owner, name in kept:
         monkeypatch.setattr(owner, name, getattr(owner, name))
-    return Service(_settings())
+    return Service(current_settings())
 
 
 def test_the_service_reads_the_knowledge_tables_in_once_it_is_quiet(
@@ -255,16 +255,18 @@ def test_the_service_reads_the_knowledge_tables_in_once_it_is_quiet(
     # chunks, then 0.07 s); memory was warmed as the service started, knowledge was not.
     caplog.set_level(logging.INFO, "octobrain.cli.service_daemon")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(_settings().socket_path)
+    listener.bind(current_settings().socket_path)
     listener.listen(4)
     serving = threading.Thread(target=quiet_service.serve, args=(listener,))
     serving.start()
     try:
-        assert _wait(lambda: "knowledge tables read in, chunks: 1" in caplog.text, 60), caplog.text
+        assert wait_for(lambda: "knowledge tables read in, chunks: 1" in caplog.text, 60), (
+            caplog.text
+        )
     finally:
         quiet_service.stopping.set()
         serving.join(60)
-        os.unlink(_settings().socket_path)
+        os.unlink(current_settings().socket_path)
 
 
 def test_the_knowledge_warm_up_makes_no_knowledge_tables(service_env: dict[str, str]) -> None:  # noqa: F811

@@ -19,16 +19,16 @@ from mcp import Client, StdioServerParameters
 from octobrain.cli.launch import mcp_routable
 from octobrain.cli.service_client import ask, build_id
 from tests.server_support import call, memory_id, run
-from tests.test_resident_service import (
+from tests.service_support import (
     SCOPE,
-    _fake_service,
-    _memorize,
-    _settings,
-    _start,
-    _wait,
     cli,
+    current_settings,
+    fake_service,
+    memorize,
+    start_service,
+    wait_for,
 )
-from tests.test_resident_service import env as service_env  # noqa: F401  (the `env` fixture)
+from tests.service_support import env as service_env  # noqa: F401  (the `env` fixture)
 
 PROJECT = "github.com/acme/hosted"
 
@@ -54,7 +54,7 @@ def _stdio(env: dict[str, str], cwd: Path, *, service: bool) -> StdioServerParam
 
 
 def _sessions() -> int:
-    info = ask(_settings(), "status")
+    info = ask(current_settings(), "status")
     return -1 if info is None else int(info.get("mcp_sessions", -1))
 
 
@@ -94,7 +94,7 @@ def test_mcp_routing_rule() -> None:
 
 def test_hosted_session_matches_the_in_process_server(env: dict[str, str], tmp_path: Path) -> None:
     repo = _repo(tmp_path / "work" / "hosted")
-    _start(env)
+    start_service(env)
     hosted = _session(env, repo, service=True)
     assert hosted["hosted"] == 1, "the session was not hosted by the service"
     alone = _session(env, repo, service=False, fact="Releases are cut on Tuesdays from main.")
@@ -113,27 +113,27 @@ def test_hosted_session_matches_the_in_process_server(env: dict[str, str], tmp_p
     for stored in (hosted["stored"], alone["stored"]):
         got = cli(env, "memory", "--scope", PROJECT, "get", stored)
         assert got.returncode == 0 and stored.encode() in got.stdout
-    assert _wait(lambda: _sessions() == 0, 10), "the hosted session did not end with its client"
+    assert wait_for(lambda: _sessions() == 0, 10), "the hosted session did not end with its client"
 
 
 def test_without_a_service_the_session_runs_in_process_and_starts_one(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    assert ask(_settings(), "status") is None
+    assert ask(current_settings(), "status") is None
     seen = _session(env, _repo(tmp_path / "hosted"), service=True)
     assert seen["hosted"] in (-1, 0) and not seen["remember"][0]  # (0: the new one is up)
-    assert _wait(lambda: _sessions() == 0, 90), "the first session did not start a service"
-    _memorize(env, "Visible everywhere", "Written after the service started.", service=True)
+    assert wait_for(lambda: _sessions() == 0, 90), "the first session did not start a service"
+    memorize(env, "Visible everywhere", "Written after the service started.", service=True)
 
 
 def test_a_service_of_another_build_does_not_get_the_session(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    settings = _settings()
+    settings = current_settings()
     lines = [{"protocol": 1, "build": "0" * 24, "accepted": True}, {"mcp": True}]
     answer = b"".join(json.dumps(m).encode() + b"\n" for m in lines)
     assert build_id() != "0" * 24
-    with _fake_service(settings.socket_path, answer):
+    with fake_service(settings.socket_path, answer):
         seen = _session(env, _repo(tmp_path / "hosted"), service=True)
     assert [t["name"] for t in seen["tools"]][:2] == ["memorize", "remember"]
     assert not seen["remember"][0] and seen["stored"] in seen["remember"][1]
@@ -164,7 +164,7 @@ def _raw(env: dict[str, str], cwd: Path, lines: list[bytes]) -> tuple[list[dict[
 def test_hosted_session_keeps_the_caps_and_ends_with_stdin(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    _start(env)
+    start_service(env)
     init = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -192,16 +192,16 @@ def test_hosted_session_keeps_the_caps_and_ends_with_stdin(
     assert replies[1]["id"] == 2 and "over 1,048,576 bytes" in replies[1]["error"]["message"]
     assert replies[2]["id"] == 3 and "over 64" in replies[2]["error"]["message"]
     assert len(replies[3]["result"]["tools"]) == 5
-    assert _wait(lambda: _sessions() == 0, 10)
-    assert ask(_settings(), "status") is not None, "the service ended with the session"
+    assert wait_for(lambda: _sessions() == 0, 10)
+    assert ask(current_settings(), "status") is not None, "the service ended with the session"
 
 
 def test_a_warm_service_reports_a_damaged_store_as_a_new_process_would(
     env: dict[str, str],
 ) -> None:
     for i in range(3):
-        _memorize(env, f"Fact {i}", f"Durable fact number {i} about the API.", service=False)
-    _start(env)
+        memorize(env, f"Fact {i}", f"Durable fact number {i} about the API.", service=False)
+    start_service(env)
     store = Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
     backup = store.parent / "backup"
     shutil.copytree(store, backup)
@@ -237,7 +237,7 @@ def test_a_warm_service_reports_a_damaged_store_as_a_new_process_would(
         shutil.rmtree(store)
         shutil.copytree(backup, store)  # repaired: the warm service answers again
     assert cli(env, *stats).stdout.count(b"total: 3") == 1
-    served = ask(_settings(), "status")
+    served = ask(current_settings(), "status")
     assert served is not None and served["served"] >= 3 * len(damages)
 
 
@@ -246,7 +246,7 @@ def test_concurrent_hosted_sessions_and_cli_commands_share_every_write(
 ) -> None:
     import anyio
 
-    _start(env)
+    start_service(env)
     repo = _repo(tmp_path / "hosted")
     ids: list[str] = []
 
@@ -292,7 +292,7 @@ def test_a_hosted_session_answers_a_burst_written_before_any_answer_is_read(
 ) -> None:
     # A client may write many requests (and large ones) before it reads: the relay must pass
     # every one on however slowly the service takes them in, as the in-process server does.
-    _start(env)
+    start_service(env)
     proc = subprocess.Popen(
         [sys.executable, "-m", "octobrain", "mcp"],
         env=env, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -326,7 +326,7 @@ def test_a_hosted_session_answers_a_burst_written_before_any_answer_is_read(
     proc.stdin.write(b"".join(burst))
     proc.stdin.flush()
     everything = set(range(1, 3009))
-    assert _wait(lambda: answered == everything, 90), len(everything - answered)
+    assert wait_for(lambda: answered == everything, 90), len(everything - answered)
     proc.stdin.close()  # (closing stdin ends a session: what still runs gets 0.8 s)
     assert proc.wait(timeout=30) == 0
     reader.join(timeout=30)

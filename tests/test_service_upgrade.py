@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from octobrain.cli import service, service_client, service_daemon
 from octobrain.cli.service_settings import Settings
-from tests.test_resident_service import SCOPE, _exited, _fake_service, _settings, _wait, cli
-from tests.test_resident_service import env as env  # (the `env` fixture)
+from tests.service_support import SCOPE, cli, current_settings, exited, fake_service, wait_for
+from tests.service_support import env as env  # (the `env` fixture)
 
 
 def _status(env: dict[str, str]) -> dict[str, object]:
@@ -51,7 +51,7 @@ def _upgraded(env: dict[str, str], tmp_path: Path) -> tuple[dict[str, str], dict
 def _retired(old: dict[str, object]) -> bool:
     """Whether the service `old` (its status) exits within 30 s."""
     pid = int(old["pid"])  # type: ignore[call-overload]
-    return _wait(lambda: _exited(pid), 30)
+    return wait_for(lambda: exited(pid), 30)
 
 
 def test_the_first_command_after_an_upgrade_starts_this_builds_service(
@@ -70,13 +70,13 @@ def test_the_first_command_after_an_upgrade_starts_this_builds_service(
         info = _status(env)
         return info["running"] is True and info["pid"] != old["pid"] and bool(info["loaded"])
 
-    assert _wait(replaced, 60), "no service of this build came after the command"
+    assert wait_for(replaced, 60), "no service of this build came after the command"
     new = _status(env)
     assert new["build"] != old["build"] and new["served"] == 0
     again = cli(env, "memory", "--scope", SCOPE, "recent")
     assert (again.returncode, again.stdout) == (0, b"No memories yet.\n")
     assert _status(env)["served"] == 1  # answered by it
-    log = Path(_settings().log_path).read_text()
+    log = Path(current_settings().log_path).read_text()
     assert "stopping: another build of octobrain" in log  # (the old one's, kept)
     assert "took over from the service that stepped aside" in log
 
@@ -113,7 +113,7 @@ def _stepping_aside(settings: Settings) -> Iterator[list[int]]:
     """A service of another build (`_holding_lock`) that refuses every request: it steps aside."""
     refused = {"protocol": service_client.PROTOCOL, "build": "0" * 24, "accepted": False}
     answer = json.dumps(refused).encode() + b"\n"
-    with _holding_lock(settings) as held, _fake_service(settings.socket_path, answer):
+    with _holding_lock(settings) as held, fake_service(settings.socket_path, answer):
         yield held
 
 
@@ -132,7 +132,7 @@ def test_service_stop_waits_once_for_a_service_of_another_build(
     monkeypatch.setattr(service_client, "gone_by", counted)
     monkeypatch.setattr(service_client, "STEP_ASIDE_SECONDS", 0.2)
     monkeypatch.setattr(service, "STOP_SECONDS", 0.2)
-    with _stepping_aside(_settings()):
+    with _stepping_aside(current_settings()):
         done = CliRunner().invoke(service.service, ["stop"])
     assert done.exit_code == 1 and len(waits) == 1, (done.output, waits)
     assert "the service (pid 4242) said it stops but still holds its lock" in done.output
@@ -145,7 +145,7 @@ def test_service_stop_of_a_service_a_successor_took_over_from_says_it_stopped(
     # (started by a command it refused, an MCP relay or `service start`), takes it at once.
     # Before: `stop` waited for a free lock, STOP_SECONDS, then said the old one (gone) still
     # held it: "the service (pid 4242) said it stops but still holds its lock", exit 1.
-    settings = _settings()
+    settings = current_settings()
     gone_by = service_client.gone_by
     monkeypatch.setattr(service, "STOP_SECONDS", 0.2)
     with _stepping_aside(settings) as held:
@@ -170,7 +170,7 @@ def test_service_stop_of_a_service_settling_as_it_exits_waits_for_it(
     # its listener and settles its stores before it lets go of its lock. Before: `stop` then
     # said "the service (pid 4242) holds the lock but gave no answer (stopped, or stuck);
     # `kill 4242` ends it", exit 1 (1 of 4 pairs of `service stop` at once, 10,000 memories).
-    settings = _settings()
+    settings = current_settings()
     gone_by = service_client.gone_by
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(settings.socket_path)
@@ -193,7 +193,7 @@ def test_service_stop_leaves_no_successor_waiting_to_take_over(
     # waits for the old one's lock; then `service stop`. Before: once the old one let go, the
     # successor took the lock and served on, and loaded the model and the store, though the
     # user had asked for no service ("not running" or "stopped pid N", then a service again).
-    settings = _settings()
+    settings = current_settings()
     served: list[service_daemon.Service] = []
     monkeypatch.setattr(service_daemon.Service, "serve", lambda self, *_: served.append(self))
     gone_by = service_client.gone_by
@@ -222,7 +222,7 @@ def test_a_service_asked_to_stop_before_it_loads_skips_the_load(
     # aside for another build) before then, it went on to load the model and the store when
     # the command ended, seconds of CPU, and only then let go of its lock (its successor
     # waiting). Now it skips the load.
-    settings = _settings()
+    settings = current_settings()
     loads: list[service_daemon.Service] = []
     prepared = threading.Event()
     prepare = service_daemon.Service.prepare
