@@ -264,3 +264,23 @@ def test_each_writer_replays_the_tail_left_and_reads_only_its_own_write(
     ).hits
     assert found == [(h.memory.id, h.why) for h in hits]
     assert set(ids) <= {mid for mid, _ in found}
+
+
+def test_a_large_store_s_writers_leave_a_tail_until_the_snapshot_is_due(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: past 25,600 memories (the snapshot's rewrite waits for 1% of its rows to be
+    # re-read), a writer dropped its tail at 256 rows re-read and left neither until that
+    # 1%: every new process in between caught up through LanceDB (`memory recent` at
+    # 100,000 memories: 0.9 s, not 0.3). Here the same shape at 12 memories: 2 rows, or a quarter.
+    monkeypatch.setattr(corpus_apply, "SNAPSHOT_STALE_ROWS", 2)
+    monkeypatch.setattr(corpus_apply, "SNAPSHOT_STALE_SHARE", 0.25)
+    _store(env)
+    snapshots = Path(env["OCTOBRAIN_DATA_DIR"]) / "cache" / "snapshots"
+    first = sorted(p.name for p in snapshots.glob("*/v*"))
+    for i in range(8):
+        writer = _brain(env)
+        mine = writer.memorize(f"Fresh note {i}", f"The cache uses setting zqnew zq{i}.")[0].id
+        writer.leave_tail()
+        _finds_as_the_store(env, [mine] if i < 3 else [], through_lancedb=False)
+    assert sorted(p.name for p in snapshots.glob("*/v*")) != first  # (rewritten once due)

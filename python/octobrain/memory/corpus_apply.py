@@ -44,6 +44,14 @@ _MAX_CHUNKS = 32  # appended Arrow chunks before they are merged into one
 SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE = 256, 0.01
 
 
+def stale_rows(c: Corpus) -> float:
+    """How many re-read rows make the snapshot due for a rewrite; until then the catch-ups
+    are left beside it as a tail (`memory.tail`). One bound for both: past 25,600 memories,
+    dropping the tail at 256 rows while the rewrite waited for 1% of the rows left neither,
+    and every new process caught up through LanceDB."""
+    return max(SNAPSHOT_STALE_ROWS, SNAPSHOT_STALE_SHARE * len(c.pos_of))
+
+
 def refresh_rows(c: Corpus, version: int) -> None:
     if version == c._version:
         return
@@ -79,7 +87,7 @@ def refresh_rows(c: Corpus, version: int) -> None:
     apply(c, step)
     if c._steps is not None:
         c._steps.append(step)
-        if c._reread_since_snap >= SNAPSHOT_STALE_ROWS:
+        if c._reread_since_snap >= stale_rows(c):
             c._steps = None  # (a rewrite of the whole snapshot is due instead)
 
 
@@ -118,7 +126,7 @@ def apply(c: Corpus, step: tail.Step) -> None:
     # re-read one (its narrow columns, no text to index): it weighs a quarter.
     c._reread_since_snap += (0 if rows is None else len(rows)) + len(step.moved) / 4
     if not step.cheap:
-        c._reread_since_snap += SNAPSHOT_STALE_ROWS
+        c._reread_since_snap += stale_rows(c)
     c._mark = step.mark
     if len(c._live) > 1000 and len(c.pos_of) < len(c._live) // 2:
         _rebuild(c)

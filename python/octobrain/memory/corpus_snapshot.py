@@ -253,9 +253,7 @@ def maybe_write(c: Corpus, *, now: bool = False) -> None:
     if c._snapshots is None or len(c.pos_of) < c._snapshot_min_rows:
         return
     if c._snap_version is not None and not now:
-        stale = max(
-            corpus_apply.SNAPSHOT_STALE_ROWS, corpus_apply.SNAPSHOT_STALE_SHARE * len(c.pos_of)
-        )
+        stale = corpus_apply.stale_rows(c)
         if c._version == c._snap_version or c._reread_since_snap < stale:
             maybe_tail(c)
             return
