@@ -413,9 +413,12 @@ def test_stop_does_not_say_stopped_while_the_service_still_holds_its_lock(
     settings = load_settings()
     assert settings is not None
     os.makedirs(os.path.dirname(settings.lock_path), exist_ok=True)
-    monkeypatch.setattr(client, "ask", lambda current_settings, op, *a, **k: {"pid": 4242})
+    monkeypatch.setattr(client, "ask", lambda settings_, op, *a, **k: {"pid": 4242})
     monkeypatch.setattr(service_cli, "STOP_SECONDS", 0.3)
-    with open(settings.lock_path, "a") as held:  # the service's lock, still held
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # (it listened: it answered)
+    listener.bind(settings.socket_path)
+    listener.listen(1)
+    with listener, open(settings.lock_path, "a") as held:  # the service's lock, still held
         fcntl.flock(held, fcntl.LOCK_EX)
         done = CliRunner().invoke(main, ["service", "stop"])
     assert done.exit_code == 1, done.output

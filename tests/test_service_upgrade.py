@@ -94,13 +94,13 @@ def test_service_start_after_an_upgrade_replaces_the_old_service(
 
 
 @contextlib.contextmanager
-def _holding_lock(settings: Settings) -> Iterator[list[int]]:
-    """The lock held by a service, pid 4242, until the caller closes the descriptor it is
-    given (the list's one item)."""
+def _holding_lock(settings: Settings, pid: int = 4242) -> Iterator[list[int]]:
+    """The lock held by a service, `pid`, until the caller closes the descriptor it is given
+    (the list's one item)."""
     held = [os.open(settings.lock_path, os.O_RDWR | os.O_CREAT, 0o600)]
     try:
         fcntl.flock(held[0], fcntl.LOCK_EX)  # (the old one, still going)
-        os.write(held[0], b"4242")
+        os.write(held[0], str(pid).encode())
         yield held
     finally:
         for fd in held:
@@ -172,9 +172,7 @@ def test_service_stop_of_a_service_settling_as_it_exits_waits_for_it(
     # `kill 4242` ends it", exit 1 (1 of 4 pairs of `service stop` at once, 10,000 memories).
     settings = current_settings()
     gone_by = service_client.gone_by
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(settings.socket_path)
-    listener.close()  # (its socket file stays: nothing listens on it)
+    _listener_closed(settings)
     with _holding_lock(settings) as held:
 
         def settled(settings_: Settings, deadline: float, pid: int | None = None) -> bool:
@@ -184,6 +182,91 @@ def test_service_stop_of_a_service_settling_as_it_exits_waits_for_it(
         monkeypatch.setattr(service_client, "gone_by", settled)
         done = CliRunner().invoke(service.service, ["stop"])
     assert (done.exit_code, done.output) == (0, "stopped pid 4242\n")
+
+
+def _listener_closed(settings: Settings) -> None:
+    """The socket file of a service that has closed its listener (it exits): nothing listens."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(settings.socket_path)
+    listener.close()  # (its socket file stays)
+
+
+@pytest.mark.parametrize("state", ["stopping", "starting"])
+def test_service_status_of_a_service_stopping_or_starting_says_so(
+    env: dict[str, str], state: str
+) -> None:
+    # A service that holds its lock (and its memory) with nothing listening: one settling its
+    # stores as it exits (asked to stop, stepping aside for another build, idle), its socket
+    # file still there, or a successor that has taken the lock and not yet opened its socket.
+    # Before: "not running (enabled); socket …", and `--all` said "stuck": "stopping" of both.
+    settings = current_settings()
+    if state == "stopping":
+        _listener_closed(settings)
+    with _holding_lock(settings):
+        said = CliRunner().invoke(service.service, ["status"])
+        data = CliRunner().invoke(service.service, ["status", "--format", "json"])
+        every = CliRunner().invoke(service.service, ["status", "--all", "--format", "json"])
+    socket_path = str(settings.socket_path)
+    assert (said.exit_code, said.output) == (
+        0,
+        f"{state}: pid 4242 (enabled); socket {socket_path}\n",
+    )
+    assert (data.exit_code, json.loads(data.output)) == (
+        0,
+        {"running": False, "enabled": True, state: True, "pid": 4242, "socket": socket_path},
+    )
+    assert json.loads(every.output) == [{"running": False, "pid": 4242, state: True}]
+
+
+def test_service_stop_of_a_successor_not_listening_yet_stops_it(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A successor (the new build's service, started by a command the old one refused) that has
+    # taken the lock but not yet opened its socket when `stop` asks. Before: `stop` took it for
+    # one exiting and waited for it to let go: "the service (pid N) said it stops but still
+    # holds its lock after 10 s; `kill N` ends it", exit 1, and the successor served on.
+    settings = current_settings()
+    monkeypatch.setattr(service_daemon.Service, "_load", lambda self: None)
+    looked = service_client.silent_state
+    serving: list[threading.Thread] = []
+    with _holding_lock(settings, os.getpid()) as held:  # (the successor: a thread of this test)
+
+        def release() -> None:
+            os.unlink(settings.socket_path)
+            os.close(held.pop())
+
+        def opening(settings_: Settings) -> str | None:
+            state = looked(settings_)
+            if state == "starting" and not serving:  # it opens its socket just after this look
+                listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                listener.bind(settings.socket_path)
+                listener.listen(8)
+                runner = service_daemon.Service(settings)
+                serving.append(threading.Thread(target=runner.serve, args=(listener, release)))
+                serving[0].start()
+            return state
+
+        monkeypatch.setattr(service_client, "silent_state", opening, raising=False)
+        done = CliRunner().invoke(service.service, ["stop"])
+        for thread in serving:
+            thread.join(60)
+    assert (done.exit_code, done.output) == (0, f"stopped pid {os.getpid()}\n")
+    assert serving and not service_client.service_alive(settings)
+
+
+def test_service_stop_of_a_service_that_never_opens_its_socket_names_it(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Stopped or stuck between taking its lock and opening its socket. Before: "the service
+    # (pid 4242) said it stops but still holds its lock", though it had said nothing.
+    monkeypatch.setattr(service, "STOP_SECONDS", 0.2)
+    with _holding_lock(current_settings()):
+        done = CliRunner().invoke(service.service, ["stop"])
+    assert (done.exit_code, done.output) == (
+        1,
+        "error: service: the service (pid 4242) took the lock but has not opened its socket "
+        "within 0.2 s (stopped, or stuck); `kill 4242` ends it\n",
+    )
 
 
 def test_service_stop_leaves_no_successor_waiting_to_take_over(

@@ -47,24 +47,41 @@ def _switched_off_by() -> str:
 
 
 def _stuck(settings: Settings) -> str | None:
-    """When a service holds the lock yet gave no answer: what to say of it (None: no service
-    holds it, it answered, or it is exiting: nothing listens, `_exiting`)."""
-    from octobrain.cli.service_client import lock_holder, service_alive
+    """When a service holds the lock and listens yet gave no answer: what to say of it (None:
+    no service holds it, or nothing listens: it is stopping or starting, `silent_state`)."""
+    from octobrain.cli.service_client import listening, lock_holder, service_alive
 
-    if not service_alive(settings) or _exiting(settings):
+    if not service_alive(settings) or not listening(settings):
         return None
     pid = lock_holder(settings)
-    who = f"the service (pid {pid})" if pid else "a service"
-    ends = f"`kill {pid}` ends it" if pid else "its process must be ended"
-    return f"{who} holds the lock but gave no answer (stopped, or stuck); {ends}"
+    return f"{_who(pid)} holds the lock but gave no answer (stopped, or stuck); {_ends(pid)}"
 
 
-def _exiting(settings: Settings) -> bool:
-    """Whether the service holding the lock has closed its listener: it exits, settling its
-    stores (asked to stop by another `stop`, stepping aside for another build, or idle)."""
-    from octobrain.cli.service_client import listening, service_alive
+def _who(pid: int | None) -> str:
+    return f"the service (pid {pid})" if pid else "a service"
 
-    return service_alive(settings) and not listening(settings)
+
+def _ends(pid: int | None) -> str:
+    return f"`kill {pid}` ends it" if pid else "its process must be ended"
+
+
+def _silent(settings: Settings) -> dict[str, Any]:
+    """A service that holds the lock but gave no answer, as JSON: `{"stopping": true, "pid"}`
+    (it exits, settling its stores: asked to stop, stepping aside for another build, or
+    idle), `{"starting": true, "pid"}` (its socket not open yet), `{"stuck": what to say,
+    "pid"}`; `{}` when no service holds the lock."""
+    from octobrain.cli.service_client import lock_holder, silent_state
+
+    state = silent_state(settings)
+    if state is not None:
+        return {state: True, "pid": lock_holder(settings)}
+    stuck = _stuck(settings)
+    return {} if stuck is None else {"stuck": stuck, "pid": lock_holder(settings)}
+
+
+def _silent_said(row: dict[str, Any]) -> str:
+    """`_silent`'s answer said: "stopping", "starting" or what makes it stuck."""
+    return str(row.get("stuck") or ("stopping" if row.get("stopping") else "starting"))
 
 
 # How long `service stop` waits for the services it asked to let go of their locks.
@@ -90,22 +107,25 @@ def status_cmd(every: bool, fmt: str) -> None:
         _status_all(settings, fmt)
         return
     info = ask(settings, "status")
-    stuck = _stuck(settings) if info is None else None
-    data = {"running": info is not None, "enabled": settings.enabled, **(info or {})}
+    # Before: one stopping (or starting) was "not running" (it holds its lock and memory).
+    silent = _silent(settings) if info is None else {}
+    data = {"running": info is not None, "enabled": settings.enabled, **(info or silent)}
     data.setdefault("socket", str(settings.socket_path))
-    if stuck is not None:
-        data["stuck"] = stuck
-    others = _other_environments(settings) if info is None and stuck is None else []
+    others = _other_environments(settings) if info is None and not silent else []
     if others:
         data["other_environments"] = [_elsewhere(row) for row in others]
     if fmt == "json":
         emit_json(data)
-        if stuck is not None:
+        if "stuck" in silent:
             raise SystemExit(1)
         return
     state = "enabled" if settings.enabled else f"disabled ({_switched_off_by()})"
-    if stuck is not None:
-        raise UserFailure(f"service: {stuck}")
+    if "stuck" in silent:
+        raise UserFailure(f"service: {silent['stuck']}")
+    if silent:
+        said = _silent_said(silent)
+        click.echo(f"{said}: pid {silent['pid'] or '?'} ({state}); socket {settings.socket_path}")
+        return
     if info is None:
         elsewhere = _elsewhere_said(others, "status")
         here = " in this environment" if elsewhere else ""
@@ -161,8 +181,8 @@ def _status_all(settings: Settings, fmt: str) -> None:
     rows: list[dict[str, Any]] = []
     for other, pid in _every(settings):
         info = ask(other, "status")
-        if info is None:
-            rows.append({"running": False, "pid": pid, "stuck": _stuck(other) or "stopping"})
+        if info is None:  # (gone since it was listed: it was stopping)
+            rows.append({"running": False, "pid": pid, **(_silent(other) or {"stopping": True})})
         else:
             rows.append({"running": True, **info, "this": other.key == settings.key})
     if fmt == "json":
@@ -172,7 +192,7 @@ def _status_all(settings: Settings, fmt: str) -> None:
         click.echo(f"no service running (in {settings.runtime_dir})")
     for row in rows:
         if not row["running"]:
-            click.echo(f"pid {row['pid'] or '?'}: {row['stuck']}")
+            click.echo(f"pid {row['pid'] or '?'}: {_silent_said(row)}")
             continue
         click.echo(
             f"pid {row['pid']}, octobrain {row['version']}, {row['rss_mb']:.0f} MB resident, "
@@ -308,20 +328,17 @@ def start_cmd(wait: float, fmt: str) -> None:
 @FORMAT_OPTION
 def stop_cmd(every: bool, fmt: str) -> None:
     """Stop the service (the next command runs in-process and starts a new one)."""
-    from octobrain.cli.service_client import ask, lock_holder, mark_stopped
+    from octobrain.cli.service_client import mark_stopped
 
     settings = _settings()
     if every:
         _stop_all(settings, fmt)
         return
     mark_stopped(settings)  # (a successor waiting for it does not take over)
-    info = ask(settings, "stop")
-    if info is None and _exiting(settings):
-        # Before: "the service (pid N) holds the lock but gave no answer (stopped, or stuck);
-        # `kill N` ends it", exit 1, of one exiting (a second `stop` at once, a step-aside).
-        info = {"stopping": True, "pid": lock_holder(settings)}
+    deadline = time.monotonic() + STOP_SECONDS
+    info = _asked_to_stop(settings, deadline)
     if info is None:
-        stuck = _stuck(settings)
+        stuck = _unanswered(settings)
         if stuck is not None:  # (it said "not running", and the process stayed)
             raise UserFailure(f"service: {stuck}")
         others = _other_environments(settings)
@@ -333,13 +350,46 @@ def stop_cmd(every: bool, fmt: str) -> None:
             data["other_environments"] = [_elsewhere(row) for row in others]
         emit(fmt, data, said)
         return
-    _see_stopped([(settings, info.get("pid"), info)], fmt)
+    _see_stopped([(settings, info.get("pid"), info)], fmt, deadline)
+
+
+def _asked_to_stop(settings: Settings, deadline: float) -> dict[str, Any] | None:
+    """The service's answer to `stop` (None: none holds the lock, or one gave no answer). One
+    stopping already (a second `stop` at once, a step-aside, an idle exit) is said stopping: it
+    was "the service (pid N) holds the lock but gave no answer (stopped, or stuck)", exit 1.
+    One starting (a successor that has just taken over from one that stepped aside, its socket
+    not open yet) is asked once it listens, until `deadline`: it was said stopping and served
+    on, and `stop` called it stuck after its wait."""
+    from octobrain.cli.service_client import ask, lock_holder, silent_state
+
+    state = silent_state(settings)
+    while state == "starting" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        state = silent_state(settings)
+    info = ask(settings, "stop") if state is None else None
+    if info is None and (state or silent_state(settings)) == "stopping":
+        return {"stopping": True, "pid": lock_holder(settings)}
+    return info
+
+
+def _unanswered(settings: Settings) -> str | None:
+    """What to say of a service that holds the lock and gave `stop` no answer (None: none
+    holds it)."""
+    from octobrain.cli.service_client import lock_holder, silent_state
+
+    if silent_state(settings) == "starting":
+        pid = lock_holder(settings)
+        return (
+            f"{_who(pid)} took the lock but has not opened its socket within "
+            f"{STOP_SECONDS:g} s (stopped, or stuck); {_ends(pid)}"
+        )
+    return _stuck(settings)
 
 
 def _stop_all(settings: Settings, fmt: str) -> None:
     """`service stop --all`: stop every service of this user (any build: one of another build
     asked to stop stops too); a stuck one is named, and the exit is 1."""
-    from octobrain.cli.service_client import ask, mark_stopped
+    from octobrain.cli.service_client import mark_stopped
 
     found = _every(settings)
     for other, _pid in found:
@@ -347,16 +397,23 @@ def _stop_all(settings: Settings, fmt: str) -> None:
     if not found:
         emit(fmt, {"stopped": []}, "not running")
         return
-    _see_stopped([(other, pid, ask(other, "stop")) for other, pid in found], fmt)
+    deadline = time.monotonic() + STOP_SECONDS
+    asked = [(other, pid, _asked_to_stop(other, deadline)) for other, pid in found]
+    _see_stopped(asked, fmt, deadline)
 
 
-def _see_stopped(asked: list[tuple[Settings, Any, dict[str, Any] | None]], fmt: str) -> None:
-    """Wait (`STOP_SECONDS` in all) for each service asked to stop to let go of its lock: each
+def _see_stopped(
+    asked: list[tuple[Settings, Any, dict[str, Any] | None]],
+    fmt: str,
+    deadline: float | None = None,
+) -> None:
+    """Wait (until `deadline`, `STOP_SECONDS` from now by default) for each service asked to
+    stop to let go of its lock: each
     gone is said stopped; one still there is named, and the exit is 1 (before, `stop` said
     "stopped" after its wait whether or not the service had gone)."""
     from octobrain.cli.service_client import gone_by
 
-    deadline = time.monotonic() + STOP_SECONDS
+    deadline = time.monotonic() + STOP_SECONDS if deadline is None else deadline
     stopped, stuck = [], []
     for other, pid, info in asked:
         pid = (info or {}).get("pid", pid)
@@ -365,7 +422,7 @@ def _see_stopped(asked: list[tuple[Settings, Any, dict[str, Any] | None]], fmt: 
             if fmt == "text":  # (said as each goes; JSON once all are known)
                 click.echo(f"stopped pid {pid}")
         elif info is None:  # (it gave no answer to the stop)
-            stuck.append(_stuck(other) or f"the service (pid {pid}) did not stop")
+            stuck.append(_unanswered(other) or f"the service (pid {pid}) did not stop")
         else:
             stuck.append(
                 f"the service (pid {pid}) said it stops but still holds its lock after "

@@ -200,6 +200,17 @@ def listening(settings: Settings) -> bool:
     return True
 
 
+def silent_state(settings: Settings) -> str | None:
+    """What the service holding this data dir's lock does while nothing listens on its socket
+    (None: no service holds the lock, or something listens): "stopping" (its listener closed,
+    its socket file still there: it settles its stores, then removes the file and lets go) or
+    "starting" (no socket file yet: it has just taken the lock, as a successor taking over from
+    a service that stepped aside does, and binds its socket next)."""
+    if not service_alive(settings) or listening(settings):
+        return None
+    return "stopping" if os.path.exists(settings.socket_path) else "starting"
+
+
 def service_alive(settings: Settings) -> bool:
     """Whether a service process holds this data dir's lock (it may still be starting)."""
     try:
