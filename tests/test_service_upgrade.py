@@ -296,6 +296,14 @@ def test_service_stop_leaves_no_successor_waiting_to_take_over(
     assert (done.exit_code, done.output) == (0, "stopped pid 4242\n")
     assert not successor.is_alive() and served == [], "the successor took over after the stop"
     assert not service_client.service_alive(settings)
+    # A command that reached the old one in its last 0.2 s (after the stop asked) was refused,
+    # ran in-process and started a successor as it exited, after the stop returned. Before: the
+    # first successor had taken the word away, so this one served on, though no command came
+    # after the stop. The next command's service (an ordinary start) serves, as without one.
+    assert service_daemon.run_service(settings, succeed=True) == 0
+    assert served == [], "a second successor took over after the stop"
+    assert service_daemon.run_service(settings) == 0
+    assert len(served) == 1, "a command after the stop started no service"
 
 
 def test_a_service_asked_to_stop_before_it_loads_skips_the_load(

@@ -241,11 +241,16 @@ def take_lock(fd: int, seconds: float) -> bool:
 def took_lock(settings: Settings, fd: int, *, succeed: bool = False) -> bool:
     """Whether this service took the lock on `fd`: at once, or, to `succeed` the service
     stepping aside, within `STEP_ASIDE_SECONDS`, unless `service stop` asked that one to stop
-    (`stop_asked`: the lock goes with this process, which serves nothing)."""
+    (`stop_asked`: the lock goes with this process, which serves nothing). A service started
+    in the ordinary way (for a command that found none) clears that word: it is for successors."""
     waited = lock_holder(settings) if succeed else None
     if not take_lock(fd, STEP_ASIDE_SECONDS if succeed else 0.0):
         return False
-    return not (succeed and stop_asked(settings, waited))
+    if not succeed:
+        with contextlib.suppress(OSError):
+            os.unlink(settings.stop_path)
+        return True
+    return not stop_asked(settings, waited)
 
 
 def gone_by(settings: Settings, deadline: float, pid: int | None = None) -> bool:
@@ -286,11 +291,13 @@ def mark_stopped(settings: Settings) -> None:
 
 def stop_asked(settings: Settings, pid: int | None) -> bool:
     """Whether `service stop` asked the service `pid`, which a successor waited for, to stop
-    (`mark_stopped`, `STOP_WORD_SECONDS` ago at most); the word is taken either way."""
+    (`mark_stopped`, `STOP_WORD_SECONDS` ago at most). The word stays, for every successor of
+    that service (the first took it away, and a second, started by a command that reached the
+    old service as it closed its listener, took over after the stop); a service started in the
+    ordinary way clears it (`took_lock`)."""
     try:
         with open(settings.stop_path, "rb") as f:
             text, made = f.read(32).decode("ascii", "replace"), os.fstat(f.fileno()).st_mtime
-        os.unlink(settings.stop_path)
     except OSError:
         return False
     fresh = abs(time.time() - made) <= STOP_WORD_SECONDS
