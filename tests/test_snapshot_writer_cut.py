@@ -22,33 +22,52 @@ from pathlib import Path
 from octobrain.memory.snapshot import SnapshotDir
 from tests.test_snapshot_served import _brain, _hits
 
-db, change, file, update = Path(sys.argv[1]), *sys.argv[2:]
+db, change, file, update, at = Path(sys.argv[1]), *sys.argv[2:]
 writer = _brain(db)  # a long-lived process (the resident service) serving from the snapshot
 _hits(writer, "setting zq2", record_access=False)
 corpus = writer.retriever.corpus
 assert corpus.reads_snapshot
 path = corpus._source.where / file
 fill = SnapshotDir._fill
+done = []
 
-def change_then_fill(self, tmp, snap):  # taken for the writer, then changed in place
+def change():  # in place, as `truncate` or a copy over it does; once
+    if done:
+        return
+    done.append(file)
     data = path.read_bytes()
     at = data.index(b"setting zq17") + len("setting z") if file == "rows.arrow" else 0
     at = at or len(data) * 3 // 4  # (a vector's or a posting's byte)
-    with path.open("r+b") as f:  # in place, as `truncate` or a copy over it does
+    with path.open("r+b") as f:
         if change == "cut":
             f.truncate(len(data) // 2)
         else:  # one byte: in rows.arrow, of a memory's text ("zq17" → "zQ17")
             f.seek(at)
             f.write(b"Q" if file == "rows.arrow" else bytes([data[at] ^ 0xFF]))
+
+def change_then_fill(self, tmp, snap):  # taken for the writer, then changed in place
+    change()
     return fill(self, tmp, snap)
 
-SnapshotDir._fill = change_then_fill
+class ChangedAsMerged:  # the index's Rust handle: its stored postings changed as it merges
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __getattr__(self, name):
+        if name.startswith("to_parts"):
+            change()
+        return getattr(self.handle, name)
+
+if at == "fill":
+    SnapshotDir._fill = change_then_fill
 if update == "add":
     writer.memorize("Fresh note", "The cache uses setting zqnew.")
 else:  # only an access counted: the index, vectors and edges are the snapshot's still
     _hits(writer, "setting zq5")
     writer._access_queue().flush()
 _hits(writer, "setting zq3", record_access=False)  # caught up: the mirror holds it
+if at == "merge":  # (on the request path: the mirror taken for the writer)
+    corpus.index._index = ChangedAsMerged(corpus.index._index)
 corpus.save_snapshot()  # written now, waited for
 SnapshotDir._fill = fill
 hit = writer.remember("setting zq7", min_relevance=0.0, record_access=False).hits[0]
@@ -58,14 +77,20 @@ print("answered")
 
 
 def _write_while_changed(
-    tmp_path: Path, change: str, file: str = "rows.arrow", update: str = "add", n: int = 30
+    tmp_path: Path,
+    change: str,
+    file: str = "rows.arrow",
+    update: str = "add",
+    n: int = 30,
+    at: str = "fill",
 ) -> list[str]:
     """A long-lived process (the resident service) that opened the snapshot writes it anew
     after `update` (a memory added, or an access counted), its `file` changed in place
-    (`change`) just as the writer copies it: exit 0 and "answered" asserted, the damage
-    named and the snapshot dropped; the store's ids."""
+    (`change`) just as the writer copies it (`at` "fill"), or as the index is merged for it
+    ("merge"): exit 0 and "answered" asserted, the damage named and the snapshot dropped;
+    the store's ids."""
     ids = _store_with_snapshot(tmp_path / "db", n)
-    stderr = answered_in_child(tmp_path, _CHANGED_AS_WRITTEN, change, file, update)
+    stderr = answered_in_child(tmp_path, _CHANGED_AS_WRITTEN, change, file, update, at)
     assert f"memory snapshot damaged ({file} fails its checksum at block" in stderr
     assert "; rebuilding from the store" in stderr
     return ids
@@ -170,9 +195,54 @@ def test_edges_cut_while_the_writer_copies_them_are_written_whole(tmp_path: Path
         brain.relate(ids[i], ids[i + 1])
     brain.remember("setting", record_access=False)
     brain.retriever.corpus.save_snapshot()
-    answered_in_child(tmp_path, _CHANGED_AS_WRITTEN, "cut", "edges.arrow", "add")
+    answered_in_child(tmp_path, _CHANGED_AS_WRITTEN, "cut", "edges.arrow", "add", "fill")
     reader = _brain(tmp_path / "db")
     assert _hits(reader, "setting zqnew", record_access=False)
     assert reader.retriever.corpus.opened_snapshot
     snap = reader._snapshots().load()
     assert snap is not None and snap.edges is not None and snap.edges.num_rows == 10
+
+
+@pytest.mark.parametrize(
+    ("file", "n"),
+    [
+        pytest.param("bm25.docs.npy", 600, id="postings-past-a-page"),
+        pytest.param("bm25.tfs.npy", 30, id="frequencies"),
+    ],
+)
+@pytest.mark.parametrize("change", ["cut", "flip"])
+def test_postings_changed_as_a_changed_index_is_merged_are_named_not_merged(
+    tmp_path: Path, change: str, file: str, n: int
+) -> None:
+    # Before: the index, changed since the snapshot (a memory added), was merged for the
+    # writer on the request path straight from the postings' mapping, after a check that
+    # read them: cut in between, the process (the resident service) died of SIGBUS, or the
+    # zeros past the cut (a byte changed) went into the new snapshot under fresh checksums.
+    # Now the merge reads the files, each block verified as it is used.
+    ids = _write_while_changed(tmp_path, change, file, "add", n, at="merge")
+    reader = _brain(tmp_path / "db")
+    recall = reader.remember("setting zq17", min_relevance=0.0, record_access=False)
+    assert recall.hits[0].memory.id == ids[17]
+    assert _hits(reader, "setting zqnew", record_access=False)
+
+
+@pytest.mark.parametrize(
+    "file", ["edit_key.npy", "created.npy", "scope.npy", "bm25.offsets.npy", "bm25.terms.npy"]
+)
+@pytest.mark.parametrize("change", ["cut", "flip"])
+def test_a_small_file_changed_after_its_check_is_written_as_checked(
+    tmp_path: Path, change: str, file: str
+) -> None:
+    # Before: the small files (filter columns, ids, the index's terms and offsets) were
+    # checked whole as the snapshot opened, then mapped, and written from the mapping: cut
+    # or changed in place meanwhile, the write failed as a full cache would ("[Errno 14]
+    # Bad address"), or wrote the zeros past the cut, or the changed byte, into the new
+    # snapshot under fresh checksums. Now they are used as the bytes that were checked.
+    _store_with_snapshot(tmp_path / "db", 600)
+    opened = _brain(tmp_path / "db")._snapshots().load()
+    assert opened is not None and opened.where is not None
+    checked = (opened.where / file).read_bytes()
+    answered_in_child(tmp_path, _CHANGED_AS_WRITTEN, change, file, "access", "fill")
+    written = _brain(tmp_path / "db")._snapshots().load()
+    assert written is not None and written.where not in (None, opened.where)
+    assert (written.where / file).read_bytes() == checked

@@ -67,6 +67,15 @@ def analyze(texts: list[str], stem: bool = True, stopwords: bool = True) -> list
 
 # ---- BM25
 _Hits = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]
+_Parts = tuple[
+    npt.NDArray[np.uint8],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.bool_],
+]
 
 @final
 class Bm25Index:
@@ -122,17 +131,13 @@ class Bm25Index:
     def to_bytes(self) -> bytes: ...
     @staticmethod
     def from_bytes(data: bytes) -> Bm25Index: ...
-    def to_parts(
+    def to_parts(self) -> _Parts: ...
+    def to_parts_read(
         self,
-    ) -> tuple[
-        npt.NDArray[np.uint8],
-        npt.NDArray[np.uint64],
-        npt.NDArray[np.uint64],
-        npt.NDArray[np.uint32],
-        npt.NDArray[np.uint32],
-        npt.NDArray[np.uint32],
-        npt.NDArray[np.bool_],
-    ]: ...
+        docs: tuple[str, int, list[int]],
+        tfs: tuple[str, int, list[int]],
+        block: int,
+    ) -> _Parts: ...
     @staticmethod
     def open_base(
         k1: float,

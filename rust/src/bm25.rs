@@ -29,6 +29,9 @@ use crate::tokenize::{Analyzer, AnalyzerOptions};
 mod coverage;
 mod persist;
 mod search;
+mod stored;
+
+pub use stored::StoredFile;
 
 pub use persist::Parts;
 

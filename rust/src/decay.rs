@@ -210,7 +210,7 @@ mod tests {
             CoreError::InvalidArgument { arg, .. } | CoreError::TimeLimitExceeded { arg, .. } => {
                 arg
             }
-            CoreError::Corrupt(_) => "corrupt",
+            CoreError::Corrupt(_) | CoreError::Damaged(_) => "corrupt",
         };
         assert_eq!(
             arg(decayed_importance(&[0.5], &[], &[0], &p)),

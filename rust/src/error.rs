@@ -10,6 +10,9 @@ pub enum CoreError {
     InvalidArgument { arg: &'static str, rule: String },
     /// Serialised bytes could not be decoded.
     Corrupt(String),
+    /// A stored file's bytes are not those recorded for it (cut, or changed in place): the
+    /// message names the file and its first such block.
+    Damaged(String),
     /// A search ran past its time limit; `arg` names what made it slow (the pattern).
     TimeLimitExceeded { arg: &'static str, rule: String },
 }
@@ -30,6 +33,7 @@ impl fmt::Display for CoreError {
             Self::InvalidArgument { arg, rule } | Self::TimeLimitExceeded { arg, rule } => {
                 write!(f, "{arg}: {rule}")
             }
+            Self::Damaged(what) => write!(f, "{what}"),
             Self::Corrupt(what) => {
                 write!(f, "data: corrupt or incompatible serialised index ({what})")
             }

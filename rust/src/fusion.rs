@@ -388,7 +388,7 @@ mod tests {
             CoreError::InvalidArgument { arg, .. } | CoreError::TimeLimitExceeded { arg, .. } => {
                 arg
             }
-            CoreError::Corrupt(_) => "corrupt",
+            CoreError::Corrupt(_) | CoreError::Damaged(_) => "corrupt",
         };
         assert_eq!(arg(rrf(&lists, None, 0.0, 1).unwrap_err()), "k");
         assert_eq!(arg(rrf(&lists, None, f64::NAN, 1).unwrap_err()), "k");

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -27,12 +27,24 @@ from octobrain import _core
 from octobrain.errors import InvalidInput
 from octobrain.text import _texts
 
-__all__ = ["PARTS", "BM25Index", "Hits"]
+__all__ = ["PARTS", "BM25Index", "Hits", "Stored"]
 
 PARTS = ("terms", "term_ends", "offsets", "docs", "tfs", "doc_len", "live")
 """The arrays of `BM25Index.to_parts`: the terms' UTF-8 bytes and where each ends, per-term
 offsets into the postings' positions (`docs`) and term frequencies (`tfs`), each position's
 document length and whether it is live."""
+
+
+class Stored(NamedTuple):
+    """Where a stored base's postings lie (`BM25Index.check_postings`): `docs` and `tfs`,
+    each as (path, where its values start, the CRC-32 of each `block` bytes of the file);
+    `damaged` makes the error a merge raises when one of them is not what those say."""
+
+    docs: tuple[str, int, list[int]]
+    tfs: tuple[str, int, list[int]]
+    block: int
+    damaged: Callable[[str], Exception]
+
 
 Hits: TypeAlias = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]
 """(positions, scores): int64 positions, best first, and their float32 BM25 scores."""
@@ -83,6 +95,7 @@ class BM25Index:
 
     _parts: dict[str, npt.NDArray[Any]] | None = None  # what `open_parts` opened, while unchanged
     _check: Callable[[npt.NDArray[np.uint32] | None], None] | None = None
+    _stored: Stored | None = None
 
     def __init__(
         self, *, k1: float = 1.2, b: float = 0.75, stem: bool = True, stopwords: bool = True
@@ -222,7 +235,16 @@ class BM25Index:
         return index
 
     def to_parts(self) -> dict[str, npt.NDArray[Any]]:
-        """The index as flat arrays (names in `PARTS`), for `open_parts`."""
+        """The index as flat arrays (names in `PARTS`), for `open_parts`. A stored base's
+        postings are read from their files where `check_postings` named them (`Stored`),
+        each block verified as it is merged, never through their mapping."""
+        stored = self._stored
+        if self._parts is None and stored is not None:
+            try:
+                parts = self._index.to_parts_read(stored.docs, stored.tfs, stored.block)
+            except ValueError as exc:  # (a file cut or changed in place: named, its block)
+                raise stored.damaged(str(exc)) from None
+            return dict(zip(PARTS, parts, strict=True))
         if self._check is not None:
             self._check(None)  # everything is about to be read
         if self._parts is not None:
@@ -237,10 +259,16 @@ class BM25Index:
             return copy
         return BM25Index.open_parts(self.to_parts(), self.params())
 
-    def check_postings(self, check: Callable[[npt.NDArray[np.uint32] | None], None]) -> None:
+    def check_postings(
+        self,
+        check: Callable[[npt.NDArray[np.uint32] | None], None],
+        stored: Stored | None = None,
+    ) -> None:
         """Call `check(term ids)` before a query reads those terms' postings, and
-        `check(None)` before all of them are read (a stored base verified as it is read)."""
-        self._check = check
+        `check(None)` before all of them are read (a stored base verified as it is read);
+        a merge (`to_parts` once documents were added or removed) reads them from the
+        `stored` files instead."""
+        self._check, self._stored = check, stored
 
     def _checked(self, queries: Sequence[str]) -> None:
         if self._check is not None:

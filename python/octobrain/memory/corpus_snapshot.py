@@ -259,7 +259,11 @@ def maybe_write(c: Corpus, *, now: bool = False) -> None:
             return
     if c._writer is not None and c._writer.is_alive():
         return  # the next refresh tries again once it is done
-    snap = c.snapshot()  # (the caller holds the lock)
+    try:
+        snap = c.snapshot()  # (the caller holds the lock)
+    except SnapshotDamaged as exc:  # (an index merged from the snapshot's postings, read)
+        _damaged(c, c._snapshots, c._source, exc)
+        return
     # Tried or written: the next attempt waits for as many changed rows again.
     c._snap_version, c._reread_since_snap = snap.version, 0.0
     scratch, c._scratch = c._scratch, None  # (the writer removes it when done)
@@ -322,15 +326,24 @@ def _write(c: Corpus, snapshots: SnapshotDir, snap: Snapshot, scratch: Path | No
     except OSError as exc:  # a full or read-only cache never fails a query
         log.warning("memory snapshot not written: %s", exc)
     except SnapshotDamaged as exc:  # what it was made from: the next query rebuilds
-        log.warning("memory snapshot damaged (%s); rebuilding from the store", exc)
-        # No process opens it again (this one may exit first: a CLI command's writer).
-        snapshots.discard(snap)
-        c._damaged = True
+        _damaged(c, snapshots, snap, exc)
     else:
         c._written = True  # the next refresh may read it instead of what it holds
     finally:
         if scratch is not None:
             build.remove_scratch(scratch)
+
+
+def _damaged(
+    c: Corpus, snapshots: SnapshotDir, snap: Snapshot | None, exc: SnapshotDamaged
+) -> None:
+    """`snap`, which a snapshot was being made from, was found damaged: said, dropped (no
+    process opens it again; this one may exit first: a CLI command's writer), and the
+    mirror's next refresh rebuilds from the store."""
+    log.warning("memory snapshot damaged (%s); rebuilding from the store", exc)
+    if snap is not None:
+        snapshots.discard(snap)
+    c._damaged = True
 
 
 def take(c: Corpus) -> Snapshot:

@@ -5,14 +5,15 @@ LanceDB and re-index all text before its first answer. The snapshot holds what t
 needs, as the mirror held it at one committed version of `memories`:
 
 - ``rows.arrow``: the mirrored columns (no embeddings) as an Arrow IPC file, memory-mapped;
-- ``vectors.npy`` and the per-position filter columns as ``.npy`` files, opened with numpy
-  memmap (copy-on-write: an access count patched in place never reaches the file);
+- ``vectors.npy`` (memory-mapped) and the per-position filter columns as ``.npy`` files,
+  these read whole (copies: an access count patched in place never reaches the file);
 - ``ids.npy`` / ``id_order.npy``: the ids sorted, for id → position lookups without a dict;
 - ``rowaddr.npy``: each row's Lance row address, from which a catch-up finds what changed;
 - ``edges.arrow``: every relationship, at its own table version, read whole (the bytes its
   checksum was taken over: never mapped, so none can be cut from under a reader or writer);
 - ``bm25.<part>.npy``: the Rust BM25 index as flat arrays (`BM25Index.to_parts`); its postings
-  stay memory-mapped, so a query makes resident only the postings of its terms;
+  stay memory-mapped, so a query makes resident only the postings of its terms, and a merge
+  (the index changed) reads them from their files, verified block by block, never mapped;
 - ``manifest.json``: format version, the table version, positions, live rows, dim, model id,
   store identity (its URI, and a checksum of that version's Lance manifest), each file's size
   and CRC-32;
@@ -28,20 +29,22 @@ a killed writer leaves the previous snapshot in force and only a temporary direc
 next process rebuilds from the store.
 
 A reader checks the manifest (format, model, dim, store), every file's size, and the checksum
-of every small file before using anything. The large ones carry a CRC-32 per 64 KiB block:
-``vectors.npy``, ``bm25.docs.npy`` and ``bm25.tfs.npy`` are checked the first time a read
-covers a block (`PageCheck`): a vector's rows before they are scored, a term's postings before
-a query reads them, everything before an index is merged; ``rows.arrow`` the
-same way (`RowsCheck`): the blocks of the rows and columns a read takes, every block before
-a read of every row, and its headers at open. A writer reads what it keeps of an older
-snapshot's large files that way too, never through their mappings (one cut in place killed
-it with SIGBUS): the rows read verified; a file kept whole (vectors, postings unchanged since)
-linked and its block checksums compared with the older ones; the older vectors before those
-added since copied in the kernel and compared, or read verified. A damaged block raises
-`SnapshotDamaged` instead of being used; the caller discards the snapshot and rebuilds from
-the store. Any other mismatch makes `load` return None and the caller rebuilds from the store.
-The table version is the caller's to compare: it
-catches up from the snapshot's version by reading only what changed.
+of every small file before using anything, and uses the bytes it checked (the small files and
+the edges are never mapped: one cut in place after its check killed the process with SIGBUS, or
+was written into the next snapshot under fresh checksums). The large ones carry a CRC-32 per 64
+KiB block: ``vectors.npy``, ``bm25.docs.npy`` and ``bm25.tfs.npy`` are checked the first time a
+read covers a block (`PageCheck`): a vector's rows before they are scored, a term's postings
+before a query reads them, and as an index is merged (read from the files, not mapped);
+``rows.arrow`` the same way (`RowsCheck`): the blocks of the rows and columns a read takes,
+every block before a read of every row, and its headers at open. A writer reads what it keeps
+of an older snapshot's large files that way too, never through their mappings (one cut in place
+killed it with SIGBUS): the rows read verified; a file kept whole (vectors, postings unchanged
+since) linked and its block checksums compared with the older ones; the older vectors before
+those added since copied in the kernel and compared, or read verified. A damaged block raises
+`SnapshotDamaged` instead of being used; the caller discards the snapshot and rebuilds from the
+store. Any other mismatch makes `load` return None and the caller rebuilds from the store. The
+table version is the caller's to compare: it catches up from the snapshot's version by reading
+only what changed.
 """
 
 from __future__ import annotations
@@ -65,10 +68,17 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from octobrain.files import read_regular
-from octobrain.kernels.bm25 import PARTS, BM25Index
-from octobrain.memory.page_check import BLOCK, PageCheck, file_crc
+from octobrain.kernels.bm25 import PARTS, BM25Index, Stored
+from octobrain.memory.page_check import BLOCK, PageCheck, SnapshotDamaged
 from octobrain.memory.rows_check import RowsCheck, merged_rows
-from octobrain.memory.snapshot_files import link_older, sums, unchanged, write_vectors
+from octobrain.memory.snapshot_files import (
+    checked_bytes,
+    link_older,
+    npy_of,
+    sums,
+    unchanged,
+    write_vectors,
+)
 from octobrain.store.operations import DataFile, recorded_files
 
 log = logging.getLogger(__name__)
@@ -244,7 +254,7 @@ class SnapshotDir:
             if manifest.get(key) != value:
                 raise ValueError(f"{key} is {manifest.get(key)!r}, expected {value!r}")
         blocks = manifest["blocks"]
-        opened, edges = {}, None
+        opened, arrays, edges = {}, {}, None
         for file, (size, crc) in manifest["files"].items():
             path = where / file
             found = path.stat()
@@ -254,27 +264,25 @@ class SnapshotDir:
             if file in (*LAZY, ROWS):
                 if len(blocks[file]) != -(-size // BLOCK):
                     raise ValueError(f"{file} has no checksum for each of its blocks")
-            elif file == EDGES:  # (read once: the bytes checked are the bytes used)
-                data = read_regular(path, size)[0]
-                if zlib.crc32(data) != crc:
-                    raise ValueError(f"{file} fails its checksum")
+                continue
+            data = checked_bytes(path, size, crc)  # (used as read: never mapped)
+            if file == EDGES:
                 edges = pa.ipc.open_file(pa.py_buffer(data)).read_all()
-            elif file_crc(path) != crc:
-                raise ValueError(f"{file} fails its checksum")
+            elif file.endswith(".npy"):  # (the columns patched in place: copies)
+                arrays[file[:-4]] = npy_of(data, writable=file[:-4] in COLUMNS)
         checks = {
             file: PageCheck(where / file, blocks[file], size=manifest["files"][file][0])
             for file in (*LAZY, ROWS)
         }
-        parts = {name: np.load(where / f"bm25.{name}.npy", mmap_mode="r") for name in PARTS}
+        parts = {name: arrays[f"bm25.{name}"] for name in PARTS if name not in ("docs", "tfs")}
+        for name in ("docs", "tfs"):  # (mapped: a query makes resident its terms' alone)
+            parts[name] = np.load(where / f"bm25.{name}.npy", mmap_mode="r")
         index = BM25Index.open_parts(parts, manifest["bm25"])
-        index.check_postings(_postings_check(parts, checks))
+        index.check_postings(_postings_check(parts, checks), _stored(parts, checks))
         positions = int(manifest["positions"])
-        columns = {}
-        for name in COLUMNS:
-            columns[name] = np.load(where / f"{name}.npy", mmap_mode="c")
+        columns = {name: arrays[name] for name in COLUMNS}
         vectors = np.load(where / "vectors.npy", mmap_mode="r")
-        sorted_ids = np.load(where / "ids.npy", mmap_mode="r")
-        id_order = np.load(where / "id_order.npy", mmap_mode="r")
+        sorted_ids, id_order = arrays["ids"], arrays["id_order"]
         mapped = pa.memory_map(str(where / ROWS))
         rows = pa.ipc.open_file(mapped).read_all()
         rows_check = RowsCheck(checks[ROWS], rows, mapped)
@@ -452,6 +460,16 @@ def _postings_check(parts: dict[str, npt.NDArray[Any]], checks: dict[str, PageCh
             page.ranges(base + lo * 4, base + hi * 4)
 
     return check
+
+
+def _stored(parts: dict[str, npt.NDArray[Any]], checks: dict[str, PageCheck]) -> Stored:
+    """Where the postings lie, for a merge to read them verified (`BM25Index.to_parts`)."""
+    files = {}
+    for name in ("docs", "tfs"):
+        check = checks[f"bm25.{name}.npy"]
+        offset = int(getattr(parts[name], "offset", 0))
+        files[name] = (str(check.path), offset, check.crcs.tolist())
+    return Stored(files["docs"], files["tfs"], BLOCK, SnapshotDamaged)
 
 
 def _write_rows(path: Path, snap: Snapshot) -> None:

@@ -7,6 +7,7 @@ older ones' (`SnapshotDamaged`); and every file's checksums, each file read once
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Any, BinaryIO
 import numpy as np
 import numpy.typing as npt
 
+from octobrain import _core
+from octobrain.files import open_regular
 from octobrain.memory.page_check import BLOCK, RUN, PageCheck, SnapshotDamaged, file_crc, file_sums
 
 
@@ -185,6 +188,43 @@ def _copied(source: str | None, f: BinaryIO, at: int, size: int) -> bool:
         return False
     f.seek(at + size)
     return True
+
+
+def checked_bytes(path: Path, size: int, crc: int) -> npt.NDArray[np.uint8]:
+    """The bytes of a snapshot's small file, read once (into a buffer of its own, writable)
+    and checked whole (`ValueError`: not the `size` bytes of CRC-32 `crc` its manifest
+    holds): what is used of it is what was checked, never mapped (a file cut or changed in
+    place after its check was a process killed by SIGBUS, or its zeros written into a new
+    snapshot under fresh checksums)."""
+    data = np.empty(size, dtype=np.uint8)  # (not zeroed first: its pages touched once)
+    handle, _ = open_regular(path)
+    with handle:
+        fd, got = handle.fileno(), 0
+        while got < size and (more := os.preadv(fd, [data[got:].data], got)):
+            got += more
+        longer = os.pread(fd, 1, size)  # (grown since its size was compared)
+    if got != size or longer or _core.crc32(data, 0) != crc:
+        raise ValueError(f"{path.name} fails its checksum")
+    return data
+
+
+def npy_of(data: npt.NDArray[np.uint8], *, writable: bool = False) -> npt.NDArray[Any]:
+    """The array a ``.npy`` file's bytes hold (no pickled objects), over those bytes:
+    read-only unless `writable` (as a copy-on-write mapping was)."""
+    f = io.BytesIO(data.data)
+    version = np.lib.format.read_magic(f)
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else None
+    if version == (2, 0):
+        read = np.lib.format.read_array_header_2_0
+    if read is None:
+        raise ValueError(f".npy format version {version} is not read")
+    shape, fortran, dtype = read(f)
+    if fortran or dtype.hasobject:
+        raise ValueError("a .npy array in Fortran order or of objects is not read")
+    count = int(np.prod(shape, dtype=np.int64))
+    array = np.frombuffer(data, dtype=dtype, count=count, offset=f.tell()).reshape(shape)
+    array.flags.writeable = writable
+    return array
 
 
 def sums(tmp: Path, large: tuple[str, ...]) -> tuple[dict[str, list[int]], dict[str, list[int]]]:

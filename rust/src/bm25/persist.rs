@@ -12,6 +12,7 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use super::stored::{BaseTerms, Mapped, ReadTerms, StoredFile};
 use super::{Base, Bm25Index, Bm25Params, Postings};
 use crate::error::{CoreError, CoreResult};
 use crate::tokenize::{Analyzer, AnalyzerOptions};
@@ -63,16 +64,21 @@ impl Bm25Index {
         (0..self.terms.len())
             .map(|t| {
                 let mut out = Postings::default();
-                self.append_live(base, t, &mut out.docs, &mut out.tfs);
+                self.append_live(t, base.term(t), &mut out.docs, &mut out.tfs);
                 out
             })
             .collect()
     }
 
-    /// Term `t`'s live postings, the base's still-live ones then those added since, appended
-    /// to `docs` and `tfs`.
-    fn append_live(&self, base: &Base<'_>, t: usize, docs: &mut Vec<u32>, tfs: &mut Vec<u32>) {
-        let (base_docs, base_tfs) = base.term(t);
+    /// Term `t`'s live postings, the base's still-live ones (`base_docs`, `base_tfs`) then
+    /// those added since, appended to `docs` and `tfs`.
+    fn append_live(
+        &self,
+        t: usize,
+        (base_docs, base_tfs): (&[u32], &[u32]),
+        docs: &mut Vec<u32>,
+        tfs: &mut Vec<u32>,
+    ) {
         for (&d, &tf) in base_docs.iter().zip(base_tfs) {
             if self.is_live(d as usize) {
                 docs.push(d);
@@ -87,8 +93,29 @@ impl Bm25Index {
     /// Each term's live postings are copied straight into them: a merged copy of every term's
     /// postings beside the flat arrays held as much again (500 MB at a million documents).
     pub fn to_parts(&self, base: &Base<'_>) -> Parts {
+        self.parts_from(base.docs.len(), &mut Mapped(base))
+            .expect("a mapped base cannot fail")
+    }
+
+    /// [`Self::to_parts`] of an index over a stored base (`offsets` as [`Self::open_base`]
+    /// took them), its postings read from their files (`docs`, `tfs`) in order, never
+    /// through a mapping, each block verified against its recorded CRC-32 before it is used:
+    /// a file cut or changed in place is [`CoreError::Damaged`] naming it and the block.
+    pub fn to_parts_read(
+        &self,
+        offsets: &[u64],
+        docs: StoredFile<'_>,
+        tfs: StoredFile<'_>,
+    ) -> CoreResult<Parts> {
+        let total = offsets.last().map_or(0, |&n| n as usize);
+        self.parts_from(total, &mut ReadTerms::open(offsets, docs, tfs)?)
+    }
+
+    /// The flat arrays, each term's base postings taken from `base_term` (`most`: how many
+    /// the base holds, removed ones too).
+    fn parts_from(&self, most: usize, base: &mut impl BaseTerms) -> CoreResult<Parts> {
         let held: usize = self.postings.iter().map(|p| p.docs.len()).sum();
-        let most = base.docs.len() + held; // (removed base postings are skipped)
+        let most = most + held; // (removed base postings are skipped)
         let mut parts = Parts {
             params: self.params,
             options: self.options(),
@@ -104,12 +131,12 @@ impl Bm25Index {
         for (t, term) in self.terms.iter().enumerate() {
             parts.terms.extend_from_slice(term.as_bytes());
             parts.term_ends.push(parts.terms.len() as u64);
-            self.append_live(base, t, &mut parts.docs, &mut parts.tfs);
+            self.append_live(t, base.term(t)?, &mut parts.docs, &mut parts.tfs);
             parts.offsets.push(parts.docs.len() as u64);
         }
         parts.docs.shrink_to_fit();
         parts.tfs.shrink_to_fit();
-        parts
+        Ok(parts)
     }
 
     /// An index over a stored base (what [`Self::to_parts`] wrote). Reads the terms, lengths and

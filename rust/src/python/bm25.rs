@@ -1,14 +1,47 @@
 //! Bindings of the BM25 index: the Rust handle `octobrain.bm25.BM25Index` wraps, its stored
 //! base read from (memory-mapped) arrays.
 
+use std::path::PathBuf;
+
 use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use super::text::analyzer_options;
 use super::{contiguous, detached};
-use crate::bm25::{Base, Bm25Index, Bm25Params};
+use crate::bm25::{Base, Bm25Index, Bm25Params, Parts, StoredFile};
 use crate::error::CoreError;
+
+type PartsTuple<'py> = (
+    Bound<'py, PyArray1<u8>>,
+    Bound<'py, PyArray1<u64>>,
+    Bound<'py, PyArray1<u64>>,
+    Bound<'py, PyArray1<u32>>,
+    Bound<'py, PyArray1<u32>>,
+    Bound<'py, PyArray1<u32>>,
+    Bound<'py, PyArray1<bool>>,
+);
+
+fn parts_tuple(py: Python<'_>, parts: Parts) -> PartsTuple<'_> {
+    (
+        parts.terms.into_pyarray(py),
+        parts.term_ends.into_pyarray(py),
+        parts.offsets.into_pyarray(py),
+        parts.docs.into_pyarray(py),
+        parts.tfs.into_pyarray(py),
+        parts.doc_len.into_pyarray(py),
+        parts.live.into_pyarray(py),
+    )
+}
+
+fn stored((path, start, crcs): &(PathBuf, u64, Vec<u32>), block: usize) -> StoredFile<'_> {
+    StoredFile {
+        path: path.as_path(),
+        start: *start,
+        crcs: crcs.as_slice(),
+        block,
+    }
+}
 
 type Hits<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f32>>);
 
@@ -274,29 +307,32 @@ impl PyBm25Index {
     }
 
     /// The index as flat arrays: (terms, term_ends, offsets, docs, tfs, doc_len, live).
-    #[allow(clippy::type_complexity)]
-    fn to_parts<'py>(
+    fn to_parts<'py>(&self, py: Python<'py>) -> PyResult<PartsTuple<'py>> {
+        let parts = self.with_base(py, move |inner, base| Ok(inner.to_parts(base)))?;
+        Ok(parts_tuple(py, parts))
+    }
+
+    /// `to_parts`, the stored base's postings read from their files, `docs` and `tfs` (each
+    /// its path, where its values start, and the CRC-32 of each `block` bytes of the file),
+    /// never through their mapping, each block verified before it is used: a file cut or
+    /// changed in place is a `ValueError` naming it and the block ("bm25.docs.npy fails its
+    /// checksum at block 3"). Without a stored base, as `to_parts`.
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over by value
+    fn to_parts_read<'py>(
         &self,
         py: Python<'py>,
-    ) -> PyResult<(
-        Bound<'py, PyArray1<u8>>,
-        Bound<'py, PyArray1<u64>>,
-        Bound<'py, PyArray1<u64>>,
-        Bound<'py, PyArray1<u32>>,
-        Bound<'py, PyArray1<u32>>,
-        Bound<'py, PyArray1<u32>>,
-        Bound<'py, PyArray1<bool>>,
-    )> {
-        let parts = self.with_base(py, move |inner, base| Ok(inner.to_parts(base)))?;
-        Ok((
-            parts.terms.into_pyarray(py),
-            parts.term_ends.into_pyarray(py),
-            parts.offsets.into_pyarray(py),
-            parts.docs.into_pyarray(py),
-            parts.tfs.into_pyarray(py),
-            parts.doc_len.into_pyarray(py),
-            parts.live.into_pyarray(py),
-        ))
+        docs: (PathBuf, u64, Vec<u32>),
+        tfs: (PathBuf, u64, Vec<u32>),
+        block: usize,
+    ) -> PyResult<PartsTuple<'py>> {
+        if self.base.is_none() {
+            return self.to_parts(py);
+        }
+        let (docs, tfs) = (stored(&docs, block), stored(&tfs, block));
+        let parts = self.with_base(py, move |inner, base| {
+            inner.to_parts_read(base.offsets, docs, tfs)
+        })?;
+        Ok(parts_tuple(py, parts))
     }
 
     /// An index over stored parts; `offsets` / `docs` / `tfs` are kept and read per query.
