@@ -200,11 +200,15 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
         else:
             findings[target_id] = findings.get(target_id, 0) + 1
     # The other value of a conflict is not "what is true" either (same rule as `remember`).
+    # Their memories made in one read: one at a time, the 1,682 conflicts of a 100,000-memory
+    # store took `hook session-start` 0.9 s of CPU.
+    pairs = [(source, target) for source, target in outranked if in_pool(target)]
+    ids = list(dict.fromkeys(mid for pair in pairs for mid in pair))
+    held = dict(zip(ids, corpus.memories_at([corpus.pos_of[mid] for mid in ids]), strict=True))
     superseded |= {
         target
-        for source, target in outranked
-        if in_pool(target)
-        and conflicts.holds(memory(source), memory(target), winner_superseded=source in superseded)
+        for source, target in pairs
+        if conflicts.holds(held[source], held[target], winner_superseded=source in superseded)
     }
     rows = working
     if superseded:
