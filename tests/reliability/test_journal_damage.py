@@ -6,9 +6,11 @@ turn's record too (`store.forgotten`): its id read changed, the next ingest brou
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import lancedb
+import pytest
 
 from octobrain.store import schema
 from octobrain.store.journal_rows import record_verified
@@ -122,3 +124,60 @@ def test_sleep_never_merges_again_what_a_damaged_record_kept_apart(env: dict[str
     line = one_clear_line(done.stderr)
     assert "'consolidations' is damaged" in line and "octobrain doctor" in line, line
     assert _states(env, ids) == ["working", "working"]  # nothing merged
+
+
+WEB = "github.com/acme/web"
+
+
+def _sleep_in(env: dict[str, str], scope: str) -> subprocess.CompletedProcess[str]:
+    args = ("sleep-consolidate", "--threshold", "0.9", "--min-size", "2", "--format", "json")
+    return octobrain(env, "--scope", scope, *args, scoped=False)
+
+
+def _twins_in(env: dict[str, str], scope: str) -> None:
+    for text in TWINS[:2]:
+        made = octobrain(
+            env, "--scope", scope, "memorize", "-t", "Deploys", "-c", text, scoped=False
+        )
+        assert made.returncode == 0, made.stderr
+
+
+@pytest.mark.parametrize("status", ["done", "pending"])
+def test_a_damaged_record_stops_sleep_in_its_own_scope_only(
+    env: dict[str, str], status: str
+) -> None:
+    # A record of one project damaged (a member id flipped; done, or left pending by a kill)
+    # stopped the sleep pass of every project, exit 1 ("'consolidations' is damaged"): its
+    # own is stopped, the others merge and name it.
+    _parent, ids = _merged(env)
+    journal = lancedb.connect(str(_store(env))).open_table("consolidations")
+    [record] = journal.to_arrow()["id"]
+    if status != "done":
+        journal.update(values={"status": status})  # (a status is not in the checksum)
+    _flip_in_journal(env, ids[1])
+    _twins_in(env, WEB)
+    done = _sleep_in(env, WEB)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert len(report["consolidations"]) == 1
+    assert report["damaged_records"] == [str(record)]
+    ops = WEB.replace("web", "ops")
+    _twins_in(env, ops)
+    said = octobrain(env, "--scope", ops, "sleep-consolidate", "--threshold", "0.9", scoped=False)
+    assert said.returncode == 0, said.stderr
+    assert f"consolidation record {record}" in said.stdout and "octobrain doctor" in said.stdout
+    _twins_in(env, "github.com/acme/api")
+    own = _sleep_in(env, "github.com/acme/api")
+    assert own.returncode == 1, own.stdout
+    assert "'consolidations' is damaged" in one_clear_line(own.stderr)
+
+
+def test_a_record_whose_scope_cannot_be_known_stops_every_sleep(env: dict[str, str]) -> None:
+    # Its scope changed on disk ("…/api" → "…/aph"): the memories it names read another, so
+    # where it belongs is not known and no pass may pass it over.
+    _merged(env)
+    _flip_in_journal(env, "github.com/acme/api")
+    _twins_in(env, WEB)
+    done = _sleep_in(env, WEB)
+    assert done.returncode == 1, done.stdout
+    assert "'consolidations' is damaged" in one_clear_line(done.stderr)

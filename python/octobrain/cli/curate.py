@@ -347,6 +347,8 @@ def sleep_consolidate_cmd(
             "stopped; one stays in the check past the window until a pass reaches it"
             + (" (a dry run moves nothing on)." if dry_run else ".")
         )
+    if report.damaged_records:
+        lines.append(report.damage_said())
     data = {
         "scope": report.scope,
         "dry_run": dry_run,
@@ -361,6 +363,7 @@ def sleep_consolidate_cmd(
         ],
         "disagreements": [list(pair) for pair in report.disagreements],
         "unchecked": report.unchecked,
+        "damaged_records": report.damaged_records,
     }
     emit(fmt, data, "\n\n".join(lines))
 

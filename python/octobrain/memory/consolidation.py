@@ -117,10 +117,12 @@ class Consolidator:
 
     # ---- crash repair ---------------------------------------------------------------------
 
-    def repair(self) -> int:
-        """Finish or roll back what a killed process left half-way. Returns records fixed."""
+    def repair(self, scope: str | None = None) -> int:
+        """Finish or roll back what a killed process left half-way. Returns records fixed.
+        For `scope`: a damaged record known to be another scope's is left to it (named in
+        `log.passed_over`)."""
         fixed = 0
-        for record in self.log.unfinished():
+        for record in self.log.unfinished(scope):
             with self.store.write_lock():
                 if record.status == REVERTING:
                     self._revert(record, utcnow())

@@ -77,6 +77,21 @@ class SleepReport:
     # Of `candidates`, those never merged again: members of an undone consolidation (someone
     # said no), parents of one in force, findings waiting for their goal to be closed.
     held_back: int = 0
+    # Damaged consolidation records of other scopes, left as they are (`octobrain doctor`).
+    damaged_records: list[str] = field(default_factory=list)
+
+    def damage_said(self) -> str:
+        """One line naming `damaged_records` ("" when none)."""
+        if not self.damaged_records:
+            return ""
+        one = len(self.damaged_records) == 1
+        return (
+            f"consolidation record{'' if one else 's'} {', '.join(self.damaged_records)} of "
+            f"another scope no longer match{'es' if one else ''} {'its' if one else 'their'} "
+            "checksum (a data file changed on disk): left as "
+            f"{'it is' if one else 'they are'}; this scope's pass did not need "
+            f"{'it' if one else 'them'}. Run `octobrain doctor` for the repair"
+        )
 
 
 def sleep_pass(
@@ -92,8 +107,9 @@ def sleep_pass(
     """Cluster `scope`'s recent working memories by true cosine and merge each cluster."""
     _check_sleep_args(threshold, min_size, max_age_days)
     engine.store.refresh()  # another machine's latest writes are this pass's candidates
+    engine.log.passed_over.clear()
     if not dry_run:
-        engine.repair()
+        engine.repair(scope)
     cutoff = now - timedelta(days=max_age_days)
     detect = engine.config.consolidation.detect_conflicts
     # Where the conflict check stands: the rows it has yet to reach stay in it past the window.
@@ -113,6 +129,7 @@ def sleep_pass(
     # (only when there is something recent to compare it with).
     pool = _statement_pool(engine, scope) if (rows or late) and detect else None
     report = SleepReport(scope, len(rows) + held_back, dry_run=dry_run, held_back=held_back)
+    report.damaged_records = sorted(set(engine.log.passed_over))
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: (r["created_at"], r["id"])):
         groups.setdefault((row["source"], row["role"]), []).append(row)  # never mix tiers

@@ -186,6 +186,8 @@ def _lazy_pass(brain: Brain, schedule: _Schedule) -> None:
                 brain.scope, config=brain.config, embedder=brain.embedder, uri=brain.uri
             )
             report = own.sleep_consolidate()
+            if report.damaged_records:
+                log.warning("sleep pass for %r: %s", brain.scope, report.damage_said())
             if report.unchecked:
                 log.info(
                     "sleep pass for %r left %d older memories for a later conflict check",

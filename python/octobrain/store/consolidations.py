@@ -25,10 +25,10 @@ import numpy as np
 
 from octobrain.store.journal_rows import (
     RECORD_CHECKED,
-    check_record,
     consolidations_schema,
     journal_damaged,
     record_checksum,
+    record_verified,
     records_damaged,
 )
 from octobrain.store.memories import MemoryStore
@@ -71,6 +71,9 @@ class ConsolidationLog:
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
+        # Damaged records a read for one scope left alone, known to be another scope's (see
+        # `_pass_over`): their ids, for the pass to name.
+        self.passed_over: list[str] = []
 
     @property
     def table(self) -> lancedb.table.Table:
@@ -96,10 +99,15 @@ class ConsolidationLog:
             self.table.update(where=sql_in("id", list(record_ids)), values={"status": status})
             self.store.wrote(self.table)
 
-    def find(self, where: str) -> list[ConsolidationRecord]:
-        """Records matching a predicate, oldest first."""
+    def find(self, where: str, scope: str | None = None) -> list[ConsolidationRecord]:
+        """Records matching a predicate, oldest first; `RowDamaged` naming the first damaged
+        one, unless `scope` is given and it is known to be another scope's (`_pass_over`)."""
         rows = self.table.search().where(where).limit(None).to_list()
-        records = [_to_record(r) for r in rows]
+        records = [
+            ConsolidationRecord(**{k: r[k] for k in _RECORD_NAMES})
+            for r in rows
+            if record_verified(r) is not False or self._pass_over(r, scope)
+        ]
         records.sort(key=lambda r: (r.created_at, r.id))
         return records
 
@@ -113,16 +121,18 @@ class ConsolidationLog:
             f"({sql_in('parent_id', list(ids))} OR array_has_any(member_ids, [{listed}]))"
         )
 
-    def unfinished(self) -> list[ConsolidationRecord]:
-        """Records a killed process left half-way (pending or reverting)."""
-        return self.find(UNFINISHED)
+    def unfinished(self, scope: str | None = None) -> list[ConsolidationRecord]:
+        """Records a killed process left half-way (pending or reverting); for `scope`, as
+        `find` says."""
+        return self.find(UNFINISHED, scope)
 
     def not_to_cluster(self, scope: str) -> set[str]:
         """Ids a sleep pass must leave alone in `scope`: parents of consolidations in force (a
         record stays undoable on its own) and members of undone ones (someone said no).
         Every record is read and checked first (`RowDamaged` naming the first damaged one,
         nothing merged): one whose status or scope changed on disk was not selected, and
-        the members someone had separated were merged again without a word."""
+        the members someone had separated were merged again without a word. One known to be
+        another scope's is left to it (`_pass_over`)."""
         import pyarrow.compute as pc
 
         table = self.table
@@ -134,19 +144,27 @@ class ConsolidationLog:
         )
         rows = table.search().select(columns).limit(None).to_arrow()
         if checked:
-            damaged = np.flatnonzero(records_damaged(rows))
-            if damaged.size:
-                raise journal_damaged(str(rows.column("id")[int(damaged[0])]), CONSOLIDATIONS)
+            for at in np.flatnonzero(records_damaged(rows)):
+                self._pass_over(rows.slice(int(at), 1).to_pylist()[0], scope)
         records = rows.filter(pc.equal(rows.column("scope"), scope)).to_pylist()
         out = {r["parent_id"] for r in records if r["status"] == DONE}
         out.update(m for r in records if r["status"] == REVERTED for m in r["member_ids"])
         return out
 
-
-def _to_record(row: dict[str, Any]) -> ConsolidationRecord:
-    """A journal row back to its record; `RowDamaged` when it no longer matches its checksum."""
-    check_record(row)
-    return ConsolidationRecord(**{k: row[k] for k in _RECORD_NAMES})
+    def _pass_over(self, row: dict[str, Any], scope: str | None) -> bool:
+        """A damaged record (`row`) met by a read for `scope`: False, noted in `passed_over`,
+        when it is known to be another scope's: it names a memory at least, and every one it
+        names that the store holds reads the scope it reads as (a record's parent and
+        members are of its scope; rows are never re-stamped). Else `RowDamaged`, naming it:
+        one of `scope` itself, or one whose scope or ids changed on disk, which may be
+        anyone's. (A project's damaged record stopped every project's sleep pass.)"""
+        named = [row["parent_id"], *(row["member_ids"] or ())]
+        if scope is not None and row["scope"] != scope:
+            held = self.store.scopes_of([str(i) for i in named]).values()
+            if held and all(found == row["scope"] for found in held):
+                self.passed_over.append(str(row["id"]))
+                return False
+        raise journal_damaged(str(row["id"]), CONSOLIDATIONS)
 
 
 _RECORD_NAMES = [name for name in consolidations_schema().names if name != CHECKSUM]

@@ -24,7 +24,6 @@ from octobrain.store import row_sums
 from octobrain.store.schema import (
     CHECKSUM,
     CHECKSUM_FIELD,
-    CONSOLIDATIONS,
     RECORD_STATUSES,
     RowDamaged,
     checksum,
@@ -96,14 +95,6 @@ def records_damaged(rows: pa.Table) -> npt.NDArray[np.bool_]:
     stamped = row_sums.flags(rows.column(CHECKSUM).is_valid())
     known = row_sums.flags(pc.is_in(rows.column("status"), pa.array(RECORD_STATUSES)))
     return row_sums.damaged(rows, RECORD_FIELDS, "created_at") | (stamped & ~known)
-
-
-def check_record(row: Mapping[str, Any]) -> None:
-    """`RowDamaged` (naming the record) when a journal row about to be acted on or shown does
-    not match its checksum: a member id read changed would be restored as no memory, and the
-    group called undone with a member left consolidated."""
-    if record_verified(row) is False:
-        raise journal_damaged(str(row["id"]), CONSOLIDATIONS)
 
 
 def journal_damaged(row_id: str, table: str) -> RowDamaged:
