@@ -33,7 +33,7 @@ edited or forgotten, and a parent the user edited is kept as an ordinary memory 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -117,12 +117,12 @@ class Consolidator:
 
     # ---- crash repair ---------------------------------------------------------------------
 
-    def repair(self, scope: str | None = None) -> int:
+    def repair(self, scopes: Collection[str] = ()) -> int:
         """Finish or roll back what a killed process left half-way. Returns records fixed.
-        For `scope`: a damaged record known to be another scope's is left to it (named in
-        `log.passed_over`)."""
+        For the caller's `scopes`: a damaged record known to be another scope's is left to
+        it (named in `log.passed_over`)."""
         fixed = 0
-        for record in self.log.unfinished(scope):
+        for record in self.log.unfinished(scopes):
             with self.store.write_lock():
                 if record.status == REVERTING:
                     self._revert(record, utcnow())
@@ -266,7 +266,7 @@ class Consolidator:
 
     def unconsolidate(self, parent_id: str, scopes: Sequence[str]) -> Unconsolidation:
         """Undo the consolidations in force under `parent_id` (visible from `scopes`)."""
-        self.repair()
+        self.repair(scopes)
         records = [
             r
             for r in self.log.find(f"parent_id = {sql_str(parent_id)} AND status = {sql_str(DONE)}")
@@ -295,7 +295,7 @@ class Consolidator:
 
     # ---- a member or a parent forgotten, a member edited ----------------------------------
 
-    def release(self, ids: Sequence[str]) -> Released:
+    def release(self, ids: Sequence[str], scopes: Collection[str] = ()) -> Released:
         """Before `ids` are deleted: the consolidations in force they take part in are made to
         hold without them. One whose parent is among them is undone (its members are on their
         own again, as `unconsolidate` leaves them), so no member stays consolidated into
@@ -305,10 +305,10 @@ class Consolidator:
         (`Released.kept`). Each is its own commit, made before the delete: a process killed
         between leaves the memories to forget present and their words already out of every
         parent. A store that never consolidated is not asked (nor given a journal by the
-        asking)."""
+        asking). `scopes`: the caller's, as `repair` takes them."""
         if not self.store.made(CONSOLIDATIONS):
             return Released()
-        self.repair()
+        self.repair(scopes)
         gone = set(ids)
         released = Released()
         for record in self.log.in_force_with(ids):

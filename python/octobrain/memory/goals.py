@@ -17,7 +17,7 @@ from octobrain.memory.summary import summarise
 from octobrain.models import MAX_TAGS, Memory, MemoryType, Relationship, RelationshipType, State
 from octobrain.store import NotFound
 from octobrain.store.schema import memory_to_row, row_to_memory
-from octobrain.store.sql import sql_in, sql_str
+from octobrain.store.sql import sql_in, sql_str, visible_scopes
 
 __all__ = ["CLOSE_BATCH", "close_goal", "close_goal_with_new", "findings_left", "goal_sources"]
 
@@ -72,7 +72,7 @@ def close_goal_with_new(
 ) -> tuple[Memory, list[Relationship]]:
     """Write `note` (which `closes` the goal) as the parent of the goal's sources, in the
     same commit that consolidates them. Without sources, just write the note."""
-    c.repair()
+    c.repair(visible_scopes(note.scope))
     with c.store.write_lock():
         links = c.store.require_ends(links, {note.id})  # the goal, or a target, forgotten since
         sources, found = goal_sources(c, goal.id, note.scope)
@@ -105,7 +105,7 @@ def close_goal_with_new(
 def close_goal(c: Consolidator, goal: Memory, scope: str, now: datetime) -> Consolidation:
     """Consolidate a goal's sources under the newest memory that `closes` it (promoted),
     or under a synthesised parent summarising them."""
-    c.repair()
+    c.repair(visible_scopes(scope))
     with c.store.write_lock():
         # Read under the lock: the closing note is written back whole, so an update or a
         # forget of it since would otherwise be undone.

@@ -109,7 +109,7 @@ def sleep_pass(
     engine.store.refresh()  # another machine's latest writes are this pass's candidates
     engine.log.passed_over.clear()
     if not dry_run:
-        engine.repair(scope)
+        engine.repair([scope])
     cutoff = now - timedelta(days=max_age_days)
     detect = engine.config.consolidation.detect_conflicts
     # Where the conflict check stands: the rows it has yet to reach stay in it past the window.
@@ -129,7 +129,7 @@ def sleep_pass(
     # (only when there is something recent to compare it with).
     pool = _statement_pool(engine, scope) if (rows or late) and detect else None
     report = SleepReport(scope, len(rows) + held_back, dry_run=dry_run, held_back=held_back)
-    report.damaged_records = sorted(set(engine.log.passed_over))
+    report.damaged_records = sorted(engine.log.passed_over)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: (r["created_at"], r["id"])):
         groups.setdefault((row["source"], row["role"]), []).append(row)  # never mix tiers

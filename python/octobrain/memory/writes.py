@@ -349,7 +349,7 @@ class Writes(BrainBase):
                 raise NotFound(f"memory_id[{i}]", f"no memory {mid} is visible from this scope")
         turns = [(m.id, m.scope) for m in found.values() if is_turn(m.tags)]
         before = self.store.version()  # what `memory restore` goes back to, to undo this
-        released = self.consolidator.release(ids)
+        released = self.consolidator.release(ids, visible_scopes(self.scope))
         with self.store.write_lock():  # recorded first: a turn forgotten stays forgotten
             forgotten.record(self.store, turns)
             deleted = self.store.delete(ids)

@@ -16,7 +16,7 @@ or rolls back the next time anyone consolidates.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -73,7 +73,7 @@ class ConsolidationLog:
         self.store = store
         # Damaged records a read for one scope left alone, known to be another scope's (see
         # `_pass_over`): their ids, for the pass to name.
-        self.passed_over: list[str] = []
+        self.passed_over: set[str] = set()
 
     @property
     def table(self) -> lancedb.table.Table:
@@ -99,14 +99,15 @@ class ConsolidationLog:
             self.table.update(where=sql_in("id", list(record_ids)), values={"status": status})
             self.store.wrote(self.table)
 
-    def find(self, where: str, scope: str | None = None) -> list[ConsolidationRecord]:
+    def find(self, where: str, scopes: Collection[str] = ()) -> list[ConsolidationRecord]:
         """Records matching a predicate, oldest first; `RowDamaged` naming the first damaged
-        one, unless `scope` is given and it is known to be another scope's (`_pass_over`)."""
+        one, unless `scopes` are given (the caller's) and it is known to be another scope's
+        (`_pass_over`)."""
         rows = self.table.search().where(where).limit(None).to_list()
         records = [
             ConsolidationRecord(**{k: r[k] for k in _RECORD_NAMES})
             for r in rows
-            if record_verified(r) is not False or self._pass_over(r, scope)
+            if record_verified(r) is not False or self._pass_over(r, scopes)
         ]
         records.sort(key=lambda r: (r.created_at, r.id))
         return records
@@ -121,10 +122,10 @@ class ConsolidationLog:
             f"({sql_in('parent_id', list(ids))} OR array_has_any(member_ids, [{listed}]))"
         )
 
-    def unfinished(self, scope: str | None = None) -> list[ConsolidationRecord]:
-        """Records a killed process left half-way (pending or reverting); for `scope`, as
+    def unfinished(self, scopes: Collection[str] = ()) -> list[ConsolidationRecord]:
+        """Records a killed process left half-way (pending or reverting); for `scopes`, as
         `find` says."""
-        return self.find(UNFINISHED, scope)
+        return self.find(UNFINISHED, scopes)
 
     def not_to_cluster(self, scope: str) -> set[str]:
         """Ids a sleep pass must leave alone in `scope`: parents of consolidations in force (a
@@ -145,24 +146,25 @@ class ConsolidationLog:
         rows = table.search().select(columns).limit(None).to_arrow()
         if checked:
             for at in np.flatnonzero(records_damaged(rows)):
-                self._pass_over(rows.slice(int(at), 1).to_pylist()[0], scope)
+                self._pass_over(rows.slice(int(at), 1).to_pylist()[0], [scope])
         records = rows.filter(pc.equal(rows.column("scope"), scope)).to_pylist()
         out = {r["parent_id"] for r in records if r["status"] == DONE}
         out.update(m for r in records if r["status"] == REVERTED for m in r["member_ids"])
         return out
 
-    def _pass_over(self, row: dict[str, Any], scope: str | None) -> bool:
-        """A damaged record (`row`) met by a read for `scope`: False, noted in `passed_over`,
+    def _pass_over(self, row: dict[str, Any], scopes: Collection[str]) -> bool:
+        """A damaged record (`row`) met by a read for `scopes`: False, noted in `passed_over`,
         when it is known to be another scope's: it names a memory at least, and every one it
         names that the store holds reads the scope it reads as (a record's parent and
         members are of its scope; rows are never re-stamped). Else `RowDamaged`, naming it:
-        one of `scope` itself, or one whose scope or ids changed on disk, which may be
-        anyone's. (A project's damaged record stopped every project's sleep pass.)"""
+        one of `scopes`, or one whose scope or ids changed on disk, which may be anyone's
+        (and any, when no scopes are given). (A project's damaged record stopped every
+        project's sleep pass, and a pending one every forget.)"""
         named = [row["parent_id"], *(row["member_ids"] or ())]
-        if scope is not None and row["scope"] != scope:
+        if scopes and row["scope"] not in scopes:
             held = self.store.scopes_of([str(i) for i in named]).values()
             if held and all(found == row["scope"] for found in held):
-                self.passed_over.append(str(row["id"]))
+                self.passed_over.add(str(row["id"]))
                 return False
         raise journal_damaged(str(row["id"]), CONSOLIDATIONS)
 
