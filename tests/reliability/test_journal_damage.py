@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import lancedb
@@ -19,9 +20,9 @@ from tests.reliability.test_storage_faults import memorize, octobrain, one_clear
 from tests.test_consolidation import TWINS
 
 
-def _merged(env: dict[str, str]) -> tuple[str, list[str]]:
+def _merged(env: dict[str, str], texts: Sequence[str] = TWINS[:2]) -> tuple[str, list[str]]:
     """Two near-copies merged by a sleep pass: the parent's id and the members'."""
-    ids = [memorize(env, "Deploy pipeline", text) for text in TWINS[:2]]
+    ids = [memorize(env, "Deploy pipeline", text) for text in texts]
     done = octobrain(
         env, "sleep-consolidate", "--threshold", "0.9", "--min-size", "2", "--format", "json"
     )
@@ -186,3 +187,39 @@ def test_a_record_whose_scope_cannot_be_known_stops_every_sleep(env: dict[str, s
     done = _sleep_in(env, WEB)
     assert done.returncode == 1, done.stdout
     assert "'consolidations' is damaged" in one_clear_line(done.stderr)
+
+
+def test_forget_damaged_takes_out_the_damaged_records_alone(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # A flipped bit in one consolidation record or one forgotten turn: `doctor
+    # --forget-damaged` left both (memories only), exit 1; the way out was `--recreate`,
+    # which lost every record (each consolidation's undo, every forgotten turn back).
+    chat = tmp_path / "chat.json"
+    said = ["The staging password is hunter2-orange-kettle.", "The deploy key is in the vault."]
+    chat.write_text(json.dumps([{"speaker": "A", "text": text} for text in said]))
+    assert octobrain(env, "ingest", str(chat)).returncode == 0
+    turns = {
+        m["content"]: m["id"]
+        for m in json.loads(octobrain(env, "recent", "--format", "json").stdout)
+    }
+    for turn in turns.values():
+        assert octobrain(env, "forget", turn, "--yes").returncode == 0
+    _flip_in_journal(env, turns[said[0]], "forgotten_turns")
+    kept_parent, _ = _merged(env)
+    parent, ids = _merged(env, TWINS[2:4])
+    journal = lancedb.connect(str(_store(env))).open_table("consolidations").to_arrow()
+    [record] = [r["id"] for r in journal.to_pylist() if r["parent_id"] == parent]
+    _flip_in_journal(env, ids[1])
+    assert run_cli(env, "doctor")[0] == 1
+
+    rc, _, err = run_cli(env, "doctor", "--forget-damaged")
+    assert rc == 0, err
+    assert f"consolidations: forgot record {record} (damaged)" in err, err
+    assert "forgotten_turns: forgot record" in err and "hunter2" not in err, err
+    assert _states(env, ids) == ["consolidated", "consolidated"]  # (can no longer be undone)
+    # The rest of each journal is kept: the other merge is undone, the other turn stays out.
+    assert octobrain(env, "unconsolidate", kept_parent).returncode == 0
+    assert octobrain(env, "ingest", str(chat)).returncode == 0
+    shown = octobrain(env, "recent").stdout
+    assert "deploy key" not in shown, shown

@@ -48,7 +48,8 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Delete every memory that no longer matches its checksum, whatever scope it reads as "
     "(its text is not shown; `octobrain memory restore` can bring back the version before), "
-    "with its links, then check again.",
+    "with its links, and every consolidation record or forgotten turn that no longer "
+    "matches its own (the others are kept), then check again.",
 )
 @FORMAT_OPTION
 def doctor_cmd(
@@ -76,6 +77,7 @@ def doctor_cmd(
     from octobrain.knowledge.store import table_schemas
     from octobrain.store.doctor import diagnose
     from octobrain.store.location import StoreLocation
+    from octobrain.store.recreate import JOURNALS
     from octobrain.store.recreate import recreate as start_over
 
     config = load_config()
@@ -105,6 +107,12 @@ def doctor_cmd(
         if forget_damaged:
             for memory_id in _forget_damaged(location, found):
                 click.echo(f"memories: forgot {memory_id} (damaged, not shown)", err=True)
+            for table, ids in _forget_damaged_records(location, found).items():
+                for record_id in ids:
+                    click.echo(
+                        f"{table}: forgot record {record_id} (damaged): {JOURNALS[table]}",
+                        err=True,
+                    )
     report = diagnose(location, schemas)
     path = config_path()  # (named: one that holds no setting points at the default store)
     if fmt == "json":
@@ -155,6 +163,18 @@ def _forget_damaged(location: StoreLocation, found: Diagnosis) -> list[str]:
     table = MemoryStore(location, model_id="", dim=0).open_memories_unchecked()
     model, dim = embedded_with(table.schema)
     return MemoryStore(location, model_id=model, dim=int(dim)).forget_damaged()
+
+
+def _forget_damaged_records(location: StoreLocation, found: Diagnosis) -> dict[str, list[str]]:
+    """Delete the journal rows `found` says are garbled (`recreate.forget_damaged_records`);
+    nothing is opened (or made) when it names none."""
+    from octobrain.store.memories import MemoryStore
+    from octobrain.store.recreate import JOURNALS, forget_damaged_records
+
+    if not any(t.name in JOURNALS and t.garbled_rows for t in found.tables):
+        return {}
+    # (the tables exist: their rows were read; the model is neither checked nor used)
+    return forget_damaged_records(MemoryStore(location, model_id="", dim=0))
 
 
 def _drop_dangling(location: StoreLocation, found: Diagnosis) -> int:

@@ -118,7 +118,7 @@ def check_table(
         return check
     check.opened = True
     need = list(columns) if table.schema.names else []  # (none: version 0, said below)
-    checked = _CHECKED_BY.get(name)
+    checked = CHECKED_BY.get(name)
     later: list[str] = []  # (columns a table made before them lacks, its checksum's)
     if checked is not None:
         later = [c for c in (*checked[0], CHECKSUM) if c not in need]
@@ -290,7 +290,7 @@ _KNOWLEDGE_REPAIR = (
 )
 # The checksummed tables: the columns a row's check reads, and the check (which rows of a
 # table of them no longer match their checksum: every row at once, `row_sums`).
-_CHECKED_BY: dict[str, tuple[Sequence[str], Callable[[pa.Table], npt.NDArray[np.bool_]]]] = {
+CHECKED_BY: dict[str, tuple[Sequence[str], Callable[[pa.Table], npt.NDArray[np.bool_]]]] = {
     "memories": (CHECKED, row_sums.memories_damaged),
     "relationships": (EDGE_CHECKED, row_sums.edges_damaged),
     CHUNKS: (CHUNK_CHECKED, row_sums.chunks_damaged),
@@ -314,11 +314,17 @@ _GARBLED_REPAIR = {
     # (every version since it was written reads the same data file: no restore brings it back)
     CONSOLIDATIONS: (
         "restore the store directory from a backup, or `octobrain memory import` an export "
-        "made before the damage into a new store; otherwise `octobrain doctor --recreate "
-        "consolidations` starts the journal over (the memories stay as they are; no "
-        "consolidation made before can be undone)"
+        "made before the damage into a new store; otherwise `octobrain doctor "
+        "--forget-damaged` deletes the damaged records alone (what each recorded stays as it "
+        "is and can no longer be undone), or `octobrain doctor --recreate consolidations` "
+        "starts the journal over (the memories stay as they are; no consolidation made before "
+        "can be undone)"
     ),
-    FORGOTTEN: manifest.repair_hint(FORGOTTEN),
+    FORGOTTEN: (
+        "`octobrain doctor --forget-damaged` deletes the damaged rows alone (each turn they "
+        "kept forgotten comes back if its conversation is ingested again); otherwise "
+        f"{manifest.repair_hint(FORGOTTEN)}"
+    ),
 }
 
 
@@ -368,7 +374,7 @@ def _read(table: lancedb.table.Table, lo: int, hi: int, check: TableCheck) -> st
             if check.first_unsound is None:
                 check.first_unsound = (str(rows.column(named_by)[at]), length)
             check.unsound_vectors += count
-    checked = _CHECKED_BY.get(check.name)
+    checked = CHECKED_BY.get(check.name)
     if checked is not None and CHECKSUM in rows.column_names:
         columns, damaged = checked
         for at in np.flatnonzero(damaged(rows.select([*columns, CHECKSUM]))).tolist():

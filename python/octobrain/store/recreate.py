@@ -14,6 +14,7 @@ from octobrain.store.manifest import KNOWN_TABLES, LOCK_TIMEOUT_S, STAMPED_ON, r
 
 if TYPE_CHECKING:
     from octobrain.store.location import StoreLocation
+    from octobrain.store.memories import MemoryStore
 
 # What `octobrain doctor --recreate` may start over, empty: tables whose loss loses no memory
 # (the memories table and its companions go back with `memory restore` instead).
@@ -70,3 +71,42 @@ def recreate(location: StoreLocation, what: str, damaged: set[str]) -> list[str]
             # the store is still there, and its mark keeps the day it was first used.)
             seen.forget(location.uri)
     return done
+
+
+# The journals `forget_damaged_records` takes damaged rows out of: what each one's loss means.
+JOURNALS = {
+    "consolidations": "the consolidation it recorded stays as it is, and can no longer be undone",
+    "forgotten_turns": "the turn it kept forgotten comes back if its conversation is ingested "
+    "again",
+}
+
+
+def forget_damaged_records(store: MemoryStore) -> dict[str, list[str]]:
+    """Delete the rows of the journals (`JOURNALS`) that no longer match their checksum, as
+    `doctor` finds them, under the write lock; their ids by table. Only those rows: a flipped
+    bit in one record otherwise had `--recreate` as its way out, which lost every record of
+    every project (each consolidation's undo, each forgotten turn). The model is neither
+    checked nor used."""
+    from octobrain.store import row_sums, scans
+    from octobrain.store.doctor_tables import CHECKED_BY
+    from octobrain.store.schema import CHECKSUM
+    from octobrain.store.sql import DELETE_BATCH, sql_in
+
+    out: dict[str, list[str]] = {}
+    with store.write_lock(check_model=False):
+        for name in JOURNALS:
+            if not store.made(name):
+                continue
+            table = store.open_db().open_table(name)
+            if CHECKSUM not in table.schema.names:
+                continue  # (made before the column: nothing to check a row against)
+            columns, check = CHECKED_BY[name]
+            batches = scans.scan_batches(table, "true", [*columns, CHECKSUM], DELETE_BATCH)
+            ids = row_sums.damaged_ids(batches, check)
+            for at in range(0, len(ids), DELETE_BATCH):
+                store.check_lease()
+                table.delete(sql_in("id", ids[at : at + DELETE_BATCH]))
+                store.wrote(table)
+            if ids:
+                out[name] = ids
+    return out
