@@ -7,6 +7,7 @@ import dataclasses
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -104,9 +105,19 @@ def write_pdf(path: Path, pages: Sequence[Sequence[str]], title: str = "") -> Pa
     return write_pdf_pages(path, bodies, title)
 
 
-def write_pdf_pages(path: Path, bodies: Sequence[str], title: str = "", form: str = "") -> Path:
+def write_pdf_pages(
+    path: Path, bodies: Sequence[str], title: str = "", form: str = "", deflate: bool = False
+) -> Path:
     """A real PDF whose pages draw `bodies` (content streams, Latin-1; fonts /F1 Helvetica,
-    /F2 Courier; `form`, if any, the content of a form XObject /Fm1 they may draw)."""
+    /F2 Courier; `form`, if any, the content of a form XObject /Fm1 they may draw), each
+    stream compressed (FlateDecode) if `deflate`."""
+
+    def stream(dictionary: bytes, data: bytes) -> bytes:
+        if deflate:
+            data, dictionary = zlib.compress(data), dictionary + b" /Filter /FlateDecode"
+        length = f" /Length {len(data)} >>\nstream\n".encode()
+        return b"<< " + dictionary + length + data + b"\nendstream"
+
     objects: list[bytes] = []
     n_pages = len(bodies)
     fonts = f"/Font << /F1 3 0 R /F2 {4 + 2 * n_pages} 0 R >>"
@@ -120,20 +131,16 @@ def write_pdf_pages(path: Path, bodies: Sequence[str], title: str = "", form: st
         b" /Differences [1 /fi /fl /uniF0B7] >> >>"
     )
     for i, body in enumerate(bodies):
-        stream = body.encode("latin-1")
         objects.append(
             f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {5 + 2 * i} 0 R "
             f"/Resources << {fonts}{xobjects} >> >>".encode()
         )
-        objects.append(f"<< /Length {len(stream)} >>\nstream\n".encode() + stream + b"\nendstream")
+        objects.append(stream(b"", body.encode("latin-1")))
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier >>")
     if form:
-        objects.append(
-            b"<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << /Font << /F1 3 0 R"
-            + f" >> >> /Length {len(form)} >>\nstream\n".encode()
-            + form.encode("latin-1")
-            + b"\nendstream"
-        )
+        form_dict = b"/Type /XObject /Subtype /Form /BBox [0 0 612 792]"
+        form_dict += b" /Resources << /Font << /F1 3 0 R >> >>"
+        objects.append(stream(form_dict, form.encode("latin-1")))
     info = None
     if title:
         objects.append(f"<< /Title ({pdf_escape(title)}) >>".encode())

@@ -20,7 +20,7 @@ import logging
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
@@ -34,6 +34,7 @@ from octobrain.knowledge import (
     pdf_columns,
     pdf_notices,
     pdf_pieces,
+    pdf_streams,
     pdf_text,
     rtf_text,
 )
@@ -198,12 +199,13 @@ UNPACK_FACTOR = 10
 # How long a PDF's pages may take to give their text: pages that share one content stream of
 # millions of operators cost pypdf 0.2 s each however little text they hold. Read before each
 # operator too: one page drawing a form of 10 MB of whitespace (10 kB compressed) 200 times
-# made pypdf parse it 200 times, 156 s in one page. A page may still run past it by the parse
-# of one content stream (at most 75 MB inflated, pypdf's bound: about 5 s of whitespace).
+# made pypdf parse it 200 times, 156 s in one page. A page may run past it by the parse of one
+# content stream, bounded in bytes (`pdf_streams.PDF_STREAM_BYTES`, at most 4 s) and tokens.
 PDF_SECONDS = 60.0
-# The most tokens (operators and operands) pypdf parses in one content stream: about 7 s of
-# parsing on a 2-core machine. One page of 990,000 `Tj` operators, 10.7 kB compressed, took
-# 27.5 s and 372 MB (the time then read between pages only). A page of text is a few thousand; a
+# The most tokens (operators and operands) pypdf parses for one page, its forms' counted each
+# time one is drawn: 1 to 2 s of parsing. One page of 990,000 `Tj` operators, 10.7 kB
+# compressed, took 27.5 s and 372 MB (the time then read between pages only); a form of 499,999
+# drawn 5,000 times was read until the time was up. A page of text is a few thousand; a
 # page past it (a dense drawing) is left out of the text, with a warning.
 PDF_PAGE_TOKENS = 500_000
 
@@ -376,6 +378,32 @@ class _OutOfTime(BaseException):
     any `Exception` raised inside a form, as a form it cannot decode.)"""
 
 
+class _TooManyTokens(BaseException):
+    """A page's streams together hold over `PDF_PAGE_TOKENS` tokens (as `_OutOfTime`)."""
+
+
+@dataclass
+class _Bounds:
+    """The time left to read one PDF, and the tokens of the page being read."""
+
+    deadline: float
+    tokens: int = 0
+    large_forms: dict[str, int] = field(default_factory=dict)  # the page's, by name
+
+    def in_time(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise _OutOfTime
+
+    def operator(self, op: object, operands: list[object], *_: object) -> None:
+        """Before each operator pypdf reads, a form's too (each time the form is drawn)."""
+        if op == b"Do" and operands and operands[0] in self.large_forms:
+            raise pdf_streams.StreamTooLarge(self.large_forms[str(operands[0])])
+        self.tokens += 1 + len(operands)
+        if self.tokens > PDF_PAGE_TOKENS:
+            raise _TooManyTokens
+        self.in_time()
+
+
 def _pdf_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     from pypdf import PdfReader
     from pypdf.errors import LimitReachedError
@@ -384,33 +412,31 @@ def _pdf_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     if reader.is_encrypted and not reader.decrypt(""):
         raise InvalidInput("source", f"{uri}: the PDF is encrypted with a password")
     pages: list[str] = []
-    size = left_out = 0
-    deadline = time.monotonic() + PDF_SECONDS
-
-    def in_time(*_: object) -> None:  # before each operator pypdf reads, a form's too
-        if time.monotonic() > deadline:
-            raise _OutOfTime
-
+    size = 0
+    left_out: list[str] = []  # why each page left out was
+    bounds = _Bounds(time.monotonic() + PDF_SECONDS)
+    streams = pdf_streams.PageStreams(bounds.in_time)
     try:
         for number, page in enumerate(reader.pages, 1):  # pypdf bounds each stream it inflates
+            bounds.tokens = 0
             try:
+                bounds.large_forms = streams.check(page)
                 visitor = pdf_pieces.PageText()
-                text = page.extract_text(visitor_text=visitor, visitor_operand_before=in_time)
-                in_time()  # (before layout mode reads the page again)
+                text = page.extract_text(
+                    visitor_text=visitor, visitor_operand_before=bounds.operator
+                )
+                bounds.in_time()  # (before layout mode reads the page again)
                 text = visitor.text(text or "")
                 pages.append(pdf_columns.with_cells(page, text, visitor.whole_lines()))
-            except LimitReachedError:
-                log.warning(
-                    "page %d of the PDF has over %d drawing tokens: its text is left out",
-                    number,
-                    PDF_PAGE_TOKENS,
-                )
-                left_out += 1
+            except (LimitReachedError, _TooManyTokens, pdf_streams.StreamTooLarge) as exc:
+                why = str(exc) if isinstance(exc, pdf_streams.StreamTooLarge) else ""
+                left_out.append(why or f"has over {PDF_PAGE_TOKENS} drawing tokens")
+                log.warning("page %d of the PDF %s: its text is left out", number, left_out[-1])
                 pages.append("")
             size += len(pages[-1])
             if size > max_bytes:
                 raise Unpacked("its text", size)
-            in_time()
+            bounds.in_time()
     except _OutOfTime:
         raise InvalidInput(
             "source",
@@ -420,8 +446,8 @@ def _pdf_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     if left_out and not any(p.strip() for p in pages):
         raise InvalidInput(
             "source",
-            f"{uri}: every page of the PDF with text has over {PDF_PAGE_TOKENS} drawing tokens "
-            f"({left_out} of {len(pages)}); nothing was indexed",
+            f"{uri}: every page of the PDF with text {' or '.join(dict.fromkeys(left_out))} "
+            f"({len(left_out)} of {len(pages)}); nothing was indexed",
         )
     if not any(p.strip() for p in pages):
         raise InvalidInput(

@@ -1,0 +1,104 @@
+"""A PDF page's parse is bounded before pypdf parses it: by its content streams' inflated size
+and by the drawing tokens of all the streams it parses together."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from octobrain.errors import InvalidInput
+from octobrain.knowledge.extract import extract
+from octobrain.knowledge.sources import parse_source, read_file
+
+from .conftest import write_pdf_pages
+
+_CAP = 1 << 20
+_INTRO = "BT /F1 11 Tf 72 700 Td (The intro page.) Tj ET"
+_CLOSING = "BT /F1 11 Tf 72 700 Td (The closing page.) Tj ET"
+_HIDDEN = "BT /F1 11 Tf 72 700 Td (Hidden words.) Tj ET\n"
+
+
+def _text(pdf: Path) -> str:
+    return extract(read_file(parse_source(str(pdf)), _CAP), _CAP).text
+
+
+def _filler(kind: str, size: int) -> str:
+    """`size` bytes or more of content pypdf parses whole, slowly, before any operator is read:
+    one hex string (0.5 s a megabyte), comment lines, one string literal."""
+    if kind == "hex":
+        return "<" + "ab" * (size // 2) + "> Tj"
+    if kind == "comments":
+        return "%\n" * (size // 2 + 1)
+    return "(" + "a" * size + ") Tj"
+
+
+@pytest.mark.parametrize("kind", ["hex", "comments", "string"])
+def test_a_page_whose_content_inflates_past_the_bound_is_left_out_before_it_is_parsed(
+    tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # 75 MB inflated (pypdf's own bound; 75 kB compressed) of one hex string was parsed for
+    # 36 s before the time was first read; of comment lines 15 s, of a string literal 7 s.
+    from octobrain.knowledge.pdf_streams import PDF_STREAM_BYTES
+
+    body = _HIDDEN + _filler(kind, PDF_STREAM_BYTES)
+    pdf = write_pdf_pages(tmp_path / "big.pdf", [_INTRO, body, _CLOSING], deflate=True)
+    with caplog.at_level("WARNING", logger="octobrain.knowledge.extract"):
+        assert _text(pdf) == "The intro page.\n\nThe closing page."
+    assert (
+        f"page 2 of the PDF has a content stream that inflates to {PDF_STREAM_BYTES + 1} bytes "
+        f"or more, over the {PDF_STREAM_BYTES}-byte bound on one: its text is left out"
+    ) in caplog.text
+
+
+def test_a_page_drawing_a_form_that_inflates_past_the_bound_is_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from octobrain.knowledge import pdf_streams
+
+    monkeypatch.setattr(pdf_streams, "PDF_STREAM_BYTES", 1_000)
+    form = _filler("hex", 1_000)
+    pdf = write_pdf_pages(tmp_path / "f.pdf", [_INTRO, _HIDDEN + "/Fm1 Do"], form=form)
+    with caplog.at_level("WARNING", logger="octobrain.knowledge.extract"):
+        assert _text(pdf) == "The intro page."
+    assert "page 2 of the PDF has a content stream that inflates to 1005 bytes or more" in (
+        caplog.text
+    )
+    only = write_pdf_pages(tmp_path / "only.pdf", [_HIDDEN + "/Fm1 Do"], form=form)
+    with pytest.raises(
+        InvalidInput,
+        match=r"every page of the PDF with text has a content stream that inflates to 1005 bytes "
+        r"or more, over the 1000-byte bound on one \(1 of 1\); nothing was indexed",
+    ):
+        _text(only)
+
+
+def test_a_content_stream_of_the_bound_is_read_and_one_byte_more_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from octobrain.knowledge import pdf_streams
+
+    body = _HIDDEN + " " * (1_000 - len(_HIDDEN))
+    assert len(body) == 1_000
+    pdf = write_pdf_pages(tmp_path / "edge.pdf", [_INTRO, body, _CLOSING], deflate=True)
+    monkeypatch.setattr(pdf_streams, "PDF_STREAM_BYTES", 1_000)
+    assert "Hidden words." in _text(pdf)
+    monkeypatch.setattr(pdf_streams, "PDF_STREAM_BYTES", 999)
+    assert _text(pdf) == "The intro page.\n\nThe closing page."
+
+
+def test_a_form_drawn_again_and_again_counts_its_tokens_each_time_it_is_drawn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The token bound was on each stream: a form of 499,999 tokens drawn 5,000 times was
+    # parsed anew each time (2 s here), stopped only by `PDF_SECONDS`.
+    from octobrain.knowledge import extract as extraction
+
+    monkeypatch.setattr(extraction, "PDF_PAGE_TOKENS", 1_000)
+    form = "0 0 m " * 200 + "BT /F1 11 Tf 72 700 Td (Drawn by the form.) Tj ET"  # 610 tokens
+    once = write_pdf_pages(tmp_path / "once.pdf", [_INTRO, "/Fm1 Do"], form=form)
+    assert "Drawn by the form." in _text(once)
+    thrice = write_pdf_pages(tmp_path / "thrice.pdf", [_INTRO, "/Fm1 Do " * 3], form=form)
+    with caplog.at_level("WARNING", logger="octobrain.knowledge.extract"):
+        assert _text(thrice) == "The intro page."
+    assert "page 2 of the PDF has over 1000 drawing tokens: its text is left out" in caplog.text
