@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -246,3 +247,32 @@ def test_a_small_file_changed_after_its_check_is_written_as_checked(
     written = _brain(tmp_path / "db")._snapshots().load()
     assert written is not None and written.where not in (None, opened.where)
     assert (written.where / file).read_bytes() == checked
+
+
+def test_a_snapshot_replaced_before_its_changed_index_is_merged_is_not_called_damaged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: the merge opened bm25.docs.npy by its path, which another process's newer
+    # snapshot had removed with the rest of the old one's directory: a healthy store was
+    # 'memory snapshot damaged (bm25.docs.npy: No such file or directory (os error 2));
+    # rebuilding from the store', the resident service's mirror rebuilt. Now the merge reads
+    # the file the snapshot opened (and checks), as its queries and its writer's copy do.
+    ids = _store_with_snapshot(tmp_path / "db")
+    process = _brain(tmp_path / "db")  # (a long-lived one: the resident service)
+    corpus = process.retriever.corpus
+    _hits(process, "setting zq2", record_access=False)
+    assert corpus.reads_snapshot and corpus._source is not None
+    process.memorize("Fresh note", "The cache uses setting zqnew.")  # the index changed
+    _hits(process, "setting zq3", record_access=False)
+    corpus.wait_for_snapshot()  # (its tail left beside the snapshot)
+    opened = corpus._source.where
+    shutil.rmtree(opened)  # (as another process's newer snapshot left it)
+    with caplog.at_level(logging.WARNING):
+        corpus.save_snapshot()
+    assert "damaged" not in caplog.text
+    reader = _brain(tmp_path / "db")
+    written = reader._snapshots().load()  # this process's, merged from what it opened
+    assert written is not None and written.where not in (None, opened)
+    assert written.version == corpus._version
+    assert _hits(reader, "setting zq17", record_access=False)[0] == ids[17]
+    assert _hits(reader, "setting zqnew", record_access=False)

@@ -46,6 +46,12 @@ class PageCheck:
         self._lock = threading.Lock()
 
     @property
+    def opened(self) -> str:
+        """A path that opens the file it checks as it was opened (its descriptor's, `/dev/fd/N`),
+        even once another process's newer snapshot has removed this one's directory."""
+        return f"/dev/fd/{self._fd}"
+
+    @property
     def size(self) -> int:
         """The size of the file it checks (the one opened, even if since replaced)."""
         return os.fstat(self._fd).st_size
