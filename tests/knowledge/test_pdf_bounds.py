@@ -102,3 +102,15 @@ def test_a_form_drawn_again_and_again_counts_its_tokens_each_time_it_is_drawn(
     with caplog.at_level("WARNING", logger="octobrain.knowledge.extract"):
         assert _text(thrice) == "The intro page."
     assert "page 2 of the PDF has over 1000 drawing tokens: its text is left out" in caplog.text
+
+
+def test_a_page_of_one_long_word_is_read_and_its_cut_words_still_join(tmp_path: Path) -> None:
+    # Joining words cut at a line end read on from each letter of a word to its end: one word
+    # of 40,000 letters (one `Tj`, 250 bytes compressed) took 74 s; of 200,000, half an hour.
+    word = "a" * 200_000
+    lines = ["Word list:", word, "The infor-", "mation desk opens.", "Ask for information."]
+    body = "BT /F1 11 Tf 14 TL 72 760 Td " + " ".join(f"({line}) Tj T*" for line in lines) + " ET"
+    pdf = write_pdf_pages(tmp_path / "word.pdf", [body], deflate=True)
+    text = _text(pdf)
+    assert word in text.split("\n")
+    assert "The information\ndesk opens." in text
