@@ -200,7 +200,8 @@ UNPACK_FACTOR = 10
 # millions of operators cost pypdf 0.2 s each however little text they hold. Read before each
 # operator too: one page drawing a form of 10 MB of whitespace (10 kB compressed) 200 times
 # made pypdf parse it 200 times, 156 s in one page. A page may run past it by the parse of one
-# content stream, bounded in bytes (`pdf_streams.PDF_STREAM_BYTES`, at most 4 s) and tokens.
+# content stream, bounded in bytes (`pdf_streams.PDF_STREAM_BYTES`: 4 s) and tokens, and the
+# text of one operator in it (a string of that size: up to 11 s).
 PDF_SECONDS = 60.0
 # The most tokens (operators and operands) pypdf parses for one page, its forms' counted each
 # time one is drawn: 1 to 2 s of parsing. One page of 990,000 `Tj` operators, 10.7 kB

@@ -15,7 +15,8 @@ from typing import Any
 
 # The most bytes one content stream a page's text is read from may inflate to: pypdf parses
 # at most 0.5 s a megabyte (a hex string; whitespace 0.1 s, comment lines 0.2 s), so one parse
-# runs past the deadline by 4 s at the most. Real pages are far below it: 0.3 to 19 kB in the
+# runs past the deadline by 4 s at the most; the text of one operator in it is not timed either
+# (one `Tj` of a 7.9 MB hex string: 11 s more). Real pages are far below it: 0.3 to 19 kB in the
 # PDFs LibreOffice and TeX make (3,000 tokens, 6 to 10 bytes each); a page of
 # `extract.PDF_PAGE_TOKENS` (500,000) such tokens is 3 to 5 MB, and is left out anyway.
 PDF_STREAM_BYTES = 8 * 1024 * 1024
