@@ -181,7 +181,7 @@ def test_an_odt_list_style_s_levels_are_read_once_not_for_each_list(
 ) -> None:
     # Before: each list looked its level up among all its style's levels: 20,000 levels and
     # 1,000 lists (1 MB) took 24 s, 6 MB of each hours. ODF defines ten levels.
-    from octobrain.knowledge import odt_text
+    from octobrain.knowledge import odt_numbering
 
     levels, lists = 2_000, 100
     styles = (
@@ -194,14 +194,14 @@ def test_an_odt_list_style_s_levels_are_read_once_not_for_each_list(
     body = f'<text:list text:style-name="Many">{item}</text:list>' * lists
     odt = write_odt(tmp_path / "levels.odt", body, styles=styles)
     reads = 0
-    level_number = odt_text._level_number
+    level_number = odt_numbering.level_number
 
     def counted(value: Any) -> int:
         nonlocal reads
         reads += 1
         return level_number(value)
 
-    monkeypatch.setattr(odt_text, "_level_number", counted)
+    monkeypatch.setattr(odt_numbering, "level_number", counted)
     assert _text(odt) == "\n\n".join(["1 drain"] * lists)
     assert reads < 2 * (levels + lists)  # (before: 200,000)
 

@@ -213,3 +213,88 @@ def test_an_rtf_whose_binary_picture_holds_braces_is_read(tmp_path: Path) -> Non
         b"{\\rtf1\\ansi {\\pict\\wmetafile8\\bin5000 " + picture + b"}\\par Real text after it.}"
     )
     assert _read(path)[1].strip() == "Real text after it."
+
+
+def test_an_odt_s_headers_and_footers_are_read_once_first_and_last(tmp_path: Path) -> None:
+    # Before: left out (styles.xml was read for its styles only): the header a runbook's
+    # every page carries, "ACME internal: OPS-114", was found by no search. As a DOCX's: each
+    # line once however many page styles repeat it, page counts left out, a header or footer
+    # switched off (`style:display="false"`) not read; the first page's, as LibreOffice
+    # writes it in ODF 1.2 (`loext:footer-first`) or 1.3 (`style:footer-first`).
+    header = "<style:header><text:p>ACME internal: OPS-114</text:p></style:header>"
+    styles = (
+        '<office:master-styles><style:master-page style:name="Standard">'
+        f"{header}"
+        '<style:header-left style:display="false"><text:p>Switched off</text:p>'
+        "</style:header-left><style:footer><text:p>Page <text:page-number>1</text:page-number>"
+        " of <text:page-count>3</text:page-count></text:p><style:region-right><text:p>"
+        "Owner: platform team</text:p></style:region-right></style:footer></style:master-page>"
+        f'<style:master-page style:name="Landscape">{header}<loext:footer-first xmlns:loext='
+        '"urn:org:documentfoundation:names:experimental:office:xmlns:loext:1.0"><text:p>'
+        "Printed copies are not controlled</text:p></loext:footer-first>"
+        "</style:master-page></office:master-styles>"
+    )
+    body = '<text:h text:outline-level="1">Rotate keys</text:h><text:p>Monthly.</text:p>'
+    text = _read(write_odt(tmp_path / "runbook.odt", body, styles=styles))[1]
+    assert text == (
+        "ACME internal: OPS-114\n\n# Rotate keys\n\nMonthly.\n\n"
+        "Owner: platform team\n\nPrinted copies are not controlled"
+    )
+
+
+def test_an_odt_list_continued_after_a_paragraph_goes_on_numbering(tmp_path: Path) -> None:
+    # Before: every `text:list` started again at its style's start: steps 3 and 4, after a
+    # paragraph between them, read "1. Snapshot the volume" and "2. Restart the service", and
+    # an item holding only a nested list counted as one. Now numbered as LibreOffice shows
+    # them: `text:continue-numbering` goes on from the list before it if of the same style,
+    # `text:continue-list` from the list it names (and those it continued), nested levels too.
+    def item(text: str, inner: str = "") -> str:
+        return f"<text:list-item><text:p>{text}</text:p>{inner}</text:list-item>"
+
+    nested = f"<text:list>{item('check its size')}</text:list>"
+    body = (
+        f'<text:list xml:id="list1" text:style-name="L1">{item("Drain the node")}'
+        f"{item('Stop the service')}</text:list><text:p>Wait for the alert to clear.</text:p>"
+        f'<text:list xml:id="list2" text:continue-numbering="true" text:style-name="L1">'
+        f"{item('Snapshot the volume', nested)}</text:list><text:p>Elsewhere:</text:p>"
+        f'<text:list xml:id="list3" text:style-name="L1">{item("Unrelated")}</text:list>'
+        '<text:list text:continue-numbering="true"><text:list-item><text:p>a bullet'
+        '</text:p></text:list-item></text:list><text:list text:continue-list="list2" '
+        'text:style-name="L1"><text:list-item><text:list>'
+        f"{item('verify its checksum')}</text:list></text:list-item>"
+        f"{item('Restart the service')}</text:list>"
+    )
+    text = _read(write_odt(tmp_path / "steps.odt", body))[1]
+    assert text.split("\n\n") == [
+        "1. Drain the node",
+        "2. Stop the service",
+        "Wait for the alert to clear.",
+        "3. Snapshot the volume",
+        "a) check its size",
+        "Elsewhere:",
+        "1. Unrelated",
+        "- a bullet",
+        "b) verify its checksum",
+        "4. Restart the service",
+    ]
+
+
+def test_an_odt_s_preformatted_paragraphs_are_one_code_block_as_they_show(tmp_path: Path) -> None:
+    # Before: each line of a code sample in LibreOffice's "Preformatted Text" (or a style
+    # built on it) was a paragraph of its own, its indentation and blank lines dropped:
+    # "def rotate(key):\n\nreturn key[::-1]". Now one block as it shows, as a DOCX's.
+    styles = (
+        '<office:styles><style:style style:name="Preformatted_20_Text" style:display-name='
+        '"Preformatted Text" style:family="paragraph"/><style:style style:name="Shell" '
+        'style:family="paragraph" style:parent-style-name="Preformatted_20_Text"/>'
+        "</office:styles>"
+    )
+    code = '<text:p text:style-name="Preformatted_20_Text">'
+    body = (
+        f"<text:p>Run:</text:p>{code}def rotate(key):</text:p><text:soft-page-break/>"
+        f'{code}<text:s text:c="4"/>return key[::-1]</text:p>{code}</text:p>'
+        '<text:p text:style-name="Shell">rotate("k") <text:s/># twice</text:p>'
+        "<text:p>Done.</text:p>"
+    )
+    text = _read(write_odt(tmp_path / "code.odt", body, styles=styles))[1]
+    assert text == 'Run:\n\ndef rotate(key):\n    return key[::-1]\n\nrotate("k")  # twice\n\nDone.'

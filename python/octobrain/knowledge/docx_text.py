@@ -58,17 +58,17 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
     code: list[str] = []  # the lines of the code block being read
     for item in _docx_content(body):
         if item.tag == _W_TBL:
-            _end_code(blocks, code)
+            end_code(blocks, code)
             cells = _docx_rows(item, blocks, cells, notes)
             continue
         shown = _docx_text(item, notes).rstrip()
         style_element = item.find(f"{_W_PPR}/{_W_PSTYLE}")
         style_id = None if style_element is None else style_element.get(_W_VAL)
         style = styles.get(style_id, default) if style_id else default
-        if _CODE_STYLE.search(style):  # a line of a code sample: its blank lines kept
+        if CODE_STYLE.search(style):  # a line of a code sample: its blank lines kept
             code.append(shown)
             continue
-        _end_code(blocks, code)
+        end_code(blocks, code)
         text = shown.strip()
         if not shows_something(text):  # (nor one of zero-width spaces: no heading of none)
             continue
@@ -83,7 +83,7 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
             blocks.append("- " + text)
         else:
             blocks.append(shown.lstrip("\n"))  # indented as it shows (a line of code)
-    _end_code(blocks, code)
+    end_code(blocks, code)
     _add_notes(blocks, notes, FOOTNOTE)
     _add_notes(blocks, notes, COMMENT)
     _add_notes(blocks, notes, ENDNOTE)
@@ -93,11 +93,11 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
 
 # The paragraph styles of code samples (Word's "HTML Preformatted", "Macro Text" and "Plain
 # Text", LibreOffice's "Preformatted Text", a template's "Code" or "Source Code"): their
-# paragraphs are the lines of one block, their empty ones its blank lines.
-_CODE_STYLE = re.compile(r"(?i)\b(?:code|preformatted|macro text|plain text)\b")
+# paragraphs are the lines of one block, their empty ones its blank lines (an ODT's too).
+CODE_STYLE = re.compile(r"(?i)\b(?:code|preformatted|macro text|plain text)\b")
 
 
-def _end_code(blocks: list[str], code: list[str]) -> None:
+def end_code(blocks: list[str], code: list[str]) -> None:
     """The code block read so far (`code`, its lines) as one block; `code` emptied."""
     text = "\n".join(code).strip("\n")
     if shows_something(text):

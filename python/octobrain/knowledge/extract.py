@@ -106,7 +106,8 @@ MIME_TYPES = {
 # PDF 6: cells of rows drawn in one text object; PDF 7: spaces squeezed but in fixed pitch;
 # EPUB 2: a chapter titled only by the book's title a section of its own; DOCX 5: a
 # header's text box read once, with its paragraph; RTF 2: its `\\title`, raw bytes in its
-# code page; DOCX 6: a text box's fallback copy left out of headers, footers and notes.)
+# code page; DOCX 6: a text box's fallback copy left out of headers, footers and notes;
+# ODT 2: headers and footers, lists numbered on where they continue, code paragraphs.)
 EXTRACTOR_VERSIONS = {
     DocType.HTML: 3,
     DocType.MARKDOWN: 2,
@@ -114,7 +115,7 @@ EXTRACTOR_VERSIONS = {
     DocType.PDF: 7,
     DocType.DOCX: 6,
     DocType.EPUB: 2,
-    DocType.ODT: 1,
+    DocType.ODT: 2,
     DocType.RTF: 2,
 }
 

@@ -4,8 +4,10 @@ on what the zip unpacks to.
 
 An ODT says what each paragraph is in its XML: `text:h` is a heading of `text:outline-level`,
 `text:list` a list whose style (`text:list-style`, among the automatic styles or in
-`styles.xml`) numbers its items or bullets them, `table:table` a table, `text:note` a footnote
-or endnote with its text where it is cited, `office:annotation` a reviewer's comment. Read with
+`styles.xml`) numbers its items or bullets them (`odt_numbering.py`), `table:table` a table,
+`text:note` a footnote or endnote with its text where it is cited, `office:annotation` a
+reviewer's comment; a paragraph in a code style (LibreOffice's "Preformatted Text") a line of
+code; a page style (`style:master-page` in `styles.xml`) its headers and footers. Read with
 the zip and the XML parser the EPUB reader uses (no entities, no network): odfdo, the
 maintained ODF library, parses with lxml's defaults and renders notes and tables otherwise."""
 
@@ -16,7 +18,10 @@ import zipfile
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from octobrain.knowledge.docx_numbering import counter, letters, roman
+from octobrain.knowledge.docx_notes import page_count_only
+from octobrain.knowledge.docx_numbering import roman
+from octobrain.knowledge.docx_text import CODE_STYLE, end_code
+from octobrain.knowledge.odt_numbering import ListCounts, count, level_number, list_styles, marker
 from octobrain.knowledge.unpacked import Unpacked, package_xml
 from octobrain.safe_text import shows_something
 
@@ -44,11 +49,13 @@ _SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"
 # The longest run of spaces a `text:s` makes: an indent or a gap in a line, never a page of
 # them (200 counts of a billion, in a 2 kB file, asked for 200 GB).
 _MOST_SPACES = 100
-# A list style's number is printed before each of its items: its start at most 9 digits
-# (`docx_numbering.counter`; LibreOffice's dialog stops at 65,535, Word's at 32,767), the
-# text around it (`Step `, `)`) at most 40 characters each. A 4,000-digit start, or a 1 MB
-# `num-prefix`, was printed again before every item: 80 to 20,000 times the bytes of the item.
-_AFFIX_CHARS = 40
+# What a page style repeats on its pages: its headers and footers, on left pages, on the first
+# (LibreOffice wrote the first page's in its own namespace before ODF 1.3 named them).
+_LOEXT = "{urn:org:documentfoundation:names:experimental:office:xmlns:loext:1.0}"
+_HEADERS = (f"{_STYLE}header", f"{_STYLE}header-left", f"{_STYLE}header-first",
+            f"{_LOEXT}header-first")  # fmt: skip
+_FOOTERS = (f"{_STYLE}footer", f"{_STYLE}footer-left", f"{_STYLE}footer-first",
+            f"{_LOEXT}footer-first")  # fmt: skip
 
 
 class _Notes:
@@ -68,7 +75,7 @@ class _Notes:
         body = note.find(f"{_TEXT}note-body")
         parts: list[str] = []
         if body is not None:
-            _read_blocks(body, parts, self, _Styles({}, {}))
+            _read_blocks(body, parts, self, _Styles({}, {}, frozenset(), ListCounts()))
         text = " ".join(" ".join(parts).split())
         (self.footnotes if kind == "footnote" else self.endnotes).append(f"{marker}: {text}")
         return marker
@@ -88,25 +95,26 @@ class _Notes:
         self.comments.clear()
 
 
-def _own_paragraphs(annotation: Any) -> Iterator[Any]:
-    """The paragraphs of a comment that are not inside another of its paragraphs or another
-    comment (which `_inline` reads with theirs): each read once. Read every one, a comment in
-    a comment's paragraph was read again by each comment around it, 2**depth times (18 deep,
-    1 kB: 2.6 MB of text; 30 deep, gigabytes)."""
-    for paragraph in annotation.iter(_P):
+def _own_paragraphs(root: Any) -> Iterator[Any]:
+    """The paragraphs of a comment (or a header) that are not inside another of its
+    paragraphs or another comment (which `_inline` reads with theirs): each read once. Read
+    every one, a comment in a comment's paragraph was read again by each comment around it,
+    2**depth times (18 deep, 1 kB: 2.6 MB of text; 30 deep, gigabytes)."""
+    for paragraph in root.iter(_P, _H):
         holder = paragraph.getparent()
-        while holder is not annotation and holder.tag not in (_P, _H, _ANNOTATION):
+        while holder is not root and holder.tag not in (_P, _H, _ANNOTATION):
             holder = holder.getparent()
-        if holder is annotation:
+        if holder is root:
             yield paragraph
 
 
 def title_and_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     """The title (`dc:title` of `meta.xml`) and text of an ODT: headings as `#` lines, list
-    items as `- ` or numbered (`2. `) lines, tables a line a row (`a | b`), footnotes
-    (`[^1]: …`) and comments (`Comment (author): …`) after the section citing them, endnotes
-    (`[^i]: …`) at the end; `Unpacked` past `max_bytes` (the zip) or `MARKUP_BYTES` (one
-    part's XML)."""
+    items as `- ` or numbered (`2. `) lines, tables a line a row (`a | b`), a code sample's
+    lines one block, footnotes (`[^1]: …`) and comments (`Comment (author): …`) after the
+    section citing them, endnotes (`[^i]: …`) at the end, its headers' and footers' lines once
+    each, first and last; `Unpacked` past `max_bytes` (the zip) or `MARKUP_BYTES` (one part's
+    XML)."""
     with zipfile.ZipFile(io.BytesIO(data)) as package:  # an entry never inflates past its size
         entries = package.infolist()
         size = sum(entry.file_size for entry in entries)
@@ -120,15 +128,35 @@ def title_and_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
             meta = package_xml(package, named, "meta.xml", uri, "ODT")
         if "styles.xml" in named:
             styles = package_xml(package, named, "styles.xml", uri, "ODT")
-    styling = _Styles(_list_styles(content, styles), _heading_styles(content, styles))
+    headings, code = _paragraph_styles(content, styles)
+    styling = _Styles(list_styles(content, styles), headings, code, ListCounts())
     body = content.find(f"{_OFFICE}body/{_OFFICE}text")
-    blocks: list[str] = []
+    blocks = _running_lines(styles, _HEADERS)
     notes = _Notes()
     if body is not None:
         _read_blocks(body, blocks, notes, styling)
     notes.section_end(blocks)
     blocks.extend(notes.endnotes)
+    blocks.extend(_running_lines(styles, _FOOTERS))
     return _title(meta), "\n\n".join(blocks)
+
+
+def _running_lines(styles: Any, kinds: tuple[str, ...]) -> list[str]:
+    """The distinct lines of the headers or footers (`kinds`) of the page styles in
+    `styles.xml`, page counts left out, those switched off (`style:display="false"`) not
+    read: a line repeated on every page, or by every page style, is worth finding once."""
+    lines: dict[str, None] = {}
+    if styles is None:
+        return []
+    for page in styles.iter(f"{_STYLE}master-page"):
+        for part in page:
+            if part.tag not in kinds or part.get(f"{_STYLE}display") == "false":
+                continue
+            for paragraph in _own_paragraphs(part):
+                text = " ".join(_inline(paragraph, _Notes()).split())
+                if shows_something(text) and not page_count_only(text):
+                    lines.setdefault(text)
+    return list(lines)
 
 
 def _refuse_encrypted(package: zipfile.ZipFile, named: dict[str, Any], uri: str) -> None:
@@ -155,46 +183,26 @@ def _title(meta: Any) -> str:
     return ""
 
 
-def _list_styles(content: Any, styles: Any) -> dict[str, dict[int, Any]]:
-    """The list styles by name: the automatic ones (`content.xml`) and the named ones
-    (`styles.xml`), each as its levels' numbering (None: bullets), read once. Looked up
-    among a style's levels for each list, 20,000 levels and 1,000 lists (1 MB) took 24 s."""
-    found: dict[str, dict[int, Any]] = {}
-    for root in (styles, content):
-        if root is not None:
-            for style in root.iter(f"{_TEXT}list-style"):
-                name = str(style.get(f"{_STYLE}name", ""))
-                if name not in found:
-                    found[name] = _levels(style)
-    return found
-
-
-def _levels(list_style: Any) -> dict[int, Any]:
-    """The numbering of each level of `list_style`, None for bullets (its first definition
-    of a level counts)."""
-    levels: dict[int, Any] = {}
-    for level in list_style:
-        number = level.tag == f"{_TEXT}list-level-style-number"
-        levels.setdefault(_level_number(level.get(f"{_TEXT}level")), level if number else None)
-    return levels
-
-
 class _Styles(NamedTuple):
-    """The styles the text is read by: list styles by name, and the levels of the paragraph
-    styles that make a heading."""
+    """The styles the text is read by: list styles by name, the levels of the paragraph
+    styles that make a heading, the paragraph styles of code; and the lists' counters."""
 
     lists: dict[str, dict[int, Any]]
     headings: dict[str, int]
+    code: frozenset[str]
+    counts: ListCounts
 
 
-def _heading_styles(content: Any, styles: Any) -> dict[str, int]:
-    """The paragraph styles that make a heading, by name: their level, as
-    their own `style:default-outline-level`, or a parent's, says (or their name: `Heading 2`,
-    `Title`). LibreOffice writes a heading that starts a page as a `text:p` of such a style."""
+def _paragraph_styles(content: Any, styles: Any) -> tuple[dict[str, int], frozenset[str]]:
+    """The paragraph styles that make a heading, by name: their level, as their own
+    `style:default-outline-level`, or a parent's, says (or their name: `Heading 2`, `Title`);
+    LibreOffice writes a heading that starts a page as a `text:p` of such a style. And those
+    of code: named so (`docx_text.CODE_STYLE`: "Preformatted Text"), or built on one."""
     import re
 
     parents: dict[str, str] = {}
     levels: dict[str, int] = {}
+    code: dict[str, bool] = {}
     for root in (styles, content):
         if root is None:
             continue
@@ -205,29 +213,40 @@ def _heading_styles(content: Any, styles: Any) -> dict[str, int]:
             parents[name] = str(style.get(f"{_STYLE}parent-style-name", ""))
             shown = str(style.get(f"{_STYLE}display-name") or name.replace("_20_", " "))
             named = re.fullmatch(r"(?i)heading (\d)", shown)
+            if CODE_STYLE.search(shown):
+                code[name] = True
             if style.get(f"{_STYLE}default-outline-level"):
                 levels[name] = _level(style.get(f"{_STYLE}default-outline-level"))
             elif named or shown.lower() == "title":
                 levels[name] = _level(named.group(1) if named else 1)
-    found: dict[str, int] = {}
-    for name in parents:
-        seen: set[str] = set()
-        at = name
-        while at and at not in levels and at not in seen and len(seen) < 32:
-            seen.add(at)
-            at = parents.get(at, "")
-        if at in levels:
-            found[name] = levels[at]
-    return found
+    found = {name: level for name in parents if (level := _inherited(name, levels, parents))}
+    return found, frozenset(name for name in parents if _inherited(name, code, parents))
+
+
+def _inherited(name: str, own: dict[str, Any], parents: dict[str, str]) -> Any:
+    """What the style `name`, or the nearest of its parents (32 at most), has in `own`."""
+    seen: set[str] = set()
+    at = name
+    while at and at not in own and at not in seen and len(seen) < 32:
+        seen.add(at)
+        at = parents.get(at, "")
+    return own.get(at)
 
 
 def _read_blocks(
     element: Any, blocks: list[str], notes: _Notes, styling: _Styles, tables: bool = True
 ) -> None:
     """The blocks among the children of `element`, in order, onto `blocks` (its tables too
-    unless `tables` is false: a cell's come after its row)."""
+    unless `tables` is false: a cell's come after its row); a run of paragraphs in a code
+    style one block, as its lines show."""
+    code: list[str] = []  # the lines of the code block being read
     for child in element:
         tag = child.tag
+        if tag == _P and str(child.get(f"{_TEXT}style-name")) in styling.code:
+            code.append(_inline(child, notes).rstrip())
+            continue
+        if tag != f"{_TEXT}soft-page-break":  # (a page break in a code sample goes on with it)
+            end_code(blocks, code)
         if tag == _H:
             notes.section_end(blocks)  # (before its text: a comment on it is of its section)
             text = " ".join(_inline(child, notes).split())
@@ -244,12 +263,13 @@ def _read_blocks(
             if shows_something(text):
                 blocks.append(text)
         elif tag == _LIST:
-            _read_list(child, blocks, notes, styling, 1, "")
+            _read_list(child, blocks, notes, styling)
         elif tag == _TBL:
             if tables:
                 _read_table(child, blocks, notes, styling)
         elif tag in _WRAPPERS:
             _read_blocks(child, blocks, notes, styling, tables)
+    end_code(blocks, code)
 
 
 def _level(value: Any) -> int:
@@ -260,59 +280,38 @@ def _level(value: Any) -> int:
 
 
 def _read_list(
-    element: Any, blocks: list[str], notes: _Notes, styling: _Styles, depth: int, style: str
+    element: Any,
+    blocks: list[str],
+    notes: _Notes,
+    styling: _Styles,
+    depth: int = 1,
+    style: str = "",
+    counts: dict[int, int] | None = None,
 ) -> None:
-    """A list's items, a line each, its marker as the list's style gives it at `depth`;
-    nested lists after their item's line."""
+    """A list's items, a line each, its marker as the list's style gives it at `depth`,
+    numbered on from the list it continues (`counts`: its counters; a list not in a list
+    finds them); nested lists after their item's line."""
     style = str(element.get(f"{_TEXT}style-name") or style)
+    if counts is None:
+        counts = styling.counts.begin(element, style)
     number_style = styling.lists.get(style, {}).get(depth)
-    number = _start(number_style)
     for item in element:
         if item.tag not in (_ITEM, _LIST_HEADER):
             continue
-        if item.get(f"{_TEXT}start-value"):
-            number = _level_number(item.get(f"{_TEXT}start-value"))
-        marker = "" if item.tag == _LIST_HEADER else _marker(number_style, number)
+        shown = ""  # a list header's, or an item's holding no paragraph: no number
+        if item.tag == _ITEM and any(child.tag in (_P, _H) for child in item):
+            shown = marker(number_style, count(counts, depth, item, number_style))
         first = True
         for child in item:
             if child.tag == _LIST:
-                _read_list(child, blocks, notes, styling, depth + 1, style)
+                _read_list(child, blocks, notes, styling, depth + 1, style, counts)
             elif child.tag in (_P, _H):
                 text = " ".join(_inline(child, notes).split())
                 if shows_something(text):
-                    blocks.append((marker if first else "  ") + text)
+                    blocks.append((shown if first else "  ") + text)
                     first = False
             elif child.tag == _TBL:
                 _read_table(child, blocks, notes, styling)
-        if item.tag == _ITEM:
-            number += 1
-
-
-def _start(number_style: Any) -> int:
-    return 1 if number_style is None else _level_number(number_style.get(f"{_TEXT}start-value"))
-
-
-def _level_number(value: Any) -> int:
-    """A start value or a level: a count (`counter`'s bound), else 1."""
-    return max(0, counter(value, 1))
-
-
-def _marker(number_style: Any, number: int) -> str:
-    """`- `, or the item's number as the style prints it (`1.`, `a)`, `iv.`)."""
-    if number_style is None:
-        return "- "
-    form = str(number_style.get(f"{_STYLE}num-format", "1"))
-    if form == "":  # a numbered style that shows no number
-        return "- "
-    shown = {
-        "a": letters(number),
-        "A": letters(number).upper(),
-        "i": roman(number),
-        "I": roman(number).upper(),
-    }.get(form, str(number))
-    prefix = str(number_style.get(f"{_STYLE}num-prefix", ""))[:_AFFIX_CHARS]
-    suffix = str(number_style.get(f"{_STYLE}num-suffix", ""))[:_AFFIX_CHARS]
-    return f"{prefix}{shown}{suffix} "
 
 
 def _read_table(table: Any, blocks: list[str], notes: _Notes, styling: _Styles) -> None:
@@ -350,7 +349,7 @@ def _inline(paragraph: Any, notes: _Notes) -> str:
     for child in paragraph:
         tag = child.tag
         if tag == f"{_TEXT}s":
-            out.append(" " * min(_level_number(child.get(f"{_TEXT}c") or 1), _MOST_SPACES))
+            out.append(" " * min(level_number(child.get(f"{_TEXT}c") or 1), _MOST_SPACES))
         elif tag in _INLINE:
             out.append(_INLINE[tag])
         elif tag == _NOTE:

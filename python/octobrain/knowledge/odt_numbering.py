@@ -1,0 +1,114 @@
+"""ODT list numbers: the `1.`, `a)` or `iv.` LibreOffice shows before a list item.
+
+A list's style (`text:list-style`, automatic in `content.xml` or named in `styles.xml`) says
+per level whether its items are numbered (`text:list-level-style-number`: format, start, the
+text around the number) or bulleted. Counters run per list, as LibreOffice counts them: a list
+that continues another (ODF 1.2: `text:continue-list="<xml:id>"`, or
+`text:continue-numbering="true"` after a list of the same style) goes on from its last
+numbers, nested levels too; an item at a level starts the levels under it afresh; an item
+holding no paragraph of its own (only a nested list) shows no number and counts none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from octobrain.knowledge.docx_numbering import counter, letters, roman
+
+_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+_STYLE = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}"
+_XML_ID = "{http://www.w3.org/XML/1998/namespace}id"
+_START = f"{_TEXT}start-value"
+# A list style's number is printed before each of its items: its start at most 9 digits
+# (`docx_numbering.counter`; LibreOffice's dialog stops at 65,535, Word's at 32,767), the
+# text around it (`Step `, `)`) at most 40 characters each. A 4,000-digit start, or a 1 MB
+# `num-prefix`, was printed again before every item: 80 to 20,000 times the bytes of the item.
+_AFFIX_CHARS = 40
+
+
+def list_styles(content: Any, styles: Any) -> dict[str, dict[int, Any]]:
+    """The list styles by name: the automatic ones (`content.xml`) and the named ones
+    (`styles.xml`), each as its levels' numbering (None: bullets), read once. Looked up
+    among a style's levels for each list, 20,000 levels and 1,000 lists (1 MB) took 24 s."""
+    found: dict[str, dict[int, Any]] = {}
+    for root in (styles, content):
+        if root is not None:
+            for style in root.iter(f"{_TEXT}list-style"):
+                name = str(style.get(f"{_STYLE}name", ""))
+                if name not in found:
+                    found[name] = _levels(style)
+    return found
+
+
+def _levels(list_style: Any) -> dict[int, Any]:
+    """The numbering of each level of `list_style`, None for bullets (its first definition
+    of a level counts)."""
+    levels: dict[int, Any] = {}
+    for level in list_style:
+        number = level.tag == f"{_TEXT}list-level-style-number"
+        levels.setdefault(level_number(level.get(f"{_TEXT}level")), level if number else None)
+    return levels
+
+
+def level_number(value: Any) -> int:
+    """A start value, a level or a count: a count (`counter`'s bound), else 1."""
+    return max(0, counter(value, 1))
+
+
+class ListCounts:
+    """The counters of a document's lists, in document order: each list's last number at
+    each level, shared by the lists that continue it."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, dict[int, int]] = {}
+        self._last: tuple[str, dict[int, int]] | None = None  # the last list's style, counts
+
+    def begin(self, element: Any, style: str) -> dict[int, int]:
+        """The counters of the list `element` (not nested in another list; of list style
+        `style`): those of the list it continues, else new ones. As LibreOffice reads it,
+        `continue-list` naming a list not read yet continues none, and `continue-numbering`
+        continues the list before only if its style is the same."""
+        named = element.get(f"{_TEXT}continue-list")
+        counts = self._by_id.get(str(named)) if named is not None else None
+        numbering = element.get(f"{_TEXT}continue-numbering") == "true"
+        if named is None and numbering and self._last is not None and self._last[0] == style:
+            counts = self._last[1]
+        if counts is None:
+            counts = {}
+        if element.get(_XML_ID) is not None:
+            self._by_id.setdefault(str(element.get(_XML_ID)), counts)
+        self._last = (style, counts)
+        return counts
+
+
+def count(counts: dict[int, int], depth: int, item: Any, number_style: Any) -> int:
+    """The number of the list item `item` at `depth` (its own `text:start-value`, else one
+    past its level's last, else its level's start), the levels under it started afresh."""
+    if item.get(_START):
+        number = level_number(item.get(_START))
+    elif depth in counts:
+        number = counts[depth] + 1
+    else:  # (no start: 1)
+        number = level_number(None if number_style is None else number_style.get(_START))
+    counts[depth] = number
+    for deeper in [level for level in counts if level > depth]:
+        del counts[deeper]
+    return number
+
+
+def marker(number_style: Any, number: int) -> str:
+    """`- `, or the item's number as the style prints it (`1.`, `a)`, `iv.`)."""
+    if number_style is None:
+        return "- "
+    form = str(number_style.get(f"{_STYLE}num-format", "1"))
+    if form == "":  # a numbered style that shows no number
+        return "- "
+    shown = {
+        "a": letters(number),
+        "A": letters(number).upper(),
+        "i": roman(number),
+        "I": roman(number).upper(),
+    }.get(form, str(number))
+    prefix = str(number_style.get(f"{_STYLE}num-prefix", ""))[:_AFFIX_CHARS]
+    suffix = str(number_style.get(f"{_STYLE}num-suffix", ""))[:_AFFIX_CHARS]
+    return f"{prefix}{shown}{suffix} "
