@@ -344,6 +344,11 @@ def test_a_writer_killed_mid_snapshot_leaves_the_old_one_in_force(tmp_path: Path
     reader = _brain(tmp_path / "db")
     assert _found(reader, "zqkilled")[0] == ids[4]
     assert _opened_from_snapshot(reader)
+    # The next snapshot written drops what the dead writer left (before: kept for an hour,
+    # a snapshot's size each: 13 killed writers left 280 MB at 10,000 memories).
+    reader.memorize("Fresh note", "The cache uses setting zqnew.")
+    reader.retriever.corpus.save_snapshot()
+    assert [p.name for p in _snap_dir(reader).path.iterdir() if p.name.startswith(".tmp-")] == []
 
 
 def test_the_ann_path_returns_the_exact_top_results(

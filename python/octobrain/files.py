@@ -264,15 +264,23 @@ def drop_dead_leftovers(target: Path, suffix: str) -> None:
 
     for left in target.parent.glob(f".{glob.escape(target.name)}.*{glob.escape(suffix)}"):
         pid = left.name[len(target.name) + 2 : -len(suffix)].split(".", 1)[0]
-        if not pid.isdigit() or pid == str(os.getpid()):
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:  # gone: its write never finished
+        if writer_gone(pid):  # its write never finished
             with contextlib.suppress(OSError):
                 left.unlink()
-        except (OSError, OverflowError):
-            continue  # alive (another user's), or no such number: left alone
+
+
+def writer_gone(pid: str) -> bool:
+    """Whether the process `pid` (a number a leftover's name holds) is gone: False for this
+    process, one alive (another user's too), a name that holds no such number, and off POSIX."""
+    if os.name != "posix" or not pid.isdigit() or pid == str(os.getpid()):
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):
+        pass
+    return False
 
 
 def replace_whole(target: Path, data: bytes, *, sync: bool = False) -> None:

@@ -67,7 +67,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from octobrain.files import read_regular
+from octobrain.files import read_regular, writer_gone
 from octobrain.kernels.bm25 import PARTS, BM25Index, Stored
 from octobrain.memory.page_check import BLOCK, PageCheck, SnapshotDamaged
 from octobrain.memory.rows_check import RowsCheck, merged_rows
@@ -435,7 +435,7 @@ class SnapshotDir:
                 continue
             if entry.name == keep or not entry.is_dir():
                 continue
-            if entry.name.startswith(".tmp-"):
+            if entry.name.startswith(".tmp-") and not writer_gone(entry.name.split("-")[1]):
                 with contextlib.suppress(OSError):
                     if now - entry.stat().st_mtime < _STALE_TMP_S:
                         continue  # another writer may still be filling it
