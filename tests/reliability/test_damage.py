@@ -1051,13 +1051,22 @@ def test_on_object_storage_the_manifest_lives_in_the_bucket(
 
 
 def test_a_corrupt_store_manifest_is_one_line_with_the_way_out(env: dict[str, str]) -> None:
+    # The way out, in the error and in `doctor`, was to delete the file by hand.
     _three(env)
-    (_store(env) / "_octobrain" / "manifest.json").write_text("{not json")
+    record = _store(env) / "_octobrain" / "manifest.json"
+    tables = sorted(json.loads(record.read_text())["tables"])
+    record.write_text("{not json")
     done = octobrain(env, "stats")
     assert done.returncode == 1
     line = one_clear_line(done.stderr)
-    assert "_octobrain/manifest.json cannot be read" in line and "delete it" in line, line
-    (_store(env) / "_octobrain" / "manifest.json").unlink()
-    done = octobrain(env, "stats")  # re-adopted from the tables that open
+    assert "_octobrain/manifest.json cannot be read" in line, line
+    assert "`octobrain doctor --rewrite-manifest` writes it again" in line, line
+    rc, out, _ = run_cli(env, "doctor")
+    assert rc == 1 and "repair: `octobrain doctor --rewrite-manifest`" in out, out
+    assert "delete it" not in out, out
+    rc, out, err = run_cli(env, "doctor", "--rewrite-manifest")
+    assert rc == 0 and "ok: nothing is wrong" in out, (out, err)
+    assert "manifest: written again, listing memories, relationships" in err, err
+    assert sorted(json.loads(record.read_text())["tables"]) == tables
+    done = octobrain(env, "stats")
     assert done.returncode == 0 and "total: 3" in done.stdout, done.stderr
-    assert (_store(env) / "_octobrain" / "manifest.json").exists()

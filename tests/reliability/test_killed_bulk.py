@@ -88,6 +88,14 @@ def closed_goal(tmp_path: Path) -> tuple[Path, str, str]:
     return path, closing.id, finding.id
 
 
+def import_killed(env: dict[str, str], export: Path) -> tuple[str, ...]:
+    """Import `export`, killed after its memories and edges committed and before its
+    consolidation records; returns the import's arguments."""
+    import_args = ("memory", "--scope", SCOPE, "import", str(export))
+    killed_at(env, "octobrain.store.consolidations:ConsolidationLog.add", "", *import_args)
+    return import_args
+
+
 def test_an_import_killed_before_its_records_is_named_and_finished_by_running_it_again(
     env: dict[str, str], closed_goal: tuple[Path, str, str]
 ) -> None:
@@ -96,9 +104,7 @@ def test_an_import_killed_before_its_records_is_named_and_finished_by_running_it
     # answered "no consolidation in force has parent …", and `doctor` said ok.
     export, closing, finding = closed_goal
     store = Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
-    import_args = ("memory", "--scope", SCOPE, "import", str(export))
-    # (its memories and edges committed, its consolidation records not)
-    killed_at(env, "octobrain.store.consolidations:ConsolidationLog.add", "", *import_args)
+    import_args = import_killed(env, export)
     assert brain_at(store).get(finding).state is State.CONSOLIDATED  # its memories landed
 
     rc, out, _ = run_cli(env, "doctor", "--format", "json")
@@ -200,3 +206,49 @@ def test_two_imports_of_one_file_at_once_store_its_records_when_the_second_is_ki
 
 def _killed(*_args: object) -> None:
     raise KeyboardInterrupt  # (as a kill: nothing after it runs)
+
+
+def test_an_import_record_damaged_is_named_and_cleared_by_a_doctor_option(
+    env: dict[str, str], closed_goal: tuple[Path, str, str]
+) -> None:
+    # Read as empty without a word: `doctor` said ok, and the killed import run again stored
+    # its consolidation record for none of the memories its first run wrote (the finding
+    # stayed consolidated for good); the damaged record was written over.
+    export, _, finding = closed_goal
+    store = Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
+    import_args = import_killed(env, export)
+    record = store / "_octobrain" / "imports.json"
+    record.write_bytes(record.read_bytes()[:-9])  # (cut short)
+
+    rc, out, _ = run_cli(env, "doctor", "--format", "json")
+    (problem,) = json.loads(out)["problems"]
+    assert rc == 1 and problem["table"] == "_octobrain/imports.json", problem
+    assert "is not JSON" in problem["problem"], problem
+    assert "`octobrain doctor --abandon-imports`" in problem["repair"], problem
+    rc, _, err = run_cli(env, *import_args)
+    assert rc == 1 and "_octobrain/imports.json is not JSON" in err, err
+    assert "octobrain doctor --abandon-imports" in err and "nothing was imported" in err, err
+
+    rc, out, err = run_cli(env, "doctor", "--abandon-imports")
+    assert rc == 0 and "ok: nothing is wrong" in out, out
+    assert "imports: cleared the damaged record of imports under way" in err, err
+    assert brain_at(store).get(finding).state is State.CONSOLIDATED  # (what it wrote stays)
+    rc, _, err = run_cli(env, *import_args)
+    assert rc == 0, err
+
+
+def test_an_import_cut_short_whose_file_is_gone_is_abandoned_by_a_doctor_option(
+    env: dict[str, str], closed_goal: tuple[Path, str, str]
+) -> None:
+    # The only way out `doctor` named was to delete `_octobrain/imports.json` by hand (every
+    # other import cut short went with it).
+    export, _, _ = closed_goal
+    import_killed(env, export)
+    export.unlink()
+    rc, out, _ = run_cli(env, "doctor")
+    assert rc == 1 and "`octobrain doctor --abandon-imports`" in out, out
+    assert "delete" not in out, out
+
+    rc, out, err = run_cli(env, "doctor", "--abandon-imports")
+    assert rc == 0 and "ok: nothing is wrong" in out, out
+    assert f"imports: abandoned the `memory import` of {export} (3 memories)" in err, err

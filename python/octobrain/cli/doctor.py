@@ -51,6 +51,22 @@ if TYPE_CHECKING:
     "with its links, and every consolidation record or forgotten turn that no longer "
     "matches its own (the others are kept), then check again.",
 )
+@click.option(
+    "--abandon-imports",
+    "abandon_imports",
+    is_flag=True,
+    help="Let go of the `memory import`s named as cut short (say, their file is gone): what "
+    "they wrote stays as it is, the store's own from then on; a damaged record of them is "
+    "cleared. Under the store's write lock, not while an import runs; then check again.",
+)
+@click.option(
+    "--rewrite-manifest",
+    "rewrite_manifest",
+    is_flag=True,
+    help="Write the store's record of its tables (`_octobrain/manifest.json`) again when it "
+    "cannot be read: each table that opens, and each another table shows was made; under the "
+    "store's write lock, then check again.",
+)
 @FORMAT_OPTION
 def doctor_cmd(
     recreate: str | None,
@@ -58,6 +74,8 @@ def doctor_cmd(
     drop_orphans: bool,
     drop_temps: bool,
     forget_damaged: bool,
+    abandon_imports: bool,
+    rewrite_manifest: bool,
     fmt: str,
 ) -> None:
     """Open every table, read every fragment, check the manifest and row counts.
@@ -65,7 +83,8 @@ def doctor_cmd(
     Prints what is wrong and what would repair it; exits 1 when anything is wrong. Changes
     nothing (so it also runs on a read-only copy of a store), unless `--recreate` names
     tables to start over, or `--drop-dangling-edges`, `--drop-orphan-chunks`,
-    `--drop-temporary-files` or `--forget-damaged` is given.
+    `--drop-temporary-files`, `--forget-damaged`, `--abandon-imports` or
+    `--rewrite-manifest` is given.
     """
     from octobrain.config import (
         config_path,
@@ -83,6 +102,14 @@ def doctor_cmd(
     config = load_config()
     location = StoreLocation.from_config(config, resolve_storage_uri(config))
     schemas = table_schemas()  # (the knowledge tables', held to theirs too)
+    if rewrite_manifest:  # (first: every other repair reads the manifest)
+        from octobrain.store.manifest_repair import rewrite
+
+        tables = rewrite(location)
+        if tables is not None:
+            click.echo(
+                f"manifest: written again, listing {', '.join(tables) or 'no table'}", err=True
+            )
     if recreate is not None:
         damaged = {p.table for p in diagnose(location, schemas).problems}
         for moved in start_over(location, recreate, damaged):
@@ -93,6 +120,8 @@ def doctor_cmd(
 
         count, size = leftover_temps.remove(location)
         click.echo(f"{count} temporary file(s) of {size:,} bytes deleted", err=True)
+    if abandon_imports:
+        _abandon_imports(location)
     if drop_orphans or drop_dangling or forget_damaged:
         # One check serves every repair: deleting a damaged memory with its links leaves no
         # dangling edge, dropping dangling edges changes no memory, and neither touches the
@@ -148,6 +177,23 @@ def doctor_cmd(
         click.echo("ok: nothing is wrong" if report.ok else f"{len(report.problems)} problem(s)")
     if not report.ok:
         raise SystemExit(1)
+
+
+def _abandon_imports(location: StoreLocation) -> None:
+    """Let go of the imports cut short, and clear a damaged record of them (`import_marks`)."""
+    from octobrain.store import import_marks
+
+    marks, damaged = import_marks.abandon(location)
+    if damaged is not None:
+        click.echo(
+            f"imports: cleared the damaged record of imports under way ({damaged})", err=True
+        )
+    for mark in marks:
+        click.echo(
+            f"imports: abandoned the `memory import` of {mark.named} ({mark.count:,} "
+            f"memories) begun {mark.began}: what it wrote stays",
+            err=True,
+        )
 
 
 def _forget_damaged(location: StoreLocation, found: Diagnosis) -> list[str]:

@@ -20,6 +20,7 @@ from octobrain.store import (
     import_marks,
     leftover_temps,
     manifest,
+    manifest_repair,
     orphan_chunks,
     seen,
 )
@@ -51,17 +52,33 @@ WRITER_WAIT_S = 10.0
 
 
 def _import_cut_short(mark: import_marks.ImportMark) -> Problem:
-    named = "standard input" if mark.name == "-" else mark.name
     return Problem(
         f"_octobrain/{import_marks.RECORD}",
-        f"a `memory import` of {named} ({mark.count:,} memories) begun {mark.began} was "
+        f"a `memory import` of {mark.named} ({mark.count:,} memories) begun {mark.began} was "
         "cut short (or is running now): what it wrote is stored, the rest is not",
         f"run `octobrain memory import {mark.name}` again"
         + " with the same input" * (mark.name == "-")
-        + f" to finish it (without that file, delete _octobrain/{import_marks.RECORD} to "
-        "leave the store as it is)",
+        + f" to finish it (without that file, {import_marks.ABANDON} lets go of it, and of "
+        "every import named here: what they wrote stays as it is)",
         damage=False,
     )
+
+
+def _imports_cut_short(location: StoreLocation) -> list[Problem]:
+    """The imports cut short, or the damage of the record of them (`import_marks`)."""
+    try:
+        return [_import_cut_short(mark) for mark in import_marks.cut_short(location)]
+    except import_marks.RecordDamaged as exc:
+        return [
+            Problem(
+                f"_octobrain/{import_marks.RECORD}",
+                f"{exc.reason}: the `memory import`s cut short it records are no longer known "
+                "(one run again would not store the consolidation records naming what its "
+                "first run wrote), and `memory import` refuses to run until it is repaired",
+                f"{import_marks.ABANDON} clears it; what those imports wrote stays as it is",
+                damage=False,
+            )
+        ]
 
 
 def diagnose(location: StoreLocation, schemas: Mapping[str, pa.Schema] | None = None) -> Diagnosis:
@@ -89,12 +106,12 @@ def diagnose(location: StoreLocation, schemas: Mapping[str, pa.Schema] | None = 
         problems.append(
             Problem(
                 "_octobrain/manifest.json",
-                "cannot be read",
-                "delete it; the next command records again the tables that open "
-                "(a table that does not open is then no longer known to be missing)",
+                "cannot be read: every command refuses the store",
+                f"{manifest_repair.OPTION} writes it again from the tables found (each that "
+                "opens, and each another table shows was made); or restore it from a backup",
             )
         )
-    problems += [_import_cut_short(mark) for mark in import_marks.cut_short(location)]
+    problems += _imports_cut_short(location)
     looping = _check_links(location, problems)
     _check_locks(location, problems)
     try:

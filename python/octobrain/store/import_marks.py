@@ -8,10 +8,16 @@ found the memories its first run had written already held, took them for the sto
 never stored their records: the members stayed consolidated with nothing to undo it. The mark
 keeps the tables' versions from before the first run: what the store holds now and did not
 hold then, that import wrote.
+
+A record that is not one (a byte changed, cut short) is damage, never read as empty: the
+imports it named would be forgotten, and each run again stores no record naming what its first
+run wrote. `import` refuses it and `doctor` names it; `doctor --abandon-imports` (`abandon`)
+clears it, as it lets go of an import cut short whose file is gone.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -33,6 +39,19 @@ log = logging.getLogger(__name__)
 RECORD = "imports.json"  # {"<key>": ImportMark fields}, under _octobrain/
 _LOCK_S = 60.0
 _IDS_AT_ONCE = 1024
+ABANDON = "`octobrain doctor --abandon-imports`"
+
+
+class RecordDamaged(StorageError):
+    """The record of imports under way is not one: `reason` says how."""
+
+    def __init__(self, location: StoreLocation, reason: str) -> None:
+        super().__init__(
+            f"import: {location}/_octobrain/{RECORD} {reason}: the imports cut short it "
+            f"records are no longer known; nothing was imported. {ABANDON} clears it (what "
+            "those imports wrote stays as it is)"
+        )
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -48,6 +67,11 @@ class ImportMark:
     memories: int
     relationships: int
 
+    @property
+    def named(self) -> str:
+        """Its input, in words."""
+        return "standard input" if self.name == "-" else self.name
+
 
 def begin(store: MemoryStore, key: str, name: str, count: int) -> tuple[ImportMark, bool]:
     """The mark of the import of the file `key`, and whether an earlier run left it: the one
@@ -56,7 +80,7 @@ def begin(store: MemoryStore, key: str, name: str, count: int) -> tuple[ImportMa
     location = store.location
     # (the write lock first: on a store this process cannot write it is the one that says so)
     with store.write_lock(), location.lock("imports", _LOCK_S):
-        marks = _read(location)
+        marks = _read(location)  # (`RecordDamaged`: nothing is written over it)
         if key in marks:
             return marks[key], True
         mark = ImportMark(  # (the latest versions, under the lock: none of this import's rows)
@@ -68,7 +92,7 @@ def begin(store: MemoryStore, key: str, name: str, count: int) -> tuple[ImportMa
             relationships_version(store),
         )
         try:
-            location.write_json(RECORD, {**_raw(location), key: asdict(mark)})
+            location.write_json(RECORD, _record({**marks, key: mark}))
         except OSError as exc:
             raise StorageError(
                 f"import: cannot write {location}/_octobrain/{RECORD} ({short_reason(exc)}), "
@@ -96,16 +120,44 @@ def finish(store: MemoryStore, mark: ImportMark) -> None:
     location = store.location
     try:
         with location.lock("imports", _LOCK_S):
-            raw = _raw(location)
-            if raw.pop(mark.key, None) is not None:
-                location.write_json(RECORD, raw)
+            marks = _read(location)
+            if marks.pop(mark.key, None) is not None:
+                location.write_json(RECORD, _record(marks))
     except (OSError, StorageError) as exc:
         log.warning("import: done, but its mark stays (%s)", short_reason(exc))
 
 
 def cut_short(location: StoreLocation) -> list[ImportMark]:
-    """The imports begun on this store and not finished (a run may be under way)."""
+    """The imports begun on this store and not finished (a run may be under way);
+    `RecordDamaged` when the record of them is not one."""
     return list(_read(location).values())
+
+
+def abandon(location: StoreLocation) -> tuple[list[ImportMark], str | None]:
+    """Forget every import cut short, under the store's write lock: what each wrote stays, the
+    store's own from then on. Returns them, and how the record was damaged (it is then
+    cleared, whatever it named). A record that cannot be replaced (a folder in its place) is
+    a `StorageError` saying to move it aside."""
+    try:
+        if not _read(location):  # (nothing to do: no lock taken, none made on a read-only store)
+            return [], None
+    except RecordDamaged:
+        pass
+    with location.lock("write", _LOCK_S), location.lock("imports", _LOCK_S):
+        try:
+            marks, damaged = list(_read(location).values()), None
+        except RecordDamaged as exc:
+            marks, damaged = [], exc.reason
+        if not marks and damaged is None:
+            return [], None
+        try:
+            location.write_json(RECORD, {})
+        except OSError as exc:
+            raise StorageError(
+                f"doctor: cannot replace {location}/_octobrain/{RECORD} ({short_reason(exc)}); "
+                "move it aside, then run `octobrain doctor` again"
+            ) from None
+    return marks, damaged
 
 
 def _new_since(
@@ -126,18 +178,40 @@ def _parts(ids: list[str]) -> Iterator[list[str]]:
         yield ids[at : at + _IDS_AT_ONCE]
 
 
-def _raw(location: StoreLocation) -> dict[str, Any]:
-    try:
-        return location.read_json(RECORD) or {}
-    except (OSError, ValueError):  # (damaged: written again whole by the next import)
-        return {}
-
-
 def _read(location: StoreLocation) -> dict[str, ImportMark]:
-    marks = {}
-    for key, fields in _raw(location).items():
-        try:
-            marks[key] = ImportMark(**fields)
-        except TypeError:  # (not one of ours)
-            continue
-    return marks
+    try:
+        raw = location.read_json(RECORD) or {}
+    except OSError as exc:  # (a folder, a FIFO in its place; this user may not read it)
+        raise RecordDamaged(location, f"cannot be read ({short_reason(exc)})") from None
+    except (ValueError, RecursionError) as exc:
+        said = "is not JSON" if not isinstance(exc, ValueError) or _not_json(exc) else None
+        raise RecordDamaged(location, said or "is not a JSON object") from None
+    marks = {key: _mark(fields) for key, fields in raw.items()}
+    wrong = next((key for key, mark in marks.items() if mark is None or mark.key != key), None)
+    if wrong is not None:
+        raise RecordDamaged(location, f"holds {wrong[:40]!r}, which is not a record of an import")
+    return {key: mark for key, mark in marks.items() if mark is not None}
+
+
+def _not_json(exc: ValueError) -> bool:
+    return isinstance(exc, json.JSONDecodeError | UnicodeDecodeError)
+
+
+def _mark(fields: object) -> ImportMark | None:
+    """The mark `fields` hold, or None when they are not one (a field missing, another type)."""
+    if not isinstance(fields, dict):
+        return None
+    try:
+        mark = ImportMark(**fields)
+    except TypeError:
+        return None
+    texts, numbers = (mark.key, mark.name, mark.began), (mark.count, mark.memories)
+    if not all(isinstance(t, str) for t in texts) or not all(
+        type(n) is int for n in (*numbers, mark.relationships)
+    ):
+        return None
+    return mark
+
+
+def _record(marks: dict[str, ImportMark]) -> dict[str, Any]:
+    return {key: asdict(mark) for key, mark in marks.items()}

@@ -229,6 +229,13 @@ def check_before_write(location: StoreLocation, *tables: lancedb.table.Table | N
             check_versions(location, table.name, table)
 
 
+_REWRITE = "restore it from a backup, or `octobrain doctor --rewrite-manifest` writes it again"
+
+
+class ManifestDamaged(StorageError):
+    """The manifest is not one (`read`): damage, not a request that failed."""
+
+
 def recorded(location: StoreLocation) -> set[str] | None:
     """The tables the manifest lists, or None when the store has no manifest yet."""
     record = read(location)
@@ -240,18 +247,16 @@ def read(location: StoreLocation) -> dict[str, Any] | None:
     try:
         record = location.read_json(MANIFEST)
     except (OSError, ValueError) as exc:
-        raise StorageError(
+        raise ManifestDamaged(
             f"store: {location}: _octobrain/{MANIFEST} cannot be read ({short_reason(exc)}); "
-            "restore it from a backup, or delete it: the next command records again the tables "
-            "that open (`octobrain doctor` lists them)"
+            f"{_REWRITE}"
         ) from exc
     if record is None:
         return None
     tables = record.get("tables")
     if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):
-        raise StorageError(
-            f"store: {location}: _octobrain/{MANIFEST} is not a list of tables; restore it from "
-            "a backup, or delete it: the next command records again the tables that open"
+        raise ManifestDamaged(
+            f"store: {location}: _octobrain/{MANIFEST} is not a list of tables; {_REWRITE}"
         )
     return dict(record)
 
