@@ -74,6 +74,30 @@ def test_a_damaged_record_is_named_and_never_undone_in_part(env: dict[str, str])
     assert run_cli(env, "doctor")[0] == 0
 
 
+def test_a_journal_started_over_leaves_no_record_of_the_old_one_s_deletion_files(
+    env: dict[str, str],
+) -> None:
+    # `doctor --recreate` reset the table's recorded newest version but kept the checksums
+    # of the deletion files the old table read, in `_octobrain/deletions/consolidations.json`.
+    database = "Postgres 16 is the primary database; Redis only caches sessions."
+    ids = [memorize(env, "Primary database", t) for t in (database, f"{database[:-1]}!")]
+    for text in TWINS[:2]:
+        memorize(env, "Deploy pipeline", text)
+    done = octobrain(
+        env, "sleep-consolidate", "--threshold", "0.9", "--min-size", "2", "--format", "json"
+    )
+    merges = json.loads(done.stdout)["consolidations"]  # (two records, one commit)
+    assert len(merges) == 2, done.stdout
+    # (one of the two undone: its update leaves a deletion file)
+    assert octobrain(env, "unconsolidate", str(merges[0]["parent"]["id"])).returncode == 0
+    sums = _store(env) / "_octobrain" / "deletions" / "consolidations.json"
+    assert sums.exists()
+    _flip_in_journal(env, ids[1])
+    assert run_cli(env, "doctor", "--recreate", "consolidations")[0] == 0
+    assert run_cli(env, "doctor")[0] == 0
+    assert not sums.exists()
+
+
 def test_an_old_journal_gains_checksums_with_the_next_write(env: dict[str, str]) -> None:
     # A journal made before the column is read unchecked; the next write adds the column and
     # computes each record's as it is then, after which a flipped bit is named.

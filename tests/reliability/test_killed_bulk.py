@@ -162,8 +162,13 @@ def test_a_migrate_killed_part_way_is_finished_by_running_it_again(
     rc, _, err = run_cli(at_copy, "memory", "--scope", SCOPE, "stats")
     assert rc == 1 and "was cut short" in err and "run that migrate again" in err, err
 
+    # (what a store deleted there left: the checksums of its memories' deletion files)
+    stale = copy / "_octobrain" / "deletions" / "memories.json"
+    stale.parent.mkdir()
+    stale.write_text('{"format": 1, "version": 9, "files": {}, "sum": ""}')
     rc, _, err = run_cli(env, *migrate)
     assert rc == 0, err
+    assert not stale.exists()  # was: kept beside the copied table
     rc, out, _ = run_cli(at_copy, "doctor")
     assert rc == 0 and "ok: nothing is wrong" in out, out
     copied = brain_at(copy)

@@ -38,7 +38,16 @@ from octobrain.store import operations
 if TYPE_CHECKING:
     from octobrain.store.location import StoreLocation
 
-__all__ = ["Records", "Verdict", "check_version", "damaged", "record", "repair", "verify"]
+__all__ = [
+    "Records",
+    "Verdict",
+    "check_version",
+    "damaged",
+    "forget",
+    "record",
+    "repair",
+    "verify",
+]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +94,20 @@ def _record(location: StoreLocation, name: str, version: int) -> None:
     if (sums == records.kept and records.version == version) or not (sums or kept):
         return  # (nothing new; or no deletion file, and no record to empty)
     _write(location, f"{name}.json", {"format": FORMAT, "version": version, "files": sums})
+
+
+def forget(location: StoreLocation, names: Sequence[str]) -> None:
+    """Drop the records of tables `names`, started over (`doctor --recreate`, a `migrate`
+    into their place): their files are another table's. Call under their writers' lock.
+    Never raises: a record left names files the new table does not read, which is safe."""
+    if location.path is None:
+        return
+    for name in names:
+        for file in (f"{name}.json", f"{name}{_OLDER_SUFFIX}"):
+            try:
+                (location.path / "_octobrain" / FOLDER / file).unlink(missing_ok=True)
+            except OSError as exc:
+                log.warning("could not drop the record of %s's deletion files: %s", name, exc)
 
 
 def _write(location: StoreLocation, file: str, record: dict[str, Any]) -> None:

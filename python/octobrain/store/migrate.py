@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from octobrain.errors import InvalidInput, StorageError
-from octobrain.store import manifest
+from octobrain.store import deletion_sums, manifest
 from octobrain.store.location import StoreLocation
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ def migrate(
         _check_source(source, schemas)
         names = sorted(src_db.list_tables().tables)
         manifest.mark_migrating(target, str(source), names)  # until the last table is verified
+        deletion_sums.forget(target, names)  # (a store deleted here left them: `highwater`)
         versions = {}
         for name in names:
             data = src_db.open_table(name).to_arrow()  # read under the lock: what is copied

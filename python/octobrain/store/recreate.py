@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from octobrain.errors import InvalidInput, as_json
-from octobrain.store import seen
+from octobrain.store import deletion_sums, seen
 from octobrain.store.manifest import KNOWN_TABLES, LOCK_TIMEOUT_S, STAMPED_ON, retable, stamp_made
 
 if TYPE_CHECKING:
@@ -49,8 +49,10 @@ def recreate(location: StoreLocation, what: str, damaged: set[str]) -> list[str]
     with location.lock(family, LOCK_TIMEOUT_S):
         db = location.connect()
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        # Made again, a table counts its versions from 1: its recorded newest goes first.
+        # Made again, a table counts its versions from 1: its recorded newest goes first,
+        # with the checksums of the deletion files the old one read.
         location.high_water.record(dict.fromkeys(tables))
+        deletion_sums.forget(location, tables)
         for name in tables:
             if location.path is not None:
                 folder = location.path / f"{name}.lance"
