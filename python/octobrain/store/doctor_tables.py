@@ -44,7 +44,7 @@ from octobrain.store.table_files import (
 )
 from octobrain.store.unit_vectors import describe_unsound, unsound, vector_matrix
 from octobrain.store.upkeep import KEEP_VERSIONS_FOR
-from octobrain.store.versions import history_gap, lost_version
+from octobrain.store.versions import history_gap, lost_version, version_ranges
 
 if TYPE_CHECKING:
     import lancedb
@@ -141,7 +141,7 @@ def check_table(
         problems.append(
             Problem(
                 name,
-                f"version{'' if one else 's'} {manifest.version_ranges(gap)} of its history "
+                f"version{'' if one else 's'} {version_ranges(gap)} of its history "
                 f"{'is' if one else 'are'} gone while the versions around "
                 f"{'it' if one else 'them'} are kept (a file of _versions/ deleted, not the "
                 "cleanup, which removes only the oldest): `memory restore` cannot go back "

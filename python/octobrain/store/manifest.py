@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -153,21 +153,6 @@ _TRANSIENT = re.compile(
     r"|unreachable|forbidden|file too large",
     re.I,
 )
-
-
-def version_ranges(numbers: Sequence[int]) -> str:
-    """Sorted version numbers as ranges: "1–2, 4–8" (a version lost in between shows); past
-    six ranges, the first three and the last three."""
-    spans: list[list[int]] = []
-    for n in numbers:
-        if spans and n == spans[-1][1] + 1:
-            spans[-1][1] = n
-        else:
-            spans.append([n, n])
-    shown = [f"{a}" if a == b else f"{a}–{b}" for a, b in spans]
-    if len(shown) > 6:
-        shown = [*shown[:3], "…", *shown[-3:]]
-    return ", ".join(shown)
 
 
 # What Lance raises as a ValueError, without its "lance error" prefix, when a data file's

@@ -17,6 +17,7 @@ from octobrain.errors import InvalidInput, StorageError
 from octobrain.store import deletion_sums, manifest, operations, schema, versions
 from octobrain.store.operations import upkeep_note
 from octobrain.store.schema import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS
+from octobrain.store.versions import version_ranges
 
 if TYPE_CHECKING:
     from octobrain.store.memories import MemoryStore
@@ -153,7 +154,7 @@ def _restore(store: MemoryStore, version: int, settle: Callable[[], object] | No
         if version not in numbers:
             raise InvalidInput(
                 "version",
-                f"no version {version} is kept (kept: {manifest.version_ranges(numbers)}); "
+                f"no version {version} is kept (kept: {version_ranges(numbers)}); "
                 "see `octobrain memory history`",
             )
         _check_version_model(store, version)

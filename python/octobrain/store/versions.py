@@ -11,6 +11,7 @@ import itertools
 import json
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -245,3 +246,18 @@ def history_gap(table: lancedb.table.Table, kept_for: timedelta) -> list[int]:
         if after > before + 1 and made >= horizon:
             missing.extend(range(before + 1, after))
     return missing
+
+
+def version_ranges(numbers: Sequence[int]) -> str:
+    """Sorted version numbers as ranges: "1–2, 4–8" (a version lost in between shows); past
+    six ranges, the first three and the last three."""
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    shown = [f"{a}" if a == b else f"{a}–{b}" for a, b in spans]
+    if len(shown) > 6:
+        shown = [*shown[:3], "…", *shown[-3:]]
+    return ", ".join(shown)
