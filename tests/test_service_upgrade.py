@@ -227,7 +227,7 @@ def test_service_stop_of_a_successor_not_listening_yet_stops_it(
     # holds its lock after 10 s; `kill N` ends it", exit 1, and the successor served on.
     settings = current_settings()
     monkeypatch.setattr(service_daemon.Service, "_load", lambda self: None)
-    looked = service_client.silent_state
+    looked = service_client.lock_state
     serving: list[threading.Thread] = []
     with _holding_lock(settings, os.getpid()) as held:  # (the successor: a thread of this test)
 
@@ -246,7 +246,7 @@ def test_service_stop_of_a_successor_not_listening_yet_stops_it(
                 serving[0].start()
             return state
 
-        monkeypatch.setattr(service_client, "silent_state", opening, raising=False)
+        monkeypatch.setattr(service_client, "lock_state", opening, raising=False)
         done = CliRunner().invoke(service.service, ["stop"])
         for thread in serving:
             thread.join(60)

@@ -46,14 +46,8 @@ def _switched_off_by() -> str:
     return "service.enabled = false"
 
 
-def _stuck(settings: Settings) -> str | None:
-    """When a service holds the lock and listens yet gave no answer: what to say of it (None:
-    no service holds it, or nothing listens: it is stopping or starting, `silent_state`)."""
-    from octobrain.cli.service_client import listening, lock_holder, service_alive
-
-    if not service_alive(settings) or not listening(settings):
-        return None
-    pid = lock_holder(settings)
+def _stuck(pid: int | None) -> str:
+    """What to say of a service that holds the lock and listens yet gave no answer."""
     return f"{_who(pid)} holds the lock but gave no answer (stopped, or stuck); {_ends(pid)}"
 
 
@@ -69,14 +63,14 @@ def _silent(settings: Settings) -> dict[str, Any]:
     """A service that holds the lock but gave no answer, as JSON: `{"stopping": true, "pid"}`
     (it exits, settling its stores: asked to stop, stepping aside for another build, or
     idle), `{"starting": true, "pid"}` (its socket not open yet), `{"stuck": what to say,
-    "pid"}`; `{}` when no service holds the lock."""
-    from octobrain.cli.service_client import lock_holder, silent_state
+    "pid"}` (it listens); `{}` when no service holds the lock (`lock_state`)."""
+    from octobrain.cli.service_client import lock_holder, lock_state
 
-    state = silent_state(settings)
-    if state is not None:
-        return {state: True, "pid": lock_holder(settings)}
-    stuck = _stuck(settings)
-    return {} if stuck is None else {"stuck": stuck, "pid": lock_holder(settings)}
+    state = lock_state(settings)
+    if state is None:
+        return {}
+    pid = lock_holder(settings)
+    return {"stuck": _stuck(pid), "pid": pid} if state == "listening" else {state: True, "pid": pid}
 
 
 def _silent_said(row: dict[str, Any]) -> str:
@@ -360,30 +354,33 @@ def _asked_to_stop(settings: Settings, deadline: float) -> dict[str, Any] | None
     One starting (a successor that has just taken over from one that stepped aside, its socket
     not open yet) is asked once it listens, until `deadline`: it was said stopping and served
     on, and `stop` called it stuck after its wait."""
-    from octobrain.cli.service_client import ask, lock_holder, silent_state
+    from octobrain.cli.service_client import ask, lock_holder, lock_state
 
-    state = silent_state(settings)
+    state = lock_state(settings)
     while state == "starting" and time.monotonic() < deadline:
         time.sleep(0.05)
-        state = silent_state(settings)
-    info = ask(settings, "stop") if state is None else None
-    if info is None and (state or silent_state(settings)) == "stopping":
-        return {"stopping": True, "pid": lock_holder(settings)}
-    return info
+        state = lock_state(settings)
+    if state in (None, "listening"):
+        info = ask(settings, "stop")
+        if info is not None:
+            return info
+        state = lock_state(settings)  # (it may have begun to stop meanwhile)
+    return {"stopping": True, "pid": lock_holder(settings)} if state == "stopping" else None
 
 
 def _unanswered(settings: Settings) -> str | None:
     """What to say of a service that holds the lock and gave `stop` no answer (None: none
-    holds it)."""
-    from octobrain.cli.service_client import lock_holder, silent_state
+    holds it, or it is stopping)."""
+    from octobrain.cli.service_client import lock_holder, lock_state
 
-    if silent_state(settings) == "starting":
-        pid = lock_holder(settings)
+    state = lock_state(settings)
+    pid = lock_holder(settings)
+    if state == "starting":
         return (
             f"{_who(pid)} took the lock but has not opened its socket within "
             f"{STOP_SECONDS:g} s (stopped, or stuck); {_ends(pid)}"
         )
-    return _stuck(settings)
+    return _stuck(pid) if state == "listening" else None
 
 
 def _stop_all(settings: Settings, fmt: str) -> None:

@@ -200,14 +200,17 @@ def listening(settings: Settings) -> bool:
     return True
 
 
-def silent_state(settings: Settings) -> str | None:
-    """What the service holding this data dir's lock does while nothing listens on its socket
-    (None: no service holds the lock, or something listens): "stopping" (its listener closed,
-    its socket file still there: it settles its stores, then removes the file and lets go) or
-    "starting" (no socket file yet: it has just taken the lock, as a successor taking over from
-    a service that stepped aside does, and binds its socket next)."""
-    if not service_alive(settings) or listening(settings):
+def lock_state(settings: Settings) -> str | None:
+    """What the service holding this data dir's lock does, read once for one that gave no
+    answer (None: no service holds the lock): "listening" (connections queue unanswered: it
+    is stopped, SIGSTOP, or wedged), "stopping" (its listener closed, its socket file still
+    there: it settles its stores, then removes the file and lets go) or "starting" (no socket
+    file yet: it has just taken the lock, as a successor taking over from a service that
+    stepped aside does, and binds its socket next)."""
+    if not service_alive(settings):
         return None
+    if listening(settings):
+        return "listening"
     return "stopping" if os.path.exists(settings.socket_path) else "starting"
 
 
