@@ -183,18 +183,15 @@ def _read(location: StoreLocation) -> dict[str, ImportMark]:
         raw = location.read_json(RECORD) or {}
     except OSError as exc:  # (a folder, a FIFO in its place; this user may not read it)
         raise RecordDamaged(location, f"cannot be read ({short_reason(exc)})") from None
-    except (ValueError, RecursionError) as exc:
-        said = "is not JSON" if not isinstance(exc, ValueError) or _not_json(exc) else None
-        raise RecordDamaged(location, said or "is not a JSON object") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        raise RecordDamaged(location, "is not JSON") from None
+    except ValueError:  # (JSON, but not an object: `read_json`)
+        raise RecordDamaged(location, "is not a JSON object") from None
     marks = {key: _mark(fields) for key, fields in raw.items()}
     wrong = next((key for key, mark in marks.items() if mark is None or mark.key != key), None)
     if wrong is not None:
         raise RecordDamaged(location, f"holds {wrong[:40]!r}, which is not a record of an import")
     return {key: mark for key, mark in marks.items() if mark is not None}
-
-
-def _not_json(exc: ValueError) -> bool:
-    return isinstance(exc, json.JSONDecodeError | UnicodeDecodeError)
 
 
 def _mark(fields: object) -> ImportMark | None:
@@ -205,12 +202,11 @@ def _mark(fields: object) -> ImportMark | None:
         mark = ImportMark(**fields)
     except TypeError:
         return None
-    texts, numbers = (mark.key, mark.name, mark.began), (mark.count, mark.memories)
-    if not all(isinstance(t, str) for t in texts) or not all(
-        type(n) is int for n in (*numbers, mark.relationships)
-    ):
-        return None
-    return mark
+    texts = (mark.key, mark.name, mark.began)
+    numbers = (mark.count, mark.memories, mark.relationships)
+    if all(isinstance(t, str) for t in texts) and all(type(n) is int for n in numbers):
+        return mark
+    return None
 
 
 def _record(marks: dict[str, ImportMark]) -> dict[str, Any]:
