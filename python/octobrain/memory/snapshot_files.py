@@ -208,14 +208,18 @@ def checked_bytes(path: Path, size: int, crc: int) -> npt.NDArray[np.uint8]:
     return data
 
 
+_HEADERS = {
+    (1, 0): np.lib.format.read_array_header_1_0,
+    (2, 0): np.lib.format.read_array_header_2_0,
+}
+
+
 def npy_of(data: npt.NDArray[np.uint8], *, writable: bool = False) -> npt.NDArray[Any]:
     """The array a ``.npy`` file's bytes hold (no pickled objects), over those bytes:
     read-only unless `writable` (as a copy-on-write mapping was)."""
     f = io.BytesIO(data.data)
     version = np.lib.format.read_magic(f)
-    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else None
-    if version == (2, 0):
-        read = np.lib.format.read_array_header_2_0
+    read = _HEADERS.get(version)
     if read is None:
         raise ValueError(f".npy format version {version} is not read")
     shape, fortran, dtype = read(f)
