@@ -134,8 +134,8 @@ class Bm25Index:
     def to_parts(self) -> _Parts: ...
     def to_parts_read(
         self,
-        docs: tuple[str, int, list[int]],
-        tfs: tuple[str, int, list[int]],
+        docs: tuple[str, str, int, list[int]],
+        tfs: tuple[str, str, int, list[int]],
         block: int,
     ) -> _Parts: ...
     @staticmethod

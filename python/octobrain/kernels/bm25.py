@@ -37,11 +37,12 @@ document length and whether it is live."""
 
 class Stored(NamedTuple):
     """Where a stored base's postings lie (`BM25Index.check_postings`): `docs` and `tfs`,
-    each as (path, where its values start, the CRC-32 of each `block` bytes of the file);
+    each as (the path read, which may be an open descriptor's, `/dev/fd/N`; the file's name in
+    messages; where its values start; the CRC-32 of each `block` bytes of the file);
     `damaged` makes the error a merge raises when one of them is not what those say."""
 
-    docs: tuple[str, int, list[int]]
-    tfs: tuple[str, int, list[int]]
+    docs: tuple[str, str, int, list[int]]
+    tfs: tuple[str, str, int, list[int]]
     block: int
     damaged: Callable[[str], Exception]
 

@@ -465,21 +465,12 @@ def _postings_check(parts: dict[str, npt.NDArray[Any]], checks: dict[str, PageCh
 def _stored(parts: dict[str, npt.NDArray[Any]], checks: dict[str, PageCheck]) -> Stored:
     """Where the postings lie, for a merge to read them verified (`BM25Index.to_parts`): the
     files as opened (by name, another process's newer snapshot may have removed them)."""
-    files, named = {}, []
+    files = {}
     for name in ("docs", "tfs"):
-        check = checks[f"bm25.{name}.npy"]
+        check = checks[f"bm25.{name}.npy"]  # (kept open while the merge may read them)
         offset = int(getattr(parts[name], "offset", 0))
-        files[name] = (check.opened, offset, check.crcs.tolist())
-        named.append(check)  # (kept open while the merge may read them)
-
-    def damaged(message: str) -> SnapshotDamaged:
-        for check in named:  # (the merge names the file by the path it read)
-            fd = Path(check.opened).name
-            if message.startswith((f"{fd}:", f"{fd} ")):
-                return SnapshotDamaged(check.path.name + message[len(fd) :])
-        return SnapshotDamaged(message)
-
-    return Stored(files["docs"], files["tfs"], BLOCK, damaged)
+        files[name] = (check.opened, check.path.name, offset, check.crcs.tolist())
+    return Stored(files["docs"], files["tfs"], BLOCK, SnapshotDamaged)
 
 
 def _write_rows(path: Path, snap: Snapshot) -> None:

@@ -12,12 +12,14 @@ use crate::error::{CoreError, CoreResult};
 /// Blocks read at once (into one reused buffer).
 const RUN: usize = 64;
 
-/// One stored file: where it is, where its `u32`s start, and the CRC-32 of each `block` bytes
-/// of the whole file (the last block possibly shorter).
+/// One stored file: where it is, the name its damage is told by, where its `u32`s start, and
+/// the CRC-32 of each `block` bytes of the whole file (the last block possibly shorter).
 #[derive(Debug, Clone)]
 pub struct StoredFile<'a> {
-    /// The file.
+    /// The file (it may be a path to an open descriptor, `/dev/fd/N`).
     pub path: &'a Path,
+    /// The file's name in messages.
+    pub name: &'a str,
     /// Where its values start (after the file's header); a multiple of 4.
     pub start: u64,
     /// The CRC-32 of each block of the file, from its first byte.
@@ -46,10 +48,7 @@ impl<'a> CheckedReader<'a> {
                 "must be a positive multiple of 4",
             ));
         }
-        let name = spec.path.file_name().map_or_else(
-            || spec.path.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        );
+        let name = spec.name.to_owned();
         let file = File::open(spec.path).map_err(|e| CoreError::Damaged(format!("{name}: {e}")))?;
         Ok(Self {
             at: spec.start,
@@ -206,6 +205,7 @@ mod tests {
     fn spec<'a>(path: &'a Path, crcs: &'a [u32]) -> StoredFile<'a> {
         StoredFile {
             path,
+            name: "bm25.docs.npy",
             start: HEADER as u64,
             crcs,
             block: BLOCK,
@@ -251,14 +251,7 @@ mod tests {
         let mut flipped = docs_bytes;
         flipped[HEADER + 70] ^= 0xFF;
         let said = damaged(&flipped);
-        assert_eq!(
-            said,
-            format!(
-                "{} {}",
-                docs_path.file_name().unwrap().to_string_lossy(),
-                block(HEADER + 70)
-            )
-        );
+        assert_eq!(said, format!("bm25.docs.npy {}", block(HEADER + 70)));
         let _ = std::fs::remove_file(&docs_path);
         let _ = std::fs::remove_file(&tfs_path);
     }

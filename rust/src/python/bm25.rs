@@ -34,9 +34,14 @@ fn parts_tuple(py: Python<'_>, parts: Parts) -> PartsTuple<'_> {
     )
 }
 
-fn stored((path, start, crcs): &(PathBuf, u64, Vec<u32>), block: usize) -> StoredFile<'_> {
+/// A stored file as Python names it: the path read (it may be an open descriptor's,
+/// `/dev/fd/N`), the name its damage is told by, where its values start, its blocks' CRC-32.
+type StoredSpec = (PathBuf, String, u64, Vec<u32>);
+
+fn stored((path, name, start, crcs): &StoredSpec, block: usize) -> StoredFile<'_> {
     StoredFile {
         path: path.as_path(),
+        name: name.as_str(),
         start: *start,
         crcs: crcs.as_slice(),
         block,
@@ -313,7 +318,8 @@ impl PyBm25Index {
     }
 
     /// `to_parts`, the stored base's postings read from their files, `docs` and `tfs` (each
-    /// its path, where its values start, and the CRC-32 of each `block` bytes of the file),
+    /// the path read, the file's name in messages, where its values start, and the CRC-32 of
+    /// each `block` bytes of the file),
     /// never through their mapping, each block verified before it is used: a file cut or
     /// changed in place is a `ValueError` naming it and the block ("bm25.docs.npy fails its
     /// checksum at block 3"). Without a stored base, as `to_parts`.
@@ -321,8 +327,8 @@ impl PyBm25Index {
     fn to_parts_read<'py>(
         &self,
         py: Python<'py>,
-        docs: (PathBuf, u64, Vec<u32>),
-        tfs: (PathBuf, u64, Vec<u32>),
+        docs: StoredSpec,
+        tfs: StoredSpec,
         block: usize,
     ) -> PyResult<PartsTuple<'py>> {
         if self.base.is_none() {
