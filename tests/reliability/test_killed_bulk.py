@@ -257,3 +257,24 @@ def test_an_import_cut_short_whose_file_is_gone_is_abandoned_by_a_doctor_option(
     rc, out, err = run_cli(env, "doctor", "--abandon-imports")
     assert rc == 0 and "ok: nothing is wrong" in out, out
     assert f"imports: abandoned the `memory import` of {export} (3 memories)" in err, err
+
+
+@pytest.mark.parametrize(
+    ("record", "option"),
+    [("imports.json", "--abandon-imports"), ("manifest.json", "--rewrite-manifest")],
+)
+def test_a_doctor_repair_of_a_record_a_folder_stands_in_says_to_move_it_aside(
+    env: dict[str, str], record: str, option: str
+) -> None:
+    # A folder in the record's place cannot be read (damage) nor written over by the repair:
+    # one line naming the file and the way out, exit 1, nothing else changed.
+    store = Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
+    brain_at(store).memorize("Cache", "The cache uses setting zq.")
+    folder = store / "_octobrain" / record
+    folder.unlink(missing_ok=True)
+    (folder / "kept").mkdir(parents=True)
+    rc, _, err = run_cli(env, "doctor", option)
+    assert rc == 1, err
+    assert err.startswith(f"error: doctor: cannot replace {folder} ("), err
+    assert err.rstrip().endswith("move it aside, then run `octobrain doctor` again"), err
+    assert (folder / "kept").is_dir()

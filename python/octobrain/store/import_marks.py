@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from octobrain.errors import StorageError
 from octobrain.store.edges import relationships_version
 from octobrain.store.manifest import short_reason
+from octobrain.store.manifest_repair import replace_record
 from octobrain.store.sql import sql_in
 from octobrain.times import utcnow
 
@@ -136,8 +137,8 @@ def cut_short(location: StoreLocation) -> list[ImportMark]:
 def abandon(location: StoreLocation) -> tuple[list[ImportMark], str | None]:
     """Forget every import cut short, under the store's write lock: what each wrote stays, the
     store's own from then on. Returns them, and how the record was damaged (it is then
-    cleared, whatever it named). A record that cannot be replaced (a folder in its place) is
-    a `StorageError` saying to move it aside."""
+    cleared, whatever it named). A record that cannot be replaced is a `StorageError`
+    (`manifest_repair.replace_record`)."""
     try:
         if not _read(location):  # (nothing to do: no lock taken, none made on a read-only store)
             return [], None
@@ -150,13 +151,7 @@ def abandon(location: StoreLocation) -> tuple[list[ImportMark], str | None]:
             marks, damaged = [], exc.reason
         if not marks and damaged is None:
             return [], None
-        try:
-            location.write_json(RECORD, {})
-        except OSError as exc:
-            raise StorageError(
-                f"doctor: cannot replace {location}/_octobrain/{RECORD} ({short_reason(exc)}); "
-                "move it aside, then run `octobrain doctor` again"
-            ) from None
+        replace_record(location, RECORD, {})
     return marks, damaged
 
 

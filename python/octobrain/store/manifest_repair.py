@@ -11,7 +11,7 @@ again, empty). A mark of a restore or migrate under way it held is lost with it,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import StorageError
 from octobrain.store.manifest import (
@@ -35,8 +35,7 @@ OPTION = "`octobrain doctor --rewrite-manifest`"
 def rewrite(location: StoreLocation) -> list[str] | None:
     """Write the manifest again when it cannot be read, under the store's write lock and the
     manifest's own: the tables it now lists (None: it reads, nothing was written). A manifest
-    that cannot be replaced (a folder in its place) is a `StorageError` saying to move it
-    aside."""
+    that cannot be replaced is a `StorageError` (`replace_record`)."""
     if not _damaged(location):  # (nothing to do: no lock taken, none made on a read-only store)
         return None
     with location.lock("write", LOCK_TIMEOUT_S), location.lock("manifest", LOCK_TIMEOUT_S):
@@ -49,14 +48,21 @@ def rewrite(location: StoreLocation) -> list[str] | None:
             for name in KNOWN_TABLES
             if (name in present and _opens(db, name)) or existed(db, name, present)
         ]
-        try:
-            location.write_json(MANIFEST, {"tables": tables})
-        except OSError as exc:
-            raise StorageError(
-                f"doctor: cannot replace {location}/_octobrain/{MANIFEST} "
-                f"({short_reason(exc)}); move it aside, then run `octobrain doctor` again"
-            ) from None
+        replace_record(location, MANIFEST, {"tables": tables})
     return tables
+
+
+def replace_record(location: StoreLocation, name: str, record: dict[str, Any]) -> None:
+    """Write the record `name` under `_octobrain/` over one that cannot be read, for a `doctor`
+    repair; one that cannot be replaced (a folder in its place) is a `StorageError` saying to
+    move it aside."""
+    try:
+        location.write_json(name, record)
+    except OSError as exc:
+        raise StorageError(
+            f"doctor: cannot replace {location}/_octobrain/{name} ({short_reason(exc)}); "
+            "move it aside, then run `octobrain doctor` again"
+        ) from None
 
 
 def _damaged(location: StoreLocation) -> bool:
