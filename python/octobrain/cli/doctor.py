@@ -95,8 +95,8 @@ def doctor_cmd(
     )
     from octobrain.knowledge.store import table_schemas
     from octobrain.store.doctor import diagnose
+    from octobrain.store.doctor_tables import JOURNALS
     from octobrain.store.location import StoreLocation
-    from octobrain.store.recreate import JOURNALS
     from octobrain.store.recreate import recreate as start_over
 
     config = load_config()
@@ -214,8 +214,9 @@ def _forget_damaged(location: StoreLocation, found: Diagnosis) -> list[str]:
 def _forget_damaged_records(location: StoreLocation, found: Diagnosis) -> dict[str, list[str]]:
     """Delete the journal rows `found` says are garbled (`recreate.forget_damaged_records`);
     nothing is opened (or made) when it names none."""
+    from octobrain.store.doctor_tables import JOURNALS
     from octobrain.store.memories import MemoryStore
-    from octobrain.store.recreate import JOURNALS, forget_damaged_records
+    from octobrain.store.recreate import forget_damaged_records
 
     if not any(t.name in JOURNALS and t.garbled_rows for t in found.tables):
         return {}

@@ -301,6 +301,19 @@ CHECKED_BY: dict[str, tuple[Sequence[str], Callable[[pa.Table], npt.NDArray[np.b
         partial(row_sums.damaged, fields=FORGOTTEN_FIELDS, at="forgotten_at"),
     ),
 }
+# The journals `doctor --forget-damaged` takes damaged rows out of (`recreate`'s
+# `forget_damaged_records`): what each one's loss means, said in its repair and by the repair.
+JOURNALS = {
+    CONSOLIDATIONS: "the consolidation it recorded stays as it is, and can no longer be undone",
+    FORGOTTEN: "the turn it kept forgotten comes back if its conversation is ingested again",
+}
+
+
+def _forget_damaged(journal: str) -> str:
+    said = JOURNALS[journal]
+    return f"`octobrain doctor --forget-damaged` deletes the damaged rows alone (of each, {said})"
+
+
 _GARBLED_REPAIR = {
     "memories": GARBLED_REPAIR,
     "relationships": (
@@ -314,17 +327,11 @@ _GARBLED_REPAIR = {
     # (every version since it was written reads the same data file: no restore brings it back)
     CONSOLIDATIONS: (
         "restore the store directory from a backup, or `octobrain memory import` an export "
-        "made before the damage into a new store; otherwise `octobrain doctor "
-        "--forget-damaged` deletes the damaged records alone (what each recorded stays as it "
-        "is and can no longer be undone), or `octobrain doctor --recreate consolidations` "
-        "starts the journal over (the memories stay as they are; no consolidation made before "
-        "can be undone)"
+        f"made before the damage into a new store; otherwise {_forget_damaged(CONSOLIDATIONS)}, "
+        "or `octobrain doctor --recreate consolidations` starts the journal over (the memories "
+        "stay as they are; no consolidation made before can be undone)"
     ),
-    FORGOTTEN: (
-        "`octobrain doctor --forget-damaged` deletes the damaged rows alone (each turn they "
-        "kept forgotten comes back if its conversation is ingested again); otherwise "
-        f"{manifest.repair_hint(FORGOTTEN)}"
-    ),
+    FORGOTTEN: f"{_forget_damaged(FORGOTTEN)}; otherwise {manifest.repair_hint(FORGOTTEN)}",
 }
 
 

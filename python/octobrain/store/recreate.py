@@ -75,22 +75,14 @@ def recreate(location: StoreLocation, what: str, damaged: set[str]) -> list[str]
     return done
 
 
-# The journals `forget_damaged_records` takes damaged rows out of: what each one's loss means.
-JOURNALS = {
-    "consolidations": "the consolidation it recorded stays as it is, and can no longer be undone",
-    "forgotten_turns": "the turn it kept forgotten comes back if its conversation is ingested "
-    "again",
-}
-
-
 def forget_damaged_records(store: MemoryStore) -> dict[str, list[str]]:
-    """Delete the rows of the journals (`JOURNALS`) that no longer match their checksum, as
-    `doctor` finds them, under the write lock; their ids by table. Only those rows: a flipped
-    bit in one record otherwise had `--recreate` as its way out, which lost every record of
-    every project (each consolidation's undo, each forgotten turn). The model is neither
-    checked nor used."""
+    """Delete the rows of the journals (`doctor_tables.JOURNALS`) that no longer match their
+    checksum, as `doctor` finds them, under the write lock; their ids by table. Only those
+    rows: a flipped bit in one record otherwise had `--recreate` as its way out, which lost
+    every record of every project (each consolidation's undo, each forgotten turn). The model
+    is neither checked nor used."""
     from octobrain.store import row_sums, scans
-    from octobrain.store.doctor_tables import CHECKED_BY
+    from octobrain.store.doctor_tables import CHECKED_BY, JOURNALS
     from octobrain.store.schema import CHECKSUM
     from octobrain.store.sql import DELETE_BATCH, sql_in
 
