@@ -24,7 +24,9 @@ RUN = 64
 
 
 class SnapshotDamaged(ValueError):
-    """A block of a memory-mapped snapshot file failed its checksum as it was about to be read."""
+    """What a snapshot was made from is not what was recorded: a block of one of its files
+    failed its checksum as it was about to be used (through its mapping, read from the file
+    by a merge, or kept for a newer snapshot), or the store's files changed under it."""
 
 
 class PageCheck:
