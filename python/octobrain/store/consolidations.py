@@ -103,12 +103,12 @@ class ConsolidationLog:
         """Records matching a predicate, oldest first; `RowDamaged` naming the first damaged
         one, unless `scopes` are given (the caller's) and it is known to be another scope's
         (`_pass_over`)."""
-        rows = self.table.search().where(where).limit(None).to_list()
-        records = [
-            ConsolidationRecord(**{k: r[k] for k in _RECORD_NAMES})
-            for r in rows
-            if record_verified(r) is not False or self._pass_over(r, scopes)
-        ]
+        records = []
+        for r in self.table.search().where(where).limit(None).to_list():
+            if record_verified(r) is False:
+                self._pass_over(r, scopes)
+            else:
+                records.append(ConsolidationRecord(**{k: r[k] for k in _RECORD_NAMES}))
         records.sort(key=lambda r: (r.created_at, r.id))
         return records
 
@@ -152,11 +152,11 @@ class ConsolidationLog:
         out.update(m for r in records if r["status"] == REVERTED for m in r["member_ids"])
         return out
 
-    def _pass_over(self, row: dict[str, Any], scopes: Collection[str]) -> bool:
-        """A damaged record (`row`) met by a read for `scopes`: False, noted in `passed_over`,
-        when it is known to be another scope's: it names a memory at least, and every one it
-        names that the store holds reads the scope it reads as (a record's parent and
-        members are of its scope; rows are never re-stamped). Else `RowDamaged`, naming it:
+    def _pass_over(self, row: dict[str, Any], scopes: Collection[str]) -> None:
+        """A damaged record (`row`) met by a read for `scopes`: left out, noted in
+        `passed_over`, when it is known to be another scope's: it names a memory at least, and
+        every one it names that the store holds reads the scope it reads as (a record's parent
+        and members are of its scope; rows are never re-stamped). Else `RowDamaged`, naming it:
         one of `scopes`, or one whose scope or ids changed on disk, which may be anyone's
         (and any, when no scopes are given). (A project's damaged record stopped every
         project's sleep pass, and a pending one every forget.)"""
@@ -165,7 +165,7 @@ class ConsolidationLog:
             held = self.store.scopes_of([str(i) for i in named]).values()
             if held and all(found == row["scope"] for found in held):
                 self.passed_over.add(str(row["id"]))
-                return False
+                return
         raise journal_damaged(str(row["id"]), CONSOLIDATIONS)
 
 
