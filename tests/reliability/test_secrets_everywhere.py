@@ -78,6 +78,19 @@ def test_screening_32_kb_of_a_repeated_key_prefix_reads_it_once(unit: str) -> No
     assert time.process_time() - started < 0.5
 
 
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dBjftJeZ4CVPmB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+
+
+@pytest.mark.parametrize("lead", ["eyJ-", "eyJabcdefgh-"])
+def test_a_megabyte_of_token_starts_is_screened_and_the_token_after_it_found(lead: str) -> None:
+    # A JSON web token was looked for from each `eyJ` of a run and read on to the run's end:
+    # 64 kB of "eyJ-" took 0.8 s, a megabyte (an ingest's turn) minutes, with the GIL held.
+    # A token that starts inside a run (after its `-`) is still one.
+    text = lead * (1_048_576 // len(lead)) + " " + JWT + " and x-" + JWT
+    found = [(f.kind, text[f.start : f.end]) for f in find_secrets(text)]
+    assert found == [("JSON web token", JWT)] * 2
+
+
 def test_every_memory_field_is_screened(tmp_path: Path) -> None:
     b = _brain(tmp_path / "db")
     attempts = {
