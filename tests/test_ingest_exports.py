@@ -293,3 +293,31 @@ def test_a_whatsapp_export_of_dates_either_way_asks_which() -> None:
         local(2024, 3, 5, 14, 2),
         local(2024, 5, 3, 14, 2),
     )
+
+
+def test_a_chatgpt_export_whose_children_run_in_a_cycle_is_refused_naming_it() -> None:
+    # Before: with no `current_node`, the branch was followed down each node's last child
+    # for ever (a node its own descendant): the ingest hung, whatever lock it held.
+    looped = json.loads(json.dumps(CHATGPT))
+    del looped[0]["current_node"]
+    looped[0]["mapping"]["a2"]["children"] = ["sys"]
+    with pytest.raises(InvalidInput) as refused:
+        parse_text(json.dumps(looped))
+    assert str(refused.value) == 'file[0].mapping: has a cycle of children through "sys"'
+
+
+def test_a_whatsapp_message_of_many_lines_or_blanks_is_read_whole() -> None:
+    # Before: a message's lines were added to its text one by one, each copying it (400,000
+    # lines: 82 s), and the edit mark was looked for from each blank of a run of them
+    # (100,000 spaces: about a minute).
+    lines = [f"line {i}" for i in range(400_000)]
+    blanks = " " * 100_000 + "x"
+    export = (
+        "13/03/2024, 14:02 - Ana: " + "\n".join(lines) + "\n"
+        f"13/03/2024, 14:03 - Ben: {blanks}\n"
+        "13/03/2024, 14:04 - Ana: Fixed \u200e<This message was edited>\n"
+    )
+    (chat,) = parse_text(export)
+    *long, fixed = [t.text for t in chat.turns if t.speaker == "Ana"]  # (cut at line ends)
+    assert ("\n".join(long), fixed) == ("\n".join(lines), "Fixed")
+    assert [t.text for t in chat.turns if t.speaker == "Ben"] == ["x"]

@@ -154,7 +154,11 @@ def _branch(where: str, mapping: dict[Any, Any], leaf: object) -> list[str]:
     if leaf is None or leaf == "":
         roots = [k for k, n in mapping.items() if isinstance(n, dict) and not n.get("parent")]
         node = roots[0] if roots else None
+        passed: set[str] = set()  # (a node that is its own descendant was walked for ever)
         while isinstance(node, str) and isinstance(mapping.get(node), dict):
+            if node in passed:
+                raise InvalidInput(where, f"has a cycle of children through {as_json(node)}")
+            passed.add(node)
             children = mapping[node].get("children") or []
             if not children:
                 break
