@@ -99,13 +99,20 @@ def _own_paragraphs(root: Any) -> Iterator[Any]:
     """The paragraphs of a comment (or a header) that are not inside another of its
     paragraphs or another comment (which `_inline` reads with theirs): each read once. Read
     every one, a comment in a comment's paragraph was read again by each comment around it,
-    2**depth times (18 deep, 1 kB: 2.6 MB of text; 30 deep, gigabytes)."""
-    for paragraph in root.iter(_P, _H):
-        holder = paragraph.getparent()
-        while holder is not root and holder.tag not in (_P, _H, _ANNOTATION):
-            holder = holder.getparent()
-        if holder is root:
-            yield paragraph
+    2**depth times (18 deep, 1 kB: 2.6 MB of text; 30 deep, gigabytes). One walk down from
+    `root`, in document order, that enters no paragraph and no comment: looked for up from
+    each paragraph, its holders were 240 elements for each of 600,000 empty paragraphs (5.4
+    MB) in a header, 30 s."""
+    walking = [iter(root)]
+    while walking:
+        for element in walking[-1]:
+            if element.tag in (_P, _H):
+                yield element
+            elif element.tag != _ANNOTATION:
+                walking.append(iter(element))
+                break
+        else:
+            walking.pop()
 
 
 def title_and_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
