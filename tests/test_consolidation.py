@@ -833,6 +833,21 @@ def test_a_summary_too_long_for_one_memory_says_how_many_sentences_it_left_out()
     assert summarise(facts[:3], max_bytes=2_000).count("\n") == 2  # all of it fits: no tail
 
 
+def test_a_summary_of_members_full_of_short_distinct_sentences_is_bounded() -> None:
+    # 100,000 distinct sentences (an MCP client's memories, 10 kB each, merged): each was
+    # compared with every one kept, and the tail's room summed again per line left out (hours).
+    # Past the comparisons it makes, an exact repeat (the first fact, again last) is still one.
+    from octobrain.memory.summary import summarise
+
+    facts = [f"Item w{i}x z{i}q holds." for i in range(100_000)]
+    text = summarise(["\n".join(facts[:50_000]), "\n".join([*facts[50_000:], facts[0]])])
+    lines = text.splitlines()
+    assert len(text.encode()) <= 10_000
+    assert lines[:-1] == [f"- {f}" for f in facts[: len(lines) - 1]]
+    left = 100_000 - (len(lines) - 1)
+    assert lines[-1] == f"- … and {left} more sentences, in the memories merged here"
+
+
 def test_parent_is_found_by_the_wording_of_a_member_it_absorbed(make_brain: MakeBrain) -> None:
     # The summary keeps the fullest sentence; the short one the query quotes was absorbed.
     brain = make_brain()

@@ -91,15 +91,28 @@ def same_claims(one: str, other: str) -> bool:
     return claims(one).same_as(claims(other))
 
 
+COMPARISONS = 2_000_000
+"""How many pairs of sentences `distinct_sentences` compares at most (about a second): each new
+sentence is compared with every one kept, so a cluster's members full of short distinct
+sentences (256 members of 10 kB: some 600,000) would take hours of the sleep pass. Past it the
+rest are kept as they come, repeats of a sentence aside; a real cluster's few hundred sentences
+stay far below it."""
+
+
 def distinct_sentences(sentences: Sequence[str]) -> list[str]:
     """`sentences` in order without restatements; a later, fuller sentence replaces an earlier
-    one it contains."""
+    one it contains (within `COMPARISONS`)."""
     terms = analyze(list(sentences))
     words = analyze(list(sentences), stem=False, stopwords=False)
     kept: list[tuple[str, frozenset[str], frozenset[str], int]] = []
+    budget = COMPARISONS
     for sentence, analysed, said in zip(sentences, terms, words, strict=True):
         t, n, neg = frozenset(analysed), frozenset(_NUMBER.findall(sentence)), negations(said)
         if not t:
+            continue
+        budget -= len(kept)
+        if budget < 0:
+            kept.append((sentence, t, n, neg))
             continue
         for i, (_, kt, kn, kneg) in enumerate(kept):
             if neg != kneg:
@@ -126,10 +139,11 @@ def summarise(contents: Sequence[str], max_bytes: int = 10_000) -> str:
     sizes = [len(line.encode()) + 1 for line in lines]
     if sum(sizes) - 1 <= max_bytes:
         return "\n".join(lines)
+    room = sum(sizes)
     while lines:
+        room -= sizes.pop()  # (the lines before the last, each with its line end)
         tail = f"- … and {len(facts) - len(lines) + 1} more sentences, in the memories merged here"
-        if sum(sizes[:-1]) + len(tail.encode()) <= max_bytes:
+        if room + len(tail.encode()) <= max_bytes:
             return "\n".join([*lines[:-1], tail])
         lines.pop()
-        sizes.pop()
     return ""
