@@ -8,6 +8,7 @@ replaced by `[REDACTED:<kind>]`) or "allow". Errors never echo the secret itself
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections.abc import Sequence
@@ -114,12 +115,19 @@ class Finding:
 
 
 def find_secrets(text: str) -> list[Finding]:
-    """Every credential-shaped span in `text`, in order, without overlaps."""
+    """Every credential-shaped span in `text`, in order, without overlaps (a span overlapping
+    one found before is passed over; the spans found are kept in order, so that is told by
+    the one before where it would go: a megabyte of `eyJa.eyJa.…`, 26,886 tokens, was
+    quadratic)."""
     found: list[Finding] = []
+    starts: list[int] = []
 
     def add(kind: str, start: int, end: int) -> None:
-        if not any(f.start < end and start < f.end for f in found):
-            found.append(Finding(kind, start, end))
+        at = bisect.bisect_left(starts, end)  # the spans found that start before this ends
+        if at and found[at - 1].end > start:  # (the last of them reaches furthest)
+            return
+        starts.insert(at, start)
+        found.insert(at, Finding(kind, start, end))
 
     for kind, pattern in _PATTERNS:
         for match in pattern.finditer(text):
@@ -129,7 +137,7 @@ def find_secrets(text: str) -> list[Finding]:
         if kind == "Google API key":  # where the single pattern stood, so overlaps resolve alike
             for start, end in _api_keys(text):
                 add("API key", start, end)
-    return sorted(found, key=lambda f: f.start)
+    return found
 
 
 def redact(text: str, findings: list[Finding]) -> str:
