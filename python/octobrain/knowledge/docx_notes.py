@@ -25,8 +25,11 @@ _R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id
 FOOTNOTE, ENDNOTE = f"{_W}footnoteReference", f"{_W}endnoteReference"
 COMMENT = f"{_W}commentReference"
 _AUTHOR_CHARS = 80  # of a comment's author, in its label
-# A footer line that only counts pages ("3", "Page 3 of 9") says nothing worth finding.
-_PAGE_COUNT = re.compile(r"(?i)(?:page)?\s*\d*\s*(?:(?:of|/)\s*\d+)?")
+# A footer line that only counts pages ("3", "Page 3 of 9") says nothing worth finding. Each
+# run possessive (`*+`: what follows one cannot start with what it takes): the two runs of
+# spaces about an absent number were split every way before "Page", spaces and "x" failed
+# (16,000 spaces: 5.5 s).
+_PAGE_COUNT = re.compile(r"(?i)(?:page)?\s*+\d*+\s*+(?:(?:of|/)\s*+\d++)?")
 
 
 class Notes:
