@@ -107,6 +107,29 @@ def test_a_form_drawn_again_and_again_counts_its_tokens_each_time_it_is_drawn(
     assert "page 2 of the PDF has over 1000 drawing tokens: its text is left out" in caplog.text
 
 
+def test_a_page_past_another_limit_of_pypdfs_is_left_out_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An array of 100,001 numbers (200 kB; pypdf's bound on one array is 100,000) was reported
+    # as "over 500000 drawing tokens", a bound the page is far below.
+    body = _HIDDEN + "BT [" + "0 " * 100_001 + "] TJ ET"
+    pdf = write_pdf_pages(tmp_path / "array.pdf", [_INTRO, body, _CLOSING])
+    with caplog.at_level("WARNING", logger="octobrain.knowledge.extract"):
+        assert _text(pdf) == "The intro page.\n\nThe closing page."
+    assert (
+        "page 2 of the PDF reaches a limit of pypdf's (Reached maximum array element count): "
+        "its text is left out"
+    ) in caplog.text
+    assert "drawing tokens" not in caplog.text
+    from octobrain.knowledge import extract as extraction
+
+    monkeypatch.setattr(extraction, "PDF_PAGE_TOKENS", 1_000)  # (reached inside the array)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="octobrain.knowledge.extract"):
+        assert _text(pdf) == "The intro page.\n\nThe closing page."
+    assert "page 2 of the PDF has over 1000 drawing tokens: its text is left out" in caplog.text
+
+
 def test_a_page_of_one_long_word_is_read_and_its_cut_words_still_join(tmp_path: Path) -> None:
     # Joining words cut at a line end read on from each letter of a word to its end: one word
     # of 40,000 letters (one `Tj`, 250 bytes compressed) took 74 s; of 200,000, half an hour.

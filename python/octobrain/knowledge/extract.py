@@ -42,7 +42,7 @@ from octobrain.knowledge.charset import decode_named, decode_page
 from octobrain.knowledge.chunk import first_heading, front_matter_end, heading_text
 from octobrain.knowledge.sources import Fetched, SourceKind
 from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked
-from octobrain.safe_text import same_text_key, shows_something
+from octobrain.safe_text import client_text, same_text_key, shows_something
 
 log = logging.getLogger(__name__)
 
@@ -406,6 +406,22 @@ class _Bounds:
         self.in_time()
 
 
+# How pypdf's `LimitReachedError` starts when a stream holds over `PDF_PAGE_TOKENS` tokens
+# (`stream_parsing_work_maximum_count`: "… tokens per stream.", or "… tokens." inside an
+# array or a dictionary); its other limits (an array's elements, a filter's columns, …) are
+# named as pypdf names them.
+_PYPDF_TOKENS = "Reached maximum number of tokens"
+
+
+def _why_left_out(exc: BaseException) -> str:
+    """Why a page's text is left out, after "page 3 of the PDF": the bound it is over."""
+    if isinstance(exc, pdf_streams.StreamTooLarge):
+        return str(exc)
+    if isinstance(exc, _TooManyTokens) or str(exc).startswith(_PYPDF_TOKENS):
+        return f"has over {PDF_PAGE_TOKENS} drawing tokens"
+    return f"reaches a limit of pypdf's ({client_text(str(exc).rstrip('.'), 200)})"
+
+
 def _pdf_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     from pypdf import PdfReader
     from pypdf.errors import LimitReachedError
@@ -431,8 +447,7 @@ def _pdf_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
                 text = visitor.text(text or "")
                 pages.append(pdf_columns.with_cells(page, text, visitor.whole_lines()))
             except (LimitReachedError, _TooManyTokens, pdf_streams.StreamTooLarge) as exc:
-                why = str(exc) if isinstance(exc, pdf_streams.StreamTooLarge) else ""
-                left_out.append(why or f"has over {PDF_PAGE_TOKENS} drawing tokens")
+                left_out.append(_why_left_out(exc))
                 log.warning("page %d of the PDF %s: its text is left out", number, left_out[-1])
                 pages.append("")
             size += len(pages[-1])
