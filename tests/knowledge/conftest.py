@@ -145,6 +145,12 @@ def write_pdf_pages(
     if title:
         objects.append(f"<< /Title ({pdf_escape(title)}) >>".encode())
         info = len(objects)
+    return write_pdf_objects(path, objects, info)
+
+
+def write_pdf_objects(path: Path, objects: Sequence[bytes], info: int | None = None) -> Path:
+    """A PDF of `objects` (numbered from 1; the first the catalog, `info` the document
+    information's number, if any) with its cross-reference table."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, obj in enumerate(objects, 1):

@@ -14,7 +14,7 @@ from octobrain.knowledge import pdf_pieces, pdf_text
 from octobrain.knowledge.extract import extract
 from octobrain.knowledge.sources import parse_source, read_file
 
-from .conftest import write_pdf_pages
+from .conftest import write_pdf_objects, write_pdf_pages
 
 _CAP = 1 << 20
 _INTRO = "BT /F1 11 Tf 72 700 Td (The intro page.) Tj ET"
@@ -74,6 +74,48 @@ def test_a_page_drawing_a_form_that_inflates_past_the_bound_is_left_out(
         r"or more, over the 1000-byte bound on one \(1 of 1\); nothing was indexed",
     ):
         _text(only)
+
+
+def _nested_forms_pdf(path: Path, body: str, large: str) -> Path:
+    """A page drawing `body`, its resources naming a form /Fm1 of a line of text and a form
+    /Fm2 that draws its own /Fm1, of `large`."""
+    font = b"/Resources << /Font << /F1 3 0 R >>"
+
+    def form(resources: bytes, data: str) -> bytes:
+        head = b"<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] " + resources + b" >>"
+        return head[:-3] + f" /Length {len(data)} >>\nstream\n{data}\nendstream".encode()
+
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R "
+        + font
+        + b" /XObject << /Fm1 6 0 R /Fm2 7 0 R >> >> >>",
+        f"<< /Length {len(body)} >>\nstream\n{body}\nendstream".encode(),
+        form(font + b" >>", "BT /F1 11 Tf 72 700 Td (The form of the page.) Tj ET"),
+        form(font + b" /XObject << /Fm1 8 0 R >> >>", "/Fm1 Do"),
+        form(font + b" >>", large),
+    ]
+    return write_pdf_objects(path, objects)
+
+
+def test_a_form_is_measured_as_the_resources_it_is_drawn_by_name_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Forms too large were kept by name across every resource dictionary: a page drawing its
+    # own small /Fm1 was left out because a form it holds draws another /Fm1, over the bound.
+    from octobrain.knowledge import pdf_streams
+
+    monkeypatch.setattr(pdf_streams, "PDF_STREAM_BYTES", 1_000)
+    large = "BT /F1 11 Tf 72 650 Td (The nested form.) Tj ET\n" + _filler("comments", 1_000)
+    own = _nested_forms_pdf(tmp_path / "own.pdf", "/Fm1 Do", large)
+    assert _text(own) == "The form of the page."
+    nested = _nested_forms_pdf(tmp_path / "nested.pdf", "/Fm1 Do /Fm2 Do", large)
+    with pytest.raises(InvalidInput, match=r"inflates to 1050 bytes or more, over the 1000-byte"):
+        _text(nested)
+    monkeypatch.setattr(pdf_streams, "PDF_STREAM_BYTES", 2_000)
+    assert _text(nested) == "The form of the page.\nThe nested form."
 
 
 def test_a_content_stream_of_the_bound_is_read_and_one_byte_more_is_not(

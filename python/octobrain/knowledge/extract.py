@@ -390,7 +390,10 @@ class _Bounds:
 
     deadline: float
     tokens: int = 0
-    large_forms: dict[str, int] = field(default_factory=dict)  # the page's, by name
+    streams: pdf_streams.PageStreams = field(init=False)  # measured before pypdf parses them
+
+    def __post_init__(self) -> None:
+        self.streams = pdf_streams.PageStreams(self.in_time)
 
     def in_time(self) -> None:
         if time.monotonic() > self.deadline:
@@ -398,12 +401,17 @@ class _Bounds:
 
     def operator(self, op: object, operands: list[object], *_: object) -> None:
         """Before each operator pypdf reads, a form's too (each time the form is drawn)."""
-        if op == b"Do" and operands and operands[0] in self.large_forms:
-            raise pdf_streams.StreamTooLarge(self.large_forms[str(operands[0])])
+        if op == b"Do" and operands:
+            self.streams.drawing(operands)
         self.tokens += 1 + len(operands)
         if self.tokens > PDF_PAGE_TOKENS:
             raise _TooManyTokens
         self.in_time()
+
+    def operator_done(self, op: object, operands: list[object], *_: object) -> None:
+        """After each operator pypdf read: after a `Do`, its form's drawing is done."""
+        if op == b"Do" and operands:
+            self.streams.drawn(operands)
 
 
 # How pypdf's `LimitReachedError` starts when a stream holds over `PDF_PAGE_TOKENS` tokens
@@ -433,15 +441,16 @@ def _pdf_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     size = 0
     left_out: list[str] = []  # why each page left out was
     bounds = _Bounds(time.monotonic() + PDF_SECONDS)
-    streams = pdf_streams.PageStreams(bounds.in_time)
     try:
         for number, page in enumerate(reader.pages, 1):  # pypdf bounds each stream it inflates
             bounds.tokens = 0
             try:
-                bounds.large_forms = streams.check(page)
+                bounds.streams.check(page)
                 visitor = pdf_pieces.PageText()
                 text = page.extract_text(
-                    visitor_text=visitor, visitor_operand_before=bounds.operator
+                    visitor_text=visitor,
+                    visitor_operand_before=bounds.operator,
+                    visitor_operand_after=bounds.operator_done,
                 )
                 bounds.in_time()  # (before layout mode reads the page again)
                 text = visitor.text(text or "")

@@ -4,8 +4,11 @@ pypdf parses a content stream whole before its text extraction reads the first o
 with it the time, `extract.PDF_SECONDS`), and its bound on one stream's tokens does not count
 one token's bytes: 70 MB inflated (under pypdf's own 75 MB bound; 70 kB compressed) of one hex
 string parsed for 36 s, of comment lines 15 s. So the streams a page's text is read from (its
-`/Contents`, and every form its resources may draw, nested ones too) are inflated first, each
-only to `PDF_STREAM_BYTES` and a byte, and a page with one longer is left out unparsed.
+`/Contents` before it is read, and each form as it is drawn, nested ones too) are inflated
+first, each only to `PDF_STREAM_BYTES` and a byte, and a page with one longer is left out
+unparsed. A form is the one pypdf draws: named in the resources of the page or form whose
+content draws it (`visitor_operand_before` and `_after` on `Do` tell which), not another of
+the same name elsewhere.
 """
 
 from __future__ import annotations
@@ -41,14 +44,16 @@ class PageStreams:
     def __init__(self, in_time: Callable[[], None]) -> None:
         self._in_time = in_time
         self._sizes: dict[int, tuple[Any, int]] = {}  # (by id: the stream kept, so its id is)
+        self._named: dict[int, tuple[Any, dict[str, Any]]] = {}  # each holder's forms, by id
+        # The page, then each XObject being drawn (by the `Do` drawing it) in the one before.
+        self._drawing: list[tuple[int, Any]] = []
 
-    def check(self, page: Any) -> dict[str, int]:
-        """Raise `StreamTooLarge` if the page's content inflates past `PDF_STREAM_BYTES`; the
-        names of the forms that do, among those its resources (or a form's) hold, with their
-        sizes: a page drawing one (`Do`) is left out as it draws it. pypdf reads these
-        streams as it does for the page's text."""
+    def check(self, page: Any) -> None:
+        """Raise `StreamTooLarge` if the page's content inflates past `PDF_STREAM_BYTES`; its
+        forms are measured as it draws them (`drawing`)."""
         from pypdf.generic import ArrayObject, StreamObject
 
+        self._drawing = [(0, page)]
         contents = page.get("/Contents")
         contents = contents.get_object() if contents is not None else None
         parts = contents if isinstance(contents, ArrayObject) else [contents]
@@ -58,18 +63,28 @@ class PageStreams:
                 total += self._size(stream)
         if total > PDF_STREAM_BYTES:
             raise StreamTooLarge(total)
-        large: dict[str, int] = {}
-        seen = {id(page)}
-        holders = [page]
-        while holders:
+
+    def drawing(self, operands: list[Any]) -> None:
+        """Before pypdf draws an XObject (a `Do` of these `operands`): raise `StreamTooLarge` if
+        it is a form that inflates past `PDF_STREAM_BYTES`, as the resources of the page or
+        form being drawn name it (where pypdf looks it up)."""
+        holder = self._drawing[-1][1]
+        form = self._forms(holder).get(str(operands[0])) if holder is not None else None
+        if form is not None and (size := self._size(form)) > PDF_STREAM_BYTES:
+            raise StreamTooLarge(size)
+        self._drawing.append((id(operands), form))
+
+    def drawn(self, operands: list[Any]) -> None:
+        """After pypdf drew it (the `Do` of these `operands`, alive from `drawing` to here):
+        back to what drew it, past any form an error left unfinished."""
+        while len(self._drawing) > 1 and self._drawing.pop()[0] != id(operands):
+            pass
+
+    def _forms(self, holder: Any) -> dict[str, Any]:
+        if id(holder) not in self._named:
             self._in_time()
-            for name, form in _forms(holders.pop()):
-                if (size := self._size(form)) > PDF_STREAM_BYTES:
-                    large[name] = size
-                if id(form) not in seen:
-                    seen.add(id(form))
-                    holders.append(form)
-        return large
+            self._named[id(holder)] = (holder, dict(_forms(holder)))
+        return self._named[id(holder)][1]
 
     def _size(self, stream: Any) -> int:
         """The stream's inflated size, or `PDF_STREAM_BYTES` + 1 if it inflates to more."""
