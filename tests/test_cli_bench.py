@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from octobrain.cli.main import main
+from tests.ingest_support import LOCOMO
 from tests.test_beir import write_beir
-from tests.test_ingest import LOCOMO
 
 
 def _never(*_args: object, **_kwargs: object) -> None:

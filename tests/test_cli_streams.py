@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.ingest_support import claude_transcript
 from tests.test_cli_exit import env as cli_env  # noqa: F401  (the `env` fixture)
-from tests.test_ingest import claude_transcript
 
 SCOPE = ["memory", "--scope", "github.com/acme/api"]
 TITLE = "Café über naïve ✓ 日本 😀"

@@ -13,7 +13,7 @@ import pytest
 
 from octobrain.errors import InvalidInput
 from octobrain.memory.conversation import parse_text, read_conversations
-from tests.test_ingest import brain, stored
+from tests.ingest_support import brain, stored
 
 SAID = "2024-03-05T10:00:00Z"
 MARCH_5 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)

@@ -17,7 +17,7 @@ from octobrain.memory.conversation import parse_text
 from octobrain.memory.export import export_jsonl
 from octobrain.memory.query import parse_time
 from octobrain.memory.transfer import import_jsonl
-from tests.test_ingest import SCOPE, brain, cli, stored
+from tests.ingest_support import SCOPE, brain, cli, stored
 
 INVISIBLE = "\u200b\u00ad\u2060\ufeff"  # zero-width space, soft hyphen, word joiner, BOM
 

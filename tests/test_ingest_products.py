@@ -10,7 +10,7 @@ import pytest
 
 from octobrain.errors import InvalidInput
 from octobrain.memory.conversation import parse_text, read_conversations
-from tests.test_ingest import brain, stored
+from tests.ingest_support import brain, stored
 from tests.test_ingest_exports import CHATGPT, CLAUDE_AI, local
 
 

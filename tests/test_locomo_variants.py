@@ -12,7 +12,7 @@ from octobrain.bench.locomo_variants import VARIANTS
 from octobrain.errors import InvalidInput
 from octobrain.memory.search import Hit
 from octobrain.models import Memory
-from tests.test_ingest import LOCOMO
+from tests.ingest_support import LOCOMO
 
 
 def _hit(name: str, score: float) -> Hit:
