@@ -18,7 +18,7 @@ from octobrain.embed.factory import get_embedder
 from octobrain.memory.brain import Brain
 from octobrain.store import upkeep
 from octobrain.store.doctor import diagnose
-from tests.reliability.test_damage import run_cli
+from tests.reliability.damage_support import run_cli
 
 SCOPE = "github.com/acme/api"
 

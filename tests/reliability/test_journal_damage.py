@@ -15,7 +15,7 @@ import pytest
 
 from octobrain.store import schema
 from octobrain.store.journal_rows import record_verified
-from tests.reliability.test_damage import _store, run_cli
+from tests.reliability.damage_support import run_cli, store_dir
 from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
 from tests.test_consolidation import TWINS
 
@@ -35,7 +35,7 @@ def _merged(env: dict[str, str], texts: Sequence[str] = TWINS[:2]) -> tuple[str,
 def _flip_in_journal(env: dict[str, str], found: str, table: str = "consolidations") -> None:
     """Flip the low bit of the last byte of `found` in every data file of `table` holding it."""
     held = 0
-    for path in (_store(env) / f"{table}.lance" / "data").glob("*.lance"):
+    for path in (store_dir(env) / f"{table}.lance" / "data").glob("*.lance"):
         raw = bytearray(path.read_bytes())
         at = raw.find(found.encode())
         if at >= 0:
@@ -46,7 +46,7 @@ def _flip_in_journal(env: dict[str, str], found: str, table: str = "consolidatio
 
 
 def _states(env: dict[str, str], ids: list[str]) -> list[str]:
-    table = lancedb.connect(str(_store(env))).open_table("memories")
+    table = lancedb.connect(str(store_dir(env))).open_table("memories")
     rows = {r["id"]: r["state"] for r in table.to_arrow().select(["id", "state"]).to_pylist()}
     return [rows[i] for i in ids]
 
@@ -90,7 +90,7 @@ def test_a_journal_started_over_leaves_no_record_of_the_old_one_s_deletion_files
     assert len(merges) == 2, done.stdout
     # (one of the two undone: its update leaves a deletion file)
     assert octobrain(env, "unconsolidate", str(merges[0]["parent"]["id"])).returncode == 0
-    sums = _store(env) / "_octobrain" / "deletions" / "consolidations.json"
+    sums = store_dir(env) / "_octobrain" / "deletions" / "consolidations.json"
     assert sums.exists()
     _flip_in_journal(env, ids[1])
     assert run_cli(env, "doctor", "--recreate", "consolidations")[0] == 0
@@ -102,11 +102,13 @@ def test_an_old_journal_gains_checksums_with_the_next_write(env: dict[str, str])
     # A journal made before the column is read unchecked; the next write adds the column and
     # computes each record's as it is then, after which a flipped bit is named.
     parent, ids = _merged(env)
-    lancedb.connect(str(_store(env))).open_table("consolidations").drop_columns([schema.CHECKSUM])
+    lancedb.connect(str(store_dir(env))).open_table("consolidations").drop_columns(
+        [schema.CHECKSUM]
+    )
     assert run_cli(env, "doctor")[0] == 0
     memorize(env, "Primary database", "Postgres 16 is the primary database.")
     assert octobrain(env, "unconsolidate", parent).returncode == 0  # (reads it, then writes)
-    journal = lancedb.connect(str(_store(env))).open_table("consolidations")
+    journal = lancedb.connect(str(store_dir(env))).open_table("consolidations")
     [row] = journal.to_arrow().to_pylist()
     assert record_verified(row) is True and row["status"] == "reverted"
     _flip_in_journal(env, ids[0])
@@ -175,7 +177,7 @@ def test_a_damaged_record_stops_sleep_in_its_own_scope_only(
     # stopped the sleep pass of every project, exit 1 ("'consolidations' is damaged"): its
     # own is stopped, the others merge and name it.
     _parent, ids = _merged(env)
-    journal = lancedb.connect(str(_store(env))).open_table("consolidations")
+    journal = lancedb.connect(str(store_dir(env))).open_table("consolidations")
     [record] = journal.to_arrow()["id"]
     if status != "done":
         journal.update(values={"status": status})  # (a status is not in the checksum)
@@ -232,7 +234,7 @@ def test_forget_damaged_takes_out_the_damaged_records_alone(
     _flip_in_journal(env, turns[said[0]], "forgotten_turns")
     kept_parent, _ = _merged(env)
     parent, ids = _merged(env, TWINS[2:4])
-    journal = lancedb.connect(str(_store(env))).open_table("consolidations").to_arrow()
+    journal = lancedb.connect(str(store_dir(env))).open_table("consolidations").to_arrow()
     [record] = [r["id"] for r in journal.to_pylist() if r["parent_id"] == parent]
     _flip_in_journal(env, ids[1])
     assert run_cli(env, "doctor")[0] == 1

@@ -23,7 +23,7 @@ from octobrain.memory.brain import Brain
 from octobrain.memory.export import export_jsonl
 from octobrain.memory.transfer import import_jsonl
 from octobrain.models import State
-from tests.reliability.test_damage import run_cli
+from tests.reliability.damage_support import run_cli
 
 SCOPE = "github.com/acme/api"
 

@@ -13,8 +13,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from tests.reliability.damage_support import run_cli
 from tests.reliability.kills import SCOPE
-from tests.reliability.test_damage import run_cli
 
 # A writer adding 16 MB batches to a table of the store, for as long as it lives.
 WRITER = textwrap.dedent(

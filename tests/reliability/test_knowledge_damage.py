@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from octobrain.store import schema
-from tests.reliability.test_damage import run_cli
+from tests.reliability.damage_support import run_cli
 from tests.reliability.test_row_checksums import _flip_chunks, _indexed
 from tests.reliability.test_storage_faults import octobrain, one_clear_line
 

@@ -20,7 +20,7 @@ from octobrain.store.highwater import MARKS, RECORDED_AT
 from octobrain.store.location import StoreLocation
 from octobrain.store.manifest import TableDamaged
 from octobrain.store.versions import HINT, newest_on_disk, version_of
-from tests.reliability.test_damage import run_cli
+from tests.reliability.damage_support import run_cli
 from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
 
 SCOPE = "github.com/acme/api"

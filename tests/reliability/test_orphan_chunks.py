@@ -16,8 +16,8 @@ import pytest
 
 from octobrain.store.doctor import diagnose
 from octobrain.store.location import StoreLocation
+from tests.reliability.damage_support import run_cli
 from tests.reliability.kills import SCOPE, guide, knowledge_at
-from tests.reliability.test_damage import run_cli
 
 SECTIONS = 120
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from octobrain.store.schema import DAMAGED_TITLE
-from tests.reliability.test_damage import _related
+from tests.reliability.damage_support import related_pair
 from tests.reliability.test_row_checksums import _flip
 from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
 
@@ -57,7 +57,7 @@ def test_stats_counts_a_damaged_memory_as_damaged_and_says_so(env: dict[str, str
 def test_stats_names_damage_in_the_links_too(env: dict[str, str], damage: str) -> None:
     # Before: `stats` read the memories alone: a link flipped on disk, or the links' data file
     # cut, which `remember`, `export` and `doctor` name, and `stats` said nothing, exit 0.
-    ids, data = _related(env)
+    ids, data = related_pair(env)
     raw = bytearray(data.read_bytes())
     if damage == "cut":
         data.write_bytes(bytes(raw[:100]))

@@ -22,7 +22,7 @@ from octobrain.memory.export import export_jsonl
 from octobrain.memory.transfer import import_jsonl, reembed
 from octobrain.store import schema
 from octobrain.times import utcnow
-from tests.reliability.test_damage import _store, run_cli
+from tests.reliability.damage_support import run_cli, store_dir
 from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
 from tests.test_consolidation import TWINS, add_at, twins
 
@@ -33,7 +33,7 @@ def _flip(env: dict[str, str], found: bytes, bit: int) -> int:
     """Flip one bit of `found` (byte `bit // 8`, bit `bit % 8`) in every memories data file
     holding it; how many files changed."""
     changed = 0
-    for path in (_store(env) / "memories.lance" / "data").glob("*.lance"):
+    for path in (store_dir(env) / "memories.lance" / "data").glob("*.lance"):
         raw = bytearray(path.read_bytes())
         at = raw.find(found)
         if at < 0:
@@ -45,7 +45,7 @@ def _flip(env: dict[str, str], found: bytes, bit: int) -> int:
 
 
 def _micros(env: dict[str, str], memory_id: str, column: str) -> bytes:
-    table = lancedb.connect(str(_store(env))).open_table("memories")
+    table = lancedb.connect(str(store_dir(env))).open_table("memories")
     row = table.search().where(f"id = '{memory_id}'").select([column]).limit(1).to_arrow()
     value = row.column(column).cast(pa.int64())[0].as_py()
     return int(value).to_bytes(8, "little", signed=True)
@@ -74,7 +74,7 @@ def test_a_bit_flipped_on_disk_is_named_not_shown_as_other_text(
     for args in (
         ("get", target),
         ("remember", "durable fact number", "--format", "json"),
-        ("export", str(_store(env).parent / "out.jsonl")),
+        ("export", str(store_dir(env).parent / "out.jsonl")),
     ):
         done = octobrain(env, *args)
         assert done.returncode == 1, (args, done.stdout)
@@ -107,16 +107,16 @@ def test_an_old_store_gains_checksums_of_its_rows_with_its_first_write(
     old = memorize(env, "Fact number 50", "Durable fact number 50 about the API.")
     other = memorize(env, "Fact number 60", "Durable fact number 60 about the API.")
     assert octobrain(env, "relate", old, other).returncode == 0
-    db = lancedb.connect(_store(env))
+    db = lancedb.connect(store_dir(env))
     for name in ("memories", "relationships"):
         db.open_table(name).drop_columns([schema.CHECKSUM])
     found = octobrain(env, "get", old)
     assert found.returncode == 0 and "Fact number 50" in found.stdout, found.stderr
     memorize(env, "Fact number 70", "Durable fact number 70 about the API.")
-    table = lancedb.connect(_store(env)).open_table("memories")
+    table = lancedb.connect(store_dir(env)).open_table("memories")
     rows = table.to_arrow().select([*schema.CHECKED, schema.CHECKSUM]).to_pylist()
     assert len(rows) == 3 and all(schema.verified(r) is True for r in rows)
-    [edge] = lancedb.connect(_store(env)).open_table("relationships").to_arrow().to_pylist()
+    [edge] = lancedb.connect(store_dir(env)).open_table("relationships").to_arrow().to_pylist()
     assert schema.edge_verified(edge) is True
     assert _flip(env, b"Fact number 50", 8 * 13) >= 1
     done = octobrain(env, "get", old)
@@ -133,7 +133,7 @@ def test_a_bit_flipped_in_a_link_is_named_not_shown(env: dict[str, str]) -> None
     ]
     relate = ("relate", ids[0], ids[1], "-t", "depends_on", "-d", "Fifty rests on sixty")
     assert octobrain(env, *relate).returncode == 0
-    [data] = (_store(env) / "relationships.lance" / "data").glob("*.lance")
+    [data] = (store_dir(env) / "relationships.lance" / "data").glob("*.lance")
     raw = bytearray(data.read_bytes())
     raw[raw.index(b"sixty")] ^= 0x02  # "sixty" -> "qixty"
     data.write_bytes(bytes(raw))
@@ -269,7 +269,7 @@ def test_a_damaged_memory_is_forgotten_over_mcp_its_text_not_shown(env: dict[str
     ]
     text = b"Durable fact number 50"
     assert _flip(env, text, 8 * (len(text) - 1)) >= 1
-    server = server_for(hash_pool(_store(env)), _store(env).parent, PROJECT_A)
+    server = server_for(hash_pool(store_dir(env)), store_dir(env).parent, PROJECT_A)
 
     async def body() -> None:
         from mcp import Client
@@ -314,7 +314,7 @@ def test_an_ambiguous_id_prefix_never_lists_a_damaged_memory_s_text(
     line = one_clear_line(done.stderr)
     assert done.returncode == 2 and "is ambiguous" in line, done.stderr
     assert "Fact number 51" not in line and DAMAGED_TITLE in line and "number 70" in line, line
-    server = server_for(hash_pool(_store(env)), _store(env).parent, PROJECT_A)
+    server = server_for(hash_pool(store_dir(env)), store_dir(env).parent, PROJECT_A)
 
     async def body() -> None:
         from mcp import Client
@@ -338,7 +338,7 @@ def _flip_chunks(env: dict[str, str], found: bytes, table: str = "knowledge_chun
     """Turn the last byte of `found` ("0" into "1") wherever it is in the data files of the
     knowledge chunks (or `table`); how many places changed."""
     changed = 0
-    for path in (_store(env) / f"{table}.lance" / "data").glob("*.lance"):
+    for path in (store_dir(env) / f"{table}.lance" / "data").glob("*.lance"):
         raw = bytearray(path.read_bytes())
         at = raw.find(found)
         while at >= 0:
@@ -389,14 +389,14 @@ def test_an_old_knowledge_index_gains_chunk_checksums_with_its_first_write(
     # adds the column and stamps every chunk as it then is, after which a flip is named.
     _indexed(env, tmp_path, "api", 8440)
     for name in ("knowledge_chunks", "knowledge_sources"):
-        lancedb.connect(_store(env)).open_table(name).drop_columns([schema.CHECKSUM])
+        lancedb.connect(store_dir(env)).open_table(name).drop_columns([schema.CHECKSUM])
     found = octobrain(env, "search", "which port does the api service listen on", group="knowledge")
     assert found.returncode == 0 and "8440" in found.stdout, found.stderr
     assert run_cli(env, "doctor")[0] == 0
     _indexed(env, tmp_path, "cache", 6370)
-    rows = lancedb.connect(_store(env)).open_table("knowledge_chunks").to_arrow().to_pylist()
+    rows = lancedb.connect(store_dir(env)).open_table("knowledge_chunks").to_arrow().to_pylist()
     assert len(rows) >= 2 and all(schema.chunk_verified(r) is True for r in rows)
-    sources = lancedb.connect(_store(env)).open_table("knowledge_sources").to_arrow()
+    sources = lancedb.connect(store_dir(env)).open_table("knowledge_sources").to_arrow()
     assert all(schema.source_verified(r) is True for r in sources.to_pylist())
     assert _flip_chunks(env, b"port 8440") >= 1
     done = octobrain(env, "search", "which port does the api service listen on", group="knowledge")
@@ -471,7 +471,7 @@ def test_indexing_again_repairs_a_row_whose_source_id_changed(
     # `delete-source` and an index too.
     doc = _indexed(env, tmp_path, "api", 8440)
     _indexed(env, tmp_path, "cache", 6370)
-    sources = lancedb.connect(_store(env)).open_table("knowledge_sources").to_arrow()
+    sources = lancedb.connect(store_dir(env)).open_table("knowledge_sources").to_arrow()
     [sid] = [r["id"] for r in sources.to_pylist() if r["uri"].endswith(doc.name)]
     assert _flip_chunks(env, sid.encode(), table) == 1
     rc, out, _ = run_cli(env, "doctor", "--format", "json")
@@ -494,7 +494,7 @@ def test_a_checksum_migration_cut_short_is_finished_by_the_next_write(
     # good, `knowledge search` and `match` showed "port 8441" and `doctor` said ok.
     doc = _indexed(env, tmp_path, "api", 8440)
     for name in ("knowledge_chunks", "knowledge_sources"):
-        table = lancedb.connect(_store(env)).open_table(name)
+        table = lancedb.connect(store_dir(env)).open_table(name)
         table.drop_columns([schema.CHECKSUM])
         table.add_columns([schema.CHECKSUM_FIELD])  # the first commit, the second never made
     _indexed(env, tmp_path, "cache", 6370)
