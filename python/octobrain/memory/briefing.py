@@ -211,8 +211,10 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
         if conflicts.holds(held[source], held[target], winner_superseded=source in superseded)
     }
     rows = working
-    if superseded:
-        rows = np.asarray([i for i in working.tolist() if f["id"][i] not in superseded], np.int64)
+    if superseded:  # (by position: a test of each id took 10 ms at 100,000 memories)
+        gone = np.zeros(len(allowed), dtype=bool)
+        gone[[corpus.pos_of[mid] for mid in superseded if mid in corpus.pos_of]] = True
+        rows = working[~gone[visible[working]]]
     if not len(rows):
         return {key: [] for key in SECTION_TITLES}, 0
     strengths = decay.decayed_importance(

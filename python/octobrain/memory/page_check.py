@@ -72,8 +72,7 @@ class PageCheck:
         first, last = starts[keep] // self.block, (stops[keep] - 1) // self.block
         if not len(first):
             return
-        blocks = np.unique(_covered(first, last))
-        blocks = blocks[blocks < len(self.ok)]
+        blocks = distinct(_covered(first, last), len(self.ok))
         todo = blocks[~self.ok[blocks]]
         if not len(todo):
             return
@@ -172,6 +171,17 @@ class CheckedFile(io.RawIOBase):
 def _buffer(blocks: int, block: int) -> memoryview:
     """A buffer for reading `blocks` blocks, `RUN` at most (reused run after run)."""
     return memoryview(bytearray(min(blocks, RUN) * block))
+
+
+def distinct(values: npt.NDArray[np.int64], below: int) -> npt.NDArray[np.int64]:
+    """The distinct `values` (≥ 0) less than `below`, sorted; many are marked in a mask:
+    numpy's `unique` hashes them (2.x), 23 ms for the 100,000 positions of a briefing."""
+    if len(values) * 64 < below:  # (a few: fewer than the mask's bytes)
+        found: npt.NDArray[np.int64] = np.unique(values[values < below])
+        return found
+    marked = np.zeros(below, dtype=bool)
+    marked[values[values < below]] = True
+    return np.flatnonzero(marked)
 
 
 def _covered(first: npt.NDArray[np.int64], last: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from octobrain.memory.page_check import CheckedFile, PageCheck
+from octobrain.memory.page_check import CheckedFile, PageCheck, distinct
 
 _PADDING = 64  # (Arrow pads buffers to at most 64 bytes: a longer gap holds a header)
 _Ints = npt.NDArray[np.int64]
@@ -53,13 +53,13 @@ class RowsCheck:
         past the table's rows are not the file's: rows read since, left alone)."""
         if self.check.done:
             return
-        at = np.unique(np.asarray(positions, dtype=np.int64))
-        at = at[at < len(self.table)]
+        at = distinct(np.asarray(positions, dtype=np.int64), len(self.table))
         chunk = np.searchsorted(self._chunk_starts, at, side="right") - 1
+        chunks = distinct(chunk, len(self._chunk_starts)).tolist()
         todo = [
             (self.table.column(name).chunk(c), at[chunk == c] - self._chunk_starts[c])
             for name in columns
-            for c in np.unique(chunk).tolist()
+            for c in chunks
         ]
         spans: list[tuple[_Ints, _Ints]] = []
         while todo or spans:  # (a level at a time: offsets verified before they are read)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from octobrain.text import analyze
 
@@ -60,15 +60,32 @@ class Claims:
 
     numbers: frozenset[str]
     negated: int
-    terms: frozenset[str]
+    words: frozenset[str]  # analysed, neither stemmed nor stopwords removed
+    text: str
+
+    @cached_property
+    def terms(self) -> frozenset[str]:
+        """The text's analysed terms (stemmed, stopwords removed), analysed when first asked."""
+        (terms,) = analyze([self.text])
+        return frozenset(terms)
 
     def same_as(self, other: Claims) -> bool:
         """Whether the two texts state the same (`same_claims`)."""
         return (
             self.numbers == other.numbers
             and self.negated == other.negated
-            and not self.terms.isdisjoint(other.terms)
+            and (_kept_word(self.words & other.words) or not self.terms.isdisjoint(other.terms))
         )
+
+
+def _kept_word(common: frozenset[str]) -> bool:
+    """Whether a word of `common` (two texts' `Claims.words`) is no stopword: the analyser
+    stems each word it keeps, so that word's stem is a term of both. Then neither text is
+    stemmed: a briefing's 2,400 near-duplicates at 100,000 memories were, for 0.1 s of CPU."""
+    if not common:
+        return False
+    (kept,) = analyze([" ".join(common)], stem=False)  # (a stopword is never a word kept)
+    return not common.isdisjoint(kept)
 
 
 @lru_cache(maxsize=1_024)
@@ -78,8 +95,7 @@ def claims(text: str) -> Claims:
     near-duplicates, and the resident service briefs on the same memories session after
     session."""
     (said,) = analyze([text], stem=False, stopwords=False)
-    (terms,) = analyze([text])
-    return Claims(frozenset(_NUMBER.findall(text)), negations(said), frozenset(terms))
+    return Claims(frozenset(_NUMBER.findall(text)), negations(said), frozenset(said), text)
 
 
 def same_claims(one: str, other: str) -> bool:
