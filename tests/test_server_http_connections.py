@@ -19,7 +19,14 @@ import uvicorn
 from mcp import Client
 
 from octobrain.server.connections import deadline_protocol
-from tests.server_support import PROJECT_A, call, free_port, http_server, run
+from tests.server_support import (
+    PROJECT_A,
+    call,
+    free_port,
+    http_server,
+    initialize_message,
+    run,
+)
 from tests.test_server_transports import _open_session
 
 FACT = {"title": "Release process", "content": "Releases are cut from main by tagging vX.Y.Z."}
@@ -136,3 +143,47 @@ def test_the_server_drops_an_unread_answer_after_its_own_setting(tmp_path: Path)
             assert select.select([proc.stderr], [], [], 20)[0], logged
             logged += os.read(proc.stderr.fileno(), 1 << 16)
         assert b"its client left it unread for 0.5 s (mcp.unread_seconds)" in logged, logged
+
+
+def _answer_to_headers(port: int, filler: int, piece: int) -> bytes:
+    """The server's answer to an `initialize` POST whose headers hold one header of `filler`
+    bytes, sent `piece` bytes at a time."""
+    body = json.dumps(initialize_message()).encode()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Filler: {'a' * filler}\r\n"
+        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    request = head.encode() + body
+    answer = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+        with contextlib.suppress(OSError):  # (closed once the refusal is sent)
+            for at in range(0, len(request), piece):
+                conn.sendall(request[at : at + piece])
+        with contextlib.suppress(OSError):
+            while chunk := conn.recv(1 << 16):
+                answer += chunk
+    return answer
+
+
+def test_headers_past_16_kib_get_431_naming_the_rule_however_they_arrive(tmp_path: Path) -> None:
+    # h11 measures a request's headers only while they are incomplete: 60 KB of them sent in
+    # one write were taken whole, and 20 KB sent 1 KB at a time got `400 Invalid HTTP request
+    # received.`, which names neither the headers nor the rule.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path):
+        for filler, piece in ((60_000, 1 << 20), (20_000, 1 << 20), (20_000, 1000)):
+            answer = _answer_to_headers(port, filler, piece)
+            status, _, said = answer.partition(b"\r\n\r\n")
+            assert status.startswith(b"HTTP/1.1 431 "), (filler, piece, answer[:300])
+            assert said == b"431: the request line and headers are at most 16384 bytes", said
+        for piece in (1 << 20, 1000):  # under the cap, either way it arrives
+            assert _answer_to_headers(port, 15_000, piece).startswith(b"HTTP/1.1 200 ")
+
+        async def body() -> None:
+            async with Client(url, mode="legacy") as client:
+                error, reply = await call(client, "memorize", **FACT, scope=PROJECT_A)
+                assert not error, reply
+
+        run(body)

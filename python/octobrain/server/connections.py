@@ -20,6 +20,11 @@ room, so clients that sent requests (pipelined on one connection, so the answers
 the kernel's buffers) and read none of the answers held every connection the server may open.
 So an answer that has not moved for `mcp.unread_seconds` is dropped: its connection is
 closed, one line in the log.
+
+A request's line and headers are at most `HEAD_BYTES` together, however they arrive: h11 measures
+them only while they are incomplete, so 60 KB sent in one write were taken whole and 20 KB sent
+a kilobyte at a time were refused, both ways with `400 Invalid HTTP request received.`. Past it
+the answer is 431 naming the rule.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ RESERVED_FILES = 256
 # is counted (uvicorn's default, 2,048, took a server allowed 512 descriptors past them): kept
 # free beside the reserve.
 BACKLOG = 128
+# The most bytes a request's line and headers take together (h11's own default).
+HEAD_BYTES = 16 * 1024
 
 
 def connection_cap() -> int:
@@ -66,7 +73,25 @@ def deadline_protocol(seconds: float, unread: float, cap: int | None = None) -> 
     takes the count past `cap` closes the one waiting longest for its request, or itself when
     every other is being answered.
     """
+    import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadCapped(h11.Connection):
+        """h11's server side, refusing a request whose line and headers pass `HEAD_BYTES`
+        whether or not they arrived in one piece; `too_long` says why it refused."""
+
+        too_long = False
+
+        def next_event(self) -> Any:
+            try:
+                event = super().next_event()
+            except h11.RemoteProtocolError as exc:
+                self.too_long = exc.error_status_hint == 431  # (over the cap, incomplete)
+                raise
+            if isinstance(event, h11.Request) and _head_bytes(event) > HEAD_BYTES:
+                self.too_long = True
+                raise h11.RemoteProtocolError("request headers too long", 431)
+            return event
 
     most = connection_cap() if cap is None else cap
     # The connections waiting for a request, the one waiting longest first (dicts keep their
@@ -87,6 +112,26 @@ def deadline_protocol(seconds: float, unread: float, cap: int | None = None) -> 
         _deadline: asyncio.TimerHandle | None = None
         _armed_cycle: object = None  # the request cycle there was when the deadline was set
         _stalled: asyncio.TimerHandle | None = None  # set while the answer cannot be written
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._head = HeadCapped(h11.SERVER, max_incomplete_event_size=HEAD_BYTES)
+            self.conn = self._head
+
+        def send_400_response(self, msg: str) -> None:
+            if not self._head.too_long:
+                super().send_400_response(msg)
+                return
+            said = f"431: the request line and headers are at most {HEAD_BYTES} bytes".encode()
+            headers = [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(said)).encode()),
+                (b"connection", b"close"),
+            ]
+            for event in (h11.Response(status_code=431, headers=headers), h11.Data(data=said)):
+                self.transport.write(self.conn.send(event))
+            self.transport.write(self.conn.send(h11.EndOfMessage()))
+            self.transport.close()
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -162,3 +207,9 @@ def deadline_protocol(seconds: float, unread: float, cap: int | None = None) -> 
                 self.transport.close()
 
     return DeadlineProtocol
+
+
+def _head_bytes(request: Any) -> int:
+    """The bytes of an h11 request's line and headers as sent (each line with its CRLF)."""
+    line = len(request.method) + len(request.target) + len(request.http_version) + 9
+    return line + sum(len(name) + len(value) + 4 for name, value in request.headers.raw_items())
