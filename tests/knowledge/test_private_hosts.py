@@ -140,3 +140,26 @@ def test_ipv6_loopback_listed_is_fetched(make_knowledge: MakeKnowledge, server: 
             make_knowledge(allow_private_hosts=("[::1]:1",)).read(docs.url("/guide"))
     finally:
         docs.close()
+
+
+def test_a_port_past_65535_is_refused_not_wrapped_round(
+    make_knowledge: MakeKnowledge, server: Server, admin: Server
+) -> None:
+    # The system's lookup keeps a port's low 16 bits: http://127.0.0.1:<port + 65536>/admin was
+    # fetched from <port> under a URL naming another, and a refusal of such a URL said to add
+    # the port to knowledge.allow_private_hosts, whose entries refuse it.
+    server.routes["/moved"] = (
+        302,
+        {"Location": f"http://127.0.0.1:{admin.port + 65536}/admin"},
+        b"",
+    )
+    k = make_knowledge(allow_private_hosts=("127.0.0.1",))
+    for source in (f"http://127.0.0.1:{admin.port + 65536}/admin", server.url("/moved")):
+        with pytest.raises(InvalidInput) as refused:
+            k.read(source)
+        said = str(refused.value)
+        assert said.startswith("source: http://127.0.0.1:"), said
+        assert f"port {admin.port + 65536} is not a TCP port (1–65535)" in said, said
+    with pytest.raises(InvalidInput, match=r"port 0 is not a TCP port \(1–65535\)"):
+        make_knowledge().read("http://127.0.0.1:0/admin")
+    assert admin.hits == {}

@@ -199,7 +199,9 @@ def fetch_url(
         for _hop in range(max_redirects + 1):
             if url.scheme not in ("http", "https"):
                 raise FetchError(f"redirected to {url.scheme}:, only http(s) is fetched")
-            port = url.port or _default_port(url)
+            port = _default_port(url) if url.port is None else url.port
+            if not 0 < port < 65536:  # (the lookup keeps 16 bits: 8765 + 65536 reached 8765)
+                raise FetchError(f"{url}: port {port} is not a TCP port (1–65535)")
             address = resolve_checked(
                 url.host, port, allow_private, max(0.0, deadline - time.monotonic())
             )
