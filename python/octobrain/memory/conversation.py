@@ -12,6 +12,7 @@ store, no model.
 from __future__ import annotations
 
 import hashlib
+from collections import ChainMap
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -29,12 +30,13 @@ from octobrain.memory.chat_exports import EXPORTS, export_conversations, export_
 from octobrain.memory.chat_keys import chat_fields, looks_like_chat, unsaid
 from octobrain.memory.conversation_formats import FORMATS
 from octobrain.memory.conversation_locomo import locomo_conversations
-from octobrain.memory.slack_users import export_members
+from octobrain.memory.slack_users import export_members, slack_text
 from octobrain.memory.turn_fields import (
     LONE,
     SESSION_CHARS,
     SPEAKER_CHARS,
     same_id,
+    same_name,
     speaker_name,
     turn_id,
     turn_name,
@@ -42,7 +44,13 @@ from octobrain.memory.turn_fields import (
     turn_time,
     unicode_text,
 )
-from octobrain.memory.turn_keys import Occurrences, former_keys, said_key
+from octobrain.memory.turn_keys import (
+    Occurrences,
+    before_bidi,
+    former_keys,
+    said_as_written,
+    said_key,
+)
 from octobrain.memory.turns import (
     UNSAID,
     Conversation,
@@ -96,7 +104,7 @@ def read_conversations(
         name = conversation_name("conversation", name)
     text = read_text(file)
     stem = Path(file.stem).stem if file.suffix == ".gz" else file.stem  # (talk.jsonl.gz: talk)
-    stem = LONE.sub("\ufffd", stem)  # (a name's bytes that are not UTF-8, as Python reads them)
+    stem = same_name(LONE.sub("\ufffd", stem))  # (bytes not UTF-8: as Python reads them)
     people = export_members(file, lambda users: read_text(users, str(users)))
     return _conversations(text, fmt, name, stem, str(file), people)
 
@@ -184,7 +192,7 @@ def conversation_name(field_name: str, value: object) -> str:
     1–`ID_CHARS` characters once trimmed, without NUL."""
     if not isinstance(value, str) or not 1 <= len(value.strip()) <= ID_CHARS or "\x00" in value:
         raise InvalidInput(field_name, f"must be a string of 1–{ID_CHARS} characters, without NUL")
-    return unicode_text(field_name, value).strip()
+    return same_name(unicode_text(field_name, value).strip())
 
 
 def parse_text(
@@ -344,6 +352,8 @@ def _chat_turns(
     holds nothing said (`chat_keys.unsaid`: a system prompt, a tool call): skipped, and
     counted. `people` names the speakers a Slack export gives by user id (`slack_users`)."""
     people = people or {}
+    profiles: dict[str, str] = {}  # Slack's user id → the name its messages' profile gives
+    members = ChainMap(dict(people), profiles)  # (whom a Slack message mentions)
     session_no, last_time, per_session = 1, None, 0
     names: dict[str, str] = {}  # one string per speaker and session, not one per turn
     said = Occurrences()
@@ -362,6 +372,12 @@ def _chat_turns(
         text = turn_text(f"{where}.{keys['text']}", fields["text"])
         full = turn_name(f"{where}.{keys['speaker']}", fields["speaker"], None)
         speaker = names.setdefault(full, speaker_name(full))
+        markup = ""  # a Slack message's text as written, where reading its markup changed it
+        if record.get("type") == "message" and "ts" in record:  # (Slack's: `<@U123>` …)
+            if keys["speaker"] == "user_profile" and isinstance(record.get("user"), str):
+                profiles.setdefault(record["user"], full)
+            markup, text = text, slack_text(text, members)
+            markup = "" if markup == text else markup.strip()
         moment = turn_time(f"{where}.{keys.get('time', 'time')}", fields.get("time"))
         given = fields.get("session")
         if given is not None:
@@ -389,7 +405,7 @@ def _chat_turns(
         if not own:
             named = None if given is None else session
             # (named by its id, as before its `users.json` was read: the same turn)
-            raw = _before_bidi(by_id or fields["speaker"], given, full, session)
+            raw = before_bidi(by_id or fields["speaker"], given, full, session)
             placed = former_keys(session, per_session, speaker, text, raw)
             if moment is None:  # (its place is all there is to tell it by)
                 turn_key, placed = placed[0], placed[1:]
@@ -400,6 +416,12 @@ def _chat_turns(
                 if by_id:
                     by_id_key = said_key(named or "", moment, by_id, text.strip(), occurrence)
                     placed = (by_id_key, *placed)
+                else:  # (its names as written, not in NFC)
+                    as_written = said_as_written(fields["speaker"], given, spoken, occurrence)
+                    placed = (*as_written, *placed)
+                for who in (speaker, by_id) if markup else ():  # (before its markup was read)
+                    if who:
+                        placed = (said_key(named or "", moment, who, markup, occurrence), *placed)
             former = (*placed, *former)
         yield Turn(
             speaker,
@@ -412,19 +434,8 @@ def _chat_turns(
             former,
             ("session" if given is not None else "conversation") if moment else "",
             f"{where}.{keys['speaker']}" if len(full) > SPEAKER_CHARS else "",
+            markup,
         )
-
-
-def _before_bidi(
-    speaker: object, session: object, now_speaker: str, now_session: str
-) -> tuple[str, str] | None:
-    """A chat turn's speaker and session as they were read before bidirectional controls were
-    dropped from them (a derived session as it is), or None when they held none."""
-    old_speaker = " ".join(str(speaker).split())
-    old_session = now_session if session is None else " ".join(str(session).split())
-    if (old_speaker, old_session) == (now_speaker, now_session):
-        return None
-    return old_speaker, old_session
 
 
 def once(conversation: Conversation) -> Conversation:

@@ -15,6 +15,7 @@ one commit per batch. Text is screened for secrets as `memorize` screens it.
 from __future__ import annotations
 
 import math
+import unicodedata
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -247,6 +248,8 @@ def _batches(
         if turn.follows == "conversation" and turn.time is not None:
             spans[turn.session] = (spans.get(turn.session, (turn.time,))[0], turn.time)
     conversation_tag = _tag(CONVERSATION_PREFIX, key)
+    # A name is in NFC (`turn_fields.same_name`); before, as written: a macOS file's, as NFD.
+    decomposed = unicodedata.normalize("NFD", key)
     if spans:  # (numbered from 1 in each call: they go on from those earlier calls stored)
         numbers.update(continued_sessions(brain.store, scope, conversation_tag, key, spans))
     now = utcnow()
@@ -277,9 +280,13 @@ def _batches(
             updated_at=now,
             last_accessed=now,
         )
-        if turn.former:
+        if turn.former or decomposed != key:
             former = tuple(turn_id(scope, key, k) for k in turn.former)
+            if decomposed != key:  # (its name as an earlier version stored it, decomposed)
+                former += tuple(turn_id(scope, decomposed, k) for k in (turn.key, *turn.former))
             earlier.former[memory.id] = (former, turn.time)
+        if turn.written:
+            earlier.written[memory.id] = _fit(turn.written, CONTENT_BYTES[1])
         if turn.session in last:
             previous[memory.id] = last[turn.session]
         elif turn.follows and turn.time is not None:

@@ -15,6 +15,7 @@ import itertools
 import logging
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -447,6 +448,9 @@ class Retriever:
 def _named_speakers(queries: Sequence[str]) -> set[str]:
     """The speaker tags (`speaker:<name>`, as ingest writes them) of every one- or two-word
     name in the queries: a question about what a person said prefers that person's turns."""
-    words = re.findall(r"\w+", " ".join(queries).lower())
+    # In NFC, as names are stored (a decomposed "José" splits at its accent: "jose"), and each
+    # name also decomposed, as stores written before names were in NFC may tag it.
+    words = re.findall(r"\w+", unicodedata.normalize("NFC", " ".join(queries)).lower())
     pairs = [f"{a}-{b}" for a, b in itertools.pairwise(words)]
-    return {SPEAKER_PREFIX + w for w in (*words, *pairs)}
+    named = [SPEAKER_PREFIX + w for w in (*words, *pairs)]
+    return {*named, *(unicodedata.normalize("NFD", tag) for tag in named)}

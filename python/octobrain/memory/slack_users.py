@@ -5,11 +5,17 @@ Slack's export is a folder: `users.json` (every member: `{id, name, real_name, p
 message written before Slack added `user_profile` to each (and a bot's) names its speaker
 only by id (`U012AB3CD`); ingesting a day's file with `users.json` in its folder or the one
 above names the speaker as Slack shows them.
+
+A message's text is Slack's markup (its "Formatting text" reference): `<@U024BE7LH>` a member,
+`<#C024BE7LR|general>` a channel, `<!here>` a group, `<url|label>` a link, and `&`, `<`, `>`
+escaped as `&amp;`, `&lt;`, `&gt;`. `slack_text` reads it as a reader sees it (`@Bob`,
+`#general`, `label (url)`, `<`), so it is indexed by the words a user searches by.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +23,7 @@ from octobrain.errors import InvalidInput
 from octobrain.json_values import UnreadableJSON, read_json
 from octobrain.memory.turn_fields import turn_name
 
-__all__ = ["USERS_FILE", "export_members", "member_names", "users_file"]
+__all__ = ["USERS_FILE", "export_members", "member_names", "slack_text", "users_file"]
 
 USERS_FILE = "users.json"
 _NAMES = ("display_name", "real_name")  # a profile's, as Slack shows a member
@@ -67,3 +73,47 @@ def member_names(field_name: str, text: str) -> dict[str, str]:
         if name is not None:  # (a NUL or a lone surrogate named here, not in a turn)
             names[member["id"]] = turn_name(f"{field_name}[{i}]", name, None)
     return names
+
+
+_MARKUP = re.compile(r"<([^<>\n]*)>")  # (a `<` or `>` said is escaped: each pair is markup)
+_ESCAPED = re.compile(r"&(amp|lt|gt);")
+_UNESCAPED = {"amp": "&", "lt": "<", "gt": ">"}
+_GROUPS = ("here", "channel", "everyone", "group")  # `<!here>`: shown `@here`
+
+
+def slack_text(text: str, members: Mapping[str, str]) -> str:
+    """A Slack message's `text` as Slack shows it: its markup read, `members` (user id →
+    name) naming whom it mentions, and its escapes undone."""
+    shown, end = [], 0
+    for markup in _MARKUP.finditer(text):
+        shown += [_unescaped(text[end : markup.start()]), _shown(markup[1], members)]
+        end = markup.end()
+    return "".join((*shown, _unescaped(text[end:])))
+
+
+def _unescaped(text: str) -> str:
+    return _ESCAPED.sub(lambda m: _UNESCAPED[m[1]], text)
+
+
+def _shown(markup: str, members: Mapping[str, str]) -> str:
+    """What Slack shows for `<markup>`: a mention by name (its own label, else its id, where
+    the export does not name it), a link by its label and address."""
+    target, _, label = markup.partition("|")
+    label = _unescaped(label)
+    if target.startswith("@"):  # a member (`<@U123|bob>` as older messages write it)
+        return "@" + (members.get(target[1:]) or label or target[1:])
+    if target.startswith("#"):  # a channel
+        return "#" + (label or target[1:])
+    if target.startswith("!"):  # `<!here>`, `<!subteam^S123|@team>`, `<!date^…|fallback>`
+        kind, _, rest = target[1:].partition("^")
+        if kind in _GROUPS:
+            return "@" + kind
+        if kind == "date":
+            return label
+        return label or "@" + (rest or kind)
+    url = _unescaped(target)
+    address = url.removeprefix("mailto:")
+    bare = address.split("://", 1)[-1]
+    if not label:
+        return address
+    return label if label in (url, address, bare) else f"{label} ({address})"

@@ -6,6 +6,7 @@ refused naming its field (`InvalidInput`); parsing a format is `conversation` an
 from __future__ import annotations
 
 import re
+import unicodedata
 from datetime import datetime
 
 from octobrain.errors import InvalidInput
@@ -66,14 +67,25 @@ def turn_name(field_name: str, value: object, limit: int | None) -> str:
     if "\x00" in value:
         raise InvalidInput(field_name, "must not contain NUL characters")
     unicode_text(field_name, value)
-    # One line, and no bidirectional override: a speaker or session is in a turn's title and
-    # tags, where "al\u202eice" would print as another name ("Trojan Source").
-    name = " ".join(without_bidi(value).split())
+    name = same_name(name_as_written(value))
     if not name:
         raise InvalidInput(field_name, "must hold visible text, not only bidirectional controls")
     if limit is not None and len(name) > limit:
         raise InvalidInput(field_name, f"must be at most {limit} characters")
     return name
+
+
+def name_as_written(value: str) -> str:
+    """A name as earlier versions kept it: one line, and no bidirectional override (a speaker
+    or session is in a turn's title and tags, where "al\u202eice" would print as another name:
+    "Trojan Source")."""
+    return " ".join(without_bidi(value).split())
+
+
+def same_name(name: str) -> str:
+    """`name` in NFC: "José" written composed (as most keyboards type it) and decomposed (as
+    macOS writes file names, and exports made there) is one person, one conversation."""
+    return unicodedata.normalize("NFC", name)
 
 
 def speaker_name(name: str) -> str:

@@ -18,7 +18,16 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime
 
-__all__ = ["Occurrences", "former_keys", "placed_key", "said_key"]
+from octobrain.memory.turn_fields import name_as_written, speaker_name
+
+__all__ = [
+    "Occurrences",
+    "before_bidi",
+    "former_keys",
+    "placed_key",
+    "said_as_written",
+    "said_key",
+]
 
 
 def _digest(*parts: str) -> str:
@@ -48,6 +57,31 @@ def former_keys(
     if before_bidi is not None:
         keys.append(placed_key(before_bidi[1], place, before_bidi[0], text))
     return tuple(keys)
+
+
+def said_as_written(
+    speaker: object, session: object, spoken: tuple[str, datetime, str, str], occurrence: int
+) -> tuple[str, ...]:
+    """The key earlier versions gave the timed chat turn `spoken` (`said_key`'s first four),
+    its `speaker` and `session` label as written, not in NFC (`turn_fields.same_name`); none
+    when they read the same."""
+    label = "" if session is None else name_as_written(str(session))
+    old_speaker = speaker_name(name_as_written(str(speaker)))
+    if (label, old_speaker) == (spoken[0], spoken[2]):
+        return ()
+    return (said_key(label, spoken[1], old_speaker, spoken[3], occurrence),)
+
+
+def before_bidi(
+    speaker: object, session: object, now_speaker: str, now_session: str
+) -> tuple[str, str] | None:
+    """A chat turn's speaker and session as they were read before bidirectional controls were
+    dropped from them (a derived session as it is), or None when they held none."""
+    old_speaker = " ".join(str(speaker).split())
+    old_session = now_session if session is None else " ".join(str(session).split())
+    if (old_speaker, old_session) == (now_speaker, now_session):
+        return None
+    return old_speaker, old_session
 
 
 class Occurrences:
