@@ -138,6 +138,23 @@ def test_a_name_spelt_decomposed_or_of_dots_is_its_own_scope(tmp_path: Path):
     assert derive_scope(tmp_path / "dirs") != derive_scope(tmp_path / "dirs" / "...")
 
 
+def test_a_remote_spelt_fullwidth_or_with_its_hosts_final_dot_is_the_one_project(tmp_path: Path):
+    # The fullwidth letters an input method types (`ｇｉｔｈｕｂ.com`, which git's resolver reads
+    # as github.com) and the host's final dot (`github.com.`, the same name in DNS) made a
+    # scope of their own: the project's memories looked gone, and those stored so went to a
+    # store no checkout reads. A local folder's name is kept as it is.
+    for name, url in [
+        ("wide", "https://ｇｉｔｈｕｂ.com/ａｃｍｅ/api.git"),
+        ("dot", "git@github.com.:acme/api"),
+    ]:
+        assert derive_scope(make_repo(tmp_path / name, url)) == "github.com/acme/api"
+    for typed in ("ｇｉｔｈｕｂ.com/acme/api", "github.com./acme/api", "GITHUB.COM./Acme/API.git"):
+        assert validate_scope(typed) == "github.com/acme/api", typed
+    assert validate_scope("local/dirs/ｆｏｏ") == "local/dirs/ｆｏｏ"
+    (tmp_path / "dirs" / "ｆｏｏ").mkdir(parents=True)
+    assert derive_scope(tmp_path / "dirs" / "ｆｏｏ") == "local/dirs/ｆｏｏ"
+
+
 def test_derive_defaults_to_cwd_without_changing_it(tmp_path: Path, monkeypatch):
     repo = make_repo(tmp_path / "cwdrepo", "https://example.com/a/b.git")
     monkeypatch.chdir(repo)

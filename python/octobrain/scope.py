@@ -55,6 +55,17 @@ def _clean(text: str) -> str:
     return out
 
 
+def _remote_form(text: str) -> str:
+    """A remote's `host/owner/repo` in one spelling: compatibility forms folded (NFKC: the
+    fullwidth `ｇｉｔｈｕｂ.com` an input method types is the github.com git's resolver reads;
+    hosts and repository paths are ASCII) and the host's final dot dropped (`github.com.` is
+    the same name in DNS). Not a local folder's name, which is its own."""
+    host, slash, path = unicodedata.normalize("NFKC", text).lower().partition("/")
+    if slash and host.rstrip(".") and not host.endswith(".."):
+        host = host.removesuffix(".")
+    return host + slash + path
+
+
 def _strip_git(path: str) -> str:
     path = path.strip().rstrip("/")
     if path.lower().endswith(".git"):
@@ -84,7 +95,7 @@ def normalize_remote_url(url: str) -> str | None:
     path = _strip_git(path)
     if path.startswith("~"):  # ssh://host/~user/repo names a home dir; keep the user part
         path = path[1:]
-    scope = _clean(f"{host}/{path}") if path else _clean(host)
+    scope = _clean(_remote_form(f"{host}/{path}" if path else host))
     return scope or None
 
 
@@ -201,7 +212,8 @@ def validate_scope(scope: str, field: str = "scope") -> str:
 
     `""` is the global scope. A remote URL (`git@github.com:Acme/Billing.git`) is accepted and
     normalised; otherwise the scope is lowercased, outer slashes and a remote's `.git` stripped
-    (`github.com/acme/billing.git`; not from a `local/…` scope), and must consist of
+    (`github.com/acme/billing.git`), compatibility forms folded and a host's final dot dropped
+    (`ｇｉｔｈｕｂ.com./acme/api`; neither from a `local/…` scope), and must consist of
     letters, digits and `._-~/`, with no empty, `.` or `..` segment, at most 200 characters.
     """
     if not isinstance(scope, str):
@@ -215,6 +227,8 @@ def validate_scope(scope: str, field: str = "scope") -> str:
     text = unicodedata.normalize("NFC", text.strip("/").lower())  # (as a derived scope is)
     if not text:
         return GLOBAL_SCOPE
+    if not text.startswith("local/"):
+        text = _remote_form(text)
     if "/" in text and not text.startswith("local/"):
         # `github.com/acme/api.git` is the remote's spelling: its derived scope never ends in
         # .git, so kept it named an empty project (a local folder's name is kept whole).
