@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from octobrain.cli.main import main
-from tests.test_consolidation import TWINS
+from tests.consolidation_support import TWINS
 
 
 @pytest.fixture

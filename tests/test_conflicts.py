@@ -37,8 +37,8 @@ from octobrain.memory.render_brief import briefing_markdown
 from octobrain.memory.sweep import Sweep
 from octobrain.models import Memory, MemoryType, Relationship, RelationshipType, Source
 from octobrain.times import utcnow
-from tests.test_consolidation import SCOPE, MakeBrain, add_at, all_edges
-from tests.test_consolidation import make_brain as make_brain  # the fixture, shared
+from tests.consolidation_support import SCOPE, MakeBrain, add_at, all_edges
+from tests.consolidation_support import make_brain as make_brain  # the fixture, shared
 
 QUESTION = "What is the billing service request timeout?"
 FILLER = [

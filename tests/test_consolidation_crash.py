@@ -21,7 +21,7 @@ from octobrain.memory.brain import Brain
 from octobrain.models import RelationshipType
 from octobrain.store.consolidations import ConsolidationLog
 from octobrain.store.doctor import diagnose
-from tests.test_consolidation import SCOPE, all_edges, raw_rows, twins
+from tests.consolidation_support import SCOPE, all_edges, raw_rows, twins
 
 SCRIPT = textwrap.dedent(
     """

@@ -22,8 +22,8 @@ from octobrain.memory.brain import Brain
 from octobrain.memory.export import export_jsonl
 from octobrain.memory.transfer import import_jsonl
 from octobrain.models import RelationshipType, State
+from tests.consolidation_support import twins
 from tests.export_lines import ended
-from tests.test_consolidation import twins
 
 MakeBrain = Callable[..., Brain]
 SCOPE = "github.com/acme/api"

@@ -20,6 +20,7 @@ from octobrain.memory.brain import Brain
 from octobrain.store.doctor import diagnose
 from octobrain.store.location import StoreLocation
 from octobrain.store.manifest import MANIFEST, TableDamaged
+from tests.consolidation_support import twins
 from tests.object_store_support import CREDENTIALS, S3
 from tests.reliability.damage_support import (
     run_cli,
@@ -28,7 +29,6 @@ from tests.reliability.damage_support import (
 )
 from tests.reliability.test_storage_faults import EXE, memorize, octobrain, one_clear_line
 from tests.server_support import server_env
-from tests.test_consolidation import twins
 
 
 @pytest.mark.parametrize("damage", ["versions", "directory"])

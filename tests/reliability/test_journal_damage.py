@@ -15,9 +15,9 @@ import pytest
 
 from octobrain.store import schema
 from octobrain.store.journal_rows import record_verified
+from tests.consolidation_support import TWINS
 from tests.reliability.damage_support import run_cli, store_dir
 from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
-from tests.test_consolidation import TWINS
 
 
 def _merged(env: dict[str, str], texts: Sequence[str] = TWINS[:2]) -> tuple[str, list[str]]:

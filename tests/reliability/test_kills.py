@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from octobrain.store.consolidations import ConsolidationLog
+from tests.consolidation_support import twins
 from tests.reliability.kills import (
     brain_at,
     check_memorize,
@@ -18,7 +19,6 @@ from tests.reliability.kills import (
     kill_randomly,
     knowledge_at,
 )
-from tests.test_consolidation import twins
 from tests.test_consolidation_crash import assert_consistent, assert_no_dangling
 
 SEEDS = [1, 2]

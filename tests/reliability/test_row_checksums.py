@@ -22,9 +22,9 @@ from octobrain.memory.export import export_jsonl
 from octobrain.memory.transfer import import_jsonl, reembed
 from octobrain.store import schema
 from octobrain.times import utcnow
+from tests.consolidation_support import TWINS, add_at, twins
 from tests.reliability.damage_support import run_cli, store_dir
 from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
-from tests.test_consolidation import TWINS, add_at, twins
 
 SCOPE = "github.com/acme/api"
 

@@ -18,6 +18,7 @@ from octobrain.knowledge import Knowledge
 from octobrain.knowledge.fetch import FetchError, resolve_checked
 from octobrain.memory.brain import Brain
 from octobrain.secrets import find_secrets
+from tests.consolidation_support import twins
 from tests.server_support import (
     PROJECT_A,
     PROJECT_B,
@@ -28,7 +29,6 @@ from tests.server_support import (
     run,
     server_for,
 )
-from tests.test_consolidation import twins
 
 TOKEN = "reliability-token-0123456789"
 

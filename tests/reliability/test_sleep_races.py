@@ -16,8 +16,8 @@ import pytest
 
 from octobrain.memory import sleep
 from octobrain.memory.brain import Brain
-from tests.test_consolidation import SCOPE, MakeBrain, raw_rows, twins
-from tests.test_consolidation import make_brain as make_brain  # the fixture, shared
+from tests.consolidation_support import SCOPE, MakeBrain, raw_rows, twins
+from tests.consolidation_support import make_brain as make_brain  # the fixture, shared
 
 EDITED = "Deploys run through the blue green pipeline; the smoke test now gates the switch."
 CHILD = textwrap.dedent(
