@@ -115,7 +115,7 @@ EXTRACTOR_VERSIONS = {
     DocType.PDF: 7,
     DocType.DOCX: 6,
     DocType.EPUB: 2,
-    DocType.ODT: 2,
+    DocType.ODT: 3,
     DocType.RTF: 2,
 }
 

@@ -103,12 +103,61 @@ def marker(number_style: Any, number: int) -> str:
     form = str(number_style.get(f"{_STYLE}num-format", "1"))
     if form == "":  # a numbered style that shows no number
         return "- "
-    shown = {
+    return (
+        f"{_affix(number_style, 'prefix')}{_shown(form, number)}{_affix(number_style, 'suffix')} "
+    )
+
+
+def _shown(form: str, number: int) -> str:
+    return {
         "a": letters(number),
         "A": letters(number).upper(),
         "i": roman(number),
         "I": roman(number).upper(),
     }.get(form, str(number))
-    prefix = str(number_style.get(f"{_STYLE}num-prefix", ""))[:_AFFIX_CHARS]
-    suffix = str(number_style.get(f"{_STYLE}num-suffix", ""))[:_AFFIX_CHARS]
-    return f"{prefix}{shown}{suffix} "
+
+
+def _affix(number_style: Any, side: str) -> str:
+    return str(number_style.get(f"{_STYLE}num-{side}", ""))[:_AFFIX_CHARS]
+
+
+# Outline levels: ODF numbers headings 1–10.
+_OUTLINE_LEVELS = 10
+
+
+class Outline:
+    """The numbers LibreOffice shows before headings (Tools > Heading Numbering): the levels
+    of the outline style (`text:outline-style` in `styles.xml`), each a format, a start, the
+    text around it and how many levels it shows (`text:display-levels`: 3 shows `2.1.4`).
+    Headings are counted in document order as a list's items are: a heading goes on from the
+    last of its level (or its own `text:start-value` when it restarts the numbering), the
+    levels under it start afresh; one marked a list header (`text:is-list-header`) shows no
+    number and counts none. By default LibreOffice numbers no level (`num-format=""`)."""
+
+    def __init__(self, styles: Any) -> None:
+        self._levels: dict[int, Any] = {}
+        self._counts: dict[int, int] = {}
+        outline = None if styles is None else next(styles.iter(f"{_TEXT}outline-style"), None)
+        for level in () if outline is None else outline:
+            if level.tag == f"{_TEXT}outline-level-style":
+                self._levels.setdefault(level_number(level.get(f"{_TEXT}level")), level)
+
+    def number(self, heading: Any, depth: int) -> str:
+        """The number shown before `heading`, of outline level `depth` ("" for none), with
+        the space after it. Counts it: call once per heading, in order."""
+        if heading.get(f"{_TEXT}is-list-header") == "true" or not 0 < depth <= _OUTLINE_LEVELS:
+            return ""
+        style = self._levels.get(depth)
+        if heading.get(f"{_TEXT}restart-numbering") == "true" and not heading.get(_START):
+            self._counts.pop(depth, None)
+        count(self._counts, depth, heading, style)
+        if style is None or not style.get(f"{_STYLE}num-format"):
+            return ""
+        shows = min(depth, max(1, level_number(style.get(f"{_TEXT}display-levels") or 1)))
+        parts = []
+        for level in range(depth - shows + 1, depth + 1):
+            own = self._levels.get(level)
+            own_form = "1" if own is None else str(own.get(f"{_STYLE}num-format") or "1")
+            start = level_number(None if own is None else own.get(_START))
+            parts.append(_shown(own_form, self._counts.get(level, start)))
+        return f"{_affix(style, 'prefix')}{'.'.join(parts)}{_affix(style, 'suffix')} "

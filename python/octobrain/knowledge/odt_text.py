@@ -21,7 +21,14 @@ from typing import Any, NamedTuple
 from octobrain.knowledge.docx_notes import page_count_only
 from octobrain.knowledge.docx_numbering import roman
 from octobrain.knowledge.docx_text import CODE_STYLE, end_code
-from octobrain.knowledge.odt_numbering import ListCounts, count, level_number, list_styles, marker
+from octobrain.knowledge.odt_numbering import (
+    ListCounts,
+    Outline,
+    count,
+    level_number,
+    list_styles,
+    marker,
+)
 from octobrain.knowledge.unpacked import Unpacked, package_xml
 from octobrain.safe_text import shows_something
 
@@ -33,6 +40,9 @@ _DC = "{http://purl.org/dc/elements/1.1/}"
 _MANIFEST = "{urn:oasis:names:tc:opendocument:xmlns:manifest:1.0}"
 _H, _P, _LIST, _ITEM = f"{_TEXT}h", f"{_TEXT}p", f"{_TEXT}list", f"{_TEXT}list-item"
 _LIST_HEADER, _NOTE = f"{_TEXT}list-header", f"{_TEXT}note"
+# A heading's number as the program that wrote it printed it (`text:number`): shown where the
+# outline style numbers none (LibreOffice writes none; numbers it counts itself).
+_NUMBER = f"{_TEXT}number"
 _TBL, _ROW, _CELL = f"{_TABLE}table", f"{_TABLE}table-row", f"{_TABLE}table-cell"
 _ANNOTATION = f"{_OFFICE}annotation"
 # What holds blocks without being one: a section, a table's groups of rows, a change of text
@@ -43,7 +53,7 @@ _WRAPPERS = {f"{_TEXT}section", f"{_TABLE}table-header-rows", f"{_TABLE}table-ro
 # image's bytes and descriptions, a note (cited by its marker) and a comment (read after its
 # section), the end marker of a comment's range.
 _NOT_INLINE = {f"{_TEXT}tracked-changes", f"{_OFFICE}binary-data", _NOTE, _ANNOTATION,
-               f"{_OFFICE}annotation-end"}  # fmt: skip
+               f"{_OFFICE}annotation-end", _NUMBER}  # fmt: skip
 _INLINE = {f"{_TEXT}tab": "\t", f"{_TEXT}line-break": "\n"}
 _SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"
 # The longest run of spaces a `text:s` makes: an indent or a gap in a line, never a page of
@@ -75,7 +85,9 @@ class _Notes:
         body = note.find(f"{_TEXT}note-body")
         parts: list[str] = []
         if body is not None:
-            _read_blocks(body, parts, self, _Styles({}, {}, frozenset(), ListCounts()))
+            _read_blocks(
+                body, parts, self, _Styles({}, {}, frozenset(), ListCounts(), Outline(None))
+            )
         text = " ".join(" ".join(parts).split())
         (self.footnotes if kind == "footnote" else self.endnotes).append(f"{marker}: {text}")
         return marker
@@ -136,7 +148,7 @@ def title_and_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
         if "styles.xml" in named:
             styles = package_xml(package, named, "styles.xml", uri, "ODT")
     headings, code = _paragraph_styles(content, styles)
-    styling = _Styles(list_styles(content, styles), headings, code, ListCounts())
+    styling = _Styles(list_styles(content, styles), headings, code, ListCounts(), Outline(styles))
     body = content.find(f"{_OFFICE}body/{_OFFICE}text")
     blocks = _running_lines(styles, _HEADERS)
     notes = _Notes()
@@ -198,6 +210,7 @@ class _Styles(NamedTuple):
     headings: dict[str, int]
     code: frozenset[str]
     counts: ListCounts
+    outline: Outline
 
 
 def _paragraph_styles(content: Any, styles: Any) -> tuple[dict[str, int], frozenset[str]]:
@@ -258,7 +271,9 @@ def _read_blocks(
             notes.section_end(blocks)  # (before its text: a comment on it is of its section)
             text = " ".join(_inline(child, notes).split())
             if shows_something(text):
-                blocks.append("#" * _level(child.get(f"{_TEXT}outline-level")) + " " + text)
+                level = child.get(f"{_TEXT}outline-level")
+                number = styling.outline.number(child, level_number(level)) or _printed(child)
+                blocks.append("#" * _level(level) + " " + number + text)
         elif tag == _P and str(child.get(f"{_TEXT}style-name")) in styling.headings:
             notes.section_end(blocks)  # a paragraph in a heading's style (LibreOffice's first)
             text = " ".join(_inline(child, notes).split())
@@ -277,6 +292,13 @@ def _read_blocks(
         elif tag in _WRAPPERS:
             _read_blocks(child, blocks, notes, styling, tables)
     end_code(blocks, code)
+
+
+def _printed(heading: Any) -> str:
+    """The number the writing program printed in `heading` (`text:number`), a space after."""
+    printed = heading.find(_NUMBER)
+    number = "" if printed is None else " ".join("".join(printed.itertext()).split())[:80]
+    return f"{number} " if shows_something(number) else ""
 
 
 def _level(value: Any) -> int:

@@ -1,0 +1,72 @@
+"""ODT structure as LibreOffice shows it: numbered headings, a table of contents, lists in
+footnotes, code in list items."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .test_odt_rtf import _read, write_odt
+
+# LibreOffice's chapter numbering (Tools > Heading Numbering): the outline style of
+# `styles.xml`, a level a line, "1", "1.1" (two levels shown), "1.1.a)" by its list format.
+OUTLINE = (
+    '<office:styles><text:outline-style style:name="Outline">'
+    '<text:outline-level-style text:level="1" style:num-format="1"/>'
+    '<text:outline-level-style text:level="2" style:num-format="1" text:display-levels="2"/>'
+    '<text:outline-level-style text:level="3" style:num-format="a" style:num-suffix=")" '
+    'text:display-levels="3"/>'
+    '<text:outline-level-style text:level="4" style:num-format=""/>'
+    "</text:outline-style></office:styles>"
+)
+
+
+def _heading(level: int, text: str, extra: str = "") -> str:
+    return f'<text:h text:outline-level="{level}"{extra}>{text}</text:h>'
+
+
+def test_an_odt_s_numbered_headings_keep_the_numbers_libreoffice_shows(tmp_path: Path) -> None:
+    # Before: "# Introduction", "## Rotation": the numbers a reader cites ("see 2.3") were
+    # not in the text. Now as LibreOffice shows them, a level's count going on across its
+    # parent's siblings and starting afresh under a new parent.
+    body = (
+        _heading(1, "Introduction")
+        + "<text:p>Why keys rotate.</text:p>"
+        + _heading(1, "Keys")
+        + _heading(2, "Storage")
+        + _heading(2, "Expiry")
+        + _heading(3, "Grace period")
+        + _heading(4, "Unnumbered level")
+        + _heading(2, "Rotation")
+        + _heading(1, "Appendix", ' text:is-list-header="true"')
+        + _heading(1, "Glossary")
+        + _heading(1, "Restarted", ' text:restart-numbering="true" text:start-value="7"')
+    )
+    text = _read(write_odt(tmp_path / "keys.odt", body, styles=OUTLINE))[1]
+    assert text.split("\n\n") == [
+        "# 1 Introduction",
+        "Why keys rotate.",
+        "# 2 Keys",
+        "## 2.1 Storage",
+        "## 2.2 Expiry",
+        "### 2.2.a) Grace period",
+        "#### Unnumbered level",
+        "## 2.3 Rotation",
+        "# Appendix",
+        "# 3 Glossary",
+        "# 7 Restarted",
+    ]
+
+
+def test_an_odt_without_heading_numbering_keeps_its_headings_bare(tmp_path: Path) -> None:
+    # LibreOffice's default outline style numbers no level (`num-format=""`).
+    styles = (
+        '<office:styles><text:outline-style style:name="Outline"><text:outline-level-style '
+        'text:level="1" style:num-format=""/></text:outline-style></office:styles>'
+    )
+    body = _heading(1, "Introduction") + _heading(1, "Keys")
+    # A number the writing program printed itself (`text:number`) where the outline style
+    # numbers none: was glued to the heading ("A.Annex").
+    body += _heading(1, "<text:number>A.</text:number>Annex")
+    assert _read(write_odt(tmp_path / "bare.odt", body, styles=styles))[1] == (
+        "# Introduction\n\n# Keys\n\n# A. Annex"
+    )
