@@ -346,3 +346,50 @@ def test_a_docx_lettered_list_past_zz_is_numbered_in_digits(tmp_path: Path) -> N
         level.find(qn("w:numFmt")).set(qn("w:val"), "lowerLetter")
         level.find(qn("w:start")).set(qn("w:val"), "10000000")
     assert _saved(document, tmp_path / "lettered.docx") == "10000000. Drain the node."
+
+
+def test_docx_headings_numbered_by_their_style_keep_their_numbers(tmp_path: Path) -> None:
+    # Word's multilevel heading numbering: the Heading styles hold a `w:numPr` of one list,
+    # a level each ("1", "1.1"). Before: "# Introduction", "## Rotation", the numbers a
+    # reader cites ("see 2.1") not in the text. A heading taken off the list by its own
+    # `w:numId` 0 stays bare.
+    import docx
+    from docx.oxml import parse_xml
+
+    document = docx.Document()
+    numbering = document.part.numbering_part.element
+    numbering.insert(
+        0,
+        parse_xml(
+            f'<w:abstractNum {_W_NS} w:abstractNumId="90"><w:lvl w:ilvl="0"><w:start w:val="1"/>'
+            '<w:numFmt w:val="decimal"/><w:lvlText w:val="%1"/></w:lvl><w:lvl w:ilvl="1">'
+            '<w:start w:val="1"/><w:numFmt w:val="decimal"/><w:lvlText w:val="%1.%2"/></w:lvl>'
+            "</w:abstractNum>"
+        ),
+    )
+    numbering.append(
+        parse_xml(f'<w:num {_W_NS} w:numId="90"><w:abstractNumId w:val="90"/></w:num>')
+    )
+    for name, level in (("Heading 1", 0), ("Heading 2", 1)):
+        style = document.styles[name].element
+        style.get_or_add_pPr().insert(
+            0,
+            parse_xml(f'<w:numPr {_W_NS}><w:ilvl w:val="{level}"/><w:numId w:val="90"/></w:numPr>'),
+        )
+    document.add_heading("Introduction", level=1)
+    document.add_paragraph("Why keys rotate.")
+    document.add_heading("Keys", level=1)
+    document.add_heading("Storage", level=2)
+    document.add_heading("Rotation", level=2)
+    bare = document.add_heading("Appendix", level=1)
+    bare._p.get_or_add_pPr().insert(
+        0, parse_xml(f'<w:numPr {_W_NS}><w:numId w:val="0"/></w:numPr>')
+    )
+    assert _saved(document, tmp_path / "keys.docx").split("\n\n") == [
+        "# 1 Introduction",
+        "Why keys rotate.",
+        "# 2 Keys",
+        "## 2.1 Storage",
+        "## 2.2 Rotation",
+        "# Appendix",
+    ]

@@ -76,7 +76,9 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
         if level or style == "Title":
             _add_notes(blocks, notes, FOOTNOTE)  # a section's footnotes end it, then comments
             _add_notes(blocks, notes, COMMENT)
-            blocks.append("#" * (min(6, int(level.group(1))) if level else 1) + " " + text)
+            number = numbering.marker(item, style_id)  # as Word numbers it: `2.1 `, not `- `
+            number = "" if number in (None, "- ") else number
+            blocks.append("#" * (min(6, int(level.group(1))) if level else 1) + f" {number}{text}")
         elif (marker := numbering.marker(item, style_id)) is not None:
             blocks.append(marker + text)
         elif style.startswith("List"):

@@ -113,7 +113,7 @@ EXTRACTOR_VERSIONS = {
     DocType.MARKDOWN: 2,
     DocType.TEXT: 1,
     DocType.PDF: 7,
-    DocType.DOCX: 6,
+    DocType.DOCX: 7,
     DocType.EPUB: 2,
     DocType.ODT: 3,
     DocType.RTF: 2,
