@@ -70,3 +70,22 @@ def test_an_odt_without_heading_numbering_keeps_its_headings_bare(tmp_path: Path
     assert _read(write_odt(tmp_path / "bare.odt", body, styles=styles))[1] == (
         "# Introduction\n\n# Keys\n\n# A. Annex"
     )
+
+
+def test_a_list_in_an_odt_footnote_is_numbered_as_its_style_says(tmp_path: Path) -> None:
+    # Before: "[^1]: Steps: - Drain - Reboot", the note read without the document's list
+    # styles, every list a bulleted one. Counted apart from the body's list of that style.
+    items = (
+        '<text:list text:style-name="L1"><text:list-item><text:p>Drain</text:p>'
+        "</text:list-item><text:list-item><text:p>Reboot</text:p></text:list-item></text:list>"
+    )
+    body = (
+        f"<text:p>Patch it.<text:note><text:note-body><text:p>Steps:</text:p>{items}"
+        f"</text:note-body></text:note></text:p>{items}"
+    )
+    assert _read(write_odt(tmp_path / "note.odt", body))[1].split("\n\n") == [
+        "Patch it.[^1]",
+        "1. Drain",
+        "2. Reboot",
+        "[^1]: Steps: 1. Drain 2. Reboot",
+    ]

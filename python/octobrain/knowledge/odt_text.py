@@ -71,7 +71,8 @@ _FOOTERS = (f"{_STYLE}footer", f"{_STYLE}footer-left", f"{_STYLE}footer-first",
 class _Notes:
     """The notes and comments cited since the last section break, numbered as cited."""
 
-    def __init__(self) -> None:
+    def __init__(self, styling: _Styles | None = None) -> None:
+        self._styling = styling  # (a note's lists are numbered by the document's list styles)
         self.footnotes: list[str] = []
         self.endnotes: list[str] = []
         self.comments: list[str] = []
@@ -85,9 +86,8 @@ class _Notes:
         body = note.find(f"{_TEXT}note-body")
         parts: list[str] = []
         if body is not None:
-            _read_blocks(
-                body, parts, self, _Styles({}, {}, frozenset(), ListCounts(), Outline(None))
-            )
+            styling = self._styling or _Styles({}, {}, frozenset(), ListCounts(), Outline(None))
+            _read_blocks(body, parts, self, styling._replace(counts=ListCounts()))  # own counts
         text = " ".join(" ".join(parts).split())
         (self.footnotes if kind == "footnote" else self.endnotes).append(f"{marker}: {text}")
         return marker
@@ -151,7 +151,7 @@ def title_and_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     styling = _Styles(list_styles(content, styles), headings, code, ListCounts(), Outline(styles))
     body = content.find(f"{_OFFICE}body/{_OFFICE}text")
     blocks = _running_lines(styles, _HEADERS)
-    notes = _Notes()
+    notes = _Notes(styling)
     if body is not None:
         _read_blocks(body, blocks, notes, styling)
     notes.section_end(blocks)
