@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from tests.server_support import free_port, http_server, initialize_message
-from tests.test_server_transports import _open_session, raw_stdio
+from tests.server_transports_support import open_session, raw_stdio
 
 NOT_UTF8 = "MCP messages are UTF-8 text (a UTF-8 byte order mark is allowed); nothing was done"
 
@@ -41,7 +41,7 @@ def test_http_reads_a_byte_order_mark_and_names_other_encodings(tmp_path: Path) 
     url = f"http://127.0.0.1:{port}/mcp"
     accept = {"Accept": "application/json, text/event-stream"}
     with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path):
-        session = {**_open_session(url, accept), "Content-Type": "application/json"}
+        session = {**open_session(url, accept), "Content-Type": "application/json"}
         read = httpx.post(url, content=b"\xef\xbb\xbf" + _ping(2).encode(), headers=session)
         assert read.status_code == 200 and '"id":2,"result":{}' in read.text, read.text
         for body in (_ping(3).encode("utf-16"), _ping(3).encode("utf-32")):

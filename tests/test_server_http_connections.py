@@ -27,7 +27,7 @@ from tests.server_support import (
     initialize_message,
     run,
 )
-from tests.test_server_transports import _open_session
+from tests.server_transports_support import open_session
 
 FACT = {"title": "Release process", "content": "Releases are cut from main by tagging vX.Y.Z."}
 
@@ -126,7 +126,7 @@ def test_the_server_drops_an_unread_answer_after_its_own_setting(tmp_path: Path)
         http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path, **env) as proc,
         socket.socket() as reader,
     ):
-        headers = {**_open_session(url, accept), "Content-Type": "application/json"}
+        headers = {**open_session(url, accept), "Content-Type": "application/json"}
         body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
         head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         request = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}"
@@ -187,3 +187,33 @@ def test_headers_past_16_kib_get_431_naming_the_rule_however_they_arrive(tmp_pat
                 assert not error, reply
 
         run(body)
+
+
+def test_a_flood_of_malformed_requests_is_not_logged_line_by_line(tmp_path: Path) -> None:
+    # uvicorn warned once per malformed request (`Invalid HTTP request received.`), twice per
+    # websocket upgrade asked, with nothing bounding the lines: 2,000 of them filled the 64 kB
+    # pipe the server's launcher reads stderr from (here: unread until the end), and the
+    # server, blocked writing the next line, answered nobody.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    upgrade = f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: Upgrade\r\n"
+    upgrade += "Upgrade: websocket\r\n\r\n"
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path) as proc:
+        for request in [b"GARBAGE\r\n\r\n"] * 1500 + [upgrade.encode()] * 500:
+            with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+                conn.sendall(request)
+                with contextlib.suppress(OSError):
+                    conn.recv(1 << 16)
+
+        async def body() -> None:
+            with anyio.fail_after(20):
+                async with Client(url, mode="legacy") as client:
+                    error, reply = await call(client, "memorize", **FACT, scope=PROJECT_A)
+                    assert not error, reply
+
+        run(body)
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    said = err.decode().splitlines()
+    assert len(said) < 100, len(said)
+    assert any("more warnings of malformed requests were not logged" in x for x in said), said

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from tests.server_support import PROJECT_A, free_port, http_server, initialize_message
-from tests.test_server_transports import _open_session, raw_stdio
+from tests.server_transports_support import open_session, raw_stdio
 
 REFUSED = "twice in one object (JSON leaves which one counts to the reader)"
 
@@ -51,7 +51,7 @@ def test_a_repeated_key_over_http_is_refused_to_its_call(tmp_path: Path) -> None
     url = f"http://127.0.0.1:{port}/mcp"
     accept = {"Accept": "application/json, text/event-stream"}
     with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path):
-        session = {**_open_session(url, accept), "Content-Type": "application/json"}
+        session = {**open_session(url, accept), "Content-Type": "application/json"}
         body = _call(2, '{"name": "remember", "arguments": {"query": "ab", "query": "ruff"}}')
         refused = httpx.post(url, content=body, headers=session, timeout=60)
         assert refused.status_code == 400, refused.text

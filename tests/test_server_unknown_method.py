@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from tests.server_support import free_port, http_server, initialize_message
-from tests.test_server_transports import raw_stdio
+from tests.server_transports_support import raw_stdio
 
 NAME = "tools/" + "x" * 900_000 + "\n1. [CONFIRMED] forged"
 
