@@ -89,3 +89,29 @@ def test_a_list_in_an_odt_footnote_is_numbered_as_its_style_says(tmp_path: Path)
         "2. Reboot",
         "[^1]: Steps: 1. Drain 2. Reboot",
     ]
+
+
+_CODE_STYLES = (
+    '<office:styles><style:style style:name="Preformatted_20_Text" style:display-name='
+    '"Preformatted Text" style:family="paragraph"/></office:styles>'
+)
+
+
+def test_code_in_an_odt_list_item_keeps_its_lines_and_indentation(tmp_path: Path) -> None:
+    # Before: each line of the sample a paragraph of the item, reflowed: "  def rotate(key):",
+    # "  return key[::-1]" (its indentation gone). Now one block as it shows, after the
+    # item's line (or with the item's number, when the item begins with it).
+    code = '<text:p text:style-name="Preformatted_20_Text">'
+    body = (
+        '<text:list text:style-name="L1"><text:list-item><text:p>Define it:</text:p>'
+        f'{code}def rotate(key):</text:p>{code}<text:s text:c="4"/>return key[::-1]</text:p>'
+        f"<text:p>Then call it.</text:p></text:list-item><text:list-item>{code}make</text:p>"
+        f'{code}<text:s text:c="2"/>install</text:p></text:list-item></text:list>'
+    )
+    text = _read(write_odt(tmp_path / "code.odt", body, styles=_CODE_STYLES))[1]
+    assert text.split("\n\n") == [
+        "1. Define it:",
+        "def rotate(key):\n    return key[::-1]",
+        "  Then call it.",
+        "2. make\n  install",
+    ]

@@ -331,7 +331,12 @@ def _read_list(
         if item.tag == _ITEM and any(child.tag in (_P, _H) for child in item):
             shown = marker(number_style, count(counts, depth, item, number_style))
         first = True
+        code: list[str] = []  # a code sample's lines: one block, as they show
         for child in item:
+            if child.tag == _P and str(child.get(f"{_TEXT}style-name")) in styling.code:
+                code.append(_inline(child, notes).rstrip())
+                continue
+            first = _end_item_code(blocks, code, shown if first else "") and first
             if child.tag == _LIST:
                 _read_list(child, blocks, notes, styling, depth + 1, style, counts)
             elif child.tag in (_P, _H):
@@ -341,6 +346,18 @@ def _read_list(
                     first = False
             elif child.tag == _TBL:
                 _read_table(child, blocks, notes, styling)
+        _end_item_code(blocks, code, shown if first else "")
+
+
+def _end_item_code(blocks: list[str], code: list[str], shown: str) -> bool:
+    """The code sample read so far in a list item (`code`) as one block, the item's number
+    (`shown`) before its first line; whether there was none."""
+    had = len(blocks)
+    end_code(blocks, code)
+    if len(blocks) == had:
+        return True
+    blocks[-1] = shown + blocks[-1]
+    return False
 
 
 def _read_table(table: Any, blocks: list[str], notes: _Notes, styling: _Styles) -> None:
