@@ -30,10 +30,10 @@ from octobrain.memory.brain import Brain
 from octobrain.models import Memory, RelationshipType
 from octobrain.store import ModelMismatch, NotFound, upkeep
 from octobrain.times import utcnow
+from tests.conflicts_support import conflict_edges, timeout
 from tests.consolidation_support import SCOPE, MakeBrain, add_at, all_edges, raw_rows, twins
 from tests.consolidation_support import make_brain as make_brain  # the fixture, shared
 from tests.export_lines import ended
-from tests.test_conflicts import conflict_edges, timeout
 
 FULL = "LanceError(IO): No space left on device (os error 28), /data/relationships.lance"
 
