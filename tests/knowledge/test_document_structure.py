@@ -393,3 +393,36 @@ def test_docx_headings_numbered_by_their_style_keep_their_numbers(tmp_path: Path
         "## 2.2 Rotation",
         "# Appendix",
     ]
+
+
+def test_a_docx_table_of_contents_is_left_out_as_its_headings_repeat(tmp_path: Path) -> None:
+    # A table of contents repeats the headings, each with a page number the text has no
+    # pages for; read, its chunk matched every question about any section beside the
+    # section itself. Before: "Contents", "Introduction\t1", "Keys\t2" were read; now left
+    # out, as an ODT's is: Word's in its content control, entries in "toc N" styles outside.
+    import docx
+    from docx.oxml import parse_xml
+
+    document = docx.Document()
+    entry = '<w:p><w:pPr><w:pStyle w:val="TOC1"/></w:pPr><w:r><w:t>{}</w:t></w:r><w:r><w:tab/></w:r><w:r><w:t>{}</w:t></w:r></w:p>'  # noqa: E501
+    toc = (
+        f'<w:sdt {_W_NS}><w:sdtPr><w:docPartObj><w:docPartGallery w:val="Table of Contents"/>'
+        "</w:docPartObj></w:sdtPr><w:sdtContent><w:p><w:r><w:t>Contents</w:t></w:r></w:p>"
+        f"{entry.format('Introduction', 1)}{entry.format('Keys', 2)}</w:sdtContent></w:sdt>"
+    )
+    body = document.element.body
+    body.insert(0, parse_xml(toc))
+    document.styles.add_style("toc 1", docx.enum.style.WD_STYLE_TYPE.PARAGRAPH)
+    document.styles["toc 1"].element.set(
+        "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}styleId", "TOC1"
+    )
+    document.add_heading("Introduction", level=1)
+    document.add_paragraph("Why keys rotate.")
+    bare_entry = parse_xml(f"<w:body {_W_NS}>{entry.format('Keys', 2)}</w:body>")[0]
+    body.insert(len(body) - 1, bare_entry)  # an entry outside a control (before sectPr)
+    document.add_heading("Keys", level=1)
+    assert _saved(document, tmp_path / "toc.docx").split("\n\n") == [
+        "# Introduction",
+        "Why keys rotate.",
+        "# Keys",
+    ]

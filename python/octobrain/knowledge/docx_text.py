@@ -65,6 +65,8 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
         style_element = item.find(f"{_W_PPR}/{_W_PSTYLE}")
         style_id = None if style_element is None else style_element.get(_W_VAL)
         style = styles.get(style_id, default) if style_id else default
+        if _CONTENTS_ENTRY.fullmatch(style):  # (a table of contents' entry: a repeat)
+            continue
         if CODE_STYLE.search(style):  # a line of a code sample: its blank lines kept
             code.append(shown)
             continue
@@ -97,6 +99,14 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
 # Text", LibreOffice's "Preformatted Text", a template's "Code" or "Source Code"): their
 # paragraphs are the lines of one block, their empty ones its blank lines (an ODT's too).
 CODE_STYLE = re.compile(r"(?i)\b(?:code|preformatted|macro text|plain text)\b")
+
+
+# A table of contents repeats the headings (with page numbers the text has no pages for):
+# read, its chunk matched every question about a section beside the section itself. Left
+# out, as an ODT's is: Word's content control of one (`w:docPartGallery`), and an entry's
+# paragraph style outside one (Word's "toc 1", LibreOffice's "Contents 1").
+_CONTENTS_ENTRY = re.compile(r"(?i)(?:toc|contents) [1-9]")
+_TABLE_OF_CONTENTS = "Table of Contents"
 
 
 def end_code(blocks: list[str], code: list[str]) -> None:
@@ -173,11 +183,24 @@ _W_TAB_STOPS = f"{_W}tabs"
 def _drop_shadow_text(element: Any) -> None:
     """Take the text a reader does not see (`_SHADOWS`) out of `element`: the body, a header
     or footer, a note (in a header's text box, its `mc:Fallback` copy was read too:
-    `DRAFTDRAFT`)."""
+    `DRAFTDRAFT`); and a table of contents (`_CONTENTS_ENTRY`), which a reader sees again."""
     for shadow in list(element.iter(*_SHADOWS)):
         parent = shadow.getparent()
         if parent is not None:
             parent.remove(shadow)
+    for gallery in list(element.iter(f"{_W}docPartGallery")):  # sdt/sdtPr/docPartObj/…
+        control = _up(gallery, 3)
+        parent = None if control is None else control.getparent()
+        toc = gallery.get(_W_VAL) == _TABLE_OF_CONTENTS
+        if toc and parent is not None and control.tag == f"{_W}sdt":
+            parent.remove(control)
+
+
+def _up(element: Any, steps: int) -> Any:
+    """The ancestor `steps` levels above `element`, None past the root."""
+    for _ in range(steps):
+        element = None if element is None else element.getparent()
+    return element
 
 
 def _docx_content(element: Any, kinds: tuple[str, ...] = (_W_P, _W_TBL)) -> Iterator[Any]:
