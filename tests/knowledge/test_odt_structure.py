@@ -115,3 +115,22 @@ def test_code_in_an_odt_list_item_keeps_its_lines_and_indentation(tmp_path: Path
         "  Then call it.",
         "2. make\n  install",
     ]
+
+
+def test_an_odt_table_of_contents_is_left_out_as_its_headings_repeat(tmp_path: Path) -> None:
+    # Its index body repeats each heading with a page number: a reader meets the headings
+    # once, in the text. Read, a "Contents" chunk would match questions about every section
+    # beside the section itself. (Its number, as LibreOffice shows it, is in the heading.)
+    toc = (
+        '<text:table-of-content text:name="Contents"><text:table-of-content-source '
+        'text:outline-level="3"><text:index-title-template>Contents</text:index-title-template>'
+        "</text:table-of-content-source><text:index-body><text:index-title><text:p>Contents"
+        "</text:p></text:index-title><text:p>1 Introduction<text:tab/>1</text:p><text:p>2 Keys"
+        "<text:tab/>2</text:p></text:index-body></text:table-of-content>"
+    )
+    body = toc + _heading(1, "Introduction") + "<text:p>Why.</text:p>" + _heading(1, "Keys")
+    assert _read(write_odt(tmp_path / "toc.odt", body, styles=OUTLINE))[1].split("\n\n") == [
+        "# 1 Introduction",
+        "Why.",
+        "# 2 Keys",
+    ]
