@@ -270,9 +270,9 @@ def _read_blocks(
         if tag == _H:
             notes.section_end(blocks)  # (before its text: a comment on it is of its section)
             text = " ".join(_inline(child, notes).split())
+            level = child.get(f"{_TEXT}outline-level")  # (an empty one counts: it shows its number)
+            number = styling.outline.number(child, level_number(level)) or _printed(child)
             if shows_something(text):
-                level = child.get(f"{_TEXT}outline-level")
-                number = styling.outline.number(child, level_number(level)) or _printed(child)
                 blocks.append("#" * _level(level) + " " + number + text)
         elif tag == _P and str(child.get(f"{_TEXT}style-name")) in styling.headings:
             notes.section_end(blocks)  # a paragraph in a heading's style (LibreOffice's first)
