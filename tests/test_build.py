@@ -17,8 +17,8 @@ from octobrain.memory.catchup import READ, fragment_mark
 from octobrain.memory.corpus import Corpus
 from octobrain.memory.snapshot import CURRENT, Snapshot, SnapshotDir
 from octobrain.models import Memory, MemoryType, Source, State
-from tests.test_snapshot import SCOPE, TOPICS, _brain, _found
-from tests.test_snapshot import data_dir as data_dir  # the autouse data directory, shared
+from tests.snapshot_support import SCOPE, TOPICS, _brain, _found
+from tests.snapshot_support import data_dir as data_dir  # the autouse data directory, shared
 
 
 def _varied(brain: Brain, n: int = 45) -> None:

@@ -19,8 +19,8 @@ from octobrain.memory.corpus import Corpus
 from octobrain.models import Memory, Relationship, RelationshipType
 from octobrain.store import seen
 from octobrain.times import utcnow
-from tests.test_snapshot import SCOPE, _brain
-from tests.test_snapshot import data_dir as data_dir  # the autouse data directory, shared
+from tests.snapshot_support import SCOPE, _brain
+from tests.snapshot_support import data_dir as data_dir  # the autouse data directory, shared
 
 
 def _fill(brain: Brain, n: int = 30) -> list[str]:
