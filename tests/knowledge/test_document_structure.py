@@ -426,3 +426,17 @@ def test_a_docx_table_of_contents_is_left_out_as_its_headings_repeat(tmp_path: P
         "Why keys rotate.",
         "# Keys",
     ]
+
+
+def test_an_empty_numbered_docx_paragraph_counts_as_word_shows_it(tmp_path: Path) -> None:
+    # Word shows an empty numbered paragraph's number ("2.") and counts it: before, it
+    # counted none and the steps after it were numbered one short ("2. Reboot").
+    import docx
+
+    document = docx.Document()
+    for step in ("Drain the node.", "", "Reboot it."):
+        document.add_paragraph(step, style="List Number")
+    assert _saved(document, tmp_path / "steps.docx").split("\n\n") == [
+        "1. Drain the node.",
+        "3. Reboot it.",
+    ]

@@ -72,16 +72,16 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
             continue
         end_code(blocks, code)
         text = shown.strip()
+        marker = numbering.marker(item, style_id)  # (an empty one counts: it shows its number)
         if not shows_something(text):  # (nor one of zero-width spaces: no heading of none)
             continue
         level = re.fullmatch(r"Heading (\d)", style)
         if level or style == "Title":
             _add_notes(blocks, notes, FOOTNOTE)  # a section's footnotes end it, then comments
             _add_notes(blocks, notes, COMMENT)
-            number = numbering.marker(item, style_id)  # as Word numbers it: `2.1 `, not `- `
-            number = "" if number in (None, "- ") else number
+            number = "" if marker in (None, "- ") else marker  # as Word numbers it: `2.1 `
             blocks.append("#" * (min(6, int(level.group(1))) if level else 1) + f" {number}{text}")
-        elif (marker := numbering.marker(item, style_id)) is not None:
+        elif marker is not None:
             blocks.append(marker + text)
         elif style.startswith("List"):
             blocks.append("- " + text)
