@@ -2,7 +2,8 @@
 
 use rayon::prelude::*;
 
-use super::{checked_position, Base, Bm25Index, Stats};
+use super::stats::Stats;
+use super::{checked_position, Base, Bm25Index};
 use crate::error::{CoreError, CoreResult};
 use crate::topk::TopK;
 
