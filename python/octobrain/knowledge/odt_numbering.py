@@ -109,12 +109,12 @@ def marker(number_style: Any, number: int) -> str:
 
 
 def _shown(form: str, number: int) -> str:
-    return {
-        "a": letters(number),
-        "A": letters(number).upper(),
-        "i": roman(number),
-        "I": roman(number).upper(),
-    }.get(form, str(number))
+    """`number` in the format `form` (`1`, `a`, `A`, `i`, `I`): only that one made."""
+    if form in ("a", "A"):
+        return letters(number) if form == "a" else letters(number).upper()
+    if form in ("i", "I"):
+        return roman(number) if form == "i" else roman(number).upper()
+    return str(number)
 
 
 def _affix(number_style: Any, side: str) -> str:
@@ -135,29 +135,44 @@ class Outline:
     number and counts none. By default LibreOffice numbers no level (`num-format=""`)."""
 
     def __init__(self, styles: Any) -> None:
-        self._levels: dict[int, Any] = {}
+        # Each level's format ("" for none), start, levels shown, text before and after; read
+        # once (not for each heading).
+        self._levels: dict[int, tuple[str, int, int, str, str]] = {}
         self._counts: dict[int, int] = {}
         outline = None if styles is None else next(styles.iter(f"{_TEXT}outline-style"), None)
-        for level in () if outline is None else outline:
-            if level.tag == f"{_TEXT}outline-level-style":
-                self._levels.setdefault(level_number(level.get(f"{_TEXT}level")), level)
+        for style in () if outline is None else outline:
+            if style.tag != f"{_TEXT}outline-level-style":
+                continue
+            shows = level_number(style.get(f"{_TEXT}display-levels") or 1)
+            self._levels.setdefault(
+                level_number(style.get(f"{_TEXT}level")),
+                (str(style.get(f"{_STYLE}num-format", "")), level_number(style.get(_START)),
+                 max(1, shows), _affix(style, "prefix"), _affix(style, "suffix")),
+            )  # fmt: skip
+        self._numbered = any(level[0] for level in self._levels.values())
 
     def number(self, heading: Any, depth: int) -> str:
         """The number shown before `heading`, of outline level `depth` ("" for none), with
         the space after it. Counts it: call once per heading, in order."""
-        if heading.get(f"{_TEXT}is-list-header") == "true" or not 0 < depth <= _OUTLINE_LEVELS:
+        if not self._numbered or not 0 < depth <= _OUTLINE_LEVELS:
+            return ""  # (LibreOffice's default outline numbers no level: nothing to count)
+        if heading.get(f"{_TEXT}is-list-header") == "true":
             return ""
-        style = self._levels.get(depth)
-        if heading.get(f"{_TEXT}restart-numbering") == "true" and not heading.get(_START):
+        start = heading.get(_START)
+        if heading.get(f"{_TEXT}restart-numbering") == "true" and not start:
             self._counts.pop(depth, None)
-        count(self._counts, depth, heading, style)
-        if style is None or not style.get(f"{_STYLE}num-format"):
+        own = self._levels.get(depth)
+        if start:
+            number = level_number(start)
+        else:
+            number = self._counts.get(depth, (1 if own is None else own[1]) - 1) + 1
+        self._counts[depth] = number
+        for deeper in [level for level in self._counts if level > depth]:
+            del self._counts[deeper]
+        if own is None or not own[0]:
             return ""
-        shows = min(depth, max(1, level_number(style.get(f"{_TEXT}display-levels") or 1)))
         parts = []
-        for level in range(depth - shows + 1, depth + 1):
-            own = self._levels.get(level)
-            own_form = "1" if own is None else str(own.get(f"{_STYLE}num-format") or "1")
-            start = level_number(None if own is None else own.get(_START))
-            parts.append(_shown(own_form, self._counts.get(level, start)))
-        return f"{_affix(style, 'prefix')}{'.'.join(parts)}{_affix(style, 'suffix')} "
+        for level in range(depth - min(depth, own[2]) + 1, depth + 1):
+            form, first = self._levels.get(level, ("1", 1, 1, "", ""))[:2]
+            parts.append(_shown(form or "1", self._counts.get(level, first)))
+        return f"{own[3]}{'.'.join(parts)}{own[4]} "

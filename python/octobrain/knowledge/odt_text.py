@@ -296,7 +296,9 @@ def _read_blocks(
 
 def _printed(heading: Any) -> str:
     """The number the writing program printed in `heading` (`text:number`), a space after."""
-    printed = heading.find(_NUMBER)
+    if not len(heading):  # (most hold their text only)
+        return ""
+    printed = next((child for child in heading if child.tag == _NUMBER), None)
     number = "" if printed is None else " ".join("".join(printed.itertext()).split())[:80]
     return f"{number} " if shows_something(number) else ""
 
