@@ -543,3 +543,29 @@ def test_a_near_duplicate_rewritten_to_another_value_shows_on_the_next_briefing(
     )
     items = {i.memory.id: i for i in build_briefing(make_brain(API), count_tokens=COUNT).items}
     assert {survivor, folded} <= set(items) and not items[survivor].merged
+
+
+def test_open_goals_of_equal_strength_show_in_id_order(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    # Goals ranked alike (same importance, same time) break their tie by id, whichever of them
+    # the store holds first: the open goals past the section's pool are cut at a score floor,
+    # and every goal at that floor is ranked, not the first ones met.
+    from dataclasses import replace
+
+    brain = make_brain(API)
+    now = utcnow()
+    goals = [
+        add_at(brain, f"Goal {i}", f"Goal: finish part {i} of the migration.", now,
+               memory_type=MemoryType.GOAL, importance=0.5)
+        for i in range(40)
+    ]  # fmt: skip
+    config = replace(brain.config, brief=replace(brain.config.brief, max_items_per_section=5))
+    shown = build_briefing(
+        Brain(API, config=config, embedder=brain.embedder, uri=tmp_path / "db"),
+        now=now,
+        max_tokens=50_000,
+        count_tokens=COUNT,
+    )
+    lines = [i.memory.id for s in shown.sections if s.key == "goals" for i in s.items]
+    assert lines == sorted(m.id for m in goals)[:5]

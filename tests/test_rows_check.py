@@ -78,3 +78,23 @@ def test_the_rows_a_mirror_keeps_are_read_verified_and_damage_is_named(tmp_path:
     path.write_bytes(bytes(data))
     with pytest.raises(SnapshotDamaged, match=f"block {hit // BLOCK}"):
         merged_rows(held, PageCheck(path, crcs, BLOCK), kept)
+
+
+def test_a_column_read_at_many_rows_is_verified_whole_and_the_others_are_not(
+    tmp_path: Path,
+) -> None:
+    # A read at no fewer rows than a column has blocks checks the column's buffers whole
+    # (a briefing reads three columns of every row): damage in that column is found, and the
+    # blocks of the columns it does not read stay unchecked.
+    path = tmp_path / "rows.arrow"
+    _written(path)
+    crcs = block_crcs(path, BLOCK)
+    data = bytearray(path.read_bytes())
+    hit = data.index(b"id-0301")
+    data[hit + 4] ^= 0xFF
+    path.write_bytes(bytes(data))
+    check = _opened(path, crcs)
+    check.rows(range(400), ["importance"])
+    assert 0 < check.check.ok.sum() < len(crcs) / 2  # (the tags are most of the file)
+    with pytest.raises(SnapshotDamaged, match=f"block {hit // BLOCK}"):
+        check.rows(range(0, 400, 2), ["id"])

