@@ -107,6 +107,7 @@ CODE_STYLE = re.compile(r"(?i)\b(?:code|preformatted|macro text|plain text)\b")
 # paragraph style outside one (Word's "toc 1", LibreOffice's "Contents 1").
 _CONTENTS_ENTRY = re.compile(r"(?i)(?:toc|contents) [1-9]")
 _TABLE_OF_CONTENTS = "Table of Contents"
+_W_GALLERY = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}docPartGallery"
 
 
 def end_code(blocks: list[str], code: list[str]) -> None:
@@ -184,16 +185,15 @@ def _drop_shadow_text(element: Any) -> None:
     """Take the text a reader does not see (`_SHADOWS`) out of `element`: the body, a header
     or footer, a note (in a header's text box, its `mc:Fallback` copy was read too:
     `DRAFTDRAFT`); and a table of contents (`_CONTENTS_ENTRY`), which a reader sees again."""
-    for shadow in list(element.iter(*_SHADOWS)):
+    for shadow in list(element.iter(*_SHADOWS, _W_GALLERY)):  # (one walk)
+        if shadow.tag == _W_GALLERY:  # sdt/sdtPr/docPartObj/docPartGallery
+            toc = shadow.get(_W_VAL) == _TABLE_OF_CONTENTS
+            shadow = _up(shadow, 3) if toc else None
+            if shadow is None or shadow.tag != f"{_W}sdt":
+                continue
         parent = shadow.getparent()
         if parent is not None:
             parent.remove(shadow)
-    for gallery in list(element.iter(f"{_W}docPartGallery")):  # sdt/sdtPr/docPartObj/…
-        control = _up(gallery, 3)
-        parent = None if control is None else control.getparent()
-        toc = gallery.get(_W_VAL) == _TABLE_OF_CONTENTS
-        if toc and parent is not None and control.tag == f"{_W}sdt":
-            parent.remove(control)
 
 
 def _up(element: Any, steps: int) -> Any:
