@@ -135,3 +135,24 @@ def test_an_odt_table_of_contents_is_left_out_as_its_headings_repeat(tmp_path: P
         "Why.",
         "# 2 Keys",
     ]
+
+
+def test_an_odt_heading_number_is_bounded_whatever_its_outline_style_says(
+    tmp_path: Path,
+) -> None:
+    # The text around a heading's number at most 40 characters a side, a start at most 9
+    # digits, ten levels shown at most: a 20 kB prefix and 4,000-digit starts, at every
+    # level, print at most a few hundred characters before each heading (as a list's do).
+    levels = "".join(
+        f'<text:outline-level-style text:level="{level}" style:num-format="i" '
+        f'text:start-value="{"9" * 4_000}" text:display-levels="99" '
+        f'style:num-prefix="{"Part " * 4_000}"/>'
+        for level in range(1, 11)
+    )
+    styles = f'<office:styles><text:outline-style style:name="Outline">{levels}'
+    styles += "</text:outline-style></office:styles>"
+    body = _heading(10, "Deep") * 200
+    text = _read(write_odt(tmp_path / "deep.odt", body, styles=styles))[1]
+    lines = text.split("\n\n")
+    assert len(lines) == 200 and all(len(line) < 200 for line in lines)
+    assert lines[1] == "###### " + "Part " * 8 + ".".join(["i"] * 9 + ["ii"]) + " Deep"
