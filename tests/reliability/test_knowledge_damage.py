@@ -11,7 +11,7 @@ import pytest
 
 from octobrain.store import schema
 from tests.reliability.damage_support import run_cli
-from tests.reliability.test_row_checksums import _flip_chunks, _indexed
+from tests.reliability.row_checksums_support import _flip_chunks, _indexed
 from tests.reliability.test_storage_faults import octobrain, one_clear_line
 
 

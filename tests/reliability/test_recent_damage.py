@@ -10,7 +10,7 @@ import pytest
 
 from octobrain.store.schema import DAMAGED_TITLE
 from tests.reliability.damage_support import related_pair
-from tests.reliability.test_row_checksums import _flip
+from tests.reliability.row_checksums_support import _flip
 from tests.reliability.test_storage_faults import memorize, octobrain, one_clear_line
 
 
