@@ -156,3 +156,28 @@ def test_an_odt_heading_number_is_bounded_whatever_its_outline_style_says(
     lines = text.split("\n\n")
     assert len(lines) == 200 and all(len(line) < 200 for line in lines)
     assert lines[1] == "###### " + "Part " * 8 + ".".join(["i"] * 9 + ["ii"]) + " Deep"
+
+
+def test_an_odt_heading_numbered_by_a_list_is_a_heading_with_its_number(tmp_path: Path) -> None:
+    # A heading given a list style ("Numbering 123") stands in a `text:list`. Before: read as
+    # a list item ("1. Scope"), no longer a heading: its section had no path.
+    body = (
+        '<text:list text:style-name="L1"><text:list-item><text:h text:outline-level="1">'
+        'Scope</text:h><text:list><text:list-item><text:h text:outline-level="2">Limits'
+        "</text:h></text:list-item></text:list></text:list-item><text:list-item>"
+        '<text:h text:outline-level="1">Terms</text:h></text:list-item></text:list>'
+        "<text:p>Defined below.</text:p>"
+    )
+    assert _read(write_odt(tmp_path / "listed.odt", body))[1].split("\n\n") == [
+        "# 1. Scope",
+        "## a) Limits",
+        "# 2. Terms",
+        "Defined below.",
+    ]
+    # In a list of the outline style itself (not a list style): numbered by the outline.
+    body = (
+        '<text:list text:style-name="Outline"><text:list-item><text:h text:outline-level="1">'
+        "Scope</text:h></text:list-item></text:list>" + _heading(1, "Terms")
+    )
+    text = _read(write_odt(tmp_path / "outlined.odt", body, styles=OUTLINE))[1]
+    assert text == "# 1 Scope\n\n# 2 Terms"

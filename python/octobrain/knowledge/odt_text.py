@@ -341,7 +341,17 @@ def _read_list(
             first = _end_item_code(blocks, code, shown if first else "") and first
             if child.tag == _LIST:
                 _read_list(child, blocks, notes, styling, depth + 1, style, counts)
-            elif child.tag in (_P, _H):
+            elif child.tag == _H:  # a heading numbered by a list: a heading, with its number
+                notes.section_end(blocks)
+                text = " ".join(_inline(child, notes).split())
+                level = level_number(child.get(f"{_TEXT}outline-level"))
+                number = shown if first and shown != "- " else ""
+                if style not in styling.lists:  # (in a list of the outline style: numbered so)
+                    number = styling.outline.number(child, level)
+                if shows_something(text):
+                    blocks.append("#" * _level(level) + " " + number + text)
+                    first = False
+            elif child.tag == _P:
                 text = " ".join(_inline(child, notes).split())
                 if shows_something(text):
                     blocks.append((shown if first else "  ") + text)
