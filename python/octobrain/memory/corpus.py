@@ -34,12 +34,12 @@ import pyarrow.compute as pc
 from octobrain.kernels.bm25 import BM25Index
 from octobrain.kernels.vectors import VectorBlocks
 from octobrain.memory import build, corpus_apply, corpus_snapshot, tail
+from octobrain.memory.corpus_filters import CorpusFilters
 from octobrain.memory.corpus_io import (
     CODED,
     LIGHT_COLUMNS,
     ListCodes,
     latest_versions,
-    list_holds,
     merged_ids,
     sorted_ids,
     take_rows,
@@ -48,7 +48,7 @@ from octobrain.memory.edges import EdgeMirror
 from octobrain.memory.page_check import SnapshotDamaged
 from octobrain.memory.positions import AddressIndex, Positions
 from octobrain.memory.snapshot import Snapshot, SnapshotDir
-from octobrain.models import Memory, Relationship, State
+from octobrain.models import Memory, Relationship
 from octobrain.store import MemoryStore
 from octobrain.store.accessed import Accessed
 from octobrain.store.schema import row_to_memory, stored_float
@@ -58,13 +58,12 @@ __all__ = ["Corpus"]
 
 log = logging.getLogger(__name__)
 
-_SEARCHABLE = (State.WORKING.value, State.CONSOLIDATED.value)
 _CODED = tuple(CODED)
 _MAX_CACHED = 5_000  # Memory objects kept for reuse; past this the cache starts over (at 100k,
 # 50,000 of them held 35 MiB more for about 1 ms a query)
 
 
-class Corpus:
+class Corpus(CorpusFilters):
     """Positions ↔ memories, BM25 over their text (its postings give term statistics),
     embeddings and filters."""
 
@@ -356,63 +355,6 @@ class Corpus:
         self._added = {}
 
     # ---- queries --------------------------------------------------------------------------
-
-    def _codes_for(self, name: str, values: Sequence[str]) -> list[int]:
-        return [self._code_of[name][v] for v in values if v in self._code_of[name]]
-
-    def coded_in(self, name: str, values: Sequence[str]) -> npt.NDArray[np.bool_]:
-        """Positions whose coded column `name` holds one of `values`: one comparison per
-        value (a filter names a few), several times faster than `np.isin` at a million rows."""
-        column = self._coded[name]
-        hit = np.zeros(len(column), dtype=bool)
-        for code in dict.fromkeys(self._codes_for(name, values)):
-            hit |= column == code
-        return hit
-
-    def in_scopes(
-        self, positions: npt.NDArray[np.int64], scopes: Sequence[str]
-    ) -> npt.NDArray[np.bool_]:
-        """Whether each of `positions` (-1: none) holds a row of one of `scopes`, read off the
-        coded scope column (no row is built)."""
-        codes = np.asarray(self._codes_for("scope", scopes), dtype=self._coded["scope"].dtype)
-        held = positions >= 0
-        out = np.zeros(len(positions), dtype=bool)
-        out[held] = np.isin(self._coded["scope"][positions[held]], codes)
-        return out
-
-    def seen_by(self, scopes: Sequence[str]) -> npt.NDArray[np.bool_]:
-        """A mask over positions of every live row of `scopes`, in any state: the rows whose
-        words a search from those scopes is scored by (`BM25Index.search`'s `seen`), so that
-        how rare a word is counts only what the asker may see, and no other project's rows
-        move its ranking or its relevance."""
-        return self._live & self.coded_in("scope", scopes)
-
-    def allowed(
-        self,
-        scopes: Sequence[str],
-        *,
-        memory_types: Sequence[str] = (),
-        tags: Sequence[str] = (),
-        related_files: Sequence[str] = (),
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        include_archived: bool = False,
-    ) -> npt.NDArray[np.bool_]:
-        """A mask over positions of the live, searchable rows a query may return."""
-        states = (*_SEARCHABLE, State.ARCHIVED.value) if include_archived else _SEARCHABLE
-        mask = self._live & self.coded_in("scope", scopes)
-        mask &= self.coded_in("state", states)
-        if memory_types:
-            mask &= self.coded_in("type", memory_types)
-        if created_after is not None:
-            mask &= self._created >= micros(created_after)
-        if created_before is not None:
-            mask &= self._created < micros(created_before)
-        for wanted, column in ((tags, "tags"), (related_files, "related_files")):
-            if wanted:  # any of the wanted values
-                rows = self.columns([column])
-                mask &= list_holds(rows, column, set(wanted), len(self._live), self._lists)
-        return mask
 
     def nearest(
         self, vector: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_], k: int
