@@ -1,0 +1,69 @@
+"""Source arguments normalised to one URI, and local-file errors that name the source."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from octobrain.errors import InvalidInput
+from octobrain.knowledge.extract import DocType, extract
+from octobrain.knowledge.sources import SourceKind, parse_source, read_file
+
+
+def test_sources_normalise_to_one_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = tmp_path / "guide.md"
+    doc.write_text("# Guide\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    uris = {
+        parse_source("guide.md", cwd=tmp_path).uri,
+        parse_source(str(doc)).uri,
+        parse_source("~/guide.md").uri,
+        parse_source(doc.as_uri()).uri,
+        parse_source(f"file:{doc}").uri,  # (RFC 8089's one slash: read as a relative path)
+        parse_source(f"FILE://localhost{doc}").uri,
+    }
+    assert uris == {doc.resolve().as_uri()}
+    url = parse_source("https://Docs.Example.com/api/?v=2#frag")
+    assert (url.kind, url.uri) == (SourceKind.URL, "https://docs.example.com/api?v=2")
+    assert parse_source("stored://notes-1").kind is SourceKind.STORED
+    for bad, field in [
+        ("ftp://host/x", "source"),
+        ("", "source"),
+        ("stored://a b", "key"),
+        ("notes\x00.md", "source"),
+        ("file:///tmp/notes%00.md", "source"),
+        ("file:notes.md", "source"),  # (not ./file:notes.md: a file: URI is absolute)
+    ]:
+        with pytest.raises(InvalidInput, match=f"^{field}: "):
+            parse_source(bad)
+
+
+def test_local_file_errors_name_the_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(InvalidInput, match=r"^source: .* is a directory; give one file"):
+        read_file(parse_source(str(tmp_path)), 1000)
+    with pytest.raises(InvalidInput, match=r"^source: no such file: .*missing\.md"):
+        read_file(parse_source(str(tmp_path / "missing.md")), 1000)
+    (tmp_path / "a.md").symlink_to(tmp_path / "b.md")
+    (tmp_path / "b.md").symlink_to(tmp_path / "a.md")
+    with pytest.raises(InvalidInput, match=r"^source: cannot read .*: Too many levels of symbolic"):
+        read_file(parse_source(str(tmp_path / "a.md")), 1000)  # a loop, not a swap
+    monkeypatch.chdir(tmp_path)  # (a socket's path is bound to about 100 bytes)
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind("sock.md")  # a project may hold one: an agent's, a dev server's
+        with pytest.raises(InvalidInput, match=r"^source: .*sock\.md is not a regular file$"):
+            read_file(parse_source(str(tmp_path / "sock.md")), 1000)
+    big = tmp_path / "big.txt"
+    big.write_text("x" * 2000)
+    with pytest.raises(
+        InvalidInput, match=r"^source: .* over the 1000-byte cap .*max_source_bytes"
+    ):
+        read_file(parse_source(str(big)), 1000)
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(InvalidInput, match=r'^source: .* unsupported file type "\.bin"'):
+        extract(read_file(parse_source(str(binary)), 10_000), 10_000)
+    other = tmp_path / "settings.conf"
+    other.write_text("timeout = 30\n")
+    assert extract(read_file(parse_source(str(other)), 10_000), 10_000).doc_type is DocType.TEXT
