@@ -181,3 +181,46 @@ def test_an_odt_heading_numbered_by_a_list_is_a_heading_with_its_number(tmp_path
     )
     text = _read(write_odt(tmp_path / "outlined.odt", body, styles=OUTLINE))[1]
     assert text == "# 1 Scope\n\n# 2 Terms"
+
+
+def test_an_odt_list_level_showing_its_parents_numbers_prints_them(tmp_path: Path) -> None:
+    # LibreOffice's "Show sublevels" (`text:display-levels`): a legal list's nested items
+    # are "1.1.", "1.2.", "2.1.". Before: "1.", "2.", "1." (only the item's own count).
+    styles = (
+        '<office:styles><text:list-style style:name="Legal"><text:list-level-style-number '
+        'text:level="1" style:num-suffix="." style:num-format="1"/><text:list-level-style-number '
+        'text:level="2" style:num-suffix="." style:num-format="1" text:display-levels="2"/>'
+        "</text:list-style></office:styles>"
+    )
+
+    def item(text: str, nested: str = "") -> str:
+        return f"<text:list-item><text:p>{text}</text:p>{nested}</text:list-item>"
+
+    first = f"<text:list>{item('Notice')}{item('Cure')}</text:list>"
+    second = f"<text:list>{item('Effect')}</text:list>"
+    body = (
+        f'<text:list text:style-name="Legal">{item("Term", first)}'
+        f"{item('Termination', second)}</text:list>"
+    )
+    assert _read(write_odt(tmp_path / "legal.odt", body, styles=styles))[1].split("\n\n") == [
+        "1. Term",
+        "1.1. Notice",
+        "1.2. Cure",
+        "2. Termination",
+        "2.1. Effect",
+    ]
+    # Ten levels shown at most (LibreOffice's lists have ten), however deep the list.
+    deep = item("bottom")
+    for _ in range(40):
+        deep = f"<text:list-item><text:list>{deep}</text:list></text:list-item>"
+    styles = styles.replace('text:display-levels="2"', 'text:display-levels="999"').replace(
+        'text:level="2"', 'text:level="41"'
+    )
+    text = _read(
+        write_odt(
+            tmp_path / "deep.odt",
+            f'<text:list text:style-name="Legal">{deep}</text:list>',
+            styles=styles,
+        )
+    )[1]
+    assert text == "1.1.1.1.1.1.1.1.1.1. bottom"

@@ -24,6 +24,10 @@ _START = f"{_TEXT}start-value"
 # text around it (`Step `, `)`) at most 40 characters each. A 4,000-digit start, or a 1 MB
 # `num-prefix`, was printed again before every item: 80 to 20,000 times the bytes of the item.
 _AFFIX_CHARS = 40
+# Outline and list levels: ODF numbers headings 1–10, LibreOffice's lists have ten levels; a
+# number shows at most ten levels' counts (a list nested 120 deep showing all its parents'
+# printed 120 numbers before each item).
+_OUTLINE_LEVELS = 10
 
 
 def list_styles(content: Any, styles: Any) -> dict[str, dict[int, Any]]:
@@ -96,16 +100,25 @@ def count(counts: dict[int, int], depth: int, item: Any, number_style: Any) -> i
     return number
 
 
-def marker(number_style: Any, number: int) -> str:
-    """`- `, or the item's number as the style prints it (`1.`, `a)`, `iv.`)."""
+def marker(levels: dict[int, Any], depth: int, counts: dict[int, int]) -> str:
+    """`- `, or the number of the item just counted at `depth` as its list style (`levels`)
+    prints it (`1.`, `a)`, `iv.`; `1.2.` where the level shows its parents' numbers too,
+    `text:display-levels`, each in its own level's format)."""
+    number_style = levels.get(depth)
     if number_style is None:
         return "- "
     form = str(number_style.get(f"{_STYLE}num-format", "1"))
     if form == "":  # a numbered style that shows no number
         return "- "
-    return (
-        f"{_affix(number_style, 'prefix')}{_shown(form, number)}{_affix(number_style, 'suffix')} "
-    )
+    shown = level_number(number_style.get(f"{_TEXT}display-levels") or 1)
+    shows = min(depth, _OUTLINE_LEVELS, max(1, shown))  # (ten at most, as LibreOffice has)
+    parts = []
+    for level in range(depth - shows + 1, depth):  # (parents: each in its format, else digits)
+        own = levels.get(level)
+        own_form = "1" if own is None else str(own.get(f"{_STYLE}num-format") or "1")
+        parts.append(_shown(own_form, counts.get(level, 1)))
+    parts.append(_shown(form, counts[depth]))
+    return f"{_affix(number_style, 'prefix')}{'.'.join(parts)}{_affix(number_style, 'suffix')} "
 
 
 def _shown(form: str, number: int) -> str:
@@ -119,10 +132,6 @@ def _shown(form: str, number: int) -> str:
 
 def _affix(number_style: Any, side: str) -> str:
     return str(number_style.get(f"{_STYLE}num-{side}", ""))[:_AFFIX_CHARS]
-
-
-# Outline levels: ODF numbers headings 1–10.
-_OUTLINE_LEVELS = 10
 
 
 class Outline:

@@ -325,13 +325,15 @@ def _read_list(
     style = str(element.get(f"{_TEXT}style-name") or style)
     if counts is None:
         counts = styling.counts.begin(element, style)
-    number_style = styling.lists.get(style, {}).get(depth)
+    levels = styling.lists.get(style, {})
+    number_style = levels.get(depth)
     for item in element:
         if item.tag not in (_ITEM, _LIST_HEADER):
             continue
         shown = ""  # a list header's, or an item's holding no paragraph: no number
         if item.tag == _ITEM and any(child.tag in (_P, _H) for child in item):
-            shown = marker(number_style, count(counts, depth, item, number_style))
+            count(counts, depth, item, number_style)
+            shown = marker(levels, depth, counts)
         first = True
         code: list[str] = []  # a code sample's lines: one block, as they show
         for child in item:
