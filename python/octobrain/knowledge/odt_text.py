@@ -262,7 +262,7 @@ def _read_blocks(
     code: list[str] = []  # the lines of the code block being read
     for child in element:
         tag = child.tag
-        if tag == _P and str(child.get(f"{_TEXT}style-name")) in styling.code:
+        if tag == _P and _is_code(child, styling):
             code.append(_inline(child, notes).rstrip())
             continue
         if tag != f"{_TEXT}soft-page-break":  # (a page break in a code sample goes on with it)
@@ -337,7 +337,7 @@ def _read_list(
         first = True
         code: list[str] = []  # a code sample's lines: one block, as they show
         for child in item:
-            if child.tag == _P and str(child.get(f"{_TEXT}style-name")) in styling.code:
+            if _is_code(child, styling):
                 code.append(_inline(child, notes).rstrip())
                 continue
             first = _end_item_code(blocks, code, shown if first else "") and first
@@ -361,6 +361,13 @@ def _read_list(
             elif child.tag == _TBL:
                 _read_table(child, blocks, notes, styling)
         _end_item_code(blocks, code, shown if first else "")
+
+
+def _is_code(paragraph: Any, styling: _Styles) -> bool:
+    """Whether `paragraph` is a line of code: a `text:p` in a code style (looked up only in a
+    document that has one)."""
+    code = styling.code
+    return bool(code) and paragraph.tag == _P and str(paragraph.get(f"{_TEXT}style-name")) in code
 
 
 def _end_item_code(blocks: list[str], code: list[str], shown: str) -> bool:
