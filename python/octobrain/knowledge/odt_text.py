@@ -2,7 +2,8 @@
 `content.xml` in document order, read as the DOCX reader reads a Word file, within the bounds
 on what the zip unpacks to.
 
-An ODT says what each paragraph is in its XML: `text:h` is a heading of `text:outline-level`,
+An ODT says what each paragraph is in its XML: `text:h` is a heading of `text:outline-level`
+(numbered as the outline style, `text:outline-style`, says: `odt_numbering.Outline`),
 `text:list` a list whose style (`text:list-style`, among the automatic styles or in
 `styles.xml`) numbers its items or bullets them (`odt_numbering.py`), `table:table` a table,
 `text:note` a footnote or endnote with its text where it is cited, `office:annotation` a
@@ -204,7 +205,8 @@ def _title(meta: Any) -> str:
 
 class _Styles(NamedTuple):
     """The styles the text is read by: list styles by name, the levels of the paragraph
-    styles that make a heading, the paragraph styles of code; and the lists' counters."""
+    styles that make a heading, the paragraph styles of code; the lists' counters, and the
+    headings' numbering (and counters)."""
 
     lists: dict[str, dict[int, Any]]
     headings: dict[str, int]
