@@ -17,12 +17,14 @@ from octobrain.memory.conflicts import (
     NEAR_PER_ROW,
     PAIRS_PER_PASS,
     PAIRS_PER_ROW,
+    TIE,
     Statement,
     StatementPool,
     conflicting_pairs,
     numbers,
     resolve,
 )
+from octobrain.memory.conflicts import _nearest_first as _nearest_first
 from octobrain.models import Source
 from octobrain.times import utcnow
 from tests.conflicts_support import burst, outranked, timeout
@@ -34,7 +36,8 @@ def every_row_pairs(
     recent: list[dict[str, Any]], pool: StatementPool, threshold: float, near_most: int, most: int
 ) -> list[tuple[str, str]]:
     """The conflict search as it was before the pass's budget: every recent row, in order
-    (fewer than 512, so their cosines come from one matrix product, as they did)."""
+    (fewer than 512, so their cosines come from one matrix product, as they did), nearest
+    first with near-equal cosines tied (`conflicts._nearest_first`)."""
     quoted = [numbers(r["content"]) for r in recent]
     order = {r["id"]: i for i, r in enumerate(recent)}
     quoting = [at for at, found in enumerate(quoted) if found]
@@ -48,7 +51,7 @@ def every_row_pairs(
         row, sims = recent[at], sims_of[at]
         near = [k for k in np.flatnonzero(sims >= threshold) if pool.ids[k] != row["id"]]
         if len(near) > near_most:
-            near = sorted(near, key=lambda k: -sims[k])[:near_most]  # stable: ties by position
+            near = [k for _, k in _nearest_first([(-float(sims[k]), k) for k in near])][:near_most]
             cut.add(at)
         found = []
         for k in near:
@@ -58,7 +61,7 @@ def every_row_pairs(
             theirs = numbers(pool.contents[k])
             if theirs and not quoted[at] & theirs:
                 found.append((-float(sims[k]), int(k)))
-        out += [(row["id"], pool.ids[k]) for _, k in sorted(found)[:most]]
+        out += [(row["id"], pool.ids[k]) for _, k in _nearest_first(found)[:most]]
     return out
 
 
@@ -117,6 +120,13 @@ def test_a_pass_within_its_budget_records_what_checking_every_row_did(
         assert resolve(pairs, statements, set(), window) == resolve(
             before, statements, set(), window
         )
+
+
+def test_copies_rounded_apart_by_the_matrix_product_are_taken_in_pool_order() -> None:
+    # numpy 2.4 rounds a row's cosine with one of two identical statements to 0.98787105 and
+    # with the other to 0.9878711 by the row's place in the product: still one cosine.
+    found = [(-0.9, 1), (-0.98787105, 7), (-0.9878711, 3), (-0.95, 9), (-0.9878711 + TIE / 2, 5)]
+    assert [k for _, k in _nearest_first(found)] == [3, 5, 7, 9, 1]
 
 
 def test_a_pass_compares_a_bounded_number_of_pairs_newest_first() -> None:

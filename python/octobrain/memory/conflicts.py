@@ -51,6 +51,10 @@ NEAR_PER_ROW = 2 * PAIRS_PER_ROW
 # Pairs compared per pass, over all its rows (`conflicting_pairs`): 21,500 restatements of one
 # setting, each quoting another number, were 2.75 million pairs held at once (23 s, 1.39 GB).
 PAIRS_PER_PASS = 512 * NEAR_PER_ROW
+# Cosines this close are one (ties by pool order): a matrix product rounds a row's cosines by its
+# place among the rows multiplied (numpy 2.4: a copy's 0.98787105 against 0.9878711), so a
+# pass's rows, in blocks of its own order, would otherwise order copies by that rounding.
+TIE = 1e-6
 
 
 def numbers(text: str) -> frozenset[str]:
@@ -196,9 +200,22 @@ def _nearest(
     """The `most` of `near` (ascending positions) with the highest `sims`, ties by position:
     a partition, not a sort of every statement above the threshold."""
     kth = np.partition(sims, len(sims) - most)[len(sims) - most]  # the most-th highest
-    above = near[sims > kth]
-    tied = near[sims == kth][: most - len(above)]
+    above = near[sims > kth + TIE]
+    tied = near[np.abs(sims - kth) <= TIE][: most - len(above)]
     return np.sort(np.concatenate([above, tied]))
+
+
+def _nearest_first(found: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    """`found` (negated cosine, pool position) nearest first, ties by position: a cosine within
+    `TIE` of the one before it ties with it."""
+    out: list[tuple[float, int]] = []
+    tied: list[tuple[float, int]] = []
+    for pair in sorted(found):
+        if tied and pair[0] - tied[-1][0] > TIE:
+            out += sorted(tied, key=lambda p: p[1])
+            tied = []
+        tied.append(pair)
+    return out + sorted(tied, key=lambda p: p[1])
 
 
 def _pairs(
@@ -218,7 +235,7 @@ def _pairs(
             if seen_from < at and seen_from in checked and not checked[seen_from][0]:
                 continue  # a recent pair already seen from the other side
             kept.append(pair)
-        out += [(recent[at]["id"], pool.ids[k]) for _, k in sorted(kept)[:PAIRS_PER_ROW]]
+        out += [(recent[at]["id"], pool.ids[k]) for _, k in _nearest_first(kept)[:PAIRS_PER_ROW]]
     return out
 
 
@@ -273,6 +290,7 @@ def _unit(rows: Sequence[Mapping[str, Any]]) -> npt.NDArray[np.float32]:
 
 __all__ = [
     "PAIRS_PER_PASS",
+    "TIE",
     "Conflict",
     "Statement",
     "StatementPool",
