@@ -440,3 +440,36 @@ def test_an_empty_numbered_docx_paragraph_counts_as_word_shows_it(tmp_path: Path
         "1. Drain the node.",
         "3. Reboot it.",
     ]
+
+
+def test_a_docx_paragraph_with_an_outline_level_is_a_heading(tmp_path: Path) -> None:
+    # Word makes a heading of any paragraph with an outline level (its navigation pane and
+    # table of contents list it): a template's own "Chapter" style, one built on it, a
+    # paragraph given a level itself. Before: read as body text, its section without a path.
+    import docx
+    from docx.enum.style import WD_STYLE_TYPE
+    from docx.oxml import parse_xml
+
+    def level(value: int) -> Any:
+        return parse_xml(f'<w:outlineLvl {_W_NS} w:val="{value}"/>')
+
+    document = docx.Document()
+    chapter = document.styles.add_style("Chapter", WD_STYLE_TYPE.PARAGRAPH)
+    chapter.element.get_or_add_pPr().append(level(0))
+    part = document.styles.add_style("Part", WD_STYLE_TYPE.PARAGRAPH)
+    part.base_style = chapter
+    aside = document.styles.add_style("Aside", WD_STYLE_TYPE.PARAGRAPH)
+    aside.base_style = chapter
+    aside.element.get_or_add_pPr().append(level(9))  # (9: body text, its base's level undone)
+    document.add_paragraph("Chapter one", style="Chapter")
+    document.add_paragraph("Body.")
+    document.add_paragraph("Part two", style="Part")
+    document.add_paragraph("An aside.", style="Aside")
+    document.add_paragraph("Direct level")._p.get_or_add_pPr().append(level(1))
+    assert _saved(document, tmp_path / "outline.docx").split("\n\n") == [
+        "# Chapter one",
+        "Body.",
+        "# Part two",
+        "An aside.",
+        "## Direct level",
+    ]

@@ -18,7 +18,7 @@ from octobrain.knowledge.docx_notes import (
     page_count_only,
     running_parts,
 )
-from octobrain.knowledge.docx_numbering import Numbering
+from octobrain.knowledge.docx_numbering import Numbering, counter
 from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked
 from octobrain.safe_text import shows_something
 
@@ -49,6 +49,7 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
         raise Unpacked("the DOCX's XML", markup, MARKUP_BYTES)
     document = docx.Document(io.BytesIO(data))
     styles, default = _paragraph_styles(document.styles.element)
+    outlines = _outline_levels(document.styles.element)
     numbering = Numbering(document, document.styles.element)
     notes = Notes(document)
     body = document.element.body
@@ -76,11 +77,13 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
         if not shows_something(text):  # (nor one of zero-width spaces: no heading of none)
             continue
         level = re.fullmatch(r"Heading (\d)", style)
-        if level or style == "Title":
+        outline = _outline_level(item, outlines.get(style_id or "", _BODY_TEXT))
+        if level or style == "Title" or outline < _BODY_TEXT:
             _add_notes(blocks, notes, FOOTNOTE)  # a section's footnotes end it, then comments
             _add_notes(blocks, notes, COMMENT)
             number = "" if marker in (None, "- ") else marker  # as Word numbers it: `2.1 `
-            blocks.append("#" * (min(6, int(level.group(1))) if level else 1) + f" {number}{text}")
+            depth = int(level.group(1)) if level else 1 if style == "Title" else outline + 1
+            blocks.append("#" * min(6, depth) + f" {number}{text}")
         elif marker is not None:
             blocks.append(marker + text)
         elif style.startswith("List"):
@@ -139,6 +142,44 @@ def _running_lines(document: Any, reference: str) -> list[str]:
             if text and not page_count_only(text):
                 lines.setdefault(text)
     return list(lines)
+
+
+# Word's outline levels: 0–8 a heading's (1–9), 9 body text.
+_BODY_TEXT = 9
+_W_OUTLINE = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}outlineLvl"
+
+
+def _outline_level(paragraph: Any, by_style: int) -> int:
+    """The outline level of `paragraph`: its own (`w:pPr/w:outlineLvl`), else its style's."""
+    properties = paragraph[0] if len(paragraph) else None  # (`w:pPr` comes first)
+    if properties is None or properties.tag != _W_PPR:
+        return by_style
+    own = properties.find(_W_OUTLINE)
+    return by_style if own is None else min(_BODY_TEXT, counter(own.get(_W_VAL), _BODY_TEXT))
+
+
+def _outline_levels(styles: Any) -> dict[str, int]:
+    """The outline level of each paragraph style, by id: its own (`w:outlineLvl`), else the
+    nearest of the styles it is built on (`w:basedOn`, 32 at most) that has one. Word lists
+    a paragraph with one below 9 as a heading, whatever its style's name."""
+    own: dict[str, int] = {}
+    bases: dict[str, str] = {}
+    for style in styles.iterchildren(f"{_W}style"):
+        style_id = str(style.get(f"{_W}styleId", ""))
+        level = style.find(f"{_W_PPR}/{_W}outlineLvl")
+        base = style.find(f"{_W}basedOn")
+        if level is not None:
+            own.setdefault(style_id, min(_BODY_TEXT, counter(level.get(_W_VAL), _BODY_TEXT)))
+        if base is not None:
+            bases.setdefault(style_id, str(base.get(_W_VAL, "")))
+    found: dict[str, int] = {}
+    for style_id in bases.keys() | own.keys():
+        at, steps = style_id, 0
+        while at not in own and at in bases and steps < 32:
+            at, steps = bases[at], steps + 1
+        if own.get(at, _BODY_TEXT) < _BODY_TEXT:
+            found[style_id] = own[at]
+    return found
 
 
 def _core_title(document: Any) -> str:
