@@ -187,3 +187,40 @@ def test_headers_past_16_kib_get_431_naming_the_rule_however_they_arrive(tmp_pat
                 assert not error, reply
 
         run(body)
+
+
+def test_a_flood_of_malformed_requests_is_not_logged_line_by_line(tmp_path: Path) -> None:
+    # uvicorn warned once per malformed request (`Invalid HTTP request received.`), twice per
+    # websocket upgrade asked, with nothing bounding the lines: 2,000 of them filled the 64 kB
+    # pipe the server's launcher reads stderr from (here: unread until the end), and the
+    # server, blocked writing the next line, answered nobody.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    upgrade = f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: Upgrade\r\n"
+    upgrade += "Upgrade: websocket\r\n\r\n"
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path) as proc:
+        for sent, request in enumerate([b"GARBAGE\r\n\r\n"] * 1500 + [upgrade.encode()] * 500):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+                conn.sendall(request)
+                try:
+                    conn.recv(1 << 16)
+                except TimeoutError:
+                    raise AssertionError(f"no answer after {sent} malformed requests") from None
+                except OSError:
+                    pass
+
+        async def body() -> None:
+            with anyio.fail_after(20):
+                async with Client(url, mode="legacy") as client:
+                    error, reply = await call(client, "memorize", **FACT, scope=PROJECT_A)
+                    assert not error, reply
+
+        run(body)
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    said = err.decode().splitlines()
+    assert len(said) < 100, len(said)
+    logged = said.count("WARNING:  Invalid HTTP request received.")
+    assert 0 < logged <= 20 * 2, logged  # at most 20 in 10 s
+    quiet = "over 20 warnings of malformed requests in 10 s: more are counted, not logged"
+    assert any(quiet in line for line in said), said

@@ -94,6 +94,16 @@ def deadline_protocol(seconds: float, unread: float, cap: int | None = None) -> 
             return event
 
     most = connection_cap() if cap is None else cap
+    # uvicorn's own warnings, one per malformed request (`Invalid HTTP request received.`),
+    # two per websocket upgrade asked: 2,000 of them filled the 64 kB pipe a launcher reads
+    # stderr from, and the server, blocked writing, answered nobody.
+    malformed = QuietWarning(
+        logging.getLogger("uvicorn.error"),
+        20,
+        10.0,
+        "over 20 warnings of malformed requests in 10 s: more are counted, not logged",
+        "%d more warnings of malformed requests were not logged",
+    )
     # The connections waiting for a request, the one waiting longest first (dicts keep their
     # insertion order: `_arm` puts a connection last).
     waiting: dict[Any, None] = {}
@@ -117,6 +127,7 @@ def deadline_protocol(seconds: float, unread: float, cap: int | None = None) -> 
             super().__init__(*args, **kwargs)
             self._head = HeadCapped(h11.SERVER, max_incomplete_event_size=HEAD_BYTES)
             self.conn = self._head
+            self.logger = QuietLog(self.logger, malformed)  # type: ignore[assignment]
 
         def send_400_response(self, msg: str) -> None:
             if not self._head.too_long:
@@ -213,3 +224,17 @@ def _head_bytes(request: Any) -> int:
     """The bytes of an h11 request's line and headers as sent (each line with its CRLF)."""
     line = len(request.method) + len(request.target) + len(request.http_version) + 9
     return line + sum(len(name) + len(value) + 4 for name, value in request.headers.raw_items())
+
+
+class QuietLog:
+    """uvicorn's logger for a connection, its warnings said through a `QuietWarning`; the rest
+    (errors, the level it reads) as they are."""
+
+    def __init__(self, log: logging.Logger, warnings: QuietWarning) -> None:
+        self._log, self._warnings = log, warnings
+
+    def warning(self, message: str, *args: object) -> None:
+        self._warnings.warn(message, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
