@@ -7,10 +7,14 @@ sleep state) and no shared filesystem with the others; they meet only through th
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,3 +130,30 @@ def cli_env(s3: S3, uri: str) -> dict[str, str]:
         "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
         "OCTOBRAIN_CONSOLIDATION_SLEEP_ENABLED": "false",
     }
+
+
+LEASE_KEY = "_octobrain/locks/write.json"
+
+
+def set_lease(location: StoreLocation, lease: dict[str, Any] | bytes) -> None:
+    """Put the write lease object as another machine would (a record, or raw bytes)."""
+    import obstore
+
+    body = lease if isinstance(lease, bytes) else json.dumps(lease).encode()
+    obstore.put(location.objects(), LEASE_KEY, body)
+
+
+def read_lease(location: StoreLocation) -> Any:
+    """The write lease object's record (`FileNotFoundError` once released)."""
+    import obstore
+
+    return json.loads(bytes(obstore.get(location.objects(), LEASE_KEY).bytes()))
+
+
+def until_paused(holder: subprocess.Popen[str], marker: Path) -> None:
+    """Wait until the process `holder` made `marker`, as it stops itself (SIGSTOP)."""
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert holder.poll() is None, holder.communicate()
+        assert time.monotonic() < deadline, "the holder never reached its pause"
+        time.sleep(0.05)

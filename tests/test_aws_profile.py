@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_object_store import S3, SCOPE, _cli_env, machine, s3  # noqa: F401 (fixtures)
+from tests.object_store_support import S3, SCOPE, cli_env, machine, s3  # noqa: F401 (fixtures)
 
 MEMORIZE = (sys.executable, "-m", "octobrain", "memory", "--scope", SCOPE, "memorize")
 KEYS = "aws_access_key_id = test\naws_secret_access_key = test\n"
@@ -27,7 +27,7 @@ def _memorize(
     """`octobrain memory memorize` into a fresh bucket, as a process whose AWS settings are
     only `aws` (and what is under `home`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(_cli_env(endpoint, f"s3://{endpoint.bucket()}/octobrain"), HOME=str(home), **aws)
+    env.update(cli_env(endpoint, f"s3://{endpoint.bucket()}/octobrain"), HOME=str(home), **aws)
     env["OCTOBRAIN_DATA_DIR"] = str(tmp_path / "machine")
     env.pop("OCTOBRAIN_CONFIG_PATH", None)
     return subprocess.run(

@@ -3,40 +3,21 @@ and a holder that may have lost its lease commits nothing."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from octobrain.store import lease as lease_module
 from octobrain.store.lease import LEASE_TTL_S, StoreBusy
 from octobrain.store.location import StoreLocation
-from tests.object_store_support import S3, s3_brain
+from tests.object_store_support import LEASE_KEY, S3, read_lease, s3_brain, set_lease, until_paused
 from tests.object_store_support import machine as machine  # the fixture, shared
 from tests.object_store_support import s3 as s3  # the fixture, shared
-
-LEASE_KEY = "_octobrain/locks/write.json"
-
-
-def _set_lease(location: StoreLocation, lease: dict[str, Any] | bytes) -> None:
-    """Put the write lease object as another machine would (a record, or raw bytes)."""
-    import obstore
-
-    body = lease if isinstance(lease, bytes) else json.dumps(lease).encode()
-    obstore.put(location.objects(), LEASE_KEY, body)
-
-
-def _lease(location: StoreLocation) -> Any:
-    """The write lease object's record (`FileNotFoundError` once released)."""
-    import obstore
-
-    return json.loads(bytes(obstore.get(location.objects(), LEASE_KEY).bytes()))
 
 
 def test_the_write_lease_waits_for_a_live_holder_and_takes_over_a_dead_ones(
@@ -44,7 +25,7 @@ def test_the_write_lease_waits_for_a_live_holder_and_takes_over_a_dead_ones(
 ) -> None:
     location = StoreLocation(f"s3://{machine.bucket()}/octobrain", machine.options)
     alive = {"holder": "desktop:4242:live", "expires": time.time() + LEASE_TTL_S}
-    _set_lease(location, alive)
+    set_lease(location, alive)
     with pytest.raises(StoreBusy, match="desktop:4242:live"), location.lock("write", 0.3):
         pass
 
@@ -53,24 +34,24 @@ def test_the_write_lease_waits_for_a_live_holder_and_takes_over_a_dead_ones(
         "holder": "desktop:4242:crashed",
         "expires": time.time() - lease_module.CLOCK_TOLERANCE_S - 1,
     }
-    _set_lease(location, dead)
+    set_lease(location, dead)
     started = time.monotonic()
     with location.lock("write", 5), location.lock("write", 5):  # re-entrant in one process
-        assert _lease(location)["holder"] != dead["holder"]
+        assert read_lease(location)["holder"] != dead["holder"]
     assert time.monotonic() - started < 2
     with pytest.raises(FileNotFoundError):
-        _lease(location)  # released: the next writer creates it at once
+        read_lease(location)  # released: the next writer creates it at once
 
     # Expired a second ago by this machine's clock, which may be wrong: taken over only once
     # the object stayed unchanged for a whole TTL on this machine's own clock.
     monkeypatch.setattr(lease_module, "LEASE_TTL_S", 1.5)
     recent = {"holder": "desktop:4242:stopped", "expires": time.time() - 1}
-    _set_lease(location, recent)
+    set_lease(location, recent)
     with pytest.raises(StoreBusy, match="desktop:4242:stopped"), location.lock("write", 0.5):
         pass
     started = time.monotonic()
     with location.lock("write", 5):
-        assert _lease(location)["holder"] != recent["holder"]
+        assert read_lease(location)["holder"] != recent["holder"]
     assert 0.9 <= time.monotonic() - started < 4  # (1.5 s since it was first read, above)
 
 
@@ -95,11 +76,11 @@ def test_a_machine_whose_clock_runs_fast_waits_for_a_live_holder(
     # live lease over at once; the holder then committed over this machine's edit.
     location = StoreLocation(f"s3://{machine.bucket()}/octobrain", machine.options)
     alive = {"holder": "desktop:4242:live", "expires": time.time() + LEASE_TTL_S}
-    _set_lease(location, alive)
+    set_lease(location, alive)
     monkeypatch.setattr(lease_module, "time", _FastClock(90.0))
     with pytest.raises(StoreBusy, match="desktop:4242:live"), location.lock("write", 1.0):
         pass
-    assert _lease(location) == alive
+    assert read_lease(location) == alive
 
 
 @pytest.mark.parametrize(
@@ -122,7 +103,7 @@ def test_a_lease_object_that_is_no_lease_is_one_line_then_taken_over(
     uri = f"s3://{machine.bucket()}/octobrain"
     s3_brain(machine, uri).memorize("First", "Something to keep.")
     location = StoreLocation(uri, machine.options)
-    _set_lease(location, body)
+    set_lease(location, body)
 
     monkeypatch.setattr(memories, "LOCK_TIMEOUT_S", 0.5)
     with pytest.raises(StoreBusy) as busy:
@@ -138,7 +119,7 @@ def test_a_lease_object_that_is_no_lease_is_one_line_then_taken_over(
     second, _ = s3_brain(machine, uri).memorize("Second", "Written once it is taken over.")
     assert s3_brain(machine, uri).get(second.id).title == "Second"
     with pytest.raises(FileNotFoundError):
-        _lease(location)  # released after the write
+        read_lease(location)  # released after the write
 
 
 def test_a_commit_under_a_lease_that_may_be_lost_is_refused(
@@ -163,13 +144,13 @@ def test_a_commit_under_a_lease_that_may_be_lost_is_refused(
     monkeypatch.setattr(lease_module, "LEASE_TTL_S", 0.4)  # a heartbeat every 0.1 s
     with brain.store.write_lock():
         taker = {"holder": "desktop:7:taker", "expires": time.time() + 60}
-        _set_lease(location, taker)  # taken over meanwhile
+        set_lease(location, taker)  # taken over meanwhile
         time.sleep(0.5)  # (the heartbeat's compare-and-swap is refused)
         with pytest.raises(StoreBusy, match="was taken over by another writer"):
             brain.update(brain.recent()[0].id, add_tags=["late"])
         with pytest.raises(StoreBusy, match="was taken over by another writer"):
             brain.memorize("Third", "Written under another writer's lease.")
-    assert _lease(location) == taker  # left to its holder
+    assert read_lease(location) == taker  # left to its holder
     assert [m.title for m in brain.recent()] == ["First"]
     assert brain.get(brain.recent()[0].id).tags == []
 
@@ -200,15 +181,6 @@ _PAUSED = textwrap.dedent(
     print("acknowledged", flush=True)
     """
 )
-
-
-def until_paused(holder: subprocess.Popen[str], marker: Path) -> None:
-    """Wait until the process `holder` made `marker`, as it stops itself (SIGSTOP)."""
-    deadline = time.monotonic() + 60
-    while not marker.exists():
-        assert holder.poll() is None, holder.communicate()
-        assert time.monotonic() < deadline, "the holder never reached its pause"
-        time.sleep(0.05)
 
 
 def test_a_holder_paused_past_its_lease_does_not_overwrite_the_next_writers_edit(

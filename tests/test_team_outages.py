@@ -27,18 +27,18 @@ from octobrain.store import memories
 from octobrain.store.doctor import diagnose
 from octobrain.store.lease import LeaseLost, StoreBusy
 from octobrain.store.location import StoreLocation
-from tests.relay import Relay
-from tests.test_object_store import (  # noqa: F401 (fixtures)
+from tests.object_store_support import (  # noqa: F401 (fixtures)
     LEASE_KEY,
     S3,
     SCOPE,
-    _brain,
-    _lease,
-    _set_lease,
     machine,
+    read_lease,
     s3,
+    s3_brain,
+    set_lease,
     until_paused,
 )
+from tests.relay import Relay
 
 DOWN = "the endpoint closed the connection without answering"
 MEMORIZE = (sys.executable, "-m", "octobrain", "memory", "--scope", SCOPE, "memorize")
@@ -76,23 +76,23 @@ def test_the_endpoint_down_before_a_write_commits_is_one_line_and_nothing_to_rep
     relayed: tuple[Relay, S3, str], down_at: str, said: str
 ) -> None:
     relay, via, uri = relayed
-    brain = _brain(via, uri)
+    brain = s3_brain(via, uri)
     brain.memorize("First", "Something to keep about deploys.")
     relay.down_at = down_at
     with pytest.raises(StorageError) as down:
         brain.memorize("Second", "Written while the endpoint is down.")
     assert str(down.value) == said.format(uri=uri, lease=LEASE_KEY, down=DOWN)
     relay.down = False  # back: nothing stored, the same command works, nothing to repair
-    assert [m.title for m in _brain(via, uri).recent()] == ["First"]
+    assert [m.title for m in s3_brain(via, uri).recent()] == ["First"]
     brain.memorize("Second", "Written while the endpoint is down.")
-    assert [m.title for m in _brain(via, uri).recent()] == ["Second", "First"]
+    assert [m.title for m in s3_brain(via, uri).recent()] == ["Second", "First"]
 
 
 def test_a_record_the_endpoint_cannot_take_is_one_line(
     relayed: tuple[Relay, S3, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     relay, via, uri = relayed
-    brain = _brain(via, uri)
+    brain = s3_brain(via, uri)
     brain.memorize("First", "Something to keep about deploys.")
     # The commit landed; recording its version did not: acknowledged, and said in one line
     # (before: the client's Rust error dump, 40 lines, in the warning).
@@ -102,7 +102,7 @@ def test_a_record_the_endpoint_cannot_take_is_one_line(
     relay.down = False
     said = [r.getMessage() for r in caplog.records if "versions.json" in r.getMessage()]
     assert said == [f"could not record the committed versions in _octobrain/versions.json: {DOWN}"]
-    assert _brain(via, uri).get(second.id).title == "Second"
+    assert s3_brain(via, uri).get(second.id).title == "Second"
 
     # Reading a record with the endpoint down (before: a raw GenericError).
     relay.down = True
@@ -118,7 +118,7 @@ def test_a_lease_a_finished_command_could_not_let_go_does_not_hold_up_the_next(
     # The endpoint went down as `memorize` let go of the lease: the memory was stored, the
     # lease object stayed. Back up, every write on this machine waited 60 s for it.
     relay, via, uri = relayed
-    brain = _brain(via, uri)
+    brain = s3_brain(via, uri)
     brain.memorize("First", "Something to keep about deploys.")
     relay.down_at = r"^HEAD .*_octobrain/locks/write\.json"
     done = subprocess.run(
@@ -131,18 +131,18 @@ def test_a_lease_a_finished_command_could_not_let_go_does_not_hold_up_the_next(
     )
     assert done.returncode == 0 and "could not release the write lease" in done.stderr
     relay.down = False
-    left = _lease(brain.store.location)
+    left = read_lease(brain.store.location)
     monkeypatch.setattr(memories, "LOCK_TIMEOUT_S", 2.0)  # (read as a store opens)
-    later = _brain(via, uri)
+    later = s3_brain(via, uri)
     later.memorize("Third", "Written as soon as the endpoint is back.")
     assert [m.title for m in later.recent()] == ["Third", "Second", "First"]
 
     # Only a holder known ended is: one alive (this process), or on another machine, waits.
     for holder in ({**left, "pid": os.getpid()}, {**left, "kernel": "another-machine:1"}):
-        _set_lease(later.store.location, holder)
+        set_lease(later.store.location, holder)
         with pytest.raises(StoreBusy, match="is locked by"):
             later.memorize("Fourth", "Written while a live holder has the lease.")
-        assert _lease(later.store.location) == holder
+        assert read_lease(later.store.location) == holder
 
 
 def test_a_lease_this_process_could_not_let_go_is_written_again_before_it_is_held(
@@ -162,7 +162,7 @@ def test_a_lease_this_process_could_not_let_go_is_written_again_before_it_is_hel
     with server.lock("write", 5):
         pass
     relay.down = False
-    left = _lease(server)
+    left = read_lease(server)
     with pytest.raises(StoreBusy), other.lock("write", 0.1):
         pass  # the other machine reads the object left behind, and waits
     clock[0] += lease_module.LEASE_TTL_S - 1
@@ -172,7 +172,7 @@ def test_a_lease_this_process_could_not_let_go_is_written_again_before_it_is_hel
             pass
         server.check_held()  # (the server still holds it)
     with other.lock("write", 0.1):  # let go: the other machine takes it at once
-        assert _lease(other)["holder"] != left["holder"]
+        assert read_lease(other)["holder"] != left["holder"]
 
     # Taken over between the server's read of its own object and its write: it waits.
     relay.down_at = r"^HEAD .*_octobrain/locks/write\.json"
@@ -184,14 +184,14 @@ def test_a_lease_this_process_could_not_let_go_is_written_again_before_it_is_hel
 
     def taken_after(store: object, key: str) -> object:
         got = read(store, key)  # type: ignore[arg-type]
-        _set_lease(other, taker)
+        set_lease(other, taker)
         return got
 
     monkeypatch.setattr(obstore, "get", taken_after)
     with pytest.raises(StoreBusy, match=taker["holder"]), server.lock("write", 0.3):
         pass
     monkeypatch.setattr(obstore, "get", read)
-    assert _lease(server) == taker
+    assert read_lease(server) == taker
 
 
 def test_a_lease_that_lapsed_while_held_is_left_to_expire_not_deleted(
@@ -211,12 +211,12 @@ def test_a_lease_that_lapsed_while_held_is_left_to_expire_not_deleted(
 
     def taken_after(store: object, key: str) -> object:
         seen = read(store, key)  # type: ignore[arg-type]
-        _set_lease(other, taker)  # the takeover lands between the read and the delete
+        set_lease(other, taker)  # the takeover lands between the read and the delete
         return seen
 
     held = server.lock("write", 5)
     held.__enter__()
-    ours = _lease(server)["holder"]
+    ours = read_lease(server)["holder"]
     clock[0] += lease_module.LEASE_TTL_S  # past what its last renewal held it for
     monkeypatch.setattr(obstore, "head", taken_after)
     with contextlib.suppress(LeaseLost):
@@ -224,7 +224,7 @@ def test_a_lease_that_lapsed_while_held_is_left_to_expire_not_deleted(
     monkeypatch.setattr(obstore, "head", read)
     # Not deleted (before: FileNotFoundError, the taker's lease gone): it expires, or the
     # taker's stands.
-    assert _lease(other)["holder"] in (taker["holder"], ours)
+    assert read_lease(other)["holder"] in (taker["holder"], ours)
 
 
 _PAUSED_LINK = textwrap.dedent(
@@ -271,7 +271,7 @@ def test_a_link_to_a_memory_forgotten_while_its_writer_was_paused_is_taken_back(
     # when resumed, though the machine that took the lease over had forgotten the target:
     # acknowledged, an edge to nothing, `doctor` exit 1.
     uri = f"s3://{machine.bucket()}/octobrain"
-    brain = _brain(machine, uri)
+    brain = s3_brain(machine, uri)
     source, _ = brain.memorize("Checklist", "The deploy checklist lives in the wiki.")
     target, _ = brain.memorize("Old runbook", "The old runbook covers manual deploys.")
     marker = tmp_path / "paused"
@@ -286,7 +286,7 @@ def test_a_link_to_a_memory_forgotten_while_its_writer_was_paused_is_taken_back(
     try:
         until_paused(holder, marker)
         monkeypatch.setattr(lease_module, "LEASE_TTL_S", 2.0)
-        assert _brain(machine, uri).forget([target.id], confirm=True).deleted == 1
+        assert s3_brain(machine, uri).forget([target.id], confirm=True).deleted == 1
     finally:
         holder.send_signal(signal.SIGCONT)
     out, err = holder.communicate(timeout=120)
@@ -295,7 +295,7 @@ def test_a_link_to_a_memory_forgotten_while_its_writer_was_paused_is_taken_back(
         f"related_to: memory {target.id} was deleted by another writer while this write was "
         "paused past its lease; nothing was stored\n"
     )
-    reader = _brain(machine, uri)
+    reader = s3_brain(machine, uri)
     assert reader.store.relationships.count_rows() == 0
     assert [m.title for m in reader.recent()] == ["Checklist"]
     assert diagnose(StoreLocation(uri, machine.options)).ok
