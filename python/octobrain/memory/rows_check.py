@@ -28,13 +28,7 @@ class RowsCheck:
         self._column_blocks: dict[str, int] = {}
         mapped.seek(0)
         self._base, size = mapped.read_buffer(1).address, mapped.size()
-        spans = sorted(
-            (b.address - self._base, b.address - self._base + b.size)
-            for chunks in table.columns
-            for chunk in chunks.chunks
-            for b in chunk.buffers()
-            if b is not None and b.size
-        )
+        spans = sorted(self._spans(table.column_names))
         if any(start < 0 or stop > size for start, stop in spans):  # (not the file's bytes)
             check.everything()
             return
@@ -82,27 +76,26 @@ class RowsCheck:
         """How many blocks the buffers of the column `name` lie in (counted once)."""
         if name not in self._column_blocks:
             block = self.check.block
-            spans = [
-                (b.address - self._base, b.address - self._base + b.size)
-                for chunk in self.table.column(name).chunks
-                for b in chunk.buffers()
-                if b is not None and b.size
-            ]
+            spans = self._spans([name])
             self._column_blocks[name] = sum((z - 1) // block - a // block + 1 for a, z in spans)
         return self._column_blocks[name]
 
     def columns(self, names: Iterable[str]) -> None:
         """Verify the blocks of every row of the columns `names` (their buffers, whole)."""
-        spans = [
-            (np.asarray([b.address - self._base]), np.asarray([b.address - self._base + b.size]))
+        spans = self._spans(names)
+        if spans and not self.check.done:
+            starts, stops = zip(*spans, strict=True)
+            self.check.ranges(np.asarray(starts, np.int64), np.asarray(stops, np.int64))
+
+    def _spans(self, names: Iterable[str]) -> list[tuple[int, int]]:
+        """The byte ranges in the file of the buffers of the columns `names` (start, stop)."""
+        return [
+            (b.address - self._base, b.address - self._base + b.size)
             for name in names
             for chunk in self.table.column(name).chunks
             for b in chunk.buffers()
             if b is not None and b.size
         ]
-        if spans and not self.check.done:
-            starts, stops = zip(*spans, strict=True)
-            self.check.ranges(np.concatenate(starts), np.concatenate(stops))
 
     def everything(self) -> None:
         """Verify every block not verified yet."""
