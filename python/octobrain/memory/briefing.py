@@ -16,7 +16,7 @@ extractive (central sentences, or a faded episode's gist).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -176,6 +176,12 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     def memory(mid: str) -> Memory:
         return corpus.memory(corpus.pos_of[mid])
 
+    def marked(ids: Iterable[str]) -> npt.NDArray[np.bool_]:  # over the mirror's positions
+        at = corpus.positions_of(list(ids))
+        mask = np.zeros(len(allowed), dtype=bool)
+        mask[at[at >= 0]] = True
+        return mask
+
     superseded: set[str] = set()
     outranked: list[tuple[str, str]] = []
     closed_by: dict[str, Memory] = {}
@@ -212,9 +218,7 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     }
     rows = working
     if superseded:  # (by position: a test of each id took 10 ms at 100,000 memories)
-        gone = np.zeros(len(allowed), dtype=bool)
-        gone[[corpus.pos_of[mid] for mid in superseded if mid in corpus.pos_of]] = True
-        rows = working[~gone[visible[working]]]
+        rows = working[~marked(superseded)[visible[working]]]
     if not len(rows):
         return {key: [] for key in SECTION_TITLES}, 0
     strengths = decay.decayed_importance(
@@ -240,10 +244,7 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     if brain.scope != "":
         foreign = corpus.coded_in("scope", [""])[mirror_at] & ~is_preference
         scores = np.where(foreign, scores * GLOBAL_FACTOR, scores)
-    closer_at = [corpus.pos_of.get(m.id) for m in closed_by.values()]  # mirror positions
-    closers = np.zeros(len(allowed), dtype=bool)
-    closers[[pos for pos in closer_at if pos is not None]] = True
-    closing = closers[mirror_at]
+    closing = marked(m.id for m in closed_by.values())[mirror_at]
     truth = of_type(*TRUTH_TYPES) & ~digest[rows]
     is_goal = of_type(MemoryType.GOAL)
     rest = ~is_preference & ~is_goal & ~closing  # a closer is shown as its goal's "achieved" line
@@ -288,16 +289,15 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     # first; ranked from the columns and the closers, so only the kept ones are made.
     # (The open ones are a mask; only their best `keep` are sorted: one tuple a goal took 15 ms
     # of CPU for the 4,575 goals of a 100,000-memory store.)
-    closed = np.zeros(len(allowed), dtype=bool)
-    closed[[p for p in map(corpus.pos_of.get, closed_by) if p is not None]] = True
-    opened = np.flatnonzero(is_goal & ~closed[mirror_at])
+    closed = marked(closed_by)[mirror_at]
+    opened = np.flatnonzero(is_goal & ~closed)
     if len(opened) > keep:
         floor = np.partition(scores[opened], len(opened) - keep)[len(opened) - keep]
         opened = opened[scores[opened] >= floor]
     goals: list[tuple[bool, float, str, int]] = [  # (achieved, -score, id, k)
         (False, -float(scores[k]), f["id"][rows[k]], k) for k in opened.tolist()
     ]
-    for k in np.flatnonzero(is_goal & closed[mirror_at]).tolist():
+    for k in np.flatnonzero(is_goal & closed).tolist():
         gid = f["id"][rows[k]]
         closer = closed_by[gid]
         closed_age = (now - closer.created_at).total_seconds() / 86400.0
