@@ -245,6 +245,12 @@ def test_valid_scopes_are_normalised(given_scope: str, canonical: str):
         ('a"b', "may contain only"),
         ("a\\b", "may contain only"),
         ("a\nb", '(found "\\n")'),  # (one line: JSON's escape)
+        # what was typed, and what a scope made of it (not a dot the user never typed)
+        ("İstanbul", '(found "İ", read as "i" + U+0307 COMBINING DOT ABOVE)'),
+        ("github.com/acme/½", '(found "½", read as "1" + "⁄" + "2")'),
+        ("local/a/⁄", '(found "⁄")'),  # (a folder's name is not folded)
+        # an invisible character named, not printed (a terminal would act on it)
+        ("a\u202eb", "(found U+202E RIGHT-TO-LEFT OVERRIDE)"),
         ("a//b", "empty"),
         ("a/../b", "'..'"),
         ("./a", "'.'"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any
 
 
@@ -43,6 +44,17 @@ def as_json(value: object, chars: int = 100) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return cut_middle(text, chars)
+
+
+def char_named(char: str) -> str:
+    """One character as a refusal names it: quoted as JSON (`"'"`, `" "`, `"\\n"`), or, when
+    it would show as nothing, as part of its neighbour or reorder the text after it (a format,
+    private-use or unassigned character, a line separator, a combining mark), by its code
+    point and name: `U+202E RIGHT-TO-LEFT OVERRIDE`."""
+    if char < " " or (char.isprintable() and not unicodedata.category(char).startswith("M")):
+        return as_json(char)
+    name = unicodedata.name(char, "")
+    return f"U+{ord(char):04X} {name}".rstrip()
 
 
 _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from octobrain.errors import InvalidInput, as_json
+from octobrain.errors import InvalidInput, as_json, char_named
 from octobrain.files import check_path
 
 log = logging.getLogger(__name__)
@@ -207,6 +207,29 @@ def scope_named(scope: str) -> str:
     return as_json(scope) if scope else "(global)"
 
 
+def _allowed(char: str) -> bool:
+    return char.isalnum() or char in _SAFE_PUNCT
+
+
+def _refused(given: str, text: str, *, folded: bool) -> str:
+    """The characters of `given` that made `text` (its canonical form) refused, each as the
+    user typed it, and what a scope read it as when that differs: `"İ"` lowercases to `i` and
+    a combining dot, which was quoted alone, a character never typed."""
+    bad = {c for c in text if not _allowed(c)}
+    shown: list[str] = []
+    for char in sorted(set(unicodedata.normalize("NFC", given))):
+        read = unicodedata.normalize("NFC", char.lower())
+        if folded:  # (as `_remote_form` reads it)
+            read = unicodedata.normalize("NFKC", read).lower()
+        if not bad.intersection(read):
+            continue
+        bad.difference_update(read)
+        parts = " + ".join(as_json(c) if _allowed(c) else char_named(c) for c in read)
+        shown.append(char_named(char) + ("" if read == char else f", read as {parts}"))
+    # (one made only by two typed together, decomposed: named as it came out)
+    return "; ".join([*shown, *(char_named(c) for c in sorted(bad))])
+
+
 def validate_scope(scope: str, field: str = "scope") -> str:
     """Check and normalise a user-supplied scope; return its canonical form.
 
@@ -240,9 +263,8 @@ def validate_scope(scope: str, field: str = "scope") -> str:
             field,
             '"global" names no project; the global scope is "" (--global on the command line)',
         )
-    bad = sorted({c for c in text if not (c.isalnum() or c in _SAFE_PUNCT)})
-    if bad:
-        shown = " ".join(as_json(c) for c in bad)
+    if not all(_allowed(c) for c in text):
+        shown = _refused(scope, text, folded=not text.startswith("local/"))
         raise InvalidInput(field, f"may contain only letters, digits and . _ - ~ / (found {shown})")
     if any(seg in ("", ".", "..") for seg in text.split("/")):
         raise InvalidInput(field, "must not contain empty, '.' or '..' path segments")
