@@ -9,7 +9,7 @@ import pytest
 
 from octobrain.errors import InvalidInput
 from octobrain.knowledge.extract import DocType, extract
-from octobrain.knowledge.sources import SourceKind, parse_source, read_file
+from octobrain.knowledge.sources import SourceKind, parse_source, read_file, refuse_directory
 
 
 def test_sources_normalise_to_one_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,6 +38,32 @@ def test_sources_normalise_to_one_uri(tmp_path: Path, monkeypatch: pytest.Monkey
     ]:
         with pytest.raises(InvalidInput, match=f"^{field}: "):
             parse_source(bad)
+
+
+def test_a_note_key_refusal_names_the_rule_and_the_character() -> None:
+    with pytest.raises(InvalidInput) as info:
+        parse_source("stored://plan\u202efdp.exe")  # shown reversed: "planexe.pdf"
+    assert str(info.value) == (
+        "key: must not contain whitespace or invisible characters (control, format, "
+        "private-use or unassigned; found U+202E RIGHT-TO-LEFT OVERRIDE)"
+    )
+    with pytest.raises(InvalidInput, match=r'\(control, .*; found " "\)$'):
+        parse_source("stored://a b")
+
+
+def test_a_trailing_slash_names_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "notes.md").write_text("# Notes\n")
+    (tmp_path / "docs").mkdir()
+    for given in ["notes.md/", f"{tmp_path}/notes.md/", f"{tmp_path.as_uri()}/notes.md/"]:
+        with pytest.raises(InvalidInput) as info:
+            parse_source(given, cwd=tmp_path)
+        assert str(info.value) == (
+            f"source: {given} is not a folder (notes.md is a file): give it without the final /"
+        )
+    with pytest.raises(InvalidInput, match=r"^source: docs/ is a directory; give one file"):
+        refuse_directory("docs/", cwd=tmp_path)
+    # (a missing one is told when read, as a missing file is)
+    assert parse_source("gone.md/", cwd=tmp_path).path == tmp_path / "gone.md"
 
 
 def test_local_file_errors_name_the_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from octobrain.errors import InvalidInput, as_json
+from octobrain.errors import InvalidInput, as_json, char_named
 from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.models import KEY_BYTES, SOURCE_BYTES
 from octobrain.runtime_dir import runtime_dirs
@@ -99,13 +99,19 @@ def parse_source(source: str, *, cwd: Path | None = None) -> SourceRef:
                 f"a file: URI names an absolute path (file:///abs/path), got {as_json(text)}; "
                 "give a relative path without file:",
             )
-        raw = Path(unquote(parts.path))
+        spelled = unquote(parts.path)
     else:
-        raw = Path(text).expanduser()
+        spelled = text
+    raw = Path(spelled).expanduser()
     if "\x00" in str(raw):  # no file has one in its name (also when spelled %00)
         raise InvalidInput("source", "a file path must not contain NUL characters")
     base = cwd if cwd is not None else Path.cwd()
     path = Path(os.path.realpath(raw if raw.is_absolute() else base / raw))
+    if spelled.endswith(("/", "/.")) and path.exists() and not path.is_dir():
+        # (Path drops the slash, and `notes.md/` was read as notes.md; open() refuses it)
+        raise InvalidInput(
+            "source", f"{text} is not a folder ({raw.name} is a file): give it without the final /"
+        )
     return SourceRef(path.as_uri(), SourceKind.FILE, path)
 
 
@@ -202,7 +208,7 @@ def _normalise_url(url: str) -> str:
 
 
 def check_key(key: str) -> str:
-    """A note key: 1–200 bytes, no whitespace or control characters, in NFC: an accent
+    """A note key: 1–200 bytes, no whitespace or invisible characters, in NFC: an accent
     composed or not ("plán" typed, or from a macOS file name) is one key, as a scope is."""
     if not isinstance(key, str) or not key:
         raise InvalidInput("key", "must be a non-empty string")
@@ -211,8 +217,13 @@ def check_key(key: str) -> str:
     key = unicodedata.normalize("NFC", key)  # (then measured: a few characters grow in NFC)
     if len(key.encode()) > KEY_BYTES:
         raise InvalidInput("key", f"must be at most {KEY_BYTES} bytes")
-    if any(ch.isspace() or not ch.isprintable() for ch in key):
-        raise InvalidInput("key", "must not contain whitespace or control characters")
+    bad = sorted({ch for ch in key if ch.isspace() or not ch.isprintable()})
+    if bad:  # (none is changed by NFC: each is named as given)
+        raise InvalidInput(
+            "key",
+            "must not contain whitespace or invisible characters (control, format, private-use "
+            f"or unassigned; found {', '.join(map(char_named, bad))})",
+        )
     return key
 
 
