@@ -105,20 +105,27 @@ def marker(levels: dict[int, Any], depth: int, counts: dict[int, int]) -> str:
     prints it (`1.`, `a)`, `iv.`; `1.2.` where the level shows its parents' numbers too,
     `text:display-levels`, each in its own level's format)."""
     number_style = levels.get(depth)
-    if number_style is None:
-        return "- "
-    form = str(number_style.get(f"{_STYLE}num-format", "1"))
-    if form == "":  # a numbered style that shows no number
-        return "- "
-    shown = level_number(number_style.get(f"{_TEXT}display-levels") or 1)
-    shows = min(depth, _OUTLINE_LEVELS, max(1, shown))  # (ten at most, as LibreOffice has)
+    if number_style is None or str(number_style.get(f"{_STYLE}num-format", "1")) == "":
+        return "- "  # (bullets, or a numbered style that shows no number)
+    return _number(levels, depth, counts, from_start=False)
+
+
+def _number(levels: dict[int, Any], depth: int, counts: dict[int, int], *, from_start: bool) -> str:
+    """The number of what was just counted at `depth` as its level (`levels[depth]`, a
+    numbered one) prints it: its count, after those of as many levels above it as it shows
+    (`text:display-levels`, ten at most, as LibreOffice has), each in its own level's format
+    (digits where it has none), a level not counted yet as its start (`from_start`) or 1; and
+    the text around it, a space after."""
+    style = levels[depth]
+    shown = level_number(style.get(f"{_TEXT}display-levels") or 1)
+    shows = min(depth, _OUTLINE_LEVELS, max(1, shown))
     parts = []
-    for level in range(depth - shows + 1, depth):  # (parents: each in its format, else digits)
+    for level in range(depth - shows + 1, depth + 1):
         own = levels.get(level)
-        own_form = "1" if own is None else str(own.get(f"{_STYLE}num-format") or "1")
-        parts.append(_shown(own_form, counts.get(level, 1)))
-    parts.append(_shown(form, counts[depth]))
-    return f"{_affix(number_style, 'prefix')}{'.'.join(parts)}{_affix(number_style, 'suffix')} "
+        form = "1" if own is None else str(own.get(f"{_STYLE}num-format") or "1")
+        unset = level_number(own.get(_START)) if from_start and own is not None else 1
+        parts.append(_shown(form, counts.get(level, unset)))
+    return f"{_affix(style, 'prefix')}{'.'.join(parts)}{_affix(style, 'suffix')} "
 
 
 def _shown(form: str, number: int) -> str:
@@ -144,21 +151,13 @@ class Outline:
     number and counts none. By default LibreOffice numbers no level (`num-format=""`)."""
 
     def __init__(self, styles: Any) -> None:
-        # Each level's format ("" for none), start, levels shown, text before and after; read
-        # once (not for each heading).
-        self._levels: dict[int, tuple[str, int, int, str, str]] = {}
+        self._levels: dict[int, Any] = {}  # each level's style (its first definition counts)
         self._counts: dict[int, int] = {}
         outline = None if styles is None else next(styles.iter(f"{_TEXT}outline-style"), None)
         for style in () if outline is None else outline:
-            if style.tag != f"{_TEXT}outline-level-style":
-                continue
-            shows = level_number(style.get(f"{_TEXT}display-levels") or 1)
-            self._levels.setdefault(
-                level_number(style.get(f"{_TEXT}level")),
-                (str(style.get(f"{_STYLE}num-format", "")), level_number(style.get(_START)),
-                 max(1, shows), _affix(style, "prefix"), _affix(style, "suffix")),
-            )  # fmt: skip
-        self._numbered = any(level[0] for level in self._levels.values())
+            if style.tag == f"{_TEXT}outline-level-style":
+                self._levels.setdefault(level_number(style.get(f"{_TEXT}level")), style)
+        self._numbered = any(style.get(f"{_STYLE}num-format") for style in self._levels.values())
 
     def number(self, heading: Any, depth: int) -> str:
         """The number shown before `heading`, of outline level `depth` ("" for none), with
@@ -167,21 +166,10 @@ class Outline:
             return ""  # (LibreOffice's default outline numbers no level: nothing to count)
         if heading.get(f"{_TEXT}is-list-header") == "true":
             return ""
-        start = heading.get(_START)
-        if heading.get(f"{_TEXT}restart-numbering") == "true" and not start:
+        if heading.get(f"{_TEXT}restart-numbering") == "true" and not heading.get(_START):
             self._counts.pop(depth, None)
         own = self._levels.get(depth)
-        if start:
-            number = level_number(start)
-        else:
-            number = self._counts.get(depth, (1 if own is None else own[1]) - 1) + 1
-        self._counts[depth] = number
-        for deeper in [level for level in self._counts if level > depth]:
-            del self._counts[deeper]
-        if own is None or not own[0]:
+        count(self._counts, depth, heading, own)
+        if own is None or not own.get(f"{_STYLE}num-format"):
             return ""
-        parts = []
-        for level in range(depth - min(depth, own[2]) + 1, depth + 1):
-            form, first = self._levels.get(level, ("1", 1, 1, "", ""))[:2]
-            parts.append(_shown(form or "1", self._counts.get(level, first)))
-        return f"{own[3]}{'.'.join(parts)}{own[4]} "
+        return _number(self._levels, depth, self._counts, from_start=True)
