@@ -155,7 +155,12 @@ def _outline_level(paragraph: Any, by_style: int) -> int:
     if properties is None or properties.tag != _W_PPR:
         return by_style
     own = properties.find(_W_OUTLINE)
-    return by_style if own is None else min(_BODY_TEXT, counter(own.get(_W_VAL), _BODY_TEXT))
+    return by_style if own is None else _level_of(own)
+
+
+def _level_of(outline: Any) -> int:
+    """The level a `w:outlineLvl` gives (body text past 9, or where it is not a number)."""
+    return min(_BODY_TEXT, counter(outline.get(_W_VAL), _BODY_TEXT))
 
 
 def _outline_levels(styles: Any) -> dict[str, int]:
@@ -166,10 +171,10 @@ def _outline_levels(styles: Any) -> dict[str, int]:
     bases: dict[str, str] = {}
     for style in styles.iterchildren(f"{_W}style"):
         style_id = str(style.get(f"{_W}styleId", ""))
-        level = style.find(f"{_W_PPR}/{_W}outlineLvl")
+        level = style.find(f"{_W_PPR}/{_W_OUTLINE}")
         base = style.find(f"{_W}basedOn")
         if level is not None:
-            own.setdefault(style_id, min(_BODY_TEXT, counter(level.get(_W_VAL), _BODY_TEXT)))
+            own.setdefault(style_id, _level_of(level))
         if base is not None:
             bases.setdefault(style_id, str(base.get(_W_VAL, "")))
     found: dict[str, int] = {}
