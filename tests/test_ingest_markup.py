@@ -154,6 +154,31 @@ def test_a_conversation_stored_under_its_decomposed_name_is_not_stored_again(
     assert b.ingest(read_conversations(talk, name=NFC)).added == 0
 
 
+@pytest.mark.parametrize("timed", [True, False])
+def test_a_store_written_from_a_decomposed_export_takes_the_composed_one_as_the_same_turns(
+    timed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: an earlier version's store of a chat exported decomposed (its speakers', its
+    # session's and its conversation's names) got every turn a second time from the same chat
+    # exported composed: 50 turns of 50 (a chaos run of stop 61).
+    def chat(form: str) -> conversation.Conversation:
+        said = [_said(NFD, "I fire the kiln on Friday.", 0), _said("Ana", "Monday.", 1)]
+        turns = [{**t, "session": "Séance"} for t in said]
+        for turn in turns if not timed else ():
+            del turn["time"]
+        named = [{k: unicodedata.normalize(form, v) for k, v in t.items()} for t in turns]
+        return parse_chat(named, key=unicodedata.normalize(form, "Café"))
+
+    b = brain(tmp_path)
+    with monkeypatch.context() as before:  # (as an earlier version stored it: as written)
+        before.setattr(turn_fields, "same_name", lambda name: name)
+        before.setattr(conversation, "same_name", lambda name: name)
+        assert b.ingest([chat("NFD")]).added == 2
+    assert b.ingest([chat("NFC")]).added == 0
+    assert b.ingest([chat("NFD")]).added == 0
+    assert len(stored(b)) == 2
+
+
 @pytest.mark.usefixtures("cli_env")
 def test_cli_and_mcp_ingest_name_one_conversation_composed_or_decomposed(tmp_path: Path) -> None:
     from octobrain.server.handlers import ingest, plan_ingest

@@ -16,6 +16,7 @@ holds turns under them gets none of them a second time.
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from datetime import UTC, datetime
 
 from octobrain.memory.turn_fields import name_as_written, speaker_name
@@ -28,6 +29,10 @@ __all__ = [
     "said_as_written",
     "said_key",
 ]
+
+
+def _nfd(name: str) -> str:
+    return unicodedata.normalize("NFD", name)
 
 
 def _digest(*parts: str) -> str:
@@ -50,26 +55,32 @@ def said_key(session: str, moment: datetime, speaker: str, text: str, occurrence
 def former_keys(
     session: str, place: int, speaker: str, text: str, before_bidi: tuple[str, str] | None
 ) -> tuple[str, ...]:
-    """The keys earlier versions gave a turn: its place's key, and that key with the speaker and
+    """The keys earlier versions gave a turn: its place's key, that key with the speaker and
     session as written before bidirectional controls were dropped from them (`before_bidi`:
-    those names, None when they held none)."""
+    those names, None when they held none), and with them decomposed (NFD: an export written
+    so, its names kept as written before they were read in NFC)."""
     keys = [placed_key(session, place, speaker, text)]
     if before_bidi is not None:
         keys.append(placed_key(before_bidi[1], place, before_bidi[0], text))
-    return tuple(keys)
+    decomposed = placed_key(_nfd(session), place, _nfd(speaker), text)
+    return tuple(dict.fromkeys((*keys, decomposed)))
 
 
 def said_as_written(
     speaker: object, session: object, spoken: tuple[str, datetime, str, str], occurrence: int
 ) -> tuple[str, ...]:
     """The key earlier versions gave the timed chat turn `spoken` (`said_key`'s first four),
-    its `speaker` and `session` label as written, not in NFC (`turn_fields.same_name`); none
-    when they read the same."""
+    its `speaker` and `session` label as written, not in NFC (`turn_fields.same_name`), and
+    decomposed (the same chat exported decomposed, as a store may hold it); none when they read
+    the same."""
     label = "" if session is None else name_as_written(str(session))
-    old_speaker = speaker_name(name_as_written(str(speaker)))
-    if (label, old_speaker) == (spoken[0], spoken[2]):
-        return ()
-    return (said_key(label, spoken[1], old_speaker, spoken[3], occurrence),)
+    written = name_as_written(str(speaker))
+    names = {
+        (label, speaker_name(written)): None,
+        (_nfd(label), speaker_name(_nfd(written))): None,  # (a decomposed export's, read so)
+    }
+    names.pop((spoken[0], spoken[2]), None)
+    return tuple(said_key(named, spoken[1], who, spoken[3], occurrence) for named, who in names)
 
 
 def before_bidi(
