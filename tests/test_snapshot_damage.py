@@ -207,3 +207,25 @@ def test_a_snapshot_of_another_store_at_the_same_location_is_never_served(tmp_pa
     again = _brain(tmp_path / "db")
     assert set(_found(again, "setting zq3")) <= set(new_ids)
     assert _opened_from_snapshot(again)
+
+
+def test_a_briefing_reading_a_damaged_vector_block_names_it_and_briefs_from_the_store(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: the briefing's lazy read of a damaged block of vectors.npy (a byte flipped on
+    # disk) raised SnapshotDamaged out of `octobrain brief` (exit 1, a traceback) and out of
+    # the SessionStart hook (an empty briefing); a chaos run of stop 61 found it.
+    from octobrain.memory.briefing import build_briefing
+    from octobrain.memory.render_brief import briefing_markdown
+
+    first = _brain(tmp_path / "db")
+    _fill(first)
+    expected = briefing_markdown(build_briefing(first))
+    vectors = _current(first) / "vectors.npy"
+    data = bytearray(vectors.read_bytes())
+    for at in range(200, len(data), 4096):  # (a byte of every block past the header)
+        data[at] ^= 0xFF
+    vectors.write_bytes(bytes(data))
+    reader = _brain(tmp_path / "db")
+    assert briefing_markdown(build_briefing(reader)) == expected
+    assert "memory snapshot damaged (vectors.npy fails its checksum" in caplog.text

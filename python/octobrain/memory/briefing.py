@@ -15,6 +15,7 @@ extractive (central sentences, or a faded episode's gist).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from octobrain.embed.tokens import TokenCounter, token_counter
 from octobrain.kernels import decay
 from octobrain.memory import conflicts
 from octobrain.memory.gist import DIGEST_TAG, compress, gist_for
+from octobrain.memory.page_check import SnapshotDamaged
 from octobrain.memory.render_brief import (
     SECTION_TITLES,
     briefing_header,
@@ -43,6 +45,8 @@ from octobrain.times import EPOCH, utcnow
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SECTION_TITLES", "BriefItem", "BriefSection", "Briefing", "build_briefing"]
 
@@ -128,10 +132,12 @@ def build_briefing(
         )
     now = now or utcnow()
     count = count_tokens or token_counter(brain.embedder.model_id)
-    corpus = brain.retriever.corpus
-    corpus.refresh()
-    pools, considered = _candidates(brain, now)
-    collapsed = _collapse(pools, brain, cfg.duplicate_threshold)
+    try:
+        pools, considered, collapsed = _ranked(brain, now)
+    except SnapshotDamaged as exc:  # (read lazily, found as read: never served, rebuilt)
+        log.warning("memory snapshot damaged (%s); rebuilding from the store", exc)
+        brain.retriever.corpus.discard_snapshot()
+        pools, considered, collapsed = _ranked(brain, now)
     pooled = sum(len(items) for items in pools.values())
     briefing = Briefing(brain.scope, now, budget, [], considered, pooled=pooled)
     chosen = _fit(collapsed, briefing, cfg.max_items_per_section, count)
@@ -150,6 +156,15 @@ def build_briefing(
 
 
 # ---- candidates ----------------------------------------------------------------------------
+
+
+def _ranked(
+    brain: Brain, now: datetime
+) -> tuple[dict[str, list[BriefItem]], int, dict[str, list[BriefItem]]]:
+    """`_candidates` of the mirror caught up with the store, and those pools `_collapse`d."""
+    brain.retriever.corpus.refresh()
+    pools, considered = _candidates(brain, now)
+    return pools, considered, _collapse(pools, brain, brain.config.brief.duplicate_threshold)
 
 
 def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]], int]:
