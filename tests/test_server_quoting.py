@@ -23,6 +23,8 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
      'global: false contradicts scope "" (the global scope)'),
     ("nosuch", {},
      'name: unknown tool "nosuch"; use one of forget, ingest, knowledge, memorize, remember'),
+    ("x\u202ey", {},  # (a bidirectional override would reverse the rest of the line)
+     'name: unknown tool "x\\u202ey"; use one of forget, ingest, knowledge, memorize, remember'),
     ("knowledge", {"command": "delete", "key": "plan", "scope": UNLOCKED},
      'key: no stored note "plan" in this session'),
     ("knowledge", {"command": "read", "source": "stored://plan", "scope": UNLOCKED},

@@ -25,6 +25,9 @@ def cut_middle(text: str, limit: int) -> str:
 
 
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff]")
+# Bidirectional controls: quoted raw in a refusal, an override reverses the rest of its line on a
+# terminal ("Trojan Source"), so a refusal writes them as escapes (JSON reads them back alike).
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def json_printable(value: Any, *, indent: int | None = None) -> str:
@@ -43,7 +46,7 @@ def as_json(value: object, chars: int = 100) -> str:
         text = json_printable(value)
     except (TypeError, ValueError):
         text = repr(value)
-    return cut_middle(text, chars)
+    return cut_middle(_BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", text), chars)
 
 
 def char_named(char: str) -> str:
