@@ -15,7 +15,6 @@ extractive (central sentences, or a faded episode's gist).
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -30,7 +29,6 @@ from octobrain.embed.tokens import TokenCounter, token_counter
 from octobrain.kernels import decay
 from octobrain.memory import conflicts
 from octobrain.memory.gist import DIGEST_TAG, compress, gist_for
-from octobrain.memory.page_check import SnapshotDamaged
 from octobrain.memory.render_brief import (
     SECTION_TITLES,
     briefing_header,
@@ -45,8 +43,6 @@ from octobrain.times import EPOCH, utcnow
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
-
-log = logging.getLogger(__name__)
 
 __all__ = ["SECTION_TITLES", "BriefItem", "BriefSection", "Briefing", "build_briefing"]
 
@@ -132,12 +128,10 @@ def build_briefing(
         )
     now = now or utcnow()
     count = count_tokens or token_counter(brain.embedder.model_id)
-    try:
-        pools, considered, collapsed = _ranked(brain, now)
-    except SnapshotDamaged as exc:  # (read lazily, found as read: never served, rebuilt)
-        log.warning("memory snapshot damaged (%s); rebuilding from the store", exc)
-        brain.retriever.corpus.discard_snapshot()
-        pools, considered, collapsed = _ranked(brain, now)
+    # (the snapshot is read lazily: damage found as read is never served, the store is)
+    pools, considered, collapsed = brain.retriever.corpus.read_or_rebuild(
+        lambda: _ranked(brain, now)
+    )
     pooled = sum(len(items) for items in pools.values())
     briefing = Briefing(brain.scope, now, budget, [], considered, pooled=pooled)
     chosen = _fit(collapsed, briefing, cfg.max_items_per_section, count)

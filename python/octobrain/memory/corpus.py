@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -57,6 +57,8 @@ from octobrain.times import from_micros, micros
 __all__ = ["Corpus"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _CODED = tuple(CODED)
 _MAX_CACHED = 5_000  # Memory objects kept for reuse; past this the cache starts over (at 100k,
@@ -254,6 +256,16 @@ class Corpus(CorpusFilters):
         opening it, and empty the mirror (the next refresh rebuilds from the store)."""
         with self._lock:
             corpus_snapshot.discard(self)
+
+    def read_or_rebuild(self, read: Callable[[], T]) -> T:
+        """`read()`; when it finds the snapshot damaged (found as read: never served), the
+        damage named on the log, the snapshot discarded and `read()` again from the store."""
+        try:
+            return read()
+        except SnapshotDamaged as exc:
+            log.warning("memory snapshot damaged (%s); rebuilding from the store", exc)
+            self.discard_snapshot()
+            return read()
 
     def _lookup(self, ids: pa.ChunkedArray) -> npt.NDArray[np.int64]:
         """The live position of each id, -1 for ids the mirror does not hold."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import logging
 import math
 import re
 import unicodedata
@@ -33,7 +32,6 @@ from octobrain.memory.conversation import SPEAKER_PREFIX
 from octobrain.memory.corpus import Corpus
 from octobrain.memory.gist import gist_for
 from octobrain.memory.orderings import copies_below, rank_below
-from octobrain.memory.page_check import SnapshotDamaged
 from octobrain.memory.query import Filters, named_periods
 from octobrain.models import (
     Memory,
@@ -41,8 +39,6 @@ from octobrain.models import (
 )
 from octobrain.store import MemoryStore
 from octobrain.store.sql import visible_scopes
-
-log = logging.getLogger(__name__)
 
 SUPERSEDED_FACTOR = 0.1
 LISTED_EDGES = 8  # superseding memories or parents listed per hit (the rest are not needed)
@@ -121,12 +117,9 @@ class Retriever:
         now: datetime,
     ) -> list[Hit]:
         """The best `limit` memories for `queries` whose relevance is ≥ `min_relevance`."""
-        try:
-            return self._search(queries, scope, filters, limit, min_relevance, now)
-        except SnapshotDamaged as exc:  # found as it was read: never served, rebuilt
-            log.warning("memory snapshot damaged (%s); rebuilding from the store", exc)
-            self.corpus.discard_snapshot()
-            return self._search(queries, scope, filters, limit, min_relevance, now)
+        return self.corpus.read_or_rebuild(
+            lambda: self._search(queries, scope, filters, limit, min_relevance, now)
+        )
 
     def _search(
         self,
