@@ -405,6 +405,20 @@ def test_json_output_escapes_the_control_codes_json_leaves_raw(env: dict[str, st
     assert json.loads(started.output)["hookSpecificOutput"]["additionalContext"].count("\x9b") == 1
 
 
+def test_json_output_escapes_bidirectional_controls(env: dict[str, str]) -> None:
+    # A memory's text may hold U+202E (only titles, tags and paths refuse it): printed raw in
+    # --format json (and the export), it reversed the rest of the terminal line it sat on.
+    # Escaped now, as refusals write it: the same JSON, the same text read back.
+    content = "Rotate the key \u202eyadnom no\u202c then the \u2066cache\u2069 too."
+    mid = memorize("Key rotation", content)
+    for args in (["get", mid, "--format", "json"], ["remember", "rotate key", "--format", "json"],
+                 ["export"]):  # fmt: skip
+        output = run(*args).output
+        assert not any(c in output for c in "\u202e\u202c\u2066\u2069"), args
+        assert "\\u202e" in output, args
+    assert json.loads(run("get", mid, "--format", "json").output)["content"] == content
+
+
 @pytest.mark.parametrize(
     ("argv", "line"),
     [

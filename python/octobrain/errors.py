@@ -24,15 +24,18 @@ def cut_middle(text: str, limit: int) -> str:
     return f"{text[:head]} … [{len(text) - head - tail:,} characters cut] … {text[-tail:]}"
 
 
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff]")
-# Bidirectional controls: quoted raw in a refusal, an override reverses the rest of its line on a
-# terminal ("Trojan Source"), so a refusal writes them as escapes (JSON reads them back alike).
-_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Bidirectional controls: printed raw, an override reverses the rest of its line on a terminal
+# ("Trojan Source"), so a refusal, and any JSON printed, writes them as escapes (JSON reads them
+# back alike).
+_BIDI_CHARS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_BIDI = re.compile(f"[{_BIDI_CHARS}]")
+_JSON_UNSAFE = re.compile(f"[\x7f-\x9f\ud800-\udfff{_BIDI_CHARS}]")
 
 
 def json_printable(value: Any, *, indent: int | None = None) -> str:
     """`value` as JSON, non-ASCII text as itself but DEL, the C1 codes (a terminal acts on
-    them as on ESC, which JSON escapes with the rest below U+0020) and lone surrogates
+    them as on ESC, which JSON escapes with the rest below U+0020), the bidirectional controls
+    (a stored memory's U+202E reversed the rest of a `--format json` line) and lone surrogates
     (which cannot be written as UTF-8) as `\\u` escapes: the same JSON, safe to print."""
     text = json.dumps(value, indent=indent, ensure_ascii=False)
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
