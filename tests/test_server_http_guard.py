@@ -126,6 +126,24 @@ def test_a_request_naming_two_sessions_is_refused() -> None:
     assert _ask("GET", same)[0] == 200
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [("origin", "http://127.0.0.1"), ("origin", "http://evil.example")],
+        [("origin", "http://localhost"), ("origin", "http://127.0.0.1")],
+        [("host", "127.0.0.1"), ("host", "evil.example")],
+    ],
+)
+def test_a_request_sending_origin_or_host_twice_is_refused(headers: list[tuple[str, str]]) -> None:
+    # The guard checked the first: `Origin: http://127.0.0.1` then `Origin: http://evil.example`
+    # was served (200), while whatever reads the last header took the request as the evil one.
+    name = headers[0][0]
+    sent = headers if name == "host" else [("host", "127.0.0.1"), *headers]
+    status, _headers, body = _ask("GET", sent)
+    assert status == 400, body
+    assert body == f"400: {name}: the request sends more than one; send the header once".encode()
+
+
 def _hung_up_guard(
     release: asyncio.Event, ran: list[int], *, writing: bool
 ) -> tuple[list[asyncio.Future[Any]], list[int], Any]:

@@ -170,6 +170,11 @@ class Guard:
                 status_code=401,
                 headers={"WWW-Authenticate": 'Bearer realm="octobrain"'},
             )
+        elif twice := [name for name in ("origin", "host") if len(set(headers.getlist(name))) > 1]:
+            # The checks below read the first; a proxy or browser extension in front may read
+            # the last, so a second Origin (or Host) went past them unchecked.
+            said = f"{twice[0]}: the request sends more than one; send the header once"
+            response = PlainTextResponse(f"400: {said}", 400)
         elif (origin := headers.get("origin")) is not None and not self._origin_ok(origin):
             # The client's header, up to the ~100 kB a request's headers may hold: quoted cut
             # (JSON keeps it one line), in the answer and so in the log line below.
