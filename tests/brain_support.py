@@ -17,8 +17,16 @@ MakeBrain = Callable[..., Brain]
 
 @pytest.fixture
 def make_brain(tmp_path: Path) -> MakeBrain:
-    def make(scope: str = "github.com/acme/api", model: str = "hash:64") -> Brain:
-        return Brain(scope, config=Config(), embedder=get_embedder(model), uri=tmp_path / "db")
+    def make(
+        scope: str = "github.com/acme/api", model: str = "hash:64", session_id: str = ""
+    ) -> Brain:
+        return Brain(
+            scope,
+            config=Config(),
+            embedder=get_embedder(model),
+            uri=tmp_path / "db",
+            session_id=session_id,
+        )
 
     return make
 

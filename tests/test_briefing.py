@@ -1,60 +1,24 @@
-"""The session briefing, gist and temporal association, on real LanceDB with the hash embedder."""
+"""The session briefing on real LanceDB with the hash embedder: its sections, budget and
+near-duplicates."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import timedelta
 
 import numpy as np
 import pytest
 
-from octobrain.config import Config
-from octobrain.embed.factory import get_embedder
-from octobrain.embed.tokens import estimate_tokens, token_counter
+from octobrain.embed.tokens import estimate_tokens
 from octobrain.errors import InvalidInput
 from octobrain.memory.brain import Brain
-from octobrain.memory.briefing import BriefItem, build_briefing
-from octobrain.memory.gist import DIGEST_TAG, compress
-from octobrain.memory.render import format_recall
+from octobrain.memory.briefing import build_briefing
+from octobrain.memory.gist import DIGEST_TAG
 from octobrain.memory.render_brief import briefing_markdown, briefing_to_dict
-from octobrain.models import Memory, MemoryType, RelationshipType, Source, State
-from octobrain.modelspec import BUNDLED_MODEL_ID
+from octobrain.models import Memory, MemoryType, Source, State
 from octobrain.times import utcnow
-
-API = "github.com/acme/api"
-WEB = "github.com/acme/web"
-MakeBrain = Callable[..., Brain]
-COUNT = token_counter(BUNDLED_MODEL_ID)  # the real MiniLM tokenizer, whatever the embedder
-
-
-@pytest.fixture
-def make_brain(tmp_path: Path) -> MakeBrain:
-    def make(scope: str = API, session_id: str = "") -> Brain:
-        return Brain(
-            scope,
-            config=Config(),
-            embedder=get_embedder("hash:64"),
-            uri=tmp_path / "db",
-            session_id=session_id,
-        )
-
-    return make
-
-
-def add_at(brain: Brain, title: str, content: str, when: datetime, **fields: object) -> Memory:
-    """Store a memory as if written (and last used) at `when`."""
-    fields.setdefault("scope", brain.scope)
-    memory = Memory(
-        title=title,
-        content=content,
-        created_at=when,
-        updated_at=when,
-        last_accessed=when,
-        **fields,  # type: ignore[arg-type]
-    )
-    brain.store.add([memory], brain.embedder.embed_documents([memory.searchable_text()]))
-    return memory
+from tests.brain_support import MakeBrain
+from tests.brain_support import make_brain as make_brain  # the fixture, shared
+from tests.briefing_support import API, COUNT, WEB, add_at
 
 
 def seeded(make_brain: MakeBrain) -> dict[str, str]:
@@ -307,51 +271,6 @@ def test_empty_store_gives_a_short_briefing(make_brain: MakeBrain) -> None:
     assert briefing.items == [] and "No memories" in briefing_markdown(briefing)
 
 
-# ---- gist -------------------------------------------------------------------------------------
-
-LONG_BUG = (
-    "The nightly export crashed with a timezone error. "
-    "Rows written around midnight UTC had naive datetimes from the legacy importer. "
-    "We traced it through three services before finding the importer. "
-    "The exporter assumed aware datetimes everywhere. "
-    "The fix normalises importer datetimes to UTC at the boundary. "
-    "A regression test now writes rows at 23:59 and 00:01 and exports them."
-)
-
-
-def test_gist_is_extractive_and_within_budget() -> None:
-    gist = compress(LONG_BUG, 160)
-    assert len(gist) <= 160 and gist.startswith("The nightly export crashed")
-    assert all(sentence in LONG_BUG for sentence in gist.split(". "))
-
-
-def test_text_the_model_cannot_read_is_neither_folded_nor_undercounted() -> None:
-    # The bundled tokenizer reads Amharic, Thai and emoji as [UNK]: three unrelated Amharic
-    # rules had near-identical vectors (one shown "+2 similar"), and 50 emoji counted 1 token.
-    from octobrain.memory.summary import same_claims
-
-    database = "ለዚህ ፕሮጀክት PostgreSQL እንጠቀማለን ምክንያቱም ግብይቶች ያስፈልጉናል።"
-    friday = "አርብ ቀን ምንም ነገር ወደ ምርት አንለቅም።"
-    assert not same_claims(database, friday)  # no word in common: not a restatement
-    assert same_claims("Use tabs for indentation.", "Indentation uses tabs, always.")
-    for text in ("😀" * 50, "เราจะไม่ปล่อยของขึ้นระบบจริงในวันศุกร์", friday):
-        assert COUNT(text) >= estimate_tokens(text), text
-    assert COUNT("The user prefers pytest with plain asserts.") == 10  # as the tokenizer says
-
-
-def test_a_digest_s_gist_keeps_its_points_with_their_labels() -> None:
-    # The labels were the shortest "sentences": a gist read "… Errors fixed: Files touched: …".
-    digest = (
-        "Decisions:\n- We decided to lazy-load the avatar images on the login page.\n\n"
-        "Errors fixed:\n- The root cause was a naive datetime in the nightly export job.\n\n"
-        "Files touched: config.yaml, src/export.py"
-    )
-    assert compress(digest, 80) == (
-        "Decisions: We decided to lazy-load the avatar images on the login page."
-    )
-    assert "Errors fixed: The root cause was" in compress(digest, 400)
-
-
 def test_a_briefing_with_nothing_that_fits_says_so_and_tags_in_memories_are_inert(
     make_brain: MakeBrain,
 ) -> None:
@@ -384,68 +303,6 @@ def test_a_briefing_of_memories_no_section_shows_does_not_blame_the_budget(
     assert "None of the 1 memories is of a kind a briefing shows" in shown, shown
 
 
-def test_faded_old_episode_shows_its_gist_and_keeps_its_full_text(make_brain: MakeBrain) -> None:
-    brain = make_brain(API)
-    when = utcnow() - timedelta(days=10)
-    old = add_at(
-        brain,
-        "Export timezone crash",
-        LONG_BUG,
-        when,
-        memory_type=MemoryType.BUG_FIX,
-        importance=0.2,
-    )
-    fresh = add_at(
-        brain,
-        "Export retry bug",
-        "The hourly export retried forever on a 429 from the billing API; it now backs off.",
-        utcnow(),
-        memory_type=MemoryType.BUG_FIX,
-        importance=0.2,
-    )
-    briefing = build_briefing(brain, count_tokens=COUNT)
-    items = {i.memory.id: i for i in briefing.items}
-    assert items[old.id].gist and len(items[old.id].text) <= brain.config.brief.gist_max_chars
-    assert not items[fresh.id].gist
-    recall = brain.remember("export timezone crash importer", record_access=False)
-    hit = next(h for h in recall.hits if h.memory.id == old.id)
-    assert hit.gist and hit.memory.content == LONG_BUG  # the full text stays reachable
-    assert f"full text: octobrain memory get {old.id}" in format_recall(recall)
-    assert brain.get(old.id).content == LONG_BUG
-
-
-# ---- temporal association -------------------------------------------------------------------
-
-
-def test_same_session_memories_are_chained_and_one_comes_along(make_brain: MakeBrain) -> None:
-    s1, s2 = make_brain(API, session_id="sess-1"), make_brain(API, session_id="sess-2")
-    a, _ = s1.memorize("Cache warmup", "The cache warms on deploy from the top 100 keys.")
-    b, edges_b = s1.memorize("Queue backlog", "The worker queue backlog alarm fires at 5000 jobs.")
-    _, edges_c = s2.memorize("Unrelated note", "Quarterly planning happens in the first week.")
-    assert [(e.relationship_type, e.target_id) for e in edges_b] == [
-        (RelationshipType.SAME_SESSION, a.id)
-    ]
-    assert edges_c == []  # first memory of its session
-    assert "session:sess-1" in s1.get(b.id).tags
-    recall = s1.remember("worker queue backlog alarm", limit=1)
-    assert [h.memory.id for h in recall.hits] == [b.id]
-    same = [n for n in recall.neighbours if n.relationship_type is RelationshipType.SAME_SESSION]
-    assert [(n.memory.id, n.via) for n in same] == [(a.id, b.id)]
-    assert "same session as" in format_recall(recall)
-    # another session's memory is never brought along as a same-session neighbour
-    recall_c = s2.remember("quarterly planning first week", limit=1)
-    assert not [
-        n for n in recall_c.neighbours if n.relationship_type is RelationshipType.SAME_SESSION
-    ]
-
-
-def test_memories_without_a_session_are_not_linked(make_brain: MakeBrain) -> None:
-    brain = make_brain(API)
-    brain.memorize("First note here", "Something durable about the build system.")
-    second, edges = brain.memorize("Second note here", "Another durable fact about releases.")
-    assert edges == [] and not any(t.startswith("session:") for t in second.tags)
-
-
 def test_briefing_leaves_out_consolidated_and_archived(make_brain: MakeBrain) -> None:
     brain = make_brain(API)
     kept, _ = brain.memorize(
@@ -473,61 +330,6 @@ def test_briefing_leaves_out_consolidated_and_archived(make_brain: MakeBrain) ->
     assert DIGEST_TAG == "session-digest"
 
 
-def add_goals(brain: Brain, now: datetime, importances: list[float]) -> list[Memory]:
-    """A goal "Goal number i" of each importance, written at `now`."""
-    return [
-        add_at(brain, f"Goal number {i}", f"Goal: reach milestone {i} of the plan.", now,
-               memory_type=MemoryType.GOAL, importance=importance)
-        for i, importance in enumerate(importances)
-    ]  # fmt: skip
-
-
-def goal_items(brain: Brain, tmp_path: Path, now: datetime, per_section: int) -> list[BriefItem]:
-    """The goals section of `brain`'s briefing at `now`, `per_section` items at most."""
-    from dataclasses import replace
-
-    brief = replace(brain.config.brief, max_items_per_section=per_section)
-    shown = build_briefing(
-        Brain(API, config=replace(brain.config, brief=brief), embedder=brain.embedder,
-              uri=tmp_path / "db"),
-        now=now,
-        max_tokens=50_000,
-        count_tokens=COUNT,
-    )  # fmt: skip
-    return [i for s in shown.sections if s.key == "goals" for i in s.items]
-
-
-def test_many_goals_show_the_strongest_open_ones_then_the_recently_achieved(
-    make_brain: MakeBrain, tmp_path: Path
-) -> None:
-    # Goals pile up over months of sessions: the section keeps the strongest open ones, then
-    # those achieved within brief.achieved_days, most recent first; one closed long ago is gone.
-    from octobrain.models import Relationship
-
-    brain = make_brain(API)
-    now = utcnow()
-    goals = add_goals(brain, now, [0.3 + i / 100 for i in range(60)])
-    closed = {3: 9.0, 5: 2.0, 7: 45.0}  # goal index: days since its closer
-    for i, days in closed.items():
-        closer = add_at(brain, f"Closed goal {i}", f"Milestone {i} was reached for good.",
-                        now - timedelta(days=days), memory_type=MemoryType.PERFORMANCE)  # fmt: skip
-        brain.store.add_relationships(
-            [Relationship(closer.id, goals[i].id, RelationshipType.CLOSES, scope=API)]
-        )
-    strongest_open = [f"Goal number {i}" for i in range(59, -1, -1) if i not in closed]
-
-    def goal_lines(per_section: int) -> list[tuple[str, str]]:
-        return [(i.memory.title, i.status) for i in goal_items(brain, tmp_path, now, per_section)]
-
-    # Room for all: every open goal by strength, then 5 (2 days ago), then 3 (9); never 7.
-    assert goal_lines(100) == [(t, "open") for t in strongest_open] + [
-        ("Goal number 5", "achieved"),
-        ("Goal number 3", "achieved"),
-    ]
-    # Room for 8: the 8 strongest open goals.
-    assert goal_lines(8) == [(t, "open") for t in strongest_open[:8]]
-
-
 def test_a_near_duplicate_rewritten_to_another_value_shows_on_the_next_briefing(
     make_brain: MakeBrain,
 ) -> None:
@@ -552,16 +354,3 @@ def test_a_near_duplicate_rewritten_to_another_value_shows_on_the_next_briefing(
     )
     items = {i.memory.id: i for i in build_briefing(make_brain(API), count_tokens=COUNT).items}
     assert {survivor, folded} <= set(items) and not items[survivor].merged
-
-
-def test_open_goals_of_equal_strength_show_in_id_order(
-    make_brain: MakeBrain, tmp_path: Path
-) -> None:
-    # Goals ranked alike (same importance, same time) break their tie by id, whichever of them
-    # the store holds first: the open goals past the section's pool are cut at a score floor,
-    # and every goal at that floor is ranked, not the first ones met.
-    brain = make_brain(API)
-    now = utcnow()
-    goals = add_goals(brain, now, [0.5] * 40)
-    shown = [i.memory.id for i in goal_items(brain, tmp_path, now, 5)]
-    assert shown == sorted(m.id for m in goals)[:5]
