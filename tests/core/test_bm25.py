@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from octobrain.kernels.bm25 import BM25Index
 from tests.core import reference as ref
+from tests.core.reference_text import analyze_text
 
 REL = 1e-5
 VOCAB = ["apple", "apples", "banana", "the", "cherry", "date", "éclair", "run", "running", "zeta"]
@@ -28,8 +29,8 @@ bs = st.floats(min_value=0.0, max_value=1.0)
 
 
 def reference_hits(texts: list[str], q: str, k: int, k1: float, b: float) -> list[float]:
-    docs = [ref.analyze_text(t) for t in texts]
-    return ref.bm25_scores(docs, ref.analyze_text(q), k1=k1, b=b)
+    docs = [analyze_text(t) for t in texts]
+    return ref.bm25_scores(docs, analyze_text(q), k1=k1, b=b)
 
 
 def assert_matches(
@@ -133,10 +134,10 @@ def test_seen_scores_as_the_reference_over_only_those_documents(
     np.testing.assert_allclose(
         index.scores_at(q, seen, seen=mask), [expected[i] for i in seen], rtol=REL
     )
-    docs = [ref.analyze_text(texts[i]) for i in seen]
+    docs = [analyze_text(texts[i]) for i in seen]
     np.testing.assert_allclose(
         index.coverage(q, seen, seen=mask),
-        ref.coverage(docs, ref.analyze_text(q), list(range(len(seen)))),
+        ref.coverage(docs, analyze_text(q), list(range(len(seen)))),
         rtol=REL,
     )
 
@@ -199,10 +200,10 @@ def test_coverage_equals_reference_after_removals(
     removed = data.draw(st.sets(st.integers(0, len(texts) - 1)))
     index.remove(sorted(removed))
     positions = data.draw(st.lists(st.integers(0, len(texts) - 1), max_size=30))
-    docs = [None if i in removed else ref.analyze_text(t) for i, t in enumerate(texts)]
+    docs = [None if i in removed else analyze_text(t) for i, t in enumerate(texts)]
     got = index.coverage(q, positions)
     assert got.dtype == np.float64 and got.shape == (len(positions),)
-    want = ref.coverage(docs, ref.analyze_text(q), positions)
+    want = ref.coverage(docs, analyze_text(q), positions)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
     assert ((got >= 0) & (got <= 1 + 1e-12)).all()
 

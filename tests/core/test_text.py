@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from octobrain.errors import InvalidInput
 from octobrain.text import analyze
-from tests.core import reference as ref
+from tests.core import reference_text as ref
 
 # Characters exercising every rule the analyser has: UAX #29 joins (' . , : _ digits letters),
 # newlines, combining marks (NFD input), folding (accents, ligatures, fullwidth, roman
