@@ -155,6 +155,23 @@ def test_a_remote_spelt_fullwidth_or_with_its_hosts_final_dot_is_the_one_project
     assert derive_scope(tmp_path / "dirs" / "ｆｏｏ") == "local/dirs/ｆｏｏ"
 
 
+def test_a_remote_host_spelt_in_punycode_is_the_project_its_unicode_spelling_is(tmp_path: Path):
+    # `xn--bcher-kva.example` is `bücher.example` as DNS carries it (git and curl send either
+    # as that): the two spellings made two scopes, so a checkout cloned from one link did not
+    # see what one cloned from the other stored. An A-label that is not one stays as written.
+    for name, url in [
+        ("ace", "https://xn--bcher-kva.example/acme/api.git"),
+        ("scp", "git@XN--BCHER-KVA.example:acme/api"),
+        ("unicode", "https://bücher.example/acme/api.git"),
+    ]:
+        assert derive_scope(make_repo(tmp_path / name, url)) == "bücher.example/acme/api", name
+    assert validate_scope("xn--bcher-kva.example/acme/api") == "bücher.example/acme/api"
+    assert validate_scope("git.xn--mnchen-3ya.de/a/b") == "git.münchen.de/a/b"
+    assert validate_scope("xn--zz.example/acme/api") == "xn--zz.example/acme/api"
+    assert validate_scope("local/dirs/xn--bcher-kva") == "local/dirs/xn--bcher-kva"
+    assert validate_scope("example.com/xn--bcher-kva/api") == "example.com/xn--bcher-kva/api"
+
+
 def test_derive_defaults_to_cwd_without_changing_it(tmp_path: Path, monkeypatch):
     repo = make_repo(tmp_path / "cwdrepo", "https://example.com/a/b.git")
     monkeypatch.chdir(repo)

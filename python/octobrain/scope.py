@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import idna
+
 from octobrain.errors import InvalidInput, as_json, char_named
 from octobrain.files import check_path
 
@@ -58,12 +60,28 @@ def _clean(text: str) -> str:
 def _remote_form(text: str) -> str:
     """A remote's `host/owner/repo` in one spelling: compatibility forms folded (NFKC: the
     fullwidth `ｇｉｔｈｕｂ.com` an input method types is the github.com git's resolver reads;
-    hosts and repository paths are ASCII) and the host's final dot dropped (`github.com.` is
-    the same name in DNS). Not a local folder's name, which is its own."""
+    hosts and repository paths are ASCII), the host's final dot dropped (`github.com.` is
+    the same name in DNS) and its punycode labels shown as Unicode. Not a local folder's name,
+    which is its own."""
     host, slash, path = unicodedata.normalize("NFKC", text).lower().partition("/")
     if slash and host.rstrip(".") and not host.endswith(".."):
         host = host.removesuffix(".")
+    if "xn--" in host:
+        host = ".".join(_label_shown(label) for label in host.split("."))
     return host + slash + path
+
+
+def _label_shown(label: str) -> str:
+    """A host's label as it shows: an A-label (`xn--bcher-kva`, the punycode DNS carries) as
+    its Unicode (`bücher`, what git and curl send as that same name), so the two spellings
+    are one project; kept as written when it is no valid A-label, or would not fit a scope."""
+    if not label.startswith("xn--"):
+        return label
+    try:
+        shown = idna.decode(label)
+    except (idna.IDNAError, UnicodeError):
+        return label
+    return shown if shown and all(_allowed(c) for c in shown) else label
 
 
 def _strip_git(path: str) -> str:
