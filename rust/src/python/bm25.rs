@@ -1,52 +1,17 @@
-//! Bindings of the BM25 index: the Rust handle `octobrain.bm25.BM25Index` wraps, its stored
-//! base read from (memory-mapped) arrays.
+//! Bindings of the BM25 index: the Rust handle `octobrain.bm25.BM25Index` wraps (its stored
+//! base, read from memory-mapped arrays, is in `bm25_base`).
 
-use std::path::PathBuf;
-
-use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
+use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use super::bm25_base::{
+    base_of, parts_tuple, stored, BaseArrays, BaseGuards, PartsTuple, StoredSpec,
+};
 use super::text::analyzer_options;
 use super::{contiguous, detached};
-use crate::bm25::{Base, Bm25Index, Bm25Params, Parts, StoredFile};
+use crate::bm25::{Base, Bm25Index, Bm25Params};
 use crate::error::CoreError;
-
-type PartsTuple<'py> = (
-    Bound<'py, PyArray1<u8>>,
-    Bound<'py, PyArray1<u64>>,
-    Bound<'py, PyArray1<u64>>,
-    Bound<'py, PyArray1<u32>>,
-    Bound<'py, PyArray1<u32>>,
-    Bound<'py, PyArray1<u32>>,
-    Bound<'py, PyArray1<bool>>,
-);
-
-fn parts_tuple(py: Python<'_>, parts: Parts) -> PartsTuple<'_> {
-    (
-        parts.terms.into_pyarray(py),
-        parts.term_ends.into_pyarray(py),
-        parts.offsets.into_pyarray(py),
-        parts.docs.into_pyarray(py),
-        parts.tfs.into_pyarray(py),
-        parts.doc_len.into_pyarray(py),
-        parts.live.into_pyarray(py),
-    )
-}
-
-/// A stored file as Python names it: the path read (it may be an open descriptor's,
-/// `/dev/fd/N`), the name its damage is told by, where its values start, its blocks' CRC-32.
-type StoredSpec = (PathBuf, String, u64, Vec<u32>);
-
-fn stored((path, name, start, crcs): &StoredSpec, block: usize) -> StoredFile<'_> {
-    StoredFile {
-        path: path.as_path(),
-        name: name.as_str(),
-        start: *start,
-        crcs: crcs.as_slice(),
-        block,
-    }
-}
 
 type Hits<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f32>>);
 
@@ -75,31 +40,6 @@ fn k_arg(k: i64) -> Result<usize, CoreError> {
         .ok_or_else(|| CoreError::invalid("k", "must be >= 1"))
 }
 
-/// The arrays a stored base's postings are read from (held, typically memory-mapped).
-struct BaseArrays {
-    offsets: Py<PyArray1<u64>>,
-    docs: Py<PyArray1<u32>>,
-    tfs: Py<PyArray1<u32>>,
-}
-
-type BaseGuards<'py> = (
-    PyReadonlyArray1<'py, u64>,
-    PyReadonlyArray1<'py, u32>,
-    PyReadonlyArray1<'py, u32>,
-);
-
-/// Borrow the base's arrays for one call (none: an empty base).
-fn base_of<'a>(guards: Option<&'a BaseGuards<'_>>) -> PyResult<Base<'a>> {
-    Ok(match guards {
-        None => Base::EMPTY,
-        Some((offsets, docs, tfs)) => Base {
-            offsets: contiguous(offsets, "base")?,
-            docs: contiguous(docs, "base")?,
-            tfs: contiguous(tfs, "base")?,
-        },
-    })
-}
-
 /// Rust handle of a BM25 index; wrapped by `octobrain.bm25.BM25Index`.
 #[pyclass(module = "octobrain._core", name = "Bm25Index")]
 pub(super) struct PyBm25Index {
@@ -119,13 +59,7 @@ impl PyBm25Index {
     }
 
     fn guards<'py>(&self, py: Python<'py>) -> Option<BaseGuards<'py>> {
-        self.base.as_ref().map(|b| {
-            (
-                b.offsets.bind(py).readonly(),
-                b.docs.bind(py).readonly(),
-                b.tfs.bind(py).readonly(),
-            )
-        })
+        self.base.as_ref().map(|b| b.readonly(py))
     }
     /// `work` on the index and its stored base, run without holding the interpreter.
     fn with_base<T, F>(&self, py: Python<'_>, work: F) -> PyResult<T>
@@ -364,11 +298,7 @@ impl PyBm25Index {
             docs: docs.unbind(),
             tfs: tfs.unbind(),
         };
-        let held = (
-            arrays.offsets.bind(py).readonly(),
-            arrays.docs.bind(py).readonly(),
-            arrays.tfs.bind(py).readonly(),
-        );
+        let held = arrays.readonly(py);
         let base = base_of(Some(&held))?;
         let (terms, ends) = (contiguous(&terms, "base")?, contiguous(&term_ends, "base")?);
         let (doc_len, live) = (contiguous(&doc_len, "base")?, contiguous(&live, "base")?);

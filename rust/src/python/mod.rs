@@ -1,11 +1,13 @@
 //! PyO3 bindings: the only files that know about Python, one per family of kernels
-//! (`text`: analysis and regex matching; `bm25`; `ranking`: fusion, decay, clustering;
-//! `idindex`; `rowcrc`: row checksums), registered as `octobrain._core` here.
+//! (`text`: analysis and regex matching; `bm25`, its stored base in `bm25_base`; `ranking`:
+//! fusion, decay, clustering; `idindex`; `rowcrc`: row checksums), registered as
+//! `octobrain._core` here.
 //!
 //! Every binding converts its arguments to owned Rust data, runs the kernel through
 //! [`detached`] (GIL released, errors converted in one place) and returns Python objects.
 
 mod bm25;
+mod bm25_base;
 mod idindex;
 mod ranking;
 mod rowcrc;
