@@ -212,3 +212,40 @@ def test_a_footnote_of_many_lines_reads_as_one() -> None:
     text = visitor.text("".join(piece[0] for piece in drawn))
     assert text.endswith("\n[^1]: The note " + " ".join(["runs on"] * 250_000))
     assert text.startswith("The budget[^1] resets.\nBody words")
+
+
+def _outlined_pdf(path: Path, bookmarks: int) -> Path:
+    """A one-page PDF ("Rotation" then a line of text) whose outline lists `bookmarks`
+    bookmarks to that page, each titled "Rotation"."""
+    body = "BT /F1 11 Tf 14 TL 72 760 Td (Rotation) Tj T* (Rotate the keys.) Tj ET"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R /Outlines 6 0 R >>",
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R "
+        b"/Resources << /Font << /F1 3 0 R >> >> >>",
+        f"<< /Length {len(body)} >>\nstream\n{body}\nendstream".encode(),
+        f"<< /Type /Outlines /First 7 0 R /Last {6 + bookmarks} 0 R >>".encode(),
+    ]
+    for n in range(7, 7 + bookmarks):
+        after = f" /Next {n + 1} 0 R" if n < 6 + bookmarks else ""
+        objects.append(f"<< /Title (Rotation) /Parent 6 0 R{after} /Dest [4 0 R /Fit] >>".encode())
+    return write_pdf_objects(path, objects)
+
+
+def test_an_outline_of_more_bookmarks_than_the_bound_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Read whole after the pages, `PDF_SECONDS` no longer counting: pypdf builds each bookmark
+    # in 0.2 ms and 6 kB, so 100,000 of them (an 11 MB PDF of one page) took 21 s of CPU and
+    # 570 MB, and the 50 MB `max_source_bytes` lets in 440,000 (more in compressed objects).
+    from pypdf import PdfReader
+
+    built: list[int] = []
+    build = PdfReader._build_outline_item
+    monkeypatch.setattr(PdfReader, "_build_outline_item", lambda *a: built.append(1) or build(*a))
+    monkeypatch.setattr(pdf_text, "PDF_BOOKMARKS", 20)
+    assert _text(_outlined_pdf(tmp_path / "within.pdf", 20)) == "# Rotation\nRotate the keys."
+    built.clear()
+    assert _text(_outlined_pdf(tmp_path / "over.pdf", 21)) == "Rotation\nRotate the keys."
+    assert built == []  # (before: 21)
