@@ -175,7 +175,7 @@ def _bookmarks(reader: Any, bound: int) -> int:
     whatever cycles its `/First` and `/Next` links make)."""
     outlines = reader.root_object.get("/Outlines")
     first = outlines.get_object().raw_get("/First") if outlines is not None else None
-    waiting, seen = [first], set()
+    waiting, seen = [first], set[int]()
     while waiting and len(seen) <= bound:
         node = waiting.pop()
         key = getattr(node, "idnum", None) or id(node)  # (an indirect reference, or inline)
