@@ -172,7 +172,7 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     scopes = sorted(visible_scopes(brain.scope))
     allowed = corpus.allowed(scopes)  # over the mirror's positions
     visible = np.flatnonzero(allowed)
-    digest = corpus.allowed(scopes, tags=[DIGEST_TAG])[visible]
+    digest = corpus.holding("tags", [DIGEST_TAG])[visible]  # the scope's, as `visible` is
     f = corpus.fields_at(visible)
     working = np.flatnonzero(corpus.coded_in("state", [State.WORKING.value])[visible])
     candidate = np.zeros(len(allowed), dtype=bool)

@@ -87,6 +87,11 @@ class CorpusFilters:
             mask &= self._created < micros(created_before)
         for wanted, column in ((tags, "tags"), (related_files, "related_files")):
             if wanted:  # any of the wanted values
-                rows = self.columns([column])
-                mask &= list_holds(rows, column, set(wanted), len(self._live), self._lists)
+                mask &= self.holding(column, wanted)
         return mask
+
+    def holding(self, column: str, wanted: Sequence[str]) -> npt.NDArray[np.bool_]:
+        """A mask over positions of the rows (live or not, any scope) whose list `column`
+        (tags, related files) holds any of `wanted`."""
+        rows = self.columns([column])
+        return list_holds(rows, column, set(wanted), len(self._live), self._lists)
