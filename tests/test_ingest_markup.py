@@ -206,3 +206,46 @@ def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("OCTOBRAIN_EMBEDDING_MODEL", "hash:64")
     monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+
+
+def _channel_export(root: Path, *, with_channels: bool) -> Path:
+    day = root / "general" / "2024-03-05.json"
+    day.parent.mkdir(parents=True, exist_ok=True)
+    said = {"type": "message", "user": "U0ANA", "user_profile": {"display_name": "Ana"}}
+    messages = [
+        {**said, "text": "Moved to <#C024BE7LR>, not <#C0GONE>", "ts": "1709632800.000200"},
+        {**said, "text": "Ask in <#C024BE7LR|old-name>", "ts": "1709632860.000300"},
+    ]
+    day.write_text(json.dumps(messages))
+    if with_channels:
+        channels = [{"id": "C024BE7LR", "name": "general", "created": 1449252889}, "not one"]
+        (root / "channels.json").write_text(json.dumps(channels))
+    return day
+
+
+def test_a_slack_channel_given_by_id_alone_is_named_from_channels_json(tmp_path: Path) -> None:
+    # Before: `<#C024BE7LR>` (a channel without its label) was stored as "#C024BE7LR" with the
+    # export's channels.json beside users.json: "what was moved to general" matched no word.
+    (chat,) = read_conversations(_channel_export(tmp_path / "export", with_channels=True))
+    assert [t.text for t in chat.turns] == [
+        "Moved to #general, not #C0GONE",  # (a channel channels.json lacks: by its id)
+        "Ask in #old-name",  # (a label given is the one shown, as before)
+    ]
+    (bare,) = read_conversations(_channel_export(tmp_path / "bare", with_channels=False))
+    assert bare.turns[0].text == "Moved to #C024BE7LR, not #C0GONE"
+
+
+def test_a_slack_export_stored_before_its_channels_were_named_is_not_stored_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    b = brain(tmp_path)
+    export = tmp_path / "export"
+    day = _channel_export(export, with_channels=False)  # (as an earlier version read it)
+    assert b.ingest(read_conversations(day)).added == 2
+    with monkeypatch.context() as before:  # (and as one before that: as written)
+        before.setattr(conversation, "slack_text", lambda text, _members: text)
+        assert brain(tmp_path / "raw").ingest(read_conversations(day)).added == 2
+    _channel_export(export, with_channels=True)
+    for stored_before in (b, brain(tmp_path / "raw")):
+        again = stored_before.ingest(read_conversations(day))
+        assert (again.added, again.skipped_existing, again.other_words) == (0, 2, 0)

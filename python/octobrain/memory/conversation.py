@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
-from itertools import chain, islice
+from itertools import chain, islice, product
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -30,7 +30,7 @@ from octobrain.memory.chat_exports import EXPORTS, export_conversations, export_
 from octobrain.memory.chat_keys import chat_fields, looks_like_chat, unsaid
 from octobrain.memory.conversation_formats import FORMATS
 from octobrain.memory.conversation_locomo import locomo_conversations
-from octobrain.memory.slack_users import export_members, slack_text
+from octobrain.memory.slack_users import export_names, slack_text, stored_before
 from octobrain.memory.turn_fields import (
     LONE,
     SESSION_CHARS,
@@ -105,7 +105,7 @@ def read_conversations(
     text = read_text(file)
     stem = Path(file.stem).stem if file.suffix == ".gz" else file.stem  # (talk.jsonl.gz: talk)
     stem = same_name(LONE.sub("\ufffd", stem))  # (bytes not UTF-8: as Python reads them)
-    people = export_members(file, lambda users: read_text(users, str(users)))
+    people = export_names(file, lambda listed: read_text(listed, str(listed)))
     return _conversations(text, fmt, name, stem, str(file), people)
 
 
@@ -350,7 +350,7 @@ def _chat_turns(
     """`parse_chat`'s turns, of records each given with how errors name it (`turns[3]`,
     `line 7`), one at a time; None for a record whose text shows nothing, UNSAID for one that
     holds nothing said (`chat_keys.unsaid`: a system prompt, a tool call): skipped, and
-    counted. `people` names the speakers a Slack export gives by user id (`slack_users`)."""
+    counted. `people`: the names of a Slack export's user ids and channels (`slack_users`)."""
     people = people or {}
     profiles: dict[str, str] = {}  # Slack's user id → the name its messages' profile gives
     members = ChainMap(dict(people), profiles)  # (whom a Slack message mentions)
@@ -372,12 +372,12 @@ def _chat_turns(
         text = turn_text(f"{where}.{keys['text']}", fields["text"])
         full = turn_name(f"{where}.{keys['speaker']}", fields["speaker"], None)
         speaker = names.setdefault(full, speaker_name(full))
-        markup = ""  # a Slack message's text as written, where reading its markup changed it
+        markup: tuple[str, ...] = ()  # a Slack message's text as earlier versions stored it
         if record.get("type") == "message" and "ts" in record:  # (Slack's: `<@U123>` …)
             if keys["speaker"] == "user_profile" and isinstance(record.get("user"), str):
                 profiles.setdefault(record["user"], full)
-            markup, text = text, slack_text(text, members)
-            markup = "" if markup == text else markup.strip()
+            shown = slack_text(text, members)
+            markup, text = stored_before(text, shown, members), shown
         moment = turn_time(f"{where}.{keys.get('time', 'time')}", fields.get("time"))
         given = fields.get("session")
         if given is not None:
@@ -419,9 +419,9 @@ def _chat_turns(
                 else:  # (its names as written, not in NFC)
                     as_written = said_as_written(fields["speaker"], given, spoken, occurrence)
                     placed = (*as_written, *placed)
-                for who in (speaker, by_id) if markup else ():  # (before its markup was read)
+                for who, form in product((speaker, by_id), markup):  # (as stored before)
                     if who:
-                        placed = (said_key(named or "", moment, who, markup, occurrence), *placed)
+                        placed = (said_key(named or "", moment, who, form, occurrence), *placed)
             former = (*placed, *former)
         yield Turn(
             speaker,

@@ -52,7 +52,7 @@ class Earlier:
 
     former: dict[str, tuple[tuple[str, ...], datetime | None]] = field(default_factory=dict)
     # The text as the export wrote it of those whose markup was read (`Turn.written`).
-    written: dict[str, str] = field(default_factory=dict)
+    written: dict[str, tuple[str, ...]] = field(default_factory=dict)
     firsts: dict[str, tuple[str, datetime, datetime | None]] = field(default_factory=dict)
 
 
@@ -108,7 +108,7 @@ class Settler:
             for old in keys:
                 same = old in said and (moment is None or said[old] == moment)
                 if same or old in gone:
-                    if old in stored and stored[old] == earlier.written.get(memory.id):
+                    if old in stored and stored[old] in earlier.written.get(memory.id, ()):
                         stored[old] = memory.content  # (its text as written: the same turn)
                     self._renamed[memory.id] = memory.id = old
                     break

@@ -286,7 +286,7 @@ def _batches(
                 former += tuple(turn_id(scope, decomposed, k) for k in (turn.key, *turn.former))
             earlier.former[memory.id] = (former, turn.time)
         if turn.written:
-            earlier.written[memory.id] = _fit(turn.written, CONTENT_BYTES[1])
+            earlier.written[memory.id] = tuple(_fit(t, CONTENT_BYTES[1]) for t in turn.written)
         if turn.session in last:
             previous[memory.id] = last[turn.session]
         elif turn.follows and turn.time is not None:

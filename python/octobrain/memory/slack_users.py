@@ -1,10 +1,11 @@
-"""The names of a Slack export's members, which its messages give only as user ids.
+"""The names of a Slack export's members and channels, which its messages give only as ids.
 
 Slack's export is a folder: `users.json` (every member: `{id, name, real_name, profile:
 {display_name, real_name}}`), `channels.json`, and a folder per channel of a file per day. A
 message written before Slack added `user_profile` to each (and a bot's) names its speaker
 only by id (`U012AB3CD`); ingesting a day's file with `users.json` in its folder or the one
-above names the speaker as Slack shows them.
+above names the speaker as Slack shows them, and with `channels.json` (`[{id, name, …}]`) there
+a channel its messages give by id alone (`<#C024BE7LR>`) as `#general`.
 
 A message's text is Slack's markup (its "Formatting text" reference): `<@U024BE7LH>` a member,
 `<#C024BE7LR|general>` a channel, `<!here>` a group, `<url|label>` a link, and `&`, `<`, `>`
@@ -23,45 +24,67 @@ from octobrain.errors import InvalidInput
 from octobrain.json_values import UnreadableJSON, read_json
 from octobrain.memory.turn_fields import turn_name
 
-__all__ = ["USERS_FILE", "export_members", "member_names", "slack_text", "users_file"]
+__all__ = [
+    "CHANNELS_FILE",
+    "USERS_FILE",
+    "channel_names",
+    "export_file",
+    "export_names",
+    "member_names",
+    "slack_text",
+    "stored_before",
+]
 
 USERS_FILE = "users.json"
+CHANNELS_FILE = "channels.json"
 _NAMES = ("display_name", "real_name")  # a profile's, as Slack shows a member
 
 
-def users_file(export: Path) -> Path | None:
-    """The `users.json` of the Slack export `export` (a channel's day file) is part of: in its
-    folder, or the folder above (the export's root, beside the channel folders)."""
+def export_file(export: Path, name: str) -> Path | None:
+    """The file `name` (`users.json`, `channels.json`) of the Slack export `export` (a
+    channel's day file) is part of: in its folder, or the folder above (the export's root,
+    beside the channel folders)."""
+    if export.name == name:
+        return None
     for folder in (export.parent, export.parent.parent):
-        path = folder / USERS_FILE
+        path = folder / name
         if path.is_file():
             return path
     return None
 
 
-def export_members(export: Path, read: Callable[[Path], str]) -> dict[str, str] | None:
-    """The names of the members of the Slack export `export` is a day file of, from the
-    `users.json` `users_file` finds (its text read by `read`); None without one, or when the
-    one found is not Slack's list of members: another program's file of that name, in the
-    folder of any file ingested or the one above, refused the ingest of that file."""
-    users = users_file(export) if export.name != USERS_FILE else None
-    if users is None:
-        return None
+def export_names(export: Path, read: Callable[[Path], str]) -> dict[str, str] | None:
+    """The names of the Slack export `export` is a day file of (its text read by `read`): of
+    its members by user id, from the `users.json` `export_file` finds, and of its channels by
+    `#` and channel id, from its `channels.json`; None without either. A file not Slack's
+    list (another program's file of that name, in the folder of any file ingested or the one
+    above) names nothing (it refused the ingest of that file)."""
+    found: dict[str, str] | None = None
+    for name, names in ((USERS_FILE, member_names), (CHANNELS_FILE, channel_names)):
+        path = export_file(export, name)
+        if path is not None:
+            try:
+                found = (found or {}) | names(str(path), read(path))
+            except InvalidInput:
+                continue
+    return found
+
+
+def _listed(field_name: str, text: str, kind: str) -> list[Any]:
+    """The list of a Slack export's `users.json` or `channels.json` (`kind`: what it lists)."""
     try:
-        return member_names(str(users), read(users))
-    except InvalidInput:
-        return None
+        listed: Any = read_json(text)
+    except UnreadableJSON as exc:
+        raise InvalidInput(field_name, f"{exc.reason}; expected Slack's list of {kind}") from None
+    if not isinstance(listed, list):
+        raise InvalidInput(field_name, f"must be Slack's list of {kind}")
+    return listed
 
 
 def member_names(field_name: str, text: str) -> dict[str, str]:
     """User id → the name Slack shows, from a `users.json`'s text; refusals name
     `field_name`."""
-    try:
-        members: Any = read_json(text)
-    except UnreadableJSON as exc:
-        raise InvalidInput(field_name, f"{exc.reason}; expected Slack's list of members") from None
-    if not isinstance(members, list):
-        raise InvalidInput(field_name, "must be Slack's list of members ({id, name, profile})")
+    members = _listed(field_name, text, "members ({id, name, profile})")
     names: dict[str, str] = {}
     for i, member in enumerate(members):
         if not isinstance(member, dict) or not isinstance(member.get("id"), str):
@@ -75,18 +98,42 @@ def member_names(field_name: str, text: str) -> dict[str, str]:
     return names
 
 
+def channel_names(field_name: str, text: str) -> dict[str, str]:
+    """`#` and channel id → the channel's name (`#C024BE7LR` → `general`), from a
+    `channels.json`'s text; refusals name `field_name`."""
+    names: dict[str, str] = {}
+    for i, channel in enumerate(_listed(field_name, text, "channels ({id, name})")):
+        if isinstance(channel, dict) and isinstance(channel.get("id"), str):
+            name = channel.get("name")
+            if isinstance(name, str) and name.strip():
+                names["#" + channel["id"]] = turn_name(f"{field_name}[{i}].name", name, None)
+    return names
+
+
+def stored_before(written: str, shown: str, members: Mapping[str, str]) -> tuple[str, ...]:
+    """The text of a Slack message written `written` and shown `shown` as earlier versions
+    stored it: as written (before its markup was read), and with a channel given by id alone
+    shown by that id (before `channels.json` was read); none where reading it changed
+    nothing."""
+    if written == shown:
+        return ()
+    unnamed = slack_text(written, members, channels=False) if "<#" in written else shown
+    return tuple(dict.fromkeys(t.strip() for t in (written, unnamed) if t != shown))
+
+
 _MARKUP = re.compile(r"<([^<>\n]*)>")  # (a `<` or `>` said is escaped: each pair is markup)
 _ESCAPED = re.compile(r"&(amp|lt|gt);")
 _UNESCAPED = {"amp": "&", "lt": "<", "gt": ">"}
 _GROUPS = ("here", "channel", "everyone", "group")  # `<!here>`: shown `@here`
 
 
-def slack_text(text: str, members: Mapping[str, str]) -> str:
+def slack_text(text: str, members: Mapping[str, str], *, channels: bool = True) -> str:
     """A Slack message's `text` as Slack shows it: its markup read, `members` (user id →
-    name) naming whom it mentions, and its escapes undone."""
+    name; `#` and channel id → name, unless `channels` is false, as versions before channels
+    were named) naming whom and what it mentions, and its escapes undone."""
     shown, end = [], 0
     for markup in _MARKUP.finditer(text):
-        shown += [_unescaped(text[end : markup.start()]), _shown(markup[1], members)]
+        shown += [_unescaped(text[end : markup.start()]), _shown(markup[1], members, channels)]
         end = markup.end()
     return "".join((*shown, _unescaped(text[end:])))
 
@@ -95,15 +142,15 @@ def _unescaped(text: str) -> str:
     return _ESCAPED.sub(lambda m: _UNESCAPED[m[1]], text)
 
 
-def _shown(markup: str, members: Mapping[str, str]) -> str:
-    """What Slack shows for `<markup>`: a mention by name (its own label, else its id, where
-    the export does not name it), a link by its label and address."""
+def _shown(markup: str, members: Mapping[str, str], channels: bool) -> str:
+    """What Slack shows for `<markup>`: a mention by name (a channel's own label first; else
+    its id, where the export does not name it), a link by its label and address."""
     target, _, label = markup.partition("|")
     label = _unescaped(label)
     if target.startswith("@"):  # a member (`<@U123|bob>` as older messages write it)
         return "@" + (members.get(target[1:]) or label or target[1:])
     if target.startswith("#"):  # a channel
-        return "#" + (label or target[1:])
+        return "#" + (label or (members.get(target) if channels else None) or target[1:])
     if target.startswith("!"):  # `<!here>`, `<!subteam^S123|@team>`, `<!date^…|fallback>`
         kind, _, rest = target[1:].partition("^")
         if kind in _GROUPS:

@@ -53,9 +53,10 @@ class Turn:
     follows: str = field(default="", compare=False)
     # The field of a name cut to fit (`turns[3].speaker`: `turn_fields.speaker_name`), or "".
     cut: str = field(default="", compare=False)
-    # Its text as the export wrote it, where reading its markup changed it (Slack's `<@U123>`,
-    # `&amp;`), or "": a turn an earlier version stored with it is this turn, already there.
-    written: str = field(default="", compare=False)
+    # Its text as earlier versions stored it, where reading its markup changed it: as written
+    # (Slack's `<@U123>`, `&amp;`), with a channel by id (`#C024BE7LR`, before `channels.json`
+    # was read): a turn an earlier version stored with one of them is this turn, already there.
+    written: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass
