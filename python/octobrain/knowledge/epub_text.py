@@ -8,7 +8,6 @@ spine's non-linear items (`linear="no"`: notes, pop-ups) and images are left out
 
 from __future__ import annotations
 
-import io
 import posixpath
 import zipfile
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from urllib.parse import unquote
 from octobrain.errors import InvalidInput, as_json
 from octobrain.knowledge import html_text
 from octobrain.knowledge.charset import decode_page
-from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked, package_xml
+from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked, open_package, package_xml
 from octobrain.safe_text import shows_something
 
 # The most entries an EPUB's zip may list: a long illustrated book has a few thousand (a
@@ -40,7 +39,7 @@ def title_and_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     a section (`#` lines for its headings; its `<title>` as one when it has none);
     `Unpacked` when the zip would unpack past `max_bytes`; InvalidInput, naming `uri`, for
     a book that cannot be read or whose documents hold over `EPUB_MARKUP_BYTES`."""
-    with zipfile.ZipFile(io.BytesIO(data)) as book:  # an entry never inflates past its size
+    with open_package(data, uri, "EPUB") as book:  # an entry never inflates past its size
         entries = book.infolist()
         if len(entries) > EPUB_ENTRIES:
             raise _unread(uri, f"its zip lists {len(entries)} entries, over {EPUB_ENTRIES}")

@@ -148,10 +148,10 @@ def _mark_outline(reader: Any, pages: list[list[str]]) -> None:
     page reads as the bookmark's title. A broken outline marks nothing, nor does one of more
     than `PDF_BOOKMARKS` bookmarks (counted before pypdf builds any)."""
     try:
-        if (count := _bookmarks(reader, PDF_BOOKMARKS)) > PDF_BOOKMARKS:
+        if _bookmarks(reader, PDF_BOOKMARKS) > PDF_BOOKMARKS:
             log.info("the PDF's outline is not read: over %d bookmarks", PDF_BOOKMARKS)
             return
-        entries = list(_outline(reader, reader.outline, 1)) if count else []
+        entries = list(_outline(reader, reader.outline, 1))
     except Exception as exc:  # a damaged outline: the text is still good
         log.info("the PDF's outline is not read: %s", exc)
         return
