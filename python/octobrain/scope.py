@@ -289,6 +289,17 @@ def validate_scope(scope: str, field: str = "scope") -> str:
     return text
 
 
+def read_now(stored: str) -> str:
+    """The scope a stored spelling is read as now (`validate_scope`): an earlier version kept
+    a remote's host as written (`github.com./acme/api`, `ｇｉｔｈｕｂ.com/…`, `xn--bcher-kva.…`),
+    since derived as `github.com/acme/api` and `bücher.…`; a spelling no longer accepted is kept
+    as it is."""
+    try:
+        return validate_scope(stored)
+    except InvalidInput:
+        return stored
+
+
 def git_head(directory: Path | None = None) -> str:
     """The current commit of `directory`'s repository (default: the cwd), or ""."""
     return _git(directory or Path.cwd(), "rev-parse", "HEAD") or ""

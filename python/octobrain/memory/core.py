@@ -24,7 +24,7 @@ from octobrain.models import Memory
 from octobrain.safe_text import check_text, check_visible
 from octobrain.scope import scope_named, validate_scope
 from octobrain.secrets import screen, screen_each
-from octobrain.store import MemoryStore, NotFound
+from octobrain.store import MemoryStore, NotFound, respell
 from octobrain.store.closing import Closable
 from octobrain.store.location import StoreLocation, is_remote, redact
 from octobrain.store.sql import visible_scopes
@@ -63,6 +63,7 @@ class BrainBase(Closable):
         if self._store is None:
             location = StoreLocation.from_config(self.config, self.uri)
             self._store = MemoryStore(location, self.embedder.model_id, self.embedder.dim)
+            respell.bring_up(self._store)  # (a store an earlier version wrote)
         return self._store
 
     @property

@@ -48,6 +48,7 @@ from octobrain.models import (
     Source,
 )
 from octobrain.secrets import screen
+from octobrain.store.respell import former_spellings
 from octobrain.text import analyze
 from octobrain.times import earlier_by, utcnow
 
@@ -250,6 +251,8 @@ def _batches(
     conversation_tag = _tag(CONVERSATION_PREFIX, key)
     # A name is in NFC (`turn_fields.same_name`); before, as written: a macOS file's, as NFD.
     decomposed = unicodedata.normalize("NFD", key)
+    # Its scope as an earlier version spelt it (`store.respell`): its turns' ids were made so.
+    spelt = former_spellings(brain.store, scope) if scope else []
     if spans:  # (numbered from 1 in each call: they go on from those earlier calls stored)
         numbers.update(continued_sessions(brain.store, scope, conversation_tag, key, spans))
     now = utcnow()
@@ -280,10 +283,13 @@ def _batches(
             updated_at=now,
             last_accessed=now,
         )
-        if turn.former or decomposed != key:
+        if turn.former or decomposed != key or spelt:
             former = tuple(turn_id(scope, key, k) for k in turn.former)
             if decomposed != key:  # (its name as an earlier version stored it, decomposed)
                 former += tuple(turn_id(scope, decomposed, k) for k in (turn.key, *turn.former))
+            names = dict.fromkeys((key, decomposed))
+            keys = (turn.key, *turn.former)
+            former += tuple(turn_id(s, n, k) for s in spelt for n in names for k in keys)
             earlier.former[memory.id] = (former, turn.time)
         if turn.written:
             earlier.written[memory.id] = tuple(_fit(t, CONTENT_BYTES[1]) for t in turn.written)

@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 RESTORING = "restoring"  # the manifest's mark of a restore under way: the version it goes to
 MIGRATING = "migrating"  # a migrate's mark on the store it fills: where it copies from
+# The scope spelling its rows carry (`store.respell`): a store whose memories table is made
+# now has it; one an earlier version made, or a restore took back, has its rows respelt.
+SCOPES_SPELT = "scopes_spelt"
+SCOPE_SPELLING = 1
 # Every table octobrain makes (a store made before the manifest adopts those that open).
 KNOWN_TABLES = (
     "memories",
@@ -259,6 +263,13 @@ def retable(location: StoreLocation, change: Callable[[set[str]], set[str]]) -> 
         location.write_json(MANIFEST, {**current, "tables": sorted(tables)})
 
 
+def note(location: StoreLocation, key: str, value: Any) -> None:
+    """Set the manifest's `key` to `value` (its tables kept)."""
+    with location.lock("manifest", LOCK_TIMEOUT_S):
+        current = location.read_json(MANIFEST) or {"tables": []}
+        location.write_json(MANIFEST, {**current, key: value})
+
+
 def mark_restore(location: StoreLocation, version: int | None) -> None:
     """Record that a restore to `version` is under way (None: that it finished). Its tables
     go back one commit at a time, so a restore cut short leaves them at different moments
@@ -269,6 +280,7 @@ def mark_restore(location: StoreLocation, version: int | None) -> None:
         current.pop(RESTORING, None)
         if version is not None:
             current[RESTORING] = version
+            current.pop(SCOPES_SPELT, None)  # (its rows may be spelt as an earlier version did)
         location.write_json(MANIFEST, current)
 
 
@@ -367,6 +379,8 @@ def open_or_create(
         # (A mark left by a table of that name before it was lost would be above this one's.)
         location.high_water.record({name: int(table.version)})
         record(location, name)
+        if name == "memories":  # (none of its rows can be spelt as an earlier version did)
+            note(location, SCOPES_SPELT, SCOPE_SPELLING)
     return table
 
 

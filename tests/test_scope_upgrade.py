@@ -1,0 +1,70 @@
+"""A store written by an earlier version, which spelt the scope of the same remote otherwise
+(before stop 60: the host's final dot and fullwidth letters kept; before stop 61: a punycode
+host as written), read by the current code: the project's memories are still its own, and a
+chat ingested then is not stored a second time (`store.respell`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from octobrain.memory.brain import Brain
+from octobrain.memory.conversation import parse_chat
+from octobrain.store import manifest
+from tests.brain_support import TOKEN_BUCKET, MakeBrain
+from tests.brain_support import make_brain as make_brain  # the fixture, shared
+
+# (the spelling an earlier version derived for a remote, the scope derived for it now)
+EARLIER = [
+    ("github.com./acme/api", "github.com/acme/api"),
+    ("ｇｉｔｈｕｂ.com/acme/api", "github.com/acme/api"),
+    ("xn--bcher-kva.example/acme/api", "bücher.example/acme/api"),
+]
+CHAT = [
+    {"speaker": "Ana", "text": f"turn {i}: the canary takes 5 percent", "time": f"2026-01-0{i}"}
+    for i in range(1, 4)
+]
+
+
+def _written_before(make_brain: MakeBrain, earlier: str, now: str) -> tuple[Brain, str]:
+    """A store holding a memory and a chat written in scope `earlier` as an earlier version
+    wrote them (the scope it derived, ids made from it), without the mark of a store made now;
+    returns it and the memory's id."""
+    old = make_brain(now)
+    old.scope = earlier  # (what that version derived for the checkout)
+    stored, _ = old.memorize(*TOKEN_BUCKET, memory_type="decision")
+    assert old.ingest([parse_chat(CHAT, key="standup")]).added == 3
+    manifest.note(old.store.location, manifest.SCOPES_SPELT, None)
+    return old, stored.id
+
+
+@pytest.mark.parametrize(("earlier", "now"), EARLIER)
+def test_memories_stored_under_a_scopes_earlier_spelling_stay_the_projects(
+    make_brain: MakeBrain, earlier: str, now: str
+) -> None:
+    old, stored = _written_before(make_brain, earlier, now)
+    chat_ids = {m.id for m in old.recent() if m.id != stored}
+
+    brain = make_brain(now)
+    assert {m.id for m in brain.recent()} == {stored, *chat_ids}
+    found = brain.remember("token bucket rate limiting").hits
+    assert [r.memory.id for r in found][:1] == [stored]
+    assert {m.scope for m in brain.recent()} == {now}
+    again = brain.ingest([parse_chat(CHAT, key="standup")])
+    assert (again.added, again.skipped_existing) == (0, 3)
+    assert len(brain.recent()) == 4
+
+
+def test_a_store_made_now_is_not_respelt(make_brain: MakeBrain) -> None:
+    brain = make_brain("github.com/acme/api")
+    brain.memorize(*TOKEN_BUCKET, memory_type="decision")
+    record = manifest.read(brain.store.location) or {}
+    assert record.get(manifest.SCOPES_SPELT) == manifest.SCOPE_SPELLING
+
+
+def test_a_restore_to_before_the_respelling_is_respelt_again(make_brain: MakeBrain) -> None:
+    old, stored = _written_before(make_brain, "github.com./acme/api", "github.com/acme/api")
+    before = old.history(1)[0]  # (its rows spelt as the earlier version did)
+    brain = make_brain("github.com/acme/api")
+    assert stored in {m.id for m in brain.recent()}
+    brain.restore(before.version, confirm=True)
+    assert stored in {m.id for m in make_brain("github.com/acme/api").recent()}
