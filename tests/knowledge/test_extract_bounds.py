@@ -176,7 +176,7 @@ def test_docx_paragraph_styles_as_python_docx_names_them(tmp_path: Path) -> None
     # them again: 5,000 styles and 5,000 paragraphs took 282 s. Now read once, same names.
     import docx
 
-    from octobrain.knowledge.docx_text import _paragraph_styles
+    from octobrain.knowledge.docx_styles import read_styles
 
     document = docx.Document()
     document.add_heading("Runbook", level=0)
@@ -197,7 +197,7 @@ def test_docx_paragraph_styles_as_python_docx_names_them(tmp_path: Path) -> None
     )
     for style in list(added):
         styles.append(style)
-    names, default = _paragraph_styles(styles)
+    names, default = read_styles(styles)[:2]
     for paragraph in document.paragraphs:
         expected = paragraph.style.name if paragraph.style is not None else ""
         style_id = paragraph._p.style

@@ -1,6 +1,7 @@
 """DOCX list numbers: the `1.`, `2.`, `a)` or `1.2.` Word shows before a numbered paragraph.
 
-A paragraph is numbered by its own `w:numPr` or by its style's; the numbering part says, per
+A paragraph is numbered by its own `w:numPr` or by its style's (`docx_styles.py`: the
+style's own, or that of a style it is built on); the numbering part says, per
 list and level, the format (`decimal`, `lowerLetter`, `bullet`, …), the first number and the
 text around it (`%1.`, `%1.%2.`). Counters run per list: a level's counter goes on from its
 last item, and an item at a level starts the levels under it afresh, as Word counts.
@@ -24,11 +25,11 @@ _NUMBER_DIGITS = 9
 class Numbering:
     """The list markers of one DOCX's paragraphs, read in document order."""
 
-    def __init__(self, document: Any, styles: Any) -> None:
+    def __init__(self, document: Any, style_numbering: dict[str, tuple[str | None, int]]) -> None:
         # (numId, level) → (format, level text, start); numId → counters by level.
         self._levels: dict[tuple[str, int], tuple[str, str, int]] = {}
         self._counts: dict[str, list[int | None]] = {}
-        self._style_num = _style_numbering(styles)
+        self._style_num = style_numbering  # (numId, level) by paragraph style id
         from docx.opc.constants import RELATIONSHIP_TYPE as RT
 
         try:
@@ -91,24 +92,6 @@ def _level_defs(abstract: Any) -> dict[int, tuple[str, str, int]]:
             1 if start is None else counter(start.get(_VAL), 1),
         )
     return {level: d for level, d in levels.items() if 0 <= level < _LEVELS}
-
-
-def _style_numbering(styles: Any) -> dict[str, tuple[str | None, int]]:
-    """Each paragraph style's own numbering (`w:pPr/w:numPr` in its definition), by id."""
-    found: dict[str, tuple[str | None, int]] = {}
-    for style in styles.iter(f"{_W}style"):
-        num_pr = style.find(f"{_W}pPr/{_W}numPr")
-        if num_pr is None:
-            continue
-        num_id, level = num_pr.find(f"{_W}numId"), num_pr.find(f"{_W}ilvl")
-        found.setdefault(
-            str(style.get(f"{_W}styleId")),
-            (
-                None if num_id is None else num_id.get(_VAL),
-                0 if level is None else counter(level.get(_VAL)),
-            ),
-        )
-    return found
 
 
 def counter(value: Any, default: int = 0) -> int:

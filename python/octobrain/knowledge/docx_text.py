@@ -18,7 +18,8 @@ from octobrain.knowledge.docx_notes import (
     page_count_only,
     running_parts,
 )
-from octobrain.knowledge.docx_numbering import Numbering, counter
+from octobrain.knowledge.docx_numbering import Numbering
+from octobrain.knowledge.docx_styles import BODY_TEXT, W_OUTLINE, level_of, read_styles
 from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked
 from octobrain.safe_text import shows_something
 
@@ -48,9 +49,9 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
     if markup > MARKUP_BYTES:
         raise Unpacked("the DOCX's XML", markup, MARKUP_BYTES)
     document = docx.Document(io.BytesIO(data))
-    styles, default = _paragraph_styles(document.styles.element)
-    outlines = _outline_levels(document.styles.element)
-    numbering = Numbering(document, document.styles.element)
+    styling = read_styles(document.styles.element)  # (one walk of the styles part)
+    styles, default, outlines = styling.names, styling.default, styling.outlines
+    numbering = Numbering(document, styling.numbering)
     notes = Notes(document)
     body = document.element.body
     _drop_shadow_text(body)
@@ -66,19 +67,19 @@ def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
         style_element = item.find(f"{_W_PPR}/{_W_PSTYLE}")
         style_id = None if style_element is None else style_element.get(_W_VAL)
         style = styles.get(style_id, default) if style_id else default
-        if _CONTENTS_ENTRY.fullmatch(style):  # (a table of contents' entry: a repeat)
+        if _CONTENTS_ENTRY.fullmatch(style):  # (an entry of a table of contents or an index)
             continue
+        marker = numbering.marker(item, style_id)  # (an empty one counts: it shows its number)
         if CODE_STYLE.search(style):  # a line of a code sample: its blank lines kept
-            code.append(shown)
+            code.append(shown if marker is None else marker + shown)  # (a numbered step's)
             continue
         end_code(blocks, code)
         text = shown.strip()
-        marker = numbering.marker(item, style_id)  # (an empty one counts: it shows its number)
         if not shows_something(text):  # (nor one of zero-width spaces: no heading of none)
             continue
         level = re.fullmatch(r"Heading (\d)", style)
-        outline = _outline_level(item, outlines.get(style_id or "", _BODY_TEXT))
-        if level or style == "Title" or outline < _BODY_TEXT:
+        outline = _outline_level(item, outlines.get(style_id or "", BODY_TEXT))
+        if level or style == "Title" or outline < BODY_TEXT:
             _add_notes(blocks, notes, FOOTNOTE)  # a section's footnotes end it, then comments
             _add_notes(blocks, notes, COMMENT)
             number = "" if marker in (None, "- ") else marker  # as Word numbers it: `2.1 `
@@ -107,8 +108,16 @@ CODE_STYLE = re.compile(r"(?i)\b(?:code|preformatted|macro text|plain text)\b")
 # A table of contents repeats the headings (with page numbers the text has no pages for):
 # read, its chunk matched every question about a section beside the section itself. Left
 # out, as an ODT's is: Word's content control of one (`w:docPartGallery`), and an entry's
-# paragraph style outside one (Word's "toc 1", LibreOffice's "Contents 1").
-_CONTENTS_ENTRY = re.compile(r"(?i)(?:toc|contents) [1-9]")
+# paragraph style outside one (Word's "toc 1", LibreOffice's "Contents 1"). So are the
+# entries of the other indexes that repeat the text's words or captions with page numbers:
+# an index (Word's "index 1", its letters' "index heading"), a table of figures, and
+# LibreOffice's indexes of figures, tables, objects and a user's. A bibliography (Word's
+# "Bibliography" entries, LibreOffice's "Bibliography 1") holds the references the text
+# cites by a short form only: read.
+_CONTENTS_ENTRY = re.compile(
+    r"(?i)(?:toc|contents) [1-9]|index heading|table of figures"
+    r"|(?:(?:figure|illustration|table|object|user) )?index [1-9]"
+)
 _TABLE_OF_CONTENTS = "Table of Contents"
 _W_GALLERY = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}docPartGallery"
 
@@ -144,47 +153,13 @@ def _running_lines(document: Any, reference: str) -> list[str]:
     return list(lines)
 
 
-# Word's outline levels: 0–8 a heading's (1–9), 9 body text.
-_BODY_TEXT = 9
-_W_OUTLINE = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}outlineLvl"
-
-
 def _outline_level(paragraph: Any, by_style: int) -> int:
     """The outline level of `paragraph`: its own (`w:pPr/w:outlineLvl`), else its style's."""
     properties = paragraph[0] if len(paragraph) else None  # (`w:pPr` comes first)
     if properties is None or properties.tag != _W_PPR:
         return by_style
-    own = properties.find(_W_OUTLINE)
-    return by_style if own is None else _level_of(own)
-
-
-def _level_of(outline: Any) -> int:
-    """The level a `w:outlineLvl` gives (body text past 9, or where it is not a number)."""
-    return min(_BODY_TEXT, counter(outline.get(_W_VAL), _BODY_TEXT))
-
-
-def _outline_levels(styles: Any) -> dict[str, int]:
-    """The outline level of each paragraph style, by id: its own (`w:outlineLvl`), else the
-    nearest of the styles it is built on (`w:basedOn`, 32 at most) that has one. Word lists
-    a paragraph with one below 9 as a heading, whatever its style's name."""
-    own: dict[str, int] = {}
-    bases: dict[str, str] = {}
-    for style in styles.iterchildren(f"{_W}style"):
-        style_id = str(style.get(f"{_W}styleId", ""))
-        level = style.find(f"{_W_PPR}/{_W_OUTLINE}")
-        base = style.find(f"{_W}basedOn")
-        if level is not None:
-            own.setdefault(style_id, _level_of(level))
-        if base is not None:
-            bases.setdefault(style_id, str(base.get(_W_VAL, "")))
-    found: dict[str, int] = {}
-    for style_id in bases.keys() | own.keys():
-        at, steps = style_id, 0
-        while at not in own and at in bases and steps < 32:
-            at, steps = bases[at], steps + 1
-        if own.get(at, _BODY_TEXT) < _BODY_TEXT:
-            found[style_id] = own[at]
-    return found
+    own = properties.find(W_OUTLINE)
+    return by_style if own is None else level_of(own)
 
 
 def _core_title(document: Any) -> str:
@@ -311,30 +286,6 @@ def _docx_markup(package: Any, parts: list[Any]) -> int:
         if name.endswith((".rels", ".xml")) or kind.endswith("xml"):
             total += part.file_size
     return total
-
-
-def _paragraph_styles(styles: Any) -> tuple[dict[str, str], str]:
-    """The names of a DOCX's paragraph styles by id, and the default paragraph style's name.
-
-    Read once: python-docx looks a paragraph's style up among all the styles (and the default
-    among them again), for every paragraph: 5,000 styles and 5,000 paragraphs took 282 s.
-    As it does: the first style of an id counts, one of another type gives the default."""
-    from docx.oxml.ns import qn
-    from docx.styles import BabelFish
-
-    by_id: dict[str, tuple[str | None, str]] = {}
-    default = ""
-    for style in styles.iterchildren(qn("w:style")):
-        kind, style_id = style.get(qn("w:type")), style.get(qn("w:styleId"))
-        name_element = style.find(qn("w:name"))
-        name = name_element.get(qn("w:val"), "") if name_element is not None else ""
-        name = BabelFish.internal2ui(name)  # `heading 1` is `Heading 1`
-        if style_id:
-            by_id.setdefault(style_id, (kind, name))
-        if kind == "paragraph" and style.get(qn("w:default")) in ("1", "true", "on"):
-            default = name  # the last default counts
-    names = {key: name for key, (kind, name) in by_id.items() if kind == "paragraph"}
-    return names, default
 
 
 def _docx_rows(table: Any, blocks: list[str], cells: int, notes: Notes) -> int:

@@ -107,13 +107,15 @@ MIME_TYPES = {
 # EPUB 2: a chapter titled only by the book's title a section of its own; DOCX 5: a
 # header's text box read once, with its paragraph; RTF 2: its `\\title`, raw bytes in its
 # code page; DOCX 6: a text box's fallback copy left out of headers, footers and notes;
-# ODT 2: headers and footers, lists numbered on where they continue, code paragraphs.)
+# ODT 2: headers and footers, lists numbered on where they continue, code paragraphs; DOCX
+# 8: numbering from the style a style is built on, a numbered code line's number, indexes
+# and tables of figures left out.)
 EXTRACTOR_VERSIONS = {
     DocType.HTML: 3,
     DocType.MARKDOWN: 2,
     DocType.TEXT: 1,
     DocType.PDF: 7,
-    DocType.DOCX: 7,
+    DocType.DOCX: 8,
     DocType.EPUB: 2,
     DocType.ODT: 3,
     DocType.RTF: 2,
