@@ -20,6 +20,10 @@ OUTLINE = (
 )
 
 
+def _item(text: str, nested: str = "") -> str:
+    return f"<text:list-item><text:p>{text}</text:p>{nested}</text:list-item>"
+
+
 def _heading(level: int, text: str, extra: str = "") -> str:
     return f'<text:h text:outline-level="{level}"{extra}>{text}</text:h>'
 
@@ -193,14 +197,11 @@ def test_an_odt_list_level_showing_its_parents_numbers_prints_them(tmp_path: Pat
         "</text:list-style></office:styles>"
     )
 
-    def item(text: str, nested: str = "") -> str:
-        return f"<text:list-item><text:p>{text}</text:p>{nested}</text:list-item>"
-
-    first = f"<text:list>{item('Notice')}{item('Cure')}</text:list>"
-    second = f"<text:list>{item('Effect')}</text:list>"
+    first = f"<text:list>{_item('Notice')}{_item('Cure')}</text:list>"
+    second = f"<text:list>{_item('Effect')}</text:list>"
     body = (
-        f'<text:list text:style-name="Legal">{item("Term", first)}'
-        f"{item('Termination', second)}</text:list>"
+        f'<text:list text:style-name="Legal">{_item("Term", first)}'
+        f"{_item('Termination', second)}</text:list>"
     )
     assert _read(write_odt(tmp_path / "legal.odt", body, styles=styles))[1].split("\n\n") == [
         "1. Term",
@@ -210,7 +211,7 @@ def test_an_odt_list_level_showing_its_parents_numbers_prints_them(tmp_path: Pat
         "2.1. Effect",
     ]
     # Ten levels shown at most (LibreOffice's lists have ten), however deep the list.
-    deep = item("bottom")
+    deep = _item("bottom")
     for _ in range(40):
         deep = f"<text:list-item><text:list>{deep}</text:list></text:list-item>"
     styles = styles.replace('text:display-levels="2"', 'text:display-levels="999"').replace(
@@ -224,3 +225,84 @@ def test_an_odt_list_level_showing_its_parents_numbers_prints_them(tmp_path: Pat
         )
     )[1]
     assert text == "1.1.1.1.1.1.1.1.1.1. bottom"
+
+
+def test_an_odt_list_format_prints_numbers_as_libreoffice_shows_them(tmp_path: Path) -> None:
+    # LibreOffice 7.2+ writes a level's whole number as `loext:num-list-format` ("%1%-%2%:"
+    # after a Word list `%1-%2:`), which its prefix, suffix and levels shown cannot say: the
+    # separator, a level skipped. LibreOffice shows "1-a:" and "(1/1)"; before: "1.a:" and
+    # "(b.1)" (the levels above joined by dots).
+    loext = "urn:org:documentfoundation:names:experimental:office:xmlns:loext:1.0"
+    styles = (
+        f'<office:styles><text:list-style xmlns:loext="{loext}" style:name="WWNum9">'
+        '<text:list-level-style-number text:level="1" loext:num-list-format="%1%)" '
+        'style:num-suffix=")" style:num-format="1"/><text:list-level-style-number '
+        'text:level="2" loext:num-list-format="%1%-%2%:" style:num-suffix=":" '
+        'style:num-format="a" text:display-levels="2"/><text:list-level-style-number '
+        'text:level="3" loext:num-list-format="(%1%/%3%)" style:num-prefix="(" '
+        'style:num-suffix=")" style:num-format="1" text:display-levels="2"/>'
+        "</text:list-style></office:styles>"
+    )
+
+    deep = f"<text:list>{_item('Deep')}</text:list>"
+    first = f"<text:list>{_item('One a')}{_item('One b', deep)}</text:list>"
+    body = (
+        f'<text:list text:style-name="WWNum9">{_item("One", first)}'
+        f"{_item('Two', '<text:list>' + _item('Two a') + '</text:list>')}</text:list>"
+    )
+    assert _read(write_odt(tmp_path / "format.odt", body, styles=styles))[1].split("\n\n") == [
+        "1) One",
+        "1-a: One a",
+        "1-b: One b",
+        "(1/1) Deep",
+        "2) Two",
+        "2-a: Two a",
+    ]
+    # In the heading numbering too: "1-1 Rotation" as LibreOffice shows it.
+    outline = (
+        f'<office:styles><text:outline-style xmlns:loext="{loext}" style:name="Outline">'
+        '<text:outline-level-style text:level="1" style:num-format="1" '
+        'loext:num-list-format="%1%"/><text:outline-level-style text:level="2" '
+        'style:num-format="1" text:display-levels="2" loext:num-list-format="%1%-%2%"/>'
+        "</text:outline-style></office:styles>"
+    )
+    body = _heading(1, "Keys") + _heading(2, "Storage") + _heading(2, "Rotation")
+    assert _read(write_odt(tmp_path / "outline.odt", body, styles=outline))[1].split("\n\n") == [
+        "# 1 Keys",
+        "## 1-1 Storage",
+        "## 1-2 Rotation",
+    ]
+
+
+def test_an_odt_bibliography_is_read_and_its_other_indexes_left_out(tmp_path: Path) -> None:
+    # A bibliography's index body holds the references themselves: in the text a citation
+    # shows only its short name ("[Knuth84]"), its author and title are attributes. Before:
+    # left out with the table of contents. An alphabetical index, the indexes of figures,
+    # tables, objects and a user's are, as the table of contents is, a repeat of the text's
+    # words and captions with page numbers the text has none for: left out still.
+    def index(kind: str, title: str, entry: str) -> str:
+        return (
+            f'<text:{kind} text:name="{kind}1"><text:{kind}-source><text:index-title-template>'
+            f"{title}</text:index-title-template></text:{kind}-source><text:index-body>"
+            f'<text:index-title text:name="{kind}1_Head"><text:p>{title}</text:p>'
+            f"</text:index-title><text:p>{entry}</text:p></text:index-body></text:{kind}>"
+        )
+
+    body = (
+        _heading(1, "Keys") + "<text:p>Rotate keys<text:alphabetical-index-mark text:string-value="
+        '"rotation"/> monthly, as in <text:bibliography-mark text:identifier="Knuth84" '
+        'text:bibliography-type="book" text:author="Knuth, D." text:title="The TeXbook">'
+        "[Knuth84]</text:bibliography-mark>.</text:p>"
+        + index("alphabetical-index", "Alphabetical Index", "rotation, 1")
+        + index("illustration-index", "Figures", "Figure 1: Key ring<text:tab/>1")
+        + index("table-index", "Tables", "Table 1: Quotas<text:tab/>1")
+        + index("object-index", "Objects", "Object1<text:tab/>1")
+        + index("user-index", "Terms", "rotation<text:tab/>1")
+        + index("bibliography", "Bibliography", "[Knuth84] Knuth, D.: The TeXbook, 1984")
+    )
+    assert _read(write_odt(tmp_path / "indexes.odt", body))[1].split("\n\n") == [
+        "# Keys",
+        "Rotate keys monthly, as in [Knuth84].",
+        "Bibliography",
+        "[Knuth84] Knuth, D.: The TeXbook, 1984",
+    ]

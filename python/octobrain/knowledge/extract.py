@@ -109,7 +109,8 @@ MIME_TYPES = {
 # code page; DOCX 6: a text box's fallback copy left out of headers, footers and notes;
 # ODT 2: headers and footers, lists numbered on where they continue, code paragraphs; DOCX
 # 8: numbering from the style a style is built on, a numbered code line's number, indexes
-# and tables of figures left out.)
+# and tables of figures left out; ODT 4: LibreOffice's list formats (`1-a:`), the
+# bibliography read.)
 EXTRACTOR_VERSIONS = {
     DocType.HTML: 3,
     DocType.MARKDOWN: 2,
@@ -117,7 +118,7 @@ EXTRACTOR_VERSIONS = {
     DocType.PDF: 7,
     DocType.DOCX: 8,
     DocType.EPUB: 2,
-    DocType.ODT: 3,
+    DocType.ODT: 4,
     DocType.RTF: 2,
 }
 

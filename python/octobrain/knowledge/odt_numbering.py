@@ -24,6 +24,13 @@ _START = f"{_TEXT}start-value"
 # text around it (`Step `, `)`) at most 40 characters each. A 4,000-digit start, or a 1 MB
 # `num-prefix`, was printed again before every item: 80 to 20,000 times the bytes of the item.
 _AFFIX_CHARS = 40
+# The number as a whole, as LibreOffice 7.2+ writes it beside the prefix, suffix and levels
+# shown (`%1%-%2%:`, Word's `%1-%2:`): at most 100 characters, its ten numbers bounded as
+# the counts are.
+_LIST_FORMAT = (
+    "{urn:org:documentfoundation:names:experimental:office:xmlns:loext:1.0}num-list-format"
+)
+_LIST_FORMAT_CHARS = 100
 # Outline and list levels: ODF numbers headings 1–10, LibreOffice's lists have ten levels; a
 # number shows at most ten levels' counts (a list nested 120 deep showing all its parents'
 # printed 120 numbers before each item).
@@ -117,6 +124,9 @@ def _number(levels: dict[int, Any], depth: int, counts: dict[int, int], *, from_
     (digits where it has none), a level not counted yet as its start (`from_start`) or 1; and
     the text around it, a space after."""
     style = levels[depth]
+    whole = str(style.get(_LIST_FORMAT) or "")[:_LIST_FORMAT_CHARS]
+    if "%" in whole:  # (LibreOffice 7.2+: the number as a whole, `%1%-%2%:`)
+        return _as_listed(whole, levels, depth, counts, from_start=from_start)
     shown = level_number(style.get(f"{_TEXT}display-levels") or 1)
     shows = min(depth, _OUTLINE_LEVELS, max(1, shown))
     parts = []
@@ -126,6 +136,23 @@ def _number(levels: dict[int, Any], depth: int, counts: dict[int, int], *, from_
         unset = level_number(own.get(_START)) if from_start and own is not None else 1
         parts.append(_shown(form, counts.get(level, unset)))
     return f"{_affix(style, 'prefix')}{'.'.join(parts)}{_affix(style, 'suffix')} "
+
+
+def _as_listed(
+    whole: str, levels: dict[int, Any], depth: int, counts: dict[int, int], *, from_start: bool
+) -> str:
+    """The number of what was just counted at `depth` as the level's list format (`whole`)
+    prints it: its `%1%` … `%10%` each the count of that level (up to `depth`, the ten above
+    it at most) in that level's format, the first of each replaced, as LibreOffice does; the
+    rest of it as written, a space after."""
+    for level in range(max(1, depth - _OUTLINE_LEVELS + 1), depth + 1):
+        token = f"%{level}%"
+        if token in whole:  # (only the numbers it shows are made)
+            own = levels.get(level)
+            form = "1" if own is None else str(own.get(f"{_STYLE}num-format") or "1")
+            unset = level_number(own.get(_START)) if from_start and own is not None else 1
+            whole = whole.replace(token, _shown(form, counts.get(level, unset)), 1)
+    return f"{whole} "
 
 
 def _shown(form: str, number: int) -> str:

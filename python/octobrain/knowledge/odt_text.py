@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 from octobrain.knowledge.docx_notes import page_count_only
 from octobrain.knowledge.docx_numbering import roman
+from octobrain.knowledge.docx_styles import inherited
 from octobrain.knowledge.docx_text import CODE_STYLE, end_code
 from octobrain.knowledge.odt_numbering import (
     ListCounts,
@@ -49,7 +50,16 @@ _ANNOTATION = f"{_OFFICE}annotation"
 # What holds blocks without being one: a section, a table's groups of rows, a change of text
 # a reviewer accepted (`text:tracked-changes` holds the deleted text: not read).
 _WRAPPERS = {f"{_TEXT}section", f"{_TABLE}table-header-rows", f"{_TABLE}table-rows",
-             f"{_TABLE}table-row-group", f"{_TEXT}soft-page-break"}  # fmt: skip
+             f"{_TABLE}table-row-group", f"{_TEXT}soft-page-break",
+             f"{_TEXT}index-title"}  # fmt: skip
+# The indexes LibreOffice makes of a document (`text:index-body`, what they showed when last
+# updated): a bibliography's holds the references themselves, which the text cites only by
+# their short names (`[Knuth84]`; their authors and titles are attributes of the citation),
+# and is read; a table of contents, an alphabetical index, the indexes of figures, tables,
+# objects and a user's repeat the text's headings, words and captions with page numbers the
+# text has none for, and are left out (read, their chunk matched a question about any of
+# them beside the section that answers it). Its title (`text:index-title`) read as it shows.
+_BIBLIOGRAPHY, _INDEX_BODY = f"{_TEXT}bibliography", f"{_TEXT}index-body"
 # Inside a paragraph, text that is not the paragraph's: deleted text of a tracked change, an
 # image's bytes and descriptions, a note (cited by its marker) and a comment (read after its
 # section), the end marker of a comment's range.
@@ -241,18 +251,8 @@ def _paragraph_styles(content: Any, styles: Any) -> tuple[dict[str, int], frozen
                 levels[name] = _level(style.get(f"{_STYLE}default-outline-level"))
             elif named or shown.lower() == "title":
                 levels[name] = _level(named.group(1) if named else 1)
-    found = {name: level for name in parents if (level := _inherited(name, levels, parents))}
-    return found, frozenset(name for name in parents if _inherited(name, code, parents))
-
-
-def _inherited(name: str, own: dict[str, Any], parents: dict[str, str]) -> Any:
-    """What the style `name`, or the nearest of its parents (32 at most), has in `own`."""
-    seen: set[str] = set()
-    at = name
-    while at and at not in own and at not in seen and len(seen) < 32:
-        seen.add(at)
-        at = parents.get(at, "")
-    return own.get(at)
+    found = {name: level for name in parents if (level := inherited(name, levels, parents, None))}
+    return found, frozenset(name for name in parents if inherited(name, code, parents, None))
 
 
 def _read_blocks(
@@ -293,6 +293,9 @@ def _read_blocks(
                 _read_table(child, blocks, notes, styling)
         elif tag in _WRAPPERS:
             _read_blocks(child, blocks, notes, styling, tables)
+        elif tag == _BIBLIOGRAPHY:  # (the other indexes, a table of contents: left out)
+            for index_body in child.iterchildren(_INDEX_BODY):
+                _read_blocks(index_body, blocks, notes, styling, tables)
     end_code(blocks, code)
 
 
