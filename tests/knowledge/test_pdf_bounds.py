@@ -249,3 +249,51 @@ def test_an_outline_of_more_bookmarks_than_the_bound_is_not_read(
     built.clear()
     assert _text(_outlined_pdf(tmp_path / "over.pdf", 21)) == "Rotation\nRotate the keys."
     assert len(built) <= 20  # (before: 21, and pypdf's own bound 100,000)
+
+
+def _xref_stream_pdf(path: Path, listed: int) -> Path:
+    """A one-page PDF whose cross-reference stream lists `listed` objects, those past its own
+    pointing at its page (compressed: a few kilobytes)."""
+    import zlib
+
+    body = b"BT /F1 11 Tf 72 700 Td (Hello there.) Tj ET"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R "
+        b"/Resources << /Font << /F1 3 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(body), body),
+    ]
+    out, offsets = bytearray(b"%PDF-1.7\n"), []
+    for number, obj in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, obj)
+    rows = [b"\x00\x00\x00\x00\x00\xff"] + [
+        b"\x01" + o.to_bytes(4, "big") + b"\x00" for o in offsets
+    ]
+    rows += [b"\x01" + offsets[3].to_bytes(4, "big") + b"\x00"] * (listed - len(rows))
+    data = zlib.compress(b"".join(rows), 9)
+    start = len(out)
+    out += b"6 0 obj\n<< /Type /XRef /Size %d /W [1 4 1] /Root 1 0 R /Filter /FlateDecode " % listed
+    out += b"/Length %d >>\nstream\n%s\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n" % (
+        len(data),
+        data,
+        start,
+    )
+    path.write_bytes(bytes(out))
+    return path
+
+
+def test_a_cross_reference_stream_listing_more_objects_than_its_size_holds_is_refused(
+    tmp_path: Path,
+) -> None:
+    # pypdf reads every entry a cross-reference stream lists (about 10 µs and 200 bytes each)
+    # before any page, outside `PDF_SECONDS`, up to 2,000,000: an 18 kB PDF listing that many
+    # took 21 s and 400 MB. A real PDF's object takes tens of bytes even compressed.
+    small = _xref_stream_pdf(tmp_path / "small.pdf", 1_000)
+    assert _text(small) == "Hello there."
+    listing = _xref_stream_pdf(tmp_path / "listing.pdf", 200_000)
+    assert listing.stat().st_size < 3_000
+    with pytest.raises(InvalidInput, match=r"listing\.pdf: .*XRef stream entry limit .*> 100000"):
+        _text(listing)
