@@ -213,6 +213,13 @@ PDF_SECONDS = 60.0
 # drawn 5,000 times was read until the time was up. A page of text is a few thousand; a
 # page past it (a dense drawing) is left out of the text, with a warning.
 PDF_PAGE_TOKENS = 500_000
+# The most objects a PDF's cross-reference streams may list, for its size: pypdf reads each
+# entry (about 10 µs and 200 bytes) before any page, outside `PDF_SECONDS`, up to 2,000,000,
+# and a compressed stream lists them in a byte or less each (an 18 kB PDF listing 2,000,000
+# took 21 s and 400 MB). A real PDF's object takes tens of bytes, even compressed: one per
+# `PDF_XREF_BYTES` of the file is more than any holds (and 100,000 whatever its size, 1 s).
+PDF_XREF_ENTRIES = 100_000
+PDF_XREF_BYTES = 8
 
 
 def extract(fetched: Fetched, max_bytes: int) -> Document:
@@ -437,7 +444,8 @@ def _pdf_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     from pypdf import PdfReader
     from pypdf.errors import LimitReachedError
 
-    reader = PdfReader(io.BytesIO(data))
+    listed = min(2_000_000, max(PDF_XREF_ENTRIES, len(data) // PDF_XREF_BYTES))  # (≤ pypdf's)
+    reader = PdfReader(io.BytesIO(data), xref_stream_maximum_entries=listed)
     if reader.is_encrypted and not reader.decrypt(""):
         raise InvalidInput("source", f"{uri}: the PDF is encrypted with a password")
     pages: list[str] = []
