@@ -5,8 +5,13 @@ chat ingested then is not stored a second time (`store.respell`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from octobrain.config import Config
+from octobrain.embed.factory import get_embedder
+from octobrain.knowledge import Knowledge
 from octobrain.memory.brain import Brain
 from octobrain.memory.conversation import parse_chat
 from octobrain.store import manifest
@@ -68,3 +73,27 @@ def test_a_restore_to_before_the_respelling_is_respelt_again(make_brain: MakeBra
     assert stored in {m.id for m in brain.recent()}
     brain.restore(before.version, confirm=True)
     assert stored in {m.id for m in make_brain("github.com/acme/api").recent()}
+
+
+def test_documents_indexed_under_a_scopes_earlier_spelling_stay_the_projects(
+    tmp_path: Path,
+) -> None:
+    doc = tmp_path / "runbook.md"
+    doc.write_text("# Runbook\n\nThe billing service restarts with systemctl restart billing.\n")
+
+    def knowledge() -> Knowledge:
+        return Knowledge(
+            "bücher.example/acme/api", config=Config(), embedder=get_embedder("hash:64"),
+            uri=tmp_path / "db",
+        )  # fmt: skip
+
+    old = knowledge()
+    old.scope = "xn--bcher-kva.example/acme/api"  # (as the earlier version derived it)
+    assert old.index(str(doc)).status == "indexed"
+    manifest.note(old.kstore.location, manifest.KNOWLEDGE_SCOPES_SPELT, None)
+
+    now = knowledge()
+    hits = now.search("billing restarts").hits
+    assert [h.scope for h in hits] == ["bücher.example/acme/api"]
+    assert now.index(str(doc)).status == "unchanged"  # (the same source, not a second)
+    assert len(now.kstore.scan_sources()) == 1

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import OctobrainError, StorageError
+from octobrain.knowledge import respell
 from octobrain.store import forked, manifest
 from octobrain.store.columns import check_later_columns, dim_damage
 from octobrain.store.failures import ModelMismatch, io_failure
@@ -177,6 +178,7 @@ class KnowledgeStore:
                 "and index them again, or set embedding.model back"
             )
         self._db, self._sources, self._chunks = db, sources, chunks
+        respell.bring_up(self)  # (a store an earlier version wrote)
 
     @property
     def sources(self) -> lancedb.table.Table:
@@ -244,6 +246,10 @@ class KnowledgeStore:
             table.merge_insert("id").when_matched_update_all().execute(data)
             self._commits.wrote(table)
         log.info("%s: %d rows stamped with their checksums", table.name, data.num_rows)
+
+    def wrote(self, table: lancedb.table.Table) -> None:
+        """Call right after a commit to `table` under `write_lock` (`MemoryStore.wrote`)."""
+        self._commits.wrote(table)
 
     def versions(self) -> tuple[int, int]:
         """(sources version, chunks version): change on every commit by anyone."""

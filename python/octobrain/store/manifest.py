@@ -39,7 +39,9 @@ MIGRATING = "migrating"  # a migrate's mark on the store it fills: where it copi
 # The scope spelling its rows carry (`store.respell`): a store whose memories table is made
 # now has it; one an earlier version made, or a restore took back, has its rows respelt.
 SCOPES_SPELT = "scopes_spelt"
+KNOWLEDGE_SCOPES_SPELT = "knowledge_scopes_spelt"  # (the knowledge tables', a lock of their own)
 SCOPE_SPELLING = 1
+_SPELT_ON_MAKING = {"memories": SCOPES_SPELT, "knowledge_sources": KNOWLEDGE_SCOPES_SPELT}
 # Every table octobrain makes (a store made before the manifest adopts those that open).
 KNOWN_TABLES = (
     "memories",
@@ -280,7 +282,8 @@ def mark_restore(location: StoreLocation, version: int | None) -> None:
         current.pop(RESTORING, None)
         if version is not None:
             current[RESTORING] = version
-            current.pop(SCOPES_SPELT, None)  # (its rows may be spelt as an earlier version did)
+            for mark in _SPELT_ON_MAKING.values():  # (its rows may be spelt as before)
+                current.pop(mark, None)
         location.write_json(MANIFEST, current)
 
 
@@ -379,8 +382,8 @@ def open_or_create(
         # (A mark left by a table of that name before it was lost would be above this one's.)
         location.high_water.record({name: int(table.version)})
         record(location, name)
-        if name == "memories":  # (none of its rows can be spelt as an earlier version did)
-            note(location, SCOPES_SPELT, SCOPE_SPELLING)
+        if name in _SPELT_ON_MAKING:  # (none of its rows can be spelt as an earlier version did)
+            note(location, _SPELT_ON_MAKING[name], SCOPE_SPELLING)
     return table
 
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import lancedb
     import pyarrow as pa
 
+    from octobrain.store.location import StoreLocation
     from octobrain.store.memories import MemoryStore
 
 log = logging.getLogger(__name__)
@@ -79,10 +80,9 @@ def respell(store: MemoryStore) -> dict[str, str]:
             schema.RELATIONSHIPS: store.relationships,
             **{name: store.open_table(name, _LATER[name]()) for name in later},
         }
-        moves = {name: _moves(table) for name, table in tables.items()}
+        moves = {name: scope_moves(table) for name, table in tables.items()}
         moved = {old: new for each in moves.values() for old, new in each.items()}
-        if moved:  # (recorded first: a pass cut short is done again, the record kept)
-            manifest.note(store.location, RESPELT, {**record.get(RESPELT, {}), **moved})
+        record_moves(store.location, moved)
         for name, table in tables.items():
             if moves[name]:
                 _, checked, sum_of = LATER_COLUMNS[name]
@@ -103,7 +103,16 @@ def former_spellings(store: MemoryStore, scope: str) -> list[str]:
     return sorted(old for old, new in moved.items() if new == scope and isinstance(old, str))
 
 
-def _moves(table: lancedb.table.Table) -> dict[str, str]:
+def record_moves(location: StoreLocation, moved: Mapping[str, str]) -> None:
+    """Add `moved` to the manifest's record (before the rows move: a pass cut short is done
+    again, its record kept)."""
+    if moved:
+        record = manifest.read(location) or {}
+        manifest.note(location, RESPELT, {**record.get(RESPELT, {}), **moved})
+
+
+def scope_moves(table: lancedb.table.Table) -> dict[str, str]:
+    """{scope: the scope it reads as now} of the scopes of `table`'s rows spelt otherwise."""
     scopes = scan_arrow(table, "true", ["scope"], None)["scope"].unique().to_pylist()
     return {s: read_now(s) for s in scopes if isinstance(s, str) and read_now(s) != s}
 
