@@ -290,7 +290,7 @@ def test_a_cross_reference_stream_listing_more_objects_than_its_size_holds_is_re
 ) -> None:
     # pypdf reads every entry a cross-reference stream lists (about 10 µs and 200 bytes each)
     # before any page, outside `PDF_SECONDS`, up to 2,000,000: an 18 kB PDF listing that many
-    # took 21 s and 400 MB. A real PDF's object takes tens of bytes even compressed.
+    # took 20.5 s and 260 MB. A real PDF's object takes tens of bytes even compressed.
     small = _xref_stream_pdf(tmp_path / "small.pdf", 1_000)
     assert _text(small) == "Hello there."
     listing = _xref_stream_pdf(tmp_path / "listing.pdf", 200_000)

@@ -216,7 +216,7 @@ PDF_PAGE_TOKENS = 500_000
 # The most objects a PDF's cross-reference streams may list, for its size: pypdf reads each
 # entry (about 10 µs and 200 bytes) before any page, outside `PDF_SECONDS`, up to 2,000,000,
 # and a compressed stream lists them in a byte or less each (an 18 kB PDF listing 2,000,000
-# took 21 s and 400 MB). A real PDF's object takes tens of bytes, even compressed: one per
+# took 20.5 s and 260 MB). A real PDF's object takes tens of bytes, even compressed: one per
 # `PDF_XREF_BYTES` of the file is more than any holds (and 100,000 whatever its size, 1 s).
 PDF_XREF_ENTRIES = 100_000
 PDF_XREF_BYTES = 8
