@@ -16,9 +16,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from octobrain.errors import OctobrainError
 from octobrain.store import manifest
-from octobrain.store.respell import SPELLING, record_moves, scope_moves
+from octobrain.store.respell import SPELLING, record_moves, scope_moves, when_due
 from octobrain.store.scans import scan_arrow
 from octobrain.store.schema import CHECKSUM, CHUNK_CHECKED, chunk_checksum, source_checksum
 from octobrain.store.sql import sql_in, sql_str
@@ -34,16 +33,7 @@ SPELT = manifest.KNOWLEDGE_SCOPES_SPELT
 def bring_up(kstore: KnowledgeStore) -> None:
     """Respell the knowledge tables' scopes if an earlier version wrote them (a store that
     cannot be written is read as it is, with a warning)."""
-    try:
-        record = manifest.read(kstore.location)
-        if record is None or record.get(SPELT) == SPELLING:
-            return
-        moved = respell(kstore)
-    except OctobrainError as exc:
-        log.warning("knowledge scopes an earlier version spelt otherwise left as they are: %s", exc)
-        return
-    if moved:
-        log.info("knowledge scopes spelt as now: %s", moved)
+    when_due(kstore.location, SPELT, lambda: respell(kstore), "knowledge scopes")
 
 
 def respell(kstore: KnowledgeStore) -> dict[str, str]:

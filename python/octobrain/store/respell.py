@@ -48,19 +48,24 @@ _LATER = {  # the tables made on demand, beside memories and relationships
 def bring_up(store: MemoryStore) -> None:
     """Respell `store`'s scopes if an earlier version wrote them, or a restore took them back
     (its manifest read; a store that cannot be written is read as it is, with a warning)."""
+    when_due(store.location, SPELT, lambda: respell(store), "scopes")
+
+
+def when_due(
+    location: StoreLocation, mark: str, respelt: Callable[[], dict[str, str]], what: str
+) -> None:
+    """Run `respelt` (a respelling pass) unless the manifest's `mark` says the rows are spelt
+    as now, or there is no store yet (made now, with its mark); `what` names them in the log."""
     try:
-        record = manifest.read(store.location)
-    except OctobrainError:
-        return  # (a damaged manifest: the store's open names it)
-    if record is None or record.get(SPELT) == SPELLING:
-        return  # (None: a store not made yet, made now with its mark)
-    try:
-        moved = respell(store)
-    except OctobrainError as exc:
-        log.warning("scopes an earlier version spelt otherwise left as they are: %s", exc)
+        record = manifest.read(location)
+        if record is None or record.get(mark) == SPELLING:
+            return
+        moved = respelt()
+    except OctobrainError as exc:  # (a damaged manifest: the store's open names it)
+        log.warning("%s an earlier version spelt otherwise left as they are: %s", what, exc)
         return
     if moved:
-        log.info("scopes spelt as now: %s", moved)
+        log.info("%s spelt as now: %s", what, moved)
 
 
 def respell(store: MemoryStore) -> dict[str, str]:
