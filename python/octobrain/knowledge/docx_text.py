@@ -20,7 +20,7 @@ from octobrain.knowledge.docx_notes import (
 )
 from octobrain.knowledge.docx_numbering import Numbering
 from octobrain.knowledge.docx_styles import BODY_TEXT, W_OUTLINE, level_of, read_styles
-from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked
+from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked, open_package
 from octobrain.safe_text import shows_something
 
 # The most table rows and cells read from one DOCX (a row counts as one besides its cells):
@@ -30,17 +30,16 @@ from octobrain.safe_text import shows_something
 DOCX_TABLE_CELLS = 200_000
 
 
-def title_and_text(data: bytes, max_bytes: int) -> tuple[str, str]:
+def title_and_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     """The title and text of a DOCX: its paragraphs, headings as `#` lines, list items as
     `- ` or numbered (`2. `) lines, tables a line a row, each section's footnotes and
     reviewers' comments after it, endnotes at the end, and its headers' and footers' lines
     once each, first and last;
-    `Unpacked` when its parts would unpack past `max_bytes` or its XML past `MARKUP_BYTES`."""
-    import zipfile
-
+    `Unpacked` when its parts would unpack past `max_bytes` or its XML past `MARKUP_BYTES`;
+    InvalidInput naming `uri` when its zip's list of files is past its bound."""
     import docx
 
-    with zipfile.ZipFile(io.BytesIO(data)) as package:  # a part never inflates past its size
+    with open_package(data, uri, "DOCX") as package:  # a part never inflates past its size
         parts = package.infolist()
         size = sum(part.file_size for part in parts)
         if size > max_bytes:

@@ -240,7 +240,7 @@ def extract(fetched: Fetched, max_bytes: int) -> Document:
         elif doc_type is DocType.PDF:
             title, text = _pdf(fetched.data, unpacked, fetched.ref.uri)
         elif doc_type is DocType.DOCX:
-            title, text = docx_text.title_and_text(fetched.data, unpacked)
+            title, text = docx_text.title_and_text(fetched.data, unpacked, fetched.ref.uri)
         elif doc_type is DocType.EPUB:
             title, text = epub_text.title_and_text(fetched.data, unpacked, fetched.ref.uri)
         elif doc_type is DocType.ODT:

@@ -14,7 +14,6 @@ maintained ODF library, parses with lxml's defaults and renders notes and tables
 
 from __future__ import annotations
 
-import io
 import zipfile
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -31,7 +30,7 @@ from octobrain.knowledge.odt_numbering import (
     list_styles,
     marker,
 )
-from octobrain.knowledge.unpacked import Unpacked, package_xml
+from octobrain.knowledge.unpacked import Unpacked, open_package, package_xml
 from octobrain.safe_text import shows_something
 
 _TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
@@ -145,7 +144,7 @@ def title_and_text(data: bytes, max_bytes: int, uri: str) -> tuple[str, str]:
     section citing them, endnotes (`[^i]: …`) at the end, its headers' and footers' lines once
     each, first and last; `Unpacked` past `max_bytes` (the zip) or `MARKUP_BYTES` (one part's
     XML)."""
-    with zipfile.ZipFile(io.BytesIO(data)) as package:  # an entry never inflates past its size
+    with open_package(data, uri, "ODT") as package:  # an entry never inflates past its size
         entries = package.infolist()
         size = sum(entry.file_size for entry in entries)
         if size > max_bytes:
