@@ -321,9 +321,10 @@ def _reads_of_the_store(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def _warm(env: dict[str, str], scope: str = SCOPE) -> Brain:
     """A Brain as the resident service loads it (`service_daemon`): the mirror built and
-    LanceDB open (a current snapshot opens without it; the search's catch-up opens it)."""
+    LanceDB open (a current snapshot opens without it; the service opens it after)."""
     brain = _brain(env, scope)
     brain.warm_up()
+    brain.store.open()  # (as the service's load opens it)
     brain.remember("warm up", record_access=False)
     assert brain.store.connected
     return brain

@@ -145,6 +145,9 @@ class Service:
 
             brain = cache.brain("", Path("/"))
             brain.warm_up()
+            # LanceDB open for the first write (a mirror a current snapshot opened reads on
+            # without it while nothing changes, `corpus_snapshot.unchanged_on_disk`).
+            brain.store.open()
             brain.remember("warm up", record_access=False)  # builds what a search needs
             cache.flush()  # the store's files as opened (a first open creates the tables)
             trim_heap()

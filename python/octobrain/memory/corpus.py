@@ -107,6 +107,8 @@ class Corpus(CorpusFilters):
             dim, None if snap is None else snap.vectors, None if snap is None else snap.vector_rows
         )
         self._source = snap  # the snapshot whose files the mirror still reads, if any
+        # The versions and fingerprint on disk `open_current` served, unread since.
+        self._served: tuple[int, int, str] | None = None
         self._rows_check = None if snap is None else snap.rows_check
         cols = snap.columns if snap is not None else {}
 
@@ -209,10 +211,10 @@ class Corpus(CorpusFilters):
             self.discard_snapshot()
         with self._lock:
             try:
-                if (
-                    self._version == -1
-                    and self._snapshots is not None
-                    and corpus_snapshot.open_current(self)
+                if self._snapshots is not None and (
+                    corpus_snapshot.open_current(self)
+                    if self._version == -1
+                    else corpus_snapshot.unchanged_on_disk(self)
                 ):
                     return
                 # Kept accesses as the store is read: one another opener claimed may land

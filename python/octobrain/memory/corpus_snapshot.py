@@ -53,6 +53,28 @@ def open_current(c: Corpus) -> bool:
     if (c._version, c._edges.version) != on_disk:
         return False
     c._apply_kept_access(c._store.kept_access())
+    fingerprint = c._store.version_fingerprint(c._version)
+    c._served = None if fingerprint is None else (*on_disk, fingerprint)
+    return True
+
+
+def unchanged_on_disk(c: Corpus) -> bool:
+    """Whether a mirror `open_current` served, and nothing caught up since, is still of the
+    store's newest versions, told from the files as `open_current` told them (the version
+    folders, and the fingerprint of that version's Lance manifest): a long-lived process
+    that has not opened LanceDB (an in-process `octobrain mcp` server, its mirror opened by
+    the warm-up) then answers its next read without importing it, which took half of its
+    first `remember`. Accesses other processes kept since are applied, as `open_current`
+    applies them; anything else (a commit since, this process's own included, a store that
+    only an open can tell) is caught up through LanceDB as before."""
+    served = c._served
+    if served is None or c._store.connected or (c._version, c._edges.version) != served[:2]:
+        return False
+    if c._store.versions_on_disk() != served[:2]:
+        return False
+    if c._store.version_fingerprint(c._version) != served[2]:
+        return False
+    c._apply_kept_access(c._store.kept_access())
     return True
 
 
