@@ -14,6 +14,7 @@ it is now: the former one is deleted, as indexing it again would have.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from octobrain.store import manifest
@@ -28,19 +29,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SPELT = manifest.KNOWLEDGE_SCOPES_SPELT
+SourceId = Callable[[str, str, str], str]  # (uri, scope, session) → the source's id
 
 
-def bring_up(kstore: KnowledgeStore) -> None:
+def bring_up(kstore: KnowledgeStore, source_id: SourceId) -> None:
     """Respell the knowledge tables' scopes if an earlier version wrote them (a store that
-    cannot be written is read as it is, with a warning)."""
-    when_due(kstore.location, SPELT, lambda: respell(kstore), "knowledge scopes")
+    cannot be written is read as it is, with a warning); `source_id` makes a source's id."""
+    when_due(kstore.location, SPELT, lambda: respell(kstore, source_id), "knowledge scopes")
 
 
-def respell(kstore: KnowledgeStore) -> dict[str, str]:
+def respell(kstore: KnowledgeStore, source_id: SourceId) -> dict[str, str]:
     """Under the knowledge write lock: each source (and its chunks) whose scope reads as another
     now moved to that scope; returns {former spelling: scope} of this pass."""
-    from octobrain.knowledge.store import source_id
-
     with kstore.write_lock():
         if (manifest.read(kstore.location) or {}).get(SPELT) == SPELLING:
             return {}

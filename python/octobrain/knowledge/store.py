@@ -178,7 +178,7 @@ class KnowledgeStore:
                 "and index them again, or set embedding.model back"
             )
         self._db, self._sources, self._chunks = db, sources, chunks
-        respell.bring_up(self)  # (a store an earlier version wrote)
+        respell.bring_up(self, source_id)  # (a store an earlier version wrote)
 
     @property
     def sources(self) -> lancedb.table.Table:
