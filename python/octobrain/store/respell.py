@@ -58,10 +58,13 @@ def when_due(
     as now, or there is no store yet (made now, with its mark); `what` names them in the log."""
     try:
         record = manifest.read(location)
-        if record is None or record.get(mark) == SPELLING:
-            return
+    except OctobrainError:
+        return  # (a damaged manifest: the store's open names it, once)
+    if record is None or record.get(mark) == SPELLING:
+        return
+    try:
         moved = respelt()
-    except OctobrainError as exc:  # (a damaged manifest: the store's open names it)
+    except OctobrainError as exc:  # (a store this process cannot write, a lock held too long)
         log.warning("%s an earlier version spelt otherwise left as they are: %s", what, exc)
         return
     if moved:
