@@ -40,6 +40,7 @@ from octobrain.cli.service_client import (
     took_lock,
 )
 from octobrain.cli.service_command import alive, await_go, prefetch, run_command, well_formed
+from octobrain.cli.service_place import Place
 from octobrain.cli.service_settings import Settings, data_dir, environment_marks, load_settings
 from octobrain.cli.service_stores import BrainCache
 from octobrain.config.loader import MAX_CONFIG_BYTES
@@ -100,6 +101,7 @@ class Service:
                 daemon=True,
             ).start()
         self.sessions = 0  # MCP sessions being hosted
+        self.lost_place: Callable[[], str | None] | None = None  # (`service_place.Place.lost`)
 
     # ---- lifecycle --------------------------------------------------------------------
 
@@ -228,7 +230,10 @@ class Service:
                     idle = self.active == 0 and (
                         time.monotonic() - self.last_request > self.settings.idle_seconds
                     )
-                if idle:
+                lost = self.lost_place() if self.lost_place is not None else None
+                if lost is not None:  # unreachable, or another service took over: step aside
+                    log.warning("stopping: %s", lost)
+                if idle or lost is not None:
                     return
                 cache = self.cache
                 if cache is not None and cache.maintenance_due():  # e.g. after MCP calls
@@ -451,6 +456,7 @@ def run_service(settings: Settings, *, succeed: bool = False) -> int:
     listener.listen(64)
     ino = os.stat(path).st_ino
     service = Service(settings, _spawner_fd())
+    service.lost_place = Place(settings, lock).lost
     released = False
 
     def release() -> None:
