@@ -85,6 +85,29 @@ def test_a_host_not_naming_a_loopback_host_exactly_is_refused(host: str) -> None
     assert body == b"421: Host must be a loopback name"
 
 
+@pytest.mark.parametrize(
+    "origin", ["http://127.0.0.1", "https://localhost:8765", "http://[::1]:80/", "HTTP://LocalHost"]
+)
+def test_a_loopback_origin_is_served(origin: str) -> None:
+    assert _get({"host": "127.0.0.1", "origin": origin})[0] == 200
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://evil.com\\@127.0.0.1",  # a browser's host is evil.com; urlsplit took 127.0.0.1
+        "http://evil.com@127.0.0.1",  # browsers never send userinfo in an Origin
+        "http://127.0.0.1/path",
+        "http://127.0.0.1:80:80",
+        "ftp://127.0.0.1",
+        "127.0.0.1",
+        "null",
+    ],
+)
+def test_an_origin_not_naming_a_loopback_origin_exactly_is_refused(origin: str) -> None:
+    assert _get({"host": "127.0.0.1", "origin": origin})[0] == 403
+
+
 def test_a_refused_origin_is_quoted_cut_in_the_answer_and_the_log(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -37,7 +37,6 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
@@ -143,8 +142,10 @@ class Guard:
         value = origin.rstrip("/").lower()
         if value in self._origins:
             return True
-        parts = urlsplit(value)
-        return parts.scheme in ("http", "https") and is_loopback(parts.hostname or "")
+        # What a browser sends: scheme://host[:port], nothing else. urlsplit took
+        # `http://evil.com\@127.0.0.1` for 127.0.0.1 (userinfo), where a browser goes to evil.com.
+        scheme, sep, host = value.partition("://")
+        return bool(sep) and scheme in ("http", "https") and self._host_ok(host)
 
     def _host_ok(self, host: str | None) -> bool:
         match = _HOST.fullmatch(host or "")
