@@ -357,68 +357,6 @@ def test_a_deleted_working_directory_is_one_line(
     )
 
 
-def test_terminal_escapes_in_a_memory_are_not_printed_to_the_terminal(env: dict[str, str]) -> None:
-    # A memory written by an agent can hold escapes: set the window title, write the
-    # clipboard (OSC 52), disguise a link. Text output printed them raw.
-    title = "Deploy \x1b]0;owned\x07notes"
-    content = "Run \x1b]52;c;ZXZpbA==\x07the \x1b[2Jdeploy script with \x9bcare."
-    mid = memorize(title, content)
-    for args in (["recent"], ["get", mid], ["remember", "deploy script"]):
-        result = run(*args)
-        assert result.exit_code == 0, result.output
-        assert "Deploy ]0;ownednotes" in result.output
-        assert not any(c in result.output for c in "\x1b\x07\x9b"), args
-    data = json.loads(run("get", mid, "--format", "json").output)
-    assert data["content"] == content  # stored and exported as written
-
-
-def test_json_output_escapes_the_control_codes_json_leaves_raw(env: dict[str, str]) -> None:
-    # JSON escapes only what is below U+0020: DEL and the C1 codes (CSI U+009B, OSC U+009D,
-    # which a terminal acts on as on ESC) were printed raw by every --format json, the export
-    # and the SessionStart hook. Now escaped: the same JSON, the same text read back.
-    title = "Deploy \x9b2Jnotes"
-    content = "Run \x9d52;c;ZXZpbA==\x9c the deploy\x7f script with care."
-    mid = memorize(title, content)
-    outputs = [
-        run(*args).output
-        for args in (
-            ["get", mid, "--format", "json"],
-            ["recent", "--format", "json"],
-            ["remember", "deploy script", "--format", "json"],
-            ["export"],
-        )
-    ]
-    outputs.append(
-        CliRunner()
-        .invoke(main, ["brief", "--scope", "github.com/acme/api", "--format", "json"])
-        .output
-    )
-    hook = json.dumps({"session_id": "s1", "cwd": str(Path.cwd()), "hook_event_name": "x"})
-    started = CliRunner().invoke(
-        main, ["hook", "session-start", "--scope", "github.com/acme/api"], input=hook
-    )
-    outputs.append(started.output)
-    for output in outputs:
-        assert not any(c in output for c in "\x7f\x9b\x9c\x9d"), output
-        assert "\\u009b" in output or "\\u009d" in output, output
-    assert json.loads(outputs[0])["content"] == content
-    assert json.loads(started.output)["hookSpecificOutput"]["additionalContext"].count("\x9b") == 1
-
-
-def test_json_output_escapes_bidirectional_controls(env: dict[str, str]) -> None:
-    # A memory's text may hold U+202E (only titles, tags and paths refuse it): printed raw in
-    # --format json (and the export), it reversed the rest of the terminal line it sat on.
-    # Escaped now, as refusals write it: the same JSON, the same text read back.
-    content = "Rotate the key \u202eyadnom no\u202c then the \u2066cache\u2069 too."
-    mid = memorize("Key rotation", content)
-    for args in (["get", mid, "--format", "json"], ["remember", "rotate key", "--format", "json"],
-                 ["export"]):  # fmt: skip
-        output = run(*args).output
-        assert not any(c in output for c in "\u202e\u202c\u2066\u2069"), args
-        assert "\\u202e" in output, args
-    assert json.loads(run("get", mid, "--format", "json").output)["content"] == content
-
-
 @pytest.mark.parametrize(
     ("argv", "line"),
     [

@@ -164,6 +164,16 @@ def quoted(text: str) -> str:
 _BIDI_CONTROL = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
+def on_terminal(text: str) -> str:
+    """`printable(text)` with each bidirectional embedding, override and isolate shown by its
+    code point (`<U+202E>`): printed raw, one reversed the rest of its terminal line, so a
+    stored "\u202eyadnom no" read "on monday". What text output prints of stored text."""
+    text = printable(text)
+    if not _BIDI_CONTROL.search(text):
+        return text
+    return _BIDI_CONTROL.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
+
+
 def check_one_line(field_name: str, value: object) -> None:
     """Refuse a line break, or a bidirectional override, in a single-line field (a title, a
     tag, a file path)."""

@@ -21,7 +21,7 @@ from octobrain.cli.common import (
     yes_required,
 )
 from octobrain.errors import InvalidInput, as_json
-from octobrain.safe_text import printable
+from octobrain.safe_text import on_terminal
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
@@ -56,7 +56,7 @@ def brief(scope: str | None, global_: bool, max_tokens: int | None, fmt: str) ->
     if fmt == "json":
         emit_json(briefing_to_dict(briefing))
     else:
-        click.echo(printable(briefing_markdown(briefing)), nl=False)
+        click.echo(on_terminal(briefing_markdown(briefing)), nl=False)
 
 
 @click.group("hook", cls=OctobrainGroup)

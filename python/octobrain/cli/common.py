@@ -14,7 +14,7 @@ import click
 
 from octobrain.errors import InvalidInput, OctobrainError, as_json, json_printable
 from octobrain.files import write_atomic_file as write_atomic_file
-from octobrain.safe_text import one_line, printable
+from octobrain.safe_text import on_terminal, one_line, printable
 
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
@@ -387,7 +387,7 @@ def emit(fmt: str, data: Any, text: str) -> None:
     if fmt == "json":
         emit_json(data)
     else:
-        click.echo(printable(text))  # stored text may hold terminal escapes
+        click.echo(on_terminal(text))  # stored text may hold terminal escapes
 
 
 def emit_json(data: Any) -> None:

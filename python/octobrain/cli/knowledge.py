@@ -24,7 +24,7 @@ from octobrain.cli.common import (
     scope_options,
 )
 from octobrain.cli.progress import progress_of_total
-from octobrain.safe_text import printable
+from octobrain.safe_text import on_terminal, printable
 
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
@@ -57,7 +57,7 @@ def _emit(fmt: str, result: Any, text: str) -> None:
 
         emit_json(to_dict(result))
     else:
-        click.echo(printable(text))
+        click.echo(on_terminal(text))
 
 
 @click.group("knowledge", cls=OctobrainGroup)
@@ -122,7 +122,7 @@ def index_cmd(ctx: click.Context, sources: tuple[str, ...], force: bool, fmt: st
         data = [to_dict(r) for r in reports]
         emit_json(data[0] if len(sources) == 1 else data)
     else:
-        click.echo(printable("\n".join(render_index(r) for r in reports)))
+        click.echo(on_terminal("\n".join(render_index(r) for r in reports)))
 
 
 def _interrupted(k: Knowledge, source: str, indexed: list[str], left: tuple[str, ...]) -> None:

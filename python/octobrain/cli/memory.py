@@ -28,7 +28,7 @@ from octobrain.cli.links import LINK_COMMANDS
 from octobrain.cli.storage import migrate_cmd
 from octobrain.errors import InvalidInput, as_json
 from octobrain.models import MemoryType
-from octobrain.safe_text import glimpse, printable
+from octobrain.safe_text import glimpse, on_terminal, printable
 
 
 @click.group("memory", cls=OctobrainGroup)
@@ -271,7 +271,7 @@ def forget_cmd(
         for m in targets:
             shown = f"{printable(m.title)}: {glimpse(m.content)}"
             preview.append(f"  {m.id}  {DAMAGED_TITLE if m.id in damaged else shown}")
-        click.echo("\n".join(preview), err=fmt != "text" or refused)
+        click.echo(on_terminal("\n".join(preview)), err=fmt != "text" or refused)
     if not yes:
         if refused:
             raise yes_required("delete")
