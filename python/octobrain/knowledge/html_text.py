@@ -40,7 +40,7 @@ def title_and_text(markup: str, *, whole: bool = False) -> tuple[str, str]:
     import lxml.html
     from readability import Document as Readable
 
-    markup = _NOT_XML.sub(" ", markup)
+    markup = _without_internal_subset(_NOT_XML.sub(" ", markup))
     # As UTF-8 bytes, that encoding named: lxml refuses text holding an XML encoding
     # declaration, and the encoding named overrides what a `<meta>` says.
     if _crowded(markup):
@@ -73,6 +73,39 @@ def title_and_text(markup: str, *, whole: bool = False) -> tuple[str, str]:
     # footnotes from an article (a page a word processor saved lost its bulleted lists).
     text = article if 0.5 * len(full) <= len(article) < ARTICLE_SHARE * len(full) else full
     return title, text
+
+
+# The start of a DOCTYPE with an internal subset, after what may come before it (a byte order
+# mark, the XML declaration, comments, processing instructions), up to its `[`. Possessive:
+# each ends at its first `?>` or `-->` (backtracking into them was exponential in their number).
+_SUBSET_START = re.compile(
+    r"\ufeff?(?:\s|<\?.*?\?>|<!--.*?-->)*+<!DOCTYPE\b[^\[>]*\[", re.IGNORECASE | re.DOTALL
+)
+_SUBSET_TOKEN = re.compile(r"[\"'\]]|<!--")  # what may hide the subset's `]` or hold one
+_SUBSET_CLOSE = {'"': '"', "'": "'", "<!--": "-->"}
+_SUBSET_END = re.compile(r"\s*>")
+
+
+def _without_internal_subset(markup: str) -> str:
+    """`markup` without its DOCTYPE's internal subset (`<!DOCTYPE html [ <!ENTITY x "y"> ]>`,
+    as an XHTML chapter may declare): an HTML parser ends the DOCTYPE at its first `>` and read
+    the subset's `]>` as the page's first text. The entities it declares are not expanded
+    (`&x;` stays as written). One pass; a subset that is not closed is left as it is."""
+    start = _SUBSET_START.match(markup)
+    if start is None:
+        return markup
+    at = start.end()
+    while (token := _SUBSET_TOKEN.search(markup, at)) is not None:
+        if token.group() == "]":
+            end = _SUBSET_END.match(markup, token.end())
+            if end is None:
+                return markup
+            return markup[: start.end() - 1] + ">" + markup[end.end() :]
+        closed = markup.find(_SUBSET_CLOSE[token.group()], token.end())
+        if closed == -1:
+            return markup
+        at = closed + len(_SUBSET_CLOSE[token.group()])
+    return markup
 
 
 # Over this share of the chrome-free text, readability's article is not taken: what it left
