@@ -199,6 +199,9 @@ def test_each_redirect_hop_is_checked(make_knowledge: MakeKnowledge, server: Ser
     server.routes["/ftp"] = (302, {"Location": "ftp://example.com/file"}, b"")
     with pytest.raises(InvalidInput, match=r"only http\(s\) is fetched"):
         make_knowledge(allow_private_hosts=LOCAL).read(server.url("/ftp"))
+    server.routes["/idna"] = (302, {"Location": "http://xn--/"}, b"")
+    with pytest.raises(InvalidInput, match=r"^source: \S+/idna: redirected to an invalid URL"):
+        make_knowledge(allow_private_hosts=LOCAL).read(server.url("/idna"))
 
 
 def test_size_cap_applies_to_declared_and_streamed_bodies(

@@ -79,12 +79,17 @@ def test_ipv6_forms_of_a_public_ipv4_still_pass(
     assert ipaddress.ip_address(chosen) == ipaddress.ip_address(address)
 
 
-def test_a_url_httpx_cannot_parse_is_one_line(tmp_path: Path) -> None:
+# `xn--` (an A-label with nothing after it) parses, and failed as the host was read: an
+# `internal error (IDNAError …)`, the traceback in the log.
+@pytest.mark.parametrize("url", ["http://0177.0.0.1/", "http://xn--/"])
+def test_a_url_httpx_cannot_parse_is_one_line(tmp_path: Path, url: str) -> None:
     server = build_server(pool_for(tmp_path / "db"), workspace(tmp_path, PROJECT_A))
-    [(error, reply)] = knowledge_replies(
-        server, [{"command": "read", "source": "http://0177.0.0.1/"}]
-    )
-    assert error and reply.startswith("source: http://0177.0.0.1") and "\n" not in reply, reply
+    [(error, reply)] = knowledge_replies(server, [{"command": "read", "source": url}])
+    assert (
+        error
+        and reply.startswith(f"source: {url.rstrip('/')}: not a valid URL")
+        and "\n" not in reply
+    ), reply
 
 
 # ---- one call's work is bounded, and never holds up the others -------------------------------

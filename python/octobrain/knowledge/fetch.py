@@ -202,8 +202,12 @@ def fetch_url(
             port = _default_port(url) if url.port is None else url.port
             if not 0 < port < 65536:  # (the lookup keeps 16 bits: 8765 + 65536 reached 8765)
                 raise FetchError(f"{url}: port {port} is not a TCP port (1–65535)")
+            try:
+                host = url.host
+            except UnicodeError as exc:  # an `xn--` label httpx parses but cannot decode
+                raise FetchError(f"{ref.uri}: not a valid URL ({exc})") from None
             address = resolve_checked(
-                url.host, port, allow_private, max(0.0, deadline - time.monotonic())
+                host, port, allow_private, max(0.0, deadline - time.monotonic())
             )
             left = deadline - time.monotonic()
             if left <= 0:
@@ -218,12 +222,14 @@ def fetch_url(
                     "Accept-Encoding": ACCEPT_ENCODING,
                 },
                 timeout=httpx.Timeout(left),
-                extensions={"sni_hostname": url.host} if url.scheme == "https" else {},
+                extensions={"sni_hostname": host} if url.scheme == "https" else {},
             )
             try:
                 response = client.send(request, stream=True)
             except httpx.TimeoutException:
                 raise timed_out from None
+            except UnicodeError as exc:  # httpx reads a redirect's host as it answers
+                raise FetchError(f"{ref.uri}: redirected to an invalid URL ({exc})") from None
             except (httpx.HTTPError, OSError, RuntimeError) as exc:
                 raise _failed(ref, exc, deadline, timed_out) from None
             try:
