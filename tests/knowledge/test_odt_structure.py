@@ -274,6 +274,47 @@ def test_an_odt_list_format_prints_numbers_as_libreoffice_shows_them(tmp_path: P
     ]
 
 
+def test_an_odt_list_format_prints_every_number_it_names_in_its_order(tmp_path: Path) -> None:
+    # A list format may name a level twice or out of order (Word's `%1.%1`, LibreOffice's
+    # `%3%/%2%/%1%/%3%`). Word and LibreOffice (not 7.4) print each: before, only the first
+    # of each was, the others left as written: "1.%1%", "i/b/1/%3%". A level numbered with no
+    # number is left out with what follows it (LibreOffice: "1.i.", not "1.2.i.").
+    loext = "urn:org:documentfoundation:names:experimental:office:xmlns:loext:1.0"
+
+    def level(at: int, list_format: str, form: str) -> str:
+        return (
+            f'<text:list-level-style-number text:level="{at}" loext:num-list-format='
+            f'"{list_format}" style:num-format="{form}" text:display-levels="{at}"/>'
+        )
+
+    styles = (
+        f'<office:styles><text:list-style xmlns:loext="{loext}" style:name="Repeat">'
+        + level(1, "%1%.%1%", "1") + level(2, "%2%&lt;%1%&gt;", "a")
+        + level(3, "%3%/%2%/%1%/%3%", "i")
+        + f'</text:list-style><text:list-style xmlns:loext="{loext}" style:name="Skip">'
+        + level(1, "%1%.", "1") + level(2, "%1%.%2%.", "") + level(3, "%1%.%2%.%3%.", "i")
+        + "</text:list-style></office:styles>"
+    )  # fmt: skip
+    deep = f"<text:list>{_item('Deep')}</text:list>"
+    nested = f"<text:list>{_item('One a', deep)}{_item('One b', deep)}</text:list>"
+    body = "".join(
+        f'<text:list text:style-name="{name}">{_item("One", nested)}</text:list>'
+        for name in ("Repeat", "Skip")
+    )
+    assert _read(write_odt(tmp_path / "repeat.odt", body, styles=styles))[1].split("\n\n") == [
+        "1.1 One",
+        "a<1> One a",
+        "i/a/1/i Deep",
+        "b<1> One b",
+        "i/b/1/i Deep",
+        "1. One",
+        "- One a",
+        "1.i. Deep",
+        "- One b",
+        "1.i. Deep",
+    ]
+
+
 def test_an_odt_bibliography_is_read_and_its_other_indexes_left_out(tmp_path: Path) -> None:
     # A bibliography's index body holds the references themselves: in the text a citation
     # shows only its short name ("[Knuth84]"), its author and title are attributes. Before:

@@ -110,7 +110,8 @@ MIME_TYPES = {
 # ODT 2: headers and footers, lists numbered on where they continue, code paragraphs; DOCX
 # 8: numbering from the style a style is built on, a numbered code line's number, indexes
 # and tables of figures left out; ODT 4: LibreOffice's list formats (`1-a:`), the
-# bibliography read; HTML 4, EPUB 3: a DOCTYPE's internal subset not read as text.)
+# bibliography read; HTML 4, EPUB 3: a DOCTYPE's internal subset not read as text; ODT 5:
+# every number a list format names, a level with no number left out of it.)
 EXTRACTOR_VERSIONS = {
     DocType.HTML: 4,
     DocType.MARKDOWN: 2,
@@ -118,7 +119,7 @@ EXTRACTOR_VERSIONS = {
     DocType.PDF: 7,
     DocType.DOCX: 8,
     DocType.EPUB: 3,
-    DocType.ODT: 4,
+    DocType.ODT: 5,
     DocType.RTF: 2,
 }
 

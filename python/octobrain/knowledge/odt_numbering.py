@@ -11,6 +11,7 @@ holding no paragraph of its own (only a nested list) shows no number and counts 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from octobrain.knowledge.docx_numbering import counter, letters, roman
@@ -25,8 +26,8 @@ _START = f"{_TEXT}start-value"
 # `num-prefix`, was printed again before every item: 80 to 20,000 times the bytes of the item.
 _AFFIX_CHARS = 40
 # The number as a whole, as LibreOffice 7.2+ writes it beside the prefix, suffix and levels
-# shown (`%1%-%2%:`, Word's `%1-%2:`): at most 100 characters, its ten numbers bounded as
-# the counts are.
+# shown (`%1%-%2%:`, Word's `%1-%2:`): at most 100 characters, so 33 numbers, each bounded
+# as the counts are (15 characters at most: `docx_numbering.letters`, `roman`).
 _LIST_FORMAT = (
     "{urn:org:documentfoundation:names:experimental:office:xmlns:loext:1.0}num-list-format"
 )
@@ -142,17 +143,30 @@ def _as_listed(
     whole: str, levels: dict[int, Any], depth: int, counts: dict[int, int], *, from_start: bool
 ) -> str:
     """The number of what was just counted at `depth` as the level's list format (`whole`)
-    prints it: its `%1%` … `%10%` each the count of that level (up to `depth`, the ten above
-    it at most) in that level's format, the first of each replaced, as LibreOffice does; the
-    rest of it as written, a space after."""
-    for level in range(max(1, depth - _OUTLINE_LEVELS + 1), depth + 1):
-        token = f"%{level}%"
-        if token in whole:  # (only the numbers it shows are made)
-            own = levels.get(level)
-            form = "1" if own is None else str(own.get(f"{_STYLE}num-format") or "1")
-            unset = level_number(own.get(_START)) if from_start and own is not None else 1
-            whole = whole.replace(token, _shown(form, counts.get(level, unset)), 1)
-    return f"{whole} "
+    prints it, as Word and LibreOffice now do (7.4 replaced only the first of each): each
+    `%1%` … `%10%`, read left to right, the count of that level (up to `depth`, the ten above
+    it at most; one of a level further down left as written) in that level's format; one of a
+    level numbered with no number (`num-format=""`) left out with the text after it, up to the
+    next `%`; the rest as written, a space after."""
+    lowest = max(1, depth - _OUTLINE_LEVELS + 1)
+
+    def replaced(token: re.Match[str]) -> str:
+        level = int(token.group(1))
+        if not lowest <= level <= depth:
+            return token.group()
+        own = levels.get(level)
+        form = "1" if own is None else str(own.get(f"{_STYLE}num-format", "1"))
+        if not form:
+            return ""
+        unset = level_number(own.get(_START)) if from_start and own is not None else 1
+        return _shown(form, counts.get(level, unset)) + token.group(2)
+
+    return f"{_LIST_TOKEN.sub(replaced, whole)} "
+
+
+# A level's place in a list format, with the text after it up to the next `%` (left out with
+# the number of a level that shows none).
+_LIST_TOKEN = re.compile(r"%(10|[1-9])%([^%]*)")
 
 
 def _shown(form: str, number: int) -> str:
