@@ -37,7 +37,6 @@ from octobrain.cli.service_client import (
     SUCCEED_ARG,
     Channel,
     build_id,
-    took_lock,
 )
 from octobrain.cli.service_command import alive, await_go, prefetch, run_command, well_formed
 from octobrain.cli.service_place import Place
@@ -434,46 +433,18 @@ def _spawner_fd() -> int | None:
 def run_service(settings: Settings, *, succeed: bool = False) -> int:
     """Serve until idle; 0 also when another service already holds the lock (one started to
     `succeed` a service stepping aside waits for it, `STEP_ASIDE_SECONDS` at most)."""
-    lock = os.open(settings.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    if not took_lock(settings, lock, succeed=succeed):
-        os.close(lock)  # (one taken for a successor a `service stop` came for)
+    place = Place.take(settings, succeed=succeed)
+    if place is None:
         return 0  # another service is alive (or starting): it answers
     if succeed:
         log.info("took over from the service that stepped aside")
-    with contextlib.suppress(OSError):  # who holds it, for `service status|stop` to name
-        os.ftruncate(lock, 0)
-        os.pwrite(lock, str(os.getpid()).encode(), 0)
-    path = settings.socket_path
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)  # a stale socket of a dead service, or a stray listener (we hold the lock)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)
-    try:
-        listener.bind(path)
-    finally:
-        os.umask(old_umask)
-    os.chmod(path, 0o600)
-    listener.listen(64)
-    ino = os.stat(path).st_ino
     service = Service(settings, _spawner_fd())
-    service.lost_place = Place(settings, lock).lost
-    released = False
-
-    def release() -> None:
-        nonlocal released
-        if released:
-            return
-        released = True
-        with contextlib.suppress(OSError):
-            if os.stat(path).st_ino == ino:
-                os.unlink(path)
-        os.close(lock)
-
+    service.lost_place = place.lost
     try:
-        service.serve(listener, release)
+        service.serve(place.listener, place.release)
     finally:
-        listener.close()
-        release()
+        place.listener.close()
+        place.release()
     return 0
 
 

@@ -1,5 +1,6 @@
-"""Whether the resident service still has its place: the socket file it listens on and the
-lock file it holds, as they were when it took them (`service_daemon.run_service`).
+"""The resident service's place: the lock file it holds and the socket file it listens on,
+taken as it starts (`Place.take`), given back as it stops (`Place.release`), and whether it
+still has them as they were when it took them (`Place.lost`).
 
 Both can be taken from under a running service: its runtime directory removed and made again
 (`rm -rf`, logind at logout, a harness's temporary `XDG_RUNTIME_DIR`), or its socket file
@@ -11,9 +12,12 @@ A service that finds it lost its place steps aside (`Service.serve`), as one tol
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import time
 
+from octobrain.cli.service_client import took_lock
 from octobrain.cli.service_settings import Settings
 
 LOOK_SECONDS = 1.0  # between two looks (two `stat`s, a few µs), on the accept loop's idle ticks
@@ -24,14 +28,46 @@ def _identity(info: os.stat_result) -> tuple[int, int]:
 
 
 class Place:
-    """The socket file and the lock file of a service that has just taken them."""
+    """The lock file and the socket file of a service, from when it took them to when it gives
+    them back."""
 
-    def __init__(self, settings: Settings, lock_fd: int) -> None:
+    def __init__(self, settings: Settings, lock_fd: int, listener: socket.socket) -> None:
+        self.listener = listener
+        self._lock = lock_fd
+        self._socket_path = settings.socket_path
+        socket_id = _identity(os.stat(settings.socket_path))
+        self._socket_ino = socket_id[1]
         self._files = (
-            ("socket", settings.socket_path, _identity(os.stat(settings.socket_path))),
+            ("socket", settings.socket_path, socket_id),
             ("lock", settings.lock_path, _identity(os.fstat(lock_fd))),
         )
         self._next = time.monotonic() + LOOK_SECONDS
+        self._released = False
+
+    @classmethod
+    def take(cls, settings: Settings, *, succeed: bool = False) -> Place | None:
+        """This data dir's lock, with the pid written in it, and a socket listening at its
+        path (None: another service holds the lock, or is starting, and answers). One started
+        to `succeed` a service stepping aside waits for it (`service_client.took_lock`)."""
+        lock = os.open(settings.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        if not took_lock(settings, lock, succeed=succeed):
+            os.close(lock)  # (one taken for a successor a `service stop` came for)
+            return None
+        with contextlib.suppress(OSError):  # who holds it, for `service status|stop` to name
+            os.ftruncate(lock, 0)
+            os.pwrite(lock, str(os.getpid()).encode(), 0)
+        path = settings.socket_path
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a dead service's stale socket, or a stray listener (we hold the lock)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)
+        try:
+            listener.bind(path)
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, 0o600)
+        listener.listen(64)
+        return cls(settings, lock, listener)
 
     def lost(self) -> str | None:
         """Why this service is no longer where its clients look for it (None: it is, or this
@@ -50,3 +86,14 @@ class Place:
             if _identity(info) != own:
                 return f"its {what} file {path} was replaced"
         return None
+
+    def release(self) -> None:
+        """Remove the socket file, if it is still this service's, and let go of the lock: a new
+        service may start. Only the first call does anything."""
+        if self._released:
+            return
+        self._released = True
+        with contextlib.suppress(OSError):
+            if os.stat(self._socket_path).st_ino == self._socket_ino:
+                os.unlink(self._socket_path)
+        os.close(self._lock)
