@@ -18,7 +18,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from octobrain.store import manifest
-from octobrain.store.respell import SPELLING, record_moves, scope_moves, when_due
+from octobrain.store.respell import (
+    SPELLING,
+    record_moves,
+    respelt_rows,
+    scope_moves,
+    when_due,
+)
 from octobrain.store.scans import scan_arrow
 from octobrain.store.schema import CHECKSUM, CHUNK_CHECKED, chunk_checksum, source_checksum
 from octobrain.store.sql import sql_in, sql_str
@@ -74,22 +80,12 @@ def _move(kstore: KnowledgeStore, row: dict[str, Any], scope: str, sid: str) -> 
 
 def _rewrite_chunks(kstore: KnowledgeStore, former: str, scope: str, sid: str) -> None:
     """The chunks of source `former` given source `sid` and `scope`, and their checksums."""
-    import pyarrow as pa
-
     where = f"source_id = {sql_str(former)}"
     rows = scan_arrow(kstore.chunks, where, list(CHUNK_CHECKED), None).to_pylist()
     if not rows:
         return
-    for row in rows:
-        row.update(source_id=sid, scope=scope)
-    data = pa.table(
-        {
-            "id": pa.array([r["id"] for r in rows], pa.string()),
-            "source_id": pa.array([sid] * len(rows), pa.string()),
-            "scope": pa.array([scope] * len(rows), pa.string()),
-            CHECKSUM: pa.array([chunk_checksum(r) for r in rows], pa.int64()),
-        }
-    )
+    moved = ({**row, "source_id": sid, "scope": scope} for row in rows)
+    data = respelt_rows(moved, ["source_id", "scope"], chunk_checksum)
     kstore.location.check_held()
     kstore.chunks.merge_insert("id").when_matched_update_all().execute(data)
     kstore.wrote(kstore.chunks)

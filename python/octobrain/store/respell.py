@@ -16,7 +16,7 @@ consolidation records and forgotten turns name rows by id.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import OctobrainError
@@ -134,25 +134,34 @@ def _rewrite(
 ) -> None:
     """Give `table`'s rows of the scopes in `moves` their new scope and its checksum, in one
     commit (merged by id)."""
-    import pyarrow as pa
-
     columns = list(dict.fromkeys(["id", "scope", *checked]))
-    ids: list[str] = []
-    scopes: list[str] = []
-    sums: list[int] = []
-    for batch in scan_batches(table, sql_in("scope", list(moves)), columns, DELETE_BATCH):
-        for row in batch.to_pylist():
-            row["scope"] = moves[row["scope"]]
-            ids.append(row["id"])
-            scopes.append(row["scope"])
-            sums.append(sum_of(row))
-    data: pa.Table = pa.table(
-        {
-            "id": pa.array(ids, pa.string()),
-            "scope": pa.array(scopes, pa.string()),
-            schema.CHECKSUM: pa.array(sums, pa.int64()),
-        }
-    )
+    batches = scan_batches(table, sql_in("scope", list(moves)), columns, DELETE_BATCH)
+    rows = ({**row, "scope": moves[row["scope"]]} for b in batches for row in b.to_pylist())
+    data = respelt_rows(rows, ["scope"], sum_of)
     store.check_lease()
     table.merge_insert("id").when_matched_update_all().execute(data)
     store.wrote(table)
+
+
+def respelt_rows(
+    rows: Iterable[Mapping[str, Any]],
+    changed: Sequence[str],
+    sum_of: Callable[[Mapping[str, Any]], int],
+) -> pa.Table:
+    """The `id`, the `changed` (string) columns and the checksum (`sum_of` the row) of each
+    of `rows`, as respelt: what a respelling pass merges into its table by id (read once:
+    only these columns are kept, not the rows)."""
+    import pyarrow as pa
+
+    kept: dict[str, list[Any]] = {name: [] for name in dict.fromkeys(["id", *changed])}
+    sums: list[int] = []
+    for row in rows:
+        for name, values in kept.items():
+            values.append(row[name])
+        sums.append(sum_of(row))
+    return pa.table(
+        {
+            **{name: pa.array(values, pa.string()) for name, values in kept.items()},
+            schema.CHECKSUM: pa.array(sums, pa.int64()),
+        }
+    )
