@@ -186,7 +186,22 @@ def test_a_delete_the_record_does_not_know_is_found_by_reading_every_row(
     assert ids[9] not in corpus.pos_of
 
 
-@pytest.mark.parametrize("record", ["{not json", json.dumps({"format": 99})])
+# Of the right format but damaged in shape, or nested too deeply: an internal error
+# (AttributeError, RecursionError) for every call that caught up, and for the other
+# process's update, which notes its change in the record.
+@pytest.mark.parametrize(
+    "record",
+    [
+        "{not json",
+        json.dumps({"format": 99}),
+        json.dumps({"format": 1, "floor": [], "entries": {}}),
+        json.dumps({"format": 1, "floor": {"memories": "x"}, "entries": []}),
+        json.dumps({"format": 1, "floor": {}, "entries": [{"memories": 1e400, "ids": "abc"}]}),
+        json.dumps({"format": 1, "floor": {}, "entries": [None]}),
+        "[" * 100_000 + "]" * 100_000,
+    ],
+    ids=["syntax", "format", "lists", "text", "float", "null", "deep"],
+)
 def test_an_unreadable_change_record_means_reading_every_row(tmp_path: Path, record: str) -> None:
     reader = _brain(tmp_path / "db", snapshot_min_rows=0)
     ids = _fill(reader)

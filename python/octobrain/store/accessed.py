@@ -179,7 +179,7 @@ def read(paths: Sequence[Path]) -> Accessed | None:
             named = [i for i in record["ids"] if isinstance(i, str)]
         except FileNotFoundError:
             continue  # counted meanwhile
-        except (OSError, ValueError, KeyError, TypeError, OverflowError):
+        except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError):
             log.warning("dropping %s: not a record of access counts", path)
             remove([path])
             continue

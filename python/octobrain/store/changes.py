@@ -54,7 +54,7 @@ def note(
         record = location.read_json(RECORD) or {}
     except (OSError, ValueError):
         record = {}  # unreadable: rewritten; its floor below covers what it held
-    if record.get("format") != FORMAT:
+    if not _readable(record):
         record = {"format": FORMAT, "floor": {}, "entries": []}
     entry: dict[str, Any] = {t: int(versions[t]) for t in TABLES if t in versions}
     if everything:
@@ -86,17 +86,47 @@ def since(location: StoreLocation, table: str, version: int) -> Changes:
         return Changes(everything=True)
     if record is None:
         return Changes()
-    if record.get("format") != FORMAT:
+    if not _readable(record):
         return Changes(everything=True)
-    if version < int(record.get("floor", {}).get(table, 0)):
+    if version < record["floor"].get(table, 0):
         return Changes(everything=True)
     ids: set[str] = set()
     edges: set[str] = set()
-    for entry in record.get("entries", []):
-        if table not in entry or int(entry[table]) < version:
+    for entry in record["entries"]:
+        if table not in entry or entry[table] < version:
             continue  # its commit is at or before `version`: already seen
         if entry.get("all"):
             return Changes(everything=True)
         ids.update(entry.get("ids", ()))
         edges.update(entry.get("edges", ()))
     return Changes(ids=frozenset(ids), edges=frozenset(edges))
+
+
+def _readable(record: dict[str, Any]) -> bool:
+    """`record` is of this format and shaped as `note` writes it. A damaged one (`"floor": []`,
+    a version that is text) failed the call that read it, as an internal error."""
+    if record.get("format") != FORMAT:
+        return False
+    floor, entries = record.get("floor"), record.get("entries")
+    return (
+        isinstance(floor, dict)
+        and all(_is_version(v) for v in floor.values())
+        and isinstance(entries, list)
+        and all(_readable_entry(e) for e in entries)
+    )
+
+
+def _readable_entry(entry: object) -> bool:
+    return (
+        isinstance(entry, dict)
+        and all(_is_version(entry[t]) for t in TABLES if t in entry)
+        and all(_names(entry.get(key, [])) for key in ("ids", "edges"))
+    )
+
+
+def _is_version(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _names(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)

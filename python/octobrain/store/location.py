@@ -218,7 +218,10 @@ class StoreLocation:
                     raw = bytes(obstore.get(self.objects(), f"{_META}/{name}").bytes())
             except FileNotFoundError:
                 return None
-        record = json.loads(raw)
+        try:
+            record = json.loads(raw)
+        except RecursionError:  # (it failed the call that read it, as an internal error)
+            raise ValueError("nested too deeply") from None
         if not isinstance(record, dict):
             raise ValueError("not a JSON object")
         return record
