@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from octobrain.memory.brain import Brain
+from octobrain.store import import_marks
 from octobrain.store.manifest import ManifestDamaged
 from tests.snapshot_support import _brain
 from tests.snapshot_support import data_dir as data_dir  # the autouse data directory, shared
@@ -39,3 +40,11 @@ def test_an_access_record_nested_too_deeply_is_dropped(tmp_path: Path) -> None:
     hits = _brain(tmp_path / "db").remember("cleanup script deploy", min_relevance=0.0).hits
     assert [h.memory.title for h in hits] == ["Deploy procedure"]
     assert not (waiting / "1-1-abcd.json").exists()
+
+
+def test_a_record_of_imports_nested_too_deeply_is_named_as_such(tmp_path: Path) -> None:
+    # (It read "is not a JSON object" once `StoreLocation.read_json` caught the recursion.)
+    brain = _one_fact(tmp_path / "db")
+    (tmp_path / "db" / "_octobrain" / import_marks.RECORD).write_text(DEEP)
+    with pytest.raises(import_marks.RecordDamaged, match="imports.json is nested too deeply"):
+        import_marks.cut_short(brain.store.location)

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import StorageError
+from octobrain.json_values import UnreadableJSON
 from octobrain.store.edges import relationships_version
 from octobrain.store.manifest import short_reason
 from octobrain.store.manifest_repair import replace_record
@@ -178,8 +179,10 @@ def _read(location: StoreLocation) -> dict[str, ImportMark]:
         raw = location.read_json(RECORD) or {}
     except OSError as exc:  # (a folder, a FIFO in its place; this user may not read it)
         raise RecordDamaged(location, f"cannot be read ({short_reason(exc)})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+    except (json.JSONDecodeError, UnicodeDecodeError):
         raise RecordDamaged(location, "is not JSON") from None
+    except UnreadableJSON as exc:  # (nested too deeply)
+        raise RecordDamaged(location, exc.reason) from None
     except ValueError:  # (JSON, but not an object: `read_json`)
         raise RecordDamaged(location, "is not a JSON object") from None
     marks = {key: _mark(fields) for key, fields in raw.items()}

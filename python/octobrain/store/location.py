@@ -26,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from octobrain.errors import InvalidInput, StorageError
 from octobrain.files import read_regular, replace_whole
+from octobrain.json_values import UnreadableJSON
 from octobrain.store import forked
 from octobrain.store.aws_profile import s3_settings
 from octobrain.store.endpoint import lacks_credentials, object_store_reason
@@ -221,7 +222,7 @@ class StoreLocation:
         try:
             record = json.loads(raw)
         except RecursionError:  # (it failed the call that read it, as an internal error)
-            raise ValueError("nested too deeply") from None
+            raise UnreadableJSON("is nested too deeply", "nested too deeply") from None
         if not isinstance(record, dict):
             raise ValueError("not a JSON object")
         return record
