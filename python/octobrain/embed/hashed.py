@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from functools import lru_cache
 from typing import Any
 
@@ -50,14 +51,25 @@ class HashEmbedder(BaseEmbedder):
     def _embed_batch(self, texts: list[str], kind: Kind) -> npt.NDArray[Any]:
         out = np.zeros((len(texts), self._dim), dtype=np.float64)
         for row, text in enumerate(texts):
-            words = [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
-            words = words or ["\x00empty"]
-            for word in words:
-                idx, sign = _slot("w:" + word, self._dim)
-                out[row, idx] += sign
-                padded = f"#{word}#"
-                grams = [padded[i : i + 3] for i in range(len(padded) - 2)]
-                for gram in grams:
-                    idx, sign = _slot("g:" + gram, self._dim)
-                    out[row, idx] += sign / len(grams)
+            counts = Counter(w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS)
+            features = [(_features(word, self._dim), n) for word, n in counts.items()]
+            if not features:
+                features = [(_features("\x00empty", self._dim), 1)]
+            slots = np.concatenate([slot for (slot, _weight), _n in features])
+            weights = np.concatenate([weight * n for (_slot, weight), n in features])
+            out[row] = np.bincount(slots, weights=weights, minlength=self._dim)
         return out
+
+
+@lru_cache(maxsize=65536)
+def _features(word: str, dim: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+    """The slots and signed weights one occurrence of `word` adds: the word's own, and each of
+    its character trigrams' (`#word#`) weighted by 1 / their number. Once per distinct word
+    (a text's words counted first): one 1 MB document took 2.8 s word by word."""
+    padded = f"#{word}#"
+    grams = [padded[i : i + 3] for i in range(len(padded) - 2)]
+    pairs = [_slot("w:" + word, dim)] + [_slot("g:" + gram, dim) for gram in grams]
+    slots = np.array([slot for slot, _sign in pairs], dtype=np.intp)
+    weights = np.array([sign for _slot, sign in pairs], dtype=np.float64)
+    weights[1:] /= len(grams)
+    return slots, weights
