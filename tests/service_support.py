@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from octobrain.cli.service_client import ask
+from octobrain.cli.service_client import ask, service_alive
 from octobrain.cli.service_settings import Settings, load_settings
 
 SCOPE = "github.com/acme/svc"
@@ -45,7 +45,10 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, s
     settings = load_settings()
     if settings is not None:
         ask(settings, "stop")
-        wait_for(lambda: not os.path.exists(settings.socket_path), 15)
+        # Until no service holds the lock (it lets go last, after removing its socket). A test
+        # whose service was killed, or that served a fake one, leaves a socket file no process
+        # will remove: waiting for the file to go took 15 s of each such test.
+        wait_for(lambda: not service_alive(settings), 15)
     shutil.rmtree(run_dir, ignore_errors=True)
 
 
