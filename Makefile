@@ -49,8 +49,13 @@ dev: $(PY)
 test-rust:
 	cargo test --manifest-path rust/Cargo.toml --quiet
 
+## The tests in TEST_WORKERS processes (pytest-xdist; a file's tests stay in one), then the
+## resident-service tests alone (marked `service` by tests/conftest.py): their commands wait a
+## second for a service to bind, which work beside them can hold up.
+TEST_WORKERS ?= 2
 test-python: $(PY)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not service"
+	$(PY) -m pytest -q -m service
 
 test: test-rust test-python
 

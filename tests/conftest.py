@@ -19,9 +19,23 @@ _DATA_DIR = tempfile.mkdtemp(prefix="octobrain-tests-")
 os.environ["OCTOBRAIN_DATA_DIR"] = _DATA_DIR
 atexit.register(shutil.rmtree, _DATA_DIR, ignore_errors=True)
 
+
 # A test's background work ends with it: the access counts it queued are committed, and its
 # sleep passes and snapshot writes are waited for, before the next test starts. (They went on
 # committing into its temporary store while later tests ran.)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that runs the resident service (the `env` fixture of tests/service_support.py,
+    whatever name a file imports it under) is marked `service`. `make test` runs those alone,
+    after the others ran two at a time: a command waits a second for a service to bind before
+    it runs in-process, so beside other work a service test could see its commands served
+    in-process."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        if any(d.func.__module__ == "tests.service_support" for ds in defs for d in ds):
+            item.add_marker(pytest.mark.service)
+
+
 _BACKGROUND = ("octobrain-access", "octobrain-sleep", "octobrain-snapshot")
 _WAIT_S = 10.0
 

@@ -181,7 +181,9 @@ def test_a_progress_line_takes_what_the_terminal_takes(
     # terminal, left hidden by a killed command) and drew `re-embedding with hash:64  [###…]
     # 100%` 77 columns wide whatever the terminal's width: in 20 columns each redraw wrapped
     # onto new lines.
-    env = {**_seeded(cli_env, tmp_path, 1500), **variables}
+    seeded = _seeded(cli_env, tmp_path, 1500)
+    # The terminal's own width unless a case sets COLUMNS (pytest-xdist's workers export 80).
+    env = {**{k: v for k, v in seeded.items() if k not in ("COLUMNS", "LINES")}, **variables}
     with _on_a_terminal(env, "memory", "reembed", "--format", "json", columns=columns) as (
         proc,
         reader,
