@@ -34,11 +34,8 @@ class Place:
     def __init__(self, settings: Settings, lock_fd: int, listener: socket.socket) -> None:
         self.listener = listener
         self._lock = lock_fd
-        self._socket_path = settings.socket_path
-        socket_id = _identity(os.stat(settings.socket_path))
-        self._socket_ino = socket_id[1]
         self._files = (
-            ("socket", settings.socket_path, socket_id),
+            ("socket", settings.socket_path, _identity(os.stat(settings.socket_path))),
             ("lock", settings.lock_path, _identity(os.fstat(lock_fd))),
         )
         self._next = time.monotonic() + LOOK_SECONDS
@@ -93,7 +90,8 @@ class Place:
         if self._released:
             return
         self._released = True
+        _what, path, own = self._files[0]
         with contextlib.suppress(OSError):
-            if os.stat(self._socket_path).st_ino == self._socket_ino:
-                os.unlink(self._socket_path)
+            if _identity(os.stat(path)) == own:
+                os.unlink(path)
         os.close(self._lock)
