@@ -22,7 +22,7 @@ from octobrain.memory.conversation_formats import EXPORTS
 from octobrain.memory.turn_fields import same_id, turn_id, turn_name, turn_text, turn_time
 from octobrain.memory.turns import Conversation, Turn, collected, in_parts
 
-__all__ = ["EXPORTS", "export_conversations", "export_of"]
+__all__ = ["EXPORTS", "conversation_title", "export_conversations", "export_of"]
 
 _SPEAKERS = {"human": "user", "user": "user", "assistant": "assistant"}  # (as Claude Code's)
 
@@ -50,12 +50,12 @@ def export_conversations(
         if not isinstance(record, dict):
             raise InvalidInput(where, f"must be a conversation object of a {fmt} export")
         key, messages = read(where, record)
-        title = _title(f"{where}.{title_key}", record.get(title_key))
+        title = conversation_title(f"{where}.{title_key}", record.get(title_key))
         out.append(in_parts(once(collected(key, _turns(messages, _KEYS[fmt]), title))))
     return out
 
 
-def _title(field_name: str, value: object) -> str:
+def conversation_title(field_name: str, value: object) -> str:
     """A conversation's title as the product shows it, "" when it has none, cut to
     `TITLE_CHARS` characters (a turn's title holds it beside its speaker and date)."""
     if value is None or (isinstance(value, str) and not value.strip()):

@@ -30,7 +30,7 @@ from octobrain.memory.chat_exports import EXPORTS, export_conversations, export_
 from octobrain.memory.chat_keys import chat_fields, looks_like_chat, unsaid
 from octobrain.memory.conversation_formats import FORMATS
 from octobrain.memory.conversation_locomo import locomo_conversations
-from octobrain.memory.slack_users import export_names, slack_text, stored_before
+from octobrain.memory.slack_users import UNZIP, export_names, slack_text, stored_before
 from octobrain.memory.turn_fields import (
     LONE,
     SESSION_CHARS,
@@ -105,8 +105,9 @@ def read_conversations(
     text = read_text(file)
     stem = Path(file.stem).stem if file.suffix == ".gz" else file.stem  # (talk.jsonl.gz: talk)
     stem = same_name(LONE.sub("\ufffd", stem))  # (bytes not UTF-8: as Python reads them)
-    people = export_names(file, lambda listed: read_text(listed, str(listed)))
-    return _conversations(text, fmt, name, stem, str(file), people)
+    people, channel = export_names(file, lambda listed: read_text(listed, str(listed)))
+    conversations = _conversations(text, fmt, name, stem, str(file), people)
+    return [replace(c, title=c.title or channel) for c in conversations]  # (a Slack day's)
 
 
 def read_text(file: Path, field: str = "file") -> str:
@@ -154,6 +155,8 @@ def _decoded(held: list[bytes], field: str) -> str:
     """The text of a file's bytes (`held` holds them alone, taken out here): gzip inflated,
     UTF-8 decoded, a byte order mark dropped; refusals name `field`."""
     data = held.pop()
+    if data.startswith(b"PK\x03\x04"):  # (a zip archive: a Slack export as Slack gives it)
+        raise InvalidInput(field, UNZIP)
     if data.startswith(b"\x1f\x8b"):  # gzip, as LoCoMo's own file is kept
         data = gunzipped(field, data, MAX_FILE_BYTES)
     try:  # (each turn was stored with U+FFFD for what was not UTF-8, and no word said)

@@ -1,11 +1,14 @@
 """The names of a Slack export's members and channels, which its messages give only as ids.
 
 Slack's export is a folder: `users.json` (every member: `{id, name, real_name, profile:
-{display_name, real_name}}`), `channels.json`, and a folder per channel of a file per day. A
+{display_name, real_name}}`), `channels.json`, `groups.json` (private channels), `mpims.json`
+(group DMs), `dms.json` (DMs: `{id, members}`), and a folder per channel of a file per day. A
 message written before Slack added `user_profile` to each (and a bot's) names its speaker
 only by id (`U012AB3CD`); ingesting a day's file with `users.json` in its folder or the one
-above names the speaker as Slack shows them, and with `channels.json` (`[{id, name, …}]`) there
-a channel its messages give by id alone (`<#C024BE7LR>`) as `#general`.
+above names the speaker as Slack shows them, with `channels.json` (`[{id, name, …}]`) there
+(or `groups.json`, `mpims.json`) a channel its messages give by id alone (`<#C024BE7LR>`) as
+`#general`, and titles each turn with the channel whose folder holds it (`#general`; a DM's
+or group DM's members: `Ana, Ben`).
 
 A message's text is Slack's markup (its "Formatting text" reference): `<@U024BE7LH>` a member,
 `<#C024BE7LR|general>` a channel, `<!here>` a group, `<url|label>` a link, and `&`, `<`, `>`
@@ -17,17 +20,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from octobrain.errors import InvalidInput
 from octobrain.json_values import UnreadableJSON, read_json
-from octobrain.memory.turn_fields import turn_name
+from octobrain.memory.chat_exports import conversation_title
+from octobrain.memory.turn_fields import same_name, turn_name
 
 __all__ = [
     "CHANNELS_FILE",
+    "CONVERSATION_FILES",
+    "UNZIP",
     "USERS_FILE",
-    "channel_names",
+    "ExportNames",
     "export_file",
     "export_names",
     "member_names",
@@ -37,6 +44,28 @@ __all__ = [
 
 USERS_FILE = "users.json"
 CHANNELS_FILE = "channels.json"
+# The lists of an export's conversations, what each lists, and whether one is shown by its
+# members' names (a DM, a group DM) rather than `#` and its name; a DM's folder is its id.
+CONVERSATION_FILES = {
+    CHANNELS_FILE: ("channels ({id, name})", False),
+    "groups.json": ("private channels ({id, name})", False),
+    "mpims.json": ("group DMs ({id, name, members})", True),
+    "dms.json": ("direct messages ({id, members})", True),
+}
+
+
+class ExportNames(NamedTuple):
+    """What a Slack export names, as `export_names` finds it."""
+
+    names: dict[str, str] | None  # members by user id; channels by `#` and id
+    channel: str  # the title of a day file's conversation: `#general`, `Ana, Ben`; or ""
+
+
+# Why a zip archive (an export as Slack, and others, give it) is not ingested, and what is.
+UNZIP = (
+    "is a zip archive, not a conversation file; unzip it and ingest its conversation files "
+    "one at a time (a Slack export: each channel's day files, <channel>/<YYYY-MM-DD>.json)"
+)
 _NAMES = ("display_name", "real_name")  # a profile's, as Slack shows a member
 
 
@@ -53,25 +82,65 @@ def export_file(export: Path, name: str) -> Path | None:
     return None
 
 
-def export_names(export: Path, read: Callable[[Path], str]) -> dict[str, str] | None:
+def export_names(export: Path, read: Callable[[Path], str]) -> ExportNames:
     """The names of the Slack export `export` is a day file of (its text read by `read`): of
-    its members by user id, from the `users.json` `export_file` finds, and of its channels by
-    `#` and channel id, from its `channels.json`; None without either. A file not Slack's
-    list (another program's file of that name, in the folder of any file ingested or the one
-    above) names nothing (it refused the ingest of that file)."""
-    found: dict[str, str] | None = None
-    for name, names in ((USERS_FILE, member_names), (CHANNELS_FILE, channel_names)):
+    its members by user id, from the `users.json` `export_file` finds, and of its channels
+    (public, private, group DMs) by `#` and id, from its `CONVERSATION_FILES` (None without
+    any of them); and the title of the conversation whose folder holds `export`. A file not
+    Slack's list (another program's file of that name, in the folder of any file ingested
+    or the one above) names nothing (it refused the ingest of that file)."""
+    members: dict[str, str] | None = None
+    path = export_file(export, USERS_FILE)
+    if path is not None:
+        with suppress(InvalidInput):
+            members = member_names(str(path), read(path))
+    found, channel = members, ""
+    for name, (kind, by_members) in CONVERSATION_FILES.items():
         path = export_file(export, name)
-        if path is not None:
-            try:
-                found = (found or {}) | names(str(path), read(path))
-            except InvalidInput:
-                continue
-    return found
+        if path is None:
+            continue
+        try:
+            listed = _listed(str(path), read(path), kind)
+            names, title = _conversations(str(path), listed, by_members, members or {}, export)
+        except InvalidInput:
+            continue
+        found, channel = (found or {}) | names, channel or title
+    return ExportNames(found, channel)
+
+
+def _conversations(
+    field_name: str,
+    listed: list[Any],
+    by_members: bool,
+    members: Mapping[str, str],
+    export: Path,
+) -> tuple[dict[str, str], str]:
+    """`#` and id → the name of each conversation `listed` (a `CONVERSATION_FILES` list) names
+    (`#C024BE7LR` → `general`), and the title of the one whose folder holds `export`: `#` and
+    its name, or (`by_members`: a DM's, a group DM's) its members' names (`Ana, Ben`)."""
+    names: dict[str, str] = {}
+    folder, title = same_name(export.parent.name), ""
+    for i, conversation in enumerate(listed):
+        if not isinstance(conversation, dict) or not isinstance(conversation.get("id"), str):
+            continue  # (not a conversation: nothing to name)
+        name, held = conversation.get("name"), conversation.get("members")
+        if isinstance(name, str) and name.strip():
+            name = turn_name(f"{field_name}[{i}].name", name, None)
+            names["#" + conversation["id"]] = name
+        else:
+            name = None
+        if title or same_name(name or conversation["id"]) != folder:
+            continue  # (its day files are in a folder of its name; a DM's, of its id)
+        held = held if isinstance(held, list) else []
+        said = [members.get(m, m) for m in held if isinstance(m, str)]
+        shown = ", ".join(said) if by_members and said else f"#{name}" if name else ""
+        title = conversation_title(f"{field_name}[{i}]", shown) if shown else ""
+    return names, title
 
 
 def _listed(field_name: str, text: str, kind: str) -> list[Any]:
-    """The list of a Slack export's `users.json` or `channels.json` (`kind`: what it lists)."""
+    """The list of a Slack export's `users.json` or one of its `CONVERSATION_FILES` (`kind`:
+    what it lists)."""
     try:
         listed: Any = read_json(text)
     except UnreadableJSON as exc:
@@ -95,18 +164,6 @@ def member_names(field_name: str, text: str) -> dict[str, str]:
         name = next((n for n in found if isinstance(n, str) and n.strip()), None)
         if name is not None:  # (a NUL or a lone surrogate named here, not in a turn)
             names[member["id"]] = turn_name(f"{field_name}[{i}]", name, None)
-    return names
-
-
-def channel_names(field_name: str, text: str) -> dict[str, str]:
-    """`#` and channel id → the channel's name (`#C024BE7LR` → `general`), from a
-    `channels.json`'s text; refusals name `field_name`."""
-    names: dict[str, str] = {}
-    for i, channel in enumerate(_listed(field_name, text, "channels ({id, name})")):
-        if isinstance(channel, dict) and isinstance(channel.get("id"), str):
-            name = channel.get("name")
-            if isinstance(name, str) and name.strip():
-                names["#" + channel["id"]] = turn_name(f"{field_name}[{i}].name", name, None)
     return names
 
 
