@@ -31,7 +31,12 @@ from octobrain.server.brief_listing import BRIEF_PROMPT, BRIEF_RESOURCE, BRIEF_U
 from octobrain.server.pool import BrainPool
 from octobrain.server.progress import progress_of
 from octobrain.server.quiet import QuietWarning
-from octobrain.server.roots import RootsRequired, ask_for_roots, session_scope_lock
+from octobrain.server.roots import (
+    RootsRequired,
+    ask_for_roots,
+    session_id_of,
+    session_scope_lock,
+)
 from octobrain.server.schemas import TOOLS_BY_NAME, allowed_arguments, tools_for
 from octobrain.server.scoping import (
     ScopeLock,
@@ -200,7 +205,7 @@ class OctobrainServer:
         scope, workdir = scope_argument(arguments, lock)
         workdir = workdir if workdir is not None else self.workspace.cwd  # git, relative paths
         if name == "knowledge":
-            session_id = (lock.session_id if lock is not None else "") or self._session_of(ctx)
+            session_id = session_id_of(ctx, lock) or self._session_of(ctx)
             work = partial(handlers.knowledge, arguments=arguments)
             roots = self.workspace.local_roots(lock, self.pool.config.knowledge.allow_paths)
             call = partial(self.pool.call_knowledge, scope, workdir, session_id, work, roots)
@@ -214,7 +219,7 @@ class OctobrainServer:
                     fetched = await anyio.to_thread.run_sync(fetch)
                     got = partial(knowledge, {ref.uri: fetched})
                     return await in_thread(got, _limiter("knowledge"))
-        session_id = lock.session_id if lock is not None else ""
+        session_id = session_id_of(ctx, lock)
 
         def in_pool(body: Callable[[Brain], T], *, read: bool = False) -> Awaitable[T]:
             return self._in_pool(scope, workdir, body, session_id, read=read)
@@ -341,7 +346,7 @@ class OctobrainServer:
             scope, workdir = scope_argument(arguments, lock)
         except InvalidInput as exc:
             raise MCPError(INVALID_PARAMS, one_line(str(exc))) from exc
-        session_id = lock.session_id if lock is not None else ""
+        session_id = session_id_of(ctx, lock)
 
         def work(brain: Any) -> str:
             from octobrain.memory.briefing import build_briefing

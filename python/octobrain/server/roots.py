@@ -5,6 +5,7 @@ answered with an `InputRequiredResult` asking for them and read from its retry."
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -15,7 +16,13 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import REQUEST_TIMEOUT
 
-from octobrain.server.scoping import ScopeLock, Workspace, lock_from_capability, lock_from_roots
+from octobrain.server.scoping import (
+    ScopeLock,
+    Workspace,
+    lock_from_capability,
+    lock_from_roots,
+    session_labels,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +76,8 @@ async def session_scope_lock(
     with an InputRequiredResult) and reads the roots from the retry's `responses`.
     """
     caps = ctx.session.client_capabilities
-    lock = lock_from_capability(caps.experimental if caps else None)
+    experimental = caps.experimental if caps else None
+    lock = lock_from_capability(experimental)
     if lock is not None:
         return lock
     state = _connection_state(ctx)
@@ -85,7 +93,20 @@ async def session_scope_lock(
         else:
             if state is not None:
                 state[_ROOTS_KEY] = roots_lock  # asked once per connection; the lock holds
-    return roots_lock or workspace.cwd_lock
+    lock = roots_lock or workspace.cwd_lock
+    role, session_id = session_labels(experimental)  # (a capability naming no scope)
+    if lock is not None and (role or session_id):
+        lock = replace(lock, role=role, session_id=session_id)
+    return lock
+
+
+def session_id_of(ctx: ServerRequestContext[Any, Any], lock: ScopeLock | None) -> str:
+    """The session id the client named (`experimental.session.session_id`), locked or not;
+    "" when it named none."""
+    if lock is not None:
+        return lock.session_id
+    caps = ctx.session.client_capabilities
+    return session_labels(caps.experimental if caps else None)[1]
 
 
 async def _roots_lock(

@@ -52,12 +52,38 @@ def lock_from_capability(experimental: dict[str, Any] | None) -> ScopeLock | Non
     """(a) `experimental.session = {scope, role, session_id, git}` as upstream reads it.
 
     A non-empty `scope` locks the session. `git: true` without a scope only says "derive it
-    from git", which the roots / working-directory steps do. A malformed scope is an error
-    rather than a silent fall-back to another project.
+    from git", which the roots / working-directory steps do; a `role` or `session_id`
+    without a scope holds for whichever of them locks it (`session_labels`). A malformed
+    field is an error rather than a silent fall-back to another project.
     """
-    if not experimental:
+    session = _session(experimental)
+    if session is None:
         return None
-    session = experimental.get("session")
+    role, session_id = _label(session, "role"), _label(session, "session_id")
+    scope = session.get("scope")
+    if scope is None or not scope.strip():
+        return None
+    return ScopeLock(
+        validate_scope(scope, "experimental.session.scope"),
+        "session capability",
+        role=role,
+        session_id=session_id,
+    )
+
+
+def session_labels(experimental: dict[str, Any] | None) -> tuple[str, str]:
+    """The `(role, session_id)` of the `experimental.session` capability, "" each it does not
+    name: upstream keeps them without a `scope` too (they were dropped, and a session's notes
+    kept under the connection's id, not the one its client asked for)."""
+    session = _session(experimental)
+    if session is None:
+        return "", ""
+    return _label(session, "role"), _label(session, "session_id")
+
+
+def _session(experimental: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`experimental.session`, its `scope` and `git` checked; None when not sent."""
+    session = (experimental or {}).get("session")
     if session is None:
         return None
     if not isinstance(session, dict):  # (a scope sent as the value fell back to the cwd's)
@@ -70,14 +96,10 @@ def lock_from_capability(experimental: dict[str, Any] | None) -> ScopeLock | Non
         raise InvalidInput(
             "experimental.session.scope", f"must be a string, got {json_type(scope)}"
         )
-    if scope is None or not scope.strip():
-        return None
-    return ScopeLock(
-        validate_scope(scope, "experimental.session.scope"),
-        "session capability",
-        role=_label(session, "role"),
-        session_id=_label(session, "session_id"),
-    )
+    git = session.get("git")
+    if git is not None and not isinstance(git, bool):  # ("false" was taken as nothing said)
+        raise InvalidInput("experimental.session.git", f"must be a boolean, got {json_type(git)}")
+    return session
 
 
 def _label(session: dict[str, Any], key: str) -> str:
