@@ -78,6 +78,23 @@ from tests.server_support import PROJECT_A, call, hash_pool, run, server_for
             "claude",
             "sessionId: must be 1–100 characters, without NUL",
         ),
+        # An id that shows nothing was taken as the turn's id: " " and "\u200b\u0301".
+        (
+            '[{"speaker": "A", "text": "x", "id": " "}]',
+            "chat",
+            r"^turns\[0\]\.id: must hold visible text, not only spaces",
+        ),
+        (
+            '[{"speaker": "A", "text": "x", "id": "\\u200b\\u0301"}]',
+            "chat",
+            r"^turns\[0\]\.id: must hold visible text",
+        ),
+        (
+            '{"type": "user", "uuid": "u1", "message": {"content": "hello"}}\n'
+            '{"type": "assistant", "uuid": "\\t", "message": {"content": "hi there"}}',
+            "claude",
+            r"^line 2\.uuid: must hold visible text",
+        ),
         # One id for two different turns: stored, they were two rows of one memory id.
         (
             '[{"speaker": "A", "text": "one", "id": "x"},'
@@ -235,3 +252,31 @@ def test_a_locomo_session_date_is_read_as_written_or_refused() -> None:
             parse_text(sample(date), "locomo")
     with pytest.raises(InvalidInput, match=r"^file\[0\]\.sample_id: must be a string or an int"):
         parse_text(sample("2023-05-08T13:56:00Z", {"a": 1}), "locomo")
+
+
+def test_cli_and_mcp_ingest_refuse_a_turn_id_that_shows_nothing(tmp_path: Path) -> None:
+    # Both stored the turn under the id " ", which no later export or question can name.
+    from click.testing import CliRunner
+
+    from octobrain.cli.main import main
+
+    turns = [{"speaker": "Ann", "text": "Release on Fridays.", "id": " "}]
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps(turns))
+    env = {
+        "OCTOBRAIN_DATA_DIR": str(tmp_path / "data"),
+        "OCTOBRAIN_EMBEDDING_MODEL": "hash:64",
+        "OCTOBRAIN_SERVICE_ENABLED": "0",
+    }
+    done = CliRunner().invoke(main, ["memory", "ingest", str(chat), "--scope", PROJECT_A], env=env)
+    assert done.exit_code == 2 and "turns[0].id: must hold visible text" in done.output, (
+        done.output
+    )
+    server = server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)
+
+    async def body() -> None:
+        async with Client(server) as client:
+            error, reply = await call(client, "ingest", conversation="c", turns=turns)
+            assert error and reply.startswith("turns[0].id: must hold visible text"), reply
+
+    run(body)

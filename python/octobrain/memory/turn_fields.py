@@ -11,7 +11,7 @@ from datetime import datetime
 
 from octobrain.errors import InvalidInput
 from octobrain.field_checks import ID_CHARS
-from octobrain.safe_text import same_text_key, without_bidi
+from octobrain.safe_text import check_visible, same_text_key, without_bidi
 from octobrain.times import from_unix, iso_time, not_ahead
 
 SPEAKER_CHARS = 60
@@ -98,8 +98,8 @@ def speaker_name(name: str) -> str:
 
 
 def turn_id(field_name: str, value: object) -> str:
-    """A turn's own id ("" when it has none): a string or an integer, 1–`ID_CHARS` characters,
-    as written (`same_id` is the one it names)."""
+    """A turn's own id ("" when it has none): a string or an integer, 1–`ID_CHARS` characters
+    with one that shows, as written (`same_id` is the one it names)."""
     if value is None or value == "":
         return ""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -108,6 +108,7 @@ def turn_id(field_name: str, value: object) -> str:
     if len(text) > ID_CHARS or "\x00" in text:
         raise InvalidInput(field_name, f"must be 1–{ID_CHARS} characters, without NUL")
     unicode_text(field_name, text)
+    check_visible(field_name, text)  # (" " was taken as an id: no one can name that turn)
     # ("x/part-2" and the second part of a long "x" were one memory)
     if _PART.search(same_id(text)[0]):
         raise InvalidInput(
@@ -120,9 +121,9 @@ def same_id(given: str) -> tuple[str, tuple[str, ...]]:
     """The id a turn's own id `given` names, as two spellings of one text compare
     (`safe_text.same_text_key`: trimmed, in NFC, without zero-width or other format
     characters; an export that writes "a ", "a\u200b" or a decomposed "é" once names the
-    turn "a" or "é" of another; an id of only such characters stays as written), and the id
+    turn "a" or "é" of another; `turn_id` refuses an id of only such characters), and the id
     as written when it differs: the key an earlier version stored the turn under."""
-    named = same_text_key(given) or given
+    named = same_text_key(given)
     return named, (given,) if given and named != given else ()
 
 
