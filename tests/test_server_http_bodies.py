@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 from mcp import Client
 
-from tests.server_support import PROJECT_A, call, free_port, http_server, run
+from tests.server_support import PROJECT_A, call, free_port, http_server, initialize_message, run
 
 FACT = {"title": "Release process", "content": "Releases are cut from main by tagging vX.Y.Z."}
 
@@ -234,3 +234,40 @@ def test_a_refusal_is_logged_as_its_text(tmp_path: Path) -> None:
     said = _refused_huge_bodies(tmp_path, 1)
     (line,) = [x for x in said if "refused POST /mcp" in x]
     assert "refused POST /mcp: {" in line and "b'" not in line, line
+
+
+def test_a_call_of_many_small_values_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    # Reading a message is Python work on the event loop, where every other client waits:
+    # 1 MiB of `[],[],…` in a call's arguments took 1-2.5 s to read (the guard, then the SDK),
+    # and two clients sending such calls in a loop made a third one's `ping` wait 2.8 s.
+    import httpx
+
+    from octobrain.server import wire
+    from octobrain.server.schemas import INGEST_TURNS
+
+    turn = {"speaker": "ana", "text": "hi", "time": "2026-01-01T00:00:00Z", "session": "s"}
+    ingest = {"name": "ingest", "arguments": {"conversation": "c", "turns": [turn] * INGEST_TURNS}}
+    largest = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ingest}
+    assert wire.read_body(json.dumps(largest).encode())[1] is None  # the largest call is read
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    accept = {"Accept": "application/json, text/event-stream"}
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path), httpx.Client() as http:
+        opened = http.post(url, json=initialize_message(), headers=accept, timeout=60)
+        session = {**accept, "mcp-session-id": opened.headers["mcp-session-id"]}
+        flat = [[]] * 300_000  # 900 kB
+        arguments = {"query": "release", "scope": PROJECT_A, "filler": flat}
+        params = {"name": "remember", "arguments": arguments}
+        many = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+        answer = http.post(url, json=many, headers=session, timeout=60)
+        assert answer.status_code == 400, answer.text[:300]
+        assert answer.json() == {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "error": {
+                "code": -32600,
+                "message": "message holds 300,010 values (array items and object members), "
+                "over 16,384; nothing was done",
+            },
+        }

@@ -30,6 +30,11 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 1 << 20  # the largest tool call (10 kB content, 20 links) is far below this
 MAX_DEPTH = 64  # the deepest tool call (related_to entries) nests 6 levels
+# Array items and object members in one message. Reading one is Python work on the event
+# loop, where every other client waits: 1 MiB of `[],[],…` (350,000 values) took 1-2.5 s to
+# read, twice (this check and the SDK), and two clients sending such calls in a loop made a
+# third one's `ping` wait 2.8 s. The largest call, an `ingest` of 500 turns, holds about 2,500.
+MAX_VALUES = 16_384
 # Requests of one session read but not yet answered. Past this, input is not read until an
 # answer goes out: a client that writes without ever reading its answers would otherwise make
 # the server hold a task and an answer for every request it sent (in the shared service too).
@@ -70,8 +75,22 @@ _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 def nesting_depth(raw: bytes) -> int:
     """How deep `raw` (JSON text) nests arrays and objects; strings are skipped."""
-    brackets = _STRING.sub(b"", raw).translate(None, _OTHER)
+    return _depth(_STRING.sub(b"", raw))
+
+
+def _depth(bare: bytes) -> int:
+    """How deep JSON text without its strings (`bare`) nests arrays and objects."""
+    brackets = bare.translate(None, _OTHER)
     return max(itertools.accumulate((_STEP[b] for b in brackets), initial=0))
+
+
+def _values(bare: bytes) -> int:
+    """How many values (array items and object members, the outermost value too) JSON text
+    without its strings (`bare`) holds, counted without reading it: a comma separates two,
+    and a bracket opens one holding one more unless it is empty."""
+    tight = bare.translate(None, b" \t\r\n")
+    empty = tight.count(b"[]") + tight.count(b"{}")
+    return tight.count(b",") + tight.count(b"[") + tight.count(b"{") - empty + 1
 
 
 _MEMBER = re.compile(
@@ -142,9 +161,16 @@ def _screened(raw: bytes) -> tuple[Any, dict[str, Any] | None]:
             f"message over {MAX_MESSAGE_BYTES:,} bytes as JSON (escapes included); nothing was read"
         )
         return None, error(INVALID_REQUEST, message, leading_id(raw))
-    depth = nesting_depth(raw)
+    bare = _STRING.sub(b"", raw)
+    depth = _depth(bare)
     if depth > MAX_DEPTH:
         message = f"message nested {depth} deep, over {MAX_DEPTH}"
+        return None, error(INVALID_REQUEST, message, leading_id(raw))
+    if (values := _values(bare)) > MAX_VALUES:
+        message = (
+            f"message holds {values:,} values (array items and object members), over "
+            f"{MAX_VALUES:,}; nothing was done"
+        )
         return None, error(INVALID_REQUEST, message, leading_id(raw))
     if (refused := _encoding_refused(raw)) is not None:
         return None, refused
