@@ -38,6 +38,10 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ("knowledge", {"command": "search", "query": "deploys", "source": "http:///a.md",
                    "scope": UNLOCKED},
      'source: URL "http:///a.md" has no host'),
+    ("knowledge", {"command": "store", "key": "\u0301", "content": "Rotate the keys.",
+                   "scope": UNLOCKED},  # (stored: a note whose key prints as nothing)
+     "key: must hold a visible character, not only combining marks or fillers "
+     "(found U+0301 COMBINING ACUTE ACCENT)"),
     ("forget", {"memory_id": "abcd1234", "confirm": True, "scope": UNLOCKED},
      'memory_id: no memory id starting with abcd1234 is visible from scope "a/b"'),
 ]  # fmt: skip

@@ -54,9 +54,14 @@ def test_a_session_id_named_without_a_scope_keeps_the_sessions_notes(
     ("session", "rule"),
     [
         ({"git": "false"}, "experimental.session.git: must be a boolean, got string"),
-        ({"scope": PROJECT_A, "git": 1}, "experimental.session.git: must be a boolean, got integer"),
+        (
+            {"scope": PROJECT_A, "git": 1},
+            "experimental.session.git: must be a boolean, got integer",
+        ),
         ({"git": None, "session_id": ["s1"]}, "experimental.session.session_id: must be a string"),
         ({"role": "dev\nops"}, "experimental.session.role: must not contain control"),
+        ({"session_id": " "}, "experimental.session.session_id: must hold visible text"),
+        ({"scope": PROJECT_A, "role": "\u0301"}, "experimental.session.role: must hold visible"),
     ],
 )
 def test_a_session_field_of_the_wrong_kind_is_refused_with_or_without_a_scope(

@@ -79,10 +79,15 @@ LABEL_BYTES = 256  # a session's role or id (a UUID is 36)
 
 def check_label(field_name: str, value: object) -> str:
     """A session's id or role: one line of at most `LABEL_BYTES` bytes without control
-    characters (it is stored on rows and printed back)."""
+    characters, "" (none) or with a character that shows (it is stored on rows and printed
+    back; " " and "\u0301" named a session no one could see the name of)."""
     text = check_text(field_name, value, (0, LABEL_BYTES))
     if not text.isprintable():
         raise InvalidInput(field_name, "must not contain control characters or line breaks")
+    if value != "" and not shows_something(text):
+        raise InvalidInput(
+            field_name, "must hold visible text, not only spaces or combining marks, or be empty"
+        )
     return text
 
 

@@ -93,6 +93,9 @@ def test_read_prints_the_whole_text_or_a_page_of_it(workdir: Path) -> None:
         (("--session-id", "s" * 120_000), "session_id: must be 0–256 bytes"),
         (("--session-id", "evil\x1b[31m\nline"), "session_id: must not contain control"),
         (("--session-id", "caf\udcff"), "session_id: must be valid Unicode"),
+        # (a session named by nothing that shows; " " was taken as no session, a store refused)
+        (("--session-id", "\u0301"), "session_id: must hold visible text, not only spaces or"),
+        (("--session-id", " "), "session_id: must hold visible text, not only spaces or"),
     ],
 )
 def test_a_session_id_from_the_cli_is_checked_as_one_from_a_client(
@@ -141,6 +144,7 @@ def test_bad_input_is_one_line_and_exit_2(workdir: Path) -> None:
         (("match", "("), "error: pattern: invalid regular expression: unclosed group"),
         (("match", "a{9999}{9999}"), "error: pattern: invalid regular expression: Compiled"),
         (("delete", "missing"), 'error: key: no stored note "missing"'),
+        (("store", "\u0301", "Rotate the keys."), "error: key: must hold a visible character"),
         (("search", "x"), "error: query: "),
         # An empty --source meant some source: it was taken for every one.
         (("search", "rollback steps", "--source", ""), "error: --source: must name a file or"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,22 @@ def test_a_note_key_refusal_names_the_rule_and_the_character() -> None:
     )
     with pytest.raises(InvalidInput, match=r'\(control, .*; found " "\)$'):
         parse_source("stored://a b")
+    # Only combining marks: a key that prints as nothing, or as an accent on what is before it.
+    for marks, found in [
+        ("\u0301", "U+0301 COMBINING ACUTE ACCENT"),
+        ("\u20dd\u0308", "U+0308 COMBINING DIAERESIS, U+20DD COMBINING ENCLOSING CIRCLE"),
+    ]:
+        with pytest.raises(InvalidInput) as info:
+            parse_source(f"stored://{marks}")
+        assert str(info.value) == (
+            "key: must hold a visible character, not only combining marks or fillers "
+            f"(found {found})"
+        )
+    # Keys with marks on a base, in any script, are keys as before (NFC: "é", not e + U+0301).
+    for key in ["e\u0301", "日本語", "مُرَاجَعَة", "नमस्ते", "\u2764\ufe0f", "1\ufe0f\u20e3", "🇺🇦"]:
+        assert (
+            parse_source(f"stored://{key}").uri == f"stored://{unicodedata.normalize('NFC', key)}"
+        )
 
 
 def test_a_trailing_slash_names_a_folder(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from octobrain.errors import InvalidInput, as_json, char_named
 from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.models import KEY_BYTES, SOURCE_BYTES
 from octobrain.runtime_dir import runtime_dirs
-from octobrain.safe_text import is_unicode
+from octobrain.safe_text import is_unicode, shows_something
 
 STORED_PREFIX = "stored://"
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -208,8 +208,9 @@ def _normalise_url(url: str) -> str:
 
 
 def check_key(key: str) -> str:
-    """A note key: 1–200 bytes, no whitespace or invisible characters, in NFC: an accent
-    composed or not ("plán" typed, or from a macOS file name) is one key, as a scope is."""
+    """A note key: 1–200 bytes, no whitespace or invisible characters, one character that
+    shows (not only combining marks), in NFC: an accent composed or not ("plán" typed, or
+    from a macOS file name) is one key, as a scope is."""
     if not isinstance(key, str) or not key:
         raise InvalidInput("key", "must be a non-empty string")
     if not is_unicode(key):
@@ -223,6 +224,12 @@ def check_key(key: str) -> str:
             "key",
             "must not contain whitespace or invisible characters (control, format, private-use "
             f"or unassigned; found {', '.join(map(char_named, bad))})",
+        )
+    if not shows_something(key):  # ("\u0301" was a key: a note named by no character)
+        found = ", ".join(map(char_named, sorted(set(key))))
+        raise InvalidInput(
+            "key",
+            f"must hold a visible character, not only combining marks or fillers (found {found})",
         )
     return key
 
