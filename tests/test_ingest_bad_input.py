@@ -269,9 +269,7 @@ def test_cli_and_mcp_ingest_refuse_a_turn_id_that_shows_nothing(tmp_path: Path) 
         "OCTOBRAIN_SERVICE_ENABLED": "0",
     }
     done = CliRunner().invoke(main, ["memory", "ingest", str(chat), "--scope", PROJECT_A], env=env)
-    assert done.exit_code == 2 and "turns[0].id: must hold visible text" in done.output, (
-        done.output
-    )
+    assert done.exit_code == 2 and "turns[0].id: must hold visible text" in done.output, done.output
     server = server_for(hash_pool(tmp_path / "db"), tmp_path, PROJECT_A)
 
     async def body() -> None:
