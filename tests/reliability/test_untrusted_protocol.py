@@ -259,6 +259,7 @@ def test_http_answers_an_overdeep_body_with_a_json_rpc_error(tmp_path: Path) -> 
         deep = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": '
         r = http.post("/mcp", content=deep + b"[" * 5000 + b"]" * 5000 + b"}}", headers=headers)
         assert r.status_code == 400 and r.json()["error"]["code"] == -32600
+        assert r.json()["id"] == 1  # to its call, as stdio answers it (was id null)
         r = http.post("/mcp", content=b'{"pad": "' + b"x" * (2 << 20) + b'"}', headers=headers)
         assert r.status_code == 413 and "over 1048576 bytes" in r.json()["error"]["message"]
         # A batch, or another jsonrpc version: the SDK's validator dump (four errors, the input

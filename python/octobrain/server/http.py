@@ -11,8 +11,9 @@ One ASGI guard in front of the SDK's app does every check, in this order:
 5. body size: a request body over `MAX_BODY_BYTES` (declared or streamed) gets 413 before the
    MCP app reads any of it; past `mcp.max_in_flight` MiB of bodies being read at once, 503
    (`bodies.py`);
-6. nesting: a body nested deeper than `wire.MAX_DEPTH` gets 400. Both answer with a JSON-RPC
-   error body, the same caps and answers as stdio (`wire.py`);
+6. shape: a body nested deeper than `wire.MAX_DEPTH`, or holding over `wire.MAX_VALUES`
+   values, gets 400 before it is parsed. Both answer with a JSON-RPC error body, the same caps
+   and answers as stdio (`wire.py`);
 7. sessions: a request that opens one, with `mcp.max_sessions` open, first ends the session
    whose last request is the oldest (an open GET stream does not count: 503 only when every
    session has a request being answered);
@@ -206,9 +207,6 @@ class Guard:
                 # Closed after the answer: the unread body's buffers are let go with it.
                 closing = {"Retry-After": "1", "Connection": "close"}
                 response = JSONResponse(busy, 503, headers=closing)
-            elif (depth := wire.nesting_depth(body)) > wire.MAX_DEPTH:
-                said = f"message nested {depth} deep, over {wire.MAX_DEPTH}"
-                response = JSONResponse(wire.error(wire.INVALID_REQUEST, said), 400)
             else:
                 message, refused = wire.read_body(body)
                 if refused is not None:

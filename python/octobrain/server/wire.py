@@ -68,14 +68,11 @@ _refusals = QuietWarning(
 # write one before their first line; the SDK's readers took it for part of the message.
 UTF8_BOM = b"\xef\xbb\xbf"
 _NOT_UTF8 = "MCP messages are UTF-8 text (a UTF-8 byte order mark is allowed); nothing was done"
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+# (Unrolled: a run of plain characters at a time, where `(?:[^"\\]|\\.)*` went a character at a
+# time, 0.11 s for a 1 MiB string, on the event loop.)
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _OTHER = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
-
-
-def nesting_depth(raw: bytes) -> int:
-    """How deep `raw` (JSON text) nests arrays and objects; strings are skipped."""
-    return _depth(_STRING.sub(b"", raw))
 
 
 def _depth(bare: bytes) -> int:
