@@ -271,3 +271,20 @@ def test_a_call_of_many_small_values_is_refused_before_it_is_read(tmp_path: Path
                 "over 16,384; nothing was done",
             },
         }
+
+
+def test_a_body_of_open_strings_is_answered_at_once(tmp_path: Path) -> None:
+    # Strings were skipped by a pattern that, failing on a string left open to the end, was
+    # tried again from each later quote to the end: a body of `"\"\"\…` took its square in
+    # time, on the event loop (40 kB 10 s, 1 MiB hours), and no other client was answered.
+    import httpx
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path), httpx.Client() as http:
+        started = time.monotonic()
+        answer = http.post(url, content=b'"\\' * 100_000, headers=accept, timeout=60)
+        assert time.monotonic() - started < 10
+        assert answer.status_code == 400
+        assert answer.json()["error"]["code"] == -32700  # not JSON
