@@ -189,6 +189,38 @@ def test_headers_past_16_kib_get_431_naming_the_rule_however_they_arrive(tmp_pat
         run(body)
 
 
+def test_a_request_framing_its_body_twice_is_refused_and_its_connection_closed(
+    tmp_path: Path,
+) -> None:
+    # Content-Length and Transfer-Encoding both: h11 read the chunks and kept the connection,
+    # so the request after it was answered too, where a proxy in front reading the length
+    # would take the rest of the body for a request of its own (smuggling).
+    port = free_port()
+    body = json.dumps(initialize_message()).encode()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\n"
+    ).encode()
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    twice = head + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked
+    plain = head + b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    with (
+        http_server(tmp_path / "data", f"127.0.0.1:{port}", tmp_path),
+        socket.create_connection(("127.0.0.1", port), timeout=20) as conn,
+    ):
+        conn.sendall(twice + plain)
+        answer = b""
+        with contextlib.suppress(OSError):
+            while chunk := conn.recv(1 << 16):
+                answer += chunk
+    status, _, said = answer.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 400 "), answer[:300]
+    assert said == (
+        b"400: the request sends both Content-Length and Transfer-Encoding; send one"
+    ), said
+    assert answer.count(b"HTTP/1.1 ") == 1  # closed: the request after it is not read
+
+
 def test_a_flood_of_malformed_requests_is_not_logged_line_by_line(tmp_path: Path) -> None:
     # uvicorn warned once per malformed request (`Invalid HTTP request received.`), twice per
     # websocket upgrade asked, with nothing bounding the lines: 2,000 of them filled the 64 kB

@@ -24,7 +24,8 @@ closed, one line in the log.
 A request's line and headers are at most `HEAD_BYTES` together, however they arrive: h11 measures
 them only while they are incomplete, so 60 KB sent in one write were taken whole and 20 KB sent
 a kilobyte at a time were refused, both ways with `400 Invalid HTTP request received.`. Past it
-the answer is 431 naming the rule.
+the answer is 431 naming the rule. A request giving both a Content-Length and a
+Transfer-Encoding was read by its chunks, its connection kept: 400 naming both, and closed.
 """
 
 from __future__ import annotations
@@ -78,19 +79,27 @@ def deadline_protocol(seconds: float, unread: float, cap: int | None = None) -> 
 
     class HeadCapped(h11.Connection):
         """h11's server side, refusing a request whose line and headers pass `HEAD_BYTES`
-        whether or not they arrived in one piece; `too_long` says why it refused."""
+        whether or not they arrived in one piece, or one framing its body twice;
+        `refusal` says why it refused (status, text)."""
 
-        too_long = False
+        refusal: tuple[int, str] | None = None
 
         def next_event(self) -> Any:
             try:
                 event = super().next_event()
             except h11.RemoteProtocolError as exc:
-                self.too_long = exc.error_status_hint == 431  # (over the cap, incomplete)
+                if exc.error_status_hint == 431:  # (over the cap, incomplete)
+                    self.refusal = 431, _TOO_LONG
                 raise
             if isinstance(event, h11.Request) and _head_bytes(event) > HEAD_BYTES:
-                self.too_long = True
+                self.refusal = 431, _TOO_LONG
                 raise h11.RemoteProtocolError("request headers too long", 431)
+            if isinstance(event, h11.Request) and _framed_twice(event):
+                # h11 reads the chunks and keeps the connection; a proxy in front reading the
+                # length instead would take the rest of the body for another request (request
+                # smuggling). RFC 9112 (6.1) lets a server refuse it; it must close after.
+                self.refusal = 400, _FRAMED_TWICE
+                raise h11.RemoteProtocolError("Content-Length and Transfer-Encoding", 400)
             return event
 
     most = connection_cap() if cap is None else cap
@@ -130,16 +139,17 @@ def deadline_protocol(seconds: float, unread: float, cap: int | None = None) -> 
             self.logger = QuietLog(self.logger, malformed)  # type: ignore[assignment]
 
         def send_400_response(self, msg: str) -> None:
-            if not self._head.too_long:
+            if self._head.refusal is None:
                 super().send_400_response(msg)
                 return
-            said = f"431: the request line and headers are at most {HEAD_BYTES} bytes".encode()
+            status, text = self._head.refusal
+            said = f"{status}: {text}".encode()
             headers = [
                 (b"content-type", b"text/plain; charset=utf-8"),
                 (b"content-length", str(len(said)).encode()),
                 (b"connection", b"close"),
             ]
-            for event in (h11.Response(status_code=431, headers=headers), h11.Data(data=said)):
+            for event in (h11.Response(status_code=status, headers=headers), h11.Data(data=said)):
                 self.transport.write(self.conn.send(event))
             self.transport.write(self.conn.send(h11.EndOfMessage()))
             self.transport.close()
@@ -218,6 +228,16 @@ def deadline_protocol(seconds: float, unread: float, cap: int | None = None) -> 
                 self.transport.close()
 
     return DeadlineProtocol
+
+
+_TOO_LONG = f"the request line and headers are at most {HEAD_BYTES} bytes"
+_FRAMED_TWICE = "the request sends both Content-Length and Transfer-Encoding; send one"
+
+
+def _framed_twice(request: Any) -> bool:
+    """Whether an h11 request names its body's length both ways."""
+    names = {name for name, _ in request.headers}
+    return b"content-length" in names and b"transfer-encoding" in names
 
 
 def _head_bytes(request: Any) -> int:
