@@ -154,3 +154,25 @@ def test_only_a_request_s_own_params_are_answered_as_the_client_s_mistake() -> N
         asyncio.run(named_params(None, client_params))
     assert refused.value.error.code == INVALID_PARAMS
     assert refused.value.error.message == "params.arguments: Input should be a valid dictionary"
+
+
+@pytest.mark.parametrize(
+    ("head", "ident"),
+    [
+        (b'{"jsonrpc": "2.0", "id": 7, "method": "x"', 7),
+        (b'{"id": "call-1", "method": "x"', "call-1"),
+        (b'{"id": ' + b"9" * 64 + b"}", int("9" * 64)),
+        (b'{"id": ' + b"9" * 5000 + b', "method": "x"', None),  # (its first 64 digits were it)
+        (b'{"id": "' + b"a" * 300 + b'", "method": "x"', None),
+        (b'{"method": "x", "id": truest}', None),
+    ],
+)
+def test_a_refused_message_is_answered_to_its_own_id_or_to_null(
+    head: bytes, ident: str | int | None
+) -> None:
+    # A message refused before it is read (too large, too deep, an integer too long) is
+    # answered to the id among its first members, so its client can match the refusal; an id
+    # that is not whole there (cut to its first digits) would answer a call it never made.
+    from octobrain.server.wire import leading_id
+
+    assert leading_id(head + b', "params": {}}') == ident

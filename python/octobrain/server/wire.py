@@ -92,8 +92,10 @@ def _values(bare: bytes) -> int:
     return tight.count(b",") + tight.count(b"[") + tight.count(b"{") - empty + 1
 
 
+# A leading member: its key, and its value when short (a number whole or not at all: the first
+# 64 digits of a 5,000-digit id were answered as its id, one its client never sent).
 _MEMBER = re.compile(
-    rb'\s*("(?:[^"\\]|\\.){0,64}")\s*:\s*("(?:[^"\\]|\\.){0,256}"|[-+.\w]{1,64})\s*,?'
+    rb'\s*("(?:[^"\\]|\\.){0,64}")\s*:\s*("(?:[^"\\]|\\.){0,256}"|[-+.\w]{1,64}(?![-+.\w]))\s*,?'
 )
 
 
