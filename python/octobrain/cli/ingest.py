@@ -11,7 +11,7 @@ from octobrain.memory.conversation_formats import FORMATS
 
 
 @click.command("ingest")
-@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("file", type=click.Path(allow_dash=True))
 @click.option(
     "--format-in",
     type=click.Choice(FORMATS),
@@ -42,17 +42,32 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, name: str | None, 
     Each turn is one memory: shown as it was said, indexed with its speaker, its session's
     date and its neighbouring turns, and linked to the previous turn of its session.
     FILE may be gzip-compressed (at most 64 MiB either way); - reads standard input (a
-    chat export's turns then need --conversation NAME).
+    chat export's turns then need --conversation NAME). A Slack export's folder (or one
+    channel's) or its .zip is read whole: each channel one conversation, named by its
+    folder, of its day files in date order (at most 64 MiB in all).
     """
     import sys
 
     from octobrain.cli.common import command_brain
     from octobrain.memory.conversation import read_conversations, read_piped_conversations
+    from octobrain.memory.slack_export import is_export, read_export
 
     if not file.strip():  # (read as the cwd: "file: . is a directory")
         raise InvalidInput("file", "must name a conversation file, or - for standard input")
+    skipped: int | None = None  # a Slack export's files that are not its day files or lists
     if file == "-":
         conversations = read_piped_conversations(sys.stdin.buffer, format_in, name=name)
+    elif is_export(file):
+        if name is not None:
+            raise InvalidInput(
+                "conversation",
+                f"names one conversation; {file} is a Slack export (a folder or a .zip): each "
+                "channel is stored under its folder's name",
+            )
+        if format_in not in ("auto", "chat"):
+            raise InvalidInput("format_in", f"must be auto or chat for {file}, a Slack export")
+        export = read_export(file)
+        conversations, skipped = export.conversations, export.skipped
     else:
         conversations = read_conversations(file, format_in, name=name)
     brain = command_brain(ctx)
@@ -75,7 +90,7 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, name: str | None, 
             err=True,
         )
     if fmt == "json":
-        emit_json({"scope": brain.scope, **report.__dict__})
+        emit_json({"scope": brain.scope, **report.__dict__, **_files_skipped(skipped)})
         return
     named = (  # the name a file's turns are stored under: another file of that name adds to it
         f"conversation {conversations[0].key!r}"
@@ -86,4 +101,16 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, name: str | None, 
         f"ingested {report.turns} turn{'' if report.turns == 1 else 's'} of {named} into "
         f"{brain.scope or '(global)'}: "
         f"{report.summary(str(report.added))}, {report.links} links"
+        + (f", {_other_files(skipped)} skipped" if skipped else "")
     )
+
+
+def _other_files(skipped: int) -> str:
+    """A Slack export's files read as neither a day file nor a list, as the summary says."""
+    files = "file" if skipped == 1 else "files"
+    return f"{skipped} other {files} (not a channel's day file, <channel>/<YYYY-MM-DD>.json)"
+
+
+def _files_skipped(skipped: int | None) -> dict[str, int]:
+    """The JSON reply's count of a Slack export's files skipped, when an export was read."""
+    return {} if skipped is None else {"files_skipped": skipped}

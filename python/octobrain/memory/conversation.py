@@ -69,6 +69,8 @@ __all__ = [
     "SPEAKER_PREFIX",
     "Conversation",
     "Turn",
+    "chat_turns",
+    "decoded",
     "detect_format",
     "once",
     "parse_chat",
@@ -107,7 +109,9 @@ def read_conversations(
     stem = same_name(LONE.sub("\ufffd", stem))  # (bytes not UTF-8: as Python reads them)
     people, channel = export_names(file, lambda listed: read_text(listed, str(listed)))
     conversations = _conversations(text, fmt, name, stem, str(file), people)
-    return [replace(c, title=c.title or channel) for c in conversations]  # (a Slack day's)
+    from octobrain.memory.slack_export import by_channel  # (a Slack day's: its channel's)
+
+    return by_channel(conversations, file, stem, channel, name is None and people is not None)
 
 
 def read_text(file: Path, field: str = "file") -> str:
@@ -120,8 +124,8 @@ def read_text(file: Path, field: str = "file") -> str:
             got = f", got {exc.size}" if exc.size is not None else ""
             raise InvalidInput(field, f"must be at most {MAX_FILE_BYTES >> 20} MiB{got}") from None
     held = [data]
-    del data  # (up to 64 MiB: `_decoded` lets it go once decoded)
-    return _decoded(held, field)
+    del data  # (up to 64 MiB: `decoded` lets it go once decoded)
+    return decoded(held, field)
 
 
 _UNNAMED = "\x00"  # (no name given can hold a NUL)
@@ -141,7 +145,7 @@ def read_piped_conversations(
         raise InvalidInput("file", f"must be at most {MAX_FILE_BYTES >> 20} MiB")
     held = [data]
     del data
-    conversations = _conversations(_decoded(held, "file"), fmt, name, _UNNAMED, "standard input")
+    conversations = _conversations(decoded(held, "file"), fmt, name, _UNNAMED, "standard input")
     if any(conversation.key == _UNNAMED for conversation in conversations):
         raise InvalidInput(
             "conversation",
@@ -151,7 +155,7 @@ def read_piped_conversations(
     return conversations
 
 
-def _decoded(held: list[bytes], field: str) -> str:
+def decoded(held: list[bytes], field: str) -> str:
     """The text of a file's bytes (`held` holds them alone, taken out here): gzip inflated,
     UTF-8 decoded, a byte order mark dropped; refusals name `field`."""
     data = held.pop()
@@ -213,7 +217,7 @@ def parse_text(
         raise InvalidInput("format_in", f"must be one of {', '.join(FORMATS)}, got {as_json(fmt)}")
     if fmt in WHATSAPP or (fmt == "auto" and is_whatsapp(text)):
         messages = whatsapp_records(text, fmt if fmt in WHATSAPP else "whatsapp")
-        return [streamed(lambda: _chat_turns(messages()), default_key)]
+        return [streamed(lambda: chat_turns(messages()), default_key)]
     data, numbered = _load(text)
     records: Callable[[], Iterator[tuple[str, Any]]]
     if isinstance(data, _Array):  # each value read as its turns are made, not all first
@@ -242,7 +246,7 @@ def parse_text(
         session: list[str] = []  # (its id, found while the turns are checked)
         claude = streamed(lambda: _claude_turns(records(), session), default_key)
         return [replace(claude, key=session[0]) if session else claude]
-    return [streamed(lambda: _chat_turns(records(), people), default_key)]
+    return [streamed(lambda: chat_turns(records(), people), default_key)]
 
 
 def _named(where: str, values: Callable[[], Iterable[Any]]) -> Iterator[tuple[str, Any]]:
@@ -344,10 +348,10 @@ def parse_chat(records: list[Any], *, key: str = "chat", field_name: str = "turn
     if not isinstance(records, list):
         raise InvalidInput(field_name, "must be a list of {speaker, text, time} objects")
     named = ((f"{field_name}[{i}]", r) for i, r in enumerate(records))
-    return once(collected(key, _chat_turns(named)))
+    return once(collected(key, chat_turns(named)))
 
 
-def _chat_turns(
+def chat_turns(
     records: Iterable[tuple[str, Any]], people: Mapping[str, str] | None = None
 ) -> Iterator[Read]:
     """`parse_chat`'s turns, of records each given with how errors name it (`turns[3]`,

@@ -283,12 +283,13 @@ def _batches(
             updated_at=now,
             last_accessed=now,
         )
-        if turn.former or decomposed != key or spelt:
+        if turn.former or decomposed != key or spelt or turn.earlier:
             former = tuple(turn_id(scope, key, k) for k in turn.former)
-            if decomposed != key:  # (its name as an earlier version stored it, decomposed)
-                former += tuple(turn_id(scope, decomposed, k) for k in (turn.key, *turn.former))
-            names = dict.fromkeys((key, decomposed))
             keys = (turn.key, *turn.former)
+            # (its name as an earlier version stored it: decomposed, or another conversation's)
+            others = [n for n in dict.fromkeys((decomposed, turn.earlier)) if n not in ("", key)]
+            former += tuple(turn_id(scope, n, k) for n in others for k in keys)
+            names = dict.fromkeys((key, *others))
             former += tuple(turn_id(s, n, k) for s in spelt for n in names for k in keys)
             earlier.former[memory.id] = (former, turn.time)
         if turn.written:

@@ -36,6 +36,7 @@ __all__ = [
     "USERS_FILE",
     "ExportNames",
     "export_file",
+    "export_lists",
     "export_names",
     "member_names",
     "slack_text",
@@ -63,8 +64,9 @@ class ExportNames(NamedTuple):
 
 # Why a zip archive (an export as Slack, and others, give it) is not ingested, and what is.
 UNZIP = (
-    "is a zip archive, not a conversation file; unzip it and ingest its conversation files "
-    "one at a time (a Slack export: each channel's day files, <channel>/<YYYY-MM-DD>.json)"
+    "is a zip archive, not a conversation file; unzip it and ingest its folder, or ingest the "
+    "archive by its path (memory ingest export.zip): a Slack export is read whole, a "
+    "conversation per channel from its day files, <channel>/<YYYY-MM-DD>.json"
 )
 _NAMES = ("display_name", "real_name")  # a profile's, as Slack shows a member
 
@@ -89,23 +91,36 @@ def export_names(export: Path, read: Callable[[Path], str]) -> ExportNames:
     any of them); and the title of the conversation whose folder holds `export`. A file not
     Slack's list (another program's file of that name, in the folder of any file ingested
     or the one above) names nothing (it refused the ingest of that file)."""
-    members: dict[str, str] | None = None
-    path = export_file(export, USERS_FILE)
-    if path is not None:
-        with suppress(InvalidInput):
-            members = member_names(str(path), read(path))
-    found, channel = members, ""
-    for name, (kind, by_members) in CONVERSATION_FILES.items():
+
+    def listed(name: str) -> tuple[str, str] | None:
         path = export_file(export, name)
-        if path is None:
-            continue
+        return None if path is None else (str(path), read(path))
+
+    names, titles = export_lists(listed)
+    return ExportNames(names, titles.get(same_name(export.parent.name), ""))
+
+
+def export_lists(
+    listed: Callable[[str], tuple[str, str] | None],
+) -> tuple[dict[str, str] | None, dict[str, str]]:
+    """The names a Slack export's lists give (`export_names`), and the title of each of its
+    conversations by the name of the folder of its day files (`same_name`'s); `listed(name)`
+    is where the export's list `name` is and its text, or None without one."""
+    members: dict[str, str] | None = None
+    with suppress(InvalidInput):
+        if (users := listed(USERS_FILE)) is not None:
+            members = member_names(*users)
+    found, titles = members, dict[str, str]()
+    for name, (kind, by_members) in CONVERSATION_FILES.items():
         try:
-            listed = _listed(str(path), read(path), kind)
-            names, title = _conversations(str(path), listed, by_members, members or {}, export)
+            if (text := listed(name)) is None:
+                continue
+            conversations = _listed(text[0], text[1], kind)
+            names, titled = _conversations(text[0], conversations, by_members, members or {})
         except InvalidInput:
             continue
-        found, channel = (found or {}) | names, channel or title
-    return ExportNames(found, channel)
+        found, titles = (found or {}) | names, titled | titles  # (the first list's title)
+    return found, titles
 
 
 def _conversations(
@@ -113,13 +128,12 @@ def _conversations(
     listed: list[Any],
     by_members: bool,
     members: Mapping[str, str],
-    export: Path,
-) -> tuple[dict[str, str], str]:
+) -> tuple[dict[str, str], dict[str, str]]:
     """`#` and id → the name of each conversation `listed` (a `CONVERSATION_FILES` list) names
-    (`#C024BE7LR` → `general`), and the title of the one whose folder holds `export`: `#` and
+    (`#C024BE7LR` → `general`), and the folder of each one's day files → its title: `#` and
     its name, or (`by_members`: a DM's, a group DM's) its members' names (`Ana, Ben`)."""
     names: dict[str, str] = {}
-    folder, title = same_name(export.parent.name), ""
+    titles: dict[str, str] = {}
     for i, conversation in enumerate(listed):
         if not isinstance(conversation, dict) or not isinstance(conversation.get("id"), str):
             continue  # (not a conversation: nothing to name)
@@ -129,13 +143,15 @@ def _conversations(
             names["#" + conversation["id"]] = name
         else:
             name = None
-        if title or same_name(name or conversation["id"]) != folder:
-            continue  # (its day files are in a folder of its name; a DM's, of its id)
+        folder = same_name(name or conversation["id"])  # (a DM's day files: in its id's)
+        if folder in titles:
+            continue
         held = held if isinstance(held, list) else []
         said = [members.get(m, m) for m in held if isinstance(m, str)]
         shown = ", ".join(said) if by_members and said else f"#{name}" if name else ""
-        title = conversation_title(f"{field_name}[{i}]", shown) if shown else ""
-    return names, title
+        with suppress(InvalidInput):  # (a title that cannot be shown: none)
+            titles[folder] = conversation_title(f"{field_name}[{i}]", shown) if shown else ""
+    return names, titles
 
 
 def _listed(field_name: str, text: str, kind: str) -> list[Any]:

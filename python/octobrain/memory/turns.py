@@ -57,6 +57,9 @@ class Turn:
     # (Slack's `<@U123>`, `&amp;`), with a channel by id (`#C024BE7LR`, before `channels.json`
     # was read): a turn an earlier version stored with one of them is this turn, already there.
     written: tuple[str, ...] = field(default=(), compare=False)
+    # The name of the conversation earlier versions stored it under, where not its own (a
+    # Slack day file's date: each day of a channel was a conversation of its own), or "".
+    earlier: str = field(default="", compare=False)
 
 
 @dataclass

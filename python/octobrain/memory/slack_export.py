@@ -1,0 +1,280 @@
+"""A Slack export ingested whole (`memory ingest EXPORT`): its folder, one channel's folder,
+or the .zip Slack gives.
+
+Each channel is one conversation, named by its folder (`general`; a DM's, its id), its day
+files (`<channel>/<YYYY-MM-DD>.json`) read in date order as one chat, split into sessions by
+silence as any chat without session marks is. Each day file was a conversation of its own
+before (named by its date): a turn stored so is the same turn (`Turn.earlier`).
+
+The export is bounded as one file is (`MAX_FILE_BYTES`, all its lists and day files read
+together); a folder is read without following a symlink; a zip is read in memory, never
+extracted, its sizes checked from its headers and again as it is read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from octobrain.errors import InvalidInput
+from octobrain.files import TooLarge, named_by, read_regular
+from octobrain.json_values import UnreadableJSON, array_values, bounds
+from octobrain.memory.conversation import (
+    MAX_FILE_BYTES,
+    chat_turns,
+    conversation_name,
+    decoded,
+)
+from octobrain.memory.slack_users import CONVERSATION_FILES, USERS_FILE, export_lists
+from octobrain.memory.turn_fields import same_name
+from octobrain.memory.turns import Conversation, Read, Reread, Turn, streamed
+
+__all__ = ["DAY_FILE", "SlackExport", "by_channel", "is_export", "read_export"]
+
+DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.json")  # a channel's day, as Slack names its file
+_LISTS = (USERS_FILE, *CONVERSATION_FILES)
+
+
+@dataclass
+class SlackExport:
+    """What `read_export` read: a conversation per channel, and how many files it skipped."""
+
+    conversations: list[Conversation]
+    skipped: int  # files (and folders) that are neither a day file nor one of its lists
+
+
+def is_export(path: str | Path) -> bool:
+    """Whether `memory ingest` reads `path` as a whole export: a folder, or a zip archive."""
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            return True
+        if not stat.S_ISREG(mode):  # (a FIFO, a device: never opened here)
+            return False
+        with open(path, "rb") as handle:
+            return handle.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def read_export(path: str | Path) -> SlackExport:
+    """The conversations of the Slack export at `path` (a folder, its root or one channel's,
+    or its .zip): one per channel, in the order of their names."""
+    path = Path(path)
+    try:
+        source = _Folder(path) if path.is_dir() else _Zip(path)
+    except OSError as exc:  # (a folder in it that cannot be listed)
+        raise InvalidInput(
+            "file", f"{exc.filename or path} cannot be read: {exc.strerror}"
+        ) from None
+    with source:
+        days: dict[str, list[tuple[str, str]]] = {}  # channel → (where, its text), by date
+        for channel, name in source.days:
+            where = f"{channel}/{name}" if channel else name
+            days.setdefault(channel or source.channel, []).append((where, source.text(where)))
+        names, titles = export_lists(source.listed)
+    if not days:
+        raise InvalidInput(
+            "file",
+            f"{path} holds no Slack export's day files (<channel>/<YYYY-MM-DD>.json); name a "
+            "conversation file, a Slack export's folder or its .zip",
+        )
+    conversations = []
+    for channel in sorted(days):
+        key = conversation_name("conversation", channel)
+        title = titles.get(same_name(channel), "")
+        read = sorted(days[channel], key=lambda day: day[0])
+        made = streamed(_reads(read, names), key)
+        conversations.append(replace(made, title=title))
+    return SlackExport(conversations, source.skipped)
+
+
+def by_channel(
+    conversations: list[Conversation], file: Path, stem: str, channel: str, export: bool
+) -> list[Conversation]:
+    """The `conversations` read from `file` (`stem` its name without `.json`) titled with
+    its `channel`; when that is a Slack export's day file (`export`: found beside its lists;
+    stored under its date before), its channel's conversation, named by the folder `file` is
+    in, as `read_export` reads it."""
+    titled = [replace(c, title=c.title or channel) for c in conversations]
+    day = export and DAY_FILE.fullmatch(file.name) is not None
+    return [_of_channel(c, file, stem) if day and c.key == stem else c for c in titled]
+
+
+def _of_channel(conversation: Conversation, file: Path, stem: str) -> Conversation:
+    turns = conversation.turns
+
+    def made() -> Iterator[Turn]:
+        return (replace(turn, earlier=stem) for turn in turns)
+
+    key = conversation_name("conversation", file.absolute().parent.name)
+    return replace(conversation, key=key, turns=Reread(made, len(turns)))
+
+
+def _reads(
+    days: Sequence[tuple[str, str]], people: dict[str, str] | None
+) -> Callable[[], Iterator[Read]]:
+    """What a channel's day files `days` (where each is and its text) say, as one chat: each
+    turn with the date it was stored under when its day file was a conversation."""
+
+    def reads() -> Iterator[Read]:
+        day = [""]
+
+        def records() -> Iterator[tuple[str, Any]]:
+            for where, text in days:
+                day[0] = Path(where).stem
+                yield from ((f"{where}[{i}]", v) for i, v in enumerate(_values(where, text)))
+
+        for read in chat_turns(records(), people):  # (one read for each record, in step)
+            yield replace(read, earlier=day[0]) if isinstance(read, Turn) else read
+
+    return reads
+
+
+def _values(where: str, text: str) -> Iterator[Any]:
+    """The messages of a day file (a JSON array), one at a time; refusals name `where`."""
+    start, stop = bounds(text)
+    if not text.startswith("[", start, stop):
+        raise InvalidInput(where, "must be a Slack day file: a JSON array of messages")
+    try:
+        yield from array_values(text, start, stop)
+    except UnreadableJSON as exc:
+        raise InvalidInput(where, exc.placed(text) if exc.syntax else exc.reason) from None
+
+
+class _Source:
+    """An export's files as `read_export` reads them, counted against its limit."""
+
+    channel = ""  # the channel whose folder was given, or "" (the export's root)
+    skipped = 0
+
+    def __init__(self) -> None:
+        self._left = MAX_FILE_BYTES  # (bytes the export may still read)
+        self.days: list[tuple[str, str]] = []  # (channel, day file's name); "" the given
+        self.lists: dict[str, str] = {}  # a list's name → where it is
+
+    def __enter__(self) -> _Source:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let go of what the source holds open."""
+
+    def listed(self, name: str) -> tuple[str, str] | None:
+        where = self.lists.get(name)
+        return None if where is None else (where, self.text(where))
+
+    def text(self, where: str) -> str:
+        data = self.read(where, self._left)
+        text = decoded([data], where)  # (a gzip-compressed one inflated: counted so)
+        self._left -= max(len(data), len(text))
+        if self._left < 0:
+            raise self.too_large()
+        return text
+
+    def read(self, where: str, most: int) -> bytes:
+        raise NotImplementedError
+
+    def too_large(self) -> InvalidInput:
+        limit = f"at most {MAX_FILE_BYTES >> 20} MiB in all (its lists and day files, as one file)"
+        return InvalidInput("file", f"a Slack export must hold {limit}")
+
+    def found(self, parts: Sequence[str]) -> None:
+        """Take note of the file at `parts` (its path in the export, without the root)."""
+        if len(parts) == 1 and parts[0] in _LISTS:
+            self.lists[parts[0]] = parts[0]
+        elif len(parts) == 2 and DAY_FILE.fullmatch(parts[1]) and parts[0] not in ("..", "."):
+            self.days.append((parts[0], parts[1]))
+        else:
+            self.skipped += 1
+
+
+class _Folder(_Source):
+    """A folder: an export's root, or one channel's (its lists then in the folder above)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = Path(os.path.realpath(root))
+        entries = sorted(os.scandir(self.root), key=lambda entry: entry.name)
+        if any(DAY_FILE.fullmatch(e.name) for e in entries):  # (a channel's folder)
+            self.channel = self.root.name
+            for entry in entries:
+                self.found(("", entry.name) if _is_file(entry) else ("", "", entry.name))
+            for name in _LISTS:
+                if (self.root.parent / name).is_file():
+                    self.lists[name] = f"../{name}"
+            return
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                for inner in sorted(os.scandir(entry.path), key=lambda e: e.name):
+                    file = _is_file(inner)
+                    self.found((entry.name, inner.name) if file else (entry.name, "", ""))
+            else:
+                self.found((entry.name,) if _is_file(entry) else ("", ""))
+
+    def read(self, where: str, most: int) -> bytes:
+        path = self.root / where
+        with named_by(where, path, "is a directory"):
+            try:
+                # (its real path, and no symlink in its place: read where it was found)
+                data, _ = read_regular(os.path.normpath(path), most, resolved=True)
+            except TooLarge:
+                raise self.too_large() from None
+        return data
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    return stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode)  # (a symlink: not read)
+
+
+class _Zip(_Source):
+    """The .zip Slack gives: read in memory (nothing extracted), bounded by its headers and
+    as it is read (a zip bomb stops at the limit)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        with named_by("file", path, "is a directory"):
+            try:
+                data, _ = read_regular(path, MAX_FILE_BYTES)
+            except TooLarge:
+                raise self.too_large() from None
+        import io
+
+        try:
+            self.archive = zipfile.ZipFile(io.BytesIO(data))
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise InvalidInput("file", f"is not a zip archive that can be read: {exc}") from None
+        members = self.archive.infolist()
+        if sum(member.file_size for member in members) > MAX_FILE_BYTES:
+            self.archive.close()
+            raise self.too_large()
+        self.members = {member.filename: member for member in members}
+        for member in members:
+            name = member.filename
+            parts = name.split("/")
+            unsafe = name.startswith("/") or "\\" in name or ":" in name or ".." in parts
+            if member.is_dir():
+                continue
+            self.found(("", "", "") if unsafe else parts)  # (`..`, absolute: never read)
+
+    def close(self) -> None:
+        self.archive.close()
+
+    def read(self, where: str, most: int) -> bytes:
+        try:
+            with self.archive.open(self.members[where]) as member:
+                data = member.read(most + 1)  # (its header may lie: stopped here)
+        except (zipfile.BadZipFile, RuntimeError, NotImplementedError, zlib.error, EOFError) as e:
+            raise InvalidInput(where, f"cannot be read from the zip archive: {e}") from None
+        if len(data) > most:
+            raise self.too_large()
+        return data

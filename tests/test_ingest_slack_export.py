@@ -1,0 +1,185 @@
+"""`memory ingest EXPORT` of a Slack export whole: its folder (or one channel's) or its .zip,
+each channel one conversation of its day files in date order; bounded, symlinks not followed,
+a zip read in memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from octobrain.errors import InvalidInput
+from octobrain.memory import slack_export
+from octobrain.memory.conversation import read_conversations
+from octobrain.memory.slack_export import read_export
+from tests.cli_memory_support import memory_env, run
+from tests.ingest_support import brain, stored
+
+__all__ = ["memory_env"]
+
+USERS = [{"id": "U0ANA", "name": "ana", "profile": {"display_name": "Ana"}}]
+CHANNELS = [{"id": "C0GEN", "name": "general"}, {"id": "C0RND", "name": "random"}]
+DAYS = {"2024-03-05": 1709632800, "2024-03-06": 1709719200}  # (10:00 UTC each)
+
+
+def _export(root: Path) -> Path:
+    """A Slack export under `root`: #general and #random, two days each, two messages a day;
+    the later day written first (the order read is the dates')."""
+    for channel in ("random", "general"):
+        for day, ts in reversed(DAYS.items()):
+            messages = [
+                {"type": "message", "user": "U0ANA", "ts": f"{ts + 60 * i}.000100",
+                 "text": f"{channel} {day} message {i}"}
+                for i in range(2)
+            ]  # fmt: skip
+            (root / channel).mkdir(parents=True, exist_ok=True)
+            (root / channel / f"{day}.json").write_text(json.dumps(messages))
+    (root / "users.json").write_text(json.dumps(USERS))
+    (root / "channels.json").write_text(json.dumps(CHANNELS))
+    return root
+
+
+def _texts(export: slack_export.SlackExport) -> dict[str, list[tuple[str, str]]]:
+    return {
+        c.key: [(t.session, t.text) for t in c.turns] for c in export.conversations
+    }  # fmt: skip
+
+
+def test_an_export_folder_is_a_conversation_per_channel_in_date_order(tmp_path: Path) -> None:
+    # Before: `memory ingest EXPORT_DIR` was refused ("is a directory"); each day file ingested
+    # alone was a conversation named by its date, general's and random's 2024-03-05 one.
+    export = read_export(_export(tmp_path / "export"))
+    assert _texts(export) == {
+        channel: [
+            ("1", f"{channel} 2024-03-05 message 0"),
+            ("1", f"{channel} 2024-03-05 message 1"),
+            ("2", f"{channel} 2024-03-06 message 0"),  # (a day's silence: a new session)
+            ("2", f"{channel} 2024-03-06 message 1"),
+        ]
+        for channel in ("general", "random")
+    }
+    assert [c.title for c in export.conversations] == ["#general", "#random"]
+    assert export.skipped == 0
+    b = brain(tmp_path)
+    report = b.ingest(export.conversations)
+    assert (report.conversations, report.added) == (2, 8)
+    memory = stored(b)["random 2024-03-06 message 1"]
+    assert memory.title == "Ana, 06 March 2024 — #random"
+    assert "conversation:random" in memory.tags
+    # One channel's folder: that channel alone, named so.
+    (general,) = read_export(tmp_path / "export" / "general").conversations
+    assert (general.key, general.title, len(general.turns)) == ("general", "#general", 4)
+
+
+def test_the_cli_ingests_an_export_and_again_adds_nothing(
+    tmp_path: Path, memory_env: dict[str, str]
+) -> None:
+    root = _export(tmp_path / "export")
+    (root / "README.txt").write_text("not a day file")
+    (root / "general" / "notes.json").write_text("[]")
+    (root / "general" / "2024-3-7.json").write_text("[]")
+    (root / "general" / "files").mkdir()
+    first = run("ingest", str(root))
+    assert first.exit_code == 0, first.output
+    assert "ingested 8 turns of 2 conversations" in first.output
+    assert "8 added, 0 already present" in first.output
+    assert (
+        "4 other files (not a channel's day file, <channel>/<YYYY-MM-DD>.json) skipped"
+        in first.output
+    )
+    again = run("ingest", str(root), "--format", "json")
+    assert again.exit_code == 0, again.output
+    reply = json.loads(again.stdout)
+    assert (reply["added"], reply["skipped_existing"], reply["files_skipped"]) == (0, 8, 4)
+    named = run("ingest", str(root), "--conversation", "x")
+    assert named.exit_code == 2 and "conversation: names one conversation" in named.output
+
+
+def test_turns_stored_under_their_day_file_s_name_are_already_present(tmp_path: Path) -> None:
+    # Each day file was its own conversation, named by its date: its turns are the same
+    # turns now they are its channel's (none stored twice).
+    root = _export(tmp_path / "export")
+    b = brain(tmp_path)
+    day = root / "general" / "2024-03-05.json"
+    (read,) = read_conversations(day)
+    assert read.key == "general"  # (a day file alone: its channel's conversation too)
+    old = replace(read, key="2024-03-05", turns=[replace(t, earlier="") for t in read.turns])
+    assert b.ingest([old]).added == 2  # (as the version before stored it)
+    report = b.ingest(read_export(root).conversations)
+    assert (report.added, report.skipped_existing) == (6, 2)
+    again = b.ingest(read_conversations(root / "random" / "2024-03-06.json"))
+    assert (again.added, again.skipped_existing) == (0, 2)
+    assert len(stored(b)) == 8
+
+
+def test_a_symlink_out_of_the_export_is_not_followed(tmp_path: Path) -> None:
+    root = _export(tmp_path / "export")
+    outside = _export(tmp_path / "elsewhere")
+    (root / "leak").symlink_to(outside / "general")
+    os.symlink(outside / "random" / "2024-03-05.json", root / "general" / "2024-03-07.json")
+    export = read_export(root)
+    assert [len(c.turns) for c in export.conversations] == [4, 4]
+    assert export.skipped == 2
+
+
+def test_an_export_past_the_limit_is_refused_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _export(tmp_path / "export")
+    each = max(p.stat().st_size for p in root.rglob("*.json"))
+    monkeypatch.setattr(slack_export, "MAX_FILE_BYTES", each * 3)  # (each file fits alone)
+    with pytest.raises(InvalidInput, match=r"must hold at most 0 MiB in all \(its lists and"):
+        read_export(root)
+
+
+def _zipped(root: Path, into: Path, *extra: tuple[str, bytes]) -> Path:
+    with zipfile.ZipFile(into, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(root.rglob("*.json")):
+            archive.write(path, path.relative_to(root).as_posix())
+        for name, data in extra:
+            archive.writestr(name, data)
+    return into
+
+
+def test_an_export_s_zip_is_read_as_its_folder(tmp_path: Path) -> None:
+    # Before: refused, "is a zip archive, not a conversation file; unzip it and ingest its
+    # conversation files one at a time".
+    root = _export(tmp_path / "export")
+    export = read_export(_zipped(root, tmp_path / "export.zip"))
+    assert _texts(export) == _texts(read_export(root))
+    assert [c.title for c in export.conversations] == ["#general", "#random"]
+
+
+def test_a_zip_s_member_outside_it_is_never_read_or_written(tmp_path: Path) -> None:
+    root = _export(tmp_path / "export")
+    bad = json.dumps([{"type": "message", "user": "U0ANA", "ts": "1709632800.1", "text": "evil"}])
+    members = [("../evil/2024-03-05.json", bad.encode()), ("/abs/2024-03-05.json", bad.encode())]
+    (tmp_path / "work").mkdir()
+    archive = _zipped(root, tmp_path / "work" / "export.zip", *members)
+    export = read_export(archive)
+    assert export.skipped == 2
+    assert sorted(c.key for c in export.conversations) == ["general", "random"]
+    assert not any("evil" in t.text for c in export.conversations for t in c.turns)
+    assert not (tmp_path / "evil").exists() and not (tmp_path / "work" / "evil").exists()
+
+
+def test_a_zip_bomb_stops_at_the_limit(tmp_path: Path) -> None:
+    root = _export(tmp_path / "export")
+    bomb = ("general/2024-03-07.json", b"[" + b" " * (65 << 20) + b"]")  # (65 KiB zipped)
+    archive = _zipped(root, tmp_path / "bomb.zip", bomb)
+    assert archive.stat().st_size < 1 << 20
+    with pytest.raises(InvalidInput, match="must hold at most 64 MiB in all"):
+        read_export(archive)
+    # Its header saying less than it holds: read up to what it says, and refused.
+    lying = bytearray(_zipped(root, tmp_path / "lying.zip", (bomb[0], b"[" + b" " * 5000 + b"]"))
+                      .read_bytes())  # fmt: skip
+    for signature, at in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        start = lying.rfind(signature)  # (the last member's local and central headers)
+        lying[start + at : start + at + 4] = (10).to_bytes(4, "little")
+    (tmp_path / "lying.zip").write_bytes(lying)
+    with pytest.raises(InvalidInput, match="general/2024-03-07.json: "):
+        read_export(tmp_path / "lying.zip")
