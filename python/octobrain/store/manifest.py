@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -347,6 +348,7 @@ def open_or_create(
             raise StorageError(f"store: cannot open {location}: {short_reason(exc)}") from exc
         if "not found" not in str(exc):
             raise TableDamaged(location, name, short_reason(exc)) from exc
+        _let_go(exc)
     except (RuntimeError, OSError) as exc:
         if read_failure(exc) is None:
             raise  # permissions, space, network: the caller reports those
@@ -358,6 +360,7 @@ def open_or_create(
             if name in (recorded(location) or set()):
                 reason = short_reason(exc)
                 raise TableDamaged(location, name, reason, lost_repair(location, name)) from exc
+            _let_go(exc)
         present = set(db.list_tables().tables)
         sign = existed(db, name, present)
         if sign is not None:
@@ -385,6 +388,14 @@ def open_or_create(
         if name in _SPELT_ON_MAKING:  # (none of its rows can be spelt as an earlier version did)
             note(location, _SPELT_ON_MAKING[name], SCOPE_SPELLING)
     return table
+
+
+def _let_go(exc: BaseException) -> None:
+    """Clear the frames of `exc`, a table's "not found" that LanceDB raises through its event
+    loop thread: there its future and the error refer to each other, so the frames held
+    (and their callers', with what each holds: the first batch of a new store's ingest,
+    1,024 memories) lived until a garbage collection, not until the table was made."""
+    traceback.clear_frames(exc.__traceback__)
 
 
 def existed(db: lancedb.DBConnection, name: str, present: set[str]) -> str | None:
