@@ -125,7 +125,7 @@ def test_cli_ingest_reads_a_gzip_file_within_the_file_bound(
         "error: file: is gzip-compressed but cannot be inflated (it ends before its data does)"
     ), refused.output
     # Inflated, it is bound as a file is: read no further than the bound, then refused.
-    monkeypatch.setattr("octobrain.memory.conversation.MAX_FILE_BYTES", 1 << 20)
+    monkeypatch.setattr("octobrain.memory.conversation_bytes.MAX_FILE_BYTES", 1 << 20)
     bomb = tmp_path / "bomb.json.gz"
     bomb.write_bytes(gzip.compress(b" " * (8 << 20)))
     assert bomb.stat().st_size < 10_000

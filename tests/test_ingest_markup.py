@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from octobrain.memory import conversation, turn_fields
+from octobrain.memory import conversation, conversation_parse, turn_fields
 from octobrain.memory.conversation import parse_chat, parse_text, read_conversations
 from tests.ingest_support import SCOPE, brain, cli, stored
 
@@ -84,7 +84,7 @@ def test_a_slack_export_stored_as_written_is_not_stored_again_once_read_as_shown
     day = _slack_export(tmp_path / "export", with_users=True)
     b = brain(tmp_path)
     with monkeypatch.context() as before:  # (as an earlier version stored it)
-        before.setattr(conversation, "slack_text", lambda text, _members: text)
+        before.setattr(conversation_parse, "slack_text", lambda text, _members: text)
         assert b.ingest(read_conversations(day)).added == 2
     again = b.ingest(read_conversations(day))
     # (not "2 not stored: their id names a stored turn with other words"; kept as stored)
@@ -243,7 +243,7 @@ def test_a_slack_export_stored_before_its_channels_were_named_is_not_stored_agai
     day = _channel_export(export, with_channels=False)  # (as an earlier version read it)
     assert b.ingest(read_conversations(day)).added == 2
     with monkeypatch.context() as before:  # (and as one before that: as written)
-        before.setattr(conversation, "slack_text", lambda text, _members: text)
+        before.setattr(conversation_parse, "slack_text", lambda text, _members: text)
         assert brain(tmp_path / "raw").ingest(read_conversations(day)).added == 2
     _channel_export(export, with_channels=True)
     for stored_before in (b, brain(tmp_path / "raw")):

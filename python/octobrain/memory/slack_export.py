@@ -26,14 +26,10 @@ from typing import Any
 from octobrain.errors import InvalidInput
 from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, array_values, bounds
-from octobrain.memory.conversation import (
-    MAX_FILE_BYTES,
-    chat_turns,
-    conversation_name,
-    decoded,
-)
+from octobrain.memory.conversation_bytes import MAX_FILE_BYTES, decoded
+from octobrain.memory.conversation_parse import chat_turns
 from octobrain.memory.slack_users import CONVERSATION_FILES, USERS_FILE, export_lists
-from octobrain.memory.turn_fields import same_name
+from octobrain.memory.turn_fields import conversation_name, same_name
 from octobrain.memory.turns import Conversation, Read, Reread, Turn, streamed
 
 __all__ = ["DAY_FILE", "SlackExport", "by_channel", "is_export", "read_export"]

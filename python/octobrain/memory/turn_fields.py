@@ -29,6 +29,14 @@ def unicode_text(field_name: str, value: str) -> str:
     return value
 
 
+def conversation_name(field_name: str, value: object) -> str:
+    """A conversation's name as given (`ingest --conversation`, MCP `ingest`): a string of
+    1–`ID_CHARS` characters once trimmed, without NUL."""
+    if not isinstance(value, str) or not 1 <= len(value.strip()) <= ID_CHARS or "\x00" in value:
+        raise InvalidInput(field_name, f"must be a string of 1–{ID_CHARS} characters, without NUL")
+    return same_name(unicode_text(field_name, value).strip())
+
+
 def turn_time(field_name: str, value: object) -> datetime | None:
     """When a turn was said: ISO-8601, or Unix seconds or milliseconds (`from_unix`; also as a
     string of digits, as Slack writes `ts`), and not ahead of now by more than a day (a turn
