@@ -183,3 +183,29 @@ def test_a_zip_bomb_stops_at_the_limit(tmp_path: Path) -> None:
     (tmp_path / "lying.zip").write_bytes(lying)
     with pytest.raises(InvalidInput, match="general/2024-03-07.json: "):
         read_export(tmp_path / "lying.zip")
+
+
+def test_an_export_inside_one_more_folder_is_read_as_its_root(tmp_path: Path) -> None:
+    # Before: the export's folder zipped again (or by macOS's Compress: `Export/general/…json`
+    # and `__MACOSX/…`), or the folder holding the unzipped one, was refused: "holds no Slack
+    # export's day files (<channel>/<YYYY-MM-DD>.json)".
+    root = _export(tmp_path / "outer" / "Export")
+    (tmp_path / "outer" / "notes.txt").write_text("not the export")
+    expected = _texts(read_export(root))
+    wrapped = read_export(tmp_path / "outer")
+    assert (_texts(wrapped), wrapped.skipped) == (expected, 1)
+    assert [c.title for c in wrapped.conversations] == ["#general", "#random"]  # (its lists)
+    macos = ("__MACOSX/Export/general/._2024-03-05.json", b"\x00\x05\x16\x07")
+    archive = _zipped(tmp_path / "outer", tmp_path / "Export.zip", macos)
+    zipped = read_export(archive)
+    assert (_texts(zipped), zipped.skipped) == (expected, 1)
+    assert [c.title for c in zipped.conversations] == ["#general", "#random"]
+    # One level, not any depth; and not where two folders each hold an export.
+    _export(tmp_path / "deeper" / "a" / "Export")
+    for each in ("a", "b"):
+        _export(tmp_path / "two" / each)
+    for refused in (tmp_path / "deeper", _zipped(tmp_path / "deeper", tmp_path / "deeper.zip")):
+        with pytest.raises(InvalidInput, match="holds no Slack export's day files"):
+            read_export(refused)
+    with pytest.raises(InvalidInput, match="holds no Slack export's day files"):
+        read_export(tmp_path / "two")

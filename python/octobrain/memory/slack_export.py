@@ -62,7 +62,8 @@ def is_export(path: str | Path) -> bool:
 
 def read_export(path: str | Path) -> SlackExport:
     """The conversations of the Slack export at `path` (a folder, its root or one channel's,
-    or its .zip): one per channel, in the order of their names."""
+    or its .zip; its root may be the one folder in it, as zipping the unzipped folder again
+    gives): one per channel, in the order of their names."""
     path = Path(path)
     try:
         source = _Folder(path) if path.is_dir() else _Zip(path)
@@ -73,7 +74,7 @@ def read_export(path: str | Path) -> SlackExport:
     with source:
         days: dict[str, list[tuple[str, str]]] = {}  # channel → (where, its text), by date
         for channel, name in source.days:
-            where = f"{channel}/{name}" if channel else name
+            where = source.wrapper + (f"{channel}/{name}" if channel else name)
             days.setdefault(channel or source.channel, []).append((where, source.text(where)))
         names, titles = export_lists(source.listed)
     if not days:
@@ -150,6 +151,9 @@ class _Source:
 
     channel = ""  # the channel whose folder was given, or "" (the export's root)
     skipped = 0
+    # The one folder the export's root is in (`Export/`: its folder zipped again, or by
+    # macOS's Compress), where the given root holds no channel's folder; or "".
+    wrapper = ""
 
     def __init__(self) -> None:
         self._left = MAX_FILE_BYTES  # (bytes the export may still read)
@@ -187,7 +191,7 @@ class _Source:
     def found(self, parts: Sequence[str]) -> None:
         """Take note of the file at `parts` (its path in the export, without the root)."""
         if len(parts) == 1 and parts[0] in _LISTS:
-            self.lists[parts[0]] = parts[0]
+            self.lists[parts[0]] = self.wrapper + parts[0]
         elif len(parts) == 2 and DAY_FILE.fullmatch(parts[1]) and parts[0] not in ("..", "."):
             self.days.append((parts[0], parts[1]))
         else:
@@ -209,6 +213,10 @@ class _Folder(_Source):
                 if (self.root.parent / name).is_file():
                     self.lists[name] = f"../{name}"
             return
+        wrapped = _wrapped(entries)
+        if wrapped is not None:  # (the root's other files and folders: skipped)
+            self.wrapper, self.skipped = wrapped.name + "/", len(entries) - 1
+            entries = sorted(os.scandir(wrapped.path), key=lambda entry: entry.name)
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 for inner in sorted(os.scandir(entry.path), key=lambda e: e.name):
@@ -230,6 +238,35 @@ class _Folder(_Source):
 
 def _is_file(entry: os.DirEntry[str]) -> bool:
     return stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode)  # (a symlink: not read)
+
+
+def _wrapped(entries: Sequence[os.DirEntry[str]]) -> os.DirEntry[str] | None:
+    """The one folder of `entries` (a folder's) that holds channels' folders, where no folder
+    of `entries` is one: the export's root, one level down; else None. No deeper search."""
+    if any(_is_channel(entry) for entry in entries):
+        return None
+    found = [e for e in entries if e.is_dir(follow_symlinks=False) and _holds_channels(e)]
+    return found[0] if len(found) == 1 else None
+
+
+def _is_channel(entry: os.DirEntry[str]) -> bool:
+    """Whether `entry` is a folder (no symlink) with a day file in it."""
+    try:
+        inner = os.scandir(entry.path) if entry.is_dir(follow_symlinks=False) else None
+    except OSError:  # (one that cannot be listed: not read here, refused where it is)
+        return False
+    if inner is None:
+        return False
+    with inner:
+        return any(DAY_FILE.fullmatch(e.name) and _is_file(e) for e in inner)
+
+
+def _holds_channels(entry: os.DirEntry[str]) -> bool:
+    try:
+        with os.scandir(entry.path) as inner:
+            return any(_is_channel(e) for e in inner)
+    except OSError:
+        return False
 
 
 class _Zip(_Source):
@@ -254,13 +291,15 @@ class _Zip(_Source):
             self.archive.close()
             raise self.too_large()
         self.members = {member.filename: member for member in members}
-        for member in members:
-            name = member.filename
+        files = [member.filename for member in members if not member.is_dir()]
+        self.wrapper = _zip_wrapper(files)
+        for name in files:
             parts = name.split("/")
             unsafe = name.startswith("/") or "\\" in name or ":" in name or ".." in parts
-            if member.is_dir():
-                continue
-            self.found(("", "", "") if unsafe else parts)  # (`..`, absolute: never read)
+            if unsafe or not name.startswith(self.wrapper):  # (`..`, absolute: never read)
+                self.found(("", "", ""))
+            else:
+                self.found(name.removeprefix(self.wrapper).split("/"))
 
     def close(self) -> None:
         self.archive.close()
@@ -274,3 +313,13 @@ class _Zip(_Source):
         if len(data) > most:
             raise self.too_large()
         return data
+
+
+def _zip_wrapper(names: Sequence[str]) -> str:
+    """The one folder (`Export/`) a zip's channels' folders are in, where none is at its root
+    (`_wrapped`); else ""."""
+    days = [parts for parts in (n.split("/") for n in names) if DAY_FILE.fullmatch(parts[-1])]
+    if any(len(parts) == 2 for parts in days):
+        return ""
+    tops = {parts[0] for parts in days if len(parts) == 3 and parts[0] not in ("", ".", "..")}
+    return f"{tops.pop()}/" if len(tops) == 1 else ""
