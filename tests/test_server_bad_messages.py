@@ -176,3 +176,21 @@ def test_a_refused_message_is_answered_to_its_own_id_or_to_null(
     from octobrain.server.wire import leading_id
 
     assert leading_id(head + b', "params": {}}') == ident
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_message_s_depth_is_counted_the_same_however_many_brackets_it_holds(seed: int) -> None:
+    # Past a few thousand brackets the depth is summed another way (not a step per bracket on
+    # the event loop); both ways must give the depth the refusal names.
+    import random
+
+    from octobrain.server.wire import _depth
+
+    rng = random.Random(seed)
+    size = rng.choice([10, 4096, 4097, 50_000])
+    text = "".join(rng.choice('[]{}[[{{,:1"') for _ in range(size))
+    depth, deepest = 0, 0
+    for char in text:
+        depth += {"[": 1, "{": 1, "]": -1, "}": -1}.get(char, 0)
+        deepest = max(deepest, depth)
+    assert _depth(text.encode()) == deepest
