@@ -75,10 +75,11 @@ def read_conversations(
     text = read_text(file)
     stem = Path(file.stem).stem if file.suffix == ".gz" else file.stem  # (talk.jsonl.gz: talk)
     stem = same_name(LONE.sub("\ufffd", stem))  # (bytes not UTF-8: as Python reads them)
-    people, channel = export_names(file, lambda listed: read_text(listed, str(listed)))
-    conversations = _conversations(text, fmt, name, stem, str(file), people)
-    from octobrain.memory.slack_export import by_channel  # (a Slack day's: its channel's)
+    from octobrain.memory.slack_export import DAY_FILE, by_channel  # (a Slack day's)
 
+    day = DAY_FILE.fullmatch(file.name) is not None  # (its lists not read: said)
+    people, channel = export_names(file, lambda listed: read_text(listed, str(listed)), day=day)
+    conversations = _conversations(text, fmt, name, stem, str(file), people)
     return by_channel(conversations, file, stem, channel, name is None and people is not None)
 
 

@@ -76,7 +76,7 @@ def read_export(path: str | Path) -> SlackExport:
         for channel, name in source.days:
             where = source.wrapper + (f"{channel}/{name}" if channel else name)
             days.setdefault(channel or source.channel, []).append((where, source.text(where)))
-        names, titles = export_lists(source.listed)
+        names, titles = export_lists(source.listed)  # (a list not read: said)
     if not days:
         raise InvalidInput(
             "file",

@@ -18,6 +18,7 @@ escaped as `&amp;`, `&lt;`, `&gt;`. `slack_text` reads it as a reader sees it (`
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -28,6 +29,8 @@ from octobrain.errors import InvalidInput
 from octobrain.json_values import UnreadableJSON, read_json
 from octobrain.memory.chat_exports import conversation_title
 from octobrain.memory.turn_fields import same_name, turn_name
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CHANNELS_FILE",
@@ -84,32 +87,37 @@ def export_file(export: Path, name: str) -> Path | None:
     return None
 
 
-def export_names(export: Path, read: Callable[[Path], str]) -> ExportNames:
+def export_names(export: Path, read: Callable[[Path], str], *, day: bool) -> ExportNames:
     """The names of the Slack export `export` is a day file of (its text read by `read`): of
     its members by user id, from the `users.json` `export_file` finds, and of its channels
     (public, private, group DMs) by `#` and id, from its `CONVERSATION_FILES` (None without
     any of them); and the title of the conversation whose folder holds `export`. A file not
     Slack's list (another program's file of that name, in the folder of any file ingested
-    or the one above) names nothing (it refused the ingest of that file)."""
+    or the one above) names nothing (it refused the ingest of that file); where `export` is
+    named as a Slack day file is (`day`), a warning says so (`export_lists`)."""
 
     def listed(name: str) -> tuple[str, str] | None:
         path = export_file(export, name)
         return None if path is None else (str(path), read(path))
 
-    names, titles = export_lists(listed)
+    names, titles = export_lists(listed, said=day)
     return ExportNames(names, titles.get(same_name(export.parent.name), ""))
 
 
 def export_lists(
-    listed: Callable[[str], tuple[str, str] | None],
+    listed: Callable[[str], tuple[str, str] | None], *, said: bool = True
 ) -> tuple[dict[str, str] | None, dict[str, str]]:
     """The names a Slack export's lists give (`export_names`), and the title of each of its
     conversations by the name of the folder of its day files (`same_name`'s); `listed(name)`
-    is where the export's list `name` is and its text, or None without one."""
+    is where the export's list `name` is and its text, or None without one. A list that
+    cannot be read as Slack's (not UTF-8, not JSON, not a list: broken, or another
+    program's) is skipped, the ingest going on, and (`said`) a warning logged naming it."""
     members: dict[str, str] | None = None
-    with suppress(InvalidInput):
+    try:
         if (users := listed(USERS_FILE)) is not None:
             members = member_names(*users)
+    except InvalidInput as exc:
+        _unread(USERS_FILE, exc, said, "its members are named by their Slack user id")
     found, titles = members, dict[str, str]()
     for name, (kind, by_members) in CONVERSATION_FILES.items():
         try:
@@ -117,10 +125,20 @@ def export_lists(
                 continue
             conversations = _listed(text[0], text[1], kind)
             names, titled = _conversations(text[0], conversations, by_members, members or {})
-        except InvalidInput:
+        except InvalidInput as exc:
+            what = kind.split(" (")[0]
+            _unread(name, exc, said, f"the {what} it lists are named by id, their turns untitled")
             continue
         found, titles = (found or {}) | names, titled | titles  # (the first list's title)
     return found, titles
+
+
+def _unread(name: str, exc: InvalidInput, said: bool, lost: str) -> None:
+    """Say (`said`) that the export's list `name` was not read, why (`exc`), and what that
+    leaves unnamed: once, on stderr through logging, as an ingest's other notices are."""
+    if said:
+        where, rule = (exc.field, exc.rule) if name in exc.field else (name, str(exc))
+        log.warning("warning: %s: not read, %s; %s", where, rule, lost)
 
 
 def _conversations(
