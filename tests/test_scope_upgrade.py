@@ -97,3 +97,53 @@ def test_documents_indexed_under_a_scopes_earlier_spelling_stay_the_projects(
     assert [h.scope for h in hits] == ["bücher.example/acme/api"]
     assert now.index(str(doc)).status == "unchanged"  # (the same source, not a second)
     assert len(now.kstore.scan_sources()) == 1
+
+
+def test_a_process_open_across_another_processs_restore_still_sees_the_projects_memories(
+    make_brain: MakeBrain,
+) -> None:
+    # `octobrain mcp` (or the resident service) keeps serving while another process restores
+    # a version written before the respelling: it never opens the store again to respell it.
+    old, stored = _written_before(make_brain, "github.com./acme/api", "github.com/acme/api")
+    before = old.history(1)[0]
+    serving = make_brain("github.com/acme/api")
+    assert stored in {m.id for m in serving.recent()}
+    make_brain("github.com/acme/api").restore(before.version, confirm=True)
+    assert stored in {m.id for m in serving.recent()}
+    found = serving.remember("token bucket rate limiting").hits
+    assert [r.memory.id for r in found][:1] == [stored]
+    record = manifest.read(serving.store.location) or {}
+    assert record.get(manifest.SCOPES_SPELT) == manifest.SCOPE_SPELLING
+
+
+def test_a_mirror_holding_the_former_spelling_reads_the_respelt_rows_again(
+    make_brain: MakeBrain,
+) -> None:
+    # A process whose mirror caught up with a store still spelt as before (a version a restore
+    # put back, read before its respelling committed; a snapshot an earlier version wrote).
+    old, stored = _written_before(make_brain, "github.com./acme/api", "github.com/acme/api")
+    manifest.note(old.store.location, manifest.SCOPES_SPELT, manifest.SCOPE_SPELLING)
+    serving = make_brain("github.com/acme/api")
+    assert not serving.remember("token bucket rate limiting").hits  # (the mirror is loaded)
+    manifest.note(old.store.location, manifest.SCOPES_SPELT, None)
+    assert stored in {m.id for m in make_brain("github.com/acme/api").recent()}  # (respelt)
+    found = serving.remember("token bucket rate limiting").hits
+    assert [r.memory.id for r in found][:1] == [stored]
+    assert {m.scope for m in serving.recent()} == {"github.com/acme/api"}
+
+
+def test_a_memory_restore_keeps_the_knowledge_tables_respelt(
+    make_brain: MakeBrain, tmp_path: Path
+) -> None:
+    brain = make_brain("github.com/acme/api")
+    brain.memorize(*TOKEN_BUCKET, memory_type="decision")
+    doc = tmp_path / "runbook.md"
+    doc.write_text("# Runbook\n\nThe billing service restarts with systemctl restart billing.\n")
+    knowledge = Knowledge(
+        "github.com/acme/api", config=Config(), embedder=get_embedder("hash:64"),
+        uri=tmp_path / "db",
+    )  # fmt: skip
+    assert knowledge.index(str(doc)).status == "indexed"
+    brain.restore(brain.history(1)[0].version, confirm=True)
+    record = manifest.read(brain.store.location) or {}
+    assert record.get(manifest.KNOWLEDGE_SCOPES_SPELT) == manifest.SCOPE_SPELLING

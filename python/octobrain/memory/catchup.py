@@ -5,12 +5,13 @@ written to a *new* fragment, whose id is above every fragment id before it (a re
 the counter; compaction rewrites into new fragments too). So the rows changed since the
 mirror's version are the rows whose address (`_rowaddr` = fragment id << 32 | offset) lies
 above the highest fragment the mirror holds — a read of those fragments only, O(changes).
-What that read cannot see is a row removed from an old fragment: the store's change record
-(`octobrain.store.changes`) lists the ids each forget removed, and they are checked against
-the table. The result is proved before it is used: the rows the mirror would hold must be as
-many as the table holds at that version. When the record says anything may have changed (a
-restore, a re-created table), when the count does not match, or the mirror is empty, it
-reads the narrow columns of every row instead, as it always did (`full`).
+One whose `updated_at` or scope is not the mirror's is read again; one that only moved keeps
+what the mirror holds. What that read cannot see is a row removed from an old fragment: the
+store's change record (`octobrain.store.changes`) lists the ids each forget removed, and they
+are checked against the table. The result is proved before it is used: the rows the mirror
+would hold must be as many as the table holds at that version. When the record says anything
+may have changed (a restore, a re-created table), when the count does not match, or the mirror
+is empty, it reads the narrow columns of every row instead, as it always did (`full`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ADDR = addresses.ADDR  # Lance's row address of each row
-PROBE = ["id", "updated_at", "last_accessed", "access_count", ADDR]
+# (`scope` too: a respelling pass (`store.respell`) rewrites a row's scope and nothing else)
+PROBE = ["id", "updated_at", "scope", "last_accessed", "access_count", ADDR]
 _PER_ID = 2048  # up to this many probed ids are looked up one by one (past it: one hash join)
 # Up to this many rows in the changed fragments are read whole at once; more (compaction wrote
 # every row anew) are probed by their narrow columns first, and only the changed ones read.
@@ -80,7 +82,9 @@ def _diff(
     at = pos[known]
     addr = int64s(probe.column(ADDR))
     changed = ~known
-    changed[known] = corpus._edit_key[at] != int64s(probe.column("updated_at"))[known]
+    changed[known] = (corpus._edit_key[at] != int64s(probe.column("updated_at"))[known]) | (
+        corpus._coded["scope"][at] != _scope_codes(corpus, probe.column("scope"))[known]
+    )
     moved = known & ~changed  # then: a new address, or access counts the mirror lacks
     moved[known] &= (
         (corpus._addr[at] != addr[known])
@@ -88,6 +92,17 @@ def _diff(
         | (corpus._seen[at] != int64s(probe.column("last_accessed"))[known])
     )
     return known, changed, moved
+
+
+def _scope_codes(corpus: Corpus, scopes: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.int64]:
+    """The mirror's code of each of `scopes` (-1: one it holds no row of), looked up once per
+    distinct scope."""
+    encoded = pa.chunked_array([scopes] if isinstance(scopes, pa.Array) else scopes)
+    encoded = encoded.combine_chunks().dictionary_encode()
+    codes = corpus._code_of["scope"]
+    lookup = np.array([codes.get(s, -1) for s in encoded.dictionary.to_pylist()], np.int64)
+    indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return lookup[indices]
 
 
 def _delta(

@@ -283,8 +283,7 @@ def mark_restore(location: StoreLocation, version: int | None) -> None:
         current.pop(RESTORING, None)
         if version is not None:
             current[RESTORING] = version
-            for mark in _SPELT_ON_MAKING.values():  # (its rows may be spelt as before)
-                current.pop(mark, None)
+            current.pop(SCOPES_SPELT, None)  # (its rows may be spelt as before; not knowledge's)
         location.write_json(MANIFEST, current)
 
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, StorageError
-from octobrain.store import deletion_sums, manifest, operations, schema, versions
+from octobrain.store import deletion_sums, manifest, operations, respell, schema, versions
 from octobrain.store.operations import upkeep_note
 from octobrain.store.schema import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS
 from octobrain.store.versions import version_ranges
@@ -183,6 +183,9 @@ def _restore(store: MemoryStore, version: int, settle: Callable[[], object] | No
             elif not earlier and any(int(v["version"]) == 1 for v in kept):
                 table.restore(1)  # made after that moment: back to as it was made, empty
             store.wrote(table)
+        # Rows of a version before a respelling carry the scopes spelt as then: respelt before
+        # the lock is let go, so no reader (a server opened before) takes them as current.
+        respell.respell(store)
         if settle is not None:
             settle()
         manifest.mark_restore(store.location, None)
