@@ -373,3 +373,25 @@ def test_an_export_removes_what_killed_exports_to_its_file_left(
     other.write_text("")
     assert run("export", str(tmp_path / "backup.jsonl")).exit_code == 0
     assert not left.exists() and alive.exists() and other.exists()
+
+
+def test_migrate_names_the_options_the_copy_needs_and_never_their_values(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Told only "set storage.uri", a user who migrated with --option aws_endpoint=… opened
+    # the copy with the old storage.options: the endpoint gone, the bucket not found.
+    memorize("Rate limiting decision", "API rate limiting uses a token bucket per key.")
+    monkeypatch.chdir(tmp_path)
+    given = ["--option", "region=eu-west-1", "--option", "aws_secret_access_key=sekrit-value"]
+    done = whole_store("migrate", "--to", "copy", *given)
+    assert done.exit_code == 0, done.output
+    last = done.stdout.splitlines()[-1]
+    assert last.endswith(
+        "and, in storage.options, the --option values given (region, aws_secret_access_key)"
+        " to use it"
+    ), last
+    assert "sekrit" not in done.output
+    plain = whole_store("migrate", "--to", "plain")
+    assert plain.stdout.splitlines()[-1].endswith(
+        f"set storage.uri = {str(tmp_path / 'plain')!r} to use it"
+    ), plain.stdout

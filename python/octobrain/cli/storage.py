@@ -65,4 +65,17 @@ def migrate_cmd(target: str, options: tuple[str, ...], fmt: str) -> None:
     width = max((len(c.table) for c in copied), default=0)
     for c in copied:
         click.echo(f"{c.table:<{width}} {c.rows:>8} rows  verified")
-    click.echo(f"copied {source} -> {destination}; set storage.uri = {uri!r} to use it")
+    click.echo(f"copied {source} -> {destination}; set {_settings_to_use(uri, options)} to use it")
+
+
+def _settings_to_use(uri: str, options: tuple[str, ...]) -> str:
+    """The settings that open the copy: the URI, and the `--option` keys it was written with.
+
+    The keys alone, never their values, which may be credentials; without them the copy
+    was opened with the old storage.options (an endpoint missing, the bucket not found).
+    """
+    keys = list(dict.fromkeys(item.partition("=")[0].strip() for item in options))
+    if not keys:
+        return f"storage.uri = {uri!r}"
+    named = ", ".join(keys)
+    return f"storage.uri = {uri!r} and, in storage.options, the --option values given ({named})"
