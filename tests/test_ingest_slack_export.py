@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -209,3 +210,84 @@ def test_an_export_inside_one_more_folder_is_read_as_its_root(tmp_path: Path) ->
             read_export(refused)
     with pytest.raises(InvalidInput, match="holds no Slack export's day files"):
         read_export(tmp_path / "two")
+
+
+def _patched(archive: Path, old: bytes, new: bytes, count: int = -1) -> Path:
+    archive.write_bytes(archive.read_bytes().replace(old, new, count))
+    return archive
+
+
+def test_a_broken_zip_is_refused_naming_the_member(tmp_path: Path) -> None:
+    # Before: a traceback (OSError, LZMAError, UnicodeDecodeError, IndexError) for each.
+    root = _export(tmp_path / "export")
+    day, name = b'[{"text": "broken"}]' * 50, "general/2024-03-07.json"
+    for method, what in ((zipfile.ZIP_BZIP2, "bzip2"), (zipfile.ZIP_LZMA, "lzma")):
+        with zipfile.ZipFile(archive := tmp_path / f"{what}.zip", "w", method) as writer:
+            writer.writestr(name, day)
+        raw = bytearray(archive.read_bytes())
+        for at in range(30 + len(name) + 4, 30 + len(name) + 40):  # (its data, past the header)
+            raw[at] ^= 0x5A
+        archive.write_bytes(raw)
+        with pytest.raises(InvalidInput, match=f"^{name}: cannot be read from the zip archive"):
+            read_export(archive)
+    named = _zipped(root, tmp_path / "named.zip", ("r\u00e9sum\u00e9/2024-03-05.json", b"[]"))
+    utf8 = ("r\u00e9sum\u00e9".encode(), b"r\xff\xfesum\xff\xfe")  # (not UTF-8, flagged so)
+    flagged = _patched(named, *utf8)
+    with pytest.raises(InvalidInput, match="^file: is not a zip archive that can be read: 'utf"):
+        read_export(flagged)
+    local = _zipped(root, tmp_path / "local.zip", ("r\u00e9sum\u00e9/2024-03-05.json", b"[]"))
+    _patched(local, *utf8, 1)  # (its local header only)
+    with pytest.raises(InvalidInput, match="^r\u00e9sum\u00e9/2024-03-05.json: cannot be read"):
+        read_export(local)
+    nameless = _zipped(root, tmp_path / "nameless.zip", ("NUL.", b"[]"))
+    _patched(nameless, b"NUL.", b"\x00UL.")
+    assert read_export(nameless).skipped == 1  # (a member named "" by its NUL: not read)
+    with zipfile.ZipFile(tmp_path / "locked.zip", "w") as writer:
+        writer.writestr("general/2024-03-05.json", day)
+    locked = bytearray((tmp_path / "locked.zip").read_bytes())
+    for signature, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # (its flag: encrypted)
+        locked[locked.find(signature) + at] |= 1
+    (tmp_path / "locked.zip").write_bytes(locked)
+    with pytest.raises(InvalidInput, match="2024-03-05.json: is encrypted: unzip the archive"):
+        read_export(tmp_path / "locked.zip")
+
+
+def test_a_zip_s_day_file_twice_is_refused(tmp_path: Path) -> None:
+    # Before: the later read twice, the first never (a NUL cut from a name: the same).
+    root = _export(tmp_path / "export")
+    later = b'[{"type": "message", "user": "U0ANA", "ts": "1709632800.1", "text": "later"}]'
+    for name in ("general/2024-03-05.json", "general/2024-03-05.json\x00.txt"):
+        with pytest.warns(UserWarning, match="Duplicate name"):
+            archive = _zipped(root, tmp_path / "twice.zip", (name, later))
+        with pytest.raises(InvalidInput, match="^general/2024-03-05.json: is in the zip archive"):
+            read_export(archive)
+    assert read_export(_zipped(root, tmp_path / "once.zip", ("notes/a.txt", b""))).skipped == 1
+
+
+def test_a_zip_s_names_are_read_as_its_maker_wrote_them(tmp_path: Path) -> None:
+    # Before: `general\2024-03-05.json` (Windows's tools) skipped, an export of them refused
+    # ("holds no Slack export's day files"); `café/…` unflagged UTF-8 (macOS) stored under
+    # `caf├⌐`; a symlink member read as a day file of its target's name (refused: "must be a
+    # Slack day file").
+    root = _export(tmp_path / "export")
+    (root / "caf\u00e9").mkdir()
+    (root / "general" / "2024-03-05.json").rename(root / "caf\u00e9" / "2024-03-05.json")
+    expected = _texts(read_export(root))
+    windows = _zipped(root, tmp_path / "windows.zip")
+    _patched(windows, b"general/", b"general\\")
+    assert _texts(read_export(windows)) == expected
+    macos = _zipped(root, tmp_path / "macos.zip")
+    raw = bytearray(macos.read_bytes())
+    for signature, at in ((b"PK\x03\x04", 7), (b"PK\x01\x02", 9)):  # (its UTF-8 flag: off)
+        start = raw.find(signature)
+        while start >= 0:
+            raw[start + at] &= ~0x08
+            start = raw.find(signature, start + 1)
+    macos.write_bytes(raw)
+    assert _texts(read_export(macos)) == expected
+    link = zipfile.ZipInfo("random/2024-03-07.json")
+    link.create_system, link.external_attr = 3, (stat.S_IFLNK | 0o777) << 16
+    with zipfile.ZipFile(_zipped(root, tmp_path / "link.zip"), "a") as archive:
+        archive.writestr(link, "../../etc/passwd")
+    linked = read_export(tmp_path / "link.zip")
+    assert (_texts(linked), linked.skipped) == (expected, 1)

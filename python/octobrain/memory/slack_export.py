@@ -8,22 +8,26 @@ before (named by its date): a turn stored so is the same turn (`Turn.earlier`).
 
 The export is bounded as one file is (`MAX_FILE_BYTES`, all its lists and day files read
 together); a folder is read without following a symlink; a zip is read in memory, never
-extracted, its sizes checked from its headers and again as it is read.
+extracted, its sizes checked from its headers and again as it is read; its names read as
+their maker wrote them (`\\` a separator, UTF-8 unflagged), a symlink in it not read, a day
+file or list in it twice refused.
 """
 
 from __future__ import annotations
 
+import lzma
 import os
 import re
 import stat
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, cut_middle
 from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, array_values, bounds
 from octobrain.memory.conversation_bytes import MAX_FILE_BYTES, decoded
@@ -36,6 +40,8 @@ __all__ = ["DAY_FILE", "SlackExport", "by_channel", "is_export", "read_export"]
 
 DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.json")  # a channel's day, as Slack names its file
 _LISTS = (USERS_FILE, *CONVERSATION_FILES)
+# A zip member's general purpose flags: its data encrypted, its name UTF-8.
+_ENCRYPTED, _UTF8_FLAG = 0x1, 0x800
 
 
 @dataclass
@@ -284,35 +290,75 @@ class _Zip(_Source):
 
         try:
             self.archive = zipfile.ZipFile(io.BytesIO(data))
-        except (zipfile.BadZipFile, OSError) as exc:
-            raise InvalidInput("file", f"is not a zip archive that can be read: {exc}") from None
+        except _UNREADABLE as exc:
+            raise InvalidInput(
+                "file", f"is not a zip archive that can be read: {_why(exc)}"
+            ) from None
         members = self.archive.infolist()
         if sum(member.file_size for member in members) > MAX_FILE_BYTES:
             self.archive.close()
             raise self.too_large()
-        self.members = {member.filename: member for member in members}
-        files = [member.filename for member in members if not member.is_dir()]
-        self.wrapper = _zip_wrapper(files)
-        for name in files:
+        files = [(name, m) for m in members if not (name := _member_name(m)).endswith("/")]
+        self.wrapper = _zip_wrapper([name for name, _ in files])
+        self.members: dict[str, zipfile.ZipInfo] = {}
+        twice: set[str] = set()
+        for name, member in files:
             parts = name.split("/")
-            unsafe = name.startswith("/") or "\\" in name or ":" in name or ".." in parts
+            unsafe = name.startswith("/") or ":" in name or ".." in parts or _is_link(member)
             if unsafe or not name.startswith(self.wrapper):  # (`..`, absolute: never read)
                 self.found(("", "", ""))
-            else:
-                self.found(name.removeprefix(self.wrapper).split("/"))
+                continue
+            if name in self.members:
+                twice.add(name)
+            self.members[name] = member
+            self.found(name.removeprefix(self.wrapper).split("/"))
+        read = {self.wrapper + "/".join(day) for day in self.days} | set(self.lists.values())
+        if twice & read:  # (which of the two is the day's, or the list: not to be guessed)
+            self.archive.close()
+            raise InvalidInput(min(twice & read), "is in the zip archive twice; not read")
 
     def close(self) -> None:
         self.archive.close()
 
     def read(self, where: str, most: int) -> bytes:
+        if self.members[where].flag_bits & _ENCRYPTED:
+            rule = "is encrypted: unzip the archive with its password, ingest its folder"
+            raise InvalidInput(where, rule)
         try:
             with self.archive.open(self.members[where]) as member:
                 data = member.read(most + 1)  # (its header may lie: stopped here)
-        except (zipfile.BadZipFile, RuntimeError, NotImplementedError, zlib.error, EOFError) as e:
-            raise InvalidInput(where, f"cannot be read from the zip archive: {e}") from None
+        except (*_UNREADABLE, RuntimeError, zlib.error, EOFError, lzma.LZMAError) as e:
+            raise InvalidInput(where, f"cannot be read from the zip archive: {_why(e)}") from None
         if len(data) > most:
             raise self.too_large()
         return data
+
+
+# How a zip's directory or a member's bytes fail to be read: broken (a bzip2 member's data, an
+# offset before the start), a name not UTF-8 though flagged so, a version or method unknown.
+_UNREADABLE = (zipfile.BadZipFile, OSError, ValueError, NotImplementedError)
+
+
+def _why(exc: Exception) -> str:
+    """Why a zip could not be read, in one short line (a header's name is quoted whole)."""
+    return cut_middle(str(exc), 200)
+
+
+def _member_name(member: zipfile.ZipInfo) -> str:
+    """A zip member's name as its maker wrote it: UTF-8 where it reads so though the zip does
+    not flag it (macOS's Archive Utility; read as CP437, the format's default, it is garbled),
+    and `\\` a folder's separator, as Windows's tools wrote it."""
+    name = member.filename
+    if not member.flag_bits & _UTF8_FLAG:
+        with suppress(UnicodeError):
+            name = name.encode("cp437").decode("utf-8")
+    return name.replace("\\", "/")
+
+
+def _is_link(member: zipfile.ZipInfo) -> bool:
+    """Whether `member` is a symlink (its Unix mode in its external attributes): not read, as
+    a folder's is not."""
+    return member.create_system == 3 and stat.S_ISLNK(member.external_attr >> 16)
 
 
 def _zip_wrapper(names: Sequence[str]) -> str:
