@@ -335,7 +335,7 @@ def test_stdio_calls_the_client_cancelled_free_their_places_among_those_in_fligh
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(remember)
                     await asked.wait()  # this call waits on the roots...
-                    await client.list_prompts()  # ...and another is answered meanwhile
+                    await client.list_resources()  # ...and another is answered meanwhile
                     answered_first = not waiting
                     release.set()
                 assert answered_first

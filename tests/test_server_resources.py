@@ -23,6 +23,10 @@ def test_a_locked_session_lists_the_briefing_template_without_scope(tmp_path: Pa
             (template,) = listed.resource_templates
             assert template.uri_template == "octobrain://brief{?max_tokens}"
             assert template.mime_type == "text/markdown"
+            # (the prompt listed a `scope` argument its own description says a locked session
+            # does not take: a client offering it asked the user for a scope to no effect)
+            (prompt,) = (await client.list_prompts()).prompts
+            assert [a.name for a in prompt.arguments or []] == ["max_tokens"]
             read = await client.read_resource("octobrain://brief?max_tokens=300")
             assert "Use ruff" in read.contents[0].text  # type: ignore[union-attr]
 
@@ -37,6 +41,8 @@ def test_an_unlocked_session_lists_the_scope_the_read_needs(tmp_path: Path) -> N
             (template,) = (await client.list_resource_templates()).resource_templates
             assert template.uri_template == "octobrain://brief{?scope,max_tokens}"
             assert "scope" in (template.description or "")
+            (prompt,) = (await client.list_prompts()).prompts
+            assert [a.name for a in prompt.arguments or []] == ["scope", "max_tokens"]
             # The template expanded as RFC 6570 expands it.
             read = await client.read_resource(f"octobrain://brief?scope={PROJECT_A}&max_tokens=300")
             assert "Use ruff" in read.contents[0].text  # type: ignore[union-attr]

@@ -27,7 +27,13 @@ from octobrain.errors import RULE_CHARS, InvalidInput, OctobrainError, as_json
 from octobrain.knowledge.prefetch import FetchFirst
 from octobrain.safe_text import client_text, one_line, printable
 from octobrain.server import handlers
-from octobrain.server.brief_listing import BRIEF_PROMPT, BRIEF_RESOURCE, BRIEF_URI, brief_template
+from octobrain.server.brief_listing import (
+    BRIEF_NAME,
+    BRIEF_RESOURCE,
+    BRIEF_URI,
+    brief_prompt,
+    brief_template,
+)
 from octobrain.server.pool import BrainPool
 from octobrain.server.progress import progress_of
 from octobrain.server.quiet import QuietWarning
@@ -246,13 +252,13 @@ class OctobrainServer:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         """The `brief` prompt (an unlocked session names the scope as an argument)."""
-        return types.ListPromptsResult(prompts=[BRIEF_PROMPT])
+        return types.ListPromptsResult(prompts=[brief_prompt(await self._locked_form(ctx))])
 
     async def get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult | types.InputRequiredResult:
         """The session briefing as one user message."""
-        if params.name != BRIEF_PROMPT.name:
+        if params.name != BRIEF_NAME:
             name = as_json(params.name)  # the client's: a line however long
             raise MCPError(INVALID_PARAMS, f'name: unknown prompt {name}; use "brief"')
         arguments = dict(params.arguments or {})

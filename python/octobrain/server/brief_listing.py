@@ -11,23 +11,30 @@ _WHAT = (
     "Preferences, project truths, goals and recent memories for this session's scope, within "
     "a token budget (Markdown)"
 )
-BRIEF_PROMPT = types.Prompt(
-    name="brief",
-    title="Session briefing",
-    description="What octobrain remembers that matters now: how the user likes to work, what "
-    "is true about this project, goals, and recent memories that still matter",
-    arguments=[
-        types.PromptArgument(
-            name="scope",
-            description="Project scope, left out for global (only when the session is not "
-            "locked to a project)",
-            required=False,
-        ),
-        types.PromptArgument(
-            name="max_tokens", description="Token budget (default 1500)", required=False
-        ),
-    ],
+BRIEF_NAME = "brief"
+_SCOPE_ARGUMENT = types.PromptArgument(
+    name="scope",
+    description="Project scope, left out for global (only when the session is not locked to a "
+    "project)",
+    required=False,
 )
+_BUDGET_ARGUMENT = types.PromptArgument(
+    name="max_tokens", description="Token budget (default 1500)", required=False
+)
+
+
+def brief_prompt(locked: bool | None) -> types.Prompt:
+    """The prompt `brief`: its arguments `max_tokens` in a locked session, `scope` too in an
+    unlocked one, or where each call may be locked by the roots sent with it (None)."""
+    return types.Prompt(
+        name=BRIEF_NAME,
+        title="Session briefing",
+        description="What octobrain remembers that matters now: how the user likes to work, "
+        "what is true about this project, goals, and recent memories that still matter",
+        arguments=[_BUDGET_ARGUMENT] if locked else [_SCOPE_ARGUMENT, _BUDGET_ARGUMENT],
+    )
+
+
 BRIEF_RESOURCE = types.Resource(
     uri=BRIEF_URI,
     name="brief",
