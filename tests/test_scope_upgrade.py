@@ -12,6 +12,7 @@ import pytest
 from octobrain.config import Config
 from octobrain.embed.factory import get_embedder
 from octobrain.knowledge import Knowledge
+from octobrain.memory import catchup
 from octobrain.memory.brain import Brain
 from octobrain.memory.conversation import parse_chat
 from octobrain.store import manifest
@@ -116,17 +117,24 @@ def test_a_process_open_across_another_processs_restore_still_sees_the_projects_
     assert record.get(manifest.SCOPES_SPELT) == manifest.SCOPE_SPELLING
 
 
-def test_a_mirror_holding_the_former_spelling_reads_the_respelt_rows_again(
-    make_brain: MakeBrain,
-) -> None:
-    # A process whose mirror caught up with a store still spelt as before (a version a restore
-    # put back, read before its respelling committed; a snapshot an earlier version wrote).
+def _serving_the_former_spelling(make_brain: MakeBrain) -> tuple[Brain, str]:
+    """A process whose mirror holds a memory in the former spelling, and the memory's id; the
+    store respelt since by another process."""
     old, stored = _written_before(make_brain, "github.com./acme/api", "github.com/acme/api")
     manifest.note(old.store.location, manifest.SCOPES_SPELT, manifest.SCOPE_SPELLING)
     serving = make_brain("github.com/acme/api")
     assert not serving.remember("token bucket rate limiting").hits  # (the mirror is loaded)
     manifest.note(old.store.location, manifest.SCOPES_SPELT, None)
     assert stored in {m.id for m in make_brain("github.com/acme/api").recent()}  # (respelt)
+    return serving, stored
+
+
+def test_a_mirror_holding_the_former_spelling_reads_the_respelt_rows_again(
+    make_brain: MakeBrain,
+) -> None:
+    # A process whose mirror caught up with a store still spelt as before (a version a restore
+    # put back, read before its respelling committed; a snapshot an earlier version wrote).
+    serving, stored = _serving_the_former_spelling(make_brain)
     found = serving.remember("token bucket rate limiting").hits
     assert [r.memory.id for r in found][:1] == [stored]
     assert {m.scope for m in serving.recent()} == {"github.com/acme/api"}
@@ -147,3 +155,16 @@ def test_a_memory_restore_keeps_the_knowledge_tables_respelt(
     brain.restore(brain.history(1)[0].version, confirm=True)
     record = manifest.read(brain.store.location) or {}
     assert record.get(manifest.KNOWLEDGE_SCOPES_SPELT) == manifest.SCOPE_SPELLING
+
+
+def test_a_mirror_reading_every_row_reads_the_respelt_rows_again(
+    make_brain: MakeBrain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As the previous test, caught up by reading every row (after a restore, or a count the
+    # changed fragments do not explain): a row that only moved is read again if respelt.
+    serving, stored = _serving_the_former_spelling(make_brain)
+    monkeypatch.setattr(catchup, "cheap", lambda *_: None)
+    found = serving.remember("token bucket rate limiting").hits
+    assert serving.retriever.corpus.last_catch_up == "every row"
+    assert [r.memory.id for r in found][:1] == [stored]
+    assert {m.scope for m in serving.recent()} == {"github.com/acme/api"}
