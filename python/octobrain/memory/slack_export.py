@@ -349,7 +349,7 @@ def _member_name(member: zipfile.ZipInfo) -> str:
     not flag it (macOS's Archive Utility; read as CP437, the format's default, it is garbled),
     and `\\` a folder's separator, as Windows's tools wrote it."""
     name = member.filename
-    if not member.flag_bits & _UTF8_FLAG:
+    if not (member.flag_bits & _UTF8_FLAG or name.isascii()):
         with suppress(UnicodeError):
             name = name.encode("cp437").decode("utf-8")
     return name.replace("\\", "/")
