@@ -41,9 +41,10 @@ from octobrain.config import Config
 from octobrain.embed.cache import CachedEmbedder
 from octobrain.embed.factory import get_embedder
 from octobrain.kernels import fusion
+from octobrain.kernels.hybrid import Scored
 from octobrain.memory.brain import Brain
 from octobrain.memory.ingest import ingest, turn_id
-from octobrain.memory.search import Retriever, _Scored
+from octobrain.memory.search import Retriever
 
 _CLOSED = {
     *("what", "when", "where", "who", "whom", "which", "why", "how", "did", "does", "do", "is"),
@@ -59,9 +60,9 @@ def content_words(question: str) -> str:
     return " ".join(w for w in re.findall(r"[\w'-]+", question) if w.lower() not in _CLOSED)
 
 
-def merge_by_rank(self: Retriever, per_query: list[list[_Scored]]) -> list[_Scored]:
+def merge_by_rank(self: Retriever, per_query: list[list[Scored]]) -> list[Scored]:
     """The merge before: reciprocal-rank fusion of the queries' rankings."""
-    best: dict[int, _Scored] = {}
+    best: dict[int, Scored] = {}
     for scored in per_query:
         for s in scored:
             if s.pos not in best or s.relevance > best[s.pos].relevance:
