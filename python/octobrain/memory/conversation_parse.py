@@ -327,12 +327,13 @@ def once(conversation: Conversation) -> Conversation:
 
 
 def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Iterator[Turn]:
-    """A Claude Code transcript's turns: the user's and the assistant's text blocks, in order
-    (tool calls, tool results, injected command/system text, subagents' turns and compaction
-    summaries are left out: `hooks.said_in`, `hooks.said_texts`). Each entry comes
+    """A Claude Code transcript's turns: the user's and the assistant's text blocks, in order,
+    and the prompts the user queued while the assistant worked (tool calls, tool results,
+    thinking, injected command/system text, interruption marks, API errors, subagents' turns
+    and compaction summaries are left out: `hooks.said_in`, `hooks.said_texts`). Each entry comes
     with how errors name it: its line, or its place in a JSON array. The first session id met
     is added to `session` (the conversation's key; the file's name without one)."""
-    from octobrain.memory.hooks import said_in, transcript_text
+    from octobrain.memory.hooks import said_in, speaker_of, transcript_text
 
     made = 0
     session_id = ""
@@ -351,7 +352,7 @@ def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Ite
             if session_id and not session:
                 session.append(session_id)
         moment = turn_time(f"{where}.timestamp", entry.get("timestamp"))
-        speaker = str(entry["type"])
+        speaker = speaker_of(entry)
         own, former = same_id(turn_id(f"{where}.uuid", entry.get("uuid")))
         yield Turn(
             speaker,

@@ -199,6 +199,9 @@ class Digest:
 def _blocks(entry: dict[str, Any]) -> list[dict[str, Any]]:
     message = entry.get("message")
     content = message.get("content") if isinstance(message, dict) else None
+    if entry.get("type") == "attachment":
+        queued = _queued_prompt(entry)
+        content = queued.get("prompt") if queued is not None else None
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
@@ -218,22 +221,59 @@ _INJECTED = re.compile(
 )
 
 
+# What Claude Code writes as the user's words when a turn is stopped (Esc, a tool refused).
+_INTERRUPTED = re.compile(r"\[Request interrupted by user(?: for tool use)?\]")
+
+
+def _queued_prompt(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The attachment of a prompt the user typed while the assistant worked: Claude Code keeps
+    it as `{"type": "attachment", "attachment": {"type": "queued_command", "prompt": …}}`,
+    never as a user entry. A queued task notification or shell command is no prompt."""
+    queued = entry.get("attachment")
+    if not isinstance(queued, dict) or queued.get("type") != "queued_command":
+        return None
+    origin = queued.get("origin")
+    kind = origin.get("kind", "human") if isinstance(origin, dict) else "human"
+    return queued if queued.get("commandMode", "prompt") == "prompt" and kind == "human" else None
+
+
+def speaker_of(entry: dict[str, Any]) -> str:
+    """Who said a transcript entry: "user" or "assistant" ("" for an entry nobody said)."""
+    kind = entry.get("type")
+    if kind == "attachment":
+        return "user" if _queued_prompt(entry) is not None else ""
+    return str(kind) if kind in ("user", "assistant") else ""
+
+
 def said_in(entry: dict[str, Any]) -> bool:
-    """Whether a transcript entry is the conversation's own: the user's or the assistant's,
-    not a subagent's (`isSidechain`), a compaction's summary (`isCompactSummary`) or a
-    message the client adds (`isMeta`)."""
-    return entry.get("type") in ("user", "assistant") and not any(
-        entry.get(flag) for flag in ("isMeta", "isSidechain", "isCompactSummary")
+    """Whether a transcript entry is the conversation's own: the user's (a prompt queued while
+    the assistant worked too) or the assistant's, not a subagent's (`isSidechain`), a
+    compaction's summary (`isCompactSummary`), a message the client adds (`isMeta`) nor one
+    it wrote in the assistant's place (`isApiErrorMessage`, a `<synthetic>` model's "No
+    response requested.")."""
+    message = entry.get("message")
+    synthetic = isinstance(message, dict) and message.get("model") == "<synthetic>"
+    return (
+        bool(speaker_of(entry))
+        and not synthetic
+        and not any(
+            entry.get(flag)
+            for flag in ("isMeta", "isSidechain", "isCompactSummary", "isApiErrorMessage")
+        )
     )
 
 
 def said_texts(entry: dict[str, Any]) -> list[str]:
     """The words of an entry's text blocks, each without the text the client injected; a
-    block that shows nothing (only spaces or zero-width characters) says nothing."""
+    block that shows nothing (only spaces or zero-width characters) or only marks a turn
+    interrupted says nothing."""
     texts = []
     for block in _blocks(entry):
         text = block.get("text") if block.get("type") == "text" else None
-        if isinstance(text, str) and shows_something(text := _INJECTED.sub("", text).strip()):
+        if not isinstance(text, str):
+            continue
+        text = _INJECTED.sub("", text).strip()
+        if shows_something(text) and not _INTERRUPTED.fullmatch(text):
             texts.append(text)
     return texts
 
