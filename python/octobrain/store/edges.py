@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from octobrain.models import Relationship, RelationshipType
-from octobrain.store import manifest, row_sums, schema
+from octobrain.store import row_sums, schema, stamps
 from octobrain.store.link_rules import between, check_link
 from octobrain.store.scans import held, scan_arrow, scan_batches
 from octobrain.store.sql import sql_in, sql_str
@@ -163,10 +163,10 @@ def unlink(
 
 
 def _stamp(store: MemoryStore, what: str, source: str, target: str, kinds: Any) -> None:
-    """A memories version for a link made or removed alone (`manifest.stamp_links`), so
+    """A memories version for a link made or removed alone (`stamps.stamp_links`), so
     `history` lists it and `restore` can go back to either side of it."""
     types = ", ".join(sorted(set(map(str, kinds))))
-    manifest.stamp_links(store.memories, f"{what} {source[:8]} → {target[:8]} ({types})")
+    stamps.stamp_links(store.memories, f"{what} {source[:8]} → {target[:8]} ({types})")
     store.wrote(store.memories)
 
 

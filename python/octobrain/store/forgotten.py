@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from octobrain.store import manifest
+from octobrain.store import stamps
 from octobrain.store.journal_rows import journal_damaged
 from octobrain.store.schema import CHECKSUM, CHECKSUM_FIELD, checksum
 from octobrain.times import utcnow
@@ -77,7 +77,7 @@ def record(store: MemoryStore, turns: Sequence[tuple[str, str]]) -> None:
 def _record(store: MemoryStore, table: Any, turns: Sequence[tuple[str, str]]) -> None:
     # Should the table be lost together with the store's manifest, memories still shows that
     # it existed (`manifest.existed`): read as "none forgotten", every turn would come back.
-    manifest.stamp_made(store.memories, FORGOTTEN)
+    stamps.stamp_made(store.memories, FORGOTTEN)
     now = utcnow()
     held = _among(table, [turn_id for turn_id, _ in turns])
     rows = [{"id": i, "scope": s, "forgotten_at": now} for i, s in turns if i not in held]

@@ -39,6 +39,7 @@ from octobrain.store import (
     manifest,
     scans,
     schema,
+    stamps,
     timeline,
     upkeep,
     writes,
@@ -386,7 +387,7 @@ class MemoryStore:
             return True
         if name in (manifest.recorded(self.location) or set()):
             return True
-        return manifest.STAMPED_ON.get(name) == MEMORIES and manifest.stamped(self.memories, name)
+        return manifest.STAMPED_ON.get(name) == MEMORIES and stamps.stamped(self.memories, name)
 
     def open_table(self, name: str, table_schema: pa.Schema) -> lancedb.table.Table:
         """Open (creating it if this store never did) another table of this database, e.g. the

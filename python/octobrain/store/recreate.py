@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from octobrain.errors import InvalidInput, as_json
 from octobrain.store import deletion_sums, seen
-from octobrain.store.manifest import KNOWN_TABLES, LOCK_TIMEOUT_S, STAMPED_ON, retable, stamp_made
+from octobrain.store.manifest import KNOWN_TABLES, LOCK_TIMEOUT_S, STAMPED_ON, retable
+from octobrain.store.stamps import stamp_made
 
 if TYPE_CHECKING:
     from octobrain.store.location import StoreLocation

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, StorageError
-from octobrain.store import deletion_sums, manifest, operations, respell, schema, versions
+from octobrain.store import deletion_sums, manifest, operations, respell, schema, stamps, versions
 from octobrain.store.operations import upkeep_note
 from octobrain.store.schema import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS
 from octobrain.store.versions import version_ranges
@@ -63,7 +63,7 @@ class StoreVersion:
     version: int
     timestamp: datetime
     rows: int
-    note: str = ""  # what a commit that changed no row did (`manifest.stamp_note`)
+    note: str = ""  # what a commit that changed no row did (`stamps.stamp_note`)
     # A data or deletion file it reads that is gone or cut, in words (`damaged_files`): it
     # cannot be read, nor restored.
     damage: str = ""
@@ -89,9 +89,7 @@ def history(store: MemoryStore, limit: int = 20) -> list[StoreVersion]:
             note = upkeep_note(store.location, MEMORIES, int(v["version"]))
             if not note and v["metadata"] == before:
                 probe = probe or store.open_memories_unchecked()
-                note = manifest.stamp_note(
-                    probe, int(versions[at - 1]["version"]), int(v["version"])
-                )
+                note = stamps.stamp_note(probe, int(versions[at - 1]["version"]), int(v["version"]))
         shown.append(
             StoreVersion(
                 int(v["version"]),
