@@ -278,7 +278,8 @@ def test_an_odt_list_format_prints_every_number_it_names_in_its_order(tmp_path: 
     # A list format may name a level twice or out of order (Word's `%1.%1`, LibreOffice's
     # `%3%/%2%/%1%/%3%`). Word and LibreOffice (not 7.4) print each: before, only the first
     # of each was, the others left as written: "1.%1%", "i/b/1/%3%". A level numbered with no
-    # number is left out with what follows it (LibreOffice: "1.i.", not "1.2.i.").
+    # number is left out with what follows it (LibreOffice: "1.i.", not "1.2.i."); its own
+    # items show the text around their number only (". One a", as LibreOffice shows them).
     loext = "urn:org:documentfoundation:names:experimental:office:xmlns:loext:1.0"
 
     def level(at: int, list_format: str, form: str) -> str:
@@ -308,10 +309,82 @@ def test_an_odt_list_format_prints_every_number_it_names_in_its_order(tmp_path: 
         "b<1> One b",
         "i/b/1/i Deep",
         "1. One",
-        "- One a",
+        ". One a",
         "1.i. Deep",
-        "- One b",
+        ". One b",
         "1.i. Deep",
+    ]
+
+
+def test_an_odt_list_item_holding_only_a_nested_list_counts_as_libreoffice_counts_it(
+    tmp_path: Path,
+) -> None:
+    # An item with no paragraph of its own, only a nested list, the first at its level: in
+    # LibreOffice's list tree a parent ("phantom") that counts, its nested items numbered
+    # under it (1.a.) and the items after it on from it (2.). Before: it counted none, "Two"
+    # was "1.", "Two a" "1.a.", "One b" "1.a." again. After an item of its level it counts
+    # none: its nested items go on under that item ("x" is "2.c.", as LibreOffice shows).
+    styles = (
+        '<office:styles><text:list-style style:name="Legal"><text:list-level-style-number '
+        'text:level="1" style:num-suffix="." style:num-format="1"/><text:list-level-style-number '
+        'text:level="2" style:num-suffix="." style:num-format="a" text:display-levels="2"/>'
+        '<text:list-level-style-number text:level="3" style:num-suffix="." style:num-format="i" '
+        'text:display-levels="3"/></text:list-style></office:styles>'
+    )
+
+    def listed(*items: str) -> str:
+        return f"<text:list>{''.join(items)}</text:list>"
+
+    def bare(nested: str) -> str:
+        return f"<text:list-item>{nested}</text:list-item>"
+
+    body = (
+        f'<text:list text:style-name="Legal">{bare(listed(_item("One a")))}'
+        + _item("Two", listed(_item("Two a"), bare(listed(_item("Deep"))), _item("Two b")))
+        + bare(listed(_item("x")))
+        + _item("Three")
+        + "</text:list>"
+    )
+    assert _read(write_odt(tmp_path / "phantom.odt", body, styles=styles))[1].split("\n\n") == [
+        "1.a. One a",
+        "2. Two",
+        "2.a. Two a",
+        "2.a.i. Deep",
+        "2.b. Two b",
+        "2.c. x",
+        "3. Three",
+    ]
+
+
+def test_an_odt_list_level_with_no_number_shows_as_libreoffice_shows_it(tmp_path: Path) -> None:
+    # A level numbered with no number (`num-format=""`): LibreOffice shows only the text
+    # around it (its prefix and suffix, "." here), and leaves it out of the numbers of the
+    # levels under it that show their parents' ("1.i."). Before: "- One a" (a bullet) and
+    # "1.1.i." (the level printed as digits). A heading level so: its "(" and ")" only.
+    styles = (
+        '<office:styles><text:list-style style:name="Skip"><text:list-level-style-number '
+        'text:level="1" style:num-suffix="." style:num-format="1"/><text:list-level-style-number '
+        'text:level="2" style:num-suffix="." style:num-format="" text:display-levels="2"/>'
+        '<text:list-level-style-number text:level="3" style:num-suffix="." style:num-format="i" '
+        'text:display-levels="3"/><text:list-level-style-number text:level="4" '
+        'style:num-format="" text:display-levels="4"/></text:list-style>'
+        '<text:outline-style style:name="Outline"><text:outline-level-style text:level="1" '
+        'style:num-format="1" style:num-suffix="."/><text:outline-level-style text:level="2" '
+        'style:num-format="" style:num-prefix="(" style:num-suffix=")"/></text:outline-style>'
+        "</office:styles>"
+    )
+    bare = f"<text:list>{_item('Bare')}</text:list>"
+    deep = f"<text:list>{_item('Deep', bare)}</text:list>"
+    nested = f"<text:list>{_item('One a', deep)}</text:list>"
+    body = f'<text:list text:style-name="Skip">{_item("One", nested)}</text:list>'
+    body += _heading(1, "Keys") + _heading(2, "Storage")
+    assert _read(write_odt(tmp_path / "skip.odt", body, styles=styles))[1].split("\n\n") == [
+        "1. One",
+        ". One a",
+        "1.i. Deep",
+        "Bare",
+        "# 1. Keys",
+        "## () Storage",
     ]
 
 

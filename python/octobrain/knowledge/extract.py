@@ -111,7 +111,9 @@ MIME_TYPES = {
 # 8: numbering from the style a style is built on, a numbered code line's number, indexes
 # and tables of figures left out; ODT 4: LibreOffice's list formats (`1-a:`), the
 # bibliography read; HTML 4, EPUB 3: a DOCTYPE's internal subset not read as text; ODT 5:
-# every number a list format names, a level with no number left out of it.)
+# every number a list format names, a level with no number left out of it; ODT 6: an item
+# holding only a nested list counted where LibreOffice counts it, a level with no number its
+# prefix and suffix only, left out of its sublevels' numbers.)
 EXTRACTOR_VERSIONS = {
     DocType.HTML: 4,
     DocType.MARKDOWN: 2,
@@ -119,7 +121,7 @@ EXTRACTOR_VERSIONS = {
     DocType.PDF: 7,
     DocType.DOCX: 8,
     DocType.EPUB: 3,
-    DocType.ODT: 5,
+    DocType.ODT: 6,
     DocType.RTF: 2,
 }
 

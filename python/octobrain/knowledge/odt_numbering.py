@@ -5,8 +5,11 @@ per level whether its items are numbered (`text:list-level-style-number`: format
 text around the number) or bulleted. Counters run per list, as LibreOffice counts them: a list
 that continues another (ODF 1.2: `text:continue-list="<xml:id>"`, or
 `text:continue-numbering="true"` after a list of the same style) goes on from its last
-numbers, nested levels too; an item at a level starts the levels under it afresh; an item
-holding no paragraph of its own (only a nested list) shows no number and counts none.
+numbers, nested levels too; an item at a level starts the levels under it afresh. An item
+holding no paragraph of its own (only a nested list) shows no number; as LibreOffice's list
+tree has it, it counts where it is the first at its level (a "phantom" parent: the items
+after it and under it are numbered on from it, `2.`, `1.a.`), and counts none after an item
+of its level (its nested items go on under that item, `1.b.`).
 """
 
 from __future__ import annotations
@@ -108,22 +111,45 @@ def count(counts: dict[int, int], depth: int, item: Any, number_style: Any) -> i
     return number
 
 
+def counts_item(counts: dict[int, int], depth: int, has_paragraph: bool) -> bool:
+    """Whether a list item at `depth` is counted: one with a paragraph of its own, or one
+    holding only a nested list that is the first at its level (LibreOffice's phantom)."""
+    return has_paragraph or depth not in counts
+
+
 def marker(levels: dict[int, Any], depth: int, counts: dict[int, int]) -> str:
-    """`- `, or the number of the item just counted at `depth` as its list style (`levels`)
-    prints it (`1.`, `a)`, `iv.`; `1.2.` where the level shows its parents' numbers too,
-    `text:display-levels`, each in its own level's format)."""
+    """`- ` for bullets, or the number of the item just counted at `depth` as its list style
+    (`levels`) prints it (`1.`, `a)`, `iv.`; `1.2.` where the level shows its parents'
+    numbers too, `text:display-levels`, each in its own level's format); a level numbered
+    with no number (`num-format=""`) its prefix and suffix only, as LibreOffice shows it."""
     number_style = levels.get(depth)
-    if number_style is None or str(number_style.get(f"{_STYLE}num-format", "1")) == "":
-        return "- "  # (bullets, or a numbered style that shows no number)
+    if number_style is None:
+        return "- "
+    if str(number_style.get(f"{_STYLE}num-format", "1")) == "":
+        return _no_number(number_style)
     return _number(levels, depth, counts, from_start=False)
+
+
+def _no_number(number_style: Any) -> str:
+    """What a level numbered with no number shows: only the text around its number, a space
+    after ("" where there is none): its list format's before its first `%1%` and after its
+    last (`.` of `%1%.%2%.`, as LibreOffice reads them from it), else its prefix and suffix."""
+    whole = str(number_style.get(_LIST_FORMAT) or "")[:_LIST_FORMAT_CHARS]
+    numbers = [*_LEVEL_TOKEN.finditer(whole)] if "%" in whole else []
+    if numbers:
+        around = whole[: numbers[0].start()] + whole[numbers[-1].end() :]
+    else:
+        around = _affix(number_style, "prefix") + _affix(number_style, "suffix")
+    return f"{around} " if around else ""
 
 
 def _number(levels: dict[int, Any], depth: int, counts: dict[int, int], *, from_start: bool) -> str:
     """The number of what was just counted at `depth` as its level (`levels[depth]`, a
     numbered one) prints it: its count, after those of as many levels above it as it shows
     (`text:display-levels`, ten at most, as LibreOffice has), each in its own level's format
-    (digits where it has none), a level not counted yet as its start (`from_start`) or 1; and
-    the text around it, a space after."""
+    (digits where it has none; one numbered with no number left out, as LibreOffice does:
+    `1.i.`), a level not counted yet as its start (`from_start`) or 1; and the text around
+    it, a space after."""
     style = levels[depth]
     whole = str(style.get(_LIST_FORMAT) or "")[:_LIST_FORMAT_CHARS]
     if "%" in whole:  # (LibreOffice 7.2+: the number as a whole, `%1%-%2%:`)
@@ -133,7 +159,9 @@ def _number(levels: dict[int, Any], depth: int, counts: dict[int, int], *, from_
     parts = []
     for level in range(depth - shows + 1, depth + 1):
         own = levels.get(level)
-        form = "1" if own is None else str(own.get(f"{_STYLE}num-format") or "1")
+        form = "1" if own is None else str(own.get(f"{_STYLE}num-format", "1"))
+        if not form:
+            continue
         unset = level_number(own.get(_START)) if from_start and own is not None else 1
         parts.append(_shown(form, counts.get(level, unset)))
     return f"{_affix(style, 'prefix')}{'.'.join(parts)}{_affix(style, 'suffix')} "
@@ -167,6 +195,7 @@ def _as_listed(
 # A level's place in a list format, with the text after it up to the next `%` (left out with
 # the number of a level that shows none).
 _LIST_TOKEN = re.compile(r"%(10|[1-9])%([^%]*)")
+_LEVEL_TOKEN = re.compile(r"%(?:10|[1-9])%")
 
 
 def _shown(form: str, number: int) -> str:
@@ -189,7 +218,8 @@ class Outline:
     Headings are counted in document order as a list's items are: a heading goes on from the
     last of its level (or its own `text:start-value` when it restarts the numbering), the
     levels under it start afresh; one marked a list header (`text:is-list-header`) shows no
-    number and counts none. By default LibreOffice numbers no level (`num-format=""`)."""
+    number and counts none. By default LibreOffice numbers no level (`num-format=""`); a
+    level so shows the text around its number only (`(` and `)`: `()`), as a list's does."""
 
     def __init__(self, styles: Any) -> None:
         self._levels: dict[int, Any] = {}  # each level's style (its first definition counts)
@@ -211,6 +241,8 @@ class Outline:
             self._counts.pop(depth, None)
         own = self._levels.get(depth)
         count(self._counts, depth, heading, own)
-        if own is None or not own.get(f"{_STYLE}num-format"):
+        if own is None:
             return ""
+        if not own.get(f"{_STYLE}num-format", "1"):
+            return _no_number(own)
         return _number(self._levels, depth, self._counts, from_start=True)

@@ -26,6 +26,7 @@ from octobrain.knowledge.odt_numbering import (
     ListCounts,
     Outline,
     count,
+    counts_item,
     level_number,
     list_styles,
     marker,
@@ -335,9 +336,10 @@ def _read_list(
         if item.tag not in (_ITEM, _LIST_HEADER):
             continue
         shown = ""  # a list header's, or an item's holding no paragraph: no number
-        if item.tag == _ITEM and any(child.tag in (_P, _H) for child in item):
+        own = any(child.tag in (_P, _H) for child in item)
+        if item.tag == _ITEM and counts_item(counts, depth, own):
             count(counts, depth, item, number_style)
-            shown = marker(levels, depth, counts)
+            shown = marker(levels, depth, counts) if own else ""
         first = True
         code: list[str] = []  # a code sample's lines: one block, as they show
         for child in item:
