@@ -48,7 +48,9 @@ def _source_option() -> Iterator[None]:
     except InvalidInput as err:
         if err.field != "source":
             raise
-        raise InvalidInput("--source", err.rule) from None
+        named = InvalidInput("--source", err.rule)
+        named.input_fault = err.input_fault  # (a server that failed is still no mistake: 1)
+        raise named from None
 
 
 def _emit(fmt: str, result: Any, text: str) -> None:

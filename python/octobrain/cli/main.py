@@ -31,11 +31,15 @@ Exit codes, the same for every command:
   0    done (`doctor`: nothing is wrong), or a question answered "no"
        at a terminal (`forget`, `restore`, `hook install`): nothing changed
   1    a failure that is not the command line's: a damaged store (or
-       `doctor` found a problem), a model, the service or a URL's server
-       that cannot answer, an answer or output file that cannot be
-       written (a full disk), Ctrl-C (Aborted!)
+       `doctor` found a problem), a model or the service that cannot
+       answer, a URL's server (or name server) that cannot be reached
+       or fails (refused, timed out, TLS, HTTP 5xx or 429, a redirect
+       loop), an answer or output file that cannot be written (a full
+       disk), Ctrl-C (Aborted!)
   2    bad input, as `error: <field>: <rule>` on stderr: a usage mistake,
-       a value that breaks a rule, an id, file or note not found
+       a value that breaks a rule (a malformed URL, a private address),
+       an id, file or note not found, a URL's host or page not there
+       (no such host, HTTP 404, 403, 410)
   143  ended by SIGTERM (its partial files removed)
 Hooks (`hook session-start|pre-compact|session-end`) fail open: exit 0."""
 

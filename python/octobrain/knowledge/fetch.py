@@ -48,8 +48,9 @@ _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate":
 
 class FetchError(InvalidInput):
     """A URL that could not be fetched (refused, unreachable, non-2xx, too large). `failed`:
-    through no fault of the URL (a timeout, a server that is down or answers garbage), so
-    not `input_fault`: the command line exits 1 for it, 2 for the others."""
+    through no fault of the URL (a timeout, a resolver or server that is down or answers
+    garbage, a redirect loop), so not `input_fault`: the command line exits 1 for it, 2 for
+    the others (a malformed URL, one refused by a rule, a host or page that is not there)."""
 
     def __init__(self, rule: str, *, failed: bool = False) -> None:
         super().__init__("source", rule)
@@ -124,9 +125,17 @@ def resolve_checked(
     try:
         infos = _getaddrinfo(host, port, seconds)
     except (socket.gaierror, UnicodeError) as exc:
-        # (no such name is the URL's; a resolver that cannot answer now is not)
-        failed = isinstance(exc, socket.gaierror) and exc.errno not in _NO_SUCH_NAME
-        raise FetchError(f"cannot resolve host {as_json(host)}: {exc}", failed=failed) from None
+        # (no such name is the URL's, as a 404 is; a resolver that cannot answer now is not)
+        if isinstance(exc, socket.gaierror) and exc.errno not in _NO_SUCH_NAME:
+            raise FetchError(
+                f"cannot resolve host {as_json(host)}: the name servers did not answer ({exc})",
+                failed=True,
+            ) from None
+        if isinstance(exc, UnicodeError):  # (a label too long for DNS, say)
+            raise FetchError(f"{as_json(host)} is not a valid host name ({exc})") from None
+        raise FetchError(
+            f"no such host {as_json(host)}: the name servers know no such name ({exc})"
+        ) from None
     addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
     if not addresses:
         raise FetchError(f"cannot resolve host {as_json(host)}")
@@ -196,15 +205,21 @@ def fetch_url(
         f"{ref.uri}: timed out after {timeout:g} s (knowledge.fetch_timeout_secs)", failed=True
     )
     with httpx.Client(follow_redirects=False, trust_env=False) as client, _cut_at(deadline, client):
-        for _hop in range(max_redirects + 1):
+        for hop in range(max_redirects + 1):
             if url.scheme not in ("http", "https"):
                 raise FetchError(f"redirected to {url.scheme}:, only http(s) is fetched")
             port = _default_port(url) if url.port is None else url.port
             if not 0 < port < 65536:  # (the lookup keeps 16 bits: 8765 + 65536 reached 8765)
-                raise FetchError(f"{url}: port {port} is not a TCP port (1–65535)")
+                # (given, the URL is malformed; redirected to, the server's answer is)
+                said = f"{ref.uri}: redirected to {url}" if hop else str(url)
+                raise FetchError(f"{said}: port {port} is not a TCP port (1–65535)", failed=hop > 0)
             try:
                 host = url.host
             except UnicodeError as exc:  # an `xn--` label httpx parses but cannot decode
+                if hop:
+                    raise FetchError(
+                        f"{ref.uri}: redirected to an invalid URL ({exc})", failed=True
+                    ) from None
                 raise FetchError(f"{ref.uri}: not a valid URL ({exc})") from None
             address = resolve_checked(
                 host, port, allow_private, max(0.0, deadline - time.monotonic())
@@ -229,7 +244,9 @@ def fetch_url(
             except httpx.TimeoutException:
                 raise timed_out from None
             except UnicodeError as exc:  # httpx reads a redirect's host as it answers
-                raise FetchError(f"{ref.uri}: redirected to an invalid URL ({exc})") from None
+                raise FetchError(
+                    f"{ref.uri}: redirected to an invalid URL ({exc})", failed=True
+                ) from None
             except (httpx.HTTPError, OSError, RuntimeError) as exc:
                 raise _failed(ref, exc, deadline, timed_out) from None
             try:
@@ -238,13 +255,15 @@ def fetch_url(
                         url = url.join(response.headers["location"])
                     except httpx.InvalidURL as exc:
                         raise FetchError(
-                            f"{ref.uri}: redirected to an invalid URL ({exc})"
+                            f"{ref.uri}: redirected to an invalid URL ({exc})", failed=True
                         ) from None
                     continue
                 return _body(ref, response, max_bytes, deadline, timed_out)
             finally:
                 response.close()
-    raise FetchError(f"{ref.uri}: more than {max_redirects} redirects (knowledge.max_redirects)")
+    raise FetchError(  # (a loop, or a chain longer than any site needs: the server's)
+        f"{ref.uri}: more than {max_redirects} redirects (knowledge.max_redirects)", failed=True
+    )
 
 
 @contextlib.contextmanager
@@ -269,10 +288,23 @@ def _failed(
     """What a transport error means: past the deadline, the connection `_cut_at` closed."""
     if time.monotonic() >= deadline:
         return timed_out
-    what = _in_words(exc)
+    what = "the TLS handshake failed" if _tls_failure(exc) else _in_words(exc)
     if what is None:
         return FetchError(f"{ref.uri}: {type(exc).__name__}: {exc}", failed=True)
     return FetchError(f"{ref.uri}: {what}" + (f" ({exc})" if str(exc) else ""), failed=True)
+
+
+def _tls_failure(exc: BaseException) -> bool:
+    """Whether `exc` came of TLS (a certificate not trusted, a server that does not speak it),
+    which httpx calls a `ConnectError` like a refused connection."""
+    import ssl
+
+    seen: BaseException | None = exc
+    for _ in range(8):  # (httpx's error, httpcore's, the ssl module's)
+        if seen is None or isinstance(seen, ssl.SSLError):
+            return seen is not None
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _in_words(exc: BaseException) -> str | None:
