@@ -106,7 +106,9 @@ def doctor_cmd(
         from octobrain.store.manifest_repair import rewrite
 
         tables = rewrite(location)
-        if tables is not None:
+        if tables is None:  # (said, as every repair says what it did: here, nothing)
+            click.echo("manifest: not damaged, not written again", err=True)
+        else:
             click.echo(
                 f"manifest: written again, listing {', '.join(tables) or 'no table'}", err=True
             )
@@ -134,14 +136,22 @@ def doctor_cmd(
             dropped = _drop_dangling(location, found)
             click.echo(f"relationships: {dropped} dangling edge(s) deleted", err=True)
         if forget_damaged:
-            for memory_id in _forget_damaged(location, found):
+            memory_ids = _forget_damaged(location, found)
+            for memory_id in memory_ids:
                 click.echo(f"memories: forgot {memory_id} (damaged, not shown)", err=True)
-            for table, ids in _forget_damaged_records(location, found).items():
+            records = _forget_damaged_records(location, found)
+            for table, ids in records.items():
                 for record_id in ids:
                     click.echo(
                         f"{table}: forgot record {record_id} (damaged): {JOURNALS[table]}",
                         err=True,
                     )
+            forgot = sum(map(len, records.values()))
+            click.echo(
+                f"{len(memory_ids)} damaged memory(ies) and {forgot} damaged record(s) "
+                f"({', '.join(JOURNALS)}) deleted",
+                err=True,
+            )
     report = diagnose(location, schemas)
     path = config_path()  # (named: one that holds no setting points at the default store)
     if fmt == "json":
@@ -194,6 +204,7 @@ def _abandon_imports(location: StoreLocation) -> None:
             f"memories) begun {mark.began}: what it wrote stays",
             err=True,
         )
+    click.echo(f"imports: {len(marks)} cut-short import(s) abandoned", err=True)
 
 
 def _forget_damaged(location: StoreLocation, found: Diagnosis) -> list[str]:
