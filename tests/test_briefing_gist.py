@@ -58,6 +58,29 @@ def test_a_digest_s_gist_keeps_its_points_with_their_labels() -> None:
     assert "Errors fixed: The root cause was" in compress(digest, 400)
 
 
+def test_each_point_of_a_list_reads_as_its_own_sentence() -> None:
+    # A digest's points without a full stop ran together on the briefing's line:
+    # "Decisions: We decided that last week Here is the receipt we decided to keep …".
+    digest = (
+        "Decisions:\n- We decided that last week\n- Here is the receipt we decided to keep\n"
+        '- Is it "done?"\n- We chose blue-green…\n\n'
+        "Errors fixed:\n- Fixed the flaky export test by pinning the clock\n\n"
+        "Files touched: src/export.py"
+    )
+    assert compress(digest, 400) == (
+        "Decisions: We decided that last week. Here is the receipt we decided to keep. "
+        'Is it "done?" We chose blue-green… '
+        "Errors fixed: Fixed the flaky export test by pinning the clock. "
+        "Files touched: src/export.py"
+    )
+    assert len(compress(digest, 60)) <= 60  # (the stops count in the budget)
+    # A line break inside a paragraph (hard-wrapped prose) is no point's end.
+    wrapped = "We decided to normalise all\ntimestamps to UTC.\n1. first step\n2. second step"
+    assert compress(wrapped, 400) == (
+        "We decided to normalise all timestamps to UTC. first step. second step"
+    )
+
+
 def test_faded_old_episode_shows_its_gist_and_keeps_its_full_text(make_brain: MakeBrain) -> None:
     brain = make_brain(API)
     when = utcnow() - timedelta(days=10)

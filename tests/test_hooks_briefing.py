@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
+from octobrain.memory.gist import DIGEST_TAG
 from octobrain.scope import derive_scope
-from tests.hooks_support import SESSION, brain_for, cli
+from tests.hooks_support import SESSION, brain_for, cli, hook_json
 from tests.hooks_support import env as env  # the fixture, shared
 from tests.server_support import PROJECT_A, briefed_pool, run, server_for
 
@@ -54,6 +55,41 @@ def test_brief_command_markdown_and_json(env: Path) -> None:
     assert data["sections"][0]["items"][0]["title"] == "Use ruff"
     bad = cli("brief", "--scope", scope, "--max-tokens", "5")
     assert bad.exit_code == 2 and "max_tokens: must be an integer in [50, 100000]" in bad.output
+
+
+def test_a_digest_s_points_read_as_sentences_in_the_briefing(env: Path, tmp_path: Path) -> None:
+    # Points said without a full stop ran together on the briefing's line ("… we decided that
+    # last week Here is the receipt …"); the stored digest keeps them as they were said.
+    said = [
+        ("user", "We decided that last week\nHere is the receipt we decided to keep"),
+        ("assistant", "We chose blue-green deploys\nFixed the flaky export by pinning the clock"),
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        "\n".join(
+            json.dumps({"type": who, "message": {"role": who, "content": text}})
+            for who, text in said
+        )
+        + "\n"
+    )
+    ended = cli("hook", "session-end", input=hook_json("SessionEnd", env, path, reason="exit"))
+    assert ended.exit_code == 0 and "digest stored" in ended.output, ended.output
+    [stored] = [m for m in brain_for(env).recent(10) if DIGEST_TAG in m.tags]
+    assert stored.content == (
+        "Decisions:\n- We decided that last week\n- Here is the receipt we decided to keep\n"
+        "- We chose blue-green deploys\n\n"
+        "Errors fixed:\n- Fixed the flaky export by pinning the clock"
+    )
+    points = (
+        "Decisions: We decided that last week. Here is the receipt we decided to keep. "
+        "We chose blue-green deploys. Errors fixed: Fixed the flaky export by pinning the clock"
+    )
+    scope = derive_scope(env)
+    assert f"** [INFERRED] — {points} _(workflow" in cli("brief", "--scope", scope).output
+    data = json.loads(cli("brief", "--scope", scope, "--format", "json").output)
+    assert [i["text"] for s in data["sections"] for i in s["items"]] == [points]
+    start = cli("hook", "session-start", input=hook_json("SessionStart", env, path))
+    assert points in json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
 
 
 # ---- MCP prompt and resource ----------------------------------------------------------------

@@ -10,6 +10,7 @@ stored: the memory itself is untouched and `memory get <id>` returns the full te
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from datetime import datetime
 
@@ -32,8 +33,9 @@ def is_episodic(memory: Memory) -> bool:
 def compress(text: str, max_chars: int) -> str:
     """The first sentence and the most central others, in text order, within `max_chars`. A
     bare label ("Decisions:", a digest's) goes with the sentence after it: alone, the labels
-    were the shortest "sentences" and filled a gist with "Decisions: Errors fixed: …"."""
-    sentences = _labelled(split_sentences(text))
+    were the shortest "sentences" and filled a gist with "Decisions: Errors fixed: …". A list
+    item or paragraph without a closing stop gets a full stop (`_stopped`)."""
+    sentences = _labelled(split_sentences(_stopped(text)))
     if not sentences:
         return text[:max_chars]
     terms = analyze(sentences)
@@ -57,6 +59,22 @@ def compress(text: str, max_chars: int) -> str:
         cut = sentences[0][: max(1, max_chars - 1)].rsplit(" ", 1)[0]
         return cut + "…"
     return " ".join(sentences[i] for i in sorted(chosen))
+
+
+# Where a point of a text ends: its line is followed by a blank line or by a list item. (A line
+# break inside a paragraph, hard-wrapped prose, is no end: the sentence goes on.)
+_POINT_END = re.compile(r"(?<=\S)(?=[^\S\n]*\n(?:[^\S\n]*\n|\s*(?:[-*•]|\d+[.)])\s))")
+# What a point that ends as a sentence ends with: a stop, then maybe closing quotes or emphasis.
+_STOP = re.compile(r"[.!?…:;。！？][\"'”’»)\]*_]*$")
+
+
+def _stopped(text: str) -> str:
+    """`text` with a full stop after each point that ends without one: a digest's bullets
+    ("- we decided that last week") ran into the next once joined on one line ("… last week
+    Here is …")."""
+    return _POINT_END.sub(
+        lambda m: "" if _STOP.search(text, max(0, m.start() - 16), m.start()) else ".", text
+    )
 
 
 def _labelled(sentences: list[str]) -> list[str]:
