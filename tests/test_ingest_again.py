@@ -194,3 +194,36 @@ def test_the_forgotten_record_lost_with_the_manifest_is_named_not_read_as_empty(
     assert "hunter2" not in " ".join(stored(again))
     report = diagnose(StoreLocation(tmp_path / "db"))
     assert not report.ok and "forgotten_turns" in [t.name for t in report.tables], report
+
+
+def test_two_ingests_at_once_link_no_turn_to_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: a session's first turn was linked to the turn said before it by an earlier call,
+    # looked for after the stored turns were read. Another ingest of the same export storing
+    # the conversation between the two made the turn its own previous turn: a link from each
+    # session's first turn to itself (60 of 11,460 links, two ingests of a 20-channel Slack
+    # export at once).
+    from octobrain.memory.earlier_turns import Settler
+
+    records = [
+        {"speaker": "Ann", "text": f"day {d} turn {i}", "time": f"2024-03-0{d}T10:0{i}:00Z"}
+        for d in (1, 2)
+        for i in range(3)
+    ]
+    first, other = brain(tmp_path), brain(tmp_path)
+    held = Settler._conversation_held
+    raced: list[int] = []
+
+    def held_once_the_other_stored_it(self: Settler) -> bool:
+        if not raced:  # (the other's own look goes through)
+            raced.append(-1)
+            raced[0] = other.ingest(parse_text(json.dumps(records))).added
+        return held(self)
+
+    monkeypatch.setattr(Settler, "_conversation_held", held_once_the_other_stored_it)
+    report = first.ingest(parse_text(json.dumps(records)))
+    assert raced == [6] and (report.added, report.skipped_existing) == (0, 6)
+    links = first.store.all_relationships()
+    assert [r for r in links if r.source_id == r.target_id] == []
+    assert len(links) == 4  # (two sessions of three turns: a day's silence between them)

@@ -87,7 +87,10 @@ class Settler:
             found = {}
             for turn_id in wanted:
                 if turn_id not in gone:
-                    before = latest_up_to(store, self._scope, self._tag, *firsts[turn_id])
+                    # (another ingest may have stored the turn since `stored` was read)
+                    before = latest_up_to(
+                        store, self._scope, self._tag, *firsts[turn_id], other_than=turn_id
+                    )
                     if before is not None:
                         found[turn_id] = before
             if found:
@@ -127,10 +130,13 @@ def latest_up_to(
     session: str,
     moment: datetime,
     since: datetime | None,
+    *,
+    other_than: str,
 ) -> str | None:
     """The id of the latest turn of `scope` tagged `conversation` and `session` said at
-    `moment` or before (and at `since` or after): of turns said at the same time, one no stored
-    turn follows yet. Both tags, as neither names a conversation alone: its tag is its name
+    `moment` or before (and at `since` or after), other than the turn `other_than` whose
+    previous turn is looked for: of turns said at the same time, one no stored turn follows
+    yet. Both tags, as neither names a conversation alone: its tag is its name
     lowercased and cut ("Standup" and "standup" have one), its sessions' tags drop the spaces
     ("team sync" and "teamsync" have one)."""
     where = [
@@ -138,6 +144,7 @@ def latest_up_to(
         f"array_has(tags, {sql_str(conversation)})",
         f"array_has(tags, {sql_str(session)})",
         f"created_at <= timestamp {sql_str(moment.isoformat())}",
+        f"id != {sql_str(other_than)}",
     ]
     if since is not None:
         where.append(f"created_at >= timestamp {sql_str(since.isoformat())}")
