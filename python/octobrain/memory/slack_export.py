@@ -21,6 +21,7 @@ import re
 import stat
 import zipfile
 import zlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
@@ -152,7 +153,7 @@ def _values(where: str, text: str) -> Iterator[Any]:
         raise InvalidInput(where, exc.placed(text) if exc.syntax else exc.reason) from None
 
 
-class _Source:
+class _Source(ABC):
     """An export's files as `read_export` reads them, counted against its limit."""
 
     channel = ""  # the channel whose folder was given, or "" (the export's root)
@@ -172,6 +173,7 @@ class _Source:
     def __exit__(self, *_: object) -> None:
         self.close()
 
+    @abstractmethod
     def close(self) -> None:
         """Let go of what the source holds open."""
 
@@ -187,8 +189,10 @@ class _Source:
             raise self.too_large()
         return text
 
+    @abstractmethod
     def read(self, where: str, most: int) -> bytes:
-        raise NotImplementedError
+        """The bytes of the export's file `where`, at most `most` of them (past that: the
+        export is too large, `too_large`)."""
 
     def too_large(self) -> InvalidInput:
         limit = f"at most {MAX_FILE_BYTES >> 20} MiB in all (its lists and day files, as one file)"
@@ -230,6 +234,9 @@ class _Folder(_Source):
                     self.found((entry.name, inner.name) if file else (entry.name, "", ""))
             else:
                 self.found((entry.name,) if _is_file(entry) else ("", ""))
+
+    def close(self) -> None:
+        """Nothing: each file is opened and closed as it is read."""
 
     def read(self, where: str, most: int) -> bytes:
         path = self.root / where
@@ -336,6 +343,7 @@ class _Zip(_Source):
 
 # How a zip's directory or a member's bytes fail to be read: broken (a bzip2 member's data, an
 # offset before the start), a name not UTF-8 though flagged so, a version or method unknown.
+# (zipfile raises NotImplementedError for a compression method it does not read)
 _UNREADABLE = (zipfile.BadZipFile, OSError, ValueError, NotImplementedError)
 
 
