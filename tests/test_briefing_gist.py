@@ -28,7 +28,24 @@ LONG_BUG = (
 def test_gist_is_extractive_and_within_budget() -> None:
     gist = compress(LONG_BUG, 160)
     assert len(gist) <= 160 and gist.startswith("The nightly export crashed")
-    assert all(sentence in LONG_BUG for sentence in gist.split(". "))
+    assert all(part in LONG_BUG for part in gist.removesuffix(" …").split(". "))
+
+
+def test_sentences_left_out_are_marked_where_they_were() -> None:
+    # Kept sentences with others skipped between them were joined as if they followed each
+    # other: "… legacy importer. A regression test now writes rows …" read as one account.
+    first, second, third, fourth = (
+        "The nightly export crashed on Monday.",
+        "Nobody was paged because the alert was muted.",
+        "Lunch was late that day.",
+        "The nightly export now pins the clock.",
+    )
+    gist = compress(" ".join((first, second, third, fourth)), 80)
+    assert gist == f"{first} … {fourth}"  # the two export sentences share the most words
+    assert compress(" ".join((first, second, third)), 40) == f"{first} …"  # the rest cut
+    assert compress(f"{first} {fourth}", 80) == f"{first} {fourth}"  # nothing left out
+    for budget in range(38, 200, 7):
+        assert len(compress(" ".join((first, second, third, fourth)), budget)) <= budget
 
 
 def test_text_the_model_cannot_read_is_neither_folded_nor_undercounted() -> None:
@@ -53,7 +70,7 @@ def test_a_digest_s_gist_keeps_its_points_with_their_labels() -> None:
         "Files touched: config.yaml, src/export.py"
     )
     assert compress(digest, 80) == (
-        "Decisions: We decided to lazy-load the avatar images on the login page."
+        "Decisions: We decided to lazy-load the avatar images on the login page. …"
     )
     assert "Errors fixed: The root cause was" in compress(digest, 400)
 

@@ -31,10 +31,11 @@ def is_episodic(memory: Memory) -> bool:
 
 
 def compress(text: str, max_chars: int) -> str:
-    """The first sentence and the most central others, in text order, within `max_chars`. A
-    bare label ("Decisions:", a digest's) goes with the sentence after it: alone, the labels
-    were the shortest "sentences" and filled a gist with "Decisions: Errors fixed: …". A list
-    item or paragraph without a closing stop gets a full stop (`_stopped`)."""
+    """The first sentence and the most central others, in text order, within `max_chars`, each
+    run of sentences left out marked "…". A bare label ("Decisions:", a digest's) goes with the
+    sentence after it: alone, the labels were the shortest "sentences" and filled a gist with
+    "Decisions: Errors fixed: …". A list item or paragraph without a closing stop gets a full
+    stop (`_stopped`)."""
     sentences = _labelled(split_sentences(_stopped(text)))
     if not sentences:
         return text[:max_chars]
@@ -48,17 +49,28 @@ def compress(text: str, max_chars: int) -> str:
 
     order = [0, *sorted(range(1, len(sentences)), key=lambda i: (-centrality(i), i))]
     chosen: list[int] = []
-    size = 0
     for i in order:
-        cost = len(sentences[i]) + (1 if chosen else 0)
-        if size + cost > max_chars:
-            continue
-        chosen.append(i)
-        size += cost
+        if len(_elided(sentences, [*chosen, i])) <= max_chars:
+            chosen.append(i)
     if not chosen:  # even the first sentence is too long: cut it at a word boundary
         cut = sentences[0][: max(1, max_chars - 1)].rsplit(" ", 1)[0]
         return cut + "…"
-    return " ".join(sentences[i] for i in sorted(chosen))
+    return _elided(sentences, chosen)
+
+
+def _elided(sentences: list[str], chosen: list[int]) -> str:
+    """The `chosen` sentences in text order, each run of sentences left out shown as "…": kept
+    sentences with others skipped between them were joined as if they followed each other."""
+    parts: list[str] = []
+    after = 0  # the index after the last sentence kept
+    for i in sorted(chosen):
+        if i > after:
+            parts.append("…")
+        parts.append(sentences[i])
+        after = i + 1
+    if after < len(sentences):
+        parts.append("…")
+    return " ".join(parts)
 
 
 # Where a point of a text ends: its line is followed by a blank line or by a list item. (A line
