@@ -38,6 +38,9 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ("knowledge", {"command": "search", "query": "deploys", "source": "http:///a.md",
                    "scope": UNLOCKED},
      'source: URL "http:///a.md" has no host'),
+    ("knowledge", {"command": "read", "source": "http://exa mple.com/", "scope": UNLOCKED},
+     'source: URL "http://exa mple.com/" has no valid host: a host name holds letters, digits, '
+     '"-", "." and "_" only (found " ")'),
     ("knowledge", {"command": "store", "key": "\u0301", "content": "Rotate the keys.",
                    "scope": UNLOCKED},  # (stored: a note whose key prints as nothing)
      "key: must hold a visible character, not only combining marks or fillers "

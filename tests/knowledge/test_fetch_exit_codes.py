@@ -97,6 +97,31 @@ def test_each_url_failure_exits_with_the_code_help_gives(
     tls_said = f"error: source: {tls.rstrip('/')}: the TLS handshake failed ([SSL"
     assert said["TLS", "read"].startswith(tls_said), said["TLS", "read"]
     assert "redirected to http://127.0.0.1:99999/: port" in said["a redirect to port 99999", "read"]
+    to_ftp = f"{server.url('/to-ftp')}: redirected to ftp://example.com/file, a ftp: URL;"
+    assert to_ftp in said["a redirect to ftp:", "search"], said["a redirect to ftp:", "search"]
+
+
+def test_a_host_no_host_name_could_be_is_refused_before_any_lookup(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sent on percent-encoded, "exa%20mple.com" went to the name servers: "no such host".
+    looked_up: list[object] = []
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: looked_up.append(a) or no_name())
+    for url, found in [
+        ("http://exa mple.com/", '" "'),
+        ("https://exa<mple.com/docs", '"<"'),
+        ("http://ex%41mple.com/", '"%"'),
+        ("http://exa\u202emple.com/", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+    ]:
+        for cmd, args in COMMANDS.items():
+            code, said = run(env, *args(url))
+            option = "--source" if cmd == "search" else "source"
+            rule = 'has no valid host: a host name holds letters, digits, "-", "." and "_" only'
+            assert code == 2 and said.startswith(f"error: {option}: URL "), said
+            assert said.endswith(f"{rule} (found {found})"), said
+    assert looked_up == []
+    code, said = run(env, "read", "http://[zz]/")  # (a traceback)
+    assert code == 2 and said.startswith('error: source: "http://[zz]/" is not a valid URL'), said
 
 
 def test_a_private_address_is_refused_as_a_mistake(env: dict[str, str]) -> None:

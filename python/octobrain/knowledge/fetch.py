@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from octobrain import __version__
 from octobrain.config.private_hosts import entry_for, parse_entry
-from octobrain.errors import InvalidInput, as_json
+from octobrain.errors import InvalidInput, as_json, cut_middle
 from octobrain.knowledge.sources import Fetched, SourceRef
 
 if TYPE_CHECKING:
@@ -206,8 +206,11 @@ def fetch_url(
     )
     with httpx.Client(follow_redirects=False, trust_env=False) as client, _cut_at(deadline, client):
         for hop in range(max_redirects + 1):
-            if url.scheme not in ("http", "https"):
-                raise FetchError(f"redirected to {url.scheme}:, only http(s) is fetched")
+            if url.scheme not in ("http", "https"):  # (a redirect's: the URL given was checked)
+                raise FetchError(
+                    f"{ref.uri}: redirected to {cut_middle(str(url), 300)}, a {url.scheme}: "
+                    "URL; only http(s) is fetched"
+                )
             port = _default_port(url) if url.port is None else url.port
             if not 0 < port < 65536:  # (the lookup keeps 16 bits: 8765 + 65536 reached 8765)
                 # (given, the URL is malformed; redirected to, the server's answer is)

@@ -198,13 +198,38 @@ def _own_files(store: Path | None = None) -> list[Path]:
 
 
 def _normalise_url(url: str) -> str:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # a bracketed host that is no IPv6 address ("http://[zz]/")
+        raise InvalidInput("source", f"{as_json(url)} is not a valid URL ({exc})") from None
     if not parts.hostname:
         raise InvalidInput("source", f"URL {as_json(url)} has no host")
+    if ":" not in parts.hostname and (bad := _not_in_a_host(parts.hostname)):
+        # (sent on, percent-encoded, to the name servers: "no such host "exa%20mple.com"")
+        raise InvalidInput(
+            "source",
+            f"URL {as_json(url)} has no valid host: a host name holds letters, digits, "
+            f'"-", "." and "_" only (found {", ".join(map(char_named, bad))})',
+        )
     path = parts.path.rstrip("/")
     netloc = parts.netloc.lower()
     query = f"?{parts.query}" if parts.query else ""
     return f"{parts.scheme.lower()}://{netloc}{path}{query}"
+
+
+def _not_in_a_host(host: str) -> list[str]:
+    """The characters of a host name (not an IPv6 literal) that no host name holds: ASCII
+    other than letters, digits and `-._`, and spaces or invisible characters in any script
+    (other letters and marks are an IDN's, left to its encoding when fetched)."""
+    return sorted(
+        {
+            ch
+            for ch in host
+            if (ch.isascii() and not (ch.isalnum() or ch in "-._"))
+            or ch.isspace()
+            or not ch.isprintable()
+        }
+    )
 
 
 def check_key(key: str) -> str:
