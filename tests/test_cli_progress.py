@@ -128,12 +128,12 @@ def _seeded(env: dict[str, str], tmp_path: Path, turns: int) -> dict[str, str]:
 
 @contextmanager
 def _on_a_terminal(
-    env: dict[str, str], *args: str, columns: int = 80
+    env: dict[str, str], *args: str, columns: int = 80, rows: int = 24
 ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """`octobrain <args>` with its stderr on a terminal `columns` wide, stdout a pipe: the
-    process, and the terminal's side to read what it draws."""
+    """`octobrain <args>` with its stderr on a terminal `columns` wide and `rows` high, stdout
+    a pipe: the process, and the terminal's side to read what it draws."""
     reader, screen = pty.openpty()
-    fcntl.ioctl(screen, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    fcntl.ioctl(screen, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     try:
         with subprocess.Popen(
             [sys.executable, "-m", "octobrain", *args],
@@ -169,7 +169,7 @@ def _lines_drawn(screen: bytes) -> list[bytes]:
 
 @pytest.mark.parametrize(
     ("columns", "variables"),
-    [(20, {"TERM": "dumb", "NO_COLOR": "1"}), (200, {"COLUMNS": "20"}), (80, {})],
+    [(20, {"TERM": "dumb", "NO_COLOR": "1"}), (200, {"COLUMNS": "20"}), (80, {}), (0, {})],
 )
 def test_a_progress_line_takes_what_the_terminal_takes(
     cli_env: dict[str, str],  # noqa: F811
@@ -180,11 +180,13 @@ def test_a_progress_line_takes_what_the_terminal_takes(
     # Click's bar hid the cursor with an escape sequence (printed as garbage by a TERM=dumb
     # terminal, left hidden by a killed command) and drew `re-embedding with hash:64  [###…]
     # 100%` 77 columns wide whatever the terminal's width: in 20 columns each redraw wrapped
-    # onto new lines.
+    # onto new lines. A terminal that reports 0 x 0 (some `docker exec -t`) got no line at all:
+    # tqdm read its height as -1 and hid the line as one past the screen's last.
     seeded = _seeded(cli_env, tmp_path, 1500)
     # The terminal's own width unless a case sets COLUMNS (pytest-xdist's workers export 80).
     env = {**{k: v for k, v in seeded.items() if k not in ("COLUMNS", "LINES")}, **variables}
-    with _on_a_terminal(env, "memory", "reembed", "--format", "json", columns=columns) as (
+    reembed = ("memory", "reembed", "--format", "json")
+    with _on_a_terminal(env, *reembed, columns=columns, rows=24 if columns else 0) as (
         proc,
         reader,
     ):
@@ -195,7 +197,7 @@ def test_a_progress_line_takes_what_the_terminal_takes(
     assert ESC not in screen, screen
     drawn = _lines_drawn(screen)
     assert len(drawn) > 2 and drawn[-1].endswith(b"100%"), screen
-    width = 20 if variables else columns
+    width = 20 if variables else columns or 80  # (80 where the terminal says 0)
     assert max(len(line) for line in drawn) < width, drawn  # never the last column either
     assert screen.endswith(b"100%\r\n")  # the line ended: what follows starts on its own
 

@@ -114,6 +114,7 @@ class Progress:
             bar_format=shape,
             mininterval=0,
             position=0,  # (one line: never moved to with escape sequences)
+            nrows=2,  # (tqdm hides a line past `nrows - 1`, and read -1 from a 0 x 0 terminal)
             leave=True,
         )
 
