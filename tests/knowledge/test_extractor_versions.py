@@ -55,3 +55,11 @@ def test_sources_whose_extractor_changed_are_indexed_again_and_only_they(
 
     monkeypatch.setitem(extract.EXTRACTOR_VERSIONS, DocType.MARKDOWN, 8)
     assert k.index("README.md").status == "reindexed"  # named, same bytes: read again too
+
+
+def test_every_format_has_its_extractor_version_under_its_name() -> None:
+    # The versions are kept by a format's name (`extractor_versions.py`): a misspelt one
+    # would leave its format at version 1, never read again when its extraction changed.
+    assert set(extract.EXTRACTOR_VERSIONS) == {t.value for t in DocType}
+    odt = extract.EXTRACTOR_VERSIONS["odt"]
+    assert extract.extracted_by(DocType.ODT) == extract.extracted_by("odt") == f"/odt{odt}"

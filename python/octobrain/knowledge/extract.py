@@ -40,6 +40,7 @@ from octobrain.knowledge import (
 )
 from octobrain.knowledge.charset import decode_named, decode_page
 from octobrain.knowledge.chunk import first_heading, front_matter_end, heading_text
+from octobrain.knowledge.extractor_versions import EXTRACTOR_VERSIONS
 from octobrain.knowledge.sources import Fetched, SourceKind
 from octobrain.knowledge.unpacked import MARKUP_BYTES, Unpacked
 from octobrain.safe_text import client_text, same_text_key, shows_something
@@ -93,36 +94,6 @@ MIME_TYPES = {
     "application/vnd.oasis.opendocument.text": DocType.ODT,
     "application/rtf": DocType.RTF,
     "text/rtf": DocType.RTF,
-}
-# Each format's extraction, by version: bumped when what it makes of a document (its text,
-# title or headings, as the chunker reads them) changes, so that the sources of that format
-# indexed before are read and cut again by `knowledge index` and by a search naming one,
-# though their bytes did not change. 1: as before versions were recorded. (HTML 2: numbered
-# lists; Markdown 2: setext headings; PDF 2: running lines and hyphens; DOCX 2: list numbers,
-# notes, headers and footers; DOCX 3: reviewers' comments; HTML 3: list markers and headings
-# in a page too deep or crowded for a tree; PDF 3: note numbers, table cells, doubled spaces,
-# words broken across pages; DOCX 4: tab stops are not tabs; PDF 4: a code line's spaces,
-# private bullets; PDF 5: a page's footnotes after its text, a sentence across pages one;
-# PDF 6: cells of rows drawn in one text object; PDF 7: spaces squeezed but in fixed pitch;
-# EPUB 2: a chapter titled only by the book's title a section of its own; DOCX 5: a
-# header's text box read once, with its paragraph; RTF 2: its `\\title`, raw bytes in its
-# code page; DOCX 6: a text box's fallback copy left out of headers, footers and notes;
-# ODT 2: headers and footers, lists numbered on where they continue, code paragraphs; DOCX
-# 8: numbering from the style a style is built on, a numbered code line's number, indexes
-# and tables of figures left out; ODT 4: LibreOffice's list formats (`1-a:`), the
-# bibliography read; HTML 4, EPUB 3: a DOCTYPE's internal subset not read as text; ODT 5:
-# every number a list format names, a level with no number left out of it; ODT 6: an item
-# holding only a nested list counted where LibreOffice counts it, a level with no number its
-# prefix and suffix only, left out of its sublevels' numbers.)
-EXTRACTOR_VERSIONS = {
-    DocType.HTML: 4,
-    DocType.MARKDOWN: 2,
-    DocType.TEXT: 1,
-    DocType.PDF: 7,
-    DocType.DOCX: 8,
-    DocType.EPUB: 3,
-    DocType.ODT: 6,
-    DocType.RTF: 2,
 }
 
 
