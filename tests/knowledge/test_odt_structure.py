@@ -420,3 +420,73 @@ def test_an_odt_bibliography_is_read_and_its_other_indexes_left_out(tmp_path: Pa
         "Bibliography",
         "[Knuth84] Knuth, D.: The TeXbook, 1984",
     ]
+
+
+def test_an_odt_level_naming_no_number_format_is_numbered_as_libreoffice_reads_it(
+    tmp_path: Path,
+) -> None:
+    # LibreOffice always writes `style:num-format`; another program's file may leave it out.
+    # LibreOffice (7.4, `--convert-to txt`) reads a level without one as numbered `1`, in a
+    # list and in the heading numbering alike, its prefix and suffix around the number. So
+    # read before this test too: kept.
+    styles = (
+        '<office:styles><text:list-style style:name="Absent"><text:list-level-style-number '
+        'text:level="1" style:num-suffix="." style:num-format="1"/><text:list-level-style-number '
+        'text:level="2" style:num-prefix="(" style:num-suffix=")" text:display-levels="2"/>'
+        '<text:list-level-style-number text:level="3" style:num-suffix="." style:num-format="i" '
+        'text:display-levels="3"/></text:list-style>'
+        '<text:outline-style style:name="Outline"><text:outline-level-style text:level="1" '
+        'style:num-format="1" style:num-suffix="."/><text:outline-level-style text:level="2" '
+        'style:num-prefix="(" style:num-suffix=")" text:display-levels="2"/>'
+        "</text:outline-style></office:styles>"
+    )
+    deep = f"<text:list>{_item('Deep')}</text:list>"
+    nested = f"<text:list>{_item('One a', deep)}</text:list>"
+    body = f'<text:list text:style-name="Absent">{_item("One", nested)}{_item("Two")}</text:list>'
+    body += _heading(1, "Keys") + _heading(2, "Storage") + _heading(2, "Expiry")
+    assert _read(write_odt(tmp_path / "absent.odt", body, styles=styles))[1].split("\n\n") == [
+        "1. One",
+        "(1.1) One a",
+        "1.1.i. Deep",
+        "2. Two",
+        "# 1. Keys",
+        "## (1.1) Storage",
+        "## (1.2) Expiry",
+    ]
+
+
+def test_an_odt_heading_numbering_with_no_format_named_shows_what_libreoffice_shows(
+    tmp_path: Path,
+) -> None:
+    # An outline style none of whose levels names a number format: LibreOffice numbers a
+    # level naming none `1`, and shows the prefix and suffix of one numbered with no number
+    # (`num-format=""`). Before: every heading bare, as if no level were numbered.
+    def outline(levels: str) -> str:
+        return (
+            f'<office:styles><text:outline-style style:name="Outline">{levels}'
+            "</text:outline-style></office:styles>"
+        )
+
+    body = _heading(1, "Keys") + _heading(2, "Storage") + _heading(2, "Expiry")
+    body += _heading(1, "Tail")
+    unnamed = outline(
+        '<text:outline-level-style text:level="1"/><text:outline-level-style text:level="2"/>'
+    )
+    affixes = outline(
+        '<text:outline-level-style text:level="1" style:num-format="" style:num-prefix="(" '
+        'style:num-suffix=")"/><text:outline-level-style text:level="2" style:num-format="" '
+        'style:num-suffix="."/>'
+    )
+    second = outline(
+        '<text:outline-level-style text:level="1" style:num-format=""/>'
+        '<text:outline-level-style text:level="2" style:num-suffix="."/>'
+    )
+    texts = [
+        _read(write_odt(tmp_path / f"{name}.odt", body, styles=styles))[1].split("\n\n")
+        for name, styles in (("unnamed", unnamed), ("affixes", affixes), ("second", second))
+    ]
+    assert texts == [
+        ["# 1 Keys", "## 1 Storage", "## 2 Expiry", "# 2 Tail"],
+        ["# () Keys", "## . Storage", "## . Expiry", "# () Tail"],
+        ["# Keys", "## 1. Storage", "## 2. Expiry", "# Tail"],
+    ]

@@ -23,7 +23,9 @@ bytes did not change (`extract.extracted_by`). 1: as before versions were record
   numbered headings. 4: LibreOffice's list formats (`1-a:`), the bibliography read. 5: every
   number a list format names, a level with no number left out of it. 6: an item holding
   only a nested list counted where LibreOffice counts it, a level with no number its prefix
-  and suffix only, left out of its sublevels' numbers.
+  and suffix only, left out of its sublevels' numbers. 7: a heading level naming no number
+  format numbered `1`, and the text around a heading level's number shown, where no level
+  of the heading numbering names a format.
 - RTF 2: its `\\title`, raw bytes in its code page.
 """
 
@@ -38,6 +40,6 @@ EXTRACTOR_VERSIONS = {
     "pdf": 7,
     "docx": 8,
     "epub": 3,
-    "odt": 6,
+    "odt": 7,
     "rtf": 2,
 }

@@ -65,6 +65,13 @@ def _levels(list_style: Any) -> dict[int, Any]:
     return levels
 
 
+def _num_format(number_style: Any) -> str:
+    """A numbered level's format (`1`, `a`, `i`; "" for none): `1` where the level names
+    none, as LibreOffice reads it (its importer's default; LibreOffice writes it always,
+    other programs may not), in lists and the heading numbering alike."""
+    return str(number_style.get(f"{_STYLE}num-format", "1"))
+
+
 def level_number(value: Any) -> int:
     """A start value, a level or a count: a count (`counter`'s bound), else 1."""
     return max(0, counter(value, 1))
@@ -125,7 +132,7 @@ def marker(levels: dict[int, Any], depth: int, counts: dict[int, int]) -> str:
     number_style = levels.get(depth)
     if number_style is None:
         return "- "
-    if str(number_style.get(f"{_STYLE}num-format", "1")) == "":
+    if not _num_format(number_style):
         return _no_number(number_style)
     return _number(levels, depth, counts, from_start=False)
 
@@ -159,7 +166,7 @@ def _number(levels: dict[int, Any], depth: int, counts: dict[int, int], *, from_
     parts = []
     for level in range(depth - shows + 1, depth + 1):
         own = levels.get(level)
-        form = "1" if own is None else str(own.get(f"{_STYLE}num-format", "1"))
+        form = "1" if own is None else _num_format(own)
         if not form:
             continue
         unset = level_number(own.get(_START)) if from_start and own is not None else 1
@@ -183,7 +190,7 @@ def _as_listed(
         if not lowest <= level <= depth:
             return token.group()
         own = levels.get(level)
-        form = "1" if own is None else str(own.get(f"{_STYLE}num-format", "1"))
+        form = "1" if own is None else _num_format(own)
         if not form:
             return ""
         unset = level_number(own.get(_START)) if from_start and own is not None else 1
@@ -219,7 +226,9 @@ class Outline:
     last of its level (or its own `text:start-value` when it restarts the numbering), the
     levels under it start afresh; one marked a list header (`text:is-list-header`) shows no
     number and counts none. By default LibreOffice numbers no level (`num-format=""`); a
-    level so shows the text around its number only (`(` and `)`: `()`), as a list's does."""
+    level so shows the text around its number only (`(` and `)`: `()`), as a list's does,
+    and one naming no format is numbered `1` (`_num_format`): an outline style showing no
+    text on any level shows nothing, and counts nothing."""
 
     def __init__(self, styles: Any) -> None:
         self._levels: dict[int, Any] = {}  # each level's style (its first definition counts)
@@ -228,7 +237,9 @@ class Outline:
         for style in () if outline is None else outline:
             if style.tag == f"{_TEXT}outline-level-style":
                 self._levels.setdefault(level_number(style.get(f"{_TEXT}level")), style)
-        self._numbered = any(style.get(f"{_STYLE}num-format") for style in self._levels.values())
+        self._numbered = any(
+            _num_format(level) or _no_number(level) for level in self._levels.values()
+        )
 
     def number(self, heading: Any, depth: int) -> str:
         """The number shown before `heading`, of outline level `depth` ("" for none), with
@@ -243,6 +254,6 @@ class Outline:
         count(self._counts, depth, heading, own)
         if own is None:
             return ""
-        if not own.get(f"{_STYLE}num-format", "1"):
+        if not _num_format(own):
             return _no_number(own)
         return _number(self._levels, depth, self._counts, from_start=True)
