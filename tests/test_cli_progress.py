@@ -237,3 +237,24 @@ def test_a_command_stopped_mid_progress_leaves_the_terminal_as_it_was(
     ending = b"\r\nAborted!\r\n" if sent == signal.SIGINT else b"%\r\n"
     assert screen.endswith(ending), screen[-200:]
     assert list(tmp_path.glob("*backup.jsonl*")) == []  # no export, no partial file
+
+
+def test_an_export_s_progress_names_the_channel_under_way(
+    cli_env: dict[str, str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    # A Slack export's line said `ingesting` from its first channel to its last: a long
+    # export moved a channel at a time and never said which.
+    from tests.test_ingest_slack_export import _export
+
+    export = _export(tmp_path / "export")
+    with _on_a_terminal(cli_env, "memory", "ingest", str(export), "--scope", "acme/api") as (
+        proc,
+        reader,
+    ):
+        screen = _read(reader)
+        assert proc.wait(60) == 0
+    drawn = _lines_drawn(screen)
+    assert any(line.startswith(b"ingesting #general (1/2)  [") for line in drawn), drawn
+    assert drawn[-1].startswith(b"ingesting #random (2/2)   [") and drawn[-1].endswith(b"100%")
+    assert len({line.index(b"[") for line in drawn}) == 1, drawn  # the bar never moved

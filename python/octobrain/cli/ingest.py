@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from octobrain.cli.common import FORMAT_OPTION, emit_json
 from octobrain.cli.progress import progress_bar
 from octobrain.errors import InvalidInput
 from octobrain.memory.conversation_formats import FORMATS
+
+if TYPE_CHECKING:
+    from octobrain.memory.turns import Conversation
 
 
 @click.command("ingest")
@@ -81,7 +86,13 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, name: str | None, 
             err=True,
         )
     with progress_bar(total, "ingesting") as progress:
-        report = brain.ingest(conversations, progress=progress)
+
+        def begun(conv: Conversation) -> None:  # (an export's channels: which one is under way)
+            if len(conversations) > 1:
+                at = next(i for i, c in enumerate(conversations, 1) if c is conv)
+                progress.relabel(f"ingesting {conv.title or conv.key} ({at}/{len(conversations)})")
+
+        report = brain.ingest(conversations, progress=progress, begun=begun)
     if report.undated:  # (an old export stored as said today, unsaid, misled every date asked)
         click.echo(
             f"warning: {report.undated} turns have no time: each is dated when first ingested, "

@@ -92,6 +92,14 @@ class Progress:
         if self.pos >= self.length:
             self.finish()  # all done: the next line (another bar's, the answer) is its own
 
+    def relabel(self, label: str) -> None:
+        """Say `label` from now on (which conversation of an export is under way): a drawn
+        line keeps its width, the new label cut or padded to the room the first one had."""
+        self.label = one_line(printable(label))
+        if self._bar is not None:
+            room = len(self._bar.desc)
+            self._bar.set_description_str(_cut(self.label, room).ljust(room), refresh=False)
+
     def _draw(self) -> Any:
         from tqdm import tqdm
 

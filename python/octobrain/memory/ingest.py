@@ -344,10 +344,12 @@ def ingest(
     progress: Progress = lambda _n: None,
     vectors: Mapping[str, np.ndarray] | None = None,
     embed_missing: bool = True,
+    begun: Callable[[Conversation], None] = lambda _c: None,
 ) -> IngestReport:
     """Store every turn of `conversations` not stored yet, chained within its sessions.
 
-    `progress(n)` after each batch of `n` turns. Secrets follow `memory.secrets` (refuse: the
+    `progress(n)` after each batch of `n` turns, `begun(c)` as each conversation's turns are
+    started on. Secrets follow `memory.secrets` (refuse: the
     first turn holding one stops the ingest before anything of its conversation is written).
     `vectors`: embeddings computed beforehand, by embedded text (`unstored_texts`); a turn
     whose text is not among them is embedded here, unless `embed_missing` is off: then
@@ -357,6 +359,7 @@ def ingest(
         brain.embedder.prepare()  # loads while the store opens to find the turns already stored
     report = IngestReport(conversations=len(conversations))
     for conv in conversations:
+        begun(conv)
         if not embed_missing:
             missing = [
                 t

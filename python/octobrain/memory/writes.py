@@ -212,6 +212,7 @@ class Writes(BrainBase):
         progress: Callable[[int], None] = lambda _n: None,
         vectors: Mapping[str, np.ndarray] | None = None,
         embed_missing: bool = True,
+        begun: Callable[[Conversation], None] = lambda _c: None,
     ) -> IngestReport:
         """Store conversations turn by turn (`octobrain.memory.ingest`); turns already stored are
         skipped, so ingesting a transcript again adds only what is new. `vectors`: embeddings
@@ -227,6 +228,7 @@ class Writes(BrainBase):
             progress=progress,
             vectors=vectors,
             embed_missing=embed_missing,
+            begun=begun,
         )
 
     def _session_tag(self, memory: Memory) -> str:
