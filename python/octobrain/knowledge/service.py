@@ -4,8 +4,8 @@ Bound to a scope (reads see that scope plus global) and optionally to a session 
 only it sees). Validates input (errors name the field and the rule), fetches, extracts, chunks,
 embeds, and keeps the index cache: a source is re-fetched when its file's mtime or size
 changed, its URL is older than `outdating_days`, or it was read or cut otherwise than now (its
-format's `extract.EXTRACTOR_VERSIONS`, the chunk settings), and re-embedded only when its
-content hash or that reading changed.
+format's `extractor_versions.EXTRACTOR_VERSIONS`, the chunk settings), and re-embedded only when
+its content hash or that reading changed.
 
 One class in three files: reading, indexing, search and match here, session notes and
 housekeeping (`knowledge.housekeeping`), over the shared state of `knowledge.core`.
