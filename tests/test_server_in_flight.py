@@ -165,6 +165,57 @@ def test_http_requests_past_the_in_flight_caps_are_refused_not_queued(tmp_path: 
         asyncio.run(body())
 
 
+def test_http_requests_in_no_session_hold_at_most_half_the_places(tmp_path: Path) -> None:
+    # A 2026-07-28 client names no session, so no session's share held it back: one client's
+    # slow calls took every place, and a client with a session got 503 until they ended.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    headers = {"Accept": "application/json, text/event-stream"}
+    modern = {**headers, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+              "mcp-name": "ingest"}  # fmt: skip
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    turns = [{"speaker": "Ann", "text": f"Turn {i}: " + "words said " * 150} for i in range(500)]
+
+    def ingest(request_id: int) -> dict[str, Any]:
+        arguments = {"conversation": f"c{request_id}", "turns": turns, "scope": PROJECT_A}
+        params = {"name": "ingest", "arguments": arguments, "_meta": envelope}
+        return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+    with http_server(  # 4 places for requests in no session, one per session (of 8)
+        tmp_path / "data", f"127.0.0.1:{port}", tmp_path, OCTOBRAIN_MCP_MAX_IN_FLIGHT="8"
+    ):
+        session = open_session(url, headers)
+
+        async def body() -> None:
+            async with httpx.AsyncClient(timeout=120) as client:
+                flood = [
+                    asyncio.ensure_future(client.post(url, json=ingest(i), headers=modern))
+                    for i in range(8)
+                ]
+                await asyncio.sleep(0.5)  # the first four are being answered (seconds each)
+                listing = {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}
+                served = await client.post(url, json=listing, headers=session)
+                assert served.status_code == 200, served.text
+                assert sum(not call.done() for call in flood) == 4
+                # The SDK serves a 2026-07-28 request in no session, whatever id it names: a
+                # made-up one on each is no way past the pool.
+                named = {**modern, "mcp-session-id": "made-up"}
+                past = await client.post(url, json=ingest(10), headers=named)
+                assert past.status_code == 503 and past.json()["id"] == 10, past.text
+                answers = await asyncio.gather(*flood)
+                assert sorted(a.status_code for a in answers) == [200] * 4 + [503] * 4
+                refused = next(a for a in answers if a.status_code == 503)
+                assert refused.headers["retry-after"] == "1"
+                assert "requests that name no MCP session" in refused.text, refused.text
+                again = await client.post(url, json=ingest(11), headers=modern)
+                assert again.status_code == 200 and '"isError":false' in again.text, again.text
+
+        asyncio.run(body())
+
+
 def test_http_a_request_reusing_the_id_of_one_in_flight_is_refused(tmp_path: Path) -> None:
     # The SDK matched answers to the id: the first call's answer never came, its stream held
     # open with keep-alives, and no longer counted against the session's cap.
@@ -293,7 +344,7 @@ def test_http_a_call_sent_on_the_answer_to_the_last_is_not_refused() -> None:
         done.set()
         await pending
         assert second[0]["status"] == 200, second
-        assert guard._in_flight == 0
+        assert guard.in_flight.total == 0
 
     asyncio.run(body())
 

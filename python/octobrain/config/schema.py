@@ -357,7 +357,7 @@ class McpConfig:
     max_in_flight: int = _opt(
         64,
         "over HTTP, requests answered at once; past it 503, past an eighth of it on one "
-        "session 429",
+        "session 429, past half of it on requests in no session (2026-07-28 clients) 503",
         in_range(1, 100_000),
     )
     warm_up: bool = _opt(

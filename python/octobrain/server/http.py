@@ -17,12 +17,12 @@ One ASGI guard in front of the SDK's app does every check, in this order:
 7. sessions: a request that opens one, with `mcp.max_sessions` open, first ends the session
    whose last request is the oldest (an open GET stream does not count: 503 only when every
    session has a request being answered);
-8. requests in flight: past `mcp.max_in_flight` POSTs being answered, 503; past an eighth of
-   them on one session, 429 — each waiting call holds its parsed arguments, and one client
-   with 120 ingests at once took 1 GB and kept every other client waiting for a minute. A
-   call whose client went away holds its place until its work ends (`abandoned.py`). A
-   notification or an answer to the server's own request is never refused: the calls holding
-   the places may be waiting for it.
+8. requests in flight (`in_flight.py`): past `mcp.max_in_flight` POSTs being answered, 503;
+   past an eighth of them on one session, 429; past half of them in no session (2026-07-28
+   clients, which nothing tells apart: one peer address on loopback, one token for all), 503
+   — so a flood of those leaves sessions half the places. A call whose client went away holds
+   its place until its work ends (`abandoned.py`). A notification or an answer to the
+   server's own request is never refused: the calls holding the places may be waiting for it.
 No CORS headers are sent at all, so browsers keep their same-origin protection.
 """
 
@@ -50,6 +50,7 @@ from octobrain.safe_text import client_text
 from octobrain.server import wire
 from octobrain.server.abandoned import SCOPE_KEY, Work, held_until_done
 from octobrain.server.bodies import BodyBudget, Read, replay
+from octobrain.server.in_flight import InFlight, is_request, place_of, request_id_of
 from octobrain.server.quiet import QuietWarning
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ MCP_PATH = "/mcp"
 MCP_METHODS = ("GET", "POST", "DELETE")  # what the SDK serves there; anything else is 405
 MAX_BODY_BYTES = wire.MAX_MESSAGE_BYTES
 MAX_SESSIONS = 1000  # open sessions (`mcp.max_sessions`); at the cap the longest idle makes room
-MAX_IN_FLIGHT = 64  # POSTs being answered at once (`mcp.max_in_flight`); an eighth per session
+MAX_IN_FLIGHT = 64  # POSTs being answered at once (`mcp.max_in_flight`), shared out by `InFlight`
 SESSION_IDLE_SECONDS = 1800.0  # a session without a request for this long is ended
 # A Host header as RFC 9110 has it: a name or IPv4 address, or an IPv6 address in brackets, then
 # an optional port of ASCII digits; anything else (`127.0.0.1:1@evil.com`, `localhost:evil`) is
@@ -124,11 +125,7 @@ class Guard:
         self.bodies = BodyBudget(max_in_flight * MAX_BODY_BYTES, MAX_BODY_BYTES)
         self.sessions = sessions  # session id → the SDK's transport, for the session cap
         self.max_sessions = max_sessions
-        self.max_in_flight = max_in_flight
-        self.session_in_flight = max(1, max_in_flight // 8)
-        self._in_flight = 0
-        self._session_in_flight: dict[str, int] = {}
-        self._session_ids: dict[str, set[object]] = {}  # request ids being answered
+        self.in_flight = InFlight(max_in_flight)
         self._last_request: dict[str, float] = {}  # session id → when its last POST ended
         self._refusals = QuietWarning(
             log,
@@ -214,13 +211,13 @@ class Guard:
                 else:
                     receive = replay(body, receive)
         post = scope.get("method") == "POST"
-        session = headers.get("mcp-session-id") if post else None
-        request_id = _request_id(message)
-        key = wire.request_key(request_id) if _is_request(message) else None
-        if response is None and post and key in self._session_ids.get(session or "", ()):
+        session, pooled = place_of(headers) if post else (None, False)
+        request_id = request_id_of(message)
+        key = wire.request_key(request_id) if is_request(message) else None
+        if response is None and post and self.in_flight.answering(session, key):
             response = JSONResponse(wire.duplicate_id(request_id), 400)
         if response is None and post:
-            response = self._room_for_a_request(session, message)
+            response = self.in_flight.refusal(session, pooled, message)
         if response is None and _opens_a_session(scope, headers):
             response = self._room_for_a_session()
         if response is not None:
@@ -231,11 +228,7 @@ class Guard:
         if not post:
             await self.app(scope, receive, send)
             return
-        self._in_flight += 1
-        if session is not None:
-            self._session_in_flight[session] = self._session_in_flight.get(session, 0) + 1
-            if key is not None:
-                self._session_ids.setdefault(session, set()).add(key)
+        self.in_flight.take(session, pooled, key)
         held = True
         work = Work() if key is not None else None
         if work is not None:
@@ -246,18 +239,9 @@ class Guard:
             if not held:
                 return
             held = False
-            self._in_flight -= 1
-            if session is not None:
-                left = self._session_in_flight.pop(session) - 1
-                if left:
-                    self._session_in_flight[session] = left
-                ids = self._session_ids.get(session)
-                if ids is not None:
-                    ids.discard(key)
-                    if not ids:
-                        del self._session_ids[session]
-                if session in self.sessions():  # not a made-up id the SDK answered 404
-                    self._last_request[session] = time.monotonic()
+            self.in_flight.give_back(session, pooled, key)
+            if session is not None and session in self.sessions():  # (not a made-up id: 404)
+                self._last_request[session] = time.monotonic()
 
         async def answering(message: Message) -> None:
             # A place is free once the request's answer goes out, before the client can read
@@ -276,37 +260,6 @@ class Guard:
                 await work.done()
         finally:
             release()
-
-    def _room_for_a_request(self, session: str | None, message: Any) -> Response | None:
-        """Past `max_in_flight` POSTs being answered, 503; past `session_in_flight` of them on
-        the request's session, 429: the caller retries after an answer, nothing is queued.
-        Only a request is refused: a notification (a cancel) or the client's answer to the
-        server's own request (`roots/list`, which the calls holding the places wait on) is
-        taken at once, as it frees places rather than waiting for one."""
-        if self._in_flight >= self.max_in_flight:
-            status, said = (
-                503,
-                (
-                    f"the server is answering {self._in_flight} requests, its most "
-                    "(mcp.max_in_flight); retry shortly"
-                ),
-            )
-        elif session is not None and (
-            self._session_in_flight.get(session, 0) >= self.session_in_flight
-        ):
-            status, said = (
-                429,
-                (
-                    f"this session has {self.session_in_flight} requests being answered, its most; "
-                    "send more as answers arrive"
-                ),
-            )
-        else:
-            return None
-        if not _is_request(message):
-            return None
-        answer = wire.error(wire.INTERNAL_ERROR, said, _request_id(message))
-        return JSONResponse(answer, status, headers={"Retry-After": "1"})
 
     def _room_for_a_session(self) -> Response | None:
         """Before a request that opens a session: at `max_sessions`, end the session whose
@@ -330,7 +283,7 @@ class Guard:
             for key, t in sessions.items()
             if t.idle_scope is not None
             and not t.idle_scope.cancel_called
-            and key not in self._session_in_flight
+            and key not in self.in_flight.by_session
         ]
         if not idle:
             return JSONResponse(wire.error(wire.INTERNAL_ERROR, "every session is busy"), 503)
@@ -340,12 +293,6 @@ class Guard:
     def _too_large(self) -> Response:
         message = f"request body over {self.max_body} bytes; nothing was read"
         return JSONResponse(wire.error(wire.INVALID_REQUEST, message), 413)
-
-
-def _is_request(message: Any) -> bool:
-    """Whether a body (parsed, `wire.read_body`) holds a request, which is answered later,
-    rather than a notification or a response, which are not."""
-    return isinstance(message, dict) and "method" in message and message.get("id") is not None
 
 
 def _answers(chunk: bytes, request_id: object) -> bool:
@@ -369,13 +316,6 @@ def _answers(chunk: bytes, request_id: object) -> bool:
         ):
             return True
     return False
-
-
-def _request_id(message: Any) -> object:
-    """The JSON-RPC id of a one-request body (parsed, `wire.read_body`), else None."""
-    request_id = message.get("id") if isinstance(message, dict) else None
-    usable = isinstance(request_id, str | int) and not isinstance(request_id, bool)
-    return request_id if usable else None
 
 
 def _opens_a_session(scope: Scope, headers: Headers) -> bool:
