@@ -14,6 +14,7 @@ NOTHING = {
     "--abandon-imports": "imports: 0 cut-short import(s) abandoned\n",
     "--rewrite-manifest": "manifest: not damaged, not written again\n",
     "--drop-dangling-edges": "relationships: 0 dangling edge(s) deleted\n",
+    "--drop-self-links": "relationships: 0 self-link(s) deleted\n",
     "--drop-orphan-chunks": "knowledge_chunks: 0 orphan chunk(s) deleted\n",
 }
 

@@ -28,6 +28,14 @@ if TYPE_CHECKING:
     "killed half-way leaves), then check again.",
 )
 @click.option(
+    "--drop-self-links",
+    "drop_self",
+    is_flag=True,
+    help="Delete the edges that link a memory to itself (what an earlier octobrain made when "
+    "two `memory ingest`s of one export ran at once); no other edge, and the memories stay. "
+    "Under the store's write lock, then check again.",
+)
+@click.option(
     "--drop-orphan-chunks",
     "drop_orphans",
     is_flag=True,
@@ -71,6 +79,7 @@ if TYPE_CHECKING:
 def doctor_cmd(
     recreate: str | None,
     drop_dangling: bool,
+    drop_self: bool,
     drop_orphans: bool,
     drop_temps: bool,
     forget_damaged: bool,
@@ -82,8 +91,8 @@ def doctor_cmd(
 
     Prints what is wrong and what would repair it; exits 1 when anything is wrong. Changes
     nothing (so it also runs on a read-only copy of a store), unless `--recreate` names
-    tables to start over, or `--drop-dangling-edges`, `--drop-orphan-chunks`,
-    `--drop-temporary-files`, `--forget-damaged`, `--abandon-imports` or
+    tables to start over, or `--drop-dangling-edges`, `--drop-self-links`,
+    `--drop-orphan-chunks`, `--drop-temporary-files`, `--forget-damaged`, `--abandon-imports` or
     `--rewrite-manifest` is given.
     """
     from octobrain.config import (
@@ -124,10 +133,11 @@ def doctor_cmd(
         click.echo(f"{count} temporary file(s) of {size:,} bytes deleted", err=True)
     if abandon_imports:
         _abandon_imports(location)
-    if drop_orphans or drop_dangling or forget_damaged:
+    if drop_orphans or drop_dangling or drop_self or forget_damaged:
         # One check serves every repair: deleting a damaged memory with its links leaves no
-        # dangling edge, dropping dangling edges changes no memory, and neither touches the
-        # knowledge tables, which dropping orphan chunks alone changes.
+        # dangling edge, dropping dangling edges or self-links changes no memory (each finds
+        # its edges again under the lock), and none touches the knowledge tables, which
+        # dropping orphan chunks alone changes.
         found = diagnose(location, schemas)
         if drop_orphans:
             dropped = _drop_orphans(location, found)
@@ -135,6 +145,9 @@ def doctor_cmd(
         if drop_dangling:
             dropped = _drop_dangling(location, found)
             click.echo(f"relationships: {dropped} dangling edge(s) deleted", err=True)
+        if drop_self:
+            dropped = _drop_self_links(location, found)
+            click.echo(f"relationships: {dropped} self-link(s) deleted", err=True)
         if forget_damaged:
             memory_ids = _forget_damaged(location, found)
             for memory_id in memory_ids:
@@ -244,6 +257,17 @@ def _drop_dangling(location: StoreLocation, found: Diagnosis) -> int:
         return 0
     # The tables exist (their edges were read): the model is neither checked nor used.
     return MemoryStore(location, model_id="", dim=0).drop_dangling_edges()
+
+
+def _drop_self_links(location: StoreLocation, found: Diagnosis) -> int:
+    """Delete the edges from a memory to itself (`MemoryStore.drop_self_links`, which finds
+    them again under the write lock); nothing is opened (or made) when `found` names none."""
+    from octobrain.store.memories import MemoryStore
+
+    if not found.self_links:
+        return 0
+    # The tables exist (their edges were read): the model is neither checked nor used.
+    return MemoryStore(location, model_id="", dim=0).drop_self_links()
 
 
 def _drop_orphans(location: StoreLocation, found: Diagnosis) -> int:

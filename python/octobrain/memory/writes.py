@@ -35,7 +35,7 @@ from octobrain.safe_text import check_lines, check_one_line
 from octobrain.scope import git_head
 from octobrain.secrets import screen
 from octobrain.store import NotFound, forgotten
-from octobrain.store.link_rules import ONE_GOAL
+from octobrain.store.link_rules import ONE_GOAL, self_link_rule
 from octobrain.store.sql import visible_scopes
 from octobrain.times import utcnow
 
@@ -327,7 +327,7 @@ class Writes(BrainBase):
             if mid not in found:
                 raise InvalidInput(name, f"no memory {mid} is visible from this scope")
         if src == tgt:
-            raise InvalidInput("target_id", "must differ from source_id")
+            raise InvalidInput("target_id", self_link_rule(src))
         return src, tgt, found[src].scope
 
     def forget(self, memory_ids: Iterable[str], *, confirm: bool) -> Forgotten:

@@ -23,6 +23,7 @@ from octobrain.store import (
     manifest_repair,
     orphan_chunks,
     seen,
+    self_links,
 )
 from octobrain.store.doctor_report import Diagnosis, Problem, TableCheck
 from octobrain.store.doctor_tables import check_table
@@ -171,7 +172,18 @@ def diagnose(location: StoreLocation, schemas: Mapping[str, pa.Schema] | None = 
     if orphans.count:
         problems.append(Problem(CHUNKS, orphans.describe(), orphan_chunks.REPAIR, damage=False))
     unfinished = _unfinished(db, tables)
-    return Diagnosis(str(location), state, tables, problems, unfinished, dangling, orphans.count)
+    looped = self_links.doctor_check(db, tables, problems)
+    return Diagnosis(
+        str(location),
+        state,
+        tables,
+        problems,
+        unfinished,
+        dangling,
+        orphans.count,
+        len(looped.edges),
+        looped.memories[: self_links.NAMED],
+    )
 
 
 # What fails while a lock file is something else, by lock (a memorize takes only `write`: a

@@ -64,6 +64,10 @@ class Diagnosis:
     unfinished_consolidations: int = 0
     dangling_edges: int = 0  # edges to memories that are gone (`store.dangling`); a problem
     orphan_chunks: int = 0  # chunks no source row names (`store.orphan_chunks`); a problem
+    # Edges from a memory to itself (`store.self_links`), and the first of those memories
+    # (`self_links.NAMED`, as the problem names them); a problem.
+    self_links: int = 0
+    self_linked: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -79,4 +83,6 @@ class Diagnosis:
             "unfinished_consolidations": self.unfinished_consolidations,
             "dangling_edges": self.dangling_edges,
             "orphan_chunks": self.orphan_chunks,
+            "self_links": self.self_links,
+            "self_linked": self.self_linked,
         }

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from octobrain.models import Relationship, RelationshipType
 from octobrain.store import row_sums, schema, stamps
-from octobrain.store.link_rules import between, check_link
+from octobrain.store.link_rules import between, check_link, check_not_self
 from octobrain.store.scans import held, scan_arrow, scan_batches
 from octobrain.store.sql import sql_in, sql_str
 from octobrain.store.writes import append, ends_kept
@@ -80,7 +80,9 @@ def add_relationships(
     store: MemoryStore, rels: Sequence[Relationship], *, ends_held: bool = False
 ) -> None:
     """Append edges (one commit); with `ends_held`, only while both ends of each are held
-    (`NotFound` otherwise). Consolidations write a parent's edges before its row."""
+    (`NotFound` otherwise). Consolidations write a parent's edges before its row. A link from
+    a memory to itself is refused (`check_not_self`)."""
+    check_not_self(rels, "target_id")
     if rels:
         with store.write_lock():
             if ends_held:
@@ -114,7 +116,8 @@ def link_once(
     that contradicts those between the two memories is refused (`check_link`, naming
     `field`); a `supersedes` link replaces the `conflicts` edges between them (either way),
     deleted once it is written. Returns the edge and the `conflicts` edges it replaced (a
-    dispute it settled: the caller says so)."""
+    dispute it settled: the caller says so). A link from a memory to itself is refused."""
+    check_not_self([rel], field)
     same = (
         f"source_id = {sql_str(rel.source_id)} AND target_id = {sql_str(rel.target_id)} "
         f"AND relationship_type = {sql_str(rel.relationship_type.value)}"

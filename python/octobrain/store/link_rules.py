@@ -7,7 +7,9 @@
 - a one-way link (`conflicts`, `extends`, `implements`, `achieves`) is not made backwards
   beside itself (each memory would prevail over, or build on, the other);
 - a memory `closes` one goal: a second is refused (`check_link`, so `relate`; one `memorize`
-  closes one by its own check), and left out of an import (`sift`).
+  closes one by its own check), and left out of an import (`sift`);
+- no link runs from a memory to itself (`check_not_self`, on every edge the store appends:
+  a writer's mistake is refused, not stored where no command removes it).
 
 Links that hold both ways (`related_to`, `similar`, `depends_on`) pass.
 """
@@ -49,6 +51,21 @@ Edge = tuple[str, str, RelationshipType]  # source id, target id, type
 class Settled(InvalidInput):
     """A `conflicts` link between two memories one of which supersedes the other: the
     supersession settles them (`memorize` leaves such a link out, `relate` refuses it)."""
+
+
+SELF_LINK = "a memory does not link to itself"
+
+
+def self_link_rule(memory_id: str) -> str:
+    """The rule a link from `memory_id` to itself breaks."""
+    return f"must differ from source_id: both are memory {memory_id}, and {SELF_LINK}"
+
+
+def check_not_self(rels: Iterable[Relationship], field: str) -> None:
+    """Refuse (`field`) a link whose source is its target, whoever writes it."""
+    for rel in rels:
+        if rel.source_id == rel.target_id:
+            raise InvalidInput(field, self_link_rule(rel.source_id))
 
 
 def _cycle_rule(rel: Relationship) -> str:

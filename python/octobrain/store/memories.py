@@ -39,6 +39,7 @@ from octobrain.store import (
     manifest,
     scans,
     schema,
+    self_links,
     stamps,
     timeline,
     upkeep,
@@ -452,6 +453,7 @@ class MemoryStore:
     delete_relationships = edges.delete_relationships
     unlink = edges.unlink
     drop_dangling_edges = dangling.drop_dangling_edges
+    drop_self_links = self_links.drop_self_links
     compact = upkeep.compact
     reindex = upkeep.reindex
     maintain_if_due = upkeep.maintain_if_due

@@ -18,6 +18,7 @@ from octobrain.models import Memory, Relationship
 from octobrain.store import manifest, schema, upkeep
 from octobrain.store.failures import NotFound, RowChanged, WriteFailed
 from octobrain.store.lease import LeaseLost
+from octobrain.store.link_rules import check_not_self
 from octobrain.store.scans import held, scan_batches
 from octobrain.store.schema import MEMORIES
 from octobrain.store.sql import DELETE_BATCH, sql_in, sql_str
@@ -71,7 +72,9 @@ def add(
 ) -> int:
     """Append memories (one commit) and their edges (one more). Ids must be new. An edge
     with an end neither held nor among `memories` (deleted since the caller looked) is
-    `NotFound`, or with `drop_gone_links` left out. Returns the edges written."""
+    `NotFound`, or with `drop_gone_links` left out; one from a memory to itself is refused
+    (`link_rules.check_not_self`). Returns the edges written."""
+    check_not_self(links, "related_to")
     embeddings = np.asarray(embeddings, dtype=np.float32)
     if embeddings.shape != (len(memories), store.dim):
         raise InvalidInput(
