@@ -64,6 +64,7 @@ def test_each_url_failure_exits_with_the_code_help_gives(
         "/loop": (302, {"Location": "/loop"}, b""),
         "/to-port": (302, {"Location": "http://127.0.0.1:99999/"}, b""),
         "/to-ftp": (302, {"Location": "ftp://example.com/file"}, b""),
+        "/to-space": (302, {"Location": "http://exa mple.com/"}, b""),
         "/to-private": (302, {"Location": "http://169.254.169.254/latest"}, b""),
         "/drip": (200, {"Content-Type": "text/plain"}, (0.3, [b"x"] * 20)),
     })  # fmt: skip
@@ -74,6 +75,7 @@ def test_each_url_failure_exits_with_the_code_help_gives(
         "HTTP 500": server.url("/internal"),
         "a redirect loop": server.url("/loop"),
         "a redirect to port 99999": server.url("/to-port"),
+        "a redirect to a host with a space": server.url("/to-space"),
         "a body past the deadline": server.url("/drip"),
         "a refused connection": f"http://127.0.0.1:{closed_port()}/",
         "TLS": tls,
@@ -97,6 +99,9 @@ def test_each_url_failure_exits_with_the_code_help_gives(
     tls_said = f"error: source: {tls.rstrip('/')}: the TLS handshake failed ([SSL"
     assert said["TLS", "read"].startswith(tls_said), said["TLS", "read"]
     assert "redirected to http://127.0.0.1:99999/: port" in said["a redirect to port 99999", "read"]
+    to_space = f"{server.url('/to-space')}: redirected to http://exa%20mple.com/, whose host"
+    assert to_space in said["a redirect to a host with a space", "read"]
+    assert said["a redirect to a host with a space", "read"].endswith('(found " ")')
     to_ftp = f"{server.url('/to-ftp')}: redirected to ftp://example.com/file, a ftp: URL;"
     assert to_ftp in said["a redirect to ftp:", "search"], said["a redirect to ftp:", "search"]
 

@@ -27,11 +27,12 @@ import time
 import zlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from octobrain import __version__
 from octobrain.config.private_hosts import entry_for, parse_entry
-from octobrain.errors import InvalidInput, as_json, cut_middle
-from octobrain.knowledge.sources import Fetched, SourceRef
+from octobrain.errors import InvalidInput, as_json, char_named, cut_middle
+from octobrain.knowledge.sources import Fetched, SourceRef, not_in_a_host
 
 if TYPE_CHECKING:
     import httpx
@@ -224,6 +225,16 @@ def fetch_url(
                         f"{ref.uri}: redirected to an invalid URL ({exc})", failed=True
                     ) from None
                 raise FetchError(f"{ref.uri}: not a valid URL ({exc})") from None
+            # (given, `parse_source` refused it; a Location's went on to the name servers,
+            # percent-encoded: "exa%20mple.com", which is named by the space)
+            bad = not_in_a_host(unquote(host)) or not_in_a_host(host) if ":" not in host else []
+            if hop and bad:
+                found = ", ".join(map(char_named, bad))
+                raise FetchError(
+                    f"{ref.uri}: redirected to {cut_middle(str(url), 300)}, whose host holds "
+                    f"what no host name can (found {found})",
+                    failed=True,
+                )
             address = resolve_checked(
                 host, port, allow_private, max(0.0, deadline - time.monotonic())
             )

@@ -204,7 +204,7 @@ def _normalise_url(url: str) -> str:
         raise InvalidInput("source", f"{as_json(url)} is not a valid URL ({exc})") from None
     if not parts.hostname:
         raise InvalidInput("source", f"URL {as_json(url)} has no host")
-    if ":" not in parts.hostname and (bad := _not_in_a_host(parts.hostname)):
+    if ":" not in parts.hostname and (bad := not_in_a_host(parts.hostname)):
         # (sent on, percent-encoded, to the name servers: "no such host "exa%20mple.com"")
         raise InvalidInput(
             "source",
@@ -217,7 +217,7 @@ def _normalise_url(url: str) -> str:
     return f"{parts.scheme.lower()}://{netloc}{path}{query}"
 
 
-def _not_in_a_host(host: str) -> list[str]:
+def not_in_a_host(host: str) -> list[str]:
     """The characters of a host name (not an IPv6 literal) that no host name holds: ASCII
     other than letters, digits and `-._`, and spaces or invisible characters in any script
     (other letters and marks are an IDN's, left to its encoding when fetched)."""
