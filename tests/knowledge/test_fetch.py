@@ -200,8 +200,8 @@ def test_each_redirect_hop_is_checked(make_knowledge: MakeKnowledge, server: Ser
     with pytest.raises(InvalidInput) as info:  # (it named neither the URL given nor where to)
         make_knowledge(allow_private_hosts=LOCAL).read(server.url("/ftp"))
     assert str(info.value) == (
-        f"source: {server.url('/ftp')}: redirected to ftp://example.com/file, a ftp: URL; "
-        "only http(s) is fetched"
+        f"source: {server.url('/ftp')}: redirected to ftp://example.com/file; "
+        "only http and https URLs are fetched"
     )
     server.routes["/idna"] = (302, {"Location": "http://xn--/"}, b"")
     with pytest.raises(InvalidInput, match=r"^source: \S+/idna: redirected to an invalid URL"):

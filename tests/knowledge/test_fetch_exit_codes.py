@@ -102,7 +102,7 @@ def test_each_url_failure_exits_with_the_code_help_gives(
     to_space = f"{server.url('/to-space')}: redirected to http://exa%20mple.com/, whose host"
     assert to_space in said["a redirect to a host with a space", "read"]
     assert said["a redirect to a host with a space", "read"].endswith('(found " ")')
-    to_ftp = f"{server.url('/to-ftp')}: redirected to ftp://example.com/file, a ftp: URL;"
+    to_ftp = f"{server.url('/to-ftp')}: redirected to ftp://example.com/file; only http and"
     assert to_ftp in said["a redirect to ftp:", "search"], said["a redirect to ftp:", "search"]
 
 

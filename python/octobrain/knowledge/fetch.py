@@ -209,8 +209,8 @@ def fetch_url(
         for hop in range(max_redirects + 1):
             if url.scheme not in ("http", "https"):  # (a redirect's: the URL given was checked)
                 raise FetchError(
-                    f"{ref.uri}: redirected to {cut_middle(str(url), 300)}, a {url.scheme}: "
-                    "URL; only http(s) is fetched"
+                    f"{ref.uri}: redirected to {cut_middle(str(url), 300)}; only http and "
+                    "https URLs are fetched"
                 )
             port = _default_port(url) if url.port is None else url.port
             if not 0 < port < 65536:  # (the lookup keeps 16 bits: 8765 + 65536 reached 8765)
