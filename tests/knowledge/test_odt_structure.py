@@ -28,6 +28,19 @@ def _heading(level: int, text: str, extra: str = "") -> str:
     return f'<text:h text:outline-level="{level}"{extra}>{text}</text:h>'
 
 
+def _outline(levels: str) -> str:
+    """`styles.xml`'s styles: an outline style of `levels`."""
+    return (
+        f'<office:styles><text:outline-style style:name="Outline">{levels}'
+        "</text:outline-style></office:styles>"
+    )
+
+
+def _blocks(path: Path, body: str, styles: str) -> list[str]:
+    """The text read from an ODT of `body` and `styles`, a paragraph an entry."""
+    return _read(write_odt(path, body, styles=styles))[1].split("\n\n")
+
+
 def test_an_odt_s_numbered_headings_keep_the_numbers_libreoffice_shows(tmp_path: Path) -> None:
     # Before: "# Introduction", "## Rotation": the numbers a reader cites ("see 2.3") were
     # not in the text. Now as LibreOffice shows them, a level's count going on across its
@@ -461,28 +474,22 @@ def test_an_odt_heading_numbering_with_no_format_named_shows_what_libreoffice_sh
     # An outline style none of whose levels names a number format: LibreOffice numbers a
     # level naming none `1`, and shows the prefix and suffix of one numbered with no number
     # (`num-format=""`). Before: every heading bare, as if no level were numbered.
-    def outline(levels: str) -> str:
-        return (
-            f'<office:styles><text:outline-style style:name="Outline">{levels}'
-            "</text:outline-style></office:styles>"
-        )
-
     body = _heading(1, "Keys") + _heading(2, "Storage") + _heading(2, "Expiry")
     body += _heading(1, "Tail")
-    unnamed = outline(
+    unnamed = _outline(
         '<text:outline-level-style text:level="1"/><text:outline-level-style text:level="2"/>'
     )
-    affixes = outline(
+    affixes = _outline(
         '<text:outline-level-style text:level="1" style:num-format="" style:num-prefix="(" '
         'style:num-suffix=")"/><text:outline-level-style text:level="2" style:num-format="" '
         'style:num-suffix="."/>'
     )
-    second = outline(
+    second = _outline(
         '<text:outline-level-style text:level="1" style:num-format=""/>'
         '<text:outline-level-style text:level="2" style:num-suffix="."/>'
     )
     texts = [
-        _read(write_odt(tmp_path / f"{name}.odt", body, styles=styles))[1].split("\n\n")
+        _blocks(tmp_path / f"{name}.odt", body, styles)
         for name, styles in (("unnamed", unnamed), ("affixes", affixes), ("second", second))
     ]
     assert texts == [

@@ -25,7 +25,9 @@ bytes did not change (`extract.extracted_by`). 1: as before versions were record
   only a nested list counted where LibreOffice counts it, a level with no number its prefix
   and suffix only, left out of its sublevels' numbers. 7: a heading level naming no number
   format numbered `1`, and the text around a heading level's number shown, where no level
-  of the heading numbering names a format.
+  of the heading numbering names a format. 8: a list level its style does not define
+  numbered `1.`, a heading level the outline style does not define left out of its
+  sublevels' numbers.
 - RTF 2: its `\\title`, raw bytes in its code page.
 """
 
@@ -40,6 +42,6 @@ EXTRACTOR_VERSIONS = {
     "pdf": 7,
     "docx": 8,
     "epub": 3,
-    "odt": 7,
+    "odt": 8,
     "rtf": 2,
 }

@@ -39,6 +39,11 @@ _LIST_FORMAT_CHARS = 100
 # number shows at most ten levels' counts (a list nested 120 deep showing all its parents'
 # printed 120 numbers before each item).
 _OUTLINE_LEVELS = 10
+# A level its style does not define, as LibreOffice reads it (its new rules' levels, 7.4): a
+# list's numbered `1.` (shown `1.1)` under a level showing two), the heading numbering's with
+# no number (left out of its sublevels' numbers: `1`, not `1.1`, under a level showing two).
+_LIST_LEVEL_UNDEFINED = {f"{_STYLE}num-format": "1", f"{_STYLE}num-suffix": "."}
+_OUTLINE_LEVEL_UNDEFINED = {f"{_STYLE}num-format": ""}
 
 
 def list_styles(content: Any, styles: Any) -> dict[str, dict[int, Any]]:
@@ -57,11 +62,18 @@ def list_styles(content: Any, styles: Any) -> dict[str, dict[int, Any]]:
 
 def _levels(list_style: Any) -> dict[int, Any]:
     """The numbering of each level of `list_style`, None for bullets (its first definition
-    of a level counts)."""
+    of a level counts; one it does not define numbered `1.`, as LibreOffice numbers it)."""
     levels: dict[int, Any] = {}
     for level in list_style:
         number = level.tag == f"{_TEXT}list-level-style-number"
         levels.setdefault(level_number(level.get(f"{_TEXT}level")), level if number else None)
+    return _undefined(levels, _LIST_LEVEL_UNDEFINED)
+
+
+def _undefined(levels: dict[int, Any], default: dict[str, str]) -> dict[int, Any]:
+    """`levels`, each of the ten a style does not define read as `default`."""
+    for level in range(1, _OUTLINE_LEVELS + 1):
+        levels.setdefault(level, default)
     return levels
 
 
@@ -154,7 +166,7 @@ def _number(levels: dict[int, Any], depth: int, counts: dict[int, int], *, from_
     """The number of what was just counted at `depth` as its level (`levels[depth]`, a
     numbered one) prints it: its count, after those of as many levels above it as it shows
     (`text:display-levels`, ten at most, as LibreOffice has), each in its own level's format
-    (digits where it has none; one numbered with no number left out, as LibreOffice does:
+    (a bulleted one's as digits; one numbered with no number left out, as LibreOffice does:
     `1.i.`), a level not counted yet as its start (`from_start`) or 1; and the text around
     it, a space after."""
     style = levels[depth]
@@ -228,7 +240,8 @@ class Outline:
     number and counts none. By default LibreOffice numbers no level (`num-format=""`); a
     level so shows the text around its number only (`(` and `)`: `()`), as a list's does,
     and one naming no format is numbered `1` (`_num_format`): an outline style showing no
-    text on any level shows nothing, and counts nothing."""
+    text on any level shows nothing, and counts nothing. A level it does not define is
+    numbered with no number: its headings bare, left out of its sublevels' numbers."""
 
     def __init__(self, styles: Any) -> None:
         self._levels: dict[int, Any] = {}  # each level's style (its first definition counts)
@@ -240,6 +253,7 @@ class Outline:
         self._numbered = any(
             _num_format(level) or _no_number(level) for level in self._levels.values()
         )
+        _undefined(self._levels, _OUTLINE_LEVEL_UNDEFINED)
 
     def number(self, heading: Any, depth: int) -> str:
         """The number shown before `heading`, of outline level `depth` ("" for none), with
@@ -250,10 +264,8 @@ class Outline:
             return ""
         if heading.get(f"{_TEXT}restart-numbering") == "true" and not heading.get(_START):
             self._counts.pop(depth, None)
-        own = self._levels.get(depth)
+        own = self._levels[depth]
         count(self._counts, depth, heading, own)
-        if own is None:
-            return ""
         if not _num_format(own):
             return _no_number(own)
         return _number(self._levels, depth, self._counts, from_start=True)
