@@ -191,6 +191,16 @@ impl Bm25Index {
         self.live.get(position).copied().unwrap_or(false)
     }
 
+    /// `positions` (the `positions` argument of a per-document query) as `u32`, each in
+    /// `[0, positions held)`, removed ones included.
+    fn checked_positions(&self, positions: &[i64]) -> CoreResult<Vec<u32>> {
+        let n = self.doc_len.len();
+        positions
+            .iter()
+            .map(|&p| checked_position("positions", p, n).map(|i| i as u32))
+            .collect()
+    }
+
     /// Live documents holding term `t`: its in-memory postings plus its live base postings.
     fn df(&self, base: &Base<'_>, t: usize) -> usize {
         let (docs, _) = base.term(t);

@@ -5,7 +5,7 @@
 //! identifier can pass a relevance threshold on its own. Document frequencies are the postings'
 //! live postings, so no per-document term set is kept anywhere else.
 
-use super::{checked_position, Base, Bm25Index};
+use super::{Base, Bm25Index};
 use crate::error::CoreResult;
 
 impl Bm25Index {
@@ -22,11 +22,7 @@ impl Bm25Index {
         seen: Option<&[bool]>,
     ) -> CoreResult<Vec<f64>> {
         let stats = self.stats(seen)?;
-        let n = self.doc_len.len();
-        let positions = positions
-            .iter()
-            .map(|&p| checked_position("positions", p, n).map(|i| i as u32))
-            .collect::<CoreResult<Vec<u32>>>()?;
+        let positions = self.checked_positions(positions)?;
         let docs = stats.n.max(1.0);
         let mut seen: Vec<String> = Vec::new();
         let mut terms: Vec<(Option<u32>, f64)> = Vec::new();

@@ -198,11 +198,7 @@ impl Bm25Index {
         seen: Option<&[bool]>,
     ) -> CoreResult<Vec<f32>> {
         let stats = self.stats(seen)?;
-        let n = self.doc_len.len();
-        let positions = positions
-            .iter()
-            .map(|&p| checked_position("positions", p, n).map(|i| i as u32))
-            .collect::<CoreResult<Vec<u32>>>()?;
+        let positions = self.checked_positions(positions)?;
         let mut out = vec![0.0_f32; positions.len()];
         for (id, count) in self.query_terms(query) {
             let (base_docs, base_tfs) = base.term(id as usize);
