@@ -117,19 +117,26 @@ def test_allow_paths_opens_a_directory_and_roots_replace_the_cwd(
     assert cwd_refused and "knowledge.allow_paths" in reply
 
 
+def _a_project_and_a_secret_config(tmp_path: Path, monkeypatch: Any) -> tuple[Path, Path]:
+    """The project (the cwd) and octobrain's data directory, whose `config.toml` holds a
+    token."""
+    project = project_with_notes(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.toml").write_text("[mcp]\ntoken = 'a-secret-token-of-the-server'\n")
+    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(data))
+    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
+    monkeypatch.chdir(project)
+    return project, data
+
+
 def test_a_client_root_holding_octobrains_data_dir_reads_nothing_of_it(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     # A client naming a root that holds the data directory (`/srv`, `/tmp`, the directory
     # itself) read its files: `config.toml` there may hold `mcp.token` and storage credentials.
-    project = project_with_notes(tmp_path)
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "config.toml").write_text("[mcp]\ntoken = 'a-secret-token-of-the-server'\n")
+    project, data = _a_project_and_a_secret_config(tmp_path, monkeypatch)
     (data / "notes.txt").write_text("Private notes kept beside the store.\n")
-    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(data))
-    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
-    monkeypatch.chdir(project)
 
     roots = client_roots(tmp_path.as_uri())
 
@@ -209,17 +216,11 @@ def test_a_hard_link_to_octobrains_config_in_the_project_is_not_read(
     # `confine` compares paths: a hard link in the project to the config file (which may hold
     # `mcp.token` and storage credentials) was read as a project file. A hard link to any
     # other file is that file, read as a copy would be (pnpm's node_modules are such links).
-    project = project_with_notes(tmp_path)
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "config.toml").write_text("[mcp]\ntoken = 'a-secret-token-of-the-server'\n")
+    project, data = _a_project_and_a_secret_config(tmp_path, monkeypatch)
     (project / "settings.md").hardlink_to(data / "config.toml")
     elsewhere = Path(tempfile.mkdtemp(dir=tmp_path))
     (elsewhere / "shared.md").write_text("# Shared\n\nA guide kept in a package store.\n")
     (project / "shared.md").hardlink_to(elsewhere / "shared.md")
-    monkeypatch.setenv("OCTOBRAIN_DATA_DIR", str(data))
-    monkeypatch.delenv("OCTOBRAIN_CONFIG_PATH", raising=False)
-    monkeypatch.chdir(project)
     server = build_server(pool_for(tmp_path / "db"), workspace(project, PROJECT_A))
     calls = [
         {"command": "read", "source": "settings.md"},
@@ -265,16 +266,22 @@ def test_a_client_naming_thousands_of_roots_is_read_from_its_first_64(
     assert replies[2][1].startswith(refused), replies[2][1]
 
 
+def _a_home_with_a_key(tmp_path: Path, monkeypatch: Any) -> Path:
+    """A home directory (`$HOME`) holding a private key, `.ssh/id.md`."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id.md").write_text("# Key\n\nthe private key text\n")
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
 @pytest.mark.parametrize("where", ["/", "home", "home/.ssh"])
 def test_a_server_started_in_no_project_reads_no_local_file(
     tmp_path: Path, monkeypatch: Any, where: str
 ) -> None:
     # A desktop client may start its servers in `/` or the home directory: that working
     # directory made every file below it readable by the session, /etc/passwd and ~/.ssh too.
-    home = tmp_path / "home"
-    (home / ".ssh").mkdir(parents=True)
-    (home / ".ssh" / "id.md").write_text("# Key\n\nthe private key text\n")
-    monkeypatch.setenv("HOME", str(home))
+    home = _a_home_with_a_key(tmp_path, monkeypatch)
     cwd = Path("/") if where == "/" else tmp_path / where
     monkeypatch.chdir(cwd)
     server = build_server(pool_for(tmp_path / "db"), workspace(cwd))
@@ -297,10 +304,7 @@ def test_a_project_in_a_home_below_a_system_directory_reads_its_files(
     from octobrain.server import scoping
 
     monkeypatch.setattr(scoping, "_SYSTEM_DIRS", scoping._SYSTEM_DIRS | {tmp_path.parts[1]})
-    home = tmp_path / "home"
-    (home / ".ssh").mkdir(parents=True)
-    (home / ".ssh" / "id.md").write_text("# Key\n\nthe private key text\n")
-    monkeypatch.setenv("HOME", str(home))
+    home = _a_home_with_a_key(tmp_path, monkeypatch)
     project = project_with_notes(home)
     monkeypatch.chdir(project)
     server = build_server(pool_for(tmp_path / "db"), workspace(project))
@@ -423,10 +427,7 @@ def test_a_root_swapped_for_a_link_to_the_home_later_is_not_read_from(
 ) -> None:
     # Roots were checked once, when the session took them: a client writing in its own
     # directory made a root it named a link to ~/.ssh afterwards, and the key was read.
-    home = tmp_path / "home"
-    (home / ".ssh").mkdir(parents=True)
-    (home / ".ssh" / "id.md").write_text("# Key\n\nthe private key text\n")
-    monkeypatch.setenv("HOME", str(home))
+    home = _a_home_with_a_key(tmp_path, monkeypatch)
     project = project_with_notes(tmp_path)
     later = tmp_path / "later" if root == "named before it exists" else project
     monkeypatch.chdir(tmp_path)
