@@ -182,3 +182,41 @@ def test_a_store_reached_through_a_link_on_its_own_disk_is_refused_while_the_dis
     with pytest.raises(StorageError, match="holds no store, yet this machine used one"):
         MemoryStore(disk / "current" / "db", "hash:64", 64).count()
     assert not (disk / "current" / "db" / "memories.lance").exists()
+
+
+def test_a_running_server_whose_data_dir_goes_whole_refuses_it_not_made_again_empty(
+    tmp_path: Path,
+) -> None:
+    # The data dir, the store in it and the marks of stores with it, gone under a running
+    # `octobrain mcp` (its disk unmounted, the folder deleted): nothing on disk said a store
+    # had been there, so `remember` answered "none are stored … yet", `forget` "no memory …
+    # is visible", and `memorize` made a new, empty store there that took the write. The
+    # server itself had opened the store: that is enough to know it is gone.
+    from mcp import Client
+    from mcp.client.stdio import stdio_client
+
+    from tests.server_support import PROJECT_A, call, memory_id, run, stdio_params
+
+    data = tmp_path / "data"
+    replies: dict[str, tuple[bool, str]] = {}
+
+    async def session() -> None:
+        with (tmp_path / "server.log").open("w") as errlog:
+            async with Client(stdio_client(stdio_params(tmp_path), errlog=errlog)) as client:
+                fact = {"title": "Deploy order", "content": "Migrate the database before deploy."}
+                stored = memory_id((await call(client, "memorize", **fact, scope=PROJECT_A))[1])
+                for child in data.iterdir():  # (the mount point stays, empty)
+                    shutil.rmtree(child) if child.is_dir() else child.unlink()
+                for tool, arguments in (
+                    ("remember", {"query": "deploy database"}),
+                    ("forget", {"memory_id": stored, "confirm": False}),
+                    ("memorize", {"title": "After the loss", "content": "A new fact here."}),
+                    ("knowledge", {"command": "search", "query": "deploy"}),
+                ):
+                    replies[tool] = await call(client, tool, **arguments, scope=PROJECT_A)
+
+    run(session)
+    for tool, (error, reply) in replies.items():
+        assert error and "holds no store, yet this process" in reply, (tool, reply)
+        assert "mounted" in reply and "start octobrain again" in reply, reply
+    assert not (data / "db" / "memories.lance").exists(), "an empty store was made in its place"

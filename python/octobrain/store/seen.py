@@ -15,6 +15,11 @@ used (`_spelled`). Either refuses the store gone whole. The place alone is not e
 store reached through a symlink on the disk that went away, the path no longer resolves to the
 place it did, and only the spelling's mark still matches. (Marks left before `_key` existed
 are spelling marks: they protect as before.)
+
+A process also keeps the places it opened a store at in memory (`_opened_here`): when the data
+dir goes with the store (the store in it, as by default, on a disk that is unmounted or deleted
+whole), no mark is left to read, and a running MCP server or resident service answered "none
+are stored yet" and made a new store there, which took the next writes.
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ from octobrain.store.location import is_remote, redact
 log = logging.getLogger(__name__)
 
 FOLDER = "stores"
+# Keys of the marks (`_keys`) of the stores this process opened, and when it first did: what
+# `gone` reads when the marks are gone too.
+_opened_here: dict[str, float] = {}
 
 
 def _key(uri: str) -> str:
@@ -105,28 +113,38 @@ def note_used(uri: str) -> None:
     """Leave the marks of the store at `uri` that are not there yet, by its place and by this
     spelling of it (module doc), both dated the earliest first use either records (best
     effort: a data dir that cannot be written only loses this protection)."""
+    now = time.time()
+    for key in _keys(uri):  # (first, and in memory: a data dir not written to still has it)
+        _opened_here.setdefault(key, now)
     paths = _marks(uri)
     try:
         missing = [path for path in paths if not path.exists()]
         if not missing:
             return
         dates = [d for d in map(_first_used, paths) if d is not None]
-        first = min(dates) if dates else time.time()
+        first = min(dates) if dates else now
         for path in missing:
             _write(path, uri, first)
     except OSError as exc:
         log.debug("could not mark the store %s as used: %s", redact(uri), exc)
 
 
+def _keys(uri: str) -> list[str]:
+    """What the marks of the store at `uri` are keyed by: its place, then this spelling."""
+    return list(dict.fromkeys((_key(uri), _spelled(uri))))
+
+
 def _marks(uri: str) -> list[Path]:
     """The marks of the store at `uri`: by its place, then by this spelling (when another)."""
-    return list(dict.fromkeys((mark_of(uri), _file(_spelled(uri)))))
+    return list(dict.fromkeys(map(_file, _keys(uri))))
 
 
 def forget(uri: str) -> None:
     """Drop the marks of the store at `uri` (its owner deleted it to make it again)."""
     for path in _marks(uri):
         path.unlink(missing_ok=True)
+    for key in _keys(uri):
+        _opened_here.pop(key, None)
 
 
 def gone(uri: str) -> tuple[str, str] | None:
@@ -138,7 +156,7 @@ def gone(uri: str) -> tuple[str, str] | None:
             if path.exists():
                 found.append(path)
     if not found:
-        return None
+        return _gone_here(uri)
     dates = [d for d in map(_first_used, found) if d is not None]
     day = datetime.fromtimestamp(min(dates), UTC) if dates else None
     when = "before" if day is None else f"since {day:%Y-%m-%d}"
@@ -147,6 +165,22 @@ def gone(uri: str) -> tuple[str, str] | None:
         "not mounted, or was it deleted?",
         "Mount it, or put it back from a backup; to start a new store there (empty, or to "
         f"`octobrain memory import` an export into), delete {' and '.join(map(str, found))}",
+    )
+
+
+def _gone_here(uri: str) -> tuple[str, str] | None:
+    """`gone` for a store whose marks are gone with it (the data dir deleted or unmounted too)
+    that this process opened: known to it alone, so only a new process starts a new store."""
+    dates = [_opened_here[key] for key in _keys(uri) if key in _opened_here]
+    if not dates:
+        return None
+    day = datetime.fromtimestamp(min(dates), UTC)
+    return (
+        f"{redact(uri)} holds no store, yet this process (pid {os.getpid()}) has used one there "
+        f"since {day:%Y-%m-%d %H:%M} UTC, and the record of it in {data_dir() / FOLDER} is "
+        "gone too: is its disk not mounted, or was it deleted?",
+        "Mount it, or put it back from a backup; to start a new store there, start octobrain "
+        "again (the MCP client's server; `octobrain service stop` for the resident service)",
     )
 
 
@@ -161,6 +195,8 @@ def scratch(prefix: str) -> Iterator[Path]:
         finally:
             roots = {_key(tmp), os.path.abspath(tmp)}
             under = tuple(root + os.sep for root in roots)
+            for key in [k for k in list(_opened_here) if k in roots or k.startswith(under)]:
+                del _opened_here[key]
             for mark in (data_dir() / FOLDER).glob("*.json"):
                 with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
                     uri = json.loads(mark.read_text(encoding="utf-8"))["uri"]
