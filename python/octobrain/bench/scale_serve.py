@@ -61,7 +61,7 @@ def serve_child(argv: Sequence[str]) -> None:
     from octobrain.memory.brain import Brain
     from octobrain.memory.query import Filters
     from octobrain.store.lancedb_import import import_lancedb
-    from octobrain.store.sql import visible_scopes
+    from octobrain.store.sql import Sight
 
     uri, queries_file, out_file, mode = argv[:4]
     ann_min_rows = argv[4] if len(argv) > 4 else ""
@@ -98,8 +98,8 @@ def serve_child(argv: Sequence[str]) -> None:
     retriever = brain.retriever
     if mode == "serve" and retriever._use_ann():
         # After the RSS figure: the exact scan below maps every vector page.
-        allowed = corpus.allowed(visible_scopes(SCOPE))
-        where = Filters().where(SCOPE)
+        allowed = corpus.allowed(Sight(SCOPE))
+        where = Filters().where(Sight(SCOPE))
         want = brain.config.search.candidates
         recalls = []
         for q in queries[: min(len(queries), 100)]:

@@ -229,7 +229,7 @@ def chosen_scope(scope: str | None, global_: bool, cwd: Path | None = None) -> s
     return derive_scope(cwd or Path.cwd())
 
 
-BrainFactory = Callable[[str, Path, str], "Brain"]
+BrainFactory = Callable[[str, Path, str, str], "Brain"]
 KnowledgeFactory = Callable[[str, str, Path], "Knowledge"]
 
 
@@ -261,13 +261,13 @@ class OwnProcess:
         cls.brains = None
 
 
-def open_brain(scope: str, workdir: Path, session_id: str = "") -> Brain:
+def open_brain(scope: str, workdir: Path, session_id: str = "", role: str = "") -> Brain:
     """The Brain a command works with: a new one, or the resident service's warm one."""
     if Warm.brain is not None:
-        return Warm.brain(scope, workdir, session_id)
+        return Warm.brain(scope, workdir, session_id, role)
     from octobrain.memory.brain import Brain
 
-    brain = Brain(scope, workdir=workdir, session_id=session_id)
+    brain = Brain(scope, workdir=workdir, session_id=session_id, role=role)
     if OwnProcess.brains is not None:
         OwnProcess.brains.append(brain)
     return brain
@@ -397,12 +397,13 @@ def emit_json(data: Any) -> None:
 
 
 def command_brain(ctx: click.Context, *, lazy_sleep: bool = True) -> Brain:
-    """The Brain a `memory …` subcommand works on: its scope, the cwd, a due sleep pass
-    started in the background unless `lazy_sleep` is off."""
+    """The Brain a `memory …` subcommand works on: its scope, its role (`memory --role`), the
+    cwd, a due sleep pass started in the background unless `lazy_sleep` is off."""
     from octobrain.memory.sleep_startup import start_background_sleep
 
     scope = command_scope(ctx)
-    brain = open_brain(scope, Path.cwd())
+    role: str = (ctx.find_object(dict) or {}).get("role", "")
+    brain = open_brain(scope, Path.cwd(), role=role)
     if lazy_sleep:  # a due sleep pass runs in the background; it never fails this command
         start_background_sleep(brain)
     return brain

@@ -92,12 +92,13 @@ def _knowledge_routable(command: str, rest: list[str]) -> bool:
 
 
 def _subcommand(rest: list[str]) -> str | None:
-    """The subcommand after a group's options (--scope S / --global), None for anything else."""
+    """The subcommand after a group's options (--scope S / --global / --role R), None for
+    anything else."""
     i = 0
     while i < len(rest) and rest[i].startswith("-"):
-        if rest[i] == "--scope":
+        if rest[i] in ("--scope", "--role"):
             i += 1
-        elif not (rest[i].startswith("--scope=") or rest[i] == "--global"):
+        elif not (rest[i].startswith(("--scope=", "--role=")) or rest[i] == "--global"):
             return None
         i += 1
     return rest[i] if i < len(rest) else None

@@ -28,18 +28,26 @@ from octobrain.cli.links import LINK_COMMANDS
 from octobrain.cli.storage import migrate_cmd
 from octobrain.errors import InvalidInput, as_json
 from octobrain.models import MemoryType
-from octobrain.safe_text import glimpse, on_terminal, printable
+from octobrain.safe_text import check_label, glimpse, on_terminal, printable
 
 
 @click.group("memory", cls=OctobrainGroup)
 @scope_options
+@click.option(
+    "--role",
+    default="",
+    help="An agent's role (reviewer, planner): what it stores is that role's, and it sees that "
+    "role's memories and those of no role (default: none, every role's seen).",
+)
 @click.pass_context
-def memory(ctx: click.Context, scope: str | None, global_: bool) -> None:
+def memory(ctx: click.Context, scope: str | None, global_: bool, role: str) -> None:
     """Store, search and curate memories."""
     command = ctx.invoked_subcommand
     if (scope is not None or global_) and command is not None and command in WHOLE_STORE:
         raise whole_store_refusal("--global" if global_ else "--scope", command)
-    ctx.obj = group_scope(scope, global_)
+    if role and command is not None and command in WHOLE_STORE:
+        raise whole_store_refusal("--role", command)
+    ctx.obj = {**group_scope(scope, global_), "role": check_label("--role", role)}
 
 
 @memory.command("memorize")
@@ -398,18 +406,19 @@ def recent_cmd(ctx: click.Context, limit: int, memory_type: str | None, fmt: str
 @FORMAT_OPTION
 @click.pass_context
 def stats_cmd(ctx: click.Context, fmt: str) -> None:
-    """Counts by scope, type, state and trust tier; damaged memories and links."""
+    """Counts by scope, role, type, state and trust tier; damaged memories and links."""
     stats = command_brain(ctx).stats()
     lines = []
     for key, value in stats.items():
         if key in ("damaged_ids", "damaged_link_ids"):
             continue
+        blank = "(no role)" if key in ("role", "by_role") else "(global)"  # what "" names
         if isinstance(value, dict):
             lines.append(
-                f"{key}: " + (", ".join(f"{k or '(global)'} {v}" for k, v in value.items()) or "-")
+                f"{key}: " + (", ".join(f"{k or blank} {v}" for k, v in value.items()) or "-")
             )
         else:
-            lines.append(f"{key}: {value if value != '' else '(global)'}")
+            lines.append(f"{key}: {value if value != '' else blank}")
     emit(fmt, stats, "\n".join(lines))
     # Counted, then said as `get`, `recent` and `remember` say it: one line, exit 1.
     found = []

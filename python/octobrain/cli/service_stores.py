@@ -50,9 +50,9 @@ class BrainCache:
                 pool = self._pools[uri] = BrainPool(self.config, uri=uri, lock=self._lock)
             return pool
 
-    def brain(self, scope: str, workdir: Path, session_id: str = "") -> Brain:
+    def brain(self, scope: str, workdir: Path, session_id: str = "", role: str = "") -> Brain:
         root = self.pool(os.getcwd()).shared_root()
-        return root.for_scope(scope, workdir=workdir, session_id=session_id)
+        return root.for_scope(scope, workdir=workdir, session_id=session_id, role=role)
 
     def knowledge(self, scope: str, session_id: str, cwd: Path) -> Knowledge:
         """The warm knowledge facade a command run in `cwd` works with (`BrainPool.knowledge`:

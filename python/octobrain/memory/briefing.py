@@ -38,7 +38,6 @@ from octobrain.memory.render_brief import (
 )
 from octobrain.memory.summary import Claims, claims
 from octobrain.models import Memory, MemoryType, RelationshipType, Source, State
-from octobrain.store.sql import visible_scopes
 from octobrain.times import EPOCH, utcnow
 
 if TYPE_CHECKING:
@@ -169,8 +168,7 @@ def _candidates(brain: Brain, now: datetime) -> tuple[dict[str, list[BriefItem]]
     corpus = brain.retriever.corpus
     if not len(corpus):
         return {key: [] for key in SECTION_TITLES}, 0
-    scopes = sorted(visible_scopes(brain.scope))
-    allowed = corpus.allowed(scopes)  # over the mirror's positions
+    allowed = corpus.allowed(brain.sight)  # over the mirror's positions
     visible = np.flatnonzero(allowed)
     digest = corpus.holding("tags", [DIGEST_TAG])[visible]  # the scope's, as `visible` is
     f = corpus.fields_at(visible)

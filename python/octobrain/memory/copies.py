@@ -4,9 +4,9 @@ An agent sends a `memorize` again when its first answer was lost (a timeout, a d
 connection) or when it learns the same fact again in a later session. Stored twice, the fact
 comes back twice from every `remember`, each copy fading on its own, until a sleep pass merges
 them. So a memorize whose type, title and content are exactly those of a working memory of the
-same scope stores no row: its answer is that memory, into which the call's additions are merged
-(tags and related files it lacks, room permitting; a higher importance or a more trusted
-source, when the call gives one; links it lacks, by the store's rules for links:
+same scope and role stores no row: its answer is that memory, into which the call's additions
+are merged (tags and related files it lacks, room permitting; a higher importance or a more
+trusted source, when the call gives one; links it lacks, by the store's rules for links:
 `store.link_rules`), and the call counts as an access to it. Looked for under the store's write
 lock, so two processes that send one memory at the same moment store it once. A memorize that
 closes a goal is always stored: the note is what consolidates the goal's findings. A copy that
@@ -80,14 +80,15 @@ class Given:
 
 
 def held_copy(brain: Brain, memory: Memory) -> Memory | None:
-    """Under the write lock: the working memory of `memory`'s scope with its type, title and
-    content (the first stored, if several), when there is one that reads back whole. Texts
+    """Under the write lock: the working memory of `memory`'s scope and role with its type,
+    title and content (the first stored, if several), when there is one that reads back whole. Texts
     that differ only by format characters or Unicode normalisation are the same
     (`same_text_key`): the look tries their `spellings`, so a copy stored with an invisible
     character the call's text lacks stays unfound."""
     brain.store.check_commit()  # (a damaged table is named before the look reads it)
     where = (
-        f"scope = {sql_str(memory.scope)} AND memory_type = {sql_str(memory.memory_type.value)} "
+        f"scope = {sql_str(memory.scope)} AND role = {sql_str(memory.role)} "
+        f"AND memory_type = {sql_str(memory.memory_type.value)} "
         f"AND state = {sql_str(State.WORKING.value)} "
         f"AND {sql_in('title', spellings(memory.title))} "
         f"AND {sql_in('content', spellings(memory.content))}"

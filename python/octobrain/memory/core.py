@@ -1,6 +1,6 @@
-"""What every part of `Brain` stands on: its scope, config, embedder and store (opened on first
-use), the mirror and retriever, and the checks every input goes through (text under the secrets
-policy, ids by full UUID or unique prefix, visibility from the scope)."""
+"""What every part of `Brain` stands on: its scope and role, config, embedder and store (opened
+on first use), the mirror and retriever, and the checks every input goes through (text under the
+secrets policy, ids by full UUID or unique prefix, visibility from the scope and role)."""
 
 from __future__ import annotations
 
@@ -21,20 +21,21 @@ from octobrain.memory.search import Retriever
 from octobrain.memory.snapshot import SnapshotDir
 from octobrain.memory.snapshot import default_root as snapshot_root
 from octobrain.models import Memory
-from octobrain.safe_text import check_text, check_visible
+from octobrain.safe_text import check_label, check_text, check_visible
 from octobrain.scope import scope_named, validate_scope
 from octobrain.secrets import screen, screen_each
 from octobrain.store import MemoryStore, NotFound, respell
 from octobrain.store.closing import Closable
 from octobrain.store.location import StoreLocation, is_remote, redact
-from octobrain.store.sql import visible_scopes
+from octobrain.store.sql import Sight
 
 _B = TypeVar("_B", bound="BrainBase")
 MAX_PREFIX_CANDIDATES = 10  # listed when an id prefix is ambiguous
 
 
 class BrainBase(Closable):
-    """Memories of one scope (plus the global ones it can see): state and shared checks."""
+    """Memories of one scope (plus the global ones it can see), and of one role when given
+    (plus those of no role): state and shared checks."""
 
     def __init__(
         self,
@@ -45,8 +46,12 @@ class BrainBase(Closable):
         uri: str | Path | None = None,
         workdir: Path | None = None,
         session_id: str = "",
+        role: str = "",
     ) -> None:
         self.scope = validate_scope(scope)
+        # An agent's role ("reviewer"): what it stores is that role's, and it sees that role's
+        # memories and those of no role; with none ("") it stores role-less ones, sees all.
+        self.role = check_label("role", role)
         # Memories written through this Brain are linked to the session's earlier ones.
         if not isinstance(session_id, str):  # (any text: `temporal.session_tag` cleans it)
             raise InvalidInput("session_id", f"must be a string, got {json_type(session_id)}")
@@ -111,10 +116,22 @@ class BrainBase(Closable):
             return
         corpus_snapshot.leave_tail(self.retriever.corpus)
 
+    @property
+    def sight(self) -> Sight:
+        """What this Brain reads: its scope's memories and global ones, of its role and of none
+        (every role's when it has none)."""
+        return Sight(self.scope, self.role)
+
     def for_scope(
-        self: _B, scope: str, *, workdir: Path | None = None, session_id: str | None = None
+        self: _B,
+        scope: str,
+        *,
+        workdir: Path | None = None,
+        session_id: str | None = None,
+        role: str | None = None,
     ) -> _B:
-        """A Brain for another scope sharing this one's config, embedder, store and index.
+        """A Brain for another scope (and `role`, this one's when None) sharing this one's
+        config, embedder, store and index.
 
         The store and the retriever take the scope per call, so one process (the MCP server)
         can serve many scopes from one LanceDB connection and one in-memory corpus.
@@ -126,6 +143,7 @@ class BrainBase(Closable):
             uri=self.uri,
             workdir=workdir,
             session_id=self.session_id if session_id is None else session_id,
+            role=self.role if role is None else role,
         )
         other._store, other._retriever = self.store, self.retriever
         other._consolidator = self._consolidator
@@ -154,7 +172,7 @@ class BrainBase(Closable):
         return screen_each(field, values, self.config.memory.secrets)
 
     def _require_visible(self, ids: Sequence[str], field: str) -> dict[str, Memory]:
-        found = self.store.get_many(list(ids), self.scope)
+        found = self.store.get_many(list(ids), self.sight)
         for i, mid in enumerate(ids):
             if mid not in found:
                 raise InvalidInput(
@@ -169,7 +187,7 @@ class BrainBase(Closable):
         value, full = check_id_ref(memory_id, field_name=field_name)
         if full:
             return value
-        found = self.store.ids_with_prefix(value, self.scope, MAX_PREFIX_CANDIDATES + 1)
+        found = self.store.ids_with_prefix(value, self.sight, MAX_PREFIX_CANDIDATES + 1)
         return self.one_candidate(value, found, field_name)
 
     def one_candidate(self, prefix: str, found: list[tuple[str, str]], field_name: str) -> str:
@@ -198,8 +216,8 @@ class BrainBase(Closable):
         """A memory visible from this scope, by full id or unique prefix (`checked`:
         `schema.row_to_memory`)."""
         memory_id = self.resolve_id(memory_id, field_name)
-        return self.store.get(memory_id, self.scope, field_name, checked=checked)
+        return self.store.get(memory_id, self.sight, field_name, checked=checked)
 
     def visible_scopes(self) -> list[str]:
         """Scopes this brain reads."""
-        return visible_scopes(self.scope)
+        return self.sight.scopes

@@ -103,6 +103,7 @@ class Corpus(CorpusFilters):
             pa.table({c: [] for c in LIGHT_COLUMNS}) if snap is None else snap.rows
         )
         self._base_len = len(self._rows)
+        self._role_mask = None  # (`CorpusFilters._of_roles`)
         self.vectors = VectorBlocks(
             dim, None if snap is None else snap.vectors, None if snap is None else snap.vector_rows
         )

@@ -1,6 +1,6 @@
 """The filters of the memory mirror (`Corpus`): which of its rows a query may return or be
-scored by, read off its coded columns (scope, state, type), its created times and its list
-columns (tags, related files), with no row built."""
+scored by, read off its coded columns (scope, state, type), its role column, its created times
+and its list columns (tags, related files), with no row built."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from octobrain.times import micros
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from octobrain.store.sql import Sight
+
 _SEARCHABLE = (State.WORKING.value, State.CONSOLIDATED.value)
 
 
@@ -29,6 +31,9 @@ class CorpusFilters:
     _live: npt.NDArray[Any]
     _created: npt.NDArray[Any]
     _lists: ListCodes
+    _rows: pa.Table
+    # The role mask last made (`_of_roles`): the rows table it was made of, the roles, the mask.
+    _role_mask: tuple[pa.Table, tuple[str, ...], npt.NDArray[np.bool_]] | None = None
 
     if TYPE_CHECKING:
 
@@ -46,27 +51,46 @@ class CorpusFilters:
             hit |= column == code
         return hit
 
-    def in_scopes(
-        self, positions: npt.NDArray[np.int64], scopes: Sequence[str]
-    ) -> npt.NDArray[np.bool_]:
-        """Whether each of `positions` (-1: none) holds a row of one of `scopes`, read off the
-        coded scope column (no row is built)."""
-        codes = np.asarray(self._codes_for("scope", scopes), dtype=self._coded["scope"].dtype)
+    def _of_roles(self, roles: Sequence[str]) -> npt.NDArray[np.bool_]:
+        """A mask over positions of the rows (live or not) of one of `roles`, read off the
+        mirrored role column; kept until the mirror's rows change."""
+        key = tuple(roles)
+        made = self._role_mask
+        if made is not None and made[0] is self._rows and made[1] == key:
+            return made[2]
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        column = self.columns(["role"]).column("role")
+        held = pc.is_in(column, value_set=pa.array(key, type=pa.string()))
+        mask = np.asarray(held.to_numpy(zero_copy_only=False), dtype=bool)
+        self._role_mask = (self._rows, key, mask)
+        return mask
+
+    def in_sight(self, positions: npt.NDArray[np.int64], sight: Sight) -> npt.NDArray[np.bool_]:
+        """Whether each of `positions` (-1: none) holds a row `sight` sees, read off the coded
+        scope column and the role column (no row is built)."""
+        codes = np.asarray(self._codes_for("scope", sight.scopes), dtype=self._coded["scope"].dtype)
         held = positions >= 0
         out = np.zeros(len(positions), dtype=bool)
         out[held] = np.isin(self._coded["scope"][positions[held]], codes)
+        if sight.roles is not None:
+            out[held] &= self._of_roles(sight.roles)[positions[held]]
         return out
 
-    def seen_by(self, scopes: Sequence[str]) -> npt.NDArray[np.bool_]:
-        """A mask over positions of every live row of `scopes`, in any state: the rows whose
-        words a search from those scopes is scored by (`BM25Index.search`'s `seen`), so that
-        how rare a word is counts only what the asker may see, and no other project's rows
+    def seen_by(self, sight: Sight) -> npt.NDArray[np.bool_]:
+        """A mask over positions of every live row `sight` sees, in any state: the rows whose
+        words a search from it is scored by (`BM25Index.search`'s `seen`), so that how rare a
+        word is counts only what the asker may see, and no other project's (or role's) rows
         move its ranking or its relevance."""
-        return self._live & self.coded_in("scope", scopes)
+        mask = self._live & self.coded_in("scope", sight.scopes)
+        if sight.roles is not None:
+            mask &= self._of_roles(sight.roles)
+        return mask
 
     def allowed(
         self,
-        scopes: Sequence[str],
+        sight: Sight,
         *,
         memory_types: Sequence[str] = (),
         tags: Sequence[str] = (),
@@ -75,9 +99,10 @@ class CorpusFilters:
         created_before: datetime | None = None,
         include_archived: bool = False,
     ) -> npt.NDArray[np.bool_]:
-        """A mask over positions of the live, searchable rows a query may return."""
+        """A mask over positions of the live, searchable rows `sight` sees that a query may
+        return."""
         states = (*_SEARCHABLE, State.ARCHIVED.value) if include_archived else _SEARCHABLE
-        mask = self._live & self.coded_in("scope", scopes)
+        mask = self.seen_by(sight)
         mask &= self.coded_in("state", states)
         if memory_types:
             mask &= self.coded_in("type", memory_types)

@@ -22,7 +22,7 @@ from octobrain.store.addresses import ADDR
 from octobrain.store.consolidations import ConsolidationLog, ConsolidationRecord
 from octobrain.store.memories import MemoryStore
 from octobrain.store.schema import CONSOLIDATIONS
-from octobrain.store.sql import sql_in, visible_scopes, visible_where
+from octobrain.store.sql import sql_in
 from octobrain.times import iso_z
 
 FORMAT = "octobrain-export"
@@ -77,7 +77,7 @@ def export_jsonl(
     columns = names if embeddings else [c for c in names if c != "embedding"]
     pinned = store.snapshot(store.version())
     keys = pinned.scan_arrow(
-        visible_where(brain.scope, include_archived=True), columns=["id", "created_at", ADDR]
+        brain.sight.where(include_archived=True), columns=["id", "created_at", ADDR]
     )
     order = pc.sort_indices(keys, sort_keys=[("created_at", "ascending"), ("id", "ascending")])
     addrs = keys.column(ADDR).take(order).to_pylist()
@@ -109,7 +109,7 @@ def export_jsonl(
     # of every exported id at once is one SQL string of all of them: 38 s to plan at 1M ids).
     # Only those of a scope the export holds: a project's link between two global memories
     # (one an import stored) is that project's, and an import refuses it in another's file.
-    edges, scopes = 0, set(visible_scopes(brain.scope))
+    edges, scopes = 0, set(brain.sight.scopes)
     for rels in store.relationship_batches(BATCH * 16):
         for rel in rels:
             if rel.source_id in ids and rel.target_id in ids and rel.scope in scopes:
@@ -117,7 +117,9 @@ def export_jsonl(
                 out.write(line + "\n")
                 edges += 1
     # The consolidation journal, so an imported store can still undo its consolidations.
-    journal = _journal(store, sql_in("scope", visible_scopes(brain.scope)))
+    journal = _journal(store, sql_in("scope", brain.sight.scopes))
+    if brain.role:  # (a role's export holds the consolidations of what it sees)
+        journal = [r for r in journal if r.parent_id in ids]
     for record in journal:
         entry = {"kind": "consolidation", "record": _journal_line(record)}
         out.write(json_printable(entry) + "\n")

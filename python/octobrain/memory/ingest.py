@@ -272,6 +272,7 @@ def _batches(
             context=_context(turn, before, after, topics, people),
             memory_type=MemoryType.COMMUNICATION,
             scope=scope,
+            role=brain.role,
             tags=[
                 conversation_tag,
                 session_tag,

@@ -22,7 +22,7 @@ from octobrain.models import (
     parse_memory_type,
 )
 from octobrain.safe_text import check_text
-from octobrain.store.sql import sql_in, sql_str, visible_where
+from octobrain.store.sql import Sight, sql_in, sql_str
 from octobrain.times import checked_time, iso_time
 
 
@@ -37,10 +37,10 @@ class Filters:
     created_before: datetime | None = None
     include_archived: bool = False
 
-    def where(self, scope: str) -> str:
+    def where(self, sight: Sight) -> str:
         """The SQL prefilter for the vector leg: every filter, so a narrow one (a tag a few
         hundred of a million rows carry) still gets the index's nearest rows that meet it."""
-        parts = [visible_where(scope, include_archived=self.include_archived)]
+        parts = [sight.where(include_archived=self.include_archived)]
         if self.memory_types:
             parts.append(sql_in("memory_type", [t.value for t in self.memory_types]))
         for column, wanted in (("tags", self.tags), ("related_files", self.related_files)):

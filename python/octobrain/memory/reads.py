@@ -22,7 +22,7 @@ from octobrain.models import Memory, Relationship, RelationshipType, State, pars
 from octobrain.store import MemoryStore, NotFound
 from octobrain.store.memories import invisible
 from octobrain.store.schema import CHECKED, CHECKSUM, first_damaged, row_to_memory
-from octobrain.store.sql import sql_str, visible_scopes, visible_where
+from octobrain.store.sql import sql_str
 from octobrain.times import utcnow
 
 if TYPE_CHECKING:
@@ -95,11 +95,11 @@ class Reads(BrainBase):
         )
         now = utcnow()
         hits = self.retriever.search(
-            queries, self.scope, filters, limit=limit, min_relevance=threshold, now=now
+            queries, self.sight, filters, limit=limit, min_relevance=threshold, now=now
         )
         if not hits:
             empty = self.retriever.why_empty(
-                queries, self.scope, filters, min_relevance=threshold, now=now
+                queries, self.sight, filters, min_relevance=threshold, now=now
             )
             return Recall([], [], self.scope, empty)
         corpus = self.retriever.corpus
@@ -158,7 +158,6 @@ class Reads(BrainBase):
         (`edges`: the edges touching each result, `Corpus.edges_by_node`)."""
         corpus = self.retriever.corpus
         result_ids = {h.memory.id for h in hits}
-        scopes = visible_scopes(self.scope)
         out: list[Neighbour] = []
         taken: set[str] = set()
         for hit in hits:
@@ -171,7 +170,7 @@ class Reads(BrainBase):
                 if other in result_ids or other in taken or pos is None:
                     continue
                 memory = copy.copy(corpus.memory(pos))
-                if memory.scope not in scopes or (
+                if not self.sight.sees(memory.scope, memory.role) or (
                     memory.state is State.ARCHIVED and not include_archived
                 ):
                     continue
@@ -193,7 +192,7 @@ class Reads(BrainBase):
             edges,
             ids,
             set(ids) | {n.memory.id for n in shown},
-            visible_scopes(self.scope),
+            self.sight,
         )
         if found is None:
             return []
@@ -218,18 +217,18 @@ class Reads(BrainBase):
             except InvalidInput as exc:
                 refs.append(exc)
         prefixes = sorted({ref[0] for ref in refs if isinstance(ref, tuple) and not ref[1]})
-        candidates = self.store.ids_with_prefixes(prefixes, self.scope)
+        candidates = self.store.ids_with_prefixes(prefixes, self.sight)
         ids = [
             ref if isinstance(ref, OctobrainError) else self._one(ref, candidates) for ref in refs
         ]
-        rows = self.store.rows_by_id([i for i in ids if isinstance(i, str)], self.scope)
+        rows = self.store.rows_by_id([i for i in ids if isinstance(i, str)], self.sight)
         targets, damaged = [], set()
         for resolved in ids:
             if isinstance(resolved, OctobrainError):
                 raise resolved
             memory_id = resolved
             if memory_id not in rows:
-                raise NotFound("memory_id", invisible(memory_id, self.scope))
+                raise NotFound("memory_id", invisible(memory_id, self.sight))
             try:
                 targets.append(row_to_memory(rows[memory_id]))
             except RowDamaged:
@@ -276,12 +275,12 @@ class Reads(BrainBase):
         kind = None if memory_type is None else parse_memory_type(memory_type).value
 
         def newest(c: Corpus) -> list[Memory]:
-            return snapshot_reads.newest(c, self.scope, kind, limit)
+            return snapshot_reads.newest(c, self.sight, kind, limit)
 
         served = snapshot_reads.mirrored(self.retriever.corpus, newest)
         if served is not None:
             return served
-        where = visible_where(self.scope)
+        where = self.sight.where()
         if kind is not None:
             where += f" AND memory_type = {sql_str(kind)}"
         # Ordered in Arrow, and only the rows listed made into memories (and checked): making
@@ -298,13 +297,13 @@ class Reads(BrainBase):
         # its type or scope reads as (the caller says so and where to look: `doctor`). The
         # links are checked whole, every scope's (from the store ~5 ms at 10,000 memories, from
         # the snapshot under 1); a file of theirs gone or cut fails the read, which names it.
-        names = ["id", "scope", "memory_type", "state", "source"]
+        names = ["id", "scope", "role", "memory_type", "state", "source"]
         counted = snapshot_reads.mirrored(
-            self.retriever.corpus, lambda c: snapshot_reads.counted(c, self.scope, names)
+            self.retriever.corpus, lambda c: snapshot_reads.counted(c, self.sight, names)
         )
         if counted is None:
             read = self.store.scan_arrow(
-                visible_where(self.scope, include_archived=True),
+                self.sight.where(include_archived=True),
                 columns=list(dict.fromkeys([*names, *CHECKED, CHECKSUM])),
             )
             counted = read, snapshot_reads.garbled(read), self.store.damaged_links()
@@ -314,6 +313,8 @@ class Reads(BrainBase):
             "scope": self.scope,
             "total": rows.num_rows,
             "by_scope": tally(rows, "scope", garbled),
+            "role": self.role,
+            "by_role": tally(rows, "role", garbled),
             "by_type": tally(rows, "memory_type", garbled),
             "by_state": tally(rows, "state", garbled),
             "by_source": tally(rows, "source", garbled),
@@ -335,14 +336,14 @@ class Reads(BrainBase):
             found = value
             if not full:
                 listed = snapshot_reads.with_prefix(
-                    corpus, value, self.scope, MAX_PREFIX_CANDIDATES + 1
+                    corpus, value, self.sight, MAX_PREFIX_CANDIDATES + 1
                 )
                 if listed is None:
                     return None
                 found = self.one_candidate(value, listed, "memory_id")
-            shown = snapshot_reads.memory(corpus, found, self.scope)
+            shown = snapshot_reads.memory(corpus, found, self.sight)
             if shown is None:
-                raise NotFound("memory_id", invisible(found, self.scope))
+                raise NotFound("memory_id", invisible(found, self.sight))
             return shown
 
         shown = snapshot_reads.mirrored(self.retriever.corpus, read)
@@ -360,7 +361,7 @@ class Reads(BrainBase):
             rels = self.store.relationships_of(frontier)
             at = set(frontier)  # (sets: a list and a merged dict per edge were quadratic)
             others = {r.target_id if r.source_id in at else r.source_id for r in rels}
-            found = self.store.get_many([o for o in others if o not in seen], self.scope)
+            found = self.store.get_many([o for o in others if o not in seen], self.sight)
             seen.update(found)
             for rel in rels:
                 if rel.source_id in seen and rel.target_id in seen:

@@ -38,7 +38,7 @@ from octobrain.models import (
     RelationshipType,
 )
 from octobrain.store import MemoryStore
-from octobrain.store.sql import visible_scopes
+from octobrain.store.sql import Sight
 
 SUPERSEDED_FACTOR = 0.1
 LISTED_EDGES = 8  # superseding memories or parents listed per hit (the rest are not needed)
@@ -109,22 +109,23 @@ class Retriever:
     def search(
         self,
         queries: Sequence[str],
-        scope: str,
+        sight: Sight,
         filters: Filters,
         *,
         limit: int,
         min_relevance: float,
         now: datetime,
     ) -> list[Hit]:
-        """The best `limit` memories for `queries` whose relevance is ≥ `min_relevance`."""
+        """The best `limit` memories `sight` sees for `queries` whose relevance is ≥
+        `min_relevance`."""
         return self.corpus.read_or_rebuild(
-            lambda: self._search(queries, scope, filters, limit, min_relevance, now)
+            lambda: self._search(queries, sight, filters, limit, min_relevance, now)
         )
 
     def _search(
         self,
         queries: Sequence[str],
-        scope: str,
+        sight: Sight,
         filters: Filters,
         limit: int,
         min_relevance: float,
@@ -133,23 +134,22 @@ class Retriever:
         # A new process loads the model and embeds the queries while the mirror catches up.
         vectors = ahead(lambda: self.embedder.embed_query(list(queries)))
         self.corpus.refresh()
-        scopes = visible_scopes(scope)
-        allowed = self._allowed(scopes, filters)
+        allowed = self._allowed(sight, filters)
         if not allowed.any():
             return []
-        where = filters.where(scope)
-        seen = self.corpus.seen_by(scopes)  # what BM25 counts: nothing of another project
+        where = filters.where(sight)
+        seen = self.corpus.seen_by(sight)  # what BM25 counts: nothing of another project
         per_query = [
             self._one(q, v, where, allowed, seen) for q, v in zip(queries, vectors(), strict=True)
         ]
         merged = per_query[0] if len(per_query) == 1 else self._merge(per_query)
         kept = [s for s in merged if s.relevance >= min_relevance]
-        kept = self._lift_parents(kept, scopes, allowed)
-        return self._rank(kept, limit, now, queries=queries, scopes=scopes)
+        kept = self._lift_parents(kept, sight, allowed)
+        return self._rank(kept, limit, now, queries=queries, sight=sight)
 
-    def _allowed(self, scopes: list[str], filters: Filters) -> npt.NDArray[np.bool_]:
+    def _allowed(self, sight: Sight, filters: Filters) -> npt.NDArray[np.bool_]:
         return self.corpus.allowed(
-            scopes,
+            sight,
             memory_types=[t.value for t in filters.memory_types],
             tags=filters.tags,
             related_files=filters.related_files,
@@ -161,7 +161,7 @@ class Retriever:
     def why_empty(
         self,
         queries: Sequence[str],
-        scope: str,
+        sight: Sight,
         filters: Filters,
         *,
         min_relevance: float,
@@ -170,20 +170,19 @@ class Retriever:
         """Why `search` with these arguments found nothing; asked only then. Costs one more
         search, for one result, only when archived memories meet the filters and the first
         search left them out."""
-        scopes = visible_scopes(scope)
-        allowed = self._allowed(scopes, filters)
+        allowed = self._allowed(sight, filters)
         if not filters.include_archived:
             archived = replace(filters, include_archived=True)
-            if (self._allowed(scopes, archived) & ~allowed).any() and self.search(
-                queries, scope, archived, limit=1, min_relevance=min_relevance, now=now
+            if (self._allowed(sight, archived) & ~allowed).any() and self.search(
+                queries, sight, archived, limit=1, min_relevance=min_relevance, now=now
             ):
                 return Empty.ARCHIVED
         if allowed.any():
             return Empty.THRESHOLD
-        if self._allowed(scopes, Filters(include_archived=filters.include_archived)).any():
+        if self._allowed(sight, Filters(include_archived=filters.include_archived)).any():
             return Empty.FILTERS
         # Only archived memories (none relevant, or the search above would have said so).
-        held = self._allowed(scopes, Filters(include_archived=True)).any()
+        held = self._allowed(sight, Filters(include_archived=True)).any()
         return Empty.THRESHOLD if held else Empty.NO_MEMORIES
 
     # ---- one query ------------------------------------------------------------------------
@@ -300,7 +299,7 @@ class Retriever:
         return out
 
     def _lift_parents(
-        self, kept: list[Scored], scopes: list[str], allowed: npt.NDArray[np.bool_]
+        self, kept: list[Scored], sight: Sight, allowed: npt.NDArray[np.bool_]
     ) -> list[Scored]:
         """A consolidation parent matches at least as well as its best-matching member found.
 
@@ -310,7 +309,7 @@ class Retriever:
         filters allow it); the member itself is then ranked below the parent as before. Without
         this, consolidating a fact's restatements made the fact harder to find."""
         ids = [m.id for m in self.corpus.memories_at([s.pos for s in kept])]
-        _, parents, _ = self._edges_in(ids, scopes)
+        _, parents, _ = self._edges_in(ids, sight)
         best = {s.pos: s for s in kept}
         for s, mid in zip(kept, ids, strict=True):
             for pid in parents.get(mid, []):
@@ -329,14 +328,14 @@ class Retriever:
         limit: int,
         now: datetime,
         queries: Sequence[str],
-        scopes: list[str],
+        sight: Sight,
     ) -> list[Hit]:
         if not kept:
             return []
         mems = self.corpus.memories_at([s.pos for s in kept])
         mcfg, scfg = self.config.memory, self.config.search
         importance = decay.memory_strength(mems, now, mcfg)
-        superseded, parents, conflicting = self._edges_in([m.id for m in mems], scopes)
+        superseded, parents, conflicting = self._edges_in([m.id for m in mems], sight)
         named = _named_speakers(queries)
         periods = named_periods(queries)
         # The question names a speaker of the found turns: a turn someone else said may be on
@@ -403,9 +402,9 @@ class Retriever:
         return hits
 
     def _edges_in(
-        self, ids: Sequence[str], scopes: list[str]
+        self, ids: Sequence[str], sight: Sight
     ) -> tuple[dict[str, list[str]], dict[str, list[str]], dict[str, list[str]]]:
-        """For each id, the live memories visible from `scopes` that supersede it and those it
+        """For each id, the live memories `sight` sees that supersede it and those it
         was consolidated into (at most `LISTED_EDGES` of each: a memory many others supersede
         is superseded, and one is enough to say by what), and those among `ids` that
         `conflict` with it (one lookup for all three)."""
@@ -422,7 +421,7 @@ class Retriever:
             return superseded, parents, conflicting
         # The sources' scopes from the mirror's columns at once: building each source's row
         # cost a hub with many incoming edges seconds per query.
-        seen = self.corpus.in_scopes(self.corpus.positions_of(sources), scopes).tolist()
+        seen = self.corpus.in_sight(self.corpus.positions_of(sources), sight).tolist()
         among = set(ids)
         conflicts_kind = RelationshipType.CONFLICTS.value
         for source, target, kind, visible in zip(sources, targets, types, seen, strict=True):

@@ -114,8 +114,7 @@ def _session_digests(brain: Brain, tag: str) -> list[Memory]:
     corpus.refresh()
     if not len(corpus):
         return []
-    scopes = sorted(set(brain.visible_scopes()))
     # The session's rows by the mirror's tag mask, not a loop over every memory.
-    rows = np.flatnonzero(corpus.allowed(scopes, tags=[tag], include_archived=True))
+    rows = np.flatnonzero(corpus.allowed(brain.sight, tags=[tag], include_archived=True))
     found = [corpus.memory(int(pos)) for pos in rows]
     return sorted((m for m in found if DIGEST_TAG in m.tags), key=lambda m: m.created_at)

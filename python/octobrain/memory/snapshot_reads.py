@@ -28,7 +28,7 @@ from octobrain.memory.page_check import SnapshotDamaged
 from octobrain.models import Memory, State
 from octobrain.store import row_sums
 from octobrain.store.schema import CHECKED, CHECKSUM, DAMAGED_TITLE, shown_title
-from octobrain.store.sql import visible_scopes
+from octobrain.store.sql import Sight
 
 if TYPE_CHECKING:
     from octobrain.memory.corpus import Corpus
@@ -84,25 +84,25 @@ def _undamaged(
         return None
 
 
-def _visible(c: Corpus, positions: Sequence[int], scope: str) -> npt.NDArray[np.int64]:
+def _visible(c: Corpus, positions: Sequence[int], sight: Sight) -> npt.NDArray[np.int64]:
     at = np.asarray(positions, dtype=np.int64)
-    return at[c.in_scopes(at, visible_scopes(scope))]
+    return at[c.in_sight(at, sight)]
 
 
-def memory(c: Corpus, memory_id: str, scope: str) -> Memory | None:
-    """The memory `memory_id` (a full id) visible from `scope` as `MemoryStore.get` makes
+def memory(c: Corpus, memory_id: str, sight: Sight) -> Memory | None:
+    """The memory `memory_id` (a full id) `sight` sees as `MemoryStore.get` makes
     it (checked: `RowDamaged`), or None when there is none."""
     pos = c.pos_of.get(memory_id)
-    if pos is None or not len(_visible(c, [pos], scope)):
+    if pos is None or not len(_visible(c, [pos], sight)):
         return None
     return copy.copy(c.memory(pos))  # (the mirror's own is cached)
 
 
-def with_prefix(c: Corpus, prefix: str, scope: str, limit: int) -> list[tuple[str, str]] | None:
-    """`MemoryStore.ids_with_prefix`: `(id, shown title)` of the memories visible from
-    `scope` whose id starts with `prefix`, sorted; None when more than `limit` do (which of
+def with_prefix(c: Corpus, prefix: str, sight: Sight, limit: int) -> list[tuple[str, str]] | None:
+    """`MemoryStore.ids_with_prefix`: `(id, shown title)` of the memories `sight` sees
+    whose id starts with `prefix`, sorted; None when more than `limit` do (which of
     them the store's read takes depends on the order it reads them in)."""
-    at = _visible(c, c.pos_of.starting_with(prefix), scope)
+    at = _visible(c, c.pos_of.starting_with(prefix), sight)
     if len(at) > limit:
         return None
     rows = c.take(at, [*CHECKED, CHECKSUM]).to_pylist()
@@ -116,11 +116,11 @@ def newest_first(rows: pa.Table, limit: int) -> pa.Array:
     return pc.sort_indices(rows, [("created_at", "descending"), ("id", "descending")])[:limit]
 
 
-def newest(c: Corpus, scope: str, memory_type: str | None, limit: int) -> list[Memory]:
-    """`Brain.recent`: the `limit` newest memories visible from `scope`, not archived (of
+def newest(c: Corpus, sight: Sight, memory_type: str | None, limit: int) -> list[Memory]:
+    """`Brain.recent`: the `limit` newest memories `sight` sees, not archived (of
     `memory_type`, when given), in `newest_first`'s order. Only the rows that can be among
     them are taken and sorted (sorting every visible row's time and id was O(store))."""
-    mask = c.seen_by(visible_scopes(scope)) & ~c.coded_in("state", [State.ARCHIVED.value])
+    mask = c.seen_by(sight) & ~c.coded_in("state", [State.ARCHIVED.value])
     if memory_type is not None:
         mask &= c.coded_in("type", [memory_type])
     positions = np.flatnonzero(mask)
@@ -133,13 +133,13 @@ def newest(c: Corpus, scope: str, memory_type: str | None, limit: int) -> list[M
     return [copy.copy(m) for m in c.memories_at(listed)]  # (the mirror's own are cached)
 
 
-def counted(c: Corpus, scope: str, names: Sequence[str]) -> tuple[pa.Table, set[int], list[str]]:
-    """`names` of every memory visible from `scope` (archived included), in the mirror's
+def counted(c: Corpus, sight: Sight, names: Sequence[str]) -> tuple[pa.Table, set[int], list[str]]:
+    """`names` of every memory `sight` sees (archived included), in the mirror's
     order (not a scan's: a caller that needs an order makes its own), the positions among
     them of those that fail their check (`garbled`): every mirrored row checked where it lies,
     no checked column taken out (taking them cost `memory stats` 95 ms at 10,000 memories),
     and the ids of the edges that fail theirs (every one, as `MemoryStore.damaged_links`)."""
-    at = np.flatnonzero(c.seen_by(visible_scopes(scope)))
+    at = np.flatnonzero(c.seen_by(sight))
     damaged = row_sums.memories_damaged(c.rows())[at]
     return c.take(at, list(names)), set(np.flatnonzero(damaged).tolist()), c.damaged_links()
 

@@ -9,11 +9,12 @@ neighbour along). Rows written before this existed simply have neither.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from octobrain.memory.corpus import Corpus
 from octobrain.models import TAG_CHARS, Memory, Relationship, RelationshipType, State
 from octobrain.safe_text import printable
+from octobrain.store.sql import Sight
 
 __all__ = ["SESSION_PREFIX", "previous_in_session", "same_session_partner", "session_tag"]
 
@@ -38,8 +39,8 @@ def session_tag(session_id: str) -> str:
 _TAG_HASH = 16  # hex digits of the hash that ends a long session id's tag
 
 
-def previous_in_session(corpus: Corpus, tag: str, scopes: Iterable[str]) -> Memory | None:
-    """The newest live memory visible from `scopes` that carries the session `tag`."""
+def previous_in_session(corpus: Corpus, tag: str, sight: Sight) -> Memory | None:
+    """The newest live memory `sight` sees that carries the session `tag`."""
     import numpy as np
 
     corpus.refresh()
@@ -47,7 +48,7 @@ def previous_in_session(corpus: Corpus, tag: str, scopes: Iterable[str]) -> Memo
         return None
     # The mirror's tag mask finds the session's few rows; a loop over every memory cost a
     # hook tens of milliseconds at 10k memories.
-    tagged = np.flatnonzero(corpus.allowed(sorted(set(scopes)), tags=[tag]))
+    tagged = np.flatnonzero(corpus.allowed(sight, tags=[tag]))
     found = [corpus.memory(int(pos)) for pos in tagged]
     return max(found, key=lambda m: (m.created_at, m.id), default=None)
 
@@ -69,12 +70,11 @@ def same_session_partner(
     edges: Mapping[str, Sequence[Relationship]],
     result_ids: Sequence[str],
     exclude: set[str],
-    scopes: Iterable[str],
+    sight: Sight,
 ) -> tuple[Relationship, Memory, str] | None:
     """One memory of the same session as a result (best results first): the edge, the memory
     and the result it hangs off. Skips memories already shown and archived ones. `edges`: the
     edges touching each result (`Corpus.edges_by_node`)."""
-    visible = set(scopes)
     for rid in result_ids:
         for rel in edges.get(rid, ()):
             if rel.relationship_type is not RelationshipType.SAME_SESSION:
@@ -84,6 +84,6 @@ def same_session_partner(
             if other in exclude or pos is None:
                 continue
             memory = corpus.memory(pos)
-            if memory.scope in visible and memory.state is not State.ARCHIVED:
+            if sight.sees(memory.scope, memory.role) and memory.state is not State.ARCHIVED:
                 return rel, memory, rid
     return None

@@ -36,7 +36,6 @@ from octobrain.scope import git_head
 from octobrain.secrets import screen
 from octobrain.store import NotFound, forgotten
 from octobrain.store.link_rules import ONE_GOAL, self_link_rule
-from octobrain.store.sql import visible_scopes
 from octobrain.times import utcnow
 
 if TYPE_CHECKING:
@@ -108,6 +107,7 @@ class Writes(BrainBase):
             related_files=self._each("related_files", clean_files(related_files)),
             source=parse_source(source),
             scope=self._write_scope(check_flag("global_", global_)),
+            role=self.role,
             git_commit=git_head(self.workdir),
         )
         session = self._session_tag(memory)
@@ -153,7 +153,7 @@ class Writes(BrainBase):
             if not (kind is RelationshipType.CONFLICTS and target in replaced)
         ]
         previous = (
-            temporal.previous_in_session(self.retriever.corpus, session, visible_scopes(self.scope))
+            temporal.previous_in_session(self.retriever.corpus, session, self.sight)
             if session
             else None
         )
@@ -285,7 +285,7 @@ class Writes(BrainBase):
         if rel.relationship_type is not RelationshipType.CLOSES:
             made, settled = self.store.link_once(rel)
             return Linked(made, tuple(settled))
-        goal = self.store.get_many([tgt], self.scope)[tgt]
+        goal = self.store.get_many([tgt], self.sight)[tgt]
         _closes_a_goal(goal, "relationship_type")
         rel, _ = self.store.link_once(rel)  # (a second goal the note closes refused under the lock)
         if not goals.findings_left(self.consolidator, goal.id, source_scope):
@@ -322,7 +322,7 @@ class Writes(BrainBase):
         """The full ids of two different memories visible from this scope, and the scope of
         the first (where a link between them lives)."""
         src, tgt = self.resolve_id(source_id, "source_id"), self.resolve_id(target_id, "target_id")
-        found = self.store.get_many([src, tgt], self.scope)
+        found = self.store.get_many([src, tgt], self.sight)
         for name, mid in (("source_id", src), ("target_id", tgt)):
             if mid not in found:
                 raise InvalidInput(name, f"no memory {mid} is visible from this scope")
@@ -345,13 +345,13 @@ class Writes(BrainBase):
         given = check_list("memory_ids", memory_ids)
         ids = [self.resolve_id(m, f"memory_id[{i}]") for i, m in enumerate(given)]
         # Unchecked: forgetting a memory that no longer matches its checksum is its repair.
-        found = self.store.get_many(ids, self.scope, checked=False)
+        found = self.store.get_many(ids, self.sight, checked=False)
         for i, mid in enumerate(ids):
             if mid not in found:
                 raise NotFound(f"memory_id[{i}]", f"no memory {mid} is visible from this scope")
         turns = [(m.id, m.scope) for m in found.values() if is_turn(m.tags)]
         before = self.store.version()  # what `memory restore` goes back to, to undo this
-        released = self.consolidator.release(ids, visible_scopes(self.scope))
+        released = self.consolidator.release(ids, self.sight.scopes)
         with self.store.write_lock():  # recorded first: a turn forgotten stays forgotten
             forgotten.record(self.store, turns)
             deleted = self.store.delete(ids)

@@ -40,6 +40,7 @@ from octobrain.server.quiet import QuietWarning
 from octobrain.server.roots import (
     RootsRequired,
     ask_for_roots,
+    role_of,
     session_id_of,
     session_scope_lock,
 )
@@ -225,10 +226,10 @@ class OctobrainServer:
                     fetched = await anyio.to_thread.run_sync(fetch)
                     got = partial(knowledge, {ref.uri: fetched})
                     return await in_thread(got, _limiter("knowledge"))
-        session_id = session_id_of(ctx, lock)
+        session_id, role = session_id_of(ctx, lock), role_of(ctx, lock)
 
         def in_pool(body: Callable[[Brain], T], *, read: bool = False) -> Awaitable[T]:
-            return self._in_pool(scope, workdir, body, session_id, read=read)
+            return self._in_pool(scope, workdir, body, session_id, role, read=read)
 
         if name != "ingest":
             body = partial(_BRAIN_TOOLS[name], arguments=arguments)
@@ -322,16 +323,18 @@ class OctobrainServer:
         workdir: Path | None,
         body: Callable[[Brain], T],
         session_id: str,
+        role: str,
         *,
         read: bool,
     ) -> T:
-        """`body` with the Brain of `scope`, in a memory worker thread. A `read` whose client
-        cancelled it or went away while it waited for the pool lock is not run (`NotStarted`);
-        a write, once the client sent it, runs to its end: nothing half-written."""
+        """`body` with the Brain of `scope` and `role`, in a memory worker thread. A `read`
+        whose client cancelled it or went away while it waited for the pool lock is not run
+        (`NotStarted`); a write, once the client sent it, runs to its end: nothing
+        half-written."""
 
         def work(stop: threading.Event) -> T:
             run = unless_stopped(body, stop) if read else body
-            return self.pool.call(scope, workdir, run, session_id)
+            return self.pool.call(scope, workdir, run, session_id, role)
 
         return await in_thread(work, _limiter("memory"))
 
@@ -352,7 +355,7 @@ class OctobrainServer:
             scope, workdir = scope_argument(arguments, lock)
         except InvalidInput as exc:
             raise MCPError(INVALID_PARAMS, one_line(str(exc))) from exc
-        session_id = session_id_of(ctx, lock)
+        session_id, role = session_id_of(ctx, lock), role_of(ctx, lock)
 
         def work(brain: Any) -> str:
             from octobrain.memory.briefing import build_briefing
@@ -363,7 +366,7 @@ class OctobrainServer:
         try:
             # Among the memory calls' threads: in anyio's shared ones a briefing left waiting
             # on the pool lock took a thread stdin is read by, 40 of them every one.
-            text: str = await self._in_pool(scope, workdir, work, session_id, read=True)
+            text: str = await self._in_pool(scope, workdir, work, session_id, role, read=True)
         except InvalidInput as exc:
             raise MCPError(INVALID_PARAMS, one_line(str(exc))) from exc
         except Exception as exc:  # a damaged store is named, as a tool call names it

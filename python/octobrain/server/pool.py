@@ -206,16 +206,22 @@ class BrainPool:
         return brain
 
     def call(
-        self, scope: str, workdir: Path | None, fn: Callable[[Brain], T], session_id: str = ""
+        self,
+        scope: str,
+        workdir: Path | None,
+        fn: Callable[[Brain], T],
+        session_id: str = "",
+        role: str = "",
     ) -> T:
         """Run `fn` with the Brain of `scope` (blocking; call it from a worker thread).
-        With a `session_id`, memories it writes are linked to that session's earlier ones."""
+        With a `session_id`, memories it writes are linked to that session's earlier ones;
+        with a `role`, it writes that role's memories and reads those and role-less ones."""
         with self._lock:
             brain = self._brain(scope, workdir)
-            if session_id or (workdir is not None and workdir != brain.workdir):
+            if session_id or role or (workdir is not None and workdir != brain.workdir):
                 # Sessions from other directories (the resident service) share the Brain.
                 brain = brain.for_scope(
-                    scope, workdir=workdir or brain.workdir, session_id=session_id
+                    scope, workdir=workdir or brain.workdir, session_id=session_id, role=role
                 )
             try:
                 return fn(brain)

@@ -109,6 +109,16 @@ def session_id_of(ctx: ServerRequestContext[Any, Any], lock: ScopeLock | None) -
     return session_labels(caps.experimental if caps else None)[1]
 
 
+def role_of(ctx: ServerRequestContext[Any, Any], lock: ScopeLock | None) -> str:
+    """The role the client named (`experimental.session.role`), locked or not; "" when it
+    named none. The session's memories are that role's: a call cannot name another (a
+    per-call role, as upstream takes one, would let any call read any role's memories)."""
+    if lock is not None:
+        return lock.role
+    caps = ctx.session.client_capabilities
+    return session_labels(caps.experimental if caps else None)[0]
+
+
 async def _roots_lock(
     ctx: ServerRequestContext[Any, Any],
     responses: types.InputResponses | None,

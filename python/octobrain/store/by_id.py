@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from octobrain.models import Memory
 from octobrain.store import schema
-from octobrain.store.sql import sql_in, visible_where
+from octobrain.store.sql import Sight, sql_in
 
 if TYPE_CHECKING:
     from octobrain.store.memories import MemoryStore
@@ -17,10 +17,10 @@ ID_BATCH = 256  # ids or id prefixes a read looks up (an `IN` or `OR` list's cos
 _HEX = frozenset("0123456789abcdef-")
 
 
-def rows_by_id(store: MemoryStore, ids: Sequence[str], scope: str) -> dict[str, dict[str, Any]]:
-    """The rows of the memories among `ids` visible from `scope` (archived included), by id."""
+def rows_by_id(store: MemoryStore, ids: Sequence[str], sight: Sight) -> dict[str, dict[str, Any]]:
+    """The rows of the memories among `ids` `sight` sees (archived included), by id."""
     unique = sorted(set(ids))
-    visible = visible_where(scope, include_archived=True)
+    visible = sight.where(include_archived=True)
     rows: dict[str, dict[str, Any]] = {}
     for at in range(0, len(unique), ID_BATCH):
         rows.update(
@@ -31,25 +31,25 @@ def rows_by_id(store: MemoryStore, ids: Sequence[str], scope: str) -> dict[str, 
 
 
 def get_many(
-    store: MemoryStore, ids: Sequence[str], scope: str, *, checked: bool = True
+    store: MemoryStore, ids: Sequence[str], sight: Sight, *, checked: bool = True
 ) -> dict[str, Memory]:
     """The visible memories among `ids`, keyed by id (`checked`: `schema.row_to_memory`)."""
-    rows = rows_by_id(store, ids, scope)
+    rows = rows_by_id(store, ids, sight)
     return {i: schema.row_to_memory(row, checked=checked) for i, row in rows.items()}
 
 
 def ids_with_prefixes(
-    store: MemoryStore, prefixes: Sequence[str], scope: str, limit: int | None = None
+    store: MemoryStore, prefixes: Sequence[str], sight: Sight, limit: int | None = None
 ) -> dict[str, list[tuple[str, str]]]:
     """For each of `prefixes` (lowercase hex and hyphens only), `(id, title)` of the memories
-    visible from `scope` (archived included) whose id starts with it, sorted; of one that no
+    `sight` sees (archived included) whose id starts with it, sorted; of one that no
     longer matches its checksum, `schema.DAMAGED_TITLE` (`schema.shown_title`). `limit`: rows
     read at most per batch of prefixes (one prefix's candidates, when it is given alone)."""
     for prefix in prefixes:
         if not prefix or set(prefix) - _HEX:
             raise ValueError(f"not an id prefix: {prefix!r}")
     found: dict[str, list[tuple[str, str]]] = {p: [] for p in prefixes}
-    visible = visible_where(scope, include_archived=True)
+    visible = sight.where(include_archived=True)
     unique = sorted(found)
     for at in range(0, len(unique), ID_BATCH):
         batch = unique[at : at + ID_BATCH]
@@ -63,7 +63,7 @@ def ids_with_prefixes(
 
 
 def ids_with_prefix(
-    store: MemoryStore, prefix: str, scope: str, limit: int
+    store: MemoryStore, prefix: str, sight: Sight, limit: int
 ) -> list[tuple[str, str]]:
     """`ids_with_prefixes` of one prefix, reading at most `limit` rows."""
-    return ids_with_prefixes(store, [prefix], scope, limit)[prefix]
+    return ids_with_prefixes(store, [prefix], sight, limit)[prefix]

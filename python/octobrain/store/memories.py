@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from octobrain.errors import OctobrainError, StorageError
+from octobrain.errors import OctobrainError, StorageError, as_json
 from octobrain.models import Memory
 from octobrain.scope import scope_named
 from octobrain.store import (
@@ -51,7 +51,7 @@ from octobrain.store.highwater import Commits
 from octobrain.store.location import StoreLocation
 from octobrain.store.pinned import Pinned
 from octobrain.store.schema import MEMORIES, RELATIONSHIPS
-from octobrain.store.sql import sql_in, sql_str, visible_where
+from octobrain.store.sql import Sight, sql_in, sql_str
 
 if TYPE_CHECKING:
     import lancedb
@@ -62,9 +62,10 @@ log = logging.getLogger(__name__)
 LOCK_TIMEOUT_S = 120.0
 
 
-def invisible(memory_id: str, scope: str) -> str:
-    """What a read by id says of a memory not visible from `scope`."""
-    return f"no memory {memory_id} is visible from scope {scope_named(scope)}"
+def invisible(memory_id: str, sight: Sight) -> str:
+    """What a read by id says of a memory `sight` does not see."""
+    role = f" as role {as_json(sight.role)}" if sight.role else ""
+    return f"no memory {memory_id} is visible from scope {scope_named(sight.scope)}{role}"
 
 
 class MemoryStore:
@@ -346,15 +347,15 @@ class MemoryStore:
         changes.note(self.location, versions, ids=ids, edges=edges, everything=everything)
 
     def get(
-        self, memory_id: str, scope: str, field_name: str = "memory_id", *, checked: bool = True
+        self, memory_id: str, sight: Sight, field_name: str = "memory_id", *, checked: bool = True
     ) -> Memory:
-        """A memory visible from `scope` (archived included), or `NotFound` naming `field_name`
+        """A memory `sight` sees (archived included), or `NotFound` naming `field_name`
         (`checked`: `schema.row_to_memory`)."""
         rows = self.scan(
-            f"id = {sql_str(memory_id)} AND {visible_where(scope, include_archived=True)}", limit=1
+            f"id = {sql_str(memory_id)} AND {sight.where(include_archived=True)}", limit=1
         )
         if not rows:
-            raise NotFound(field_name, invisible(memory_id, scope))
+            raise NotFound(field_name, invisible(memory_id, sight))
         return schema.row_to_memory(rows[0], checked=checked)
 
     def vector_search(

@@ -1,9 +1,11 @@
 """The SQL predicates every table is read and written through: literals that data cannot
-close, `IN` lists, and the visibility rule (a scope sees its own rows and global ones)."""
+close, `IN` lists, and the visibility rule (`Sight`: a scope sees its own rows and global ones;
+a role, its own rows and those of no role)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from octobrain.models import State
 
@@ -27,9 +29,40 @@ def visible_scopes(scope: str) -> list[str]:
     return [""] if scope == "" else [scope, ""]
 
 
-def visible_where(scope: str, *, include_archived: bool = False) -> str:
-    """The read predicate: this scope plus global, archived rows hidden unless asked for."""
-    where = sql_in("scope", visible_scopes(scope))
-    if not include_archived:
-        where += f" AND state != {sql_str(State.ARCHIVED.value)}"
-    return where
+@dataclass(frozen=True)
+class Sight:
+    """What a reader of memories may see: the rows of its scope and global ones (`scopes`);
+    with a role, of those only the rows of that role and the rows of none (`roles`). A reader
+    with no role sees every role's rows. Every read of memories is given one, so that no read
+    path decides visibility on its own."""
+
+    scope: str
+    role: str = ""
+
+    @property
+    def scopes(self) -> list[str]:
+        """The scopes seen (`visible_scopes`)."""
+        return visible_scopes(self.scope)
+
+    @property
+    def roles(self) -> list[str] | None:
+        """The roles seen: this role's and no role's; None for every role (no role given)."""
+        return [self.role, ""] if self.role else None
+
+    def where(self, *, include_archived: bool = False) -> str:
+        """The read predicate: these scopes and roles, archived rows hidden unless asked for."""
+        where = sql_in("scope", self.scopes)
+        if self.roles is not None:
+            where += f" AND {sql_in('role', self.roles)}"
+        if not include_archived:
+            where += f" AND state != {sql_str(State.ARCHIVED.value)}"
+        return where
+
+    def sees(self, scope: str, role: str) -> bool:
+        """Whether a row of `scope` and `role` is seen."""
+        return scope in self.scopes and (self.roles is None or role in self.roles)
+
+
+def visible_where(sight: Sight, *, include_archived: bool = False) -> str:
+    """The read predicate of `sight` (`Sight.where`)."""
+    return sight.where(include_archived=include_archived)
