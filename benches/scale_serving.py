@@ -32,7 +32,7 @@ from octobrain.kernels.hybrid import exact_top
 from octobrain.memory import ann, search
 from octobrain.memory.brain import Brain
 from octobrain.store.lancedb_import import import_lancedb
-from octobrain.store.sql import visible_scopes
+from octobrain.store.sql import Sight
 
 
 def _open(store: str) -> Brain:
@@ -72,8 +72,8 @@ def rss(store: str) -> None:
 def probes(store: str, combos: str) -> None:
     brain = _open(store)
     corpus, retriever = brain.retriever.corpus, brain.retriever
-    allowed = corpus.allowed(visible_scopes(SCOPE))
-    where = search.Filters().where(SCOPE)
+    allowed = corpus.allowed(Sight(SCOPE))
+    where = search.Filters().where(Sight(SCOPE))
     want = brain.config.search.candidates
     share = ann.ANN_POSTFILTER_SHARE
     for seed in (11, 23):

@@ -19,6 +19,7 @@ from octobrain.memory import corpus_apply
 from octobrain.memory.brain import Brain
 from octobrain.memory.corpus import Corpus
 from octobrain.store.pinned import Pinned
+from octobrain.store.sql import Sight
 
 SCOPE = "github.com/acme/api"
 
@@ -101,11 +102,11 @@ def test_tag_and_file_filters_follow_edits_and_forgets(tmp_path: Path) -> None:
     corpus.refresh()
     live = {mid: brain.get(mid) for mid in ids[:5] + ids[8:]}
     for tag in tags:
-        mask = corpus.allowed([SCOPE], tags=[tag])
+        mask = corpus.allowed(Sight(SCOPE), tags=[tag])
         got = {corpus.memory(int(p)).id for p in mask.nonzero()[0]}
         assert got == {mid for mid, m in live.items() if tag in m.tags}, tag
     for path in files:
-        mask = corpus.allowed([SCOPE], related_files=[path, "missing.py"])
+        mask = corpus.allowed(Sight(SCOPE), related_files=[path, "missing.py"])
         got = {corpus.memory(int(p)).id for p in mask.nonzero()[0]}
         assert got == {mid for mid, m in live.items() if path in m.related_files}, path
 

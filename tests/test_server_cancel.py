@@ -243,7 +243,7 @@ def test_a_read_cancelled_while_it_waits_for_the_pool_lock_is_not_run(
         default_session_id = "locked"
         config = Config()
 
-        def call(self, scope: str, workdir: Any, fn: Any, session_id: str) -> Any:
+        def call(self, scope: str, workdir: Any, fn: Any, session_id: str, role: str) -> Any:
             with lock:
                 return fn("brain")
 
@@ -253,7 +253,7 @@ def test_a_read_cancelled_while_it_waits_for_the_pool_lock_is_not_run(
         lock.acquire()  # a long call holds the pool
         async with anyio.create_task_group() as group:
             work = partial(server._in_pool, PROJECT_A, None, lambda brain: ran.append("ran"))
-            group.start_soon(partial(work, "", read=read))
+            group.start_soon(partial(work, "", "", read=read))
             while _limiter("memory").borrowed_tokens == 0:  # its thread waits for the lock
                 await anyio.sleep(0)
             group.cancel_scope.cancel()  # the client cancels, or the guard: its client is gone

@@ -44,7 +44,7 @@ def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
     from octobrain.models import Memory, MemoryType
     from octobrain.store import memories as store_module
     from octobrain.store import upkeep
-    from octobrain.store.sql import visible_scopes
+    from octobrain.store.sql import Sight
 
     exact = _brain(tmp_path / "db", snapshot_min_rows=0)
     _fill(exact, 600)
@@ -92,7 +92,7 @@ def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
     # Unfiltered first, as if most rows were allowed, where the query's nearest rows are not:
     monkeypatch.setattr(ann_module, "ANN_POSTFILTER_SHARE", 0.0)
     corpus = ann.retriever.corpus
-    allowed = corpus.allowed(visible_scopes(SCOPE), memory_types=["decision"])
+    allowed = corpus.allowed(Sight(SCOPE), memory_types=["decision"])
     vector = ann.embedder.embed_query(["the billing service uses setting"])[0]
     everything = np.ones(corpus.position_count, dtype=bool)
     # (5 × ANN_REFINE / (200 / 1,200) nearest rows: notes, not one garden bed)
@@ -113,15 +113,15 @@ def test_the_ann_path_filters_on_the_mirror_and_falls_back_to_the_prefilter(
     monkeypatch.setattr(store_module.MemoryStore, "vector_search", index_as_exact)
     wheres.clear()
     filters = Filters(memory_types=(MemoryType.DECISION,))
-    got = ann.retriever._ann(vector, filters.where(SCOPE), 5, allowed)
+    got = ann.retriever._ann(vector, filters.where(Sight(SCOPE)), 5, allowed)
     assert ["prefilter" if w else w for w in wheres] == [None, "prefilter"]
     assert allowed[got].all() and len(got) == 5
     monkeypatch.setattr(ann_module, "ANN_POSTFILTER_SHARE", 1.0)  # the prefilter alone
-    assert ann.retriever._ann(vector, filters.where(SCOPE), 5, allowed) == got
+    assert ann.retriever._ann(vector, filters.where(Sight(SCOPE)), 5, allowed) == got
     # A tag only 20 garden beds carry, asked with a query about billing: the prefilter holds
     # the tag too, so the index's nearest rows meeting it are found (not 50 billing notes the
     # mask then drops), and the vector leg is the exact one.
     shade = Filters(tags=("shade",))
-    allowed = corpus.allowed(visible_scopes(SCOPE), tags=["shade"])
-    got = ann.retriever._ann(vector, shade.where(SCOPE), 5, allowed)
+    allowed = corpus.allowed(Sight(SCOPE), tags=["shade"])
+    got = ann.retriever._ann(vector, shade.where(Sight(SCOPE)), 5, allowed)
     assert got == exact_top(corpus.vectors.cosines(vector), allowed, 5)

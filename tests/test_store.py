@@ -14,7 +14,7 @@ import pytest
 
 from octobrain.models import Memory
 from octobrain.store import MemoryStore, ModelMismatch, NotFound
-from octobrain.store.sql import sql_in, visible_where
+from octobrain.store.sql import Sight, sql_in, visible_where
 from octobrain.times import utcnow
 
 DIM = 8
@@ -35,13 +35,13 @@ def test_scope_visibility(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path, "hash:8", DIM)
     a, b, g = _memories(1, "p/a")[0], _memories(1, "p/b")[0], _memories(1, "")[0]
     store.add([a, b, g], _vectors(3))
-    assert store.get(a.id, "p/a").id == a.id
-    assert store.get(g.id, "p/a").id == g.id
+    assert store.get(a.id, Sight("p/a")).id == a.id
+    assert store.get(g.id, Sight("p/a")).id == g.id
     with pytest.raises(NotFound, match="memory_id: no memory"):
-        store.get(b.id, "p/a")
+        store.get(b.id, Sight("p/a"))
     with pytest.raises(NotFound):
-        store.get(a.id, "")
-    seen = {r["id"] for r in store.scan(visible_where("p/a"))}
+        store.get(a.id, Sight(""))
+    seen = {r["id"] for r in store.scan(visible_where(Sight("p/a")))}
     assert seen == {a.id, g.id}
 
 
@@ -49,7 +49,7 @@ def test_quotes_in_data_never_escape_the_filter(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path, "hash:8", DIM)
     store.add(_memories(2, "p/a"), _vectors(2))
     hostile = "x' OR scope != '"
-    assert store.scan(visible_where(hostile)) == []
+    assert store.scan(visible_where(Sight(hostile))) == []
     assert store.scan(sql_in("id", [hostile])) == []
 
 
@@ -58,7 +58,7 @@ def test_vector_search_returns_true_cosine(tmp_path: Path) -> None:
     vectors = _vectors(4)
     mems = _memories(4)
     store.add(mems, vectors)
-    addrs, cosines = store.vector_search(vectors[2], visible_where(""), 4)
+    addrs, cosines = store.vector_search(vectors[2], visible_where(Sight("")), 4)
     rows = store.memories.search().select(["id", "_rowaddr"]).to_arrow()
     id_at = dict(zip(rows["_rowaddr"].to_pylist(), rows["id"].to_pylist(), strict=True))
     assert id_at[int(addrs[0])] == mems[2].id
@@ -82,7 +82,7 @@ def test_access_is_throttled_and_persisted(tmp_path: Path) -> None:
     later = utcnow() + timedelta(hours=2)
     store.record_access([mem.id], later, min_interval=timedelta(hours=1))
     store.record_access([mem.id], later + timedelta(minutes=5), min_interval=timedelta(hours=1))
-    reopened = MemoryStore(tmp_path, "hash:8", DIM).get(mem.id, "")
+    reopened = MemoryStore(tmp_path, "hash:8", DIM).get(mem.id, Sight(""))
     assert reopened.access_count == 1
     assert reopened.last_accessed == later
 
