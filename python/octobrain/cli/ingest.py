@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 import click
@@ -86,10 +87,11 @@ def ingest_cmd(ctx: click.Context, file: str, format_in: str, name: str | None, 
             err=True,
         )
     with progress_bar(total, "ingesting") as progress:
+        started = itertools.count(1)  # (conversations are begun in their order, each once)
 
         def begun(conv: Conversation) -> None:  # (an export's channels: which one is under way)
+            at = next(started)
             if len(conversations) > 1:
-                at = next(i for i, c in enumerate(conversations, 1) if c is conv)
                 progress.relabel(f"ingesting {conv.title or conv.key} ({at}/{len(conversations)})")
 
         report = brain.ingest(conversations, progress=progress, begun=begun)
