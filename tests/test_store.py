@@ -14,7 +14,7 @@ import pytest
 
 from octobrain.models import Memory
 from octobrain.store import MemoryStore, ModelMismatch, NotFound
-from octobrain.store.sql import Sight, sql_in, visible_where
+from octobrain.store.sql import Sight, sql_in
 from octobrain.times import utcnow
 
 DIM = 8
@@ -41,7 +41,7 @@ def test_scope_visibility(tmp_path: Path) -> None:
         store.get(b.id, Sight("p/a"))
     with pytest.raises(NotFound):
         store.get(a.id, Sight(""))
-    seen = {r["id"] for r in store.scan(visible_where(Sight("p/a")))}
+    seen = {r["id"] for r in store.scan(Sight("p/a").where())}
     assert seen == {a.id, g.id}
 
 
@@ -49,7 +49,7 @@ def test_quotes_in_data_never_escape_the_filter(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path, "hash:8", DIM)
     store.add(_memories(2, "p/a"), _vectors(2))
     hostile = "x' OR scope != '"
-    assert store.scan(visible_where(Sight(hostile))) == []
+    assert store.scan(Sight(hostile).where()) == []
     assert store.scan(sql_in("id", [hostile])) == []
 
 
@@ -58,7 +58,7 @@ def test_vector_search_returns_true_cosine(tmp_path: Path) -> None:
     vectors = _vectors(4)
     mems = _memories(4)
     store.add(mems, vectors)
-    addrs, cosines = store.vector_search(vectors[2], visible_where(Sight("")), 4)
+    addrs, cosines = store.vector_search(vectors[2], Sight("").where(), 4)
     rows = store.memories.search().select(["id", "_rowaddr"]).to_arrow()
     id_at = dict(zip(rows["_rowaddr"].to_pylist(), rows["id"].to_pylist(), strict=True))
     assert id_at[int(addrs[0])] == mems[2].id

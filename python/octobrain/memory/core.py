@@ -217,7 +217,3 @@ class BrainBase(Closable):
         `schema.row_to_memory`)."""
         memory_id = self.resolve_id(memory_id, field_name)
         return self.store.get(memory_id, self.sight, field_name, checked=checked)
-
-    def visible_scopes(self) -> list[str]:
-        """Scopes this brain reads."""
-        return self.sight.scopes

@@ -61,8 +61,3 @@ class Sight:
     def sees(self, scope: str, role: str) -> bool:
         """Whether a row of `scope` and `role` is seen."""
         return scope in self.scopes and (self.roles is None or role in self.roles)
-
-
-def visible_where(sight: Sight, *, include_archived: bool = False) -> str:
-    """The read predicate of `sight` (`Sight.where`)."""
-    return sight.where(include_archived=include_archived)
