@@ -15,6 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from octobrain.store.edges import delete_found
 from octobrain.store.schema import CONSOLIDATIONS, MEMORIES, RELATIONSHIPS, UNFINISHED
 from octobrain.store.sql import DELETE_BATCH, sql_in
 
@@ -125,8 +126,5 @@ def drop_dangling_edges(store: MemoryStore) -> int:
         ids, _ = sweepable(db.open_table(MEMORIES), edges, log)
         for at in range(0, len(ids), DELETE_BATCH):
             batch = ids[at : at + DELETE_BATCH]
-            store.check_lease()
-            store.note_changes(edges=batch)
-            edges.delete(sql_in("id", batch))
-            store.wrote(edges)
+            delete_found(store, sql_in("id", batch), batch, edges)
     return len(ids)

@@ -15,6 +15,8 @@ from octobrain.store.sql import sql_in, sql_str
 from octobrain.store.writes import append, ends_kept
 
 if TYPE_CHECKING:
+    import lancedb
+
     from octobrain.store.memories import MemoryStore
 
 
@@ -143,7 +145,7 @@ def link_once(
             ]
             if disputes:  # (after the supersession is written: a crash between keeps both)
                 ids = [e.id for e in disputes]
-                _delete_found(store, sql_in("id", ids), ids)
+                delete_found(store, sql_in("id", ids), ids)
     return rel, disputes
 
 
@@ -161,7 +163,7 @@ def unlink(
         if rows.num_rows:
             store.check_commit()
             _stamp(store, "unlinks", source_id, target_id, rows.column("relationship_type"))
-            _delete_found(store, where, rows.column("id").to_pylist())
+            delete_found(store, where, rows.column("id").to_pylist())
     return sorted(map(schema.row_to_relationship, rows.to_pylist()), key=lambda r: r.created_at)
 
 
@@ -177,13 +179,17 @@ def delete_relationships(store: MemoryStore, where: str) -> None:
     """Delete the edges matching a predicate (one commit)."""
     with store.write_lock():
         found = store.relationships.search().where(where).select(["id"]).limit(None)
-        _delete_found(store, where, found.to_arrow().column("id").to_pylist())
+        delete_found(store, where, found.to_arrow().column("id").to_pylist())
 
 
-def _delete_found(store: MemoryStore, where: str, ids: list[str]) -> None:
+def delete_found(
+    store: MemoryStore, where: str, ids: list[str], table: lancedb.table.Table | None = None
+) -> None:
     """Delete the edges matching `where`, whose ids (read under the held write lock) are
-    `ids`: noted as changed for the mirrors, then one commit."""
+    `ids`: noted as changed for the mirrors, then one commit. `table`: the edge table as
+    opened by a repair that checks no model (`store.relationships` when None)."""
+    edges = store.relationships if table is None else table
     store.check_lease()
     store.note_changes(edges=ids)
-    store.relationships.delete(where)
-    store.wrote(store.relationships)
+    edges.delete(where)
+    store.wrote(edges)

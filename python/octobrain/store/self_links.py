@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from octobrain.store.doctor_report import Problem
+from octobrain.store.edges import delete_found
 from octobrain.store.scans import scan_arrow
 from octobrain.store.schema import RELATIONSHIPS
 from octobrain.store.sql import DELETE_BATCH, sql_in
@@ -88,8 +89,5 @@ def drop_self_links(store: MemoryStore) -> int:
         ids = find(edges).edges
         for at in range(0, len(ids), DELETE_BATCH):
             batch = ids[at : at + DELETE_BATCH]
-            store.check_lease()
-            store.note_changes(edges=batch)
-            edges.delete(f"{sql_in('id', batch)} AND {WHERE}")
-            store.wrote(edges)
+            delete_found(store, f"{sql_in('id', batch)} AND {WHERE}", batch, edges)
     return len(ids)
