@@ -114,9 +114,10 @@ def note_used(uri: str) -> None:
     spelling of it (module doc), both dated the earliest first use either records (best
     effort: a data dir that cannot be written only loses this protection)."""
     now = time.time()
-    for key in _keys(uri):  # (first, and in memory: a data dir not written to still has it)
+    keys = _keys(uri)
+    for key in keys:  # (first, and in memory: a data dir not written to still has it)
         _opened_here.setdefault(key, now)
-    paths = _marks(uri)
+    paths = [_file(key) for key in keys]  # (`_marks`, its keys made once)
     try:
         missing = [path for path in paths if not path.exists()]
         if not missing:
