@@ -47,6 +47,17 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
      "(found U+0301 COMBINING ACUTE ACCENT)"),
     ("forget", {"memory_id": "abcd1234", "confirm": True, "scope": UNLOCKED},
      'memory_id: no memory id starting with abcd1234 is visible from scope "a/b"'),
+    # A number past every bound is quoted by its exponent, as sent: `1e308` read as an
+    # integer was echoed as its 309 digits, and 10**400 as 100 of its 401.
+    ("remember", {"query": "deploys", "scope": UNLOCKED, "limit": 1e308},
+     "limit: must be an integer in [1, 50], got 1e+308"),
+    ("remember", {"query": "deploys", "scope": UNLOCKED, "limit": -1.5e300},
+     "limit: must be an integer in [1, 50], got -1.5e+300"),
+    ("remember", {"query": "deploys", "scope": UNLOCKED, "limit": 10**400},
+     "limit: must be an integer in [1, 50], got 1e+400"),
+    ("memorize", {"title": "Deploys", "content": "Deploy on Tuesdays.", "scope": UNLOCKED,
+                  "importance": 10**400},
+     "importance: must be a number in [0, 1], got 1e+400"),
 ]  # fmt: skip
 
 

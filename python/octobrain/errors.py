@@ -41,10 +41,28 @@ def json_printable(value: Any, *, indent: int | None = None) -> str:
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+_LONG_INTEGER = 10**20  # from here an integer is quoted by its exponent
+
+
+def _integer_text(value: int) -> str:
+    """An integer as a rule quotes it: whole, or from 21 digits rounded with its exponent
+    (`1e+308`, `-1.5e+300`, as a float prints), so a refusal of `limit: 1e308` (read as its
+    309-digit integer) is a line, not 309 digits cut."""
+    if -_LONG_INTEGER < value < _LONG_INTEGER:
+        return str(int(value))  # (an IntEnum's str is its name before 3.11)
+    from decimal import Decimal  # (str() refuses an integer past 4,300 digits; Decimal does not)
+
+    mantissa, exponent = format(Decimal(value), ".5e").split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
+
+
 def as_json(value: object, chars: int = 100) -> str:
     """`value` as a client wrote it in JSON (`true`, `null`, `"5"`, `["x"]`), cut in the
     middle to `chars`: what a rule's "got …" quotes, since clients speak JSON, not Python
-    (`True`, `None`, `'5'`). A value JSON cannot hold is shown as Python writes it."""
+    (`True`, `None`, `'5'`). A value JSON cannot hold is shown as Python writes it; a long
+    integer by its exponent (`1e+400`)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _integer_text(value)
     try:
         text = json_printable(value)
     except (TypeError, ValueError):

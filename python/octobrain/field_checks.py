@@ -80,15 +80,13 @@ def check_limit(value: object, *, field_name: str = "limit", maximum: int) -> in
     """A result count in [1, maximum] (the caller's ceiling: `search.max_results` for a
     search, which the MCP schema states too). A float with no fraction (`1.0`) is that
     integer, as JSON Schema's "integer" takes it (an MCP client may send one)."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
+    number = int(value) if isinstance(value, float) and value.is_integer() else value
+    if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= maximum:
+        # (quoted as sent: `1e308` read as its integer was echoed as 309 digits)
         raise InvalidInput(
             field_name, f"must be an integer in [1, {maximum}], got {as_json(value)}"
         )
-    if not 1 <= value <= maximum:
-        raise InvalidInput(field_name, f"must be an integer in [1, {maximum}], got {value}")
-    return value
+    return number
 
 
 def check_id(value: object, *, field_name: str = "memory_id") -> str:

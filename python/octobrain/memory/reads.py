@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from octobrain.errors import InvalidInput, OctobrainError
+from octobrain.errors import InvalidInput, OctobrainError, as_json
 from octobrain.field_checks import check_flag, check_id_ref, check_limit, check_strings, check_unit
 from octobrain.memory import snapshot_reads, temporal
 from octobrain.memory.access import AccessQueue
@@ -352,7 +352,7 @@ class Reads(BrainBase):
     def graph(self, memory_id: str, depth: int = 2) -> tuple[list[Memory], list[Relationship]]:
         """Memories reachable from `memory_id` within `depth` edges (either direction)."""
         if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 5:
-            raise InvalidInput("depth", f"must be an integer in [1, 5], got {depth!r}")
+            raise InvalidInput("depth", f"must be an integer in [1, 5], got {as_json(depth)}")
         start = self.get(memory_id)
         seen = {start.id: start}
         edges: dict[str, Relationship] = {}

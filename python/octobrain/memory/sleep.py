@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from octobrain.config import MAX_DAYS
-from octobrain.errors import InvalidInput
+from octobrain.errors import InvalidInput, as_json
 from octobrain.kernels import decay
 from octobrain.kernels.clustering import cosine_clusters, unit_rows
 from octobrain.memory import conflicts, sleep_conflicts, sweep
@@ -187,7 +187,7 @@ def _said(tags: pa.ChunkedArray) -> np.ndarray:
 def _statement_pool(engine: Consolidator, scope: str) -> StatementPool:
     """Every working statement of `scope` as it stands before this pass merges anything, read
     as Arrow columns (one float32 matrix for the vectors, no dict per row)."""
-    columns = ["id", "content", "embedding", "source", "created_at"]
+    columns = ["id", "content", "embedding", "source", "created_at", "role"]
     table = _unsaid(engine, _statements(scope), columns)
     return StatementPool(
         table.column("id").to_pylist(),
@@ -195,6 +195,7 @@ def _statement_pool(engine: Consolidator, scope: str) -> StatementPool:
         unit_rows(vectors_of(table)),
         table.column("source").to_pylist(),
         table.column("created_at").to_pylist(),
+        table.column("role").to_pylist(),
     )
 
 
@@ -423,15 +424,15 @@ def _check_sleep_args(threshold: float, min_size: int, max_age_days: float) -> N
     if isinstance(threshold, bool) or not isinstance(threshold, int | float):
         raise InvalidInput("threshold", "must be a number in [0, 1]")
     if not 0.0 <= threshold <= 1.0:
-        raise InvalidInput("threshold", f"must be a number in [0, 1], got {threshold}")
+        raise InvalidInput("threshold", f"must be a number in [0, 1], got {as_json(threshold)}")
     if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 2:
-        raise InvalidInput("min_size", f"must be an integer >= 2, got {min_size!r}")
+        raise InvalidInput("min_size", f"must be an integer >= 2, got {as_json(min_size)}")
     if isinstance(max_age_days, bool) or not isinstance(max_age_days, int | float):
         raise InvalidInput("max_age_days", "must be a positive number of days")
     if not (math.isfinite(max_age_days) and 0 < max_age_days <= MAX_DAYS):
         raise InvalidInput(
             "max_age_days",
-            f"must be a positive number of days, at most {MAX_DAYS:,}, got {max_age_days}",
+            f"must be a positive number of days, at most {MAX_DAYS:,}, got {as_json(max_age_days)}",
         )
 
 
