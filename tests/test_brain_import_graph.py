@@ -195,5 +195,7 @@ def test_an_imported_edge_never_joins_two_projects_and_one_not_stored_is_counted
     assert target.store.relationships_of([theirs.id]) == []
     # A memory linked to itself, which `relate` refuses, was imported and shown by `graph`.
     loop = {**edge, "id": str(uuid.uuid4()), "source_id": ours.id, "target_id": ours.id}
-    with pytest.raises(InvalidInput, match=r"^line \d+\.target_id: must differ from source_id$"):
+    # (named, as `relate` names it: the rule alone did not say which memory of thousands)
+    rule = rf"must differ from source_id: both are memory {ours.id}, and a memory does not link"
+    with pytest.raises(InvalidInput, match=rf"^line {len(lines)}\.target_id: {rule} to itself$"):
         import_jsonl(target, ended([json.dumps(o) for o in [*lines, loop]]))

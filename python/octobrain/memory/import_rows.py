@@ -33,6 +33,7 @@ from octobrain.safe_text import check_text
 from octobrain.scope import validate_scope
 from octobrain.secrets import screen, screen_each
 from octobrain.store.consolidations import RECORD_KINDS, ConsolidationRecord
+from octobrain.store.link_rules import self_link_rule
 from octobrain.store.schema import RECORD_STATUSES
 from octobrain.times import earlier_by, iso_time, iso_z, not_ahead
 
@@ -318,7 +319,7 @@ def relationship_row(obj: dict[str, Any], where: str) -> Relationship:
     source = check_id(obj.get("source_id"), field_name=f"{where}.source_id")
     target = check_id(obj.get("target_id"), field_name=f"{where}.target_id")
     if source == target:  # (as `relate` refuses it: a memory linked to itself)
-        raise InvalidInput(f"{where}.target_id", "must differ from source_id")
+        raise InvalidInput(f"{where}.target_id", self_link_rule(source))
     return Relationship(
         id=check_id(obj.get("id"), field_name=f"{where}.id"),
         source_id=source,
