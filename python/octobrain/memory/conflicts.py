@@ -121,6 +121,7 @@ class StatementPool:
     vectors: npt.NDArray[np.float32]  # unit rows, one per id
     sources: list[str]
     created: list[datetime]
+    roles: list[str] | None = None  # each statement's role; None: all of none
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -136,7 +137,9 @@ def conflicting_pairs(
     """(recent id, pool id) pairs of near-identical rows (cosine ≥ `threshold`) that quote
     disjoint numbers, at most `PAIRS_PER_ROW` per recent row (its nearest), found among its
     `NEAR_PER_ROW` nearest statements; and how many recent rows quoting a number were left
-    unchecked. Recent rows carry `id`, `content`, `embedding` and, optionally, `created_at`;
+    unchecked. Recent rows carry `id`, `content`, `embedding` and, optionally, `created_at`
+    and `role` (a row of a role is paired only with the pool's statements of its role or of
+    none, those one reader sees together);
     a row in both is not paired with itself, and a pair within `recent` comes once (from the
     row first in `recent`, unless that row's list was cut or it was not checked). Only the
     pool rows near a checked row have their numbers read.
@@ -168,6 +171,7 @@ def conflicting_pairs(
             reverse=True,
         )
     in_pool = {pid: k for k, pid in enumerate(pool.ids)}
+    roles = np.asarray(pool.roles, dtype=object) if pool.roles and any(pool.roles) else None
     pool_numbers: dict[int, frozenset[str]] = {}
     # Per row checked: its list was cut to NEAR_PER_ROW, and its conflicting statements.
     checked: dict[int, tuple[bool, list[tuple[float, int]]]] = {}
@@ -178,6 +182,11 @@ def conflicting_pairs(
         for at, row_sims in zip(block, sims, strict=True):
             near = np.flatnonzero(row_sims >= threshold)  # ascending: pool order
             near = near[near != in_pool.get(recent[at]["id"], -1)]  # not itself
+            if roles is not None and recent[at].get("role"):
+                # Only statements one reader sees beside it: of its role or of none. Weighed
+                # against another role's, it lost to words no reader of its role can read.
+                seen = roles[near]
+                near = near[(seen == recent[at]["role"]) | (seen == "")]
             cut = len(near) > NEAR_PER_ROW
             if cut:
                 near = _nearest(near, row_sims[near], NEAR_PER_ROW)

@@ -53,14 +53,17 @@ class Curation(BrainBase):
         return report
 
     def consolidate_goal(self, goal_id: str) -> Consolidation:
-        """Close a goal by hand: its working findings in this scope are consolidated under the
-        newest memory that `closes` it, or under a synthesised summary when none does."""
+        """Close a goal by hand: its working findings in this scope (of one role: this Brain's
+        first, `goals.close_goal`) are consolidated under the newest memory of their role that
+        `closes` it, or under a synthesised summary of that role when none does."""
         goal = self.get(goal_id, "goal_id")
         if goal.memory_type is not MemoryType.GOAL:
             raise InvalidInput(
                 "goal_id", f"memory {goal.id} is a {goal.memory_type.value}, not a goal"
             )
-        return goals.close_goal(self.consolidator, goal, self.scope, utcnow())
+        return goals.close_goal(
+            self.consolidator, goal, self.scope, utcnow(), self.sight.roles, self.role
+        )
 
     def unconsolidate(self, parent_id: str) -> Unconsolidation:
         """Undo the consolidations under `parent_id`: members get back their exact state and

@@ -29,38 +29,47 @@ CLOSE_BATCH = 256
 
 
 def goal_sources(
-    c: Consolidator, goal_id: str, scope: str, exclude: str = ""
+    c: Consolidator, goal_id: str, scope: str, role: str, exclude: str = ""
 ) -> tuple[list[dict[str, Any]], int]:
-    """The oldest `CLOSE_BATCH` working memories of `scope` that `achieves` the goal (full
-    rows), and how many there are in all."""
-    ids = _finding_ids(c, goal_id, scope, exclude)
+    """The oldest `CLOSE_BATCH` working memories of `scope` and of `role` (exactly: one
+    parent never gathers two roles' words) that `achieves` the goal (full rows), and how many
+    there are in all."""
+    ids = [i for i, _ in _findings(c, goal_id, scope, [role], exclude)]
     if not ids:
         return [], 0
-    working = f"scope = {sql_str(scope)} AND state = {sql_str(State.WORKING.value)}"
-    found = c.store.scan(f"{sql_in('id', ids[:CLOSE_BATCH])} AND {working}")
+    found = c.store.scan(f"{sql_in('id', ids[:CLOSE_BATCH])} AND {_working(scope, [role])}")
     return sorted(found, key=lambda r: (r["created_at"], r["id"])), len(ids)
 
 
-def findings_left(c: Consolidator, goal_id: str, scope: str) -> int:
-    """How many working memories of `scope` still `achieves` the goal."""
-    return len(_finding_ids(c, goal_id, scope))
+def findings_left(
+    c: Consolidator, goal_id: str, scope: str, roles: Sequence[str] | None = None
+) -> int:
+    """How many working memories of `scope` (and of `roles`, None for any) still `achieves`
+    the goal."""
+    return len(_findings(c, goal_id, scope, roles))
 
 
-def _finding_ids(c: Consolidator, goal_id: str, scope: str, exclude: str = "") -> list[str]:
-    """The ids of the working memories of `scope` that `achieves` the goal, oldest first. The
-    scope's working rows are read by two narrow columns and matched to the findings here: an
-    `IN` list of thousands of ids is the slower read (0.2 s per 4,096)."""
+def _working(scope: str, roles: Sequence[str] | None) -> str:
+    working = f"scope = {sql_str(scope)} AND state = {sql_str(State.WORKING.value)}"
+    return working if roles is None else f"{working} AND {sql_in('role', roles)}"
+
+
+def _findings(
+    c: Consolidator, goal_id: str, scope: str, roles: Sequence[str] | None, exclude: str = ""
+) -> list[tuple[str, str]]:
+    """(id, role) of the working memories of `scope` (and `roles`) that `achieves` the goal,
+    oldest first. The scope's working rows are read by narrow columns and matched to the
+    findings here: an `IN` list of thousands of ids is the slower read (0.2 s per 4,096)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     ids = [i for i in c.store.sources_to(goal_id, RelationshipType.ACHIEVES.value) if i != exclude]
     if not ids:
         return []
-    working = f"scope = {sql_str(scope)} AND state = {sql_str(State.WORKING.value)}"
-    rows = c.store.scan_arrow(working, columns=["id", "created_at"])
+    rows = c.store.scan_arrow(_working(scope, roles), columns=["id", "created_at", "role"])
     rows = rows.filter(pc.is_in(rows["id"], value_set=pa.array(ids, pa.string())))
-    order = sorted(zip(rows["created_at"].to_pylist(), rows["id"].to_pylist(), strict=True))
-    return [i for _, i in order]
+    columns = (rows[name].to_pylist() for name in ("created_at", "id", "role"))
+    return [(i, role) for _, i, role in sorted(zip(*columns, strict=True))]
 
 
 def close_goal_with_new(
@@ -70,12 +79,12 @@ def close_goal_with_new(
     vector: np.ndarray,
     links: Sequence[Relationship],
 ) -> tuple[Memory, list[Relationship]]:
-    """Write `note` (which `closes` the goal) as the parent of the goal's sources, in the
-    same commit that consolidates them. Without sources, just write the note."""
+    """Write `note` (which `closes` the goal) as the parent of the goal's sources of its role,
+    in the same commit that consolidates them. Without sources, just write the note."""
     c.repair(visible_scopes(note.scope))
     with c.store.write_lock():
         links = c.store.require_ends(links, {note.id})  # the goal, or a target, forgotten since
-        sources, found = goal_sources(c, goal.id, note.scope)
+        sources, found = goal_sources(c, goal.id, note.scope, note.role)
         if not sources:
             c.store.add([note], vector[None, :], links)
             return note, list(links)
@@ -102,26 +111,48 @@ def close_goal_with_new(
     return note, [*links, *edges]
 
 
-def close_goal(c: Consolidator, goal: Memory, scope: str, now: datetime) -> Consolidation:
-    """Consolidate a goal's sources under the newest memory that `closes` it (promoted),
-    or under a synthesised parent summarising them."""
+def close_goal(
+    c: Consolidator,
+    goal: Memory,
+    scope: str,
+    now: datetime,
+    roles: Sequence[str] | None,
+    prefer: str,
+) -> Consolidation:
+    """Consolidate a goal's sources of one role under the newest memory of that role that
+    `closes` it (promoted), or under a synthesised parent of that role summarising them. The
+    role: `prefer` when its findings are among those of `roles` (None: every role's), else
+    the oldest finding's; another role's findings stay working for the next close, so no
+    parent holds one role's words where another role reads them."""
     c.repair(visible_scopes(scope))
     with c.store.write_lock():
         # Read under the lock: the closing note is written back whole, so an update or a
         # forget of it since would otherwise be undone.
         if not c.store.held([goal.id]):
             raise NotFound("goal_id", f"goal {goal.id} was deleted while this call waited")
+        found_roles = [role for _, role in _findings(c, goal.id, scope, roles)]
+        if not found_roles:
+            raise InvalidInput(
+                "goal_id", f"no working memory of this scope achieves goal {goal.id}"
+            )
+        role = prefer if prefer in found_roles else found_roles[0]
         closers = c.store.sources_to(goal.id, RelationshipType.CLOSES.value)
-        closer_rows = c.store.scan(f"{sql_in('id', closers)} AND scope = {sql_str(scope)}")
+        closer_rows = c.store.scan(
+            f"{sql_in('id', closers)} AND scope = {sql_str(scope)} AND role = {sql_str(role)}"
+        )
         closer_rows.sort(key=lambda r: (r["created_at"], r["id"]), reverse=True)
         closer = closer_rows[0] if closer_rows else None
-        sources, found = goal_sources(c, goal.id, scope, exclude=closer["id"] if closer else "")
-        if not sources:
+        sources, found = goal_sources(
+            c, goal.id, scope, role, exclude=closer["id"] if closer else ""
+        )
+        if not sources:  # (the closer was the role's only finding)
             raise InvalidInput(
                 "goal_id", f"no working memory of this scope achieves goal {goal.id}"
             )
         members = [row_to_memory(s) for s in sources]
         ids = [m.id for m in members]
+        # Another role's goal (linked by a reader of every role) keeps its words its own.
+        title = f"Goal reached: {goal.title}"[:200] if goal.role in ("", role) else "Goal reached"
         boosted = c.boosted([s["importance"] for s in sources])
         rows, before = c.flip_members(sources, now)
         if closer is not None:
@@ -133,11 +164,11 @@ def close_goal(c: Consolidator, goal: Memory, scope: str, now: datetime) -> Cons
             extra: list[Relationship] = []
         else:
             parent = Memory(
-                title=f"Goal reached: {goal.title}"[:200],
+                title=title,
                 content=summarise([m.content for m in members]),
                 memory_type=MemoryType.INSIGHT,
                 scope=scope,
-                role=goal.role,
+                role=role,
                 tags=first_of(m.tags for m in members)[:MAX_TAGS],
                 importance=boosted,
                 # A summary is only as trustworthy as its least trusted source.
@@ -160,6 +191,8 @@ def close_goal(c: Consolidator, goal: Memory, scope: str, now: datetime) -> Cons
             if found > len(ids)
             else ""
         )
+        others = sum(r != role for r in found_roles)
+        description += f"; {others} of another role still working (closed apart)" if others else ""
         record = c.new_record(
             "goal", parent, closer is None, before, ids, now, edges, description,
             parent_prev=parent_prev, goal_id=goal.id,

@@ -80,7 +80,8 @@ class Writes(BrainBase):
         the answer is that memory, with what this call adds merged into it (`memory.copies`).
 
         A `closes` link to a `goal` closes it in the same call: the goal's working findings
-        (memories that `achieves` it, in this memory's scope) become `consolidated` under this
+        (memories that `achieves` it, in this memory's scope and role: another role's words
+        are never under it) become `consolidated` under this
         memory, whose importance rises to max(findings) x goal_parent_boost (never lowered);
         the returned links then include the `consolidated_from` edges.
         """
@@ -202,7 +203,7 @@ class Writes(BrainBase):
         goal = next((e for e in edges if e.relationship_type is RelationshipType.CLOSES), None)
         if goal is None or taken < goals.CLOSE_BATCH:
             return 0
-        return goals.findings_left(self.consolidator, goal.target_id, goal.scope)
+        return goals.findings_left(self.consolidator, goal.target_id, goal.scope, [self.role])
 
     def ingest(
         self,
@@ -266,9 +267,9 @@ class Writes(BrainBase):
     ) -> Linked:
         """`relate`, with what else the link did (`Linked`): the `conflicts` edges between the
         two memories a `supersedes` link replaced, and the goal's consolidation when the link
-        `closes` a goal that working findings of the note's scope still achieve (as `memorize`
-        with a `closes` link does: the note becomes their parent). A `closes` link goes from
-        a memory that closes no other goal to a goal, or is refused."""
+        `closes` a goal that working findings of the note's scope and role still achieve (as
+        `memorize` with a `closes` link does: the note becomes their parent). A `closes` link
+        goes from a memory that closes no other goal to a goal, or is refused."""
         src, tgt, source_scope = self._pair(source_id, target_id)
         link = Link(
             tgt,
@@ -288,9 +289,12 @@ class Writes(BrainBase):
         goal = self.store.get_many([tgt], self.sight)[tgt]
         _closes_a_goal(goal, "relationship_type")
         rel, _ = self.store.link_once(rel)  # (a second goal the note closes refused under the lock)
-        if not goals.findings_left(self.consolidator, goal.id, source_scope):
+        # The findings it gathers: those of its role (`goals.close_goal`).
+        role = self.store.get_many([src], self.sight)[src].role
+        if not goals.findings_left(self.consolidator, goal.id, source_scope, [role]):
             return Linked(rel)
-        return Linked(rel, closed=goals.close_goal(self.consolidator, goal, source_scope, utcnow()))
+        closed = goals.close_goal(self.consolidator, goal, source_scope, utcnow(), [role], role)
+        return Linked(rel, closed=closed)
 
     def unrelate(
         self, source_id: str, target_id: str, relationship_type: str | None = None
