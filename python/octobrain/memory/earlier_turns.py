@@ -59,8 +59,8 @@ class Earlier:
 class Settler:
     """`settle` for the batches of one conversation of one ingest, in order."""
 
-    def __init__(self, store: MemoryStore, scope: str, conversation_tag: str) -> None:
-        self._store, self._scope, self._tag = store, scope, conversation_tag
+    def __init__(self, store: MemoryStore, scope: str, conversation_tag: str, role: str) -> None:
+        self._store, self._scope, self._tag, self._role = store, scope, conversation_tag, role
         self._renamed: dict[str, str] = {}  # id → the id the store holds the turn under
         self._held: bool | None = None  # whether the conversation had turns held (asked once)
 
@@ -89,8 +89,9 @@ class Settler:
                 if turn_id not in gone:
                     # (another ingest may have stored the turn since `stored` was read)
                     before = latest_up_to(
-                        store, self._scope, self._tag, *firsts[turn_id], other_than=turn_id
-                    )
+                        store, self._scope, self._tag, *firsts[turn_id], other_than=turn_id,
+                        role=self._role,
+                    )  # fmt: skip
                     if before is not None:
                         found[turn_id] = before
             if found:
@@ -102,6 +103,9 @@ class Settler:
         self, batch: list[Memory], earlier: Earlier, stored: dict[str, str], olds: list[str]
     ) -> None:
         held = [old for old in olds if old in stored]
+        if held:  # (a turn another role holds is not this role's: its id was made without one)
+            roles = self._store.values_of(held, "role")
+            held = [old for old in held if roles.get(old) == self._role]
         said = dict(self._store.values_of(held, "created_at")) if held else {}
         gone = forgotten.among(self._store, [old for old in olds if old not in stored])
         for memory in batch:
@@ -118,9 +122,15 @@ class Settler:
 
     def _conversation_held(self) -> bool:
         if self._held is None:
-            where = f"scope = {sql_str(self._scope)} AND array_has(tags, {sql_str(self._tag)})"
+            where = f"{own(self._scope, self._role)} AND array_has(tags, {sql_str(self._tag)})"
             self._held = self._store.count(where) > 0
         return self._held
+
+
+def own(scope: str, role: str) -> str:
+    """The rows of `scope` and `role` (exactly): a role's turns are a conversation of its own,
+    its sessions numbered and linked among its turns only."""
+    return f"scope = {sql_str(scope)} AND role = {sql_str(role)}"
 
 
 def latest_up_to(
@@ -132,6 +142,7 @@ def latest_up_to(
     since: datetime | None,
     *,
     other_than: str,
+    role: str,
 ) -> str | None:
     """The id of the latest turn of `scope` tagged `conversation` and `session` said at
     `moment` or before (and at `since` or after), other than the turn `other_than` whose
@@ -140,7 +151,7 @@ def latest_up_to(
     lowercased and cut ("Standup" and "standup" have one), its sessions' tags drop the spaces
     ("team sync" and "teamsync" have one)."""
     where = [
-        f"scope = {sql_str(scope)}",
+        own(scope, role),
         f"array_has(tags, {sql_str(conversation)})",
         f"array_has(tags, {sql_str(session)})",
         f"created_at <= timestamp {sql_str(moment.isoformat())}",
@@ -170,6 +181,7 @@ def continued_sessions(
     tag: str,
     key: str,
     spans: Mapping[str, tuple[datetime, datetime]],
+    role: str,
 ) -> dict[str, str]:
     """The session number each of this call's sessions found by silence takes in the
     conversation `key` (tagged `tag`) as earlier calls stored it; `spans`: each session's
@@ -184,7 +196,7 @@ def continued_sessions(
     Only turns of its own sessions found by silence count: another conversation whose tag
     reads alike (`latest_up_to`) has sessions of its own, and so have labelled sessions."""
     rows = store.scan_arrow(
-        f"scope = {sql_str(scope)} AND array_has(tags, {sql_str(tag)})",
+        f"{own(scope, role)} AND array_has(tags, {sql_str(tag)})",
         columns=["created_at", "tags"],
     )
     if not rows.num_rows:

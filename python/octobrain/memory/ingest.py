@@ -120,9 +120,11 @@ class IngestReport:
         return text
 
 
-def turn_id(scope: str, conversation: str, turn_key: str) -> str:
-    """The memory id of a turn: the same for the same turn of the same conversation in a scope."""
-    return str(uuid.uuid5(_NAMESPACE, "\x1f".join((scope, conversation, turn_key))))
+def turn_id(scope: str, conversation: str, turn_key: str, role: str = "") -> str:
+    """The memory id of a turn: the same for the same turn of the same conversation in a scope,
+    stored by one role (a role-less turn's id as before roles were: stores keep their ids)."""
+    parts = (scope, conversation, turn_key, *((role,) if role else ()))
+    return str(uuid.uuid5(_NAMESPACE, "\x1f".join(parts)))
 
 
 def _tag(prefix: str, value: str) -> str:
@@ -253,8 +255,11 @@ def _batches(
     decomposed = unicodedata.normalize("NFD", key)
     # Its scope as an earlier version spelt it (`store.respell`): its turns' ids were made so.
     spelt = former_spellings(brain.store, scope) if scope else []
+    role = brain.role  # (in the id: another role's copy of the turn is not this role's)
     if spans:  # (numbered from 1 in each call: they go on from those earlier calls stored)
-        numbers.update(continued_sessions(brain.store, scope, conversation_tag, key, spans))
+        numbers.update(
+            continued_sessions(brain.store, scope, conversation_tag, key, spans, brain.role)
+        )
     now = utcnow()
     # (the distinctive words weigh every turn of the conversation: held for them, when asked)
     topics = session_topics(list(screened()), topic_words) if topic_words > 0 else {}
@@ -266,7 +271,7 @@ def _batches(
     for before, turn, after in _with_neighbours(screened(), window):
         session_tag = temporal.session_tag(f"{key}/{turn.session}")
         memory = Memory(
-            id=turn_id(scope, key, turn.key),
+            id=turn_id(scope, key, turn.key, role),
             title=_title(turn, title),
             content=_fit(turn.text, CONTENT_BYTES[1]),
             context=_context(turn, before, after, topics, people),
@@ -284,14 +289,19 @@ def _batches(
             updated_at=now,
             last_accessed=now,
         )
-        if turn.former or decomposed != key or spelt or turn.earlier:
-            former = tuple(turn_id(scope, key, k) for k in turn.former)
+        if turn.former or decomposed != key or spelt or turn.earlier or role:
+            # (a role's turns were stored under a role-less id before the id named the role)
+            roles = (role, "") if role else ("",)
+            former = tuple(turn_id(scope, key, k, r) for r in roles for k in turn.former)
+            former += (turn_id(scope, key, turn.key),) if role else ()
             keys = (turn.key, *turn.former)
             # (its name as an earlier version stored it: decomposed, or another conversation's)
             others = [n for n in dict.fromkeys((decomposed, turn.earlier)) if n not in ("", key)]
-            former += tuple(turn_id(scope, n, k) for n in others for k in keys)
+            former += tuple(turn_id(scope, n, k, r) for r in roles for n in others for k in keys)
             names = dict.fromkeys((key, *others))
-            former += tuple(turn_id(s, n, k) for s in spelt for n in names for k in keys)
+            former += tuple(
+                turn_id(s, n, k, r) for r in roles for s in spelt for n in names for k in keys
+            )
             earlier.former[memory.id] = (former, turn.time)
         if turn.written:
             earlier.written[memory.id] = tuple(_fit(t, CONTENT_BYTES[1]) for t in turn.written)
@@ -323,7 +333,7 @@ def _settled(
     settler: Settler | None = None
     for batch, previous, earlier in _batches(brain, conv, scope, window, topic_words, BATCH):
         if settler is None:  # (a turn's first tag names its conversation)
-            settler = Settler(brain.store, scope, batch[0].tags[0])
+            settler = Settler(brain.store, scope, batch[0].tags[0], brain.role)
         yield batch, *settler.settle(batch, previous, earlier)
 
 
