@@ -15,7 +15,7 @@ from octobrain.embed.factory import get_embedder
 from octobrain.errors import InvalidInput
 from octobrain.memory.brain import Brain
 from octobrain.models import Memory, Relationship, RelationshipType
-from octobrain.store import schema
+from octobrain.store import schema, upkeep
 from octobrain.store.doctor import diagnose
 from octobrain.store.writes import append
 from tests.reliability.damage_support import run_cli
@@ -136,3 +136,21 @@ def test_no_writer_stores_a_self_link(env: dict[str, str]) -> None:
     after = brain_at(store)
     assert after.store.all_relationships() == [] and [m.id for m in after.recent(5)] == [a.id]
     assert diagnose(after.store.location).ok
+
+
+def test_the_maintenance_pass_drops_a_self_link_and_keeps_live_edges(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the pass swept dangling edges only, and a self-link stayed until `doctor` was
+    # run by hand (`graph` showed `A --same_session--> A` meanwhile).
+    store = Path(env["OCTOBRAIN_DATA_DIR"]) / "db"
+    brain = brain_at(store)
+    a, _ = brain.memorize("Auth uses JWT", "The API signs 15 minute JWT access tokens.")
+    looped = self_link(brain, a.id)
+    assert diagnose(brain.store.location).self_links == 1
+    monkeypatch.setattr(upkeep, "COMPACT_EVERY", 1)  # the next write falls due
+    live = [{"target_id": a.id, "relationship_type": "related_to"}]
+    b, _ = brain.memorize("Refresh rotation", "Refresh tokens rotate on use.", related_to=live)
+    assert looped.id not in {e[0] for e in edges(store)}
+    assert [(s, t) for _, s, t in edges(store)] == [(b.id, a.id)]
+    assert diagnose(brain.store.location).ok

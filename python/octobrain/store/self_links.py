@@ -4,7 +4,8 @@
 No writer makes one now (`link_rules.check_not_self`, on every edge the store appends), but a
 store written before holds them for good: `graph` showed `A --same_session--> A`, and `relate`
 and `unrelate` refuse a pair of one memory, so nothing removed them. `doctor` names them,
-`doctor --drop-self-links` deletes them (those edges only; the memories stay).
+`doctor --drop-self-links` and the store's maintenance pass (`upkeep`) delete them (those edges
+only; the memories stay).
 """
 
 from __future__ import annotations

@@ -142,8 +142,9 @@ def maintain_if_due(store: MemoryStore) -> bool:
 
 
 def _maintain(store: MemoryStore) -> None:
-    # Edges a killed `forget` left first, so the compaction folds their deletion in.
-    for step in (store.drop_dangling_edges, store.compact):
+    # Edges a killed `forget` left and those from a memory to itself (an earlier octobrain
+    # wrote them) first, so the compaction folds their deletion in.
+    for step in (store.drop_dangling_edges, store.drop_self_links, store.compact):
         try:
             step()
         except Exception:  # maintenance must never fail the write that triggered it
