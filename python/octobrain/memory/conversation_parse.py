@@ -23,6 +23,7 @@ from octobrain.memory.chat_keys import chat_fields, looks_like_chat, unsaid
 from octobrain.memory.conversation_formats import FORMATS
 from octobrain.memory.conversation_locomo import locomo_conversations
 from octobrain.memory.slack_users import slack_text, stored_before
+from octobrain.memory.transcript_branch import is_off, off_branch
 from octobrain.memory.turn_fields import (
     LONE,
     SESSION_CHARS,
@@ -42,6 +43,7 @@ from octobrain.memory.turn_keys import (
     said_key,
 )
 from octobrain.memory.turns import (
+    ABANDONED,
     UNSAID,
     Conversation,
     Read,
@@ -109,7 +111,8 @@ def parse_text(
         return [in_parts(once(c)) for c in locomo_conversations(samples)]
     if chosen == "claude":
         session: list[str] = []  # (its id, found while the turns are checked)
-        claude = streamed(lambda: _claude_turns(records(), session), default_key)
+        off = off_branch(entry for _, entry in records())  # (an edited prompt's old branch)
+        claude = streamed(lambda: _claude_turns(records(), session, off), default_key)
         return [replace(claude, key=session[0]) if session else claude]
     return [streamed(lambda: chat_turns(records(), people), default_key)]
 
@@ -326,13 +329,17 @@ def once(conversation: Conversation) -> Conversation:
     return replace(conversation, turns=turns)
 
 
-def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Iterator[Turn]:
+def _claude_turns(
+    entries: Iterable[tuple[str, Any]], session: list[str], off: frozenset[str] = frozenset()
+) -> Iterator[Read]:
     """A Claude Code transcript's turns: the user's and the assistant's text blocks, in order,
     and the prompts the user queued while the assistant worked (tool calls, tool results,
     thinking, injected command/system text, interruption marks, API errors, subagents' turns
-    and compaction summaries are left out: `hooks.said_in`, `hooks.said_texts`). Each entry comes
-    with how errors name it: its line, or its place in a JSON array. The first session id met
-    is added to `session` (the conversation's key; the file's name without one)."""
+    and compaction summaries are left out: `hooks.said_in`, `hooks.said_texts`; so are the
+    entries whose `uuid` is in `off`, a branch abandoned by an edited prompt: ABANDONED). Each
+    entry comes with how errors name it: its line, or its place in a JSON array. The first
+    session id met is added to `session` (the conversation's key; the file's name without
+    one)."""
     from octobrain.memory.hooks import said_in, speaker_of, transcript_text
 
     made = 0
@@ -351,6 +358,9 @@ def _claude_turns(entries: Iterable[tuple[str, Any]], session: list[str]) -> Ite
             session_id = turn_id(f"{where}.sessionId", entry.get("sessionId"))
             if session_id and not session:
                 session.append(session_id)
+        if is_off(entry, off):
+            yield ABANDONED
+            continue
         moment = turn_time(f"{where}.timestamp", entry.get("timestamp"))
         speaker = speaker_of(entry)
         own, former = same_id(turn_id(f"{where}.uuid", entry.get("uuid")))

@@ -89,6 +89,7 @@ class IngestReport:
     forgotten: int = 0  # turns the user forgot (`forget`): not stored again
     blank: int = 0  # records with blank text: nothing to store
     unsaid: int = 0  # records that hold nothing said (a system prompt, a tool call, a notice)
+    abandoned: int = 0  # turns of a branch left by an edited prompt (`Conversation.abandoned`)
     cut: int = 0  # turns whose speaker's name was cut to fit, and the first one's field
     cut_at: str = ""
     # Turns without a time: created when first ingested (what `--after`, `--before` and a
@@ -106,6 +107,11 @@ class IngestReport:
             text += (
                 f", {self.unsaid} not said in the conversation skipped (system prompts, tool "
                 "calls and results, notices)"
+            )
+        if self.abandoned:
+            text += (
+                f", {self.abandoned} of a branch left by editing an earlier prompt skipped (not "
+                "in the conversation Claude Code resumes)"
             )
         if self.cut:
             text += (
@@ -383,6 +389,7 @@ def ingest(
         report.turns += len(conv.turns)
         report.blank += conv.blank
         report.unsaid += conv.unsaid
+        report.abandoned += conv.abandoned
         report.cut, report.cut_at = report.cut + conv.cut, report.cut_at or conv.cut_at
         report.undated += conv.undated
         ends: dict[str, Memory] = {}  # session tag → its latest turn in this call

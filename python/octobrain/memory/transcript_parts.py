@@ -13,6 +13,7 @@ from pathlib import Path
 
 from octobrain.memory import transcript_file
 from octobrain.memory.hooks import Digest, digest_transcript
+from octobrain.memory.transcript_branch import is_off, off_branch
 from octobrain.memory.transcript_file import check_before, entries_from, open_transcript
 
 __all__ = ["Part", "transcript_part"]
@@ -74,9 +75,14 @@ def _read_part(path: str | Path, cwd: str, start: int) -> Part:
     handle = open_transcript(path)
     size = os.fstat(handle.fileno()).st_size
     most = min(transcript_file.READ_BYTES, transcript_file.TRANSCRIPT_BYTES - start)
+    # The branch Claude Code resumes, as far as this part shows it (`memory ingest` reads the
+    # same): a prompt edited away is no decision taken.
+    off = off_branch(entry for _, entry in entries_from(handle, Path(path), start, most))
+    handle = open_transcript(path)
     ends = [start]
+    entries = entries_from(handle, Path(path), start, most, ends)
     digest = digest_transcript(
-        (entry for _, entry in entries_from(handle, Path(path), start, most, ends)), cwd, room=2
+        (entry for _, entry in entries if not is_off(entry, off)), cwd, room=2
     )
     full = digest.full_for(2)
     end = ends[0]

@@ -77,6 +77,9 @@ class Conversation:
     # Records that hold nothing said in the conversation (a system prompt, a tool call or its
     # result, a notice): skipped, and counted.
     unsaid: int = 0
+    # Turns of a branch the user left by editing an earlier prompt in Claude Code (or
+    # rewinding): not in the conversation it resumes (`transcript_branch`), skipped, counted.
+    abandoned: int = 0
     # The conversation's title where its export gives one (Claude.ai's `name`, ChatGPT's
     # `title`): shown and indexed with each turn; its key stays its id.
     title: str = ""
@@ -92,7 +95,9 @@ class _Unsaid:
 
 
 UNSAID = _Unsaid()
-# What a reader of records yields for each: a turn, None for one whose text is blank, or UNSAID.
+ABANDONED = _Unsaid()  # a turn on a branch left by an edited prompt (`Conversation.abandoned`)
+# What a reader of records yields for each: a turn, None for one whose text is blank, UNSAID
+# or ABANDONED.
 Read = Turn | None | _Unsaid
 
 
@@ -154,11 +159,12 @@ def streamed(make: Callable[[], Iterator[Read]], key: str) -> Conversation:
     longer than a memory holds is said in parts (`in_parts`). Only two digests and a count a
     turn are held (32 bytes, not the turn's 270 or more)."""
     keys, said, pieces = bytearray(), bytearray(), array("I")
-    blank, cut, cut_at, undated, unsaid = 0, 0, "", 0, 0
+    blank, cut, cut_at, undated, unsaid, abandoned = 0, 0, "", 0, 0, 0
     for turn in make():
         if not isinstance(turn, Turn):
             blank += turn is None
             unsaid += turn is UNSAID
+            abandoned += turn is ABANDONED
             continue
         undated += turn.time is None
         if turn.cut:
@@ -176,7 +182,7 @@ def streamed(make: Callable[[], Iterator[Read]], key: str) -> Conversation:
             if i not in drop:
                 yield from parts(turn)
 
-    return Conversation(key, Reread(turns, count), blank, cut, cut_at, undated, unsaid)
+    return Conversation(key, Reread(turns, count), blank, cut, cut_at, undated, unsaid, abandoned)
 
 
 def _digest16(*parts: str) -> bytes:
