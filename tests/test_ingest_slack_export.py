@@ -155,6 +155,25 @@ def test_an_export_s_zip_is_read_as_its_folder(tmp_path: Path) -> None:
     assert [c.title for c in export.conversations] == ["#general", "#random"]
 
 
+def test_a_zip_listing_more_files_than_an_export_holds_is_refused_before_it_is_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A zip of 1,000,000 entries (a few bytes each) was listed whole: 18 s and 602 MB, then
+    # "holds no Slack export's day files"; now refused in 0.1 s, naming the bound.
+    root = _export(tmp_path / "export")
+    junk = [(f"junk/{i}", b"") for i in range(40)]
+    archive = _zipped(root, tmp_path / "export.zip", *junk)
+    assert len(read_export(archive).conversations) == 2  # (under the bound: read)
+    monkeypatch.setattr(slack_export, "ZIP_FILES", 40)
+
+    def never(*_: object) -> None:
+        raise AssertionError("the zip's directory was read")
+
+    monkeypatch.setattr(slack_export.zipfile, "ZipFile", never)
+    with pytest.raises(InvalidInput, match="zip must list at most 40 files; this one lists more"):
+        read_export(archive)
+
+
 def test_a_zip_s_member_outside_it_is_never_read_or_written(tmp_path: Path) -> None:
     root = _export(tmp_path / "export")
     bad = json.dumps([{"type": "message", "user": "U0ANA", "ts": "1709632800.1", "text": "evil"}])

@@ -8,7 +8,8 @@ before (named by its date): a turn stored so is the same turn (`Turn.earlier`).
 
 The export is bounded as one file is (`MAX_FILE_BYTES`, all its lists and day files read
 together); a folder is read without following a symlink; a zip is read in memory, never
-extracted, its sizes checked from its headers and again as it is read; its names read as
+extracted, the files it lists counted before its directory is read (`ZIP_FILES`), its
+sizes checked from its headers and again as it is read; its names read as
 their maker wrote them (`\\` a separator, UTF-8 unflagged), a symlink in it not read, a day
 file or list in it twice refused.
 """
@@ -41,6 +42,12 @@ __all__ = ["DAY_FILE", "SlackExport", "by_channel", "is_export", "read_export"]
 
 DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.json")  # a channel's day, as Slack names its file
 _LISTS = (USERS_FILE, *CONVERSATION_FILES)
+# The most files a zip may list. A day file takes 200 bytes of a zip or more (its name twice,
+# its headers, one message), so `MAX_FILE_BYTES` holds fewer than 340,000; a zip listing more
+# is refused before its directory is read: 1,000,000 entries (names of a few bytes, one file's
+# data) took 18 s and 602 MB to list.
+ZIP_FILES = 300_000
+_LISTED = b"PK\x01\x02"  # what starts each file's entry in a zip's central directory
 # A zip member's general purpose flags: its data encrypted, its name UTF-8.
 _ENCRYPTED, _UTF8_FLAG = 0x1, 0x800
 
@@ -295,6 +302,12 @@ class _Zip(_Source):
                 raise self.too_large() from None
         import io
 
+        if data.count(_LISTED) > ZIP_FILES:  # (never fewer than the entries it lists)
+            raise InvalidInput(
+                "file",
+                f"a Slack export's zip must list at most {ZIP_FILES:,} files; this one lists "
+                "more (a Slack export within the size limit holds far fewer)",
+            )
         try:
             self.archive = zipfile.ZipFile(io.BytesIO(data))
         except _UNREADABLE as exc:
