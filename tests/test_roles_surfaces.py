@@ -12,7 +12,10 @@ from mcp import Client
 
 from octobrain.cli.launch import routable
 from octobrain.cli.main import main
+from octobrain.memory.gist import DIGEST_TAG
+from octobrain.scope import derive_scope
 from tests.cli_memory_support import memory_env
+from tests.hooks_support import hook_json, transcript
 from tests.server_support import PROJECT_A, advertise_session, call, run
 from tests.server_transports_support import stdio_params
 from tests.service_support import SCOPE, assert_same_output, cli, served_count, start_service
@@ -26,6 +29,10 @@ PLAN = ("Deploy planning cadence", "Planners schedule each deploy two days ahead
 
 def _memory(*args: str) -> Result:
     return CliRunner().invoke(main, ["memory", "--scope", PROJECT_A, *args])
+
+
+def _run(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(main, list(args), input=input)
 
 
 def _found(*role: str) -> list[str]:
@@ -100,3 +107,48 @@ def test_the_resident_service_answers_a_role_s_commands_as_its_own_process_does(
     assert [hit["title"] for hit in found] == [PLAN[0]]
     assert_same_output(env, [(remember, "")])
     assert served_count() == 3
+
+
+def test_brief_and_the_hooks_read_and_write_as_their_role(
+    memory_env: dict[str, str], tmp_path: Path
+) -> None:
+    # `brief` and `hook …` took no --role: a planner's session-start briefing showed the
+    # reviewer's memories, and its session digest was stored role-less, read by every role.
+    project = tmp_path / "proj"
+    project.mkdir()
+    scope = derive_scope(project)
+    for role, (title, content) in (("reviewer", REVIEW), ("planner", PLAN)):
+        done = _run("memory", "--role", role, "--scope", scope, "memorize", "-t", title,
+                       "-c", content)  # fmt: skip
+        assert done.exit_code == 0, done.output
+    briefed = _run("brief", "--scope", scope, "--role", "planner")
+    assert briefed.exit_code == 0 and PLAN[0] in briefed.output, briefed.output
+    assert REVIEW[0] not in briefed.output
+    start = hook_json("SessionStart", project, tmp_path / "none.jsonl")
+    started = _run("hook", "session-start", "--role", "reviewer", input=start)
+    assert REVIEW[0] in started.output and PLAN[0] not in started.output, started.output
+    said = hook_json("SessionEnd", project, transcript(tmp_path / "t.jsonl", project))
+    ended = _run("hook", "session-end", "--role", "planner", input=said)
+    assert "digest stored" in ended.output, ended.output
+
+    def digests(*role: str) -> int:
+        listed = _run("memory", *role, "--scope", scope, "recent", "--format", "json")
+        assert listed.exit_code == 0, listed.output
+        return sum(DIGEST_TAG in hit["tags"] for hit in json.loads(listed.stdout))
+
+    assert (digests("--role", "planner"), digests("--role", "reviewer"), digests()) == (1, 0, 1)
+    bad = _run("brief", "--role", "a\nb")
+    assert bad.exit_code == 2 and "--role: must not contain control" in bad.output
+
+
+def test_the_resident_service_briefs_a_role_as_its_own_process_does(env: dict[str, str]) -> None:
+    assert routable(["brief", "--role", "planner", "--scope", SCOPE])
+    start_service(env)
+    for role, (title, content) in (("reviewer", REVIEW), ("planner", PLAN)):
+        done = cli(env, "memory", "--role", role, "--scope", SCOPE, "memorize", "-t", title,
+                   "-c", content)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    brief = ["brief", "--role", "planner", "--scope", SCOPE]
+    shown = cli(env, *brief, service=False).stdout.decode()
+    assert PLAN[0] in shown and REVIEW[0] not in shown, shown
+    assert_same_output(env, [(brief, "")])

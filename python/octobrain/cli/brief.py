@@ -12,6 +12,7 @@ import click
 
 from octobrain.cli.common import (
     FORMAT_OPTION,
+    ROLE_OPTION,
     OctobrainGroup,
     cannot_ask,
     chosen_scope,
@@ -34,24 +35,25 @@ def _scope(scope: str | None, global_: bool, cwd: Path) -> str:
     return chosen_scope(scope, global_, cwd)
 
 
-def _brain(scope: str, cwd: Path, session_id: str = "") -> Brain:
-    return open_brain(scope, cwd, session_id)
+def _brain(scope: str, cwd: Path, role: str, session_id: str = "") -> Brain:
+    return open_brain(scope, cwd, session_id, role)
 
 
 @click.command("brief")
 @click.option("--scope", help="Project scope (default: derived from the cwd's git remote).")
 @click.option("--global", "global_", is_flag=True, help="Brief on global memories only.")
+@ROLE_OPTION
 @click.option(
     "--max-tokens", type=int, default=None, help="Token budget (default: brief.max_tokens, 1500)."
 )
 @FORMAT_OPTION
-def brief(scope: str | None, global_: bool, max_tokens: int | None, fmt: str) -> None:
+def brief(scope: str | None, global_: bool, role: str, max_tokens: int | None, fmt: str) -> None:
     """Print the session briefing: preferences, project truths, goals, recent (Markdown)."""
     from octobrain.memory.briefing import build_briefing
     from octobrain.memory.render_brief import briefing_markdown, briefing_to_dict
 
     briefing = build_briefing(
-        _brain(_scope(scope, global_, Path.cwd()), Path.cwd()), max_tokens=max_tokens
+        _brain(_scope(scope, global_, Path.cwd()), Path.cwd(), role), max_tokens=max_tokens
     )
     if fmt == "json":
         emit_json(briefing_to_dict(briefing))
@@ -84,13 +86,14 @@ def _fail_open(what: str, exc: Exception) -> None:
 
 @hook.command("session-start")
 @click.option("--scope", help="Override the scope derived from the hook's cwd.")
+@ROLE_OPTION
 @click.option(
     "--max-tokens",
     type=int,
     default=None,
     help="Token budget of the briefing (default: brief.max_tokens, 1500).",
 )
-def hook_session_start(scope: str | None, max_tokens: int | None) -> None:
+def hook_session_start(scope: str | None, role: str, max_tokens: int | None) -> None:
     """Print the briefing as SessionStart hookSpecificOutput.additionalContext JSON."""
     from octobrain.memory.briefing import build_briefing
     from octobrain.memory.hooks import session_start_output
@@ -99,7 +102,7 @@ def hook_session_start(scope: str | None, max_tokens: int | None) -> None:
     try:
         data = _read_hook()
         cwd = Path(data.cwd) if data.cwd else Path.cwd()
-        brain = _brain(_scope(scope, False, cwd), cwd, data.session_id)
+        brain = _brain(_scope(scope, False, cwd), cwd, role, data.session_id)
         text = briefing_markdown(build_briefing(brain, max_tokens=max_tokens))
     except Exception as exc:
         _fail_open("session-start", exc)
@@ -107,7 +110,7 @@ def hook_session_start(scope: str | None, max_tokens: int | None) -> None:
     click.echo(session_start_output(text))
 
 
-def _digest(scope: str | None, event: str) -> None:
+def _digest(scope: str | None, role: str, event: str) -> None:
     from octobrain.memory.session_digest import store_digest
     from octobrain.memory.transcript_file import start_of
     from octobrain.memory.transcript_parts import transcript_part
@@ -117,7 +120,7 @@ def _digest(scope: str | None, event: str) -> None:
         if not data.transcript_path:
             raise InvalidInput("stdin.transcript_path", "is missing; nothing to digest")
         cwd = Path(data.cwd) if data.cwd else Path.cwd()
-        brain = _brain(_scope(scope, False, cwd), cwd, data.session_id)
+        brain = _brain(_scope(scope, False, cwd), cwd, role, data.session_id)
         tag = data.tag
         start = start_of(tag, data.transcript_path, brain.uri, brain.scope)
         part = transcript_part(data.transcript_path, data.cwd, start)
@@ -134,14 +137,14 @@ def _digest(scope: str | None, event: str) -> None:
         try:
             # (only on from a point recorded further than this one began: never round again)
             on = start_of(tag, data.transcript_path, brain.uri, brain.scope) > part.start
-            pid = _read_on(data, scope, event) if on else None
+            pid = _read_on(data, scope, role, event) if on else None
         except OSError as exc:
             pid, left = None, f"{left}; {exc.strerror or exc}"
         more = f"the rest is read by process {pid}" if pid else "the session's next hook reads on"
         click.echo(f"octobrain {event}: the transcript is long ({left}); {more}", err=True)
 
 
-def _read_on(data: HookInput, scope: str | None, event: str) -> int:
+def _read_on(data: HookInput, scope: str | None, role: str, event: str) -> int:
     """Start `octobrain hook <event>` again, on its own (not stopped with the hook that started
     it), with the same hook JSON: it reads on from where this one stopped. Its stderr goes to
     `<data dir>/hooks/read-on.log`."""
@@ -155,6 +158,7 @@ def _read_on(data: HookInput, scope: str | None, event: str) -> int:
     given = {**data.raw, "transcript_path": os.path.abspath(data.transcript_path)}
     argv = [sys.executable, "-m", "octobrain", "hook", event]
     argv += ["--scope", scope] if scope else []
+    argv += ["--role", role] if role else []
     log_dir = data_dir() / "hooks"
     log_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile() as stdin, open(log_dir / "read-on.log", "ab") as log:
@@ -172,16 +176,18 @@ def _read_on(data: HookInput, scope: str | None, event: str) -> int:
 
 @hook.command("pre-compact")
 @click.option("--scope", help="Override the scope derived from the hook's cwd.")
-def hook_pre_compact(scope: str | None) -> None:
+@ROLE_OPTION
+def hook_pre_compact(scope: str | None, role: str) -> None:
     """Store a digest of the transcript before Claude Code compacts it."""
-    _digest(scope, "pre-compact")
+    _digest(scope, role, "pre-compact")
 
 
 @hook.command("session-end")
 @click.option("--scope", help="Override the scope derived from the hook's cwd.")
-def hook_session_end(scope: str | None) -> None:
+@ROLE_OPTION
+def hook_session_end(scope: str | None, role: str) -> None:
     """Store (or refresh) the digest of the session's transcript when it ends."""
-    _digest(scope, "session-end")
+    _digest(scope, role, "session-end")
 
 
 @hook.command("install")

@@ -14,7 +14,7 @@ import click
 
 from octobrain.errors import InvalidInput, OctobrainError, as_json, json_printable
 from octobrain.files import write_atomic_file as write_atomic_file
-from octobrain.safe_text import on_terminal, one_line, printable
+from octobrain.safe_text import check_label, on_terminal, one_line, printable
 
 if TYPE_CHECKING:
     from octobrain.knowledge import Knowledge
@@ -163,6 +163,14 @@ def _damage_detail(line: str) -> str:
         return f"store {report.store}: {damage[0].line()} (see `octobrain doctor`)"
     return line
 
+
+ROLE_OPTION = click.option(
+    "--role",
+    default="",
+    callback=lambda ctx, param, value: check_label("--role", value),
+    help="An agent's role (reviewer, planner): what it stores is that role's, and it sees that "
+    "role's memories and those of no role (default: none, every role's seen).",
+)
 
 FORMAT_OPTION = click.option(
     "--format",

@@ -9,6 +9,7 @@ import click
 
 from octobrain.cli.common import (
     FORMAT_OPTION,
+    ROLE_OPTION,
     OctobrainGroup,
     add_scope_options,
     cannot_ask,
@@ -28,17 +29,12 @@ from octobrain.cli.links import LINK_COMMANDS
 from octobrain.cli.storage import migrate_cmd
 from octobrain.errors import InvalidInput, as_json
 from octobrain.models import MemoryType
-from octobrain.safe_text import check_label, glimpse, on_terminal, printable
+from octobrain.safe_text import glimpse, on_terminal, printable
 
 
 @click.group("memory", cls=OctobrainGroup)
 @scope_options
-@click.option(
-    "--role",
-    default="",
-    help="An agent's role (reviewer, planner): what it stores is that role's, and it sees that "
-    "role's memories and those of no role (default: none, every role's seen).",
-)
+@ROLE_OPTION
 @click.pass_context
 def memory(ctx: click.Context, scope: str | None, global_: bool, role: str) -> None:
     """Store, search and curate memories."""
@@ -47,7 +43,7 @@ def memory(ctx: click.Context, scope: str | None, global_: bool, role: str) -> N
         raise whole_store_refusal("--global" if global_ else "--scope", command)
     if role and command is not None and command in WHOLE_STORE:
         raise whole_store_refusal("--role", command)
-    ctx.obj = {**group_scope(scope, global_), "role": check_label("--role", role)}
+    ctx.obj = {**group_scope(scope, global_), "role": role}
 
 
 @memory.command("memorize")
