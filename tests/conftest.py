@@ -7,6 +7,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,22 +21,41 @@ os.environ["OCTOBRAIN_DATA_DIR"] = _DATA_DIR
 atexit.register(shutil.rmtree, _DATA_DIR, ignore_errors=True)
 
 
-# A test's background work ends with it: the access counts it queued are committed, and its
-# sleep passes and snapshot writes are waited for, before the next test starts. (They went on
-# committing into its temporary store while later tests ran.)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: every collected test is looked at
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that runs the resident service (the `env` fixture of tests/service_support.py,
     whatever name a file imports it under) is marked `service`. `make test` runs those alone,
     after the others ran two at a time: a command waits a second for a service to bind before
     it runs in-process, so beside other work a service test could see its commands served
     in-process."""
+    from tests import service_support
+
+    marked = 0
     for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        defs = info.name2fixturedefs.values() if info is not None else ()
-        if any(d.func.__module__ == "tests.service_support" for ds in defs for d in ds):
+        # A file takes the fixture by importing it (`env`, `service_env`), and a fixture of its
+        # own that asks for it is in the test's closure too: look those names up where the
+        # test was written.
+        if not isinstance(item, pytest.Function):
+            continue
+        places = [p for p in (item.cls, item.module) if p is not None]
+        if any(
+            getattr(place, name, None) is service_support.env
+            for name in item.fixturenames
+            for place in places
+        ):
             item.add_marker(pytest.mark.service)
+            marked += 1
+    here = config.invocation_params.dir
+    tests_dir = Path(__file__).parent
+    whole_suite = any(tests_dir.is_relative_to((here / arg).resolve()) for arg in config.args)
+    if whole_suite and marked == 0:
+        # `-m service` would run nothing and pass: the service tests would never run.
+        raise pytest.UsageError("no test found using the service `env` fixture (tests/conftest.py)")
 
 
+# A test's background work ends with it: the access counts it queued are committed, and its
+# sleep passes and snapshot writes are waited for, before the next test starts. (They went on
+# committing into its temporary store while later tests ran.)
 _BACKGROUND = ("octobrain-access", "octobrain-sleep", "octobrain-snapshot")
 _WAIT_S = 10.0
 
