@@ -86,13 +86,14 @@ def since(location: StoreLocation, table: str, version: int) -> Changes:
         return Changes(everything=True)
     if record is None:
         return Changes()
-    if not _readable(record):
-        return Changes(everything=True)
-    if version < record["floor"].get(table, 0):
+    if not _readable_frame(record) or version < record["floor"].get(table, 0):
         return Changes(everything=True)
     ids: set[str] = set()
     edges: set[str] = set()
+    # Each entry's shape is checked as it is read: one pass (a damaged one means everything).
     for entry in record["entries"]:
+        if not _readable_entry(entry):
+            return Changes(everything=True)
         if table not in entry or entry[table] < version:
             continue  # its commit is at or before `version`: already seen
         if entry.get("all"):
@@ -105,14 +106,18 @@ def since(location: StoreLocation, table: str, version: int) -> Changes:
 def _readable(record: dict[str, Any]) -> bool:
     """`record` is of this format and shaped as `note` writes it. A damaged one (`"floor": []`,
     a version that is text) failed the call that read it, as an internal error."""
-    if record.get("format") != FORMAT:
-        return False
-    floor, entries = record.get("floor"), record.get("entries")
+    return _readable_frame(record) and all(_readable_entry(e) for e in record["entries"])
+
+
+def _readable_frame(record: dict[str, Any]) -> bool:
+    """`record` is of this format, with a floor of versions and a list of entries (each entry
+    still to be checked with `_readable_entry`)."""
+    floor = record.get("floor")
     return (
-        isinstance(floor, dict)
+        record.get("format") == FORMAT
+        and isinstance(floor, dict)
         and all(_is_version(v) for v in floor.values())
-        and isinstance(entries, list)
-        and all(_readable_entry(e) for e in entries)
+        and isinstance(record.get("entries"), list)
     )
 
 
