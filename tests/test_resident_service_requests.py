@@ -94,7 +94,7 @@ def test_a_client_gone_before_asking_is_not_logged_as_a_stranger(env: dict[str, 
 
 def test_a_request_past_the_size_bound_is_dropped_unanswered(env: dict[str, str]) -> None:
     # A line without end was kept whole in memory, and grown by copying (quadratic).
-    from octobrain.cli.service_daemon import REQUEST_BYTES
+    from octobrain.cli.service_requests import REQUEST_BYTES
 
     start_service(env)
     pid = ask(current_settings(), "status")["pid"]  # type: ignore[index]

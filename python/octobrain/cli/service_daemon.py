@@ -13,12 +13,12 @@ Started on demand by the first command that finds no service (detached, as `pyth
 octobrain.cli.service_daemon`), it holds `<key>.lock` for its whole life, so at most one runs
 per data directory, and exits after `service.idle_seconds` without a request, when the config
 file changes, or when a client of another build asks (the newer install then starts its own).
+What it answers on each connection is `cli.service_requests`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import socket
@@ -27,55 +27,34 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from octobrain.cli import library_log, service_command
-from octobrain.cli.service_client import (
-    PROTOCOL,
-    SPAWNER_FD_VAR,
-    SPAWNER_WAIT_SECONDS,
-    SUCCEED_ARG,
-    Channel,
-    build_id,
-)
-from octobrain.cli.service_command import alive, await_go, prefetch, run_command, well_formed
+from octobrain.cli.service_client import SPAWNER_FD_VAR, SPAWNER_WAIT_SECONDS, SUCCEED_ARG, build_id
 from octobrain.cli.service_place import Place
-from octobrain.cli.service_settings import Settings, data_dir, environment_marks, load_settings
+from octobrain.cli.service_requests import Requests, config_stamp
+from octobrain.cli.service_settings import Settings, load_settings
 from octobrain.cli.service_stores import BrainCache
-from octobrain.config.loader import MAX_CONFIG_BYTES
-from octobrain.files import read_regular
-from octobrain.heap import resident_bytes, trim_heap
+from octobrain.heap import trim_heap
 
 log = logging.getLogger("octobrain.cli.service_daemon")
-_LIBRARY_LOG: library_log.CallerStderr | None = None  # set by `main`
-REQUEST_SECONDS = 5.0
-# A request is a command line and a hook's JSON: a line without end is dropped past this.
-REQUEST_BYTES = 16 << 20
 ACCEPT_BACKOFF_SECONDS = 0.2  # after a failed accept (no descriptor left) before the next
-GO_SECONDS = 10.0
 QUIET_SECONDS = 1.0  # without a request after the load, before the knowledge tables are read in
 
 
-def _config_stamp(path: str) -> str | None:
-    """A digest of the config file's content (None: absent). Its mtime and size missed an
-    edit of the same length whose mtime was put back (`touch -d`, `cp -p`, a coarse clock):
-    the service answered with the old config. A config is a few kB: reading it costs ~20 µs."""
-    try:
-        data = read_regular(path, MAX_CONFIG_BYTES)[0]
-    except FileNotFoundError:
-        return None
-    except OSError as exc:  # (unreadable, or too large: the next command says why)
-        return f"{type(exc).__name__}: {exc}"
-    return hashlib.sha256(data).hexdigest()
+class Service(Requests):
+    """The load, the accept loop and the idle clock; what it answers on each connection is
+    `service_requests.Requests`."""
 
-
-class Service:
-    """The accept loop, the one-at-a-time executor and the idle clock."""
-
-    def __init__(self, settings: Settings, spawner_fd: int | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        spawner_fd: int | None = None,
+        caller_log: library_log.CallerStderr | None = None,
+    ) -> None:
         self.settings = settings
         self.build = build_id()
-        self.config_stamp = _config_stamp(settings.config_file)
+        self.config_stamp = config_stamp(settings.config_file)
+        self.caller_log = caller_log
         self.run_lock = threading.Lock()
         self.state_lock = threading.Lock()
         self.active = 0
@@ -83,7 +62,7 @@ class Service:
         self.started = time.time()
         self.last_request = time.monotonic()
         self.stopping = threading.Event()
-        self.cache: BrainCache | None = None
+        self.cache = None
         self.configured = threading.Event()  # the config was read (self.cache set if valid)
         self.loaded = False  # warm-up done: the model, the store and its mirror are in memory
         self.loaded_at = float("inf")
@@ -133,7 +112,7 @@ class Service:
         MemoryStore.defer_maintenance = True  # run after answers (`_maintain`), not within them
         Corpus.leave_tails = False  # (a whole snapshot as it exits: `settle`)
         MemoryStore.keeps_access = False  # (its calls' access counts: committed after each)
-        stamp = _config_stamp(self.settings.config_file)
+        stamp = config_stamp(self.settings.config_file)
         try:
             try:
                 cache = BrainCache(load_config(), self.run_lock)
@@ -254,164 +233,6 @@ class Service:
                 with self.state_lock:
                     self.active -= 1
 
-    def status(self) -> dict[str, Any]:
-        from octobrain import __version__
-
-        with self.state_lock:
-            idle_for = time.monotonic() - self.last_request
-            return {
-                "pid": os.getpid(),
-                "version": __version__,
-                "build": self.build,
-                "started": self.started,
-                "served": self.served,
-                "busy": self.active > 1,
-                "idle_seconds": self.settings.idle_seconds,
-                "idle_for": idle_for,
-                "loaded": self.loaded,
-                "waiting": not self.wanted.is_set(),
-                "mcp_sessions": self.sessions,
-                "socket": str(self.settings.socket_path),
-                "config": str(self.settings.config_file),
-                "data_dir": data_dir(),
-                "environment": environment_marks(),  # (no values: they may be credentials)
-                "stale": self._refusal({"protocol": PROTOCOL, "build": self.build}),
-                "rss_mb": (resident_bytes() or 0) / (1 << 20),
-            }
-
-    # ---- one connection ------------------------------------------------------------------
-
-    def _handle(self, conn: socket.socket) -> None:
-        channel = Channel(conn)
-        worked = [False]  # (a command or an MCP session: what keeps the service wanted)
-        try:
-            self._exchange(channel, worked)
-        except (OSError, ValueError):
-            pass  # the client went away or spoke nonsense: nothing was run for it
-        except Exception:  # a malformed request; the service itself carries on
-            log.exception("request failed")
-        finally:
-            conn.close()
-            with self.state_lock:
-                self.active -= 1
-                if worked[0]:  # a `status` asked every few seconds kept it from idling out
-                    self.last_request = time.monotonic()
-
-    def _refusal(self, request: dict[str, Any]) -> str | None:
-        """Why this service must make room for a new one (None: it answers). Only a request
-        that looks like one from an octobrain client counts: anything else is dropped."""
-        if request.get("protocol") != PROTOCOL or request.get("build") != self.build:
-            return "another build of octobrain"
-        if _config_stamp(self.settings.config_file) != self.config_stamp:
-            return "the config file changed"
-        return None
-
-    def _exchange(self, channel: Channel, worked: list[bool]) -> None:
-        channel.sock.settimeout(REQUEST_SECONDS)
-        if not channel.sock.recv(1, socket.MSG_PEEK):
-            return  # the client left before asking (killed, or a Ctrl-C as it connected)
-        request = channel.recv(REQUEST_SECONDS, REQUEST_BYTES)
-        if not well_formed(request):
-            log.warning("dropped a request that is not an octobrain client's")
-            return
-        # Asked what it is, it answers whoever asks (`service status --all` asks every service
-        # of the user): a status of another build or config made it step aside.
-        refusal = None if request.get("op") == "status" else self._refusal(request)
-        channel.send({"protocol": PROTOCOL, "build": self.build, "accepted": refusal is None})
-        if refusal is not None:  # a newer install or config wants a new service: make room
-            log.info("stopping: %s", refusal)
-            self.stopping.set()
-            return
-        op = request.get("op")
-        if op in ("run", "mcp"):
-            self.wanted.set()  # someone waits for this service: load now
-            worked[0] = True
-        if op == "status":
-            channel.send(self.status())
-            return
-        if op == "stop":
-            channel.send({"stopping": True, "pid": os.getpid()})
-            self.stopping.set()
-            return
-        if op == "mcp":
-            self._mcp(channel, request)
-            return
-        if op != "run":
-            return
-        prefetch(request)
-        with self._knowledge_turn(request) as had:
-            result = self._run(channel, request) if had else None
-        if result is None:
-            return  # the client gave up waiting, or is stopped: it runs the command itself
-        channel.send(result)
-        self._maintain()
-        trim_heap()
-
-    def _knowledge_turn(self, request: dict[str, Any]) -> contextlib.AbstractContextManager[bool]:
-        """For a knowledge command, its store's knowledge lock, taken before the run lock
-        (`BrainCache.knowledge_turn`): whether it was had in time; for any other, nothing."""
-        if request["argv"][:1] != ["knowledge"]:
-            return contextlib.nullcontext(True)
-        cache = self.cache if self.configured.wait(self.settings.wait_seconds) else None
-        if cache is None:  # (not loaded in time, or a bad config: no knowledge lock to take)
-            return contextlib.nullcontext(True)
-        return cache.knowledge_turn(str(request["cwd"]), self.settings.wait_seconds)
-
-    def _run(self, channel: Channel, request: dict[str, Any]) -> dict[str, Any] | None:
-        """Take the run lock, say `ready`, and run the command once the client says `go`; its
-        result (None: not run)."""
-        with self.run_lock:
-            if self.stopping.is_set():
-                return None
-            channel.send({"ready": True})
-            if await_go(channel, GO_SECONDS, REQUEST_BYTES) != {"go": True}:
-                return None
-            channel.send({"running": True})
-            with alive(channel):
-                result = run_command(request, self.cache, _LIBRARY_LOG)
-            with self.state_lock:
-                self.served += 1
-        return result
-
-    def _maintain(self) -> None:
-        """Store maintenance that a write fell due for, run once the answer is out and no
-        command runs (after a command, and on an idle tick of the accept loop)."""
-        cache = self.cache
-        if cache is None or not self.run_lock.acquire(blocking=False):
-            return
-        try:
-            cache.maintain()
-        except Exception:  # the next command reports a store that cannot be maintained
-            log.warning("store maintenance failed", exc_info=True)
-        finally:
-            self.run_lock.release()
-
-    def _mcp(self, channel: Channel, request: dict[str, Any]) -> None:
-        """Host one relayed `octobrain mcp` session; closing without `{"mcp": true}` tells the
-        client to serve itself (a bad config, an HTTP bind, a cwd that cannot be read)."""
-        cwd = request.get("cwd")
-        if not self.configured.wait(self.settings.wait_seconds) or not isinstance(cwd, str):
-            return
-        cache = self.cache
-        if cache is None or cache.config.mcp.bind:
-            return
-        from octobrain.server.hosted import host_session, prepare_session
-
-        try:
-            octo = prepare_session(cache.pool(cwd), cwd)
-        except OSError:
-            return
-        if channel.pending():
-            return  # the client may send protocol bytes only after the answer
-        channel.send({"mcp": True})
-        with self.state_lock:
-            self.sessions += 1
-        try:
-            host_session(octo, channel.sock)
-        finally:
-            with self.state_lock:
-                self.sessions -= 1
-
 
 def _spawner_fd() -> int | None:
     """The read end of the pipe whose other end the process that started this service holds
@@ -430,7 +251,12 @@ def _spawner_fd() -> int | None:
     return fd
 
 
-def run_service(settings: Settings, *, succeed: bool = False) -> int:
+def run_service(
+    settings: Settings,
+    *,
+    succeed: bool = False,
+    caller_log: library_log.CallerStderr | None = None,
+) -> int:
     """Serve until idle; 0 also when another service already holds the lock (one started to
     `succeed` a service stepping aside waits for it, `STEP_ASIDE_SECONDS` at most)."""
     place = Place.take(settings, succeed=succeed)
@@ -438,7 +264,7 @@ def run_service(settings: Settings, *, succeed: bool = False) -> int:
         return 0  # another service is alive (or starting): it answers
     if succeed:
         log.info("took over from the service that stepped aside")
-    service = Service(settings, _spawner_fd())
+    service = Service(settings, _spawner_fd(), caller_log)
     service.lost_place = place.lost
     try:
         service.serve(place.listener, place.release)
@@ -453,7 +279,6 @@ def main() -> int:
     # stderr of the command that caused them, as in a new process. What the hosted MCP
     # sessions and the shared pool log goes to the log file: a CLI command running at the same
     # time must not get another session's warnings on its stderr (`library_log`).
-    global _LIBRARY_LOG
     handler = library_log.CappedLog(sys.stderr)  # (within library_log.LOG_BYTES)
     handler.setFormatter(  # a log read with `tail -f` must not carry a PDF's escape sequences
         library_log.PrintableFormatter(
@@ -471,11 +296,11 @@ def main() -> int:
         logger.propagate = False
     for own in (log, service_command.log):
         own.setLevel(logging.INFO)
-    _LIBRARY_LOG = library_log.install(elsewhere=handler)
+    caller_log = library_log.install(elsewhere=handler)
     settings = load_settings()
     if settings is None or not settings.enabled:
         return 0
-    return run_service(settings, succeed=SUCCEED_ARG in sys.argv[1:])
+    return run_service(settings, succeed=SUCCEED_ARG in sys.argv[1:], caller_log=caller_log)
 
 
 if __name__ == "__main__":
