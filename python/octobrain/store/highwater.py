@@ -52,7 +52,7 @@ from urllib.parse import urlsplit
 
 from octobrain.errors import StorageError
 from octobrain.files import read_regular, replace_whole
-from octobrain.store import deletion_sums
+from octobrain.store import deletion_sums, sighted
 from octobrain.store.endpoint import object_store_reason
 
 if TYPE_CHECKING:
@@ -145,6 +145,8 @@ class HighWater:
         which is safe."""
         if not self.applies or not versions:
             return
+        for name, version in versions.items():  # (kept whatever becomes of the record)
+            sighted.sight(self._location, name, version)
         with self._guard:
             try:
                 self._record(versions)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from octobrain.errors import InvalidInput, StorageError
-from octobrain.store import seen, stamps
+from octobrain.store import seen, sighted, stamps
 from octobrain.store.lease import LEASE_TTL_S
 from octobrain.store.table_files import OTHER_SCHEME, not_regular
 from octobrain.store.versions import Problem, lost_version, versions_dir
@@ -202,6 +202,7 @@ def check_versions(location: StoreLocation, name: str, table: lancedb.table.Tabl
     lost = lost_version(location, name, table)
     if lost is not None:
         raise TableDamaged(location, name, lost.reason, lost.repair)
+    sighted.sight(location, name, int(table.version), accepted=True)
 
 
 def check_before_write(location: StoreLocation, *tables: lancedb.table.Table | None) -> None:

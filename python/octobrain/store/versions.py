@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from octobrain.files import read_regular
+from octobrain.store import sighted
 from octobrain.store.lease import CLOCK_TOLERANCE_S
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table)
     On a bucket Lance writes no hint, and on a disk the hint may be gone with the manifest:
     octobrain's own record of the versions committed under the write lock stands in for it
     then (`highwater`; on a disk read only when the hint is not there: a table copied back
-    from a backup, with its own hint, is its own word).
+    from a backup, with its own hint, is its own word), and with that gone too, the newest
+    version this process committed or opened (`sighted`).
     """
     if int(table.version) == 0:
         return _blank_newest(location, name)
@@ -107,11 +109,11 @@ def _lost_by_record(
     location: StoreLocation, name: str, table: lancedb.table.Table
 ) -> Problem | None:
     """`lost_version` from the versions recorded under the write lock: on an object store, and
-    on a disk whose hint is gone."""
+    on a disk whose hint is gone; then from what this process saw (`sighted`)."""
     marks = location.high_water
     committed = marks.recorded(name)
     if committed is None or committed <= int(table.version):
-        return None
+        return _lost_by_sight(location, name, table)
     table.checkout_latest()  # type: ignore[no-untyped-call]
     opened = int(table.version)
     if committed <= opened:
@@ -120,7 +122,7 @@ def _lost_by_record(
     # --recreate`) by another process: only the record as it is now counts.
     committed = marks.recorded(name, fresh=True) or 0
     if committed <= opened or _started_over_since(marks.recorded_at(name), table, opened):
-        return None
+        return _lost_by_sight(location, name, table)
     gone = _gone(committed, opened)
     if location.path is not None:
         return Problem(
@@ -140,8 +142,41 @@ def _lost_by_record(
     )
 
 
-def _started_over_since(at: float | None, table: lancedb.table.Table, opened: int) -> bool:
-    """Whether version `opened` of `table` was committed more than `CLOCK_TOLERANCE_S` after its
+def _lost_by_sight(
+    location: StoreLocation, name: str, table: lancedb.table.Table
+) -> Problem | None:
+    """`lost_version` from the newest version this process committed or opened (`sighted`),
+    when neither Lance's hint nor octobrain's record names a newer one than opens: all three
+    deleted at once under a running server, which answered from the version before."""
+    mark = sighted.sighted(location, name) if location.high_water.applies else None
+    if mark is None or mark[0] <= int(table.version):  # (`s3+ddb://` fails such an open)
+        return None
+    table.checkout_latest()  # type: ignore[no-untyped-call]
+    opened, (seen, at) = int(table.version), mark
+    # (on a disk the committer's clock is this machine's: a table started over since this
+    # process last saw it has only versions committed after that)
+    tolerance = 0.0 if location.path is not None else CLOCK_TOLERANCE_S
+    if seen <= opened or _started_over_since(at, table, opened, tolerance):
+        return None
+    gone = _gone(seen, opened)
+    said = "file" if location.path is not None else "object"
+    return Problem(
+        f"{gone} committed (this process saw it), but the newest version that "
+        f"opens is {opened}, and neither Lance's {HINT} nor {location.high_water.key} names it "
+        f"any more: the manifest {said} of {gone} in {name}.lance/_versions/ is gone",
+        f"put {name}.lance/_versions/ back from a backup; or, to keep the table as of version "
+        f"{opened} and lose what was written after it, restart this process (the MCP server; "
+        "`octobrain service stop` for the resident service)",
+    )
+
+
+def _started_over_since(
+    at: float | None,
+    table: lancedb.table.Table,
+    opened: int,
+    tolerance: float = CLOCK_TOLERANCE_S,
+) -> bool:
+    """Whether version `opened` of `table` was committed more than `tolerance` after its
     recorded entry was set at `at` (`HighWater.recorded_at`): the table was started over since
     (by a release that keeps no record), so the entry is stale, not a sign of loss (`highwater`
     says which clocks this trusts). Asked only of a table whose entry is above it: one LIST and
@@ -157,7 +192,7 @@ def _started_over_since(at: float | None, table: lancedb.table.Table, opened: in
         if int(version["version"]) == opened:
             # (Lance gives its UTC time naive, in this machine's zone)
             committed = version["timestamp"].astimezone().timestamp()
-            return bool(committed > at + CLOCK_TOLERANCE_S)
+            return bool(committed > at + tolerance)
     return False
 
 
@@ -227,7 +262,8 @@ def newest_on_disk(location: StoreLocation, name: str) -> int | None:
     except (OSError, ValueError):
         return None
     if committed is None:  # (gone, or an older Lance's store): as in `lost_version`
-        committed = location.high_water.recorded(name)
+        mark = sighted.sighted(location, name)
+        committed = max(location.high_water.recorded(name) or 0, mark[0] if mark else 0) or None
     return newest if committed is None or committed <= newest else None
 
 
