@@ -62,6 +62,7 @@ def test_a_server_refuses_a_table_that_lost_its_newest_version_and_every_record_
                 assert "version 3 committed (this process saw it)" in said, said
                 assert "the newest version that opens is 2" in said, said
                 assert "restart this process" in said, said
+                assert "octobrain doctor" not in said, said  # (a new process sees no loss)
 
         # The repair it names, to keep the table as it opens: a new process serves version 2.
         async with Client(stdio_client(stdio_params(tmp_path))) as client:

@@ -134,11 +134,13 @@ def repair_hint(name: str) -> str:
 class TableDamaged(StorageError):
     """A table the store created earlier is missing or cannot be opened or read."""
 
-    def __init__(self, location: object, name: str, reason: str, repair: str = "") -> None:
+    def __init__(
+        self, location: object, name: str, reason: str, repair: str = "", doctor: bool = True
+    ) -> None:
+        details = " Run `octobrain doctor` for details." if doctor else ""
         super().__init__(
             f"store: table {name!r} in {location} is damaged or missing ({reason}); it is not "
-            f"re-created empty. Run `octobrain doctor` for details. To repair: "
-            f"{repair or repair_hint(name)}"
+            f"re-created empty.{details} To repair: {repair or repair_hint(name)}"
         )
         self.table = name
         self.reason = reason
@@ -201,7 +203,7 @@ def check_versions(location: StoreLocation, name: str, table: lancedb.table.Tabl
     """Refuse a table that lost committed versions (`lost_version`): `TableDamaged`."""
     lost = lost_version(location, name, table)
     if lost is not None:
-        raise TableDamaged(location, name, lost.reason, lost.repair)
+        raise TableDamaged(location, name, lost.reason, lost.repair, lost.doctor_sees)
     sighted.sight(location, name, int(table.version), accepted=True)
 
 

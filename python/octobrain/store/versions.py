@@ -38,6 +38,7 @@ class Problem:
 
     reason: str
     repair: str
+    doctor_sees: bool = True  # whether `octobrain doctor`, a new process, finds it too
 
 
 def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table) -> Problem | None:
@@ -167,6 +168,7 @@ def _lost_by_sight(
         f"put {name}.lance/_versions/ back from a backup; or, to keep the table as of version "
         f"{opened} and lose what was written after it, restart this process (the MCP server; "
         "`octobrain service stop` for the resident service)",
+        doctor_sees=False,  # (what this process saw is in no file a new process reads)
     )
 
 
