@@ -43,8 +43,9 @@ if TYPE_CHECKING:
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
 @click.pass_context
 def export_cmd(ctx: click.Context, output: str, embeddings: bool, force: bool) -> None:
-    """Write visible memories (this scope's and the global ones) and their links as JSONL (to
-    OUTPUT or stdout); `memory import` brings them back in those scopes."""
+    """Write visible memories (this scope's and the global ones; with `--role R`, R's and those
+    of no role) and their links as JSONL (to OUTPUT or stdout); `memory import` brings them
+    back in those scopes, each with its role."""
     from octobrain.memory.export import export_jsonl
 
     if output == "-":
@@ -142,7 +143,8 @@ def import_cmd(ctx: click.Context, source: str, fmt: str) -> None:
     before anything is written. Memories keep the scopes the file gives them (an export
     holds its scope's memories and the global ones), and what was written is counted by
     scope: an import moves no memory into another project, so a `--scope` or `--global`
-    given for a file holding another project's memories is refused."""
+    given for a file holding another project's memories is refused. Each memory keeps its
+    role too: with `--role R`, a file holding another role's memories is refused."""
     import tempfile
 
     from octobrain.files import named_by, open_regular

@@ -234,7 +234,7 @@ def check_import(
                 raise InvalidInput(f"line {number}", f"not an {FORMAT} {versions} file")
             header = header_row(obj, f"line {number}")
             dim = header.get("dim")
-            agreement = Agreement(header)
+            agreement = Agreement(header, brain.role)
         elif kind == "memory":
             try:
                 parsed = memory_row(obj, f"line {number}")

@@ -26,10 +26,16 @@ class Agreement:
     session, and an export writes one only with both its memories: one naming a memory the
     file does not hold would join a memory of the importing store to the file's. Whether the
     two still share a `session:` tag is not asked: `update --remove-tags` removes one and
-    keeps the link, and an export must import back."""
+    keeps the link, and an export must import back.
 
-    def __init__(self, header: dict[str, Any]) -> None:
+    An import for a role (`memory --role R import`) keeps each memory's role, as it keeps its
+    scope: a file holding memories of R and of no role (what R's export holds) is imported as
+    it is, one holding another role's is refused, naming the line: a role writes no memory
+    into another role's space."""
+
+    def __init__(self, header: dict[str, Any], role: str = "") -> None:
         scope = header.get("scope")
+        self._role = role
         self._scope = scope if isinstance(scope, str) else None
         self._header = header
         self._memories: set[str] = set()
@@ -38,6 +44,13 @@ class Agreement:
 
     def memory(self, memory: Memory, number: int) -> None:
         self._within(memory.scope, f"line {number}.scope")
+        if self._role and memory.role not in (self._role, ""):
+            raise InvalidInput(
+                f"line {number}.role",
+                f"is {as_json(memory.role)}, and this import is role {as_json(self._role)}'s: "
+                "an import keeps each memory's role and writes none into another role's; "
+                "nothing was imported. Import it with no role to keep every memory's role",
+            )
         self._memories.add(memory.id)
         if memory.scope != GLOBAL_SCOPE:
             self.projects.add(memory.scope)

@@ -140,7 +140,7 @@ def write_import(
             # The edges and memories present are read where edges are added.
             with store.write_lock():
                 end_ids = {r.source_id for r in rels} | {r.target_id for r in rels}
-                ends = store.scopes_of(sorted(end_ids))
+                ends = _ends_seen(brain, sorted(end_ids))
                 have = store.held_relationships([r.id for r in rels])
                 # A link held under another edge id (or named twice in the file) is held.
                 linked = store.links_held(rels)
@@ -215,6 +215,17 @@ def _written_beside(
     as its own, a record naming rows of both runs was stored by neither."""
     others = sorted(checked.named - wrote)
     return import_marks.written_before(store, mark, others) if others else set()
+
+
+def _ends_seen(brain: Brain, ids: list[str]) -> dict[str, str]:
+    """The scope of each of `ids` the store holds that `brain`'s role sees (any scope): a
+    role's import links none of its memories to another role's, and learns no such id is
+    held (it counts as an end the store does not hold)."""
+    ends = brain.store.scopes_of(ids)
+    if brain.sight.roles is None:
+        return ends
+    roles = brain.store.values_of(sorted(ends), "role")
+    return {i: scope for i, scope in ends.items() if roles.get(i) in brain.sight.roles}
 
 
 # why not stored
