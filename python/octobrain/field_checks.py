@@ -76,12 +76,20 @@ def check_unit(field_name: str, value: object) -> float:
     return number + 0.0  # -0.0 + 0.0 is 0.0
 
 
+def integer_of(value: object, least: int, most: float = math.inf) -> int | None:
+    """`value` as an integer in [least, most], else None. A float with no fraction (`1.0`) is
+    that integer, as JSON Schema's "integer" takes it (an MCP client may send one)."""
+    number = int(value) if isinstance(value, float) and value.is_integer() else value
+    if isinstance(number, bool) or not isinstance(number, int) or not least <= number <= most:
+        return None
+    return number
+
+
 def check_limit(value: object, *, field_name: str = "limit", maximum: int) -> int:
     """A result count in [1, maximum] (the caller's ceiling: `search.max_results` for a
-    search, which the MCP schema states too). A float with no fraction (`1.0`) is that
-    integer, as JSON Schema's "integer" takes it (an MCP client may send one)."""
-    number = int(value) if isinstance(value, float) and value.is_integer() else value
-    if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= maximum:
+    search, which the MCP schema states too); `1.0` is 1 (`integer_of`)."""
+    number = integer_of(value, 1, maximum)
+    if number is None:
         # (quoted as sent: `1e308` read as its integer was echoed as 309 digits)
         raise InvalidInput(
             field_name, f"must be an integer in [1, {maximum}], got {as_json(value)}"

@@ -62,3 +62,16 @@ def test_normalise_strips_each_line_as_rstrip_does(text: str) -> None:
     plain = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
     plain = "\n".join(line.rstrip() for line in plain.split("\n"))
     assert normalise(text) == re.sub(r"\n{3,}", "\n\n", plain).strip()
+
+
+def test_a_line_or_byte_number_sent_as_a_whole_float_is_that_integer() -> None:
+    # `limit: 1.0` was taken as 1 (JSON Schema's "integer" holds it) while `from_line: 2.0`
+    # was refused: one rule for every integer a client sends.
+    doc = Document("file:///a.md", "A", DocType.TEXT, "one\ntwo\nthree\n")
+    assert page(doc, 2.0).text == page(doc, 2).text == "two\nthree"
+    assert page(doc, 1, 3, from_byte=1.0).text == page(doc, 1, 3, from_byte=1).text
+    for bad, field in ((1.5, "from_line"), (0.0, "from_line"), (True, "from_line")):
+        with pytest.raises(InvalidInput, match=f"^{field}: must be an integer"):
+            page(doc, bad)
+    with pytest.raises(InvalidInput, match="^from_byte: must be an integer ≥ 0, got -1"):
+        page(doc, 1, 3, from_byte=-1.0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from octobrain.errors import InvalidInput, as_json
+from octobrain.field_checks import integer_of
 from octobrain.knowledge.extract import Document
 
 LINE_CHARS = 400  # the most of one line `match` shows: a window around the match
@@ -66,17 +67,20 @@ def split_lines(text: str) -> list[str]:
 
 
 def check_line(value: object) -> int:
-    """A `from_line`: an integer from 1 (whether the text has that line is `page`'s check)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    """A `from_line`: an integer from 1 (whether the text has that line is `page`'s check);
+    `2.0` is 2, as `limit` takes it (`integer_of`)."""
+    number = integer_of(value, 1)
+    if number is None:
         raise InvalidInput("from_line", f"must be an integer ≥ 1, got {as_json(value)}")
-    return value
+    return number
 
 
 def check_byte(value: object) -> int:
     """A `from_byte`: an integer from 0 (whether the line is that long is `page`'s check)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    number = integer_of(value, 0)
+    if number is None:
         raise InvalidInput("from_byte", f"must be an integer ≥ 0, got {as_json(value)}")
-    return value
+    return number
 
 
 def page(
