@@ -117,3 +117,31 @@ def test_a_sleep_pass_weighs_no_statement_against_another_role_s(tmp_path: Path)
     # equally trusted and recent: a disagreement left open).
     assert edges == {(told.id, shared.id)}
     assert [set(pair) for pair in report.disagreements] == [{guess.id, shared.id}]
+
+
+def test_a_role_s_sleep_pass_reports_no_other_role_s_memory(tmp_path: Path) -> None:
+    # `memory --role reviewer sleep-consolidate --dry-run` printed the planner's near-duplicates
+    # (their ids and merged words), its conflicts and its faded memories archived.
+    now = utcnow()
+    with _brain(tmp_path) as everyone:
+        twins = [add_at(everyone, "Deploys", TWINS[i], now, role="planner") for i in range(2)]
+        told = add_at(everyone, "Timeout", timeout(30), now - timedelta(days=3),
+                      source=Source.USER_CONFIRMED, role="planner")  # fmt: skip
+        guess = add_at(everyone, "Timeout", timeout(90), now - timedelta(hours=1), role="planner")
+        faded = add_at(everyone, "Old cache note", "The cache TTL was 5 minutes.",
+                       now - timedelta(days=500), role="planner")  # fmt: skip
+    planner_ids = {m.id for m in (*twins, told, guess, faded)}
+    for role, dry_run in (("", True), ("reviewer", True), ("reviewer", False)):
+        with _brain(tmp_path, role) as brain:
+            report = brain.sleep_consolidate(threshold=0.7, min_size=2, dry_run=dry_run)
+        named = {i for c in report.conflicts for i in (c.winner, c.loser)} | set(report.archived)
+        named |= {m.id for c in report.consolidations for m in c.members}
+        shown = (named, report.candidates, report.skipped)
+        assert shown == ((planner_ids, 4, 0) if not role else (set(), 0, 0)), role
+    # The pass was the scope's, every role's: the planner's twins merged, its guess
+    # outranked, its old note archived.
+    with _brain(tmp_path) as everyone:
+        states = {i: raw_rows(everyone)[i]["state"] for i in planner_ids}
+        assert (told.id, guess.id) in conflict_edges(everyone)
+    assert states == {twins[0].id: "consolidated", twins[1].id: "consolidated",
+                      told.id: "working", guess.id: "working", faded.id: "archived"}  # fmt: skip

@@ -35,7 +35,8 @@ class Curation(BrainBase):
         """One sleep pass over this scope's own rows (never other scopes, never global rows from
         a project): merge clusters of recent near-duplicates (true cosine ≥ `threshold`, complete
         linkage, one trust tier each), then archive long-faded memories. Defaults come from
-        `[consolidation]`. `dry_run` reports what would change and writes nothing."""
+        `[consolidation]`. `dry_run` reports what would change and writes nothing. The pass is the
+        scope's, every role's; with a role, the report names and counts only what it sees."""
         cfg = self.config.consolidation
         dry_run = check_flag("dry_run", dry_run)
         now = utcnow()
@@ -47,9 +48,12 @@ class Curation(BrainBase):
             max_age_days=cfg.max_age_days if max_age_days is None else max_age_days,
             now=now,
             dry_run=dry_run,
+            roles=self.sight.roles,
         )
         if cfg.archive_enabled:
-            report.archived = archive_faded(self.consolidator, self.scope, now, dry_run=dry_run)
+            report.archived = archive_faded(
+                self.consolidator, self.scope, now, dry_run=dry_run, roles=self.sight.roles
+            )
         return report
 
     def consolidate_goal(self, goal_id: str) -> Consolidation:

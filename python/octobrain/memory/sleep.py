@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -103,8 +103,11 @@ def sleep_pass(
     max_age_days: float,
     now: datetime,
     dry_run: bool = False,
+    roles: Sequence[str] | None = None,
 ) -> SleepReport:
-    """Cluster `scope`'s recent working memories by true cosine and merge each cluster."""
+    """Cluster `scope`'s recent working memories by true cosine and merge each cluster. The
+    pass is the scope's, every role's; its report holds what a reader of `roles` sees
+    (`Sight.roles`; None, every role's): a role's pass names no other role's memory."""
     _check_sleep_args(threshold, min_size, max_age_days)
     engine.store.refresh()  # another machine's latest writes are this pass's candidates
     engine.log.passed_over.clear()
@@ -122,13 +125,15 @@ def sleep_pass(
     # Findings of a goal wait for the goal to be closed.
     excluded = engine.log.not_to_cluster(scope) | _achievers(engine, [r["id"] for r in rows])
     rows, late = before.past(rows, cutoff)  # those past the window: checked, never clustered
-    held_back = sum(r["id"] in excluded for r in rows)
+    shown = _shown(roles)
+    candidates = sum(shown(r["role"]) for r in rows)
+    held_back = sum(r["id"] in excluded and shown(r["role"]) for r in rows)
     rows = [r for r in rows if r["id"] not in excluded]
     late = [r for r in late if r["id"] not in excluded and conflicts.numbers(r["content"])]
     # Every working statement of the scope as it stands before this pass merges anything
     # (only when there is something recent to compare it with).
     pool = _statement_pool(engine, scope) if (rows or late) and detect else None
-    report = SleepReport(scope, len(rows) + held_back, dry_run=dry_run, held_back=held_back)
+    report = SleepReport(scope, candidates, dry_run=dry_run, held_back=held_back)
     report.damaged_records = sorted(engine.log.passed_over)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: (r["created_at"], r["id"])):
@@ -145,28 +150,43 @@ def sleep_pass(
                 members = [group[i] for i in cluster]
                 sims = cosines(vectors[cluster])
                 planned.append((_plan_cluster(engine, members, sims, threshold, now), members))
-    if dry_run:
-        report.consolidations = [p for p, _ in planned]
-    else:
-        for start in range(0, len(planned), COMMIT_BATCH):
-            for done in _commit_clusters(engine, planned[start : start + COMMIT_BATCH], now):
-                if done is None:
-                    report.skipped += 1
-                else:
-                    report.consolidations.append(done)
+    merged = [p for p, _ in planned] if dry_run else []
+    batches = (
+        []
+        if dry_run
+        else [planned[at : at + COMMIT_BATCH] for at in range(0, len(planned), COMMIT_BATCH)]
+    )
+    for batch in batches:
+        for (plan, _), done in zip(batch, _commit_clusters(engine, batch, now), strict=True):
+            if done is None:
+                report.skipped += shown(plan.parent.role)
+            else:
+                merged.append(done)
+    report.consolidations = [c for c in merged if shown(c.parent.role)]
     if pool is not None and len(pool):
         report.conflicts, report.disagreements, report.unchecked = sleep_conflicts.of_pass(
             engine,
             scope,
             rows + late,
             pool,
-            report.consolidations,
+            merged,
             threshold,
             cutoff,
             before,
             dry_run=dry_run,
         )
+        if roles is not None:  # (both statements of a pair seen, a parent for its members)
+            role_of = dict(zip(pool.ids, pool.roles or [""] * len(pool), strict=True))
+            role_of.update((c.parent.id, c.parent.role) for c in merged)
+            seen = {i for i, role in role_of.items() if shown(role)}
+            report.conflicts = [c for c in report.conflicts if {c.winner, c.loser} <= seen]
+            report.disagreements = [p for p in report.disagreements if set(p) <= seen]
     return report
+
+
+def _shown(roles: Sequence[str] | None) -> Callable[[str], bool]:
+    """Whether a reader of `roles` (None: every role) sees a memory of a role."""
+    return (lambda _: True) if roles is None else (lambda role: role in roles)
 
 
 def _said(tags: pa.ChunkedArray) -> np.ndarray:
@@ -300,10 +320,15 @@ def _commit_clusters(
 
 
 def archive_faded(
-    engine: Consolidator, scope: str, now: datetime, *, dry_run: bool = False
+    engine: Consolidator,
+    scope: str,
+    now: datetime,
+    *,
+    dry_run: bool = False,
+    roles: Sequence[str] | None = None,
 ) -> list[str]:
     """Archive `scope`'s memories whose decayed importance has sat at the floor, untouched,
-    for `archive_after_days`. Returns their ids."""
+    for `archive_after_days`. Returns the ids of those a reader of `roles` sees (`sleep_pass`)."""
     cfg, mcfg = engine.config.consolidation, engine.config.memory
     anchor = now - timedelta(days=cfg.archive_after_days)
     states = [State.WORKING.value, State.CONSOLIDATED.value]
@@ -337,7 +362,10 @@ def archive_faded(
             ids = [r["id"] for r in engine.store.scan(still, columns=["id"])]
             if ids:
                 engine.store.set_columns(still, {"state": State.ARCHIVED.value, "updated_at": now})
-    return ids
+    if roles is None or not ids:
+        return ids
+    role_of = engine.store.values_of(ids, "role")
+    return [i for i in ids if role_of.get(i) in roles]
 
 
 def _statements(scope: str) -> str:
