@@ -22,7 +22,7 @@ from octobrain.cli.common import (
     yes_required,
 )
 from octobrain.errors import InvalidInput, as_json
-from octobrain.safe_text import on_terminal
+from octobrain.safe_text import check_label, on_terminal
 
 if TYPE_CHECKING:
     from octobrain.memory.brain import Brain
@@ -206,10 +206,20 @@ def hook_session_end(scope: str | None, role: str) -> None:
     help="How Claude Code runs octobrain (default: the absolute path of the `octobrain` on "
     "PATH now, since hooks do not run inside your virtualenv).",
 )
+@click.option(
+    "--role",
+    default=None,
+    callback=lambda ctx, param, value: None if value is None else check_label("--role", value),
+    help="The agent's role the hooks brief and store digests as (`hook session-start --role "
+    "R`, …): set in hooks installed before, with or without another role; --role '' takes it "
+    "out. Not given: the role installed hooks run as is kept.",
+)
 @click.option("--yes", "-y", is_flag=True, help="Write without asking.")
-def hook_install(settings_path: Path | None, project: bool, command: str | None, yes: bool) -> None:
+def hook_install(
+    settings_path: Path | None, project: bool, command: str | None, role: str | None, yes: bool
+) -> None:
     """Add octobrain's SessionStart, PreCompact and SessionEnd hooks (idempotent)."""
-    from octobrain.memory.hooks import (
+    from octobrain.memory.hook_settings import (
         default_command,
         hook_command,
         install_hooks,
@@ -229,7 +239,7 @@ def hook_install(settings_path: Path | None, project: bool, command: str | None,
         settings_path = base / ".claude" / "settings.json"
     old_text, settings = load_settings(settings_path)
     new_settings, added = install_hooks(
-        settings, hook_command(command) if command else default_command()
+        settings, hook_command(command) if command else default_command(), role
     )
     if not added:
         click.echo(f"octobrain hooks are already installed in {settings_path}")

@@ -6,25 +6,20 @@
   digest of it (decisions stated, errors fixed, files edited) is stored as one low-importance
   `agent_inferred` memory per session: each hook reads on from where the session's last one
   stopped, a bounded part (`transcript_file`), and adds what it finds to the points held.
-- `hook install`: merges the three hook entries into a Claude Code settings file.
+- `hook install`: merges the three hook entries into a Claude Code settings file
+  (`hook_settings`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
-import shlex
-import shutil
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from octobrain.errors import InvalidInput, json_printable, json_type
-from octobrain.files import TooLarge, named_by, read_regular
 from octobrain.json_values import UnreadableJSON, read_json
 from octobrain.memory.summary import split_sentences
 from octobrain.models import FILE_BYTES, MAX_FILES, Memory
@@ -36,7 +31,6 @@ __all__ = [
     "HookInput",
     "digest_transcript",
     "hook_text",
-    "install_hooks",
     "parse_hook_input",
     "session_start_output",
 ]
@@ -355,124 +349,3 @@ def _storable(path: str) -> bool:
     except InvalidInput:
         return False
     return path == printable(path) and len(path.encode("utf-8")) <= FILE_BYTES
-
-
-# ---- install ---------------------------------------------------------------------------------
-
-HOOKS = (
-    ("SessionStart", "session-start", 30),
-    ("PreCompact", "pre-compact", 60),
-    ("SessionEnd", "session-end", 60),
-)
-
-
-def hook_command(given: str) -> str:
-    """`--command` as the shell must read it: a path to a file that holds a space (or another
-    character the shell parts words at) is quoted, as the default is (`/opt/my dir/octobrain`
-    ran `/opt/my`: exit 127 at every hook); anything else is a command line as written."""
-    text = given.strip()
-    return shlex.quote(text) if os.path.isfile(text) and shlex.quote(text) != text else text
-
-
-def default_command() -> str:
-    """How Claude Code should run octobrain: the installed script, else this interpreter."""
-    found = shutil.which("octobrain")
-    if found:
-        return shlex.quote(found)
-    return f"{shlex.quote(sys.executable)} -m octobrain"
-
-
-def _installed(entries: list[Any], sub: str, prefix: str) -> dict[str, Any] | None:
-    """The handler of an entry that already runs octobrain's `hook <sub>` (any install path of
-    it, with options or a redirection after it: `… hook session-end --scope x 2>>log`), or
-    None. (Only a command ending in `hook <sub>` was known: one with the documented options
-    was installed again beside itself, and every session got two briefings.)"""
-    for entry in entries:
-        handlers = entry.get("hooks", []) if isinstance(entry, dict) else []
-        for handler in handlers if isinstance(handlers, list) else []:
-            command = handler.get("command", "") if isinstance(handler, dict) else ""
-            if not isinstance(command, str) or not _runs_hook(command, sub):
-                continue
-            if "octobrain" in command or command.strip().startswith(f"{prefix} hook {sub}"):
-                return handler  # type: ignore[no-any-return]
-    return None
-
-
-def _runs_hook(command: str, sub: str) -> bool:
-    """Whether a shell command's words hold `hook <sub>` (`octobrain`'s, by `_installed`)."""
-    try:
-        words = shlex.split(command)
-    except ValueError:  # (an unbalanced quote: the words as spaces part them)
-        words = command.split()
-    return any(words[i : i + 2] == ["hook", sub] for i in range(len(words) - 1))
-
-
-def install_hooks(settings: dict[str, Any], command: str) -> tuple[dict[str, Any], list[str]]:
-    """`settings` with octobrain's hook entries added where missing (a copy), and the events
-    changed. Other keys and other hooks are kept as they are. An entry that runs a bare
-    `octobrain` (found on PATH, which Claude Code's environment may not have) is pointed at
-    `command` when that is a path."""
-    out = json.loads(json.dumps(settings))
-    hooks = out.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise InvalidInput("settings.hooks", "must be a JSON object")
-    changed = []
-    for event, sub, timeout in HOOKS:
-        entries = hooks.setdefault(event, [])
-        if not isinstance(entries, list):
-            raise InvalidInput(f"settings.hooks.{event}", "must be a JSON array")
-        handler = _installed(entries, sub, command)
-        if handler is not None:
-            program, _, rest = handler["command"].strip().partition(" ")
-            if program == "octobrain" and "/" in command:  # not `uvx octobrain …` and the like
-                handler["command"] = f"{command} {rest}"
-                changed.append(f"{event} (now {command})")
-            continue
-        entry: dict[str, Any] = {
-            "hooks": [{"type": "command", "command": f"{command} hook {sub}", "timeout": timeout}]
-        }
-        if event == "SessionStart":
-            entry = {"matcher": "startup|resume|clear|compact", **entry}
-        entries.append(entry)
-        changed.append(event)
-    return out, changed
-
-
-# Claude Code's settings are a few kB; a file far past that is not one (`/dev/zero` read whole
-# took 5 GB in 8 s).
-SETTINGS_BYTES = 4 << 20
-
-
-def load_settings(path: Path) -> tuple[str, dict[str, Any]]:
-    """A settings file's text and JSON object ("" and {} when it does not exist yet); only a
-    regular file of at most `SETTINGS_BYTES`, in UTF-8, is read."""
-    if not os.path.lexists(path):
-        return "", {}
-    with named_by("settings", path, "is a directory; name the settings file"):
-        try:
-            raw, _ = read_regular(path, SETTINGS_BYTES)
-        except TooLarge:
-            raise InvalidInput("settings", f"{path} is over {SETTINGS_BYTES:,} bytes") from None
-    try:
-        text = raw.decode("utf-8")
-        body = text.removeprefix("\ufeff")  # (a byte order mark: UTF-8 as Windows saves it)
-        data = read_json(body) if body.strip() else {}
-    except UnicodeDecodeError:
-        raise InvalidInput("settings", f"{path} is not UTF-8 text; fix it first") from None
-    except UnreadableJSON as exc:
-        raise InvalidInput("settings", f"{path} {exc.reason}; fix it first") from None
-    if not isinstance(data, dict):
-        raise InvalidInput("settings", f"{path} must hold a JSON object")
-    try:  # (Python reads NaN and Infinity; written back, Claude Code could not read the file)
-        json.dumps(data, allow_nan=False)
-    except ValueError:
-        raise InvalidInput(
-            "settings", f"{path} holds NaN or Infinity, which JSON has not; fix it first"
-        ) from None
-    return text, data
-
-
-def render_settings(settings: dict[str, Any]) -> str:
-    """Settings as Claude Code writes them: 2-space JSON and a final newline. A string the file
-    held as a `\\u` escape that UTF-8 cannot write (a lone surrogate: "\\ud800") stays one."""
-    return json_printable(settings, indent=2) + "\n"
