@@ -51,9 +51,10 @@ def _age_record(location: StoreLocation, seconds: float) -> None:
 def _an_hour_ago(monkeypatch: pytest.MonkeyPatch) -> None:
     """Entries of the version record set from now on say they were set an hour ago (as if the
     writes came an hour before what the test does next)."""
-    from octobrain.store import highwater
+    from octobrain.store import highwater, sighted
 
     monkeypatch.setattr(highwater, "_clock", lambda: time.time() - 3600)
+    monkeypatch.setattr(sighted, "_clock", lambda: time.time() - 3600)  # (and seen then)
 
 
 def test_tables_started_over_by_a_release_that_keeps_no_record_open_and_are_recorded_again(

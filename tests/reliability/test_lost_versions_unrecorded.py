@@ -90,3 +90,36 @@ def test_a_table_started_over_since_this_process_saw_it_is_no_loss(tmp_path: Pat
     lost = lost_version(location, "memories", table)
     assert lost is not None and "versions 4–9 committed (this process saw it)" in lost.reason
     assert "the newest version that opens is 3" in lost.reason, lost.reason
+
+
+def test_a_server_that_named_a_loss_from_the_hint_takes_the_loss_accepted_as_its_line_says(
+    tmp_path: Path,
+) -> None:
+    # Before: the server refused the newest version lost (Lance's hint names it), and once the
+    # user deleted the hint and `_octobrain/versions.json` as that line says, it refused every
+    # call again ("this process saw it"), now asking for a restart.
+    db = tmp_path / "data" / "db"
+
+    async def body() -> None:
+        async with Client(stdio_client(stdio_params(tmp_path))) as client:
+            for title in ("Auth uses JWT tokens", "Deploys run on Tuesdays"):
+                failed, said = await call(
+                    client, "memorize", title=title, scope=SCOPE,
+                    content=f"{title}: a fact the team relies on.",
+                )  # fmt: skip
+                assert not failed, said
+            versions = db / "memories.lance" / "_versions"
+            max(versions.glob("*.manifest"), key=lambda f: version_of(f.name)).unlink()
+            failed, said = await call(client, "remember", query="JWT tokens", scope=SCOPE)
+            assert failed and "version 3 committed, but" in said, said
+            (versions / HINT).unlink()  # the loss accepted, as the line says
+            (db / "_octobrain" / "versions.json").unlink()
+            failed, said = await call(client, "remember", query="JWT tokens", scope=SCOPE)
+            assert not failed and "Auth uses JWT tokens" in said, said
+            failed, said = await call(
+                client, "memorize", title="After the loss", scope=SCOPE,
+                content="A new fact written after the loss was accepted.",
+            )  # fmt: skip
+            assert not failed, said
+
+    run(body)

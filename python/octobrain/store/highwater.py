@@ -145,17 +145,18 @@ class HighWater:
         which is safe."""
         if not self.applies or not versions:
             return
-        for name, version in versions.items():  # (kept whatever becomes of the record)
-            sighted.sight(self._location, name, version)
         with self._guard:
             try:
                 self._record(versions)
             except StorageError as exc:  # `LeaseLost`: its new holder may have made the table
                 # again, from version 1 (`location` imports this module: named by its base)
                 log.warning("did not record the committed versions in %s: %s", self.key, exc)
+                return  # (nor kept in memory: it would stand above the table made again)
             except Exception as exc:  # (an object store's errors end in a Rust dump: its gist)
                 reason = object_store_reason(exc)
                 log.warning("could not record the committed versions in %s: %s", self.key, reason)
+        for name, version in versions.items():  # (kept whatever became of the record)
+            sighted.sight(self._location, name, version)
 
     def _merged(
         self, versions: Mapping[str, int | None]

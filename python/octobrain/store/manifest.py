@@ -384,6 +384,7 @@ def open_or_create(
         seen.note_used(location.uri)
         # (A mark left by a table of that name before it was lost would be above this one's.)
         location.high_water.record({name: int(table.version)})
+        sighted.sight(location, name, int(table.version), accepted=True)  # (a new table)
         record(location, name)
         if name in _SPELT_ON_MAKING:  # (none of its rows can be spelt as an earlier version did)
             note(location, _SPELT_ON_MAKING[name], SCOPE_SPELLING)

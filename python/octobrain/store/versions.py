@@ -75,6 +75,7 @@ def lost_version(location: StoreLocation, name: str, table: lancedb.table.Table)
     opened = int(table.version)
     if committed <= opened:
         return None
+    _named_on_disk(location, name, opened)
     gone = _gone(committed, opened)
     return Problem(
         f"{gone} committed, but the newest version that opens is {opened}: the manifest file "
@@ -124,6 +125,7 @@ def _lost_by_record(
     committed = marks.recorded(name, fresh=True) or 0
     if committed <= opened or _started_over_since(marks.recorded_at(name), table, opened):
         return _lost_by_sight(location, name, table)
+    _named_on_disk(location, name, opened)
     gone = _gone(committed, opened)
     if location.path is not None:
         return Problem(
@@ -170,6 +172,13 @@ def _lost_by_sight(
         "`octobrain service stop` for the resident service)",
         doctor_sees=False,  # (what this process saw is in no file a new process reads)
     )
+
+
+def _named_on_disk(location: StoreLocation, name: str, opened: int) -> None:
+    """A loss named from a file (Lance's hint, octobrain's record): this process's own mark
+    comes down to the version that opens, so the repair the line names (deleting those files,
+    accepting the loss) holds here too, not refused again from what this process saw."""
+    sighted.sight(location, name, opened, accepted=True)
 
 
 def _started_over_since(
