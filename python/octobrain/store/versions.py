@@ -150,23 +150,27 @@ def _lost_by_sight(
 ) -> Problem | None:
     """`lost_version` from the newest version this process committed or opened (`sighted`),
     when neither Lance's hint nor octobrain's record names a newer one than opens: all three
-    deleted at once under a running server, which answered from the version before."""
-    mark = sighted.sighted(location, name) if location.high_water.applies else None
-    if mark is None or mark[0] <= int(table.version):  # (`s3+ddb://` fails such an open)
+    deleted at once under a running server, which answered from the version before.
+
+    On a disk only: there the committer's clock is this machine's, so a table started over
+    since this process last saw it (only versions committed after that) is told from a loss
+    exactly. On a bucket another machine's `doctor --recreate` within the clock tolerance of
+    this process's last look would be refused for good, and a bucket has no hint to lose:
+    octobrain's record is its witness (`_lost_by_record`)."""
+    if location.path is None or not location.high_water.applies:
+        return None
+    mark = sighted.sighted(location, name)
+    if mark is None or mark[0] <= int(table.version):
         return None
     table.checkout_latest()  # type: ignore[no-untyped-call]
     opened, (seen, at) = int(table.version), mark
-    # (on a disk the committer's clock is this machine's: a table started over since this
-    # process last saw it has only versions committed after that)
-    tolerance = 0.0 if location.path is not None else CLOCK_TOLERANCE_S
-    if seen <= opened or _started_over_since(at, table, opened, tolerance):
+    if seen <= opened or _started_over_since(at, table, opened, 0.0):
         return None
     gone = _gone(seen, opened)
-    said = "file" if location.path is not None else "object"
     return Problem(
         f"{gone} committed (this process saw it), but the newest version that "
         f"opens is {opened}, and neither Lance's {HINT} nor {location.high_water.key} names it "
-        f"any more: the manifest {said} of {gone} in {name}.lance/_versions/ is gone",
+        f"any more: the manifest file of {gone} in {name}.lance/_versions/ is gone",
         f"put {name}.lance/_versions/ back from a backup; or, to keep the table as of version "
         f"{opened} and lose what was written after it, restart this process (the MCP server; "
         "`octobrain service stop` for the resident service)",
