@@ -8,6 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from octobrain.errors import InvalidInput
 from octobrain.memory.conversation import read_conversations
 from octobrain.memory.conversation_parse import parse_text
 from octobrain.memory.gist import DIGEST_TAG
@@ -137,3 +140,120 @@ def test_the_digest_hooks_read_the_same_branch(env: Path, tmp_path: Path) -> Non
     assert result.exit_code == 0, result.output
     (digest,) = [m for m in brain_for(env).recent(10) if DIGEST_TAG in m.tags]
     assert "keep Redis streams" in digest.content and "RabbitMQ" not in digest.content
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[int]:
+    parsed = [0]
+    read = module.read_json
+
+    def counting(text: str | bytes) -> Any:
+        parsed[0] += 1
+        return read(text)
+
+    monkeypatch.setattr(module, "read_json", counting)
+    return parsed
+
+
+_LONG = [
+    entry
+    for i in range(40)
+    for entry in (
+        _entry(f"u{i}", f"a{i - 1}" if i else None, "user", f"Question {i} about the mailer?"),
+        _entry(f"a{i}", f"u{i}", "assistant", f"Answer {i}: the queue holds."),
+    )
+]
+
+
+def test_ingest_parses_a_transcript_once_to_check_its_branch_and_turns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The branch was a pass of its own: every line parsed again, 62 MB ingested in 24 s, not 20.
+    from octobrain.memory import conversation_parse
+
+    parsed = _counted(monkeypatch, conversation_parse)
+    (conversation,) = parse_text("".join(json.dumps(e) + "\n" for e in _LONG))
+    assert parsed[0] <= len(_LONG) + 1 + 20  # (the first 20 lines tell the format)
+    assert len(conversation.turns) == len(_LONG) and not conversation.abandoned
+    # Turns taken that turn out abandoned are withdrawn from the check, not checked again.
+    parsed[0] = 0
+    edited = [_entry("u39e", "a38", "user", "Question 39, asked again?")]
+    (conversation,) = parse_text("".join(json.dumps(e) + "\n" for e in _LONG + edited))
+    assert parsed[0] <= len(_LONG) + 2 + 20
+    assert conversation.abandoned == 2 and len(conversation.turns) == len(_LONG) - 1
+    said = [t.text for t in conversation.turns][-2:]
+    assert said == ["Answer 38: the queue holds.", "Question 39, asked again?"]
+
+
+def test_a_turn_without_a_uuid_after_an_abandoned_one_is_checked_under_its_own_key(
+    tmp_path: Path,
+) -> None:
+    # Such a turn's key counts the turns before it; checked while the abandoned one still
+    # counted, it missed the turn it repeats (the same key, speaker and words) and both were
+    # stored.
+    bare = {"type": "user", "sessionId": SESSION, "message": {"role": "user", "content": "Hi."}}
+    alone = parse_text("".join(json.dumps(e) + "\n" for e in [*_ASKED[:2], bare]))[0]
+    twin = _entry(alone.turns[2].key, "a1", "user", "Hi.")
+    edited = [_entry("u2", "a1", "user", "Use RabbitMQ then."), bare, twin]
+    (conversation,) = parse_text("".join(json.dumps(e) + "\n" for e in [*_ASKED[:2], *edited]))
+    said = [t.text for t in conversation.turns]
+    assert said == ["Which queue should the mailer use?", "Redis streams fit the volume.", "Hi."]
+
+
+def test_a_hook_parses_its_part_of_a_transcript_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The hook's 60 s: a 32 MiB part's digest took 12.0 s where 8.4 s read it once.
+    from octobrain.memory import transcript_file
+    from octobrain.memory.transcript_parts import transcript_part
+
+    parsed = _counted(monkeypatch, transcript_file)
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in _LONG))
+    assert transcript_part(path).done
+    assert parsed[0] == len(_LONG)
+
+
+def test_an_abandoned_turn_s_bad_time_refuses_nothing(tmp_path: Path) -> None:
+    # Turns are checked before the branch is known (one parse): a check that fails at a turn
+    # abandoned is no reason to refuse the transcript, which is read again, the branch known.
+    abandoned = _entry("u2", "a1", "user", "Use RabbitMQ then.", timestamp="yesterday")
+    edited = [abandoned, _entry("u2e", "a1", "user", "Keep Redis streams.")]
+    assert _said([*_ASKED[:2], *edited], tmp_path)[-1] == "Keep Redis streams."
+    undated = [_entry("u2", "a1", "user", "Use RabbitMQ.", timestamp=None), edited[1]]
+    (conversation,) = parse_text("".join(json.dumps(e) + "\n" for e in [*_ASKED[:2], *undated]))
+    assert (conversation.abandoned, conversation.undated) == (1, 0)
+    with pytest.raises(InvalidInput, match="timestamp"):
+        _said([*_ASKED[:2], abandoned], tmp_path)  # (on the branch: refused, as before)
+
+
+def test_a_hook_s_full_digest_stops_where_it_filled_though_a_branch_was_left_out(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A digest full before the part's end stops there: the next hook reads on from that line,
+    # the abandoned branch before it still left out of the points.
+    from octobrain.memory import hooks
+    from octobrain.memory.transcript_parts import transcript_part
+
+    monkeypatch.setattr(hooks, "MAX_POINTS", 1)
+    monkeypatch.setattr(hooks, "MAX_FILES", 0)
+    said = [
+        _entry("u1", None, "user", "We decided to use RabbitMQ for the mailer."),
+        _entry("u1e", None, "user", "We decided to keep Redis streams for the mailer."),
+        _entry("a1", "u1e", "assistant", "We decided to retry each send three times."),
+        _entry("u2", "a1", "user", "Fixed the bug in the retry loop by waiting."),
+        _entry("u3", "u2", "user", "Fixed the crash on empty batches with a guard."),
+        _entry("u4", "u3", "user", "We decided on a dead-letter queue after that."),
+    ]
+    lines = [json.dumps(e) + "\n" for e in said]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(lines))
+    part = transcript_part(path)
+    assert part.digest.decisions == [
+        "We decided to keep Redis streams for the mailer.",
+        "We decided to retry each send three times.",
+    ]
+    assert part.digest.fixes == [
+        "Fixed the bug in the retry loop by waiting.",
+        "Fixed the crash on empty batches with a guard.",
+    ]
+    assert part.done and part.end == len("".join(lines[:5]).encode())
