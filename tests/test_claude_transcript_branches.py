@@ -164,26 +164,6 @@ _LONG = [
 ]
 
 
-def test_ingest_parses_a_transcript_once_to_check_its_branch_and_turns(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The branch was a pass of its own: every line parsed again, 62 MB ingested in 24 s, not 20.
-    from octobrain.memory import conversation_parse
-
-    parsed = _counted(monkeypatch, conversation_parse)
-    (conversation,) = parse_text("".join(json.dumps(e) + "\n" for e in _LONG))
-    assert parsed[0] <= len(_LONG) + 1 + 20  # (the first 20 lines tell the format)
-    assert len(conversation.turns) == len(_LONG) and not conversation.abandoned
-    # Turns taken that turn out abandoned are withdrawn from the check, not checked again.
-    parsed[0] = 0
-    edited = [_entry("u39e", "a38", "user", "Question 39, asked again?")]
-    (conversation,) = parse_text("".join(json.dumps(e) + "\n" for e in _LONG + edited))
-    assert parsed[0] <= len(_LONG) + 2 + 20
-    assert conversation.abandoned == 2 and len(conversation.turns) == len(_LONG) - 1
-    said = [t.text for t in conversation.turns][-2:]
-    assert said == ["Answer 38: the queue holds.", "Question 39, asked again?"]
-
-
 def test_a_turn_without_a_uuid_after_an_abandoned_one_is_checked_under_its_own_key(
     tmp_path: Path,
 ) -> None:

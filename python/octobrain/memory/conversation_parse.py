@@ -23,7 +23,7 @@ from octobrain.memory.chat_keys import chat_fields, looks_like_chat, unsaid
 from octobrain.memory.conversation_formats import FORMATS
 from octobrain.memory.conversation_locomo import locomo_conversations
 from octobrain.memory.slack_users import slack_text, stored_before
-from octobrain.memory.transcript_branch import Branch, is_off, off_branch
+from octobrain.memory.transcript_branch import is_off, off_branch
 from octobrain.memory.turn_fields import (
     LONE,
     SESSION_CHARS,
@@ -110,7 +110,10 @@ def parse_text(
     if chosen == "locomo":
         return [in_parts(once(c)) for c in locomo_conversations(samples)]
     if chosen == "claude":
-        return [_claude(records, default_key)]
+        session: list[str] = []  # (its id, found while the turns are checked)
+        off = off_branch(entry for _, entry in records())  # (an edited prompt's old branch)
+        claude = streamed(lambda: _claude_turns(records(), session, off), default_key)
+        return [replace(claude, key=session[0]) if session else claude]
     return [streamed(lambda: chat_turns(records(), people), default_key)]
 
 
@@ -326,49 +329,8 @@ def once(conversation: Conversation) -> Conversation:
     return replace(conversation, turns=turns)
 
 
-def _claude(records: Callable[[], Iterator[tuple[str, Any]]], key: str) -> Conversation:
-    """A Claude Code transcript's conversation: the branch Claude Code resumes (its entries
-    `off` an edited prompt's old branch skipped, `_claude_turns`). Each line is parsed once
-    for the branch and the turns' check together (a pass for the branch alone cost 62 MB 18%
-    more): every turn is taken as on the branch, and those that turn out off it are withdrawn
-    from the check's counts. Only when the check failed (at what may be an abandoned turn) or
-    a turn's key counted the ones withdrawn (it has no `uuid`) is it made again, the branch
-    known first."""
-    session: list[str] = []  # (its id, found while the turns are checked)
-    branch, taken = Branch(), list[str]()
-    off: frozenset[str] = frozenset()
-    noting = [branch]  # (the first read only)
-
-    def turns() -> Iterator[Read]:
-        if noting:
-            return _claude_turns(noting.pop().noted(records()), session, off, taken)
-        return _claude_turns(records(), session, off)
-
-    def withdrawn() -> list[int]:
-        nonlocal off
-        off = branch.off()
-        places = [i for i, uuid in enumerate(taken) if uuid in off]
-        if places and "" in taken[places[0] :]:
-            raise _Renumbered
-        return places
-
-    try:
-        claude = streamed(turns, key, withdrawn)
-    except (InvalidInput, _Renumbered):  # (maybe an abandoned turn's: raised again if not)
-        off = off_branch(entry for _, entry in records())
-        claude = streamed(turns, key)
-    return replace(claude, key=session[0]) if session else claude
-
-
-class _Renumbered(Exception):
-    """A turn without a `uuid` follows one withdrawn: its key counted the turns before it."""
-
-
 def _claude_turns(
-    entries: Iterable[tuple[str, Any]],
-    session: list[str],
-    off: frozenset[str] = frozenset(),
-    taken: list[str] | None = None,
+    entries: Iterable[tuple[str, Any]], session: list[str], off: frozenset[str] = frozenset()
 ) -> Iterator[Read]:
     """A Claude Code transcript's turns: the user's and the assistant's text blocks, in order,
     and the prompts the user queued while the assistant worked (tool calls, tool results,
@@ -377,7 +339,7 @@ def _claude_turns(
     entries whose `uuid` is in `off`, a branch abandoned by an edited prompt: ABANDONED). Each
     entry comes with how errors name it: its line, or its place in a JSON array. The first
     session id met is added to `session` (the conversation's key; the file's name without
-    one); the `uuid` of each turn made ("" for none), to `taken`."""
+    one)."""
     from octobrain.memory.hooks import said_in, speaker_of, transcript_text
 
     made = 0
@@ -399,8 +361,6 @@ def _claude_turns(
         if is_off(entry, off):
             yield ABANDONED
             continue
-        if taken is not None:
-            taken.append(entry["uuid"] if isinstance(entry.get("uuid"), str) else "")
         moment = turn_time(f"{where}.timestamp", entry.get("timestamp"))
         speaker = speaker_of(entry)
         own, former = same_id(turn_id(f"{where}.uuid", entry.get("uuid")))

@@ -151,46 +151,30 @@ def collected(key: str, reads: Iterable[Read], title: str = "") -> Conversation:
     return replace(listed(key, turns, blank), unsaid=unsaid, title=title)
 
 
-def streamed(
-    make: Callable[[], Iterator[Read]],
-    key: str,
-    withdrawn: Callable[[], Iterable[int]] | None = None,
-) -> Conversation:
+def streamed(make: Callable[[], Iterator[Read]], key: str) -> Conversation:
     """The conversation whose records `make` reads (a turn, None for a blank record or UNSAID for
     one that holds nothing said), each
     checked once now and read again when its turns are gone through: a turn id given to two
     different turns is the field error `once` raises, a repeated turn is dropped, and a turn
-    longer than a memory holds is said in parts (`in_parts`). Only two digests, a count and a
-    mark a turn are held (37 bytes, not the turn's 270 or more). `withdrawn`, asked once the check
-    is through, gives the places of turns (counted among the turns checked) that `make` reads
-    as ABANDONED from then on: counted so, as if the check had read them so."""
-    keys, said, pieces, marks = bytearray(), bytearray(), array("I"), bytearray()
-    cuts: dict[int, str] = {}  # (the few turns whose speaker's name was cut)
-    blank, unsaid, abandoned = 0, 0, 0
+    longer than a memory holds is said in parts (`in_parts`). Only two digests and a count a
+    turn are held (32 bytes, not the turn's 270 or more)."""
+    keys, said, pieces = bytearray(), bytearray(), array("I")
+    blank, cut, cut_at, undated, unsaid, abandoned = 0, 0, "", 0, 0, 0
     for turn in make():
         if not isinstance(turn, Turn):
             blank += turn is None
             unsaid += turn is UNSAID
             abandoned += turn is ABANDONED
             continue
+        undated += turn.time is None
         if turn.cut:
-            cuts[len(marks)] = turn.cut
-        marks.append(turn.time is None)
+            cut, cut_at = cut + 1, cut_at or turn.cut
         keys += _digest16(turn.key)
         said += _digest16(turn.speaker, turn.text)
         pieces.append(len(split_text(turn.text, CONTENT_BYTES[1])))
-    gone = set(withdrawn()) if withdrawn is not None else set()
-    if gone:
-        keep = [i for i in range(len(marks)) if i not in gone]
-        keys = bytearray(b"".join(keys[i * 16 : i * 16 + 16] for i in keep))
-        said = bytearray(b"".join(said[i * 16 : i * 16 + 16] for i in keep))
-        pieces, marks = array("I", (pieces[i] for i in keep)), bytearray(marks[i] for i in keep)
-        cuts = {k: cuts[i] for k, i in enumerate(keep) if i in cuts}
-        abandoned += len(gone)
     drop = _repeats(keys, said, make)
     count = sum(pieces) - sum(pieces[i] for i in drop)
-    cut, cut_at, undated = len(cuts), cuts[min(cuts)] if cuts else "", sum(marks)
-    del keys, said, pieces, marks
+    del keys, said, pieces
 
     def turns() -> Iterator[Turn]:
         said = (t for t in make() if isinstance(t, Turn))
